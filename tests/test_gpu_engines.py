@@ -1,0 +1,86 @@
+"""GPU engine tests (marker ``gpu``): run them on the H200 with ``pytest -m gpu``."""
+
+import pytest
+import torch
+
+from yolo_sm.engines import EngineConfig, build_engine
+from yolo_sm.timing import measure_engine
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def model():
+    from yolo_sm.models import build_yolo
+
+    return build_yolo("yolov8", 0.25)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "fp16", "bf16"])
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_eager_precisions_agree_with_fp32(model, precision, layout):
+    eng = build_engine(model, EngineConfig(precision=precision, layout=layout, batch=2, device="cuda"))
+    assert eng.rel_err is not None and eng.rel_err <= eng.config.tolerance
+    if precision in ("fp16", "bf16", "tf32"):
+        assert eng.rel_err > 1e-6, "reduced precision should not be bit-identical to fp32"
+    out = eng(eng.make_input(3))
+    assert out.is_cuda and torch.isfinite(out.float()).all()
+
+
+def test_fp32_means_no_tf32_and_flags_restored(model):
+    torch.backends.cudnn.allow_tf32 = True
+    eng = build_engine(model, EngineConfig(precision="fp32", layout="nchw", batch=2, device="cuda"))
+    assert eng.rel_err < 1e-4  # tf32 would land near 1e-3
+    assert torch.backends.cudnn.allow_tf32 is True
+
+
+def test_cudagraph_replays_same_as_eager(model):
+    cfg = EngineConfig(backend="cudagraph", precision="fp16", layout="nhwc", batch=4, device="cuda")
+    graph = build_engine(model, cfg)
+    eager = build_engine(model, EngineConfig(precision="fp16", layout="nhwc", batch=4, device="cuda"))
+    for seed in (5, 6):
+        x = graph.make_input(seed)
+        torch.testing.assert_close(graph(x).clone(), eager(x), rtol=1e-2, atol=1e-2)
+    m = measure_engine(graph, warmup_ms=20, budget_ms=100)
+    assert m.n >= 10 and m.median_ms > 0
+    graph.close()
+
+
+def test_compile_does_not_recompile_per_call(model):
+    cfg = EngineConfig(backend="compile", precision="fp16", layout="nhwc", batch=2, device="cuda")
+    eng = build_engine(model, cfg)
+    x = eng.make_input(7)
+    for _ in range(5):
+        eng(x)
+    assert eng.info["recompiles"] == 0
+    assert eng.rel_err <= cfg.tolerance
+
+
+def test_timing_reports_gpu_provenance(model):
+    eng = build_engine(model, EngineConfig(precision="fp16", batch=1, device="cuda"))
+    m = measure_engine(eng, warmup_ms=20, budget_ms=100)
+    assert m.provenance["gpu_name"] and m.provenance["sm_count"] > 0
+    assert m.provenance["sm_clock_start_mhz"] is None or m.provenance["sm_clock_start_mhz"] > 0
+    assert m.median_ms > 0 and m.iqr_ms >= 0
+
+
+def test_l2_flush_makes_calls_slower_or_equal(model):
+    eng = build_engine(model, EngineConfig(precision="fp16", batch=8, device="cuda"))
+    warm = measure_engine(eng, warmup_ms=20, budget_ms=200)
+    cold = measure_engine(eng, warmup_ms=20, budget_ms=200, l2_flush=True)
+    assert cold.l2_flush and not warm.l2_flush
+    assert cold.median_ms >= 0.9 * warm.median_ms
+
+
+def test_oom_becomes_a_row_and_memory_is_freed():
+    from yolo_sm.sweep import SweepSpec, run_point, Point
+
+    from yolo_sm.models import build_yolo
+
+    model = build_yolo("yolov8", 4.0)
+    free_before = torch.cuda.mem_get_info()[0]
+    p = Point("yolov8", "", 4.0, 0.33, 2048, "fp32", "nchw", "eager", 512, 1280, "default", "cuda")
+    row = run_point(model, p, SweepSpec(device="cuda", budget_ms=50, warmup_ms=5), 0)
+    assert row["status"] == "oom", row["message"]
+    torch.cuda.synchronize()
+    assert torch.cuda.mem_get_info()[0] >= free_before - 2**30

@@ -1,0 +1,5 @@
+import sys
+
+from yolo_sm.cli import main
+
+sys.exit(main())

@@ -1,0 +1,198 @@
+"""``yolo-sm`` command line: thin sub-commands over the package's functions.
+
+Errors a user can cause end in one sentence on stderr and exit code 2, with no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from yolo_sm.errors import UserError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one sentence, exit 2 (argparse would add a usage block)
+        raise UserError(f"{message} (see '{self.prog} --help')")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="yolo-sm", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+
+    e = sub.add_parser("env", help="what hardware and software this machine has, which profilers work")
+    e.add_argument("--device", default="cuda", help="device to describe (default cuda, if present)")
+    e.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    m = sub.add_parser("models", help="the channel table of a model (one row per layer)")
+    m.add_argument("--family", default="yolov8", help="yolov8, yolo11, wide (the wide conv stack) or resnet18/34/50/101/152")
+    m.add_argument("--width", default="1.0", help="width multiplier or preset letter n/s/m/l/x")
+    m.add_argument("--depth", type=float, default=None, help="depth multiplier (default 0.33 / preset)")
+    m.add_argument("--max-channels", type=int, default=2048)
+    m.add_argument("--imgsz", type=int, default=640)
+    m.add_argument("--format", choices=("table", "csv", "json"), default="table")
+
+    s = sub.add_parser("sweep", help="time a grid of model x engine x batch points into parquet")
+    s.add_argument("--config", help="YAML file with the same keys as the flags (flags override it)")
+    for flag, helptext in (
+        ("--family", "comma list: yolov8,yolo11"),
+        ("--widths", "comma list of multipliers (0.0625-4) or presets n,s,m,l,x"),
+        ("--depth", "comma list of depth multipliers (default 0.33 / preset depth)"),
+        ("--precisions", "comma list: fp32,tf32,fp16,bf16 (int8: tensorrt only)"),
+        ("--layouts", "comma list: nchw,nhwc"),
+        ("--backends", "comma list: eager,cudagraph,compile,onnxruntime,tensorrt"),
+        ("--batches", "comma list of batch sizes"),
+        ("--imgsz", "comma list of square input sizes (multiples of 32)"),
+    ):
+        s.add_argument(flag, help=helptext)
+    s.add_argument("--device", help="cuda (default) or cpu")
+    s.add_argument("--max-channels", dest="max_channels", help="ultralytics max_channels cap (default 2048)")
+    s.add_argument("--compile-mode", dest="compile_mode", help="torch.compile mode (default 'default')")
+    s.add_argument("--budget-ms", dest="budget_ms", help="timed milliseconds per point (default 500)")
+    s.add_argument("--warmup-ms", dest="warmup_ms", help="warm-up milliseconds per point (default 100)")
+    s.add_argument("--no-check", dest="check", action="store_const", const=False,
+                   help="skip the numerical check against eager fp32")
+    s.add_argument("--out", required=False, help="parquet file; rerunning resumes it")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    r = sub.add_parser("render", help="execute the notebooks and render them into a static site")
+    r.add_argument("--notebooks", default="notebooks", help="folder of NN_topic.ipynb files")
+    r.add_argument("--out", default="site", help="output folder (index.html + one page each)")
+    r.add_argument("--timeout", type=int, default=900, help="seconds per cell")
+    r.add_argument("--only", default=None, help="comma list of notebook name prefixes to render")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = _parser().parse_args(argv)
+        return {"env": cmd_env, "models": cmd_models, "sweep": cmd_sweep, "render": cmd_render}[
+            args.cmd
+        ](args)
+    except UserError as e:
+        print(f"yolo-sm: error: {_sentence(e)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("yolo-sm: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # output piped into head & co.
+        sys.stderr.close()
+        return 0
+
+
+def _sentence(e: Exception) -> str:
+    text = " ".join(str(e).split())
+    return text if text.endswith((".", ")", "'")) else text + "."
+
+
+def cmd_env(args) -> int:
+    from yolo_sm.environment import describe
+
+    info = describe(args.device)
+    if args.json:
+        print(json.dumps(info, indent=2, default=str))
+    else:
+        width = max(len(k) for k in info)
+        for k, v in info.items():
+            print(f"{k:<{width}}  {v}")
+    return 0
+
+
+def cmd_models(args) -> int:
+    import pandas as pd
+
+    from yolo_sm import models
+
+    fam = args.family.lower()
+    if fam == "wide":
+        model = models.wide_conv_stack(float(args.width))
+    elif fam.startswith("resnet"):
+        try:
+            depth = int(fam[6:] or 101)
+        except ValueError:
+            raise UserError(f"unknown family {args.family!r}: use resnet18/34/50/101/152") from None
+        model = models.resnet_backbone(depth)
+    else:
+        model = models.build_yolo(fam, args.width, depth=args.depth, max_channels=args.max_channels)
+    if args.imgsz <= 0 or args.imgsz % 32:
+        raise UserError(f"imgsz must be a positive multiple of 32, got {args.imgsz}")
+    df = models.channel_table(model, args.imgsz)
+    if args.format == "csv":
+        df.to_csv(sys.stdout, index=False)
+    elif args.format == "json":
+        print(df.to_json(orient="records"))
+    else:
+        with pd.option_context("display.width", 200, "display.max_columns", 50, "display.max_rows", 500):
+            print(df.to_string(index=False))
+        print(f"\ntotal: {df.params.sum():,} parameters, {df.flops.sum() / 1e9:.2f} GFLOPs per "
+              f"{args.imgsz}x{args.imgsz} image (2 FLOPs per multiply-add)")
+    return 0
+
+
+def load_yaml(path: str) -> dict:
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"config file {path} does not exist")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise UserError(f"config file {path} is not valid YAML{where}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise UserError(f"config file {path} must hold a mapping of sweep keys, not a {type(data).__name__}")
+    return data
+
+
+def cmd_sweep(args) -> int:
+    from yolo_sm.sweep import SweepSpec, run_sweep
+
+    data = load_yaml(args.config) if args.config else {}
+    out = args.out or data.pop("out", None)
+    data.pop("out", None)
+    for key in ("family", "widths", "depth", "precisions", "layouts", "backends", "batches", "imgsz",
+                "device", "max_channels", "compile_mode", "budget_ms", "warmup_ms", "check"):
+        value = getattr(args, key, None)
+        if value is not None:
+            data[key] = value
+    if not out:
+        raise UserError("sweep needs --out FILE.parquet (or 'out:' in the config)")
+    spec = SweepSpec.from_mapping(data)
+    for line in spec.unsupported():
+        print(f"yolo-sm: skipping {line}", file=sys.stderr)
+    df = run_sweep(spec, out, progress=not args.quiet)
+    _print_sweep_summary(df)
+    return 0
+
+
+def _print_sweep_summary(df) -> None:
+    import pandas as pd
+
+    if df.empty:
+        print("no points")
+        return
+    cols = [c for c in ("family", "scale", "width", "precision", "layout", "backend", "batch", "imgsz",
+                        "status", "median_ms", "iqr_ms", "img_per_s", "tflops", "rel_err") if c in df]
+    with pd.option_context("display.width", 200, "display.max_rows", 1000, "display.float_format", "{:.4g}".format):
+        print(df[cols].to_string(index=False))
+    counts = df["status"].value_counts().to_dict()
+    print("points: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+
+
+def cmd_render(args) -> int:
+    from yolo_sm.render import render_site
+
+    only = [x for x in (args.only or "").split(",") if x]
+    index = render_site(args.notebooks, args.out, timeout=args.timeout, only=only)
+    print(f"rendered {index}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""The Engine type shared by every backend, and the numerical check against eager fp32."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from yolo_sm.engines.config import EngineConfig, Layout, Precision
+from yolo_sm.errors import NotAvailableError
+
+DTYPES = {
+    Precision.FP32: torch.float32,
+    Precision.TF32: torch.float32,
+    Precision.FP16: torch.float16,
+    Precision.BF16: torch.bfloat16,
+    Precision.INT8: torch.float16,  # int8 engines take half inputs (TensorRT mixes int8/fp16)
+}
+
+
+class NumericalMismatch(RuntimeError):
+    """An engine's output differs from the eager fp32 model beyond its precision's tolerance."""
+
+
+@dataclass
+class Engine:
+    """A model ready to run on one input shape.
+
+    ``engine(x)`` returns the head output (a tensor on the engine's device). ``rel_err`` is the
+    relative L2 error of that output against the eager fp32 model on the same input (``None``
+    when the check was skipped); ``info`` holds backend details (build seconds, cache hits ...).
+    """
+
+    config: EngineConfig
+    run: Callable[[torch.Tensor], torch.Tensor]
+    description: str
+    info: dict = field(default_factory=dict)
+    rel_err: float | None = None
+    close_fn: Callable[[], None] | None = None
+    _input: torch.Tensor | None = None
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self.run(x)
+
+    @property
+    def input_dtype(self) -> torch.dtype:
+        return DTYPES[self.config.precision]
+
+    def make_input(self, seed: int = 0) -> torch.Tensor:
+        """A random image-like batch in [0, 1) with this engine's dtype, device and layout
+        (never zeros: they hide unwritten outputs and can run faster than real data)."""
+        return make_input(self.config, seed)
+
+    def close(self) -> None:
+        if self.close_fn is not None:
+            self.close_fn()
+            self.close_fn = None
+
+
+def make_input(config: EngineConfig, seed: int = 0) -> torch.Tensor:
+    gen = torch.Generator(device=config.device).manual_seed(seed)  # drawn where it is used
+    x = torch.rand(config.batch, 3, config.imgsz, config.imgsz, generator=gen, device=config.device)
+    x = x.to(dtype=DTYPES[config.precision])
+    if config.layout is Layout.NHWC:
+        x = x.contiguous(memory_format=torch.channels_last)
+    return x
+
+
+def check_device(device: str) -> None:
+    """Raise a clear error when a CUDA device is asked for and torch sees none."""
+    if str(device).startswith("cuda") and not torch.cuda.is_available():
+        raise NotAvailableError(
+            f"device {device!r} was requested but torch sees no CUDA GPU here; use --device cpu"
+        )
+
+
+@contextlib.contextmanager
+def numerics(config: EngineConfig):
+    """Set cuDNN/cuBLAS flags for the engine's precision while it runs, restoring them after.
+
+    fp32 means true IEEE fp32 (TF32 off in both cuDNN convolutions and cuBLAS matmuls, which
+    PyTorch otherwise allows for cuDNN); tf32 turns both on.
+    """
+    tf32 = config.precision is Precision.TF32
+    saved = (
+        torch.backends.cudnn.allow_tf32,
+        torch.backends.cuda.matmul.allow_tf32,
+        torch.backends.cudnn.benchmark,
+    )
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = bool(config.cudnn_benchmark)
+    try:
+        yield
+    finally:
+        (
+            torch.backends.cudnn.allow_tf32,
+            torch.backends.cuda.matmul.allow_tf32,
+            torch.backends.cudnn.benchmark,
+        ) = saved
+
+
+def head_tensor(out) -> torch.Tensor:
+    """The head output of a model call: ultralytics eval models return ``(y, raw)``."""
+    while isinstance(out, (tuple, list)):
+        out = out[0]
+    if isinstance(out, dict):
+        raise TypeError("model returned a dict; wrap it so that it returns a tensor")
+    return out
+
+
+def relative_l2(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """||out - ref|| / ||ref|| in float64; NaN or Inf anywhere gives ``inf``."""
+    out = out.detach().to("cpu", torch.float64)
+    ref = ref.detach().to("cpu", torch.float64)
+    if out.shape != ref.shape:
+        raise NumericalMismatch(f"output shape {tuple(out.shape)} != reference {tuple(ref.shape)}")
+    if not torch.isfinite(out).all():
+        return float("inf")
+    denom = torch.linalg.vector_norm(ref)
+    return float(torch.linalg.vector_norm(out - ref) / denom) if denom > 0 else float("inf")
+
+
+_REFERENCES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def reference_output(model: torch.nn.Module, config: EngineConfig, x: torch.Tensor,
+                     seed: int | None = None) -> torch.Tensor:
+    """Eager fp32 NCHW (TF32 off) output of ``model`` on ``x``, on the engine's device.
+
+    With ``seed`` given (``x`` was made by ``make_input(config, seed)``), the output is cached per
+    model, so engines that differ only in backend, precision or layout share one reference.
+    """
+    key = (config.batch, config.imgsz, str(config.device), seed)
+    cache = _REFERENCES.setdefault(model, {})
+    if seed is not None and key in cache:
+        return cache[key]
+    ref_cfg = EngineConfig(
+        backend="eager", precision="fp32", layout="nchw", batch=config.batch,
+        imgsz=config.imgsz, device=config.device, cudnn_benchmark=False, check=False,
+    )
+    ref_model = copy.deepcopy(model).float().to(config.device).eval()
+    with numerics(ref_cfg), torch.no_grad():
+        out = head_tensor(ref_model(x.float().contiguous())).cpu()
+    del ref_model
+    if seed is not None:
+        cache[key] = out
+    return out
+
+
+def verify(engine: Engine, model: torch.nn.Module, seed: int = 1) -> Engine:
+    """Run the numerical check: sets ``engine.rel_err``; raises NumericalMismatch beyond tolerance."""
+    x = engine.make_input(seed)
+    with torch.no_grad():
+        out = head_tensor(engine(x)).clone()
+    ref = reference_output(model, engine.config, x, seed)
+    engine.rel_err = relative_l2(out, ref)
+    tol = engine.config.tolerance
+    if not engine.rel_err <= tol:
+        raise NumericalMismatch(
+            f"{engine.description}: relative L2 error {engine.rel_err:.3g} vs eager fp32 exceeds "
+            f"the {engine.config.precision.value} tolerance {tol:g}"
+        )
+    return engine

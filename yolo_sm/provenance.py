@@ -1,0 +1,113 @@
+"""Provenance: what hardware and software produced a number (the TREx ``metadata.json`` idea)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata as _md
+import json
+import os
+import platform
+import socket
+import sys
+from pathlib import Path
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return _md.version(dist)
+    except _md.PackageNotFoundError:
+        return None
+
+
+def _nvml_handle(index: int):
+    """A pynvml device handle, or None where pynvml or the driver is missing."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml, pynvml.nvmlDeviceGetHandleByIndex(index)
+    except Exception:  # noqa: BLE001 - no NVML is a normal state on CPU machines
+        return None, None
+
+
+def _device_index(device: str) -> int:
+    import torch
+
+    return torch.device(device).index or 0 if str(device).startswith("cuda") else 0
+
+
+def sm_clock_mhz(device: str = "cuda") -> float | None:
+    """Current SM clock in MHz (NVML), or None on CPU / without NVML."""
+    if not str(device).startswith("cuda"):
+        return None
+    nvml, h = _nvml_handle(_device_index(device))
+    if h is None:
+        return None
+    try:
+        return float(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM))
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def collect(device: str = "cpu") -> dict:
+    """Hardware and software facts for a result: GPU name, SM count, clocks, driver, CUDA, torch,
+    cuDNN, ultralytics, Python, host, UTC date and the command line. Missing facts are None."""
+    import torch
+
+    info: dict = {
+        "device": str(device),
+        "gpu_name": None,
+        "sm_count": None,
+        "compute_capability": None,
+        "gpu_memory_bytes": None,
+        "sm_clock_mhz": None,
+        "sm_clock_max_mhz": None,
+        "mem_clock_mhz": None,
+        "driver": None,
+        "cuda": torch.version.cuda,
+        "torch": torch.__version__,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "ultralytics": _version("ultralytics-opencv-headless") or _version("ultralytics"),
+        "onnxruntime": _version("onnxruntime") or _version("onnxruntime-gpu"),
+        "tensorrt": _version("tensorrt"),
+        "yolo_sm": _version("yolo_sm"),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "hostname": socket.gethostname(),
+        "date_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else None,
+    }
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        idx = _device_index(device)
+        props = torch.cuda.get_device_properties(idx)
+        info.update(
+            gpu_name=props.name,
+            sm_count=props.multi_processor_count,
+            compute_capability=f"{props.major}.{props.minor}",
+            gpu_memory_bytes=props.total_memory,
+        )
+        nvml, h = _nvml_handle(idx)
+        if h is not None:
+            for key, fn in (
+                ("driver", lambda: nvml.nvmlSystemGetDriverVersion()),
+                ("sm_clock_mhz", lambda: nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM)),
+                ("sm_clock_max_mhz", lambda: nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM)),
+                ("mem_clock_mhz", lambda: nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_MEM)),
+            ):
+                try:
+                    value = fn()
+                    info[key] = value.decode() if isinstance(value, bytes) else value
+                except Exception:  # noqa: BLE001
+                    pass
+    return info
+
+
+def write_sidecar(artefact: str | os.PathLike, prov: dict, extra: dict | None = None) -> Path:
+    """Write ``<artefact>.metadata.json`` beside an artefact (atomically)."""
+    path = Path(f"{artefact}.metadata.json")
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_text(json.dumps({**prov, **(extra or {})}, indent=2, default=str))
+    os.replace(tmp, path)
+    return path
