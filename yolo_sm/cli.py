@@ -50,8 +50,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--device", help="cuda (default) or cpu")
     s.add_argument("--max-channels", dest="max_channels", help="ultralytics max_channels cap (default 2048)")
     s.add_argument("--compile-mode", dest="compile_mode", help="torch.compile mode (default 'default')")
-    s.add_argument("--budget-ms", dest="budget_ms", help="timed milliseconds per point (default 500)")
-    s.add_argument("--warmup-ms", dest="warmup_ms", help="warm-up milliseconds per point (default 100)")
+    s.add_argument("--budget-ms", dest="budget_ms", help="timed milliseconds per point (default 300)")
+    s.add_argument("--warmup-ms", dest="warmup_ms", help="warm-up milliseconds per point (default 50)")
     s.add_argument("--no-check", dest="check", action="store_const", const=False,
                    help="skip the numerical check against eager fp32")
     s.add_argument("--out", required=False, help="parquet file; rerunning resumes it")

@@ -147,7 +147,7 @@ def measure(
     device: str = "cpu",
     warmup_ms: float = 100.0,
     budget_ms: float = 1000.0,
-    min_reps: int = 10,
+    min_reps: int = 5,
     max_reps: int = 10_000,
     estimate_calls: int = 3,
     l2_flush: bool = False,
