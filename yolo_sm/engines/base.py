@@ -42,6 +42,9 @@ class Engine:
     rel_err: float | None = None
     close_fn: Callable[[], None] | None = None
     _input: torch.Tensor | None = None
+    # objects the run function needs alive but does not reference itself (a CUDA graph reads
+    # its module's weights by address: freeing them lets other allocations overwrite them)
+    keepalive: tuple = ()
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return self.run(x)
@@ -59,6 +62,7 @@ class Engine:
         if self.close_fn is not None:
             self.close_fn()
             self.close_fn = None
+        self.keepalive = ()
 
 
 def make_input(config: EngineConfig, seed: int = 0) -> torch.Tensor:

@@ -67,7 +67,7 @@ def build_cudagraph(model: torch.nn.Module, config: EngineConfig, warmup: int = 
 
     eng = Engine(
         config, run, f"cudagraph {config.precision.value} {config.layout.value}",
-        info={"capture_s": capture_s}, close_fn=close,
+        info={"capture_s": capture_s}, close_fn=close, keepalive=(m, static_out),
     )
     eng._input = static_in
     return eng
