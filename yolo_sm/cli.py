@@ -107,7 +107,11 @@ def cmd_models(args) -> int:
 
     fam = args.family.lower()
     if fam == "wide":
-        model = models.wide_conv_stack(float(args.width))
+        try:
+            factor = float(args.width)
+        except ValueError:
+            raise UserError(f"--width of the wide stack must be a number, not {args.width!r}") from None
+        model = models.wide_conv_stack(factor)
     elif fam.startswith("resnet"):
         try:
             depth = int(fam[6:] or 101)
@@ -151,7 +155,7 @@ def load_yaml(path: str) -> dict:
 
 
 def cmd_sweep(args) -> int:
-    from yolo_sm.sweep import SweepSpec, run_sweep
+    from yolo_sm.sweep import SweepSpec, check_environment, check_output_path, run_sweep
 
     data = load_yaml(args.config) if args.config else {}
     out = args.out or data.pop("out", None)
@@ -164,6 +168,11 @@ def cmd_sweep(args) -> int:
     if not out:
         raise UserError("sweep needs --out FILE.parquet (or 'out:' in the config)")
     spec = SweepSpec.from_mapping(data)
+    # every check that can fail comes before the skip notices: an error is the only stderr line
+    check_environment(spec)
+    check_output_path(out)
+    if not spec.points():
+        raise UserError("no point of the grid can run: " + "; ".join(spec.unsupported()))
     for line in spec.unsupported():
         print(f"yolo-sm: skipping {line}", file=sys.stderr)
     df = run_sweep(spec, out, progress=not args.quiet)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from yolo_sm.errors import UserError
 
-_CDN_SCRIPT = re.compile(r'<script[^>]+src="https?://[^"]*"[^>]*>\s*</script>', re.I)
+_CDN_SCRIPT = re.compile(r'<script[^>]+src="(?:https?://[^"]*)?"[^>]*>\s*</script>', re.I)
 
 
 def execute(path: Path, timeout: int = 900):
@@ -88,3 +88,31 @@ def _title(nb) -> str:
                 if line.startswith("#"):
                     return line.lstrip("# ").strip()
     return ""
+
+
+def strip_outputs(folder: str | os.PathLike) -> list[Path]:
+    """Remove outputs and execution counts from every notebook in ``folder``; returns the
+    notebooks that changed."""
+    import nbformat
+
+    changed = []
+    for path in sorted(Path(folder).glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        dirty = False
+        for cell in nb.cells:
+            if cell.cell_type == "code" and (cell.outputs or cell.execution_count is not None):
+                cell.outputs, cell.execution_count, dirty = [], None, True
+        if dirty:
+            nbformat.write(nb, path)
+            changed.append(path)
+    return changed
+
+
+if __name__ == "__main__":  # python -m yolo_sm.render --strip notebooks
+    import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "--strip":
+        for p in strip_outputs(sys.argv[2]):
+            print(f"stripped {p}")
+    else:
+        sys.exit("usage: python -m yolo_sm.render --strip FOLDER")

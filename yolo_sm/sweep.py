@@ -135,7 +135,7 @@ class SweepSpec:
             raise UserError(f"unknown compile mode {self.compile_mode!r}: choose one of {', '.join(COMPILE_MODES)}")
         if not str(self.device).startswith(("cpu", "cuda")):
             raise UserError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")
-        if self.budget_ms <= 0 or self.warmup_ms < 0:
+        if not self.budget_ms > 0 or not self.warmup_ms >= 0:  # (NaN fails both)
             raise UserError("budget_ms must be positive and warmup_ms not negative")
         if self.max_channels <= 0:
             raise UserError("max_channels must be positive")
@@ -276,11 +276,40 @@ def write_atomic(df, out: Path, metadata: dict | None = None) -> None:
         meta[b"yolo_sm"] = json.dumps(metadata, default=str).encode()
         table = table.replace_schema_metadata(meta)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.partial")
-    with open(tmp, "wb") as fh:
-        pq.write_table(table, fh, compression="zstd")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, out)
+    try:
+        with open(tmp, "wb") as fh:
+            pq.write_table(table, fh, compression="zstd")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a failed write leaves the old file and no temporary one
+        raise
+
+
+def remove_stale_partials(out: Path) -> list[Path]:
+    """Delete the temporary files of :func:`write_atomic` that a killed run left beside ``out``
+    (those whose writing process is gone); returns the paths removed."""
+    import glob
+
+    removed = []
+    prefix, suffix = f".{out.name}.", ".partial"
+    for tmp in out.parent.glob(f"{glob.escape(prefix)}*{suffix}"):
+        pid = tmp.name[len(prefix):-len(suffix)]
+        if pid.isdigit() and not _process_alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
 
 
 def run_sweep(spec: SweepSpec, out: str | os.PathLike, progress: bool = True):
@@ -292,6 +321,7 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike, progress: bool = True):
     check_environment(spec)
     out = check_output_path(out)
     done = load_done(out)
+    remove_stale_partials(out)
     done_keys = set()
     if len(done):
         missing = [c for c in KEY_COLUMNS if c not in done.columns]

@@ -164,7 +164,7 @@ def measure(
     so every call starts from a cold cache. ``timer`` replaces the clock (tests inject a fake).
     Provenance includes SM clocks read before and after the timed loop.
     """
-    if budget_ms <= 0 or warmup_ms < 0 or min_reps < 1 or max_reps < min_reps:
+    if not budget_ms > 0 or not warmup_ms >= 0 or min_reps < 1 or max_reps < min_reps:  # NaN too
         raise ValueError("measure() needs budget_ms > 0, warmup_ms >= 0, 1 <= min_reps <= max_reps")
     on_gpu = str(device).startswith("cuda")
     if timer is None:

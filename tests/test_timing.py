@@ -1,0 +1,249 @@
+"""measure() and Measurement with an injected fake timer: no sleeps, no real clock."""
+
+import math
+
+import pytest
+import torch
+
+from yolo_sm import timing
+from yolo_sm.timing import CpuTimer, Measurement, Timer, measure, measure_engine
+
+
+class FakeTimer(Timer):
+    """Returns preset per-call durations: ``estimate`` for the estimate calls, then ``rest(i)``
+    for the i-th later call. Records every ``time_calls`` (n, before) and what it returned."""
+
+    def __init__(self, estimate, rest=lambda i: 1.0 + i / 1000):
+        self.estimate = list(estimate)
+        self.rest = rest
+        self.calls: list[tuple[int, object]] = []
+        self.returned: list[list[float]] = []
+        self.syncs = 0
+        self.later = 0
+
+    def sync(self):
+        self.syncs += 1
+
+    def time_calls(self, fn, n, before=None):
+        self.calls.append((n, before))
+        out = []
+        for _ in range(n):
+            if before is not None:
+                before()
+            fn()
+            if len(self.returned) == 0:  # the estimate
+                out.append(self.estimate[len(out) % len(self.estimate)])
+            else:
+                out.append(self.rest(self.later))
+                self.later += 1
+        self.returned.append(out)
+        return out
+
+
+class Counter:
+    def __init__(self):
+        self.n = 0
+
+    def __call__(self):
+        self.n += 1
+
+
+def run(estimate, **kw):
+    fn, timer = Counter(), FakeTimer(estimate)
+    kw.setdefault("with_provenance", False)
+    m = measure(fn, timer=timer, **kw)
+    return m, timer, fn
+
+
+# (estimate samples, budget_ms, min_reps, max_reps, expected reps); the estimate is the median
+@pytest.mark.parametrize("estimate, budget, lo, hi, reps", [
+    ([2.0, 2.0, 2.0], 100, 5, 10_000, 50),
+    ([1.0, 2.0, 100.0], 100, 5, 10_000, 50),  # median, not mean (34.3 -> 3 reps)
+    ([3.0, 3.0, 3.0], 10, 1, 100, 4),  # ceil(3.33)
+    ([2.0, 2.0, 2.0], 4, 5, 10_000, 5),  # clamped up to min_reps
+    ([0.5, 0.5, 0.5], 1000, 5, 100, 100),  # clamped down to max_reps
+    ([0.0, 0.0, 0.0], 10, 5, 10_000, 10_000),  # a zero estimate does not divide by zero
+    ([8.0, 8.0, 8.0], 1, 1, 10, 1),
+])
+def test_repeat_count_from_budget_and_clamped(estimate, budget, lo, hi, reps):
+    m, timer, fn = run(estimate, budget_ms=budget, min_reps=lo, max_reps=hi, warmup_ms=0)
+    assert [n for n, _ in timer.calls] == [3, 1, reps]
+    assert m.n == reps
+    assert fn.n == 3 + 1 + reps
+    assert timer.syncs >= 1
+
+
+# (estimate, warmup_ms, expected warm-up calls)
+@pytest.mark.parametrize("estimate, warmup_ms, expected", [
+    (2.0, 10, 5),
+    (2.0, 3, 2),  # ceil(1.5)
+    (2.0, 0, 1),  # at least one
+    (4.0, 1, 1),
+    (0.25, 1, 4),
+])
+def test_warmup_count(estimate, warmup_ms, expected):
+    m, timer, _ = run([estimate] * 3, warmup_ms=warmup_ms, budget_ms=10)
+    assert timer.calls[1][0] == expected
+    assert m.warmup_calls == expected + 3  # the estimate calls warm up too
+
+
+@pytest.mark.parametrize("estimate_calls, expected", [(1, 1), (3, 3), (7, 7), (0, 1)])
+def test_estimate_calls(estimate_calls, expected):
+    m, timer, _ = run([2.0], estimate_calls=estimate_calls, budget_ms=10, warmup_ms=0)
+    assert timer.calls[0][0] == expected
+
+
+def test_samples_are_the_timed_calls_only():
+    m, timer, _ = run([2.0, 2.0, 2.0], budget_ms=20, warmup_ms=4)
+    assert len(timer.returned) == 3
+    assert m.samples_ms == timer.returned[2]
+    assert m.samples_ms == [1.0 + i / 1000 for i in range(2, 12)]  # after 2 warm-up calls
+    assert m.samples_ms[0] not in timer.returned[0] + timer.returned[1]
+
+
+@pytest.mark.parametrize("l2_flush", [False, True])
+def test_no_flush_hook_on_cpu(l2_flush):
+    m, timer, _ = run([1.0], budget_ms=5, warmup_ms=1, l2_flush=l2_flush, device="cpu")
+    assert all(before is None for _, before in timer.calls)
+    assert m.l2_flush is False
+
+
+def test_flush_hook_runs_before_each_timed_call_on_gpu(monkeypatch):
+    flushes = Counter()
+    monkeypatch.setattr(timing, "_l2_flusher", lambda device: flushes)
+    m, timer, _ = run([1.0], budget_ms=5, warmup_ms=1, l2_flush=True, device="cuda")
+    (_, b_est), (_, b_warm), (reps, b_timed) = timer.calls
+    assert b_est is None and b_warm is None and b_timed is flushes
+    assert flushes.n == reps == 5
+    assert m.l2_flush is True
+
+
+def test_measure_passes_batch_label_threshold():
+    m, _, _ = run([2.0], batch=8, label="x", noise_threshold=0.5, budget_ms=10, warmup_ms=0)
+    assert (m.batch, m.label, m.noise_threshold) == (8, "x", 0.5)
+    assert m.img_per_s == pytest.approx(8 * 1000 / m.median_ms)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"budget_ms": 0},
+    {"budget_ms": -1},
+    {"budget_ms": math.nan},
+    {"warmup_ms": -1},
+    {"warmup_ms": math.nan},
+    {"min_reps": 0},
+    {"min_reps": 10, "max_reps": 9},
+])
+def test_invalid_arguments(kwargs):
+    fn, timer = Counter(), FakeTimer([1.0])
+    with pytest.raises(ValueError):
+        measure(fn, timer=timer, with_provenance=False, **kwargs)
+    assert timer.calls == [] and fn.n == 0
+
+
+def test_provenance_on_cpu():
+    m, _, _ = run([1.0], budget_ms=3, warmup_ms=0, device="cpu", with_provenance=True)
+    assert m.provenance["torch"] == torch.__version__
+    assert m.provenance["device"] == "cpu"
+    assert m.provenance["sm_clock_start_mhz"] is None
+    assert m.provenance["sm_clock_end_mhz"] is None
+
+
+def test_no_provenance_when_disabled():
+    m, _, _ = run([1.0], budget_ms=3, warmup_ms=0)
+    assert "torch" not in m.provenance
+
+
+# --- Measurement statistics -----------------------------------------------------------------
+
+# samples, median, q25, q75, mean, p99 (hand-computed; quartiles by linear interpolation)
+STATS = [
+    ([1, 2, 3, 4, 100], 3, 2, 4, 22, 4 + 0.96 * 96),
+    ([1, 2, 3, 4], 2.5, 1.75, 3.25, 2.5, 3 + 0.97),
+    ([4, 1, 3, 2], 2.5, 1.75, 3.25, 2.5, 3 + 0.97),  # order does not matter
+    ([5], 5, 5, 5, 5, 5),
+    ([1, 3], 2, 1.5, 2.5, 2, 2.98),
+]
+
+
+@pytest.mark.parametrize("samples, median, q25, q75, mean, p99", STATS)
+def test_statistics(samples, median, q25, q75, mean, p99):
+    m = Measurement([float(s) for s in samples], batch=4)
+    assert m.n == len(samples)
+    assert m.median_ms == pytest.approx(median)
+    assert m.quantile(0.25) == pytest.approx(q25)
+    assert m.quantile(0.75) == pytest.approx(q75)
+    assert m.iqr_ms == pytest.approx(q75 - q25)
+    assert m.min_ms == min(samples)
+    assert m.mean_ms == pytest.approx(mean)
+    assert m.p99_ms == pytest.approx(p99)
+    assert m.img_per_s == pytest.approx(4 * 1000 / median)
+
+
+# samples, threshold, noisy: IQR/median strictly above the threshold
+@pytest.mark.parametrize("samples, threshold, noisy", [
+    ([10, 10, 10, 10], 0.10, False),
+    ([9, 10, 11], 0.10, False),  # IQR/median = 0.10 exactly: not above
+    ([8, 10, 12], 0.10, True),  # 0.20
+    ([8, 10, 12], 0.25, False),
+    ([1, 10, 10, 10, 100], 0.10, False),  # outliers outside the quartiles
+    ([5, 10, 20], 0.5, True),  # IQR 7.5 / 10
+])
+def test_noisy_flag(samples, threshold, noisy):
+    m = Measurement([float(s) for s in samples], noise_threshold=threshold)
+    assert m.noisy is noisy
+    assert ("NOISY" in repr(m)) is noisy
+
+
+def test_empty_samples_give_nan():
+    m = Measurement([])
+    for value in (m.median_ms, m.iqr_ms, m.min_ms, m.mean_ms, m.p99_ms, m.img_per_s):
+        assert math.isnan(value)
+    assert m.n == 0 and m.noisy is False
+
+
+def test_summary():
+    m = Measurement([1.0, 2.0, 3.0], batch=2, warmup_calls=7, l2_flush=True)
+    s = m.summary()
+    assert set(s) == {"median_ms", "iqr_ms", "min_ms", "mean_ms", "p99_ms", "img_per_s",
+                      "n_samples", "warmup_calls", "noisy", "l2_flush", "samples_ms"}
+    assert s["samples_ms"] == [1.0, 2.0, 3.0] and s["samples_ms"] is not m.samples_ms
+    assert (s["median_ms"], s["n_samples"], s["warmup_calls"], s["l2_flush"]) == (2.0, 3, 7, True)
+    assert s["img_per_s"] == pytest.approx(1000.0)
+
+
+# --- CpuTimer and measure_engine ------------------------------------------------------------
+
+
+def test_cpu_timer_returns_clock_differences_in_ms():
+    events = []
+    ticks = iter([1_000_000, 3_500_000, 10_000_000, 10_250_000, 20_000_000, 20_000_001])
+
+    def clock():
+        events.append("clock")
+        return next(ticks)
+
+    timer = CpuTimer(clock_ns=clock)
+    out = timer.time_calls(lambda: events.append("fn"), 3, before=lambda: events.append("before"))
+    assert out == pytest.approx([2.5, 0.25, 1e-6])
+    assert events == ["before", "clock", "fn", "clock"] * 3
+
+
+def test_measure_engine_times_the_engine_on_its_input():
+    class FakeEngine:
+        def __init__(self):
+            self._input = None
+            self.config = type("C", (), {"batch": 3, "device": "cpu"})()
+            self.description = "fake engine"
+            self.seen = []
+
+        def make_input(self, seed=0):
+            return ("input", seed)
+
+        def __call__(self, x):
+            self.seen.append(x)
+
+    eng = FakeEngine()
+    m = measure_engine(eng, timer=FakeTimer([2.0]), budget_ms=10, warmup_ms=0,
+                       with_provenance=False)
+    assert (m.batch, m.label, m.n) == (3, "fake engine", 5)
+    assert set(eng.seen) == {("input", 0)} and len(eng.seen) == 3 + 1 + 5

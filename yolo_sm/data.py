@@ -1,0 +1,117 @@
+"""Shipped reference datasets: list, load, provenance.
+
+``data/<machine>/manifest.json`` names each dataset (file, kind, description, the command that
+made it, and provenance read from its rows). Loaders validate columns and never mutate input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from yolo_sm.errors import UserError
+from yolo_sm.schema import validate
+
+PROVENANCE_FIELDS = (
+    "gpu_name", "sm_count", "compute_capability", "driver", "cuda", "torch", "cudnn",
+    "ultralytics", "python", "sm_clock_max_mhz",
+)
+
+
+def data_dir() -> Path:
+    """``YOLO_SM_DATA`` or the repository's ``data/`` folder."""
+    env = os.environ.get("YOLO_SM_DATA")
+    return Path(env) if env else Path(__file__).resolve().parent.parent / "data"
+
+
+def _manifests() -> dict[str, tuple[Path, dict]]:
+    out = {}
+    for mf in sorted(data_dir().glob("*/manifest.json")):
+        try:
+            entries = json.loads(mf.read_text())["datasets"]
+        except (OSError, ValueError, KeyError) as e:
+            raise UserError(f"{mf} is not a readable dataset manifest ({e})") from None
+        for name, entry in entries.items():
+            out[f"{mf.parent.name}/{name}"] = (mf.parent, entry)
+    return out
+
+
+def list_datasets():
+    """One row per shipped dataset: name, kind, rows, description, GPU, date, command."""
+    import pandas as pd
+
+    rows = []
+    for name, (_, e) in _manifests().items():
+        prov = e.get("provenance", {})
+        rows.append({"name": name, "kind": e.get("kind"), "rows": e.get("rows"),
+                     "description": e.get("description"), "gpu_name": prov.get("gpu_name"),
+                     "date_utc": prov.get("date_utc_last"), "command": e.get("command")})
+    return pd.DataFrame(rows)
+
+
+def info(name: str) -> dict:
+    """The manifest entry of dataset ``name`` (e.g. ``"h200/foundation_sweep"``)."""
+    manifests = _manifests()
+    if name not in manifests:
+        known = ", ".join(manifests) or "none"
+        raise UserError(f"unknown dataset {name!r}; shipped datasets: {known}")
+    return manifests[name][1]
+
+
+def load(name: str):
+    """The dataset as a DataFrame, its columns validated against its kind's schema."""
+    import pandas as pd
+
+    folder, entry = _manifests().get(name, (None, None))
+    if entry is None:
+        info(name)  # raises with the list of known names
+    path = folder / entry["file"]
+    try:
+        df = pd.read_parquet(path)
+    except Exception as e:  # noqa: BLE001
+        raise UserError(f"dataset {name} ({path}) cannot be read: {type(e).__name__}") from None
+    df.attrs["provenance"] = entry.get("provenance", {})
+    df.attrs["dataset"] = name
+    return validate(df, entry["kind"], name)
+
+
+def provenance_from_rows(df) -> dict:
+    """Provenance of a sweep-like table from its ``prov_*`` columns (unique values), plus the
+    first and last UTC timestamps."""
+    prov = {}
+    for f in PROVENANCE_FIELDS:
+        col = f"prov_{f}"
+        if col in df:
+            vals = sorted({str(v) for v in df[col].dropna()})
+            prov[f] = vals[0] if len(vals) == 1 else vals
+    if "prov_date_utc" in df:
+        prov["date_utc_first"] = str(df["prov_date_utc"].min())
+        prov["date_utc_last"] = str(df["prov_date_utc"].max())
+    if "prov_sm_clock_start_mhz" in df:
+        prov["sm_clock_start_mhz_range"] = [float(df.prov_sm_clock_start_mhz.min()),
+                                            float(df.prov_sm_clock_start_mhz.max())]
+    return prov
+
+
+def register(folder: str | os.PathLike, name: str, file: str, kind: str, description: str,
+             command: str) -> dict:
+    """Add or replace dataset ``name`` in ``folder/manifest.json`` (written atomically)."""
+    import pandas as pd
+
+    folder = Path(folder)
+    df = validate(pd.read_parquet(folder / file), kind, name)
+    mf = folder / "manifest.json"
+    manifest = json.loads(mf.read_text()) if mf.exists() else {"datasets": {}}
+    from yolo_sm.schema import SCHEMAS
+
+    entry = {
+        "file": file, "kind": kind, "rows": len(df), "description": description,
+        "command": command, "provenance": provenance_from_rows(df),
+        "columns": {c: SCHEMAS[kind].get(c, "") for c in df.columns if not c.startswith("prov_")},
+    }
+    manifest["datasets"][name] = entry
+    tmp = mf.with_name(mf.name + ".partial")
+    tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+    os.replace(tmp, mf)
+    return entry

@@ -1,0 +1,41 @@
+"""Column contracts of the tidy tables: names carry their unit as a suffix (``_ms``, ``_bytes``,
+``_pct``, ``_s``); loaders validate at the boundary and name what is missing."""
+
+from __future__ import annotations
+
+SCHEMAS: dict[str, dict[str, str]] = {
+    "sweep": {
+        "family": "YOLO family (yolov8, yolo11)",
+        "scale": "preset letter (n/s/m/l/x) or empty for a plain width multiplier",
+        "width": "width multiplier (ultralytics width_multiple)",
+        "depth": "depth multiplier (ultralytics depth_multiple)",
+        "max_channels": "ultralytics max_channels cap before width scaling",
+        "precision": "fp32 (TF32 off) / tf32 / fp16 / bf16 / int8",
+        "layout": "nchw or nhwc (channels_last) for weights and input",
+        "backend": "eager / cudagraph / compile / onnxruntime / tensorrt",
+        "batch": "images per forward",
+        "imgsz": "square input side in pixels",
+        "compile_mode": "torch.compile mode (backend compile only)",
+        "device": "torch device the point ran on",
+        "status": "ok / oom / error",
+        "message": "first line of the error for oom/error rows",
+        "flops_per_img": "FLOPs per image, 2 per multiply-add (Conv2d/Linear)",
+        "median_ms": "median forward latency of one batch, milliseconds (CUDA events)",
+        "iqr_ms": "interquartile range of the per-call samples, milliseconds",
+        "min_ms": "fastest call, milliseconds",
+        "img_per_s": "batch * 1000 / median_ms",
+        "tflops": "flops_per_img * batch / median, TFLOP/s",
+        "rel_err": "relative L2 error of the raw head output vs eager fp32 on the same input",
+        "samples_ms": "every timed call, milliseconds (list)",
+        "noisy": "IQR/median above 10 %",
+    },
+}
+
+
+def validate(df, kind: str, name: str | None = None):
+    """Raise ``ValueError`` naming the missing required columns of a ``kind`` table; returns df."""
+    required = SCHEMAS[kind]
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise ValueError(f"{name or kind} table lacks required column(s): {', '.join(missing)}")
+    return df
