@@ -2,7 +2,9 @@ import os
 
 import pytest
 
-os.environ.setdefault("YOLO_SM_CACHE", os.path.join(os.path.dirname(__file__), "..", ".cache", "tests"))
+os.environ.setdefault(
+    "YOLO_SM_CACHE", os.path.join(os.path.dirname(__file__), "..", ".cache", "tests")
+)
 
 
 def _cuda() -> bool:

@@ -6,7 +6,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = sorted(
+    (Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb")
+)
 
 
 def test_there_are_notebooks():
@@ -17,7 +19,9 @@ def test_there_are_notebooks():
 def test_notebook_is_stripped_and_has_parameters(path):
     nb = nbformat.read(path, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
-    assert all(not c.outputs and c.execution_count is None for c in code), "strip outputs: make strip"
+    assert all(not c.outputs and c.execution_count is None for c in code), (
+        "strip outputs: make strip"
+    )
     assert any("parameters" in c.metadata.get("tags", []) for c in code), "needs a parameters cell"
     assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
 
@@ -28,8 +32,9 @@ def test_notebook_executes(path, tmp_path):
     from yolo_sm.render import execute, to_html
 
     nb = execute(path, timeout=600)
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
-              if o.output_type == "error"]
+    errors = [
+        o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"
+    ]
     assert not errors
     html = to_html(nb)
     assert "Plotly.newPlot" in html, "figures must render in the HTML"

@@ -23,7 +23,9 @@ def set_env_defaults() -> None:
     for key, value in _DEFAULTS.items():
         os.environ.setdefault(key, value)
     # ultralytics writes settings.json and looks for fonts in YOLO_CONFIG_DIR; keep it ours.
-    os.environ.setdefault("YOLO_CONFIG_DIR", str(Path.home() / ".cache" / "yolo_sm" / "ultralytics"))
+    os.environ.setdefault(
+        "YOLO_CONFIG_DIR", str(Path.home() / ".cache" / "yolo_sm" / "ultralytics")
+    )
 
 
 _prepared = False

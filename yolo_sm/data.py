@@ -14,8 +14,16 @@ from yolo_sm.errors import UserError
 from yolo_sm.schema import validate
 
 PROVENANCE_FIELDS = (
-    "gpu_name", "sm_count", "compute_capability", "driver", "cuda", "torch", "cudnn",
-    "ultralytics", "python", "sm_clock_max_mhz",
+    "gpu_name",
+    "sm_count",
+    "compute_capability",
+    "driver",
+    "cuda",
+    "torch",
+    "cudnn",
+    "ultralytics",
+    "python",
+    "sm_clock_max_mhz",
 )
 
 
@@ -44,9 +52,17 @@ def list_datasets():
     rows = []
     for name, (_, e) in _manifests().items():
         prov = e.get("provenance", {})
-        rows.append({"name": name, "kind": e.get("kind"), "rows": e.get("rows"),
-                     "description": e.get("description"), "gpu_name": prov.get("gpu_name"),
-                     "date_utc": prov.get("date_utc_last"), "command": e.get("command")})
+        rows.append(
+            {
+                "name": name,
+                "kind": e.get("kind"),
+                "rows": e.get("rows"),
+                "description": e.get("description"),
+                "gpu_name": prov.get("gpu_name"),
+                "date_utc": prov.get("date_utc_last"),
+                "command": e.get("command"),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -89,13 +105,16 @@ def provenance_from_rows(df) -> dict:
         prov["date_utc_first"] = str(df["prov_date_utc"].min())
         prov["date_utc_last"] = str(df["prov_date_utc"].max())
     if "prov_sm_clock_start_mhz" in df:
-        prov["sm_clock_start_mhz_range"] = [float(df.prov_sm_clock_start_mhz.min()),
-                                            float(df.prov_sm_clock_start_mhz.max())]
+        prov["sm_clock_start_mhz_range"] = [
+            float(df.prov_sm_clock_start_mhz.min()),
+            float(df.prov_sm_clock_start_mhz.max()),
+        ]
     return prov
 
 
-def register(folder: str | os.PathLike, name: str, file: str, kind: str, description: str,
-             command: str) -> dict:
+def register(
+    folder: str | os.PathLike, name: str, file: str, kind: str, description: str, command: str
+) -> dict:
     """Add or replace dataset ``name`` in ``folder/manifest.json`` (written atomically)."""
     import pandas as pd
 
@@ -106,8 +125,12 @@ def register(folder: str | os.PathLike, name: str, file: str, kind: str, descrip
     from yolo_sm.schema import SCHEMAS
 
     entry = {
-        "file": file, "kind": kind, "rows": len(df), "description": description,
-        "command": command, "provenance": provenance_from_rows(df),
+        "file": file,
+        "kind": kind,
+        "rows": len(df),
+        "description": description,
+        "command": command,
+        "provenance": provenance_from_rows(df),
         "columns": {c: SCHEMAS[kind].get(c, "") for c in df.columns if not c.startswith("prov_")},
     }
     manifest["datasets"][name] = entry

@@ -52,16 +52,21 @@ def describe(device: str = "cuda") -> dict:
 
         ort = ", ".join(onnxruntime.get_available_providers())
     ncu = find_ncu()
-    info.update({
-        "backend_eager": "yes",
-        "backend_cudagraph": "yes" if cuda else "no (needs a CUDA GPU)",
-        "backend_compile": "yes" if has("triton") or not cuda else "no triton: CPU only",
-        "backend_onnxruntime": ort,
-        "backend_tensorrt": "yes" if has("tensorrt") else "no (TensorRT not installed)",
-        "profiler_kineto": "yes (CUPTI)" if cuda else "CPU events only (no GPU)",
-        "profiler_ncu": ncu or "no (ncu not found: install Nsight Compute or set YOLO_SM_NCU)",
-        "profiler_nvml_gpm": {True: "yes", False: "no (GPU lacks GPM: NVML utilisation fallback)",
-                              None: "no (pynvml or NVML missing)"}[gpm_supported() if cuda else None],
-        "profiler_nvtx": "yes" if has("nvtx") else "torch.cuda.nvtx only (pip install nvtx)",
-    })
+    info.update(
+        {
+            "backend_eager": "yes",
+            "backend_cudagraph": "yes" if cuda else "no (needs a CUDA GPU)",
+            "backend_compile": "yes" if has("triton") or not cuda else "no triton: CPU only",
+            "backend_onnxruntime": ort,
+            "backend_tensorrt": "yes" if has("tensorrt") else "no (TensorRT not installed)",
+            "profiler_kineto": "yes (CUPTI)" if cuda else "CPU events only (no GPU)",
+            "profiler_ncu": ncu or "no (ncu not found: install Nsight Compute or set YOLO_SM_NCU)",
+            "profiler_nvml_gpm": {
+                True: "yes",
+                False: "no (GPU lacks GPM: NVML utilisation fallback)",
+                None: "no (pynvml or NVML missing)",
+            }[gpm_supported() if cuda else None],
+            "profiler_nvtx": "yes" if has("nvtx") else "torch.cuda.nvtx only (pip install nvtx)",
+        }
+    )
     return info

@@ -25,8 +25,12 @@ def execute(path: Path, timeout: int = 900):
 
     nb = nbformat.read(path, as_version=4)
     env_kernel = os.environ.get("YOLO_SM_KERNEL", "python3")
-    client = NotebookClient(nb, timeout=timeout, kernel_name=env_kernel,
-                            resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name=env_kernel,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
     client.execute()
     return nb
 
@@ -52,8 +56,12 @@ def notebooks_in(folder: str | os.PathLike, only: list[str] | None = None) -> li
     return paths
 
 
-def render_site(notebooks: str | os.PathLike, out: str | os.PathLike, timeout: int = 900,
-                only: list[str] | None = None) -> Path:
+def render_site(
+    notebooks: str | os.PathLike,
+    out: str | os.PathLike,
+    timeout: int = 900,
+    only: list[str] | None = None,
+) -> Path:
     """Execute and render every ``NN_topic.ipynb``; write ``out/index.html`` linking them."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -69,12 +77,13 @@ def render_site(notebooks: str | os.PathLike, out: str | os.PathLike, timeout: i
         print(f"rendered {path.name} in {entries[-1][2]:.1f} s", flush=True)
     index = out / "index.html"
     items = "\n".join(
-        f'<li><a href="{html.escape(stem)}.html">{html.escape(stem)}</a> — {html.escape(title)}</li>'
-        for stem, title, _ in entries
+        f'<li><a href="{html.escape(s)}.html">{html.escape(s)}</a> — {html.escape(t)}</li>'
+        for s, t, _ in entries
     )
     index.write_text(
         "<!doctype html><html><head><meta charset='utf-8'><title>yolo_sm notebooks</title>"
-        "<style>body{font-family:sans-serif;max-width:50em;margin:2em auto}li{margin:.4em 0}</style>"
+        "<style>body{font-family:sans-serif;max-width:50em;margin:2em auto}"
+        "li{margin:.4em 0}</style>"
         f"</head><body><h1>yolo_sm notebooks</h1><ul>\n{items}\n</ul></body></html>\n",
         encoding="utf-8",
     )

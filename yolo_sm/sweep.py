@@ -122,6 +122,8 @@ class SweepSpec:
             if not MIN_WIDTH <= w <= MAX_WIDTH:
                 raise UserError(f"width must be between {MIN_WIDTH} and {MAX_WIDTH} (or n/s/m/l/x), got {w:g}")
             widths.append(w)
+        if not widths:
+            raise UserError("the sweep needs at least one width")
         depths = tuple(None if d in (None, "", "none", "None") else _float(d, "depth") for d in self.depth)
         if any(d is not None and not 0 < d <= 4 for d in depths):
             raise UserError("depth must be in (0, 4]")

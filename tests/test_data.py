@@ -1,0 +1,62 @@
+"""Shipped datasets load by name, carry their columns and provenance; loaders fail clearly."""
+
+import pandas as pd
+import pytest
+
+from yolo_sm import data
+from yolo_sm.errors import UserError
+from yolo_sm.schema import SCHEMAS, validate
+
+
+def test_every_shipped_dataset_loads_with_columns_and_provenance():
+    listing = data.list_datasets()
+    assert "h200/foundation_sweep" in set(listing.name)
+    for name in listing.name:
+        df = data.load(name)
+        entry = data.info(name)
+        assert len(df) == entry["rows"] > 0
+        prov = df.attrs["provenance"]
+        for key in ("gpu_name", "driver", "cuda", "torch", "cudnn", "ultralytics", "date_utc_last"):
+            assert prov.get(key), f"{name} lacks provenance {key}"
+        assert entry["command"]
+
+
+def test_foundation_sweep_is_complete_and_sane():
+    df = data.load("h200/foundation_sweep")
+    assert len(df) == 3 * 2 * 2 * 3 * 3 and (df.status == "ok").all()
+    assert df.duplicated(["width", "precision", "layout", "backend", "batch"]).sum() == 0
+    assert (df.prov_gpu_name == "NVIDIA H200").all() and (df.prov_sm_count == 132).all()
+    # every row keeps its raw samples, and the median is theirs
+    for _, r in df.sample(10, random_state=0).iterrows():
+        assert len(r.samples_ms) == r.n_samples
+        assert r.median_ms == pytest.approx(pd.Series(r.samples_ms).median())
+    assert (df.rel_err <= df.precision.map({"fp32": 1e-3, "fp16": 2e-2})).all()
+
+
+def test_unknown_dataset_names_the_known_ones():
+    with pytest.raises(UserError, match="h200/foundation_sweep"):
+        data.load("h200/nope")
+
+
+def test_validate_names_missing_columns():
+    df = pd.DataFrame({"family": ["yolov8"], "width": [1.0]})
+    with pytest.raises(ValueError, match="median_ms"):
+        validate(df, "sweep", "mine")
+
+
+def test_register_and_corrupt_file(tmp_path, monkeypatch):
+    src = data.load("h200/foundation_sweep")
+    folder = tmp_path / "m"
+    folder.mkdir()
+    src.head(3).to_parquet(folder / "s.parquet")
+    entry = data.register(folder, "s", "s.parquet", "sweep", "three rows", "cmd")
+    assert entry["rows"] == 3 and entry["provenance"]["gpu_name"] == "NVIDIA H200"
+    assert set(SCHEMAS["sweep"]) <= set(entry["columns"])
+    monkeypatch.setenv("YOLO_SM_DATA", str(tmp_path))
+    assert len(data.load("m/s")) == 3
+    (folder / "s.parquet").write_bytes(b"PAR1 truncated")
+    with pytest.raises(UserError, match="cannot be read"):
+        data.load("m/s")
+    (folder / "manifest.json").write_text("{not json")
+    with pytest.raises(UserError, match="manifest"):
+        data.list_datasets()

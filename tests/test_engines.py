@@ -1,0 +1,193 @@
+"""CPU engines: config validation, eager precisions/layouts, the numerical check, ONNX Runtime.
+
+torch.compile is not tested here: inductor on two CPU cores takes minutes (GPU tests cover it).
+"""
+
+import pytest
+import torch
+
+from yolo_sm.engines import (
+    TOLERANCE,
+    EngineConfig,
+    NumericalMismatch,
+    Precision,
+    build_engine,
+    make_input,
+    relative_l2,
+)
+from yolo_sm.engines import config as config_module
+from yolo_sm.errors import NotAvailableError, UserError
+
+ANCHORS_64 = 64 + 16 + 4
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def cpu_config(**kw):
+    base = dict(batch=2, imgsz=64, device="cpu")
+    return EngineConfig(**{**base, **kw})
+
+
+# --- EngineConfig ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"backend": "tensorflow"},
+    {"precision": "fp8"},
+    {"layout": "nwhc"},
+    {"batch": 0},
+    {"batch": -1},
+    {"batch": 1.5},
+    {"imgsz": 65},
+    {"imgsz": 0},
+    {"imgsz": -32},
+    {"compile_mode": "fastest"},
+    {"device": "tpu"},
+    {"precision": "int8", "backend": "eager"},
+    {"precision": "int8", "backend": "onnxruntime"},
+    {"precision": "int8", "backend": "compile"},
+])
+def test_config_validation(kwargs):
+    with pytest.raises(UserError):
+        EngineConfig(**kwargs)
+
+
+def test_config_normalises_enums_and_rows():
+    cfg = EngineConfig(backend="EAGER", precision="BF16", layout="NCHW", device="cpu", batch=4)
+    assert cfg.precision is Precision.BF16
+    assert cfg.tolerance == TOLERANCE[Precision.BF16]
+    row = cfg.row()
+    assert (row["backend"], row["precision"], row["layout"], row["batch"]) == ("eager", "bf16",
+                                                                               "nchw", 4)
+    assert cfg.label() == "eager/bf16/nchw/b4"
+    assert EngineConfig(precision="int8", backend="tensorrt").precision is Precision.INT8
+
+
+# --- inputs and the error measure -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_make_input(precision, layout):
+    cfg = cpu_config(precision=precision, layout=layout)
+    x = make_input(cfg, seed=0)
+    assert x.shape == (2, 3, 64, 64) and x.dtype == DTYPES[precision]
+    assert x.is_contiguous(memory_format=torch.channels_last) == (layout == "nhwc")
+    assert 0 <= x.min() and x.max() <= 1 and x.float().std() > 0.2
+    assert torch.equal(x, make_input(cfg, seed=0))
+    assert not torch.equal(x, make_input(cfg, seed=1))
+
+
+@pytest.mark.parametrize("out, ref, expected", [
+    ([1.0, 2.0], [1.0, 2.0], 0.0),
+    ([1.1, 2.2], [1.0, 2.0], 0.1),
+    ([0.0, 0.0], [3.0, 4.0], 1.0),
+    ([float("nan"), 1.0], [1.0, 1.0], float("inf")),
+    ([1.0, float("inf")], [1.0, 1.0], float("inf")),
+    ([1.0, 1.0], [0.0, 0.0], float("inf")),
+])
+def test_relative_l2(out, ref, expected):
+    assert relative_l2(torch.tensor(out), torch.tensor(ref)) == pytest.approx(expected)
+
+
+def test_relative_l2_shape_mismatch():
+    with pytest.raises(NumericalMismatch):
+        relative_l2(torch.zeros(2, 3), torch.zeros(3, 2))
+
+
+# --- eager engines --------------------------------------------------------------------------
+
+
+def _snapshot(model):
+    return {k: (v.dtype, v.device, v.is_contiguous(), v.is_contiguous(
+        memory_format=torch.channels_last) if v.dim() == 4 else None, v.clone())
+        for k, v in model.state_dict().items()}
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_eager_engine(tiny_yolo, precision, layout):
+    before = _snapshot(tiny_yolo)
+    eng = build_engine(tiny_yolo, cpu_config(precision=precision, layout=layout))
+    assert eng.rel_err is not None and eng.rel_err <= eng.config.tolerance
+    if precision != "fp32":
+        assert eng.rel_err > 1e-6, "reduced precision should not be bit-identical to fp32"
+    else:
+        assert eng.rel_err < 1e-5
+    x = eng.make_input(seed=3)
+    assert x.dtype == eng.input_dtype == DTYPES[precision]
+    out = eng(x)
+    assert out.dtype == DTYPES[precision]
+    assert out.shape == (2, 64 + 80, ANCHORS_64)
+    assert torch.isfinite(out.float()).all()
+    # the source model is untouched: dtype, device, memory format and values
+    after = _snapshot(tiny_yolo)
+    assert after.keys() == before.keys()
+    for k, (dtype, dev, contig, cl, value) in before.items():
+        a = after[k]
+        assert (a[0], a[1], a[2], a[3]) == (dtype, dev, contig, cl), k
+        assert torch.equal(a[4], value), k
+    assert all(p.dtype == torch.float32 for p in tiny_yolo.parameters())
+    eng.close()
+
+
+def test_eager_output_matches_model(tiny_yolo):
+    eng = build_engine(tiny_yolo, cpu_config(precision="fp32", layout="nchw"))
+    x = eng.make_input(seed=5)
+    with torch.no_grad():
+        ref = tiny_yolo(x)
+    assert torch.allclose(eng(x), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_numerical_mismatch_beyond_tolerance(tiny_yolo, monkeypatch):
+    monkeypatch.setitem(config_module.TOLERANCE, Precision.BF16, 1e-12)
+    with pytest.raises(NumericalMismatch, match="tolerance"):
+        build_engine(tiny_yolo, cpu_config(precision="bf16", layout="nchw"))
+    eng = build_engine(tiny_yolo, cpu_config(precision="bf16", layout="nchw", check=False))
+    assert eng.rel_err is None
+
+
+def test_cudagraph_on_cpu_not_available(tiny_yolo):
+    with pytest.raises(NotAvailableError):
+        build_engine(tiny_yolo, cpu_config(backend="cudagraph", precision="fp32"))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a CUDA GPU")
+@pytest.mark.parametrize("backend", ["eager", "cudagraph", "onnxruntime"])
+def test_cuda_device_without_gpu(tiny_yolo, backend):
+    with pytest.raises(NotAvailableError, match="no CUDA GPU"):
+        build_engine(tiny_yolo, EngineConfig(backend=backend, precision="fp32", layout="nchw",
+                                             batch=1, imgsz=64, device="cuda"))
+
+
+# --- ONNX Runtime ---------------------------------------------------------------------------
+
+
+def test_onnxruntime_fp32_and_export_cache(tiny_yolo, tmp_path, monkeypatch):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    cfg = cpu_config(backend="onnxruntime", precision="fp32", layout="nchw",
+                     cache_dir=str(tmp_path))
+    eng = build_engine(tiny_yolo, cfg)
+    assert eng.rel_err < 1e-4
+    path = eng.info["onnx_path"]
+    assert path.startswith(str(tmp_path)) and path.endswith(".onnx")
+    out = eng(eng.make_input(seed=2))
+    assert out.shape == (2, 144, ANCHORS_64) and out.dtype == torch.float32
+    assert not [p for p in (tmp_path / "onnx").iterdir() if p.suffix == ".partial"]
+
+    def no_export(*a, **k):
+        raise AssertionError("the cached ONNX file should have been reused")
+
+    monkeypatch.setattr(torch.onnx, "export", no_export)
+    again = build_engine(tiny_yolo, cfg)
+    assert again.info["onnx_path"] == path
+    assert again.rel_err == pytest.approx(eng.rel_err)
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_onnxruntime_rejects_reduced_precision(tiny_yolo, tmp_path, precision):
+    pytest.importorskip("onnxruntime")
+    with pytest.raises(UserError, match="fp32"):
+        build_engine(tiny_yolo, cpu_config(backend="onnxruntime", precision=precision,
+                                           layout="nchw", cache_dir=str(tmp_path)))
+    assert not (tmp_path / "onnx").exists()  # rejected before exporting anything

@@ -1,0 +1,40 @@
+"""Plot functions return figures built from the table they are given."""
+
+import pytest
+
+from yolo_sm import data, plots
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    return data.load("h200/foundation_sweep")
+
+
+def test_throughput_plot_has_one_trace_per_backend_and_facet(sweep):
+    b64 = sweep[sweep.batch == 64]
+    fig = plots.plot_throughput(
+        b64, x="width", color="backend", facet_col="precision", facet_row="layout"
+    )
+    names = {t.name for t in fig.data}
+    assert names == {"eager", "cudagraph", "compile"}
+    assert len(fig.data) == 3 * 2 * 2
+    eager = [t for t in fig.data if t.name == "eager"][0]
+    assert eager.line.color == plots.COLORS["eager"]
+
+
+def test_speedup_plot_ratios_are_same_run_ratios(sweep):
+    fp16 = sweep[sweep.precision == "fp16"]
+    fig = plots.plot_speedup(fp16, facet_col="width", facet_row="layout")
+    ys = [y for t in fig.data if t.name == "cudagraph" for y in t.y]
+    assert len(ys) == 3 * 3 * 2 and min(ys) < 0.5  # batch-1 graphs remove launch overhead
+    with pytest.raises(ValueError, match="precision"):
+        plots.plot_speedup(sweep, facet_col="width", facet_row="layout")
+
+
+def test_width_flops_plot_has_counted_and_law():
+    import pandas as pd
+
+    t = pd.DataFrame({"width": [0.5, 1.0, 2.0], "gflops_per_img": [27.0, 108.0, 430.0]})
+    fig = plots.plot_width_flops(t)
+    assert len(fig.data) == 2
+    assert list(fig.data[1].y) == pytest.approx([27.0, 108.0, 432.0])
