@@ -14,7 +14,7 @@ run() {  # run NAME TIMEOUT CONFIG_PREFIX...
     --log-file $OUT/ncu_$name.csv python3 tools/ncu_target.py "$@" 2>&1 | grep -v "^==PROF==" | tail -8
   wc -l $OUT/ncu_$name.csv
 }
-run wide 120 wide yolov8_w0.25
-run fp16 200 yolov8_w1.0_fp16 yolov8_w2.0
-run other 200 yolov8_w1.0_fp32 yolov8_w1.0_bf16 yolo11
+run wide 60 wide yolov8_w0.25
+run fp16 100 yolov8_w1.0_fp16 yolov8_w2.0
+run other 90 yolov8_w1.0_fp32 yolov8_w1.0_bf16 yolo11
 ls -la $OUT
