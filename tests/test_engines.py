@@ -3,6 +3,8 @@
 torch.compile is not tested here: inductor on two CPU cores takes minutes (GPU tests cover it).
 """
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -30,22 +32,25 @@ def cpu_config(**kw):
 # --- EngineConfig ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"backend": "tensorflow"},
-    {"precision": "fp8"},
-    {"layout": "nwhc"},
-    {"batch": 0},
-    {"batch": -1},
-    {"batch": 1.5},
-    {"imgsz": 65},
-    {"imgsz": 0},
-    {"imgsz": -32},
-    {"compile_mode": "fastest"},
-    {"device": "tpu"},
-    {"precision": "int8", "backend": "eager"},
-    {"precision": "int8", "backend": "onnxruntime"},
-    {"precision": "int8", "backend": "compile"},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"backend": "tensorflow"},
+        {"precision": "fp8"},
+        {"layout": "nwhc"},
+        {"batch": 0},
+        {"batch": -1},
+        {"batch": 1.5},
+        {"imgsz": 65},
+        {"imgsz": 0},
+        {"imgsz": -32},
+        {"compile_mode": "fastest"},
+        {"device": "tpu"},
+        {"precision": "int8", "backend": "eager"},
+        {"precision": "int8", "backend": "onnxruntime"},
+        {"precision": "int8", "backend": "compile"},
+    ],
+)
 def test_config_validation(kwargs):
     with pytest.raises(UserError):
         EngineConfig(**kwargs)
@@ -56,8 +61,12 @@ def test_config_normalises_enums_and_rows():
     assert cfg.precision is Precision.BF16
     assert cfg.tolerance == TOLERANCE[Precision.BF16]
     row = cfg.row()
-    assert (row["backend"], row["precision"], row["layout"], row["batch"]) == ("eager", "bf16",
-                                                                               "nchw", 4)
+    assert (row["backend"], row["precision"], row["layout"], row["batch"]) == (
+        "eager",
+        "bf16",
+        "nchw",
+        4,
+    )
     assert cfg.label() == "eager/bf16/nchw/b4"
     assert EngineConfig(precision="int8", backend="tensorrt").precision is Precision.INT8
 
@@ -77,14 +86,17 @@ def test_make_input(precision, layout):
     assert not torch.equal(x, make_input(cfg, seed=1))
 
 
-@pytest.mark.parametrize("out, ref, expected", [
-    ([1.0, 2.0], [1.0, 2.0], 0.0),
-    ([1.1, 2.2], [1.0, 2.0], 0.1),
-    ([0.0, 0.0], [3.0, 4.0], 1.0),
-    ([float("nan"), 1.0], [1.0, 1.0], float("inf")),
-    ([1.0, float("inf")], [1.0, 1.0], float("inf")),
-    ([1.0, 1.0], [0.0, 0.0], float("inf")),
-])
+@pytest.mark.parametrize(
+    "out, ref, expected",
+    [
+        ([1.0, 2.0], [1.0, 2.0], 0.0),
+        ([1.1, 2.2], [1.0, 2.0], 0.1),
+        ([0.0, 0.0], [3.0, 4.0], 1.0),
+        ([float("nan"), 1.0], [1.0, 1.0], float("inf")),
+        ([1.0, float("inf")], [1.0, 1.0], float("inf")),
+        ([1.0, 1.0], [0.0, 0.0], float("inf")),
+    ],
+)
 def test_relative_l2(out, ref, expected):
     assert relative_l2(torch.tensor(out), torch.tensor(ref)) == pytest.approx(expected)
 
@@ -98,9 +110,16 @@ def test_relative_l2_shape_mismatch():
 
 
 def _snapshot(model):
-    return {k: (v.dtype, v.device, v.is_contiguous(), v.is_contiguous(
-        memory_format=torch.channels_last) if v.dim() == 4 else None, v.clone())
-        for k, v in model.state_dict().items()}
+    return {
+        k: (
+            v.dtype,
+            v.device,
+            v.is_contiguous(),
+            v.is_contiguous(memory_format=torch.channels_last) if v.dim() == 4 else None,
+            v.clone(),
+        )
+        for k, v in model.state_dict().items()
+    }
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
@@ -155,8 +174,12 @@ def test_cudagraph_on_cpu_not_available(tiny_yolo):
 @pytest.mark.parametrize("backend", ["eager", "cudagraph", "onnxruntime"])
 def test_cuda_device_without_gpu(tiny_yolo, backend):
     with pytest.raises(NotAvailableError, match="no CUDA GPU"):
-        build_engine(tiny_yolo, EngineConfig(backend=backend, precision="fp32", layout="nchw",
-                                             batch=1, imgsz=64, device="cuda"))
+        build_engine(
+            tiny_yolo,
+            EngineConfig(
+                backend=backend, precision="fp32", layout="nchw", batch=1, imgsz=64, device="cuda"
+            ),
+        )
 
 
 # --- ONNX Runtime ---------------------------------------------------------------------------
@@ -165,8 +188,9 @@ def test_cuda_device_without_gpu(tiny_yolo, backend):
 def test_onnxruntime_fp32_and_export_cache(tiny_yolo, tmp_path, monkeypatch):
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnx")
-    cfg = cpu_config(backend="onnxruntime", precision="fp32", layout="nchw",
-                     cache_dir=str(tmp_path))
+    cfg = cpu_config(
+        backend="onnxruntime", precision="fp32", layout="nchw", cache_dir=str(tmp_path)
+    )
     eng = build_engine(tiny_yolo, cfg)
     assert eng.rel_err < 1e-4
     path = eng.info["onnx_path"]
@@ -188,6 +212,27 @@ def test_onnxruntime_fp32_and_export_cache(tiny_yolo, tmp_path, monkeypatch):
 def test_onnxruntime_rejects_reduced_precision(tiny_yolo, tmp_path, precision):
     pytest.importorskip("onnxruntime")
     with pytest.raises(UserError, match="fp32"):
-        build_engine(tiny_yolo, cpu_config(backend="onnxruntime", precision=precision,
-                                           layout="nchw", cache_dir=str(tmp_path)))
+        build_engine(
+            tiny_yolo,
+            cpu_config(
+                backend="onnxruntime", precision=precision, layout="nchw", cache_dir=str(tmp_path)
+            ),
+        )
     assert not (tmp_path / "onnx").exists()  # rejected before exporting anything
+
+
+def test_failed_onnx_export_leaves_no_file(tiny_yolo, tmp_path, monkeypatch):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+
+    def half_export(model, args, f, **kw):
+        Path(f).write_bytes(b"half an onnx file")
+        raise RuntimeError("exporter failed")
+
+    monkeypatch.setattr(torch.onnx, "export", half_export)
+    cfg = cpu_config(
+        backend="onnxruntime", precision="fp32", layout="nchw", cache_dir=str(tmp_path)
+    )
+    with pytest.raises(RuntimeError, match="exporter failed"):
+        build_engine(tiny_yolo, cfg)
+    assert list((tmp_path / "onnx").iterdir()) == []

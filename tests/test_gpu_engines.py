@@ -19,7 +19,9 @@ def model():
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "fp16", "bf16"])
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
 def test_eager_precisions_agree_with_fp32(model, precision, layout):
-    eng = build_engine(model, EngineConfig(precision=precision, layout=layout, batch=2, device="cuda"))
+    eng = build_engine(
+        model, EngineConfig(precision=precision, layout=layout, batch=2, device="cuda")
+    )
     assert eng.rel_err is not None and eng.rel_err <= eng.config.tolerance
     if precision in ("fp16", "bf16"):
         assert eng.rel_err > 1e-6, "reduced precision should not be bit-identical to fp32"
@@ -53,7 +55,9 @@ def test_fp32_means_no_tf32_and_flags_restored(model):
 def test_cudagraph_replays_same_as_eager(model):
     cfg = EngineConfig(backend="cudagraph", precision="fp16", layout="nhwc", batch=4, device="cuda")
     graph = build_engine(model, cfg)
-    eager = build_engine(model, EngineConfig(precision="fp16", layout="nhwc", batch=4, device="cuda"))
+    eager = build_engine(
+        model, EngineConfig(precision="fp16", layout="nhwc", batch=4, device="cuda")
+    )
     import gc
 
     gc.collect()
@@ -94,9 +98,8 @@ def test_l2_flush_makes_calls_slower_or_equal(model):
 
 
 def test_oom_becomes_a_row_and_memory_is_freed():
-    from yolo_sm.sweep import SweepSpec, run_point, Point
-
     from yolo_sm.models import build_yolo
+    from yolo_sm.sweep import Point, SweepSpec, run_point
 
     model = build_yolo("yolov8", 4.0)
     free_before = torch.cuda.mem_get_info()[0]

@@ -118,13 +118,25 @@ def test_stage_column(family):
     assert t.layer.tolist() == [f"model.{i}" for i in range(len(t))]
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"width": 0}, {"width": -1}, {"width": 5}, {"width": math.nan}, {"width": "nan"},
-    {"width": 0.03}, {"width": "z"}, {"width": "S"},
-    {"family": "yolov5", "width": 0.25}, {"family": "yolov5", "width": "s"},
-    {"width": 0.25, "depth": 0}, {"width": 0.25, "depth": 5},
-    {"width": 0.25, "max_channels": 0}, {"width": 0.25, "nc": 0},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"width": 0},
+        {"width": -1},
+        {"width": 5},
+        {"width": math.nan},
+        {"width": "nan"},
+        {"width": 0.03},
+        {"width": "z"},
+        {"width": "S"},
+        {"family": "yolov5", "width": 0.25},
+        {"family": "yolov5", "width": "s"},
+        {"width": 0.25, "depth": 0},
+        {"width": 0.25, "depth": 5},
+        {"width": 0.25, "max_channels": 0},
+        {"width": 0.25, "nc": 0},
+    ],
+)
 def test_invalid_arguments_raise_user_error(kwargs):
     kwargs.setdefault("family", "yolov8")
     with pytest.raises(UserError):
@@ -193,12 +205,16 @@ def _batchnorms(model):
     return [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
 
 
-@pytest.mark.parametrize("build", [
-    lambda fuse: build_yolo("yolov8", 0.0625, fuse=fuse),
-    lambda fuse: build_yolo("yolo11", 0.0625, fuse=fuse),
-    lambda fuse: resnet_backbone(18, fuse=fuse),
-    lambda fuse: wide_conv_stack(0.25, fuse=fuse),
-], ids=["yolov8", "yolo11", "resnet18", "wide"])
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda fuse: build_yolo("yolov8", 0.0625, fuse=fuse),
+        lambda fuse: build_yolo("yolo11", 0.0625, fuse=fuse),
+        lambda fuse: resnet_backbone(18, fuse=fuse),
+        lambda fuse: wide_conv_stack(0.25, fuse=fuse),
+    ],
+    ids=["yolov8", "yolo11", "resnet18", "wide"],
+)
 def test_batchnorm_fused_and_output_unchanged(build):
     fused, plain = build(True), build(False)
     assert _batchnorms(fused) == []
@@ -225,8 +241,14 @@ def test_import_is_light_and_offline():
         "print(json.dumps({'mods': [m for m in ('ultralytics', 'tensorrt', 'onnxruntime', "
         "'pynvml') if m in sys.modules], 'offline': os.environ.get('YOLO_OFFLINE')}))"
     )
-    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=60, check=True)
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     import json
 
     got = json.loads(res.stdout.strip().splitlines()[-1])

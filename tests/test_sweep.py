@@ -19,8 +19,18 @@ from yolo_sm.sweep import KEY_COLUMNS, SweepSpec, is_oom, run_sweep, write_atomi
 
 ROOT = Path(__file__).resolve().parents[1]
 
-TINY = dict(family="yolov8", widths="0.0625", precisions="fp32,bf16", layouts="nchw",
-            backends="eager", batches="1,2", imgsz=64, budget_ms=20, warmup_ms=5, device="cpu")
+TINY = dict(
+    family="yolov8",
+    widths="0.0625",
+    precisions="fp32,bf16",
+    layouts="nchw",
+    backends="eager",
+    batches="1,2",
+    imgsz=64,
+    budget_ms=20,
+    warmup_ms=5,
+    device="cpu",
+)
 
 
 def tiny_spec(**over):
@@ -34,27 +44,30 @@ def partials(folder: Path):
 # --- SweepSpec ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("data, field, expected", [
-    ({"widths": "0.25, 0.5,s"}, "widths", (0.25, 0.5, "s")),
-    ({"widths": [0.25, "S", "1"]}, "widths", (0.25, "s", 1.0)),
-    ({"widths": 0.5}, "widths", (0.5,)),
-    ({"batches": "1,2,4"}, "batches", (1, 2, 4)),
-    ({"batches": [1, "8", 2.0]}, "batches", (1, 8, 2)),
-    ({"batches": "4,1,4"}, "batches", (4, 1, 4)),
-    ({"precisions": "FP32, bf16,fp32"}, "precisions", ("fp32", "bf16")),
-    ({"layouts": ["NHWC", "nchw"]}, "layouts", ("nhwc", "nchw")),
-    ({"backends": "eager,onnxruntime"}, "backends", ("eager", "onnxruntime")),
-    ({"family": "yolov8,yolo11"}, "family", ("yolov8", "yolo11")),
-    ({"imgsz": 64}, "imgsz", (64,)),
-    ({"imgsz": "64,128"}, "imgsz", (64, 128)),
-    ({"depth": "none,0.5"}, "depth", (None, 0.5)),
-    ({"budget_ms": "20"}, "budget_ms", 20.0),
-    ({"warmup_ms": 0}, "warmup_ms", 0.0),
-    ({"max_channels": "512"}, "max_channels", 512),
-    ({"device": "cpu"}, "device", "cpu"),
-    ({"compile_mode": "max-autotune"}, "compile_mode", "max-autotune"),
-    ({"widths": None}, "widths", (1.0,)),  # None keeps the default
-])
+@pytest.mark.parametrize(
+    "data, field, expected",
+    [
+        ({"widths": "0.25, 0.5,s"}, "widths", (0.25, 0.5, "s")),
+        ({"widths": [0.25, "S", "1"]}, "widths", (0.25, "s", 1.0)),
+        ({"widths": 0.5}, "widths", (0.5,)),
+        ({"batches": "1,2,4"}, "batches", (1, 2, 4)),
+        ({"batches": [1, "8", 2.0]}, "batches", (1, 8, 2)),
+        ({"batches": "4,1,4"}, "batches", (4, 1, 4)),
+        ({"precisions": "FP32, bf16,fp32"}, "precisions", ("fp32", "bf16")),
+        ({"layouts": ["NHWC", "nchw"]}, "layouts", ("nhwc", "nchw")),
+        ({"backends": "eager,onnxruntime"}, "backends", ("eager", "onnxruntime")),
+        ({"family": "yolov8,yolo11"}, "family", ("yolov8", "yolo11")),
+        ({"imgsz": 64}, "imgsz", (64,)),
+        ({"imgsz": "64,128"}, "imgsz", (64, 128)),
+        ({"depth": "none,0.5"}, "depth", (None, 0.5)),
+        ({"budget_ms": "20"}, "budget_ms", 20.0),
+        ({"warmup_ms": 0}, "warmup_ms", 0.0),
+        ({"max_channels": "512"}, "max_channels", 512),
+        ({"device": "cpu"}, "device", "cpu"),
+        ({"compile_mode": "max-autotune"}, "compile_mode", "max-autotune"),
+        ({"widths": None}, "widths", (1.0,)),  # None keeps the default
+    ],
+)
 def test_from_mapping_parses(data, field, expected):
     spec = SweepSpec.from_mapping(data)
     got = getattr(spec, field)
@@ -63,72 +76,146 @@ def test_from_mapping_parses(data, field, expected):
         assert [type(x) for x in got] == [type(x) for x in expected]
 
 
-@pytest.mark.parametrize("data", [
-    {"widht": 0.25},
-    {"out_file": "x.parquet"},
-    {"widths": "abc"}, {"widths": 0}, {"widths": "-1"}, {"widths": 5}, {"widths": "nan"},
-    {"widths": ""},
-    {"batches": "0"}, {"batches": "-1"}, {"batches": "1.5"}, {"batches": "x"}, {"batches": ""},
-    {"imgsz": 65}, {"imgsz": 0}, {"imgsz": "big"},
-    {"precisions": "fp8"}, {"precisions": []}, {"layouts": "nwhc"}, {"backends": "tf"},
-    {"family": "yolov5"},
-    {"device": "tpu"}, {"compile_mode": "fast"},
-    {"budget_ms": 0}, {"budget_ms": "nan"}, {"budget_ms": "x"}, {"warmup_ms": -1},
-    {"max_channels": 0}, {"max_channels": "1.5"}, {"depth": 5}, {"depth": 0},
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"widht": 0.25},
+        {"out_file": "x.parquet"},
+        {"widths": "abc"},
+        {"widths": 0},
+        {"widths": "-1"},
+        {"widths": 5},
+        {"widths": "nan"},
+        {"widths": ""},
+        {"batches": "0"},
+        {"batches": "-1"},
+        {"batches": "1.5"},
+        {"batches": "x"},
+        {"batches": ""},
+        {"imgsz": 65},
+        {"imgsz": 0},
+        {"imgsz": "big"},
+        {"precisions": "fp8"},
+        {"precisions": []},
+        {"layouts": "nwhc"},
+        {"backends": "tf"},
+        {"family": "yolov5"},
+        {"device": "tpu"},
+        {"compile_mode": "fast"},
+        {"budget_ms": 0},
+        {"budget_ms": "nan"},
+        {"budget_ms": "x"},
+        {"warmup_ms": -1},
+        {"max_channels": 0},
+        {"max_channels": "1.5"},
+        {"depth": 5},
+        {"depth": 0},
+    ],
+)
 def test_from_mapping_rejects(data):
     with pytest.raises(UserError):
         SweepSpec.from_mapping(data)
 
 
 def test_points_order_groups_by_model_then_engine_then_batch():
-    spec = SweepSpec.from_mapping(dict(
-        family="yolov8,yolo11", widths="0.125,0.0625", precisions="fp32,bf16",
-        layouts="nchw,nhwc", backends="eager", batches="1,2,1", imgsz=64, device="cpu"))
+    spec = SweepSpec.from_mapping(
+        dict(
+            family="yolov8,yolo11",
+            widths="0.125,0.0625",
+            precisions="fp32,bf16",
+            layouts="nchw,nhwc",
+            backends="eager",
+            batches="1,2,1",
+            imgsz=64,
+            device="cpu",
+        )
+    )
     pts = spec.points()
     assert len(pts) == 2 * 2 * 2 * 2 * 2  # duplicate batch dropped
     assert len(set(pts)) == len(pts)
     models = [k for k, _ in itertools.groupby(pts, key=lambda p: p.model_key())]
-    assert models == [("yolov8", "", 0.125, 0.33, 2048), ("yolov8", "", 0.0625, 0.33, 2048),
-                      ("yolo11", "", 0.125, 0.33, 2048), ("yolo11", "", 0.0625, 0.33, 2048)]
-    engines = [k for k, _ in itertools.groupby(
-        pts, key=lambda p: (p.model_key(), p.precision, p.layout, p.backend))]
+    assert models == [
+        ("yolov8", "", 0.125, 0.33, 2048),
+        ("yolov8", "", 0.0625, 0.33, 2048),
+        ("yolo11", "", 0.125, 0.33, 2048),
+        ("yolo11", "", 0.0625, 0.33, 2048),
+    ]
+    engines = [
+        k
+        for k, _ in itertools.groupby(
+            pts, key=lambda p: (p.model_key(), p.precision, p.layout, p.backend)
+        )
+    ]
     assert len(engines) == 4 * 4  # each engine's points are contiguous
     assert [(p.precision, p.layout, p.batch) for p in pts[:8]] == [
-        ("fp32", "nchw", 1), ("fp32", "nchw", 2), ("fp32", "nhwc", 1), ("fp32", "nhwc", 2),
-        ("bf16", "nchw", 1), ("bf16", "nchw", 2), ("bf16", "nhwc", 1), ("bf16", "nhwc", 2)]
+        ("fp32", "nchw", 1),
+        ("fp32", "nchw", 2),
+        ("fp32", "nhwc", 1),
+        ("fp32", "nhwc", 2),
+        ("bf16", "nchw", 1),
+        ("bf16", "nchw", 2),
+        ("bf16", "nhwc", 1),
+        ("bf16", "nhwc", 2),
+    ]
 
 
 def test_points_preset_width():
-    (p,) = SweepSpec.from_mapping(dict(widths="s", precisions="fp32", layouts="nchw",
-                                       device="cpu")).points()
+    (p,) = SweepSpec.from_mapping(
+        dict(widths="s", precisions="fp32", layouts="nchw", device="cpu")
+    ).points()
     assert (p.scale, p.width, p.depth, p.max_channels) == ("s", 0.5, 0.33, 1024)
-    (q,) = SweepSpec.from_mapping(dict(widths="s", depth="0.5", precisions="fp32",
-                                       layouts="nchw", device="cpu")).points()
+    (q,) = SweepSpec.from_mapping(
+        dict(widths="s", depth="0.5", precisions="fp32", layouts="nchw", device="cpu")
+    ).points()
     assert q.depth == 0.5
 
 
 # spec (on top of one width/batch), expected (backend, precision, layout) set, unsupported lines
-@pytest.mark.parametrize("over, kept, dropped", [
-    (dict(backends="eager,onnxruntime", precisions="fp32,fp16", layouts="nchw", device="cpu"),
-     {("eager", "fp32", "nchw"), ("eager", "fp16", "nchw"), ("onnxruntime", "fp32", "nchw")},
-     ["onnxruntime/fp16/nchw: onnxruntime runs fp32 only"]),
-    (dict(backends="onnxruntime", precisions="fp32", layouts="nchw,nhwc", device="cpu"),
-     {("onnxruntime", "fp32", "nchw")},
-     ["onnxruntime/fp32/nhwc: onnxruntime picks its own layouts (run it with nchw input)"]),
-    (dict(backends="eager,cudagraph", precisions="fp32", layouts="nchw", device="cpu"),
-     {("eager", "fp32", "nchw")},
-     ["cudagraph/fp32/nchw: cudagraph needs a CUDA device"]),
-    (dict(backends="eager,cudagraph", precisions="fp32,tf32", layouts="nchw", device="cuda"),
-     {("eager", "fp32", "nchw"), ("eager", "tf32", "nchw"), ("cudagraph", "fp32", "nchw"),
-      ("cudagraph", "tf32", "nchw")}, []),
-    (dict(backends="eager", precisions="tf32,int8", layouts="nchw", device="cpu"), set(),
-     ["eager/tf32/nchw: tf32 exists only on a GPU",
-      "eager/int8/nchw: int8 runs only on the tensorrt backend"]),
-    (dict(backends="tensorrt", precisions="fp16,bf16,int8", layouts="nchw", device="cuda"),
-     {("tensorrt", "fp16", "nchw"), ("tensorrt", "int8", "nchw")},
-     ["tensorrt/bf16/nchw: tensorrt engines here are fp32/fp16/int8"]),
-])
+@pytest.mark.parametrize(
+    "over, kept, dropped",
+    [
+        (
+            dict(
+                backends="eager,onnxruntime", precisions="fp32,fp16", layouts="nchw", device="cpu"
+            ),
+            {("eager", "fp32", "nchw"), ("eager", "fp16", "nchw"), ("onnxruntime", "fp32", "nchw")},
+            ["onnxruntime/fp16/nchw: onnxruntime runs fp32 only"],
+        ),
+        (
+            dict(backends="onnxruntime", precisions="fp32", layouts="nchw,nhwc", device="cpu"),
+            {("onnxruntime", "fp32", "nchw")},
+            ["onnxruntime/fp32/nhwc: onnxruntime picks its own layouts (run it with nchw input)"],
+        ),
+        (
+            dict(backends="eager,cudagraph", precisions="fp32", layouts="nchw", device="cpu"),
+            {("eager", "fp32", "nchw")},
+            ["cudagraph/fp32/nchw: cudagraph needs a CUDA device"],
+        ),
+        (
+            dict(backends="eager,cudagraph", precisions="fp32,tf32", layouts="nchw", device="cuda"),
+            {
+                ("eager", "fp32", "nchw"),
+                ("eager", "tf32", "nchw"),
+                ("cudagraph", "fp32", "nchw"),
+                ("cudagraph", "tf32", "nchw"),
+            },
+            [],
+        ),
+        (
+            dict(backends="eager", precisions="tf32,int8", layouts="nchw", device="cpu"),
+            set(),
+            [
+                "eager/tf32/nchw: tf32 exists only on a GPU",
+                "eager/int8/nchw: int8 runs only on the tensorrt backend",
+            ],
+        ),
+        (
+            dict(backends="tensorrt", precisions="fp16,bf16,int8", layouts="nchw", device="cuda"),
+            {("tensorrt", "fp16", "nchw"), ("tensorrt", "int8", "nchw")},
+            ["tensorrt/bf16/nchw: tensorrt engines here are fp32/fp16/int8"],
+        ),
+    ],
+)
 def test_points_drop_unsupported(over, kept, dropped):
     spec = SweepSpec.from_mapping(dict(widths="0.25", batches="1", imgsz=64, **over))
     assert {(p.backend, p.precision, p.layout) for p in spec.points()} == kept
@@ -149,13 +236,29 @@ def test_run_sweep_writes_one_row_per_point(tiny_run):
     out, returned = tiny_run
     df = pd.read_parquet(out)
     assert len(df) == len(returned) == 4
-    assert list(df.columns[:len(KEY_COLUMNS) + 2]) == [*KEY_COLUMNS, "status", "message"]
-    for col in (*KEY_COLUMNS, "status", "message", "samples_ms", "median_ms", "iqr_ms",
-                "img_per_s", "rel_err", "flops_per_img", "tflops", "build_s", "prov_torch"):
+    assert list(df.columns[: len(KEY_COLUMNS) + 2]) == [*KEY_COLUMNS, "status", "message"]
+    for col in (
+        *KEY_COLUMNS,
+        "status",
+        "message",
+        "samples_ms",
+        "median_ms",
+        "iqr_ms",
+        "img_per_s",
+        "rel_err",
+        "flops_per_img",
+        "tflops",
+        "build_s",
+        "prov_torch",
+    ):
         assert col in df.columns, col
     assert (df.status == "ok").all() and (df.message == "").all()
     assert sorted(zip(df.precision, df.batch, strict=True)) == [
-        ("bf16", 1), ("bf16", 2), ("fp32", 1), ("fp32", 2)]
+        ("bf16", 1),
+        ("bf16", 2),
+        ("fp32", 1),
+        ("fp32", 2),
+    ]
     assert not df[list(KEY_COLUMNS)].duplicated().any()
     for _, row in df.iterrows():
         samples = list(row.samples_ms)
@@ -193,8 +296,14 @@ def test_resume_runs_only_missing_points(tiny_run, tmp_path, monkeypatch):
 
     def fake_point(model, p, spec, flops):
         ran.append(p)
-        return {**p.__dict__, "status": "ok", "message": "", "flops_per_img": flops,
-                "samples_ms": [1.0, 2.0], "median_ms": 1.5}
+        return {
+            **p.__dict__,
+            "status": "ok",
+            "message": "",
+            "flops_per_img": flops,
+            "samples_ms": [1.0, 2.0],
+            "median_ms": 1.5,
+        }
 
     monkeypatch.setattr(sweep, "run_point", fake_point)
     df = run_sweep(tiny_spec(), out, progress=False)
@@ -217,14 +326,23 @@ def _failing_build_engine(exc):
     return build
 
 
-@pytest.mark.parametrize("exc, status, message", [
-    (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), "oom",
-     "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"),
-    (RuntimeError("cuDNN error: CUDNN_STATUS_ALLOC_FAILED"), "oom",
-     "RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED"),
-    (RuntimeError("boom\nsecond line"), "error", "RuntimeError: boom"),
-    (ValueError("x" * 600), "error", ("ValueError: " + "x" * 600)[:500]),
-])
+@pytest.mark.parametrize(
+    "exc, status, message",
+    [
+        (
+            torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+            "oom",
+            "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        ),
+        (
+            RuntimeError("cuDNN error: CUDNN_STATUS_ALLOC_FAILED"),
+            "oom",
+            "RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
+        ),
+        (RuntimeError("boom\nsecond line"), "error", "RuntimeError: boom"),
+        (ValueError("x" * 600), "error", ("ValueError: " + "x" * 600)[:500]),
+    ],
+)
 def test_engine_failure_becomes_a_row(tmp_path, monkeypatch, exc, status, message):
     monkeypatch.setattr(yolo_sm.engines, "build_engine", _failing_build_engine(exc))
     out = tmp_path / "fail.parquet"
@@ -250,16 +368,19 @@ def test_model_build_failure_becomes_error_rows(tmp_path, monkeypatch):
     assert (df.message == "RuntimeError: bad model config").all()
 
 
-@pytest.mark.parametrize("exc, expected", [
-    (torch.OutOfMemoryError("CUDA out of memory"), True),
-    (torch.cuda.OutOfMemoryError("x"), True),
-    (RuntimeError("CUDNN_STATUS_ALLOC_FAILED"), True),
-    (RuntimeError("cudnn_status_alloc_failed while planning"), True),
-    (RuntimeError("CUDA error: out of memory"), True),
-    (RuntimeError("[TRT] Out of memory allocating 1 GiB"), True),
-    (RuntimeError("CUDA error: an illegal memory access was encountered"), False),
-    (ValueError("boom"), False),
-])
+@pytest.mark.parametrize(
+    "exc, expected",
+    [
+        (torch.OutOfMemoryError("CUDA out of memory"), True),
+        (torch.cuda.OutOfMemoryError("x"), True),
+        (RuntimeError("CUDNN_STATUS_ALLOC_FAILED"), True),
+        (RuntimeError("cudnn_status_alloc_failed while planning"), True),
+        (RuntimeError("CUDA error: out of memory"), True),
+        (RuntimeError("[TRT] Out of memory allocating 1 GiB"), True),
+        (RuntimeError("CUDA error: an illegal memory access was encountered"), False),
+        (ValueError("boom"), False),
+    ],
+)
 def test_is_oom(exc, expected):
     assert is_oom(exc) is expected
 
@@ -320,8 +441,11 @@ def test_write_atomic_failure_keeps_old_file(tmp_path, monkeypatch):
 
 def test_stale_partials_of_dead_writers_are_removed(tmp_path, monkeypatch):
     out = tmp_path / "s.parquet"
-    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text()) if Path(
-        "/proc/sys/kernel/pid_max").exists() else 4_194_304
+    pid_max = (
+        int(Path("/proc/sys/kernel/pid_max").read_text())
+        if Path("/proc/sys/kernel/pid_max").exists()
+        else 4_194_304
+    )
     dead = tmp_path / f".s.parquet.{pid_max + 1}.partial"  # no process can have this id
     alive = tmp_path / f".s.parquet.{os.getpid()}.partial"
     other = tmp_path / f".other.parquet.{pid_max + 1}.partial"
@@ -336,10 +460,30 @@ def test_stale_partials_of_dead_writers_are_removed(tmp_path, monkeypatch):
 
 # --- a sweep killed with SIGKILL resumes ----------------------------------------------------
 
-KILL_ARGS = ["sweep", "--device", "cpu", "--family", "yolov8", "--widths", "0.0625,0.125",
-             "--precisions", "fp32", "--layouts", "nchw,nhwc", "--backends", "eager",
-             "--batches", "1,2,3", "--imgsz", "64", "--budget-ms", "200", "--warmup-ms", "5",
-             "--quiet"]
+KILL_ARGS = [
+    "sweep",
+    "--device",
+    "cpu",
+    "--family",
+    "yolov8",
+    "--widths",
+    "0.0625,0.125",
+    "--precisions",
+    "fp32",
+    "--layouts",
+    "nchw,nhwc",
+    "--backends",
+    "eager",
+    "--batches",
+    "1,2,3",
+    "--imgsz",
+    "64",
+    "--budget-ms",
+    "200",
+    "--warmup-ms",
+    "5",
+    "--quiet",
+]
 
 
 def _rows(out: Path) -> int:
@@ -356,8 +500,7 @@ def test_sigkill_then_resume(tmp_path):
     cmd = [sys.executable, "-m", "yolo_sm", *KILL_ARGS, "--out", str(out)]
     log = tmp_path / "first.log"
     with open(log, "wb") as err:
-        proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                                stderr=err)
+        proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=err)
         sent = False
         try:
             deadline = time.monotonic() + 150
@@ -381,9 +524,21 @@ def test_sigkill_then_resume(tmp_path):
     assert len(df) == 12
     keys = df[list(KEY_COLUMNS)]
     assert not keys.duplicated().any()
-    expected = {p.key() for p in SweepSpec.from_mapping(dict(
-        family="yolov8", widths="0.0625,0.125", precisions="fp32", layouts="nchw,nhwc",
-        backends="eager", batches="1,2,3", imgsz=64, device="cpu")).points()}
+    expected = {
+        p.key()
+        for p in SweepSpec.from_mapping(
+            dict(
+                family="yolov8",
+                widths="0.0625,0.125",
+                precisions="fp32",
+                layouts="nchw,nhwc",
+                backends="eager",
+                batches="1,2,3",
+                imgsz=64,
+                device="cpu",
+            )
+        ).points()
+    }
     assert {tuple(r) for r in keys.itertuples(index=False)} == expected
     assert (df.status == "ok").all()
     # the rows timed before the kill are kept, not timed again

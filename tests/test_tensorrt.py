@@ -167,8 +167,14 @@ def trt_config(tmp_path):
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     return EngineConfig(
-        backend="tensorrt", precision="fp16", layout="nchw", batch=2, imgsz=64,
-        device="cuda", workspace_mb=512, cache_dir=str(tmp_path),
+        backend="tensorrt",
+        precision="fp16",
+        layout="nchw",
+        batch=2,
+        imgsz=64,
+        device="cuda",
+        workspace_mb=512,
+        cache_dir=str(tmp_path),
     )
 
 

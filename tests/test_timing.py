@@ -56,15 +56,18 @@ def run(estimate, **kw):
 
 
 # (estimate samples, budget_ms, min_reps, max_reps, expected reps); the estimate is the median
-@pytest.mark.parametrize("estimate, budget, lo, hi, reps", [
-    ([2.0, 2.0, 2.0], 100, 5, 10_000, 50),
-    ([1.0, 2.0, 100.0], 100, 5, 10_000, 50),  # median, not mean (34.3 -> 3 reps)
-    ([3.0, 3.0, 3.0], 10, 1, 100, 4),  # ceil(3.33)
-    ([2.0, 2.0, 2.0], 4, 5, 10_000, 5),  # clamped up to min_reps
-    ([0.5, 0.5, 0.5], 1000, 5, 100, 100),  # clamped down to max_reps
-    ([0.0, 0.0, 0.0], 10, 5, 10_000, 10_000),  # a zero estimate does not divide by zero
-    ([8.0, 8.0, 8.0], 1, 1, 10, 1),
-])
+@pytest.mark.parametrize(
+    "estimate, budget, lo, hi, reps",
+    [
+        ([2.0, 2.0, 2.0], 100, 5, 10_000, 50),
+        ([1.0, 2.0, 100.0], 100, 5, 10_000, 50),  # median, not mean (34.3 -> 3 reps)
+        ([3.0, 3.0, 3.0], 10, 1, 100, 4),  # ceil(3.33)
+        ([2.0, 2.0, 2.0], 4, 5, 10_000, 5),  # clamped up to min_reps
+        ([0.5, 0.5, 0.5], 1000, 5, 100, 100),  # clamped down to max_reps
+        ([0.0, 0.0, 0.0], 10, 5, 10_000, 10_000),  # a zero estimate does not divide by zero
+        ([8.0, 8.0, 8.0], 1, 1, 10, 1),
+    ],
+)
 def test_repeat_count_from_budget_and_clamped(estimate, budget, lo, hi, reps):
     m, timer, fn = run(estimate, budget_ms=budget, min_reps=lo, max_reps=hi, warmup_ms=0)
     assert [n for n, _ in timer.calls] == [3, 1, reps]
@@ -74,13 +77,16 @@ def test_repeat_count_from_budget_and_clamped(estimate, budget, lo, hi, reps):
 
 
 # (estimate, warmup_ms, expected warm-up calls)
-@pytest.mark.parametrize("estimate, warmup_ms, expected", [
-    (2.0, 10, 5),
-    (2.0, 3, 2),  # ceil(1.5)
-    (2.0, 0, 1),  # at least one
-    (4.0, 1, 1),
-    (0.25, 1, 4),
-])
+@pytest.mark.parametrize(
+    "estimate, warmup_ms, expected",
+    [
+        (2.0, 10, 5),
+        (2.0, 3, 2),  # ceil(1.5)
+        (2.0, 0, 1),  # at least one
+        (4.0, 1, 1),
+        (0.25, 1, 4),
+    ],
+)
 def test_warmup_count(estimate, warmup_ms, expected):
     m, timer, _ = run([estimate] * 3, warmup_ms=warmup_ms, budget_ms=10)
     assert timer.calls[1][0] == expected
@@ -124,15 +130,18 @@ def test_measure_passes_batch_label_threshold():
     assert m.img_per_s == pytest.approx(8 * 1000 / m.median_ms)
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"budget_ms": 0},
-    {"budget_ms": -1},
-    {"budget_ms": math.nan},
-    {"warmup_ms": -1},
-    {"warmup_ms": math.nan},
-    {"min_reps": 0},
-    {"min_reps": 10, "max_reps": 9},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"budget_ms": 0},
+        {"budget_ms": -1},
+        {"budget_ms": math.nan},
+        {"warmup_ms": -1},
+        {"warmup_ms": math.nan},
+        {"min_reps": 0},
+        {"min_reps": 10, "max_reps": 9},
+    ],
+)
 def test_invalid_arguments(kwargs):
     fn, timer = Counter(), FakeTimer([1.0])
     with pytest.raises(ValueError):
@@ -180,14 +189,17 @@ def test_statistics(samples, median, q25, q75, mean, p99):
 
 
 # samples, threshold, noisy: IQR/median strictly above the threshold
-@pytest.mark.parametrize("samples, threshold, noisy", [
-    ([10, 10, 10, 10], 0.10, False),
-    ([9, 10, 11], 0.10, False),  # IQR/median = 0.10 exactly: not above
-    ([8, 10, 12], 0.10, True),  # 0.20
-    ([8, 10, 12], 0.25, False),
-    ([1, 10, 10, 10, 100], 0.10, False),  # outliers outside the quartiles
-    ([5, 10, 20], 0.5, True),  # IQR 7.5 / 10
-])
+@pytest.mark.parametrize(
+    "samples, threshold, noisy",
+    [
+        ([10, 10, 10, 10], 0.10, False),
+        ([9, 10, 11], 0.10, False),  # IQR/median = 0.10 exactly: not above
+        ([8, 10, 12], 0.10, True),  # 0.20
+        ([8, 10, 12], 0.25, False),
+        ([1, 10, 10, 10, 100], 0.10, False),  # outliers outside the quartiles
+        ([5, 10, 20], 0.5, True),  # IQR 7.5 / 10
+    ],
+)
 def test_noisy_flag(samples, threshold, noisy):
     m = Measurement([float(s) for s in samples], noise_threshold=threshold)
     assert m.noisy is noisy
@@ -204,8 +216,19 @@ def test_empty_samples_give_nan():
 def test_summary():
     m = Measurement([1.0, 2.0, 3.0], batch=2, warmup_calls=7, l2_flush=True)
     s = m.summary()
-    assert set(s) == {"median_ms", "iqr_ms", "min_ms", "mean_ms", "p99_ms", "img_per_s",
-                      "n_samples", "warmup_calls", "noisy", "l2_flush", "samples_ms"}
+    assert set(s) == {
+        "median_ms",
+        "iqr_ms",
+        "min_ms",
+        "mean_ms",
+        "p99_ms",
+        "img_per_s",
+        "n_samples",
+        "warmup_calls",
+        "noisy",
+        "l2_flush",
+        "samples_ms",
+    }
     assert s["samples_ms"] == [1.0, 2.0, 3.0] and s["samples_ms"] is not m.samples_ms
     assert (s["median_ms"], s["n_samples"], s["warmup_calls"], s["l2_flush"]) == (2.0, 3, 7, True)
     assert s["img_per_s"] == pytest.approx(1000.0)
@@ -243,7 +266,8 @@ def test_measure_engine_times_the_engine_on_its_input():
             self.seen.append(x)
 
     eng = FakeEngine()
-    m = measure_engine(eng, timer=FakeTimer([2.0]), budget_ms=10, warmup_ms=0,
-                       with_provenance=False)
+    m = measure_engine(
+        eng, timer=FakeTimer([2.0]), budget_ms=10, warmup_ms=0, with_provenance=False
+    )
     assert (m.batch, m.label, m.n) == (3, "fake engine", 5)
     assert set(eng.seen) == {("input", 0)} and len(eng.seen) == 3 + 1 + 5

@@ -22,14 +22,22 @@ def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="yolo-sm", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
 
-    e = sub.add_parser("env", help="what hardware and software this machine has, which profilers work")
+    e = sub.add_parser(
+        "env", help="what hardware and software this machine has, which profilers work"
+    )
     e.add_argument("--device", default="cuda", help="device to describe (default cuda, if present)")
     e.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     m = sub.add_parser("models", help="the channel table of a model (one row per layer)")
-    m.add_argument("--family", default="yolov8", help="yolov8, yolo11, wide (the wide conv stack) or resnet18/34/50/101/152")
+    m.add_argument(
+        "--family",
+        default="yolov8",
+        help="yolov8, yolo11, wide (the wide conv stack) or resnet18/34/50/101/152",
+    )
     m.add_argument("--width", default="1.0", help="width multiplier or preset letter n/s/m/l/x")
-    m.add_argument("--depth", type=float, default=None, help="depth multiplier (default 0.33 / preset)")
+    m.add_argument(
+        "--depth", type=float, default=None, help="depth multiplier (default 0.33 / preset)"
+    )
     m.add_argument("--max-channels", type=int, default=2048)
     m.add_argument("--imgsz", type=int, default=640)
     m.add_argument("--format", choices=("table", "csv", "json"), default="table")
@@ -48,12 +56,25 @@ def _parser() -> argparse.ArgumentParser:
     ):
         s.add_argument(flag, help=helptext)
     s.add_argument("--device", help="cuda (default) or cpu")
-    s.add_argument("--max-channels", dest="max_channels", help="ultralytics max_channels cap (default 2048)")
-    s.add_argument("--compile-mode", dest="compile_mode", help="torch.compile mode (default 'default')")
-    s.add_argument("--budget-ms", dest="budget_ms", help="timed milliseconds per point (default 300)")
-    s.add_argument("--warmup-ms", dest="warmup_ms", help="warm-up milliseconds per point (default 50)")
-    s.add_argument("--no-check", dest="check", action="store_const", const=False,
-                   help="skip the numerical check against eager fp32")
+    s.add_argument(
+        "--max-channels", dest="max_channels", help="ultralytics max_channels cap (default 2048)"
+    )
+    s.add_argument(
+        "--compile-mode", dest="compile_mode", help="torch.compile mode (default 'default')"
+    )
+    s.add_argument(
+        "--budget-ms", dest="budget_ms", help="timed milliseconds per point (default 300)"
+    )
+    s.add_argument(
+        "--warmup-ms", dest="warmup_ms", help="warm-up milliseconds per point (default 50)"
+    )
+    s.add_argument(
+        "--no-check",
+        dest="check",
+        action="store_const",
+        const=False,
+        help="skip the numerical check against eager fp32",
+    )
     s.add_argument("--out", required=False, help="parquet file; rerunning resumes it")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -110,7 +131,8 @@ def cmd_models(args) -> int:
         try:
             factor = float(args.width)
         except ValueError:
-            raise UserError(f"--width of the wide stack must be a number, not {args.width!r}") from None
+            msg = f"the wide stack's --width must be a number, not {args.width!r}"
+            raise UserError(msg) from None
         model = models.wide_conv_stack(factor)
     elif fam.startswith("resnet"):
         try:
@@ -128,10 +150,14 @@ def cmd_models(args) -> int:
     elif args.format == "json":
         print(df.to_json(orient="records"))
     else:
-        with pd.option_context("display.width", 200, "display.max_columns", 50, "display.max_rows", 500):
+        with pd.option_context(
+            "display.width", 200, "display.max_columns", 50, "display.max_rows", 500
+        ):
             print(df.to_string(index=False))
-        print(f"\ntotal: {df.params.sum():,} parameters, {df.flops.sum() / 1e9:.2f} GFLOPs per "
-              f"{args.imgsz}x{args.imgsz} image (2 FLOPs per multiply-add)")
+        print(
+            f"\ntotal: {df.params.sum():,} parameters, {df.flops.sum() / 1e9:.2f} GFLOPs per "
+            f"{args.imgsz}x{args.imgsz} image (2 FLOPs per multiply-add)"
+        )
     return 0
 
 
@@ -150,7 +176,9 @@ def load_yaml(path: str) -> dict:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise UserError(f"config file {path} must hold a mapping of sweep keys, not a {type(data).__name__}")
+        raise UserError(
+            f"config file {path} must hold a mapping of sweep keys, not a {type(data).__name__}"
+        )
     return data
 
 
@@ -160,8 +188,22 @@ def cmd_sweep(args) -> int:
     data = load_yaml(args.config) if args.config else {}
     out = args.out or data.pop("out", None)
     data.pop("out", None)
-    for key in ("family", "widths", "depth", "precisions", "layouts", "backends", "batches", "imgsz",
-                "device", "max_channels", "compile_mode", "budget_ms", "warmup_ms", "check"):
+    for key in (
+        "family",
+        "widths",
+        "depth",
+        "precisions",
+        "layouts",
+        "backends",
+        "batches",
+        "imgsz",
+        "device",
+        "max_channels",
+        "compile_mode",
+        "budget_ms",
+        "warmup_ms",
+        "check",
+    ):
         value = getattr(args, key, None)
         if value is not None:
             data[key] = value
@@ -186,9 +228,29 @@ def _print_sweep_summary(df) -> None:
     if df.empty:
         print("no points")
         return
-    cols = [c for c in ("family", "scale", "width", "precision", "layout", "backend", "batch", "imgsz",
-                        "status", "median_ms", "iqr_ms", "img_per_s", "tflops", "rel_err") if c in df]
-    with pd.option_context("display.width", 200, "display.max_rows", 1000, "display.float_format", "{:.4g}".format):
+    cols = [
+        c
+        for c in (
+            "family",
+            "scale",
+            "width",
+            "precision",
+            "layout",
+            "backend",
+            "batch",
+            "imgsz",
+            "status",
+            "median_ms",
+            "iqr_ms",
+            "img_per_s",
+            "tflops",
+            "rel_err",
+        )
+        if c in df
+    ]
+    with pd.option_context(
+        "display.width", 200, "display.max_rows", 1000, "display.float_format", "{:.4g}".format
+    ):
         print(df[cols].to_string(index=False))
     counts = df["status"].value_counts().to_dict()
     print("points: " + ", ".join(f"{v} {k}" for k, v in counts.items()))

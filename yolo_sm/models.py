@@ -87,7 +87,9 @@ def preset(family: str, scale: str) -> tuple[float, float, int]:
 
     d = yaml_model_load(_yaml_path(family))
     if scale not in d.get("scales", {}):
-        raise UserError(f"unknown {family} preset {scale!r}: choose one of {', '.join(d['scales'])}")
+        raise UserError(
+            f"unknown {family} preset {scale!r}: choose one of {', '.join(d['scales'])}"
+        )
     depth, width, max_ch = d["scales"][scale]
     return float(depth), float(width), int(max_ch)
 
@@ -137,9 +139,15 @@ def build_yolo(
         p.requires_grad_(False)
     n_backbone = len(cfg["backbone"])
     meta = {
-        "family": family, "width": width, "depth": depth, "max_channels": int(max_channels),
-        "nc": nc, "scale": scale, "yaml": [list(x) for x in cfg["backbone"] + cfg["head"]],
-        "n_backbone": n_backbone, "fused": fuse,
+        "family": family,
+        "width": width,
+        "depth": depth,
+        "max_channels": int(max_channels),
+        "nc": nc,
+        "scale": scale,
+        "yaml": [list(x) for x in cfg["backbone"] + cfg["head"]],
+        "n_backbone": n_backbone,
+        "fused": fuse,
     }
     return YoloForward(det, meta, decode=decode)
 
@@ -245,23 +253,25 @@ def channel_table(model: nn.Module, imgsz: int = 640, bytes_per_element: int = 2
     for r in refs:
         s = shapes.get(r.index, {})
         out_ch = s.get("out_channels")
-        rows.append({
-            "index": r.index,
-            "layer": r.name,
-            "module_type": r.module_type,
-            "stage": r.stage,
-            "in_channels": s.get("in_channels"),
-            "out_channels": out_ch,
-            "requested_channels": r.requested_channels,
-            "rounded": r.requested_channels is not None and out_ch != r.requested_channels,
-            "capped": r.capped,
-            "stride": imgsz // s["out_h"] if s.get("out_h") else None,
-            "out_h": s.get("out_h"),
-            "out_w": s.get("out_w"),
-            "params": sum(p.numel() for p in r.module.parameters()),
-            "flops": flops[r.index],
-            "activation_bytes": s.get("out_elems", 0) * bytes_per_element,
-        })
+        rows.append(
+            {
+                "index": r.index,
+                "layer": r.name,
+                "module_type": r.module_type,
+                "stage": r.stage,
+                "in_channels": s.get("in_channels"),
+                "out_channels": out_ch,
+                "requested_channels": r.requested_channels,
+                "rounded": r.requested_channels is not None and out_ch != r.requested_channels,
+                "capped": r.capped,
+                "stride": imgsz // s["out_h"] if s.get("out_h") else None,
+                "out_h": s.get("out_h"),
+                "out_w": s.get("out_w"),
+                "params": sum(p.numel() for p in r.module.parameters()),
+                "flops": flops[r.index],
+                "activation_bytes": s.get("out_elems", 0) * bytes_per_element,
+            }
+        )
     df = pd.DataFrame(rows)
     df.attrs.update({"imgsz": imgsz, "flops_convention": "2 per multiply-add (Conv2d, Linear)"})
     return df
@@ -283,8 +293,13 @@ def model_flops(model: nn.Module, imgsz: int = 640) -> int:
     return int(channel_table(model, imgsz)["flops"].sum())
 
 
-def width_summary(family: str = "yolov8", widths=(0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0),
-                  depth: float = 0.33, max_channels: int = 2048, imgsz: int = 640):
+def width_summary(
+    family: str = "yolov8",
+    widths=(0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0),
+    depth: float = 0.33,
+    max_channels: int = 2048,
+    imgsz: int = 640,
+):
     """One row per width: GFLOPs and parameters per image, ratios to width 1.0, and how many
     layers ultralytics rounded or capped (from :func:`channel_table`)."""
     import pandas as pd
@@ -292,10 +307,17 @@ def width_summary(family: str = "yolov8", widths=(0.25, 0.5, 0.75, 1.0, 1.25, 1.
     rows = []
     for w in widths:
         t = channel_table(build_yolo(family, w, depth=depth, max_channels=max_channels), imgsz)
-        rows.append({"family": family, "width": float(w), "gflops_per_img": t.flops.sum() / 1e9,
-                     "params": int(t.params.sum()), "layers_rounded": int(t.rounded.sum()),
-                     "layers_capped": int(t.capped.sum()),
-                     "max_out_channels": int(t.out_channels.max())})
+        rows.append(
+            {
+                "family": family,
+                "width": float(w),
+                "gflops_per_img": t.flops.sum() / 1e9,
+                "params": int(t.params.sum()),
+                "layers_rounded": int(t.rounded.sum()),
+                "layers_capped": int(t.capped.sum()),
+                "max_out_channels": int(t.out_channels.max()),
+            }
+        )
     df = pd.DataFrame(rows)
     base = df.loc[(df.width - 1.0).abs().idxmin()]
     df["flops_vs_width1"] = df.gflops_per_img / base.gflops_per_img
@@ -359,7 +381,9 @@ def wide_conv_stack(
     if blocks_per_stage < 1 or not base_channels:
         raise UserError("wide_conv_stack needs at least one stage and one block per stage")
     torch.manual_seed(seed)
-    return WideConvStack(width_factor, tuple(base_channels), blocks_per_stage, in_channels, fuse).eval()
+    return WideConvStack(
+        width_factor, tuple(base_channels), blocks_per_stage, in_channels, fuse
+    ).eval()
 
 
 # --- ResNet backbones -------------------------------------------------------------------------
@@ -376,12 +400,16 @@ class ResNetDetector(nn.Module):
         super().__init__()
         self.stem = nn.Sequential(trunk.conv1, trunk.bn1, trunk.relu, trunk.maxpool)
         self.layer1, self.layer2, self.layer3, self.layer4 = (
-            trunk.layer1, trunk.layer2, trunk.layer3, trunk.layer4,
+            trunk.layer1,
+            trunk.layer2,
+            trunk.layer3,
+            trunk.layer4,
         )
         c5 = trunk.fc.in_features
         self.nc, self.anchors = nc, anchors
         self.head = nn.Sequential(
-            nn.Conv2d(c5, 256, 3, padding=1), nn.ReLU(inplace=True),
+            nn.Conv2d(c5, 256, 3, padding=1),
+            nn.ReLU(inplace=True),
             nn.Conv2d(256, anchors * (4 + nc), 1),
         )
 
@@ -389,18 +417,26 @@ class ResNetDetector(nn.Module):
         for name in self.STAGES:
             x = getattr(self, name)(x)
         b, _, h, w = x.shape
-        return x.view(b, self.anchors, 4 + self.nc, h * w).transpose(1, 2).reshape(b, 4 + self.nc, -1)
+        return (
+            x.view(b, self.anchors, 4 + self.nc, h * w).transpose(1, 2).reshape(b, 4 + self.nc, -1)
+        )
 
     def layer_refs(self) -> list[LayerRef]:
         return [
-            LayerRef(i, n, type(getattr(self, n)).__name__, "head" if n == "head" else "backbone",
-                     getattr(self, n))
+            LayerRef(
+                i,
+                n,
+                type(getattr(self, n)).__name__,
+                "head" if n == "head" else "backbone",
+                getattr(self, n),
+            )
             for i, n in enumerate(self.STAGES)
         ]
 
 
-def resnet_backbone(depth: int = 101, nc: int = 1, anchors: int = 2, fuse: bool = True,
-                    seed: int = 0) -> ResNetDetector:
+def resnet_backbone(
+    depth: int = 101, nc: int = 1, anchors: int = 2, fuse: bool = True, seed: int = 0
+) -> ResNetDetector:
     """torchvision ResNet-``depth`` (18/34/50/101/152), random weights, BN folded into the convs,
     with a small detection head (defaults: one class and two anchors, as a face detector)."""
     import torchvision
@@ -420,7 +456,11 @@ def _fuse_resnet(trunk: nn.Module) -> None:
     from torch.nn.utils.fusion import fuse_conv_bn_eval
 
     def fold(parent, conv_name, bn_name):
-        setattr(parent, conv_name, fuse_conv_bn_eval(getattr(parent, conv_name), getattr(parent, bn_name)))
+        setattr(
+            parent,
+            conv_name,
+            fuse_conv_bn_eval(getattr(parent, conv_name), getattr(parent, bn_name)),
+        )
         setattr(parent, bn_name, nn.Identity())
 
     fold(trunk, "conv1", "bn1")

@@ -22,8 +22,18 @@ from yolo_sm.engines.config import COMPILE_MODES, Backend, Layout, Precision
 from yolo_sm.errors import NotAvailableError, UserError
 
 KEY_COLUMNS = (
-    "family", "scale", "width", "depth", "max_channels", "precision", "layout", "backend",
-    "batch", "imgsz", "compile_mode", "device",
+    "family",
+    "scale",
+    "width",
+    "depth",
+    "max_channels",
+    "precision",
+    "layout",
+    "backend",
+    "batch",
+    "imgsz",
+    "compile_mode",
+    "device",
 )
 
 
@@ -76,7 +86,9 @@ class SweepSpec:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise UserError(f"unknown sweep key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+            raise UserError(
+                f"unknown sweep key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            )
         kw = {}
         for k, v in data.items():
             if v is None:
@@ -88,7 +100,7 @@ class SweepSpec:
             elif k in ("warmup_ms", "budget_ms"):
                 kw[k] = _float(v, k)
             elif k == "check":
-                kw[k] = bool(v)
+                kw[k] = _bool(v, k)
             elif k == "extra":
                 kw[k] = dict(v)
             else:
@@ -120,29 +132,47 @@ class SweepSpec:
                 continue
             w = _float(w, "width")
             if not MIN_WIDTH <= w <= MAX_WIDTH:
-                raise UserError(f"width must be between {MIN_WIDTH} and {MAX_WIDTH} (or n/s/m/l/x), got {w:g}")
+                raise UserError(
+                    f"width must be between {MIN_WIDTH} and {MAX_WIDTH} (or n/s/m/l/x), got {w:g}"
+                )
             widths.append(w)
         if not widths:
             raise UserError("the sweep needs at least one width")
-        depths = tuple(None if d in (None, "", "none", "None") else _float(d, "depth") for d in self.depth)
+        depths = tuple(
+            None if d in (None, "", "none", "None") else _float(d, "depth") for d in self.depth
+        )
         if any(d is not None and not 0 < d <= 4 for d in depths):
             raise UserError("depth must be in (0, 4]")
         batches = tuple(_int(b, "batch") for b in self.batches)
         if any(b <= 0 for b in batches) or not batches:
-            raise UserError(f"batch sizes must be positive integers, got {','.join(map(str, self.batches))}")
+            raise UserError(
+                f"batch sizes must be positive integers, got {','.join(map(str, self.batches))}"
+            )
         sizes = tuple(_int(s, "imgsz") for s in self.imgsz)
         if any(s <= 0 or s % 32 for s in sizes) or not sizes:
             raise UserError("imgsz must be positive multiples of 32")
         if self.compile_mode not in COMPILE_MODES:
-            raise UserError(f"unknown compile mode {self.compile_mode!r}: choose one of {', '.join(COMPILE_MODES)}")
+            raise UserError(
+                f"unknown compile mode {self.compile_mode!r}: "
+                f"choose one of {', '.join(COMPILE_MODES)}"
+            )
         if not str(self.device).startswith(("cpu", "cuda")):
             raise UserError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")
         if not self.budget_ms > 0 or not self.warmup_ms >= 0:  # (NaN fails both)
             raise UserError("budget_ms must be positive and warmup_ms not negative")
         if self.max_channels <= 0:
             raise UserError("max_channels must be positive")
-        return replace(self, family=fam, precisions=prec, layouts=lay, backends=back,
-                       widths=tuple(widths), depth=depths or (None,), batches=batches, imgsz=sizes)
+        return replace(
+            self,
+            family=fam,
+            precisions=prec,
+            layouts=lay,
+            backends=back,
+            widths=tuple(widths),
+            depth=depths or (None,),
+            batches=batches,
+            imgsz=sizes,
+        )
 
     def points(self) -> list[Point]:
         """Every supported point, ordered so that each model and engine is built once."""
@@ -154,12 +184,31 @@ class SweepSpec:
                 p_depth, p_width, p_max = preset(fam, w)
                 scale, width, depth, max_ch = w, p_width, p_depth if d is None else d, p_max
             else:
-                scale, width, depth, max_ch = "", float(w), 0.33 if d is None else d, self.max_channels
+                scale, width, depth, max_ch = (
+                    "",
+                    float(w),
+                    0.33 if d is None else d,
+                    self.max_channels,
+                )
             for prec, lay, back, size, b in itertools.product(
                 self.precisions, self.layouts, self.backends, self.imgsz, self.batches
             ):
-                out.append(Point(fam, scale, width, float(depth), int(max_ch), prec, lay, back,
-                                 int(b), int(size), self.compile_mode, self.device))
+                out.append(
+                    Point(
+                        fam,
+                        scale,
+                        width,
+                        float(depth),
+                        int(max_ch),
+                        prec,
+                        lay,
+                        back,
+                        int(b),
+                        int(size),
+                        self.compile_mode,
+                        self.device,
+                    )
+                )
         return [p for p in dict.fromkeys(out) if unsupported_reason(p) is None]
 
     def unsupported(self) -> list[str]:
@@ -197,11 +246,16 @@ def check_environment(spec: SweepSpec) -> None:
     import torch
 
     if spec.device.startswith("cuda") and not torch.cuda.is_available():
-        raise NotAvailableError(f"--device {spec.device} was requested but torch sees no CUDA GPU here; use --device cpu")
+        raise NotAvailableError(
+            f"--device {spec.device} was requested but torch sees no CUDA GPU here; "
+            "use --device cpu"
+        )
     if "tensorrt" in spec.backends and importlib.util.find_spec("tensorrt") is None:
         raise NotAvailableError("backend tensorrt was requested but TensorRT is not installed here")
     if "onnxruntime" in spec.backends and importlib.util.find_spec("onnxruntime") is None:
-        raise NotAvailableError("backend onnxruntime was requested but onnxruntime is not installed here")
+        raise NotAvailableError(
+            "backend onnxruntime was requested but onnxruntime is not installed here"
+        )
     if "cudagraph" in spec.backends and not spec.device.startswith("cuda"):
         raise UserError("backend cudagraph needs --device cuda")
 
@@ -212,6 +266,17 @@ def _split(v) -> Iterable:
     if isinstance(v, (list, tuple)):
         return list(v)
     return [v]
+
+
+def _bool(v, what) -> bool:
+    if isinstance(v, bool):
+        return v
+    text = str(v).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise UserError(f"{what} must be true or false, got {v!r}")
 
 
 def _float(v, what) -> float:
@@ -297,7 +362,7 @@ def remove_stale_partials(out: Path) -> list[Path]:
     removed = []
     prefix, suffix = f".{out.name}.", ".partial"
     for tmp in out.parent.glob(f"{glob.escape(prefix)}*{suffix}"):
-        pid = tmp.name[len(prefix):-len(suffix)]
+        pid = tmp.name[len(prefix) : -len(suffix)]
         if pid.isdigit() and not _process_alive(int(pid)):
             tmp.unlink(missing_ok=True)
             removed.append(tmp)
@@ -328,7 +393,9 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike, progress: bool = True):
     if len(done):
         missing = [c for c in KEY_COLUMNS if c not in done.columns]
         if missing:
-            raise UserError(f"{out} is not a yolo_sm sweep table (missing columns {', '.join(missing)})")
+            raise UserError(
+                f"{out} is not a yolo_sm sweep table (missing columns {', '.join(missing)})"
+            )
         done_keys = {tuple(r) for r in done[list(KEY_COLUMNS)].itertuples(index=False)}
     todo = [p for p in spec.points() if p.key() not in done_keys]
     rows = done.to_dict("records") if len(done) else []
@@ -342,7 +409,9 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike, progress: bool = True):
         except Exception as e:  # noqa: BLE001 - a broken model config becomes error rows
             model_error = e
         for p in group:
-            bar.set_postfix_str(f"{p.family} w{p.width:g} {p.backend} {p.precision} {p.layout} b{p.batch}")
+            bar.set_postfix_str(
+                f"{p.family} w{p.width:g} {p.backend} {p.precision} {p.layout} b{p.batch}"
+            )
             if model_error is not None:
                 row = _error_row(p, model_error)
             else:
@@ -369,8 +438,16 @@ def _build_model(p: Point):
 def _config(p: Point, spec: SweepSpec):
     from yolo_sm.engines import EngineConfig
 
-    return EngineConfig(backend=p.backend, precision=p.precision, layout=p.layout, batch=p.batch,
-                        imgsz=p.imgsz, device=p.device, compile_mode=p.compile_mode, check=spec.check)
+    return EngineConfig(
+        backend=p.backend,
+        precision=p.precision,
+        layout=p.layout,
+        batch=p.batch,
+        imgsz=p.imgsz,
+        device=p.device,
+        compile_mode=p.compile_mode,
+        check=spec.check,
+    )
 
 
 def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
@@ -414,8 +491,12 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
 
 def _error_row(p: Point, e: BaseException, flops_per_img=None) -> dict:
     msg = f"{type(e).__name__}: {e}".strip().splitlines()[0][:500]
-    return {**asdict(p), "status": "oom" if is_oom(e) else "error", "message": msg,
-            "flops_per_img": flops_per_img}
+    return {
+        **asdict(p),
+        "status": "oom" if is_oom(e) else "error",
+        "message": msg,
+        "flops_per_img": flops_per_img,
+    }
 
 
 def is_oom(e: BaseException) -> bool:

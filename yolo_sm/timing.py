@@ -23,7 +23,9 @@ class Timer:
     def sync(self) -> None:  # pragma: no cover - interface
         pass
 
-    def time_calls(self, fn: Callable[[], object], n: int, before: Callable | None = None) -> list[float]:
+    def time_calls(
+        self, fn: Callable[[], object], n: int, before: Callable | None = None
+    ) -> list[float]:
         raise NotImplementedError  # pragma: no cover
 
 
@@ -112,11 +114,17 @@ class Measurement:
     @property
     def noisy(self) -> bool:
         """True when IQR/median exceeds the threshold: rerun, or quote the spread."""
-        return bool(self.samples_ms) and self.iqr_ms / self.median_ms > self.noise_threshold
+        if not self.samples_ms or self.median_ms <= 0:
+            return False
+        return self.iqr_ms / self.median_ms > self.noise_threshold
 
     @property
     def img_per_s(self) -> float:
-        return self.batch * 1e3 / self.median_ms if self.samples_ms else math.nan
+        return (
+            self.batch * 1e3 / self.median_ms
+            if self.samples_ms and self.median_ms > 0
+            else math.nan
+        )
 
     def summary(self) -> dict:
         """Flat dict for a table row (samples kept as a list)."""
@@ -136,8 +144,11 @@ class Measurement:
 
     def __repr__(self) -> str:
         flag = " NOISY" if self.noisy else ""
-        return (f"Measurement({self.label!r}: median {self.median_ms:.4g} ms, IQR {self.iqr_ms:.3g} ms, "
-                f"min {self.min_ms:.4g} ms, n={self.n}, {self.img_per_s:.4g} img/s{flag})")
+        return (
+            f"Measurement({self.label!r}: median {self.median_ms:.4g} ms, "
+            f"IQR {self.iqr_ms:.3g} ms, "
+            f"min {self.min_ms:.4g} ms, n={self.n}, {self.img_per_s:.4g} img/s{flag})"
+        )
 
 
 def measure(
@@ -185,15 +196,18 @@ def measure(
     clock_end = provenance.sm_clock_mhz(device) if with_provenance else None
     prov = provenance.collect(device) if with_provenance else {}
     prov.update(sm_clock_start_mhz=clock_start, sm_clock_end_mhz=clock_end)
-    return Measurement(samples, batch, warmup + len(estimate), label, bool(flush), noise_threshold, prov)
+    return Measurement(
+        samples, batch, warmup + len(estimate), label, bool(flush), noise_threshold, prov
+    )
 
 
 def measure_engine(engine, **kwargs) -> Measurement:
     """Time an :class:`~yolo_sm.engines.Engine` on one prepared random batch."""
     x = engine._input if engine._input is not None else engine.make_input(seed=0)
     cfg = engine.config
-    return measure(lambda: engine(x), batch=cfg.batch, device=cfg.device,
-                   label=engine.description, **kwargs)
+    return measure(
+        lambda: engine(x), batch=cfg.batch, device=cfg.device, label=engine.description, **kwargs
+    )
 
 
 def _l2_flusher(device: str) -> Callable[[], None]:

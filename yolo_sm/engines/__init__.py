@@ -27,8 +27,18 @@ from yolo_sm.engines.config import (
 )
 
 __all__ = [
-    "Backend", "COMPILE_MODES", "Engine", "EngineConfig", "Layout", "NumericalMismatch",
-    "Precision", "TOLERANCE", "build_engine", "check_device", "make_input", "relative_l2",
+    "Backend",
+    "COMPILE_MODES",
+    "Engine",
+    "EngineConfig",
+    "Layout",
+    "NumericalMismatch",
+    "Precision",
+    "TOLERANCE",
+    "build_engine",
+    "check_device",
+    "make_input",
+    "relative_l2",
 ]
 
 

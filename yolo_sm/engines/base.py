@@ -132,8 +132,9 @@ def relative_l2(out: torch.Tensor, ref: torch.Tensor) -> float:
 _REFERENCES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def reference_output(model: torch.nn.Module, config: EngineConfig, x: torch.Tensor,
-                     seed: int | None = None) -> torch.Tensor:
+def reference_output(
+    model: torch.nn.Module, config: EngineConfig, x: torch.Tensor, seed: int | None = None
+) -> torch.Tensor:
     """Eager fp32 NCHW (TF32 off) output of ``model`` on ``x``, on the engine's device.
 
     With ``seed`` given (``x`` was made by ``make_input(config, seed)``), the output is cached per
@@ -144,8 +145,14 @@ def reference_output(model: torch.nn.Module, config: EngineConfig, x: torch.Tens
     if seed is not None and key in cache:
         return cache[key]
     ref_cfg = EngineConfig(
-        backend="eager", precision="fp32", layout="nchw", batch=config.batch,
-        imgsz=config.imgsz, device=config.device, cudnn_benchmark=False, check=False,
+        backend="eager",
+        precision="fp32",
+        layout="nchw",
+        batch=config.batch,
+        imgsz=config.imgsz,
+        device=config.device,
+        cudnn_benchmark=False,
+        check=False,
     )
     ref_model = copy.deepcopy(model).float().to(config.device).eval()
     with numerics(ref_cfg), torch.no_grad():
@@ -157,7 +164,8 @@ def reference_output(model: torch.nn.Module, config: EngineConfig, x: torch.Tens
 
 
 def verify(engine: Engine, model: torch.nn.Module, seed: int = 1) -> Engine:
-    """Run the numerical check: sets ``engine.rel_err``; raises NumericalMismatch beyond tolerance."""
+    """Run the numerical check: sets ``engine.rel_err``; raises NumericalMismatch beyond the
+    precision's tolerance."""
     x = engine.make_input(seed)
     with torch.no_grad():
         out = head_tensor(engine(x)).clone()

@@ -77,13 +77,17 @@ class EngineConfig:
         object.__setattr__(self, "backend", _enum(Backend, self.backend, "backend"))
         object.__setattr__(self, "precision", _enum(Precision, self.precision, "precision"))
         object.__setattr__(self, "layout", _enum(Layout, self.layout, "layout"))
-        if int(self.batch) != self.batch or self.batch <= 0:
-            raise UserError(f"batch must be a positive integer, got {self.batch!r}")
-        if int(self.imgsz) != self.imgsz or self.imgsz <= 0 or self.imgsz % 32:
+        for name in ("batch", "imgsz"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or v <= 0:
+                raise UserError(f"{name} must be a positive integer, got {v!r}")
+            object.__setattr__(self, name, int(v))
+        if self.imgsz % 32:
             raise UserError(f"imgsz must be a positive multiple of 32, got {self.imgsz!r}")
         if self.compile_mode not in COMPILE_MODES:
             raise UserError(
-                f"unknown compile mode {self.compile_mode!r}: choose one of {', '.join(COMPILE_MODES)}"
+                f"unknown compile mode {self.compile_mode!r}: "
+                f"choose one of {', '.join(COMPILE_MODES)}"
             )
         if not str(self.device).startswith(("cpu", "cuda")):
             raise UserError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")

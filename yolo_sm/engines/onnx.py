@@ -30,7 +30,9 @@ class _HeadOnly(torch.nn.Module):
 
 
 def cache_root(config: EngineConfig) -> Path:
-    root = Path(config.cache_dir or os.environ.get("YOLO_SM_CACHE", Path.home() / ".cache" / "yolo_sm"))
+    root = Path(
+        config.cache_dir or os.environ.get("YOLO_SM_CACHE", Path.home() / ".cache" / "yolo_sm")
+    )
     root.mkdir(parents=True, exist_ok=True)
     return root
 
@@ -55,12 +57,21 @@ def export_onnx(model: torch.nn.Module, config: EngineConfig, opset: int = OPSET
     path.parent.mkdir(parents=True, exist_ok=True)
     x = torch.rand(config.batch, 3, config.imgsz, config.imgsz)
     tmp = path.with_suffix(f".{os.getpid()}.partial")
-    with torch.no_grad():
-        torch.onnx.export(
-            m, (x,), str(tmp), opset_version=opset, input_names=["images"],
-            output_names=["output0"], dynamo=False, do_constant_folding=True,
-        )
-    os.replace(tmp, path)
+    try:
+        with torch.no_grad():
+            torch.onnx.export(
+                m,
+                (x,),
+                str(tmp),
+                opset_version=opset,
+                input_names=["images"],
+                output_names=["output0"],
+                dynamo=False,
+                do_constant_folding=True,
+            )
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # a failed export leaves no half file in the cache
     return path
 
 
@@ -106,7 +117,9 @@ def build_onnxruntime(model: torch.nn.Module, config: EngineConfig) -> Engine:
 
         def run(x: torch.Tensor) -> torch.Tensor:
             x = x.float().contiguous()
-            binding.bind_input("images", "cuda", device_id, np.float32, tuple(x.shape), x.data_ptr())
+            binding.bind_input(
+                "images", "cuda", device_id, np.float32, tuple(x.shape), x.data_ptr()
+            )
             binding.bind_output(out_name, "cuda", device_id)
             torch.cuda.current_stream().synchronize()
             session.run_with_iobinding(binding)
@@ -118,6 +131,8 @@ def build_onnxruntime(model: torch.nn.Module, config: EngineConfig) -> Engine:
             return torch.from_numpy(session.run([out_name], {"images": arr})[0])
 
     return Engine(
-        config, run, f"onnxruntime {providers[0]} fp32",
+        config,
+        run,
+        f"onnxruntime {providers[0]} fp32",
         info={"build_s": build_s, "onnx_path": str(path), "onnx_bytes": path.stat().st_size},
     )

@@ -211,11 +211,16 @@ def build_tensorrt(model: torch.nn.Module, config: EngineConfig) -> Engine:
                 raise RuntimeError("TensorRT could not deserialize the plan it just built")
         runner = TrtRunner(trt, runtime, trt_engine, device)
     info = {  # build_s: export + build (or load) + context
-        "build_s": time.perf_counter() - t0, "cache_hit": cache_hit, "engine_path": str(plan_path),
-        "engine_bytes": plan_path.stat().st_size, "trt_version": trt.__version__, "gpu": gpu,
+        "build_s": time.perf_counter() - t0,
+        "cache_hit": cache_hit,
+        "engine_path": str(plan_path),
+        "engine_bytes": plan_path.stat().st_size,
+        "trt_version": trt.__version__,
+        "gpu": gpu,
     }
-    return Engine(config, runner, f"tensorrt {config.precision.value}", info=info,
-                  close_fn=runner.close)
+    return Engine(
+        config, runner, f"tensorrt {config.precision.value}", info=info, close_fn=runner.close
+    )
 
 
 def _build_plan(trt, onnx_bytes, config, device, folder: Path, gpu: str, calib_path: Path):

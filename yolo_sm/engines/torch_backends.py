@@ -66,8 +66,12 @@ def build_cudagraph(model: torch.nn.Module, config: EngineConfig, warmup: int = 
         graph.reset()
 
     eng = Engine(
-        config, run, f"cudagraph {config.precision.value} {config.layout.value}",
-        info={"capture_s": capture_s}, close_fn=close, keepalive=(m, static_out),
+        config,
+        run,
+        f"cudagraph {config.precision.value} {config.layout.value}",
+        info={"capture_s": capture_s},
+        close_fn=close,
+        keepalive=(m, static_out),
     )
     eng._input = static_in
     return eng
@@ -129,7 +133,9 @@ def build_compiled(model: torch.nn.Module, config: EngineConfig, warmup: int = 3
         return out
 
     return Engine(
-        config, run, f"compile[{config.compile_mode}] {config.precision.value} {config.layout.value}",
+        config,
+        run,
+        f"compile[{config.compile_mode}] {config.precision.value} {config.layout.value}",
         info=info,
     )
 

@@ -1,0 +1,289 @@
+"""The yolo-sm command line: bad input is one line on stderr and exit code 2; sub-commands work."""
+
+import importlib.util
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from yolo_sm.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = [
+    "--device",
+    "cpu",
+    "--family",
+    "yolov8",
+    "--widths",
+    "0.0625",
+    "--precisions",
+    "fp32",
+    "--layouts",
+    "nchw",
+    "--backends",
+    "eager",
+    "--batches",
+    "1",
+    "--imgsz",
+    "64",
+    "--budget-ms",
+    "5",
+    "--warmup-ms",
+    "1",
+    "--quiet",
+]
+
+NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
+NO_TRT = pytest.mark.skipif(
+    importlib.util.find_spec("tensorrt") is not None, reason="needs a machine without TensorRT"
+)
+
+
+def sweep_args(*extra, out="out.parquet"):
+    """A tiny valid CPU sweep with ``extra`` flags appended (later flags win)."""
+    args = ["sweep", *TINY, *extra]
+    return args + ["--out", out] if out else args
+
+
+def write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+# Each case: a function of tmp_path returning argv. Relative --out paths are made absolute.
+BAD = {
+    "negative width": lambda t: sweep_args("--widths=-1"),
+    "zero width": lambda t: sweep_args("--widths", "0"),
+    "width too small": lambda t: sweep_args("--widths", "0.01"),
+    "width not a number": lambda t: sweep_args("--widths", "wide"),
+    "zero batch": lambda t: sweep_args("--batches", "0"),
+    "negative batch": lambda t: sweep_args("--batches=-2"),
+    "fractional batch": lambda t: sweep_args("--batches", "1.5"),
+    "imgsz not /32": lambda t: sweep_args("--imgsz", "65"),
+    "unknown family": lambda t: sweep_args("--family", "yolov5"),
+    "unknown precision": lambda t: sweep_args("--precisions", "fp8"),
+    "unknown backend": lambda t: sweep_args("--backends", "tflite"),
+    "unknown layout": lambda t: sweep_args("--layouts", "nwhc"),
+    "unknown device": lambda t: sweep_args("--device", "tpu"),
+    "zero budget": lambda t: sweep_args("--budget-ms", "0"),
+    "unknown compile mode": lambda t: sweep_args("--compile-mode", "fastest"),
+    "out parent is a file": lambda t: sweep_args(out=str(t / "afile" / "x.parquet")),
+    "out is a directory": lambda t: sweep_args(out=str(t / "adir")),
+    "cudagraph on cpu": lambda t: sweep_args("--backends", "cudagraph"),
+    "no runnable point": lambda t: sweep_args("--backends", "onnxruntime", "--precisions", "fp16"),
+    "missing config": lambda t: sweep_args("--config", str(t / "nope.yaml")),
+    "malformed yaml": lambda t: sweep_args("--config", write(t, "bad.yaml", "widths: [0.25,\n")),
+    "config is a list": lambda t: sweep_args("--config", write(t, "list.yaml", "- a\n- b\n")),
+    "config unknown key": lambda t: sweep_args("--config", write(t, "k.yaml", "widht: 0.25\n")),
+    "config bad value": lambda t: sweep_args("--config", write(t, "v.yaml", "depth: deep\n")),
+    "missing out": lambda t: sweep_args(out=None),
+    "unknown flag": lambda t: sweep_args("--bogus", "1"),
+    "flag without value": lambda t: sweep_args("--batches"),
+    "no sub-command": lambda t: [],
+    "unknown sub-command": lambda t: ["frobnicate"],
+    "models bad width": lambda t: ["models", "--width", "0"],
+    "models unknown preset": lambda t: ["models", "--width", "q"],
+    "models bad resnet": lambda t: ["models", "--family", "resnet42"],
+    "models resnet name": lambda t: ["models", "--family", "resnetx"],
+    "models wide width": lambda t: ["models", "--family", "wide", "--width", "s"],
+    "models bad imgsz": lambda t: ["models", "--width", "0.0625", "--imgsz", "65"],
+    "models bad format": lambda t: ["models", "--format", "xml"],
+    "cuda without gpu": pytest.param(lambda t: sweep_args("--device", "cuda"), marks=NO_GPU),
+    "cuda:1 without gpu": pytest.param(lambda t: sweep_args("--device", "cuda:1"), marks=NO_GPU),
+    "tensorrt missing": pytest.param(
+        lambda t: sweep_args("--backends", "tensorrt", "--precisions", "fp16", "--layouts", "nhwc"),
+        marks=NO_TRT,
+    ),
+}
+
+
+def _prepare(tmp_path, make):
+    (tmp_path / "afile").write_text("a file, not a folder")
+    (tmp_path / "adir").mkdir()
+    argv = make(tmp_path)
+    if "--out" in argv:
+        i = argv.index("--out") + 1
+        if not os.path.isabs(argv[i]):
+            argv[i] = str(tmp_path / argv[i])
+    return argv
+
+
+def _tree(path: Path):
+    return sorted((str(p.relative_to(path)), p.is_dir()) for p in path.rglob("*"))
+
+
+@pytest.mark.parametrize("make", list(BAD.values()), ids=list(BAD))
+def test_bad_input_is_one_line_exit_2(tmp_path, capsys, make):
+    argv = _prepare(tmp_path, make)
+    before = _tree(tmp_path)
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    assert rc == 2
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("yolo-sm: error: ") and len(lines[0]) > len("yolo-sm: error: ") + 5
+    assert "Traceback" not in err
+    assert out == ""
+    assert _tree(tmp_path) == before  # no output (or probe) file created
+
+
+@pytest.mark.parametrize(
+    "make",
+    [BAD["negative width"], BAD["malformed yaml"], BAD["out parent is a file"]],
+    ids=["negative width", "malformed yaml", "out parent is a file"],
+)
+def test_bad_input_real_process(tmp_path, make):
+    argv = _prepare(tmp_path, make)
+    before = _tree(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    res = subprocess.run(
+        [sys.executable, "-m", "yolo_sm", *argv],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 2
+    assert len(res.stderr.splitlines()) == 1, res.stderr
+    assert res.stderr.startswith("yolo-sm: error: ")
+    assert "Traceback" not in res.stderr
+    assert res.stdout == ""
+    assert _tree(tmp_path) == before
+
+
+def test_error_messages_say_what_is_wrong(tmp_path, capsys):
+    cases = [
+        (sweep_args("--widths=-1", out=str(tmp_path / "o.parquet")), "width"),
+        (sweep_args("--family", "yolov5", out=str(tmp_path / "o.parquet")), "yolov5"),
+        (sweep_args(out=str(tmp_path)), "is a directory"),
+        (
+            sweep_args("--config", str(tmp_path / "nope.yaml"), out=str(tmp_path / "o.parquet")),
+            "does not exist",
+        ),
+        (sweep_args(out=None), "--out"),
+    ]
+    for argv, needle in cases:
+        assert main(argv) == 2
+        assert needle in capsys.readouterr().err
+
+
+# --- models and env -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "family, width, rows",
+    [
+        ("yolov8", "0.25", 23),
+        ("yolo11", "0.25", 24),
+        ("wide", "1.25", 8),
+        ("resnet18", "1.0", 6),
+    ],
+)
+def test_models_csv(capsys, family, width, rows):
+    rc = main(["models", "--family", family, "--width", width, "--format", "csv"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    df = pd.read_csv(io.StringIO(out))
+    assert {"index", "layer", "module_type", "stage"} <= set(df.columns)
+    assert list(df.columns[:4]) == ["index", "layer", "module_type", "stage"]
+    assert len(df) == rows
+    assert df.flops.sum() > 0
+
+
+def test_models_table_and_json(capsys):
+    assert main(["models", "--family", "yolov8", "--width", "0.25", "--imgsz", "320"]) == 0
+    out = capsys.readouterr().out
+    assert "C2f" in out and "GFLOPs per 320x320 image" in out
+    assert main(["models", "--width", "0.25", "--format", "json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert len(records) == 23 and records[-1]["stage"] == "head"
+
+
+def test_env_json(capsys):
+    assert main(["env", "--json", "--device", "cpu"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert {"torch", "backend_tensorrt", "profiler_ncu", "backend_eager"} <= set(info)
+    assert info["torch"] == torch.__version__
+    assert info["backend_eager"] == "yes"
+
+
+def test_env_table(capsys):
+    assert main(["env", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert any(line.startswith("torch ") for line in out.splitlines())
+
+
+# --- sweep --------------------------------------------------------------------------------
+
+
+def test_sweep_from_config_and_flag_overrides(tmp_path, capsys):
+    cfg = write(
+        tmp_path,
+        "sweep.yaml",
+        f"""
+family: yolov8
+widths: [0.0625]
+precisions: fp32
+layouts: [nchw]
+backends: eager
+batches: [1, 2]
+imgsz: 64
+budget_ms: 5
+warmup_ms: 1
+device: cpu
+out: {tmp_path / "from_config.parquet"}
+""",
+    )
+    # flags override the config: one batch, another output file
+    rc = main(
+        [
+            "sweep",
+            "--config",
+            cfg,
+            "--batches",
+            "2",
+            "--out",
+            str(tmp_path / "flag.parquet"),
+            "--quiet",
+        ]
+    )
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert not (tmp_path / "from_config.parquet").exists()
+    df = pd.read_parquet(tmp_path / "flag.parquet")
+    assert df.batch.tolist() == [2] and (df.status == "ok").all()
+    assert "points: 1 ok" in out
+    # the config alone: its batches and its out
+    assert main(["sweep", "--config", cfg, "--quiet"]) == 0
+    df = pd.read_parquet(tmp_path / "from_config.parquet")
+    assert sorted(df.batch) == [1, 2]
+    assert set(df.imgsz) == {64} and set(df.width) == {0.0625} and set(df.device) == {"cpu"}
+    assert "points: 2 ok" in capsys.readouterr().out
+
+
+def test_sweep_skip_notices_go_to_stderr(tmp_path, capsys):
+    out_file = tmp_path / "s.parquet"
+    rc = main(
+        sweep_args(
+            "--backends", "eager,onnxruntime", "--precisions", "fp32,bf16", out=str(out_file)
+        )
+    )
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert err.splitlines() == [
+        "yolo-sm: skipping onnxruntime/bf16/nchw: onnxruntime runs fp32 only"
+    ]
+    df = pd.read_parquet(out_file)
+    assert sorted(zip(df.backend, df.precision, strict=True)) == [
+        ("eager", "bf16"),
+        ("eager", "fp32"),
+        ("onnxruntime", "fp32"),
+    ]
