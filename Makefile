@@ -21,8 +21,9 @@ $(STAMP): pyproject.toml constraints.txt
 report: setup
 	$(BIN)/yolo-sm render --notebooks notebooks --out site
 
-## The whole test suite on this machine, notebooks included (GPU tests skip without CUDA).
+## Lint, then the whole test suite on this machine, notebooks included (GPU tests skip without CUDA).
 test: setup
+	$(BIN)/ruff check yolo_sm tests tools
 	$(BIN)/python -m pytest -q
 
 ## Everything but the notebook executions.
