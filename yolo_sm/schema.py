@@ -29,6 +29,24 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "samples_ms": "every timed call, milliseconds (list)",
         "noisy": "IQR/median above 10 %",
     },
+    "ncu": {
+        "kernel_id": "order of the kernel in the profiled process",
+        "kernel_name": "demangled kernel name",
+        "nvtx_path": "NVTX push/pop ranges around the kernel, outermost first",
+        "nvtx_range": "innermost NVTX range (the profiled config or layer)",
+        "duration_us": "gpu__time_duration.sum, microseconds",
+        "achieved_occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
+        "theoretical_occupancy_pct": "sm__maximum_warps_per_active_cycle_pct",
+        "registers_per_thread": "launch__registers_per_thread",
+        "shared_mem_per_block_bytes": "static + dynamic shared memory per block, bytes",
+        "block_size": "threads per block",
+        "grid_size": "blocks in the grid",
+        "waves_per_sm": "launch__waves_per_multiprocessor",
+        "limit_registers": "blocks per SM allowed by registers (launch__occupancy_limit_registers)",
+        "limit_shared_mem": "blocks per SM allowed by shared memory at the driver's carveout",
+        "limit_warps": "blocks per SM allowed by the warp slots",
+        "limit_blocks": "blocks per SM allowed by the block slots",
+    },
 }
 
 
