@@ -67,7 +67,8 @@ CASES = [
     ),
     (
         "void at::elementwise_kernel<128, 4, void at::gpu_kernel_impl_nocast<"
-        "at::CUDAFunctor_add<c10::Half>>(at::TensorIteratorBase &, const T1 &)::[lambda(int) (instance 1)]>(int, T3)",
+        "at::CUDAFunctor_add<c10::Half>>(at::TensorIteratorBase &, const T1 &)::"
+        "[lambda(int) (instance 1)]>(int, T3)",
         "elementwise",
         "",
     ),
