@@ -287,3 +287,44 @@ def test_sweep_skip_notices_go_to_stderr(tmp_path, capsys):
         ("eager", "fp32"),
         ("onnxruntime", "fp32"),
     ]
+
+
+def test_occupancy_what_if_matches_hopper_conv_kernel(capsys):
+    from yolo_sm.cli import main
+
+    assert (
+        main(
+            [
+                "occupancy",
+                "--threads",
+                "384",
+                "--registers",
+                "168",
+                "--smem",
+                "200K",
+                "--grid",
+                "1000",
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "occupancy_pct                    18.75" in out
+    assert "active_blocks_per_sm             1" in out
+    assert "waves                            7.576" in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--threads", "2000"],
+        ["--threads", "64", "--smem", "lots"],
+        ["--threads", "64", "--cc", "4.2"],
+    ],
+)
+def test_occupancy_bad_input_is_one_sentence(capsys, argv):
+    from yolo_sm.cli import main
+
+    assert main(["occupancy", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("yolo-sm: error:")

@@ -78,6 +78,23 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=False, help="parquet file; rerunning resumes it")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
 
+    o = sub.add_parser("occupancy", help="theoretical occupancy of a launch (what-if calculator)")
+    o.add_argument("--cc", default="9.0", help="compute capability, e.g. 9.0 (H100/H200), 8.0")
+    o.add_argument("--threads", type=int, required=True, help="threads per block")
+    o.add_argument("--registers", type=int, default=32, help="registers per thread")
+    o.add_argument(
+        "--smem",
+        default="0",
+        help="shared memory per block (static + dynamic): bytes, or with a K suffix for KiB",
+    )
+    o.add_argument("--grid", type=int, default=None, help="blocks in the grid (prints waves)")
+    o.add_argument("--sm-count", type=int, default=132, help="SMs for the wave count (H200: 132)")
+    o.add_argument(
+        "--vary",
+        choices=("threads_per_block", "registers_per_thread", "shared_mem_per_block"),
+        help="print the what-if curve",
+    )
+
     r = sub.add_parser("render", help="execute the notebooks and render them into a static site")
     r.add_argument("--notebooks", default="notebooks", help="folder of NN_topic.ipynb files")
     r.add_argument("--out", default="site", help="output folder (index.html + one page each)")
@@ -89,9 +106,14 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
-        return {"env": cmd_env, "models": cmd_models, "sweep": cmd_sweep, "render": cmd_render}[
-            args.cmd
-        ](args)
+        commands = {
+            "env": cmd_env,
+            "models": cmd_models,
+            "sweep": cmd_sweep,
+            "occupancy": cmd_occupancy,
+            "render": cmd_render,
+        }
+        return commands[args.cmd](args)
     except UserError as e:
         print(f"yolo-sm: error: {_sentence(e)}", file=sys.stderr)
         return 2
@@ -254,6 +276,43 @@ def _print_sweep_summary(df) -> None:
         print(df[cols].to_string(index=False))
     counts = df["status"].value_counts().to_dict()
     print("points: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+
+
+def _bytes(text: str) -> int:
+    t = str(text).strip().lower()
+    scale = 1024 if t.endswith("k") else 1
+    try:
+        value = float(t.rstrip("k").rstrip("i").rstrip("b")) if scale == 1 else float(t[:-1])
+    except ValueError:
+        raise UserError(f"--smem must be a byte count such as 49152 or 48K, got {text!r}") from None
+    return int(value * scale)
+
+
+def cmd_occupancy(args) -> int:
+    from yolo_sm import occupancy
+
+    smem = _bytes(args.smem)
+    try:
+        res = occupancy.theoretical_occupancy(args.cc, args.threads, args.registers, smem)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    for k, v in res.as_dict().items():
+        print(f"{k:<32} {v}")
+    if args.grid:
+        per_sm, sms = res.active_blocks_per_sm, args.sm_count
+        w = occupancy.waves(args.grid, per_sm, sms)
+        tail = occupancy.tail_fraction(args.grid, per_sm, sms)
+        print(f"{'waves':<32} {w:.3f} (last wave {tail:.0%} full)")
+    if args.vary:
+        curve = occupancy.occupancy_curve(
+            args.cc,
+            vary=args.vary,
+            threads_per_block=args.threads,
+            registers_per_thread=args.registers,
+            shared_mem_per_block=smem,
+        )
+        print(curve.to_string(index=False))
+    return 0
 
 
 def cmd_render(args) -> int:
