@@ -38,3 +38,26 @@ def test_width_flops_plot_has_counted_and_law():
     fig = plots.plot_width_flops(t)
     assert len(fig.data) == 2
     assert list(fig.data[1].y) == pytest.approx([27.0, 108.0, 432.0])
+
+
+def test_occupancy_curves_and_explorer_tables():
+    from yolo_sm import widgets
+
+    curves = widgets.curves_for("9.0", 384, 168, 0)
+    assert set(curves.vary) == {"threads_per_block", "registers_per_thread", "shared_mem_per_block"}
+    regs = curves[curves.vary == "registers_per_thread"].sort_values("value")
+    assert regs.occupancy_pct.is_monotonic_decreasing
+    fig = plots.plot_occupancy_curves(curves)
+    assert len(fig.data) == 3
+
+
+def test_achieved_vs_theoretical_and_class_shares_from_real_capture():
+    from yolo_sm import kernels
+
+    ncu = kernels.add_kernel_class(data.load("h200/ncu_occupancy"))
+    one = ncu[ncu.nvtx_range == "yolov8_w1.0_fp16_nhwc_b8"]
+    fig = plots.plot_achieved_vs_theoretical(one)
+    assert sum(len(t.x) for t in fig.data) == len(one)
+    shares = kernels.class_shares(ncu, by=["nvtx_range"])
+    fig = plots.plot_class_shares(shares)
+    assert {t.name for t in fig.data} == set(shares.kernel_class)

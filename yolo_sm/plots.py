@@ -153,3 +153,97 @@ def plot_speedup(
     fig.add_hline(y=1.0, line_dash="dot")
     fig.update_xaxes(title_text=x)
     return fig
+
+
+KERNEL_CLASS_COLORS = {
+    "tensor_core_conv": "#D62728",
+    "simt_conv": "#FF9896",
+    "tensor_core_gemm": "#9467BD",
+    "simt_gemm": "#C5B0D5",
+    "layout_transform": "#8C564B",
+    "copy_concat": "#E377C2",
+    "elementwise": "#1F77B4",
+    "pooling_upsample": "#17BECF",
+    "reduction": "#BCBD22",
+    "triton": "#2CA02C",
+    "other": "#7F7F7F",
+}
+COLORS.update(KERNEL_CLASS_COLORS)
+
+
+def plot_occupancy_curves(curves, *, title="What-if: theoretical occupancy"):
+    """One panel per varied parameter (the ``vary`` column of stacked
+    :func:`yolo_sm.occupancy.occupancy_curve` tables); hover names the limiter."""
+    import plotly.express as px
+
+    fig = px.line(
+        curves,
+        x="value",
+        y="occupancy_pct",
+        facet_col="vary",
+        markers=True,
+        hover_data=["active_blocks_per_sm", "active_warps_per_sm", "limiter"],
+        template=TEMPLATE,
+        title=title,
+        line_shape="hv",
+    )
+    fig.update_xaxes(matches=None, title_text="")
+    fig.update_yaxes(range=[0, 105], title_text="theoretical occupancy (%)", col=1)
+    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
+    return fig
+
+
+def plot_achieved_vs_theoretical(df, *, color="kernel_class", size="duration_us", title=None):
+    """Per-kernel achieved (measured) against theoretical occupancy; marker area ~ duration."""
+    import plotly.express as px
+
+    hover = [
+        c
+        for c in (
+            "kernel_name",
+            "nvtx_range",
+            "block_size",
+            "registers_per_thread",
+            "shared_mem_per_block_bytes",
+            "grid_size",
+            "duration_us",
+            "limit_registers",
+            "limit_shared_mem",
+        )
+        if c in df
+    ]
+    d = df.assign(kernel_name=df.kernel_name.str.slice(0, 80))
+    fig = px.scatter(
+        d,
+        x="theoretical_occupancy_pct",
+        y="achieved_occupancy_pct",
+        color=color,
+        size=size,
+        size_max=30,
+        hover_data=hover,
+        template=TEMPLATE,
+        color_discrete_map=_color_map(d[color].unique()),
+        title=title or "Achieved vs theoretical occupancy per kernel (Nsight Compute)",
+    )
+    fig.add_shape(type="line", x0=0, y0=0, x1=100, y1=100, line={"dash": "dot", "color": "grey"})
+    fig.update_layout(xaxis_title="theoretical occupancy (%)", yaxis_title="achieved occupancy (%)")
+    return fig
+
+
+def plot_class_shares(shares, *, y="nvtx_range", value="time_share", title=None):
+    """Stacked horizontal bars: share of kernel time (or launches) per kernel class."""
+    import plotly.express as px
+
+    fig = px.bar(
+        shares,
+        y=y,
+        x=value,
+        color="kernel_class",
+        orientation="h",
+        hover_data=["kernels", "time_us"],
+        template=TEMPLATE,
+        color_discrete_map=_color_map(shares.kernel_class.unique()),
+        title=title or "Share of GPU kernel time by kernel class",
+    )
+    fig.update_layout(xaxis_tickformat=".0%", yaxis_title="", barmode="stack")
+    return fig
