@@ -328,3 +328,48 @@ def test_occupancy_bad_input_is_one_sentence(capsys, argv):
     assert main(["occupancy", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("yolo-sm: error:")
+
+
+def test_trace_on_cpu_writes_trace_and_provenance(tmp_path, capsys):
+    from yolo_sm.cli import main
+
+    out = tmp_path / "t.json.gz"
+    argv = [
+        "trace",
+        "--device",
+        "cpu",
+        "--width",
+        "0.0625",
+        "--imgsz",
+        "64",
+        "--precision",
+        "fp32",
+        "--layout",
+        "nchw",
+        "--batch",
+        "1",
+        "--iters",
+        "1",
+        "--out",
+        str(out),
+    ]
+    assert main(argv) == 0
+    assert out.exists() and (tmp_path / "t.json.gz.metadata.json").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["trace", "--device", "cpu", "--out", "t.json"],
+        ["ncu", "--device", "cpu", "--out", "n.csv", "--metric-set", "occupancy"],
+    ],
+)
+def test_profiler_commands_fail_in_one_sentence(tmp_path, monkeypatch, capsys, argv):
+    from yolo_sm.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("YOLO_SM_NCU", str(tmp_path / "no-ncu"))
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("yolo-sm: error:")
+    assert not list(tmp_path.iterdir())

@@ -78,6 +78,24 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=False, help="parquet file; rerunning resumes it")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
 
+    t = sub.add_parser("trace", help="PyTorch profiler trace of one model/engine config")
+    _model_flags(t)
+    t.add_argument("--backend", default="eager", help="eager, cudagraph or compile")
+    t.add_argument("--precision", default="fp16")
+    t.add_argument("--layout", default="nhwc")
+    t.add_argument("--batch", type=int, default=8)
+    t.add_argument("--iters", type=int, default=3, help="profiled forwards")
+    t.add_argument("--out", required=True, help="trace file (.json.gz); provenance goes beside it")
+
+    n = sub.add_parser("ncu", help="Nsight Compute per-kernel table of NVTX-scoped forwards")
+    _model_flags(n, many=True)
+    n.add_argument("--precisions", default="fp16")
+    n.add_argument("--layouts", default="nhwc")
+    n.add_argument("--batches", default="8")
+    n.add_argument("--metric-set", default="occupancy", help="occupancy, throughput or full")
+    n.add_argument("--timeout", type=float, default=600, help="seconds before ncu is stopped")
+    n.add_argument("--out", required=True, help="CSV file (ncu --csv --page raw)")
+
     o = sub.add_parser("occupancy", help="theoretical occupancy of a launch (what-if calculator)")
     o.add_argument("--cc", default="9.0", help="compute capability, e.g. 9.0 (H100/H200), 8.0")
     o.add_argument("--threads", type=int, required=True, help="threads per block")
@@ -103,10 +121,22 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _model_flags(p, many: bool = False) -> None:
+    p.add_argument("--family", default="yolov8", help="yolov8 or yolo11")
+    if many:
+        p.add_argument("--widths", default="1.0", help="comma list of width multipliers")
+    else:
+        p.add_argument("--width", type=float, default=1.0, help="width multiplier")
+    p.add_argument("--imgsz", type=int, default=640)
+    p.add_argument("--device", default="cuda")
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         commands = {
+            "trace": cmd_trace,
+            "ncu": cmd_ncu,
             "env": cmd_env,
             "models": cmd_models,
             "sweep": cmd_sweep,
@@ -312,6 +342,72 @@ def cmd_occupancy(args) -> int:
             shared_mem_per_block=smem,
         )
         print(curve.to_string(index=False))
+    return 0
+
+
+def cmd_trace(args) -> int:
+    from yolo_sm.analysis import time_weighted
+    from yolo_sm.engines import EngineConfig, build_engine, check_device
+    from yolo_sm.models import build_yolo
+    from yolo_sm.profiling import kineto
+
+    check_device(args.device)
+    if not str(args.out).endswith(".json.gz"):
+        raise UserError(f"--out must end in .json.gz, got {args.out}")
+    cfg = EngineConfig(
+        backend=args.backend,
+        precision=args.precision,
+        layout=args.layout,
+        batch=args.batch,
+        imgsz=args.imgsz,
+        device=args.device,
+    )
+    model = build_yolo(args.family, args.width)
+    eng = build_engine(model, cfg)
+    x = eng._input if eng._input is not None else eng.make_input(0)
+    # layer hooks fire in eager forwards only (a graph replays, a compiled graph is fused)
+    hooked = eng.module if args.backend == "eager" else None
+    path = kineto.capture(
+        lambda: eng(x), args.out, model=hooked, iters=args.iters, device=args.device
+    )
+    df = kineto.load_kernels(path)
+    print(f"wrote {path} ({len(df)} kernels in {args.iters} forwards)")
+    if not df.empty:
+        cols = ("theoretical_occupancy_pct", "est_occupancy_pct")
+        print(time_weighted(df, ["stage"], cols).round(1).to_string(index=False))
+    return 0
+
+
+def cmd_ncu(args) -> int:
+    from yolo_sm.analysis import time_weighted
+    from yolo_sm.engines import check_device
+    from yolo_sm.profiling import ncu
+
+    check_device(args.device)
+    target = [
+        sys.executable,
+        "-m",
+        "yolo_sm.profiling.target",
+        "--family",
+        args.family,
+        "--widths",
+        args.widths,
+        "--precisions",
+        args.precisions,
+        "--layouts",
+        args.layouts,
+        "--batches",
+        args.batches,
+        "--imgsz",
+        str(args.imgsz),
+        "--device",
+        args.device,
+    ]
+    df = ncu.profile(target, args.out, metric_set=args.metric_set, timeout_s=args.timeout)
+    print(f"wrote {args.out} ({len(df)} kernels)")
+    cols = [c for c in ("theoretical_occupancy_pct", "achieved_occupancy_pct") if c in df]
+    if cols and "duration_us" in df:
+        print(time_weighted(df, ["config", "stage"], cols).round(1).to_string(index=False))
     return 0
 
 

@@ -45,6 +45,8 @@ class Engine:
     # objects the run function needs alive but does not reference itself (a CUDA graph reads
     # its module's weights by address: freeing them lets other allocations overwrite them)
     keepalive: tuple = ()
+    # the prepared torch module the engine runs (eager / cudagraph / compile), for layer hooks
+    module: torch.nn.Module | None = None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return self.run(x)
@@ -63,6 +65,7 @@ class Engine:
             self.close_fn()
             self.close_fn = None
         self.keepalive = ()
+        self.module = None
 
 
 def make_input(config: EngineConfig, seed: int = 0) -> torch.Tensor:

@@ -31,7 +31,7 @@ def build_eager(model: torch.nn.Module, config: EngineConfig) -> Engine:
         with numerics(config), torch.inference_mode():
             return head_tensor(m(x))
 
-    return Engine(config, run, f"eager {config.precision.value} {config.layout.value}")
+    return Engine(config, run, f"eager {config.precision.value} {config.layout.value}", module=m)
 
 
 def build_cudagraph(model: torch.nn.Module, config: EngineConfig, warmup: int = 3) -> Engine:
@@ -72,6 +72,7 @@ def build_cudagraph(model: torch.nn.Module, config: EngineConfig, warmup: int = 
         info={"capture_s": capture_s},
         close_fn=close,
         keepalive=(m, static_out),
+        module=m,
     )
     eng._input = static_in
     return eng
@@ -137,6 +138,7 @@ def build_compiled(model: torch.nn.Module, config: EngineConfig, warmup: int = 3
         run,
         f"compile[{config.compile_mode}] {config.precision.value} {config.layout.value}",
         info=info,
+        module=getattr(compiled, "_orig_mod", None),
     )
 
 

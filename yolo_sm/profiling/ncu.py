@@ -256,6 +256,7 @@ def _wide(long_df):
             wide.shared_mem_static_bytes + wide.shared_mem_dynamic_bytes
         )
     wide["nvtx_range"] = wide.nvtx_path.str.split("/").str[-1]
+    _add_layers(wide)
     for c in (
         "block_size",
         "grid_size",
@@ -268,6 +269,21 @@ def _wide(long_df):
         if c in wide:
             wide[c] = wide[c].astype("Int64")
     return wide.sort_values("kernel_id", ignore_index=True).pipe(pd.DataFrame)
+
+
+def _add_layers(wide) -> None:
+    """``config`` (the range under ``profiled_forward``) and the layer range's ``layer``,
+    ``module_type`` and ``stage`` (empty where the kernel ran outside any layer range)."""
+    from yolo_sm.profiling.nvtx import FORWARD_RANGE, parse_range
+
+    parts = wide.nvtx_path.str.split("/")
+    wide["config"] = [
+        p[1] if len(p) > 1 and p[0] == FORWARD_RANGE and parse_range(p[1]) is None else ""
+        for p in parts
+    ]
+    parsed = [parse_range(p[-1]) or {} for p in parts]
+    for key in ("layer", "module_type", "stage"):
+        wide[key] = [d.get(key, "") for d in parsed]
 
 
 def _load_report(path: Path):
