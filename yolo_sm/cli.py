@@ -96,6 +96,19 @@ def _parser() -> argparse.ArgumentParser:
     n.add_argument("--timeout", type=float, default=600, help="seconds before ncu is stopped")
     n.add_argument("--out", required=True, help="CSV file (ncu --csv --page raw)")
 
+    c = sub.add_parser("collect", help="run a collection plan (resumable, splittable)")
+    c.add_argument("--plan", required=True, help="plan YAML, e.g. data/plans/h200.yaml")
+    c.add_argument("--out", required=True, help="dataset folder, e.g. data/h200")
+    c.add_argument("--only", default=None, help="comma list of step names")
+    c.add_argument(
+        "--max-minutes",
+        type=float,
+        default=None,
+        help="stop before work that would end later (the H200 allows 10 per command)",
+    )
+    c.add_argument("--status", action="store_true", help="only show which steps are done")
+    c.add_argument("--quiet", action="store_true", help="no progress bars")
+
     o = sub.add_parser("occupancy", help="theoretical occupancy of a launch (what-if calculator)")
     o.add_argument("--cc", default="9.0", help="compute capability, e.g. 9.0 (H100/H200), 8.0")
     o.add_argument("--threads", type=int, required=True, help="threads per block")
@@ -136,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         commands = {
             "trace": cmd_trace,
+            "collect": cmd_collect,
             "ncu": cmd_ncu,
             "env": cmd_env,
             "models": cmd_models,
@@ -179,21 +193,9 @@ def cmd_models(args) -> int:
     from yolo_sm import models
 
     fam = args.family.lower()
-    if fam == "wide":
-        try:
-            factor = float(args.width)
-        except ValueError:
-            msg = f"the wide stack's --width must be a number, not {args.width!r}"
-            raise UserError(msg) from None
-        model = models.wide_conv_stack(factor)
-    elif fam.startswith("resnet"):
-        try:
-            depth = int(fam[6:] or 101)
-        except ValueError:
-            raise UserError(f"unknown family {args.family!r}: use resnet18/34/50/101/152") from None
-        model = models.resnet_backbone(depth)
-    else:
-        model = models.build_yolo(fam, args.width, depth=args.depth, max_channels=args.max_channels)
+    if fam == "wide" and not models._is_number(str(args.width)):
+        raise UserError(f"the wide conv stack takes a numeric --width, got {args.width!r}")
+    model = models.build(fam, args.width, depth=args.depth, max_channels=args.max_channels)
     if args.imgsz <= 0 or args.imgsz % 32:
         raise UserError(f"imgsz must be a positive multiple of 32, got {args.imgsz}")
     df = models.channel_table(model, args.imgsz)
@@ -342,6 +344,21 @@ def cmd_occupancy(args) -> int:
             shared_mem_per_block=smem,
         )
         print(curve.to_string(index=False))
+    return 0
+
+
+def cmd_collect(args) -> int:
+    from yolo_sm import collect
+
+    plan = collect.load_plan(args.plan)
+    if args.status:
+        print(collect.status(plan, args.out).to_string(index=False))
+        return 0
+    only = [x for x in (args.only or "").split(",") if x]
+    table = collect.run_plan(
+        plan, args.out, only=only, max_minutes=args.max_minutes, progress=not args.quiet
+    )
+    print(table.to_string(index=False))
     return 0
 
 

@@ -152,6 +152,22 @@ def build_yolo(
     return YoloForward(det, meta, decode=decode)
 
 
+def build(family: str, width: float | str = 1.0, **kw) -> nn.Module:
+    """Any model by family name: ``yolov8`` / ``yolo11`` (``width`` multiplier or preset letter),
+    ``wide`` (the wide conv stack, ``width`` = width factor) or ``resnet18`` ... ``resnet152``
+    (``width`` ignored). ``kw`` (depth, max_channels, ...) applies to the YOLO families only."""
+    fam = str(family).lower()
+    if fam == "wide":
+        return wide_conv_stack(float(width))
+    if fam.startswith("resnet"):
+        try:
+            depth = int(fam[6:] or 101)
+        except ValueError:
+            raise UserError(f"unknown family {family!r}: use resnet18/34/50/101/152") from None
+        return resnet_backbone(depth)
+    return build_yolo(fam, width, **kw)
+
+
 def _is_number(s: str) -> bool:
     try:
         float(s)

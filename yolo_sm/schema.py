@@ -47,12 +47,51 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "limit_warps": "blocks per SM allowed by the warp slots",
         "limit_blocks": "blocks per SM allowed by the block slots",
     },
+    "kernels": {
+        "config": "profiled configuration (family_wWIDTH_precision_layout_bBATCH)",
+        "kernel_name": "demangled kernel name",
+        "start_us": "kernel start on the trace clock, microseconds",
+        "duration_us": "kernel duration, microseconds",
+        "grid_size": "blocks in the grid",
+        "block_size": "threads per block",
+        "registers_per_thread": "registers per thread (CUPTI)",
+        "shared_mem_per_block_bytes": "static + dynamic shared memory per block, bytes",
+        "est_occupancy_pct": "Kineto's estimate: calculator occupancy capped by grid size",
+        "theoretical_occupancy_pct": "yolo_sm.occupancy for the kernel's launch",
+        "limiter": "registers / shared_mem / warps / blocks",
+        "waves": "grid_size / (active blocks per SM x SMs)",
+        "iteration": "index of the profiled forward",
+        "layer": "model layer whose range enclosed the launch ('' when none)",
+        "module_type": "ultralytics module type of that layer",
+        "stage": "backbone / neck / head",
+        "kernel_class": "yolo_sm.kernels class",
+    },
+    "gpm": {
+        "t_s": "seconds since the sampler started (end of the window)",
+        "window_s": "length of the sampling window, seconds",
+        "metric": "sm_occupancy_pct / sm_util_pct / tensor_util_pct / dram_bw_util_pct "
+        "(or gpu_util_pct / mem_util_pct from the NVML fallback)",
+        "value": "percent over the window",
+        "source": "gpm or nvml_util",
+    },
+}
+
+
+# Columns every table of a kind must have (the others in SCHEMAS are described when present:
+# e.g. an ncu table collected with the "throughput" metric set has no occupancy columns).
+REQUIRED = {
+    "sweep": tuple(SCHEMAS["sweep"]),
+    "ncu": ("kernel_id", "kernel_name", "nvtx_path", "nvtx_range", "duration_us"),
+    "kernels": ("kernel_name", "start_us", "duration_us", "grid_size", "block_size",
+                "registers_per_thread", "shared_mem_per_block_bytes", "est_occupancy_pct",
+                "theoretical_occupancy_pct", "limiter", "waves", "layer", "stage", "kernel_class"),
+    "gpm": tuple(SCHEMAS["gpm"]),
 }
 
 
 def validate(df, kind: str, name: str | None = None):
     """Raise ``ValueError`` naming the missing required columns of a ``kind`` table; returns df."""
-    required = SCHEMAS[kind]
+    required = REQUIRED[kind]
     missing = [c for c in required if c not in df.columns]
     if missing:
         raise ValueError(f"{name or kind} table lacks required column(s): {', '.join(missing)}")

@@ -14,6 +14,7 @@ import gc
 import itertools
 import os
 import sys
+import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -379,8 +380,23 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
-def run_sweep(spec: SweepSpec, out: str | os.PathLike, progress: bool = True):
-    """Run every point of ``spec`` not already in ``out``; returns the full table."""
+def missing_points(spec: SweepSpec, out: str | os.PathLike) -> list[Point]:
+    """The points of ``spec`` that ``out`` does not hold yet (all of them if it is absent)."""
+    spec = spec.validated()
+    done = load_done(Path(out))
+    if not len(done):
+        return spec.points()
+    keys = {tuple(r) for r in done[list(KEY_COLUMNS)].itertuples(index=False)}
+    return [p for p in spec.points() if p.key() not in keys]
+
+
+def run_sweep(
+    spec: SweepSpec, out: str | os.PathLike, progress: bool = True, deadline: float | None = None
+):
+    """Run every point of ``spec`` not already in ``out``; returns the full table.
+
+    ``deadline`` (a ``time.monotonic()`` value) stops the sweep before a point that would start
+    after it, so one long plan fits several time-limited commands; rerun to continue."""
     import pandas as pd
     from tqdm.auto import tqdm
 
@@ -402,6 +418,8 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike, progress: bool = True):
     meta = {"spec": asdict(spec), "argv": sys.argv}
     bar = tqdm(total=len(todo), desc="sweep", unit="pt", disable=not progress, file=sys.stderr)
     for _, group in itertools.groupby(todo, key=Point.model_key):
+        if deadline is not None and time.monotonic() > deadline:
+            break
         group = list(group)
         model, flops, model_error = None, {}, None
         try:
@@ -409,6 +427,8 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike, progress: bool = True):
         except Exception as e:  # noqa: BLE001 - a broken model config becomes error rows
             model_error = e
         for p in group:
+            if deadline is not None and time.monotonic() > deadline:
+                break
             bar.set_postfix_str(
                 f"{p.family} w{p.width:g} {p.backend} {p.precision} {p.layout} b{p.batch}"
             )

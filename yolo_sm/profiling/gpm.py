@@ -53,9 +53,9 @@ def _import_pynvml():
     return pynvml
 
 
-def _err(nvml, name: str):
-    """The NVMLError subclass ``name`` of this NVML module, or () (matches nothing) if absent."""
-    return getattr(nvml, name, ())
+def _err(nvml, *names: str) -> tuple:
+    """The NVMLError subclasses ``names`` this NVML module has (``except ()`` matches nothing)."""
+    return tuple(c for n in names if isinstance(c := getattr(nvml, n, None), type))
 
 
 class GpmSampler:
@@ -98,6 +98,8 @@ class GpmSampler:
 
     # ---- lifecycle -----------------------------------------------------------------------
     def __enter__(self) -> GpmSampler:
+        if self.mode is not None or self._stop.is_set():
+            raise UserError("a GpmSampler samples once: make a new one for the next run")
         inj = os.environ.get("CUDA_INJECTION64_PATH", "")
         if "nsight-compute" in inj.lower():
             raise UserError(
@@ -119,7 +121,8 @@ class GpmSampler:
                 warnings.warn(
                     f"GPU {self.index} has no NVML GPM (it needs Hopper or newer and a recent "
                     "driver): sampling nvmlDeviceGetUtilizationRates instead (gpu_util_pct, "
-                    "mem_util_pct, source 'nvml_util'), which cannot show SM occupancy",
+                    "mem_util_pct, source 'nvml_util', averaged by the driver over 1/6 to 1 s), "
+                    "which cannot show SM occupancy",
                     stacklevel=2,
                 )
                 self._t0 = self._tick = time.perf_counter()
@@ -138,7 +141,9 @@ class GpmSampler:
             if isinstance(e, _err(nvml, "NVMLError")):
                 raise NotAvailableError(f"NVML cannot sample GPU {self.index}: {e}") from None
             raise
-        self._thread = threading.Thread(target=self._run, name="GpmSampler", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(self._mark_gen,), name="GpmSampler", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -180,7 +185,7 @@ class GpmSampler:
             return False
         try:
             return bool(nvml.nvmlGpmQueryDeviceSupport(self._handle).isSupportedDevice)
-        except (_err(nvml, "NVMLError_NotSupported"), _err(nvml, "NVMLError_FunctionNotFound")):
+        except _err(nvml, "NVMLError_NotSupported", "NVMLError_FunctionNotFound"):
             return False
 
     def _start_gpm(self) -> str:
@@ -194,14 +199,11 @@ class GpmSampler:
         try:
             self._t0 = self._tick = self._take(self._samples[0])
         except _err(nvml, "NVMLError_NotSupported"):  # e.g. MIG or vGPU without GPM
-            self._close_samples()
+            for s in self._samples:
+                nvml.nvmlGpmSampleFree(s)
+            self._samples = []
             return "nvml_util"
         return "gpm"
-
-    def _close_samples(self) -> None:
-        for s in self._samples:
-            self._nvml.nvmlGpmSampleFree(s)
-        self._samples = []
 
     def _take(self, sample) -> float:
         t = time.perf_counter()
@@ -227,31 +229,22 @@ class GpmSampler:
         u = self._nvml.nvmlDeviceGetUtilizationRates(self._handle)
         return (t + time.perf_counter()) / 2, [float(u.gpu), float(u.memory)]
 
-    def _run(self) -> None:
-        names, source = (
-            (list(GPM_METRICS), "gpm") if self.mode == "gpm" else (FALLBACK_METRICS, "nvml_util")
-        )
-        read = self._read_gpm if self.mode == "gpm" else self._read_util
-        period, due = 1.0 / self.hz, self._tick + 1.0 / self.hz
-        with self._lock:
-            gen = self._mark_gen
+    def _run(self, gen: int) -> None:
+        gpm_mode = self.mode == "gpm"
+        names = list(GPM_METRICS) if gpm_mode else FALLBACK_METRICS
+        read, source = (self._read_gpm, "gpm") if gpm_mode else (self._read_util, "nvml_util")
+        period = 1.0 / self.hz
+        due = self._tick + period
         try:
             while not self._stop.wait(max(0.0, due - time.perf_counter())):
-                due = max(due + period, time.perf_counter())  # no burst after a stall
                 c0 = time.perf_counter()
+                due = due + period if due + period > c0 else c0 + period  # no burst after a stall
                 t, vals = read()
                 with self._lock:
-                    labels, straddles, gen = (
-                        dict(self._labels),
-                        gen != self._mark_gen,
-                        self._mark_gen,
-                    )
-                    base = {"t_s": t - self._t0, "window_s": t - self._tick, "source": source}
+                    fixed = {"t_s": t - self._t0, "window_s": t - self._tick, "source": source}
+                    fixed["straddles_mark"], gen = gen != self._mark_gen, self._mark_gen
                     for name, v in zip(names, vals, strict=True):
-                        self.rows.append(
-                            {**base, "metric": name, "value": v, "straddles_mark": straddles}
-                            | labels
-                        )
+                        self.rows.append({**fixed, "metric": name, "value": v, **self._labels})
                 self._tick = t
                 self.sample_cost_s.append(time.perf_counter() - c0)
         except BaseException as e:  # noqa: BLE001 - reported by __exit__

@@ -47,13 +47,13 @@ def main(argv=None) -> int:
     import torch
 
     from yolo_sm.engines import EngineConfig, build_engine
-    from yolo_sm.models import build_yolo
+    from yolo_sm.models import build
     from yolo_sm.profiling.nvtx import forward_range, layer_ranges
 
     args = build_parser().parse_args(argv)
     models = {}
     for w, prec, lay, b in configs(args):
-        model = models.setdefault(w, build_yolo(args.family, w))
+        model = models.setdefault(w, build(args.family, w))
         cfg = EngineConfig(
             precision=prec, layout=lay, batch=b, imgsz=args.imgsz, device=args.device, check=False
         )

@@ -1,0 +1,119 @@
+"""Collection plans: parsing, resumable and time-limited runs, manifest registration (CPU)."""
+
+import pandas as pd
+import pytest
+import yaml
+
+from yolo_sm import collect, data
+from yolo_sm.errors import UserError
+
+SWEEP = {
+    "family": "yolov8",
+    "widths": [0.0625],
+    "precisions": ["fp32"],
+    "layouts": ["nchw"],
+    "backends": ["eager"],
+    "batches": [1, 2],
+    "imgsz": [64],
+    "budget_ms": 20,
+    "warmup_ms": 2,
+}
+
+
+def _plan(tmp_path, steps, device="cpu"):
+    p = tmp_path / "plan.yaml"
+    p.write_text(yaml.safe_dump({"name": "t", "device": device, "steps": steps}))
+    return collect.load_plan(p)
+
+
+def test_shipped_h200_plan_parses_and_covers_the_issue():
+    plan = collect.load_plan("data/plans/h200.yaml")
+    kinds = {s.kind for s in plan.steps}
+    assert kinds == {"sweep", "ncu", "trace", "gpm"}
+    for s in plan.steps:
+        if s.kind == "sweep":
+            spec = collect._sweep_spec(s, plan)
+            assert spec.points(), s.name
+    widths = collect._sweep_spec(plan.steps[0], plan).widths
+    assert widths == (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0)
+
+
+@pytest.mark.parametrize(
+    "steps, match",
+    [
+        ([], "non-empty"),
+        ([{"name": "a", "kind": "sweep"}], "name, kind and out"),
+        ([{"name": "a", "kind": "magic", "out": "a.parquet"}], "unknown kind"),
+        (
+            [
+                {"name": "a", "kind": "sweep", "out": "a"},
+                {"name": "a", "kind": "sweep", "out": "b"},
+            ],
+            "twice",
+        ),
+        ([{"name": "a", "kind": "sweep", "out": "a", "colour": 1}], "unknown keys"),
+    ],
+)
+def test_bad_plans_are_one_clear_error(tmp_path, steps, match):
+    with pytest.raises(UserError, match=match):
+        _plan(tmp_path, steps)
+
+
+def test_sweep_step_runs_within_the_time_limit_then_resumes(tmp_path, monkeypatch):
+    plan = _plan(
+        tmp_path,
+        [
+            {
+                "name": "s",
+                "kind": "sweep",
+                "out": "s.parquet",
+                "params": SWEEP,
+                "description": "tiny",
+            }
+        ],
+    )
+    out = tmp_path / "data"
+    table = collect.run_plan(plan, out, max_minutes=1e-9, progress=False)
+    assert table.state.tolist() == ["missing"]  # no time: nothing started, nothing written
+    table = collect.run_plan(plan, out, progress=False)
+    assert table.state.tolist() == ["done"]
+    df = pd.read_parquet(out / "s.parquet")
+    assert len(df) == 2 and (df.status == "ok").all()
+    monkeypatch.setenv("YOLO_SM_DATA", str(tmp_path))
+    loaded = data.load("data/s")
+    assert len(loaded) == 2 and loaded.attrs["provenance"]["torch"]
+    assert data.info("data/s")["command"].startswith("yolo-sm collect --plan t")
+    # a finished step is not run again
+    monkeypatch.setattr(collect, "RUNNERS", {})
+    assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
+
+
+def test_trace_step_on_cpu_writes_kernel_table_and_traces(tmp_path):
+    plan = _plan(
+        tmp_path,
+        [
+            {
+                "name": "tr",
+                "kind": "trace",
+                "out": "tr.parquet",
+                "params": {
+                    "widths": 0.0625,
+                    "precisions": "fp32",
+                    "layouts": "nchw",
+                    "batches": 1,
+                    "imgsz": 64,
+                    "iters": 1,
+                },
+            }
+        ],
+    )
+    table = collect.run_plan(plan, tmp_path / "d", progress=False)
+    assert table.state.tolist() == ["done"]
+    assert list((tmp_path / "d" / "traces").glob("tr-*.json.gz"))
+    assert "data/tr" not in set(data.list_datasets().name)  # registered in its own folder only
+
+
+def test_unknown_only_step_is_an_error(tmp_path):
+    plan = _plan(tmp_path, [{"name": "s", "kind": "sweep", "out": "s.parquet", "params": SWEEP}])
+    with pytest.raises(UserError, match="no step"):
+        collect.run_plan(plan, tmp_path / "d", only=["nope"])

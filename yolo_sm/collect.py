@@ -1,0 +1,344 @@
+"""Collection plans: a named list of steps (sweeps, Nsight Compute, PyTorch traces, GPM
+timelines) that write the datasets of ``data/<machine>/`` with their manifest entries.
+
+A plan runs across several time-limited commands (the H200 gives 10 minutes a command): each
+run skips finished steps, resumes a partial sweep point by point, and with ``max_minutes`` stops
+before starting work that would end past the limit. Steps write their outputs atomically, so a
+killed run leaves complete files or none.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from yolo_sm.errors import UserError
+
+KINDS = ("sweep", "ncu", "trace", "gpm")
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    kind: str
+    out: str  # file name inside the output folder
+    params: dict = field(default_factory=dict)
+    description: str = ""
+    est_s: float = 60.0  # rough cost, for deciding whether a step still fits
+
+    @property
+    def dataset_kind(self) -> str:
+        return {"trace": "kernels"}.get(self.kind, self.kind)
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    device: str
+    steps: tuple[Step, ...]
+
+
+def load_plan(path: str | os.PathLike) -> Plan:
+    """Read and check a plan YAML (``name``, ``device``, ``steps`` with name/kind/out/params)."""
+    from yolo_sm.cli import load_yaml
+
+    data = load_yaml(str(path))
+    steps = data.get("steps")
+    if not isinstance(steps, list) or not steps:
+        raise UserError(f"plan {path} needs a non-empty 'steps' list")
+    out, seen = [], set()
+    for i, s in enumerate(steps):
+        if not isinstance(s, dict) or not {"name", "kind", "out"} <= set(s):
+            raise UserError(f"plan {path}: step {i + 1} needs name, kind and out")
+        if s["kind"] not in KINDS:
+            raise UserError(
+                f"plan {path}: step {s['name']} has unknown kind {s['kind']!r} "
+                f"(choose {', '.join(KINDS)})"
+            )
+        if s["name"] in seen:
+            raise UserError(f"plan {path}: step name {s['name']!r} appears twice")
+        seen.add(s["name"])
+        unknown = set(s) - {"name", "kind", "out", "params", "description", "est_s"}
+        if unknown:
+            raise UserError(f"plan {path}: step {s['name']} has unknown keys {sorted(unknown)}")
+        out.append(
+            Step(
+                s["name"],
+                s["kind"],
+                s["out"],
+                dict(s.get("params") or {}),
+                str(s.get("description", "")),
+                float(s.get("est_s", 60)),
+            )
+        )
+    return Plan(str(data.get("name", Path(path).stem)), str(data.get("device", "cuda")), tuple(out))
+
+
+def _sweep_spec(step: Step, plan: Plan):
+    from yolo_sm.sweep import SweepSpec
+
+    return SweepSpec.from_mapping({"device": plan.device, **step.params})
+
+
+def step_state(step: Step, plan: Plan, out_dir: Path) -> str:
+    """``done``, ``partial`` (a sweep with points missing) or ``missing``."""
+    path = out_dir / step.out
+    if not path.exists():
+        return "missing"
+    if step.kind == "sweep":
+        from yolo_sm.sweep import missing_points
+
+        return "partial" if missing_points(_sweep_spec(step, plan), path) else "done"
+    return "done"
+
+
+def status(plan: Plan, out_dir: str | os.PathLike):
+    import pandas as pd
+
+    out_dir = Path(out_dir)
+    return pd.DataFrame(
+        [
+            {
+                "step": s.name,
+                "kind": s.kind,
+                "out": s.out,
+                "state": step_state(s, plan, out_dir),
+                "est_s": s.est_s,
+            }
+            for s in plan.steps
+        ]
+    )
+
+
+def run_plan(
+    plan: Plan,
+    out_dir: str | os.PathLike,
+    only: list[str] | None = None,
+    max_minutes: float | None = None,
+    progress: bool = True,
+    register: bool = True,
+):
+    """Run the plan's unfinished steps (or those named in ``only``) into ``out_dir``; returns
+    the status table afterwards."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    names = {s.name for s in plan.steps}
+    for o in only or []:
+        if o not in names:
+            raise UserError(
+                f"plan {plan.name} has no step {o!r}; steps: {', '.join(sorted(names))}"
+            )
+    deadline = time.monotonic() + 60 * max_minutes if max_minutes else None
+    for step in plan.steps:
+        if only and step.name not in only:
+            continue
+        state = step_state(step, plan, out_dir)
+        if state == "done":
+            continue
+        left = deadline - time.monotonic() if deadline else None
+        if left is not None and (left <= 0 or (step.kind != "sweep" and step.est_s > left)):
+            print(
+                f"collect: {step.name} does not fit in the time left ({left:.0f} s); "
+                "run the command again",
+                file=sys.stderr,
+            )
+            continue
+        print(f"collect: {step.name} ({step.kind}, {state})", file=sys.stderr, flush=True)
+        RUNNERS[step.kind](step, plan, out_dir, deadline, progress)
+        if register and step_state(step, plan, out_dir) == "done":
+            from yolo_sm.data import register as reg
+
+            reg(
+                out_dir,
+                step.name,
+                step.out,
+                step.dataset_kind,
+                step.description,
+                f"yolo-sm collect --plan {plan.name} --only {step.name}",
+            )
+    return status(plan, out_dir)
+
+
+def _run_sweep(step, plan, out_dir, deadline, progress):
+    from yolo_sm.sweep import run_sweep
+
+    run_sweep(_sweep_spec(step, plan), out_dir / step.out, progress=progress, deadline=deadline)
+
+
+def _configs(step: Step, plan: Plan):
+    """(family, width, precision, layout, batch) tuples of a profiling step's grid."""
+    from yolo_sm.profiling.target import build_parser, configs
+
+    p = step.params
+    args = build_parser().parse_args(
+        [
+            "--family",
+            str(p.get("family", "yolov8")),
+            "--widths",
+            _csv(p.get("widths", "1.0")),
+            "--precisions",
+            _csv(p.get("precisions", "fp16")),
+            "--layouts",
+            _csv(p.get("layouts", "nhwc")),
+            "--batches",
+            _csv(p.get("batches", "8")),
+            "--imgsz",
+            str(p.get("imgsz", 640)),
+            "--device",
+            plan.device,
+        ]
+    )
+    return args, list(configs(args))
+
+
+def _csv(v) -> str:
+    return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+
+
+def _with_provenance(df, device: str):
+    from yolo_sm.provenance import collect
+
+    prov = collect(device)
+    return df.assign(**{f"prov_{k}": v for k, v in prov.items() if not isinstance(v, dict)})
+
+
+def _run_ncu(step, plan, out_dir, deadline, progress):
+    import tempfile
+
+    from yolo_sm.profiling import ncu
+
+    args, _ = _configs(step, plan)
+    p = step.params
+    target = [
+        sys.executable,
+        "-m",
+        "yolo_sm.profiling.target",
+        "--family",
+        args.family,
+        "--widths",
+        args.widths,
+        "--precisions",
+        args.precisions,
+        "--layouts",
+        args.layouts,
+        "--batches",
+        args.batches,
+        "--imgsz",
+        str(args.imgsz),
+        "--device",
+        plan.device,
+    ]
+    with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+        df = ncu.profile(
+            target,
+            Path(tmp) / "ncu.csv",
+            metric_set=p.get("metric_set", "occupancy"),
+            timeout_s=float(p.get("timeout_s", 540)),
+        )
+    _write(_with_provenance(df, plan.device), out_dir / step.out)
+
+
+def _run_trace(step, plan, out_dir, deadline, progress):
+    import pandas as pd
+
+    from yolo_sm.engines import EngineConfig, build_engine
+    from yolo_sm.models import build
+    from yolo_sm.profiling import kineto
+    from yolo_sm.profiling.target import config_label
+
+    args, grid = _configs(step, plan)
+    backend = step.params.get("backend", "eager")
+    traces = out_dir / "traces"
+    frames, models = [], {}
+    for w, prec, lay, b in grid:
+        label = config_label(args.family, w, prec, lay, b)
+        model = models.setdefault(w, build(args.family, w))
+        eng = build_engine(
+            model,
+            EngineConfig(
+                backend=backend,
+                precision=prec,
+                layout=lay,
+                batch=b,
+                imgsz=args.imgsz,
+                device=plan.device,
+            ),
+        )
+        x = eng._input if eng._input is not None else eng.make_input(0)
+        path = traces / f"{step.name}-{label}.json.gz"
+        if not path.exists():
+            kineto.capture(
+                lambda eng=eng, x=x: eng(x),
+                path,
+                model=eng.module if backend == "eager" else None,
+                iters=int(step.params.get("iters", 2)),
+                device=plan.device,
+            )
+        eng.close()
+        frames.append(kineto.load_kernels(path).assign(config=label, backend=backend))
+    _write(_with_provenance(pd.concat(frames, ignore_index=True), plan.device), out_dir / step.out)
+
+
+def _run_gpm(step, plan, out_dir, deadline, progress):
+    """Each config runs back to back for ``seconds`` while the sampler marks it; idle gaps of
+    ``gap_s`` separate configs so the timeline shows where each starts."""
+    import torch
+
+    from yolo_sm.engines import EngineConfig, build_engine
+    from yolo_sm.models import build
+    from yolo_sm.profiling.gpm import GpmSampler
+    from yolo_sm.profiling.target import config_label
+
+    args, grid = _configs(step, plan)
+    seconds = float(step.params.get("seconds", 3.0))
+    backend = step.params.get("backend", "eager")
+    built = []
+    models = {}
+    for w, prec, lay, b in grid:  # build (and autotune) before sampling starts
+        model = models.setdefault(w, build(args.family, w))
+        eng = build_engine(
+            model,
+            EngineConfig(
+                backend=backend,
+                precision=prec,
+                layout=lay,
+                batch=b,
+                imgsz=args.imgsz,
+                device=plan.device,
+            ),
+        )
+        x = eng._input if eng._input is not None else eng.make_input(0)
+        eng(x)
+        built.append((config_label(args.family, w, prec, lay, b), eng, x))
+    torch.cuda.synchronize()
+    with GpmSampler(hz=float(step.params.get("hz", 20))) as sampler:
+        for label, eng, x in built:
+            sampler.mark(config=label, phase="idle")
+            time.sleep(float(step.params.get("gap_s", 0.5)))
+            sampler.mark(config=label, phase="run")
+            t_end = time.monotonic() + seconds
+            while time.monotonic() < t_end:
+                for _ in range(10):
+                    eng(x)
+                torch.cuda.synchronize()
+        sampler.mark(config="", phase="idle")
+        time.sleep(float(step.params.get("gap_s", 0.5)))
+    _write(
+        _with_provenance(sampler.to_frame(), plan.device),
+        out_dir / step.out,
+        {"sampler": sampler.info()},
+    )
+    for _, eng, _ in built:
+        eng.close()
+
+
+def _write(df, path: Path, metadata: dict | None = None) -> None:
+    from yolo_sm.sweep import write_atomic
+
+    write_atomic(df, path, metadata)
+
+
+RUNNERS = {"sweep": _run_sweep, "ncu": _run_ncu, "trace": _run_trace, "gpm": _run_gpm}
