@@ -253,3 +253,54 @@ def test_import_is_light_and_offline():
 
     got = json.loads(res.stdout.strip().splitlines()[-1])
     assert got == {"mods": [], "offline": "1"}
+
+
+def _layer_stds(model, x):
+    import torch
+
+    from yolo_sm.models import layers
+
+    stds = {}
+
+    def hook(name):
+        def h(mod, inp, out):
+            t = out if torch.is_tensor(out) else torch.cat([out["boxes"], out["scores"]], 1)
+            stds[name] = float(t.float().std())
+
+        return h
+
+    handles = [r.module.register_forward_hook(hook(r.name)) for r in layers(model)]
+    with torch.no_grad():
+        out = model(x)
+    for h in handles:
+        h.remove()
+    return stds, out
+
+
+def test_calibrated_models_keep_activations_alive_and_input_dependent():
+    import torch
+
+    from yolo_sm.models import build_yolo
+
+    x1, x2 = torch.rand(2, 3, 96, 96), torch.rand(2, 3, 96, 96)
+    cal = build_yolo("yolov8", 0.25)
+    stds, out1 = _layer_stds(cal, x1)
+    assert min(stds[f"model.{i}"] for i in range(22)) > 0.1
+    _, out2 = _layer_stds(cal, x2)
+    assert float((out1 - out2).norm() / out1.norm()) > 0.01
+    # ultralytics' default init with identity BN statistics: activations vanish with depth
+    raw = build_yolo("yolov8", 0.25, calibrate=False)
+    stds_raw, _ = _layer_stds(raw, x1)
+    assert stds_raw["model.9"] < 1e-5
+
+
+def test_wide_stack_and_resnet_are_calibrated_and_frozen():
+    import torch
+
+    from yolo_sm.models import resnet_backbone, wide_conv_stack
+
+    for m in (wide_conv_stack(1.0), resnet_backbone(18)):
+        assert not any(p.requires_grad for p in m.parameters())
+        with torch.no_grad():
+            y = m(torch.rand(2, 3, 64, 64))
+        assert 0.05 < float(y.std()) < 100

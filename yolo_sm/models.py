@@ -103,6 +103,7 @@ def build_yolo(
     fuse: bool = True,
     seed: int = 0,
     decode: bool = False,
+    calibrate: bool = True,
 ) -> YoloForward:
     """A YOLO detector from ultralytics' YAML with random weights, fused Conv+BN, in eval mode.
 
@@ -110,6 +111,11 @@ def build_yolo(
     max_channels then apply unless ``depth`` is given). ``depth`` defaults to 0.33 (v8/11 n/s).
     ultralytics rounds each layer's channels up to a multiple of 8 after capping the YAML
     channels at ``max_channels``: see :func:`channel_table` for where that bites.
+
+    ``calibrate`` (default) sets the BatchNorm statistics from random images before fusing
+    (:func:`calibrate_bn`): with ultralytics' default init and identity BN statistics, activations
+    shrink about tenfold per layer (std ~5e-9 after the backbone of YOLOv8s), so fp16 would run
+    on subnormals and zeros and the output would not depend on the input.
     """
     scale = None
     if isinstance(width, str) and not _is_number(width):
@@ -132,6 +138,8 @@ def build_yolo(
     cfg["scale"] = "custom"
     torch.manual_seed(seed)
     det = DetectionModel(cfg, ch=3, nc=nc, verbose=False)
+    if calibrate:
+        calibrate_bn(det, seed=seed)
     det.eval()
     if fuse:
         det = det.fuse(verbose=False)
@@ -150,6 +158,28 @@ def build_yolo(
         "fused": fuse,
     }
     return YoloForward(det, meta, decode=decode)
+
+
+def calibrate_bn(
+    model: nn.Module, imgsz: int = 128, batch: int = 4, steps: int = 2, seed: int = 0
+) -> nn.Module:
+    """Give every BatchNorm the running statistics of its input on random images in [0, 1)
+    (cumulative average over ``steps`` forwards in train mode), so each layer's output has unit
+    scale, as in a trained network. Weights are untouched; returns ``model`` (mode restored)."""
+    bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if not bns:
+        return model
+    was_training = model.training
+    for bn in bns:
+        bn.reset_running_stats()
+        bn.momentum = None  # cumulative moving average over the calibration forwards
+    model.train()
+    gen = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for _ in range(steps):
+            model(torch.rand(batch, 3, imgsz, imgsz, generator=gen))
+    model.train(was_training)
+    return model
 
 
 def build(family: str, width: float | str = 1.0, **kw) -> nn.Module:
@@ -349,7 +379,7 @@ class WideConvStack(nn.Module):
     width-scaling article's WideConvBlock: 256 -> 320 and 512 -> 640 at x1.25). Each stage opens
     with a stride-2 block; BN is fused for inference like the YOLO models."""
 
-    def __init__(self, width_factor, base_channels, blocks_per_stage, in_channels, fuse):
+    def __init__(self, width_factor, base_channels, blocks_per_stage, in_channels):
         super().__init__()
         from yolo_sm._offline import prepare_ultralytics
 
@@ -363,15 +393,20 @@ class WideConvStack(nn.Module):
         for s, base in enumerate(base_channels):
             c_out = int(base * width_factor)
             for b in range(blocks_per_stage):
-                conv = Conv(c_in, c_out, 3, 2 if b == 0 else 1)
-                if fuse:
-                    conv.conv = fuse_conv_and_bn(conv.conv, conv.bn)
-                    delattr(conv, "bn")
-                    conv.forward = conv.forward_fuse
-                blocks.append(conv)
+                blocks.append(Conv(c_in, c_out, 3, 2 if b == 0 else 1))
                 self._stages.append(f"stage{s}")
                 c_in = c_out
         self.blocks = nn.Sequential(*blocks)
+        self._fuse_fn = fuse_conv_and_bn
+
+    def fuse(self) -> WideConvStack:
+        """Fold each block's BatchNorm into its conv (eval-mode arithmetic unchanged)."""
+        for conv in self.blocks:
+            if hasattr(conv, "bn"):
+                conv.conv = self._fuse_fn(conv.conv, conv.bn)
+                delattr(conv, "bn")
+                conv.forward = conv.forward_fuse
+        return self
 
     def forward(self, x):
         return self.blocks(x)
@@ -397,9 +432,13 @@ def wide_conv_stack(
     if blocks_per_stage < 1 or not base_channels:
         raise UserError("wide_conv_stack needs at least one stage and one block per stage")
     torch.manual_seed(seed)
-    return WideConvStack(
-        width_factor, tuple(base_channels), blocks_per_stage, in_channels, fuse
-    ).eval()
+    stack = WideConvStack(width_factor, tuple(base_channels), blocks_per_stage, in_channels)
+    calibrate_bn(stack, seed=seed)
+    if fuse:
+        stack.fuse()
+    for p in stack.parameters():
+        p.requires_grad_(False)
+    return stack.eval()
 
 
 # --- ResNet backbones -------------------------------------------------------------------------
@@ -461,10 +500,15 @@ def resnet_backbone(
     if depth not in builders:
         raise UserError(f"ResNet depth must be one of {', '.join(map(str, builders))}, got {depth}")
     torch.manual_seed(seed)
-    trunk = getattr(torchvision.models, builders[depth])(weights=None).eval()
+    trunk = getattr(torchvision.models, builders[depth])(weights=None)
+    calibrate_bn(trunk, seed=seed)
+    trunk.eval()
     if fuse:
         _fuse_resnet(trunk)
-    return ResNetDetector(trunk, nc, anchors).eval()
+    det = ResNetDetector(trunk, nc, anchors).eval()
+    for p in det.parameters():
+        p.requires_grad_(False)
+    return det
 
 
 def _fuse_resnet(trunk: nn.Module) -> None:

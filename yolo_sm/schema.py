@@ -28,6 +28,8 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "rel_err": "relative L2 error of the raw head output vs eager fp32 on the same input",
         "samples_ms": "every timed call, milliseconds (list)",
         "noisy": "IQR/median above 10 %",
+        "bn_calibrated": "random-weight model with BatchNorm statistics set from random images "
+        "(False: ultralytics' default init, whose activations vanish in deep layers)",
     },
     "ncu": {
         "kernel_id": "order of the kernel in the profiled process",
@@ -82,9 +84,22 @@ SCHEMAS: dict[str, dict[str, str]] = {
 REQUIRED = {
     "sweep": tuple(SCHEMAS["sweep"]),
     "ncu": ("kernel_id", "kernel_name", "nvtx_path", "nvtx_range", "duration_us"),
-    "kernels": ("kernel_name", "start_us", "duration_us", "grid_size", "block_size",
-                "registers_per_thread", "shared_mem_per_block_bytes", "est_occupancy_pct",
-                "theoretical_occupancy_pct", "limiter", "waves", "layer", "stage", "kernel_class"),
+    "kernels": (
+        "kernel_name",
+        "start_us",
+        "duration_us",
+        "grid_size",
+        "block_size",
+        "registers_per_thread",
+        "shared_mem_per_block_bytes",
+        "est_occupancy_pct",
+        "theoretical_occupancy_pct",
+        "limiter",
+        "waves",
+        "layer",
+        "stage",
+        "kernel_class",
+    ),
     "gpm": tuple(SCHEMAS["gpm"]),
 }
 

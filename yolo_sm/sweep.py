@@ -481,7 +481,13 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
 
     on_gpu = p.device.startswith("cuda")
     engine = None
-    row = {**asdict(p), "status": "ok", "message": "", "flops_per_img": flops_per_img}
+    row = {
+        **asdict(p),
+        "status": "ok",
+        "message": "",
+        "flops_per_img": flops_per_img,
+        "bn_calibrated": True,
+    }
     try:
         if on_gpu:
             torch.cuda.synchronize()
@@ -516,6 +522,7 @@ def _error_row(p: Point, e: BaseException, flops_per_img=None) -> dict:
         "status": "oom" if is_oom(e) else "error",
         "message": msg,
         "flops_per_img": flops_per_img,
+        "bn_calibrated": True,
     }
 
 
