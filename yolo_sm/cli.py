@@ -399,27 +399,18 @@ def cmd_ncu(args) -> int:
     from yolo_sm.analysis import time_weighted
     from yolo_sm.engines import check_device
     from yolo_sm.profiling import ncu
+    from yolo_sm.profiling.target import target_argv
 
     check_device(args.device)
-    target = [
-        sys.executable,
-        "-m",
-        "yolo_sm.profiling.target",
-        "--family",
+    target = target_argv(
         args.family,
-        "--widths",
         args.widths,
-        "--precisions",
         args.precisions,
-        "--layouts",
         args.layouts,
-        "--batches",
         args.batches,
-        "--imgsz",
-        str(args.imgsz),
-        "--device",
+        args.imgsz,
         args.device,
-    ]
+    )
     df = ncu.profile(target, args.out, metric_set=args.metric_set, timeout_s=args.timeout)
     print(f"wrote {args.out} ({len(df)} kernels)")
     cols = [c for c in ("theoretical_occupancy_pct", "achieved_occupancy_pct") if c in df]

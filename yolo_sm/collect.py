@@ -194,6 +194,23 @@ def _configs(step: Step, plan: Plan):
     return args, list(configs(args))
 
 
+def _engines(args, grid, backend: str, device: str):
+    """(label, engine, input) for each config of a profiling step's grid, one model per width."""
+    from yolo_sm.engines import EngineConfig, build_engine
+    from yolo_sm.models import build
+    from yolo_sm.profiling.target import config_label
+
+    models = {}
+    for w, prec, lay, b in grid:
+        model = models.setdefault(w, build(args.family, w))
+        cfg = EngineConfig(
+            backend=backend, precision=prec, layout=lay, batch=b, imgsz=args.imgsz, device=device
+        )
+        eng = build_engine(model, cfg)
+        x = eng._input if eng._input is not None else eng.make_input(0)
+        yield config_label(args.family, w, prec, lay, b), eng, x
+
+
 def _csv(v) -> str:
     return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
 
@@ -209,28 +226,19 @@ def _run_ncu(step, plan, out_dir, deadline, progress):
     import tempfile
 
     from yolo_sm.profiling import ncu
+    from yolo_sm.profiling.target import target_argv
 
     args, _ = _configs(step, plan)
     p = step.params
-    target = [
-        sys.executable,
-        "-m",
-        "yolo_sm.profiling.target",
-        "--family",
+    target = target_argv(
         args.family,
-        "--widths",
         args.widths,
-        "--precisions",
         args.precisions,
-        "--layouts",
         args.layouts,
-        "--batches",
         args.batches,
-        "--imgsz",
-        str(args.imgsz),
-        "--device",
+        args.imgsz,
         plan.device,
-    ]
+    )
     with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
         df = ncu.profile(
             target,
@@ -244,36 +252,20 @@ def _run_ncu(step, plan, out_dir, deadline, progress):
 def _run_trace(step, plan, out_dir, deadline, progress):
     import pandas as pd
 
-    from yolo_sm.engines import EngineConfig, build_engine
-    from yolo_sm.models import build
     from yolo_sm.profiling import kineto
-    from yolo_sm.profiling.target import config_label
 
     args, grid = _configs(step, plan)
     backend = step.params.get("backend", "eager")
     traces = out_dir / "traces"
-    frames, models = [], {}
-    for w, prec, lay, b in grid:
-        label = config_label(args.family, w, prec, lay, b)
-        model = models.setdefault(w, build(args.family, w))
-        eng = build_engine(
-            model,
-            EngineConfig(
-                backend=backend,
-                precision=prec,
-                layout=lay,
-                batch=b,
-                imgsz=args.imgsz,
-                device=plan.device,
-            ),
-        )
-        x = eng._input if eng._input is not None else eng.make_input(0)
+    frames = []
+    for label, eng, x in _engines(args, grid, backend, plan.device):
         path = traces / f"{step.name}-{label}.json.gz"
-        if not path.exists():
+        if not path.exists():  # traces already written by an interrupted run are kept
+            hooked = eng.module if backend == "eager" else None
             kineto.capture(
                 lambda eng=eng, x=x: eng(x),
                 path,
-                model=eng.module if backend == "eager" else None,
+                model=hooked,
                 iters=int(step.params.get("iters", 2)),
                 device=plan.device,
             )
@@ -287,37 +279,20 @@ def _run_gpm(step, plan, out_dir, deadline, progress):
     ``gap_s`` separate configs so the timeline shows where each starts."""
     import torch
 
-    from yolo_sm.engines import EngineConfig, build_engine
-    from yolo_sm.models import build
     from yolo_sm.profiling.gpm import GpmSampler
-    from yolo_sm.profiling.target import config_label
 
     args, grid = _configs(step, plan)
     seconds = float(step.params.get("seconds", 3.0))
-    backend = step.params.get("backend", "eager")
+    gap_s = float(step.params.get("gap_s", 0.5))
     built = []
-    models = {}
-    for w, prec, lay, b in grid:  # build (and autotune) before sampling starts
-        model = models.setdefault(w, build(args.family, w))
-        eng = build_engine(
-            model,
-            EngineConfig(
-                backend=backend,
-                precision=prec,
-                layout=lay,
-                batch=b,
-                imgsz=args.imgsz,
-                device=plan.device,
-            ),
-        )
-        x = eng._input if eng._input is not None else eng.make_input(0)
-        eng(x)
-        built.append((config_label(args.family, w, prec, lay, b), eng, x))
+    for label, eng, x in _engines(args, grid, step.params.get("backend", "eager"), plan.device):
+        eng(x)  # build and autotune before sampling starts
+        built.append((label, eng, x))
     torch.cuda.synchronize()
     with GpmSampler(hz=float(step.params.get("hz", 20))) as sampler:
         for label, eng, x in built:
             sampler.mark(config=label, phase="idle")
-            time.sleep(float(step.params.get("gap_s", 0.5)))
+            time.sleep(gap_s)
             sampler.mark(config=label, phase="run")
             t_end = time.monotonic() + seconds
             while time.monotonic() < t_end:
@@ -325,12 +300,9 @@ def _run_gpm(step, plan, out_dir, deadline, progress):
                     eng(x)
                 torch.cuda.synchronize()
         sampler.mark(config="", phase="idle")
-        time.sleep(float(step.params.get("gap_s", 0.5)))
-    _write(
-        _with_provenance(sampler.to_frame(), plan.device),
-        out_dir / step.out,
-        {"sampler": sampler.info()},
-    )
+        time.sleep(gap_s)
+    frame = _with_provenance(sampler.to_frame(), plan.device)
+    _write(frame, out_dir / step.out, {"sampler": sampler.info()})
     for _, eng, _ in built:
         eng.close()
 

@@ -19,7 +19,13 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from yolo_sm.engines.config import COMPILE_MODES, Backend, Layout, Precision
+from yolo_sm.engines.config import (
+    Backend,
+    Layout,
+    Precision,
+    check_compile_mode,
+    check_device_name,
+)
 from yolo_sm.errors import NotAvailableError, UserError
 
 KEY_COLUMNS = (
@@ -152,13 +158,8 @@ class SweepSpec:
         sizes = tuple(_int(s, "imgsz") for s in self.imgsz)
         if any(s <= 0 or s % 32 for s in sizes) or not sizes:
             raise UserError("imgsz must be positive multiples of 32")
-        if self.compile_mode not in COMPILE_MODES:
-            raise UserError(
-                f"unknown compile mode {self.compile_mode!r}: "
-                f"choose one of {', '.join(COMPILE_MODES)}"
-            )
-        if not str(self.device).startswith(("cpu", "cuda")):
-            raise UserError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")
+        check_compile_mode(self.compile_mode)
+        check_device_name(self.device)
         if not self.budget_ms > 0 or not self.warmup_ms >= 0:  # (NaN fails both)
             raise UserError("budget_ms must be positive and warmup_ms not negative")
         if self.max_channels <= 0:

@@ -52,6 +52,16 @@ def _enum(cls, value, what):
         raise UserError(f"unknown {what} {value!r}: choose one of {choices}") from None
 
 
+def check_compile_mode(mode: str) -> None:
+    if mode not in COMPILE_MODES:
+        raise UserError(f"unknown compile mode {mode!r}: choose one of {', '.join(COMPILE_MODES)}")
+
+
+def check_device_name(device: str) -> None:
+    if not str(device).startswith(("cpu", "cuda")):
+        raise UserError(f"device must be 'cpu' or 'cuda[:N]', got {device!r}")
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """How to run a model: backend, numerics, memory layout and the fixed input shape.
@@ -84,13 +94,8 @@ class EngineConfig:
             object.__setattr__(self, name, int(v))
         if self.imgsz % 32:
             raise UserError(f"imgsz must be a positive multiple of 32, got {self.imgsz!r}")
-        if self.compile_mode not in COMPILE_MODES:
-            raise UserError(
-                f"unknown compile mode {self.compile_mode!r}: "
-                f"choose one of {', '.join(COMPILE_MODES)}"
-            )
-        if not str(self.device).startswith(("cpu", "cuda")):
-            raise UserError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")
+        check_compile_mode(self.compile_mode)
+        check_device_name(self.device)
         if self.precision is Precision.INT8 and self.backend is not Backend.TENSORRT:
             raise UserError("precision int8 needs backend tensorrt (the other backends are float)")
 

@@ -15,6 +15,29 @@ def config_label(family, width, precision, layout, batch) -> str:
     return f"{family}_w{width:g}_{precision}_{layout}_b{batch}"
 
 
+def target_argv(family, widths, precisions, layouts, batches, imgsz, device) -> list[str]:
+    """The command line that runs this module (what ``yolo-sm ncu`` hands to ncu)."""
+    return [
+        sys.executable,
+        "-m",
+        "yolo_sm.profiling.target",
+        "--family",
+        str(family),
+        "--widths",
+        str(widths),
+        "--precisions",
+        str(precisions),
+        "--layouts",
+        str(layouts),
+        "--batches",
+        str(batches),
+        "--imgsz",
+        str(imgsz),
+        "--device",
+        str(device),
+    ]
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m yolo_sm.profiling.target")
     p.add_argument("--family", default="yolov8")
