@@ -43,7 +43,9 @@ CASES = [
     ),
     ("void cnn::conv2d_grouped_direct_kernel<0, 1, 0, __half, float>", "simt_conv", "f32"),
     ("nvjet_sm90_hsh_128x160_64x5_2x1_v_bz_TNT", "tensor_core_gemm", "f16"),
-    ("nvjet_sm90_tst_64x128_64x8_4x2_h_bz_NNN", "tensor_core_gemm", "tf32"),
+    # cuBLAS nvjet names read A/B type, compute type, C type: h = fp16, s = fp32, t = bf16
+    # (seen only in the bf16 forward of the H200 capture)
+    ("nvjet_sm90_tst_64x128_64x8_4x2_h_bz_NNN", "tensor_core_gemm", "bf16"),
     (
         "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x128_32x3_tn_align4>(T1::Params)",
         "tensor_core_gemm",

@@ -27,3 +27,61 @@ def time_weighted(
     out = df.groupby(by, observed=True)[[time_col, *cols]].apply(agg).reset_index()
     out["kernels"] = out["kernels"].astype(int)
     return out
+
+
+def same_run_ratio(
+    df,
+    *,
+    column: str = "precision",
+    baseline: str = "fp32",
+    value: str = "median_ms",
+    index=("width", "layout", "batch", "backend"),
+):
+    """For each row of ``index``, ``value`` of the baseline over each other ``column`` value,
+    measured in the same sweep (a speed-up when ``value`` is a latency). Tidy output with
+    ``ratio`` = baseline / other."""
+    ok = df[df["status"] == "ok"] if "status" in df else df
+    wide = ok.pivot_table(index=list(index), columns=column, values=value)
+    if baseline not in wide:
+        raise ValueError(f"no {column} == {baseline!r} rows to compare against")
+    out = wide.drop(columns=[baseline]).rdiv(wide[baseline], axis=0)
+    return out.reset_index().melt(id_vars=list(index), var_name=column, value_name="ratio")
+
+
+def numerical_errors(
+    model,
+    precisions=("fp32", "fp16", "bf16"),
+    *,
+    layout="nhwc",
+    batch=2,
+    imgsz=128,
+    device="cpu",
+    seeds=(1, 2, 3),
+):
+    """Relative L2 error of each precision's raw head output against eager fp32, per seed
+    (fresh random inputs each), measured here on ``device``."""
+    import pandas as pd
+
+    from yolo_sm.engines import EngineConfig, build_engine
+    from yolo_sm.engines.base import reference_output, relative_l2
+
+    rows = []
+    for prec in precisions:
+        cfg = EngineConfig(
+            precision=prec, layout=layout, batch=batch, imgsz=imgsz, device=device, check=False
+        )
+        eng = build_engine(model, cfg)
+        for seed in seeds:
+            x = eng.make_input(seed)
+            out = eng(x)
+            rows.append(
+                {
+                    "precision": prec,
+                    "seed": seed,
+                    "device": device,
+                    "rel_err": relative_l2(out, reference_output(model, cfg, x, seed)),
+                    "tolerance": cfg.tolerance,
+                }
+            )
+        eng.close()
+    return pd.DataFrame(rows)

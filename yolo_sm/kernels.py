@@ -87,7 +87,7 @@ _OPS = re.compile(
 _PRECISION = re.compile(r"(bf16|f16|tf32|e4m3|e5m2|i8|s8|f32f32_f32f32|hsh|tst|s1688|s16816)", re.I)
 _PRECISION_NAMES = {
     "hsh": "f16",
-    "tst": "tf32",
+    "tst": "bf16",
     "s1688": "tf32",
     "s16816": "f16",
     "f32f32_f32f32": "f32",

@@ -82,7 +82,7 @@ def plot_throughput(
     """Throughput (or any metric) lines from a sweep table; hover shows the point's config."""
     import plotly.express as px
 
-    ok = df[df["status"] == "ok"].sort_values(x)
+    ok = (df[df["status"] == "ok"] if "status" in df else df).sort_values(x)
     hover = [
         c
         for c in ("precision", "layout", "backend", "batch", "median_ms", "iqr_ms", "tflops")
