@@ -112,7 +112,7 @@ def build_yolo(
     ultralytics rounds each layer's channels up to a multiple of 8 after capping the YAML
     channels at ``max_channels``: see :func:`channel_table` for where that bites.
 
-    ``calibrate`` (default) sets the BatchNorm statistics from random images before fusing
+    ``calibrate`` (default) sets the BatchNorm statistics from photos and noise before fusing
     (:func:`calibrate_bn`): with ultralytics' default init and identity BN statistics, activations
     shrink about tenfold per layer (std ~5e-9 after the backbone of YOLOv8s), so fp16 would run
     on subnormals and zeros and the output would not depend on the input.
@@ -160,12 +160,25 @@ def build_yolo(
     return YoloForward(det, meta, decode=decode)
 
 
+def calibration_batches(imgsz: int = 160, seed: int = 0) -> list[torch.Tensor]:
+    """Inputs for :func:`calibrate_bn`: ultralytics' two bundled photos (bus, zidane),
+    letterboxed, as they are and mirrored, then uniform noise in [0, 1) (what the timing and the
+    numerical checks feed): two batches of four."""
+    from yolo_sm.images import load_images
+
+    real = torch.from_numpy(load_images(None, imgsz))
+    gen = torch.Generator().manual_seed(seed + 1)
+    noise = torch.rand(4, 3, imgsz, imgsz, generator=gen)
+    return [torch.cat([real, real.flip(3)]), noise]
+
+
 def calibrate_bn(
-    model: nn.Module, imgsz: int = 128, batch: int = 4, steps: int = 2, seed: int = 0
+    model: nn.Module, batches: list[torch.Tensor] | None = None, seed: int = 0
 ) -> nn.Module:
-    """Give every BatchNorm the running statistics of its input on random images in [0, 1)
-    (cumulative average over ``steps`` forwards in train mode), so each layer's output has unit
-    scale, as in a trained network. Weights are untouched; returns ``model`` (mode restored)."""
+    """Give every BatchNorm the running statistics of its input over the calibration forwards
+    (train mode, cumulative average; default :func:`calibration_batches`), so each conv's output
+    has unit scale on photos and on noise, as in a trained network. Weights are untouched;
+    returns ``model`` with its mode restored."""
     bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
     if not bns:
         return model
@@ -174,10 +187,9 @@ def calibrate_bn(
         bn.reset_running_stats()
         bn.momentum = None  # cumulative moving average over the calibration forwards
     model.train()
-    gen = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
-        for _ in range(steps):
-            model(torch.rand(batch, 3, imgsz, imgsz, generator=gen))
+        for x in batches if batches is not None else calibration_batches(seed=seed):
+            model(x)
     model.train(was_training)
     return model
 
@@ -352,7 +364,8 @@ def width_summary(
 
     rows = []
     for w in widths:
-        t = channel_table(build_yolo(family, w, depth=depth, max_channels=max_channels), imgsz)
+        m = build_yolo(family, w, depth=depth, max_channels=max_channels, calibrate=False)
+        t = channel_table(m, imgsz)
         rows.append(
             {
                 "family": family,
