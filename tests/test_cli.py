@@ -378,8 +378,9 @@ def test_profiler_commands_fail_in_one_sentence(tmp_path, monkeypatch, capsys, a
 def test_collect_status_and_bad_plan(tmp_path, capsys):
     from yolo_sm.cli import main
 
-    assert main(["collect", "--plan", "data/plans/h200.yaml", "--out", str(tmp_path),
-                 "--status"]) == 0
+    assert (
+        main(["collect", "--plan", "data/plans/h200.yaml", "--out", str(tmp_path), "--status"]) == 0
+    )
     out = capsys.readouterr().out
     assert "sweep_width_16bit" in out and "missing" in out
     assert main(["collect", "--plan", str(tmp_path / "none.yaml"), "--out", str(tmp_path)]) == 2

@@ -1,0 +1,97 @@
+"""GPU tests for the profilers and the pipeline (marker ``gpu``; run on the H200 with
+``pytest -m gpu``). They check what the CPU tests cannot: real kernels, real counters."""
+
+import numpy as np
+import pytest
+import torch  # noqa: F401 - GPU tests need torch
+
+from yolo_sm.environment import find_ncu
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def model():
+    from yolo_sm.models import build_yolo
+
+    return build_yolo("yolov8", 0.25)
+
+
+def test_kineto_trace_attributes_every_eager_kernel_to_a_layer(model, tmp_path):
+    from yolo_sm.engines import EngineConfig, build_engine
+    from yolo_sm.profiling import kineto
+
+    eng = build_engine(model, EngineConfig(precision="fp16", layout="nhwc", batch=8))
+    x = eng.make_input(0)
+    path = kineto.capture(lambda: eng(x), tmp_path / "t.json.gz", model=eng.module, iters=2)
+    df = kineto.load_kernels(path)
+    fwd = df[df.iteration.notna()]
+    assert len(fwd) > 100 and set(fwd.iteration) == {0, 1}
+    assert (fwd.layer != "").all(), fwd[fwd.layer == ""].kernel_name.head().tolist()
+    assert set(fwd.stage) == {"backbone", "neck", "head"}
+    other = fwd[fwd.kernel_class == "other"].duration_us.sum() / fwd.duration_us.sum()
+    assert other < 0.05
+    # Kineto's estimate is the calculator capped by the grid: never above our theoretical value
+    both = fwd.dropna(subset=["est_occupancy_pct", "theoretical_occupancy_pct"])
+    assert (both.est_occupancy_pct <= both.theoretical_occupancy_pct + 1.0).mean() > 0.95
+
+
+def test_kineto_on_a_cuda_graph_keeps_iterations_not_layers(model, tmp_path):
+    from yolo_sm.engines import EngineConfig, build_engine
+    from yolo_sm.profiling import kineto
+
+    eng = build_engine(model, EngineConfig(backend="cudagraph", precision="fp16", batch=8))
+    x = eng._input
+    path = kineto.capture(lambda: eng(x), tmp_path / "g.json.gz", iters=2)
+    df = kineto.load_kernels(path)
+    assert len(df) > 100 and (df.layer == "").all()
+
+
+@pytest.mark.skipif(find_ncu() is None, reason="Nsight Compute not installed")
+def test_ncu_rows_join_per_layer(tmp_path):
+    from yolo_sm.profiling import ncu
+    from yolo_sm.profiling.target import target_argv
+
+    argv = target_argv("yolov8", "0.25", "fp16", "nhwc", "1", 640, "cuda")
+    df = ncu.profile(argv, tmp_path / "n.csv", metric_set="occupancy", timeout_s=300)
+    assert (
+        len(df) > 100 and (df.layer != "").all() and set(df.config) == {"yolov8_w0.25_fp16_nhwc_b1"}
+    )
+    assert df.theoretical_occupancy_pct.notna().all() and df.achieved_occupancy_pct.notna().all()
+    from yolo_sm.occupancy import theoretical_occupancy
+
+    for r in df.drop_duplicates(["kernel_name", "block_size", "registers_per_thread"]).itertuples():
+        ours = theoretical_occupancy(
+            "9.0", int(r.block_size), int(r.registers_per_thread), int(r.shared_mem_per_block_bytes)
+        )
+        assert abs(ours.occupancy_pct - r.theoretical_occupancy_pct) < 0.01, r.kernel_name
+
+
+def test_pipeline_on_gpu_agrees_with_ultralytics_and_overlaps(model):
+    import copy
+
+    import cv2
+
+    from yolo_sm.engines import EngineConfig, build_engine
+    from yolo_sm.images import bundled_images
+    from yolo_sm.pipeline import (
+        DetectionPipeline,
+        PipelineConfig,
+        match_boxes,
+        measure_pipeline,
+        set_class_prior,
+        ultralytics_predict,
+    )
+
+    model = copy.deepcopy(model)
+    set_class_prior(model, 0.001, spread=1.5)
+    bus = cv2.imread(str(bundled_images()[0]))
+    frames = [bus, np.ascontiguousarray(bus[:, ::-1])]
+    eng = build_engine(model, EngineConfig(precision="fp16", layout="nhwc", batch=2))
+    pipe = DetectionPipeline(model, eng, PipelineConfig(streams=2))
+    ours = pipe(np.stack(frames))
+    ref = ultralytics_predict(model, frames, 2, "cuda", True)
+    for o, r in zip(ours, ref, strict=True):
+        assert match_boxes(o, r) >= 0.7, (len(o), len(r))
+    stats = measure_pipeline(pipe, frames, batch=2, seconds=1.0)
+    assert stats["frames_per_s"] > 50
