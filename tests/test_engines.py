@@ -236,3 +236,17 @@ def test_failed_onnx_export_leaves_no_file(tiny_yolo, tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="exporter failed"):
         build_engine(tiny_yolo, cfg)
     assert list((tmp_path / "onnx").iterdir()) == []
+
+
+def test_reference_cache_keeps_input_dtypes_apart(tiny_yolo):
+    """An fp16 engine's check (fp16-rounded input) must not leave its reference for an fp32
+    engine with the same seed (unrounded input), nor the other way round."""
+    from yolo_sm.engines import EngineConfig, build_engine
+
+    half = build_engine(
+        tiny_yolo, EngineConfig(precision="fp16", layout="nhwc", batch=1, imgsz=64, device="cpu")
+    )
+    full = build_engine(
+        tiny_yolo, EngineConfig(precision="fp32", layout="nhwc", batch=1, imgsz=64, device="cpu")
+    )
+    assert full.rel_err < 1e-5 and half.rel_err > full.rel_err

@@ -143,7 +143,9 @@ def reference_output(
     With ``seed`` given (``x`` was made by ``make_input(config, seed)``), the output is cached per
     model, so engines that differ only in backend, precision or layout share one reference.
     """
-    key = (config.batch, config.imgsz, str(config.device), seed)
+    # the input's dtype is part of the key: an fp16 engine sees fp16-rounded pixels, and its
+    # reference must see the same values, or the error would include the input's rounding
+    key = (config.batch, config.imgsz, str(config.device), seed, x.dtype)
     cache = _REFERENCES.setdefault(model, {})
     if seed is not None and key in cache:
         return cache[key]
