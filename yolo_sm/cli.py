@@ -109,6 +109,26 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--status", action="store_true", help="only show which steps are done")
     c.add_argument("--quiet", action="store_true", help="no progress bars")
 
+    b = sub.add_parser(
+        "bench", help="side-by-side: baseline, engines, pipeline, ultralytics predict"
+    )
+    b.add_argument("--models", default="yolov8:0.5", help="comma list of family:width")
+    b.add_argument("--batches", default="1,16,64", help="comma list of batch sizes")
+    b.add_argument(
+        "--engines",
+        default="cudagraph/fp16/nhwc,compile/fp16/nhwc",
+        help="comma list of backend/precision/layout besides eager/fp16/nhwc",
+    )
+    b.add_argument("--device", default="cuda")
+    b.add_argument("--seconds", type=float, default=2.0, help="per pipeline / predict row")
+    b.add_argument(
+        "--no-predict",
+        dest="predict",
+        action="store_false",
+        help="skip ultralytics' YOLO.predict rows",
+    )
+    b.add_argument("--out", required=True, help="parquet file for the table")
+
     o = sub.add_parser("occupancy", help="theoretical occupancy of a launch (what-if calculator)")
     o.add_argument("--cc", default="9.0", help="compute capability, e.g. 9.0 (H100/H200), 8.0")
     o.add_argument("--threads", type=int, required=True, help="threads per block")
@@ -149,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         commands = {
             "trace": cmd_trace,
+            "bench": cmd_bench,
             "collect": cmd_collect,
             "ncu": cmd_ncu,
             "env": cmd_env,
@@ -359,6 +380,60 @@ def cmd_collect(args) -> int:
         plan, args.out, only=only, max_minutes=args.max_minutes, progress=not args.quiet
     )
     print(table.to_string(index=False))
+    return 0
+
+
+def cmd_bench(args) -> int:
+    import pandas as pd
+
+    from yolo_sm.bench import run_bench
+    from yolo_sm.engines import check_device
+    from yolo_sm.sweep import check_output_path, write_atomic
+
+    check_device(args.device)
+    out = check_output_path(args.out)
+    models = []
+    for item in args.models.split(","):
+        family, _, width = item.partition(":")
+        try:
+            models.append((family.strip(), float(width or 1.0)))
+        except ValueError:
+            raise UserError(f"--models takes family:width items, got {item!r}") from None
+    try:
+        batches = [int(b) for b in args.batches.split(",")]
+    except ValueError:
+        raise UserError(f"--batches takes integers, got {args.batches!r}") from None
+    engines = []
+    for item in [e for e in args.engines.split(",") if e]:
+        parts = item.split("/")
+        if len(parts) != 3:
+            raise UserError(f"--engines takes backend/precision/layout items, got {item!r}")
+        engines.append(tuple(parts))
+    if any(b <= 0 for b in batches):
+        raise UserError("batch sizes must be positive")
+    df = run_bench(
+        models,
+        batches,
+        engines=tuple(engines),
+        device=args.device,
+        pipeline_s=args.seconds,
+        predict=args.predict,
+    )
+    write_atomic(df, out)
+    cols = [
+        "family",
+        "width",
+        "batch",
+        "variant",
+        "scope",
+        "status",
+        "median_ms",
+        "img_per_s",
+        "vs_baseline",
+        "rel_err",
+    ]
+    with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
+        print(df[cols].to_string(index=False))
     return 0
 
 
