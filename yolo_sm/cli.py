@@ -388,7 +388,7 @@ def cmd_bench(args) -> int:
 
     from yolo_sm.bench import run_bench
     from yolo_sm.engines import check_device
-    from yolo_sm.sweep import check_output_path, write_atomic
+    from yolo_sm.store import check_output_path, write_atomic
 
     check_device(args.device)
     out = check_output_path(args.out)

@@ -308,7 +308,7 @@ def _run_gpm(step, plan, out_dir, deadline, progress):
 
 
 def _write(df, path: Path, metadata: dict | None = None) -> None:
-    from yolo_sm.sweep import write_atomic
+    from yolo_sm.store import write_atomic
 
     write_atomic(df, path, metadata)
 

@@ -27,6 +27,7 @@ from yolo_sm.engines.config import (
     check_device_name,
 )
 from yolo_sm.errors import NotAvailableError, UserError
+from yolo_sm.store import check_output_path, read_table, remove_stale_partials, write_atomic
 
 KEY_COLUMNS = (
     "family",
@@ -301,90 +302,10 @@ def _int(v, what) -> int:
 # --- running --------------------------------------------------------------------------------
 
 
-def check_output_path(out: str | os.PathLike) -> Path:
-    """The parquet path, after checking that its folder can be written (without leaving files)."""
-    out = Path(out)
-    if out.is_dir():
-        raise UserError(f"--out {out} is a directory; give a .parquet file path")
-    parent = out.parent if str(out.parent) else Path(".")
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        probe = parent / f".{out.name}.{os.getpid()}.probe"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as e:
-        raise UserError(f"cannot write to {parent}: {e.strerror or e}") from None
-    return out
-
-
-def load_done(out: Path):
-    """Existing rows of an earlier run (empty frame when there is none)."""
-    import pandas as pd
-
-    if not out.exists():
-        return pd.DataFrame()
-    try:
-        return pd.read_parquet(out)
-    except Exception as e:  # noqa: BLE001 - any parse failure means the same to the user
-        raise UserError(
-            f"{out} exists but is not a readable parquet file ({type(e).__name__}); move it away "
-            "or choose another --out"
-        ) from None
-
-
-def write_atomic(df, out: Path, metadata: dict | None = None) -> None:
-    """Write ``df`` to ``out`` through a temporary file + fsync + rename (never a partial file)."""
-    import json
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    table = pa.Table.from_pandas(df, preserve_index=False)
-    if metadata:
-        meta = dict(table.schema.metadata or {})
-        meta[b"yolo_sm"] = json.dumps(metadata, default=str).encode()
-        table = table.replace_schema_metadata(meta)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.partial")
-    try:
-        with open(tmp, "wb") as fh:
-            pq.write_table(table, fh, compression="zstd")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)  # a failed write leaves the old file and no temporary one
-        raise
-
-
-def remove_stale_partials(out: Path) -> list[Path]:
-    """Delete the temporary files of :func:`write_atomic` that a killed run left beside ``out``
-    (those whose writing process is gone); returns the paths removed."""
-    import glob
-
-    removed = []
-    prefix, suffix = f".{out.name}.", ".partial"
-    for tmp in out.parent.glob(f"{glob.escape(prefix)}*{suffix}"):
-        pid = tmp.name[len(prefix) : -len(suffix)]
-        if pid.isdigit() and not _process_alive(int(pid)):
-            tmp.unlink(missing_ok=True)
-            removed.append(tmp)
-    return removed
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return True
-
-
 def missing_points(spec: SweepSpec, out: str | os.PathLike) -> list[Point]:
     """The points of ``spec`` that ``out`` does not hold yet (all of them if it is absent)."""
     spec = spec.validated()
-    done = load_done(Path(out))
+    done = read_table(Path(out))
     if not len(done):
         return spec.points()
     keys = {tuple(r) for r in done[list(KEY_COLUMNS)].itertuples(index=False)}
@@ -404,7 +325,7 @@ def run_sweep(
     spec = spec.validated()
     check_environment(spec)
     out = check_output_path(out)
-    done = load_done(out)
+    done = read_table(out)
     remove_stale_partials(out)
     done_keys = set()
     if len(done):
