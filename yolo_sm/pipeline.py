@@ -15,6 +15,7 @@ the copy finished. NMS synchronises once per batch (its output size is data-depe
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass
 
@@ -80,7 +81,8 @@ class DetectionPipeline:
         anchors, strides = make_anchors(feats, self.head.stride, 0.5)
         self.anchors = anchors.transpose(0, 1).unsqueeze(0).to(self.device)
         self.strides = strides.transpose(0, 1).to(self.device)
-        self.dfl = self.head.dfl.to(self.device).float()
+        # a copy: moving the head's own DFL would move part of the caller's model
+        self.dfl = copy.deepcopy(self.head.dfl).to(self.device).float()
         self._slots: dict = {}
 
     # -- stages ------------------------------------------------------------------------------
@@ -209,7 +211,6 @@ def ultralytics_predict(
     post-processing), for comparison: one (n, 6) array per frame. ``rect=False``: by default
     predict letterboxes to the smallest stride multiple (640x480 for a portrait photo), while an
     engine built for one shape, like ours, takes the full square."""
-    import copy
 
     from ultralytics import YOLO
 
