@@ -48,3 +48,37 @@ def test_numerical_errors_grow_as_precision_drops(tiny_yolo):
     med = e.groupby("precision").rel_err.median()
     assert med["fp32"] < 1e-5 < med["fp16"] < med["bf16"]
     assert (e.rel_err <= e.tolerance).all()
+
+
+def test_sm_coverage():
+    assert analysis.sm_coverage(2.1) == pytest.approx(2.1 / 3)
+    assert analysis.sm_coverage(3.0) == 1.0 and analysis.sm_coverage(0.25) == 0.25
+    assert list(analysis.sm_coverage(pd.Series([1.5, 4.0]))) == [0.75, 1.0]
+
+
+def test_layer_view_per_layer():
+    df = pd.DataFrame(
+        {
+            "layer": ["model.0", "model.0", "model.22"],
+            "module_type": ["Conv", "Conv", "Detect"],
+            "stage": ["backbone", "backbone", "head"],
+            "kernel_name": [
+                "sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc",
+                "void at::vectorized_elementwise_kernel<4, at::silu_kernel>",
+                "void at::vectorized_elementwise_kernel<4, at::silu_kernel>",
+            ],
+            "duration_us": [30.0, 10.0, 60.0],
+            "theoretical_occupancy_pct": [18.75, 100.0, 100.0],
+            "waves": [2.1, 6.0, 0.5],
+            "limiter": ["registers", "warps", "warps"],
+        }
+    )
+    v = analysis.layer_view(df).set_index("layer")
+    assert v.loc["model.0", "time_share"] == pytest.approx(0.4)
+    assert v.loc["model.0", "theoretical_occupancy_tw_pct"] == pytest.approx(
+        (30 * 18.75 + 10 * 100) / 40
+    )
+    assert v.loc["model.0", "tensor_core_time_share"] == pytest.approx(0.75)
+    assert v.loc["model.0", "main_limiter"] == "registers"
+    assert v.loc["model.22", "sm_coverage_tw"] == pytest.approx(0.5)
+    assert v.loc["model.0", "sm_coverage_tw"] == pytest.approx((30 * 0.7 + 10 * 1.0) / 40)

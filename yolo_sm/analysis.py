@@ -85,3 +85,57 @@ def numerical_errors(
             )
         eng.close()
     return pd.DataFrame(rows)
+
+
+def sm_coverage(waves):
+    """Fraction of the block slots a kernel fills over its waves, if every wave takes as long:
+    ``waves / ceil(waves)``. 2.1 waves -> 0.70 (the third wave runs a tenth full); under one
+    wave, the fraction of SM slots ever used. Works on scalars and pandas Series."""
+    import numpy as np
+
+    w = np.asarray(waves, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where(w > 0, w / np.ceil(w), np.nan)
+    return out if out.ndim else float(out)
+
+
+def layer_view(kernels, by=("layer", "module_type", "stage"), time_col: str = "duration_us"):
+    """Per group (default: per layer): kernels, time and its share of the total, time-weighted
+    theoretical / achieved / Kineto-estimated occupancy and tensor-pipe use where present, mean
+    waves, SM coverage (:func:`sm_coverage`, time-weighted), the limiter holding most of the
+    time, and the tensor-core share of the time. Tidy, ready for heatmaps."""
+    import pandas as pd
+
+    from yolo_sm.kernels import add_kernel_class
+
+    df = kernels if "kernel_class" in kernels else add_kernel_class(kernels)
+    df = df.assign(
+        _cov=sm_coverage(df["waves"]) if "waves" in df else float("nan"),
+        _tc=df["kernel_class"].str.startswith("tensor_core").astype(float),
+    )
+    cols = [
+        c
+        for c in (
+            "theoretical_occupancy_pct",
+            "achieved_occupancy_pct",
+            "est_occupancy_pct",
+            "tensor_pipe_pct",
+            "waves",
+        )
+        if c in df
+    ]
+    out = time_weighted(df, list(by), tuple(cols) + ("_cov", "_tc"), time_col)
+    out = out.rename(columns={"_cov_tw": "sm_coverage_tw", "_tc_tw": "tensor_core_time_share"})
+    out["time_share"] = out.time_us / out.time_us.sum()
+    if "limiter" in df:
+        lim = (
+            df.groupby([*by, "limiter"], observed=True)[time_col]
+            .sum()
+            .reset_index()
+            .sort_values(time_col)
+            .drop_duplicates(list(by), keep="last")
+            .rename(columns={"limiter": "main_limiter"})
+            .drop(columns=time_col)
+        )
+        out = out.merge(lim, on=list(by), how="left")
+    return pd.DataFrame(out)
