@@ -82,3 +82,17 @@ def test_layer_view_per_layer():
     assert v.loc["model.0", "main_limiter"] == "registers"
     assert v.loc["model.22", "sm_coverage_tw"] == pytest.approx(0.5)
     assert v.loc["model.0", "sm_coverage_tw"] == pytest.approx((30 * 0.7 + 10 * 1.0) / 40)
+
+
+def test_time_weighted_skips_missing_values():
+    df = pd.DataFrame(
+        {
+            "g": ["a", "a"],
+            "duration_us": [10.0, 30.0],
+            "theoretical_occupancy_pct": [50.0, float("nan")],
+            "achieved_occupancy_pct": [float("nan"), float("nan")],
+        }
+    )
+    out = analysis.time_weighted(df, "g").iloc[0]
+    assert out.theoretical_occupancy_tw_pct == 50.0
+    assert pd.isna(out.achieved_occupancy_tw_pct)

@@ -19,9 +19,9 @@ def time_weighted(
         w = g[time_col]
         row = {"kernels": len(g), "time_us": w.sum()}
         for c in cols:
-            row[f"{c.removesuffix('_pct')}_tw_pct" if c.endswith("_pct") else f"{c}_tw"] = (
-                (g[c] * w).sum() / w.sum() if w.sum() > 0 else float("nan")
-            )
+            ok = g[c].notna()  # kernels without the value do not dilute the average
+            tw = (g[c][ok] * w[ok]).sum() / w[ok].sum() if w[ok].sum() > 0 else float("nan")
+            row[f"{c.removesuffix('_pct')}_tw_pct" if c.endswith("_pct") else f"{c}_tw"] = tw
         return pd.Series(row)
 
     out = df.groupby(by, observed=True)[[time_col, *cols]].apply(agg).reset_index()
@@ -109,8 +109,9 @@ def layer_view(kernels, by=("layer", "module_type", "stage"), time_col: str = "d
     from yolo_sm.kernels import add_kernel_class
 
     df = kernels if "kernel_class" in kernels else add_kernel_class(kernels)
+    waves = next((c for c in ("waves", "waves_per_sm") if c in df), None)  # Kineto / ncu name
     df = df.assign(
-        _cov=sm_coverage(df["waves"]) if "waves" in df else float("nan"),
+        _cov=sm_coverage(df[waves]) if waves else float("nan"),
         _tc=df["kernel_class"].str.startswith("tensor_core").astype(float),
     )
     cols = [
@@ -121,6 +122,7 @@ def layer_view(kernels, by=("layer", "module_type", "stage"), time_col: str = "d
             "est_occupancy_pct",
             "tensor_pipe_pct",
             "waves",
+            "waves_per_sm",
         )
         if c in df
     ]
