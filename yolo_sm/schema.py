@@ -28,6 +28,8 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "rel_err": "relative L2 error of the raw head output vs eager fp32 on the same input",
         "samples_ms": "every timed call, milliseconds (list)",
         "noisy": "IQR/median above 10 %",
+        "peak_mem_bytes": "peak allocated GPU bytes during the timed calls (weights, input, "
+        "activations, workspaces), GPU only",
         "bn_calibrated": "random-weight model with BatchNorm statistics set from random images "
         "(False: ultralytics' default init, whose activations vanish in deep layers)",
     },
@@ -82,7 +84,7 @@ SCHEMAS: dict[str, dict[str, str]] = {
 # Columns every table of a kind must have (the others in SCHEMAS are described when present:
 # e.g. an ncu table collected with the "throughput" metric set has no occupancy columns).
 REQUIRED = {
-    "sweep": tuple(SCHEMAS["sweep"]),
+    "sweep": tuple(c for c in SCHEMAS["sweep"] if c != "peak_mem_bytes"),
     "ncu": ("kernel_id", "kernel_name", "nvtx_path", "nvtx_range", "duration_us"),
     "kernels": (
         "kernel_name",
