@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One device call on the H200: GPU tests first, then as much of the collection plan as fits.
 #   bash tools/h200_session.sh [MINUTES_FOR_COLLECT] [STEP,STEP...]
-# Outputs land in $OUT/h200 (copy them into data/h200 here afterwards; they are small parquet
-# files plus manifest.json) and the logs in $OUT.
+# The device tool returns at most 8 files, so the dataset folder comes back as one archive,
+# $OUT/h200.tgz (unpack it over data/h200 here), beside the logs.
 source tools/h200.sh
 minutes=${1:-6}
 only=${2:-}
@@ -11,3 +11,5 @@ timeout 240 python3 -m pytest -m gpu -q -p no:cacheprovider tests -rs 2>&1 | tee
 mkdir -p $OUT/h200 && cp data/h200/manifest.json $OUT/h200/ 2>/dev/null
 python3 -m yolo_sm collect --plan data/plans/h200.yaml --out $OUT/h200 --max-minutes "$minutes" \
   ${only:+--only "$only"} --quiet 2>&1 | tee $OUT/collect.log | tail -25
+tar czf $OUT/h200.tgz -C $OUT h200 && rm -rf $OUT/h200
+ls -la $OUT
