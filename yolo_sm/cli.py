@@ -167,15 +167,17 @@ def _model_flags(p, many: bool = False) -> None:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
+        from yolo_sm import cli_profiling as prof
+
         commands = {
-            "trace": cmd_trace,
-            "bench": cmd_bench,
-            "collect": cmd_collect,
-            "ncu": cmd_ncu,
+            "trace": prof.cmd_trace,
+            "bench": prof.cmd_bench,
+            "collect": prof.cmd_collect,
+            "ncu": prof.cmd_ncu,
             "env": cmd_env,
             "models": cmd_models,
             "sweep": cmd_sweep,
-            "occupancy": cmd_occupancy,
+            "occupancy": prof.cmd_occupancy,
             "render": cmd_render,
         }
         return commands[args.cmd](args)
@@ -329,169 +331,6 @@ def _print_sweep_summary(df) -> None:
         print(df[cols].to_string(index=False))
     counts = df["status"].value_counts().to_dict()
     print("points: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
-
-
-def _bytes(text: str) -> int:
-    t = str(text).strip().lower()
-    scale = 1024 if t.endswith("k") else 1
-    try:
-        value = float(t.rstrip("k").rstrip("i").rstrip("b")) if scale == 1 else float(t[:-1])
-    except ValueError:
-        raise UserError(f"--smem must be a byte count such as 49152 or 48K, got {text!r}") from None
-    return int(value * scale)
-
-
-def cmd_occupancy(args) -> int:
-    from yolo_sm import occupancy
-
-    smem = _bytes(args.smem)
-    try:
-        res = occupancy.theoretical_occupancy(args.cc, args.threads, args.registers, smem)
-    except ValueError as e:
-        raise UserError(str(e)) from None
-    for k, v in res.as_dict().items():
-        print(f"{k:<32} {v}")
-    if args.grid:
-        per_sm, sms = res.active_blocks_per_sm, args.sm_count
-        w = occupancy.waves(args.grid, per_sm, sms)
-        tail = occupancy.tail_fraction(args.grid, per_sm, sms)
-        print(f"{'waves':<32} {w:.3f} (last wave {tail:.0%} full)")
-    if args.vary:
-        curve = occupancy.occupancy_curve(
-            args.cc,
-            vary=args.vary,
-            threads_per_block=args.threads,
-            registers_per_thread=args.registers,
-            shared_mem_per_block=smem,
-        )
-        print(curve.to_string(index=False))
-    return 0
-
-
-def cmd_collect(args) -> int:
-    from yolo_sm import collect
-
-    plan = collect.load_plan(args.plan)
-    if args.status:
-        print(collect.status(plan, args.out).to_string(index=False))
-        return 0
-    only = [x for x in (args.only or "").split(",") if x]
-    table = collect.run_plan(
-        plan, args.out, only=only, max_minutes=args.max_minutes, progress=not args.quiet
-    )
-    print(table.to_string(index=False))
-    return 0
-
-
-def cmd_bench(args) -> int:
-    import pandas as pd
-
-    from yolo_sm.bench import run_bench
-    from yolo_sm.engines import check_device
-    from yolo_sm.store import check_output_path, write_atomic
-
-    check_device(args.device)
-    out = check_output_path(args.out)
-    models = []
-    for item in args.models.split(","):
-        family, _, width = item.partition(":")
-        try:
-            models.append((family.strip(), float(width or 1.0)))
-        except ValueError:
-            raise UserError(f"--models takes family:width items, got {item!r}") from None
-    try:
-        batches = [int(b) for b in args.batches.split(",")]
-    except ValueError:
-        raise UserError(f"--batches takes integers, got {args.batches!r}") from None
-    engines = []
-    for item in [e for e in args.engines.split(",") if e]:
-        parts = item.split("/")
-        if len(parts) != 3:
-            raise UserError(f"--engines takes backend/precision/layout items, got {item!r}")
-        engines.append(tuple(parts))
-    if any(b <= 0 for b in batches):
-        raise UserError("batch sizes must be positive")
-    df = run_bench(
-        models,
-        batches,
-        engines=tuple(engines),
-        device=args.device,
-        pipeline_s=args.seconds,
-        predict=args.predict,
-    )
-    write_atomic(df, out)
-    cols = [
-        "family",
-        "width",
-        "batch",
-        "variant",
-        "scope",
-        "status",
-        "median_ms",
-        "img_per_s",
-        "vs_baseline",
-        "rel_err",
-    ]
-    with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
-        print(df[cols].to_string(index=False))
-    return 0
-
-
-def cmd_trace(args) -> int:
-    from yolo_sm.analysis import time_weighted
-    from yolo_sm.engines import EngineConfig, build_engine, check_device
-    from yolo_sm.models import build_yolo
-    from yolo_sm.profiling import kineto
-
-    check_device(args.device)
-    if not str(args.out).endswith(".json.gz"):
-        raise UserError(f"--out must end in .json.gz, got {args.out}")
-    cfg = EngineConfig(
-        backend=args.backend,
-        precision=args.precision,
-        layout=args.layout,
-        batch=args.batch,
-        imgsz=args.imgsz,
-        device=args.device,
-    )
-    model = build_yolo(args.family, args.width)
-    eng = build_engine(model, cfg)
-    x = eng._input if eng._input is not None else eng.make_input(0)
-    # layer hooks fire in eager forwards only (a graph replays, a compiled graph is fused)
-    hooked = eng.module if args.backend == "eager" else None
-    path = kineto.capture(
-        lambda: eng(x), args.out, model=hooked, iters=args.iters, device=args.device
-    )
-    df = kineto.load_kernels(path)
-    print(f"wrote {path} ({len(df)} kernels in {args.iters} forwards)")
-    if not df.empty:
-        cols = ("theoretical_occupancy_pct", "est_occupancy_pct")
-        print(time_weighted(df, ["stage"], cols).round(1).to_string(index=False))
-    return 0
-
-
-def cmd_ncu(args) -> int:
-    from yolo_sm.analysis import time_weighted
-    from yolo_sm.engines import check_device
-    from yolo_sm.profiling import ncu
-    from yolo_sm.profiling.target import target_argv
-
-    check_device(args.device)
-    target = target_argv(
-        args.family,
-        args.widths,
-        args.precisions,
-        args.layouts,
-        args.batches,
-        args.imgsz,
-        args.device,
-    )
-    df = ncu.profile(target, args.out, metric_set=args.metric_set, timeout_s=args.timeout)
-    print(f"wrote {args.out} ({len(df)} kernels)")
-    cols = [c for c in ("theoretical_occupancy_pct", "achieved_occupancy_pct") if c in df]
-    if cols and "duration_us" in df:
-        print(time_weighted(df, ["config", "stage"], cols).round(1).to_string(index=False))
-    return 0
 
 
 def cmd_render(args) -> int:
