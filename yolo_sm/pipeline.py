@@ -15,6 +15,7 @@ the copy finished. NMS synchronises once per batch (its output size is data-depe
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 from dataclasses import dataclass
@@ -134,7 +135,7 @@ class DetectionPipeline:
             if on_gpu:
                 slot["done"].synchronize()  # the pinned buffer's last copy has finished
             slot["host"].numpy()[...] = arr
-            with torch.cuda.stream(slot["stream"]) if on_gpu else _null():
+            with torch.cuda.stream(slot["stream"]) if on_gpu else contextlib.nullcontext():
                 dev = slot["host"].to(self.device, non_blocking=True)
                 x = self.preprocess(dev)
                 if on_gpu:
@@ -163,14 +164,6 @@ class DetectionPipeline:
                 "done": torch.cuda.Event() if on_gpu else None,
             }
         return self._slots[key]
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
 
 
 def set_class_prior(model, p: float, spread: float = 1.0) -> None:
