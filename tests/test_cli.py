@@ -382,7 +382,7 @@ def test_collect_status_and_bad_plan(tmp_path, capsys):
         main(["collect", "--plan", "data/plans/h200.yaml", "--out", str(tmp_path), "--status"]) == 0
     )
     out = capsys.readouterr().out
-    assert "sweep_width_16bit" in out and "missing" in out
+    assert "sweep_fp16_nhwc" in out and "missing" in out
     assert main(["collect", "--plan", str(tmp_path / "none.yaml"), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "does not exist" in err[0]

@@ -4,7 +4,6 @@ import subprocess
 import sys
 import threading
 import time
-import warnings
 from types import SimpleNamespace
 
 import pandas as pd
@@ -48,10 +47,11 @@ class FakeNVML:
     NVMLError_NoPermission = NVMLError_NoPermission
     NVMLError_NotSupported = NVMLError_NotSupported
 
-    def __init__(self, gpm=1, fail=None, fail_after=0):
+    def __init__(self, gpm=1, fail=None, fail_after=0, stale_every=0):
         self.gpm, self.fail, self.fail_after = gpm, fail or {}, fail_after
+        self.stale_every = stale_every  # every n-th window reads an unchanged snapshot (H200)
         self.inits = self.seq = self.metric_calls = 0
-        self.allocated, self.freed, self.bad_pairs = [], [], []
+        self.allocated, self.freed, self.bad_pairs, self.stale_seqs = [], [], [], []
 
     def _check(self, name, count=0):
         if name in self.fail and count >= self.fail_after:
@@ -93,10 +93,14 @@ class FakeNVML:
     def nvmlGpmMetricsGet(self, q):
         self.metric_calls += 1
         self._check("nvmlGpmMetricsGet", self.metric_calls)
-        if q.version != 1 or q.numMetrics != 4 or q.sample2.seq != q.sample1.seq + 1:
+        if q.version != 1 or q.numMetrics != 4 or q.sample2.seq <= q.sample1.seq:
             self.bad_pairs.append((q.version, q.numMetrics, q.sample1.seq, q.sample2.seq))
+        stale = self.stale_every and self.metric_calls % self.stale_every == 0
         for m in q.metrics[: q.numMetrics]:
-            m.value = VALUES[m.metricId]
+            m.value = 0.0 if stale else VALUES[m.metricId]
+            m.nvmlReturn = 1 if stale and m.metricId == 10 else 0  # DRAM: 0 / 0 elapsed
+        if stale:
+            self.stale_seqs.append(q.sample2.seq)
         return q
 
     def nvmlDeviceGetUtilizationRates(self, handle):
@@ -241,13 +245,26 @@ def test_refuses_to_sample_under_nsight_compute(monkeypatch):
     assert fake.inits == 0
 
 
-def test_short_window_warning_only_above_10_hz():
-    with pytest.warns(UserWarning, match="about every 100 ms"), GpmSampler(hz=20, nvml=FakeNVML()):
-        pass
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with GpmSampler(hz=10, nvml=FakeNVML()):
-            pass
+def test_polls_returning_the_same_snapshot_open_no_window():
+    """On the H200 every other 20 Hz poll returns the previous snapshot (all 0, DRAM undefined):
+    those polls emit no row, and the next window starts at the last distinct snapshot."""
+    fake = FakeNVML(stale_every=2)
+    with GpmSampler(hz=HZ, nvml=fake) as s:
+        wait_for(lambda: s.stale_polls >= 4 and len(windows(s)) >= 4)
+    w = wide(s.to_frame())
+    assert w[METRICS].eq(pd.Series(EXPECTED)).all().all()  # no zero or NaN row
+    assert not fake.bad_pairs and fake.stale_seqs
+    info = s.info()
+    assert info["stale_polls"] == s.stale_polls == len(fake.stale_seqs)
+    assert info["polls"] == len(w) + s.stale_polls
+    # a window that follows a stale poll spans both polls
+    assert w.window_s.max() > 1.5 / HZ
+
+
+def test_a_true_zero_reading_is_not_stale():
+    assert gpm._stale([0.0, 0.0, 0.0, float("nan")])
+    assert not gpm._stale([0.0, 0.0, 0.0, 0.0])  # idle GPU: every metric defined and 0
+    assert not gpm._stale([10.0, 0.0, 0.0, float("nan")])
 
 
 def test_wide_keeps_unlabelled_windows_and_separate_runs():
@@ -318,7 +335,7 @@ def test_real_capture_on_the_gpu():
     import torch
 
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
-    with GpmSampler(hz=8) as s:  # windows above NVML's 100 ms GPM refresh
+    with GpmSampler(hz=20) as s:  # polls faster than NVML's ~100 ms GPM refresh
         s.mark(stage="matmul")
         t_end = time.perf_counter() + 1.0
         while time.perf_counter() < t_end:
@@ -331,3 +348,4 @@ def test_real_capture_on_the_gpu():
     assert len(w) >= 5 and ((w[METRICS] >= 0) & (w[METRICS] <= 100)).all().all()  # no NaN
     assert w.sm_util_pct.median() > 50 and w.tensor_util_pct.median() > 5
     assert sorted(s.sample_cost_s)[len(s.sample_cost_s) // 2] < 0.02
+    assert (w.window_s > 0.08).all()  # stale polls folded: windows span a counter refresh

@@ -154,7 +154,7 @@ def claim_16():
 PENDING_CLAIMS = {
     2: (
         "Width x1.5 at batch 8: FPS 210 -> 147 while SM occupancy falls 92 % -> 48 %.",
-        "sweep_width_16bit",
+        "sweep_fp16_nhwc",
     ),
     4: (
         "FP16 restores occupancy (48 -> 76 %) and FPS (147 -> 189) of the wide model.",
@@ -165,10 +165,10 @@ PENDING_CLAIMS = {
         "is best.",
         "ncu_batch_w1",
     ),
-    7: ("YOLOv8s batch 1 -> 32 raises FPS 147 -> 392 (A100).", "sweep_width_16bit"),
+    7: ("YOLOv8s batch 1 -> 32 raises FPS 147 -> 392 (A100).", "sweep_fp16_nhwc"),
     8: (
         "Safe batch = floor(0.7 x GPU memory / per-image memory); one 640x640 image needs ~1.2 GB.",
-        "sweep_width_16bit",
+        "sweep_fp16_nhwc",
     ),
     10: ("INT8 is about 40 % faster than FP16.", "the 8-bit path of the fast-engines issue"),
     11: ("Fusing YOLOv8's C2f removes over 90 % of kernel launches.", "trace_width_b8"),

@@ -96,6 +96,27 @@ def _parser() -> argparse.ArgumentParser:
     n.add_argument("--timeout", type=float, default=600, help="seconds before ncu is stopped")
     n.add_argument("--out", required=True, help="CSV file (ncu --csv --page raw)")
 
+    g = sub.add_parser("gpm", help="NVML GPM timeline of one config running for some seconds")
+    _model_flags(g, many=True)
+    g.add_argument("--precision", default="fp16")
+    g.add_argument("--layout", default="nhwc")
+    g.add_argument("--batch", type=int, default=16)
+    g.add_argument("--seconds", type=float, default=3.0, help="per width")
+    g.add_argument("--hz", type=float, default=20.0, help="polling rate (GPM refreshes ~10 Hz)")
+    g.add_argument("--out", required=True, help="parquet file (tidy: one row per window x metric)")
+
+    a = sub.add_parser(
+        "profile", help="Kineto + Nsight Compute + GPM on each width, joined per layer"
+    )
+    _model_flags(a, many=True)
+    a.set_defaults(widths="0.5,1.5")
+    a.add_argument("--precision", default="fp16")
+    a.add_argument("--layout", default="nhwc")
+    a.add_argument("--batch", type=int, default=8)
+    a.add_argument("--metric-set", default="occupancy", help="ncu set: occupancy/throughput/full")
+    a.add_argument("--gpm-seconds", type=float, default=3.0)
+    a.add_argument("--out", required=True, help="folder for the tables, traces and summary.json")
+
     c = sub.add_parser("collect", help="run a collection plan (resumable, splittable)")
     c.add_argument("--plan", required=True, help="plan YAML, e.g. data/plans/h200.yaml")
     c.add_argument("--out", required=True, help="dataset folder, e.g. data/h200")
@@ -174,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
             "bench": prof.cmd_bench,
             "collect": prof.cmd_collect,
             "ncu": prof.cmd_ncu,
+            "gpm": prof.cmd_gpm,
+            "profile": prof.cmd_profile,
             "env": cmd_env,
             "models": cmd_models,
             "sweep": cmd_sweep,

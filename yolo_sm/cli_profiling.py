@@ -167,3 +167,73 @@ def cmd_ncu(args) -> int:
     if cols and "duration_us" in df:
         print(time_weighted(df, ["config", "stage"], cols).round(1).to_string(index=False))
     return 0
+
+
+def _widths(text: str) -> list[float]:
+    try:
+        widths = [float(w) for w in str(text).split(",") if w.strip()]
+    except ValueError:
+        raise UserError(f"--widths takes numbers such as 0.5,1.5, got {text!r}") from None
+    if not widths or any(w <= 0 for w in widths):
+        raise UserError(f"--widths must be positive numbers, got {text!r}")
+    return widths
+
+
+def cmd_gpm(args) -> int:
+    from yolo_sm.engines import check_device
+    from yolo_sm.profiling.gpm import wide
+    from yolo_sm.profiling.suite import GPM_SUMMARY, engines, run_gpm
+    from yolo_sm.provenance import collect
+    from yolo_sm.store import check_output_path, write_atomic
+
+    check_device(args.device)
+    if not args.device.startswith("cuda"):
+        raise UserError("yolo-sm gpm samples a GPU: use --device cuda")
+    out = check_output_path(args.out)
+    widths = _widths(args.widths)
+    built = list(
+        engines(
+            args.family, widths, args.precision, args.layout, args.batch, args.imgsz, args.device
+        )
+    )
+    df, info = run_gpm(built, seconds=args.seconds, hz=args.hz)
+    write_atomic(df, out, {"provenance": collect(args.device), "sampler": info})
+    w = wide(df)
+    w = w[(w.phase == "run") & ~w.straddles_mark.astype(bool)]
+    cols = [c for c in (*GPM_SUMMARY, "gpu_util_pct", "mem_util_pct") if c in w]
+    print(f"wrote {out} ({info['mode']}, {info['polls']} polls, {info['stale_polls']} stale)")
+    print(w.groupby("config")[cols].median().round(1).to_string())
+    return 0
+
+
+def cmd_profile(args) -> int:
+    from yolo_sm.engines import check_device
+    from yolo_sm.profiling.suite import profile_all
+
+    check_device(args.device)
+    s = profile_all(
+        args.out,
+        family=args.family,
+        widths=_widths(args.widths),
+        precision=args.precision,
+        layout=args.layout,
+        batch=args.batch,
+        imgsz=args.imgsz,
+        device=args.device,
+        metric_set=args.metric_set,
+        gpm_seconds=args.gpm_seconds,
+    )
+    print(f"wrote {args.out}: kineto/ncu/gpm/layers parquet, traces, summary.json")
+    print(f"unattributed kernels: {s['unattributed_kernels']}")
+    print(f"ncu: {s['ncu_wall_s']:.0f} s in all, {s['ncu_s_per_forward']:.0f} s per forward")
+    print(f"GPM overhead on throughput: {s['gpm_overhead_pct']:+.2f} %")
+    for cfg, c in s["configs"].items():
+        print(
+            f"{cfg}: ncu {c['ncu_time_ms_per_forward']:.2f} ms/forward, theoretical "
+            f"{c['theoretical_occupancy_tw_pct']:.1f} %, achieved "
+            f"{c['achieved_occupancy_tw_pct']:.1f} %, Kineto est. "
+            f"{c['kineto_est_occupancy_tw_pct']:.1f} %, slowest "
+            f"{c['slowest_layer']} ({c['slowest_layer_share']:.0%}), GPM SM occupancy "
+            f"{c.get('gpm_sm_occupancy_pct', float('nan')):.1f} %"
+        )
+    return 0

@@ -277,32 +277,17 @@ def _run_trace(step, plan, out_dir, deadline, progress):
 def _run_gpm(step, plan, out_dir, deadline, progress):
     """Each config runs back to back for ``seconds`` while the sampler marks it; idle gaps of
     ``gap_s`` separate configs so the timeline shows where each starts."""
-    import torch
-
-    from yolo_sm.profiling.gpm import GpmSampler
+    from yolo_sm.profiling.suite import run_gpm
 
     args, grid = _configs(step, plan)
-    seconds = float(step.params.get("seconds", 3.0))
-    gap_s = float(step.params.get("gap_s", 0.5))
-    built = []
-    for label, eng, x in _engines(args, grid, step.params.get("backend", "eager"), plan.device):
-        eng(x)  # build and autotune before sampling starts
-        built.append((label, eng, x))
-    torch.cuda.synchronize()
-    with GpmSampler(hz=float(step.params.get("hz", 20))) as sampler:
-        for label, eng, x in built:
-            sampler.mark(config=label, phase="idle")
-            time.sleep(gap_s)
-            sampler.mark(config=label, phase="run")
-            t_end = time.monotonic() + seconds
-            while time.monotonic() < t_end:
-                for _ in range(10):
-                    eng(x)
-                torch.cuda.synchronize()
-        sampler.mark(config="", phase="idle")
-        time.sleep(gap_s)
-    frame = _with_provenance(sampler.to_frame(), plan.device)
-    _write(frame, out_dir / step.out, {"sampler": sampler.info()})
+    built = list(_engines(args, grid, step.params.get("backend", "eager"), plan.device))
+    frame, info = run_gpm(
+        built,
+        seconds=float(step.params.get("seconds", 3.0)),
+        gap_s=float(step.params.get("gap_s", 0.5)),
+        hz=float(step.params.get("hz", 20)),
+    )
+    _write(_with_provenance(frame, plan.device), out_dir / step.out, {"sampler": info})
     for _, eng, _ in built:
         eng.close()
 

@@ -6,10 +6,13 @@ sampled from a background thread, one tidy row per (window, metric), labelled wi
         ...                                   # run the work
     df = s.to_frame()                         # t_s, window_s, metric, value, source, stage, config
 
-Each value covers the window between two consecutive samples (``window_s``, about ``1/hz``).
-NVML documents GPM counters as refreshing about every 100 ms, so windows shorter than that (above
-10 Hz) may read 0 or a doubled value; average over several windows or use ``hz<=10`` for steady
-numbers. GPUs without GPM (before Hopper) fall back to ``nvmlDeviceGetUtilizationRates``, which
+Each value covers the window between two distinct counter snapshots (``window_s``). NVML refreshes
+the GPM snapshot about every 100 ms: on the H200, half of the polls at 20 Hz returned the snapshot
+of the poll before (every metric 0, DRAM bandwidth undefined). Such a poll opens no window: it is
+counted in ``info()["stale_polls"]`` and the next poll closes a window from the last distinct
+snapshot. So polling at ``hz`` >= 10 (default 20) reads each snapshot within ``1/hz`` of its
+refresh, and windows are ~100 ms long whatever ``hz`` is: GPM cannot resolve less.
+GPUs without GPM (before Hopper) fall back to ``nvmlDeviceGetUtilizationRates``, which
 cannot show occupancy. Never sample while Nsight Compute profiles: they share the counters.
 """
 
@@ -43,6 +46,12 @@ PERM_HELP = (
 )
 
 
+def _stale(vals: list[float]) -> bool:
+    """A GPM window between two identical snapshots: every metric 0 and some undefined (NaN)."""
+    finite = [v for v in vals if not math.isnan(v)]
+    return len(finite) < len(vals) and all(v == 0 for v in finite)
+
+
 def _import_pynvml():
     try:
         import pynvml
@@ -70,6 +79,7 @@ class GpmSampler:
         self.mode: str | None = None
         self.rows: list[dict] = []
         self.sample_cost_s: list[float] = []
+        self.stale_polls = 0
         self.error: BaseException | None = None
         self._labels: dict = {}
         self._mark_gen = 0
@@ -127,13 +137,6 @@ class GpmSampler:
                 )
                 self._t0 = self._tick = time.perf_counter()
                 self._read_util()  # fail now, not in the thread, if unsupported
-            elif 1.0 / self.hz < GPM_REFRESH_S:
-                warnings.warn(
-                    f"GPM at {self.hz:g} Hz: NVML refreshes GPM counters about every 100 ms, so "
-                    f"some {1000 / self.hz:.0f} ms windows may read 0 or double; average "
-                    "several windows or use hz<=10",
-                    stacklevel=2,
-                )
         except BaseException as e:
             self._close()
             if isinstance(e, _err(nvml, "NVMLError_NoPermission")):
@@ -216,12 +219,14 @@ class GpmSampler:
         q = self._query
         q.sample1, q.sample2 = prev, cur
         self._nvml.nvmlGpmMetricsGet(q)
-        self._samples = [cur, prev]  # this sample opens the next window
         ok = getattr(self._nvml, "NVML_SUCCESS", 0)
         vals = [
             float(m.value) if m.nvmlReturn == ok else math.nan
             for m in q.metrics[: len(GPM_METRICS)]
         ]
+        if _stale(vals):  # same snapshot as the window opener: keep the opener, re-poll later
+            return t, None
+        self._samples = [cur, prev]  # this sample opens the next window
         return t, vals
 
     def _read_util(self) -> tuple[float, list[float]]:
@@ -240,6 +245,10 @@ class GpmSampler:
                 c0 = time.perf_counter()
                 due = due + period if due + period > c0 else c0 + period  # no burst after a stall
                 t, vals = read()
+                if vals is None:
+                    self.stale_polls += 1
+                    self.sample_cost_s.append(time.perf_counter() - c0)
+                    continue
                 with self._lock:
                     fixed = {"t_s": t - self._t0, "window_s": t - self._tick, "source": source}
                     fixed["straddles_mark"], gen = gen != self._mark_gen, self._mark_gen
@@ -266,7 +275,8 @@ class GpmSampler:
             "gpu_index": self.index,
             "hz": self.hz,
             "achieved_hz": self.achieved_hz,
-            "samples": len(cost),
+            "polls": len(cost),
+            "stale_polls": self.stale_polls,
             "sample_cost_median_s": cost[len(cost) // 2] if cost else None,
             "sample_cost_max_s": cost[-1] if cost else None,
         }
