@@ -103,6 +103,12 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--batch", type=int, default=16)
     g.add_argument("--seconds", type=float, default=3.0, help="per width")
     g.add_argument("--hz", type=float, default=20.0, help="polling rate (GPM refreshes ~10 Hz)")
+    g.add_argument(
+        "--overhead-rounds",
+        type=int,
+        default=0,
+        help="then measure the sampler's cost on throughput: N paired rounds per width",
+    )
     g.add_argument("--out", required=True, help="parquet file (tidy: one row per window x metric)")
 
     a = sub.add_parser(

@@ -203,6 +203,24 @@ def cmd_gpm(args) -> int:
     cols = [c for c in (*GPM_SUMMARY, "gpu_util_pct", "mem_util_pct") if c in w]
     print(f"wrote {out} ({info['mode']}, {info['polls']} polls, {info['stale_polls']} stale)")
     print(w.groupby("config")[cols].median().round(1).to_string())
+    if args.overhead_rounds > 0:
+        import pandas as pd
+
+        from yolo_sm.profiling.suite import gpm_overhead, overhead_pct
+
+        ov = pd.concat(
+            [gpm_overhead(e, x, label, args.overhead_rounds, hz=args.hz) for label, e, x in built],
+            ignore_index=True,
+        )
+        ov_path = out.with_name(out.stem + "_overhead.parquet")
+        write_atomic(ov, ov_path, {"provenance": collect(args.device)})
+        for label, g in ov.groupby("config"):
+            print(
+                f"{label}: {g[~g.sampler].img_per_s.median():.0f} img/s without the sampler, "
+                f"overhead {overhead_pct(g):+.2f} % (median of {args.overhead_rounds} pairs)"
+            )
+    for _, e, _ in built:
+        e.close()
     return 0
 
 
