@@ -78,6 +78,33 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "value": "percent over the window",
         "source": "gpm or nvml_util",
     },
+    "layers": {
+        "config": "family_width_precision_layout_batch label",
+        "layer": "ultralytics layer (model.N) or torchvision module path",
+        "module_type": "layer class (Conv, C2f, SPPF, Detect, ...)",
+        "stage": "backbone / neck / head",
+        "kineto_kernels": "kernels per forward in the PyTorch profiler trace",
+        "kineto_time_us": "kernel time per forward in the trace, microseconds",
+        "kineto_theoretical_occupancy_tw_pct": "time-weighted theoretical occupancy (ours, "
+        "from Kineto's launch configuration)",
+        "est_occupancy_tw_pct": "time-weighted Kineto 'est. achieved occupancy %' (an estimate)",
+        "ncu_kernels": "kernels per forward under Nsight Compute (a separate process)",
+        "ncu_time_us": "kernel time per forward under ncu (gpu__time_duration), microseconds",
+        "ncu_theoretical_occupancy_tw_pct": "time-weighted sm__maximum_warps_per_active_cycle_pct",
+        "ncu_achieved_occupancy_tw_pct": "time-weighted sm__warps_active (achieved occupancy)",
+        "kernels_match": "both profilers saw as many kernels in the layer (cuDNN may pick other "
+        "algorithms in another process)",
+        "gpm_sm_occupancy_pct": "median GPM SM occupancy of the config's run windows (whole GPU)",
+    },
+    "gpm_overhead": {
+        "config": "config the throughput was measured on",
+        "round": "pair number (sampler on and off in alternating order)",
+        "sampler": "GPM sampler running during the round",
+        "hz": "sampler polling rate",
+        "forwards": "forwards completed in the round",
+        "seconds": "round wall time",
+        "img_per_s": "images per second in the round",
+    },
 }
 
 
@@ -103,6 +130,8 @@ REQUIRED = {
         "kernel_class",
     ),
     "gpm": tuple(SCHEMAS["gpm"]),
+    "layers": ("config", "layer", "module_type", "stage", "kineto_time_us", "ncu_time_us"),
+    "gpm_overhead": tuple(SCHEMAS["gpm_overhead"]),
 }
 
 

@@ -272,6 +272,7 @@ def profile_all(
     out.mkdir(parents=True, exist_ok=True)
     widths = [float(w) for w in widths]
     prov = collect(device)
+    stamp = {f"prov_{k}": v for k, v in prov.items() if not isinstance(v, dict)}
     meta = {
         "provenance": prov,
         "family": family,
@@ -296,7 +297,7 @@ def profile_all(
         eng.close()
         log(f"kineto: {label}: {len(frames[-1])} kernels")
     k = pd.concat(frames, ignore_index=True)
-    write_atomic(k, out / "kineto.parquet", meta)
+    write_atomic(k.assign(**stamp), out / "kineto.parquet", meta)
 
     # 2. Nsight Compute: one process, every config in NVTX ranges
     target = target_argv(
@@ -305,16 +306,20 @@ def profile_all(
     t0 = time.perf_counter()
     n = ncu.profile(target, out / "ncu.csv", metric_set=metric_set, timeout_s=ncu_timeout_s)
     ncu_wall = time.perf_counter() - t0
-    write_atomic(n, out / "ncu.parquet", {**meta, "metric_set": metric_set, "wall_s": ncu_wall})
+    write_atomic(
+        n.assign(**stamp),
+        out / "ncu.parquet",
+        {**meta, "metric_set": metric_set, "wall_s": ncu_wall},
+    )
     log(f"ncu: {len(n)} kernels in {ncu_wall:.0f} s ({metric_set} set)")
 
     # 3. GPM timeline, then the sampler's overhead (after ncu has exited)
     built = list(engines(family, widths, precision, layout, batch, imgsz, device))
     g, info = run_gpm(built, seconds=gpm_seconds, hz=gpm_hz)
-    write_atomic(g, out / "gpm.parquet", {**meta, "sampler": info})
+    write_atomic(g.assign(**stamp), out / "gpm.parquet", {**meta, "sampler": info})
     label, eng, x = built[-1]  # the widest: least launch-bound, so the least noisy
     ov = gpm_overhead(eng, x, label, rounds=overhead_rounds, hz=gpm_hz)
-    write_atomic(ov, out / "gpm_overhead.parquet", meta)
+    write_atomic(ov.assign(**stamp), out / "gpm_overhead.parquet", meta)
     for _, e, _ in built:
         e.close()
     log(
@@ -324,7 +329,7 @@ def profile_all(
 
     # 4. per-layer join
     layers = join_layers(k, n, g)
-    write_atomic(layers, out / "layers.parquet", meta)
+    write_atomic(layers.assign(**stamp), out / "layers.parquet", meta)
     s = summary(layers, unattributed(k, n), ncu_wall, len(widths), overhead_pct(ov), info)
     s.update(meta)
     tmp = out / ".summary.json.partial"
