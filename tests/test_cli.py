@@ -95,6 +95,13 @@ BAD = {
     "models wide width": lambda t: ["models", "--family", "wide", "--width", "s"],
     "models bad imgsz": lambda t: ["models", "--width", "0.0625", "--imgsz", "65"],
     "models bad format": lambda t: ["models", "--format", "xml"],
+    "profile on cpu": lambda t: ["profile", "--device", "cpu", "--out", "prof"],
+    "profile bad widths": lambda t: ["profile", "--widths", "a,b", "--device", "cpu", "--out", "p"],
+    "profile zero width": lambda t: ["profile", "--widths", "0", "--device", "cpu", "--out", "p"],
+    "gpm on cpu": lambda t: ["gpm", "--device", "cpu", "--out", "g.parquet"],
+    "gpm without out": lambda t: ["gpm", "--device", "cpu"],
+    "profile without gpu": pytest.param(lambda t: ["profile", "--out", "prof"], marks=NO_GPU),
+    "gpm without gpu": pytest.param(lambda t: ["gpm", "--out", "g.parquet"], marks=NO_GPU),
     "cuda without gpu": pytest.param(lambda t: sweep_args("--device", "cuda"), marks=NO_GPU),
     "cuda:1 without gpu": pytest.param(lambda t: sweep_args("--device", "cuda:1"), marks=NO_GPU),
     "tensorrt missing": pytest.param(

@@ -349,3 +349,16 @@ def test_real_capture_on_the_gpu():
     assert w.sm_util_pct.median() > 50 and w.tensor_util_pct.median() > 5
     assert sorted(s.sample_cost_s)[len(s.sample_cost_s) // 2] < 0.02
     assert (w.window_s > 0.08).all()  # stale polls folded: windows span a counter refresh
+
+
+def test_shipped_h200_timeline_has_only_distinct_snapshot_windows():
+    from yolo_sm import data
+
+    w = wide(data.load("h200/gpm_batch_w1")).sort_values("t_s")
+    # after the first (its opening snapshot is as old as the sampler), windows span a refresh
+    assert w.source.eq("gpm").all() and w.window_s.iloc[1:].between(0.08, 0.2).all()
+    assert w.dram_bw_util_pct.notna().all()  # no stale (0 / NaN) windows
+    run = w[(w.phase == "run") & ~w.straddles_mark]
+    med = run.groupby("config").sm_util_pct.median()
+    assert med["yolov8_w1_fp16_nhwc_b128"] > 80 > med["yolov8_w1_fp16_nhwc_b1"]
+    assert ((w[METRICS] >= 0) & (w[METRICS] <= 100)).all().all()

@@ -178,3 +178,26 @@ def test_layer_ranges_are_removed_even_after_an_error(tiny_yolo):
     with pytest.raises(RuntimeError), layer_ranges(tiny_yolo):
         tiny_yolo(torch.rand(1, 4, 64, 64))  # wrong channel count fails inside model.0
     assert all(not m._forward_pre_hooks for m in tiny_yolo.modules())
+
+
+# --- golden: a real H200 trace shipped in data/h200/traces ---------------------------------
+
+
+def test_real_h200_trace_loads_with_every_kernel_in_a_layer():
+    from pathlib import Path
+
+    from yolo_sm.profiling.kineto import load_kernels
+
+    root = Path(__file__).resolve().parents[1] / "data" / "h200" / "traces"
+    df = load_kernels(root / "trace_width_b8-yolov8_w0.5_fp16_nhwc_b8.json.gz")
+    fwd = df[df.iteration.notna()]
+    assert set(fwd.iteration) == {0, 1}
+    assert (fwd.groupby("iteration").size() == 237).all()  # the same kernels each forward
+    assert (fwd.layer != "").all() and set(fwd.stage) == {"backbone", "neck", "head"}
+    assert fwd.layer.nunique() == 23
+    unclassified = fwd[fwd.kernel_class == "other"].duration_us.sum() / fwd.duration_us.sum()
+    assert unclassified < 0.05
+    # Kineto's estimate is the calculator's value capped by the grid: never above ours
+    ok = fwd.est_occupancy_pct.notna()
+    assert (fwd.est_occupancy_pct[ok] <= fwd.theoretical_occupancy_pct[ok] + 0.5).all()
+    assert fwd.registers_per_thread.notna().all() and (fwd.waves > 0).all()
