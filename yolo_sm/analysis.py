@@ -103,7 +103,8 @@ def layer_view(kernels, by=("layer", "module_type", "stage"), time_col: str = "d
     """Per group (default: per layer): kernels, time and its share of the total, time-weighted
     theoretical / achieved / Kineto-estimated occupancy and tensor-pipe use where present, mean
     waves, SM coverage (:func:`sm_coverage`, time-weighted), the limiter holding most of the
-    time, and the tensor-core share of the time. Tidy, ready for heatmaps."""
+    time, and the tensor-core share of the time. ``time_share`` is the group's share of its
+    config's time when ``by`` holds "config", else of the whole table. Tidy, ready for heatmaps."""
     import pandas as pd
 
     from yolo_sm.kernels import add_kernel_class
@@ -128,7 +129,10 @@ def layer_view(kernels, by=("layer", "module_type", "stage"), time_col: str = "d
     ]
     out = time_weighted(df, list(by), tuple(cols) + ("_cov", "_tc"), time_col)
     out = out.rename(columns={"_cov_tw": "sm_coverage_tw", "_tc_tw": "tensor_core_time_share"})
-    out["time_share"] = out.time_us / out.time_us.sum()
+    # share of its config's time when grouped per config, else of the whole table
+    within = [c for c in by if c == "config"]
+    total = out.groupby(within).time_us.transform("sum") if within else out.time_us.sum()
+    out["time_share"] = out.time_us / total
     if "limiter" in df:
         lim = (
             df.groupby([*by, "limiter"], observed=True)[time_col]
