@@ -363,3 +363,60 @@ def check_all():
     rows = [f() for f in (*funcs, claim_14, claim_15, claim_16)]
     rows += [_pending(n, text, name) for n, (text, name) in PENDING_CLAIMS.items()]
     return pd.DataFrame([asdict(v) for v in sorted(rows, key=lambda v: v.claim)])
+
+
+# --- evidence tables for notebook 07 ------------------------------------------------------
+
+
+def occupancy_by_width():
+    """Time-weighted achieved and theoretical occupancy per width (ncu, fp16 NHWC batch 8) next
+    to eager img/s at batch 8 from the sweep."""
+    import pandas as pd
+
+    ncu, tw = _ncu_by_config("h200/ncu_width_b8")
+    sweep = _load("h200/sweep_fp16_nhwc")
+    tw = tw.reset_index()
+    tw["width"] = tw.config.map(_width)
+    e = sweep[(sweep.backend == "eager") & (sweep.batch == 8)][["width", "img_per_s"]]
+    out = tw.merge(e, on="width").sort_values("width")
+    return pd.DataFrame(
+        out.melt(
+            id_vars=["width", "img_per_s"],
+            value_vars=["achieved_occupancy_tw_pct", "theoretical_occupancy_tw_pct"],
+            var_name="occupancy",
+            value_name="pct",
+        )
+    )
+
+
+def layout_times():
+    """GPU time per forward (ncu kernel sums) per precision and layout, width 1.0 batch 8."""
+    _, tw = _ncu_by_config("h200/ncu_precision_w1")
+    t = tw.reset_index()
+    parts = t.config.str.split("_", expand=True)
+    return t.assign(precision=parts[2], layout=parts[3], ms_per_forward=t.time_us / 1e3)
+
+
+def memory_per_batch():
+    """Measured peak memory per batch and width (eager fp16 NHWC) with the per-image slope."""
+    import numpy as np
+
+    sweep = _load("h200/sweep_fp16_nhwc")
+    e = sweep[(sweep.backend == "eager") & (sweep.status == "ok")].copy()
+    e["peak_mem_gb"] = e.peak_mem_bytes / 1e9
+    slope = {w: np.polyfit(g.batch, g.peak_mem_gb, 1)[0] for w, g in e.groupby("width")}
+    e["mb_per_image_fit"] = e.width.map(slope) * 1e3
+    return e
+
+
+def findings_markdown(table) -> str:
+    """The claims table as a markdown list: verdict and the number behind it."""
+    lines = []
+    for r in table.itertuples():
+        if r.verdict == PENDING:
+            lines.append(f"- **Claim {r.claim}** ({r.text}) waits: {r.evidence}.")
+        elif r.verdict == NOT_TESTABLE:
+            lines.append(f"- **Claim {r.claim}** ({r.text}) is not testable here: {r.evidence}.")
+        else:
+            lines.append(f"- **Claim {r.claim} {r.verdict}** ({r.text}) {r.number}.")
+    return "\n".join(lines)

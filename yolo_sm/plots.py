@@ -247,3 +247,25 @@ def plot_class_shares(shares, *, y="nvtx_range", value="time_share", title=None)
     )
     fig.update_layout(xaxis_tickformat=".0%", yaxis_title="", barmode="stack")
     return fig
+
+
+def plot_bars(df, *, x, y, color=None, barmode="group", text=None, title=None, log_y=False):
+    """Grouped bars of a tidy table (colours from the shared mapping when they apply)."""
+    import plotly.express as px
+
+    cmap = _color_map(df[color].unique()) if color else None
+    fig = px.bar(
+        df,
+        x=x,
+        y=y,
+        color=color,
+        barmode=barmode,
+        text=text,
+        log_y=log_y,
+        color_discrete_map=cmap,
+        template=TEMPLATE,
+        title=title or f"{y} by {x}",
+    )
+    if text:
+        fig.update_traces(texttemplate="%{text:.3s}", textposition="outside")
+    return fig
