@@ -39,6 +39,7 @@ class Plan:
     name: str
     device: str
     steps: tuple[Step, ...]
+    path: str = ""  # the YAML it was read from (for the command recorded in the manifest)
 
 
 def load_plan(path: str | os.PathLike) -> Plan:
@@ -74,7 +75,12 @@ def load_plan(path: str | os.PathLike) -> Plan:
                 float(s.get("est_s", 60)),
             )
         )
-    return Plan(str(data.get("name", Path(path).stem)), str(data.get("device", "cuda")), tuple(out))
+    return Plan(
+        str(data.get("name", Path(path).stem)),
+        str(data.get("device", "cuda")),
+        tuple(out),
+        str(path),
+    )
 
 
 def _sweep_spec(step: Step, plan: Plan):
@@ -157,7 +163,8 @@ def run_plan(
                 step.out,
                 step.dataset_kind,
                 step.description,
-                f"yolo-sm collect --plan {plan.name} --only {step.name}",
+                f"yolo-sm collect --plan {plan.path or plan.name} --out {out_dir} "
+                f"--only {step.name}",
             )
     return status(plan, out_dir)
 

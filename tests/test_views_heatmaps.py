@@ -1,0 +1,164 @@
+"""Layer heatmaps (notebook 04) from the shipped H200 Nsight Compute and profile tables."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from yolo_sm import data
+from yolo_sm.views import heatmaps
+
+
+@pytest.fixture(scope="module")
+def width_kernels():
+    return data.load("h200/ncu_width_b8")
+
+
+@pytest.fixture(scope="module")
+def widths(width_kernels):
+    return heatmaps.layer_table(width_kernels)
+
+
+def test_parse_config_and_natural_layer_order():
+    c = heatmaps.parse_config("yolov8_w1.5_fp16_nhwc_b8")
+    assert c == {
+        "family": "yolov8",
+        "width": 1.5,
+        "precision": "fp16",
+        "layout": "nhwc",
+        "batch": 8,
+    }
+    assert heatmaps.parse_config("yolov8_w2_bf16_nchw_b64")["width"] == 2.0
+    with pytest.raises(ValueError):
+        heatmaps.parse_config("resnet101_b8")
+    assert heatmaps.layer_order(["model.10", "model.2", "model.0", "model.22"]) == [
+        "model.0",
+        "model.2",
+        "model.10",
+        "model.22",
+    ]
+    assert (
+        sorted(["yolov8_w0.5_fp16_nhwc_b8", "yolov8_w0.25_fp16_nhwc_b8"], key=heatmaps.config_key)[
+            0
+        ]
+        == "yolov8_w0.25_fp16_nhwc_b8"
+    )
+
+
+def test_short_kernel_name():
+    n = "void at::<unnamed>::CatArrayBatchedCopy<at::<unnamed>::OpaqueType<2>, 3>(T1 *, int)"
+    assert heatmaps.short_kernel_name(n) == "at::CatArrayBatchedCopy"
+    long = heatmaps.short_kernel_name("x" * 200, max_len=40)
+    assert len(long) == 40 and long.endswith("...")
+
+
+def test_limiter_is_grid_under_one_wave_else_smallest_block_limit():
+    df = pd.DataFrame(
+        {
+            "limit_warps": [16, 5, 16, 16],
+            "limit_blocks": [32, 32, 32, 32],
+            "limit_registers": [21, 1, 16, 21],
+            "limit_shared_mem": [32, 2, 32, 3],
+            "waves_per_sm": [6.0, 1.0, 2.0, 0.5],
+        }
+    )
+    out = heatmaps.add_limiter(df)
+    # tie warps == registers (16) goes to warps: the hardware cap is named first
+    assert out.block_limiter.tolist() == ["warps", "registers", "warps", "shared_mem"]
+    assert out.limiter.tolist() == ["warps", "registers", "warps", "grid"]
+
+
+def test_layer_table_covers_every_width_and_layer(widths, width_kernels):
+    assert sorted(widths.width.unique()) == [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0]
+    assert widths.groupby("width").layer.nunique().eq(23).all()
+    # model order, not string order: model.10 comes after model.9
+    order = widths[widths.width == 1.0].sort_values("layer_idx").layer.tolist()
+    assert order[:3] == ["model.0", "model.1", "model.2"] and order[-1] == "model.22"
+    # time shares sum to 1 within each config; kernel time is conserved
+    assert np.allclose(widths.groupby("config").time_share.sum(), 1.0)
+    assert widths.time_us.sum() == pytest.approx(width_kernels.duration_us.sum())
+    assert widths.kernels.sum() == len(width_kernels)
+    for col in ("achieved_occupancy_tw_pct", "theoretical_occupancy_tw_pct"):
+        assert widths[col].between(0, 100).all()
+    # achieved never exceeds theoretical by more than measurement noise, per layer
+    assert (widths.achieved_occupancy_tw_pct <= widths.theoretical_occupancy_tw_pct + 1).all()
+    assert set(widths.main_limiter) <= set(heatmaps.LIMITERS)
+    assert widths.main_limiter_share.between(0, 1).all()
+
+
+def test_limiter_shares_sum_to_one(width_kernels):
+    s = heatmaps.limiter_shares(width_kernels)
+    cols = [c for c in heatmaps.LIMITERS if c in s]
+    assert np.allclose(s[cols].sum(axis=1), 1.0)
+    assert s.width.is_monotonic_increasing and len(s) == 8
+
+
+def test_config_summary_matches_the_layer_rows(widths):
+    s = heatmaps.config_summary(widths, by="width", threshold=50)
+    assert len(s) == 8 and (s.layers == 23).all()
+    w1 = widths[widths.width == 1.0]
+    row = s.set_index("width").loc[1.0]
+    assert row.layers_below_50 == (w1.achieved_occupancy_tw_pct < 50).sum()
+    expect = (w1.achieved_occupancy_tw_pct * w1.time_us).sum() / w1.time_us.sum()
+    assert row.achieved_occupancy_tw_pct == pytest.approx(expect)
+    # wider models do more work: the forward's kernel time grows with width
+    assert s.forward_kernel_ms.is_monotonic_increasing
+
+
+def test_kernels_of_one_cell(width_kernels, widths):
+    cfg = "yolov8_w2_fp16_nhwc_b8"
+    layer = heatmaps.slowest_layer(widths, cfg)
+    k = heatmaps.kernels_of(width_kernels, cfg, layer)
+    assert list(k.columns) == list(heatmaps.KERNEL_COLUMNS)
+    cell = widths[(widths.config == cfg) & (widths.layer == layer)].iloc[0]
+    assert len(k) == cell.kernels
+    assert k.duration_us.sum() == pytest.approx(cell.time_us)
+    assert k.kernel_id.is_monotonic_increasing
+    assert k.kernel.str.len().max() <= 80
+    with pytest.raises(ValueError):
+        heatmaps.kernels_of(width_kernels, cfg, "model.99")
+    fig = heatmaps.plot_kernels(k)
+    assert sum(len(t.x) for t in fig.data if t.type == "bar") == len(k)
+
+
+def test_heatmaps_put_layers_in_model_order(widths):
+    fig = heatmaps.plot_layer_heatmap(
+        widths, ("achieved_occupancy_tw_pct", "theoretical_occupancy_tw_pct"), x="width"
+    )
+    assert len(fig.data) == 2
+    hm = fig.data[0]
+    assert list(hm.y[:3]) == ["model.0 Conv", "model.1 Conv", "model.2 C2f"]
+    assert list(hm.x) == ["w0.25", "w0.5", "w0.75", "w1", "w1.25", "w1.5", "w1.75", "w2"]
+    z = np.asarray(hm.z, dtype=float)
+    assert z.shape == (23, 8) and not np.isnan(z).any()
+    lim = heatmaps.plot_limiter_heatmap(widths, x="width").data[0]
+    assert np.asarray(lim.z).shape == (23, 8)
+    assert all(str(t).split()[0] in heatmaps.LIMITERS for t in np.ravel(lim.text))
+
+
+def test_precision_variants_in_precision_order():
+    p = heatmaps.layer_table(data.load("h200/ncu_precision_w1"))
+    fig = heatmaps.plot_layer_heatmap(p, "achieved_occupancy_tw_pct", x="variant")
+    xs = list(fig.data[0].x)
+    assert xs[:2] == ["fp32 nchw", "fp32 nhwc"] and len(xs) == 8
+    s = heatmaps.config_summary(p, by="variant").set_index("variant")
+    # IEEE fp32 runs SIMT convolutions at far lower occupancy than fp16 on the tensor cores
+    assert (
+        s.loc["fp32 nhwc", "achieved_occupancy_tw_pct"]
+        < s.loc["fp16 nhwc"].achieved_occupancy_tw_pct
+    )
+
+
+def test_estimate_vs_measured_and_findings(widths):
+    est = heatmaps.estimate_vs_measured(data.load("h200/profile_layers"))
+    assert set(est.width) == {0.5, 1.5}
+    assert np.allclose(est.groupby("config").time_share.sum(), 1.0)
+    assert np.allclose(
+        est.est_minus_achieved, est.est_occupancy_tw_pct - est.ncu_achieved_occupancy_tw_pct
+    )
+    fig = heatmaps.plot_estimate_vs_measured(est)
+    assert sum(len(t.x) for t in fig.data) == len(est)
+    batches = heatmaps.layer_table(data.load("h200/ncu_batch_w1"))
+    prec = heatmaps.layer_table(data.load("h200/ncu_precision_w1"))
+    text = heatmaps.findings(widths, batches, est, prec)
+    assert "Layers below 50 % achieved occupancy" in text and "w2: " in text
+    assert "nan" not in text.lower()
