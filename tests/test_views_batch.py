@@ -1,0 +1,186 @@
+"""yolo_sm.views.batch on the shipped H200 tables (CPU only)."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from yolo_sm import data
+from yolo_sm.views import batch as vb
+
+
+@pytest.fixture(scope="module")
+def table():
+    return vb.batch_table(
+        pd.concat([data.load("h200/sweep_fp16_nhwc"), data.load("h200/sweep_1280")])
+    )
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return data.load("h200/trace_batch_w1")
+
+
+def test_parse_config():
+    assert vb.parse_config("yolov8_w1.5_fp16_nhwc_b8") == {
+        "width": 1.5,
+        "precision": "fp16",
+        "layout": "nhwc",
+        "batch": 8,
+    }
+    assert vb.parse_config("yolov8_w1_fp16_nhwc_b128")["batch"] == 128
+    assert math.isnan(vb.parse_config("")["width"])
+    assert vb.short_label("yolov8_w0.25_fp16_nhwc_b16", "width") == "w0.25"
+
+
+def test_batch_table_and_saturation(table):
+    t640 = table[table.imgsz == 640]
+    assert len(t640) == 128  # complete grid: 8 widths x 2 backends x 8 batches, all ok
+    assert (table.frac_of_best <= 1 + 1e-12).all() and (table.frac_of_best > 0).all()
+    sat = vb.saturation(table, 0.9)
+    assert len(sat) == len(table.groupby(["imgsz", "width", "backend"]))
+    assert (sat.knee_batch <= sat.best_batch).all()
+    assert (sat.knee_img_per_s >= 0.9 * sat.best_img_per_s - 1e-9).all()
+    # a wider model saturates at a smaller (or equal) batch than the narrowest one
+    e = sat[(sat.imgsz == 640) & (sat.backend == "eager")].sort_values("width")
+    assert e.knee_batch.iloc[-1] <= e.knee_batch.iloc[0]
+    assert (sat.gain_b1_to_best >= 1).all()
+
+
+def test_graph_speedup_largest_at_batch_1(table):
+    sp = vb.graph_speedup(table[table.imgsz == 640])
+    assert len(sp) == 64
+    for _, g in sp.groupby("width"):
+        g = g.sort_values("batch")
+        assert g.speedup.iloc[0] > 1.2  # launch-bound batch 1: the graph wins clearly
+        assert g.speedup.iloc[0] == g.speedup.max()
+        assert abs(g.speedup.iloc[-1] - 1) < 0.1  # batch 128: the GPU work hides the launches
+
+
+def test_ncu_coverage():
+    cov = vb.ncu_coverage(data.load("h200/ncu_batch_w1"))
+    assert list(cov.batch) == [1, 4, 16, 64]
+    for c in ("kernels_under_1_wave", "time_under_1_wave", "achieved_over_theoretical"):
+        assert cov[c].between(0, 1).all(), c
+    # larger batches: more waves, fewer kernels under one wave, higher achieved occupancy
+    assert cov.median_waves.is_monotonic_increasing
+    assert cov.kernels_under_1_wave.is_monotonic_decreasing
+    assert cov.achieved_occupancy_tw_pct.is_monotonic_increasing
+    assert (cov.achieved_occupancy_tw_pct <= cov.theoretical_occupancy_tw_pct + 1).all()
+
+
+@pytest.mark.parametrize("name,n", [("h200/gpm_batch_w1", 5), ("h200/gpm_width_b16", 5)])
+def test_gpm_medians(name, n):
+    gpm = data.load(name)
+    med = vb.gpm_medians(gpm)
+    assert len(med) == n
+    for m in vb.GPM_METRICS:
+        assert med[m].between(0, 100).all()
+    assert (med.windows >= 20).all()  # ~3 s of ~0.1 s windows each
+    w = vb.gpm_wide(gpm)
+    assert w.window_s.median() == pytest.approx(0.1, abs=0.01)  # GPM's 100 ms refresh
+    spans = vb.run_spans(w)
+    assert len(spans) == n and (spans.t1_s > spans.t0_s).all()
+    assert (spans.t0_s.iloc[1:].to_numpy() >= spans.t1_s.iloc[:-1].to_numpy()).all()
+
+
+def test_gpm_sm_util_rises_with_batch():
+    med = vb.gpm_medians(data.load("h200/gpm_batch_w1")).sort_values("batch")
+    assert med.sm_util_pct.iloc[-1] > 2 * med.sm_util_pct.iloc[0]
+
+
+def test_memory_fit_and_rule(table):
+    fit = vb.memory_fit(table)
+    e = fit[(fit.imgsz == 640) & (fit.backend == "eager")].sort_values("width")
+    assert len(e) == 8
+    assert (e.r2 > 0.99).all()  # eager peak memory is linear in batch
+    assert e.per_image_bytes.is_monotonic_increasing  # wider -> more activation memory
+    mem = float(data.load("h200/sweep_fp16_nhwc").prov_gpu_memory_bytes.iloc[0])
+    rule = vb.memory_rule(fit, mem, 1.2e9, 0.7)
+    assert (rule.claim_safe_batch == math.floor(0.7 * mem / 1.2e9)).all()
+    # the fit reproduces the largest measured point within 10 %
+    pred = rule.intercept_bytes + rule.per_image_bytes * rule.max_batch
+    e_rows = rule.backend == "eager"
+    assert ((pred[e_rows] / rule.peak_at_max_batch_bytes[e_rows] - 1).abs() < 0.1).all()
+    # 1280 px: about 4x the pixels, so more memory per image than at 640 px
+    w1 = rule[(rule.width == 1.0) & (rule.backend == "eager")].set_index("imgsz")
+    assert w1.per_image_bytes[1280] > 2.5 * w1.per_image_bytes[640]
+    assert set(vb.memory_table(rule).columns) >= {"per_image_MB", "fitted_safe_batch"}
+
+
+def test_build_vs_timed(table):
+    b = vb.build_vs_timed(table)
+    assert len(b) == table.build_peak_mem_bytes.notna().sum()
+    assert (b.build_over_timed > 0).all()
+
+
+def test_launch_gaps(trace):
+    gaps = vb.launch_gaps(trace)
+    assert len(gaps) == trace.groupby(["config", "iteration"]).ngroups
+    assert (gaps.kernel_us <= gaps.span_us + 1e-6).all()
+    assert gaps.idle_frac.between(0, 1).all()
+    per_batch = gaps.groupby("batch").idle_frac.mean()
+    assert per_batch.is_monotonic_decreasing  # bigger kernels hide the launch gaps
+    assert per_batch.loc[1] > 0.5
+    g = vb.kernel_gaps(trace)
+    assert (g.gap_us.dropna() >= 0).all()
+    assert g.gap_us.isna().sum() == len(gaps)  # the first kernel of each forward has no gap
+
+
+def test_launch_vs_sweep(trace, table):
+    out = vb.launch_vs_sweep(vb.launch_gaps(trace), table, 1.0)
+    assert list(out.batch) == [1, 4, 16, 64]
+    assert out.sweep_eager_ms.notna().all() and out.sweep_graph_ms.notna().all()
+    # a CUDA graph replay takes about the summed kernel time of the traced forward
+    assert out.graph_over_kernel_time.between(0.8, 1.3).all()
+    # the profiler slows launches: the traced span exceeds the un-profiled eager latency at b1
+    b1 = out.iloc[0]
+    assert b1.trace_span_us > 1000 * b1.sweep_eager_ms
+    assert 0 < b1.sweep_idle_frac < b1.trace_idle_frac
+
+
+def test_figures_and_findings(table, trace):
+    gpm = data.load("h200/gpm_batch_w1")
+    ncu = data.load("h200/ncu_batch_w1")
+    t640 = table[table.imgsz == 640]
+    fit = vb.memory_fit(table)
+    figs = [
+        vb.plot_batch_curves(t640),
+        vb.plot_batch_detail(t640, 1.0, "eager"),
+        vb.plot_graph_speedup(vb.graph_speedup(t640)),
+        vb.plot_waves_ecdf(ncu),
+        vb.plot_occupancy_by_batch(vb.ncu_coverage(ncu)),
+        vb.plot_gpm_by(vb.gpm_medians(gpm)),
+        vb.plot_memory(table, fit, 1.2e9),
+        vb.plot_kernel_timeline(trace),
+        vb.plot_gap_hist(trace),
+    ]
+    assert all(len(f.data) > 0 for f in figs)
+    tl = vb.plot_gpm_timeline(gpm)
+    assert len(tl.layout.shapes) == 5 * 4  # each config's run shaded in each metric's panel
+    with pytest.raises(ValueError):
+        vb.plot_batch_detail(t640, 9.0, "eager")
+    mem = float(data.load("h200/sweep_fp16_nhwc").prov_gpu_memory_bytes.iloc[0])
+    text = vb.batch_findings(
+        vb.saturation(table),
+        vb.graph_speedup(table),
+        vb.ncu_coverage(ncu),
+        vb.gpm_medians(gpm),
+        vb.memory_rule(fit, mem, 1.2e9),
+        build=vb.build_vs_timed(table),
+    )
+    assert "Saturation" in text and "Memory rule" in text and "nan" not in text
+    text = vb.timeline_findings(
+        vb.gpm_medians(gpm),
+        vb.gpm_medians(data.load("h200/gpm_width_b16")),
+        vb.launch_vs_sweep(vb.launch_gaps(trace), table, 1.0),
+        gpm,
+    )
+    assert "Launch gaps" in text and "nan" not in text
+
+
+def test_live_gpm_does_nothing_without_gpu():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    assert vb.live_gpm() is None
