@@ -456,3 +456,22 @@ def test_same_active_blocks_as_cuda_occ(cc):
                 want = _cuda_occ_active_blocks(cc, threads, regs, smem)
                 got = theoretical_occupancy(cc, threads, regs, smem).active_blocks_per_sm
                 assert got == want, (threads, regs, smem)
+
+
+def test_equals_nsight_compute_on_every_kernel_of_the_shipped_h200_tables():
+    """Every kernel of the five Nsight Compute tables collected by the plan (5,593 kernels,
+    88 distinct launch configurations, some not in the fixture above)."""
+    import pandas as pd
+
+    from yolo_sm import data
+
+    names = ["ncu_width_b8", "ncu_batch_w1", "ncu_precision_w1", "ncu_wide_stack", "ncu_resnet101"]
+    d = pd.concat([data.load(f"h200/{n}") for n in names], ignore_index=True)
+    cols = ["block_size", "registers_per_thread", "shared_mem_per_block_bytes"]
+    u = d.drop_duplicates(cols + ["theoretical_occupancy_pct"])
+    ours = [
+        theoretical_occupancy("9.0", int(b), int(r), int(s)).occupancy_pct
+        for b, r, s in u[cols].itertuples(index=False)
+    ]
+    assert len(d) > 5000 and len(u) > 50
+    assert (abs(pd.Series(ours, index=u.index) - u.theoretical_occupancy_pct) < 0.01).all()
