@@ -1,0 +1,230 @@
+"""yolo_sm.views.roofline: counted bytes and FLOPs, rooflines, layout and launch views over the
+shipped H200 data (CPU only)."""
+
+import re
+
+import pandas as pd
+import pytest
+
+from yolo_sm import data
+from yolo_sm.kernels import add_kernel_class
+from yolo_sm.views import roofline as rf
+
+
+@pytest.fixture(scope="module")
+def ncu_yolo():
+    return data.load("h200/ncu_width_b8")
+
+
+@pytest.fixture(scope="module")
+def roof(ncu_yolo):
+    return rf.roofline_table(ncu_yolo, [0.25])
+
+
+@pytest.fixture(scope="module")
+def resnet():
+    return add_kernel_class(data.load("h200/ncu_resnet101"))
+
+
+@pytest.fixture(scope="module")
+def stages(resnet):
+    return rf.resnet_stages(resnet)
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return data.load("h200/trace_width_b8")
+
+
+def test_parse_config():
+    c = rf.parse_config("yolov8_w1.5_fp16_nhwc_b8")
+    assert c == {
+        "family": "yolov8",
+        "width": 1.5,
+        "precision": "fp16",
+        "layout": "nhwc",
+        "batch": 8,
+    }
+    assert rf.parse_config("resnet101_w1_fp16_nhwc_b8")["family"] == "resnet101"
+    with pytest.raises(ValueError):
+        rf.parse_config("not a config")
+
+
+def test_default_peaks_come_from_claims():
+    from yolo_sm.claims import PEAK_FP16_TFLOPS
+
+    assert rf.default_peaks() == (PEAK_FP16_TFLOPS, rf.REFERENCE_PEAK_GBPS)
+    assert "not measured by yolo_sm" in rf.REFERENCE_NOTE
+
+
+def test_layer_traffic_counts_bytes_consistently():
+    from yolo_sm.models import model_flops
+
+    m = rf.yolo_model(0.25)
+    t = rf.layer_traffic(m, 640, batch=4)
+    assert len(t) == 23
+    assert t.flops_batch.sum() == 4 * model_flops(m)
+    by = t.set_index("layer")
+    # a chain: model.1's input is model.0's output; the first conv reads the 3-channel image
+    assert by.loc["model.1", "in_bytes"] == by.loc["model.0", "out_bytes"]
+    assert by.loc["model.0", "in_bytes"] == 4 * 3 * 640 * 640 * 2
+    # Concat reads its inputs and writes the same number of elements, no FLOPs, no weights
+    cat = by.loc["model.11"]
+    assert cat.flops == 0 and cat.in_bytes == cat.out_bytes and cat.conv_bytes == 0
+    assert (t.min_bytes == t.weight_bytes + t.in_bytes + t.out_bytes).all()
+    # a C2f's convs move at least what the layer does at its boundary (internal tensors too)
+    c2f = t[t.module_type == "C2f"]
+    assert (c2f.conv_bytes >= c2f.min_bytes).all()
+    assert (c2f.intensity >= c2f.conv_intensity).all()
+
+
+def test_roofline_table_joins_time_and_stays_under_the_roof(ncu_yolo, roof):
+    assert len(roof) == 23 and set(roof.width) == {0.25}
+    times = ncu_yolo[ncu_yolo.config == "yolov8_w0.25_fp16_nhwc_b8"].groupby("layer").duration_us
+    r = roof.set_index("layer")
+    assert r.time_us.to_dict() == pytest.approx(times.sum().to_dict())
+    assert r.kernels.sum() == len(ncu_yolo[ncu_yolo.config == "yolov8_w0.25_fp16_nhwc_b8"])
+    flop = roof[roof.flops > 0]
+    assert (flop.achieved_tflops > 0).all() and (flop.pct_of_roof <= 100).all()
+    assert (flop.achieved_tflops <= roof.attrs["peak_tflops"]).all()
+    assert roof.attrs["ridge"] == pytest.approx(
+        roof.attrs["peak_tflops"] * 1e3 / roof.attrs["peak_gbps"]
+    )
+    assert (roof[roof.flops == 0].side == "memory").all()
+    # achieved GB/s times time gives back the counted bytes
+    back = roof.achieved_gbps * roof.time_us * 1e3
+    assert back.to_numpy() == pytest.approx(roof.min_bytes.to_numpy().astype(float))
+
+
+def test_roofline_ceilings_are_parameters(ncu_yolo, roof):
+    other = rf.roofline_table(ncu_yolo, [0.25], peak_tflops=100.0, peak_gbps=1000.0)
+    assert other.attrs["ridge"] == pytest.approx(100.0)
+    assert other.achieved_tflops.to_numpy() == pytest.approx(roof.achieved_tflops.to_numpy())
+    assert (other.pct_of_roof.dropna() >= roof.pct_of_roof.dropna()).all()
+    with pytest.raises(ValueError):
+        rf.roofline_table(ncu_yolo, [3.0])
+
+
+def test_side_summary(roof):
+    s = rf.side_summary(roof)
+    assert len(s) == 1 and s.layers.iloc[0] == 23
+    assert 0 <= s.memory_side_time_share.iloc[0] <= 1
+    assert 0 < s.pct_of_roof_tw.iloc[0] < 100
+
+
+def test_bound_of():
+    assert rf.bound_of(50, 80) == "memory-bound"
+    assert rf.bound_of(80, 50) == "compute-bound"
+    assert rf.bound_of(40, 30).startswith("neither")
+    assert rf.bound_of(70, 70) == "memory-bound"  # tie: DRAM wins
+    assert list(rf.bound_of(pd.Series([90, 10]), pd.Series([10, 90]))) == [
+        "compute-bound",
+        "memory-bound",
+    ]
+
+
+def test_resnet_stages(resnet, stages):
+    from yolo_sm.models import model_flops
+
+    assert list(stages.layer) == ["stem", "layer1", "layer2", "layer3", "layer4", "head"]
+    assert stages.kernels.sum() == (resnet.layer != "").sum()
+    assert stages.flops_batch.sum() == 8 * model_flops(rf.resnet_model(101))
+    shares = stages[[c for c in stages if c.startswith("time_share_")]]
+    assert shares.sum(axis=1).to_numpy() == pytest.approx(1.0)
+    for c in ("sm_throughput_tw_pct", "dram_throughput_tw_pct", "tensor_pipe_tw_pct"):
+        assert stages[c].between(0, 100).all()
+    # layer3 holds most of ResNet-101's FLOPs (23 of its 33 bottlenecks)
+    assert stages.set_index("layer").flops_batch.idxmax() == "layer3"
+
+
+def test_resnet_claim_is_consistent(stages):
+    c = rf.resnet_claim(stages)
+    assert c["verdict"] in ("holds", "partly holds", "does not hold")
+    assert c["direction_right"] == (
+        c["early_dram_pct"] > c["deep_dram_pct"] and c["deep_tensor_pct"] > c["early_tensor_pct"]
+    )
+    if c["max_stage_dram_pct"] < c["high_pct"]:
+        assert not c["early_memory_bound"] and c["verdict"] != "holds"
+
+
+def test_throughput_view_wide_stack():
+    wide = rf.with_config(data.load("h200/ncu_wide_stack"))
+    v = rf.throughput_view(wide, ["width", "stage"])
+    assert len(v) == wide.width.nunique() * wide.stage.nunique()
+    assert v.time_us.sum() == pytest.approx(wide.duration_us.sum())
+    assert set(v.bound) <= set(rf.BOUNDS)
+
+
+def test_layout_compare():
+    lay = rf.layout_compare(add_kernel_class(data.load("h200/ncu_precision_w1")), "fp16")
+    by = lay.set_index("layout")
+    assert set(by.index) == {"nchw", "nhwc"}
+    assert by.loc["nhwc", "time_vs_nhwc"] == 1.0
+    assert by.loc["nhwc", "transform_kernels"] == 0
+    assert by.loc["nchw", "transform_kernels"] > 0
+    assert 0 < by.loc["nchw", "transform_time_share"] < 1
+
+
+def test_launch_views(trace):
+    per = rf.launches_per_type(trace, 0)
+    it0 = trace[trace.iteration == 0]
+    assert per.kernels.sum() == len(it0)
+    assert per.groupby("config").launch_share.sum().to_numpy() == pytest.approx(1.0)
+    f = rf.fusion_bound(trace, 0, "C2f")
+    assert len(f) == it0.config.nunique()
+    assert (f.C2f_launches <= f.launches).all()
+    assert (f.removed_share < f.C2f_launch_share).all()
+    assert (f.all_layers_removed_share >= f.removed_share).all()
+    assert (f.C2f_layers == 8).all()  # YOLOv8 has 8 C2f blocks at any width
+
+
+def test_launch_cost(trace):
+    sweep = data.load("h200/sweep_fp16_nhwc")
+    c1 = rf.launch_cost(sweep, trace, 1)
+    assert "gpu_kernel_ms" not in c1  # the trace is batch 8: no kernel time for batch 1
+    counts = trace[trace.iteration == 0].groupby("config").size()
+    assert set(c1.kernels_per_forward) <= set(counts)
+    c8 = rf.launch_cost(sweep, trace, 8)
+    assert c8.attrs["batch"] == 8
+    assert (c8.gpu_kernel_ms > 0).all() and (c8.gpu_idle_share_eager < 1).all()
+
+
+def test_activation_table():
+    act = rf.activation_table([0.25])
+    assert len(act) == 23
+    # model.0 (stride 2, 16 channels at width 0.25) outputs 16 x 320 x 320 fp16 per image
+    row = act.set_index("layer").loc["model.0"]
+    assert row.activation_bytes == 16 * 320 * 320 * 2
+
+
+def test_plots_return_figures(roof, stages, resnet, trace):
+    fig = rf.plot_roofline(roof)
+    names = [t.name or "" for t in fig.data]
+    assert any(n.startswith("roof") for n in names) and any("ridge" in n for n in names)
+    assert "not measured" in fig.layout.annotations[-1].text
+    assert rf.plot_layer_heatmap(roof).data[0].type == "heatmap"
+    assert len(rf.plot_stage_bars(stages).data) == 4
+    assert rf.plot_normalised_roofline(resnet).data
+    assert rf.plot_launches(rf.launches_per_type(trace)).data
+    assert rf.plot_activations(rf.activation_table([0.25])).data
+
+
+def test_findings_markdown_has_no_missing_numbers(ncu_yolo, roof, stages, resnet, trace):
+    sweep = data.load("h200/sweep_fp16_nhwc")
+    wide = rf.with_config(data.load("h200/ncu_wide_stack"))
+    text = rf.findings_markdown(
+        stages=stages,
+        claim=rf.resnet_claim(stages),
+        resnet=resnet,
+        wide_blocks=rf.throughput_view(wide, ["width", "stage", "layer"]),
+        roof=roof,
+        sides=rf.side_summary(roof),
+        act=rf.activation_table([0.25]),
+        layout=rf.layout_compare(add_kernel_class(data.load("h200/ncu_precision_w1"))),
+        fusion=rf.fusion_bound(trace),
+        cost=rf.launch_cost(sweep, trace, 1),
+        cost8=rf.launch_cost(sweep, trace, 8),
+        high=rf.HIGH_PCT,
+    )
+    assert not re.search(r"\bnan\b", text, re.I)
+    assert "fusing YOLOv8's C2f removes over 90 % of kernel launches\": " in text
