@@ -92,6 +92,17 @@ CASES = [
     ),
     ("triton_poi_fused_add_silu_0", "triton", ""),
     ("some_kernel_nobody_knows", "other", ""),
+    (
+        "void nhwcAddPaddingKernel<__half, __half, float, true, (cudnnKernelDataType_t)0>"
+        "(int, int, int, int, int, int, int, __half const*, __half*, cudnn::reduced_divisor)",
+        "layout_transform",
+        "",
+    ),
+    (
+        "void cask_plugin__5x_cudnn::xmma__5x_cudnn::init_device_workspace_kernel<false>(int*)",
+        "copy_concat",
+        "",
+    ),
 ]
 
 

@@ -34,7 +34,7 @@ RULES: tuple[tuple[str, re.Pattern], ...] = tuple(
         (
             "layout_transform",
             r"nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw|transpose_?kernel|"
-            r"permute|cudnn::.*(?:transform|reorder)",
+            r"permute|cudnn::.*(?:transform|reorder)|AddPaddingKernel|RemovePaddingKernel",
         ),
         # convolutions: cuDNN xmma / CUTLASS fprop, dgrad-free inference kernels
         (
@@ -59,7 +59,7 @@ RULES: tuple[tuple[str, re.Pattern], ...] = tuple(
         (
             "copy_concat",
             r"CatArrayBatchedCopy|direct_copy_kernel|copy_kernel|cat_|memcpy|"
-            r"Memcpy|fill_kernel|FillFunctor",
+            r"Memcpy|fill_kernel|FillFunctor|init_device_workspace",
         ),
         (
             "pooling_upsample",

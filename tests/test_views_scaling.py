@@ -1,0 +1,186 @@
+"""Width and precision views (notebooks 01 and 02) on the shipped H200 data."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from yolo_sm import claims, data
+from yolo_sm.views import scaling
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    return data.load("h200/sweep_fp16_nhwc")
+
+
+@pytest.fixture(scope="module")
+def ncu_width():
+    return data.load("h200/ncu_width_b8")
+
+
+@pytest.fixture(scope="module")
+def precision_sweep():
+    return data.load("h200/sweep_precision_core")
+
+
+@pytest.fixture(scope="module")
+def ncu_precision():
+    return data.load("h200/ncu_precision_w1")
+
+
+@pytest.fixture(scope="module")
+def wide():
+    return scaling.wide_stack_table(data.load("h200/ncu_wide_stack"))
+
+
+def test_parse_config():
+    assert scaling.parse_config("yolov8_w1.5_fp16_nhwc_b8") == {
+        "family": "yolov8",
+        "width": 1.5,
+        "precision": "fp16",
+        "layout": "nhwc",
+        "batch": 8,
+    }
+    assert scaling.parse_config("wide_w2_bf16_nchw_b64")["width"] == 2.0
+    assert math.isnan(scaling.parse_config("profiled_forward")["width"])
+
+
+def test_flops_follow_width_squared(sweep):
+    f = scaling.flops_by_width(sweep)
+    assert len(f) == 8 and f.width.is_monotonic_increasing
+    assert f.set_index("width").flops_vs_width1[1.0] == 1.0
+    big = f[f.width >= 1.0]
+    assert (abs(big.flops_vs_width1 / big.width_sq_vs_width1 - 1) < 0.02).all()
+
+
+def test_throughput_table_and_peak_share(sweep):
+    t = scaling.throughput_table(sweep, claims.PEAK_FP16_TFLOPS)
+    assert len(t) == (sweep.status == "ok").sum()
+    assert t.peak_frac.between(0, 1).all()
+    # TFLOP/s = FLOPs per image x img/s; the share uses the given peak
+    row = t.iloc[0]
+    assert row.peak_frac == pytest.approx(row.tflops / claims.PEAK_FP16_TFLOPS)
+    g = t[(t.backend == "cudagraph") & (t.batch == 64)].sort_values("width")
+    assert g.tflops.is_monotonic_increasing  # wider models do more work per second
+    assert g.img_per_s.is_monotonic_decreasing
+    fig = scaling.plot_width_lines(t, y="peak_frac", log_y=False)
+    assert len(fig.data) == t.batch.nunique() * t.backend.nunique()
+
+
+def test_width_occupancy_per_config(ncu_width):
+    occ = scaling.width_occupancy(ncu_width)
+    assert list(occ.width) == [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0]
+    assert (occ.batch == 8).all()
+    for c in ("theoretical_occupancy_tw_pct", "achieved_occupancy_tw_pct"):
+        assert occ[c].between(0, 100).all()
+    assert (occ.achieved_occupancy_tw_pct <= occ.theoretical_occupancy_tw_pct).all()
+    assert occ.sm_coverage_tw.between(0, 1).all()
+    # kernel time per forward grows with width
+    assert occ.time_us.is_monotonic_increasing
+    assert len(scaling.plot_width_occupancy(occ).data) == 4
+
+
+def test_class_occupancy_shares_sum_to_one(ncu_width):
+    cls = scaling.class_occupancy(ncu_width)
+    assert cls.groupby("config").time_share.sum().round(9).eq(1).all()
+    tc = cls[cls.kernel_class == "tensor_core_conv"]
+    assert len(tc) == 8 and tc.theoretical_occupancy_tw_pct.lt(50).all()
+    assert len(scaling.plot_class_occupancy(cls).data) > 0
+
+
+def test_speed_vs_occupancy_join(sweep, ncu_width):
+    t = scaling.throughput_table(sweep, claims.PEAK_FP16_TFLOPS)
+    sv = scaling.speed_vs_occupancy(t, scaling.width_occupancy(ncu_width), batch=8)
+    assert len(sv) == 8 and sv.notna().all().all()
+
+
+def test_wide_stack_limits_explain_occupancy(wide):
+    assert sorted(wide.width.unique()) == [1.0, 1.25, 1.5, 1.75, 2.0]
+    assert wide.groupby("config").time_share.sum().round(9).eq(1).all()
+    # theoretical occupancy = blocks allowed by the tightest limit x warps per block / 64 warps
+    blocks = wide[list(scaling.LIMITS)].min(axis=1)
+    expected = (blocks * wide.block_size / 32 / 64 * 100).clip(upper=100)
+    assert (abs(expected - wide.theoretical_occupancy_tw_pct) < 0.01).all()
+    main = wide[wide.kernel_class == "tensor_core_conv"]
+    main = main.loc[main.groupby("width").time_us.idxmax()]
+    assert main.block_size.nunique() == 1  # the block does not widen with the layer
+    assert set(main.limiter) <= {"registers = shared_mem", "registers", "shared_mem"}
+    assert main.sort_values("width").tensor_pipe_tw_pct.iloc[-1] > main.tensor_pipe_tw_pct.min()
+    assert len(scaling.plot_wide_stack(wide).data) == 3 * wide.kernel_family.nunique()
+
+
+def test_width_findings_are_computed(sweep, ncu_width, wide):
+    t = scaling.throughput_table(sweep, claims.PEAK_FP16_TFLOPS)
+    occ = scaling.width_occupancy(ncu_width)
+    text = scaling.width_findings(
+        t,
+        occ,
+        scaling.class_occupancy(ncu_width),
+        wide,
+        scaling.flops_by_width(sweep),
+        peak_tflops=claims.PEAK_FP16_TFLOPS,
+    )
+    assert "nan" not in text.lower() and "Wide conv stack" in text
+    assert f"{claims.PEAK_FP16_TFLOPS:.0f} TFLOP/s" in text
+
+
+def test_precision_speedup_same_run(precision_sweep):
+    sp = scaling.precision_speedup(precision_sweep)
+    assert set(sp.precision) <= {"tf32", "fp16", "bf16"} and sp.ratio.notna().all()
+    # every ratio has both latencies in the sweep
+    ok = precision_sweep.set_index(["width", "layout", "batch", "backend", "precision"]).median_ms
+    r = sp.iloc[0]
+    key = (r.width, r.layout, r.batch, r.backend)
+    assert r.ratio == pytest.approx(ok[(*key, "fp32")] / ok[(*key, r.precision)])
+    big = sp[(sp.batch == 64) & sp.precision.isin(["fp16", "bf16"])]
+    assert (big.ratio > 1).all()  # 16-bit beats fp32 once the batch fills the GPU
+    assert len(scaling.plot_precision_speedup(sp).data) > 0
+
+
+def test_missing_points_complete_the_plan(precision_sweep):
+    m = scaling.missing_points(precision_sweep)
+    planned = int(m.planned.iloc[0])
+    assert m.points.sum() + len(precision_sweep) == planned
+    assert m.points.sum() > 0  # the shipped table is partial
+    # dropping a measured point makes it missing
+    fewer = precision_sweep.iloc[1:]
+    assert scaling.missing_points(fewer).points.sum() == m.points.sum() + 1
+
+
+def test_precision_forward_kernel_mix(ncu_precision):
+    fwd = scaling.precision_forward(ncu_precision).set_index(["precision", "layout"])
+    assert len(fwd) == 8
+    assert fwd.loc[("fp32", "nchw"), "simt_share"] > 0.5
+    assert fwd.loc[("fp32", "nchw"), "tensor_core_share"] == 0
+    assert fwd.loc[("fp16", "nhwc"), "tensor_core_share"] > 0.2
+    assert fwd.loc[("fp16", "nhwc"), "layout_transform_share"] == 0
+    assert fwd.loc[("fp16", "nchw"), "layout_transform_kernels"] > 0
+    assert fwd.loc[("fp16", "nhwc"), "time_ms"] < fwd.loc[("fp32", "nchw"), "time_ms"]
+    shares = scaling.precision_class_shares(ncu_precision)
+    assert shares.groupby("config").time_share.sum().round(9).eq(1).all()
+    mm = scaling.precision_matmul(ncu_precision)
+    assert mm.registers_per_thread_tw.between(1, 255).all()
+    assert len(scaling.plot_precision_forward(scaling.precision_forward(ncu_precision)).data) == 3
+
+
+def test_error_table_against_tolerance(precision_sweep, sweep):
+    e = scaling.error_table(precision_sweep, sweep).set_index(["precision", "layout"])
+    assert e.loc[("fp32", "nchw"), "max"] == 0  # fp32 eager against itself
+    assert (e["max"] <= e.tolerance).all()  # rows above tolerance would be status=error
+    assert e.loc[("bf16", "nchw"), "median"] > e.loc[("fp16", "nchw"), "median"]
+    assert e.loc[("fp16", "nhwc"), "points"] == (sweep.status == "ok").sum()
+    assert len(scaling.plot_rel_err(precision_sweep, sweep).data) > 0
+
+
+def test_precision_findings_are_computed(precision_sweep, sweep, ncu_precision):
+    text = scaling.precision_findings(
+        scaling.precision_speedup(precision_sweep),
+        scaling.missing_points(precision_sweep),
+        scaling.precision_forward(ncu_precision),
+        scaling.precision_matmul(ncu_precision),
+        scaling.error_table(precision_sweep, sweep),
+        pd.DataFrame({"precision": ["fp16"], "rel_err": [1e-3]}),
+    )
+    assert "nan" not in text.lower()
+    assert "Still missing" in text and "sweep_precision_core" in text
