@@ -60,3 +60,63 @@ def test_register_and_corrupt_file(tmp_path, monkeypatch):
     (folder / "manifest.json").write_text("{not json")
     with pytest.raises(UserError, match="manifest"):
         data.list_datasets()
+
+
+# --- live collection: LIVE = True in a notebook on a GPU machine -----------------------------
+
+
+@pytest.fixture
+def live(monkeypatch, tmp_path):
+    """go_live with torch told there is a GPU and the plan runner replaced by a copy of the
+    shipped table (what a real run would register), counting its calls."""
+    import shutil
+
+    import torch
+
+    from yolo_sm import collect
+
+    calls = []
+
+    def fake_run_plan(plan, out, only=None, max_minutes=None, **kw):
+        calls.append(list(only))
+        out.mkdir(parents=True, exist_ok=True)
+        step = next(s for s in plan.steps if s.name == only[0])
+        if only[0] == "gpm_batch_w1":
+            return None  # a run that did not finish (e.g. out of time)
+        shutil.copy(data.data_dir() / "h200" / step.out, out / step.out)
+        data.register(out, step.name, step.out, step.dataset_kind, "live", "fake")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(collect, "run_plan", fake_run_plan)
+    data.go_live(out=tmp_path / "live")
+    yield calls
+    data.stop_live()
+
+
+def test_live_collects_a_plan_dataset_once_then_reads_it(live, tmp_path):
+    df = data.load("h200/ncu_batch_w1")
+    assert live == [["ncu_batch_w1"]] and df.attrs["dataset"] == "live/ncu_batch_w1"
+    assert (tmp_path / "live" / "ncu_batch_w1.parquet").exists()
+    data.load("h200/ncu_batch_w1")
+    assert live == [["ncu_batch_w1"]]  # done: not collected again
+
+
+def test_live_falls_back_to_shipped_for_tables_the_plan_cannot_make(live):
+    df = data.load("h200/profile_layers")
+    assert live == [] and df.attrs["dataset"] == "h200/profile_layers"
+
+
+def test_live_run_that_did_not_finish_is_one_clear_error(live):
+    with pytest.raises(UserError, match="did not finish"):
+        data.load("h200/gpm_batch_w1")
+
+
+@pytest.mark.skipif(
+    __import__("torch").cuda.is_available(), reason="needs a machine without a GPU"
+)
+def test_go_live_without_a_gpu_says_so():
+    from yolo_sm.errors import NotAvailableError
+
+    with pytest.raises(NotAvailableError, match="LIVE = False"):
+        data.go_live()
+    assert data.load("h200/ncu_batch_w1").attrs["dataset"] == "h200/ncu_batch_w1"

@@ -76,10 +76,16 @@ def info(name: str) -> dict:
 
 
 def load(name: str):
-    """The dataset as a DataFrame, its columns validated against its kind's schema."""
+    """The dataset as a DataFrame, its columns validated against its kind's schema. After
+    :func:`go_live`, datasets the plan can make are collected on this machine first."""
+    if _LIVE:
+        return _load_live(name)
+    return _load_entry(name, *_manifests().get(name, (None, None)))
+
+
+def _load_entry(name: str, folder, entry):
     import pandas as pd
 
-    folder, entry = _manifests().get(name, (None, None))
     if entry is None:
         info(name)  # raises with the list of known names
     path = folder / entry["file"]
@@ -90,6 +96,60 @@ def load(name: str):
     df.attrs["provenance"] = entry.get("provenance", {})
     df.attrs["dataset"] = name
     return validate(df, entry["kind"], name)
+
+
+# ---- live collection (a notebook's LIVE = True on a GPU machine) ---------------------------
+
+_LIVE: dict = {}
+DEFAULT_PLAN = Path(__file__).resolve().parent.parent / "data" / "plans" / "h200.yaml"
+
+
+def go_live(
+    out: str | os.PathLike = "results/live",
+    plan: str | os.PathLike = DEFAULT_PLAN,
+    max_minutes: float | None = None,
+) -> Path:
+    """From now on :func:`load` collects each dataset that ``plan`` has a step for on this
+    machine's GPU (once: into ``out``, resumable, with provenance) and reads it from there;
+    datasets the plan cannot make (profile joins, the provisional tables) still come from the
+    shipped data. Needs a CUDA GPU. Returns the live folder."""
+    import torch
+
+    from yolo_sm.collect import load_plan
+    from yolo_sm.errors import NotAvailableError
+
+    if not torch.cuda.is_available():
+        raise NotAvailableError(
+            "live collection needs a CUDA GPU and torch sees none here; set LIVE = False to "
+            "read the shipped H200 data"
+        )
+    _LIVE.update(out=Path(out), plan=load_plan(plan), max_minutes=max_minutes)
+    return Path(out)
+
+
+def stop_live() -> None:
+    """Back to the shipped data."""
+    _LIVE.clear()
+
+
+def _load_live(name: str):
+    from yolo_sm.collect import run_plan, step_state
+
+    plan, out = _LIVE["plan"], _LIVE["out"]
+    short = name.split("/", 1)[-1]
+    step = next((s for s in plan.steps if s.name == short), None)
+    if step is None:  # not something the plan makes: the shipped table
+        return _load_entry(name, *_manifests().get(name, (None, None)))
+    if step_state(step, plan, out) != "done":
+        run_plan(plan, out, only=[short], max_minutes=_LIVE["max_minutes"])
+    mf = out / "manifest.json"
+    entries = json.loads(mf.read_text())["datasets"] if mf.exists() else {}
+    if short not in entries:
+        raise UserError(
+            f"live collection of {name} did not finish (see the messages above); run it again "
+            f"or set LIVE = False"
+        )
+    return _load_entry(f"live/{short}", out, entries[short])
 
 
 def provenance_from_rows(df) -> dict:
