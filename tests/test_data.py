@@ -111,9 +111,7 @@ def test_live_run_that_did_not_finish_is_one_clear_error(live):
         data.load("h200/gpm_batch_w1")
 
 
-@pytest.mark.skipif(
-    __import__("torch").cuda.is_available(), reason="needs a machine without a GPU"
-)
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without a GPU")
 def test_go_live_without_a_gpu_says_so():
     from yolo_sm.errors import NotAvailableError
 

@@ -32,7 +32,8 @@ def run_bench(
 ):
     """One row per (model, batch, variant) with ``img_per_s`` and ``vs_baseline`` (throughput
     over the baseline's in this run). ``models``: (family, width) pairs; ``engines``: (backend,
-    precision, layout) triples besides the baseline."""
+    precision, layout) triples besides the baseline; a backend ``compile:MODE`` picks the
+    torch.compile mode."""
     import pandas as pd
     from tqdm.auto import tqdm
 
@@ -52,7 +53,8 @@ def run_bench(
         model = build_yolo(family, width)
         set_class_prior(model, 0.001, spread=1.5)  # detections for NMS to do real work
         flops = model_flops(model, imgsz)
-        for backend, precision, layout in (BASELINE, *engines):
+        for variant, precision, layout in (BASELINE, *engines):
+            backend, _, mode = variant.partition(":")  # "compile:max-autotune-no-cudagraphs"
             p = Point(
                 family,
                 "",
@@ -64,7 +66,7 @@ def run_bench(
                 backend,
                 batch,
                 imgsz,
-                "default",
+                mode or "default",
                 device,
             )
             r = run_point(model, p, spec, flops)
@@ -73,7 +75,7 @@ def run_bench(
                     "family": family,
                     "width": width,
                     "batch": batch,
-                    "variant": f"{backend}/{precision}/{layout}",
+                    "variant": f"{variant}/{precision}/{layout}",
                     "scope": "model_only",
                     **{
                         k: r.get(k)

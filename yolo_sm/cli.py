@@ -144,7 +144,8 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--engines",
         default="cudagraph/fp16/nhwc,compile/fp16/nhwc",
-        help="comma list of backend/precision/layout besides eager/fp16/nhwc",
+        help="comma list of backend/precision/layout besides eager/fp16/nhwc "
+        "(compile:MODE/... picks a torch.compile mode)",
     )
     b.add_argument("--device", default="cuda")
     b.add_argument("--seconds", type=float, default=2.0, help="per pipeline / predict row")

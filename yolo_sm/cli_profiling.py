@@ -83,6 +83,13 @@ def cmd_bench(args) -> int:
         parts = item.split("/")
         if len(parts) != 3:
             raise UserError(f"--engines takes backend/precision/layout items, got {item!r}")
+        backend, _, mode = parts[0].partition(":")
+        if mode:
+            from yolo_sm.engines.config import check_compile_mode
+
+            if backend != "compile":
+                raise UserError(f"only the compile backend takes a mode, got {parts[0]!r}")
+            check_compile_mode(mode)
         engines.append(tuple(parts))
     if any(b <= 0 for b in batches):
         raise UserError("batch sizes must be positive")
