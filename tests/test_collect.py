@@ -118,3 +118,21 @@ def test_unknown_only_step_is_an_error(tmp_path):
     plan = _plan(tmp_path, [{"name": "s", "kind": "sweep", "out": "s.parquet", "params": SWEEP}])
     with pytest.raises(UserError, match="no step"):
         collect.run_plan(plan, tmp_path / "d", only=["nope"])
+
+
+def test_config_labels_round_trip():
+    from yolo_sm.profiling.target import config_label, parse_config, with_config
+
+    label = config_label("yolov8", 1.5, "fp16", "nhwc", 8)
+    assert parse_config(label) == {
+        "family": "yolov8",
+        "width": 1.5,
+        "precision": "fp16",
+        "layout": "nhwc",
+        "batch": 8,
+    }
+    assert parse_config("wide_w2_fp16_nhwc_b8")["family"] == "wide"
+    with pytest.raises(ValueError, match="config label"):
+        parse_config("")
+    df = with_config(pd.DataFrame({"config": [label, ""]}))
+    assert df.width.iloc[0] == 1.5 and pd.isna(df.width.iloc[1])

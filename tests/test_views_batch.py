@@ -23,6 +23,7 @@ def trace():
 
 def test_parse_config():
     assert vb.parse_config("yolov8_w1.5_fp16_nhwc_b8") == {
+        "family": "yolov8",
         "width": 1.5,
         "precision": "fp16",
         "layout": "nhwc",

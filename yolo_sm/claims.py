@@ -105,7 +105,9 @@ def claim_9():
 
 
 def _width(config: str) -> float:
-    return float(config.split("_")[1][1:])
+    from yolo_sm.profiling.target import parse_config
+
+    return parse_config(config)["width"]
 
 
 def _ncu_by_config(name):

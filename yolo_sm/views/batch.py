@@ -10,9 +10,10 @@ tables and returns a table or a plotly figure; none shows anything.
 from __future__ import annotations
 
 import math
-import re
 
 from yolo_sm.plots import COLORS, KERNEL_CLASS_COLORS, TEMPLATE
+from yolo_sm.profiling.target import parse_config as _parse
+from yolo_sm.profiling.target import with_config
 
 GPM_METRICS = ("sm_util_pct", "sm_occupancy_pct", "tensor_util_pct", "dram_bw_util_pct")
 GPM_LABELS = {
@@ -21,30 +22,11 @@ GPM_LABELS = {
     "tensor_util_pct": "tensor util (%)",
     "dram_bw_util_pct": "DRAM BW util (%)",
 }
-_LABEL = re.compile(
-    r"_w(?P<width>[\d.]+)_(?P<precision>[a-z0-9]+)_(?P<layout>nchw|nhwc)_b(?P<batch>\d+)$"
-)
 
 
 def parse_config(label: str) -> dict:
-    """``yolov8_w1.5_fp16_nhwc_b8`` -> width 1.5, precision, layout, batch 8 (NaN/None when the
-    label has another form, e.g. the empty label of a trailing idle phase)."""
-    m = _LABEL.search(str(label))
-    if not m:
-        return {"width": math.nan, "precision": None, "layout": None, "batch": math.nan}
-    return {
-        "width": float(m["width"]),
-        "precision": m["precision"],
-        "layout": m["layout"],
-        "batch": int(m["batch"]),
-    }
-
-
-def _with_config(df, col: str = "config"):
-    import pandas as pd
-
-    parsed = pd.DataFrame([parse_config(c) for c in df[col]], index=df.index)
-    return df.drop(columns=[c for c in parsed if c in df]).join(parsed)
+    """:func:`yolo_sm.profiling.target.parse_config`, lenient: NaN / None for another form."""
+    return _parse(label, strict=False)
 
 
 def short_label(label: str, vary: str = "batch") -> str:
@@ -246,7 +228,7 @@ def ncu_coverage(ncu):
     SMs even at full occupancy), and time-weighted theoretical / achieved occupancy."""
     from yolo_sm.analysis import time_weighted
 
-    d = _with_config(ncu).assign(
+    d = with_config(ncu).assign(
         _under=lambda x: (x["waves_per_sm"] < 1).astype(float),
         _under_t=lambda x: x["duration_us"].where(x["waves_per_sm"] < 1, 0.0),
     )
@@ -269,7 +251,7 @@ def plot_waves_ecdf(ncu):
     one wave separates launches that cannot cover every SM."""
     import plotly.express as px
 
-    d = _with_config(ncu).sort_values("batch")
+    d = with_config(ncu).sort_values("batch")
     d = d.assign(batch=d["batch"].astype(str))
     fig = px.ecdf(
         d,
@@ -326,7 +308,7 @@ def gpm_wide(gpm):
     g = gpm[[c for c in gpm.columns if not c.startswith("prov_")]]
     w = wide(g).sort_values("t_s").reset_index(drop=True)
     w["config"] = w["config"].fillna("")
-    w = _with_config(w)
+    w = with_config(w)
     return w.assign(t0_s=w["t_s"] - w["window_s"])
 
 
@@ -615,7 +597,7 @@ def launch_gaps(trace):
         [d["config"], d["iteration"]]
     ).max() - out.pop("first_start")
     out["idle_frac"] = 1 - out["kernel_us"] / out["span_us"]
-    out = _with_config(out.reset_index())
+    out = with_config(out.reset_index())
     return out.sort_values(["batch", "iteration"]).reset_index(drop=True)
 
 
@@ -690,7 +672,7 @@ def plot_gap_hist(trace):
     import plotly.express as px
 
     d = kernel_gaps(trace).dropna(subset=["gap_us"])
-    d = _with_config(d).sort_values("batch")
+    d = with_config(d).sort_values("batch")
     d = d.assign(batch=d["batch"].astype(str), gap_us=d["gap_us"].clip(lower=0.5))
     fig = px.ecdf(
         d,

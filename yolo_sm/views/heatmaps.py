@@ -17,6 +17,7 @@ import re
 
 from yolo_sm.occupancy import LIMITER_ORDER
 from yolo_sm.plots import KERNEL_CLASS_COLORS, TEMPLATE
+from yolo_sm.profiling.target import parse_config, with_config
 
 #: Order and colours of the limiter categories in the categorical heatmap.
 LIMITERS = ("warps", "blocks", "registers", "shared_mem", "grid")
@@ -29,10 +30,6 @@ LIMITER_COLORS = {
 }
 #: Precisions from widest to narrowest, the column order of precision heatmaps.
 PRECISION_ORDER = ("fp32", "tf32", "fp16", "bf16")
-_CONFIG = re.compile(
-    r"^(?P<family>[a-z0-9]+?)_w(?P<width>[0-9.]+)_(?P<precision>[a-z0-9]+)_"
-    r"(?P<layout>nchw|nhwc)_b(?P<batch>[0-9]+)$"
-)
 _LIMIT_COLS = {name: f"limit_{name}" for name in LIMITER_ORDER}
 
 KERNEL_COLUMNS = (
@@ -52,22 +49,11 @@ KERNEL_COLUMNS = (
 )
 
 
-def parse_config(label: str) -> dict:
-    """``"yolov8_w1.5_fp16_nhwc_b8"`` -> family, width (float), precision, layout, batch (int)."""
-    m = _CONFIG.match(str(label))
-    if not m:
-        raise ValueError(f"not a config label like yolov8_w1.5_fp16_nhwc_b8: {label!r}")
-    d = m.groupdict()
-    return {**d, "width": float(d["width"]), "batch": int(d["batch"])}
-
-
 def add_config_columns(df):
     """A copy of ``df`` with family / width / precision / layout / batch parsed from ``config``
     and ``variant`` = ``"<precision> <layout>"``."""
-    import pandas as pd
 
-    parsed = pd.DataFrame([parse_config(c) for c in df["config"]], index=df.index)
-    out = df.drop(columns=[c for c in parsed if c in df]).join(parsed)
+    out = with_config(df, strict=True)
     out["variant"] = out.precision + " " + out.layout
     return out
 

@@ -24,10 +24,11 @@ re-write activations.
 from __future__ import annotations
 
 import copy
-import re
 from functools import lru_cache
 
 from yolo_sm.plots import KERNEL_CLASS_COLORS, TEMPLATE, _color_map
+from yolo_sm.profiling.target import parse_config
+from yolo_sm.profiling.target import with_config as _with_config
 
 #: Device-to-device copy bandwidth measured on this machine kind (H200), as the project brief
 #: reports it (../shared/h200/README.md); NOT measured by yolo_sm. The datasheet says 4.8 TB/s.
@@ -64,10 +65,6 @@ ROOF_COLUMNS = (
     "pct_of_roof",
     "side",
 )
-_CONFIG = re.compile(
-    r"^(?P<family>[a-z0-9]+?)_w(?P<width>[0-9.]+)_(?P<precision>[a-z0-9]+)_"
-    r"(?P<layout>nchw|nhwc)_b(?P<batch>[0-9]+)$"
-)
 
 
 def default_peaks() -> tuple[float, float]:
@@ -80,21 +77,9 @@ def default_peaks() -> tuple[float, float]:
     return float(tflops), REFERENCE_PEAK_GBPS
 
 
-def parse_config(label: str) -> dict:
-    """``yolov8_w1.5_fp16_nhwc_b8`` -> family, width, precision, layout, batch."""
-    m = _CONFIG.match(label)
-    if not m:
-        raise ValueError(f"not a profiled config label: {label!r}")
-    d = m.groupdict()
-    return {**d, "width": float(d["width"]), "batch": int(d["batch"])}
-
-
 def with_config(df, col: str = "config"):
     """A copy of ``df`` with family, width, precision, layout and batch parsed from ``col``."""
-    import pandas as pd
-
-    meta = pd.DataFrame([parse_config(c) | {col: c} for c in df[col].unique()])
-    return df.merge(meta, on=col, how="left")
+    return _with_config(df, col, strict=True)
 
 
 # ---------------------------------------------------------------- counting (CPU, meta device)

@@ -11,47 +11,18 @@ string; none shows anything.
 
 from __future__ import annotations
 
-import math
-import re
-
 from yolo_sm.plots import COLORS, TEMPLATE, _color_map
+from yolo_sm.profiling.target import parse_config as _parse
+from yolo_sm.profiling.target import with_config
 
-_LABEL = re.compile(
-    r"^(?P<family>[a-z0-9]+)_w(?P<width>[\d.]+)_(?P<precision>[a-z0-9]+)_"
-    r"(?P<layout>nchw|nhwc)_b(?P<batch>\d+)$"
-)
 LIMITS = ("limit_registers", "limit_shared_mem", "limit_warps", "limit_blocks")
 MATMUL_CLASSES = ("tensor_core_conv", "simt_conv", "tensor_core_gemm", "simt_gemm")
 PRECISION_ORDER = ("fp32", "tf32", "fp16", "bf16")
 
 
 def parse_config(label: str) -> dict:
-    """``yolov8_w1.5_fp16_nhwc_b8`` / ``wide_w2_fp16_nhwc_b8`` -> family, width, precision,
-    layout, batch (NaN / None for another form)."""
-    m = _LABEL.match(str(label))
-    if not m:
-        return {
-            "family": None,
-            "width": math.nan,
-            "precision": None,
-            "layout": None,
-            "batch": math.nan,
-        }
-    return {
-        "family": m["family"],
-        "width": float(m["width"]),
-        "precision": m["precision"],
-        "layout": m["layout"],
-        "batch": int(m["batch"]),
-    }
-
-
-def with_config(df, col: str = "config"):
-    """``df`` with the parsed ``config`` label's columns (replacing any of the same name)."""
-    import pandas as pd
-
-    parsed = pd.DataFrame([parse_config(c) for c in df[col]], index=df.index)
-    return df.drop(columns=[c for c in parsed if c in df]).join(parsed)
+    """:func:`yolo_sm.profiling.target.parse_config`, lenient: NaN / None for another form."""
+    return _parse(label, strict=False)
 
 
 def _ok(df):
