@@ -145,3 +145,97 @@ def layer_view(kernels, by=("layer", "module_type", "stage"), time_col: str = "d
         )
         out = out.merge(lim, on=list(by), how="left")
     return pd.DataFrame(out)
+
+
+def box_agreement(
+    model,
+    precisions=("fp32", "fp8"),
+    *,
+    reference="fp16",
+    imgsz=320,
+    device="cpu",
+    layout="nhwc",
+    frames=None,
+    iou_min=0.9,
+):
+    """Boxes after NMS of each precision's engine against the ``reference`` precision's, on the
+    same frames (ultralytics' bundled photos by default) through the same pipeline: per frame,
+    box counts and the share of boxes with a same-class partner at IoU >= ``iou_min`` in each
+    direction. ``model`` should carry a class prior (``pipeline.set_class_prior``) so that NMS
+    keeps a realistic number of boxes."""
+    import numpy as np
+    import pandas as pd
+
+    from yolo_sm.engines import EngineConfig, build_engine
+    from yolo_sm.pipeline import DetectionPipeline, match_boxes
+
+    if frames is None:
+        import cv2
+
+        from yolo_sm.images import bundled_images
+
+        frames = [cv2.imread(str(p)) for p in bundled_images()]
+    boxes = {}
+    for prec in (reference, *precisions):
+        cfg = EngineConfig(
+            precision=prec, layout=layout, batch=1, imgsz=imgsz, device=device, check=False
+        )
+        eng = build_engine(model, cfg)
+        pipe = DetectionPipeline(model, eng)
+        boxes[prec] = [pipe(np.ascontiguousarray(f)[None])[0] for f in frames]
+        eng.close()
+    rows = []
+    for prec in precisions:
+        for i, (a, r) in enumerate(zip(boxes[prec], boxes[reference], strict=True)):
+            rows.append(
+                {
+                    "precision": prec,
+                    "reference": reference,
+                    "frame": i,
+                    "boxes": len(a),
+                    "reference_boxes": len(r),
+                    "matched": match_boxes(a, r, iou_min),
+                    "reference_matched": match_boxes(r, a, iou_min),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def photo_errors(model, precisions=("fp16", "bf16", "fp8"), *, imgsz=320, layout="nhwc"):
+    """Relative L2 error of each precision's raw head output against eager fp32 on the CPU, on
+    ultralytics' two photos (letterboxed, as they are and mirrored): the inputs the fp8 scales
+    are calibrated on, so the error is the number format's, not a calibration mismatch."""
+    import pandas as pd
+    import torch
+
+    from yolo_sm.engines import EngineConfig, build_engine
+    from yolo_sm.engines.base import relative_l2
+    from yolo_sm.models.common import calibration_batches
+
+    x = calibration_batches(imgsz)[0]
+    with torch.no_grad():
+        ref = model.eval()(x)
+    rows = []
+    for prec in precisions:
+        cfg = EngineConfig(
+            precision=prec, layout=layout, batch=len(x), imgsz=imgsz, device="cpu", check=False
+        )
+        eng = build_engine(model, cfg)
+        xin = x.to(eng.module.parameters().__next__().dtype)
+        if layout == "nhwc":
+            xin = xin.contiguous(memory_format=torch.channels_last)
+        rows.append({"precision": prec, "imgsz": imgsz, "rel_err": relative_l2(eng(xin), ref)})
+        eng.close()
+    return pd.DataFrame(rows)
+
+
+def photo_errors_by_width(widths=(0.5, 1.0), family="yolov8", **kw):
+    """:func:`photo_errors` for several widths of a family, one table."""
+    import pandas as pd
+
+    from yolo_sm.models import build_yolo
+
+    return pd.concat(
+        [photo_errors(build_yolo(family, w), **kw).assign(width=w) for w in widths],
+        ignore_index=True,
+    )

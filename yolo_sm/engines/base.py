@@ -19,6 +19,7 @@ DTYPES = {
     Precision.FP16: torch.float16,
     Precision.BF16: torch.bfloat16,
     Precision.INT8: torch.float16,  # int8 engines take half inputs (TensorRT mixes int8/fp16)
+    Precision.FP8: torch.float16,  # fp8 convolutions, fp16 activations between them
 }
 
 

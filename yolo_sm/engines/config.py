@@ -22,6 +22,7 @@ class Precision(str, Enum):
     FP16 = "fp16"
     BF16 = "bf16"
     INT8 = "int8"
+    FP8 = "fp8"  # E4M3 convolutions, fp16 elsewhere (yolo_sm.engines.fp8)
 
 
 class Layout(str, Enum):
@@ -41,6 +42,7 @@ TOLERANCE = {
     Precision.FP16: 2e-2,
     Precision.BF16: 1e-1,
     Precision.INT8: 2.5e-1,
+    Precision.FP8: 2.5e-1,  # placeholder until measured (see yolo_sm.engines.fp8)
 }
 
 
@@ -98,6 +100,8 @@ class EngineConfig:
         check_device_name(self.device)
         if self.precision is Precision.INT8 and self.backend is not Backend.TENSORRT:
             raise UserError("precision int8 needs backend tensorrt (the other backends are float)")
+        if self.precision is Precision.FP8 and self.backend not in (Backend.EAGER, Backend.CUDAGRAPH):
+            raise UserError("precision fp8 runs on the eager and cudagraph backends only")
 
     @property
     def tolerance(self) -> float:

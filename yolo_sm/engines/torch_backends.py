@@ -9,7 +9,7 @@ import weakref
 import torch
 
 from yolo_sm.engines.base import DTYPES, Engine, head_tensor, make_input, numerics
-from yolo_sm.engines.config import EngineConfig, Layout
+from yolo_sm.engines.config import EngineConfig, Layout, Precision
 from yolo_sm.errors import NotAvailableError
 
 
@@ -21,6 +21,13 @@ def prepare_module(model: torch.nn.Module, config: EngineConfig) -> torch.nn.Mod
         m = m.to(memory_format=torch.channels_last)
     for p in m.parameters():
         p.requires_grad_(False)
+    if config.precision is Precision.FP8:
+        from yolo_sm.engines import fp8
+
+        kernel = fp8.choose_kernel(config.device)
+        m.fp8_info = fp8.quantize_convs(m, fp8.calibration_inputs(config.imgsz), kernel)
+        if config.layout is Layout.NHWC:
+            m = m.to(memory_format=torch.channels_last)
     return m
 
 
