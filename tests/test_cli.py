@@ -68,7 +68,7 @@ BAD = {
     "fractional batch": lambda t: sweep_args("--batches", "1.5"),
     "imgsz not /32": lambda t: sweep_args("--imgsz", "65"),
     "unknown family": lambda t: sweep_args("--family", "yolov5"),
-    "unknown precision": lambda t: sweep_args("--precisions", "fp8"),
+    "unknown precision": lambda t: sweep_args("--precisions", "fp4"),
     "unknown backend": lambda t: sweep_args("--backends", "tflite"),
     "unknown layout": lambda t: sweep_args("--layouts", "nwhc"),
     "unknown device": lambda t: sweep_args("--device", "tpu"),

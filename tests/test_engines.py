@@ -36,7 +36,7 @@ def cpu_config(**kw):
     "kwargs",
     [
         {"backend": "tensorflow"},
-        {"precision": "fp8"},
+        {"precision": "fp4"},
         {"layout": "nwhc"},
         {"batch": 0},
         {"batch": -1},

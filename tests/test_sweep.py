@@ -95,7 +95,7 @@ def test_from_mapping_parses(data, field, expected):
         {"imgsz": 65},
         {"imgsz": 0},
         {"imgsz": "big"},
-        {"precisions": "fp8"},
+        {"precisions": "fp4"},
         {"precisions": []},
         {"layouts": "nwhc"},
         {"backends": "tf"},

@@ -100,7 +100,8 @@ class EngineConfig:
         check_device_name(self.device)
         if self.precision is Precision.INT8 and self.backend is not Backend.TENSORRT:
             raise UserError("precision int8 needs backend tensorrt (the other backends are float)")
-        if self.precision is Precision.FP8 and self.backend not in (Backend.EAGER, Backend.CUDAGRAPH):
+        fp8_backends = (Backend.EAGER, Backend.CUDAGRAPH)
+        if self.precision is Precision.FP8 and self.backend not in fp8_backends:
             raise UserError("precision fp8 runs on the eager and cudagraph backends only")
 
     @property
