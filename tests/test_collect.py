@@ -29,12 +29,13 @@ def _plan(tmp_path, steps, device="cpu"):
 def test_shipped_h200_plan_parses_and_covers_the_issue():
     plan = collect.load_plan("data/plans/h200.yaml")
     kinds = {s.kind for s in plan.steps}
-    assert kinds == {"sweep", "ncu", "trace", "gpm"}
+    assert kinds == {"sweep", "ncu", "trace", "gpm", "ceilings"}
     for s in plan.steps:
         if s.kind == "sweep":
             spec = collect._sweep_spec(s, plan)
             assert spec.points(), s.name
-    widths = collect._sweep_spec(plan.steps[0], plan).widths
+    first_sweep = next(s for s in plan.steps if s.kind == "sweep")
+    widths = collect._sweep_spec(first_sweep, plan).widths
     assert widths == (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0)
 
 
@@ -136,3 +137,20 @@ def test_config_labels_round_trip():
         parse_config("")
     df = with_config(pd.DataFrame({"config": [label, ""]}))
     assert df.width.iloc[0] == 1.5 and pd.isna(df.width.iloc[1])
+
+
+def test_ceilings_step_runs_on_cpu_and_registers(tmp_path):
+    plan_file = tmp_path / "p.yaml"
+    step = {
+        "name": "ceilings",
+        "kind": "ceilings",
+        "out": "ceilings.parquet",
+        "params": {"n": 64, "budget_ms": 5},
+    }
+    plan_file.write_text(yaml.safe_dump({"name": "t", "device": "cpu", "steps": [step]}))
+    plan = collect.load_plan(plan_file)
+    table = collect.run_plan(plan, tmp_path / "out", progress=False)
+    assert table.state.tolist() == ["done"]
+    df = pd.read_parquet(tmp_path / "out" / "ceilings.parquet")
+    assert set(df.ceiling) >= {"matmul_fp32", "matmul_fp16"} and (df.value > 0).all()
+    assert df.prov_device.eq("cpu").all()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from yolo_sm.errors import UserError
 
-KINDS = ("sweep", "ncu", "trace", "gpm")
+KINDS = ("sweep", "ncu", "trace", "gpm", "ceilings")
 
 
 @dataclass(frozen=True)
@@ -305,4 +305,24 @@ def _write(df, path: Path, metadata: dict | None = None) -> None:
     write_atomic(df, path, metadata)
 
 
-RUNNERS = {"sweep": _run_sweep, "ncu": _run_ncu, "trace": _run_trace, "gpm": _run_gpm}
+def _run_ceilings(step, plan, out_dir, deadline, progress):
+    """Matmul peaks per precision, copy bandwidths, one frame's host-to-device copy."""
+    from yolo_sm.ceilings import measure_ceilings
+
+    p = step.params
+    df = measure_ceilings(
+        plan.device,
+        n=int(p.get("n", 8192)),
+        copy_bytes=int(p.get("copy_bytes", 1 << 30)),
+        budget_ms=float(p.get("budget_ms", 300)),
+    )
+    _write(_with_provenance(df, plan.device), out_dir / step.out)
+
+
+RUNNERS = {
+    "sweep": _run_sweep,
+    "ncu": _run_ncu,
+    "trace": _run_trace,
+    "gpm": _run_gpm,
+    "ceilings": _run_ceilings,
+}

@@ -96,6 +96,17 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "algorithms in another process)",
         "gpm_sm_occupancy_pct": "median GPM SM occupancy of the config's run windows (whole GPU)",
     },
+    "ceilings": {
+        "ceiling": "matmul_<precision> (dense n^3 matmul), copy_d2d, copy_h2d_pinned, "
+        "copy_h2d_frame_fp16 (one 640x640x3 fp16 frame from pinned memory)",
+        "value": "the ceiling in unit",
+        "unit": "TFLOP/s (2 FLOPs per multiply-add), GB/s (bytes moved: read + write for d2d) "
+        "or ms",
+        "size": "problem size (matrix side^3 or bytes)",
+        "median_ms": "median time of one call, milliseconds (CUDA events)",
+        "iqr_ms": "interquartile range of the calls, milliseconds",
+        "n_samples": "timed calls",
+    },
     "gpm_overhead": {
         "config": "config the throughput was measured on",
         "round": "pair number (sampler on and off in alternating order)",
@@ -132,6 +143,7 @@ REQUIRED = {
     "gpm": tuple(SCHEMAS["gpm"]),
     "layers": ("config", "layer", "module_type", "stage", "kineto_time_us", "ncu_time_us"),
     "gpm_overhead": tuple(SCHEMAS["gpm_overhead"]),
+    "ceilings": ("ceiling", "value", "unit", "median_ms"),
 }
 
 

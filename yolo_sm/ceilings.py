@@ -1,0 +1,97 @@
+"""The GPU's own ceilings, measured: dense matmul TFLOP/s per precision, device-to-device copy
+bandwidth, and host-to-device copies (one 640x640x3 fp16 frame, and large pinned buffers).
+
+The roofline and the "fraction of peak" figures divide by these instead of datasheet numbers
+(plan step ``ceilings``; ``yolo_sm.data.load("h200/ceilings")``). A matmul of 8192^3 on random
+data is the usual way to reach a tensor-core peak from PyTorch (cuBLAS picks its best kernel); a
+copy of a 1 GiB buffer reads and writes each byte once (2 bytes of traffic per byte copied).
+"""
+
+from __future__ import annotations
+
+from yolo_sm.errors import UserError
+
+MATMUL_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
+
+
+def _matmul_fn(prec: str, n: int, device: str):
+    import torch
+
+    gen = torch.Generator(device=device).manual_seed(0)
+    if prec == "fp8":
+        if not hasattr(torch, "_scaled_mm") or not str(device).startswith("cuda"):
+            return None
+        a = torch.randn(n, n, device=device, generator=gen).to(torch.float8_e4m3fn)
+        b = torch.randn(n, n, device=device, generator=gen).to(torch.float8_e4m3fn).t()
+        one = torch.tensor(1.0, device=device)
+        return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    dtype = {
+        "fp32": torch.float32,
+        "tf32": torch.float32,
+        "fp16": torch.float16,
+        "bf16": torch.bfloat16,
+    }[prec]
+    a = torch.randn(n, n, device=device, dtype=dtype, generator=gen)
+    b = torch.randn(n, n, device=device, dtype=dtype, generator=gen)
+    return lambda: torch.matmul(a, b)
+
+
+def measure_ceilings(
+    device: str = "cuda",
+    n: int = 8192,
+    copy_bytes: int = 1 << 30,
+    budget_ms: float = 300.0,
+    precisions=MATMUL_DTYPES,
+):
+    """One row per ceiling: ``ceiling`` (e.g. ``matmul_fp16``, ``copy_d2d``, ``copy_h2d_frame``),
+    ``value`` in ``unit`` (TFLOP/s, GB/s or ms), the median / IQR of the timed calls and the
+    problem size. On a CPU only the matmuls run (useful for tests, not a ceiling of interest)."""
+    import pandas as pd
+    import torch
+
+    from yolo_sm.timing import measure
+
+    cuda = str(device).startswith("cuda")
+    rows = []
+
+    def add(name, m, value, unit, size):
+        rows.append(
+            {
+                "ceiling": name,
+                "value": value,
+                "unit": unit,
+                "size": size,
+                "median_ms": m.median_ms,
+                "iqr_ms": m.iqr_ms,
+                "n_samples": m.n,
+            }
+        )
+
+    old_tf32 = torch.backends.cuda.matmul.allow_tf32
+    try:
+        for prec in precisions:
+            torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
+            fn = _matmul_fn(prec, n, device)
+            if fn is None:
+                continue
+            m = measure(fn, device=device, budget_ms=budget_ms)
+            add(f"matmul_{prec}", m, 2 * n**3 / (m.median_ms * 1e-3) / 1e12, "TFLOP/s", f"{n}^3")
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old_tf32
+    if cuda:
+        src = torch.empty(copy_bytes, dtype=torch.uint8, device=device)
+        dst = torch.empty_like(src)
+        m = measure(lambda: dst.copy_(src), device=device, budget_ms=budget_ms)
+        add("copy_d2d", m, 2 * copy_bytes / (m.median_ms * 1e-3) / 1e9, "GB/s", copy_bytes)
+        host = torch.empty(copy_bytes, dtype=torch.uint8).pin_memory()
+        m = measure(lambda: dst.copy_(host, non_blocking=True), device=device, budget_ms=budget_ms)
+        add("copy_h2d_pinned", m, copy_bytes / (m.median_ms * 1e-3) / 1e9, "GB/s", copy_bytes)
+        frame = torch.empty(3 * 640 * 640, dtype=torch.float16).pin_memory()
+        fdst = torch.empty_like(frame, device=device)
+        m = measure(
+            lambda: fdst.copy_(frame, non_blocking=True), device=device, budget_ms=budget_ms
+        )
+        add("copy_h2d_frame_fp16", m, m.median_ms, "ms", frame.numel() * 2)
+    if not rows:
+        raise UserError(f"no ceiling could be measured on {device}")
+    return pd.DataFrame(rows)
