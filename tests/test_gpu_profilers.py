@@ -95,3 +95,13 @@ def test_pipeline_on_gpu_agrees_with_ultralytics_and_overlaps(model):
         assert match_boxes(o, r) >= 0.7, (len(o), len(r))
     stats = measure_pipeline(pipe, frames, batch=2, seconds=1.0)
     assert stats["frames_per_s"] > 50
+
+
+def test_ceilings_on_the_gpu():
+    from yolo_sm.ceilings import measure_ceilings
+
+    df = measure_ceilings("cuda", n=4096, copy_bytes=1 << 26, budget_ms=30).set_index("ceiling")
+    assert {"matmul_fp32", "matmul_fp16", "copy_d2d", "copy_h2d_frame_fp16"} <= set(df.index)
+    assert df.value["matmul_fp16"] > 2 * df.value["matmul_fp32"]  # tensor cores vs FFMA
+    assert df.value["copy_d2d"] > df.value.get("copy_h2d_pinned", 0)
+    assert 0 < df.value["copy_h2d_frame_fp16"] < 5  # ms
