@@ -58,6 +58,17 @@ def claim_1():
 # dense fp16 tensor-core peak measured on the H200 machine kind (../shared/h200/README.md,
 # an 8192^3 bf16/fp16 matmul on random data); the datasheet says ~990
 PEAK_FP16_TFLOPS = 790.0
+REFERENCE_COPY_GBPS = 4300.0  # device-to-device copy, same source
+
+
+def peak_copy_gbps() -> tuple[float, str]:
+    """(device-to-device copy GB/s, where it comes from): ``h200/ceilings`` when shipped, else
+    the project brief's ~4.3 TB/s reference figure of this machine kind."""
+    c = _load("h200/ceilings")
+    if c is not None and (c.ceiling == "copy_d2d").any():
+        v = float(c.loc[c.ceiling == "copy_d2d", "value"].iloc[0])
+        return v, "measured by yolo_sm (h200/ceilings, 1 GiB device-to-device copy)"
+    return REFERENCE_COPY_GBPS, "reference figure of this machine kind (project brief)"
 
 
 def peak_fp16_tflops() -> tuple[float, str]:

@@ -7,9 +7,10 @@ Two kinds of roofline:
 
 * **absolute** (YOLOv8): FLOPs and bytes per layer counted from the model (a shape-only forward on
   the meta device, :func:`layer_traffic`) against the layer's measured kernel time from Nsight
-  Compute -> achieved TFLOP/s and GB/s, under ceilings given as parameters. yolo_sm has not
-  measured the H200's peaks itself; the defaults are reference figures of this machine kind from
-  the project brief (:data:`REFERENCE_PEAK_GBPS`, :data:`yolo_sm.claims.PEAK_FP16_TFLOPS`).
+  Compute -> achieved TFLOP/s and GB/s, under ceilings given as parameters. The defaults
+  (:func:`default_peaks`) are yolo_sm's own measurements (plan step ``ceilings``) when shipped,
+  else the project brief's reference figures of this machine kind; :func:`ceiling_note` says
+  which.
 * **normalised** (ResNet-101, wide conv stack): Nsight Compute's ``sm_throughput_pct`` and
   ``dram_throughput_pct`` are each a percentage of the hardware's own peak, so no ceiling has to be
   assumed: a kernel near 100 % DRAM and low SM is bandwidth-bound, the reverse compute-bound.
@@ -32,11 +33,23 @@ from yolo_sm.profiling.target import with_config as _with_config
 
 #: Device-to-device copy bandwidth measured on this machine kind (H200), as the project brief
 #: reports it (../shared/h200/README.md); NOT measured by yolo_sm. The datasheet says 4.8 TB/s.
-REFERENCE_PEAK_GBPS = 4300.0
+REFERENCE_PEAK_GBPS = 4300.0  # kept for readers; default_peaks() prefers measurements
 REFERENCE_NOTE = (
     "reference ceilings of this machine kind from the project brief (dense fp16 matmul, "
     "device-to-device copy), not measured by yolo_sm"
 )
+
+
+def ceiling_note() -> str:
+    """Where the default ceilings come from (measured by yolo_sm, or the brief's figures)."""
+    from yolo_sm.claims import peak_copy_gbps, peak_fp16_tflops
+
+    (_, a), (_, b) = peak_fp16_tflops(), peak_copy_gbps()
+    if "measured" in a and "measured" in b:
+        return "ceilings measured by yolo_sm on this GPU (h200/ceilings)"
+    return REFERENCE_NOTE
+
+
 #: A throughput at or above this percentage of its peak counts as "high" (Nsight Compute's
 #: speed-of-light guidance treats ~60 % as good use of a unit).
 HIGH_PCT = 60.0
@@ -68,13 +81,12 @@ ROOF_COLUMNS = (
 
 
 def default_peaks() -> tuple[float, float]:
-    """(peak TFLOP/s, peak GB/s): ``yolo_sm.claims.PEAK_FP16_TFLOPS`` where it exists, and
-    :data:`REFERENCE_PEAK_GBPS`. Both are reference figures, not yolo_sm measurements."""
-    try:
-        from yolo_sm.claims import PEAK_FP16_TFLOPS as tflops
-    except ImportError:  # pragma: no cover - claims always ships it today
-        tflops = 790.0
-    return float(tflops), REFERENCE_PEAK_GBPS
+    """(peak TFLOP/s, peak GB/s): yolo_sm's own measurement (``h200/ceilings``) when shipped,
+    else the project brief's reference figures (``claims.peak_fp16_tflops`` /
+    ``claims.peak_copy_gbps`` say which)."""
+    from yolo_sm.claims import peak_copy_gbps, peak_fp16_tflops
+
+    return float(peak_fp16_tflops()[0]), float(peak_copy_gbps()[0])
 
 
 def with_config(df, col: str = "config"):
@@ -297,7 +309,7 @@ def plot_roofline(table, *, color="module_type", symbol=None, title=None):
         legend={"font": {"size": 10}},
     )
     fig.add_annotation(
-        text=f"Ceilings: {REFERENCE_NOTE}",
+        text=f"Ceilings: {ceiling_note()}",
         xref="paper",
         yref="paper",
         x=0,
@@ -768,8 +780,8 @@ from {w0.dram_throughput_tw_pct.mean():.0f} % in the first stage to
 {w0.tensor_pipe_tw_pct.mean():.0f} % to {w3.tensor_pipe_tw_pct.mean():.0f} % (means over blocks
 and widths).
 
-**YOLOv8 roofline (fp16 NHWC b8; the ceilings {pk:.0f} TFLOP/s and {bw / 1e3:.1f} TB/s are
-reference figures of this machine kind, not measured by yolo_sm; ridge {ridge:.0f} FLOP/B).** At
+**YOLOv8 roofline (fp16 NHWC b8; ceilings {pk:.0f} TFLOP/s and {bw / 1e3:.1f} TB/s:
+{ceiling_note()}; ridge {ridge:.0f} FLOP/B).** At
 width {mid_w:g}, {int((fl.side == "compute").sum())} of {len(fl)} layers with FLOPs sit on the
 compute side of the ridge (memory side: {mem_layers}), yet they reach
 {fl.pct_of_roof.min():.0f}-{fl.pct_of_roof.max():.0f} % of their roof: compute-side, not
