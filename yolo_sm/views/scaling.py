@@ -335,7 +335,7 @@ def width_findings(
         f"{hi.img_per_s:,.0f} img/s ({hi.img_per_s / lo.img_per_s:.2f}x) while FLOPs per image "
         f"grow {flop_ratio:.1f}x: delivered TFLOP/s rise {lo.tflops:.0f} -> {hi.tflops:.0f} "
         f"({lo.peak_frac:.0%} -> {hi.peak_frac:.0%} of the {peak_tflops:.0f} TFLOP/s fp16 "
-        f"reference peak). The best point of the sweep is width {best.width:g}, batch "
+        f"peak). The best point of the sweep is width {best.width:g}, batch "
         f"{best.batch:.0f}, {best.backend}: {best.tflops:.0f} TFLOP/s ({best.peak_frac:.0%}). "
         f"At batch {big.batch.max():.0f} eager the widest model runs "
         f"{big_e.tflops.max():.0f} TFLOP/s and the narrowest {big_e.tflops.min():.0f}.",
