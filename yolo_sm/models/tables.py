@@ -50,6 +50,9 @@ def channel_table(model: nn.Module, imgsz: int = 640, bytes_per_element: int = 2
     FLOPs count 2 per multiply-add of every Conv2d and Linear (the ultralytics/thop "GFLOPs"
     convention), bias, activations, pooling, upsampling and the box decode excluded; per image.
     ``activation_bytes`` is the layer's output per image at ``bytes_per_element`` (2: fp16).
+    For traffic estimates (per image, in elements): ``in_elems`` (the layer's 4-D inputs),
+    ``conv_io_elems`` (every Conv2d/Linear inside: its input plus its output) and
+    ``conv_weight_elems`` (their weights, read once per forward whatever the batch).
     Shapes come from a forward on the meta device, so nothing is computed.
     """
     import pandas as pd
@@ -57,12 +60,16 @@ def channel_table(model: nn.Module, imgsz: int = 640, bytes_per_element: int = 2
     refs = layers(model)
     shapes: dict[int, dict] = {}
     flops = {r.index: 0 for r in refs}
+    conv_io = {r.index: 0 for r in refs}
+    conv_w = {r.index: 0 for r in refs}
 
     def conv_hook(idx):
         def hook(mod, inp, out):
             k = math.prod(mod.kernel_size) if isinstance(mod, nn.Conv2d) else 1
             cin = mod.in_channels // mod.groups if isinstance(mod, nn.Conv2d) else mod.in_features
             flops[idx] += 2 * cin * k * out[0].numel()  # per image: out[0] drops batch
+            conv_io[idx] += inp[0][0].numel() + out[0].numel()
+            conv_w[idx] += mod.weight.numel()
 
         return hook
 
@@ -76,6 +83,7 @@ def channel_table(model: nn.Module, imgsz: int = 640, bytes_per_element: int = 2
             main = outs[0]
             shapes[idx] = {
                 "in_channels": sum(t.shape[1] for t in ins),
+                "in_elems": sum(t[0].numel() for t in ins),
                 "out_channels": sum(t.shape[1] for t in outs),
                 "out_h": main.shape[2] if main.dim() == 4 else None,
                 "out_w": main.shape[3] if main.dim() == 4 else None,
@@ -122,6 +130,9 @@ def channel_table(model: nn.Module, imgsz: int = 640, bytes_per_element: int = 2
                 "params": sum(p.numel() for p in r.module.parameters()),
                 "flops": flops[r.index],
                 "activation_bytes": s.get("out_elems", 0) * bytes_per_element,
+                "in_elems": s.get("in_elems", 0),
+                "conv_io_elems": conv_io[r.index],
+                "conv_weight_elems": conv_w[r.index],
             }
         )
     df = pd.DataFrame(rows)

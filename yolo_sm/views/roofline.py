@@ -24,7 +24,6 @@ re-write activations.
 
 from __future__ import annotations
 
-import copy
 from functools import lru_cache
 
 from yolo_sm.plots import KERNEL_CLASS_COLORS, TEMPLATE, _color_map
@@ -132,64 +131,18 @@ def layer_traffic(model, imgsz: int = 640, batch: int = 1, bytes_per_element: in
     ``min_bytes`` (weights + inputs + output once), ``conv_bytes`` (every conv inside reading its
     input and weights and writing its output), and the arithmetic intensities
     ``intensity`` = flops / min_bytes and ``conv_intensity`` = flops / conv_bytes (FLOP/byte)."""
-    import torch
-    from torch import nn
-
-    from yolo_sm.models import channel_table, layers
-    from yolo_sm.models.yolo import YoloForward
+    from yolo_sm.models import channel_table
 
     ct = channel_table(model, imgsz, bytes_per_element)
-    meta = copy.deepcopy(model).float().to("meta")
-    if isinstance(meta, YoloForward):
-        meta.decode = False
-        meta.train(False)
-    in_elems: dict[int, int] = {}
-    conv_elems: dict[int, int] = {}
-
-    def flat(x):
-        if isinstance(x, (list, tuple)):
-            for y in x:
-                yield from flat(y)
-        elif isinstance(x, dict):
-            for y in x.values():
-                yield from flat(y)
-        elif isinstance(x, torch.Tensor):
-            yield x
-
-    def layer_hook(idx):
-        def hook(mod, inp, out):
-            in_elems[idx] = sum(t[0].numel() for t in flat(inp) if t.dim() == 4)
-
-        return hook
-
-    def conv_hook(idx):
-        def hook(mod, inp, out):
-            io = inp[0][0].numel() + out[0].numel()
-            conv_elems[idx] = conv_elems.get(idx, 0) + io * batch + mod.weight.numel()
-
-        return hook
-
-    hooks = []
-    for r in layers(meta):
-        hooks.append(r.module.register_forward_hook(layer_hook(r.index)))
-        for sub in r.module.modules():
-            if isinstance(sub, (nn.Conv2d, nn.Linear)):
-                hooks.append(sub.register_forward_hook(conv_hook(r.index)))
-    try:
-        with torch.no_grad():
-            meta(torch.empty(1, 3, imgsz, imgsz, device="meta"))
-    finally:
-        for h in hooks:
-            h.remove()
     b = bytes_per_element
     out = ct.copy()
     out["batch"] = batch
     out["flops_batch"] = out.flops * batch
     out["weight_bytes"] = out.params * b
-    out["in_bytes"] = out["index"].map(in_elems).fillna(0).astype("int64") * b * batch
+    out["in_bytes"] = out.in_elems.astype("int64") * b * batch
     out["out_bytes"] = out.activation_bytes * batch
     out["min_bytes"] = out.weight_bytes + out.in_bytes + out.out_bytes
-    out["conv_bytes"] = out["index"].map(conv_elems).fillna(0).astype("int64") * b
+    out["conv_bytes"] = (out.conv_io_elems * batch + out.conv_weight_elems).astype("int64") * b
     out["intensity"] = out.flops_batch / out.min_bytes
     out["conv_intensity"] = (out.flops_batch / out.conv_bytes).where(out.conv_bytes > 0)
     return out
