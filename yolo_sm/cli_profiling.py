@@ -188,8 +188,8 @@ def _widths(text: str) -> list[float]:
 
 def cmd_gpm(args) -> int:
     from yolo_sm.engines import check_device
-    from yolo_sm.profiling.gpm import wide
-    from yolo_sm.profiling.suite import GPM_SUMMARY, engines, run_gpm
+    from yolo_sm.profiling.gpm import run_medians
+    from yolo_sm.profiling.suite import engines, run_gpm
     from yolo_sm.provenance import collect
     from yolo_sm.store import check_output_path, write_atomic
 
@@ -205,11 +205,8 @@ def cmd_gpm(args) -> int:
     )
     df, info = run_gpm(built, seconds=args.seconds, hz=args.hz)
     write_atomic(df, out, {"provenance": collect(args.device), "sampler": info})
-    w = wide(df)
-    w = w[(w.phase == "run") & ~w.straddles_mark.astype(bool)]
-    cols = [c for c in (*GPM_SUMMARY, "gpu_util_pct", "mem_util_pct") if c in w]
     print(f"wrote {out} ({info['mode']}, {info['polls']} polls, {info['stale_polls']} stale)")
-    print(w.groupby("config")[cols].median().round(1).to_string())
+    print(run_medians(df).drop(columns="windows").set_index("config").round(1).to_string())
     if args.overhead_rounds > 0:
         import pandas as pd
 

@@ -36,6 +36,8 @@ GPM_METRICS = {
     "dram_bw_util_pct": "NVML_GPM_METRIC_DRAM_BW_UTIL",
 }
 FALLBACK_METRICS = ("gpu_util_pct", "mem_util_pct")  # nvmlUtilization_t .gpu / .memory
+# the order tables and figures show them in
+SUMMARY_METRICS = ("sm_util_pct", "sm_occupancy_pct", "tensor_util_pct", "dram_bw_util_pct")
 REQUIRED_COLUMNS = ("t_s", "window_s", "metric", "value", "source")
 RESERVED = frozenset(REQUIRED_COLUMNS) | {"straddles_mark"}
 GPM_REFRESH_S = 0.1  # NVML: two nvmlGpmSampleGet calls should be more than 100 ms apart
@@ -299,6 +301,18 @@ def wide(df):
     out = df.set_index([*keys, "metric"])["value"].unstack("metric").reset_index()
     out.columns.name = None
     return out
+
+
+def run_medians(df, by=("config",)):
+    """Per group of ``by``: the median of each metric over the windows marked ``phase="run"``,
+    windows that straddle a marker change left out, and ``windows``, how many there were."""
+    w = wide(df)
+    run = w[(w["phase"] == "run") & ~w["straddles_mark"].astype(bool)]
+    metrics = [m for m in (*SUMMARY_METRICS, *FALLBACK_METRICS) if m in run]
+    g = run.groupby(list(by))
+    out = g[metrics].median()
+    out["windows"] = g.size()
+    return out.reset_index()
 
 
 def save(df, path: str | os.PathLike, provenance: dict | None = None) -> Path:

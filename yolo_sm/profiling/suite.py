@@ -20,8 +20,9 @@ import time
 from pathlib import Path
 
 from yolo_sm.errors import UserError
+from yolo_sm.profiling.gpm import SUMMARY_METRICS
 
-GPM_SUMMARY = ("sm_util_pct", "sm_occupancy_pct", "tensor_util_pct", "dram_bw_util_pct")
+GPM_SUMMARY = SUMMARY_METRICS
 
 
 def engines(family, widths, precision, layout, batch, imgsz, device):
@@ -181,12 +182,10 @@ def join_layers(kineto, ncu, gpm=None):
     out = kv.merge(nv, on=by, how="outer")
     out["kernels_match"] = out.kineto_kernels == out.ncu_kernels
     if gpm is not None and not gpm.empty:
-        from yolo_sm.profiling.gpm import wide
+        from yolo_sm.profiling.gpm import run_medians
 
-        g = wide(gpm)
-        g = g[(g.get("phase") == "run") & ~g.straddles_mark.astype(bool)]
-        cols = [c for c in GPM_SUMMARY if c in g]
-        med = g.groupby("config")[cols].median().add_prefix("gpm_").reset_index()
+        med = run_medians(gpm).set_index("config")
+        med = med[[c for c in GPM_SUMMARY if c in med]].add_prefix("gpm_").reset_index()
         out = out.merge(med, on="config", how="left")
     return pd.DataFrame(out)
 

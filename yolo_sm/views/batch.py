@@ -12,10 +12,11 @@ from __future__ import annotations
 import math
 
 from yolo_sm.plots import COLORS, KERNEL_CLASS_COLORS, TEMPLATE
+from yolo_sm.profiling.gpm import SUMMARY_METRICS
 from yolo_sm.profiling.target import parse_config as _parse
 from yolo_sm.profiling.target import with_config
 
-GPM_METRICS = ("sm_util_pct", "sm_occupancy_pct", "tensor_util_pct", "dram_bw_util_pct")
+GPM_METRICS = SUMMARY_METRICS
 GPM_LABELS = {
     "sm_util_pct": "SM util (%)",
     "sm_occupancy_pct": "SM occupancy (%)",
@@ -315,12 +316,12 @@ def gpm_wide(gpm):
 def gpm_medians(gpm):
     """Median of each GPM metric over the run windows of each config, windows that straddle a
     marker change left out; with the window count, sorted by width then batch."""
-    w = gpm_wide(gpm)
-    run = w[(w["phase"] == "run") & ~w["straddles_mark"].astype(bool)]
-    metrics = [m for m in GPM_METRICS if m in run]
-    out = run.groupby(["config", "width", "batch"])[metrics].median()
-    out["windows"] = run.groupby(["config", "width", "batch"]).size()
-    out = out.reset_index().sort_values(["width", "batch"]).reset_index(drop=True)
+    from yolo_sm.profiling.gpm import run_medians
+
+    med = run_medians(gpm[[c for c in gpm.columns if not c.startswith("prov_")]])
+    metrics = [m for m in GPM_METRICS if m in med]
+    out = with_config(med)[["config", "width", "batch", *metrics, "windows"]]
+    out = out.sort_values(["width", "batch"]).reset_index(drop=True)
     return out.astype({"batch": int})
 
 
