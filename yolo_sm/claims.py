@@ -287,22 +287,18 @@ def claim_11():
     trace = _load("h200/trace_width_b8")
     if trace is None:
         return _pending(11, text, "trace_width_b8")
-    fwd = trace[trace.iteration == 0]
-    per = fwd.groupby("config").agg(
-        total=("kernel_name", "size"),
-        c2f=("module_type", lambda m: int((m == "C2f").sum())),
-        blocks=("layer", lambda s: int(s[fwd.loc[s.index, "module_type"] == "C2f"].nunique())),
-    )
-    # the most fusion can do: each C2f block becomes one kernel
-    removed = (per.c2f - per.blocks) / per.total
+    from yolo_sm.views.roofline import fusion_bound
+
+    per = fusion_bound(trace).set_index("config")
+    removed = per.removed_share  # the most fusion can do: each C2f block becomes one kernel
     w1 = per.loc["yolov8_w1_fp16_nhwc_b8"]
     return Verdict(
         11,
         text,
         FAILS if removed.max() < 0.9 else HOLDS,
-        f"an eager forward launches {per.total.min()}-{per.total.max()} kernels (widths "
-        f"0.25-2.0, batch 8); its {int(w1.blocks)} C2f blocks launch {int(w1.c2f)} of "
-        f"{int(w1.total)} at width 1.0, so fusing each C2f into one kernel removes at most "
+        f"an eager forward launches {per.launches.min()}-{per.launches.max()} kernels (widths "
+        f"0.25-2.0, batch 8); its {int(w1.C2f_layers)} C2f blocks launch {int(w1.C2f_launches)} "
+        f"of {int(w1.launches)} at width 1.0, so fusing each C2f into one kernel removes at most "
         f"{removed.min():.0%}-{removed.max():.0%} of the launches",
         "h200/trace_width_b8 (Kineto, per layer): an upper bound, no fused engine measured yet",
     )
