@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 
+def weighted_mean(values, weights) -> float:
+    """Mean of ``values`` weighted by ``weights`` (pandas Series): rows without a value are left
+    out rather than diluting the mean; NaN when no weight remains."""
+    ok = values.notna()
+    w = weights[ok]
+    return float((values[ok] * w).sum() / w.sum()) if w.sum() > 0 else float("nan")
+
+
 def time_weighted(
     df,
     by,
@@ -19,8 +27,7 @@ def time_weighted(
         w = g[time_col]
         row = {"kernels": len(g), "time_us": w.sum()}
         for c in cols:
-            ok = g[c].notna()  # kernels without the value do not dilute the average
-            tw = (g[c][ok] * w[ok]).sum() / w[ok].sum() if w[ok].sum() > 0 else float("nan")
+            tw = weighted_mean(g[c], w)  # kernels without the value do not dilute the average
             row[f"{c.removesuffix('_pct')}_tw_pct" if c.endswith("_pct") else f"{c}_tw"] = tw
         return pd.Series(row)
 

@@ -86,6 +86,7 @@ def claim_6():
     ncu = _load("h200/ncu_wide_stack")
     if ncu is None:
         return _pending(6, text, "ncu_wide_stack")
+    from yolo_sm.analysis import weighted_mean
     from yolo_sm.kernels import add_kernel_class
     from yolo_sm.models import channel_table, wide_conv_stack
 
@@ -95,8 +96,8 @@ def claim_6():
     flops = channel_table(wide_conv_stack(2.0), 640).flops.sum() * 8  # batch 8
     tflops = flops / (w.sum() * 1e-6) / 1e12
     peak, source = peak_fp16_tflops()
-    tensor = (conv.tensor_pipe_pct * w).sum() / w.sum()
-    achieved = (conv.achieved_occupancy_pct * w).sum() / w.sum()
+    tensor = weighted_mean(conv.tensor_pipe_pct, w)
+    achieved = weighted_mean(conv.achieved_occupancy_pct, w)
     number = (
         f"wide conv stack x2.0, fp16 batch 8: its tensor-core convolutions run at "
         f"{conv.theoretical_occupancy_pct.min():.1f}-{conv.theoretical_occupancy_pct.max():.0f} % "

@@ -203,16 +203,14 @@ def unattributed(kineto, ncu) -> dict:
 
 def summary(layers, unattr, ncu_wall_s, n_forwards, overhead, gpm_info) -> dict:
     """Headline numbers: per config total time, occupancies, the slowest layer, GPM medians."""
+    from yolo_sm.analysis import weighted_mean
+
     per_config = {}
     for cfg, g in layers.groupby("config"):
-        t = g.ncu_time_us.fillna(0)
-        w = t / t.sum() if t.sum() else t
+        w = g.ncu_time_us.fillna(0)
 
         def tw(col, g=g, w=w):
-            if col not in g or not w[g[col].notna()].sum():
-                return math.nan
-            ok = g[col].notna()
-            return float((g[col][ok] * w[ok]).sum() / w[ok].sum())
+            return weighted_mean(g[col], w) if col in g else math.nan
 
         top = g.sort_values("ncu_time_us", ascending=False).iloc[0]
         per_config[cfg] = {

@@ -93,9 +93,10 @@ def plot_pipe_vs_occupancy(df, *, title=None):
 
 
 def time_weighted(df, col: str, weight: str = "duration_us") -> float:
-    ok = df[col].notna()
-    w = df[weight][ok]
-    return float((df[col][ok] * w).sum() / w.sum()) if w.sum() else float("nan")
+    """``col`` averaged over all of ``df`` with kernel time as the weight."""
+    from yolo_sm.analysis import weighted_mean
+
+    return weighted_mean(df[col], df[weight])
 
 
 def findings(ncu_yolo, config: str, wide, trace, layers) -> str:
