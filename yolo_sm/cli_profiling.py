@@ -198,11 +198,8 @@ def cmd_gpm(args) -> int:
         raise UserError("yolo-sm gpm samples a GPU: use --device cuda")
     out = check_output_path(args.out)
     widths = _widths(args.widths)
-    built = list(
-        engines(
-            args.family, widths, args.precision, args.layout, args.batch, args.imgsz, args.device
-        )
-    )
+    grid = [(w, args.precision, args.layout, args.batch) for w in widths]
+    built = list(engines(args.family, grid, args.imgsz, args.device))
     df, info = run_gpm(built, seconds=args.seconds, hz=args.hz)
     write_atomic(df, out, {"provenance": collect(args.device), "sampler": info})
     print(f"wrote {out} ({info['mode']}, {info['polls']} polls, {info['stale_polls']} stale)")

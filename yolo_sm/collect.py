@@ -203,19 +203,9 @@ def _configs(step: Step, plan: Plan):
 
 def _engines(args, grid, backend: str, device: str):
     """(label, engine, input) for each config of a profiling step's grid, one model per width."""
-    from yolo_sm.engines import EngineConfig, build_engine
-    from yolo_sm.models import build
-    from yolo_sm.profiling.target import config_label
+    from yolo_sm.profiling.suite import engines
 
-    models = {}
-    for w, prec, lay, b in grid:
-        model = models.setdefault(w, build(args.family, w))
-        cfg = EngineConfig(
-            backend=backend, precision=prec, layout=lay, batch=b, imgsz=args.imgsz, device=device
-        )
-        eng = build_engine(model, cfg)
-        x = eng._input if eng._input is not None else eng.make_input(0)
-        yield config_label(args.family, w, prec, lay, b), eng, x
+    return engines(args.family, grid, args.imgsz, device, backend)
 
 
 def _csv(v) -> str:

@@ -25,19 +25,26 @@ from yolo_sm.profiling.gpm import SUMMARY_METRICS
 GPM_SUMMARY = SUMMARY_METRICS
 
 
-def engines(family, widths, precision, layout, batch, imgsz, device):
-    """(label, engine, input) per width: eager engines, one model per width."""
+def engines(family, grid, imgsz, device, backend="eager"):
+    """(label, engine, input) for each (width, precision, layout, batch) of ``grid``, one model
+    per width; the input is the engine's own static one where it has one (CUDA graph)."""
     from yolo_sm.engines import EngineConfig, build_engine
     from yolo_sm.models import build
     from yolo_sm.profiling.target import config_label
 
-    for w in widths:
-        model = build(family, w)
+    models = {}
+    for w, prec, lay, b in grid:
+        model = models.setdefault(w, build(family, w))
         cfg = EngineConfig(
-            precision=precision, layout=layout, batch=batch, imgsz=imgsz, device=device
+            backend=backend, precision=prec, layout=lay, batch=b, imgsz=imgsz, device=device
         )
         eng = build_engine(model, cfg)
-        yield config_label(family, w, precision, layout, batch), eng, eng.make_input(0)
+        x = eng._input if eng._input is not None else eng.make_input(0)
+        yield config_label(family, w, prec, lay, b), eng, x
+
+
+def _grid(widths, precision, layout, batch):
+    return [(w, precision, layout, batch) for w in widths]
 
 
 def run_gpm(built, seconds: float = 3.0, gap_s: float = 0.5, hz: float = 20.0):
@@ -282,7 +289,7 @@ def profile_all(
 
     # 1. Kineto: eager forwards with layer ranges
     frames = []
-    for label, eng, x in engines(family, widths, precision, layout, batch, imgsz, device):
+    for label, eng, x in engines(family, _grid(widths, precision, layout, batch), imgsz, device):
         path = kin.capture(
             lambda eng=eng, x=x: eng(x),
             out / "traces" / f"kineto-{label}.json.gz",
@@ -311,7 +318,7 @@ def profile_all(
     log(f"ncu: {len(n)} kernels in {ncu_wall:.0f} s ({metric_set} set)")
 
     # 3. GPM timeline, then the sampler's overhead (after ncu has exited)
-    built = list(engines(family, widths, precision, layout, batch, imgsz, device))
+    built = list(engines(family, _grid(widths, precision, layout, batch), imgsz, device))
     g, info = run_gpm(built, seconds=gpm_seconds, hz=gpm_hz)
     write_atomic(g.assign(**stamp), out / "gpm.parquet", {**meta, "sampler": info})
     label, eng, x = built[-1]  # the widest: least launch-bound, so the least noisy
