@@ -98,14 +98,13 @@ def add_limiter(kernels):
 def layer_table(kernels):
     """One row per (config, layer): :func:`yolo_sm.analysis.layer_view` (kernels, time,
     time-weighted theoretical / achieved occupancy, SM coverage, main limiter by time and
-    ``main_limiter_share``, the share of the layer's kernel time under that limiter) with
-    ``time_share`` recomputed within each config (the layer's share of that forward's kernel
-    time), the parsed config columns, ``layer_idx`` (model order) and ``layer_label``."""
+    ``main_limiter_share``, the share of the layer's kernel time under that limiter; its
+    ``time_share`` is within each config), the parsed config columns, ``layer_idx`` (model
+    order) and ``layer_label``."""
     from yolo_sm.analysis import layer_view
 
     df = add_limiter(kernels)
     out = layer_view(df, by=("config", "layer", "module_type", "stage"))
-    out["time_share"] = out.time_us / out.groupby("config").time_us.transform("sum")
     by_lim = df.groupby(["config", "layer", "limiter"], observed=True).duration_us.sum()
     lim_share = (by_lim / by_lim.groupby(level=[0, 1]).transform("sum")).rename("s").reset_index()
     lim_share = lim_share.rename(columns={"limiter": "main_limiter", "s": "main_limiter_share"})
