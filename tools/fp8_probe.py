@@ -67,6 +67,12 @@ def fp8(t, amax=None):
     return (t / scale).to(torch.float8_e4m3fn), scale
 
 
+def quantize(x):
+    import torch
+
+    return (x * 0.5).to(torch.float8_e4m3fn)
+
+
 def baseline(x, w, b, stride):
     import torch.nn.functional as F
 
@@ -222,6 +228,19 @@ def main(argv=None) -> int:
                 iqr_ms=iqr16,
                 tflops=flops / t16 / 1e9,
                 speedup=1.0,
+                rel_err=0.0,
+            )
+        )
+        tq, iqrq = timeit(partial(quantize, x), args.reps)
+        rows.append(
+            dict(
+                shape=name,
+                path="quantize_input_fp16_to_e4m3",  # what each fp8 conv adds unless fused
+                ok=True,
+                median_ms=tq,
+                iqr_ms=iqrq,
+                tflops=0.0,
+                speedup=t16 / tq,
                 rel_err=0.0,
             )
         )
