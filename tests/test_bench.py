@@ -1,8 +1,12 @@
-"""The side-by-side benchmark on CPU (tiny model): every variant, ratios against the baseline."""
+"""The side-by-side benchmark on CPU (tiny model): every variant, ratios against the baseline,
+failures as rows, resumption per (model, batch) and the deadline (with a fake unit runner)."""
 
 import pandas as pd
+import pytest
 
+from yolo_sm import bench
 from yolo_sm.cli import main
+from yolo_sm.errors import UserError
 
 
 def test_bench_table_on_cpu(tmp_path, capsys):
@@ -27,7 +31,8 @@ def test_bench_table_on_cpu(tmp_path, capsys):
     assert list(df.variant) == [
         "eager/fp16/nhwc",
         "eager/fp32/nchw",
-        "pipeline/eager/fp32",
+        "pipeline/eager/fp32/nhwc/s1",
+        "pipeline/eager/fp32/nhwc/s3",
         "ultralytics_predict",
     ]
     assert (df.status == "ok").all() and (df.img_per_s > 0).all()
@@ -35,11 +40,155 @@ def test_bench_table_on_cpu(tmp_path, capsys):
     ratio = df.img_per_s / df.img_per_s.iloc[0]
     assert (abs(df.vs_baseline - ratio) < 1e-9).all()
     assert df.prov_torch.notna().all()
+    pipe = df[df.variant.str.startswith("pipeline/")]
+    assert pipe.streams.tolist() == [1, 3] and (pipe.model_only_img_per_s > 0).all()
+    assert (
+        abs(pipe.pipeline_vs_model_only - pipe.img_per_s / pipe.model_only_img_per_s) < 1e-9
+    ).all()
+    assert (df.p99_ms >= df.median_ms).all()
+    engines = df[df.scope == "model_only"]
+    assert (engines.build_s > 0).all() and (pipe.build_s > 0).all()
 
 
 def test_bench_bad_input(tmp_path, capsys):
-    for argv in (["--models", "yolov8:wide"], ["--batches", "0"], ["--engines", "eager/fp16"]):
+    for argv in (
+        ["--models", "yolov8:wide"],
+        ["--batches", "0"],
+        ["--engines", "eager/fp16"],
+        ["--engines", "warp/fp16/nhwc"],
+        ["--streams", "0"],
+        ["--models", "resnet50:1"],
+    ):
         assert main(["bench", "--device", "cpu", *argv, "--out", str(tmp_path / "x.parquet")]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("yolo-sm: error:")
     assert not (tmp_path / "x.parquet").exists()
+
+
+def test_spec_from_plan_params():
+    spec = bench.BenchSpec.from_mapping(
+        {
+            "family": "yolov8",
+            "widths": [0.25, 1.0],
+            "batches": "1,16",
+            "engines": ["cudagraph/fp16/nhwc", "compile:max-autotune/fp16/nhwc", "eager/fp16/nhwc"],
+            "pipeline_streams": [1, 3],
+            "device": "cuda",
+        }
+    )
+    assert spec.units() == [
+        ("yolov8", 0.25, 1),
+        ("yolov8", 0.25, 16),
+        ("yolov8", 1.0, 1),
+        ("yolov8", 1.0, 16),
+    ]
+    assert spec.variants() == [
+        "eager/fp16/nhwc",
+        "cudagraph/fp16/nhwc",
+        "compile:max-autotune/fp16/nhwc",  # the baseline listed again is not run twice
+        "pipeline/cudagraph/fp16/nhwc/s1",
+        "pipeline/cudagraph/fp16/nhwc/s3",
+        "ultralytics_predict",
+    ]
+    for bad, match in (
+        ({"colour": 1}, "unknown bench key"),
+        ({"engines": ["eager:fast/fp16/nhwc"]}, "only the compile backend"),
+        ({"engines": ["compile:fastest/fp16/nhwc"]}, "compile mode"),
+        ({"models": "yolov8:1", "widths": [1]}, "either"),
+        ({"batches": [1.5]}, "integer"),
+    ):
+        with pytest.raises(UserError, match=match):
+            bench.BenchSpec.from_mapping(bad)
+
+
+class FakeClock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def perf_counter(self):
+        return self.t
+
+    def monotonic(self):
+        return self.t
+
+
+@pytest.fixture
+def fake_units(monkeypatch):
+    """bench_unit replaced by a fake that takes 10 s of a fake clock per unit and returns one
+    ok row per variant (baseline 100 img/s, every other variant 150)."""
+    clock, calls = FakeClock(), []
+
+    def fake_unit(model, family, width, batch, spec, frames):
+        calls.append((family, width, batch, tuple(spec.variants())))
+        clock.t += 10
+        return [
+            {
+                "family": family,
+                "width": width,
+                "batch": batch,
+                "variant": v,
+                "scope": bench._scope(v),
+                "status": "ok",
+                "message": "",
+                "median_ms": 1.0,
+                "p99_ms": 2.0,
+                "img_per_s": 100.0 if v == "eager/fp16/nhwc" else 150.0,
+                "vs_baseline": 1.0 if v == "eager/fp16/nhwc" else 1.5,
+            }
+            for v in spec.variants()
+        ]
+
+    monkeypatch.setattr(bench, "time", clock)
+    monkeypatch.setattr(bench, "bench_unit", fake_unit)
+    monkeypatch.setattr(bench, "_build_model", lambda family, width: object())
+    monkeypatch.setattr(bench, "_bundled_frames", lambda: [])
+    return clock, calls
+
+
+def test_bench_stops_before_a_unit_that_would_not_fit_then_resumes(tmp_path, fake_units):
+    clock, calls = fake_units
+    spec = bench.BenchSpec(
+        models=(("yolov8", 0.25), ("yolov8", 0.5)),
+        batches=(1, 2),
+        engines=(("eager", "fp32", "nchw"),),
+        device="cpu",
+        est_unit_s=5,
+    )
+    out = tmp_path / "b.parquet"
+    # 25 s left: w0.25 b1 (guess 5 s) and b2 (no b2 unit timed yet: guess 5 s) run, 10 s each;
+    # w0.5 b1 would take as long as the longest b1 unit so far (10 s) with 5 s left: stop
+    df = bench.run_bench(spec, out, progress=False, deadline=clock.t + 25)
+    assert [c[:3] for c in calls] == [("yolov8", 0.25, 1), ("yolov8", 0.25, 2)]
+    assert len(df) == 2 * len(spec.variants()) and (df.unit_s == 10).all()
+    assert len(pd.read_parquet(out)) == len(df)
+    assert bench.missing_units(spec, out) == [("yolov8", 0.5, 1), ("yolov8", 0.5, 2)]
+    # no deadline: only the missing units run
+    df = bench.run_bench(spec, out, progress=False)
+    assert [c[:3] for c in calls[2:]] == [("yolov8", 0.5, 1), ("yolov8", 0.5, 2)]
+    assert bench.missing_units(spec, out) == [] and len(df) == 4 * len(spec.variants())
+    # a complete table: nothing to do
+    bench.run_bench(spec, out, progress=False)
+    assert len(calls) == 4
+    # a variant added to the spec: every unit is re-measured whole and its rows replaced
+    more = bench.BenchSpec(
+        **{**spec.__dict__, "engines": (*spec.engines, ("eager", "fp8", "nhwc"))}
+    )
+    df = bench.run_bench(more, out, progress=False)
+    assert len(calls) == 8 and "eager/fp8/nhwc" in set(calls[-1][3])
+    assert len(df) == 4 * len(more.variants())
+    assert not df.duplicated(["family", "width", "batch", "variant"]).any()
+
+
+def test_bench_with_no_time_for_its_first_unit_writes_nothing(tmp_path, fake_units):
+    clock, calls = fake_units
+    spec = bench.BenchSpec(models=(("yolov8", 0.25),), batches=(1,), device="cpu", est_unit_s=60)
+    bench.run_bench(spec, tmp_path / "b.parquet", progress=False, deadline=clock.t + 30)
+    assert calls == [] and not (tmp_path / "b.parquet").exists()
+
+
+def test_a_model_that_cannot_be_built_is_error_rows(monkeypatch):
+    spec = bench.BenchSpec(models=(("yolov8", 0.25),), batches=(4,), device="cpu", predict=False)
+    rows = bench.bench_unit(RuntimeError("no\nmore"), "yolov8", 0.25, 4, spec, [])
+    assert [r["variant"] for r in rows] == spec.variants()
+    assert {r["status"] for r in rows} == {"error"} and rows[0]["message"] == "RuntimeError: no"
+    assert all(r["vs_baseline"] is None for r in rows)

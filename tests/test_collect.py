@@ -29,11 +29,15 @@ def _plan(tmp_path, steps, device="cpu"):
 def test_shipped_h200_plan_parses_and_covers_the_issue():
     plan = collect.load_plan("data/plans/h200.yaml")
     kinds = {s.kind for s in plan.steps}
-    assert kinds == {"sweep", "ncu", "trace", "gpm", "ceilings"}
+    assert kinds == {"sweep", "ncu", "trace", "gpm", "ceilings", "bench"}
     for s in plan.steps:
         if s.kind == "sweep":
             spec = collect._sweep_spec(s, plan)
             assert spec.points(), s.name
+    b = collect._bench_spec(next(s for s in plan.steps if s.name == "bench_fast_engines"), plan)
+    assert [w for _, w in b.models] == [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0]
+    assert b.batches == (1, 16, 64) and b.pipeline_streams == (1, 3) and b.device == "cuda"
+    assert {"cudagraph/fp16/nhwc", "compile:max-autotune/fp16/nhwc"} <= set(b.variants())
     first_sweep = next(s for s in plan.steps if s.kind == "sweep")
     widths = collect._sweep_spec(first_sweep, plan).widths
     assert widths == (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0)
@@ -154,3 +158,48 @@ def test_ceilings_step_runs_on_cpu_and_registers(tmp_path):
     df = pd.read_parquet(tmp_path / "out" / "ceilings.parquet")
     assert set(df.ceiling) >= {"matmul_fp32", "matmul_fp16"} and (df.value > 0).all()
     assert df.prov_device.eq("cpu").all()
+
+
+def test_bench_step_runs_on_cpu_resumes_and_registers(tmp_path, monkeypatch):
+    """A tiny bench through collect: every variant of every (model, batch) is a row, the one
+    that cannot run on a CPU (a CUDA graph) an error row with its reason; the finished table is
+    registered with the command that re-runs the step and loads as a ``bench`` dataset."""
+    from yolo_sm import bench
+
+    params = {
+        "family": "yolov8",
+        "widths": [0.0625],
+        "batches": [1, 2],
+        "engines": ["eager/fp32/nchw", "cudagraph/fp16/nhwc"],
+        "pipeline_streams": [1, 2],
+        "imgsz": 64,
+        "seconds": 0.2,
+        "budget_ms": 20,
+        "warmup_ms": 2,
+        "est_unit_s": 30,
+    }
+    step = {"name": "b", "kind": "bench", "out": "b.parquet", "params": params}
+    plan = _plan(tmp_path, [step])
+    out = tmp_path / "data"
+    assert collect.run_plan(plan, out, max_minutes=0.1, progress=False).state.tolist() == [
+        "missing"  # a unit is guessed at 30 s: none fits in 6 s
+    ]
+    assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
+    df = pd.read_parquet(out / "b.parquet")
+    spec = collect._bench_spec(plan.steps[0], plan)
+    assert len(df) == 2 * len(spec.variants())
+    assert set(df.variant) == set(spec.variants())
+    bad = df[df.variant == "cudagraph/fp16/nhwc"]
+    assert (bad.status == "error").all() and bad.message.str.contains("CUDA").all()
+    ok = df[df.variant != "cudagraph/fp16/nhwc"]
+    assert (ok.status == "ok").all() and (ok.img_per_s > 0).all()
+    assert (df[df.variant == "eager/fp16/nhwc"].vs_baseline == 1.0).all()
+    pipe = df[df.variant.str.startswith("pipeline/")]
+    assert sorted(pipe.streams.unique()) == [1, 2] and (pipe.pipeline_vs_model_only > 0).all()
+    monkeypatch.setenv("YOLO_SM_DATA", str(tmp_path))
+    loaded = data.load("data/b")
+    assert data.info("data/b")["kind"] == "bench" and len(loaded) == len(df)
+    assert data.info("data/b")["command"].endswith("--only b")
+    # done: a rerun measures nothing
+    monkeypatch.setattr(bench, "bench_unit", None)
+    assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]

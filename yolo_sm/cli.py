@@ -147,6 +147,9 @@ def _parser() -> argparse.ArgumentParser:
         help="comma list of backend/precision/layout besides eager/fp16/nhwc "
         "(compile:MODE/... picks a torch.compile mode)",
     )
+    b.add_argument(
+        "--streams", default="1,3", help="comma list: one pipeline row per CUDA stream count"
+    )
     b.add_argument("--device", default="cuda")
     b.add_argument("--seconds", type=float, default=2.0, help="per pipeline / predict row")
     b.add_argument(
@@ -155,7 +158,11 @@ def _parser() -> argparse.ArgumentParser:
         action="store_false",
         help="skip ultralytics' YOLO.predict rows",
     )
-    b.add_argument("--out", required=True, help="parquet file for the table")
+    b.add_argument(
+        "--out",
+        required=True,
+        help="parquet file for the table (a rerun skips the (model, batch) pairs it holds)",
+    )
 
     o = sub.add_parser("occupancy", help="theoretical occupancy of a launch (what-if calculator)")
     o.add_argument("--cc", default="9.0", help="compute capability, e.g. 9.0 (H100/H200), 8.0")

@@ -61,47 +61,24 @@ def cmd_collect(args) -> int:
 def cmd_bench(args) -> int:
     import pandas as pd
 
-    from yolo_sm.bench import run_bench
+    from yolo_sm.bench import BenchSpec, run_bench
     from yolo_sm.engines import check_device
-    from yolo_sm.store import check_output_path, write_atomic
+    from yolo_sm.store import check_output_path
 
-    check_device(args.device)
-    out = check_output_path(args.out)
-    models = []
-    for item in args.models.split(","):
-        family, _, width = item.partition(":")
-        try:
-            models.append((family.strip(), float(width or 1.0)))
-        except ValueError:
-            raise UserError(f"--models takes family:width items, got {item!r}") from None
-    try:
-        batches = [int(b) for b in args.batches.split(",")]
-    except ValueError:
-        raise UserError(f"--batches takes integers, got {args.batches!r}") from None
-    engines = []
-    for item in [e for e in args.engines.split(",") if e]:
-        parts = item.split("/")
-        if len(parts) != 3:
-            raise UserError(f"--engines takes backend/precision/layout items, got {item!r}")
-        backend, _, mode = parts[0].partition(":")
-        if mode:
-            from yolo_sm.engines.config import check_compile_mode
-
-            if backend != "compile":
-                raise UserError(f"only the compile backend takes a mode, got {parts[0]!r}")
-            check_compile_mode(mode)
-        engines.append(tuple(parts))
-    if any(b <= 0 for b in batches):
-        raise UserError("batch sizes must be positive")
-    df = run_bench(
-        models,
-        batches,
-        engines=tuple(engines),
-        device=args.device,
-        pipeline_s=args.seconds,
-        predict=args.predict,
+    spec = BenchSpec.from_mapping(
+        {
+            "models": args.models,
+            "batches": args.batches,
+            "engines": args.engines,
+            "pipeline_streams": args.streams,
+            "device": args.device,
+            "seconds": args.seconds,
+            "predict": args.predict,
+        }
     )
-    write_atomic(df, out)
+    check_device(spec.device)
+    out = check_output_path(args.out)
+    df = run_bench(spec, out)
     cols = [
         "family",
         "width",
@@ -110,12 +87,13 @@ def cmd_bench(args) -> int:
         "scope",
         "status",
         "median_ms",
+        "p99_ms",
         "img_per_s",
         "vs_baseline",
         "rel_err",
     ]
     with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
-        print(df[cols].to_string(index=False))
+        print(df[[c for c in cols if c in df]].to_string(index=False))
     return 0
 
 

@@ -1,9 +1,11 @@
 """Collection plans: a named list of steps (sweeps, Nsight Compute, PyTorch traces, GPM
-timelines) that write the datasets of ``data/<machine>/`` with their manifest entries.
+timelines, the GPU's ceilings, the side-by-side bench) that write the datasets of
+``data/<machine>/`` with their manifest entries.
 
 A plan runs across several time-limited commands (the H200 gives 10 minutes a command): each
-run skips finished steps, resumes a partial sweep point by point, and with ``max_minutes`` stops
-before starting work that would end past the limit. Steps write their outputs atomically, so a
+run skips finished steps, resumes a partial sweep point by point and a partial bench (model,
+batch) by (model, batch), and with ``max_minutes`` stops before starting work that would end
+past the limit. Steps write their outputs atomically, so a
 killed run leaves complete files or none.
 """
 
@@ -17,7 +19,10 @@ from pathlib import Path
 
 from yolo_sm.errors import UserError
 
-KINDS = ("sweep", "ncu", "trace", "gpm", "ceilings")
+KINDS = ("sweep", "ncu", "trace", "gpm", "ceilings", "bench")
+# kinds that resume part-way and stop themselves at the deadline (the others run whole, so
+# they start only when their est_s fits in the time left)
+RESUMABLE = ("sweep", "bench")
 
 
 @dataclass(frozen=True)
@@ -89,8 +94,15 @@ def _sweep_spec(step: Step, plan: Plan):
     return SweepSpec.from_mapping({"device": plan.device, **step.params})
 
 
+def _bench_spec(step: Step, plan: Plan):
+    from yolo_sm.bench import BenchSpec
+
+    return BenchSpec.from_mapping({"device": plan.device, **step.params})
+
+
 def step_state(step: Step, plan: Plan, out_dir: Path) -> str:
-    """``done``, ``partial`` (a sweep with points missing) or ``missing``."""
+    """``done``, ``partial`` (a sweep with points missing, a bench with (model, batch) pairs
+    missing) or ``missing``."""
     path = out_dir / step.out
     if not path.exists():
         return "missing"
@@ -98,6 +110,10 @@ def step_state(step: Step, plan: Plan, out_dir: Path) -> str:
         from yolo_sm.sweep import missing_points
 
         return "partial" if missing_points(_sweep_spec(step, plan), path) else "done"
+    if step.kind == "bench":
+        from yolo_sm.bench import missing_units
+
+        return "partial" if missing_units(_bench_spec(step, plan), path) else "done"
     return "done"
 
 
@@ -145,7 +161,7 @@ def run_plan(
         if state == "done":
             continue
         left = deadline - time.monotonic() if deadline else None
-        if left is not None and (left <= 0 or (step.kind != "sweep" and step.est_s > left)):
+        if left is not None and (left <= 0 or (step.kind not in RESUMABLE and step.est_s > left)):
             print(
                 f"collect: {step.name} does not fit in the time left ({left:.0f} s); "
                 "run the command again",
@@ -309,10 +325,20 @@ def _run_ceilings(step, plan, out_dir, deadline, progress):
     _write(_with_provenance(df, plan.device), out_dir / step.out)
 
 
+def _run_bench(step, plan, out_dir, deadline, progress):
+    """Baseline, engines, pipeline per stream count and YOLO.predict per (model, batch); rows
+    carry their own provenance. Resumes per (model, batch), stops before one that would end
+    past the deadline (yolo_sm.bench)."""
+    from yolo_sm.bench import run_bench
+
+    run_bench(_bench_spec(step, plan), out_dir / step.out, progress=progress, deadline=deadline)
+
+
 RUNNERS = {
     "sweep": _run_sweep,
     "ncu": _run_ncu,
     "trace": _run_trace,
     "gpm": _run_gpm,
     "ceilings": _run_ceilings,
+    "bench": _run_bench,
 }

@@ -107,6 +107,45 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "iqr_ms": "interquartile range of the calls, milliseconds",
         "n_samples": "timed calls",
     },
+    "bench": {
+        "family": "YOLO family (yolov8, yolo11)",
+        "width": "width multiplier (depth 0.33, max_channels 2048)",
+        "batch": "images (frames) per forward",
+        "variant": "backend[:compile mode]/precision/layout of an engine (eager/fp16/nhwc is the "
+        "baseline), pipeline/<engine>/s<streams>, or ultralytics_predict",
+        "scope": "model_only (the forward alone, CUDA events) or frames_to_boxes (uint8 frames "
+        "in, NMS-ed boxes on the host out, wall clock per batch)",
+        "backend": "eager / cudagraph / compile / ... (ultralytics for the predict rows)",
+        "compile_mode": "torch.compile mode (compile rows only)",
+        "precision": "fp32 / fp16 / bf16 / fp8 / int8 of the engine",
+        "layout": "nchw or nhwc",
+        "streams": "CUDA streams (copy/pre-process slots in flight) of a pipeline row; a CPU "
+        "pipeline runs one whatever this says",
+        "status": "ok / oom / error (an engine that cannot run here is an error row)",
+        "message": "one line saying why, for oom/error rows",
+        "median_ms": "median (p50) latency of one batch, milliseconds",
+        "iqr_ms": "interquartile range of the per-call samples, milliseconds (engine rows)",
+        "p99_ms": "99th percentile latency of one batch, milliseconds",
+        "img_per_s": "images (frames) per second",
+        "vs_baseline": "img_per_s over the baseline's (eager/fp16/nhwc) of the same family, "
+        "width and batch, measured in the same unit of the run",
+        "n_samples": "timed calls (engine rows) or batches (pipeline and predict rows)",
+        "noisy": "IQR/median above 10 % (engine rows)",
+        "rel_err": "relative L2 error of the raw head output vs eager fp32 (engine rows)",
+        "tflops": "flops_per_img * batch / median, TFLOP/s (engine rows)",
+        "flops_per_img": "FLOPs per image, 2 per multiply-add (Conv2d/Linear)",
+        "peak_mem_bytes": "peak allocated GPU bytes during the timed calls (engine rows, GPU)",
+        "build_s": "seconds to build the engine: export, compile or graph capture, and the "
+        "numerical check (engine and pipeline rows)",
+        "compile_s": "torch.compile's share of build_s (compile rows)",
+        "capture_s": "CUDA graph capture's share of build_s (cudagraph rows)",
+        "model_only_img_per_s": "img/s of the pipeline's own engine instance timed model-only "
+        "at the same batch, just before the pipeline ran (pipeline rows)",
+        "pipeline_vs_model_only": "pipeline frames/s over model_only_img_per_s (1.0: the "
+        "pipeline adds nothing to the forward; pipeline rows)",
+        "unit_s": "wall time of the (family, width, batch) unit the row was measured in, "
+        "seconds (what a resumed run uses to decide whether the next unit fits)",
+    },
     "gpm_overhead": {
         "config": "config the throughput was measured on",
         "round": "pair number (sampler on and off in alternating order)",
@@ -144,6 +183,19 @@ REQUIRED = {
     "layers": ("config", "layer", "module_type", "stage", "kineto_time_us", "ncu_time_us"),
     "gpm_overhead": tuple(SCHEMAS["gpm_overhead"]),
     "ceilings": ("ceiling", "value", "unit", "median_ms"),
+    "bench": (
+        "family",
+        "width",
+        "batch",
+        "variant",
+        "scope",
+        "status",
+        "message",
+        "median_ms",
+        "p99_ms",
+        "img_per_s",
+        "vs_baseline",
+    ),
 }
 
 
