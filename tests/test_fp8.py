@@ -66,8 +66,55 @@ def test_fp8_engine_runs_on_cpu_as_emulation(model):
     eng.close()
 
 
-def test_fp8_says_plainly_where_it_cannot_run():
-    with pytest.raises(NotAvailableError, match="no GPU kernel"):
-        fp8.choose_kernel("cuda")
+def test_fp8_says_plainly_where_it_cannot_run(monkeypatch):
+    import builtins
+    import sys
+
     with pytest.raises(UserError, match="eager and cudagraph"):
         EngineConfig(precision="fp8", backend="compile")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(NotAvailableError, match="no CUDA device"):
+        fp8.choose_kernel("cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (8, 0))
+    with pytest.raises(NotAvailableError, match="compute capability 8.9"):
+        fp8.choose_kernel("cuda")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (9, 0))
+    real_import = builtins.__import__
+
+    def no_cudnn(name, *a, **k):
+        if name == "cudnn":
+            raise ImportError("No module named 'cudnn'")
+        return real_import(name, *a, **k)
+
+    monkeypatch.delitem(sys.modules, "cudnn", raising=False)
+    monkeypatch.setattr(builtins, "__import__", no_cudnn)
+    with pytest.raises(NotAvailableError, match="nvidia-cudnn-frontend"):
+        fp8.choose_kernel("cuda")
+
+
+def test_quantize_e4m3_saturates_and_rounds_like_torch():
+    x = torch.tensor([0.0, 1.0, -3.3, 1000.0, -1000.0, 0.013])
+    q = fp8.quantize_e4m3(x, 0.5)
+    assert q.dtype == torch.float8_e4m3fn
+    assert q.float().tolist() == pytest.approx([0.0, 2.0, -6.5, 448.0, -448.0, 0.026], rel=0.07)
+    assert torch.equal(q.float() * 0.5, fp8.fake_quant(x, 0.5))
+
+
+def test_cudnn_kernel_fuses_the_blocks_silu(model):
+    """With the cuDNN kernel the SiLU of each quantised block moves into the conv (its epilogue),
+    and the block's own activation becomes Identity; the emulation leaves both alone."""
+    import copy
+
+    x = calibration_batches(64)[0]
+    q = copy.deepcopy(model)
+    fp8.quantize_convs(q, [x], kernel="cudnn")
+    f = [m for m in q.modules() if isinstance(m, fp8.Fp8Conv)]
+    assert f and all(m.silu for m in f)
+    parents = [p for p in q.modules() if isinstance(getattr(p, "conv", None), fp8.Fp8Conv)]
+    assert len(parents) == len(f) and all(isinstance(p.act, torch.nn.Identity) for p in parents)
+    e = copy.deepcopy(model)
+    fp8.quantize_convs(e, [x], kernel="emulate")
+    assert not any(m.silu for m in e.modules() if isinstance(m, fp8.Fp8Conv))
+    with torch.no_grad():  # on a CPU the cuDNN kernel's convs run the emulation: same output
+        assert torch.allclose(q(x), e(x), atol=1e-5)

@@ -348,7 +348,9 @@ def test_real_capture_on_the_gpu():
     assert len(w) >= 5 and ((w[METRICS] >= 0) & (w[METRICS] <= 100)).all().all()  # no NaN
     assert w.sm_util_pct.median() > 50 and w.tensor_util_pct.median() > 5
     assert sorted(s.sample_cost_s)[len(s.sample_cost_s) // 2] < 0.02
-    assert (w.window_s > 0.08).all()  # stale polls folded: windows span a counter refresh
+    # stale polls folded: windows span a counter refresh (the first one starts wherever the
+    # sampler's baseline snapshot fell in NVML's refresh period, so it may be shorter)
+    assert (w.window_s.iloc[1:] > 0.08).all()
 
 
 def test_shipped_h200_timeline_has_only_distinct_snapshot_windows():

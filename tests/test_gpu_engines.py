@@ -108,3 +108,47 @@ def test_oom_becomes_a_row_and_memory_is_freed():
     assert row["status"] == "oom", row["message"]
     torch.cuda.synchronize()
     assert torch.cuda.mem_get_info()[0] >= free_before - 2**30
+
+
+def test_triton_quantisation_equals_torch_bit_for_bit():
+    from yolo_sm.engines import fp8
+
+    x = torch.randn(4, 64, 40, 40, device="cuda", dtype=torch.float16) * 50
+    x = x.contiguous(memory_format=torch.channels_last)
+    q = fp8.quantize_e4m3(x, 0.07)
+    ref = (x.float() / 0.07).clamp(-448, 448).to(torch.float8_e4m3fn)
+    assert q.stride() == x.stride() and torch.equal(q.view(torch.uint8), ref.view(torch.uint8))
+
+
+@pytest.mark.parametrize("k,stride", [(1, 1), (3, 1), (3, 2)])
+def test_cudnn_fp8_conv_matches_the_emulation(k, stride):
+    from torch import nn
+
+    from yolo_sm.engines import fp8
+
+    pytest.importorskip("cudnn", reason="needs nvidia-cudnn-frontend")
+    conv = nn.Conv2d(64, 128, k, stride, k // 2).cuda().half()
+    x = torch.nn.functional.silu(torch.randn(8, 64, 40, 40, device="cuda", dtype=torch.half))
+    x = x.contiguous(memory_format=torch.channels_last)
+    scale = float(x.abs().max()) / 448
+    real = fp8.Fp8Conv(conv, scale, "cudnn", silu=True).cuda()
+    emu = fp8.Fp8Conv(conv, scale, "emulate", silu=True).cuda()
+    y, ref = real(x), emu(x)
+    assert real.fallback is None and y.shape == ref.shape and y.dtype == torch.float16
+    assert float((y.float() - ref.float()).norm() / ref.float().norm()) < 5e-3
+
+
+def test_fp8_engines_run_cudnn_kernels_and_pass_their_check(model):
+    pytest.importorskip("cudnn", reason="needs nvidia-cudnn-frontend")
+    from yolo_sm.engines import fp8
+
+    outs = {}
+    for backend in ("eager", "cudagraph"):
+        cfg = EngineConfig(backend=backend, precision="fp8", layout="nhwc", batch=2, device="cuda")
+        eng = build_engine(model, cfg)
+        assert eng.module.fp8_info["fp8_kernel"] == "cudnn"
+        assert fp8.fallbacks(eng.module) == {}
+        assert eng.rel_err is not None and eng.rel_err <= eng.config.tolerance
+        outs[backend] = eng(eng.make_input(5)).clone()
+        eng.close()
+    assert torch.allclose(outs["eager"].float(), outs["cudagraph"].float(), atol=1e-2, rtol=1e-2)

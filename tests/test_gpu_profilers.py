@@ -97,10 +97,13 @@ def test_pipeline_on_gpu_agrees_with_ultralytics_and_overlaps(model):
     assert stats["frames_per_s"] > 50
 
 
-def test_ceilings_on_the_gpu():
+def test_ceilings_on_the_gpu(tmp_path):
     from yolo_sm.ceilings import measure_ceilings
+    from yolo_sm.store import write_atomic
 
-    df = measure_ceilings("cuda", n=4096, copy_bytes=1 << 26, budget_ms=30).set_index("ceiling")
+    raw = measure_ceilings("cuda", n=4096, copy_bytes=1 << 26, budget_ms=30)
+    write_atomic(raw, tmp_path / "ceilings.parquet", {})  # every column converts to Arrow
+    df = raw.set_index("ceiling")
     assert {"matmul_fp32", "matmul_fp16", "copy_d2d", "copy_h2d_frame_fp16"} <= set(df.index)
     assert df.value["matmul_fp16"] > 2 * df.value["matmul_fp32"]  # tensor cores vs FFMA
     assert df.value["copy_d2d"] > df.value.get("copy_h2d_pinned", 0)

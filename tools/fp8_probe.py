@@ -263,6 +263,8 @@ def main(argv=None) -> int:
             row = dict(shape=name, path=path)
             try:
                 run, result = build()
+                run()
+                torch.cuda.synchronize()
                 y = result()
                 if not fused:  # compare the raw conv with the fp16 conv before bias/SiLU
                     ref_raw = torch.nn.functional.conv2d(x, w, None, stride=stride, padding=r // 2)

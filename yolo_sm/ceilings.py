@@ -82,16 +82,18 @@ def measure_ceilings(
         src = torch.empty(copy_bytes, dtype=torch.uint8, device=device)
         dst = torch.empty_like(src)
         m = measure(lambda: dst.copy_(src), device=device, budget_ms=budget_ms)
-        add("copy_d2d", m, 2 * copy_bytes / (m.median_ms * 1e-3) / 1e9, "GB/s", copy_bytes)
+        add("copy_d2d", m, 2 * copy_bytes / (m.median_ms * 1e-3) / 1e9, "GB/s", f"{copy_bytes} B")
         host = torch.empty(copy_bytes, dtype=torch.uint8).pin_memory()
         m = measure(lambda: dst.copy_(host, non_blocking=True), device=device, budget_ms=budget_ms)
-        add("copy_h2d_pinned", m, copy_bytes / (m.median_ms * 1e-3) / 1e9, "GB/s", copy_bytes)
+        add(
+            "copy_h2d_pinned", m, copy_bytes / (m.median_ms * 1e-3) / 1e9, "GB/s", f"{copy_bytes} B"
+        )
         frame = torch.empty(3 * 640 * 640, dtype=torch.float16).pin_memory()
         fdst = torch.empty_like(frame, device=device)
         m = measure(
             lambda: fdst.copy_(frame, non_blocking=True), device=device, budget_ms=budget_ms
         )
-        add("copy_h2d_frame_fp16", m, m.median_ms, "ms", frame.numel() * 2)
+        add("copy_h2d_frame_fp16", m, m.median_ms, "ms", f"{frame.numel() * 2} B (3x640x640 fp16)")
     if not rows:
         raise UserError(f"no ceiling could be measured on {device}")
     return pd.DataFrame(rows)
