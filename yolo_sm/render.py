@@ -3,6 +3,10 @@
 nbclient runs each notebook (from its own folder, so relative paths work); nbconvert's HTML
 exporter renders it. Plotly figures carry plotly.js inline (see ``yolo_sm.plots``), and the page
 template's CDN scripts (require.js, MathJax) are left out, so the site opens from disk offline.
+
+A notebook whose metadata lists ``yolo_sm.requires`` (dataset names such as
+``h200/bench_fast_engines``) is rendered only once those datasets are in a shipped manifest
+(``yolo_sm.data``); until then the site lists it as waiting, and the notebook tests skip it.
 """
 
 from __future__ import annotations
@@ -56,17 +60,42 @@ def notebooks_in(folder: str | os.PathLike, only: list[str] | None = None) -> li
     return paths
 
 
+def required_datasets(path: Path) -> list[str]:
+    """The datasets a notebook declares in its metadata (``{"yolo_sm": {"requires": [...]}}``)."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    return list(nb.metadata.get("yolo_sm", {}).get("requires", []))
+
+
+def missing_datasets(path: Path) -> list[str]:
+    """The datasets a notebook needs that no manifest under ``yolo_sm.data.data_dir()`` holds."""
+    from yolo_sm.data import list_datasets
+
+    need = required_datasets(Path(path))
+    if not need:
+        return []
+    shipped = set(list_datasets().get("name", []))
+    return [n for n in need if n not in shipped]
+
+
 def render_site(
     notebooks: str | os.PathLike,
     out: str | os.PathLike,
     timeout: int = 900,
     only: list[str] | None = None,
 ) -> Path:
-    """Execute and render every ``NN_topic.ipynb``; write ``out/index.html`` linking them."""
+    """Execute and render every ``NN_topic.ipynb`` whose datasets are shipped; write
+    ``out/index.html`` linking them and naming the notebooks that wait for data."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    entries = []
+    entries, waiting = [], []
     for path in notebooks_in(notebooks, only):
+        missing = missing_datasets(path)
+        if missing:
+            waiting.append((path.stem, missing))
+            print(f"skipped {path.name}: waits for dataset(s) {', '.join(missing)}", flush=True)
+            continue
         t0 = time.perf_counter()
         nb = execute(path, timeout)
         page = out / f"{path.stem}.html"
@@ -79,6 +108,11 @@ def render_site(
     items = "\n".join(
         f'<li><a href="{html.escape(s)}.html">{html.escape(s)}</a> — {html.escape(t)}</li>'
         for s, t, _ in entries
+    )
+    items += "".join(
+        f"\n<li>{html.escape(s)} — not rendered: waits for dataset(s) "
+        f"{html.escape(', '.join(m))}</li>"
+        for s, m in waiting
     )
     index.write_text(
         "<!doctype html><html><head><meta charset='utf-8'><title>yolo_sm notebooks</title>"
