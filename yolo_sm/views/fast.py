@@ -380,7 +380,9 @@ def goal_checks(bench, peak_tflops: float, include_8bit: bool = False):
                 None,
                 GOAL3["speedup"],
                 above=True,
-                note=f"no 8-bit engine ran{': ' + why if why else ''}",
+                note=f"no 8-bit engine ran: {why}"
+                if why
+                else "no 8-bit engine (fp8 / int8) in the bench yet",
             )
         )
     else:
@@ -546,7 +548,7 @@ def fast_findings(bench, checks, peak: tuple[float, str]) -> str:
             f"- **Goal {r.goal} {r.status}** ({r.text}): {r.checks_met} checks met; "
             f"{r.closest_or_worst}."
         )
-    lines.append(f"- The fp16 peak of goal 2 is {peak[0]:.0f} TFLOP/s ({peak[1]}).")
+    lines.append(f"- The fp16 peak of goal 2 is {peak[0]:.0f} TFLOP/s: {peak[1]}.")
     bad = failures(bench)
     if len(bad):
         msgs = "; ".join(
