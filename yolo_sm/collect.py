@@ -5,8 +5,8 @@ timelines, the GPU's ceilings, the side-by-side bench) that write the datasets o
 A plan runs across several time-limited commands (the H200 gives 10 minutes a command): each
 run skips finished steps, resumes a partial sweep point by point and a partial bench (model,
 batch) by (model, batch), and with ``max_minutes`` stops before starting work that would end
-past the limit. Steps write their outputs atomically, so a
-killed run leaves complete files or none.
+past the limit. Steps write their outputs atomically, so a killed run leaves complete files or
+none.
 """
 
 from __future__ import annotations
