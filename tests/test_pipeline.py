@@ -107,3 +107,35 @@ def test_streams_and_bad_frames(frames, detector):
         pipe(np.zeros((1, 32, 32, 3), dtype=np.float32))
     with pytest.raises(UserError, match="stream"):
         DetectionPipeline(detector, eng, PipelineConfig(streams=0))
+
+
+@pytest.mark.parametrize("agnostic", [False, True])
+def test_batched_nms_equals_ultralytics_per_image_loop(detector, agnostic):
+    """The one-shot batched NMS returns what ultralytics' per-image loop returns: same boxes,
+    scores and classes in the same order, max_det cut included (images with none, some, and
+    more than max_det survivors)."""
+    import torchvision  # noqa: F401 - ultralytics then uses torchvision's NMS, as we do
+    from ultralytics.utils import nms, ops
+
+    eng = build_engine(
+        detector,
+        EngineConfig(
+            precision="fp32", layout="nchw", batch=1, imgsz=320, device="cpu", check=False
+        ),
+    )
+    cfg = PipelineConfig(max_det=40, agnostic=agnostic)
+    pipe = DetectionPipeline(detector, eng, cfg)
+    gen = torch.Generator().manual_seed(0)
+    a, nc = 2100, pipe.nc
+    xy = torch.rand(3, 2, a, generator=gen) * 320
+    wh = torch.rand(3, 2, a, generator=gen) * 60 + 4
+    cls = torch.rand(3, nc, a, generator=gen) ** 8  # few anchors pass 0.25
+    cls[1] *= 0.2  # image 1: no candidate at all
+    y = torch.cat((xy, wh, cls), 1)
+    ours = pipe.postprocess(y, (480, 640))
+    ref = nms.non_max_suppression(y.clone(), cfg.conf, cfg.iou, None, agnostic, max_det=40)
+    for o, r in zip(ours, ref, strict=True):
+        r[:, :4] = ops.scale_boxes((320, 320), r[:, :4], (480, 640))
+        assert o.shape == r.shape
+        torch.testing.assert_close(o, r)
+    assert len(ours[1]) == 0 and len(ours[0]) == 40
