@@ -35,9 +35,12 @@ def test_shipped_h200_plan_parses_and_covers_the_issue():
             spec = collect._sweep_spec(s, plan)
             assert spec.points(), s.name
     b = collect._bench_spec(next(s for s in plan.steps if s.name == "bench_fast_engines"), plan)
-    assert [w for _, w in b.models] == [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0]
-    assert b.batches == (1, 16, 64) and b.pipeline_streams == (1, 3) and b.device == "cuda"
-    assert {"cudagraph/fp16/nhwc", "compile:max-autotune/fp16/nhwc"} <= set(b.variants())
+    # every width of the issue, in priority order (the goals' representative widths first)
+    assert sorted(w for _, w in b.models) == [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0]
+    assert [w for _, w in b.models][:3] == [0.5, 1.0, 2.0]
+    assert sorted(b.batches) == [1, 16, 64] and b.pipeline_streams == (1, 3) and b.device == "cuda"
+    assert {"cudagraph/fp16/nhwc", "compile:reduce-overhead/fp16/nhwc"} <= set(b.variants())
+    assert "cudagraph/fp8/nhwc" in b.variants()
     first_sweep = next(s for s in plan.steps if s.kind == "sweep")
     widths = collect._sweep_spec(first_sweep, plan).widths
     assert widths == (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0)

@@ -128,6 +128,9 @@ def test_cudnn_fp8_conv_matches_the_emulation(k, stride):
 
     pytest.importorskip("cudnn", reason="needs nvidia-cudnn-frontend")
     conv = nn.Conv2d(64, 128, k, stride, k // 2).cuda().half()
+    with torch.no_grad():  # per-channel scales over three decades, a bias that matters
+        conv.weight.mul_(torch.logspace(-2, 1, 128, device="cuda").view(-1, 1, 1, 1).half())
+        conv.bias.copy_(torch.linspace(-5, 5, 128, device="cuda").half())
     x = torch.nn.functional.silu(torch.randn(8, 64, 40, 40, device="cuda", dtype=torch.half))
     x = x.contiguous(memory_format=torch.channels_last)
     scale = float(x.abs().max()) / 448

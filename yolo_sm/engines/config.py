@@ -42,7 +42,9 @@ TOLERANCE = {
     Precision.FP16: 2e-2,
     Precision.BF16: 1e-1,
     Precision.INT8: 2.5e-1,
-    Precision.FP8: 2.5e-1,  # placeholder until measured (see yolo_sm.engines.fp8)
+    # checked on photos (engines.base.photo_input); exact CPU emulation, 640 px: 0.0095 (w1.0),
+    # 0.013 (w2.0), 0.075 (w0.5), 0.30 (w0.25, whose random narrow net amplifies any rounding)
+    Precision.FP8: 1e-1,
 }
 
 

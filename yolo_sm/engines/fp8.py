@@ -235,8 +235,9 @@ class _CudnnFp8Conv:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous(memory_format=torch.channels_last)  # the graph's image layout
         xq = quantize_e4m3(x, self.input_scale)
-        y = torch.empty(self.out_shape, dtype=self.dtype, device=x.device)
-        y = y.contiguous(memory_format=torch.channels_last)
+        y = torch.empty(
+            self.out_shape, dtype=self.dtype, device=x.device, memory_format=torch.channels_last
+        )
         feeds = {self.X: xq, self.W: self.wq, self.S: self.scale, self.Y: y}
         if self.B is not None:
             feeds[self.B] = self.bias
