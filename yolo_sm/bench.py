@@ -406,7 +406,7 @@ def _pipeline_rows(model, head: dict, spec: BenchSpec, frames) -> list[dict]:
     """One engine instance, timed model-only first, then wrapped in a pipeline per stream count
     (frames to boxes); ``pipeline_vs_model_only`` = pipeline frames/s over that img/s."""
     from yolo_sm.engines import EngineConfig, build_engine
-    from yolo_sm.pipeline import DetectionPipeline, PipelineConfig, measure_pipeline
+    from yolo_sm.pipeline import NMS_IMPL, DetectionPipeline, PipelineConfig, measure_pipeline
     from yolo_sm.timing import measure_engine
 
     engine = spec.pipeline_engine_here()
@@ -418,6 +418,7 @@ def _pipeline_rows(model, head: dict, spec: BenchSpec, frames) -> list[dict]:
             "scope": "frames_to_boxes",
             **cols,
             "streams": s,
+            "nms": NMS_IMPL,
         }
         for s in spec.pipeline_streams
     ]
