@@ -51,10 +51,15 @@ def test_parse_config():
 
 
 def test_default_peaks_come_from_claims():
-    from yolo_sm.claims import PEAK_FP16_TFLOPS
+    from yolo_sm import data
+    from yolo_sm.claims import peak_copy_gbps, peak_fp16_tflops
 
-    assert rf.default_peaks() == (PEAK_FP16_TFLOPS, rf.REFERENCE_PEAK_GBPS)
+    assert rf.default_peaks() == (peak_fp16_tflops()[0], peak_copy_gbps()[0])
     assert "not measured by yolo_sm" in rf.REFERENCE_NOTE
+    if "h200/ceilings" in data.list_datasets().name.tolist():  # shipped: the measured ceilings
+        c = data.load("h200/ceilings").set_index("ceiling").value
+        assert rf.default_peaks() == (c["matmul_fp16"], c["copy_d2d"])
+        assert "measured by yolo_sm" in peak_fp16_tflops()[1]
 
 
 def test_layer_traffic_counts_bytes_consistently():
@@ -201,7 +206,8 @@ def test_plots_return_figures(roof, stages, resnet, trace):
     fig = rf.plot_roofline(roof)
     names = [t.name or "" for t in fig.data]
     assert any(n.startswith("roof") for n in names) and any("ridge" in n for n in names)
-    assert "not measured" in fig.layout.annotations[-1].text
+    note = fig.layout.annotations[-1].text  # says where the roofs come from
+    assert "measured by yolo_sm" in note or "not measured" in note
     assert rf.plot_layer_heatmap(roof).data[0].type == "heatmap"
     assert len(rf.plot_stage_bars(stages).data) == 4
     assert rf.plot_normalised_roofline(resnet).data

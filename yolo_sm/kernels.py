@@ -46,7 +46,9 @@ RULES: tuple[tuple[str, re.Pattern], ...] = tuple(
         (
             "tensor_core_conv",
             rf"xmma_fprop|tensorop\w*fprop|fprop\w*tensorop|"
-            rf"_fprop_\w*{_TENSOR_TYPES}|cudnn.*conv.*(?:hmma|imma|gmma)",
+            rf"_fprop_\w*{_TENSOR_TYPES}|cudnn.*conv.*(?:hmma|imma|gmma)|"
+            # cuDNN runtime-fusion kernels (e.g. the fp8 conv + fused epilogue graphs)
+            r"cudnn_generated\w*conv(?:Fwd|_fprop)",
         ),
         # matrix multiplies (cuBLAS nvjet on Hopper, CUTLASS, cuBLAS sm80/sm90 kernels)
         (
@@ -74,7 +76,8 @@ RULES: tuple[tuple[str, re.Pattern], ...] = tuple(
         (
             "elementwise",
             r"elementwise_kernel|vectorized_elementwise|unrolled_elementwise|"
-            r"Functor|silu|sigmoid|relu|add_kernel|mul_kernel|where_kernel",
+            r"Functor|silu|sigmoid|relu|add_kernel|mul_kernel|where_kernel|"
+            r"^_quantize$",  # yolo_sm's Triton E4M3 quantiser (engines.fp8)
         ),
     )
 )

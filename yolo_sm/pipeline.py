@@ -26,7 +26,6 @@ import torch.nn.functional as F
 
 from yolo_sm.errors import UserError
 
-
 # which NMS implementation DetectionPipeline.postprocess runs (recorded in the bench's rows):
 # one torchvision nms over float64-offset (image, class) groups
 NMS_IMPL = "nms_f64_offsets"

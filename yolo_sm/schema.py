@@ -121,6 +121,8 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "layout": "nchw or nhwc",
         "streams": "CUDA streams (copy/pre-process slots in flight) of a pipeline row; a CPU "
         "pipeline runs one whatever this says",
+        "nms": "pipeline rows: the NMS implementation (nms_f64_offsets = one torchvision nms over "
+        "offset (image, class) groups; torchvision_batched_nms = the earlier per-group loop)",
         "status": "ok / oom / error (an engine that cannot run here is an error row)",
         "message": "one line saying why, for oom/error rows",
         "median_ms": "median (p50) latency of one batch, milliseconds",
