@@ -100,43 +100,40 @@ def _bench_spec(step: Step, plan: Plan):
     return BenchSpec.from_mapping({"device": plan.device, **step.params})
 
 
+def _progress(step: Step, plan: Plan, path: Path) -> tuple[int, int, str] | None:
+    """(missing, total, what) of a resumable step whose output ``path`` exists: points of a
+    sweep, (model, batch) units of a bench; None for the kinds that run whole."""
+    if step.kind == "sweep":
+        from yolo_sm.sweep import missing_points
+
+        spec = _sweep_spec(step, plan)
+        return len(missing_points(spec, path)), len(spec.points()), "points"
+    if step.kind == "bench":
+        from yolo_sm.bench import missing_units
+
+        spec = _bench_spec(step, plan)
+        return len(missing_units(spec, path)), len(spec.units()), "(model, batch) units"
+    return None
+
+
 def step_state(step: Step, plan: Plan, out_dir: Path) -> str:
     """``done``, ``partial`` (a sweep with points missing, a bench with (model, batch) pairs
     missing) or ``missing``."""
     path = out_dir / step.out
     if not path.exists():
         return "missing"
-    if step.kind == "sweep":
-        from yolo_sm.sweep import missing_points
-
-        return "partial" if missing_points(_sweep_spec(step, plan), path) else "done"
-    if step.kind == "bench":
-        from yolo_sm.bench import missing_units
-
-        return "partial" if missing_units(_bench_spec(step, plan), path) else "done"
-    return "done"
+    progress = _progress(step, plan, path)
+    return "partial" if progress and progress[0] else "done"
 
 
 def progress_note(step: Step, plan: Plan, out_dir: Path) -> str:
     """For a partial sweep or bench: ``"PARTIAL (n of N points): "`` (units for a bench), the
     prefix of its manifest description; ``""`` otherwise."""
     path = out_dir / step.out
-    if step_state(step, plan, out_dir) != "partial":
+    progress = _progress(step, plan, path) if path.exists() else None
+    if not progress or not progress[0]:
         return ""
-    if step.kind == "sweep":
-        from yolo_sm.sweep import missing_points
-
-        spec = _sweep_spec(step, plan)
-        total, left, what = len(spec.points()), len(missing_points(spec, path)), "points"
-    else:
-        from yolo_sm.bench import missing_units
-
-        spec = _bench_spec(step, plan)
-        total, left, what = (
-            len(spec.units()),
-            len(missing_units(spec, path)),
-            "(model, batch) units",
-        )
+    left, total, what = progress
     return f"PARTIAL ({total - left} of {total} {what}; the same command resumes it): "
 
 
