@@ -368,10 +368,9 @@ def _engine_columns(engine) -> dict:
 
 
 def _failure(e: BaseException) -> dict:
-    from yolo_sm.sweep import is_oom
+    from yolo_sm.sweep import failure
 
-    msg = f"{type(e).__name__}: {e}".strip().splitlines()[0][:500]
-    return {"status": "oom" if is_oom(e) else "error", "message": msg}
+    return failure(e)
 
 
 def _engine_row(model, head: dict, engine, spec: BenchSpec, flops: int) -> dict:

@@ -442,15 +442,14 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
     return row
 
 
-def _error_row(p: Point, e: BaseException, flops_per_img=None) -> dict:
+def failure(e: BaseException) -> dict:
+    """``status`` (oom / error) and a one-line ``message`` for a point that failed."""
     msg = f"{type(e).__name__}: {e}".strip().splitlines()[0][:500]
-    return {
-        **asdict(p),
-        "status": "oom" if is_oom(e) else "error",
-        "message": msg,
-        "flops_per_img": flops_per_img,
-        "bn_calibrated": True,
-    }
+    return {"status": "oom" if is_oom(e) else "error", "message": msg}
+
+
+def _error_row(p: Point, e: BaseException, flops_per_img=None) -> dict:
+    return {**asdict(p), **failure(e), "flops_per_img": flops_per_img, "bn_calibrated": True}
 
 
 def is_oom(e: BaseException) -> bool:
