@@ -87,25 +87,20 @@ class Fp8Conv(nn.Module):
                     self.fallback = f"{type(e).__name__}: {e}"[:300]
             if plan is not None:
                 return plan(x)
-            y = nn.functional.conv2d(  # declined: plain fp16 conv with the fp8-rounded weight
-                x,
-                self.weight.to(x.dtype),
-                self._bias(x),
-                self.stride,
-                self.padding,
-                self.dilation,
-                self.groups,
-            )
+            xin = x  # declined: plain fp16 conv with the fp8-rounded weight
         else:
-            xq = fake_quant(x, self.input_scale)
-            w = self.weight.to(x.dtype)
-            y = nn.functional.conv2d(
-                xq, w, self._bias(x), self.stride, self.padding, self.dilation, self.groups
-            )
+            xin = fake_quant(x, self.input_scale)  # the exact emulation
+        bias = None if self.bias is None else self.bias.to(x.dtype)
+        y = nn.functional.conv2d(
+            xin,
+            self.weight.to(x.dtype),
+            bias,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.groups,
+        )
         return nn.functional.silu(y) if self.silu else y
-
-    def _bias(self, x):
-        return None if self.bias is None else self.bias.to(x.dtype)
 
     def extra_repr(self) -> str:
         return (
