@@ -1,5 +1,7 @@
 """Collection plans: parsing, resumable and time-limited runs, manifest registration (CPU)."""
 
+from dataclasses import replace
+
 import pandas as pd
 import pytest
 import yaml
@@ -95,6 +97,33 @@ def test_sweep_step_runs_within_the_time_limit_then_resumes(tmp_path, monkeypatc
     # a finished step is not run again
     monkeypatch.setattr(collect, "RUNNERS", {})
     assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
+
+
+def test_a_partial_sweep_is_registered_as_partial(tmp_path, monkeypatch):
+    """A step cut short (here: a runner that measures one of the two points) is registered with
+    what it holds, its description saying how much is missing; finishing it drops the note."""
+    from yolo_sm.sweep import run_sweep
+
+    plan = _plan(
+        tmp_path,
+        [{"name": "s", "kind": "sweep", "out": "s.parquet", "params": SWEEP, "description": "d"}],
+    )
+    out = tmp_path / "data"
+    real = dict(collect.RUNNERS)
+
+    def one_point(step, plan, out_dir, deadline, progress):
+        spec = collect._sweep_spec(step, plan)
+        run_sweep(replace(spec, batches=(1,)), out_dir / step.out, progress=False)
+
+    monkeypatch.setitem(collect.RUNNERS, "sweep", one_point)
+    assert collect.run_plan(plan, out, progress=False).state.tolist() == ["partial"]
+    monkeypatch.setenv("YOLO_SM_DATA", str(tmp_path))
+    info = data.info("data/s")
+    assert info["rows"] == 1 and info["description"].startswith("PARTIAL (1 of 2 points;")
+    monkeypatch.setitem(collect.RUNNERS, "sweep", real["sweep"])
+    assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
+    info = data.info("data/s")
+    assert info["rows"] == 2 and info["description"] == "d"
 
 
 def test_trace_step_on_cpu_writes_kernel_table_and_traces(tmp_path):

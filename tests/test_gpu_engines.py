@@ -141,13 +141,19 @@ def test_cudnn_fp8_conv_matches_the_emulation(k, stride):
     assert float((y.float() - ref.float()).norm() / ref.float().norm()) < 5e-3
 
 
-def test_fp8_engines_run_cudnn_kernels_and_pass_their_check(model):
+def test_fp8_engines_run_cudnn_kernels_and_pass_their_check():
+    """Width 1.0: the random width-0.25 network amplifies E4M3 rounding to ~30 % relative error
+    (exact CPU emulation too; it failed its check on the H200), width 1.0 to ~1 %."""
     pytest.importorskip("cudnn", reason="needs nvidia-cudnn-frontend")
     from yolo_sm.engines import fp8
+    from yolo_sm.models import build_yolo
 
+    model = build_yolo("yolov8", 1.0)
     outs = {}
     for backend in ("eager", "cudagraph"):
-        cfg = EngineConfig(backend=backend, precision="fp8", layout="nhwc", batch=2, device="cuda")
+        cfg = EngineConfig(
+            backend=backend, precision="fp8", layout="nhwc", batch=2, imgsz=320, device="cuda"
+        )
         eng = build_engine(model, cfg)
         assert eng.module.fp8_info["fp8_kernel"] == "cudnn"
         assert fp8.fallbacks(eng.module) == {}

@@ -14,10 +14,12 @@ if [ -n "${PROFILE:-}" ]; then
   tar czf $OUT/profile.tgz -C $OUT profile && rm -rf $OUT/profile
 fi
 if [ -n "$only" ]; then
-  mkdir -p $OUT/h200 && cp data/h200/manifest.json $OUT/h200/ 2>/dev/null
-  python3 -m yolo_sm collect --plan data/plans/h200.yaml --out $OUT/h200 --max-minutes "$minutes" \
+  # collect into the repo copy's data/h200 itself: partial steps resume from the shipped tables
+  # and the manifest records the command as users run it (--out data/h200)
+  python3 -m yolo_sm collect --plan data/plans/h200.yaml --out data/h200 --max-minutes "$minutes" \
     --only "$only" --quiet > $OUT/collect.log 2>&1
   grep -v "Warning\|warn" $OUT/collect.log | tail -22
+  cp -r data/h200 $OUT/h200
   tar czf $OUT/h200.tgz -C $OUT h200 && rm -rf $OUT/h200
 fi
 ${EXTRA:-true}

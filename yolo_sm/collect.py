@@ -117,6 +117,29 @@ def step_state(step: Step, plan: Plan, out_dir: Path) -> str:
     return "done"
 
 
+def progress_note(step: Step, plan: Plan, out_dir: Path) -> str:
+    """For a partial sweep or bench: ``"PARTIAL (n of N points): "`` (units for a bench), the
+    prefix of its manifest description; ``""`` otherwise."""
+    path = out_dir / step.out
+    if step_state(step, plan, out_dir) != "partial":
+        return ""
+    if step.kind == "sweep":
+        from yolo_sm.sweep import missing_points
+
+        spec = _sweep_spec(step, plan)
+        total, left, what = len(spec.points()), len(missing_points(spec, path)), "points"
+    else:
+        from yolo_sm.bench import missing_units
+
+        spec = _bench_spec(step, plan)
+        total, left, what = (
+            len(spec.units()),
+            len(missing_units(spec, path)),
+            "(model, batch) units",
+        )
+    return f"PARTIAL ({total - left} of {total} {what}; the same command resumes it): "
+
+
 def status(plan: Plan, out_dir: str | os.PathLike):
     import pandas as pd
 
@@ -170,7 +193,9 @@ def run_plan(
             continue
         print(f"collect: {step.name} ({step.kind}, {state})", file=sys.stderr, flush=True)
         RUNNERS[step.kind](step, plan, out_dir, deadline, progress)
-        if register and step_state(step, plan, out_dir) == "done":
+        if register and (out_dir / step.out).exists():
+            # a finished step, or a partial sweep / bench (said so in its description): what
+            # was measured is usable and the manifest says how much is missing
             from yolo_sm.data import register as reg
 
             reg(
@@ -178,7 +203,7 @@ def run_plan(
                 step.name,
                 step.out,
                 step.dataset_kind,
-                step.description,
+                progress_note(step, plan, out_dir) + step.description,
                 f"yolo-sm collect --plan {plan.path or plan.name} --out {out_dir} "
                 f"--only {step.name}",
             )

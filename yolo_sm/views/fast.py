@@ -326,32 +326,14 @@ def goal_checks(bench, peak_tflops: float, include_8bit: bool = False):
     best = _best(bench, GOAL2["batch"], include_8bit)
     for w, r in best.iterrows():
         ratio = r.img_per_s / r.base_img
-        if _in(w, GOAL2["small"][0]):
-            rows.append(
-                _check(
-                    2,
-                    w,
-                    GOAL2["batch"],
-                    "img/s / baseline",
-                    r.variant,
-                    ratio,
-                    GOAL2["small"][1],
-                    above=True,
-                )
-            )
-        elif _in(w, GOAL2["large"][0]):
-            rows.append(
-                _check(
-                    2,
-                    w,
-                    GOAL2["batch"],
-                    "img/s / baseline",
-                    r.variant,
-                    ratio,
-                    GOAL2["large"][1],
-                    above=True,
-                )
-            )
+        large = _in(w, GOAL2["large"][0])
+        if not (large or _in(w, GOAL2["small"][0])):
+            continue  # a width the goal does not name (1.25)
+        limit = GOAL2["large" if large else "small"][1]
+        rows.append(
+            _check(2, w, GOAL2["batch"], "img/s / baseline", r.variant, ratio, limit, above=True)
+        )
+        if large:
             rows.append(
                 _check(
                     2,
