@@ -226,7 +226,7 @@ class _FakeCuda:
         self.default = self.Stream()
         self.current = [self.default]
 
-    def Stream(self, device=None):  # noqa: N802 - torch.cuda.Stream
+    def Stream(self, device=None, priority=0):  # noqa: N802 - torch.cuda.Stream
         fake = self
 
         class Stream:

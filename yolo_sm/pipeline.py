@@ -13,12 +13,12 @@ work: on its slot's copy stream (slot = batch index mod ``streams``) the host-to
 (straight from the caller's pinned tensor; a numpy array is first copied into the slot's pinned
 buffer, once that buffer's previous copy has finished) and the letterbox; on the one compute
 stream, after an event of that copy, the engine and the box decode, then an event ``ready``.
-Once ``streams`` batches are in flight the oldest is finished on a post-processing stream that
-waits on that batch's ``ready`` event only: NMS's host syncs (its output size is data-dependent)
-and the one device-to-host copy of the boxes wait for that batch, while the engine runs the
-later batches already queued on the compute stream. With ``streams`` = 1 each batch is finished
-before the next is submitted (no overlap). On a CPU the stages run in order, one batch at a time,
-whatever ``streams`` says.
+Once ``streams`` batches are in flight the oldest is finished on a high-priority post-processing
+stream that waits on that batch's ``ready`` event only: NMS's host syncs (its output size is
+data-dependent) and the one device-to-host copy of the boxes wait for that batch, while the
+engine runs the later batches already queued on the compute stream. With ``streams`` = 1 each
+batch is finished before the next is submitted (no overlap). On a CPU the stages run in order,
+one batch at a time, whatever ``streams`` says.
 """
 
 from __future__ import annotations
@@ -287,7 +287,9 @@ class DetectionPipeline:
         """(compute stream, post-processing stream), made on first use (GPU)."""
         if self._compute is None:
             self._compute = torch.cuda.Stream(self.device)
-            self._post = torch.cuda.Stream(self.device)
+            # high priority: the host waits on its small NMS kernels (syncs), which should not
+            # queue behind the blocks of the engine replays already on the compute stream
+            self._post = torch.cuda.Stream(self.device, priority=-1)
         return self._compute, self._post
 
     def _slot(self, i: int) -> _Slot:
