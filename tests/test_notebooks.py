@@ -60,6 +60,18 @@ def test_fast_engines_notebook_on_the_synthetic_bench(tmp_path, monkeypatch):
     from tests.fixtures.synthetic_bench import ship
 
     ship(tmp_path)
+    # the notebook's other dataset (the fp16 / fp8 Kineto kernels) is the real one
+    import json
+    import shutil
+
+    from yolo_sm import data
+
+    real = data.info("h200/trace_fp8_w1_b64")
+    shutil.copy(data.data_dir() / "h200" / real["file"], tmp_path / "h200" / real["file"])
+    manifest = tmp_path / "h200" / "manifest.json"
+    m = json.loads(manifest.read_text())
+    m["datasets"]["trace_fp8_w1_b64"] = real
+    manifest.write_text(json.dumps(m, default=str))
     monkeypatch.setenv("YOLO_SM_DATA", str(tmp_path))
     html = _executes_and_renders(NOTEBOOKS[0].parent / "08_fast_engines.ipynb")
     assert "synthetic test fixture" in html and "Goal 2 missed" in html

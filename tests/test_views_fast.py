@@ -2,6 +2,7 @@
 side-by-side tables, the goals of the fast-engines issue (each flips when its number crosses
 the threshold), jitter and 8-bit speed-ups, figures and findings."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -163,3 +164,20 @@ def test_findings_are_computed_and_say_synthetic(df):
     assert "1 row(s) did not run" in text and "-72%" in text
     d = _set_speed(df.copy(), "cudagraph/fp8/nhwc", 1.5, 64, 1.2, over="cudagraph/fp16/nhwc")
     assert "**Goal 3 missed**" in vf.fast_findings(d, vf.goal_checks(d, PEAK), (PEAK, "r"))
+
+
+def test_time_breakdown_of_the_shipped_fp16_and_fp8_traces():
+    """Every kernel lands in one part, per forward; the quantiser only in the fp8 engine, and
+    the fp8 engine's convolutions carry its bias and SiLU (far fewer separate adds / SiLUs)."""
+    from yolo_sm import data
+
+    k = data.load("h200/trace_fp8_w1_b64")
+    b = vf.time_breakdown(k)
+    per_fwd = k.groupby("config").duration_us.sum() / k.groupby("config").iteration.nunique() / 1e3
+    assert np.allclose(b.loc["total"].sort_index(), per_fwd.sort_index())
+    assert np.allclose(b.drop("total").sum(), b.loc["total"])
+    fp16, fp8 = "yolov8_w1_fp16_nhwc_b64", "yolov8_w1_fp8_nhwc_b64"
+    assert b.loc["fp8 quantisation", fp16] == 0 < b.loc["fp8 quantisation", fp8]
+    assert b.loc["SiLU", fp8] < 0.25 * b.loc["SiLU", fp16]
+    text = vf.fp8_time_findings(b, fp16, fp8)
+    assert f"{b.loc['total', fp8]:.1f} ms (fp8)" in text

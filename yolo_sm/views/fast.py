@@ -538,3 +538,59 @@ def fast_findings(bench, checks, peak: tuple[float, str]) -> str:
         )
         lines.append(f"- **{len(bad)} row(s) did not run:** {msgs}.")
     return "\n".join(lines)
+
+
+# --- where an engine's GPU time goes (Kineto kernel tables, e.g. h200/trace_fp8_w1_b64) -------
+
+PARTS = (  # (part, test on a kernel row), first match wins
+    ("fp8 quantisation", lambda k: k.kernel_name == "_quantize"),
+    (
+        "convolution (tensor cores)",
+        lambda k: k.kernel_class.isin(["tensor_core_conv", "simt_conv"]),
+    ),
+    ("GEMM (1x1 convs)", lambda k: k.kernel_class.isin(["tensor_core_gemm", "simt_gemm"])),
+    ("add (bias, residual)", lambda k: k.kernel_name.str.contains("CUDAFunctor_add", regex=False)),
+    ("SiLU", lambda k: k.kernel_name.str.contains("silu", case=False, regex=False)),
+    ("copy / concat", lambda k: k.kernel_class == "copy_concat"),
+    ("pooling / upsample", lambda k: k.kernel_class == "pooling_upsample"),
+)
+
+
+def time_breakdown(kernels):
+    """GPU milliseconds per forward by part (rows, see :data:`PARTS`; the rest is ``other``)
+    and config (columns), from a Kineto kernel table with ``iteration`` (forwards) per config;
+    a ``total`` row last."""
+    import numpy as np
+
+    k = kernels.copy()
+    part = np.full(len(k), "other", dtype=object)
+    for name, test in reversed(PARTS):  # earlier parts overwrite later ones
+        part[np.asarray(test(k), dtype=bool)] = name
+    k["part"] = part
+    forwards = k.groupby("config").iteration.nunique()
+    t = k.pivot_table(index="part", columns="config", values="duration_us", aggfunc="sum")
+    t = t.fillna(0.0).div(forwards, axis=1) / 1e3
+    order = [p for p, _ in PARTS if p in t.index] + (["other"] if "other" in t.index else [])
+    t = t.loc[order]
+    t.loc["total"] = t.sum()
+    return t
+
+
+def fp8_time_findings(breakdown, fp16: str, fp8: str) -> str:
+    """One paragraph: the fp8 engine's convolutions (with their fused epilogues) and quantisation
+    passes against the fp16 engine's convolutions, bias adds and SiLU, per forward."""
+    b = breakdown
+    conv = ["convolution (tensor cores)", "GEMM (1x1 convs)"]
+    get = lambda col, rows: float(b.loc[b.index.intersection(rows), col].sum())  # noqa: E731
+    c16 = get(fp16, conv)
+    epi16 = get(fp16, ["add (bias, residual)", "SiLU"])
+    c8, q8 = get(fp8, conv), get(fp8, ["fp8 quantisation"])
+    epi8 = get(fp8, ["add (bias, residual)", "SiLU"])
+    return (
+        f"Per forward, the fp16 engine spends {c16:.1f} ms in convolutions and {epi16:.1f} ms in "
+        f"separate bias-add / residual-add and SiLU kernels ({c16 + epi16:.1f} ms together); the "
+        f"fp8 engine spends {c8:.1f} ms in its convolutions, whose epilogues already apply the "
+        f"bias and SiLU, {epi8:.1f} ms in the remaining adds, and {q8:.1f} ms quantising their "
+        f"inputs ({c8 + epi8 + q8:.1f} ms together). Totals: {b.loc['total', fp16]:.1f} ms "
+        f"(fp16) and {b.loc['total', fp8]:.1f} ms (fp8)."
+    )
