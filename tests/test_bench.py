@@ -42,6 +42,7 @@ def test_bench_table_on_cpu(tmp_path, capsys):
     assert df.prov_torch.notna().all()
     pipe = df[df.variant.str.startswith("pipeline/")]
     assert pipe.streams.tolist() == [1, 3] and (pipe.model_only_img_per_s > 0).all()
+    assert pipe.pinned.tolist() == [False, False]  # nothing is pinned on a CPU
     assert (
         abs(pipe.pipeline_vs_model_only - pipe.img_per_s / pipe.model_only_img_per_s) < 1e-9
     ).all()

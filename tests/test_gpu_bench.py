@@ -32,6 +32,7 @@ def test_tiny_bench_on_the_gpu(tmp_path):
     assert df.status["cudagraph/fp8/nhwc"] == "ok" or df.message["cudagraph/fp8/nhwc"]
     pipe = df[df.index.str.startswith("pipeline/cudagraph/fp16/nhwc/")]
     assert (pipe.status == "ok").all() and sorted(pipe.streams) == [1, 3]
+    assert pipe.pinned.astype(bool).all()  # frames pinned once, as a camera ring buffer's
     assert ((pipe.pipeline_vs_model_only > 0) & (pipe.pipeline_vs_model_only < 1.5)).all()
     assert (pipe.p99_ms >= pipe.median_ms).all()
     assert df.prov_gpu_name.notna().all() and df.prov_driver.notna().all()

@@ -1,5 +1,7 @@
 """The end-to-end pipeline on CPU: same geometry and boxes as ultralytics' own predict."""
 
+import contextlib
+
 import numpy as np
 import pytest
 import torch
@@ -141,3 +143,223 @@ def test_batched_nms_equals_ultralytics_per_image_loop(detector, agnostic, power
         assert o.shape == r.shape
         torch.testing.assert_close(o, r)
     assert len(ours[1]) == 0 and len(ours[0]) == 40
+
+
+@pytest.fixture(scope="module")
+def small(frames, detector):
+    """A batch-2 fp32 engine at 320 px and two different batches of the bus photo."""
+    eng = build_engine(
+        detector,
+        EngineConfig(
+            precision="fp32", layout="nchw", batch=2, imgsz=320, device="cpu", check=False
+        ),
+    )
+    bus = frames[0]
+    flipped = np.ascontiguousarray(bus[:, ::-1])
+    return eng, np.stack([bus, flipped]), np.stack([flipped, bus[::-1].copy()])
+
+
+def _same(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        assert x.dtype == y.dtype == np.float32 and x.shape[1:] == (6,)
+        np.testing.assert_array_equal(x, y)
+
+
+def test_torch_uint8_batch_gives_the_numpy_batch_boxes(detector, small):
+    eng, a, _ = small
+    pipe = DetectionPipeline(detector, eng, PipelineConfig(conf=0.05))
+    ref = pipe(a)
+    assert min(len(d) for d in ref) > 20
+    _same(pipe(torch.from_numpy(a)), ref)
+    _same(pipe(list(a)), ref)
+    ro = a.copy()
+    ro.flags.writeable = False  # a read-only array (e.g. a memory-mapped camera buffer)
+    _same(pipe(ro), ref)
+    for bad in (torch.from_numpy(a).float(), torch.from_numpy(a[..., :2].copy())):
+        with pytest.raises(UserError, match="uint8"):
+            pipe(bad)
+
+
+def test_streams_on_cpu_run_in_order_with_the_same_boxes(detector, small):
+    eng, a, b = small
+    seq = [a, b, torch.from_numpy(a), b]
+    one = list(DetectionPipeline(detector, eng, PipelineConfig(conf=0.05, streams=1)).run(seq))
+    three = list(DetectionPipeline(detector, eng, PipelineConfig(conf=0.05, streams=3)).run(seq))
+    assert len(one) == len(three) == 4
+    for (t1, r1), (t3, r3) in zip(one, three, strict=True):
+        assert t1 > 0 and t3 > 0
+        _same(r3, r1)
+    _same(one[2][1], one[0][1])
+    assert not np.array_equal(one[0][1][0], one[1][1][0])  # the two batches differ
+
+
+def test_measure_pipeline_returns_what_ran(frames, detector, small):
+    eng, _, _ = small
+    pipe = DetectionPipeline(detector, eng, PipelineConfig(streams=3))
+    st = measure_pipeline(pipe, [frames[0]], batch=2, seconds=0.2, pinned=True)
+    assert set(st) == {
+        "frames",
+        "batch",
+        "seconds",
+        "frames_per_s",
+        "latency_p50_ms",
+        "latency_p99_ms",
+        "streams",
+        "pinned",
+    }
+    assert st["pinned"] is False  # nothing is pinned on a CPU
+    assert st["streams"] == 3 and st["batch"] == 2
+    assert st["frames"] >= 2 and st["frames"] % 2 == 0 and st["seconds"] >= 0.2
+    assert abs(st["frames_per_s"] - st["frames"] / st["seconds"]) < 1e-9
+    assert st["latency_p99_ms"] >= st["latency_p50_ms"] > 0
+    with pytest.raises(UserError, match="positive batch"):
+        measure_pipeline(pipe, [frames[0]], batch=0)
+
+
+class _FakeCuda:
+    """Stand-ins for torch.cuda's streams and events that log what the pipeline queues on which
+    stream, so the GPU path's ordering is checked on a CPU (tensors stay on the CPU)."""
+
+    def __init__(self):
+        self.log, self.n_streams, self.n_events = [], 0, 0
+        self.default = self.Stream()
+        self.current = [self.default]
+
+    def Stream(self, device=None, priority=0):  # noqa: N802 - torch.cuda.Stream
+        fake = self
+
+        class Stream:
+            name = f"s{self.n_streams}"
+
+            def wait_event(self, ev):
+                fake.log.append(("wait_event", self.name, ev.name))
+
+            def wait_stream(self, other):
+                fake.log.append(("wait_stream", self.name, other.name))
+
+        self.n_streams += 1
+        return Stream()
+
+    def Event(self, **kw):  # noqa: N802 - torch.cuda.Event
+        fake = self
+
+        class Event:
+            name = f"e{self.n_events}"
+
+            def record(self, stream=None):
+                fake.log.append(("record", (stream or fake.current[-1]).name, self.name))
+
+            def synchronize(self):
+                fake.log.append(("sync", None, self.name))
+
+        self.n_events += 1
+        return Event()
+
+    @contextlib.contextmanager
+    def stream(self, s):
+        self.current.append(s)
+        try:
+            yield
+        finally:
+            self.current.pop()
+
+    def current_stream(self, device=None):
+        return self.current[-1]
+
+    def stage(self, what, fn):
+        def run(*args, **kw):
+            self.log.append((what, self.current[-1].name, None))
+            return fn(*args, **kw)
+
+        return run
+
+
+@pytest.mark.parametrize("streams", [1, 3])
+def test_gpu_path_queues_each_stage_on_its_stream(monkeypatch, detector, small, streams):
+    """The GPU code path, run on a CPU with logging stand-ins for streams and events: batches
+    come back equal to the CPU path's; ``streams`` batches are submitted before the oldest is
+    finished; copy + letterbox on the slot's copy stream, engine and decode (adjacent) on the
+    compute stream after that copy's event, post-processing on its own stream after that batch's
+    ready event only; cross-stream tensors recorded on their consumer stream; numpy batches
+    staged through the slot's pinned buffer after its copy event, pinned tensors not."""
+    import yolo_sm.pipeline as pl
+
+    eng, a, b = small
+    cfg = PipelineConfig(conf=0.05, streams=streams)
+    seq = [a, torch.from_numpy(b), a, b, torch.from_numpy(a)]
+    ref = [r for _, r in DetectionPipeline(detector, eng, cfg).run(seq)]
+
+    fake = _FakeCuda()
+    for name in ("Stream", "Event", "stream", "current_stream"):
+        monkeypatch.setattr(torch.cuda, name, getattr(fake, name))
+    monkeypatch.setattr(
+        torch.Tensor,
+        "record_stream",
+        lambda t, s: fake.log.append(("record_stream", s.name, tuple(t.shape))),
+    )
+    pinned = {seq[1].data_ptr(), seq[4].data_ptr()}
+    monkeypatch.setattr(torch.Tensor, "is_pinned", lambda t: t.data_ptr() in pinned)
+    buffers = []
+    monkeypatch.setattr(
+        pl,
+        "_pinned_empty",
+        lambda shape: buffers.append(shape) or torch.empty(shape, dtype=torch.uint8),
+    )
+    pipe = DetectionPipeline(detector, eng, cfg)
+    pipe._on_gpu = True  # the GPU path, on CPU tensors
+    for stage in ("preprocess", "decode", "postprocess"):
+        setattr(pipe, stage, fake.stage(stage, getattr(pipe, stage)))
+    monkeypatch.setattr(eng, "run", fake.stage("engine", eng.run))
+    got = [r for _, r in pipe.run(seq)]
+    assert len(got) == len(ref)
+    for g, r in zip(got, ref, strict=True):
+        _same(g, r)
+
+    log, compute, post = fake.log, pipe._compute.name, pipe._post.name
+    copy = [pipe._slots[i % streams].stream.name for i in range(len(seq))]
+    assert len({compute, post, *copy, fake.default.name}) == 3 + min(streams, len(seq))
+    stages = [(k, s) for k, s, _ in log if k in ("preprocess", "engine", "decode", "postprocess")]
+    # submission order: k batches in flight before the oldest is post-processed
+    order = [k[0] for k, _ in stages if k != "decode" and k != "preprocess"]
+    n = len(seq)
+    want = ["e"] * min(streams, n)
+    for i in range(n):
+        want += ["p"] + (["e"] if i + streams < n else [])
+    assert order == want
+    batch_of = {"preprocess": 0, "engine": 0, "decode": 0, "postprocess": 0}
+    where = {}
+    for idx, (k, s, _) in enumerate(log):
+        if k in batch_of:
+            where[(k, batch_of[k])] = (idx, s)
+            batch_of[k] += 1
+    recorded = {e: (idx, s) for idx, (k, s, e) in enumerate(log) if k == "record"}
+    for i in range(n):
+        pre, eng_i, dec, pp = (
+            where[(k, i)] for k in ("preprocess", "engine", "decode", "postprocess")
+        )
+        assert pre[1] == copy[i] and eng_i[1] == dec[1] == compute and pp[1] == post
+        assert dec[0] == eng_i[0] + 1  # decode queued right after the engine, same stream
+        # compute waited for an event recorded on this batch's copy stream after its letterbox
+        waits = [log[j] for j in range(pre[0], eng_i[0]) if log[j][:2] == ("wait_event", compute)]
+        assert len(waits) == 1
+        ev_idx, ev_stream = recorded[waits[0][2]]
+        assert ev_stream == copy[i] and pre[0] < ev_idx < eng_i[0]
+        # post waited for this batch's ready event (recorded on compute after its decode) only
+        prev_pp = where[("postprocess", i - 1)][0] if i else 0
+        pwaits = [log[j] for j in range(prev_pp, pp[0]) if log[j][:2] == ("wait_event", post)]
+        assert len(pwaits) == 1
+        ev_idx, ev_stream = recorded[pwaits[0][2]]
+        assert ev_stream == compute and dec[0] < ev_idx
+        nxt = [where[("engine", i + 1)][0]] if i + 1 < n else []
+        assert all(ev_idx < j for j in nxt)  # recorded before the next batch's engine
+    rs = [(s, shape) for k, s, shape in log if k == "record_stream"]
+    assert rs.count((compute, (2, 3, 320, 320))) == n  # letterboxed input -> compute
+    assert sum(1 for s, shape in rs if s == post and shape[:2] == (2, 4 + pipe.nc)) == n
+    # numpy batches (0, 2, 3) staged through their slot's pinned buffer, one per slot used
+    assert buffers == [a.shape] * len({copy[0], copy[2], copy[3]})
+    syncs = [e for k, _, e in log if k == "sync"]
+    assert syncs == [pipe._slots[i % streams].copied.name for i in (0, 2, 3)]
+    # the run waited on the caller's stream first and made it wait for compute at the end
+    assert log[0] == ("wait_stream", compute, fake.default.name)
+    assert log[-1] == ("wait_stream", fake.default.name, compute)

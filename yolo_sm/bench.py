@@ -4,9 +4,11 @@ ultralytics' own ``YOLO.predict``, measured in one go so the ratios are like for
 
 Engine rows (``scope`` ``model_only``) time the forward alone (the sweep's ``run_point``,
 CUDA events); ``pipeline/...`` and ``ultralytics_predict`` rows (``frames_to_boxes``) time
-frames to boxes (uint8 frames in, NMS-ed boxes on the host out, wall clock per batch). Each
-pipeline row also carries the model-only img/s of the very engine instance it wraps
-(``model_only_img_per_s``, timed just before) and their ratio, ``pipeline_vs_model_only``.
+frames to boxes (uint8 frames in, NMS-ed boxes on the host out, wall clock per batch). On a GPU
+the pipeline's frames sit in pinned host memory, as a camera's ring of pinned buffers would
+deliver them (column ``pinned``), and ``streams`` batches are in flight. Each pipeline row also
+carries the model-only img/s of the very engine instance it wraps (``model_only_img_per_s``,
+timed just before) and their ratio, ``pipeline_vs_model_only``.
 
 A (model, batch) pair is the unit of work: its rows are written (atomically) when it is done,
 a rerun skips complete units and re-measures incomplete ones whole (a variant added to the spec
@@ -28,7 +30,7 @@ BASELINE = ("eager", "fp16", "nhwc")
 DEFAULT_ENGINES = (("cudagraph", "fp16", "nhwc"), ("compile", "fp16", "nhwc"))
 PIPELINE_ENGINE = ("cudagraph", "fp16", "nhwc")
 # on a CPU there is no CUDA graph and fp16 convolutions are emulated (slow): the CPU pipeline
-# wraps eager fp32, and it runs one slot whatever ``streams`` says (see yolo_sm.pipeline)
+# wraps eager fp32, and it runs one batch at a time whatever ``streams`` says (yolo_sm.pipeline)
 CPU_PIPELINE_ENGINE = ("eager", "fp32", "nhwc")
 PREDICT = "ultralytics_predict"
 UNIT = ("family", "width", "batch")
@@ -463,6 +465,7 @@ def _pipeline_rows(model, head: dict, spec: BenchSpec, frames) -> list[dict]:
                 model_only_img_per_s=model_only,
                 pipeline_vs_model_only=st["frames_per_s"] / model_only,
                 n_samples=st["frames"] // head["batch"],
+                pinned=st["pinned"],
             )
     finally:
         eng.close()

@@ -148,7 +148,7 @@ def _parser() -> argparse.ArgumentParser:
         "(compile:MODE/... picks a torch.compile mode)",
     )
     b.add_argument(
-        "--streams", default="1,3", help="comma list: one pipeline row per CUDA stream count"
+        "--streams", default="1,3", help="comma list: one pipeline row per batches-in-flight count"
     )
     b.add_argument("--device", default="cuda")
     b.add_argument("--seconds", type=float, default=2.0, help="per pipeline / predict row")

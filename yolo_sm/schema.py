@@ -119,8 +119,11 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "compile_mode": "torch.compile mode (compile rows only)",
         "precision": "fp32 / fp16 / bf16 / fp8 / int8 of the engine",
         "layout": "nchw or nhwc",
-        "streams": "CUDA streams (copy/pre-process slots in flight) of a pipeline row; a CPU "
-        "pipeline runs one whatever this says",
+        "streams": "batches in flight of a pipeline row (each with its own copy stream, behind "
+        "one compute and one post-processing stream); a CPU pipeline runs one whatever this says",
+        "pinned": "pipeline rows: the frames sat in pinned host memory and went straight to the "
+        "device (False: a host copy into the pipeline's pinned buffer per batch; always False "
+        "on a CPU; empty or absent in rows measured before the overlapping pipeline)",
         "nms": "pipeline rows: the NMS implementation (nms_f64_offsets = one torchvision nms over "
         "offset (image, class) groups; torchvision_batched_nms = the earlier per-group loop)",
         "status": "ok / oom / error (an engine that cannot run here is an error row)",
