@@ -138,6 +138,9 @@ def test_cudnn_fp8_conv_matches_the_emulation(k, stride):
     emu = fp8.Fp8Conv(conv, scale, "emulate", silu=True).cuda()
     y, ref = real(x), emu(x)
     assert real.fallback is None and y.shape == ref.shape and y.dtype == torch.float16
+    (plan,) = real._plans.values()
+    if fp8.AUTOTUNE_PLANS:  # plans were timed on this shape and the fastest one kept
+        assert plan.tuning and all(ms > 0 for _, ms in plan.tuning)
     assert float((y.float() - ref.float()).norm() / ref.float().norm()) < 5e-3
 
 

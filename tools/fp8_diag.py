@@ -103,6 +103,7 @@ def main(argv=None) -> int:
                     clipped=float((xin.abs() > 448 * float(m.input_scale)).float().mean()),
                     rel_err=rel(yr, ref),
                     fallback=m.fallback,
+                    tuning=[t for p in m._plans.values() for t in getattr(p, "tuning", [])],
                 )
             )
         out_real = head_tensor(real(x))

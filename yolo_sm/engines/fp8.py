@@ -149,6 +149,11 @@ def _triton_quantize():
 
 
 _HANDLES: dict = {}
+# how many of cuDNN's ranked plans each FP8 convolution times on its first call (per input
+# shape) before keeping the fastest; 0 keeps the heuristic's first choice. The H200 probe saw
+# the heuristic's FP8 kernels at 0.6-2.9x the fp16 convolution depending on the shape, and the
+# engine's FP8 convolutions at 2x the fp16 ones in total (tools/fp8_probe.py, h200/trace_fp8_w1_b64)
+AUTOTUNE_PLANS = 8
 
 
 class _CudnnFp8Conv:
@@ -217,15 +222,60 @@ class _CudnnFp8Conv:
         self.Y = y
         g.validate()
         g.build_operation_graph()
-        g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+        g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.B, cudnn.heur_mode.FALLBACK])
         g.check_support()
-        g.build_plans()
         self.graph = g
         (pr, pc), (sr, sc), (dr, dc) = mod.padding, mod.stride, mod.dilation
         ho = (h + 2 * pr - dr * (r - 1) - 1) // sr + 1
         wo = (w + 2 * pc - dc * (s - 1) - 1) // sc + 1
         self.out_shape, self.dtype = (n, k, ho, wo), x.dtype
+        self.tuning: list[tuple[str, float]] = []  # (plan name, ms) of each plan timed
+        capturing = torch.cuda.is_current_stream_capturing()
+        if AUTOTUNE_PLANS > 0 and not capturing:
+            self._autotune(x, AUTOTUNE_PLANS)
+        else:
+            g.build_plans()
         self.workspace = g.get_workspace_size()
+
+    def _autotune(self, x: torch.Tensor, limit: int, reps: int = 5) -> None:
+        """Build and time up to ``limit`` of the ranked plans on an input of this shape (random
+        E4M3 values) and select the fastest; records every timing in ``self.tuning``. Plans
+        that do not build or run are skipped; if none does, cuDNN's own walk decides."""
+        g, dev = self.graph, x.device
+        xq = quantize_e4m3(torch.randn_like(x, memory_format=torch.channels_last), 1 / 64)
+        y = torch.empty(
+            self.out_shape, dtype=self.dtype, device=dev, memory_format=torch.channels_last
+        )
+        feeds = {self.X: xq, self.W: self.wq, self.S: self.scale, self.Y: y}
+        if self.B is not None:
+            feeds[self.B] = self.bias
+        stream = torch.cuda.current_stream(dev)
+        self.cudnn.set_stream(self.handle, stream.cuda_stream)
+        best = None
+        for i in range(min(g.get_execution_plan_count(), limit)):
+            try:
+                g.build_plan_at_index(i)
+                ws = torch.empty(
+                    max(g.get_workspace_size_plan_at_index(i), 1), dtype=torch.uint8, device=dev
+                )
+                for _ in range(2):  # warm-up (lazy loading, JIT)
+                    g.execute_plan_at_index(feeds, ws, i, handle=self.handle)
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record(stream)
+                for _ in range(reps):
+                    g.execute_plan_at_index(feeds, ws, i, handle=self.handle)
+                b.record(stream)
+                b.synchronize()
+            except Exception:  # noqa: BLE001 - a plan that declines is skipped
+                continue
+            ms = a.elapsed_time(b) / reps
+            self.tuning.append((g.get_plan_name_at_index(i), ms))
+            if best is None or ms < best[0]:
+                best = (ms, i)
+        if best is None:
+            g.build_plans()
+        else:
+            g.build_plan_at_index(best[1])  # builds and selects it: execute() runs this plan
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous(memory_format=torch.channels_last)  # the graph's image layout
