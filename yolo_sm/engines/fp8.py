@@ -29,6 +29,9 @@ Kernels:
 
 from __future__ import annotations
 
+import os
+import time
+
 import torch
 from torch import nn
 
@@ -152,8 +155,14 @@ _HANDLES: dict = {}
 # how many of cuDNN's ranked plans each FP8 convolution times on its first call (per input
 # shape) before keeping the fastest; 0 keeps the heuristic's first choice. The H200 probe saw
 # the heuristic's FP8 kernels at 0.6-2.9x the fp16 convolution depending on the shape, and the
-# engine's FP8 convolutions at 2x the fp16 ones in total (tools/fp8_probe.py, h200/trace_fp8_w1_b64)
-AUTOTUNE_PLANS = 8
+# engine's FP8 convolutions at 2x the fp16 ones in total (tools/fp8_probe.py,
+# h200/trace_fp8_w1_b64).
+# Building a plan can mean a runtime compile (NVRTC) of a fused kernel, so tuning stops trying
+# further plans of a convolution once AUTOTUNE_SECONDS have passed on it, and a shape tuned once
+# in this process reuses its choice (_TUNED). YOLO_SM_FP8_PLANS overrides the plan count.
+AUTOTUNE_PLANS = int(os.environ.get("YOLO_SM_FP8_PLANS", "4"))
+AUTOTUNE_SECONDS = 1.0
+_TUNED: dict = {}  # graph signature -> index of the fastest plan
 
 
 class _CudnnFp8Conv:
@@ -230,12 +239,23 @@ class _CudnnFp8Conv:
         wo = (w + 2 * pc - dc * (s - 1) - 1) // sc + 1
         self.out_shape, self.dtype = (n, k, ho, wo), x.dtype
         self.tuning: list[tuple[str, float]] = []  # (plan name, ms) of each plan timed
+        self.plan_index = None  # the tuned plan execute runs; None: cuDNN's first buildable one
+        key = (tuple(x.shape), x.dtype, k, r, s, mod.padding, mod.stride, mod.dilation)
+        key += (self.bias is not None, bool(mod.silu), dev)
         capturing = torch.cuda.is_current_stream_capturing()
-        if AUTOTUNE_PLANS > 0 and not capturing:
+        if key in _TUNED:
+            self.plan_index = _TUNED[key]
+            g.build_plan_at_index(self.plan_index)
+        elif AUTOTUNE_PLANS > 0 and not capturing:
             self._autotune(x, AUTOTUNE_PLANS)
+            if self.plan_index is not None:
+                _TUNED[key] = self.plan_index
         else:
             g.build_plans()
-        self.workspace = g.get_workspace_size()
+        if self.plan_index is None:
+            self.workspace = g.get_workspace_size()
+        else:
+            self.workspace = g.get_workspace_size_plan_at_index(self.plan_index)
 
     def _autotune(self, x: torch.Tensor, limit: int, reps: int = 5) -> None:
         """Build and time up to ``limit`` of the ranked plans on an input of this shape (random
@@ -251,8 +271,10 @@ class _CudnnFp8Conv:
             feeds[self.B] = self.bias
         stream = torch.cuda.current_stream(dev)
         self.cudnn.set_stream(self.handle, stream.cuda_stream)
-        best = None
+        best, t0 = None, time.perf_counter()
         for i in range(min(g.get_execution_plan_count(), limit)):
+            if best is not None and time.perf_counter() - t0 > AUTOTUNE_SECONDS:
+                break
             try:
                 g.build_plan_at_index(i)
                 ws = torch.empty(
@@ -275,7 +297,7 @@ class _CudnnFp8Conv:
         if best is None:
             g.build_plans()
         else:
-            g.build_plan_at_index(best[1])  # builds and selects it: execute() runs this plan
+            self.plan_index = best[1]
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous(memory_format=torch.channels_last)  # the graph's image layout
@@ -288,7 +310,10 @@ class _CudnnFp8Conv:
             feeds[self.B] = self.bias
         ws = torch.empty(max(self.workspace, 1), dtype=torch.uint8, device=x.device)
         self.cudnn.set_stream(self.handle, torch.cuda.current_stream(x.device).cuda_stream)
-        self.graph.execute(feeds, ws, handle=self.handle)
+        if self.plan_index is None:
+            self.graph.execute(feeds, ws, handle=self.handle)
+        else:
+            self.graph.execute_plan_at_index(feeds, ws, self.plan_index, handle=self.handle)
         return y
 
 
