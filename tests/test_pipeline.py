@@ -111,11 +111,32 @@ def test_streams_and_bad_frames(frames, detector):
         DetectionPipeline(detector, eng, PipelineConfig(streams=0))
 
 
-@pytest.mark.parametrize("agnostic, power", [(False, 8), (True, 8), (False, 1)])
-def test_batched_nms_equals_ultralytics_per_image_loop(detector, agnostic, power):
-    """The one-shot batched NMS returns what ultralytics' per-image loop returns: same boxes,
-    scores and classes in the same order, max_det cut included (images with none, some, and
-    more than max_det survivors)."""
+def test_nms_chunks_cover_whole_images_up_to_the_limit():
+    from yolo_sm.pipeline import nms_chunks
+
+    assert nms_chunks([3, 0, 4, 5, 0], 10) == [(0, 7), (7, 12)]
+    assert nms_chunks([30, 2, 2], 10) == [(0, 30), (30, 34)]  # a big image alone
+    assert nms_chunks([2, 2, 30], 10) == [(0, 4), (4, 34)]
+    assert nms_chunks([1, 1, 1], 1) == [(0, 1), (1, 2), (2, 3)]
+    assert nms_chunks([0, 0], 10) == []
+    assert nms_chunks([5, 5], 10**9) == [(0, 10)]
+
+
+@pytest.mark.parametrize(
+    "agnostic, power, chunk",
+    [(False, 8, None), (True, 8, None), (False, 1, None), (False, 1, 10**9), (True, 1, 1)],
+)
+def test_batched_nms_equals_ultralytics_per_image_loop(
+    detector, agnostic, power, chunk, monkeypatch
+):
+    """The batched NMS returns what ultralytics' per-image loop returns: same boxes, scores and
+    classes in the same order, max_det cut included (images with none, some, and more than
+    max_det survivors), whether the images share one NMS call (chunk 10**9), each get their
+    own (chunk 1) or the default chunking decides."""
+    from yolo_sm import pipeline
+
+    if chunk is not None:
+        monkeypatch.setattr(pipeline, "NMS_CHUNK", chunk)
     import torchvision  # noqa: F401 - ultralytics then uses torchvision's NMS, as we do
     from ultralytics.utils import nms, ops
 

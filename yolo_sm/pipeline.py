@@ -35,8 +35,25 @@ import torch.nn.functional as F
 from yolo_sm.errors import UserError
 
 # which NMS implementation DetectionPipeline.postprocess runs (recorded in the bench's rows):
-# one torchvision nms over float64-offset (image, class) groups
-NMS_IMPL = "nms_f64_offsets"
+# torchvision nms over float64-offset (image, class) groups, in chunks of whole images
+NMS_IMPL = "nms_f64_offsets_chunked"
+# most candidates one NMS call takes (whole images; an image with more is a call of its own):
+# a call costs ~n^2 (postprocess), a call ~0.1 ms of launches and a host sync
+NMS_CHUNK = 2048
+
+
+def nms_chunks(counts: list[int], limit: int) -> list[tuple[int, int]]:
+    """[lo, hi) candidate ranges of consecutive whole images, each at most ``limit`` candidates
+    unless one image alone has more; images with none are skipped."""
+    out, lo, hi = [], 0, 0
+    for n in counts:
+        if n and hi > lo and hi - lo + n > limit:
+            out.append((lo, hi))
+            lo = hi
+        hi += n
+    if hi > lo:
+        out.append((lo, hi))
+    return out
 
 
 @dataclass(frozen=True)
@@ -123,20 +140,23 @@ class DetectionPipeline:
     def postprocess(self, y: torch.Tensor, shape: tuple[int, int]) -> list[torch.Tensor]:
         """Boxes per image on the host, as ultralytics' ``non_max_suppression`` (best class per
         anchor, score threshold, class-aware NMS, ``max_det`` per image) then ``scale_boxes`` to
-        the frame, but for the whole batch at once: one candidate gather, one ``torchvision``
-        batched NMS over every image and class, one sort, one ``scale_boxes`` (every frame of a
-        batch has one shape), one device-to-host copy of the kept boxes with their image index,
-        split per image on the host. ultralytics loops over the images in Python (a dozen small
-        kernels and several host syncs per image) and, where torchvision was not imported
-        before, falls back to an iterative NMS in Python: at batch 64 with ~2,500 candidates
-        per image that took 2.3 s per batch on the H200 (measured).
+        the frame, batched: one candidate gather, NMS in a few calls that each cover whole
+        images, one ``scale_boxes`` (every frame of a batch has one shape), one device-to-host
+        copy of the kept boxes with their image index, split per image on the host.
+        ultralytics loops over the images in Python (a dozen small kernels and several host
+        syncs per image).
 
-        The (image, class) groups are separated by offsetting each group's boxes by a multiple
-        of the boxes' span, in float64, and one ``torchvision.ops.nms`` runs on all of them.
-        ``torchvision.ops.batched_nms`` does the same below 20,000 box coordinates on a GPU but
-        above it loops over the groups in Python (one NMS per image and class): at batch 16
-        that was ~640 NMS calls, 24.5 ms per batch of v8s on the H200 (measured). float64, since
-        offsets of thousands of groups in fp32 would round the coordinates.
+        NMS: ``torchvision.ops.nms`` on groups kept apart by offsetting each (image, class)
+        group's boxes by a multiple of the boxes' span, in float64 (offsets of thousands of
+        groups in fp32 would round the coordinates). Its CUDA kernel builds an n x n overlap
+        bit-mask and then walks it in one thread block (``gather_keep_from_mask``), so one call
+        costs ~n^2: on the H200 one call over a batch of 16 (40,656 candidates) took 39 ms,
+        35 ms of it in that walk (tools/pipeline_probe.py), against a 4.4 ms engine. So the
+        images are cut into chunks of consecutive images of at most :data:`NMS_CHUNK`
+        candidates (an image with more is a chunk of its own), one call per chunk: offsets
+        keep groups of different images apart, so the result is the same, at ~n^2 per chunk.
+        (``torchvision.ops.batched_nms`` loops over every (image, class) group in Python above
+        20,000 box coordinates: at batch 16 that was ~640 calls, 24.5 ms, measured.)
 
         Runs on the current stream (``run`` makes that its post-processing stream) and returns
         after that stream's copy of the boxes to the host has finished."""
@@ -147,7 +167,7 @@ class DetectionPipeline:
         b = y.shape[0]
         scores, cls = y[:, 4:].max(1)  # (B, A): best class per anchor
         keep = scores > c.conf
-        bi, ai = keep.nonzero(as_tuple=True)  # the one host sync for the candidates
+        bi, ai = keep.nonzero(as_tuple=True)  # host sync: the candidate count
         if len(bi) == 0:  # no candidate in the whole batch
             return [torch.zeros((0, 6), dtype=y.dtype) for _ in range(b)]
         boxes = ops.xywh2xyxy(y[bi, :4, ai])
@@ -156,7 +176,12 @@ class DetectionPipeline:
         group = bi if c.agnostic else bi * self.nc + cl
         shifted = boxes.double() - boxes.min().double()
         shifted = shifted + (group.double() * (shifted.max() + 1))[:, None]
-        kept = nms(shifted, sc.double(), c.iou)  # indices sorted by decreasing score
+        sc64 = sc.double()
+        kept = []
+        for lo, hi in nms_chunks(torch.bincount(bi, minlength=b).tolist(), NMS_CHUNK):
+            # indices sorted by decreasing score within the chunk; one host sync per call
+            kept.append(nms(shifted[lo:hi], sc64[lo:hi], c.iou) + lo)
+        kept = torch.cat(kept) if len(kept) > 1 else kept[0]
         kept = kept[torch.argsort(bi[kept], stable=True)]  # by image, score order kept
         kb = bi[kept]
         rank = torch.arange(len(kept), device=y.device) - torch.searchsorted(kb, kb)
