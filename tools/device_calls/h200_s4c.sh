@@ -13,7 +13,7 @@ import pandas as pd; f='data/h200/bench_fast_engines.parquet'; d=pd.read_parquet
 redo = d.width.isin([0.5, 1.0, 2.0]) & d.batch.isin([16, 64]); d[~redo].to_parquet(f); print('dropped', int(redo.sum()), 'rows')"
 left=$(( 578 - SECONDS ))
 echo "collect with ${left}s left"
-python3 -m yolo_sm collect --plan data/plans/h200.yaml --out data/h200 --max-minutes $(python3 -c "print(round(($left-15)/60,2))") \
+timeout $(( left - 12 )) python3 -m yolo_sm collect --plan data/plans/h200.yaml --out data/h200 --max-minutes $(python3 -c "print(round(($left-75)/60,2))") \
   --only bench_fast_engines --quiet > $OUT/collect.log 2>&1; echo "collect rc=$?"
 cp -r data/h200 $OUT/h200 && tar czf $OUT/h200.tgz -C $OUT h200 && rm -rf $OUT/h200
 grep -v -i warn $OUT/pytest_gpu.log | grep "passed\|failed\|Error\|assert\|stream" | tail -12
