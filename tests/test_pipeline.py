@@ -123,36 +123,20 @@ def test_nms_chunks_cover_whole_images_up_to_the_limit():
 
 
 @pytest.mark.parametrize(
-    "agnostic, power, nms_impl",
-    [
-        (False, 8, "matrix"),
-        (True, 8, "matrix"),
-        (False, 1, "matrix"),
-        (True, 1, "matrix, one image per IoU pass"),
-        (False, 8, "torchvision"),
-        (False, 1, "torchvision"),
-        (False, 1, "torchvision, one call"),
-        (True, 1, "torchvision, one call per image"),
-    ],
+    "agnostic, power, chunk",
+    [(False, 8, None), (True, 8, None), (False, 1, None), (False, 1, 10**9), (True, 1, 1)],
 )
 def test_batched_nms_equals_ultralytics_per_image_loop(
-    detector, agnostic, power, nms_impl, monkeypatch
+    detector, agnostic, power, chunk, monkeypatch
 ):
     """The batched NMS returns what ultralytics' per-image loop returns: same boxes, scores and
     classes in the same order, max_det cut included (images with none, some, and more than
-    max_det survivors), with the overlap-matrix fixed point (all images at once, or the IoU
-    built one image at a time) and with torchvision's nms, whether the images share one call,
-    each get their own or the default chunking decides."""
+    max_det survivors), whether the images share one NMS call (chunk 10**9), each get their
+    own (chunk 1) or the default chunking decides."""
     from yolo_sm import pipeline
 
-    if nms_impl.startswith("torchvision"):
-        monkeypatch.setattr(pipeline, "NMS_MATRIX_LIMIT", 0)
-    if nms_impl.endswith("one call"):
-        monkeypatch.setattr(pipeline, "NMS_CHUNK", 10**9)
-    if nms_impl.endswith("per image"):
-        monkeypatch.setattr(pipeline, "NMS_CHUNK", 1)
-    if nms_impl.endswith("per IoU pass"):
-        monkeypatch.setattr(pipeline, "NMS_IOU_CHUNK", 1)
+    if chunk is not None:
+        monkeypatch.setattr(pipeline, "NMS_CHUNK", chunk)
     import torchvision  # noqa: F401 - ultralytics then uses torchvision's NMS, as we do
     from ultralytics.utils import nms, ops
 
@@ -180,48 +164,6 @@ def test_batched_nms_equals_ultralytics_per_image_loop(
         assert o.shape == r.shape
         torch.testing.assert_close(o, r)
     assert len(ours[1]) == 0 and len(ours[0]) == 40
-
-
-@pytest.mark.parametrize("agnostic", [False, True])
-@pytest.mark.parametrize("matrix", [True, False])
-def test_nms_on_clustered_boxes_equals_ultralytics(detector, agnostic, matrix, monkeypatch):
-    """Detections as a detector makes them: a few objects, each with dozens of jittered boxes
-    of two or three classes, so that many pairs overlap near the IoU threshold and suppression
-    chains run several boxes deep; no max_det cut hides a difference."""
-    import torchvision  # noqa: F401 - ultralytics then uses torchvision's NMS, as we do
-    from ultralytics.utils import nms, ops
-
-    from yolo_sm import pipeline
-
-    if not matrix:
-        monkeypatch.setattr(pipeline, "NMS_MATRIX_LIMIT", 0)
-    eng = build_engine(
-        detector,
-        EngineConfig(
-            precision="fp32", layout="nchw", batch=1, imgsz=320, device="cpu", check=False
-        ),
-    )
-    pipe = DetectionPipeline(detector, eng, PipelineConfig(max_det=10_000, agnostic=agnostic))
-    gen = torch.Generator().manual_seed(1)
-    b, a, nc = 2, 2100, pipe.nc
-    obj = torch.randint(0, 8, (b, a), generator=gen)  # 8 objects per image
-    centre = torch.rand(b, 2, 8, generator=gen) * 260 + 30
-    size = torch.rand(b, 2, 8, generator=gen) * 60 + 20
-    xy = torch.gather(centre, 2, obj[:, None].expand(b, 2, a))
-    wh = torch.gather(size, 2, obj[:, None].expand(b, 2, a))
-    xy = xy + torch.randn(b, 2, a, generator=gen) * wh * 0.08
-    wh = wh * (1 + torch.randn(b, 2, a, generator=gen) * 0.08)
-    cls = torch.zeros(b, nc, a)
-    for k in range(3):  # classes 0-2 compete on every box
-        cls[:, k] = torch.rand(b, a, generator=gen) * 0.6
-    y = torch.cat((xy, wh, cls), 1)
-    ours = pipe.postprocess(y, (320, 320))
-    ref = nms.non_max_suppression(y.clone(), 0.25, 0.7, None, agnostic, max_det=10_000)
-    for o, r in zip(ours, ref, strict=True):
-        r[:, :4] = ops.scale_boxes((320, 320), r[:, :4], (320, 320))
-        assert 20 < len(o) < 1500  # suppression happened, and not of everything
-        assert o.shape == r.shape
-        torch.testing.assert_close(o, r)
 
 
 @pytest.fixture(scope="module")

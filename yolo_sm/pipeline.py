@@ -36,15 +36,10 @@ from yolo_sm.errors import UserError
 
 # which NMS implementation DetectionPipeline.postprocess runs (recorded in the bench's rows):
 # torchvision nms over float64-offset (image, class) groups, in chunks of whole images
-NMS_IMPL = "nms_matrix_fixpoint"
+NMS_IMPL = "nms_f64_offsets_chunked"
 # most candidates one NMS call takes (whole images; an image with more is a call of its own):
 # a call costs ~n^2 (postprocess), a call ~0.1 ms of launches and a host sync
 NMS_CHUNK = 2048
-# postprocess runs nms_matrix (no serial walk) while batch x (most candidates of an image)^2 is
-# at most this many overlap bits, else torchvision's nms in chunks; NMS_IOU_CHUNK bounds the
-# float64 IoU temporaries of one pass (elements)
-NMS_MATRIX_LIMIT = 1 << 31
-NMS_IOU_CHUNK = 1 << 25
 
 
 def nms_chunks(counts: list[int], limit: int) -> list[tuple[int, int]]:
@@ -59,62 +54,6 @@ def nms_chunks(counts: list[int], limit: int) -> list[tuple[int, int]]:
     if hi > lo:
         out.append((lo, hi))
     return out
-
-
-def nms_matrix(boxes, scores, cls, bi, counts, most, iou, agnostic=False, max_det=300):
-    """Greedy class-aware NMS of every image of a batch at once, without a serial walk.
-
-    Candidates (``bi`` ascending, ``counts`` per image, ``most`` the largest count) are laid out
-    as a (B, most) matrix sorted by decreasing score per image; ``S[b, j, i]`` says that box j
-    outscores box i, has its class (or any, ``agnostic``) and overlaps it above ``iou`` (IoU in
-    float64). Greedy NMS keeps box i iff no kept box j suppresses it, a recursion with one
-    solution; iterating ``keep = not any_j(keep_j and S_ji)`` from all-kept settles every box
-    whose chain of suppressors is at most t long after t steps, and a step that changes
-    nothing has reached that solution (on the bundled photos: 6-10 steps). Each step is one
-    pass over S (B x most^2 bits); the host syncs once per step to test for the fixed point.
-    Returns the kept candidate indices ordered by image, then decreasing score, at most
-    ``max_det`` per image: what ``torchvision.ops.nms`` per image and class returns, which the
-    CPU tests check against ultralytics.
-
-    Why not ``torchvision.ops.nms``: its CUDA kernel walks the n x n mask in one thread block,
-    ~n^2 serial work per call (one call over a batch of 16 with 40,656 candidates: 39 ms on the
-    H200; per image: 9.8 ms a batch, tools/pipeline_probe.py)."""
-    dev, b = boxes.device, len(counts)
-    start = torch.cumsum(counts, 0) - counts
-    pos = torch.arange(len(bi), device=dev) - start[bi]
-    pad_scores = torch.full((b, most), -float("inf"), device=dev, dtype=torch.float64)
-    pad_scores[bi, pos] = scores.double()
-    pad_idx = torch.full((b, most), -1, device=dev, dtype=torch.long)
-    pad_idx[bi, pos] = torch.arange(len(bi), device=dev)
-    order = torch.sort(pad_scores, dim=1, descending=True, stable=True).indices
-    idx = torch.gather(pad_idx, 1, order)  # (B, most) candidate index, -1 for padding
-    valid = idx >= 0
-    safe = idx.clamp(min=0)
-    bx = boxes.double()[safe]  # (B, most, 4)
-    area = (bx[..., 2] - bx[..., 0]) * (bx[..., 3] - bx[..., 1])
-    later = torch.ones(most, most, dtype=torch.bool, device=dev).triu(1)  # j before i
-    S = torch.empty((b, most, most), dtype=torch.bool, device=dev)
-    step = max(1, NMS_IOU_CHUNK // max(most * most, 1))  # images per IoU pass (memory)
-    for lo in range(0, b, step):
-        a = bx[lo : lo + step]
-        lt = torch.maximum(a[:, :, None, :2], a[:, None, :, :2])
-        rb = torch.minimum(a[:, :, None, 2:], a[:, None, :, 2:])
-        wh = (rb - lt).clamp_(min=0)
-        inter = wh[..., 0] * wh[..., 1]
-        ar = area[lo : lo + step]
-        over = inter / (ar[:, :, None] + ar[:, None, :] - inter) > iou
-        if not agnostic:
-            cc = cls[safe[lo : lo + step]]
-            over &= cc[:, :, None] == cc[:, None, :]
-        S[lo : lo + step] = over & later & valid[lo : lo + step, :, None]
-    keep = valid
-    while True:
-        new = valid & ~(S & keep[:, :, None]).any(1)
-        if torch.equal(new, keep):
-            break
-        keep = new
-    keep &= torch.cumsum(keep, 1) <= max_det
-    return idx[keep]  # row-major: by image, then score order
 
 
 @dataclass(frozen=True)
@@ -207,18 +146,21 @@ class DetectionPipeline:
         ultralytics loops over the images in Python (a dozen small kernels and several host
         syncs per image).
 
-        NMS: :func:`nms_matrix`, every image and class at once with a few passes over an
-        overlap bit-matrix and no serial walk, where batch x (largest candidate count)^2 fits
-        :data:`NMS_MATRIX_LIMIT`; otherwise ``torchvision.ops.nms`` on (image, class) groups
-        kept apart by float64 offsets, one call per chunk of whole images (``_nms_torchvision``).
-        Measured on the H200 (YOLOv8 w0.5, batch 16, 40,656 candidates, tools/pipeline_probe.py):
-        one torchvision call for the batch 39 ms (its kernel walks the n x n mask in one thread
-        block, 35 ms of it), one per image 9.8 ms, against a 4.4 ms engine.
+        NMS: ``torchvision.ops.nms`` on groups kept apart by offsetting each (image, class)
+        group's boxes by a multiple of the boxes' span, in float64 (offsets of thousands of
+        groups in fp32 would round the coordinates). Its CUDA kernel builds an n x n overlap
+        bit-mask and then walks it in one thread block (``gather_keep_from_mask``), so one call
+        costs ~n^2: on the H200 one call over a batch of 16 (40,656 candidates) took 39 ms,
+        35 ms of it in that walk (tools/pipeline_probe.py), against a 4.4 ms engine. So the
+        images are cut into chunks of consecutive images of at most :data:`NMS_CHUNK`
+        candidates (an image with more is a chunk of its own), one call per chunk: offsets
+        keep groups of different images apart, so the result is the same, at ~n^2 per chunk.
         (``torchvision.ops.batched_nms`` loops over every (image, class) group in Python above
         20,000 box coordinates: at batch 16 that was ~640 calls, 24.5 ms, measured.)
 
         Runs on the current stream (``run`` makes that its post-processing stream) and returns
         after that stream's copy of the boxes to the host has finished."""
+        from torchvision.ops import nms
         from ultralytics.utils import ops
 
         c = self.config
@@ -230,12 +172,20 @@ class DetectionPipeline:
             return [torch.zeros((0, 6), dtype=y.dtype) for _ in range(b)]
         boxes = ops.xywh2xyxy(y[bi, :4, ai])
         sc, cl = scores[bi, ai], cls[bi, ai]
-        counts = torch.bincount(bi, minlength=b)
-        most = int(counts.max())  # host sync: the padded width of the overlap matrices
-        if b * most * most <= NMS_MATRIX_LIMIT:
-            kept = nms_matrix(boxes, sc, cl, bi, counts, most, c.iou, c.agnostic, c.max_det)
-        else:
-            kept = self._nms_torchvision(boxes, sc, cl, bi, counts.tolist())
+        # NMS groups: one per (image, class), or per image when class-agnostic
+        group = bi if c.agnostic else bi * self.nc + cl
+        shifted = boxes.double() - boxes.min().double()
+        shifted = shifted + (group.double() * (shifted.max() + 1))[:, None]
+        sc64 = sc.double()
+        kept = []
+        for lo, hi in nms_chunks(torch.bincount(bi, minlength=b).tolist(), NMS_CHUNK):
+            # indices sorted by decreasing score within the chunk; one host sync per call
+            kept.append(nms(shifted[lo:hi], sc64[lo:hi], c.iou) + lo)
+        kept = torch.cat(kept) if len(kept) > 1 else kept[0]
+        kept = kept[torch.argsort(bi[kept], stable=True)]  # by image, score order kept
+        kb = bi[kept]
+        rank = torch.arange(len(kept), device=y.device) - torch.searchsorted(kb, kb)
+        kept = kept[rank < c.max_det]
         # x1 y1 x2 y2 score class | image: the image index rides along to the host (exact in
         # fp32 below 2**24), so one copy brings boxes and per-image counts
         dets = torch.cat(
@@ -250,28 +200,6 @@ class DetectionPipeline:
             torch.cuda.current_stream(dets.device).synchronize()  # the copy has landed
         counts = torch.bincount(host[:, 6].long(), minlength=b).tolist()
         return list(host[:, :6].contiguous().split(counts))
-
-    def _nms_torchvision(self, boxes, sc, cl, bi, counts):
-        """Kept candidate indices by image, then decreasing score, ``max_det`` per image:
-        ``torchvision.ops.nms`` on (image, class) groups kept apart by float64 offsets, one call
-        per chunk of whole images (:func:`nms_chunks`)."""
-        from torchvision.ops import nms
-
-        c = self.config
-        # NMS groups: one per (image, class), or per image when class-agnostic
-        group = bi if c.agnostic else bi * self.nc + cl
-        shifted = boxes.double() - boxes.min().double()
-        shifted = shifted + (group.double() * (shifted.max() + 1))[:, None]
-        sc64 = sc.double()
-        kept = []
-        for lo, hi in nms_chunks(counts, NMS_CHUNK):
-            # indices sorted by decreasing score within the chunk; one host sync per call
-            kept.append(nms(shifted[lo:hi], sc64[lo:hi], c.iou) + lo)
-        kept = torch.cat(kept) if len(kept) > 1 else kept[0]
-        kept = kept[torch.argsort(bi[kept], stable=True)]  # by image, score order kept
-        kb = bi[kept]
-        rank = torch.arange(len(kept), device=kept.device) - torch.searchsorted(kb, kb)
-        return kept[rank < c.max_det]
 
     # -- running -----------------------------------------------------------------------------
     def __call__(self, frames) -> list[np.ndarray]:
