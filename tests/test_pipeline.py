@@ -166,6 +166,49 @@ def test_batched_nms_equals_ultralytics_per_image_loop(
     assert len(ours[1]) == 0 and len(ours[0]) == 40
 
 
+@pytest.mark.parametrize("agnostic", [False, True])
+@pytest.mark.parametrize("chunk", [None, 1, 10**9])
+def test_nms_on_clustered_boxes_equals_ultralytics(detector, agnostic, chunk, monkeypatch):
+    """Detections as a detector makes them: a few objects, each with dozens of jittered boxes
+    of three competing classes, so that many pairs overlap near the IoU threshold and
+    suppression chains run several boxes deep; no max_det cut hides a difference. (Random
+    boxes spread over the image rarely overlap: a wrong IoU threshold passed the test above.)"""
+    import torchvision  # noqa: F401 - ultralytics then uses torchvision's NMS, as we do
+    from ultralytics.utils import nms, ops
+
+    from yolo_sm import pipeline
+
+    if chunk is not None:
+        monkeypatch.setattr(pipeline, "NMS_CHUNK", chunk)
+    eng = build_engine(
+        detector,
+        EngineConfig(
+            precision="fp32", layout="nchw", batch=1, imgsz=320, device="cpu", check=False
+        ),
+    )
+    pipe = DetectionPipeline(detector, eng, PipelineConfig(max_det=10_000, agnostic=agnostic))
+    gen = torch.Generator().manual_seed(1)
+    b, a, nc = 2, 2100, pipe.nc
+    obj = torch.randint(0, 8, (b, a), generator=gen)  # 8 objects per image
+    centre = torch.rand(b, 2, 8, generator=gen) * 260 + 30
+    size = torch.rand(b, 2, 8, generator=gen) * 60 + 20
+    xy = torch.gather(centre, 2, obj[:, None].expand(b, 2, a))
+    wh = torch.gather(size, 2, obj[:, None].expand(b, 2, a))
+    xy = xy + torch.randn(b, 2, a, generator=gen) * wh * 0.08
+    wh = wh * (1 + torch.randn(b, 2, a, generator=gen) * 0.08)
+    cls = torch.zeros(b, nc, a)
+    for k in range(3):  # classes 0-2 compete on every box
+        cls[:, k] = torch.rand(b, a, generator=gen) * 0.6
+    y = torch.cat((xy, wh, cls), 1)
+    ours = pipe.postprocess(y, (320, 320))
+    ref = nms.non_max_suppression(y.clone(), 0.25, 0.7, None, agnostic, max_det=10_000)
+    for o, r in zip(ours, ref, strict=True):
+        r[:, :4] = ops.scale_boxes((320, 320), r[:, :4], (320, 320))
+        assert 20 < len(o) < 1500  # suppression happened, and not of everything
+        assert o.shape == r.shape
+        torch.testing.assert_close(o, r)
+
+
 @pytest.fixture(scope="module")
 def small(frames, detector):
     """A batch-2 fp32 engine at 320 px and two different batches of the bus photo."""
