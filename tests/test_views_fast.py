@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from tests.fixtures.synthetic_bench import make_bench
+from yolo_sm.errors import UserError
 from yolo_sm.views import fast as vf
 
 PEAK = 790.0
@@ -181,3 +182,30 @@ def test_time_breakdown_of_the_shipped_fp16_and_fp8_traces():
     assert b.loc["SiLU", fp8] < 0.25 * b.loc["SiLU", fp16]
     text = vf.fp8_time_findings(b, fp16, fp8)
     assert f"{b.loc['total', fp8]:.1f} ms (fp8)" in text
+
+
+def test_compile_breakdown_of_the_shipped_eager_and_compiled_traces():
+    """torch.compile's trace: its Triton kernels take the place of eager's separate adds, SiLUs
+    and copies, convolutions stay; the findings quote the table's own numbers."""
+    from yolo_sm import data
+
+    cfg = "yolov8_w1_fp16_nhwc_b64"
+    k = vf.compare_backends(
+        {
+            "eager": data.load("h200/trace_fp8_w1_b64"),
+            "compile": data.load("h200/trace_compile_w1_b64"),
+        },
+        cfg,
+    )
+    assert set(k.config) == {"eager", "compile"}
+    b = vf.time_breakdown(k)
+    assert np.allclose(b.drop("total").sum(), b.loc["total"])
+    fused = "fused by torch.compile (Triton)"
+    assert b.loc[fused, "eager"] == 0 < b.loc[fused, "compile"]
+    assert b.loc["add (bias, residual)", "compile"] < 0.1 * b.loc["add (bias, residual)", "eager"]
+    n = vf.kernels_per_forward(k)
+    assert n["compile"] < n["eager"]
+    text = vf.compile_time_findings(b, n)
+    assert f"{b.loc['total', 'compile']:.1f} ms" in text and f"{n['eager']:.0f} eager" in text
+    with pytest.raises(UserError, match="no kernels of config"):
+        vf.compare_backends({"eager": k}, "yolov8_w9_fp16_nhwc_b1")

@@ -10,6 +10,7 @@ after another in the same process: batch-1 latencies move by a third between pro
 
 from __future__ import annotations
 
+from yolo_sm.errors import UserError
 from yolo_sm.plots import TEMPLATE
 
 BASELINE = "eager/fp16/nhwc"
@@ -544,6 +545,8 @@ def fast_findings(bench, checks, peak: tuple[float, str]) -> str:
 
 PARTS = (  # (part, test on a kernel row), first match wins
     ("fp8 quantisation", lambda k: k.kernel_name == "_quantize"),
+    # inductor's generated kernels: each fuses several elementwise / copy / pooling ops
+    ("fused by torch.compile (Triton)", lambda k: k.kernel_class == "triton"),
     (
         "convolution (tensor cores)",
         lambda k: k.kernel_class.isin(["tensor_core_conv", "simt_conv"]),
@@ -593,4 +596,46 @@ def fp8_time_findings(breakdown, fp16: str, fp8: str) -> str:
         f"bias and SiLU, {epi8:.1f} ms in the remaining adds, and {q8:.1f} ms quantising their "
         f"inputs ({c8 + epi8 + q8:.1f} ms together). Totals: {b.loc['total', fp16]:.1f} ms "
         f"(fp16) and {b.loc['total', fp8]:.1f} ms (fp8)."
+    )
+
+
+def compare_backends(tables: dict, config: str):
+    """One Kineto kernel table of several engines of the same model config (e.g. eager and
+    torch.compile traces of ``yolov8_w1_fp16_nhwc_b64``, shipped as separate datasets), the
+    ``config`` column renamed to each table's key, ready for :func:`time_breakdown`."""
+    import pandas as pd
+
+    parts = []
+    for label, k in tables.items():
+        k = k[k.config == config]
+        if k.empty:
+            raise UserError(f"no kernels of config {config!r} in the {label!r} table")
+        parts.append(k.assign(config=label))
+    return pd.concat(parts, ignore_index=True)
+
+
+def kernels_per_forward(kernels):
+    """Kernel launches per forward, per config."""
+    return kernels.groupby("config").size() / kernels.groupby("config").iteration.nunique()
+
+
+def compile_time_findings(breakdown, launches, eager: str = "eager", compiled: str = "compile"):
+    """One paragraph: what torch.compile changed per forward - the convolutions (cuDNN in both)
+    against everything else, which inductor replaces by its own fused Triton kernels."""
+    b = breakdown
+    conv = b.index.intersection(["convolution (tensor cores)", "GEMM (1x1 convs)"])
+    c_e, c_c = float(b.loc[conv, eager].sum()), float(b.loc[conv, compiled].sum())
+    rest_e = float(b.loc["total", eager]) - c_e
+    rest_c = float(b.loc["total", compiled]) - c_c
+    fused = "fused by torch.compile (Triton)"
+    tri = float(b.loc[fused, compiled]) if fused in b.index else 0.0
+    return (
+        f"Per forward, the convolutions take {c_e:.1f} ms in the eager engine and {c_c:.1f} ms "
+        f"in the compiled one (cuDNN / cuBLAS kernels in both); everything else - bias and "
+        f"residual adds, SiLU, concatenation copies, pooling and upsampling - takes "
+        f"{rest_e:.1f} ms eagerly and {rest_c:.1f} ms compiled, {tri:.1f} ms of it in "
+        f"inductor's fused Triton kernels. Kernel launches per forward: "
+        f"{launches[eager]:.0f} eager, {launches[compiled]:.0f} compiled. Totals: "
+        f"{b.loc['total', eager]:.1f} ms and {b.loc['total', compiled]:.1f} ms "
+        f"({b.loc['total', eager] / b.loc['total', compiled]:.2f}x)."
     )
