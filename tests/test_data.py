@@ -51,7 +51,7 @@ def test_register_and_corrupt_file(tmp_path, monkeypatch):
     src.head(3).to_parquet(folder / "s.parquet")
     entry = data.register(folder, "s", "s.parquet", "sweep", "three rows", "cmd")
     assert entry["rows"] == 3 and entry["provenance"]["gpu_name"] == "NVIDIA H200"
-    assert set(SCHEMAS["sweep"]) <= set(entry["columns"])
+    assert set(SCHEMAS["sweep"]) & set(src.columns) <= set(entry["columns"])  # each described
     monkeypatch.setenv("YOLO_SM_DATA", str(tmp_path))
     assert len(data.load("m/s")) == 3
     (folder / "s.parquet").write_bytes(b"PAR1 truncated")

@@ -122,6 +122,30 @@ def _snapshot(model):
     }
 
 
+def test_the_check_runs_on_the_photos_not_on_noise(tiny_yolo):
+    """verify's rel_err is the error on the bundled photos (the images the random models'
+    BatchNorm statistics are calibrated on), which differs from the error on noise."""
+    from yolo_sm.engines.base import (
+        CHECK_INPUT,
+        head_tensor,
+        make_input,
+        photo_input,
+        reference_output,
+        relative_l2,
+    )
+
+    eng = build_engine(tiny_yolo, cpu_config(precision="bf16"))
+    cfg = eng.config
+    with torch.no_grad():
+        photos = photo_input(cfg)
+        on_photos = relative_l2(head_tensor(eng(photos)), reference_output(tiny_yolo, cfg, photos))
+        noise = make_input(cfg, 1)
+        on_noise = relative_l2(head_tensor(eng(noise)), reference_output(tiny_yolo, cfg, noise))
+    assert CHECK_INPUT == "photos"
+    assert eng.rel_err == pytest.approx(on_photos, rel=1e-6)
+    assert abs(on_noise - on_photos) > 1e-3 * on_photos
+
+
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
 def test_eager_engine(tiny_yolo, precision, layout):

@@ -236,6 +236,7 @@ def test_run_sweep_writes_one_row_per_point(tiny_run):
     out, returned = tiny_run
     df = pd.read_parquet(out)
     assert len(df) == len(returned) == 4
+    assert (df.check_input == "photos").all()  # the numerical check's input (engines.base.verify)
     assert list(df.columns[: len(KEY_COLUMNS) + 2]) == [*KEY_COLUMNS, "status", "message"]
     for col in (
         *KEY_COLUMNS,

@@ -45,6 +45,7 @@ _POINT_COLUMNS = (
     "n_samples",
     "noisy",
     "rel_err",
+    "check_input",
     "tflops",
     "flops_per_img",
     "peak_mem_bytes",

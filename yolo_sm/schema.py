@@ -26,6 +26,10 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "img_per_s": "batch * 1000 / median_ms",
         "tflops": "flops_per_img * batch / median, TFLOP/s",
         "rel_err": "relative L2 error of the raw head output vs eager fp32 on the same input",
+        "check_input": "input of the numerical check behind rel_err: photos = ultralytics' bundled "
+        "photos, letterboxed (the images the random models' BatchNorm statistics are calibrated "
+        "on); empty or absent: uniform noise (rows measured before 2026-11-30 12:30 UTC; fp8 "
+        "engines were always checked on the photos)",
         "samples_ms": "every timed call, milliseconds (list)",
         "noisy": "IQR/median above 10 %",
         "peak_mem_bytes": "peak allocated GPU bytes during the timed calls (weights, input, "
@@ -139,6 +143,8 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "n_samples": "timed calls (engine rows) or batches (pipeline and predict rows)",
         "noisy": "IQR/median above 10 % (engine rows)",
         "rel_err": "relative L2 error of the raw head output vs eager fp32 (engine rows)",
+        "check_input": "engine rows: input of the numerical check behind rel_err (photos; empty "
+        "or absent: uniform noise, rows measured before 2026-11-30 12:30 UTC, except fp8)",
         "tflops": "flops_per_img * batch / median, TFLOP/s (engine rows)",
         "flops_per_img": "FLOPs per image, 2 per multiply-add (Conv2d/Linear)",
         "peak_mem_bytes": "peak allocated GPU bytes during the timed calls (engine rows, GPU)",
@@ -168,7 +174,8 @@ SCHEMAS: dict[str, dict[str, str]] = {
 # Columns every table of a kind must have (the others in SCHEMAS are described when present:
 # e.g. an ncu table collected with the "throughput" metric set has no occupancy columns).
 REQUIRED = {
-    "sweep": tuple(c for c in SCHEMAS["sweep"] if c != "peak_mem_bytes"),
+    # check_input: absent in sweeps measured before the check moved to the photos
+    "sweep": tuple(c for c in SCHEMAS["sweep"] if c not in ("peak_mem_bytes", "check_input")),
     "ncu": ("kernel_id", "kernel_name", "nvtx_path", "nvtx_range", "duration_us"),
     "kernels": (
         "kernel_name",

@@ -399,6 +399,7 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
     import torch
 
     from yolo_sm.engines import build_engine
+    from yolo_sm.engines.base import CHECK_INPUT
     from yolo_sm.timing import measure_engine
 
     on_gpu = p.device.startswith("cuda")
@@ -409,6 +410,7 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
         "message": "",
         "flops_per_img": flops_per_img,
         "bn_calibrated": True,
+        "check_input": CHECK_INPUT if spec.check else "",
     }
     try:
         if on_gpu:
@@ -433,7 +435,7 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
                 row[k] = engine.info[k]
         row.update({f"prov_{k}": v for k, v in m.provenance.items()})
     except Exception as e:  # noqa: BLE001 - every failure is recorded, the sweep goes on
-        row = _error_row(p, e, flops_per_img)
+        row = {**_error_row(p, e, flops_per_img), "check_input": row["check_input"]}
     finally:
         if engine is not None:
             engine.close()
