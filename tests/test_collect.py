@@ -99,6 +99,47 @@ def test_sweep_step_runs_within_the_time_limit_then_resumes(tmp_path, monkeypatc
     assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
 
 
+def test_redo_errors_measures_fixed_error_rows_again(tmp_path):
+    """--redo-errors drops matching error rows (never oom rows, never ok rows) and the step
+    measures those points again; the table keeps its metadata; a non-matching text keeps them."""
+    import pyarrow.parquet as pq
+
+    plan = _plan(
+        tmp_path,
+        [{"name": "s", "kind": "sweep", "out": "s.parquet", "params": SWEEP, "description": "d"}],
+    )
+    out = tmp_path / "data"
+    collect.run_plan(plan, out, progress=False)
+    path = out / "s.parquet"
+    meta = pq.read_schema(path).metadata
+    df = pd.read_parquet(path)
+    ok_b1 = df[df.batch == 1].median_ms.iloc[0]
+    # pretend batch 2 failed its check and a third point ran out of memory
+    bad = df.batch == 2
+    df.loc[bad, "status"], df.loc[bad, "message"] = "error", "NumericalMismatch: on noise"
+    df.loc[bad, "median_ms"] = float("nan")
+    oom = df[bad].assign(batch=4, status="oom", message="OutOfMemoryError: CUDA")
+    pq.write_table(
+        pa_table(pd.concat([df, oom], ignore_index=True), meta), path, compression="zstd"
+    )
+    step = plan.steps[0]
+    assert collect.redo_errors(step, out, "ImportError") == 0  # no match: nothing dropped
+    table = collect.run_plan(plan, out, progress=False, redo="NumericalMismatch")
+    assert table.state.tolist() == ["done"]
+    again = pd.read_parquet(path).set_index("batch")
+    assert again.status[2] == "ok" and again.median_ms[2] > 0  # measured again
+    assert again.median_ms[1] == ok_b1  # the ok point untouched
+    assert again.status[4] == "oom"  # oom rows are kept: they are results
+    assert pq.read_schema(path).metadata == meta
+
+
+def pa_table(df, meta):
+    import pyarrow as pa
+
+    t = pa.Table.from_pandas(df, preserve_index=False)
+    return t.replace_schema_metadata(meta)
+
+
 def test_a_partial_sweep_is_registered_as_partial(tmp_path, monkeypatch):
     """A step cut short (here: a runner that measures one of the two points) is registered with
     what it holds, its description saying how much is missing; finishing it drops the note."""

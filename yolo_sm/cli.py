@@ -133,6 +133,16 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="stop before work that would end later (the H200 allows 10 per command)",
     )
+    c.add_argument(
+        "--redo-errors",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="TEXT",
+        help="measure again the error rows (not oom) of the sweep and bench steps it runs, or "
+        "only those whose message contains TEXT (e.g. NumericalMismatch); a bench re-measures "
+        "such a row's whole (model, batch) unit",
+    )
     c.add_argument("--status", action="store_true", help="only show which steps are done")
     c.add_argument("--quiet", action="store_true", help="no progress bars")
 

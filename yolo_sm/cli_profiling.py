@@ -52,7 +52,12 @@ def cmd_collect(args) -> int:
         return 0
     only = [x for x in (args.only or "").split(",") if x]
     table = collect.run_plan(
-        plan, args.out, only=only, max_minutes=args.max_minutes, progress=not args.quiet
+        plan,
+        args.out,
+        only=only,
+        max_minutes=args.max_minutes,
+        progress=not args.quiet,
+        redo=args.redo_errors,
     )
     print(table.to_string(index=False))
     return 0

@@ -155,6 +155,41 @@ def status(plan: Plan, out_dir: str | os.PathLike):
     )
 
 
+def redo_errors(step: Step, out_dir: Path, match: str = "") -> int:
+    """Drop the ``error`` rows (not ``oom``) of a sweep or bench step's table whose ``message``
+    contains ``match``, so that the step measures them again when it resumes: the points of a
+    sweep, the whole (model, batch) unit of a bench. For errors whose cause has been fixed (e.g.
+    a numerical check that ran on noise); an error row holds no measurement, only its message.
+    The table is rewritten atomically with its metadata; returns how many rows were dropped."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from yolo_sm.store import read_table
+
+    path = out_dir / step.out
+    if step.kind not in RESUMABLE or not path.exists():
+        return 0
+    read_table(path)  # an unreadable file: one clear error, the file left alone
+    table = pq.read_table(path)
+    if "status" not in table.column_names:
+        return 0
+    drop = pc.equal(table["status"], "error")
+    if match:
+        msg = pc.fill_null(table["message"], "")
+        drop = pc.and_(drop, pc.match_substring(msg, match))
+    drop = pc.fill_null(drop, False)
+    n = int(pc.sum(drop).as_py() or 0)
+    if n:
+        kept = table.filter(pc.invert(drop))
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        try:
+            pq.write_table(kept, tmp, compression="zstd")
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+    return n
+
+
 def run_plan(
     plan: Plan,
     out_dir: str | os.PathLike,
@@ -162,9 +197,11 @@ def run_plan(
     max_minutes: float | None = None,
     progress: bool = True,
     register: bool = True,
+    redo: str | None = None,
 ):
     """Run the plan's unfinished steps (or those named in ``only``) into ``out_dir``; returns
-    the status table afterwards."""
+    the status table afterwards. ``redo`` (a message substring, "" for every error): first
+    drop the matching error rows of the sweep and bench steps it runs (:func:`redo_errors`)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     names = {s.name for s in plan.steps}
@@ -177,6 +214,10 @@ def run_plan(
     for step in plan.steps:
         if only and step.name not in only:
             continue
+        if redo is not None:
+            n = redo_errors(step, out_dir, redo)
+            if n:
+                print(f"collect: {step.name}: {n} error row(s) to measure again", file=sys.stderr)
         state = step_state(step, plan, out_dir)
         if state == "done":
             continue
