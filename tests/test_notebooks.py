@@ -60,21 +60,23 @@ def test_fast_engines_notebook_on_the_synthetic_bench(tmp_path, monkeypatch):
     from tests.fixtures.synthetic_bench import ship
 
     ship(tmp_path)
-    # the notebook's other dataset (the fp16 / fp8 Kineto kernels) is the real one
+    # the notebook's other datasets (Kineto kernels of the eager fp16, fp8 and compiled
+    # engines) are the real ones
     import shutil
 
     from yolo_sm import data
 
-    real = data.info("h200/trace_fp8_w1_b64")
-    shutil.copy(data.data_dir() / "h200" / real["file"], tmp_path / "h200" / real["file"])
-    data.register(
-        tmp_path / "h200",
-        "trace_fp8_w1_b64",
-        real["file"],
-        real["kind"],
-        real["description"],
-        real["command"],
-    )
+    for name in ("trace_fp8_w1_b64", "trace_compile_w1_b64"):
+        real = data.info(f"h200/{name}")
+        shutil.copy(data.data_dir() / "h200" / real["file"], tmp_path / "h200" / real["file"])
+        data.register(
+            tmp_path / "h200",
+            name,
+            real["file"],
+            real["kind"],
+            real["description"],
+            real["command"],
+        )
     monkeypatch.setenv("YOLO_SM_DATA", str(tmp_path))
     html = _executes_and_renders(NOTEBOOKS[0].parent / "08_fast_engines.ipynb")
     assert "synthetic test fixture" in html and "Goal 2 missed" in html
