@@ -36,10 +36,15 @@ from yolo_sm.errors import UserError
 
 # which NMS implementation DetectionPipeline.postprocess runs (recorded in the bench's rows):
 # torchvision nms over float64-offset (image, class) groups, in chunks of whole images
-NMS_IMPL = "nms_f64_offsets_chunked"
+NMS_IMPL = "nms_matrix_fixpoint"
 # most candidates one NMS call takes (whole images; an image with more is a call of its own):
 # a call costs ~n^2 (postprocess), a call ~0.1 ms of launches and a host sync
 NMS_CHUNK = 2048
+# postprocess runs nms_matrix (no serial walk) while batch x (most candidates of an image)^2 is
+# at most this many overlap bits, else torchvision's nms in chunks; NMS_IOU_CHUNK bounds the
+# float64 IoU temporaries of one pass (elements)
+NMS_MATRIX_LIMIT = 1 << 31
+NMS_IOU_CHUNK = 1 << 25
 
 
 def nms_chunks(counts: list[int], limit: int) -> list[tuple[int, int]]:
@@ -54,6 +59,83 @@ def nms_chunks(counts: list[int], limit: int) -> list[tuple[int, int]]:
     if hi > lo:
         out.append((lo, hi))
     return out
+
+
+def nms_layout(bi, cls, b: int, nc: int, agnostic: bool) -> tuple:
+    """How :func:`nms_matrix` lays the candidates out, from one host sync: ``(key, groups,
+    width, same_class)``. Boxes only suppress boxes of their own (image, class) group (or image,
+    ``agnostic``), so the overlap matrices are per group: with ``key`` = image * nc + class
+    there are ``b * nc`` groups of at most ``width`` candidates (the largest group). When one
+    class dominates an image that is wasteful (``b * nc * width^2`` > ``b * most^2``, ``most``
+    the largest image), and the groups are the images, with a same-class test (``same_class``).
+    """
+    per_image = torch.bincount(bi, minlength=b)
+    if agnostic:
+        return bi, b, int(per_image.max()), False
+    key = bi * nc + cls
+    per_group = torch.bincount(key, minlength=b * nc)
+    most, width = (int(v) for v in torch.stack((per_image.max(), per_group.max())).tolist())
+    if b * nc * width * width <= b * most * most:
+        return key, b * nc, width, False
+    return bi, b, most, True
+
+
+def nms_matrix(boxes, scores, cls, key, groups, width, iou, same_class=False):
+    """Greedy NMS of every group (image and class) of a batch at once, with no serial walk.
+
+    The candidates are laid out as a (groups, width) matrix, each row one group (``key``, from
+    :func:`nms_layout`) sorted by decreasing score; ``S[g, j, i]`` says that box j outscores box
+    i in its group (and has its class, ``same_class``) and overlaps it above ``iou`` (IoU in
+    fp32, torchvision's formula). Greedy NMS keeps box i iff no kept box j suppresses it: a
+    recursion with one solution. Iterating ``keep = not any_j(keep_j and S_ji)`` from all-kept
+    settles every box whose chain of suppressors is at most t long after t steps, and a step
+    that changes nothing has reached that solution (on the bundled photos: 6-10 steps). Each
+    step is one pass over S (groups x width^2 bits) and one host sync to test for the fixed
+    point. Returns the kept candidate indices in decreasing score order (ties: candidate
+    order): what ``torchvision.ops.nms`` returns for each group, which the CPU tests check
+    against ultralytics.
+
+    Why not ``torchvision.ops.nms``: its CUDA kernel walks its n x n mask in one thread block,
+    ~n^2 serial work per call (one call over a batch of 16 with 40,656 candidates: 39 ms on the
+    H200; one call per image: 9.8 ms a batch, tools/pipeline_probe.py)."""
+    dev, n = boxes.device, len(scores)
+    # by group, then decreasing score (two stable sorts)
+    order = torch.sort(scores, descending=True, stable=True).indices
+    order = order[torch.sort(key[order], stable=True).indices]
+    k = key[order]
+    counts = torch.bincount(k, minlength=groups)
+    pos = torch.arange(n, device=dev) - (torch.cumsum(counts, 0) - counts)[k]
+    idx = torch.full((groups, width), -1, device=dev, dtype=torch.long)
+    idx[k, pos] = order
+    valid = idx >= 0
+    safe = idx.clamp(min=0)
+    bx = boxes.float()[safe]  # (groups, width, 4)
+    x1, y1, x2, y2 = bx.unbind(-1)
+    area = (x2 - x1) * (y2 - y1)
+    later = torch.ones(width, width, dtype=torch.bool, device=dev).triu(1)  # j before i
+    S = torch.empty((groups, width, width), dtype=torch.bool, device=dev)
+    step = max(1, NMS_IOU_CHUNK // max(width * width, 1))  # groups per IoU pass (memory)
+    for lo in range(0, groups, step):
+        g = slice(lo, lo + step)
+
+        def pair(t, fn, g=g):
+            return fn(t[g][:, :, None], t[g][:, None, :])
+
+        w = (pair(x2, torch.minimum) - pair(x1, torch.maximum)).clamp_(min=0)
+        inter = w.mul_((pair(y2, torch.minimum) - pair(y1, torch.maximum)).clamp_(min=0))
+        over = inter / (area[g][:, :, None] + area[g][:, None, :] - inter) > iou
+        if same_class:
+            cc = cls[safe[g]]
+            over &= cc[:, :, None] == cc[:, None, :]
+        S[g] = over & later & valid[g][:, :, None]
+    keep = valid
+    while True:
+        new = valid & ~(S & keep[:, :, None]).any(1)
+        if torch.equal(new, keep):
+            break
+        keep = new
+    kept = idx[keep]
+    return kept[torch.sort(scores[kept], descending=True, stable=True).indices]
 
 
 @dataclass(frozen=True)
@@ -146,21 +228,18 @@ class DetectionPipeline:
         ultralytics loops over the images in Python (a dozen small kernels and several host
         syncs per image).
 
-        NMS: ``torchvision.ops.nms`` on groups kept apart by offsetting each (image, class)
-        group's boxes by a multiple of the boxes' span, in float64 (offsets of thousands of
-        groups in fp32 would round the coordinates). Its CUDA kernel builds an n x n overlap
-        bit-mask and then walks it in one thread block (``gather_keep_from_mask``), so one call
-        costs ~n^2: on the H200 one call over a batch of 16 (40,656 candidates) took 39 ms,
-        35 ms of it in that walk (tools/pipeline_probe.py), against a 4.4 ms engine. So the
-        images are cut into chunks of consecutive images of at most :data:`NMS_CHUNK`
-        candidates (an image with more is a chunk of its own), one call per chunk: offsets
-        keep groups of different images apart, so the result is the same, at ~n^2 per chunk.
+        NMS: :func:`nms_matrix`, every image and class at once with a few passes over an
+        overlap bit-matrix and no serial walk, where batch x (largest candidate count)^2 fits
+        :data:`NMS_MATRIX_LIMIT`; otherwise ``torchvision.ops.nms`` on (image, class) groups
+        kept apart by float64 offsets, one call per chunk of whole images (``_nms_torchvision``).
+        Measured on the H200 (YOLOv8 w0.5, batch 16, 40,656 candidates, tools/pipeline_probe.py):
+        one torchvision call for the batch 39 ms (its kernel walks the n x n mask in one thread
+        block, 35 ms of it), one per image 9.8 ms, against a 4.4 ms engine.
         (``torchvision.ops.batched_nms`` loops over every (image, class) group in Python above
         20,000 box coordinates: at batch 16 that was ~640 calls, 24.5 ms, measured.)
 
         Runs on the current stream (``run`` makes that its post-processing stream) and returns
         after that stream's copy of the boxes to the host has finished."""
-        from torchvision.ops import nms
         from ultralytics.utils import ops
 
         c = self.config
@@ -172,19 +251,17 @@ class DetectionPipeline:
             return [torch.zeros((0, 6), dtype=y.dtype) for _ in range(b)]
         boxes = ops.xywh2xyxy(y[bi, :4, ai])
         sc, cl = scores[bi, ai], cls[bi, ai]
-        # NMS groups: one per (image, class), or per image when class-agnostic
-        group = bi if c.agnostic else bi * self.nc + cl
-        shifted = boxes.double() - boxes.min().double()
-        shifted = shifted + (group.double() * (shifted.max() + 1))[:, None]
-        sc64 = sc.double()
-        kept = []
-        for lo, hi in nms_chunks(torch.bincount(bi, minlength=b).tolist(), NMS_CHUNK):
-            # indices sorted by decreasing score within the chunk; one host sync per call
-            kept.append(nms(shifted[lo:hi], sc64[lo:hi], c.iou) + lo)
-        kept = torch.cat(kept) if len(kept) > 1 else kept[0]
-        kept = kept[torch.argsort(bi[kept], stable=True)]  # by image, score order kept
+        key, groups, width, same = nms_layout(bi, cl, b, self.nc, c.agnostic)
+        if groups * width * width <= NMS_MATRIX_LIMIT:
+            kept = nms_matrix(boxes, sc, cl, key, groups, width, c.iou, same)
+        else:
+            kept = self._nms_torchvision(
+                boxes, sc, cl, bi, torch.bincount(bi, minlength=b).tolist()
+            )
+        # by image, score order kept; at most max_det per image
+        kept = kept[torch.argsort(bi[kept], stable=True)]
         kb = bi[kept]
-        rank = torch.arange(len(kept), device=y.device) - torch.searchsorted(kb, kb)
+        rank = torch.arange(len(kept), device=kept.device) - torch.searchsorted(kb, kb)
         kept = kept[rank < c.max_det]
         # x1 y1 x2 y2 score class | image: the image index rides along to the host (exact in
         # fp32 below 2**24), so one copy brings boxes and per-image counts
@@ -200,6 +277,24 @@ class DetectionPipeline:
             torch.cuda.current_stream(dets.device).synchronize()  # the copy has landed
         counts = torch.bincount(host[:, 6].long(), minlength=b).tolist()
         return list(host[:, :6].contiguous().split(counts))
+
+    def _nms_torchvision(self, boxes, sc, cl, bi, counts):
+        """Kept candidate indices, in decreasing score order per chunk of whole images:
+        ``torchvision.ops.nms`` on (image, class) groups kept apart by float64 offsets, one call
+        per chunk (:func:`nms_chunks`)."""
+        from torchvision.ops import nms
+
+        c = self.config
+        # NMS groups: one per (image, class), or per image when class-agnostic
+        group = bi if c.agnostic else bi * self.nc + cl
+        shifted = boxes.double() - boxes.min().double()
+        shifted = shifted + (group.double() * (shifted.max() + 1))[:, None]
+        sc64 = sc.double()
+        kept = []
+        for lo, hi in nms_chunks(counts, NMS_CHUNK):
+            # indices sorted by decreasing score within the chunk; one host sync per call
+            kept.append(nms(shifted[lo:hi], sc64[lo:hi], c.iou) + lo)
+        return torch.cat(kept) if len(kept) > 1 else kept[0]
 
     # -- running -----------------------------------------------------------------------------
     def __call__(self, frames) -> list[np.ndarray]:

@@ -128,10 +128,11 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "pinned": "pipeline rows: the frames sat in pinned host memory and went straight to the "
         "device (False: a host copy into the pipeline's pinned buffer per batch; always False "
         "on a CPU; empty or absent in rows measured before the overlapping pipeline)",
-        "nms": "pipeline rows: the NMS implementation (nms_f64_offsets_chunked = torchvision "
-        "nms over offset (image, class) groups, one call per chunk of whole images of at most "
-        "2,048 candidates; nms_f64_offsets = one such call for the whole batch; "
-        "torchvision_batched_nms = the earlier per-group loop)",
+        "nms": "pipeline rows: the NMS implementation (nms_matrix_fixpoint = every image and "
+        "class at once, a fixed point over an overlap bit-matrix; nms_f64_offsets_chunked = "
+        "torchvision nms over offset (image, class) groups, one call per chunk of whole images; "
+        "nms_f64_offsets = one such call for the whole batch; torchvision_batched_nms = the "
+        "earlier per-group loop)",
         "status": "ok / oom / error (an engine that cannot run here is an error row)",
         "message": "one line saying why, for oom/error rows",
         "median_ms": "median (p50) latency of one batch, milliseconds",
