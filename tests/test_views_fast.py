@@ -209,3 +209,18 @@ def test_compile_breakdown_of_the_shipped_eager_and_compiled_traces():
     assert f"{b.loc['total', 'compile']:.1f} ms" in text and f"{n['eager']:.0f} eager" in text
     with pytest.raises(UserError, match="no kernels of config"):
         vf.compare_backends({"eager": k}, "yolov8_w9_fp16_nhwc_b1")
+
+
+def test_units_say_when_each_ran_and_which_pipeline(df):
+    from yolo_sm import data
+
+    b = data.load("h200/bench_fast_engines")
+    u = vf.units(b).set_index(["width", "batch"])
+    groups = b.groupby(["width", "batch"])
+    assert len(u) == groups.ngroups
+    assert (u.variants == groups.variant.nunique()).all()
+    assert (u.measured_utc == groups.prov_date_utc.min()).all()
+    pipe = b[b.variant.str.startswith("pipeline/")].groupby(["width", "batch"])
+    assert (u.pipeline_nms == pipe.nms.first()).all()
+    s = vf.units(df)  # a table without the pipeline-version columns: empty, not an error
+    assert len(s) == df.groupby(["width", "batch"]).ngroups and s.pipeline_nms.isna().all()

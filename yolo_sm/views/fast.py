@@ -76,6 +76,27 @@ def side_by_side(bench):
     return out.sort_values(["width", "batch", "_o"]).drop(columns="_o").reset_index(drop=True)
 
 
+def units(bench):
+    """One row per (width, batch) unit: when it was measured (UTC), how many variants ran, and
+    the pipeline version its pipeline rows measured (``pinned`` frames, ``nms``
+    implementation; empty where the table predates those columns)."""
+    import pandas as pd
+
+    b = bench.copy()
+    for col in ("pinned", "nms", "prov_date_utc"):
+        if col not in b:
+            b[col] = pd.NA
+    pipe = b[b.variant.str.startswith("pipeline/")]
+    out = b.groupby(["width", "batch"]).agg(
+        measured_utc=("prov_date_utc", "min"),
+        variants=("variant", "nunique"),
+        ok=("status", lambda s: int((s == "ok").sum())),
+    )
+    out["pipeline_pinned"] = pipe.groupby(["width", "batch"]).pinned.first()
+    out["pipeline_nms"] = pipe.groupby(["width", "batch"]).nms.first()
+    return out.reset_index()
+
+
 def side_by_side_wide(table):
     """:func:`side_by_side` as one row per (width, batch) and, per variant, img/s and the ratio
     to the baseline (``x base``); failed variants are empty cells."""
