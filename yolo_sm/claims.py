@@ -438,7 +438,8 @@ def claim_10():
             ""
             if "int8" in variants
             else "The 8-bit engine measured is yolo_sm's FP8 path (a separate E4M3 quantisation "
-            "pass per convolution, cuDNN's heuristic choice of FP8 kernels), not TensorRT INT8, "
+            "pass per convolution, cuDNN FP8 convolution graphs: the fastest of a few of cuDNN's "
+            "ranked plans, timed per shape), not TensorRT INT8, "
             "which cannot be installed here: a verdict below 1.3x says this path does not deliver "
             "the gain, not that 8-bit tensor cores cannot"
         ),

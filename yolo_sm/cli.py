@@ -174,6 +174,16 @@ def _parser() -> argparse.ArgumentParser:
         help="parquet file for the table (a rerun skips the (model, batch) pairs it holds)",
     )
 
+    m = sub.add_parser(
+        "remeasure", help="re-measure random points of a shipped sweep and compare (within 10 %?)"
+    )
+    m.add_argument("--dataset", required=True, help="a sweep dataset, e.g. h200/sweep_fp16_nhwc")
+    m.add_argument("--points", type=int, default=5, help="how many random ok points")
+    m.add_argument("--seed", type=int, default=0, help="the draw's seed (reproducible)")
+    m.add_argument("--device", default=None, help="override the points' device (cpu: dry run)")
+    m.add_argument("--out", default=None, help="parquet file for the comparison table")
+    m.add_argument("--quiet", action="store_true", help="no progress bar")
+
     o = sub.add_parser("occupancy", help="theoretical occupancy of a launch (what-if calculator)")
     o.add_argument("--cc", default="9.0", help="compute capability, e.g. 9.0 (H100/H200), 8.0")
     o.add_argument("--threads", type=int, required=True, help="threads per block")
@@ -226,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
             "sweep": cmd_sweep,
             "occupancy": prof.cmd_occupancy,
             "render": cmd_render,
+            "remeasure": cmd_remeasure,
         }
         return commands[args.cmd](args)
     except UserError as e:
@@ -242,6 +253,24 @@ def main(argv: list[str] | None = None) -> int:
 def _sentence(e: Exception) -> str:
     text = " ".join(str(e).split())
     return text if text.endswith((".", ")", "'")) else text + "."
+
+
+def cmd_remeasure(args) -> int:
+    from yolo_sm.remeasure import remeasure, summary
+
+    df = remeasure(
+        args.dataset,
+        n=args.points,
+        seed=args.seed,
+        device=args.device,
+        out=args.out,
+        progress=not args.quiet,
+    )
+    cols = ["width", "precision", "layout", "backend", "batch", "shipped_img_per_s"]
+    cols += ["new_img_per_s", "ratio", "within_10pct", "launch_bound", "status"]
+    print(df[cols].round(3).to_string(index=False))
+    print(summary(df))
+    return 0
 
 
 def cmd_env(args) -> int:

@@ -1,0 +1,81 @@
+"""yolo-sm remeasure: random points of a shipped sweep measured again with its settings (CPU)."""
+
+import pandas as pd
+import pytest
+
+from yolo_sm import data, remeasure
+from yolo_sm.cli import main
+from yolo_sm.errors import UserError
+
+SWEEP = dict(
+    family=("yolov8",),
+    widths=(0.0625,),
+    precisions=("fp32",),
+    layouts=("nchw",),
+    backends=("eager",),
+    batches=(1, 2, 16),
+    imgsz=(64,),
+    device="cpu",
+    budget_ms=20.0,
+    warmup_ms=2.0,
+)
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory):
+    """A tiny CPU sweep registered as dataset m/s."""
+    from yolo_sm.sweep import SweepSpec, run_sweep
+
+    root = tmp_path_factory.mktemp("data")
+    folder = root / "m"
+    folder.mkdir()
+    run_sweep(SweepSpec(**SWEEP), folder / "s.parquet", progress=False)
+    data.register(folder, "s", "s.parquet", "sweep", "tiny", "yolo-sm sweep ...")
+    return root
+
+
+def test_remeasure_draws_reproducibly_and_compares(shipped, monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("YOLO_SM_DATA", str(shipped))
+    old = data.load("m/s")
+    a, b = remeasure.pick(old, 2, seed=7), remeasure.pick(old, 2, seed=7)
+    assert a.index.tolist() == b.index.tolist()  # the draw is the seed's, on any machine
+    assert remeasure._timing_settings("m/s") == {"budget_ms": 20.0, "warmup_ms": 2.0}
+    out = tmp_path / "r.parquet"
+    rc = main(
+        [
+            "remeasure",
+            "--dataset",
+            "m/s",
+            "--points",
+            "2",
+            "--seed",
+            "7",
+            "--out",
+            str(out),
+            "--quiet",
+        ]
+    )
+    assert rc == 0
+    df = pd.read_parquet(out)
+    assert df.batch.tolist() == a.batch.tolist() and (df.status == "ok").all()
+    assert (df.shipped_img_per_s == a.img_per_s.to_numpy()).all()
+    assert (df.ratio == df.new_img_per_s / df.shipped_img_per_s).all() and (df.ratio > 0).all()
+    assert (df.within_10pct == ((df.ratio - 1).abs() <= 0.10)).all()
+    assert (df.launch_bound == (df.batch <= 8)).all()  # eager at batch <= 8
+    assert (df.budget_ms == 20.0).all() and df.new_date_utc.notna().all()
+    text = capsys.readouterr().out
+    assert f"{int(df.within_10pct.sum())} of 2 points within 10 %" in text
+
+
+def test_remeasure_bad_requests_are_one_clear_error(shipped, monkeypatch):
+    monkeypatch.setenv("YOLO_SM_DATA", str(shipped))
+    with pytest.raises(UserError, match="measured .ok. points"):
+        remeasure.remeasure("m/s", n=99, progress=False)
+    with pytest.raises(UserError, match="at least 1"):
+        remeasure.remeasure("m/s", n=0, progress=False)
+    with pytest.raises(UserError, match="unknown dataset"):
+        remeasure.remeasure("m/nope", progress=False)
+    assert main(["remeasure", "--dataset", "m/nope"]) == 2
+    monkeypatch.delenv("YOLO_SM_DATA")
+    with pytest.raises(UserError, match="ceilings dataset; remeasure takes a sweep"):
+        remeasure.remeasure("h200/ceilings", progress=False)
