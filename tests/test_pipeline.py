@@ -280,6 +280,8 @@ def test_measure_pipeline_returns_what_ran(frames, detector, small):
         "latency_p99_ms",
         "streams",
         "pinned",
+        "candidates_per_frame",
+        "boxes_per_frame",
     }
     assert st["pinned"] is False  # nothing is pinned on a CPU
     assert st["streams"] == 3 and st["batch"] == 2
