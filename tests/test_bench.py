@@ -43,6 +43,8 @@ def test_bench_table_on_cpu(tmp_path, capsys):
     pipe = df[df.variant.str.startswith("pipeline/")]
     assert pipe.streams.tolist() == [1, 3] and (pipe.model_only_img_per_s > 0).all()
     assert pipe.pinned.tolist() == [False, False]  # nothing is pinned on a CPU
+    assert (pipe.candidates_per_frame >= pipe.boxes_per_frame).all()  # NMS's work is recorded
+    assert (pipe.boxes_per_frame >= 0).all()
     assert (
         abs(pipe.pipeline_vs_model_only - pipe.img_per_s / pipe.model_only_img_per_s) < 1e-9
     ).all()

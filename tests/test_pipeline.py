@@ -105,6 +105,15 @@ def test_streams_and_bad_frames(frames, detector):
     stats = measure_pipeline(pipe, [frames[1]], batch=1, seconds=0.3)
     assert stats["frames"] >= 1 and stats["frames_per_s"] > 0
     assert stats["latency_p99_ms"] >= stats["latency_p50_ms"] > 0
+    # NMS's work per frame: the same frame (the bus) every time, so exactly one frame's counts
+    bus = frames[0]
+    stats = measure_pipeline(pipe, [bus], batch=1, seconds=0.2)
+    boxes = pipe(bus[None])[0]
+    y = pipe.decode(eng(pipe.preprocess(torch.from_numpy(bus[None].copy()))))
+    cand = int((y[:, 4:].max(1).values > pipe.config.conf).sum())
+    assert cand > len(boxes) > 0
+    assert stats["candidates_per_frame"] == cand and stats["boxes_per_frame"] == len(boxes)
+    assert pipe.counts["frames"] == stats["frames"] + 1  # the timed run and the call above
     with pytest.raises(UserError, match="uint8"):
         pipe(np.zeros((1, 32, 32, 3), dtype=np.float32))
     with pytest.raises(UserError, match="stream"):
@@ -333,6 +342,8 @@ def test_measure_pipeline_returns_what_ran(frames, detector, small):
         "latency_p99_ms",
         "streams",
         "pinned",
+        "candidates_per_frame",
+        "boxes_per_frame",
     }
     assert st["pinned"] is False  # nothing is pinned on a CPU
     assert st["streams"] == 3 and st["batch"] == 2

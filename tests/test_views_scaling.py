@@ -184,3 +184,22 @@ def test_precision_findings_are_computed(precision_sweep, sweep, ncu_precision):
     )
     assert "nan" not in text.lower()
     assert "Still missing" in text and "sweep_precision_core" in text
+
+
+def test_presets_table_and_findings_of_the_shipped_presets():
+    from yolo_sm import data
+    from yolo_sm.views import scaling
+
+    raw = data.load("h200/sweep_presets")
+    t = scaling.presets_table(raw, 650.0)
+    assert len(t) == len(raw) and set(t.scale) <= set("nsmlx")
+    ok = t[t.status == "ok"]
+    assert (ok.peak_frac == ok.tflops / 650.0).all() and (ok.gflops_per_img > 0).all()
+    # within a family, precision, backend and batch the presets run n -> x, FLOPs rising
+    for _, g in t.groupby(["family", "precision", "backend", "batch"]):
+        assert g.gflops_per_img.is_monotonic_increasing
+    text = scaling.presets_findings(t)
+    bad = int((t.status != "ok").sum())
+    assert (f"**{bad} point(s) without figures**" in text) == (bad > 0)
+    fig = scaling.plot_presets(t, batch=64)
+    assert len(fig.data) >= 1

@@ -467,6 +467,8 @@ def _pipeline_rows(model, head: dict, spec: BenchSpec, frames) -> list[dict]:
                 pipeline_vs_model_only=st["frames_per_s"] / model_only,
                 n_samples=st["frames"] // head["batch"],
                 pinned=st["pinned"],
+                candidates_per_frame=st["candidates_per_frame"],
+                boxes_per_frame=st["boxes_per_frame"],
             )
     finally:
         eng.close()

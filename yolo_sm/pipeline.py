@@ -196,6 +196,9 @@ class DetectionPipeline:
         # a copy: moving the head's own DFL would move part of the caller's model
         self.dfl = copy.deepcopy(self.head.dfl).to(self.device).float()
         self._on_gpu = self.device.type == "cuda"
+        # work NMS saw since the last reset_counts(): frames, candidates above the score
+        # threshold (what NMS costs grows with), boxes kept
+        self.counts = {"frames": 0, "candidates": 0, "boxes": 0}
         self._slots: dict[int, _Slot] = {}  # copy slots by index (GPU)
         self._compute = self._post = None  # compute and post-processing streams (GPU)
 
@@ -247,6 +250,8 @@ class DetectionPipeline:
         scores, cls = y[:, 4:].max(1)  # (B, A): best class per anchor
         keep = scores > c.conf
         bi, ai = keep.nonzero(as_tuple=True)  # host sync: the candidate count
+        self.counts["frames"] += b
+        self.counts["candidates"] += len(bi)
         if len(bi) == 0:  # no candidate in the whole batch
             return [torch.zeros((0, 6), dtype=y.dtype) for _ in range(b)]
         boxes = ops.xywh2xyxy(y[bi, :4, ai])
@@ -275,6 +280,7 @@ class DetectionPipeline:
         host = dets.to("cpu", non_blocking=True)  # pinned destination when dets is on a GPU
         if dets.is_cuda:
             torch.cuda.current_stream(dets.device).synchronize()  # the copy has landed
+        self.counts["boxes"] += len(host)
         counts = torch.bincount(host[:, 6].long(), minlength=b).tolist()
         return list(host[:, :6].contiguous().split(counts))
 
@@ -548,6 +554,7 @@ def measure_pipeline(
     # every slot's buffers and streams exist before timing starts
     for _ in pipe.run([stack] * max(warmup_batches, pipe.config.streams)):
         pass
+    pipe.counts = dict.fromkeys(pipe.counts, 0)
     lat, n, t0 = [], 0, time.perf_counter()
 
     def batches():
@@ -568,4 +575,7 @@ def measure_pipeline(
         "latency_p99_ms": float(q[1]) * 1e3,
         "streams": pipe.config.streams,
         "pinned": pinned,
+        # NMS's work: candidates above the score threshold and boxes kept, per frame
+        "candidates_per_frame": pipe.counts["candidates"] / max(pipe.counts["frames"], 1),
+        "boxes_per_frame": pipe.counts["boxes"] / max(pipe.counts["frames"], 1),
     }

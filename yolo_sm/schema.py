@@ -133,6 +133,9 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "torchvision nms over offset (image, class) groups, one call per chunk of whole images; "
         "nms_f64_offsets = one such call for the whole batch; torchvision_batched_nms = the "
         "earlier per-group loop)",
+        "candidates_per_frame": "pipeline rows: boxes above the score threshold per frame, what "
+        "NMS works on (its cost grows with it); absent in rows measured before 2026-11-30 13:00",
+        "boxes_per_frame": "pipeline rows: boxes per frame after NMS",
         "status": "ok / oom / error (an engine that cannot run here is an error row)",
         "message": "one line saying why, for oom/error rows",
         "median_ms": "median (p50) latency of one batch, milliseconds",

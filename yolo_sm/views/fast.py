@@ -147,7 +147,8 @@ def plot_speedup_vs_width(bench, title: str | None = None):
 
 def pipeline_table(bench):
     """Per (width, batch) and pipeline row: frames/s, p50 / p99 latency, jitter (p99 - p50),
-    the engine's model-only img/s and the ratio, and the pipeline over YOLO.predict."""
+    the engine's model-only img/s and the ratio, the pipeline over YOLO.predict, and where the
+    table has them the candidates NMS saw and the boxes it kept per frame."""
     ok = _ok(bench)
     pipe = ok[ok["variant"].str.startswith("pipeline/")]
     pred = ok[ok["variant"] == PREDICT].set_index(["width", "batch"])
@@ -173,6 +174,8 @@ def pipeline_table(bench):
                 "predict_img_per_s",
                 "vs_predict",
             ]
+            # NMS's work per frame, in rows measured since the pipeline counts it
+            + [c for c in ("candidates_per_frame", "boxes_per_frame") if c in pipe]
         ]
         .sort_values(["width", "batch", "streams"])
         .reset_index(drop=True)

@@ -732,3 +732,75 @@ def precision_findings(speedup, missing, fwd, matmul, errors, cpu_errors=None) -
             f"fresh inputs): {parts}."
         )
     return "\n".join(lines)
+
+
+# ---- notebook 01: the standard presets (yolov8 / yolo11 n-x) ---------------------------------
+
+
+def presets_table(sweep, peak_tflops: float):
+    """One row per preset point of a presets sweep: family, preset (n/s/m/l/x), its width and
+    depth, precision, backend, batch, GFLOPs per image, img/s, TFLOP/s and share of
+    ``peak_tflops``; ``status`` and ``message`` say why a point has no figures."""
+    cols = ["family", "scale", "width", "depth", "precision", "backend", "batch", "status"]
+    t = sweep[cols + ["message", "flops_per_img", "img_per_s", "median_ms", "tflops"]].copy()
+    t["gflops_per_img"] = t.flops_per_img / 1e9
+    t["peak_frac"] = t.tflops / peak_tflops
+    order = {s: i for i, s in enumerate("nsmlx")}
+    t["_o"] = t.scale.map(order)
+    t = t.sort_values(["family", "precision", "backend", "batch", "_o"])
+    return t.drop(columns=["_o", "flops_per_img"]).reset_index(drop=True)
+
+
+def plot_presets(table, *, batch: int = 64, title=None):
+    """img/s against GFLOPs per image at one batch: one line per family (n -> x), one panel
+    per precision and backend; points without figures (failed checks) are left out."""
+    import plotly.express as px
+
+    d = table[(table.batch == batch) & (table.status == "ok")]
+    fig = px.line(
+        d,
+        x="gflops_per_img",
+        y="img_per_s",
+        color="family",
+        text="scale",
+        facet_col="backend",
+        facet_row="precision",
+        markers=True,
+        log_x=True,
+        log_y=True,
+        hover_data=["width", "depth", "median_ms", "tflops", "peak_frac"],
+        template=TEMPLATE,
+        title=title or f"Standard presets, batch {batch}: img/s vs GFLOPs per image",
+    )
+    fig.update_traces(textposition="top center")
+    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
+    fig.update_xaxes(title_text="GFLOPs per image")
+    return fig
+
+
+def presets_findings(table) -> str:
+    """What the presets table shows and what it lacks, from its rows."""
+    ok = table[table.status == "ok"]
+    lines = []
+    for (fam, prec, backend), g in ok[ok.batch == ok.batch.max()].groupby(
+        ["family", "precision", "backend"]
+    ):
+        g = g.sort_values("gflops_per_img")
+        if len(g) >= 2:
+            a, b = g.iloc[0], g.iloc[-1]
+            lines.append(
+                f"- **{fam} {prec} {backend}, batch {int(a.batch)}:** {a.scale} -> {b.scale} "
+                f"costs {b.gflops_per_img / a.gflops_per_img:.1f}x the FLOPs per image and runs "
+                f"{a.img_per_s / b.img_per_s:.1f}x fewer img/s ({a.tflops:.0f} -> "
+                f"{b.tflops:.0f} TFLOP/s)."
+            )
+    bad = table[table.status != "ok"]
+    if len(bad):
+        kinds = bad.groupby(["family", "precision"]).scale.apply(
+            lambda s: "/".join(sorted(set(s), key="nsmlx".index))
+        )
+        what = "; ".join(f"{f} {p}: {s}" for (f, p), s in kinds.items())
+        lines.append(
+            f"- **{len(bad)} point(s) without figures** ({what}); the reason is in `message`."
+        )
+    return "\n".join(lines) if lines else "No preset point has figures yet."
