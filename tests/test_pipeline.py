@@ -131,6 +131,24 @@ def test_nms_chunks_cover_whole_images_up_to_the_limit():
     assert nms_chunks([5, 5], 10**9) == [(0, 10)]
 
 
+def _postprocessor(detector, cfg, monkeypatch, chunk=None):
+    """A CPU pipeline at 320 px whose postprocess the NMS tests call directly; ``chunk``
+    overrides NMS_CHUNK. torchvision is imported first: ultralytics then uses its NMS too."""
+    import torchvision  # noqa: F401
+
+    from yolo_sm import pipeline
+
+    if chunk is not None:
+        monkeypatch.setattr(pipeline, "NMS_CHUNK", chunk)
+    eng = build_engine(
+        detector,
+        EngineConfig(
+            precision="fp32", layout="nchw", batch=1, imgsz=320, device="cpu", check=False
+        ),
+    )
+    return DetectionPipeline(detector, eng, cfg)
+
+
 @pytest.mark.parametrize(
     "agnostic, power, chunk",
     [(False, 8, None), (True, 8, None), (False, 1, None), (False, 1, 10**9), (True, 1, 1)],
@@ -142,21 +160,10 @@ def test_batched_nms_equals_ultralytics_per_image_loop(
     classes in the same order, max_det cut included (images with none, some, and more than
     max_det survivors), whether the images share one NMS call (chunk 10**9), each get their
     own (chunk 1) or the default chunking decides."""
-    from yolo_sm import pipeline
-
-    if chunk is not None:
-        monkeypatch.setattr(pipeline, "NMS_CHUNK", chunk)
-    import torchvision  # noqa: F401 - ultralytics then uses torchvision's NMS, as we do
     from ultralytics.utils import nms, ops
 
-    eng = build_engine(
-        detector,
-        EngineConfig(
-            precision="fp32", layout="nchw", batch=1, imgsz=320, device="cpu", check=False
-        ),
-    )
     cfg = PipelineConfig(max_det=40, agnostic=agnostic)
-    pipe = DetectionPipeline(detector, eng, cfg)
+    pipe = _postprocessor(detector, cfg, monkeypatch, chunk)
     gen = torch.Generator().manual_seed(0)
     a, nc = 2100, pipe.nc
     xy = torch.rand(3, 2, a, generator=gen) * 320
@@ -182,20 +189,10 @@ def test_nms_on_clustered_boxes_equals_ultralytics(detector, agnostic, chunk, mo
     of three competing classes, so that many pairs overlap near the IoU threshold and
     suppression chains run several boxes deep; no max_det cut hides a difference. (Random
     boxes spread over the image rarely overlap: a wrong IoU threshold passed the test above.)"""
-    import torchvision  # noqa: F401 - ultralytics then uses torchvision's NMS, as we do
     from ultralytics.utils import nms, ops
 
-    from yolo_sm import pipeline
-
-    if chunk is not None:
-        monkeypatch.setattr(pipeline, "NMS_CHUNK", chunk)
-    eng = build_engine(
-        detector,
-        EngineConfig(
-            precision="fp32", layout="nchw", batch=1, imgsz=320, device="cpu", check=False
-        ),
-    )
-    pipe = DetectionPipeline(detector, eng, PipelineConfig(max_det=10_000, agnostic=agnostic))
+    cfg = PipelineConfig(max_det=10_000, agnostic=agnostic)
+    pipe = _postprocessor(detector, cfg, monkeypatch, chunk)
     gen = torch.Generator().manual_seed(1)
     b, a, nc = 2, 2100, pipe.nc
     obj = torch.randint(0, 8, (b, a), generator=gen)  # 8 objects per image
