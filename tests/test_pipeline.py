@@ -131,6 +131,40 @@ def test_nms_chunks_cover_whole_images_up_to_the_limit():
     assert nms_chunks([5, 5], 10**9) == [(0, 10)]
 
 
+def _use_nms(monkeypatch, nms_impl: str) -> None:
+    """Steer postprocess to one NMS path: "matrix" (the default), "torchvision" (in chunks),
+    "..., one call" / "..., one call per image" (chunk size), "..., per IoU pass" (the matrix
+    built one group at a time)."""
+    from yolo_sm import pipeline
+
+    if nms_impl.startswith("torchvision"):
+        monkeypatch.setattr(pipeline, "NMS_MATRIX_LIMIT", 0)
+    if nms_impl.endswith("one call"):
+        monkeypatch.setattr(pipeline, "NMS_CHUNK", 10**9)
+    if nms_impl.endswith("per image"):
+        monkeypatch.setattr(pipeline, "NMS_CHUNK", 1)
+    if nms_impl.endswith("per IoU pass"):
+        monkeypatch.setattr(pipeline, "NMS_IOU_CHUNK", 1)
+
+
+def _postprocessor(detector, cfg, monkeypatch, chunk=None):
+    """A CPU pipeline at 320 px whose postprocess the NMS tests call directly; ``chunk``
+    overrides NMS_CHUNK. torchvision is imported first: ultralytics then uses its NMS too."""
+    import torchvision  # noqa: F401
+
+    from yolo_sm import pipeline
+
+    if chunk is not None:
+        monkeypatch.setattr(pipeline, "NMS_CHUNK", chunk)
+    eng = build_engine(
+        detector,
+        EngineConfig(
+            precision="fp32", layout="nchw", batch=1, imgsz=320, device="cpu", check=False
+        ),
+    )
+    return DetectionPipeline(detector, eng, cfg)
+
+
 @pytest.mark.parametrize(
     "agnostic, power, nms_impl",
     [
@@ -152,27 +186,11 @@ def test_batched_nms_equals_ultralytics_per_image_loop(
     max_det survivors), with the overlap-matrix fixed point (all images at once, or the IoU
     built one image at a time) and with torchvision's nms, whether the images share one call,
     each get their own or the default chunking decides."""
-    from yolo_sm import pipeline
-
-    if nms_impl.startswith("torchvision"):
-        monkeypatch.setattr(pipeline, "NMS_MATRIX_LIMIT", 0)
-    if nms_impl.endswith("one call"):
-        monkeypatch.setattr(pipeline, "NMS_CHUNK", 10**9)
-    if nms_impl.endswith("per image"):
-        monkeypatch.setattr(pipeline, "NMS_CHUNK", 1)
-    if nms_impl.endswith("per IoU pass"):
-        monkeypatch.setattr(pipeline, "NMS_IOU_CHUNK", 1)
-    import torchvision  # noqa: F401 - ultralytics then uses torchvision's NMS, as we do
+    _use_nms(monkeypatch, nms_impl)
     from ultralytics.utils import nms, ops
 
-    eng = build_engine(
-        detector,
-        EngineConfig(
-            precision="fp32", layout="nchw", batch=1, imgsz=320, device="cpu", check=False
-        ),
-    )
     cfg = PipelineConfig(max_det=40, agnostic=agnostic)
-    pipe = DetectionPipeline(detector, eng, cfg)
+    pipe = _postprocessor(detector, cfg, monkeypatch)
     gen = torch.Generator().manual_seed(0)
     a, nc = 2100, pipe.nc
     xy = torch.rand(3, 2, a, generator=gen) * 320
@@ -209,24 +227,13 @@ def test_nms_on_clustered_boxes_equals_ultralytics(
     of competing classes, so that many pairs overlap near the IoU threshold and suppression
     chains run several boxes deep; no max_det cut hides a difference. (Random boxes spread over
     the image rarely overlap: a wrong IoU threshold passed the test above.)"""
-    import torchvision  # noqa: F401 - ultralytics then uses torchvision's NMS, as we do
     from ultralytics.utils import nms, ops
 
     from yolo_sm import pipeline
 
-    if nms_impl.startswith("torchvision"):
-        monkeypatch.setattr(pipeline, "NMS_MATRIX_LIMIT", 0)
-    if nms_impl.endswith("per image"):
-        monkeypatch.setattr(pipeline, "NMS_CHUNK", 1)
-    if nms_impl.endswith("one call"):
-        monkeypatch.setattr(pipeline, "NMS_CHUNK", 10**9)
-    eng = build_engine(
-        detector,
-        EngineConfig(
-            precision="fp32", layout="nchw", batch=1, imgsz=320, device="cpu", check=False
-        ),
-    )
-    pipe = DetectionPipeline(detector, eng, PipelineConfig(max_det=10_000, agnostic=agnostic))
+    _use_nms(monkeypatch, nms_impl)
+    cfg = PipelineConfig(max_det=10_000, agnostic=agnostic)
+    pipe = _postprocessor(detector, cfg, monkeypatch)
     gen = torch.Generator().manual_seed(1)
     b, a, nc = 2, 2100, pipe.nc
     obj = torch.randint(0, 8, (b, a), generator=gen)  # 8 objects per image
