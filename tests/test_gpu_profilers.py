@@ -170,3 +170,23 @@ def test_ceilings_on_the_gpu(tmp_path):
     assert df.value["matmul_fp16"] > 2 * df.value["matmul_fp32"]  # tensor cores vs FFMA
     assert df.value["copy_d2d"] > df.value.get("copy_h2d_pinned", 0)
     assert 0 < df.value["copy_h2d_frame_fp16"] < 5  # ms
+
+
+def test_triton_overlap_kernel_on_the_gpu_matches_the_torch_ops():
+    """nms_matrix's overlap kernel compiled for this GPU against the torch ops on the CPU, on
+    clustered boxes (many pairs near the threshold). The kernel may contract a multiply-add
+    into an FMA, which moves an IoU by an ulp: at most a few pairs in a million may flip."""
+    from yolo_sm import pipeline
+
+    gen = torch.Generator().manual_seed(0)
+    g, w = 8, 700
+    centre = torch.rand(g, 1, 2, generator=gen) * 300 + torch.randn(g, w, 2, generator=gen) * 6
+    size = torch.rand(g, w, 2, generator=gen) * 10 + 40
+    bx = torch.cat((centre, centre + size), -1)
+    valid = torch.rand(g, w, generator=gen) > 0.05
+    cls = torch.randint(0, 2, (g, w), generator=gen)
+    ref = pipeline.overlap_matrix(bx, cls, valid, 0.7)
+    out = pipeline.overlap_matrix(bx.cuda(), cls.cuda(), valid.cuda(), 0.7).cpu()
+    assert pipeline._TRITON_OVERLAP.get(False) is not None, "the kernel did not run"
+    assert int(ref.sum()) > 0.02 * ref.numel()  # 5 % on the CPU: many pairs to compare
+    assert int((out != ref).sum()) <= 1e-5 * ref.numel()

@@ -507,3 +507,27 @@ def test_gpu_path_queues_each_stage_on_its_stream(monkeypatch, detector, small, 
     # the run waited on the caller's stream first and made it wait for compute at the end
     assert log[0] == ("wait_stream", compute, fake.default.name)
     assert log[-1] == ("wait_stream", fake.default.name, compute)
+
+
+@pytest.mark.parametrize("same_class", [True, False])
+def test_the_triton_overlap_kernel_equals_the_torch_ops(monkeypatch, same_class):
+    """The GPU's overlap kernel, run by Triton's interpreter on the CPU, writes the same S as
+    the torch ops, bit for bit: padding, exact duplicates, classes, the j-before-i order."""
+    pytest.importorskip("triton")
+    from yolo_sm import pipeline
+
+    gen = torch.Generator().manual_seed(0)
+    g, w = 3, 70
+    c = torch.rand(g, w, 2, generator=gen) * 200
+    bx = torch.cat((c, c + torch.rand(g, w, 2, generator=gen) * 60 + 5), -1)
+    bx[:, ::7] = bx[:, 3:4]  # exact duplicates: IoU 1
+    valid = torch.rand(g, w, generator=gen) > 0.1
+    cls = torch.randint(0, 3, (g, w), generator=gen) if same_class else None
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    ref = pipeline.overlap_matrix(bx, cls, valid, 0.5)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert pipeline._triton_overlap() is not None
+    with np.errstate(invalid="ignore"):  # 0 / 0 in the padding lanes, as in torch
+        out = pipeline.overlap_matrix(bx, cls, valid, 0.5)
+    assert out.dtype == torch.bool and out.shape == (g, w, w)
+    assert torch.equal(out, ref) and 20 < int(ref.sum()) < ref.numel() // 4

@@ -80,6 +80,118 @@ def nms_layout(bi, cls, b: int, nc: int, agnostic: bool) -> tuple:
     return bi, b, most, True
 
 
+def overlap_matrix(bx, cls, valid, iou: float) -> torch.Tensor:
+    """``S[g, j, i]``: box j comes before box i in its group's row (outscores it), both are real
+    (``valid``), they share a class (where ``cls`` is given) and their IoU exceeds ``iou``.
+    ``bx`` is (groups, width, 4) xyxy; IoU in fp32 as torchvision computes it (intersection over
+    area_a + area_b - intersection, correctly rounded division). On a GPU one Triton kernel
+    writes S in one pass (a byte per pair); elsewhere torch ops, in passes of at most
+    :data:`NMS_IOU_CHUNK` pairs."""
+    groups, width = valid.shape
+    bx = bx.float().contiguous()
+    kernel = _triton_overlap() if bx.is_cuda or _triton_interpret() else None
+    if kernel is not None:
+        S = torch.empty((groups, width, width), dtype=torch.uint8, device=bx.device)
+        c = cls.contiguous() if cls is not None else valid  # unused when SAME_CLASS is off
+        block = 32
+        grid = (groups, triton_cdiv(width, block), triton_cdiv(width, block))
+        try:
+            kernel[grid](
+                bx, c, valid.to(torch.uint8).contiguous(), S, width, float(iou),
+                SAME_CLASS=cls is not None, BLOCK=block,
+            )  # fmt: skip
+            return S.view(torch.bool)
+        except Exception as e:  # noqa: BLE001 - a kernel that does not compile here
+            import warnings
+
+            warnings.warn(
+                f"the Triton overlap kernel failed ({type(e).__name__}: {e}); NMS uses torch "
+                "ops from now on (same result, more passes)",
+                stacklevel=2,
+            )
+            _TRITON_OVERLAP[_triton_interpret()] = None
+    x1, y1, x2, y2 = bx.unbind(-1)
+    area = (x2 - x1) * (y2 - y1)
+    later = torch.ones(width, width, dtype=torch.bool, device=bx.device).triu(1)  # j before i
+    S = torch.empty((groups, width, width), dtype=torch.bool, device=bx.device)
+    step = max(1, NMS_IOU_CHUNK // max(width * width, 1))  # groups per pass (memory)
+    for lo in range(0, groups, step):
+        g = slice(lo, lo + step)
+
+        def pair(t, fn, g=g):
+            return fn(t[g][:, :, None], t[g][:, None, :])
+
+        w = (pair(x2, torch.minimum) - pair(x1, torch.maximum)).clamp_(min=0)
+        inter = w.mul_((pair(y2, torch.minimum) - pair(y1, torch.maximum)).clamp_(min=0))
+        over = inter / (area[g][:, :, None] + area[g][:, None, :] - inter) > iou
+        if cls is not None:
+            over &= cls[g][:, :, None] == cls[g][:, None, :]
+        S[g] = over & later & valid[g][:, :, None]
+    return S
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def _triton_interpret() -> bool:
+    """Triton's interpreter (``TRITON_INTERPRET=1``) runs its kernels on CPU tensors: the CPU
+    tests check the GPU kernel's logic that way."""
+    import os
+
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+_TRITON_OVERLAP: dict = {}
+
+
+def _triton_overlap():
+    """The Triton kernel behind :func:`overlap_matrix` (one per interpreter mode), or None."""
+    mode = _triton_interpret()
+    if mode not in _TRITON_OVERLAP:
+        try:
+            import triton
+            import triton.language as tl
+
+            @triton.jit
+            def _overlap(
+                bx, cls, valid, out, width, iou, SAME_CLASS: tl.constexpr, BLOCK: tl.constexpr
+            ):
+                g = tl.program_id(0)
+                j = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)  # suppressor (row)
+                i = tl.program_id(2) * BLOCK + tl.arange(0, BLOCK)  # suppressed (column)
+                mj, mi = j < width, i < width
+                bj, bi = (g * width + j) * 4, (g * width + i) * 4
+                xj1 = tl.load(bx + bj, mask=mj, other=0.0)
+                yj1 = tl.load(bx + bj + 1, mask=mj, other=0.0)
+                xj2 = tl.load(bx + bj + 2, mask=mj, other=0.0)
+                yj2 = tl.load(bx + bj + 3, mask=mj, other=0.0)
+                xi1 = tl.load(bx + bi, mask=mi, other=0.0)
+                yi1 = tl.load(bx + bi + 1, mask=mi, other=0.0)
+                xi2 = tl.load(bx + bi + 2, mask=mi, other=0.0)
+                yi2 = tl.load(bx + bi + 3, mask=mi, other=0.0)
+                w = tl.minimum(xj2[:, None], xi2[None, :]) - tl.maximum(xj1[:, None], xi1[None, :])
+                h = tl.minimum(yj2[:, None], yi2[None, :]) - tl.maximum(yj1[:, None], yi1[None, :])
+                inter = tl.maximum(w, 0.0) * tl.maximum(h, 0.0)
+                area_j = (xj2 - xj1) * (yj2 - yj1)
+                area_i = (xi2 - xi1) * (yi2 - yi1)
+                union = area_j[:, None] + area_i[None, :] - inter
+                over = tl.math.div_rn(inter, union) > iou
+                vj = tl.load(valid + g * width + j, mask=mj, other=0) != 0
+                over = over & (j[:, None] < i[None, :]) & vj[:, None]
+                if SAME_CLASS:
+                    cj = tl.load(cls + g * width + j, mask=mj, other=-1)
+                    ci = tl.load(cls + g * width + i, mask=mi, other=-2)
+                    over = over & (cj[:, None] == ci[None, :])
+                ptr = out + (g * width + j[:, None]) * width + i[None, :]
+                tl.store(ptr, over.to(tl.uint8), mask=mj[:, None] & mi[None, :])
+
+            _TRITON_OVERLAP[mode] = _overlap
+        except Exception:  # noqa: BLE001 - no Triton: torch ops do the same in more passes
+            _TRITON_OVERLAP[mode] = None
+    return _TRITON_OVERLAP[mode]
+
+
 def nms_matrix(boxes, scores, cls, key, groups, width, iou, same_class=False):
     """Greedy NMS of every group (image and class) of a batch at once, with no serial walk.
 
@@ -110,24 +222,7 @@ def nms_matrix(boxes, scores, cls, key, groups, width, iou, same_class=False):
     valid = idx >= 0
     safe = idx.clamp(min=0)
     bx = boxes.float()[safe]  # (groups, width, 4)
-    x1, y1, x2, y2 = bx.unbind(-1)
-    area = (x2 - x1) * (y2 - y1)
-    later = torch.ones(width, width, dtype=torch.bool, device=dev).triu(1)  # j before i
-    S = torch.empty((groups, width, width), dtype=torch.bool, device=dev)
-    step = max(1, NMS_IOU_CHUNK // max(width * width, 1))  # groups per IoU pass (memory)
-    for lo in range(0, groups, step):
-        g = slice(lo, lo + step)
-
-        def pair(t, fn, g=g):
-            return fn(t[g][:, :, None], t[g][:, None, :])
-
-        w = (pair(x2, torch.minimum) - pair(x1, torch.maximum)).clamp_(min=0)
-        inter = w.mul_((pair(y2, torch.minimum) - pair(y1, torch.maximum)).clamp_(min=0))
-        over = inter / (area[g][:, :, None] + area[g][:, None, :] - inter) > iou
-        if same_class:
-            cc = cls[safe[g]]
-            over &= cc[:, :, None] == cc[:, None, :]
-        S[g] = over & later & valid[g][:, :, None]
+    S = overlap_matrix(bx, cls[safe] if same_class else None, valid, iou)
     keep = valid
     while True:
         new = valid & ~(S & keep[:, :, None]).any(1)
