@@ -164,7 +164,7 @@ def redo_errors(step: Step, out_dir: Path, match: str = "") -> int:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from yolo_sm.store import read_table
+    from yolo_sm.store import read_table, write_table_atomic
 
     path = out_dir / step.out
     if step.kind not in RESUMABLE or not path.exists():
@@ -180,13 +180,7 @@ def redo_errors(step: Step, out_dir: Path, match: str = "") -> int:
     drop = pc.fill_null(drop, False)
     n = int(pc.sum(drop).as_py() or 0)
     if n:
-        kept = table.filter(pc.invert(drop))
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
-        try:
-            pq.write_table(kept, tmp, compression="zstd")
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        write_table_atomic(table.filter(pc.invert(drop)), path)
     return n
 
 

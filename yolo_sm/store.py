@@ -47,13 +47,19 @@ def write_atomic(df, out: Path, metadata: dict | None = None) -> None:
     import json
 
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     table = pa.Table.from_pandas(df, preserve_index=False)
     if metadata:
         meta = dict(table.schema.metadata or {})
         meta[b"yolo_sm"] = json.dumps(metadata, default=str).encode()
         table = table.replace_schema_metadata(meta)
+    write_table_atomic(table, out)
+
+
+def write_table_atomic(table, out: Path) -> None:
+    """:func:`write_atomic` for a pyarrow table, its schema metadata kept as it is."""
+    import pyarrow.parquet as pq
+
     tmp = out.with_name(f".{out.name}.{os.getpid()}.partial")
     try:
         with open(tmp, "wb") as fh:
