@@ -185,3 +185,17 @@ def test_live_gpm_does_nothing_without_gpu():
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
     assert vb.live_gpm() is None
+
+
+def test_gpm_overhead_table_of_the_shipped_rounds():
+    from yolo_sm import data
+    from yolo_sm.profiling.suite import overhead_pct
+    from yolo_sm.views import batch as vb
+
+    raw = data.load("h200/gpm_overhead")
+    t = vb.gpm_overhead_table(raw)
+    assert sorted(t.index) == sorted(raw.config.unique())
+    for config, g in raw.groupby("config"):
+        assert t.throughput_lost_pct[config] == overhead_pct(g)
+        assert t.rounds[config] == g["round"].nunique()
+        assert t.img_per_s_without[config] == g[~g.sampler].img_per_s.median()
