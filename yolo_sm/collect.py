@@ -162,15 +162,13 @@ def redo_errors(step: Step, out_dir: Path, match: str = "") -> int:
     a numerical check that ran on noise); an error row holds no measurement, only its message.
     The table is rewritten atomically with its metadata; returns how many rows were dropped."""
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
-    from yolo_sm.store import read_table, write_table_atomic
+    from yolo_sm.store import read_arrow, write_table_atomic
 
     path = out_dir / step.out
     if step.kind not in RESUMABLE or not path.exists():
         return 0
-    read_table(path)  # an unreadable file: one clear error, the file left alone
-    table = pq.read_table(path)
+    table = read_arrow(path)  # an unreadable file: one clear error, the file left alone
     if "status" not in table.column_names:
         return 0
     drop = pc.equal(table["status"], "error")

@@ -36,10 +36,25 @@ def read_table(out: Path):
     try:
         return pd.read_parquet(out)
     except Exception as e:  # noqa: BLE001 - any parse failure means the same to the user
-        raise UserError(
-            f"{out} exists but is not a readable parquet file ({type(e).__name__}); move it away "
-            "or choose another --out"
-        ) from None
+        raise _unreadable(out, e) from None
+
+
+def read_arrow(out: Path):
+    """``out`` as a pyarrow table, schema metadata included; an unreadable file is the same
+    UserError as :func:`read_table`'s and is left untouched."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(out)
+    except Exception as e:  # noqa: BLE001
+        raise _unreadable(out, e) from None
+
+
+def _unreadable(out: Path, e: BaseException) -> UserError:
+    return UserError(
+        f"{out} exists but is not a readable parquet file ({type(e).__name__}); move it away "
+        "or choose another --out"
+    )
 
 
 def write_atomic(df, out: Path, metadata: dict | None = None) -> None:
