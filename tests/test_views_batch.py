@@ -31,6 +31,9 @@ def test_parse_config():
     }
     assert vb.parse_config("yolov8_w1_fp16_nhwc_b128")["batch"] == 128
     assert math.isnan(vb.parse_config("")["width"])
+    # other families and non-config labels (views.scaling had a copy of this parser)
+    assert vb.parse_config("wide_w2_bf16_nchw_b64")["width"] == 2.0
+    assert math.isnan(vb.parse_config("profiled_forward")["width"])
     assert vb.short_label("yolov8_w0.25_fp16_nhwc_b16", "width") == "w0.25"
 
 
