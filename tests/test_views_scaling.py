@@ -1,6 +1,5 @@
 """Width and precision views (notebooks 01 and 02) on the shipped H200 data."""
 
-
 import pandas as pd
 import pytest
 
