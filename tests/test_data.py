@@ -36,6 +36,10 @@ def test_foundation_sweep_is_complete_and_sane():
 def test_unknown_dataset_names_the_known_ones():
     with pytest.raises(UserError, match="h200/foundation_sweep"):
         data.load("h200/nope")
+    with pytest.raises(UserError, match="h200/foundation_sweep"):
+        data.path("h200/nope")
+    entry = data.info("h200/ceilings")
+    assert data.path("h200/ceilings") == data.data_dir() / "h200" / entry["file"]
 
 
 def test_validate_names_missing_columns():

@@ -68,7 +68,7 @@ def test_fast_engines_notebook_on_the_synthetic_bench(tmp_path, monkeypatch):
 
     for name in ("trace_fp8_w1_b64", "trace_compile_w1_b64"):
         real = data.info(f"h200/{name}")
-        shutil.copy(data.data_dir() / "h200" / real["file"], tmp_path / "h200" / real["file"])
+        shutil.copy(data.path(f"h200/{name}"), tmp_path / "h200" / real["file"])
         data.register(
             tmp_path / "h200",
             name,

@@ -31,6 +31,9 @@ def test_parse_config():
     }
     assert vb.parse_config("yolov8_w1_fp16_nhwc_b128")["batch"] == 128
     assert math.isnan(vb.parse_config("")["width"])
+    # other families and non-config labels (views.scaling had a copy of this parser)
+    assert vb.parse_config("wide_w2_bf16_nchw_b64")["width"] == 2.0
+    assert math.isnan(vb.parse_config("profiled_forward")["width"])
     assert vb.short_label("yolov8_w0.25_fp16_nhwc_b16", "width") == "w0.25"
 
 
@@ -185,3 +188,17 @@ def test_live_gpm_does_nothing_without_gpu():
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
     assert vb.live_gpm() is None
+
+
+def test_gpm_overhead_table_of_the_shipped_rounds():
+    from yolo_sm import data
+    from yolo_sm.profiling.suite import overhead_pct
+    from yolo_sm.views import batch as vb
+
+    raw = data.load("h200/gpm_overhead")
+    t = vb.gpm_overhead_table(raw)
+    assert sorted(t.index) == sorted(raw.config.unique())
+    for config, g in raw.groupby("config"):
+        assert t.throughput_lost_pct[config] == overhead_pct(g)
+        assert t.rounds[config] == g["round"].nunique()
+        assert t.img_per_s_without[config] == g[~g.sampler].img_per_s.median()

@@ -1,7 +1,5 @@
 """Width and precision views (notebooks 01 and 02) on the shipped H200 data."""
 
-import math
-
 import pandas as pd
 import pytest
 
@@ -32,18 +30,6 @@ def ncu_precision():
 @pytest.fixture(scope="module")
 def wide():
     return scaling.wide_stack_table(data.load("h200/ncu_wide_stack"))
-
-
-def test_parse_config():
-    assert scaling.parse_config("yolov8_w1.5_fp16_nhwc_b8") == {
-        "family": "yolov8",
-        "width": 1.5,
-        "precision": "fp16",
-        "layout": "nhwc",
-        "batch": 8,
-    }
-    assert scaling.parse_config("wide_w2_bf16_nchw_b64")["width"] == 2.0
-    assert math.isnan(scaling.parse_config("profiled_forward")["width"])
 
 
 def test_flops_follow_width_squared(sweep):

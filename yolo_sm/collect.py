@@ -162,15 +162,13 @@ def redo_errors(step: Step, out_dir: Path, match: str = "") -> int:
     a numerical check that ran on noise); an error row holds no measurement, only its message.
     The table is rewritten atomically with its metadata; returns how many rows were dropped."""
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
-    from yolo_sm.store import read_table
+    from yolo_sm.store import read_arrow, write_table_atomic
 
     path = out_dir / step.out
     if step.kind not in RESUMABLE or not path.exists():
         return 0
-    read_table(path)  # an unreadable file: one clear error, the file left alone
-    table = pq.read_table(path)
+    table = read_arrow(path)  # an unreadable file: one clear error, the file left alone
     if "status" not in table.column_names:
         return 0
     drop = pc.equal(table["status"], "error")
@@ -180,13 +178,7 @@ def redo_errors(step: Step, out_dir: Path, match: str = "") -> int:
     drop = pc.fill_null(drop, False)
     n = int(pc.sum(drop).as_py() or 0)
     if n:
-        kept = table.filter(pc.invert(drop))
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
-        try:
-            pq.write_table(kept, tmp, compression="zstd")
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        write_table_atomic(table.filter(pc.invert(drop)), path)
     return n
 
 

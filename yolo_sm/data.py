@@ -75,6 +75,13 @@ def info(name: str) -> dict:
     return manifests[name][1]
 
 
+def path(name: str) -> Path:
+    """The file of dataset ``name`` (its manifest's folder and ``file``)."""
+    info(name)  # raises with the list of known names
+    folder, entry = _manifests()[name]
+    return folder / entry["file"]
+
+
 def load(name: str):
     """The dataset as a DataFrame, its columns validated against its kind's schema. After
     :func:`go_live`, datasets the plan can make are collected on this machine first."""

@@ -291,11 +291,14 @@ class DetectionPipeline:
         # a copy: moving the head's own DFL would move part of the caller's model
         self.dfl = copy.deepcopy(self.head.dfl).to(self.device).float()
         self._on_gpu = self.device.type == "cuda"
-        # work NMS saw since the last reset_counts(): frames, candidates above the score
-        # threshold (what NMS costs grows with), boxes kept
-        self.counts = {"frames": 0, "candidates": 0, "boxes": 0}
+        self.reset_counts()
         self._slots: dict[int, _Slot] = {}  # copy slots by index (GPU)
         self._compute = self._post = None  # compute and post-processing streams (GPU)
+
+    def reset_counts(self) -> None:
+        """Zero ``counts``, the work NMS saw since: frames, candidates above the score threshold
+        (what NMS costs grows with), boxes kept."""
+        self.counts = {"frames": 0, "candidates": 0, "boxes": 0}
 
     # -- stages ------------------------------------------------------------------------------
     def preprocess(self, frames_dev: torch.Tensor) -> torch.Tensor:
@@ -649,7 +652,7 @@ def measure_pipeline(
     # every slot's buffers and streams exist before timing starts
     for _ in pipe.run([stack] * max(warmup_batches, pipe.config.streams)):
         pass
-    pipe.counts = dict.fromkeys(pipe.counts, 0)
+    pipe.reset_counts()
     lat, n, t0 = [], 0, time.perf_counter()
 
     def batches():

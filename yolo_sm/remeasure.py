@@ -12,8 +12,8 @@ built and timed through the sweep's own ``run_point`` with the timing settings s
 table's metadata (``budget_ms``, ``warmup_ms``; the defaults of ``yolo-sm sweep`` where a table
 has none), so only the machine, the moment and the process differ. The output has one row per
 point: its key, the shipped and new img/s, ``ratio`` = new / shipped, ``within_10pct``, both
-dates and whether the point is launch-bound by the sweep's own definition (an eager point at
-batch <= 8, which moves between processes: see data/README.md).
+dates and ``launch_bound``: an eager point at batch <= 8, the kind that moved by up to 2x between
+two H200 sessions while the others repeated within ~2 % (data/README.md).
 """
 
 from __future__ import annotations
@@ -32,10 +32,9 @@ def _timing_settings(name: str) -> dict:
 
     from yolo_sm import data
 
-    entry = data.info(name)
-    folder = data.data_dir() / name.split("/")[0]
+    path = data.path(name)
     try:
-        meta = pq.read_schema(folder / entry["file"]).metadata or {}
+        meta = pq.read_schema(path).metadata or {}
         spec = json.loads(meta.get(b"yolo_sm", b"{}")).get("spec", {})
     except Exception:  # noqa: BLE001 - unreadable metadata: the sweep's defaults
         spec = {}

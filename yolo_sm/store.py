@@ -36,10 +36,25 @@ def read_table(out: Path):
     try:
         return pd.read_parquet(out)
     except Exception as e:  # noqa: BLE001 - any parse failure means the same to the user
-        raise UserError(
-            f"{out} exists but is not a readable parquet file ({type(e).__name__}); move it away "
-            "or choose another --out"
-        ) from None
+        raise _unreadable(out, e) from None
+
+
+def read_arrow(out: Path):
+    """``out`` as a pyarrow table, schema metadata included; an unreadable file is the same
+    UserError as :func:`read_table`'s and is left untouched."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(out)
+    except Exception as e:  # noqa: BLE001
+        raise _unreadable(out, e) from None
+
+
+def _unreadable(out: Path, e: BaseException) -> UserError:
+    return UserError(
+        f"{out} exists but is not a readable parquet file ({type(e).__name__}); move it away "
+        "or choose another --out"
+    )
 
 
 def write_atomic(df, out: Path, metadata: dict | None = None) -> None:
@@ -47,13 +62,19 @@ def write_atomic(df, out: Path, metadata: dict | None = None) -> None:
     import json
 
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     table = pa.Table.from_pandas(df, preserve_index=False)
     if metadata:
         meta = dict(table.schema.metadata or {})
         meta[b"yolo_sm"] = json.dumps(metadata, default=str).encode()
         table = table.replace_schema_metadata(meta)
+    write_table_atomic(table, out)
+
+
+def write_table_atomic(table, out: Path) -> None:
+    """:func:`write_atomic` for a pyarrow table, its schema metadata kept as it is."""
+    import pyarrow.parquet as pq
+
     tmp = out.with_name(f".{out.name}.{os.getpid()}.partial")
     try:
         with open(tmp, "wb") as fh:

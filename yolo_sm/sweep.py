@@ -355,7 +355,7 @@ def run_sweep(
                 f"{p.family} w{p.width:g} {p.backend} {p.precision} {p.layout} b{p.batch}"
             )
             if model_error is not None:
-                row = _error_row(p, model_error)
+                row = _error_row(p, spec, model_error)
             else:
                 if p.imgsz not in flops:
                     from yolo_sm.models import model_flops
@@ -399,19 +399,11 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
     import torch
 
     from yolo_sm.engines import build_engine
-    from yolo_sm.engines.base import CHECK_INPUT
     from yolo_sm.timing import measure_engine
 
     on_gpu = p.device.startswith("cuda")
     engine = None
-    row = {
-        **asdict(p),
-        "status": "ok",
-        "message": "",
-        "flops_per_img": flops_per_img,
-        "bn_calibrated": True,
-        "check_input": CHECK_INPUT if spec.check else "",
-    }
+    row = {**asdict(p), "status": "ok", "message": "", **_row_tail(spec, flops_per_img)}
     try:
         if on_gpu:
             torch.cuda.synchronize()
@@ -435,7 +427,7 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
                 row[k] = engine.info[k]
         row.update({f"prov_{k}": v for k, v in m.provenance.items()})
     except Exception as e:  # noqa: BLE001 - every failure is recorded, the sweep goes on
-        row = {**_error_row(p, e, flops_per_img), "check_input": row["check_input"]}
+        row = _error_row(p, spec, e, flops_per_img)
     finally:
         if engine is not None:
             engine.close()
@@ -450,8 +442,19 @@ def failure(e: BaseException) -> dict:
     return {"status": "oom" if is_oom(e) else "error", "message": msg}
 
 
-def _error_row(p: Point, e: BaseException, flops_per_img=None) -> dict:
-    return {**asdict(p), **failure(e), "flops_per_img": flops_per_img, "bn_calibrated": True}
+def _row_tail(spec: SweepSpec, flops_per_img=None) -> dict:
+    """What every row of a point carries after its key, status and message."""
+    from yolo_sm.engines.base import CHECK_INPUT
+
+    return {
+        "flops_per_img": flops_per_img,
+        "bn_calibrated": True,
+        "check_input": CHECK_INPUT if spec.check else "",
+    }
+
+
+def _error_row(p: Point, spec: SweepSpec, e: BaseException, flops_per_img=None) -> dict:
+    return {**asdict(p), **failure(e), **_row_tail(spec, flops_per_img)}
 
 
 def is_oom(e: BaseException) -> bool:

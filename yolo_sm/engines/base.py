@@ -155,19 +155,19 @@ CHECK_INPUT = "photos"
 
 
 def reference_output(
-    model: torch.nn.Module, config: EngineConfig, x: torch.Tensor, seed: int | str | None = None
+    model: torch.nn.Module, config: EngineConfig, x: torch.Tensor, source: int | str | None = None
 ) -> torch.Tensor:
     """Eager fp32 NCHW (TF32 off) output of ``model`` on ``x``, on the engine's device.
 
-    With ``seed`` given (``x`` was made by ``make_input(config, seed)``, or ``seed`` is
-    :data:`CHECK_INPUT` and ``x`` is :func:`photo_input`), the output is cached per model, so
+    With ``source`` naming where ``x`` came from (the seed of ``make_input(config, seed)``, or
+    :data:`CHECK_INPUT` for :func:`photo_input`), the output is cached per model, so
     engines that differ only in backend, precision or layout share one reference.
     """
     # the input's dtype is part of the key: an fp16 engine sees fp16-rounded pixels, and its
     # reference must see the same values, or the error would include the input's rounding
-    key = (config.batch, config.imgsz, str(config.device), seed, x.dtype)
+    key = (config.batch, config.imgsz, str(config.device), source, x.dtype)
     cache = _REFERENCES.setdefault(model, {})
-    if seed is not None and key in cache:
+    if source is not None and key in cache:
         return cache[key]
     ref_cfg = EngineConfig(
         backend="eager",
@@ -183,7 +183,7 @@ def reference_output(
     with numerics(ref_cfg), torch.no_grad():
         out = head_tensor(ref_model(x.float().contiguous())).cpu()
     del ref_model
-    if seed is not None:
+    if source is not None:
         cache[key] = out
     return out
 

@@ -313,6 +313,26 @@ def gpm_wide(gpm):
     return w.assign(t0_s=w["t_s"] - w["window_s"])
 
 
+def gpm_overhead_table(overhead):
+    """Per config of a ``gpm_overhead`` table: paired rounds, sampling rate, median img/s without
+    the sampler, and the throughput lost with it on (``profiling.suite.overhead_pct``: median
+    over rounds of 1 - with / without; negative = within noise)."""
+    import pandas as pd
+
+    from yolo_sm.profiling.suite import overhead_pct
+
+    rows = {
+        config: {
+            "rounds": g["round"].nunique(),
+            "hz": g.hz.iloc[0],
+            "img_per_s_without": g[~g.sampler].img_per_s.median(),
+            "throughput_lost_pct": overhead_pct(g),
+        }
+        for config, g in overhead.groupby("config")
+    }
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("config")
+
+
 def gpm_medians(gpm):
     """Median of each GPM metric over the run windows of each config, windows that straddle a
     marker change left out; with the window count, sorted by width then batch."""

@@ -603,16 +603,22 @@ def time_breakdown(kernels):
     return t
 
 
+CONV_PARTS = ("convolution (tensor cores)", "GEMM (1x1 convs)")
+
+
+def _part_ms(breakdown, config: str, parts) -> float:
+    """ms per forward of ``config`` in ``parts`` of a :func:`time_breakdown` (absent parts: 0)."""
+    return float(breakdown.loc[breakdown.index.intersection(list(parts)), config].sum())
+
+
 def fp8_time_findings(breakdown, fp16: str, fp8: str) -> str:
     """One paragraph: the fp8 engine's convolutions (with their fused epilogues) and quantisation
     passes against the fp16 engine's convolutions, bias adds and SiLU, per forward."""
     b = breakdown
-    conv = ["convolution (tensor cores)", "GEMM (1x1 convs)"]
-    get = lambda col, rows: float(b.loc[b.index.intersection(rows), col].sum())  # noqa: E731
-    c16 = get(fp16, conv)
-    epi16 = get(fp16, ["add (bias, residual)", "SiLU"])
-    c8, q8 = get(fp8, conv), get(fp8, ["fp8 quantisation"])
-    epi8 = get(fp8, ["add (bias, residual)", "SiLU"])
+    epilogue = ["add (bias, residual)", "SiLU"]
+    c16, epi16 = _part_ms(b, fp16, CONV_PARTS), _part_ms(b, fp16, epilogue)
+    c8, q8 = _part_ms(b, fp8, CONV_PARTS), _part_ms(b, fp8, ["fp8 quantisation"])
+    epi8 = _part_ms(b, fp8, epilogue)
     return (
         f"Per forward, the fp16 engine spends {c16:.1f} ms in convolutions and {epi16:.1f} ms in "
         f"separate bias-add / residual-add and SiLU kernels ({c16 + epi16:.1f} ms together); the "
@@ -647,12 +653,10 @@ def compile_time_findings(breakdown, launches, eager: str = "eager", compiled: s
     """One paragraph: what torch.compile changed per forward - the convolutions (cuDNN in both)
     against everything else, which inductor replaces by its own fused Triton kernels."""
     b = breakdown
-    conv = b.index.intersection(["convolution (tensor cores)", "GEMM (1x1 convs)"])
-    c_e, c_c = float(b.loc[conv, eager].sum()), float(b.loc[conv, compiled].sum())
+    c_e, c_c = _part_ms(b, eager, CONV_PARTS), _part_ms(b, compiled, CONV_PARTS)
     rest_e = float(b.loc["total", eager]) - c_e
     rest_c = float(b.loc["total", compiled]) - c_c
-    fused = "fused by torch.compile (Triton)"
-    tri = float(b.loc[fused, compiled]) if fused in b.index else 0.0
+    tri = _part_ms(b, compiled, ["fused by torch.compile (Triton)"])
     return (
         f"Per forward, the convolutions take {c_e:.1f} ms in the eager engine and {c_c:.1f} ms "
         f"in the compiled one (cuDNN / cuBLAS kernels in both); everything else - bias and "

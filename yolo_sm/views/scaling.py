@@ -12,17 +12,11 @@ string; none shows anything.
 from __future__ import annotations
 
 from yolo_sm.plots import COLORS, TEMPLATE, _color_map
-from yolo_sm.profiling.target import parse_config as _parse
 from yolo_sm.profiling.target import with_config
 
 LIMITS = ("limit_registers", "limit_shared_mem", "limit_warps", "limit_blocks")
 MATMUL_CLASSES = ("tensor_core_conv", "simt_conv", "tensor_core_gemm", "simt_gemm")
 PRECISION_ORDER = ("fp32", "tf32", "fp16", "bf16")
-
-
-def parse_config(label: str) -> dict:
-    """:func:`yolo_sm.profiling.target.parse_config`, lenient: NaN / None for another form."""
-    return _parse(label, strict=False)
 
 
 def _ok(df):
