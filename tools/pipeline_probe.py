@@ -74,8 +74,27 @@ def main(argv=None) -> int:
     n_cand = int((scores > pipe.config.conf).sum())
     rows.append(dict(stage="candidates", total=n_cand, per_image=n_cand / a.batch))
     print(f"candidates: {n_cand} ({n_cand / a.batch:.0f} per image)", flush=True)
-    dets = timed("postprocess", lambda: pipe.postprocess(y, shape))
+    import yolo_sm.pipeline as P
+
+    dets = timed("postprocess (nms_matrix)", lambda: pipe.postprocess(y, shape))
     rows.append(dict(stage="boxes", total=int(sum(len(d) for d in dets))))
+    # the same postprocess with torchvision's nms in chunks of whole images (session 4's path),
+    # side by side in this process; the boxes must be the same
+    limit, P.NMS_MATRIX_LIMIT = P.NMS_MATRIX_LIMIT, 0
+    try:
+        dets_tv = timed("postprocess (torchvision chunks)", lambda: pipe.postprocess(y, shape))
+    finally:
+        P.NMS_MATRIX_LIMIT = limit
+    def rows_sorted(d):  # the same boxes in any order within an image
+        a = d.numpy()
+        return a[np.lexsort(a.T[::-1])] if len(a) else a
+
+    same = len(dets) == len(dets_tv) and all(
+        a.shape == b.shape and np.array_equal(rows_sorted(a), rows_sorted(b))
+        for a, b in zip(dets, dets_tv)
+    )
+    rows.append(dict(stage="boxes equal", equal=bool(same)))
+    print(f"nms_matrix boxes == torchvision boxes: {same}", flush=True)
     timed("whole batch (streams=1)", lambda: list(pipe.run([stack])))
 
     # NMS alone on the candidates, as postprocess lays them out
