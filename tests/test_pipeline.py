@@ -531,3 +531,73 @@ def test_the_triton_overlap_kernel_equals_the_torch_ops(monkeypatch, same_class)
         out = pipeline.overlap_matrix(bx, cls, valid, 0.5)
     assert out.dtype == torch.bool and out.shape == (g, w, w)
     assert torch.equal(out, ref) and 20 < int(ref.sum()) < ref.numel() // 4
+
+
+_SUPPRESS_CHECK = r"""
+import json, sys, warnings, torch
+warnings.simplefilter("error")  # a kernel that fails and falls back to the torch ops
+from yolo_sm import pipeline
+
+width = int(sys.argv[1])
+gen = torch.Generator().manual_seed(width)
+g = 3
+upper = torch.ones(width, width, dtype=torch.bool).triu(1)
+S = (torch.rand(g, width, width, generator=gen) < 4.0 / width) & upper
+S[0] = False
+for k in range(width - 1):  # group 0: one chain 0 -> 1 -> 2 -> ..., it alternates
+    S[0, k, k + 1] = True
+valid = torch.rand(g, width, generator=gen) > 0.1
+valid[0] = True
+S &= valid[:, :, None]
+assert pipeline._triton_suppress() is not None
+out = {"kernel": pipeline.suppress_fixpoint(S, valid).tolist()}
+kernel = pipeline._TRITON_SUPPRESS[True]
+
+class NoCount:  # a kernel whose count of changed boxes is lost: stops after one round
+    def __getitem__(self, grid):
+        def launch(*args, **kw):
+            kernel[grid](*args, **kw)
+            args[4].zero_()
+        return launch
+
+pipeline._TRITON_SUPPRESS[True] = NoCount()
+out["no_count"] = pipeline.suppress_fixpoint(S, valid).tolist()
+pipeline._TRITON_SUPPRESS[True] = None  # the torch ops
+out["torch"] = pipeline.suppress_fixpoint(S, valid).tolist()
+greedy = []  # greedy NMS by hand, group by group
+for gi in range(g):
+    keep = []
+    for i in range(width):
+        keep.append(bool(valid[gi, i]) and not any(keep[j] and S[gi, j, i] for j in range(i)))
+    greedy.append(keep)
+out["greedy"] = greedy
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("width", [1, 70, 131])
+def test_the_triton_suppression_kernel_reaches_the_torch_fixed_point(width):
+    """suppress_fixpoint's GPU kernel, run by Triton's interpreter on the CPU (a process of
+    its own: the interpreter must be on before Triton is imported), reaches greedy NMS's keep
+    mask, as the torch ops do, on overlap matrices with a long suppression chain (each box
+    suppressed only by one that is itself suppressed), padding, and widths that are not a
+    multiple of the kernel's block; a kernel whose count of changed boxes is lost stops after
+    one round of FIXPOINT_ROUND steps and gets the chain wrong."""
+    pytest.importorskip("triton")
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    r = subprocess.run(
+        [sys.executable, "-c", _SUPPRESS_CHECK, str(width)],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["torch"] == out["greedy"]
+    assert out["kernel"] == out["greedy"]
+    assert out["greedy"][0] == [i % 2 == 0 for i in range(width)]  # the chain alternates
+    if width > 8:  # the chain needs ~width steps, far more than one round
+        assert out["no_count"] != out["greedy"]
