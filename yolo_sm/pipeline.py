@@ -35,7 +35,8 @@ import torch.nn.functional as F
 from yolo_sm.errors import UserError
 
 # which NMS implementation DetectionPipeline.postprocess runs (recorded in the bench's rows):
-# torchvision nms over float64-offset (image, class) groups, in chunks of whole images
+# nms_matrix (every image and class at once, a fixed point over an overlap matrix; torchvision's
+# nms in chunks of whole images beyond NMS_MATRIX_LIMIT)
 NMS_IMPL = "nms_matrix_fixpoint"
 # most candidates one NMS call takes (whole images; an image with more is a call of its own):
 # a call costs ~n^2 (postprocess), a call ~0.1 ms of launches and a host sync
@@ -425,7 +426,9 @@ class DetectionPipeline:
         kept apart by float64 offsets, one call per chunk of whole images (``_nms_torchvision``).
         Measured on the H200 (YOLOv8 w0.5, batch 16, 40,656 candidates, tools/pipeline_probe.py):
         one torchvision call for the batch 39 ms (its kernel walks the n x n mask in one thread
-        block, 35 ms of it), one per image 9.8 ms, against a 4.4 ms engine.
+        block, 35 ms of it), one per image 9.8 ms, against a 4.4 ms engine (session 4); in
+        session 5 the whole postprocess took 4.9 ms with nms_matrix, 7.5 ms with its fixed
+        point in torch ops and 13.2 ms with torchvision once per image (one process).
         (``torchvision.ops.batched_nms`` loops over every (image, class) group in Python above
         20,000 box coordinates: at batch 16 that was ~640 calls, 24.5 ms, measured.)
 
