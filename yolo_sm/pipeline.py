@@ -103,14 +103,7 @@ def overlap_matrix(bx, cls, valid, iou: float) -> torch.Tensor:
             )  # fmt: skip
             return S.view(torch.bool)
         except Exception as e:  # noqa: BLE001 - a kernel that does not compile here
-            import warnings
-
-            warnings.warn(
-                f"the Triton overlap kernel failed ({type(e).__name__}: {e}); NMS uses torch "
-                "ops from now on (same result, more passes)",
-                stacklevel=2,
-            )
-            _TRITON_OVERLAP[_triton_interpret()] = None
+            _kernel_failed(_TRITON_OVERLAP, "overlap", e)
     x1, y1, x2, y2 = bx.unbind(-1)
     area = (x2 - x1) * (y2 - y1)
     later = torch.ones(width, width, dtype=torch.bool, device=bx.device).triu(1)  # j before i
@@ -146,51 +139,72 @@ def _triton_interpret() -> bool:
 _TRITON_OVERLAP: dict = {}
 
 
-def _triton_overlap():
-    """The Triton kernel behind :func:`overlap_matrix` (one per interpreter mode), or None."""
+def _cached_kernel(cache: dict, define):
+    """``define(triton, tl)``'s kernel, made once per interpreter mode and kept in ``cache``;
+    None where Triton is missing or the definition fails (the caller then uses torch ops)."""
     mode = _triton_interpret()
-    if mode not in _TRITON_OVERLAP:
+    if mode not in cache:
         try:
             import triton
             import triton.language as tl
 
-            @triton.jit
-            def _overlap(
-                bx, cls, valid, out, width, iou, SAME_CLASS: tl.constexpr, BLOCK: tl.constexpr
-            ):
-                g = tl.program_id(0)
-                j = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)  # suppressor (row)
-                i = tl.program_id(2) * BLOCK + tl.arange(0, BLOCK)  # suppressed (column)
-                mj, mi = j < width, i < width
-                bj, bi = (g * width + j) * 4, (g * width + i) * 4
-                xj1 = tl.load(bx + bj, mask=mj, other=0.0)
-                yj1 = tl.load(bx + bj + 1, mask=mj, other=0.0)
-                xj2 = tl.load(bx + bj + 2, mask=mj, other=0.0)
-                yj2 = tl.load(bx + bj + 3, mask=mj, other=0.0)
-                xi1 = tl.load(bx + bi, mask=mi, other=0.0)
-                yi1 = tl.load(bx + bi + 1, mask=mi, other=0.0)
-                xi2 = tl.load(bx + bi + 2, mask=mi, other=0.0)
-                yi2 = tl.load(bx + bi + 3, mask=mi, other=0.0)
-                w = tl.minimum(xj2[:, None], xi2[None, :]) - tl.maximum(xj1[:, None], xi1[None, :])
-                h = tl.minimum(yj2[:, None], yi2[None, :]) - tl.maximum(yj1[:, None], yi1[None, :])
-                inter = tl.maximum(w, 0.0) * tl.maximum(h, 0.0)
-                area_j = (xj2 - xj1) * (yj2 - yj1)
-                area_i = (xi2 - xi1) * (yi2 - yi1)
-                union = area_j[:, None] + area_i[None, :] - inter
-                over = tl.math.div_rn(inter, union) > iou
-                vj = tl.load(valid + g * width + j, mask=mj, other=0) != 0
-                over = over & (j[:, None] < i[None, :]) & vj[:, None]
-                if SAME_CLASS:
-                    cj = tl.load(cls + g * width + j, mask=mj, other=-1)
-                    ci = tl.load(cls + g * width + i, mask=mi, other=-2)
-                    over = over & (cj[:, None] == ci[None, :])
-                ptr = out + (g * width + j[:, None]) * width + i[None, :]
-                tl.store(ptr, over.to(tl.uint8), mask=mj[:, None] & mi[None, :])
-
-            _TRITON_OVERLAP[mode] = _overlap
+            cache[mode] = define(triton, tl)
         except Exception:  # noqa: BLE001 - no Triton: torch ops do the same in more passes
-            _TRITON_OVERLAP[mode] = None
-    return _TRITON_OVERLAP[mode]
+            cache[mode] = None
+    return cache[mode]
+
+
+def _kernel_failed(cache: dict, what: str, e: Exception) -> None:
+    """A cached kernel failed at launch (e.g. does not compile for this GPU): warn once and
+    drop it, so later calls use the torch ops."""
+    import warnings
+
+    warnings.warn(
+        f"the Triton {what} kernel failed ({type(e).__name__}: {e}); NMS uses torch ops from "
+        "now on (same result, more passes)",
+        stacklevel=3,
+    )
+    cache[_triton_interpret()] = None
+
+
+def _triton_overlap():
+    """The Triton kernel behind :func:`overlap_matrix` (one per interpreter mode), or None."""
+    return _cached_kernel(_TRITON_OVERLAP, _define_overlap)
+
+
+def _define_overlap(triton, tl):
+    @triton.jit
+    def _overlap(bx, cls, valid, out, width, iou, SAME_CLASS: tl.constexpr, BLOCK: tl.constexpr):
+        g = tl.program_id(0)
+        j = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)  # suppressor (row)
+        i = tl.program_id(2) * BLOCK + tl.arange(0, BLOCK)  # suppressed (column)
+        mj, mi = j < width, i < width
+        bj, bi = (g * width + j) * 4, (g * width + i) * 4
+        xj1 = tl.load(bx + bj, mask=mj, other=0.0)
+        yj1 = tl.load(bx + bj + 1, mask=mj, other=0.0)
+        xj2 = tl.load(bx + bj + 2, mask=mj, other=0.0)
+        yj2 = tl.load(bx + bj + 3, mask=mj, other=0.0)
+        xi1 = tl.load(bx + bi, mask=mi, other=0.0)
+        yi1 = tl.load(bx + bi + 1, mask=mi, other=0.0)
+        xi2 = tl.load(bx + bi + 2, mask=mi, other=0.0)
+        yi2 = tl.load(bx + bi + 3, mask=mi, other=0.0)
+        w = tl.minimum(xj2[:, None], xi2[None, :]) - tl.maximum(xj1[:, None], xi1[None, :])
+        h = tl.minimum(yj2[:, None], yi2[None, :]) - tl.maximum(yj1[:, None], yi1[None, :])
+        inter = tl.maximum(w, 0.0) * tl.maximum(h, 0.0)
+        area_j = (xj2 - xj1) * (yj2 - yj1)
+        area_i = (xi2 - xi1) * (yi2 - yi1)
+        union = area_j[:, None] + area_i[None, :] - inter
+        over = tl.math.div_rn(inter, union) > iou
+        vj = tl.load(valid + g * width + j, mask=mj, other=0) != 0
+        over = over & (j[:, None] < i[None, :]) & vj[:, None]
+        if SAME_CLASS:
+            cj = tl.load(cls + g * width + j, mask=mj, other=-1)
+            ci = tl.load(cls + g * width + i, mask=mi, other=-2)
+            over = over & (cj[:, None] == ci[None, :])
+        ptr = out + (g * width + j[:, None]) * width + i[None, :]
+        tl.store(ptr, over.to(tl.uint8), mask=mj[:, None] & mi[None, :])
+
+    return _overlap
 
 
 def nms_matrix(boxes, scores, cls, key, groups, width, iou, same_class=False):
@@ -265,14 +279,7 @@ def suppress_fixpoint(S: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
                 if int(changed[step - 1]) == 0:  # host sync: the last step changed nothing
                     return bufs[step % 2].view(torch.bool)
         except Exception as e:  # noqa: BLE001 - a kernel that does not compile here
-            import warnings
-
-            warnings.warn(
-                f"the Triton suppression kernel failed ({type(e).__name__}: {e}); NMS uses "
-                "torch ops from now on (same result, more passes)",
-                stacklevel=2,
-            )
-            _TRITON_SUPPRESS[_triton_interpret()] = None
+            _kernel_failed(_TRITON_SUPPRESS, "suppression", e)
     keep = valid
     while True:
         new = valid & ~(S & keep[:, :, None]).any(1)
@@ -289,39 +296,32 @@ def _triton_suppress():
     None. Program (g, column block): for its columns i, OR over rows j < i of S[g, j, i] and
     keep[g, j] (tiles of S read row by row, coalesced along i), then keep_out = valid and not
     suppressed, and the count of changed boxes added to ``changed[0]``."""
-    mode = _triton_interpret()
-    if mode not in _TRITON_SUPPRESS:
-        try:
-            import triton
-            import triton.language as tl
+    return _cached_kernel(_TRITON_SUPPRESS, _define_suppress)
 
-            @triton.jit
-            def _suppress(
-                S, keep_in, valid, keep_out, changed, width, BJ: tl.constexpr, BI: tl.constexpr
-            ):
-                g = tl.program_id(0)
-                i = tl.program_id(1) * BI + tl.arange(0, BI)
-                mi = i < width
-                hit = tl.zeros([BI], dtype=tl.int32)
-                end = tl.minimum(width, (tl.program_id(1) + 1) * BI)  # rows j < i only
-                for j0 in range(0, end, BJ):
-                    j = j0 + tl.arange(0, BJ)
-                    mj = j < width
-                    kj = tl.load(keep_in + g * width + j, mask=mj, other=0).to(tl.int32)
-                    ptr = S + (g * width + j[:, None]) * width + i[None, :]
-                    s = tl.load(ptr, mask=mj[:, None] & mi[None, :], other=0).to(tl.int32)
-                    hit = tl.maximum(hit, tl.max(s * kj[:, None], axis=0))
-                v = tl.load(valid + g * width + i, mask=mi, other=0).to(tl.int32)
-                old = tl.load(keep_in + g * width + i, mask=mi, other=0).to(tl.int32)
-                new = v * (1 - hit)
-                tl.store(keep_out + g * width + i, new.to(tl.uint8), mask=mi)
-                diff = tl.sum(tl.where(mi & (new != old), 1, 0), axis=0)
-                tl.atomic_add(changed, diff)
 
-            _TRITON_SUPPRESS[mode] = _suppress
-        except Exception:  # noqa: BLE001 - no Triton: torch ops do the same in more passes
-            _TRITON_SUPPRESS[mode] = None
-    return _TRITON_SUPPRESS[mode]
+def _define_suppress(triton, tl):
+    @triton.jit
+    def _suppress(S, keep_in, valid, keep_out, changed, width, BJ: tl.constexpr, BI: tl.constexpr):
+        g = tl.program_id(0)
+        i = tl.program_id(1) * BI + tl.arange(0, BI)
+        mi = i < width
+        hit = tl.zeros([BI], dtype=tl.int32)
+        end = tl.minimum(width, (tl.program_id(1) + 1) * BI)  # rows j < i only
+        for j0 in range(0, end, BJ):
+            j = j0 + tl.arange(0, BJ)
+            mj = j < width
+            kj = tl.load(keep_in + g * width + j, mask=mj, other=0).to(tl.int32)
+            ptr = S + (g * width + j[:, None]) * width + i[None, :]
+            s = tl.load(ptr, mask=mj[:, None] & mi[None, :], other=0).to(tl.int32)
+            hit = tl.maximum(hit, tl.max(s * kj[:, None], axis=0))
+        v = tl.load(valid + g * width + i, mask=mi, other=0).to(tl.int32)
+        old = tl.load(keep_in + g * width + i, mask=mi, other=0).to(tl.int32)
+        new = v * (1 - hit)
+        tl.store(keep_out + g * width + i, new.to(tl.uint8), mask=mi)
+        diff = tl.sum(tl.where(mi & (new != old), 1, 0), axis=0)
+        tl.atomic_add(changed, diff)
+
+    return _suppress
 
 
 @dataclass(frozen=True)
