@@ -31,7 +31,7 @@ def _plan(tmp_path, steps, device="cpu"):
 def test_shipped_h200_plan_parses_and_covers_the_issue():
     plan = collect.load_plan("data/plans/h200.yaml")
     kinds = {s.kind for s in plan.steps}
-    assert kinds == {"sweep", "ncu", "trace", "gpm", "ceilings", "bench"}
+    assert kinds == {"sweep", "ncu", "trace", "gpm", "ceilings", "bench", "probe"}
     for s in plan.steps:
         if s.kind == "sweep":
             spec = collect._sweep_spec(s, plan)
@@ -231,6 +231,39 @@ def test_ceilings_step_runs_on_cpu_and_registers(tmp_path):
     df = pd.read_parquet(tmp_path / "out" / "ceilings.parquet")
     assert set(df.ceiling) >= {"matmul_fp32", "matmul_fp16"} and (df.value > 0).all()
     assert df.prov_device.eq("cpu").all()
+
+
+def test_probe_step_runs_on_cpu_and_registers(tmp_path, monkeypatch):
+    """The pipeline probe through collect on a CPU (small model, 160 px: 27 candidates per
+    frame): every stage is a row with a positive wall time, the alternative NMS paths give the
+    same boxes, the candidates are counted, and the table loads as a ``probe`` dataset with
+    provenance."""
+    from yolo_sm import data
+    from yolo_sm.probe import STAGES
+
+    params = {"width": 0.125, "batch": 2, "reps": 2, "imgsz": 160, "frames": "alternate"}
+    step = {"name": "p", "kind": "probe", "out": "p.parquet", "params": params}
+    plan = _plan(tmp_path, [step])
+    out = tmp_path / "data"
+    assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
+    monkeypatch.setenv("YOLO_SM_DATA", str(tmp_path))
+    df = data.load("data/p")
+    assert data.info("data/p")["kind"] == "probe"
+    assert df.stage.tolist() == list(STAGES)
+    assert (df.wall_ms > 0).all() and df.gpu_ms.isna().all()  # CPU: no CUDA events
+    alt = df[df.stage.str.startswith("postprocess:")]
+    assert alt.same_boxes.tolist() == [True, True]
+    assert df.same_boxes[~df.stage.str.startswith("postprocess:")].isna().all()
+    assert (df.candidates_per_frame > 0).all() and (df.frames == "alternate").all()
+    assert df.engine.eq("eager/fp32/nhwc").all() and df.prov_device.eq("cpu").all()
+
+
+def test_probe_rejects_bad_frames():
+    from yolo_sm.errors import UserError
+    from yolo_sm.probe import probe_pipeline
+
+    with pytest.raises(UserError, match="frames"):
+        probe_pipeline(width=0.0625, batch=1, device="cpu", frames="cat")
 
 
 def test_bench_step_runs_on_cpu_resumes_and_registers(tmp_path, monkeypatch):

@@ -224,3 +224,24 @@ def test_units_say_when_each_ran_and_which_pipeline(df):
     assert (u.pipeline_nms == pipe.nms.first()).all()
     s = vf.units(df)  # a table without the pipeline-version columns: empty, not an error
     assert len(s) == df.groupby(["width", "batch"]).ngroups and s.pipeline_nms.isna().all()
+
+
+def test_pipeline_stages_and_findings_from_a_cpu_probe():
+    """The probe's view on a real (CPU) probe: shares of the 1-stream batch, the findings quote
+    the table's own figures; with GPU-event times (as on the H200, here the wall times shifted)
+    the host-time line appears; boxes that differ are said to differ."""
+    from yolo_sm.probe import STAGES, probe_pipeline
+
+    probe = probe_pipeline(width=0.125, batch=2, reps=2, device="cpu", imgsz=160, frames="bus")
+    t = vf.pipeline_stages(probe)
+    assert t.stage.tolist() == list(STAGES)
+    one = t.set_index("stage").loc["batch, 1 stream", "share_of_1_stream_batch"]
+    assert one == pytest.approx(1.0)
+    text = vf.probe_findings(probe)
+    eng = probe.set_index("stage").wall_ms["engine"]
+    assert f"the engine takes {eng:.2f} ms" in text and "same boxes." in text
+    assert "GPU-event time" not in text  # a CPU probe has no CUDA events
+    gpu = probe.assign(gpu_ms=probe.wall_ms * 0.5)
+    gpu.loc[gpu.stage == "postprocess: fixpoint in torch ops", "same_boxes"] = False
+    text = vf.probe_findings(gpu)
+    assert "GPU-event time" in text and "boxes differ." in text

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from yolo_sm.errors import UserError
 
-KINDS = ("sweep", "ncu", "trace", "gpm", "ceilings", "bench")
+KINDS = ("sweep", "ncu", "trace", "gpm", "ceilings", "bench", "probe")
 # kinds that resume part-way and stop themselves at the deadline (the others run whole, so
 # they start only when their est_s fits in the time left)
 RESUMABLE = ("sweep", "bench")
@@ -380,6 +380,23 @@ def _run_ceilings(step, plan, out_dir, deadline, progress):
     _write(_with_provenance(df, plan.device), out_dir / step.out)
 
 
+def _run_probe(step, plan, out_dir, deadline, progress):
+    """A frames-to-boxes batch stage by stage (yolo_sm.probe), with provenance."""
+    from yolo_sm.probe import probe_pipeline
+
+    p = step.params
+    df = probe_pipeline(
+        family=str(p.get("family", "yolov8")),
+        width=float(p.get("width", 0.5)),
+        batch=int(p.get("batch", 16)),
+        reps=int(p.get("reps", 10)),
+        device=plan.device,
+        imgsz=int(p.get("imgsz", 640)),
+        frames=str(p.get("frames", "bus")),
+    )
+    _write(_with_provenance(df, plan.device), out_dir / step.out)
+
+
 def _run_bench(step, plan, out_dir, deadline, progress):
     """Baseline, engines, pipeline per stream count and YOLO.predict per (model, batch); rows
     carry their own provenance. Resumes per (model, batch), stops before one that would end
@@ -396,4 +413,5 @@ RUNNERS = {
     "gpm": _run_gpm,
     "ceilings": _run_ceilings,
     "bench": _run_bench,
+    "probe": _run_probe,
 }

@@ -111,6 +111,27 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "iqr_ms": "interquartile range of the calls, milliseconds",
         "n_samples": "timed calls",
     },
+    "probe": {
+        "stage": "h2d, letterbox, engine, decode, postprocess (the stages of one batch, each "
+        "alone and synchronised); postprocess: fixpoint in torch ops / torchvision nms per "
+        "chunk (the same postprocess with the other NMS paths); batch, 1 stream / 3 streams "
+        "(whole batches through DetectionPipeline.run, wall time per batch)",
+        "wall_ms": "median host wall time of the stage, milliseconds",
+        "gpu_ms": "median CUDA-event time of the stage, milliseconds (empty on a CPU and for "
+        "the whole-batch rows)",
+        "same_boxes": "alternative postprocess rows: its boxes equal the postprocess row's",
+        "family": "YOLO family",
+        "width": "width multiplier",
+        "batch": "frames per batch",
+        "imgsz": "letterboxed side in pixels",
+        "engine": "the pipeline's engine (backend/precision/layout)",
+        "frames": "bus = every frame the bus photo (1080x810, NMS's worst case); alternate = "
+        "bus and zidane (resized) as the bench feeds",
+        "reps": "timed repetitions per stage",
+        "nms": "the NMS implementation of the postprocess row (yolo_sm.pipeline.NMS_IMPL)",
+        "candidates_per_frame": "boxes above the score threshold per frame (NMS's work)",
+        "boxes_per_frame": "boxes per frame after NMS",
+    },
     "bench": {
         "family": "YOLO family (yolov8, yolo11)",
         "width": "width multiplier (depth 0.33, max_channels 2048)",
@@ -201,6 +222,7 @@ REQUIRED = {
     "layers": ("config", "layer", "module_type", "stage", "kineto_time_us", "ncu_time_us"),
     "gpm_overhead": tuple(SCHEMAS["gpm_overhead"]),
     "ceilings": ("ceiling", "value", "unit", "median_ms"),
+    "probe": ("stage", "wall_ms", "gpu_ms", "width", "batch", "engine", "candidates_per_frame"),
     "bench": (
         "family",
         "width",

@@ -667,3 +667,62 @@ def compile_time_findings(breakdown, launches, eager: str = "eager", compiled: s
         f"{b.loc['total', eager]:.1f} ms and {b.loc['total', compiled]:.1f} ms "
         f"({b.loc['total', eager] / b.loc['total', compiled]:.2f}x)."
     )
+
+
+def pipeline_stages(probe):
+    """The pipeline probe (kind ``probe``, :mod:`yolo_sm.probe`) as a table: per stage its
+    median GPU and wall time and its wall time as a share of one batch through the 1-stream
+    pipeline; the whole-batch rows carry that share too (3 streams: below 1 where batches
+    overlap)."""
+    cols = ["stage", "gpu_ms", "wall_ms"]
+    out = probe[cols + (["same_boxes"] if "same_boxes" in probe else [])].copy()
+    one = probe.loc[probe.stage == "batch, 1 stream", "wall_ms"]
+    out["share_of_1_stream_batch"] = out["wall_ms"] / float(one.iloc[0]) if len(one) else None
+    return out.reset_index(drop=True)
+
+
+def probe_findings(probe) -> str:
+    """Markdown: what bounds a pipeline batch, from the probe's own figures (no number is
+    written here that the table does not hold)."""
+    from yolo_sm.probe import PIPELINE_STAGES
+
+    t = probe.set_index("stage")
+    u = probe.iloc[0]
+    ms = t["wall_ms"]
+    gpu = t["gpu_ms"]
+    alone = float(ms.reindex(list(PIPELINE_STAGES)).sum())
+    eng = float(ms.get("engine"))
+    lines = [
+        f"**The pipeline stage by stage** ({u['family']} width {u['width']:g}, batch "
+        f"{int(u['batch'])} of `{u['frames']}` frames, engine `{u['engine']}`, "
+        f"{u['candidates_per_frame']:,.0f} candidates and {u['boxes_per_frame']:,.0f} boxes per "
+        "frame, NMS `" + str(u["nms"]) + "`).",
+        "",
+        f"- Each stage alone: the engine takes {eng:.2f} ms of the {alone:.2f} ms the five "
+        f"stages sum to ({eng / alone:.0%}); post-processing "
+        f"{float(ms['postprocess']):.2f} ms, letterbox {float(ms['letterbox']):.2f} ms, decode "
+        f"{float(ms['decode']):.2f} ms, the copy to the device {float(ms['h2d']):.2f} ms.",
+    ]
+    if gpu.notna().any():
+        host = float(ms["postprocess"] - gpu["postprocess"])
+        lines.append(
+            f"- Post-processing's GPU-event time is {float(gpu['postprocess']):.2f} ms of its "
+            f"{float(ms['postprocess']):.2f} ms wall time ({host:+.2f} ms on the host after the "
+            "GPU finished): its host syncs are in the events' span, so this splits launch "
+            "overhead off only roughly; `tools/pipeline_probe.py` adds a torch.profiler table."
+        )
+    for alt in ("postprocess: fixpoint in torch ops", "postprocess: torchvision nms per chunk"):
+        if alt in ms:
+            same = t.loc[alt, "same_boxes"] if "same_boxes" in t else None
+            lines.append(
+                f"- {alt.split(': ')[1].capitalize()}: {float(ms[alt]):.2f} ms "
+                f"({float(ms[alt]) / float(ms['postprocess']):.1f}x), "
+                + ("same boxes." if same is True or same == 1 else "boxes differ.")
+            )
+    one, three = float(ms["batch, 1 stream"]), float(ms["batch, 3 streams"])
+    lines.append(
+        f"- Whole batches: {one:.2f} ms per batch with one in flight, {three:.2f} ms with "
+        f"three ({one / three:.2f}x), against {eng:.2f} ms for the engine alone: the pipeline "
+        f"runs at {eng / three:.0%} of the engine's rate at 3 streams."
+    )
+    return "\n".join(lines)
