@@ -252,8 +252,8 @@ def test_probe_step_runs_on_cpu_and_registers(tmp_path, monkeypatch):
     assert df.stage.tolist() == list(STAGES)
     assert (df.wall_ms > 0).all() and df.gpu_ms.isna().all()  # CPU: no CUDA events
     alt = df[df.stage.str.startswith("postprocess:")]
-    assert alt.same_boxes.tolist() == [True, True]
-    assert df.same_boxes[~df.stage.str.startswith("postprocess:")].isna().all()
+    assert alt.same_result.tolist() == [True, True]
+    assert df.same_result[~df.stage.str.startswith("postprocess:")].isna().all()
     assert (df.candidates_per_frame > 0).all() and (df.frames == "alternate").all()
     assert df.engine.eq("eager/fp32/nhwc").all() and df.prov_device.eq("cpu").all()
 

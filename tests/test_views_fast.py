@@ -232,7 +232,11 @@ def test_pipeline_stages_and_findings_from_a_cpu_probe():
     the host-time line appears; boxes that differ are said to differ."""
     from yolo_sm.probe import STAGES, probe_pipeline
 
-    probe = probe_pipeline(width=0.125, batch=2, reps=2, device="cpu", imgsz=160, frames="bus")
+    probe, state = probe_pipeline(
+        width=0.125, batch=2, reps=2, device="cpu", imgsz=160, frames="bus", keep_state=True
+    )
+    assert state["decoded"].shape[0] == 2 and tuple(state["frames"].shape[1:3]) == (1080, 810)
+    state["engine"].close()
     t = vf.pipeline_stages(probe)
     assert t.stage.tolist() == list(STAGES)
     one = t.set_index("stage").loc["batch, 1 stream", "share_of_1_stream_batch"]
@@ -242,6 +246,6 @@ def test_pipeline_stages_and_findings_from_a_cpu_probe():
     assert f"the engine takes {eng:.2f} ms" in text and "same boxes." in text
     assert "GPU-event time" not in text  # a CPU probe has no CUDA events
     gpu = probe.assign(gpu_ms=probe.wall_ms * 0.5)
-    gpu.loc[gpu.stage == "postprocess: fixpoint in torch ops", "same_boxes"] = False
+    gpu.loc[gpu.stage == "postprocess: fixpoint in torch ops", "same_result"] = False
     text = vf.probe_findings(gpu)
     assert "GPU-event time" in text and "boxes differ." in text

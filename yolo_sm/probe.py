@@ -39,6 +39,7 @@ def probe_pipeline(
     device: str = "cuda",
     imgsz: int = 640,
     frames: str = "bus",
+    keep_state: bool = False,
 ):
     """One row per stage of :data:`STAGES` (``stage``, ``wall_ms``, ``gpu_ms``: medians over
     ``reps``; ``gpu_ms`` is NaN on a CPU), with the unit's columns. ``frames``: ``bus`` (every
@@ -46,7 +47,10 @@ def probe_pipeline(
     ``alternate`` (bus and zidane resized to the bus's shape, as the bench feeds). The engine is
     the bench's pipeline engine (a CUDA graph in fp16 NHWC on a GPU, eager fp32 on a CPU); the
     model has the bench's class prior. "batch, k streams" rows are the wall time of ``reps``
-    batches through ``DetectionPipeline.run`` with k in flight, per batch."""
+    batches through ``DetectionPipeline.run`` with k in flight, per batch. ``keep_state``:
+    return ``(table, state)``, state a dict of the model, engine (open: the caller closes it),
+    1-stream pipeline, pinned frames and decoded batch, for more measurements on them
+    (``tools/pipeline_probe.py``)."""
     import numpy as np
     import pandas as pd
     import torch
@@ -122,13 +126,13 @@ def probe_pipeline(
     kern, P._TRITON_SUPPRESS[P._triton_interpret()] = P._triton_suppress(), None
     try:
         alt = timed("postprocess: fixpoint in torch ops", lambda: pipe.postprocess(y, shape))
-        rows["postprocess: fixpoint in torch ops"]["same_boxes"] = same_boxes(alt)
+        rows["postprocess: fixpoint in torch ops"]["same_result"] = same_boxes(alt)
     finally:
         P._TRITON_SUPPRESS[P._triton_interpret()] = kern
     limit, P.NMS_MATRIX_LIMIT = P.NMS_MATRIX_LIMIT, 0
     try:
         alt = timed("postprocess: torchvision nms per chunk", lambda: pipe.postprocess(y, shape))
-        rows["postprocess: torchvision nms per chunk"]["same_boxes"] = same_boxes(alt)
+        rows["postprocess: torchvision nms per chunk"]["same_result"] = same_boxes(alt)
     finally:
         P.NMS_MATRIX_LIMIT = limit
     for streams in (1, 3):
@@ -146,15 +150,14 @@ def probe_pipeline(
         rows[f"batch, {streams} stream{'s' if streams > 1 else ''}"] = dict(
             wall_ms=wall, gpu_ms=math.nan
         )
-    eng.close()
     out = pd.DataFrame(
         [
             dict(stage=s, wall_ms=rows[s]["wall_ms"], gpu_ms=rows[s]["gpu_ms"],
-                 same_boxes=rows[s].get("same_boxes"))
+                 same_result=rows[s].get("same_result"))
             for s in STAGES
         ]
     )  # fmt: skip
-    return out.assign(
+    out = out.assign(
         family=family,
         width=float(width),
         batch=int(batch),
@@ -166,3 +169,7 @@ def probe_pipeline(
         candidates_per_frame=candidates,
         boxes_per_frame=boxes,
     )
+    if keep_state:
+        return out, dict(model=model, engine=eng, pipe=pipe, frames=stack, decoded=y)
+    eng.close()
+    return out

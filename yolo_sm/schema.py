@@ -119,7 +119,8 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "wall_ms": "median host wall time of the stage, milliseconds",
         "gpu_ms": "median CUDA-event time of the stage, milliseconds (empty on a CPU and for "
         "the whole-batch rows)",
-        "same_boxes": "alternative postprocess rows: its boxes equal the postprocess row's",
+        "same_result": "alternative rows (a stage run another way): its result equals the main "
+        "row's (postprocess: the same boxes)",
         "family": "YOLO family",
         "width": "width multiplier",
         "batch": "frames per batch",

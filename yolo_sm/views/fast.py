@@ -675,7 +675,7 @@ def pipeline_stages(probe):
     pipeline; the whole-batch rows carry that share too (3 streams: below 1 where batches
     overlap)."""
     cols = ["stage", "gpu_ms", "wall_ms"]
-    out = probe[cols + (["same_boxes"] if "same_boxes" in probe else [])].copy()
+    out = probe[cols + (["same_result"] if "same_result" in probe else [])].copy()
     one = probe.loc[probe.stage == "batch, 1 stream", "wall_ms"]
     out["share_of_1_stream_batch"] = out["wall_ms"] / float(one.iloc[0]) if len(one) else None
     return out.reset_index(drop=True)
@@ -713,7 +713,7 @@ def probe_findings(probe) -> str:
         )
     for alt in ("postprocess: fixpoint in torch ops", "postprocess: torchvision nms per chunk"):
         if alt in ms:
-            same = t.loc[alt, "same_boxes"] if "same_boxes" in t else None
+            same = t.loc[alt, "same_result"] if "same_result" in t else None
             lines.append(
                 f"- {alt.split(': ')[1].capitalize()}: {float(ms[alt]):.2f} ms "
                 f"({float(ms[alt]) / float(ms['postprocess']):.1f}x), "
