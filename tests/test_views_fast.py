@@ -243,9 +243,9 @@ def test_pipeline_stages_and_findings_from_a_cpu_probe():
     assert one == pytest.approx(1.0)
     text = vf.probe_findings(probe)
     eng = probe.set_index("stage").wall_ms["engine"]
-    assert f"the engine takes {eng:.2f} ms" in text and "same boxes." in text
+    assert f"the engine takes {eng:.2f} ms" in text and "same result." in text
     assert "GPU-event time" not in text  # a CPU probe has no CUDA events
     gpu = probe.assign(gpu_ms=probe.wall_ms * 0.5)
     gpu.loc[gpu.stage == "postprocess: fixpoint in torch ops", "same_result"] = False
     text = vf.probe_findings(gpu)
-    assert "GPU-event time" in text and "boxes differ." in text
+    assert "GPU-event time" in text and "a different result." in text

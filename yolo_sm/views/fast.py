@@ -711,14 +711,14 @@ def probe_findings(probe) -> str:
             "GPU finished): its host syncs are in the events' span, so this splits launch "
             "overhead off only roughly; `tools/pipeline_probe.py` adds a torch.profiler table."
         )
-    for alt in ("postprocess: fixpoint in torch ops", "postprocess: torchvision nms per chunk"):
-        if alt in ms:
-            same = t.loc[alt, "same_result"] if "same_result" in t else None
-            lines.append(
-                f"- {alt.split(': ')[1].capitalize()}: {float(ms[alt]):.2f} ms "
-                f"({float(ms[alt]) / float(ms['postprocess']):.1f}x), "
-                + ("same boxes." if same is True or same == 1 else "boxes differ.")
-            )
+    for alt in [s for s in t.index if ": " in s]:  # a stage run another way
+        base, how = alt.split(": ", 1)
+        same = t.loc[alt, "same_result"] if "same_result" in t else None
+        lines.append(
+            f"- {base.capitalize()} with {how}: {float(ms[alt]):.2f} ms "
+            f"({float(ms[alt]) / float(ms[base]):.1f}x the {base} row), "
+            + ("same result." if same is True or same == 1 else "a different result.")
+        )
     one, three = float(ms["batch, 1 stream"]), float(ms["batch, 3 streams"])
     lines.append(
         f"- Whole batches: {one:.2f} ms per batch with one in flight, {three:.2f} ms with "
