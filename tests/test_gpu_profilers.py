@@ -172,18 +172,23 @@ def test_ceilings_on_the_gpu(tmp_path):
     assert 0 < df.value["copy_h2d_frame_fp16"] < 5  # ms
 
 
+def _clustered_boxes(seed: int, g: int, w: int, spread: float):
+    """(g, w, 4) xyxy boxes of 40-50 px around one centre per group (``spread`` px apart), and
+    a validity mask with ~5 % padding: many pairs near an IoU threshold."""
+    gen = torch.Generator().manual_seed(seed)
+    centre = torch.rand(g, 1, 2, generator=gen) * 300 + torch.randn(g, w, 2, generator=gen) * spread
+    size = torch.rand(g, w, 2, generator=gen) * 10 + 40
+    return torch.cat((centre, centre + size), -1), torch.rand(g, w, generator=gen) > 0.05, gen
+
+
 def test_triton_overlap_kernel_on_the_gpu_matches_the_torch_ops():
     """nms_matrix's overlap kernel compiled for this GPU against the torch ops on the CPU, on
     clustered boxes (many pairs near the threshold). The kernel may contract a multiply-add
     into an FMA, which moves an IoU by an ulp: at most a few pairs in a million may flip."""
     from yolo_sm import pipeline
 
-    gen = torch.Generator().manual_seed(0)
     g, w = 8, 700
-    centre = torch.rand(g, 1, 2, generator=gen) * 300 + torch.randn(g, w, 2, generator=gen) * 6
-    size = torch.rand(g, w, 2, generator=gen) * 10 + 40
-    bx = torch.cat((centre, centre + size), -1)
-    valid = torch.rand(g, w, generator=gen) > 0.05
+    bx, valid, gen = _clustered_boxes(0, g, w, spread=6)
     cls = torch.randint(0, 2, (g, w), generator=gen)
     ref = pipeline.overlap_matrix(bx, cls, valid, 0.7)
     out = pipeline.overlap_matrix(bx.cuda(), cls.cuda(), valid.cuda(), 0.7).cpu()
@@ -198,12 +203,7 @@ def test_triton_suppression_kernel_on_the_gpu_reaches_greedy_nms():
     boxes from overlap_matrix) and on a 3,000-box suppression chain (many rounds)."""
     from yolo_sm import pipeline
 
-    gen = torch.Generator().manual_seed(1)
-    g, w = 16, 2000
-    centre = torch.rand(g, 1, 2, generator=gen) * 300 + torch.randn(g, w, 2, generator=gen) * 30
-    size = torch.rand(g, w, 2, generator=gen) * 10 + 40
-    bx = torch.cat((centre, centre + size), -1)
-    valid = torch.rand(g, w, generator=gen) > 0.05
+    bx, valid, _ = _clustered_boxes(1, 16, 2000, spread=30)
     S = pipeline.overlap_matrix(bx, None, valid, 0.7)
     ref = pipeline.suppress_fixpoint(S, valid)
     out = pipeline.suppress_fixpoint(S.cuda(), valid.cuda()).cpu()

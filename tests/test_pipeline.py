@@ -533,6 +533,24 @@ def test_the_triton_overlap_kernel_equals_the_torch_ops(monkeypatch, same_class)
     assert torch.equal(out, ref) and 20 < int(ref.sum()) < ref.numel() // 4
 
 
+def _run_interpreted(script: str, *argv) -> dict:
+    """Run ``script`` in a Python process of its own with Triton's interpreter on (it must be
+    on before Triton is imported: in this process, jitted helpers such as ``tl.max`` fail under
+    it); the script prints one JSON line last, returned as a dict."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    r = subprocess.run(
+        [sys.executable, "-c", script, *map(str, argv)],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
 _SUPPRESS_CHECK = r"""
 import json, sys, warnings, torch
 warnings.simplefilter("error")  # a kernel that fails and falls back to the torch ops
@@ -584,18 +602,7 @@ def test_the_triton_suppression_kernel_reaches_the_torch_fixed_point(width):
     multiple of the kernel's block; a kernel whose count of changed boxes is lost stops after
     one round of FIXPOINT_ROUND steps and gets the chain wrong."""
     pytest.importorskip("triton")
-    import json
-    import os
-    import subprocess
-    import sys
-
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    r = subprocess.run(
-        [sys.executable, "-c", _SUPPRESS_CHECK, str(width)],
-        capture_output=True, text=True, env=env, timeout=600,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr[-2000:]
-    out = json.loads(r.stdout.strip().splitlines()[-1])
+    out = _run_interpreted(_SUPPRESS_CHECK, width)
     assert out["torch"] == out["greedy"]
     assert out["kernel"] == out["greedy"]
     assert out["greedy"][0] == [i % 2 == 0 for i in range(width)]  # the chain alternates
