@@ -244,8 +244,11 @@ def test_pipeline_stages_and_findings_from_a_cpu_probe():
     text = vf.probe_findings(probe)
     eng = probe.set_index("stage").wall_ms["engine"]
     assert f"the engine takes {eng:.2f} ms" in text and "same result." in text
+    assert "None" not in text and "nan" not in text
     assert "GPU-event time" not in text  # a CPU probe has no CUDA events
     gpu = probe.assign(gpu_ms=probe.wall_ms * 0.5)
     gpu.loc[gpu.stage == "postprocess: fixpoint in torch ops", "same_result"] = False
     text = vf.probe_findings(gpu)
     assert "GPU-event time" in text and "a different result." in text
+    gpu.loc[gpu.stage == "postprocess: fixpoint in torch ops", "same_result"] = None
+    assert "torch ops: " in vf.probe_findings(gpu) and "row)." in vf.probe_findings(gpu)

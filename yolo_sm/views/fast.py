@@ -714,10 +714,13 @@ def probe_findings(probe) -> str:
     for alt in [s for s in t.index if ": " in s]:  # a stage run another way
         base, how = alt.split(": ", 1)
         same = t.loc[alt, "same_result"] if "same_result" in t else None
+        said = (
+            "" if same is None or same != same  # not compared (None / NaN)
+            else ", same result" if bool(same) else ", a different result"
+        )  # fmt: skip
         lines.append(
             f"- {base.capitalize()} with {how}: {float(ms[alt]):.2f} ms "
-            f"({float(ms[alt]) / float(ms[base]):.1f}x the {base} row), "
-            + ("same result." if same is True or same == 1 else "a different result.")
+            f"({float(ms[alt]) / float(ms[base]):.1f}x the {base} row){said}."
         )
     one, three = float(ms["batch, 1 stream"]), float(ms["batch, 3 streams"])
     lines.append(
