@@ -421,9 +421,10 @@ class DetectionPipeline:
         syncs per image).
 
         NMS: :func:`nms_matrix`, every image and class at once with a few passes over an
-        overlap bit-matrix and no serial walk, where batch x (largest candidate count)^2 fits
-        :data:`NMS_MATRIX_LIMIT`; otherwise ``torchvision.ops.nms`` on (image, class) groups
-        kept apart by float64 offsets, one call per chunk of whole images (``_nms_torchvision``).
+        overlap matrix (a byte per pair) and no serial walk, where batch x (largest candidate
+        count)^2 fits :data:`NMS_MATRIX_LIMIT`; otherwise ``torchvision.ops.nms`` on (image,
+        class) groups kept apart by float64 offsets, one call per chunk of whole images
+        (``_nms_torchvision``).
         Measured on the H200 (YOLOv8 w0.5, batch 16, 40,656 candidates, tools/pipeline_probe.py):
         one torchvision call for the batch 39 ms (its kernel walks the n x n mask in one thread
         block, 35 ms of it), one per image 9.8 ms, against a 4.4 ms engine (session 4); in

@@ -151,7 +151,7 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "device (False: a host copy into the pipeline's pinned buffer per batch; always False "
         "on a CPU; empty or absent in rows measured before the overlapping pipeline)",
         "nms": "pipeline rows: the NMS implementation (nms_matrix_fixpoint = every image and "
-        "class at once, a fixed point over an overlap bit-matrix; nms_f64_offsets_chunked = "
+        "class at once, a fixed point over an overlap matrix; nms_f64_offsets_chunked = "
         "torchvision nms over offset (image, class) groups, one call per chunk of whole images; "
         "nms_f64_offsets = one such call for the whole batch; torchvision_batched_nms = the "
         "earlier per-group loop)",
