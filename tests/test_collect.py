@@ -258,6 +258,24 @@ def test_probe_step_runs_on_cpu_and_registers(tmp_path, monkeypatch):
     assert df.engine.eq("eager/fp32/nhwc").all() and df.prov_device.eq("cpu").all()
 
 
+def test_probe_closes_its_engine_when_a_stage_fails(monkeypatch):
+    """A stage that fails (here a simulated CUDA out of memory) propagates, and the engine built
+    for the probe is closed first (its CUDA graph and buffers released)."""
+    from yolo_sm import probe
+    from yolo_sm.engines.base import Engine
+
+    closed = []
+    monkeypatch.setattr(Engine, "close", lambda self: closed.append(self))
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("CUDA out of memory (simulated)")
+
+    monkeypatch.setattr(probe, "_probe", fail)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        probe.probe_pipeline(width=0.0625, batch=1, reps=1, device="cpu", imgsz=64)
+    assert len(closed) == 1
+
+
 def test_probe_rejects_bad_frames():
     from yolo_sm.errors import UserError
     from yolo_sm.probe import probe_pipeline

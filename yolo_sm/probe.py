@@ -28,7 +28,7 @@ STAGES = (
     "batch, 3 streams",
 )
 # the stages one batch goes through, whose sum a 1-stream batch costs at least
-PIPELINE_STAGES = STAGES[:5]
+PIPELINE_STAGES = ("h2d", "letterbox", "engine", "decode", "postprocess")
 
 
 def probe_pipeline(
@@ -52,7 +52,6 @@ def probe_pipeline(
     1-stream pipeline, pinned frames and decoded batch, for more measurements on them
     (``tools/pipeline_probe.py``)."""
     import numpy as np
-    import pandas as pd
     import torch
 
     import yolo_sm.pipeline as P
@@ -79,7 +78,40 @@ def probe_pipeline(
         device=device,
     )  # fmt: skip
     eng = build_engine(model, cfg)
+    try:
+        out, state = _probe(model, eng, stack, reps, on_gpu)
+    except BaseException:
+        eng.close()  # e.g. CUDA out of memory: the engine's graph and buffers go with it
+        raise
+    out = out.assign(
+        family=family,
+        width=float(width),
+        batch=int(batch),
+        imgsz=int(imgsz),
+        engine=f"{backend}/{precision}/{layout}",
+        frames=frames,
+        reps=int(reps),
+        nms=P.NMS_IMPL,
+    )
+    if keep_state:
+        return out, state
+    eng.close()
+    return out
+
+
+def _probe(model, eng, stack, reps: int, on_gpu: bool):
+    """The stage rows of :func:`probe_pipeline` (with the candidate and box counts) and the
+    state it hands on with ``keep_state``."""
+    from unittest import mock
+
+    import numpy as np
+    import pandas as pd
+    import torch
+
+    import yolo_sm.pipeline as P
+
     pipe = P.DetectionPipeline(model, eng, P.PipelineConfig(streams=1))
+    device = eng.config.device
     shape = tuple(stack.shape[1:3])
     rows: dict[str, dict] = {}
 
@@ -122,19 +154,20 @@ def probe_pipeline(
             for a, b in zip(dets, other, strict=True)
         )
 
-    # the alternative NMS paths on the same decoded batch, side by side in this process
-    kern, P._TRITON_SUPPRESS[P._triton_interpret()] = P._triton_suppress(), None
-    try:
-        alt = timed("postprocess: fixpoint in torch ops", lambda: pipe.postprocess(y, shape))
-        rows["postprocess: fixpoint in torch ops"]["same_result"] = same_boxes(alt)
-    finally:
-        P._TRITON_SUPPRESS[P._triton_interpret()] = kern
-    limit, P.NMS_MATRIX_LIMIT = P.NMS_MATRIX_LIMIT, 0
-    try:
-        alt = timed("postprocess: torchvision nms per chunk", lambda: pipe.postprocess(y, shape))
-        rows["postprocess: torchvision nms per chunk"]["same_result"] = same_boxes(alt)
-    finally:
-        P.NMS_MATRIX_LIMIT = limit
+    # the alternative NMS paths on the same decoded batch, side by side in this process: each
+    # switch is set for its row and restored after it
+    alternatives = {
+        # no Triton step kernel cached: suppress_fixpoint uses the torch ops
+        "postprocess: fixpoint in torch ops": mock.patch.dict(
+            P._TRITON_SUPPRESS, {P._triton_interpret(): None}
+        ),
+        # no batch fits nms_matrix: torchvision's nms per chunk of whole images
+        "postprocess: torchvision nms per chunk": mock.patch.object(P, "NMS_MATRIX_LIMIT", 0),
+    }
+    for name, switch in alternatives.items():
+        with switch:
+            alt = timed(name, lambda: pipe.postprocess(y, shape))
+        rows[name]["same_result"] = same_boxes(alt)
     for streams in (1, 3):
         p = P.DetectionPipeline(model, eng, P.PipelineConfig(streams=streams))
         for _ in p.run([stack] * streams):  # warm-up: streams, buffers
@@ -157,19 +190,5 @@ def probe_pipeline(
             for s in STAGES
         ]
     )  # fmt: skip
-    out = out.assign(
-        family=family,
-        width=float(width),
-        batch=int(batch),
-        imgsz=int(imgsz),
-        engine=f"{backend}/{precision}/{layout}",
-        frames=frames,
-        reps=int(reps),
-        nms=P.NMS_IMPL,
-        candidates_per_frame=candidates,
-        boxes_per_frame=boxes,
-    )
-    if keep_state:
-        return out, dict(model=model, engine=eng, pipe=pipe, frames=stack, decoded=y)
-    eng.close()
-    return out
+    out = out.assign(candidates_per_frame=candidates, boxes_per_frame=boxes)
+    return out, dict(model=model, engine=eng, pipe=pipe, frames=stack, decoded=y)
