@@ -110,6 +110,18 @@ def test_live_falls_back_to_shipped_for_tables_the_plan_cannot_make(live):
     assert live == [] and df.attrs["dataset"] == "h200/profile_layers"
 
 
+def test_live_makes_every_plan_step_available(live, monkeypatch):
+    shipped = data._manifests()
+    shipped.pop("h200/sweep_bf16_nhwc", None)
+    monkeypatch.setattr(data, "_manifests", lambda: shipped)  # as if that step were not shipped
+    # not shipped, but the plan has its step: live, a notebook collects it instead of skipping
+    assert data.is_available("h200/sweep_bf16_nhwc")
+    assert not data.is_available("h200/neither_shipped_nor_planned")
+    assert data.is_available("h200/profile_layers")  # shipped only
+    data.stop_live()
+    assert not data.is_available("h200/sweep_bf16_nhwc")
+
+
 def test_live_run_that_did_not_finish_is_one_clear_error(live):
     with pytest.raises(UserError, match="did not finish"):
         data.load("h200/gpm_batch_w1")
@@ -122,3 +134,19 @@ def test_go_live_without_a_gpu_says_so():
     with pytest.raises(NotAvailableError, match="LIVE = False"):
         data.go_live()
     assert data.load("h200/ncu_batch_w1").attrs["dataset"] == "h200/ncu_batch_w1"
+
+
+def test_load_many_concatenates_the_available_and_names_the_rest():
+    names = ["h200/ceilings", "h200/not_collected_yet", "h200/sweep_1280"]
+    assert data.is_available("h200/ceilings") and not data.is_available(names[1])
+    df = data.load_many(names)
+    assert df.attrs["datasets"] == [names[0], names[2]]
+    assert df.attrs["not_available"] == [names[1]]
+    assert len(df) == len(data.load(names[0])) + len(data.load(names[2]))
+    assert set(df.dataset) == {names[0], names[2]}
+    prov = df.attrs["provenance_by_dataset"]
+    assert prov[names[2]]["gpu_name"] == "NVIDIA H200"
+    with pytest.raises(UserError, match="none of h200/x, h200/y"):
+        data.load_many(["h200/x", "h200/y"])
+    msg = data.not_shipped_message("h200/sweep_bf16_nhwc")
+    assert msg.endswith("--out data/h200 --only sweep_bf16_nhwc")

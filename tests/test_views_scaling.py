@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 
 from yolo_sm import claims, data
+from yolo_sm.errors import UserError
 from yolo_sm.views import scaling
 
 
@@ -127,11 +128,36 @@ def test_precision_speedup_same_run(precision_sweep):
 def test_missing_points_complete_the_plan(precision_sweep):
     m = scaling.missing_points(precision_sweep)
     planned = int(m.planned.iloc[0])
+    assert planned == 192  # 8 widths x 4 precisions x 2 backends x 3 batches
     assert m.points.sum() + len(precision_sweep) == planned
-    assert m.points.sum() > 0  # the shipped table is partial
+    assert set(m.step) <= {"sweep_precision_core"}
     # dropping a measured point makes it missing
     fewer = precision_sweep.iloc[1:]
     assert scaling.missing_points(fewer).points.sum() == m.points.sum() + 1
+    # two steps: their planned points add up, each missing group names its step
+    both = scaling.missing_points(
+        precision_sweep, step=["sweep_precision_core", "sweep_precision_rest"]
+    )
+    assert int(both.planned.iloc[0]) == 192 + 128
+    rest = both[both.step == "sweep_precision_rest"]
+    assert rest.points.sum() == 128 and set(rest.batches) == {"16, 128"}  # none of it shipped
+    assert list(dict.fromkeys(both.step))[-1] == "sweep_precision_rest"  # in the steps' order
+    with pytest.raises(UserError, match="no step sweep_nope"):
+        scaling.missing_points(precision_sweep, step=["sweep_nope"])
+    # a complete table: nothing missing, the planned count stays
+    assert scaling.missing_points(precision_sweep.iloc[:0]).points.sum() == 192
+
+
+def test_pair_findings_against_fp16(precision_sweep):
+    sp = scaling.precision_speedup(precision_sweep, baseline="fp16")
+    text = scaling.pair_findings(sp, "fp16")
+    assert "**bf16 over fp16** (NCHW" in text and "**fp32 over fp16**" in text
+    b = sp[(sp.precision == "bf16") & (sp.backend == "cudagraph")]
+    lo = b[b.batch == b.batch.min()].ratio
+    assert f"cudagraph batch {b.batch.min():.0f} {lo.min():.2f}-{lo.max():.2f}x" in text
+    fig = scaling.plot_precision_speedup(sp, baseline="fp16")
+    assert "over fp16" in fig.layout.title.text
+    assert scaling.pair_findings(sp.iloc[:0], "fp16").startswith("No point")
 
 
 def test_precision_forward_kernel_mix(ncu_precision):
@@ -189,3 +215,83 @@ def test_presets_table_and_findings_of_the_shipped_presets():
     assert (f"**{bad} point(s) without figures**" in text) == (bad > 0)
     fig = scaling.plot_presets(t, batch=64)
     assert len(fig.data) >= 1
+
+
+def _bench_unit(width, batch, ratios):
+    """A synthetic bench unit: eager at 100 img/s, each variant at 100 x its ratio (None: a
+    failed row)."""
+    rows = [
+        {
+            "width": width,
+            "batch": batch,
+            "variant": "eager/fp16/nhwc",
+            "scope": "model_only",
+            "status": "ok",
+            "img_per_s": 100.0,
+            "vs_baseline": 1.0,
+        }
+    ]
+    for v, r in ratios.items():
+        rows.append(
+            {
+                "width": width,
+                "batch": batch,
+                "variant": v,
+                "scope": "model_only",
+                "status": "ok" if r is not None else "error",
+                "img_per_s": 100.0 * r if r is not None else float("nan"),
+                "vs_baseline": r if r is not None else float("nan"),
+            }
+        )
+    return rows
+
+
+def test_compile_by_width_pairs_each_unit_and_findings_follow_the_data():
+    g, c, ro = "cudagraph/fp16/nhwc", "compile/fp16/nhwc", "compile:reduce-overhead/fp16/nhwc"
+    bench = pd.DataFrame(
+        _bench_unit(0.5, 1, {g: 4.0, c: 1.5, ro: 6.0})
+        + _bench_unit(2.0, 1, {g: 2.0, c: 1.6, ro: 3.0})
+        + _bench_unit(0.5, 64, {g: 1.02, c: 1.9, ro: None})
+        + _bench_unit(2.0, 64, {g: 1.01, c: 1.4, ro: 1.4})
+        + [
+            {
+                "width": 0.5,
+                "batch": 64,
+                "variant": "cudagraph/fp8/nhwc",
+                "scope": "model_only",
+                "status": "ok",
+                "img_per_s": 500.0,
+                "vs_baseline": 5.0,
+            }
+        ]
+    )
+    t = scaling.compile_by_width(bench)
+    assert list(t.columns) == [
+        "width",
+        "batch",
+        "eager_img_per_s",
+        "CUDA graph",
+        "compile",
+        "compile reduce-overhead",
+    ]
+    row = t.set_index(["width", "batch"]).loc[(0.5, 64)]
+    assert row["compile"] == 1.9 and pd.isna(row["compile reduce-overhead"])  # failed: empty
+    assert row["eager_img_per_s"] == 100.0
+    text = scaling.compile_findings(t)
+    assert "falls with width: 1.90x at w0.5, 1.40x at w2" in text
+    assert "below compile everywhere" in text
+    assert "removing launches pays more" in text and "3.00-6.00x" in text
+    # the other way round: compile gaining with width, a graph beating compile at batch 64
+    flipped = pd.DataFrame(
+        _bench_unit(0.5, 64, {g: 2.0, c: 1.2}) + _bench_unit(2.0, 64, {g: 1.0, c: 1.5})
+    )
+    text = scaling.compile_findings(scaling.compile_by_width(flipped))
+    assert "does not fall" in text and "not below compile at every width" in text
+    assert scaling.plot_compile_by_width(bench).data  # a figure with traces
+    assert scaling.compile_findings(t.iloc[:0]) == "No torch.compile rows in the bench yet."
+
+
+def test_compile_by_width_of_the_shipped_bench():
+    t = scaling.compile_by_width(data.load("h200/bench_fast_engines"))
+    assert {1, 16, 64} <= set(t.batch) and t["compile"].notna().all()
+    assert "Batch 64" in scaling.compile_findings(t)

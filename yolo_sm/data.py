@@ -90,6 +90,46 @@ def load(name: str):
     return _load_entry(name, *_manifests().get(name, (None, None)))
 
 
+def is_available(name: str) -> bool:
+    """Whether :func:`load` can give ``name`` without failing for a missing dataset: it is
+    shipped, or (after :func:`go_live`) the plan has a step that collects it."""
+    if _LIVE and any(s.name == name.split("/", 1)[-1] for s in _LIVE["plan"].steps):
+        return True
+    return name in _manifests()
+
+
+def not_shipped_message(name: str, plan: str | os.PathLike = "data/plans/h200.yaml") -> str:
+    """One sentence for a notebook cell whose dataset ``name`` is not shipped yet: the collect
+    command that makes it on a GPU machine (its plan step is the name after the folder)."""
+    folder, _, step = name.rpartition("/")
+    return (
+        f"{name} is not shipped yet; on a GPU machine: yolo-sm collect --plan {plan} "
+        f"--out data/{folder or 'h200'} --only {step}"
+    )
+
+
+def load_many(names):
+    """The datasets of ``names`` that are available (:func:`is_available`), loaded and
+    concatenated with a ``dataset`` column; ``attrs["not_available"]`` lists the others (a plan
+    step not collected yet), ``attrs["datasets"]`` the loaded ones and
+    ``attrs["provenance_by_dataset"]`` their provenance. Raises if none is available."""
+    import pandas as pd
+
+    have = [n for n in names if is_available(n)]
+    if not have:
+        raise UserError(f"none of {', '.join(names)} is shipped or collectable here")
+    frames = [load(n).assign(dataset=n) for n in have]
+    out = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    out.attrs = {
+        "datasets": have,
+        "not_available": [n for n in names if n not in have],
+        "provenance_by_dataset": {
+            n: f.attrs.get("provenance", {}) for n, f in zip(have, frames, strict=True)
+        },
+    }
+    return out
+
+
 def _load_entry(name: str, folder, entry):
     import pandas as pd
 

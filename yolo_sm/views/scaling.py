@@ -11,6 +11,7 @@ string; none shows anything.
 
 from __future__ import annotations
 
+from yolo_sm.errors import UserError
 from yolo_sm.plots import COLORS, TEMPLATE, _color_map
 from yolo_sm.profiling.target import with_config
 
@@ -384,56 +385,70 @@ def precision_speedup(sweep, *, baseline: str = "fp32"):
     return r.dropna(subset=["ratio"]).reset_index(drop=True)
 
 
-def missing_points(sweep, *, step: str = "sweep_precision_core", plan_path=None):
-    """The points of plan step ``step`` (``data/plans/h200.yaml``) that ``sweep`` lacks, grouped
-    per precision, layout and backend: the widths and batches still to measure."""
+def missing_points(sweep, *, step="sweep_precision_core", plan_path=None):
+    """The points of plan step ``step`` (``data/plans/h200.yaml``; a list of steps: all their
+    points) that ``sweep`` lacks, grouped per precision, layout and backend: the widths and
+    batches still to measure, with the step that measures them (``step``)."""
     import pandas as pd
 
     from yolo_sm import collect, data
     from yolo_sm.sweep import SweepSpec
 
     plan = collect.load_plan(plan_path or data.data_dir() / "plans" / "h200.yaml")
-    st = next(s for s in plan.steps if s.name == step)
-    pts = SweepSpec.from_mapping({"device": plan.device, **st.params}).points()
+    names = [step] if isinstance(step, str) else list(step)
+    by_name = {s.name: s for s in plan.steps}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise UserError(f"plan {plan.name} has no step {', '.join(unknown)}")
+    pts = [
+        (n, p)
+        for n in names
+        for p in SweepSpec.from_mapping({"device": plan.device, **by_name[n].params}).points()
+    ]
     have = {
         (r.width, r.precision, r.layout, r.backend, int(r.batch))
         for r in sweep.itertuples(index=False)
     }
     miss = [
         {
+            "step": n,
             "precision": p.precision,
             "layout": p.layout,
             "backend": p.backend,
             "width": p.width,
             "batch": p.batch,
         }
-        for p in pts
+        for n, p in pts
         if (p.width, p.precision, p.layout, p.backend, p.batch) not in have
     ]
-    cols = ["precision", "layout", "backend", "widths", "batches", "points"]
+    cols = ["step", "precision", "layout", "backend", "widths", "batches", "points"]
     if not miss:
         return pd.DataFrame(columns=cols).assign(planned=len(pts))
     m = pd.DataFrame(miss)
     out = (
-        m.groupby(["precision", "layout", "backend"], sort=False)
+        m.groupby(["step", "precision", "layout", "backend"], sort=False)
         .agg(
             widths=("width", lambda s: ", ".join(f"{w:g}" for w in sorted(set(s)))),
             batches=("batch", lambda s: ", ".join(str(b) for b in sorted(set(s)))),
             points=("width", "size"),
         )
         .reset_index()
-        .groupby(["precision", "layout", "widths", "batches"], sort=False)
+        .groupby(["step", "precision", "layout", "widths", "batches"], sort=False)
         .agg(backend=("backend", " + ".join), points=("points", "sum"))
         .reset_index()
     )
-    out = _order_configs(out)[cols].reset_index(drop=True)
+    step_order = {n: i for i, n in enumerate(names)}
+    out = _order_configs(out)[cols].sort_values(
+        "step", kind="stable", key=lambda c: c.map(step_order)
+    )
+    out = out.reset_index(drop=True)
     out["planned"] = len(pts)
     return out
 
 
-def plot_precision_speedup(ratios, *, title=None):
-    """Same-run speed-up over fp32 against batch, one line per precision, panels width x
-    backend; the dotted line is 1 (as fast as fp32)."""
+def plot_precision_speedup(ratios, *, baseline: str = "fp32", title=None):
+    """Same-run speed-up over ``baseline`` against batch, one line per precision, panels width
+    x backend; the dotted line is 1 (as fast as the baseline)."""
     import plotly.express as px
 
     d = ratios.sort_values(["precision", "batch"])
@@ -451,12 +466,13 @@ def plot_precision_speedup(ratios, *, title=None):
         category_orders={"precision": list(PRECISION_ORDER)},
         color_discrete_map=_color_map(d.precision.unique()),
         template=TEMPLATE,
-        title=title or "Speed-up over fp32 measured in the same run (latency fp32 / latency x)",
+        title=title
+        or f"Speed-up over {baseline} measured in the same run (latency {baseline} / latency x)",
     )
     fig.add_hline(y=1.0, line_dash="dot")
     fig.for_each_annotation(lambda a: a.update(text=a.text.replace("=", " ")))
     fig.update_yaxes(title_text="")
-    fig.update_yaxes(title_text="speed-up over fp32", col=1)
+    fig.update_yaxes(title_text=f"speed-up over {baseline}", col=1)
     fig.update_xaxes(tickvals=sorted(d.batch.unique()))
     fig.update_layout(height=560)
     return fig
@@ -655,13 +671,16 @@ def precision_findings(speedup, missing, fwd, matmul, errors, cpu_errors=None) -
         planned = int(missing.planned.iloc[0])
         n = int(missing.points.sum())
         parts = "; ".join(
-            f"{r.precision} {r.layout.upper()} {r.backend} at width {r.widths}"
-            for r in missing.itertuples()
+            f"`{step}` {int(g.points.sum())} (widths {g.widths.iloc[0]}, batch {g.batches.iloc[0]})"
+            if g.widths.nunique() == 1 and g.batches.nunique() == 1
+            else f"`{step}` {int(g.points.sum())}"
+            for step, g in missing.groupby("step", sort=False)
         )
         lines.append(
-            f"- **Still missing from the sweep:** {n} of its {planned} planned points ({parts}). "
-            f"The plan step `sweep_precision_core` measures them when re-run; the ratios above "
-            f"cover only widths where both fp32 and the other precision exist."
+            f"- **Still missing from the sweeps:** {n} of {planned} planned points, per plan "
+            f"step: {parts} (table above). Re-running those steps measures them; the ratios "
+            f"above cover only the widths and batches where both fp32 and the other precision "
+            f"exist."
         )
     f = fwd.set_index(fwd.precision + "_" + fwd.layout)
     if {"fp32_nchw", "fp16_nhwc"} <= set(f.index):
@@ -726,6 +745,27 @@ def precision_findings(speedup, missing, fwd, matmul, errors, cpu_errors=None) -
             f"fresh inputs): {parts}."
         )
     return "\n".join(lines)
+
+
+def pair_findings(ratios, baseline: str) -> str:
+    """One line per precision of ``ratios`` (:func:`precision_speedup` against ``baseline``):
+    its same-run speed-up per backend at the smallest and largest batch, and the median."""
+    lines = []
+    for prec, s in ratios.groupby("precision", sort=False):
+        parts = []
+        for backend, g in s.groupby("backend"):
+            lo, hi = g[g.batch == g.batch.min()].ratio, g[g.batch == g.batch.max()].ratio
+            parts.append(
+                f"{backend} batch {g.batch.min():.0f} {lo.min():.2f}-{lo.max():.2f}x, batch "
+                f"{g.batch.max():.0f} {hi.min():.2f}-{hi.max():.2f}x"
+            )
+        layouts = "/".join(sorted(set(s.layout))).upper()
+        lines.append(
+            f"- **{prec} over {baseline}** ({layouts}, same run, widths {s.width.min():g}-"
+            f"{s.width.max():g}): " + "; ".join(parts) + f"; median {s.ratio.median():.2f}x "
+            f"over {len(s)} points ({(s.ratio > 1).mean():.0%} of them above 1)."
+        )
+    return "\n".join(lines) if lines else f"No point has both {baseline} and another precision."
 
 
 # ---- notebook 01: the standard presets (yolov8 / yolo11 n-x) ---------------------------------
@@ -798,3 +838,115 @@ def presets_findings(table) -> str:
             f"- **{len(bad)} point(s) without figures** ({what}); the reason is in `message`."
         )
     return "\n".join(lines) if lines else "No preset point has figures yet."
+
+
+# ---- notebook 01: torch.compile per width (from the fast-engines bench) ----------------------
+
+COMPILE_VARIANTS = {
+    "cudagraph/fp16/nhwc": "CUDA graph",
+    "compile/fp16/nhwc": "compile",
+    "compile:reduce-overhead/fp16/nhwc": "compile reduce-overhead",
+}
+
+
+def compile_by_width(bench):
+    """torch.compile (default mode and reduce-overhead) and a plain CUDA graph of the eager
+    model, each over eager fp16 NHWC, per width and batch. From the fast-engines bench
+    (``h200/bench_fast_engines``): each ratio is inside one (width, batch) unit, whose variants
+    ran one after another in one process. Columns: width, batch, eager img/s, one ratio column
+    per variant (img/s over eager; above 1 is faster); a failed variant is an empty cell."""
+    from yolo_sm.views.fast import BASELINE
+
+    ok = _ok(bench)
+    ok = ok[ok["scope"] == "model_only"] if "scope" in ok else ok
+    base = ok[ok.variant == BASELINE].set_index(["width", "batch"])["img_per_s"]
+    eng = ok[ok.variant.isin(list(COMPILE_VARIANTS))]
+    wide = eng.pivot_table(index=["width", "batch"], columns="variant", values="vs_baseline")
+    wide = wide.reindex(columns=[v for v in COMPILE_VARIANTS if v in wide.columns])
+    wide = wide.rename(columns=COMPILE_VARIANTS)
+    wide.columns.name = None
+    out = wide.join(base.rename("eager_img_per_s"), how="outer").reset_index()
+    cols = [
+        "width",
+        "batch",
+        "eager_img_per_s",
+        *[c for c in out.columns if c in COMPILE_VARIANTS.values()],
+    ]
+    return out[cols].sort_values(["batch", "width"]).reset_index(drop=True)
+
+
+def compile_findings(tab) -> str:
+    """What :func:`compile_by_width` shows, computed from it: per batch, the range of each
+    variant's speed-up across widths; at the largest batch, how the default-mode gain moves from
+    the narrowest to the widest model; and whether a CUDA graph alone explains it."""
+    if tab.empty:
+        return "No torch.compile rows in the bench yet."
+    variants = [c for c in COMPILE_VARIANTS.values() if c in tab]
+    lines = []
+    for b, g in tab.groupby("batch"):
+        parts = []
+        for v in variants:
+            s = g.dropna(subset=[v])
+            if len(s):
+                lo, hi = s.loc[s[v].idxmin()], s.loc[s[v].idxmax()]
+                parts.append(f"{v} {lo[v]:.2f}x (w{lo.width:g}) to {hi[v]:.2f}x (w{hi.width:g})")
+        if parts:
+            lines.append(f"- **Batch {int(b)}** (over eager, same unit): " + "; ".join(parts) + ".")
+    big = tab[tab.batch == tab.batch.max()]
+    if {"compile", "CUDA graph"} <= set(big.columns):
+        g = big.dropna(subset=["compile", "CUDA graph"]).sort_values("width")
+        if len(g) >= 2:
+            a, z, top = g.iloc[0], g.iloc[-1], g.loc[g.compile.idxmax()]
+            trend = "falls" if z.compile < a.compile else "does not fall"
+            peak = (
+                f" (highest {top.compile:.2f}x at w{top.width:g})"
+                if top.width not in (a.width, z.width)
+                else ""
+            )
+            lines.append(
+                f"- At batch {int(a.batch)} the default-mode gain {trend} with width: "
+                f"{a.compile:.2f}x at w{a.width:g}, {z.compile:.2f}x at w{z.width:g}{peak}. "
+                f"A CUDA graph of the eager kernels gives {g['CUDA graph'].min():.2f}-"
+                f"{g['CUDA graph'].max():.2f}x there"
+                + (
+                    ", below compile everywhere, so launch cost is not where compile's gain comes "
+                    "from at this batch: it is the kernels inductor fuses (notebook 08 splits one "
+                    "forward's time into convolutions and the rest)."
+                    if (g["CUDA graph"] < g.compile).all()
+                    else ", not below compile at every width: part of compile's gain there may be "
+                    "launch cost."
+                )
+            )
+    small = tab[tab.batch == tab.batch.min()]
+    if {"compile", "CUDA graph"} <= set(small.columns):
+        g = small.dropna(subset=["compile", "CUDA graph"])
+        if len(g):
+            lines.append(
+                f"- At batch {int(g.batch.iloc[0])} a CUDA graph alone gives "
+                f"{g['CUDA graph'].min():.2f}-{g['CUDA graph'].max():.2f}x and compile's default "
+                f"mode {g.compile.min():.2f}-{g.compile.max():.2f}x: "
+                + (
+                    "removing launches pays more than fusing kernels (the forward is launch-bound)"
+                    if g["CUDA graph"].median() > g.compile.median()
+                    else "fusing kernels pays more than removing launches"
+                )
+                + (
+                    f"; reduce-overhead, which does both, gives "
+                    f"{g['compile reduce-overhead'].min():.2f}-"
+                    f"{g['compile reduce-overhead'].max():.2f}x."
+                    if "compile reduce-overhead" in g and g["compile reduce-overhead"].notna().any()
+                    else "."
+                )
+            )
+    return "\n".join(lines)
+
+
+def plot_compile_by_width(bench, title=None):
+    """The bench's CUDA graph and torch.compile rows over eager against width, one panel per
+    batch (:func:`yolo_sm.views.fast.plot_speedup_vs_width` on those variants)."""
+    from yolo_sm.views.fast import plot_speedup_vs_width
+
+    return plot_speedup_vs_width(
+        bench[bench.variant.isin(list(COMPILE_VARIANTS))],
+        title=title or "torch.compile and CUDA graph over eager fp16 NHWC (same unit) vs width",
+    )
