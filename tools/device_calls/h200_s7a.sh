@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# Prepared in session 5 for the next session (not run: no device time left): issue 4's missing
-# sweeps, resumed from the shipped tables (each point ~1-2 s; `collect --status` lists them):
-# sweep_precision_core (70 of 192 points missing), sweep_bf16_nhwc (128), sweep_precision_rest
-# (128), then sweep_compile (36, torch.compile builds are slow) with the time left. Run it again
-# (the same script) until `collect --status` says done; each call returns the changed tables.
+# Prepared in session 6 (no device time left in it) for the next session: issue 4's missing
+# sweeps, resumed from the shipped tables (each point ~1.5 s; `collect --status` lists them):
+# sweep_precision_core (70 of 192 points missing), sweep_precision_rest (128), sweep_bf16_nhwc
+# (256: bf16 and fp16 NHWC in one run). ~11 min in all: run this script twice (the same
+# script; each call returns the changed tables in h200.tgz: unpack, copy the parquet files and
+# manifest.json into data/h200).
 source tools/h200.sh
 export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.used --format=csv > $OUT/nvidia_smi.txt
 left=$(( 580 - SECONDS ))
 timeout $(( left - 15 )) python3 -m yolo_sm collect --plan data/plans/h200.yaml --out data/h200 \
   --max-minutes $(python3 -c "print(round(($left-40)/60,2))") \
-  --only sweep_precision_core,sweep_bf16_nhwc,sweep_precision_rest,sweep_compile --quiet > $OUT/collect.log 2>&1
+  --only sweep_precision_core,sweep_precision_rest,sweep_bf16_nhwc --quiet > $OUT/collect.log 2>&1
 echo "collect rc=$?"
 mkdir -p $OUT/h200 && cp data/h200/manifest.json data/h200/sweep_*.parquet $OUT/h200/
 tar czf $OUT/h200.tgz -C $OUT h200 && rm -rf $OUT/h200
