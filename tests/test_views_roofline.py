@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from yolo_sm import data
+from yolo_sm.errors import UserError
 from yolo_sm.kernels import add_kernel_class
 from yolo_sm.views import roofline as rf
 
@@ -183,6 +184,51 @@ def test_launch_views(trace):
     assert (f.C2f_layers == 8).all()  # YOLOv8 has 8 C2f blocks at any width
 
 
+def _kernels(config, iterations, per_iteration_us):
+    """A Kineto-like table: ``iterations`` forwards of ``config``, one row per kernel."""
+    return pd.DataFrame(
+        [
+            {"config": config, "iteration": i, "duration_us": d, "kernel_name": f"k{j}"}
+            for i in range(iterations)
+            for j, d in enumerate(per_iteration_us)
+        ]
+    )
+
+
+def test_fusion_measured_counts_per_forward():
+    k = pd.concat(
+        [_kernels("eager", 2, [10.0] * 8), _kernels("compile", 3, [20.0, 20.0, 10.0])],
+        ignore_index=True,
+    )
+    f = rf.fusion_measured(k).set_index("engine")
+    assert f.loc["eager", "launches"] == 8 and f.loc["compile", "launches"] == 3  # per forward
+    assert f.loc["eager", "kernel_ms"] == pytest.approx(0.08)
+    assert f.loc["compile", "kernel_ms"] == pytest.approx(0.05)
+    assert f.loc["compile", "removed_launch_share"] == pytest.approx(5 / 8)
+    assert f.loc["compile", "removed_time_share"] == pytest.approx(3 / 8)
+    assert f.loc["eager", "removed_launch_share"] == 0
+    with pytest.raises(UserError, match="no kernels of tensorrt"):
+        rf.fusion_measured(k, fused="tensorrt")
+
+
+def test_fusion_measured_of_the_shipped_compile_trace(trace):
+    from yolo_sm.views import fast as vf
+
+    both = vf.compare_backends(
+        {
+            "eager": data.load("h200/trace_fp8_w1_b64"),
+            "compile": data.load("h200/trace_compile_w1_b64"),
+        },
+        "yolov8_w1_fp16_nhwc_b64",
+    )
+    f = rf.fusion_measured(both).set_index("engine")
+    # inductor fuses elementwise kernels but keeps cuDNN's convolutions: fewer launches, not
+    # as few as one kernel per C2f block (the bound from the batch-8 trace)
+    assert f.loc["compile", "launches"] < f.loc["eager", "launches"]
+    bound = rf.fusion_bound(trace)
+    assert f.loc["compile", "removed_launch_share"] < bound.removed_share.min()
+
+
 def test_launch_cost(trace):
     sweep = data.load("h200/sweep_fp16_nhwc")
     c1 = rf.launch_cost(sweep, trace, 1)
@@ -231,6 +277,14 @@ def test_findings_markdown_has_no_missing_numbers(ncu_yolo, roof, stages, resnet
         cost=rf.launch_cost(sweep, trace, 1),
         cost8=rf.launch_cost(sweep, trace, 8),
         high=rf.HIGH_PCT,
+        fused=rf.fusion_measured(
+            pd.concat(
+                [_kernels("eager", 1, [1.0] * 240), _kernels("compile", 1, [1.0] * 140)],
+                ignore_index=True,
+            )
+        ),
+        fused_label="synthetic",
     )
     assert not re.search(r"\bnan\b", text, re.I)
     assert "fusing YOLOv8's C2f removes over 90 % of kernel launches\": " in text
+    assert "compile (synthetic) launches 140 kernels per forward against eager's 240 (-42%)" in text
