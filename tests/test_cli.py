@@ -408,6 +408,7 @@ def test_collect_status_and_bad_plan(tmp_path, capsys):
     )
     out = capsys.readouterr().out
     assert "sweep_fp16_nhwc" in out and "missing" in out
+    assert "128 of 128 points" in out and "left: about" in out  # an empty folder: all of it
     assert main(["collect", "--plan", str(tmp_path / "none.yaml"), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "does not exist" in err[0]

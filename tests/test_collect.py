@@ -327,3 +327,66 @@ def test_bench_step_runs_on_cpu_resumes_and_registers(tmp_path, monkeypatch):
     # done: a rerun measures nothing
     monkeypatch.setattr(bench, "bench_unit", None)
     assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
+
+
+def test_status_says_what_is_left_and_how_long_it_takes(tmp_path):
+    """A sweep's time per point comes from its own rows (gaps within one run), a missing table's
+    from the default; non-resumable steps show their est_s until done."""
+    plan = _plan(
+        tmp_path,
+        [
+            {"name": "s", "kind": "sweep", "out": "s.parquet", "params": SWEEP},
+            {"name": "c", "kind": "ceilings", "out": "c.parquet", "est_s": 42},
+        ],
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    st = collect.status(plan, out).set_index("step")
+    assert st.loc["s", "todo"] == "2 of 2 points" and st.loc["s", "est_source"] == "default"
+    assert st.loc["s", "est_left_s"] == round(2 * collect.DEFAULT_UNIT_S["sweep"])
+    assert st.loc["c", "est_left_s"] == 42 and st.loc["c", "est_source"] == "plan est_s"
+    # one point measured in a run whose rows came 3 s apart (a gap of an hour: another call)
+    spec = collect._sweep_spec(plan.steps[0], plan)
+    p = spec.points()[0]
+    times = [
+        "2026-11-30T10:00:00",
+        "2026-11-30T10:00:03",
+        "2026-11-30T10:00:06",
+        "2026-11-30T11:00:00",
+    ]
+    rows = pd.DataFrame(
+        [
+            {
+                **{
+                    k: getattr(p, k)
+                    for k in (
+                        "family",
+                        "width",
+                        "depth",
+                        "max_channels",
+                        "precision",
+                        "layout",
+                        "backend",
+                        "imgsz",
+                        "compile_mode",
+                        "device",
+                        "scale",
+                    )
+                },
+                "batch": p.batch,
+                "status": "ok",
+                "median_ms": 1.0,
+                "prov_date_utc": t,
+            }
+            for t in times
+        ]
+    )
+    rows.to_parquet(out / "s.parquet")
+    per, source = collect.unit_seconds(plan.steps[0], out / "s.parquet")
+    assert (per, source) == (3.0, "measured")
+    st = collect.status(plan, out).set_index("step")
+    assert st.loc["s", "state"] == "partial" and st.loc["s", "todo"] == "1 of 2 points"
+    assert st.loc["s", "est_left_s"] == 3
+    # unreadable: the default, no crash
+    (out / "s.parquet").write_bytes(b"PAR1 truncated")
+    assert collect.unit_seconds(plan.steps[0], out / "s.parquet")[1] == "default"

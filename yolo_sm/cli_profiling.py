@@ -48,7 +48,14 @@ def cmd_collect(args) -> int:
 
     plan = collect.load_plan(args.plan)
     if args.status:
-        print(collect.status(plan, args.out).to_string(index=False))
+        table = collect.status(plan, args.out)
+        print(table.to_string(index=False))
+        left = float(table.est_left_s.sum())
+        if left:
+            print(
+                f"left: about {left / 60:.1f} min of GPU time by these estimates "
+                f"({sum(table.state != 'done')} step(s) not done)"
+            )
         return 0
     only = [x for x in (args.only or "").split(",") if x]
     table = collect.run_plan(

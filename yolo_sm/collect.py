@@ -137,22 +137,72 @@ def progress_note(step: Step, plan: Plan, out_dir: Path) -> str:
     return f"PARTIAL ({total - left} of {total} {what}; the same command resumes it): "
 
 
+# seconds per sweep point / bench unit when the step's own table cannot tell (no rows yet):
+# H200, session 5: sweep_fp16_nhwc 1.6 s per point (mean gap between rows), bench 50-100 s per unit
+DEFAULT_UNIT_S = {"sweep": 1.6, "bench": 80.0}
+_SAME_RUN_GAP_S = 30.0  # row gaps longer than this are between device calls, not per point
+
+
+def unit_seconds(step: Step, path: Path) -> tuple[float, str]:
+    """Seconds one sweep point or bench unit of ``step`` takes and where that comes from: the
+    step's own table (a bench's ``unit_s``; a sweep's mean gap between consecutive rows of one
+    run, from ``prov_date_utc``), else :data:`DEFAULT_UNIT_S`."""
+    import pandas as pd
+
+    default = DEFAULT_UNIT_S.get(step.kind, step.est_s), "default"
+    if step.kind not in RESUMABLE or not path.exists():
+        return default
+    try:
+        df = pd.read_parquet(path, columns=None)
+    except Exception:  # noqa: BLE001 - an unreadable table: the default; collect says why later
+        return default
+    if step.kind == "bench" and "unit_s" in df:
+        per_unit = df.groupby(["width", "batch"]).unit_s.max().dropna()
+        if len(per_unit):
+            return float(per_unit.median()), "measured"
+    if step.kind == "sweep" and "prov_date_utc" in df and len(df) > 2:
+        t = pd.to_datetime(df["prov_date_utc"], errors="coerce", utc=True).dropna().sort_values()
+        gaps = t.diff().dt.total_seconds().dropna()
+        gaps = gaps[gaps < _SAME_RUN_GAP_S]
+        if len(gaps) >= 2 and gaps.mean() > 0:
+            return float(gaps.mean()), "measured"
+    return default
+
+
 def status(plan: Plan, out_dir: str | os.PathLike):
+    """One row per plan step: its state, for a sweep or bench what is left (``todo``, e.g.
+    ``70 of 192 points``) and ``est_left_s``, the time that needs (left x
+    :func:`unit_seconds`; ``est_source`` says measured or default); for the other kinds their
+    ``est_s`` while not done."""
     import pandas as pd
 
     out_dir = Path(out_dir)
-    return pd.DataFrame(
-        [
-            {
-                "step": s.name,
-                "kind": s.kind,
-                "out": s.out,
-                "state": step_state(s, plan, out_dir),
-                "est_s": s.est_s,
-            }
-            for s in plan.steps
-        ]
-    )
+    rows = []
+    for s in plan.steps:
+        state = step_state(s, plan, out_dir)
+        path = out_dir / s.out
+        row = {"step": s.name, "kind": s.kind, "state": state, "todo": "", "est_left_s": 0.0}
+        row["est_source"] = ""
+        if s.kind in RESUMABLE:
+            if path.exists():
+                left, total, what = _progress(s, plan, path)
+            else:
+                total, what = _total_units(s, plan)
+                left = total
+            if left:
+                per, source = unit_seconds(s, path)
+                row.update(todo=f"{left} of {total} {what}", est_left_s=round(left * per))
+                row["est_source"] = source
+        elif state != "done":
+            row.update(est_left_s=s.est_s, est_source="plan est_s")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _total_units(step: Step, plan: Plan) -> tuple[int, str]:
+    if step.kind == "sweep":
+        return len(_sweep_spec(step, plan).points()), "points"
+    return len(_bench_spec(step, plan).units()), "(model, batch) units"
 
 
 def redo_errors(step: Step, out_dir: Path, match: str = "") -> int:
