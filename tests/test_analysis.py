@@ -96,3 +96,14 @@ def test_time_weighted_skips_missing_values():
     out = analysis.time_weighted(df, "g").iloc[0]
     assert out.theoretical_occupancy_tw_pct == 50.0
     assert pd.isna(out.achieved_occupancy_tw_pct)
+
+
+def test_photo_errors_with_the_bench_class_prior_leaves_the_model_alone(tiny_yolo):
+    import torch
+
+    before = [p.detach().clone() for p in tiny_yolo.parameters()]
+    built = analysis.photo_errors(tiny_yolo, ("fp16",), imgsz=64)
+    prior = analysis.photo_errors(tiny_yolo, ("fp16",), imgsz=64, class_prior=True)
+    assert built.class_prior.tolist() == [False] and prior.class_prior.tolist() == [True]
+    assert prior.rel_err.iloc[0] != built.rel_err.iloc[0]  # another model: other logits
+    assert all(torch.equal(a, b) for a, b in zip(before, tiny_yolo.parameters(), strict=True))

@@ -96,6 +96,18 @@ def test_goal_3_flips_and_waits_for_8_bit_rows(df):
     checks = vf.goal_checks(d, PEAK)
     assert _status(d)[3] == vf.PENDING
     assert "NotAvailableError: no fp8" in checks[checks.goal == 3].note.item()
+    # fast enough where it ran, but one width's 8-bit engine failed its check: missed there
+    d = df.copy()
+    for w in sorted(set(d[d.width >= 1.0].width)):
+        d = _set_speed(d, "cudagraph/fp8/nhwc", w, 64, 1.5, over="cudagraph/fp16/nhwc")
+    assert _status(d)[3] == vf.MET
+    widest = d.width.max()
+    bad = (d.variant == "cudagraph/fp8/nhwc") & (d.width == widest) & (d.batch == 64)
+    d.loc[bad, ["status", "message", "img_per_s"]] = ["error", "NumericalMismatch: 0.103", None]
+    checks = vf.goal_checks(d, PEAK)
+    row = checks[(checks.goal == 3) & (checks.width == widest)]
+    assert row.met.tolist() == [False] and "NumericalMismatch: 0.103" in row.note.item()
+    assert _status(d)[3] == vf.MISSED
 
 
 def test_goal_4_needs_both_checks(df):

@@ -288,6 +288,29 @@ def test_compile_by_width_pairs_each_unit_and_findings_follow_the_data():
     text = scaling.compile_findings(scaling.compile_by_width(flipped))
     assert "does not fall" in text and "not below compile at every width" in text
     assert scaling.plot_compile_by_width(bench).data  # a figure with traces
+    sweep = pd.DataFrame(
+        [
+            {
+                "width": 0.5,
+                "batch": 1,
+                "backend": "eager",
+                "precision": "fp16",
+                "layout": "nhwc",
+                "status": "ok",
+                "img_per_s": 200.0,
+            },
+            {
+                "width": 2.0,
+                "batch": 1,
+                "backend": "cudagraph",
+                "precision": "fp16",
+                "layout": "nhwc",
+                "status": "ok",
+                "img_per_s": 50.0,
+            },
+        ]
+    )
+    assert "batch 1 0.50-0.50x" in scaling.compile_findings(t, sweep)  # eager 100 vs 200
     assert scaling.compile_findings(t.iloc[:0]) == "No torch.compile rows in the bench yet."
 
 
@@ -295,3 +318,69 @@ def test_compile_by_width_of_the_shipped_bench():
     t = scaling.compile_by_width(data.load("h200/bench_fast_engines"))
     assert {1, 16, 64} <= set(t.batch) and t["compile"].notna().all()
     assert "Batch 64" in scaling.compile_findings(t)
+
+
+def _fp8_bench():
+    rows = []
+    for w, errs in {0.5: (0.2, 0.15, 0.148), 1.0: (0.09, 0.085, 0.084)}.items():
+        for b, e in zip((1, 16, 64), errs, strict=True):
+            ok = e <= 0.1
+            rows.append(
+                {
+                    "width": w,
+                    "batch": b,
+                    "variant": "cudagraph/fp8/nhwc",
+                    "status": "ok" if ok else "error",
+                    "rel_err": e if ok else float("nan"),
+                    "message": ""
+                    if ok
+                    else "NumericalMismatch: cudagraph fp8 nhwc: relative L2 "
+                    f"error {e} vs eager fp32 exceeds the fp8 tolerance 0.1",
+                }
+            )
+    rows.append(
+        {
+            "width": 1.0,
+            "batch": 16,
+            "variant": "eager/fp16/nhwc",
+            "status": "ok",
+            "rel_err": 0.001,
+            "message": "",
+        }
+    )
+    return pd.DataFrame(rows)
+
+
+def test_bench_check_errors_reads_failed_checks_from_their_message():
+    g = scaling.bench_check_errors(_fp8_bench()).set_index("width")
+    # batch 1 (one photo) is left out: batch 16 and 64 check on the four images
+    assert g.loc[0.5, "gpu_err_min"] == 0.148 and g.loc[0.5, "gpu_err_max"] == 0.15
+    assert g.loc[0.5, "failed"] == 2 and g.loc[1.0, "failed"] == 0
+    assert g.loc[1.0, "gpu_err_max"] == 0.085
+    allb = scaling.bench_check_errors(_fp8_bench(), min_batch=1).set_index("width")
+    assert allb.loc[0.5, "gpu_err_max"] == 0.2
+    assert scaling.bench_check_errors(_fp8_bench(), variant="nope").empty
+
+
+def test_fp8_error_table_and_findings_compare_cpu_and_h200():
+    cpu = pd.DataFrame(
+        [
+            {"width": w, "precision": p, "class_prior": prior, "imgsz": 640, "rel_err": e}
+            for w, scale in ((0.5, 4.0), (1.0, 1.0))
+            for prior, fp8 in ((False, 0.01), (True, 0.08))
+            for p, e in (("fp16", 0.0003 * scale), ("bf16", 0.003 * scale), ("fp8", fp8 * scale))
+        ]
+    )
+    t = scaling.fp8_error_table(cpu, _fp8_bench())
+    assert list(t.columns[:4]) == ["width", "fp16", "bf16", "fp8"]
+    assert "fp8, class prior" in t and "fp8 H200 (class prior), max" in t
+    text = scaling.fp8_error_findings(t, tolerance=0.1)
+    # H200 0.15 vs CPU 0.32 at w0.5: more than 20 % apart -> said so
+    assert "width 0.5 15.0% vs 32.0%" in text and "differ by more than 20 %" in text
+    assert "fp16 4x, bf16 4x, fp8 4x" in text  # the narrow model amplifies each format
+    close = cpu.assign(
+        rel_err=lambda d: d.rel_err.where(~(d.class_prior & (d.width == 0.5)), 0.149)
+    )
+    t2 = scaling.fp8_error_table(close, _fp8_bench())
+    assert "agree within 20 %" in scaling.fp8_error_findings(t2, tolerance=0.1)
+    assert "H200" not in "".join(scaling.fp8_error_table(cpu).columns)  # no bench: CPU only

@@ -208,10 +208,19 @@ def box_agreement(
     return pd.DataFrame(rows)
 
 
-def photo_errors(model, precisions=("fp16", "bf16", "fp8"), *, imgsz=320, layout="nhwc"):
+def photo_errors(
+    model, precisions=("fp16", "bf16", "fp8"), *, imgsz=320, layout="nhwc", class_prior=False
+):
     """Relative L2 error of each precision's raw head output against eager fp32 on the CPU, on
     ultralytics' two photos (letterboxed, as they are and mirrored): the inputs the fp8 scales
-    are calibrated on, so the error is the number format's, not a calibration mismatch."""
+    are calibrated on, so the error is the number format's, not a calibration mismatch.
+
+    ``class_prior``: measure a copy of ``model`` whose class logits were given the fast-engines
+    bench's prior (:data:`yolo_sm.bench.CLASS_PRIOR`, :func:`yolo_sm.pipeline.set_class_prior`),
+    as the bench's numerical check sees it; as built, a random-weight model's class logits are
+    almost all constant bias, which the formats represent well and which dilutes the error."""
+    import copy
+
     import pandas as pd
     import torch
 
@@ -219,6 +228,12 @@ def photo_errors(model, precisions=("fp16", "bf16", "fp8"), *, imgsz=320, layout
     from yolo_sm.engines.base import relative_l2
     from yolo_sm.models.common import calibration_batches
 
+    if class_prior:
+        from yolo_sm.bench import CLASS_PRIOR
+        from yolo_sm.pipeline import set_class_prior
+
+        model = copy.deepcopy(model)
+        set_class_prior(model, *CLASS_PRIOR)
     x = calibration_batches(imgsz)[0]
     with torch.no_grad():
         ref = model.eval()(x)
@@ -231,7 +246,14 @@ def photo_errors(model, precisions=("fp16", "bf16", "fp8"), *, imgsz=320, layout
         xin = x.to(eng.module.parameters().__next__().dtype)
         if layout == "nhwc":
             xin = xin.contiguous(memory_format=torch.channels_last)
-        rows.append({"precision": prec, "imgsz": imgsz, "rel_err": relative_l2(eng(xin), ref)})
+        rows.append(
+            {
+                "precision": prec,
+                "imgsz": imgsz,
+                "class_prior": bool(class_prior),
+                "rel_err": relative_l2(eng(xin), ref),
+            }
+        )
         eng.close()
     return pd.DataFrame(rows)
 

@@ -312,13 +312,18 @@ def run_bench(
     return pd.DataFrame(rows)
 
 
+#: (p, spread) of :func:`yolo_sm.pipeline.set_class_prior` for the bench's models: class
+#: logits centred on log(p / (1 - p)) with this spread, so that NMS has detections to work on
+CLASS_PRIOR = (0.001, 1.5)
+
+
 def _build_model(family: str, width: float):
     from yolo_sm.models import build_yolo
     from yolo_sm.pipeline import set_class_prior
 
     try:
         model = build_yolo(family, width)
-        set_class_prior(model, 0.001, spread=1.5)  # detections for NMS to do real work
+        set_class_prior(model, *CLASS_PRIOR)  # detections for NMS to do real work
         return model
     except Exception as e:  # noqa: BLE001 - a model that cannot be built becomes error rows
         return e

@@ -372,7 +372,12 @@ def plot_gpm_by(medians, x: str = "batch", title: str | None = None):
 def memory_fit(table, value: str = "peak_mem_bytes"):
     """Per (imgsz, width, backend): least-squares line ``value = intercept + slope x batch`` over
     the ok batches; slope is the memory per extra image, intercept the batch-independent part
-    (weights, workspaces, allocator pools). With R² and the batches used."""
+    (weights, workspaces, allocator pools). With R² and the batches used.
+
+    ``counts_activations`` is False for CUDA graphs: their activations are allocated in the
+    graph's private pool during capture (inside the build) and freed there, so the peak of
+    ``max_memory_allocated`` over the replays holds only what stays allocated (weights, the
+    static input and output), not the pool the graph keeps reserved."""
     import numpy as np
     import pandas as pd
 
@@ -391,6 +396,7 @@ def memory_fit(table, value: str = "peak_mem_bytes"):
                 batches=len(g),
                 max_batch=int(b.max()),
                 peak_at_max_batch_bytes=float(m[b.argmax()]),
+                counts_activations=key[2] != "cudagraph",
             )
         )
     return pd.DataFrame(rows)
@@ -417,7 +423,8 @@ def memory_rule(fit, gpu_memory_bytes: float, claim_per_image_bytes: float, frac
 
 def memory_table(rule):
     """The memory-rule table in MB, the columns a reader needs."""
-    cols = ["imgsz", "width", "backend", "per_image_MB", "intercept_MB", "r2", "max_batch"]
+    cols = ["imgsz", "width", "backend", "counts_activations", "per_image_MB", "intercept_MB"]
+    cols += ["r2", "max_batch"]
     cols += [c for c in ("claim_safe_batch", "fitted_safe_batch", "claim_over_fitted_per_image")]
     out = rule.assign(
         per_image_MB=rule["per_image_bytes"] / 1e6, intercept_MB=rule["intercept_bytes"] / 1e6
@@ -796,7 +803,8 @@ def batch_findings(sat, speedup, coverage, gpm_med, rule, frac: float = 0.9, bui
         f"(floor({w1.budget_frac:g} x GPU memory / per-image memory)) rests on a per-image figure "
         f"{_rng(e640.claim_over_fitted_per_image, '{:.0f}')}x the measured slope of eager "
         f"peak memory at 640 px ({_rng(e640.per_image_bytes / 1e6)} MB per image from width "
-        f"{e640.width.min():g} to {e640.width.max():g}; CUDA graphs need less). The widest model "
+        f"{e640.width.min():g} to {e640.width.max():g}; a CUDA graph's timed peak leaves its "
+        f"activations out, they live in its private pool). The widest model "
         f"at batch {int(e640.max_batch.max())} peaked at "
         f"{e640.peak_at_max_batch_bytes.max() / 1e9:.1f} GB, "
         f"{e640.measured_over_claim_at_max_batch.max():.0%} of what the claim predicts. "

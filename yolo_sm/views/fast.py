@@ -408,6 +408,28 @@ def goal_checks(bench, peak_tflops: float, include_8bit: bool = False):
                     note=f"vs {r.fp16_variant}",
                 )
             )
+        # a width whose 8-bit engines all failed (e.g. the numerical check) misses the goal
+        bad = bench[
+            bench["precision"].isin(EIGHT_BIT)
+            & (bench["batch"] == GOAL3["batch"])
+            & (bench["width"] >= GOAL3["min_width"])
+            & (bench["status"] != "ok")
+            & ~bench["width"].isin(set(sp["width"]))
+        ]
+        for w, g in bad.groupby("width"):
+            row = _check(
+                3,
+                w,
+                GOAL3["batch"],
+                "8-bit / fp16",
+                g.variant.iloc[0],
+                None,
+                GOAL3["speedup"],
+                above=True,
+                note=f"no 8-bit figure: {g.message.iloc[0]}",
+            )
+            row["met"] = False
+            rows.append(row)
     # goal 4: the fastest pipeline row at (batch 16, width 0.5)
     pt = pipeline_table(bench)
     pt = pt[(pt["batch"] == GOAL4["batch"]) & ((pt["width"] - GOAL4["width"]).abs() < 1e-9)]

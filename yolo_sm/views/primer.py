@@ -7,8 +7,9 @@ from yolo_sm.kernels import add_kernel_class
 
 
 def wave_table(grid_sizes, active_blocks_per_sm: int = 1, sm_count: int = 132):
-    """For each grid size: waves, blocks in the last wave, how full the last wave is, and the
-    share of SM slots busy over the kernel (if every block takes as long)."""
+    """For each grid size: waves, blocks in the last wave, ``tail_fraction`` (how full a last,
+    partial wave is: 0 when the grid fills whole waves, so there is no tail), and the share of
+    SM slots busy over the kernel (if every block takes as long)."""
     import pandas as pd
 
     from yolo_sm.analysis import sm_coverage
@@ -23,7 +24,7 @@ def wave_table(grid_sizes, active_blocks_per_sm: int = 1, sm_count: int = 132):
                 "grid_size": g,
                 "waves": w,
                 "blocks_in_last_wave": g - (int(-(-g // slots)) - 1) * slots,
-                "last_wave_full": tail_fraction(g, active_blocks_per_sm, sm_count),
+                "tail_fraction": tail_fraction(g, active_blocks_per_sm, sm_count),
                 "sm_slots_busy": sm_coverage(w),
             }
         )

@@ -39,6 +39,18 @@ REFERENCE_NOTE = (
 )
 
 
+def ceiling_source(peak_tflops: float, peak_gbps: float) -> str:
+    """A few words for a legend: whether ``peak_tflops`` / ``peak_gbps`` are yolo_sm's own
+    measured ceilings, the brief's reference figures, or the user's."""
+    from yolo_sm.claims import PEAK_FP16_TFLOPS
+
+    if (peak_tflops, peak_gbps) == default_peaks():
+        return "measured by yolo_sm" if "measured" in ceiling_note() else "reference, not measured"
+    if peak_tflops == PEAK_FP16_TFLOPS:
+        return "reference, not measured"
+    return "set by the user"
+
+
 def ceiling_note() -> str:
     """Where the default ceilings come from (measured by yolo_sm, or the brief's figures)."""
     from yolo_sm.claims import peak_copy_gbps, peak_fp16_tflops
@@ -243,7 +255,7 @@ def plot_roofline(table, *, color="module_type", symbol=None, title=None):
         y=np.minimum(pk, xs * bw / 1e3),
         mode="lines",
         line={"color": "black", "dash": "dash"},
-        name=f"roof: {pk:.0f} TFLOP/s, {bw / 1e3:.1f} TB/s (reference, not measured)",
+        name=f"roof: {pk:.0f} TFLOP/s, {bw / 1e3:.1f} TB/s ({ceiling_source(pk, bw)})",
     )
     top = max(pk, d.achieved_tflops.max()) * 1.5
     bottom = min(d.achieved_tflops.min(), lo * bw / 1e3) / 1.5
@@ -754,6 +766,8 @@ def findings_markdown(
     idle_hi, idle_lo = cost8.gpu_idle_share_eager.idxmax(), cost8.gpu_idle_share_eager.idxmin()
     all_lo, all_hi = fusion.all_layers_removed_share.min(), fusion.all_layers_removed_share.max()
     dir_txt = "right" if c["direction_right"] else "not what the claim says"
+    per_kernel_lo = 1e3 * cost.eager.min() / cost.kernels_per_forward.max()
+    per_kernel_hi = 1e3 * cost.eager.max() / cost.kernels_per_forward.min()
     measured_txt = ""
     if fused is not None and len(fused) == 2:
         e, f = fused.iloc[0], fused.iloc[1]
@@ -799,11 +813,13 @@ compute side of the ridge (memory side: {mem_layers}), yet they reach
 {fl.pct_of_roof.min():.0f}-{fl.pct_of_roof.max():.0f} % of their roof: compute-side, not
 compute-bound. The zero-FLOP layers ({", ".join(zero.layer + " " + zero.module_type)}) move
 {zero.achieved_gbps.min():.0f}-{zero.achieved_gbps.max():.0f} GB/s
-({zero.pct_of_peak_gbps.min():.0f}-{zero.pct_of_peak_gbps.max():.0f} % of the reference
-bandwidth). The whole forward delivers {s0.tflops_forward:.0f} TFLOP/s at width {s0.width:g}
+({zero.pct_of_peak_gbps.min():.0f}-{zero.pct_of_peak_gbps.max():.0f} % of the copy
+ceiling). The whole forward delivers {s0.tflops_forward:.0f} TFLOP/s at width {s0.width:g}
 ({s0.pct_of_roof_tw:.0f} % of the roof, time-weighted; memory-side layers
 {s0.memory_side_time_share:.0%} of the time) and {s1.tflops_forward:.0f} TFLOP/s at width
-{s1.width:g} ({s1.pct_of_roof_tw:.0f} %; {s1.memory_side_time_share:.0%}).
+{s1.width:g} ({s1.pct_of_roof_tw:.0f} % of the roof, time-weighted; memory-side layers
+{s1.memory_side_time_share:.0%}). Time-weighted shares of each layer's roof are not the forward's
+TFLOP/s over the matmul ceiling ({s0.tflops_forward / pk:.0%} and {s1.tflops_forward / pk:.0%}).
 
 **Activations.** At width {mid_w:g} the largest layer output is
 {a.activation_mb.max():.1f} MB per image ({a.loc[a.activation_mb.idxmax(), "label"]}); all layer
@@ -826,7 +842,12 @@ each C2f into one kernel would remove
 bound). Removing 90 % would take fusing every layer into a single kernel
 ({all_lo:.1%}-{all_hi:.1%}).{measured_txt} At batch {cost.attrs.get("batch", "")} a CUDA
 graph saves {cost.graph_saves_ms.min():.2f}-{cost.graph_saves_ms.max():.2f} ms per forward,
-{cost.saved_us_per_launch.min():.1f}-{cost.saved_us_per_launch.max():.1f} us per launch; at
+{cost.saved_us_per_launch.min():.1f}-{cost.saved_us_per_launch.max():.1f} us per launch
+({cost.saved_us_per_launch.iloc[0]:.1f} at width {cost.width.iloc[0]:g},
+{cost.saved_us_per_launch.iloc[-1]:.1f} at width {cost.width.iloc[-1]:g}: where kernels run
+longer, the GPU hides part of the launches and the saving per launch is a lower bound of their
+host cost, while eager takes {cost.eager.min():.2f}-{cost.eager.max():.2f} ms at every width,
+{per_kernel_lo:.0f}-{per_kernel_hi:.0f} us per kernel); at
 batch {cost8.attrs.get("batch", "")} the GPU runs no kernel for
 {cost8.gpu_idle_share_eager.max():.0%} of an eager forward at width {cost8.width[idle_hi]:g} and
 {cost8.gpu_idle_share_eager.min():.0%} at width {cost8.width[idle_lo]:g} (kernel time from the

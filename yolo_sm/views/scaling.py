@@ -330,7 +330,7 @@ def width_findings(
         f"{hi.img_per_s:,.0f} img/s ({hi.img_per_s / lo.img_per_s:.2f}x) while FLOPs per image "
         f"grow {flop_ratio:.1f}x: delivered TFLOP/s rise {lo.tflops:.0f} -> {hi.tflops:.0f} "
         f"({lo.peak_frac:.0%} -> {hi.peak_frac:.0%} of the {peak_tflops:.0f} TFLOP/s fp16 "
-        f"peak). The best point of the sweep is width {best.width:g}, batch "
+        f"ceiling). The best point of the sweep is width {best.width:g}, batch "
         f"{best.batch:.0f}, {best.backend}: {best.tflops:.0f} TFLOP/s ({best.peak_frac:.0%}). "
         f"At batch {big.batch.max():.0f} eager the widest model runs "
         f"{big_e.tflops.max():.0f} TFLOP/s and the narrowest {big_e.tflops.min():.0f}.",
@@ -339,7 +339,8 @@ def width_findings(
         f"theoretical occupancy drifts {th.iloc[0]:.0f} % -> {th.iloc[-1]:.0f} %. The drift is "
         f"the kernel mix, not the kernels: tensor-core convolutions run at "
         f"{tc.theoretical_occupancy_tw_pct.min():.0f}-{tc.theoretical_occupancy_tw_pct.max():.0f}"
-        f" % theoretical at every width and their share of the time grows "
+        f" % theoretical at every width and their share of the time (convolutions only; the "
+        f"table's tensor-core share also counts GEMMs) grows "
         f"{tc.time_share.iloc[0]:.0%} -> {tc.time_share.iloc[-1]:.0%}, while elementwise "
         f"kernels (100 % theoretical) shrink {ew.time_share.iloc[0]:.0%} -> "
         f"{ew.time_share.iloc[-1]:.0%}. SM coverage rises "
@@ -652,6 +653,11 @@ def precision_findings(speedup, missing, fwd, matmul, errors, cpu_errors=None) -
     """The findings of notebook 02 as markdown, every number computed from the tables."""
     lines = ["**Findings (H200).**", ""]
     sp = speedup.copy()
+    kernels = (
+        {(r.precision, r.layout): r.kernels for r in fwd.itertuples()}
+        if {"precision", "layout", "kernels"} <= set(fwd.columns)
+        else {}
+    )
     for prec in [p for p in PRECISION_ORDER if p in set(sp.precision)]:
         s = sp[sp.precision == prec]
         lo_b, hi_b = s.batch.min(), s.batch.max()
@@ -660,12 +666,21 @@ def precision_findings(speedup, missing, fwd, matmul, errors, cpu_errors=None) -
             r = s[(s.backend == backend) & (s.batch == b)].ratio
             return f"{r.min():.1f}-{r.max():.1f}x" if len(r) else "n/a"
 
+        k = kernels.get((prec, "nchw")), kernels.get(("fp32", "nchw"))
+        launches = (
+            f"; Nsight Compute counts {k[0]:.0f} kernels per NCHW {prec} forward against "
+            f"fp32's {k[1]:.0f} (width 1.0 batch 8), and at this batch every launch costs host "
+            "time"
+            if None not in k and k[0] != k[1]
+            else ""
+        )
         lines.append(
             f"- **{prec} over fp32 (same run, NCHW, widths {s.width.min():g}-"
             f"{s.width.max():g}).** CUDA graph: batch {lo_b:.0f} {rng('cudagraph', lo_b)}, "
             f"batch {hi_b:.0f} {rng('cudagraph', hi_b)} faster; eager batch {hi_b:.0f} "
             f"{rng('eager', hi_b)}, eager batch {lo_b:.0f} {rng('eager', lo_b)} (eager batch "
-            f"{lo_b:.0f} is bound by kernel launches on the CPU, so a faster kernel barely shows)."
+            f"{lo_b:.0f} is bound by kernel launches on the CPU, so a faster kernel barely shows"
+            f"{launches})."
         )
     if len(missing):
         planned = int(missing.planned.iloc[0])
@@ -875,12 +890,29 @@ def compile_by_width(bench):
     return out[cols].sort_values(["batch", "width"]).reset_index(drop=True)
 
 
-def compile_findings(tab) -> str:
+def compile_findings(tab, sweep=None) -> str:
     """What :func:`compile_by_width` shows, computed from it: per batch, the range of each
     variant's speed-up across widths; at the largest batch, how the default-mode gain moves from
-    the narrowest to the widest model; and whether a CUDA graph alone explains it."""
+    the narrowest to the widest model; and whether a CUDA graph alone explains it. With
+    ``sweep`` (an fp16 NHWC width sweep from another run): how far the bench's eager baselines
+    are from the sweep's, per batch both hold."""
     if tab.empty:
         return "No torch.compile rows in the bench yet."
+    drift = ""
+    if sweep is not None:
+        e = _ok(sweep)
+        e = e[(e.backend == "eager") & (e.precision == "fp16") & (e.layout == "nhwc")]
+        j = tab.merge(e[["width", "batch", "img_per_s"]], on=["width", "batch"])
+        if len(j):
+            r = (j.eager_img_per_s / j.img_per_s).groupby(j.batch)
+            drift = (
+                "\n- **Baselines move between runs.** The bench's "
+                "eager img/s over the width sweep's (another session) for the same model and "
+                "batch: "
+                + "; ".join(f"batch {b:g} {g.min():.2f}-{g.max():.2f}x" for b, g in r)
+                + ". Small-batch eager is launch-bound and follows the host of the day, so "
+                "compare speed-ups only within one unit, whose variants ran in one process."
+            )
     variants = [c for c in COMPILE_VARIANTS.values() if c in tab]
     lines = []
     for b, g in tab.groupby("batch"):
@@ -938,7 +970,7 @@ def compile_findings(tab) -> str:
                     else "."
                 )
             )
-    return "\n".join(lines)
+    return "\n".join(lines) + drift
 
 
 def plot_compile_by_width(bench, title=None):
@@ -950,3 +982,113 @@ def plot_compile_by_width(bench, title=None):
         bench[bench.variant.isin(list(COMPILE_VARIANTS))],
         title=title or "torch.compile and CUDA graph over eager fp16 NHWC (same unit) vs width",
     )
+
+
+# ---- notebook 02: fp8 numerics, CPU emulation next to the H200 bench's check -----------------
+
+_CHECK_ERROR = r"relative L2 error ([0-9.]+(?:e[-+]?\d+)?)"
+
+
+def bench_check_errors(bench, variant: str = "cudagraph/fp8/nhwc", min_batch: int = 4):
+    """The numerical check of ``variant`` in the fast-engines bench, per width: the relative L2
+    error of the head output against eager fp32 on the photos (``rel_err`` of ok rows, read from
+    the message of rows that failed the check), its range over the batches of at least
+    ``min_batch``, and how many of them failed. The check's input is the four calibration images
+    (two photos and their mirror images) repeated to the batch: a smaller batch checks on fewer
+    images (batch 1: the bus photo alone), a multiple of four on the same images as
+    ``analysis.photo_errors``."""
+    import pandas as pd
+
+    b = bench[(bench.variant == variant) & (bench.batch >= min_batch)].copy()
+    if b.empty:
+        return pd.DataFrame(columns=["width", "gpu_err_min", "gpu_err_max", "failed", "batches"])
+    parsed = b.message.fillna("").str.extract(_CHECK_ERROR, expand=False).astype(float)
+    b["err"] = b.rel_err.where(b.status == "ok", parsed)
+    return (
+        b.groupby("width")
+        .agg(
+            gpu_err_min=("err", "min"),
+            gpu_err_max=("err", "max"),
+            failed=("status", lambda s: int((s != "ok").sum())),
+            batches=("batch", "nunique"),
+        )
+        .reset_index()
+    )
+
+
+def fp8_error_table(cpu_errors, bench=None):
+    """Per width: the CPU-measured head-output error (``analysis.photo_errors_by_width``) of
+    fp16, bf16 and fp8 on the model as built and with the bench's class prior, and, from
+    ``bench``, the H200 fp8 engine's check on the prior model (:func:`bench_check_errors`)."""
+    wide = cpu_errors.pivot_table(
+        index="width", columns=["class_prior", "precision"], values="rel_err"
+    )
+    wide.columns = [f"{p}{', class prior' if prior else ''}" for prior, p in wide.columns]
+    order = [c for c in ("fp16", "bf16", "fp8") if c in wide]
+    order += [c for c in wide.columns if c not in order]
+    out = wide[order].reset_index()
+    if bench is not None:
+        g = bench_check_errors(bench).set_index("width")
+        out = out.join(g[["gpu_err_min", "gpu_err_max", "failed"]], on="width")
+        out = out.rename(
+            columns={
+                "gpu_err_min": "fp8 H200 (class prior), min",
+                "gpu_err_max": "fp8 H200 (class prior), max",
+                "failed": "H200 batches over tolerance",
+            }
+        )
+    return out
+
+
+def fp8_error_findings(tab, tolerance: float | None = None) -> str:
+    """What :func:`fp8_error_table` shows, computed from it."""
+    if tolerance is None:
+        from yolo_sm.engines.config import TOLERANCE, Precision
+
+        tolerance = TOLERANCE[Precision.FP8]
+    t = tab.sort_values("width").set_index("width")
+    lines = []
+    if "fp8" in t:
+        lines.append(
+            "- **As built** (class logits almost all constant bias): fp8 adds "
+            + ", ".join(f"{v:.2%} at width {w:g}" for w, v in t["fp8"].items())
+            + " of relative L2 error to the raw head output"
+            + (f" (fp16 {t['fp16'].min():.3%}-{t['fp16'].max():.3%})." if "fp16" in t else ".")
+        )
+    prior = "fp8, class prior"
+    if prior in t:
+        lines.append(
+            "- **With the bench's class prior** (class logits spread like a trained model's): "
+            + ", ".join(f"{v:.1%} at width {w:g}" for w, v in t[prior].items())
+            + f"; the fp8 tolerance is {tolerance:.0%}. The prior makes the class logits carry "
+            "signal instead of a constant, so their rounding shows."
+        )
+        gpu = "fp8 H200 (class prior), max"
+        if gpu in t:
+            both = t.dropna(subset=[prior, gpu])
+            if len(both):
+                ratio = both[gpu] / both[prior]
+                lines.append(
+                    "- **H200 (cuDNN FP8 convolutions, the bench's check at batch 16 and 64: "
+                    "the same four images) against this CPU emulation:** "
+                    + ", ".join(
+                        f"width {w:g} {r[gpu]:.1%} vs {r[prior]:.1%}" for w, r in both.iterrows()
+                    )
+                    + f" (H200 / CPU {ratio.min():.2f}-{ratio.max():.2f}x). "
+                    + (
+                        "They agree within 20 %: the GPU path computes what the emulation does."
+                        if ((ratio - 1).abs() <= 0.2).all()
+                        else "They differ by more than 20 % at some width: the GPU path is not "
+                        "only the emulated rounding there (other scales, accumulation or plans; "
+                        "`tools/fp8_diag.py` compares them convolution by convolution)."
+                    )
+                )
+    if "fp16" in t and len(t) >= 2:
+        w0, w1 = t.index[0], t.index[1]
+        cols = [c for c in ("fp16", "bf16", "fp8") if c in t]
+        amp = ", ".join(f"{c} {t.loc[w0, c] / t.loc[w1, c]:.0f}x" for c in cols)
+        lines.append(
+            f"- **The narrowest model amplifies rounding:** width {w0:g}'s errors over width "
+            f"{w1:g}'s: {amp}. The error is the network's sensitivity times the format's step."
+        )
+    return "\n".join(lines)
