@@ -103,6 +103,17 @@ def test_max_channels_cap():
     assert (req[~req.capped].out_channels == req[~req.capped].requested_channels).all()
     assert not t[t.requested_channels.isna()].capped.any()
     assert not channel_table(build_yolo("yolov8", 0.25), 64).capped.any()  # 1024 < 2048
+    assert not req.rounded.any()  # capped to 256 at width 1.0: a multiple of 8, no rounding
+
+
+def test_cap_applies_before_the_width_and_rounding_after_it():
+    # ultralytics: make_divisible(min(yaml, max_channels) * width, 8)
+    t = channel_table(build_yolo("yolov8", 1.25, max_channels=512, calibrate=False), 64)
+    capped = t[t.capped]
+    assert len(capped) and (capped.out_channels == 640).all()  # min(1024, 512) x 1.25
+    assert not capped.rounded.any()  # 640 needs no rounding: only the cap changed it
+    t = channel_table(build_yolo("yolov8", 0.3, max_channels=512, calibrate=False), 64)
+    assert t[t.capped].rounded.all()  # min(1024, 512) x 0.3 = 153.6 -> 160: both at once
 
 
 @pytest.mark.parametrize("family", ["yolov8", "yolo11"])

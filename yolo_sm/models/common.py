@@ -21,6 +21,8 @@ class LayerRef:
     module: nn.Module
     requested_channels: float | None = None  # width-scaled channels before rounding and cap
     capped: bool = False  # ultralytics' max_channels cap lowered this layer's width
+    # channels after the cap, before rounding up to a multiple of 8 (min(yaml, cap) x width)
+    capped_channels: float | None = None
 
 
 def calibration_batches(imgsz: int = 160, seed: int = 0) -> list[torch.Tensor]:

@@ -33,13 +33,14 @@ def _yolo_layers(model: YoloForward) -> list[LayerRef]:
         stage = "backbone" if i < meta["n_backbone"] else "neck"
         if i == len(model.det.model) - 1:
             stage = "head"
-        requested, capped = None, False
+        requested, capped, after_cap = None, False, None
         args = spec[3]
         if args and isinstance(args[0], (int, float)) and kind not in ("Concat", "Upsample"):
             if stage != "head":
                 requested = args[0] * meta["width"]
                 capped = args[0] > meta["max_channels"]
-        out.append(LayerRef(i, f"model.{i}", kind, stage, m, requested, capped))
+                after_cap = min(args[0], meta["max_channels"]) * meta["width"]
+        out.append(LayerRef(i, f"model.{i}", kind, stage, m, requested, capped, after_cap))
     return out
 
 
@@ -122,7 +123,8 @@ def channel_table(model: nn.Module, imgsz: int = 640, bytes_per_element: int = 2
                 "in_channels": s.get("in_channels"),
                 "out_channels": out_ch,
                 "requested_channels": r.requested_channels,
-                "rounded": r.requested_channels is not None and out_ch != r.requested_channels,
+                # rounded up to a multiple of 8 (after the cap, which `capped` reports)
+                "rounded": r.capped_channels is not None and out_ch != r.capped_channels,
                 "capped": r.capped,
                 "stride": imgsz // s["out_h"] if s.get("out_h") else None,
                 "out_h": s.get("out_h"),
