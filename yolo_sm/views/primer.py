@@ -135,6 +135,6 @@ def findings(ncu_yolo, config: str, wide, trace, layers) -> str:
             f"- Kineto's `est. achieved occupancy` is the calculator's value capped by the grid, "
             f"not a measurement: over the trace of `{config}` it averages {est:.1f} % against "
             f"{theo:.1f} % theoretical; per layer it differs from ncu's achieved occupancy by "
-            f"{gap.median():.1f} points (median), up to {gap.max():.0f}.",
+            f"{gap.median():.1f} points (median), up to {gap.max():.0f} points.",
         ]
     )
