@@ -71,6 +71,27 @@ def test_cudagraph_replays_same_as_eager(model):
     graph.close()
 
 
+def test_cudagraph_private_pool_holds_the_activations(model):
+    """graph_pool_bytes: what the capture reserved; it grows with the batch (activations), and
+    max_memory_allocated over the replays does not see it."""
+    pools = {}
+    for batch in (2, 16):
+        torch.cuda.empty_cache()
+        cfg = EngineConfig(
+            backend="cudagraph", precision="fp16", layout="nhwc", batch=batch, device="cuda"
+        )
+        eng = build_engine(model, cfg)
+        pools[batch] = eng.info["graph_pool_bytes"]
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        for _ in range(3):
+            eng(eng._input)
+        torch.cuda.synchronize()
+        assert torch.cuda.max_memory_allocated() == before  # a replay allocates nothing
+        eng.close()
+    assert 0 < pools[2] < pools[16]
+
+
 def test_compile_does_not_recompile_per_call(model):
     cfg = EngineConfig(backend="compile", precision="fp16", layout="nhwc", batch=2, device="cuda")
     eng = build_engine(model, cfg)

@@ -546,3 +546,22 @@ def test_sigkill_then_resume(tmp_path):
     first = killed.set_index(list(KEY_COLUMNS)).median_ms
     assert df.set_index(list(KEY_COLUMNS)).median_ms.loc[first.index].tolist() == first.tolist()
     assert partials(tmp_path) == []
+
+
+def test_engine_info_reaches_the_row(tmp_path, monkeypatch):
+    """A backend's build details (a CUDA graph's capture time and private pool, ...) become
+    columns of its row; an engine without them leaves the columns empty."""
+    real = yolo_sm.engines.build_engine
+
+    def build(model, config):
+        eng = real(model, config)
+        if config.batch == 2:
+            eng.info.update(capture_s=0.25, graph_pool_bytes=123_456_789)
+        return eng
+
+    monkeypatch.setattr(yolo_sm.engines, "build_engine", build)
+    out = tmp_path / "info.parquet"
+    run_sweep(tiny_spec(precisions="fp32", budget_ms=5, warmup_ms=1), out, progress=False)
+    back = pd.read_parquet(out).set_index("batch")
+    assert back.loc[2, "graph_pool_bytes"] == 123_456_789 and back.loc[2, "capture_s"] == 0.25
+    assert pd.isna(back.loc[1, "graph_pool_bytes"])

@@ -202,3 +202,26 @@ def test_gpm_overhead_table_of_the_shipped_rounds():
         assert t.throughput_lost_pct[config] == overhead_pct(g)
         assert t.rounds[config] == g["round"].nunique()
         assert t.img_per_s_without[config] == g[~g.sampler].img_per_s.median()
+
+
+def test_memory_fit_adds_a_graphs_private_pool_where_measured():
+    rows = [
+        {
+            "imgsz": 640,
+            "width": 1.0,
+            "backend": b,
+            "batch": n,
+            "peak_mem_bytes": 1e9 + 1e6 * n,
+            "graph_pool_bytes": pool(n),
+        }
+        for n in (1, 2, 4, 8)
+        for b, pool in (("eager", lambda n: None), ("cudagraph", lambda n: 5e7 * n))
+    ]
+    fit = vb.memory_fit(pd.DataFrame(rows)).set_index("backend")
+    assert fit.loc["eager", "per_image_bytes"] == pytest.approx(1e6)
+    assert fit.loc["cudagraph", "per_image_bytes"] == pytest.approx(1e6 + 5e7)  # pool counted
+    assert fit.loc["cudagraph", "counts_activations"] and fit.loc["eager", "counts_activations"]
+    # without the pool column (the shipped sweeps): the graph's fit misses its activations
+    old = vb.memory_fit(pd.DataFrame(rows).drop(columns="graph_pool_bytes")).set_index("backend")
+    assert not old.loc["cudagraph", "counts_activations"]
+    assert old.loc["cudagraph", "per_image_bytes"] == pytest.approx(1e6)

@@ -33,7 +33,11 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "samples_ms": "every timed call, milliseconds (list)",
         "noisy": "IQR/median above 10 %",
         "peak_mem_bytes": "peak allocated GPU bytes during the timed calls (weights, input, "
-        "activations, workspaces), GPU only",
+        "activations, workspaces), GPU only. A CUDA graph's activations are not in it: they live "
+        "in the graph's private pool (graph_pool_bytes)",
+        "graph_pool_bytes": "cudagraph rows: GPU memory the capture reserved, the graph's "
+        "private pool that holds its activations for the graph's lifetime (absent in rows "
+        "measured before 2026-12)",
         "bn_calibrated": "random-weight model with BatchNorm statistics set from random images "
         "(False: ultralytics' default init, whose activations vanish in deep layers)",
     },
@@ -201,7 +205,11 @@ SCHEMAS: dict[str, dict[str, str]] = {
 # e.g. an ncu table collected with the "throughput" metric set has no occupancy columns).
 REQUIRED = {
     # check_input: absent in sweeps measured before the check moved to the photos
-    "sweep": tuple(c for c in SCHEMAS["sweep"] if c not in ("peak_mem_bytes", "check_input")),
+    "sweep": tuple(
+        c
+        for c in SCHEMAS["sweep"]
+        if c not in ("peak_mem_bytes", "check_input", "graph_pool_bytes")
+    ),
     "ncu": ("kernel_id", "kernel_name", "nvtx_path", "nvtx_range", "duration_us"),
     "kernels": (
         "kernel_name",

@@ -422,7 +422,7 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
         row["tflops"] = flops_per_img * p.batch / (m.median_ms * 1e-3) / 1e12
         if on_gpu:
             row["peak_mem_bytes"] = torch.cuda.max_memory_allocated()
-        for k in ("compile_s", "capture_s", "recompiles", "graphs_compiled"):
+        for k in ("compile_s", "capture_s", "graph_pool_bytes", "recompiles", "graphs_compiled"):
             if k in engine.info:
                 row[k] = engine.info[k]
         row.update({f"prov_{k}": v for k, v in m.provenance.items()})

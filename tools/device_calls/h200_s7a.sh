@@ -8,6 +8,10 @@
 source tools/h200.sh
 export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.used --format=csv > $OUT/nvidia_smi.txt
+# the CUDA graph engine records its private pool (graph_pool_bytes) since session 6: its GPU
+# tests first (first call only; ~30 s), the sweeps' cudagraph rows carry the column
+[ -f data/h200/sweep_bf16_nhwc.parquet ] || { timeout -s INT 90 python3 -m pytest -m gpu -q -p no:cacheprovider \
+  tests/test_gpu_engines.py -k cudagraph > $OUT/pytest_gpu.log 2>&1; echo "pytest rc=$?"; tail -3 $OUT/pytest_gpu.log; }
 left=$(( 580 - SECONDS ))
 timeout $(( left - 15 )) python3 -m yolo_sm collect --plan data/plans/h200.yaml --out data/h200 \
   --max-minutes $(python3 -c "print(round(($left-40)/60,2))") \

@@ -57,11 +57,16 @@ def build_cudagraph(model: torch.nn.Module, config: EngineConfig, warmup: int = 
             for _ in range(warmup):
                 head_tensor(m(static_in))
         torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        reserved0 = torch.cuda.memory_reserved(static_in.device)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             static_out = head_tensor(m(static_in))
     torch.cuda.synchronize()
     capture_s = time.perf_counter() - t0
+    # the capture allocates from a private pool of new segments, which the graph keeps for its
+    # lifetime (its activations live there); max_memory_allocated over replays does not see it
+    graph_pool_bytes = torch.cuda.memory_reserved(static_in.device) - reserved0
 
     def run(x: torch.Tensor) -> torch.Tensor:
         if x is not static_in:
@@ -76,7 +81,7 @@ def build_cudagraph(model: torch.nn.Module, config: EngineConfig, warmup: int = 
         config,
         run,
         f"cudagraph {config.precision.value} {config.layout.value}",
-        info={"capture_s": capture_s},
+        info={"capture_s": capture_s, "graph_pool_bytes": graph_pool_bytes},
         close_fn=close,
         keepalive=(m, static_out),
         module=m,

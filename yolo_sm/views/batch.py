@@ -57,6 +57,7 @@ def batch_table(sweep):
             "iqr_ms",
             "tflops",
             "peak_mem_bytes",
+            "graph_pool_bytes",
             "build_peak_mem_bytes",
             "noisy",
         )
@@ -374,16 +375,25 @@ def memory_fit(table, value: str = "peak_mem_bytes"):
     the ok batches; slope is the memory per extra image, intercept the batch-independent part
     (weights, workspaces, allocator pools). With R² and the batches used.
 
-    ``counts_activations`` is False for CUDA graphs: their activations are allocated in the
-    graph's private pool during capture (inside the build) and freed there, so the peak of
-    ``max_memory_allocated`` over the replays holds only what stays allocated (weights, the
-    static input and output), not the pool the graph keeps reserved."""
+    ``counts_activations`` is False for CUDA graphs measured without ``graph_pool_bytes``:
+    their activations are allocated in the graph's private pool during capture (inside the
+    build) and freed there, so the peak of ``max_memory_allocated`` over the replays holds only
+    what stays allocated (weights, the static input and output), not the pool the graph keeps
+    reserved. Where a row has ``graph_pool_bytes``, the pool is added to its peak."""
     import numpy as np
     import pandas as pd
 
     rows = []
+    table = table.copy()
+    if "graph_pool_bytes" in table:
+        has_pool = table["graph_pool_bytes"].notna()
+        # a graph's footprint: what stays allocated plus its private pool, where measured
+        table.loc[has_pool, value] = table[value] + table["graph_pool_bytes"]
+    else:
+        has_pool = table[value].isna() & False
     for key, g in table.dropna(subset=[value]).groupby(["imgsz", "width", "backend"]):
         b, m = g["batch"].to_numpy(float), g[value].to_numpy(float)
+        counts = key[2] != "cudagraph" or bool(has_pool[g.index].all())
         slope, intercept = np.polyfit(b, m, 1)
         resid = m - (intercept + slope * b)
         ss = ((m - m.mean()) ** 2).sum()
@@ -396,7 +406,7 @@ def memory_fit(table, value: str = "peak_mem_bytes"):
                 batches=len(g),
                 max_batch=int(b.max()),
                 peak_at_max_batch_bytes=float(m[b.argmax()]),
-                counts_activations=key[2] != "cudagraph",
+                counts_activations=counts,
             )
         )
     return pd.DataFrame(rows)
