@@ -231,6 +231,21 @@ def test_ceilings_step_runs_on_cpu_and_registers(tmp_path):
     df = pd.read_parquet(tmp_path / "out" / "ceilings.parquet")
     assert set(df.ceiling) >= {"matmul_fp32", "matmul_fp16"} and (df.value > 0).all()
     assert df.prov_device.eq("cpu").all()
+    assert not df.ceiling.str.contains("_n64").any()  # one size: no per-size rows
+
+
+def test_ceilings_take_the_best_of_several_sizes():
+    from yolo_sm.ceilings import measure_ceilings
+
+    df = measure_ceilings("cpu", n=(32, 64), budget_ms=5, precisions=("fp32", "fp16"))
+    v = df.set_index("ceiling")
+    for prec in ("fp32", "fp16"):
+        sizes = v.loc[[f"matmul_{prec}_n32", f"matmul_{prec}_n64"], "value"]
+        assert v.loc[f"matmul_{prec}", "value"] == sizes.max()
+        assert v.loc[f"matmul_{prec}", "size"] == f"{32 if sizes.iloc[0] > sizes.iloc[1] else 64}^3"
+    # fp32 (SIMT) stops at simt_max_n, the smallest size always runs
+    df = measure_ceilings("cpu", n=(32, 64), budget_ms=5, precisions=("fp32",), simt_max_n=32)
+    assert set(df.ceiling) == {"matmul_fp32_n32", "matmul_fp32"}
 
 
 def test_probe_step_runs_on_cpu_and_registers(tmp_path, monkeypatch):

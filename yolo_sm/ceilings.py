@@ -38,14 +38,20 @@ def _matmul_fn(prec: str, n: int, device: str):
 
 def measure_ceilings(
     device: str = "cuda",
-    n: int = 8192,
+    n: int | tuple[int, ...] = 8192,
     copy_bytes: int = 1 << 30,
     budget_ms: float = 300.0,
     precisions=MATMUL_DTYPES,
+    simt_max_n: int = 8192,
 ):
     """One row per ceiling: ``ceiling`` (e.g. ``matmul_fp16``, ``copy_d2d``, ``copy_h2d_frame``),
     ``value`` in ``unit`` (TFLOP/s, GB/s or ms), the median / IQR of the timed calls and the
-    problem size. On a CPU only the matmuls run (useful for tests, not a ceiling of interest)."""
+    problem size. On a CPU only the matmuls run (useful for tests, not a ceiling of interest).
+
+    ``n``: one size or several. With several, each precision is timed at each size (a row
+    ``matmul_<prec>_n<size>``; fp32 on the SIMT units only up to ``simt_max_n``, where bigger
+    sizes take seconds per call) and ``matmul_<prec>`` is the fastest of them: cuBLAS's best
+    kernel and the clocks it sustains under power differ per shape."""
     import pandas as pd
     import torch
 
@@ -67,15 +73,27 @@ def measure_ceilings(
             }
         )
 
+    sizes = (int(n),) if isinstance(n, int) else tuple(int(x) for x in n)
     old_tf32 = torch.backends.cuda.matmul.allow_tf32
     try:
         for prec in precisions:
             torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
-            fn = _matmul_fn(prec, n, device)
-            if fn is None:
-                continue
-            m = measure(fn, device=device, budget_ms=budget_ms)
-            add(f"matmul_{prec}", m, 2 * n**3 / (m.median_ms * 1e-3) / 1e12, "TFLOP/s", f"{n}^3")
+            best = None
+            for size in sizes:
+                if prec == "fp32" and size > simt_max_n and size != min(sizes):
+                    continue
+                fn = _matmul_fn(prec, size, device)
+                if fn is None:
+                    break
+                m = measure(fn, device=device, budget_ms=budget_ms)
+                tflops = 2 * size**3 / (m.median_ms * 1e-3) / 1e12
+                if len(sizes) > 1:
+                    add(f"matmul_{prec}_n{size}", m, tflops, "TFLOP/s", f"{size}^3")
+                if best is None or tflops > best[1]:
+                    best = (m, tflops, size)
+                del fn
+            if best is not None:
+                add(f"matmul_{prec}", best[0], best[1], "TFLOP/s", f"{best[2]}^3")
     finally:
         torch.backends.cuda.matmul.allow_tf32 = old_tf32
     if cuda:

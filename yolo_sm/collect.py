@@ -423,7 +423,7 @@ def _run_ceilings(step, plan, out_dir, deadline, progress):
     p = step.params
     df = measure_ceilings(
         plan.device,
-        n=int(p.get("n", 8192)),
+        n=tuple(p["n"]) if isinstance(p.get("n"), list) else int(p.get("n", 8192)),
         copy_bytes=int(p.get("copy_bytes", 1 << 30)),
         budget_ms=float(p.get("budget_ms", 300)),
     )
