@@ -384,3 +384,35 @@ def test_fp8_error_table_and_findings_compare_cpu_and_h200():
     t2 = scaling.fp8_error_table(close, _fp8_bench())
     assert "agree within 20 %" in scaling.fp8_error_findings(t2, tolerance=0.1)
     assert "H200" not in "".join(scaling.fp8_error_table(cpu).columns)  # no bench: CPU only
+
+
+def test_presets_findings_flag_a_costlier_preset_measured_faster():
+    def row(scale, gflops, img_per_s, backend="eager", batch=8):
+        return {
+            "family": "yolov8",
+            "scale": scale,
+            "precision": "fp16",
+            "backend": backend,
+            "batch": batch,
+            "status": "ok",
+            "gflops_per_img": gflops,
+            "img_per_s": img_per_s,
+            "tflops": gflops * img_per_s / 1e3,
+            "message": "",
+        }
+
+    t = pd.DataFrame(
+        [
+            row("n", 8, 1300),
+            row("s", 28, 1500),
+            row("m", 79, 900),
+            row("n", 8, 9000, "cudagraph", 64),
+            row("s", 28, 4000, "cudagraph", 64),
+        ]
+    )
+    text = scaling.presets_findings(t)
+    assert "**1 point(s) run faster than a preset with fewer FLOPs**" in text
+    assert "yolov8 fp16 eager batch 8: s 1,500 img/s > n 1,300" in text
+    assert "1 of them are eager at batch 8 or less" in text
+    monotone = t[t.scale != "s"]
+    assert "run faster" not in scaling.presets_findings(monotone)

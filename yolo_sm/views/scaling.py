@@ -843,6 +843,24 @@ def presets_findings(table) -> str:
                 f"{a.img_per_s / b.img_per_s:.1f}x fewer img/s ({a.tflops:.0f} -> "
                 f"{b.tflops:.0f} TFLOP/s)."
             )
+    inversions, eager_small = [], 0
+    for (fam, prec, backend, b), g in ok.groupby(["family", "precision", "backend", "batch"]):
+        g = g.sort_values("gflops_per_img")
+        faster = g.img_per_s.diff() > 0  # a costlier preset measured faster than the one before
+        for i in g.index[faster.to_numpy()]:
+            prev = g.loc[:i].iloc[-2]
+            inversions.append(
+                f"{fam} {prec} {backend} batch {b:g}: {g.loc[i, 'scale']} "
+                f"{g.loc[i, 'img_per_s']:,.0f} img/s > {prev.scale} {prev.img_per_s:,.0f}"
+            )
+            eager_small += backend == "eager" and b <= 8
+    if inversions:
+        lines.append(
+            f"- **{len(inversions)} point(s) run faster than a preset with fewer FLOPs** "
+            f"({'; '.join(inversions)}); {eager_small} of them are eager at batch 8 or less, "
+            "where the host's launches set the pace and a point carries the host's noise; the "
+            "kernel mix also differs between presets (depth, channel caps)."
+        )
     bad = table[table.status != "ok"]
     if len(bad):
         kinds = bad.groupby(["family", "precision"]).scale.apply(
