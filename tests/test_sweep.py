@@ -565,3 +565,26 @@ def test_engine_info_reaches_the_row(tmp_path, monkeypatch):
     back = pd.read_parquet(out).set_index("batch")
     assert back.loc[2, "graph_pool_bytes"] == 123_456_789 and back.loc[2, "capture_s"] == 0.25
     assert pd.isna(back.loc[1, "graph_pool_bytes"])
+
+
+def test_deadline_keeps_a_models_points_together(tmp_path, monkeypatch):
+    """With a deadline, a model (width) starts only if all its points fit at the run's pace, so
+    that its points are measured side by side; the next run measures the skipped model whole."""
+    clock = {"t": 0.0}
+    monkeypatch.setattr(sweep.time, "monotonic", lambda: clock["t"])
+    real = sweep.run_point
+
+    def ten_seconds_each(*a, **kw):
+        clock["t"] += 10.0  # every point "takes" 10 s
+        return real(*a, **kw)
+
+    monkeypatch.setattr(sweep, "run_point", ten_seconds_each)
+    spec = tiny_spec(widths=[0.0625, 0.125], precisions="fp32", budget_ms=2, warmup_ms=1)
+    out = tmp_path / "d.parquet"
+    # 2 points per width: the first width takes 20 s; the second needs 20 more, 15 are left
+    df = run_sweep(spec, out, progress=False, deadline=35.0)
+    assert sorted(set(df.width)) == [0.0625] and len(df) == 2
+    # enough time: the second width runs whole
+    clock["t"] = 0.0
+    df = run_sweep(spec, out, progress=False, deadline=100.0)
+    assert len(df) == 4 and (df[df.width == 0.125].status == "ok").all()

@@ -225,3 +225,24 @@ def test_memory_fit_adds_a_graphs_private_pool_where_measured():
     old = vb.memory_fit(pd.DataFrame(rows).drop(columns="graph_pool_bytes")).set_index("backend")
     assert not old.loc["cudagraph", "counts_activations"]
     assert old.loc["cudagraph", "per_image_bytes"] == pytest.approx(1e6)
+
+
+def test_memory_fit_of_a_graph_sweep_resumed_across_code_versions():
+    # batches 1-4 measured before the pool was recorded, 8-32 after: fit the pooled rows only
+    rows = [
+        {
+            "imgsz": 640,
+            "width": 1.0,
+            "backend": "cudagraph",
+            "batch": n,
+            "peak_mem_bytes": 1e9 + 1e6 * n,
+            "graph_pool_bytes": 5e7 * n if n >= 8 else None,
+        }
+        for n in (1, 2, 4, 8, 16, 32)
+    ]
+    fit = vb.memory_fit(pd.DataFrame(rows)).iloc[0]
+    assert fit.counts_activations and fit.batches == 3
+    assert fit.per_image_bytes == pytest.approx(1e6 + 5e7)
+    one_pooled = [dict(r, graph_pool_bytes=None) if r["batch"] != 32 else r for r in rows]
+    fit = vb.memory_fit(pd.DataFrame(one_pooled)).iloc[0]
+    assert not fit.counts_activations and fit.batches == 5  # the unpooled rows

@@ -108,6 +108,11 @@ def test_goal_3_flips_and_waits_for_8_bit_rows(df):
     row = checks[(checks.goal == 3) & (checks.width == widest)]
     assert row.met.tolist() == [False] and "NumericalMismatch: 0.103" in row.note.item()
     assert _status(d)[3] == vf.MISSED
+    # failing the check at every width: missed, not pending
+    d = df.copy()
+    fp8 = d.variant == "cudagraph/fp8/nhwc"
+    d.loc[fp8, ["status", "message", "img_per_s"]] = ["error", "NumericalMismatch: 0.2", None]
+    assert _status(d)[3] == vf.MISSED
 
 
 def test_goal_4_needs_both_checks(df):

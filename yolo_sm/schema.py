@@ -35,9 +35,11 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "peak_mem_bytes": "peak allocated GPU bytes during the timed calls (weights, input, "
         "activations, workspaces), GPU only. A CUDA graph's activations are not in it: they live "
         "in the graph's private pool (graph_pool_bytes)",
-        "graph_pool_bytes": "cudagraph rows: GPU memory the capture reserved, the graph's "
-        "private pool that holds its activations for the graph's lifetime (absent in rows "
-        "measured before 2026-12)",
+        "graph_pool_bytes": "cudagraph rows: GPU memory the capture reserved beyond the "
+        "graph's output tensor (which peak_mem_bytes counts): the private pool that holds its "
+        "activations for the graph's lifetime; peak_mem_bytes + graph_pool_bytes is the graph's "
+        "footprint (column absent in tables, and empty in rows, measured by yolo_sm before it "
+        "recorded the pool)",
         "bn_calibrated": "random-weight model with BatchNorm statistics set from random images "
         "(False: ultralytics' default init, whose activations vanish in deep layers)",
     },

@@ -318,7 +318,9 @@ def run_sweep(
     """Run every point of ``spec`` not already in ``out``; returns the full table.
 
     ``deadline`` (a ``time.monotonic()`` value) stops the sweep before a point that would start
-    after it, so one long plan fits several time-limited commands; rerun to continue."""
+    after it, so one long plan fits several time-limited commands; rerun to continue. A model's
+    points start only if all of them fit before the deadline at this run's pace so far, so that
+    its precisions, layouts, backends and batches are measured side by side in one run."""
     import pandas as pd
     from tqdm.auto import tqdm
 
@@ -339,10 +341,24 @@ def run_sweep(
     rows = done.to_dict("records") if len(done) else []
     meta = {"spec": asdict(spec), "argv": sys.argv}
     bar = tqdm(total=len(todo), desc="sweep", unit="pt", disable=not progress, file=sys.stderr)
+    started, measured = time.monotonic(), 0
     for _, group in itertools.groupby(todo, key=Point.model_key):
-        if deadline is not None and time.monotonic() > deadline:
-            break
         group = list(group)
+        if deadline is not None:
+            now = time.monotonic()
+            if now > deadline:
+                break
+            # a model's points (its precisions, layouts, backends, batches) are compared side
+            # by side: start a model only if all its points fit, at this run's pace so far
+            need = (now - started) / measured * len(group) if measured else 0.0
+            if now + need > deadline:
+                print(
+                    f"sweep: stopping before {group[0].family} w{group[0].width:g}: its "
+                    f"{len(group)} points (~{need:.0f} s) would end past the deadline; the "
+                    "next run measures them together",
+                    file=sys.stderr,
+                )
+                break
         model, flops, model_error = None, {}, None
         try:
             model = _build_model(group[0])
@@ -364,6 +380,7 @@ def run_sweep(
                 row = run_point(model, p, spec, flops[p.imgsz])
             rows.append(row)
             write_atomic(pd.DataFrame(rows), out, meta)
+            measured += 1
             bar.update(1)
         del model
         _free(collect=True)

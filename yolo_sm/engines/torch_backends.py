@@ -58,6 +58,8 @@ def build_cudagraph(model: torch.nn.Module, config: EngineConfig, warmup: int = 
                 head_tensor(m(static_in))
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
+        # cached free blocks could be released by a retry inside the capture: release them first
+        torch.cuda.empty_cache()
         reserved0 = torch.cuda.memory_reserved(static_in.device)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
@@ -65,8 +67,10 @@ def build_cudagraph(model: torch.nn.Module, config: EngineConfig, warmup: int = 
     torch.cuda.synchronize()
     capture_s = time.perf_counter() - t0
     # the capture allocates from a private pool of new segments, which the graph keeps for its
-    # lifetime (its activations live there); max_memory_allocated over replays does not see it
-    graph_pool_bytes = torch.cuda.memory_reserved(static_in.device) - reserved0
+    # lifetime (its activations live there); max_memory_allocated over replays sees only the
+    # output tensor of it, which stays allocated: the rest is what this records
+    pool = torch.cuda.memory_reserved(static_in.device) - reserved0
+    graph_pool_bytes = max(0, pool - static_out.untyped_storage().nbytes())
 
     def run(x: torch.Tensor) -> torch.Tensor:
         if x is not static_in:

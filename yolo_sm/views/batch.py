@@ -379,7 +379,10 @@ def memory_fit(table, value: str = "peak_mem_bytes"):
     their activations are allocated in the graph's private pool during capture (inside the
     build) and freed there, so the peak of ``max_memory_allocated`` over the replays holds only
     what stays allocated (weights, the static input and output), not the pool the graph keeps
-    reserved. Where a row has ``graph_pool_bytes``, the pool is added to its peak."""
+    reserved. Where a row has ``graph_pool_bytes``, the pool is added to its peak; a group that
+    mixes rows with and without it (a sweep resumed across code versions) is fitted on the
+    rows with it when there are two or more, else on the others. A ``compile`` backend in
+    reduce-overhead mode also keeps its activations in graph pools, which this does not see."""
     import numpy as np
     import pandas as pd
 
@@ -392,8 +395,15 @@ def memory_fit(table, value: str = "peak_mem_bytes"):
     else:
         has_pool = table[value].isna() & False
     for key, g in table.dropna(subset=[value]).groupby(["imgsz", "width", "backend"]):
+        counts = True
+        if key[2] == "cudagraph":
+            # a resumed sweep can mix rows with and without the pool: fit one kind only
+            pooled = has_pool[g.index]
+            counts = bool(pooled.sum() >= 2)
+            g = g[pooled] if counts else g[~pooled]
+            if len(g) < 2:
+                continue
         b, m = g["batch"].to_numpy(float), g[value].to_numpy(float)
-        counts = key[2] != "cudagraph" or bool(has_pool[g.index].all())
         slope, intercept = np.polyfit(b, m, 1)
         resid = m - (intercept + slope * b)
         ss = ((m - m.mean()) ** 2).sum()

@@ -45,7 +45,8 @@ def ceiling_source(peak_tflops: float, peak_gbps: float) -> str:
     from yolo_sm.claims import PEAK_FP16_TFLOPS
 
     if (peak_tflops, peak_gbps) == default_peaks():
-        return "measured by yolo_sm" if "measured" in ceiling_note() else "reference, not measured"
+        measured = ceiling_note() != REFERENCE_NOTE
+        return "measured by yolo_sm" if measured else "reference, not measured"
     if peak_tflops == PEAK_FP16_TFLOPS:
         return "reference, not measured"
     return "set by the user"
@@ -766,8 +767,8 @@ def findings_markdown(
     idle_hi, idle_lo = cost8.gpu_idle_share_eager.idxmax(), cost8.gpu_idle_share_eager.idxmin()
     all_lo, all_hi = fusion.all_layers_removed_share.min(), fusion.all_layers_removed_share.max()
     dir_txt = "right" if c["direction_right"] else "not what the claim says"
-    per_kernel_lo = 1e3 * cost.eager.min() / cost.kernels_per_forward.max()
-    per_kernel_hi = 1e3 * cost.eager.max() / cost.kernels_per_forward.min()
+    per_kernel = 1e3 * cost.eager / cost.kernels_per_forward  # us per kernel, per width
+    per_kernel_lo, per_kernel_hi = per_kernel.min(), per_kernel.max()
     measured_txt = ""
     if fused is not None and len(fused) == 2:
         e, f = fused.iloc[0], fused.iloc[1]
