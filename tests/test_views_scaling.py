@@ -441,3 +441,17 @@ def test_presets_findings_flag_a_costlier_preset_measured_faster():
     assert "1 of them are eager at batch 8 or less" in text
     monotone = t[t.scale != "s"]
     assert "run faster" not in scaling.presets_findings(monotone)
+
+
+def test_measurement_runs_split_at_gaps():
+    times = [
+        "2026-11-30T10:00:00",
+        "2026-11-30T10:04:00",
+        "2026-11-30T10:09:00",
+        "2026-11-30T11:30:00",
+        "2026-11-30T11:31:00",
+    ]
+    assert scaling.measurement_runs(times) == (2, "2026-11-30 10:00", "11:31 UTC")
+    assert scaling.measurement_runs(times[:3])[0] == 1  # 5-minute gaps: one run
+    assert scaling.measurement_runs(times, gap_minutes=4.5)[0] == 3
+    assert scaling.measurement_runs([]) == (0, "", "")

@@ -821,7 +821,9 @@ def presets_table(sweep, peak_tflops: float):
     depth, precision, backend, batch, GFLOPs per image, img/s, TFLOP/s and share of
     ``peak_tflops``; ``status`` and ``message`` say why a point has no figures."""
     cols = ["family", "scale", "width", "depth", "precision", "backend", "batch", "status"]
-    t = sweep[cols + ["message", "flops_per_img", "img_per_s", "median_ms", "tflops"]].copy()
+    extra = [c for c in ("prov_date_utc",) if c in sweep]
+    t = sweep[cols + ["message", "flops_per_img", "img_per_s", "median_ms", "tflops", *extra]]
+    t = t.copy()
     t["gflops_per_img"] = t.flops_per_img / 1e9
     t["peak_frac"] = t.tflops / peak_tflops
     order = {s: i for i, s in enumerate("nsmlx")}
@@ -855,6 +857,19 @@ def plot_presets(table, *, batch: int = 64, title=None):
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
     fig.update_xaxes(title_text="GFLOPs per image")
     return fig
+
+
+def measurement_runs(times, gap_minutes: float = 10.0):
+    """How many runs (device calls) a table's rows come from: its ``prov_date_utc`` values split
+    wherever consecutive rows are more than ``gap_minutes`` apart; (count, first, last) with
+    the first and last time as text."""
+    import pandas as pd
+
+    t = pd.to_datetime(pd.Series(times), utc=True, errors="coerce").dropna().sort_values()
+    if t.empty:
+        return 0, "", ""
+    runs = int((t.diff().dt.total_seconds() > 60 * gap_minutes).sum()) + 1
+    return runs, t.iloc[0].strftime("%Y-%m-%d %H:%M"), t.iloc[-1].strftime("%H:%M UTC")
 
 
 def presets_findings(table) -> str:
@@ -891,6 +906,14 @@ def presets_findings(table) -> str:
             "where the host's launches set the pace and a point carries the host's noise; the "
             "kernel mix also differs between presets (depth, channel caps)."
         )
+    if "prov_date_utc" in table:
+        runs, first, last = measurement_runs(ok.prov_date_utc)
+        if runs > 1:
+            lines.append(
+                f"- **Measured in {runs} runs** ({first} to {last}, gaps over 10 minutes): "
+                "points of different runs are not side by side, and small-batch eager points "
+                "move most between runs."
+            )
     bad = table[table.status != "ok"]
     if len(bad):
         kinds = bad.groupby(["family", "precision"]).scale.apply(
