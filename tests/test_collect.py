@@ -405,3 +405,40 @@ def test_status_says_what_is_left_and_how_long_it_takes(tmp_path):
     # unreadable: the default, no crash
     (out / "s.parquet").write_bytes(b"PAR1 truncated")
     assert collect.unit_seconds(plan.steps[0], out / "s.parquet")[1] == "default"
+
+
+def test_an_edited_step_that_runs_whole_is_changed_and_runs_again(tmp_path):
+    """The manifest records the params a table was made with; a plan whose step now has other
+    params says ``changed`` and collect makes the table again. A sweep's params are its points:
+    an edit there shows as missing points, not as ``changed``."""
+    step = {
+        "name": "c",
+        "kind": "ceilings",
+        "out": "c.parquet",
+        "params": {"n": 32, "budget_ms": 2},
+    }
+    sweep_step = {"name": "s", "kind": "sweep", "out": "s.parquet", "params": SWEEP}
+    out = tmp_path / "out"
+    plan = _plan(tmp_path, [step, sweep_step])
+    assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done", "done"]
+    manifest = yaml.safe_load((out / "manifest.json").read_text())["datasets"]
+    assert manifest["c"]["params"] == {"n": 32, "budget_ms": 2}
+    edited = _plan(
+        tmp_path,
+        [
+            {**step, "params": {"n": [32, 64], "budget_ms": 2}},
+            {**sweep_step, "params": {**SWEEP, "budget_ms": 5}},  # not a point of the grid
+        ],
+    )
+    assert collect.status(edited, out).state.tolist() == ["changed", "done"]
+    assert collect.run_plan(edited, out, progress=False).state.tolist() == ["done", "done"]
+    df = pd.read_parquet(out / "c.parquet")
+    assert {"matmul_fp32_n32", "matmul_fp32_n64"} <= set(df.ceiling)  # made again, new params
+    # a table registered without params (before collect recorded them): taken as done
+    import json
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert collect.status(plan, out).state.tolist()[0] == "changed"  # plan: n 32, table: 32+64
+    del manifest["datasets"]["c"]["params"]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    assert collect.status(plan, out).state.tolist()[0] == "done"

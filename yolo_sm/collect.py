@@ -11,6 +11,7 @@ none.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -118,12 +119,33 @@ def _progress(step: Step, plan: Plan, path: Path) -> tuple[int, int, str] | None
 
 def step_state(step: Step, plan: Plan, out_dir: Path) -> str:
     """``done``, ``partial`` (a sweep with points missing, a bench with (model, batch) pairs
-    missing) or ``missing``."""
+    missing), ``changed`` (a step that runs whole, whose table the manifest says was made with
+    other params than the plan's now: the plan was edited) or ``missing``."""
     path = out_dir / step.out
     if not path.exists():
         return "missing"
     progress = _progress(step, plan, path)
-    return "partial" if progress and progress[0] else "done"
+    if progress and progress[0]:
+        return "partial"
+    if step.kind not in RESUMABLE:  # a sweep's or bench's params are its points: not compared
+        made_with = _manifest_params(out_dir, step.name)
+        if made_with is not None and _canonical(made_with) != _canonical(step.params):
+            return "changed"
+    return "done"
+
+
+def _canonical(params) -> str:
+    return json.dumps(params, sort_keys=True, default=str)
+
+
+def _manifest_params(out_dir: Path, name: str):
+    """The params the manifest in ``out_dir`` records for dataset ``name`` (None: not
+    recorded, as in tables registered before collect recorded them)."""
+    mf = out_dir / "manifest.json"
+    try:
+        return json.loads(mf.read_text())["datasets"][name].get("params")
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def progress_note(step: Step, plan: Plan, out_dir: Path) -> str:
@@ -286,6 +308,7 @@ def run_plan(
                 progress_note(step, plan, out_dir) + step.description,
                 f"yolo-sm collect --plan {plan.path or plan.name} --out {out_dir} "
                 f"--only {step.name}",
+                params=step.params,
             )
     return status(plan, out_dir)
 

@@ -220,9 +220,17 @@ def provenance_from_rows(df) -> dict:
 
 
 def register(
-    folder: str | os.PathLike, name: str, file: str, kind: str, description: str, command: str
+    folder: str | os.PathLike,
+    name: str,
+    file: str,
+    kind: str,
+    description: str,
+    command: str,
+    params: dict | None = None,
 ) -> dict:
-    """Add or replace dataset ``name`` in ``folder/manifest.json`` (written atomically)."""
+    """Add or replace dataset ``name`` in ``folder/manifest.json`` (written atomically);
+    ``params``: the plan step's parameters that made it (``collect`` compares them with the
+    plan's to notice an edited step)."""
     import pandas as pd
 
     folder = Path(folder)
@@ -240,6 +248,8 @@ def register(
         "provenance": provenance_from_rows(df),
         "columns": {c: SCHEMAS[kind].get(c, "") for c in df.columns if not c.startswith("prov_")},
     }
+    if params is not None:
+        entry["params"] = params
     manifest["datasets"][name] = entry
     tmp = mf.with_name(mf.name + ".partial")
     tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepared in session 6 for the next session, after h200_s7a.sh: the ceilings again (matmuls
-# at 8192^3 and 16384^3, ~20 s; `collect` does not notice changed plan params, so the old
-# table is removed first), every GPU test (~170 s in session 5, more tests since), then the
+# at 8192^3 and 16384^3, ~20 s; `collect --status` says `changed`: the manifest records the
+# params that made the shipped table), every GPU test (~170 s in session 5, more tests since), then the
 # plan's last profiling steps with the time left (ncu_throughput_w1: the Nsight Compute
 # throughput set, ~200 s; probe_pipeline_w05_b16: the pipeline stage by stage, ~60 s; a step
 # that does not fit waits for the next call: run this script again).
@@ -12,7 +12,6 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.used -
 if python3 -c "import pandas as pd, sys; d = pd.read_parquet('data/h200/ceilings.parquet'); sys.exit(0 if d.ceiling.str.contains('_n16384').any() else 1)"; then
   echo "ceilings and GPU tests: done in an earlier call"
 else
-  rm data/h200/ceilings.parquet  # the 8192^3-only table stays in git
   timeout 90 python3 -m yolo_sm collect --plan data/plans/h200.yaml --out data/h200 --only ceilings \
     --quiet > $OUT/collect_ceilings.log 2>&1; echo "ceilings rc=$?"
   timeout -s INT 230 python3 -m pytest -m gpu -q -p no:cacheprovider --tb=short tests -rs \
