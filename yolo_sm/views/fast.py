@@ -130,7 +130,10 @@ def plot_speedup_vs_width(bench, title: str | None = None):
         facet_col="batch",
         markers=True,
         hover_data=[c for c in ("img_per_s", "median_ms", "build_s") if c in e],
-        category_orders={"variant": [v for v in _variant_order(bench) if v in set(e.variant)]},
+        category_orders={
+            "variant": [v for v in _variant_order(bench) if v in set(e.variant)],
+            "batch": sorted(e.batch.unique()),
+        },
         template=TEMPLATE,
         title=title or "Speed-up over eager fp16 NHWC (img/s ratio, same run) vs width",
     )
