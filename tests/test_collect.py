@@ -1,6 +1,6 @@
 """Collection plans: parsing, resumable and time-limited runs, manifest registration (CPU)."""
 
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import pandas as pd
 import pytest
@@ -370,31 +370,7 @@ def test_status_says_what_is_left_and_how_long_it_takes(tmp_path):
         "2026-11-30T11:00:00",
     ]
     rows = pd.DataFrame(
-        [
-            {
-                **{
-                    k: getattr(p, k)
-                    for k in (
-                        "family",
-                        "width",
-                        "depth",
-                        "max_channels",
-                        "precision",
-                        "layout",
-                        "backend",
-                        "imgsz",
-                        "compile_mode",
-                        "device",
-                        "scale",
-                    )
-                },
-                "batch": p.batch,
-                "status": "ok",
-                "median_ms": 1.0,
-                "prov_date_utc": t,
-            }
-            for t in times
-        ]
+        [{**asdict(p), "status": "ok", "median_ms": 1.0, "prov_date_utc": t} for t in times]
     )
     rows.to_parquet(out / "s.parquet")
     per, source = collect.unit_seconds(plan.steps[0], out / "s.parquet")

@@ -121,17 +121,23 @@ def step_state(step: Step, plan: Plan, out_dir: Path) -> str:
     """``done``, ``partial`` (a sweep with points missing, a bench with (model, batch) pairs
     missing), ``changed`` (a step that runs whole, whose table the manifest says was made with
     other params than the plan's now: the plan was edited) or ``missing``."""
+    return _state_and_progress(step, plan, out_dir)[0]
+
+
+def _state_and_progress(step: Step, plan: Plan, out_dir: Path):
+    """:func:`step_state` and, for a sweep or bench whose table exists, ``_progress``'s
+    (missing, total, what) from the same reading of the table (else None)."""
     path = out_dir / step.out
     if not path.exists():
-        return "missing"
+        return "missing", None
     progress = _progress(step, plan, path)
     if progress and progress[0]:
-        return "partial"
+        return "partial", progress
     if step.kind not in RESUMABLE:  # a sweep's or bench's params are its points: not compared
         made_with = _manifest_params(out_dir, step.name)
         if made_with is not None and _canonical(made_with) != _canonical(step.params):
-            return "changed"
-    return "done"
+            return "changed", progress
+    return "done", progress
 
 
 def _canonical(params) -> str:
@@ -201,13 +207,13 @@ def status(plan: Plan, out_dir: str | os.PathLike):
     out_dir = Path(out_dir)
     rows = []
     for s in plan.steps:
-        state = step_state(s, plan, out_dir)
+        state, progress = _state_and_progress(s, plan, out_dir)
         path = out_dir / s.out
         row = {"step": s.name, "kind": s.kind, "state": state, "todo": "", "est_left_s": 0.0}
         row["est_source"] = ""
         if s.kind in RESUMABLE:
-            if path.exists():
-                left, total, what = _progress(s, plan, path)
+            if progress is not None:
+                left, total, what = progress
             else:
                 total, what = _total_units(s, plan)
                 left = total

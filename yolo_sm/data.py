@@ -93,9 +93,7 @@ def load(name: str):
 def is_available(name: str) -> bool:
     """Whether :func:`load` can give ``name`` without failing for a missing dataset: it is
     shipped, or (after :func:`go_live`) the plan has a step that collects it."""
-    if _LIVE and any(s.name == name.split("/", 1)[-1] for s in _LIVE["plan"].steps):
-        return True
-    return name in _manifests()
+    return (bool(_LIVE) and _live_step(name) is not None) or name in _manifests()
 
 
 def not_shipped_message(name: str, plan: str | os.PathLike = "data/plans/h200.yaml") -> str:
@@ -179,14 +177,20 @@ def stop_live() -> None:
     _LIVE.clear()
 
 
+def _live_step(name: str):
+    """The step of the live plan that makes dataset ``name`` (``h200/x``: step ``x``), or None."""
+    short = name.split("/", 1)[-1]
+    return next((s for s in _LIVE["plan"].steps if s.name == short), None)
+
+
 def _load_live(name: str):
     from yolo_sm.collect import run_plan, step_state
 
     plan, out = _LIVE["plan"], _LIVE["out"]
-    short = name.split("/", 1)[-1]
-    step = next((s for s in plan.steps if s.name == short), None)
+    step = _live_step(name)
     if step is None:  # not something the plan makes: the shipped table
         return _load_entry(name, *_manifests().get(name, (None, None)))
+    short = step.name
     if step_state(step, plan, out) != "done":
         run_plan(plan, out, only=[short], max_minutes=_LIVE["max_minutes"])
     mf = out / "manifest.json"

@@ -392,14 +392,12 @@ def precision_speedup(sweep, *, baseline: str = "fp32"):
     r = r.dropna(subset=["ratio"]).reset_index(drop=True)
     if "prov_date_utc" in sweep and len(r):
         ok = sweep[sweep["status"] == "ok"] if "status" in sweep else sweep
-        t = ok.assign(_t=pd.to_datetime(ok["prov_date_utc"], utc=True, errors="coerce"))
-        t = t.groupby([*index, "precision"])["_t"].min()
-        base = r.set_index(index).index.map(lambda k: t.get((*k, baseline)))
-        other = pd.MultiIndex.from_frame(r[[*index, "precision"]]).map(t.get)
-        apart = pd.Series(other, dtype="datetime64[ns, UTC]") - pd.Series(
-            base, dtype="datetime64[ns, UTC]"
-        )
-        r["minutes_apart"] = apart.abs().dt.total_seconds().to_numpy() / 60
+        t = pd.to_datetime(ok["prov_date_utc"], utc=True, errors="coerce")
+        minutes = ok.assign(_m=(t - pd.Timestamp(0, tz="UTC")).dt.total_seconds() / 60)
+        wide = minutes.pivot_table(index=index, columns="precision", values="_m", aggfunc="min")
+        apart = wide.drop(columns=[baseline]).sub(wide[baseline], axis=0).abs().reset_index()
+        apart = apart.melt(id_vars=index, var_name="precision", value_name="minutes_apart")
+        r = r.merge(apart, on=[*index, "precision"], how="left")
     return r
 
 
