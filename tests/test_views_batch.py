@@ -246,3 +246,42 @@ def test_memory_fit_of_a_graph_sweep_resumed_across_code_versions():
     one_pooled = [dict(r, graph_pool_bytes=None) if r["batch"] != 32 else r for r in rows]
     fit = vb.memory_fit(pd.DataFrame(one_pooled)).iloc[0]
     assert not fit.counts_activations and fit.batches == 5  # the unpooled rows
+
+
+def test_graph_memory_compares_graph_and_eager_where_the_pool_is_counted():
+    def rows(pooled: bool):
+        return [
+            {
+                "imgsz": 640,
+                "width": w,
+                "backend": b,
+                "batch": n,
+                "peak_mem_bytes": (1e8 if b == "eager" else 2e8) + 1e6 * n * w,
+                "graph_pool_bytes": (1e6 * n * w if pooled else None) if b == "cudagraph" else None,
+            }
+            for w in (0.5, 1.0)
+            for b in ("eager", "cudagraph")
+            for n in (1, 8, 64)
+        ]
+
+    gm = vb.graph_memory(vb.memory_fit(pd.DataFrame(rows(True))))
+    assert list(gm.width) == [0.5, 1.0]
+    assert gm.per_image_ratio.tolist() == pytest.approx([2.0, 2.0])  # the pool doubles it
+    assert gm.graph_intercept_MB.tolist() == pytest.approx([200.0, 200.0])
+    assert (gm.max_batch == 64).all()
+    at64 = (2e8 + 2 * 1e6 * 64) / (1e8 + 1e6 * 64)
+    assert gm.footprint_ratio_at_max.iloc[1] == pytest.approx(at64)
+    text = vb.graph_memory_findings(gm, "test sweep")
+    assert "2.00x in a graph" in text and "batch 64" in text and "widths 0.5-1" in text
+    # graph rows without their pool do not count the activations: nothing to compare
+    none = vb.graph_memory(vb.memory_fit(pd.DataFrame(rows(False))))
+    assert none.empty
+    assert "no graph rows with their pool" in vb.graph_memory_findings(none, "old sweep")
+
+
+def test_graph_memory_on_the_shipped_pooled_sweep():
+    d = data.load("h200/sweep_bf16_nhwc")
+    gm = vb.graph_memory(vb.memory_fit(vb.batch_table(d[d.precision == "fp16"])))
+    assert len(gm) == d.width.nunique()
+    # with the pool counted a graph holds at least eager's peak at the largest batch
+    assert (gm.footprint_ratio_at_max > 0.95).all()

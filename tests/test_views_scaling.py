@@ -126,18 +126,19 @@ def test_precision_speedup_same_run(precision_sweep):
 
 
 def test_missing_points_complete_the_plan(precision_sweep):
-    m = scaling.missing_points(precision_sweep)
+    # a partial table (the shipped one without its width-2.0 rows and one more point)
+    partial = precision_sweep[precision_sweep.width != 2.0].iloc[1:]
+    m = scaling.missing_points(partial)
     planned = int(m.planned.iloc[0])
     assert planned == 192  # 8 widths x 4 precisions x 2 backends x 3 batches
-    assert m.points.sum() + len(precision_sweep) == planned
-    assert set(m.step) <= {"sweep_precision_core"}
+    assert m.points.sum() + len(partial) == planned
+    assert set(m.step) == {"sweep_precision_core"}
+    assert any("2" in w.split(", ") for w in m.widths)
     # dropping a measured point makes it missing
-    fewer = precision_sweep.iloc[1:]
+    fewer = partial.iloc[1:]
     assert scaling.missing_points(fewer).points.sum() == m.points.sum() + 1
     # two steps: their planned points add up, each missing group names its step
-    both = scaling.missing_points(
-        precision_sweep, step=["sweep_precision_core", "sweep_precision_rest"]
-    )
+    both = scaling.missing_points(partial, step=["sweep_precision_core", "sweep_precision_rest"])
     assert int(both.planned.iloc[0]) == 192 + 128
     rest = both[both.step == "sweep_precision_rest"]
     assert rest.points.sum() == 128 and set(rest.batches) == {"16, 128"}  # none of it shipped

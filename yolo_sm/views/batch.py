@@ -422,6 +422,61 @@ def memory_fit(table, value: str = "peak_mem_bytes"):
     return pd.DataFrame(rows)
 
 
+def graph_memory(fit):
+    """Eager against CUDA graph per width, from a :func:`memory_fit` of a sweep whose graph
+    rows carry ``graph_pool_bytes`` (so both lines count the activations): per-image MB and
+    intercept MB of each backend, the graph's over eager's, and the footprint of each at the
+    largest batch both measured. Widths whose graph line does not count the activations are
+    left out; empty when none does."""
+    import pandas as pd
+
+    keys = ["imgsz", "width"]
+    e = fit[fit["backend"] == "eager"].set_index(keys)
+    g = fit[(fit["backend"] == "cudagraph") & fit["counts_activations"]].set_index(keys)
+    both = e.index.intersection(g.index)
+    if not len(both):
+        return pd.DataFrame(
+            columns=keys + ["eager_per_image_MB", "graph_per_image_MB", "per_image_ratio"]
+        )
+    e, g = e.loc[both], g.loc[both]
+    out = pd.DataFrame(
+        {
+            "eager_per_image_MB": e["per_image_bytes"] / 1e6,
+            "graph_per_image_MB": g["per_image_bytes"] / 1e6,
+            "per_image_ratio": g["per_image_bytes"] / e["per_image_bytes"],
+            "eager_intercept_MB": e["intercept_bytes"] / 1e6,
+            "graph_intercept_MB": g["intercept_bytes"] / 1e6,
+            "max_batch": e["max_batch"].combine(g["max_batch"], min),
+            "eager_peak_at_max_GB": e["peak_at_max_batch_bytes"] / 1e9,
+            "graph_footprint_at_max_GB": g["peak_at_max_batch_bytes"] / 1e9,
+        }
+    )
+    out["footprint_ratio_at_max"] = out["graph_footprint_at_max_GB"] / out["eager_peak_at_max_GB"]
+    return out.reset_index().sort_values(keys).reset_index(drop=True)
+
+
+def graph_memory_findings(gm, source: str) -> str:
+    """One markdown bullet from :func:`graph_memory`: whether a CUDA graph needs less memory
+    than eager once its private pool is counted."""
+    if gm.empty:
+        return f"- **CUDA graph memory:** no graph rows with their pool in {source}."
+    same_max = gm["max_batch"].nunique() == 1
+    at = f"batch {int(gm['max_batch'].iloc[0])}" if same_max else "the largest batch"
+    fixed = gm.graph_intercept_MB / gm.eager_intercept_MB
+    return (
+        f"- **CUDA graph memory, its private pool counted** ({source}, widths "
+        f"{gm.width.min():g}-{gm.width.max():g}): one more image costs "
+        f"{_rng(gm.per_image_ratio, '{:.2f}')}x in a graph what it costs eagerly (median "
+        f"{gm.per_image_ratio.median():.2f}x; eager {_rng(gm.eager_per_image_MB)} MB, graph "
+        f"{_rng(gm.graph_per_image_MB)} MB per image), and the fixed part is "
+        f"{_rng(fixed, '{:.1f}')}x eager's. The pool is memory the capture reserved (whole "
+        f"allocator segments), so it includes rounding that eager's peak of allocated bytes "
+        f"does not. At {at} a graph holds {_rng(gm.footprint_ratio_at_max, '{:.2f}')}x the "
+        f"eager peak. A graph does not save memory: the peak over its replays only looks small "
+        f"because its activations were allocated during capture."
+    )
+
+
 def memory_rule(fit, gpu_memory_bytes: float, claim_per_image_bytes: float, frac: float = 0.7):
     """The rule ``safe batch = floor(frac x GPU memory / per-image memory)`` with the claimed
     per-image memory, against the same budget spent with the fitted line
