@@ -23,6 +23,30 @@ def test_claims_from_shipped_data():
     assert claims.claim_16().verdict == claims.HOLDS
 
 
+def test_claim_6_carries_the_yolo_evidence(monkeypatch):
+    from yolo_sm.views.roofline import yolo_occupancy_vs_throughput
+
+    c6 = claims.claim_6()
+    if "h200/ncu_throughput_w1" not in set(data.list_datasets().name):
+        pytest.skip("h200/ncu_throughput_w1 not shipped")
+    split = yolo_occupancy_vs_throughput(data.load("h200/ncu_throughput_w1"))
+    lo = split[split.occupancy == "< 60 %"].set_index("width")
+    shares = f"{lo.time_share[1.0]:.0%} / {lo.time_share[2.0]:.0%} of kernel time"
+    assert "YOLOv8 at width 1 / 2" in c6.number and shares in c6.number
+    tp = f"{lo.tensor_pipe_tw_pct[1.0]:.0f} / {lo.tensor_pipe_tw_pct[2.0]:.0f} % tensor pipe"
+    assert tp in c6.number
+    assert "h200/ncu_throughput_w1" in c6.evidence
+    # without the YOLO set: the wide-stack verdict and text, unchanged
+    load = claims._load
+    monkeypatch.setattr(
+        claims, "_load", lambda name: None if name == "h200/ncu_throughput_w1" else load(name)
+    )
+    bare = claims.claim_6()
+    assert bare.verdict == c6.verdict == claims.FAILS
+    assert "YOLOv8" not in bare.number and c6.number.startswith(bare.number + "; ")
+    assert "ncu_throughput_w1" not in bare.evidence
+
+
 def test_no_decided_claim_rests_on_provisional_data():
     df = claims.check_all()
     assert not df.provisional.any()

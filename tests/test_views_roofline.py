@@ -288,3 +288,75 @@ def test_findings_markdown_has_no_missing_numbers(ncu_yolo, roof, stages, resnet
     assert not re.search(r"\bnan\b", text, re.I)
     assert "fusing YOLOv8's C2f removes over 90 % of kernel launches\": " in text
     assert "compile (synthetic) launches 140 kernels per forward against eager's 240 (-42%)" in text
+
+
+# ---------------------------------------------------------------- YOLOv8: occupancy vs throughput
+
+
+@pytest.fixture(scope="module")
+def ncu_tp():
+    return data.load("h200/ncu_throughput_w1")
+
+
+def test_yolo_occupancy_split_adds_up(ncu_tp):
+    split = rf.yolo_occupancy_vs_throughput(ncu_tp)
+    assert sorted(split.width.unique()) == [0.5, 1.0, 2.0]
+    assert set(split.occupancy) == {"< 60 %", ">= 60 %"} and len(split) == 6
+    by = split.groupby("config")
+    assert (by.kernels.sum() == 236).all()
+    assert by.time_share.sum().round(9).eq(1.0).all()
+    total = ncu_tp.groupby("config").duration_us.sum()
+    assert (by.time_us.sum() - total).abs().max() < 1e-6
+    lo = split[split.occupancy == "< 60 %"]
+    assert (lo.occupancy_max_pct < 60).all()
+    assert (split[split.occupancy == ">= 60 %"].occupancy_min_pct >= 60).all()
+    # every side's time-weighted SM % is a mean of its kernels': inside their range
+    k = rf.yolo_kernels(ncu_tp)
+    for r in split.itertuples():
+        g = k[(k.config == r.config) & (k.occupancy == r.occupancy)]
+        assert g.sm_throughput_pct.min() <= r.sm_throughput_tw_pct <= g.sm_throughput_pct.max()
+    # a different cut moves kernels between the sides, not out of the table
+    s30 = rf.yolo_occupancy_vs_throughput(ncu_tp, cut=30.0)
+    assert (s30.groupby("config").kernels.sum() == 236).all()
+    assert set(s30.occupancy) == {"< 30 %", ">= 30 %"}
+
+
+def test_yolo_occupancy_keeps_an_empty_side(ncu_tp):
+    split = rf.yolo_occupancy_vs_throughput(ncu_tp, cut=5.0)  # no kernel under 5 %
+    lo = split[split.occupancy == "< 5 %"]
+    assert len(lo) == 3 and (lo.kernels == 0).all() and (lo.time_share == 0).all()
+    assert (split.groupby("config").time_share.sum().round(9) == 1.0).all()
+
+
+def test_yolo_stage_throughput(ncu_tp):
+    st = rf.yolo_stage_throughput(ncu_tp)
+    assert list(st[st.width == 1.0].stage) == ["backbone", "neck", "head"]
+    assert st.groupby("config").time_share.sum().round(9).eq(1.0).all()
+    assert (st.groupby("config").kernels.sum() == 236).all()
+    assert st.low_occupancy_time_share.between(0, 1).all()
+    split = rf.yolo_occupancy_vs_throughput(ncu_tp).set_index(["width", "occupancy"])
+    st["low_us"] = st.low_occupancy_time_share * st.time_us
+    low = st.groupby("width").low_us.sum()
+    for w, v in low.items():
+        assert abs(v - split.loc[(w, "< 60 %"), "time_us"]) < 1e-6
+
+
+def test_yolo_occupancy_findings(ncu_tp):
+    split = rf.yolo_occupancy_vs_throughput(ncu_tp)
+    text = rf.yolo_occupancy_findings(split, rf.yolo_stage_throughput(ncu_tp))
+    assert not re.search(r"\bnan\b", text, re.I)
+    for w in ("0.5", "1", "2"):
+        assert re.search(rf"\bwidth {re.escape(w)}\b", text), w
+    lo = split[split.occupancy == "< 60 %"].sort_values("width")
+    shares = " / ".join(f"{v:.0%}" for v in lo.time_share)
+    assert f"take\n  {shares} of the forward's kernel time" in text
+    assert "tensor_core_conv" in text
+    assert rf.plot_yolo_occupancy(rf.yolo_kernels(ncu_tp)).data
+
+
+def test_yolo_occupancy_on_absent_or_empty_input(ncu_tp):
+    for bad in (None, ncu_tp.iloc[:0]):
+        with pytest.raises(UserError, match="no kernels"):
+            rf.yolo_occupancy_vs_throughput(bad)
+        with pytest.raises(UserError, match="no kernels"):
+            rf.yolo_stage_throughput(bad)

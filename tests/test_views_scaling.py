@@ -5,6 +5,7 @@ import pytest
 
 from yolo_sm import claims, data
 from yolo_sm.errors import UserError
+from yolo_sm.profiling.target import with_config
 from yolo_sm.views import scaling
 
 
@@ -467,3 +468,31 @@ def test_measurement_runs_split_at_gaps():
     assert scaling.measurement_runs(times[:3])[0] == 1  # 5-minute gaps: one run
     assert scaling.measurement_runs(times, gap_minutes=4.5)[0] == 3
     assert scaling.measurement_runs([]) == (0, "", "")
+
+
+def test_precision_layer_delta_and_findings(ncu_precision):
+    d = scaling.precision_layer_delta(ncu_precision, "bf16", "fp16", layout="nhwc")
+    k = with_config(ncu_precision)
+    for prec in ("bf16", "fp16"):
+        one = k[(k.precision == prec) & (k.layout == "nhwc")]
+        assert d[f"{prec}_us"].sum() == pytest.approx(one.duration_us.sum())
+    assert (d.delta_us == d.bf16_us.fillna(0) - d.fp16_us.fillna(0)).all()
+    assert d.delta_us.abs().is_monotonic_decreasing
+    ratios = pd.DataFrame(
+        {
+            "precision": "bf16",
+            "backend": "cudagraph",
+            "width": [0.25, 0.25, 2.0],
+            "batch": [16, 64, 16],
+            "ratio": [0.9, 0.94, 1.02],
+        }
+    )
+    text = scaling.layer_delta_findings(d, ratios)
+    top = d.iloc[0]
+    assert f"`{top.layer}`, {top.delta_us:+.0f} us" in text
+    assert "w0.25 0.92x, w2 1.02x" in text
+    # a layer whose kernels change class is named with both
+    swapped = d[d.classes_bf16 != d.classes_fp16]
+    assert all(f"`{layer}`" in text for layer in swapped.layer)
+    assert scaling.precision_layer_delta(k[k.precision != "bf16"]).empty
+    assert "No Nsight Compute forward" in scaling.layer_delta_findings(d.iloc[:0], ratios)

@@ -112,14 +112,55 @@ def claim_6():
             else ""
         )
     )
-    return Verdict(
-        6,
-        text,
-        FAILS if tflops > 0.5 * peak else PARTLY,
-        number,
+    verdict = FAILS if tflops > 0.5 * peak else PARTLY
+    evidence = (
         "h200/ncu_wide_stack (full set) + channel-table FLOPs; Hopper's cuDNN kernels keep "
-        "one 384-thread block per SM and their tiles in registers",
+        "one 384-thread block per SM and their tiles in registers"
     )
+    yolo = _yolo_low_occupancy()
+    if yolo is not None:
+        yolo_txt, yolo_busy = yolo
+        number += "; " + yolo_txt
+        evidence += "; h200/ncu_throughput_w1 (YOLOv8 throughput set)"
+        if verdict == FAILS and not yolo_busy:  # the YOLO does not bear the stack out
+            verdict = PARTLY
+    return Verdict(6, text, verdict, number, evidence)
+
+
+def _yolo_low_occupancy(widths=(1.0, 2.0), cut: float = 60.0):
+    """(text, busy) from ``h200/ncu_throughput_w1``, or None when it is not shipped: at
+    ``widths`` (those present), the share of YOLOv8's kernel time under ``cut`` % theoretical
+    occupancy and its time-weighted tensor-pipe and SM throughput against the rest's; ``busy``
+    when at the widest config those kernels are ahead of the rest on both."""
+    ncu = _load("h200/ncu_throughput_w1")
+    if ncu is None or len(ncu) == 0:
+        return None
+    from yolo_sm.views.roofline import _pcts as j
+    from yolo_sm.views.roofline import yolo_occupancy_vs_throughput
+
+    split = yolo_occupancy_vs_throughput(ncu, cut)
+    below = split.occupancy.str.startswith("<")
+    lo, hi = split[below].set_index("width"), split[~below].set_index("width")
+    ws = [w for w in widths if w in lo.index] or list(lo.index)
+    lo, hi = lo.loc[ws], hi.loc[ws]
+
+    wtxt = " / ".join(f"{w:g}" for w in ws)
+    cfg = lo.config.iloc[-1].split("_", 2)[-1].replace("_", " ")  # 'fp16 nhwc b8'
+    classes = ", ".join(dict.fromkeys(", ".join(lo.classes.dropna()).split(", ")))
+    text = (
+        f"YOLOv8 at width {wtxt} ({cfg}, Nsight Compute throughput set): "
+        f"{j(lo, 'time_share', '.0%')} of kernel time runs under {cut:g} % theoretical "
+        f"occupancy ({classes}) at {j(lo, 'tensor_pipe_tw_pct')} % tensor pipe and "
+        f"{j(lo, 'sm_throughput_tw_pct')} % SM throughput, against "
+        f"{j(hi, 'tensor_pipe_tw_pct')} % and {j(hi, 'sm_throughput_tw_pct')} % for the rest "
+        "(time-weighted)"
+    )
+    a, b = lo.iloc[-1], hi.iloc[-1]
+    busy = bool(
+        a.tensor_pipe_tw_pct > b.tensor_pipe_tw_pct
+        and a.sm_throughput_tw_pct >= b.sm_throughput_tw_pct
+    )
+    return text, busy
 
 
 def claim_9():

@@ -355,15 +355,17 @@ def bound_of(sm_pct, dram_pct, high: float = HIGH_PCT):
     return out if out.ndim else str(out)
 
 
-def throughput_view(ncu, by, high: float = HIGH_PCT):
+def throughput_view(ncu, by, high: float = HIGH_PCT, cols=THROUGHPUT_COLS):
     """Per group: kernels, time, time-weighted achieved occupancy, SM / DRAM / tensor-pipe
     throughput (% of peak), the bound of the group's averages (:func:`bound_of`), and the share of
-    its time spent in kernels that are each bound on their own (kernels differ within a stage)."""
+    its time spent in kernels that are each bound on their own (kernels differ within a stage).
+    Of ``cols``, those the table lacks (a throughput set without achieved occupancy) are left
+    out."""
     from yolo_sm.analysis import time_weighted
 
     by = [by] if isinstance(by, str) else list(by)
     df = ncu.assign(bound=bound_of(ncu.sm_throughput_pct, ncu.dram_throughput_pct, high))
-    out = time_weighted(df, by, THROUGHPUT_COLS)
+    out = time_weighted(df, by, [c for c in cols if c in ncu])
     out["bound"] = bound_of(out.sm_throughput_tw_pct, out.dram_throughput_tw_pct, high)
     shares = (
         df.pivot_table(index=by, columns="bound", values="duration_us", aggfunc="sum")
@@ -514,6 +516,227 @@ def plot_stage_bars(stages, *, title=None):
     fig.add_hline(y=HIGH_PCT, line_dash="dot", annotation_text=f"{HIGH_PCT:.0f} %")
     fig.update_layout(yaxis_title="% (time-weighted over the stage's kernels)", xaxis_title="")
     return fig
+
+
+# ---------------------------------------------------------------- YOLOv8: occupancy vs throughput
+
+#: Theoretical occupancy (%) under which claim 6 calls an inference service wasteful.
+OCC_CUT = 60.0
+#: The columns a side of :func:`yolo_occupancy_vs_throughput` is averaged over (time-weighted).
+YOLO_THROUGHPUT_COLS = (
+    "theoretical_occupancy_pct",
+    "sm_throughput_pct",
+    "tensor_pipe_pct",
+    "dram_throughput_pct",
+)
+
+
+def _sides(cut: float) -> tuple[str, str]:
+    return f"< {cut:g} %", f">= {cut:g} %"
+
+
+def yolo_kernels(ncu, cut: float = OCC_CUT):
+    """A YOLO Nsight Compute per-kernel table (e.g. ``h200/ncu_throughput_w1``) with the config
+    parsed (:func:`with_config`), ``kernel_class`` (:func:`yolo_sm.kernels.add_kernel_class`),
+    ``blocks_per_sm`` (resident blocks per SM: the smallest of the ``limit_*`` columns) and
+    ``occupancy``, the side of ``cut`` its theoretical occupancy falls on."""
+    import numpy as np
+
+    from yolo_sm.errors import UserError
+    from yolo_sm.kernels import add_kernel_class
+
+    if ncu is None or len(ncu) == 0:
+        raise UserError("no kernels: the Nsight Compute table is absent or empty")
+    df = with_config(ncu if "kernel_class" in ncu else add_kernel_class(ncu))
+    limits = [c for c in df.columns if c.startswith("limit_")]
+    if limits:
+        df["blocks_per_sm"] = df[limits].min(axis=1)
+    below, above = _sides(cut)
+    df["occupancy"] = np.where(df.theoretical_occupancy_pct < cut, below, above)
+    return df
+
+
+def yolo_occupancy_vs_throughput(ncu, cut: float = OCC_CUT, high: float = HIGH_PCT):
+    """Per config (width) and side of ``cut`` % theoretical occupancy (both sides, an empty one
+    with 0 kernels): kernels, time, ``time_share`` of the config's kernel time, the
+    time-weighted theoretical occupancy, SM / tensor-pipe / DRAM throughput (% of peak) and bound
+    (:func:`throughput_view`), the occupancy range, the share of the side's time at one resident
+    block per SM (``one_block_time_share``) and its kernel classes by time (``classes``)."""
+    import pandas as pd
+
+    df = yolo_kernels(ncu, cut)
+    keys = ["config", "width", "occupancy"]
+    view = throughput_view(df, keys, high, YOLO_THROUGHPUT_COLS)
+    g = df.groupby(keys)
+    extra = pd.DataFrame(
+        {
+            "occupancy_min_pct": g.theoretical_occupancy_pct.min(),
+            "occupancy_max_pct": g.theoretical_occupancy_pct.max(),
+            "classes": g[["kernel_class", "duration_us"]].apply(
+                lambda k: ", ".join(
+                    k.groupby("kernel_class").duration_us.sum().sort_values(ascending=False).index
+                )
+            ),
+        }
+    )
+    if "blocks_per_sm" in df:
+        one = df.duration_us.where(df.blocks_per_sm == 1, 0.0)
+        extra["one_block_time_share"] = (
+            one.groupby([df[k] for k in keys]).sum() / g.duration_us.sum()
+        )
+    view = view.merge(extra.reset_index(), on=keys, how="left")
+    full = (
+        df[["config", "width"]]
+        .drop_duplicates()
+        .merge(pd.DataFrame({"occupancy": list(_sides(cut))}), how="cross")
+    )
+    out = full.merge(view, on=keys, how="left")
+    out[["kernels", "time_us"]] = out[["kernels", "time_us"]].fillna(0)
+    out["kernels"] = out.kernels.astype(int)
+    out["time_share"] = out.time_us / out.groupby("config").time_us.transform("sum")
+    out.attrs["cut"] = cut
+    return out.sort_values(["width", "occupancy"], ascending=[True, False]).reset_index(drop=True)
+
+
+def yolo_stage_throughput(ncu, cut: float = OCC_CUT, high: float = HIGH_PCT):
+    """Per config (width) and stage (backbone, neck, head, forward order):
+    :func:`throughput_view` with the stage's ``time_share`` of the config's kernel time and the
+    share of the stage's time in kernels under ``cut`` % theoretical occupancy."""
+    import pandas as pd
+
+    df = yolo_kernels(ncu, cut)
+    keys = ["config", "width", "stage"]
+    out = throughput_view(df, keys, high, YOLO_THROUGHPUT_COLS)
+    out["time_share"] = out.time_us / out.groupby("config").time_us.transform("sum")
+    below = df.duration_us.where(df.occupancy == _sides(cut)[0], 0.0)
+    low = below.groupby([df[k] for k in keys]).sum() / df.groupby(keys).duration_us.sum()
+    out = out.merge(low.rename("low_occupancy_time_share").reset_index(), on=keys, how="left")
+    order = list(df.sort_values("kernel_id").stage.drop_duplicates()) if "kernel_id" in df else None
+    out["stage"] = pd.Categorical(out.stage, categories=order or sorted(out.stage.unique()))
+    out.attrs["cut"] = cut
+    return out.sort_values(["width", "stage"]).reset_index(drop=True)
+
+
+def plot_yolo_occupancy(kernels, *, high: float = HIGH_PCT, title=None):
+    """:func:`plot_normalised_roofline` of :func:`yolo_kernels`: one point per kernel, coloured by
+    the side of the occupancy cut, one panel per width."""
+    d = kernels.assign(width=kernels.width.astype(str))
+    return plot_normalised_roofline(
+        d,
+        color="occupancy",
+        facet_col="width",
+        hover=[
+            "layer",
+            "stage",
+            "kernel_class",
+            "theoretical_occupancy_pct",
+            "tensor_pipe_pct",
+            "blocks_per_sm",
+            "kernel_name",
+        ],  # fmt: skip
+        high=high,
+        title=title
+        or "YOLOv8 kernels per width (panels), by theoretical occupancy: normalised roofline",
+    )
+
+
+def _pcts(rows, col, fmt=".0f") -> str:
+    """'12 / 34 / 56': a column's values joined (a missing one as '-')."""
+    import pandas as pd
+
+    return " / ".join("-" if pd.isna(v) else f"{v:{fmt}}" for v in rows[col])
+
+
+def yolo_occupancy_findings(split, stages, high: float = HIGH_PCT) -> str:
+    """Markdown bullets from :func:`yolo_occupancy_vs_throughput` and
+    :func:`yolo_stage_throughput`: where the time goes, whether the kernels under the cut are the
+    ones with the highest SM / tensor-pipe throughput, and how that changes with width."""
+    cut = split.attrs.get("cut", OCC_CUT)
+    below, above = _sides(cut)
+    lo = split[split.occupancy == below].sort_values("width").reset_index(drop=True)
+    hi = split[split.occupancy == above].sort_values("width").reset_index(drop=True)
+    if lo.empty:
+        return "- No kernels."
+    widths = " / ".join(f"{w:g}" for w in lo.width)
+    totals = split.groupby("width").kernels.sum().to_frame()
+    first, last = lo.iloc[0], lo.iloc[-1]
+    busy = lo[lo.kernels > 0]
+    occ = (
+        f"{busy.occupancy_min_pct.min():g}-{busy.occupancy_max_pct.max():g} %" if len(busy) else ""
+    )
+    classes = ", ".join(dict.fromkeys(c for cs in busy.classes for c in cs.split(", ")))
+    one = (
+        f", {_pcts(lo, 'one_block_time_share', '.0%')} of their time at one resident block per SM"
+        if "one_block_time_share" in lo
+        else ""
+    )
+
+    def where(col):
+        more = lo[col].to_numpy() > hi[col].to_numpy()
+        yes = [f"{w:g}" for w, m in zip(lo.width, more, strict=True) if m]
+        no = [f"{w:g}" for w, m in zip(lo.width, more, strict=True) if not m]
+        if not no:
+            return "at every width"
+        if not yes:
+            return "at no width"
+        return f"at width {', '.join(yes)} only (not at {', '.join(no)})"
+
+    st = stages.sort_values(["width", "stage"])
+    names = list(st.stage.cat.categories if hasattr(st.stage, "cat") else dict.fromkeys(st.stage))
+    per_w = "; ".join(
+        f"{_pcts(g, 'time_share', '.0%')} at width {w:g}" for w, g in st.groupby("width")
+    )
+    tops = st.loc[st.groupby("width").low_occupancy_time_share.idxmax()]
+    if tops.stage.nunique() == 1:
+        top = (
+            f"the {tops.stage.iloc[0]} has the largest share of its own time under the cut at "
+            f"every width ({_pcts(tops, 'low_occupancy_time_share', '.0%')})"
+        )
+    else:
+        top = "the stage with the largest share of its own time under the cut is " + ", ".join(
+            f"the {r.stage} at width {r.width:g} ({r.low_occupancy_time_share:.0%})"
+            for r in tops.itertuples()
+        )
+    stage_txt = f"Kernel time per stage ({' / '.join(names)}): {per_w}; {top}."
+    bounds = "; ".join(
+        f"{b} at width {', '.join(f'{w:g}' for w in g.width)}"
+        for b, g in busy.groupby("bound", sort=False)
+    )
+    dram_max = split.dram_throughput_tw_pct.max()
+    dram = (
+        f"DRAM throughput stays under {high:g} % on both sides"
+        if dram_max < high
+        else "DRAM throughput"
+    )
+    lo_busiest = (
+        last.tensor_pipe_tw_pct > hi.iloc[-1].tensor_pipe_tw_pct
+        and last.sm_throughput_tw_pct >= hi.iloc[-1].sm_throughput_tw_pct
+    )
+    verdict = (
+        f"At width {last.width:g} the kernels under {cut:g} % occupancy are the busiest of the "
+        "forward by both measures: low theoretical occupancy does not mean low throughput."
+        if lo_busiest
+        else f"At width {last.width:g} the kernels under {cut:g} % occupancy are not the busiest "
+        "by both measures."
+    )
+    return f"""
+- **Where the time goes (widths {widths}).** Kernels under {cut:g} % theoretical occupancy take
+  {_pcts(lo, "time_share", ".0%")} of the forward's kernel time ({_pcts(lo, "kernels", "d")} of
+  {_pcts(totals, "kernels", "d")} kernels): {classes} at {occ} theoretical occupancy{one}.
+  {stage_txt}
+- **Tensor pipes.** Time-weighted, the kernels under the cut keep the tensor pipes
+  {_pcts(lo, "tensor_pipe_tw_pct")} % busy against {_pcts(hi, "tensor_pipe_tw_pct")} % for the
+  rest: higher {where("tensor_pipe_tw_pct")}.
+- **SM throughput.** Under the cut {_pcts(lo, "sm_throughput_tw_pct")} % of peak against
+  {_pcts(hi, "sm_throughput_tw_pct")} % for the rest: higher {where("sm_throughput_tw_pct")}.
+  {dram} ({_pcts(lo, "dram_throughput_tw_pct")} % under the cut against
+  {_pcts(hi, "dram_throughput_tw_pct")} %). By the {high:g} % rule the kernels under the cut are,
+  on their time-weighted averages, {bounds}.
+- **From width {first.width:g} to {last.width:g}** the share of time under the cut goes from
+  {first.time_share:.0%} to {last.time_share:.0%}, their tensor pipe from
+  {first.tensor_pipe_tw_pct:.0f} % to {last.tensor_pipe_tw_pct:.0f} % and their SM throughput from
+  {first.sm_throughput_tw_pct:.0f} % to {last.sm_throughput_tw_pct:.0f} %. {verdict}
+"""
 
 
 # ---------------------------------------------------------------- activations and layout

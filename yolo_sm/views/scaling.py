@@ -811,6 +811,66 @@ def pair_findings(ratios, baseline: str) -> str:
     return "\n".join(lines) if lines else f"No point has both {baseline} and another precision."
 
 
+def precision_layer_delta(ncu, a: str = "bf16", b: str = "fp16", layout: str = "nhwc"):
+    """Per layer of one Nsight Compute forward in precision ``a`` against ``b`` (same layout,
+    e.g. ``h200/ncu_precision_w1``): GPU kernel time in each (us), ``delta_us`` = a - b, and the
+    kernel classes each ran (``classes_a`` / ``classes_b``, '+'-joined), largest delta first.
+    Empty when the table lacks either config."""
+    import pandas as pd
+
+    from yolo_sm.kernels import add_kernel_class
+
+    k = with_config(add_kernel_class(ncu) if "kernel_class" not in ncu else ncu)
+    k = k[k.layout == layout]
+    cols = ["layer", f"{a}_us", f"{b}_us", "delta_us", f"classes_{a}", f"classes_{b}"]
+    if not {a, b} <= set(k.precision):
+        return pd.DataFrame(columns=cols)
+    out = {}
+    for prec in (a, b):
+        g = k[k.precision == prec].groupby("layer")
+        out[f"{prec}_us"] = g.duration_us.sum()
+        out[f"classes_{prec}"] = g.kernel_class.agg(lambda c: "+".join(sorted(set(c))))
+    t = pd.DataFrame(out).reset_index()
+    t["delta_us"] = t[f"{a}_us"].fillna(0.0) - t[f"{b}_us"].fillna(0.0)
+    t = t.sort_values("delta_us", ascending=False, key=abs).reset_index(drop=True)
+    return t[cols]
+
+
+def layer_delta_findings(delta, ratios, a: str = "bf16", b: str = "fp16") -> str:
+    """Markdown: where ``a`` loses or gains time against ``b`` in one forward
+    (:func:`precision_layer_delta`) and how the same-run img/s ratio (:func:`precision_speedup`
+    against ``b``) moves with width for CUDA graphs from batch 16 (compute-bound, no launch
+    noise)."""
+    if delta.empty:
+        return f"- No Nsight Compute forward has both {a} and {b}."
+    ta, tb = delta[f"{a}_us"].sum(), delta[f"{b}_us"].sum()
+    top = delta.iloc[0]
+    cls_changed = delta[delta[f"classes_{a}"] != delta[f"classes_{b}"]]
+    swaps = ", ".join(
+        f"`{r.layer}` ({r[f'classes_{b}']} in {b}, {r[f'classes_{a}']} in {a}: "
+        f"{r[f'{b}_us']:.0f} -> {r[f'{a}_us']:.0f} us)"
+        for _, r in cls_changed.iterrows()
+    )
+    lines = [
+        f"- **Where the time differs (Nsight Compute, one forward):** {a} {ta / 1e3:.2f} ms "
+        f"against {b} {tb / 1e3:.2f} ms of kernel time ({ta / tb - 1:+.1%}); the largest "
+        f"difference per layer is `{top.layer}`, {top.delta_us:+.0f} us "
+        f"({top.delta_us / (ta - tb):.0%} of the whole difference)"
+        + (f". Layers whose kernel class changes: {swaps}." if swaps else ".")
+    ]
+    r = ratios[(ratios.precision == a) & (ratios.backend == "cudagraph") & (ratios.batch >= 16)]
+    if len(r):
+        by_w = r.groupby("width").ratio.median()
+        lines.append(
+            "- **By width (CUDA graph, batch >= 16, median over batches):** "
+            + ", ".join(f"w{w:g} {v:.2f}x" for w, v in by_w.items())
+            + ". The kernel comparison above is one width only; what sets the ratio at the "
+            "other widths is not in these tables (an Nsight Compute forward of both precisions "
+            "at those widths would say)."
+        )
+    return "\n".join(lines)
+
+
 # ---- notebook 01: the standard presets (yolov8 / yolo11 n-x) ---------------------------------
 
 
