@@ -383,6 +383,57 @@ def test_status_says_what_is_left_and_how_long_it_takes(tmp_path):
     assert collect.unit_seconds(plan.steps[0], out / "s.parquet")[1] == "default"
 
 
+def test_row_seconds_count_a_long_build_within_its_run():
+    # 3 s apart, then a row whose 60 s build explains its 62 s gap, then an hour: another call
+    df = pd.DataFrame(
+        {
+            "prov_date_utc": [
+                "2026-11-30T10:00:00",
+                "2026-11-30T10:00:03",
+                "2026-11-30T10:01:05",
+                "2026-11-30T11:01:05",
+            ],
+            "build_s": [1.0, 1.0, 60.0, 1.0],
+        }
+    )
+    sec = collect._row_seconds(df)
+    assert sec.isna().tolist() == [True, False, False, True]
+    assert sec.dropna().tolist() == [3.0, 62.0]
+    # without build_s a 62 s gap reads as between calls
+    assert collect._row_seconds(df.drop(columns="build_s")).notna().sum() == 1
+
+
+def test_a_new_sweeps_pace_comes_from_the_plans_other_sweeps(tmp_path):
+    """No table yet: each planned point takes what the other sweeps took for its precision,
+    backend and batch (the nearest batch scaled by the batch ratio where that batch is new)."""
+    new = dict(SWEEP, batches=[2, 8])  # batch 2 measured elsewhere, batch 8 not
+    plan = _plan(
+        tmp_path,
+        [
+            {"name": "old", "kind": "sweep", "out": "old.parquet", "params": SWEEP},
+            {"name": "new", "kind": "sweep", "out": "new.parquet", "params": new},
+        ],
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    times = {1: "2026-11-30T10:00:00", 2: "2026-11-30T10:00:10"}  # batch 2 took 10 s
+    pts = collect._sweep_spec(plan.steps[0], plan).points()
+    rows = pd.DataFrame(
+        [
+            {**asdict(p), "status": "ok", "build_s": 0.0, "prov_date_utc": times[p.batch]}
+            for p in pts
+        ]
+    )
+    rows.to_parquet(out / "old.parquet")
+    per, source = collect.unit_seconds(plan.steps[1], out / "new.parquet", plan)
+    assert source == "other sweeps"
+    assert per == pytest.approx((10.0 + 10.0 * 8 / 2) / 2)  # batch 2: 10 s; batch 8: 4x that
+    st = collect.status(plan, out).set_index("step")
+    assert st.loc["new", "est_source"] == "other sweeps" and st.loc["new", "est_left_s"] == 50
+    # without the plan (or any timed sweep) the default
+    assert collect.unit_seconds(plan.steps[1], out / "new.parquet")[1] == "default"
+
+
 def test_an_edited_step_that_runs_whole_is_changed_and_runs_again(tmp_path):
     """The manifest records the params a table was made with; a plan whose step now has other
     params says ``changed`` and collect makes the table again. A sweep's params are its points:

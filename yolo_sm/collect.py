@@ -171,29 +171,92 @@ DEFAULT_UNIT_S = {"sweep": 1.6, "bench": 80.0}
 _SAME_RUN_GAP_S = 30.0  # row gaps longer than this are between device calls, not per point
 
 
-def unit_seconds(step: Step, path: Path) -> tuple[float, str]:
+def _row_seconds(df):
+    """Seconds each sweep row took within its run: the gap from the previous row (by
+    ``prov_date_utc``), NaN for the first row of a run. A gap counts as within a run when it
+    exceeds the row's own ``build_s`` (cuDNN autotuning: fp32 eager builds at batch 64 took
+    40-70 s on the H200) by less than :data:`_SAME_RUN_GAP_S`; longer gaps are between device
+    calls."""
+    import pandas as pd
+
+    t = pd.to_datetime(df["prov_date_utc"], errors="coerce", utc=True).dropna().sort_values()
+    gap = t.diff().dt.total_seconds()
+    build = df["build_s"].reindex(t.index).fillna(0.0) if "build_s" in df else 0.0
+    return gap.where(gap - build < _SAME_RUN_GAP_S)
+
+
+_PACE_KEYS = ("precision", "backend", "batch")
+
+
+def _pace_table(plan: Plan, out_dir: Path):
+    """Median seconds per point by (precision, backend, batch) over the plan's sweep tables
+    in ``out_dir`` (empty when none has timed rows)."""
+    import pandas as pd
+
+    parts = []
+    for s in plan.steps:
+        path = out_dir / s.out
+        if s.kind != "sweep" or not path.exists():
+            continue
+        try:
+            df = pd.read_parquet(path)
+        except Exception:  # noqa: BLE001 - unreadable: left out of the estimate
+            continue
+        if "prov_date_utc" not in df or not set(_PACE_KEYS) <= set(df):
+            continue
+        parts.append(df[list(_PACE_KEYS)].assign(sec=_row_seconds(df)).dropna(subset=["sec"]))
+    if not parts:
+        return pd.DataFrame(columns=[*_PACE_KEYS, "sec"])
+    return pd.concat(parts).groupby(list(_PACE_KEYS), as_index=False).sec.median()
+
+
+def _point_seconds(point, pace) -> float | None:
+    """Seconds for one planned sweep point from :func:`_pace_table`: its own key, else the
+    nearest measured batch of its precision and backend (scaled up by the batch ratio when the
+    point's batch is larger), else None."""
+    same = pace[(pace.precision == point.precision) & (pace.backend == point.backend)]
+    if same.empty:
+        return None
+    exact = same[same.batch == point.batch]
+    if len(exact):
+        return float(exact.sec.iloc[0])
+    near = same.iloc[(same.batch - point.batch).abs().argsort().iloc[0]]
+    return float(near.sec) * max(1.0, point.batch / float(near.batch))
+
+
+def unit_seconds(step: Step, path: Path, plan: Plan | None = None) -> tuple[float, str]:
     """Seconds one sweep point or bench unit of ``step`` takes and where that comes from: the
-    step's own table (a bench's ``unit_s``; a sweep's mean gap between consecutive rows of one
-    run, from ``prov_date_utc``), else :data:`DEFAULT_UNIT_S`."""
+    step's own table (a bench's ``unit_s``; a sweep's mean time per row within one run,
+    :func:`_row_seconds`), else for a sweep with ``plan`` the mean over its planned points of
+    what the plan's other shipped sweeps took for the same precision, backend and batch
+    (``"other sweeps"``; the nearest batch, scaled by the batch ratio, where that batch was not
+    measured), else :data:`DEFAULT_UNIT_S`."""
     import pandas as pd
 
     default = DEFAULT_UNIT_S.get(step.kind, step.est_s), "default"
-    if step.kind not in RESUMABLE or not path.exists():
+    if step.kind not in RESUMABLE:
         return default
-    try:
-        df = pd.read_parquet(path, columns=None)
-    except Exception:  # noqa: BLE001 - an unreadable table: the default; collect says why later
-        return default
-    if step.kind == "bench" and "unit_s" in df:
-        per_unit = df.groupby(["width", "batch"]).unit_s.max().dropna()
-        if len(per_unit):
-            return float(per_unit.median()), "measured"
-    if step.kind == "sweep" and "prov_date_utc" in df and len(df) > 2:
-        t = pd.to_datetime(df["prov_date_utc"], errors="coerce", utc=True).dropna().sort_values()
-        gaps = t.diff().dt.total_seconds().dropna()
-        gaps = gaps[gaps < _SAME_RUN_GAP_S]
-        if len(gaps) >= 2 and gaps.mean() > 0:
-            return float(gaps.mean()), "measured"
+    if path.exists():
+        try:
+            df = pd.read_parquet(path, columns=None)
+        except Exception:  # noqa: BLE001 - an unreadable table: the default; collect says why later
+            return default
+        if step.kind == "bench" and "unit_s" in df:
+            per_unit = df.groupby(["width", "batch"]).unit_s.max().dropna()
+            if len(per_unit):
+                return float(per_unit.median()), "measured"
+        if step.kind == "sweep" and "prov_date_utc" in df and len(df) > 2:
+            sec = _row_seconds(df).dropna()
+            if len(sec) >= 2 and sec.mean() > 0:
+                return float(sec.mean()), "measured"
+    if step.kind == "sweep" and plan is not None:
+        pace = _pace_table(plan, path.parent)
+        if len(pace):
+            est = [_point_seconds(p, pace) for p in _sweep_spec(step, plan).points()]
+            known = [e for e in est if e is not None]
+            if known:
+                fill = sum(known) / len(known)  # points without any match: the known mean
+                return sum(e if e is not None else fill for e in est) / len(est), "other sweeps"
     return default
 
 
@@ -218,7 +281,7 @@ def status(plan: Plan, out_dir: str | os.PathLike):
                 total, what = _total_units(s, plan)
                 left = total
             if left:
-                per, source = unit_seconds(s, path)
+                per, source = unit_seconds(s, path, plan)
                 row.update(todo=f"{left} of {total} {what}", est_left_s=round(left * per))
                 row["est_source"] = source
         elif state != "done":
