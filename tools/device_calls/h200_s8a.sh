@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Prepared in session 7 for the next session: what the plan still lacks, resumable, run it
+# until `--status` says done (each call returns the changed tables in h200.tgz: unpack, copy
+# the parquet files and manifest.json into data/h200 before the next call).
+# bench_fast_engines: widths 0.75/1.25/1.75 (9 units, ~55 s each); sweep_precision_rest:
+# fp32/tf32/fp16/bf16 NCHW at batch 16/128 (128 points; `--status` estimates ~13 min from the
+# other sweeps: fp32 eager builds take 40-70 s at batch 64, more at 128).
+source tools/h200.sh
+export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.used --format=csv > $OUT/nvidia_smi.txt
+left=$(( 585 - SECONDS ))
+timeout $(( left - 10 )) python3 -m yolo_sm collect --plan data/plans/h200.yaml --out data/h200 \
+  --max-minutes $(python3 -c "print(round(($left-25)/60,2))") \
+  --only bench_fast_engines,sweep_precision_rest --quiet > $OUT/collect.log 2>&1
+echo "collect rc=$?"
+mkdir -p $OUT/h200 && cp data/h200/manifest.json data/h200/bench_fast_engines.parquet $OUT/h200/ \
+  && cp data/h200/sweep_precision_rest.parquet $OUT/h200/ 2>/dev/null
+tar czf $OUT/h200.tgz -C $OUT h200 && rm -rf $OUT/h200
+python3 -m yolo_sm collect --plan data/plans/h200.yaml --out data/h200 --status | grep -E "bench|precision_rest|left"
