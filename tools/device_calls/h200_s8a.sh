@@ -8,11 +8,11 @@
 source tools/h200.sh
 export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.used --format=csv > $OUT/nvidia_smi.txt
-left=$(( 585 - SECONDS ))
-timeout $(( left - 10 )) python3 -m yolo_sm collect --plan data/plans/h200.yaml --out data/h200 \
-  --max-minutes $(python3 -c "print(round(($left-25)/60,2))") \
-  --only bench_fast_engines,sweep_precision_rest --quiet > $OUT/collect.log 2>&1
-echo "collect rc=$?"
+# bench first (collect runs --only steps in plan order, so one call each)
+run() { left=$(( 585 - SECONDS )); timeout $(( left - 10 )) python3 -m yolo_sm collect --plan data/plans/h200.yaml \
+  --out data/h200 --max-minutes $(python3 -c "print(round(($left-25)/60,2))") --only $1 --quiet >> $OUT/collect.log 2>&1; echo "$1 rc=$?"; }
+run bench_fast_engines
+run sweep_precision_rest
 mkdir -p $OUT/h200 && cp data/h200/manifest.json data/h200/bench_fast_engines.parquet $OUT/h200/ \
   && cp data/h200/sweep_precision_rest.parquet $OUT/h200/ 2>/dev/null
 tar czf $OUT/h200.tgz -C $OUT h200 && rm -rf $OUT/h200
