@@ -271,3 +271,21 @@ def test_measure_engine_times_the_engine_on_its_input():
     )
     assert (m.batch, m.label, m.n) == (3, "fake engine", 5)
     assert set(eng.seen) == {("input", 0)} and len(eng.seen) == 3 + 1 + 5
+
+
+def test_provenance_fingerprints_the_source_and_names_the_host_cpu(tmp_path, monkeypatch):
+    from yolo_sm import provenance
+
+    d = provenance.source_digest()
+    assert len(d) == 12 and int(d, 16) >= 0
+    assert provenance.collect("cpu")["yolo_sm_source"] == d
+    # the digest follows the source: a changed package gives another one
+    pkg = tmp_path / "yolo_sm"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("x = 1\n")
+    monkeypatch.setattr(provenance, "__file__", str(pkg / "provenance.py"))
+    one = provenance.source_digest()
+    (pkg / "a.py").write_text("x = 2\n")
+    assert provenance.source_digest() != one
+    model = provenance.cpu_model()
+    assert model is None or (isinstance(model, str) and model)

@@ -24,6 +24,8 @@ PROVENANCE_FIELDS = (
     "ultralytics",
     "python",
     "sm_clock_max_mhz",
+    "yolo_sm_source",  # from session 7's code on (source_digest); absent in older tables
+    "cpu_model",
 )
 
 

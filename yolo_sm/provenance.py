@@ -49,9 +49,38 @@ def sm_clock_mhz(device: str = "cuda") -> float | None:
         return None
 
 
+def source_digest() -> str:
+    """A fingerprint of the yolo_sm source that is running: the first 12 hex digits of the
+    SHA-256 over every ``.py`` file of the package (relative path and bytes, sorted). The H200
+    runs the package from a copy of the working tree, without git or an installed version, so
+    this is what ties a table to its code (recompute it at any commit to find the match)."""
+    import hashlib
+
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        h.update(f.relative_to(root).as_posix().encode())
+        h.update(b"\0")
+        h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def cpu_model() -> str | None:
+    """The host CPU's model name (Linux ``/proc/cpuinfo``; else ``platform.processor()``):
+    eager small-batch timings are bound by the host's kernel launches, so they move with it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
 def collect(device: str = "cpu") -> dict:
     """Hardware and software facts for a result: GPU name, SM count, clocks, driver, CUDA, torch,
-    cuDNN, ultralytics, Python, host, UTC date and the command line. Missing facts are None."""
+    cuDNN, ultralytics, the yolo_sm version and source digest, Python, host CPU, UTC date and
+    the command line. Missing facts are None."""
     import torch
 
     info: dict = {
@@ -71,8 +100,10 @@ def collect(device: str = "cpu") -> dict:
         "onnxruntime": _version("onnxruntime") or _version("onnxruntime-gpu"),
         "tensorrt": _version("tensorrt"),
         "yolo_sm": _version("yolo_sm"),
+        "yolo_sm_source": source_digest(),
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "hostname": socket.gethostname(),
