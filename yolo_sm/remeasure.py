@@ -133,3 +133,92 @@ def summary(df) -> str:
         f"{int(ok.within_10pct.sum())} of {len(df)} points within 10 % of the shipped img/s "
         f"(new / shipped: {ratios or 'none measured'})"
     )
+
+
+def compare(shipped, again):
+    """The points two sweep tables share (same :data:`yolo_sm.sweep.KEY_COLUMNS`, ``ok`` in
+    both), as :func:`remeasure`'s comparison rows: ``again`` is a later measurement of the same
+    points (e.g. the fp16 NHWC rows of ``h200/sweep_bf16_nhwc`` against
+    ``h200/sweep_fp16_nhwc``), so every shared point is a re-measure, not only five."""
+    from yolo_sm.sweep import KEY_COLUMNS
+
+    keys = [c for c in KEY_COLUMNS if c in shipped and c in again]
+    cols = [*keys, "img_per_s", "prov_date_utc"]
+    a = shipped[shipped.status == "ok"][cols]
+    b = again[again.status == "ok"][cols]
+    # a key column that is empty in both (e.g. `scale` of width-scaled models) must still join
+    m = a.fillna({"scale": ""}).merge(
+        b.fillna({"scale": ""}), on=keys, suffixes=("_shipped", "_new")
+    )
+    ratio = m.img_per_s_new / m.img_per_s_shipped
+    return m[keys].assign(
+        shipped_img_per_s=m.img_per_s_shipped,
+        new_img_per_s=m.img_per_s_new,
+        ratio=ratio,
+        within_10pct=(ratio - 1).abs() <= TOLERANCE,
+        launch_bound=(m.backend == "eager") & (m.batch <= 8),
+        shipped_date_utc=m.prov_date_utc_shipped,
+        new_date_utc=m.prov_date_utc_new,
+    )
+
+
+def by_kind(cmp):
+    """:func:`compare` (or :func:`remeasure`) rows summarised per backend and launch-bound or
+    not: points, how many within 10 %, and the ratio's min / median / max."""
+    g = cmp.groupby(["backend", "launch_bound"]).ratio
+    out = g.agg(points="size", ratio_min="min", ratio_median="median", ratio_max="max")
+    out.insert(1, "within_10pct", cmp.groupby(["backend", "launch_bound"]).within_10pct.sum())
+    return out.reset_index()
+
+
+def plot_compare(cmp, title=None):
+    """new / shipped img/s against batch per point, colour by backend, symbol launch-bound;
+    the +-10 % band shaded."""
+    import plotly.express as px
+
+    from yolo_sm.plots import TEMPLATE
+
+    d = cmp.assign(kind=cmp.launch_bound.map({True: "launch-bound", False: "not launch-bound"}))
+    fig = px.scatter(
+        d,
+        x="batch",
+        y="ratio",
+        color="backend",
+        symbol="kind",
+        hover_data=["width", "shipped_img_per_s", "new_img_per_s"],
+        log_x=True,
+        template=TEMPLATE,
+        title=title or "Measured again: new / shipped img/s per point",
+    )
+    fig.add_hrect(y0=1 - TOLERANCE, y1=1 + TOLERANCE, fillcolor="grey", opacity=0.15, line_width=0)
+    fig.update_layout(yaxis_title="new / shipped img/s")
+    return fig
+
+
+def compare_findings(cmp, shipped: str, again: str) -> str:
+    """One markdown bullet from :func:`compare`: how many shared points repeat within 10 %,
+    per kind (CUDA graph, eager not launch-bound, eager launch-bound), and the time between."""
+    import pandas as pd
+
+    if cmp.empty:
+        return f"- **Measured again:** {shipped} and {again} share no point."
+    t0 = pd.to_datetime(cmp.shipped_date_utc, utc=True)
+    t1 = pd.to_datetime(cmp.new_date_utc, utc=True)
+    hours = float((t1 - t0).dt.total_seconds().median() / 3600)
+    parts = []
+    for r in by_kind(cmp).itertuples():
+        kind = "CUDA graph" if r.backend == "cudagraph" else r.backend
+        if r.backend == "eager":
+            kind += " at batch <= 8 (launch-bound)" if r.launch_bound else " from batch 16"
+        parts.append(
+            f"{kind} {r.within_10pct} of {r.points} ({r.ratio_min:.2f}-{r.ratio_max:.2f}x, "
+            f"median {r.ratio_median:.2f})"
+        )
+    return (
+        f"- **Measured again:** {len(cmp)} points of {shipped} were measured again in "
+        f"{again} (median {hours:.1f} h later) and land within 10 % as follows: "
+        + "; ".join(parts)
+        + ". Where the GPU sets the pace the figures repeat; where the host's kernel launches "
+        "do, they move between runs (another lease, perhaps another host: tables from session "
+        "8's code on record `prov_cpu_model`), so compare those only within one run."
+    )
