@@ -246,6 +246,16 @@ def test_ceilings_take_the_best_of_several_sizes():
     # fp32 (SIMT) stops at simt_max_n, the smallest size always runs
     df = measure_ceilings("cpu", n=(32, 64), budget_ms=5, precisions=("fp32",), simt_max_n=32)
     assert set(df.ceiling) == {"matmul_fp32_n32", "matmul_fp32"}
+    assert (df.fill == "randn").all() and df.sm_clock_end_mhz.isna().all()  # no NVML clock on a CPU
+
+
+def test_ceilings_with_zero_operands_and_a_bad_fill():
+    from yolo_sm.ceilings import measure_ceilings
+
+    df = measure_ceilings("cpu", n=32, budget_ms=5, precisions=("fp32",), fill="zeros")
+    assert df.fill.tolist() == ["zeros"] and df.value.iloc[0] > 0
+    with pytest.raises(UserError, match="unknown matmul fill 'ones'"):
+        measure_ceilings("cpu", n=32, budget_ms=5, fill="ones")
 
 
 def test_probe_step_runs_on_cpu_and_registers(tmp_path, monkeypatch):

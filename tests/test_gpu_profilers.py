@@ -170,6 +170,10 @@ def test_ceilings_on_the_gpu(tmp_path):
     assert df.value["matmul_fp16"] > 2 * df.value["matmul_fp32"]  # tensor cores vs FFMA
     assert df.value["copy_d2d"] > df.value.get("copy_h2d_pinned", 0)
     assert 0 < df.value["copy_h2d_frame_fp16"] < 5  # ms
+    mm = raw[raw.ceiling.str.startswith("matmul")]
+    assert (mm.fill == "randn").all() and (mm.sm_clock_end_mhz > 0).all()  # NVML's SM clock
+    z = measure_ceilings("cuda", n=4096, budget_ms=30, precisions=("fp16",), fill="zeros")
+    assert z.fill.tolist() == ["zeros"] and z.value.iloc[0] > 0
 
 
 def _clustered_boxes(seed: int, g: int, w: int, spread: float):

@@ -14,15 +14,31 @@ from yolo_sm.errors import UserError
 MATMUL_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
 
 
-def _matmul_fn(prec: str, n: int, device: str):
+#: How the matmul operands are filled: ``randn`` (the ceiling: every bit toggles, as in real
+#: data) or ``zeros`` (a diagnostic: tensor cores draw less power on zeros, so where a randn
+#: matmul is power-limited the zeros one runs at higher clocks).
+FILLS = ("randn", "zeros")
+
+
+def _operand(n: int, device: str, gen, fill: str, dtype=None):
     import torch
 
+    if fill == "zeros":
+        return torch.zeros(n, n, device=device, dtype=dtype)
+    return torch.randn(n, n, device=device, dtype=dtype, generator=gen)
+
+
+def _matmul_fn(prec: str, n: int, device: str, fill: str = "randn"):
+    import torch
+
+    if fill not in FILLS:
+        raise UserError(f"unknown matmul fill {fill!r}; use one of {', '.join(FILLS)}")
     gen = torch.Generator(device=device).manual_seed(0)
     if prec == "fp8":
         if not hasattr(torch, "_scaled_mm") or not str(device).startswith("cuda"):
             return None
-        a = torch.randn(n, n, device=device, generator=gen).to(torch.float8_e4m3fn)
-        b = torch.randn(n, n, device=device, generator=gen).to(torch.float8_e4m3fn).t()
+        a = _operand(n, device, gen, fill).to(torch.float8_e4m3fn)
+        b = _operand(n, device, gen, fill).to(torch.float8_e4m3fn).t()
         one = torch.tensor(1.0, device=device)
         return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
     dtype = {
@@ -31,8 +47,8 @@ def _matmul_fn(prec: str, n: int, device: str):
         "fp16": torch.float16,
         "bf16": torch.bfloat16,
     }[prec]
-    a = torch.randn(n, n, device=device, dtype=dtype, generator=gen)
-    b = torch.randn(n, n, device=device, dtype=dtype, generator=gen)
+    a = _operand(n, device, gen, fill, dtype)
+    b = _operand(n, device, gen, fill, dtype)
     return lambda: torch.matmul(a, b)
 
 
@@ -43,6 +59,7 @@ def measure_ceilings(
     budget_ms: float = 300.0,
     precisions=MATMUL_DTYPES,
     simt_max_n: int = 8192,
+    fill: str = "randn",
 ):
     """One row per ceiling: ``ceiling`` (e.g. ``matmul_fp16``, ``copy_d2d``, ``copy_h2d_frame``),
     ``value`` in ``unit`` (TFLOP/s, GB/s or ms), the median / IQR of the timed calls and the
@@ -51,16 +68,23 @@ def measure_ceilings(
     ``n``: one size or several. With several, each precision is timed at each size (a row
     ``matmul_<prec>_n<size>``; fp32 on the SIMT units only up to ``simt_max_n``, where bigger
     sizes take seconds per call) and ``matmul_<prec>`` is the fastest of them: cuBLAS's best
-    kernel and the clocks it sustains under power differ per shape."""
+    kernel and the clocks it sustains under power differ per shape.
+
+    ``fill`` (:data:`FILLS`): the matmul operands, random normal (the default, the ceiling) or
+    zeros (a diagnostic of power-limited clocks). Each row records ``fill`` and
+    ``sm_clock_end_mhz``, the SM clock (NVML) right after its timed calls (None on a CPU)."""
     import pandas as pd
     import torch
 
+    from yolo_sm.provenance import sm_clock_mhz
     from yolo_sm.timing import measure
 
+    if fill not in FILLS:
+        raise UserError(f"unknown matmul fill {fill!r}; use one of {', '.join(FILLS)}")
     cuda = str(device).startswith("cuda")
     rows = []
 
-    def add(name, m, value, unit, size):
+    def add(name, m, value, unit, size, clock=None, row_fill=None):
         rows.append(
             {
                 "ceiling": name,
@@ -70,6 +94,8 @@ def measure_ceilings(
                 "median_ms": m.median_ms,
                 "iqr_ms": m.iqr_ms,
                 "n_samples": m.n,
+                "fill": row_fill,
+                "sm_clock_end_mhz": clock,
             }
         )
 
@@ -82,18 +108,20 @@ def measure_ceilings(
             for size in sizes:
                 if prec == "fp32" and size > simt_max_n and size != min(sizes):
                     continue
-                fn = _matmul_fn(prec, size, device)
+                fn = _matmul_fn(prec, size, device, fill)
                 if fn is None:
                     break
                 m = measure(fn, device=device, budget_ms=budget_ms)
+                clock = sm_clock_mhz(device)
                 tflops = 2 * size**3 / (m.median_ms * 1e-3) / 1e12
                 if len(sizes) > 1:
-                    add(f"matmul_{prec}_n{size}", m, tflops, "TFLOP/s", f"{size}^3")
+                    add(f"matmul_{prec}_n{size}", m, tflops, "TFLOP/s", f"{size}^3", clock, fill)
                 if best is None or tflops > best[1]:
-                    best = (m, tflops, size)
+                    best = (m, tflops, size, clock)
                 del fn
             if best is not None:
-                add(f"matmul_{prec}", best[0], best[1], "TFLOP/s", f"{best[2]}^3")
+                m, tflops, size, clock = best
+                add(f"matmul_{prec}", m, tflops, "TFLOP/s", f"{size}^3", clock, fill)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = old_tf32
     if cuda:

@@ -518,6 +518,7 @@ def _run_ceilings(step, plan, out_dir, deadline, progress):
         n=tuple(p["n"]) if isinstance(p.get("n"), list) else int(p.get("n", 8192)),
         copy_bytes=int(p.get("copy_bytes", 1 << 30)),
         budget_ms=float(p.get("budget_ms", 300)),
+        fill=str(p.get("fill", "randn")),
     )
     _write(_with_provenance(df, plan.device), out_dir / step.out)
 

@@ -116,6 +116,10 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "median_ms": "median time of one call, milliseconds (CUDA events)",
         "iqr_ms": "interquartile range of the calls, milliseconds",
         "n_samples": "timed calls",
+        "fill": "matmul operands: randn (the ceiling) or zeros (a power diagnostic); tables "
+        "from session 8's code on",
+        "sm_clock_end_mhz": "SM clock (NVML) right after the row's timed calls, MHz; tables "
+        "from session 8's code on",
     },
     "probe": {
         "stage": "h2d, letterbox, engine, decode, postprocess (the stages of one batch, each "

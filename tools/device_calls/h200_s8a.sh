@@ -8,6 +8,17 @@
 source tools/h200.sh
 export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.used --format=csv > $OUT/nvidia_smi.txt
+# why the fp16 matmul ceiling is 662 TFLOP/s against the ~790 of ../shared/h200/README.md:
+# random-normal vs zero operands (power-limited clocks?), randn again after, with the SM clock
+timeout -s INT 60 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_profilers.py -k ceilings \
+  > $OUT/pytest_gpu.log 2>&1; echo "pytest rc=$?"; tail -1 $OUT/pytest_gpu.log
+timeout 90 python3 -c "
+import pandas as pd; from yolo_sm.ceilings import measure_ceilings as m
+rows = [m('cuda', n=8192, budget_ms=1000, precisions=('fp16', 'bf16'), fill=f).assign(run=i)
+        for i, f in enumerate(['randn', 'zeros', 'randn'])]
+d = pd.concat(rows); d = d[d.ceiling.str.startswith('matmul')]
+d.to_csv('$OUT/matmul_fill.csv', index=False)
+print(d[['run', 'fill', 'ceiling', 'value', 'median_ms', 'iqr_ms', 'sm_clock_end_mhz']].round(1).to_string())"
 # bench first (collect runs --only steps in plan order, so one call each)
 run() { left=$(( 585 - SECONDS )); timeout $(( left - 10 )) python3 -m yolo_sm collect --plan data/plans/h200.yaml \
   --out data/h200 --max-minutes $(python3 -c "print(round(($left-25)/60,2))") --only $1 --quiet >> $OUT/collect.log 2>&1; echo "$1 rc=$?"; }
