@@ -19,6 +19,10 @@ rows = [m('cuda', n=8192, budget_ms=1000, precisions=('fp16', 'bf16'), fill=f).a
 d = pd.concat(rows); d = d[d.ceiling.str.startswith('matmul')]
 d.to_csv('$OUT/matmul_fill.csv', index=False)
 print(d[['run', 'fill', 'ceiling', 'value', 'median_ms', 'iqr_ms', 'sm_clock_end_mhz']].round(1).to_string())"
+# eager batch-1 points land at two speeds within one run: the same engine in 6 fresh
+# processes, kernels per forward and a digest of their names each (~90 s)
+timeout 150 python3 tools/eager_lottery.py --width 1.0 --batch 1 --procs 6 --out $OUT/lottery.jsonl \
+  2>&1 | tail -8
 # bench first (collect runs --only steps in plan order, so one call each)
 run() { left=$(( 585 - SECONDS )); timeout $(( left - 10 )) python3 -m yolo_sm collect --plan data/plans/h200.yaml \
   --out data/h200 --max-minutes $(python3 -c "print(round(($left-25)/60,2))") --only $1 --quiet >> $OUT/collect.log 2>&1; echo "$1 rc=$?"; }
