@@ -210,25 +210,20 @@ def test_error_table_against_tolerance(precision_sweep, sweep):
 
 
 def test_precision_findings_are_computed(precision_sweep, sweep, ncu_precision):
-    text = scaling.precision_findings(
-        scaling.precision_speedup(precision_sweep),
-        scaling.missing_points(precision_sweep),
-        scaling.precision_forward(ncu_precision),
-        scaling.precision_matmul(ncu_precision),
-        scaling.error_table(precision_sweep, sweep),
-        pd.DataFrame({"precision": ["fp16"], "rel_err": [1e-3]}),
-    )
+    def findings(sw):
+        return scaling.precision_findings(
+            scaling.precision_speedup(sw),
+            scaling.missing_points(sw),
+            scaling.precision_forward(ncu_precision),
+            scaling.precision_matmul(ncu_precision),
+            scaling.error_table(sw, sweep),
+            pd.DataFrame({"precision": ["fp16"], "rel_err": [1e-3]}),
+        )
+
+    text = findings(precision_sweep)
     assert "nan" not in text.lower()
     assert "Still missing" not in text  # the shipped core sweep is whole
-    partial = precision_sweep[precision_sweep.width != 2.0]
-    text = scaling.precision_findings(
-        scaling.precision_speedup(partial),
-        scaling.missing_points(partial),
-        scaling.precision_forward(ncu_precision),
-        scaling.precision_matmul(ncu_precision),
-        scaling.error_table(partial, sweep),
-        pd.DataFrame({"precision": ["fp16"], "rel_err": [1e-3]}),
-    )
+    text = findings(precision_sweep[precision_sweep.width != 2.0])
     assert "Still missing" in text and "sweep_precision_core" in text
     assert "widths 0.25-1.75" in text  # the ratios cover only what both sides measured
 
