@@ -131,16 +131,20 @@ def _yolo_low_occupancy(widths=(1.0, 2.0), cut: float = 60.0):
     """(text, busy) from ``h200/ncu_throughput_w1``, or None when it is not shipped: at
     ``widths`` (those present), the share of YOLOv8's kernel time under ``cut`` % theoretical
     occupancy and its time-weighted tensor-pipe and SM throughput against the rest's; ``busy``
-    when at the widest config those kernels are ahead of the rest on both."""
+    when at the widest config those kernels are ahead of the rest on both
+    (:func:`yolo_sm.views.roofline.low_occupancy_is_busiest`)."""
     ncu = _load("h200/ncu_throughput_w1")
     if ncu is None or len(ncu) == 0:
         return None
     from yolo_sm.views.roofline import _pcts as j
-    from yolo_sm.views.roofline import yolo_occupancy_vs_throughput
+    from yolo_sm.views.roofline import (
+        low_occupancy_is_busiest,
+        occupancy_sides,
+        yolo_occupancy_vs_throughput,
+    )
 
     split = yolo_occupancy_vs_throughput(ncu, cut)
-    below = split.occupancy.str.startswith("<")
-    lo, hi = split[below].set_index("width"), split[~below].set_index("width")
+    lo, hi = (side.set_index("width") for side in occupancy_sides(split))
     ws = [w for w in widths if w in lo.index] or list(lo.index)
     lo, hi = lo.loc[ws], hi.loc[ws]
 
@@ -155,12 +159,7 @@ def _yolo_low_occupancy(widths=(1.0, 2.0), cut: float = 60.0):
         f"{j(hi, 'tensor_pipe_tw_pct')} % and {j(hi, 'sm_throughput_tw_pct')} % for the rest "
         "(time-weighted)"
     )
-    a, b = lo.iloc[-1], hi.iloc[-1]
-    busy = bool(
-        a.tensor_pipe_tw_pct > b.tensor_pipe_tw_pct
-        and a.sm_throughput_tw_pct >= b.sm_throughput_tw_pct
-    )
-    return text, busy
+    return text, low_occupancy_is_busiest(split)
 
 
 def claim_9():

@@ -647,14 +647,32 @@ def _pcts(rows, col, fmt=".0f") -> str:
     return " / ".join("-" if pd.isna(v) else f"{v:{fmt}}" for v in rows[col])
 
 
+def occupancy_sides(split):
+    """(under, at or above): the rows of :func:`yolo_occupancy_vs_throughput` on each side of
+    its cut, in width order."""
+    below, above = _sides(split.attrs.get("cut", OCC_CUT))
+    lo = split[split.occupancy == below].sort_values("width").reset_index(drop=True)
+    hi = split[split.occupancy == above].sort_values("width").reset_index(drop=True)
+    return lo, hi
+
+
+def low_occupancy_is_busiest(split) -> bool:
+    """Whether, at the widest config of :func:`yolo_occupancy_vs_throughput`, the kernels under
+    the cut keep the tensor pipes busier than the rest and the SMs at least as busy."""
+    lo, hi = occupancy_sides(split)
+    a, b = lo.iloc[-1], hi.iloc[-1]
+    return bool(
+        a.tensor_pipe_tw_pct > b.tensor_pipe_tw_pct
+        and a.sm_throughput_tw_pct >= b.sm_throughput_tw_pct
+    )
+
+
 def yolo_occupancy_findings(split, stages, high: float = HIGH_PCT) -> str:
     """Markdown bullets from :func:`yolo_occupancy_vs_throughput` and
     :func:`yolo_stage_throughput`: where the time goes, whether the kernels under the cut are the
     ones with the highest SM / tensor-pipe throughput, and how that changes with width."""
     cut = split.attrs.get("cut", OCC_CUT)
-    below, above = _sides(cut)
-    lo = split[split.occupancy == below].sort_values("width").reset_index(drop=True)
-    hi = split[split.occupancy == above].sort_values("width").reset_index(drop=True)
+    lo, hi = occupancy_sides(split)
     if lo.empty:
         return "- No kernels."
     widths = " / ".join(f"{w:g}" for w in lo.width)
@@ -708,14 +726,10 @@ def yolo_occupancy_findings(split, stages, high: float = HIGH_PCT) -> str:
         if dram_max < high
         else "DRAM throughput"
     )
-    lo_busiest = (
-        last.tensor_pipe_tw_pct > hi.iloc[-1].tensor_pipe_tw_pct
-        and last.sm_throughput_tw_pct >= hi.iloc[-1].sm_throughput_tw_pct
-    )
     verdict = (
         f"At width {last.width:g} the kernels under {cut:g} % occupancy are the busiest of the "
         "forward by both measures: low theoretical occupancy does not mean low throughput."
-        if lo_busiest
+        if low_occupancy_is_busiest(split)
         else f"At width {last.width:g} the kernels under {cut:g} % occupancy are not the busiest "
         "by both measures."
     )
