@@ -26,6 +26,17 @@ from yolo_sm.errors import UserError
 TOLERANCE = 0.10  # the issue's "within 10 %"
 
 
+def within_tolerance(ratio):
+    """Whether new / shipped is within :data:`TOLERANCE` (a number or a Series)."""
+    return abs(ratio - 1) <= TOLERANCE
+
+
+def launch_bound(backend, batch):
+    """An eager point at batch <= 8: its pace is the host's kernel launches (a value or a
+    Series each)."""
+    return (backend == "eager") & (batch <= 8)
+
+
 def _timing_settings(name: str) -> dict:
     """``budget_ms`` / ``warmup_ms`` the shipped table was measured with (parquet metadata)."""
     import pyarrow.parquet as pq
@@ -107,8 +118,8 @@ def remeasure(
                 "shipped_img_per_s": float(r["img_per_s"]),
                 "new_img_per_s": float(new.get("img_per_s", float("nan"))),
                 "ratio": float(ratio),
-                "within_10pct": bool(abs(ratio - 1) <= TOLERANCE),
-                "launch_bound": bool(r["backend"] == "eager" and r["batch"] <= 8),
+                "within_10pct": bool(within_tolerance(ratio)),
+                "launch_bound": bool(launch_bound(r["backend"], r["batch"])),
                 "status": new.get("status", "ok"),
                 "message": new.get("message", ""),
                 "shipped_date_utc": r.get("prov_date_utc"),
@@ -146,17 +157,14 @@ def compare(shipped, again):
     cols = [*keys, "img_per_s", "prov_date_utc"]
     a = shipped[shipped.status == "ok"][cols]
     b = again[again.status == "ok"][cols]
-    # a key column that is empty in both (e.g. `scale` of width-scaled models) must still join
-    m = a.fillna({"scale": ""}).merge(
-        b.fillna({"scale": ""}), on=keys, suffixes=("_shipped", "_new")
-    )
+    m = a.merge(b, on=keys, suffixes=("_shipped", "_new"))  # pandas joins missing keys too
     ratio = m.img_per_s_new / m.img_per_s_shipped
     return m[keys].assign(
         shipped_img_per_s=m.img_per_s_shipped,
         new_img_per_s=m.img_per_s_new,
         ratio=ratio,
-        within_10pct=(ratio - 1).abs() <= TOLERANCE,
-        launch_bound=(m.backend == "eager") & (m.batch <= 8),
+        within_10pct=within_tolerance(ratio),
+        launch_bound=launch_bound(m.backend, m.batch),
         shipped_date_utc=m.prov_date_utc_shipped,
         new_date_utc=m.prov_date_utc_new,
     )
@@ -165,10 +173,17 @@ def compare(shipped, again):
 def by_kind(cmp):
     """:func:`compare` (or :func:`remeasure`) rows summarised per backend and launch-bound or
     not: points, how many within 10 %, and the ratio's min / median / max."""
-    g = cmp.groupby(["backend", "launch_bound"]).ratio
-    out = g.agg(points="size", ratio_min="min", ratio_median="median", ratio_max="max")
-    out.insert(1, "within_10pct", cmp.groupby(["backend", "launch_bound"]).within_10pct.sum())
-    return out.reset_index()
+    return (
+        cmp.groupby(["backend", "launch_bound"])
+        .agg(
+            points=("ratio", "size"),
+            within_10pct=("within_10pct", "sum"),
+            ratio_min=("ratio", "min"),
+            ratio_median=("ratio", "median"),
+            ratio_max=("ratio", "max"),
+        )
+        .reset_index()
+    )
 
 
 def plot_compare(cmp, title=None):
