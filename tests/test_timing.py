@@ -284,8 +284,11 @@ def test_provenance_fingerprints_the_source_and_names_the_host_cpu(tmp_path, mon
     pkg.mkdir()
     (pkg / "a.py").write_text("x = 1\n")
     monkeypatch.setattr(provenance, "__file__", str(pkg / "provenance.py"))
+    provenance.source_digest.cache_clear()  # computed once per process
     one = provenance.source_digest()
     (pkg / "a.py").write_text("x = 2\n")
+    provenance.source_digest.cache_clear()
     assert provenance.source_digest() != one
+    provenance.source_digest.cache_clear()  # the real package's again for later tests
     model = provenance.cpu_model()
     assert model is None or (isinstance(model, str) and model)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import importlib.metadata as _md
 import json
 import os
@@ -49,11 +50,13 @@ def sm_clock_mhz(device: str = "cuda") -> float | None:
         return None
 
 
+@functools.cache
 def source_digest() -> str:
     """A fingerprint of the yolo_sm source that is running: the first 12 hex digits of the
     SHA-256 over every ``.py`` file of the package (relative path and bytes, sorted). The H200
     runs the package from a copy of the working tree, without git or an installed version, so
-    this is what ties a table to its code (recompute it at any commit to find the match)."""
+    this is what ties a table to its code (recompute it at any commit to find the match).
+    Computed once per process: every timed measurement stamps it."""
     import hashlib
 
     root = Path(__file__).resolve().parent
@@ -65,6 +68,7 @@ def source_digest() -> str:
     return h.hexdigest()[:12]
 
 
+@functools.cache
 def cpu_model() -> str | None:
     """The host CPU's model name (Linux ``/proc/cpuinfo``; else ``platform.processor()``):
     eager small-batch timings are bound by the host's kernel launches, so they move with it."""
