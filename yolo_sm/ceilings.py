@@ -31,8 +31,6 @@ def _operand(n: int, device: str, gen, fill: str, dtype=None):
 def _matmul_fn(prec: str, n: int, device: str, fill: str = "randn"):
     import torch
 
-    if fill not in FILLS:
-        raise UserError(f"unknown matmul fill {fill!r}; use one of {', '.join(FILLS)}")
     gen = torch.Generator(device=device).manual_seed(0)
     if prec == "fp8":
         if not hasattr(torch, "_scaled_mm") or not str(device).startswith("cuda"):

@@ -393,7 +393,7 @@ def memory_fit(table, value: str = "peak_mem_bytes"):
         # a graph's footprint: what stays allocated plus its private pool, where measured
         table.loc[has_pool, value] = table[value] + table["graph_pool_bytes"]
     else:
-        has_pool = table[value].isna() & False
+        has_pool = pd.Series(False, index=table.index)
     for key, g in table.dropna(subset=[value]).groupby(["imgsz", "width", "backend"]):
         counts = True
         if key[2] == "cudagraph":
@@ -433,11 +433,7 @@ def graph_memory(fit):
     keys = ["imgsz", "width"]
     e = fit[fit["backend"] == "eager"].set_index(keys)
     g = fit[(fit["backend"] == "cudagraph") & fit["counts_activations"]].set_index(keys)
-    both = e.index.intersection(g.index)
-    if not len(both):
-        return pd.DataFrame(
-            columns=keys + ["eager_per_image_MB", "graph_per_image_MB", "per_image_ratio"]
-        )
+    both = e.index.intersection(g.index)  # empty: an empty table with the same columns
     e, g = e.loc[both], g.loc[both]
     out = pd.DataFrame(
         {
