@@ -99,10 +99,9 @@ def main(argv=None) -> int:
         print(json.dumps(child(a)))
         return 0
     rows = []
-    args = [a.__dict__[k] for k in ("width", "batch", "precision", "imgsz", "budget_ms", "device")]
     cmd = [sys.executable, __file__, "--child", "--out", a.out]
-    cmd += ["--width", str(args[0]), "--batch", str(args[1]), "--precision", args[2]]
-    cmd += ["--imgsz", str(args[3]), "--budget-ms", str(args[4]), "--device", args[5]]
+    for k in ("width", "batch", "precision", "imgsz", "budget_ms", "device"):
+        cmd += [f"--{k.replace('_', '-')}", str(getattr(a, k))]
     for i in range(a.procs):
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode:
