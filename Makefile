@@ -42,7 +42,7 @@ format: setup
 
 ## Remove outputs from notebooks before committing.
 strip: setup
-	$(BIN)/python -m yolo_sm.render --strip notebooks
+	$(BIN)/python -m yolo_sm.report.render --strip notebooks
 
 clean:
 	rm -rf site .pytest_cache .ruff_cache

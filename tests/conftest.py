@@ -27,6 +27,6 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def tiny_yolo():
-    from yolo_sm.models import build_yolo
+    from yolo_sm.collect.models import build_yolo
 
     return build_yolo("yolov8", 0.0625)

@@ -3,7 +3,8 @@
 import pandas as pd
 import pytest
 
-from yolo_sm import analysis
+from yolo_sm.analyse import weighting
+from yolo_sm.collect import numerics
 
 
 def test_time_weighted_occupancy_weights_by_duration():
@@ -15,7 +16,7 @@ def test_time_weighted_occupancy_weights_by_duration():
             "achieved_occupancy_pct": [90.0, 80.0, 15.0, 40.0],
         }
     )
-    out = analysis.time_weighted(df, "layer").set_index("layer")
+    out = weighting.time_weighted(df, "layer").set_index("layer")
     assert out.loc["a", "kernels"] == 3 and out.loc["a", "time_us"] == 100.0
     assert out.loc["a", "theoretical_occupancy_tw_pct"] == pytest.approx((200 + 98 * 18.75) / 100)
     assert out.loc["a", "achieved_occupancy_tw_pct"] == pytest.approx((90 + 80 + 98 * 15) / 100)
@@ -37,23 +38,23 @@ def test_same_run_ratio_is_baseline_over_other():
             "status": ["ok"] * 4,
         }
     )
-    r = analysis.same_run_ratio(df).set_index("batch")
+    r = weighting.same_run_ratio(df).set_index("batch")
     assert r.loc[1, "ratio"] == 1.0 and r.loc[64, "ratio"] == pytest.approx(6.25)
     with pytest.raises(ValueError, match="bf16"):
-        analysis.same_run_ratio(df, baseline="bf16")
+        weighting.same_run_ratio(df, baseline="bf16")
 
 
 def test_numerical_errors_grow_as_precision_drops(tiny_yolo):
-    e = analysis.numerical_errors(tiny_yolo, imgsz=64, seeds=(1, 2))
+    e = numerics.numerical_errors(tiny_yolo, imgsz=64, seeds=(1, 2))
     med = e.groupby("precision").rel_err.median()
     assert med["fp32"] < 1e-5 < med["fp16"] < med["bf16"]
     assert (e.rel_err <= e.tolerance).all()
 
 
 def test_sm_coverage():
-    assert analysis.sm_coverage(2.1) == pytest.approx(2.1 / 3)
-    assert analysis.sm_coverage(3.0) == 1.0 and analysis.sm_coverage(0.25) == 0.25
-    assert list(analysis.sm_coverage(pd.Series([1.5, 4.0]))) == [0.75, 1.0]
+    assert weighting.sm_coverage(2.1) == pytest.approx(2.1 / 3)
+    assert weighting.sm_coverage(3.0) == 1.0 and weighting.sm_coverage(0.25) == 0.25
+    assert list(weighting.sm_coverage(pd.Series([1.5, 4.0]))) == [0.75, 1.0]
 
 
 def test_layer_view_per_layer():
@@ -73,7 +74,7 @@ def test_layer_view_per_layer():
             "limiter": ["registers", "warps", "warps"],
         }
     )
-    v = analysis.layer_view(df).set_index("layer")
+    v = weighting.layer_view(df).set_index("layer")
     assert v.loc["model.0", "time_share"] == pytest.approx(0.4)
     assert v.loc["model.0", "theoretical_occupancy_tw_pct"] == pytest.approx(
         (30 * 18.75 + 10 * 100) / 40
@@ -93,7 +94,7 @@ def test_time_weighted_skips_missing_values():
             "achieved_occupancy_pct": [float("nan"), float("nan")],
         }
     )
-    out = analysis.time_weighted(df, "g").iloc[0]
+    out = weighting.time_weighted(df, "g").iloc[0]
     assert out.theoretical_occupancy_tw_pct == 50.0
     assert pd.isna(out.achieved_occupancy_tw_pct)
 
@@ -102,8 +103,8 @@ def test_photo_errors_with_the_bench_class_prior_leaves_the_model_alone(tiny_yol
     import torch
 
     before = [p.detach().clone() for p in tiny_yolo.parameters()]
-    built = analysis.photo_errors(tiny_yolo, ("fp16",), imgsz=64)
-    prior = analysis.photo_errors(tiny_yolo, ("fp16",), imgsz=64, class_prior=True)
+    built = numerics.photo_errors(tiny_yolo, ("fp16",), imgsz=64)
+    prior = numerics.photo_errors(tiny_yolo, ("fp16",), imgsz=64, class_prior=True)
     assert built.class_prior.tolist() == [False] and prior.class_prior.tolist() == [True]
     assert prior.rel_err.iloc[0] != built.rel_err.iloc[0]  # another model: other logits
     assert all(torch.equal(a, b) for a, b in zip(before, tiny_yolo.parameters(), strict=True))

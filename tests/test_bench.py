@@ -4,9 +4,9 @@ failures as rows, resumption per (model, batch) and the deadline (with a fake un
 import pandas as pd
 import pytest
 
-from yolo_sm import bench
-from yolo_sm.cli import main
-from yolo_sm.errors import UserError
+from yolo_sm.cli.main import main
+from yolo_sm.collect import bench
+from yolo_sm.contract.errors import UserError
 
 
 def test_bench_table_on_cpu(tmp_path, capsys):

@@ -2,8 +2,9 @@
 
 import pytest
 
-from yolo_sm import claims, data
-from yolo_sm.errors import UserError
+from yolo_sm.contract import datasets, hardware, manifest
+from yolo_sm.contract.errors import UserError
+from yolo_sm.report import claims
 
 
 def test_every_claim_has_one_verdict():
@@ -24,12 +25,12 @@ def test_claims_from_shipped_data():
 
 
 def test_claim_6_carries_the_yolo_evidence(monkeypatch):
-    from yolo_sm.views.roofline import yolo_occupancy_vs_throughput
+    from yolo_sm.analyse.roofline import yolo_occupancy_vs_throughput
 
     c6 = claims.claim_6()
-    if "h200/ncu_throughput_w1" not in set(data.list_datasets().name):
+    if "h200/ncu_throughput_w1" not in set(datasets.list_datasets().name):
         pytest.skip("h200/ncu_throughput_w1 not shipped")
-    split = yolo_occupancy_vs_throughput(data.load("h200/ncu_throughput_w1"))
+    split = yolo_occupancy_vs_throughput(datasets.load("h200/ncu_throughput_w1"))
     lo = split[split.occupancy == "< 60 %"].set_index("width")
     shares = f"{lo.time_share[1.0]:.0%} / {lo.time_share[2.0]:.0%} of kernel time"
     assert "YOLOv8 at width 1 / 2" in c6.number and shares in c6.number
@@ -37,9 +38,11 @@ def test_claim_6_carries_the_yolo_evidence(monkeypatch):
     assert tp in c6.number
     assert "h200/ncu_throughput_w1" in c6.evidence
     # without the YOLO set: the wide-stack verdict and text, unchanged
-    load = claims._load
+    load = hardware.load_or_none
     monkeypatch.setattr(
-        claims, "_load", lambda name: None if name == "h200/ncu_throughput_w1" else load(name)
+        claims,
+        "load_or_none",
+        lambda name: None if name == "h200/ncu_throughput_w1" else load(name),
     )
     bare = claims.claim_6()
     assert bare.verdict == c6.verdict == claims.FAILS
@@ -52,7 +55,7 @@ def test_no_decided_claim_rests_on_provisional_data():
     assert not df.provisional.any()
     # only 10, 12 and 13 may wait: for h200/bench_fast_engines (and its 8-bit rows), h200/ceilings
     assert set(df[df.verdict == claims.PENDING].claim) <= {10, 12, 13}
-    shipped = set(data.list_datasets().name)
+    shipped = set(datasets.list_datasets().name)
     for n, name in ((12, "h200/ceilings"), (13, "h200/bench_fast_engines")):
         assert (df.set_index("claim").verdict[n] == claims.PENDING) == (name not in shipped)
 
@@ -135,8 +138,6 @@ def test_ceilings_feed_claim_12_and_the_peak(tmp_path, monkeypatch):
     the measured one."""
     import pandas as pd
 
-    from yolo_sm import data
-
     rows = [
         ("matmul_fp16", 700.0, "TFLOP/s"),
         ("copy_h2d_pinned", 50.0, "GB/s"),
@@ -147,12 +148,12 @@ def test_ceilings_feed_claim_12_and_the_peak(tmp_path, monkeypatch):
     )
     (tmp_path / "h200").mkdir()
     df.to_parquet(tmp_path / "h200" / "ceilings.parquet")
-    data.register(tmp_path / "h200", "ceilings", "ceilings.parquet", "ceilings", "test", "test")
+    manifest.register(tmp_path / "h200", "ceilings", "ceilings.parquet", "ceilings", "test", "test")
     monkeypatch.setenv("YOLO_SM_DATA", str(tmp_path))
     c12 = claims.claim_12()
     assert c12.verdict == claims.HOLDS and c12.number.startswith("0.090 ms")
-    assert claims.peak_fp16_tflops() == (700.0, claims.peak_fp16_tflops()[1])
-    assert "measured" in claims.peak_fp16_tflops()[1]
+    assert hardware.peak_fp16_tflops() == (700.0, hardware.peak_fp16_tflops()[1])
+    assert "measured" in hardware.peak_fp16_tflops()[1]
     monkeypatch.setenv("YOLO_SM_DATA", str(tmp_path / "none"))
     assert claims.claim_12().verdict == claims.PENDING
-    assert claims.peak_fp16_tflops()[0] == claims.PEAK_FP16_TFLOPS
+    assert hardware.peak_fp16_tflops()[0] == hardware.PEAK_FP16_TFLOPS

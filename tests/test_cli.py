@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-from yolo_sm.cli import main
+from yolo_sm.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
@@ -315,7 +315,7 @@ def test_sweep_skip_notices_go_to_stderr(tmp_path, capsys):
 
 
 def test_occupancy_what_if_matches_hopper_conv_kernel(capsys):
-    from yolo_sm.cli import main
+    from yolo_sm.cli.main import main
 
     assert (
         main(
@@ -348,7 +348,7 @@ def test_occupancy_what_if_matches_hopper_conv_kernel(capsys):
     ],
 )
 def test_occupancy_bad_input_is_one_sentence(capsys, argv):
-    from yolo_sm.cli import main
+    from yolo_sm.cli.main import main
 
     assert main(["occupancy", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -356,7 +356,7 @@ def test_occupancy_bad_input_is_one_sentence(capsys, argv):
 
 
 def test_trace_on_cpu_writes_trace_and_provenance(tmp_path, capsys):
-    from yolo_sm.cli import main
+    from yolo_sm.cli.main import main
 
     out = tmp_path / "t.json.gz"
     argv = [
@@ -390,7 +390,7 @@ def test_trace_on_cpu_writes_trace_and_provenance(tmp_path, capsys):
     ],
 )
 def test_profiler_commands_fail_in_one_sentence(tmp_path, monkeypatch, capsys, argv):
-    from yolo_sm.cli import main
+    from yolo_sm.cli.main import main
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("YOLO_SM_NCU", str(tmp_path / "no-ncu"))
@@ -401,7 +401,7 @@ def test_profiler_commands_fail_in_one_sentence(tmp_path, monkeypatch, capsys, a
 
 
 def test_collect_status_and_bad_plan(tmp_path, capsys):
-    from yolo_sm.cli import main
+    from yolo_sm.cli.main import main
 
     assert (
         main(["collect", "--plan", "data/plans/h200.yaml", "--out", str(tmp_path), "--status"]) == 0

@@ -6,8 +6,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from yolo_sm import collect, data
-from yolo_sm.errors import UserError
+from yolo_sm.collect import plans as collect
+from yolo_sm.contract import datasets
+from yolo_sm.contract.errors import UserError
 
 SWEEP = {
     "family": "yolov8",
@@ -90,9 +91,9 @@ def test_sweep_step_runs_within_the_time_limit_then_resumes(tmp_path, monkeypatc
     df = pd.read_parquet(out / "s.parquet")
     assert len(df) == 2 and (df.status == "ok").all()
     monkeypatch.setenv("YOLO_SM_DATA", str(tmp_path))
-    loaded = data.load("data/s")
+    loaded = datasets.load("data/s")
     assert len(loaded) == 2 and loaded.attrs["provenance"]["torch"]
-    cmd = data.info("data/s")["command"]
+    cmd = datasets.info("data/s")["command"]
     assert cmd.startswith("yolo-sm collect --plan ") and cmd.endswith("--only s")
     # a finished step is not run again
     monkeypatch.setattr(collect, "RUNNERS", {})
@@ -143,7 +144,7 @@ def pa_table(df, meta):
 def test_a_partial_sweep_is_registered_as_partial(tmp_path, monkeypatch):
     """A step cut short (here: a runner that measures one of the two points) is registered with
     what it holds, its description saying how much is missing; finishing it drops the note."""
-    from yolo_sm.sweep import run_sweep
+    from yolo_sm.collect.sweep import run_sweep
 
     plan = _plan(
         tmp_path,
@@ -159,11 +160,11 @@ def test_a_partial_sweep_is_registered_as_partial(tmp_path, monkeypatch):
     monkeypatch.setitem(collect.RUNNERS, "sweep", one_point)
     assert collect.run_plan(plan, out, progress=False).state.tolist() == ["partial"]
     monkeypatch.setenv("YOLO_SM_DATA", str(tmp_path))
-    info = data.info("data/s")
+    info = datasets.info("data/s")
     assert info["rows"] == 1 and info["description"].startswith("PARTIAL (1 of 2 points;")
     monkeypatch.setitem(collect.RUNNERS, "sweep", real["sweep"])
     assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
-    info = data.info("data/s")
+    info = datasets.info("data/s")
     assert info["rows"] == 2 and info["description"] == "d"
 
 
@@ -189,7 +190,7 @@ def test_trace_step_on_cpu_writes_kernel_table_and_traces(tmp_path):
     table = collect.run_plan(plan, tmp_path / "d", progress=False)
     assert table.state.tolist() == ["done"]
     assert list((tmp_path / "d" / "traces").glob("tr-*.json.gz"))
-    assert "data/tr" not in set(data.list_datasets().name)  # registered in its own folder only
+    assert "data/tr" not in set(datasets.list_datasets().name)  # registered in its own folder only
 
 
 def test_unknown_only_step_is_an_error(tmp_path):
@@ -199,7 +200,7 @@ def test_unknown_only_step_is_an_error(tmp_path):
 
 
 def test_config_labels_round_trip():
-    from yolo_sm.profiling.target import config_label, parse_config, with_config
+    from yolo_sm.contract.labels import config_label, parse_config, with_config
 
     label = config_label("yolov8", 1.5, "fp16", "nhwc", 8)
     assert parse_config(label) == {
@@ -235,7 +236,7 @@ def test_ceilings_step_runs_on_cpu_and_registers(tmp_path):
 
 
 def test_ceilings_take_the_best_of_several_sizes():
-    from yolo_sm.ceilings import measure_ceilings
+    from yolo_sm.collect.ceilings import measure_ceilings
 
     df = measure_ceilings("cpu", n=(32, 64), budget_ms=5, precisions=("fp32", "fp16"))
     v = df.set_index("ceiling")
@@ -250,7 +251,7 @@ def test_ceilings_take_the_best_of_several_sizes():
 
 
 def test_ceilings_with_zero_operands_and_a_bad_fill():
-    from yolo_sm.ceilings import measure_ceilings
+    from yolo_sm.collect.ceilings import measure_ceilings
 
     df = measure_ceilings("cpu", n=32, budget_ms=5, precisions=("fp32",), fill="zeros")
     assert df.fill.tolist() == ["zeros"] and df.value.iloc[0] > 0
@@ -263,8 +264,8 @@ def test_probe_step_runs_on_cpu_and_registers(tmp_path, monkeypatch):
     frame): every stage is a row with a positive wall time, the alternative NMS paths give the
     same boxes, the candidates are counted, and the table loads as a ``probe`` dataset with
     provenance."""
-    from yolo_sm import data
-    from yolo_sm.probe import STAGES
+    from yolo_sm.collect.probe import STAGES
+    from yolo_sm.contract import datasets
 
     params = {"width": 0.125, "batch": 2, "reps": 2, "imgsz": 160, "frames": "alternate"}
     step = {"name": "p", "kind": "probe", "out": "p.parquet", "params": params}
@@ -272,8 +273,8 @@ def test_probe_step_runs_on_cpu_and_registers(tmp_path, monkeypatch):
     out = tmp_path / "data"
     assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
     monkeypatch.setenv("YOLO_SM_DATA", str(tmp_path))
-    df = data.load("data/p")
-    assert data.info("data/p")["kind"] == "probe"
+    df = datasets.load("data/p")
+    assert datasets.info("data/p")["kind"] == "probe"
     assert df.stage.tolist() == list(STAGES)
     assert (df.wall_ms > 0).all() and df.gpu_ms.isna().all()  # CPU: no CUDA events
     alt = df.stage.str.contains(": ")  # a stage run another way
@@ -286,8 +287,8 @@ def test_probe_step_runs_on_cpu_and_registers(tmp_path, monkeypatch):
 def test_probe_closes_its_engine_when_a_stage_fails(monkeypatch):
     """A stage that fails (here a simulated CUDA out of memory) propagates, and the engine built
     for the probe is closed first (its CUDA graph and buffers released)."""
-    from yolo_sm import probe
-    from yolo_sm.engines.base import Engine
+    from yolo_sm.collect import probe
+    from yolo_sm.collect.engines.base import Engine
 
     closed = []
     monkeypatch.setattr(Engine, "close", lambda self: closed.append(self))
@@ -302,8 +303,8 @@ def test_probe_closes_its_engine_when_a_stage_fails(monkeypatch):
 
 
 def test_probe_rejects_bad_frames():
-    from yolo_sm.errors import UserError
-    from yolo_sm.probe import probe_pipeline
+    from yolo_sm.collect.probe import probe_pipeline
+    from yolo_sm.contract.errors import UserError
 
     with pytest.raises(UserError, match="frames"):
         probe_pipeline(width=0.0625, batch=1, device="cpu", frames="cat")
@@ -313,7 +314,7 @@ def test_bench_step_runs_on_cpu_resumes_and_registers(tmp_path, monkeypatch):
     """A tiny bench through collect: every variant of every (model, batch) is a row, the one
     that cannot run on a CPU (a CUDA graph) an error row with its reason; the finished table is
     registered with the command that re-runs the step and loads as a ``bench`` dataset."""
-    from yolo_sm import bench
+    from yolo_sm.collect import bench
 
     params = {
         "family": "yolov8",
@@ -346,9 +347,9 @@ def test_bench_step_runs_on_cpu_resumes_and_registers(tmp_path, monkeypatch):
     pipe = df[df.variant.str.startswith("pipeline/")]
     assert sorted(pipe.streams.unique()) == [1, 2] and (pipe.pipeline_vs_model_only > 0).all()
     monkeypatch.setenv("YOLO_SM_DATA", str(tmp_path))
-    loaded = data.load("data/b")
-    assert data.info("data/b")["kind"] == "bench" and len(loaded) == len(df)
-    assert data.info("data/b")["command"].endswith("--only b")
+    loaded = datasets.load("data/b")
+    assert datasets.info("data/b")["kind"] == "bench" and len(loaded) == len(df)
+    assert datasets.info("data/b")["command"].endswith("--only b")
     # done: a rerun measures nothing
     monkeypatch.setattr(bench, "bench_unit", None)
     assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]

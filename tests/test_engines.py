@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from yolo_sm.engines import (
+from yolo_sm.collect.engines import (
     TOLERANCE,
     EngineConfig,
     NumericalMismatch,
@@ -17,8 +17,8 @@ from yolo_sm.engines import (
     make_input,
     relative_l2,
 )
-from yolo_sm.engines import config as config_module
-from yolo_sm.errors import NotAvailableError, UserError
+from yolo_sm.collect.engines import config as config_module
+from yolo_sm.contract.errors import NotAvailableError, UserError
 
 ANCHORS_64 = 64 + 16 + 4
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -125,7 +125,7 @@ def _snapshot(model):
 def test_the_check_runs_on_the_photos_not_on_noise(tiny_yolo):
     """verify's rel_err is the error on the bundled photos (the images the random models'
     BatchNorm statistics are calibrated on), which differs from the error on noise."""
-    from yolo_sm.engines.base import (
+    from yolo_sm.collect.engines.base import (
         CHECK_INPUT,
         head_tensor,
         make_input,
@@ -265,7 +265,7 @@ def test_failed_onnx_export_leaves_no_file(tiny_yolo, tmp_path, monkeypatch):
 def test_reference_cache_keeps_input_dtypes_apart(tiny_yolo):
     """An fp16 engine's check (fp16-rounded input) must not leave its reference for an fp32
     engine with the same seed (unrounded input), nor the other way round."""
-    from yolo_sm.engines import EngineConfig, build_engine
+    from yolo_sm.collect.engines import EngineConfig, build_engine
 
     half = build_engine(
         tiny_yolo, EngineConfig(precision="fp16", layout="nhwc", batch=1, imgsz=64, device="cpu")

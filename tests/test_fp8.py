@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from yolo_sm.engines import EngineConfig, build_engine, fp8
-from yolo_sm.errors import NotAvailableError, UserError
-from yolo_sm.models import build_yolo
-from yolo_sm.models.common import calibration_batches
+from yolo_sm.collect.engines import EngineConfig, build_engine, fp8
+from yolo_sm.collect.models import build_yolo
+from yolo_sm.collect.models.common import calibration_batches
+from yolo_sm.contract.errors import NotAvailableError, UserError
 
 
 def test_fake_quant_rounds_to_e4m3_and_saturates():

@@ -9,9 +9,10 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from yolo_sm.errors import NotAvailableError, UserError
-from yolo_sm.profiling import gpm
-from yolo_sm.profiling.gpm import GpmSampler, load_gpm, save, wide
+from yolo_sm.analyse.gpm import wide
+from yolo_sm.collect.profiling import gpm
+from yolo_sm.collect.profiling.gpm import GpmSampler, load_gpm, save
+from yolo_sm.contract.errors import NotAvailableError, UserError
 
 # the short-window caveat is checked once, in test_short_window_warning
 pytestmark = pytest.mark.filterwarnings("ignore:GPM at .* Hz")
@@ -232,7 +233,7 @@ def test_missing_pynvml_is_not_available(monkeypatch):
 
 
 def test_module_imports_without_pynvml():
-    code = "import sys; sys.modules['pynvml'] = None; import yolo_sm.profiling.gpm"
+    code = "import sys; sys.modules['pynvml'] = None; import yolo_sm.collect.profiling.gpm"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -354,9 +355,9 @@ def test_real_capture_on_the_gpu():
 
 
 def test_shipped_h200_timeline_has_only_distinct_snapshot_windows():
-    from yolo_sm import data
+    from yolo_sm.contract import datasets
 
-    w = wide(data.load("h200/gpm_batch_w1")).sort_values("t_s")
+    w = wide(datasets.load("h200/gpm_batch_w1")).sort_values("t_s")
     # after the first (its opening snapshot is as old as the sampler), windows span a refresh
     assert w.source.eq("gpm").all() and w.window_s.iloc[1:].between(0.08, 0.2).all()
     assert w.dram_bw_util_pct.notna().all()  # no stale (0 / NaN) windows

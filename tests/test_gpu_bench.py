@@ -8,7 +8,7 @@ pytestmark = pytest.mark.gpu
 
 
 def test_tiny_bench_on_the_gpu(tmp_path):
-    from yolo_sm import bench
+    from yolo_sm.collect import bench
 
     spec = bench.BenchSpec.from_mapping(
         {

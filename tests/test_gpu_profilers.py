@@ -5,21 +5,21 @@ import numpy as np
 import pytest
 import torch  # noqa: F401 - GPU tests need torch
 
-from yolo_sm.environment import find_ncu
+from yolo_sm.collect.environment import find_ncu
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
 def model():
-    from yolo_sm.models import build_yolo
+    from yolo_sm.collect.models import build_yolo
 
     return build_yolo("yolov8", 0.25)
 
 
 def test_kineto_trace_attributes_every_eager_kernel_to_a_layer(model, tmp_path):
-    from yolo_sm.engines import EngineConfig, build_engine
-    from yolo_sm.profiling import kineto
+    from yolo_sm.collect.engines import EngineConfig, build_engine
+    from yolo_sm.collect.profiling import kineto
 
     eng = build_engine(model, EngineConfig(precision="fp16", layout="nhwc", batch=8))
     x = eng.make_input(0)
@@ -37,8 +37,8 @@ def test_kineto_trace_attributes_every_eager_kernel_to_a_layer(model, tmp_path):
 
 
 def test_kineto_on_a_cuda_graph_keeps_iterations_not_layers(model, tmp_path):
-    from yolo_sm.engines import EngineConfig, build_engine
-    from yolo_sm.profiling import kineto
+    from yolo_sm.collect.engines import EngineConfig, build_engine
+    from yolo_sm.collect.profiling import kineto
 
     eng = build_engine(model, EngineConfig(backend="cudagraph", precision="fp16", batch=8))
     x = eng._input
@@ -49,8 +49,8 @@ def test_kineto_on_a_cuda_graph_keeps_iterations_not_layers(model, tmp_path):
 
 @pytest.mark.skipif(find_ncu() is None, reason="Nsight Compute not installed")
 def test_ncu_rows_join_per_layer(tmp_path):
-    from yolo_sm.profiling import ncu
-    from yolo_sm.profiling.target import target_argv
+    from yolo_sm.collect.profiling import ncu
+    from yolo_sm.collect.profiling.target import target_argv
 
     argv = target_argv("yolov8", "0.25", "fp16", "nhwc", "1", 640, "cuda")
     df = ncu.profile(argv, tmp_path / "n.csv", metric_set="occupancy", timeout_s=300)
@@ -58,7 +58,7 @@ def test_ncu_rows_join_per_layer(tmp_path):
         len(df) > 100 and (df.layer != "").all() and set(df.config) == {"yolov8_w0.25_fp16_nhwc_b1"}
     )
     assert df.theoretical_occupancy_pct.notna().all() and df.achieved_occupancy_pct.notna().all()
-    from yolo_sm.occupancy import theoretical_occupancy
+    from yolo_sm.analyse.occupancy import theoretical_occupancy
 
     for r in df.drop_duplicates(["kernel_name", "block_size", "registers_per_thread"]).itertuples():
         ours = theoretical_occupancy(
@@ -72,9 +72,9 @@ def test_pipeline_on_gpu_agrees_with_ultralytics_and_overlaps(model):
 
     import cv2
 
-    from yolo_sm.engines import EngineConfig, build_engine
-    from yolo_sm.images import bundled_images
-    from yolo_sm.pipeline import (
+    from yolo_sm.collect.engines import EngineConfig, build_engine
+    from yolo_sm.collect.images import bundled_images
+    from yolo_sm.collect.pipeline import (
         DetectionPipeline,
         PipelineConfig,
         match_boxes,
@@ -106,10 +106,10 @@ def test_pipeline_three_streams_pinned_overlap_and_match_one_stream():
     would hand one batch's boxes to another."""
     import cv2
 
-    from yolo_sm.engines import EngineConfig, build_engine
-    from yolo_sm.images import bundled_images
-    from yolo_sm.models import build_yolo
-    from yolo_sm.pipeline import (
+    from yolo_sm.collect.engines import EngineConfig, build_engine
+    from yolo_sm.collect.images import bundled_images
+    from yolo_sm.collect.models import build_yolo
+    from yolo_sm.collect.pipeline import (
         DetectionPipeline,
         PipelineConfig,
         measure_pipeline,
@@ -160,8 +160,8 @@ def test_pipeline_three_streams_pinned_overlap_and_match_one_stream():
 
 
 def test_ceilings_on_the_gpu(tmp_path):
-    from yolo_sm.ceilings import measure_ceilings
-    from yolo_sm.store import write_atomic
+    from yolo_sm.collect.ceilings import measure_ceilings
+    from yolo_sm.contract.store import write_atomic
 
     raw = measure_ceilings("cuda", n=4096, copy_bytes=1 << 26, budget_ms=30)
     write_atomic(raw, tmp_path / "ceilings.parquet", {})  # every column converts to Arrow
@@ -189,7 +189,7 @@ def test_triton_overlap_kernel_on_the_gpu_matches_the_torch_ops():
     """nms_matrix's overlap kernel compiled for this GPU against the torch ops on the CPU, on
     clustered boxes (many pairs near the threshold). The kernel may contract a multiply-add
     into an FMA, which moves an IoU by an ulp: at most a few pairs in a million may flip."""
-    from yolo_sm import pipeline
+    from yolo_sm.collect import pipeline
 
     g, w = 8, 700
     bx, valid, gen = _clustered_boxes(0, g, w, spread=6)
@@ -205,7 +205,7 @@ def test_triton_suppression_kernel_on_the_gpu_reaches_greedy_nms():
     """nms_matrix's fixed-point step kernel compiled for this GPU reaches the same keep mask as
     the torch ops on the CPU, on a real-sized problem (16 groups of 2,000 candidates, clustered
     boxes from overlap_matrix) and on a 3,000-box suppression chain (many rounds)."""
-    from yolo_sm import pipeline
+    from yolo_sm.collect import pipeline
 
     bx, valid, _ = _clustered_boxes(1, 16, 2000, spread=30)
     S = pipeline.overlap_matrix(bx, None, valid, 0.7)

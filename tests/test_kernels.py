@@ -2,7 +2,8 @@
 
 import pytest
 
-from yolo_sm import data, kernels
+from yolo_sm.analyse import kernels
+from yolo_sm.contract import datasets
 
 CASES = [
     # (name as Nsight Compute prints it, class, precision)
@@ -119,7 +120,7 @@ def test_ops_are_named():
 
 
 def test_under_5_percent_of_time_unclassified_on_every_h200_forward():
-    df = kernels.add_kernel_class(data.load("h200/ncu_occupancy"))
+    df = kernels.add_kernel_class(datasets.load("h200/ncu_occupancy"))
     shares = kernels.class_shares(df, by=["nvtx_range"])
     other = shares[shares.kernel_class == "other"].set_index("nvtx_range").time_share
     assert set(shares.nvtx_range) == set(df.nvtx_range)

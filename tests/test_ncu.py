@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from yolo_sm.errors import NotAvailableError, UserError
-from yolo_sm.profiling import ncu
+from yolo_sm.collect.profiling import ncu
+from yolo_sm.contract.errors import NotAvailableError, UserError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RAW = FIXTURES / "ncu_raw_h200_small.csv"

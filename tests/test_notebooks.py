@@ -28,7 +28,7 @@ def test_notebook_is_stripped_and_has_parameters(path):
 
 
 def _executes_and_renders(path):
-    from yolo_sm.render import execute, to_html
+    from yolo_sm.report.render import execute, to_html
 
     nb = execute(path, timeout=600)
     errors = [
@@ -45,7 +45,7 @@ def _executes_and_renders(path):
 @pytest.mark.notebooks
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_executes(path, tmp_path):
-    from yolo_sm.render import missing_datasets
+    from yolo_sm.report.render import missing_datasets
 
     missing = missing_datasets(path)
     if missing:  # e.g. 08 until h200/bench_fast_engines is in data/h200/manifest.json
@@ -64,12 +64,12 @@ def test_fast_engines_notebook_on_the_synthetic_bench(tmp_path, monkeypatch):
     # engines) are the real ones
     import shutil
 
-    from yolo_sm import data
+    from yolo_sm.contract import datasets, manifest
 
     for name in ("trace_fp8_w1_b64", "trace_compile_w1_b64"):
-        real = data.info(f"h200/{name}")
-        shutil.copy(data.path(f"h200/{name}"), tmp_path / "h200" / real["file"])
-        data.register(
+        real = datasets.info(f"h200/{name}")
+        shutil.copy(datasets.path(f"h200/{name}"), tmp_path / "h200" / real["file"])
+        manifest.register(
             tmp_path / "h200",
             name,
             real["file"],
@@ -84,7 +84,7 @@ def test_fast_engines_notebook_on_the_synthetic_bench(tmp_path, monkeypatch):
 
 def test_render_lists_notebooks_waiting_for_data(tmp_path, monkeypatch):
     """A notebook whose datasets are not shipped is not executed; the index says what it needs."""
-    from yolo_sm.render import missing_datasets, render_site
+    from yolo_sm.report.render import missing_datasets, render_site
 
     monkeypatch.setenv("YOLO_SM_DATA", str(tmp_path / "data"))
     nb = nbformat.v4.new_notebook(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from yolo_sm.occupancy import (
+from yolo_sm.analyse.occupancy import (
     ARCH,
     LIMITER_ORDER,
     OccupancyResult,
@@ -344,7 +344,7 @@ def test_module_import_is_light():
     import subprocess
     import sys
 
-    code = "import sys, yolo_sm.occupancy; print('pandas' in sys.modules)"
+    code = "import sys, yolo_sm.analyse.occupancy; print('pandas' in sys.modules)"
     out = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
@@ -463,10 +463,10 @@ def test_equals_nsight_compute_on_every_kernel_of_the_shipped_h200_tables():
     88 distinct launch configurations, some not in the fixture above)."""
     import pandas as pd
 
-    from yolo_sm import data
+    from yolo_sm.contract import datasets
 
     names = ["ncu_width_b8", "ncu_batch_w1", "ncu_precision_w1", "ncu_wide_stack", "ncu_resnet101"]
-    d = pd.concat([data.load(f"h200/{n}") for n in names], ignore_index=True)
+    d = pd.concat([datasets.load(f"h200/{n}") for n in names], ignore_index=True)
     cols = ["block_size", "registers_per_thread", "shared_mem_per_block_bytes"]
     u = d.drop_duplicates(cols + ["theoretical_occupancy_pct"])
     ours = [

@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from yolo_sm.engines import EngineConfig, build_engine
-from yolo_sm.errors import UserError
-from yolo_sm.pipeline import (
+from yolo_sm.collect.engines import EngineConfig, build_engine
+from yolo_sm.collect.pipeline import (
     DetectionPipeline,
     PipelineConfig,
     letterbox_gpu,
@@ -18,20 +17,21 @@ from yolo_sm.pipeline import (
     set_class_prior,
     ultralytics_predict,
 )
+from yolo_sm.contract.errors import UserError
 
 
 @pytest.fixture(scope="module")
 def frames():
     import cv2
 
-    from yolo_sm.images import bundled_images
+    from yolo_sm.collect.images import bundled_images
 
     return [cv2.imread(str(p)) for p in bundled_images()]  # 1080x810 bus, 720x1280 zidane
 
 
 @pytest.fixture(scope="module")
 def detector():
-    from yolo_sm.models import build_yolo
+    from yolo_sm.collect.models import build_yolo
 
     m = build_yolo("yolov8", 0.25)
     set_class_prior(m, 0.001, spread=1.5)
@@ -121,7 +121,7 @@ def test_streams_and_bad_frames(frames, detector):
 
 
 def test_nms_chunks_cover_whole_images_up_to_the_limit():
-    from yolo_sm.pipeline import nms_chunks
+    from yolo_sm.collect.pipeline import nms_chunks
 
     assert nms_chunks([3, 0, 4, 5, 0], 10) == [(0, 7), (7, 12)]
     assert nms_chunks([30, 2, 2], 10) == [(0, 30), (30, 34)]  # a big image alone
@@ -135,7 +135,7 @@ def _use_nms(monkeypatch, nms_impl: str) -> None:
     """Steer postprocess to one NMS path: "matrix" (the default), "torchvision" (in chunks),
     "..., one call" / "..., one call per image" (chunk size), "..., per IoU pass" (the matrix
     built one group at a time)."""
-    from yolo_sm import pipeline
+    from yolo_sm.collect import pipeline
 
     if nms_impl.startswith("torchvision"):
         monkeypatch.setattr(pipeline, "NMS_MATRIX_LIMIT", 0)
@@ -152,7 +152,7 @@ def _postprocessor(detector, cfg, monkeypatch, chunk=None):
     overrides NMS_CHUNK. torchvision is imported first: ultralytics then uses its NMS too."""
     import torchvision  # noqa: F401
 
-    from yolo_sm import pipeline
+    from yolo_sm.collect import pipeline
 
     if chunk is not None:
         monkeypatch.setattr(pipeline, "NMS_CHUNK", chunk)
@@ -229,7 +229,7 @@ def test_nms_on_clustered_boxes_equals_ultralytics(
     the image rarely overlap: a wrong IoU threshold passed the test above.)"""
     from ultralytics.utils import nms, ops
 
-    from yolo_sm import pipeline
+    from yolo_sm.collect import pipeline
 
     _use_nms(monkeypatch, nms_impl)
     cfg = PipelineConfig(max_det=10_000, agnostic=agnostic)
@@ -427,7 +427,7 @@ def test_gpu_path_queues_each_stage_on_its_stream(monkeypatch, detector, small, 
     compute stream after that copy's event, post-processing on its own stream after that batch's
     ready event only; cross-stream tensors recorded on their consumer stream; numpy batches
     staged through the slot's pinned buffer after its copy event, pinned tensors not."""
-    import yolo_sm.pipeline as pl
+    import yolo_sm.collect.pipeline as pl
 
     eng, a, b = small
     cfg = PipelineConfig(conf=0.05, streams=streams)
@@ -514,7 +514,7 @@ def test_the_triton_overlap_kernel_equals_the_torch_ops(monkeypatch, same_class)
     """The GPU's overlap kernel, run by Triton's interpreter on the CPU, writes the same S as
     the torch ops, bit for bit: padding, exact duplicates, classes, the j-before-i order."""
     pytest.importorskip("triton")
-    from yolo_sm import pipeline
+    from yolo_sm.collect import pipeline
 
     gen = torch.Generator().manual_seed(0)
     g, w = 3, 70
@@ -554,7 +554,7 @@ def _run_interpreted(script: str, *argv) -> dict:
 _SUPPRESS_CHECK = r"""
 import json, sys, warnings, torch
 warnings.simplefilter("error")  # a kernel that fails and falls back to the torch ops
-from yolo_sm import pipeline
+from yolo_sm.collect import pipeline
 
 width = int(sys.argv[1])
 gen = torch.Generator().manual_seed(width)

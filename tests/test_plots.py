@@ -2,12 +2,13 @@
 
 import pytest
 
-from yolo_sm import data, plots
+from yolo_sm.contract import datasets
+from yolo_sm.report import colors, plots
 
 
 @pytest.fixture(scope="module")
 def sweep():
-    return data.load("h200/foundation_sweep")
+    return datasets.load("h200/foundation_sweep")
 
 
 def test_throughput_plot_has_one_trace_per_backend_and_facet(sweep):
@@ -19,7 +20,7 @@ def test_throughput_plot_has_one_trace_per_backend_and_facet(sweep):
     assert names == {"eager", "cudagraph", "compile"}
     assert len(fig.data) == 3 * 2 * 2
     eager = [t for t in fig.data if t.name == "eager"][0]
-    assert eager.line.color == plots.COLORS["eager"]
+    assert eager.line.color == colors.COLORS["eager"]
 
 
 def test_speedup_plot_ratios_are_same_run_ratios(sweep):
@@ -41,7 +42,7 @@ def test_width_flops_plot_has_counted_and_law():
 
 
 def test_occupancy_curves_and_explorer_tables():
-    from yolo_sm import widgets
+    from yolo_sm.report import widgets
 
     curves = widgets.curves_for("9.0", 384, 168, 0)
     assert set(curves.vary) == {"threads_per_block", "registers_per_thread", "shared_mem_per_block"}
@@ -52,9 +53,9 @@ def test_occupancy_curves_and_explorer_tables():
 
 
 def test_achieved_vs_theoretical_and_class_shares_from_real_capture():
-    from yolo_sm import kernels
+    from yolo_sm.analyse import kernels
 
-    ncu = kernels.add_kernel_class(data.load("h200/ncu_occupancy"))
+    ncu = kernels.add_kernel_class(datasets.load("h200/ncu_occupancy"))
     one = ncu[ncu.nvtx_range == "yolov8_w1.0_fp16_nhwc_b8"]
     fig = plots.plot_achieved_vs_theoretical(one)
     assert sum(len(t.x) for t in fig.data) == len(one)

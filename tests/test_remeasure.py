@@ -3,9 +3,12 @@
 import pandas as pd
 import pytest
 
-from yolo_sm import data, remeasure
-from yolo_sm.cli import main
-from yolo_sm.errors import UserError
+from yolo_sm.analyse import remeasure as remeasure_tables
+from yolo_sm.cli.main import main
+from yolo_sm.collect import remeasure
+from yolo_sm.contract import datasets, manifest
+from yolo_sm.contract.errors import UserError
+from yolo_sm.report import remeasure_plots
 
 SWEEP = dict(
     family=("yolov8",),
@@ -24,19 +27,19 @@ SWEEP = dict(
 @pytest.fixture(scope="module")
 def shipped(tmp_path_factory):
     """A tiny CPU sweep registered as dataset m/s."""
-    from yolo_sm.sweep import SweepSpec, run_sweep
+    from yolo_sm.collect.sweep import SweepSpec, run_sweep
 
     root = tmp_path_factory.mktemp("data")
     folder = root / "m"
     folder.mkdir()
     run_sweep(SweepSpec(**SWEEP), folder / "s.parquet", progress=False)
-    data.register(folder, "s", "s.parquet", "sweep", "tiny", "yolo-sm sweep ...")
+    manifest.register(folder, "s", "s.parquet", "sweep", "tiny", "yolo-sm sweep ...")
     return root
 
 
 def test_remeasure_draws_reproducibly_and_compares(shipped, monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("YOLO_SM_DATA", str(shipped))
-    old = data.load("m/s")
+    old = datasets.load("m/s")
     a, b = remeasure.pick(old, 2, seed=7), remeasure.pick(old, 2, seed=7)
     assert a.index.tolist() == b.index.tolist()  # the draw is the seed's, on any machine
     assert remeasure._timing_settings("m/s") == {"budget_ms": 20.0, "warmup_ms": 2.0}
@@ -82,32 +85,32 @@ def test_remeasure_bad_requests_are_one_clear_error(shipped, monkeypatch):
 
 
 def test_compare_two_tables_of_the_same_points():
-    a = data.load("h200/sweep_fp16_nhwc")
+    a = datasets.load("h200/sweep_fp16_nhwc")
     b = a.copy()
     b["img_per_s"] = b.img_per_s * (b.batch.map({1: 0.5}).fillna(1.05))  # batch 1 halves
     b["prov_date_utc"] = "2026-11-30T18:30:00+00:00"
     b.loc[b.index[0], "status"] = "error"  # a failed point in the second table: not compared
-    c = remeasure.compare(a, b)
+    c = remeasure_tables.compare(a, b)
     assert len(c) == int((a.status == "ok").sum()) - 1
     assert c.ratio.round(6).isin([0.5, 1.05]).all()
     assert (c.within_10pct == (c.batch != 1)).all()
     assert (c.launch_bound == ((c.backend == "eager") & (c.batch <= 8))).all()
-    k = remeasure.by_kind(c).set_index(["backend", "launch_bound"])
+    k = remeasure_tables.by_kind(c).set_index(["backend", "launch_bound"])
     assert k.points.sum() == len(c)
     graph = c[c.backend == "cudagraph"]
     assert k.loc[("cudagraph", False), "within_10pct"] == int((graph.batch != 1).sum())
-    text = remeasure.compare_findings(c, "A", "B")
+    text = remeasure_plots.compare_findings(c, "A", "B")
     assert f"{len(c)} points of A were measured again in B" in text
     assert "CUDA graph" in text and "launch-bound" in text
-    assert len(remeasure.plot_compare(c).data) >= 2
+    assert len(remeasure_plots.plot_compare(c).data) >= 2
     # other points (another precision) share nothing
-    none = remeasure.compare(a, b.assign(precision="bf16"))
-    assert none.empty and "share no point" in remeasure.compare_findings(none, "A", "B")
+    none = remeasure_tables.compare(a, b.assign(precision="bf16"))
+    assert none.empty and "share no point" in remeasure_plots.compare_findings(none, "A", "B")
 
 
 def test_the_shipped_fp16_grid_measured_again():
-    a = data.load("h200/sweep_fp16_nhwc")
-    b = data.load("h200/sweep_bf16_nhwc")
-    c = remeasure.compare(a, b[b.precision == "fp16"])
+    a = datasets.load("h200/sweep_fp16_nhwc")
+    b = datasets.load("h200/sweep_bf16_nhwc")
+    c = remeasure_tables.compare(a, b[b.precision == "fp16"])
     assert len(c) == len(a)  # every point of the grid was measured again
     assert c[c.backend == "cudagraph"].within_10pct.all()

@@ -5,17 +5,18 @@ import json
 import pandas as pd
 import pytest
 
-from yolo_sm import data
-from yolo_sm.profiling import suite
+from yolo_sm.analyse import gpm
+from yolo_sm.collect.profiling import suite
+from yolo_sm.contract import datasets
 
 CONFIGS = ["yolov8_w0.5_fp16_nhwc_b8", "yolov8_w1.5_fp16_nhwc_b8"]
 
 
 @pytest.fixture(scope="module")
 def tables():
-    k = data.load("h200/trace_width_b8")
-    n = data.load("h200/ncu_width_b8")
-    g = data.load("h200/gpm_width_b16")
+    k = datasets.load("h200/trace_width_b8")
+    n = datasets.load("h200/ncu_width_b8")
+    g = datasets.load("h200/gpm_width_b16")
     return k[k.config.isin(CONFIGS)], n[n.config.isin(CONFIGS)], g
 
 
@@ -50,8 +51,8 @@ def test_theoretical_occupancy_ours_matches_ncu_layer_by_layer():
     """Ours (from Kineto's launch configs) and ncu's, as a multiset per layer: equal wherever both
     processes ran the same kernels. cuDNN's benchmark mode picks algorithms per process, so some
     layers differ (seen: 150 of 184 layers over the eight widths identical)."""
-    k = data.load("h200/trace_width_b8")
-    n = data.load("h200/ncu_width_b8")
+    k = datasets.load("h200/trace_width_b8")
+    n = datasets.load("h200/ncu_width_b8")
     k = k[k.iteration == 0]
     same = total = 0
     for (c, layer), g in n.groupby(["config", "layer"]):
@@ -85,7 +86,7 @@ def test_summary_headlines(layers, tables):
 
 
 def test_shipped_profile_layers_came_from_the_same_join():
-    shipped = data.load("h200/profile_layers")
+    shipped = datasets.load("h200/profile_layers")
     assert set(shipped.config) == set(CONFIGS)
     assert shipped.attrs["provenance"]["gpu_name"] == "NVIDIA H200"
     assert (shipped.groupby("config").size() == 23).all()
@@ -96,18 +97,18 @@ def test_overhead_is_the_median_paired_loss():
     for r, (on, off) in enumerate([(99.0, 100.0), (198.0, 200.0), (50.0, 40.0)]):
         rows += [{"round": r, "sampler": True, "img_per_s": on}]
         rows += [{"round": r, "sampler": False, "img_per_s": off}]
-    assert suite.overhead_pct(pd.DataFrame(rows)) == pytest.approx(1.0)
+    assert gpm.overhead_pct(pd.DataFrame(rows)) == pytest.approx(1.0)
 
 
 def test_shipped_gpm_overhead_is_small_on_the_gpu_bound_config():
-    ov = data.load("h200/gpm_overhead")
+    ov = datasets.load("h200/gpm_overhead")
     w15 = ov[ov.config == CONFIGS[1]]
     assert len(w15) == 16 and w15.sampler.sum() == 8
-    assert abs(suite.overhead_pct(w15)) < 1.0
+    assert abs(gpm.overhead_pct(w15)) < 1.0
 
 
 def test_profile_all_refuses_a_cpu_device(tmp_path):
-    from yolo_sm.errors import UserError
+    from yolo_sm.contract.errors import UserError
 
     with pytest.raises(UserError, match="CUDA"):
         suite.profile_all(tmp_path / "p", device="cpu")

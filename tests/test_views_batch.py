@@ -1,47 +1,49 @@
-"""yolo_sm.views.batch on the shipped H200 tables (CPU only)."""
+"""yolo_sm.analyse.batch on the shipped H200 tables (CPU only)."""
 
 import math
 
 import pandas as pd
 import pytest
 
-from yolo_sm import data
-from yolo_sm.views import batch as vb
+from yolo_sm.analyse import batch
+from yolo_sm.collect.models import view_tables
+from yolo_sm.contract import datasets
+from yolo_sm.report import batch_plots
 
 
 @pytest.fixture(scope="module")
 def table():
-    return vb.batch_table(
-        pd.concat([data.load("h200/sweep_fp16_nhwc"), data.load("h200/sweep_1280")])
+    return batch.batch_table(
+        pd.concat([datasets.load("h200/sweep_fp16_nhwc"), datasets.load("h200/sweep_1280")])
     )
 
 
 @pytest.fixture(scope="module")
 def trace():
-    return data.load("h200/trace_batch_w1")
+    return datasets.load("h200/trace_batch_w1")
 
 
 def test_parse_config():
-    assert vb.parse_config("yolov8_w1.5_fp16_nhwc_b8") == {
+    assert batch.parse_config("yolov8_w1.5_fp16_nhwc_b8") == {
         "family": "yolov8",
         "width": 1.5,
         "precision": "fp16",
         "layout": "nhwc",
         "batch": 8,
     }
-    assert vb.parse_config("yolov8_w1_fp16_nhwc_b128")["batch"] == 128
-    assert math.isnan(vb.parse_config("")["width"])
+    assert batch.parse_config("yolov8_w1_fp16_nhwc_b128")["batch"] == 128
+    assert math.isnan(batch.parse_config("")["width"])
     # other families and non-config labels (views.scaling had a copy of this parser)
-    assert vb.parse_config("wide_w2_bf16_nchw_b64")["width"] == 2.0
-    assert math.isnan(vb.parse_config("profiled_forward")["width"])
-    assert vb.short_label("yolov8_w0.25_fp16_nhwc_b16", "width") == "w0.25"
+    assert batch.parse_config("wide_w2_bf16_nchw_b64")["width"] == 2.0
+    assert math.isnan(batch.parse_config("profiled_forward")["width"])
+    assert batch_plots.short_label("yolov8_w0.25_fp16_nhwc_b16", "width") == "w0.25"
 
 
 def test_batch_table_and_saturation(table):
     t640 = table[table.imgsz == 640]
     assert len(t640) == 128  # complete grid: 8 widths x 2 backends x 8 batches, all ok
     assert (table.frac_of_best <= 1 + 1e-12).all() and (table.frac_of_best > 0).all()
-    sat = vb.saturation(table, 0.9)
+    sat = batch.saturation(table, 0.9)
     assert len(sat) == len(table.groupby(["imgsz", "width", "backend"]))
     assert (sat.knee_batch <= sat.best_batch).all()
     assert (sat.knee_img_per_s >= 0.9 * sat.best_img_per_s - 1e-9).all()
@@ -52,7 +54,7 @@ def test_batch_table_and_saturation(table):
 
 
 def test_graph_speedup_largest_at_batch_1(table):
-    sp = vb.graph_speedup(table[table.imgsz == 640])
+    sp = batch.graph_speedup(table[table.imgsz == 640])
     assert len(sp) == 64
     for _, g in sp.groupby("width"):
         g = g.sort_values("batch")
@@ -62,7 +64,7 @@ def test_graph_speedup_largest_at_batch_1(table):
 
 
 def test_ncu_coverage():
-    cov = vb.ncu_coverage(data.load("h200/ncu_batch_w1"))
+    cov = batch.ncu_coverage(datasets.load("h200/ncu_batch_w1"))
     assert list(cov.batch) == [1, 4, 16, 64]
     for c in ("kernels_under_1_wave", "time_under_1_wave", "achieved_over_theoretical"):
         assert cov[c].between(0, 1).all(), c
@@ -75,32 +77,32 @@ def test_ncu_coverage():
 
 @pytest.mark.parametrize("name,n", [("h200/gpm_batch_w1", 5), ("h200/gpm_width_b16", 5)])
 def test_gpm_medians(name, n):
-    gpm = data.load(name)
-    med = vb.gpm_medians(gpm)
+    gpm = datasets.load(name)
+    med = batch.gpm_medians(gpm)
     assert len(med) == n
-    for m in vb.GPM_METRICS:
+    for m in batch.GPM_METRICS:
         assert med[m].between(0, 100).all()
     assert (med.windows >= 20).all()  # ~3 s of ~0.1 s windows each
-    w = vb.gpm_wide(gpm)
+    w = batch.gpm_wide(gpm)
     assert w.window_s.median() == pytest.approx(0.1, abs=0.01)  # GPM's 100 ms refresh
-    spans = vb.run_spans(w)
+    spans = batch.run_spans(w)
     assert len(spans) == n and (spans.t1_s > spans.t0_s).all()
     assert (spans.t0_s.iloc[1:].to_numpy() >= spans.t1_s.iloc[:-1].to_numpy()).all()
 
 
 def test_gpm_sm_util_rises_with_batch():
-    med = vb.gpm_medians(data.load("h200/gpm_batch_w1")).sort_values("batch")
+    med = batch.gpm_medians(datasets.load("h200/gpm_batch_w1")).sort_values("batch")
     assert med.sm_util_pct.iloc[-1] > 2 * med.sm_util_pct.iloc[0]
 
 
 def test_memory_fit_and_rule(table):
-    fit = vb.memory_fit(table)
+    fit = batch.memory_fit(table)
     e = fit[(fit.imgsz == 640) & (fit.backend == "eager")].sort_values("width")
     assert len(e) == 8
     assert (e.r2 > 0.99).all()  # eager peak memory is linear in batch
     assert e.per_image_bytes.is_monotonic_increasing  # wider -> more activation memory
-    mem = float(data.load("h200/sweep_fp16_nhwc").prov_gpu_memory_bytes.iloc[0])
-    rule = vb.memory_rule(fit, mem, 1.2e9, 0.7)
+    mem = float(datasets.load("h200/sweep_fp16_nhwc").prov_gpu_memory_bytes.iloc[0])
+    rule = batch.memory_rule(fit, mem, 1.2e9, 0.7)
     assert (rule.claim_safe_batch == math.floor(0.7 * mem / 1.2e9)).all()
     # the fit reproduces the largest measured point within 10 %
     pred = rule.intercept_bytes + rule.per_image_bytes * rule.max_batch
@@ -109,30 +111,30 @@ def test_memory_fit_and_rule(table):
     # 1280 px: about 4x the pixels, so more memory per image than at 640 px
     w1 = rule[(rule.width == 1.0) & (rule.backend == "eager")].set_index("imgsz")
     assert w1.per_image_bytes[1280] > 2.5 * w1.per_image_bytes[640]
-    assert set(vb.memory_table(rule).columns) >= {"per_image_MB", "fitted_safe_batch"}
+    assert set(batch.memory_table(rule).columns) >= {"per_image_MB", "fitted_safe_batch"}
 
 
 def test_build_vs_timed(table):
-    b = vb.build_vs_timed(table)
+    b = batch.build_vs_timed(table)
     assert len(b) == table.build_peak_mem_bytes.notna().sum()
     assert (b.build_over_timed > 0).all()
 
 
 def test_launch_gaps(trace):
-    gaps = vb.launch_gaps(trace)
+    gaps = batch.launch_gaps(trace)
     assert len(gaps) == trace.groupby(["config", "iteration"]).ngroups
     assert (gaps.kernel_us <= gaps.span_us + 1e-6).all()
     assert gaps.idle_frac.between(0, 1).all()
     per_batch = gaps.groupby("batch").idle_frac.mean()
     assert per_batch.is_monotonic_decreasing  # bigger kernels hide the launch gaps
     assert per_batch.loc[1] > 0.5
-    g = vb.kernel_gaps(trace)
+    g = batch.kernel_gaps(trace)
     assert (g.gap_us.dropna() >= 0).all()
     assert g.gap_us.isna().sum() == len(gaps)  # the first kernel of each forward has no gap
 
 
 def test_launch_vs_sweep(trace, table):
-    out = vb.launch_vs_sweep(vb.launch_gaps(trace), table, 1.0)
+    out = batch.launch_vs_sweep(batch.launch_gaps(trace), table, 1.0)
     assert list(out.batch) == [1, 4, 16, 64]
     assert out.sweep_eager_ms.notna().all() and out.sweep_graph_ms.notna().all()
     # a CUDA graph replay takes about the summed kernel time of the traced forward
@@ -144,40 +146,40 @@ def test_launch_vs_sweep(trace, table):
 
 
 def test_figures_and_findings(table, trace):
-    gpm = data.load("h200/gpm_batch_w1")
-    ncu = data.load("h200/ncu_batch_w1")
+    gpm = datasets.load("h200/gpm_batch_w1")
+    ncu = datasets.load("h200/ncu_batch_w1")
     t640 = table[table.imgsz == 640]
-    fit = vb.memory_fit(table)
+    fit = batch.memory_fit(table)
     figs = [
-        vb.plot_batch_curves(t640),
-        vb.plot_batch_detail(t640, 1.0, "eager"),
-        vb.plot_graph_speedup(vb.graph_speedup(t640)),
-        vb.plot_waves_ecdf(ncu),
-        vb.plot_occupancy_by_batch(vb.ncu_coverage(ncu)),
-        vb.plot_gpm_by(vb.gpm_medians(gpm)),
-        vb.plot_memory(table, fit, 1.2e9),
-        vb.plot_kernel_timeline(trace),
-        vb.plot_gap_hist(trace),
+        batch_plots.plot_batch_curves(t640),
+        batch_plots.plot_batch_detail(t640, 1.0, "eager"),
+        batch_plots.plot_graph_speedup(batch.graph_speedup(t640)),
+        batch_plots.plot_waves_ecdf(ncu),
+        batch_plots.plot_occupancy_by_batch(batch.ncu_coverage(ncu)),
+        batch_plots.plot_gpm_by(batch.gpm_medians(gpm)),
+        batch_plots.plot_memory(table, fit, 1.2e9),
+        batch_plots.plot_kernel_timeline(trace),
+        batch_plots.plot_gap_hist(trace),
     ]
     assert all(len(f.data) > 0 for f in figs)
-    tl = vb.plot_gpm_timeline(gpm)
+    tl = batch_plots.plot_gpm_timeline(gpm)
     assert len(tl.layout.shapes) == 5 * 4  # each config's run shaded in each metric's panel
     with pytest.raises(ValueError):
-        vb.plot_batch_detail(t640, 9.0, "eager")
-    mem = float(data.load("h200/sweep_fp16_nhwc").prov_gpu_memory_bytes.iloc[0])
-    text = vb.batch_findings(
-        vb.saturation(table),
-        vb.graph_speedup(table),
-        vb.ncu_coverage(ncu),
-        vb.gpm_medians(gpm),
-        vb.memory_rule(fit, mem, 1.2e9),
-        build=vb.build_vs_timed(table),
+        batch_plots.plot_batch_detail(t640, 9.0, "eager")
+    mem = float(datasets.load("h200/sweep_fp16_nhwc").prov_gpu_memory_bytes.iloc[0])
+    text = batch_plots.batch_findings(
+        batch.saturation(table),
+        batch.graph_speedup(table),
+        batch.ncu_coverage(ncu),
+        batch.gpm_medians(gpm),
+        batch.memory_rule(fit, mem, 1.2e9),
+        build=batch.build_vs_timed(table),
     )
     assert "Saturation" in text and "Memory rule" in text and "nan" not in text
-    text = vb.timeline_findings(
-        vb.gpm_medians(gpm),
-        vb.gpm_medians(data.load("h200/gpm_width_b16")),
-        vb.launch_vs_sweep(vb.launch_gaps(trace), table, 1.0),
+    text = batch_plots.timeline_findings(
+        batch.gpm_medians(gpm),
+        batch.gpm_medians(datasets.load("h200/gpm_width_b16")),
+        batch.launch_vs_sweep(batch.launch_gaps(trace), table, 1.0),
         gpm,
     )
     assert "Launch gaps" in text and "nan" not in text
@@ -187,16 +189,16 @@ def test_live_gpm_does_nothing_without_gpu():
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
-    assert vb.live_gpm() is None
+    assert view_tables.live_gpm() is None
 
 
 def test_gpm_overhead_table_of_the_shipped_rounds():
-    from yolo_sm import data
-    from yolo_sm.profiling.suite import overhead_pct
-    from yolo_sm.views import batch as vb
+    from yolo_sm.analyse import batch
+    from yolo_sm.analyse.gpm import overhead_pct
+    from yolo_sm.contract import datasets
 
-    raw = data.load("h200/gpm_overhead")
-    t = vb.gpm_overhead_table(raw)
+    raw = datasets.load("h200/gpm_overhead")
+    t = batch.gpm_overhead_table(raw)
     assert sorted(t.index) == sorted(raw.config.unique())
     for config, g in raw.groupby("config"):
         assert t.throughput_lost_pct[config] == overhead_pct(g)
@@ -217,12 +219,12 @@ def test_memory_fit_adds_a_graphs_private_pool_where_measured():
         for n in (1, 2, 4, 8)
         for b, pool in (("eager", lambda n: None), ("cudagraph", lambda n: 5e7 * n))
     ]
-    fit = vb.memory_fit(pd.DataFrame(rows)).set_index("backend")
+    fit = batch.memory_fit(pd.DataFrame(rows)).set_index("backend")
     assert fit.loc["eager", "per_image_bytes"] == pytest.approx(1e6)
     assert fit.loc["cudagraph", "per_image_bytes"] == pytest.approx(1e6 + 5e7)  # pool counted
     assert fit.loc["cudagraph", "counts_activations"] and fit.loc["eager", "counts_activations"]
     # without the pool column (the shipped sweeps): the graph's fit misses its activations
-    old = vb.memory_fit(pd.DataFrame(rows).drop(columns="graph_pool_bytes")).set_index("backend")
+    old = batch.memory_fit(pd.DataFrame(rows).drop(columns="graph_pool_bytes")).set_index("backend")
     assert not old.loc["cudagraph", "counts_activations"]
     assert old.loc["cudagraph", "per_image_bytes"] == pytest.approx(1e6)
 
@@ -240,11 +242,11 @@ def test_memory_fit_of_a_graph_sweep_resumed_across_code_versions():
         }
         for n in (1, 2, 4, 8, 16, 32)
     ]
-    fit = vb.memory_fit(pd.DataFrame(rows)).iloc[0]
+    fit = batch.memory_fit(pd.DataFrame(rows)).iloc[0]
     assert fit.counts_activations and fit.batches == 3
     assert fit.per_image_bytes == pytest.approx(1e6 + 5e7)
     one_pooled = [dict(r, graph_pool_bytes=None) if r["batch"] != 32 else r for r in rows]
-    fit = vb.memory_fit(pd.DataFrame(one_pooled)).iloc[0]
+    fit = batch.memory_fit(pd.DataFrame(one_pooled)).iloc[0]
     assert not fit.counts_activations and fit.batches == 5  # the unpooled rows
 
 
@@ -264,24 +266,24 @@ def test_graph_memory_compares_graph_and_eager_where_the_pool_is_counted():
             for n in (1, 8, 64)
         ]
 
-    gm = vb.graph_memory(vb.memory_fit(pd.DataFrame(rows(True))))
+    gm = batch.graph_memory(batch.memory_fit(pd.DataFrame(rows(True))))
     assert list(gm.width) == [0.5, 1.0]
     assert gm.per_image_ratio.tolist() == pytest.approx([2.0, 2.0])  # the pool doubles it
     assert gm.graph_intercept_MB.tolist() == pytest.approx([200.0, 200.0])
     assert (gm.max_batch == 64).all()
     at64 = (2e8 + 2 * 1e6 * 64) / (1e8 + 1e6 * 64)
     assert gm.footprint_ratio_at_max.iloc[1] == pytest.approx(at64)
-    text = vb.graph_memory_findings(gm, "test sweep")
+    text = batch_plots.graph_memory_findings(gm, "test sweep")
     assert "2.00x in a graph" in text and "batch 64" in text and "widths 0.5-1" in text
     # graph rows without their pool do not count the activations: nothing to compare
-    none = vb.graph_memory(vb.memory_fit(pd.DataFrame(rows(False))))
+    none = batch.graph_memory(batch.memory_fit(pd.DataFrame(rows(False))))
     assert none.empty
-    assert "no graph rows with their pool" in vb.graph_memory_findings(none, "old sweep")
+    assert "no graph rows with their pool" in batch_plots.graph_memory_findings(none, "old sweep")
 
 
 def test_graph_memory_on_the_shipped_pooled_sweep():
-    d = data.load("h200/sweep_bf16_nhwc")
-    gm = vb.graph_memory(vb.memory_fit(vb.batch_table(d[d.precision == "fp16"])))
+    d = datasets.load("h200/sweep_bf16_nhwc")
+    gm = batch.graph_memory(batch.memory_fit(batch.batch_table(d[d.precision == "fp16"])))
     assert len(gm) == d.width.nunique()
     # with the pool counted a graph holds at least eager's peak at the largest batch
     assert (gm.footprint_ratio_at_max > 0.95).all()

@@ -4,13 +4,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from yolo_sm import data
-from yolo_sm.views import heatmaps
+from yolo_sm.analyse import heatmaps
+from yolo_sm.contract import datasets
+from yolo_sm.report import heatmaps_plots
 
 
 @pytest.fixture(scope="module")
 def width_kernels():
-    return data.load("h200/ncu_width_b8")
+    return datasets.load("h200/ncu_width_b8")
 
 
 @pytest.fixture(scope="module")
@@ -116,12 +117,12 @@ def test_kernels_of_one_cell(width_kernels, widths):
     assert k.kernel.str.len().max() <= 80
     with pytest.raises(ValueError):
         heatmaps.kernels_of(width_kernels, cfg, "model.99")
-    fig = heatmaps.plot_kernels(k)
+    fig = heatmaps_plots.plot_kernels(k)
     assert sum(len(t.x) for t in fig.data if t.type == "bar") == len(k)
 
 
 def test_heatmaps_put_layers_in_model_order(widths):
-    fig = heatmaps.plot_layer_heatmap(
+    fig = heatmaps_plots.plot_layer_heatmap(
         widths, ("achieved_occupancy_tw_pct", "theoretical_occupancy_tw_pct"), x="width"
     )
     assert len(fig.data) == 2
@@ -130,14 +131,14 @@ def test_heatmaps_put_layers_in_model_order(widths):
     assert list(hm.x) == ["w0.25", "w0.5", "w0.75", "w1", "w1.25", "w1.5", "w1.75", "w2"]
     z = np.asarray(hm.z, dtype=float)
     assert z.shape == (23, 8) and not np.isnan(z).any()
-    lim = heatmaps.plot_limiter_heatmap(widths, x="width").data[0]
+    lim = heatmaps_plots.plot_limiter_heatmap(widths, x="width").data[0]
     assert np.asarray(lim.z).shape == (23, 8)
     assert all(str(t).split()[0] in heatmaps.LIMITERS for t in np.ravel(lim.text))
 
 
 def test_precision_variants_in_precision_order():
-    p = heatmaps.layer_table(data.load("h200/ncu_precision_w1"))
-    fig = heatmaps.plot_layer_heatmap(p, "achieved_occupancy_tw_pct", x="variant")
+    p = heatmaps.layer_table(datasets.load("h200/ncu_precision_w1"))
+    fig = heatmaps_plots.plot_layer_heatmap(p, "achieved_occupancy_tw_pct", x="variant")
     xs = list(fig.data[0].x)
     assert xs[:2] == ["fp32 nchw", "fp32 nhwc"] and len(xs) == 8
     s = heatmaps.config_summary(p, by="variant").set_index("variant")
@@ -149,16 +150,16 @@ def test_precision_variants_in_precision_order():
 
 
 def test_estimate_vs_measured_and_findings(widths):
-    est = heatmaps.estimate_vs_measured(data.load("h200/profile_layers"))
+    est = heatmaps.estimate_vs_measured(datasets.load("h200/profile_layers"))
     assert set(est.width) == {0.5, 1.5}
     assert np.allclose(est.groupby("config").time_share.sum(), 1.0)
     assert np.allclose(
         est.est_minus_achieved, est.est_occupancy_tw_pct - est.ncu_achieved_occupancy_tw_pct
     )
-    fig = heatmaps.plot_estimate_vs_measured(est)
+    fig = heatmaps_plots.plot_estimate_vs_measured(est)
     assert sum(len(t.x) for t in fig.data) == len(est)
-    batches = heatmaps.layer_table(data.load("h200/ncu_batch_w1"))
-    prec = heatmaps.layer_table(data.load("h200/ncu_precision_w1"))
-    text = heatmaps.findings(widths, batches, est, prec)
+    batches = heatmaps.layer_table(datasets.load("h200/ncu_batch_w1"))
+    prec = heatmaps.layer_table(datasets.load("h200/ncu_precision_w1"))
+    text = heatmaps_plots.findings(widths, batches, est, prec)
     assert "Layers below 50 % achieved occupancy" in text and "w2: " in text
     assert "nan" not in text.lower()

@@ -3,35 +3,36 @@
 import pandas as pd
 import pytest
 
-from yolo_sm import claims, data
-from yolo_sm.errors import UserError
-from yolo_sm.profiling.target import with_config
-from yolo_sm.views import scaling
+from yolo_sm.analyse import scaling
+from yolo_sm.contract import datasets, hardware
+from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.labels import with_config
+from yolo_sm.report import scaling_plots
 
 
 @pytest.fixture(scope="module")
 def sweep():
-    return data.load("h200/sweep_fp16_nhwc")
+    return datasets.load("h200/sweep_fp16_nhwc")
 
 
 @pytest.fixture(scope="module")
 def ncu_width():
-    return data.load("h200/ncu_width_b8")
+    return datasets.load("h200/ncu_width_b8")
 
 
 @pytest.fixture(scope="module")
 def precision_sweep():
-    return data.load("h200/sweep_precision_core")
+    return datasets.load("h200/sweep_precision_core")
 
 
 @pytest.fixture(scope="module")
 def ncu_precision():
-    return data.load("h200/ncu_precision_w1")
+    return datasets.load("h200/ncu_precision_w1")
 
 
 @pytest.fixture(scope="module")
 def wide():
-    return scaling.wide_stack_table(data.load("h200/ncu_wide_stack"))
+    return scaling.wide_stack_table(datasets.load("h200/ncu_wide_stack"))
 
 
 def test_flops_follow_width_squared(sweep):
@@ -43,16 +44,16 @@ def test_flops_follow_width_squared(sweep):
 
 
 def test_throughput_table_and_peak_share(sweep):
-    t = scaling.throughput_table(sweep, claims.PEAK_FP16_TFLOPS)
+    t = scaling.throughput_table(sweep, hardware.PEAK_FP16_TFLOPS)
     assert len(t) == (sweep.status == "ok").sum()
     assert t.peak_frac.between(0, 1).all()
     # TFLOP/s = FLOPs per image x img/s; the share uses the given peak
     row = t.iloc[0]
-    assert row.peak_frac == pytest.approx(row.tflops / claims.PEAK_FP16_TFLOPS)
+    assert row.peak_frac == pytest.approx(row.tflops / hardware.PEAK_FP16_TFLOPS)
     g = t[(t.backend == "cudagraph") & (t.batch == 64)].sort_values("width")
     assert g.tflops.is_monotonic_increasing  # wider models do more work per second
     assert g.img_per_s.is_monotonic_decreasing
-    fig = scaling.plot_width_lines(t, y="peak_frac", log_y=False)
+    fig = scaling_plots.plot_width_lines(t, y="peak_frac", log_y=False)
     assert len(fig.data) == t.batch.nunique() * t.backend.nunique()
 
 
@@ -66,7 +67,7 @@ def test_width_occupancy_per_config(ncu_width):
     assert occ.sm_coverage_tw.between(0, 1).all()
     # kernel time per forward grows with width
     assert occ.time_us.is_monotonic_increasing
-    assert len(scaling.plot_width_occupancy(occ).data) == 4
+    assert len(scaling_plots.plot_width_occupancy(occ).data) == 4
 
 
 def test_class_occupancy_shares_sum_to_one(ncu_width):
@@ -74,11 +75,11 @@ def test_class_occupancy_shares_sum_to_one(ncu_width):
     assert cls.groupby("config").time_share.sum().round(9).eq(1).all()
     tc = cls[cls.kernel_class == "tensor_core_conv"]
     assert len(tc) == 8 and tc.theoretical_occupancy_tw_pct.lt(50).all()
-    assert len(scaling.plot_class_occupancy(cls).data) > 0
+    assert len(scaling_plots.plot_class_occupancy(cls).data) > 0
 
 
 def test_speed_vs_occupancy_join(sweep, ncu_width):
-    t = scaling.throughput_table(sweep, claims.PEAK_FP16_TFLOPS)
+    t = scaling.throughput_table(sweep, hardware.PEAK_FP16_TFLOPS)
     sv = scaling.speed_vs_occupancy(t, scaling.width_occupancy(ncu_width), batch=8)
     assert len(sv) == 8 and sv.notna().all().all()
 
@@ -95,22 +96,22 @@ def test_wide_stack_limits_explain_occupancy(wide):
     assert main.block_size.nunique() == 1  # the block does not widen with the layer
     assert set(main.limiter) <= {"registers = shared_mem", "registers", "shared_mem"}
     assert main.sort_values("width").tensor_pipe_tw_pct.iloc[-1] > main.tensor_pipe_tw_pct.min()
-    assert len(scaling.plot_wide_stack(wide).data) == 3 * wide.kernel_family.nunique()
+    assert len(scaling_plots.plot_wide_stack(wide).data) == 3 * wide.kernel_family.nunique()
 
 
 def test_width_findings_are_computed(sweep, ncu_width, wide):
-    t = scaling.throughput_table(sweep, claims.PEAK_FP16_TFLOPS)
+    t = scaling.throughput_table(sweep, hardware.PEAK_FP16_TFLOPS)
     occ = scaling.width_occupancy(ncu_width)
-    text = scaling.width_findings(
+    text = scaling_plots.width_findings(
         t,
         occ,
         scaling.class_occupancy(ncu_width),
         wide,
         scaling.flops_by_width(sweep),
-        peak_tflops=claims.PEAK_FP16_TFLOPS,
+        peak_tflops=hardware.PEAK_FP16_TFLOPS,
     )
     assert "nan" not in text.lower() and "Wide conv stack" in text
-    assert f"{claims.PEAK_FP16_TFLOPS:.0f} TFLOP/s" in text
+    assert f"{hardware.PEAK_FP16_TFLOPS:.0f} TFLOP/s" in text
 
 
 def test_precision_speedup_same_run(precision_sweep):
@@ -123,7 +124,7 @@ def test_precision_speedup_same_run(precision_sweep):
     assert r.ratio == pytest.approx(ok[(*key, "fp32")] / ok[(*key, r.precision)])
     big = sp[(sp.batch == 64) & sp.precision.isin(["fp16", "bf16"])]
     assert (big.ratio > 1).all()  # 16-bit beats fp32 once the batch fills the GPU
-    assert len(scaling.plot_precision_speedup(sp).data) > 0
+    assert len(scaling_plots.plot_precision_speedup(sp).data) > 0
 
 
 def test_missing_points_complete_the_plan(precision_sweep):
@@ -149,10 +150,10 @@ def test_missing_points_complete_the_plan(precision_sweep):
     # an empty table: every planned point is missing
     assert scaling.missing_points(precision_sweep.iloc[:0]).points.sum() == 192
     # a complete table: nothing missing
-    from yolo_sm import collect
-    from yolo_sm.sweep import SweepSpec
+    from yolo_sm.collect import plans as collect
+    from yolo_sm.collect.sweep import SweepSpec
 
-    plan = collect.load_plan(data.data_dir() / "plans" / "h200.yaml")
+    plan = collect.load_plan(datasets.data_dir() / "plans" / "h200.yaml")
     step = next(x for x in plan.steps if x.name == "sweep_precision_core")
     pts = SweepSpec.from_mapping({"device": plan.device, **step.params}).points()
     full = pd.DataFrame(
@@ -174,14 +175,14 @@ def test_missing_points_complete_the_plan(precision_sweep):
 
 def test_pair_findings_against_fp16(precision_sweep):
     sp = scaling.precision_speedup(precision_sweep, baseline="fp16")
-    text = scaling.pair_findings(sp, "fp16")
+    text = scaling_plots.pair_findings(sp, "fp16")
     assert "**bf16 over fp16** (NCHW" in text and "**fp32 over fp16**" in text
     b = sp[(sp.precision == "bf16") & (sp.backend == "cudagraph")]
     lo = b[b.batch == b.batch.min()].ratio
     assert f"cudagraph batch {b.batch.min():.0f} {lo.min():.2f}-{lo.max():.2f}x" in text
-    fig = scaling.plot_precision_speedup(sp, baseline="fp16")
+    fig = scaling_plots.plot_precision_speedup(sp, baseline="fp16")
     assert "over fp16" in fig.layout.title.text
-    assert scaling.pair_findings(sp.iloc[:0], "fp16").startswith("No point")
+    assert scaling_plots.pair_findings(sp.iloc[:0], "fp16").startswith("No point")
 
 
 def test_precision_forward_kernel_mix(ncu_precision):
@@ -197,7 +198,10 @@ def test_precision_forward_kernel_mix(ncu_precision):
     assert shares.groupby("config").time_share.sum().round(9).eq(1).all()
     mm = scaling.precision_matmul(ncu_precision)
     assert mm.registers_per_thread_tw.between(1, 255).all()
-    assert len(scaling.plot_precision_forward(scaling.precision_forward(ncu_precision)).data) == 3
+    assert (
+        len(scaling_plots.plot_precision_forward(scaling.precision_forward(ncu_precision)).data)
+        == 3
+    )
 
 
 def test_error_table_against_tolerance(precision_sweep, sweep):
@@ -206,12 +210,12 @@ def test_error_table_against_tolerance(precision_sweep, sweep):
     assert (e["max"] <= e.tolerance).all()  # rows above tolerance would be status=error
     assert e.loc[("bf16", "nchw"), "median"] > e.loc[("fp16", "nchw"), "median"]
     assert e.loc[("fp16", "nhwc"), "points"] == (sweep.status == "ok").sum()
-    assert len(scaling.plot_rel_err(precision_sweep, sweep).data) > 0
+    assert len(scaling_plots.plot_rel_err(precision_sweep, sweep).data) > 0
 
 
 def test_precision_findings_are_computed(precision_sweep, sweep, ncu_precision):
     def findings(sw):
-        return scaling.precision_findings(
+        return scaling_plots.precision_findings(
             scaling.precision_speedup(sw),
             scaling.missing_points(sw),
             scaling.precision_forward(ncu_precision),
@@ -229,10 +233,11 @@ def test_precision_findings_are_computed(precision_sweep, sweep, ncu_precision):
 
 
 def test_presets_table_and_findings_of_the_shipped_presets():
-    from yolo_sm import data
-    from yolo_sm.views import scaling
+    from yolo_sm.analyse import scaling
+    from yolo_sm.contract import datasets
+    from yolo_sm.report import scaling_plots
 
-    raw = data.load("h200/sweep_presets")
+    raw = datasets.load("h200/sweep_presets")
     t = scaling.presets_table(raw, 650.0)
     assert len(t) == len(raw) and set(t.scale) <= set("nsmlx")
     ok = t[t.status == "ok"]
@@ -240,10 +245,10 @@ def test_presets_table_and_findings_of_the_shipped_presets():
     # within a family, precision, backend and batch the presets run n -> x, FLOPs rising
     for _, g in t.groupby(["family", "precision", "backend", "batch"]):
         assert g.gflops_per_img.is_monotonic_increasing
-    text = scaling.presets_findings(t)
+    text = scaling_plots.presets_findings(t)
     bad = int((t.status != "ok").sum())
     assert (f"**{bad} point(s) without figures**" in text) == (bad > 0)
-    fig = scaling.plot_presets(t, batch=64)
+    fig = scaling_plots.plot_presets(t, batch=64)
     assert len(fig.data) >= 1
 
 
@@ -307,7 +312,7 @@ def test_compile_by_width_pairs_each_unit_and_findings_follow_the_data():
     row = t.set_index(["width", "batch"]).loc[(0.5, 64)]
     assert row["compile"] == 1.9 and pd.isna(row["compile reduce-overhead"])  # failed: empty
     assert row["eager_img_per_s"] == 100.0
-    text = scaling.compile_findings(t)
+    text = scaling_plots.compile_findings(t)
     assert "falls with width: 1.90x at w0.5, 1.40x at w2" in text
     assert "below compile everywhere" in text
     assert "removing launches pays more" in text and "3.00-6.00x" in text
@@ -315,9 +320,9 @@ def test_compile_by_width_pairs_each_unit_and_findings_follow_the_data():
     flipped = pd.DataFrame(
         _bench_unit(0.5, 64, {g: 2.0, c: 1.2}) + _bench_unit(2.0, 64, {g: 1.0, c: 1.5})
     )
-    text = scaling.compile_findings(scaling.compile_by_width(flipped))
+    text = scaling_plots.compile_findings(scaling.compile_by_width(flipped))
     assert "does not fall" in text and "not below compile at every width" in text
-    assert scaling.plot_compile_by_width(bench).data  # a figure with traces
+    assert scaling_plots.plot_compile_by_width(bench).data  # a figure with traces
     sweep = pd.DataFrame(
         [
             {
@@ -340,14 +345,14 @@ def test_compile_by_width_pairs_each_unit_and_findings_follow_the_data():
             },
         ]
     )
-    assert "batch 1 0.50-0.50x" in scaling.compile_findings(t, sweep)  # eager 100 vs 200
-    assert scaling.compile_findings(t.iloc[:0]) == "No torch.compile rows in the bench yet."
+    assert "batch 1 0.50-0.50x" in scaling_plots.compile_findings(t, sweep)  # eager 100 vs 200
+    assert scaling_plots.compile_findings(t.iloc[:0]) == "No torch.compile rows in the bench yet."
 
 
 def test_compile_by_width_of_the_shipped_bench():
-    t = scaling.compile_by_width(data.load("h200/bench_fast_engines"))
+    t = scaling.compile_by_width(datasets.load("h200/bench_fast_engines"))
     assert {1, 16, 64} <= set(t.batch) and t["compile"].notna().sum() >= 3
-    assert "Batch 64" in scaling.compile_findings(t)
+    assert "Batch 64" in scaling_plots.compile_findings(t)
 
 
 def _fp8_bench():
@@ -404,18 +409,18 @@ def test_fp8_error_table_and_findings_compare_cpu_and_h200():
     t = scaling.fp8_error_table(cpu, _fp8_bench())
     assert list(t.columns[:4]) == ["width", "fp16", "bf16", "fp8"]
     assert "fp8, class prior" in t and "fp8 H200 (class prior), max" in t
-    text = scaling.fp8_error_findings(t, tolerance=0.1)
+    text = scaling_plots.fp8_error_findings(t, tolerance=0.1)
     # H200 0.15 vs CPU 0.32 at w0.5: more than 20 % apart -> said so
     assert "width 0.5 15.0% vs 32.0%" in text and "differ by more than 20 %" in text
     assert "amplifies rounding" in text and "fp16 4.0x, bf16 4.0x, fp8 4.0x" in text
     assert "at batch 16, 64" in text  # the batches the H200 figures come from (batch 1 left out)
     flat = cpu.assign(rel_err=0.01)  # the same error at every width: no amplification claimed
-    assert "amplifies" not in scaling.fp8_error_findings(scaling.fp8_error_table(flat))
+    assert "amplifies" not in scaling_plots.fp8_error_findings(scaling.fp8_error_table(flat))
     close = cpu.assign(
         rel_err=lambda d: d.rel_err.where(~(d.class_prior & (d.width == 0.5)), 0.149)
     )
     t2 = scaling.fp8_error_table(close, _fp8_bench())
-    assert "within 20 % of the emulation" in scaling.fp8_error_findings(t2, tolerance=0.1)
+    assert "within 20 % of the emulation" in scaling_plots.fp8_error_findings(t2, tolerance=0.1)
     assert "H200" not in "".join(scaling.fp8_error_table(cpu).columns)  # no bench: CPU only
 
 
@@ -443,12 +448,12 @@ def test_presets_findings_flag_a_costlier_preset_measured_faster():
             row("s", 28, 4000, "cudagraph", 64),
         ]
     )
-    text = scaling.presets_findings(t)
+    text = scaling_plots.presets_findings(t)
     assert "**1 point(s) run faster than a preset with fewer FLOPs**" in text
     assert "yolov8 fp16 eager batch 8: s 1,500 img/s > n 1,300" in text
     assert "1 of them are eager at batch 8 or less" in text
     monotone = t[t.scale != "s"]
-    assert "run faster" not in scaling.presets_findings(monotone)
+    assert "run faster" not in scaling_plots.presets_findings(monotone)
 
 
 def test_measurement_runs_split_at_gaps():
@@ -482,7 +487,7 @@ def test_precision_layer_delta_and_findings(ncu_precision):
             "ratio": [0.9, 0.94, 1.02],
         }
     )
-    text = scaling.layer_delta_findings(d, ratios)
+    text = scaling_plots.layer_delta_findings(d, ratios)
     top = d.iloc[0]
     assert f"`{top.layer}`, {top.delta_us:+.0f} us" in text
     assert "w0.25 0.92x, w2 1.02x" in text
@@ -490,4 +495,4 @@ def test_precision_layer_delta_and_findings(ncu_precision):
     swapped = d[d.classes_bf16 != d.classes_fp16]
     assert all(f"`{layer}`" in text for layer in swapped.layer)
     assert scaling.precision_layer_delta(k[k.precision != "bf16"]).empty
-    assert "No Nsight Compute forward" in scaling.layer_delta_findings(d.iloc[:0], ratios)
+    assert "No Nsight Compute forward" in scaling_plots.layer_delta_findings(d.iloc[:0], ratios)

@@ -5,7 +5,7 @@ In `h200/sweep_bf16_nhwc` consecutive eager batch-1/2 points, two seconds apart,
 process decides it. Candidates: cuDNN's benchmark mode picking algorithms with more or fewer
 kernels per forward (its choices are cached per process, so only a fresh process picks again),
 or where the host thread runs. This tool builds one eager engine in ``--procs`` fresh
-processes; each times it (yolo_sm.timing: warm-up, CUDA events, median / IQR), profiles one
+processes; each times it (yolo_sm.collect.timing: warm-up, CUDA events, median / IQR), profiles one
 forward (torch.profiler: kernels per forward, a digest of the sorted kernel names, the
 convolution kernels' names) and notes the CPU it ran on. Slow and fast processes with different
 kernel digests point at cuDNN's picks; the same digest at two speeds points at the host.
@@ -39,9 +39,9 @@ def child(a) -> dict:
 
     import torch
 
-    from yolo_sm.engines import EngineConfig, build_engine
-    from yolo_sm.models import build_yolo
-    from yolo_sm.timing import measure_engine
+    from yolo_sm.collect.engines import EngineConfig, build_engine
+    from yolo_sm.collect.models import build_yolo
+    from yolo_sm.collect.timing import measure_engine
 
     cfg = EngineConfig(
         backend="eager",

@@ -23,11 +23,16 @@ def main(argv=None) -> int:
     import numpy as np
     import torch
 
-    from yolo_sm.engines import EngineConfig, build_engine
-    from yolo_sm.engines.base import head_tensor, reference_output, relative_l2
-    from yolo_sm.images import bundled_images
-    from yolo_sm.models import build_yolo
-    from yolo_sm.pipeline import DetectionPipeline, PipelineConfig, match_boxes, set_class_prior
+    from yolo_sm.collect.engines import EngineConfig, build_engine
+    from yolo_sm.collect.engines.base import head_tensor, reference_output, relative_l2
+    from yolo_sm.collect.images import bundled_images
+    from yolo_sm.collect.models import build_yolo
+    from yolo_sm.collect.pipeline import (
+        DetectionPipeline,
+        PipelineConfig,
+        match_boxes,
+        set_class_prior,
+    )
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--width", type=float, default=1.0)

@@ -7,7 +7,7 @@ import sys
 
 import pandas as pd
 
-from yolo_sm.profiling.ncu import load_ncu
+from yolo_sm.collect.profiling.ncu import load_ncu
 
 out, *inputs = sys.argv[1:]
 df = pd.concat([load_ncu(p) for p in inputs], ignore_index=True)

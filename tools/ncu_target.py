@@ -8,8 +8,8 @@ import sys
 
 import torch
 
-from yolo_sm.engines import EngineConfig, build_engine
-from yolo_sm.models import build_yolo, wide_conv_stack
+from yolo_sm.collect.engines import EngineConfig, build_engine
+from yolo_sm.collect.models import build_yolo, wide_conv_stack
 
 CONFIGS = [  # (label, model factory, precision, layout, batch)
     ("yolov8_w0.25_fp16_nhwc_b8", lambda: build_yolo("yolov8", 0.25), "fp16", "nhwc", 8),

@@ -2,9 +2,9 @@
 
 import torch
 
-from yolo_sm.engines import EngineConfig
-from yolo_sm.engines.base import numerics, relative_l2
-from yolo_sm.timing import measure
+from yolo_sm.collect.engines import EngineConfig
+from yolo_sm.collect.engines.base import numerics, relative_l2
+from yolo_sm.collect.timing import measure
 
 conv = torch.nn.Conv2d(256, 256, 3, padding=1).cuda().eval()
 x = torch.rand(32, 256, 80, 80, device="cuda")

@@ -1,12 +1,31 @@
 """yolo_sm: how object detectors use a GPU's streaming multiprocessors.
 
-``import yolo_sm`` is light: it imports neither torch-heavy optional backends (ultralytics,
-tensorrt, onnxruntime, pynvml) nor anything else; sub-modules are imported on use.
+``import yolo_sm`` is light: it imports nothing but the standard library; the layers
+(``contract``, ``analyse``, ``collect``, ``report``, ``cli``) are imported on use.
 """
 
-from yolo_sm._offline import set_env_defaults
+import os
+from pathlib import Path
+
+#: ultralytics reads these at import time: offline, no auto-install, quiet.
+OFFLINE_DEFAULTS = {
+    "YOLO_OFFLINE": "1",  # no hub, no GitHub asset downloads, no update checks
+    "YOLO_AUTOINSTALL": "False",  # never pip-install a missing requirement at run time
+    "YOLO_VERBOSE": "False",
+}
+
+
+def set_env_defaults() -> None:
+    """Set ultralytics' offline variables unless the user already chose them."""
+    for key, value in OFFLINE_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    # ultralytics writes settings.json and looks for fonts in YOLO_CONFIG_DIR; keep it ours.
+    os.environ.setdefault(
+        "YOLO_CONFIG_DIR", str(Path.home() / ".cache" / "yolo_sm" / "ultralytics")
+    )
+
 
 set_env_defaults()
 
 __version__ = "0.1.0"
-__all__ = ["__version__"]
+__all__ = ["__version__", "set_env_defaults"]

@@ -1,5 +1,5 @@
 import sys
 
-from yolo_sm.cli import main
+from yolo_sm.cli.main import main
 
 sys.exit(main())

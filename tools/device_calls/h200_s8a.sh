@@ -13,7 +13,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.used -
 timeout -s INT 60 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_profilers.py -k ceilings \
   > $OUT/pytest_gpu.log 2>&1; echo "pytest rc=$?"; tail -1 $OUT/pytest_gpu.log
 timeout 90 python3 -c "
-import pandas as pd; from yolo_sm.ceilings import measure_ceilings as m
+import pandas as pd; from yolo_sm.collect.ceilings import measure_ceilings as m
 rows = [m('cuda', n=8192, budget_ms=1000, precisions=('fp16', 'bf16'), fill=f).assign(run=i)
         for i, f in enumerate(['randn', 'zeros', 'randn'])]
 d = pd.concat(rows); d = d[d.ceiling.str.startswith('matmul')]

@@ -1,0 +1,554 @@
+"""Side-by-side benchmark (the fast-engines issue): for each model and batch size, the eager
+fp16 NHWC baseline, each other engine, our end-to-end pipeline (one row per stream count) and
+ultralytics' own ``YOLO.predict``, measured in one go so the ratios are like for like.
+
+Engine rows (``scope`` ``model_only``) time the forward alone (the sweep's ``run_point``,
+CUDA events); ``pipeline/...`` and ``ultralytics_predict`` rows (``frames_to_boxes``) time
+frames to boxes (uint8 frames in, NMS-ed boxes on the host out, wall clock per batch). On a GPU
+the pipeline's frames sit in pinned host memory, as a camera's ring of pinned buffers would
+deliver them (column ``pinned``), and ``streams`` batches are in flight. Each pipeline row also
+carries the model-only img/s of the very engine instance it wraps (``model_only_img_per_s``,
+timed just before) and their ratio, ``pipeline_vs_model_only``.
+
+A (model, batch) pair is the unit of work: its rows are written (atomically) when it is done,
+a rerun skips complete units and re-measures incomplete ones whole (a variant added to the spec
+later is measured together with a fresh baseline, so its ratio stays like for like). With a
+``deadline`` the run stops before a unit that would not fit (estimate: the longest unit of the
+same batch measured so far, else ``est_unit_s``). A variant that fails (not available, out of
+memory, numerically rejected) becomes a row with ``status`` error / oom and a one-line message.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict, dataclass, fields, replace
+
+from yolo_sm.contract.errors import UserError
+
+BASELINE = ("eager", "fp16", "nhwc")
+DEFAULT_ENGINES = (("cudagraph", "fp16", "nhwc"), ("compile", "fp16", "nhwc"))
+PIPELINE_ENGINE = ("cudagraph", "fp16", "nhwc")
+# on a CPU there is no CUDA graph and fp16 convolutions are emulated (slow): the CPU pipeline
+# wraps eager fp32, and it runs one batch at a time whatever ``streams`` says (yolo_sm.collect.pipeline)
+CPU_PIPELINE_ENGINE = ("eager", "fp32", "nhwc")
+PREDICT = "ultralytics_predict"
+UNIT = ("family", "width", "batch")
+# run_point columns carried into engine rows
+_POINT_COLUMNS = (
+    "status",
+    "message",
+    "median_ms",
+    "iqr_ms",
+    "p99_ms",
+    "img_per_s",
+    "n_samples",
+    "noisy",
+    "rel_err",
+    "check_input",
+    "tflops",
+    "flops_per_img",
+    "peak_mem_bytes",
+    "build_s",
+    "compile_s",
+    "capture_s",
+)
+
+
+def variant_name(engine) -> str:
+    """``backend[:mode]/precision/layout``."""
+    return "/".join(engine)
+
+
+def pipeline_variant(engine, streams: int) -> str:
+    """``pipeline/<engine variant>/s<streams>``."""
+    return f"pipeline/{variant_name(engine)}/s{int(streams)}"
+
+
+def parse_engine(item) -> tuple[str, str, str]:
+    """``backend[:mode]/precision/layout`` (a string or a 3-sequence) -> a checked triple; a
+    typo is one sentence, while an engine that cannot run here becomes an error row later."""
+    from yolo_sm.collect.engines.config import Backend, Layout, Precision, check_compile_mode
+
+    parts = [str(x).strip().lower() for x in (item.split("/") if isinstance(item, str) else item)]
+    if len(parts) != 3:
+        raise UserError(f"engines are backend/precision/layout items, got {item!r}")
+    backend, _, mode = parts[0].partition(":")
+    for value, enum, what in (
+        (backend, Backend, "backend"),
+        (parts[1], Precision, "precision"),
+        (parts[2], Layout, "layout"),
+    ):
+        if value not in {m.value for m in enum}:
+            choices = ", ".join(m.value for m in enum)
+            raise UserError(f"unknown {what} {value!r} in engine {item!r}: choose one of {choices}")
+    if mode:
+        if backend != "compile":
+            raise UserError(f"only the compile backend takes a mode, got {parts[0]!r}")
+        check_compile_mode(mode)
+    return (parts[0], parts[1], parts[2])
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    """What to bench. ``models``: (family, width) pairs; ``engines``: variants besides the
+    :data:`BASELINE`; ``pipeline_streams``: one pipeline row per value; ``seconds``: wall time
+    of each pipeline / predict row; ``est_unit_s``: the guess for a unit before one was timed."""
+
+    models: tuple = (("yolov8", 0.5),)
+    batches: tuple = (1, 16, 64)
+    engines: tuple = DEFAULT_ENGINES
+    pipeline_engine: tuple = PIPELINE_ENGINE
+    pipeline_streams: tuple = (1, 3)
+    device: str = "cuda"
+    imgsz: int = 640
+    budget_ms: float = 300.0
+    warmup_ms: float = 50.0
+    seconds: float = 2.0
+    predict: bool = True
+    est_unit_s: float = 120.0
+
+    @classmethod
+    def from_mapping(cls, data: dict) -> BenchSpec:
+        """From plan / CLI keys: ``family`` + ``widths`` (or ``models`` as ``family:width``
+        items), ``batches``, ``engines`` (``backend/precision/layout`` strings),
+        ``pipeline_engine``, ``pipeline_streams``, ``device``, ``imgsz``, ``budget_ms``,
+        ``warmup_ms``, ``seconds``, ``predict``, ``est_unit_s``."""
+        from yolo_sm.collect.sweep import _bool, _float, _int, _split
+
+        data = dict(data)
+        known = {f.name for f in fields(cls)} | {"family", "widths"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise UserError(
+                f"unknown bench key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            )
+        kw = {}
+        if "models" in data and ("family" in data or "widths" in data):
+            raise UserError("give bench models either as models or as family + widths")
+        if "models" in data:
+            models = []
+            for item in _split(data["models"]):
+                family, _, width = str(item).partition(":")
+                models.append((family.strip(), _float(width or 1.0, "width")))
+            kw["models"] = tuple(models)
+        elif "widths" in data or "family" in data:
+            family = str(data.get("family", "yolov8"))
+            widths = _split(data.get("widths", 1.0))
+            kw["models"] = tuple((family, _float(w, "width")) for w in widths)
+        if "batches" in data:
+            kw["batches"] = tuple(_int(b, "batch") for b in _split(data["batches"]))
+        if "engines" in data:
+            kw["engines"] = tuple(parse_engine(e) for e in _split(data["engines"] or []))
+        if "pipeline_engine" in data:
+            kw["pipeline_engine"] = parse_engine(data["pipeline_engine"])
+        if "pipeline_streams" in data:
+            kw["pipeline_streams"] = tuple(
+                _int(s, "pipeline_streams") for s in _split(data["pipeline_streams"])
+            )
+        for k in ("device",):
+            if k in data:
+                kw[k] = str(data[k])
+        if "imgsz" in data:
+            kw["imgsz"] = _int(data["imgsz"], "imgsz")
+        for k in ("budget_ms", "warmup_ms", "seconds", "est_unit_s"):
+            if k in data:
+                kw[k] = _float(data[k], k)
+        if "predict" in data:
+            kw["predict"] = _bool(data["predict"], "predict")
+        return cls(**kw).validated()
+
+    def validated(self) -> BenchSpec:
+        from yolo_sm.collect.engines.config import check_device_name
+        from yolo_sm.collect.models import FAMILIES, MAX_WIDTH, MIN_WIDTH
+
+        if not self.models or not self.batches:
+            raise UserError("bench needs at least one model and one batch size")
+        for family, width in self.models:
+            if family not in FAMILIES:
+                raise UserError(
+                    f"bench runs YOLO detectors ({', '.join(FAMILIES)}), got family {family!r}"
+                )
+            if not MIN_WIDTH <= float(width) <= MAX_WIDTH:
+                raise UserError(f"width must be between {MIN_WIDTH} and {MAX_WIDTH}, got {width}")
+        if any(int(b) != b or b <= 0 for b in self.batches):
+            raise UserError("batch sizes must be positive integers")
+        if not self.pipeline_streams or any(s < 1 for s in self.pipeline_streams):
+            raise UserError("pipeline_streams must be positive integers")
+        if self.imgsz <= 0 or self.imgsz % 32:
+            raise UserError("imgsz must be a positive multiple of 32")
+        if not (self.budget_ms > 0 and self.warmup_ms >= 0 and self.seconds > 0):  # NaN fails
+            raise UserError("budget_ms and seconds must be positive, warmup_ms not negative")
+        check_device_name(self.device)
+        engines = tuple(parse_engine(e) for e in self.engines)
+        engines = tuple(e for e in dict.fromkeys(engines) if e != BASELINE)
+        return replace(
+            self,
+            models=tuple((str(f), float(w)) for f, w in dict.fromkeys(self.models)),
+            batches=tuple(int(b) for b in dict.fromkeys(self.batches)),
+            engines=engines,
+            pipeline_engine=parse_engine(self.pipeline_engine),
+            pipeline_streams=tuple(int(s) for s in dict.fromkeys(self.pipeline_streams)),
+        )
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.device.startswith("cuda")
+
+    def pipeline_engine_here(self) -> tuple[str, str, str]:
+        """The pipeline's engine on this spec's device (:data:`CPU_PIPELINE_ENGINE` on a CPU)."""
+        return self.pipeline_engine if self.on_gpu else CPU_PIPELINE_ENGINE
+
+    def units(self) -> list[tuple[str, float, int]]:
+        """(family, width, batch) in run order: all batches of one model before the next."""
+        return [(f, w, b) for f, w in self.models for b in self.batches]
+
+    def variants(self) -> list[str]:
+        """The variant names one complete unit holds."""
+        out = [variant_name(e) for e in (BASELINE, *self.engines)]
+        out += [pipeline_variant(self.pipeline_engine_here(), s) for s in self.pipeline_streams]
+        return out + ([PREDICT] if self.predict else [])
+
+
+def _unit_key(family, width, batch) -> tuple:
+    return (str(family), round(float(width), 6), int(batch))
+
+
+def _complete_units(spec: BenchSpec, done) -> set:
+    if not len(done):
+        return set()
+    missing = [c for c in (*UNIT, "variant") if c not in done.columns]
+    if missing:
+        raise UserError(f"the bench table lacks column(s) {', '.join(missing)}; choose another out")
+    want = set(spec.variants())
+    have: dict = {}
+    for r in done[[*UNIT, "variant"]].itertuples(index=False):
+        have.setdefault(_unit_key(r.family, r.width, r.batch), set()).add(r.variant)
+    return {k for k, v in have.items() if want <= v}
+
+
+def missing_units(spec: BenchSpec, out) -> list[tuple[str, float, int]]:
+    """The units of ``spec`` that ``out`` does not hold completely (all when it is absent)."""
+    from pathlib import Path
+
+    from yolo_sm.contract.store import read_table
+
+    spec = spec.validated()
+    complete = _complete_units(spec, read_table(Path(out)))
+    return [u for u in spec.units() if _unit_key(*u) not in complete]
+
+
+def _estimate(rows: list[dict], batch: int, default: float) -> float:
+    """Seconds the next unit of ``batch`` will take: the longest such unit timed so far."""
+    import math
+
+    same = [r["unit_s"] for r in rows if r.get("batch") == batch and r.get("unit_s")]
+    same = [s for s in same if not math.isnan(s)]
+    return max(same) if same else default
+
+
+def run_bench(
+    spec: BenchSpec,
+    out=None,
+    *,
+    progress: bool = True,
+    deadline: float | None = None,
+    frames=None,
+):
+    """Bench every unit of ``spec`` that ``out`` does not hold completely (all without ``out``);
+    returns the whole table: one row per (family, width, batch, variant) with ``scope``,
+    ``status``, ``message``, ``median_ms`` (p50), ``p99_ms``, ``img_per_s``, ``vs_baseline``
+    (img/s over the baseline's of the same unit), ``build_s``, the pipeline columns
+    (``streams``, ``model_only_img_per_s``, ``pipeline_vs_model_only``), ``unit_s`` and
+    ``prov_*``. ``deadline``: a ``time.monotonic()`` value (see the module docstring)."""
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    from yolo_sm.collect.engines import check_device
+    from yolo_sm.contract.store import (
+        check_output_path,
+        read_table,
+        remove_stale_partials,
+        write_atomic,
+    )
+
+    spec = spec.validated()
+    check_device(spec.device)
+    rows: list[dict] = []
+    complete: set = set()
+    if out is not None:
+        out = check_output_path(out)
+        done = read_table(out)
+        remove_stale_partials(out)
+        complete = _complete_units(spec, done)
+        rows = done.to_dict("records") if len(done) else []
+    todo = [u for u in spec.units() if _unit_key(*u) not in complete]
+    meta = {"spec": asdict(spec), "argv": sys.argv}
+    frames = frames if frames is not None else _bundled_frames()
+    bar = tqdm(total=len(todo), desc="bench", unit="unit", disable=not progress, file=sys.stderr)
+    model, model_key = None, None
+    for family, width, batch in todo:
+        if deadline is not None:
+            est, left = _estimate(rows, batch, spec.est_unit_s), deadline - time.monotonic()
+            if est > left:
+                print(
+                    f"bench: stopping before {family} w{width:g} b{batch} (about {est:.0f} s, "
+                    f"{max(left, 0):.0f} s left); run again to continue",
+                    file=sys.stderr,
+                )
+                break
+        bar.set_postfix_str(f"{family} w{width:g} b{batch}")
+        t0 = time.perf_counter()
+        if model_key != (family, width):
+            model, model_key = None, (family, width)
+            _free()
+            model = _build_model(family, width)  # an exception object when it fails
+        unit = bench_unit(model, family, width, batch, spec, frames)
+        unit_s = time.perf_counter() - t0
+        key = _unit_key(family, width, batch)
+        rows = [r for r in rows if _unit_key(r["family"], r["width"], r["batch"]) != key]
+        rows += [{**r, "unit_s": unit_s} for r in unit]
+        if out is not None:
+            write_atomic(pd.DataFrame(rows), out, meta)
+        bar.update(1)
+    bar.close()
+    model = None
+    _free()
+    return pd.DataFrame(rows)
+
+
+#: (p, spread) of :func:`yolo_sm.collect.pipeline.set_class_prior` for the bench's models: class
+#: logits centred on log(p / (1 - p)) with this spread, so that NMS has detections to work on
+CLASS_PRIOR = (0.001, 1.5)
+
+
+def _build_model(family: str, width: float):
+    from yolo_sm.collect.models import build_yolo
+    from yolo_sm.collect.pipeline import set_class_prior
+
+    try:
+        model = build_yolo(family, width)
+        set_class_prior(model, *CLASS_PRIOR)  # detections for NMS to do real work
+        return model
+    except Exception as e:  # noqa: BLE001 - a model that cannot be built becomes error rows
+        return e
+
+
+def bench_unit(model, family: str, width: float, batch: int, spec: BenchSpec, frames) -> list:
+    """Rows of one (model, batch): baseline and engines, the pipeline per stream count, predict;
+    ``vs_baseline`` against this unit's baseline. ``model`` may be the exception its build
+    raised: then every variant is an error row."""
+    from yolo_sm.collect.provenance import collect
+
+    head = {"family": family, "width": float(width), "batch": int(batch)}
+    if isinstance(model, BaseException):
+        rows = [
+            {**head, "variant": v, "scope": _scope(v), **_failure(model)} for v in spec.variants()
+        ]
+    else:
+        from yolo_sm.collect.models import model_flops
+
+        flops = model_flops(model, spec.imgsz)
+        rows = [_engine_row(model, head, e, spec, flops) for e in (BASELINE, *spec.engines)]
+        rows += _pipeline_rows(model, head, spec, frames)
+        if spec.predict:
+            rows.append(_predict_row(model, head, spec, frames))
+    prov = {f"prov_{k}": v for k, v in collect(spec.device).items() if not isinstance(v, dict)}
+    base = next(
+        (r for r in rows if r["variant"] == variant_name(BASELINE) and r["status"] == "ok"), None
+    )
+    for r in rows:
+        img = r.get("img_per_s")
+        r["vs_baseline"] = img / base["img_per_s"] if base and img == img and img else None
+        for k, v in prov.items():
+            r.setdefault(k, v)
+    return rows
+
+
+def _scope(variant: str) -> str:
+    pipeline = variant.startswith("pipeline/") or variant == PREDICT
+    return "frames_to_boxes" if pipeline else "model_only"
+
+
+def _engine_columns(engine) -> dict:
+    backend, _, mode = engine[0].partition(":")
+    return {
+        "backend": backend,
+        "compile_mode": (mode or "default") if backend == "compile" else "",
+        "precision": engine[1],
+        "layout": engine[2],
+    }
+
+
+def _failure(e: BaseException) -> dict:
+    from yolo_sm.collect.sweep import failure
+
+    return failure(e)
+
+
+def _engine_row(model, head: dict, engine, spec: BenchSpec, flops: int) -> dict:
+    """One engine timed model-only through the sweep's ``run_point`` (build, numerical check
+    against eager fp32, CUDA events); failures come back as error / oom rows."""
+    from yolo_sm.collect.sweep import Point, SweepSpec, run_point
+
+    cols = _engine_columns(engine)
+    p = Point(
+        head["family"],
+        "",
+        head["width"],
+        0.33,
+        2048,
+        cols["precision"],
+        cols["layout"],
+        cols["backend"],
+        head["batch"],
+        spec.imgsz,
+        cols["compile_mode"] or "default",
+        spec.device,
+    )
+    sweep = SweepSpec(device=spec.device, budget_ms=spec.budget_ms, warmup_ms=spec.warmup_ms)
+    r = run_point(model, p, sweep, flops)
+    row = {**head, "variant": variant_name(engine), "scope": "model_only", **cols}
+    row.update({k: r.get(k) for k in _POINT_COLUMNS})
+    row.update({k: v for k, v in r.items() if k.startswith("prov_") and not isinstance(v, dict)})
+    return row
+
+
+def _pipeline_rows(model, head: dict, spec: BenchSpec, frames) -> list[dict]:
+    """One engine instance, timed model-only first, then wrapped in a pipeline per stream count
+    (frames to boxes); ``pipeline_vs_model_only`` = pipeline frames/s over that img/s."""
+    from yolo_sm.collect.engines import EngineConfig, build_engine
+    from yolo_sm.collect.pipeline import (
+        NMS_IMPL,
+        DetectionPipeline,
+        PipelineConfig,
+        measure_pipeline,
+    )
+    from yolo_sm.collect.timing import measure_engine
+
+    engine = spec.pipeline_engine_here()
+    cols = _engine_columns(engine)
+    rows = [
+        {
+            **head,
+            "variant": pipeline_variant(engine, s),
+            "scope": "frames_to_boxes",
+            **cols,
+            "streams": s,
+            "nms": NMS_IMPL,
+        }
+        for s in spec.pipeline_streams
+    ]
+    eng = None
+    try:
+        t0 = time.perf_counter()
+        eng = build_engine(
+            model,
+            EngineConfig(
+                backend=cols["backend"],
+                precision=cols["precision"],
+                layout=cols["layout"],
+                batch=head["batch"],
+                imgsz=spec.imgsz,
+                device=spec.device,
+                compile_mode=cols["compile_mode"] or "default",
+            ),
+        )
+        build_s = time.perf_counter() - t0
+        m = measure_engine(eng, warmup_ms=spec.warmup_ms, budget_ms=spec.budget_ms)
+        model_only = m.img_per_s
+    except Exception as e:  # noqa: BLE001 - the engine cannot run here: error rows
+        if eng is not None:
+            eng.close()
+        _free()
+        return [{**r, **_failure(e)} for r in rows]
+    try:
+        for r in rows:
+            try:
+                pipe = DetectionPipeline(model, eng, PipelineConfig(streams=r["streams"]))
+                st = measure_pipeline(pipe, frames, head["batch"], spec.seconds)
+            except Exception as e:  # noqa: BLE001
+                r.update(_failure(e))
+                _free()
+                continue
+            r.update(
+                status="ok",
+                message="",
+                median_ms=st["latency_p50_ms"],
+                p99_ms=st["latency_p99_ms"],
+                img_per_s=st["frames_per_s"],
+                build_s=build_s,
+                model_only_img_per_s=model_only,
+                pipeline_vs_model_only=st["frames_per_s"] / model_only,
+                n_samples=st["frames"] // head["batch"],
+                pinned=st["pinned"],
+                candidates_per_frame=st["candidates_per_frame"],
+                boxes_per_frame=st["boxes_per_frame"],
+            )
+    finally:
+        eng.close()
+    return rows
+
+
+def _predict_row(model, head: dict, spec: BenchSpec, frames) -> dict:
+    """ultralytics ``YOLO.predict`` on the same frames and weights (its own pre-processing,
+    fp16 on a GPU, NMS and Results objects): wall clock per call of ``batch`` frames."""
+    import copy
+
+    import numpy as np
+
+    row = {
+        **head,
+        "variant": PREDICT,
+        "scope": "frames_to_boxes",
+        "backend": "ultralytics",
+        "compile_mode": "",
+        "precision": "fp16" if spec.on_gpu else "fp32",
+        "layout": "nchw",
+    }
+    try:
+        from ultralytics import YOLO
+
+        det = copy.deepcopy(model.det)
+        det.model[-1].training = False
+        yolo = YOLO("yolov8n.yaml", task="detect", verbose=False)
+        yolo.model = det
+        batch = head["batch"]
+        batch_frames = [frames[i % len(frames)] for i in range(batch)]
+        kw = dict(imgsz=spec.imgsz, device=spec.device, half=spec.on_gpu, verbose=False, rect=False)
+        yolo.predict(batch_frames, **kw)  # warm-up (model set-up, cuDNN autotuning)
+        lat, n, t0 = [], 0, time.perf_counter()
+        while time.perf_counter() - t0 < spec.seconds or not lat:
+            t = time.perf_counter()
+            yolo.predict(batch_frames, **kw)
+            lat.append(time.perf_counter() - t)
+            n += batch
+        wall = time.perf_counter() - t0
+    except Exception as e:  # noqa: BLE001
+        _free()
+        return {**row, **_failure(e)}
+    return {
+        **row,
+        "status": "ok",
+        "message": "",
+        "median_ms": float(np.median(lat)) * 1e3,
+        "p99_ms": float(np.quantile(lat, 0.99)) * 1e3,
+        "img_per_s": n / wall,
+        "n_samples": len(lat),
+    }
+
+
+def _free() -> None:
+    from yolo_sm.collect.sweep import _free as free
+
+    free(collect=True)
+
+
+def _bundled_frames():
+    import cv2
+
+    from yolo_sm.collect.images import bundled_images
+
+    frames = [cv2.imread(str(p)) for p in bundled_images()]
+    h, w = frames[0].shape[:2]
+    return [f if f.shape[:2] == (h, w) else cv2.resize(f, (w, h)) for f in frames]

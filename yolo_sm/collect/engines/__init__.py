@@ -1,0 +1,73 @@
+"""Inference engines: ``build_engine(model, EngineConfig) -> Engine``.
+
+Backends: eager (fp32/tf32/fp16/bf16, NCHW/NHWC), a CUDA graph of the eager model,
+torch.compile, ONNX Runtime, TensorRT (fp32/fp16/int8; imported lazily, only where installed).
+Every engine is checked against the eager fp32 model at build time (``engine.rel_err``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from yolo_sm.collect.engines.base import (
+    Engine,
+    NumericalMismatch,
+    check_device,
+    make_input,
+    relative_l2,
+    verify,
+)
+from yolo_sm.collect.engines.config import (
+    COMPILE_MODES,
+    TOLERANCE,
+    Backend,
+    EngineConfig,
+    Layout,
+    Precision,
+)
+
+__all__ = [
+    "Backend",
+    "COMPILE_MODES",
+    "Engine",
+    "EngineConfig",
+    "Layout",
+    "NumericalMismatch",
+    "Precision",
+    "TOLERANCE",
+    "build_engine",
+    "check_device",
+    "make_input",
+    "relative_l2",
+]
+
+
+def build_engine(model: torch.nn.Module, config: EngineConfig) -> Engine:
+    """Build the engine ``config`` describes for ``model`` (not modified: engines work on copies).
+
+    Raises ``NotAvailableError`` when the backend or device is missing here, ``UserError`` for a
+    combination that cannot run, and ``NumericalMismatch`` when the output disagrees with the
+    eager fp32 model beyond the precision's tolerance (``config.check=False`` skips the check).
+    """
+    check_device(config.device)
+    backend = config.backend
+    if backend is Backend.EAGER:
+        from yolo_sm.collect.engines.torch_backends import build_eager as build
+    elif backend is Backend.CUDAGRAPH:
+        from yolo_sm.collect.engines.torch_backends import build_cudagraph as build
+    elif backend is Backend.COMPILE:
+        from yolo_sm.collect.engines.torch_backends import build_compiled as build
+    elif backend is Backend.ONNXRUNTIME:
+        from yolo_sm.collect.engines.onnx import build_onnxruntime as build
+    elif backend is Backend.TENSORRT:
+        from yolo_sm.collect.engines.tensorrt import build_tensorrt as build
+    else:  # pragma: no cover - EngineConfig validates the enum
+        raise AssertionError(backend)
+    engine = build(model, config)
+    if config.check:
+        try:
+            verify(engine, model)
+        except Exception:
+            engine.close()
+            raise
+    return engine

@@ -1,0 +1,118 @@
+"""Engine configuration: frozen dataclass + str Enums; ``asdict(config)`` leads every result row."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from enum import Enum
+
+from yolo_sm.contract.errors import UserError
+
+
+class Backend(str, Enum):
+    EAGER = "eager"
+    CUDAGRAPH = "cudagraph"
+    COMPILE = "compile"
+    ONNXRUNTIME = "onnxruntime"
+    TENSORRT = "tensorrt"
+
+
+class Precision(str, Enum):
+    FP32 = "fp32"
+    TF32 = "tf32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+    INT8 = "int8"
+    FP8 = "fp8"  # E4M3 convolutions, fp16 elsewhere (yolo_sm.collect.engines.fp8)
+
+
+class Layout(str, Enum):
+    NCHW = "nchw"
+    NHWC = "nhwc"
+
+
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+# Largest relative L2 error of the head output against the eager fp32 model that each precision
+# may show before the engine is rejected. fp32 differs only by summation order / algorithm choice;
+# tf32 keeps a 10-bit mantissa in the conv inputs; fp16/bf16 activations carry 11/8-bit mantissas
+# through ~100 layers; int8 is calibrated quantisation.
+TOLERANCE = {
+    Precision.FP32: 1e-3,
+    Precision.TF32: 2e-2,
+    Precision.FP16: 2e-2,
+    Precision.BF16: 1e-1,
+    Precision.INT8: 2.5e-1,
+    # checked on photos (engines.base.photo_input); exact CPU emulation, 640 px: 0.0095 (w1.0),
+    # 0.013 (w2.0), 0.075 (w0.5), 0.30 (w0.25, whose random narrow net amplifies any rounding)
+    Precision.FP8: 1e-1,
+}
+
+
+def _enum(cls, value, what):
+    try:
+        return cls(str(value).lower() if not isinstance(value, cls) else value)
+    except ValueError:
+        choices = ", ".join(m.value for m in cls)
+        raise UserError(f"unknown {what} {value!r}: choose one of {choices}") from None
+
+
+def check_compile_mode(mode: str) -> None:
+    if mode not in COMPILE_MODES:
+        raise UserError(f"unknown compile mode {mode!r}: choose one of {', '.join(COMPILE_MODES)}")
+
+
+def check_device_name(device: str) -> None:
+    if not str(device).startswith(("cpu", "cuda")):
+        raise UserError(f"device must be 'cpu' or 'cuda[:N]', got {device!r}")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How to run a model: backend, numerics, memory layout and the fixed input shape.
+
+    An engine is built for one input shape (``batch`` x 3 x ``imgsz`` x ``imgsz``): CUDA graphs,
+    compiled graphs and TensorRT plans are shape-specific, so the config says which.
+    """
+
+    backend: Backend = Backend.EAGER
+    precision: Precision = Precision.FP16
+    layout: Layout = Layout.NHWC
+    batch: int = 1
+    imgsz: int = 640
+    device: str = "cuda"
+    compile_mode: str = "default"  # torch.compile mode (backend "compile" only)
+    cudnn_benchmark: bool = True  # let cuDNN time its algorithms per shape (GPU only)
+    workspace_mb: int = 4096  # TensorRT builder workspace limit
+    calib_images: str | None = None  # TensorRT int8: image folder (None: ultralytics' bus/zidane)
+    cache_dir: str | None = None  # ONNX exports, TensorRT engines + timing cache (None: ~/.cache)
+    check: bool = True  # compare with the eager fp32 model at build time
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "backend", _enum(Backend, self.backend, "backend"))
+        object.__setattr__(self, "precision", _enum(Precision, self.precision, "precision"))
+        object.__setattr__(self, "layout", _enum(Layout, self.layout, "layout"))
+        for name in ("batch", "imgsz"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or v <= 0:
+                raise UserError(f"{name} must be a positive integer, got {v!r}")
+            object.__setattr__(self, name, int(v))
+        if self.imgsz % 32:
+            raise UserError(f"imgsz must be a positive multiple of 32, got {self.imgsz!r}")
+        check_compile_mode(self.compile_mode)
+        check_device_name(self.device)
+        if self.precision is Precision.INT8 and self.backend is not Backend.TENSORRT:
+            raise UserError("precision int8 needs backend tensorrt (the other backends are float)")
+        fp8_backends = (Backend.EAGER, Backend.CUDAGRAPH)
+        if self.precision is Precision.FP8 and self.backend not in fp8_backends:
+            raise UserError("precision fp8 runs on the eager and cudagraph backends only")
+
+    @property
+    def tolerance(self) -> float:
+        return TOLERANCE[self.precision]
+
+    def row(self) -> dict:
+        """Plain-value dict (enums as strings) for table rows."""
+        return {k: (v.value if isinstance(v, Enum) else v) for k, v in asdict(self).items()}
+
+    def label(self) -> str:
+        return f"{self.backend.value}/{self.precision.value}/{self.layout.value}/b{self.batch}"

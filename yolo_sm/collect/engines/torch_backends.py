@@ -1,0 +1,164 @@
+"""PyTorch engines: eager, one CUDA graph of the eager model, and torch.compile."""
+
+from __future__ import annotations
+
+import copy
+import time
+import weakref
+
+import torch
+
+from yolo_sm.collect.engines.base import DTYPES, Engine, head_tensor, make_input, numerics
+from yolo_sm.collect.engines.config import EngineConfig, Layout, Precision
+from yolo_sm.contract.errors import NotAvailableError
+
+
+def prepare_module(model: torch.nn.Module, config: EngineConfig) -> torch.nn.Module:
+    """A copy of ``model`` in eval mode with the engine's dtype, device and memory format."""
+    m = copy.deepcopy(model).eval()
+    m = m.to(device=config.device, dtype=DTYPES[config.precision])
+    if config.layout is Layout.NHWC:
+        m = m.to(memory_format=torch.channels_last)
+    for p in m.parameters():
+        p.requires_grad_(False)
+    if config.precision is Precision.FP8:
+        from yolo_sm.collect.engines import fp8
+
+        kernel = fp8.choose_kernel(config.device)
+        m.fp8_info = fp8.quantize_convs(m, fp8.calibration_inputs(config.imgsz), kernel)
+        if config.layout is Layout.NHWC:
+            m = m.to(memory_format=torch.channels_last)
+    return m
+
+
+def build_eager(model: torch.nn.Module, config: EngineConfig) -> Engine:
+    m = prepare_module(model, config)
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        with numerics(config), torch.inference_mode():
+            return head_tensor(m(x))
+
+    return Engine(config, run, f"eager {config.precision.value} {config.layout.value}", module=m)
+
+
+def build_cudagraph(model: torch.nn.Module, config: EngineConfig, warmup: int = 3) -> Engine:
+    """Capture one forward into a CUDA graph; a call copies the input into the static buffer
+    (skipped when it *is* the static buffer) and replays. The output tensor is the graph's static
+    output, overwritten by the next call: clone it to keep it."""
+    if not str(config.device).startswith("cuda"):
+        raise NotAvailableError("backend cudagraph needs a CUDA device; use backend eager on CPU")
+    m = prepare_module(model, config)
+    static_in = make_input(config, seed=0)
+    t0 = time.perf_counter()
+    with numerics(config), torch.inference_mode():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm up on a side stream (cuDNN autotuning, allocations)
+            for _ in range(warmup):
+                head_tensor(m(static_in))
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        # cached free blocks could be released by a retry inside the capture: release them first
+        torch.cuda.empty_cache()
+        reserved0 = torch.cuda.memory_reserved(static_in.device)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = head_tensor(m(static_in))
+    torch.cuda.synchronize()
+    capture_s = time.perf_counter() - t0
+    # the capture allocates from a private pool of new segments, which the graph keeps for its
+    # lifetime (its activations live there); max_memory_allocated over replays sees only the
+    # output tensor of it, which stays allocated: the rest is what this records
+    pool = torch.cuda.memory_reserved(static_in.device) - reserved0
+    graph_pool_bytes = max(0, pool - static_out.untyped_storage().nbytes())
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        if x is not static_in:
+            static_in.copy_(x)
+        graph.replay()
+        return static_out
+
+    def close() -> None:
+        graph.reset()
+
+    eng = Engine(
+        config,
+        run,
+        f"cudagraph {config.precision.value} {config.layout.value}",
+        info={"capture_s": capture_s, "graph_pool_bytes": graph_pool_bytes},
+        close_fn=close,
+        keepalive=(m, static_out),
+        module=m,
+    )
+    eng._input = static_in
+    return eng
+
+
+_COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _compiled_module(model: torch.nn.Module, config: EngineConfig):
+    """One compiled module per (model, precision, layout, mode, device), shared by the engines
+    of every batch size: a new batch costs a dynamo re-trace with a dynamic batch dimension
+    (automatic dynamic shapes), not a cold compile."""
+    per_model = _COMPILED.setdefault(model, {})
+    key = (config.precision, config.layout, config.compile_mode, str(config.device))
+    if key not in per_model:
+        import torch._dynamo.config as dcfg
+
+        # each model width is a new set of guards on the same forward(): lift dynamo's default
+        # limit of 8 so a sweep never silently falls back to eager
+        for name in ("recompile_limit", "cache_size_limit"):
+            if hasattr(dcfg, name):
+                setattr(dcfg, name, max(getattr(dcfg, name), 512))
+        m = prepare_module(model, config)
+        per_model[key] = torch.compile(m, mode=config.compile_mode, fullgraph=False)
+    return per_model[key]
+
+
+def build_compiled(model: torch.nn.Module, config: EngineConfig, warmup: int = 3) -> Engine:
+    """torch.compile with ``config.compile_mode``, compiled (or re-traced for this batch) at
+    build time, never per call.
+
+    Calls run under ``torch.no_grad()``, not ``inference_mode()``: compiled graphs guard on the
+    dispatch key set, and tensors made under inference_mode flip it, which made
+    ``reduce-overhead`` recompile on every call and hit the recompile limit (seen on the H200).
+    ``info['recompiles']`` counts graphs compiled after the build: it should stay 0.
+    """
+    compiled = _compiled_module(model, config)
+    x0 = make_input(config, seed=0)
+    frames_before = _compiled_frames()
+    t0 = time.perf_counter()
+    with numerics(config), torch.no_grad():
+        for _ in range(warmup):
+            head_tensor(compiled(x0))
+    if str(config.device).startswith("cuda"):
+        torch.cuda.synchronize()
+    compile_s = time.perf_counter() - t0
+    frames_after_build = _compiled_frames()
+    info = {
+        "compile_s": compile_s,
+        "compile_mode": config.compile_mode,
+        "graphs_compiled": frames_after_build - frames_before,
+        "recompiles": 0,
+    }
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        with numerics(config), torch.no_grad():
+            out = head_tensor(compiled(x))
+        info["recompiles"] = _compiled_frames() - frames_after_build
+        return out
+
+    return Engine(
+        config,
+        run,
+        f"compile[{config.compile_mode}] {config.precision.value} {config.layout.value}",
+        info=info,
+        module=getattr(compiled, "_orig_mod", None),
+    )
+
+
+def _compiled_frames() -> int:
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"].get("unique_graphs", 0))

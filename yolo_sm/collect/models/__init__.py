@@ -1,0 +1,62 @@
+"""Model builders: YOLO families at any width/depth, the wide conv stack, ResNet backbones.
+
+All models come with random weights (nothing is downloaded), in eval mode, Conv+BN fused, and
+return one tensor: the head output. Each carries ``.layer_table`` data through :func:`layers`, so
+:func:`channel_table` and the profilers can name layers the same way (``model.4 C2f``).
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from yolo_sm.collect.models.common import (
+    MAX_WIDTH,
+    MIN_WIDTH,
+    LayerRef,
+    _is_number,
+    calibrate_bn,
+    calibration_batches,
+)
+from yolo_sm.collect.models.resnet import ResNetDetector, resnet_backbone
+from yolo_sm.collect.models.tables import channel_table, layers, model_flops, width_summary
+from yolo_sm.collect.models.wide import WideConvStack, wide_conv_stack
+from yolo_sm.collect.models.yolo import FAMILIES, YoloForward, build_yolo, preset
+from yolo_sm.contract.errors import UserError
+
+__all__ = [
+    "FAMILIES",
+    "MAX_WIDTH",
+    "MIN_WIDTH",
+    "LayerRef",
+    "ResNetDetector",
+    "WideConvStack",
+    "YoloForward",
+    "build",
+    "build_yolo",
+    "calibrate_bn",
+    "calibration_batches",
+    "channel_table",
+    "layers",
+    "model_flops",
+    "preset",
+    "resnet_backbone",
+    "wide_conv_stack",
+    "width_summary",
+    "_is_number",
+]
+
+
+def build(family: str, width: float | str = 1.0, **kw) -> nn.Module:
+    """Any model by family name: ``yolov8`` / ``yolo11`` (``width`` multiplier or preset letter),
+    ``wide`` (the wide conv stack, ``width`` = width factor) or ``resnet18`` ... ``resnet152``
+    (``width`` ignored). ``kw`` (depth, max_channels, ...) applies to the YOLO families only."""
+    fam = str(family).lower()
+    if fam == "wide":
+        return wide_conv_stack(float(width))
+    if fam.startswith("resnet"):
+        try:
+            depth = int(fam[6:] or 101)
+        except ValueError:
+            raise UserError(f"unknown family {family!r}: use resnet18/34/50/101/152") from None
+        return resnet_backbone(depth)
+    return build_yolo(fam, width, **kw)

@@ -1,0 +1,100 @@
+"""torchvision ResNet backbones with a small detection head."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from yolo_sm.collect.models.common import LayerRef, calibrate_bn
+from yolo_sm.contract.errors import UserError
+
+
+class ResNetDetector(nn.Module):
+    """A torchvision ResNet trunk (stem, layer1-4) with a small single-scale detection head on
+    the stride-32 map: 3x3 conv to 256 + ReLU, then ``anchors*(4+nc)`` logits. Returns
+    (B, 4+nc, anchors*H*W) like the YOLO head."""
+
+    STAGES = ("stem", "layer1", "layer2", "layer3", "layer4", "head")
+
+    def __init__(self, trunk: nn.Module, nc: int, anchors: int):
+        super().__init__()
+        self.stem = nn.Sequential(trunk.conv1, trunk.bn1, trunk.relu, trunk.maxpool)
+        self.layer1, self.layer2, self.layer3, self.layer4 = (
+            trunk.layer1,
+            trunk.layer2,
+            trunk.layer3,
+            trunk.layer4,
+        )
+        c5 = trunk.fc.in_features
+        self.nc, self.anchors = nc, anchors
+        self.head = nn.Sequential(
+            nn.Conv2d(c5, 256, 3, padding=1),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(256, anchors * (4 + nc), 1),
+        )
+
+    def forward(self, x):
+        for name in self.STAGES:
+            x = getattr(self, name)(x)
+        b, _, h, w = x.shape
+        return (
+            x.view(b, self.anchors, 4 + self.nc, h * w).transpose(1, 2).reshape(b, 4 + self.nc, -1)
+        )
+
+    def layer_refs(self) -> list[LayerRef]:
+        return [
+            LayerRef(
+                i,
+                n,
+                type(getattr(self, n)).__name__,
+                "head" if n == "head" else "backbone",
+                getattr(self, n),
+            )
+            for i, n in enumerate(self.STAGES)
+        ]
+
+
+def resnet_backbone(
+    depth: int = 101, nc: int = 1, anchors: int = 2, fuse: bool = True, seed: int = 0
+) -> ResNetDetector:
+    """torchvision ResNet-``depth`` (18/34/50/101/152), random weights, BN folded into the convs,
+    with a small detection head (defaults: one class and two anchors, as a face detector)."""
+    import torchvision
+
+    builders = {18: "resnet18", 34: "resnet34", 50: "resnet50", 101: "resnet101", 152: "resnet152"}
+    if depth not in builders:
+        raise UserError(f"ResNet depth must be one of {', '.join(map(str, builders))}, got {depth}")
+    torch.manual_seed(seed)
+    trunk = getattr(torchvision.models, builders[depth])(weights=None)
+    calibrate_bn(trunk, seed=seed)
+    trunk.eval()
+    if fuse:
+        _fuse_resnet(trunk)
+    det = ResNetDetector(trunk, nc, anchors).eval()
+    for p in det.parameters():
+        p.requires_grad_(False)
+    return det
+
+
+def _fuse_resnet(trunk: nn.Module) -> None:
+    """Fold every BatchNorm into the conv before it (eval-mode arithmetic is unchanged)."""
+    from torch.nn.utils.fusion import fuse_conv_bn_eval
+
+    def fold(parent, conv_name, bn_name):
+        setattr(
+            parent,
+            conv_name,
+            fuse_conv_bn_eval(getattr(parent, conv_name), getattr(parent, bn_name)),
+        )
+        setattr(parent, bn_name, nn.Identity())
+
+    fold(trunk, "conv1", "bn1")
+    for layer in (trunk.layer1, trunk.layer2, trunk.layer3, trunk.layer4):
+        for block in layer:
+            for i in (1, 2, 3):
+                if hasattr(block, f"conv{i}"):
+                    fold(block, f"conv{i}", f"bn{i}")
+            if block.downsample is not None:
+                ds = block.downsample
+                ds[0] = fuse_conv_bn_eval(ds[0], ds[1])
+                ds[1] = nn.Identity()

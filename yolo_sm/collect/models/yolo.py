@@ -1,0 +1,151 @@
+"""YOLO families from ultralytics' YAML at any width and depth, random weights, fused."""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from yolo_sm.collect.models.common import MAX_WIDTH, MIN_WIDTH, _is_number, calibrate_bn
+from yolo_sm.contract.errors import UserError
+
+FAMILIES = {"yolov8": "v8/yolov8.yaml", "yolo11": "11/yolo11.yaml"}
+
+
+class YoloForward(nn.Module):
+    """An ultralytics DetectionModel that returns one tensor: the head's raw output.
+
+    Default (``decode=False``): shape (B, 4*reg_max + nc, anchors), the DFL box logits and the
+    class logits of all three levels, before the box decode and sigmoid. That is the tensor the
+    numerical checks compare (decoded boxes are dominated by exact anchor offsets and would hide
+    errors), and the decode belongs with NMS in post-processing. ``decode=True`` returns
+    ultralytics' inference output (B, 4 + nc, anchors): boxes in pixels and class probabilities.
+    The head runs its raw path by keeping ``training`` set on the head module alone (its BN is
+    fused, so only the decode branch changes); :meth:`train` preserves that.
+    """
+
+    def __init__(self, det: nn.Module, meta: dict, decode: bool = False):
+        super().__init__()
+        self.det = det
+        self.meta = meta
+        self.decode = decode
+        # The raw output's concatenation runs inside the head's own forward (a hook registered
+        # before any profiling hook), so profilers attribute its kernel to the head layer.
+        det.model[-1].register_forward_hook(_raw_head_output)
+        self.train(False)
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self.det.model[-1].training = mode or not self.decode
+        return self
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.det(x)
+        if isinstance(out, dict):
+            return torch.cat((out["boxes"], out["scores"]), 1)
+        while isinstance(out, (tuple, list)):
+            out = out[0]
+        return out
+
+
+def _raw_head_output(module, args, out):
+    """Forward hook on the Detect layer: its raw (training-mode) dict output as one tensor."""
+    if isinstance(out, dict) and "boxes" in out:
+        return torch.cat((out["boxes"], out["scores"]), 1)
+    return None
+
+
+def _yaml_path(family: str) -> Path:
+    if family not in FAMILIES:
+        raise UserError(f"unknown family {family!r}: choose one of {', '.join(FAMILIES)}")
+    from yolo_sm.collect.offline import prepare_ultralytics
+
+    prepare_ultralytics()
+    import ultralytics
+
+    path = Path(ultralytics.__file__).parent / "cfg" / "models" / FAMILIES[family]
+    if not path.exists():
+        raise UserError(f"this ultralytics ({ultralytics.__version__}) ships no {family} YAML")
+    return path
+
+
+def preset(family: str, scale: str) -> tuple[float, float, int]:
+    """(depth, width, max_channels) of a preset such as ('yolov8', 's'), from ultralytics' YAML."""
+    from ultralytics.nn.tasks import yaml_model_load
+
+    d = yaml_model_load(_yaml_path(family))
+    if scale not in d.get("scales", {}):
+        raise UserError(
+            f"unknown {family} preset {scale!r}: choose one of {', '.join(d['scales'])}"
+        )
+    depth, width, max_ch = d["scales"][scale]
+    return float(depth), float(width), int(max_ch)
+
+
+def build_yolo(
+    family: str = "yolov8",
+    width: float | str = 1.0,
+    depth: float | None = None,
+    max_channels: int = 2048,
+    nc: int = 80,
+    fuse: bool = True,
+    seed: int = 0,
+    decode: bool = False,
+    calibrate: bool = True,
+) -> YoloForward:
+    """A YOLO detector from ultralytics' YAML with random weights, fused Conv+BN, in eval mode.
+
+    ``width`` is a multiplier (0.0625 to 4) or a preset letter (n/s/m/l/x, whose YAML depth and
+    max_channels then apply unless ``depth`` is given). ``depth`` defaults to 0.33 (v8/11 n/s).
+    ultralytics rounds each layer's channels up to a multiple of 8 after capping the YAML
+    channels at ``max_channels``: see :func:`channel_table` for where that bites.
+
+    ``calibrate`` (default) sets the BatchNorm statistics from photos and noise before fusing
+    (:func:`calibrate_bn`): with ultralytics' default init and identity BN statistics, activations
+    shrink about tenfold per layer (std ~5e-9 after the backbone of YOLOv8s), so fp16 would run
+    on subnormals and zeros and the output would not depend on the input.
+    """
+    scale = None
+    if isinstance(width, str) and not _is_number(width):
+        scale = width
+        p_depth, width, max_channels = preset(family, scale)
+        depth = p_depth if depth is None else depth
+    width = float(width)
+    depth = 0.33 if depth is None else float(depth)
+    if not (MIN_WIDTH <= width <= MAX_WIDTH) or math.isnan(width):
+        raise UserError(f"width must be between {MIN_WIDTH} and {MAX_WIDTH}, got {width}")
+    if not 0 < depth <= 4:
+        raise UserError(f"depth must be in (0, 4], got {depth}")
+    if int(max_channels) <= 0 or int(nc) <= 0:
+        raise UserError("max_channels and nc must be positive integers")
+    path = _yaml_path(family)
+    from ultralytics.nn.tasks import DetectionModel, yaml_model_load
+
+    cfg = copy.deepcopy(yaml_model_load(path))
+    cfg["scales"] = {"custom": [depth, width, int(max_channels)]}
+    cfg["scale"] = "custom"
+    torch.manual_seed(seed)
+    det = DetectionModel(cfg, ch=3, nc=nc, verbose=False)
+    if calibrate:
+        calibrate_bn(det, seed=seed)
+    det.eval()
+    if fuse:
+        det = det.fuse(verbose=False)
+    for p in det.parameters():
+        p.requires_grad_(False)
+    n_backbone = len(cfg["backbone"])
+    meta = {
+        "family": family,
+        "width": width,
+        "depth": depth,
+        "max_channels": int(max_channels),
+        "nc": nc,
+        "scale": scale,
+        "yaml": [list(x) for x in cfg["backbone"] + cfg["head"]],
+        "n_backbone": n_backbone,
+        "fused": fuse,
+    }
+    return YoloForward(det, meta, decode=decode)

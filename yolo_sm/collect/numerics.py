@@ -1,0 +1,158 @@
+"""numerics: split from analyse.weighting."""
+
+from __future__ import annotations
+
+
+def numerical_errors(
+    model,
+    precisions=("fp32", "fp16", "bf16"),
+    *,
+    layout="nhwc",
+    batch=2,
+    imgsz=128,
+    device="cpu",
+    seeds=(1, 2, 3),
+):
+    """Relative L2 error of each precision's raw head output against eager fp32, per seed
+    (fresh random inputs each), measured here on ``device``."""
+    import pandas as pd
+
+    from yolo_sm.collect.engines import EngineConfig, build_engine
+    from yolo_sm.collect.engines.base import reference_output, relative_l2
+
+    rows = []
+    for prec in precisions:
+        cfg = EngineConfig(
+            precision=prec, layout=layout, batch=batch, imgsz=imgsz, device=device, check=False
+        )
+        eng = build_engine(model, cfg)
+        for seed in seeds:
+            x = eng.make_input(seed)
+            out = eng(x)
+            rows.append(
+                {
+                    "precision": prec,
+                    "seed": seed,
+                    "device": device,
+                    "rel_err": relative_l2(out, reference_output(model, cfg, x, seed)),
+                    "tolerance": cfg.tolerance,
+                }
+            )
+        eng.close()
+    return pd.DataFrame(rows)
+
+
+def box_agreement(
+    model,
+    precisions=("fp32", "fp8"),
+    *,
+    reference="fp16",
+    imgsz=320,
+    device="cpu",
+    layout="nhwc",
+    frames=None,
+    iou_min=0.9,
+):
+    """Boxes after NMS of each precision's engine against the ``reference`` precision's, on the
+    same frames (ultralytics' bundled photos by default) through the same pipeline: per frame,
+    box counts and the share of boxes with a same-class partner at IoU >= ``iou_min`` in each
+    direction. ``model`` should carry a class prior (``pipeline.set_class_prior``) so that NMS
+    keeps a realistic number of boxes."""
+    import numpy as np
+    import pandas as pd
+
+    from yolo_sm.collect.engines import EngineConfig, build_engine
+    from yolo_sm.collect.pipeline import DetectionPipeline, match_boxes
+
+    if frames is None:
+        import cv2
+
+        from yolo_sm.collect.images import bundled_images
+
+        frames = [cv2.imread(str(p)) for p in bundled_images()]
+    boxes = {}
+    for prec in (reference, *precisions):
+        cfg = EngineConfig(
+            precision=prec, layout=layout, batch=1, imgsz=imgsz, device=device, check=False
+        )
+        eng = build_engine(model, cfg)
+        pipe = DetectionPipeline(model, eng)
+        boxes[prec] = [pipe(np.ascontiguousarray(f)[None])[0] for f in frames]
+        eng.close()
+    rows = []
+    for prec in precisions:
+        for i, (a, r) in enumerate(zip(boxes[prec], boxes[reference], strict=True)):
+            rows.append(
+                {
+                    "precision": prec,
+                    "reference": reference,
+                    "frame": i,
+                    "boxes": len(a),
+                    "reference_boxes": len(r),
+                    "matched": match_boxes(a, r, iou_min),
+                    "reference_matched": match_boxes(r, a, iou_min),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def photo_errors(
+    model, precisions=("fp16", "bf16", "fp8"), *, imgsz=320, layout="nhwc", class_prior=False
+):
+    """Relative L2 error of each precision's raw head output against eager fp32 on the CPU, on
+    ultralytics' two photos (letterboxed, as they are and mirrored): the inputs the fp8 scales
+    are calibrated on, so the error is the number format's, not a calibration mismatch.
+
+    ``class_prior``: measure a copy of ``model`` whose class logits were given the fast-engines
+    bench's prior (:data:`yolo_sm.collect.bench.CLASS_PRIOR`, :func:`yolo_sm.collect.pipeline.set_class_prior`),
+    as the bench's numerical check sees it; as built, a random-weight model's class logits are
+    almost all constant bias, which the formats represent well and which dilutes the error."""
+    import copy
+
+    import pandas as pd
+    import torch
+
+    from yolo_sm.collect.engines import EngineConfig, build_engine
+    from yolo_sm.collect.engines.base import relative_l2
+    from yolo_sm.collect.models.common import calibration_batches
+
+    if class_prior:
+        from yolo_sm.collect.bench import CLASS_PRIOR
+        from yolo_sm.collect.pipeline import set_class_prior
+
+        model = copy.deepcopy(model)
+        set_class_prior(model, *CLASS_PRIOR)
+    x = calibration_batches(imgsz)[0]
+    with torch.no_grad():
+        ref = model.eval()(x)
+    rows = []
+    for prec in precisions:
+        cfg = EngineConfig(
+            precision=prec, layout=layout, batch=len(x), imgsz=imgsz, device="cpu", check=False
+        )
+        eng = build_engine(model, cfg)
+        xin = x.to(eng.module.parameters().__next__().dtype)
+        if layout == "nhwc":
+            xin = xin.contiguous(memory_format=torch.channels_last)
+        rows.append(
+            {
+                "precision": prec,
+                "imgsz": imgsz,
+                "class_prior": bool(class_prior),
+                "rel_err": relative_l2(eng(xin), ref),
+            }
+        )
+        eng.close()
+    return pd.DataFrame(rows)
+
+
+def photo_errors_by_width(widths=(0.5, 1.0), family="yolov8", **kw):
+    """:func:`photo_errors` for several widths of a family, one table."""
+    import pandas as pd
+
+    from yolo_sm.collect.models import build_yolo
+
+    return pd.concat(
+        [photo_errors(build_yolo(family, w), **kw).assign(width=w) for w in widths],
+        ignore_index=True,
+    )

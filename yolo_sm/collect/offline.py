@@ -1,0 +1,69 @@
+"""Settings ultralytics reads at import time: offline, no auto-install, no settings sync, no font
+download, and a thread count of our choosing.
+
+Only ``os.environ.setdefault`` happens on ``import yolo_sm``; :func:`prepare_ultralytics` runs the
+first time a model is built (never at ``import yolo_sm``), before ultralytics is imported.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from yolo_sm import set_env_defaults
+
+_prepared = False
+
+
+def prepare_ultralytics() -> None:
+    """Import ultralytics with sync off, a local font in place and our thread count kept.
+
+    ultralytics sets ``torch.set_num_threads`` / ``OMP_NUM_THREADS`` on import; we save the thread
+    count first and restore it, so CPU engines use every core (``YOLO_SM_THREADS`` overrides).
+    """
+    global _prepared
+    if _prepared:
+        return
+    set_env_defaults()
+    import torch
+
+    threads = int(os.environ.get("YOLO_SM_THREADS", "0")) or torch.get_num_threads()
+    cfg_dir = Path(os.environ["YOLO_CONFIG_DIR"])
+    cfg_dir.mkdir(parents=True, exist_ok=True)
+    _install_local_font(cfg_dir)
+
+    import ultralytics  # noqa: F401  (import for its side effects, now controlled)
+    from ultralytics.utils import SETTINGS
+
+    if SETTINGS.get("sync", False):
+        SETTINGS.update({"sync": False})
+    torch.set_num_threads(threads)
+    _prepared = True
+
+
+def _install_local_font(cfg_dir: Path) -> None:
+    """ultralytics' ``check_font('Arial.ttf')`` downloads the font unless it finds it in its config
+    dir; give it matplotlib's DejaVu Sans (or any system TTF) under that name."""
+    for name in ("Arial.ttf", "Arial.Unicode.ttf"):
+        target = cfg_dir / name
+        if target.exists():
+            continue
+        source = _find_ttf()
+        if source is not None:
+            shutil.copyfile(source, target)
+
+
+def _find_ttf() -> Path | None:
+    candidates: list[Path] = []
+    try:
+        import matplotlib
+
+        candidates.append(Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans.ttf")
+    except ImportError:
+        pass
+    candidates += [
+        Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"),
+        Path("/usr/share/fonts/TTF/DejaVuSans.ttf"),
+    ]
+    return next((p for p in candidates if p.exists()), None)

@@ -1,0 +1,560 @@
+"""Collection plans: a named list of steps (sweeps, Nsight Compute, PyTorch traces, GPM
+timelines, the GPU's ceilings, the side-by-side bench) that write the datasets of
+``data/<machine>/`` with their manifest entries.
+
+A plan runs across several time-limited commands (the H200 gives 10 minutes a command): each
+run skips finished steps, resumes a partial sweep point by point and a partial bench (model,
+batch) by (model, batch), and with ``max_minutes`` stops before starting work that would end
+past the limit. Steps write their outputs atomically, so a killed run leaves complete files or
+none.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from yolo_sm.contract.errors import UserError
+
+KINDS = ("sweep", "ncu", "trace", "gpm", "ceilings", "bench", "probe")
+# kinds that resume part-way and stop themselves at the deadline (the others run whole, so
+# they start only when their est_s fits in the time left)
+RESUMABLE = ("sweep", "bench")
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    kind: str
+    out: str  # file name inside the output folder
+    params: dict = field(default_factory=dict)
+    description: str = ""
+    est_s: float = 60.0  # rough cost, for deciding whether a step still fits
+
+    @property
+    def dataset_kind(self) -> str:
+        return {"trace": "kernels"}.get(self.kind, self.kind)
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    device: str
+    steps: tuple[Step, ...]
+    path: str = ""  # the YAML it was read from (for the command recorded in the manifest)
+
+
+def load_plan(path: str | os.PathLike) -> Plan:
+    """Read and check a plan YAML (``name``, ``device``, ``steps`` with name/kind/out/params)."""
+    from yolo_sm.cli.main import load_yaml
+
+    data = load_yaml(str(path))
+    steps = data.get("steps")
+    if not isinstance(steps, list) or not steps:
+        raise UserError(f"plan {path} needs a non-empty 'steps' list")
+    out, seen = [], set()
+    for i, s in enumerate(steps):
+        if not isinstance(s, dict) or not {"name", "kind", "out"} <= set(s):
+            raise UserError(f"plan {path}: step {i + 1} needs name, kind and out")
+        if s["kind"] not in KINDS:
+            raise UserError(
+                f"plan {path}: step {s['name']} has unknown kind {s['kind']!r} "
+                f"(choose {', '.join(KINDS)})"
+            )
+        if s["name"] in seen:
+            raise UserError(f"plan {path}: step name {s['name']!r} appears twice")
+        seen.add(s["name"])
+        unknown = set(s) - {"name", "kind", "out", "params", "description", "est_s"}
+        if unknown:
+            raise UserError(f"plan {path}: step {s['name']} has unknown keys {sorted(unknown)}")
+        out.append(
+            Step(
+                s["name"],
+                s["kind"],
+                s["out"],
+                dict(s.get("params") or {}),
+                str(s.get("description", "")),
+                float(s.get("est_s", 60)),
+            )
+        )
+    return Plan(
+        str(data.get("name", Path(path).stem)),
+        str(data.get("device", "cuda")),
+        tuple(out),
+        str(path),
+    )
+
+
+def _sweep_spec(step: Step, plan: Plan):
+    from yolo_sm.collect.sweep import SweepSpec
+
+    return SweepSpec.from_mapping({"device": plan.device, **step.params})
+
+
+def _bench_spec(step: Step, plan: Plan):
+    from yolo_sm.collect.bench import BenchSpec
+
+    return BenchSpec.from_mapping({"device": plan.device, **step.params})
+
+
+def _progress(step: Step, plan: Plan, path: Path) -> tuple[int, int, str] | None:
+    """(missing, total, what) of a resumable step whose output ``path`` exists: points of a
+    sweep, (model, batch) units of a bench; None for the kinds that run whole."""
+    if step.kind == "sweep":
+        from yolo_sm.collect.sweep import missing_points
+
+        spec = _sweep_spec(step, plan)
+        return len(missing_points(spec, path)), len(spec.points()), "points"
+    if step.kind == "bench":
+        from yolo_sm.collect.bench import missing_units
+
+        spec = _bench_spec(step, plan)
+        return len(missing_units(spec, path)), len(spec.units()), "(model, batch) units"
+    return None
+
+
+def step_state(step: Step, plan: Plan, out_dir: Path) -> str:
+    """``done``, ``partial`` (a sweep with points missing, a bench with (model, batch) pairs
+    missing), ``changed`` (a step that runs whole, whose table the manifest says was made with
+    other params than the plan's now: the plan was edited) or ``missing``."""
+    return _state_and_progress(step, plan, out_dir)[0]
+
+
+def _state_and_progress(step: Step, plan: Plan, out_dir: Path):
+    """:func:`step_state` and, for a sweep or bench whose table exists, ``_progress``'s
+    (missing, total, what) from the same reading of the table (else None)."""
+    path = out_dir / step.out
+    if not path.exists():
+        return "missing", None
+    progress = _progress(step, plan, path)
+    if progress and progress[0]:
+        return "partial", progress
+    if step.kind not in RESUMABLE:  # a sweep's or bench's params are its points: not compared
+        made_with = _manifest_params(out_dir, step.name)
+        if made_with is not None and _canonical(made_with) != _canonical(step.params):
+            return "changed", progress
+    return "done", progress
+
+
+def _canonical(params) -> str:
+    return json.dumps(params, sort_keys=True, default=str)
+
+
+def _manifest_params(out_dir: Path, name: str):
+    """The params the manifest in ``out_dir`` records for dataset ``name`` (None: not
+    recorded, as in tables registered before collect recorded them)."""
+    mf = out_dir / "manifest.json"
+    try:
+        return json.loads(mf.read_text())["datasets"][name].get("params")
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def progress_note(step: Step, plan: Plan, out_dir: Path) -> str:
+    """For a partial sweep or bench: ``"PARTIAL (n of N points): "`` (units for a bench), the
+    prefix of its manifest description; ``""`` otherwise."""
+    path = out_dir / step.out
+    progress = _progress(step, plan, path) if path.exists() else None
+    if not progress or not progress[0]:
+        return ""
+    left, total, what = progress
+    return f"PARTIAL ({total - left} of {total} {what}; the same command resumes it): "
+
+
+# seconds per sweep point / bench unit when the step's own table cannot tell (no rows yet):
+# H200, session 5: sweep_fp16_nhwc 1.6 s per point (mean gap between rows), bench 50-100 s per unit
+DEFAULT_UNIT_S = {"sweep": 1.6, "bench": 80.0}
+_SAME_RUN_GAP_S = 30.0  # row gaps longer than this are between device calls, not per point
+
+
+def _row_seconds(df):
+    """Seconds each sweep row took within its run: the gap from the previous row (by
+    ``prov_date_utc``), NaN for the first row of a run. A gap counts as within a run when it
+    exceeds the row's own ``build_s`` (cuDNN autotuning: fp32 eager builds at batch 64 took
+    40-70 s on the H200) by less than :data:`_SAME_RUN_GAP_S`; longer gaps are between device
+    calls."""
+    import pandas as pd
+
+    t = pd.to_datetime(df["prov_date_utc"], errors="coerce", utc=True).dropna().sort_values()
+    gap = t.diff().dt.total_seconds()
+    build = df["build_s"].reindex(t.index).fillna(0.0) if "build_s" in df else 0.0
+    return gap.where(gap - build < _SAME_RUN_GAP_S)
+
+
+_PACE_KEYS = ("precision", "backend", "batch")
+
+
+def _pace_table(plan: Plan, out_dir: Path):
+    """Median seconds per point by (precision, backend, batch) over the plan's sweep tables
+    in ``out_dir`` (empty when none has timed rows)."""
+    import pandas as pd
+
+    parts = []
+    for s in plan.steps:
+        path = out_dir / s.out
+        if s.kind != "sweep" or not path.exists():
+            continue
+        try:
+            df = pd.read_parquet(path)
+        except Exception:  # noqa: BLE001 - unreadable: left out of the estimate
+            continue
+        if "prov_date_utc" not in df or not set(_PACE_KEYS) <= set(df):
+            continue
+        parts.append(df[list(_PACE_KEYS)].assign(sec=_row_seconds(df)).dropna(subset=["sec"]))
+    if not parts:
+        return pd.DataFrame(columns=[*_PACE_KEYS, "sec"])
+    return pd.concat(parts).groupby(list(_PACE_KEYS), as_index=False).sec.median()
+
+
+def _point_seconds(point, pace) -> float | None:
+    """Seconds for one planned sweep point from :func:`_pace_table`: its own key, else the
+    nearest measured batch of its precision and backend (scaled up by the batch ratio when the
+    point's batch is larger), else None."""
+    same = pace[(pace.precision == point.precision) & (pace.backend == point.backend)]
+    if same.empty:
+        return None
+    exact = same[same.batch == point.batch]
+    if len(exact):
+        return float(exact.sec.iloc[0])
+    near = same.iloc[(same.batch - point.batch).abs().argsort().iloc[0]]
+    return float(near.sec) * max(1.0, point.batch / float(near.batch))
+
+
+def unit_seconds(step: Step, path: Path, plan: Plan | None = None) -> tuple[float, str]:
+    """Seconds one sweep point or bench unit of ``step`` takes and where that comes from: the
+    step's own table (a bench's ``unit_s``; a sweep's mean time per row within one run,
+    :func:`_row_seconds`), else for a sweep with ``plan`` the mean over its planned points of
+    what the plan's other shipped sweeps took for the same precision, backend and batch
+    (``"other sweeps"``; the nearest batch, scaled by the batch ratio, where that batch was not
+    measured), else :data:`DEFAULT_UNIT_S`."""
+    import pandas as pd
+
+    default = DEFAULT_UNIT_S.get(step.kind, step.est_s), "default"
+    if step.kind not in RESUMABLE:
+        return default
+    if path.exists():
+        try:
+            df = pd.read_parquet(path, columns=None)
+        except Exception:  # noqa: BLE001 - an unreadable table: the default; collect says why later
+            return default
+        if step.kind == "bench" and "unit_s" in df:
+            per_unit = df.groupby(["width", "batch"]).unit_s.max().dropna()
+            if len(per_unit):
+                return float(per_unit.median()), "measured"
+        if step.kind == "sweep" and "prov_date_utc" in df and len(df) > 2:
+            sec = _row_seconds(df).dropna()
+            if len(sec) >= 2 and sec.mean() > 0:
+                return float(sec.mean()), "measured"
+    if step.kind == "sweep" and plan is not None:
+        pace = _pace_table(plan, path.parent)
+        if len(pace):
+            est = [_point_seconds(p, pace) for p in _sweep_spec(step, plan).points()]
+            known = [e for e in est if e is not None]
+            if known:
+                fill = sum(known) / len(known)  # points without any match: the known mean
+                return sum(e if e is not None else fill for e in est) / len(est), "other sweeps"
+    return default
+
+
+def status(plan: Plan, out_dir: str | os.PathLike):
+    """One row per plan step: its state, for a sweep or bench what is left (``todo``, e.g.
+    ``70 of 192 points``) and ``est_left_s``, the time that needs (left x
+    :func:`unit_seconds`; ``est_source`` says measured or default); for the other kinds their
+    ``est_s`` while not done."""
+    import pandas as pd
+
+    out_dir = Path(out_dir)
+    rows = []
+    for s in plan.steps:
+        state, progress = _state_and_progress(s, plan, out_dir)
+        path = out_dir / s.out
+        row = {"step": s.name, "kind": s.kind, "state": state, "todo": "", "est_left_s": 0.0}
+        row["est_source"] = ""
+        if s.kind in RESUMABLE:
+            if progress is not None:
+                left, total, what = progress
+            else:
+                total, what = _total_units(s, plan)
+                left = total
+            if left:
+                per, source = unit_seconds(s, path, plan)
+                row.update(todo=f"{left} of {total} {what}", est_left_s=round(left * per))
+                row["est_source"] = source
+        elif state != "done":
+            row.update(est_left_s=s.est_s, est_source="plan est_s")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _total_units(step: Step, plan: Plan) -> tuple[int, str]:
+    if step.kind == "sweep":
+        return len(_sweep_spec(step, plan).points()), "points"
+    return len(_bench_spec(step, plan).units()), "(model, batch) units"
+
+
+def redo_errors(step: Step, out_dir: Path, match: str = "") -> int:
+    """Drop the ``error`` rows (not ``oom``) of a sweep or bench step's table whose ``message``
+    contains ``match``, so that the step measures them again when it resumes: the points of a
+    sweep, the whole (model, batch) unit of a bench. For errors whose cause has been fixed (e.g.
+    a numerical check that ran on noise); an error row holds no measurement, only its message.
+    The table is rewritten atomically with its metadata; returns how many rows were dropped."""
+    import pyarrow.compute as pc
+
+    from yolo_sm.contract.store import read_arrow, write_table_atomic
+
+    path = out_dir / step.out
+    if step.kind not in RESUMABLE or not path.exists():
+        return 0
+    table = read_arrow(path)  # an unreadable file: one clear error, the file left alone
+    if "status" not in table.column_names:
+        return 0
+    drop = pc.equal(table["status"], "error")
+    if match:
+        msg = pc.fill_null(table["message"], "")
+        drop = pc.and_(drop, pc.match_substring(msg, match))
+    drop = pc.fill_null(drop, False)
+    n = int(pc.sum(drop).as_py() or 0)
+    if n:
+        write_table_atomic(table.filter(pc.invert(drop)), path)
+    return n
+
+
+def run_plan(
+    plan: Plan,
+    out_dir: str | os.PathLike,
+    only: list[str] | None = None,
+    max_minutes: float | None = None,
+    progress: bool = True,
+    register: bool = True,
+    redo: str | None = None,
+):
+    """Run the plan's unfinished steps (or those named in ``only``) into ``out_dir``; returns
+    the status table afterwards. ``redo`` (a message substring, "" for every error): first
+    drop the matching error rows of the sweep and bench steps it runs (:func:`redo_errors`)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    names = {s.name for s in plan.steps}
+    for o in only or []:
+        if o not in names:
+            raise UserError(
+                f"plan {plan.name} has no step {o!r}; steps: {', '.join(sorted(names))}"
+            )
+    deadline = time.monotonic() + 60 * max_minutes if max_minutes else None
+    for step in plan.steps:
+        if only and step.name not in only:
+            continue
+        if redo is not None:
+            n = redo_errors(step, out_dir, redo)
+            if n:
+                print(f"collect: {step.name}: {n} error row(s) to measure again", file=sys.stderr)
+        state = step_state(step, plan, out_dir)
+        if state == "done":
+            continue
+        left = deadline - time.monotonic() if deadline else None
+        if left is not None and (left <= 0 or (step.kind not in RESUMABLE and step.est_s > left)):
+            print(
+                f"collect: {step.name} does not fit in the time left ({left:.0f} s); "
+                "run the command again",
+                file=sys.stderr,
+            )
+            continue
+        print(f"collect: {step.name} ({step.kind}, {state})", file=sys.stderr, flush=True)
+        RUNNERS[step.kind](step, plan, out_dir, deadline, progress)
+        if register and (out_dir / step.out).exists():
+            # a finished step, or a partial sweep / bench (said so in its description): what
+            # was measured is usable and the manifest says how much is missing
+            from yolo_sm.contract.manifest import register as reg
+
+            reg(
+                out_dir,
+                step.name,
+                step.out,
+                step.dataset_kind,
+                progress_note(step, plan, out_dir) + step.description,
+                f"yolo-sm collect --plan {plan.path or plan.name} --out {out_dir} "
+                f"--only {step.name}",
+                params=step.params,
+            )
+    return status(plan, out_dir)
+
+
+def _run_sweep(step, plan, out_dir, deadline, progress):
+    from yolo_sm.collect.sweep import run_sweep
+
+    run_sweep(_sweep_spec(step, plan), out_dir / step.out, progress=progress, deadline=deadline)
+
+
+def _configs(step: Step, plan: Plan):
+    """(family, width, precision, layout, batch) tuples of a profiling step's grid."""
+    from yolo_sm.collect.profiling.target import build_parser, configs
+
+    p = step.params
+    args = build_parser().parse_args(
+        [
+            "--family",
+            str(p.get("family", "yolov8")),
+            "--widths",
+            _csv(p.get("widths", "1.0")),
+            "--precisions",
+            _csv(p.get("precisions", "fp16")),
+            "--layouts",
+            _csv(p.get("layouts", "nhwc")),
+            "--batches",
+            _csv(p.get("batches", "8")),
+            "--imgsz",
+            str(p.get("imgsz", 640)),
+            "--device",
+            plan.device,
+        ]
+    )
+    return args, list(configs(args))
+
+
+def _engines(args, grid, backend: str, device: str):
+    """(label, engine, input) for each config of a profiling step's grid, one model per width."""
+    from yolo_sm.collect.profiling.suite import engines
+
+    return engines(args.family, grid, args.imgsz, device, backend)
+
+
+def _csv(v) -> str:
+    return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+
+
+def _with_provenance(df, device: str):
+    from yolo_sm.collect.provenance import collect
+
+    prov = collect(device)
+    return df.assign(**{f"prov_{k}": v for k, v in prov.items() if not isinstance(v, dict)})
+
+
+def _run_ncu(step, plan, out_dir, deadline, progress):
+    import tempfile
+
+    from yolo_sm.collect.profiling import ncu
+    from yolo_sm.collect.profiling.target import target_argv
+
+    args, _ = _configs(step, plan)
+    p = step.params
+    target = target_argv(
+        args.family,
+        args.widths,
+        args.precisions,
+        args.layouts,
+        args.batches,
+        args.imgsz,
+        plan.device,
+    )
+    with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+        df = ncu.profile(
+            target,
+            Path(tmp) / "ncu.csv",
+            metric_set=p.get("metric_set", "occupancy"),
+            timeout_s=float(p.get("timeout_s", 540)),
+        )
+    _write(_with_provenance(df, plan.device), out_dir / step.out)
+
+
+def _run_trace(step, plan, out_dir, deadline, progress):
+    import pandas as pd
+
+    from yolo_sm.collect.profiling import kineto
+
+    args, grid = _configs(step, plan)
+    backend = step.params.get("backend", "eager")
+    traces = out_dir / "traces"
+    frames = []
+    for label, eng, x in _engines(args, grid, backend, plan.device):
+        path = traces / f"{step.name}-{label}.json.gz"
+        if not path.exists():  # traces already written by an interrupted run are kept
+            hooked = eng.module if backend == "eager" else None
+            kineto.capture(
+                lambda eng=eng, x=x: eng(x),
+                path,
+                model=hooked,
+                iters=int(step.params.get("iters", 2)),
+                device=plan.device,
+            )
+        eng.close()
+        frames.append(kineto.load_kernels(path).assign(config=label, backend=backend))
+    _write(_with_provenance(pd.concat(frames, ignore_index=True), plan.device), out_dir / step.out)
+
+
+def _run_gpm(step, plan, out_dir, deadline, progress):
+    """Each config runs back to back for ``seconds`` while the sampler marks it; idle gaps of
+    ``gap_s`` separate configs so the timeline shows where each starts."""
+    from yolo_sm.collect.profiling.suite import run_gpm
+
+    args, grid = _configs(step, plan)
+    built = list(_engines(args, grid, step.params.get("backend", "eager"), plan.device))
+    frame, info = run_gpm(
+        built,
+        seconds=float(step.params.get("seconds", 3.0)),
+        gap_s=float(step.params.get("gap_s", 0.5)),
+        hz=float(step.params.get("hz", 20)),
+    )
+    _write(_with_provenance(frame, plan.device), out_dir / step.out, {"sampler": info})
+    for _, eng, _ in built:
+        eng.close()
+
+
+def _write(df, path: Path, metadata: dict | None = None) -> None:
+    from yolo_sm.contract.store import write_atomic
+
+    write_atomic(df, path, metadata)
+
+
+def _run_ceilings(step, plan, out_dir, deadline, progress):
+    """Matmul peaks per precision, copy bandwidths, one frame's host-to-device copy."""
+    from yolo_sm.collect.ceilings import measure_ceilings
+
+    p = step.params
+    df = measure_ceilings(
+        plan.device,
+        n=tuple(p["n"]) if isinstance(p.get("n"), list) else int(p.get("n", 8192)),
+        copy_bytes=int(p.get("copy_bytes", 1 << 30)),
+        budget_ms=float(p.get("budget_ms", 300)),
+        fill=str(p.get("fill", "randn")),
+    )
+    _write(_with_provenance(df, plan.device), out_dir / step.out)
+
+
+def _run_probe(step, plan, out_dir, deadline, progress):
+    """A frames-to-boxes batch stage by stage (yolo_sm.collect.probe), with provenance."""
+    from yolo_sm.collect.probe import probe_pipeline
+
+    p = step.params
+    df = probe_pipeline(
+        family=str(p.get("family", "yolov8")),
+        width=float(p.get("width", 0.5)),
+        batch=int(p.get("batch", 16)),
+        reps=int(p.get("reps", 10)),
+        device=plan.device,
+        imgsz=int(p.get("imgsz", 640)),
+        frames=str(p.get("frames", "bus")),
+    )
+    _write(_with_provenance(df, plan.device), out_dir / step.out)
+
+
+def _run_bench(step, plan, out_dir, deadline, progress):
+    """Baseline, engines, pipeline per stream count and YOLO.predict per (model, batch); rows
+    carry their own provenance. Resumes per (model, batch), stops before one that would end
+    past the deadline (yolo_sm.collect.bench)."""
+    from yolo_sm.collect.bench import run_bench
+
+    run_bench(_bench_spec(step, plan), out_dir / step.out, progress=progress, deadline=deadline)
+
+
+RUNNERS = {
+    "sweep": _run_sweep,
+    "ncu": _run_ncu,
+    "trace": _run_trace,
+    "gpm": _run_gpm,
+    "ceilings": _run_ceilings,
+    "bench": _run_bench,
+    "probe": _run_probe,
+}

@@ -1,0 +1,234 @@
+"""PyTorch profiler (Kineto): capture a gzipped Chrome trace of a few forwards, and load its GPU
+kernels into one row per kernel, attributed to model layers.
+
+Kineto's kernel events carry the launch configuration (``grid``, ``block``, ``registers per
+thread``, ``shared memory``) and ``est. achieved occupancy %``, an estimate from the occupancy
+calculator capped by the grid size (not a measurement). ``load_kernels`` adds our theoretical
+occupancy and limiter, waves, the kernel class, and the layer / module type / stage from the
+layer ranges (:mod:`yolo_sm.collect.profiling.nvtx`) that enclosed the kernel's launch.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gzip
+import json
+import math
+import os
+from pathlib import Path
+
+from yolo_sm.collect.profiling.nvtx import FORWARD_RANGE, forward_range, layer_ranges, parse_range
+from yolo_sm.contract.errors import UserError
+
+KERNEL_COLUMNS = (
+    "kernel_name",
+    "start_us",
+    "duration_us",
+    "grid",
+    "block",
+    "grid_size",
+    "block_size",
+    "registers_per_thread",
+    "shared_mem_per_block_bytes",
+    "est_occupancy_pct",
+    "theoretical_occupancy_pct",
+    "limiter",
+    "waves",
+    "iteration",
+    "layer",
+    "module_type",
+    "stage",
+    "kernel_class",
+    "stream",
+    "correlation",
+)
+
+
+def capture(
+    fn,
+    path: str | os.PathLike,
+    *,
+    model=None,
+    iters: int = 3,
+    warmup: int = 2,
+    device: str = "cuda",
+    provenance: dict | None = None,
+) -> Path:
+    """Profile ``iters`` calls of ``fn()`` (after ``warmup`` unprofiled calls) into a gzipped
+    Chrome trace at ``path`` (``.json.gz``) with ``<path>.metadata.json`` beside it. With
+    ``model``, each layer runs inside a named range (eager forwards; see nvtx.py for graphs and
+    compiled models). Each call is wrapped in a ``profiled_forward`` range."""
+    import contextlib
+    import tempfile
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from yolo_sm.collect import provenance as prov
+
+    path = Path(path)
+    if not path.name.endswith(".json.gz"):
+        raise UserError(f"trace path must end in .json.gz, got {path.name}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    on_gpu = str(device).startswith("cuda")
+    sync = torch.cuda.synchronize if on_gpu else (lambda: None)
+    for _ in range(warmup):
+        fn()
+    sync()
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    ranges = layer_ranges(model) if model is not None else contextlib.nullcontext()
+    with profile(activities=acts) as prof, ranges, torch.no_grad():
+        for _ in range(iters):
+            with forward_range():
+                fn()
+            sync()
+    with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+        raw = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(raw))
+        part = path.with_name(path.name + ".partial")
+        with open(raw, "rb") as src, gzip.open(part, "wb", compresslevel=6) as dst:
+            dst.write(src.read())
+        os.replace(part, path)
+    prov.write_sidecar(path, provenance or prov.collect(device), {"iters": iters, "warmup": warmup})
+    return path
+
+
+def read_trace(path: str | os.PathLike) -> dict:
+    """The trace JSON (plain or gzipped); a truncated or corrupt file is a clear UserError."""
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"{path} does not exist")
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as fh:
+            trace = json.load(fh)
+    except (OSError, EOFError, ValueError) as e:
+        raise UserError(f"{path} is not a readable trace (truncated or corrupt: {e})") from None
+    if not isinstance(trace, dict) or "traceEvents" not in trace:
+        raise UserError(f"{path} is not a Chrome trace (no traceEvents)")
+    return trace
+
+
+def load_kernels(
+    path: str | os.PathLike, compute_capability: str | None = None, sm_count: int | None = None
+):
+    """One row per GPU kernel (columns :data:`KERNEL_COLUMNS`), in start order.
+
+    ``iteration`` numbers the ``profiled_forward`` range the kernel belongs to; ``layer`` etc.
+    come from the innermost layer range enclosing its launch on the CPU thread that launched it
+    (empty when there is none: CUDA-graph replays and compiled graphs, see nvtx.py).
+    Compute capability and SM count come from the trace's ``deviceProperties`` unless given.
+    """
+    import pandas as pd
+
+    from yolo_sm.analyse.kernels import classify
+
+    trace = read_trace(path)
+    events = trace["traceEvents"]
+    props = {int(p.get("id", 0)): p for p in trace.get("deviceProperties", [])}
+    kernels = [e for e in events if e.get("cat") == "kernel" and e.get("ph") == "X"]
+    launches = {
+        e["args"].get("correlation"): e
+        for e in events
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "args" in e
+    }
+    spans = _annotation_spans(events)
+    rows = []
+    for k in kernels:
+        a = k.get("args", {})
+        corr = a.get("correlation")
+        launch = launches.get(corr)
+        where = {}
+        if launch is not None:
+            where = _enclosing(spans, launch.get("pid"), launch.get("tid"), float(launch["ts"]))
+        grid, block = list(a.get("grid", [0, 0, 0])), list(a.get("block", [0, 0, 0]))
+        rows.append(
+            {
+                "kernel_name": k.get("name", ""),
+                "start_us": float(k["ts"]),
+                "duration_us": float(k.get("dur", 0.0)),
+                "grid": "x".join(map(str, grid)),
+                "block": "x".join(map(str, block)),
+                "grid_size": math.prod(grid),
+                "block_size": math.prod(block),
+                "registers_per_thread": a.get("registers per thread"),
+                "shared_mem_per_block_bytes": a.get("shared memory"),
+                "est_occupancy_pct": a.get("est. achieved occupancy %"),
+                "device": a.get("device", 0),
+                "stream": a.get("stream"),
+                "correlation": corr,
+                **where,
+            }
+        )
+    df = pd.DataFrame(rows, columns=[*KERNEL_COLUMNS, "device"])
+    if df.empty:
+        return df
+    df = df.sort_values("start_us", ignore_index=True)
+    df["kernel_class"] = df.kernel_name.map(classify)
+    for col in ("layer", "module_type", "stage"):
+        df[col] = df[col].fillna("")
+    _add_occupancy(df, props, compute_capability, sm_count)
+    return df
+
+
+def _annotation_spans(events):
+    """CPU-side ranges (record_function / user annotations) per (pid, tid), sorted by start."""
+    spans: dict[tuple, list] = {}
+    for e in events:
+        if e.get("cat") not in ("user_annotation", "cpu_op") or e.get("ph") != "X":
+            continue
+        name = e.get("name", "")
+        if name != FORWARD_RANGE and parse_range(name) is None:
+            continue
+        spans.setdefault((e.get("pid"), e.get("tid")), []).append(
+            (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), name)
+        )
+    for v in spans.values():
+        v.sort()
+    return {
+        k: (v, [s[0] for s in v], [s for s in v if s[2] == FORWARD_RANGE]) for k, v in spans.items()
+    }
+
+
+def _enclosing(spans, pid, tid, ts):
+    entry = spans.get((pid, tid))
+    if entry is None:
+        return {}
+    items, starts, forwards = entry
+    out = {}
+    for i, fwd in enumerate(forwards):
+        if fwd[0] <= ts <= fwd[1]:
+            out["iteration"] = i
+    best = None
+    for s in items[: bisect.bisect_right(starts, ts)]:
+        if s[2] != FORWARD_RANGE and s[0] <= ts <= s[1] and (best is None or s[0] >= best[0]):
+            best = s
+    if best is not None:
+        out.update(parse_range(best[2]))
+    return out
+
+
+def _add_occupancy(df, props, cc, sm_count):
+    from yolo_sm.analyse.occupancy import theoretical_occupancy, waves
+
+    theo, lim, wav = [], [], []
+    for r in df.itertuples():
+        p = props.get(int(r.device or 0), {})
+        c = cc or (f"{p['computeMajor']}.{p['computeMinor']}" if "computeMajor" in p else None)
+        n = sm_count or p.get("numSms")
+        try:
+            res = theoretical_occupancy(
+                c,
+                int(r.block_size),
+                int(r.registers_per_thread or 0),
+                int(r.shared_mem_per_block_bytes or 0),
+            )
+            theo.append(res.occupancy_pct)
+            lim.append(res.limiter)
+            per_sm = res.active_blocks_per_sm
+            wav.append(waves(int(r.grid_size), per_sm, int(n)) if n and per_sm else math.nan)
+        except (ValueError, TypeError, KeyError):
+            theo.append(math.nan)
+            lim.append("")
+            wav.append(math.nan)
+    df["theoretical_occupancy_pct"], df["limiter"], df["waves"] = theo, lim, wav

@@ -1,0 +1,336 @@
+"""Nsight Compute: run ``ncu`` on NVTX-scoped forwards, and load its output into one row per kernel.
+
+``load_ncu`` reads ``ncu --csv`` output in either page layout (``--page raw``: one row per kernel,
+a units row under the header; ``--page details``: one row per metric), with the ``==PROF==`` /
+``==WARNING==`` preamble ncu writes into ``--log-file``, or a ``.ncu-rep`` report through ncu's
+own Python module (``ncu_report``) when it is installed.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import io
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from yolo_sm.contract.errors import NotAvailableError, UserError
+
+# Named metric sets. "occupancy" needs one replay pass (launch statistics are free; duration and
+# warps-active are one pass together): seen on the H200 at 24-44 s for five to six forwards.
+METRIC_SETS = {
+    "occupancy": (
+        "launch__block_size",
+        "launch__grid_size",
+        "launch__registers_per_thread",
+        "launch__shared_mem_per_block_static",
+        "launch__shared_mem_per_block_dynamic",
+        "launch__occupancy_limit_registers",
+        "launch__occupancy_limit_shared_mem",
+        "launch__occupancy_limit_warps",
+        "launch__occupancy_limit_blocks",
+        "sm__maximum_warps_per_active_cycle_pct",
+        "launch__waves_per_multiprocessor",
+        "launch__shared_mem_config_size",
+        "gpu__time_duration.sum",
+        "sm__warps_active.avg.pct_of_peak_sustained_active",
+    ),
+    "throughput": (
+        "gpu__time_duration.sum",
+        "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+        "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+    ),
+}
+METRIC_SETS["full"] = tuple(dict.fromkeys(METRIC_SETS["occupancy"] + METRIC_SETS["throughput"]))
+
+# ncu metric -> tidy column (unit in the name)
+COLUMNS = {
+    "gpu__time_duration.sum": "duration_ns",
+    "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved_occupancy_pct",
+    "sm__maximum_warps_per_active_cycle_pct": "theoretical_occupancy_pct",
+    "launch__registers_per_thread": "registers_per_thread",
+    "launch__shared_mem_per_block_static": "shared_mem_static_bytes",
+    "launch__shared_mem_per_block_dynamic": "shared_mem_dynamic_bytes",
+    "launch__shared_mem_config_size": "shared_mem_config_bytes",
+    "launch__block_size": "block_size",
+    "launch__grid_size": "grid_size",
+    "launch__waves_per_multiprocessor": "waves_per_sm",
+    "launch__occupancy_limit_registers": "limit_registers",
+    "launch__occupancy_limit_shared_mem": "limit_shared_mem",
+    "launch__occupancy_limit_warps": "limit_warps",
+    "launch__occupancy_limit_blocks": "limit_blocks",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed": "sm_throughput_pct",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_throughput_pct",
+    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active": "tensor_pipe_pct",
+}
+UNIT_SCALE = {
+    "ns": 1,
+    "us": 1e3,
+    "usecond": 1e3,
+    "ms": 1e6,
+    "msecond": 1e6,
+    "s": 1e9,
+    "byte": 1,
+    "Kbyte": 1e3,
+    "Mbyte": 1e6,
+    "KB": 1e3,
+    "MB": 1e6,
+    "KiB": 1024,
+}
+_NVTX_RANGE = re.compile(r"<default domain>:([^:\"]+):")
+PERM_HELP = (
+    "ncu may not read the GPU performance counters (ERR_NVGPUCTRPERM): an administrator must "
+    "allow it, e.g. load the nvidia module with NVreg_RestrictProfilingToAdminUsers=0 (see "
+    "https://developer.nvidia.com/ERR_NVGPUCTRPERM), or run as root"
+)
+
+
+def find_ncu() -> str | None:
+    from yolo_sm.collect.environment import find_ncu as _find
+
+    return _find()
+
+
+def command(
+    target: list[str],
+    out_csv: str | os.PathLike,
+    metric_set: str = "occupancy",
+    nvtx_include: str = "profiled_forward/",
+    clock_control: str = "none",
+) -> list[str]:
+    """The ncu command line that profiles ``target`` into ``out_csv`` (raw CSV page)."""
+    if metric_set not in METRIC_SETS:
+        raise UserError(
+            f"unknown metric set {metric_set!r}: choose one of {', '.join(METRIC_SETS)}"
+        )
+    ncu = find_ncu()
+    if ncu is None:
+        raise NotAvailableError("ncu (Nsight Compute) was not found: install it or set YOLO_SM_NCU")
+    cmd = [
+        ncu,
+        "--clock-control",
+        clock_control,
+        "--metrics",
+        ",".join(METRIC_SETS[metric_set]),
+        "--csv",
+        "--page",
+        "raw",
+        "--log-file",
+        str(out_csv),
+    ]
+    if nvtx_include:
+        cmd += ["--nvtx", "--nvtx-include", nvtx_include]
+    return cmd + list(target)
+
+
+def profile(
+    target: list[str],
+    out_csv: str | os.PathLike,
+    metric_set: str = "occupancy",
+    nvtx_include: str = "profiled_forward/",
+    timeout_s: float = 600,
+):
+    """Run ``target`` (argv of a program that wraps its forwards in NVTX ranges) under ncu and
+    return :func:`load_ncu` of the result. The CSV is written to a temporary name and renamed,
+    so a timeout or failure leaves no half file."""
+    out_csv = Path(out_csv)
+    tmp = out_csv.with_name(f".{out_csv.name}.{os.getpid()}.partial")
+    cmd = command(target, tmp, metric_set, nvtx_include)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        tmp.unlink(missing_ok=True)
+        raise UserError(
+            f"ncu did not finish within {timeout_s:g} s; profile fewer forwards or "
+            "raise the timeout"
+        ) from None
+    log = proc.stdout + proc.stderr + (tmp.read_text() if tmp.exists() else "")
+    if "ERR_NVGPUCTRPERM" in log:
+        tmp.unlink(missing_ok=True)
+        raise NotAvailableError(PERM_HELP)
+    if proc.returncode != 0 or not tmp.exists():
+        tmp.unlink(missing_ok=True)
+        tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-1:])
+        raise UserError(f"ncu failed with exit code {proc.returncode}: {tail}")
+    os.replace(tmp, out_csv)
+    return load_ncu(out_csv)
+
+
+def load_ncu(path: str | os.PathLike, long: bool = False):
+    """One row per kernel: ``kernel_id, kernel_name, nvtx_range, nvtx_path, duration_us,
+    achieved_occupancy_pct, theoretical_occupancy_pct, registers_per_thread,
+    shared_mem_per_block_bytes`` (static + dynamic), ``block_size, grid_size, waves_per_sm,``
+    the ``limit_*`` block limits, throughput percentages where collected; ``long=True`` returns
+    every metric instead, one row per (kernel, metric) with ``value`` and ``unit``."""
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"{path} does not exist")
+    if path.suffix == ".ncu-rep":
+        long_df = _load_report(path)
+    else:
+        long_df = _load_csv(path)
+    return long_df if long else _wide(long_df)
+
+
+def _load_csv(path: Path):
+    import pandas as pd
+
+    text = path.read_text(errors="replace")
+    if "ERR_NVGPUCTRPERM" in text:
+        raise NotAvailableError(PERM_HELP)
+    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
+    if not lines:
+        raise UserError(f"{path} holds no ncu CSV rows (was the range empty, or the run killed?)")
+    try:
+        rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    except csv.Error as e:
+        raise UserError(f"{path} is not a readable ncu CSV ({e})") from None
+    header = rows[0]
+    if any(len(r) != len(header) for r in rows[1:]):
+        raise UserError(f"{path} is truncated or corrupt: rows differ in length from its header")
+    if "Metric Name" in header:  # --page details: long already
+        df = pd.DataFrame(rows[1:], columns=header)
+        df = df.rename(
+            columns={"Metric Name": "metric", "Metric Unit": "unit", "Metric Value": "value"}
+        )
+        ident = [c for c in ("ID", "Kernel Name", _nvtx_col(header)) if c]
+        return _tidy_long(df[ident + ["metric", "unit", "value"]])
+    if len(rows) < 3:
+        raise UserError(f"{path} has a header but no kernel rows")
+    units = dict(zip(header, rows[1], strict=True))
+    df = pd.DataFrame(rows[2:], columns=header)
+    ident = [c for c in ("ID", "Kernel Name", _nvtx_col(header)) if c]
+    metrics = [c for c in header if "__" in c]
+    long_df = df.melt(id_vars=ident, value_vars=metrics, var_name="metric", value_name="value")
+    long_df["unit"] = long_df["metric"].map(units)
+    return _tidy_long(long_df)
+
+
+def _nvtx_col(header) -> str | None:
+    return next((c for c in header if "Push/Pop_Range" in c), None)
+
+
+def _tidy_long(df):
+    import pandas as pd
+
+    nv = _nvtx_col(df.columns)
+    out = pd.DataFrame(
+        {
+            "kernel_id": pd.to_numeric(df["ID"]).astype(int),
+            "kernel_name": df["Kernel Name"],
+            "nvtx_path": df[nv].map(_nvtx_path) if nv else "",
+            "metric": df["metric"],
+            "unit": df["unit"].fillna(""),
+            "value_text": df["value"],
+        }
+    )
+    out["value"] = pd.to_numeric(out["value_text"].str.replace(",", ""), errors="coerce")
+    return out
+
+
+def _nvtx_path(cell: str) -> str:
+    return "/".join(_NVTX_RANGE.findall(str(cell)))
+
+
+def _wide(long_df):
+    import pandas as pd
+
+    keep = long_df[long_df.metric.isin(COLUMNS)].copy()
+    keep["value"] = keep.apply(lambda r: r.value * UNIT_SCALE.get(r.unit, 1), axis=1)
+    wide = keep.pivot_table(
+        index=["kernel_id", "kernel_name", "nvtx_path"],
+        columns="metric",
+        values="value",
+        aggfunc="first",
+    ).reset_index()
+    wide.columns.name = None
+    wide = wide.rename(columns=COLUMNS)
+    if "duration_ns" in wide:
+        wide["duration_us"] = wide.pop("duration_ns") / 1e3
+    if {"shared_mem_static_bytes", "shared_mem_dynamic_bytes"} <= set(wide.columns):
+        wide["shared_mem_per_block_bytes"] = (
+            wide.shared_mem_static_bytes + wide.shared_mem_dynamic_bytes
+        )
+    wide["nvtx_range"] = wide.nvtx_path.str.split("/").str[-1]
+    _add_layers(wide)
+    for c in (
+        "block_size",
+        "grid_size",
+        "registers_per_thread",
+        "limit_registers",
+        "limit_shared_mem",
+        "limit_warps",
+        "limit_blocks",
+    ):
+        if c in wide:
+            wide[c] = wide[c].astype("Int64")
+    return wide.sort_values("kernel_id", ignore_index=True).pipe(pd.DataFrame)
+
+
+def _add_layers(wide) -> None:
+    """``config`` (the range under ``profiled_forward``) and the layer range's ``layer``,
+    ``module_type`` and ``stage`` (empty where the kernel ran outside any layer range)."""
+    from yolo_sm.collect.profiling.nvtx import FORWARD_RANGE, parse_range
+
+    parts = wide.nvtx_path.str.split("/")
+    wide["config"] = [
+        p[1] if len(p) > 1 and p[0] == FORWARD_RANGE and parse_range(p[1]) is None else ""
+        for p in parts
+    ]
+    parsed = [parse_range(p[-1]) or {} for p in parts]
+    for key in ("layer", "module_type", "stage"):
+        wide[key] = [d.get(key, "") for d in parsed]
+
+
+def _load_report(path: Path):
+    """Long table from a ``.ncu-rep`` through Nsight Compute's ``ncu_report`` module."""
+    import pandas as pd
+
+    try:
+        import ncu_report  # type: ignore
+    except ImportError:
+        found = sorted(glob.glob("/opt/nvidia/nsight-compute/*/extras/python/ncu_report.py"))
+        if not found:
+            raise NotAvailableError(
+                "reading .ncu-rep needs Nsight Compute's ncu_report module (extras/python); "
+                "export CSV instead: ncu --import FILE --csv --page raw"
+            ) from None
+        sys.path.insert(0, str(Path(found[-1]).parent))
+        import ncu_report  # type: ignore
+    try:
+        ctx = ncu_report.load_report(str(path))
+    except Exception as e:  # noqa: BLE001
+        raise UserError(f"{path} is not a readable Nsight Compute report ({e})") from None
+    rows, kid = [], 0
+    for r in range(ctx.num_ranges()):
+        rng = ctx.range_by_idx(r)
+        for a in range(rng.num_actions()):
+            act = rng.action_by_idx(a)
+            state = act.nvtx_state()
+            nvtx = "/".join(state.domain_by_id(0).push_pop_ranges()) if state else ""
+            for name in act.metric_names():
+                m = act.metric_by_name(name)
+                is_text = m.metric_type() == m.MetricType_STRING
+                value = m.as_string() if is_text else m.as_double()
+                rows.append(
+                    {
+                        "ID": kid,
+                        "Kernel Name": act.name(),
+                        "nvtx": nvtx,
+                        "metric": name,
+                        "unit": m.metric_unit() or "",
+                        "value": str(value),
+                    }
+                )
+            kid += 1
+    df = pd.DataFrame(rows)
+    out = _tidy_long(df)
+    out["nvtx_path"] = df["nvtx"]
+    return out
+
+
+__all__ = ["METRIC_SETS", "command", "find_ncu", "load_ncu", "profile"]

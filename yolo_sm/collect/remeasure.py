@@ -1,0 +1,134 @@
+"""Re-measure random points of a shipped sweep with its own settings, and compare.
+
+The datasets issue's check ("re-measuring five random sweep points on the H200 with the same
+command lands within 10 % of the shipped figures") as one command::
+
+    yolo-sm remeasure --dataset h200/sweep_fp16_nhwc --points 5 --seed 20261130 \\
+        --out remeasure.parquet
+
+Points are drawn among the table's ``ok`` rows with ``pandas.DataFrame.sample`` (a seed makes
+the draw reproducible on any machine, so the points can be named before the GPU is). Each is
+built and timed through the sweep's own ``run_point`` with the timing settings stored in the
+table's metadata (``budget_ms``, ``warmup_ms``; the defaults of ``yolo-sm sweep`` where a table
+has none), so only the machine, the moment and the process differ. The output has one row per
+point: its key, the shipped and new img/s, ``ratio`` = new / shipped, ``within_10pct``, both
+dates and ``launch_bound``: an eager point at batch <= 8, the kind that moved by up to 2x between
+two H200 sessions while the others repeated within ~2 % (data/README.md).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from yolo_sm.analyse.remeasure import launch_bound, within_tolerance
+from yolo_sm.contract.errors import UserError
+
+
+def _timing_settings(name: str) -> dict:
+    """``budget_ms`` / ``warmup_ms`` the shipped table was measured with (parquet metadata)."""
+    import pyarrow.parquet as pq
+
+    from yolo_sm.contract import datasets
+
+    path = datasets.path(name)
+    try:
+        meta = pq.read_schema(path).metadata or {}
+        spec = json.loads(meta.get(b"yolo_sm", b"{}")).get("spec", {})
+    except Exception:  # noqa: BLE001 - unreadable metadata: the sweep's defaults
+        spec = {}
+    return {k: float(spec[k]) for k in ("budget_ms", "warmup_ms") if spec.get(k) is not None}
+
+
+def pick(df, n: int, seed: int):
+    """``n`` random ``ok`` rows of a sweep table (reproducible for a seed), in model order."""
+    from yolo_sm.collect.sweep import KEY_COLUMNS
+
+    ok = df[df.status == "ok"]
+    if n < 1:
+        raise UserError("--points must be at least 1")
+    if n > len(ok):
+        raise UserError(f"asked for {n} points, the table has {len(ok)} measured (ok) points")
+    return ok.sample(n, random_state=seed).sort_values(list(KEY_COLUMNS[:5]), kind="stable")
+
+
+def remeasure(
+    name: str,
+    n: int = 5,
+    seed: int = 0,
+    device: str | None = None,
+    out: str | Path | None = None,
+    progress: bool = True,
+):
+    """Re-measure ``n`` random points of sweep dataset ``name``; returns the comparison table
+    (written atomically to ``out`` when given). ``device`` overrides the points' device (e.g.
+    ``cpu`` for a dry run; the ratios then compare different machines)."""
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    from yolo_sm.collect.models import model_flops
+    from yolo_sm.collect.sweep import KEY_COLUMNS, Point, SweepSpec, _build_model, _free, run_point
+    from yolo_sm.contract import datasets
+    from yolo_sm.contract.store import check_output_path, write_atomic
+
+    entry = datasets.info(name)
+    if entry.get("kind") != "sweep":
+        raise UserError(f"{name} is a {entry.get('kind')} dataset; remeasure takes a sweep")
+    if out is not None:
+        out = check_output_path(Path(out))
+    old = datasets.load(name)
+    points = pick(old, n, seed)
+    timing = _timing_settings(name)
+    rows = []
+    bar = tqdm(total=len(points), desc="remeasure", unit="pt", disable=not progress)
+    for _, r in points.iterrows():
+        key = {c: r[c] for c in KEY_COLUMNS}
+        key["scale"] = key["scale"] if isinstance(key["scale"], str) else ""
+        if device:
+            key["device"] = device
+        p = Point(**key)
+        spec = SweepSpec(device=p.device, **timing)
+        try:
+            model = _build_model(p)
+            new = run_point(model, p, spec, model_flops(model, p.imgsz))
+        except Exception as e:  # noqa: BLE001 - a point that cannot be built is a row
+            from yolo_sm.collect.sweep import failure
+
+            new = {**failure(e), "img_per_s": float("nan")}
+        finally:
+            model = None
+            _free(collect=True)
+        ratio = new.get("img_per_s", float("nan")) / r["img_per_s"]
+        rows.append(
+            {
+                **{c: r[c] for c in KEY_COLUMNS},
+                "device": p.device,
+                "shipped_img_per_s": float(r["img_per_s"]),
+                "new_img_per_s": float(new.get("img_per_s", float("nan"))),
+                "ratio": float(ratio),
+                "within_10pct": bool(within_tolerance(ratio)),
+                "launch_bound": bool(launch_bound(r["backend"], r["batch"])),
+                "status": new.get("status", "ok"),
+                "message": new.get("message", ""),
+                "shipped_date_utc": r.get("prov_date_utc"),
+                "new_date_utc": new.get("prov_date_utc"),
+                "new_gpu_name": new.get("prov_gpu_name"),
+                "budget_ms": timing.get("budget_ms", SweepSpec.budget_ms),
+            }
+        )
+        bar.update(1)
+    bar.close()
+    df = pd.DataFrame(rows)
+    if out is not None:
+        write_atomic(df, out, {"dataset": name, "points": n, "seed": seed})
+    return df
+
+
+def summary(df) -> str:
+    """One line: how many points landed within 10 %, and the ratios."""
+    ok = df[df.status == "ok"]
+    ratios = ", ".join(f"{x:.3f}" for x in ok.ratio)
+    return (
+        f"{int(ok.within_10pct.sum())} of {len(df)} points within 10 % of the shipped img/s "
+        f"(new / shipped: {ratios or 'none measured'})"
+    )

@@ -1,0 +1,499 @@
+"""Sweeps: a grid as data -> resumable runs -> one tidy parquet row per point.
+
+A point's row leads with its coordinates (family, width, depth, max_channels, scale, precision,
+layout, backend, batch, imgsz, compile_mode, device), then ``status`` (ok / oom / error) and
+``message``, the timing summary with raw ``samples_ms``, the numerical check, FLOPs and
+throughput, peak memory and provenance. After every point the whole table is rewritten to a
+temporary file and renamed over the old one, so a run killed at any moment leaves a readable
+file that lacks at most the point in progress; rerunning the same command skips done points.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import os
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+
+from yolo_sm.collect.engines.config import (
+    Backend,
+    Layout,
+    Precision,
+    check_compile_mode,
+    check_device_name,
+)
+from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.contract.store import (
+    check_output_path,
+    read_table,
+    remove_stale_partials,
+    write_atomic,
+)
+
+KEY_COLUMNS = (
+    "family",
+    "scale",
+    "width",
+    "depth",
+    "max_channels",
+    "precision",
+    "layout",
+    "backend",
+    "batch",
+    "imgsz",
+    "compile_mode",
+    "device",
+)
+
+
+@dataclass(frozen=True)
+class Point:
+    family: str
+    scale: str  # preset letter, "" for a plain width multiplier
+    width: float
+    depth: float
+    max_channels: int
+    precision: str
+    layout: str
+    backend: str
+    batch: int
+    imgsz: int
+    compile_mode: str
+    device: str
+
+    def key(self) -> tuple:
+        return tuple(getattr(self, c) for c in KEY_COLUMNS)
+
+    def model_key(self) -> tuple:
+        return (self.family, self.scale, self.width, self.depth, self.max_channels)
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """The grid. Lists are crossed; ``widths`` mixes multipliers and preset letters (n/s/m/l/x).
+    ``depth`` None means 0.33 for multipliers and the preset's own depth for letters."""
+
+    family: tuple[str, ...] = ("yolov8",)
+    widths: tuple = (1.0,)
+    depth: tuple = (None,)
+    precisions: tuple[str, ...] = ("fp16",)
+    layouts: tuple[str, ...] = ("nhwc",)
+    backends: tuple[str, ...] = ("eager",)
+    batches: tuple[int, ...] = (1,)
+    imgsz: tuple[int, ...] = (640,)
+    device: str = "cuda"
+    max_channels: int = 2048
+    compile_mode: str = "default"
+    warmup_ms: float = 50.0
+    budget_ms: float = 300.0
+    check: bool = True
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_mapping(cls, data: dict) -> SweepSpec:
+        """Build from YAML/CLI keys (comma strings or lists); unknown keys are an error."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise UserError(
+                f"unknown sweep key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            )
+        kw = {}
+        for k, v in data.items():
+            if v is None:
+                continue
+            if k in ("device", "compile_mode"):
+                kw[k] = str(v)
+            elif k in ("max_channels",):
+                kw[k] = _int(v, k)
+            elif k in ("warmup_ms", "budget_ms"):
+                kw[k] = _float(v, k)
+            elif k == "check":
+                kw[k] = _bool(v, k)
+            elif k == "extra":
+                kw[k] = dict(v)
+            else:
+                kw[k] = tuple(_split(v))
+        return cls(**kw).validated()
+
+    def validated(self) -> SweepSpec:
+        from yolo_sm.collect.models import FAMILIES, MAX_WIDTH, MIN_WIDTH
+
+        def each(values, what, choices):
+            out = []
+            for v in values:
+                v = str(v).lower()
+                if v not in choices:
+                    raise UserError(f"unknown {what} {v!r}: choose one of {', '.join(choices)}")
+                out.append(v)
+            if not out:
+                raise UserError(f"the sweep needs at least one {what}")
+            return tuple(dict.fromkeys(out))
+
+        fam = each(self.family, "family", tuple(FAMILIES))
+        prec = each(self.precisions, "precision", tuple(p.value for p in Precision))
+        lay = each(self.layouts, "layout", tuple(x.value for x in Layout))
+        back = each(self.backends, "backend", tuple(b.value for b in Backend))
+        widths = []
+        for w in self.widths:
+            if isinstance(w, str) and w.strip().lower() in ("n", "s", "m", "l", "x"):
+                widths.append(w.strip().lower())
+                continue
+            w = _float(w, "width")
+            if not MIN_WIDTH <= w <= MAX_WIDTH:
+                raise UserError(
+                    f"width must be between {MIN_WIDTH} and {MAX_WIDTH} (or n/s/m/l/x), got {w:g}"
+                )
+            widths.append(w)
+        if not widths:
+            raise UserError("the sweep needs at least one width")
+        depths = tuple(
+            None if d in (None, "", "none", "None") else _float(d, "depth") for d in self.depth
+        )
+        if any(d is not None and not 0 < d <= 4 for d in depths):
+            raise UserError("depth must be in (0, 4]")
+        batches = tuple(_int(b, "batch") for b in self.batches)
+        if any(b <= 0 for b in batches) or not batches:
+            raise UserError(
+                f"batch sizes must be positive integers, got {','.join(map(str, self.batches))}"
+            )
+        sizes = tuple(_int(s, "imgsz") for s in self.imgsz)
+        if any(s <= 0 or s % 32 for s in sizes) or not sizes:
+            raise UserError("imgsz must be positive multiples of 32")
+        check_compile_mode(self.compile_mode)
+        check_device_name(self.device)
+        if not self.budget_ms > 0 or not self.warmup_ms >= 0:  # (NaN fails both)
+            raise UserError("budget_ms must be positive and warmup_ms not negative")
+        if self.max_channels <= 0:
+            raise UserError("max_channels must be positive")
+        return replace(
+            self,
+            family=fam,
+            precisions=prec,
+            layouts=lay,
+            backends=back,
+            widths=tuple(widths),
+            depth=depths or (None,),
+            batches=batches,
+            imgsz=sizes,
+        )
+
+    def points(self) -> list[Point]:
+        """Every supported point, ordered so that each model and engine is built once."""
+        from yolo_sm.collect.models import preset
+
+        out = []
+        for fam, w, d in itertools.product(self.family, self.widths, self.depth):
+            if isinstance(w, str):
+                p_depth, p_width, p_max = preset(fam, w)
+                scale, width, depth, max_ch = w, p_width, p_depth if d is None else d, p_max
+            else:
+                scale, width, depth, max_ch = (
+                    "",
+                    float(w),
+                    0.33 if d is None else d,
+                    self.max_channels,
+                )
+            for prec, lay, back, size, b in itertools.product(
+                self.precisions, self.layouts, self.backends, self.imgsz, self.batches
+            ):
+                out.append(
+                    Point(
+                        fam,
+                        scale,
+                        width,
+                        float(depth),
+                        int(max_ch),
+                        prec,
+                        lay,
+                        back,
+                        int(b),
+                        int(size),
+                        self.compile_mode,
+                        self.device,
+                    )
+                )
+        return [p for p in dict.fromkeys(out) if unsupported_reason(p) is None]
+
+    def unsupported(self) -> list[str]:
+        """The precision/layout/backend combinations that :meth:`points` leaves out, and why."""
+        out = []
+        for prec, lay, back in itertools.product(self.precisions, self.layouts, self.backends):
+            p = Point("", "", 1.0, 0.33, 1, prec, lay, back, 1, 32, self.compile_mode, self.device)
+            reason = unsupported_reason(p)
+            if reason:
+                out.append(f"{back}/{prec}/{lay}: {reason}")
+        return out
+
+
+def unsupported_reason(p: Point) -> str | None:
+    """Why a grid combination cannot run (it is left out of the sweep), or None."""
+    if p.precision == "int8" and p.backend != "tensorrt":
+        return "int8 runs only on the tensorrt backend"
+    if p.backend == "onnxruntime" and p.precision != "fp32":
+        return "onnxruntime runs fp32 only"
+    if p.backend == "tensorrt" and p.precision in ("tf32", "bf16"):
+        return "tensorrt engines here are fp32/fp16/int8"
+    if p.backend in ("onnxruntime", "tensorrt") and p.layout == "nhwc":
+        return f"{p.backend} picks its own layouts (run it with nchw input)"
+    if p.backend == "cudagraph" and not p.device.startswith("cuda"):
+        return "cudagraph needs a CUDA device"
+    if p.precision == "tf32" and not p.device.startswith("cuda"):
+        return "tf32 exists only on a GPU"
+    return None
+
+
+def check_environment(spec: SweepSpec) -> None:
+    """Fail early, with one sentence, when the device or a requested backend is missing."""
+    import importlib.util
+
+    import torch
+
+    if spec.device.startswith("cuda") and not torch.cuda.is_available():
+        raise NotAvailableError(
+            f"--device {spec.device} was requested but torch sees no CUDA GPU here; "
+            "use --device cpu"
+        )
+    if "tensorrt" in spec.backends and importlib.util.find_spec("tensorrt") is None:
+        raise NotAvailableError("backend tensorrt was requested but TensorRT is not installed here")
+    if "onnxruntime" in spec.backends and importlib.util.find_spec("onnxruntime") is None:
+        raise NotAvailableError(
+            "backend onnxruntime was requested but onnxruntime is not installed here"
+        )
+    if "cudagraph" in spec.backends and not spec.device.startswith("cuda"):
+        raise UserError("backend cudagraph needs --device cuda")
+
+
+def _split(v) -> Iterable:
+    if isinstance(v, str):
+        return [x.strip() for x in v.split(",") if x.strip()]
+    if isinstance(v, (list, tuple)):
+        return list(v)
+    return [v]
+
+
+def _bool(v, what) -> bool:
+    if isinstance(v, bool):
+        return v
+    text = str(v).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise UserError(f"{what} must be true or false, got {v!r}")
+
+
+def _float(v, what) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise UserError(f"{what} must be a number, got {v!r}") from None
+
+
+def _int(v, what) -> int:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise UserError(f"{what} must be an integer, got {v!r}") from None
+    if f != int(f):
+        raise UserError(f"{what} must be an integer, got {v!r}")
+    return int(f)
+
+
+# --- running --------------------------------------------------------------------------------
+
+
+def missing_points(spec: SweepSpec, out: str | os.PathLike) -> list[Point]:
+    """The points of ``spec`` that ``out`` does not hold yet (all of them if it is absent)."""
+    spec = spec.validated()
+    done = read_table(Path(out))
+    if not len(done):
+        return spec.points()
+    keys = {tuple(r) for r in done[list(KEY_COLUMNS)].itertuples(index=False)}
+    return [p for p in spec.points() if p.key() not in keys]
+
+
+def run_sweep(
+    spec: SweepSpec, out: str | os.PathLike, progress: bool = True, deadline: float | None = None
+):
+    """Run every point of ``spec`` not already in ``out``; returns the full table.
+
+    ``deadline`` (a ``time.monotonic()`` value) stops the sweep before a point that would start
+    after it, so one long plan fits several time-limited commands; rerun to continue. A model's
+    points start only if all of them fit before the deadline at this run's pace so far, so that
+    its precisions, layouts, backends and batches are measured side by side in one run."""
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    spec = spec.validated()
+    check_environment(spec)
+    out = check_output_path(out)
+    done = read_table(out)
+    remove_stale_partials(out)
+    done_keys = set()
+    if len(done):
+        missing = [c for c in KEY_COLUMNS if c not in done.columns]
+        if missing:
+            raise UserError(
+                f"{out} is not a yolo_sm sweep table (missing columns {', '.join(missing)})"
+            )
+        done_keys = {tuple(r) for r in done[list(KEY_COLUMNS)].itertuples(index=False)}
+    todo = [p for p in spec.points() if p.key() not in done_keys]
+    rows = done.to_dict("records") if len(done) else []
+    meta = {"spec": asdict(spec), "argv": sys.argv}
+    bar = tqdm(total=len(todo), desc="sweep", unit="pt", disable=not progress, file=sys.stderr)
+    started, measured = time.monotonic(), 0
+    for _, group in itertools.groupby(todo, key=Point.model_key):
+        group = list(group)
+        if deadline is not None:
+            now = time.monotonic()
+            if now > deadline:
+                break
+            # a model's points (its precisions, layouts, backends, batches) are compared side
+            # by side: start a model only if all its points fit, at this run's pace so far
+            need = (now - started) / measured * len(group) if measured else 0.0
+            if now + need > deadline:
+                print(
+                    f"sweep: stopping before {group[0].family} w{group[0].width:g}: its "
+                    f"{len(group)} points (~{need:.0f} s) would end past the deadline; the "
+                    "next run measures them together",
+                    file=sys.stderr,
+                )
+                break
+        model, flops, model_error = None, {}, None
+        try:
+            model = _build_model(group[0])
+        except Exception as e:  # noqa: BLE001 - a broken model config becomes error rows
+            model_error = e
+        for p in group:
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            bar.set_postfix_str(
+                f"{p.family} w{p.width:g} {p.backend} {p.precision} {p.layout} b{p.batch}"
+            )
+            if model_error is not None:
+                row = _error_row(p, spec, model_error)
+            else:
+                if p.imgsz not in flops:
+                    from yolo_sm.collect.models import model_flops
+
+                    flops[p.imgsz] = model_flops(model, p.imgsz)
+                row = run_point(model, p, spec, flops[p.imgsz])
+            rows.append(row)
+            write_atomic(pd.DataFrame(rows), out, meta)
+            measured += 1
+            bar.update(1)
+        del model
+        _free(collect=True)
+    bar.close()
+    return pd.DataFrame(rows)
+
+
+def _build_model(p: Point):
+    from yolo_sm.collect.models import build_yolo
+
+    return build_yolo(p.family, p.scale or p.width, depth=p.depth, max_channels=p.max_channels)
+
+
+def _config(p: Point, spec: SweepSpec):
+    from yolo_sm.collect.engines import EngineConfig
+
+    return EngineConfig(
+        backend=p.backend,
+        precision=p.precision,
+        layout=p.layout,
+        batch=p.batch,
+        imgsz=p.imgsz,
+        device=p.device,
+        compile_mode=p.compile_mode,
+        check=spec.check,
+    )
+
+
+def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
+    """Build, check and time one point; OOM and engine failures become rows, memory is freed."""
+    import time
+
+    import torch
+
+    from yolo_sm.collect.engines import build_engine
+    from yolo_sm.collect.timing import measure_engine
+
+    on_gpu = p.device.startswith("cuda")
+    engine = None
+    row = {**asdict(p), "status": "ok", "message": "", **_row_tail(spec, flops_per_img)}
+    try:
+        if on_gpu:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        t0 = time.perf_counter()
+        engine = build_engine(model, _config(p, spec))
+        row["build_s"] = time.perf_counter() - t0
+        row["rel_err"] = engine.rel_err
+        if on_gpu:
+            # the build's peak includes the fp32 reference forward of the check: report the
+            # build and the timed calls apart (the latter is what an inference service needs)
+            row["build_peak_mem_bytes"] = torch.cuda.max_memory_allocated()
+            torch.cuda.reset_peak_memory_stats()  # the peak restarts from what is allocated now
+        m = measure_engine(engine, warmup_ms=spec.warmup_ms, budget_ms=spec.budget_ms)
+        row.update(m.summary())
+        row["tflops"] = flops_per_img * p.batch / (m.median_ms * 1e-3) / 1e12
+        if on_gpu:
+            row["peak_mem_bytes"] = torch.cuda.max_memory_allocated()
+        for k in ("compile_s", "capture_s", "graph_pool_bytes", "recompiles", "graphs_compiled"):
+            if k in engine.info:
+                row[k] = engine.info[k]
+        row.update({f"prov_{k}": v for k, v in m.provenance.items()})
+    except Exception as e:  # noqa: BLE001 - every failure is recorded, the sweep goes on
+        row = _error_row(p, spec, e, flops_per_img)
+    finally:
+        if engine is not None:
+            engine.close()
+        del engine
+        _free(collect=row["status"] != "ok")
+    return row
+
+
+def failure(e: BaseException) -> dict:
+    """``status`` (oom / error) and a one-line ``message`` for a point that failed."""
+    msg = f"{type(e).__name__}: {e}".strip().splitlines()[0][:500]
+    return {"status": "oom" if is_oom(e) else "error", "message": msg}
+
+
+def _row_tail(spec: SweepSpec, flops_per_img=None) -> dict:
+    """What every row of a point carries after its key, status and message."""
+    from yolo_sm.collect.engines.base import CHECK_INPUT
+
+    return {
+        "flops_per_img": flops_per_img,
+        "bn_calibrated": True,
+        "check_input": CHECK_INPUT if spec.check else "",
+    }
+
+
+def _error_row(p: Point, spec: SweepSpec, e: BaseException, flops_per_img=None) -> dict:
+    return {**asdict(p), **failure(e), **_row_tail(spec, flops_per_img)}
+
+
+def is_oom(e: BaseException) -> bool:
+    import torch
+
+    if isinstance(e, torch.OutOfMemoryError):
+        return True
+    text = str(e).lower()
+    return "out of memory" in text or "alloc_failed" in text
+
+
+def _free(collect: bool = True) -> None:
+    """Release cached GPU memory; a full ``gc.collect`` (slow on big heaps) only when asked:
+    after a failure (an OOM leaves reference cycles through the traceback) or a model change."""
+    import torch
+
+    if collect:
+        gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

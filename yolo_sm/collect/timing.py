@@ -1,0 +1,219 @@
+"""The one timing function of the package, after Triton's ``do_bench``.
+
+Synchronise, estimate the cost of one call, warm up for ``warmup_ms``, then time
+``budget_ms / estimate`` calls one by one (CUDA events on a GPU, ``perf_counter_ns`` on a CPU),
+optionally flushing the L2 cache before each. A :class:`Measurement` keeps every raw sample and
+computes its statistics on demand; it flags a noisy run instead of hiding it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+NOISE_THRESHOLD = 0.10  # IQR / median above this marks a run as noisy
+
+
+class Timer:
+    """Times ``n`` calls of ``fn`` one by one; returns milliseconds per call."""
+
+    def sync(self) -> None:  # pragma: no cover - interface
+        pass
+
+    def time_calls(
+        self, fn: Callable[[], object], n: int, before: Callable | None = None
+    ) -> list[float]:
+        raise NotImplementedError  # pragma: no cover
+
+
+class CpuTimer(Timer):
+    def __init__(self, clock_ns: Callable[[], int] = time.perf_counter_ns):
+        self.clock_ns = clock_ns
+
+    def time_calls(self, fn, n, before=None):
+        out = []
+        for _ in range(n):
+            if before is not None:
+                before()
+            t0 = self.clock_ns()
+            fn()
+            out.append((self.clock_ns() - t0) / 1e6)
+        return out
+
+
+class CudaTimer(Timer):
+    """CUDA events around each call on the current stream; one synchronise at the end."""
+
+    def __init__(self):
+        import torch
+
+        self.torch = torch
+
+    def sync(self):
+        self.torch.cuda.synchronize()
+
+    def time_calls(self, fn, n, before=None):
+        cuda = self.torch.cuda
+        starts = [cuda.Event(enable_timing=True) for _ in range(n)]
+        ends = [cuda.Event(enable_timing=True) for _ in range(n)]
+        for s, e in zip(starts, ends, strict=True):
+            if before is not None:
+                before()
+            s.record()
+            fn()
+            e.record()
+        cuda.synchronize()
+        return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
+
+
+@dataclass
+class Measurement:
+    """Raw per-call samples (ms) of one timed configuration plus how they were taken."""
+
+    samples_ms: list[float]
+    batch: int = 1
+    warmup_calls: int = 0
+    label: str = ""
+    l2_flush: bool = False
+    noise_threshold: float = NOISE_THRESHOLD
+    provenance: dict = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return len(self.samples_ms)
+
+    def quantile(self, q: float) -> float:
+        """Quantile ``q`` in [0, 1] of the samples (linear interpolation), NaN when empty."""
+        import numpy as np
+
+        return float(np.quantile(self.samples_ms, q)) if self.samples_ms else math.nan
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.samples_ms) if self.samples_ms else math.nan
+
+    @property
+    def iqr_ms(self) -> float:
+        return self.quantile(0.75) - self.quantile(0.25)
+
+    @property
+    def min_ms(self) -> float:
+        return min(self.samples_ms) if self.samples_ms else math.nan
+
+    @property
+    def mean_ms(self) -> float:
+        return statistics.fmean(self.samples_ms) if self.samples_ms else math.nan
+
+    @property
+    def p99_ms(self) -> float:
+        return self.quantile(0.99)
+
+    @property
+    def noisy(self) -> bool:
+        """True when IQR/median exceeds the threshold: rerun, or quote the spread."""
+        if not self.samples_ms or self.median_ms <= 0:
+            return False
+        return self.iqr_ms / self.median_ms > self.noise_threshold
+
+    @property
+    def img_per_s(self) -> float:
+        return (
+            self.batch * 1e3 / self.median_ms
+            if self.samples_ms and self.median_ms > 0
+            else math.nan
+        )
+
+    def summary(self) -> dict:
+        """Flat dict for a table row (samples kept as a list)."""
+        return {
+            "median_ms": self.median_ms,
+            "iqr_ms": self.iqr_ms,
+            "min_ms": self.min_ms,
+            "mean_ms": self.mean_ms,
+            "p99_ms": self.p99_ms,
+            "img_per_s": self.img_per_s,
+            "n_samples": self.n,
+            "warmup_calls": self.warmup_calls,
+            "noisy": self.noisy,
+            "l2_flush": self.l2_flush,
+            "samples_ms": list(self.samples_ms),
+        }
+
+    def __repr__(self) -> str:
+        flag = " NOISY" if self.noisy else ""
+        return (
+            f"Measurement({self.label!r}: median {self.median_ms:.4g} ms, "
+            f"IQR {self.iqr_ms:.3g} ms, "
+            f"min {self.min_ms:.4g} ms, n={self.n}, {self.img_per_s:.4g} img/s{flag})"
+        )
+
+
+def measure(
+    fn: Callable[[], object],
+    *,
+    batch: int = 1,
+    device: str = "cpu",
+    warmup_ms: float = 100.0,
+    budget_ms: float = 1000.0,
+    min_reps: int = 5,
+    max_reps: int = 10_000,
+    estimate_calls: int = 3,
+    l2_flush: bool = False,
+    noise_threshold: float = NOISE_THRESHOLD,
+    label: str = "",
+    timer: Timer | None = None,
+    with_provenance: bool = True,
+) -> Measurement:
+    """Time ``fn()`` and return a :class:`Measurement`.
+
+    The repeat count is ``budget_ms`` over an estimate from ``estimate_calls`` calls, clamped to
+    ``[min_reps, max_reps]``; the warm-up runs ``warmup_ms`` worth of calls (at least one).
+    ``l2_flush`` zeroes a buffer twice the GPU's L2 before each timed call (outside the events),
+    so every call starts from a cold cache. ``timer`` replaces the clock (tests inject a fake).
+    Provenance includes SM clocks read before and after the timed loop.
+    """
+    if not budget_ms > 0 or not warmup_ms >= 0 or min_reps < 1 or max_reps < min_reps:  # NaN too
+        raise ValueError("measure() needs budget_ms > 0, warmup_ms >= 0, 1 <= min_reps <= max_reps")
+    on_gpu = str(device).startswith("cuda")
+    if timer is None:
+        timer = CudaTimer() if on_gpu else CpuTimer()
+    flush = _l2_flusher(device) if (l2_flush and on_gpu) else None
+
+    timer.sync()
+    estimate = timer.time_calls(fn, max(1, estimate_calls))
+    per_call = max(statistics.median(estimate), 1e-6)
+    warmup = max(1, math.ceil(warmup_ms / per_call))
+    reps = min(max_reps, max(min_reps, math.ceil(budget_ms / per_call)))
+    timer.time_calls(fn, warmup)
+
+    from yolo_sm.collect import provenance
+
+    clock_start = provenance.sm_clock_mhz(device) if with_provenance else None
+    samples = timer.time_calls(fn, reps, before=flush)
+    clock_end = provenance.sm_clock_mhz(device) if with_provenance else None
+    prov = provenance.collect(device) if with_provenance else {}
+    prov.update(sm_clock_start_mhz=clock_start, sm_clock_end_mhz=clock_end)
+    return Measurement(
+        samples, batch, warmup + len(estimate), label, bool(flush), noise_threshold, prov
+    )
+
+
+def measure_engine(engine, **kwargs) -> Measurement:
+    """Time an :class:`~yolo_sm.collect.engines.Engine` on one prepared random batch."""
+    x = engine._input if engine._input is not None else engine.make_input(seed=0)
+    cfg = engine.config
+    return measure(
+        lambda: engine(x), batch=cfg.batch, device=cfg.device, label=engine.description, **kwargs
+    )
+
+
+def _l2_flusher(device: str) -> Callable[[], None]:
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.device(device))
+    l2 = getattr(props, "L2_cache_size", 0) or 64 * 2**20
+    buf = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
+    return buf.zero_

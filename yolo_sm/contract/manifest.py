@@ -1,0 +1,82 @@
+"""manifest: split from contract.datasets."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from yolo_sm.contract.schema import validate
+
+PROVENANCE_FIELDS = (
+    "gpu_name",
+    "sm_count",
+    "compute_capability",
+    "driver",
+    "cuda",
+    "torch",
+    "cudnn",
+    "ultralytics",
+    "python",
+    "sm_clock_max_mhz",
+    "yolo_sm_source",  # from session 7's code on (source_digest); absent in older tables
+    "cpu_model",
+)
+
+
+def provenance_from_rows(df) -> dict:
+    """Provenance of a sweep-like table from its ``prov_*`` columns (unique values), plus the
+    first and last UTC timestamps."""
+    prov = {}
+    for f in PROVENANCE_FIELDS:
+        col = f"prov_{f}"
+        if col in df:
+            vals = sorted({str(v) for v in df[col].dropna()})
+            prov[f] = vals[0] if len(vals) == 1 else vals
+    if "prov_date_utc" in df:
+        prov["date_utc_first"] = str(df["prov_date_utc"].min())
+        prov["date_utc_last"] = str(df["prov_date_utc"].max())
+    if "prov_sm_clock_start_mhz" in df:
+        prov["sm_clock_start_mhz_range"] = [
+            float(df.prov_sm_clock_start_mhz.min()),
+            float(df.prov_sm_clock_start_mhz.max()),
+        ]
+    return prov
+
+
+def register(
+    folder: str | os.PathLike,
+    name: str,
+    file: str,
+    kind: str,
+    description: str,
+    command: str,
+    params: dict | None = None,
+) -> dict:
+    """Add or replace dataset ``name`` in ``folder/manifest.json`` (written atomically);
+    ``params``: the plan step's parameters that made it (``collect`` compares them with the
+    plan's to notice an edited step)."""
+    import pandas as pd
+
+    folder = Path(folder)
+    df = validate(pd.read_parquet(folder / file), kind, name)
+    mf = folder / "manifest.json"
+    manifest = json.loads(mf.read_text()) if mf.exists() else {"datasets": {}}
+    from yolo_sm.contract.schema import SCHEMAS
+
+    entry = {
+        "file": file,
+        "kind": kind,
+        "rows": len(df),
+        "description": description,
+        "command": command,
+        "provenance": provenance_from_rows(df),
+        "columns": {c: SCHEMAS[kind].get(c, "") for c in df.columns if not c.startswith("prov_")},
+    }
+    if params is not None:
+        entry["params"] = params
+    manifest["datasets"][name] = entry
+    tmp = mf.with_name(mf.name + ".partial")
+    tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+    os.replace(tmp, mf)
+    return entry

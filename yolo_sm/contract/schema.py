@@ -1,0 +1,263 @@
+"""Column contracts of the tidy tables: names carry their unit as a suffix (``_ms``, ``_bytes``,
+``_pct``, ``_s``); loaders validate at the boundary and name what is missing."""
+
+from __future__ import annotations
+
+SCHEMAS: dict[str, dict[str, str]] = {
+    "sweep": {
+        "family": "YOLO family (yolov8, yolo11)",
+        "scale": "preset letter (n/s/m/l/x) or empty for a plain width multiplier",
+        "width": "width multiplier (ultralytics width_multiple)",
+        "depth": "depth multiplier (ultralytics depth_multiple)",
+        "max_channels": "ultralytics max_channels cap before width scaling",
+        "precision": "fp32 (TF32 off) / tf32 / fp16 / bf16 / int8",
+        "layout": "nchw or nhwc (channels_last) for weights and input",
+        "backend": "eager / cudagraph / compile / onnxruntime / tensorrt",
+        "batch": "images per forward",
+        "imgsz": "square input side in pixels",
+        "compile_mode": "torch.compile mode (backend compile only)",
+        "device": "torch device the point ran on",
+        "status": "ok / oom / error",
+        "message": "first line of the error for oom/error rows",
+        "flops_per_img": "FLOPs per image, 2 per multiply-add (Conv2d/Linear)",
+        "median_ms": "median forward latency of one batch, milliseconds (CUDA events)",
+        "iqr_ms": "interquartile range of the per-call samples, milliseconds",
+        "min_ms": "fastest call, milliseconds",
+        "img_per_s": "batch * 1000 / median_ms",
+        "tflops": "flops_per_img * batch / median, TFLOP/s",
+        "rel_err": "relative L2 error of the raw head output vs eager fp32 on the same input",
+        "check_input": "input of the numerical check behind rel_err: photos = ultralytics' bundled "
+        "photos, letterboxed (the images the random models' BatchNorm statistics are calibrated "
+        "on); empty or absent: uniform noise (rows measured before 2026-11-30 12:30 UTC; fp8 "
+        "engines were always checked on the photos)",
+        "samples_ms": "every timed call, milliseconds (list)",
+        "noisy": "IQR/median above 10 %",
+        "peak_mem_bytes": "peak allocated GPU bytes during the timed calls (weights, input, "
+        "activations, workspaces), GPU only. A CUDA graph's activations are not in it: they live "
+        "in the graph's private pool (graph_pool_bytes)",
+        "graph_pool_bytes": "cudagraph rows: GPU memory the capture reserved beyond the "
+        "graph's output tensor (which peak_mem_bytes counts): the private pool that holds its "
+        "activations for the graph's lifetime; peak_mem_bytes + graph_pool_bytes is the graph's "
+        "footprint (column absent in tables, and empty in rows, measured by yolo_sm before it "
+        "recorded the pool)",
+        "bn_calibrated": "random-weight model with BatchNorm statistics set from random images "
+        "(False: ultralytics' default init, whose activations vanish in deep layers)",
+    },
+    "ncu": {
+        "kernel_id": "order of the kernel in the profiled process",
+        "kernel_name": "demangled kernel name",
+        "nvtx_path": "NVTX push/pop ranges around the kernel, outermost first",
+        "nvtx_range": "innermost NVTX range (the profiled config or layer)",
+        "duration_us": "gpu__time_duration.sum, microseconds",
+        "achieved_occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
+        "theoretical_occupancy_pct": "sm__maximum_warps_per_active_cycle_pct",
+        "registers_per_thread": "launch__registers_per_thread",
+        "shared_mem_per_block_bytes": "static + dynamic shared memory per block, bytes",
+        "block_size": "threads per block",
+        "grid_size": "blocks in the grid",
+        "waves_per_sm": "launch__waves_per_multiprocessor",
+        "limit_registers": "blocks per SM allowed by registers (launch__occupancy_limit_registers)",
+        "limit_shared_mem": "blocks per SM allowed by shared memory at the driver's carveout",
+        "limit_warps": "blocks per SM allowed by the warp slots",
+        "limit_blocks": "blocks per SM allowed by the block slots",
+    },
+    "kernels": {
+        "config": "profiled configuration (family_wWIDTH_precision_layout_bBATCH)",
+        "kernel_name": "demangled kernel name",
+        "start_us": "kernel start on the trace clock, microseconds",
+        "duration_us": "kernel duration, microseconds",
+        "grid_size": "blocks in the grid",
+        "block_size": "threads per block",
+        "registers_per_thread": "registers per thread (CUPTI)",
+        "shared_mem_per_block_bytes": "static + dynamic shared memory per block, bytes",
+        "est_occupancy_pct": "Kineto's estimate: calculator occupancy capped by grid size",
+        "theoretical_occupancy_pct": "yolo_sm.analyse.occupancy for the kernel's launch",
+        "limiter": "registers / shared_mem / warps / blocks",
+        "waves": "grid_size / (active blocks per SM x SMs)",
+        "iteration": "index of the profiled forward",
+        "layer": "model layer whose range enclosed the launch ('' when none)",
+        "module_type": "ultralytics module type of that layer",
+        "stage": "backbone / neck / head",
+        "kernel_class": "yolo_sm.analyse.kernels class",
+    },
+    "gpm": {
+        "t_s": "seconds since the sampler started (end of the window)",
+        "window_s": "length of the sampling window, seconds",
+        "metric": "sm_occupancy_pct / sm_util_pct / tensor_util_pct / dram_bw_util_pct "
+        "(or gpu_util_pct / mem_util_pct from the NVML fallback)",
+        "value": "percent over the window",
+        "source": "gpm or nvml_util",
+    },
+    "layers": {
+        "config": "family_width_precision_layout_batch label",
+        "layer": "ultralytics layer (model.N) or torchvision module path",
+        "module_type": "layer class (Conv, C2f, SPPF, Detect, ...)",
+        "stage": "backbone / neck / head",
+        "kineto_kernels": "kernels per forward in the PyTorch profiler trace",
+        "kineto_time_us": "kernel time per forward in the trace, microseconds",
+        "kineto_theoretical_occupancy_tw_pct": "time-weighted theoretical occupancy (ours, "
+        "from Kineto's launch configuration)",
+        "est_occupancy_tw_pct": "time-weighted Kineto 'est. achieved occupancy %' (an estimate)",
+        "ncu_kernels": "kernels per forward under Nsight Compute (a separate process)",
+        "ncu_time_us": "kernel time per forward under ncu (gpu__time_duration), microseconds",
+        "ncu_theoretical_occupancy_tw_pct": "time-weighted sm__maximum_warps_per_active_cycle_pct",
+        "ncu_achieved_occupancy_tw_pct": "time-weighted sm__warps_active (achieved occupancy)",
+        "kernels_match": "both profilers saw as many kernels in the layer (cuDNN may pick other "
+        "algorithms in another process)",
+        "gpm_sm_occupancy_pct": "median GPM SM occupancy of the config's run windows (whole GPU)",
+    },
+    "ceilings": {
+        "ceiling": "matmul_<precision> (dense n^3 matmul), copy_d2d, copy_h2d_pinned, "
+        "copy_h2d_frame_fp16 (one 640x640x3 fp16 frame from pinned memory)",
+        "value": "the ceiling in unit",
+        "unit": "TFLOP/s (2 FLOPs per multiply-add), GB/s (bytes moved: read + write for d2d) "
+        "or ms",
+        "size": "problem size (matrix side^3 or bytes)",
+        "median_ms": "median time of one call, milliseconds (CUDA events)",
+        "iqr_ms": "interquartile range of the calls, milliseconds",
+        "n_samples": "timed calls",
+        "fill": "matmul operands: randn (the ceiling) or zeros (a power diagnostic); tables "
+        "from session 8's code on",
+        "sm_clock_end_mhz": "SM clock (NVML) right after the row's timed calls, MHz; tables "
+        "from session 8's code on",
+    },
+    "probe": {
+        "stage": "h2d, letterbox, engine, decode, postprocess (the stages of one batch, each "
+        "alone and synchronised); postprocess: fixpoint in torch ops / torchvision nms per "
+        "chunk (the same postprocess with the other NMS paths); batch, 1 stream / 3 streams "
+        "(whole batches through DetectionPipeline.run, wall time per batch)",
+        "wall_ms": "median host wall time of the stage, milliseconds",
+        "gpu_ms": "median CUDA-event time of the stage, milliseconds (empty on a CPU and for "
+        "the whole-batch rows)",
+        "same_result": "alternative rows (a stage run another way): its result equals the main "
+        "row's (postprocess: the same boxes)",
+        "family": "YOLO family",
+        "width": "width multiplier",
+        "batch": "frames per batch",
+        "imgsz": "letterboxed side in pixels",
+        "engine": "the pipeline's engine (backend/precision/layout)",
+        "frames": "bus = every frame the bus photo (1080x810, NMS's worst case); alternate = "
+        "bus and zidane (resized) as the bench feeds",
+        "reps": "timed repetitions per stage",
+        "nms": "the NMS implementation of the postprocess row (yolo_sm.collect.pipeline.NMS_IMPL)",
+        "candidates_per_frame": "boxes above the score threshold per frame (NMS's work)",
+        "boxes_per_frame": "boxes per frame after NMS",
+    },
+    "bench": {
+        "family": "YOLO family (yolov8, yolo11)",
+        "width": "width multiplier (depth 0.33, max_channels 2048)",
+        "batch": "images (frames) per forward",
+        "variant": "backend[:compile mode]/precision/layout of an engine (eager/fp16/nhwc is the "
+        "baseline), pipeline/<engine>/s<streams>, or ultralytics_predict",
+        "scope": "model_only (the forward alone, CUDA events) or frames_to_boxes (uint8 frames "
+        "in, NMS-ed boxes on the host out, wall clock per batch)",
+        "backend": "eager / cudagraph / compile / ... (ultralytics for the predict rows)",
+        "compile_mode": "torch.compile mode (compile rows only)",
+        "precision": "fp32 / fp16 / bf16 / fp8 / int8 of the engine",
+        "layout": "nchw or nhwc",
+        "streams": "batches in flight of a pipeline row (each with its own copy stream, behind "
+        "one compute and one post-processing stream); a CPU pipeline runs one whatever this says",
+        "pinned": "pipeline rows: the frames sat in pinned host memory and went straight to the "
+        "device (False: a host copy into the pipeline's pinned buffer per batch; always False "
+        "on a CPU; empty or absent in rows measured before the overlapping pipeline)",
+        "nms": "pipeline rows: the NMS implementation (nms_matrix_fixpoint = every image and "
+        "class at once, a fixed point over an overlap matrix; nms_f64_offsets_chunked = "
+        "torchvision nms over offset (image, class) groups, one call per chunk of whole images; "
+        "nms_f64_offsets = one such call for the whole batch; torchvision_batched_nms = the "
+        "earlier per-group loop)",
+        "candidates_per_frame": "pipeline rows: boxes above the score threshold per frame, what "
+        "NMS works on (its cost grows with it); absent in rows measured before 2026-11-30 13:00",
+        "boxes_per_frame": "pipeline rows: boxes per frame after NMS",
+        "status": "ok / oom / error (an engine that cannot run here is an error row)",
+        "message": "one line saying why, for oom/error rows",
+        "median_ms": "median (p50) latency of one batch, milliseconds",
+        "iqr_ms": "interquartile range of the per-call samples, milliseconds (engine rows)",
+        "p99_ms": "99th percentile latency of one batch, milliseconds",
+        "img_per_s": "images (frames) per second",
+        "vs_baseline": "img_per_s over the baseline's (eager/fp16/nhwc) of the same family, "
+        "width and batch, measured in the same unit of the run",
+        "n_samples": "timed calls (engine rows) or batches (pipeline and predict rows)",
+        "noisy": "IQR/median above 10 % (engine rows)",
+        "rel_err": "relative L2 error of the raw head output vs eager fp32 (engine rows)",
+        "check_input": "engine rows: input of the numerical check behind rel_err (photos; empty "
+        "or absent: uniform noise, rows measured before 2026-11-30 12:30 UTC, except fp8)",
+        "tflops": "flops_per_img * batch / median, TFLOP/s (engine rows)",
+        "flops_per_img": "FLOPs per image, 2 per multiply-add (Conv2d/Linear)",
+        "peak_mem_bytes": "peak allocated GPU bytes during the timed calls (engine rows, GPU)",
+        "build_s": "seconds to build the engine: export, compile or graph capture, and the "
+        "numerical check (engine and pipeline rows)",
+        "compile_s": "torch.compile's share of build_s (compile rows)",
+        "capture_s": "CUDA graph capture's share of build_s (cudagraph rows)",
+        "model_only_img_per_s": "img/s of the pipeline's own engine instance timed model-only "
+        "at the same batch, just before the pipeline ran (pipeline rows)",
+        "pipeline_vs_model_only": "pipeline frames/s over model_only_img_per_s (1.0: the "
+        "pipeline adds nothing to the forward; pipeline rows)",
+        "unit_s": "wall time of the (family, width, batch) unit the row was measured in, "
+        "seconds (what a resumed run uses to decide whether the next unit fits)",
+    },
+    "gpm_overhead": {
+        "config": "config the throughput was measured on",
+        "round": "pair number (sampler on and off in alternating order)",
+        "sampler": "GPM sampler running during the round",
+        "hz": "sampler polling rate",
+        "forwards": "forwards completed in the round",
+        "seconds": "round wall time",
+        "img_per_s": "images per second in the round",
+    },
+}
+
+
+# Columns every table of a kind must have (the others in SCHEMAS are described when present:
+# e.g. an ncu table collected with the "throughput" metric set has no occupancy columns).
+REQUIRED = {
+    # check_input: absent in sweeps measured before the check moved to the photos
+    "sweep": tuple(
+        c
+        for c in SCHEMAS["sweep"]
+        if c not in ("peak_mem_bytes", "check_input", "graph_pool_bytes")
+    ),
+    "ncu": ("kernel_id", "kernel_name", "nvtx_path", "nvtx_range", "duration_us"),
+    "kernels": (
+        "kernel_name",
+        "start_us",
+        "duration_us",
+        "grid_size",
+        "block_size",
+        "registers_per_thread",
+        "shared_mem_per_block_bytes",
+        "est_occupancy_pct",
+        "theoretical_occupancy_pct",
+        "limiter",
+        "waves",
+        "layer",
+        "stage",
+        "kernel_class",
+    ),
+    "gpm": tuple(SCHEMAS["gpm"]),
+    "layers": ("config", "layer", "module_type", "stage", "kineto_time_us", "ncu_time_us"),
+    "gpm_overhead": tuple(SCHEMAS["gpm_overhead"]),
+    "ceilings": ("ceiling", "value", "unit", "median_ms"),
+    "probe": ("stage", "wall_ms", "gpu_ms", "width", "batch", "engine", "candidates_per_frame"),
+    "bench": (
+        "family",
+        "width",
+        "batch",
+        "variant",
+        "scope",
+        "status",
+        "message",
+        "median_ms",
+        "p99_ms",
+        "img_per_s",
+        "vs_baseline",
+    ),
+}
+
+
+def validate(df, kind: str, name: str | None = None):
+    """Raise ``ValueError`` naming the missing required columns of a ``kind`` table; returns df."""
+    required = REQUIRED[kind]
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise ValueError(f"{name or kind} table lacks required column(s): {', '.join(missing)}")
+    return df

@@ -1,0 +1,237 @@
+"""Plot functions: ``plot_x(df, ...) -> plotly Figure``, never shown inside.
+
+Colours for backends, precisions and layouts come from one mapping, so every notebook matches.
+Call :func:`setup_notebook` once per notebook: figures then embed plotly.js in the page itself,
+so rendered HTML works offline (no CDN).
+"""
+
+from __future__ import annotations
+
+from yolo_sm.report.colors import COLORS, KERNEL_CLASS_COLORS, TEMPLATE, color_map
+
+
+def setup_notebook() -> None:
+    """Plotly renders with plotly.js inlined once per notebook (offline HTML), white template."""
+    import plotly.io as pio
+
+    pio.renderers.default = "notebook"
+    pio.templates.default = TEMPLATE
+
+
+def plot_width_flops(table, *, x="width", y="gflops_per_img"):
+    """GFLOPs per image against width, with the quadratic width^2 law for comparison."""
+    import plotly.graph_objects as go
+
+    base = table.loc[(table[x] - 1.0).abs().idxmin()]
+    fig = go.Figure()
+    fig.add_scatter(
+        x=table[x],
+        y=table[y],
+        mode="lines+markers",
+        name="counted (channel table)",
+        hovertemplate="width %{x}<br>%{y:.1f} GFLOPs/img<extra></extra>",
+    )
+    fig.add_scatter(
+        x=table[x],
+        y=base[y] * (table[x] / base[x]) ** 2,
+        mode="lines",
+        line={"dash": "dot"},
+        name="width² law from width 1.0",
+    )
+    fig.update_layout(
+        title="FLOPs per 640x640 image vs width",
+        xaxis_title="width multiplier",
+        yaxis_title="GFLOPs per image (2 per multiply-add)",
+        template=TEMPLATE,
+    )
+    return fig
+
+
+def plot_throughput(
+    df,
+    *,
+    x="width",
+    y="img_per_s",
+    color="backend",
+    facet_col=None,
+    facet_row=None,
+    log_y=True,
+    title=None,
+):
+    """Throughput (or any metric) lines from a sweep table; hover shows the point's config."""
+    import plotly.express as px
+
+    ok = (df[df["status"] == "ok"] if "status" in df else df).sort_values(x)
+    hover = [
+        c
+        for c in ("precision", "layout", "backend", "batch", "median_ms", "iqr_ms", "tflops")
+        if c in ok
+    ]
+    fig = px.line(
+        ok,
+        x=x,
+        y=y,
+        color=color,
+        facet_col=facet_col,
+        facet_row=facet_row,
+        markers=True,
+        log_y=log_y,
+        hover_data=hover,
+        color_discrete_map=color_map(ok[color].unique()),
+        template=TEMPLATE,
+        title=title or f"{y} vs {x}",
+    )
+    return fig
+
+
+def plot_speedup(
+    df,
+    *,
+    over="eager",
+    index=("width", "precision", "layout", "batch"),
+    value="median_ms",
+    color="backend",
+    x="batch",
+    facet_col="width",
+    facet_row="layout",
+    title=None,
+):
+    """Latency ratio of each backend to ``over`` measured in the same run (below 1: faster).
+
+    Every ``index`` column must be on an axis or facet, or filtered to one value beforehand,
+    else bars of different configs would stack."""
+    import plotly.express as px
+
+    ok = df[df["status"] == "ok"]
+    free = [c for c in index if c not in (x, facet_col, facet_row) and ok[c].nunique() > 1]
+    if free:
+        raise ValueError(f"plot_speedup: filter {', '.join(free)} to one value or facet on it")
+    wide = ok.pivot_table(index=list(index), columns=color, values=value).reset_index()
+    long = wide.melt(
+        id_vars=list(index),
+        value_vars=[c for c in wide.columns if c not in index],
+        var_name=color,
+        value_name=value,
+    )
+    long = long.merge(wide[list(index) + [over]], on=list(index))
+    long["ratio"] = long[value] / long[over]
+    long = long[long[color] != over]
+    fig = px.bar(
+        long,
+        x=long[x].astype(str),
+        y="ratio",
+        color=color,
+        barmode="group",
+        facet_col=facet_col,
+        facet_row=facet_row,
+        hover_data=list(index) + [value],
+        color_discrete_map=color_map(long[color].unique()),
+        template=TEMPLATE,
+        title=title or f"{value} relative to {over} (same run)",
+    )
+    fig.add_hline(y=1.0, line_dash="dot")
+    fig.update_xaxes(title_text=x)
+    return fig
+
+
+COLORS.update(KERNEL_CLASS_COLORS)
+
+
+def plot_occupancy_curves(curves, *, title="What-if: theoretical occupancy"):
+    """One panel per varied parameter (the ``vary`` column of stacked
+    :func:`yolo_sm.analyse.occupancy.occupancy_curve` tables); hover names the limiter."""
+    import plotly.express as px
+
+    fig = px.line(
+        curves,
+        x="value",
+        y="occupancy_pct",
+        facet_col="vary",
+        markers=True,
+        hover_data=["active_blocks_per_sm", "active_warps_per_sm", "limiter"],
+        template=TEMPLATE,
+        title=title,
+        line_shape="hv",
+    )
+    fig.update_xaxes(matches=None, title_text="")
+    fig.update_yaxes(range=[0, 105], title_text="theoretical occupancy (%)", col=1)
+    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
+    return fig
+
+
+def plot_achieved_vs_theoretical(df, *, color="kernel_class", size="duration_us", title=None):
+    """Per-kernel achieved (measured) against theoretical occupancy; marker area ~ duration."""
+    import plotly.express as px
+
+    hover = [
+        c
+        for c in (
+            "kernel_name",
+            "nvtx_range",
+            "block_size",
+            "registers_per_thread",
+            "shared_mem_per_block_bytes",
+            "grid_size",
+            "duration_us",
+            "limit_registers",
+            "limit_shared_mem",
+        )
+        if c in df
+    ]
+    d = df.assign(kernel_name=df.kernel_name.str.slice(0, 80))
+    fig = px.scatter(
+        d,
+        x="theoretical_occupancy_pct",
+        y="achieved_occupancy_pct",
+        color=color,
+        size=size,
+        size_max=30,
+        hover_data=hover,
+        template=TEMPLATE,
+        color_discrete_map=color_map(d[color].unique()),
+        title=title or "Achieved vs theoretical occupancy per kernel (Nsight Compute)",
+    )
+    fig.add_shape(type="line", x0=0, y0=0, x1=100, y1=100, line={"dash": "dot", "color": "grey"})
+    fig.update_layout(xaxis_title="theoretical occupancy (%)", yaxis_title="achieved occupancy (%)")
+    return fig
+
+
+def plot_class_shares(shares, *, y="nvtx_range", value="time_share", title=None):
+    """Stacked horizontal bars: share of kernel time (or launches) per kernel class."""
+    import plotly.express as px
+
+    fig = px.bar(
+        shares,
+        y=y,
+        x=value,
+        color="kernel_class",
+        orientation="h",
+        hover_data=["kernels", "time_us"],
+        template=TEMPLATE,
+        color_discrete_map=color_map(shares.kernel_class.unique()),
+        title=title or "Share of GPU kernel time by kernel class",
+    )
+    fig.update_layout(xaxis_tickformat=".0%", yaxis_title="", barmode="stack")
+    return fig
+
+
+def plot_bars(df, *, x, y, color=None, barmode="group", text=None, title=None, log_y=False):
+    """Grouped bars of a tidy table (colours from the shared mapping when they apply)."""
+    import plotly.express as px
+
+    cmap = color_map(df[color].unique()) if color else None
+    fig = px.bar(
+        df,
+        x=x,
+        y=y,
+        color=color,
+        barmode=barmode,
+        text=text,
+        log_y=log_y,
+        color_discrete_map=cmap,
+        template=TEMPLATE,
+        title=title or f"{y} by {x}",
+    )
+    if text:
+        fig.update_traces(texttemplate="%{text:.3s}", textposition="outside")
+    return fig
