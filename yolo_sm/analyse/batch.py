@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 
-from yolo_sm.analyse.gpm import SUMMARY_METRICS
+from yolo_sm.analyse.gpm import SUMMARY_METRICS, overhead_pct, run_medians, wide
+from yolo_sm.analyse.weighting import time_weighted
 from yolo_sm.contract.labels import parse_config as _parse
 from yolo_sm.contract.labels import with_config
 
@@ -96,7 +97,6 @@ def ncu_coverage(ncu):
     """Per config of a Nsight Compute table: kernels, kernel time, median waves per SM, the
     fraction of kernels and of kernel time in launches under one wave (they cannot fill the 132
     SMs even at full occupancy), and time-weighted theoretical / achieved occupancy."""
-    from yolo_sm.analyse.weighting import time_weighted
 
     d = with_config(ncu).assign(
         _under=lambda x: (x["waves_per_sm"] < 1).astype(float),
@@ -119,7 +119,6 @@ def ncu_coverage(ncu):
 def gpm_wide(gpm):
     """GPM tidy rows -> one row per window, the metrics as columns, config parsed, ``t0_s`` the
     window's start (provenance columns dropped)."""
-    from yolo_sm.analyse.gpm import wide
 
     g = gpm[[c for c in gpm.columns if not c.startswith("prov_")]]
     w = wide(g).sort_values("t_s").reset_index(drop=True)
@@ -133,8 +132,6 @@ def gpm_overhead_table(overhead):
     the sampler, and the throughput lost with it on (``profiling.suite.overhead_pct``: median
     over rounds of 1 - with / without; negative = within noise)."""
     import pandas as pd
-
-    from yolo_sm.analyse.gpm import overhead_pct
 
     rows = {
         config: {
@@ -151,7 +148,6 @@ def gpm_overhead_table(overhead):
 def gpm_medians(gpm):
     """Median of each GPM metric over the run windows of each config, windows that straddle a
     marker change left out; with the window count, sorted by width then batch."""
-    from yolo_sm.analyse.gpm import run_medians
 
     med = run_medians(gpm[[c for c in gpm.columns if not c.startswith("prov_")]])
     metrics = [m for m in GPM_METRICS if m in med]

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import re
 
+from yolo_sm.analyse.kernels import add_kernel_class
 from yolo_sm.analyse.occupancy import LIMITER_ORDER
+from yolo_sm.analyse.weighting import layer_view
 from yolo_sm.contract.labels import parse_config, with_config
 
 #: Order and colours of the limiter categories in the categorical heatmap.
@@ -93,7 +95,6 @@ def layer_table(kernels):
     ``main_limiter_share``, the share of the layer's kernel time under that limiter; its
     ``time_share`` is within each config), the parsed config columns, ``layer_idx`` (model
     order) and ``layer_label``."""
-    from yolo_sm.analyse.weighting import layer_view
 
     df = add_limiter(kernels)
     out = layer_view(df, by=("config", "layer", "module_type", "stage"))
@@ -157,7 +158,6 @@ def kernels_of(kernels, config: str, layer: str):
     """The kernels of one heatmap cell in launch order: short name (with the operation in
     brackets where the name says it, e.g. ``[silu]``), class, duration, grid,
     block, registers, shared memory, theoretical and achieved occupancy, limiters, waves."""
-    from yolo_sm.analyse.kernels import add_kernel_class
 
     sel = kernels[(kernels.config == config) & (kernels.layer == layer)]
     if sel.empty:

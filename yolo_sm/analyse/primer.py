@@ -4,6 +4,8 @@ tensor pipes busy, and Kineto's estimate next to Nsight Compute's measurement.""
 from __future__ import annotations
 
 from yolo_sm.analyse.kernels import add_kernel_class
+from yolo_sm.analyse.occupancy import tail_fraction, waves
+from yolo_sm.analyse.weighting import sm_coverage, weighted_mean
 
 
 def wave_table(grid_sizes, active_blocks_per_sm: int = 1, sm_count: int = 132):
@@ -11,9 +13,6 @@ def wave_table(grid_sizes, active_blocks_per_sm: int = 1, sm_count: int = 132):
     partial wave is: 0 when the grid fills whole waves, so there is no tail), and the share of
     SM slots busy over the kernel (if every block takes as long)."""
     import pandas as pd
-
-    from yolo_sm.analyse.occupancy import tail_fraction, waves
-    from yolo_sm.analyse.weighting import sm_coverage
 
     rows = []
     for g in grid_sizes:
@@ -70,6 +69,5 @@ def pipe_vs_occupancy(ncu):
 
 def time_weighted(df, col: str, weight: str = "duration_us") -> float:
     """``col`` averaged over all of ``df`` with kernel time as the weight."""
-    from yolo_sm.analyse.weighting import weighted_mean
 
     return weighted_mean(df[col], df[weight])

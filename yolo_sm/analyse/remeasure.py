@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from yolo_sm.contract.schema import KEY_COLUMNS
+
 TOLERANCE = 0.10  # the issue's "within 10 %"
 
 
@@ -21,7 +23,6 @@ def compare(shipped, again):
     both), as :func:`remeasure`'s comparison rows: ``again`` is a later measurement of the same
     points (e.g. the fp16 NHWC rows of ``h200/sweep_bf16_nhwc`` against
     ``h200/sweep_fp16_nhwc``), so every shared point is a re-measure, not only five."""
-    from yolo_sm.collect.sweep import KEY_COLUMNS
 
     keys = [c for c in KEY_COLUMNS if c in shipped and c in again]
     cols = [*keys, "img_per_s", "prov_date_utc"]

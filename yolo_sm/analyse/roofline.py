@@ -24,7 +24,13 @@ re-write activations.
 
 from __future__ import annotations
 
+from yolo_sm.analyse.fast import kernels_per_forward
+from yolo_sm.analyse.kernels import add_kernel_class
+from yolo_sm.analyse.weighting import time_weighted
+from yolo_sm.collect.models.resnet import ResNetDetector
 from yolo_sm.collect.models.view_tables import layer_traffic, resnet_model, yolo_traffic
+from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.hardware import peak_copy_gbps, peak_fp16_tflops
 from yolo_sm.contract.labels import parse_config
 from yolo_sm.contract.labels import with_config as _with_config
 
@@ -66,7 +72,6 @@ def default_peaks() -> tuple[float, float]:
     """(peak TFLOP/s, peak GB/s): yolo_sm's own measurement (``h200/ceilings``) when shipped,
     else the project brief's reference figures (``claims.peak_fp16_tflops`` /
     ``claims.peak_copy_gbps`` say which)."""
-    from yolo_sm.contract.hardware import peak_copy_gbps, peak_fp16_tflops
 
     return float(peak_fp16_tflops()[0]), float(peak_copy_gbps()[0])
 
@@ -180,7 +185,6 @@ def throughput_view(ncu, by, high: float = HIGH_PCT, cols=THROUGHPUT_COLS):
     its time spent in kernels that are each bound on their own (kernels differ within a stage).
     Of ``cols``, those the table lacks (a throughput set without achieved occupancy) are left
     out."""
-    from yolo_sm.analyse.weighting import time_weighted
 
     by = [by] if isinstance(by, str) else list(by)
     df = ncu.assign(bound=bound_of(ncu.sm_throughput_pct, ncu.dram_throughput_pct, high))
@@ -202,7 +206,6 @@ def resnet_stages(ncu, depth: int = 101, imgsz: int = 640, high: float = HIGH_PC
     """ResNet stages (stem, layer1-4, head) in forward order: :func:`throughput_view` per stage
     joined with FLOPs and bytes counted from the model at the table's batch, and achieved
     TFLOP/s. Kernels outside every stage range (layer '') are left out."""
-    from yolo_sm.collect.models.resnet import ResNetDetector
 
     cfg = parse_config(ncu.config.iloc[0])
     k = ncu[ncu.layer.isin(ResNetDetector.STAGES)]
@@ -278,9 +281,6 @@ def yolo_kernels(ncu, cut: float = OCC_CUT):
     ``blocks_per_sm`` (resident blocks per SM: the smallest of the ``limit_*`` columns) and
     ``occupancy``, the side of ``cut`` its theoretical occupancy falls on."""
     import numpy as np
-
-    from yolo_sm.analyse.kernels import add_kernel_class
-    from yolo_sm.contract.errors import UserError
 
     if ncu is None or len(ncu) == 0:
         raise UserError("no kernels: the Nsight Compute table is absent or empty")
@@ -382,8 +382,6 @@ def layout_compare(ncu, precision="fp16"):
     forward kernel time, kernel count, layout-transform kernels, their time and shares, and the
     time ratio to NHWC."""
 
-    from yolo_sm.analyse.kernels import add_kernel_class
-
     df = with_config(ncu if "kernel_class" in ncu else add_kernel_class(ncu))
     df = df[df.precision == precision]
     tr = df.kernel_class == "layout_transform"
@@ -458,9 +456,6 @@ def fusion_measured(kernels, eager: str = "eager", fused: str = "compile"):
     :func:`yolo_sm.analyse.fast.compare_backends` builds it), and the share of the eager launches
     and kernel time that the fusing engine removed."""
     import pandas as pd
-
-    from yolo_sm.analyse.fast import kernels_per_forward
-    from yolo_sm.contract.errors import UserError
 
     missing = [c for c in (eager, fused) if c not in set(kernels.config)]
     if missing:

@@ -11,8 +11,15 @@ string; none shows anything.
 
 from __future__ import annotations
 
+from yolo_sm.analyse.fast import BASELINE
+from yolo_sm.analyse.kernels import add_kernel_class, class_shares
+from yolo_sm.analyse.weighting import layer_view, same_run_ratio, time_weighted
+from yolo_sm.collect import plans as collect
+from yolo_sm.collect.sweep import SweepSpec
+from yolo_sm.contract import datasets
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.labels import with_config
+from yolo_sm.contract.vocab import TOLERANCE, Precision
 
 LIMITS = ("limit_registers", "limit_shared_mem", "limit_warps", "limit_blocks")
 MATMUL_CLASSES = ("tensor_core_conv", "simt_conv", "tensor_core_gemm", "simt_gemm")
@@ -53,7 +60,6 @@ def width_occupancy(ncu):
     """Per config of an ncu table: kernels, GPU time per forward, time-weighted theoretical and
     achieved occupancy, SM coverage and tensor-core time share (``analysis.layer_view``), with
     the config label parsed (width, precision, layout, batch), sorted by width."""
-    from yolo_sm.analyse.weighting import layer_view
 
     out = with_config(layer_view(ncu, by=("config",)))
     return out.sort_values(["width", "batch"]).reset_index(drop=True)
@@ -62,8 +68,6 @@ def width_occupancy(ncu):
 def class_occupancy(ncu):
     """Per config and kernel class: kernels, time, share of the config's time and time-weighted
     theoretical / achieved occupancy; config label parsed."""
-    from yolo_sm.analyse.kernels import add_kernel_class
-    from yolo_sm.analyse.weighting import time_weighted
 
     k = ncu if "kernel_class" in ncu else add_kernel_class(ncu)
     out = time_weighted(k, ["config", "kernel_class"])
@@ -108,7 +112,6 @@ def wide_stack_table(ncu):
     config's time, time-weighted theoretical / achieved occupancy and tensor-pipe use, the
     blocks per SM each resource allows (``limit_*``, Nsight Compute), which of them binds
     (``limiter``; ties joined by ``=``), grid size and waves."""
-    from yolo_sm.analyse.kernels import add_kernel_class
 
     k = add_kernel_class(ncu) if "kernel_class" not in ncu else ncu
     k = k.assign(
@@ -167,8 +170,6 @@ def precision_speedup(sweep, *, baseline: str = "fp32"):
     minutes, so pairs more than 10 minutes apart come from different calls."""
     import pandas as pd
 
-    from yolo_sm.analyse.weighting import same_run_ratio
-
     index = ["width", "layout", "batch", "backend"]
     r = same_run_ratio(sweep, baseline=baseline, index=tuple(index))
     r = r.dropna(subset=["ratio"]).reset_index(drop=True)
@@ -188,10 +189,6 @@ def missing_points(sweep, *, step="sweep_precision_core", plan_path=None):
     points) that ``sweep`` lacks, grouped per precision, layout and backend: the widths and
     batches still to measure, with the step that measures them (``step``)."""
     import pandas as pd
-
-    from yolo_sm.collect import plans as collect
-    from yolo_sm.collect.sweep import SweepSpec
-    from yolo_sm.contract import datasets
 
     plan = collect.load_plan(plan_path or datasets.data_dir() / "plans" / "h200.yaml")
     names = [step] if isinstance(step, str) else list(step)
@@ -260,8 +257,6 @@ def precision_forward(ncu):
     """Per config (precision x layout): kernels and GPU kernel time per forward, time-weighted
     theoretical and achieved occupancy, and the time shares of SIMT convolutions, tensor-core
     kernels and layout transforms."""
-    from yolo_sm.analyse.kernels import add_kernel_class
-    from yolo_sm.analyse.weighting import time_weighted
 
     k = add_kernel_class(ncu) if "kernel_class" not in ncu else ncu
     out = time_weighted(k, "config").set_index("config")
@@ -286,7 +281,6 @@ def precision_forward(ncu):
 def precision_class_shares(ncu):
     """Share of kernel time per kernel class per config (``kernels.class_shares``), configs
     ordered fp32 -> bf16, NCHW before NHWC; ready for ``plots.plot_class_shares(y="config")``."""
-    from yolo_sm.analyse.kernels import class_shares
 
     s = with_config(class_shares(ncu, by=["config"]))
     return _order_configs(s).reset_index(drop=True)
@@ -295,8 +289,6 @@ def precision_class_shares(ncu):
 def precision_matmul(ncu):
     """Convolution and GEMM kernels per config, class and operand type: kernels, time, and
     time-weighted occupancy, registers per thread and shared memory per block."""
-    from yolo_sm.analyse.kernels import add_kernel_class
-    from yolo_sm.analyse.weighting import time_weighted
 
     k = add_kernel_class(ncu) if "kernel_class" not in ncu else ncu
     mm = k[k.kernel_class.isin(MATMUL_CLASSES)]
@@ -324,8 +316,6 @@ def error_table(*sweeps):
     tolerance (``engines.config.TOLERANCE``) and the headroom ``tolerance / max``."""
     import pandas as pd
 
-    from yolo_sm.collect.engines.config import TOLERANCE, Precision
-
     d = pd.concat([_ok(s) for s in sweeps], ignore_index=True)
     out = (
         d.groupby(["precision", "layout"])
@@ -343,8 +333,6 @@ def precision_layer_delta(ncu, a: str = "bf16", b: str = "fp16", layout: str = "
     kernel classes each ran (``classes_a`` / ``classes_b``, '+'-joined), largest delta first.
     Empty when the table lacks either config."""
     import pandas as pd
-
-    from yolo_sm.analyse.kernels import add_kernel_class
 
     k = with_config(add_kernel_class(ncu) if "kernel_class" not in ncu else ncu)
     k = k[k.layout == layout]
@@ -409,7 +397,6 @@ def compile_by_width(bench):
     (``h200/bench_fast_engines``): each ratio is inside one (width, batch) unit, whose variants
     ran one after another in one process. Columns: width, batch, eager img/s, one ratio column
     per variant (img/s over eager; above 1 is faster); a failed variant is an empty cell."""
-    from yolo_sm.analyse.fast import BASELINE
 
     ok = _ok(bench)
     ok = ok[ok["scope"] == "model_only"] if "scope" in ok else ok

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from yolo_sm.analyse.kernels import add_kernel_class
+
 
 def weighted_mean(values, weights) -> float:
     """Mean of ``values`` weighted by ``weights`` (pandas Series): rows without a value are left
@@ -74,8 +76,6 @@ def layer_view(kernels, by=("layer", "module_type", "stage"), time_col: str = "d
     time, and the tensor-core share of the time. ``time_share`` is the group's share of its
     config's time when ``by`` holds "config", else of the whole table. Tidy, ready for heatmaps."""
     import pandas as pd
-
-    from yolo_sm.analyse.kernels import add_kernel_class
 
     df = kernels if "kernel_class" in kernels else add_kernel_class(kernels)
     waves = next((c for c in ("waves", "waves_per_sm") if c in df), None)  # Kineto / ncu name

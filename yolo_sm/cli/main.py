@@ -8,9 +8,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
+from yolo_sm.collect import models
+from yolo_sm.collect.environment import describe
+from yolo_sm.collect.remeasure import remeasure, summary
+from yolo_sm.collect.sweep import SweepSpec, check_environment, check_output_path, run_sweep
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.plans import load_yaml
+from yolo_sm.report.render import render_site
 
 
 class _Parser(argparse.ArgumentParser):
@@ -256,7 +261,6 @@ def _sentence(e: Exception) -> str:
 
 
 def cmd_remeasure(args) -> int:
-    from yolo_sm.collect.remeasure import remeasure, summary
 
     df = remeasure(
         args.dataset,
@@ -274,7 +278,6 @@ def cmd_remeasure(args) -> int:
 
 
 def cmd_env(args) -> int:
-    from yolo_sm.collect.environment import describe
 
     info = describe(args.device)
     if args.json:
@@ -288,8 +291,6 @@ def cmd_env(args) -> int:
 
 def cmd_models(args) -> int:
     import pandas as pd
-
-    from yolo_sm.collect import models
 
     fam = args.family.lower()
     if fam == "wide" and not models._is_number(str(args.width)):
@@ -314,29 +315,7 @@ def cmd_models(args) -> int:
     return 0
 
 
-def load_yaml(path: str) -> dict:
-    import yaml
-
-    p = Path(path)
-    if not p.is_file():
-        raise UserError(f"config file {path} does not exist")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise UserError(f"config file {path} is not valid YAML{where}") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise UserError(
-            f"config file {path} must hold a mapping of sweep keys, not a {type(data).__name__}"
-        )
-    return data
-
-
 def cmd_sweep(args) -> int:
-    from yolo_sm.collect.sweep import SweepSpec, check_environment, check_output_path, run_sweep
 
     data = load_yaml(args.config) if args.config else {}
     out = args.out or data.pop("out", None)
@@ -410,7 +389,6 @@ def _print_sweep_summary(df) -> None:
 
 
 def cmd_render(args) -> int:
-    from yolo_sm.report.render import render_site
 
     only = [x for x in (args.only or "").split(",") if x]
     index = render_site(args.notebooks, args.out, timeout=args.timeout, only=only)

@@ -24,7 +24,34 @@ import sys
 import time
 from dataclasses import asdict, dataclass, fields, replace
 
+from yolo_sm.collect.engines import EngineConfig, build_engine, check_device
+from yolo_sm.collect.engines.config import (
+    Backend,
+    Layout,
+    Precision,
+    check_compile_mode,
+    check_device_name,
+)
+from yolo_sm.collect.images import bundled_images
+from yolo_sm.collect.models import FAMILIES, MAX_WIDTH, MIN_WIDTH, build_yolo, model_flops
+from yolo_sm.collect.pipeline import (
+    NMS_IMPL,
+    DetectionPipeline,
+    PipelineConfig,
+    measure_pipeline,
+    set_class_prior,
+)
+from yolo_sm.collect.provenance import collect
+from yolo_sm.collect.sweep import Point, SweepSpec, _bool, _float, _int, _split, failure, run_point
+from yolo_sm.collect.sweep import _free as free
+from yolo_sm.collect.timing import measure_engine
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.store import (
+    check_output_path,
+    read_table,
+    remove_stale_partials,
+    write_atomic,
+)
 
 BASELINE = ("eager", "fp16", "nhwc")
 DEFAULT_ENGINES = (("cudagraph", "fp16", "nhwc"), ("compile", "fp16", "nhwc"))
@@ -68,7 +95,6 @@ def pipeline_variant(engine, streams: int) -> str:
 def parse_engine(item) -> tuple[str, str, str]:
     """``backend[:mode]/precision/layout`` (a string or a 3-sequence) -> a checked triple; a
     typo is one sentence, while an engine that cannot run here becomes an error row later."""
-    from yolo_sm.collect.engines.config import Backend, Layout, Precision, check_compile_mode
 
     parts = [str(x).strip().lower() for x in (item.split("/") if isinstance(item, str) else item)]
     if len(parts) != 3:
@@ -114,7 +140,6 @@ class BenchSpec:
         items), ``batches``, ``engines`` (``backend/precision/layout`` strings),
         ``pipeline_engine``, ``pipeline_streams``, ``device``, ``imgsz``, ``budget_ms``,
         ``warmup_ms``, ``seconds``, ``predict``, ``est_unit_s``."""
-        from yolo_sm.collect.sweep import _bool, _float, _int, _split
 
         data = dict(data)
         known = {f.name for f in fields(cls)} | {"family", "widths"}
@@ -159,8 +184,6 @@ class BenchSpec:
         return cls(**kw).validated()
 
     def validated(self) -> BenchSpec:
-        from yolo_sm.collect.engines.config import check_device_name
-        from yolo_sm.collect.models import FAMILIES, MAX_WIDTH, MIN_WIDTH
 
         if not self.models or not self.batches:
             raise UserError("bench needs at least one model and one batch size")
@@ -231,8 +254,6 @@ def missing_units(spec: BenchSpec, out) -> list[tuple[str, float, int]]:
     """The units of ``spec`` that ``out`` does not hold completely (all when it is absent)."""
     from pathlib import Path
 
-    from yolo_sm.contract.store import read_table
-
     spec = spec.validated()
     complete = _complete_units(spec, read_table(Path(out)))
     return [u for u in spec.units() if _unit_key(*u) not in complete]
@@ -263,14 +284,6 @@ def run_bench(
     ``prov_*``. ``deadline``: a ``time.monotonic()`` value (see the module docstring)."""
     import pandas as pd
     from tqdm.auto import tqdm
-
-    from yolo_sm.collect.engines import check_device
-    from yolo_sm.contract.store import (
-        check_output_path,
-        read_table,
-        remove_stale_partials,
-        write_atomic,
-    )
 
     spec = spec.validated()
     check_device(spec.device)
@@ -323,8 +336,6 @@ CLASS_PRIOR = (0.001, 1.5)
 
 
 def _build_model(family: str, width: float):
-    from yolo_sm.collect.models import build_yolo
-    from yolo_sm.collect.pipeline import set_class_prior
 
     try:
         model = build_yolo(family, width)
@@ -338,7 +349,6 @@ def bench_unit(model, family: str, width: float, batch: int, spec: BenchSpec, fr
     """Rows of one (model, batch): baseline and engines, the pipeline per stream count, predict;
     ``vs_baseline`` against this unit's baseline. ``model`` may be the exception its build
     raised: then every variant is an error row."""
-    from yolo_sm.collect.provenance import collect
 
     head = {"family": family, "width": float(width), "batch": int(batch)}
     if isinstance(model, BaseException):
@@ -346,8 +356,6 @@ def bench_unit(model, family: str, width: float, batch: int, spec: BenchSpec, fr
             {**head, "variant": v, "scope": _scope(v), **_failure(model)} for v in spec.variants()
         ]
     else:
-        from yolo_sm.collect.models import model_flops
-
         flops = model_flops(model, spec.imgsz)
         rows = [_engine_row(model, head, e, spec, flops) for e in (BASELINE, *spec.engines)]
         rows += _pipeline_rows(model, head, spec, frames)
@@ -381,7 +389,6 @@ def _engine_columns(engine) -> dict:
 
 
 def _failure(e: BaseException) -> dict:
-    from yolo_sm.collect.sweep import failure
 
     return failure(e)
 
@@ -389,7 +396,6 @@ def _failure(e: BaseException) -> dict:
 def _engine_row(model, head: dict, engine, spec: BenchSpec, flops: int) -> dict:
     """One engine timed model-only through the sweep's ``run_point`` (build, numerical check
     against eager fp32, CUDA events); failures come back as error / oom rows."""
-    from yolo_sm.collect.sweep import Point, SweepSpec, run_point
 
     cols = _engine_columns(engine)
     p = Point(
@@ -417,14 +423,6 @@ def _engine_row(model, head: dict, engine, spec: BenchSpec, flops: int) -> dict:
 def _pipeline_rows(model, head: dict, spec: BenchSpec, frames) -> list[dict]:
     """One engine instance, timed model-only first, then wrapped in a pipeline per stream count
     (frames to boxes); ``pipeline_vs_model_only`` = pipeline frames/s over that img/s."""
-    from yolo_sm.collect.engines import EngineConfig, build_engine
-    from yolo_sm.collect.pipeline import (
-        NMS_IMPL,
-        DetectionPipeline,
-        PipelineConfig,
-        measure_pipeline,
-    )
-    from yolo_sm.collect.timing import measure_engine
 
     engine = spec.pipeline_engine_here()
     cols = _engine_columns(engine)
@@ -539,15 +537,12 @@ def _predict_row(model, head: dict, spec: BenchSpec, frames) -> dict:
 
 
 def _free() -> None:
-    from yolo_sm.collect.sweep import _free as free
 
     free(collect=True)
 
 
 def _bundled_frames():
     import cv2
-
-    from yolo_sm.collect.images import bundled_images
 
     frames = [cv2.imread(str(p)) for p in bundled_images()]
     h, w = frames[0].shape[:2]

@@ -9,6 +9,8 @@ copy of a 1 GiB buffer reads and writes each byte once (2 bytes of traffic per b
 
 from __future__ import annotations
 
+from yolo_sm.collect.provenance import sm_clock_mhz
+from yolo_sm.collect.timing import measure
 from yolo_sm.contract.errors import UserError
 
 MATMUL_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
@@ -73,9 +75,6 @@ def measure_ceilings(
     ``sm_clock_end_mhz``, the SM clock (NVML) right after its timed calls (None on a CPU)."""
     import pandas as pd
     import torch
-
-    from yolo_sm.collect.provenance import sm_clock_mhz
-    from yolo_sm.collect.timing import measure
 
     if fill not in FILLS:
         raise UserError(f"unknown matmul fill {fill!r}; use one of {', '.join(FILLS)}")

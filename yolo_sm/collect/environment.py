@@ -7,6 +7,8 @@ import os
 import shutil
 from pathlib import Path
 
+from yolo_sm.collect.provenance import collect
+
 NCU_CANDIDATES = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/ncu")
 
 
@@ -36,8 +38,6 @@ def gpm_supported(index: int = 0) -> bool | None:
 def describe(device: str = "cuda") -> dict:
     """Provenance facts plus one line per backend and profiler: usable here or why not."""
     import torch
-
-    from yolo_sm.collect.provenance import collect
 
     cuda = torch.cuda.is_available()
     info = collect(device if cuda else "cpu")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from yolo_sm.collect.offline import prepare_ultralytics
 from yolo_sm.contract.errors import UserError
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
@@ -17,7 +18,6 @@ IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
 def bundled_images() -> list[Path]:
     """ultralytics' two bundled sample images, ``bus.jpg`` (810x1080) and ``zidane.jpg``
     (1280x720), in that order."""
-    from yolo_sm.collect.offline import prepare_ultralytics
 
     prepare_ultralytics()
     from ultralytics.utils import ASSETS
@@ -51,8 +51,6 @@ def load_images(source: str | Path | None = None, imgsz: int = 640) -> np.ndarra
     Raises UserError naming a file that cannot be read as an image.
     """
     import cv2
-
-    from yolo_sm.collect.offline import prepare_ultralytics
 
     prepare_ultralytics()
     from ultralytics.data.augment import LetterBox

@@ -6,8 +6,9 @@ import json
 import os
 from pathlib import Path
 
+from yolo_sm.collect.plans import load_plan, run_plan, step_state
 from yolo_sm.contract.datasets import load_entry, manifests
-from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.errors import NotAvailableError, UserError
 
 LIVE: dict = {}
 
@@ -25,9 +26,6 @@ def go_live(
     datasets the plan cannot make (profile joins, the provisional tables) still come from the
     shipped data. Needs a CUDA GPU. Returns the live folder."""
     import torch
-
-    from yolo_sm.collect.plans import load_plan
-    from yolo_sm.contract.errors import NotAvailableError
 
     if not torch.cuda.is_available():
         raise NotAvailableError(
@@ -50,7 +48,6 @@ def _live_step(name: str):
 
 
 def _load_live(name: str):
-    from yolo_sm.collect.plans import run_plan, step_state
 
     plan, out = LIVE["plan"], LIVE["out"]
     step = _live_step(name)

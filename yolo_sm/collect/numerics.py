@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+from yolo_sm.collect.bench import CLASS_PRIOR
+from yolo_sm.collect.engines import EngineConfig, build_engine
+from yolo_sm.collect.engines.base import reference_output, relative_l2
+from yolo_sm.collect.images import bundled_images
+from yolo_sm.collect.models import build_yolo
+from yolo_sm.collect.models.common import calibration_batches
+from yolo_sm.collect.pipeline import DetectionPipeline, match_boxes, set_class_prior
+
 
 def numerical_errors(
     model,
@@ -16,9 +24,6 @@ def numerical_errors(
     """Relative L2 error of each precision's raw head output against eager fp32, per seed
     (fresh random inputs each), measured here on ``device``."""
     import pandas as pd
-
-    from yolo_sm.collect.engines import EngineConfig, build_engine
-    from yolo_sm.collect.engines.base import reference_output, relative_l2
 
     rows = []
     for prec in precisions:
@@ -61,13 +66,8 @@ def box_agreement(
     import numpy as np
     import pandas as pd
 
-    from yolo_sm.collect.engines import EngineConfig, build_engine
-    from yolo_sm.collect.pipeline import DetectionPipeline, match_boxes
-
     if frames is None:
         import cv2
-
-        from yolo_sm.collect.images import bundled_images
 
         frames = [cv2.imread(str(p)) for p in bundled_images()]
     boxes = {}
@@ -112,14 +112,7 @@ def photo_errors(
     import pandas as pd
     import torch
 
-    from yolo_sm.collect.engines import EngineConfig, build_engine
-    from yolo_sm.collect.engines.base import relative_l2
-    from yolo_sm.collect.models.common import calibration_batches
-
     if class_prior:
-        from yolo_sm.collect.bench import CLASS_PRIOR
-        from yolo_sm.collect.pipeline import set_class_prior
-
         model = copy.deepcopy(model)
         set_class_prior(model, *CLASS_PRIOR)
     x = calibration_batches(imgsz)[0]
@@ -149,8 +142,6 @@ def photo_errors(
 def photo_errors_by_width(widths=(0.5, 1.0), family="yolov8", **kw):
     """:func:`photo_errors` for several widths of a family, one table."""
     import pandas as pd
-
-    from yolo_sm.collect.models import build_yolo
 
     return pd.concat(
         [photo_errors(build_yolo(family, w), **kw).assign(width=w) for w in widths],

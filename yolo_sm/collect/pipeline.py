@@ -32,6 +32,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from yolo_sm.collect.images import load_images
 from yolo_sm.contract.errors import UserError
 
 # which NMS implementation DetectionPipeline.postprocess runs (recorded in the bench's rows):
@@ -656,7 +657,6 @@ def set_class_prior(model, p: float, spread: float = 1.0) -> None:
     logit = float(np.log(p / (1 - p)))
     captured = []
     hooks = [seq[-1].register_forward_hook(lambda m, i, o: captured.append(o)) for seq in head.cv3]
-    from yolo_sm.collect.images import load_images
 
     with torch.no_grad():
         model(torch.from_numpy(load_images(None, 640)))

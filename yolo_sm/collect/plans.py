@@ -15,88 +15,28 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from yolo_sm.collect.bench import BenchSpec, missing_units, run_bench
+from yolo_sm.collect.ceilings import measure_ceilings
+from yolo_sm.collect.probe import probe_pipeline
+from yolo_sm.collect.profiling import kineto, ncu
+from yolo_sm.collect.profiling.suite import engines, run_gpm
+from yolo_sm.collect.profiling.target import build_parser, configs, target_argv
+from yolo_sm.collect.provenance import collect
+from yolo_sm.collect.sweep import SweepSpec, missing_points, run_sweep
 from yolo_sm.contract.errors import UserError
-
-KINDS = ("sweep", "ncu", "trace", "gpm", "ceilings", "bench", "probe")
-# kinds that resume part-way and stop themselves at the deadline (the others run whole, so
-# they start only when their est_s fits in the time left)
-RESUMABLE = ("sweep", "bench")
-
-
-@dataclass(frozen=True)
-class Step:
-    name: str
-    kind: str
-    out: str  # file name inside the output folder
-    params: dict = field(default_factory=dict)
-    description: str = ""
-    est_s: float = 60.0  # rough cost, for deciding whether a step still fits
-
-    @property
-    def dataset_kind(self) -> str:
-        return {"trace": "kernels"}.get(self.kind, self.kind)
-
-
-@dataclass(frozen=True)
-class Plan:
-    name: str
-    device: str
-    steps: tuple[Step, ...]
-    path: str = ""  # the YAML it was read from (for the command recorded in the manifest)
-
-
-def load_plan(path: str | os.PathLike) -> Plan:
-    """Read and check a plan YAML (``name``, ``device``, ``steps`` with name/kind/out/params)."""
-    from yolo_sm.cli.main import load_yaml
-
-    data = load_yaml(str(path))
-    steps = data.get("steps")
-    if not isinstance(steps, list) or not steps:
-        raise UserError(f"plan {path} needs a non-empty 'steps' list")
-    out, seen = [], set()
-    for i, s in enumerate(steps):
-        if not isinstance(s, dict) or not {"name", "kind", "out"} <= set(s):
-            raise UserError(f"plan {path}: step {i + 1} needs name, kind and out")
-        if s["kind"] not in KINDS:
-            raise UserError(
-                f"plan {path}: step {s['name']} has unknown kind {s['kind']!r} "
-                f"(choose {', '.join(KINDS)})"
-            )
-        if s["name"] in seen:
-            raise UserError(f"plan {path}: step name {s['name']!r} appears twice")
-        seen.add(s["name"])
-        unknown = set(s) - {"name", "kind", "out", "params", "description", "est_s"}
-        if unknown:
-            raise UserError(f"plan {path}: step {s['name']} has unknown keys {sorted(unknown)}")
-        out.append(
-            Step(
-                s["name"],
-                s["kind"],
-                s["out"],
-                dict(s.get("params") or {}),
-                str(s.get("description", "")),
-                float(s.get("est_s", 60)),
-            )
-        )
-    return Plan(
-        str(data.get("name", Path(path).stem)),
-        str(data.get("device", "cuda")),
-        tuple(out),
-        str(path),
-    )
+from yolo_sm.contract.manifest import register as reg
+from yolo_sm.contract.plans import RESUMABLE, Plan, Step
+from yolo_sm.contract.store import read_arrow, write_atomic, write_table_atomic
 
 
 def _sweep_spec(step: Step, plan: Plan):
-    from yolo_sm.collect.sweep import SweepSpec
 
     return SweepSpec.from_mapping({"device": plan.device, **step.params})
 
 
 def _bench_spec(step: Step, plan: Plan):
-    from yolo_sm.collect.bench import BenchSpec
 
     return BenchSpec.from_mapping({"device": plan.device, **step.params})
 
@@ -105,13 +45,9 @@ def _progress(step: Step, plan: Plan, path: Path) -> tuple[int, int, str] | None
     """(missing, total, what) of a resumable step whose output ``path`` exists: points of a
     sweep, (model, batch) units of a bench; None for the kinds that run whole."""
     if step.kind == "sweep":
-        from yolo_sm.collect.sweep import missing_points
-
         spec = _sweep_spec(step, plan)
         return len(missing_points(spec, path)), len(spec.points()), "points"
     if step.kind == "bench":
-        from yolo_sm.collect.bench import missing_units
-
         spec = _bench_spec(step, plan)
         return len(missing_units(spec, path)), len(spec.units()), "(model, batch) units"
     return None
@@ -304,8 +240,6 @@ def redo_errors(step: Step, out_dir: Path, match: str = "") -> int:
     The table is rewritten atomically with its metadata; returns how many rows were dropped."""
     import pyarrow.compute as pc
 
-    from yolo_sm.contract.store import read_arrow, write_table_atomic
-
     path = out_dir / step.out
     if step.kind not in RESUMABLE or not path.exists():
         return 0
@@ -367,7 +301,6 @@ def run_plan(
         if register and (out_dir / step.out).exists():
             # a finished step, or a partial sweep / bench (said so in its description): what
             # was measured is usable and the manifest says how much is missing
-            from yolo_sm.contract.manifest import register as reg
 
             reg(
                 out_dir,
@@ -383,14 +316,12 @@ def run_plan(
 
 
 def _run_sweep(step, plan, out_dir, deadline, progress):
-    from yolo_sm.collect.sweep import run_sweep
 
     run_sweep(_sweep_spec(step, plan), out_dir / step.out, progress=progress, deadline=deadline)
 
 
 def _configs(step: Step, plan: Plan):
     """(family, width, precision, layout, batch) tuples of a profiling step's grid."""
-    from yolo_sm.collect.profiling.target import build_parser, configs
 
     p = step.params
     args = build_parser().parse_args(
@@ -416,7 +347,6 @@ def _configs(step: Step, plan: Plan):
 
 def _engines(args, grid, backend: str, device: str):
     """(label, engine, input) for each config of a profiling step's grid, one model per width."""
-    from yolo_sm.collect.profiling.suite import engines
 
     return engines(args.family, grid, args.imgsz, device, backend)
 
@@ -426,7 +356,6 @@ def _csv(v) -> str:
 
 
 def _with_provenance(df, device: str):
-    from yolo_sm.collect.provenance import collect
 
     prov = collect(device)
     return df.assign(**{f"prov_{k}": v for k, v in prov.items() if not isinstance(v, dict)})
@@ -434,9 +363,6 @@ def _with_provenance(df, device: str):
 
 def _run_ncu(step, plan, out_dir, deadline, progress):
     import tempfile
-
-    from yolo_sm.collect.profiling import ncu
-    from yolo_sm.collect.profiling.target import target_argv
 
     args, _ = _configs(step, plan)
     p = step.params
@@ -462,8 +388,6 @@ def _run_ncu(step, plan, out_dir, deadline, progress):
 def _run_trace(step, plan, out_dir, deadline, progress):
     import pandas as pd
 
-    from yolo_sm.collect.profiling import kineto
-
     args, grid = _configs(step, plan)
     backend = step.params.get("backend", "eager")
     traces = out_dir / "traces"
@@ -487,7 +411,6 @@ def _run_trace(step, plan, out_dir, deadline, progress):
 def _run_gpm(step, plan, out_dir, deadline, progress):
     """Each config runs back to back for ``seconds`` while the sampler marks it; idle gaps of
     ``gap_s`` separate configs so the timeline shows where each starts."""
-    from yolo_sm.collect.profiling.suite import run_gpm
 
     args, grid = _configs(step, plan)
     built = list(_engines(args, grid, step.params.get("backend", "eager"), plan.device))
@@ -503,14 +426,12 @@ def _run_gpm(step, plan, out_dir, deadline, progress):
 
 
 def _write(df, path: Path, metadata: dict | None = None) -> None:
-    from yolo_sm.contract.store import write_atomic
 
     write_atomic(df, path, metadata)
 
 
 def _run_ceilings(step, plan, out_dir, deadline, progress):
     """Matmul peaks per precision, copy bandwidths, one frame's host-to-device copy."""
-    from yolo_sm.collect.ceilings import measure_ceilings
 
     p = step.params
     df = measure_ceilings(
@@ -525,7 +446,6 @@ def _run_ceilings(step, plan, out_dir, deadline, progress):
 
 def _run_probe(step, plan, out_dir, deadline, progress):
     """A frames-to-boxes batch stage by stage (yolo_sm.collect.probe), with provenance."""
-    from yolo_sm.collect.probe import probe_pipeline
 
     p = step.params
     df = probe_pipeline(
@@ -544,7 +464,6 @@ def _run_bench(step, plan, out_dir, deadline, progress):
     """Baseline, engines, pipeline per stream count and YOLO.predict per (model, batch); rows
     carry their own provenance. Resumes per (model, batch), stops before one that would end
     past the deadline (yolo_sm.collect.bench)."""
-    from yolo_sm.collect.bench import run_bench
 
     run_bench(_bench_spec(step, plan), out_dir / step.out, progress=progress, deadline=deadline)
 

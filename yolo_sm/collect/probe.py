@@ -15,6 +15,15 @@ from __future__ import annotations
 import math
 import time
 
+from yolo_sm.collect.bench import (
+    CPU_PIPELINE_ENGINE,
+    PIPELINE_ENGINE,
+    _build_model,
+    _bundled_frames,
+)
+from yolo_sm.collect.engines import EngineConfig, build_engine
+from yolo_sm.contract.errors import UserError
+
 # stage names, in the order of the table
 STAGES = (
     "h2d",
@@ -27,8 +36,6 @@ STAGES = (
     "batch, 1 stream",
     "batch, 3 streams",
 )
-# the stages one batch goes through, whose sum a 1-stream batch costs at least
-PIPELINE_STAGES = ("h2d", "letterbox", "engine", "decode", "postprocess")
 
 
 def probe_pipeline(
@@ -55,14 +62,6 @@ def probe_pipeline(
     import torch
 
     import yolo_sm.collect.pipeline as P
-    from yolo_sm.collect.bench import (
-        CPU_PIPELINE_ENGINE,
-        PIPELINE_ENGINE,
-        _build_model,
-        _bundled_frames,
-    )
-    from yolo_sm.collect.engines import EngineConfig, build_engine
-    from yolo_sm.contract.errors import UserError
 
     if frames not in ("bus", "alternate"):
         raise UserError(f"frames must be 'bus' or 'alternate', got {frames!r}")

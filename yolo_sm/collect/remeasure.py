@@ -22,14 +22,24 @@ import json
 from pathlib import Path
 
 from yolo_sm.analyse.remeasure import launch_bound, within_tolerance
+from yolo_sm.collect.models import model_flops
+from yolo_sm.collect.sweep import (
+    KEY_COLUMNS,
+    Point,
+    SweepSpec,
+    _build_model,
+    _free,
+    failure,
+    run_point,
+)
+from yolo_sm.contract import datasets
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.store import check_output_path, write_atomic
 
 
 def _timing_settings(name: str) -> dict:
     """``budget_ms`` / ``warmup_ms`` the shipped table was measured with (parquet metadata)."""
     import pyarrow.parquet as pq
-
-    from yolo_sm.contract import datasets
 
     path = datasets.path(name)
     try:
@@ -42,7 +52,6 @@ def _timing_settings(name: str) -> dict:
 
 def pick(df, n: int, seed: int):
     """``n`` random ``ok`` rows of a sweep table (reproducible for a seed), in model order."""
-    from yolo_sm.collect.sweep import KEY_COLUMNS
 
     ok = df[df.status == "ok"]
     if n < 1:
@@ -66,11 +75,6 @@ def remeasure(
     import pandas as pd
     from tqdm.auto import tqdm
 
-    from yolo_sm.collect.models import model_flops
-    from yolo_sm.collect.sweep import KEY_COLUMNS, Point, SweepSpec, _build_model, _free, run_point
-    from yolo_sm.contract import datasets
-    from yolo_sm.contract.store import check_output_path, write_atomic
-
     entry = datasets.info(name)
     if entry.get("kind") != "sweep":
         raise UserError(f"{name} is a {entry.get('kind')} dataset; remeasure takes a sweep")
@@ -92,8 +96,6 @@ def remeasure(
             model = _build_model(p)
             new = run_point(model, p, spec, model_flops(model, p.imgsz))
         except Exception as e:  # noqa: BLE001 - a point that cannot be built is a row
-            from yolo_sm.collect.sweep import failure
-
             new = {**failure(e), "img_per_s": float("nan")}
         finally:
             model = None

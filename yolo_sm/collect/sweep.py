@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
+from yolo_sm.collect.engines import EngineConfig, build_engine
+from yolo_sm.collect.engines.base import CHECK_INPUT
 from yolo_sm.collect.engines.config import (
     Backend,
     Layout,
@@ -26,27 +28,15 @@ from yolo_sm.collect.engines.config import (
     check_compile_mode,
     check_device_name,
 )
+from yolo_sm.collect.models import FAMILIES, MAX_WIDTH, MIN_WIDTH, build_yolo, model_flops, preset
+from yolo_sm.collect.timing import measure_engine
 from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.contract.schema import KEY_COLUMNS
 from yolo_sm.contract.store import (
     check_output_path,
     read_table,
     remove_stale_partials,
     write_atomic,
-)
-
-KEY_COLUMNS = (
-    "family",
-    "scale",
-    "width",
-    "depth",
-    "max_channels",
-    "precision",
-    "layout",
-    "backend",
-    "batch",
-    "imgsz",
-    "compile_mode",
-    "device",
 )
 
 
@@ -121,7 +111,6 @@ class SweepSpec:
         return cls(**kw).validated()
 
     def validated(self) -> SweepSpec:
-        from yolo_sm.collect.models import FAMILIES, MAX_WIDTH, MIN_WIDTH
 
         def each(values, what, choices):
             out = []
@@ -184,7 +173,6 @@ class SweepSpec:
 
     def points(self) -> list[Point]:
         """Every supported point, ordered so that each model and engine is built once."""
-        from yolo_sm.collect.models import preset
 
         out = []
         for fam, w, d in itertools.product(self.family, self.widths, self.depth):
@@ -379,8 +367,6 @@ def run_sweep(
                 row = _error_row(p, spec, model_error)
             else:
                 if p.imgsz not in flops:
-                    from yolo_sm.collect.models import model_flops
-
                     flops[p.imgsz] = model_flops(model, p.imgsz)
                 row = run_point(model, p, spec, flops[p.imgsz])
             rows.append(row)
@@ -394,13 +380,11 @@ def run_sweep(
 
 
 def _build_model(p: Point):
-    from yolo_sm.collect.models import build_yolo
 
     return build_yolo(p.family, p.scale or p.width, depth=p.depth, max_channels=p.max_channels)
 
 
 def _config(p: Point, spec: SweepSpec):
-    from yolo_sm.collect.engines import EngineConfig
 
     return EngineConfig(
         backend=p.backend,
@@ -419,9 +403,6 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
     import time
 
     import torch
-
-    from yolo_sm.collect.engines import build_engine
-    from yolo_sm.collect.timing import measure_engine
 
     on_gpu = p.device.startswith("cuda")
     engine = None
@@ -466,7 +447,6 @@ def failure(e: BaseException) -> dict:
 
 def _row_tail(spec: SweepSpec, flops_per_img=None) -> dict:
     """What every row of a point carries after its key, status and message."""
-    from yolo_sm.collect.engines.base import CHECK_INPUT
 
     return {
         "flops_per_img": flops_per_img,

@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from yolo_sm.collect import provenance
+
 NOISE_THRESHOLD = 0.10  # IQR / median above this marks a run as noisy
 
 
@@ -188,8 +190,6 @@ def measure(
     warmup = max(1, math.ceil(warmup_ms / per_call))
     reps = min(max_reps, max(min_reps, math.ceil(budget_ms / per_call)))
     timer.time_calls(fn, warmup)
-
-    from yolo_sm.collect import provenance
 
     clock_start = provenance.sm_clock_mhz(device) if with_provenance else None
     samples = timer.time_calls(fn, reps, before=flush)

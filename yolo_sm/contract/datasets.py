@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from yolo_sm.contract.errors import UserError
@@ -127,3 +128,111 @@ def load_entry(name: str, folder, entry):
 
 
 # ---- live collection (a notebook's LIVE = True on a GPU machine) ---------------------------
+
+
+# ---- one dataset root: data/<machine>/ with its manifest -------------------------------------
+
+MACHINE_FIELDS = (
+    "gpu_name",
+    "sm_count",
+    "compute_capability",
+    "driver",
+    "cuda",
+    "torch",
+    "cudnn",
+    "ultralytics",
+    "python",
+    "cpu_model",
+)
+
+
+@dataclass(frozen=True)
+class DataRoot:
+    """A folder of datasets with its ``manifest.json`` (``data/h200``, ``data/cpu``, a user's
+    ``results/<machine>``). Notebooks read every table through one root, so the same notebook
+    renders any machine's data."""
+
+    path: Path
+    name: str
+
+    def entries(self) -> dict:
+        """The manifest's datasets (name -> entry); empty when the root has no manifest."""
+        mf = self.path / "manifest.json"
+        if not mf.exists():
+            return {}
+        try:
+            return json.loads(mf.read_text())["datasets"]
+        except (OSError, ValueError, KeyError) as e:
+            raise UserError(f"{mf} is not a readable dataset manifest ({e})") from None
+
+    def names(self) -> list[str]:
+        return sorted(self.entries())
+
+    def has(self, name: str) -> bool:
+        """Whether the root holds dataset ``name`` (a short name: ``sweep_fp16_nhwc``)."""
+        return name in self.entries()
+
+    def info(self, name: str) -> dict:
+        entries = self.entries()
+        if name not in entries:
+            known = ", ".join(sorted(entries)) or "none"
+            raise UserError(f"{self.name} has no dataset {name!r}; it holds: {known}")
+        return entries[name]
+
+    def load(self, name: str):
+        """Dataset ``name`` as a DataFrame, its columns validated against its kind's schema;
+        ``attrs``: ``dataset`` (``<root>/<name>``) and ``provenance``."""
+        return load_entry(f"{self.name}/{name}", self.path, self.info(name))
+
+    def machine(self) -> dict:
+        """What the root was measured on: per field of :data:`MACHINE_FIELDS`, the value its
+        datasets agree on (several values joined by ", "), plus ``date_utc_first`` / ``_last``."""
+        values: dict[str, set] = {f: set() for f in MACHINE_FIELDS}
+        dates = []
+        for e in self.entries().values():
+            prov = e.get("provenance", {})
+            for f in MACHINE_FIELDS:
+                v = prov.get(f)
+                for x in v if isinstance(v, list) else [v]:
+                    if x not in (None, ""):
+                        values[f].add(_plain(x))
+            dates += [prov[k] for k in ("date_utc_first", "date_utc_last") if prov.get(k)]
+        out = {f: ", ".join(sorted(v)) for f, v in values.items() if v}
+        if dates:
+            out["date_utc_first"], out["date_utc_last"] = min(dates), max(dates)
+        return out
+
+    def device_name(self) -> str:
+        """The GPU's name from provenance, else the CPU's (``cpu_model``), else the root's name."""
+        m = self.machine()
+        return m.get("gpu_name") or m.get("cpu_model") or self.name
+
+
+def _plain(x) -> str:
+    """``132.0`` and ``"132"`` alike as ``"132"`` (provenance mixes ints, floats and strings)."""
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return str(x)
+    return (
+        str(int(f))
+        if f.is_integer()
+        and "." not in str(x).rstrip("0").rstrip(".")
+        or (f.is_integer() and str(x).endswith(".0"))
+        else str(x)
+    )
+
+
+def open_root(data: str | os.PathLike = "h200") -> DataRoot:
+    """The dataset root ``data``: a folder name under :func:`data_dir` (``"h200"``, ``"cpu"``)
+    or a path to a folder holding a ``manifest.json``."""
+    p = Path(data)
+    if not p.is_absolute() and not (p / "manifest.json").exists():
+        p = data_dir() / str(data)
+    if not (p / "manifest.json").exists():
+        known = ", ".join(sorted(m.parent.name for m in data_dir().glob("*/manifest.json")))
+        raise UserError(
+            f"no dataset root {str(data)!r} (no manifest.json in {p}); shipped roots: "
+            f"{known or 'none'}"
+        )
+    return DataRoot(p.resolve(), p.name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from yolo_sm.contract import datasets
 from yolo_sm.contract.errors import UserError
 
 # dense fp16 tensor-core peak measured on the H200 machine kind (../shared/h200/README.md,
@@ -34,7 +35,6 @@ def peak_fp16_tflops() -> tuple[float, str]:
 
 
 def load_or_none(name: str):
-    from yolo_sm.contract import datasets
 
     try:
         return datasets.load(name)

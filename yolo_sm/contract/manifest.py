@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from yolo_sm.contract.schema import validate
+from yolo_sm.contract.schema import SCHEMAS, validate
 
 PROVENANCE_FIELDS = (
     "gpu_name",
@@ -62,7 +62,6 @@ def register(
     df = validate(pd.read_parquet(folder / file), kind, name)
     mf = folder / "manifest.json"
     manifest = json.loads(mf.read_text()) if mf.exists() else {"datasets": {}}
-    from yolo_sm.contract.schema import SCHEMAS
 
     entry = {
         "file": file,

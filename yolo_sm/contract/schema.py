@@ -261,3 +261,20 @@ def validate(df, kind: str, name: str | None = None):
     if missing:
         raise ValueError(f"{name or kind} table lacks required column(s): {', '.join(missing)}")
     return df
+
+
+# the columns that name a sweep point (a resumed sweep skips points whose key it holds)
+KEY_COLUMNS = (
+    "family",
+    "scale",
+    "width",
+    "depth",
+    "max_channels",
+    "precision",
+    "layout",
+    "backend",
+    "batch",
+    "imgsz",
+    "compile_mode",
+    "device",
+)

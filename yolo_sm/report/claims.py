@@ -9,8 +9,21 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from yolo_sm.analyse.fast import GOAL3, compare_backends, eight_bit_speedup, jitter
+from yolo_sm.analyse.kernels import add_kernel_class
+from yolo_sm.analyse.roofline import (
+    fusion_bound,
+    fusion_measured,
+    low_occupancy_is_busiest,
+    occupancy_sides,
+    yolo_occupancy_vs_throughput,
+)
+from yolo_sm.analyse.weighting import layer_view, time_weighted, weighted_mean
+from yolo_sm.collect.models import build_yolo, channel_table, model_flops, wide_conv_stack
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.hardware import load_or_none, peak_fp16_tflops
+from yolo_sm.contract.labels import parse_config
+from yolo_sm.report.roofline_plots import pcts as j
 
 HOLDS, FAILS, PARTLY = "holds", "does not hold", "partly holds"
 NOT_TESTABLE, PENDING = "not testable here", "pending data"
@@ -34,7 +47,6 @@ def _pending(n, text, name):
 
 def claim_1():
     text = "Width x1.25 raises FLOPs about 56 %."
-    from yolo_sm.collect.models import build_yolo, model_flops
 
     f1, f125 = (model_flops(build_yolo("yolov8", w, calibrate=False)) for w in (1.0, 1.25))
     rise = f125 / f1 - 1
@@ -52,9 +64,6 @@ def claim_6():
     ncu = load_or_none("h200/ncu_wide_stack")
     if ncu is None:
         return _pending(6, text, "ncu_wide_stack")
-    from yolo_sm.analyse.kernels import add_kernel_class
-    from yolo_sm.analyse.weighting import weighted_mean
-    from yolo_sm.collect.models import channel_table, wide_conv_stack
 
     k = add_kernel_class(ncu[ncu.config == "wide_w2_fp16_nhwc_b8"])
     conv = k[k.kernel_class == "tensor_core_conv"]
@@ -101,12 +110,6 @@ def _yolo_low_occupancy(widths=(1.0, 2.0), cut: float = 60.0):
     ncu = load_or_none("h200/ncu_throughput_w1")
     if ncu is None or len(ncu) == 0:
         return None
-    from yolo_sm.analyse.roofline import (
-        low_occupancy_is_busiest,
-        occupancy_sides,
-        yolo_occupancy_vs_throughput,
-    )
-    from yolo_sm.report.roofline_plots import pcts as j
 
     split = yolo_occupancy_vs_throughput(ncu, cut)
     lo, hi = (side.set_index("width") for side in occupancy_sides(split))
@@ -140,13 +143,11 @@ def claim_9():
 
 
 def _width(config: str) -> float:
-    from yolo_sm.contract.labels import parse_config
 
     return parse_config(config)["width"]
 
 
 def _ncu_by_config(name):
-    from yolo_sm.analyse.weighting import time_weighted
 
     ncu = load_or_none(name)
     if ncu is None:
@@ -185,7 +186,6 @@ def claim_3():
     ncu, tw = _ncu_by_config("h200/ncu_width_b8")
     if ncu is None:
         return _pending(3, text, "ncu_width_b8")
-    from yolo_sm.analyse.weighting import layer_view
 
     lv = layer_view(ncu, by=("config", "layer"))
     below = (lv.achieved_occupancy_tw_pct < 50).groupby(lv.config).mean()
@@ -300,7 +300,6 @@ def claim_11():
     trace = load_or_none("h200/trace_width_b8")
     if trace is None:
         return _pending(11, text, "trace_width_b8")
-    from yolo_sm.analyse.roofline import fusion_bound
 
     per = fusion_bound(trace).set_index("config")
     removed = per.removed_share  # the most fusion can do: each C2f block becomes one kernel
@@ -317,9 +316,6 @@ def claim_11():
         load_or_none("h200/trace_compile_w1_b64"),
     )
     if eager is not None and compiled is not None:
-        from yolo_sm.analyse.fast import compare_backends
-        from yolo_sm.analyse.roofline import fusion_measured
-
         cfg = "yolov8_w1_fp16_nhwc_b64"
         f = fusion_measured(compare_backends({"eager": eager, "compile": compiled}, cfg))
         e, c = f.iloc[0], f.iloc[1]
@@ -375,7 +371,6 @@ def claim_14():
     ncu = load_or_none("h200/ncu_resnet101")
     if ncu is None:
         return _pending(14, text, "ncu_resnet101")
-    from yolo_sm.analyse.weighting import time_weighted
 
     cols = ("dram_throughput_pct", "sm_throughput_pct", "tensor_pipe_pct")
     tw = time_weighted(ncu[ncu.layer != ""], "layer", cols).set_index("layer")
@@ -403,7 +398,6 @@ def claim_15():
     ncu = load_or_none("h200/ncu_width_b8")
     if ncu is None:
         return _pending(15, text, "ncu_width_b8")
-    from yolo_sm.analyse.weighting import layer_view
 
     lv = layer_view(ncu, by=("config", "layer", "module_type", "stage"))
     neck = lv[(lv.stage == "neck") & (lv.module_type == "Conv")]
@@ -428,7 +422,6 @@ def claim_16():
     ncu, tw = _ncu_by_config("h200/ncu_precision_w1")
     if ncu is None:
         return _pending(16, text, "ncu_precision_w1")
-    from yolo_sm.analyse.kernels import add_kernel_class
 
     t = tw.time_us
     pairs = [
@@ -458,7 +451,6 @@ def claim_10():
     bench = load_or_none(BENCH)
     if bench is None:
         return _pending(10, text, "bench_fast_engines")
-    from yolo_sm.analyse.fast import GOAL3, eight_bit_speedup
 
     batch, min_width = GOAL3["batch"], GOAL3["min_width"]
     sp = eight_bit_speedup(bench, batch=batch, min_width=min_width)
@@ -498,7 +490,6 @@ def claim_13():
     bench = load_or_none(BENCH)
     if bench is None:
         return _pending(13, text, "bench_fast_engines")
-    from yolo_sm.analyse.fast import jitter
 
     j = jitter(bench)
     if j.empty:

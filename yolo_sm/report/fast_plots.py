@@ -13,6 +13,7 @@ from yolo_sm.analyse.fast import (
     jitter,
     pipeline_table,
 )
+from yolo_sm.contract.vocab import PIPELINE_STAGES
 from yolo_sm.report.colors import TEMPLATE
 
 
@@ -189,7 +190,6 @@ def compile_time_findings(breakdown, launches, eager: str = "eager", compiled: s
 def probe_findings(probe) -> str:
     """Markdown: what bounds a pipeline batch, from the probe's own figures (no number is
     written here that the table does not hold)."""
-    from yolo_sm.collect.probe import PIPELINE_STAGES
 
     t = probe.set_index("stage")
     u = probe.iloc[0]

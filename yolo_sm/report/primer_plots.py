@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from yolo_sm.analyse.kernels import add_kernel_class
 from yolo_sm.analyse.primer import pipe_vs_occupancy, tensor_core_occupancy_levels, time_weighted
+from yolo_sm.report.colors import TEMPLATE
 
 
 def plot_pipe_vs_occupancy(df, *, title=None):
     """Tensor-pipe utilisation against achieved occupancy, one marker per kernel (area = time)."""
     import plotly.express as px
-
-    from yolo_sm.report.colors import TEMPLATE
 
     d = df.assign(short=df.kernel_name.str.slice(0, 70))
     return px.scatter(

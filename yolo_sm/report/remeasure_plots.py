@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from yolo_sm.analyse.remeasure import TOLERANCE, by_kind
+from yolo_sm.report.colors import TEMPLATE
 
 
 def plot_compare(cmp, title=None):
     """new / shipped img/s against batch per point, colour by backend, symbol launch-bound;
     the +-10 % band shaded."""
     import plotly.express as px
-
-    from yolo_sm.report.colors import TEMPLATE
 
     d = cmp.assign(kind=cmp.launch_bound.map({True: "launch-bound", False: "not launch-bound"}))
     fig = px.scatter(

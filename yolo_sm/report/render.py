@@ -17,6 +17,7 @@ import re
 import time
 from pathlib import Path
 
+from yolo_sm.contract.datasets import list_datasets
 from yolo_sm.contract.errors import UserError
 
 _CDN_SCRIPT = re.compile(r'<script[^>]+src="(?:https?://[^"]*)?"[^>]*>\s*</script>', re.I)
@@ -70,7 +71,6 @@ def required_datasets(path: Path) -> list[str]:
 
 def missing_datasets(path: Path) -> list[str]:
     """The datasets a notebook needs that no manifest under ``yolo_sm.contract.datasets.data_dir()`` holds."""
-    from yolo_sm.contract.datasets import list_datasets
 
     need = required_datasets(Path(path))
     if not need:

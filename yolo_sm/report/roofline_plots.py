@@ -10,6 +10,7 @@ from yolo_sm.analyse.roofline import (
     low_occupancy_is_busiest,
     occupancy_sides,
 )
+from yolo_sm.contract.hardware import PEAK_FP16_TFLOPS, peak_copy_gbps, peak_fp16_tflops
 from yolo_sm.report.colors import KERNEL_CLASS_COLORS, TEMPLATE
 from yolo_sm.report.colors import color_map as _color_map
 
@@ -22,7 +23,6 @@ REFERENCE_NOTE = (
 def ceiling_source(peak_tflops: float, peak_gbps: float) -> str:
     """A few words for a legend: whether ``peak_tflops`` / ``peak_gbps`` are yolo_sm's own
     measured ceilings, the brief's reference figures, or the user's."""
-    from yolo_sm.contract.hardware import PEAK_FP16_TFLOPS
 
     if (peak_tflops, peak_gbps) == default_peaks():
         measured = ceiling_note() != REFERENCE_NOTE
@@ -34,7 +34,6 @@ def ceiling_source(peak_tflops: float, peak_gbps: float) -> str:
 
 def ceiling_note() -> str:
     """Where the default ceilings come from (measured by yolo_sm, or the brief's figures)."""
-    from yolo_sm.contract.hardware import peak_copy_gbps, peak_fp16_tflops
 
     (_, a), (_, b) = peak_fp16_tflops(), peak_copy_gbps()
     if "measured" in a and "measured" in b:

@@ -9,8 +9,10 @@ from yolo_sm.analyse.scaling import (
     measurement_runs,
     speed_vs_occupancy,
 )
+from yolo_sm.contract.vocab import TOLERANCE, Precision
 from yolo_sm.report.colors import COLORS, TEMPLATE
 from yolo_sm.report.colors import color_map as _color_map
+from yolo_sm.report.fast_plots import plot_speedup_vs_width
 
 
 def plot_width_lines(table, *, y="img_per_s", log_y=True, title=None, y_title=None):
@@ -309,8 +311,6 @@ def plot_rel_err(*sweeps, title=None):
     with each precision's tolerance as a dash."""
     import pandas as pd
     import plotly.express as px
-
-    from yolo_sm.collect.engines.config import TOLERANCE, Precision
 
     d = pd.concat([_ok(s) for s in sweeps], ignore_index=True)
     d = d[d.rel_err > 0]  # fp32 against itself is exactly 0: not on a log axis
@@ -696,7 +696,6 @@ def compile_findings(tab, sweep=None) -> str:
 def plot_compile_by_width(bench, title=None):
     """The bench's CUDA graph and torch.compile rows over eager against width, one panel per
     batch (:func:`yolo_sm.analyse.fast.plot_speedup_vs_width` on those variants)."""
-    from yolo_sm.report.fast_plots import plot_speedup_vs_width
 
     return plot_speedup_vs_width(
         bench[bench.variant.isin(list(COMPILE_VARIANTS))],
@@ -707,8 +706,6 @@ def plot_compile_by_width(bench, title=None):
 def fp8_error_findings(tab, tolerance: float | None = None) -> str:
     """What :func:`fp8_error_table` shows, computed from it."""
     if tolerance is None:
-        from yolo_sm.collect.engines.config import TOLERANCE, Precision
-
         tolerance = TOLERANCE[Precision.FP8]
     t = tab.sort_values("width").set_index("width")
     lines = []

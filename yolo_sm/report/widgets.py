@@ -6,6 +6,10 @@ a static figure beside each explorer.
 
 from __future__ import annotations
 
+from yolo_sm.analyse import occupancy
+from yolo_sm.analyse.occupancy import occupancy_curve
+from yolo_sm.report import plots
+
 
 def occupancy_explorer(
     compute_capability: str = "9.0", threads: int = 256, registers: int = 32, smem_kib: int = 0
@@ -14,9 +18,6 @@ def occupancy_explorer(
     import ipywidgets as W
     import pandas as pd
     from IPython.display import display
-
-    from yolo_sm.analyse import occupancy
-    from yolo_sm.report import plots
 
     cc = W.Dropdown(options=sorted(occupancy.ARCH), value=compute_capability, description="CC")
     t = W.IntSlider(value=threads, min=32, max=1024, step=32, description="threads")
@@ -46,8 +47,6 @@ def occupancy_explorer(
 def curves_for(cc: str, threads: int, registers: int, smem: int):
     """The three what-if curves of one launch stacked into one table (column ``vary``)."""
     import pandas as pd
-
-    from yolo_sm.analyse.occupancy import occupancy_curve
 
     parts = []
     for vary in ("threads_per_block", "registers_per_thread", "shared_mem_per_block"):

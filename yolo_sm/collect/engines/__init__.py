@@ -25,6 +25,11 @@ from yolo_sm.collect.engines.config import (
     Layout,
     Precision,
 )
+from yolo_sm.collect.engines.onnx import build_onnxruntime as build
+from yolo_sm.collect.engines.tensorrt import build_tensorrt as build
+from yolo_sm.collect.engines.torch_backends import build_compiled as build
+from yolo_sm.collect.engines.torch_backends import build_cudagraph as build
+from yolo_sm.collect.engines.torch_backends import build_eager as build
 
 __all__ = [
     "Backend",
@@ -52,15 +57,15 @@ def build_engine(model: torch.nn.Module, config: EngineConfig) -> Engine:
     check_device(config.device)
     backend = config.backend
     if backend is Backend.EAGER:
-        from yolo_sm.collect.engines.torch_backends import build_eager as build
+        pass
     elif backend is Backend.CUDAGRAPH:
-        from yolo_sm.collect.engines.torch_backends import build_cudagraph as build
+        pass
     elif backend is Backend.COMPILE:
-        from yolo_sm.collect.engines.torch_backends import build_compiled as build
+        pass
     elif backend is Backend.ONNXRUNTIME:
-        from yolo_sm.collect.engines.onnx import build_onnxruntime as build
+        pass
     elif backend is Backend.TENSORRT:
-        from yolo_sm.collect.engines.tensorrt import build_tensorrt as build
+        pass
     else:  # pragma: no cover - EngineConfig validates the enum
         raise AssertionError(backend)
     engine = build(model, config)

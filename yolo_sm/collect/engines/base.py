@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import torch
 
 from yolo_sm.collect.engines.config import EngineConfig, Layout, Precision
+from yolo_sm.collect.models.common import calibration_batches
 from yolo_sm.contract.errors import NotAvailableError
 
 DTYPES = {
@@ -84,7 +85,6 @@ def photo_input(config: EngineConfig) -> torch.Tensor:
     The fp8 engine's activation scales are calibrated on these photos; uniform noise drives
     activations past the calibrated ranges (saturation), which measures the calibration set, not
     the engine (at width 1.0 the exact CPU emulation is 26 % off fp32 on noise, 0.7 % on photos)."""
-    from yolo_sm.collect.models.common import calibration_batches
 
     real = calibration_batches(config.imgsz)[0]
     x = real[torch.arange(config.batch) % len(real)]

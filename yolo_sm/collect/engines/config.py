@@ -6,46 +6,7 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 
 from yolo_sm.contract.errors import UserError
-
-
-class Backend(str, Enum):
-    EAGER = "eager"
-    CUDAGRAPH = "cudagraph"
-    COMPILE = "compile"
-    ONNXRUNTIME = "onnxruntime"
-    TENSORRT = "tensorrt"
-
-
-class Precision(str, Enum):
-    FP32 = "fp32"
-    TF32 = "tf32"
-    FP16 = "fp16"
-    BF16 = "bf16"
-    INT8 = "int8"
-    FP8 = "fp8"  # E4M3 convolutions, fp16 elsewhere (yolo_sm.collect.engines.fp8)
-
-
-class Layout(str, Enum):
-    NCHW = "nchw"
-    NHWC = "nhwc"
-
-
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-
-# Largest relative L2 error of the head output against the eager fp32 model that each precision
-# may show before the engine is rejected. fp32 differs only by summation order / algorithm choice;
-# tf32 keeps a 10-bit mantissa in the conv inputs; fp16/bf16 activations carry 11/8-bit mantissas
-# through ~100 layers; int8 is calibrated quantisation.
-TOLERANCE = {
-    Precision.FP32: 1e-3,
-    Precision.TF32: 2e-2,
-    Precision.FP16: 2e-2,
-    Precision.BF16: 1e-1,
-    Precision.INT8: 2.5e-1,
-    # checked on photos (engines.base.photo_input); exact CPU emulation, 640 px: 0.0095 (w1.0),
-    # 0.013 (w2.0), 0.075 (w0.5), 0.30 (w0.25, whose random narrow net amplifies any rounding)
-    Precision.FP8: 1e-1,
-}
+from yolo_sm.contract.vocab import COMPILE_MODES, TOLERANCE, Backend, Layout, Precision
 
 
 def _enum(cls, value, what):

@@ -35,6 +35,9 @@ import time
 import torch
 from torch import nn
 
+from yolo_sm.collect.models.common import calibration_batches
+from yolo_sm.contract.errors import NotAvailableError
+
 E4M3_MAX = 448.0
 KERNELS = ("emulate", "cudnn")
 
@@ -173,8 +176,6 @@ class _CudnnFp8Conv:
         try:
             import cudnn
         except ImportError as e:
-            from yolo_sm.contract.errors import NotAvailableError
-
             raise NotAvailableError(
                 "precision fp8 on a GPU needs NVIDIA's cuDNN frontend: "
                 "pip install nvidia-cudnn-frontend"
@@ -370,7 +371,6 @@ def quantize_convs(model: nn.Module, batches, kernel: str = "emulate") -> dict:
 
 def calibration_inputs(imgsz: int) -> list[torch.Tensor]:
     """The real-image calibration batch (no noise: activation ranges come from photos)."""
-    from yolo_sm.collect.models.common import calibration_batches
 
     return calibration_batches(imgsz)[:1]
 
@@ -378,7 +378,6 @@ def calibration_inputs(imgsz: int) -> list[torch.Tensor]:
 def choose_kernel(device: str) -> str:
     """The kernel for ``device``: emulation on the CPU; cuDNN FP8 graphs on a GPU of compute
     capability 8.9 or newer (FP8 tensor cores) with the cuDNN frontend installed."""
-    from yolo_sm.contract.errors import NotAvailableError
 
     if not str(device).startswith("cuda"):
         return "emulate"

@@ -29,6 +29,7 @@ import torch
 from yolo_sm.collect.engines.base import Engine
 from yolo_sm.collect.engines.config import EngineConfig, Precision
 from yolo_sm.collect.engines.onnx import cache_root, export_onnx
+from yolo_sm.collect.images import image_paths, load_images
 from yolo_sm.contract.errors import NotAvailableError, UserError
 
 PLAN_FORMAT = 1  # bump when the way plans are built changes, to invalidate cached plans
@@ -86,7 +87,6 @@ def _calib_source(config: EngineConfig) -> str:
 def calibration_digest(config: EngineConfig) -> str:
     """sha256 over the calibration images' names, sizes and modification times, so that a
     changed image folder gives a new plan and calibration cache."""
-    from yolo_sm.collect.images import image_paths
 
     h = hashlib.sha256()
     for p in image_paths(config.calib_images):
@@ -284,8 +284,6 @@ def _make_calibrator(trt, config: EngineConfig, device: torch.device, cache_path
 
         def get_batch(self, names, *args):
             if self.batches is None:
-                from yolo_sm.collect.images import load_images
-
                 images = torch.from_numpy(load_images(config.calib_images, config.imgsz))
                 n_batches = -(-len(images) // config.batch)
                 order = torch.arange(n_batches * config.batch) % len(images)

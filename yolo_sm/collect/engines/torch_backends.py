@@ -8,6 +8,7 @@ import weakref
 
 import torch
 
+from yolo_sm.collect.engines import fp8
 from yolo_sm.collect.engines.base import DTYPES, Engine, head_tensor, make_input, numerics
 from yolo_sm.collect.engines.config import EngineConfig, Layout, Precision
 from yolo_sm.contract.errors import NotAvailableError
@@ -22,8 +23,6 @@ def prepare_module(model: torch.nn.Module, config: EngineConfig) -> torch.nn.Mod
     for p in m.parameters():
         p.requires_grad_(False)
     if config.precision is Precision.FP8:
-        from yolo_sm.collect.engines import fp8
-
         kernel = fp8.choose_kernel(config.device)
         m.fp8_info = fp8.quantize_convs(m, fp8.calibration_inputs(config.imgsz), kernel)
         if config.layout is Layout.NHWC:

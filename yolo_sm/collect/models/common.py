@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from yolo_sm.collect.images import load_images
+
 MIN_WIDTH, MAX_WIDTH = 0.0625, 4.0
 
 
@@ -29,7 +31,6 @@ def calibration_batches(imgsz: int = 160, seed: int = 0) -> list[torch.Tensor]:
     """Inputs for :func:`calibrate_bn`: ultralytics' two bundled photos (bus, zidane),
     letterboxed, as they are and mirrored, then uniform noise in [0, 1) (what the timing and the
     numerical checks feed): two batches of four."""
-    from yolo_sm.collect.images import load_images
 
     real = torch.from_numpy(load_images(None, imgsz))
     gen = torch.Generator().manual_seed(seed + 1)

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from yolo_sm.collect.models import build_yolo, channel_table
+from yolo_sm.collect.models.resnet import ResNetDetector, _fuse_resnet
+from yolo_sm.collect.profiling import suite
+
 
 def live_gpm(widths=(1.0,), batch: int = 1, seconds: float = 3.0, family: str = "yolov8"):
     """Run :func:`yolo_sm.collect.profiling.suite.run_gpm` now on this machine's GPU (fp16 NHWC eager,
@@ -13,7 +17,6 @@ def live_gpm(widths=(1.0,), batch: int = 1, seconds: float = 3.0, family: str = 
 
     if not torch.cuda.is_available():
         return None
-    from yolo_sm.collect.profiling import suite
 
     built = list(suite.engines(family, widths, "fp16", "nhwc", batch, 640, "cuda"))
     df, _ = suite.run_gpm(built, seconds=seconds)
@@ -24,7 +27,6 @@ def live_gpm(widths=(1.0,), batch: int = 1, seconds: float = 3.0, family: str = 
 def yolo_model(width: float, family: str = "yolov8", depth: float = 0.33):
     """A YOLO model for counting only (no BN calibration: FLOPs and shapes do not depend on
     weights); cached, as ultralytics' constructor runs a CPU forward."""
-    from yolo_sm.collect.models import build_yolo
 
     return build_yolo(family, float(width), depth=depth, calibrate=False)
 
@@ -34,8 +36,6 @@ def resnet_model(depth: int = 101):
     """The ResNet detector of :func:`yolo_sm.collect.models.resnet_backbone` (same trunk, BN folded, same
     head), built without its BN calibration, which only sets values: for counting."""
     import torchvision
-
-    from yolo_sm.collect.models.resnet import ResNetDetector, _fuse_resnet
 
     trunk = getattr(torchvision.models, f"resnet{depth}")(weights=None).eval()
     _fuse_resnet(trunk)
@@ -55,7 +55,6 @@ def layer_traffic(model, imgsz: int = 640, batch: int = 1, bytes_per_element: in
     ``min_bytes`` (weights + inputs + output once), ``conv_bytes`` (every conv inside reading its
     input and weights and writing its output), and the arithmetic intensities
     ``intensity`` = flops / min_bytes and ``conv_intensity`` = flops / conv_bytes (FLOP/byte)."""
-    from yolo_sm.collect.models import channel_table
 
     ct = channel_table(model, imgsz, bytes_per_element)
     b = bytes_per_element

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from yolo_sm.collect.models.common import MAX_WIDTH, LayerRef, calibrate_bn
+from yolo_sm.collect.offline import prepare_ultralytics
 from yolo_sm.contract.errors import UserError
 
 
@@ -16,7 +17,6 @@ class WideConvStack(nn.Module):
 
     def __init__(self, width_factor, base_channels, blocks_per_stage, in_channels):
         super().__init__()
-        from yolo_sm.collect.offline import prepare_ultralytics
 
         prepare_ultralytics()
         from ultralytics.nn.modules import Conv

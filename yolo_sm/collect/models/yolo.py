@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from yolo_sm.collect.models.common import MAX_WIDTH, MIN_WIDTH, _is_number, calibrate_bn
+from yolo_sm.collect.offline import prepare_ultralytics
 from yolo_sm.contract.errors import UserError
 
 FAMILIES = {"yolov8": "v8/yolov8.yaml", "yolo11": "11/yolo11.yaml"}
@@ -61,7 +62,6 @@ def _raw_head_output(module, args, out):
 def _yaml_path(family: str) -> Path:
     if family not in FAMILIES:
         raise UserError(f"unknown family {family!r}: choose one of {', '.join(FAMILIES)}")
-    from yolo_sm.collect.offline import prepare_ultralytics
 
     prepare_ultralytics()
     import ultralytics

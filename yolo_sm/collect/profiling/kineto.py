@@ -17,6 +17,9 @@ import math
 import os
 from pathlib import Path
 
+from yolo_sm.analyse.kernels import classify
+from yolo_sm.analyse.occupancy import theoretical_occupancy, waves
+from yolo_sm.collect import provenance as prov
 from yolo_sm.collect.profiling.nvtx import FORWARD_RANGE, forward_range, layer_ranges, parse_range
 from yolo_sm.contract.errors import UserError
 
@@ -63,8 +66,6 @@ def capture(
 
     import torch
     from torch.profiler import ProfilerActivity, profile
-
-    from yolo_sm.collect import provenance as prov
 
     path = Path(path)
     if not path.name.endswith(".json.gz"):
@@ -120,8 +121,6 @@ def load_kernels(
     Compute capability and SM count come from the trace's ``deviceProperties`` unless given.
     """
     import pandas as pd
-
-    from yolo_sm.analyse.kernels import classify
 
     trace = read_trace(path)
     events = trace["traceEvents"]
@@ -209,7 +208,6 @@ def _enclosing(spans, pid, tid, ts):
 
 
 def _add_occupancy(df, props, cc, sm_count):
-    from yolo_sm.analyse.occupancy import theoretical_occupancy, waves
 
     theo, lim, wav = [], [], []
     for r in df.itertuples():

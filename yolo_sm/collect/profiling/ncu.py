@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from yolo_sm.collect.environment import find_ncu as _find
+from yolo_sm.collect.profiling.nvtx import FORWARD_RANGE, parse_range
 from yolo_sm.contract.errors import NotAvailableError, UserError
 
 # Named metric sets. "occupancy" needs one replay pass (launch statistics are free; duration and
@@ -90,7 +92,6 @@ PERM_HELP = (
 
 
 def find_ncu() -> str | None:
-    from yolo_sm.collect.environment import find_ncu as _find
 
     return _find()
 
@@ -274,7 +275,6 @@ def _wide(long_df):
 def _add_layers(wide) -> None:
     """``config`` (the range under ``profiled_forward``) and the layer range's ``layer``,
     ``module_type`` and ``stage`` (empty where the kernel ran outside any layer range)."""
-    from yolo_sm.collect.profiling.nvtx import FORWARD_RANGE, parse_range
 
     parts = wide.nvtx_path.str.split("/")
     wide["config"] = [

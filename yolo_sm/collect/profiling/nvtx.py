@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import re
 
+from yolo_sm.collect.models import layers
+
 FORWARD_RANGE = "profiled_forward"
 _NAME = re.compile(r"^(?P<layer>\S+) (?P<module_type>\S+) \[(?P<stage>[\w-]+)\]$")
 
@@ -47,8 +49,6 @@ def layer_ranges(model, *, nvtx: bool = True):
     record_function range and, when ``nvtx``, an NVTX range of the same name. Hooks are removed
     on exit, also after an exception."""
     import torch
-
-    from yolo_sm.collect.models import layers
 
     nv = _nvtx() if nvtx else None
     handles, stack = [], []

@@ -19,8 +19,18 @@ import os
 import time
 from pathlib import Path
 
-from yolo_sm.analyse.gpm import SUMMARY_METRICS, overhead_pct
+from yolo_sm.analyse.gpm import SUMMARY_METRICS, overhead_pct, run_medians
+from yolo_sm.analyse.weighting import layer_view, weighted_mean
+from yolo_sm.collect.engines import EngineConfig, build_engine
+from yolo_sm.collect.models import build
+from yolo_sm.collect.profiling import kineto as kin
+from yolo_sm.collect.profiling import ncu
+from yolo_sm.collect.profiling.gpm import GpmSampler
+from yolo_sm.collect.profiling.target import target_argv
+from yolo_sm.collect.provenance import collect
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.labels import config_label
+from yolo_sm.contract.store import write_atomic
 
 GPM_SUMMARY = SUMMARY_METRICS
 
@@ -28,9 +38,6 @@ GPM_SUMMARY = SUMMARY_METRICS
 def engines(family, grid, imgsz, device, backend="eager"):
     """(label, engine, input) for each (width, precision, layout, batch) of ``grid``, one model
     per width; the input is the engine's own static one where it has one (CUDA graph)."""
-    from yolo_sm.collect.engines import EngineConfig, build_engine
-    from yolo_sm.collect.models import build
-    from yolo_sm.contract.labels import config_label
 
     models = {}
     for w, prec, lay, b in grid:
@@ -52,8 +59,6 @@ def run_gpm(built, seconds: float = 3.0, gap_s: float = 0.5, hz: float = 20.0):
     :class:`GpmSampler`, marked ``config=label, phase="run"``, after ``gap_s`` of idle
     (``phase="idle"``) so the timeline shows where each starts. Returns (frame, sampler info)."""
     import torch
-
-    from yolo_sm.collect.profiling.gpm import GpmSampler
 
     for _, eng, x in built:
         eng(x)  # built and autotuned before sampling starts
@@ -87,8 +92,6 @@ def gpm_overhead(eng, x, label: str, rounds: int = 6, seconds: float = 1.0, hz: 
     clock or thermal drift hits both): one row per round with ``sampler`` on/off and img/s."""
     import pandas as pd
     import torch
-
-    from yolo_sm.collect.profiling.gpm import GpmSampler
 
     batch = int(x.shape[0])
     _loop(eng, x, 0.5)  # warm
@@ -126,8 +129,6 @@ def join_layers(kineto, ncu, gpm=None):
     config's median GPM metrics over its run windows (GPM sees the whole GPU, not a layer).
     ``kernels_match`` says whether both profilers saw the same number of kernels in the layer."""
     import pandas as pd
-
-    from yolo_sm.analyse.weighting import layer_view
 
     by = ["config", "layer", "module_type", "stage"]
     k = kineto[kineto.iteration.notna()]
@@ -181,8 +182,6 @@ def join_layers(kineto, ncu, gpm=None):
     out = kv.merge(nv, on=by, how="outer")
     out["kernels_match"] = out.kineto_kernels == out.ncu_kernels
     if gpm is not None and not gpm.empty:
-        from yolo_sm.analyse.gpm import run_medians
-
         med = run_medians(gpm).set_index("config")
         med = med[[c for c in GPM_SUMMARY if c in med]].add_prefix("gpm_").reset_index()
         out = out.merge(med, on="config", how="left")
@@ -202,7 +201,6 @@ def unattributed(kineto, ncu) -> dict:
 
 def summary(layers, unattr, ncu_wall_s, n_forwards, overhead, gpm_info) -> dict:
     """Headline numbers: per config total time, occupancies, the slowest layer, GPM medians."""
-    from yolo_sm.analyse.weighting import weighted_mean
 
     per_config = {}
     for cfg, g in layers.groupby("config"):
@@ -253,12 +251,6 @@ def profile_all(
 ) -> dict:
     """Run the three profilers on each width (see the module docstring); returns the summary."""
     import pandas as pd
-
-    from yolo_sm.collect.profiling import kineto as kin
-    from yolo_sm.collect.profiling import ncu
-    from yolo_sm.collect.profiling.target import target_argv
-    from yolo_sm.collect.provenance import collect
-    from yolo_sm.contract.store import write_atomic
 
     if not str(device).startswith("cuda"):
         raise UserError("yolo-sm profile needs a CUDA device (ncu and GPM profile a GPU)")

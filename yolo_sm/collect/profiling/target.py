@@ -10,6 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from yolo_sm.collect.engines import EngineConfig, build_engine
+from yolo_sm.collect.models import build
+from yolo_sm.collect.profiling.nvtx import forward_range, layer_ranges
 from yolo_sm.contract.labels import config_label
 
 
@@ -66,10 +69,6 @@ def main(argv=None) -> int:
     import contextlib
 
     import torch
-
-    from yolo_sm.collect.engines import EngineConfig, build_engine
-    from yolo_sm.collect.models import build
-    from yolo_sm.collect.profiling.nvtx import forward_range, layer_ranges
 
     args = build_parser().parse_args(argv)
     models = {}

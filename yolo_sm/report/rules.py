@@ -1,0 +1,174 @@
+"""Rules: every conclusion yolo_sm draws, as data, decided in one place.
+
+A :class:`Rule` names the fact it reads (:mod:`yolo_sm.analyse.facts`), a comparison and its
+thresholds. :func:`evaluate` turns rules and facts into the verdict table a notebook shows;
+:func:`phrase` only words a verdict that the comparison already made. A rule whose fact is
+missing (the dataset was not collected on this machine) reads "not tested".
+
+    Rule(id="claim_6", statement="kernels under 60 % occupancy waste the GPU",
+         fact="tensor_pipe_pct_below_60_occupancy", op="<", threshold=30.0, partly=50.0,
+         unit="%", datasets=("ncu_throughput_w1",))
+
+``op`` is the comparison that makes the statement hold: ``measured op threshold``. ``partly``
+(optional) is a second, looser threshold on the same side: a measurement that misses
+``threshold`` but meets ``partly`` reads "partly".
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+HOLDS, PARTLY, FAILS, NOT_TESTED = "holds", "partly", "does not hold", "not tested"
+VERDICTS = (HOLDS, PARTLY, FAILS, NOT_TESTED)
+OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
+VERDICT_COLUMNS = (
+    "id",
+    "statement",
+    "measured",
+    "unit",
+    "op",
+    "threshold",
+    "partly",
+    "verdict",
+    "datasets",
+    "scope",
+    "group",
+)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One conclusion: ``statement`` holds when ``fact op threshold``.
+
+    ``phrases`` maps a verdict to a template (``str.format`` fields: ``measured``,
+    ``threshold``, ``partly``, ``unit``, ``statement``) that words it; verdicts without one get
+    :data:`DEFAULT_PHRASE`. ``group`` files the rule under a notebook or a table (``claims``,
+    ``goals``, ``01_width_scaling``)."""
+
+    id: str
+    statement: str
+    fact: str
+    op: str
+    threshold: float
+    unit: str = ""
+    partly: float | None = None
+    datasets: tuple[str, ...] = ()
+    scope: str = ""
+    group: str = ""
+    phrases: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.op not in OPS:
+            raise ValueError(f"rule {self.id}: op {self.op!r} is not one of {sorted(OPS)}")
+        if self.partly is not None and OPS[self.op](self.partly, self.threshold):
+            raise ValueError(
+                f"rule {self.id}: partly {self.partly} must be looser than threshold "
+                f"{self.threshold} for {self.op}"
+            )
+
+    def decide(self, measured: float) -> str:
+        """The verdict for one measured value."""
+        if measured is None or (isinstance(measured, float) and math.isnan(measured)):
+            return NOT_TESTED
+        if OPS[self.op](measured, self.threshold):
+            return HOLDS
+        if self.partly is not None and OPS[self.op](measured, self.partly):
+            return PARTLY
+        return FAILS
+
+
+DEFAULT_PHRASE = "{statement}: **{verdict}** ({measured_text}; holds at {op} {threshold_text})"
+
+
+def _num(v: float, unit: str) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "not measured"
+    a = abs(v)
+    text = f"{v:,.0f}" if a >= 100 else f"{v:.3g}" if a >= 0.01 or a == 0 else f"{v:.2e}"
+    return (
+        f"{text} {unit}".strip()
+        if unit not in ("x", "%")
+        else f"{text}{' ' if unit == '%' else ''}{unit}"
+    )
+
+
+def evaluate(rules: Iterable[Rule], facts: pd.DataFrame, root: str = "") -> pd.DataFrame:
+    """The verdict table: one row per rule with :data:`VERDICT_COLUMNS`. ``root`` (a dataset
+    root's name) prefixes the rule's dataset names (``h200/ncu_width_b8``)."""
+    rows = []
+    index = {(k, s): v for k, s, v in zip(facts.key, facts.scope, facts.value, strict=True)}
+    for r in rules:
+        measured = index.get((r.fact, r.scope), math.nan)
+        rows.append(
+            {
+                "id": r.id,
+                "statement": r.statement,
+                "measured": float(measured),
+                "unit": r.unit,
+                "op": r.op,
+                "threshold": float(r.threshold),
+                "partly": math.nan if r.partly is None else float(r.partly),
+                "verdict": r.decide(float(measured)),
+                "datasets": ", ".join(f"{root}/{d}" if root else d for d in r.datasets),
+                "scope": r.scope,
+                "group": r.group,
+            }
+        )
+    return pd.DataFrame(rows, columns=list(VERDICT_COLUMNS))
+
+
+def phrase(rule: Rule, row: Mapping) -> str:
+    """One sentence for a verdict row of :func:`evaluate`, from the rule's template."""
+    template = rule.phrases.get(row["verdict"], DEFAULT_PHRASE)
+    return template.format(
+        statement=rule.statement,
+        verdict=row["verdict"],
+        measured=row["measured"],
+        threshold=row["threshold"],
+        partly=row["partly"],
+        unit=rule.unit,
+        op=rule.op,
+        measured_text=_num(row["measured"], rule.unit),
+        threshold_text=_num(row["threshold"], rule.unit),
+    )
+
+
+def markdown(rules: Iterable[Rule], verdicts: pd.DataFrame) -> str:
+    """The verdicts as a Markdown list, one phrased line per rule (for a findings cell)."""
+    by_id = {r.id: r for r in rules}
+    lines = [f"- {phrase(by_id[row['id']], row)}" for row in verdicts.to_dict("records")]
+    return "\n".join(lines)
+
+
+def table(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """The verdict table as a notebook shows it: statement, measured (with unit), threshold,
+    verdict, datasets."""
+    out = pd.DataFrame(
+        {
+            "statement": verdicts.statement,
+            "measured": [_num(m, u) for m, u in zip(verdicts.measured, verdicts.unit, strict=True)],
+            "threshold": [
+                f"{o} {_num(t, u)}"
+                for o, t, u in zip(verdicts.op, verdicts.threshold, verdicts.unit, strict=True)
+            ],
+            "verdict": verdicts.verdict,
+            "datasets": verdicts.datasets,
+        }
+    )
+    out.index = verdicts.id.values
+    return out
+
+
+def check_unique(rules: Iterable[Rule]) -> tuple[Rule, ...]:
+    """``rules`` as a tuple; raises ``ValueError`` when two share an id."""
+    rules = tuple(rules)
+    ids = [r.id for r in rules]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise ValueError(f"rule ids used twice: {dup}")
+    return rules
