@@ -209,18 +209,8 @@ class DataRoot:
 
 
 def _plain(x) -> str:
-    """``132.0`` and ``"132"`` alike as ``"132"`` (provenance mixes ints, floats and strings)."""
-    try:
-        f = float(x)
-    except (TypeError, ValueError):
-        return str(x)
-    return (
-        str(int(f))
-        if f.is_integer()
-        and "." not in str(x).rstrip("0").rstrip(".")
-        or (f.is_integer() and str(x).endswith(".0"))
-        else str(x)
-    )
+    """A float ``132.0`` as ``"132"`` (provenance mixes ints, floats and strings)."""
+    return str(int(x)) if isinstance(x, float) and x.is_integer() else str(x)
 
 
 def open_root(data: str | os.PathLike = "h200") -> DataRoot:
