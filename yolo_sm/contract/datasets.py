@@ -195,7 +195,7 @@ class DataRoot:
                 v = prov.get(f)
                 for x in v if isinstance(v, list) else [v]:
                     if x not in (None, ""):
-                        values[f].add(_plain(x))
+                        values[f].add(_plain(f, x))
             dates += [prov[k] for k in ("date_utc_first", "date_utc_last") if prov.get(k)]
         out = {f: ", ".join(sorted(v)) for f, v in values.items() if v}
         if dates:
@@ -208,9 +208,15 @@ class DataRoot:
         return m.get("gpu_name") or m.get("cpu_model") or self.name
 
 
-def _plain(x) -> str:
-    """A float ``132.0`` as ``"132"`` (provenance mixes ints, floats and strings)."""
-    return str(int(x)) if isinstance(x, float) and x.is_integer() else str(x)
+def _plain(field: str, x) -> str:
+    """Provenance mixes ints, floats and strings: the integer fields (SM count, cuDNN's version
+    number) as integers, so ``132.0`` and ``"132"`` read alike."""
+    if field in ("sm_count", "cudnn"):
+        try:
+            return str(int(float(x)))
+        except (TypeError, ValueError):
+            pass
+    return str(x)
 
 
 def open_root(data: str | os.PathLike = "h200") -> DataRoot:
