@@ -20,7 +20,8 @@ GPM_METRICS = SUMMARY_METRICS
 
 
 def parse_config(label: str) -> dict:
-    """:func:`yolo_sm.collect.profiling.target.parse_config`, lenient: NaN / None for another form."""
+    """:func:`yolo_sm.collect.profiling.target.parse_config`, lenient: NaN / None for another
+    form."""
     return _parse(label, strict=False)
 
 

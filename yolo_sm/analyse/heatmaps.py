@@ -7,7 +7,8 @@ The *limiter* of a kernel here is what caps its occupancy: ``grid`` when the ker
 fewer blocks than one full wave (``waves_per_sm`` < 1: some SMs get fewer blocks than they could
 hold, or none), else the block limit Nsight Compute reports as the smallest of ``limit_warps``,
 ``limit_blocks``, ``limit_registers`` and ``limit_shared_mem`` (ties named in
-:data:`yolo_sm.analyse.occupancy.LIMITER_ORDER`; ``warps`` means the SM's warp slots are full, i.e. no
+:data:`yolo_sm.analyse.occupancy.LIMITER_ORDER`; ``warps`` means the SM's warp slots are full, i.e.
+no
 per-kernel resource is the limit).
 """
 

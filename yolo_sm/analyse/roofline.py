@@ -277,7 +277,8 @@ def _sides(cut: float) -> tuple[str, str]:
 
 def yolo_kernels(ncu, cut: float = OCC_CUT):
     """A YOLO Nsight Compute per-kernel table (e.g. ``h200/ncu_throughput_w1``) with the config
-    parsed (:func:`with_config`), ``kernel_class`` (:func:`yolo_sm.analyse.kernels.add_kernel_class`),
+    parsed (:func:`with_config`), ``kernel_class``
+    (:func:`yolo_sm.analyse.kernels.add_kernel_class`),
     ``blocks_per_sm`` (resident blocks per SM: the smallest of the ``limit_*`` columns) and
     ``occupancy``, the side of ``cut`` its theoretical occupancy falls on."""
     import numpy as np

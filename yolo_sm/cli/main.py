@@ -9,13 +9,8 @@ import argparse
 import json
 import sys
 
-from yolo_sm.collect import models
-from yolo_sm.collect.environment import describe
-from yolo_sm.collect.remeasure import remeasure, summary
-from yolo_sm.collect.sweep import SweepSpec, check_environment, check_output_path, run_sweep
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import load_yaml
-from yolo_sm.report.render import render_site
 
 
 class _Parser(argparse.ArgumentParser):
@@ -261,6 +256,7 @@ def _sentence(e: Exception) -> str:
 
 
 def cmd_remeasure(args) -> int:
+    from yolo_sm.collect.remeasure import remeasure, summary
 
     df = remeasure(
         args.dataset,
@@ -278,6 +274,7 @@ def cmd_remeasure(args) -> int:
 
 
 def cmd_env(args) -> int:
+    from yolo_sm.collect.environment import describe
 
     info = describe(args.device)
     if args.json:
@@ -291,6 +288,8 @@ def cmd_env(args) -> int:
 
 def cmd_models(args) -> int:
     import pandas as pd
+
+    from yolo_sm.collect import models
 
     fam = args.family.lower()
     if fam == "wide" and not models._is_number(str(args.width)):
@@ -316,6 +315,7 @@ def cmd_models(args) -> int:
 
 
 def cmd_sweep(args) -> int:
+    from yolo_sm.collect.sweep import SweepSpec, check_environment, check_output_path, run_sweep
 
     data = load_yaml(args.config) if args.config else {}
     out = args.out or data.pop("out", None)
@@ -389,6 +389,7 @@ def _print_sweep_summary(df) -> None:
 
 
 def cmd_render(args) -> int:
+    from yolo_sm.report.render import render_site
 
     only = [x for x in (args.only or "").split(",") if x]
     index = render_site(args.notebooks, args.out, timeout=args.timeout, only=only)

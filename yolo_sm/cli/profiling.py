@@ -3,19 +3,7 @@ and the core commands live in :mod:`yolo_sm.cli`)."""
 
 from __future__ import annotations
 
-from yolo_sm.analyse import occupancy
-from yolo_sm.analyse.gpm import overhead_pct, run_medians
-from yolo_sm.analyse.weighting import time_weighted
-from yolo_sm.collect import plans as collect
-from yolo_sm.collect.bench import BenchSpec, run_bench
-from yolo_sm.collect.engines import EngineConfig, build_engine, check_device
-from yolo_sm.collect.models import build_yolo
-from yolo_sm.collect.profiling import kineto, ncu
-from yolo_sm.collect.profiling.suite import engines, gpm_overhead, profile_all, run_gpm
-from yolo_sm.collect.profiling.target import target_argv
-from yolo_sm.collect.provenance import collect
 from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.store import check_output_path, write_atomic
 
 
 def _bytes(text: str) -> int:
@@ -29,6 +17,7 @@ def _bytes(text: str) -> int:
 
 
 def cmd_occupancy(args) -> int:
+    from yolo_sm.analyse import occupancy
 
     smem = _bytes(args.smem)
     try:
@@ -55,6 +44,7 @@ def cmd_occupancy(args) -> int:
 
 
 def cmd_collect(args) -> int:
+    from yolo_sm.collect import plans as collect
 
     plan = collect.load_plan(args.plan)
     if args.status:
@@ -82,6 +72,10 @@ def cmd_collect(args) -> int:
 
 def cmd_bench(args) -> int:
     import pandas as pd
+
+    from yolo_sm.collect.bench import BenchSpec, run_bench
+    from yolo_sm.collect.engines import check_device
+    from yolo_sm.contract.store import check_output_path
 
     spec = BenchSpec.from_mapping(
         {
@@ -116,6 +110,10 @@ def cmd_bench(args) -> int:
 
 
 def cmd_trace(args) -> int:
+    from yolo_sm.analyse.weighting import time_weighted
+    from yolo_sm.collect.engines import EngineConfig, build_engine, check_device
+    from yolo_sm.collect.models import build_yolo
+    from yolo_sm.collect.profiling import kineto
 
     check_device(args.device)
     if not str(args.out).endswith(".json.gz"):
@@ -145,6 +143,10 @@ def cmd_trace(args) -> int:
 
 
 def cmd_ncu(args) -> int:
+    from yolo_sm.analyse.weighting import time_weighted
+    from yolo_sm.collect.engines import check_device
+    from yolo_sm.collect.profiling import ncu
+    from yolo_sm.collect.profiling.target import target_argv
 
     check_device(args.device)
     target = target_argv(
@@ -175,6 +177,11 @@ def _widths(text: str) -> list[float]:
 
 
 def cmd_gpm(args) -> int:
+    from yolo_sm.analyse.gpm import run_medians
+    from yolo_sm.collect.engines import check_device
+    from yolo_sm.collect.profiling.suite import engines, run_gpm
+    from yolo_sm.collect.provenance import collect
+    from yolo_sm.contract.store import check_output_path, write_atomic
 
     check_device(args.device)
     if not args.device.startswith("cuda"):
@@ -189,6 +196,9 @@ def cmd_gpm(args) -> int:
     print(run_medians(df).drop(columns="windows").set_index("config").round(1).to_string())
     if args.overhead_rounds > 0:
         import pandas as pd
+
+        from yolo_sm.analyse.gpm import overhead_pct
+        from yolo_sm.collect.profiling.suite import gpm_overhead
 
         ov = pd.concat(
             [gpm_overhead(e, x, label, args.overhead_rounds, hz=args.hz) for label, e, x in built],
@@ -207,6 +217,8 @@ def cmd_gpm(args) -> int:
 
 
 def cmd_profile(args) -> int:
+    from yolo_sm.collect.engines import check_device
+    from yolo_sm.collect.profiling.suite import profile_all
 
     check_device(args.device)
     s = profile_all(

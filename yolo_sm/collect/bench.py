@@ -57,7 +57,8 @@ BASELINE = ("eager", "fp16", "nhwc")
 DEFAULT_ENGINES = (("cudagraph", "fp16", "nhwc"), ("compile", "fp16", "nhwc"))
 PIPELINE_ENGINE = ("cudagraph", "fp16", "nhwc")
 # on a CPU there is no CUDA graph and fp16 convolutions are emulated (slow): the CPU pipeline
-# wraps eager fp32, and it runs one batch at a time whatever ``streams`` says (yolo_sm.collect.pipeline)
+# wraps eager fp32, and it runs one batch at a time whatever ``streams`` says
+# (yolo_sm.collect.pipeline)
 CPU_PIPELINE_ENGINE = ("eager", "fp32", "nhwc")
 PREDICT = "ultralytics_predict"
 UNIT = ("family", "width", "batch")

@@ -2,7 +2,8 @@
 bandwidth, and host-to-device copies (one 640x640x3 fp16 frame, and large pinned buffers).
 
 The roofline and the "fraction of peak" figures divide by these instead of datasheet numbers
-(plan step ``ceilings``; ``yolo_sm.contract.datasets.load("h200/ceilings")``). A matmul of 8192^3 on random
+(plan step ``ceilings``; ``yolo_sm.contract.datasets.load("h200/ceilings")``). A matmul of
+8192^3 on random
 data is the usual way to reach a tensor-core peak from PyTorch (cuBLAS picks its best kernel); a
 copy of a 1 GiB buffer reads and writes each byte once (2 bytes of traffic per byte copied).
 """

@@ -104,7 +104,8 @@ def photo_errors(
     are calibrated on, so the error is the number format's, not a calibration mismatch.
 
     ``class_prior``: measure a copy of ``model`` whose class logits were given the fast-engines
-    bench's prior (:data:`yolo_sm.collect.bench.CLASS_PRIOR`, :func:`yolo_sm.collect.pipeline.set_class_prior`),
+    bench's prior (:data:`yolo_sm.collect.bench.CLASS_PRIOR`,
+    :func:`yolo_sm.collect.pipeline.set_class_prior`),
     as the bench's numerical check sees it; as built, a random-weight model's class logits are
     almost all constant bias, which the formats represent well and which dilutes the error."""
     import copy

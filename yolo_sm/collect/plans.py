@@ -27,7 +27,7 @@ from yolo_sm.collect.provenance import collect
 from yolo_sm.collect.sweep import SweepSpec, missing_points, run_sweep
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.manifest import register as reg
-from yolo_sm.contract.plans import RESUMABLE, Plan, Step
+from yolo_sm.contract.plans import RESUMABLE, Plan, Step, load_plan  # noqa: F401 (collect.plans.load_plan)
 from yolo_sm.contract.store import read_arrow, write_atomic, write_table_atomic
 
 

@@ -1,12 +1,14 @@
 """Execute the notebooks and render them into a static, self-contained site.
 
 nbclient runs each notebook (from its own folder, so relative paths work); nbconvert's HTML
-exporter renders it. Plotly figures carry plotly.js inline (see ``yolo_sm.report.plots``), and the page
+exporter renders it. Plotly figures carry plotly.js inline (see ``yolo_sm.report.plots``), and
+the page
 template's CDN scripts (require.js, MathJax) are left out, so the site opens from disk offline.
 
 A notebook whose metadata lists ``yolo_sm.requires`` (dataset names such as
 ``h200/bench_fast_engines``) is rendered only once those datasets are in a shipped manifest
-(``yolo_sm.contract.datasets``); until then the site lists it as waiting, and the notebook tests skip it.
+(``yolo_sm.contract.datasets``); until then the site lists it as waiting, and the notebook
+tests skip it.
 """
 
 from __future__ import annotations
@@ -70,7 +72,8 @@ def required_datasets(path: Path) -> list[str]:
 
 
 def missing_datasets(path: Path) -> list[str]:
-    """The datasets a notebook needs that no manifest under ``yolo_sm.contract.datasets.data_dir()`` holds."""
+    """The datasets a notebook needs that no manifest under
+    ``yolo_sm.contract.datasets.data_dir()`` holds."""
 
     need = required_datasets(Path(path))
     if not need:

@@ -25,11 +25,9 @@ from yolo_sm.collect.engines.config import (
     Layout,
     Precision,
 )
-from yolo_sm.collect.engines.onnx import build_onnxruntime as build
-from yolo_sm.collect.engines.tensorrt import build_tensorrt as build
-from yolo_sm.collect.engines.torch_backends import build_compiled as build
-from yolo_sm.collect.engines.torch_backends import build_cudagraph as build
-from yolo_sm.collect.engines.torch_backends import build_eager as build
+from yolo_sm.collect.engines.onnx import build_onnxruntime
+from yolo_sm.collect.engines.tensorrt import build_tensorrt
+from yolo_sm.collect.engines.torch_backends import build_compiled, build_cudagraph, build_eager
 
 __all__ = [
     "Backend",
@@ -55,19 +53,13 @@ def build_engine(model: torch.nn.Module, config: EngineConfig) -> Engine:
     eager fp32 model beyond the precision's tolerance (``config.check=False`` skips the check).
     """
     check_device(config.device)
-    backend = config.backend
-    if backend is Backend.EAGER:
-        pass
-    elif backend is Backend.CUDAGRAPH:
-        pass
-    elif backend is Backend.COMPILE:
-        pass
-    elif backend is Backend.ONNXRUNTIME:
-        pass
-    elif backend is Backend.TENSORRT:
-        pass
-    else:  # pragma: no cover - EngineConfig validates the enum
-        raise AssertionError(backend)
+    build = {
+        Backend.EAGER: build_eager,
+        Backend.CUDAGRAPH: build_cudagraph,
+        Backend.COMPILE: build_compiled,
+        Backend.ONNXRUNTIME: build_onnxruntime,
+        Backend.TENSORRT: build_tensorrt,  # imports tensorrt itself, on use
+    }[config.backend]
     engine = build(model, config)
     if config.check:
         try:

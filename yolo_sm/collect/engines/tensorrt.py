@@ -170,7 +170,8 @@ def build_tensorrt(model: torch.nn.Module, config: EngineConfig) -> Engine:
 
     fp32: TF32 off; fp16: fp16 kernels allowed; int8: int8 + fp16 kernels allowed, activations
     calibrated with an entropy calibrator over ``config.calib_images`` (see
-    :func:`yolo_sm.collect.images.load_images`). The engine's I/O stays fp32 (the ONNX export's), so any
+    :func:`yolo_sm.collect.images.load_images`). The engine's I/O stays fp32 (the ONNX
+    export's), so any
     input dtype is converted on the way in. ``info``: build_s, cache_hit, engine_path,
     trt_version, gpu.
     """

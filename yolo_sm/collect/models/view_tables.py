@@ -10,7 +10,8 @@ from yolo_sm.collect.profiling import suite
 
 
 def live_gpm(widths=(1.0,), batch: int = 1, seconds: float = 3.0, family: str = "yolov8"):
-    """Run :func:`yolo_sm.collect.profiling.suite.run_gpm` now on this machine's GPU (fp16 NHWC eager,
+    """Run :func:`yolo_sm.collect.profiling.suite.run_gpm` now on this machine's GPU (fp16 NHWC
+    eager,
     640 px), one config per width back to back. Returns the tidy GPM frame, or None without a
     CUDA GPU (nothing is built then)."""
     import torch
@@ -33,7 +34,8 @@ def yolo_model(width: float, family: str = "yolov8", depth: float = 0.33):
 
 @lru_cache(maxsize=4)
 def resnet_model(depth: int = 101):
-    """The ResNet detector of :func:`yolo_sm.collect.models.resnet_backbone` (same trunk, BN folded, same
+    """The ResNet detector of :func:`yolo_sm.collect.models.resnet_backbone` (same trunk, BN
+    folded, same
     head), built without its BN calibration, which only sets values: for counting."""
     import torchvision
 
@@ -50,7 +52,8 @@ def yolo_traffic(width: float, imgsz: int = 640, batch: int = 1, bytes_per_eleme
 
 
 def layer_traffic(model, imgsz: int = 640, batch: int = 1, bytes_per_element: int = 2):
-    """The channel table (:func:`yolo_sm.collect.models.channel_table`) plus, per layer and for a batch:
+    """The channel table (:func:`yolo_sm.collect.models.channel_table`) plus, per layer and for a
+    batch:
     ``flops_batch``, ``weight_bytes``, ``in_bytes`` (its 4-D inputs), ``out_bytes``,
     ``min_bytes`` (weights + inputs + output once), ``conv_bytes`` (every conv inside reading its
     input and weights and writing its output), and the arithmetic intensities

@@ -45,7 +45,8 @@ def _nvtx():
 
 @contextlib.contextmanager
 def layer_ranges(model, *, nvtx: bool = True):
-    """Within the block, every layer of ``model`` (:func:`yolo_sm.collect.models.layers`) runs inside a
+    """Within the block, every layer of ``model`` (:func:`yolo_sm.collect.models.layers`) runs
+    inside a
     record_function range and, when ``nvtx``, an NVTX range of the same name. Hooks are removed
     on exit, also after an exception."""
     import torch

@@ -1,0 +1,1 @@
+"""Headline findings per notebook: each module holds the ``RULES`` of one notebook."""
