@@ -1,8 +1,7 @@
 """Fast engines (notebook 08): the side-by-side bench (``yolo_sm.collect.bench``, dataset
-``h200/bench_fast_engines``) as tables and figures, the fast-engines issue's goals checked
-against it, and findings written from it. Claims 10 and 13 (``yolo_sm.report.claims``) use
-:func:`eight_bit_speedup` and :func:`jitter`. Every function takes the bench table and returns
-a table, a figure or markdown; none shows anything.
+``bench_fast_engines``) as tables, and :func:`facts`, the numbers its goals
+(:mod:`yolo_sm.report.goals`) and findings (:mod:`yolo_sm.report.findings.fast`) are decided
+on. Every function takes a table and returns a table or a number; none judges.
 
 Ratios are taken inside one (family, width, batch) unit of the bench, whose variants ran one
 after another in the same process: batch-1 latencies move by a third between processes.
@@ -10,43 +9,28 @@ after another in the same process: batch-1 latencies move by a third between pro
 
 from __future__ import annotations
 
+from yolo_sm.analyse.facts import fact, facts_table
+from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.vocab import PIPELINE_STAGES
 
 BASELINE = "eager/fp16/nhwc"
 PREDICT = "ultralytics_predict"
 EIGHT_BIT = ("fp8", "int8")
-MET, MISSED, PENDING = "met", "missed", "pending"
-
-GOAL1 = {"batch": 1, "ranges": (((0.25, 1.0), 0.30), ((1.25, 2.0), 0.5))}
-GOAL2 = {"batch": 64, "small": ((0.25, 1.0), 1.5), "large": ((1.5, 2.0), 1.3), "peak_frac": 0.5}
-GOAL3 = {"batch": 64, "min_width": 1.0, "speedup": 1.3}
-GOAL4 = {"batch": 16, "width": 0.5, "vs_predict": 6.0, "vs_model_only": 0.85}
-# the issue's goals; thresholds are data so tests and the notebook quote the same numbers
-# Goals 1 and 2 rest on the best 16-bit engine unless goal_checks(include_8bit=True): goal 2's
-# share of the fp16 tensor peak means nothing for an 8-bit engine, and goal 3 covers 8-bit.
-GOAL_TEXT = {
-    1: "Batch 1 latency: the best engine <= 0.30x the baseline's for widths 0.25-1.0, <= 0.5x "
-    "for 1.25-2.0",
-    2: "Batch 64 throughput: the best engine >= 1.5x the baseline for widths 0.25-1.0; >= 1.3x "
-    "and >= 50 % of the measured fp16 tensor peak for widths 1.5-2.0",
-    3: "8-bit: >= 1.3x the fp16 engine of the same backend at batch 64, widths >= 1.0",
-    4: "Pipeline, batch 16, width 0.5: >= 6x ultralytics YOLO.predict and within 15 % of its "
-    "engine's model-only throughput",
-}
 
 
-def _ok(bench):
+def ok_rows(bench):
     return bench[bench["status"] == "ok"]
 
 
-def _engines(bench, baseline: bool = False):
+def engines(bench, baseline: bool = False):
     """ok model-only rows (without the baseline unless asked)."""
-    e = _ok(bench)
+    e = ok_rows(bench)
     e = e[e["scope"] == "model_only"]
     return e if baseline else e[e["variant"] != BASELINE]
 
 
-def _variant_order(bench) -> list[str]:
+def variant_order(bench) -> list[str]:
     return list(dict.fromkeys(bench["variant"]))
 
 
@@ -70,7 +54,7 @@ def side_by_side(bench):
         )
         if c in bench
     ]
-    order = {v: i for i, v in enumerate(_variant_order(bench))}
+    order = {v: i for i, v in enumerate(variant_order(bench))}
     out = bench[cols].assign(_o=bench["variant"].map(order))
     return out.sort_values(["width", "batch", "_o"]).drop(columns="_o").reset_index(drop=True)
 
@@ -105,7 +89,7 @@ def side_by_side_wide(table):
     )
     wide = wide.rename(columns={"img_per_s": "img/s", "vs_baseline": "x base"}, level=0)
     wide = wide.swaplevel(0, 1, axis=1)
-    order = [v for v in _variant_order(table) if v in set(ok["variant"])]
+    order = [v for v in variant_order(table) if v in set(ok["variant"])]
     return wide.reindex(columns=[(v, m) for v in order for m in ("img/s", "x base")])
 
 
@@ -122,7 +106,7 @@ def pipeline_table(bench):
     """Per (width, batch) and pipeline row: frames/s, p50 / p99 latency, jitter (p99 - p50),
     the engine's model-only img/s and the ratio, the pipeline over YOLO.predict, and where the
     table has them the candidates NMS saw and the boxes it kept per frame."""
-    ok = _ok(bench)
+    ok = ok_rows(bench)
     pipe = ok[ok["variant"].str.startswith("pipeline/")]
     pred = ok[ok["variant"] == PREDICT].set_index(["width", "batch"])
     key = pipe.set_index(["width", "batch"]).index
@@ -161,7 +145,7 @@ def jitter(bench):
     a batch's frames to its boxes on the host); ``reduction`` = 1 - multi / single."""
     import pandas as pd
 
-    ok = _ok(bench)
+    ok = ok_rows(bench)
     pipe = ok[ok["variant"].str.startswith("pipeline/")].copy()
     if pipe.empty or "streams" not in pipe:
         return pd.DataFrame(
@@ -187,7 +171,7 @@ def eight_bit_speedup(bench, batch: int = 64, min_width: float = 1.0):
     ``speedup`` = 8-bit img/s over fp16 img/s."""
     import pandas as pd
 
-    e = _engines(bench, baseline=True)
+    e = engines(bench, baseline=True)
     e = e[(e["batch"] == batch) & (e["width"] >= min_width)]
     eight = e[e["precision"].isin(EIGHT_BIT)]
     rows = []
@@ -213,24 +197,20 @@ def eight_bit_speedup(bench, batch: int = 64, min_width: float = 1.0):
     return pd.DataFrame(rows, columns=cols)
 
 
-# ---- the issue's goals ------------------------------------------------------------------------
+# ---- the best engine per width ------------------------------------------------------------
 
 
-def _in(w: float, rng) -> bool:
-    return rng[0] - 1e-9 <= w <= rng[1] + 1e-9
-
-
-def _best(bench, batch: int, include_8bit: bool = True):
+def best_engine(bench, batch: int, include_8bit: bool = False):
     """Per width at ``batch``: the fastest ok engine (16-bit and wider unless ``include_8bit``)
-    with the baseline's latency and img/s (``base_ms``, ``base_img``)."""
-    e = _engines(bench)
+    with the baseline's latency and img/s (``base_ms``, ``base_img``); indexed by width."""
+    e = engines(bench)
     e = e[e["batch"] == batch]
     if not include_8bit:
         e = e[~e["precision"].isin(EIGHT_BIT)]
     if e.empty:
         return e
     best = e.loc[e.groupby("width")["img_per_s"].idxmax()].set_index("width")
-    base = _engines(bench, baseline=True)
+    base = engines(bench, baseline=True)
     base = base[(base["batch"] == batch) & (base["variant"] == BASELINE)].set_index("width")
     return best.assign(
         base_ms=base["median_ms"].reindex(best.index),
@@ -238,230 +218,25 @@ def _best(bench, batch: int, include_8bit: bool = True):
     )
 
 
-def _check(goal, width, batch, check, variant, value, threshold, above: bool, note=""):
-    met = (
-        None
-        if value is None or value != value
-        else (value >= threshold if above else value <= threshold)
-    )
-    return {
-        "goal": goal,
-        "width": width,
-        "batch": batch,
-        "check": check,
-        "variant": variant,
-        "value": value,
-        "threshold": threshold,
-        "met": met,
-        "note": note,
-    }
-
-
-def goal_checks(bench, peak_tflops: float, include_8bit: bool = False):
-    """One row per check of the issue's goals (:data:`GOAL_TEXT`): goal, width, batch, check,
-    the variant it rests on, value, threshold, met (True / False / None when the data is not
-    there) and a note. ``peak_tflops``: the dense fp16 tensor peak (``claims.peak_fp16_tflops``);
-    ``include_8bit``: let 8-bit engines be the best engine of goals 1 and 2."""
+def usable_eight_bit(bench, batch: int):
+    """Per width at ``batch`` where an 8-bit engine was tried: the best 8-bit engine's img/s
+    over the fp16 engine of its backend (:func:`eight_bit_speedup`), and 0.0 where every 8-bit
+    engine of that width failed its numerical check (its output is not usable); widths whose
+    8-bit engines could not run for another reason are left out."""
     import pandas as pd
 
-    rows = []
-    # goal 1: batch-1 latency of the best engine over the baseline's
-    best = _best(bench, GOAL1["batch"], include_8bit)
-    for w, r in best.iterrows():
-        for rng, thr in GOAL1["ranges"]:
-            if _in(w, rng):
-                rows.append(
-                    _check(
-                        1,
-                        w,
-                        GOAL1["batch"],
-                        "latency / baseline",
-                        r.variant,
-                        r.median_ms / r.base_ms,
-                        thr,
-                        above=False,
-                    )
-                )
-    # goal 2: batch-64 throughput of the best engine
-    best = _best(bench, GOAL2["batch"], include_8bit)
-    for w, r in best.iterrows():
-        ratio = r.img_per_s / r.base_img
-        large = _in(w, GOAL2["large"][0])
-        if not (large or _in(w, GOAL2["small"][0])):
-            continue  # a width the goal does not name (1.25)
-        limit = GOAL2["large" if large else "small"][1]
-        rows.append(
-            _check(2, w, GOAL2["batch"], "img/s / baseline", r.variant, ratio, limit, above=True)
-        )
-        if large:
-            rows.append(
-                _check(
-                    2,
-                    w,
-                    GOAL2["batch"],
-                    "TFLOP/s / fp16 peak",
-                    r.variant,
-                    r.tflops / peak_tflops,
-                    GOAL2["peak_frac"],
-                    above=True,
-                    note=f"{r.tflops:.0f} of {peak_tflops:.0f} TFLOP/s",
-                )
-            )
-    # goal 3: 8-bit over fp16 of the same backend
-    sp = eight_bit_speedup(bench, GOAL3["batch"], GOAL3["min_width"])
-    for w, g in sp.groupby("width"):
-        r = g.loc[g["speedup"].idxmax()]
-        rows.append(
-            _check(
-                3,
-                w,
-                GOAL3["batch"],
-                "8-bit / fp16",
-                r.variant,
-                r.speedup,
-                GOAL3["speedup"],
-                above=True,
-                note=f"vs {r.fp16_variant}",
-            )
-        )
-    # a width whose 8-bit engines all failed their numerical check misses the goal there (an
-    # engine that could not run, e.g. a missing library, leaves it pending)
-    eight = bench[bench["precision"].isin(EIGHT_BIT)] if "precision" in bench else bench[:0]
+    sp = eight_bit_speedup(bench, batch=batch, min_width=0.0)
+    best = sp.groupby("width")["speedup"].max()
+    if "precision" not in bench:
+        return best
+    eight = bench[bench["precision"].isin(EIGHT_BIT) & (bench["batch"] == batch)]
     failed = eight[
-        (eight["batch"] == GOAL3["batch"])
-        & (eight["width"] >= GOAL3["min_width"])
-        & (eight["status"] == "error")
+        (eight["status"] == "error")
         & eight["message"].fillna("").str.startswith("NumericalMismatch")
-        & ~eight["width"].isin(set(sp["width"]))
+        & ~eight["width"].isin(set(best.index))
     ]
-    for w, g in failed.groupby("width"):
-        row = _check(
-            3,
-            w,
-            GOAL3["batch"],
-            "8-bit / fp16",
-            g.variant.iloc[0],
-            None,
-            GOAL3["speedup"],
-            above=True,
-            note=f"no 8-bit figure: {g.message.iloc[0]}",
-        )
-        row["met"] = False
-        rows.append(row)
-    if sp.empty and failed.empty:
-        why = "; ".join(sorted(set(eight["message"].dropna()) - {""})) if len(eight) else ""
-        rows.append(
-            _check(
-                3,
-                None,
-                GOAL3["batch"],
-                "8-bit / fp16",
-                "",
-                None,
-                GOAL3["speedup"],
-                above=True,
-                note=f"no 8-bit engine ran: {why}"
-                if why
-                else "no 8-bit engine (fp8 / int8) in the bench yet",
-            )
-        )
-    # goal 4: the fastest pipeline row at (batch 16, width 0.5)
-    pt = pipeline_table(bench)
-    pt = pt[(pt["batch"] == GOAL4["batch"]) & ((pt["width"] - GOAL4["width"]).abs() < 1e-9)]
-    if pt.empty:
-        for check, thr in (
-            ("pipeline / predict", GOAL4["vs_predict"]),
-            ("pipeline / engine model-only", GOAL4["vs_model_only"]),
-        ):
-            rows.append(
-                _check(
-                    4,
-                    GOAL4["width"],
-                    GOAL4["batch"],
-                    check,
-                    "",
-                    None,
-                    thr,
-                    above=True,
-                    note="no ok pipeline row",
-                )
-            )
-    else:
-        r = pt.loc[pt["img_per_s"].idxmax()]
-        rows.append(
-            _check(
-                4,
-                r.width,
-                r.batch,
-                "pipeline / predict",
-                r.variant,
-                r.vs_predict,
-                GOAL4["vs_predict"],
-                above=True,
-            )
-        )
-        rows.append(
-            _check(
-                4,
-                r.width,
-                r.batch,
-                "pipeline / engine model-only",
-                r.variant,
-                r.pipeline_vs_model_only,
-                GOAL4["vs_model_only"],
-                above=True,
-            )
-        )
-    return pd.DataFrame(rows)
-
-
-def goal_summary(checks):
-    """One row per goal: its text, status (met when every check is met, missed when any is
-    not, pending when checks lack data), checks met, and the check furthest from its
-    threshold."""
-    import pandas as pd
-
-    rows = []
-    for goal, text in GOAL_TEXT.items():
-        g = checks[checks["goal"] == goal]
-        known = g[g["met"].notna()]
-        if g.empty or known.empty:
-            status = PENDING
-        elif not known["met"].astype(bool).all():
-            status = MISSED
-        else:
-            status = MET if len(known) == len(g) else PENDING
-        worst = ""
-        valued = known[known["value"].notna()]
-        if len(known) and valued.empty:  # missed without a figure (e.g. a failed check)
-            bad = known[~known["met"].astype(bool)]
-            w = (bad if len(bad) else known).iloc[0]
-            width = f"width {w.width:g}: " if w.width == w.width and w.width is not None else ""
-            worst = f"{width}{w.note}"
-        elif len(known):
-            known = valued
-            margin = known["value"] / known["threshold"]
-            lower = known["check"].str.startswith("latency")
-            margin = margin.where(~lower, 1 / margin)  # below 1: on the wrong side
-            w = known.loc[margin.idxmin()]
-            width = f"width {w.width:g}, " if w.width == w.width and w.width is not None else ""
-            op = "<=" if lower[margin.idxmin()] else ">="
-            worst = f"{width}{w.check} {w.value:.2f} (goal {op} {w.threshold:g}, {w.variant})"
-        elif len(g):
-            worst = g["note"].iloc[0]
-        rows.append(
-            {
-                "goal": goal,
-                "text": text,
-                "status": status,
-                "checks_met": f"{int(g['met'].fillna(False).astype(bool).sum())} of {len(g)}",
-                "closest_or_worst": worst,
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-# ---- findings ---------------------------------------------------------------------------------
+    zero = pd.Series(0.0, index=sorted(set(failed["width"])), dtype=float)
+    return pd.concat([best, zero]).sort_index()
 
 
 # --- where an engine's GPU time goes (Kineto kernel tables, e.g. h200/trace_fp8_w1_b64) -------
@@ -505,7 +280,7 @@ def time_breakdown(kernels):
 CONV_PARTS = ("convolution (tensor cores)", "GEMM (1x1 convs)")
 
 
-def _part_ms(breakdown, config: str, parts) -> float:
+def part_ms(breakdown, config: str, parts) -> float:
     """ms per forward of ``config`` in ``parts`` of a :func:`time_breakdown` (absent parts: 0)."""
     return float(breakdown.loc[breakdown.index.intersection(list(parts)), config].sum())
 
@@ -540,3 +315,218 @@ def pipeline_stages(probe):
     one = probe.loc[probe.stage == "batch, 1 stream", "wall_ms"]
     out["share_of_1_stream_batch"] = out["wall_ms"] / float(one.iloc[0]) if len(one) else None
     return out.reset_index(drop=True)
+
+
+# ---- facts --------------------------------------------------------------------------------
+
+EPILOGUE = ("add (bias, residual)", "SiLU")
+
+
+def scope(width: float, batch: int) -> str:
+    """The scope of a per-(width, batch) fact: ``"width=0.5, batch=16"``."""
+    return f"width={float(width):g}, batch={int(batch)}"
+
+
+def fp16_peak_tflops(ceilings) -> float:
+    """The measured dense fp16 matmul TFLOP/s of a ``ceilings`` table (NaN when absent)."""
+    hit = ceilings[ceilings["ceiling"] == "matmul_fp16"]
+    return float(hit["value"].iloc[0]) if len(hit) else float("nan")
+
+
+def bench_facts(bench, peak_tflops: float = float("nan")) -> list[dict]:
+    """Facts of a bench table: per (width, batch) the best 16-bit engine's latency and img/s
+    over the baseline's and its TFLOP/s over ``peak_tflops``, the usable 8-bit speed-up
+    (:func:`usable_eight_bit`), the fastest pipeline row over YOLO.predict and over its engine
+    alone; per batch the median over widths of the best engine's speed-up; the rows that did
+    not run."""
+    import math
+
+    d = ("bench_fast_engines",)
+    rows = []
+    batches = sorted(engines(bench, baseline=True)["batch"].unique())
+    for b in batches:
+        best = best_engine(bench, b)
+        for w, r in best.iterrows():
+            s = scope(w, b)
+            note = r["variant"]
+            rows.append(
+                fact(
+                    "fast.best16_latency_over_baseline",
+                    r["median_ms"] / r["base_ms"],
+                    "x",
+                    scope=s,
+                    datasets=d,
+                    note=note,
+                )
+            )
+            rows.append(
+                fact(
+                    "fast.best16_img_per_s_over_baseline",
+                    r["img_per_s"] / r["base_img"],
+                    "x",
+                    scope=s,
+                    datasets=d,
+                    note=note,
+                )
+            )
+            if not math.isnan(peak_tflops) and "tflops" in best:
+                rows.append(
+                    fact(
+                        "fast.best16_tflops_over_fp16_peak",
+                        r["tflops"] / peak_tflops,
+                        "x",
+                        scope=s,
+                        datasets=(*d, "ceilings"),
+                        note=f"{r['tflops']:.0f} of {peak_tflops:.0f} TFLOP/s",
+                    )
+                )
+        if len(best):
+            speed = (best["img_per_s"] / best["base_img"]).median()
+            rows.append(
+                fact(
+                    "fast.best16_img_per_s_over_baseline_median",
+                    speed,
+                    "x",
+                    scope=f"batch={int(b)}",
+                    datasets=d,
+                )
+            )
+        for w, v in usable_eight_bit(bench, b).items():
+            rows.append(fact("fast.usable_8bit_over_fp16", v, "x", scope=scope(w, b), datasets=d))
+    pt = pipeline_table(bench)
+    for (w, b), g in pt.groupby(["width", "batch"]):
+        r = g.loc[g["img_per_s"].idxmax()]
+        s = scope(w, b)
+        rows.append(
+            fact(
+                "fast.pipeline_over_predict",
+                r["vs_predict"],
+                "x",
+                scope=s,
+                datasets=d,
+                note=r["variant"],
+            )
+        )
+        rows.append(
+            fact(
+                "fast.pipeline_over_model_only",
+                r["pipeline_vs_model_only"],
+                "x",
+                scope=s,
+                datasets=d,
+                note=r["variant"],
+            )
+        )
+    if len(pt):
+        rows.append(
+            fact("fast.pipeline_over_predict_median", pt["vs_predict"].median(), "x", datasets=d)
+        )
+    rows.append(fact("fast.rows_not_run", int((bench["status"] != "ok").sum()), "rows", datasets=d))
+    return rows
+
+
+def fp8_trace_facts(kernels) -> list[dict]:
+    """Facts of a Kineto table holding an fp16 and an fp8 engine of one config: the fp8
+    forward's GPU time over the fp16 one's, and the fp8 convolutions with their remaining adds
+    and quantisation passes over the fp16 convolutions with their bias-add and SiLU kernels."""
+    cfgs = list(kernels["config"].unique())
+    fp16 = next((c for c in cfgs if "_fp16_" in c), None)
+    fp8 = next((c for c in cfgs if "_fp8_" in c), None)
+    if fp16 is None or fp8 is None:
+        return []
+    b = time_breakdown(kernels)
+    d = ("trace_fp8_w1_b64",)
+    c16 = part_ms(b, fp16, CONV_PARTS) + part_ms(b, fp16, EPILOGUE)
+    c8 = part_ms(b, fp8, CONV_PARTS) + part_ms(b, fp8, EPILOGUE)
+    q8 = part_ms(b, fp8, ["fp8 quantisation"])
+    return [
+        fact(
+            "fast.fp8_over_fp16_gpu_time",
+            b.loc["total", fp8] / b.loc["total", fp16],
+            "x",
+            datasets=d,
+        ),
+        fact(
+            "fast.fp8_conv_with_quantise_over_fp16_conv",
+            (c8 + q8) / c16,
+            "x",
+            datasets=d,
+            note=f"fp8 {c8:.1f} ms + {q8:.1f} ms quantising; fp16 {c16:.1f} ms",
+        ),
+    ]
+
+
+def compile_trace_facts(both, eager: str = "eager", compiled: str = "compile") -> list[dict]:
+    """Facts of :func:`compare_backends` of an eager and a torch.compile engine: the share (%)
+    of the GPU time compile saves that comes from the convolutions, the time outside them and
+    the kernel launches per forward, compiled over eager."""
+    b = time_breakdown(both)
+    n = kernels_per_forward(both)
+    d = ("trace_fp8_w1_b64", "trace_compile_w1_b64")
+    c_e, c_c = part_ms(b, eager, CONV_PARTS), part_ms(b, compiled, CONV_PARTS)
+    t_e, t_c = float(b.loc["total", eager]), float(b.loc["total", compiled])
+    saved = t_e - t_c
+    return [
+        fact(
+            "fast.compile_saving_from_convolutions_pct",
+            (c_e - c_c) / saved * 100 if saved else float("nan"),
+            "%",
+            datasets=d,
+            note=f"{t_e:.1f} -> {t_c:.1f} ms per forward",
+        ),
+        fact("fast.compile_rest_over_eager", (t_c - c_c) / (t_e - c_e), "x", datasets=d),
+        fact(
+            "fast.compile_launches_over_eager",
+            n[compiled] / n[eager],
+            "x",
+            datasets=d,
+            note=f"{n[eager]:.0f} -> {n[compiled]:.0f} kernels per forward",
+        ),
+    ]
+
+
+def probe_facts(probe) -> list[dict]:
+    """Facts of the pipeline probe: the engine's share (%) of the five stages' summed wall
+    time, and one stream's time per batch over three streams' (above 1: batches overlap)."""
+    ms = probe.set_index("stage")["wall_ms"]
+    d = ("probe_pipeline_w05_b16",)
+    rows = []
+    stages = ms.reindex(list(PIPELINE_STAGES))
+    if stages.notna().all() and "engine" in ms:
+        rows.append(
+            fact("fast.probe_engine_share_pct", ms["engine"] / stages.sum() * 100, "%", datasets=d)
+        )
+    if {"batch, 1 stream", "batch, 3 streams"} <= set(ms.index):
+        rows.append(
+            fact(
+                "fast.probe_1_over_3_streams",
+                ms["batch, 1 stream"] / ms["batch, 3 streams"],
+                "x",
+                datasets=d,
+            )
+        )
+    return rows
+
+
+def facts(root: DataRoot):
+    """The fast-engines facts of ``root`` (keys ``fast.*``): from ``bench_fast_engines`` (with
+    the fp16 peak of ``ceilings``), the fp8 and compile traces and the pipeline probe, each
+    where the root holds it."""
+    import math
+
+    rows = []
+    if root.has("bench_fast_engines"):
+        peak = fp16_peak_tflops(root.load("ceilings")) if root.has("ceilings") else math.nan
+        rows += bench_facts(root.load("bench_fast_engines"), peak)
+    if root.has("trace_fp8_w1_b64"):
+        fp8 = root.load("trace_fp8_w1_b64")
+        rows += fp8_trace_facts(fp8)
+        fp16 = next((c for c in fp8["config"].unique() if "_fp16_" in c), None)
+        if fp16 and root.has("trace_compile_w1_b64"):
+            both = compare_backends(
+                {"eager": fp8, "compile": root.load("trace_compile_w1_b64")}, fp16
+            )
+            rows += compile_trace_facts(both)
+    if root.has("probe_pipeline_w05_b16"):
+        rows += probe_facts(root.load("probe_pipeline_w05_b16"))
+    return facts_table(r for r in rows if not math.isnan(r["value"]))

@@ -7,8 +7,12 @@ import json
 
 import pandas as pd
 
+from yolo_sm.analyse import claims as analyse_claims
+from yolo_sm.analyse import fast as analyse_fast
 from yolo_sm.analyse.facts import concat
 from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.report import claims, goals
+from yolo_sm.report.findings import fast
 from yolo_sm.report.rules import Rule, check_unique, evaluate
 
 #: (rules, facts function) pairs; each facts function takes a DataRoot and returns a facts
@@ -22,8 +26,9 @@ def all_rules() -> tuple[Rule, ...]:
 
 
 def facts(root: DataRoot) -> pd.DataFrame:
-    """The facts every rule reads, computed from ``root``'s datasets."""
-    return concat(*(fn(root) for _, fn in SOURCES))
+    """The facts every rule reads, computed from ``root``'s datasets (each facts function
+    once, however many rule sets read it)."""
+    return concat(*(fn(root) for fn in dict.fromkeys(fn for _, fn in SOURCES)))
 
 
 def verdict_table(root: DataRoot) -> pd.DataFrame:
@@ -39,3 +44,8 @@ def to_json(verdicts: pd.DataFrame) -> str:
     for r in rows:
         r["datasets"] = [d for d in (r["datasets"] or "").split(", ") if d]
     return json.dumps(rows, indent=2)
+
+
+SOURCES.append((claims.CLAIMS_RULES, analyse_claims.facts))
+SOURCES.append((goals.RULES, analyse_fast.facts))
+SOURCES.append((fast.RULES, analyse_fast.facts))

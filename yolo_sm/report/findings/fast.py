@@ -1,8 +1,133 @@
-"""Headline findings of the fast notebook, as rules over the facts of its analysis module."""
+"""Headline findings of the fast-engines notebook (08), as rules over the facts of
+:func:`yolo_sm.analyse.fast.facts`."""
 
 from __future__ import annotations
 
-from yolo_sm.report.rules import Rule
+from yolo_sm.report.rules import Rule, check_unique
 
-#: One rule per headline finding (see :class:`yolo_sm.report.rules.Rule`).
-RULES: tuple[Rule, ...] = ()
+BENCH = ("bench_fast_engines",)
+FP8 = ("trace_fp8_w1_b64",)
+COMPILE = ("trace_fp8_w1_b64", "trace_compile_w1_b64")
+PROBE = ("probe_pipeline_w05_b16",)
+
+
+def _finding(fid, statement, key, op, threshold, unit, datasets, scope="", partly=None) -> Rule:
+    return Rule(
+        id=f"fast_{fid}",
+        statement=statement,
+        fact=f"fast.{key}",
+        op=op,
+        threshold=threshold,
+        unit=unit,
+        partly=partly,
+        datasets=datasets,
+        scope=scope,
+        group="08_fast_engines",
+    )
+
+
+#: One rule per headline finding of notebook 08.
+RULES: tuple[Rule, ...] = check_unique(
+    (
+        _finding(
+            "b1_speedup",
+            "At batch 1 the best 16-bit engine runs at least 3x the baseline's img/s "
+            "(median over widths): launch overhead dominates an eager forward",
+            "best16_img_per_s_over_baseline_median",
+            ">=",
+            3.0,
+            "x",
+            BENCH,
+            "batch=1",
+        ),  # fmt: skip
+        _finding(
+            "b64_speedup",
+            "At batch 64 the best 16-bit engine still runs at least 1.3x the baseline's img/s "
+            "(median over widths)",
+            "best16_img_per_s_over_baseline_median",
+            ">=",
+            1.3,
+            "x",
+            BENCH,
+            "batch=64",
+        ),  # fmt: skip
+        _finding(
+            "pipeline_beats_predict",
+            "The frames-to-boxes pipeline delivers at least 3x YOLO.predict's frames/s "
+            "(median over its rows)",
+            "pipeline_over_predict_median",
+            ">=",
+            3.0,
+            "x",
+            BENCH,
+            partly=1.0,
+        ),  # fmt: skip
+        _finding(
+            "all_rows_ran",
+            "Every variant of the bench ran and passed its numerical check",
+            "rows_not_run",
+            "<=",
+            0.0,
+            "rows",
+            BENCH,
+        ),  # fmt: skip
+        _finding(
+            "fp8_forward_faster",
+            "The fp8 engine's forward takes less GPU time than the fp16 engine's",
+            "fp8_over_fp16_gpu_time",
+            "<",
+            1.0,
+            "x",
+            FP8,
+        ),  # fmt: skip
+        _finding(
+            "fp8_quantise_eats_gain",
+            "Quantising to fp8 costs more than the fp8 convolutions save: their time with the "
+            "quantisation passes is at least the fp16 convolutions' with their bias-add and "
+            "SiLU kernels",
+            "fp8_conv_with_quantise_over_fp16_conv",
+            ">=",
+            1.0,
+            "x",
+            FP8,
+        ),  # fmt: skip
+        _finding(
+            "compile_gain_outside_convs",
+            "torch.compile's gain comes from outside the convolutions: they account for under "
+            "20 % of the GPU time it saves per forward",
+            "compile_saving_from_convolutions_pct",
+            "<",
+            20.0,
+            "%",
+            COMPILE,
+        ),  # fmt: skip
+        _finding(
+            "compile_fuses_launches",
+            "torch.compile launches at most two thirds of eager's kernels per forward",
+            "compile_launches_over_eager",
+            "<=",
+            2 / 3,
+            "x",
+            COMPILE,
+        ),  # fmt: skip
+        _finding(
+            "probe_engine_dominates",
+            "The engine is at least half of a pipeline batch's stage time (stages run alone)",
+            "probe_engine_share_pct",
+            ">=",
+            50.0,
+            "%",
+            PROBE,
+        ),  # fmt: skip
+        _finding(
+            "probe_streams_overlap",
+            "Three batches in flight overlap: a batch takes at least 1.2x as long with one "
+            "stream as with three",
+            "probe_1_over_3_streams",
+            ">=",
+            1.2,
+            "x",
+            PROBE,
+        ),  # fmt: skip
+    )
+)

@@ -1,0 +1,98 @@
+"""The fast-engines targets (notebook 08) as rules: one rule per check, per width the target
+names, over the facts of :func:`yolo_sm.analyse.fast.facts`. A width the bench has not measured
+reads "not tested"; so does the share of the fp16 peak on a root without measured ceilings.
+
+The targets, against the eager fp16 NHWC baseline of the same width and batch:
+
+1. batch-1 latency of the best 16-bit engine: <= 0.30x for widths 0.25-1.0, <= 0.5x above;
+2. batch-64 img/s of the best 16-bit engine: >= 1.5x for widths 0.25-1.0, >= 1.3x and >= half
+   the measured fp16 matmul peak for widths 1.5-2.0;
+3. batch 64, widths >= 1.0: an 8-bit engine with usable output >= 1.3x the fp16 engine of its
+   backend;
+4. frames to boxes at batch 16, width 0.5: the fastest pipeline >= 6x YOLO.predict and within
+   15 % of its engine's model-only img/s.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from yolo_sm.analyse import fast
+from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.report.rules import Rule, check_unique, evaluate
+
+#: the widths the targets name (the bench plan's widths)
+WIDTHS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0)
+BENCH = ("bench_fast_engines",)
+
+
+def _goal(gid: str, statement: str, key: str, width: float, batch: int, op: str, thr: float,
+          datasets=BENCH) -> Rule:  # fmt: skip
+    return Rule(
+        id=gid,
+        statement=statement,
+        fact=f"fast.{key}",
+        op=op,
+        threshold=thr,
+        unit="x",
+        datasets=datasets,
+        scope=fast.scope(width, batch),
+        group="goals",
+    )
+
+
+def _rules():
+    for w in WIDTHS:
+        thr = 0.30 if w <= 1.0 else 0.5
+        yield _goal(
+            f"goal_1_w{w:g}",
+            f"Batch 1, width {w:g}: the best 16-bit engine's latency is at most {thr:g}x the "
+            "baseline's",
+            "best16_latency_over_baseline", w, 1, "<=", thr,
+        )  # fmt: skip
+    for w in WIDTHS:
+        if 1.0 < w < 1.5:
+            continue  # width 1.25 is named by neither range of target 2
+        thr = 1.5 if w <= 1.0 else 1.3
+        yield _goal(
+            f"goal_2_w{w:g}",
+            f"Batch 64, width {w:g}: the best 16-bit engine delivers at least {thr:g}x the "
+            "baseline's img/s",
+            "best16_img_per_s_over_baseline", w, 64, ">=", thr,
+        )  # fmt: skip
+    for w in (x for x in WIDTHS if x >= 1.5):
+        yield _goal(
+            f"goal_2_peak_w{w:g}",
+            f"Batch 64, width {w:g}: the best 16-bit engine delivers at least half the "
+            "measured fp16 matmul TFLOP/s",
+            "best16_tflops_over_fp16_peak", w, 64, ">=", 0.5, (*BENCH, "ceilings"),
+        )  # fmt: skip
+    for w in (x for x in WIDTHS if x >= 1.0):
+        yield _goal(
+            f"goal_3_w{w:g}",
+            f"Batch 64, width {w:g}: an 8-bit engine with usable output delivers at least 1.3x "
+            "the img/s of the fp16 engine of its backend (0 where every 8-bit engine failed "
+            "its numerical check)",
+            "usable_8bit_over_fp16", w, 64, ">=", 1.3,
+        )  # fmt: skip
+    yield _goal(
+        "goal_4_predict",
+        "Batch 16, width 0.5: the fastest frames-to-boxes pipeline delivers at least 6x the "
+        "frames/s of YOLO.predict",
+        "pipeline_over_predict", 0.5, 16, ">=", 6.0,
+    )  # fmt: skip
+    yield _goal(
+        "goal_4_model_only",
+        "Batch 16, width 0.5: the fastest frames-to-boxes pipeline keeps at least 0.85x its "
+        "engine's model-only img/s",
+        "pipeline_over_model_only", 0.5, 16, ">=", 0.85,
+    )  # fmt: skip
+
+
+#: One rule per check of the four targets.
+RULES: tuple[Rule, ...] = check_unique(_rules())
+
+
+def verdicts(root: DataRoot) -> pd.DataFrame:
+    """The targets' verdict table for ``root``."""
+    return evaluate(RULES, fast.facts(root), root.name)
