@@ -1,159 +1,196 @@
-"""The claims table: every claim present once, verdicts from the allowed set, numbers computed."""
+"""The article claims, the fast-engines targets and findings as rules: every rule flips across
+its threshold, the claims' facts are the numbers of the data, the catalog's JSON has one object
+per rule."""
 
+import json
+import math
+
+import numpy as np
+import pandas as pd
 import pytest
 
-from yolo_sm.contract import datasets, hardware, manifest
-from yolo_sm.contract.errors import UserError
-from yolo_sm.report import claims
+from yolo_sm.analyse import claims as ac
+from yolo_sm.analyse.facts import fact, facts_table
+from yolo_sm.analyse.weighting import time_weighted
+from yolo_sm.contract.datasets import open_root
+from yolo_sm.report import catalog, claims, goals
+from yolo_sm.report.findings import fast as fast_findings
+from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, Rule, evaluate
+
+ALL_RULES = claims.CLAIMS_RULES + goals.RULES + fast_findings.RULES
 
 
-def test_every_claim_has_one_verdict():
-    df = claims.check_all()
-    assert list(df.claim) == list(range(1, 17))
-    allowed = {claims.HOLDS, claims.FAILS, claims.PARTLY, claims.NOT_TESTABLE, claims.PENDING}
-    assert set(df.verdict) <= allowed
-    decided = df[df.verdict.isin([claims.HOLDS, claims.FAILS, claims.PARTLY])]
-    assert (decided.number.str.len() > 0).all() and (decided.evidence.str.len() > 0).all()
-    assert (df[df.verdict == claims.PENDING].evidence.str.contains("needs")).all()
+@pytest.fixture(scope="module")
+def h200():
+    return open_root("h200")
 
 
-def test_claims_from_shipped_data():
-    assert claims.claim_1().verdict == claims.HOLDS and claims.claim_1().number == "+56.0%"
-    c6 = claims.claim_6()
-    assert c6.verdict == claims.FAILS and not c6.provisional and "tensor pipes" in c6.number
-    assert claims.claim_16().verdict == claims.HOLDS
+@pytest.fixture(scope="module")
+def claim_verdicts(h200):
+    return claims.verdicts(h200).set_index("id")
 
 
-def test_claim_6_carries_the_yolo_evidence(monkeypatch):
-    from yolo_sm.analyse.roofline import yolo_occupancy_vs_throughput
+def subset_root(tmp_path, names, source="h200"):
+    """A root holding only ``names`` of ``source`` (files linked, manifest entries copied)."""
+    src = open_root(source)
+    folder = tmp_path / "subset"
+    folder.mkdir()
+    entries = {n: src.info(n) for n in names}
+    for e in entries.values():
+        (folder / e["file"]).symlink_to(src.path / e["file"])
+    (folder / "manifest.json").write_text(json.dumps({"datasets": entries}))
+    return open_root(folder)
 
-    c6 = claims.claim_6()
-    if "h200/ncu_throughput_w1" not in set(datasets.list_datasets().name):
-        pytest.skip("h200/ncu_throughput_w1 not shipped")
-    split = yolo_occupancy_vs_throughput(datasets.load("h200/ncu_throughput_w1"))
-    lo = split[split.occupancy == "< 60 %"].set_index("width")
-    shares = f"{lo.time_share[1.0]:.0%} / {lo.time_share[2.0]:.0%} of kernel time"
-    assert "YOLOv8 at width 1 / 2" in c6.number and shares in c6.number
-    tp = f"{lo.tensor_pipe_tw_pct[1.0]:.0f} / {lo.tensor_pipe_tw_pct[2.0]:.0f} % tensor pipe"
-    assert tp in c6.number
-    assert "h200/ncu_throughput_w1" in c6.evidence
-    # without the YOLO set: the wide-stack verdict and text, unchanged
-    load = hardware.load_or_none
-    monkeypatch.setattr(
-        claims,
-        "load_or_none",
-        lambda name: None if name == "h200/ncu_throughput_w1" else load(name),
+
+def _verdict(rule: Rule, value: float) -> str:
+    facts = facts_table([fact(rule.fact, value, rule.unit, scope=rule.scope)])
+    return evaluate([rule], facts).verdict.item()
+
+
+def _step(rule: Rule) -> float:
+    return max(abs(rule.threshold), 1.0) * 1e-3
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=lambda r: r.id)
+def test_every_rule_flips_across_its_threshold(rule):
+    up = rule.op in (">=", ">")
+    eps = _step(rule)
+    holds = rule.threshold + (eps if up else -eps)
+    beyond = rule.partly if rule.partly is not None else rule.threshold
+    fails = beyond - (eps if up else -eps)
+    assert _verdict(rule, holds) == HOLDS
+    assert _verdict(rule, fails) == FAILS
+    if rule.partly is not None:
+        between = (rule.threshold + rule.partly) / 2
+        assert _verdict(rule, between) == PARTLY
+    assert _verdict(rule, math.nan) == NOT_TESTED
+
+
+def test_every_claim_is_a_rule_once():
+    assert [r.id for r in claims.CLAIMS_RULES] == [f"claim_{n}" for n in range(1, 17)]
+    assert all(r.fact.startswith("claims.") for r in claims.CLAIMS_RULES)
+
+
+def test_claim_facts_on_the_shipped_data(h200, claim_verdicts):
+    f = ac.facts(h200).set_index("key").value
+    s = h200.load("sweep_fp16_nhwc")
+    flops = s.groupby("width").flops_per_img.first()
+    rise = (flops[1.25] / flops[1.0] - 1) * 100
+    assert f["claims.flops_rise_w1.25_off_claim_pp"] == pytest.approx(abs(rise - 56.0))
+    e = s[(s.backend == "eager") & (s.width == 1.0) & (s.status == "ok")]
+    slope = np.polyfit(e.batch, e.peak_mem_bytes, 1)[0]
+    assert f["claims.image_memory_off_claim"] == pytest.approx(1.2e9 / slope)
+    # claim 15 reads SM throughput of the neck's conv layers, not occupancy
+    t = h200.load("ncu_throughput_w1")
+    neck = t[(t.stage == "neck") & (t.module_type == "Conv")]
+    low = time_weighted(neck, ["config", "layer"], ("sm_throughput_pct",)).sm_throughput_tw_pct
+    assert f["claims.neck_conv_sm_throughput_min_pct"] == pytest.approx(low.min())
+    # claim 4: fp16 NHWC convolutions hold fewer blocks per SM (more shared memory per block)
+    p = h200.load("ncu_precision_w1")
+    (b32, s32), (b16, s16) = (
+        ac.conv_blocks(p, f"yolov8_w1_{c}_b8") for c in ("fp32_nchw", "fp16_nhwc")
     )
-    bare = claims.claim_6()
-    assert bare.verdict == c6.verdict == claims.FAILS
-    assert "YOLOv8" not in bare.number and c6.number.startswith(bare.number + "; ")
-    assert "ncu_throughput_w1" not in bare.evidence
+    assert f["claims.conv_blocks_per_sm_fp16_nhwc_over_fp32_nchw"] == pytest.approx(b16 / b32)
+    assert s16 > s32 and claim_verdicts.verdict["claim_4"] == FAILS
+    # the copy of one frame: the ceilings' figure against 0.08 ms
+    c = h200.load("ceilings")
+    ms = c[c.ceiling == "copy_h2d_frame_fp16"].value.item()
+    assert f["claims.frame_copy_off_claim"] == pytest.approx(max(ms / 0.08, 0.08 / ms))
 
 
-def test_no_decided_claim_rests_on_provisional_data():
-    df = claims.check_all()
-    assert not df.provisional.any()
-    # only 10, 12 and 13 may wait: for h200/bench_fast_engines (and its 8-bit rows), h200/ceilings
-    assert set(df[df.verdict == claims.PENDING].claim) <= {10, 12, 13}
-    shipped = set(datasets.list_datasets().name)
-    for n, name in ((12, "h200/ceilings"), (13, "h200/bench_fast_engines")):
-        assert (df.set_index("claim").verdict[n] == claims.PENDING) == (name not in shipped)
+def test_claims_without_a_fact_are_not_tested(h200, claim_verdicts):
+    v = claim_verdicts.verdict
+    assert v["claim_9"] == NOT_TESTED  # no mAP evaluation
+    assert v["claim_13"] == NOT_TESTED  # no open-loop pipeline rows in the bench
+    assert ac.facts(h200).key.str.startswith("claims.int8").sum() == 0  # no INT8 engine ran
+    decided = set(v[v != NOT_TESTED].index)
+    assert decided == {f"claim_{n}" for n in range(1, 17)} - {"claim_9", "claim_13"}
 
 
-def test_check_selects_claims():
-    assert claims.check(13, 10).claim.tolist() == [10, 13]
-    with pytest.raises(UserError, match="no claim 17"):
-        claims.check(17)
+def test_a_root_without_the_datasets_tests_nothing(tmp_path):
+    root = subset_root(tmp_path, ["ceilings"])
+    v = claims.verdicts(root).set_index("id").verdict
+    assert v["claim_12"] != NOT_TESTED
+    assert (v.drop("claim_12") == NOT_TESTED).all()
+    assert (goals.verdicts(root).verdict == NOT_TESTED).all()
 
 
-@pytest.fixture
-def bench(tmp_path, monkeypatch):
-    """The synthetic bench fixture shipped as h200/bench_fast_engines in a data folder of its
-    own; call it with a modified table to ship that instead."""
+def test_factor_off_is_symmetric():
+    assert ac.factor_off(0.04, 0.08) == ac.factor_off(0.16, 0.08) == pytest.approx(2.0)
+    assert math.isnan(ac.factor_off(0.0, 0.08))
+
+
+def test_small_facts_on_tiny_tables():
+    occ = pd.Series([90.0, 88.0, 60.0], index=[1.0, 1.25, 1.5])
+    assert ac.occupancy_drop_pp(occ) == pytest.approx(30.0)
+    assert ac.min_occupancy_up_to(occ) == pytest.approx(88.0)
+    img = pd.Series([100.0, 180.0, 300.0, 250.0, 240.0], index=[1, 2, 4, 8, 16])
+    assert ac.batch_over_best(img) == 1.0
+    assert ac.batch_over_best(img.drop(4)) != ac.batch_over_best(img.drop(4))  # NaN
+    trace = pd.DataFrame(
+        {
+            "config": ["a"] * 5,
+            "iteration": [0] * 5,
+            "module_type": ["C2f", "C2f", "C2f", "Conv", "Conv"],
+            "layer": ["m.2", "m.2", "m.2", "m.1", "m.3"],
+        }
+    )
+    assert ac.c2f_fusion_bound(trace) == pytest.approx(2 / 5 * 100)
+    ncu = pd.DataFrame(
+        {
+            "config": ["y_w1_fp16_nchw_b8", "y_w1_fp16_nhwc_b8"],
+            "duration_us": [12.0, 10.0],
+        }
+    )
+    assert ac.nhwc_speedup(ncu) == pytest.approx(1.2)
+
+
+def _pipe(streams, arrival, img, p50, p99):
+    return {
+        "width": 0.5,
+        "batch": 16,
+        "variant": f"pipeline/cudagraph/fp16/nhwc/s{streams}",
+        "status": "ok",
+        "streams": float(streams),
+        "arrival_img_per_s": arrival,
+        "img_per_s": img,
+        "median_ms": p50,
+        "p99_ms": p99,
+    }
+
+
+def test_jitter_counts_only_arrivals_below_capacity():
+    closed = [_pipe(1, None, 1000.0, 10.0, 20.0), _pipe(3, None, 1500.0, 10.0, 20.0)]
+    bench = pd.DataFrame(closed)
+    assert math.isnan(ac.jitter_cut_below_capacity(bench))  # queueing only: not measured
+    below = [_pipe(1, 500.0, 500.0, 10.0, 20.0), _pipe(3, 500.0, 500.0, 10.0, 14.0)]
+    above = [_pipe(1, 2000.0, 1000.0, 10.0, 90.0), _pipe(3, 2000.0, 1500.0, 10.0, 11.0)]
+    bench = pd.DataFrame(closed + below + above)
+    assert ac.jitter_cut_below_capacity(bench) == pytest.approx(60.0)
+
+
+def test_claim_10_reads_fp8_from_the_bench(tmp_path):
     from tests.fixtures.synthetic_bench import make_bench, ship
 
-    monkeypatch.setenv("YOLO_SM_DATA", str(tmp_path))
-
-    def shipped(df=None):
-        ship(tmp_path, make_bench() if df is None else df)
-        return df
-
-    return shipped
-
-
-def test_claims_10_and_13_from_the_bench(bench):
-    from tests.fixtures.synthetic_bench import make_bench
-
-    assert claims.claim_10().verdict == claims.PENDING  # nothing shipped yet
-    assert "bench_fast_engines" in claims.claim_13().evidence
-    bench()
-    c10, c13 = claims.claim_10(), claims.claim_13()
-    assert c10.verdict == claims.HOLDS and "median 1.61x" in c10.number
-    assert c13.verdict == claims.HOLDS and "-72%" in c13.number
-    # fp8 only 1.2x the fp16 CUDA graph: partly; no faster: fails
     df = make_bench()
+    ship(tmp_path, df)
+    root = open_root(tmp_path / "h200")
+    v = claims.verdicts(root).set_index("id")
+    sp = ac.eight_bit_over_fp16(df, "fp8")
+    assert v.measured["claim_10"] == pytest.approx(sp) and v.verdict["claim_10"] == HOLDS
     fp8 = df.variant == "cudagraph/fp8/nhwc"
-    for factor, verdict in ((1.2, claims.PARTLY), (0.95, claims.FAILS)):
-        d = df.copy()
-        ref = d[d.variant == "cudagraph/fp16/nhwc"].set_index(["width", "batch"]).img_per_s
-        d.loc[fp8, "img_per_s"] = (
-            factor * ref.reindex(d[fp8].set_index(["width", "batch"]).index).to_numpy()
-        )
-        bench(d)
-        assert claims.claim_10().verdict == verdict, factor
-    # the fp8 engine did not run: claim 10 waits for 8-bit rows
-    d = df.copy()
-    d.loc[fp8, ["status", "message", "img_per_s"]] = ["error", "NotAvailableError: no", None]
-    bench(d)
-    c10 = claims.claim_10()
-    assert c10.verdict == claims.PENDING and "fp8 or int8" in c10.evidence
-    # 3 streams jitter 50 % less than 1 stream: partly (the claim says 60 %); more: fails
-    for cut, verdict in ((0.5, claims.PARTLY), (-0.1, claims.FAILS)):
-        d = df.copy()
-        s1 = d[d.variant.str.endswith("/s1")].set_index(["width", "batch"])
-        s3 = d.variant.str.endswith("/s3")
-        jit = (s1.p99_ms - s1.median_ms).reindex(d[s3].set_index(["width", "batch"]).index)
-        d.loc[s3, "p99_ms"] = d.loc[s3, "median_ms"] + (1 - cut) * jit.to_numpy()
-        bench(d)
-        assert claims.claim_13().verdict == verdict, cut
-    # no multi-stream rows: claim 13 waits for them
-    bench(df[~df.variant.str.endswith("/s3")])
-    assert claims.claim_13().verdict == claims.PENDING
+    df.loc[fp8, ["status", "message", "img_per_s"]] = ["error", "NotAvailableError: no", None]
+    ship(tmp_path, df)
+    assert claims.verdicts(root).set_index("id").verdict["claim_10"] == NOT_TESTED
 
 
-def test_occupancy_claims_fail_for_the_mechanism_on_the_h200():
-    """Width does not lower occupancy on the H200 (claims 2 and 3), batch 4 is not best (5)."""
-    for f in (claims.claim_2, claims.claim_3, claims.claim_5):
-        assert f().verdict == claims.FAILS, f.__name__
-    assert "best of batch 1-128: 128" in claims.claim_5().number
-
-
-def test_memory_rule_uses_the_measured_slope():
-    c8 = claims.claim_8()
-    assert c8.verdict == claims.FAILS and "MB per 640x640 image" in c8.number
-
-
-def test_ceilings_feed_claim_12_and_the_peak(tmp_path, monkeypatch):
-    """With an (here synthetic) h200/ceilings table, claim 12 is decided and the fp16 peak is
-    the measured one."""
-    import pandas as pd
-
-    rows = [
-        ("matmul_fp16", 700.0, "TFLOP/s"),
-        ("copy_h2d_pinned", 50.0, "GB/s"),
-        ("copy_h2d_frame_fp16", 0.09, "ms"),
-    ]
-    df = pd.DataFrame(rows, columns=["ceiling", "value", "unit"]).assign(
-        size="x", median_ms=1.0, iqr_ms=0.1, n_samples=7
-    )
-    (tmp_path / "h200").mkdir()
-    df.to_parquet(tmp_path / "h200" / "ceilings.parquet")
-    manifest.register(tmp_path / "h200", "ceilings", "ceilings.parquet", "ceilings", "test", "test")
-    monkeypatch.setenv("YOLO_SM_DATA", str(tmp_path))
-    c12 = claims.claim_12()
-    assert c12.verdict == claims.HOLDS and c12.number.startswith("0.090 ms")
-    assert hardware.peak_fp16_tflops() == (700.0, hardware.peak_fp16_tflops()[1])
-    assert "measured" in hardware.peak_fp16_tflops()[1]
-    monkeypatch.setenv("YOLO_SM_DATA", str(tmp_path / "none"))
-    assert claims.claim_12().verdict == claims.PENDING
-    assert hardware.peak_fp16_tflops()[0] == hardware.PEAK_FP16_TFLOPS
+def test_catalog_json_has_one_object_per_rule(h200):
+    rows = json.loads(catalog.to_json(catalog.verdict_table(h200)))
+    ids = [r["id"] for r in rows]
+    assert ids == [r.id for r in catalog.all_rules()] and len(ids) == len(set(ids))
+    assert {r.id for r in ALL_RULES} <= set(ids)
+    keys = {"id", "statement", "measured", "unit", "op", "threshold", "verdict", "datasets"}
+    assert all(set(r) == keys for r in rows)
+    by_id = {r["id"]: r for r in rows}
+    assert by_id["claim_9"]["measured"] is None and by_id["claim_9"]["verdict"] == NOT_TESTED
+    assert by_id["claim_16"]["datasets"] == ["h200/ncu_precision_w1"]

@@ -1,6 +1,6 @@
-"""Notebook 08's views on the synthetic bench fixture (tests/fixtures/synthetic_bench.py): the
-side-by-side tables, the goals of the fast-engines issue (each flips when its number crosses
-the threshold), jitter and 8-bit speed-ups, figures and findings."""
+"""Notebook 08's tables and facts on the synthetic bench fixture (tests/fixtures/synthetic_bench.py)
+and the shipped traces: side-by-side tables, jitter and 8-bit speed-ups, figures, the facts the
+targets and findings read, and targets that flip when a number crosses its threshold."""
 
 import numpy as np
 import pandas as pd
@@ -8,10 +8,12 @@ import pytest
 
 from tests.fixtures.synthetic_bench import make_bench
 from yolo_sm.analyse import fast
+from yolo_sm.analyse.facts import facts_table
 from yolo_sm.contract.errors import UserError
-from yolo_sm.report import fast_plots
+from yolo_sm.report import fast_plots, goals
+from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, evaluate
 
-PEAK = 790.0
+PEAK = 450.0  # a made-up fp16 peak for the synthetic fixture
 
 
 @pytest.fixture
@@ -33,12 +35,6 @@ def _set_speed(df, variant, width, batch, ratio, over="eager/fp16/nhwc"):
     return df
 
 
-def _status(df, **kw):
-    return (
-        fast.goal_summary(fast.goal_checks(df, kw.pop("peak", PEAK), **kw)).set_index("goal").status
-    )
-
-
 def test_side_by_side_tables(df):
     t = fast.side_by_side(df)
     assert len(t) == len(df) == 8 * 3 * 8
@@ -53,91 +49,66 @@ def test_side_by_side_tables(df):
     assert len(bad) == 1 and bad.status.item() == "oom" and "out of memory" in bad.message.item()
 
 
-def test_goals_on_the_fixture(df):
-    checks = fast.goal_checks(df, PEAK)
-    assert _status(df).to_dict() == {1: fast.MET, 2: fast.MISSED, 3: fast.MET, 4: fast.MET}
-    g1 = checks[checks.goal == 1].set_index("width")
-    assert g1.loc[1.0, "threshold"] == 0.30 and g1.loc[1.25, "threshold"] == 0.5
+def _targets(df, peak=PEAK):
+    return evaluate(goals.RULES, facts_table(fast.bench_facts(df, peak))).set_index("id")
+
+
+def test_bench_facts_are_the_fixture_numbers(df):
+    f = facts_table(fast.bench_facts(df, PEAK)).set_index(["key", "scope"]).value
+    best = fast.best_engine(df, 1).loc[1.0]
     base = df[(df.variant == "eager/fp16/nhwc") & (df.batch == 1) & (df.width == 1.0)]
-    best = df[(df.variant == g1.loc[1.0, "variant"]) & (df.batch == 1) & (df.width == 1.0)]
-    assert g1.loc[1.0, "value"] == pytest.approx(best.median_ms.item() / base.median_ms.item())
-    # goal 2 leaves width 1.25 out and checks 1.5-2.0 twice (ratio and share of the peak)
-    g2 = checks[checks.goal == 2]
-    assert 1.25 not in set(g2.width) and (g2.width >= 1.5).sum() == 6
+    ratio = best.median_ms / base.median_ms.item()
+    assert f["fast.best16_latency_over_baseline", "width=1, batch=1"] == pytest.approx(ratio)
+    assert "fp8" not in best.variant  # the best 16-bit engine
+    best64 = fast.best_engine(df, 64).loc[1.5]
+    share = f["fast.best16_tflops_over_fp16_peak", "width=1.5, batch=64"]
+    assert share == pytest.approx(best64.tflops / PEAK)
+    assert f["fast.rows_not_run", ""] == (df.status != "ok").sum()
+    # without a measured peak the share is not a fact
+    keys = {r["key"] for r in fast.bench_facts(df)}
+    assert "fast.best16_tflops_over_fp16_peak" not in keys
 
 
-def test_goal_1_flips_at_030_of_the_baseline_latency(df):
-    quick = [v for v in df.variant.unique() if v.startswith(("cudagraph", "compile"))]
-    for ratio, status in ((1 / 0.29, fast.MET), (1 / 0.31, fast.MISSED)):
-        d = df.copy()
-        for v in quick:  # every engine at width 1.0 batch 1 just under / over 0.30x
-            d = _set_speed(d, v, 1.0, 1, ratio if v == fast[0] else 1.0)
-        assert _status(d)[1] == status, ratio
-
-
-def test_goal_2_checks_flip(df):
-    v = "compile:max-autotune/fp16/nhwc"
-    row = lambda c, w, check: c[(c.goal == 2) & (c.width == w) & (c.check == check)].iloc[0]  # noqa: E731
-    assert not row(fast.goal_checks(df, PEAK), 0.75, "img/s / baseline").met
-    d = _set_speed(df.copy(), v, 0.75, 64, 1.51)
-    assert row(fast.goal_checks(d, PEAK), 0.75, "img/s / baseline").met
-    # the share of the fp16 peak: 249 TFLOP/s is under half of 790, over half of 450
-    share = row(fast.goal_checks(df, PEAK), 1.5, "TFLOP/s / fp16 peak")
-    tfl = df[(df.variant == share.variant) & (df.width == 1.5) & (df.batch == 64)].tflops.item()
-    assert not share.met and share.value == pytest.approx(tfl / PEAK) and 245 < tfl < 255
-    assert row(fast.goal_checks(df, 450.0), 1.5, "TFLOP/s / fp16 peak").met
-
-
-def test_goal_3_flips_and_waits_for_8_bit_rows(df):
+def test_targets_flip_with_the_bench(df):
+    v = _targets(df)
+    assert (v.verdict != NOT_TESTED).sum() > 0 and len(v) == len(goals.RULES)
     d = _set_speed(df.copy(), "cudagraph/fp8/nhwc", 1.5, 64, 1.29, over="cudagraph/fp16/nhwc")
-    assert _status(d)[3] == fast.MISSED
+    assert _targets(d).verdict["goal_3_w1.5"] == FAILS
     d = _set_speed(df.copy(), "cudagraph/fp8/nhwc", 1.5, 64, 1.31, over="cudagraph/fp16/nhwc")
-    assert _status(d)[3] == fast.MET
-    d = df.copy()
-    fp8 = d.variant == "cudagraph/fp8/nhwc"
-    d.loc[fp8, ["status", "message", "img_per_s"]] = ["error", "NotAvailableError: no fp8", None]
-    checks = fast.goal_checks(d, PEAK)
-    assert _status(d)[3] == fast.PENDING
-    assert "NotAvailableError: no fp8" in checks[checks.goal == 3].note.item()
-    # fast enough where it ran, but one width's 8-bit engine failed its check: missed there
-    d = df.copy()
-    for w in sorted(set(d[d.width >= 1.0].width)):
-        d = _set_speed(d, "cudagraph/fp8/nhwc", w, 64, 1.5, over="cudagraph/fp16/nhwc")
-    assert _status(d)[3] == fast.MET
-    widest = d.width.max()
-    bad = (d.variant == "cudagraph/fp8/nhwc") & (d.width == widest) & (d.batch == 64)
+    assert _targets(d).verdict["goal_3_w1.5"] == HOLDS
+    # an 8-bit engine that fails its numerical check gives no usable images: target missed
+    bad = (d.variant == "cudagraph/fp8/nhwc") & (d.width == 1.5) & (d.batch == 64)
     d.loc[bad, ["status", "message", "img_per_s"]] = ["error", "NumericalMismatch: 0.103", None]
-    checks = fast.goal_checks(d, PEAK)
-    row = checks[(checks.goal == 3) & (checks.width == widest)]
-    assert row.met.tolist() == [False] and "NumericalMismatch: 0.103" in row.note.item()
-    assert _status(d)[3] == fast.MISSED
-    # failing the check at every width: missed, not pending
-    d = df.copy()
-    fp8 = d.variant == "cudagraph/fp8/nhwc"
-    d.loc[fp8, ["status", "message", "img_per_s"]] = ["error", "NumericalMismatch: 0.2", None]
-    assert _status(d)[3] == fast.MISSED
-
-
-def test_goal_4_needs_both_checks(df):
+    assert _targets(d).verdict["goal_3_w1.5"] == FAILS
+    # one that could not run leaves the target untested
+    d.loc[bad, "message"] = "NotAvailableError: no fp8"
+    assert _targets(d).verdict["goal_3_w1.5"] == NOT_TESTED
+    # target 4: the pipeline against YOLO.predict
     at = (df.width == 0.5) & (df.batch == 16)
-    pipe = at & df.variant.str.startswith("pipeline/")
+    fastest = df.loc[at & df.variant.str.startswith("pipeline/"), "img_per_s"].max()
     d = df.copy()
-    d.loc[pipe, "pipeline_vs_model_only"] = 0.84  # more than 15 % below the engine alone
-    assert _status(d)[4] == fast.MISSED
-    d = df.copy()
-    fastest = d.loc[pipe, "img_per_s"].max()
-    d.loc[at & (d.variant == "ultralytics_predict"), "img_per_s"] = fastest / 5.9
-    assert _status(d)[4] == fast.MISSED
-    d.loc[at & (d.variant == "ultralytics_predict"), "img_per_s"] = fastest / 6.1
-    assert _status(d)[4] == fast.MET
-    assert _status(df[~pipe])[4] == fast.PENDING
+    for k, verdict in ((5.9, FAILS), (6.1, HOLDS)):
+        d.loc[at & (d.variant == "ultralytics_predict"), "img_per_s"] = fastest / k
+        assert _targets(d).verdict["goal_4_predict"] == verdict, k
+    # the share of the peak moves with the measured peak
+    share = _targets(df).measured["goal_2_peak_w1.5"]
+    assert _targets(df, PEAK * share / 0.49).verdict["goal_2_peak_w1.5"] == FAILS
+    assert _targets(df, PEAK * share / 0.51).verdict["goal_2_peak_w1.5"] == HOLDS
 
 
-def test_8_bit_engines_count_for_goals_1_and_2_only_when_asked(df):
-    checks = fast.goal_checks(df, PEAK, include_8bit=True)
-    assert set(checks[checks.goal.isin([1, 2])].variant) & {"cudagraph/fp8/nhwc"}
-    checks = fast.goal_checks(df, PEAK)
-    assert "cudagraph/fp8/nhwc" not in set(checks[checks.goal.isin([1, 2])].variant)
+def test_targets_on_the_shipped_bench_read_the_measured_peak():
+    from yolo_sm.contract.datasets import open_root
+
+    root = open_root("h200")
+    c = root.load("ceilings")
+    peak = c[c.ceiling == "matmul_fp16"].value.item()
+    v = goals.verdicts(root).set_index("id")
+    b = root.load("bench_fast_engines")
+    best = fast.best_engine(b, 64).loc[2.0]
+    assert v.measured["goal_2_peak_w2"] == pytest.approx(best.tflops / peak)
+    widths = set(b.width)
+    for w in goals.WIDTHS:  # a width the bench lacks is not tested
+        assert (v.verdict[f"goal_1_w{w:g}"] == NOT_TESTED) == (w not in widths)
 
 
 def test_eight_bit_speedup_pairs_the_same_backend(df):
@@ -180,17 +151,6 @@ def test_pipeline_table_and_figures(df):
     )  # 2 pipelines, model-only, predict x 3 batches
 
 
-def test_findings_are_computed_and_say_synthetic(df):
-    text = fast_plots.fast_findings(df, fast.goal_checks(df, PEAK), (PEAK, "reference"))
-    assert "synthetic test fixture" in text
-    assert "**Goal 2 missed**" in text and "**Goal 4 met**" in text
-    assert "1 row(s) did not run" in text and "-72%" in text
-    d = _set_speed(df.copy(), "cudagraph/fp8/nhwc", 1.5, 64, 1.2, over="cudagraph/fp16/nhwc")
-    assert "**Goal 3 missed**" in fast_plots.fast_findings(
-        d, fast.goal_checks(d, PEAK), (PEAK, "r")
-    )
-
-
 def test_time_breakdown_of_the_shipped_fp16_and_fp8_traces():
     """Every kernel lands in one part, per forward; the quantiser only in the fp8 engine, and
     the fp8 engine's convolutions carry its bias and SiLU (far fewer separate adds / SiLUs)."""
@@ -204,8 +164,10 @@ def test_time_breakdown_of_the_shipped_fp16_and_fp8_traces():
     fp16, fp8 = "yolov8_w1_fp16_nhwc_b64", "yolov8_w1_fp8_nhwc_b64"
     assert b.loc["fp8 quantisation", fp16] == 0 < b.loc["fp8 quantisation", fp8]
     assert b.loc["SiLU", fp8] < 0.25 * b.loc["SiLU", fp16]
-    text = fast_plots.fp8_time_findings(b, fp16, fp8)
-    assert f"{b.loc['total', fp8]:.1f} ms (fp8)" in text
+    f = facts_table(fast.fp8_trace_facts(k)).set_index("key").value
+    assert f["fast.fp8_over_fp16_gpu_time"] == pytest.approx(
+        b.loc["total", fp8] / b.loc["total", fp16]
+    )
 
 
 def test_compile_breakdown_of_the_shipped_eager_and_compiled_traces():
@@ -229,8 +191,11 @@ def test_compile_breakdown_of_the_shipped_eager_and_compiled_traces():
     assert b.loc["add (bias, residual)", "compile"] < 0.1 * b.loc["add (bias, residual)", "eager"]
     n = fast.kernels_per_forward(k)
     assert n["compile"] < n["eager"]
-    text = fast_plots.compile_time_findings(b, n)
-    assert f"{b.loc['total', 'compile']:.1f} ms" in text and f"{n['eager']:.0f} eager" in text
+    f = facts_table(fast.compile_trace_facts(k)).set_index("key").value
+    assert f["fast.compile_launches_over_eager"] == pytest.approx(n["compile"] / n["eager"])
+    saved = b.loc["total", "eager"] - b.loc["total", "compile"]
+    conv = sum(fast.part_ms(b, e, fast.CONV_PARTS) * s for e, s in (("eager", 1), ("compile", -1)))
+    assert f["fast.compile_saving_from_convolutions_pct"] == pytest.approx(conv / saved * 100)
     with pytest.raises(UserError, match="no kernels of config"):
         fast.compare_backends({"eager": k}, "yolov8_w9_fp16_nhwc_b1")
 
@@ -265,16 +230,10 @@ def test_pipeline_stages_and_findings_from_a_cpu_probe():
     assert t.stage.tolist() == list(STAGES)
     one = t.set_index("stage").loc["batch, 1 stream", "share_of_1_stream_batch"]
     assert one == pytest.approx(1.0)
-    text = fast_plots.probe_findings(probe)
-    eng = probe.set_index("stage").wall_ms["engine"]
-    assert f"the engine takes {eng:.2f} ms" in text and "same result." in text
-    assert "None" not in text and "nan" not in text
-    assert "GPU-event time" not in text  # a CPU probe has no CUDA events
-    gpu = probe.assign(gpu_ms=probe.wall_ms * 0.5)
-    gpu.loc[gpu.stage == "postprocess: fixpoint in torch ops", "same_result"] = False
-    text = fast_plots.probe_findings(gpu)
-    assert "GPU-event time" in text and "a different result." in text
-    gpu.loc[gpu.stage == "postprocess: fixpoint in torch ops", "same_result"] = None
-    assert "torch ops: " in fast_plots.probe_findings(gpu) and "row)." in fast_plots.probe_findings(
-        gpu
+    f = facts_table(fast.probe_facts(probe)).set_index("key").value
+    ms = probe.set_index("stage").wall_ms
+    assert f["fast.probe_1_over_3_streams"] == pytest.approx(
+        ms["batch, 1 stream"] / ms["batch, 3 streams"]
     )
+    five = ms.reindex(["h2d", "letterbox", "engine", "decode", "postprocess"]).sum()
+    assert f["fast.probe_engine_share_pct"] == pytest.approx(ms["engine"] / five * 100)
