@@ -12,8 +12,13 @@ from __future__ import annotations
 import pandas as pd
 
 from yolo_sm.analyse import claims as analyse_claims
+from yolo_sm.analyse.kernels import add_kernel_class
 from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.contract.labels import parse_config
+from yolo_sm.report import plots
+from yolo_sm.report.colors import TEMPLATE, color_map
 from yolo_sm.report.rules import Rule, check_unique, evaluate
+from yolo_sm.report.sections import needs
 
 
 def _claim(
@@ -208,3 +213,77 @@ CLAIMS_RULES: tuple[Rule, ...] = check_unique(
 def verdicts(root: DataRoot) -> pd.DataFrame:
     """The claims' verdict table for ``root`` (:func:`yolo_sm.report.rules.evaluate`)."""
     return evaluate(CLAIMS_RULES, analyse_claims.facts(root), root.name)
+
+
+# ---- evidence figures for notebook 07 ------------------------------------------------------
+
+
+@needs("ncu_width_b8")
+def occupancy_figure(root: DataRoot):
+    """Time-weighted achieved occupancy per width, batch 8 (claims 2 and 3)."""
+    occ = analyse_claims.occupancy_by_width(root.load("ncu_width_b8"))
+    df = pd.DataFrame({"width": occ.index, "pct": occ.to_numpy(), "occupancy": "achieved"})
+    return plots.plot_throughput(
+        df, x="width", y="pct", color="occupancy", log_y=False,
+        title=f"YOLOv8 fp16 NHWC batch 8: time-weighted occupancy (%) vs width "
+        f"({root.device_name()}, Nsight Compute)",
+    )  # fmt: skip
+
+
+@needs("ncu_throughput_w1")
+def occupancy_vs_tensor_figure(root: DataRoot):
+    """Every kernel of the YOLOv8 throughput set: theoretical occupancy against tensor-pipe use,
+    marker area ~ duration (claim 6)."""
+    import plotly.express as px
+
+    k = add_kernel_class(root.load("ncu_throughput_w1"))
+    fig = px.scatter(
+        k, x="theoretical_occupancy_pct", y="tensor_pipe_pct", color="kernel_class",
+        size="duration_us", size_max=30, facet_col="config", hover_data=["layer", "grid_size"],
+        template=TEMPLATE, color_discrete_map=color_map(k.kernel_class.unique()),
+        title=f"Tensor-pipe use against theoretical occupancy per kernel ({root.device_name()}, "
+        "Nsight Compute)",
+    )  # fmt: skip
+    fig.add_vline(x=60, line_dash="dot")
+    fig.update_xaxes(title_text="theoretical occupancy (%)")
+    fig.update_yaxes(title_text="tensor pipe (% of peak)", col=1)
+    return fig
+
+
+@needs("sweep_fp16_nhwc")
+def batch_figure(root: DataRoot):
+    """img/s against batch per width and backend (claims 5 and 7)."""
+    s = root.load("sweep_fp16_nhwc")
+    return plots.plot_throughput(
+        s[s.width.isin([0.5, 1.0, 2.0])], x="batch", y="img_per_s", color="backend",
+        facet_col="width", title=f"fp16 NHWC img/s vs batch ({root.device_name()})",
+    )  # fmt: skip
+
+
+@needs("sweep_fp16_nhwc")
+def memory_figure(root: DataRoot):
+    """Peak memory of the timed eager forwards against batch, per width (claim 8)."""
+    s = root.load("sweep_fp16_nhwc")
+    e = s[(s.backend == "eager") & (s.status == "ok")]
+    return plots.plot_throughput(
+        e.assign(peak_mem_gb=e.peak_mem_bytes / 1e9), x="batch", y="peak_mem_gb",
+        color="width", title=f"Peak memory (GB) vs batch, eager fp16 NHWC ({root.device_name()})",
+    )  # fmt: skip
+
+
+@needs("ncu_precision_w1")
+def layout_figure(root: DataRoot):
+    """GPU time per forward (summed kernel durations) per precision and layout (claim 16)."""
+    n = root.load("ncu_precision_w1")
+    t = n.groupby("config", as_index=False).duration_us.sum()
+    parts = t.config.map(lambda c: parse_config(c, strict=False))
+    t = t.assign(
+        precision=[p["precision"] for p in parts],
+        layout=[p["layout"] for p in parts],
+        ms_per_forward=t.duration_us / 1e3,
+    )
+    return plots.plot_bars(
+        t, x="precision", y="ms_per_forward", color="layout",
+        title=f"YOLOv8 width 1.0 batch 8: GPU ms per forward by precision and layout "
+        f"({root.device_name()}, Nsight Compute)",
+    )  # fmt: skip

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from yolo_sm.analyse import fast
 from yolo_sm.analyse.fast import engines, variant_order
+from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.report import plots
 from yolo_sm.report.colors import TEMPLATE
+from yolo_sm.report.sections import needs
 
 
 def plot_speedup_vs_width(bench, title: str | None = None):
@@ -71,3 +75,119 @@ def plot_pipeline(pipe, title: str | None = None):
     fig.update_yaxes(title_text="frames/s", col=1)
     fig.update_layout(legend={"orientation": "h", "y": -0.25})
     return fig
+
+
+# ---- notebook 08's sections, each from the root ---------------------------------------------
+
+BENCH = "bench_fast_engines"
+TRACE_FP8 = "trace_fp8_w1_b64"
+TRACE_COMPILE = "trace_compile_w1_b64"
+PROBE = "probe_pipeline_w05_b16"
+
+
+@needs(BENCH)
+def side_by_side(root: DataRoot):
+    """The bench as one row per (width, batch): img/s and ratio to the baseline per variant."""
+    return fast.side_by_side_wide(fast.side_by_side(root.load(BENCH))).round(2)
+
+
+@needs(BENCH)
+def units(root: DataRoot):
+    """When each (width, batch) unit ran, and which pipeline it measured."""
+    return fast.units(root.load(BENCH))
+
+
+@needs(BENCH)
+def speedup_figure(root: DataRoot):
+    return plot_speedup_vs_width(
+        root.load(BENCH),
+        title=f"Speed-up over eager fp16 NHWC (img/s ratio, same run) vs width "
+        f"({root.device_name()})",
+    )
+
+
+@needs(BENCH)
+def failures(root: DataRoot):
+    """The variants that did not run, and why."""
+    return fast.failures(root.load(BENCH))
+
+
+@needs(BENCH)
+def pipeline(root: DataRoot):
+    """Frames to boxes: each pipeline row against its engine and YOLO.predict."""
+    return fast.pipeline_table(root.load(BENCH)).round(2)
+
+
+@needs(BENCH)
+def pipeline_figure(root: DataRoot):
+    return plot_pipeline(
+        fast.pipeline_table(root.load(BENCH)),
+        title=f"Frames to boxes: pipeline vs its engine alone vs YOLO.predict "
+        f"({root.device_name()})",
+    )
+
+
+@needs(PROBE)
+def probe(root: DataRoot):
+    """The pipeline probe stage by stage (:func:`yolo_sm.analyse.fast.pipeline_stages`)."""
+    return fast.pipeline_stages(root.load(PROBE)).round(3)
+
+
+def _compiled(root: DataRoot):
+    fp8 = root.load(TRACE_FP8)
+    fp16 = next(c for c in fp8.config.unique() if "_fp16_" in c)
+    both = fast.compare_backends({"eager": fp8, "compile": root.load(TRACE_COMPILE)}, fp16)
+    return fast.time_breakdown(both), fp16
+
+
+@needs(TRACE_FP8, TRACE_COMPILE)
+def compile_breakdown(root: DataRoot):
+    """GPU ms per forward by part, eager fp16 against torch.compile."""
+    return _compiled(root)[0].round(2)
+
+
+def _stacked(breakdown, column: str, title: str):
+    parts = breakdown.drop("total").reset_index()
+    parts = parts.melt(id_vars="part", var_name=column, value_name="ms_per_forward")
+    return plots.plot_bars(
+        parts, x=column, y="ms_per_forward", color="part", barmode="stack", title=title
+    )
+
+
+@needs(TRACE_FP8, TRACE_COMPILE)
+def compile_figure(root: DataRoot):
+    b, cfg = _compiled(root)
+    return _stacked(
+        b, "engine", f"GPU ms per forward by part, eager vs torch.compile, {cfg} "
+        f"({root.device_name()}, Kineto)",
+    )  # fmt: skip
+
+
+@needs(TRACE_FP8)
+def fp8_breakdown(root: DataRoot):
+    """GPU ms per forward by part, eager fp16 against the fp8 engine."""
+    return fast.time_breakdown(root.load(TRACE_FP8)).round(2)
+
+
+@needs(TRACE_FP8)
+def fp8_figure(root: DataRoot):
+    return _stacked(
+        fast.time_breakdown(root.load(TRACE_FP8)), "config",
+        f"GPU ms per forward by part, eager fp16 vs fp8 ({root.device_name()}, Kineto)",
+    )  # fmt: skip
+
+
+@needs(TRACE_FP8, BENCH)
+def fp8_dates(root: DataRoot):
+    """When the fp8 trace and the bench's fp8 rows were measured (UTC, first and last)."""
+    import pandas as pd
+
+    t = root.load(TRACE_FP8)
+    b = root.load(BENCH)
+    rows = [
+        (TRACE_FP8, t[t.config.str.contains("_fp8_")].prov_date_utc),
+        (BENCH, b[b.variant.str.contains("fp8")].prov_date_utc),
+    ]
+    return pd.DataFrame(
+        [{"dataset": n, "first_utc": d.min(), "last_utc": d.max()} for n, d in rows]
+    )

@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
-from yolo_sm.report.rules import Rule, check_unique
+import pandas as pd
+
+from yolo_sm.analyse import fast
+from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.report.rules import Rule, check_unique, evaluate
 
 BENCH = ("bench_fast_engines",)
 FP8 = ("trace_fp8_w1_b64",)
@@ -131,3 +135,8 @@ RULES: tuple[Rule, ...] = check_unique(
         ),  # fmt: skip
     )
 )
+
+
+def verdicts(root: DataRoot) -> pd.DataFrame:
+    """The findings' verdict table for ``root``."""
+    return evaluate(RULES, fast.facts(root), root.name)

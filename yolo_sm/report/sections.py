@@ -1,0 +1,40 @@
+"""A notebook section that needs datasets its root may lack: :func:`needs` wraps a function of
+the root so that, without them, it returns one line (a :class:`Note`) instead of failing, and
+the rest of the notebook runs."""
+
+from __future__ import annotations
+
+import functools
+
+from yolo_sm.contract.datasets import DataRoot
+
+
+class Note(str):
+    """One line for a notebook cell; renders as Markdown."""
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
+
+
+def missing_note(root: DataRoot, names) -> Note:
+    """The sentence a section shows when ``root`` lacks ``names``."""
+    what = ", ".join(f"`{n}`" for n in names)
+    return Note(
+        f"The root `{root.name}` holds no {what}: this section needs it (the plan step of "
+        "the same name collects it on a machine that can measure it)."
+    )
+
+
+def needs(*names: str):
+    """Decorator: the wrapped ``fn(root, ...)`` runs only when ``root`` holds every dataset of
+    ``names``; otherwise it returns :func:`missing_note`."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(root: DataRoot, *args, **kwargs):
+            missing = [n for n in names if not root.has(n)]
+            return missing_note(root, missing) if missing else fn(root, *args, **kwargs)
+
+        return inner
+
+    return wrap
