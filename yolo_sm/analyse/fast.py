@@ -239,7 +239,7 @@ def usable_eight_bit(bench, batch: int):
     return pd.concat([best, zero]).sort_index()
 
 
-# --- where an engine's GPU time goes (Kineto kernel tables, e.g. h200/trace_fp8_w1_b64) -------
+# --- where an engine's GPU time goes (Kineto kernel tables, e.g. trace_fp8_w1_b64) ------------
 
 PARTS = (  # (part, test on a kernel row), first match wins
     ("fp8 quantisation", lambda k: k.kernel_name == "_quantize"),
