@@ -24,12 +24,13 @@ from yolo_sm.report.sections import needs
 def _claim(
     n: int,
     statement: str,
+    *,
     fact: str,
     op: str,
     threshold: float,
     unit: str,
-    *datasets,
     partly: float | None = None,
+    datasets: tuple[str, ...] = (),
 ) -> Rule:
     return Rule(
         id=f"claim_{n}",
@@ -50,161 +51,161 @@ CLAIMS_RULES: tuple[Rule, ...] = check_unique(
         _claim(
             1,
             "Width x1.25 raises FLOPs about 56 % (measured rise within 2 points of 56 %)",
-            "flops_rise_w1.25_off_claim_pp",
-            "<=",
-            2.0,
-            "pp",
-            "sweep_fp16_nhwc",
+            fact="flops_rise_w1.25_off_claim_pp",
+            op="<=",
+            threshold=2.0,
+            unit="pp",
+            datasets=("sweep_fp16_nhwc",),
         ),
         _claim(
             2,
             "Width x1.5 at batch 8 costs SM occupancy (the article: 92 % -> 48 %): time-weighted "
             "achieved occupancy falls at least 20 points from width 1.0 to 1.5",
-            "occupancy_drop_w1_to_w1.5_pp",
-            ">=",
-            20.0,
-            "pp",
-            "ncu_width_b8",
+            fact="occupancy_drop_w1_to_w1.5_pp",
+            op=">=",
+            threshold=20.0,
+            unit="pp",
+            datasets=("ncu_width_b8",),
         ),
         _claim(
             3,
-            "Width <= 1.25 keeps occupancy above 85 % (time-weighted achieved occupancy, "
-            "batch 8, lowest of those widths)",
-            "min_occupancy_up_to_w1.25_pct",
-            ">",
-            85.0,
-            "%",
-            "ncu_width_b8",
+            "Width <= 1.25 keeps occupancy above 85 % (time-weighted achieved occupancy, batch 8,"
+            " lowest of those widths)",
+            fact="min_occupancy_up_to_w1.25_pct",
+            op=">",
+            threshold=85.0,
+            unit="%",
+            datasets=("ncu_width_b8",),
         ),
         _claim(
             4,
             "FP16 restores occupancy of the wide model by fitting more blocks per SM: fp16 NHWC "
             "convolutions keep more resident blocks per SM than fp32 NCHW ones",
-            "conv_blocks_per_sm_fp16_nhwc_over_fp32_nchw",
-            ">",
-            1.0,
-            "x",
-            "ncu_precision_w1",
+            fact="conv_blocks_per_sm_fp16_nhwc_over_fp32_nchw",
+            op=">",
+            threshold=1.0,
+            unit="x",
+            datasets=("ncu_precision_w1",),
         ),
         _claim(
             5,
             "Batch 4 is the best of batch 1/2/4/8/16 (img/s at batch 4 over the best of them)",
-            "img_per_s_b4_over_best_b1_16",
-            ">=",
-            1.0,
-            "x",
-            "sweep_fp16_nhwc",
+            fact="img_per_s_b4_over_best_b1_16",
+            op=">=",
+            threshold=1.0,
+            unit="x",
+            datasets=("sweep_fp16_nhwc",),
         ),
         _claim(
             6,
             "Kernels under 60 % occupancy waste the GPU: their time-weighted tensor-pipe use "
             "stays under 30 % of peak",
-            "tensor_pipe_pct_under_60_occupancy",
-            "<",
-            30.0,
-            "%",
-            "ncu_throughput_w1",
+            fact="tensor_pipe_pct_under_60_occupancy",
+            op="<",
+            threshold=30.0,
+            unit="%",
             partly=50.0,
+            datasets=("ncu_throughput_w1",),
         ),
         _claim(
             7,
-            "YOLOv8s batch 1 -> 32 raises FPS 2.7x (147 -> 392 on an A100): eager img/s at "
-            "width 0.5 at least doubles",
-            "img_per_s_b32_over_b1_w0.5",
-            ">=",
-            2.0,
-            "x",
-            "sweep_fp16_nhwc",
+            "YOLOv8s batch 1 -> 32 raises FPS 2.7x (147 -> 392 on an A100): eager img/s at width "
+            "0.5 at least doubles",
+            fact="img_per_s_b32_over_b1_w0.5",
+            op=">=",
+            threshold=2.0,
+            unit="x",
             partly=1.2,
+            datasets=("sweep_fp16_nhwc",),
         ),
         _claim(
             8,
-            "One 640x640 image needs ~1.2 GB, the basis of safe batch = floor(0.7 x memory / "
-            "per-image memory): measured peak memory per image within 2x of 1.2 GB",
-            "image_memory_off_claim",
-            "<=",
-            2.0,
-            "x",
-            "sweep_fp16_nhwc",
+            "One 640x640 image needs ~1.2 GB, the basis of safe batch = floor(0.7 x memory / per-"
+            "image memory): measured peak memory per image within 2x of 1.2 GB",
+            fact="image_memory_off_claim",
+            op="<=",
+            threshold=2.0,
+            unit="x",
+            datasets=("sweep_fp16_nhwc",),
         ),
         _claim(
             9,
             "FP16 costs under 0.3 % mAP (needs trained weights and a labelled set)",
-            "fp16_map_drop_pct",
-            "<",
-            0.3,
-            "%",
+            fact="fp16_map_drop_pct",
+            op="<",
+            threshold=0.3,
+            unit="%",
         ),
         _claim(
             10,
             "8-bit inference is about 40 % faster than FP16 (the article: INT8; measured here: "
             "the FP8 engine over the FP16 engine of the same backend, batch 64, widths >= 1.0)",
-            "fp8_over_fp16_b64",
-            ">=",
-            1.3,
-            "x",
-            "bench_fast_engines",
+            fact="fp8_over_fp16_b64",
+            op=">=",
+            threshold=1.3,
+            unit="x",
             partly=1.0,
+            datasets=("bench_fast_engines",),
         ),
         _claim(
             11,
-            "Fusing YOLOv8's C2f blocks removes over 90 % of kernel launches (the most one "
-            "kernel per C2f block can remove)",
-            "c2f_fusion_removes_at_most_pct",
-            ">",
-            90.0,
-            "%",
-            "trace_width_b8",
+            "Fusing YOLOv8's C2f blocks removes over 90 % of kernel launches (the most one kernel"
+            " per C2f block can remove)",
+            fact="c2f_fusion_removes_at_most_pct",
+            op=">",
+            threshold=90.0,
+            unit="%",
+            datasets=("trace_width_b8",),
         ),
         _claim(
             12,
             "Copying one 640x640x3 fp16 frame host-to-device takes ~0.08 ms (within 2x)",
-            "frame_copy_off_claim",
-            "<=",
-            2.0,
-            "x",
-            "ceilings",
+            fact="frame_copy_off_claim",
+            op="<=",
+            threshold=2.0,
+            unit="x",
+            datasets=("ceilings",),
         ),
         _claim(
             13,
             "Multi-stream pipelining cuts end-to-end latency jitter by 60 % or more (frames "
             "arriving below the pipeline's capacity)",
-            "jitter_cut_below_capacity_pct",
-            ">=",
-            60.0,
-            "%",
-            "bench_fast_engines",
+            fact="jitter_cut_below_capacity_pct",
+            op=">=",
+            threshold=60.0,
+            unit="%",
             partly=0.0,
+            datasets=("bench_fast_engines",),
         ),
         _claim(
             14,
             "Early ResNet-101 layers are bandwidth-bound, deep layers compute-bound: layer1's "
             "DRAM and layer4's SM throughput both at 60 % of peak or more (the weaker of the two)",
-            "resnet_weaker_bound_pct",
-            ">=",
-            60.0,
-            "%",
-            "ncu_resnet101",
+            fact="resnet_weaker_bound_pct",
+            op=">=",
+            threshold=60.0,
+            unit="%",
             partly=40.0,
+            datasets=("ncu_resnet101",),
         ),
         _claim(
             15,
-            "Small PAN-FPN convolutions drop SM utilisation below 20 % (lowest SM throughput "
-            "of a neck conv layer)",
-            "neck_conv_sm_throughput_min_pct",
-            "<",
-            20.0,
-            "%",
-            "ncu_throughput_w1",
+            "Small PAN-FPN convolutions drop SM utilisation below 20 % (lowest SM throughput of a"
+            " neck conv layer)",
+            fact="neck_conv_sm_throughput_min_pct",
+            op="<",
+            threshold=20.0,
+            unit="%",
+            datasets=("ncu_throughput_w1",),
         ),
         _claim(
             16,
             "NHWC can beat NCHW (GPU time per forward, NCHW over NHWC, best precision)",
-            "nchw_over_nhwc_time_best",
-            ">",
-            1.0,
-            "x",
-            "ncu_precision_w1",
+            fact="nchw_over_nhwc_time_best",
+            op=">",
+            threshold=1.0,
+            unit="x",
+            datasets=("ncu_precision_w1",),
         ),
     )
 )
@@ -224,10 +225,14 @@ def occupancy_figure(root: DataRoot):
     occ = analyse_claims.occupancy_by_width(root.load("ncu_width_b8"))
     df = pd.DataFrame({"width": occ.index, "pct": occ.to_numpy(), "occupancy": "achieved"})
     return plots.plot_throughput(
-        df, x="width", y="pct", color="occupancy", log_y=False,
+        df,
+        x="width",
+        y="pct",
+        color="occupancy",
+        log_y=False,
         title=f"YOLOv8 fp16 NHWC batch 8: time-weighted occupancy (%) vs width "
         f"({root.device_name()}, Nsight Compute)",
-    )  # fmt: skip
+    )
 
 
 @needs("ncu_throughput_w1")
@@ -238,12 +243,19 @@ def occupancy_vs_tensor_figure(root: DataRoot):
 
     k = add_kernel_class(root.load("ncu_throughput_w1"))
     fig = px.scatter(
-        k, x="theoretical_occupancy_pct", y="tensor_pipe_pct", color="kernel_class",
-        size="duration_us", size_max=30, facet_col="config", hover_data=["layer", "grid_size"],
-        template=TEMPLATE, color_discrete_map=color_map(k.kernel_class.unique()),
+        k,
+        x="theoretical_occupancy_pct",
+        y="tensor_pipe_pct",
+        color="kernel_class",
+        size="duration_us",
+        size_max=30,
+        facet_col="config",
+        hover_data=["layer", "grid_size"],
+        template=TEMPLATE,
+        color_discrete_map=color_map(k.kernel_class.unique()),
         title=f"Tensor-pipe use against theoretical occupancy per kernel ({root.device_name()}, "
         "Nsight Compute)",
-    )  # fmt: skip
+    )
     fig.add_vline(x=60, line_dash="dot")
     fig.update_xaxes(title_text="theoretical occupancy (%)")
     fig.update_yaxes(title_text="tensor pipe (% of peak)", col=1)
@@ -255,9 +267,13 @@ def batch_figure(root: DataRoot):
     """img/s against batch per width and backend (claims 5 and 7)."""
     s = root.load("sweep_fp16_nhwc")
     return plots.plot_throughput(
-        s[s.width.isin([0.5, 1.0, 2.0])], x="batch", y="img_per_s", color="backend",
-        facet_col="width", title=f"fp16 NHWC img/s vs batch ({root.device_name()})",
-    )  # fmt: skip
+        s[s.width.isin([0.5, 1.0, 2.0])],
+        x="batch",
+        y="img_per_s",
+        color="backend",
+        facet_col="width",
+        title=f"fp16 NHWC img/s vs batch ({root.device_name()})",
+    )
 
 
 @needs("sweep_fp16_nhwc")
@@ -266,9 +282,12 @@ def memory_figure(root: DataRoot):
     s = root.load("sweep_fp16_nhwc")
     e = s[(s.backend == "eager") & (s.status == "ok")]
     return plots.plot_throughput(
-        e.assign(peak_mem_gb=e.peak_mem_bytes / 1e9), x="batch", y="peak_mem_gb",
-        color="width", title=f"Peak memory (GB) vs batch, eager fp16 NHWC ({root.device_name()})",
-    )  # fmt: skip
+        e.assign(peak_mem_gb=e.peak_mem_bytes / 1e9),
+        x="batch",
+        y="peak_mem_gb",
+        color="width",
+        title=f"Peak memory (GB) vs batch, eager fp16 NHWC ({root.device_name()})",
+    )
 
 
 @needs("ncu_precision_w1")
@@ -283,7 +302,10 @@ def layout_figure(root: DataRoot):
         ms_per_forward=t.duration_us / 1e3,
     )
     return plots.plot_bars(
-        t, x="precision", y="ms_per_forward", color="layout",
+        t,
+        x="precision",
+        y="ms_per_forward",
+        color="layout",
         title=f"YOLOv8 width 1.0 batch 8: GPU ms per forward by precision and layout "
         f"({root.device_name()}, Nsight Compute)",
-    )  # fmt: skip
+    )

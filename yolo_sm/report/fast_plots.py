@@ -158,9 +158,10 @@ def _stacked(breakdown, column: str, title: str):
 def compile_figure(root: DataRoot):
     b, cfg = _compiled(root)
     return _stacked(
-        b, "engine", f"GPU ms per forward by part, eager vs torch.compile, {cfg} "
-        f"({root.device_name()}, Kineto)",
-    )  # fmt: skip
+        b,
+        "engine",
+        f"GPU ms per forward by part, eager vs torch.compile, {cfg} ({root.device_name()}, Kineto)",
+    )
 
 
 @needs(TRACE_FP8)
@@ -172,9 +173,10 @@ def fp8_breakdown(root: DataRoot):
 @needs(TRACE_FP8)
 def fp8_figure(root: DataRoot):
     return _stacked(
-        fast.time_breakdown(root.load(TRACE_FP8)), "config",
+        fast.time_breakdown(root.load(TRACE_FP8)),
+        "config",
         f"GPU ms per forward by part, eager fp16 vs fp8 ({root.device_name()}, Kineto)",
-    )  # fmt: skip
+    )
 
 
 @needs(TRACE_FP8, BENCH)

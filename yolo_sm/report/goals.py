@@ -26,8 +26,16 @@ WIDTHS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0)
 BENCH = ("bench_fast_engines",)
 
 
-def _goal(gid: str, statement: str, key: str, width: float, batch: int, op: str, thr: float,
-          datasets=BENCH) -> Rule:  # fmt: skip
+def _goal(
+    gid: str,
+    statement: str,
+    key: str,
+    width: float,
+    batch: int,
+    op: str,
+    thr: float,
+    datasets=BENCH,
+) -> Rule:
     return Rule(
         id=gid,
         statement=statement,
@@ -48,8 +56,12 @@ def _rules():
             f"goal_1_w{w:g}",
             f"Batch 1, width {w:g}: the best 16-bit engine's latency is at most {thr:g}x the "
             "baseline's",
-            "best16_latency_over_baseline", w, 1, "<=", thr,
-        )  # fmt: skip
+            "best16_latency_over_baseline",
+            w,
+            1,
+            "<=",
+            thr,
+        )
     for w in WIDTHS:
         if 1.0 < w < 1.5:
             continue  # width 1.25 is named by neither range of target 2
@@ -58,35 +70,56 @@ def _rules():
             f"goal_2_w{w:g}",
             f"Batch 64, width {w:g}: the best 16-bit engine delivers at least {thr:g}x the "
             "baseline's img/s",
-            "best16_img_per_s_over_baseline", w, 64, ">=", thr,
-        )  # fmt: skip
+            "best16_img_per_s_over_baseline",
+            w,
+            64,
+            ">=",
+            thr,
+        )
     for w in (x for x in WIDTHS if x >= 1.5):
         yield _goal(
             f"goal_2_peak_w{w:g}",
             f"Batch 64, width {w:g}: the best 16-bit engine delivers at least half the "
             "measured fp16 matmul TFLOP/s",
-            "best16_tflops_over_fp16_peak", w, 64, ">=", 0.5, (*BENCH, "ceilings"),
-        )  # fmt: skip
+            "best16_tflops_over_fp16_peak",
+            w,
+            64,
+            ">=",
+            0.5,
+            (*BENCH, "ceilings"),
+        )
     for w in (x for x in WIDTHS if x >= 1.0):
         yield _goal(
             f"goal_3_w{w:g}",
             f"Batch 64, width {w:g}: an 8-bit engine with usable output delivers at least 1.3x "
             "the img/s of the fp16 engine of its backend (0 where every 8-bit engine failed "
             "its numerical check)",
-            "usable_8bit_over_fp16", w, 64, ">=", 1.3,
-        )  # fmt: skip
+            "usable_8bit_over_fp16",
+            w,
+            64,
+            ">=",
+            1.3,
+        )
     yield _goal(
         "goal_4_predict",
         "Batch 16, width 0.5: the fastest frames-to-boxes pipeline delivers at least 6x the "
         "frames/s of YOLO.predict",
-        "pipeline_over_predict", 0.5, 16, ">=", 6.0,
-    )  # fmt: skip
+        "pipeline_over_predict",
+        0.5,
+        16,
+        ">=",
+        6.0,
+    )
     yield _goal(
         "goal_4_model_only",
         "Batch 16, width 0.5: the fastest frames-to-boxes pipeline keeps at least 0.85x its "
         "engine's model-only img/s",
-        "pipeline_over_model_only", 0.5, 16, ">=", 0.85,
-    )  # fmt: skip
+        "pipeline_over_model_only",
+        0.5,
+        16,
+        ">=",
+        0.85,
+    )
 
 
 #: One rule per check of the four targets.

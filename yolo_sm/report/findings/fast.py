@@ -43,7 +43,7 @@ RULES: tuple[Rule, ...] = check_unique(
             "x",
             BENCH,
             "batch=1",
-        ),  # fmt: skip
+        ),
         _finding(
             "b64_speedup",
             "At batch 64 the best 16-bit engine still runs at least 1.3x the baseline's img/s "
@@ -54,7 +54,7 @@ RULES: tuple[Rule, ...] = check_unique(
             "x",
             BENCH,
             "batch=64",
-        ),  # fmt: skip
+        ),
         _finding(
             "pipeline_beats_predict",
             "The frames-to-boxes pipeline delivers at least 3x YOLO.predict's frames/s "
@@ -65,7 +65,7 @@ RULES: tuple[Rule, ...] = check_unique(
             "x",
             BENCH,
             partly=1.0,
-        ),  # fmt: skip
+        ),
         _finding(
             "all_rows_ran",
             "Every variant of the bench ran and passed its numerical check",
@@ -74,7 +74,7 @@ RULES: tuple[Rule, ...] = check_unique(
             0.0,
             "rows",
             BENCH,
-        ),  # fmt: skip
+        ),
         _finding(
             "fp8_forward_faster",
             "The fp8 engine's forward takes less GPU time than the fp16 engine's",
@@ -83,7 +83,7 @@ RULES: tuple[Rule, ...] = check_unique(
             1.0,
             "x",
             FP8,
-        ),  # fmt: skip
+        ),
         _finding(
             "fp8_quantise_eats_gain",
             "Quantising to fp8 costs more than the fp8 convolutions save: their time with the "
@@ -94,7 +94,7 @@ RULES: tuple[Rule, ...] = check_unique(
             1.0,
             "x",
             FP8,
-        ),  # fmt: skip
+        ),
         _finding(
             "compile_gain_outside_convs",
             "torch.compile's gain comes from outside the convolutions: they account for under "
@@ -104,7 +104,7 @@ RULES: tuple[Rule, ...] = check_unique(
             20.0,
             "%",
             COMPILE,
-        ),  # fmt: skip
+        ),
         _finding(
             "compile_fuses_launches",
             "torch.compile launches at most two thirds of eager's kernels per forward",
@@ -113,7 +113,7 @@ RULES: tuple[Rule, ...] = check_unique(
             2 / 3,
             "x",
             COMPILE,
-        ),  # fmt: skip
+        ),
         _finding(
             "probe_engine_dominates",
             "The engine is at least half of a pipeline batch's stage time (stages run alone)",
@@ -122,7 +122,7 @@ RULES: tuple[Rule, ...] = check_unique(
             50.0,
             "%",
             PROBE,
-        ),  # fmt: skip
+        ),
         _finding(
             "probe_streams_overlap",
             "Three batches in flight overlap: a batch takes at least 1.2x as long with one "
@@ -132,7 +132,7 @@ RULES: tuple[Rule, ...] = check_unique(
             1.2,
             "x",
             PROBE,
-        ),  # fmt: skip
+        ),
     )
 )
 
