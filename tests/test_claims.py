@@ -194,3 +194,22 @@ def test_catalog_json_has_one_object_per_rule(h200):
     by_id = {r["id"]: r for r in rows}
     assert by_id["claim_9"]["measured"] is None and by_id["claim_9"]["verdict"] == NOT_TESTED
     assert by_id["claim_16"]["datasets"] == ["h200/ncu_precision_w1"]
+
+
+SECTIONS = (
+    claims.occupancy_figure,
+    claims.occupancy_vs_tensor_figure,
+    claims.batch_figure,
+    claims.memory_figure,
+    claims.layout_figure,
+)
+
+
+@pytest.mark.parametrize("section", SECTIONS, ids=lambda f: f.__name__)
+def test_sections_say_what_they_lack(section, tmp_path, h200):
+    from yolo_sm.report.sections import Note
+
+    empty = subset_root(tmp_path, [])
+    note = section(empty)
+    assert isinstance(note, Note) and empty.name in note
+    assert not isinstance(section(h200), Note)

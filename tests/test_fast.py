@@ -237,3 +237,33 @@ def test_pipeline_stages_and_findings_from_a_cpu_probe():
     )
     five = ms.reindex(["h2d", "letterbox", "engine", "decode", "postprocess"]).sum()
     assert f["fast.probe_engine_share_pct"] == pytest.approx(ms["engine"] / five * 100)
+
+
+@pytest.mark.parametrize(
+    "section",
+    (
+        fast_plots.side_by_side,
+        fast_plots.units,
+        fast_plots.speedup_figure,
+        fast_plots.failures,
+        fast_plots.pipeline,
+        fast_plots.pipeline_figure,
+        fast_plots.probe,
+        fast_plots.compile_breakdown,
+        fast_plots.compile_figure,
+        fast_plots.fp8_breakdown,
+        fast_plots.fp8_figure,
+        fast_plots.fp8_dates,
+    ),
+    ids=lambda f: f.__name__,
+)
+def test_sections_need_their_datasets(section, tmp_path):
+    import json
+
+    from yolo_sm.contract.datasets import open_root
+    from yolo_sm.report.sections import Note
+
+    (tmp_path / "manifest.json").write_text(json.dumps({"datasets": {}}))
+    note = section(open_root(tmp_path))
+    assert isinstance(note, Note) and len(note.splitlines()) == 1
+    assert not isinstance(section(open_root("h200")), Note)
