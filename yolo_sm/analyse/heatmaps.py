@@ -435,3 +435,24 @@ def facts(root: DataRoot) -> pd.DataFrame:
     if root.has(PROFILE):
         rows += _kineto_facts(root.load(PROFILE))
     return facts_table(rows)
+
+
+OUTLIER_COLUMNS = [
+    "config",
+    "layer",
+    "module_type",
+    "time_share",
+    "est_occupancy_tw_pct",
+    "ncu_achieved_occupancy_tw_pct",
+    "ncu_theoretical_occupancy_tw_pct",
+    "est_minus_achieved",
+    "kernels_match",
+]
+
+
+def kineto_outliers(est, tolerance: float = KINETO_TOLERANCE):
+    """The layer rows of :func:`estimate_vs_measured` where Kineto's estimate is more than
+    ``tolerance`` points from ncu's achieved occupancy, most underestimated first."""
+    out = est.loc[est.est_minus_achieved.abs() > tolerance]
+    cols = [c for c in OUTLIER_COLUMNS if c in out]
+    return out[cols].sort_values("est_minus_achieved").reset_index(drop=True)
