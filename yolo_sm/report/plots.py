@@ -29,16 +29,21 @@ def absent(root: DataRoot, name: str) -> str:
     return f"This root ({root.name}) holds no {what} ({name}): {where}."
 
 
+SOFTWARE = (("driver", "driver"), ("cuda", "CUDA"), ("torch", "torch"), ("cudnn", "cuDNN"))
+
+
 def about(root: DataRoot) -> str:
     """One Markdown line naming what ``root`` was measured on, from its provenance."""
     m = root.machine()
     parts = [
         f"{m['sm_count']} SMs" if m.get("sm_count") else "",
         f"compute capability {m['compute_capability']}" if m.get("compute_capability") else "",
-        *(f"{k} {m[k]}" for k in ("driver", "cuda", "torch", "cudnn") if m.get(k)),
+        *(f"{label} {m[k]}" for k, label in SOFTWARE if m.get(k)),
     ]
     detail = ", ".join(p for p in parts if p)
     when = m.get("date_utc_last", "")[:10]
+    if root.device_name() == root.name:
+        return f"Data root `{root.name}`: its provenance names no machine."
     return (
         f"Data root `{root.name}`: measured on **{root.device_name()}**"
         + (f" ({detail})" if detail else "")
