@@ -7,8 +7,12 @@ import json
 
 import pandas as pd
 
+from yolo_sm.analyse import heatmaps as analyse_heatmaps
+from yolo_sm.analyse import primer as analyse_primer
 from yolo_sm.analyse.facts import concat
 from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.report.findings import heatmaps as findings_heatmaps
+from yolo_sm.report.findings import primer as findings_primer
 from yolo_sm.report.rules import Rule, check_unique, evaluate
 
 #: (rules, facts function) pairs; each facts function takes a DataRoot and returns a facts
@@ -39,3 +43,7 @@ def to_json(verdicts: pd.DataFrame) -> str:
     for r in rows:
         r["datasets"] = [d for d in (r["datasets"] or "").split(", ") if d]
     return json.dumps(rows, indent=2)
+
+
+SOURCES.append((findings_primer.RULES, analyse_primer.facts))
+SOURCES.append((findings_heatmaps.RULES, analyse_heatmaps.facts))
