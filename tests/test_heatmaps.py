@@ -269,3 +269,20 @@ def test_occupancy_heatmaps_use_the_neutral_scale_and_shared_colours(widths):
         heatmaps.limiter_shares(datasets.load("h200/ncu_width_b8"))
     )
     assert all(t.marker.color == colors.COLORS[t.name] for t in bars.data)
+
+
+def test_layout_transform_facts(facts):
+    from yolo_sm.analyse.kernels import add_kernel_class
+
+    k = add_kernel_class(datasets.load("h200/ncu_precision_w1"))
+    per = {}
+    for cfg, g in k.groupby("config"):
+        c = heatmaps.parse_config(cfg)
+        lt = g[g.kernel_class == "layout_transform"].duration_us.sum()
+        per[f"{c['precision']} {c['layout']}"] = 100 * lt / g.duration_us.sum()
+    for variant, v in per.items():
+        assert value(facts, "layout_transform_time_share", f"variant={variant}") == (
+            pytest.approx(v)
+        )
+    gap = ((per["fp16 nchw"] - per["fp16 nhwc"]) + (per["bf16 nchw"] - per["bf16 nhwc"])) / 2
+    assert value(facts, "layout_transform_time_share_16bit_nchw_minus_nhwc") == pytest.approx(gap)

@@ -42,7 +42,8 @@ HIGH_PCT = 85.0
 #: Percentage points within which Kineto's per-layer estimate counts as matching ncu.
 KINETO_TOLERANCE = 10.0
 
-#: Order and colours of the limiter categories in the categorical heatmap.
+#: The limiter categories, in the order of the categorical heatmap (colours:
+#: yolo_sm.report.colors.LIMITER_COLORS).
 LIMITERS = ("warps", "blocks", "registers", "shared_mem", "grid")
 #: Precisions from widest to narrowest, the column order of precision heatmaps.
 PRECISION_ORDER = ("fp32", "tf32", "fp16", "bf16")
@@ -197,7 +198,7 @@ def slowest_layer(table, config: str) -> str:
 
 
 def estimate_vs_measured(profile):
-    """Kineto's estimate against ncu per layer (from ``h200/profile_layers``): width parsed,
+    """Kineto's estimate against ncu per layer (from ``profile_layers``): width parsed,
     ``est_minus_achieved`` and ``est_minus_theoretical`` in percentage points, and
     ``time_share`` within each config (ncu time)."""
     out = add_config_columns(profile)
@@ -215,11 +216,12 @@ def _scope(by: str, v) -> str:
     return f"{by}={v:g}" if isinstance(v, (int, float, np.integer, np.floating)) else f"{by}={v}"
 
 
-def _summary_facts(kernels, by: str, dataset: str) -> tuple[list[dict], pd.DataFrame]:
+def _summary_facts(kernels, by: str, dataset: str) -> tuple[list[dict], pd.DataFrame, pd.DataFrame]:
     """Per value of ``by`` (scope ``by=<value>``): the forward's time-weighted achieved and
     theoretical occupancy, share of layers below :data:`LOW_PCT`, layers at or above
     :data:`HIGH_PCT`, kernel time, and the shares of kernel time under one wave (``grid``) and
-    capped by a per-kernel resource (registers or shared memory)."""
+    capped by a per-kernel resource (registers or shared memory); with the summary and the
+    layer table they come from."""
     table = layer_table(kernels)
     s = config_summary(table, by=by)
     low, high = f"layers_below_{LOW_PCT:g}", f"layers_at_least_{HIGH_PCT:g}"
@@ -266,16 +268,15 @@ def _summary_facts(kernels, by: str, dataset: str) -> tuple[list[dict], pd.DataF
                 ),
                 fact("resource_limited_time_share", 100 * resource, "%", scope=sc, datasets=ds),
             ]
-    return rows, s
+    return rows, s, table
 
 
 def _width_facts(kernels) -> list[dict]:
-    rows, s = _summary_facts(kernels, "width", WIDTH_NCU)
+    rows, s, table = _summary_facts(kernels, "width", WIDTH_NCU)
     ds = (WIDTH_NCU,)
     ach = s.set_index("width").achieved_occupancy_tw_pct
     low = (s[f"layers_below_{LOW_PCT:g}"] / s.layers * 100).set_axis(s.width)
     resource = [r["value"] for r in rows if r["key"] == "resource_limited_time_share"]
-    table = layer_table(kernels)
     widest = table[table.width == table.width.max()]
     slowest = widest.loc[widest.time_us.idxmax()]
 
@@ -336,7 +337,7 @@ def _width_facts(kernels) -> list[dict]:
 
 
 def _batch_facts(kernels) -> list[dict]:
-    rows, s = _summary_facts(kernels, "batch", BATCH_NCU)
+    rows, s, _ = _summary_facts(kernels, "batch", BATCH_NCU)
     ds = (BATCH_NCU,)
     s = s.sort_values("batch")
     grid = {r["scope"]: r["value"] for r in rows if r["key"] == "grid_limited_time_share"}
@@ -361,9 +362,31 @@ def _batch_facts(kernels) -> list[dict]:
 
 
 def _precision_facts(kernels) -> list[dict]:
-    rows, s = _summary_facts(kernels, "variant", PRECISION_NCU)
+    rows, s, _ = _summary_facts(kernels, "variant", PRECISION_NCU)
     best = s.loc[s.achieved_occupancy_tw_pct.idxmax()]
     fast = s.loc[s.forward_kernel_ms.idxmin()]
+    k = add_config_columns(add_kernel_class(kernels))
+    t = k.groupby(["variant", "kernel_class"]).duration_us.sum().unstack(fill_value=0.0)
+    share = 100 * t.get("layout_transform", 0.0 * t.sum(axis=1)) / t.sum(axis=1)
+    ds = (PRECISION_NCU,)
+    rows += [
+        fact("layout_transform_time_share", v, "%", scope=_scope("variant", name), datasets=ds)
+        for name, v in share.items()
+    ]
+    gaps = [
+        share[f"{p} nchw"] - share[f"{p} nhwc"]
+        for p in ("fp16", "bf16")
+        if f"{p} nchw" in share and f"{p} nhwc" in share
+    ]
+    rows.append(
+        fact(
+            "layout_transform_time_share_16bit_nchw_minus_nhwc",
+            sum(gaps) / len(gaps) if gaps else math.nan,
+            "points",
+            datasets=ds,
+            note="mean over fp16 and bf16",
+        )
+    )
     rows.append(
         fact(
             "fastest_variant_occupancy_below_highest_pct_points",
@@ -419,7 +442,9 @@ def facts(root: DataRoot) -> pd.DataFrame:
     ``_max``, ``resource_limited_time_share_max_over_widths``,
     ``slowest_layer_time_share_widest``, ``slowest_layer_achieved_occupancy_tw_pct_widest``,
     ``batch_achieved_occupancy_tw_pct_change``, ``grid_limited_time_share_smallest_batch``,
-    ``fastest_variant_occupancy_below_highest_pct_points``, ``kineto_layers_within_10_share``,
+    ``fastest_variant_occupancy_below_highest_pct_points``,
+    ``layout_transform_time_share_16bit_nchw_minus_nhwc`` (and ``layout_transform_time_share``
+    per variant), ``kineto_layers_within_10_share``,
     ``kineto_est_minus_achieved_abs_tw_mean`` (also per width). For the width claim:
     ``achieved_occupancy_tw_pct_min`` (scope ``width<=1.25``),
     ``achieved_occupancy_tw_pct_distance_from_60`` (``width=1.5``) and

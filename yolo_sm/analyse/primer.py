@@ -54,9 +54,11 @@ def compute_capability(root: DataRoot, ncu: pd.DataFrame | None = None) -> str |
 
 
 def sm_count(root: DataRoot, ncu: pd.DataFrame | None = None) -> int | None:
-    """The GPU's SM count from the root's provenance (or the ``ncu`` rows' ``prov_sm_count``);
-    None when neither names one."""
+    """The GPU's SM count from the root's provenance, else from the ``prov_sm_count`` of the
+    ``ncu`` rows (default: the root's :data:`NCU` table); None when neither names one."""
     v = root.machine().get("sm_count", "")
+    if not v and ncu is None and root.has(NCU):
+        ncu = root.load(NCU)
     if not v and ncu is not None and "prov_sm_count" in ncu:
         s = pd.to_numeric(ncu.prov_sm_count, errors="coerce").dropna()
         v = s.iloc[0] if len(s) else ""
