@@ -475,3 +475,20 @@ def test_equals_nsight_compute_on_every_kernel_of_the_shipped_h200_tables():
     ]
     assert len(d) > 5000 and len(u) > 50
     assert (abs(pd.Series(ours, index=u.index) - u.theoretical_occupancy_pct) < 0.01).all()
+
+
+def test_binding_limits_name_every_tied_limit():
+    from yolo_sm.analyse.occupancy import limits_table
+
+    # 384 threads x 168 registers and 226 KiB of shared memory: one block by either resource
+    r = theoretical_occupancy("9.0", 384, 168, 231424)
+    assert r.limiter == "registers" and r.binding_limits == ("registers", "shared_mem")
+    t = limits_table(r).set_index("limit")
+    assert t.loc["shared_mem", "blocks_per_sm"] == 1 and t.binding.sum() == 2
+    # the same launch without shared memory: registers alone
+    assert theoretical_occupancy("9.0", 384, 168, 0).binding_limits == ("registers",)
+    assert theoretical_occupancy("9.0", 256, 32, 0).binding_limits == (
+        "warps",
+        "registers",
+        "shared_mem",
+    )

@@ -62,3 +62,45 @@ def test_achieved_vs_theoretical_and_class_shares_from_real_capture():
     shares = kernels.class_shares(ncu, by=["nvtx_range"])
     fig = plots.plot_class_shares(shares)
     assert {t.name for t in fig.data} == set(shares.kernel_class)
+
+
+def test_one_colour_mapping_covers_every_category():
+    from yolo_sm.analyse import heatmaps, kernels, roofline
+    from yolo_sm.contract.vocab import Backend, Layout, Precision
+
+    families = {
+        "backend": [b.value for b in Backend],
+        "precision": [p.value for p in Precision],  # int8 and fp8 included
+        "layout": [x.value for x in Layout],
+        "kernel class": list(kernels.CLASSES),
+        "limiter": list(heatmaps.LIMITERS),
+        "bound": list(roofline.BOUNDS),
+        "occupancy": ["theoretical", "achieved"],
+    }
+    for name, values in families.items():
+        missing = [v for v in values if v not in colors.COLORS]
+        assert not missing, f"{name}: no colour for {missing}"
+        # within a family, every value has its own colour
+        assert len({colors.COLORS[v] for v in values}) == len(values), name
+
+
+def test_color_map_and_sequential_map():
+    assert colors.color_map(["fp8", "nope"]) == {"fp8": colors.COLORS["fp8"]}
+    assert colors.color_map(["nope"], default="#000000") == {"nope": "#000000"}
+    m = colors.sequential_map([2.0, 0.5, 1.0])
+    assert list(m) == [0.5, 1.0, 2.0] and len(set(m.values())) == 3
+
+
+def test_absent_and_load_or_note(tmp_path, capsys):
+    from yolo_sm.contract.datasets import open_root
+
+    (tmp_path / "manifest.json").write_text('{"datasets": {}}')
+    root = open_root(tmp_path)
+    assert plots.load_or_note(root, "ncu_width_b8") is None
+    line = capsys.readouterr().out.strip()
+    assert line == plots.absent(root, "ncu_width_b8") and "\n" not in line
+    assert "Nsight Compute" in line and root.name in line
+    assert "H200" not in plots.about(root)
+    h200 = open_root("h200")
+    assert plots.load_or_note(h200, "ncu_width_b8") is not None
+    assert h200.device_name() in plots.about(h200)

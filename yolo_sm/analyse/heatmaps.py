@@ -8,20 +8,42 @@ fewer blocks than one full wave (``waves_per_sm`` < 1: some SMs get fewer blocks
 hold, or none), else the block limit Nsight Compute reports as the smallest of ``limit_warps``,
 ``limit_blocks``, ``limit_registers`` and ``limit_shared_mem`` (ties named in
 :data:`yolo_sm.analyse.occupancy.LIMITER_ORDER`; ``warps`` means the SM's warp slots are full, i.e.
-no
-per-kernel resource is the limit).
+no per-kernel resource is the limit).
+
+:func:`facts` reads a dataset root and returns the numbers the heatmaps' rules
+(:mod:`yolo_sm.report.findings.heatmaps`) and the width claim judge; a dataset the root lacks
+leaves its facts out.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
+import numpy as np
+import pandas as pd
+
+from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.kernels import add_kernel_class
 from yolo_sm.analyse.occupancy import LIMITER_ORDER
 from yolo_sm.analyse.weighting import layer_view
+from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import parse_config, with_config
 
-#: Order and colours of the limiter categories in the categorical heatmap.
+#: The notebook's datasets: Nsight Compute per kernel over widths, batches and precisions, and
+#: the per-layer join of Kineto's estimate with Nsight Compute.
+WIDTH_NCU = "ncu_width_b8"
+BATCH_NCU = "ncu_batch_w1"
+PRECISION_NCU = "ncu_precision_w1"
+PROFILE = "profile_layers"
+#: Achieved occupancy (%) under which a layer counts as low, and at or above which as high.
+LOW_PCT = 50.0
+HIGH_PCT = 85.0
+#: Percentage points within which Kineto's per-layer estimate counts as matching ncu.
+KINETO_TOLERANCE = 10.0
+
+#: The limiter categories, in the order of the categorical heatmap (colours:
+#: yolo_sm.report.colors.LIMITER_COLORS).
 LIMITERS = ("warps", "blocks", "registers", "shared_mem", "grid")
 #: Precisions from widest to narrowest, the column order of precision heatmaps.
 PRECISION_ORDER = ("fp32", "tf32", "fp16", "bf16")
@@ -124,7 +146,7 @@ def limiter_shares(kernels, by="config"):
     return t.reset_index(drop=True)
 
 
-def config_summary(table, *, by="width", threshold=50.0, high=85.0):
+def config_summary(table, *, by="width", threshold=LOW_PCT, high=HIGH_PCT):
     """Per value of ``by``: forward kernel time, time-weighted achieved / theoretical occupancy
     over the whole forward, layers (and their time share) below ``threshold`` % achieved
     occupancy, layers at or above ``high`` %, and the slowest layer with its share and
@@ -176,7 +198,7 @@ def slowest_layer(table, config: str) -> str:
 
 
 def estimate_vs_measured(profile):
-    """Kineto's estimate against ncu per layer (from ``h200/profile_layers``): width parsed,
+    """Kineto's estimate against ncu per layer (from ``profile_layers``): width parsed,
     ``est_minus_achieved`` and ``est_minus_theoretical`` in percentage points, and
     ``time_share`` within each config (ncu time)."""
     out = add_config_columns(profile)
@@ -185,3 +207,277 @@ def estimate_vs_measured(profile):
     out["time_share"] = out.ncu_time_us / out.groupby("config").ncu_time_us.transform("sum")
     out["layer_idx"] = out.layer.map(layer_key)
     return out.sort_values(["width", "layer_idx"]).drop(columns="layer_idx").reset_index(drop=True)
+
+
+# ---- facts ----------------------------------------------------------------------------------
+
+
+def _scope(by: str, v) -> str:
+    return f"{by}={v:g}" if isinstance(v, (int, float, np.integer, np.floating)) else f"{by}={v}"
+
+
+def _summary_facts(kernels, by: str, dataset: str) -> tuple[list[dict], pd.DataFrame, pd.DataFrame]:
+    """Per value of ``by`` (scope ``by=<value>``): the forward's time-weighted achieved and
+    theoretical occupancy, share of layers below :data:`LOW_PCT`, layers at or above
+    :data:`HIGH_PCT`, kernel time, and the shares of kernel time under one wave (``grid``) and
+    capped by a per-kernel resource (registers or shared memory); with the summary and the
+    layer table they come from."""
+    table = layer_table(kernels)
+    s = config_summary(table, by=by)
+    low, high = f"layers_below_{LOW_PCT:g}", f"layers_at_least_{HIGH_PCT:g}"
+    lim = limiter_shares(kernels).groupby(by).first() if by != "variant" else None
+    rows = []
+    ds = (dataset,)
+    for r in s.to_dict("records"):
+        sc = _scope(by, r[by])
+        rows += [
+            fact(
+                "achieved_occupancy_tw_pct",
+                r["achieved_occupancy_tw_pct"],
+                "%",
+                scope=sc,
+                datasets=ds,
+            ),
+            fact(
+                "theoretical_occupancy_tw_pct",
+                r["theoretical_occupancy_tw_pct"],
+                "%",
+                scope=sc,
+                datasets=ds,
+            ),
+            fact(
+                f"layers_below_{LOW_PCT:g}_share",
+                100 * r[low] / r["layers"],
+                "%",
+                scope=sc,
+                datasets=ds,
+            ),
+            fact(f"layers_at_least_{HIGH_PCT:g}", r[high], "layers", scope=sc, datasets=ds),
+            fact("forward_kernel_ms", r["forward_kernel_ms"], "ms", scope=sc, datasets=ds),
+        ]
+        if lim is not None:
+            lr = lim.loc[r[by]]
+            resource = sum(float(lr.get(c, 0.0)) for c in ("registers", "shared_mem"))
+            rows += [
+                fact(
+                    "grid_limited_time_share",
+                    100 * float(lr.get("grid", 0.0)),
+                    "%",
+                    scope=sc,
+                    datasets=ds,
+                ),
+                fact("resource_limited_time_share", 100 * resource, "%", scope=sc, datasets=ds),
+            ]
+    return rows, s, table
+
+
+def _width_facts(kernels) -> list[dict]:
+    rows, s, table = _summary_facts(kernels, "width", WIDTH_NCU)
+    ds = (WIDTH_NCU,)
+    ach = s.set_index("width").achieved_occupancy_tw_pct
+    low = (s[f"layers_below_{LOW_PCT:g}"] / s.layers * 100).set_axis(s.width)
+    resource = [r["value"] for r in rows if r["key"] == "resource_limited_time_share"]
+    widest = table[table.width == table.width.max()]
+    slowest = widest.loc[widest.time_us.idxmax()]
+
+    def pick(series, mask):
+        return series[mask] if mask.any() else series.iloc[:0]
+
+    small = pick(ach, ach.index <= 1.25)
+    at15 = pick(ach, np.isclose(ach.index, 1.5))
+    big = pick(low, low.index > 1.7)
+    rows += [
+        fact("width_achieved_occupancy_tw_pct_range", ach.max() - ach.min(), "points", datasets=ds),
+        fact("width_achieved_occupancy_tw_pct_min", ach.min(), "%", datasets=ds),
+        fact("width_achieved_occupancy_tw_pct_max", ach.max(), "%", datasets=ds),
+        fact(
+            "resource_limited_time_share_max_over_widths",
+            max(resource, default=math.nan),
+            "%",
+            datasets=ds,
+        ),
+        fact(
+            "slowest_layer_time_share_widest",
+            100 * slowest.time_share,
+            "%",
+            datasets=ds,
+            note=f"{slowest.layer_label} at width {slowest.width:g}",
+        ),
+        fact(
+            "slowest_layer_achieved_occupancy_tw_pct_widest",
+            slowest.achieved_occupancy_tw_pct,
+            "%",
+            datasets=ds,
+            note=f"{slowest.layer_label} at width {slowest.width:g}",
+        ),
+        # the width claim's three parts (facts only; the claim's rules judge them)
+        fact(
+            "achieved_occupancy_tw_pct_min",
+            small.min() if len(small) else math.nan,
+            "%",
+            scope="width<=1.25",
+            datasets=ds,
+        ),
+        fact(
+            "achieved_occupancy_tw_pct_distance_from_60",
+            abs(at15.iloc[0] - 60.0) if len(at15) else math.nan,
+            "points",
+            scope="width=1.5",
+            datasets=ds,
+        ),
+        fact(
+            f"layers_below_{LOW_PCT:g}_share_min",
+            big.min() if len(big) else math.nan,
+            "%",
+            scope="width>1.7",
+            datasets=ds,
+        ),
+    ]
+    return rows
+
+
+def _batch_facts(kernels) -> list[dict]:
+    rows, s, _ = _summary_facts(kernels, "batch", BATCH_NCU)
+    ds = (BATCH_NCU,)
+    s = s.sort_values("batch")
+    grid = {r["scope"]: r["value"] for r in rows if r["key"] == "grid_limited_time_share"}
+    first = s.iloc[0]
+    rows += [
+        fact(
+            "batch_achieved_occupancy_tw_pct_change",
+            s.achieved_occupancy_tw_pct.iloc[-1] - first.achieved_occupancy_tw_pct,
+            "points",
+            datasets=ds,
+            note=f"batch {first.batch} to {s.batch.iloc[-1]}",
+        ),
+        fact(
+            "grid_limited_time_share_smallest_batch",
+            grid[_scope("batch", first.batch)],
+            "%",
+            datasets=ds,
+            note=f"batch {first.batch}",
+        ),
+    ]
+    return rows
+
+
+def _precision_facts(kernels) -> list[dict]:
+    rows, s, _ = _summary_facts(kernels, "variant", PRECISION_NCU)
+    best = s.loc[s.achieved_occupancy_tw_pct.idxmax()]
+    fast = s.loc[s.forward_kernel_ms.idxmin()]
+    k = add_config_columns(add_kernel_class(kernels))
+    t = k.groupby(["variant", "kernel_class"]).duration_us.sum().unstack(fill_value=0.0)
+    share = 100 * t.get("layout_transform", 0.0 * t.sum(axis=1)) / t.sum(axis=1)
+    ds = (PRECISION_NCU,)
+    rows += [
+        fact("layout_transform_time_share", v, "%", scope=_scope("variant", name), datasets=ds)
+        for name, v in share.items()
+    ]
+    gaps = [
+        share[f"{p} nchw"] - share[f"{p} nhwc"]
+        for p in ("fp16", "bf16")
+        if f"{p} nchw" in share and f"{p} nhwc" in share
+    ]
+    rows.append(
+        fact(
+            "layout_transform_time_share_16bit_nchw_minus_nhwc",
+            sum(gaps) / len(gaps) if gaps else math.nan,
+            "points",
+            datasets=ds,
+            note="mean over fp16 and bf16",
+        )
+    )
+    rows.append(
+        fact(
+            "fastest_variant_occupancy_below_highest_pct_points",
+            best.achieved_occupancy_tw_pct - fast.achieved_occupancy_tw_pct,
+            "points",
+            datasets=(PRECISION_NCU,),
+            note=f"highest occupancy: {best.variant}; fastest forward: {fast.variant}",
+        )
+    )
+    return rows
+
+
+def _kineto_facts(profile) -> list[dict]:
+    est = estimate_vs_measured(profile)
+    err = est.est_minus_achieved.abs()
+    ds = (PROFILE,)
+    rows = [
+        fact(
+            f"kineto_layers_within_{KINETO_TOLERANCE:g}_share",
+            100 * (err <= KINETO_TOLERANCE).mean(),
+            "%",
+            datasets=ds,
+            note="layer rows where Kineto's estimate is within the tolerance of ncu's achieved",
+        ),
+        fact(
+            "kineto_est_minus_achieved_abs_tw_mean",
+            (err * est.ncu_time_us).sum() / est.ncu_time_us.sum(),
+            "points",
+            datasets=ds,
+        ),
+    ]
+    for w, g in est.assign(err=err).groupby("width"):
+        rows.append(
+            fact(
+                "kineto_est_minus_achieved_abs_tw_mean",
+                (g.err * g.ncu_time_us).sum() / g.ncu_time_us.sum(),
+                "points",
+                scope=_scope("width", w),
+                datasets=ds,
+            )
+        )
+    return rows
+
+
+def facts(root: DataRoot) -> pd.DataFrame:
+    """The heatmaps' facts from ``root`` (:mod:`yolo_sm.analyse.facts`).
+
+    Per value (scope ``width=<w>``, ``batch=<b>``, ``variant=<precision layout>``):
+    ``achieved_occupancy_tw_pct``, ``theoretical_occupancy_tw_pct`` (the forward's,
+    time-weighted), ``layers_below_50_share``, ``layers_at_least_85``, ``forward_kernel_ms``,
+    and for width and batch ``grid_limited_time_share`` and ``resource_limited_time_share``.
+    Whole-notebook facts (scope empty): ``width_achieved_occupancy_tw_pct_range`` / ``_min`` /
+    ``_max``, ``resource_limited_time_share_max_over_widths``,
+    ``slowest_layer_time_share_widest``, ``slowest_layer_achieved_occupancy_tw_pct_widest``,
+    ``batch_achieved_occupancy_tw_pct_change``, ``grid_limited_time_share_smallest_batch``,
+    ``fastest_variant_occupancy_below_highest_pct_points``,
+    ``layout_transform_time_share_16bit_nchw_minus_nhwc`` (and ``layout_transform_time_share``
+    per variant), ``kineto_layers_within_10_share``,
+    ``kineto_est_minus_achieved_abs_tw_mean`` (also per width). For the width claim:
+    ``achieved_occupancy_tw_pct_min`` (scope ``width<=1.25``),
+    ``achieved_occupancy_tw_pct_distance_from_60`` (``width=1.5``) and
+    ``layers_below_50_share_min`` (``width>1.7``), NaN when the root has no such width.
+    """
+    rows = []
+    if root.has(WIDTH_NCU):
+        rows += _width_facts(root.load(WIDTH_NCU))
+    if root.has(BATCH_NCU):
+        rows += _batch_facts(root.load(BATCH_NCU))
+    if root.has(PRECISION_NCU):
+        rows += _precision_facts(root.load(PRECISION_NCU))
+    if root.has(PROFILE):
+        rows += _kineto_facts(root.load(PROFILE))
+    return facts_table(rows)
+
+
+OUTLIER_COLUMNS = [
+    "config",
+    "layer",
+    "module_type",
+    "time_share",
+    "est_occupancy_tw_pct",
+    "ncu_achieved_occupancy_tw_pct",
+    "ncu_theoretical_occupancy_tw_pct",
+    "est_minus_achieved",
+    "kernels_match",
+]
+
+
+def kineto_outliers(est, tolerance: float = KINETO_TOLERANCE):
+    """The layer rows of :func:`estimate_vs_measured` where Kineto's estimate is more than
+    ``tolerance`` points from ncu's achieved occupancy, most underestimated first."""
+    out = est.loc[est.est_minus_achieved.abs() > tolerance]
+    cols = [c for c in OUTLIER_COLUMNS if c in out]
+    return out[cols].sort_values("est_minus_achieved").reset_index(drop=True)

@@ -114,6 +114,37 @@ class OccupancyResult:
     def as_dict(self) -> dict:
         return asdict(self)
 
+    @property
+    def block_limits(self) -> dict[str, int]:
+        """Blocks per SM each of the four limits allows, in :data:`LIMITER_ORDER`."""
+        return {
+            "warps": self.block_limit_warps,
+            "blocks": self.block_limit_blocks,
+            "registers": self.block_limit_registers,
+            "shared_mem": self.block_limit_shared_mem,
+        }
+
+    @property
+    def binding_limits(self) -> tuple[str, ...]:
+        """Every limit that allows no more than the active blocks (``limiter`` names only the
+        first of them in :data:`LIMITER_ORDER`): ``("registers", "shared_mem")`` when both
+        cap the launch at the same number of blocks."""
+        return tuple(n for n, v in self.block_limits.items() if v == self.active_blocks_per_sm)
+
+
+def limits_table(result: OccupancyResult) -> pd.DataFrame:
+    """One row per limit of ``result``: ``limit`` (warps, blocks, registers, shared_mem),
+    ``blocks_per_sm`` it allows, ``binding`` (whether it sets the active blocks)."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        {
+            "limit": list(result.block_limits),
+            "blocks_per_sm": list(result.block_limits.values()),
+            "binding": [n in result.binding_limits for n in result.block_limits],
+        }
+    )
+
 
 def _arch(compute_capability: str) -> ArchSpec:
     spec = ARCH.get(str(compute_capability).strip())

@@ -1,22 +1,149 @@
-"""Notebook 00 (occupancy primer): waves and tails, low-occupancy tensor-core kernels that keep the
-tensor pipes busy, and Kineto's estimate next to Nsight Compute's measurement."""
+"""Occupancy primer (notebook 00): the calculator on the launch that holds most tensor-core
+convolution time, waves and tails, low-occupancy tensor-core kernels that keep the tensor pipes
+busy, and Kineto's estimate next to Nsight Compute's measurement.
+
+:func:`facts` reads a dataset root and returns the numbers the primer's rules
+(:mod:`yolo_sm.report.findings.primer`) judge; a dataset the root lacks leaves its facts out.
+"""
 
 from __future__ import annotations
 
+import math
+
+import pandas as pd
+
+from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.kernels import add_kernel_class
-from yolo_sm.analyse.occupancy import tail_fraction, waves
+from yolo_sm.analyse.occupancy import ARCH, OccupancyResult, tail_fraction, theoretical_occupancy
+from yolo_sm.analyse.occupancy import waves as waves_of
 from yolo_sm.analyse.weighting import sm_coverage, weighted_mean
+from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.contract.labels import parse_config
+
+#: The primer's datasets: per-kernel Nsight Compute launch statistics of the width forwards,
+#: the full metric set (tensor pipe) of the wide conv stack, the PyTorch profiler trace of the
+#: width forwards and the per-layer join of Kineto and Nsight Compute.
+NCU = "ncu_width_b8"
+WIDE = "ncu_wide_stack"
+TRACE = "trace_width_b8"
+LAYERS = "profile_layers"
+#: Every Nsight Compute table the calculator is checked against (those the root holds).
+NCU_TABLES = ("ncu_width_b8", "ncu_batch_w1", "ncu_precision_w1", "ncu_wide_stack", "ncu_resnet101")
+#: Kernel classes that move data rather than multiply matrices.
+MEMORY_CLASSES = ("elementwise", "copy_concat", "pooling_upsample")
+#: The rule of thumb's line: "below 60 % occupancy wastes the GPU" (achieved occupancy, %).
+LOW_OCCUPANCY_PCT = 60.0
+#: The calculator's example when a root has no Nsight Compute table: a Hopper SM and a
+#: plain 256-thread block.
+EXAMPLE_LAUNCH = {
+    "compute_capability": "9.0",
+    "threads_per_block": 256,
+    "registers_per_thread": 32,
+    "shared_mem_per_block": 0,
+}
+LAUNCH_COLUMNS = ["block_size", "registers_per_thread", "shared_mem_per_block_bytes"]
 
 
-def wave_table(grid_sizes, active_blocks_per_sm: int = 1, sm_count: int = 132):
+def compute_capability(root: DataRoot, ncu: pd.DataFrame | None = None) -> str | None:
+    """The GPU's compute capability from the root's provenance (or the ``ncu`` rows), when
+    the calculator knows it; None otherwise (a CPU root)."""
+    cc = str(root.machine().get("compute_capability", "")).split(", ")[0]
+    if not cc and ncu is not None and "prov_compute_capability" in ncu:
+        cc = str(ncu.prov_compute_capability.dropna().astype(str).iloc[0]) if len(ncu) else ""
+    return cc if cc in ARCH else None
+
+
+def sm_count(root: DataRoot, ncu: pd.DataFrame | None = None) -> int | None:
+    """The GPU's SM count from the root's provenance, else from the ``prov_sm_count`` of the
+    ``ncu`` rows (default: the root's :data:`NCU` table); None when neither names one."""
+    v = root.machine().get("sm_count", "")
+    if not v and ncu is None and root.has(NCU):
+        ncu = root.load(NCU)
+    if not v and ncu is not None and "prov_sm_count" in ncu:
+        s = pd.to_numeric(ncu.prov_sm_count, errors="coerce").dropna()
+        v = s.iloc[0] if len(s) else ""
+    try:
+        return int(float(str(v).split(", ")[0]))
+    except ValueError:
+        return None
+
+
+def launch_shapes(ncu: pd.DataFrame, kernel_class: str = "tensor_core_conv") -> pd.DataFrame:
+    """Kernel time per launch shape (threads per block, registers per thread, shared memory
+    per block in bytes) of one kernel class: ``time_us``, ``time_share`` of the class's time,
+    ``kernels``, Nsight Compute's ``theoretical_occupancy_pct`` and block limits (registers,
+    shared memory), most time first."""
+    k = add_kernel_class(ncu)
+    k = k[k.kernel_class == kernel_class]
+    out = (
+        k.groupby(LAUNCH_COLUMNS)
+        .agg(
+            time_us=("duration_us", "sum"),
+            kernels=("duration_us", "size"),
+            theoretical_occupancy_pct=("theoretical_occupancy_pct", "median"),
+            limit_registers=("limit_registers", "median"),
+            limit_shared_mem=("limit_shared_mem", "median"),
+        )
+        .reset_index()
+    )
+    out["time_share"] = out.time_us / out.time_us.sum()
+    return out.sort_values("time_us", ascending=False, ignore_index=True)
+
+
+def flagship_launch(root: DataRoot, name: str = NCU) -> dict:
+    """The launch to put in the calculator: the shape holding most tensor-core convolution
+    time in ``root``'s Nsight Compute table ``name`` (its compute capability from provenance),
+    or :data:`EXAMPLE_LAUNCH` when the root has no such table. Keys: the calculator's
+    arguments (``compute_capability``, ``threads_per_block``, ``registers_per_thread``,
+    ``shared_mem_per_block`` in bytes), then ``source`` (dataset name or ``"example"``),
+    ``time_share`` (of tensor-core convolution time), Nsight Compute's
+    ``ncu_theoretical_occupancy_pct``, ``ncu_limit_registers`` and ``ncu_limit_shared_mem``
+    (NaN for the example)."""
+    nan = math.nan
+    extra = {
+        "source": "example",
+        "time_share": nan,
+        "ncu_theoretical_occupancy_pct": nan,
+        "ncu_limit_registers": nan,
+        "ncu_limit_shared_mem": nan,
+    }
+    if not root.has(name):
+        return {**EXAMPLE_LAUNCH, **extra}
+    ncu = root.load(name)
+    shapes = launch_shapes(ncu)
+    if shapes.empty:
+        return {**EXAMPLE_LAUNCH, **extra}
+    top = shapes.iloc[0]
+    return {
+        "compute_capability": compute_capability(root, ncu) or EXAMPLE_LAUNCH["compute_capability"],
+        "threads_per_block": int(top.block_size),
+        "registers_per_thread": int(top.registers_per_thread),
+        "shared_mem_per_block": int(top.shared_mem_per_block_bytes),
+        "source": name,
+        "time_share": float(top.time_share),
+        "ncu_theoretical_occupancy_pct": float(top.theoretical_occupancy_pct),
+        "ncu_limit_registers": float(top.limit_registers),
+        "ncu_limit_shared_mem": float(top.limit_shared_mem),
+    }
+
+
+def calculate(launch: dict) -> OccupancyResult:
+    """:func:`yolo_sm.analyse.occupancy.theoretical_occupancy` of a :func:`flagship_launch`."""
+    return theoretical_occupancy(
+        launch["compute_capability"],
+        launch["threads_per_block"],
+        launch["registers_per_thread"],
+        launch["shared_mem_per_block"],
+    )
+
+
+def wave_table(grid_sizes, *, active_blocks_per_sm: int = 1, sm_count: int):
     """For each grid size: waves, blocks in the last wave, ``tail_fraction`` (how full a last,
     partial wave is: 0 when the grid fills whole waves, so there is no tail), and the share of
     SM slots busy over the kernel (if every block takes as long)."""
-    import pandas as pd
-
     rows = []
     for g in grid_sizes:
-        w = waves(g, active_blocks_per_sm, sm_count)
+        w = waves_of(g, active_blocks_per_sm, sm_count)
         slots = active_blocks_per_sm * sm_count
         rows.append(
             {
@@ -28,6 +155,69 @@ def wave_table(grid_sizes, active_blocks_per_sm: int = 1, sm_count: int = 132):
             }
         )
     return pd.DataFrame(rows)
+
+
+def example_grids(sm_count: int) -> list[int]:
+    """Grid sizes that show waves and tails on a GPU of ``sm_count`` SMs (one block per SM):
+    half a wave, one wave, one block more, 1.5 waves, two waves, 2.3 waves, ten waves."""
+    n = int(sm_count)
+    return [n // 2, n, n + 1, n * 3 // 2, 2 * n, n * 23 // 10, 10 * n]
+
+
+def focus_config(ncu: pd.DataFrame) -> str:
+    """The forward to look at closely: the config of width 1.0 (else the nearest width; a
+    table without config labels of widths: the config with most kernel time)."""
+    configs = list(dict.fromkeys(ncu.config))
+    widths = {}
+    for c in configs:
+        try:
+            widths[c] = parse_config(c)["width"]
+        except ValueError:
+            continue
+    if widths:
+        return min(widths, key=lambda c: (abs(widths[c] - 1.0), widths[c]))
+    return str(ncu.groupby("config").duration_us.sum().idxmax())
+
+
+def forward(ncu: pd.DataFrame, config: str | None = None) -> pd.DataFrame:
+    """The kernels of one forward (``config``, default :func:`focus_config`) with their kernel
+    class (:func:`yolo_sm.analyse.kernels.add_kernel_class`)."""
+    config = focus_config(ncu) if config is None else config
+    return add_kernel_class(ncu[ncu.config == config])
+
+
+def kineto_summary(trace: pd.DataFrame) -> pd.DataFrame:
+    """Per config of a PyTorch profiler kernel table (first iteration): kernels, kernel time
+    (us), Kineto's estimated and the calculator's theoretical occupancy (time-weighted, %)."""
+    fwd = trace[trace.iteration == trace.iteration.min()]
+    rows = [
+        {
+            "config": c,
+            "kernels": len(g),
+            "time_us": g.duration_us.sum(),
+            "est_occupancy_tw_pct": time_weighted(g, "est_occupancy_pct"),
+            "theoretical_occupancy_tw_pct": time_weighted(g, "theoretical_occupancy_pct"),
+        }
+        for c, g in fwd.groupby("config", sort=False)
+    ]
+    return pd.DataFrame(rows)
+
+
+LAYER_ESTIMATE_COLUMNS = [
+    "config",
+    "layer",
+    "module_type",
+    "kineto_theoretical_occupancy_tw_pct",
+    "est_occupancy_tw_pct",
+    "ncu_achieved_occupancy_tw_pct",
+    "ncu_time_us",
+]
+
+
+def layer_estimates(layers: pd.DataFrame) -> pd.DataFrame:
+    """The per-layer join (``profile_layers``): Kineto's theoretical and estimated occupancy
+    next to ncu's achieved occupancy and time, one row per (config, layer)."""
+    return layers[[c for c in LAYER_ESTIMATE_COLUMNS if c in layers]].reset_index(drop=True)
 
 
 def tensor_core_occupancy_levels(ncu):
@@ -71,3 +261,230 @@ def time_weighted(df, col: str, weight: str = "duration_us") -> float:
     """``col`` averaged over all of ``df`` with kernel time as the weight."""
 
     return weighted_mean(df[col], df[weight])
+
+
+def calculator_mismatches(ncu: pd.DataFrame, cc: str, tolerance: float = 0.01) -> pd.DataFrame:
+    """The distinct launch shapes of ``ncu`` with Nsight Compute's theoretical occupancy and
+    the calculator's (``calculator_pct``) on compute capability ``cc``, and ``mismatch``
+    (they differ by ``tolerance`` percentage points or more)."""
+    u = ncu.drop_duplicates(LAUNCH_COLUMNS + ["theoretical_occupancy_pct"])[
+        LAUNCH_COLUMNS + ["theoretical_occupancy_pct"]
+    ].reset_index(drop=True)
+    u["calculator_pct"] = [
+        theoretical_occupancy(cc, int(b), int(r), int(s)).occupancy_pct
+        for b, r, s in u[LAUNCH_COLUMNS].itertuples(index=False)
+    ]
+    u["mismatch"] = (u.calculator_pct - u.theoretical_occupancy_pct).abs() >= tolerance
+    return u
+
+
+def _forward_facts(ncu: pd.DataFrame) -> list[dict]:
+    cfg = focus_config(ncu)
+    k = add_kernel_class(ncu[ncu.config == cfg])
+    total = k.duration_us.sum()
+    tc = k[k.kernel_class == "tensor_core_conv"]
+    mem = k[k.kernel_class.isin(MEMORY_CLASSES)]
+    ds = (NCU,)
+    note = f"forward {cfg}"
+    low = tc.achieved_occupancy_pct < LOW_OCCUPANCY_PCT
+    tc_ach = time_weighted(tc, "achieved_occupancy_pct") if len(tc) else math.nan
+    mem_ach = time_weighted(mem, "achieved_occupancy_pct") if len(mem) else math.nan
+    levels = tensor_core_occupancy_levels(k) if len(tc) else None
+    top = levels.iloc[0] if levels is not None else None
+    rows = [
+        fact("tc_conv_time_share", 100 * tc.duration_us.sum() / total, "%", datasets=ds, note=note),
+        fact(
+            "tc_conv_theoretical_occupancy_tw_pct",
+            time_weighted(tc, "theoretical_occupancy_pct") if len(tc) else math.nan,
+            "%",
+            datasets=ds,
+            note=note,
+        ),
+        fact("tc_conv_achieved_occupancy_tw_pct", tc_ach, "%", datasets=ds, note=note),
+        fact(
+            "tc_conv_time_share_below_60_achieved",
+            100 * tc.duration_us[low].sum() / tc.duration_us.sum() if len(tc) else math.nan,
+            "%",
+            datasets=ds,
+            note=f"{note}; share of tensor-core convolution time",
+        ),
+        fact(
+            "tc_conv_top_level_time_share",
+            100 * top.time_share if top is not None else math.nan,
+            "%",
+            datasets=ds,
+            note=f"{note}; share of tensor-core convolution time at its commonest level",
+        ),
+        fact(
+            "tc_conv_top_level_theoretical_occupancy_pct",
+            top.theoretical_occupancy_pct if top is not None else math.nan,
+            "%",
+            datasets=ds,
+            note=note,
+        ),
+        fact("memory_kernels_time_share", 100 * mem.duration_us.sum() / total, "%", datasets=ds),
+        fact("memory_kernels_achieved_occupancy_tw_pct", mem_ach, "%", datasets=ds, note=note),
+        fact(
+            "memory_minus_tc_conv_achieved_occupancy_pct_points",
+            mem_ach - tc_ach,
+            "points",
+            datasets=ds,
+            note=note,
+        ),
+    ]
+    return rows
+
+
+def _flagship_facts(root: DataRoot) -> list[dict]:
+    launch = flagship_launch(root)
+    res = calculate(launch)
+    ds = (NCU,)
+    resources = [n for n in res.binding_limits if n in ("registers", "shared_mem")]
+    return [
+        fact("flagship_threads_per_block", launch["threads_per_block"], "threads", datasets=ds),
+        fact(
+            "flagship_registers_per_thread",
+            launch["registers_per_thread"],
+            "registers",
+            datasets=ds,
+        ),
+        fact("flagship_shared_mem_per_block", launch["shared_mem_per_block"], "B", datasets=ds),
+        fact(
+            "flagship_time_share",
+            100 * launch["time_share"],
+            "%",
+            datasets=ds,
+            note="share of tensor-core convolution time",
+        ),
+        fact("flagship_active_blocks_per_sm", res.active_blocks_per_sm, "blocks", datasets=ds),
+        fact(
+            "flagship_theoretical_occupancy_pct",
+            res.occupancy_pct,
+            "%",
+            datasets=ds,
+            note="calculator",
+        ),
+        fact("flagship_block_limit_registers", res.block_limit_registers, "blocks", datasets=ds),
+        fact("flagship_block_limit_shared_mem", res.block_limit_shared_mem, "blocks", datasets=ds),
+        fact(
+            "flagship_binding_resource_limits",
+            len(resources),
+            "limits",
+            datasets=ds,
+            note="registers and shared memory: how many cap the active blocks",
+        ),
+    ]
+
+
+def _calculator_facts(root: DataRoot) -> list[dict]:
+    names = [n for n in NCU_TABLES if root.has(n)]
+    if not names:
+        return []
+    ncu = pd.concat([root.load(n) for n in names], ignore_index=True)
+    cc = compute_capability(root, ncu)
+    if cc is None:
+        return []
+    m = calculator_mismatches(ncu, cc)
+    return [
+        fact("calculator_launches_checked", len(m), "launches", datasets=names),
+        fact(
+            "calculator_mismatch_share",
+            100 * m.mismatch.mean() if len(m) else math.nan,
+            "%",
+            datasets=names,
+            note="distinct launch shapes where the calculator differs from Nsight Compute",
+        ),
+    ]
+
+
+def _wide_facts(wide: pd.DataFrame) -> list[dict]:
+    k = pipe_vs_occupancy(wide)
+    tc = k[k.kernel_class == "tensor_core_conv"]
+    low = tc[tc.achieved_occupancy_pct < LOW_OCCUPANCY_PCT]
+    ds = (WIDE,)
+    has_pipe = "tensor_pipe_pct" in low and len(low)
+    return [
+        fact(
+            "wide_tc_conv_achieved_occupancy_tw_pct",
+            time_weighted(tc, "achieved_occupancy_pct") if len(tc) else math.nan,
+            "%",
+            datasets=ds,
+        ),
+        fact(
+            "wide_tc_conv_tensor_pipe_tw_pct_below_60_achieved",
+            time_weighted(low, "tensor_pipe_pct") if has_pipe else math.nan,
+            "%",
+            datasets=ds,
+            note="tensor-core convolutions below 60 % achieved occupancy, time-weighted",
+        ),
+    ]
+
+
+def _kineto_facts(trace: pd.DataFrame, config: str | None) -> list[dict]:
+    fwd = trace[trace.iteration == trace.iteration.min()]
+    if config is not None and (fwd.config == config).any():
+        fwd = fwd[fwd.config == config]
+    # Kineto writes its estimate in whole percent: 19 for the calculator's 18.75
+    above = fwd.est_occupancy_pct > fwd.theoretical_occupancy_pct + 1.0
+    below = fwd.est_occupancy_pct < fwd.theoretical_occupancy_pct - 1.0
+    time = fwd.duration_us.sum()
+    ds = (TRACE,)
+    return [
+        fact(
+            "kineto_est_occupancy_tw_pct", time_weighted(fwd, "est_occupancy_pct"), "%", datasets=ds
+        ),
+        fact(
+            "kineto_theoretical_occupancy_tw_pct",
+            time_weighted(fwd, "theoretical_occupancy_pct"),
+            "%",
+            datasets=ds,
+        ),
+        fact(
+            "kineto_est_above_theoretical_time_share",
+            100 * fwd.duration_us[above].sum() / time,
+            "%",
+            datasets=ds,
+            note="kernel time where the estimate exceeds the calculator's value by > 1 point",
+        ),
+        fact(
+            "kineto_est_below_theoretical_time_share",
+            100 * fwd.duration_us[below].sum() / time,
+            "%",
+            datasets=ds,
+            note="kernel time where the grid cap lowers the estimate by > 1 point",
+        ),
+    ]
+
+
+def facts(root: DataRoot) -> pd.DataFrame:
+    """The primer's facts from ``root`` (:mod:`yolo_sm.analyse.facts`), scope empty:
+
+    - from ``ncu_width_b8``, the forward of :func:`focus_config`: ``tc_conv_time_share``,
+      ``tc_conv_theoretical_occupancy_tw_pct``, ``tc_conv_achieved_occupancy_tw_pct``,
+      ``tc_conv_time_share_below_60_achieved``, ``tc_conv_top_level_time_share``,
+      ``tc_conv_top_level_theoretical_occupancy_pct``, ``memory_kernels_time_share``,
+      ``memory_kernels_achieved_occupancy_tw_pct``,
+      ``memory_minus_tc_conv_achieved_occupancy_pct_points``; the :func:`flagship_launch` in the
+      calculator: ``flagship_*`` (threads, registers, shared memory, time share, active blocks,
+      theoretical occupancy, the register and shared-memory block limits, and
+      ``flagship_binding_resource_limits``: how many of those two cap it);
+    - from every Nsight Compute table: ``calculator_launches_checked``,
+      ``calculator_mismatch_share``;
+    - from ``ncu_wide_stack``: ``wide_tc_conv_achieved_occupancy_tw_pct``,
+      ``wide_tc_conv_tensor_pipe_tw_pct_below_60_achieved``;
+    - from ``trace_width_b8`` (first iteration, the same forward): ``kineto_est_occupancy_tw_pct``,
+      ``kineto_theoretical_occupancy_tw_pct``, ``kineto_est_above_theoretical_time_share``,
+      ``kineto_est_below_theoretical_time_share``.
+    """
+    rows = []
+    config = None
+    if root.has(NCU):
+        ncu = root.load(NCU)
+        config = focus_config(ncu)
+        rows += _forward_facts(ncu) + _flagship_facts(root)
+    rows += _calculator_facts(root)
+    if root.has(WIDE):
+        rows += _wide_facts(root.load(WIDE))
+    if root.has(TRACE):
+        rows += _kineto_facts(root.load(TRACE), config)
+    return facts_table(rows)

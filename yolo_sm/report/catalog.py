@@ -9,10 +9,14 @@ import pandas as pd
 
 from yolo_sm.analyse import claims as analyse_claims
 from yolo_sm.analyse import fast as analyse_fast
+from yolo_sm.analyse import heatmaps as analyse_heatmaps
+from yolo_sm.analyse import primer as analyse_primer
 from yolo_sm.analyse.facts import concat
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report import claims, goals
 from yolo_sm.report.findings import fast
+from yolo_sm.report.findings import heatmaps as findings_heatmaps
+from yolo_sm.report.findings import primer as findings_primer
 from yolo_sm.report.rules import Rule, check_unique, evaluate
 
 #: (rules, facts function) pairs; each facts function takes a DataRoot and returns a facts
@@ -49,3 +53,5 @@ def to_json(verdicts: pd.DataFrame) -> str:
 SOURCES.append((claims.CLAIMS_RULES, analyse_claims.facts))
 SOURCES.append((goals.RULES, analyse_fast.facts))
 SOURCES.append((fast.RULES, analyse_fast.facts))
+SOURCES.append((findings_primer.RULES, analyse_primer.facts))
+SOURCES.append((findings_heatmaps.RULES, analyse_heatmaps.facts))

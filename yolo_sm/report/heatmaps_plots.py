@@ -1,4 +1,5 @@
-"""heatmaps_plots: split from analyse.heatmaps."""
+"""Figures and the kernel explorer of the occupancy heatmaps (notebook 04), from the tables of
+:mod:`yolo_sm.analyse.heatmaps`."""
 
 from __future__ import annotations
 
@@ -6,20 +7,20 @@ from yolo_sm.analyse.heatmaps import (
     LIMITERS,
     PRECISION_ORDER,
     config_key,
-    config_summary,
     kernels_of,
     layer_order,
     slowest_layer,
 )
-from yolo_sm.report.colors import KERNEL_CLASS_COLORS, TEMPLATE
-
-LIMITER_COLORS = {
-    "warps": "#2CA02C",
-    "blocks": "#98DF8A",
-    "registers": "#D62728",
-    "shared_mem": "#9467BD",
-    "grid": "#FF7F0E",
-}
+from yolo_sm.report.colors import (
+    OCCUPANCY_COLORS,
+    OCCUPANCY_SCALE,
+    OTHER_COLOR,
+    SHARE_SCALE,
+    TEMPLATE,
+    WIDTH_SCALE,
+    color_map,
+    sequential_map,
+)
 
 
 def _variant_key(v: str) -> tuple:
@@ -47,6 +48,11 @@ def _grid(table, value, x):
     return labels, [_x_label(x, v) for v in xs], z
 
 
+AXIS_TITLES = {
+    "width": "width multiplier",
+    "batch": "batch size",
+    "variant": "precision and layout",
+}
 _VALUE_TITLES = {
     "achieved_occupancy_tw_pct": "achieved occupancy (%, time-weighted)",
     "theoretical_occupancy_tw_pct": "theoretical occupancy (%, time-weighted)",
@@ -94,13 +100,13 @@ def plot_layer_heatmap(table, values=("achieved_occupancy_tw_pct",), *, x="width
             col=i,
         )
     fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_xaxes(type="category", title_text=x)
+    fig.update_xaxes(type="category", title_text=AXIS_TITLES.get(x, x))
     fig.update_layout(
         template=TEMPLATE,
         height=max(450, 24 * table.layer.nunique() + 150),
         title=title,
         coloraxis={
-            "colorscale": "Blues" if share else "RdYlGn",
+            "colorscale": SHARE_SCALE if share else OCCUPANCY_SCALE,
             "cmin": 0,
             "cmax": zmax,
             "colorbar": {"tickformat": ".0%" if share else "", "title": "" if share else "%"},
@@ -118,12 +124,13 @@ def plot_limiter_heatmap(table, *, x="width", column="main_limiter", title=None)
     show_share = f"{column}_share" in table
     labels, xs, cats = _grid(table, column, x)
     present = [c for c in LIMITERS if (cats == c).to_numpy().any()] or list(LIMITERS)
+    colors = color_map(present, default=OTHER_COLOR)
     code = {c: i for i, c in enumerate(present)}
     z = cats.apply(lambda s: s.map(code)).to_numpy(dtype=float)
     n = len(present)
     scale = []
     for i, c in enumerate(present):  # one flat band per category
-        scale += [[i / n, LIMITER_COLORS[c]], [(i + 1) / n, LIMITER_COLORS[c]]]
+        scale += [[i / n, colors[c]], [(i + 1) / n, colors[c]]]
     custom = np.dstack(
         [
             _grid(table, c, x)[2].to_numpy()
@@ -169,7 +176,7 @@ def plot_limiter_heatmap(table, *, x="width", column="main_limiter", title=None)
         )
     )
     fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_xaxes(type="category", title_text=x)
+    fig.update_xaxes(type="category", title_text=AXIS_TITLES.get(x, x))
     fig.update_layout(
         template=TEMPLATE,
         height=max(450, 24 * table.layer.nunique() + 150),
@@ -191,7 +198,7 @@ def plot_limiter_shares(shares, *, x="width", title=None):
         x=x,
         y="time_share",
         color="limiter",
-        color_discrete_map=LIMITER_COLORS,
+        color_discrete_map=color_map(cols, default=OTHER_COLOR),
         category_orders={"limiter": cols},
         template=TEMPLATE,
         title=title or "Share of forward kernel time per limiter",
@@ -215,7 +222,7 @@ def plot_kernels(ktable, *, title=None):
             x=[xs[i] for i in g.index],
             y=g.duration_us,
             name=cls,
-            marker_color=KERNEL_CLASS_COLORS.get(cls, "#7F7F7F"),
+            marker_color=color_map([cls], default=OTHER_COLOR)[cls],
             customdata=g[
                 [
                     "grid_size",
@@ -233,15 +240,16 @@ def plot_kernels(ktable, *, title=None):
                 "%{customdata[4]} waves<extra></extra>"
             ),
         )
-    for col, sym, name in (
-        ("theoretical_occupancy_pct", "circle-open", "theoretical occupancy"),
-        ("achieved_occupancy_pct", "circle", "achieved occupancy"),
+    for col, sym, kind in (
+        ("theoretical_occupancy_pct", "circle-open", "theoretical"),
+        ("achieved_occupancy_pct", "circle", "achieved"),
     ):
+        name = f"{kind} occupancy"
         fig.add_scatter(
             x=xs,
             y=k[col],
             mode="markers",
-            marker={"symbol": sym, "size": 10, "color": "black"},
+            marker={"symbol": sym, "size": 10, "color": OCCUPANCY_COLORS[kind]},
             name=name,
             yaxis="y2",
             customdata=k.kernel,
@@ -310,11 +318,13 @@ def plot_estimate_vs_measured(est, *, tolerance=10.0, title=None):
         width=est.width.map(lambda w: f"w{w:g}"),
         time_pct=100 * est.time_share,
     )
+    widths = {f"w{w:g}": c for w, c in sequential_map(est.width, WIDTH_SCALE).items()}
     fig = px.scatter(
         d,
         x="ncu_achieved_occupancy_tw_pct",
         y="est_occupancy_tw_pct",
         color="width",
+        color_discrete_map=widths,
         size="time_pct",
         size_max=28,
         hover_data={
@@ -342,146 +352,3 @@ def plot_estimate_vs_measured(est, *, tolerance=10.0, title=None):
         height=560,
     )
     return fig
-
-
-def findings(
-    width_table,
-    batch_table,
-    est,
-    precision_table,
-    width_limiters=None,
-    batch_limiters=None,
-    *,
-    threshold=50.0,
-    high=85.0,
-    tolerance=10.0,
-):
-    """The notebook's findings as Markdown, every number computed here from the tables
-    (``width_limiters`` / ``batch_limiters``: :func:`limiter_shares` of the width / batch
-    kernels, optional)."""
-    import numpy as np
-
-    ws = config_summary(width_table, by="width", threshold=threshold, high=high)
-    bs = config_summary(batch_table, by="batch", threshold=threshold, high=high)
-    widest = width_table[width_table.width == width_table.width.max()]
-    top3 = widest.nlargest(3, "time_us")
-    below = ", ".join(
-        f"w{w:g}: {n}/{L}"
-        for w, n, L in zip(ws.width, ws[f"layers_below_{threshold:g}"], ws.layers, strict=True)
-    )
-    r_ach = np.corrcoef(ws.width, ws.achieved_occupancy_tw_pct)[0, 1]
-    r_theo = np.corrcoef(ws.width, ws.theoretical_occupancy_tw_pct)[0, 1]
-    first, last = ws.iloc[0], ws.iloc[-1]
-    le125 = ws[ws.width <= 1.25]
-    w15 = ws[np.isclose(ws.width, 1.5)]
-    above17 = ws[ws.width > 1.7]
-    claim_a = bool((le125.achieved_occupancy_tw_pct > high).all())
-    claim_b = bool(((w15.achieved_occupancy_tw_pct - 60).abs() <= 5).all()) if len(w15) else None
-    claim_c = (
-        bool((above17[f"layers_below_{threshold:g}"] > above17.layers / 2).all())
-        if len(above17)
-        else None
-    )
-
-    def yes(b):
-        return "holds" if b else ("not testable here" if b is None else "does not hold")
-
-    mis = est[(est.est_minus_achieved.abs() > tolerance)]
-    over = mis[mis.est_minus_achieved > 0]
-    under = mis[mis.est_minus_achieved < 0]
-    mae = est.groupby("width").apply(
-        lambda g: (g.est_minus_achieved.abs() * g.time_share).sum() / g.time_share.sum()
-    )
-    p = config_summary(precision_table, by="variant", threshold=threshold)
-    p_best = p.loc[p.achieved_occupancy_tw_pct.idxmax()]
-    p_worst = p.loc[p.achieved_occupancy_tw_pct.idxmin()]
-    p_fast = p.loc[p.forward_kernel_ms.idxmin()]
-
-    def lst(df):
-        return ", ".join(
-            f"{r.layer} {r.module_type} (w{r.width:g}: est {r.est_occupancy_tw_pct:.0f} % vs "
-            f"measured {r.ncu_achieved_occupancy_tw_pct:.0f} %)"
-            for r in df.sort_values("time_share", ascending=False).head(4).itertuples()
-        )
-
-    lines = [
-        "**Findings (H200, Nsight Compute, fp16 NHWC, computed from the shipped tables).**",
-        "",
-        f"- **Where the time is.** At width {widest.width.iloc[0]:g} the three slowest layers are "
-        + ", ".join(
-            f"{r.layer_label} ({r.time_share:.1%} of the forward, achieved "
-            f"{r.achieved_occupancy_tw_pct:.0f} % / theoretical "
-            f"{r.theoretical_occupancy_tw_pct:.0f} %)"
-            for r in top3.itertuples()
-        )
-        + ".",
-        f"- **Occupancy over the whole forward** (time-weighted): achieved "
-        f"{ws.achieved_occupancy_tw_pct.min():.0f}-{ws.achieved_occupancy_tw_pct.max():.0f} % "
-        f"and theoretical {ws.theoretical_occupancy_tw_pct.min():.0f}-"
-        f"{ws.theoretical_occupancy_tw_pct.max():.0f} % across widths "
-        f"{first.width:g}-{last.width:g}. From w{first.width:g} to w{last.width:g}, achieved goes "
-        f"{first.achieved_occupancy_tw_pct:.0f} -> {last.achieved_occupancy_tw_pct:.0f} % and "
-        f"theoretical {first.theoretical_occupancy_tw_pct:.0f} -> "
-        f"{last.theoretical_occupancy_tw_pct:.0f} % (correlation with width: achieved "
-        f"{r_ach:+.2f}, theoretical {r_theo:+.2f}).",
-        f"- **Layers below {threshold:g} % achieved occupancy**, per width: {below}.",
-        f'- **The claim** "width <= 1.25 keeps occupancy > 85 %; 1.5 gives ~60 %; above 1.7 '
-        f'most layers fall below {threshold:g} %": part 1 {yes(claim_a)} (achieved at w <= 1.25: '
-        f"{le125.achieved_occupancy_tw_pct.min():.0f}-{le125.achieved_occupancy_tw_pct.max():.0f}"
-        f" %, and even theoretical is only {le125.theoretical_occupancy_tw_pct.min():.0f}-"
-        f"{le125.theoretical_occupancy_tw_pct.max():.0f} %; no width has more than "
-        f"{ws[f'layers_at_least_{high:g}'].max()} of {ws.layers.max()} layers at {high:g} % or "
-        f"more); part 2 {yes(claim_b)}"
-        + (f" (w1.5: {w15.achieved_occupancy_tw_pct.iloc[0]:.0f} %)" if len(w15) else "")
-        + f"; part 3 {yes(claim_c)}"
-        + (
-            " ("
-            + ", ".join(
-                f"w{r.width:g}: {r[f'layers_below_{threshold:g}']} of {r.layers}"
-                for _, r in above17.iterrows()
-            )
-            + ")"
-            if len(above17)
-            else ""
-        )
-        + ".",
-        f"- **Batch** (width 1.0): achieved {bs.achieved_occupancy_tw_pct.iloc[0]:.0f} % at "
-        f"batch {bs.batch.iloc[0]} -> {bs.achieved_occupancy_tw_pct.iloc[-1]:.0f} % at batch "
-        f"{bs.batch.iloc[-1]}; layers below {threshold:g} %: "
-        + ", ".join(
-            f"b{b}: {n}" for b, n in zip(bs.batch, bs[f"layers_below_{threshold:g}"], strict=True)
-        )
-        + ".",
-        f"- **Kineto's estimate** is off by more than {tolerance:g} points on {len(mis)} of "
-        f"{len(est)} layer rows (time-weighted mean error "
-        + ", ".join(f"w{w:g}: {v:.1f} points" for w, v in mae.items())
-        + f"). It overestimates on {len(over)}"
-        + (f", e.g. {lst(over)}" if len(over) else "")
-        + f"; it underestimates on {len(under)}"
-        + (f", e.g. {lst(under)}" if len(under) else "")
-        + ".",
-        f"- **Precision and layout** (w1.0 b8): achieved occupancy is highest for "
-        f"{p_best.variant} ({p_best.achieved_occupancy_tw_pct:.0f} %, "
-        f"{p_best.forward_kernel_ms:.2f} ms of kernels) and lowest for {p_worst.variant} "
-        f"({p_worst.achieved_occupancy_tw_pct:.0f} %, {p_worst.forward_kernel_ms:.2f} ms); the "
-        f"fastest is {p_fast.variant} ({p_fast.forward_kernel_ms:.2f} ms at "
-        f"{p_fast.achieved_occupancy_tw_pct:.0f} % achieved), so higher occupancy is not by "
-        "itself a faster forward.",
-    ]
-    limits = []
-    for tab, key, lab in ((width_limiters, "width", "w"), (batch_limiters, "batch", "b")):
-        if tab is None:
-            continue
-        t = tab.sort_values(key)
-        a, b = t.iloc[0], t.iloc[-1]
-        parts = [
-            f"{c} {a[c]:.0%} -> {b[c]:.0%}" for c in LIMITERS if c in t and max(a[c], b[c]) >= 0.005
-        ]
-        limits.append(f"{lab}{a[key]:g} -> {lab}{b[key]:g}: " + ", ".join(parts))
-    if limits:
-        lines.insert(
-            4,
-            "- **What limits them** (share of forward kernel time per kernel limiter; `grid` = "
-            "under one wave): " + "; ".join(limits) + ".",
-        )
-    return "\n".join(lines)

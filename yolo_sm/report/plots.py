@@ -1,13 +1,64 @@
 """Plot functions: ``plot_x(df, ...) -> plotly Figure``, never shown inside.
 
-Colours for backends, precisions and layouts come from one mapping, so every notebook matches.
-Call :func:`setup_notebook` once per notebook: figures then embed plotly.js in the page itself,
-so rendered HTML works offline (no CDN).
+Colours for every category come from one mapping (:mod:`yolo_sm.report.colors`), so every
+notebook matches. Call :func:`setup_notebook` once per notebook: figures then embed plotly.js
+in the page itself, so rendered HTML works offline (no CDN). :func:`load_or_note` loads a
+dataset or prints the one line that says the root lacks it.
 """
 
 from __future__ import annotations
 
-from yolo_sm.report.colors import COLORS, KERNEL_CLASS_COLORS, TEMPLATE, color_map
+from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.report.colors import OCCUPANCY_COLORS, TEMPLATE, color_map
+
+#: What each dataset family is and where it can be collected, for :func:`absent`.
+KINDS = (
+    ("ncu_", "Nsight Compute table", "it is collected on NVIDIA GPUs only"),
+    ("profile_", "per-layer profile join (Kineto + Nsight Compute)", "it needs an NVIDIA GPU"),
+    ("trace_", "PyTorch profiler trace", "yolo-sm collect makes it"),
+    ("gpm_", "GPM sample table", "it is collected on NVIDIA GPUs only"),
+)
+
+
+def absent(root: DataRoot, name: str) -> str:
+    """One sentence saying that ``root`` lacks dataset ``name`` and where it comes from."""
+    what, where = "dataset", "yolo-sm collect makes it"
+    for prefix, w, c in KINDS:
+        if name.startswith(prefix):
+            what, where = w, c
+    return f"This root ({root.name}) holds no {what} ({name}): {where}."
+
+
+SOFTWARE = (("driver", "driver"), ("cuda", "CUDA"), ("torch", "torch"), ("cudnn", "cuDNN"))
+
+
+def about(root: DataRoot) -> str:
+    """One Markdown line naming what ``root`` was measured on, from its provenance."""
+    m = root.machine()
+    parts = [
+        f"{m['sm_count']} SMs" if m.get("sm_count") else "",
+        f"compute capability {m['compute_capability']}" if m.get("compute_capability") else "",
+        *(f"{label} {m[k]}" for k, label in SOFTWARE if m.get(k)),
+    ]
+    detail = ", ".join(p for p in parts if p)
+    when = m.get("date_utc_last", "")[:10]
+    if root.device_name() == root.name:
+        return f"Data root `{root.name}`: its provenance names no machine."
+    return (
+        f"Data root `{root.name}`: measured on **{root.device_name()}**"
+        + (f" ({detail})" if detail else "")
+        + (f", last on {when}" if when else "")
+        + "."
+    )
+
+
+def load_or_note(root: DataRoot, name: str):
+    """Dataset ``name`` of ``root``, or None after printing the one line of :func:`absent`
+    (a notebook section then skips its cells)."""
+    if root.has(name):
+        return root.load(name)
+    print(absent(root, name))
+    return None
 
 
 def setup_notebook() -> None:
@@ -134,9 +185,6 @@ def plot_speedup(
     return fig
 
 
-COLORS.update(KERNEL_CLASS_COLORS)
-
-
 def plot_occupancy_curves(curves, *, title="What-if: theoretical occupancy"):
     """One panel per varied parameter (the ``vary`` column of stacked
     :func:`yolo_sm.analyse.occupancy.occupancy_curve` tables); hover names the limiter."""
@@ -152,6 +200,7 @@ def plot_occupancy_curves(curves, *, title="What-if: theoretical occupancy"):
         template=TEMPLATE,
         title=title,
         line_shape="hv",
+        color_discrete_sequence=[OCCUPANCY_COLORS["theoretical"]],
     )
     fig.update_xaxes(matches=None, title_text="")
     fig.update_yaxes(range=[0, 105], title_text="theoretical occupancy (%)", col=1)

@@ -59,3 +59,25 @@ def curves_for(cc: str, threads: int, registers: int, smem: int):
         )
         parts.append(c.assign(vary=vary))
     return pd.concat(parts, ignore_index=True)
+
+
+def launch_curves(launch: dict):
+    """:func:`curves_for` of a launch given as the calculator's arguments
+    (:func:`yolo_sm.analyse.primer.flagship_launch`)."""
+    return curves_for(
+        launch["compute_capability"],
+        launch["threads_per_block"],
+        launch["registers_per_thread"],
+        launch["shared_mem_per_block"],
+    )
+
+
+def launch_explorer(launch: dict):
+    """:func:`occupancy_explorer` starting at a launch given as the calculator's arguments
+    (shared memory rounded to whole KiB for the slider)."""
+    return occupancy_explorer(
+        launch["compute_capability"],
+        threads=launch["threads_per_block"],
+        registers=launch["registers_per_thread"],
+        smem_kib=round(launch["shared_mem_per_block"] / 1024),
+    )

@@ -1,8 +1,85 @@
-"""Headline findings of the primer notebook, as rules over the facts of its analysis module."""
+"""Headline findings of the primer notebook, as rules over the facts of
+:func:`yolo_sm.analyse.primer.facts`."""
 
 from __future__ import annotations
 
-from yolo_sm.report.rules import Rule
+from yolo_sm.analyse.primer import NCU, NCU_TABLES, TRACE, WIDE
+from yolo_sm.report.rules import Rule, check_unique
+
+GROUP = "00_occupancy_primer"
 
 #: One rule per headline finding (see :class:`yolo_sm.report.rules.Rule`).
-RULES: tuple[Rule, ...] = ()
+RULES: tuple[Rule, ...] = check_unique(
+    (
+        Rule(
+            id="primer_calculator_matches_ncu",
+            statement="The occupancy calculator gives Nsight Compute's theoretical occupancy "
+            "on every distinct launch shape of the root's Nsight Compute tables",
+            fact="calculator_mismatch_share",
+            op="<=",
+            threshold=0.0,
+            partly=1.0,
+            unit="%",
+            datasets=NCU_TABLES,
+            group=GROUP,
+        ),
+        Rule(
+            id="primer_flagship_two_limits",
+            statement="The launch holding most tensor-core convolution time is capped at its "
+            "active blocks by registers and shared memory alike",
+            fact="flagship_binding_resource_limits",
+            op=">=",
+            threshold=2.0,
+            partly=1.0,
+            unit="limits",
+            datasets=(NCU,),
+            group=GROUP,
+        ),
+        Rule(
+            id="primer_tc_conv_below_60",
+            statement="Most tensor-core convolution time of the forward runs below 60 % "
+            "achieved occupancy",
+            fact="tc_conv_time_share_below_60_achieved",
+            op=">=",
+            threshold=50.0,
+            unit="%",
+            datasets=(NCU,),
+            group=GROUP,
+        ),
+        Rule(
+            id="primer_memory_kernels_high_occupancy",
+            statement="The data-movement kernels (elementwise, copy/concat, pooling/upsample) "
+            "run at least 20 points above the tensor-core convolutions in achieved occupancy",
+            fact="memory_minus_tc_conv_achieved_occupancy_pct_points",
+            op=">=",
+            threshold=20.0,
+            partly=5.0,
+            unit="points",
+            datasets=(NCU,),
+            group=GROUP,
+        ),
+        Rule(
+            id="primer_low_occupancy_busy_tensor_pipes",
+            statement="Low occupancy is not idle tensor cores: tensor-core convolutions below "
+            "60 % achieved occupancy keep the tensor pipes at least half busy",
+            fact="wide_tc_conv_tensor_pipe_tw_pct_below_60_achieved",
+            op=">=",
+            threshold=50.0,
+            partly=30.0,
+            unit="%",
+            datasets=(WIDE,),
+            group=GROUP,
+        ),
+        Rule(
+            id="primer_kineto_capped_calculator",
+            statement="Kineto's estimated occupancy never exceeds the calculator's theoretical "
+            "occupancy (it is that value capped by the grid, not a measurement)",
+            fact="kineto_est_above_theoretical_time_share",
+            op="<=",
+            threshold=1.0,
+            unit="%",
+            datasets=(TRACE,),
+            group=GROUP,
+        ),
+    )
+)

@@ -1,12 +1,16 @@
-"""Layer heatmaps (notebook 04) from the shipped H200 Nsight Compute and profile tables."""
+"""Layer heatmaps (notebook 04) from the shipped H200 Nsight Compute and profile tables: the
+tables, the figures and the facts the rules and the width claim read."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from yolo_sm.analyse import heatmaps
+from yolo_sm.analyse.facts import value
 from yolo_sm.contract import datasets
-from yolo_sm.report import heatmaps_plots
+from yolo_sm.contract.datasets import open_root
+from yolo_sm.report import colors, heatmaps_plots, rules
+from yolo_sm.report.findings import heatmaps as findings
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +153,7 @@ def test_precision_variants_in_precision_order():
     )
 
 
-def test_estimate_vs_measured_and_findings(widths):
+def test_estimate_vs_measured():
     est = heatmaps.estimate_vs_measured(datasets.load("h200/profile_layers"))
     assert set(est.width) == {0.5, 1.5}
     assert np.allclose(est.groupby("config").time_share.sum(), 1.0)
@@ -158,8 +162,127 @@ def test_estimate_vs_measured_and_findings(widths):
     )
     fig = heatmaps_plots.plot_estimate_vs_measured(est)
     assert sum(len(t.x) for t in fig.data) == len(est)
-    batches = heatmaps.layer_table(datasets.load("h200/ncu_batch_w1"))
-    prec = heatmaps.layer_table(datasets.load("h200/ncu_precision_w1"))
-    text = heatmaps_plots.findings(widths, batches, est, prec)
-    assert "Layers below 50 % achieved occupancy" in text and "w2: " in text
-    assert "nan" not in text.lower()
+    out = heatmaps.kineto_outliers(est)
+    assert (out.est_minus_achieved.abs() > heatmaps.KINETO_TOLERANCE).all()
+    assert len(out) == (est.est_minus_achieved.abs() > heatmaps.KINETO_TOLERANCE).sum()
+
+
+@pytest.fixture(scope="module")
+def facts():
+    return heatmaps.facts(open_root("h200"))
+
+
+def test_per_width_facts_are_the_summary(facts, widths):
+    s = heatmaps.config_summary(widths, by="width").set_index("width")
+    for w, row in s.iterrows():
+        sc = f"width={w:g}"
+        assert value(facts, "achieved_occupancy_tw_pct", sc) == pytest.approx(
+            row.achieved_occupancy_tw_pct
+        )
+        assert value(facts, "layers_below_50_share", sc) == pytest.approx(
+            100 * row.layers_below_50 / row.layers
+        )
+    ach = s.achieved_occupancy_tw_pct
+    assert value(facts, "width_achieved_occupancy_tw_pct_range") == pytest.approx(
+        ach.max() - ach.min()
+    )
+
+
+def test_width_claim_facts(facts):
+    per = {
+        float(sc.split("=")[1]): v
+        for k, sc, v in zip(facts.key, facts.scope, facts.value, strict=True)
+        if k == "achieved_occupancy_tw_pct" and sc.startswith("width=")
+    }
+    low = {
+        float(sc.split("=")[1]): v
+        for k, sc, v in zip(facts.key, facts.scope, facts.value, strict=True)
+        if k == "layers_below_50_share" and sc.startswith("width=")
+    }
+    assert value(facts, "achieved_occupancy_tw_pct_min", "width<=1.25") == pytest.approx(
+        min(v for w, v in per.items() if w <= 1.25)
+    )
+    assert value(facts, "achieved_occupancy_tw_pct_distance_from_60", "width=1.5") == (
+        pytest.approx(abs(per[1.5] - 60))
+    )
+    assert value(facts, "layers_below_50_share_min", "width>1.7") == pytest.approx(
+        min(v for w, v in low.items() if w > 1.7)
+    )
+
+
+def test_limiter_facts_are_the_limiter_shares(facts):
+    s = heatmaps.limiter_shares(datasets.load("h200/ncu_batch_w1")).set_index("batch")
+    assert value(facts, "grid_limited_time_share", "batch=1") == pytest.approx(
+        100 * s.loc[1, "grid"]
+    )
+    assert value(facts, "grid_limited_time_share_smallest_batch") == pytest.approx(
+        100 * s.loc[1, "grid"]
+    )
+    resource = s.get("registers", 0) + s.get("shared_mem", 0)
+    assert value(facts, "resource_limited_time_share", "batch=64") == pytest.approx(
+        100 * resource.loc[64]
+    )
+
+
+def test_precision_and_kineto_facts(facts):
+    p = heatmaps.config_summary(
+        heatmaps.layer_table(datasets.load("h200/ncu_precision_w1")), by="variant"
+    ).set_index("variant")
+    best = p.achieved_occupancy_tw_pct.max()
+    fastest = p.loc[p.forward_kernel_ms.idxmin(), "achieved_occupancy_tw_pct"]
+    assert value(facts, "fastest_variant_occupancy_below_highest_pct_points") == pytest.approx(
+        best - fastest
+    )
+    est = heatmaps.estimate_vs_measured(datasets.load("h200/profile_layers"))
+    within = (est.est_minus_achieved.abs() <= 10).mean()
+    assert value(facts, "kineto_layers_within_10_share") == pytest.approx(100 * within)
+
+
+def test_every_rule_reads_a_fact_the_h200_root_has(facts):
+    keys = set(zip(facts.key, facts.scope, strict=True))
+    for r in findings.RULES:
+        assert (r.fact, r.scope) in keys, r.id
+    v = rules.evaluate(findings.RULES, facts, "h200").set_index("id").verdict
+    assert v["heatmaps_batch_raises_occupancy"] == rules.HOLDS
+    assert v["heatmaps_small_batch_grid_limited"] == rules.HOLDS
+
+
+def test_an_empty_root_has_no_facts(tmp_path):
+    (tmp_path / "manifest.json").write_text('{"datasets": {}}')
+    f = heatmaps.facts(open_root(tmp_path))
+    assert f.empty
+    v = rules.evaluate(findings.RULES, f)
+    assert (v.verdict == rules.NOT_TESTED).all()
+
+
+def test_occupancy_heatmaps_use_the_neutral_scale_and_shared_colours(widths):
+    fig = heatmaps_plots.plot_layer_heatmap(widths, "achieved_occupancy_tw_pct")
+    scale = [c for _, c in fig.layout.coloraxis.colorscale]
+    from plotly.colors import get_colorscale
+
+    assert scale == [c for _, c in get_colorscale(colors.OCCUPANCY_SCALE)]
+    lim = heatmaps_plots.plot_limiter_heatmap(widths).data[0]
+    present = list(lim.colorbar.ticktext)
+    used = {c for _, c in lim.colorscale}
+    assert used == {colors.COLORS[p] for p in present}
+    bars = heatmaps_plots.plot_limiter_shares(
+        heatmaps.limiter_shares(datasets.load("h200/ncu_width_b8"))
+    )
+    assert all(t.marker.color == colors.COLORS[t.name] for t in bars.data)
+
+
+def test_layout_transform_facts(facts):
+    from yolo_sm.analyse.kernels import add_kernel_class
+
+    k = add_kernel_class(datasets.load("h200/ncu_precision_w1"))
+    per = {}
+    for cfg, g in k.groupby("config"):
+        c = heatmaps.parse_config(cfg)
+        lt = g[g.kernel_class == "layout_transform"].duration_us.sum()
+        per[f"{c['precision']} {c['layout']}"] = 100 * lt / g.duration_us.sum()
+    for variant, v in per.items():
+        assert value(facts, "layout_transform_time_share", f"variant={variant}") == (
+            pytest.approx(v)
+        )
+    gap = ((per["fp16 nchw"] - per["fp16 nhwc"]) + (per["bf16 nchw"] - per["bf16 nhwc"])) / 2
+    assert value(facts, "layout_transform_time_share_16bit_nchw_minus_nhwc") == pytest.approx(gap)
