@@ -7,8 +7,12 @@ import json
 
 import pandas as pd
 
+from yolo_sm.analyse import precision as analyse_precision
+from yolo_sm.analyse import scaling as analyse_scaling
 from yolo_sm.analyse.facts import concat
 from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.report.findings import precision as findings_precision
+from yolo_sm.report.findings import width as findings_width
 from yolo_sm.report.rules import Rule, check_unique, evaluate
 
 #: (rules, facts function) pairs; each facts function takes a DataRoot and returns a facts
@@ -39,3 +43,7 @@ def to_json(verdicts: pd.DataFrame) -> str:
     for r in rows:
         r["datasets"] = [d for d in (r["datasets"] or "").split(", ") if d]
     return json.dumps(rows, indent=2)
+
+
+SOURCES.append((findings_width.RULES, analyse_scaling.facts))
+SOURCES.append((findings_precision.RULES, analyse_precision.facts))
