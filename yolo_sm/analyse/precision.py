@@ -39,6 +39,8 @@ SWEEP_FP16_NHWC = "sweep_fp16_nhwc"
 SWEEP_BF16_NHWC = "sweep_bf16_nhwc"
 NCU = "ncu_precision_w1"
 NUMERICS = "numerics"
+#: the sweeps whose rows carry a numerical check (``rel_err``) against eager fp32
+CHECKED = (*SWEEPS, SWEEP_FP16_NHWC)
 #: kernels at or above this theoretical occupancy count as high-occupancy (%)
 HIGH_OCCUPANCY_PCT = 75.0
 #: the bench variant whose numerical check is the GPU's fp8 error
@@ -85,6 +87,14 @@ def precision_speedup(sweep, *, baseline: str = "fp32"):
         apart = apart.melt(id_vars=index, var_name="precision", value_name="minutes_apart")
         r = r.merge(apart, on=[*index, "precision"], how="left")
     return r
+
+
+def speedup_grid(ratios):
+    """Same-run ratios of :func:`precision_speedup` as a grid: one row per backend and batch,
+    one column per precision and width."""
+    return ratios.pivot_table(
+        index=["backend", "batch"], columns=["precision", "width"], values="ratio"
+    ).round(2)
 
 
 def ratio_by_width(ratios, *, precision: str, backend: str = GRAPH_BACKEND, min_batch: int = 16):
@@ -243,6 +253,15 @@ def missing_points(sweep, plan: Plan, steps=SWEEPS):
     return out
 
 
+def missing_for(root: DataRoot, sweep, steps=SWEEPS):
+    """:func:`missing_points` of ``sweep`` against the root's plan (:func:`root_plan`); None
+    when there is no sweep, no plan, or the plan has none of ``steps``."""
+    plan = root_plan(root)
+    if sweep is None or plan is None or not any(s.name in steps for s in plan.steps):
+        return None
+    return missing_points(sweep, plan, steps)
+
+
 def _size_key(s: str):
     return (1, "nsmlx".index(s)) if s in tuple("nsmlx") else (0, float(s))
 
@@ -275,6 +294,22 @@ def precision_forward(ncu):
     return order_configs(out).reset_index(drop=True)
 
 
+#: the columns of :func:`precision_forward` a notebook shows
+FORWARD_COLUMNS = (
+    "precision",
+    "layout",
+    "kernels",
+    "time_ms",
+    "theoretical_occupancy_tw_pct",
+    "achieved_occupancy_tw_pct",
+    "simt_share",
+    "tensor_core_share",
+    "layout_transform_share",
+    "layout_transform_kernels",
+    "high_occupancy_share",
+)
+
+
 def precision_class_shares(ncu):
     """Share of kernel time per kernel class per config (``kernels.class_shares``), configs
     ordered fp32 -> bf16, NCHW before NHWC; ready for ``plots.plot_class_shares(y="config")``."""
@@ -300,6 +335,21 @@ def precision_matmul(ncu):
     out["shared_mem_per_block_kib_tw"] = out.pop("shared_mem_per_block_bytes_tw") / 1024
     out = with_config(out)
     return order_configs(out).reset_index(drop=True)
+
+
+#: the columns of :func:`precision_matmul` a notebook shows
+MATMUL_COLUMNS = (
+    "precision",
+    "layout",
+    "kernel_class",
+    "kernel_precision",
+    "kernels",
+    "time_us",
+    "registers_per_thread_tw",
+    "shared_mem_per_block_kib_tw",
+    "theoretical_occupancy_tw_pct",
+    "achieved_occupancy_tw_pct",
+)
 
 
 def precision_layer_delta(ncu, a: str = "bf16", b: str = "fp16", layout: str = "nhwc"):
@@ -554,7 +604,7 @@ def pair_facts(ratios, delta, *, a="bf16", b="fp16") -> list[dict]:
     return out
 
 
-def error_facts(errors, *, dataset=(*SWEEPS, SWEEP_FP16_NHWC)) -> list[dict]:
+def error_facts(errors, *, dataset=CHECKED) -> list[dict]:
     """Facts of :func:`error_table`: the largest error over its tolerance, and bf16's median
     error over fp16's (NCHW where both exist)."""
     ds = tuple(dataset)
@@ -642,15 +692,15 @@ def facts(root: DataRoot) -> pd.DataFrame:
     datasets the root lacks are left out."""
     rows = []
     sweep = load_present(root, SWEEPS)
-    nhwc = root.load(SWEEP_FP16_NHWC) if root.has(SWEEP_FP16_NHWC) else None
+    checked = load_present(root, CHECKED)
     bench = root.load(BENCH) if root.has(BENCH) else None
     if sweep is not None and (sweep.precision == "fp32").any():
         rows += speedup_facts(precision_speedup(sweep), dataset=sweep.attrs["datasets"])
-        plan = root_plan(root)
-        if plan is not None and any(s.name in SWEEPS for s in plan.steps):
-            rows += missing_facts(missing_points(sweep, plan, SWEEPS))
-    if sweep is not None or nhwc is not None:
-        rows += error_facts(error_table(sweep, nhwc))
+    missing = missing_for(root, sweep, SWEEPS)
+    if missing is not None:
+        rows += missing_facts(missing)
+    if checked is not None:
+        rows += error_facts(error_table(checked), dataset=checked.attrs["datasets"])
     delta = None
     if root.has(NCU):
         ncu = root.load(NCU)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from yolo_sm.analyse.precision import PRECISION_ORDER, tolerance
+from yolo_sm.analyse.precision import PRECISION_ORDER, precision_class_shares, tolerance
 from yolo_sm.analyse.scaling import COMPILE_VARIANTS, ok_rows
 from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.contract.labels import with_config
 from yolo_sm.report import rules
 from yolo_sm.report.colors import COLORS, TEMPLATE, color_map
 from yolo_sm.report.fast_plots import plot_speedup_vs_width
+from yolo_sm.report.plots import plot_class_shares
 
 
 def plot_width_lines(table, *, y="img_per_s", log_y=True, title=None, y_title=None):
@@ -257,6 +259,15 @@ def _one_model(df) -> str:
     return " ".join(parts)
 
 
+def plot_precision_class_shares(ncu, *, title=None):
+    """Share of GPU kernel time by kernel class per precision and layout (one bar per config)."""
+    return plot_class_shares(
+        precision_class_shares(ncu),
+        y="config",
+        title=title or f"Share of GPU kernel time by kernel class, {_one_model(with_config(ncu))}",
+    )
+
+
 def plot_rel_err(*sweeps, title=None):
     """Every sweep point's ``rel_err`` per precision (log scale, points offset by layout),
     with each precision's tolerance as a dash."""
@@ -339,11 +350,22 @@ WHY_ABSENT = {
 }
 
 
-def lacks(root: DataRoot, name: str) -> str:
-    """One sentence for a section whose dataset ``name`` the root does not hold, with why such a
-    root may lack it when the name says."""
-    why = next((w for prefix, w in WHY_ABSENT.items() if name.startswith(prefix)), "")
-    return f"This root ({root.name}) holds no {name}" + (f": {why}." if why else ".")
+def lacks(root: DataRoot, name) -> str:
+    """One sentence for a section whose dataset ``name`` (or none of several names) the root
+    does not hold, with why such a root may lack it when the name says."""
+    names = [name] if isinstance(name, str) else list(name)
+    why = next((w for p, w in WHY_ABSENT.items() for n in names if n.startswith(p)), "")
+    what = names[0] if len(names) == 1 else "any of " + ", ".join(names)
+    return f"This root ({root.name}) holds no {what}" + (f": {why}." if why else ".")
+
+
+def no_plan(root: DataRoot, steps) -> str:
+    """One sentence for a root without a plan that names ``steps`` (or without the sweeps to
+    compare with it)."""
+    return (
+        f"No plan of this root ({root.name}) names {', '.join(steps)}, or the root holds none "
+        "of their sweeps: nothing to compare."
+    )
 
 
 def machine_line(root: DataRoot) -> str:
