@@ -214,7 +214,8 @@ def missing_points(sweep, plan: Plan, steps=SWEEPS):
     """The points of the plan's sweep ``steps`` (a name or a list; all their points) that
     ``sweep`` lacks, grouped per precision, layout and backend: the widths (or presets) and
     batches still to measure, with the step that measures them. ``planned`` (every row): how
-    many points the steps name; ``attrs["not_in_plan"]``: the steps the plan lacks. Raises
+    many points the steps name (also ``attrs["planned"]``, which an empty table keeps);
+    ``attrs["not_in_plan"]``: the steps the plan lacks. Raises
     ``UserError`` when the plan has none of ``steps``."""
     names = [steps] if isinstance(steps, str) else list(steps)
     by_name = {s.name: s for s in plan.steps}
@@ -249,6 +250,7 @@ def missing_points(sweep, plan: Plan, steps=SWEEPS):
             "step", kind="stable", key=lambda c: c.map(order)
         )
     out = out.reset_index(drop=True).assign(planned=len(pts))
+    out.attrs["planned"] = len(pts)
     out.attrs["not_in_plan"] = [n for n in names if n not in by_name]
     return out
 
@@ -503,7 +505,7 @@ def speedup_facts(ratios, *, dataset=SWEEPS) -> list[dict]:
 def missing_facts(missing, *, dataset=SWEEPS) -> list[dict]:
     """Points the plan's steps name and the sweeps lack, and how many the steps name."""
     ds = tuple(dataset) if not isinstance(dataset, str) else (dataset,)
-    planned = int(missing.planned.iloc[0]) if len(missing) else math.nan
+    planned = missing.attrs.get("planned", missing.planned.max() if len(missing) else math.nan)
     return [
         fact(
             "missing_points",
