@@ -8,7 +8,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from yolo_sm.analyse import precision, scaling
+from yolo_sm.analyse import plan_grid, precision, scaling
 from yolo_sm.analyse.facts import fact, facts_table, value
 from yolo_sm.contract import datasets
 from yolo_sm.contract.datasets import open_root
@@ -421,10 +421,16 @@ def test_throughput_facts_on_a_small_table():
 def test_occupancy_and_wide_stack_facts_on_the_shipped_root(width_facts, ncu_width, wide):
     occ = scaling.width_occupancy(ncu_width).set_index("width")
     ac = occ.achieved_occupancy_tw_pct
-    assert value(width_facts, "achieved_occupancy_range") == pytest.approx(ac.max() - ac.min())
-    assert value(width_facts, "achieved_occupancy_change") == pytest.approx(ac[2.0] - ac[0.25])
+    assert value(width_facts, "width_achieved_occupancy_range") == pytest.approx(
+        ac.max() - ac.min()
+    )
+    assert value(width_facts, "width_achieved_occupancy_change") == pytest.approx(
+        ac[2.0] - ac[0.25]
+    )
     cov = occ.sm_coverage_tw
-    assert value(width_facts, "sm_coverage_change") == pytest.approx(100 * (cov[2.0] - cov[0.25]))
+    assert value(width_facts, "width_sm_coverage_change") == pytest.approx(
+        100 * (cov[2.0] - cov[0.25])
+    )
     main = scaling.dominant_kernel(wide).set_index("width")
     assert value(width_facts, "wide_main_tensor_pipe_change") == pytest.approx(
         main.tensor_pipe_tw_pct[2.0] - main.tensor_pipe_tw_pct[1.0]
@@ -479,7 +485,7 @@ def test_plan_points_match_the_sweep_runner(plan):
     for step in plan.steps:
         if step.kind != "sweep":
             continue
-        ours = precision.plan_points(step.params, plan.device)
+        ours = plan_grid.plan_points(step.params, plan.device)
         spec = SweepSpec.from_mapping({"device": plan.device, **step.params})
         theirs = {
             (
@@ -495,7 +501,7 @@ def test_plan_points_match_the_sweep_runner(plan):
         }
         assert set(map(tuple, ours.values.tolist())) == theirs, step.name
     # the runner's unsupported combinations, on a CPU
-    cpu = precision.plan_points(
+    cpu = plan_grid.plan_points(
         {"precisions": "fp32,tf32", "backends": ["eager", "cudagraph"]}, "cpu"
     )
     assert cpu[["precision", "backend"]].values.tolist() == [["fp32", "eager"]]
@@ -503,46 +509,46 @@ def test_plan_points_match_the_sweep_runner(plan):
 
 def test_missing_points_complete_the_plan(precision_sweep, plan):
     partial = precision_sweep[precision_sweep.width != 2.0].iloc[1:]
-    m = precision.missing_points(partial, plan, "sweep_precision_core")
+    m = plan_grid.missing_points(partial, plan, "sweep_precision_core")
     planned = int(m.planned.iloc[0])
     assert planned == 192  # 8 widths x 4 precisions x 2 backends x 3 batches
     assert m.points.sum() + len(partial) == planned
     assert set(m.step) == {"sweep_precision_core"}
     assert any("2" in w.split(", ") for w in m.widths)
     fewer = partial.iloc[1:]
-    assert precision.missing_points(fewer, plan, "sweep_precision_core").points.sum() == (
+    assert plan_grid.missing_points(fewer, plan, "sweep_precision_core").points.sum() == (
         m.points.sum() + 1
     )
-    both = precision.missing_points(partial, plan, ["sweep_precision_core", "sweep_precision_rest"])
+    both = plan_grid.missing_points(partial, plan, ["sweep_precision_core", "sweep_precision_rest"])
     assert int(both.planned.iloc[0]) == 192 + 128
     rest = both[both.step == "sweep_precision_rest"]
     assert rest.points.sum() == 128 and set(rest.batches) == {"16, 128"}
     assert list(dict.fromkeys(both.step))[-1] == "sweep_precision_rest"
     with pytest.raises(UserError, match="no step sweep_nope"):
-        precision.missing_points(precision_sweep, plan, ["sweep_nope"])
-    some = precision.missing_points(precision_sweep, plan, ["sweep_precision_core", "sweep_nope"])
+        plan_grid.missing_points(precision_sweep, plan, ["sweep_nope"])
+    some = plan_grid.missing_points(precision_sweep, plan, ["sweep_precision_core", "sweep_nope"])
     assert some.empty and some.attrs["not_in_plan"] == ["sweep_nope"]
-    none = precision.missing_points(precision_sweep.iloc[:0], plan, "sweep_precision_core")
+    none = plan_grid.missing_points(precision_sweep.iloc[:0], plan, "sweep_precision_core")
     assert none.points.sum() == 192
 
 
 def test_missing_points_of_presets_match_by_letter(root, plan):
     presets = root.load("sweep_presets")
-    m = precision.missing_points(presets, plan, "sweep_presets")
+    m = plan_grid.missing_points(presets, plan, "sweep_presets")
     assert m.empty and m.attrs["planned"] == len(presets)  # the shipped presets are whole
     less = presets[~((presets.family == "yolo11") & (presets.scale == "x"))]
-    m = precision.missing_points(less, plan, "sweep_presets")
+    m = plan_grid.missing_points(less, plan, "sweep_presets")
     assert set(m.widths) == {"x"} and m.points.sum() == len(presets) - len(less)
 
 
 def test_root_plan_is_the_one_the_manifest_names(root, tmp_path):
     assert (
-        precision.root_plan(root).name
+        plan_grid.root_plan(root).name
         == load_plan(datasets.data_dir() / "plans" / "h200.yaml").name
     )
     (tmp_path / "manifest.json").write_text(json.dumps({"datasets": {}}))
-    assert precision.root_plan(open_root(tmp_path)) is None
-    assert precision.missing_for(open_root(tmp_path), None) is None
+    assert plan_grid.root_plan(open_root(tmp_path)) is None
+    assert plan_grid.missing_for(open_root(tmp_path), None, precision.SWEEPS) is None
 
 
 def test_precision_forward_kernel_mix(ncu_precision):
@@ -692,11 +698,15 @@ def test_speedup_and_missing_facts_on_a_small_table():
     assert math.isnan(value(f, "speedup_large_batch_min", "precision=bf16"))
     m = pd.DataFrame({"points": [3, 4], "planned": 10})
     f = facts_table(precision.missing_facts(m))
-    assert value(f, "missing_points") == 7 and value(f, "planned_points") == 10
+    assert (
+        value(f, "sweep_grid_missing_points") == 7 and value(f, "sweep_grid_planned_points") == 10
+    )
     whole = pd.DataFrame(columns=["points", "planned"])
     whole.attrs["planned"] = 12
     f = facts_table(precision.missing_facts(whole))
-    assert value(f, "missing_points") == 0 and value(f, "planned_points") == 12
+    assert (
+        value(f, "sweep_grid_missing_points") == 0 and value(f, "sweep_grid_planned_points") == 12
+    )
 
 
 def test_kernel_pair_and_error_facts_on_the_shipped_root(precision_facts, ncu_precision):
@@ -715,7 +725,9 @@ def test_kernel_pair_and_error_facts_on_the_shipped_root(precision_facts, ncu_pr
     assert value(precision_facts, "bf16_vs_fp16_top_layer_share_of_diff") == pytest.approx(
         100 * d.delta_us.iloc[0] / diff
     )
-    assert value(precision_facts, "missing_points") == 128  # sweep_precision_rest not shipped
+    assert (
+        value(precision_facts, "sweep_grid_missing_points") == 128
+    )  # sweep_precision_rest not shipped
     assert value(precision_facts, "fp8_engine_batches_over_tolerance") >= 0
 
 

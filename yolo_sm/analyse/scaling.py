@@ -416,8 +416,10 @@ def occupancy_facts(occ, cls, dataset: str = NCU_WIDTH) -> list[dict]:
     s0, s1 = _ends(tc.time_share)
     c0, c1 = _ends(o.sm_coverage_tw)
     return [
-        fact("achieved_occupancy_range", _range(o.achieved_occupancy_tw_pct), "pp", datasets=ds),
-        fact("achieved_occupancy_change", hi - lo, "pp", datasets=ds),
+        fact(
+            "width_achieved_occupancy_range", _range(o.achieved_occupancy_tw_pct), "pp", datasets=ds
+        ),
+        fact("width_achieved_occupancy_change", hi - lo, "pp", datasets=ds),
         fact(
             "tensor_core_conv_theoretical_range",
             _range(tc.theoretical_occupancy_tw_pct),
@@ -425,7 +427,7 @@ def occupancy_facts(occ, cls, dataset: str = NCU_WIDTH) -> list[dict]:
             datasets=ds,
         ),
         fact("tensor_core_conv_share_change", 100 * (s1 - s0), "pp", datasets=ds),
-        fact("sm_coverage_change", 100 * (c1 - c0), "pp", datasets=ds),
+        fact("width_sm_coverage_change", 100 * (c1 - c0), "pp", datasets=ds),
     ]
 
 

@@ -65,7 +65,7 @@ SPEED = tuple(
 ) + (
     _rule(
         "pairs_side_by_side",
-        "Every ratio pairs two points measured within 10 minutes of each other",
+        "Every ratio pairs two points measured close together in time (largest gap)",
         "ratio_minutes_apart_max",
         "<=",
         10.0,
@@ -75,7 +75,7 @@ SPEED = tuple(
     _rule(
         "grid_complete",
         "The sweeps hold every point their plan steps name",
-        "missing_points",
+        "sweep_grid_missing_points",
         "<=",
         0.0,
         "points",
@@ -107,7 +107,7 @@ KERNELS = (
     ),
     _rule(
         "fp16_less_kernel_time",
-        "fp16 NHWC needs at most half of fp32 NCHW's kernel time (fp32 time over fp16's)",
+        "fp16 NHWC needs far less kernel time than fp32 NCHW (fp32 time over fp16's)",
         "kernel_time_fp32_nchw_over_fp16_nhwc",
         ">=",
         2.0,

@@ -58,7 +58,7 @@ THROUGHPUT = (
     ),
     _rule(
         "best_point_half_ceiling",
-        "The sweep's best point delivers at least half the measured fp16 matmul ceiling",
+        "The sweep's best point delivers a large share of the measured fp16 matmul ceiling",
         "best_share_of_fp16_ceiling",
         ">=",
         50.0,
@@ -68,7 +68,8 @@ THROUGHPUT = (
     ),
     _rule(
         "batch1_launch_bound",
-        "Batch 1 is launch-bound: one CUDA graph replay runs at least 1.5x eager at every width",
+        "Batch 1 is launch-bound: one CUDA graph replay runs well ahead of eager at every width "
+        "(smallest gain)",
         "batch1_graph_over_eager_min",
         ">=",
         1.5,
@@ -94,7 +95,7 @@ OCCUPANCY = (
         "occupancy_flat",
         "Occupancy barely moves with width: time-weighted achieved occupancy spans a narrow "
         "range over the widths",
-        "achieved_occupancy_range",
+        "width_achieved_occupancy_range",
         "<=",
         10.0,
         "pp",
@@ -104,7 +105,7 @@ OCCUPANCY = (
     _rule(
         "wider_lower_occupancy",
         "A wider model runs at lower achieved occupancy (widest minus narrowest)",
-        "achieved_occupancy_change",
+        "width_achieved_occupancy_change",
         "<=",
         -5.0,
         "pp",
@@ -133,7 +134,7 @@ OCCUPANCY = (
     _rule(
         "sm_coverage_grows",
         "Wider layers fill more of the SMs' block slots (SM coverage, widest minus narrowest)",
-        "sm_coverage_change",
+        "width_sm_coverage_change",
         ">=",
         5.0,
         "pp",
