@@ -367,7 +367,8 @@ def eager_drift(compiled, sweep):
 
 
 def _range(s) -> float:
-    return float(s.max() - s.min()) if len(s) else math.nan
+    """max - min, rounded to 1e-9 (time-weighted means of equal values differ in the last bits)."""
+    return round(float(s.max() - s.min()), 9) if len(s) else math.nan
 
 
 def _ends(s):
