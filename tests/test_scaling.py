@@ -758,14 +758,15 @@ def test_lines_about_a_root(root, tmp_path):
     assert md.count("\n") == len(findings_width.COMPILE) - 1
 
 
+@pytest.mark.parametrize("names", [["sweep_fp16_nhwc", "sweep_presets"], []], ids=["some", "none"])
 @pytest.mark.parametrize("nb", ["01_width_scaling.ipynb", "02_precision.ipynb"])
-def test_notebook_renders_from_a_partial_cpu_root(nb, tmp_path, monkeypatch):
+def test_notebook_renders_from_a_partial_cpu_root(nb, names, tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     from pathlib import Path
 
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))  # this checkout
-    part = _subset_root(tmp_path, ["sweep_fp16_nhwc", "sweep_presets"])
+    part = _subset_root(tmp_path, names)
     notebooks = Path(__file__).resolve().parents[1] / "notebooks"
     book = nbformat.read(notebooks / nb, 4)
     params = next(c for c in book.cells if "parameters" in c.metadata.get("tags", []))
