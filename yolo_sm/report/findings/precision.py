@@ -1,8 +1,304 @@
-"""Headline findings of the precision notebook, as rules over the facts of its analysis module."""
+"""Headline findings of the precision notebook (02), as rules over the facts of
+:func:`yolo_sm.analyse.precision.facts`. Each threshold is the line where the sentence stops
+being true of the data; the verdict table says, per machine, which ones hold."""
 
 from __future__ import annotations
 
-from yolo_sm.report.rules import Rule
+from yolo_sm.analyse.precision import (
+    NCU,
+    NUMERICS,
+    SWEEP_BF16_NHWC,
+    SWEEP_FP16_NHWC,
+    SWEEPS,
+    TENSOR_CORE_PRECISIONS,
+)
+from yolo_sm.analyse.scaling import BENCH
+from yolo_sm.report.rules import Rule, check_unique
 
-#: One rule per headline finding (see :class:`yolo_sm.report.rules.Rule`).
-RULES: tuple[Rule, ...] = ()
+GROUP = "02_precision"
+
+
+def _rule(id, statement, fact, op, threshold, unit, datasets, partly=None, scope=""):
+    return Rule(
+        id=f"precision_{id}",
+        statement=statement,
+        fact=fact,
+        op=op,
+        threshold=threshold,
+        unit=unit,
+        partly=partly,
+        datasets=tuple(datasets),
+        scope=scope,
+        group=GROUP,
+    )
+
+
+#: Speed-ups over fp32, same run (NCHW sweeps).
+SPEED = tuple(
+    r
+    for p in TENSOR_CORE_PRECISIONS
+    for r in (
+        _rule(
+            f"{p}_faster_large_batch",
+            f"{p} runs faster than fp32 at every width at the largest batch (CUDA graph, same "
+            "run; smallest speed-up)",
+            "speedup_large_batch_min",
+            ">",
+            1.0,
+            "x",
+            SWEEPS,
+            scope=f"precision={p}",
+        ),
+        _rule(
+            f"{p}_hidden_by_launches",
+            f"Eager at the smallest batch, launches hide most of {p}'s gain (median speed-up "
+            "over fp32)",
+            "speedup_eager_small_batch",
+            "<",
+            1.2,
+            "x",
+            SWEEPS,
+            partly=1.5,
+            scope=f"precision={p}",
+        ),
+    )
+) + (
+    _rule(
+        "pairs_side_by_side",
+        "Every ratio pairs two points measured close together in time (largest gap)",
+        "ratio_minutes_apart_max",
+        "<=",
+        10.0,
+        "min",
+        SWEEPS,
+    ),
+    _rule(
+        "grid_complete",
+        "The sweeps hold every point their plan steps name",
+        "sweep_grid_missing_points",
+        "<=",
+        0.0,
+        "points",
+        SWEEPS,
+    ),
+)
+
+#: What changes in the kernels (Nsight Compute, one forward per precision and layout).
+KERNELS = (
+    _rule(
+        "fp32_on_simt",
+        "fp32 (NCHW) spends most of its kernel time in SIMT (FFMA) convolutions",
+        "simt_share_fp32_nchw",
+        ">=",
+        50.0,
+        "%",
+        (NCU,),
+        partly=25.0,
+    ),
+    _rule(
+        "fp16_off_simt",
+        "fp16 NHWC runs its convolutions on tensor cores (SIMT convolutions' share of its time)",
+        "simt_share_fp16_nhwc",
+        "<=",
+        1.0,
+        "%",
+        (NCU,),
+        partly=10.0,
+    ),
+    _rule(
+        "fp16_less_kernel_time",
+        "fp16 NHWC needs far less kernel time than fp32 NCHW (fp32 time over fp16's)",
+        "kernel_time_fp32_nchw_over_fp16_nhwc",
+        ">=",
+        2.0,
+        "x",
+        (NCU,),
+        partly=1.0,
+    ),
+    _rule(
+        "tc_conv_low_occupancy",
+        "Tensor-core convolutions run at low theoretical occupancy (fp16 NHWC, time-weighted)",
+        "tensor_core_conv_theoretical_fp16_nhwc",
+        "<=",
+        25.0,
+        "%",
+        (NCU,),
+        partly=50.0,
+    ),
+    _rule(
+        "occupancy_rises",
+        "Time-weighted achieved occupancy over the forward is higher in fp16 NHWC than in fp32 "
+        "NCHW",
+        "achieved_occupancy_fp16_nhwc_minus_fp32_nchw",
+        ">",
+        0.0,
+        "pp",
+        (NCU,),
+    ),
+    _rule(
+        "high_occupancy_kernels_grow",
+        "Kernels at high theoretical occupancy (elementwise, copies, pooling) take a larger "
+        "share of fp16 NHWC's time than of fp32 NCHW's",
+        "high_occupancy_share_fp16_nhwc_minus_fp32_nchw",
+        ">",
+        0.0,
+        "pp",
+        (NCU,),
+    ),
+    _rule(
+        "nhwc_no_transforms",
+        "Tensor-core precisions in NHWC need no layout transforms (largest share)",
+        "layout_transform_share_tensor_core_nhwc_max",
+        "<=",
+        1.0,
+        "%",
+        (NCU,),
+        partly=5.0,
+    ),
+    _rule(
+        "nchw_pays_transforms",
+        "Tensor-core precisions given NCHW pay for layout transforms (smallest share)",
+        "layout_transform_share_tensor_core_nchw_min",
+        ">=",
+        1.0,
+        "%",
+        (NCU,),
+        partly=0.1,
+    ),
+    _rule(
+        "fp32_nhwc_pays_transforms",
+        "fp32 given NHWC pays for layout transforms",
+        "layout_transform_share_fp32_nhwc",
+        ">=",
+        1.0,
+        "%",
+        (NCU,),
+        partly=0.1,
+    ),
+)
+
+#: bf16 against fp16 in NHWC.
+PAIR = (
+    _rule(
+        "bf16_as_fast_as_fp16",
+        "bf16 runs as fast as fp16 in NHWC (median same-run ratio's distance from 1)",
+        "bf16_vs_fp16_median_ratio_dev",
+        "<=",
+        5.0,
+        "%",
+        (SWEEP_BF16_NHWC,),
+        partly=10.0,
+    ),
+    _rule(
+        "bf16_same_kernel_time",
+        "bf16 and fp16 NHWC need the same kernel time per forward (difference)",
+        "bf16_vs_fp16_kernel_time_dev",
+        "<=",
+        5.0,
+        "%",
+        (NCU,),
+        partly=10.0,
+    ),
+    _rule(
+        "bf16_one_layer",
+        "One layer holds most of the bf16-fp16 kernel-time difference (its share)",
+        "bf16_vs_fp16_top_layer_share_of_diff",
+        ">=",
+        50.0,
+        "%",
+        (NCU,),
+        partly=25.0,
+    ),
+    _rule(
+        "bf16_same_kernels",
+        "bf16 and fp16 run the same kernel classes in every layer (layers that differ)",
+        "bf16_vs_fp16_layers_changing_class",
+        "<=",
+        0.0,
+        "layers",
+        (NCU,),
+    ),
+)
+
+#: Numerical error.
+ERRORS = (
+    _rule(
+        "gpu_within_tolerance",
+        "Every sweep point is within its precision's tolerance (largest error over tolerance)",
+        "gpu_error_over_tolerance_max",
+        "<=",
+        1.0,
+        "x",
+        (*SWEEPS, SWEEP_FP16_NHWC),
+    ),
+    _rule(
+        "bf16_errs_more",
+        "bf16 (8-bit mantissa) errs more than fp16 (11-bit): median error bf16 over fp16",
+        "bf16_over_fp16_median_error",
+        ">",
+        1.0,
+        "x",
+        (*SWEEPS, SWEEP_FP16_NHWC),
+    ),
+    _rule(
+        "numerics_within_tolerance",
+        "On random inputs every precision is within its tolerance (numerics; largest error "
+        "over tolerance)",
+        "numerics_error_over_tolerance_max",
+        "<=",
+        1.0,
+        "x",
+        (NUMERICS,),
+    ),
+    _rule(
+        "fp8_as_built_within_tolerance",
+        "fp8 on the models as built is within the fp8 tolerance at every width (photos)",
+        "fp8_error_over_tolerance_max",
+        "<=",
+        1.0,
+        "x",
+        (NUMERICS,),
+    ),
+    _rule(
+        "fp8_prior_within_tolerance",
+        "fp8 with the bench's class prior is within the fp8 tolerance at every width (photos)",
+        "fp8_prior_error_over_tolerance_max",
+        "<=",
+        1.0,
+        "x",
+        (NUMERICS,),
+    ),
+    _rule(
+        "fp8_engine_like_emulation",
+        "The GPU fp8 engine errs like the emulated E4M3 rounding (largest deviation)",
+        "fp8_engine_vs_emulation_max_dev",
+        "<=",
+        20.0,
+        "%",
+        (NUMERICS, BENCH),
+        partly=50.0,
+    ),
+    _rule(
+        "narrow_amplifies",
+        "The narrowest model amplifies rounding: its error over the next width's, in every "
+        "format (smallest ratio)",
+        "narrowest_error_amplification_min",
+        ">=",
+        1.5,
+        "x",
+        (NUMERICS,),
+        partly=1.1,
+    ),
+    _rule(
+        "fp8_engine_passes",
+        "The GPU fp8 engine passes its numerical check at every width and batch",
+        "fp8_engine_batches_over_tolerance",
+        "<=",
+        0.0,
+        "batches",
+        (BENCH,),
+    ),
+)
+
+#: One rule per headline finding of notebook 02 (see :class:`yolo_sm.report.rules.Rule`).
+RULES: tuple[Rule, ...] = check_unique(SPEED + KERNELS + PAIR + ERRORS)
