@@ -7,8 +7,12 @@ import json
 
 import pandas as pd
 
+from yolo_sm.analyse import batch as analyse_batch
+from yolo_sm.analyse import timeline as analyse_timeline
 from yolo_sm.analyse.facts import concat
 from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.report.findings import batch as findings_batch
+from yolo_sm.report.findings import timeline as findings_timeline
 from yolo_sm.report.rules import Rule, check_unique, evaluate
 
 #: (rules, facts function) pairs; each facts function takes a DataRoot and returns a facts
@@ -39,3 +43,7 @@ def to_json(verdicts: pd.DataFrame) -> str:
     for r in rows:
         r["datasets"] = [d for d in (r["datasets"] or "").split(", ") if d]
     return json.dumps(rows, indent=2)
+
+
+SOURCES.append((findings_batch.RULES, analyse_batch.facts))
+SOURCES.append((findings_timeline.RULES, analyse_timeline.facts))
