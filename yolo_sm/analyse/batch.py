@@ -29,8 +29,10 @@ POOL_SWEEP = "sweep_bf16_nhwc"  # holds the fp16 points again, with each graph's
 NCU = "ncu_batch_w1"  # Nsight Compute per kernel, one width, a few batches
 GPM = "gpm_batch_w1"  # GPM timeline, one width, batch 1-128
 
-REF_IMGSZ = 640  # the image size the headline facts describe
-REF_WIDTH = 1.0  # the width they describe (the nearest measured one)
+#: the reference config the headline facts describe: this image size where the sweep holds it
+#: (else its most measured size, :func:`ref_imgsz`) and the measured width nearest this one
+REF_IMGSZ = 640
+REF_WIDTH = 1.0
 #: the share of GPU memory the article's batch rule spends (safe batch = floor(0.7 x memory /
 #: per-image memory)); :func:`memory_budget` spends it with the fitted line instead
 MEMORY_BUDGET = 0.7
@@ -258,6 +260,15 @@ def nearest(values, target: float) -> float:
     return min(values, key=lambda v: (abs(v - target), v))
 
 
+def ref_imgsz(table) -> int:
+    """:data:`REF_IMGSZ` where ``table`` holds it, else its most measured image size (the
+    smallest of a tie)."""
+    sizes = table["imgsz"].value_counts()
+    if REF_IMGSZ in sizes.index or sizes.empty:
+        return REF_IMGSZ
+    return int(min(sizes.index[sizes == sizes.max()]))
+
+
 def _load(root: DataRoot, name: str):
     return root.load(name) if name and root.has(name) else None
 
@@ -270,11 +281,12 @@ def sweep_facts(table, gpu_memory_bytes: float = math.nan, datasets=()) -> list[
     peak at the best batch) and the build peak against the timed peak."""
     ds = tuple(datasets)
     out = []
-    t = table[table["imgsz"] == REF_IMGSZ]
+    size = ref_imgsz(table)
+    t = table[table["imgsz"] == size]
     if t.empty:
         return out
     w_ref = nearest(t["width"], REF_WIDTH)
-    where = f"{REF_IMGSZ} px, width {w_ref:g}"
+    where = f"{size} px, width {w_ref:g}"
     for (be,), g in t[t["width"] == w_ref].groupby(["backend"]):
         g = g.sort_values("batch")
         if g["batch"].iloc[0] == 1:
@@ -292,7 +304,7 @@ def sweep_facts(table, gpu_memory_bytes: float = math.nan, datasets=()) -> list[
                         "%",
                         scope=scope,
                         datasets=ds,
-                        note=f"eager, {REF_IMGSZ} px, width {w:g}",
+                        note=f"eager, {size} px, width {w:g}",
                     )
                 )
     if {"eager", "cudagraph"} <= set(t["backend"]):
@@ -305,7 +317,7 @@ def sweep_facts(table, gpu_memory_bytes: float = math.nan, datasets=()) -> list[
                     b1["speedup"].min(),
                     "x",
                     datasets=ds,
-                    note=f"eager / graph latency at batch 1, lowest over widths, {REF_IMGSZ} px",
+                    note=f"eager / graph latency at batch 1, lowest over widths, {size} px",
                 )
             )
         if len(big):
@@ -315,7 +327,7 @@ def sweep_facts(table, gpu_memory_bytes: float = math.nan, datasets=()) -> list[
                     big["speedup"].max(),
                     "x",
                     datasets=ds,
-                    note=f"eager / graph latency from batch 32, highest, {REF_IMGSZ} px",
+                    note=f"eager / graph latency from batch 32, highest, {size} px",
                 )
             )
     out += memory_facts(table, gpu_memory_bytes, ds)
@@ -348,12 +360,13 @@ def memory_facts(table, gpu_memory_bytes: float, datasets=()) -> list[dict]:
     fit = memory_fit(table)
     if fit.empty:
         return []
-    e = fit[(fit["imgsz"] == REF_IMGSZ) & (fit["backend"] == "eager")]
+    size = ref_imgsz(table)
+    e = fit[(fit["imgsz"] == size) & (fit["backend"] == "eager")]
     if e.empty:
         return []
     w_ref = nearest(e["width"], REF_WIDTH)
     r = e[e["width"] == w_ref].iloc[0]
-    where = f"eager, {REF_IMGSZ} px, width {w_ref:g}"
+    where = f"eager, {size} px, width {w_ref:g}"
     out = [
         fact("batch_memory_per_image_gb", r.per_image_bytes / 1e9, "GB", datasets=ds, note=where),
         fact(
@@ -361,14 +374,14 @@ def memory_facts(table, gpu_memory_bytes: float, datasets=()) -> list[dict]:
             e["per_image_bytes"].min() / 1e9,
             "GB",
             datasets=ds,
-            note=f"eager, {REF_IMGSZ} px, lowest over widths",
+            note=f"eager, {size} px, lowest over widths",
         ),
         fact(
             "batch_memory_per_image_gb_max",
             e["per_image_bytes"].max() / 1e9,
             "GB",
             datasets=ds,
-            note=f"eager, {REF_IMGSZ} px, highest over widths",
+            note=f"eager, {size} px, highest over widths",
         ),
         fact("batch_memory_intercept_gb", r.intercept_bytes / 1e9, "GB", datasets=ds, note=where),
         fact(
@@ -376,7 +389,7 @@ def memory_facts(table, gpu_memory_bytes: float, datasets=()) -> list[dict]:
             e["r2"].min(),
             "",
             datasets=ds,
-            note=f"eager, {REF_IMGSZ} px, lowest R² of the straight lines over widths",
+            note=f"eager, {size} px, lowest R² of the straight lines over widths",
         ),
         fact("batch_largest_measured", e["max_batch"].max(), "images", datasets=ds),
     ]
@@ -398,7 +411,7 @@ def memory_facts(table, gpu_memory_bytes: float, datasets=()) -> list[dict]:
                 note=f"{MEMORY_BUDGET:.0%} of GPU memory spent on the fitted line, {where}",
             ),
         ]
-        ok = table[(table["imgsz"] == REF_IMGSZ) & (table["backend"] == "eager")]
+        ok = table[(table["imgsz"] == size) & (table["backend"] == "eager")]
         ok = ok.dropna(subset=["peak_mem_bytes"])
         if len(ok):
             best = ok.loc[ok.groupby("width")["img_per_s"].idxmax()]
@@ -408,10 +421,11 @@ def memory_facts(table, gpu_memory_bytes: float, datasets=()) -> list[dict]:
                     100 * best["peak_mem_bytes"].max() / gpu_memory_bytes,
                     "%",
                     datasets=ds,
-                    note=f"peak at each width's best batch, highest, eager, {REF_IMGSZ} px",
+                    note=f"peak at each width's best batch, highest, eager, {size} px",
                 )
             )
-    big = fit[(fit["imgsz"] == 2 * REF_IMGSZ) & (fit["backend"] == "eager")]
+    # at twice the side (1280 px beside 640 px): four times the pixels
+    big = fit[(fit["imgsz"] == 2 * size) & (fit["backend"] == "eager") & (size == REF_IMGSZ)]
     big = big[big["width"] == w_ref]
     if len(big):
         out.append(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from yolo_sm.analyse.batch import REF_IMGSZ, REF_WIDTH, SWEEP, batch_table, graph_speedup, nearest
+from yolo_sm.analyse.batch import REF_WIDTH, SWEEP, batch_table, graph_speedup, nearest, ref_imgsz
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.gpm import gpm_medians, gpm_overhead_table, gpm_wide
 from yolo_sm.contract.datasets import DataRoot
@@ -76,7 +76,7 @@ def launch_vs_sweep(gaps, table, width: float | None = None):
     per = per.mean().reset_index()
     if width is not None:
         per = per[per["width"] == width]
-    sw = graph_speedup(table[table["imgsz"] == REF_IMGSZ] if "imgsz" in table else table)
+    sw = graph_speedup(table[table["imgsz"] == ref_imgsz(table)] if "imgsz" in table else table)
     out = per.merge(sw.drop(columns="imgsz"), on=["width", "batch"], how="left")
     out = out.rename(
         columns={
@@ -107,7 +107,8 @@ def gpm_window_facts(gpm, sweep_table=None, datasets=()) -> list[dict]:
     ms = 1000 * float(w["window_s"].median())
     out = [fact("timeline_gpm_window_ms", ms, "ms", datasets=ds[:1])]
     if sweep_table is not None:
-        t = sweep_table[(sweep_table["imgsz"] == REF_IMGSZ) & (sweep_table["batch"] == 1)]
+        t = sweep_table[sweep_table["imgsz"] == ref_imgsz(sweep_table)]
+        t = t[t["batch"] == 1]
         if len(t):
             w_ref = nearest(t["width"], REF_WIDTH)
             fwd = t[t["width"] == w_ref]["median_ms"].min()

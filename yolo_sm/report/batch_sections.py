@@ -70,7 +70,7 @@ def _sweep_table(root: DataRoot, sweep: str, sweep_1280: str | None = None):
 
 
 def _at_ref(table):
-    return table[table["imgsz"] == batch.REF_IMGSZ]
+    return table[table["imgsz"] == batch.ref_imgsz(table)]
 
 
 # ---- notebook 03 --------------------------------------------------------------------------------
@@ -82,7 +82,7 @@ def throughput(root: DataRoot, sweep: str, sweep_1280: str | None = None) -> lis
         return [absent(root, sweep)]
     t = _at_ref(_sweep_table(root, sweep, sweep_1280))
     pivot = t.pivot_table(index="batch", columns=["backend", "width"], values="img_per_s")
-    title = f"{batch.REF_IMGSZ} px, {root.device_name()}: img/s and latency vs batch"
+    title = f"{batch.ref_imgsz(t)} px, {root.device_name()}: img/s and latency vs batch"
     return [pivot.round(0), batch_plots.plot_batch_curves(t, title=title)]
 
 
@@ -137,13 +137,15 @@ def coverage(root: DataRoot, ncu: str) -> list:
     ]
 
 
-def gpm_by(root: DataRoot, name: str, x: str = "batch") -> list:
-    """GPM medians per config of ``name`` against ``x`` (batch or width): table and figure."""
+def gpm_by(root: DataRoot, name: str, x: str = "batch", table: bool = True) -> list:
+    """GPM medians per config of ``name`` against ``x`` (batch or width): the table (unless
+    ``table`` is False) and the figure."""
     if not root.has(name):
         return [absent(root, name)]
     med = gpm.gpm_medians(root.load(name))
     title = f"GPM medians vs {x}, {root.device_name()}"
-    return [med.round(1), batch_plots.plot_gpm_by(med, x, title=title)]
+    fig = batch_plots.plot_gpm_by(med, x, title=title)
+    return [med.round(1), fig] if table else [fig]
 
 
 def memory(root: DataRoot, sweep: str, sweep_1280: str | None = None) -> list:

@@ -18,7 +18,7 @@ RULES: tuple[Rule, ...] = check_unique(
         Rule(
             id="batch_pays",
             statement="Batching pays: the best batch gives several times the img/s of batch 1 "
-            "(640 px, width 1.0, eager)",
+            "(eager, reference config)",
             fact="batch_gain_b1_to_best",
             scope="eager",
             op=">=",
@@ -31,7 +31,7 @@ RULES: tuple[Rule, ...] = check_unique(
         Rule(
             id="batch_wide_saturates_by_b8",
             statement=f"The widest model reaches {SATURATION_PCT:g} % of its best img/s by "
-            "batch 8 (640 px, eager)",
+            "batch 8 (eager, reference image size)",
             fact="batch_frac_of_best_at_b8",
             scope="widest",
             op=">=",
@@ -43,7 +43,7 @@ RULES: tuple[Rule, ...] = check_unique(
         Rule(
             id="batch_narrow_needs_more",
             statement=f"The narrowest model is still under {SATURATION_PCT:g} % of its best "
-            "img/s at batch 8: narrow models need bigger batches (640 px, eager)",
+            "img/s at batch 8: narrow models need bigger batches",
             fact="batch_frac_of_best_at_b8",
             scope="narrowest",
             op="<",
@@ -127,7 +127,7 @@ RULES: tuple[Rule, ...] = check_unique(
         Rule(
             id="batch_memory_linear",
             statement="Eager peak memory is a straight line in batch (R² of at least 0.99 at "
-            "every width, 640 px)",
+            "every width)",
             fact="batch_memory_fit_r2_min",
             op=">=",
             threshold=0.99,
@@ -138,7 +138,7 @@ RULES: tuple[Rule, ...] = check_unique(
         Rule(
             id="batch_memory_not_limiting",
             statement="Throughput saturates before memory runs out: every width's best batch "
-            "peaks under 70 % of GPU memory (640 px, eager)",
+            "peaks under 70 % of GPU memory (eager)",
             fact="batch_peak_mem_at_best_pct",
             op="<",
             threshold=70.0,
@@ -150,7 +150,7 @@ RULES: tuple[Rule, ...] = check_unique(
         Rule(
             id="batch_memory_1280",
             statement="At 1280 px (4x the pixels) one image costs at least 3x its 640 px "
-            "memory (width 1.0, eager)",
+            "memory (eager, reference width)",
             fact="batch_memory_1280_over_640",
             op=">=",
             threshold=3.0,
