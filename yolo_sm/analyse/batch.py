@@ -233,7 +233,7 @@ def memory_budget(fit, gpu_memory_bytes: float, frac: float = MEMORY_BUDGET):
 
 
 def memory_table(budget):
-    """A :func:`memory_budget` in MB, the columns a reader needs."""
+    """A :func:`memory_budget` (or a :func:`memory_fit`) in MB, the columns a reader needs."""
     cols = ["imgsz", "width", "backend", "counts_activations", "per_image_MB", "intercept_MB"]
     cols += ["r2", "max_batch", "peak_at_max_batch_pct", "fitted_safe_batch"]
     out = budget.assign(
@@ -274,11 +274,10 @@ def _load(root: DataRoot, name: str):
 
 
 def sweep_facts(table, gpu_memory_bytes: float = math.nan, datasets=()) -> list[dict]:
-    """Facts of a :func:`batch_table` (640 px rows, and 1280 px where present): batching gain
-    per backend, share of the best img/s at batch 8 for the narrowest and widest model, the
-    CUDA-graph speed-up at batch 1 and from batch 32, and the memory lines (peak memory per
-    image, fit quality, the largest batch within :data:`MEMORY_BUDGET` of the GPU's memory, the
-    peak at the best batch) and the build peak against the timed peak."""
+    """Facts of a :func:`batch_table` at its reference image size (:func:`ref_imgsz`; 1280 px
+    beside 640 px where present): batching gain per backend, share of the best img/s at batch 8
+    for the narrowest and widest model, the CUDA-graph speed-up at batch 1 and from batch 32,
+    the memory lines of :func:`memory_facts`, and the build peak against the timed peak."""
     ds = tuple(datasets)
     out = []
     size = ref_imgsz(table)

@@ -157,12 +157,10 @@ def memory(root: DataRoot, sweep: str, sweep_1280: str | None = None) -> list:
     if "peak_mem_bytes" not in t or t["peak_mem_bytes"].notna().sum() < 2:
         return [f"The sweep {sweep} of this root records no peak GPU memory: no memory lines."]
     s = root.load(sweep)
-    mem = float(s["prov_gpu_memory_bytes"].dropna().iloc[0])
     fit = batch.memory_fit(t)
-    return [
-        batch.memory_table(batch.memory_budget(fit, mem)).round(3),
-        batch_plots.plot_memory(t, fit),
-    ]
+    mem = s["prov_gpu_memory_bytes"].dropna() if "prov_gpu_memory_bytes" in s else s.index[:0]
+    lines = batch.memory_budget(fit, float(mem.iloc[0])) if len(mem) else fit
+    return [batch.memory_table(lines).round(3), batch_plots.plot_memory(t, fit)]
 
 
 def graph_memory(root: DataRoot, sweep: str, pool_sweep: str) -> list:
