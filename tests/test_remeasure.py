@@ -3,12 +3,10 @@
 import pandas as pd
 import pytest
 
-from yolo_sm.analyse import remeasure as remeasure_tables
 from yolo_sm.cli.main import main
 from yolo_sm.collect import remeasure
 from yolo_sm.contract import datasets, manifest
 from yolo_sm.contract.errors import UserError
-from yolo_sm.report import remeasure_plots
 
 SWEEP = dict(
     family=("yolov8",),
@@ -82,35 +80,3 @@ def test_remeasure_bad_requests_are_one_clear_error(shipped, monkeypatch):
     monkeypatch.delenv("YOLO_SM_DATA")
     with pytest.raises(UserError, match="ceilings dataset; remeasure takes a sweep"):
         remeasure.remeasure("h200/ceilings", progress=False)
-
-
-def test_compare_two_tables_of_the_same_points():
-    a = datasets.load("h200/sweep_fp16_nhwc")
-    b = a.copy()
-    b["img_per_s"] = b.img_per_s * (b.batch.map({1: 0.5}).fillna(1.05))  # batch 1 halves
-    b["prov_date_utc"] = "2026-11-30T18:30:00+00:00"
-    b.loc[b.index[0], "status"] = "error"  # a failed point in the second table: not compared
-    c = remeasure_tables.compare(a, b)
-    assert len(c) == int((a.status == "ok").sum()) - 1
-    assert c.ratio.round(6).isin([0.5, 1.05]).all()
-    assert (c.within_10pct == (c.batch != 1)).all()
-    assert (c.launch_bound == ((c.backend == "eager") & (c.batch <= 8))).all()
-    k = remeasure_tables.by_kind(c).set_index(["backend", "launch_bound"])
-    assert k.points.sum() == len(c)
-    graph = c[c.backend == "cudagraph"]
-    assert k.loc[("cudagraph", False), "within_10pct"] == int((graph.batch != 1).sum())
-    text = remeasure_plots.compare_findings(c, "A", "B")
-    assert f"{len(c)} points of A were measured again in B" in text
-    assert "CUDA graph" in text and "launch-bound" in text
-    assert len(remeasure_plots.plot_compare(c).data) >= 2
-    # other points (another precision) share nothing
-    none = remeasure_tables.compare(a, b.assign(precision="bf16"))
-    assert none.empty and "share no point" in remeasure_plots.compare_findings(none, "A", "B")
-
-
-def test_the_shipped_fp16_grid_measured_again():
-    a = datasets.load("h200/sweep_fp16_nhwc")
-    b = datasets.load("h200/sweep_bf16_nhwc")
-    c = remeasure_tables.compare(a, b[b.precision == "fp16"])
-    assert len(c) == len(a)  # every point of the grid was measured again
-    assert c[c.backend == "cudagraph"].within_10pct.all()

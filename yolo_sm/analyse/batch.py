@@ -1,27 +1,45 @@
-"""Batch size and GPU timelines: data shaping and figures for notebooks 03 and 05.
+"""Batch size: throughput, latency, saturation, SM coverage and memory per batch (notebook 03).
 
-Notebook 03 (batch sweep): throughput, latency and saturation per batch from a sweep table, CUDA
-graph speed-up, SM coverage per batch from Nsight Compute, GPM utilisation per batch, and a
-memory rule checked against measured peak memory. Notebook 05 (SM timeline): GPM time series with
-the configs shaded, per-config medians, and launch gaps in a Kineto trace. Every function takes
-tables and returns a table or a plotly figure; none shows anything.
+Tables from a sweep (img/s and latency per batch, the knee, the CUDA-graph speed-up, memory
+lines), from Nsight Compute (SM coverage per batch) and from GPM (whole-GPU medians per batch);
+:func:`facts` reads them off a dataset root as numbers for the rules of
+:mod:`yolo_sm.report.findings.batch` (and the article's memory claim). Nothing here judges.
 """
 
 from __future__ import annotations
 
 import math
 
-from yolo_sm.analyse.gpm import SUMMARY_METRICS, overhead_pct, run_medians, wide
+import pandas as pd
+
+from yolo_sm.analyse.facts import fact, facts_table
+from yolo_sm.analyse.gpm import SUMMARY_METRICS, gpm_medians
+from yolo_sm.analyse.remeasure import compare
 from yolo_sm.analyse.weighting import time_weighted
+from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import parse_config as _parse
 from yolo_sm.contract.labels import with_config
 
 GPM_METRICS = SUMMARY_METRICS
 
+# the datasets notebook 03 reads (short names in a root)
+SWEEP = "sweep_fp16_nhwc"  # width x batch grid, eager and CUDA graph
+SWEEP_1280 = "sweep_1280"  # the same at 1280 px
+POOL_SWEEP = "sweep_bf16_nhwc"  # holds the fp16 points again, with each graph's private pool
+NCU = "ncu_batch_w1"  # Nsight Compute per kernel, one width, a few batches
+GPM = "gpm_batch_w1"  # GPM timeline, one width, batch 1-128
+
+#: the reference config the headline facts describe: this image size where the sweep holds it
+#: (else its most measured size, :func:`ref_imgsz`) and the measured width nearest this one
+REF_IMGSZ = 640
+REF_WIDTH = 1.0
+#: the share of GPU memory the article's batch rule spends (safe batch = floor(0.7 x memory /
+#: per-image memory)); :func:`memory_budget` spends it with the fitted line instead
+MEMORY_BUDGET = 0.7
+
 
 def parse_config(label: str) -> dict:
-    """:func:`yolo_sm.collect.profiling.target.parse_config`, lenient: NaN / None for another
-    form."""
+    """:func:`yolo_sm.contract.labels.parse_config`, lenient: NaN / None for another form."""
     return _parse(label, strict=False)
 
 
@@ -55,11 +73,10 @@ def batch_table(sweep):
     return out.assign(frac_of_best=out["img_per_s"] / best)
 
 
-def saturation(table, frac: float = 0.9):
+def saturation(table, frac: float):
     """Per (imgsz, width, backend): best img/s and its batch, and the smallest batch reaching
-    ``frac`` of it (the knee: more batch buys little throughput but costs latency)."""
-    import pandas as pd
-
+    ``frac`` of it (the knee: more batch buys little throughput but costs latency; the share
+    is the saturation rule's threshold, :data:`yolo_sm.report.findings.batch.SATURATION_PCT`)."""
     rows = []
     for key, g in table.groupby(["imgsz", "width", "backend"]):
         g = g.sort_values("batch")
@@ -88,16 +105,19 @@ def graph_speedup(table):
         index=["imgsz", "width", "batch"], columns="backend", values="median_ms"
     ).reset_index()
     p.columns.name = None
+    for be in ("eager", "cudagraph"):  # a root without one of them: NaN speed-ups
+        if be not in p:
+            p[be] = math.nan
     return p.assign(speedup=p["eager"] / p["cudagraph"])
 
 
-# ---- notebook 03: SM coverage (Nsight Compute) and GPM per batch -------------------------------
+# ---- notebook 03: SM coverage (Nsight Compute) -------------------------------------------------
 
 
 def ncu_coverage(ncu):
     """Per config of a Nsight Compute table: kernels, kernel time, median waves per SM, the
-    fraction of kernels and of kernel time in launches under one wave (they cannot fill the 132
-    SMs even at full occupancy), and time-weighted theoretical / achieved occupancy."""
+    fraction of kernels and of kernel time in launches under one wave (they cannot reach every
+    SM, whatever their occupancy), and time-weighted theoretical / achieved occupancy."""
 
     d = with_config(ncu).assign(
         _under=lambda x: (x["waves_per_sm"] < 1).astype(float),
@@ -117,47 +137,7 @@ def ncu_coverage(ncu):
     return out.sort_values("batch").reset_index(drop=True)
 
 
-def gpm_wide(gpm):
-    """GPM tidy rows -> one row per window, the metrics as columns, config parsed, ``t0_s`` the
-    window's start (provenance columns dropped)."""
-
-    g = gpm[[c for c in gpm.columns if not c.startswith("prov_")]]
-    w = wide(g).sort_values("t_s").reset_index(drop=True)
-    w["config"] = w["config"].fillna("")
-    w = with_config(w)
-    return w.assign(t0_s=w["t_s"] - w["window_s"])
-
-
-def gpm_overhead_table(overhead):
-    """Per config of a ``gpm_overhead`` table: paired rounds, sampling rate, median img/s without
-    the sampler, and the throughput lost with it on (``profiling.suite.overhead_pct``: median
-    over rounds of 1 - with / without; negative = within noise)."""
-    import pandas as pd
-
-    rows = {
-        config: {
-            "rounds": g["round"].nunique(),
-            "hz": g.hz.iloc[0],
-            "img_per_s_without": g[~g.sampler].img_per_s.median(),
-            "throughput_lost_pct": overhead_pct(g),
-        }
-        for config, g in overhead.groupby("config")
-    }
-    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("config")
-
-
-def gpm_medians(gpm):
-    """Median of each GPM metric over the run windows of each config, windows that straddle a
-    marker change left out; with the window count, sorted by width then batch."""
-
-    med = run_medians(gpm[[c for c in gpm.columns if not c.startswith("prov_")]])
-    metrics = [m for m in GPM_METRICS if m in med]
-    out = with_config(med)[["config", "width", "batch", *metrics, "windows"]]
-    out = out.sort_values(["width", "batch"]).reset_index(drop=True)
-    return out.astype({"batch": int})
-
-
-# ---- notebook 03: memory rule -------------------------------------------------------------------
+# ---- notebook 03: memory per batch -------------------------------------------------------------
 
 
 def memory_fit(table, value: str = "peak_mem_bytes"):
@@ -174,7 +154,6 @@ def memory_fit(table, value: str = "peak_mem_bytes"):
     rows with it when there are two or more, else on the others. A ``compile`` backend in
     reduce-overhead mode also keeps its activations in graph pools, which this does not see."""
     import numpy as np
-    import pandas as pd
 
     rows = []
     table = table.copy()
@@ -218,8 +197,6 @@ def graph_memory(fit):
     intercept MB of each backend, the graph's over eager's, and the footprint of each at the
     largest batch both measured. Widths whose graph line does not count the activations are
     left out; empty when none does."""
-    import pandas as pd
-
     keys = ["imgsz", "width"]
     e = fit[fit["backend"] == "eager"].set_index(keys)
     g = fit[(fit["backend"] == "cudagraph") & fit["counts_activations"]].set_index(keys)
@@ -241,32 +218,26 @@ def graph_memory(fit):
     return out.reset_index().sort_values(keys).reset_index(drop=True)
 
 
-def memory_rule(fit, gpu_memory_bytes: float, claim_per_image_bytes: float, frac: float = 0.7):
-    """The rule ``safe batch = floor(frac x GPU memory / per-image memory)`` with the claimed
-    per-image memory, against the same budget spent with the fitted line
-    (``floor((frac x memory - intercept) / slope)``), and the claim's per-image figure over the
-    fitted one."""
+def memory_budget(fit, gpu_memory_bytes: float, frac: float = MEMORY_BUDGET):
+    """A :func:`memory_fit` with the largest batch whose fitted line stays within ``frac`` of
+    the GPU's memory (``fitted_safe_batch = floor((frac x memory - intercept) / slope)``, an
+    extrapolation past the measured batches) and the measured peak at the largest batch as a
+    share of the memory (``peak_at_max_batch_pct``)."""
     budget = frac * gpu_memory_bytes
     out = fit.assign(budget_frac=frac)
-    out["claim_safe_batch"] = math.floor(budget / claim_per_image_bytes)
     out["fitted_safe_batch"] = ((budget - out["intercept_bytes"]) / out["per_image_bytes"]).map(
         math.floor
     )
-    out["claim_over_fitted_per_image"] = claim_per_image_bytes / out["per_image_bytes"]
-    out["claim_bytes_at_max_batch"] = claim_per_image_bytes * out["max_batch"]
-    out["measured_over_claim_at_max_batch"] = (
-        out["peak_at_max_batch_bytes"] / out["claim_bytes_at_max_batch"]
-    )
+    out["peak_at_max_batch_pct"] = 100 * out["peak_at_max_batch_bytes"] / gpu_memory_bytes
     return out
 
 
-def memory_table(rule):
-    """The memory-rule table in MB, the columns a reader needs."""
+def memory_table(budget):
+    """A :func:`memory_budget` (or a :func:`memory_fit`) in MB, the columns a reader needs."""
     cols = ["imgsz", "width", "backend", "counts_activations", "per_image_MB", "intercept_MB"]
-    cols += ["r2", "max_batch"]
-    cols += [c for c in ("claim_safe_batch", "fitted_safe_batch", "claim_over_fitted_per_image")]
-    out = rule.assign(
-        per_image_MB=rule["per_image_bytes"] / 1e6, intercept_MB=rule["intercept_bytes"] / 1e6
+    cols += ["r2", "max_batch", "peak_at_max_batch_pct", "fitted_safe_batch"]
+    out = budget.assign(
+        per_image_MB=budget["per_image_bytes"] / 1e6, intercept_MB=budget["intercept_bytes"] / 1e6
     )
     return out[[c for c in cols if c in out]]
 
@@ -280,76 +251,326 @@ def build_vs_timed(table):
     return d.assign(build_over_timed=d["build_peak_mem_bytes"] / d["peak_mem_bytes"])
 
 
-# ---- notebook 05: GPM timelines -----------------------------------------------------------------
+# ---- facts --------------------------------------------------------------------------------------
 
 
-def run_spans(w):
-    """Per config's run phase in a :func:`gpm_wide` frame: start and end time (first window's
-    start, last window's end)."""
-    run = w[(w["phase"] == "run") & (w["config"] != "")]
-    out = run.groupby("config").agg(t0_s=("t0_s", "min"), t1_s=("t_s", "max"))
-    return out.reset_index().sort_values("t0_s").reset_index(drop=True)
+def nearest(values, target: float) -> float:
+    """The value of ``values`` nearest to ``target`` (the reference width of a grid)."""
+    values = sorted(set(values))
+    return min(values, key=lambda v: (abs(v - target), v))
 
 
-# ---- notebook 05: launch gaps (Kineto) ---------------------------------------------------------
+def ref_imgsz(table) -> int:
+    """:data:`REF_IMGSZ` where ``table`` holds it, else its most measured image size (the
+    smallest of a tie)."""
+    sizes = table["imgsz"].value_counts()
+    if REF_IMGSZ in sizes.index or sizes.empty:
+        return REF_IMGSZ
+    return int(min(sizes.index[sizes == sizes.max()]))
 
 
-def kernel_gaps(trace):
-    """Per kernel of a Kineto table, sorted by start within (config, iteration): ``gap_us`` from
-    the end of the previous kernel to this kernel's start (NaN for the first)."""
-    d = trace.sort_values(["config", "iteration", "start_us"]).copy()
-    end = d["start_us"] + d["duration_us"]
-    prev_end = end.groupby([d["config"], d["iteration"]]).shift()
-    # a kernel overlapping the previous one (another stream) leaves no gap
-    d["gap_us"] = (d["start_us"] - prev_end).clip(lower=0)
-    return d
+def _load(root: DataRoot, name: str):
+    return root.load(name) if name and root.has(name) else None
 
 
-def launch_gaps(trace):
-    """Per (config, iteration): kernels, summed kernel time, wall span of the forward on the
-    GPU (start of the first kernel to the end of the last), GPU idle fraction of that span, and
-    the median and largest gap between kernels."""
-    d = kernel_gaps(trace)
-    g = d.groupby(["config", "iteration"])
-    out = g.agg(
-        kernels=("duration_us", "size"),
-        kernel_us=("duration_us", "sum"),
-        first_start=("start_us", "min"),
-        median_gap_us=("gap_us", "median"),
-        max_gap_us=("gap_us", "max"),
-    )
-    out["span_us"] = (d["start_us"] + d["duration_us"]).groupby(
-        [d["config"], d["iteration"]]
-    ).max() - out.pop("first_start")
-    out["idle_frac"] = 1 - out["kernel_us"] / out["span_us"]
-    out = with_config(out.reset_index())
-    return out.sort_values(["batch", "iteration"]).reset_index(drop=True)
-
-
-def launch_vs_sweep(gaps, table, width: float | None = None):
-    """Per batch of the traced configs: mean kernel time and span per forward in the trace next to
-    the sweep's eager and CUDA-graph latency at the same width and batch; ``sweep_idle_frac`` is
-    1 - kernel time / eager latency (the GPU's idle share of an un-profiled eager forward, if the
-    kernels run as long as under the profiler)."""
-    per = gaps.groupby(["width", "batch"])[["kernels", "kernel_us", "span_us", "idle_frac"]]
-    per = per.mean().reset_index()
-    if width is not None:
-        per = per[per["width"] == width]
-    sw = graph_speedup(table[table["imgsz"] == 640]) if "imgsz" in table else graph_speedup(table)
-    out = per.merge(sw.drop(columns="imgsz"), on=["width", "batch"], how="left")
-    out = out.rename(
-        columns={
-            "kernel_us": "trace_kernel_us",
-            "span_us": "trace_span_us",
-            "idle_frac": "trace_idle_frac",
-            "eager": "sweep_eager_ms",
-            "cudagraph": "sweep_graph_ms",
-            "speedup": "graph_speedup",
-        }
-    )
-    out["sweep_idle_frac"] = 1 - out["trace_kernel_us"] / (1000 * out["sweep_eager_ms"])
-    out["graph_over_kernel_time"] = 1000 * out["sweep_graph_ms"] / out["trace_kernel_us"]
+def sweep_facts(table, gpu_memory_bytes: float = math.nan, datasets=()) -> list[dict]:
+    """Facts of a :func:`batch_table` at its reference image size (:func:`ref_imgsz`; 1280 px
+    beside 640 px where present): batching gain per backend, share of the best img/s at batch 8
+    for the narrowest and widest model, the CUDA-graph speed-up at batch 1 and from batch 32,
+    the memory lines of :func:`memory_facts`, and the build peak against the timed peak."""
+    ds = tuple(datasets)
+    out = []
+    size = ref_imgsz(table)
+    t = table[table["imgsz"] == size]
+    if t.empty:
+        return out
+    w_ref = nearest(t["width"], REF_WIDTH)
+    where = f"{size} px, width {w_ref:g}"
+    for (be,), g in t[t["width"] == w_ref].groupby(["backend"]):
+        g = g.sort_values("batch")
+        if g["batch"].iloc[0] == 1:
+            gain = g["img_per_s"].max() / g["img_per_s"].iloc[0]
+            out.append(fact("batch_gain_b1_to_best", gain, "x", scope=be, datasets=ds, note=where))
+    eager = t[t["backend"] == "eager"]
+    if len(eager):
+        for scope, w in (("narrowest", eager["width"].min()), ("widest", eager["width"].max())):
+            g = eager[(eager["width"] == w) & (eager["batch"] == 8)]
+            if len(g):
+                out.append(
+                    fact(
+                        "batch_frac_of_best_at_b8",
+                        100 * g["frac_of_best"].iloc[0],
+                        "%",
+                        scope=scope,
+                        datasets=ds,
+                        note=f"eager, {size} px, width {w:g}",
+                    )
+                )
+    if {"eager", "cudagraph"} <= set(t["backend"]):
+        sp = graph_speedup(t).dropna(subset=["speedup"])
+        b1, big = sp[sp["batch"] == 1], sp[sp["batch"] >= 32]
+        if len(b1):
+            out.append(
+                fact(
+                    "batch_graph_speedup_b1_min",
+                    b1["speedup"].min(),
+                    "x",
+                    datasets=ds,
+                    note=f"eager / graph latency at batch 1, lowest over widths, {size} px",
+                )
+            )
+        if len(big):
+            out.append(
+                fact(
+                    "batch_graph_speedup_from_b32_max",
+                    big["speedup"].max(),
+                    "x",
+                    datasets=ds,
+                    note=f"eager / graph latency from batch 32, highest, {size} px",
+                )
+            )
+    out += memory_facts(table, gpu_memory_bytes, ds)
+    if "build_peak_mem_bytes" in table and "peak_mem_bytes" in table:
+        b = build_vs_timed(table)
+        if len(b):
+            out.append(
+                fact(
+                    "batch_build_above_timed_pct",
+                    100 * (b["build_over_timed"] > 1).mean(),
+                    "%",
+                    datasets=ds,
+                    note="points whose build peak exceeds their timed peak",
+                )
+            )
     return out
 
 
-# ---- findings text, built from the tables ------------------------------------------------------
+def memory_facts(table, gpu_memory_bytes: float, datasets=()) -> list[dict]:
+    """Memory facts of a :func:`batch_table` from its eager lines (:func:`memory_fit`), in GB
+    (10^9 bytes): per image at the reference width (``batch_memory_per_image_gb``) and its range
+    over widths, the batch-independent part, the fit's worst R², the GPU's memory, the largest
+    batch whose fitted line stays within :data:`MEMORY_BUDGET` of it
+    (``batch_fit_largest_images``), the largest measured batch, the peak at each width's best
+    batch as a share of the memory (highest over widths), and at 1280 px the per-image memory
+    over the 640 px one."""
+    ds = tuple(datasets)
+    if "peak_mem_bytes" not in table or table["peak_mem_bytes"].notna().sum() < 2:
+        return []
+    fit = memory_fit(table)
+    if fit.empty:
+        return []
+    size = ref_imgsz(table)
+    e = fit[(fit["imgsz"] == size) & (fit["backend"] == "eager")]
+    if e.empty:
+        return []
+    w_ref = nearest(e["width"], REF_WIDTH)
+    r = e[e["width"] == w_ref].iloc[0]
+    where = f"eager, {size} px, width {w_ref:g}"
+    out = [
+        fact("batch_memory_per_image_gb", r.per_image_bytes / 1e9, "GB", datasets=ds, note=where),
+        fact(
+            "batch_memory_per_image_gb_min",
+            e["per_image_bytes"].min() / 1e9,
+            "GB",
+            datasets=ds,
+            note=f"eager, {size} px, lowest over widths",
+        ),
+        fact(
+            "batch_memory_per_image_gb_max",
+            e["per_image_bytes"].max() / 1e9,
+            "GB",
+            datasets=ds,
+            note=f"eager, {size} px, highest over widths",
+        ),
+        fact("batch_memory_intercept_gb", r.intercept_bytes / 1e9, "GB", datasets=ds, note=where),
+        fact(
+            "batch_memory_fit_r2_min",
+            e["r2"].min(),
+            "",
+            datasets=ds,
+            note=f"eager, {size} px, lowest R² of the straight lines over widths",
+        ),
+        fact("batch_largest_measured", e["max_batch"].max(), "images", datasets=ds),
+    ]
+    if gpu_memory_bytes == gpu_memory_bytes and gpu_memory_bytes > 0:
+        budget = memory_budget(e, gpu_memory_bytes).set_index("width")
+        out += [
+            fact(
+                "batch_gpu_memory_gb",
+                gpu_memory_bytes / 1e9,
+                "GB",
+                datasets=ds,
+                note="prov_gpu_memory_bytes",
+            ),
+            fact(
+                "batch_fit_largest_images",
+                budget.loc[w_ref, "fitted_safe_batch"],
+                "images",
+                datasets=ds,
+                note=f"{MEMORY_BUDGET:.0%} of GPU memory spent on the fitted line, {where}",
+            ),
+        ]
+        ok = table[(table["imgsz"] == size) & (table["backend"] == "eager")]
+        ok = ok.dropna(subset=["peak_mem_bytes"])
+        if len(ok):
+            best = ok.loc[ok.groupby("width")["img_per_s"].idxmax()]
+            out.append(
+                fact(
+                    "batch_peak_mem_at_best_pct",
+                    100 * best["peak_mem_bytes"].max() / gpu_memory_bytes,
+                    "%",
+                    datasets=ds,
+                    note=f"peak at each width's best batch, highest, eager, {size} px",
+                )
+            )
+    # at twice the side (1280 px beside 640 px): four times the pixels
+    big = fit[(fit["imgsz"] == 2 * size) & (fit["backend"] == "eager") & (size == REF_IMGSZ)]
+    big = big[big["width"] == w_ref]
+    if len(big):
+        out.append(
+            fact(
+                "batch_memory_1280_over_640",
+                big["per_image_bytes"].iloc[0] / r.per_image_bytes,
+                "x",
+                datasets=ds,
+                note=f"eager, width {w_ref:g}, per-image memory",
+            )
+        )
+    return out
+
+
+def coverage_facts(coverage, datasets=()) -> list[dict]:
+    """Facts of an :func:`ncu_coverage` table: the share of kernels under one wave at the
+    smallest profiled batch, and the change of time-weighted achieved and theoretical occupancy
+    (percentage points) from the smallest to the largest batch."""
+    ds = tuple(datasets)
+    if coverage.empty:
+        return []
+    c = coverage.sort_values("batch")
+    lo, hi = c.iloc[0], c.iloc[-1]
+    out = [
+        fact(
+            "batch_ncu_kernels_under_1_wave_b1",
+            100 * lo.kernels_under_1_wave,
+            "%",
+            datasets=ds,
+            note=f"batch {int(lo.batch)}",
+        )
+    ]
+    if len(c) > 1:
+        span = f"batch {int(lo.batch)} to {int(hi.batch)}"
+        out += [
+            fact(
+                "batch_ncu_achieved_occupancy_rise",
+                hi.achieved_occupancy_tw_pct - lo.achieved_occupancy_tw_pct,
+                "pp",
+                datasets=ds,
+                note=span,
+            ),
+            fact(
+                "batch_ncu_theoretical_occupancy_change",
+                abs(hi.theoretical_occupancy_tw_pct - lo.theoretical_occupancy_tw_pct),
+                "pp",
+                datasets=ds,
+                note=span,
+            ),
+        ]
+    return out
+
+
+def gpm_facts(medians, datasets=()) -> list[dict]:
+    """``batch_gpm_sm_util_ratio``: median GPM SM utilisation at the largest batch over that
+    at the smallest (a :func:`yolo_sm.analyse.gpm.gpm_medians` table of one width)."""
+    m = medians.sort_values("batch")
+    if len(m) < 2 or "sm_util_pct" not in m or not m["sm_util_pct"].iloc[0] > 0:
+        return []
+    lo, hi = m.iloc[0], m.iloc[-1]
+    return [
+        fact(
+            "batch_gpm_sm_util_ratio",
+            hi.sm_util_pct / lo.sm_util_pct,
+            "x",
+            datasets=tuple(datasets),
+            note=f"batch {int(hi.batch)} over batch {int(lo.batch)}",
+        )
+    ]
+
+
+def pool_facts(sweep, pooled, datasets=()) -> list[dict]:
+    """Facts of a sweep measured again (``pooled``: the same points, graph rows with their
+    private pool): a CUDA graph's footprint over eager's peak at the largest batch (lowest over
+    widths), the per-image ratio (median), and how far the re-measured img/s moved (largest
+    |new / first - 1| in percent) where the GPU sets the pace (CUDA graph) and where the host's
+    launches do (eager at small batch), with the points compared."""
+    ds = tuple(datasets)
+    out = []
+    gm = graph_memory(memory_fit(batch_table(pooled))) if "peak_mem_bytes" in pooled else None
+    if gm is not None and len(gm):
+        out += [
+            fact(
+                "batch_graph_footprint_ratio_min",
+                gm["footprint_ratio_at_max"].min(),
+                "x",
+                datasets=ds,
+                note="graph (pool counted) over eager peak at the largest batch",
+            ),
+            fact(
+                "batch_graph_per_image_ratio_median",
+                gm["per_image_ratio"].median(),
+                "x",
+                datasets=ds,
+                note="graph over eager memory per extra image",
+            ),
+        ]
+    cmp = compare(sweep, pooled)
+    if len(cmp):
+        dev = 100 * (cmp["ratio"] - 1).abs()
+        out.append(fact("batch_remeasure_points", len(cmp), "points", datasets=ds))
+        for key, sel in (
+            ("batch_remeasure_graph_max_dev_pct", cmp["backend"] == "cudagraph"),
+            ("batch_remeasure_launch_bound_max_dev_pct", cmp["launch_bound"]),
+        ):
+            if sel.any():
+                out.append(fact(key, dev[sel].max(), "%", datasets=ds))
+    return out
+
+
+def facts(
+    root: DataRoot,
+    *,
+    sweep: str = SWEEP,
+    sweep_1280: str = SWEEP_1280,
+    pool_sweep: str = POOL_SWEEP,
+    ncu: str = NCU,
+    gpm: str = GPM,
+) -> pd.DataFrame:
+    """The facts of notebook 03 read off ``root`` (datasets by short name); a dataset the root
+    lacks leaves its facts out. Keys: ``batch_gain_b1_to_best`` (scope eager / cudagraph),
+    ``batch_frac_of_best_at_b8`` (scope narrowest / widest), ``batch_graph_speedup_b1_min``,
+    ``batch_graph_speedup_from_b32_max``, the memory facts of :func:`memory_facts`
+    (``batch_memory_per_image_gb``, ``batch_gpu_memory_gb``, ``batch_fit_largest_images``, ...),
+    ``batch_build_above_timed_pct``, the Nsight Compute facts of :func:`coverage_facts`, the GPM
+    fact of :func:`gpm_facts` and the re-measure facts of :func:`pool_facts`."""
+    rows = []
+    s = _load(root, sweep)
+    if s is not None:
+        s1280 = _load(root, sweep_1280)
+        names = [sweep] + ([sweep_1280] if s1280 is not None else [])
+        both = s if s1280 is None else pd.concat([s, s1280], ignore_index=True)
+        mem = (
+            float(s["prov_gpu_memory_bytes"].dropna().iloc[0])
+            if "prov_gpu_memory_bytes" in s and s["prov_gpu_memory_bytes"].notna().any()
+            else math.nan
+        )
+        rows += sweep_facts(batch_table(both), mem, names)
+        p = _load(root, pool_sweep)
+        if p is not None:
+            same = p[p["precision"].isin(s["precision"].unique())]
+            rows += pool_facts(s, same, [sweep, pool_sweep])
+    n = _load(root, ncu)
+    if n is not None:
+        rows += coverage_facts(ncu_coverage(n), [ncu])
+    g = _load(root, gpm)
+    if g is not None:
+        rows += gpm_facts(gpm_medians(g), [gpm])
+    return facts_table(rows)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from yolo_sm.contract.labels import with_config
+
 # the order tables and figures show them in
 SUMMARY_METRICS = ("sm_util_pct", "sm_occupancy_pct", "tensor_util_pct", "dram_bw_util_pct")
 FALLBACK_METRICS = ("gpu_util_pct", "mem_util_pct")  # nvmlUtilization_t .gpu / .memory
@@ -33,3 +35,42 @@ def overhead_pct(df) -> float:
     on = df[df.sampler].set_index("round").img_per_s
     off = df[~df.sampler].set_index("round").img_per_s
     return float(100.0 * (1.0 - (on / off).median()))
+
+
+def gpm_wide(gpm):
+    """GPM tidy rows -> one row per window, the metrics as columns, config parsed (family,
+    width, precision, layout, batch), ``t0_s`` the window's start (provenance columns
+    dropped)."""
+    g = gpm[[c for c in gpm.columns if not c.startswith("prov_")]]
+    w = wide(g).sort_values("t_s").reset_index(drop=True)
+    w["config"] = w["config"].fillna("")
+    w = with_config(w)
+    return w.assign(t0_s=w["t_s"] - w["window_s"])
+
+
+def gpm_medians(gpm):
+    """Median of each GPM metric (percent) over the run windows of each config, windows that
+    straddle a marker change left out; with the window count, sorted by width then batch."""
+    med = run_medians(gpm[[c for c in gpm.columns if not c.startswith("prov_")]])
+    metrics = [m for m in SUMMARY_METRICS if m in med]
+    out = with_config(med)[["config", "width", "batch", *metrics, "windows"]]
+    out = out.sort_values(["width", "batch"]).reset_index(drop=True)
+    return out.astype({"batch": int})
+
+
+def gpm_overhead_table(overhead):
+    """Per config of a ``gpm_overhead`` table: paired rounds, sampling rate (Hz), median img/s
+    without the sampler, and ``throughput_lost_pct`` (:func:`overhead_pct`; negative = within
+    noise)."""
+    import pandas as pd
+
+    rows = {
+        config: {
+            "rounds": g["round"].nunique(),
+            "hz": g.hz.iloc[0],
+            "img_per_s_without": g[~g.sampler].img_per_s.median(),
+            "throughput_lost_pct": overhead_pct(g),
+        }
+        for config, g in overhead.groupby("config")
+    }
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("config")

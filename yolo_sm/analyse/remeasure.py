@@ -1,10 +1,18 @@
-"""remeasure: split from collect.remeasure."""
+"""Re-measures: the points two sweep tables share, their new / first img/s, and a summary per
+kind of point.
+
+Pure tables: :func:`within_tolerance` flags a point whose ratio is within :data:`TOLERANCE`
+(the column ``within_10pct``), :func:`launch_bound` marks eager points at small batch; whether
+the figures repeat is decided by the rules of :mod:`yolo_sm.report.findings.batch`, which read
+the largest deviation (:func:`yolo_sm.analyse.batch.pool_facts`) against the same tolerance.
+"""
 
 from __future__ import annotations
 
 from yolo_sm.contract.schema import KEY_COLUMNS
 
-TOLERANCE = 0.10  # the issue's "within 10 %"
+TOLERANCE = 0.10  # a re-measure "repeats" within 10 % of the first
+LAUNCH_BOUND_MAX_BATCH = 8  # eager up to this batch: the host's launches set the pace
 
 
 def within_tolerance(ratio):
@@ -13,16 +21,17 @@ def within_tolerance(ratio):
 
 
 def launch_bound(backend, batch):
-    """An eager point at batch <= 8: its pace is the host's kernel launches (a value or a
-    Series each)."""
-    return (backend == "eager") & (batch <= 8)
+    """An eager point at batch <= :data:`LAUNCH_BOUND_MAX_BATCH`: its pace is the host's kernel
+    launches (a value or a Series each)."""
+    return (backend == "eager") & (batch <= LAUNCH_BOUND_MAX_BATCH)
 
 
 def compare(shipped, again):
-    """The points two sweep tables share (same :data:`yolo_sm.collect.sweep.KEY_COLUMNS`, ``ok`` in
-    both), as :func:`remeasure`'s comparison rows: ``again`` is a later measurement of the same
-    points (e.g. the fp16 NHWC rows of ``h200/sweep_bf16_nhwc`` against
-    ``h200/sweep_fp16_nhwc``), so every shared point is a re-measure, not only five."""
+    """The points two sweep tables share (same :data:`yolo_sm.contract.schema.KEY_COLUMNS`,
+    ``ok`` in both), one row each: keys, ``shipped_img_per_s``, ``new_img_per_s``, ``ratio``
+    (new / shipped), ``within_10pct``, ``launch_bound`` and both dates. ``again`` is a later
+    measurement of the same points (e.g. the fp16 NHWC rows of ``sweep_bf16_nhwc`` against
+    ``sweep_fp16_nhwc``), so every shared point is a re-measure."""
 
     keys = [c for c in KEY_COLUMNS if c in shipped and c in again]
     cols = [*keys, "img_per_s", "prov_date_utc"]
@@ -42,7 +51,7 @@ def compare(shipped, again):
 
 
 def by_kind(cmp):
-    """:func:`compare` (or :func:`remeasure`) rows summarised per backend and launch-bound or
+    """:func:`compare` (or ``yolo-sm remeasure``) rows summarised per backend and launch-bound or
     not: points, how many within 10 %, and the ratio's min / median / max."""
     return (
         cmp.groupby(["backend", "launch_bound"])

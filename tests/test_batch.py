@@ -1,14 +1,15 @@
-"""yolo_sm.analyse.batch on the shipped H200 tables (CPU only)."""
+"""Notebooks 03 and 05: the tables of yolo_sm.analyse.batch / .timeline / .gpm on the shipped
+tables, their figures, and their facts (CPU only)."""
 
 import math
 
 import pandas as pd
 import pytest
 
-from yolo_sm.analyse import batch
+from yolo_sm.analyse import batch, gpm, timeline
 from yolo_sm.collect.models import view_tables
 from yolo_sm.contract import datasets
-from yolo_sm.report import batch_plots
+from yolo_sm.report import batch_plots, timeline_plots
 
 
 @pytest.fixture(scope="module")
@@ -77,21 +78,21 @@ def test_ncu_coverage():
 
 @pytest.mark.parametrize("name,n", [("h200/gpm_batch_w1", 5), ("h200/gpm_width_b16", 5)])
 def test_gpm_medians(name, n):
-    gpm = datasets.load(name)
-    med = batch.gpm_medians(gpm)
+    g = datasets.load(name)
+    med = gpm.gpm_medians(g)
     assert len(med) == n
     for m in batch.GPM_METRICS:
         assert med[m].between(0, 100).all()
     assert (med.windows >= 20).all()  # ~3 s of ~0.1 s windows each
-    w = batch.gpm_wide(gpm)
+    w = gpm.gpm_wide(g)
     assert w.window_s.median() == pytest.approx(0.1, abs=0.01)  # GPM's 100 ms refresh
-    spans = batch.run_spans(w)
+    spans = timeline.run_spans(w)
     assert len(spans) == n and (spans.t1_s > spans.t0_s).all()
     assert (spans.t0_s.iloc[1:].to_numpy() >= spans.t1_s.iloc[:-1].to_numpy()).all()
 
 
 def test_gpm_sm_util_rises_with_batch():
-    med = batch.gpm_medians(datasets.load("h200/gpm_batch_w1")).sort_values("batch")
+    med = gpm.gpm_medians(datasets.load("h200/gpm_batch_w1")).sort_values("batch")
     assert med.sm_util_pct.iloc[-1] > 2 * med.sm_util_pct.iloc[0]
 
 
@@ -102,8 +103,12 @@ def test_memory_fit_and_rule(table):
     assert (e.r2 > 0.99).all()  # eager peak memory is linear in batch
     assert e.per_image_bytes.is_monotonic_increasing  # wider -> more activation memory
     mem = float(datasets.load("h200/sweep_fp16_nhwc").prov_gpu_memory_bytes.iloc[0])
-    rule = batch.memory_rule(fit, mem, 1.2e9, 0.7)
-    assert (rule.claim_safe_batch == math.floor(0.7 * mem / 1.2e9)).all()
+    rule = batch.memory_budget(fit, mem, 0.7)
+    expect = ((0.7 * mem - rule.intercept_bytes) / rule.per_image_bytes).map(math.floor)
+    assert (rule.fitted_safe_batch == expect).all()
+    assert rule.peak_at_max_batch_pct.tolist() == pytest.approx(
+        (100 * rule.peak_at_max_batch_bytes / mem).tolist()
+    )
     # the fit reproduces the largest measured point within 10 %
     pred = rule.intercept_bytes + rule.per_image_bytes * rule.max_batch
     e_rows = rule.backend == "eager"
@@ -121,20 +126,20 @@ def test_build_vs_timed(table):
 
 
 def test_launch_gaps(trace):
-    gaps = batch.launch_gaps(trace)
+    gaps = timeline.launch_gaps(trace)
     assert len(gaps) == trace.groupby(["config", "iteration"]).ngroups
     assert (gaps.kernel_us <= gaps.span_us + 1e-6).all()
     assert gaps.idle_frac.between(0, 1).all()
     per_batch = gaps.groupby("batch").idle_frac.mean()
     assert per_batch.is_monotonic_decreasing  # bigger kernels hide the launch gaps
     assert per_batch.loc[1] > 0.5
-    g = batch.kernel_gaps(trace)
+    g = timeline.kernel_gaps(trace)
     assert (g.gap_us.dropna() >= 0).all()
     assert g.gap_us.isna().sum() == len(gaps)  # the first kernel of each forward has no gap
 
 
 def test_launch_vs_sweep(trace, table):
-    out = batch.launch_vs_sweep(batch.launch_gaps(trace), table, 1.0)
+    out = timeline.launch_vs_sweep(timeline.launch_gaps(trace), table, 1.0)
     assert list(out.batch) == [1, 4, 16, 64]
     assert out.sweep_eager_ms.notna().all() and out.sweep_graph_ms.notna().all()
     # a CUDA graph replay takes about the summed kernel time of the traced forward
@@ -145,44 +150,27 @@ def test_launch_vs_sweep(trace, table):
     assert 0 < b1.sweep_idle_frac < b1.trace_idle_frac
 
 
-def test_figures_and_findings(table, trace):
-    gpm = datasets.load("h200/gpm_batch_w1")
+def test_figures(table, trace):
+    g = datasets.load("h200/gpm_batch_w1")
     ncu = datasets.load("h200/ncu_batch_w1")
     t640 = table[table.imgsz == 640]
     fit = batch.memory_fit(table)
     figs = [
         batch_plots.plot_batch_curves(t640),
-        batch_plots.plot_batch_detail(t640, 1.0, "eager"),
+        batch_plots.plot_batch_detail(t640, 1.0, "eager", 0.9),
         batch_plots.plot_graph_speedup(batch.graph_speedup(t640)),
         batch_plots.plot_waves_ecdf(ncu),
         batch_plots.plot_occupancy_by_batch(batch.ncu_coverage(ncu)),
-        batch_plots.plot_gpm_by(batch.gpm_medians(gpm)),
+        batch_plots.plot_gpm_by(gpm.gpm_medians(g)),
         batch_plots.plot_memory(table, fit, 1.2e9),
-        batch_plots.plot_kernel_timeline(trace),
-        batch_plots.plot_gap_hist(trace),
+        timeline_plots.plot_kernel_timeline(trace),
+        timeline_plots.plot_gap_hist(trace),
     ]
     assert all(len(f.data) > 0 for f in figs)
-    tl = batch_plots.plot_gpm_timeline(gpm)
+    tl = timeline_plots.plot_gpm_timeline(g)
     assert len(tl.layout.shapes) == 5 * 4  # each config's run shaded in each metric's panel
     with pytest.raises(ValueError):
-        batch_plots.plot_batch_detail(t640, 9.0, "eager")
-    mem = float(datasets.load("h200/sweep_fp16_nhwc").prov_gpu_memory_bytes.iloc[0])
-    text = batch_plots.batch_findings(
-        batch.saturation(table),
-        batch.graph_speedup(table),
-        batch.ncu_coverage(ncu),
-        batch.gpm_medians(gpm),
-        batch.memory_rule(fit, mem, 1.2e9),
-        build=batch.build_vs_timed(table),
-    )
-    assert "Saturation" in text and "Memory rule" in text and "nan" not in text
-    text = batch_plots.timeline_findings(
-        batch.gpm_medians(gpm),
-        batch.gpm_medians(datasets.load("h200/gpm_width_b16")),
-        batch.launch_vs_sweep(batch.launch_gaps(trace), table, 1.0),
-        gpm,
-    )
-    assert "Launch gaps" in text and "nan" not in text
+        batch_plots.plot_batch_detail(t640, 9.0, "eager", 0.9)
 
 
 def test_live_gpm_does_nothing_without_gpu():
@@ -193,15 +181,11 @@ def test_live_gpm_does_nothing_without_gpu():
 
 
 def test_gpm_overhead_table_of_the_shipped_rounds():
-    from yolo_sm.analyse import batch
-    from yolo_sm.analyse.gpm import overhead_pct
-    from yolo_sm.contract import datasets
-
     raw = datasets.load("h200/gpm_overhead")
-    t = batch.gpm_overhead_table(raw)
+    t = gpm.gpm_overhead_table(raw)
     assert sorted(t.index) == sorted(raw.config.unique())
     for config, g in raw.groupby("config"):
-        assert t.throughput_lost_pct[config] == overhead_pct(g)
+        assert t.throughput_lost_pct[config] == gpm.overhead_pct(g)
         assert t.rounds[config] == g["round"].nunique()
         assert t.img_per_s_without[config] == g[~g.sampler].img_per_s.median()
 
@@ -273,12 +257,9 @@ def test_graph_memory_compares_graph_and_eager_where_the_pool_is_counted():
     assert (gm.max_batch == 64).all()
     at64 = (2e8 + 2 * 1e6 * 64) / (1e8 + 1e6 * 64)
     assert gm.footprint_ratio_at_max.iloc[1] == pytest.approx(at64)
-    text = batch_plots.graph_memory_findings(gm, "test sweep")
-    assert "2.00x in a graph" in text and "batch 64" in text and "widths 0.5-1" in text
     # graph rows without their pool do not count the activations: nothing to compare
     none = batch.graph_memory(batch.memory_fit(pd.DataFrame(rows(False))))
     assert none.empty
-    assert "no graph rows with their pool" in batch_plots.graph_memory_findings(none, "old sweep")
 
 
 def test_graph_memory_on_the_shipped_pooled_sweep():
