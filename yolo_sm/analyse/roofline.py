@@ -38,7 +38,12 @@ from yolo_sm.analyse.kernels import add_kernel_class
 from yolo_sm.analyse.weighting import time_weighted
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.hardware import CEILINGS, roofline_ceilings
+from yolo_sm.contract.hardware import (
+    CEILINGS,
+    peak_copy_gbps,
+    peak_fp16_tflops,
+    roofline_ceilings,
+)
 from yolo_sm.contract.labels import parse_config
 from yolo_sm.contract.labels import with_config as _with_config
 
@@ -179,13 +184,20 @@ def layer_times(ncu, by=("config", "layer")):
 
 
 def roofline_table(
-    ncu, layers, peak_tflops: float, peak_gbps: float, widths=None, family: str = "yolov8"
+    ncu,
+    layers,
+    peak_tflops: float,
+    peak_gbps: float,
+    widths=None,
+    family: str = "yolov8",
+    source: str = "",
 ):
     """One row per (config, layer) of a YOLO Nsight Compute table: FLOPs and bytes from
     ``layers`` (``model_layers``) at the config's width, batch and element size, measured kernel
     time, achieved TFLOP/s and GB/s (of ``min_bytes``), the roof at the layer's intensity under
     ``peak_tflops`` / ``peak_gbps``, the share of it achieved, and the side of the ridge point
-    (``memory`` below it, ``compute`` above; zero-FLOP layers: ``memory``)."""
+    (``memory`` below it, ``compute`` above; zero-FLOP layers: ``memory``). ``attrs``: the
+    ceilings, the ridge point and ``ceilings_from`` (``source``: where they were measured)."""
     peak_tflops, peak_gbps = float(peak_tflops), float(peak_gbps)
     times = layer_times(ncu)
     rows = []
@@ -210,8 +222,29 @@ def roofline_table(
     df["pct_of_peak_gbps"] = 100 * df.achieved_gbps / peak_gbps
     ridge = peak_tflops * 1e3 / peak_gbps
     df["side"] = np.where(df.intensity >= ridge, "compute", "memory")
-    df.attrs.update(peak_tflops=peak_tflops, peak_gbps=peak_gbps, ridge=ridge)
-    return df.sort_values(["width", "index"]).reset_index(drop=True)
+    out = df.sort_values(["width", "index"]).reset_index(drop=True)
+    out.attrs.update(
+        peak_tflops=peak_tflops, peak_gbps=peak_gbps, ridge=ridge, ceilings_from=source
+    )
+    return out
+
+
+def root_roofline(root: DataRoot, widths=None):
+    """:func:`roofline_table` of ``root``'s YOLOv8 Nsight Compute table under the ceilings
+    measured on the same machine (``ceilings``); raises :class:`UserError` naming what the
+    root lacks."""
+    need = [n for n in (NCU_YOLO, MODEL_LAYERS, CEILINGS) if not root.has(n)]
+    peaks = roofline_ceilings(root)
+    if need or peaks is None:
+        raise UserError(f"{root.name} lacks {', '.join(need) or 'the fp16 matmul or copy ceiling'}")
+    pk, bw = peak_fp16_tflops(root), peak_copy_gbps(root)
+    return roofline_table(
+        root.load(NCU_YOLO),
+        root.load(MODEL_LAYERS),
+        *peaks,
+        widths=widths,
+        source=f"{pk[1]} and {bw[1]}, measured on {root.device_name()}",
+    )
 
 
 def side_summary(table):

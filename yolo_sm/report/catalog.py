@@ -7,8 +7,10 @@ import json
 
 import pandas as pd
 
+from yolo_sm.analyse import roofline as analyse_roofline
 from yolo_sm.analyse.facts import concat
 from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.report.findings import roofline
 from yolo_sm.report.rules import Rule, check_unique, evaluate
 
 #: (rules, facts function) pairs; each facts function takes a DataRoot and returns a facts
@@ -39,3 +41,6 @@ def to_json(verdicts: pd.DataFrame) -> str:
     for r in rows:
         r["datasets"] = [d for d in (r["datasets"] or "").split(", ") if d]
     return json.dumps(rows, indent=2)
+
+
+SOURCES.append((roofline.RULES, analyse_roofline.facts))

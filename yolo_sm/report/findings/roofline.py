@@ -130,3 +130,9 @@ RULES: tuple[Rule, ...] = check_unique(
         ),
     )
 )
+
+
+def select(verdicts):
+    """The rows of a verdict table (:func:`yolo_sm.report.catalog.verdict_table`) that the
+    roofline notebook shows: its own rules and the claims of :data:`CLAIMS`."""
+    return verdicts[(verdicts.group == GROUP) | verdicts.id.isin(CLAIMS)].reset_index(drop=True)
