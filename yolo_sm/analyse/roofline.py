@@ -526,6 +526,12 @@ def fusion_measured(kernels, eager: str = "eager", fused: str = "compile"):
     return out
 
 
+def fusion_compared(eager, compiled, config: str = FUSED_CONFIG):
+    """:func:`fusion_measured` of two Kineto tables of the same model ``config``: an eager
+    engine's and a fusing engine's (torch.compile), as separate datasets."""
+    return fusion_measured(compare_backends({"eager": eager, "compile": compiled}, config))
+
+
 def launch_cost(sweep, trace, batch: int = 1, precision="fp16", layout="nhwc", iteration=0):
     """Per width: eager and CUDA-graph latency at ``batch`` from a sweep (same run), the time the
     graph saves, the kernels per forward (from the trace, its own batch) and the saving per
@@ -775,14 +781,11 @@ def _launch_facts(root: DataRoot) -> list[dict]:
                     )  # fmt: skip
     if root.has(TRACE_EAGER) and root.has(TRACE_COMPILE):
         try:
-            both = compare_backends(
-                {"eager": root.load(TRACE_EAGER), "compile": root.load(TRACE_COMPILE)},
-                FUSED_CONFIG,
-            )
-        except UserError:
-            both = None
-        if both is not None:
-            m = fusion_measured(both).set_index("engine").loc["compile"]
+            fused = fusion_compared(root.load(TRACE_EAGER), root.load(TRACE_COMPILE))
+        except UserError:  # the traces hold other configs
+            fused = None
+        if fused is not None:
+            m = fused.set_index("engine").loc["compile"]
             ds = (TRACE_EAGER, TRACE_COMPILE)
             rows += [
                 fact("compile_removed_launch_share", m.removed_launch_share, "", datasets=ds),

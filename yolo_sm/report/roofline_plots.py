@@ -299,3 +299,43 @@ def plot_launches(per_type, *, title=None):
     )
     fig.update_layout(xaxis_title="width", yaxis_title="kernels per forward", barmode="stack")
     return fig
+
+
+def plot_stage_roofline(stages, *, high: float = HIGH_PCT, title=None):
+    """:func:`plot_normalised_roofline` of :func:`yolo_sm.analyse.roofline.resnet_stages`: one
+    point per stage (time-weighted), sized by its kernel time."""
+    return plot_normalised_roofline(
+        stages,
+        x="dram_throughput_tw_pct",
+        y="sm_throughput_tw_pct",
+        color="layer",
+        size="time_us",
+        hover=["kernels", "achieved_occupancy_tw_pct", "tensor_pipe_tw_pct", "achieved_tflops"],
+        high=high,
+        title=title or "ResNet-101 stages: normalised roofline (time-weighted; size = time)",
+    )
+
+
+def plot_stage_kernels(kernels, *, high: float = HIGH_PCT, title=None):
+    """:func:`plot_normalised_roofline` of the ResNet kernels inside a stage (layer not ''), one
+    point per kernel coloured by kernel class."""
+    return plot_normalised_roofline(
+        kernels[kernels.layer != ""],
+        color="kernel_class",
+        hover=["layer", "kernel_name", "tensor_pipe_pct"],
+        high=high,
+        title=title or "ResNet-101 kernels: normalised roofline (size = duration)",
+    )
+
+
+def plot_width_kernels(kernels, *, high: float = HIGH_PCT, title=None):
+    """:func:`plot_normalised_roofline` of a per-kernel table with ``width`` (the wide conv
+    stack), one panel per width factor."""
+    return plot_normalised_roofline(
+        kernels,
+        color="kernel_class",
+        facet_col="width",
+        hover=["layer", "tensor_pipe_pct", "kernel_name"],
+        high=high,
+        title=title or "Wide conv stack kernels per width factor (panels): normalised roofline",
+    )
