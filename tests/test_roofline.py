@@ -348,6 +348,7 @@ def test_yolo_occupancy_on_absent_or_empty_input(ncu_tp):
 
 
 def _v(facts, key, scope=""):
+    key = key if key.startswith(roofline.PREFIX) else roofline.PREFIX + key
     hit = facts[(facts.key == key) & (facts.scope == scope)]
     assert len(hit) == 1, (key, scope)
     return float(hit.value.iloc[0])
@@ -391,11 +392,14 @@ def test_facts_of_a_root_with_only_the_model_table(root, tmp_path):
     bare = _subset_root(tmp_path, root, ["model_layers"])
     f = roofline.facts(bare)
     assert set(f.key) == {
-        "activation_width_exponent",
-        "weight_width_exponent",
-        "activation_mb_per_image",
-        "largest_activation_mb",
-        "weight_mb",
+        roofline.PREFIX + k
+        for k in (
+            "activation_width_exponent",
+            "weight_width_exponent",
+            "activation_mb_per_image",
+            "largest_activation_mb",
+            "weight_mb",
+        )
     }
     v = rules.evaluate(findings.RULES, f, bare.name).set_index("id").verdict
     decided = {"roofline_activations_linear", "roofline_weights_quadratic"}
@@ -474,3 +478,12 @@ def test_missing_line_names_what_a_root_lacks(root, tmp_path, capsys):
     assert capsys.readouterr().out.strip() == hardware.no_ceilings_message(bare)
     assert root.device_name() in roofline_plots.machine_line(root)
     assert "H200" not in roofline_plots.machine_line(bare)
+
+
+def test_machine_line_reads_the_gpu_datasets_versions(root):
+    line = roofline_plots.machine_line(root)
+    gpu_torch = root.info("ncu_width_b8")["provenance"]["torch"]
+    cpu_torch = root.info("model_layers")["provenance"]["torch"]
+    assert gpu_torch in line
+    if cpu_torch != gpu_torch:  # the model table was counted on another host
+        assert cpu_torch not in line

@@ -563,6 +563,9 @@ def launch_cost(sweep, trace, batch: int = 1, precision="fp16", layout="nhwc", i
 
 # ---------------------------------------------------------------- facts
 
+#: The prefix of every fact key of this module (keys are unique across topics).
+PREFIX = "roofline."
+
 
 def _w(width: float) -> str:
     """The scope of a width's facts: ``width=1.0``, ``width=0.25``."""
@@ -803,8 +806,9 @@ def _launch_facts(root: DataRoot) -> list[dict]:
 
 def facts(root: DataRoot) -> pd.DataFrame:
     """The roofline notebook's numbers from ``root`` (facts table, :mod:`yolo_sm.analyse.facts`);
-    facts whose datasets the root lacks are left out. Keys (scope ``width=W`` per width where
-    noted; unscoped: the whole or, for the occupancy split, the widest config):
+    facts whose datasets the root lacks are left out. Keys, each prefixed with :data:`PREFIX`
+    (``roofline.peak_fp16_tflops``; scope ``width=1.0`` per width where noted; unscoped: the
+    whole or, for the occupancy split, the widest config):
 
     * ceilings: ``peak_fp16_tflops``, ``peak_copy_gbps``, ``ridge_flop_per_byte``
     * model_layers: ``activation_width_exponent``, ``weight_width_exponent``;
@@ -837,4 +841,4 @@ def facts(root: DataRoot) -> pd.DataFrame:
     if layers is not None:
         rows += _activation_facts(layers) + _roofline_facts(root, layers)
         rows += _resnet_facts(root, layers)
-    return facts_table(rows)
+    return facts_table({**r, "key": PREFIX + r["key"]} for r in rows)

@@ -14,6 +14,7 @@ from yolo_sm.analyse.roofline import (
     NCU_LAYOUT,
     NCU_WIDE,
     NCU_YOLO,
+    PREFIX,
     SWEEP,
     TRACE,
     TRACE_COMPILE,
@@ -33,7 +34,7 @@ RULES: tuple[Rule, ...] = check_unique(
             id="roofline_yolo_under_roof",
             statement="At width 1.0 YOLOv8's layers with FLOPs reach under half of their roof "
             "(time-weighted share of the roof at each layer's intensity)",
-            fact="yolo_pct_of_roof_tw",
+            fact=PREFIX + "yolo_pct_of_roof_tw",
             op="<",
             threshold=50.0,
             unit="%",
@@ -45,7 +46,7 @@ RULES: tuple[Rule, ...] = check_unique(
             id="roofline_yolo_compute_side",
             statement="At width 1.0 most of YOLOv8's kernel time is in layers on the compute "
             "side of the ridge point",
-            fact="yolo_compute_side_time_share",
+            fact=PREFIX + "yolo_compute_side_time_share",
             op=">=",
             threshold=0.5,
             datasets=ROOF,
@@ -56,7 +57,7 @@ RULES: tuple[Rule, ...] = check_unique(
             id="roofline_zero_flop_below_copy",
             statement="At width 1.0 the layers without FLOPs (Concat, Upsample) move data at "
             "under half the device-to-device copy ceiling",
-            fact="zero_flop_max_pct_of_copy",
+            fact=PREFIX + "zero_flop_max_pct_of_copy",
             op="<",
             threshold=50.0,
             unit="%",
@@ -68,7 +69,7 @@ RULES: tuple[Rule, ...] = check_unique(
             id="roofline_wide_tensor_pipe_rises",
             statement="The wide conv stack's tensor-pipe use rises from its first stage to its "
             "last (points of % of peak, means over width factors)",
-            fact="wide_tensor_pipe_rise_pct",
+            fact=PREFIX + "wide_tensor_pipe_rise_pct",
             op=">",
             threshold=0.0,
             unit="%",
@@ -79,7 +80,7 @@ RULES: tuple[Rule, ...] = check_unique(
             id="roofline_activations_linear",
             statement="YOLOv8's activation memory per image grows about linearly with width "
             "(power of width under 1.5)",
-            fact="activation_width_exponent",
+            fact=PREFIX + "activation_width_exponent",
             op="<",
             threshold=1.5,
             datasets=(MODEL_LAYERS,),
@@ -89,7 +90,7 @@ RULES: tuple[Rule, ...] = check_unique(
             id="roofline_weights_quadratic",
             statement="YOLOv8's weight memory grows about quadratically with width (power of "
             "width 1.5 or more)",
-            fact="weight_width_exponent",
+            fact=PREFIX + "weight_width_exponent",
             op=">=",
             threshold=1.5,
             datasets=(MODEL_LAYERS,),
@@ -99,7 +100,7 @@ RULES: tuple[Rule, ...] = check_unique(
             id="roofline_nchw_transforms",
             statement="In fp16 at width 1.0, NCHW spends at least 5 % of its kernel time in "
             "layout transforms (share of kernel time)",
-            fact="nchw_transform_time_share",
+            fact=PREFIX + "nchw_transform_time_share",
             op=">=",
             threshold=0.05,
             partly=0.01,
@@ -111,7 +112,7 @@ RULES: tuple[Rule, ...] = check_unique(
             id="roofline_narrow_eager_idles",
             statement="At width 0.25 and batch 8 the GPU runs no kernel for over a quarter of an "
             "eager forward (share of the eager median)",
-            fact="eager_gpu_idle_share",
+            fact=PREFIX + "eager_gpu_idle_share",
             op=">",
             threshold=0.25,
             datasets=(SWEEP, TRACE),
@@ -122,7 +123,7 @@ RULES: tuple[Rule, ...] = check_unique(
             id="roofline_compile_below_c2f_bound",
             statement="torch.compile removes fewer kernel launches than fusing each C2f block "
             "into one kernel would (measured share minus the bound)",
-            fact="compile_minus_c2f_bound_launch_share",
+            fact=PREFIX + "compile_minus_c2f_bound_launch_share",
             op="<",
             threshold=0.0,
             datasets=(TRACE_EAGER, TRACE_COMPILE, TRACE),
