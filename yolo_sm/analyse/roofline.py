@@ -5,42 +5,64 @@ what the NCHW layout costs in transform kernels, and how many kernels a forward 
 
 Two kinds of roofline:
 
-* **absolute** (YOLOv8): FLOPs and bytes per layer counted from the model (a shape-only forward on
-  the meta device, :func:`layer_traffic`) against the layer's measured kernel time from Nsight
-  Compute -> achieved TFLOP/s and GB/s, under ceilings given as parameters. The defaults
-  (:func:`default_peaks`) are yolo_sm's own measurements (plan step ``ceilings``) when shipped,
-  else the project brief's reference figures of this machine kind; :func:`ceiling_note` says
-  which.
-* **normalised** (ResNet-101, wide conv stack): Nsight Compute's ``sm_throughput_pct`` and
-  ``dram_throughput_pct`` are each a percentage of the hardware's own peak, so no ceiling has to be
-  assumed: a kernel near 100 % DRAM and low SM is bandwidth-bound, the reverse compute-bound.
+* **absolute** (YOLOv8): FLOPs and bytes per layer from the ``model_layers`` table (a
+  shape-only count of every model and layer, :mod:`yolo_sm.collect.model_tables`) against the
+  layer's measured kernel time from Nsight Compute -> achieved TFLOP/s and GB/s, under the
+  ceilings measured on the same machine (the root's ``ceilings`` table,
+  :mod:`yolo_sm.contract.hardware`); a root without them has no absolute roofline.
+* **normalised** (ResNet-101, wide conv stack, YOLOv8): Nsight Compute's ``sm_throughput_pct``
+  and ``dram_throughput_pct`` are each a percentage of the hardware's own peak, so no ceiling
+  has to be assumed: a kernel near 100 % DRAM and low SM is bandwidth-bound, the reverse
+  compute-bound.
 
 Bytes are a lower bound on traffic: ``min_bytes`` counts the weights, the layer's inputs and its
 output once (what a fully fused layer would have to move); ``conv_bytes`` counts every convolution
 inside the layer reading its input and weights and writing its output (what unfused eager convs
 move). Eager PyTorch moves more still: its bias, activation and residual kernels re-read and
 re-write activations.
+
+:func:`facts` reads all of it from a dataset root as numbers; the rules that judge them are in
+:mod:`yolo_sm.report.findings.roofline` (and the article claims' rules).
 """
 
 from __future__ import annotations
 
-from yolo_sm.analyse.fast import kernels_per_forward
+import math
+
+import numpy as np
+import pandas as pd
+
+from yolo_sm.analyse.facts import fact, facts_table
+from yolo_sm.analyse.fast import compare_backends, kernels_per_forward
 from yolo_sm.analyse.kernels import add_kernel_class
 from yolo_sm.analyse.weighting import time_weighted
-from yolo_sm.collect.models.resnet import ResNetDetector
-from yolo_sm.collect.models.view_tables import layer_traffic, resnet_model, yolo_traffic
+from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.hardware import peak_copy_gbps, peak_fp16_tflops
+from yolo_sm.contract.hardware import (
+    CEILINGS,
+    peak_copy_gbps,
+    peak_fp16_tflops,
+    roofline_ceilings,
+)
 from yolo_sm.contract.labels import parse_config
 from yolo_sm.contract.labels import with_config as _with_config
 
-#: Device-to-device copy bandwidth measured on this machine kind (H200), as the project brief
-#: reports it (../shared/h200/README.md); NOT measured by yolo_sm. The datasheet says 4.8 TB/s.
-REFERENCE_PEAK_GBPS = 4300.0  # kept for readers; default_peaks() prefers measurements
+# the datasets this module reads (short names inside a root)
+MODEL_LAYERS = "model_layers"
+NCU_YOLO = "ncu_width_b8"
+NCU_RESNET = "ncu_resnet101"
+NCU_WIDE = "ncu_wide_stack"
+NCU_THROUGHPUT = "ncu_throughput_w1"
+NCU_LAYOUT = "ncu_precision_w1"
+TRACE = "trace_width_b8"
+TRACE_EAGER = "trace_fp8_w1_b64"
+TRACE_COMPILE = "trace_compile_w1_b64"
+FUSED_CONFIG = "yolov8_w1_fp16_nhwc_b64"  # the config both of those traces hold
+SWEEP = "sweep_fp16_nhwc"
 
-
-#: A throughput at or above this percentage of its peak counts as "high" (Nsight Compute's
-#: speed-of-light guidance treats ~60 % as good use of a unit).
+#: A throughput at or above this percentage of its peak counts as "high" in the tables' ``bound``
+#: column and the plots' bands (Nsight Compute's speed-of-light guidance treats ~60 % as good use
+#: of a unit). The facts carry the percentages themselves.
 HIGH_PCT = 60.0
 BOUNDS = ("memory-bound", "compute-bound", "neither (latency / under-used)")
 THROUGHPUT_COLS = (
@@ -49,6 +71,9 @@ THROUGHPUT_COLS = (
     "dram_throughput_pct",
     "tensor_pipe_pct",
 )
+#: ResNet stages the facts call early and deep.
+EARLY, DEEP = ("stem", "layer1"), ("layer3", "layer4")
+RESNET_STAGES = ("stem", "layer1", "layer2", "layer3", "layer4", "head")
 #: The columns of :func:`roofline_table` worth reading first.
 ROOF_COLUMNS = (
     "width",
@@ -68,20 +93,85 @@ ROOF_COLUMNS = (
 )
 
 
-def default_peaks() -> tuple[float, float]:
-    """(peak TFLOP/s, peak GB/s): yolo_sm's own measurement (``h200/ceilings``) when shipped,
-    else the project brief's reference figures (``claims.peak_fp16_tflops`` /
-    ``claims.peak_copy_gbps`` say which)."""
-
-    return float(peak_fp16_tflops()[0]), float(peak_copy_gbps()[0])
-
-
 def with_config(df, col: str = "config"):
     """A copy of ``df`` with family, width, precision, layout and batch parsed from ``col``."""
     return _with_config(df, col, strict=True)
 
 
-# ---------------------------------------------------------------- counting (CPU, meta device)
+# ---------------------------------------------------------------- counted traffic (model_layers)
+
+
+def model_rows(layers, model: str = "yolov8", width: float | None = None, max_channels=None):
+    """The rows of one model of the ``model_layers`` table (``width``: one width only;
+    ``max_channels``: YOLO models with that cap, default the uncapped 2048 where the table
+    has several), in forward order."""
+    d = layers[layers.model == model]
+    if width is not None:
+        d = d[np.isclose(d.width, float(width))]
+    if "max_channels" in d and d.max_channels.notna().any():
+        caps = d.max_channels.dropna().unique()
+        cap = max_channels if max_channels is not None else (2048 if 2048 in caps else max(caps))
+        d = d[d.max_channels == cap]
+    if d.empty:
+        raise UserError(
+            f"model_layers has no rows of {model}"
+            + (f" at width {width:g}" if width is not None else "")
+            + (f" with max_channels {max_channels}" if max_channels is not None else "")
+        )
+    return d.sort_values(["width", "index"]).reset_index(drop=True)
+
+
+def traffic(
+    layers,
+    model: str = "yolov8",
+    width: float = 1.0,
+    batch: int = 1,
+    bytes_per_element: int = 2,
+    max_channels=None,
+):
+    """One model's rows of ``model_layers`` scaled to ``batch`` images at ``bytes_per_element``:
+    ``flops_batch``, ``weight_bytes`` (once per forward), ``in_bytes``, ``out_bytes``,
+    ``min_bytes``, ``conv_bytes``, and the arithmetic intensities ``intensity`` = flops /
+    min_bytes and ``conv_intensity`` = flops / conv_bytes (FLOP/byte)."""
+    d = model_rows(layers, model, width, max_channels).copy()
+    scale = bytes_per_element / d.bytes_per_element
+    per_image = batch / d.batch
+    d["weight_bytes"] = (d.weight_bytes * scale).astype("int64")
+    d["in_bytes"] = (d.in_bytes * scale * per_image).astype("int64")
+    d["out_bytes"] = (d.out_bytes * scale * per_image).astype("int64")
+    d["min_bytes"] = d.weight_bytes + d.in_bytes + d.out_bytes
+    w = (d.conv_weight_bytes * scale).astype("int64")
+    d["conv_bytes"] = (d.conv_io_bytes * scale * per_image).astype("int64") + w
+    d["flops_batch"] = d.flops * batch
+    d["batch"] = batch
+    d["bytes_per_element"] = bytes_per_element
+    d["intensity"] = d.flops_batch / d.min_bytes
+    d["conv_intensity"] = (d.flops_batch / d.conv_bytes).where(d.conv_bytes > 0)
+    return d
+
+
+def activation_table(layers, widths=None, model: str = "yolov8"):
+    """Per width and layer of ``model``: output activation MB per image and weight MB (at the
+    table's element size, fp16), with a ``label`` (``model.4 C2f``)."""
+    d = model_rows(layers, model)
+    if widths is not None:
+        d = d[d.width.isin([float(w) for w in widths])]
+    return d.assign(
+        activation_mb=d.out_bytes / 1e6,
+        weight_mb=d.weight_bytes / 1e6,
+        label=d.layer + " " + d.module_type,
+    ).reset_index(drop=True)
+
+
+def width_exponent(act, col: str) -> float:
+    """The power of width that ``col`` summed over layers grows with: the slope of log(sum)
+    against log(width) between the narrowest and the widest width of ``act``
+    (:func:`activation_table`): 1 linear, 2 quadratic."""
+    tot = act.groupby("width")[col].sum()
+    if len(tot) < 2:
+        return math.nan
+    lo, hi = tot.index.min(), tot.index.max()
+    return float(np.log(tot[hi] / tot[lo]) / np.log(hi / lo))
 
 
 # ---------------------------------------------------------------- absolute roofline (YOLOv8)
@@ -95,24 +185,20 @@ def layer_times(ncu, by=("config", "layer")):
 
 def roofline_table(
     ncu,
+    layers,
+    peak_tflops: float,
+    peak_gbps: float,
     widths=None,
-    *,
-    peak_tflops: float | None = None,
-    peak_gbps: float | None = None,
-    imgsz: int = 640,
     family: str = "yolov8",
-    depth: float = 0.33,
+    source: str = "",
 ):
-    """One row per (config, layer) of a YOLO Nsight Compute table: FLOPs and bytes counted from
-    the model at the config's width and batch, measured kernel time, achieved TFLOP/s and GB/s
-    (of ``min_bytes``), the roof at the layer's intensity, the share of it achieved, and the side
-    of the ridge point (``memory`` below it, ``compute`` above; zero-FLOP layers: ``memory``)."""
-    import numpy as np
-    import pandas as pd
-
-    d_tflops, d_gbps = default_peaks()
-    peak_tflops = d_tflops if peak_tflops is None else float(peak_tflops)
-    peak_gbps = d_gbps if peak_gbps is None else float(peak_gbps)
+    """One row per (config, layer) of a YOLO Nsight Compute table: FLOPs and bytes from
+    ``layers`` (``model_layers``) at the config's width, batch and element size, measured kernel
+    time, achieved TFLOP/s and GB/s (of ``min_bytes``), the roof at the layer's intensity under
+    ``peak_tflops`` / ``peak_gbps``, the share of it achieved, and the side of the ridge point
+    (``memory`` below it, ``compute`` above; zero-FLOP layers: ``memory``). ``attrs``: the
+    ceilings, the ridge point and ``ceilings_from`` (``source``: where they were measured)."""
+    peak_tflops, peak_gbps = float(peak_tflops), float(peak_gbps)
     times = layer_times(ncu)
     rows = []
     for cfg, t in times.groupby("config"):
@@ -120,10 +206,11 @@ def roofline_table(
         if c["family"] != family or (widths is not None and c["width"] not in widths):
             continue
         bpe = 4 if c["precision"] in ("fp32", "tf32") else 2
-        lt = yolo_traffic(c["width"], imgsz, c["batch"], bpe, family, depth)
-        rows.append(t.merge(lt, on="layer", how="inner").assign(**c))
+        lt = traffic(layers, family, c["width"], c["batch"], bpe)
+        lt = lt.drop(columns=[k for k in c if k in lt and k != "width"])
+        rows.append(t.merge(lt.drop(columns="width"), on="layer", how="inner").assign(**c))
     if not rows:
-        raise ValueError("no config of the table matches the requested family / widths")
+        raise UserError("no config of the table matches the requested family / widths")
     df = pd.concat(rows, ignore_index=True)
     sec = df.time_us * 1e-6
     df["achieved_tflops"] = df.flops_batch / sec / 1e12
@@ -135,14 +222,34 @@ def roofline_table(
     df["pct_of_peak_gbps"] = 100 * df.achieved_gbps / peak_gbps
     ridge = peak_tflops * 1e3 / peak_gbps
     df["side"] = np.where(df.intensity >= ridge, "compute", "memory")
-    df.attrs.update(peak_tflops=peak_tflops, peak_gbps=peak_gbps, ridge=ridge)
-    return df.sort_values(["width", "index"]).reset_index(drop=True)
+    out = df.sort_values(["width", "index"]).reset_index(drop=True)
+    out.attrs.update(
+        peak_tflops=peak_tflops, peak_gbps=peak_gbps, ridge=ridge, ceilings_from=source
+    )
+    return out
+
+
+def root_roofline(root: DataRoot, widths=None):
+    """:func:`roofline_table` of ``root``'s YOLOv8 Nsight Compute table under the ceilings
+    measured on the same machine (``ceilings``); raises :class:`UserError` naming what the
+    root lacks."""
+    need = [n for n in (NCU_YOLO, MODEL_LAYERS, CEILINGS) if not root.has(n)]
+    peaks = roofline_ceilings(root)
+    if need or peaks is None:
+        raise UserError(f"{root.name} lacks {', '.join(need) or 'the fp16 matmul or copy ceiling'}")
+    pk, bw = peak_fp16_tflops(root), peak_copy_gbps(root)
+    return roofline_table(
+        root.load(NCU_YOLO),
+        root.load(MODEL_LAYERS),
+        *peaks,
+        widths=widths,
+        source=f"{pk[1]} and {bw[1]}, measured on {root.device_name()}",
+    )
 
 
 def side_summary(table):
     """Per width: layers and time below / above the ridge point, and the time-weighted share of
-    the roof achieved on each side."""
-    import pandas as pd
+    the roof achieved by the layers with FLOPs."""
 
     def agg(g):
         f = g[g.flops > 0]
@@ -168,8 +275,6 @@ def bound_of(sm_pct, dram_pct, high: float = HIGH_PCT):
     """``memory-bound`` where DRAM throughput >= ``high`` % and >= SM throughput,
     ``compute-bound`` where SM throughput >= ``high`` % and above DRAM, else ``neither``.
     Works on scalars and on pandas Series."""
-    import numpy as np
-
     sm, dram = np.asarray(sm_pct, dtype=float), np.asarray(dram_pct, dtype=float)
     out = np.where(
         (dram >= high) & (dram >= sm),
@@ -202,65 +307,30 @@ def throughput_view(ncu, by, high: float = HIGH_PCT, cols=THROUGHPUT_COLS):
     return out
 
 
-def resnet_stages(ncu, depth: int = 101, imgsz: int = 640, high: float = HIGH_PCT):
+def resnet_stages(ncu, layers, model: str = "resnet101", high: float = HIGH_PCT):
     """ResNet stages (stem, layer1-4, head) in forward order: :func:`throughput_view` per stage
-    joined with FLOPs and bytes counted from the model at the table's batch, and achieved
-    TFLOP/s. Kernels outside every stage range (layer '') are left out."""
+    joined with FLOPs and bytes of ``model`` from ``layers`` (``model_layers``) at the table's
+    batch, and achieved TFLOP/s. Kernels outside every stage range (layer '') are left out."""
 
     cfg = parse_config(ncu.config.iloc[0])
-    k = ncu[ncu.layer.isin(ResNetDetector.STAGES)]
+    k = ncu[ncu.layer.isin(RESNET_STAGES)]
     view = throughput_view(k, "layer", high)
-    lt = layer_traffic(resnet_model(depth), imgsz, cfg["batch"])
+    lt = traffic(layers, model, 1.0, cfg["batch"])
     cols = ["index", "layer", "flops_batch", "min_bytes", "intensity", "params"]
     out = lt[cols].merge(view, on="layer", how="inner").sort_values("index")
     out["achieved_tflops"] = out.flops_batch / (out.time_us * 1e-6) / 1e12
     return out.reset_index(drop=True)
 
 
-def resnet_claim(stages, early=("stem", "layer1"), deep=("layer3", "layer4"), high=HIGH_PCT):
-    """Verdict on "early ResNet layers are bandwidth-bound, deep layers compute-bound" from
-    :func:`resnet_stages`: ``holds`` when every early stage is memory-bound and every deep stage
-    compute-bound; ``partly holds`` when only the direction is right (DRAM % falls and tensor-pipe
-    % rises from the early to the deep stages, time-weighted) or one half holds; else
-    ``does not hold``. Returns a dict with the figures behind it."""
-    s = stages.set_index("layer")
-
-    def tw(names, col):
-        g = s.loc[list(names)]
-        return float((g[col] * g.time_us).sum() / g.time_us.sum())
-
-    e_dram, d_dram = tw(early, "dram_throughput_tw_pct"), tw(deep, "dram_throughput_tw_pct")
-    e_sm, d_sm = tw(early, "sm_throughput_tw_pct"), tw(deep, "sm_throughput_tw_pct")
-    e_tp, d_tp = tw(early, "tensor_pipe_tw_pct"), tw(deep, "tensor_pipe_tw_pct")
-    early_mem = all(s.loc[n, "bound"] == BOUNDS[0] for n in early)
-    deep_comp = all(s.loc[n, "bound"] == BOUNDS[1] for n in deep)
-    direction = e_dram > d_dram and d_tp > e_tp
-    if early_mem and deep_comp:
-        verdict = "holds"
-    elif early_mem or deep_comp or direction:
-        verdict = "partly holds"
-    else:
-        verdict = "does not hold"
-    return {
-        "verdict": verdict,
-        "early_memory_bound": early_mem,
-        "deep_compute_bound": deep_comp,
-        "direction_right": direction,
-        "early_dram_pct": e_dram,
-        "deep_dram_pct": d_dram,
-        "early_sm_pct": e_sm,
-        "deep_sm_pct": d_sm,
-        "early_tensor_pct": e_tp,
-        "deep_tensor_pct": d_tp,
-        "max_stage_dram_pct": float(s.dram_throughput_tw_pct.max()),
-        "max_stage_sm_pct": float(s.sm_throughput_tw_pct.max()),
-        "high_pct": high,
-    }
+def stage_mean(stages, names, col: str) -> float:
+    """The time-weighted mean of ``col`` over the stages ``names`` of :func:`resnet_stages`."""
+    g = stages.set_index("layer").loc[list(names)]
+    return float((g[col] * g.time_us).sum() / g.time_us.sum())
 
 
 # ---------------------------------------------------------------- YOLOv8: occupancy vs throughput
 
-#: Theoretical occupancy (%) under which claim 6 calls an inference service wasteful.
+#: Theoretical occupancy (%) at which the occupancy split cuts (the article claim's 60 %).
 OCC_CUT = 60.0
 #: The columns a side of :func:`yolo_occupancy_vs_throughput` is averaged over (time-weighted).
 YOLO_THROUGHPUT_COLS = (
@@ -281,8 +351,6 @@ def yolo_kernels(ncu, cut: float = OCC_CUT):
     (:func:`yolo_sm.analyse.kernels.add_kernel_class`),
     ``blocks_per_sm`` (resident blocks per SM: the smallest of the ``limit_*`` columns) and
     ``occupancy``, the side of ``cut`` its theoretical occupancy falls on."""
-    import numpy as np
-
     if ncu is None or len(ncu) == 0:
         raise UserError("no kernels: the Nsight Compute table is absent or empty")
     df = with_config(ncu if "kernel_class" in ncu else add_kernel_class(ncu))
@@ -300,8 +368,6 @@ def yolo_occupancy_vs_throughput(ncu, cut: float = OCC_CUT, high: float = HIGH_P
     time-weighted theoretical occupancy, SM / tensor-pipe / DRAM throughput (% of peak) and bound
     (:func:`throughput_view`), the occupancy range, the share of the side's time at one resident
     block per SM (``one_block_time_share``) and its kernel classes by time (``classes``)."""
-    import pandas as pd
-
     df = yolo_kernels(ncu, cut)
     keys = ["config", "width", "occupancy"]
     view = throughput_view(df, keys, high, YOLO_THROUGHPUT_COLS)
@@ -340,8 +406,6 @@ def yolo_stage_throughput(ncu, cut: float = OCC_CUT, high: float = HIGH_PCT):
     """Per config (width) and stage (backbone, neck, head, forward order):
     :func:`throughput_view` with the stage's ``time_share`` of the config's kernel time and the
     share of the stage's time in kernels under ``cut`` % theoretical occupancy."""
-    import pandas as pd
-
     df = yolo_kernels(ncu, cut)
     keys = ["config", "width", "stage"]
     out = throughput_view(df, keys, high, YOLO_THROUGHPUT_COLS)
@@ -362,17 +426,6 @@ def occupancy_sides(split):
     lo = split[split.occupancy == below].sort_values("width").reset_index(drop=True)
     hi = split[split.occupancy == above].sort_values("width").reset_index(drop=True)
     return lo, hi
-
-
-def low_occupancy_is_busiest(split) -> bool:
-    """Whether, at the widest config of :func:`yolo_occupancy_vs_throughput`, the kernels under
-    the cut keep the tensor pipes busier than the rest and the SMs at least as busy."""
-    lo, hi = occupancy_sides(split)
-    a, b = lo.iloc[-1], hi.iloc[-1]
-    return bool(
-        a.tensor_pipe_tw_pct > b.tensor_pipe_tw_pct
-        and a.sm_throughput_tw_pct >= b.sm_throughput_tw_pct
-    )
 
 
 # ---------------------------------------------------------------- activations and layout
@@ -425,8 +478,6 @@ def fusion_bound(trace, iteration: int = 0, fused_type: str = "C2f"):
     and the share of all launches removed if each such layer became one kernel
     (``removed_share``), against fusing every layer into one kernel (``all_layers_removed_share``).
     An upper bound; :func:`fusion_measured` is what a real fusing engine did."""
-    import pandas as pd
-
     t = trace[trace.iteration == iteration]
     rows = []
     for cfg, g in t.groupby("config"):
@@ -456,8 +507,6 @@ def fusion_measured(kernels, eager: str = "eager", fused: str = "compile"):
     the same model config, from one Kineto table whose ``config`` names the engine (as
     :func:`yolo_sm.analyse.fast.compare_backends` builds it), and the share of the eager launches
     and kernel time that the fusing engine removed."""
-    import pandas as pd
-
     missing = [c for c in (eager, fused) if c not in set(kernels.config)]
     if missing:
         raise UserError(f"no kernels of {', '.join(missing)} in the table")
@@ -475,6 +524,12 @@ def fusion_measured(kernels, eager: str = "eager", fused: str = "compile"):
     out["removed_launch_share"] = 1 - out.launches / e.launches
     out["removed_time_share"] = 1 - out.kernel_ms / e.kernel_ms
     return out
+
+
+def fusion_compared(eager, compiled, config: str = FUSED_CONFIG):
+    """:func:`fusion_measured` of two Kineto tables of the same model ``config``: an eager
+    engine's and a fusing engine's (torch.compile), as separate datasets."""
+    return fusion_measured(compare_backends({"eager": eager, "compile": compiled}, config))
 
 
 def launch_cost(sweep, trace, batch: int = 1, precision="fp16", layout="nhwc", iteration=0):
@@ -506,4 +561,284 @@ def launch_cost(sweep, trace, batch: int = 1, precision="fp16", layout="nhwc", i
     return out
 
 
-# ---------------------------------------------------------------- findings text
+# ---------------------------------------------------------------- facts
+
+#: The prefix of every fact key of this module (keys are unique across topics).
+PREFIX = "roofline."
+
+
+def _w(width: float) -> str:
+    """The scope of a width's facts: ``width=1.0``, ``width=0.25``."""
+    return f"width={float(width)!r}"
+
+
+def _ceiling_facts(root: DataRoot) -> list[dict]:
+    peaks = roofline_ceilings(root)
+    if peaks is None:
+        return []
+    pk, bw = peaks
+    ds = (CEILINGS,)
+    return [
+        fact("peak_fp16_tflops", pk, "TFLOP/s", datasets=ds, note="dense fp16 matmul"),
+        fact("peak_copy_gbps", bw, "GB/s", datasets=ds, note="device-to-device copy"),
+        fact("ridge_flop_per_byte", pk * 1e3 / bw, "FLOP/B", datasets=ds),
+    ]
+
+
+def _activation_facts(layers) -> list[dict]:
+    act = activation_table(layers)
+    ds = (MODEL_LAYERS,)
+    rows = [
+        fact("activation_width_exponent", width_exponent(act, "activation_mb"), "", datasets=ds,
+             note="power of width that the summed layer outputs per image grow with"),
+        fact("weight_width_exponent", width_exponent(act, "weight_mb"), "", datasets=ds,
+             note="power of width that the weights grow with"),
+    ]  # fmt: skip
+    for w, g in act.groupby("width"):
+        rows += [
+            fact("activation_mb_per_image", g.activation_mb.sum(), "MB", scope=_w(w), datasets=ds),
+            fact("largest_activation_mb", g.activation_mb.max(), "MB", scope=_w(w), datasets=ds),
+            fact("weight_mb", g.weight_mb.sum(), "MB", scope=_w(w), datasets=ds),
+        ]
+    return rows
+
+
+def _roofline_facts(root: DataRoot, layers) -> list[dict]:
+    peaks = roofline_ceilings(root)
+    if peaks is None or not root.has(NCU_YOLO):
+        return []
+    roof = roofline_table(root.load(NCU_YOLO), layers, *peaks)
+    ds = (NCU_YOLO, MODEL_LAYERS, CEILINGS)
+    rows = []
+    for r in side_summary(roof).itertuples():
+        s = _w(r.width)
+        rows += [
+            fact("yolo_pct_of_roof_tw", r.pct_of_roof_tw, "%", scope=s, datasets=ds,
+                 note="time-weighted share of each layer's roof, layers with FLOPs"),
+            fact("yolo_compute_side_time_share", 1 - r.memory_side_time_share, "", scope=s,
+                 datasets=ds, note="kernel time in layers above the ridge point"),
+            fact("yolo_tflops_forward", r.tflops_forward, "TFLOP/s", scope=s, datasets=ds),
+            fact("yolo_pct_of_matmul_peak", 100 * r.tflops_forward / peaks[0], "%", scope=s,
+                 datasets=ds),
+        ]  # fmt: skip
+    zero = roof[roof.flops == 0]
+    for w, g in zero.groupby("width"):
+        rows.append(
+            fact("zero_flop_max_pct_of_copy", g.pct_of_peak_gbps.max(), "%", scope=_w(w),
+                 datasets=ds, note="Concat / Upsample layers: GB/s over the copy ceiling")
+        )  # fmt: skip
+    return rows
+
+
+def _resnet_facts(root: DataRoot, layers) -> list[dict]:
+    if not root.has(NCU_RESNET) or layers is None:
+        return []
+    st = resnet_stages(add_kernel_class(root.load(NCU_RESNET)), layers)
+    have = set(st.layer)
+    if not (set(EARLY) | set(DEEP)) <= have:
+        return []
+    ds = (NCU_RESNET, MODEL_LAYERS)
+    by = st.set_index("layer")
+    e_dram, d_dram = (stage_mean(st, n, "dram_throughput_tw_pct") for n in (EARLY, DEEP))
+    e_sm, d_sm = (stage_mean(st, n, "sm_throughput_tw_pct") for n in (EARLY, DEEP))
+    e_tp, d_tp = (stage_mean(st, n, "tensor_pipe_tw_pct") for n in (EARLY, DEEP))
+    trunk = by.loc[[s for s in RESNET_STAGES if s != "head" and s in have]]
+    rows = [
+        fact("resnet_early_dram_pct", e_dram, "%", datasets=ds),
+        fact("resnet_deep_dram_pct", d_dram, "%", datasets=ds),
+        fact("resnet_early_sm_pct", e_sm, "%", datasets=ds),
+        fact("resnet_deep_sm_pct", d_sm, "%", datasets=ds),
+        fact("resnet_early_tensor_pipe_pct", e_tp, "%", datasets=ds),
+        fact("resnet_deep_tensor_pipe_pct", d_tp, "%", datasets=ds),
+        fact("resnet_dram_drop_pct", e_dram - d_dram, "%", datasets=ds,
+             note="early minus deep stages' time-weighted DRAM throughput"),
+        fact("resnet_tensor_pipe_rise_pct", d_tp - e_tp, "%", datasets=ds,
+             note="deep minus early stages' time-weighted tensor-pipe use"),
+        fact("resnet_early_min_dram_pct", by.loc[list(EARLY)].dram_throughput_tw_pct.min(), "%",
+             datasets=ds, note="the least DRAM-busy early stage"),
+        fact("resnet_deep_min_sm_pct", by.loc[list(DEEP)].sm_throughput_tw_pct.min(), "%",
+             datasets=ds, note="the least SM-busy deep stage"),
+        fact("resnet_max_stage_dram_pct", trunk.dram_throughput_tw_pct.max(), "%", datasets=ds),
+        fact("resnet_max_stage_sm_pct", trunk.sm_throughput_tw_pct.max(), "%", datasets=ds),
+        fact("resnet_layer3_time_share", by.time_share.get("layer3", np.nan), "", datasets=ds),
+    ]  # fmt: skip
+    return rows
+
+
+def _wide_facts(root: DataRoot, layers) -> list[dict]:
+    if not root.has(NCU_WIDE):
+        return []
+    wide = with_config(add_kernel_class(root.load(NCU_WIDE)))
+    st = throughput_view(wide, ["width", "stage"])
+    first, last = st.stage.min(), st.stage.max()
+    a, b = st[st.stage == first], st[st.stage == last]
+    ds = (NCU_WIDE,)
+    rows = [
+        fact("wide_first_stage_dram_pct", a.dram_throughput_tw_pct.mean(), "%", datasets=ds),
+        fact("wide_last_stage_dram_pct", b.dram_throughput_tw_pct.mean(), "%", datasets=ds),
+        fact("wide_first_stage_tensor_pipe_pct", a.tensor_pipe_tw_pct.mean(), "%", datasets=ds),
+        fact("wide_last_stage_tensor_pipe_pct", b.tensor_pipe_tw_pct.mean(), "%", datasets=ds),
+        fact("wide_tensor_pipe_rise_pct", b.tensor_pipe_tw_pct.mean() - a.tensor_pipe_tw_pct.mean(),
+             "%", datasets=ds, note="last minus first stage, means over widths"),
+    ]  # fmt: skip
+    conv = wide[wide.kernel_class == "tensor_core_conv"]
+    peaks = roofline_ceilings(root)
+    for w, g in conv.groupby("width"):
+        s, t = _w(w), g.duration_us.sum()
+        rows += [
+            fact("wide_conv_tensor_pipe_pct", (g.tensor_pipe_pct * g.duration_us).sum() / t, "%",
+                 scope=s, datasets=ds, note="tensor-core convolutions, time-weighted"),
+            fact("wide_conv_achieved_occupancy_pct",
+                 (g.achieved_occupancy_pct * g.duration_us).sum() / t, "%", scope=s, datasets=ds),
+            fact("wide_conv_max_theoretical_occupancy_pct", g.theoretical_occupancy_pct.max(), "%",
+                 scope=s, datasets=ds),
+        ]  # fmt: skip
+        if layers is None or not (layers.model == "wide").any():
+            continue
+        try:
+            flops = model_rows(layers, "wide", w).flops.sum() * int(g.batch.iloc[0])
+        except UserError:
+            continue
+        tflops = flops / (t * 1e-6) / 1e12
+        rows.append(fact("wide_conv_tflops", tflops, "TFLOP/s", scope=s,
+                         datasets=(NCU_WIDE, MODEL_LAYERS)))  # fmt: skip
+        if peaks is not None:
+            rows.append(fact("wide_conv_pct_of_matmul_peak", 100 * tflops / peaks[0], "%",
+                             scope=s, datasets=(NCU_WIDE, MODEL_LAYERS, CEILINGS)))  # fmt: skip
+    return rows
+
+
+def _occupancy_facts(root: DataRoot) -> list[dict]:
+    if not root.has(NCU_THROUGHPUT):
+        return []
+    ncu = root.load(NCU_THROUGHPUT)
+    if ncu.empty:
+        return []
+    split = yolo_occupancy_vs_throughput(ncu, OCC_CUT)
+    lo, hi = occupancy_sides(split)
+    ds = (NCU_THROUGHPUT,)
+    cut = f"{OCC_CUT:g}"
+    rows = []
+    for i, (a, b) in enumerate(zip(lo.itertuples(), hi.itertuples(), strict=True)):
+        tp_gap = a.tensor_pipe_tw_pct - b.tensor_pipe_tw_pct
+        sm_gap = a.sm_throughput_tw_pct - b.sm_throughput_tw_pct
+        values = {
+            f"time_share_below_{cut}_occupancy": (a.time_share, ""),
+            f"tensor_pipe_pct_below_{cut}_occupancy": (a.tensor_pipe_tw_pct, "%"),
+            f"tensor_pipe_pct_above_{cut}_occupancy": (b.tensor_pipe_tw_pct, "%"),
+            f"sm_throughput_pct_below_{cut}_occupancy": (a.sm_throughput_tw_pct, "%"),
+            f"sm_throughput_pct_above_{cut}_occupancy": (b.sm_throughput_tw_pct, "%"),
+            f"tensor_pipe_gap_pct_below_{cut}_occupancy": (tp_gap, "%"),
+            f"sm_throughput_gap_pct_below_{cut}_occupancy": (sm_gap, "%"),
+            # the smaller lead of the low-occupancy kernels over the rest (tensor pipe, SM):
+            # positive when they are ahead on both
+            f"busiest_margin_pct_below_{cut}_occupancy": (min(tp_gap, sm_gap), "%"),
+        }
+        scopes = [_w(a.width)] + ([""] if i == len(lo) - 1 else [])  # "": the widest config
+        for s in scopes:
+            rows += [fact(k, v, u, scope=s, datasets=ds) for k, (v, u) in values.items()]
+    return rows
+
+
+def _layout_facts(root: DataRoot) -> list[dict]:
+    if not root.has(NCU_LAYOUT):
+        return []
+    lay = layout_compare(add_kernel_class(root.load(NCU_LAYOUT)), "fp16").set_index("layout")
+    if not {"nchw", "nhwc"} <= set(lay.index):
+        return []
+    n = lay.loc["nchw"]
+    ds, s = (NCU_LAYOUT,), "precision=fp16"
+    return [
+        fact("nchw_time_vs_nhwc", n.time_vs_nhwc, "x", scope=s, datasets=ds),
+        fact("nchw_transform_time_share", n.transform_time_share, "", scope=s, datasets=ds),
+        fact("nchw_transform_launch_share", n.transform_launch_share, "", scope=s, datasets=ds),
+    ]
+
+
+def _launch_facts(root: DataRoot) -> list[dict]:
+    rows = []
+    if root.has(TRACE):
+        trace = root.load(TRACE)
+        f = fusion_bound(trace)
+        ds = (TRACE,)
+        for r in f.itertuples():
+            rows += [
+                fact("c2f_fusion_removed_launch_share", r.removed_share, "", scope=_w(r.width),
+                     datasets=ds),
+                fact("launches_per_forward", r.launches, "", scope=_w(r.width), datasets=ds),
+            ]  # fmt: skip
+        rows += [
+            fact("c2f_fusion_removed_launch_share", f.removed_share.max(), "", datasets=ds,
+                 note="the most over widths: each C2f block one kernel (a bound)"),
+            fact("c2f_fusion_removed_launch_share_min", f.removed_share.min(), "", datasets=ds),
+            fact("all_layers_fusion_removed_launch_share", f.all_layers_removed_share.max(), "",
+                 datasets=ds, note="every layer one kernel (a bound)"),
+        ]  # fmt: skip
+        if root.has(SWEEP):
+            cost = launch_cost(root.load(SWEEP), trace, batch=8)
+            if "gpu_idle_share_eager" in cost:
+                for r in cost.itertuples():
+                    rows.append(
+                        fact("eager_gpu_idle_share", r.gpu_idle_share_eager, "",
+                             scope=f"{_w(r.width)},batch=8", datasets=(SWEEP, TRACE))
+                    )  # fmt: skip
+    if root.has(TRACE_EAGER) and root.has(TRACE_COMPILE):
+        try:
+            fused = fusion_compared(root.load(TRACE_EAGER), root.load(TRACE_COMPILE))
+        except UserError:  # the traces hold other configs
+            fused = None
+        if fused is not None:
+            m = fused.set_index("engine").loc["compile"]
+            ds = (TRACE_EAGER, TRACE_COMPILE)
+            rows += [
+                fact("compile_removed_launch_share", m.removed_launch_share, "", datasets=ds),
+                fact("compile_removed_time_share", m.removed_time_share, "", datasets=ds),
+            ]
+            if root.has(TRACE):
+                bound = fusion_bound(root.load(TRACE)).removed_share.min()
+                rows.append(
+                    fact("compile_minus_c2f_bound_launch_share", m.removed_launch_share - bound,
+                         "", datasets=(*ds, TRACE),
+                         note="measured torch.compile removal minus the C2f-fusion bound")
+                )  # fmt: skip
+    return rows
+
+
+def facts(root: DataRoot) -> pd.DataFrame:
+    """The roofline notebook's numbers from ``root`` (facts table, :mod:`yolo_sm.analyse.facts`);
+    facts whose datasets the root lacks are left out. Keys, each prefixed with :data:`PREFIX`
+    (``roofline.peak_fp16_tflops``; scope ``width=1.0`` per width where noted; unscoped: the
+    whole or, for the occupancy split, the widest config):
+
+    * ceilings: ``peak_fp16_tflops``, ``peak_copy_gbps``, ``ridge_flop_per_byte``
+    * model_layers: ``activation_width_exponent``, ``weight_width_exponent``;
+      ``activation_mb_per_image``, ``largest_activation_mb``, ``weight_mb`` (per width)
+    * absolute roofline (per width): ``yolo_pct_of_roof_tw``, ``yolo_compute_side_time_share``,
+      ``yolo_tflops_forward``, ``yolo_pct_of_matmul_peak``, ``zero_flop_max_pct_of_copy``
+    * ResNet-101: ``resnet_{early,deep}_{dram,sm,tensor_pipe}_pct``, ``resnet_dram_drop_pct``,
+      ``resnet_tensor_pipe_rise_pct``, ``resnet_early_min_dram_pct``,
+      ``resnet_deep_min_sm_pct``, ``resnet_max_stage_{dram,sm}_pct``,
+      ``resnet_layer3_time_share``
+    * wide stack: ``wide_{first,last}_stage_{dram,tensor_pipe}_pct``,
+      ``wide_tensor_pipe_rise_pct``; per width ``wide_conv_tensor_pipe_pct``,
+      ``wide_conv_achieved_occupancy_pct``, ``wide_conv_max_theoretical_occupancy_pct``,
+      ``wide_conv_tflops``, ``wide_conv_pct_of_matmul_peak``
+    * occupancy split at 60 %: ``time_share_below_60_occupancy``,
+      ``{tensor_pipe,sm_throughput}_pct_{below,above}_60_occupancy``,
+      ``{tensor_pipe,sm_throughput}_gap_pct_below_60_occupancy``,
+      ``busiest_margin_pct_below_60_occupancy``
+    * layout (scope ``precision=fp16``): ``nchw_time_vs_nhwc``, ``nchw_transform_time_share``,
+      ``nchw_transform_launch_share``
+    * launches: ``c2f_fusion_removed_launch_share`` (unscoped: the most over widths),
+      ``c2f_fusion_removed_launch_share_min``, ``all_layers_fusion_removed_launch_share``,
+      ``launches_per_forward``, ``eager_gpu_idle_share`` (scope ``width=W,batch=8``),
+      ``compile_removed_launch_share``, ``compile_removed_time_share``,
+      ``compile_minus_c2f_bound_launch_share``
+    """
+    layers = root.load(MODEL_LAYERS) if root.has(MODEL_LAYERS) else None
+    rows = _ceiling_facts(root) + _occupancy_facts(root) + _layout_facts(root)
+    rows += _launch_facts(root) + _wide_facts(root, layers)
+    if layers is not None:
+        rows += _activation_facts(layers) + _roofline_facts(root, layers)
+        rows += _resnet_facts(root, layers)
+    return facts_table({**r, "key": PREFIX + r["key"]} for r in rows)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from yolo_sm.collect.bench import BenchSpec, missing_units, run_bench
 from yolo_sm.collect.ceilings import measure_ceilings
+from yolo_sm.collect.model_tables import DEFAULT_MODELS, model_layers
 from yolo_sm.collect.probe import probe_pipeline
 from yolo_sm.collect.profiling import kineto, ncu
 from yolo_sm.collect.profiling.suite import engines, run_gpm
@@ -460,6 +461,22 @@ def _run_probe(step, plan, out_dir, deadline, progress):
     _write(_with_provenance(df, plan.device), out_dir / step.out)
 
 
+def _run_model_tables(step, plan, out_dir, deadline, progress):
+    """Shapes, FLOPs and bytes per model and layer (yolo_sm.collect.model_tables), counted on
+    this host's CPU whatever the plan's device (they do not depend on the GPU): the provenance
+    says so."""
+
+    p = step.params
+    df = model_layers(
+        p.get("models", DEFAULT_MODELS),
+        imgsz=int(p.get("imgsz", 640)),
+        bytes_per_element=int(p.get("bytes_per_element", 2)),
+    )
+    df = _with_provenance(df, "cpu")
+    empty = [c for c in df if c.startswith("prov_") and df[c].isna().all()]  # no GPU here
+    _write(df.drop(columns=empty), out_dir / step.out)
+
+
 def _run_bench(step, plan, out_dir, deadline, progress):
     """Baseline, engines, pipeline per stream count and YOLO.predict per (model, batch); rows
     carry their own provenance. Resumes per (model, batch), stops before one that would end
@@ -476,4 +493,5 @@ RUNNERS = {
     "ceilings": _run_ceilings,
     "bench": _run_bench,
     "probe": _run_probe,
+    "model_tables": _run_model_tables,
 }

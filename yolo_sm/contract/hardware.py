@@ -1,41 +1,63 @@
-"""hardware: split from report.claims."""
+"""The GPU's ceilings, read from a dataset root's ``ceilings`` table (plan step ``ceilings``:
+dense matmuls per precision, copy bandwidths), never from figures written into the code.
+
+A root without that table (a CPU root, a GPU that was not measured) has no ceilings: the
+functions return None and the callers say that what needs them cannot be drawn.
+"""
 
 from __future__ import annotations
 
 from yolo_sm.contract import datasets
+from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.errors import UserError
 
-# dense fp16 tensor-core peak measured on the H200 machine kind (../shared/h200/README.md,
-# an 8192^3 bf16/fp16 matmul on random data); the datasheet says ~990
-PEAK_FP16_TFLOPS = 790.0
+CEILINGS = "ceilings"
 
 
-REFERENCE_COPY_GBPS = 4300.0  # device-to-device copy, same source
+def ceiling(root: DataRoot, name: str) -> tuple[float, str] | None:
+    """(value, where it comes from) of ceiling ``name`` (``matmul_fp16``, ``copy_d2d``, ...)
+    in ``root``'s ``ceilings`` table, or None when the root has no such row. The value is in
+    the row's unit (TFLOP/s for matmuls, GB/s for copies)."""
+    if not root.has(CEILINGS):
+        return None
+    c = root.load(CEILINGS)
+    hit = c[c.ceiling == name]
+    if hit.empty:
+        return None
+    row = hit.iloc[0]
+    size = row["size"] if "size" in c and isinstance(row["size"], str) else ""
+    what = f"{name}{f', {size}' if size else ''}"
+    return float(row["value"]), f"{root.name}/{CEILINGS} ({what})"
 
 
-def peak_copy_gbps() -> tuple[float, str]:
-    """(device-to-device copy GB/s, where it comes from): ``h200/ceilings`` when shipped, else
-    the project brief's ~4.3 TB/s reference figure of this machine kind."""
-    c = load_or_none("h200/ceilings")
-    if c is not None and (c.ceiling == "copy_d2d").any():
-        v = float(c.loc[c.ceiling == "copy_d2d", "value"].iloc[0])
-        return v, "measured by yolo_sm (h200/ceilings, 1 GiB device-to-device copy)"
-    return REFERENCE_COPY_GBPS, "reference figure of this machine kind (project brief)"
+def peak_fp16_tflops(root: DataRoot) -> tuple[float, str] | None:
+    """(dense fp16 matmul TFLOP/s, source) measured on ``root``'s machine, or None."""
+    return ceiling(root, "matmul_fp16")
 
 
-def peak_fp16_tflops() -> tuple[float, str]:
-    """(dense fp16 TFLOP/s, where it comes from): yolo_sm's own measurement (``h200/ceilings``)
-    when shipped, else :data:`PEAK_FP16_TFLOPS`, the reference figure of the project brief."""
-    c = load_or_none("h200/ceilings")
-    if c is not None and (c.ceiling == "matmul_fp16").any():
-        row = c.loc[c.ceiling == "matmul_fp16"].iloc[0]
-        size = f"{row['size']} " if "size" in c and isinstance(row["size"], str) else ""
-        return float(row["value"]), f"measured by yolo_sm (h200/ceilings, {size}fp16 matmul)"
-    return PEAK_FP16_TFLOPS, "reference figure of this machine kind (project brief)"
+def peak_copy_gbps(root: DataRoot) -> tuple[float, str] | None:
+    """(device-to-device copy GB/s, source) measured on ``root``'s machine, or None."""
+    return ceiling(root, "copy_d2d")
+
+
+def roofline_ceilings(root: DataRoot) -> tuple[float, float] | None:
+    """(peak fp16 TFLOP/s, peak copy GB/s) of ``root``, or None when either is missing."""
+    pk, bw = peak_fp16_tflops(root), peak_copy_gbps(root)
+    if pk is None or bw is None:
+        return None
+    return pk[0], bw[0]
+
+
+def no_ceilings_message(root: DataRoot) -> str:
+    """One line for a section that needs the ceilings ``root`` lacks."""
+    return (
+        f"{root.name} holds no measured ceilings ({CEILINGS}: dense fp16 matmul and "
+        "device-to-device copy), so the absolute roofline cannot be drawn."
+    )
 
 
 def load_or_none(name: str):
-
+    """Dataset ``name`` (``<root>/<short name>``), or None when it is not shipped."""
     try:
         return datasets.load(name)
     except UserError:

@@ -31,7 +31,7 @@ def load_yaml(path: str) -> dict:
     return data
 
 
-KINDS = ("sweep", "ncu", "trace", "gpm", "ceilings", "bench", "probe")
+KINDS = ("sweep", "ncu", "trace", "gpm", "ceilings", "bench", "probe", "model_tables")
 
 
 # kinds that resume part-way and stop themselves at the deadline (the others run whole, so

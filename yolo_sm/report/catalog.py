@@ -13,13 +13,14 @@ from yolo_sm.analyse import fast as analyse_fast
 from yolo_sm.analyse import heatmaps as analyse_heatmaps
 from yolo_sm.analyse import precision as analyse_precision
 from yolo_sm.analyse import primer as analyse_primer
+from yolo_sm.analyse import roofline as analyse_roofline
 from yolo_sm.analyse import scaling as analyse_scaling
 from yolo_sm.analyse import timeline as analyse_timeline
 from yolo_sm.analyse.facts import concat
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report import claims, goals
 from yolo_sm.report.findings import batch as findings_batch
-from yolo_sm.report.findings import fast
+from yolo_sm.report.findings import fast, roofline
 from yolo_sm.report.findings import heatmaps as findings_heatmaps
 from yolo_sm.report.findings import precision as findings_precision
 from yolo_sm.report.findings import primer as findings_primer
@@ -67,3 +68,4 @@ SOURCES.append((findings_width.RULES, analyse_scaling.facts))
 SOURCES.append((findings_precision.RULES, analyse_precision.facts))
 SOURCES.append((findings_batch.RULES, analyse_batch.facts))
 SOURCES.append((findings_timeline.RULES, analyse_timeline.facts))
+SOURCES.append((roofline.RULES, analyse_roofline.facts))
