@@ -115,8 +115,7 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "median_ms": "median time of one call, milliseconds (CUDA events)",
         "iqr_ms": "interquartile range of the calls, milliseconds",
         "n_samples": "timed calls",
-        "fill": "matmul operands: randn (the ceiling) or zeros (a power diagnostic); absent: "
-        "randn",
+        "fill": "matmul operands: randn (the ceiling) or zeros (a power diagnostic); absent: randn",
         "sm_clock_end_mhz": "SM clock (NVML) right after the row's timed calls, MHz (absent in "
         "some tables)",
     },
