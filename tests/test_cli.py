@@ -417,8 +417,10 @@ def test_collect_status_and_bad_plan(tmp_path, capsys):
 # --- help, version, claims, render, the remeasure gate ------------------------------------
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["render", "--help"], ["claims", "--help"]])
-def test_help_loads_no_torch(argv):
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["render", "--help"], ["claims", "--help"], ["claims", "--json"]]
+)
+def test_help_and_claims_load_no_torch(argv):
     code = (
         "import sys\n"
         "from yolo_sm.cli.main import main\n"
@@ -438,7 +440,7 @@ def test_help_loads_no_torch(argv):
         timeout=120,
     )
     assert res.returncode == 0, res.stderr
-    assert "usage: yolo-sm" in res.stdout
+    assert ("usage: yolo-sm" in res.stdout) == ("--help" in argv)
     assert res.stdout.strip().splitlines()[-1] == "[]"
 
 
