@@ -455,6 +455,10 @@ def test_help_lists_every_command_and_version(capsys):
     sub = next(a for a in build_parser()._actions if a.dest == "cmd")
     assert len(sub.choices) == 13 and all(name in out for name in sub.choices)
     assert {g.run for g in GROUPS} == {p.get_default("run") for p in sub.choices.values()}
+    for name in sub.choices:  # every command's help formats (a literal % would raise)
+        with pytest.raises(SystemExit) as e:
+            main([name, "--help"])
+        assert e.value.code == 0 and f"usage: yolo-sm {name}" in capsys.readouterr().out
     with pytest.raises(SystemExit) as e:
         main(["--version"])
     assert e.value.code == 0 and capsys.readouterr().out.strip() == f"yolo-sm {yolo_sm.__version__}"
