@@ -412,3 +412,119 @@ def test_collect_status_and_bad_plan(tmp_path, capsys):
     assert main(["collect", "--plan", str(tmp_path / "none.yaml"), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "does not exist" in err[0]
+
+
+# --- help, version, claims, render, the remeasure gate ------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["render", "--help"], ["claims", "--help"], ["claims", "--json"]]
+)
+def test_help_and_claims_load_no_torch(argv):
+    code = (
+        "import sys\n"
+        "from yolo_sm.cli.main import main\n"
+        "try:\n"
+        f"    main({argv!r})\n"
+        "except SystemExit as e:\n"
+        "    assert e.code == 0, e.code\n"
+        "heavy = ('torch', 'ultralytics', 'tensorrt', 'onnxruntime')\n"
+        "print(sorted(k for k in sys.modules if k.split('.')[0] in heavy))\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    assert ("usage: yolo-sm" in res.stdout) == ("--help" in argv)
+    assert res.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_help_lists_every_command_and_version(capsys):
+    import yolo_sm
+    from yolo_sm.cli.main import GROUPS, build_parser
+
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    sub = next(a for a in build_parser()._actions if a.dest == "cmd")
+    assert len(sub.choices) == 13 and all(name in out for name in sub.choices)
+    assert {g.run for g in GROUPS} == {p.get_default("run") for p in sub.choices.values()}
+    for name in sub.choices:  # every command's help formats (a literal % would raise)
+        with pytest.raises(SystemExit) as e:
+            main([name, "--help"])
+        assert e.value.code == 0 and f"usage: yolo-sm {name}" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"yolo-sm {yolo_sm.__version__}"
+
+
+def _one_rule_catalog(monkeypatch, value):
+    from yolo_sm.analyse.facts import fact, facts_table
+    from yolo_sm.report import catalog
+    from yolo_sm.report.rules import Rule
+
+    rule = Rule("cli_test", "the test fact stays below ten", "cli_fact", "<", 10.0, unit="ms")
+    monkeypatch.setattr(
+        catalog, "SOURCES", [((rule,), lambda root: facts_table([fact("cli_fact", value, "ms")]))]
+    )
+
+
+@pytest.mark.parametrize("value, verdict", [(3.0, "holds"), (30.0, "does not hold")])
+def test_claims_prints_the_verdicts(monkeypatch, capsys, value, verdict):
+    _one_rule_catalog(monkeypatch, value)
+    assert main(["claims", "--data", "h200", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["id"], r["verdict"], r["measured"]) for r in rows] == [("cli_test", verdict, value)]
+    assert main(["claims"]) == 0
+    out = capsys.readouterr().out
+    assert "cli_test" in out and verdict in out
+
+
+def test_claims_unknown_root_is_one_sentence(capsys):
+    assert main(["claims", "--data", "no_such_root"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no_such_root" in err[0]
+
+
+def test_render_passes_the_data_root(monkeypatch, tmp_path, capsys):
+    from yolo_sm.report import render
+
+    calls = []
+
+    def fake(notebooks, out, timeout=900, only=None, **kw):
+        calls.append((notebooks, out, only, kw))
+        return Path(out) / "index.html"
+
+    monkeypatch.setattr(render, "render_site", fake)
+    site = str(tmp_path / "site")
+    assert main(["render", "--out", site, "--only", "01,02"]) == 0
+    assert main(["render", "--out", site, "--data", "h200"]) == 0
+    assert calls == [
+        ("notebooks", site, ["01", "02"], {}),
+        ("notebooks", site, [], {"data": "h200"}),
+    ]
+    assert main(["render", "--out", site, "--data", "no_such_root"]) == 2
+    assert len(calls) == 2  # an unknown root fails before any notebook runs
+
+
+@pytest.mark.parametrize(
+    "ratios, rc", [((1.0, 1.05), 0), ((1.0, 1.3), 1), ((1.0, float("nan")), 1)]
+)
+def test_remeasure_is_a_gate(monkeypatch, capsys, ratios, rc):
+    from yolo_sm.analyse.remeasure import within_tolerance
+    from yolo_sm.collect import remeasure
+
+    def fake(name, n, seed, device, out, progress):
+        df = pd.DataFrame({"batch": [1, 8], "ratio": list(ratios), "status": ["ok", "ok"]})
+        df["within_10pct"] = within_tolerance(df.ratio)
+        return df
+
+    monkeypatch.setattr(remeasure, "remeasure", fake)
+    assert main(["remeasure", "--dataset", "h200/sweep_fp16_nhwc", "--quiet"]) == rc
+    assert "points within" in capsys.readouterr().out

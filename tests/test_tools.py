@@ -1,7 +1,8 @@
-"""The diagnostic tools in tools/ that have a CPU dry run."""
+"""The diagnostic tools in tools/ that have a CPU run, and the offline-host helper."""
 
 import importlib.util
-import json
+import os
+import subprocess
 from pathlib import Path
 
 TOOLS = Path(__file__).resolve().parent.parent / "tools"
@@ -14,18 +15,29 @@ def _tool(name):
     return mod
 
 
-def test_eager_lottery_dry_run_on_the_cpu(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", str(TOOLS.parent))
-    lot = _tool("eager_lottery")
-    out = tmp_path / "lottery.jsonl"
-    argv = ["--width", "0.25", "--imgsz", "64", "--procs", "2", "--device", "cpu"]
-    assert lot.main([*argv, "--budget-ms", "20", "--out", str(out)]) == 0
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [r["proc"] for r in rows] == [0, 1] and len({r["pid"] for r in rows}) == 2
-    assert all(r["median_ms"] > 0 and r["kernels_per_forward"] == 0 for r in rows)  # no GPU
-    assert "2 processes, 1 distinct kernel sets" in capsys.readouterr().out
-    # a bad request fails in the child and ends in one line and a non-zero exit
-    assert lot.main(["--width", "0.25", "--imgsz", "65", "--procs", "1", "--device", "cpu",
-                     "--out", str(tmp_path / "x.jsonl")]) == 1  # fmt: skip
-    assert "process 0 failed" in capsys.readouterr().err
-    assert not (tmp_path / "x.jsonl").exists()  # nothing half-written
+def test_fp16_layer_error_finds_the_attention_block_on_the_cpu(capsys):
+    tool = _tool("fp16_layer_error")
+    argv = ["--family", "yolo11", "--scales", "n", "--imgsz", "64", "--batch", "1"]
+    assert tool.main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("yolo11 n 64 px: head ")
+    layers = [ln.split() for ln in lines[1:] if ln.strip() and not ln.strip().startswith("att")]
+    assert len(layers) == 24 and all(0 <= float(parts[1]) < 1 for parts in layers)
+    assert any("C2PSA" in parts[0] for parts in layers)
+    assert any(ln.strip().startswith("attention ") for ln in lines)  # C2PSA's logits reported
+
+
+def test_offline_helper_sets_up_a_source_run(tmp_path):
+    script = (
+        f"cd {tmp_path} && source {TOOLS / 'offline_gpu.sh'} && "
+        'echo "$PYTHONPATH" && echo "$OUT" && type -t yolo_sm'
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["OUT"] = str(tmp_path / "out")
+    res = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    path, out, kind = res.stdout.split()
+    assert path.split(":")[:2] == ["/tmp/site", str(tmp_path)]
+    assert out == env["OUT"] and (tmp_path / "out").is_dir() and kind == "function"
+    res = subprocess.run(["bash", str(TOOLS / "offline_gpu.sh")], capture_output=True, text=True)
+    assert res.returncode == 2 and "usage" in res.stderr

@@ -1,4 +1,4 @@
-"""Where does a YOLO preset's fp16 error come from? (issue: datasets, sweep_presets error rows)
+"""Where does a YOLO preset's fp16 error come from? (sweep_presets' error rows)
 
 Runs the model (random weights, BatchNorm calibrated as the sweep builds it) in fp32 and fp16 on
 the bundled photos, on the CPU by default, and prints the relative L2 error of every top-level

@@ -1,4 +1,4 @@
-"""Where does the cuDNN fp8 engine differ from the exact emulation? (issue: fast engines)
+"""Where does the cuDNN fp8 engine differ from the exact emulation?
 
 On the GPU: YOLOv8 (width from --width) in fp16 NHWC, quantised twice with the same calibrated
 scales, once with the emulation kernel and once with cuDNN FP8 graphs. Each quantised conv of

@@ -1,7 +1,7 @@
-"""Which 8-bit convolution paths run on this GPU, how fast, and how exact? (issue: fast engines)
+"""Which 8-bit convolution paths run on this GPU, how fast, and how exact?
 
-Run on the H200 (after `bash ../shared/h200/wheels.sh nvidia-cudnn-frontend` here and
-`source tools/h200.sh` there):
+Run on a GPU with the ``nvidia-cudnn-frontend`` package (on an offline host: carried with
+``bash tools/offline_gpu.sh wheels 3.12 nvidia-cudnn-frontend``, docs/offline_gpu.md):
 
     python3 tools/fp8_probe.py --out $OUT/fp8_probe.jsonl
 
@@ -13,8 +13,8 @@ For YOLOv8-like convolution shapes (NHWC, batch 64) it times, side by side in on
     per-output-channel scales).
 With ``--all-plans N`` it also times the first N of cuDNN's ranked plans of the fused graph one
 by one (``tools/fp8_probe.py --all-plans 12 --out $OUT/fp8_plans.jsonl``) and prints the fastest
-per shape: whether any cuDNN FP8 kernel beats the fp16 convolution by the 1.3x the fast-engines
-issue asks, independent of the engine's time-capped tuning.
+per shape: whether any cuDNN FP8 kernel beats the fp16 convolution, and by how much,
+independent of the engine's time-capped tuning.
 Each attempt is recorded (ok or the error) as one JSON line: shape, path, median and IQR of the
 CUDA-event times, the speed-up over fp16, and the relative L2 error against the fp16 result.
 Nothing here is shipped data: it decides which 8-bit engine yolo_sm builds.

@@ -1,4 +1,4 @@
-"""Where does a frames-to-boxes batch spend its time? (issue: fast engines, goal 4)
+"""Where does a frames-to-boxes batch spend its time?
 
 On the GPU: ``yolo_sm.collect.probe.probe_pipeline`` (the plan step kind ``probe``: each stage of
 ``DetectionPipeline`` alone and synchronised, the post-processing with each NMS path, whole

@@ -258,7 +258,7 @@ def suppress_fixpoint(S: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     changes nothing, so overshooting is harmless). Elsewhere torch ops, one sync per step. The
     torch ops' step ``S & keep`` then ``any`` writes and reads a groups x width^2 temporary:
     on the H200 at batch 16 (40,624 candidates, 104 MB of S) 0.24 + 0.07 ms a step and a sync,
-    3.5 ms of a 7.8 ms postprocess (tools/pipeline_probe.py, session 5)."""
+    3.5 ms of a 7.8 ms postprocess (tools/pipeline_probe.py)."""
     groups, width = valid.shape
     kernel = _triton_suppress() if S.is_cuda or _triton_interpret() else None
     if kernel is not None and groups and width:
@@ -428,9 +428,9 @@ class DetectionPipeline:
         (``_nms_torchvision``).
         Measured on the H200 (YOLOv8 w0.5, batch 16, 40,656 candidates, tools/pipeline_probe.py):
         one torchvision call for the batch 39 ms (its kernel walks the n x n mask in one thread
-        block, 35 ms of it), one per image 9.8 ms, against a 4.4 ms engine (session 4); in
-        session 5 the whole postprocess took 4.9 ms with nms_matrix, 7.5 ms with its fixed
-        point in torch ops and 13.2 ms with torchvision once per image (one process).
+        block, 35 ms of it), one per image 9.8 ms, against a 4.4 ms engine; the whole postprocess
+        takes 4.9 ms with nms_matrix, 7.5 ms with its fixed point in torch ops and 13.2 ms with
+        torchvision once per image (one process).
         (``torchvision.ops.batched_nms`` loops over every (image, class) group in Python above
         20,000 box coordinates: at batch 16 that was ~640 calls, 24.5 ms, measured.)
 

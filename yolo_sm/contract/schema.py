@@ -28,8 +28,7 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "rel_err": "relative L2 error of the raw head output vs eager fp32 on the same input",
         "check_input": "input of the numerical check behind rel_err: photos = ultralytics' bundled "
         "photos, letterboxed (the images the random models' BatchNorm statistics are calibrated "
-        "on); empty or absent: uniform noise (rows measured before 2026-11-30 12:30 UTC; fp8 "
-        "engines were always checked on the photos)",
+        "on); empty or absent: uniform noise (fp8 engines are always checked on the photos)",
         "samples_ms": "every timed call, milliseconds (list)",
         "noisy": "IQR/median above 10 %",
         "peak_mem_bytes": "peak allocated GPU bytes during the timed calls (weights, input, "
@@ -116,10 +115,9 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "median_ms": "median time of one call, milliseconds (CUDA events)",
         "iqr_ms": "interquartile range of the calls, milliseconds",
         "n_samples": "timed calls",
-        "fill": "matmul operands: randn (the ceiling) or zeros (a power diagnostic); tables "
-        "from session 8's code on",
-        "sm_clock_end_mhz": "SM clock (NVML) right after the row's timed calls, MHz; tables "
-        "from session 8's code on",
+        "fill": "matmul operands: randn (the ceiling) or zeros (a power diagnostic); absent: randn",
+        "sm_clock_end_mhz": "SM clock (NVML) right after the row's timed calls, MHz (absent in "
+        "some tables)",
     },
     "probe": {
         "stage": "h2d, letterbox, engine, decode, postprocess (the stages of one batch, each "
@@ -166,7 +164,7 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "nms_f64_offsets = one such call for the whole batch; torchvision_batched_nms = the "
         "earlier per-group loop)",
         "candidates_per_frame": "pipeline rows: boxes above the score threshold per frame, what "
-        "NMS works on (its cost grows with it); absent in rows measured before 2026-11-30 13:00",
+        "NMS works on (its cost grows with it); absent in some rows",
         "boxes_per_frame": "pipeline rows: boxes per frame after NMS",
         "status": "ok / oom / error (an engine that cannot run here is an error row)",
         "message": "one line saying why, for oom/error rows",
@@ -180,7 +178,7 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "noisy": "IQR/median above 10 % (engine rows)",
         "rel_err": "relative L2 error of the raw head output vs eager fp32 (engine rows)",
         "check_input": "engine rows: input of the numerical check behind rel_err (photos; empty "
-        "or absent: uniform noise, rows measured before 2026-11-30 12:30 UTC, except fp8)",
+        "or absent: uniform noise; fp8 engines always on the photos)",
         "tflops": "flops_per_img * batch / median, TFLOP/s (engine rows)",
         "flops_per_img": "FLOPs per image, 2 per multiply-add (Conv2d/Linear)",
         "peak_mem_bytes": "peak allocated GPU bytes during the timed calls (engine rows, GPU)",

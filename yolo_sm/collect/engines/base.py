@@ -194,10 +194,9 @@ def verify(engine: Engine, model: torch.nn.Module) -> Engine:
 
     The input is ultralytics' bundled photos (:func:`photo_input`, :data:`CHECK_INPUT`): the
     random-weight models' BatchNorm statistics are calibrated on them, as a trained model's are
-    on its data. Uniform noise, the input until 2026-11-30, drives deep random networks out of
-    that range, where they amplify any rounding: on the H200 (sweep_presets) eager fp16 was
-    2.5-16 % off fp32 on noise for yolo11 n-x and yolov8 l/x, failing the 2 % tolerance; on the
-    CPU at 320 px, yolo11 l fp16 is 11 % off on noise and 0.03 % on the photos."""
+    on its data. Uniform noise drives deep random networks out of that range, where they amplify
+    any rounding (on the CPU at 320 px, yolo11 l fp16 is 11 % off fp32 on noise and 0.03 % on
+    the photos)."""
     x = photo_input(engine.config)
     with torch.no_grad():
         out = head_tensor(engine(x)).clone()

@@ -1,38 +1,105 @@
-"""``yolo-sm`` sub-commands for the profilers, collection plans and the benchmark (the parser
-and the core commands live in :mod:`yolo_sm.cli`)."""
+"""``yolo-sm trace`` (PyTorch profiler), ``ncu`` (Nsight Compute), ``gpm`` (NVML GPM),
+``profile`` (the three joined per layer) and ``occupancy`` (a launch's theoretical occupancy)."""
 
 from __future__ import annotations
 
+from yolo_sm.analyse import occupancy as occ
+from yolo_sm.analyse.gpm import overhead_pct, run_medians
+from yolo_sm.analyse.weighting import time_weighted
+from yolo_sm.cli.common import byte_count, dispatch, model_flags, widths
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.store import check_output_path, write_atomic
 
 
-def _bytes(text: str) -> int:
-    t = str(text).strip().lower()
-    scale = 1024 if t.endswith("k") else 1
+def add_parser(sub) -> None:
+    t = sub.add_parser("trace", help="PyTorch profiler trace of one model/engine config")
+    model_flags(t)
+    t.add_argument("--backend", default="eager", help="eager, cudagraph or compile")
+    t.add_argument("--precision", default="fp16")
+    t.add_argument("--layout", default="nhwc")
+    t.add_argument("--batch", type=int, default=8)
+    t.add_argument("--iters", type=int, default=3, help="profiled forwards")
+    t.add_argument("--out", required=True, help="trace file (.json.gz); provenance goes beside it")
+    t.set_defaults(run=run)
+
+    n = sub.add_parser("ncu", help="Nsight Compute per-kernel table of NVTX-scoped forwards")
+    model_flags(n, many=True)
+    n.add_argument("--precisions", default="fp16")
+    n.add_argument("--layouts", default="nhwc")
+    n.add_argument("--batches", default="8")
+    n.add_argument("--metric-set", default="occupancy", help="occupancy, throughput or full")
+    n.add_argument("--timeout", type=float, default=600, help="seconds before ncu is stopped")
+    n.add_argument("--out", required=True, help="CSV file (ncu --csv --page raw)")
+    n.set_defaults(run=run)
+
+    g = sub.add_parser("gpm", help="NVML GPM timeline of one config running for some seconds")
+    model_flags(g, many=True)
+    g.add_argument("--precision", default="fp16")
+    g.add_argument("--layout", default="nhwc")
+    g.add_argument("--batch", type=int, default=16)
+    g.add_argument("--seconds", type=float, default=3.0, help="per width")
+    g.add_argument("--hz", type=float, default=20.0, help="polling rate (GPM refreshes ~10 Hz)")
+    g.add_argument(
+        "--overhead-rounds",
+        type=int,
+        default=0,
+        help="then measure the sampler's cost on throughput: N paired rounds per width",
+    )
+    g.add_argument("--out", required=True, help="parquet file (tidy: one row per window x metric)")
+    g.set_defaults(run=run)
+
+    a = sub.add_parser(
+        "profile", help="Kineto + Nsight Compute + GPM on each width, joined per layer"
+    )
+    model_flags(a, many=True)
+    a.set_defaults(widths="0.5,1.5")
+    a.add_argument("--precision", default="fp16")
+    a.add_argument("--layout", default="nhwc")
+    a.add_argument("--batch", type=int, default=8)
+    a.add_argument("--metric-set", default="occupancy", help="ncu set: occupancy/throughput/full")
+    a.add_argument("--gpm-seconds", type=float, default=3.0)
+    a.add_argument("--out", required=True, help="folder for the tables, traces and summary.json")
+    a.set_defaults(run=run)
+
+    o = sub.add_parser("occupancy", help="theoretical occupancy of a launch (what-if calculator)")
+    o.add_argument("--cc", default="9.0", help="compute capability, e.g. 9.0 (Hopper), 8.0")
+    o.add_argument("--threads", type=int, required=True, help="threads per block")
+    o.add_argument("--registers", type=int, default=32, help="registers per thread")
+    o.add_argument(
+        "--smem",
+        default="0",
+        help="shared memory per block (static + dynamic): bytes, or with a K suffix for KiB",
+    )
+    o.add_argument("--grid", type=int, default=None, help="blocks in the grid (prints waves)")
+    o.add_argument("--sm-count", type=int, default=132, help="SMs for the wave count")
+    o.add_argument(
+        "--vary",
+        choices=("threads_per_block", "registers_per_thread", "shared_mem_per_block"),
+        help="print the what-if curve",
+    )
+    o.set_defaults(run=run)
+
+
+def run(args) -> int:
+    commands = {"trace": trace, "ncu": ncu, "gpm": gpm, "profile": profile, "occupancy": occupancy}
+    return dispatch(commands, args)
+
+
+def occupancy(args) -> int:
+    smem = byte_count(args.smem)
     try:
-        value = float(t.rstrip("k").rstrip("i").rstrip("b")) if scale == 1 else float(t[:-1])
-    except ValueError:
-        raise UserError(f"--smem must be a byte count such as 49152 or 48K, got {text!r}") from None
-    return int(value * scale)
-
-
-def cmd_occupancy(args) -> int:
-    from yolo_sm.analyse import occupancy
-
-    smem = _bytes(args.smem)
-    try:
-        res = occupancy.theoretical_occupancy(args.cc, args.threads, args.registers, smem)
+        res = occ.theoretical_occupancy(args.cc, args.threads, args.registers, smem)
     except ValueError as e:
         raise UserError(str(e)) from None
     for k, v in res.as_dict().items():
         print(f"{k:<32} {v}")
     if args.grid:
         per_sm, sms = res.active_blocks_per_sm, args.sm_count
-        w = occupancy.waves(args.grid, per_sm, sms)
-        tail = occupancy.tail_fraction(args.grid, per_sm, sms)
+        w = occ.waves(args.grid, per_sm, sms)
+        tail = occ.tail_fraction(args.grid, per_sm, sms)
         print(f"{'waves':<32} {w:.3f} (last wave {tail:.0%} full)")
     if args.vary:
-        curve = occupancy.occupancy_curve(
+        curve = occ.occupancy_curve(
             args.cc,
             vary=args.vary,
             threads_per_block=args.threads,
@@ -43,74 +110,7 @@ def cmd_occupancy(args) -> int:
     return 0
 
 
-def cmd_collect(args) -> int:
-    from yolo_sm.collect import plans as collect
-
-    plan = collect.load_plan(args.plan)
-    if args.status:
-        table = collect.status(plan, args.out)
-        print(table.to_string(index=False))
-        left = float(table.est_left_s.sum())
-        if left:
-            print(
-                f"left: about {left / 60:.1f} min of GPU time by these estimates "
-                f"({sum(table.state != 'done')} step(s) not done)"
-            )
-        return 0
-    only = [x for x in (args.only or "").split(",") if x]
-    table = collect.run_plan(
-        plan,
-        args.out,
-        only=only,
-        max_minutes=args.max_minutes,
-        progress=not args.quiet,
-        redo=args.redo_errors,
-    )
-    print(table.to_string(index=False))
-    return 0
-
-
-def cmd_bench(args) -> int:
-    import pandas as pd
-
-    from yolo_sm.collect.bench import BenchSpec, run_bench
-    from yolo_sm.collect.engines import check_device
-    from yolo_sm.contract.store import check_output_path
-
-    spec = BenchSpec.from_mapping(
-        {
-            "models": args.models,
-            "batches": args.batches,
-            "engines": args.engines,
-            "pipeline_streams": args.streams,
-            "device": args.device,
-            "seconds": args.seconds,
-            "predict": args.predict,
-        }
-    )
-    check_device(spec.device)
-    out = check_output_path(args.out)
-    df = run_bench(spec, out)
-    cols = [
-        "family",
-        "width",
-        "batch",
-        "variant",
-        "scope",
-        "status",
-        "median_ms",
-        "p99_ms",
-        "img_per_s",
-        "vs_baseline",
-        "rel_err",
-    ]
-    with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
-        print(df[[c for c in cols if c in df]].to_string(index=False))
-    return 0
-
-
-def cmd_trace(args) -> int:
-    from yolo_sm.analyse.weighting import time_weighted
+def trace(args) -> int:
     from yolo_sm.collect.engines import EngineConfig, build_engine, check_device
     from yolo_sm.collect.models import build_yolo
     from yolo_sm.collect.profiling import kineto
@@ -128,7 +128,7 @@ def cmd_trace(args) -> int:
     )
     model = build_yolo(args.family, args.width)
     eng = build_engine(model, cfg)
-    x = eng._input if eng._input is not None else eng.make_input(0)
+    x = eng._input if eng._input is not None else eng.make_input(0)  # a graph's own input
     # layer hooks fire in eager forwards only (a graph replays, a compiled graph is fused)
     hooked = eng.module if args.backend == "eager" else None
     path = kineto.capture(
@@ -142,10 +142,9 @@ def cmd_trace(args) -> int:
     return 0
 
 
-def cmd_ncu(args) -> int:
-    from yolo_sm.analyse.weighting import time_weighted
+def ncu(args) -> int:
     from yolo_sm.collect.engines import check_device
-    from yolo_sm.collect.profiling import ncu
+    from yolo_sm.collect.profiling import ncu as nsight
     from yolo_sm.collect.profiling.target import target_argv
 
     check_device(args.device)
@@ -158,7 +157,7 @@ def cmd_ncu(args) -> int:
         args.imgsz,
         args.device,
     )
-    df = ncu.profile(target, args.out, metric_set=args.metric_set, timeout_s=args.timeout)
+    df = nsight.profile(target, args.out, metric_set=args.metric_set, timeout_s=args.timeout)
     print(f"wrote {args.out} ({len(df)} kernels)")
     cols = [c for c in ("theoretical_occupancy_pct", "achieved_occupancy_pct") if c in df]
     if cols and "duration_us" in df:
@@ -166,29 +165,16 @@ def cmd_ncu(args) -> int:
     return 0
 
 
-def _widths(text: str) -> list[float]:
-    try:
-        widths = [float(w) for w in str(text).split(",") if w.strip()]
-    except ValueError:
-        raise UserError(f"--widths takes numbers such as 0.5,1.5, got {text!r}") from None
-    if not widths or any(w <= 0 for w in widths):
-        raise UserError(f"--widths must be positive numbers, got {text!r}")
-    return widths
-
-
-def cmd_gpm(args) -> int:
-    from yolo_sm.analyse.gpm import run_medians
+def gpm(args) -> int:
     from yolo_sm.collect.engines import check_device
-    from yolo_sm.collect.profiling.suite import engines, run_gpm
+    from yolo_sm.collect.profiling.suite import engines, gpm_overhead, run_gpm
     from yolo_sm.collect.provenance import collect
-    from yolo_sm.contract.store import check_output_path, write_atomic
 
     check_device(args.device)
     if not args.device.startswith("cuda"):
         raise UserError("yolo-sm gpm samples a GPU: use --device cuda")
     out = check_output_path(args.out)
-    widths = _widths(args.widths)
-    grid = [(w, args.precision, args.layout, args.batch) for w in widths]
+    grid = [(w, args.precision, args.layout, args.batch) for w in widths(args.widths)]
     built = list(engines(args.family, grid, args.imgsz, args.device))
     df, info = run_gpm(built, seconds=args.seconds, hz=args.hz)
     write_atomic(df, out, {"provenance": collect(args.device), "sampler": info})
@@ -196,9 +182,6 @@ def cmd_gpm(args) -> int:
     print(run_medians(df).drop(columns="windows").set_index("config").round(1).to_string())
     if args.overhead_rounds > 0:
         import pandas as pd
-
-        from yolo_sm.analyse.gpm import overhead_pct
-        from yolo_sm.collect.profiling.suite import gpm_overhead
 
         ov = pd.concat(
             [gpm_overhead(e, x, label, args.overhead_rounds, hz=args.hz) for label, e, x in built],
@@ -216,7 +199,7 @@ def cmd_gpm(args) -> int:
     return 0
 
 
-def cmd_profile(args) -> int:
+def profile(args) -> int:
     from yolo_sm.collect.engines import check_device
     from yolo_sm.collect.profiling.suite import profile_all
 
@@ -224,7 +207,7 @@ def cmd_profile(args) -> int:
     s = profile_all(
         args.out,
         family=args.family,
-        widths=_widths(args.widths),
+        widths=widths(args.widths),
         precision=args.precision,
         layout=args.layout,
         batch=args.batch,

@@ -1,0 +1,87 @@
+"""``yolo-sm env`` (this machine's hardware, software and working profilers) and ``yolo-sm
+models`` (a model's channel table)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from yolo_sm.cli.common import dispatch
+from yolo_sm.contract.errors import UserError
+
+
+def add_parser(sub) -> None:
+    e = sub.add_parser(
+        "env", help="what hardware and software this machine has, which profilers work"
+    )
+    e.add_argument("--device", default="cuda", help="device to describe (default cuda, if present)")
+    e.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    e.set_defaults(run=run)
+
+    m = sub.add_parser("models", help="the channel table of a model (one row per layer)")
+    m.add_argument(
+        "--family",
+        default="yolov8",
+        help="yolov8, yolo11, wide (the wide conv stack) or resnet18/34/50/101/152",
+    )
+    m.add_argument("--width", default="1.0", help="width multiplier or preset letter n/s/m/l/x")
+    m.add_argument(
+        "--depth", type=float, default=None, help="depth multiplier (default 0.33 / preset)"
+    )
+    m.add_argument("--max-channels", type=int, default=2048)
+    m.add_argument("--imgsz", type=int, default=640)
+    m.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    m.set_defaults(run=run)
+
+
+def run(args) -> int:
+    return dispatch({"env": env, "models": models_table}, args)
+
+
+def env(args) -> int:
+    from yolo_sm.collect.environment import describe
+
+    info = describe(args.device)
+    if args.json:
+        print(json.dumps(info, indent=2, default=str))
+    else:
+        width = max(len(k) for k in info)
+        for k, v in info.items():
+            print(f"{k:<{width}}  {v}")
+    return 0
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def models_table(args) -> int:
+    import pandas as pd
+
+    from yolo_sm.collect import models
+
+    fam = args.family.lower()
+    if fam == "wide" and not _is_number(str(args.width)):
+        raise UserError(f"the wide conv stack takes a numeric --width, got {args.width!r}")
+    model = models.build(fam, args.width, depth=args.depth, max_channels=args.max_channels)
+    if args.imgsz <= 0 or args.imgsz % 32:
+        raise UserError(f"imgsz must be a positive multiple of 32, got {args.imgsz}")
+    df = models.channel_table(model, args.imgsz)
+    if args.format == "csv":
+        df.to_csv(sys.stdout, index=False)
+    elif args.format == "json":
+        print(df.to_json(orient="records"))
+    else:
+        with pd.option_context(
+            "display.width", 200, "display.max_columns", 50, "display.max_rows", 500
+        ):
+            print(df.to_string(index=False))
+        print(
+            f"\ntotal: {df.params.sum():,} parameters, {df.flops.sum() / 1e9:.2f} GFLOPs per "
+            f"{args.imgsz}x{args.imgsz} image (2 FLOPs per multiply-add)"
+        )
+    return 0

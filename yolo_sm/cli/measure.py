@@ -1,0 +1,243 @@
+"""``yolo-sm sweep`` (a grid of timed points), ``yolo-sm bench`` (engines side by side) and
+``yolo-sm remeasure`` (random points of a shipped sweep measured again: a gate)."""
+
+from __future__ import annotations
+
+import sys
+
+from yolo_sm.analyse.remeasure import TOLERANCE
+from yolo_sm.cli.common import dispatch
+from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.plans import load_yaml
+from yolo_sm.contract.store import check_output_path
+
+#: sweep settings a flag can set (flags override the --config YAML)
+SWEEP_KEYS = (
+    "family",
+    "widths",
+    "depth",
+    "precisions",
+    "layouts",
+    "backends",
+    "batches",
+    "imgsz",
+    "device",
+    "max_channels",
+    "compile_mode",
+    "budget_ms",
+    "warmup_ms",
+    "check",
+)
+#: exit code of `yolo-sm remeasure` when a point lands outside the tolerance (2: a user error)
+OUTSIDE_TOLERANCE = 1
+
+
+def add_parser(sub) -> None:
+    _sweep_parser(sub)
+    _bench_parser(sub)
+    _remeasure_parser(sub)
+
+
+def run(args) -> int:
+    return dispatch({"sweep": sweep, "bench": bench, "remeasure": remeasure}, args)
+
+
+def _sweep_parser(sub) -> None:
+    s = sub.add_parser("sweep", help="time a grid of model x engine x batch points into parquet")
+    s.add_argument("--config", help="YAML file with the same keys as the flags (flags override it)")
+    for flag, helptext in (
+        ("--family", "comma list: yolov8,yolo11"),
+        ("--widths", "comma list of multipliers (0.0625-4) or presets n,s,m,l,x"),
+        ("--depth", "comma list of depth multipliers (default 0.33 / preset depth)"),
+        ("--precisions", "comma list: fp32,tf32,fp16,bf16 (int8: tensorrt only)"),
+        ("--layouts", "comma list: nchw,nhwc"),
+        ("--backends", "comma list: eager,cudagraph,compile,onnxruntime,tensorrt"),
+        ("--batches", "comma list of batch sizes"),
+        ("--imgsz", "comma list of square input sizes (multiples of 32)"),
+    ):
+        s.add_argument(flag, help=helptext)
+    s.add_argument("--device", help="cuda (default) or cpu")
+    s.add_argument(
+        "--max-channels", dest="max_channels", help="ultralytics max_channels cap (default 2048)"
+    )
+    s.add_argument(
+        "--compile-mode", dest="compile_mode", help="torch.compile mode (default 'default')"
+    )
+    s.add_argument(
+        "--budget-ms", dest="budget_ms", help="timed milliseconds per point (default 300)"
+    )
+    s.add_argument(
+        "--warmup-ms", dest="warmup_ms", help="warm-up milliseconds per point (default 50)"
+    )
+    s.add_argument(
+        "--no-check",
+        dest="check",
+        action="store_const",
+        const=False,
+        help="skip the numerical check against eager fp32",
+    )
+    s.add_argument("--out", required=False, help="parquet file; rerunning resumes it")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(run=run)
+
+
+def _bench_parser(sub) -> None:
+    b = sub.add_parser(
+        "bench", help="side-by-side: baseline, engines, pipeline, ultralytics predict"
+    )
+    b.add_argument("--models", default="yolov8:0.5", help="comma list of family:width")
+    b.add_argument("--batches", default="1,16,64", help="comma list of batch sizes")
+    b.add_argument(
+        "--engines",
+        default="cudagraph/fp16/nhwc,compile/fp16/nhwc",
+        help="comma list of backend/precision/layout besides eager/fp16/nhwc "
+        "(compile:MODE/... picks a torch.compile mode)",
+    )
+    b.add_argument(
+        "--streams", default="1,3", help="comma list: one pipeline row per batches-in-flight count"
+    )
+    b.add_argument("--device", default="cuda")
+    b.add_argument("--seconds", type=float, default=2.0, help="per pipeline / predict row")
+    b.add_argument(
+        "--no-predict",
+        dest="predict",
+        action="store_false",
+        help="skip ultralytics' YOLO.predict rows",
+    )
+    b.add_argument(
+        "--out",
+        required=True,
+        help="parquet file for the table (a rerun skips the (model, batch) pairs it holds)",
+    )
+    b.set_defaults(run=run)
+
+
+def _remeasure_parser(sub) -> None:
+    pct = f"{TOLERANCE * 100:g} %"
+    m = sub.add_parser(
+        "remeasure",
+        help=f"measure random points of a shipped sweep again; exit {OUTSIDE_TOLERANCE} when one "
+        f"lands outside {pct} of its shipped img/s".replace("%", "%%"),  # argparse %-formats help
+        description=f"Measure random ok points of a shipped sweep again and compare their img/s "
+        f"with the shipped figures. Exit code: 0 when every point lands within {pct}, "
+        f"{OUTSIDE_TOLERANCE} when one does not (or fails to run), 2 on a bad request.",
+    )
+    m.add_argument("--dataset", required=True, help="a sweep dataset, e.g. h200/sweep_fp16_nhwc")
+    m.add_argument("--points", type=int, default=5, help="how many random ok points")
+    m.add_argument("--seed", type=int, default=0, help="the draw's seed (reproducible)")
+    m.add_argument("--device", default=None, help="override the points' device (cpu: dry run)")
+    m.add_argument("--out", default=None, help="parquet file for the comparison table")
+    m.add_argument("--quiet", action="store_true", help="no progress bar")
+    m.set_defaults(run=run)
+
+
+def sweep(args) -> int:
+    from yolo_sm.collect.sweep import SweepSpec, check_environment, run_sweep
+
+    data = load_yaml(args.config) if args.config else {}
+    out = args.out or data.get("out")
+    data.pop("out", None)
+    for key in SWEEP_KEYS:
+        value = getattr(args, key, None)
+        if value is not None:
+            data[key] = value
+    if not out:
+        raise UserError("sweep needs --out FILE.parquet (or 'out:' in the config)")
+    spec = SweepSpec.from_mapping(data)
+    # every check that can fail comes before the skip notices: an error is the only stderr line
+    check_environment(spec)
+    check_output_path(out)
+    if not spec.points():
+        raise UserError("no point of the grid can run: " + "; ".join(spec.unsupported()))
+    for line in spec.unsupported():
+        print(f"yolo-sm: skipping {line}", file=sys.stderr)
+    df = run_sweep(spec, out, progress=not args.quiet)
+    _print_sweep_summary(df)
+    return 0
+
+
+def _print_sweep_summary(df) -> None:
+    import pandas as pd
+
+    if df.empty:
+        print("no points")
+        return
+    cols = (
+        "family",
+        "scale",
+        "width",
+        "precision",
+        "layout",
+        "backend",
+        "batch",
+        "imgsz",
+        "status",
+        "median_ms",
+        "iqr_ms",
+        "img_per_s",
+        "tflops",
+        "rel_err",
+    )
+    with pd.option_context(
+        "display.width", 200, "display.max_rows", 1000, "display.float_format", "{:.4g}".format
+    ):
+        print(df[[c for c in cols if c in df]].to_string(index=False))
+    counts = df["status"].value_counts().to_dict()
+    print("points: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+
+
+def bench(args) -> int:
+    import pandas as pd
+
+    from yolo_sm.collect.bench import BenchSpec, run_bench
+    from yolo_sm.collect.engines import check_device
+
+    spec = BenchSpec.from_mapping(
+        {
+            "models": args.models,
+            "batches": args.batches,
+            "engines": args.engines,
+            "pipeline_streams": args.streams,
+            "device": args.device,
+            "seconds": args.seconds,
+            "predict": args.predict,
+        }
+    )
+    check_device(spec.device)
+    out = check_output_path(args.out)
+    df = run_bench(spec, out)
+    cols = (
+        "family",
+        "width",
+        "batch",
+        "variant",
+        "scope",
+        "status",
+        "median_ms",
+        "p99_ms",
+        "img_per_s",
+        "vs_baseline",
+        "rel_err",
+    )
+    with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
+        print(df[[c for c in cols if c in df]].to_string(index=False))
+    return 0
+
+
+def remeasure(args) -> int:
+    from yolo_sm.collect import remeasure as again
+
+    df = again.remeasure(
+        args.dataset,
+        n=args.points,
+        seed=args.seed,
+        device=args.device,
+        out=args.out,
+        progress=not args.quiet,
+    )
+    within = next(c for c in df.columns if c.startswith("within"))
+    cols = ["width", "precision", "layout", "backend", "batch", "shipped_img_per_s"]
+    cols += ["new_img_per_s", "ratio", within, "launch_bound", "status"]
+    print(df[[c for c in cols if c in df]].round(3).to_string(index=False))
+    print(again.summary(df))
+    return 0 if bool(df[within].all()) else OUTSIDE_TOLERANCE
