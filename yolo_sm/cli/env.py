@@ -51,7 +51,7 @@ def env(args) -> int:
     return 0
 
 
-def _is_number(text: str) -> bool:
+def is_number(text: str) -> bool:
     try:
         float(text)
     except ValueError:
@@ -65,7 +65,7 @@ def models_table(args) -> int:
     from yolo_sm.collect import models
 
     fam = args.family.lower()
-    if fam == "wide" and not _is_number(str(args.width)):
+    if fam == "wide" and not is_number(str(args.width)):
         raise UserError(f"the wide conv stack takes a numeric --width, got {args.width!r}")
     model = models.build(fam, args.width, depth=args.depth, max_channels=args.max_channels)
     if args.imgsz <= 0 or args.imgsz % 32:

@@ -13,7 +13,7 @@ from yolo_sm.collect.models.common import (
     MAX_WIDTH,
     MIN_WIDTH,
     LayerRef,
-    _is_number,
+    is_number,
     calibrate_bn,
     calibration_batches,
 )
@@ -42,7 +42,7 @@ __all__ = [
     "resnet_backbone",
     "wide_conv_stack",
     "width_summary",
-    "_is_number",
+    "is_number",
 ]
 
 

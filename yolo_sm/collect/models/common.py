@@ -60,7 +60,7 @@ def calibrate_bn(
     return model
 
 
-def _is_number(s: str) -> bool:
+def is_number(s: str) -> bool:
     try:
         float(s)
     except ValueError:

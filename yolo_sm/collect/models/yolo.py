@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from yolo_sm.collect.models.common import MAX_WIDTH, MIN_WIDTH, _is_number, calibrate_bn
+from yolo_sm.collect.models.common import MAX_WIDTH, MIN_WIDTH, is_number, calibrate_bn
 from yolo_sm.collect.offline import prepare_ultralytics
 from yolo_sm.contract.errors import UserError
 
@@ -109,7 +109,7 @@ def build_yolo(
     on subnormals and zeros and the output would not depend on the input.
     """
     scale = None
-    if isinstance(width, str) and not _is_number(width):
+    if isinstance(width, str) and not is_number(width):
         scale = width
         p_depth, width, max_channels = preset(family, scale)
         depth = p_depth if depth is None else depth
