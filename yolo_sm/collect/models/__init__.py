@@ -13,9 +13,9 @@ from yolo_sm.collect.models.common import (
     MAX_WIDTH,
     MIN_WIDTH,
     LayerRef,
-    is_number,
     calibrate_bn,
     calibration_batches,
+    is_number,
 )
 from yolo_sm.collect.models.resnet import ResNetDetector, resnet_backbone
 from yolo_sm.collect.models.tables import channel_table, layers, model_flops, width_summary

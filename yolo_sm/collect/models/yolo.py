@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from yolo_sm.collect.models.common import MAX_WIDTH, MIN_WIDTH, is_number, calibrate_bn
+from yolo_sm.collect.models.common import MAX_WIDTH, MIN_WIDTH, calibrate_bn, is_number
 from yolo_sm.collect.offline import prepare_ultralytics
 from yolo_sm.contract.errors import UserError
 
