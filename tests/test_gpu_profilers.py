@@ -6,6 +6,7 @@ import pytest
 import torch  # noqa: F401 - GPU tests need torch
 
 from yolo_sm.collect.environment import find_ncu
+from yolo_sm.contract.errors import NotAvailableError
 
 pytestmark = pytest.mark.gpu
 
@@ -58,6 +59,15 @@ def test_ncu_rows_join_per_layer(tmp_path):
         len(df) > 100 and (df.layer != "").all() and set(df.config) == {"yolov8_w0.25_fp16_nhwc_b1"}
     )
     assert df.theoretical_occupancy_pct.notna().all() and df.achieved_occupancy_pct.notna().all()
+    rep = ncu.report_path(tmp_path / "n.csv")
+    assert rep.exists()  # kept beside the CSV, for the Nsight Compute GUI
+    try:
+        again = ncu.load_ncu(rep)  # through Nsight Compute's ncu_report module
+    except NotAvailableError:
+        pass  # the module is not installed here
+    else:
+        assert len(again) == len(df) and again.nvtx_path.tolist() == df.nvtx_path.tolist()
+        assert np.allclose(again.duration_us, df.duration_us)
     from yolo_sm.analyse.occupancy import theoretical_occupancy
 
     for r in df.drop_duplicates(["kernel_name", "block_size", "registers_per_thread"]).itertuples():
