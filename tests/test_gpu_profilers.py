@@ -1,4 +1,4 @@
-"""GPU tests for the profilers and the pipeline (marker ``gpu``; run on the H200 with
+"""GPU tests for the profilers and the pipeline (marker ``gpu``; run on a GPU machine with
 ``pytest -m gpu``). They check what the CPU tests cannot: real kernels, real counters."""
 
 import numpy as np
@@ -108,7 +108,7 @@ def test_pipeline_on_gpu_agrees_with_ultralytics_and_overlaps(model):
 
 
 def test_pipeline_three_streams_pinned_overlap_and_match_one_stream():
-    """The issue's setting (YOLOv8 width 0.5, CUDA graph fp16 NHWC, batch 16, 1080x810 frames):
+    """The bench's pipeline setting (YOLOv8 w0.5, CUDA graph fp16 NHWC, batch 16, 1080x810 frames):
     with 3 batches in flight and pinned frames the pipeline delivers at least the 1-stream
     frames/s, and its boxes equal the 1-stream run's batch for batch. Two different batches
     alternate, as pinned tensors and as numpy arrays (staged through the slots' pinned
