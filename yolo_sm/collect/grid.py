@@ -127,7 +127,7 @@ def pending(
     return [u for u in units if not done(u, have.get(key(u), []))]
 
 
-def table_rows(out, columns: Sequence[str] = (), kind: str = "yolo_sm") -> list[dict]:
+def table_rows(out, columns: Sequence[str] = (), kind: str = "grid") -> list[dict]:
     """The rows ``out`` holds (none when it does not exist); a table without the key
     ``columns`` is not the kind the runner writes: one sentence, the file left untouched."""
     done = read_table(out)
@@ -153,7 +153,7 @@ def run_grid(
     complete: Callable[[Any, list[dict]], bool] | None = None,
     out: str | os.PathLike | None = None,
     columns: Sequence[str] = (),
-    kind: str = "yolo_sm",
+    kind: str = "grid",
     metadata: dict | None = None,
     deadline: float | None = None,
     estimate: Callable[[Any, Pace], float] = run_pace,
