@@ -143,8 +143,8 @@ def fake_units(monkeypatch):
 
     monkeypatch.setattr(bench, "time", clock)
     monkeypatch.setattr(bench, "bench_unit", fake_unit)
-    monkeypatch.setattr(bench, "_build_model", lambda family, width: object())
-    monkeypatch.setattr(bench, "_bundled_frames", lambda: [])
+    monkeypatch.setattr(bench, "bench_model", lambda family, width: object())
+    monkeypatch.setattr(bench, "bundled_frames", lambda: [])
     return clock, calls
 
 

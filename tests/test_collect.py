@@ -29,7 +29,7 @@ def _plan(tmp_path, steps, device="cpu"):
     return collect.load_plan(p)
 
 
-def test_shipped_h200_plan_parses_and_covers_the_issue():
+def test_shipped_h200_plan_parses_and_covers_every_step_kind():
     plan = collect.load_plan("data/plans/h200.yaml")
     kinds = {s.kind for s in plan.steps}
     assert kinds == {"sweep", "ncu", "trace", "gpm", "ceilings", "bench", "probe"}
@@ -38,7 +38,7 @@ def test_shipped_h200_plan_parses_and_covers_the_issue():
             spec = collect._sweep_spec(s, plan)
             assert spec.points(), s.name
     b = collect._bench_spec(next(s for s in plan.steps if s.name == "bench_fast_engines"), plan)
-    # every width of the issue, in priority order (the goals' representative widths first)
+    # every planned width, in priority order (the goals' representative widths first)
     assert sorted(w for _, w in b.models) == [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0]
     assert [w for _, w in b.models][:3] == [0.5, 1.0, 2.0]
     assert sorted(b.batches) == [1, 16, 64] and b.pipeline_streams == (1, 3) and b.device == "cuda"

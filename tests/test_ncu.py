@@ -1,7 +1,10 @@
 """Nsight Compute loader on a small real H200 capture (ncu --csv --page raw, with preamble)."""
 
+import sys
+import types
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from yolo_sm.collect.profiling import ncu
@@ -92,3 +95,165 @@ def test_command_scopes_to_nvtx_and_leaves_clocks_alone(tmp_path, monkeypatch):
     assert cmd[cmd.index("--clock-control") + 1] == "none"
     assert cmd[cmd.index("--nvtx-include") + 1] == "profiled_forward/"
     assert set(cmd[cmd.index("--metrics") + 1].split(",")) == set(ncu.METRIC_SETS["occupancy"])
+
+
+# --- the .ncu-rep loader, on a fake ncu_report module -----------------------------------------
+
+
+class FakeMetric:
+    """What ncu_report's IMetric offers the loader: kind(), as_string(), as_double(), unit();
+    no metric_type()/metric_unit(), which the module does not have for this."""
+
+    ValueKind_STRING, ValueKind_DOUBLE = 1, 3
+
+    def __init__(self, text: str, unit: str, number):
+        self.text, self._unit, self.number = text, unit, number
+
+    def kind(self):
+        return self.ValueKind_DOUBLE if self.number is not None else self.ValueKind_STRING
+
+    def as_string(self):
+        return self.text
+
+    def as_double(self):
+        return self.number
+
+    def unit(self):
+        return self._unit
+
+
+class FakeDomain:
+    def __init__(self, name, ranges):
+        self._name, self.ranges = name, tuple(ranges)
+
+    def name(self):
+        return self._name
+
+    def push_pop_ranges(self):
+        return self.ranges
+
+
+class FakeNvtx:
+    def __init__(self, path: str):
+        # another library's domain first: the path is the default domain's, as in the CSV
+        self.by_id = {3: FakeDomain("NCCL", ["allreduce"]), 0: FakeDomain("", path.split("/"))}
+
+    def domains(self):
+        return list(self.by_id)
+
+    def domain_by_id(self, i):
+        return self.by_id[i]
+
+
+class FakeAction:
+    def __init__(self, name, nvtx, metrics):
+        self._name, self.nvtx, self.metrics = name, nvtx, metrics
+
+    def name(self):
+        return self._name
+
+    def nvtx_state(self):
+        return FakeNvtx(self.nvtx)
+
+    def metric_names(self):
+        return tuple(self.metrics)
+
+    def metric_by_name(self, name):
+        return self.metrics.get(name)
+
+
+class FakeRange:
+    def __init__(self, actions):
+        self.actions = actions
+
+    def num_actions(self):
+        return len(self.actions)
+
+    def action_by_idx(self, i):
+        return self.actions[i]
+
+
+def _fake_report_module(long):
+    """An ncu_report module whose report holds the kernels and metrics of the CSV fixture
+    (split in two ranges), numbers as doubles and text as strings, units spelled as the
+    report module spells them."""
+    spelled = {"ns": "nsecond"}
+    actions = []
+    for _, k in long.groupby("kernel_id", sort=True):
+        metrics = {
+            r.metric: FakeMetric(r.value_text, spelled.get(r.unit, r.unit), r.value)
+            if r.value == r.value
+            else FakeMetric(r.value_text, r.unit, None)
+            for r in k.itertuples()
+        }
+        actions.append(FakeAction(k.kernel_name.iloc[0], k.nvtx_path.iloc[0], metrics))
+    ranges = [FakeRange(actions[:7]), FakeRange(actions[7:])]
+
+    class Context:
+        def num_ranges(self):
+            return len(ranges)
+
+        def range_by_idx(self, i):
+            return ranges[i]
+
+    mod = types.ModuleType("ncu_report")
+    mod.load_report = lambda path: Context()
+    return mod
+
+
+def test_report_loads_like_its_csv(tmp_path, monkeypatch):
+    long = ncu.load_ncu(RAW, long=True)
+    monkeypatch.setitem(sys.modules, "ncu_report", _fake_report_module(long))
+    rep = tmp_path / "n.ncu-rep"
+    rep.write_bytes(b"")
+    got, want = ncu.load_ncu(rep), ncu.load_ncu(RAW)
+    cols = [
+        "kernel_id",
+        "kernel_name",
+        "nvtx_path",
+        "nvtx_range",
+        "config",
+        "duration_us",  # nsecond in the report, ns in the CSV: both scaled to us
+        "block_size",
+        "registers_per_thread",
+        "shared_mem_per_block_bytes",
+        "theoretical_occupancy_pct",
+        "achieved_occupancy_pct",
+    ]
+    pd.testing.assert_frame_equal(got[cols], want[cols], check_dtype=False)
+    text = ncu.load_ncu(rep, long=True)
+    text = text[text.value.isna() & (text.value_text != "")]
+    assert len(text) > 0  # text metrics come through as text
+
+
+FAKE_NCU = """#!{python}
+import shutil, sys
+args = sys.argv[1:]
+fixture, mode = {fixture!r}, {mode!r}
+if "--import" in args:  # print the report's raw page
+    sys.stdout.write(open(fixture).read())
+    sys.exit(0)
+log = args[args.index("--log-file") + 1]
+rep = args[args.index("--export") + 1]
+assert rep.endswith(".ncu-rep") and "--force-overwrite" in args
+open(rep, "wb").write(b"report")
+open(log, "w").write(open(fixture).read() if mode == "csv" else "==PROF== Report: " + rep)
+"""
+
+
+@pytest.mark.parametrize("mode", ["csv", "report only"])
+def test_profile_keeps_the_report_beside_the_csv(tmp_path, monkeypatch, mode):
+    """ncu writes the CSV and the report; where it exported the report and printed no CSV,
+    the CSV is the report's raw page. Both end under their names, no temporary file left."""
+    fake = tmp_path / "ncu"
+    fake.write_text(FAKE_NCU.format(python=sys.executable, fixture=str(RAW), mode=mode))
+    fake.chmod(0o755)
+    monkeypatch.setenv("YOLO_SM_NCU", str(fake))
+    out = tmp_path / "out" / "n.ncu.csv"
+    out.parent.mkdir()
+    df = ncu.profile(["python3", "t.py"], out)
+    assert len(df) == 20 and df.nvtx_path.iloc[0] == "profiled_forward/yolov8_w0.25_fp16_nhwc_b8"
+    assert ncu.report_path(out) == out.parent / "n.ncu-rep"
+    assert (out.parent / "n.ncu-rep").read_bytes() == b"report"
+    assert sorted(p.name for p in out.parent.iterdir()) == ["n.ncu-rep", "n.ncu.csv"]
+    assert ncu.report_path(tmp_path / "a.csv").name == "a.ncu-rep"

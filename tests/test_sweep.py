@@ -282,7 +282,7 @@ def test_rerun_adds_nothing_and_builds_nothing(tiny_run, monkeypatch):
         raise AssertionError("a done point was run again")
 
     monkeypatch.setattr(sweep, "run_point", boom)
-    monkeypatch.setattr(sweep, "_build_model", boom)
+    monkeypatch.setattr(sweep, "build_model", boom)
     df = run_sweep(tiny_spec(), out, progress=False)
     assert len(df) == 4
     assert out.read_bytes() == before
@@ -362,7 +362,7 @@ def test_model_build_failure_becomes_error_rows(tmp_path, monkeypatch):
     def broken(p):
         raise RuntimeError("bad model config")
 
-    monkeypatch.setattr(sweep, "_build_model", broken)
+    monkeypatch.setattr(sweep, "build_model", broken)
     df = run_sweep(tiny_spec(), tmp_path / "m.parquet", progress=False)
     assert len(df) == 4
     assert (df.status == "error").all()
@@ -393,7 +393,7 @@ def test_is_oom(exc, expected):
 def test_corrupt_output_is_left_untouched(tmp_path, content, monkeypatch):
     out = tmp_path / "bad.parquet"
     out.write_bytes(content)
-    monkeypatch.setattr(sweep, "_build_model", lambda p: pytest.fail("should not build"))
+    monkeypatch.setattr(sweep, "build_model", lambda p: pytest.fail("should not build"))
     with pytest.raises(UserError, match="not a readable parquet"):
         run_sweep(tiny_spec(), out, progress=False)
     assert out.read_bytes() == content

@@ -1,4 +1,4 @@
-"""Side-by-side benchmark (the fast-engines issue): for each model and batch size, the eager
+"""Side-by-side benchmark: for each model and batch size, the eager
 fp16 NHWC baseline, each other engine, our end-to-end pipeline (one row per stream count) and
 ultralytics' own ``YOLO.predict``, measured in one go so the ratios are like for like.
 
@@ -10,12 +10,14 @@ deliver them (column ``pinned``), and ``streams`` batches are in flight. Each pi
 carries the model-only img/s of the very engine instance it wraps (``model_only_img_per_s``,
 timed just before) and their ratio, ``pipeline_vs_model_only``.
 
-A (model, batch) pair is the unit of work: its rows are written (atomically) when it is done,
-a rerun skips complete units and re-measures incomplete ones whole (a variant added to the spec
-later is measured together with a fresh baseline, so its ratio stays like for like). With a
-``deadline`` the run stops before a unit that would not fit (estimate: the longest unit of the
-same batch measured so far, else ``est_unit_s``). A variant that fails (not available, out of
-memory, numerically rejected) becomes a row with ``status`` error / oom and a one-line message.
+A (model, batch) pair is the unit of work of the grid runner
+(:func:`yolo_sm.collect.grid.run_grid`): its rows are written (atomically) when it is done, a
+rerun skips complete units and re-measures incomplete ones whole (a variant added to the spec
+later is measured together with a fresh baseline, so its ratio stays like for like), and a
+model's batches run together. With a ``deadline`` the run stops before a model whose units
+would not fit (estimate per unit: the longest unit of the same batch measured so far, else
+``est_unit_s``). A variant that fails (not available, out of memory, numerically rejected)
+becomes a row with ``status`` error / oom and a one-line message.
 """
 
 from __future__ import annotations
@@ -32,6 +34,17 @@ from yolo_sm.collect.engines.config import (
     check_compile_mode,
     check_device_name,
 )
+from yolo_sm.collect.grid import (
+    Pace,
+    free_memory,
+    parse_bool,
+    parse_float,
+    parse_int,
+    pending,
+    run_grid,
+    split_list,
+    table_rows,
+)
 from yolo_sm.collect.images import bundled_images
 from yolo_sm.collect.models import FAMILIES, MAX_WIDTH, MIN_WIDTH, build_yolo, model_flops
 from yolo_sm.collect.pipeline import (
@@ -42,16 +55,9 @@ from yolo_sm.collect.pipeline import (
     set_class_prior,
 )
 from yolo_sm.collect.provenance import collect
-from yolo_sm.collect.sweep import Point, SweepSpec, _bool, _float, _int, _split, failure, run_point
-from yolo_sm.collect.sweep import _free as free
+from yolo_sm.collect.sweep import Point, SweepSpec, failure, run_point
 from yolo_sm.collect.timing import measure_engine
 from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.store import (
-    check_output_path,
-    read_table,
-    remove_stale_partials,
-    write_atomic,
-)
 
 BASELINE = ("eager", "fp16", "nhwc")
 DEFAULT_ENGINES = (("cudagraph", "fp16", "nhwc"), ("compile", "fp16", "nhwc"))
@@ -154,34 +160,34 @@ class BenchSpec:
             raise UserError("give bench models either as models or as family + widths")
         if "models" in data:
             models = []
-            for item in _split(data["models"]):
+            for item in split_list(data["models"]):
                 family, _, width = str(item).partition(":")
-                models.append((family.strip(), _float(width or 1.0, "width")))
+                models.append((family.strip(), parse_float(width or 1.0, "width")))
             kw["models"] = tuple(models)
         elif "widths" in data or "family" in data:
             family = str(data.get("family", "yolov8"))
-            widths = _split(data.get("widths", 1.0))
-            kw["models"] = tuple((family, _float(w, "width")) for w in widths)
+            widths = split_list(data.get("widths", 1.0))
+            kw["models"] = tuple((family, parse_float(w, "width")) for w in widths)
         if "batches" in data:
-            kw["batches"] = tuple(_int(b, "batch") for b in _split(data["batches"]))
+            kw["batches"] = tuple(parse_int(b, "batch") for b in split_list(data["batches"]))
         if "engines" in data:
-            kw["engines"] = tuple(parse_engine(e) for e in _split(data["engines"] or []))
+            kw["engines"] = tuple(parse_engine(e) for e in split_list(data["engines"] or []))
         if "pipeline_engine" in data:
             kw["pipeline_engine"] = parse_engine(data["pipeline_engine"])
         if "pipeline_streams" in data:
             kw["pipeline_streams"] = tuple(
-                _int(s, "pipeline_streams") for s in _split(data["pipeline_streams"])
+                parse_int(s, "pipeline_streams") for s in split_list(data["pipeline_streams"])
             )
         for k in ("device",):
             if k in data:
                 kw[k] = str(data[k])
         if "imgsz" in data:
-            kw["imgsz"] = _int(data["imgsz"], "imgsz")
+            kw["imgsz"] = parse_int(data["imgsz"], "imgsz")
         for k in ("budget_ms", "warmup_ms", "seconds", "est_unit_s"):
             if k in data:
-                kw[k] = _float(data[k], k)
+                kw[k] = parse_float(data[k], k)
         if "predict" in data:
-            kw["predict"] = _bool(data["predict"], "predict")
+            kw["predict"] = parse_bool(data["predict"], "predict")
         return cls(**kw).validated()
 
     def validated(self) -> BenchSpec:
@@ -238,17 +244,14 @@ def _unit_key(family, width, batch) -> tuple:
     return (str(family), round(float(width), 6), int(batch))
 
 
-def _complete_units(spec: BenchSpec, done) -> set:
-    if not len(done):
-        return set()
-    missing = [c for c in (*UNIT, "variant") if c not in done.columns]
-    if missing:
-        raise UserError(f"the bench table lacks column(s) {', '.join(missing)}; choose another out")
+def _row_key(row: dict) -> tuple:
+    return _unit_key(row["family"], row["width"], row["batch"])
+
+
+def _complete(spec: BenchSpec):
+    """Whether a unit's rows hold every variant of ``spec``."""
     want = set(spec.variants())
-    have: dict = {}
-    for r in done[[*UNIT, "variant"]].itertuples(index=False):
-        have.setdefault(_unit_key(r.family, r.width, r.batch), set()).add(r.variant)
-    return {k for k, v in have.items() if want <= v}
+    return lambda unit, rows: want <= {r["variant"] for r in rows}
 
 
 def missing_units(spec: BenchSpec, out) -> list[tuple[str, float, int]]:
@@ -256,17 +259,22 @@ def missing_units(spec: BenchSpec, out) -> list[tuple[str, float, int]]:
     from pathlib import Path
 
     spec = spec.validated()
-    complete = _complete_units(spec, read_table(Path(out)))
-    return [u for u in spec.units() if _unit_key(*u) not in complete]
+    rows = table_rows(Path(out), (*UNIT, "variant"), "bench")
+    return pending(spec.units(), rows, lambda u: _unit_key(*u), _row_key, _complete(spec))
 
 
-def _estimate(rows: list[dict], batch: int, default: float) -> float:
-    """Seconds the next unit of ``batch`` will take: the longest such unit timed so far."""
+def _estimate(default: float):
+    """Seconds the next unit of a batch will take: the longest such unit timed so far (in
+    this run or in the rows read back), else ``default``."""
     import math
 
-    same = [r["unit_s"] for r in rows if r.get("batch") == batch and r.get("unit_s")]
-    same = [s for s in same if not math.isnan(s)]
-    return max(same) if same else default
+    def estimate(unit, pace: Pace) -> float:
+        batch = unit[2]
+        same = [r.get("unit_s") for r in pace.rows if r.get("batch") == batch]
+        same = [s for s in same if s and not math.isnan(s)]
+        return max(same) if same else default
+
+    return estimate
 
 
 def run_bench(
@@ -283,52 +291,33 @@ def run_bench(
     (img/s over the baseline's of the same unit), ``build_s``, the pipeline columns
     (``streams``, ``model_only_img_per_s``, ``pipeline_vs_model_only``), ``unit_s`` and
     ``prov_*``. ``deadline``: a ``time.monotonic()`` value (see the module docstring)."""
-    import pandas as pd
-    from tqdm.auto import tqdm
-
     spec = spec.validated()
     check_device(spec.device)
-    rows: list[dict] = []
-    complete: set = set()
-    if out is not None:
-        out = check_output_path(out)
-        done = read_table(out)
-        remove_stale_partials(out)
-        complete = _complete_units(spec, done)
-        rows = done.to_dict("records") if len(done) else []
-    todo = [u for u in spec.units() if _unit_key(*u) not in complete]
-    meta = {"spec": asdict(spec), "argv": sys.argv}
-    frames = frames if frames is not None else _bundled_frames()
-    bar = tqdm(total=len(todo), desc="bench", unit="unit", disable=not progress, file=sys.stderr)
-    model, model_key = None, None
-    for family, width, batch in todo:
-        if deadline is not None:
-            est, left = _estimate(rows, batch, spec.est_unit_s), deadline - time.monotonic()
-            if est > left:
-                print(
-                    f"bench: stopping before {family} w{width:g} b{batch} (about {est:.0f} s, "
-                    f"{max(left, 0):.0f} s left); run again to continue",
-                    file=sys.stderr,
-                )
-                break
-        bar.set_postfix_str(f"{family} w{width:g} b{batch}")
-        t0 = time.perf_counter()
-        if model_key != (family, width):
-            model, model_key = None, (family, width)
-            _free()
-            model = _build_model(family, width)  # an exception object when it fails
-        unit = bench_unit(model, family, width, batch, spec, frames)
-        unit_s = time.perf_counter() - t0
-        key = _unit_key(family, width, batch)
-        rows = [r for r in rows if _unit_key(r["family"], r["width"], r["batch"]) != key]
-        rows += [{**r, "unit_s": unit_s} for r in unit]
-        if out is not None:
-            write_atomic(pd.DataFrame(rows), out, meta)
-        bar.update(1)
-    bar.close()
-    model = None
-    _free()
-    return pd.DataFrame(rows)
+    frames = frames if frames is not None else bundled_frames()
+
+    def measure(unit, model) -> list[dict]:
+        family, width, batch = unit
+        return bench_unit(model, family, width, batch, spec, frames)
+
+    return run_grid(
+        spec.units(),
+        measure,
+        key=lambda u: _unit_key(*u),
+        row_key=_row_key,
+        group=lambda u: (u[0], u[1]),
+        open_group=lambda u: bench_model(u[0], u[1]),  # an exception object when it fails
+        complete=_complete(spec),
+        out=out,
+        columns=(*UNIT, "variant"),
+        kind="bench",
+        metadata={"spec": asdict(spec), "argv": sys.argv},
+        deadline=deadline,
+        estimate=_estimate(spec.est_unit_s),
+        clock=time.monotonic,
+        seconds_column="unit_s",
+        describe=lambda u: f"{u[0]} w{u[1]:g} b{u[2]}",
+        progress=progress,
+    )
 
 
 #: (p, spread) of :func:`yolo_sm.collect.pipeline.set_class_prior` for the bench's models: class
@@ -336,8 +325,9 @@ def run_bench(
 CLASS_PRIOR = (0.001, 1.5)
 
 
-def _build_model(family: str, width: float):
-
+def bench_model(family: str, width: float):
+    """The bench's model: a YOLO detector with :data:`CLASS_PRIOR` (so that NMS has
+    detections to work on), or the exception its build raised."""
     try:
         model = build_yolo(family, width)
         set_class_prior(model, *CLASS_PRIOR)  # detections for NMS to do real work
@@ -354,7 +344,7 @@ def bench_unit(model, family: str, width: float, batch: int, spec: BenchSpec, fr
     head = {"family": family, "width": float(width), "batch": int(batch)}
     if isinstance(model, BaseException):
         rows = [
-            {**head, "variant": v, "scope": _scope(v), **_failure(model)} for v in spec.variants()
+            {**head, "variant": v, "scope": _scope(v), **failure(model)} for v in spec.variants()
         ]
     else:
         flops = model_flops(model, spec.imgsz)
@@ -387,11 +377,6 @@ def _engine_columns(engine) -> dict:
         "precision": engine[1],
         "layout": engine[2],
     }
-
-
-def _failure(e: BaseException) -> dict:
-
-    return failure(e)
 
 
 def _engine_row(model, head: dict, engine, spec: BenchSpec, flops: int) -> dict:
@@ -459,16 +444,16 @@ def _pipeline_rows(model, head: dict, spec: BenchSpec, frames) -> list[dict]:
     except Exception as e:  # noqa: BLE001 - the engine cannot run here: error rows
         if eng is not None:
             eng.close()
-        _free()
-        return [{**r, **_failure(e)} for r in rows]
+        free_memory()
+        return [{**r, **failure(e)} for r in rows]
     try:
         for r in rows:
             try:
                 pipe = DetectionPipeline(model, eng, PipelineConfig(streams=r["streams"]))
                 st = measure_pipeline(pipe, frames, head["batch"], spec.seconds)
             except Exception as e:  # noqa: BLE001
-                r.update(_failure(e))
-                _free()
+                r.update(failure(e))
+                free_memory()
                 continue
             r.update(
                 status="ok",
@@ -524,8 +509,8 @@ def _predict_row(model, head: dict, spec: BenchSpec, frames) -> dict:
             n += batch
         wall = time.perf_counter() - t0
     except Exception as e:  # noqa: BLE001
-        _free()
-        return {**row, **_failure(e)}
+        free_memory()
+        return {**row, **failure(e)}
     return {
         **row,
         "status": "ok",
@@ -537,12 +522,9 @@ def _predict_row(model, head: dict, spec: BenchSpec, frames) -> dict:
     }
 
 
-def _free() -> None:
-
-    free(collect=True)
-
-
-def _bundled_frames():
+def bundled_frames():
+    """The photos shipped with ultralytics as BGR frames of one shape (the first photo's; the
+    others resized to it), as a camera would deliver them."""
     import cv2
 
     frames = [cv2.imread(str(p)) for p in bundled_images()]

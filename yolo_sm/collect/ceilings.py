@@ -3,9 +3,9 @@ bandwidth, and host-to-device copies (one 640x640x3 fp16 frame, and large pinned
 
 The roofline and the "fraction of peak" figures divide by these instead of datasheet numbers
 (plan step ``ceilings``; ``yolo_sm.contract.datasets.load("h200/ceilings")``). A matmul of
-8192^3 on random
-data is the usual way to reach a tensor-core peak from PyTorch (cuBLAS picks its best kernel); a
-copy of a 1 GiB buffer reads and writes each byte once (2 bytes of traffic per byte copied).
+8192^3 on random data is the usual way to reach a tensor-core peak from PyTorch (cuBLAS picks
+its best kernel); a copy of a 1 GiB buffer reads and writes each byte once (2 bytes of traffic
+per byte copied).
 """
 
 from __future__ import annotations
@@ -72,8 +72,9 @@ def measure_ceilings(
     kernel and the clocks it sustains under power differ per shape.
 
     ``fill`` (:data:`FILLS`): the matmul operands, random normal (the default, the ceiling) or
-    zeros (a diagnostic of power-limited clocks). Each row records ``fill`` and
-    ``sm_clock_end_mhz``, the SM clock (NVML) right after its timed calls (None on a CPU)."""
+    zeros (a diagnostic of power-limited clocks). Each matmul row records ``fill`` and
+    ``sm_clock_end_mhz``, the SM clock (NVML) right after its timed calls (None on a CPU); the
+    copy rows (GPU only, measured whatever the fill) have neither."""
     import pandas as pd
     import torch
 

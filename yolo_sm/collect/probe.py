@@ -1,4 +1,4 @@
-"""Where does a frames-to-boxes batch spend its time? (issue: fast engines, goal 4)
+"""Where does a frames-to-boxes batch spend its time?
 
 :func:`probe_pipeline` runs each stage of :class:`yolo_sm.collect.pipeline.DetectionPipeline` on its
 own, synchronised, ``reps`` times, on one batch of camera frames (pinned on a GPU): the copy to
@@ -15,11 +15,12 @@ from __future__ import annotations
 import math
 import time
 
+import yolo_sm.collect.pipeline as P
 from yolo_sm.collect.bench import (
     CPU_PIPELINE_ENGINE,
     PIPELINE_ENGINE,
-    _build_model,
-    _bundled_frames,
+    bench_model,
+    bundled_frames,
 )
 from yolo_sm.collect.engines import EngineConfig, build_engine
 from yolo_sm.contract.errors import UserError
@@ -61,17 +62,15 @@ def probe_pipeline(
     import numpy as np
     import torch
 
-    import yolo_sm.collect.pipeline as P
-
     if frames not in ("bus", "alternate"):
         raise UserError(f"frames must be 'bus' or 'alternate', got {frames!r}")
     if batch < 1 or reps < 1:
         raise UserError("batch and reps must be at least 1")
     on_gpu = torch.device(device).type == "cuda"
-    model = _build_model(family, width)
+    model = bench_model(family, width)
     if isinstance(model, BaseException):
         raise model
-    photos = _bundled_frames()
+    photos = bundled_frames()
     pick = [photos[0]] * batch if frames == "bus" else [photos[i % 2] for i in range(batch)]
     stack = torch.from_numpy(np.stack(pick))
     if on_gpu:
@@ -111,8 +110,6 @@ def _probe(model, eng, stack, reps: int, on_gpu: bool):
     import numpy as np
     import pandas as pd
     import torch
-
-    import yolo_sm.collect.pipeline as P
 
     pipe = P.DetectionPipeline(model, eng, P.PipelineConfig(streams=1))
     device = eng.config.device

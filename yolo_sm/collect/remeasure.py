@@ -1,7 +1,7 @@
 """Re-measure random points of a shipped sweep with its own settings, and compare.
 
-The datasets issue's check ("re-measuring five random sweep points on the H200 with the same
-command lands within 10 % of the shipped figures") as one command::
+Whether a shipped sweep repeats ("re-measuring five random sweep points with the same command
+lands within 10 % of the shipped figures"), as one command::
 
     yolo-sm remeasure --dataset h200/sweep_fp16_nhwc --points 5 --seed 20261130 \\
         --out remeasure.parquet
@@ -10,10 +10,12 @@ Points are drawn among the table's ``ok`` rows with ``pandas.DataFrame.sample`` 
 the draw reproducible on any machine, so the points can be named before the GPU is). Each is
 built and timed through the sweep's own ``run_point`` with the timing settings stored in the
 table's metadata (``budget_ms``, ``warmup_ms``; the defaults of ``yolo-sm sweep`` where a table
-has none), so only the machine, the moment and the process differ. The output has one row per
-point: its key, the shipped and new img/s, ``ratio`` = new / shipped, ``within_10pct``, both
+has none), so only the machine, the moment and the process differ; the points run over the grid
+runner (:func:`yolo_sm.collect.grid.run_grid`: one model built once for its points, the output
+written after every point, a killed run continued by the same command). The output has one row
+per point: its key, the shipped and new img/s, ``ratio`` = new / shipped, ``within_10pct``, both
 dates and ``launch_bound``: an eager point at batch <= 8, the kind that moved by up to 2x between
-two H200 sessions while the others repeated within ~2 % (data/README.md).
+two runs on one machine while the others repeated within ~2 % (data/README.md).
 """
 
 from __future__ import annotations
@@ -22,19 +24,12 @@ import json
 from pathlib import Path
 
 from yolo_sm.analyse.remeasure import launch_bound, within_tolerance
+from yolo_sm.collect.grid import run_grid
 from yolo_sm.collect.models import model_flops
-from yolo_sm.collect.sweep import (
-    KEY_COLUMNS,
-    Point,
-    SweepSpec,
-    _build_model,
-    _free,
-    failure,
-    run_point,
-)
+from yolo_sm.collect.sweep import Point, SweepSpec, build_model, failure, run_point
 from yolo_sm.contract import datasets
 from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.store import check_output_path, write_atomic
+from yolo_sm.contract.schema import KEY_COLUMNS
 
 
 def _timing_settings(name: str) -> dict:
@@ -61,6 +56,14 @@ def pick(df, n: int, seed: int):
     return ok.sample(n, random_state=seed).sort_values(list(KEY_COLUMNS[:5]), kind="stable")
 
 
+def _point(r, device: str | None) -> Point:
+    key = {c: r[c] for c in KEY_COLUMNS}
+    key["scale"] = key["scale"] if isinstance(key["scale"], str) else ""
+    if device:
+        key["device"] = device
+    return Point(**key)
+
+
 def remeasure(
     name: str,
     n: int = 5,
@@ -70,41 +73,35 @@ def remeasure(
     progress: bool = True,
 ):
     """Re-measure ``n`` random points of sweep dataset ``name``; returns the comparison table
-    (written atomically to ``out`` when given). ``device`` overrides the points' device (e.g.
-    ``cpu`` for a dry run; the ratios then compare different machines)."""
-    import pandas as pd
-    from tqdm.auto import tqdm
-
+    (written atomically to ``out`` after every point when given; a rerun into the same ``out``
+    measures only the points it lacks). ``device`` overrides the points' device (e.g. ``cpu``
+    for a dry run; the ratios then compare different machines)."""
     entry = datasets.info(name)
     if entry.get("kind") != "sweep":
         raise UserError(f"{name} is a {entry.get('kind')} dataset; remeasure takes a sweep")
-    if out is not None:
-        out = check_output_path(Path(out))
     old = datasets.load(name)
     points = pick(old, n, seed)
     timing = _timing_settings(name)
-    rows = []
-    bar = tqdm(total=len(points), desc="remeasure", unit="pt", disable=not progress)
-    for _, r in points.iterrows():
-        key = {c: r[c] for c in KEY_COLUMNS}
-        key["scale"] = key["scale"] if isinstance(key["scale"], str) else ""
-        if device:
-            key["device"] = device
-        p = Point(**key)
-        spec = SweepSpec(device=p.device, **timing)
+    shipped = [(_point(r, device), r) for _, r in points.iterrows()]
+
+    def open_model(unit):
+        p = unit[0]
         try:
-            model = _build_model(p)
-            new = run_point(model, p, spec, model_flops(model, p.imgsz))
+            return build_model(p)
         except Exception as e:  # noqa: BLE001 - a point that cannot be built is a row
-            new = {**failure(e), "img_per_s": float("nan")}
-        finally:
-            model = None
-            _free(collect=True)
+            return e
+
+    def measure(unit, model) -> list[dict]:
+        p, r = unit
+        if isinstance(model, BaseException):
+            new = {**failure(model), "img_per_s": float("nan")}
+        else:
+            spec = SweepSpec(device=p.device, **timing)
+            new = run_point(model, p, spec, model_flops(model, p.imgsz))
         ratio = new.get("img_per_s", float("nan")) / r["img_per_s"]
-        rows.append(
+        return [
             {
-                **{c: r[c] for c in KEY_COLUMNS},
-                "device": p.device,
+                **{c: getattr(p, c) for c in KEY_COLUMNS},  # the device measured on
                 "shipped_img_per_s": float(r["img_per_s"]),
                 "new_img_per_s": float(new.get("img_per_s", float("nan"))),
                 "ratio": float(ratio),
@@ -117,13 +114,22 @@ def remeasure(
                 "new_gpu_name": new.get("prov_gpu_name"),
                 "budget_ms": timing.get("budget_ms", SweepSpec.budget_ms),
             }
-        )
-        bar.update(1)
-    bar.close()
-    df = pd.DataFrame(rows)
-    if out is not None:
-        write_atomic(df, out, {"dataset": name, "points": n, "seed": seed})
-    return df
+        ]
+
+    return run_grid(
+        shipped,
+        measure,
+        key=lambda unit: unit[0].key(),
+        row_key=lambda row: tuple(row[c] for c in KEY_COLUMNS),
+        group=lambda unit: unit[0].model_key(),
+        open_group=open_model,
+        out=out,
+        columns=KEY_COLUMNS,
+        kind="remeasure",
+        metadata={"dataset": name, "points": n, "seed": seed},
+        describe=lambda unit: f"{unit[0].family} w{unit[0].width:g} b{unit[0].batch}",
+        progress=progress,
+    )
 
 
 def summary(df) -> str:

@@ -3,19 +3,17 @@
 A point's row leads with its coordinates (family, width, depth, max_channels, scale, precision,
 layout, backend, batch, imgsz, compile_mode, device), then ``status`` (ok / oom / error) and
 ``message``, the timing summary with raw ``samples_ms``, the numerical check, FLOPs and
-throughput, peak memory and provenance. After every point the whole table is rewritten to a
-temporary file and renamed over the old one, so a run killed at any moment leaves a readable
-file that lacks at most the point in progress; rerunning the same command skips done points.
+throughput, peak memory and provenance. A sweep is :func:`run_point` over the grid runner
+(:func:`yolo_sm.collect.grid.run_grid`): one model's points run together, the table is
+rewritten atomically after every point, and rerunning the same command skips done points.
 """
 
 from __future__ import annotations
 
-import gc
 import itertools
 import os
 import sys
 import time
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
@@ -28,16 +26,21 @@ from yolo_sm.collect.engines.config import (
     check_compile_mode,
     check_device_name,
 )
+from yolo_sm.collect.grid import (
+    free_memory,
+    parse_bool,
+    parse_float,
+    parse_int,
+    pending,
+    run_grid,
+    split_list,
+    table_rows,
+)
 from yolo_sm.collect.models import FAMILIES, MAX_WIDTH, MIN_WIDTH, build_yolo, model_flops, preset
 from yolo_sm.collect.timing import measure_engine
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.schema import KEY_COLUMNS
-from yolo_sm.contract.store import (
-    check_output_path,
-    read_table,
-    remove_stale_partials,
-    write_atomic,
-)
+from yolo_sm.contract.store import check_output_path, write_atomic  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True)
@@ -99,15 +102,15 @@ class SweepSpec:
             if k in ("device", "compile_mode"):
                 kw[k] = str(v)
             elif k in ("max_channels",):
-                kw[k] = _int(v, k)
+                kw[k] = parse_int(v, k)
             elif k in ("warmup_ms", "budget_ms"):
-                kw[k] = _float(v, k)
+                kw[k] = parse_float(v, k)
             elif k == "check":
-                kw[k] = _bool(v, k)
+                kw[k] = parse_bool(v, k)
             elif k == "extra":
                 kw[k] = dict(v)
             else:
-                kw[k] = tuple(_split(v))
+                kw[k] = tuple(split_list(v))
         return cls(**kw).validated()
 
     def validated(self) -> SweepSpec:
@@ -132,7 +135,7 @@ class SweepSpec:
             if isinstance(w, str) and w.strip().lower() in ("n", "s", "m", "l", "x"):
                 widths.append(w.strip().lower())
                 continue
-            w = _float(w, "width")
+            w = parse_float(w, "width")
             if not MIN_WIDTH <= w <= MAX_WIDTH:
                 raise UserError(
                     f"width must be between {MIN_WIDTH} and {MAX_WIDTH} (or n/s/m/l/x), got {w:g}"
@@ -141,16 +144,16 @@ class SweepSpec:
         if not widths:
             raise UserError("the sweep needs at least one width")
         depths = tuple(
-            None if d in (None, "", "none", "None") else _float(d, "depth") for d in self.depth
+            None if d in (None, "", "none", "None") else parse_float(d, "depth") for d in self.depth
         )
         if any(d is not None and not 0 < d <= 4 for d in depths):
             raise UserError("depth must be in (0, 4]")
-        batches = tuple(_int(b, "batch") for b in self.batches)
+        batches = tuple(parse_int(b, "batch") for b in self.batches)
         if any(b <= 0 for b in batches) or not batches:
             raise UserError(
                 f"batch sizes must be positive integers, got {','.join(map(str, self.batches))}"
             )
-        sizes = tuple(_int(s, "imgsz") for s in self.imgsz)
+        sizes = tuple(parse_int(s, "imgsz") for s in self.imgsz)
         if any(s <= 0 or s % 32 for s in sizes) or not sizes:
             raise UserError("imgsz must be positive multiples of 32")
         check_compile_mode(self.compile_mode)
@@ -256,53 +259,18 @@ def check_environment(spec: SweepSpec) -> None:
         raise UserError("backend cudagraph needs --device cuda")
 
 
-def _split(v) -> Iterable:
-    if isinstance(v, str):
-        return [x.strip() for x in v.split(",") if x.strip()]
-    if isinstance(v, (list, tuple)):
-        return list(v)
-    return [v]
-
-
-def _bool(v, what) -> bool:
-    if isinstance(v, bool):
-        return v
-    text = str(v).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise UserError(f"{what} must be true or false, got {v!r}")
-
-
-def _float(v, what) -> float:
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        raise UserError(f"{what} must be a number, got {v!r}") from None
-
-
-def _int(v, what) -> int:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        raise UserError(f"{what} must be an integer, got {v!r}") from None
-    if f != int(f):
-        raise UserError(f"{what} must be an integer, got {v!r}")
-    return int(f)
-
-
 # --- running --------------------------------------------------------------------------------
 
 
 def missing_points(spec: SweepSpec, out: str | os.PathLike) -> list[Point]:
     """The points of ``spec`` that ``out`` does not hold yet (all of them if it is absent)."""
     spec = spec.validated()
-    done = read_table(Path(out))
-    if not len(done):
-        return spec.points()
-    keys = {tuple(r) for r in done[list(KEY_COLUMNS)].itertuples(index=False)}
-    return [p for p in spec.points() if p.key() not in keys]
+    rows = table_rows(Path(out), KEY_COLUMNS, "sweep")
+    return pending(spec.points(), rows, Point.key, _row_key)
+
+
+def _row_key(row: dict) -> tuple:
+    return tuple(row[c] for c in KEY_COLUMNS)
 
 
 def run_sweep(
@@ -314,73 +282,45 @@ def run_sweep(
     after it, so one long plan fits several time-limited commands; rerun to continue. A model's
     points start only if all of them fit before the deadline at this run's pace so far, so that
     its precisions, layouts, backends and batches are measured side by side in one run."""
-    import pandas as pd
-    from tqdm.auto import tqdm
-
     spec = spec.validated()
     check_environment(spec)
-    out = check_output_path(out)
-    done = read_table(out)
-    remove_stale_partials(out)
-    done_keys = set()
-    if len(done):
-        missing = [c for c in KEY_COLUMNS if c not in done.columns]
-        if missing:
-            raise UserError(
-                f"{out} is not a yolo_sm sweep table (missing columns {', '.join(missing)})"
-            )
-        done_keys = {tuple(r) for r in done[list(KEY_COLUMNS)].itertuples(index=False)}
-    todo = [p for p in spec.points() if p.key() not in done_keys]
-    rows = done.to_dict("records") if len(done) else []
-    meta = {"spec": asdict(spec), "argv": sys.argv}
-    bar = tqdm(total=len(todo), desc="sweep", unit="pt", disable=not progress, file=sys.stderr)
-    started, measured = time.monotonic(), 0
-    for _, group in itertools.groupby(todo, key=Point.model_key):
-        group = list(group)
-        if deadline is not None:
-            now = time.monotonic()
-            if now > deadline:
-                break
-            # a model's points (its precisions, layouts, backends, batches) are compared side
-            # by side: start a model only if all its points fit, at this run's pace so far
-            need = (now - started) / measured * len(group) if measured else 0.0
-            if now + need > deadline:
-                print(
-                    f"sweep: stopping before {group[0].family} w{group[0].width:g}: its "
-                    f"{len(group)} points (~{need:.0f} s) would end past the deadline; the "
-                    "next run measures them together",
-                    file=sys.stderr,
-                )
-                break
-        model, flops, model_error = None, {}, None
+
+    def open_model(p: Point) -> dict:
         try:
-            model = _build_model(group[0])
+            return {"model": build_model(p), "flops": {}}
         except Exception as e:  # noqa: BLE001 - a broken model config becomes error rows
-            model_error = e
-        for p in group:
-            if deadline is not None and time.monotonic() > deadline:
-                break
-            bar.set_postfix_str(
-                f"{p.family} w{p.width:g} {p.backend} {p.precision} {p.layout} b{p.batch}"
-            )
-            if model_error is not None:
-                row = _error_row(p, spec, model_error)
-            else:
-                if p.imgsz not in flops:
-                    flops[p.imgsz] = model_flops(model, p.imgsz)
-                row = run_point(model, p, spec, flops[p.imgsz])
-            rows.append(row)
-            write_atomic(pd.DataFrame(rows), out, meta)
-            measured += 1
-            bar.update(1)
-        del model
-        _free(collect=True)
-    bar.close()
-    return pd.DataFrame(rows)
+            return {"error": e}
+
+    def measure(p: Point, state: dict) -> list[dict]:
+        if "error" in state:
+            return [_error_row(p, spec, state["error"])]
+        flops = state["flops"]
+        if p.imgsz not in flops:
+            flops[p.imgsz] = model_flops(state["model"], p.imgsz)
+        return [run_point(state["model"], p, spec, flops[p.imgsz])]
+
+    return run_grid(
+        spec.points(),
+        measure,
+        key=Point.key,
+        row_key=_row_key,
+        group=Point.model_key,
+        open_group=open_model,
+        out=out,
+        columns=KEY_COLUMNS,
+        kind="sweep",
+        metadata={"spec": asdict(spec), "argv": sys.argv},
+        deadline=deadline,
+        clock=time.monotonic,
+        describe=lambda p: (
+            f"{p.family} w{p.width:g} {p.backend} {p.precision} {p.layout} b{p.batch}"
+        ),
+        progress=progress,
+    )
 
 
-def _build_model(p: Point):
-
+def build_model(p: Point):
+    """The YOLO model of a point (its family, width or preset, depth and channel cap)."""
     return build_yolo(p.family, p.scale or p.width, depth=p.depth, max_channels=p.max_channels)
 
 
@@ -435,7 +375,7 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
         if engine is not None:
             engine.close()
         del engine
-        _free(collect=row["status"] != "ok")
+        free_memory(collect=row["status"] != "ok")
     return row
 
 
@@ -466,14 +406,3 @@ def is_oom(e: BaseException) -> bool:
         return True
     text = str(e).lower()
     return "out of memory" in text or "alloc_failed" in text
-
-
-def _free(collect: bool = True) -> None:
-    """Release cached GPU memory; a full ``gc.collect`` (slow on big heaps) only when asked:
-    after a failure (an OOM leaves reference cycles through the traceback) or a model change."""
-    import torch
-
-    if collect:
-        gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()

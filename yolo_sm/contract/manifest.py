@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import tempfile
 from pathlib import Path
 
 from yolo_sm.contract.schema import SCHEMAS, validate
@@ -55,14 +57,16 @@ def register(
 ) -> dict:
     """Add or replace dataset ``name`` in ``folder/manifest.json`` (written atomically);
     ``params``: the plan step's parameters that made it (``collect`` compares them with the
-    plan's to notice an edited step)."""
+    plan's to notice an edited step).
+
+    Safe for concurrent writers (several collection commands registering into one folder):
+    the read-modify-write of the manifest holds an exclusive lock (``fcntl.flock``) on
+    ``.manifest.json.lock`` beside it, and each writer writes its own temporary file before
+    the rename, so no entry is lost and no reader sees half a manifest."""
     import pandas as pd
 
     folder = Path(folder)
     df = validate(pd.read_parquet(folder / file), kind, name)
-    mf = folder / "manifest.json"
-    manifest = json.loads(mf.read_text()) if mf.exists() else {"datasets": {}}
-
     entry = {
         "file": file,
         "kind": kind,
@@ -74,8 +78,20 @@ def register(
     }
     if params is not None:
         entry["params"] = params
-    manifest["datasets"][name] = entry
-    tmp = mf.with_name(mf.name + ".partial")
-    tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
-    os.replace(tmp, mf)
+    mf = folder / "manifest.json"
+    with open(folder / f".{mf.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        manifest = json.loads(mf.read_text()) if mf.exists() else {"datasets": {}}
+        manifest["datasets"][name] = entry
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{mf.name}.", suffix=".partial")
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(json.dumps(manifest, indent=2, default=str) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, 0o644)  # mkstemp makes it private; the manifest is for everyone
+            os.replace(tmp, mf)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     return entry

@@ -1,6 +1,11 @@
 """Parquet tables on disk: checked output paths, atomic writes (temporary file + fsync +
-rename, so a killed writer leaves the old file or the new one, never half of one), and clean-up
-of temporaries that killed writers left behind. Used by sweeps, collection plans and bench."""
+rename, so a killed writer leaves the old file or the new one, never half of one), clean-up
+of temporaries that killed writers left behind, and verified reads.
+
+Every page is written with a CRC checksum (``write_page_checksum``) and every read here
+verifies them (``page_checksum_verification``): a table whose bytes changed on disk (a bad
+copy, a flipped bit, a truncated download) ends in one sentence naming the file, never in
+silently wrong numbers. Tables written before checksums were stored read as they are."""
 
 from __future__ import annotations
 
@@ -26,34 +31,52 @@ def check_output_path(out: str | os.PathLike) -> Path:
     return out
 
 
-def read_table(out: Path):
-    """Rows already in ``out`` (an empty frame when it does not exist); an unreadable file is a
-    UserError and is left untouched."""
+def read_frame(path: str | os.PathLike, columns=None):
+    """The table at ``path`` as a DataFrame, its page checksums verified (``columns``: only
+    these). A missing file, or one that is corrupt or truncated, is one UserError naming it."""
     import pandas as pd
 
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"{path} does not exist")
+    try:
+        return pd.read_parquet(path, columns=columns, page_checksum_verification=True)
+    except Exception as e:  # noqa: BLE001 - any parse failure means the same to the user
+        raise _unreadable(path, e, "collect it again or restore it from a good copy") from None
+
+
+def read_table(out: Path):
+    """Rows already in the output table ``out`` (an empty frame when it does not exist), page
+    checksums verified; an unreadable file is a UserError and is left untouched."""
+    import pandas as pd
+
+    out = Path(out)
     if not out.exists():
         return pd.DataFrame()
     try:
-        return pd.read_parquet(out)
-    except Exception as e:  # noqa: BLE001 - any parse failure means the same to the user
-        raise _unreadable(out, e) from None
-
-
-def read_arrow(out: Path):
-    """``out`` as a pyarrow table, schema metadata included; an unreadable file is the same
-    UserError as :func:`read_table`'s and is left untouched."""
-    import pyarrow.parquet as pq
-
-    try:
-        return pq.read_table(out)
+        return pd.read_parquet(out, page_checksum_verification=True)
     except Exception as e:  # noqa: BLE001
         raise _unreadable(out, e) from None
 
 
-def _unreadable(out: Path, e: BaseException) -> UserError:
+def read_arrow(out: Path):
+    """``out`` as a pyarrow table, schema metadata included, page checksums verified; an
+    unreadable file is the same UserError as :func:`read_table`'s and is left untouched."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(out, page_checksum_verification=True)
+    except Exception as e:  # noqa: BLE001
+        raise _unreadable(Path(out), e) from None
+
+
+def _unreadable(
+    out: Path, e: BaseException, advice: str = "move it away or choose another --out"
+) -> UserError:
+    detail = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
     return UserError(
-        f"{out} exists but is not a readable parquet file ({type(e).__name__}); move it away "
-        "or choose another --out"
+        f"{out} exists but is not a readable parquet file: it is corrupt or truncated "
+        f"({type(e).__name__}: {detail}); {advice}"
     )
 
 
@@ -78,7 +101,7 @@ def write_table_atomic(table, out: Path) -> None:
     tmp = out.with_name(f".{out.name}.{os.getpid()}.partial")
     try:
         with open(tmp, "wb") as fh:
-            pq.write_table(table, fh, compression="zstd")
+            pq.write_table(table, fh, compression="zstd", write_page_checksum=True)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, out)

@@ -3,7 +3,8 @@
 ``load_ncu`` reads ``ncu --csv`` output in either page layout (``--page raw``: one row per kernel,
 a units row under the header; ``--page details``: one row per metric), with the ``==PROF==`` /
 ``==WARNING==`` preamble ncu writes into ``--log-file``, or a ``.ncu-rep`` report through ncu's
-own Python module (``ncu_report``) when it is installed.
+own Python module (``ncu_report``) when it is installed. :func:`profile` keeps the report beside
+the CSV (``n.csv`` -> ``n.ncu-rep``), for a look at a kernel in the Nsight Compute GUI.
 """
 
 from __future__ import annotations
@@ -69,8 +70,10 @@ COLUMNS = {
     "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_throughput_pct",
     "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active": "tensor_pipe_pct",
 }
-UNIT_SCALE = {
+UNIT_SCALE = {  # to ns and bytes; the report module spells units out (nsecond, usecond, ...)
     "ns": 1,
+    "nsecond": 1,
+    "second": 1e9,
     "us": 1e3,
     "usecond": 1e3,
     "ms": 1e6,
@@ -96,14 +99,24 @@ def find_ncu() -> str | None:
     return _find()
 
 
+def report_path(out_csv: str | os.PathLike) -> Path:
+    """Where :func:`profile` keeps the ``.ncu-rep`` report of ``out_csv``: beside it, named
+    after it (``n.csv`` and ``n.ncu.csv`` -> ``n.ncu-rep``)."""
+    out_csv = Path(out_csv)
+    stem = out_csv.name.removesuffix(".csv").removesuffix(".ncu")
+    return out_csv.with_name(f"{stem}.ncu-rep")
+
+
 def command(
     target: list[str],
     out_csv: str | os.PathLike,
     metric_set: str = "occupancy",
     nvtx_include: str = "profiled_forward/",
     clock_control: str = "none",
+    report: str | os.PathLike | None = None,
 ) -> list[str]:
-    """The ncu command line that profiles ``target`` into ``out_csv`` (raw CSV page)."""
+    """The ncu command line that profiles ``target`` into ``out_csv`` (raw CSV page) and,
+    with ``report`` (a path ending in ``.ncu-rep``), into that report file as well."""
     if metric_set not in METRIC_SETS:
         raise UserError(
             f"unknown metric set {metric_set!r}: choose one of {', '.join(METRIC_SETS)}"
@@ -123,9 +136,19 @@ def command(
         "--log-file",
         str(out_csv),
     ]
+    if report is not None:
+        cmd += ["--export", str(report), "--force-overwrite"]
     if nvtx_include:
         cmd += ["--nvtx", "--nvtx-include", nvtx_include]
     return cmd + list(target)
+
+
+def import_command(report: str | os.PathLike) -> list[str]:
+    """The ncu command line that prints a report's raw page as CSV (no profiling)."""
+    ncu = find_ncu()
+    if ncu is None:
+        raise NotAvailableError("ncu (Nsight Compute) was not found: install it or set YOLO_SM_NCU")
+    return [ncu, "--import", str(report), "--csv", "--page", "raw"]
 
 
 def profile(
@@ -134,31 +157,61 @@ def profile(
     metric_set: str = "occupancy",
     nvtx_include: str = "profiled_forward/",
     timeout_s: float = 600,
+    report: str | os.PathLike | None = None,
 ):
     """Run ``target`` (argv of a program that wraps its forwards in NVTX ranges) under ncu and
-    return :func:`load_ncu` of the result. The CSV is written to a temporary name and renamed,
-    so a timeout or failure leaves no half file."""
+    return :func:`load_ncu` of the result. The CSV and the ``.ncu-rep`` report (``report``,
+    by default :func:`report_path` of the CSV) are written to temporary names and renamed, so
+    a timeout or failure leaves no half file. Where ncu printed no CSV because it exported a
+    report, the CSV is the report's raw page (``ncu --import``)."""
     out_csv = Path(out_csv)
+    report = Path(report) if report is not None else report_path(out_csv)
     tmp = out_csv.with_name(f".{out_csv.name}.{os.getpid()}.partial")
-    cmd = command(target, tmp, metric_set, nvtx_include)
+    tmp_rep = report.with_name(f".{report.name.removesuffix('.ncu-rep')}.{os.getpid()}.ncu-rep")
+    cmd = command(target, tmp, metric_set, nvtx_include, report=tmp_rep)
+
+    def clean():
+        tmp.unlink(missing_ok=True)
+        tmp_rep.unlink(missing_ok=True)
+
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        tmp.unlink(missing_ok=True)
+        clean()
         raise UserError(
             f"ncu did not finish within {timeout_s:g} s; profile fewer forwards or "
             "raise the timeout"
         ) from None
-    log = proc.stdout + proc.stderr + (tmp.read_text() if tmp.exists() else "")
+    log = proc.stdout + proc.stderr + (tmp.read_text(errors="replace") if tmp.exists() else "")
     if "ERR_NVGPUCTRPERM" in log:
-        tmp.unlink(missing_ok=True)
+        clean()
         raise NotAvailableError(PERM_HELP)
-    if proc.returncode != 0 or not tmp.exists():
-        tmp.unlink(missing_ok=True)
+    if proc.returncode != 0 or not (tmp.exists() or tmp_rep.exists()):
+        clean()
         tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-1:])
         raise UserError(f"ncu failed with exit code {proc.returncode}: {tail}")
+    if not _has_csv_rows(tmp) and tmp_rep.exists():
+        try:
+            printed = subprocess.run(
+                import_command(tmp_rep), capture_output=True, text=True, timeout=timeout_s
+            )
+        except subprocess.TimeoutExpired:
+            printed = None
+        if printed is None or printed.returncode != 0:
+            clean()
+            raise UserError(f"ncu could not print the report it wrote ({tmp_rep.name})")
+        tmp.write_text(printed.stdout)
+    if tmp_rep.exists():
+        os.replace(tmp_rep, report)
     os.replace(tmp, out_csv)
     return load_ncu(out_csv)
+
+
+def _has_csv_rows(path: Path) -> bool:
+    if not path.exists():
+        return False
+    with open(path, errors="replace") as fh:
+        return any(line.startswith('"') for line in fh)
 
 
 def load_ncu(path: str | os.PathLike, long: bool = False):
@@ -287,7 +340,9 @@ def _add_layers(wide) -> None:
 
 
 def _load_report(path: Path):
-    """Long table from a ``.ncu-rep`` through Nsight Compute's ``ncu_report`` module."""
+    """Long table from a ``.ncu-rep`` through Nsight Compute's ``ncu_report`` module (an
+    ``IMetric``'s ``kind()`` says whether its value is text, ``unit()`` gives its unit; the
+    NVTX path is the default domain's push/pop ranges, as in the CSV)."""
     import pandas as pd
 
     try:
@@ -310,27 +365,47 @@ def _load_report(path: Path):
         rng = ctx.range_by_idx(r)
         for a in range(rng.num_actions()):
             act = rng.action_by_idx(a)
-            state = act.nvtx_state()
-            nvtx = "/".join(state.domain_by_id(0).push_pop_ranges()) if state else ""
+            nvtx = _report_nvtx_path(act.nvtx_state())
             for name in act.metric_names():
                 m = act.metric_by_name(name)
-                is_text = m.metric_type() == m.MetricType_STRING
-                value = m.as_string() if is_text else m.as_double()
+                if m is None:
+                    continue
+                value = m.as_string() if m.kind() == m.ValueKind_STRING else m.as_double()
                 rows.append(
                     {
                         "ID": kid,
                         "Kernel Name": act.name(),
                         "nvtx": nvtx,
                         "metric": name,
-                        "unit": m.metric_unit() or "",
-                        "value": str(value),
+                        "unit": m.unit() or "",
+                        "value": "" if value is None else str(value),
                     }
                 )
             kid += 1
+    if not rows:
+        raise UserError(f"{path} holds no profiled kernels (was the NVTX range empty?)")
     df = pd.DataFrame(rows)
     out = _tidy_long(df)
     out["nvtx_path"] = df["nvtx"]
     return out
 
 
-__all__ = ["METRIC_SETS", "command", "find_ncu", "load_ncu", "profile"]
+def _report_nvtx_path(state) -> str:
+    """``a/b/c`` from an action's NVTX state: the push/pop ranges of the default domain (the
+    one ``torch.cuda.nvtx`` writes to), else of every domain."""
+    if not state:
+        return ""
+    domains = [state.domain_by_id(d) for d in state.domains()]
+    default = [d for d in domains if (d.name() or "") in ("", "<default domain>")]
+    return "/".join(r for d in default or domains for r in d.push_pop_ranges())
+
+
+__all__ = [
+    "METRIC_SETS",
+    "command",
+    "find_ncu",
+    "import_command",
+    "load_ncu",
+    "profile",
+    "report_path",
+]

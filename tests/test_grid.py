@@ -1,0 +1,131 @@
+"""The grid runner on fake units and a fake clock: skips held units, runs a group together,
+stops before a group that would not fit, writes after every unit, frees memory per group."""
+
+import pandas as pd
+import pytest
+
+from yolo_sm.collect import grid
+from yolo_sm.contract.errors import UserError
+
+UNITS = [("a", 1), ("a", 2), ("b", 1), ("b", 2), ("c", 1)]
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+@pytest.fixture
+def setup(monkeypatch, tmp_path):
+    clock, log = Clock(), []
+    monkeypatch.setattr(grid, "free_memory", lambda collect=True: log.append("free"))
+    out = tmp_path / "g.parquet"
+
+    def measure(unit, state):
+        log.append(("measure", unit, state))
+        clock.t += 10.0
+        if out.exists():  # the rows of the units before this one are already on disk
+            log.append(("on disk", len(pd.read_parquet(out))))
+        return [{"model": unit[0], "batch": unit[1], "value": 1.0}]
+
+    def open_group(unit):
+        log.append(("open", unit[0]))
+        return f"model {unit[0]}"
+
+    kw = dict(
+        key=lambda u: u,
+        row_key=lambda r: (r["model"], r["batch"]),
+        group=lambda u: u[0],
+        open_group=open_group,
+        out=out,
+        columns=("model", "batch"),
+        kind="test",
+        clock=clock,
+        seconds_column="unit_s",
+        progress=False,
+    )
+    return clock, log, out, measure, kw
+
+
+def test_a_group_runs_together_and_the_next_stops_at_the_deadline(setup):
+    clock, log, out, measure, kw = setup
+    # a: 2 units of 10 s; b would need 2 x 10 s with 15 s left: stop before it
+    df = grid.run_grid(UNITS, measure, deadline=35.0, **kw)
+    assert [(r["model"], r["batch"]) for r in df.to_dict("records")] == UNITS[:2]
+    assert [e for e in log if e[0] == "open"] == [("open", "a")]
+    assert ("measure", ("a", 2), "model a") in log  # the group's state reaches each unit
+    assert ("on disk", 1) in log  # written after the first unit, before the second ran
+    assert log.count("free") == 1 and log[-1] == "free"
+    assert (df.unit_s == 10.0).all()
+    assert len(pd.read_parquet(out)) == 2
+
+
+def test_a_rerun_skips_held_units_and_writes_nothing_when_done(setup):
+    clock, log, out, measure, kw = setup
+    grid.run_grid(UNITS[:2], measure, **kw)
+    log.clear()
+    df = grid.run_grid(UNITS, measure, **kw)
+    measured = [e[1] for e in log if e[0] == "measure"]
+    assert measured == UNITS[2:] and len(df) == len(UNITS)
+    assert not df.duplicated(["model", "batch"]).any()
+    before = out.read_bytes()
+    log.clear()
+    grid.run_grid(UNITS, measure, **kw)
+    assert [e for e in log if e != "free"] == [] and out.read_bytes() == before
+
+
+def test_an_incomplete_unit_is_measured_again_and_its_rows_replaced(setup):
+    clock, log, out, measure, kw = setup
+    grid.run_grid(UNITS[:1], measure, **kw)
+    log.clear()
+    # a unit counts as done only with a value of 2.0: every unit runs again, no duplicates
+    df = grid.run_grid(
+        UNITS[:2], measure, complete=lambda u, rows: any(r["value"] == 2.0 for r in rows), **kw
+    )
+    assert [e[1] for e in log if e[0] == "measure"] == UNITS[:2]
+    assert len(df) == 2
+
+
+def test_no_time_for_the_first_group_writes_nothing(setup):
+    clock, log, out, measure, kw = setup
+    df = grid.run_grid(UNITS, measure, deadline=5.0, estimate=lambda u, pace: 10.0, **kw)
+    assert df.empty and not out.exists() and log == []
+
+
+def test_a_foreign_table_is_refused_and_left_alone(setup):
+    clock, log, out, measure, kw = setup
+    pd.DataFrame({"x": [1]}).to_parquet(out)
+    before = out.read_bytes()
+    with pytest.raises(UserError, match="not a yolo_sm test table"):
+        grid.run_grid(UNITS, measure, **kw)
+    assert out.read_bytes() == before and log == []
+
+
+@pytest.mark.parametrize(
+    "fn, value, expected",
+    [
+        (grid.parse_bool, "Yes", True),
+        (grid.parse_bool, "off", False),
+        (grid.parse_int, "8", 8),
+        (grid.parse_int, 2.0, 2),
+        (grid.parse_float, "0.5", 0.5),
+    ],
+)
+def test_spec_values(fn, value, expected):
+    assert fn(value, "x") == expected
+
+
+@pytest.mark.parametrize(
+    "fn, value", [(grid.parse_bool, "maybe"), (grid.parse_int, "1.5"), (grid.parse_float, "x")]
+)
+def test_bad_spec_values_are_one_sentence(fn, value):
+    with pytest.raises(UserError, match="^x must be"):
+        fn(value, "x")
+
+
+def test_split_list():
+    assert grid.split_list("1, 2,,3") == ["1", "2", "3"]
+    assert grid.split_list((1, 2)) == [1, 2] and grid.split_list(4) == [4]

@@ -1,0 +1,230 @@
+"""One resumable runner for every grid of measurements (sweep points, bench units, re-measured
+points), and the helpers their specs share.
+
+:func:`run_grid` walks a list of units in order. A unit whose key the output table already
+holds (completely, where ``complete`` says what that means) is skipped; consecutive units of
+one ``group`` (a model: its precisions, layouts, backends and batches) run in one process, the
+group's shared state (the built model) opened once; a group starts only if all its units fit
+before the ``deadline`` at the estimated pace, so that what is compared is measured side by
+side; after every unit the whole table is written atomically (temporary file + rename), so a
+run killed at any moment leaves a readable table lacking at most the unit in progress; GPU
+memory is freed between groups. Rerunning the same call continues where the last one stopped.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import os
+import sys
+import time
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.store import (
+    check_output_path,
+    read_table,
+    remove_stale_partials,
+    write_atomic,
+)
+
+# --- values of a spec (plan YAML or command line) -------------------------------------------
+
+
+def split_list(v) -> list:
+    """A comma-separated string, a list or a single value -> a list of values."""
+    if isinstance(v, str):
+        return [x.strip() for x in v.split(",") if x.strip()]
+    if isinstance(v, (list, tuple)):
+        return list(v)
+    return [v]
+
+
+def parse_bool(v, what: str) -> bool:
+    """``true/false, yes/no, on/off, 1/0`` (any case) or a bool; anything else a UserError."""
+    if isinstance(v, bool):
+        return v
+    text = str(v).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise UserError(f"{what} must be true or false, got {v!r}")
+
+
+def parse_float(v, what: str) -> float:
+    """A number (string or not); anything else a UserError naming ``what``."""
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise UserError(f"{what} must be a number, got {v!r}") from None
+
+
+def parse_int(v, what: str) -> int:
+    """A whole number (``"8"``, ``8.0``); anything else a UserError naming ``what``."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise UserError(f"{what} must be an integer, got {v!r}") from None
+    if f != int(f):
+        raise UserError(f"{what} must be an integer, got {v!r}")
+    return int(f)
+
+
+# --- memory ---------------------------------------------------------------------------------
+
+
+def free_memory(collect: bool = True) -> None:
+    """Release cached GPU memory; a full ``gc.collect`` (slow on big heaps) only when asked:
+    after a failure (an OOM leaves reference cycles through the traceback) or a model change."""
+    import torch
+
+    if collect:
+        gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+# --- the runner -----------------------------------------------------------------------------
+
+
+@dataclass
+class Pace:
+    """What a run knows when it estimates the next unit: every row of the table so far (those
+    read from ``out`` included) and the seconds each unit measured in this run took."""
+
+    rows: list[dict] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+
+
+def run_pace(unit, pace: Pace) -> float:
+    """Seconds a unit takes at this run's pace so far: the mean of its timed units (0 before
+    the first, so that a run always starts)."""
+    return sum(pace.seconds) / len(pace.seconds) if pace.seconds else 0.0
+
+
+def held(rows: Iterable[dict], row_key: Callable[[dict], Hashable]) -> dict:
+    """The table's rows by unit key."""
+    out: dict = {}
+    for r in rows:
+        out.setdefault(row_key(r), []).append(r)
+    return out
+
+
+def pending(
+    units: Sequence,
+    rows: Iterable[dict],
+    key: Callable[[Any], Hashable],
+    row_key: Callable[[dict], Hashable],
+    complete: Callable[[Any, list[dict]], bool] | None = None,
+) -> list:
+    """The units the rows do not hold (completely, by ``complete(unit, its rows)``; by
+    default any row of the unit's key is enough), in order."""
+    have = held(rows, row_key)
+    done = complete or (lambda unit, unit_rows: bool(unit_rows))
+    return [u for u in units if not done(u, have.get(key(u), []))]
+
+
+def table_rows(out, columns: Sequence[str] = (), kind: str = "grid") -> list[dict]:
+    """The rows ``out`` holds (none when it does not exist); a table without the key
+    ``columns`` is not the kind the runner writes: one sentence, the file left untouched."""
+    done = read_table(out)
+    if not len(done):
+        return []
+    missing = [c for c in columns if c not in done.columns]
+    if missing:
+        raise UserError(
+            f"{out} is not a yolo_sm {kind} table (missing columns {', '.join(missing)}); "
+            "choose another output file"
+        )
+    return done.to_dict("records")
+
+
+def run_grid(
+    units: Sequence,
+    measure: Callable[[Any, Any], list[dict]],
+    *,
+    key: Callable[[Any], Hashable],
+    row_key: Callable[[dict], Hashable],
+    group: Callable[[Any], Hashable] = lambda unit: None,
+    open_group: Callable[[Any], Any] = lambda unit: None,
+    complete: Callable[[Any, list[dict]], bool] | None = None,
+    out: str | os.PathLike | None = None,
+    columns: Sequence[str] = (),
+    kind: str = "grid",
+    metadata: dict | None = None,
+    deadline: float | None = None,
+    estimate: Callable[[Any, Pace], float] = run_pace,
+    clock: Callable[[], float] | None = None,
+    seconds_column: str | None = None,
+    describe: Callable[[Any], str] = str,
+    progress: bool = True,
+):
+    """Measure every unit of ``units`` that ``out`` does not hold; returns the whole table
+    (a DataFrame: the rows read from ``out``, then the new ones).
+
+    ``measure(unit, state)`` returns the unit's rows, ``state`` being what ``open_group`` made
+    for the unit's group (called once per group of consecutive units with the same
+    ``group(unit)``); ``key(unit)`` and ``row_key(row)`` name a unit, and a unit's old rows are
+    replaced by its new ones. ``complete(unit, rows)``: whether the table's rows of a unit make
+    it done (default: any row). ``out``: the parquet file (none: nothing is read or written),
+    checked to hold the key ``columns``; ``metadata`` goes into its schema.
+
+    ``deadline`` (a ``clock()`` value, ``time.monotonic`` by default) stops the run before a
+    group whose units, at ``estimate(unit, pace)`` seconds each, would end past it, and before
+    any unit that would start past it. ``seconds_column``: a column that records on every row
+    the seconds its unit took (the first unit of a group includes the group's opening)."""
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    clock = clock or time.monotonic
+    rows: list[dict] = []
+    if out is not None:
+        out = check_output_path(out)
+        rows = table_rows(out, columns, kind)
+        remove_stale_partials(out)
+    todo = pending(units, rows, key, row_key, complete)
+    pace = Pace(rows=rows)
+    bar = tqdm(total=len(todo), desc=kind, unit="unit", disable=not progress, file=sys.stderr)
+    try:
+        for _, members in itertools.groupby(todo, key=group):
+            members = list(members)
+            if deadline is not None and not _fits(members, pace, estimate, clock, deadline):
+                print(
+                    f"{kind}: stopping before {describe(members[0])}: its {len(members)} "
+                    f"unit(s) would end past the deadline ({max(deadline - clock(), 0):.0f} s "
+                    "left); run again to measure them together",
+                    file=sys.stderr,
+                )
+                break
+            start = clock()
+            state = open_group(members[0])
+            try:
+                for unit in members:
+                    if deadline is not None and clock() > deadline:
+                        break
+                    bar.set_postfix_str(describe(unit))
+                    new = measure(unit, state)
+                    took = clock() - start
+                    pace.seconds.append(took)
+                    if seconds_column:
+                        new = [{**r, seconds_column: took} for r in new]
+                    k = key(unit)
+                    rows[:] = [r for r in rows if row_key(r) != k] + list(new)
+                    if out is not None:
+                        write_atomic(pd.DataFrame(rows), out, metadata)
+                    bar.update(1)
+                    start = clock()
+            finally:
+                state = None
+                free_memory(collect=True)
+    finally:
+        bar.close()
+    return pd.DataFrame(rows)
+
+
+def _fits(members, pace: Pace, estimate, clock, deadline: float) -> bool:
+    """Whether all of a group's units, at their estimated seconds, end before ``deadline``."""
+    return clock() + sum(estimate(u, pace) for u in members) <= deadline
