@@ -56,8 +56,8 @@ def test_remeasure_draws_reproducibly_and_compares(shipped, monkeypatch, tmp_pat
             "--quiet",
         ]
     )
-    assert rc == 0
     df = pd.read_parquet(out)
+    assert rc == (0 if df.within_10pct.all() else 1)  # remeasure gates on the tolerance
     assert df.batch.tolist() == a.batch.tolist() and (df.status == "ok").all()
     assert (df.shipped_img_per_s == a.img_per_s.to_numpy()).all()
     assert (df.ratio == df.new_img_per_s / df.shipped_img_per_s).all() and (df.ratio > 0).all()

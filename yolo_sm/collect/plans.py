@@ -103,9 +103,10 @@ def progress_note(step: Step, plan: Plan, out_dir: Path) -> str:
 
 
 # seconds per sweep point / bench unit when the step's own table cannot tell (no rows yet):
-# H200, session 5: sweep_fp16_nhwc 1.6 s per point (mean gap between rows), bench 50-100 s per unit
+# measured on the H200 reference runs: sweep_fp16_nhwc 1.6 s per point (mean gap between rows),
+# bench 50-100 s per unit
 DEFAULT_UNIT_S = {"sweep": 1.6, "bench": 80.0}
-_SAME_RUN_GAP_S = 30.0  # row gaps longer than this are between device calls, not per point
+_SAME_RUN_GAP_S = 30.0  # row gaps longer than this are between runs, not per point
 
 
 def _row_seconds(df):
@@ -382,6 +383,8 @@ def _run_ncu(step, plan, out_dir, deadline, progress):
             Path(tmp) / "ncu.csv",
             metric_set=p.get("metric_set", "occupancy"),
             timeout_s=float(p.get("timeout_s", 540)),
+            # the full report beside the table, for the Nsight Compute GUI
+            report=out_dir / f"{Path(step.out).stem}.ncu-rep",
         )
     _write(_with_provenance(df, plan.device), out_dir / step.out)
 
