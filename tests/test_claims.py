@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from yolo_sm.analyse import claims as ac
-from yolo_sm.analyse.facts import fact, facts_table
+from yolo_sm.analyse import roofline
+from yolo_sm.analyse.facts import concat, fact, facts_table, value
 from yolo_sm.analyse.weighting import time_weighted
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.report import catalog, claims, goals
@@ -68,18 +69,87 @@ def test_every_rule_flips_across_its_threshold(rule):
 
 def test_every_claim_is_a_rule_once():
     assert [r.id for r in claims.CLAIMS_RULES] == [f"claim_{n}" for n in range(1, 17)]
-    assert all(r.fact.startswith("claims.") for r in claims.CLAIMS_RULES)
 
 
-def test_claim_facts_on_the_shipped_data(h200, claim_verdicts):
-    f = ac.facts(h200).set_index("key").value
+@pytest.fixture(scope="module")
+def topic(h200):
+    return ac.topic_facts(h200)
+
+
+def test_claims_read_topic_facts_and_add_only_their_own(h200, topic, claim_verdicts):
+    own = ac.facts(h200, topic)
+    assert own.key.str.startswith("claims.").all()
+    every = catalog.facts(h200)  # concat raises if a (key, scope) pair came twice
+    assert set(own.key) <= set(every.key)
+    topic_keys = set(topic.key)
+    assert not set(own.key) & topic_keys  # no key of a topic is computed again here
+    # a claim reads a topic's fact (key and scope) wherever a topic computes the number
+    shared = {r.id: (r.fact, r.scope) for r in claims.CLAIMS_RULES if r.fact in topic_keys}
+    assert shared == {
+        "claim_3": ("achieved_occupancy_tw_pct_min", "width<=1.25"),
+        "claim_6": ("roofline.tensor_pipe_pct_below_60_occupancy", "width=1.0"),
+        "claim_11": ("roofline.c2f_fusion_removed_launch_share", ""),
+        "claim_16": ("roofline.nchw_time_vs_nhwc", "precision=fp16"),
+    }
+    for rid, (key, scope) in shared.items():
+        assert claim_verdicts.measured[rid] == pytest.approx(value(topic, key, scope))
+    # every other claim reads a claims.* fact
+    rest = [r for r in claims.CLAIMS_RULES if r.id not in shared]
+    assert all(r.fact.startswith("claims.") for r in rest)
+
+
+def test_one_rule_per_fact_in_the_catalog(h200):
+    seen = {}
+    for r in catalog.all_rules():
+        assert (r.fact, r.scope) not in seen, (r.id, seen.get((r.fact, r.scope)))
+        seen[(r.fact, r.scope)] = r.id
+    # claim 6 is the one rule on tensor-pipe use below 60 % occupancy
+    ids = [r.id for r in catalog.all_rules() if "tensor_pipe" in r.fact and "60" in r.fact]
+    assert ids == ["claim_6"]
+
+
+def test_claim_facts_on_the_shipped_data(h200, topic, claim_verdicts):
+    f = ac.facts(h200, topic).set_index("key").value
+    m = claim_verdicts.measured
     s = h200.load("sweep_fp16_nhwc")
     flops = s.groupby("width").flops_per_img.first()
     rise = (flops[1.25] / flops[1.0] - 1) * 100
     assert f["claims.flops_rise_w1.25_off_claim_pp"] == pytest.approx(abs(rise - 56.0))
+    # claim 8: the slope of eager peak memory against batch at width 1.0 (the batch topic's)
     e = s[(s.backend == "eager") & (s.width == 1.0) & (s.status == "ok")]
     slope = np.polyfit(e.batch, e.peak_mem_bytes, 1)[0]
+    assert value(topic, "batch_memory_per_image_gb") == pytest.approx(slope / 1e9)
     assert f["claims.image_memory_off_claim"] == pytest.approx(1.2e9 / slope)
+    # claims 2 and 3: the forward's time-weighted achieved occupancy per width
+    occ = time_weighted(h200.load("ncu_width_b8"), "config")
+    occ = occ.set_index(occ.config.str.extract(r"_w([\d.]+)_")[0].astype(float))
+    occ = occ.achieved_occupancy_tw_pct
+    assert f["claims.occupancy_drop_w1_to_w1.5_pp"] == pytest.approx(occ[1.0] - occ[1.5])
+    assert m["claim_3"] == pytest.approx(occ[occ.index <= 1.25].min())
+    # claim 6: tensor-pipe use of the width-1.0 kernels below 60 % theoretical occupancy
+    t = h200.load("ncu_throughput_w1")
+    lo = t[(t.config == "yolov8_w1_fp16_nhwc_b8") & (t.theoretical_occupancy_pct < 60)]
+    assert m["claim_6"] == pytest.approx(np.average(lo.tensor_pipe_pct, weights=lo.duration_us))
+    # claim 11: launches one kernel per C2f block would remove, the most over widths
+    tr = h200.load("trace_width_b8")
+    tr = tr[tr.iteration == 0]
+    removed = [
+        (len(c2f) - c2f.layer.nunique()) / len(g)
+        for _, g in tr.groupby("config")
+        for c2f in [g[g.module_type == "C2f"]]
+    ]
+    assert m["claim_11"] == pytest.approx(max(removed))
+    # claim 14: the weakest of the early stages' DRAM and the deep stages' SM throughput
+    st = roofline.resnet_stages(h200.load("ncu_resnet101"), h200.load("model_layers"))
+    st = st.set_index("layer")
+    weakest = min(
+        st.loc[list(roofline.EARLY)].dram_throughput_tw_pct.min(),
+        st.loc[list(roofline.DEEP)].sm_throughput_tw_pct.min(),
+    )
+    assert m["claim_14"] == pytest.approx(weakest) and claim_verdicts.verdict["claim_14"] == FAILS
+    # claim 16: fp16 GPU time per forward, NCHW over NHWC
+    p = h200.load("ncu_precision_w1").groupby("config").duration_us.sum()
+    assert m["claim_16"] == pytest.approx(p["yolov8_w1_fp16_nchw_b8"] / p["yolov8_w1_fp16_nhwc_b8"])
     # claim 15 reads SM throughput of the neck's conv layers, not occupancy
     t = h200.load("ncu_throughput_w1")
     neck = t[(t.stage == "neck") & (t.module_type == "Conv")]
@@ -120,29 +190,51 @@ def test_factor_off_is_symmetric():
     assert math.isnan(ac.factor_off(0.0, 0.08))
 
 
-def test_small_facts_on_tiny_tables():
-    occ = pd.Series([90.0, 88.0, 60.0], index=[1.0, 1.25, 1.5])
+def _topic(**values):
+    """A facts table of topic facts: ``name=(value, scope)`` with ``__`` for ``.``."""
+    return facts_table(
+        fact(k.replace("__", "."), v, scope=sc, datasets=(k,)) for k, (v, sc) in values.items()
+    )
+
+
+def test_derived_facts_on_tiny_topic_tables():
+    occ = facts_table(
+        fact("achieved_occupancy_tw_pct", v, "%", scope=f"width={w:g}", datasets=("n",))
+        for w, v in ((1.0, 90.0), (1.25, 88.0), (1.5, 60.0))
+    )
     assert ac.occupancy_drop_pp(occ) == pytest.approx(30.0)
-    assert ac.min_occupancy_up_to(occ) == pytest.approx(88.0)
+    assert math.isnan(ac.occupancy_drop_pp(occ, 1.0, 2.0))
+    mem = _topic(batch_memory_per_image_gb=(0.6, ""))
+    assert ac.image_memory_off(mem) == pytest.approx(2.0)
+    resnet = _topic(
+        roofline__resnet_early_min_dram_pct=(70.0, ""), roofline__resnet_deep_min_sm_pct=(65.0, "")
+    )
+    assert ac.resnet_weaker_bound(resnet) == pytest.approx(65.0)
+    assert math.isnan(ac.resnet_weaker_bound(mem))
+    rows = {r["key"]: r for r in ac.derived(concat(occ, mem, resnet))}
+    assert rows["claims.resnet_weaker_bound_pct"]["value"] == pytest.approx(65.0)
+    assert rows["claims.occupancy_drop_w1_to_w1.5_pp"]["datasets"] == ("n",)
+    assert all(math.isnan(r["value"]) for r in ac.derived(facts_table([])))
+
+
+def test_small_facts_on_tiny_tables():
     img = pd.Series([100.0, 180.0, 300.0, 250.0, 240.0], index=[1, 2, 4, 8, 16])
     assert ac.batch_over_best(img) == 1.0
     assert ac.batch_over_best(img.drop(4)) != ac.batch_over_best(img.drop(4))  # NaN
-    trace = pd.DataFrame(
+    assert ac.batch_gain(img, 1, 4) == pytest.approx(3.0)
+    sweep = pd.DataFrame(
         {
-            "config": ["a"] * 5,
-            "iteration": [0] * 5,
-            "module_type": ["C2f", "C2f", "C2f", "Conv", "Conv"],
-            "layer": ["m.2", "m.2", "m.2", "m.1", "m.3"],
+            "status": ["ok"] * 4 + ["error"],
+            "imgsz": [640] * 5,
+            "width": [1.0, 1.0, 1.0, 1.25, 1.0],
+            "backend": ["eager", "eager", "cudagraph", "eager", "eager"],
+            "batch": [1, 2, 1, 1, 4],
+            "img_per_s": [100.0, 150.0, 300.0, 90.0, 999.0],
+            "flops_per_img": [8e9, 8e9, 8e9, 12.48e9, 8e9],
         }
     )
-    assert ac.c2f_fusion_bound(trace) == pytest.approx(2 / 5 * 100)
-    ncu = pd.DataFrame(
-        {
-            "config": ["y_w1_fp16_nchw_b8", "y_w1_fp16_nhwc_b8"],
-            "duration_us": [12.0, 10.0],
-        }
-    )
-    assert ac.nhwc_speedup(ncu) == pytest.approx(1.2)
+    assert ac.eager_img_per_s(sweep, 1.0).to_dict() == {1: 100.0, 2: 150.0}
+    assert ac.flops_rise_pct(sweep) == pytest.approx(56.0)
 
 
 def _pipe(streams, arrival, img, p50, p99):

@@ -400,22 +400,13 @@ def _calculator_facts(root: DataRoot) -> list[dict]:
 def _wide_facts(wide: pd.DataFrame) -> list[dict]:
     k = pipe_vs_occupancy(wide)
     tc = k[k.kernel_class == "tensor_core_conv"]
-    low = tc[tc.achieved_occupancy_pct < LOW_OCCUPANCY_PCT]
     ds = (WIDE,)
-    has_pipe = "tensor_pipe_pct" in low and len(low)
     return [
         fact(
             "wide_tc_conv_achieved_occupancy_tw_pct",
             time_weighted(tc, "achieved_occupancy_pct") if len(tc) else math.nan,
             "%",
             datasets=ds,
-        ),
-        fact(
-            "wide_tc_conv_tensor_pipe_tw_pct_below_60_achieved",
-            time_weighted(low, "tensor_pipe_pct") if has_pipe else math.nan,
-            "%",
-            datasets=ds,
-            note="tensor-core convolutions below 60 % achieved occupancy, time-weighted",
         ),
     ]
 
@@ -470,8 +461,9 @@ def facts(root: DataRoot) -> pd.DataFrame:
       ``flagship_binding_resource_limits``: how many of those two cap it);
     - from every Nsight Compute table: ``calculator_launches_checked``,
       ``calculator_mismatch_share``;
-    - from ``ncu_wide_stack``: ``wide_tc_conv_achieved_occupancy_tw_pct``,
-      ``wide_tc_conv_tensor_pipe_tw_pct_below_60_achieved``;
+    - from ``ncu_wide_stack``: ``wide_tc_conv_achieved_occupancy_tw_pct`` (whether
+      low-occupancy kernels keep the tensor pipes busy is article claim 6, decided once, by
+      :data:`yolo_sm.report.claims.CLAIMS_RULES`);
     - from ``trace_width_b8`` (first iteration, the same forward): ``kineto_est_occupancy_tw_pct``,
       ``kineto_theoretical_occupancy_tw_pct``, ``kineto_est_above_theoretical_time_share``,
       ``kineto_est_below_theoretical_time_share``.

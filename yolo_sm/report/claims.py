@@ -1,7 +1,9 @@
 """The reference articles' quantitative claims as rules (notebook 07).
 
-Each claim is one :class:`~yolo_sm.report.rules.Rule` over a fact of
-:func:`yolo_sm.analyse.claims.facts`; :func:`verdicts` decides them all for one dataset root.
+Each claim is one :class:`~yolo_sm.report.rules.Rule`, the only one that decides it. It reads
+a topic's fact where a topic computes the number (the heatmaps', the batch notebook's, the
+roofline's) and otherwise a fact of :func:`yolo_sm.analyse.claims.facts` (keys ``claims.*``);
+:func:`verdicts` decides them all for one dataset root.
 The measured machine will not reproduce an A100's or a T4's absolute numbers, so a rule tests
 the mechanism a claim asserts ("a wider model loses occupancy") where the article's figure is
 tied to its GPU. A claim nothing in the root can measure has no fact and reads "not tested".
@@ -12,7 +14,11 @@ from __future__ import annotations
 import pandas as pd
 
 from yolo_sm.analyse import claims as analyse_claims
+from yolo_sm.analyse import heatmaps as analyse_heatmaps
+from yolo_sm.analyse.facts import concat
 from yolo_sm.analyse.kernels import add_kernel_class
+from yolo_sm.analyse.roofline import DEEP, EARLY
+from yolo_sm.analyse.roofline import PREFIX as ROOFLINE
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import parse_config
 from yolo_sm.report import plots
@@ -31,11 +37,13 @@ def _claim(
     unit: str,
     partly: float | None = None,
     datasets: tuple[str, ...] = (),
+    scope: str = "",
 ) -> Rule:
     return Rule(
         id=f"claim_{n}",
         statement=statement,
-        fact=f"claims.{fact}",
+        fact=fact,
+        scope=scope,
         op=op,
         threshold=threshold,
         unit=unit,
@@ -51,7 +59,7 @@ CLAIMS_RULES: tuple[Rule, ...] = check_unique(
         _claim(
             1,
             "Width x1.25 raises FLOPs about 56 % (measured rise within 2 points of 56 %)",
-            fact="flops_rise_w1.25_off_claim_pp",
+            fact="claims.flops_rise_w1.25_off_claim_pp",
             op="<=",
             threshold=2.0,
             unit="pp",
@@ -61,7 +69,7 @@ CLAIMS_RULES: tuple[Rule, ...] = check_unique(
             2,
             "Width x1.5 at batch 8 costs SM occupancy (the article: 92 % -> 48 %): time-weighted "
             "achieved occupancy falls at least 20 points from width 1.0 to 1.5",
-            fact="occupancy_drop_w1_to_w1.5_pp",
+            fact="claims.occupancy_drop_w1_to_w1.5_pp",
             op=">=",
             threshold=20.0,
             unit="pp",
@@ -71,17 +79,18 @@ CLAIMS_RULES: tuple[Rule, ...] = check_unique(
             3,
             "Width <= 1.25 keeps occupancy above 85 % (time-weighted achieved occupancy, batch 8,"
             " lowest of those widths)",
-            fact="min_occupancy_up_to_w1.25_pct",
+            fact="achieved_occupancy_tw_pct_min",
+            scope="width<=1.25",
             op=">",
             threshold=85.0,
             unit="%",
-            datasets=("ncu_width_b8",),
+            datasets=(analyse_heatmaps.WIDTH_NCU,),
         ),
         _claim(
             4,
             "FP16 restores occupancy of the wide model by fitting more blocks per SM: fp16 NHWC "
             "convolutions keep more resident blocks per SM than fp32 NCHW ones",
-            fact="conv_blocks_per_sm_fp16_nhwc_over_fp32_nchw",
+            fact="claims.conv_blocks_per_sm_fp16_nhwc_over_fp32_nchw",
             op=">",
             threshold=1.0,
             unit="x",
@@ -90,7 +99,7 @@ CLAIMS_RULES: tuple[Rule, ...] = check_unique(
         _claim(
             5,
             "Batch 4 is the best of batch 1/2/4/8/16 (img/s at batch 4 over the best of them)",
-            fact="img_per_s_b4_over_best_b1_16",
+            fact="claims.img_per_s_b4_over_best_b1_16",
             op=">=",
             threshold=1.0,
             unit="x",
@@ -98,9 +107,11 @@ CLAIMS_RULES: tuple[Rule, ...] = check_unique(
         ),
         _claim(
             6,
-            "Kernels under 60 % occupancy waste the GPU: their time-weighted tensor-pipe use "
-            "stays under 30 % of peak",
-            fact="tensor_pipe_pct_under_60_occupancy",
+            "Kernels under 60 % occupancy waste the GPU: at width 1.0 the time-weighted tensor-"
+            "pipe use of YOLOv8's kernels under 60 % theoretical occupancy stays under 30 % of "
+            "peak",
+            fact=ROOFLINE + "tensor_pipe_pct_below_60_occupancy",
+            scope="width=1.0",
             op="<",
             threshold=30.0,
             unit="%",
@@ -111,7 +122,7 @@ CLAIMS_RULES: tuple[Rule, ...] = check_unique(
             7,
             "YOLOv8s batch 1 -> 32 raises FPS 2.7x (147 -> 392 on an A100): eager img/s at width "
             "0.5 at least doubles",
-            fact="img_per_s_b32_over_b1_w0.5",
+            fact="claims.img_per_s_b32_over_b1_w0.5",
             op=">=",
             threshold=2.0,
             unit="x",
@@ -122,7 +133,7 @@ CLAIMS_RULES: tuple[Rule, ...] = check_unique(
             8,
             "One 640x640 image needs ~1.2 GB, the basis of safe batch = floor(0.7 x memory / per-"
             "image memory): measured peak memory per image within 2x of 1.2 GB",
-            fact="image_memory_off_claim",
+            fact="claims.image_memory_off_claim",
             op="<=",
             threshold=2.0,
             unit="x",
@@ -131,7 +142,7 @@ CLAIMS_RULES: tuple[Rule, ...] = check_unique(
         _claim(
             9,
             "FP16 costs under 0.3 % mAP (needs trained weights and a labelled set)",
-            fact="fp16_map_drop_pct",
+            fact="claims.fp16_map_drop_pct",
             op="<",
             threshold=0.3,
             unit="%",
@@ -140,7 +151,7 @@ CLAIMS_RULES: tuple[Rule, ...] = check_unique(
             10,
             "8-bit inference is about 40 % faster than FP16 (the article: INT8; measured here: "
             "the FP8 engine over the FP16 engine of the same backend, batch 64, widths >= 1.0)",
-            fact="fp8_over_fp16_b64",
+            fact="claims.fp8_over_fp16_b64",
             op=">=",
             threshold=1.3,
             unit="x",
@@ -149,18 +160,18 @@ CLAIMS_RULES: tuple[Rule, ...] = check_unique(
         ),
         _claim(
             11,
-            "Fusing YOLOv8's C2f blocks removes over 90 % of kernel launches (the most one kernel"
-            " per C2f block can remove)",
-            fact="c2f_fusion_removes_at_most_pct",
+            "Fusing YOLOv8's C2f blocks removes over 90 % of kernel launches (share of a forward's"
+            " launches that one kernel per C2f block would remove, the most over widths)",
+            fact=ROOFLINE + "c2f_fusion_removed_launch_share",
             op=">",
-            threshold=90.0,
-            unit="%",
+            threshold=0.9,
+            unit="",
             datasets=("trace_width_b8",),
         ),
         _claim(
             12,
             "Copying one 640x640x3 fp16 frame host-to-device takes ~0.08 ms (within 2x)",
-            fact="frame_copy_off_claim",
+            fact="claims.frame_copy_off_claim",
             op="<=",
             threshold=2.0,
             unit="x",
@@ -170,7 +181,7 @@ CLAIMS_RULES: tuple[Rule, ...] = check_unique(
             13,
             "Multi-stream pipelining cuts end-to-end latency jitter by 60 % or more (frames "
             "arriving below the pipeline's capacity)",
-            fact="jitter_cut_below_capacity_pct",
+            fact="claims.jitter_cut_below_capacity_pct",
             op=">=",
             threshold=60.0,
             unit="%",
@@ -179,20 +190,21 @@ CLAIMS_RULES: tuple[Rule, ...] = check_unique(
         ),
         _claim(
             14,
-            "Early ResNet-101 layers are bandwidth-bound, deep layers compute-bound: layer1's "
-            "DRAM and layer4's SM throughput both at 60 % of peak or more (the weaker of the two)",
-            fact="resnet_weaker_bound_pct",
+            "Early ResNet-101 layers are bandwidth-bound, deep layers compute-bound: the DRAM "
+            f"throughput of each early stage ({', '.join(EARLY)}) and the SM throughput of each "
+            f"deep stage ({', '.join(DEEP)}) at 60 % of peak or more (the weakest of them)",
+            fact="claims.resnet_weaker_bound_pct",
             op=">=",
             threshold=60.0,
             unit="%",
             partly=40.0,
-            datasets=("ncu_resnet101",),
+            datasets=("ncu_resnet101", "model_layers"),
         ),
         _claim(
             15,
             "Small PAN-FPN convolutions drop SM utilisation below 20 % (lowest SM throughput of a"
             " neck conv layer)",
-            fact="neck_conv_sm_throughput_min_pct",
+            fact="claims.neck_conv_sm_throughput_min_pct",
             op="<",
             threshold=20.0,
             unit="%",
@@ -200,8 +212,9 @@ CLAIMS_RULES: tuple[Rule, ...] = check_unique(
         ),
         _claim(
             16,
-            "NHWC can beat NCHW (GPU time per forward, NCHW over NHWC, best precision)",
-            fact="nchw_over_nhwc_time_best",
+            "NHWC can beat NCHW (fp16 GPU time per forward at width 1.0, NCHW over NHWC)",
+            fact=ROOFLINE + "nchw_time_vs_nhwc",
+            scope="precision=fp16",
             op=">",
             threshold=1.0,
             unit="x",
@@ -211,9 +224,16 @@ CLAIMS_RULES: tuple[Rule, ...] = check_unique(
 )
 
 
+def facts(root: DataRoot) -> pd.DataFrame:
+    """Every fact the claims' rules read from ``root``: the topics' facts the claims share
+    (:func:`yolo_sm.analyse.claims.topic_facts`) and the claims' own."""
+    topic = analyse_claims.topic_facts(root)
+    return concat(topic, analyse_claims.facts(root, topic))
+
+
 def verdicts(root: DataRoot) -> pd.DataFrame:
     """The claims' verdict table for ``root`` (:func:`yolo_sm.report.rules.evaluate`)."""
-    return evaluate(CLAIMS_RULES, analyse_claims.facts(root), root.name)
+    return evaluate(CLAIMS_RULES, facts(root), root.name)
 
 
 # ---- evidence figures for notebook 07 ------------------------------------------------------
@@ -222,8 +242,11 @@ def verdicts(root: DataRoot) -> pd.DataFrame:
 @needs("ncu_width_b8")
 def occupancy_figure(root: DataRoot):
     """Time-weighted achieved occupancy per width, batch 8 (claims 2 and 3)."""
-    occ = analyse_claims.occupancy_by_width(root.load("ncu_width_b8"))
-    df = pd.DataFrame({"width": occ.index, "pct": occ.to_numpy(), "occupancy": "achieved"})
+    table = analyse_heatmaps.layer_table(root.load(analyse_heatmaps.WIDTH_NCU))
+    s = analyse_heatmaps.config_summary(table, by="width")
+    df = pd.DataFrame(
+        {"width": s.width, "pct": s.achieved_occupancy_tw_pct, "occupancy": "achieved"}
+    )
     return plots.plot_throughput(
         df,
         x="width",

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from yolo_sm.analyse.primer import NCU, NCU_TABLES, TRACE, WIDE
+from yolo_sm.analyse.primer import NCU, NCU_TABLES, TRACE
 from yolo_sm.report.rules import Rule, check_unique
 
 GROUP = "00_occupancy_primer"
@@ -56,18 +56,6 @@ RULES: tuple[Rule, ...] = check_unique(
             partly=5.0,
             unit="points",
             datasets=(NCU,),
-            group=GROUP,
-        ),
-        Rule(
-            id="primer_low_occupancy_busy_tensor_pipes",
-            statement="Low occupancy is not idle tensor cores: tensor-core convolutions below "
-            "60 % achieved occupancy keep the tensor pipes at least half busy",
-            fact="wide_tc_conv_tensor_pipe_tw_pct_below_60_achieved",
-            op=">=",
-            threshold=50.0,
-            partly=30.0,
-            unit="%",
-            datasets=(WIDE,),
             group=GROUP,
         ),
         Rule(
