@@ -68,7 +68,9 @@ def test_every_rule_flips_across_its_threshold(rule):
 
 
 def test_every_claim_is_a_rule_once():
-    assert [r.id for r in claims.CLAIMS_RULES] == [f"claim_{n}" for n in range(1, 17)]
+    ids = [r.id for r in claims.CLAIMS_RULES]
+    parts = ["claim_3_w1.5", "claim_3_w1.7"]  # the width claim's second and third parts
+    assert ids == [f"claim_{n}" for n in range(1, 4)] + parts + [f"claim_{n}" for n in range(4, 17)]
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +89,8 @@ def test_claims_read_topic_facts_and_add_only_their_own(h200, topic, claim_verdi
     shared = {r.id: (r.fact, r.scope) for r in claims.CLAIMS_RULES if r.fact in topic_keys}
     assert shared == {
         "claim_3": ("achieved_occupancy_tw_pct_min", "width<=1.25"),
+        "claim_3_w1.5": ("achieved_occupancy_tw_pct_distance_from_60", "width=1.5"),
+        "claim_3_w1.7": ("layers_below_50_share_min", "width>1.7"),
         "claim_6": ("roofline.tensor_pipe_pct_below_60_occupancy", "width=1.0"),
         "claim_11": ("roofline.c2f_fusion_removed_launch_share", ""),
         "claim_16": ("roofline.nchw_time_vs_nhwc", "precision=fp16"),
@@ -126,6 +130,7 @@ def test_claim_facts_on_the_shipped_data(h200, topic, claim_verdicts):
     occ = occ.achieved_occupancy_tw_pct
     assert f["claims.occupancy_drop_w1_to_w1.5_pp"] == pytest.approx(occ[1.0] - occ[1.5])
     assert m["claim_3"] == pytest.approx(occ[occ.index <= 1.25].min())
+    assert m["claim_3_w1.5"] == pytest.approx(abs(occ[1.5] - 60))
     # claim 6: tensor-pipe use of the width-1.0 kernels below 60 % theoretical occupancy
     t = h200.load("ncu_throughput_w1")
     lo = t[(t.config == "yolov8_w1_fp16_nhwc_b8") & (t.theoretical_occupancy_pct < 60)]
@@ -174,7 +179,7 @@ def test_claims_without_a_fact_are_not_tested(h200, claim_verdicts):
     assert v["claim_13"] == NOT_TESTED  # no open-loop pipeline rows in the bench
     assert ac.facts(h200).key.str.startswith("claims.int8").sum() == 0  # no INT8 engine ran
     decided = set(v[v != NOT_TESTED].index)
-    assert decided == {f"claim_{n}" for n in range(1, 17)} - {"claim_9", "claim_13"}
+    assert decided == {r.id for r in claims.CLAIMS_RULES} - {"claim_9", "claim_13"}
 
 
 def test_a_root_without_the_datasets_tests_nothing(tmp_path):

@@ -28,7 +28,7 @@ from yolo_sm.report.sections import needs
 
 
 def _claim(
-    n: int,
+    n: int | str,
     statement: str,
     *,
     fact: str,
@@ -53,7 +53,8 @@ def _claim(
     )
 
 
-#: One rule per claim of the four articles, in the articles' order.
+#: One rule per claim of the four articles, in the articles' order (claim 3 has three parts,
+#: one rule each).
 CLAIMS_RULES: tuple[Rule, ...] = check_unique(
     (
         _claim(
@@ -83,6 +84,29 @@ CLAIMS_RULES: tuple[Rule, ...] = check_unique(
             scope="width<=1.25",
             op=">",
             threshold=85.0,
+            unit="%",
+            datasets=(analyse_heatmaps.WIDTH_NCU,),
+        ),
+        _claim(
+            "3_w1.5",
+            "Width 1.5 gives about 60 % occupancy (the same claim, second part: time-weighted "
+            "achieved occupancy at batch 8 within 5 points of 60 %)",
+            fact="achieved_occupancy_tw_pct_distance_from_60",
+            scope="width=1.5",
+            op="<=",
+            threshold=5.0,
+            unit="points",
+            datasets=(analyse_heatmaps.WIDTH_NCU,),
+        ),
+        _claim(
+            "3_w1.7",
+            f"Above width 1.7 most layers fall below {analyse_heatmaps.LOW_PCT:g} % occupancy "
+            "(the same claim, third part: share of layers under that achieved occupancy at batch"
+            " 8, lowest of those widths)",
+            fact=f"layers_below_{analyse_heatmaps.LOW_PCT:g}_share_min",
+            scope="width>1.7",
+            op=">",
+            threshold=50.0,
             unit="%",
             datasets=(analyse_heatmaps.WIDTH_NCU,),
         ),
