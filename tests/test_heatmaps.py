@@ -183,9 +183,7 @@ def test_per_width_facts_are_the_summary(facts, widths):
             100 * row.layers_below_50 / row.layers
         )
     ach = s.achieved_occupancy_tw_pct
-    assert value(facts, "width_achieved_occupancy_tw_pct_range") == pytest.approx(
-        ach.max() - ach.min()
-    )
+    assert value(facts, "width_achieved_occupancy_tw_pct_min") == pytest.approx(ach.min())
 
 
 def test_width_claim_facts(facts):
@@ -243,7 +241,6 @@ def test_every_rule_reads_a_fact_the_h200_root_has(facts):
     for r in findings.RULES:
         assert (r.fact, r.scope) in keys, r.id
     v = rules.evaluate(findings.RULES, facts, "h200").set_index("id").verdict
-    assert v["heatmaps_batch_raises_occupancy"] == rules.HOLDS
     assert v["heatmaps_small_batch_grid_limited"] == rules.HOLDS
 
 

@@ -287,7 +287,6 @@ def _width_facts(kernels) -> list[dict]:
     at15 = pick(ach, np.isclose(ach.index, 1.5))
     big = pick(low, low.index > 1.7)
     rows += [
-        fact("width_achieved_occupancy_tw_pct_range", ach.max() - ach.min(), "points", datasets=ds),
         fact("width_achieved_occupancy_tw_pct_min", ach.min(), "%", datasets=ds),
         fact("width_achieved_occupancy_tw_pct_max", ach.max(), "%", datasets=ds),
         fact(
@@ -343,13 +342,6 @@ def _batch_facts(kernels) -> list[dict]:
     grid = {r["scope"]: r["value"] for r in rows if r["key"] == "grid_limited_time_share"}
     first = s.iloc[0]
     rows += [
-        fact(
-            "batch_achieved_occupancy_tw_pct_change",
-            s.achieved_occupancy_tw_pct.iloc[-1] - first.achieved_occupancy_tw_pct,
-            "points",
-            datasets=ds,
-            note=f"batch {first.batch} to {s.batch.iloc[-1]}",
-        ),
         fact(
             "grid_limited_time_share_smallest_batch",
             grid[_scope("batch", first.batch)],
@@ -438,10 +430,10 @@ def facts(root: DataRoot) -> pd.DataFrame:
     ``achieved_occupancy_tw_pct``, ``theoretical_occupancy_tw_pct`` (the forward's,
     time-weighted), ``layers_below_50_share``, ``layers_at_least_85``, ``forward_kernel_ms``,
     and for width and batch ``grid_limited_time_share`` and ``resource_limited_time_share``.
-    Whole-notebook facts (scope empty): ``width_achieved_occupancy_tw_pct_range`` / ``_min`` /
+    Whole-notebook facts (scope empty): ``width_achieved_occupancy_tw_pct_min`` /
     ``_max``, ``resource_limited_time_share_max_over_widths``,
     ``slowest_layer_time_share_widest``, ``slowest_layer_achieved_occupancy_tw_pct_widest``,
-    ``batch_achieved_occupancy_tw_pct_change``, ``grid_limited_time_share_smallest_batch``,
+    ``grid_limited_time_share_smallest_batch``,
     ``fastest_variant_occupancy_below_highest_pct_points``,
     ``layout_transform_time_share_16bit_nchw_minus_nhwc`` (and ``layout_transform_time_share``
     per variant), ``kineto_layers_within_10_share``,

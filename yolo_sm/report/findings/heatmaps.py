@@ -13,18 +13,6 @@ GROUP = "04_occupancy_heatmaps"
 RULES: tuple[Rule, ...] = check_unique(
     (
         Rule(
-            id="heatmaps_flat_with_width",
-            statement="The forward's time-weighted achieved occupancy stays within 10 points "
-            "across widths",
-            fact="width_achieved_occupancy_tw_pct_range",
-            op="<=",
-            threshold=10.0,
-            partly=20.0,
-            unit="points",
-            datasets=(WIDTH_NCU,),
-            group=GROUP,
-        ),
-        Rule(
             id="heatmaps_slowest_layer_low",
             statement="The slowest layer of the widest forward runs below 50 % achieved occupancy",
             fact="slowest_layer_achieved_occupancy_tw_pct_widest",
@@ -43,18 +31,6 @@ RULES: tuple[Rule, ...] = check_unique(
             threshold=50.0,
             unit="%",
             datasets=(WIDTH_NCU,),
-            group=GROUP,
-        ),
-        Rule(
-            id="heatmaps_batch_raises_occupancy",
-            statement="From the smallest to the largest batch, achieved occupancy rises by at "
-            "least 10 points",
-            fact="batch_achieved_occupancy_tw_pct_change",
-            op=">=",
-            threshold=10.0,
-            partly=5.0,
-            unit="points",
-            datasets=(BATCH_NCU,),
             group=GROUP,
         ),
         Rule(
