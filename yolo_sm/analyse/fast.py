@@ -12,6 +12,7 @@ from __future__ import annotations
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.hardware import peak_fp16_tflops
 from yolo_sm.contract.vocab import PIPELINE_STAGES
 
 BASELINE = "eager/fp16/nhwc"
@@ -327,12 +328,6 @@ def scope(width: float, batch: int) -> str:
     return f"width={float(width):g}, batch={int(batch)}"
 
 
-def fp16_peak_tflops(ceilings) -> float:
-    """The measured dense fp16 matmul TFLOP/s of a ``ceilings`` table (NaN when absent)."""
-    hit = ceilings[ceilings["ceiling"] == "matmul_fp16"]
-    return float(hit["value"].iloc[0]) if len(hit) else float("nan")
-
-
 def bench_facts(bench, peak_tflops: float = float("nan")) -> list[dict]:
     """Facts of a bench table: per (width, batch) the best 16-bit engine's latency and img/s
     over the baseline's and its TFLOP/s over ``peak_tflops``, the usable 8-bit speed-up
@@ -516,7 +511,8 @@ def facts(root: DataRoot):
 
     rows = []
     if root.has("bench_fast_engines"):
-        peak = fp16_peak_tflops(root.load("ceilings")) if root.has("ceilings") else math.nan
+        pk = peak_fp16_tflops(root)
+        peak = pk[0] if pk else math.nan
         rows += bench_facts(root.load("bench_fast_engines"), peak)
     if root.has("trace_fp8_w1_b64"):
         fp8 = root.load("trace_fp8_w1_b64")
