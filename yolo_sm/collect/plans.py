@@ -11,6 +11,7 @@ none.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from yolo_sm.collect.bench import BenchSpec, missing_units, run_bench
 from yolo_sm.collect.ceilings import measure_ceilings
+from yolo_sm.collect.numerics import numerics_table
 from yolo_sm.collect.probe import probe_pipeline
 from yolo_sm.collect.profiling import kineto, ncu
 from yolo_sm.collect.profiling.suite import engines, run_gpm
@@ -460,6 +462,21 @@ def _run_probe(step, plan, out_dir, deadline, progress):
     _write(_with_provenance(df, plan.device), out_dir / step.out)
 
 
+def _run_numerics(step, plan, out_dir, deadline, progress):
+    """Numerical error per width and precision on random inputs and the bundled photos, and
+    box agreement after NMS (yolo_sm.collect.numerics.numerics_table), with provenance."""
+
+    p = dict(step.params)
+    unknown = set(p) - set(inspect.signature(numerics_table).parameters) - {"device"}
+    if unknown:
+        raise UserError(f"plan step {step.name}: unknown numerics params {sorted(unknown)}")
+    for k in ("widths", "precisions", "photo_precisions", "box_precisions", "seeds"):
+        if k in p:
+            p[k] = tuple(p[k]) if isinstance(p[k], (list, tuple)) else (p[k],)
+    df = numerics_table(device=plan.device, **p)
+    _write(_with_provenance(df, plan.device), out_dir / step.out)
+
+
 def _run_bench(step, plan, out_dir, deadline, progress):
     """Baseline, engines, pipeline per stream count and YOLO.predict per (model, batch); rows
     carry their own provenance. Resumes per (model, batch), stops before one that would end
@@ -471,6 +488,7 @@ def _run_bench(step, plan, out_dir, deadline, progress):
 RUNNERS = {
     "sweep": _run_sweep,
     "ncu": _run_ncu,
+    "numerics": _run_numerics,
     "trace": _run_trace,
     "gpm": _run_gpm,
     "ceilings": _run_ceilings,

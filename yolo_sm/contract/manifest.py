@@ -1,4 +1,5 @@
-"""manifest: split from contract.datasets."""
+"""A root's ``manifest.json``: :func:`register` adds a dataset with its kind, description, the
+command that made it and the provenance read from its rows' ``prov_*`` columns."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ PROVENANCE_FIELDS = (
     "ultralytics",
     "python",
     "sm_clock_max_mhz",
-    "yolo_sm_source",  # from session 7's code on (source_digest); absent in older tables
+    "yolo_sm_source",  # digest of the package source that measured (absent in older tables)
     "cpu_model",
 )
 

@@ -32,6 +32,7 @@ def load_yaml(path: str) -> dict:
 
 
 KINDS = ("sweep", "ncu", "trace", "gpm", "ceilings", "bench", "probe")
+KINDS += ("numerics",)  # numerical error per width and precision (collect.numerics)
 
 
 # kinds that resume part-way and stop themselves at the deadline (the others run whole, so
