@@ -33,11 +33,12 @@ def provenance_from_rows(df) -> dict:
         col = f"prov_{f}"
         if col in df:
             vals = sorted({str(v) for v in df[col].dropna()})
-            prov[f] = vals[0] if len(vals) == 1 else vals
-    if "prov_date_utc" in df:
+            if vals:  # a field no row records (a CPU's gpu_name) is left out
+                prov[f] = vals[0] if len(vals) == 1 else vals
+    if "prov_date_utc" in df and df["prov_date_utc"].notna().any():
         prov["date_utc_first"] = str(df["prov_date_utc"].min())
         prov["date_utc_last"] = str(df["prov_date_utc"].max())
-    if "prov_sm_clock_start_mhz" in df:
+    if "prov_sm_clock_start_mhz" in df and df["prov_sm_clock_start_mhz"].notna().any():
         prov["sm_clock_start_mhz_range"] = [
             float(df.prov_sm_clock_start_mhz.min()),
             float(df.prov_sm_clock_start_mhz.max()),
