@@ -101,7 +101,8 @@ def test_cpu_root_holds_what_its_plan_collects_with_provenance():
         entry = cpu.info(s.name)
         assert entry["params"] == s.params and entry["kind"] == s.dataset_kind
         assert entry["command"].startswith("yolo-sm collect --plan data/plans/cpu.yaml")
-        assert set(cpu.load(s.name).prov_device) == {"cpu"}
+        df = cpu.load(s.name)
+        assert set(df.prov_device) == ({"cpu"} if len(df) else set())
     size = sum(f.stat().st_size for f in cpu.path.rglob("*") if f.is_file())
     assert size < 2 * 2**20, f"data/cpu holds {size} bytes"
 
@@ -229,3 +230,27 @@ def test_live_root_collects_for_real_on_the_cpu(tmp_path):
     assert len(df) == 1 and df.status.iloc[0] == "ok" and df.attrs["dataset"] == "here/sweep_tiny"
     other = live.live_root(None, plan=plan, out=tmp_path / "elsewhere")
     assert not other.entries()  # each root keeps its own folder: no state shared between them
+
+
+def test_numerics_step_writes_and_registers_its_table(tmp_path):
+    """The plan step kind numerics on a tiny model: numerics.parquet with provenance, registered
+    with the step's params; an unknown param is one clear error."""
+    from yolo_sm.collect.plans import run_plan
+
+    params = {"widths": [0.0625], "precisions": ["bf16"], "photo_precisions": ["fp8"]}
+    params |= {"box_precisions": ["fp8"], "imgsz": 64, "photo_imgsz": 64, "seeds": [1]}
+    step = {"name": "numerics", "kind": "numerics", "out": "numerics.parquet", "params": params}
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(f"name: t\ndevice: cpu\nsteps: [{step}]\n".replace("'", '"'))
+    run_plan(load_plan(plan), tmp_path / "out", progress=False)
+    root = open_root(tmp_path / "out")
+    num = root.load("numerics")
+    assert root.info("numerics")["params"] == params and root.device_name()
+    assert set(num.test) == {"random_input", "photos", "boxes"}
+    assert set(num[num.test == "random_input"].precision) == {"fp32", "bf16"}
+    assert len(num[num.test == "photos"]) == 2  # fp8, as built and with the class prior
+    assert num.prov_torch.notna().all()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(plan.read_text().replace('"seeds"', '"seed_list"'))
+    with pytest.raises(UserError, match="seed_list"):
+        run_plan(load_plan(bad), tmp_path / "bad", progress=False)

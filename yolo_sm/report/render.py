@@ -30,6 +30,7 @@ from yolo_sm.contract.datasets import DataRoot, data_dir, open_root
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import load_yaml
 
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding yolo_sm/
 _CDN_SCRIPT = re.compile(r'<script[^>]+src="(?:https?://[^"]*)?"[^>]*>\s*</script>', re.I)
 
 
@@ -47,7 +48,16 @@ def execute(path: Path, timeout: int = 900, data: str | os.PathLike | None = Non
         kernel_name=env_kernel,
         resources={"metadata": {"path": str(path.parent)}},
     )
-    client.execute()
+    # the kernel imports the yolo_sm that renders (a checkout's, not another install's)
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (str(PACKAGE_ROOT), saved)))
+    try:
+        client.execute()
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
     return nb
 
 
