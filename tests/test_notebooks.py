@@ -125,7 +125,12 @@ def test_render_from_the_cpu_root_names_its_machine(probe_notebook):
     nb = execute(probe_notebook / "99_probe.ipynb", data="cpu")
     out = _stream(nb)
     assert f"device: {open_root('cpu').device_name()}" in out
-    assert 'DATA = "cpu"' in nb.cells[2].source or "DATA = 'cpu'" in nb.cells[2].source
+    assert "DATA = 'cpu'" in nb.cells[2].source
+    # a root given as an object or as its folder is injected by name, a root elsewhere by path
+    from yolo_sm.report.render import prepare
+
+    for given in (open_root("cpu"), open_root("cpu").path):
+        assert "DATA = 'cpu'" in prepare(probe_notebook / "99_probe.ipynb", given).cells[2].source
     assert "H200" not in _outputs_text(nb)
     plain = _stream(execute(probe_notebook / "99_probe.ipynb"))  # the notebook's own DATA
     assert "device: NVIDIA H200" in plain and "has ncu_width_b8" in plain

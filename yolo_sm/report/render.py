@@ -34,7 +34,7 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding yolo_sm
 _CDN_SCRIPT = re.compile(r'<script[^>]+src="(?:https?://[^"]*)?"[^>]*>\s*</script>', re.I)
 
 
-def execute(path: Path, timeout: int = 900, data: str | os.PathLike | None = None):
+def execute(path: Path, timeout: int = 900, data: str | os.PathLike | DataRoot | None = None):
     """Execute one notebook in memory (from the root ``data`` when given, see :func:`prepare`);
     returns the executed nbformat node."""
     from nbclient import NotebookClient
@@ -103,12 +103,15 @@ def root_parameters(root: DataRoot, notebook: str) -> dict:
     return out
 
 
-def _data_value(data: str | os.PathLike, root: DataRoot) -> str:
-    """What ``DATA`` is set to: the root's name when :func:`open_root` finds it by name (the
-    page then shows ``DATA = "cpu"``), else its absolute path."""
-    name = str(data)
-    if os.sep not in name and (data_dir() / name / "manifest.json").exists():
-        return name
+def as_root(data: str | os.PathLike | DataRoot) -> DataRoot:
+    return data if isinstance(data, DataRoot) else open_root(data)
+
+
+def _data_value(root: DataRoot) -> str:
+    """What ``DATA`` is set to: the root's name when it is the folder of that name under
+    :func:`data_dir` (the page then shows ``DATA = 'cpu'``), else its absolute path."""
+    if (data_dir() / root.name).resolve() == Path(root.path).resolve():
+        return root.name
     return str(root.path)
 
 
@@ -129,15 +132,15 @@ def inject_parameters(nb, params: dict):
     return nb
 
 
-def prepare(path: Path, data: str | os.PathLike | None = None):
+def prepare(path: Path, data: str | os.PathLike | DataRoot | None = None):
     """Notebook ``path`` read, with ``DATA`` and the root's parameters injected when ``data``
     names a root (None: the notebook's own parameters)."""
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
     if data is not None:
-        root = open_root(data)
-        params = {"DATA": _data_value(data, root), **root_parameters(root, path.stem)}
+        root = as_root(data)
+        params = {"DATA": _data_value(root), **root_parameters(root, path.stem)}
         inject_parameters(nb, params)
     return nb
 
@@ -147,15 +150,15 @@ def render_site(
     out: str | os.PathLike,
     timeout: int = 900,
     only: list[str] | None = None,
-    data: str | os.PathLike | None = None,
+    data: str | os.PathLike | DataRoot | None = None,
 ) -> Path:
     """Execute and render every ``NN_topic.ipynb`` of ``notebooks`` from the dataset root
     ``data`` (a name under ``data/`` or a path; None: each notebook's own ``DATA``) into
     ``out``; write ``out/index.html`` linking them, titled with the machine the root was
-    measured on. Returns the index."""
+    measured on (from provenance). Returns the index."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    root = open_root(data if data is not None else "h200")
+    root = as_root(data) if data is not None else None  # checked before any notebook runs
     entries = []
     for path in notebooks_in(notebooks, only):
         t0 = time.perf_counter()
@@ -171,7 +174,9 @@ def render_site(
         f'<li><a href="{html.escape(s)}.html">{html.escape(s)}</a> — {html.escape(t)}</li>'
         for s, t, _ in entries
     )
-    title = f"yolo_sm notebooks: {root.device_name()} ({root.name})"
+    title = (
+        f"yolo_sm notebooks: {root.device_name()} ({root.name})" if root else "yolo_sm notebooks"
+    )
     index.write_text(
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
         "<style>body{font-family:sans-serif;max-width:50em;margin:2em auto}"
