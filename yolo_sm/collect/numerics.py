@@ -161,9 +161,6 @@ def photo_errors_by_width(widths=(0.5, 1.0), family="yolov8", **kw):
     )
 
 
-NUMERICS_TESTS = ("random_input", "photos", "boxes")
-
-
 def numerics_table(
     widths=(0.25, 0.5),
     family="yolov8",
@@ -244,7 +241,8 @@ def numerics_table(
     out = pd.concat(frames, ignore_index=True)
     for c in ("seed", "frame", "boxes", "reference_boxes"):
         out[c] = out[c].astype("Int64")
-    out["fp8_kernel"] = out.precision.eq("fp8").map({True: choose_kernel(device), False: ""})
+    fp8 = out.precision.eq("fp8")
+    out["fp8_kernel"] = fp8.map({True: choose_kernel(device), False: ""}) if fp8.any() else ""
     lead = ["test", "family", "width", "precision", "reference", "layout", "imgsz", "batch"]
     lead += ["class_prior", "device"]
     return out[lead + [c for c in out.columns if c not in lead]]
