@@ -32,12 +32,13 @@ def load_yaml(path: str) -> dict:
 
 
 KINDS = ("sweep", "ncu", "trace", "gpm", "ceilings", "bench", "probe")
-KINDS += ("numerics",)  # numerical error per width and precision (collect.numerics)
 
 
 # kinds that resume part-way and stop themselves at the deadline (the others run whole, so
 # they start only when their est_s fits in the time left)
 RESUMABLE = ("sweep", "bench")
+
+KINDS += ("numerics",)  # numerical error per width and precision (collect.numerics)
 
 
 @dataclass(frozen=True)
