@@ -25,9 +25,11 @@ def test_every_shipped_dataset_loads_with_columns_and_provenance():
         prov = df.attrs["provenance"]
         for key in ("torch", "ultralytics", "python", "date_utc_last"):
             assert prov.get(key), f"{name} lacks provenance {key}"
-        gpu = ("gpu_name", "driver", "cuda", "cudnn")
-        for key in gpu if name.startswith("h200/") else ("cpu_model",):
+        # the device it was measured (or counted) on; a GPU's with its driver stack
+        assert prov.get("gpu_name") or prov.get("cpu_model"), f"{name} names no device"
+        for key in ("driver", "cuda", "cudnn") if prov.get("gpu_name") else ():
             assert prov.get(key), f"{name} lacks provenance {key}"
+        assert not (name.startswith("cpu/") and prov.get("gpu_name")), name
         assert entry["command"]
 
 
