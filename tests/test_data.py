@@ -111,19 +111,20 @@ def test_cpu_root_holds_what_its_plan_collects_with_provenance():
 
 def test_numerics_table_on_the_cpu_root():
     num = open_root("cpu").load("numerics")
-    assert set(num.test) == {"random_input", "photos", "boxes"}
+    kinds = set(zip(num.input, num.metric, strict=True))
+    assert kinds == {("random", "rel_err"), ("photo", "rel_err"), ("photo", "boxes")}
     assert set(num.width) == {0.25, 0.5} and set(num.device) == {"cpu"}
-    rnd = num[num.test == "random_input"]
+    rnd = num[num.input == "random"]
     assert (rnd.rel_err <= rnd.tolerance).all()  # fp16 / bf16 within their tolerance
     assert (rnd[rnd.precision == "fp32"].rel_err < 1e-4).all()
-    photos = num[num.test == "photos"]
+    photos = num[(num.input == "photo") & (num.metric == "rel_err")]
     # fp8 with and without the class prior, per width; E4M3 errs more than fp16
     per = photos.groupby(["width", "class_prior"]).precision.apply(set)
     assert len(per) == 4 and all(p == {"fp16", "bf16", "fp8"} for p in per)
     err = photos.pivot_table(index=["width", "class_prior"], columns="precision", values="rel_err")
     assert (err.fp8 > err.fp16).all()
     assert set(photos[photos.precision == "fp8"].fp8_kernel) == {"emulate"}
-    boxes = num[num.test == "boxes"]
+    boxes = num[num.metric == "boxes"]
     assert boxes.matched.between(0, 1).all() and (boxes.reference == "fp16").all()
 
 
@@ -248,9 +249,10 @@ def test_numerics_step_writes_and_registers_its_table(tmp_path):
     root = open_root(tmp_path / "out")
     num = root.load("numerics")
     assert root.info("numerics")["params"] == params and root.device_name()
-    assert set(num.test) == {"random_input", "photos", "boxes"}
-    assert set(num[num.test == "random_input"].precision) == {"fp32", "bf16"}
-    assert len(num[num.test == "photos"]) == 2  # fp8, as built and with the class prior
+    assert set(num.metric) == {"rel_err", "boxes"}
+    assert set(num[num.input == "random"].precision) == {"fp32", "bf16"}
+    photos = num[(num.input == "photo") & (num.metric == "rel_err")]
+    assert len(photos) == 2  # fp8, as built and with the class prior
     assert num.prov_torch.notna().all()
     bad = tmp_path / "bad.yaml"
     bad.write_text(plan.read_text().replace('"seeds"', '"seed_list"'))

@@ -177,15 +177,15 @@ def numerics_table(
     device="cpu",
 ):
     """The tidy table of the plan step kind ``numerics``, one row per measurement, per width of
-    ``family``; ``test`` says which:
+    ``family``; ``input`` (``random`` / ``photo``) and ``metric`` (``rel_err`` / ``boxes``) say
+    which:
 
-    - ``random_input``: :func:`numerical_errors` of ``precisions`` (fp32 is the reference) on
-      fresh random inputs (``imgsz``, ``batch``, one row per seed), with the precision's
-      ``tolerance``;
-    - ``photos``: :func:`photo_errors` of ``photo_precisions`` at ``photo_imgsz`` on the model as
-      built and with the fast-engines bench's class prior (``class_prior``);
-    - ``boxes``: :func:`box_agreement` of ``box_precisions`` against ``box_reference`` on the
-      bundled photos (one row per photo) on the class-prior model.
+    - random, rel_err: :func:`numerical_errors` of fp32 and ``precisions`` on fresh random
+      inputs (``imgsz``, ``batch``, one row per seed), with the precision's ``tolerance``;
+    - photo, rel_err: :func:`photo_errors` of ``photo_precisions`` at ``photo_imgsz`` on the
+      model as built and with the fast-engines bench's class prior (``class_prior``);
+    - photo, boxes: :func:`box_agreement` of ``box_precisions`` against ``box_reference`` on
+      the bundled photos (one row per photo) on the class-prior model.
 
     fp8 on the CPU is the exact E4M3 emulation (``fp8_kernel`` = ``emulate``), on a GPU cuDNN's
     FP8 convolutions (``cudnn``)."""
@@ -207,7 +207,8 @@ def numerics_table(
                 device=device,
                 seeds=seeds,
             ).assign(
-                test="random_input",
+                input="random",
+                metric="rel_err",
                 reference="fp32",
                 imgsz=imgsz,
                 batch=batch,
@@ -224,7 +225,7 @@ def numerics_table(
                     layout=layout,
                     class_prior=prior,
                     device=device,
-                ).assign(test="photos", reference="fp32", batch=4, **common)
+                ).assign(input="photo", metric="rel_err", reference="fp32", batch=4, **common)
             )
         primed = copy.deepcopy(model)
         set_class_prior(primed, *CLASS_PRIOR)
@@ -236,13 +237,30 @@ def numerics_table(
                 imgsz=photo_imgsz,
                 device=device,
                 layout=layout,
-            ).assign(test="boxes", imgsz=photo_imgsz, batch=1, class_prior=True, **common)
+            ).assign(
+                input="photo",
+                metric="boxes",
+                imgsz=photo_imgsz,
+                batch=1,
+                class_prior=True,
+                **common,
+            )
         )
     out = pd.concat(frames, ignore_index=True)
     for c in ("seed", "frame", "boxes", "reference_boxes"):
         out[c] = out[c].astype("Int64")
     fp8 = out.precision.eq("fp8")
     out["fp8_kernel"] = fp8.map({True: choose_kernel(device), False: ""}) if fp8.any() else ""
-    lead = ["test", "family", "width", "precision", "reference", "layout", "imgsz", "batch"]
+    lead = [
+        "input",
+        "metric",
+        "family",
+        "width",
+        "precision",
+        "reference",
+        "layout",
+        "imgsz",
+        "batch",
+    ]
     lead += ["class_prior", "device"]
     return out[lead + [c for c in out.columns if c not in lead]]

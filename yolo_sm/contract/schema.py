@@ -144,8 +144,10 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "boxes_per_frame": "boxes per frame after NMS",
     },
     "numerics": {
-        "test": "random_input (fresh random inputs per seed) / photos (ultralytics' bundled "
-        "photos, letterboxed, as they are and mirrored) / boxes (boxes after NMS per photo)",
+        "input": "random (fresh uniform noise per seed) / photo (ultralytics' bundled photos, "
+        "letterboxed, as they are and mirrored)",
+        "metric": "rel_err (head output against eager fp32) / boxes (boxes after NMS per photo "
+        "against the reference precision's)",
         "family": "YOLO family",
         "width": "width multiplier",
         "precision": "the precision measured (fp32 / fp16 / bf16 / fp8)",
@@ -262,7 +264,7 @@ REQUIRED = {
     "gpm_overhead": tuple(SCHEMAS["gpm_overhead"]),
     "ceilings": ("ceiling", "value", "unit", "median_ms"),
     "probe": ("stage", "wall_ms", "gpu_ms", "width", "batch", "engine", "candidates_per_frame"),
-    "numerics": ("test", "family", "width", "precision", "reference", "imgsz", "device"),
+    "numerics": ("input", "metric", "family", "width", "precision", "reference", "imgsz", "device"),
     "bench": (
         "family",
         "width",
