@@ -1,14 +1,30 @@
 # yolo_sm: two commands on a fresh machine with Python 3.11 -- `make report` and `make test`.
-# Both create .venv when absent (reusing it otherwise) and install the package with its notebook,
-# ONNX, GPU-profiler and dev extras under the exact pins of constraints.txt.
+#
+# Two virtual environments, each installed under the exact pins of constraints.txt and marked
+# done by a stamp file (a changed pyproject.toml or constraints.txt installs again):
+#   .venv                     `make test` and the other developer targets: every extra (report,
+#                             collect with torch/ultralytics, onnx, gpu, dev).
+#   .cache/report-venv        `make report`: the base and the report extra only (pandas, pyarrow,
+#                             pyyaml, plotly, ipywidgets, nbclient, nbconvert, nbformat,
+#                             ipykernel): no torch, so rendering proves that the notebooks
+#                             analyse a dataset root without the collect layer, on any machine.
+# They never share packages, so `make report` after `make test` (or before it) works as on a
+# fresh clone. CI runs `make test` only.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.yolo_sm-installed
-EXTRAS := notebooks,onnx,gpu,dev
+EXTRAS := report,collect,onnx,gpu,dev
+REPORT_VENV  ?= .cache/report-venv
+REPORT_BIN   := $(REPORT_VENV)/bin
+REPORT_STAMP := $(REPORT_VENV)/.yolo_sm-installed
+# the dataset root the site is rendered from (a name under data/ or a folder) and where it goes:
+#   make report DATA=cpu SITE=site/cpu
+DATA ?= h200
+SITE ?= site
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup report test test-fast test-gpu lint format strip clean
+.PHONY: setup setup-report report test test-fast test-gpu lint format strip clean
 
 setup: $(STAMP)
 
@@ -17,9 +33,16 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install -q -c constraints.txt -e ".[$(EXTRAS)]"
 	@touch $@
 
-## Execute every notebook from the shipped data and render them into site/ (site/index.html).
-report: setup
-	$(BIN)/yolo-sm render --notebooks notebooks --out site
+setup-report: $(REPORT_STAMP)
+
+$(REPORT_STAMP): pyproject.toml constraints.txt
+	@test -x $(REPORT_BIN)/python || $(PYTHON) -m venv $(REPORT_VENV)
+	$(REPORT_BIN)/python -m pip install -q -c constraints.txt -e ".[report]"
+	@touch $@
+
+## Execute every notebook from the dataset root $(DATA) and render them into $(SITE)/ (index.html).
+report: setup-report
+	$(REPORT_BIN)/python -m yolo_sm.report.render --data $(DATA) --notebooks notebooks --out $(SITE)
 
 ## Lint, then the whole test suite on this machine, notebooks included (GPU tests skip without CUDA).
 test: setup
@@ -41,8 +64,8 @@ format: setup
 	$(BIN)/ruff format yolo_sm tests tools
 
 ## Remove outputs from notebooks before committing.
-strip: setup
-	$(BIN)/python -m yolo_sm.report.render --strip notebooks
+strip: setup-report
+	$(REPORT_BIN)/python -m yolo_sm.report.render --strip notebooks
 
 clean:
 	rm -rf site .pytest_cache .ruff_cache

@@ -30,3 +30,29 @@ def tiny_yolo():
     from yolo_sm.collect.models import build_yolo
 
     return build_yolo("yolov8", 0.0625)
+
+
+@pytest.fixture
+def make_root(tmp_path):
+    """``make_root(name, datasets, source="h200")``: a dataset root ``tmp_path/name`` holding
+    ``datasets`` (short names) copied with their manifest entries from the shipped root
+    ``source``; returns its path. For a notebook or facts function on a root that lacks
+    something (point ``DATA`` / ``open_root`` at the path)."""
+    import json
+    import shutil
+
+    from yolo_sm.contract.datasets import open_root
+
+    def make(name: str, datasets=(), source: str = "h200"):
+        src = open_root(source)
+        folder = tmp_path / name
+        folder.mkdir(parents=True, exist_ok=True)
+        entries = {}
+        for d in datasets:
+            entry = src.info(d)
+            shutil.copy(src.path / entry["file"], folder / entry["file"])
+            entries[d] = entry
+        (folder / "manifest.json").write_text(json.dumps({"datasets": entries}, indent=2))
+        return folder
+
+    return make

@@ -1,24 +1,35 @@
-"""Shipped datasets load by name, carry their columns and provenance; loaders fail clearly."""
+"""Dataset roots load by name, carry their columns and provenance; loaders fail clearly; a live
+root collects its plan's datasets on this machine before loading them."""
 
 import pandas as pd
 import pytest
 
-from yolo_sm.collect import live as live_data
+from yolo_sm.collect import live
 from yolo_sm.contract import datasets, manifest
-from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.datasets import DataRoot, open_root
+from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.contract.plans import KINDS, load_plan
 from yolo_sm.contract.schema import SCHEMAS, validate
 
 
 def test_every_shipped_dataset_loads_with_columns_and_provenance():
     listing = datasets.list_datasets()
-    assert "h200/foundation_sweep" in set(listing.name)
+    assert {"h200/foundation_sweep", "cpu/numerics"} <= set(listing.name)
     for name in listing.name:
         df = datasets.load(name)
         entry = datasets.info(name)
-        assert len(df) == entry["rows"] > 0
+        assert len(df) == entry["rows"], name
+        if not len(df):  # the profiler's CPU trace holds no GPU kernels: an empty kernel table
+            assert name.startswith("cpu/") and entry["kind"] == "kernels", name
+            continue
         prov = df.attrs["provenance"]
-        for key in ("gpu_name", "driver", "cuda", "torch", "cudnn", "ultralytics", "date_utc_last"):
+        for key in ("torch", "ultralytics", "python", "date_utc_last"):
             assert prov.get(key), f"{name} lacks provenance {key}"
+        # the device it was measured (or counted) on; a GPU's with its driver stack
+        assert prov.get("gpu_name") or prov.get("cpu_model"), f"{name} names no device"
+        for key in ("driver", "cuda", "cudnn") if prov.get("gpu_name") else ():
+            assert prov.get(key), f"{name} lacks provenance {key}"
+        assert not (name.startswith("cpu/") and prov.get("gpu_name")), name
         assert entry["command"]
 
 
@@ -41,6 +52,10 @@ def test_unknown_dataset_names_the_known_ones():
         datasets.path("h200/nope")
     entry = datasets.info("h200/ceilings")
     assert datasets.path("h200/ceilings") == datasets.data_dir() / "h200" / entry["file"]
+    with pytest.raises(UserError, match="foundation_sweep"):
+        open_root("h200").load("nope")
+    with pytest.raises(UserError, match="shipped roots: cpu, h200"):
+        open_root("no_such_root")
 
 
 def test_validate_names_missing_columns():
@@ -59,6 +74,7 @@ def test_register_and_corrupt_file(tmp_path, monkeypatch):
     assert set(SCHEMAS["sweep"]) & set(src.columns) <= set(entry["columns"])  # each described
     monkeypatch.setenv("YOLO_SM_DATA", str(tmp_path))
     assert len(datasets.load("m/s")) == 3
+    assert open_root("m").has("s") and not open_root("m").has("t")
     (folder / "s.parquet").write_bytes(b"PAR1 truncated")
     with pytest.raises(UserError, match="cannot be read"):
         datasets.load("m/s")
@@ -67,18 +83,79 @@ def test_register_and_corrupt_file(tmp_path, monkeypatch):
         datasets.list_datasets()
 
 
-# --- live collection: LIVE = True in a notebook on a GPU machine -----------------------------
+# --- roots: the machine from provenance, one sentence for what a root lacks -------------------
+
+
+def test_roots_name_their_machine_from_provenance():
+    h200, cpu = open_root("h200"), open_root("cpu")
+    assert h200.device_name() == "NVIDIA H200" and h200.machine()["sm_count"] == "132"
+    m = cpu.machine()
+    assert "gpu_name" not in m and cpu.device_name() == m["cpu_model"]
+    assert m["date_utc_first"] <= m["date_utc_last"]
+
+
+def test_cpu_root_holds_what_its_plan_collects_with_provenance():
+    cpu = open_root("cpu")
+    plan = load_plan(datasets.data_dir() / "plans" / "cpu.yaml")
+    assert plan.device == "cpu"
+    assert cpu.names() == sorted(s.name for s in plan.steps)
+    for s in plan.steps:
+        entry = cpu.info(s.name)
+        assert entry["params"] == s.params and entry["kind"] == s.dataset_kind
+        assert entry["command"].startswith("yolo-sm collect --plan data/plans/cpu.yaml")
+        df = cpu.load(s.name)
+        assert set(df.prov_device) == ({"cpu"} if len(df) else set())
+    size = sum(f.stat().st_size for f in cpu.path.rglob("*") if f.is_file())
+    assert size < 2 * 2**20, f"data/cpu holds {size} bytes"
+
+
+def test_numerics_table_on_the_cpu_root():
+    num = open_root("cpu").load("numerics")
+    kinds = set(zip(num.input, num.metric, strict=True))
+    assert kinds == {("random", "rel_err"), ("photo", "rel_err"), ("photo", "boxes")}
+    assert set(num.width) == {0.25, 0.5} and set(num.device) == {"cpu"}
+    rnd = num[num.input == "random"]
+    assert (rnd.rel_err <= rnd.tolerance).all()  # fp16 / bf16 within their tolerance
+    assert (rnd[rnd.precision == "fp32"].rel_err < 1e-4).all()
+    photos = num[(num.input == "photo") & (num.metric == "rel_err")]
+    # fp8 with and without the class prior, per width; E4M3 errs more than fp16
+    per = photos.groupby(["width", "class_prior"]).precision.apply(set)
+    assert len(per) == 4 and all(p == {"fp16", "bf16", "fp8"} for p in per)
+    err = photos.pivot_table(index=["width", "class_prior"], columns="precision", values="rel_err")
+    assert (err.fp8 > err.fp16).all()
+    assert set(photos[photos.precision == "fp8"].fp8_kernel) == {"emulate"}
+    boxes = num[num.metric == "boxes"]
+    assert boxes.matched.between(0, 1).all() and (boxes.reference == "fp16").all()
+
+
+def test_missing_names_the_dataset_and_the_step_that_collects_it():
+    cpu, h200 = open_root("cpu"), open_root("h200")
+    line = cpu.missing("ncu_width_b8")
+    assert "ncu_width_b8" in line and "data/plans/h200.yaml --only ncu_width_b8" in line
+    assert "H200" not in line and "\n" not in line
+    # a step of the root's own plan: the command that collects it into that root
+    assert "--plan data/plans/cpu.yaml --out data/cpu --only numerics" in cpu.missing("numerics")
+    assert "--out data/h200 --only ncu_width_b8" in h200.missing("ncu_width_b8")
+    assert "--only" not in cpu.missing("neither_shipped_nor_planned")
+
+
+def test_numerics_is_a_plan_kind_with_a_schema():
+    assert "numerics" in KINDS and "numerics" in SCHEMAS
+    plan = load_plan(datasets.data_dir() / "plans" / "h200.yaml")
+    step = next(s for s in plan.steps if s.kind == "numerics")
+    assert step.name == "numerics" and not open_root("h200").has("numerics")
+
+
+# --- live roots: LIVE = True in a notebook ----------------------------------------------------
 
 
 @pytest.fixture
-def live(monkeypatch, tmp_path):
-    """go_live with torch told there is a GPU and the plan runner replaced by a copy of the
-    shipped table (what a real run would register), counting its calls."""
+def gpu_live(monkeypatch, tmp_path):
+    """A live root on the H200 plan, with torch told there is a GPU and the plan runner replaced
+    by a copy of the shipped table (what a real run would register); yields (root, calls)."""
     import shutil
 
     import torch
-
-    from yolo_sm.collect import plans as collect
 
     calls = []
 
@@ -92,62 +169,92 @@ def live(monkeypatch, tmp_path):
         manifest.register(out, step.name, step.out, step.dataset_kind, "live", "fake")
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(collect, "run_plan", fake_run_plan)
-    live_data.go_live(out=tmp_path / "live")
-    yield calls
-    live_data.stop_live()
+    monkeypatch.setattr(live, "run_plan", fake_run_plan)
+    yield live.live_root("h200", out=tmp_path / "live"), calls
 
 
-def test_live_collects_a_plan_dataset_once_then_reads_it(live, tmp_path):
-    df = live_data.load("h200/ncu_batch_w1")
-    assert live == [["ncu_batch_w1"]] and df.attrs["dataset"] == "live/ncu_batch_w1"
+def test_live_collects_a_plan_dataset_once_then_reads_it(gpu_live, tmp_path):
+    root, calls = gpu_live
+    assert isinstance(root, DataRoot) and root.info("ncu_batch_w1")["kind"] == "ncu"
+    df = root.load("ncu_batch_w1")
+    assert calls == [["ncu_batch_w1"]] and df.attrs["dataset"] == "live/ncu_batch_w1"
     assert (tmp_path / "live" / "ncu_batch_w1.parquet").exists()
-    live_data.load("h200/ncu_batch_w1")
-    assert live == [["ncu_batch_w1"]]  # done: not collected again
+    root.load("ncu_batch_w1")
+    assert calls == [["ncu_batch_w1"]]  # done: not collected again
+    assert root.device_name() == "NVIDIA H200"  # the copied table's provenance
 
 
-def test_live_falls_back_to_shipped_for_tables_the_plan_cannot_make(live):
-    df = live_data.load("h200/profile_layers")
-    assert live == [] and df.attrs["dataset"] == "h200/profile_layers"
+def test_live_falls_back_to_the_base_root_for_tables_the_plan_cannot_make(gpu_live):
+    root, calls = gpu_live
+    df = root.load("profile_layers")
+    assert calls == [] and df.attrs["dataset"] == "h200/profile_layers"
 
 
-def test_live_makes_every_plan_step_available(live, monkeypatch):
-    shipped = datasets.manifests()
-    shipped.pop("h200/sweep_bf16_nhwc", None)
-    monkeypatch.setattr(datasets, "manifests", lambda: shipped)  # as if that step were not shipped
-    # not shipped, but the plan has its step: live, a notebook collects it instead of skipping
-    assert live_data.is_available("h200/sweep_bf16_nhwc")
-    assert not live_data.is_available("h200/neither_shipped_nor_planned")
-    assert live_data.is_available("h200/profile_layers")  # shipped only
-    live_data.stop_live()
-    assert not live_data.is_available("h200/sweep_bf16_nhwc")
+def test_live_has_every_plan_step_and_the_base_root(gpu_live, make_root, monkeypatch):
+    root, _ = gpu_live
+    sub = live.live_root(
+        open_root(make_root("sub", ["ceilings"])),
+        plan=datasets.data_dir() / "plans" / "h200.yaml",
+        out=root.path,
+    )
+    assert sub.has("sweep_bf16_nhwc")  # not in the base root, but the plan collects it
+    assert sub.has("ceilings") and not sub.has("profile_layers")
+    assert not sub.has("neither_shipped_nor_planned")
+    assert "sweep_bf16_nhwc" in sub.names() and "ceilings" in sub.names()
+    with pytest.raises(UserError, match="no dataset 'neither_shipped_nor_planned'"):
+        sub.load("neither_shipped_nor_planned")
 
 
-def test_live_run_that_did_not_finish_is_one_clear_error(live):
+def test_live_run_that_did_not_finish_is_one_clear_error(gpu_live):
+    root, _ = gpu_live
     with pytest.raises(UserError, match="did not finish"):
-        live_data.load("h200/gpm_batch_w1")
+        root.load("gpm_batch_w1")
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without a GPU")
-def test_go_live_without_a_gpu_says_so():
-    from yolo_sm.contract.errors import NotAvailableError
-
+def test_live_on_a_gpu_plan_without_a_gpu_says_so():
     with pytest.raises(NotAvailableError, match="LIVE = False"):
-        live_data.go_live()
-    assert live_data.load("h200/ncu_batch_w1").attrs["dataset"] == "h200/ncu_batch_w1"
+        live.live_root("h200")
 
 
-def test_load_many_concatenates_the_available_and_names_the_rest():
-    names = ["h200/ceilings", "h200/not_collected_yet", "h200/sweep_1280"]
-    assert live_data.is_available("h200/ceilings") and not live_data.is_available(names[1])
-    df = datasets.load_many(names)
-    assert df.attrs["datasets"] == [names[0], names[2]]
-    assert df.attrs["not_available"] == [names[1]]
-    assert len(df) == len(live_data.load(names[0])) + len(live_data.load(names[2]))
-    assert set(df.dataset) == {names[0], names[2]}
-    prov = df.attrs["provenance_by_dataset"]
-    assert prov[names[2]]["gpu_name"] == "NVIDIA H200"
-    with pytest.raises(UserError, match="none of h200/x, h200/y"):
-        datasets.load_many(["h200/x", "h200/y"])
-    msg = datasets.not_shipped_message("h200/sweep_bf16_nhwc")
-    assert msg.endswith("--out data/h200 --only sweep_bf16_nhwc")
+def test_live_root_collects_for_real_on_the_cpu(tmp_path):
+    """A one-point CPU sweep plan: load runs it here (real torch, no fakes), then reads it."""
+    plan = tmp_path / "tiny.yaml"
+    plan.write_text(
+        "name: tiny\ndevice: cpu\nsteps:\n"
+        "  - {name: sweep_tiny, kind: sweep, out: sweep_tiny.parquet, description: one point,\n"
+        "     params: {family: yolov8, widths: [0.0625], precisions: [fp32], layouts: [nchw],\n"
+        "              batches: [1], imgsz: [64], warmup_ms: 5, budget_ms: 20}}\n"
+    )
+    root = live.live_root(None, plan=plan, out=tmp_path / "here")
+    assert root.machine()["cpu_model"] and not root.entries()  # this machine, nothing yet
+    assert root.has("sweep_tiny") and not root.has("ceilings")
+    df = root.load("sweep_tiny")
+    assert len(df) == 1 and df.status.iloc[0] == "ok" and df.attrs["dataset"] == "here/sweep_tiny"
+    other = live.live_root(None, plan=plan, out=tmp_path / "elsewhere")
+    assert not other.entries()  # each root keeps its own folder: no state shared between them
+
+
+def test_numerics_step_writes_and_registers_its_table(tmp_path):
+    """The plan step kind numerics on a tiny model: numerics.parquet with provenance, registered
+    with the step's params; an unknown param is one clear error."""
+    from yolo_sm.collect.plans import run_plan
+
+    params = {"widths": [0.0625], "precisions": ["bf16"], "photo_precisions": ["fp8"]}
+    params |= {"box_precisions": ["fp8"], "imgsz": 64, "photo_imgsz": 64, "seeds": [1]}
+    step = {"name": "numerics", "kind": "numerics", "out": "numerics.parquet", "params": params}
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(f"name: t\ndevice: cpu\nsteps: [{step}]\n".replace("'", '"'))
+    run_plan(load_plan(plan), tmp_path / "out", progress=False)
+    root = open_root(tmp_path / "out")
+    num = root.load("numerics")
+    assert root.info("numerics")["params"] == params and root.device_name()
+    assert set(num.metric) == {"rel_err", "boxes"}
+    assert set(num[num.input == "random"].precision) == {"fp32", "bf16"}
+    photos = num[(num.input == "photo") & (num.metric == "rel_err")]
+    assert len(photos) == 2  # fp8, as built and with the class prior
+    assert num.prov_torch.notna().all()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(plan.read_text().replace('"seeds"', '"seed_list"'))
+    with pytest.raises(UserError, match="seed_list"):
+        run_plan(load_plan(bad), tmp_path / "bad", progress=False)

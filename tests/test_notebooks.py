@@ -1,15 +1,19 @@
-"""Every notebook executes on CPU from the shipped data, and none is committed with outputs."""
+"""Every notebook executes on CPU from the H200 root and from the CPU root, and none is committed
+with outputs; rendering injects the root (and its notebook parameters) after the parameters
+cell."""
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 
-nbformat = pytest.importorskip("nbformat")  # notebook extra; absent on the bare H200 image
+nbformat = pytest.importorskip("nbformat")  # report extra
 
 NOTEBOOKS = sorted(
     (Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb")
 )
+ROOTS = ("h200", "cpu")
 
 
 def test_there_are_notebooks():
@@ -23,77 +27,130 @@ def test_notebook_is_stripped_and_has_parameters(path):
     assert all(not c.outputs and c.execution_count is None for c in code), (
         "strip outputs: make strip"
     )
-    assert any("parameters" in c.metadata.get("tags", []) for c in code), "needs a parameters cell"
+    params = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    assert params and re.search(r"^DATA\s*=", params[0].source, re.M), "needs DATA in parameters"
     assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
 
 
-def _executes_and_renders(path):
+def _outputs_text(nb) -> str:
+    """Everything the executed notebook shows (text, HTML, markdown, figure JSON)."""
+    return "\n".join(
+        json.dumps(o, default=str) for c in nb.cells if c.cell_type == "code" for o in c.outputs
+    )
+
+
+def _executes_and_renders(path, data, figures=True):
     from yolo_sm.report.render import execute, to_html
 
-    nb = execute(path, timeout=600)
+    nb = execute(path, timeout=600, data=data)
     errors = [
         o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"
     ]
-    assert not errors
+    assert not errors, errors[0].get("evalue") if errors else ""
     html = to_html(nb)
-    assert "Plotly.newPlot" in html, "figures must render in the HTML"
+    assert "Plotly.newPlot" in html or not figures, "figures must render in the HTML"
     # self-contained: plotly.js is inlined, no script is loaded from the network
     assert not re.search(r"<script[^>]+src=[\"']https?://", html)
-    return html
+    return nb, html
 
 
 @pytest.mark.notebooks
+@pytest.mark.parametrize("data", ROOTS)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_executes(path, tmp_path):
-    from yolo_sm.report.render import missing_datasets
+def test_notebook_executes(path, data):
+    # every notebook draws from the H200 root; a CPU root may lack every table a figure needs
+    nb, _ = _executes_and_renders(path, data, figures=data == "h200")
+    if data == "cpu":  # the machine is named from provenance, never written in
+        assert "H200" not in _outputs_text(nb)
 
-    missing = missing_datasets(path)
-    if missing:  # e.g. 08 until h200/bench_fast_engines is in data/h200/manifest.json
-        pytest.skip(f"{path.name} waits for dataset(s) {', '.join(missing)} (not shipped yet)")
-    _executes_and_renders(path)
+
+# --- the rendering mechanism, on a notebook of its own ---------------------------------------
+
+PROBE = """
+from yolo_sm.contract.datasets import open_root
+data = open_root(DATA)
+print("device:", data.device_name())
+print("sweep:", SWEEP, data.has(SWEEP))
+print(data.missing("ncu_width_b8") if not data.has("ncu_width_b8") else "has ncu_width_b8")
+"""
+
+
+@pytest.fixture
+def probe_notebook(tmp_path):
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell("# 99 · which root?"),
+            nbformat.v4.new_code_cell(
+                'DATA = "h200"\nSWEEP = "sweep_fp16_nhwc"', metadata={"tags": ["parameters"]}
+            ),
+            nbformat.v4.new_code_cell(PROBE),
+        ]
+    )
+    folder = tmp_path / "nb"
+    folder.mkdir()
+    nbformat.write(nb, folder / "99_probe.ipynb")
+    return folder
+
+
+def _stream(nb) -> str:
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+
+
+def test_render_injects_the_root_and_its_notebook_parameters(probe_notebook, tmp_path, make_root):
+    import yaml
+
+    from yolo_sm.report.render import execute, prepare, render_site
+
+    root = make_root("mini", ["sweep_1280"])  # a root with one sweep and no Nsight Compute
+    (root / "notebook_parameters.yaml").write_text(
+        yaml.safe_dump({"99": {"SWEEP": "sweep_other"}, "99_probe": {"SWEEP": "sweep_1280"}})
+    )
+    nb = prepare(probe_notebook / "99_probe.ipynb", root)
+    tags = [c.metadata.get("tags", []) for c in nb.cells]
+    assert tags[1] == ["parameters"] and tags[2] == ["injected-parameters"]
+    out = _stream(execute(probe_notebook / "99_probe.ipynb", data=root))
+    assert "sweep: sweep_1280 True" in out  # the full name's entry wins over the number's
+    assert "device: NVIDIA H200" in out  # the copied table's provenance
+    missing = [ln for ln in out.splitlines() if "ncu_width_b8" in ln]
+    assert len(missing) == 1 and "--only ncu_width_b8" in missing[0]
+
+    index = render_site(probe_notebook, tmp_path / "site", data=root)
+    assert (tmp_path / "site" / "99_probe.html").exists()
+    assert "NVIDIA H200" in index.read_text() and "99_probe.html" in index.read_text()
+
+
+def test_render_from_the_cpu_root_names_its_machine(probe_notebook):
+    from yolo_sm.contract.datasets import open_root
+    from yolo_sm.report.render import execute
+
+    nb = execute(probe_notebook / "99_probe.ipynb", data="cpu")
+    out = _stream(nb)
+    assert f"device: {open_root('cpu').device_name()}" in out
+    assert "DATA = 'cpu'" in nb.cells[2].source
+    # a root given as an object or as its folder is injected by name, a root elsewhere by path
+    from yolo_sm.report.render import prepare
+
+    for given in (open_root("cpu"), open_root("cpu").path):
+        assert "DATA = 'cpu'" in prepare(probe_notebook / "99_probe.ipynb", given).cells[2].source
+    assert "H200" not in _outputs_text(nb)
+    plain = _stream(execute(probe_notebook / "99_probe.ipynb"))  # the notebook's own DATA
+    assert "device: NVIDIA H200" in plain and "has ncu_width_b8" in plain
+
+
+def test_render_refuses_an_unknown_root(probe_notebook, tmp_path):
+    from yolo_sm.contract.errors import UserError
+    from yolo_sm.report.render import render_site
+
+    with pytest.raises(UserError, match="no dataset root"):
+        render_site(probe_notebook, tmp_path / "site", data="no_such_root")
 
 
 @pytest.mark.notebooks
-def test_fast_engines_notebook_on_the_synthetic_bench(tmp_path, monkeypatch):
-    """08 executes and renders from the synthetic bench fixture shipped in a data folder of its
-    own (the kernel inherits YOLO_SM_DATA), and its findings say the data is synthetic."""
+def test_fast_engines_notebook_on_the_synthetic_bench(tmp_path, make_root):
+    """08 executes and renders from a root holding the synthetic bench fixture beside the real
+    Kineto kernels of the eager fp16, fp8 and compiled engines."""
     from tests.fixtures.synthetic_bench import ship
 
-    ship(tmp_path)
-    # the notebook's other datasets (Kineto kernels of the eager fp16, fp8 and compiled
-    # engines) are the real ones
-    import shutil
-
-    from yolo_sm.contract import datasets, manifest
-
-    for name in ("trace_fp8_w1_b64", "trace_compile_w1_b64"):
-        real = datasets.info(f"h200/{name}")
-        shutil.copy(datasets.path(f"h200/{name}"), tmp_path / "h200" / real["file"])
-        manifest.register(
-            tmp_path / "h200",
-            name,
-            real["file"],
-            real["kind"],
-            real["description"],
-            real["command"],
-        )
-    monkeypatch.setenv("YOLO_SM_DATA", str(tmp_path))
-    html = _executes_and_renders(NOTEBOOKS[0].parent / "08_fast_engines.ipynb")
-    assert "synthetic test fixture" in html and "Goal 2 missed" in html
-
-
-def test_render_lists_notebooks_waiting_for_data(tmp_path, monkeypatch):
-    """A notebook whose datasets are not shipped is not executed; the index says what it needs."""
-    from yolo_sm.report.render import missing_datasets, render_site
-
-    monkeypatch.setenv("YOLO_SM_DATA", str(tmp_path / "data"))
-    nb = nbformat.v4.new_notebook(
-        cells=[nbformat.v4.new_markdown_cell("# 99 · x"), nbformat.v4.new_code_cell("1 / 0")]
-    )
-    nb.metadata["yolo_sm"] = {"requires": ["h200/nope"]}
-    (tmp_path / "nb").mkdir()
-    nbformat.write(nb, tmp_path / "nb" / "99_waits.ipynb")
-    assert missing_datasets(tmp_path / "nb" / "99_waits.ipynb") == ["h200/nope"]
-    index = render_site(tmp_path / "nb", tmp_path / "site")
-    assert "99_waits — not rendered: waits for dataset(s) h200/nope" in index.read_text()
-    assert not (tmp_path / "site" / "99_waits.html").exists()
+    root = make_root("h200", ["trace_fp8_w1_b64", "trace_compile_w1_b64"])
+    ship(root.parent)  # registers the fixture in <tmp>/h200/manifest.json
+    _executes_and_renders(NOTEBOOKS[0].parent / "08_fast_engines.ipynb", root)

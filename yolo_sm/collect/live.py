@@ -1,80 +1,120 @@
-"""live: split from contract.datasets."""
+"""Live collection as a dataset root: a notebook's ``LIVE = True`` reads through a
+:class:`LiveRoot`, which collects each dataset its plan has a step for on this machine (once,
+into its own folder, resumable, with provenance) before loading it, and gives the other
+datasets from the root it stands in for.
+
+    data = live_root(DATA, plan="data/plans/cpu.yaml") if LIVE else open_root(DATA)
+"""
 
 from __future__ import annotations
 
-import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
-from yolo_sm.collect.plans import load_plan, run_plan, step_state
-from yolo_sm.contract.datasets import load_entry, manifests
+from yolo_sm.collect.plans import run_plan, step_state
+from yolo_sm.collect.provenance import collect
+from yolo_sm.contract.datasets import MACHINE_FIELDS, DataRoot, data_dir, load_entry, open_root
 from yolo_sm.contract.errors import NotAvailableError, UserError
-
-LIVE: dict = {}
-
-
-DEFAULT_PLAN = Path(__file__).resolve().parents[2] / "data" / "plans" / "h200.yaml"
+from yolo_sm.contract.plans import Plan, Step, load_plan
 
 
-def go_live(
+@dataclass(frozen=True)
+class LiveRoot(DataRoot):
+    """The dataset folder ``path`` that ``plan`` collects into on this machine, in front of
+    ``base`` (the shipped root it stands in for, or None). ``has``/``info``/``load`` see a
+    dataset of the plan as present: ``load`` collects it first when its step is not done."""
+
+    plan: Plan | None = None
+    base: DataRoot | None = None
+    max_minutes: float | None = None
+
+    def step(self, name: str) -> Step | None:
+        """The plan step that makes dataset ``name``, or None."""
+        return next((s for s in self.plan.steps if s.name == name), None) if self.plan else None
+
+    def names(self) -> list[str]:
+        own = {s.name for s in self.plan.steps} if self.plan else set()
+        return sorted(own | set(self.entries()) | set(self.base.names() if self.base else ()))
+
+    def has(self, name: str) -> bool:
+        """Whether :meth:`load` can give ``name``: the plan collects it, this folder holds it,
+        or the base root does."""
+        return (
+            self.step(name) is not None
+            or name in self.entries()
+            or bool(self.base and self.base.has(name))
+        )
+
+    def info(self, name: str) -> dict:
+        """The manifest entry of ``name`` here once collected; before that, the plan step's
+        (kind, description, the command that collects it); else the base root's."""
+        entries = self.entries()
+        if name in entries:
+            return entries[name]
+        step = self.step(name)
+        if step is not None:
+            return {
+                "file": step.out,
+                "kind": step.dataset_kind,
+                "description": step.description,
+                "command": f"yolo-sm collect --plan {self.plan.path} --out {self.path} "
+                f"--only {name}",
+                "params": step.params,
+            }
+        if self.base is not None and self.base.has(name):
+            return self.base.info(name)
+        return DataRoot.info(self, name)  # raises, naming what this folder holds
+
+    def load(self, name: str):
+        """Dataset ``name``: a plan step is collected here first (resumed when partial, skipped
+        when done), then read from this folder; a dataset the plan cannot make comes from the
+        base root."""
+        step = self.step(name)
+        if step is None:
+            if name not in self.entries() and self.base is not None and self.base.has(name):
+                return self.base.load(name)
+            return DataRoot.load(self, name)
+        if step_state(step, self.plan, self.path) != "done":
+            run_plan(self.plan, self.path, only=[name], max_minutes=self.max_minutes)
+        entries = self.entries()
+        if name not in entries:
+            raise UserError(
+                f"live collection of {name} did not finish (see the messages above); run it "
+                "again or set LIVE = False"
+            )
+        return load_entry(f"{self.name}/{name}", self.path, entries[name])
+
+    def machine(self) -> dict:
+        """This machine as its collected datasets record it; before any is collected, as
+        provenance reads it now on the plan's device."""
+        if self.entries():
+            return DataRoot.machine(self)
+        prov = collect(self.plan.device if self.plan else "cpu")
+        return {f: str(prov[f]) for f in MACHINE_FIELDS if prov.get(f) not in (None, "")}
+
+
+def live_root(
+    data: str | os.PathLike | DataRoot | None = "h200",
+    plan: str | os.PathLike | None = None,
     out: str | os.PathLike = "results/live",
-    plan: str | os.PathLike = DEFAULT_PLAN,
     max_minutes: float | None = None,
-) -> Path:
-    """From now on :func:`load` collects each dataset that ``plan`` has a step for on this
-    machine's GPU (once: into ``out``, resumable, with provenance) and reads it from there;
-    datasets the plan cannot make (profile joins, the provisional tables) still come from the
-    shipped data. Needs a CUDA GPU. Returns the live folder."""
+) -> LiveRoot:
+    """A :class:`LiveRoot` collecting ``plan``'s steps into ``out`` on this machine, in front of
+    the root ``data`` (a name, a path, a DataRoot, or None for none). ``plan`` defaults to
+    ``data/plans/<root name>.yaml``. A plan for a CUDA device needs a GPU that torch sees."""
     import torch
 
-    if not torch.cuda.is_available():
+    base = data if isinstance(data, DataRoot) or data is None else open_root(data)
+    if plan is None:
+        if base is None:
+            raise UserError("live_root needs a plan when it stands in for no root")
+        plan = data_dir() / "plans" / f"{base.name}.yaml"
+    plan = load_plan(plan)
+    if plan.device.startswith("cuda") and not torch.cuda.is_available():
         raise NotAvailableError(
-            "live collection needs a CUDA GPU and torch sees none here; set LIVE = False to "
-            "read the shipped H200 data"
+            f"plan {plan.name} collects on a CUDA GPU and torch sees none here; set LIVE = False "
+            "to read the shipped data, or collect with a CPU plan (data/plans/cpu.yaml)"
         )
-    LIVE.update(out=Path(out), plan=load_plan(plan), max_minutes=max_minutes)
-    return Path(out)
-
-
-def stop_live() -> None:
-    """Back to the shipped data."""
-    LIVE.clear()
-
-
-def _live_step(name: str):
-    """The step of the live plan that makes dataset ``name`` (``h200/x``: step ``x``), or None."""
-    short = name.split("/", 1)[-1]
-    return next((s for s in LIVE["plan"].steps if s.name == short), None)
-
-
-def _load_live(name: str):
-
-    plan, out = LIVE["plan"], LIVE["out"]
-    step = _live_step(name)
-    if step is None:  # not something the plan makes: the shipped table
-        return load_entry(name, *manifests().get(name, (None, None)))
-    short = step.name
-    if step_state(step, plan, out) != "done":
-        run_plan(plan, out, only=[short], max_minutes=LIVE["max_minutes"])
-    mf = out / "manifest.json"
-    entries = json.loads(mf.read_text())["datasets"] if mf.exists() else {}
-    if short not in entries:
-        raise UserError(
-            f"live collection of {name} did not finish (see the messages above); run it again "
-            f"or set LIVE = False"
-        )
-    return load_entry(f"live/{short}", out, entries[short])
-
-
-def load(name: str):
-    """:func:`yolo_sm.contract.datasets.load`, but after :func:`go_live` a dataset the plan can
-    make is collected on this machine first."""
-    if LIVE:
-        return _load_live(name)
-    return load_entry(name, *manifests().get(name, (None, None)))
-
-
-def is_available(name: str) -> bool:
-    """Whether :func:`load` can give ``name``: it is shipped, or (after :func:`go_live`) the
-    plan has a step that collects it."""
-    return (bool(LIVE) and _live_step(name) is not None) or name in manifests()
+    out = Path(out).resolve()
+    return LiveRoot(out, out.name, plan=plan, base=base, max_minutes=max_minutes)

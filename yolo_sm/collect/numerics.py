@@ -1,10 +1,15 @@
-"""numerics: split from analyse.weighting."""
+"""Numerical error of the reduced precisions, measured on this machine: the raw head output of
+each precision's engine against eager fp32 on random inputs (:func:`numerical_errors`) and on
+ultralytics' bundled photos (:func:`photo_errors`), and the boxes after NMS against a reference
+precision (:func:`box_agreement`); :func:`numerics_table` gathers them per width into the tidy
+table of the plan step kind ``numerics`` (``numerics.parquet``)."""
 
 from __future__ import annotations
 
 from yolo_sm.collect.bench import CLASS_PRIOR
 from yolo_sm.collect.engines import EngineConfig, build_engine
 from yolo_sm.collect.engines.base import reference_output, relative_l2
+from yolo_sm.collect.engines.fp8 import choose_kernel
 from yolo_sm.collect.images import bundled_images
 from yolo_sm.collect.models import build_yolo
 from yolo_sm.collect.models.common import calibration_batches
@@ -97,9 +102,15 @@ def box_agreement(
 
 
 def photo_errors(
-    model, precisions=("fp16", "bf16", "fp8"), *, imgsz=320, layout="nhwc", class_prior=False
+    model,
+    precisions=("fp16", "bf16", "fp8"),
+    *,
+    imgsz=320,
+    layout="nhwc",
+    class_prior=False,
+    device="cpu",
 ):
-    """Relative L2 error of each precision's raw head output against eager fp32 on the CPU, on
+    """Relative L2 error of each precision's raw head output against eager fp32 on ``device``, on
     ultralytics' two photos (letterboxed, as they are and mirrored): the inputs the fp8 scales
     are calibrated on, so the error is the number format's, not a calibration mismatch.
 
@@ -117,21 +128,21 @@ def photo_errors(
         model = copy.deepcopy(model)
         set_class_prior(model, *CLASS_PRIOR)
     x = calibration_batches(imgsz)[0]
-    with torch.no_grad():
-        ref = model.eval()(x)
     rows = []
     for prec in precisions:
         cfg = EngineConfig(
-            precision=prec, layout=layout, batch=len(x), imgsz=imgsz, device="cpu", check=False
+            precision=prec, layout=layout, batch=len(x), imgsz=imgsz, device=device, check=False
         )
+        ref = reference_output(model, cfg, x.to(device))
         eng = build_engine(model, cfg)
-        xin = x.to(eng.module.parameters().__next__().dtype)
+        xin = x.to(device, eng.module.parameters().__next__().dtype)
         if layout == "nhwc":
             xin = xin.contiguous(memory_format=torch.channels_last)
         rows.append(
             {
                 "precision": prec,
                 "imgsz": imgsz,
+                "device": device,
                 "class_prior": bool(class_prior),
                 "rel_err": relative_l2(eng(xin), ref),
             }
@@ -148,3 +159,108 @@ def photo_errors_by_width(widths=(0.5, 1.0), family="yolov8", **kw):
         [photo_errors(build_yolo(family, w), **kw).assign(width=w) for w in widths],
         ignore_index=True,
     )
+
+
+def numerics_table(
+    widths=(0.25, 0.5),
+    family="yolov8",
+    *,
+    precisions=("fp16", "bf16"),
+    photo_precisions=("fp16", "bf16", "fp8"),
+    box_precisions=("fp32", "bf16", "fp8"),
+    box_reference="fp16",
+    imgsz=128,
+    photo_imgsz=320,
+    batch=2,
+    seeds=(1, 2, 3),
+    layout="nhwc",
+    device="cpu",
+):
+    """The tidy table of the plan step kind ``numerics``, one row per measurement, per width of
+    ``family``; ``input`` (``random`` / ``photo``) and ``metric`` (``rel_err`` / ``boxes``) say
+    which:
+
+    - random, rel_err: :func:`numerical_errors` of fp32 and ``precisions`` on fresh random
+      inputs (``imgsz``, ``batch``, one row per seed), with the precision's ``tolerance``;
+    - photo, rel_err: :func:`photo_errors` of ``photo_precisions`` at ``photo_imgsz`` on the
+      model as built and with the fast-engines bench's class prior (``class_prior``);
+    - photo, boxes: :func:`box_agreement` of ``box_precisions`` against ``box_reference`` on
+      the bundled photos (one row per photo) on the class-prior model.
+
+    fp8 on the CPU is the exact E4M3 emulation (``fp8_kernel`` = ``emulate``), on a GPU cuDNN's
+    FP8 convolutions (``cudnn``)."""
+    import copy
+
+    import pandas as pd
+
+    frames = []
+    for w in widths:
+        model = build_yolo(family, w)
+        common = {"family": family, "width": float(w), "layout": layout, "device": device}
+        frames.append(
+            numerical_errors(
+                model,
+                ("fp32", *precisions),
+                layout=layout,
+                batch=batch,
+                imgsz=imgsz,
+                device=device,
+                seeds=seeds,
+            ).assign(
+                input="random",
+                metric="rel_err",
+                reference="fp32",
+                imgsz=imgsz,
+                batch=batch,
+                class_prior=False,
+                **common,
+            )
+        )
+        for prior in (False, True):
+            frames.append(
+                photo_errors(
+                    model,
+                    photo_precisions,
+                    imgsz=photo_imgsz,
+                    layout=layout,
+                    class_prior=prior,
+                    device=device,
+                ).assign(input="photo", metric="rel_err", reference="fp32", batch=4, **common)
+            )
+        primed = copy.deepcopy(model)
+        set_class_prior(primed, *CLASS_PRIOR)
+        frames.append(
+            box_agreement(
+                primed,
+                box_precisions,
+                reference=box_reference,
+                imgsz=photo_imgsz,
+                device=device,
+                layout=layout,
+            ).assign(
+                input="photo",
+                metric="boxes",
+                imgsz=photo_imgsz,
+                batch=1,
+                class_prior=True,
+                **common,
+            )
+        )
+    out = pd.concat(frames, ignore_index=True)
+    for c in ("seed", "frame", "boxes", "reference_boxes"):
+        out[c] = out[c].astype("Int64")
+    fp8 = out.precision.eq("fp8")
+    out["fp8_kernel"] = fp8.map({True: choose_kernel(device), False: ""}) if fp8.any() else ""
+    lead = [
+        "input",
+        "metric",
+        "family",
+        "width",
+        "precision",
+        "reference",
+        "layout",
+        "imgsz",
+        "batch",
+    ]
+    lead += ["class_prior", "device"]
+    return out[lead + [c for c in out.columns if c not in lead]]

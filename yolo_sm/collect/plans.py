@@ -11,12 +11,14 @@ none.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
 import time
 from pathlib import Path
 
+from yolo_sm.collect import numerics
 from yolo_sm.collect.bench import BenchSpec, missing_units, run_bench
 from yolo_sm.collect.ceilings import measure_ceilings
 from yolo_sm.collect.model_tables import DEFAULT_MODELS, model_layers
@@ -448,6 +450,21 @@ def _run_ceilings(step, plan, out_dir, deadline, progress):
     _write(_with_provenance(df, plan.device), out_dir / step.out)
 
 
+def _run_numerics(step, plan, out_dir, deadline, progress):
+    """Numerical error per width and precision on random inputs and the bundled photos, and
+    box agreement after NMS (yolo_sm.collect.numerics.numerics_table), with provenance."""
+
+    p = dict(step.params)
+    unknown = set(p) - set(inspect.signature(numerics.numerics_table).parameters) - {"device"}
+    if unknown:
+        raise UserError(f"plan step {step.name}: unknown numerics params {sorted(unknown)}")
+    for k in ("widths", "precisions", "photo_precisions", "box_precisions", "seeds"):
+        if k in p:
+            p[k] = tuple(p[k]) if isinstance(p[k], (list, tuple)) else (p[k],)
+    df = numerics.numerics_table(device=plan.device, **p)
+    _write(_with_provenance(df, plan.device), out_dir / step.out)
+
+
 def _run_probe(step, plan, out_dir, deadline, progress):
     """A frames-to-boxes batch stage by stage (yolo_sm.collect.probe), with provenance."""
 
@@ -491,6 +508,7 @@ def _run_bench(step, plan, out_dir, deadline, progress):
 RUNNERS = {
     "sweep": _run_sweep,
     "ncu": _run_ncu,
+    "numerics": _run_numerics,
     "trace": _run_trace,
     "gpm": _run_gpm,
     "ceilings": _run_ceilings,

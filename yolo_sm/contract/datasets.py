@@ -1,7 +1,10 @@
-"""Shipped reference datasets: list, load, provenance.
+"""Dataset roots: list, load, provenance.
 
-``data/<machine>/manifest.json`` names each dataset (file, kind, description, the command that
-made it, and provenance read from its rows). Loaders validate columns and never mutate input.
+``data/<machine>/manifest.json`` names each dataset of a root (file, kind, description, the
+command that made it, and provenance read from its rows). :func:`open_root` gives a
+:class:`DataRoot`, through which notebooks read every table; the module-level functions name a
+dataset as ``<root>/<name>`` across every root under :func:`data_dir`. Loaders validate columns
+and never mutate input.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.plans import Plan, load_plan
 from yolo_sm.contract.schema import validate
 
 
@@ -75,43 +79,6 @@ def load(name: str):
     return load_entry(name, *manifests().get(name, (None, None)))
 
 
-def is_available(name: str) -> bool:
-    """Whether :func:`load` can give ``name`` (it is shipped)."""
-    return name in manifests()
-
-
-def not_shipped_message(name: str, plan: str | os.PathLike = "data/plans/h200.yaml") -> str:
-    """One sentence for a notebook cell whose dataset ``name`` is not shipped yet: the collect
-    command that makes it on a GPU machine (its plan step is the name after the folder)."""
-    folder, _, step = name.rpartition("/")
-    return (
-        f"{name} is not shipped yet; on a GPU machine: yolo-sm collect --plan {plan} "
-        f"--out data/{folder or 'h200'} --only {step}"
-    )
-
-
-def load_many(names):
-    """The datasets of ``names`` that are available (:func:`is_available`), loaded and
-    concatenated with a ``dataset`` column; ``attrs["not_available"]`` lists the others (a plan
-    step not collected yet), ``attrs["datasets"]`` the loaded ones and
-    ``attrs["provenance_by_dataset"]`` their provenance. Raises if none is available."""
-    import pandas as pd
-
-    have = [n for n in names if is_available(n)]
-    if not have:
-        raise UserError(f"none of {', '.join(names)} is shipped or collectable here")
-    frames = [load(n).assign(dataset=n) for n in have]
-    out = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    out.attrs = {
-        "datasets": have,
-        "not_available": [n for n in names if n not in have],
-        "provenance_by_dataset": {
-            n: f.attrs.get("provenance", {}) for n, f in zip(have, frames, strict=True)
-        },
-    }
-    return out
-
-
 def load_entry(name: str, folder, entry):
     import pandas as pd
 
@@ -125,9 +92,6 @@ def load_entry(name: str, folder, entry):
     df.attrs["provenance"] = entry.get("provenance", {})
     df.attrs["dataset"] = name
     return validate(df, entry["kind"], name)
-
-
-# ---- live collection (a notebook's LIVE = True on a GPU machine) ---------------------------
 
 
 # ---- one dataset root: data/<machine>/ with its manifest -------------------------------------
@@ -206,6 +170,60 @@ class DataRoot:
         """The GPU's name from provenance, else the CPU's (``cpu_model``), else the root's name."""
         m = self.machine()
         return m.get("gpu_name") or m.get("cpu_model") or self.name
+
+    def missing(self, name: str) -> str:
+        """One sentence for a notebook section whose dataset ``name`` this root lacks: what
+        collects it (the plan step of that name, in this root's own plan when it has one, else
+        in another plan under ``data/plans``) and, for the kinds that need an NVIDIA GPU, why
+        this root may never hold it."""
+        plans = _plans_with_step(name)
+        own = [(f, p) for f, p in plans if p.name == self.name]
+        if own:
+            file, plan = own[0]
+            return (
+                f"This root ({self.name}) holds no {name} yet: yolo-sm collect --plan {file} "
+                f"--out {_shown(self.path)} --only {name} collects it."
+            )
+        if not plans:
+            return f"This root ({self.name}) holds no {name}, and no plan in data/plans makes it."
+        file, plan = plans[0]
+        kind = next(s.kind for s in plan.steps if s.name == name)
+        why = NEEDS.get(kind) or f"its plan collects it on a {plan.device} device"
+        return (
+            f"This root ({self.name}) holds no {name}: {why} "
+            f"(yolo-sm collect --plan {file} --only {name})."
+        )
+
+
+#: Why a plan step kind's tables come from NVIDIA GPUs only (DataRoot.missing).
+NEEDS = {
+    "ncu": "Nsight Compute tables are collected on NVIDIA GPUs",
+    "gpm": "NVML GPM timelines are collected on NVIDIA GPUs (Hopper and later)",
+    "bench": "the fast-engines bench times CUDA engines on an NVIDIA GPU",
+    "probe": "the pipeline probe times a CUDA pipeline on an NVIDIA GPU",
+    "ceilings": "the ceilings are a GPU's matmul and copy peaks",
+}
+
+
+def _shown(p: Path) -> str:
+    """``p`` relative to the repository (``data/cpu``) when it lies inside it."""
+    try:
+        return str(Path(p).resolve().relative_to(Path(__file__).resolve().parents[2]))
+    except ValueError:
+        return str(p)
+
+
+def _plans_with_step(name: str) -> list[tuple[str, Plan]]:
+    """(shown path, plan) of every plan under ``data_dir()/plans`` with a step ``name``."""
+    out = []
+    for f in sorted((data_dir() / "plans").glob("*.yaml")):
+        try:
+            plan = load_plan(f)
+        except UserError:
+            continue
+        if any(s.name == name for s in plan.steps):
+            out.append((_shown(f), plan))
+    return out
 
 
 def _plain(field: str, x) -> str:

@@ -1,4 +1,5 @@
-"""manifest: split from contract.datasets."""
+"""A root's ``manifest.json``: :func:`register` adds a dataset with its kind, description, the
+command that made it and the provenance read from its rows' ``prov_*`` columns."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ PROVENANCE_FIELDS = (
     "ultralytics",
     "python",
     "sm_clock_max_mhz",
-    "yolo_sm_source",  # from session 7's code on (source_digest); absent in older tables
+    "yolo_sm_source",  # digest of the package source that measured (absent in older tables)
     "cpu_model",
 )
 
@@ -34,11 +35,12 @@ def provenance_from_rows(df) -> dict:
         col = f"prov_{f}"
         if col in df:
             vals = sorted({str(v) for v in df[col].dropna()})
-            prov[f] = vals[0] if len(vals) == 1 else vals
-    if "prov_date_utc" in df:
+            if vals:  # a field no row records (a CPU's gpu_name) is left out
+                prov[f] = vals[0] if len(vals) == 1 else vals
+    if "prov_date_utc" in df and df["prov_date_utc"].notna().any():
         prov["date_utc_first"] = str(df["prov_date_utc"].min())
         prov["date_utc_last"] = str(df["prov_date_utc"].max())
-    if "prov_sm_clock_start_mhz" in df:
+    if "prov_sm_clock_start_mhz" in df and df["prov_sm_clock_start_mhz"].notna().any():
         prov["sm_clock_start_mhz_range"] = [
             float(df.prov_sm_clock_start_mhz.min()),
             float(df.prov_sm_clock_start_mhz.max()),

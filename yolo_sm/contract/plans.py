@@ -38,6 +38,8 @@ KINDS = ("sweep", "ncu", "trace", "gpm", "ceilings", "bench", "probe", "model_ta
 # they start only when their est_s fits in the time left)
 RESUMABLE = ("sweep", "bench")
 
+KINDS += ("numerics",)  # numerical error per width and precision (collect.numerics)
+
 
 @dataclass(frozen=True)
 class Step:

@@ -141,6 +141,32 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "candidates_per_frame": "boxes above the score threshold per frame (NMS's work)",
         "boxes_per_frame": "boxes per frame after NMS",
     },
+    "numerics": {
+        "input": "random (fresh uniform noise per seed) / photo (ultralytics' bundled photos, "
+        "letterboxed, as they are and mirrored)",
+        "metric": "rel_err (head output against eager fp32) / boxes (boxes after NMS per photo "
+        "against the reference precision's)",
+        "family": "YOLO family",
+        "width": "width multiplier",
+        "precision": "the precision measured (fp32 / fp16 / bf16 / fp8)",
+        "reference": "what it is compared with: eager fp32 for rel_err, a precision for boxes",
+        "layout": "nchw or nhwc of the measured engine",
+        "imgsz": "square input side in pixels",
+        "batch": "images per forward",
+        "class_prior": "measured on a copy whose class logits carry the fast-engines bench's "
+        "prior (yolo_sm.collect.bench.CLASS_PRIOR) instead of the model as built",
+        "device": "torch device the engines ran on",
+        "seed": "seed of the random input (random_input rows)",
+        "rel_err": "relative L2 error of the raw head output vs eager fp32 on the same input",
+        "tolerance": "the precision's tolerance for rel_err (random_input rows)",
+        "frame": "index of the photo (boxes rows)",
+        "boxes": "boxes after NMS of the measured precision (boxes rows)",
+        "reference_boxes": "boxes after NMS of the reference precision (boxes rows)",
+        "matched": "share of boxes with a same-class reference box at IoU >= 0.9",
+        "reference_matched": "share of reference boxes with a same-class partner at IoU >= 0.9",
+        "fp8_kernel": "fp8 rows: emulate (exact E4M3 rounding in float arithmetic, CPU) or cudnn "
+        "(cuDNN FP8 convolutions, GPU)",
+    },
     "bench": {
         "family": "YOLO family (yolov8, yolo11)",
         "width": "width multiplier (depth 0.33, max_channels 2048)",
@@ -291,6 +317,7 @@ REQUIRED = {
         "conv_bytes",
     ),
     "probe": ("stage", "wall_ms", "gpu_ms", "width", "batch", "engine", "candidates_per_frame"),
+    "numerics": ("input", "metric", "family", "width", "precision", "reference", "imgsz", "device"),
     "bench": (
         "family",
         "width",

@@ -1,14 +1,20 @@
-"""Execute the notebooks and render them into a static, self-contained site.
+"""Execute the notebooks from one dataset root and render them into a static, self-contained
+site.
 
 nbclient runs each notebook (from its own folder, so relative paths work); nbconvert's HTML
 exporter renders it. Plotly figures carry plotly.js inline (see ``yolo_sm.report.plots``), and
-the page
-template's CDN scripts (require.js, MathJax) are left out, so the site opens from disk offline.
+the page template's CDN scripts (require.js, MathJax) are left out, so the site opens from disk
+offline.
 
-A notebook whose metadata lists ``yolo_sm.requires`` (dataset names such as
-``h200/bench_fast_engines``) is rendered only once those datasets are in a shipped manifest
-(``yolo_sm.contract.datasets``); until then the site lists it as waiting, and the notebook
-tests skip it.
+The root is a notebook parameter, papermill style: after the cell tagged ``parameters``, render
+inserts a cell tagged ``injected-parameters`` that sets ``DATA`` to the root and whatever the
+root's ``notebook_parameters.yaml`` sets for that notebook, e.g. on a CPU root::
+
+    01_width_scaling:          # a notebook's file name without .ipynb, or its number ("01")
+      SWEEP: sweep_cpu         # which sweep plays the part of the main sweep there
+
+A notebook whose dataset the root lacks still renders: its section prints one line saying so
+(``DataRoot.missing``).
 """
 
 from __future__ import annotations
@@ -16,21 +22,25 @@ from __future__ import annotations
 import html
 import os
 import re
+import sys
 import time
 from pathlib import Path
 
-from yolo_sm.contract.datasets import list_datasets
+from yolo_sm.contract.datasets import DataRoot, data_dir, open_root
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.plans import load_yaml
 
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding yolo_sm/
 _CDN_SCRIPT = re.compile(r'<script[^>]+src="(?:https?://[^"]*)?"[^>]*>\s*</script>', re.I)
 
 
-def execute(path: Path, timeout: int = 900):
-    """Execute one notebook in place (in memory); returns the executed nbformat node."""
-    import nbformat
+def execute(path: Path, timeout: int = 900, data: str | os.PathLike | DataRoot | None = None):
+    """Execute one notebook in memory (from the root ``data`` when given, see :func:`prepare`);
+    returns the executed nbformat node."""
     from nbclient import NotebookClient
 
-    nb = nbformat.read(path, as_version=4)
+    path = Path(path)
+    nb = prepare(path, data)
     env_kernel = os.environ.get("YOLO_SM_KERNEL", "python3")
     client = NotebookClient(
         nb,
@@ -38,7 +48,16 @@ def execute(path: Path, timeout: int = 900):
         kernel_name=env_kernel,
         resources={"metadata": {"path": str(path.parent)}},
     )
-    client.execute()
+    # the kernel imports the yolo_sm that renders (a checkout's, not another install's)
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (str(PACKAGE_ROOT), saved)))
+    try:
+        client.execute()
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
     return nb
 
 
@@ -63,23 +82,67 @@ def notebooks_in(folder: str | os.PathLike, only: list[str] | None = None) -> li
     return paths
 
 
-def required_datasets(path: Path) -> list[str]:
-    """The datasets a notebook declares in its metadata (``{"yolo_sm": {"requires": [...]}}``)."""
+PARAMETERS_FILE = "notebook_parameters.yaml"
+
+
+def root_parameters(root: DataRoot, notebook: str) -> dict:
+    """The parameters the root's ``notebook_parameters.yaml`` sets for ``notebook`` (a file name
+    without ``.ipynb``): the entries under its full name and under its number (``"01"``), the
+    full name winning."""
+    f = root.path / PARAMETERS_FILE
+    if not f.exists():
+        return {}
+    table = load_yaml(str(f))
+    number = notebook.split("_", 1)[0]
+    out = {}
+    for key in (number, notebook):
+        entry = table.get(key) or {}
+        if not isinstance(entry, dict):
+            raise UserError(f"{f}: {key} must map parameter names to values")
+        out.update(entry)
+    return out
+
+
+def as_root(data: str | os.PathLike | DataRoot) -> DataRoot:
+    return data if isinstance(data, DataRoot) else open_root(data)
+
+
+def _data_value(root: DataRoot) -> str:
+    """What ``DATA`` is set to: the root's name when it is the folder of that name under
+    :func:`data_dir` (the page then shows ``DATA = 'cpu'``), else its absolute path."""
+    if (data_dir() / root.name).resolve() == Path(root.path).resolve():
+        return root.name
+    return str(root.path)
+
+
+def inject_parameters(nb, params: dict):
+    """Insert a code cell tagged ``injected-parameters`` setting ``params`` after the cell
+    tagged ``parameters`` (first, when there is none), as papermill does; returns ``nb``."""
+    import nbformat
+
+    lines = [f"{k} = {v!r}" for k, v in params.items()]
+    cell = nbformat.v4.new_code_cell(
+        "# Parameters of this rendering\n" + "\n".join(lines),
+        metadata={"tags": ["injected-parameters"]},
+    )
+    where = next(
+        (i + 1 for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])), 0
+    )
+    nb.cells.insert(where, cell)
+    return nb
+
+
+def prepare(path: Path, data: str | os.PathLike | DataRoot | None = None):
+    """Notebook ``path`` read, with ``DATA`` and the root's parameters injected when ``data``
+    names a root (None: the notebook's own parameters)."""
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
-    return list(nb.metadata.get("yolo_sm", {}).get("requires", []))
-
-
-def missing_datasets(path: Path) -> list[str]:
-    """The datasets a notebook needs that no manifest under
-    ``yolo_sm.contract.datasets.data_dir()`` holds."""
-
-    need = required_datasets(Path(path))
-    if not need:
-        return []
-    shipped = set(list_datasets().get("name", []))
-    return [n for n in need if n not in shipped]
+    if data is not None:
+        root = as_root(data)
+        params = {"DATA": _data_value(root), **root_parameters(root, path.stem)}
+        inject_parameters(nb, params)
+    return nb
 
 
 def render_site(
@@ -87,20 +150,19 @@ def render_site(
     out: str | os.PathLike,
     timeout: int = 900,
     only: list[str] | None = None,
+    data: str | os.PathLike | DataRoot | None = None,
 ) -> Path:
-    """Execute and render every ``NN_topic.ipynb`` whose datasets are shipped; write
-    ``out/index.html`` linking them and naming the notebooks that wait for data."""
+    """Execute and render every ``NN_topic.ipynb`` of ``notebooks`` from the dataset root
+    ``data`` (a name under ``data/`` or a path; None: each notebook's own ``DATA``) into
+    ``out``; write ``out/index.html`` linking them, titled with the machine the root was
+    measured on (from provenance). Returns the index."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    entries, waiting = [], []
+    root = as_root(data) if data is not None else None  # checked before any notebook runs
+    entries = []
     for path in notebooks_in(notebooks, only):
-        missing = missing_datasets(path)
-        if missing:
-            waiting.append((path.stem, missing))
-            print(f"skipped {path.name}: waits for dataset(s) {', '.join(missing)}", flush=True)
-            continue
         t0 = time.perf_counter()
-        nb = execute(path, timeout)
+        nb = execute(path, timeout, data)
         page = out / f"{path.stem}.html"
         tmp = page.with_suffix(".html.partial")
         tmp.write_text(to_html(nb), encoding="utf-8")
@@ -112,16 +174,14 @@ def render_site(
         f'<li><a href="{html.escape(s)}.html">{html.escape(s)}</a> — {html.escape(t)}</li>'
         for s, t, _ in entries
     )
-    items += "".join(
-        f"\n<li>{html.escape(s)} — not rendered: waits for dataset(s) "
-        f"{html.escape(', '.join(m))}</li>"
-        for s, m in waiting
+    title = (
+        f"yolo_sm notebooks: {root.device_name()} ({root.name})" if root else "yolo_sm notebooks"
     )
     index.write_text(
-        "<!doctype html><html><head><meta charset='utf-8'><title>yolo_sm notebooks</title>"
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
         "<style>body{font-family:sans-serif;max-width:50em;margin:2em auto}"
         "li{margin:.4em 0}</style>"
-        f"</head><body><h1>yolo_sm notebooks</h1><ul>\n{items}\n</ul></body></html>\n",
+        f"</head><body><h1>{html.escape(title)}</h1><ul>\n{items}\n</ul></body></html>\n",
         encoding="utf-8",
     )
     return index
@@ -154,11 +214,33 @@ def strip_outputs(folder: str | os.PathLike) -> list[Path]:
     return changed
 
 
-if __name__ == "__main__":  # python -m yolo_sm.report.render --strip notebooks
-    import sys
+def main(argv=None) -> int:
+    """``python -m yolo_sm.report.render [--data ROOT] [--notebooks DIR] [--out DIR]
+    [--only 01,02]``, or ``--strip FOLDER``: what ``make report`` and ``make strip`` run, in a
+    venv without torch."""
+    import argparse
 
-    if len(sys.argv) == 3 and sys.argv[1] == "--strip":
-        for p in strip_outputs(sys.argv[2]):
+    ap = argparse.ArgumentParser(prog="python -m yolo_sm.report.render")
+    ap.add_argument("--strip", metavar="FOLDER", help="remove outputs from the notebooks")
+    ap.add_argument("--data", default=None, help="dataset root: h200, cpu or a folder")
+    ap.add_argument("--notebooks", default="notebooks")
+    ap.add_argument("--out", default="site")
+    ap.add_argument("--only", default="", help="comma list of notebook name prefixes")
+    ap.add_argument("--timeout", type=int, default=900, help="seconds per cell")
+    args = ap.parse_args(argv)
+    if args.strip:
+        for p in strip_outputs(args.strip):
             print(f"stripped {p}")
-    else:
-        sys.exit("usage: python -m yolo_sm.report.render --strip FOLDER")
+        return 0
+    only = [x for x in args.only.split(",") if x]
+    try:
+        index = render_site(args.notebooks, args.out, args.timeout, only, data=args.data)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"rendered {index}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
