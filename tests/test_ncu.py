@@ -202,6 +202,7 @@ def _fake_report_module(long):
 
 
 def test_report_loads_like_its_csv(tmp_path, monkeypatch):
+    monkeypatch.setenv("YOLO_SM_NCU", str(tmp_path / "no-ncu"))  # no CLI: the module reads it
     long = ncu.load_ncu(RAW, long=True)
     monkeypatch.setitem(sys.modules, "ncu_report", _fake_report_module(long))
     rep = tmp_path / "n.ncu-rep"
@@ -257,3 +258,16 @@ def test_profile_keeps_the_report_beside_the_csv(tmp_path, monkeypatch, mode):
     assert (out.parent / "n.ncu-rep").read_bytes() == b"report"
     assert sorted(p.name for p in out.parent.iterdir()) == ["n.ncu-rep", "n.ncu.csv"]
     assert ncu.report_path(tmp_path / "a.csv").name == "a.ncu-rep"
+
+
+def test_report_is_read_through_ncu_import_where_ncu_is_installed(tmp_path, monkeypatch):
+    """With the ncu CLI at hand, a .ncu-rep is read from ``ncu --import --csv --page raw``:
+    the same table as the profiled CSV, and the ncu_report module is never imported."""
+    fake = tmp_path / "ncu"
+    fake.write_text(FAKE_NCU.format(python=sys.executable, fixture=str(RAW), mode="csv"))
+    fake.chmod(0o755)
+    monkeypatch.setenv("YOLO_SM_NCU", str(fake))
+    monkeypatch.setitem(sys.modules, "ncu_report", None)  # importing it would fail
+    rep = tmp_path / "n.ncu-rep"
+    rep.write_bytes(b"report")
+    pd.testing.assert_frame_equal(ncu.load_ncu(rep), ncu.load_ncu(RAW))

@@ -224,16 +224,33 @@ def load_ncu(path: str | os.PathLike, long: bool = False):
     if not path.exists():
         raise UserError(f"{path} does not exist")
     if path.suffix == ".ncu-rep":
-        long_df = _load_report(path)
+        long_df = _import_report(path) if find_ncu() else _load_report(path)
     else:
         long_df = _load_csv(path)
     return long_df if long else _wide(long_df)
 
 
+def _import_report(path: Path):
+    """Long table of a ``.ncu-rep`` from ncu's own CSV print of its raw page (``ncu --import``):
+    the same columns and units as a profiled CSV. Preferred over the ``ncu_report`` module,
+    whose ``IMetric.unit()`` crashed the interpreter on a full report of Nsight Compute 2025.3."""
+    try:
+        printed = subprocess.run(import_command(path), capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        raise UserError(f"ncu --import {path} did not finish within 600 s") from None
+    if printed.returncode != 0:
+        tail = " ".join((printed.stderr or printed.stdout).strip().splitlines()[-1:])
+        raise UserError(f"{path} is not a readable Nsight Compute report ({tail})")
+    return _parse_csv(printed.stdout, path)
+
+
 def _load_csv(path: Path):
+    return _parse_csv(path.read_text(errors="replace"), path)
+
+
+def _parse_csv(text: str, path: Path):
     import pandas as pd
 
-    text = path.read_text(errors="replace")
     if "ERR_NVGPUCTRPERM" in text:
         raise NotAvailableError(PERM_HELP)
     lines = [ln for ln in text.splitlines() if ln.startswith('"')]
