@@ -258,3 +258,30 @@ def test_numerics_step_writes_and_registers_its_table(tmp_path):
     bad.write_text(plan.read_text().replace('"seeds"', '"seed_list"'))
     with pytest.raises(UserError, match="seed_list"):
         run_plan(load_plan(bad), tmp_path / "bad", progress=False)
+
+
+def test_a_corrupted_dataset_is_an_error_not_wrong_numbers(tmp_path, monkeypatch):
+    """datasets.load verifies page checksums: a flipped byte that an unverified read takes as
+    other numbers ends in one sentence naming the dataset."""
+    import numpy as np
+
+    from tests.test_store import _silent_flips
+    from yolo_sm.contract.store import write_atomic
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    rng = np.random.default_rng(1)
+    n = 500
+    df = pd.DataFrame(
+        {"ceiling": ["matmul_fp16"] * n, "value": rng.random(n), "unit": "x", "median_ms": 1.0}
+    )
+    write_atomic(df, folder / "c.parquet", {})
+    manifest.register(folder, "c", "c.parquet", "ceilings", "test", "cmd")
+    monkeypatch.setenv("YOLO_SM_DATA", str(tmp_path))
+    assert open_root("m").load("c").value.tolist() == df.value.tolist()
+    bad = _silent_flips(folder / "c.parquet", tmp_path)
+    assert bad
+    bad[0].replace(folder / "c.parquet")
+    with pytest.raises(UserError, match="dataset m/c cannot be read") as err:
+        open_root("m").load("c")
+    assert len(str(err.value).splitlines()) == 1

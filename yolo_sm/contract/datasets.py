@@ -17,6 +17,7 @@ from pathlib import Path
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import Plan, load_plan
 from yolo_sm.contract.schema import validate
+from yolo_sm.contract.store import read_frame
 
 
 def data_dir() -> Path:
@@ -80,15 +81,13 @@ def load(name: str):
 
 
 def load_entry(name: str, folder, entry):
-    import pandas as pd
-
     if entry is None:
         info(name)  # raises with the list of known names
     path = folder / entry["file"]
     try:
-        df = pd.read_parquet(path)
-    except Exception as e:  # noqa: BLE001
-        raise UserError(f"dataset {name} ({path}) cannot be read: {type(e).__name__}") from None
+        df = read_frame(path)  # page checksums verified where the table carries them
+    except UserError as e:
+        raise UserError(f"dataset {name} cannot be read: {e}") from None
     df.attrs["provenance"] = entry.get("provenance", {})
     df.attrs["dataset"] = name
     return validate(df, entry["kind"], name)
