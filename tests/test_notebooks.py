@@ -51,6 +51,8 @@ def _executes_and_renders(path, data, figures=True):
     assert "Plotly.newPlot" in html or not figures, "figures must render in the HTML"
     # self-contained: plotly.js is inlined, no script is loaded from the network
     assert not re.search(r"<script[^>]+src=[\"']https?://", html)
+    # the page is titled by the notebook's heading ("00 · Occupancy primer ..."), not "Notebook"
+    assert re.search(r"<title>\d\d ", html), re.search(r"<title>[^<]*", html)
     return nb, html
 
 

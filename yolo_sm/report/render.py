@@ -62,11 +62,14 @@ def execute(path: Path, timeout: int = 900, data: str | os.PathLike | DataRoot |
 
 
 def to_html(nb) -> str:
+    """The executed notebook as one HTML page, titled by its first heading (the browser tab
+    and bookmarks show which notebook it is)."""
     from nbconvert import HTMLExporter
 
     exporter = HTMLExporter(template_name="lab")
     exporter.mathjax_url = ""
-    body, _ = exporter.from_notebook_node(nb)
+    title = _title(nb) or "yolo_sm notebook"
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
     return _CDN_SCRIPT.sub("", body)
 
 
