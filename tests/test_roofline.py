@@ -11,7 +11,7 @@ from yolo_sm.analyse.kernels import add_kernel_class
 from yolo_sm.contract import hardware
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.contract.errors import UserError
-from yolo_sm.report import roofline_plots, rules
+from yolo_sm.report import plots, roofline_plots, rules
 from yolo_sm.report.findings import roofline as findings
 
 
@@ -476,12 +476,12 @@ def test_missing_line_names_what_a_root_lacks(root, tmp_path, capsys):
     assert "ncu_resnet101" in line and "model_layers" not in line and "\n" not in line
     assert not roofline_plots.available(bare, "ceilings")
     assert capsys.readouterr().out.strip() == hardware.no_ceilings_message(bare)
-    assert root.device_name() in roofline_plots.machine_line(root)
-    assert "H200" not in roofline_plots.machine_line(bare)
+    assert root.device_name() in plots.about(root)
+    assert "H200" not in plots.about(bare)
 
 
-def test_machine_line_reads_the_gpu_datasets_versions(root):
-    line = roofline_plots.machine_line(root)
+def test_the_machine_line_reads_the_gpu_datasets_versions(root):
+    line = plots.about(root)
     gpu_torch = root.info("ncu_width_b8")["provenance"]["torch"]
     cpu_torch = root.info("model_layers")["provenance"]["torch"]
     assert gpu_torch in line

@@ -15,7 +15,7 @@ from yolo_sm.contract.datasets import open_root
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.labels import with_config
 from yolo_sm.contract.plans import load_plan
-from yolo_sm.report import rules, scaling_plots
+from yolo_sm.report import plots, rules, scaling_plots
 from yolo_sm.report.findings import precision as findings_precision
 from yolo_sm.report.findings import width as findings_width
 
@@ -750,11 +750,9 @@ def test_lines_about_a_root(root, tmp_path):
     assert "ncu_nope" in ncu and root.name in ncu and ncu != other.replace("nope", "ncu_nope")
     both = scaling_plots.lacks(root, ["sweep_a", "sweep_b"])
     assert "sweep_a" in both and "sweep_b" in both
-    assert root.device_name() in scaling_plots.machine_line(root)
+    assert root.device_name() in plots.about(root)
     cpu = _subset_root(tmp_path, ["sweep_fp16_nhwc"])
-    assert "Test CPU" in scaling_plots.machine_line(
-        cpu
-    ) and "H200" not in scaling_plots.machine_line(cpu)
+    assert "Test CPU" in plots.about(cpu) and "H200" not in plots.about(cpu)
     assert "662" in scaling_plots.peak_sentence(662.1)
     assert "nan" not in scaling_plots.peak_sentence(float("nan")).lower()
     v = rules.evaluate(findings_width.RULES, scaling.facts(root), root.name)

@@ -149,11 +149,14 @@ class DataRoot:
 
     def machine(self) -> dict:
         """What the root was measured on: per field of :data:`MACHINE_FIELDS`, the value its
-        datasets agree on (several values joined by ", "), plus ``date_utc_first`` / ``_last``."""
+        datasets agree on (several values joined by ", "), plus ``date_utc_first`` / ``_last``.
+        Where some datasets were measured on a GPU, only those count: a table counted on
+        another host (the shape-only model table) does not describe the root's machine."""
         values: dict[str, set] = {f: set() for f in MACHINE_FIELDS}
         dates = []
-        for e in self.entries().values():
-            prov = e.get("provenance", {})
+        provs = [e.get("provenance", {}) for e in self.entries().values()]
+        on_gpu = [p for p in provs if p.get("gpu_name")]
+        for prov in on_gpu or provs:
             for f in MACHINE_FIELDS:
                 v = prov.get(f)
                 for x in v if isinstance(v, list) else [v]:

@@ -43,39 +43,6 @@ def available(root: DataRoot, *names: str) -> bool:
     return not line
 
 
-def machine_line(root: DataRoot) -> str:
-    """A Markdown line naming what the root was measured on (from provenance): the device and,
-    where some datasets ran on a GPU, the software versions of those (tables counted on a CPU,
-    such as the model table, carry that host's versions)."""
-    entries = root.entries().values()
-    gpu = [e.get("provenance", {}) for e in entries if e.get("provenance", {}).get("gpu_name")]
-    provs = gpu or [e.get("provenance", {}) for e in entries]
-
-    def plain(x) -> str:  # cuDNN's version number is an int in some tables, a float in others
-        try:
-            return str(int(float(x)))
-        except (TypeError, ValueError):
-            return str(x)
-
-    def values(k):
-        vals = set()
-        for p in provs:
-            v = p.get(k)
-            vals |= {
-                plain(x) if k == "cudnn" else str(x) for x in (v if isinstance(v, list) else [v])
-            }
-        return ", ".join(sorted(v for v in vals if v not in ("None", "")))
-
-    soft = ", ".join(f"{k} {values(k)}" for k in ("torch", "cuda", "cudnn", "driver") if values(k))
-    when = max((p.get("date_utc_last", "") for p in provs), default="")[:10]
-    return (
-        f"**Data:** `{root.name}`, measured on **{root.device_name()}**"
-        + (f" ({soft})" if soft else "")
-        + (f", last on {when}" if when else "")
-        + "."
-    )
-
-
 BOUND_COLORS = dict(zip(BOUNDS, ("#1F77B4", "#D62728", "#7F7F7F"), strict=True))
 
 

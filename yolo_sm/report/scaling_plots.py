@@ -368,20 +368,6 @@ def no_plan(root: DataRoot, steps) -> str:
     )
 
 
-def machine_line(root: DataRoot) -> str:
-    """Markdown: what the root was measured on (device, SM count, driver, CUDA, torch, dates),
-    from its provenance."""
-    m = root.machine()
-    parts = [f"**{root.device_name()}**"]
-    if m.get("sm_count"):
-        parts.append(f"{m['sm_count']} SMs")
-    parts += [f"{k} {m[k]}" for k in ("driver", "cuda", "torch", "cudnn") if m.get(k)]
-    when = m.get("date_utc_first", "")[:10]
-    last = m.get("date_utc_last", "")[:10]
-    dates = f", measured {when}" + (f" to {last}" if last and last != when else "") if when else ""
-    return f"Data root `{root.name}`: " + ", ".join(parts) + dates + "."
-
-
 def peak_sentence(peak: float) -> str:
     """Where the share-of-peak figures come from: the root's measured fp16 matmul ceiling, or
     that the root has none (shares are then left empty)."""
