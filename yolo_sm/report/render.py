@@ -1,10 +1,10 @@
 """Execute the notebooks from one dataset root and render them into a static, self-contained
 site.
 
-nbclient runs each notebook (from its own folder, so relative paths work); nbconvert's HTML
-exporter renders it. Plotly figures carry plotly.js inline (see ``yolo_sm.report.plots``), and
-the page template's CDN scripts (require.js, MathJax) are left out, so the site opens from disk
-offline.
+nbclient runs each notebook (from its own folder, so relative paths work); the pages, their
+navigation and key results are :mod:`yolo_sm.report.site`, :mod:`~yolo_sm.report.site_results`
+and :mod:`~yolo_sm.report.site_index`. The pages share one copy of plotly.js and load nothing
+from the network, so the site opens from disk offline (a folder or a zip).
 
 The root is a notebook parameter, papermill style: after the cell tagged ``parameters``, render
 inserts a cell tagged ``injected-parameters`` that sets ``DATA`` to the root and whatever the
@@ -19,9 +19,7 @@ A notebook whose dataset the root lacks still renders: its section prints one li
 
 from __future__ import annotations
 
-import html
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -29,9 +27,12 @@ from pathlib import Path
 from yolo_sm.contract.datasets import DataRoot, data_dir, open_root
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import load_yaml
+from yolo_sm.report import catalog
+from yolo_sm.report.site import INDEX, Page, page_html, title_of, write_assets
+from yolo_sm.report.site_index import index_html
+from yolo_sm.report.site_results import home_pages, results_box
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding yolo_sm/
-_CDN_SCRIPT = re.compile(r'<script[^>]+src="(?:https?://[^"]*)?"[^>]*>\s*</script>', re.I)
 
 
 def execute(path: Path, timeout: int = 900, data: str | os.PathLike | DataRoot | None = None):
@@ -62,15 +63,9 @@ def execute(path: Path, timeout: int = 900, data: str | os.PathLike | DataRoot |
 
 
 def to_html(nb) -> str:
-    """The executed notebook as one HTML page, titled by its first heading (the browser tab
-    and bookmarks show which notebook it is)."""
-    from nbconvert import HTMLExporter
-
-    exporter = HTMLExporter(template_name="lab")
-    exporter.mathjax_url = ""
-    title = _title(nb) or "yolo_sm notebook"
-    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
-    return _CDN_SCRIPT.sub("", body)
+    """The executed notebook as one page of the site (:func:`yolo_sm.report.site.page_html`),
+    titled by its first heading, its neighbours the index."""
+    return page_html(nb, Page("", title_of(nb)))
 
 
 def notebooks_in(folder: str | os.PathLike, only: list[str] | None = None) -> list[Path]:
@@ -155,48 +150,77 @@ def render_site(
     only: list[str] | None = None,
     data: str | os.PathLike | DataRoot | None = None,
 ) -> Path:
-    """Execute and render every ``NN_topic.ipynb`` of ``notebooks`` from the dataset root
-    ``data`` (a name under ``data/`` or a path; None: each notebook's own ``DATA``) into
-    ``out``; write ``out/index.html`` linking them, titled with the machine the root was
-    measured on (from provenance). Returns the index."""
+    """Execute every ``NN_topic.ipynb`` of ``notebooks`` (those ``only`` names, when given)
+    from the dataset root ``data`` (a name under ``data/`` or a path; None: each notebook's own
+    ``DATA``) and write the site into ``out`` (:func:`write_site`). Returns the index."""
+    root = as_root(data) if data is not None else None  # checked before any notebook runs
+    paths = notebooks_in(notebooks, only)
+    if root is None:
+        root = as_root(default_data(paths[0]))
+    executed = {}
+    for path in paths:
+        t0 = time.perf_counter()
+        executed[path.stem] = execute(path, timeout, data)
+        print(f"executed {path.name} in {time.perf_counter() - t0:.1f} s", flush=True)
+    return write_site(executed, out, root)
+
+
+def write_site(executed: dict, out: str | os.PathLike, root: DataRoot) -> Path:
+    """Write the site of the executed notebooks ``executed`` (file stem -> notebook, in
+    reading order) into ``out``: one page per notebook, each linking the previous, the next
+    and the index, with the key results of the rules ``root``'s verdict table files under it
+    (:mod:`yolo_sm.report.site_results`); ``index.html``
+    (:mod:`yolo_sm.report.site_index`); and the files every page shares (plotly.js, the
+    style sheets). Returns the index."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    root = as_root(data) if data is not None else None  # checked before any notebook runs
-    entries = []
-    for path in notebooks_in(notebooks, only):
-        t0 = time.perf_counter()
-        nb = execute(path, timeout, data)
-        page = out / f"{path.stem}.html"
-        tmp = page.with_suffix(".html.partial")
-        tmp.write_text(to_html(nb), encoding="utf-8")
-        os.replace(tmp, page)
-        entries.append((path.stem, _title(nb), time.perf_counter() - t0))
-        print(f"rendered {path.name} in {entries[-1][2]:.1f} s", flush=True)
-    index = out / "index.html"
-    items = "\n".join(
-        f'<li><a href="{html.escape(s)}.html">{html.escape(s)}</a> — {html.escape(t)}</li>'
-        for s, t, _ in entries
-    )
-    title = (
-        f"yolo_sm notebooks: {root.device_name()} ({root.name})" if root else "yolo_sm notebooks"
-    )
-    index.write_text(
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        "<style>body{font-family:sans-serif;max-width:50em;margin:2em auto}"
-        "li{margin:.4em 0}</style>"
-        f"</head><body><h1>{html.escape(title)}</h1><ul>\n{items}\n</ul></body></html>\n",
-        encoding="utf-8",
-    )
+    pages = [Page(stem, title_of(nb)) for stem, nb in executed.items()]
+    verdicts = catalog.verdict_table(root)
+    homes = home_pages(verdicts, pages, executed)
+    machine = root.device_name()
+    write_assets(out)
+    for i, page in enumerate(pages):
+        prev = pages[i - 1] if i else None
+        nxt = pages[i + 1] if i + 1 < len(pages) else None
+
+        def box(heads, page=page):
+            findings = next((h for _, h, t in heads if t.lower() == "findings"), None)
+            return results_box(verdicts, page, homes, machine, findings)
+
+        _write(out / page.file, page_html(executed[page.stem], page, prev, nxt, box))
+    first_cells = {
+        s: next((c.source for c in nb.cells if c.cell_type == "markdown"), "")
+        for s, nb in executed.items()
+    }
+    index = out / INDEX
+    _write(index, index_html(root, pages, verdicts, homes, first_cells))
     return index
 
 
-def _title(nb) -> str:
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".partial")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def default_data(path: Path) -> str:
+    """The ``DATA`` a notebook's ``parameters`` cell sets to a literal (the root a rendering
+    without ``--data`` reads its verdicts from)."""
+    import ast
+
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            for line in cell.source.splitlines():
-                if line.startswith("#"):
-                    return line.lstrip("# ").strip()
-    return ""
+        if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", []):
+            for node in ast.parse(cell.source).body:
+                if (
+                    isinstance(node, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == "DATA" for t in node.targets)
+                    and isinstance(node.value, ast.Constant)
+                ):
+                    return node.value.value
+    raise UserError(f"{path} sets no DATA in a cell tagged parameters; pass --data")
 
 
 def strip_outputs(folder: str | os.PathLike) -> list[Path]:

@@ -1,0 +1,310 @@
+"""The rendered site's pages: one HTML page per executed notebook, with the site's navigation.
+
+Every page is nbconvert's JupyterLab page through :data:`TEMPLATE`, which leaves out whatever
+would load from the network (require.js, MathJax, mermaid, the widget manager) and links two
+files the site holds once: ``plotly.min.js`` (the installed plotly package's bundle, the one the
+figures were made with) and ``notebook.css`` (the lab template's style sheet). Each figure output
+then carries only its data; the copy of plotly.js that the notebook renderer puts into the first
+figure's output is dropped (:func:`for_html`).
+
+On top of nbconvert's page, :func:`page_html` adds the site: the notebook's title in
+``<title>``, a side bar with index / previous / next links and a table of contents built from
+the page's headings, a key-results box under the title, a placeholder where a widget was (it
+lives only in JupyterLab), and set-up code folded away (cells tagged ``hide-input`` or
+``parameters``, and the code cells before the notebook's second markdown cell).
+"""
+
+from __future__ import annotations
+
+import copy
+import html
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+#: the tag that folds a code cell's input in the rendered page (the JupyterBook convention)
+HIDE_INPUT = "hide-input"
+SETUP_TAGS = (HIDE_INPUT, "parameters", "injected-parameters")
+PLOTLY_JS = "plotly.min.js"
+NOTEBOOK_CSS = "notebook.css"
+SITE_CSS = "site.css"
+INDEX = "index.html"
+
+_TOP, _RESULTS, _BOTTOM = (
+    "<!--yolo-site:top-->",
+    "<!--yolo-site:results-->",
+    "<!--yolo-site:bottom-->",
+)
+
+TEMPLATE = (
+    """{%- extends 'index.html.j2' -%}
+{%- block html_head_js -%}
+<script src="PLOTLY_JS"></script>
+{%- endblock html_head_js -%}
+{% block jupyter_widgets %}{% endblock jupyter_widgets %}
+{% block notebook_css %}
+<link rel="stylesheet" href="NOTEBOOK_CSS">
+<link rel="stylesheet" href="SITE_CSS">
+{% endblock notebook_css %}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{%- block body_header -%}
+<body class="jp-Notebook yolo-page" data-jp-theme-light="true"
+ data-jp-theme-name="JupyterLab Light">
+TOP
+<main>
+{%- endblock body_header -%}
+{% block body_footer %}
+BOTTOM
+</main>
+</body>
+{% endblock body_footer %}
+{% block input_group -%}
+{%- if 'HIDE_INPUT' in cell.metadata.get('tags', []) -%}
+<details class="yolo-setup"><summary>{{ cell.metadata.get('SUMMARY', 'set-up code') }}</summary>
+{{ super() }}
+</details>
+{%- else -%}
+{{ super() }}
+{%- endif -%}
+{% endblock input_group %}
+{%- block data_widget_view scoped -%}
+<div class="jp-OutputArea-output yolo-widget">An interactive explorer is here: it is interactive in
+JupyterLab only (<code>jupyter lab notebooks/</code>); the figures and tables around it show the
+same data in this page.</div>
+{%- endblock data_widget_view -%}
+""".replace("PLOTLY_JS", PLOTLY_JS)
+    .replace("NOTEBOOK_CSS", NOTEBOOK_CSS)
+    .replace("SITE_CSS", SITE_CSS)
+    .replace("HIDE_INPUT", HIDE_INPUT)
+    .replace("SUMMARY", "yolo_site_summary")
+    .replace("TOP", _TOP)
+    .replace("BOTTOM", _BOTTOM)
+)
+
+# a script or style sheet fetched from elsewhere (plotly's MathJax CDN tag in every figure)
+_REMOTE_SCRIPT = re.compile(r"<script\b[^>]*\bsrc=[\"'](?:https?:)?//[^>]*>\s*</script>", re.I)
+_REMOTE_LINK = re.compile(r"<link\b[^>]*\bhref=[\"'](?:https?:)?//[^>]*>", re.I)
+_PLOTLY_BUNDLE = re.compile(r"plotly\.js v\d")
+_HEADING = re.compile(r'<h([23])\s+id="([^"]+)"[^>]*>(.*?)</h\1>', re.S)
+_TAGS = re.compile(r"<[^>]+>")
+
+
+@dataclass(frozen=True)
+class Page:
+    """One notebook of the site. ``stem``: its file name without ``.ipynb``; ``title``: its
+    first heading; ``file``: the page's file name in the site."""
+
+    stem: str
+    title: str
+
+    @property
+    def file(self) -> str:
+        return f"{self.stem}.html"
+
+    @property
+    def number(self) -> str:
+        return self.stem.split("_", 1)[0]
+
+    @property
+    def topic(self) -> str:
+        """The file name's topic part (``claims_checked``)."""
+        return self.stem.split("_", 1)[-1]
+
+    @property
+    def heading(self) -> str:
+        """The title's topic (``Occupancy primer``), before its question."""
+        return _split_title(self.title)[0]
+
+    @property
+    def question(self) -> str:
+        """The title's question (``what limits occupancy, ...?``), after its topic."""
+        return _split_title(self.title)[1]
+
+
+def _split_title(title: str) -> tuple[str, str]:
+    head = re.sub(r"^\d+\s*[·.:-]\s*", "", title)
+    topic, sep, question = head.partition(": ")
+    return (topic, question) if sep else (head, "")
+
+
+def title_of(nb) -> str:
+    """The notebook's first Markdown heading, without its ``#`` marks ("" when it has none)."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("#"):
+                    return line.lstrip("# ").strip()
+    return ""
+
+
+def setup_cells(nb) -> list[int]:
+    """Indices of the code cells whose input the page folds: tagged :data:`SETUP_TAGS`, or
+    before the notebook's second markdown cell (its parameters, imports, loading the root)."""
+    markdown = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"]
+    preamble_end = markdown[1] if len(markdown) > 1 else len(nb.cells)
+    return [
+        i
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code"
+        and (i < preamble_end or set(SETUP_TAGS) & set(c.metadata.get("tags", [])))
+    ]
+
+
+def _is_plotly_bundle(output) -> bool:
+    text = output.get("data", {}).get("text/html", "")
+    text = "".join(text) if isinstance(text, list) else text
+    return len(text) > 100_000 and bool(_PLOTLY_BUNDLE.search(text[:5000]))
+
+
+def for_html(nb):
+    """A copy of the executed notebook as the site renders it: plotly.js bundles dropped from
+    the outputs (the page links the site's copy), the widget state dropped (a widget is a
+    placeholder), and each run of consecutive set-up cells (:func:`setup_cells`) merged into
+    one code cell tagged :data:`HIDE_INPUT` (its sources one after the other, then its
+    outputs), so the page folds it under one line."""
+    nb = copy.deepcopy(nb)
+    nb.metadata.pop("widgets", None)
+    folded = set(setup_cells(nb))
+    cells, run = [], []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            cell.outputs = [o for o in cell.outputs if not _is_plotly_bundle(o)]
+        if i in folded:
+            run.append(cell)
+            continue
+        if run:
+            cells.append(_merged(run))
+            run = []
+        cells.append(cell)
+    if run:
+        cells.append(_merged(run))
+    nb.cells = cells
+    return nb
+
+
+def _merged(run: list):
+    """One folded code cell holding the set-up cells ``run``."""
+    cell = copy.deepcopy(run[-1])
+    cell.source = "\n\n".join(c.source for c in run)
+    cell.outputs = [o for c in run for o in c.outputs]
+    tags = list(dict.fromkeys(t for c in run for t in c.metadata.get("tags", [])))
+    cell.metadata["tags"] = [*tags, HIDE_INPUT] if HIDE_INPUT not in tags else tags
+    params = {"parameters", "injected-parameters"} & set(tags)
+    cell.metadata["yolo_site_summary"] = "parameters and set-up code" if params else "set-up code"
+    return cell
+
+
+def exporter():
+    """nbconvert's HTML exporter with :data:`TEMPLATE` over the JupyterLab template."""
+    from jinja2 import DictLoader
+    from nbconvert import HTMLExporter
+
+    return HTMLExporter(
+        template_name="lab",
+        extra_loaders=[DictLoader({"yolo_site.html.j2": TEMPLATE})],
+        template_file="yolo_site.html.j2",
+    )
+
+
+def offline(text: str) -> str:
+    """``text`` without the scripts and style sheets it would fetch from another host."""
+    return _REMOTE_LINK.sub("", _REMOTE_SCRIPT.sub("", text))
+
+
+def headings(page_html_text: str) -> list[tuple[int, str, str]]:
+    """(level, id, text) of the page's second- and third-level headings, in order."""
+    out = []
+    for level, hid, inner in _HEADING.findall(page_html_text):
+        inner = re.sub(r'<a class="anchor-link".*?</a>', "", inner, flags=re.S)
+        out.append((int(level), hid, html.unescape(_TAGS.sub("", inner)).strip()))
+    return out
+
+
+def toc_html(items: list[tuple[int, str, str]]) -> str:
+    """The table of contents as a nested-looking list (third-level entries indented)."""
+    if not items:
+        return ""
+    lis = "\n".join(
+        f'<li class="toc-h{level}"><a href="#{html.escape(hid, quote=True)}">'
+        f"{html.escape(text)}</a></li>"
+        for level, hid, text in items
+    )
+    return f'<nav class="yolo-toc" aria-label="contents"><h2>Contents</h2><ul>\n{lis}\n</ul></nav>'
+
+
+def _link(rel: str, target: Page | None, arrow: str) -> str:
+    if target is None:
+        return f'<a rel="{rel}" href="{INDEX}">{arrow} index</a>'
+    return (
+        f'<a rel="{rel}" href="{html.escape(target.file)}" title="{html.escape(target.title)}">'
+        f"{arrow} {html.escape(target.number)} · {html.escape(target.heading)}</a>"
+    )
+
+
+def nav_html(prev: Page | None, nxt: Page | None, where: str = "top") -> str:
+    """Previous, index and next links (``None``: that neighbour is the index)."""
+    return (
+        f'<nav class="yolo-nav yolo-nav-{where}" aria-label="site">'
+        f"{_link('prev', prev, '←')}"
+        f'<a rel="index" href="{INDEX}">↑ index</a>'
+        f"{_link('next', nxt, '→')}</nav>"
+    )
+
+
+def page_html(
+    nb, page: Page, prev: Page | None = None, nxt: Page | None = None, results=None
+) -> str:
+    """The executed notebook ``nb`` as the site's page ``page``: titled ``page.title``, linked
+    to the index and to ``prev`` / ``nxt`` (None: the index), with a key-results box under the
+    title: ``results(headings)`` (HTML; ``headings``: :func:`headings` of the page)."""
+    body, _ = exporter().from_notebook_node(
+        for_html(nb), resources={"metadata": {"name": page.title or page.stem}}
+    )
+    body = offline(body)
+    side = (
+        '<aside class="yolo-side">'
+        f'<p class="yolo-site-name"><a href="{INDEX}">yolo_sm</a></p>'
+        f"{nav_html(prev, nxt)}{toc_html(headings(body))}</aside>"
+    )
+    body = body.replace(_TOP, side, 1)
+    box = results(headings(body)) if results else ""
+    body = re.sub(r"(</h1>)", lambda m: m.group(1) + box, body, count=1) if box else body
+    return body.replace(_BOTTOM, nav_html(prev, nxt, "bottom"), 1)
+
+
+def lab_css() -> str:
+    """The JupyterLab template's style sheets (index.css and the light theme) as one text, and
+    the few rules nbconvert's page adds inline."""
+    from nbconvert import HTMLExporter
+
+    paths = HTMLExporter(template_name="lab").template_paths
+    parts = []
+    for name in ("index.css", "theme-light.css"):
+        found = next(
+            (Path(p) / "static" / name for p in paths if (Path(p) / "static" / name).exists()), None
+        )
+        if found is None:
+            raise FileNotFoundError(f"nbconvert's lab template has no static/{name}")
+        parts.append(found.read_text(encoding="utf-8"))
+    return "\n".join(parts)
+
+
+def plotly_js_path() -> Path:
+    """The installed plotly package's ``plotly.min.js`` (what its notebook renderer inlines)."""
+    import plotly
+
+    path = Path(plotly.__file__).parent / "package_data" / PLOTLY_JS
+    if not path.exists():
+        raise FileNotFoundError(f"the plotly package has no {path}")
+    return path
+
+
+def write_assets(out: Path) -> None:
+    """``plotly.min.js``, ``notebook.css`` and ``site.css``: the files every page links."""
+    from yolo_sm.report.site_style import SITE_STYLE
+
+    shutil.copyfile(plotly_js_path(), out / PLOTLY_JS)
+    (out / NOTEBOOK_CSS).write_text(lab_css(), encoding="utf-8")
+    (out / SITE_CSS).write_text(SITE_STYLE, encoding="utf-8")

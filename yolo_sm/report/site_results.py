@@ -1,0 +1,192 @@
+"""Which rules' verdicts each page of the site leads with, and the key-results box.
+
+Every rule files itself under a ``group`` (:class:`yolo_sm.report.rules.Rule`): a notebook's
+file name (``04_occupancy_heatmaps``) or a table's name (``claims``, ``goals``). A group's
+*home page* is the page of that name; else the page whose topic starts with it
+(``claims`` -> ``07_claims_checked``); else the page whose executed outputs show most of the
+group's rule ids (``goals`` -> the page with the targets' table). So a renumbered or split
+notebook keeps its rules as long as its findings name their group.
+
+:data:`HEADLINES` names, per group, the rules that answer the notebook's question, in the
+order a reader should see them; the first is the index's one line for the page. A group
+without headlines leads with its first rules.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pandas as pd
+
+from yolo_sm.report.rules import table
+from yolo_sm.report.site import Page
+
+#: group -> the rule ids that answer its notebook's question (first: the index's line)
+HEADLINES: dict[str, tuple[str, ...]] = {
+    "00_occupancy_primer": (
+        "primer_tc_conv_below_60",
+        "primer_flagship_two_limits",
+        "primer_memory_kernels_high_occupancy",
+        "primer_calculator_matches_ncu",
+    ),
+    "01_width_scaling": (
+        "width_wider_lower_occupancy",
+        "width_wider_slower_than_flops",
+        "width_wider_slower_per_image",
+        "width_occupancy_flat",
+    ),
+    "02_precision": (
+        "precision_fp16_faster_large_batch",
+        "precision_fp16_hidden_by_launches",
+        "precision_bf16_as_fast_as_fp16",
+        "precision_fp32_on_simt",
+        "precision_numerics_within_tolerance",
+    ),
+    "03_batch_sweep": (
+        "batch_pays",
+        "batch_wide_saturates_by_b8",
+        "batch_graph_wins_at_b1",
+        "batch_memory_not_limiting",
+    ),
+    "04_occupancy_heatmaps": (
+        "heatmaps_resources_minor",
+        "heatmaps_slowest_layer_low",
+        "heatmaps_small_batch_grid_limited",
+        "heatmaps_fastest_not_highest_occupancy",
+    ),
+    "05_sm_timeline": (
+        "timeline_b1_idles_unprofiled",
+        "timeline_graph_removes_gaps",
+        "timeline_sm_occupancy_rises_with_batch",
+    ),
+    "06_roofline_and_memory": (
+        "roofline_yolo_compute_side",
+        "roofline_yolo_under_roof",
+        "roofline_activations_linear",
+        "roofline_nchw_transforms",
+    ),
+    "claims": ("claim_6", "claim_2", "claim_5", "claim_11", "claim_16"),
+    "08_fast_engines": (
+        "fast_b1_speedup",
+        "fast_b64_speedup",
+        "fast_pipeline_beats_predict",
+        "fast_fp8_forward_faster",
+    ),
+    "goals": ("goal_1_w1", "goal_2_w1", "goal_3_w1", "goal_4_predict"),
+}
+#: rules a group without headlines leads with
+FALLBACK = 3
+_WORD = re.compile(r"[\w.]+")
+
+
+def shown_tokens(nb) -> set[str]:
+    """The words (rule ids among them) the executed notebook's tables and text outputs show."""
+    words: set[str] = set()
+    for c in nb.cells:
+        for o in c.get("outputs", []) if c.cell_type == "code" else ():
+            for k in ("text/html", "text/plain"):
+                text = o.get("data", {}).get(k, "")
+                text = "".join(text) if isinstance(text, list) else text
+                if len(text) < 1_000_000:  # a plotly.js bundle holds no table
+                    words.update(_WORD.findall(text))
+    return words
+
+
+def home_pages(verdicts: pd.DataFrame, pages: list[Page], notebooks: dict | None = None) -> dict:
+    """group -> stem of its home page (see the module's docstring), for every group of
+    ``verdicts`` that has one among ``pages``; ``notebooks`` (stem -> executed notebook) lets
+    a group find its page by the rule ids the page shows."""
+    stems = {p.stem for p in pages}
+    out = {}
+    tokens = None
+    for group in dict.fromkeys(verdicts.group):
+        if group in stems:
+            out[group] = group
+            continue
+        by_topic = [p.stem for p in pages if p.topic == group or p.topic.startswith(f"{group}_")]
+        if by_topic:
+            out[group] = by_topic[0]
+            continue
+        if not notebooks:
+            continue
+        if tokens is None:
+            tokens = {s: shown_tokens(nb) for s, nb in notebooks.items() if s in stems}
+        ids = set(verdicts.id[verdicts.group == group])
+        counts = {s: len(ids & t) for s, t in tokens.items()}
+        best = max(counts, key=counts.get, default=None)
+        if best is not None and counts[best]:
+            out[group] = best
+    return out
+
+
+def page_rows(verdicts: pd.DataFrame, page: Page, homes: dict) -> pd.DataFrame:
+    """The verdict rows ``page`` leads with: its groups' :data:`HEADLINES` (in that order), or
+    the first :data:`FALLBACK` rules of a group without any."""
+    parts = []
+    for group in _groups_of(page, homes):
+        rows = verdicts[verdicts.group == group]
+        wanted = [i for i in HEADLINES.get(group, ()) if i in set(rows.id)]
+        picked = rows.set_index("id").loc[wanted].reset_index() if wanted else rows.head(FALLBACK)
+        parts.append(picked)
+    if not parts:
+        return verdicts.iloc[0:0]
+    return pd.concat(parts, ignore_index=True)[list(verdicts.columns)]
+
+
+def _groups_of(page: Page, homes: dict) -> list[str]:
+    """The groups whose home is ``page``, the one named after it first."""
+    return sorted((g for g, s in homes.items() if s == page.stem), key=lambda g: g != page.stem)
+
+
+def page_tally(verdicts: pd.DataFrame, page: Page, homes: dict) -> dict:
+    """verdict -> how many of the page's groups' rules reach it."""
+    groups = _groups_of(page, homes)
+    return verdicts[verdicts.group.isin(groups)].verdict.value_counts().to_dict()
+
+
+def verdict_badge(verdict: str) -> str:
+    cls = "verdict-" + re.sub(r"[^a-z]+", "-", verdict.lower()).strip("-")
+    return f'<span class="verdict {cls}">{html.escape(verdict)}</span>'
+
+
+def rows_table(rows: pd.DataFrame, first: tuple[str, ...] = ()) -> str:
+    """Verdict rows as an HTML table: statement, measured, holds at, verdict; ``first`` names
+    extra leading columns given as HTML per row (``rows.attrs['lead']``)."""
+    shown = table(rows)
+    lead = rows.attrs.get("lead", [])
+    head = "".join(
+        f"<th>{html.escape(h)}</th>" for h in (*first, "result", "measured", "holds at", "verdict")
+    )
+    body = []
+    for i, (_, r) in enumerate(shown.iterrows()):
+        cells = "".join(f"<td>{c}</td>" for c in (lead[i] if lead else ()))
+        body.append(
+            f'<tr>{cells}<td class="statement">{html.escape(r.statement)}</td>'
+            f'<td class="num">{html.escape(r.measured)}</td>'
+            f'<td class="num">{html.escape(r.threshold)}</td>'
+            f"<td>{verdict_badge(r.verdict)}</td></tr>"
+        )
+    return (
+        f'<table class="yolo-table"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table>"
+    )
+
+
+def results_box(
+    verdicts: pd.DataFrame, page: Page, homes: dict, machine: str, findings: str | None = None
+) -> str:
+    """The key-results box of ``page``: its headline rows measured on ``machine`` and the
+    tally of all its rules' verdicts; ``findings``: the id of the page's findings heading."""
+    rows = page_rows(verdicts, page, homes)
+    if rows.empty:
+        return ""
+    tally = page_tally(verdicts, page, homes)
+    counts = ", ".join(f"{n} {v}" for v, n in sorted(tally.items(), key=lambda kv: -kv[1]))
+    where = f' (<a href="#{html.escape(findings, quote=True)}">Findings</a>)' if findings else ""
+    return (
+        '<section class="yolo-results" aria-label="key results">'
+        f"<h2>Key results on {html.escape(machine)}</h2>{rows_table(rows)}"
+        f"<p>All {sum(tally.values())} rules of this page{where}: {html.escape(counts)}. "
+        "Each verdict is computed from the dataset root when the page is rendered.</p></section>"
+    )
