@@ -40,9 +40,10 @@ def _outputs_text(nb) -> str:
 
 
 def _executes_and_renders(path, data, figures=True):
-    from yolo_sm.report.render import execute, to_html
+    from tests.notebook_cache import executed
+    from yolo_sm.report.render import to_html
 
-    nb = execute(path, timeout=600, data=data)
+    nb = executed(path, data)  # the site test renders these executions again
     errors = [
         o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"
     ]

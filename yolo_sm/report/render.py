@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
+
 from yolo_sm.contract.datasets import DataRoot, data_dir, open_root
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import load_yaml
@@ -165,17 +167,20 @@ def render_site(
     return write_site(executed, out, root)
 
 
-def write_site(executed: dict, out: str | os.PathLike, root: DataRoot) -> Path:
+def write_site(
+    executed: dict, out: str | os.PathLike, root: DataRoot, verdicts: pd.DataFrame | None = None
+) -> Path:
     """Write the site of the executed notebooks ``executed`` (file stem -> notebook, in
     reading order) into ``out``: one page per notebook, each linking the previous, the next
     and the index, with the key results of the rules ``root``'s verdict table files under it
     (:mod:`yolo_sm.report.site_results`); ``index.html``
     (:mod:`yolo_sm.report.site_index`); and the files every page shares (plotly.js, the
-    style sheets). Returns the index."""
+    style sheets). ``verdicts``: ``root``'s verdict table when the caller has it already.
+    Returns the index."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     pages = [Page(stem, title_of(nb)) for stem, nb in executed.items()]
-    verdicts = catalog.verdict_table(root)
+    verdicts = catalog.verdict_table(root) if verdicts is None else verdicts
     homes = home_pages(verdicts, pages, executed)
     machine = root.device_name()
     write_assets(out)

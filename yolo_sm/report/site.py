@@ -69,11 +69,6 @@ BOTTOM
 {{ super() }}
 {%- endif -%}
 {% endblock input_group %}
-{%- block data_widget_view scoped -%}
-<div class="jp-OutputArea-output yolo-widget">An interactive explorer is here: it is interactive in
-JupyterLab only (<code>jupyter lab notebooks/</code>); the figures and tables around it show the
-same data in this page.</div>
-{%- endblock data_widget_view -%}
 """.replace("PLOTLY_JS", PLOTLY_JS)
     .replace("NOTEBOOK_CSS", NOTEBOOK_CSS)
     .replace("SITE_CSS", SITE_CSS)
@@ -86,6 +81,13 @@ same data in this page.</div>
 # a script or style sheet fetched from elsewhere (plotly's MathJax CDN tag in every figure)
 _REMOTE_SCRIPT = re.compile(r"<script\b[^>]*\bsrc=[\"'](?:https?:)?//[^>]*>\s*</script>", re.I)
 _REMOTE_LINK = re.compile(r"<link\b[^>]*\bhref=[\"'](?:https?:)?//[^>]*>", re.I)
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+#: what a page shows where the notebook showed a widget
+WIDGET_PLACEHOLDER = (
+    '<div class="yolo-widget">An interactive explorer stands here: it is interactive in '
+    "JupyterLab only (<code>jupyter lab notebooks/</code>, see the index); the figures and "
+    "tables around it show the same data on this page.</div>"
+)
 _PLOTLY_BUNDLE = re.compile(r"plotly\.js v\d")
 _HEADING = re.compile(r'<h([23])\s+id="([^"]+)"[^>]*>(.*?)</h\1>', re.S)
 _TAGS = re.compile(r"<[^>]+>")
@@ -160,17 +162,18 @@ def _is_plotly_bundle(output) -> bool:
 
 def for_html(nb):
     """A copy of the executed notebook as the site renders it: plotly.js bundles dropped from
-    the outputs (the page links the site's copy), the widget state dropped (a widget is a
-    placeholder), and each run of consecutive set-up cells (:func:`setup_cells`) merged into
-    one code cell tagged :data:`HIDE_INPUT` (its sources one after the other, then its
-    outputs), so the page folds it under one line."""
+    the outputs (the page links the site's copy), each widget replaced by
+    :data:`WIDGET_PLACEHOLDER` (and the widget state dropped), and each run of consecutive
+    set-up cells (:func:`setup_cells`) merged into one code cell tagged :data:`HIDE_INPUT`
+    (its sources one after the other, then its outputs), so the page folds it under one
+    line."""
     nb = copy.deepcopy(nb)
     nb.metadata.pop("widgets", None)
     folded = set(setup_cells(nb))
     cells, run = [], []
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
-            cell.outputs = [o for o in cell.outputs if not _is_plotly_bundle(o)]
+            cell.outputs = [_placeholder(o) for o in cell.outputs if not _is_plotly_bundle(o)]
         if i in folded:
             run.append(cell)
             continue
@@ -182,6 +185,15 @@ def for_html(nb):
         cells.append(_merged(run))
     nb.cells = cells
     return nb
+
+
+def _placeholder(output):
+    """A widget's output as :data:`WIDGET_PLACEHOLDER`; any other output as it is."""
+    if WIDGET_VIEW not in output.get("data", {}):
+        return output
+    import nbformat
+
+    return nbformat.v4.new_output("display_data", data={"text/html": WIDGET_PLACEHOLDER})
 
 
 def _merged(run: list):
