@@ -439,3 +439,19 @@ def test_site_from_the_h200_root(tmp_path):
         sum("yolo-results" in t for f, t in texts.items() if f != "index.html")
         >= len(notebooks) - 1
     )
+
+
+def test_a_rendering_without_a_root_reads_the_verdicts_of_the_notebooks_own_data(tmp_path):
+    from yolo_sm.contract.errors import UserError
+    from yolo_sm.report.render import default_data
+
+    v4 = nbformat.v4
+    nb = v4.new_notebook(
+        cells=[v4.new_code_cell('DATA = "cpu"  # a root', metadata={"tags": ["parameters"]})]
+    )
+    nbformat.write(nb, tmp_path / "00_a.ipynb")
+    assert default_data(tmp_path / "00_a.ipynb") == "cpu"
+    nb.cells[0].metadata["tags"] = []
+    nbformat.write(nb, tmp_path / "00_a.ipynb")
+    with pytest.raises(UserError, match="DATA"):
+        default_data(tmp_path / "00_a.ipynb")

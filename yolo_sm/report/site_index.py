@@ -103,31 +103,35 @@ def articles(first_markdown: str) -> list[tuple[str, str]]:
 
 
 def key_results(verdicts: pd.DataFrame, pages: list[Page], homes: dict) -> str:
-    """One line per page: the page, its question, its first headline rule's verdict and
-    number, and the tally of its rules."""
-    picked, lead = [], []
+    """One line per page: the page, its question, its first headline rule (the answer) with
+    its number and verdict, and the tally of all its rules."""
+    picked, lead, tail = [], [], []
     for p in pages:
         rows = page_rows(verdicts, p, homes)
-        tally = page_tally(verdicts, p, homes)
-        counts = ", ".join(f"{n} {v}" for v, n in sorted(tally.items(), key=lambda kv: -kv[1]))
         if rows.empty:
             continue
+        tally = page_tally(verdicts, p, homes)
+        counts = ", ".join(f"{n} {v}" for v, n in sorted(tally.items(), key=lambda kv: -kv[1]))
         picked.append(rows.iloc[:1])
         question = p.question[:1].upper() + p.question[1:] if p.question else p.heading
         lead.append(
             (
-                f'<a href="{html.escape(p.file)}">{html.escape(p.number)} · '
+                f'<a class="page" href="{html.escape(p.file)}">{html.escape(p.number)} · '
                 f"{html.escape(p.heading)}</a>",
                 html.escape(question),
-                f'<span class="tally">{html.escape(counts)}</span>',
             )
         )
+        tail.append((f'<span class="tally">{html.escape(counts)}</span>',))
     if not picked:
         return "<p>No page of this rendering decides a rule.</p>"
     rows = pd.concat(picked, ignore_index=True)
-    rows.attrs["lead"] = lead
-    return rows_table(rows, first=("page", "question", "all its rules")).replace(
-        '<table class="yolo-table">', '<table class="yolo-table" id="key-results">', 1
+    rows.attrs["lead"], rows.attrs["tail"] = lead, tail
+    return rows_table(
+        rows,
+        first=("page", "question"),
+        last=("all the page's rules",),
+        answer="answer",
+        table_id="key-results",
     )
 
 
@@ -214,7 +218,8 @@ the root's manifest (where several datasets disagree, every value is listed).</p
 {provenance_table(root)}
 <h2 id="results">Key results</h2>
 <p>One line per notebook: its question, the rule that answers it, the measured number and the
-verdict; the last column counts the verdicts of all the page's rules.</p>
+verdict (measured on the machine above, decided when this site was built); the last column
+counts the verdicts of all the page's rules, each page leads with more of them.</p>
 {key_results(verdicts, pages, homes)}
 <h2 id="order">Reading order and audience</h2>
 <p>The primer teaches occupancy to a newcomer or a class; the numbered pages then answer one

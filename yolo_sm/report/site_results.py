@@ -150,25 +150,33 @@ def verdict_badge(verdict: str) -> str:
     return f'<span class="verdict {cls}">{html.escape(verdict)}</span>'
 
 
-def rows_table(rows: pd.DataFrame, first: tuple[str, ...] = ()) -> str:
-    """Verdict rows as an HTML table: statement, measured, holds at, verdict; ``first`` names
-    extra leading columns given as HTML per row (``rows.attrs['lead']``)."""
+def rows_table(
+    rows: pd.DataFrame,
+    first: tuple[str, ...] = (),
+    last: tuple[str, ...] = (),
+    answer: str = "result",
+    table_id: str = "",
+) -> str:
+    """Verdict rows as an HTML table: statement (headed ``answer``), measured, holds at,
+    verdict; ``first`` and ``last`` head extra columns before and after them, their cells
+    given as HTML per row in ``rows.attrs['lead']`` and ``rows.attrs['tail']``."""
     shown = table(rows)
-    lead = rows.attrs.get("lead", [])
-    head = "".join(
-        f"<th>{html.escape(h)}</th>" for h in (*first, "result", "measured", "holds at", "verdict")
-    )
+    lead, tail = rows.attrs.get("lead", []), rows.attrs.get("tail", [])
+    names = (*first, answer, "measured", "holds at", "verdict", *last)
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in names)
     body = []
     for i, (_, r) in enumerate(shown.iterrows()):
-        cells = "".join(f"<td>{c}</td>" for c in (lead[i] if lead else ()))
+        before = "".join(f"<td>{c}</td>" for c in (lead[i] if lead else ()))
+        after = "".join(f"<td>{c}</td>" for c in (tail[i] if tail else ()))
         body.append(
-            f'<tr>{cells}<td class="statement">{html.escape(r.statement)}</td>'
+            f'<tr>{before}<td class="statement">{html.escape(r.statement)}</td>'
             f'<td class="num">{html.escape(r.measured)}</td>'
             f'<td class="num">{html.escape(r.threshold)}</td>'
-            f"<td>{verdict_badge(r.verdict)}</td></tr>"
+            f"<td>{verdict_badge(r.verdict)}</td>{after}</tr>"
         )
+    where = f' id="{html.escape(table_id, quote=True)}"' if table_id else ""
     return (
-        f'<table class="yolo-table"><thead><tr>{head}</tr></thead>'
+        f'<table class="yolo-table"{where}><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table>"
     )
 

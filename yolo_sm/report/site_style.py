@@ -64,7 +64,8 @@ table.yolo-table td.num { white-space: nowrap; font-variant-numeric: tabular-num
 .jp-RenderedHTMLCommon .yolo-results table.yolo-table th { text-align: left; max-width: none;
   vertical-align: top; padding: .3em .6em; border-bottom: 1px solid #dde3ea; }
 .yolo-results td.statement { width: 68%; }
-#key-results td.statement { width: 34%; }
+#key-results td.statement { width: 36%; }
+#key-results a.page { display: inline-block; min-width: 9em; }
 #key-results .tally { color: #555; font-size: 12px; }
 .verdict { display: inline-block; white-space: nowrap; padding: .05em .5em; border-radius: 3px;
   font-size: 12px; font-weight: 600; color: #fff; }
