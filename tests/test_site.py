@@ -10,6 +10,7 @@ in-memory tables; the test marked ``notebooks`` renders the real notebooks from 
 from __future__ import annotations
 
 import functools
+import html
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -116,7 +117,9 @@ def check_site(site: Path, executed: dict, root) -> dict[str, str]:
         ]
         toc = re.search(r'<nav class="yolo-toc".*?</nav>', text, re.S)
         assert toc or not h2, f
-        targets = re.findall(r'href="#([^"]+)"', toc.group(0)) if toc else []
+        targets = (
+            [html.unescape(t) for t in re.findall(r'href="#([^"]+)"', toc.group(0))] if toc else []
+        )
         assert len(targets) >= len(h2) and set(targets) <= page.ids, f
         # nothing from the network; figures draw with the site's one copy of plotly.js
         assert not [u for u in page.fetched if remote(u)], (f, page.fetched)
@@ -170,8 +173,6 @@ def verdicts_of(name: str) -> pd.DataFrame:
 
 
 def _esc(s: str) -> str:
-    import html
-
     return html.escape(s)
 
 

@@ -226,11 +226,13 @@ def offline(text: str) -> str:
 
 
 def headings(page_html_text: str) -> list[tuple[int, str, str]]:
-    """(level, id, text) of the page's second- and third-level headings, in order."""
+    """(level, id, text) of the page's second- and third-level headings, in order (id and
+    text unescaped: ``Kineto's``, not ``Kineto&#x27;s``)."""
     out = []
     for level, hid, inner in _HEADING.findall(page_html_text):
         inner = re.sub(r'<a class="anchor-link".*?</a>', "", inner, flags=re.S)
-        out.append((int(level), hid, html.unescape(_TAGS.sub("", inner)).strip()))
+        text = html.unescape(_TAGS.sub("", inner)).strip()
+        out.append((int(level), html.unescape(hid), text))
     return out
 
 
