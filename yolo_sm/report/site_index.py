@@ -129,7 +129,7 @@ def key_results(verdicts: pd.DataFrame, pages: list[Page], homes: dict) -> str:
     return rows_table(
         rows,
         first=("page", "question"),
-        last=("all the page's rules",),
+        last=("all its rules",),
         answer="answer",
         table_id="key-results",
     )
