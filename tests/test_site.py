@@ -456,3 +456,21 @@ def test_a_rendering_without_a_root_reads_the_verdicts_of_the_notebooks_own_data
     nbformat.write(nb, tmp_path / "00_a.ipynb")
     with pytest.raises(UserError, match="DATA"):
         default_data(tmp_path / "00_a.ipynb")
+
+
+def test_the_index_of_a_root_without_a_gpu_names_its_machine_and_no_gpu():
+    from yolo_sm.contract.datasets import open_root
+    from yolo_sm.report.site_index import index_html
+
+    root = open_root("cpu")
+    text = index_html(root, [], _verdicts([]), {}, {})
+    prov = re.search(r'<table[^>]*id="provenance".*?</table>', text, re.S).group(0)
+    assert "<th>GPU</th><td>—</td>" in prov
+    assert html.escape(root.machine()["cpu_model"]) in prov and "H200" not in text
+    assert html.escape(root.device_name()) in read_page_text(text).title
+
+
+def read_page_text(text: str) -> _Page:
+    p = _Page()
+    p.feed(text)
+    return p

@@ -197,7 +197,12 @@ def index_html(
 ) -> str:
     """The index page. ``first_cells``: stem -> the notebook's first Markdown cell."""
     machine = root.device_name()
-    title = f"yolo_sm: how YOLO uses the SMs of {machine}"
+    gpu = root.machine().get("gpu_name")
+    title = (
+        f"yolo_sm: how YOLO uses the SMs of {gpu}"
+        if gpu
+        else f"yolo_sm: how YOLO uses a GPU's SMs (root {root.name}, measured on {machine})"
+    )
     notes = "".join(f"<li>{n}</li>" for n in NOTES)
     links = " · ".join(
         f'<a href="{html.escape(p.file)}">{html.escape(p.number)}</a>' for p in pages
