@@ -9,10 +9,8 @@ in-memory tables; the test marked ``notebooks`` renders the real notebooks from 
 
 from __future__ import annotations
 
-import functools
 import html
 import re
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
@@ -20,166 +18,15 @@ import pytest
 
 nbformat = pytest.importorskip("nbformat")  # report extra
 
+from tests.site_checks import (  # noqa: E402  (after the report extra's check)
+    check_site,
+    claims_sources,
+    notebook_title,
+    read_page_text,
+    verdicts_of,
+)
+
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-MAX_SITE_BYTES = 10 * 1024 * 1024
-#: element -> the attributes through which a browser fetches something
-FETCHING = {
-    "script": ("src",),
-    "link": ("href",),
-    "img": ("src", "srcset"),
-    "iframe": ("src",),
-    "source": ("src", "srcset"),
-    "video": ("src", "poster"),
-    "audio": ("src",),
-    "embed": ("src",),
-    "object": ("data",),
-}
-
-
-class _Page(HTMLParser):
-    """What the tests read from a page: title, links with their rel, fetched URLs, ids."""
-
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.title, self._in_title = "", False
-        self.links: list[tuple[str, str]] = []  # (rel, href)
-        self.fetched: list[str] = []
-        self.ids: set[str] = set()
-
-    def handle_starttag(self, tag, attrs):
-        a = dict(attrs)
-        if a.get("id"):
-            self.ids.add(a["id"])
-        if tag == "title":
-            self._in_title = True
-        if tag == "a" and a.get("href"):
-            self.links.append((a.get("rel") or "", a["href"]))
-        for attr in FETCHING.get(tag, ()):
-            if a.get(attr):
-                self.fetched.append(a[attr])
-
-    def handle_endtag(self, tag):
-        if tag == "title":
-            self._in_title = False
-
-    def handle_data(self, data):
-        if self._in_title:
-            self.title += data
-
-
-def read_page(path: Path) -> _Page:
-    p = _Page()
-    p.feed(path.read_text(encoding="utf-8"))
-    return p
-
-
-def remote(url: str) -> bool:
-    return bool(re.match(r"^\s*(?:https?:)?//", url, re.I))
-
-
-def notebook_title(path: Path) -> str:
-    from yolo_sm.report.site import title_of
-
-    return title_of(nbformat.read(path, as_version=4))
-
-
-def check_site(site: Path, executed: dict, root) -> dict[str, str]:
-    """Every check of the site rendered from ``executed`` (notebook path -> the executed
-    notebook); returns file name -> page text."""
-    from yolo_sm.report.site import WIDGET_PLACEHOLDER, Page
-
-    notebooks = list(executed)
-
-    files = [f"{p.stem}.html" for p in notebooks]
-    texts = {f: (site / f).read_text(encoding="utf-8") for f in ["index.html", *files]}
-    # the site under 10 MB, plotly.js in it once
-    size = sum(f.stat().st_size for f in site.rglob("*") if f.is_file())
-    assert size < MAX_SITE_BYTES, f"site is {size / 1e6:.1f} MB"
-    assert (site / "plotly.min.js").stat().st_size > 1_000_000
-    for i, (path, f) in enumerate(zip(notebooks, files, strict=True)):
-        page, text = read_page(site / f), texts[f]
-        assert page.title == notebook_title(path), f
-        rels = {}
-        for rel, href in page.links:
-            rels.setdefault(rel, set()).add(href)
-        prev = files[i - 1] if i else "index.html"
-        nxt = files[i + 1] if i + 1 < len(files) else "index.html"
-        assert rels.get("index") == {"index.html"}, f
-        assert rels.get("prev") == {prev} and rels.get("next") == {nxt}, (f, rels)
-        # contents: one link per second-level heading of the notebook, to an id on the page
-        nb = nbformat.read(path, as_version=4)
-        h2 = [
-            ln[3:].strip()
-            for c in nb.cells
-            if c.cell_type == "markdown"
-            for ln in c.source.splitlines()
-            if ln.startswith("## ")
-        ]
-        toc = re.search(r'<nav class="yolo-toc".*?</nav>', text, re.S)
-        assert toc or not h2, f
-        targets = (
-            [html.unescape(t) for t in re.findall(r'href="#([^"]+)"', toc.group(0))] if toc else []
-        )
-        assert len(targets) >= len(h2) and set(targets) <= page.ids, f
-        # nothing from the network; figures draw with the site's one copy of plotly.js
-        assert not [u for u in page.fetched if remote(u)], (f, page.fetched)
-        assert "plotly.min.js" in page.fetched, f
-        assert not re.search(r"plotly\.js v\d", text), f"{f} carries its own plotly.js"
-        assert "application/vnd.jupyter.widget-view+json" not in text, f
-        nb_widgets = sum(
-            "application/vnd.jupyter.widget-view+json" in o.get("data", {})
-            for c in executed[path].cells
-            for o in c.get("outputs", [])
-        )
-        assert text.count(WIDGET_PLACEHOLDER) == nb_widgets, f
-        # set-up code folded: the parameters cell sits in a closed <details>
-        folds = re.findall(r'<details class="yolo-setup">(.*?)</details>', text, re.S)
-        assert any("DATA" in fold for fold in folds), f
-    for css in site.glob("*.css"):
-        assert not re.search(r"url\(\s*[\"']?(?:https?:)?//", css.read_text()), css.name
-    index = read_page(site / "index.html")
-    assert not [u for u in index.fetched if remote(u)]
-    assert {f for _, f in index.links} >= set(files)
-    # the provenance table, read from the root's manifests
-    prov = re.search(r'<table[^>]*id="provenance".*?</table>', texts["index.html"], re.S)
-    assert prov, "no provenance table"
-    m = root.machine()
-    for key in ("gpu_name", "sm_count", "driver", "cuda", "torch", "ultralytics"):
-        if m.get(key):
-            assert f">{m[key]}<" in prov.group(0), key
-    assert m["date_utc_last"][:10] in prov.group(0)
-    # the key results: one row per page that decides rules, its verdicts from the rules
-    verdicts = verdicts_of(root.name)
-    table = re.search(r'<table[^>]*id="key-results".*?</table>', texts["index.html"], re.S)
-    assert table, "no key-results table"
-    rows = [r for r in re.findall(r"<tr>(.*?)</tr>", table.group(0), re.S) if "<td" in r]
-    pages = [Page(p.stem, notebook_title(p)) for p in notebooks]
-    assert 1 <= len(rows) <= len(pages)
-    for row in rows:
-        statement = re.search(r'<td class="statement">(.*?)</td>', row, re.S).group(1)
-        hit = verdicts[verdicts.statement.map(_esc) == statement]
-        assert len(hit) == 1, statement
-        assert f">{hit.verdict.iloc[0]}<" in row
-    return texts
-
-
-@functools.cache
-def verdicts_of(name: str) -> pd.DataFrame:
-    """The verdict table of the shipped root ``name`` (computed once per session)."""
-    from yolo_sm.contract.datasets import open_root
-    from yolo_sm.report import catalog
-
-    return catalog.verdict_table(open_root(name))
-
-
-def _esc(s: str) -> str:
-    return html.escape(s)
-
-
-def claims_sources(path: Path) -> list[str]:
-    """The titles of the numbered, italic-titled sources in the notebook's first cell."""
-    first = nbformat.read(path, as_version=4).cells[0].source
-    return re.findall(r"^\s*\d+\.\s+\*([^*]+)\*", first, re.M)
 
 
 # --- three small notebooks, executed ---------------------------------------------------------
@@ -468,9 +315,3 @@ def test_the_index_of_a_root_without_a_gpu_names_its_machine_and_no_gpu():
     assert "<th>GPU</th><td>—</td>" in prov
     assert html.escape(root.machine()["cpu_model"]) in prov and "H200" not in text
     assert html.escape(root.device_name()) in read_page_text(text).title
-
-
-def read_page_text(text: str) -> _Page:
-    p = _Page()
-    p.feed(text)
-    return p

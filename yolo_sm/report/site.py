@@ -23,6 +23,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from yolo_sm.report.site_style import SITE_STYLE
+
 #: the tag that folds a code cell's input in the rendered page (the JupyterBook convention)
 HIDE_INPUT = "hide-input"
 SETUP_TAGS = (HIDE_INPUT, "parameters", "injected-parameters")
@@ -317,8 +319,6 @@ def plotly_js_path() -> Path:
 
 def write_assets(out: Path) -> None:
     """``plotly.min.js``, ``notebook.css`` and ``site.css``: the files every page links."""
-    from yolo_sm.report.site_style import SITE_STYLE
-
     shutil.copyfile(plotly_js_path(), out / PLOTLY_JS)
     (out / NOTEBOOK_CSS).write_text(lab_css(), encoding="utf-8")
     (out / SITE_CSS).write_text(SITE_STYLE, encoding="utf-8")
