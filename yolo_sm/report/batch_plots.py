@@ -7,6 +7,7 @@ from __future__ import annotations
 from yolo_sm.analyse.batch import GPM_METRICS, batch_table, parse_config, saturation
 from yolo_sm.contract.labels import with_config
 from yolo_sm.report.colors import COLORS, TEMPLATE
+from yolo_sm.report.style import finish
 
 GPM_LABELS = {
     "sm_util_pct": "SM util (%)",
@@ -55,7 +56,7 @@ def plot_batch_curves(table, title: str | None = None):
     fig.update_yaxes(title_text="img/s", row=2, col=1)
     fig.update_yaxes(title_text="latency per batch (ms)", row=1, col=1)
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
-    return fig
+    return finish(fig)
 
 
 def plot_batch_detail(table, width: float, backend: str, frac: float):
@@ -92,7 +93,7 @@ def plot_batch_detail(table, width: float, backend: str, frac: float):
     )
     fig.update_yaxes(title_text="img/s", secondary_y=False)
     fig.update_yaxes(title_text="latency per batch (ms)", rangemode="tozero", secondary_y=True)
-    return fig
+    return finish(fig)
 
 
 def plot_graph_speedup(speedup):
@@ -114,7 +115,7 @@ def plot_graph_speedup(speedup):
     )
     fig.add_hline(y=1.0, line_dash="dot")
     fig.update_yaxes(title_text="eager latency / graph latency")
-    return fig
+    return finish(fig)
 
 
 def batch_explorer(sweep, width: float, backend: str, frac: float):
@@ -160,7 +161,7 @@ def plot_waves_ecdf(ncu):
     )
     fig.add_vline(x=1.0, line_dash="dot", annotation_text="one wave")
     fig.update_layout(xaxis_title="waves per SM", yaxis_title="share of kernel time")
-    return fig
+    return finish(fig)
 
 
 def plot_occupancy_by_batch(coverage):
@@ -192,7 +193,7 @@ def plot_occupancy_by_batch(coverage):
         line_color="black",
     )
     fig.update_layout(yaxis_title="percent", yaxis_range=[0, 100])
-    return fig
+    return finish(fig)
 
 
 def plot_gpm_by(medians, x: str = "batch", title: str | None = None):
@@ -213,7 +214,7 @@ def plot_gpm_by(medians, x: str = "batch", title: str | None = None):
         title=title or f"GPM medians over each run vs {x}",
     )
     fig.update_layout(yaxis_title="percent (median of ~0.1 s windows)", yaxis_range=[0, 100])
-    return fig
+    return finish(fig)
 
 
 def plot_memory(table, fit, claim_per_image_bytes: float | None = None, claim_imgsz: int = 640):
@@ -278,4 +279,4 @@ def plot_memory(table, fit, claim_per_image_bytes: float | None = None, claim_im
                 )
     fig.update_yaxes(title_text="GB (10⁹ bytes)", col=1)
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
-    return fig
+    return finish(fig)

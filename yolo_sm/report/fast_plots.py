@@ -8,6 +8,7 @@ from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report import plots
 from yolo_sm.report.colors import TEMPLATE
 from yolo_sm.report.sections import needs
+from yolo_sm.report.style import finish
 
 
 def plot_speedup_vs_width(bench, title: str | None = None):
@@ -33,10 +34,12 @@ def plot_speedup_vs_width(bench, title: str | None = None):
     )
     fig.add_hline(y=1.0, line_dash="dot")
     fig.for_each_annotation(lambda a: a.update(text=f"batch {a.text.split('=')[-1]}"))
-    fig.update_yaxes(title_text="x baseline", col=1)
-    fig.update_xaxes(title_text="width")
+    # one y range per batch: the batch-1 ratios would flatten the batch-64 gains on a shared axis
+    fig.update_yaxes(matches=None, showticklabels=True, rangemode="tozero")
+    fig.update_yaxes(title_text="speed-up over eager fp16 NHWC (img/s ratio)", col=1)
+    fig.update_xaxes(title_text="width multiplier")
     fig.update_layout(legend={"orientation": "h", "y": -0.25})
-    return fig
+    return finish(fig)
 
 
 def plot_pipeline(pipe, title: str | None = None):
@@ -72,9 +75,10 @@ def plot_pipeline(pipe, title: str | None = None):
         title=title or "Frames to boxes: our pipeline vs its engine alone vs YOLO.predict",
     )
     fig.for_each_annotation(lambda a: a.update(text=f"batch {a.text.split('=')[-1]}"))
-    fig.update_yaxes(title_text="frames/s", col=1)
+    fig.update_yaxes(title_text="frames per second", col=1)
+    fig.update_xaxes(title_text="width multiplier")
     fig.update_layout(legend={"orientation": "h", "y": -0.25})
-    return fig
+    return finish(fig)
 
 
 # ---- notebook 08's sections, each from the root ---------------------------------------------

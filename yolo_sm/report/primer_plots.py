@@ -6,6 +6,7 @@ from __future__ import annotations
 from yolo_sm.analyse.primer import example_grids, sm_count, wave_table
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report.colors import TEMPLATE, color_map
+from yolo_sm.report.style import finish
 
 
 def waves_or_note(root: DataRoot, active_blocks_per_sm: int = 1):
@@ -42,4 +43,4 @@ def plot_pipe_vs_occupancy(df, *, title=None):
             "kernel_class": "kernel class",
         },
     )
-    return fig
+    return finish(fig)
