@@ -16,6 +16,7 @@ from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.kernels import add_kernel_class
 from yolo_sm.analyse.occupancy import ARCH, OccupancyResult, tail_fraction, theoretical_occupancy
 from yolo_sm.analyse.occupancy import waves as waves_of
+from yolo_sm.analyse.primer_questions import facts_rows as lesson_facts
 from yolo_sm.analyse.weighting import sm_coverage, weighted_mean
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import parse_config
@@ -459,6 +460,10 @@ def facts(root: DataRoot) -> pd.DataFrame:
       calculator: ``flagship_*`` (threads, registers, shared memory, time share, active blocks,
       theoretical occupancy, the register and shared-memory block limits, and
       ``flagship_binding_resource_limits``: how many of those two cap it);
+    - the Hopper lessons of :func:`yolo_sm.analyse.primer_questions.facts_rows`
+      (``flagship_grid_at_most_sm_count_share``, ``flagship_tail_idle_sm_pct``,
+      ``simt_over_tensor_conv_time_ratio``,
+      ``simt_tensor_conv_achieved_occupancy_gap_pct_points``);
     - from every Nsight Compute table: ``calculator_launches_checked``,
       ``calculator_mismatch_share``;
     - from ``ncu_wide_stack``: ``wide_tc_conv_achieved_occupancy_tw_pct`` (whether
@@ -474,6 +479,9 @@ def facts(root: DataRoot) -> pd.DataFrame:
         ncu = root.load(NCU)
         config = focus_config(ncu)
         rows += _forward_facts(ncu) + _flagship_facts(root)
+        rows += lesson_facts(root, flagship_launch(root), sm_count(root, ncu))
+    elif root.has("ncu_precision_w1"):
+        rows += lesson_facts(root, flagship_launch(root), sm_count(root))
     rows += _calculator_facts(root)
     if root.has(WIDE):
         rows += _wide_facts(root.load(WIDE))
