@@ -61,7 +61,7 @@ def limit_examples(k: pd.DataFrame) -> pd.DataFrame:
     holding most kernel time among kernels whose blocks per SM that limit alone sets. A limit
     that sets no kernel's blocks gets the shape where it comes nearest (``how`` = ``nearest``,
     ``headroom`` = its block limit over the binding one). Columns: ``limit``, ``how`` (alone /
-    nearest), ``kernel_class``, ``kernel`` (name, 60 characters), ``source``, the launch
+    nearest), ``kernel_class``, ``kernel`` (name, 40 characters), ``source``, the launch
     (threads, registers, shared memory bytes), the four block limits, ``headroom``,
     ``theoretical_occupancy_pct``, ``achieved_occupancy_pct`` (medians), ``kernels``,
     ``time_us``."""
@@ -86,7 +86,7 @@ def limit_examples(k: pd.DataFrame) -> pd.DataFrame:
                 "limit": name,
                 "how": how,
                 "kernel_class": first.kernel_class,
-                "kernel": str(first.kernel_name)[:60],
+                "kernel": str(first.kernel_name)[:40],
                 "source": first.source,
                 **{c: first[c] for c in LAUNCH},
                 **{c: int(first[c]) for c in cols},

@@ -241,9 +241,11 @@ def relabel(fig):
         if cb is not None and cb.title and cb.title.text and is_bare(cb.title.text):
             cb.title.text = label(cb.title.text)
     for a in fig.layout.annotations or ():
-        if a.text and "=" in a.text and _IDENT.fullmatch(a.text.split("=")[0]):
-            key, _, val = a.text.partition("=")
-            a.text = f"{label(key)} {val}"
+        key, eq, val = (a.text or "").partition("=")
+        if eq and (key in LABELS or _IDENT.fullmatch(key)):
+            a.text = f"{label(key)} {val}"  # a facet title: "config=yolov8_w1..."
+        elif a.text and _IDENT.fullmatch(a.text):
+            a.text = label(a.text)
     return fig
 
 

@@ -50,6 +50,9 @@ HEADERS = {
     "achieved_occupancy_tw_pct": "achieved occ., time-weighted (%)",
     "kernel_class": "kernel class",
     "module_type": "layer type",
+    "flops_per_img": "FLOPs / image",
+    "peak_mem_bytes": "peak memory",
+    "carveout_bytes": "carve-out",
 }
 SI = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
@@ -62,6 +65,13 @@ def si(value: float, unit: str = "") -> str:
         if abs(value) >= div:
             return f"{value / div:.3g} {p}{unit}".rstrip()
     return f"{value:.3g} {unit}".rstrip()
+
+
+def kib(value: float) -> str:
+    """Shared memory in KiB (the unit the hardware allocates it in): ``226 KiB``."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return f"{value / 1024:,.4g} KiB" if value else "0"
 
 
 def number(value) -> str:
@@ -83,7 +93,7 @@ def number(value) -> str:
             return f"{int(v):,}"
         if abs(v) >= 1000:
             return f"{v:,.0f}"
-        return f"{v:.3g}"
+        return f"{v:.4g}"
     return str(value)
 
 
@@ -104,6 +114,8 @@ def header(col: str) -> str:
 def formatter(col: str):
     """The cell formatter of column ``col`` (see the module docstring)."""
     c = str(col)
+    if c.endswith("_bytes") and ("shared_mem" in c or "carveout" in c):
+        return lambda v: kib(v) if isinstance(v, numbers.Real) else str(v)
     if c.endswith("_bytes"):
         return lambda v: si(v, "B") if isinstance(v, numbers.Real) else str(v)
     if c.endswith("flops") and not c.endswith("tflops") or c.endswith("flops_per_img"):
@@ -121,9 +133,7 @@ def show(df: pd.DataFrame, *, index: bool | None = None, caption: str | None = N
     if index is None:
         index = not isinstance(df.index, pd.RangeIndex)
     d = df.copy()
-    d.columns = [
-        " · ".join(map(str, c)) if isinstance(c, tuple) else c for c in d.columns
-    ]
+    d.columns = [" · ".join(map(str, c)) if isinstance(c, tuple) else c for c in d.columns]
     fmt = {c: formatter(c) for c in d.columns}
     styler = d.style.format(fmt, na_rep="")
     styler = styler.format_index(number, axis=0)
@@ -135,6 +145,7 @@ def show(df: pd.DataFrame, *, index: bool | None = None, caption: str | None = N
             {
                 "selector": "th",
                 "props": "white-space: normal; max-width: 9em; font-size: 0.85em;"
+                " overflow-wrap: anywhere;"
                 " text-align: right; vertical-align: bottom;",
             },
             {"selector": "td", "props": "font-size: 0.85em; padding: 2px 6px;"},
