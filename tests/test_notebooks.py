@@ -155,4 +155,4 @@ def test_fast_engines_notebook_on_the_synthetic_bench(tmp_path, make_root):
 
     root = make_root("h200", ["trace_fp8_w1_b64", "trace_compile_w1_b64"])
     ship(root.parent)  # registers the fixture in <tmp>/h200/manifest.json
-    _executes_and_renders(NOTEBOOKS[0].parent / "08_fast_engines.ipynb", root)
+    _executes_and_renders(NOTEBOOKS[0].parent / "10_fast_engines.ipynb", root)

@@ -1,4 +1,4 @@
-"""What to deploy, from the fast-engines bench (notebook 08): per batch regime and width, the
+"""What to deploy, from the fast-engines bench (notebook 10): per batch regime and width, the
 engine with the most images per second, its absolute latency and throughput, build time and
 peak memory, and what it costs in use (static shapes, recompiles, quantisation). And the
 workload caveat: how many candidates the post-processing saw per frame.

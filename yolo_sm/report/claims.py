@@ -1,4 +1,4 @@
-"""The reference articles' quantitative claims as rules (notebook 07).
+"""The reference articles' quantitative claims as rules (notebook 09).
 
 Each claim is one :class:`~yolo_sm.report.rules.Rule`, the only one that decides it. It reads
 a topic's fact where a topic computes the number (the heatmaps', the batch notebook's, the
@@ -261,7 +261,7 @@ def verdicts(root: DataRoot) -> pd.DataFrame:
     return evaluate(CLAIMS_RULES, facts(root), root.name)
 
 
-# ---- evidence figures for notebook 07 ------------------------------------------------------
+# ---- evidence figures for notebook 09 ------------------------------------------------------
 
 
 @needs("ncu_width_b8")

@@ -1,4 +1,4 @@
-"""Figures of the fast-engines notebook (08): speed-up against width, frames to boxes."""
+"""Figures of the fast-engines notebook (10): speed-up against width, frames to boxes."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def plot_pipeline(pipe, title: str | None = None):
     return finish(fig)
 
 
-# ---- notebook 08's sections, each from the root ---------------------------------------------
+# ---- notebook 10's sections, each from the root ---------------------------------------------
 
 BENCH = "bench_fast_engines"
 TRACE_FP8 = "trace_fp8_w1_b64"
