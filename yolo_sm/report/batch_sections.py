@@ -14,6 +14,7 @@ import pandas as pd
 from yolo_sm.analyse import batch, gpm, remeasure, timeline
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report import batch_plots, remeasure_plots, timeline_plots
+from yolo_sm.report.sections import Note
 
 #: what a dataset holds and why a root may lack it, by name prefix (longest match wins)
 WHY = {
@@ -57,8 +58,12 @@ def show(items) -> None:
     displayed."""
     from IPython.display import display
 
+    if isinstance(items, str):  # one line (a section's Note) instead of a list
+        items = [items]
     for item in items:
-        if isinstance(item, str):
+        if isinstance(item, Note):
+            display(item)
+        elif isinstance(item, str):
             print(item)
         else:
             display(item)
