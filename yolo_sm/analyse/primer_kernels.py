@@ -17,7 +17,7 @@ import math
 import pandas as pd
 
 from yolo_sm.analyse.kernels import add_kernel_class
-from yolo_sm.analyse.occupancy import ARCH, theoretical_occupancy
+from yolo_sm.analyse.occupancy import ARCH, limits_table, theoretical_occupancy
 from yolo_sm.analyse.weighting import weighted_mean
 from yolo_sm.contract.datasets import DataRoot
 
@@ -297,8 +297,6 @@ def block_cap_what_if(example: pd.Series, cc: str, threads: int = 32) -> pd.Data
     :func:`yolo_sm.analyse.occupancy.limits_table` of both launches, side by side: columns
     ``limit``, ``as launched`` and ``with {threads} threads`` (blocks per SM each limit
     allows), and the theoretical occupancy as the last row."""
-    from yolo_sm.analyse.occupancy import limits_table
-
     regs, smem = int(example.registers_per_thread), int(example.shared_mem_per_block_bytes)
     out = {}
     for label, t in (
