@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from yolo_sm.analyse.batch import GPM_METRICS, batch_table, parse_config, saturation
 from yolo_sm.contract.labels import with_config
+from yolo_sm.report import tables
 from yolo_sm.report.colors import COLORS, TEMPLATE
 from yolo_sm.report.style import finish
 
@@ -134,7 +135,7 @@ def batch_explorer(sweep, width: float, backend: str, frac: float):
             out.clear_output(wait=True)
             display(plot_batch_detail(table, wd.value, bd.value, frac))
             g = table[(table["width"] == wd.value) & (table["backend"] == bd.value)]
-            display(g.drop(columns=["imgsz", "width", "backend"]).round(3))
+            display(tables.show(g.drop(columns=["imgsz", "width", "backend"])))
 
     wd.observe(update, names="value")
     bd.observe(update, names="value")

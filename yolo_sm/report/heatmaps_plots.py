@@ -11,6 +11,7 @@ from yolo_sm.analyse.heatmaps import (
     layer_order,
     slowest_layer,
 )
+from yolo_sm.report import tables
 from yolo_sm.report.colors import (
     OCCUPANCY_COLORS,
     OCCUPANCY_SCALE,
@@ -303,7 +304,7 @@ def kernel_explorer(kernels, table=None):
             except ValueError as e:
                 print(e)
                 return
-            display(kt.round(2))
+            display(tables.show(kt))
             display(plot_kernels(kt, title=f"{cfg.value} · {lay.value}"))
 
     cfg.observe(update, names="value")
