@@ -192,18 +192,24 @@ def _values_on(fig, axis_key: str):
 
 def readable_log_axes(fig):
     """Ticks at 1-2-5 per decade (decades over wide ranges), labelled in full, on every log
-    axis of ``fig``; the axis range when set, else the data's, decides which."""
+    axis of ``fig``; the axis range when set, else the data's, decides which. An axis whose
+    values are all powers of two (batch sizes) is ticked at those values."""
     for key, ax in _axes(fig):
         if ax.type != "log" or ax.tickvals is not None:
             continue
+        vals = _values_on(fig, key)
         if ax.range is not None:
             lo, hi = (10.0**r for r in ax.range)
-        else:
-            vals = _values_on(fig, key)
-            if not vals:
-                continue
+        elif vals:
             lo, hi = min(vals), max(vals)
-        ticks = _nice_ticks(lo, hi)
+        else:
+            continue
+        twos = sorted(set(vals))
+        powers = all(v.is_integer() and int(v) & (int(v) - 1) == 0 for v in twos)
+        if 2 <= len(twos) <= 12 and powers:
+            ticks = twos  # batch sizes: label the powers of two the data holds
+        else:
+            ticks = _nice_ticks(lo, hi)
         if ticks:
             ax.update(tickvals=ticks, ticktext=[tick_text(t) for t in ticks], minor_showgrid=False)
     return fig
