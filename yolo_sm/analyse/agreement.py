@@ -112,7 +112,7 @@ def fp8_trace_vs_bench(breakdown, bench, trace, width: float = 1.0, batch: int =
                 "source": f"bench (width {width:g}, batch {batch})",
                 "fp8_over_fp16_speedup": float(b.vs_baseline.iloc[0]),
                 "measures": "wall latency per batch, same process as eager fp16",
-                "measured_utc": str(b.prov_date_utc.iloc[0])[:16],
+                "measured_utc": str(b.prov_date_utc.iloc[0])[:16] if "prov_date_utc" in b else "",
             }
         )
     return pd.DataFrame(rows)

@@ -31,6 +31,8 @@ CAVEATS = {
     "compile:reduce-overhead": "compiles, then replays CUDA graphs: static shapes, and a new "
     "shape recompiles and captures again",
 }
+#: Columns the table reads when the bench has them (NaN otherwise).
+OPTIONAL = ("build_s", "peak_mem_bytes", "iqr_ms", "vs_baseline")
 EIGHT_BIT_CAVEAT = "8-bit: quantised weights and activations, check the numerics table's boxes"
 
 
@@ -55,11 +57,14 @@ def recommend(bench: pd.DataFrame, near: float = NEAR) -> pd.DataFrame:
     ``peak_mem_bytes``, ``runner_up``
     (the next engine and its img/s ratio to the pick) and ``caveats``."""
     e = engines(bench, baseline=True)
+    for col in OPTIONAL:  # a bench that predates a column leaves it empty
+        if col not in e:
+            e = e.assign(**{col: float("nan")})
     rows = []
     for (batch, width), g in e.groupby(["batch", "width"]):
         g = g.sort_values("img_per_s", ascending=False)
         best = g.img_per_s.iloc[0]
-        close = g[g.img_per_s >= (1 - near) * best].sort_values("build_s")
+        close = g[g.img_per_s >= (1 - near) * best].sort_values("build_s", na_position="last")
         pick = close.iloc[0]
         rest = g[g.variant != pick.variant]
         base = g[g.variant == BASELINE]
