@@ -1,4 +1,4 @@
-"""Notebook 08's tables and facts on the synthetic bench fixture (tests/fixtures/synthetic_bench.py)
+"""Notebook 10's tables and facts on the synthetic bench fixture (tests/fixtures/synthetic_bench.py)
 and the shipped traces: side-by-side tables, jitter and 8-bit speed-ups, figures, the facts the
 targets and findings read, and targets that flip when a number crosses its threshold."""
 

@@ -39,6 +39,19 @@ def _outputs_text(nb) -> str:
     )
 
 
+def _figures_in(html):
+    """Every plotly figure of a rendered page, rebuilt from its ``Plotly.newPlot`` call."""
+    import plotly.graph_objects as go
+
+    dec = json.JSONDecoder()
+    figs = []
+    for m in re.finditer(r'Plotly\.newPlot\(\s*"[^"]+",\s*', html):
+        data, end = dec.raw_decode(html, m.end())
+        layout, _ = dec.raw_decode(html, html.index("{", end))
+        figs.append(go.Figure({"data": data, "layout": layout}))
+    return figs
+
+
 def _executes_and_renders(path, data, figures=True):
     from tests.notebook_cache import executed
     from yolo_sm.report.render import to_html
@@ -54,6 +67,11 @@ def _executes_and_renders(path, data, figures=True):
     assert not re.search(r"<script[^>]+src=[\"']https?://", html)
     # the page is titled by the notebook's heading ("00 · Occupancy primer ..."), not "Notebook"
     assert re.search(r"<title>\d\d ", html), re.search(r"<title>[^<]*", html)
+    # every figure: axis titles in words, categories in the one mapping's colours
+    from yolo_sm.report.style import problems
+
+    bad = {f.layout.title.text: problems(f) for f in _figures_in(html) if problems(f)}
+    assert not bad, bad
     return nb, html
 
 
@@ -156,4 +174,4 @@ def test_fast_engines_notebook_on_the_synthetic_bench(tmp_path, make_root):
 
     root = make_root("h200", ["trace_fp8_w1_b64", "trace_compile_w1_b64"])
     ship(root.parent)  # registers the fixture in <tmp>/h200/manifest.json
-    _executes_and_renders(NOTEBOOKS[0].parent / "08_fast_engines.ipynb", root)
+    _executes_and_renders(NOTEBOOKS[0].parent / "10_fast_engines.ipynb", root)

@@ -8,7 +8,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from yolo_sm.analyse import primer
+from yolo_sm.analyse import primer, primer_checks
 from yolo_sm.analyse.facts import value
 from yolo_sm.analyse.kernels import add_kernel_class
 from yolo_sm.analyse.weighting import weighted_mean
@@ -146,7 +146,7 @@ def test_calculator_mismatches_flags_a_wrong_row():
             "theoretical_occupancy_pct": [18.75, 50.0],  # the second should read 100
         }
     )
-    m = primer.calculator_mismatches(df, "9.0")
+    m = primer_checks.calculator_mismatches(df, "9.0")
     assert m.mismatch.tolist() == [False, True]
     assert m.calculator_pct.tolist() == [18.75, 100.0]
 
@@ -157,7 +157,7 @@ def test_wide_stack_and_kineto_facts(h200, facts):
     assert value(facts, "wide_tc_conv_achieved_occupancy_tw_pct") == pytest.approx(
         primer.time_weighted(tc, "achieved_occupancy_pct")
     )
-    s = primer.kineto_summary(h200.load("trace_width_b8")).set_index("config")
+    s = primer_checks.kineto_summary(h200.load("trace_width_b8")).set_index("config")
     row = s.loc["yolov8_w1_fp16_nhwc_b8"]
     assert value(facts, "kineto_est_occupancy_tw_pct") == pytest.approx(row.est_occupancy_tw_pct)
     assert row.est_occupancy_tw_pct <= row.theoretical_occupancy_tw_pct

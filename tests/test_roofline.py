@@ -441,12 +441,16 @@ def test_each_rule_flips_with_its_fact(rule):
 def test_rules_on_the_shipped_root_are_decided(root, facts):
     v = rules.evaluate(findings.RULES, facts, root.name)
     assert (v.verdict != rules.NOT_TESTED).all()
-    assert all(r.group == findings.GROUP for r in findings.RULES)
-    # the notebook's selection: its own rules and the claims it tests, nothing else
+    assert {r.group for r in findings.RULES} == set(findings.GROUPS)
+    # each notebook's selection: its own rules and the claims it tests, nothing else
     extra = pd.DataFrame([{**v.iloc[0].to_dict(), "id": "claim_11", "group": "claims"},
                           {**v.iloc[0].to_dict(), "id": "claim_2", "group": "claims"}])  # fmt: skip
-    sel = findings.select(pd.concat([v, extra], ignore_index=True))
-    assert list(sel.id) == [*v.id, "claim_11"]
+    both = pd.concat([v, extra], ignore_index=True)
+    launches = findings.select(both, findings.GROUP_LAUNCHES)
+    own = [r.id for r in findings.RULES if r.group == findings.GROUP_LAUNCHES]
+    assert list(launches.id) == [*own, "claim_11"]
+    roof = findings.select(both, findings.GROUP_ROOFLINE)
+    assert "claim_11" not in set(roof.id) and "roofline_yolo_under_roof" in set(roof.id)
 
 
 # ---------------------------------------------------------------- figures and notes

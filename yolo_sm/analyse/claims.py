@@ -1,4 +1,4 @@
-"""Facts for the reference articles' claims (notebook 07) that no topic module computes.
+"""Facts for the reference articles' claims (notebook 09) that no topic module computes.
 
 Most claims read a topic's fact as it is (the heatmaps' occupancy at widths up to 1.25, the
 roofline's tensor-pipe use below 60 % occupancy, its C2f-fusion bound and its NCHW/NHWC time):

@@ -1,4 +1,4 @@
-"""Fast engines (notebook 08): the side-by-side bench (``yolo_sm.collect.bench``, dataset
+"""Fast engines (notebook 10): the side-by-side bench (``yolo_sm.collect.bench``, dataset
 ``bench_fast_engines``) as tables, and :func:`facts`, the numbers its goals
 (:mod:`yolo_sm.report.goals`) and findings (:mod:`yolo_sm.report.findings.fast`) are decided
 on. Every function takes a table and returns a table or a number; none judges.

@@ -1,6 +1,8 @@
 """Occupancy primer (notebook 00): the calculator on the launch that holds most tensor-core
 convolution time, waves and tails, low-occupancy tensor-core kernels that keep the tensor pipes
-busy, and Kineto's estimate next to Nsight Compute's measurement.
+busy. The calculator's and Kineto's checks are :mod:`yolo_sm.analyse.primer_checks`, the
+lessons on real kernels :mod:`yolo_sm.analyse.primer_kernels` and
+:mod:`yolo_sm.analyse.primer_questions`.
 
 :func:`facts` reads a dataset root and returns the numbers the primer's rules
 (:mod:`yolo_sm.report.findings.primer`) judge; a dataset the root lacks leaves its facts out.
@@ -14,9 +16,16 @@ import pandas as pd
 
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.kernels import add_kernel_class
-from yolo_sm.analyse.occupancy import ARCH, OccupancyResult, tail_fraction, theoretical_occupancy
+from yolo_sm.analyse.occupancy import OccupancyResult, tail_fraction, theoretical_occupancy
 from yolo_sm.analyse.occupancy import waves as waves_of
-from yolo_sm.analyse.weighting import sm_coverage, weighted_mean
+from yolo_sm.analyse.primer_checks import (
+    calculator_facts,
+    compute_capability,
+    kineto_facts,
+    time_weighted,
+)
+from yolo_sm.analyse.primer_questions import facts_rows as lesson_facts
+from yolo_sm.analyse.weighting import sm_coverage
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import parse_config
 
@@ -42,15 +51,6 @@ EXAMPLE_LAUNCH = {
     "shared_mem_per_block": 0,
 }
 LAUNCH_COLUMNS = ["block_size", "registers_per_thread", "shared_mem_per_block_bytes"]
-
-
-def compute_capability(root: DataRoot, ncu: pd.DataFrame | None = None) -> str | None:
-    """The GPU's compute capability from the root's provenance (or the ``ncu`` rows), when
-    the calculator knows it; None otherwise (a CPU root)."""
-    cc = str(root.machine().get("compute_capability", "")).split(", ")[0]
-    if not cc and ncu is not None and "prov_compute_capability" in ncu:
-        cc = str(ncu.prov_compute_capability.dropna().astype(str).iloc[0]) if len(ncu) else ""
-    return cc if cc in ARCH else None
 
 
 def sm_count(root: DataRoot, ncu: pd.DataFrame | None = None) -> int | None:
@@ -186,40 +186,6 @@ def forward(ncu: pd.DataFrame, config: str | None = None) -> pd.DataFrame:
     return add_kernel_class(ncu[ncu.config == config])
 
 
-def kineto_summary(trace: pd.DataFrame) -> pd.DataFrame:
-    """Per config of a PyTorch profiler kernel table (first iteration): kernels, kernel time
-    (us), Kineto's estimated and the calculator's theoretical occupancy (time-weighted, %)."""
-    fwd = trace[trace.iteration == trace.iteration.min()]
-    rows = [
-        {
-            "config": c,
-            "kernels": len(g),
-            "time_us": g.duration_us.sum(),
-            "est_occupancy_tw_pct": time_weighted(g, "est_occupancy_pct"),
-            "theoretical_occupancy_tw_pct": time_weighted(g, "theoretical_occupancy_pct"),
-        }
-        for c, g in fwd.groupby("config", sort=False)
-    ]
-    return pd.DataFrame(rows)
-
-
-LAYER_ESTIMATE_COLUMNS = [
-    "config",
-    "layer",
-    "module_type",
-    "kineto_theoretical_occupancy_tw_pct",
-    "est_occupancy_tw_pct",
-    "ncu_achieved_occupancy_tw_pct",
-    "ncu_time_us",
-]
-
-
-def layer_estimates(layers: pd.DataFrame) -> pd.DataFrame:
-    """The per-layer join (``profile_layers``): Kineto's theoretical and estimated occupancy
-    next to ncu's achieved occupancy and time, one row per (config, layer)."""
-    return layers[[c for c in LAYER_ESTIMATE_COLUMNS if c in layers]].reset_index(drop=True)
-
-
 def tensor_core_occupancy_levels(ncu):
     """Share of tensor-core convolution time at each theoretical occupancy level, with the
     launch shape (threads per block, registers per thread) that holds most of it."""
@@ -255,27 +221,6 @@ def pipe_vs_occupancy(ncu):
         "registers_per_thread",
     ]
     return k[[c for c in cols if c in k]].copy()
-
-
-def time_weighted(df, col: str, weight: str = "duration_us") -> float:
-    """``col`` averaged over all of ``df`` with kernel time as the weight."""
-
-    return weighted_mean(df[col], df[weight])
-
-
-def calculator_mismatches(ncu: pd.DataFrame, cc: str, tolerance: float = 0.01) -> pd.DataFrame:
-    """The distinct launch shapes of ``ncu`` with Nsight Compute's theoretical occupancy and
-    the calculator's (``calculator_pct``) on compute capability ``cc``, and ``mismatch``
-    (they differ by ``tolerance`` percentage points or more)."""
-    u = ncu.drop_duplicates(LAUNCH_COLUMNS + ["theoretical_occupancy_pct"])[
-        LAUNCH_COLUMNS + ["theoretical_occupancy_pct"]
-    ].reset_index(drop=True)
-    u["calculator_pct"] = [
-        theoretical_occupancy(cc, int(b), int(r), int(s)).occupancy_pct
-        for b, r, s in u[LAUNCH_COLUMNS].itertuples(index=False)
-    ]
-    u["mismatch"] = (u.calculator_pct - u.theoretical_occupancy_pct).abs() >= tolerance
-    return u
 
 
 def _forward_facts(ncu: pd.DataFrame) -> list[dict]:
@@ -376,27 +321,6 @@ def _flagship_facts(root: DataRoot) -> list[dict]:
     ]
 
 
-def _calculator_facts(root: DataRoot) -> list[dict]:
-    names = [n for n in NCU_TABLES if root.has(n)]
-    if not names:
-        return []
-    ncu = pd.concat([root.load(n) for n in names], ignore_index=True)
-    cc = compute_capability(root, ncu)
-    if cc is None:
-        return []
-    m = calculator_mismatches(ncu, cc)
-    return [
-        fact("calculator_launches_checked", len(m), "launches", datasets=names),
-        fact(
-            "calculator_mismatch_share",
-            100 * m.mismatch.mean() if len(m) else math.nan,
-            "%",
-            datasets=names,
-            note="distinct launch shapes where the calculator differs from Nsight Compute",
-        ),
-    ]
-
-
 def _wide_facts(wide: pd.DataFrame) -> list[dict]:
     k = pipe_vs_occupancy(wide)
     tc = k[k.kernel_class == "tensor_core_conv"]
@@ -407,42 +331,6 @@ def _wide_facts(wide: pd.DataFrame) -> list[dict]:
             time_weighted(tc, "achieved_occupancy_pct") if len(tc) else math.nan,
             "%",
             datasets=ds,
-        ),
-    ]
-
-
-def _kineto_facts(trace: pd.DataFrame, config: str | None) -> list[dict]:
-    fwd = trace[trace.iteration == trace.iteration.min()]
-    if config is not None and (fwd.config == config).any():
-        fwd = fwd[fwd.config == config]
-    # Kineto writes its estimate in whole percent: 19 for the calculator's 18.75
-    above = fwd.est_occupancy_pct > fwd.theoretical_occupancy_pct + 1.0
-    below = fwd.est_occupancy_pct < fwd.theoretical_occupancy_pct - 1.0
-    time = fwd.duration_us.sum()
-    ds = (TRACE,)
-    return [
-        fact(
-            "kineto_est_occupancy_tw_pct", time_weighted(fwd, "est_occupancy_pct"), "%", datasets=ds
-        ),
-        fact(
-            "kineto_theoretical_occupancy_tw_pct",
-            time_weighted(fwd, "theoretical_occupancy_pct"),
-            "%",
-            datasets=ds,
-        ),
-        fact(
-            "kineto_est_above_theoretical_time_share",
-            100 * fwd.duration_us[above].sum() / time,
-            "%",
-            datasets=ds,
-            note="kernel time where the estimate exceeds the calculator's value by > 1 point",
-        ),
-        fact(
-            "kineto_est_below_theoretical_time_share",
-            100 * fwd.duration_us[below].sum() / time,
-            "%",
-            datasets=ds,
-            note="kernel time where the grid cap lowers the estimate by > 1 point",
         ),
     ]
 
@@ -459,6 +347,10 @@ def facts(root: DataRoot) -> pd.DataFrame:
       calculator: ``flagship_*`` (threads, registers, shared memory, time share, active blocks,
       theoretical occupancy, the register and shared-memory block limits, and
       ``flagship_binding_resource_limits``: how many of those two cap it);
+    - the Hopper lessons of :func:`yolo_sm.analyse.primer_questions.facts_rows`
+      (``flagship_grid_at_most_sm_count_share``, ``flagship_tail_idle_sm_pct``,
+      ``simt_over_tensor_conv_time_ratio``,
+      ``simt_tensor_conv_achieved_occupancy_gap_pct_points``);
     - from every Nsight Compute table: ``calculator_launches_checked``,
       ``calculator_mismatch_share``;
     - from ``ncu_wide_stack``: ``wide_tc_conv_achieved_occupancy_tw_pct`` (whether
@@ -474,9 +366,12 @@ def facts(root: DataRoot) -> pd.DataFrame:
         ncu = root.load(NCU)
         config = focus_config(ncu)
         rows += _forward_facts(ncu) + _flagship_facts(root)
-    rows += _calculator_facts(root)
+        rows += lesson_facts(root, flagship_launch(root), sm_count(root, ncu))
+    elif root.has("ncu_precision_w1"):
+        rows += lesson_facts(root, flagship_launch(root), sm_count(root))
+    rows += calculator_facts(root, NCU_TABLES)
     if root.has(WIDE):
         rows += _wide_facts(root.load(WIDE))
     if root.has(TRACE):
-        rows += _kineto_facts(root.load(TRACE), config)
+        rows += kineto_facts(root.load(TRACE), config)
     return facts_table(rows)

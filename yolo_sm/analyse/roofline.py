@@ -1,4 +1,5 @@
-"""Rooflines, memory and launch counts (notebook 06).
+"""Rooflines, memory and launch counts (notebooks 06 roofline, 07 memory and layout, 08
+launches).
 
 Which layers are bound by memory bandwidth and which by compute, what activations cost in memory,
 what the NCHW layout costs in transform kernels, and how many kernels a forward launches.

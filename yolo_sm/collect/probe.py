@@ -6,7 +6,7 @@ the device, letterbox, the engine, the box decode and the post-processing (NMS a
 the post-processing again with its alternative NMS paths (same boxes), then whole batches
 through the pipeline with 1 and with 3 batches in flight. One row per stage: median wall time
 and (on a GPU) median CUDA-event time. The plan step kind ``probe`` writes it as a dataset
-(``h200/probe_pipeline_w05_b16``) that notebook 08 reads next to the bench's pipeline rows;
+(``h200/probe_pipeline_w05_b16``) that notebook 10 reads next to the bench's pipeline rows;
 ``tools/pipeline_probe.py`` adds a torch.profiler table of the same batches.
 """
 

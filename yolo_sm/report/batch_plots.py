@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from yolo_sm.analyse.batch import GPM_METRICS, batch_table, parse_config, saturation
 from yolo_sm.contract.labels import with_config
+from yolo_sm.report import tables
 from yolo_sm.report.colors import COLORS, TEMPLATE
+from yolo_sm.report.style import finish
 
 GPM_LABELS = {
     "sm_util_pct": "SM util (%)",
@@ -55,7 +57,7 @@ def plot_batch_curves(table, title: str | None = None):
     fig.update_yaxes(title_text="img/s", row=2, col=1)
     fig.update_yaxes(title_text="latency per batch (ms)", row=1, col=1)
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
-    return fig
+    return finish(fig)
 
 
 def plot_batch_detail(table, width: float, backend: str, frac: float):
@@ -92,7 +94,7 @@ def plot_batch_detail(table, width: float, backend: str, frac: float):
     )
     fig.update_yaxes(title_text="img/s", secondary_y=False)
     fig.update_yaxes(title_text="latency per batch (ms)", rangemode="tozero", secondary_y=True)
-    return fig
+    return finish(fig)
 
 
 def plot_graph_speedup(speedup):
@@ -114,7 +116,7 @@ def plot_graph_speedup(speedup):
     )
     fig.add_hline(y=1.0, line_dash="dot")
     fig.update_yaxes(title_text="eager latency / graph latency")
-    return fig
+    return finish(fig)
 
 
 def batch_explorer(sweep, width: float, backend: str, frac: float):
@@ -133,7 +135,7 @@ def batch_explorer(sweep, width: float, backend: str, frac: float):
             out.clear_output(wait=True)
             display(plot_batch_detail(table, wd.value, bd.value, frac))
             g = table[(table["width"] == wd.value) & (table["backend"] == bd.value)]
-            display(g.drop(columns=["imgsz", "width", "backend"]).round(3))
+            display(tables.show(g.drop(columns=["imgsz", "width", "backend"])))
 
     wd.observe(update, names="value")
     bd.observe(update, names="value")
@@ -160,7 +162,7 @@ def plot_waves_ecdf(ncu):
     )
     fig.add_vline(x=1.0, line_dash="dot", annotation_text="one wave")
     fig.update_layout(xaxis_title="waves per SM", yaxis_title="share of kernel time")
-    return fig
+    return finish(fig)
 
 
 def plot_occupancy_by_batch(coverage):
@@ -192,7 +194,7 @@ def plot_occupancy_by_batch(coverage):
         line_color="black",
     )
     fig.update_layout(yaxis_title="percent", yaxis_range=[0, 100])
-    return fig
+    return finish(fig)
 
 
 def plot_gpm_by(medians, x: str = "batch", title: str | None = None):
@@ -213,7 +215,7 @@ def plot_gpm_by(medians, x: str = "batch", title: str | None = None):
         title=title or f"GPM medians over each run vs {x}",
     )
     fig.update_layout(yaxis_title="percent (median of ~0.1 s windows)", yaxis_range=[0, 100])
-    return fig
+    return finish(fig)
 
 
 def plot_memory(table, fit, claim_per_image_bytes: float | None = None, claim_imgsz: int = 640):
@@ -278,4 +280,4 @@ def plot_memory(table, fit, claim_per_image_bytes: float | None = None, claim_im
                 )
     fig.update_yaxes(title_text="GB (10⁹ bytes)", col=1)
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
-    return fig
+    return finish(fig)

@@ -13,7 +13,8 @@ import pandas as pd
 
 from yolo_sm.analyse import batch, gpm, remeasure, timeline
 from yolo_sm.contract.datasets import DataRoot
-from yolo_sm.report import batch_plots, remeasure_plots, timeline_plots
+from yolo_sm.report import batch_plots, remeasure_plots, tables, timeline_plots
+from yolo_sm.report.sections import Note
 
 #: what a dataset holds and why a root may lack it, by name prefix (longest match wins)
 WHY = {
@@ -57,8 +58,12 @@ def show(items) -> None:
     displayed."""
     from IPython.display import display
 
+    if isinstance(items, str):  # one line (a section's Note) instead of a list
+        items = [items]
     for item in items:
-        if isinstance(item, str):
+        if isinstance(item, Note):
+            display(item)
+        elif isinstance(item, str):
             print(item)
         else:
             display(item)
@@ -83,7 +88,7 @@ def throughput(root: DataRoot, sweep: str, sweep_1280: str | None = None) -> lis
     t = _at_ref(_sweep_table(root, sweep, sweep_1280))
     pivot = t.pivot_table(index="batch", columns=["backend", "width"], values="img_per_s")
     title = f"{batch.ref_imgsz(t)} px, {root.device_name()}: img/s and latency vs batch"
-    return [pivot.round(0), batch_plots.plot_batch_curves(t, title=title)]
+    return [tables.show(pivot), batch_plots.plot_batch_curves(t, title=title)]
 
 
 def saturation(root: DataRoot, sweep: str, sweep_1280: str | None, frac: float) -> list:
@@ -91,7 +96,7 @@ def saturation(root: DataRoot, sweep: str, sweep_1280: str | None, frac: float) 
     1280 px sweep where the root holds it (else a sentence saying so)."""
     if not root.has(sweep):
         return [absent(root, sweep)]
-    out = [batch.saturation(_sweep_table(root, sweep, sweep_1280), frac).round(2)]
+    out = [tables.show(batch.saturation(_sweep_table(root, sweep, sweep_1280), frac))]
     if sweep_1280 and not root.has(sweep_1280):
         out.append(absent(root, sweep_1280))
     return out
@@ -121,7 +126,7 @@ def graph(root: DataRoot, sweep: str) -> list:
         return [f"The sweep {sweep} of this root holds no CUDA-graph rows: no speed-up to show."]
     sp = batch.graph_speedup(t)
     pivot = sp.pivot_table(index="batch", columns="width", values="speedup")
-    return [pivot.round(2), batch_plots.plot_graph_speedup(sp)]
+    return [tables.show(pivot), batch_plots.plot_graph_speedup(sp)]
 
 
 def coverage(root: DataRoot, ncu: str) -> list:
@@ -131,7 +136,7 @@ def coverage(root: DataRoot, ncu: str) -> list:
     n = root.load(ncu)
     cov = batch.ncu_coverage(n)
     return [
-        cov.round(3),
+        tables.show(cov),
         batch_plots.plot_waves_ecdf(n),
         batch_plots.plot_occupancy_by_batch(cov),
     ]
@@ -145,7 +150,7 @@ def gpm_by(root: DataRoot, name: str, x: str = "batch", table: bool = True) -> l
     med = gpm.gpm_medians(root.load(name))
     title = f"GPM medians vs {x}, {root.device_name()}"
     fig = batch_plots.plot_gpm_by(med, x, title=title)
-    return [med.round(1), fig] if table else [fig]
+    return [tables.show(med), fig] if table else [fig]
 
 
 def memory(root: DataRoot, sweep: str, sweep_1280: str | None = None) -> list:
@@ -160,7 +165,7 @@ def memory(root: DataRoot, sweep: str, sweep_1280: str | None = None) -> list:
     fit = batch.memory_fit(t)
     mem = s["prov_gpu_memory_bytes"].dropna() if "prov_gpu_memory_bytes" in s else s.index[:0]
     lines = batch.memory_budget(fit, float(mem.iloc[0])) if len(mem) else fit
-    return [batch.memory_table(lines).round(3), batch_plots.plot_memory(t, fit)]
+    return [tables.show(batch.memory_table(lines)), batch_plots.plot_memory(t, fit)]
 
 
 def graph_memory(root: DataRoot, sweep: str, pool_sweep: str) -> list:
@@ -172,7 +177,7 @@ def graph_memory(root: DataRoot, sweep: str, pool_sweep: str) -> list:
     p = p[p["precision"].isin(root.load(sweep)["precision"].unique())]
     if "peak_mem_bytes" not in p:
         return [f"The sweep {pool_sweep} of this root records no peak GPU memory."]
-    return [batch.graph_memory(batch.memory_fit(batch.batch_table(p))).round(2)]
+    return [tables.show(batch.graph_memory(batch.memory_fit(batch.batch_table(p))))]
 
 
 def build(root: DataRoot, sweep: str, sweep_1280: str | None = None, top: int = 10) -> list:
@@ -183,7 +188,7 @@ def build(root: DataRoot, sweep: str, sweep_1280: str | None = None, top: int = 
     if not {"build_peak_mem_bytes", "peak_mem_bytes"} <= set(t):
         return [f"The sweep {sweep} of this root records no build peak memory."]
     b = batch.build_vs_timed(t)
-    return [b.sort_values("build_peak_mem_bytes", ascending=False).head(top).round(2)]
+    return [tables.show(b.sort_values("build_peak_mem_bytes", ascending=False).head(top))]
 
 
 def repeat(root: DataRoot, sweep: str, again: str) -> list:
@@ -195,7 +200,7 @@ def repeat(root: DataRoot, sweep: str, again: str) -> list:
     if cmp.empty:
         return [f"{sweep} and {again} of this root share no point."]
     title = f"{sweep} measured again in {again}: new / first img/s"
-    return [remeasure.by_kind(cmp).round(3), remeasure_plots.plot_compare(cmp, title=title)]
+    return [tables.show(remeasure.by_kind(cmp)), remeasure_plots.plot_compare(cmp, title=title)]
 
 
 # ---- notebook 05 --------------------------------------------------------------------------------
@@ -205,7 +210,7 @@ def gpm_overhead(root: DataRoot, name: str) -> list:
     """The GPM sampler's cost per config (:func:`yolo_sm.analyse.gpm.gpm_overhead_table`)."""
     if not root.has(name):
         return [absent(root, name)]
-    return [gpm.gpm_overhead_table(root.load(name)).round(2)]
+    return [tables.show(gpm.gpm_overhead_table(root.load(name)))]
 
 
 def gpm_timeline(root: DataRoot, name: str, vary: str = "batch") -> list:
@@ -216,7 +221,7 @@ def gpm_timeline(root: DataRoot, name: str, vary: str = "batch") -> list:
     title = f"GPM timeline, {root.device_name()}: configs by {vary}"
     return [
         timeline_plots.plot_gpm_timeline(g, vary, title=title),
-        gpm.gpm_medians(g).round(2),
+        tables.show(gpm.gpm_medians(g)),
     ]
 
 
@@ -226,7 +231,7 @@ def gaps(root: DataRoot, trace: str) -> list:
         return [absent(root, trace)]
     tr = root.load(trace)
     return [
-        timeline.launch_gaps(tr).round(3),
+        tables.show(timeline.launch_gaps(tr)),
         timeline_plots.plot_kernel_timeline(tr, iteration=0),
         timeline_plots.plot_gap_hist(tr),
     ]
@@ -240,4 +245,4 @@ def gaps_vs_sweep(root: DataRoot, trace: str, sweep: str) -> list:
     g = timeline.launch_gaps(root.load(trace))
     width = batch.nearest(g["width"], batch.REF_WIDTH)
     t = batch.batch_table(root.load(sweep))
-    return [timeline.launch_vs_sweep(g, t, width).round(3)]
+    return [tables.show(timeline.launch_vs_sweep(g, t, width))]

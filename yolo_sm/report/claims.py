@@ -1,4 +1,4 @@
-"""The reference articles' quantitative claims as rules (notebook 07).
+"""The reference articles' quantitative claims as rules (notebook 09).
 
 Each claim is one :class:`~yolo_sm.report.rules.Rule`, the only one that decides it. It reads
 a topic's fact where a topic computes the number (the heatmaps', the batch notebook's, the
@@ -25,6 +25,7 @@ from yolo_sm.report import plots
 from yolo_sm.report.colors import TEMPLATE, color_map
 from yolo_sm.report.rules import Rule, check_unique, evaluate
 from yolo_sm.report.sections import needs
+from yolo_sm.report.style import finish
 
 
 def _claim(
@@ -260,7 +261,7 @@ def verdicts(root: DataRoot) -> pd.DataFrame:
     return evaluate(CLAIMS_RULES, facts(root), root.name)
 
 
-# ---- evidence figures for notebook 07 ------------------------------------------------------
+# ---- evidence figures for notebook 09 ------------------------------------------------------
 
 
 @needs("ncu_width_b8")
@@ -306,7 +307,7 @@ def occupancy_vs_tensor_figure(root: DataRoot):
     fig.add_vline(x=60, line_dash="dot")
     fig.update_xaxes(title_text="theoretical occupancy (%)")
     fig.update_yaxes(title_text="tensor pipe (% of peak)", col=1)
-    return fig
+    return finish(fig)
 
 
 @needs("sweep_fp16_nhwc")

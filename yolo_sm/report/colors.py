@@ -18,6 +18,13 @@ BACKEND_COLORS = {
     "compile": "#00CC96",
     "onnxruntime": "#AB63FA",
     "tensorrt": "#FFA15A",
+    #: torch.compile's mode that replays compiled kernels as CUDA graphs
+    "compile:reduce-overhead": "#19D3F3",
+}
+#: Frames-to-boxes rows of the fast-engines bench.
+PIPELINE_COLORS = {
+    "pipeline": "#FF6692",
+    "ultralytics_predict": "#B6E880",
 }
 PRECISION_COLORS = {
     "fp32": "#1F77B4",
@@ -67,6 +74,7 @@ OCCUPANCY_COLORS = {
 
 FAMILIES = (
     BACKEND_COLORS,
+    PIPELINE_COLORS,
     PRECISION_COLORS,
     LAYOUT_COLORS,
     KERNEL_CLASS_COLORS,
@@ -86,6 +94,62 @@ SHARE_SCALE = "Blues"
 #: Sequential scales of the two model knobs, sampled by :func:`sequential_map`.
 WIDTH_SCALE = "Viridis"
 BATCH_SCALE = "Plasma"
+#: The widths and batches the two scales span (a value outside is clipped to the nearest end);
+#: a value keeps one colour in every figure, whichever other values the figure shows.
+WIDTH_RANGE = (0.25, 2.0)
+BATCH_RANGE = (1, 4096)
+#: How far along a scale its last colour sits (the scales' last, palest yellows vanish on white).
+SCALE_END = 0.85
+
+
+def _sample(scale: str, t: float) -> str:
+    from plotly.colors import sample_colorscale
+
+    return sample_colorscale(scale, [min(max(t, 0.0), 1.0) * SCALE_END])[0]
+
+
+def width_color(width: float) -> str:
+    """The colour of a width multiplier on :data:`WIDTH_SCALE` (linear over
+    :data:`WIDTH_RANGE`)."""
+    lo, hi = WIDTH_RANGE
+    return _sample(WIDTH_SCALE, (float(width) - lo) / (hi - lo))
+
+
+def batch_color(batch: float) -> str:
+    """The colour of a batch size on :data:`BATCH_SCALE` (log2 over :data:`BATCH_RANGE`)."""
+    import math
+
+    lo, hi = (math.log2(v) for v in BATCH_RANGE)
+    return _sample(BATCH_SCALE, (math.log2(max(float(batch), 1.0)) - lo) / (hi - lo))
+
+
+def width_map(values) -> dict:
+    """``{label: colour}`` for width values (keys as given: numbers or their labels)."""
+    return {v: width_color(float(str(v).lstrip("w"))) for v in values}
+
+
+def batch_map(values) -> dict:
+    """``{label: colour}`` for batch values (keys as given: numbers or their labels)."""
+    return {v: batch_color(float(str(v).lstrip("b"))) for v in values}
+
+
+def category_color(name: str) -> str | None:
+    """The mapping's colour of a category key, or of an engine variant of the bench
+    (``backend/precision/layout``, ``pipeline/...``): an 8-bit precision takes its precision's
+    colour, any other variant its backend's; None when the name is none of them."""
+    if name in COLORS:
+        return COLORS[name]
+    head = str(name).split(" · ")[0]  # a kernel family: "tensor_core_conv · 384 thr · ..."
+    if head in KERNEL_CLASS_COLORS:
+        return KERNEL_CLASS_COLORS[head]
+    parts = str(name).split("/")
+    if len(parts) < 2:
+        return None
+    if parts[0] in PIPELINE_COLORS:
+        return PIPELINE_COLORS[parts[0]]
+    if any(p in ("fp8", "int8") for p in parts[1:]):
+        return PRECISION_COLORS[next(p for p in parts[1:] if p in ("fp8", "int8"))]
+    return BACKEND_COLORS.get(parts[0])
 
 
 def color_map(values, default: str | None = None) -> dict:

@@ -1,13 +1,14 @@
-"""Figures of the fast-engines notebook (08): speed-up against width, frames to boxes."""
+"""Figures of the fast-engines notebook (10): speed-up against width, frames to boxes."""
 
 from __future__ import annotations
 
-from yolo_sm.analyse import fast
+from yolo_sm.analyse import fast, fast_recommend
 from yolo_sm.analyse.fast import engines, variant_order
 from yolo_sm.contract.datasets import DataRoot
-from yolo_sm.report import plots
+from yolo_sm.report import plots, tables
 from yolo_sm.report.colors import TEMPLATE
-from yolo_sm.report.sections import needs
+from yolo_sm.report.sections import Note, needs
+from yolo_sm.report.style import finish
 
 
 def plot_speedup_vs_width(bench, title: str | None = None):
@@ -33,10 +34,12 @@ def plot_speedup_vs_width(bench, title: str | None = None):
     )
     fig.add_hline(y=1.0, line_dash="dot")
     fig.for_each_annotation(lambda a: a.update(text=f"batch {a.text.split('=')[-1]}"))
-    fig.update_yaxes(title_text="x baseline", col=1)
-    fig.update_xaxes(title_text="width")
+    # one y range per batch: the batch-1 ratios would flatten the batch-64 gains on a shared axis
+    fig.update_yaxes(matches=None, showticklabels=True, rangemode="tozero")
+    fig.update_yaxes(title_text="speed-up over eager fp16 NHWC (img/s ratio)", col=1)
+    fig.update_xaxes(title_text="width multiplier")
     fig.update_layout(legend={"orientation": "h", "y": -0.25})
-    return fig
+    return finish(fig)
 
 
 def plot_pipeline(pipe, title: str | None = None):
@@ -72,12 +75,13 @@ def plot_pipeline(pipe, title: str | None = None):
         title=title or "Frames to boxes: our pipeline vs its engine alone vs YOLO.predict",
     )
     fig.for_each_annotation(lambda a: a.update(text=f"batch {a.text.split('=')[-1]}"))
-    fig.update_yaxes(title_text="frames/s", col=1)
+    fig.update_yaxes(title_text="frames per second", col=1)
+    fig.update_xaxes(title_text="width multiplier")
     fig.update_layout(legend={"orientation": "h", "y": -0.25})
-    return fig
+    return finish(fig)
 
 
-# ---- notebook 08's sections, each from the root ---------------------------------------------
+# ---- notebook 10's sections, each from the root ---------------------------------------------
 
 BENCH = "bench_fast_engines"
 TRACE_FP8 = "trace_fp8_w1_b64"
@@ -87,14 +91,24 @@ PROBE = "probe_pipeline_w05_b16"
 
 @needs(BENCH)
 def side_by_side(root: DataRoot):
-    """The bench as one row per (width, batch): img/s and ratio to the baseline per variant."""
-    return fast.side_by_side_wide(fast.side_by_side(root.load(BENCH))).round(2)
+    """The bench as one row per (batch, variant) and one column per width: img/s and, in
+    brackets, the same-unit ratio to the baseline (failed variants are empty cells)."""
+    t = fast.side_by_side(root.load(BENCH))
+    ok = t[t.status == "ok"]
+    cell = ok.img_per_s.map("{:,.0f}".format) + " (" + ok.vs_baseline.map("{:.2f}x".format) + ")"
+    order = {v: i for i, v in enumerate(variant_order(t))}
+    wide = ok.assign(cell=cell).pivot_table(
+        index=["batch", "variant"], columns="width", values="cell", aggfunc="first"
+    )
+    wide = wide.sort_index(key=lambda s: s.map(order) if s.name == "variant" else s)
+    wide.columns = [f"width {w:g}" for w in wide.columns]
+    return tables.show(wide.fillna(""), index=True)
 
 
 @needs(BENCH)
 def units(root: DataRoot):
     """When each (width, batch) unit ran, and which pipeline it measured."""
-    return fast.units(root.load(BENCH))
+    return tables.show(fast.units(root.load(BENCH)))
 
 
 @needs(BENCH)
@@ -109,13 +123,13 @@ def speedup_figure(root: DataRoot):
 @needs(BENCH)
 def failures(root: DataRoot):
     """The variants that did not run, and why."""
-    return fast.failures(root.load(BENCH))
+    return tables.show(fast.failures(root.load(BENCH)))
 
 
 @needs(BENCH)
 def pipeline(root: DataRoot):
     """Frames to boxes: each pipeline row against its engine and YOLO.predict."""
-    return fast.pipeline_table(root.load(BENCH)).round(2)
+    return tables.show(fast.pipeline_table(root.load(BENCH)))
 
 
 @needs(BENCH)
@@ -130,7 +144,7 @@ def pipeline_figure(root: DataRoot):
 @needs(PROBE)
 def probe(root: DataRoot):
     """The pipeline probe stage by stage (:func:`yolo_sm.analyse.fast.pipeline_stages`)."""
-    return fast.pipeline_stages(root.load(PROBE)).round(3)
+    return tables.show(fast.pipeline_stages(root.load(PROBE)))
 
 
 def _compiled(root: DataRoot):
@@ -143,7 +157,7 @@ def _compiled(root: DataRoot):
 @needs(TRACE_FP8, TRACE_COMPILE)
 def compile_breakdown(root: DataRoot):
     """GPU ms per forward by part, eager fp16 against torch.compile."""
-    return _compiled(root)[0].round(2)
+    return tables.show(_compiled(root)[0])
 
 
 def _stacked(breakdown, column: str, title: str):
@@ -167,7 +181,7 @@ def compile_figure(root: DataRoot):
 @needs(TRACE_FP8)
 def fp8_breakdown(root: DataRoot):
     """GPU ms per forward by part, eager fp16 against the fp8 engine."""
-    return fast.time_breakdown(root.load(TRACE_FP8)).round(2)
+    return tables.show(fast.time_breakdown(root.load(TRACE_FP8)))
 
 
 @needs(TRACE_FP8)
@@ -193,3 +207,24 @@ def fp8_dates(root: DataRoot):
     return pd.DataFrame(
         [{"dataset": n, "first_utc": d.min(), "last_utc": d.max()} for n, d in rows]
     )
+
+
+@needs(BENCH)
+def recommendation(root: DataRoot):
+    """What to deploy per batch regime
+    (:func:`yolo_sm.analyse.fast_recommend.recommend_by_batch`)."""
+    rec = fast_recommend.recommend(root.load(BENCH))
+    return tables.show(fast_recommend.recommend_by_batch(rec))
+
+
+@needs(BENCH)
+def recommendation_detail(root: DataRoot):
+    """:func:`yolo_sm.analyse.fast_recommend.recommend` per (batch, width) unit."""
+    rec = fast_recommend.recommend(root.load(BENCH)).drop(columns=["regime", "caveats"])
+    return tables.show(rec)
+
+
+@needs(BENCH)
+def workload_note(root: DataRoot):
+    """The workload caveat (random weights: post-processing load), from the bench."""
+    return Note(fast_recommend.workload_sentence(root.load(BENCH)))

@@ -1,4 +1,4 @@
-"""The fast-engines targets (notebook 08) as rules: one rule per check, per width the target
+"""The fast-engines targets (notebook 10) as rules: one rule per check, per width the target
 names, over the facts of :func:`yolo_sm.analyse.fast.facts`. A width the bench has not measured
 reads "not tested"; so does the share of the fp16 peak on a root without measured ceilings.
 

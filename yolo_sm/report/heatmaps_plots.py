@@ -11,6 +11,7 @@ from yolo_sm.analyse.heatmaps import (
     layer_order,
     slowest_layer,
 )
+from yolo_sm.report import tables
 from yolo_sm.report.colors import (
     OCCUPANCY_COLORS,
     OCCUPANCY_SCALE,
@@ -21,6 +22,7 @@ from yolo_sm.report.colors import (
     color_map,
     sequential_map,
 )
+from yolo_sm.report.style import finish
 
 
 def _variant_key(v: str) -> tuple:
@@ -100,6 +102,7 @@ def plot_layer_heatmap(table, values=("achieved_occupancy_tw_pct",), *, x="width
             col=i,
         )
     fig.update_yaxes(autorange="reversed", type="category")
+    fig.layout.yaxis.title.text = "layer"
     fig.update_xaxes(type="category", title_text=AXIS_TITLES.get(x, x))
     fig.update_layout(
         template=TEMPLATE,
@@ -112,7 +115,7 @@ def plot_layer_heatmap(table, values=("achieved_occupancy_tw_pct",), *, x="width
             "colorbar": {"tickformat": ".0%" if share else "", "title": "" if share else "%"},
         },
     )
-    return fig
+    return finish(fig)
 
 
 def plot_limiter_heatmap(table, *, x="width", column="main_limiter", title=None):
@@ -176,13 +179,14 @@ def plot_limiter_heatmap(table, *, x="width", column="main_limiter", title=None)
         )
     )
     fig.update_yaxes(autorange="reversed", type="category")
+    fig.layout.yaxis.title.text = "layer"
     fig.update_xaxes(type="category", title_text=AXIS_TITLES.get(x, x))
     fig.update_layout(
         template=TEMPLATE,
         height=max(450, 24 * table.layer.nunique() + 150),
         title=title or "Main limiter per layer (the limiter of most of the layer's kernel time)",
     )
-    return fig
+    return finish(fig)
 
 
 def plot_limiter_shares(shares, *, x="width", title=None):
@@ -205,7 +209,7 @@ def plot_limiter_shares(shares, *, x="width", title=None):
     )
     fig.update_layout(yaxis_tickformat=".0%", yaxis_title="share of kernel time")
     fig.update_xaxes(type="category")
-    return fig
+    return finish(fig)
 
 
 def plot_kernels(ktable, *, title=None):
@@ -276,7 +280,7 @@ def plot_kernels(ktable, *, title=None):
         legend={"orientation": "h", "y": -0.25},
         height=480,
     )
-    return fig
+    return finish(fig)
 
 
 def kernel_explorer(kernels, table=None):
@@ -300,7 +304,7 @@ def kernel_explorer(kernels, table=None):
             except ValueError as e:
                 print(e)
                 return
-            display(kt.round(2))
+            display(tables.show(kt))
             display(plot_kernels(kt, title=f"{cfg.value} · {lay.value}"))
 
     cfg.observe(update, names="value")
@@ -351,4 +355,4 @@ def plot_estimate_vs_measured(est, *, tolerance=10.0, title=None):
         yaxis={"title": "Kineto est. achieved occupancy (%, time-weighted)", "range": [0, 105]},
         height=560,
     )
-    return fig
+    return finish(fig)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report.colors import OCCUPANCY_COLORS, TEMPLATE, color_map
+from yolo_sm.report.style import finish, label
 
 #: What each dataset family is and where it can be collected, for :func:`absent`.
 KINDS = (
@@ -95,7 +96,7 @@ def plot_width_flops(table, *, x="width", y="gflops_per_img"):
         yaxis_title="GFLOPs per image (2 per multiply-add)",
         template=TEMPLATE,
     )
-    return fig
+    return finish(fig)
 
 
 def plot_throughput(
@@ -130,9 +131,9 @@ def plot_throughput(
         hover_data=hover,
         color_discrete_map=color_map(ok[color].unique()),
         template=TEMPLATE,
-        title=title or f"{y} vs {x}",
+        title=title or f"{label(y)} vs {label(x)}",
     )
-    return fig
+    return finish(fig)
 
 
 def plot_speedup(
@@ -181,8 +182,9 @@ def plot_speedup(
         title=title or f"{value} relative to {over} (same run)",
     )
     fig.add_hline(y=1.0, line_dash="dot")
-    fig.update_xaxes(title_text=x)
-    return fig
+    fig.update_xaxes(title_text=label(x))
+    fig.update_yaxes(title_text=f"latency / {over} latency (below 1: faster)", col=1)
+    return finish(fig)
 
 
 def plot_occupancy_curves(curves, *, title="What-if: theoretical occupancy"):
@@ -203,9 +205,16 @@ def plot_occupancy_curves(curves, *, title="What-if: theoretical occupancy"):
         color_discrete_sequence=[OCCUPANCY_COLORS["theoretical"]],
     )
     fig.update_xaxes(matches=None, title_text="")
+    names = {
+        "threads_per_block": "threads per block",
+        "registers_per_thread": "registers per thread",
+        "shared_mem_per_block": "shared memory per block (bytes)",
+    }
+    for i, v in enumerate(dict.fromkeys(curves["vary"]), start=1):
+        fig.update_xaxes(title_text=names.get(v, label(v)), col=i)
     fig.update_yaxes(range=[0, 105], title_text="theoretical occupancy (%)", col=1)
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
-    return fig
+    return finish(fig)
 
 
 def plot_achieved_vs_theoretical(df, *, color="kernel_class", size="duration_us", title=None):
@@ -242,7 +251,7 @@ def plot_achieved_vs_theoretical(df, *, color="kernel_class", size="duration_us"
     )
     fig.add_shape(type="line", x0=0, y0=0, x1=100, y1=100, line={"dash": "dot", "color": "grey"})
     fig.update_layout(xaxis_title="theoretical occupancy (%)", yaxis_title="achieved occupancy (%)")
-    return fig
+    return finish(fig)
 
 
 def plot_class_shares(shares, *, y="nvtx_range", value="time_share", title=None):
@@ -260,8 +269,13 @@ def plot_class_shares(shares, *, y="nvtx_range", value="time_share", title=None)
         color_discrete_map=color_map(shares.kernel_class.unique()),
         title=title or "Share of GPU kernel time by kernel class",
     )
-    fig.update_layout(xaxis_tickformat=".0%", yaxis_title="", barmode="stack")
-    return fig
+    fig.update_layout(
+        xaxis_tickformat=".0%",
+        xaxis_title="share of GPU kernel time" if value == "time_share" else label(value),
+        yaxis_title=label(y),
+        barmode="stack",
+    )
+    return finish(fig)
 
 
 def plot_bars(df, *, x, y, color=None, barmode="group", text=None, title=None, log_y=False):
@@ -279,8 +293,8 @@ def plot_bars(df, *, x, y, color=None, barmode="group", text=None, title=None, l
         log_y=log_y,
         color_discrete_map=cmap,
         template=TEMPLATE,
-        title=title or f"{y} by {x}",
+        title=title or f"{label(y)} by {label(x)}",
     )
     if text:
         fig.update_traces(texttemplate="%{text:.3s}", textposition="outside")
-    return fig
+    return finish(fig)

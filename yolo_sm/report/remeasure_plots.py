@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from yolo_sm.analyse.remeasure import TOLERANCE
 from yolo_sm.report.colors import TEMPLATE
+from yolo_sm.report.style import finish
 
 
 def plot_compare(cmp, title=None):
@@ -26,4 +27,4 @@ def plot_compare(cmp, title=None):
     )
     fig.add_hrect(y0=1 - TOLERANCE, y1=1 + TOLERANCE, fillcolor="grey", opacity=0.15, line_width=0)
     fig.update_layout(yaxis_title="new / shipped img/s")
-    return fig
+    return finish(fig)

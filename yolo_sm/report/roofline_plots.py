@@ -6,8 +6,9 @@ from __future__ import annotations
 from yolo_sm.analyse.roofline import BOUNDS, HIGH_PCT
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.hardware import CEILINGS, no_ceilings_message
-from yolo_sm.report.colors import KERNEL_CLASS_COLORS, TEMPLATE
+from yolo_sm.report.colors import BOUND_COLORS, KERNEL_CLASS_COLORS, OCCUPANCY_COLORS, TEMPLATE
 from yolo_sm.report.colors import color_map as _color_map
+from yolo_sm.report.style import finish, label
 
 #: What a dataset is, by the prefix of its name, for the line a missing one gets.
 WHAT = (
@@ -43,10 +44,7 @@ def available(root: DataRoot, *names: str) -> bool:
     return not line
 
 
-BOUND_COLORS = dict(zip(BOUNDS, ("#1F77B4", "#D62728", "#7F7F7F"), strict=True))
-
-
-def plot_roofline(table, *, color="module_type", symbol=None, title=None):
+def plot_roofline(table, *, color="width", symbol=None, title=None):
     """Log-log roofline: achieved TFLOP/s against arithmetic intensity (FLOP per byte of
     ``min_bytes``) per layer, under the table's ceilings (``table.attrs``: ``peak_tflops``,
     ``peak_gbps``, ``ridge``, ``ceilings_from``, where they were measured); marker size ~ time.
@@ -115,7 +113,7 @@ def plot_roofline(table, *, color="module_type", symbol=None, title=None):
         font={"size": 11, "color": "#555"},
     )
     fig.update_layout(margin={"b": 90})
-    return fig
+    return finish(fig)
 
 
 def plot_layer_heatmap(table, value="pct_of_roof", *, title=None, fmt=".0f", colorscale="Viridis"):
@@ -132,18 +130,18 @@ def plot_layer_heatmap(table, value="pct_of_roof", *, title=None, fmt=".0f", col
             y=labels,
             colorscale=colorscale,
             texttemplate=f"%{{z:{fmt}}}",
-            colorbar={"title": value},
+            colorbar={"title": label(value)},
             hovertemplate="%{y}<br>width %{x}<br>%{z:.3g}<extra></extra>",
         )
     )
     fig.update_layout(
         template=TEMPLATE,
         title=title or value,
-        xaxis_title="width",
-        yaxis={"autorange": "reversed"},
+        xaxis_title="width multiplier",
+        yaxis={"autorange": "reversed", "title": "layer"},
         height=650,
     )
-    return fig
+    return finish(fig)
 
 
 def plot_normalised_roofline(
@@ -178,12 +176,12 @@ def plot_normalised_roofline(
         title=title or "Normalised roofline: SM vs DRAM throughput (% of the GPU's own peak)",
     )
     fig.add_shape(
-        type="rect", x0=high, x1=100, y0=0, y1=high, fillcolor="#1F77B4", opacity=0.08,
-        line_width=0, row="all", col="all",
+        type="rect", x0=high, x1=100, y0=0, y1=high, opacity=0.08,
+        fillcolor=BOUND_COLORS[BOUNDS[0]], line_width=0, row="all", col="all",
     )  # fmt: skip
     fig.add_shape(
-        type="rect", x0=0, x1=high, y0=high, y1=100, fillcolor="#D62728", opacity=0.08,
-        line_width=0, row="all", col="all",
+        type="rect", x0=0, x1=high, y0=high, y1=100, opacity=0.08,
+        fillcolor=BOUND_COLORS[BOUNDS[1]], line_width=0, row="all", col="all",
     )  # fmt: skip
     fig.add_shape(
         type="line", x0=0, y0=0, x1=100, y1=100, line={"dash": "dot", "color": "grey"},
@@ -197,7 +195,7 @@ def plot_normalised_roofline(
         xref="paper", yref="paper", x=0, y=-0.22, showarrow=False, font={"size": 11},
     )  # fmt: skip
     fig.update_layout(margin={"b": 100})
-    return fig
+    return finish(fig)
 
 
 def plot_stage_bars(stages, *, title=None):
@@ -221,11 +219,19 @@ def plot_stage_bars(stages, *, title=None):
         barmode="group",
         template=TEMPLATE,
         title=title or "ResNet-101 per stage (time-weighted, % of peak)",
-        color_discrete_sequence=["#7F7F7F", "#D62728", "#1F77B4", "#9467BD"],
+        color_discrete_map={
+            "achieved occupancy": OCCUPANCY_COLORS["achieved"],
+            "SM throughput": BOUND_COLORS[BOUNDS[1]],
+            "DRAM throughput": BOUND_COLORS[BOUNDS[0]],
+            "tensor pipe": KERNEL_CLASS_COLORS["tensor_core_conv"],
+        },
     )
     fig.add_hline(y=HIGH_PCT, line_dash="dot", annotation_text=f"{HIGH_PCT:.0f} %")
-    fig.update_layout(yaxis_title="% (time-weighted over the stage's kernels)", xaxis_title="")
-    return fig
+    fig.update_layout(
+        yaxis_title="% of peak (time-weighted over the stage's kernels)",
+        xaxis_title="ResNet-101 stage",
+    )
+    return finish(fig)
 
 
 def plot_yolo_occupancy(kernels, *, high: float = HIGH_PCT, title=None):
@@ -266,8 +272,8 @@ def plot_activations(act, *, title=None):
         template=TEMPLATE,
         title=title or "Output activation per image and layer (fp16, 640x640)",
     )
-    fig.update_layout(xaxis_title="", yaxis_title="MB per image (fp16)")
-    return fig
+    fig.update_layout(xaxis_title="layer", yaxis_title="MB per image (fp16)")
+    return finish(fig)
 
 
 def plot_launches(per_type, *, title=None):
@@ -285,7 +291,7 @@ def plot_launches(per_type, *, title=None):
         title=title or "Kernel launches per forward by layer type (Kineto, iteration 0)",
     )
     fig.update_layout(xaxis_title="width", yaxis_title="kernels per forward", barmode="stack")
-    return fig
+    return finish(fig)
 
 
 def plot_stage_roofline(stages, *, high: float = HIGH_PCT, title=None):

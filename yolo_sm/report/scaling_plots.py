@@ -13,6 +13,7 @@ from yolo_sm.report import rules
 from yolo_sm.report.colors import COLORS, TEMPLATE, color_map
 from yolo_sm.report.fast_plots import plot_speedup_vs_width
 from yolo_sm.report.plots import plot_class_shares
+from yolo_sm.report.style import finish
 
 
 def plot_width_lines(table, *, y="img_per_s", log_y=True, title=None, y_title=None):
@@ -39,7 +40,7 @@ def plot_width_lines(table, *, y="img_per_s", log_y=True, title=None, y_title=No
     fig.update_yaxes(title_text=y_title or y, col=1)
     if y == "peak_frac":
         fig.update_yaxes(tickformat=".0%")
-    return fig
+    return finish(fig)
 
 
 def plot_img_per_s(table, device: str = ""):
@@ -70,10 +71,16 @@ def plot_width_occupancy(occ, *, title=None):
     occ = occ.sort_values("width")
     fig = go.Figure()
     series = (
-        ("theoretical_occupancy_tw_pct", 1, "theoretical occupancy", "#1F77B4", "dot"),
-        ("achieved_occupancy_tw_pct", 1, "achieved occupancy", "#1F77B4", "solid"),
-        ("sm_coverage_tw", 100, "SM coverage (block slots filled)", "#2CA02C", "solid"),
-        ("tensor_core_time_share", 100, "tensor-core share of kernel time", "#D62728", "solid"),
+        ("theoretical_occupancy_tw_pct", 1, "theoretical occupancy", "theoretical", "dot"),
+        ("achieved_occupancy_tw_pct", 1, "achieved occupancy", "achieved", "solid"),
+        ("sm_coverage_tw", 100, "SM coverage (block slots filled)", "grid", "solid"),
+        (
+            "tensor_core_time_share",
+            100,
+            "tensor-core share of kernel time",
+            "tensor_core_conv",
+            "dash",
+        ),
     )
     for col, scale, name, color, dash in series:
         fig.add_scatter(
@@ -81,17 +88,17 @@ def plot_width_occupancy(occ, *, title=None):
             y=occ[col] * scale,
             name=name,
             mode="lines+markers",
-            line={"color": color, "dash": dash},
+            line={"color": COLORS[color], "dash": dash},
             hovertemplate=f"width %{{x}}<br>{name}: %{{y:.1f}} %<extra></extra>",
         )
     fig.update_layout(
         template=TEMPLATE,
         title=title or "Occupancy per width, time-weighted over one forward (Nsight Compute)",
         xaxis_title="width multiplier",
-        yaxis_title="%",
+        yaxis_title="percent (%)",
         yaxis_range=[0, 105],
     )
-    return fig
+    return finish(fig)
 
 
 def plot_class_occupancy(cls, *, title=None):
@@ -129,9 +136,9 @@ def plot_class_occupancy(cls, *, title=None):
     )
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
     fig.update_yaxes(range=[0, 105])
-    fig.update_yaxes(title_text="%", col=1)
-    fig.update_xaxes(title_text="width")
-    return fig
+    fig.update_yaxes(title_text="percent (%)", col=1)
+    fig.update_xaxes(title_text="width multiplier")
+    return finish(fig)
 
 
 def plot_wide_stack(tab, *, title=None):
@@ -161,6 +168,7 @@ def plot_wide_stack(tab, *, title=None):
         x="width",
         y="pct",
         color="kernel_family",
+        line_dash="kernel_family",
         facet_col="metric",
         markers=True,
         hover_data=["limiter", "kernels", "time_us", "time_share"],
@@ -169,10 +177,10 @@ def plot_wide_stack(tab, *, title=None):
     )
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
     fig.update_yaxes(range=[0, 105])
-    fig.update_yaxes(title_text="%", col=1)
+    fig.update_yaxes(title_text="percent (%)", col=1)
     fig.update_xaxes(title_text="width factor")
     fig.update_layout(legend={"orientation": "h", "y": -0.25}, height=520)
-    return fig
+    return finish(fig)
 
 
 def plot_precision_speedup(ratios, *, baseline: str = "fp32", title=None):
@@ -186,6 +194,8 @@ def plot_precision_speedup(ratios, *, baseline: str = "fp32", title=None):
         x="batch",
         y="ratio",
         color="precision",
+        line_dash="precision",
+        symbol="precision",
         facet_col="width",
         facet_row="backend",
         markers=True,
@@ -202,9 +212,13 @@ def plot_precision_speedup(ratios, *, baseline: str = "fp32", title=None):
     fig.for_each_annotation(lambda a: a.update(text=a.text.replace("=", " ")))
     fig.update_yaxes(title_text="")
     fig.update_yaxes(title_text=f"speed-up over {baseline}", col=1)
-    fig.update_xaxes(tickvals=sorted(d.batch.unique()))
+    fig.update_xaxes(tickvals=sorted(d.batch.unique()), title_text="")
+    fig.update_xaxes(title_text="batch size", row=1)
+    # fp16 and bf16 run the same kernels at nearly the same speed: dashes and symbols keep
+    # the line drawn first visible under the second
+    fig.update_traces(line_width=2.5, marker_size=7, opacity=0.85)
     fig.update_layout(height=560)
-    return fig
+    return finish(fig)
 
 
 def plot_precision_forward(fwd, *, title=None):
@@ -228,7 +242,7 @@ def plot_precision_forward(fwd, *, title=None):
         col=1,
     )
     for col, name, op in (
-        ("theoretical_occupancy_tw_pct", "theoretical", 0.45),
+        ("theoretical_occupancy_tw_pct", "theoretical", 1.0),
         ("achieved_occupancy_tw_pct", "achieved", 1.0),
     ):
         fig.add_bar(
@@ -236,7 +250,8 @@ def plot_precision_forward(fwd, *, title=None):
             y=fwd[col],
             name=f"{name} occupancy",
             opacity=op,
-            marker_color="#1F77B4",
+            marker_color=COLORS[name],
+            legendgroup=name,
             hovertemplate=f"%{{x}}: {name} %{{y:.1f}} %<extra></extra>",
             row=1,
             col=2,
@@ -246,7 +261,10 @@ def plot_precision_forward(fwd, *, title=None):
         barmode="group",
         title=title or f"Per precision and layout, {_one_model(fwd)} (Nsight Compute)",
     )
-    return fig
+    fig.update_xaxes(title_text="precision and layout")
+    fig.update_yaxes(title_text="GPU time per forward (ms)", col=1)
+    fig.update_yaxes(title_text="occupancy (%)", col=2)
+    return finish(fig)
 
 
 def _one_model(df) -> str:
@@ -298,7 +316,7 @@ def plot_rel_err(*sweeps, title=None):
             hovertemplate=f"{p} tolerance %{{y:g}}<extra></extra>",
         )
     fig.update_yaxes(title_text="relative L2 error (log)")
-    return fig
+    return finish(fig)
 
 
 def plot_presets(table, *, batch: int = 64, title=None):
@@ -325,7 +343,8 @@ def plot_presets(table, *, batch: int = 64, title=None):
     fig.update_traces(textposition="top center")
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
     fig.update_xaxes(title_text="GFLOPs per image")
-    return fig
+    fig.update_yaxes(title_text="images per second")
+    return finish(fig)
 
 
 def plot_compile_by_width(bench, title=None):

@@ -10,6 +10,7 @@ from yolo_sm.analyse.timeline import kernel_gaps, run_spans
 from yolo_sm.contract.labels import with_config
 from yolo_sm.report.batch_plots import GPM_LABELS, short_label
 from yolo_sm.report.colors import KERNEL_CLASS_COLORS, TEMPLATE
+from yolo_sm.report.style import finish
 
 
 def plot_gpm_timeline(gpm, vary: str = "batch", title: str | None = None):
@@ -77,7 +78,7 @@ def plot_gpm_timeline(gpm, vary: str = "batch", title: str | None = None):
             row=row,
             col=1,
         )
-        fig.update_yaxes(range=[0, 105], row=row, col=1)
+        fig.update_yaxes(range=[0, 105], title_text="percent", row=row, col=1)
     fig.update_xaxes(title_text="time since sampler start (s)", row=len(metrics), col=1)
     fig.update_layout(
         template=TEMPLATE,
@@ -86,7 +87,7 @@ def plot_gpm_timeline(gpm, vary: str = "batch", title: str | None = None):
         margin={"t": 110},
         legend={"orientation": "h", "y": -0.08},
     )
-    return fig
+    return finish(fig)
 
 
 def plot_kernel_timeline(trace, iteration: int = 0, max_configs: int = 4):
@@ -125,7 +126,7 @@ def plot_kernel_timeline(trace, iteration: int = 0, max_configs: int = 4):
         yaxis_title="config",
         height=450,
     )
-    return fig
+    return finish(fig)
 
 
 def plot_gap_hist(trace):
@@ -148,4 +149,4 @@ def plot_gap_hist(trace):
         xaxis_title="gap from the previous kernel's end to this kernel's start (µs)",
         yaxis_title="share of gaps",
     )
-    return fig
+    return finish(fig)

@@ -26,11 +26,11 @@ def _finding(fid, statement, key, op, threshold, unit, datasets, scope="", partl
         partly=partly,
         datasets=datasets,
         scope=scope,
-        group="08_fast_engines",
+        group="10_fast_engines",
     )
 
 
-#: One rule per headline finding of notebook 08.
+#: One rule per headline finding of notebook 10.
 RULES: tuple[Rule, ...] = check_unique(
     (
         _finding(

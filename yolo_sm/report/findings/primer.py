@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from yolo_sm.analyse.primer import NCU, NCU_TABLES, TRACE
+from yolo_sm.analyse.primer_kernels import SIMT_TABLE
 from yolo_sm.report.rules import Rule, check_unique
 
 GROUP = "00_occupancy_primer"
@@ -33,6 +34,42 @@ RULES: tuple[Rule, ...] = check_unique(
             partly=1.0,
             unit="limits",
             datasets=(NCU,),
+            group=GROUP,
+        ),
+        Rule(
+            id="primer_flagship_one_wave",
+            statement="Every launch of that shape puts at most one block on each SM (its grid "
+            "is at most the SM count), as a persistent tile scheduler does",
+            fact="flagship_grid_at_most_sm_count_share",
+            op=">=",
+            threshold=100.0,
+            partly=50.0,
+            unit="%",
+            datasets=NCU_TABLES,
+            group=GROUP,
+        ),
+        Rule(
+            id="primer_simt_conv_slow",
+            statement="The SIMT fp32 convolutions take at least 5x the time of the fastest "
+            "tensor-core convolutions per forward",
+            fact="simt_over_tensor_conv_time_ratio",
+            op=">=",
+            threshold=5.0,
+            partly=2.0,
+            unit="x",
+            datasets=(SIMT_TABLE,),
+            group=GROUP,
+        ),
+        Rule(
+            id="primer_simt_conv_like_occupancy",
+            statement="The SIMT fp32 convolutions run at an achieved occupancy within 10 points "
+            "of the tensor-core convolutions' (occupancy does not tell the slow from the fast)",
+            fact="simt_tensor_conv_achieved_occupancy_gap_pct_points",
+            op="<=",
+            threshold=10.0,
+            partly=20.0,
+            unit="points",
+            datasets=(SIMT_TABLE,),
             group=GROUP,
         ),
         Rule(

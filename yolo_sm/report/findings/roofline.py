@@ -1,9 +1,10 @@
-"""Headline findings of the roofline notebook, as rules over the facts of
-:func:`yolo_sm.analyse.roofline.facts`.
+"""Headline findings of the roofline, memory-and-layout and launches notebooks (06, 07, 08),
+as rules over the facts of :func:`yolo_sm.analyse.roofline.facts`; each rule's ``group`` names
+its notebook.
 
 The article claims this notebook also tests (6: occupancy against tensor-pipe use, 11: what
 fusing C2f would remove, 14: ResNet's early against deep stages) are decided once, by the
-claims' rules (group ``claims``); the notebook shows their rows next to these.
+claims' rules (group ``claims``); the notebook each belongs to shows its row next to these.
 """
 
 from __future__ import annotations
@@ -22,9 +23,14 @@ from yolo_sm.analyse.roofline import (
 )
 from yolo_sm.report.rules import Rule, check_unique
 
-GROUP = "06_roofline_and_memory"
-#: The claims' rules whose verdicts the notebook shows beside its own.
-CLAIMS = ("claim_6", "claim_11", "claim_14")
+#: The three notebooks these rules serve, one question each: the roofline, memory and layout,
+#: launches.
+GROUP_ROOFLINE = "06_roofline"
+GROUP_MEMORY = "07_memory_and_layout"
+GROUP_LAUNCHES = "08_launches"
+GROUPS = (GROUP_ROOFLINE, GROUP_MEMORY, GROUP_LAUNCHES)
+#: The claims' rules whose verdicts each notebook shows beside its own.
+CLAIMS = {GROUP_ROOFLINE: ("claim_6", "claim_14"), GROUP_MEMORY: (), GROUP_LAUNCHES: ("claim_11",)}
 ROOF = (NCU_YOLO, MODEL_LAYERS, CEILINGS)
 
 #: One rule per headline finding (see :class:`yolo_sm.report.rules.Rule`).
@@ -40,7 +46,7 @@ RULES: tuple[Rule, ...] = check_unique(
             unit="%",
             datasets=ROOF,
             scope="width=1.0",
-            group=GROUP,
+            group=GROUP_ROOFLINE,
         ),
         Rule(
             id="roofline_yolo_compute_side",
@@ -51,7 +57,7 @@ RULES: tuple[Rule, ...] = check_unique(
             threshold=0.5,
             datasets=ROOF,
             scope="width=1.0",
-            group=GROUP,
+            group=GROUP_ROOFLINE,
         ),
         Rule(
             id="roofline_zero_flop_below_copy",
@@ -63,7 +69,7 @@ RULES: tuple[Rule, ...] = check_unique(
             unit="%",
             datasets=ROOF,
             scope="width=1.0",
-            group=GROUP,
+            group=GROUP_ROOFLINE,
         ),
         Rule(
             id="roofline_wide_tensor_pipe_rises",
@@ -74,7 +80,7 @@ RULES: tuple[Rule, ...] = check_unique(
             threshold=0.0,
             unit="%",
             datasets=(NCU_WIDE,),
-            group=GROUP,
+            group=GROUP_ROOFLINE,
         ),
         Rule(
             id="roofline_activations_linear",
@@ -84,7 +90,7 @@ RULES: tuple[Rule, ...] = check_unique(
             op="<",
             threshold=1.5,
             datasets=(MODEL_LAYERS,),
-            group=GROUP,
+            group=GROUP_MEMORY,
         ),
         Rule(
             id="roofline_weights_quadratic",
@@ -94,7 +100,7 @@ RULES: tuple[Rule, ...] = check_unique(
             op=">=",
             threshold=1.5,
             datasets=(MODEL_LAYERS,),
-            group=GROUP,
+            group=GROUP_MEMORY,
         ),
         Rule(
             id="roofline_nchw_transforms",
@@ -106,7 +112,7 @@ RULES: tuple[Rule, ...] = check_unique(
             partly=0.01,
             datasets=(NCU_LAYOUT,),
             scope="precision=fp16",
-            group=GROUP,
+            group=GROUP_MEMORY,
         ),
         Rule(
             id="roofline_narrow_eager_idles",
@@ -117,7 +123,7 @@ RULES: tuple[Rule, ...] = check_unique(
             threshold=0.25,
             datasets=(SWEEP, TRACE),
             scope="width=0.25,batch=8",
-            group=GROUP,
+            group=GROUP_LAUNCHES,
         ),
         Rule(
             id="roofline_compile_below_c2f_bound",
@@ -127,13 +133,15 @@ RULES: tuple[Rule, ...] = check_unique(
             op="<",
             threshold=0.0,
             datasets=(TRACE_EAGER, TRACE_COMPILE, TRACE),
-            group=GROUP,
+            group=GROUP_LAUNCHES,
         ),
     )
 )
 
 
-def select(verdicts):
+def select(verdicts, group: str = GROUP_ROOFLINE):
     """The rows of a verdict table (:func:`yolo_sm.report.catalog.verdict_table`) that the
-    roofline notebook shows: its own rules and the claims of :data:`CLAIMS`."""
-    return verdicts[(verdicts.group == GROUP) | verdicts.id.isin(CLAIMS)].reset_index(drop=True)
+    notebook ``group`` (one of :data:`GROUPS`) shows: its own rules and its claims of
+    :data:`CLAIMS`."""
+    keep = (verdicts.group == group) | verdicts.id.isin(CLAIMS[group])
+    return verdicts[keep].reset_index(drop=True)

@@ -1,0 +1,289 @@
+"""One visual vocabulary, applied to every figure before a plot function returns it.
+
+:func:`finish` gives a figure
+
+- axis, legend and colour-bar titles in words with units: a bare column name (``img_per_s``,
+  ``pct``, ``peak_mem_gb``) is replaced by its entry of :data:`LABELS`;
+- the colours of :mod:`yolo_sm.report.colors` for every trace named by a category key
+  (backend, precision, layout, kernel class, limiter, bound, theoretical / achieved, an engine
+  variant such as ``cudagraph/fp8/nhwc``), and the width or batch scale for traces of a legend
+  titled ``width`` or ``batch``;
+- readable log axes: ticks at 1, 2 and 5 of each decade (or decades only, over a wide range),
+  labelled in full with SI prefixes, no minor digits.
+
+:func:`problems` lists what breaks that vocabulary in a figure (the tests call it on every
+figure the notebooks draw).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from yolo_sm.report.colors import COLORS, batch_color, category_color, width_color
+
+#: Words with units for the column names the figures plot.
+LABELS = {
+    "img_per_s": "images per second",
+    "frames_per_s": "frames per second",
+    "median_ms": "latency per batch (ms)",
+    "latency_ms": "latency per batch (ms)",
+    "p99_ms": "p99 latency per batch (ms)",
+    "iqr_ms": "interquartile range (ms)",
+    "ms_per_forward": "GPU time per forward (ms)",
+    "duration_us": "kernel time (µs)",
+    "time_us": "kernel time (µs)",
+    "time_share": "share of kernel time",
+    "tflops": "TFLOP/s",
+    "achieved_tflops": "achieved TFLOP/s",
+    "achieved_gbps": "achieved GB/s",
+    "gflops_per_img": "GFLOPs per image",
+    "peak_mem_gb": "peak GPU memory (GB)",
+    "peak_mem_bytes": "peak GPU memory (bytes)",
+    "gb": "peak GPU memory (GB)",
+    "activation_mb": "activation per image (MB, fp16)",
+    "kernels": "kernels per forward",
+    "pct": "percent",
+    "value": "value",
+    "ratio": "speed-up (latency ratio)",
+    "speedup": "speed-up (latency ratio)",
+    "vs_baseline": "speed-up over the baseline (img/s ratio)",
+    "rel_err": "relative L2 error",
+    "width": "width multiplier",
+    "batch": "batch size",
+    "grid_size": "grid size (blocks)",
+    "waves_per_sm": "waves per SM",
+    "intensity": "arithmetic intensity (FLOP/byte)",
+    "achieved_occupancy_pct": "achieved occupancy (%)",
+    "theoretical_occupancy_pct": "theoretical occupancy (%)",
+    "occupancy_pct": "theoretical occupancy (%)",
+    "tensor_pipe_pct": "tensor pipe active (%)",
+    "sm_throughput_pct": "SM throughput (% of peak)",
+    "dram_throughput_pct": "DRAM throughput (% of peak)",
+    "sm_util_pct": "SM utilisation (%)",
+    "utilisation_pct": "SM utilisation (%)",
+    "kernel_class": "kernel class",
+    "kernel_family": "kernel family",
+    "module_type": "layer type",
+    "nvtx_range": "forward",
+    "config": "forward",
+    "layer": "layer",
+    "label": "layer",
+    "variant": "engine",
+    "what": "measured",
+    "part": "part",
+    "metric": "metric",
+    "engine": "engine",
+    "precision": "precision",
+    "backend": "backend",
+    "layout": "layout",
+    "occupancy": "occupancy",
+    "limiter": "limiter",
+    "bound": "bound",
+    "vary": "varied parameter",
+    "w": "width multiplier",
+    "family": "model family",
+    "count": "count",
+}
+#: A title that is a bare identifier: snake_case, or a known column name.
+_IDENT = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)+")
+
+
+def label(name: str) -> str:
+    """Words with units for column ``name`` (the name itself when :data:`LABELS` lacks it and it
+    is not an identifier; identifiers lose their underscores)."""
+    if name in LABELS:
+        return LABELS[name]
+    return name.replace("_", " ") if _IDENT.fullmatch(name or "") else name
+
+
+def is_bare(title) -> bool:
+    """Whether an axis title is missing words: empty, or a bare column name."""
+    if not title:
+        return True
+    return bool(_IDENT.fullmatch(title)) or (title in LABELS and LABELS[title] != title)
+
+
+def _axes(fig):
+    lay = fig.layout
+    return [
+        (k, getattr(lay, k)) for k in lay.to_plotly_json() if re.fullmatch(r"[xy]axis\d*", k)
+    ] or []
+
+
+def _trace_color(t):
+    for attr in ("line", "marker"):
+        part = getattr(t, attr, None)
+        c = getattr(part, "color", None) if part is not None else None
+        if isinstance(c, str):
+            return c
+    return None
+
+
+def _set_color(t, colour: str) -> None:
+    kind = t.type
+    if kind in ("scatter", "scattergl"):
+        mode = t.mode or ""
+        if "lines" in mode or not mode:
+            t.line.color = colour
+        if isinstance(t.marker.color, str) or t.marker.color is None:
+            t.marker.color = colour
+    elif kind in ("bar", "box", "violin", "histogram"):
+        if isinstance(t.marker.color, str) or t.marker.color is None:
+            t.marker.color = colour
+        if kind in ("box", "violin"):
+            t.line.color = colour
+
+
+def _scale_color(legend: str, name: str):
+    try:
+        v = float(str(name).lstrip("wb"))
+    except ValueError:
+        return None
+    if legend in ("width", "width multiplier"):
+        return width_color(v)
+    if legend in ("batch", "batch size"):
+        return batch_color(v)
+    return None
+
+
+def _nice_ticks(lo: float, hi: float) -> list[float]:
+    """Tick values at 1-2-5 of each decade in [lo, hi]; decades only past three decades."""
+    if not (lo > 0 and hi > 0) or hi < lo:
+        return []
+    e0, e1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    steps = (1,) if e1 - e0 > 3 else (1, 2, 5)
+    ticks = [m * 10.0**e for e in range(e0, e1 + 1) for m in steps]
+    inside = [t for t in ticks if lo / 1.001 <= t <= hi * 1.001]
+    return inside if len(inside) >= 2 else [t for t in ticks if lo / 10 <= t <= hi * 10]
+
+
+def tick_text(v: float) -> str:
+    """A tick label: ``0.5``, ``20``, ``5,000``, ``2M`` (SI prefix from a million)."""
+    if v >= 1e6:
+        for div, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M")):
+            if v >= div:
+                return f"{v / div:g}{suffix}"
+    if v >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:g}"
+
+
+def _values_on(fig, axis_key: str):
+    """Every positive finite value the traces put on axis ``xaxis3`` / ``yaxis``."""
+    letter, num = axis_key[0], axis_key[5:]
+    ref = letter + num
+    out = []
+    for t in fig.data:
+        if (getattr(t, f"{letter}axis", None) or letter) != ref:
+            continue
+        vals = getattr(t, letter, None)
+        if vals is None:
+            continue
+        for v in vals:
+            try:
+                f = float(v)
+            except (TypeError, ValueError):
+                continue
+            if f > 0 and math.isfinite(f):
+                out.append(f)
+    return out
+
+
+def readable_log_axes(fig):
+    """Ticks at 1-2-5 per decade (decades over wide ranges), labelled in full, on every log
+    axis of ``fig``; the axis range when set, else the data's, decides which. An axis whose
+    values are all powers of two (batch sizes) is ticked at those values."""
+    for key, ax in _axes(fig):
+        if ax.type != "log" or ax.tickvals is not None:
+            continue
+        vals = _values_on(fig, key)
+        if ax.range is not None:
+            lo, hi = (10.0**r for r in ax.range)
+        elif vals:
+            lo, hi = min(vals), max(vals)
+        else:
+            continue
+        twos = sorted(set(vals))
+        powers = all(v.is_integer() and int(v) & (int(v) - 1) == 0 for v in twos)
+        if 2 <= len(twos) <= 12 and powers:
+            ticks = twos  # batch sizes: label the powers of two the data holds
+        else:
+            ticks = _nice_ticks(lo, hi)
+        if ticks:
+            ax.update(tickvals=ticks, ticktext=[tick_text(t) for t in ticks], minor_showgrid=False)
+    return fig
+
+
+def recolor(fig):
+    """Each trace named (or grouped) by a category key gets the mapping's colour; traces of a
+    legend titled width or batch get the width or batch scale."""
+    legend = (fig.layout.legend.title.text or "") if fig.layout.legend.title else ""
+    for t in fig.data:
+        colour = None
+        for key in (t.legendgroup, t.name):
+            if key:
+                colour = category_color(str(key))
+                if colour:
+                    break
+        if colour is None and t.name is not None:
+            colour = _scale_color(legend, t.name)
+        if colour:
+            _set_color(t, colour)
+    return fig
+
+
+def relabel(fig):
+    """Axis, legend and colour-bar titles that are bare column names become words."""
+    for _, ax in _axes(fig):
+        text = ax.title.text if ax.title else None
+        if text and is_bare(text):
+            ax.title.text = label(text)
+    lt = fig.layout.legend.title.text if fig.layout.legend.title else None
+    if lt:
+        fig.layout.legend.title.text = label(lt)
+    for t in fig.data:
+        cb = getattr(t, "colorbar", None)
+        if cb is not None and cb.title and cb.title.text and is_bare(cb.title.text):
+            cb.title.text = label(cb.title.text)
+    for a in fig.layout.annotations or ():
+        key, eq, val = (a.text or "").partition("=")
+        if eq and (key in LABELS or _IDENT.fullmatch(key)):
+            a.text = f"{label(key)} {val}"  # a facet title: "config=yolov8_w1..."
+        elif a.text and _IDENT.fullmatch(a.text):
+            a.text = label(a.text)
+    return fig
+
+
+def finish(fig):
+    """``fig`` in the project's vocabulary (:func:`relabel`, :func:`recolor`,
+    :func:`readable_log_axes`); returns it."""
+    return readable_log_axes(recolor(relabel(fig)))
+
+
+def problems(fig) -> list[str]:
+    """What in ``fig`` breaks the vocabulary: an axis title that is a bare column name, a
+    cartesian figure without any x or y title, a trace of a category key in another colour than
+    the mapping's."""
+    out = []
+    axes = _axes(fig)
+    titles = {k: (ax.title.text if ax.title else None) for k, ax in axes}
+    for k, text in titles.items():
+        if text and is_bare(text):
+            out.append(f"{k} title {text!r} is a column name")
+    cartesian = any(t.type not in ("pie", "sunburst", "table", "indicator") for t in fig.data)
+    subplot_titles = [a.text for a in fig.layout.annotations or () if a.text]
+    for letter in ("x", "y"):
+        named = [t for k, t in titles.items() if k.startswith(letter) and t]
+        if cartesian and axes and not named and not (letter == "y" and subplot_titles):
+            out.append(f"no {letter} axis has a title")
+    for t in fig.data:
+        want = None
+        for key in (t.legendgroup, t.name):
+            if key and str(key) in COLORS:
+                want = COLORS[str(key)]
+                break
+        have = _trace_color(t)
+        if want and have and have.lower() != want.lower():
+            out.append(f"trace {t.name!r} is {have}, the mapping says {want}")
+    return out

@@ -1,0 +1,162 @@
+"""Tables as the notebooks show them: numbers formatted, headers in words, narrow.
+
+:func:`show` turns a DataFrame into a pandas Styler: integers with thousands separators, other
+numbers to three significant digits, byte and FLOP counts with SI prefixes (``231 kB``,
+``5.90 GFLOP``), shares (``*_share``, ``*_frac``) as percentages; headers lose their
+underscores and carry their unit (``median_ms`` -> ``median (ms)``); headers wrap, so a wide
+table stays on the page. :func:`show_dict` shows a mapping as a two-column table. The data is
+not changed: only how it prints.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import pandas as pd
+
+#: Unit suffixes of column names and how the header writes them.
+UNITS = (
+    ("_per_s", "/s"),
+    ("_ms", "ms"),
+    ("_us", "µs"),
+    ("_s", "s"),
+    ("_pct", "%"),
+    ("_pct_points", "points"),
+    ("_bytes", ""),
+    ("_mb", "MB"),
+    ("_gb", "GB"),
+    ("_gbps", "GB/s"),
+    ("_tflops", "TFLOP/s"),
+    ("_mhz", "MHz"),
+)
+#: Headers written out for columns whose name is not a word plus a unit.
+HEADERS = {
+    "img_per_s": "img/s",
+    "median_ms": "median (ms)",
+    "iqr_ms": "IQR (ms)",
+    "p99_ms": "p99 (ms)",
+    "tflops": "TFLOP/s",
+    "vs_baseline": "× baseline",
+    "peak_frac": "share of peak",
+    "rel_err": "rel. error",
+    "block_size": "threads / block",
+    "grid_size": "grid (blocks)",
+    "registers_per_thread": "registers / thread",
+    "shared_mem_per_block_bytes": "shared mem / block",
+    "theoretical_occupancy_pct": "theoretical occ. (%)",
+    "achieved_occupancy_pct": "achieved occ. (%)",
+    "theoretical_occupancy_tw_pct": "theoretical occ., time-weighted (%)",
+    "achieved_occupancy_tw_pct": "achieved occ., time-weighted (%)",
+    "kernel_class": "kernel class",
+    "module_type": "layer type",
+    "flops_per_img": "FLOPs / image",
+    "peak_mem_bytes": "peak memory",
+    "carveout_bytes": "carve-out",
+}
+SI = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def si(value: float, unit: str = "") -> str:
+    """``value`` with an SI prefix and three significant digits: ``231 kB``, ``5.90 G``."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    for div, p in SI:
+        if abs(value) >= div:
+            return f"{value / div:.3g} {p}{unit}".rstrip()
+    return f"{value:.3g} {unit}".rstrip()
+
+
+def kib(value: float) -> str:
+    """Shared memory in KiB (the unit the hardware allocates it in): ``226 KiB``."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return f"{value / 1024:,.4g} KiB" if value else "0"
+
+
+def number(value) -> str:
+    """An integer with thousands separators, another number to three significant digits (with
+    separators from 1,000), booleans and text as they are, NaN empty."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, numbers.Integral):
+        return f"{value:,}"
+    if isinstance(value, numbers.Real):
+        v = float(value)
+        if math.isnan(v):
+            return ""
+        if math.isinf(v):
+            return "∞" if v > 0 else "-∞"
+        if v == int(v) and abs(v) < 1e15:
+            return f"{int(v):,}"
+        if abs(v) >= 1000:
+            return f"{v:,.0f}"
+        return f"{v:.4g}"
+    return str(value)
+
+
+def header(col: str) -> str:
+    """The header of column ``col``: :data:`HEADERS`, else the name in words with its unit."""
+    col = str(col)
+    if col in HEADERS:
+        return HEADERS[col]
+    for suffix, unit in UNITS:
+        if col.endswith(suffix) and len(col) > len(suffix):
+            stem = col[: -len(suffix)].replace("_", " ")
+            if suffix == "_per_s":
+                return f"{stem}/s"
+            return f"{stem} ({unit})" if unit else stem
+    return col.replace("_", " ")
+
+
+def formatter(col: str):
+    """The cell formatter of column ``col`` (see the module docstring)."""
+    c = str(col)
+    if c.endswith("_bytes") and ("shared_mem" in c or "carveout" in c):
+        return lambda v: kib(v) if isinstance(v, numbers.Real) else str(v)
+    if c.endswith("_bytes"):
+        return lambda v: si(v, "B") if isinstance(v, numbers.Real) else str(v)
+    if c.endswith("flops") and not c.endswith("tflops") or c.endswith("flops_per_img"):
+        return lambda v: si(v, "FLOP") if isinstance(v, numbers.Real) else str(v)
+    if c.endswith("_share") or c.endswith("_frac") or c in ("time_share", "launch_share"):
+        return lambda v: (
+            f"{100 * v:.1f} %" if isinstance(v, numbers.Real) and not math.isnan(v) else ""
+        )
+    return number
+
+
+def show(df: pd.DataFrame, *, index: bool | None = None, caption: str | None = None):
+    """``df`` as a formatted, narrow Styler (see the module docstring). ``index``: show the
+    index (default: only when it is not a plain 0..n-1 range)."""
+    if index is None:
+        index = not isinstance(df.index, pd.RangeIndex)
+    d = df.copy()
+    d.columns = [" · ".join(map(str, c)) if isinstance(c, tuple) else c for c in d.columns]
+    fmt = {c: formatter(c) for c in d.columns}
+    styler = d.style.format(fmt, na_rep="")
+    styler = styler.format_index(number, axis=0)
+    styler = styler.relabel_index([header(c) for c in d.columns], axis=1)
+    if not index:
+        styler = styler.hide(axis="index")
+    styler = styler.set_table_styles(
+        [
+            {
+                "selector": "th",
+                "props": "white-space: normal; max-width: 9em; font-size: 0.85em;"
+                " overflow-wrap: anywhere;"
+                " text-align: right; vertical-align: bottom;",
+            },
+            {"selector": "td", "props": "font-size: 0.85em; padding: 2px 6px;"},
+        ]
+    )
+    if caption:
+        styler = styler.set_caption(caption)
+    return styler
+
+
+def show_dict(mapping: dict, *, key: str = "what", value: str = "value"):
+    """A mapping (e.g. a table's ``attrs``) as a two-column table, values formatted."""
+    rows = [{key: k.replace("_", " "), value: number(v)} for k, v in mapping.items()]
+    return show(pd.DataFrame(rows))
