@@ -3,7 +3,7 @@
 Every rule files itself under a ``group`` (:class:`yolo_sm.report.rules.Rule`): a notebook's
 file name (``04_occupancy_heatmaps``) or a table's name (``claims``, ``goals``). A group's
 *home page* is the page of that name; else the page whose topic starts with it
-(``claims`` -> ``07_claims_checked``); else the page whose executed outputs show most of the
+(``claims`` -> ``09_claims_checked``); else the page whose executed outputs show most of the
 group's rule ids (``goals`` -> the page with the targets' table). So a renumbered or split
 notebook keeps its rules as long as its findings name their group.
 
@@ -60,14 +60,23 @@ HEADLINES: dict[str, tuple[str, ...]] = {
         "timeline_graph_removes_gaps",
         "timeline_sm_occupancy_rises_with_batch",
     ),
-    "06_roofline_and_memory": (
+    "06_roofline": (
         "roofline_yolo_compute_side",
         "roofline_yolo_under_roof",
+        "roofline_zero_flop_below_copy",
+        "roofline_wide_tensor_pipe_rises",
+    ),
+    "07_memory_and_layout": (
         "roofline_activations_linear",
+        "roofline_weights_quadratic",
         "roofline_nchw_transforms",
     ),
+    "08_launches": (
+        "roofline_narrow_eager_idles",
+        "roofline_compile_below_c2f_bound",
+    ),
     "claims": ("claim_6", "claim_2", "claim_5", "claim_11", "claim_16"),
-    "08_fast_engines": (
+    "10_fast_engines": (
         "fast_b1_speedup",
         "fast_b64_speedup",
         "fast_pipeline_beats_predict",
