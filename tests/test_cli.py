@@ -448,20 +448,17 @@ def test_help_lists_every_command_and_version(capsys):
     import yolo_sm
     from yolo_sm.cli.main import GROUPS, build_parser
 
-    with pytest.raises(SystemExit) as e:
-        main(["--help"])
-    assert e.value.code == 0
+    assert main(["--help"]) == 0
     out = capsys.readouterr().out
     sub = next(a for a in build_parser()._actions if a.dest == "cmd")
-    assert len(sub.choices) == 13 and all(name in out for name in sub.choices)
-    assert {g.run for g in GROUPS} == {p.get_default("run") for p in sub.choices.values()}
+    assert len(sub.choices) >= 13 and all(name in out for name in sub.choices)
+    assert {g.run for g in GROUPS} <= {p.get_default("run") for p in sub.choices.values()}
     for name in sub.choices:  # every command's help formats (a literal % would raise)
-        with pytest.raises(SystemExit) as e:
-            main([name, "--help"])
-        assert e.value.code == 0 and f"usage: yolo-sm {name}" in capsys.readouterr().out
-    with pytest.raises(SystemExit) as e:
-        main(["--version"])
-    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"yolo-sm {yolo_sm.__version__}"
+        assert main([name, "--help"]) == 0
+        text = capsys.readouterr().out
+        assert f"usage: yolo-sm {name}" in text and "--quiet" in text and "--verbose" in text
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"yolo-sm {yolo_sm.__version__}"
 
 
 def _one_rule_catalog(monkeypatch, value):
@@ -526,5 +523,6 @@ def test_remeasure_is_a_gate(monkeypatch, capsys, ratios, rc):
         return df
 
     monkeypatch.setattr(remeasure, "remeasure", fake)
-    assert main(["remeasure", "--dataset", "h200/sweep_fp16_nhwc", "--quiet"]) == rc
+    argv = ["remeasure", "--dataset", "h200/sweep_fp16_nhwc", "--device", "cpu", "--quiet"]
+    assert main(argv) == rc
     assert "points within" in capsys.readouterr().out
