@@ -41,10 +41,11 @@ def run(args) -> int:
 
 
 def env(args) -> int:
+    # the default describes the GPU where there is one; a device asked for must exist here
+    name = device(args.device) if args.device is not None else "cuda"
     from yolo_sm.collect.environment import describe
 
-    # the default describes the GPU where there is one; a device asked for must exist here
-    info = describe(device(args.device) if args.device is not None else "cuda")
+    info = describe(name)
     if args.json:
         print(json.dumps(info, indent=2, default=str))
     else:

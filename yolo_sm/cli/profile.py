@@ -95,23 +95,22 @@ def run(args) -> int:
 
 
 def _grid(args, precisions: str, layouts: str, batches: str):
-    """A profiling command's model grid checked: widths, precisions, layouts, batches, imgsz,
-    the device (it must exist here)."""
+    """A profiling command's model grid checked: widths, precisions, layouts, batches, imgsz
+    (the device is checked after every value, so that a bad value is named on any machine)."""
     widths(args.widths)
     values.texts(precisions, "--precisions", tuple(p.value for p in Precision))
     values.texts(layouts, "--layouts", tuple(x.value for x in Layout))
     common.batches(batches)
     common.imgsz(args.imgsz)
     values.text(args.family, "--family")
-    device(args.device)
 
 
 def occupancy(args) -> int:
     smem = byte_count(args.smem)
     res = occ.theoretical_occupancy(args.cc, args.threads, args.registers, smem)
     if args.grid is not None:
-        values.whole(args.grid, "--grid", lo=1, hi=2**63 - 1, unit="blocks")
-    values.whole(args.sm_count, "--sm-count", lo=1, hi=1 << 20, unit="SMs")
+        values.whole(args.grid, "--grid", lo=1)
+    values.whole(args.sm_count, "--sm-count", lo=1, hi=100_000, unit="SMs")
     if res.active_blocks_per_sm == 0 and (args.grid is not None or not args.vary):
         raise UserError(
             f"this launch fits no block on an SM of CC {res.compute_capability}: "
@@ -183,6 +182,7 @@ def ncu(args) -> int:
     _grid(args, args.precisions, args.layouts, args.batches)
     metric_set = values.text(args.metric_set, "--metric-set", METRIC_SETS)
     timeout = values.number(args.timeout, "--timeout", above=0, hi=7 * 86400, unit="s")
+    device(args.device)
     out = output(args.out)
     target = target_argv(
         args.family,
@@ -211,6 +211,7 @@ def gpm(args) -> int:
     seconds = values.number(args.seconds, "--seconds", above=0, hi=MAX_RUN_S, unit="s")
     hz = values.number(args.hz, "--hz", above=0, hi=1000, unit="Hz")
     rounds = values.whole(args.overhead_rounds, "--overhead-rounds", lo=0, hi=1000)
+    device(args.device)
     out = output(args.out)
     ov_path = out.with_name(out.stem + "_overhead.parquet")
     if rounds:
@@ -248,6 +249,7 @@ def profile(args) -> int:
     _grid(args, args.precision, args.layout, str(args.batch))
     metric_set = values.text(args.metric_set, "--metric-set", METRIC_SETS)
     gpm_seconds = values.number(args.gpm_seconds, "--gpm-seconds", above=0, hi=MAX_RUN_S)
+    device(args.device)
     out = output(args.out, folder=True)
     s = profile_all(
         out,

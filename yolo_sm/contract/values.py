@@ -33,17 +33,22 @@ MAX_NAME_CHARS = 200
 DEVICE = re.compile(r"cpu|cuda(:[0-9]{1,2})?")
 
 
+def _num(x) -> str:
+    """A bound or value as a message shows it: whole numbers in full, others as ``%g``."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
+
+
 def _range_text(lo, hi, above, unit: str) -> str:
     u = f" {unit}" if unit else ""
     if above is not None and hi is not None:
-        return f"above {above:g} and at most {hi:g}{u}"
+        return f"above {_num(above)} and at most {_num(hi)}{u}"
     if above is not None:
-        return f"above {above:g}{u}"
+        return f"above {_num(above)}{u}"
     if lo is not None and hi is not None:
-        return f"between {lo:g} and {hi:g}{u}"
+        return f"between {_num(lo)} and {_num(hi)}{u}"
     if lo is not None:
-        return f"at least {lo:g}{u}"
-    return f"at most {hi:g}{u}"
+        return f"at least {_num(lo)}{u}"
+    return f"at most {_num(hi)}{u}"
 
 
 def _check_range(x: float, what: str, lo, hi, above, unit: str) -> None:
@@ -52,7 +57,7 @@ def _check_range(x: float, what: str, lo, hi, above, unit: str) -> None:
         or (hi is not None and x > hi)
         or (above is not None and x <= above)
     ):
-        raise UserError(f"{what} must be {_range_text(lo, hi, above, unit)}, got {x:g}")
+        raise UserError(f"{what} must be {_range_text(lo, hi, above, unit)}, got {_num(x)}")
 
 
 def _as_float(v, what: str, kind: str) -> float:
@@ -131,7 +136,7 @@ def text(v, what: str, choices=None) -> str:
     if not s or "\x00" in s or len(s) > 1000:
         raise UserError(f"{what} must be a non-empty line of text, got {_show(v)}")
     if choices is not None and s.lower() not in choices:
-        raise UserError(f"unknown {what} {s!r}: choose one of {', '.join(choices)}")
+        raise UserError(f"{what} must be one of {', '.join(choices)}, got {s!r}")
     return s.lower() if choices is not None else s
 
 
@@ -262,7 +267,8 @@ def os_error_sentence(e: OSError) -> str:
     file and what to do (a full disk, a read-only or missing place, a name too long)."""
     where = f" {e.filename}" if e.filename else ""
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return f"no space left on the device writing{where}: free space or choose another --out"
+        writing = f" writing {e.filename}" if e.filename else ""
+        return f"no space left on the device{writing}: free some space or choose another --out"
     if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return f"cannot write{where}: {_os_reason(e).lower()}; choose another --out"
     if e.errno == errno.ENAMETOOLONG:
