@@ -4,8 +4,8 @@ an interrupt exits 130 with what was written kept. Hypothesis properties over th
 loaders (labels, config and plan files, plan parameters, batch lists, occupancy inputs, output
 paths): whatever they are given, the only exception that escapes is the project's UserError.
 
-The table's ``ISSUE`` cases are inputs that once ended in a traceback, exit 0 or a hang; ``MORE``
-are further ones of the same families. Each case names a text its error must contain (the flag
+The table's ``ONCE_BROKEN`` cases are inputs that once ended in a traceback, exit 0 or a hang;
+``FURTHER`` are more of the same families. Each case names a text its error must contain (the flag
 or file at fault), so that a case cannot pass by failing for another reason.
 """
 
@@ -170,7 +170,7 @@ def notebooks() -> str:
 
 LONG = "o" * 300
 # name: (argv maker taking the monkeypatch, text the one error line must contain)
-ISSUE = {
+ONCE_BROKEN = {
     # tracebacks
     "sweep --batches nan": (lambda mp: sweep("--batches", "nan"), "--batches"),
     "sweep --batches inf": (lambda mp: sweep("--batches", "inf"), "--batches"),
@@ -262,7 +262,7 @@ ISSUE = {
     "typo in the last step's params": (lambda mp: last_step("{widht: 0.5}"), "widht"),
     "bad value in the last step": (lambda mp: last_step("{batches: [1, nan]}"), "batches"),
 }
-MORE = {
+FURTHER = {
     "sweep --budget-ms nan": (lambda mp: sweep("--budget-ms", "nan"), "--budget-ms"),
     "sweep --budget-ms -1": (lambda mp: sweep("--budget-ms=-1"), "--budget-ms"),
     "sweep --budget-ms past its cap": (lambda mp: sweep("--budget-ms", "1e9"), "--budget-ms"),
@@ -485,7 +485,7 @@ MORE = {
     ),
     "permission denied while writing": (permission_denied, "permission denied"),
 }
-CASES = {**{f"issue: {k}": v for k, v in ISSUE.items()}, **MORE}
+CASES = {**{f"once broken: {k}": v for k, v in ONCE_BROKEN.items()}, **FURTHER}
 
 
 def _argv_and_needle(case):
@@ -508,8 +508,8 @@ def _tree(path: Path):
     )
 
 
-def test_the_table_covers_the_issue_and_more():
-    assert len(ISSUE) >= 42 and len(MORE) >= 40
+def test_the_table_holds_the_known_cases_and_more():
+    assert len(ONCE_BROKEN) >= 42 and len(FURTHER) >= 40
 
 
 @pytest.mark.timeout(120)
