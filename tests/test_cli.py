@@ -526,3 +526,23 @@ def test_remeasure_is_a_gate(monkeypatch, capsys, ratios, rc):
     argv = ["remeasure", "--dataset", "h200/sweep_fp16_nhwc", "--device", "cpu", "--quiet"]
     assert main(argv) == rc
     assert "points within" in capsys.readouterr().out
+
+
+def test_verbosity_flags_set_what_goes_to_stderr(tmp_path, monkeypatch, capsys):
+    """Notes go to stderr through logging (none with -q, debug ones with -v); tables to
+    stdout."""
+    from yolo_sm.collect import sweep as sweep_module
+
+    monkeypatch.setattr(sweep_module, "run_sweep", lambda spec, out, progress=True: pd.DataFrame())
+    argv = sweep_args(out=str(tmp_path / "s.parquet"))
+    argv.remove("--quiet")
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert out == "no points\n" and err.startswith("yolo-sm: sweep: 1 points into")
+    assert main([*argv, "-q"]) == 0
+    assert capsys.readouterr().err == ""
+    assert main(["occupancy", "--threads", "256", "-v"]) == 0
+    out, err = capsys.readouterr()
+    assert "occupancy_pct" in out and "threads=256" in err
+    assert main(["occupancy", "--threads", "256"]) == 0
+    assert capsys.readouterr().err == ""

@@ -25,13 +25,13 @@ class Parser(argparse.ArgumentParser):
 
 
 def verbosity_flags(p: argparse.ArgumentParser) -> None:
-    """``-q/--quiet`` (warnings and errors only, no progress bars) and ``-v/--verbose`` (debug
+    """``-q/--quiet`` (no progress bars, warnings and errors only) and ``-v/--verbose`` (debug
     logs too), unless ``p`` has them already."""
     if any("--quiet" in a.option_strings for a in p._actions):
         return
     g = p.add_argument_group("output")
     g.add_argument(
-        "-q", "--quiet", action="store_true", help="no progress bars or notices, errors only"
+        "-q", "--quiet", action="store_true", help="no progress bars or notes: warnings and errors"
     )
     g.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr too")
 

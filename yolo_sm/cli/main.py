@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         except SystemExit as e:  # --help, --version
             return e.code if isinstance(e.code, int) else 0
         handler = _log_handler(args)
+        log.debug("%s", " ".join(f"{k}={v}" for k, v in vars(args).items() if k != "run"))
         return args.run(args)
     except UserError as e:
         return _fail(sentence(e))

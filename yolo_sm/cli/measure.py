@@ -167,6 +167,7 @@ def sweep(args) -> int:
         raise UserError("no point of the grid can run: " + "; ".join(spec.unsupported()))
     for line in spec.unsupported():
         log.warning(f"skipping {line}")
+    log.info(f"sweep: {len(spec.points())} points into {out} (a rerun resumes it)")
     df = run_sweep(spec, out, progress=progress(args))
     _print_sweep_summary(df)
     return 0
@@ -226,6 +227,7 @@ def bench(args) -> int:
     device(spec.device)
     backends_available(e[0] for e in (*spec.engines, spec.pipeline_engine_here()))
     out = output(args.out)
+    log.info(f"bench: {len(spec.units())} (model, batch) units into {out} (a rerun resumes it)")
     df = run_bench(spec, out, progress=progress(args))
     cols = (
         "family",
