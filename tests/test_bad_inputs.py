@@ -801,3 +801,31 @@ def test_output_paths_are_checked_without_creating_anything(parts, folder):
         with contextlib.suppress(UserError):
             values.output_path(Path(d, *parts), folder=folder)
         assert os.listdir(d) == []
+
+
+@HYPO
+@given(name=st.text(max_size=12) | st.sampled_from(["cpu", "cuda", "cuda:0", "cuda:12"]) | SCALARS)
+def test_device_names(name):
+    try:
+        got = values.device_name(name)
+    except UserError:
+        return
+    assert values.DEVICE.fullmatch(got)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"warmup_ms": float("inf")},
+        {"warmup_ms": 1e12},
+        {"budget_ms": float("inf")},
+        {"budget_ms": 1e9},
+    ],
+)
+def test_timing_refuses_an_endless_warm_up_or_budget(kw):
+    from yolo_sm.collect.timing import measure
+
+    calls = []
+    with pytest.raises(UserError):
+        measure(lambda: calls.append(1), with_provenance=False, **kw)
+    assert calls == []  # refused before the first call
