@@ -829,3 +829,18 @@ def test_timing_refuses_an_endless_warm_up_or_budget(kw):
     with pytest.raises(UserError):
         measure(lambda: calls.append(1), with_provenance=False, **kw)
     assert calls == []  # refused before the first call
+
+
+def test_outputs_that_can_be_written_pass(tmp_path):
+    """The output check refuses nothing writable: an existing table (a resume), an existing or
+    new folder, a file in folders still to be made; and it creates none of them."""
+    (tmp_path / "old.parquet").write_bytes(b"x")
+    (tmp_path / "root").mkdir()
+    before = _tree(tmp_path)
+    assert values.output_path(tmp_path / "old.parquet") == tmp_path / "old.parquet"
+    assert values.output_path(tmp_path / "root", folder=True) == tmp_path / "root"
+    assert values.output_path(tmp_path / "new" / "deeper", folder=True)
+    assert values.output_path(tmp_path / "new" / "deeper" / "t.parquet")
+    assert _tree(tmp_path) == before
+    with pytest.raises(UserError):
+        values.output_path(tmp_path / "old.parquet" / "t.parquet")  # under a file

@@ -244,7 +244,8 @@ def output_path(path, what: str = "--out", *, folder: bool = False) -> Path:
             raise UserError(f"{what} {p} is a file; give a folder")
         if not folder and p.is_dir():
             raise UserError(f"{what} {p} is a directory; give a file path")
-    base = _nearest_existing(p.absolute())
+    # where files are created: inside an output folder, beside an output file
+    base = _nearest_existing(p.absolute() if folder else p.absolute().parent)
     if not base.is_dir():
         raise UserError(f"cannot write {what} {p}: {base} is a file, not a folder")
     for part in p.absolute().relative_to(base).parts:
