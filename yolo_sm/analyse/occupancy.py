@@ -20,6 +20,8 @@ import operator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+from yolo_sm.contract.errors import UserError
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
@@ -147,9 +149,9 @@ def limits_table(result: OccupancyResult) -> pd.DataFrame:
 
 
 def _arch(compute_capability: str) -> ArchSpec:
-    spec = ARCH.get(str(compute_capability).strip())
+    spec = ARCH.get(compute_capability.strip()) if isinstance(compute_capability, str) else None
     if spec is None:
-        raise ValueError(
+        raise UserError(
             f"Unsupported compute capability {compute_capability!r}; supported: {', '.join(ARCH)}."
         )
     return spec
@@ -159,9 +161,11 @@ def _int(name: str, value, lo: int, hi: int, unit: str) -> int:
     try:
         v = operator.index(value)
     except TypeError:
-        raise ValueError(f"{name} must be an integer, got {value!r}.") from None
+        v = None
+    if v is None or isinstance(value, bool):
+        raise UserError(f"{name} must be an integer, got {value!r}.")
     if not lo <= v <= hi:
-        raise ValueError(f"{name} must be between {lo} and {hi} {unit}, got {v}.")
+        raise UserError(f"{name} must be between {lo} and {hi} {unit}, got {v}.")
     return v
 
 
@@ -190,7 +194,7 @@ def _align_carveout(spec: ArchSpec, nbytes: int) -> int:
     for size in spec.shared_mem_carveouts:
         if size >= nbytes:
             return size
-    raise ValueError(
+    raise UserError(
         f"shared memory carveout must be at most {spec.max_shared_mem_per_sm} bytes on "
         f"CC {spec.compute_capability}, got {nbytes}."
     )
@@ -218,7 +222,8 @@ def theoretical_occupancy(
     that fits it. ``None`` picks what the driver picks: the smallest carveout that reaches
     the highest number of active blocks (that of the largest carveout). A launch that cannot
     run at all (too many registers per block) gives 0 active blocks, limited by registers.
-    Raises ValueError for an unknown compute capability or out-of-range argument.
+    Raises UserError (a ValueError) for an unknown compute capability or an argument that is
+    not an integer in range.
     """
     spec = _arch(compute_capability)
     threads = _int("threads_per_block", threads_per_block, 1, spec.max_threads_per_block, "threads")
@@ -319,7 +324,7 @@ def occupancy_curve(
     import pandas as pd
 
     if vary not in VARY:
-        raise ValueError(f"vary must be one of {', '.join(VARY)}, got {vary!r}.")
+        raise UserError(f"vary must be one of {', '.join(VARY)}, got {vary!r}.")
     spec = _arch(compute_capability)
     base = {
         "threads_per_block": threads_per_block,

@@ -1,11 +1,20 @@
 """What the ``yolo-sm`` command groups share: the parser class whose errors are one sentence,
-the model flags and the parsers of flag values."""
+the verbosity and model flags, the parsers of flag values, and the checks every command makes
+before any work: the device exists, the optional packages a backend needs are installed, the
+output can be written."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import logging
 
-from yolo_sm.contract.errors import UserError
+from yolo_sm.contract import values
+from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.contract.plans import MAX_BATCH, MAX_IMGSZ, MAX_WIDTH_ANY
+
+#: the package's logger: progress and notices go through it to stderr (tables go to stdout)
+log = logging.getLogger("yolo_sm")
 
 
 class Parser(argparse.ArgumentParser):
@@ -15,15 +24,27 @@ class Parser(argparse.ArgumentParser):
         raise UserError(f"{message} (see '{self.prog} --help')")
 
 
+def verbosity_flags(p: argparse.ArgumentParser) -> None:
+    """``-q/--quiet`` (no progress bars, warnings and errors only) and ``-v/--verbose`` (debug
+    logs too), unless ``p`` has them already."""
+    if any("--quiet" in a.option_strings for a in p._actions):
+        return
+    g = p.add_argument_group("output")
+    g.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress bars or notes: warnings and errors"
+    )
+    g.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr too")
+
+
 def model_flags(p: argparse.ArgumentParser, many: bool = False) -> None:
     """--family, --width (or --widths with ``many``), --imgsz and --device."""
     p.add_argument("--family", default="yolov8", help="yolov8 or yolo11")
     if many:
         p.add_argument("--widths", default="1.0", help="comma list of width multipliers")
     else:
-        p.add_argument("--width", type=float, default=1.0, help="width multiplier")
-    p.add_argument("--imgsz", type=int, default=640)
-    p.add_argument("--device", default="cuda")
+        p.add_argument("--width", default="1.0", help="width multiplier")
+    p.add_argument("--imgsz", default="640", help="square input size (a multiple of 32)")
+    p.add_argument("--device", default="cuda", help="cpu, cuda or cuda:N")
 
 
 def comma_list(text: str | None) -> list[str]:
@@ -31,26 +52,85 @@ def comma_list(text: str | None) -> list[str]:
     return [x.strip() for x in (text or "").split(",") if x.strip()]
 
 
-def widths(text: str) -> list[float]:
+def widths(text, what: str = "--widths") -> list[float]:
     """A comma list of positive width multipliers."""
-    try:
-        values = [float(w) for w in comma_list(text)]
-    except ValueError:
-        raise UserError(f"--widths takes numbers such as 0.5,1.5, got {text!r}") from None
-    if not values or any(w <= 0 for w in values):
-        raise UserError(f"--widths must be positive numbers, got {text!r}")
-    return values
+    return values.numbers(text, what, above=0, hi=MAX_WIDTH_ANY)
 
 
-def byte_count(text: str) -> int:
-    """``49152`` or ``48K`` (KiB) -> bytes."""
+def batch(text, what: str = "--batch") -> int:
+    return values.whole(text, what, lo=1, hi=MAX_BATCH)
+
+
+def batches(text, what: str = "--batches") -> list[int]:
+    return values.wholes(text, what, lo=1, hi=MAX_BATCH)
+
+
+def imgsz(text, what: str = "--imgsz") -> int:
+    size = values.whole(text, what, lo=32, hi=MAX_IMGSZ, unit="pixels")
+    if size % 32:
+        raise UserError(f"{what} must be a multiple of 32, got {size}")
+    return size
+
+
+def byte_count(text, what: str = "--smem") -> int:
+    """``49152``, ``48K`` or ``1.5K`` (KiB) -> a whole number of bytes (``1.5`` bytes, ``nan``,
+    a negative count: a UserError)."""
     t = str(text).strip().lower()
-    scale = 1024 if t.endswith("k") else 1
-    try:
-        value = float(t.rstrip("k").rstrip("i").rstrip("b")) if scale == 1 else float(t[:-1])
-    except ValueError:
-        raise UserError(f"--smem must be a byte count such as 49152 or 48K, got {text!r}") from None
-    return int(value * scale)
+    kib = t.endswith(("k", "kib", "kb"))
+    head = t.rstrip("bi").rstrip("k") if kib else t.removesuffix("b")
+    n = values.number(head, what, lo=0) if head else None
+    if n is None:
+        raise UserError(f"{what} must be a byte count such as 49152 or 48K, got {text!r}")
+    total = n * 1024 if kib else n
+    if total != int(total):
+        raise UserError(f"{what} must be a whole number of bytes, got {text!r}")
+    return int(total)
+
+
+def device(text, what: str = "--device") -> str:
+    """A device name that exists here: ``cpu``, or ``cuda`` / ``cuda:N`` when torch sees that
+    GPU (a missing one is a NotAvailableError)."""
+    name = values.device_name(text, what)
+    if name.startswith("cuda"):
+        import torch
+
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if not count:
+            raise NotAvailableError(
+                f"{what} {name} was requested but torch sees no CUDA GPU here; use --device cpu"
+            )
+        index = int(name.partition(":")[2] or 0)
+        if index >= count:
+            raise NotAvailableError(
+                f"{what} {name} does not exist: torch sees {count} GPU(s) (cuda:0 to "
+                f"cuda:{count - 1})"
+            )
+    return name
+
+
+#: the optional package each backend needs
+BACKEND_PACKAGES = {"tensorrt": "tensorrt", "onnxruntime": "onnxruntime"}
+
+
+def backends_available(backends) -> None:
+    """A NotAvailableError when a backend's optional package is not installed here."""
+    for b in dict.fromkeys(str(x).split(":")[0].lower() for x in backends):
+        pkg = BACKEND_PACKAGES.get(b)
+        if pkg and importlib.util.find_spec(pkg) is None:
+            raise NotAvailableError(
+                f"backend {b} was requested but {pkg} is not installed here; leave it out or "
+                f"install it"
+            )
+
+
+def output(path, what: str = "--out", folder: bool = False):
+    """:func:`yolo_sm.contract.values.output_path`: ``path`` can be written (nothing created)."""
+    return values.output_path(path, what, folder=folder)
+
+
+def progress(args) -> bool:
+    """Whether a command shows progress bars: not with ``--quiet``."""
+    return not getattr(args, "quiet", False)
 
 
 def dispatch(commands: dict, args) -> int:

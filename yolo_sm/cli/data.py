@@ -5,8 +5,18 @@ notebooks as a static site) and ``yolo-sm claims`` (every rule's verdict on a ro
 
 from __future__ import annotations
 
-from yolo_sm.cli.common import comma_list, dispatch
+from pathlib import Path
+
+from yolo_sm.cli.common import backends_available, comma_list, device, dispatch, output, progress
+from yolo_sm.contract import values
 from yolo_sm.contract.datasets import open_root
+from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.plans import Plan, load_plan
+
+#: longest --max-minutes (a week)
+MAX_MINUTES = 7 * 24 * 60.0
+#: step kinds that run on the host's CPU whatever the plan's device
+HOST_KINDS = ("model_tables",)
 
 
 def add_parser(sub) -> None:
@@ -16,9 +26,9 @@ def add_parser(sub) -> None:
     c.add_argument("--only", default=None, help="comma list of step names")
     c.add_argument(
         "--max-minutes",
-        type=float,
         default=None,
-        help="stop before a step that would end later by its estimate (for time-limited hosts)",
+        help="stop before a step that would end later by its estimate (for time-limited hosts; "
+        "above 0, leave it out for no limit)",
     )
     c.add_argument(
         "--redo-errors",
@@ -31,7 +41,6 @@ def add_parser(sub) -> None:
         "such a row's whole (model, batch) unit",
     )
     c.add_argument("--status", action="store_true", help="only show which steps are done")
-    c.add_argument("--quiet", action="store_true", help="no progress bars")
     c.set_defaults(run=run)
 
     r = sub.add_parser("render", help="execute the notebooks and render them into a static site")
@@ -43,7 +52,7 @@ def add_parser(sub) -> None:
         help="dataset root the notebooks read: a name under data/ or a folder with a "
         "manifest.json (default: each notebook's own DATA parameter)",
     )
-    r.add_argument("--timeout", type=int, default=900, help="seconds per cell")
+    r.add_argument("--timeout", default="900", help="seconds per cell")
     r.add_argument("--only", default=None, help="comma list of notebook name prefixes to render")
     r.set_defaults(run=run)
 
@@ -61,12 +70,41 @@ def run(args) -> int:
     return dispatch({"collect": collect, "render": render, "claims": claims}, args)
 
 
+def check_steps(plan: Plan, out_dir: Path, names: list[str]) -> None:
+    """Everything the plan's steps ``names`` need, checked before the first one runs: the
+    parameters of each sweep and bench as their specs read them, the backends' optional
+    packages, and the plan's device for every step not done yet that runs on it."""
+    from yolo_sm.collect import plans
+    from yolo_sm.collect.bench import BenchSpec
+    from yolo_sm.collect.sweep import SweepSpec
+
+    needs_device = False
+    for step in plan.steps:
+        if step.name not in names:
+            continue
+        where = f"plan {plan.path or plan.name}: step {step.name}"
+        mapping = {"device": plan.device, **step.params}
+        try:
+            if step.kind == "sweep":
+                backends_available(SweepSpec.from_mapping(mapping).backends)
+            elif step.kind == "bench":
+                spec = BenchSpec.from_mapping(mapping)
+                backends_available(e[0] for e in (*spec.engines, spec.pipeline_engine_here()))
+        except UserError as e:
+            raise type(e)(f"{where}: {e}") from None
+        if step.kind not in HOST_KINDS and plans.step_state(step, plan, out_dir) != "done":
+            needs_device = True
+    if needs_device:
+        device(plan.device, f"plan {plan.path or plan.name} device")
+
+
 def collect(args) -> int:
+    plan = load_plan(args.plan)  # the whole plan checked before torch loads
     from yolo_sm.collect import plans
 
-    plan = plans.load_plan(args.plan)
+    out_dir = Path(values.text(args.out, "--out"))
     if args.status:
-        table = plans.status(plan, args.out)
+        table = plans.status(plan, out_dir)
         print(table.to_string(index=False))
         left = float(table.est_left_s.sum())
         if left:
@@ -75,28 +113,37 @@ def collect(args) -> int:
                 f"({sum(table.state != 'done')} step(s) not done)"
             )
         return 0
+    minutes = args.max_minutes
+    if minutes is not None:
+        minutes = values.number(minutes, "--max-minutes", above=0, hi=MAX_MINUTES, unit="minutes")
+    only = comma_list(args.only)
+    names = [s.name for s in plan.steps]
+    for o in only:
+        if o not in names:
+            steps = ", ".join(sorted(names))
+            raise UserError(f"plan {plan.name} has no step {o!r}; steps: {steps}")
+    redo = None if args.redo_errors is None else str(args.redo_errors)
+    output(out_dir, folder=True)
+    check_steps(plan, out_dir, only or names)
     table = plans.run_plan(
-        plan,
-        args.out,
-        only=comma_list(args.only),
-        max_minutes=args.max_minutes,
-        progress=not args.quiet,
-        redo=args.redo_errors,
+        plan, out_dir, only=only, max_minutes=minutes, progress=progress(args), redo=redo
     )
     print(table.to_string(index=False))
     return 0
 
 
 def render(args) -> int:
-    from yolo_sm.report.render import render_site
+    from yolo_sm.report.render import notebooks_in, render_site
 
+    timeout = values.whole(args.timeout, "--timeout", lo=1, hi=86_400, unit="s")
+    only = comma_list(args.only)
     extra = {}
     if args.data is not None:
         open_root(args.data)  # an unknown root is one sentence before any notebook runs
         extra["data"] = args.data
-    index = render_site(
-        args.notebooks, args.out, timeout=args.timeout, only=comma_list(args.only), **extra
-    )
+    notebooks_in(args.notebooks, only)  # no notebook to render: one sentence, nothing made
+    output(args.out, folder=True)
+    index = render_site(args.notebooks, args.out, timeout=timeout, only=only, **extra)
     print(f"rendered {index}")
     return 0
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import sys
 
-from yolo_sm.cli.common import dispatch
+from yolo_sm.cli import common
+from yolo_sm.cli.common import device, dispatch
+from yolo_sm.contract import values
 from yolo_sm.contract.errors import UserError
 
 
@@ -14,7 +16,9 @@ def add_parser(sub) -> None:
     e = sub.add_parser(
         "env", help="what hardware and software this machine has, which profilers work"
     )
-    e.add_argument("--device", default="cuda", help="device to describe (default cuda, if present)")
+    e.add_argument(
+        "--device", default=None, help="cpu, cuda or cuda:N (default: cuda if present, else cpu)"
+    )
     e.add_argument("--json", action="store_true", help="print JSON instead of a table")
     e.set_defaults(run=run)
 
@@ -25,11 +29,9 @@ def add_parser(sub) -> None:
         help="yolov8, yolo11, wide (the wide conv stack) or resnet18/34/50/101/152",
     )
     m.add_argument("--width", default="1.0", help="width multiplier or preset letter n/s/m/l/x")
-    m.add_argument(
-        "--depth", type=float, default=None, help="depth multiplier (default 0.33 / preset)"
-    )
-    m.add_argument("--max-channels", type=int, default=2048)
-    m.add_argument("--imgsz", type=int, default=640)
+    m.add_argument("--depth", default=None, help="depth multiplier (default 0.33 / preset)")
+    m.add_argument("--max-channels", default="2048", help="ultralytics max_channels cap")
+    m.add_argument("--imgsz", default="640", help="square input size (a multiple of 32)")
     m.add_argument("--format", choices=("table", "csv", "json"), default="table")
     m.set_defaults(run=run)
 
@@ -39,9 +41,11 @@ def run(args) -> int:
 
 
 def env(args) -> int:
+    # the default describes the GPU where there is one; a device asked for must exist here
+    name = device(args.device) if args.device is not None else "cuda"
     from yolo_sm.collect.environment import describe
 
-    info = describe(args.device)
+    info = describe(name)
     if args.json:
         print(json.dumps(info, indent=2, default=str))
     else:
@@ -64,13 +68,17 @@ def models_table(args) -> int:
 
     from yolo_sm.collect import models
 
-    fam = args.family.lower()
+    fam = values.text(args.family, "--family").lower()
     if fam == "wide" and not is_number(str(args.width)):
         raise UserError(f"the wide conv stack takes a numeric --width, got {args.width!r}")
-    model = models.build(fam, args.width, depth=args.depth, max_channels=args.max_channels)
-    if args.imgsz <= 0 or args.imgsz % 32:
-        raise UserError(f"imgsz must be a positive multiple of 32, got {args.imgsz}")
-    df = models.channel_table(model, args.imgsz)
+    width = values.text(args.width, "--width")
+    if is_number(width):
+        width = common.widths(width, "--width")[0]
+    depth = values.number(args.depth, "--depth", above=0, hi=4) if args.depth is not None else None
+    max_channels = values.whole(args.max_channels, "--max-channels", lo=1, hi=1 << 20)
+    size = common.imgsz(args.imgsz)
+    model = models.build(fam, width, depth=depth, max_channels=max_channels)
+    df = models.channel_table(model, size)
     if args.format == "csv":
         df.to_csv(sys.stdout, index=False)
     elif args.format == "json":
@@ -82,6 +90,6 @@ def models_table(args) -> int:
             print(df.to_string(index=False))
         print(
             f"\ntotal: {df.params.sum():,} parameters, {df.flops.sum() / 1e9:.2f} GFLOPs per "
-            f"{args.imgsz}x{args.imgsz} image (2 FLOPs per multiply-add)"
+            f"{size}x{size} image (2 FLOPs per multiply-add)"
         )
     return 0

@@ -5,18 +5,27 @@ models), :mod:`measure` (sweep, bench, remeasure), :mod:`profile` (trace, ncu, g
 occupancy) and :mod:`data` (collect, render, claims). They import the collect and report layers
 inside their commands, so ``--help``, ``render`` and ``claims`` load no torch.
 
-Errors a user can cause end in one sentence on stderr and exit code 2, with no traceback.
+Every command checks its whole input before any work (values, devices, optional packages, that
+the output can be written). :func:`main` is the one place errors end: a user error (a
+:class:`~yolo_sm.contract.errors.UserError`: bad input, missing device or package) and any
+``OSError`` (a full disk, an unwritable output) is one sentence on stderr and exit code 2, with
+no traceback; an interrupt (Ctrl-C) is exit code 130, what was written so far kept (every table
+is written atomically). A failed check (``remeasure``) exits 1. Every sub-command takes
+``-q/--quiet`` and ``-v/--verbose``: progress and notices go to stderr through ``logging``,
+tables to stdout.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 import yolo_sm
 from yolo_sm.cli import data, env, measure, profile
-from yolo_sm.cli.common import Parser
+from yolo_sm.cli.common import Parser, log, verbosity_flags
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.values import os_error_sentence
 
 DESCRIPTION = (
     "How object detectors use a GPU's streaming multiprocessors: measure, profile, collect "
@@ -24,36 +33,69 @@ DESCRIPTION = (
 )
 #: the command groups, in the order ``yolo-sm --help`` lists their commands
 GROUPS = (env, measure, profile, data)
+#: exit codes: a user error, an interrupt
+USER_ERROR, INTERRUPTED = 2, 130
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``yolo-sm`` parser: every group's sub-commands, each setting ``run``."""
+    """The ``yolo-sm`` parser: every group's sub-commands, each setting ``run`` and taking
+    ``-q`` / ``-v``."""
     p = Parser(prog="yolo-sm", description=DESCRIPTION)
     p.add_argument("--version", action="version", version=f"yolo-sm {yolo_sm.__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=Parser)
     for group in GROUPS:
         group.add_parser(sub)
+    for command in sub.choices.values():
+        verbosity_flags(command)
     return p
 
 
+def _log_handler(args) -> logging.Handler:
+    """A stderr handler on the package's logger at the level ``-q`` / ``-v`` ask for."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("yolo-sm: %(message)s"))
+    quiet, verbose = getattr(args, "quiet", False), getattr(args, "verbose", False)
+    log.setLevel(logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO)
+    log.addHandler(handler)
+    log.propagate = False
+    return handler
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one ``yolo-sm`` command; returns its exit code (0, 1 for a failed check, 2 for a
+    user error, 130 for an interrupt)."""
+    handler = None
     try:
-        args = build_parser().parse_args(argv)
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as e:  # --help, --version
+            return e.code if isinstance(e.code, int) else 0
+        handler = _log_handler(args)
+        log.debug("%s", " ".join(f"{k}={v}" for k, v in vars(args).items() if k != "run"))
         return args.run(args)
     except UserError as e:
-        print(f"yolo-sm: error: {sentence(e)}", file=sys.stderr)
-        return 2
+        return _fail(sentence(e))
     except KeyboardInterrupt:
-        print("yolo-sm: interrupted", file=sys.stderr)
-        return 130
+        print("yolo-sm: interrupted; what was written so far is kept", file=sys.stderr)
+        return INTERRUPTED
     except BrokenPipeError:  # output piped into head & co.
         sys.stderr.close()
         return 0
+    except OSError as e:
+        return _fail(sentence(os_error_sentence(e)))
+    finally:
+        if handler is not None:
+            log.removeHandler(handler)
 
 
-def sentence(e: Exception) -> str:
+def _fail(text: str) -> int:
+    print(f"yolo-sm: error: {text}", file=sys.stderr)
+    return USER_ERROR
+
+
+def sentence(e) -> str:
     """An error's text on one line, ending in a full stop."""
-    text = " ".join(str(e).split())
+    text = " ".join(str(e).split()) or type(e).__name__
     return text if text.endswith((".", ")", "'")) else text + "."
 
 

@@ -3,13 +3,18 @@
 
 from __future__ import annotations
 
-import sys
-
 from yolo_sm.analyse.remeasure import TOLERANCE
-from yolo_sm.cli.common import dispatch
-from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.plans import load_yaml
-from yolo_sm.contract.store import check_output_path
+from yolo_sm.cli import common
+from yolo_sm.cli.common import backends_available, device, dispatch, log, output, progress
+from yolo_sm.contract import datasets, values
+from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.contract.plans import (
+    MAX_BUDGET_MS,
+    MAX_RUN_S,
+    MAX_WARMUP_MS,
+    check_params,
+    load_yaml,
+)
 
 #: sweep settings a flag can set (flags override the --config YAML)
 SWEEP_KEYS = (
@@ -64,10 +69,14 @@ def _sweep_parser(sub) -> None:
         "--compile-mode", dest="compile_mode", help="torch.compile mode (default 'default')"
     )
     s.add_argument(
-        "--budget-ms", dest="budget_ms", help="timed milliseconds per point (default 300)"
+        "--budget-ms",
+        dest="budget_ms",
+        help=f"timed milliseconds per point (default 300, at most {MAX_BUDGET_MS:g})",
     )
     s.add_argument(
-        "--warmup-ms", dest="warmup_ms", help="warm-up milliseconds per point (default 50)"
+        "--warmup-ms",
+        dest="warmup_ms",
+        help=f"warm-up milliseconds per point (default 50, at most {MAX_WARMUP_MS:g})",
     )
     s.add_argument(
         "--no-check",
@@ -77,7 +86,6 @@ def _sweep_parser(sub) -> None:
         help="skip the numerical check against eager fp32",
     )
     s.add_argument("--out", required=False, help="parquet file; rerunning resumes it")
-    s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(run=run)
 
 
@@ -97,7 +105,11 @@ def _bench_parser(sub) -> None:
         "--streams", default="1,3", help="comma list: one pipeline row per batches-in-flight count"
     )
     b.add_argument("--device", default="cuda")
-    b.add_argument("--seconds", type=float, default=2.0, help="per pipeline / predict row")
+    b.add_argument(
+        "--seconds",
+        default="2.0",
+        help=f"wall time of each pipeline / predict row (at most {MAX_RUN_S:g} s)",
+    )
     b.add_argument(
         "--no-predict",
         dest="predict",
@@ -123,35 +135,40 @@ def _remeasure_parser(sub) -> None:
         f"{OUTSIDE_TOLERANCE} when one does not (or fails to run), 2 on a bad request.",
     )
     m.add_argument("--dataset", required=True, help="a sweep dataset, e.g. h200/sweep_fp16_nhwc")
-    m.add_argument("--points", type=int, default=5, help="how many random ok points")
-    m.add_argument("--seed", type=int, default=0, help="the draw's seed (reproducible)")
+    m.add_argument("--points", default="5", help="how many random ok points")
+    m.add_argument("--seed", default="0", help="the draw's seed (reproducible)")
     m.add_argument("--device", default=None, help="override the points' device (cpu: dry run)")
     m.add_argument("--out", default=None, help="parquet file for the comparison table")
-    m.add_argument("--quiet", action="store_true", help="no progress bar")
     m.set_defaults(run=run)
 
 
 def sweep(args) -> int:
-    from yolo_sm.collect.sweep import SweepSpec, check_environment, run_sweep
-
     data = load_yaml(args.config) if args.config else {}
-    out = args.out or data.get("out")
-    data.pop("out", None)
-    for key in SWEEP_KEYS:
-        value = getattr(args, key, None)
-        if value is not None:
-            data[key] = value
+    if args.config:
+        out = data.pop("out", None)
+        check_params("sweep", data, f"config file {args.config}")
+        out = values.text(out, f"config file {args.config} out") if out is not None else None
+    else:
+        out = None
+    flags = {k: getattr(args, k) for k in SWEEP_KEYS if getattr(args, k, None) is not None}
+    check_params("sweep", flags, "sweep", flags=True)
+    data.update(flags)
+    out = args.out or out
     if not out:
         raise UserError("sweep needs --out FILE.parquet (or 'out:' in the config)")
+    from yolo_sm.collect.sweep import SweepSpec, check_environment, run_sweep  # torch: now
+
     spec = SweepSpec.from_mapping(data)
     # every check that can fail comes before the skip notices: an error is the only stderr line
+    device(spec.device)
     check_environment(spec)
-    check_output_path(out)
+    out = output(out)
     if not spec.points():
         raise UserError("no point of the grid can run: " + "; ".join(spec.unsupported()))
     for line in spec.unsupported():
-        print(f"yolo-sm: skipping {line}", file=sys.stderr)
-    df = run_sweep(spec, out, progress=not args.quiet)
+        log.warning(f"skipping {line}")
+    log.info(f"sweep: {len(spec.points())} points into {out} (a rerun resumes it)")
+    df = run_sweep(spec, out, progress=progress(args))
     _print_sweep_summary(df)
     return 0
 
@@ -190,22 +207,28 @@ def bench(args) -> int:
     import pandas as pd
 
     from yolo_sm.collect.bench import BenchSpec, run_bench
-    from yolo_sm.collect.engines import check_device
 
+    for item in common.comma_list(args.models):
+        family, _, width = item.partition(":")
+        values.text(family, "--models family")
+        if width:
+            common.widths(width, "--models width")
     spec = BenchSpec.from_mapping(
         {
             "models": args.models,
-            "batches": args.batches,
-            "engines": args.engines,
-            "pipeline_streams": args.streams,
-            "device": args.device,
-            "seconds": args.seconds,
+            "batches": common.batches(args.batches),
+            "engines": values.texts(args.engines, "--engines"),
+            "pipeline_streams": values.wholes(args.streams, "--streams", lo=1, hi=64),
+            "device": values.device_name(args.device),
+            "seconds": values.number(args.seconds, "--seconds", above=0, hi=MAX_RUN_S, unit="s"),
             "predict": args.predict,
         }
     )
-    check_device(spec.device)
-    out = check_output_path(args.out)
-    df = run_bench(spec, out)
+    device(spec.device)
+    backends_available(e[0] for e in (*spec.engines, spec.pipeline_engine_here()))
+    out = output(args.out)
+    log.info(f"bench: {len(spec.units())} (model, batch) units into {out} (a rerun resumes it)")
+    df = run_bench(spec, out, progress=progress(args))
     cols = (
         "family",
         "width",
@@ -227,13 +250,24 @@ def bench(args) -> int:
 def remeasure(args) -> int:
     from yolo_sm.collect import remeasure as again
 
+    points = values.whole(args.points, "--points", lo=1, hi=100_000)
+    seed = values.whole(args.seed, "--seed", lo=0, hi=2**32 - 1)
+    out = output(args.out) if args.out is not None else None
+    if args.device is not None:
+        device(args.device)
+    else:  # the points run on the devices they were measured on: those must exist here
+        table = datasets.load(args.dataset)
+        ok = table[table.status == "ok"] if "status" in table else table
+        for name in sorted(set(ok["device"].astype(str))) if "device" in ok else ():
+            try:
+                device(name)
+            except NotAvailableError:
+                raise NotAvailableError(
+                    f"the points of {args.dataset} were measured on {name}, which this machine "
+                    "lacks; add --device cpu for a dry run"
+                ) from None
     df = again.remeasure(
-        args.dataset,
-        n=args.points,
-        seed=args.seed,
-        device=args.device,
-        out=args.out,
-        progress=not args.quiet,
+        args.dataset, n=points, seed=seed, device=args.device, out=out, progress=progress(args)
     )
     within = next(c for c in df.columns if c.startswith("within"))
     cols = ["width", "precision", "layout", "backend", "batch", "shipped_img_per_s"]

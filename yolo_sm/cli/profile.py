@@ -6,19 +6,28 @@ from __future__ import annotations
 from yolo_sm.analyse import occupancy as occ
 from yolo_sm.analyse.gpm import overhead_pct, run_medians
 from yolo_sm.analyse.weighting import time_weighted
-from yolo_sm.cli.common import byte_count, dispatch, model_flags, widths
+from yolo_sm.cli import common
+from yolo_sm.cli.common import byte_count, device, dispatch, model_flags, output, widths
+from yolo_sm.contract import values
 from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.store import check_output_path, write_atomic
+from yolo_sm.contract.plans import MAX_ITERS, MAX_RUN_S
+from yolo_sm.contract.store import write_atomic
+from yolo_sm.contract.vocab import Layout, Precision
+
+#: the ncu metric sets (yolo_sm.collect.profiling.ncu)
+METRIC_SETS = ("occupancy", "throughput", "full")
+#: the backends a trace can profile
+TRACE_BACKENDS = ("eager", "cudagraph", "compile")
 
 
 def add_parser(sub) -> None:
     t = sub.add_parser("trace", help="PyTorch profiler trace of one model/engine config")
     model_flags(t)
-    t.add_argument("--backend", default="eager", help="eager, cudagraph or compile")
+    t.add_argument("--backend", default="eager", help=", ".join(TRACE_BACKENDS))
     t.add_argument("--precision", default="fp16")
     t.add_argument("--layout", default="nhwc")
     t.add_argument("--batch", type=int, default=8)
-    t.add_argument("--iters", type=int, default=3, help="profiled forwards")
+    t.add_argument("--iters", type=int, default=3, help=f"profiled forwards (1-{MAX_ITERS})")
     t.add_argument("--out", required=True, help="trace file (.json.gz); provenance goes beside it")
     t.set_defaults(run=run)
 
@@ -37,7 +46,7 @@ def add_parser(sub) -> None:
     g.add_argument("--precision", default="fp16")
     g.add_argument("--layout", default="nhwc")
     g.add_argument("--batch", type=int, default=16)
-    g.add_argument("--seconds", type=float, default=3.0, help="per width")
+    g.add_argument("--seconds", type=float, default=3.0, help=f"per width (at most {MAX_RUN_S:g})")
     g.add_argument("--hz", type=float, default=20.0, help="polling rate (GPM refreshes ~10 Hz)")
     g.add_argument(
         "--overhead-rounds",
@@ -71,7 +80,7 @@ def add_parser(sub) -> None:
         help="shared memory per block (static + dynamic): bytes, or with a K suffix for KiB",
     )
     o.add_argument("--grid", type=int, default=None, help="blocks in the grid (prints waves)")
-    o.add_argument("--sm-count", type=int, default=132, help="SMs for the wave count")
+    o.add_argument("--sm-count", type=int, default=132, help="SMs for the wave count (H200: 132)")
     o.add_argument(
         "--vary",
         choices=("threads_per_block", "registers_per_thread", "shared_mem_per_block"),
@@ -85,15 +94,32 @@ def run(args) -> int:
     return dispatch(commands, args)
 
 
+def _grid(args, precisions: str, layouts: str, batches: str):
+    """A profiling command's model grid checked: widths, precisions, layouts, batches, imgsz
+    (the device is checked after every value, so that a bad value is named on any machine)."""
+    widths(args.widths)
+    values.texts(precisions, "--precisions", tuple(p.value for p in Precision))
+    values.texts(layouts, "--layouts", tuple(x.value for x in Layout))
+    common.batches(batches)
+    common.imgsz(args.imgsz)
+    values.text(args.family, "--family")
+
+
 def occupancy(args) -> int:
     smem = byte_count(args.smem)
-    try:
-        res = occ.theoretical_occupancy(args.cc, args.threads, args.registers, smem)
-    except ValueError as e:
-        raise UserError(str(e)) from None
+    res = occ.theoretical_occupancy(args.cc, args.threads, args.registers, smem)
+    if args.grid is not None:
+        values.whole(args.grid, "--grid", lo=1)
+    values.whole(args.sm_count, "--sm-count", lo=1, hi=100_000, unit="SMs")
+    if res.active_blocks_per_sm == 0 and (args.grid is not None or not args.vary):
+        raise UserError(
+            f"this launch fits no block on an SM of CC {res.compute_capability}: "
+            f"{res.limiter} allow 0 blocks ({res.registers_per_block_allocated} registers per "
+            f"block); use fewer threads per block or registers per thread"
+        )
     for k, v in res.as_dict().items():
         print(f"{k:<32} {v}")
-    if args.grid:
+    if args.grid is not None:
         per_sm, sms = res.active_blocks_per_sm, args.sm_count
         w = occ.waves(args.grid, per_sm, sms)
         tail = occ.tail_fraction(args.grid, per_sm, sms)
@@ -111,31 +137,38 @@ def occupancy(args) -> int:
 
 
 def trace(args) -> int:
-    from yolo_sm.collect.engines import EngineConfig, build_engine, check_device
+    from yolo_sm.collect.engines import EngineConfig, build_engine
     from yolo_sm.collect.models import build_yolo
     from yolo_sm.collect.profiling import kineto
 
-    check_device(args.device)
+    backend = values.text(args.backend, "--backend", TRACE_BACKENDS)
+    iters = values.whole(args.iters, "--iters", lo=1, hi=MAX_ITERS, unit="forwards")
+    width = widths(args.width, "--width")[0]
+    values.text(args.precision, "--precision", tuple(p.value for p in Precision))
+    values.text(args.layout, "--layout", tuple(x.value for x in Layout))
+    common.batch(args.batch)
+    size = common.imgsz(args.imgsz)
+    dev = device(args.device)
     if not str(args.out).endswith(".json.gz"):
         raise UserError(f"--out must end in .json.gz, got {args.out}")
+    out = output(args.out)
+    output(f"{out}.metadata.json", "--out's metadata file")
     cfg = EngineConfig(
-        backend=args.backend,
+        backend=backend,
         precision=args.precision,
         layout=args.layout,
         batch=args.batch,
-        imgsz=args.imgsz,
-        device=args.device,
+        imgsz=size,
+        device=dev,
     )
-    model = build_yolo(args.family, args.width)
+    model = build_yolo(args.family, width)
     eng = build_engine(model, cfg)
     x = eng._input if eng._input is not None else eng.make_input(0)  # a graph's own input
     # layer hooks fire in eager forwards only (a graph replays, a compiled graph is fused)
-    hooked = eng.module if args.backend == "eager" else None
-    path = kineto.capture(
-        lambda: eng(x), args.out, model=hooked, iters=args.iters, device=args.device
-    )
+    hooked = eng.module if backend == "eager" else None
+    path = kineto.capture(lambda: eng(x), out, model=hooked, iters=iters, device=dev)
     df = kineto.load_kernels(path)
-    print(f"wrote {path} ({len(df)} kernels in {args.iters} forwards)")
+    print(f"wrote {path} ({len(df)} kernels in {iters} forwards)")
     if not df.empty:
         cols = ("theoretical_occupancy_pct", "est_occupancy_pct")
         print(time_weighted(df, ["stage"], cols).round(1).to_string(index=False))
@@ -143,22 +176,25 @@ def trace(args) -> int:
 
 
 def ncu(args) -> int:
-    from yolo_sm.collect.engines import check_device
     from yolo_sm.collect.profiling import ncu as nsight
     from yolo_sm.collect.profiling.target import target_argv
 
-    check_device(args.device)
+    _grid(args, args.precisions, args.layouts, args.batches)
+    metric_set = values.text(args.metric_set, "--metric-set", METRIC_SETS)
+    timeout = values.number(args.timeout, "--timeout", above=0, hi=7 * 86400, unit="s")
+    device(args.device)
+    out = output(args.out)
     target = target_argv(
         args.family,
-        args.widths,
-        args.precisions,
-        args.layouts,
-        args.batches,
-        args.imgsz,
+        ",".join(f"{w:g}" for w in widths(args.widths)),
+        ",".join(values.texts(args.precisions, "--precisions")),
+        ",".join(values.texts(args.layouts, "--layouts")),
+        ",".join(map(str, common.batches(args.batches))),
+        common.imgsz(args.imgsz),
         args.device,
     )
-    df = nsight.profile(target, args.out, metric_set=args.metric_set, timeout_s=args.timeout)
-    print(f"wrote {args.out} ({len(df)} kernels)")
+    df = nsight.profile(target, out, metric_set=metric_set, timeout_s=timeout)
+    print(f"wrote {out} ({len(df)} kernels)")
     cols = [c for c in ("theoretical_occupancy_pct", "achieved_occupancy_pct") if c in df]
     if cols and "duration_us" in df:
         print(time_weighted(df, ["config", "stage"], cols).round(1).to_string(index=False))
@@ -166,33 +202,39 @@ def ncu(args) -> int:
 
 
 def gpm(args) -> int:
-    from yolo_sm.collect.engines import check_device
     from yolo_sm.collect.profiling.suite import engines, gpm_overhead, run_gpm
     from yolo_sm.collect.provenance import collect
 
-    check_device(args.device)
-    if not args.device.startswith("cuda"):
+    if not values.device_name(args.device).startswith("cuda"):
         raise UserError("yolo-sm gpm samples a GPU: use --device cuda")
-    out = check_output_path(args.out)
+    _grid(args, args.precision, args.layout, str(args.batch))
+    seconds = values.number(args.seconds, "--seconds", above=0, hi=MAX_RUN_S, unit="s")
+    hz = values.number(args.hz, "--hz", above=0, hi=1000, unit="Hz")
+    rounds = values.whole(args.overhead_rounds, "--overhead-rounds", lo=0, hi=1000)
+    device(args.device)
+    out = output(args.out)
+    ov_path = out.with_name(out.stem + "_overhead.parquet")
+    if rounds:
+        output(ov_path, "the overhead table")
+    size = common.imgsz(args.imgsz)
     grid = [(w, args.precision, args.layout, args.batch) for w in widths(args.widths)]
-    built = list(engines(args.family, grid, args.imgsz, args.device))
-    df, info = run_gpm(built, seconds=args.seconds, hz=args.hz)
+    built = list(engines(args.family, grid, size, args.device))
+    df, info = run_gpm(built, seconds=seconds, hz=hz)
     write_atomic(df, out, {"provenance": collect(args.device), "sampler": info})
     print(f"wrote {out} ({info['mode']}, {info['polls']} polls, {info['stale_polls']} stale)")
     print(run_medians(df).drop(columns="windows").set_index("config").round(1).to_string())
-    if args.overhead_rounds > 0:
+    if rounds > 0:
         import pandas as pd
 
         ov = pd.concat(
-            [gpm_overhead(e, x, label, args.overhead_rounds, hz=args.hz) for label, e, x in built],
+            [gpm_overhead(e, x, label, rounds, hz=hz) for label, e, x in built],
             ignore_index=True,
         )
-        ov_path = out.with_name(out.stem + "_overhead.parquet")
         write_atomic(ov, ov_path, {"provenance": collect(args.device)})
         for label, g in ov.groupby("config"):
             print(
                 f"{label}: {g[~g.sampler].img_per_s.median():.0f} img/s without the sampler, "
-                f"overhead {overhead_pct(g):+.2f} % (median of {args.overhead_rounds} pairs)"
+                f"overhead {overhead_pct(g):+.2f} % (median of {rounds} pairs)"
             )
     for _, e, _ in built:
         e.close()
@@ -200,21 +242,26 @@ def gpm(args) -> int:
 
 
 def profile(args) -> int:
-    from yolo_sm.collect.engines import check_device
     from yolo_sm.collect.profiling.suite import profile_all
 
-    check_device(args.device)
+    if not values.device_name(args.device).startswith("cuda"):
+        raise UserError("yolo-sm profile runs Nsight Compute and GPM on a GPU: use --device cuda")
+    _grid(args, args.precision, args.layout, str(args.batch))
+    metric_set = values.text(args.metric_set, "--metric-set", METRIC_SETS)
+    gpm_seconds = values.number(args.gpm_seconds, "--gpm-seconds", above=0, hi=MAX_RUN_S)
+    device(args.device)
+    out = output(args.out, folder=True)
     s = profile_all(
-        args.out,
+        out,
         family=args.family,
         widths=widths(args.widths),
         precision=args.precision,
         layout=args.layout,
         batch=args.batch,
-        imgsz=args.imgsz,
+        imgsz=common.imgsz(args.imgsz),
         device=args.device,
-        metric_set=args.metric_set,
-        gpm_seconds=args.gpm_seconds,
+        metric_set=metric_set,
+        gpm_seconds=gpm_seconds,
     )
     print(f"wrote {args.out}: kineto/ncu/gpm/layers parquet, traces, summary.json")
     print(f"unattributed kernels: {s['unattributed_kernels']}")

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from yolo_sm.collect import provenance
+from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.plans import MAX_BUDGET_MS, MAX_WARMUP_MS
 
 NOISE_THRESHOLD = 0.10  # IQR / median above this marks a run as noisy
 
@@ -173,12 +175,18 @@ def measure(
 
     The repeat count is ``budget_ms`` over an estimate from ``estimate_calls`` calls, clamped to
     ``[min_reps, max_reps]``; the warm-up runs ``warmup_ms`` worth of calls (at least one).
+    Both are capped (:data:`~yolo_sm.contract.plans.MAX_BUDGET_MS`, ``MAX_WARMUP_MS``).
     ``l2_flush`` zeroes a buffer twice the GPU's L2 before each timed call (outside the events),
     so every call starts from a cold cache. ``timer`` replaces the clock (tests inject a fake).
     Provenance includes SM clocks read before and after the timed loop.
     """
     if not budget_ms > 0 or not warmup_ms >= 0 or min_reps < 1 or max_reps < min_reps:  # NaN too
         raise ValueError("measure() needs budget_ms > 0, warmup_ms >= 0, 1 <= min_reps <= max_reps")
+    if budget_ms > MAX_BUDGET_MS or warmup_ms > MAX_WARMUP_MS:  # inf too: never an endless loop
+        raise UserError(
+            f"budget_ms is at most {MAX_BUDGET_MS:g} and warmup_ms at most {MAX_WARMUP_MS:g}, "
+            f"got {budget_ms:g} and {warmup_ms:g}"
+        )
     on_gpu = str(device).startswith("cuda")
     if timer is None:
         timer = CudaTimer() if on_gpu else CpuTimer()

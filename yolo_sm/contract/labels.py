@@ -1,9 +1,12 @@
-"""labels: split from collect.profiling.target."""
+"""Config labels: ``yolov8_w1.5_fp16_nhwc_b8`` names one (family, width, precision, layout,
+batch) of a profiling run, in NVTX ranges, ncu tables and traces."""
 
 from __future__ import annotations
 
 import math
 import re
+
+from yolo_sm.contract.errors import UserError
 
 
 def config_label(family, width, precision, layout, batch) -> str:
@@ -11,21 +14,22 @@ def config_label(family, width, precision, layout, batch) -> str:
 
 
 CONFIG_LABEL = re.compile(
-    r"^(?P<family>[a-z0-9]+?)_w(?P<width>[0-9.]+)_(?P<precision>[a-z0-9]+)_"
-    r"(?P<layout>nchw|nhwc)_b(?P<batch>[0-9]+)$"
+    r"(?P<family>[a-z0-9]+?)_w(?P<width>[0-9]+(?:\.[0-9]+)?|\.[0-9]+)_(?P<precision>[a-z0-9]+)_"
+    r"(?P<layout>nchw|nhwc)_b(?P<batch>[0-9]{1,9})"
 )
 
 
 def parse_config(label: str, strict: bool = True) -> dict:
     """The inverse of :func:`config_label`: ``"yolov8_w1.5_fp16_nhwc_b8"`` -> family, width
-    (float), precision, layout, batch (int). Another form raises ValueError, or with
-    ``strict=False`` gives None / NaN fields (e.g. the empty label of an idle GPM phase)."""
-    m = CONFIG_LABEL.match(str(label))
+    (float), precision, layout, batch (int). Another form raises UserError (a ValueError), or
+    with ``strict=False`` gives None / NaN fields (e.g. the empty label of an idle GPM phase)."""
+    m = CONFIG_LABEL.fullmatch(label) if isinstance(label, str) else None
     if m:
         d = m.groupdict()
         return {**d, "width": float(d["width"]), "batch": int(d["batch"])}
     if strict:
-        raise ValueError(f"not a config label like yolov8_w1.5_fp16_nhwc_b8: {label!r}")
+        shown = repr(label) if len(repr(label)) <= 80 else repr(label)[:77] + "..."
+        raise UserError(f"not a config label like yolov8_w1.5_fp16_nhwc_b8: {shown}")
     return {"family": None, "width": math.nan, "precision": None, "layout": None, "batch": math.nan}
 
 

@@ -1,33 +1,63 @@
 """Plans: the YAML that names the steps of a collection (sweeps, profiler captures, benches),
-read and checked without torch, so that analysis can compare a table with the plan behind it."""
+read and checked without torch, so that analysis can compare a table with the plan behind it.
+
+A plan is checked whole when it is read: its fields, every step's fields and every step's
+parameters (:data:`PARAMS`: the keys each kind takes, their types and ranges, finite numbers),
+so that a typo in the last step is one sentence before the first step runs. The limits of a run
+(:data:`MAX_WARMUP_MS`, :data:`MAX_BUDGET_MS`, :data:`MAX_RUN_S`) bound what a flag or a plan
+may ask for: a warm-up or budget past them is refused, not waited for.
+"""
 
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import PurePosixPath
 
 import yaml
 
+from yolo_sm.contract import values
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.vocab import COMPILE_MODES, Backend, Layout, Precision
+
+#: longest warm-up per timed point (ms): 1 minute
+MAX_WARMUP_MS = 60_000.0
+#: longest timed budget per point (ms): 10 minutes
+MAX_BUDGET_MS = 600_000.0
+#: longest wall time of one timed row (a pipeline, a predict loop, a GPM run; s): 10 minutes
+MAX_RUN_S = 600.0
+#: largest batch a flag or plan may ask for
+MAX_BATCH = 65_536
+#: largest square input size (pixels)
+MAX_IMGSZ = 8192
+#: most profiled forwards of one trace
+MAX_ITERS = 1000
+#: widest width multiplier any model family takes (each family checks its own range)
+MAX_WIDTH_ANY = 16.0
 
 
 def load_yaml(path: str) -> dict:
-    p = Path(path)
-    if not p.is_file():
-        raise UserError(f"config file {path} does not exist")
+    """The mapping in a YAML file (empty for an empty file). A missing, unreadable, binary,
+    UTF-16 or oversized file, YAML that does not parse, or a top level that is not a mapping of
+    names is one UserError naming the file."""
+    body = values.read_text(path, "config file")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.safe_load(body)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise UserError(f"config file {path} is not valid YAML{where}") from None
+    except (ValueError, TypeError, OverflowError, RecursionError):  # e.g. a date 2001-02-30
+        raise UserError(f"config file {path} holds a value YAML cannot read") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise UserError(
             f"config file {path} must hold a mapping of sweep keys, not a {type(data).__name__}"
         )
+    values.mapping(data, f"config file {path}")
     return data
 
 
@@ -39,6 +69,247 @@ KINDS = ("sweep", "ncu", "trace", "gpm", "ceilings", "bench", "probe", "model_ta
 RESUMABLE = ("sweep", "bench")
 
 KINDS += ("numerics",)  # numerical error per width and precision (collect.numerics)
+
+
+# --- the parameters of each kind ------------------------------------------------------------
+
+Check = Callable[[object, str], object]
+PRESETS = ("n", "s", "m", "l", "x")
+
+
+def _choices(enum) -> tuple[str, ...]:
+    return tuple(m.value for m in enum)
+
+
+def _widths(v, what):
+    """Width multipliers, or preset letters n/s/m/l/x."""
+    out = []
+    for x in values.items(v, what):
+        if isinstance(x, str) and x.strip().lower() in PRESETS:
+            out.append(x.strip().lower())
+        else:
+            out.append(values.number(x, what, above=0, hi=MAX_WIDTH_ANY))
+    return out
+
+
+def _depths(v, what):
+    return [
+        None if x in ("", "none", "None") else values.number(x, what, above=0, hi=4)
+        for x in values.items(v, what)
+    ]
+
+
+def _batches(v, what):
+    return values.wholes(v, what, lo=1, hi=MAX_BATCH)
+
+
+def _imgsz(v, what):
+    out = values.wholes(v, what, lo=32, hi=MAX_IMGSZ, unit="pixels")
+    if any(s % 32 for s in out):
+        raise UserError(f"{what} must be multiples of 32, got {','.join(map(str, out))}")
+    return out
+
+
+def _one_imgsz(v, what):
+    sizes = _imgsz(v, what)
+    if len(sizes) != 1:
+        raise UserError(f"{what} takes one size, got {len(sizes)}")
+    return sizes[0]
+
+
+def _one(check: Check) -> Check:
+    """``check`` of a list, for a key that takes exactly one value."""
+
+    def one(v, what):
+        got = check(v, what)
+        if len(got) != 1:
+            raise UserError(f"{what} takes one value, got {len(got)}")
+        return got[0]
+
+    return one
+
+
+def _texts(v, what):
+    return values.texts(v, what)
+
+
+def _precisions(v, what):
+    return values.texts(v, what, _choices(Precision))
+
+
+def _layouts(v, what):
+    return values.texts(v, what, _choices(Layout))
+
+
+def _backends(v, what):
+    return values.texts(v, what, _choices(Backend))
+
+
+def _warmup_ms(v, what):
+    return values.number(v, what, lo=0, hi=MAX_WARMUP_MS, unit="ms")
+
+
+def _budget_ms(v, what):
+    return values.number(v, what, above=0, hi=MAX_BUDGET_MS, unit="ms")
+
+
+def _run_s(v, what):
+    return values.number(v, what, above=0, hi=MAX_RUN_S, unit="s")
+
+
+def _positive(v, what):
+    return values.number(v, what, above=0, hi=7 * 86400)
+
+
+def _count(hi: int) -> Check:
+    return lambda v, what: values.whole(v, what, lo=1, hi=hi)
+
+
+def _text_of(choices) -> Check:
+    return lambda v, what: values.text(v, what, choices)
+
+
+def _model_entries(v, what):
+    """model_tables' ``models``: mappings with ``model`` and optional widths, depth,
+    max_channels."""
+    entries = v if isinstance(v, (list, tuple)) else [v]
+    if not entries:
+        raise UserError(f"{what} needs at least one model")
+    for e in entries:
+        values.mapping(e, what)
+        unknown = sorted(set(e) - {"model", "widths", "depth", "max_channels"})
+        if "model" not in e or unknown:
+            raise UserError(
+                f"each entry of {what} needs 'model' and may have widths, depth, max_channels"
+                + (f"; unknown {', '.join(unknown)}" if unknown else "")
+            )
+        values.text(e["model"], f"{what} model")
+        if "widths" in e:
+            values.numbers(e["widths"], f"{what} widths", above=0, hi=MAX_WIDTH_ANY)
+        if "depth" in e:
+            values.number(e["depth"], f"{what} depth", above=0, hi=4)
+        if "max_channels" in e:
+            values.whole(e["max_channels"], f"{what} max_channels", lo=1, hi=1 << 20)
+    return entries
+
+
+_GRID = {  # the model grid of a profiling step (collect.profiling.target)
+    "family": _text_of(None),
+    "widths": lambda v, w: values.numbers(v, w, above=0, hi=MAX_WIDTH_ANY),
+    "precisions": _precisions,
+    "layouts": _layouts,
+    "batches": _batches,
+    "imgsz": _one_imgsz,
+}
+#: per kind, the parameter keys a step may have and how each is checked
+PARAMS: dict[str, dict[str, Check]] = {
+    "sweep": {
+        "family": _texts,
+        "widths": _widths,
+        "depth": _depths,
+        "precisions": _precisions,
+        "layouts": _layouts,
+        "backends": _backends,
+        "batches": _batches,
+        "imgsz": _imgsz,
+        "device": lambda v, w: values.device_name(v, w),
+        "max_channels": _count(1 << 20),
+        "compile_mode": _text_of(COMPILE_MODES),
+        "warmup_ms": _warmup_ms,
+        "budget_ms": _budget_ms,
+        "check": values.flag,
+        "extra": values.mapping,
+    },
+    "bench": {
+        "models": _texts,
+        "family": _text_of(None),
+        "widths": lambda v, w: values.numbers(v, w, above=0, hi=MAX_WIDTH_ANY),
+        "batches": _batches,
+        "engines": _texts,
+        "pipeline_engine": _text_of(None),
+        "pipeline_streams": lambda v, w: values.wholes(v, w, lo=1, hi=64),
+        "device": lambda v, w: values.device_name(v, w),
+        "imgsz": _one_imgsz,
+        "budget_ms": _budget_ms,
+        "warmup_ms": _warmup_ms,
+        "seconds": _run_s,
+        "predict": values.flag,
+        "est_unit_s": _positive,
+    },
+    "trace": {**_GRID, "iters": _count(MAX_ITERS), "backend": _one(_backends)},
+    "ncu": {
+        **_GRID,
+        "metric_set": _text_of(("occupancy", "throughput", "full")),
+        "timeout_s": _positive,
+    },
+    "gpm": {
+        **_GRID,
+        "seconds": _run_s,
+        "gap_s": lambda v, w: values.number(v, w, lo=0, hi=60, unit="s"),
+        "hz": lambda v, w: values.number(v, w, above=0, hi=1000, unit="Hz"),
+        "backend": _one(_backends),
+    },
+    "ceilings": {
+        "n": lambda v, w: values.wholes(v, w, lo=1, hi=65_536),
+        "copy_bytes": lambda v, w: values.whole(v, w, lo=1, hi=1 << 40, unit="bytes"),
+        "budget_ms": _budget_ms,
+        "fill": _text_of(("randn", "zeros")),
+    },
+    "probe": {
+        "family": _text_of(None),
+        "width": lambda v, w: values.number(v, w, above=0, hi=MAX_WIDTH_ANY),
+        "batch": _one(_batches),
+        "reps": _count(100_000),
+        "imgsz": _one_imgsz,
+        "frames": _text_of(None),
+    },
+    "model_tables": {
+        "models": _model_entries,
+        "imgsz": _one_imgsz,
+        "bytes_per_element": _count(8),
+    },
+    "numerics": {
+        "widths": lambda v, w: values.numbers(v, w, above=0, hi=MAX_WIDTH_ANY),
+        "family": _text_of(None),
+        "precisions": _precisions,
+        "photo_precisions": _precisions,
+        "box_precisions": _precisions,
+        "box_reference": _one(_precisions),
+        "imgsz": _one_imgsz,
+        "photo_imgsz": _one_imgsz,
+        "batch": _one(_batches),
+        "seeds": lambda v, w: values.wholes(v, w, lo=0, hi=2**32 - 1),
+        "layout": _one(_layouts),
+        "device": lambda v, w: values.device_name(v, w),
+    },
+}
+
+
+def check_params(kind: str, params, where: str, *, flags: bool = False) -> dict:
+    """Check a step's (or a command's) parameters against :data:`PARAMS` of ``kind``: every key
+    known, every value of its type and in its range; ``where`` names them in the message (with
+    ``flags``, each value is named as its flag: ``budget_ms`` as ``--budget-ms``). Returns
+    ``params`` unchanged (the runners parse them); a None value means the default."""
+    values.mapping(params, f"{where} params")
+    spec = PARAMS[kind]
+    unknown = sorted(set(params) - set(spec))
+    if unknown:
+        raise UserError(
+            f"{where} has unknown {kind} parameter(s) {', '.join(unknown)}; known: "
+            f"{', '.join(sorted(spec))}"
+        )
+    for key, value in params.items():
+        if value is not None:
+            spec[key](value, "--" + key.replace("_", "-") if flags else f"{where} {key}")
+    return params
+
+
+# --- the plan -------------------------------------------------------------------------------
+
+#: what a step name (a dataset name, part of file names) may look like
+STEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+PLAN_KEYS = ("name", "device", "steps", "description")
+STEP_KEYS = ("name", "kind", "out", "params", "description", "est_s")
 
 
 @dataclass(frozen=True)
@@ -63,41 +334,73 @@ class Plan:
     path: str = ""  # the YAML it was read from (for the command recorded in the manifest)
 
 
+def _out_name(v, where: str) -> str:
+    """A step's ``out``: a relative path inside the output folder (no ``..``, not absolute)."""
+    out = values.text(v, f"{where} out")
+    p = PurePosixPath(out.replace("\\", "/"))
+    if p.is_absolute() or ".." in p.parts or out.startswith("~") or ":" in out:
+        raise UserError(f"{where} out must be a file name inside the output folder, got {out!r}")
+    if any(len(part) > values.MAX_NAME_CHARS for part in p.parts):
+        raise UserError(f"{where} out has a name longer than {values.MAX_NAME_CHARS} characters")
+    return out
+
+
+def _step(s, i: int, path) -> Step:
+    where = f"plan {path}: step {i + 1}"
+    if not isinstance(s, dict) or not {"name", "kind", "out"} <= set(s):
+        raise UserError(f"{where} needs name, kind and out")
+    values.mapping(s, where)
+    name = values.text(s["name"], f"{where} name")
+    if not STEP_NAME.fullmatch(name):
+        raise UserError(
+            f"{where} name {name[:60]!r} must be letters, digits, '_', '.' or '-' "
+            "(at most 100, starting with a letter or digit)"
+        )
+    where = f"plan {path}: step {name}"
+    unknown = sorted(set(s) - set(STEP_KEYS))
+    if unknown:
+        raise UserError(f"{where} has unknown keys {unknown}")
+    kind = s["kind"]
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise UserError(f"{where} has unknown kind {kind!r} (choose {', '.join(KINDS)})")
+    params = s.get("params")
+    params = {} if params is None else dict(check_params(kind, params, where))
+    description = s.get("description")
+    if description is not None and not isinstance(description, (str, int, float)):
+        raise UserError(f"{where} description must be text")
+    est = values.number(s.get("est_s", 60), f"{where} est_s", above=0, hi=7 * 86400, unit="s")
+    return Step(name, kind, _out_name(s["out"], where), params, str(description or ""), est)
+
+
 def load_plan(path: str | os.PathLike) -> Plan:
-    """Read and check a plan YAML (``name``, ``device``, ``steps`` with name/kind/out/params)."""
+    """Read and check a plan YAML (``name``, ``device``, ``steps`` with name/kind/out/params):
+    the whole plan, every step's parameters included, before anything runs."""
 
     data = load_yaml(str(path))
+    unknown = sorted(set(data) - set(PLAN_KEYS))
+    if unknown:
+        raise UserError(f"plan {path} has unknown keys {unknown}; known: {', '.join(PLAN_KEYS)}")
     steps = data.get("steps")
     if not isinstance(steps, list) or not steps:
         raise UserError(f"plan {path} needs a non-empty 'steps' list")
-    out, seen = [], set()
+    out, names, files = [], set(), set()
     for i, s in enumerate(steps):
-        if not isinstance(s, dict) or not {"name", "kind", "out"} <= set(s):
-            raise UserError(f"plan {path}: step {i + 1} needs name, kind and out")
-        if s["kind"] not in KINDS:
-            raise UserError(
-                f"plan {path}: step {s['name']} has unknown kind {s['kind']!r} "
-                f"(choose {', '.join(KINDS)})"
-            )
-        if s["name"] in seen:
-            raise UserError(f"plan {path}: step name {s['name']!r} appears twice")
-        seen.add(s["name"])
-        unknown = set(s) - {"name", "kind", "out", "params", "description", "est_s"}
-        if unknown:
-            raise UserError(f"plan {path}: step {s['name']} has unknown keys {sorted(unknown)}")
-        out.append(
-            Step(
-                s["name"],
-                s["kind"],
-                s["out"],
-                dict(s.get("params") or {}),
-                str(s.get("description", "")),
-                float(s.get("est_s", 60)),
-            )
-        )
+        step = _step(s, i, path)
+        if step.name in names:
+            raise UserError(f"plan {path}: step name {step.name!r} appears twice")
+        if step.out in files:
+            raise UserError(f"plan {path}: two steps write {step.out!r}")
+        names.add(step.name)
+        files.add(step.out)
+        out.append(step)
+    name = data.get("name", None)
     return Plan(
-        str(data.get("name", Path(path).stem)),
-        str(data.get("device", "cuda")),
+        values.text(name, f"plan {path} name") if name is not None else _stem(path),
+        values.device_name(data.get("device", "cuda"), f"plan {path} device"),
         tuple(out),
         str(path),
     )
+
+
+def _stem(path) -> str:
+    return PurePosixPath(str(path).replace("\\", "/")).stem

@@ -1,0 +1,277 @@
+"""Values a user gives (a flag, a config or plan key), checked before any work starts.
+
+Each checker takes the raw value (a command-line string or what YAML made of it: int, float,
+str, bool, list, dict, None, date) and the name to quote, and returns the value in its type or
+raises :class:`~yolo_sm.contract.errors.UserError` with one sentence naming it. Numbers are
+finite (``nan``, ``inf`` and ``1e400`` are refused) and in a stated range; booleans are not
+numbers; a list is a comma string, a YAML list or one scalar.
+
+Besides values: :func:`device_name` (``cpu``, ``cuda``, ``cuda:N``), :func:`read_text` (a
+config or plan file: a readable UTF-8 text file of bounded size) and :func:`output_path` (an
+``--out`` that can be written, checked without creating anything).
+"""
+
+from __future__ import annotations
+
+import datetime
+import errno
+import math
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from yolo_sm.contract.errors import UserError
+
+#: largest config or plan file read (bytes): a bigger one is not a config
+MAX_TEXT_BYTES = 1 << 20
+#: longest file or folder name an ``--out`` may have (characters): the temporary and lock
+#: files written beside an output add their own prefix and suffix to it, within the 255 of
+#: common file systems
+MAX_NAME_CHARS = 200
+#: the device names the package runs on
+DEVICE = re.compile(r"cpu|cuda(:[0-9]{1,2})?")
+
+
+def _num(x) -> str:
+    """A bound or value as a message shows it: whole numbers in full, others as ``%g``."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
+
+
+def _range_text(lo, hi, above, unit: str) -> str:
+    u = f" {unit}" if unit else ""
+    if above is not None and hi is not None:
+        return f"above {_num(above)} and at most {_num(hi)}{u}"
+    if above is not None:
+        return f"above {_num(above)}{u}"
+    if lo is not None and hi is not None:
+        return f"between {_num(lo)} and {_num(hi)}{u}"
+    if lo is not None:
+        return f"at least {_num(lo)}{u}"
+    return f"at most {_num(hi)}{u}"
+
+
+def _check_range(x: float, what: str, lo, hi, above, unit: str) -> None:
+    if (
+        (lo is not None and x < lo)
+        or (hi is not None and x > hi)
+        or (above is not None and x <= above)
+    ):
+        raise UserError(f"{what} must be {_range_text(lo, hi, above, unit)}, got {_num(x)}")
+
+
+def _as_float(v, what: str, kind: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise UserError(f"{what} must be {kind}, got {_show(v)}")
+    try:
+        x = float(v.strip() if isinstance(v, str) else v)
+    except (ValueError, OverflowError):
+        raise UserError(f"{what} must be {kind}, got {_show(v)}") from None
+    if not math.isfinite(x):
+        raise UserError(f"{what} must be a finite number, got {_show(v)}")
+    return x
+
+
+def _show(v) -> str:
+    """A value as quoted in a message: its repr, cut to 60 characters."""
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def number(v, what: str, *, lo=None, hi=None, above=None, unit: str = "") -> float:
+    """A finite number in ``[lo, hi]`` (``above``: strictly greater than it)."""
+    x = _as_float(v, what, "a number")
+    _check_range(x, what, lo, hi, above, unit)
+    return x
+
+
+def whole(v, what: str, *, lo=None, hi=None, unit: str = "") -> int:
+    """A whole number in ``[lo, hi]`` (``"8"``, ``8``, ``8.0``; not ``8.5``, ``True``)."""
+    if isinstance(v, str) and re.fullmatch(r"\s*[+-]?[0-9]{1,30}\s*", v):
+        n = int(v)
+    else:
+        x = _as_float(v, what, "a whole number")
+        if x != int(x):
+            raise UserError(f"{what} must be a whole number, got {_show(v)}")
+        n = int(x)
+    _check_range(n, what, lo, hi, None, unit)
+    return n
+
+
+def items(v, what: str) -> list:
+    """A comma string, a list or one scalar -> a non-empty list of scalars (no nested lists or
+    mappings)."""
+    if isinstance(v, str):
+        out = [x.strip() for x in v.split(",") if x.strip()]
+    elif isinstance(v, (list, tuple)):
+        out = list(v)
+    else:
+        out = [v]
+    if not out:
+        raise UserError(f"{what} needs at least one value")
+    for x in out:
+        if isinstance(x, (list, tuple, dict, set)) or x is None:
+            raise UserError(f"{what} takes plain values, got {_show(x)}")
+    return out
+
+
+def numbers(v, what: str, **limits) -> list[float]:
+    """:func:`items` of :func:`number` (the same ``lo`` / ``hi`` / ``above`` / ``unit``)."""
+    return [number(x, what, **limits) for x in items(v, what)]
+
+
+def wholes(v, what: str, **limits) -> list[int]:
+    """:func:`items` of :func:`whole` (the same ``lo`` / ``hi`` / ``unit``)."""
+    return [whole(x, what, **limits) for x in items(v, what)]
+
+
+def text(v, what: str, choices=None) -> str:
+    """A non-empty word or phrase (a number is taken as its text); ``choices``: one of them
+    (compared lower-case)."""
+    if isinstance(v, bool) or v is None or isinstance(v, (list, tuple, dict, set)):
+        raise UserError(f"{what} must be text, got {_show(v)}")
+    if isinstance(v, (datetime.date, datetime.time)):
+        raise UserError(f"{what} must be text, got the date {v}")
+    s = str(v).strip()
+    if not s or "\x00" in s or len(s) > 1000:
+        raise UserError(f"{what} must be a non-empty line of text, got {_show(v)}")
+    if choices is not None and s.lower() not in choices:
+        raise UserError(f"{what} must be one of {', '.join(choices)}, got {s!r}")
+    return s.lower() if choices is not None else s
+
+
+def texts(v, what: str, choices=None) -> list[str]:
+    """:func:`items` of :func:`text`."""
+    return [text(x, what, choices) for x in items(v, what)]
+
+
+def flag(v, what: str) -> bool:
+    """``true/false, yes/no, on/off, 1/0`` (any case) or a bool."""
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower() if isinstance(v, (str, int)) else None
+    if s in ("1", "true", "yes", "on"):
+        return True
+    if s in ("0", "false", "no", "off"):
+        return False
+    raise UserError(f"{what} must be true or false, got {_show(v)}")
+
+
+def mapping(v, what: str) -> dict:
+    """A mapping whose keys are text."""
+    if not isinstance(v, dict):
+        raise UserError(f"{what} must be a mapping of names to values, got {_show(v)}")
+    bad = [k for k in v if not isinstance(k, str)]
+    if bad:
+        raise UserError(f"{what} has a key that is not a name: {_show(bad[0])}")
+    return v
+
+
+def device_name(v, what: str = "--device") -> str:
+    """``cpu``, ``cuda`` or ``cuda:N``: the devices the package runs on."""
+    s = text(v, what)
+    if not DEVICE.fullmatch(s):
+        raise UserError(f"{what} must be cpu, cuda or cuda:N, got {s!r}")
+    return s
+
+
+# --- files ----------------------------------------------------------------------------------
+
+
+def _os_reason(e: OSError) -> str:
+    return e.strerror or type(e).__name__
+
+
+def read_text(path, what: str = "config file") -> str:
+    """The text of a config or plan file: it exists, is a regular file, can be read, holds at
+    most :data:`MAX_TEXT_BYTES` and is UTF-8 (a UTF-8 byte-order mark is allowed) without NUL
+    bytes. Anything else is a UserError naming the file."""
+    p = Path(path)
+    try:
+        if not p.exists():
+            raise UserError(f"{what} {path} does not exist")
+        if not p.is_file():
+            raise UserError(f"{what} {path} is not a regular file")
+        with open(p, "rb") as fh:
+            raw = fh.read(MAX_TEXT_BYTES + 1)
+    except OSError as e:
+        raise UserError(f"cannot read {what} {path}: {_os_reason(e)}") from None
+    if len(raw) > MAX_TEXT_BYTES:
+        raise UserError(f"{what} {path} is larger than {MAX_TEXT_BYTES >> 20} MiB: not a config")
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise UserError(f"{what} {path} is UTF-16 text; save it as UTF-8")
+    try:
+        body = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise UserError(f"{what} {path} is not UTF-8 text (a binary file?)") from None
+    if "\x00" in body:
+        raise UserError(f"{what} {path} holds NUL bytes: a binary file, not YAML")
+    return body
+
+
+def _nearest_existing(p: Path) -> Path:
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def _name_max(folder: Path) -> int:
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
+
+
+def output_path(path, what: str = "--out", *, folder: bool = False) -> Path:
+    """``path`` as an output (a file; with ``folder`` a folder), once it is known that it can
+    be written there. Nothing is created: the nearest existing folder above it must be a
+    folder this process may create files in (tested with a temporary file removed at once),
+    no part of the path may be a file where a folder is needed, and every name is at most
+    :data:`MAX_NAME_CHARS` characters. An existing output must be of the right kind (a file
+    for a file, a folder for a folder) and writable."""
+    raw = str(path)
+    if not raw.strip() or "\x00" in raw:
+        raise UserError(f"{what} must be a path, got {raw!r}")
+    p = Path(raw).expanduser()
+    for part in p.parts:
+        if len(part) > MAX_NAME_CHARS:
+            raise UserError(
+                f"{what} has a name of {len(part)} characters; names are at most "
+                f"{MAX_NAME_CHARS} characters"
+            )
+    if p.exists():
+        if folder and not p.is_dir():
+            raise UserError(f"{what} {p} is a file; give a folder")
+        if not folder and p.is_dir():
+            raise UserError(f"{what} {p} is a directory; give a file path")
+    # where files are created: inside an output folder, beside an output file
+    base = _nearest_existing(p.absolute() if folder else p.absolute().parent)
+    if not base.is_dir():
+        raise UserError(f"cannot write {what} {p}: {base} is a file, not a folder")
+    for part in p.absolute().relative_to(base).parts:
+        if len(part) > _name_max(base):
+            raise UserError(f"cannot write {what} {p}: the name {part[:40]}... is too long")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".yolo_sm-", suffix=".probe", dir=base)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        reason = _os_reason(e)
+        raise UserError(f"cannot write {what} {p}: {base} is not writable ({reason})") from None
+    if p.exists() and not os.access(p, os.W_OK):
+        raise UserError(f"cannot write {what} {p}: it is read-only")
+    return p
+
+
+def os_error_sentence(e: OSError) -> str:
+    """One sentence for an ``OSError`` met while reading or writing: what happened to which
+    file and what to do (a full disk, a read-only or missing place, a name too long)."""
+    where = f" {e.filename}" if e.filename else ""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        writing = f" writing {e.filename}" if e.filename else ""
+        return f"no space left on the device{writing}: free some space or choose another --out"
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"cannot write{where}: {_os_reason(e).lower()}; choose another --out"
+    if e.errno == errno.ENAMETOOLONG:
+        return f"a file name is too long{where}: choose a shorter --out"
+    return f"{_os_reason(e)}{where} ({type(e).__name__})"
