@@ -30,6 +30,21 @@ def add_parser(sub) -> None:
         "only those whose message contains TEXT (e.g. NumericalMismatch); a bench re-measures "
         "such a row's whole (model, batch) unit",
     )
+    c.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run the plan's units as tasks on a local Dask cluster of N worker processes, one "
+        "GPU each (needs the distributed extra; docs/distributed.md)",
+    )
+    c.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="run the plan's units on the Dask cluster of this scheduler (tcp://host:8786), "
+        "whose workers offer the resource GPU=1",
+    )
     c.add_argument("--status", action="store_true", help="only show which steps are done")
     c.add_argument("--quiet", action="store_true", help="no progress bars")
     c.set_defaults(run=run)
@@ -74,6 +89,21 @@ def collect(args) -> int:
                 f"left: about {left / 60:.1f} min of GPU time by these estimates "
                 f"({sum(table.state != 'done')} step(s) not done)"
             )
+        return 0
+    if args.workers is not None or args.scheduler:
+        from yolo_sm.collect import distributed
+
+        table = distributed.run_plan(
+            plan,
+            args.out,
+            workers=args.workers,
+            scheduler=args.scheduler,
+            only=comma_list(args.only),
+            max_minutes=args.max_minutes,
+            progress=not args.quiet,
+            redo=args.redo_errors,
+        )
+        print(table.to_string(index=False))
         return 0
     table = plans.run_plan(
         plan,
