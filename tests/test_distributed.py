@@ -87,6 +87,27 @@ def test_cores_are_shared_out_and_parsed():
     assert dcluster.split_cores(3, [5, 6]) == [[5], [6], [5]]
 
 
+def test_nvml_numbers_follow_cuda_visible_devices(monkeypatch):
+    from yolo_sm.collect.provenance import nvml_index
+
+    class FakeNvml:
+        def nvmlInit(self):
+            pass
+
+        def nvmlDeviceGetHandleByUUID(self, uuid):
+            return {"GPU-aa": "h5"}[uuid]
+
+        def nvmlDeviceGetIndex(self, handle):
+            return int(handle[1:])
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert nvml_index(1) == 1
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    assert [nvml_index(i) for i in range(3)] == [3, 1, 2]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-aa,GPU-bb")
+    assert [nvml_index(i, FakeNvml()) for i in range(2)] == [5, 1]  # unknown UUID: CUDA's
+
+
 def test_workers_without_dask_is_one_sentence(tmp_path, monkeypatch, capsys):
     plan = tmp_path / "p.yaml"
     plan.write_text(yaml.safe_dump({"name": "t", "device": "cpu", "steps": [_sweep()]}))

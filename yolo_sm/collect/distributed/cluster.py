@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 
+from yolo_sm.collect.provenance import nvml_index
 from yolo_sm.contract.errors import UserError
 
 CPUS_ENV = "YOLO_SM_CPUS"  # comma list of the cores a local worker's threads are pinned to
@@ -108,7 +109,7 @@ def place(device: str) -> dict:
 
 def _host_index(local: int, uuid: str | None) -> int:
     """The host's index of the GPU that torch numbers ``local``: NVML's for its UUID, else
-    the ``local``-th entry of a numeric ``CUDA_VISIBLE_DEVICES``, else ``local``."""
+    what ``CUDA_VISIBLE_DEVICES`` maps ``local`` to."""
     if uuid:
         try:
             import pynvml
@@ -117,10 +118,7 @@ def _host_index(local: int, uuid: str | None) -> int:
             return int(pynvml.nvmlDeviceGetIndex(pynvml.nvmlDeviceGetHandleByUUID(uuid)))
         except Exception:  # noqa: BLE001 - no NVML: fall back to the environment
             pass
-    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
-    if local < len(visible) and visible[local].isdigit():
-        return int(visible[local])
-    return local
+    return nvml_index(local)
 
 
 def _visible_gpus() -> list[str]:
