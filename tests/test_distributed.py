@@ -153,7 +153,7 @@ def client():
         yield c
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(900)
 def test_a_cluster_run_equals_a_single_process_run(tmp_path, client):
     from yolo_sm.collect import distributed as dist
 
@@ -205,7 +205,7 @@ def _rows(path):
         return None
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(900)
 def test_a_worker_killed_mid_task_is_replaced_and_nothing_is_lost_or_doubled(tmp_path, client):
     from yolo_sm.collect import distributed as dist
 
@@ -217,7 +217,7 @@ def test_a_worker_killed_mid_task_is_replaced_and_nothing_is_lost_or_doubled(tmp
     seen = {}
 
     def kill_after_first_point():
-        df = _wait(lambda: _nonempty(_rows(shard / "s.parquet")))
+        df = _wait(lambda: _nonempty(_rows(shard / "s.parquet")), timeout=600)
         owner = dunits.read_owner(shard)
         if df is None or owner is None:
             return
@@ -249,7 +249,7 @@ distributed.run_plan(plans.load_plan(sys.argv[1]), sys.argv[2], workers=1, progr
 """
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(900)
 def test_a_killed_driver_resumes_without_measuring_merged_units_again(tmp_path, client):
     from yolo_sm.collect import distributed as dist
 
@@ -267,7 +267,7 @@ def test_a_killed_driver_resumes_without_measuring_merged_units_again(tmp_path, 
         shard = dunits.shard_dir(out, second)
         got = _wait(
             lambda: (out / "s.parquet").exists() and dunits.read_owner(shard) is not None,
-            timeout=180,
+            timeout=600,
         )
         merged = _rows(out / "s.parquet")
         owner = dunits.read_owner(shard)

@@ -136,9 +136,10 @@ def _visible_gpus() -> list[str]:
 def local_cluster(n: int, device: str):
     """A local cluster of ``n`` worker processes, one thread and ``GPU=1`` each, no memory
     limit (a model's build may take a worker's share of RAM; Dask would kill it), no
-    dashboard. On a GPU: ``LocalCUDACluster`` where dask-cuda is installed, else one worker per
-    visible GPU with its own ``CUDA_VISIBLE_DEVICES``; each worker gets an equal share of the
-    cores (:data:`CPUS_ENV`)."""
+    dashboard (the scheduler's HTTP server on a free port). On a GPU: ``LocalCUDACluster``
+    where dask-cuda is installed, else one worker per visible GPU with its own
+    ``CUDA_VISIBLE_DEVICES``; each worker gets an equal share of the cores
+    (:data:`CPUS_ENV`)."""
     distributed = require_distributed()
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     cores = cores or list(range(os.cpu_count() or 1))
@@ -161,7 +162,7 @@ def local_cluster(n: int, device: str):
                 CUDA_VISIBLE_DEVICES=",".join(gpus[:n]),
                 memory_limit=0,
                 resources={RESOURCE: 1},
-                dashboard_address=None,
+                dashboard_address=":0",
                 silence_logs=logging.ERROR,
             )
     workers = {}
@@ -175,7 +176,7 @@ def local_cluster(n: int, device: str):
         }
     scheduler = {
         "cls": distributed.Scheduler,
-        "options": {"dashboard": False, "dashboard_address": None},
+        "options": {"dashboard": False, "dashboard_address": ":0"},  # no fixed port
     }
     return distributed.SpecCluster(
         workers=workers, scheduler=scheduler, silence_logs=logging.ERROR, name="yolo-sm"
