@@ -141,6 +141,10 @@ def local_cluster(n: int, device: str):
     ``CUDA_VISIBLE_DEVICES``; each worker gets an equal share of the cores
     (:data:`CPUS_ENV`)."""
     distributed = require_distributed()
+    import dask
+
+    # workers that may start processes of their own (torch.compile's compile workers)
+    dask.config.set({"distributed.worker.daemon": False})
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     cores = cores or list(range(os.cpu_count() or 1))
     shares = split_cores(n, cores)
