@@ -19,6 +19,7 @@ from yolo_sm.cli.main import main
 from yolo_sm.collect import plans
 from yolo_sm.collect.distributed import cluster as dcluster
 from yolo_sm.collect.distributed import units as dunits
+from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.schema import KEY_COLUMNS, PLACE_COLUMNS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,6 +86,8 @@ def test_cores_are_shared_out_and_parsed():
     assert dcluster.parse_cpus("0,2-4, 7") == [0, 2, 3, 4, 7]
     assert dcluster.split_cores(2, [0, 1, 2, 3, 4]) == [[0, 1], [2, 3]]
     assert dcluster.split_cores(3, [5, 6]) == [[5], [6], [5]]
+    with pytest.raises(UserError, match="positive"):
+        dcluster.split_cores(0, [0, 1])
 
 
 def test_nvml_numbers_follow_cuda_visible_devices(monkeypatch):

@@ -212,5 +212,6 @@ def client_for(workers: int | None, scheduler: str | None, device: str):
         finally:
             client.close()
         return
-    with local_cluster(int(workers or 1), device) as cluster, distributed.Client(cluster) as c:
+    n = 1 if workers is None else int(workers)
+    with local_cluster(n, device) as cluster, distributed.Client(cluster) as c:
         yield c
