@@ -40,6 +40,21 @@ def add_parser(sub) -> None:
         "only those whose message contains TEXT (e.g. NumericalMismatch); a bench re-measures "
         "such a row's whole (model, batch) unit",
     )
+    c.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run the plan's units as tasks on a local Dask cluster of N worker processes, one "
+        "GPU each (needs the distributed extra; docs/distributed.md)",
+    )
+    c.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="run the plan's units on the Dask cluster of this scheduler (tcp://host:8786), "
+        "whose workers offer the resource GPU=1",
+    )
     c.add_argument("--status", action="store_true", help="only show which steps are done")
     c.set_defaults(run=run)
 
@@ -123,8 +138,26 @@ def collect(args) -> int:
             steps = ", ".join(sorted(names))
             raise UserError(f"plan {plan.name} has no step {o!r}; steps: {steps}")
     redo = None if args.redo_errors is None else str(args.redo_errors)
+    workers = (
+        None if args.workers is None else values.whole(args.workers, "--workers", lo=1, hi=1024)
+    )
     output(out_dir, folder=True)
     check_steps(plan, out_dir, only or names)
+    if args.workers is not None or args.scheduler:
+        from yolo_sm.collect import distributed
+
+        table = distributed.run_plan(
+            plan,
+            out_dir,
+            workers=workers,
+            scheduler=args.scheduler,
+            only=only,
+            max_minutes=minutes,
+            progress=progress(args),
+            redo=redo,
+        )
+        print(table.to_string(index=False))
+        return 0
     table = plans.run_plan(
         plan, out_dir, only=only, max_minutes=minutes, progress=progress(args), redo=redo
     )

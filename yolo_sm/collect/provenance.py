@@ -20,13 +20,34 @@ def _version(dist: str) -> str | None:
         return None
 
 
+def nvml_index(local: int = 0, nvml=None) -> int:
+    """NVML's index of the GPU that CUDA numbers ``local`` in this process. NVML ignores
+    ``CUDA_VISIBLE_DEVICES``: where it is set, its ``local``-th entry (a number, or a UUID
+    looked up through ``nvml``, pynvml by default), else ``local``."""
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
+    visible = [v for v in visible if v]
+    if local >= len(visible):
+        return local
+    entry = visible[local]
+    if entry.isdigit():
+        return int(entry)
+    try:
+        if nvml is None:
+            import pynvml as nvml
+        nvml.nvmlInit()
+        return int(nvml.nvmlDeviceGetIndex(nvml.nvmlDeviceGetHandleByUUID(entry)))
+    except Exception:  # noqa: BLE001 - no NVML or an unknown UUID: CUDA's own number
+        return local
+
+
 def _nvml_handle(index: int):
-    """A pynvml device handle, or None where pynvml or the driver is missing."""
+    """A pynvml device handle of the GPU CUDA numbers ``index`` here, or None where pynvml
+    or the driver is missing."""
     try:
         import pynvml
 
         pynvml.nvmlInit()
-        return pynvml, pynvml.nvmlDeviceGetHandleByIndex(index)
+        return pynvml, pynvml.nvmlDeviceGetHandleByIndex(nvml_index(index, pynvml))
     except Exception:  # noqa: BLE001 - no NVML is a normal state on CPU machines
         return None, None
 

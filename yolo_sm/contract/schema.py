@@ -334,6 +334,22 @@ REQUIRED = {
 }
 
 
+# Where a row was measured, recorded by `collect --workers` / `--scheduler` (absent in tables of
+# plain runs); optional in every kind (described in SCHEMAS, never in REQUIRED), so that views
+# can compare only same-GPU points
+PLACE = {
+    "gpu_uuid": "UUID of the GPU the row was measured on (GPU-..., as nvidia-smi prints it); "
+    "empty on a CPU",
+    "gpu_index": "index of that GPU on its host (nvidia-smi's numbering); empty on a CPU",
+    "host": "host name of the machine that measured the row",
+    "worker": "name of the Dask worker that measured the row",
+}
+PLACE_COLUMNS = tuple(PLACE)
+for _columns in SCHEMAS.values():
+    for _c, _text in PLACE.items():
+        _columns.setdefault(_c, _text)
+
+
 def validate(df, kind: str, name: str | None = None):
     """Raise ``ValueError`` naming the missing required columns of a ``kind`` table; returns df."""
     required = REQUIRED[kind]

@@ -27,6 +27,7 @@ import warnings
 from pathlib import Path
 
 from yolo_sm.analyse.gpm import FALLBACK_METRICS
+from yolo_sm.collect.provenance import nvml_index
 from yolo_sm.contract.errors import NotAvailableError, UserError
 
 # tidy metric name -> pynvml constant (values in percent, 0-100)
@@ -125,7 +126,7 @@ class GpmSampler:
             ) from None
         self._inited = True
         try:
-            self._handle = nvml.nvmlDeviceGetHandleByIndex(self.index)
+            self._handle = nvml.nvmlDeviceGetHandleByIndex(nvml_index(self.index, nvml))
             self.mode = self._start_gpm() if self._gpm_supported() else "nvml_util"
             if self.mode == "nvml_util":
                 warnings.warn(

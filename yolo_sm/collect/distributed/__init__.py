@@ -1,0 +1,152 @@
+"""A collection plan run as tasks on a Dask cluster: ``yolo-sm collect --workers N`` (a local
+cluster, one worker process per GPU) or ``--scheduler ADDRESS`` (an existing cluster, e.g.
+under Slurm: docs/distributed.md).
+
+The driver (:func:`run_plan`) cuts the plan into units (:mod:`.units`: a sweep's or bench's
+model, a whole step of the other kinds), submits each unfinished one as a task that asks for
+one GPU (``resources={"GPU": 1}``), and merges each unit's shard into the plan's tables and
+the manifest as soon as its task ends. Rows carry where they were measured (``gpu_uuid``,
+``gpu_index``, ``host``, ``worker``). What is resumed:
+
+- a worker killed mid-task: Dask runs the task again on a worker (the killed one's nanny
+  starts a new process); the new run resumes the shard after the points already in it;
+- a driver killed: its local workers exit with it; the next run merges the shards left
+  behind, then runs only what the tables still lack (a unit already merged is not run again).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from yolo_sm.collect import plans
+from yolo_sm.collect.distributed.cluster import (
+    RESOURCE,
+    client_for,
+    pin_threads,
+    place,
+    require_distributed,
+)
+from yolo_sm.collect.distributed.units import (
+    Unit,
+    merge_unit,
+    plan_units,
+    run_unit_into_shard,
+    seed_shard,
+    unit_pending,
+)
+from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.plans import Plan
+
+__all__ = ["run_plan", "run_task", "plan_units", "require_distributed"]
+
+
+def run_task(unit: Unit, plan: Plan, out_dir: str, stop_at: float | None = None) -> dict:
+    """What a worker runs: pin the threads, run ``unit`` into its shard; returns ``unit``,
+    ``state`` (done / partial / skipped), ``seconds`` (wall time of the task), ``cores`` (how
+    many the threads were pinned to) and the place (gpu_uuid, gpu_index, host, worker).
+    ``stop_at``: a ``time.time()`` value after which no new point starts."""
+    cores = pin_threads()
+    where = place(plan.device)
+    deadline = time.monotonic() + (stop_at - time.time()) if stop_at is not None else None
+    t0 = time.perf_counter()
+    state = run_unit_into_shard(unit, plan, Path(out_dir), where, deadline)
+    return {
+        "unit": unit.name,
+        "state": state,
+        "seconds": time.perf_counter() - t0,
+        "cores": len(cores),
+        **where,
+    }
+
+
+def _command(plan: Plan, out_dir: Path, step) -> str:
+    return f"yolo-sm collect --plan {plan.path or plan.name} --out {out_dir} --only {step.name}"
+
+
+def run_plan(
+    plan: Plan,
+    out_dir,
+    *,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    only: list[str] | None = None,
+    max_minutes: float | None = None,
+    progress: bool = True,
+    redo: str | None = None,
+    client=None,
+):
+    """Run the plan's unfinished units (of the steps in ``only``) on a Dask cluster into
+    ``out_dir``: a local one of ``workers`` processes, the scheduler at ``scheduler``, or the
+    given ``client``'s. Returns :func:`yolo_sm.collect.plans.status` afterwards. ``max_minutes``
+    and ``redo`` as in :func:`yolo_sm.collect.plans.run_plan`. A task that raised does not stop
+    the others; the first such error is raised once every task has ended and been merged."""
+    distributed = require_distributed()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    names = {s.name for s in plan.steps}
+    for o in only or []:
+        if o not in names:
+            raise UserError(
+                f"plan {plan.name} has no step {o!r}; steps: {', '.join(sorted(names))}"
+            )
+    steps = {s.name: s for s in plan.steps}
+    units = plan_units(plan, only)
+
+    def merge(u: Unit) -> bool:
+        step = steps[u.step.name]
+        return merge_unit(u, plan, out_dir, step, command=_command(plan, out_dir, step))
+
+    left_behind = [u for u in units if merge(u)]
+    if left_behind and progress:
+        print(f"collect: merged {len(left_behind)} shard(s) of an earlier run", file=sys.stderr)
+    if redo is not None:
+        for name in dict.fromkeys(u.step.name for u in units):
+            n = plans.redo_errors(steps[name], out_dir, redo)
+            if n and progress:
+                print(f"collect: {name}: {n} error row(s) to measure again", file=sys.stderr)
+    todo = [u for u in units if unit_pending(u, plan, out_dir)]
+    for u in todo:
+        seed_shard(u, plan, out_dir)
+    stop_at = time.time() + 60 * max_minutes if max_minutes else None
+    errors = []
+    if todo:
+        run = contextlib.nullcontext(client) if client is not None else None
+        with run or client_for(workers, scheduler, plan.device) as c:
+            token = uuid.uuid4().hex[:8]
+            futures = {
+                c.submit(
+                    run_task,
+                    u,
+                    plan,
+                    str(out_dir),
+                    stop_at,
+                    key=f"yolo-sm-{token}-{u.order}-{u.name}",
+                    resources={RESOURCE: 1},
+                    priority=-u.order,
+                    pure=False,
+                ): u
+                for u in todo
+            }
+            for fut in distributed.as_completed(list(futures)):
+                u = futures[fut]
+                if fut.status == "error":
+                    errors.append(fut.exception())
+                    if progress:
+                        print(f"collect: {u.name} failed: {errors[-1]}", file=sys.stderr)
+                elif progress:
+                    r = fut.result()
+                    gpu = f", {r['gpu_uuid']}" if r.get("gpu_uuid") else ""
+                    print(
+                        f"collect: {u.name} {r['state']} on {r['worker']} ({r['host']}{gpu}) "
+                        f"in {r['seconds']:.0f} s",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                merge(u)
+    if errors:
+        raise errors[0]
+    return plans.status(plan, out_dir)
