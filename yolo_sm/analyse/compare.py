@@ -16,12 +16,14 @@ import pandas as pd
 
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.heatmaps import layer_table
-from yolo_sm.analyse.remeasure import launch_bound
+from yolo_sm.analyse.remeasure import TOLERANCE, launch_bound
 from yolo_sm.contract.datasets import MACHINE_FIELDS, DataRoot
 from yolo_sm.contract.hardware import ceiling
 from yolo_sm.contract.schema import KEY_COLUMNS
 
 BOTH, ONLY_A, ONLY_B = "both", "only a", "only b"
+#: two measures of a point agree when they are within this many percent of each other
+AGREE_PCT = 100 * TOLERANCE
 #: the columns that name a point across machines (the device string differs between them)
 POINT_KEYS = tuple(c for c in KEY_COLUMNS if c != "device")
 #: the per-point values kept from each root
@@ -130,6 +132,7 @@ def join_points(pa: pd.DataFrame, pb: pd.DataFrame, ceil_a=None, ceil_b=None) ->
     (eager at small batch, :func:`yolo_sm.analyse.remeasure.launch_bound`)."""
     keys = list(POINT_KEYS)
     vals = [c for c in POINT_VALUES if c != "flops_per_img"]
+    pa, pb = (p.reindex(columns=[*keys, *POINT_VALUES]) for p in (pa, pb))
     m = pa[[*keys, *vals, "flops_per_img"]].merge(
         pb[[*keys, *vals]], on=keys, how="outer", suffixes=("_a", "_b"), indicator=True
     )
@@ -154,9 +157,7 @@ def compare_points(a: DataRoot, b: DataRoot) -> pd.DataFrame:
     a sweep of the same name, its points win over the other sweeps' (a repeat collection is
     matched to the same plan step)."""
     shared = tuple(n for n in a.find_all("sweep") if n in set(b.find_all("sweep")))
-    return join_points(
-        points(a, shared), points(b, shared), matmul_ceilings(a), matmul_ceilings(b)
-    )
+    return join_points(points(a, shared), points(b, shared), matmul_ceilings(a), matmul_ceilings(b))
 
 
 def presence(m: pd.DataFrame) -> pd.DataFrame:
@@ -184,7 +185,7 @@ def spread(m: pd.DataFrame) -> pd.DataFrame:
                 "ratio_min": r.min(),
                 "ratio_max": r.max(),
                 "max_dev_pct": float((r - 1).abs().max() * 100),
-                "within_10pct": int(((r - 1).abs() <= 0.10).sum()),
+                "within_10pct": int(((r - 1).abs() * 100 <= AGREE_PCT).sum()),
             }
         )
     cols = [
@@ -246,9 +247,9 @@ def join_layers(la: pd.DataFrame, lb: pd.DataFrame) -> pd.DataFrame:
         indicator=True,
     )
     m["present"] = _present(m.pop("_merge"))
-    m["achieved_minus_pct_points"] = m["achieved_occupancy_tw_pct_b"] - m[
-        "achieved_occupancy_tw_pct_a"
-    ]
+    m["achieved_minus_pct_points"] = (
+        m["achieved_occupancy_tw_pct_b"] - m["achieved_occupancy_tw_pct_a"]
+    )
     return m.sort_values(["config", "layer_idx"]).reset_index(drop=True)
 
 
@@ -265,7 +266,9 @@ def facts(a: DataRoot, b: DataRoot, m: pd.DataFrame | None = None) -> pd.DataFra
     when they differ, left out when one names none), ``compare.points_both`` /
     ``points_only_a`` / ``points_only_b``, and over the points both measured:
     ``compare.gpu_bound_max_dev_pct`` / ``host_bound_max_dev_pct`` (largest |b/a - 1| of the
-    GPU-bound / launch-bound points, %), ``compare.b_faster_share_pct`` (% of the GPU-bound
+    GPU-bound / launch-bound points, %), ``compare.gpu_bound_within_pct`` /
+    ``host_bound_within_pct`` (% of those points within :data:`AGREE_PCT` of each other),
+    ``compare.b_faster_share_pct`` (% of the GPU-bound
     points where b delivers more img/s)."""
     m = compare_points(a, b) if m is None else m
     ds = tuple(sorted({f"{a.name}/{d}" for d in m["dataset_a"].dropna()}))
@@ -280,10 +283,13 @@ def facts(a: DataRoot, b: DataRoot, m: pd.DataFrame | None = None) -> pd.DataFra
         rows.append(fact(PREFIX + val, int((m["present"] == key).sum()), "points", datasets=ds))
     both = m[m["present"] == BOTH]
     dev = (both["ratio"].astype(float) - 1).abs() * 100
-    for lb, key in ((False, "gpu_bound_max_dev_pct"), (True, "host_bound_max_dev_pct")):
+    for lb, kind in ((False, "gpu_bound"), (True, "host_bound")):
         sel = dev[both["launch_bound"] == lb]
-        v = float(sel.max()) if len(sel) else math.nan
-        rows.append(fact(PREFIX + key, v, "%", datasets=ds, note=f"{len(sel)} points"))
+        n, note = len(sel), f"{len(sel)} points"
+        top = float(sel.max()) if n else math.nan
+        within = float((sel <= AGREE_PCT).mean() * 100) if n else math.nan
+        rows.append(fact(f"{PREFIX}{kind}_max_dev_pct", top, "%", datasets=ds, note=note))
+        rows.append(fact(f"{PREFIX}{kind}_within_pct", within, "%", datasets=ds, note=note))
     gpu = both[~both["launch_bound"].astype(bool)]
     share = float((gpu["ratio"] > 1).mean() * 100) if len(gpu) else math.nan
     rows.append(fact(PREFIX + "b_faster_share_pct", share, "%", datasets=ds))

@@ -249,7 +249,9 @@ def layer_facts(ncu: pd.DataFrame, dataset: str = "ncu") -> list[dict]:
     table = table[table["layer"].astype(str).str.len() > 0]
     if table.empty:
         return []
-    config = table.sort_values("batch").config.iloc[-1] if "batch" in table else table.config.iloc[0]
+    config = (
+        table.sort_values("batch").config.iloc[-1] if "batch" in table else table.config.iloc[0]
+    )
     t = table[table["config"] == config]
     time = t["time_us"]
     total = float(time.sum())

@@ -109,7 +109,9 @@ def your_model_root(
     import torch
 
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError("LIVE = True collects on a CUDA GPU and torch sees none here; set LIVE = False")
+        raise UserError(
+            "LIVE = True collects on a CUDA GPU and torch sees none here; set LIVE = False"
+        )
     gpu = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
     machine = re.sub(r"[^A-Za-z0-9]+", "_", gpu).strip("_").lower()
     out = Path(results) / machine / slug(model)

@@ -1,0 +1,113 @@
+"""analyse.your_model and findings.your_model: model labels, the view of one model in a root
+of any naming, and the per-layer occupancy rules moved across their thresholds."""
+
+import pandas as pd
+import pytest
+
+from tests.fixtures.one_model import one_model_root
+from yolo_sm.analyse import your_model
+from yolo_sm.analyse.facts import facts_table
+from yolo_sm.contract.datasets import open_root
+from yolo_sm.contract.errors import UserError
+from yolo_sm.report.findings import your_model as findings
+from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, evaluate
+
+
+def test_model_labels():
+    cfg = pd.DataFrame({"config": ["yolov8_w0.25_fp16_nhwc_b8", "best_fp16_nchw_b1", "x"]})
+    assert list(your_model.model_labels(cfg)) == ["yolov8_w0.25", "best", ""]
+    sweep = pd.DataFrame({"family": ["yolov8", "yolo11"], "scale": ["", "n"], "width": [0.5, 0.25]})
+    assert list(your_model.model_labels(sweep)) == ["yolov8_w0.5", "yolo11n"]
+    layers = pd.DataFrame({"model": ["resnet101"], "width": [float("nan")]})
+    assert list(your_model.model_labels(layers)) == ["resnet101"]
+
+
+def test_view_of_a_one_model_root_finds_every_role(tmp_path):
+    v = your_model.view(open_root(one_model_root(tmp_path / "mine")))
+    assert v.model == "yolov8_w0.25" and v.others == ()
+    assert v.sources == {
+        "sweep": "my_sweep",
+        "trace": "my_trace",
+        "ncu": "my_ncu",
+        "model_layers": "my_layers",
+    }
+    s = v.load("sweep")
+    assert (
+        set(s.width) == {0.25} and s.batch.max() == 64 and s.attrs["dataset"].endswith("my_sweep")
+    )
+
+
+def test_view_of_a_many_model_root_narrows_to_the_model():
+    h = open_root("h200")
+    v = your_model.view(h, "yolov8_w1")
+    assert set(your_model.model_labels(v.load("ncu"))) == {"yolov8_w1"}
+    assert set(v.load("sweep").precision) == {"fp16"} and len(v.others) > 3
+    with pytest.raises(UserError, match="no model 'nope'"):
+        your_model.view(h, "nope")
+
+
+def test_channel_table_units(tmp_path):
+    v = your_model.view(open_root(one_model_root(tmp_path / "mine")))
+    raw, t = v.load("model_layers"), your_model.channel_table(v.load("model_layers"))
+    assert t.activation_mb.iloc[0] == pytest.approx(raw.out_bytes.iloc[0] / 1e6)
+    assert t.gflops.sum() == pytest.approx(raw.flops.sum() / 1e9)
+
+
+def _verdict(key, value):
+    f = facts_table(
+        [
+            {
+                "key": your_model.PREFIX + key,
+                "value": value,
+                "unit": "%",
+                "scope": "",
+                "datasets": (),
+                "note": "",
+            }
+        ]
+    )
+    return evaluate(findings.RULES, f).set_index("id").verdict
+
+
+@pytest.mark.parametrize(
+    "rule, key, values",
+    [
+        ("your_model_half_idle_warps", "achieved_occupancy_tw_pct", (40, 55, 70)),
+        ("your_model_low_layers_dominate", "time_share_below_50_pct", (60, 30, 10)),
+        ("your_model_grid_limited", "grid_limited_time_share_pct", (60, 30, 10)),
+        ("your_model_one_layer_dominates", "slowest_layer_time_share_pct", (30, 20, 10)),
+    ],
+)
+def test_layer_rules_flip(rule, key, values):
+    got = [_verdict(key, v)[rule] for v in values]
+    assert got == [HOLDS, PARTLY, FAILS]
+
+
+def test_layer_facts_from_real_ncu(tmp_path):
+    v = your_model.view(open_root(one_model_root(tmp_path / "mine")))
+    f = your_model.facts(v).set_index("key").value
+    occ = f[your_model.PREFIX + "achieved_occupancy_tw_pct"]
+    assert 0 < occ < 100
+    ncu = v.load("ncu")
+    w = ncu.duration_us / ncu.duration_us.sum()
+    assert occ == pytest.approx((ncu.achieved_occupancy_pct * w).sum(), rel=0.02)
+
+
+def test_verdicts_name_the_found_datasets_and_skip_what_the_plan_lacks(tmp_path):
+    v = your_model.view(open_root(one_model_root(tmp_path / "mine")))
+    t = findings.verdicts(v).set_index("id")
+    assert t.loc["batch_pays", "datasets"] == "mine/my_sweep"
+    assert t.loc["your_model_grid_limited", "datasets"] == "mine/my_ncu"
+    assert not any("gpm" in i for i in t.index)  # no GPM table in a one-model plan
+    cpu = findings.verdicts(your_model.view(open_root("cpu"))).set_index("id")
+    assert cpu.loc["your_model_grid_limited", "verdict"] == NOT_TESTED
+
+
+def test_rule_ids_do_not_clash_with_the_catalog():
+    from yolo_sm.report import catalog
+
+    ids = {r.id for r in catalog.all_rules()}
+    assert not ids & {r.id for r in findings.RULES}
+    from yolo_sm.report.findings import compare
+
+    assert not ids & {r.id for r in compare.RULES}
