@@ -17,6 +17,39 @@ def _both(m):
     return m[m["present"] == BOTH]
 
 
+def plot_all_points(m, a: str = "a", b: str = "b", title: str | None = None):
+    """Every sweep point of both roots: img/s against batch (log axes), one marker per point
+    and machine, colour by machine, symbol by ``present`` (measured on both, or on that
+    machine only), so the points one machine lacks stay in view."""
+    import pandas as pd
+    import plotly.express as px
+
+    keep = ["family", "width", "precision", "layout", "backend", "batch", "imgsz", "present"]
+    sides = []
+    for side, name in (("a", a), ("b", b)):
+        d = m.dropna(subset=[f"img_per_s_{side}"])[keep + [f"img_per_s_{side}"]]
+        sides.append(d.rename(columns={f"img_per_s_{side}": "img_per_s"}).assign(machine=name))
+    d = pd.concat(sides, ignore_index=True)
+    if a == b:
+        d["machine"] = (
+            d["machine"] + pd.Series(["", " (b)"]).repeat([len(sides[0]), len(sides[1])]).values
+        )
+    fig = px.scatter(
+        d,
+        x="batch",
+        y="img_per_s",
+        color="machine",
+        symbol="present",
+        hover_data=["family", "width", "precision", "layout", "backend", "imgsz"],
+        log_x=True,
+        log_y=True,
+        template=TEMPLATE,
+        title=title or f"Every sweep point of {a} and {b}",
+    )
+    fig.update_layout(xaxis_title="batch (images per forward)", yaxis_title="images per second")
+    return fig
+
+
 def plot_throughput(m, a: str = "a", b: str = "b", title: str | None = None):
     """img/s on machine a (x) against machine b (y), one marker per point both measured,
     log axes, colour by backend, symbol host-bound / GPU-bound; the dashed line is y = x."""
@@ -153,8 +186,10 @@ def one_root_only(m, a: str = "a", b: str = "b") -> list:
 
 
 def throughput(m, a: str = "a", b: str = "b") -> list:
-    """The throughput and ceiling-share figures (a sentence for each that has no point)."""
-    out = [plot_throughput(m, a, b) or f"No point measured on both {a} and {b} to plot."]
+    """Every point of both roots, then the throughput and ceiling-share figures of the points
+    both measured (a sentence for each that has no point)."""
+    out = [plot_all_points(m, a, b)]
+    out.append(plot_throughput(m, a, b) or f"No point measured on both {a} and {b} to plot.")
     share = plot_ceiling_share(m, a, b)
     out.append(share or f"No shared point with a matmul ceiling on both {a} and {b}.")
     return out
@@ -173,3 +208,13 @@ def layer_occupancy(layers, a: str = "a", b: str = "b") -> list:
     cols += ["achieved_minus_pct_points", "main_limiter_a", "main_limiter_b"]
     one = shared[shared["config"] == config]
     return [counts, one[cols].round(1), plot_layer_occupancy(layers, config, a, b)]
+
+
+def spread(m, a: str = "a", b: str = "b") -> list:
+    """The ratio summary per kind of point (:func:`yolo_sm.analyse.compare.spread`) and its
+    figure, or one sentence when no point was measured on both."""
+    from yolo_sm.analyse.compare import spread as spread_table
+
+    if _both(m).empty:
+        return [f"No point was measured on both {a} and {b}: no ratio to show."]
+    return [spread_table(m).round(3), plot_ratio(m, a, b)]
