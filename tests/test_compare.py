@@ -177,3 +177,13 @@ def test_find_prefers_the_manifest_role(tmp_path, make_root):
     assert open_root(root).find_all("sweep") == ["sweep_1280", "sweep_fp16_nhwc"]
     with pytest.raises(Exception, match="unknown dataset role"):
         r.find("nothing")
+
+
+def test_pair_rules_are_registered_apart_from_the_root_rules():
+    from yolo_sm.report import catalog
+
+    t = catalog.pair_verdict_table(open_root("h200"), open_root("h200")).set_index("id")
+    assert set(t.index) == {r.id for r in findings.RULES}
+    assert t.verdict["compare_same_gpu"] == HOLDS and t.verdict["compare_gpu_bound_agree"] == HOLDS
+    assert t.measured["compare_gpu_bound_agree"] == 100.0  # a root against itself: ratio 1
+    assert not {r.id for r in catalog.all_rules()} & set(t.index)

@@ -4,6 +4,7 @@ point both roots measured (the notebook then prints one line saying so)."""
 
 from __future__ import annotations
 
+from yolo_sm.analyse import compare
 from yolo_sm.analyse.compare import BOTH
 from yolo_sm.analyse.remeasure import TOLERANCE
 from yolo_sm.report.colors import BACKEND_COLORS, TEMPLATE
@@ -213,8 +214,6 @@ def layer_occupancy(layers, a: str = "a", b: str = "b") -> list:
 def spread(m, a: str = "a", b: str = "b") -> list:
     """The ratio summary per kind of point (:func:`yolo_sm.analyse.compare.spread`) and its
     figure, or one sentence when no point was measured on both."""
-    from yolo_sm.analyse.compare import spread as spread_table
-
     if _both(m).empty:
         return [f"No point was measured on both {a} and {b}: no ratio to show."]
-    return [spread_table(m).round(3), plot_ratio(m, a, b)]
+    return [compare.spread(m).round(3), plot_ratio(m, a, b)]
