@@ -111,3 +111,21 @@ def test_rule_ids_do_not_clash_with_the_catalog():
     from yolo_sm.report.findings import compare
 
     assert not ids & {r.id for r in compare.RULES}
+
+
+def test_live_plan_names_its_steps_by_role(tmp_path):
+    from yolo_sm.collect import your_model as collect_model
+    from yolo_sm.collect.live import LiveRoot
+
+    plan = collect_model.plan_for("yolov8_w0.25")
+    assert [s.name for s in plan.steps] == list(your_model.ROLES)
+    sweep = plan.steps[0].params
+    assert sweep["family"] == "yolov8" and sweep["widths"] == [0.25]
+    assert max(sweep["batches"]) == 64 and sweep["precisions"] == ["fp16"]
+    live = LiveRoot(tmp_path, "live", plan=plan)  # nothing collected yet
+    assert {r: live.find(r) for r in your_model.ROLES} == {r: r for r in your_model.ROLES}
+    assert collect_model.model_params("yolov8n") == {"family": "yolov8", "widths": ["n"]}
+    assert collect_model.model_params("runs/best.pt") == {"model": "runs/best.pt"}
+    assert collect_model.slug("runs/train 3/best.pt") == "best"
+    with pytest.raises(UserError, match="set MODEL"):
+        collect_model.model_params(None)
