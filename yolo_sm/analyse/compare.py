@@ -271,8 +271,13 @@ def facts(a: DataRoot, b: DataRoot, m: pd.DataFrame | None = None) -> pd.DataFra
     ``compare.b_faster_share_pct`` (% of the GPU-bound
     points where b delivers more img/s)."""
     m = compare_points(a, b) if m is None else m
-    ds = tuple(sorted({f"{a.name}/{d}" for d in m["dataset_a"].dropna()}))
-    ds += tuple(sorted({f"{b.name}/{d}" for d in m["dataset_b"].dropna()}))
+
+    def named(rows):
+        out = tuple(sorted({f"{a.name}/{d}" for d in rows["dataset_a"].dropna()}))
+        return out + tuple(sorted({f"{b.name}/{d}" for d in rows["dataset_b"].dropna()}))
+
+    ds, both = named(m), m[m["present"] == BOTH]
+    ds_both = named(both)
     rows = []
     ga, gb = a.machine().get("gpu_name"), b.machine().get("gpu_name")
     if ga and gb:
@@ -281,16 +286,15 @@ def facts(a: DataRoot, b: DataRoot, m: pd.DataFrame | None = None) -> pd.DataFra
         rows.append(fact(PREFIX + "same_gpu", 0.0, note=f"GPU: {ga or 'none'} / {gb or 'none'}"))
     for key, val in ((BOTH, "points_both"), (ONLY_A, "points_only_a"), (ONLY_B, "points_only_b")):
         rows.append(fact(PREFIX + val, int((m["present"] == key).sum()), "points", datasets=ds))
-    both = m[m["present"] == BOTH]
     dev = (both["ratio"].astype(float) - 1).abs() * 100
     for lb, kind in ((False, "gpu_bound"), (True, "host_bound")):
         sel = dev[both["launch_bound"] == lb]
         n, note = len(sel), f"{len(sel)} points"
         top = float(sel.max()) if n else math.nan
         within = float((sel <= AGREE_PCT).mean() * 100) if n else math.nan
-        rows.append(fact(f"{PREFIX}{kind}_max_dev_pct", top, "%", datasets=ds, note=note))
-        rows.append(fact(f"{PREFIX}{kind}_within_pct", within, "%", datasets=ds, note=note))
+        rows.append(fact(f"{PREFIX}{kind}_max_dev_pct", top, "%", datasets=ds_both, note=note))
+        rows.append(fact(f"{PREFIX}{kind}_within_pct", within, "%", datasets=ds_both, note=note))
     gpu = both[~both["launch_bound"].astype(bool)]
     share = float((gpu["ratio"] > 1).mean() * 100) if len(gpu) else math.nan
-    rows.append(fact(PREFIX + "b_faster_share_pct", share, "%", datasets=ds))
+    rows.append(fact(PREFIX + "b_faster_share_pct", share, "%", datasets=ds_both))
     return facts_table(rows)
