@@ -129,3 +129,16 @@ def test_live_plan_names_its_steps_by_role(tmp_path):
     assert collect_model.slug("runs/train 3/best.pt") == "best"
     with pytest.raises(UserError, match="set MODEL"):
         collect_model.model_params(None)
+
+
+def test_a_one_model_root_is_read_whole_whatever_its_tables_call_the_model(tmp_path):
+    from yolo_sm.contract.store import write_atomic
+
+    root = one_model_root(tmp_path / "ckpt")
+    s = pd.read_parquet(root / "my_sweep.parquet")
+    s = s.assign(family="best", width=float("nan"))  # a checkpoint's sweep rows
+    write_atomic(s, root / "my_sweep.parquet")
+    v = your_model.view(open_root(root))
+    assert v.model == "best" and set(v.sources) == set(your_model.ROLES) and not v.narrow
+    assert len(v.load("ncu")) == len(pd.read_parquet(root / "my_ncu.parquet"))
+    assert len(v.load("sweep")) == len(s)

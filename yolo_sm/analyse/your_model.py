@@ -80,17 +80,15 @@ def _one_variant(sweep: pd.DataFrame) -> pd.DataFrame:
 
 
 def inventory(root: DataRoot, roles=ROLES) -> pd.DataFrame:
-    """One row per (role, dataset, model) the root holds: ``role``, ``dataset``, ``model``,
-    ``rows`` (rows of that model), ``batches`` (distinct batches), ``rank`` (how well it serves
-    the role, for :func:`view`)."""
+    """One row per (role, dataset, model) the root holds: ``role``, ``dataset``, ``model``
+    (empty for rows that name none), ``rows`` (rows of that model), ``batches`` (distinct
+    batches), ``rank`` (how well it serves the role, for :func:`view`)."""
     rows = []
     for role in roles:
         for name in root.find_all(role):
             df = root.load(name)
             labels = model_labels(df)
             for model, part in df.groupby(labels.values):
-                if not model:
-                    continue
                 rows.append(
                     {
                         "role": role,
@@ -109,14 +107,14 @@ def pick_model(inv: pd.DataFrame, model: str | None = None) -> str:
     """``model`` when the inventory holds it; None: the model most roles hold (ties: the one
     with the most sweep batches, then the first in sorted order). Raises UserError naming the
     models there are."""
-    models = sorted(inv["model"].unique())
+    models = sorted(m for m in inv["model"].unique() if m)
     if not models:
         raise UserError("this root holds no table that names a model (sweep, trace, ncu)")
     if model is not None:
         if model not in models:
             raise UserError(f"this root holds no model {model!r}; it holds: {', '.join(models)}")
         return model
-    roles = inv.groupby("model")["role"].nunique()
+    roles = inv[inv["model"] != ""].groupby("model")["role"].nunique()
     swept = inv[inv["role"] == "sweep"].groupby("model")["batches"].max()
     return sorted(models, key=lambda m: (-roles[m], -swept.get(m, 0), m))[0]
 
@@ -132,6 +130,7 @@ class ModelView(DataRoot):
     model: str = ""
     sources: dict = field(default_factory=dict)
     others: tuple = ()
+    narrow: bool = True  # False: a one-model root, its tables read whole
 
     def entries(self) -> dict:
         return {role: self.base.info(name) for role, name in self.sources.items()}
@@ -140,7 +139,7 @@ class ModelView(DataRoot):
         if name not in self.sources:
             return DataRoot.info(self, name)  # raises, naming the roles it holds
         df = self.base.load(self.sources[name])
-        keep = df[(model_labels(df) == self.model).values]
+        keep = df[(model_labels(df) == self.model).values] if self.narrow else df
         if name == "sweep":
             keep = _one_variant(keep)
         keep = keep.reset_index(drop=True)
@@ -161,18 +160,31 @@ class ModelView(DataRoot):
 
 
 def view(root: DataRoot, model: str | None = None) -> ModelView:
-    """The :class:`ModelView` of ``model`` (None: :func:`pick_model`) in ``root``."""
+    """The :class:`ModelView` of ``model`` (None: :func:`pick_model`) in ``root``. A root
+    whose tables each name at most one model (a one-model collection, where the sweep may
+    label the model otherwise than the profilers' config labels do) is read whole."""
     inv = inventory(root)
     chosen = pick_model(inv, model)
-    mine = inv[inv["model"] == chosen]
+    one = model is None and inv.groupby("dataset")["model"].nunique().max() <= 1
+    mine = inv if one else inv[inv["model"] == chosen]
+    if one:  # the sweep's label names the model (the first role that has one)
+        chosen = next(m for r in ROLES for m in mine[mine["role"] == r]["model"] if m)
     sources = {}
     for role in ROLES:
         cand = mine[mine["role"] == role]
         if len(cand):  # best rank; ties: the first in manifest order (inventory's order)
             best = max(range(len(cand)), key=lambda i: (cand["rank"].iloc[i], -i))
             sources[role] = cand["dataset"].iloc[best]
-    others = tuple(m for m in sorted(inv["model"].unique()) if m != chosen)
-    return ModelView(root.path, root.name, base=root, model=chosen, sources=sources, others=others)
+    others = () if one else tuple(m for m in sorted(set(inv["model"]) - {""}) if m != chosen)
+    return ModelView(
+        root.path,
+        root.name,
+        base=root,
+        model=chosen,
+        sources=sources,
+        others=others,
+        narrow=not one,
+    )
 
 
 def sources_table(v: ModelView) -> pd.DataFrame:
