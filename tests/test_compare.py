@@ -187,3 +187,8 @@ def test_pair_rules_are_registered_apart_from_the_root_rules():
     assert t.verdict["compare_same_gpu"] == HOLDS and t.verdict["compare_gpu_bound_agree"] == HOLDS
     assert t.measured["compare_gpu_bound_agree"] == 100.0  # a root against itself: ratio 1
     assert not {r.id for r in catalog.all_rules()} & set(t.index)
+
+
+def test_key_text_reads_ints_floats_and_missing_alike():
+    got = compare.key_text(pd.Series([1, 1.0, "1", None, "None", float("nan"), "eager", 0.25]))
+    assert list(got) == ["1", "1", "1", "", "", "", "eager", "0.25"]

@@ -107,9 +107,18 @@ def points(root: DataRoot, prefer: tuple[str, ...] = ()) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame(columns=cols)
     df = pd.concat(frames, ignore_index=True).reindex(columns=cols)
-    df[list(POINT_KEYS)] = df[list(POINT_KEYS)].fillna("").astype(str)
-    df["compile_mode"] = df["compile_mode"].replace({"None": "", "nan": ""})
+    for k in POINT_KEYS:
+        df[k] = key_text(df[k])
     return df.drop_duplicates(list(POINT_KEYS), keep="first").reset_index(drop=True)
+
+
+def key_text(values: pd.Series) -> pd.Series:
+    """A key column as text that reads alike from any table: numbers as ``%g`` (``1`` for
+    1 and 1.0, ``0.25``), missing values (None, NaN, "None") as ""."""
+    num = pd.to_numeric(values, errors="coerce")
+    text = values.astype(object).where(values.notna(), "").astype(str)
+    text = text.where(~text.isin(["None", "nan", "NaN"]), "")
+    return text.where(num.isna(), num.map(lambda v: f"{v:g}"))
 
 
 def matmul_ceilings(root: DataRoot) -> dict[str, float]:
