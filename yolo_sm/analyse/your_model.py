@@ -9,7 +9,7 @@ named by role (``sweep``, ``trace``, ``ncu``, ``model_layers``), so every sectio
 and topic ``facts`` that takes a root and dataset names reads it as it reads a shipped root.
 
 Model labels (:func:`model_labels`): the part of a config label before its precision
-(``yolov8_w0.25`` of ``yolov8_w0.25_fp16_nhwc_b8``), else the ``model`` (or ``family``)
+(``yolov8_w0.25`` of ``yolov8_w0.25_fp16_nhwc_b8``), else the ``family`` (or ``model``)
 column with the preset letter or ``_w<width>``.
 """
 
@@ -40,7 +40,8 @@ def model_labels(df: pd.DataFrame) -> pd.Series:
     if "config" in df:
         lab = df["config"].astype(str).str.extract(_CONFIG)["model"]
         return lab.fillna("").astype(str)
-    name_col = "model" if "model" in df else "family" if "family" in df else None
+    # ``family`` holds a model's label (a checkpoint's file stem); ``model`` may hold its spec
+    name_col = "family" if "family" in df else "model" if "model" in df else None
     if name_col is None:
         return pd.Series("", index=df.index)
     out = []
