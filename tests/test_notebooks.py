@@ -201,3 +201,13 @@ def test_your_model_notebook_on_a_one_model_root(tmp_path):
     out = _outputs_text(nb)
     assert "my_ncu" in out and "my_sweep" in out  # the tables found by role
     assert "holds no" not in out  # every section drew from the root
+
+
+@pytest.mark.notebooks
+def test_your_model_notebook_on_the_shipped_example():
+    from yolo_sm.contract.datasets import open_root
+
+    root = open_root("examples/yolov8n_calibrated")
+    nb, _ = _executes_and_renders(NOTEBOOKS[0].parent / "10_your_model.ipynb", root)
+    out = _outputs_text(nb)
+    assert "trace_fp16_b16" in out and "holds no ncu table" in out  # its one missing role

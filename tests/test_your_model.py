@@ -142,3 +142,27 @@ def test_a_one_model_root_is_read_whole_whatever_its_tables_call_the_model(tmp_p
     assert v.model == "best" and set(v.sources) == set(your_model.ROLES) and not v.narrow
     assert len(v.load("ncu")) == len(pd.read_parquet(root / "my_ncu.parquet"))
     assert len(v.load("sweep")) == len(s)
+
+
+def test_trace_layers_per_forward():
+    tr = pd.DataFrame(
+        {
+            "config": ["c"] * 4,
+            "layer": ["model.0", "model.0", "model.10", ""],
+            "iteration": [0, 1, 0, 0],
+            "duration_us": [10.0, 10.0, 30.0, 5.0],
+            "theoretical_occupancy_pct": [50.0, 50.0, 100.0, 10.0],
+            "est_occupancy_pct": [40.0, 40.0, 20.0, 10.0],
+        }
+    )
+    t = your_model.trace_layers(tr).set_index("layer")
+    assert list(t.index) == ["model.0", "model.10"]  # model order, no unattributed kernel
+    assert t.kernels["model.0"] == 1 and t.time_us["model.0"] == 10.0  # per forward
+    assert t.theoretical_occupancy_tw_pct["model.10"] == 100.0
+
+
+def test_the_shipped_example_is_one_model_found_by_role():
+    v = your_model.view(open_root("examples/yolov8n_calibrated"))
+    assert not v.narrow and {"sweep", "trace", "model_layers"} <= set(v.sources)
+    t = findings.verdicts(v).set_index("id")
+    assert t.verdict["batch_pays"] != NOT_TESTED  # decided from the example's own sweep

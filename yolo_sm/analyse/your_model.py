@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from yolo_sm.analyse.facts import fact, facts_table
-from yolo_sm.analyse.heatmaps import LOW_PCT, layer_table
+from yolo_sm.analyse.heatmaps import LOW_PCT, layer_order, layer_table
+from yolo_sm.analyse.weighting import time_weighted
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.errors import UserError
 
@@ -244,6 +245,25 @@ def channel_table(layers: pd.DataFrame) -> pd.DataFrame:
     if "out_bytes" in out:
         out = out.assign(activation_mb=out["out_bytes"] / 1e6)
     return out.drop(columns=[c for c in ("flops", "out_bytes") if c in out])
+
+
+def trace_layers(trace: pd.DataFrame) -> pd.DataFrame:
+    """Per (config, layer) of a PyTorch-profiler kernel table, in model order: ``kernels``
+    (per forward, over the traced iterations), ``time_us`` (kernel time per forward, us),
+    ``theoretical_occupancy_tw_pct`` (ours, from the launch configuration) and
+    ``est_occupancy_tw_pct`` (Kineto's estimate, capped by the grid), both weighted by kernel
+    time. Kernels outside any layer are left out."""
+    k = trace[trace["layer"].astype(str).str.len() > 0]
+    if "iteration" in k:
+        k = k[k["iteration"].notna()]
+    cols = ("theoretical_occupancy_pct", "est_occupancy_pct")
+    out = time_weighted(k, ["config", "layer"], cols=cols)
+    n = k.groupby("config")["iteration"].nunique() if "iteration" in k else 1
+    per = out["config"].map(n) if "iteration" in k else 1
+    out = out.assign(kernels=out["kernels"] / per, time_us=out["time_us"] / per)
+    order = {name: i for i, name in enumerate(layer_order(out["layer"]))}
+    out["layer_idx"] = out["layer"].map(order)
+    return out.sort_values(["config", "layer_idx"]).reset_index(drop=True)
 
 
 PREFIX = "your_model."

@@ -22,7 +22,7 @@ def occupancy(v: ModelView) -> list:
     """Per-layer occupancy from the view's Nsight Compute table: the forward's summary per
     batch, the achieved / theoretical heatmap (layer x batch) and the main limiter per layer."""
     if not v.has("ncu"):
-        return [v.missing("ncu")]
+        return [v.missing("ncu"), *trace_occupancy(v)]
     k = v.load("ncu")
     if "layer" not in k:
         return [f"The Nsight Compute table {v.sources['ncu']} attributes no kernel to a layer."]
@@ -58,3 +58,32 @@ def channels(v: ModelView) -> list:
             )
         )
     return out
+
+
+def trace_occupancy(v: ModelView) -> list:
+    """Without an Nsight Compute table: per-layer occupancy from the trace's launch
+    configurations (theoretical, and Kineto's grid-capped estimate; no measured achieved
+    occupancy), a table and grouped bars per layer."""
+    if not v.has("trace"):
+        return []
+    t = your_model.trace_layers(v.load("trace"))
+    if t.empty:
+        return []
+    config = t["config"].iloc[-1]
+    one = t[t["config"] == config]
+    long = one.melt(
+        id_vars=["layer"],
+        value_vars=["theoretical_occupancy_tw_pct", "est_occupancy_tw_pct"],
+        var_name="occupancy",
+        value_name="pct",
+    )
+    long["occupancy"] = long["occupancy"].map(
+        {"theoretical_occupancy_tw_pct": "theoretical", "est_occupancy_tw_pct": "Kineto estimate"}
+    )
+    title = f"Occupancy per layer from the trace's launches, {config} ({v.device_name()})"
+    return [
+        f"Per layer from the trace ({v.sources['trace']}): occupancy the launch configurations "
+        "allow, not a measurement of the warps resident.",
+        one.round(2),
+        plots.plot_bars(long, x="layer", y="pct", color="occupancy", title=title),
+    ]
