@@ -175,3 +175,58 @@ def test_fast_engines_notebook_on_the_synthetic_bench(tmp_path, make_root):
     root = make_root("h200", ["trace_fp8_w1_b64", "trace_compile_w1_b64"])
     ship(root.parent)  # registers the fixture in <tmp>/h200/manifest.json
     _executes_and_renders(NOTEBOOKS[0].parent / "10_fast_engines.ipynb", root)
+
+# --- notebooks 11 and 12 on roots of their own -----------------------------------------------
+
+
+def _with_parameters(path, folder, **params):
+    """A copy of notebook ``path`` in ``folder`` whose parameters cell ends with ``params``."""
+    nb = nbformat.read(path, as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    cell.source += "\n" + "\n".join(f"{k} = {v!r}" for k, v in params.items())
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, folder / path.name)
+    return folder / path.name
+
+
+def _repeat_root(tmp_path):
+    """The second H200 collection: data/h200_repeat where it is shipped, else one cut from the
+    H200 root's own re-measured points (tests/fixtures/one_model.py)."""
+    from tests.fixtures.one_model import repeat_root
+    from yolo_sm.contract.datasets import data_dir
+
+    shipped = data_dir() / "h200_repeat"
+    return shipped if (shipped / "manifest.json").exists() else repeat_root(tmp_path / "again")
+
+
+@pytest.mark.notebooks
+def test_two_machines_notebook_on_two_h200_collections(tmp_path):
+    again = _repeat_root(tmp_path)
+    nb11 = NOTEBOOKS[0].parent / "12_two_machines.ipynb"
+    path = _with_parameters(nb11, tmp_path / "nb", DATA_B=str(again))
+    nb, _ = _executes_and_renders(path, "h200")
+    out = _outputs_text(nb)
+    assert "No sweep point was measured on both" not in out  # the two share points
+    assert "only a" in out  # and the points only the first holds are listed
+
+
+@pytest.mark.notebooks
+def test_your_model_notebook_on_a_one_model_root(tmp_path):
+    from tests.fixtures.one_model import one_model_root
+
+    root = one_model_root(tmp_path / "mine")
+    nb, _ = _executes_and_renders(NOTEBOOKS[0].parent / "11_your_model.ipynb", root)
+    out = _outputs_text(nb)
+    assert "my_ncu" in out and "my_sweep" in out  # the tables found by role
+    assert "holds no" not in out  # every section drew from the root
+
+
+@pytest.mark.notebooks
+def test_your_model_notebook_on_the_shipped_example():
+    from yolo_sm.contract.datasets import open_root
+
+    root = open_root("examples/yolov8n_calibrated")
+    nb, _ = _executes_and_renders(NOTEBOOKS[0].parent / "11_your_model.ipynb", root)
+    out = _outputs_text(nb)
+    assert "trace_fp16_b16" in out and "ncu_occupancy_b16" in out  # every role found
+    assert "holds no" not in out

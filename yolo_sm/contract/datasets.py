@@ -173,6 +173,25 @@ class DataRoot:
         m = self.machine()
         return m.get("gpu_name") or m.get("cpu_model") or self.name
 
+    def find_all(self, role: str) -> list[str]:
+        """The names of the datasets that play ``role`` (a key of :data:`ROLES`: ``sweep``,
+        ``trace``, ``ncu``, ``model_layers``, ...), in manifest order: those whose manifest
+        entry says ``"role": role`` first, then those of the role's kind. A user's root names
+        its tables as it likes; notebooks about one model find them by what they hold."""
+        if role not in ROLES:
+            raise UserError(f"unknown dataset role {role!r}; roles: {', '.join(ROLES)}")
+        infos = [(n, self.info(n)) for n in self.names()]
+        order = {n: i for i, n in enumerate(self.entries())}
+        infos.sort(key=lambda ne: order.get(ne[0], len(order)))
+        named = [n for n, e in infos if e.get("role") == role]
+        by_kind = [n for n, e in infos if e.get("kind") == ROLES[role] and not e.get("role")]
+        return named + by_kind
+
+    def find(self, role: str) -> str | None:
+        """The first dataset of :meth:`find_all` for ``role``, None when the root has none."""
+        found = self.find_all(role)
+        return found[0] if found else None
+
     def missing(self, name: str) -> str:
         """One sentence for a notebook section whose dataset ``name`` this root lacks: what
         collects it (the plan step of that name, in this root's own plan when it has one, else
@@ -195,6 +214,19 @@ class DataRoot:
             f"This root ({self.name}) holds no {name}: {why} "
             f"(yolo-sm collect --plan {file} --only {name})."
         )
+
+
+#: Dataset roles (DataRoot.find) and the manifest kind of the datasets that play them.
+ROLES = {
+    "sweep": "sweep",
+    "trace": "kernels",
+    "ncu": "ncu",
+    "model_layers": "model_tables",
+    "ceilings": "ceilings",
+    "layers": "layers",
+    "gpm": "gpm",
+    "numerics": "numerics",
+}
 
 
 #: Why a plan step kind's tables come from NVIDIA GPUs only (DataRoot.missing).

@@ -9,6 +9,7 @@ import pandas as pd
 
 from yolo_sm.analyse import batch as analyse_batch
 from yolo_sm.analyse import claims as analyse_claims
+from yolo_sm.analyse import compare as analyse_compare
 from yolo_sm.analyse import fast as analyse_fast
 from yolo_sm.analyse import heatmaps as analyse_heatmaps
 from yolo_sm.analyse import precision as analyse_precision
@@ -20,6 +21,7 @@ from yolo_sm.analyse.facts import concat
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report import claims, goals
 from yolo_sm.report.findings import batch as findings_batch
+from yolo_sm.report.findings import compare as findings_compare
 from yolo_sm.report.findings import fast, roofline
 from yolo_sm.report.findings import heatmaps as findings_heatmaps
 from yolo_sm.report.findings import precision as findings_precision
@@ -69,3 +71,15 @@ SOURCES.append((findings_precision.RULES, analyse_precision.facts))
 SOURCES.append((findings_batch.RULES, analyse_batch.facts))
 SOURCES.append((findings_timeline.RULES, analyse_timeline.facts))
 SOURCES.append((roofline.RULES, analyse_roofline.facts))
+
+#: rules over two roots side by side (notebook 12), with their facts function (a, b) -> facts
+PAIR_SOURCES: list[tuple[tuple[Rule, ...], object]] = []
+
+
+def pair_verdict_table(a: DataRoot, b: DataRoot) -> pd.DataFrame:
+    """One row per rule over the two roots ``a`` and ``b`` (columns as :func:`verdict_table`)."""
+    rules = check_unique(r for rs, _ in PAIR_SOURCES for r in rs)
+    return evaluate(rules, concat(*(fn(a, b) for fn in dict.fromkeys(f for _, f in PAIR_SOURCES))))
+
+
+PAIR_SOURCES.append((findings_compare.RULES, analyse_compare.facts))
