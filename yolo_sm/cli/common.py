@@ -26,6 +26,23 @@ def model_flags(p: argparse.ArgumentParser, many: bool = False) -> None:
     p.add_argument("--device", default="cuda")
 
 
+def model_spec_flags(p: argparse.ArgumentParser) -> None:
+    """--model SPEC (repeatable, or a comma list) and --input-shape C,H,W: any model
+    (yolo_sm.collect.models.spec), in place of the family and width flags."""
+    p.add_argument(
+        "--model",
+        dest="models",
+        action="append",
+        help="family:width (yolov8:0.5, yolo11:n), a model .yaml, an ultralytics .pt checkpoint "
+        "or package.module:function; repeatable or a comma list; replaces --family/--widths",
+    )
+    p.add_argument(
+        "--input-shape",
+        dest="input_shape",
+        help="C,H,W of one input image, e.g. 3,640,640 (needed by a module:function model)",
+    )
+
+
 def comma_list(text: str | None) -> list[str]:
     """``"a,b,,c"`` -> ``["a", "b", "c"]``; None or empty -> ``[]``."""
     return [x.strip() for x in (text or "").split(",") if x.strip()]

@@ -5,6 +5,8 @@ notebooks as a static site) and ``yolo-sm claims`` (every rule's verdict on a ro
 
 from __future__ import annotations
 
+import dataclasses
+
 from yolo_sm.cli.common import comma_list, dispatch
 from yolo_sm.contract.datasets import open_root
 
@@ -12,6 +14,11 @@ from yolo_sm.contract.datasets import open_root
 def add_parser(sub) -> None:
     c = sub.add_parser("collect", help="run a collection plan (resumable, splittable)")
     c.add_argument("--plan", required=True, help="plan YAML, e.g. data/plans/h200.yaml")
+    c.add_argument(
+        "--model",
+        default=None,
+        help="model spec for the plan's steps that name none (overrides the plan's 'model:')",
+    )
     c.add_argument("--out", required=True, help="dataset folder, e.g. data/h200")
     c.add_argument("--only", default=None, help="comma list of step names")
     c.add_argument(
@@ -65,6 +72,8 @@ def collect(args) -> int:
     from yolo_sm.collect import plans
 
     plan = plans.load_plan(args.plan)
+    if args.model:
+        plan = dataclasses.replace(plan, model=args.model)
     if args.status:
         table = plans.status(plan, args.out)
         print(table.to_string(index=False))

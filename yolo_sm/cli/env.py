@@ -18,7 +18,21 @@ def add_parser(sub) -> None:
     e.add_argument("--json", action="store_true", help="print JSON instead of a table")
     e.set_defaults(run=run)
 
-    m = sub.add_parser("models", help="the channel table of a model (one row per layer)")
+    m = sub.add_parser(
+        "models",
+        help="the channel table of a model (one row per layer); 'models save' writes a checkpoint",
+    )
+    m.add_argument(
+        "action",
+        nargs="?",
+        choices=("table", "save"),
+        default="table",
+        help="table (default) or save: write --model as an ultralytics checkpoint to --out, "
+        "random weights with BatchNorm calibrated on the bundled photos",
+    )
+    m.add_argument("--model", help="a model spec (yolov8:0.25, best.pt, ...) instead of --family")
+    m.add_argument("--input-shape", dest="input_shape", help="C,H,W of a module:function model")
+    m.add_argument("--out", help="models save: the .pt file to write")
     m.add_argument(
         "--family",
         default="yolov8",
@@ -64,10 +78,23 @@ def models_table(args) -> int:
 
     from yolo_sm.collect import models
 
+    if args.action == "save":
+        return save(args)
+    if args.model:
+        model = models.build_spec(args.model, input_shape=args.input_shape)
+        return _print_table(model, args)
     fam = args.family.lower()
     if fam == "wide" and not is_number(str(args.width)):
         raise UserError(f"the wide conv stack takes a numeric --width, got {args.width!r}")
     model = models.build(fam, args.width, depth=args.depth, max_channels=args.max_channels)
+    return _print_table(model, args)
+
+
+def _print_table(model, args) -> int:
+    import pandas as pd
+
+    from yolo_sm.collect import models
+
     if args.imgsz <= 0 or args.imgsz % 32:
         raise UserError(f"imgsz must be a positive multiple of 32, got {args.imgsz}")
     df = models.channel_table(model, args.imgsz)
@@ -84,4 +111,14 @@ def models_table(args) -> int:
             f"\ntotal: {df.params.sum():,} parameters, {df.flops.sum() / 1e9:.2f} GFLOPs per "
             f"{args.imgsz}x{args.imgsz} image (2 FLOPs per multiply-add)"
         )
+    return 0
+
+
+def save(args) -> int:
+    from yolo_sm.collect.models import save_checkpoint
+
+    if not args.model or not args.out:
+        raise UserError("models save needs --model (e.g. yolov8:0.25) and --out FILE.pt")
+    path = save_checkpoint(args.model, args.out)
+    print(f"wrote {path}")
     return 0

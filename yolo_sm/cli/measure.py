@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from yolo_sm.analyse.remeasure import TOLERANCE
-from yolo_sm.cli.common import dispatch
+from yolo_sm.cli.common import dispatch, model_spec_flags
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import load_yaml
 from yolo_sm.contract.store import check_output_path
@@ -27,6 +27,8 @@ SWEEP_KEYS = (
     "budget_ms",
     "warmup_ms",
     "check",
+    "models",
+    "input_shape",
 )
 #: exit code of `yolo-sm remeasure` when a point lands outside the tolerance (2: a user error)
 OUTSIDE_TOLERANCE = 1
@@ -56,6 +58,7 @@ def _sweep_parser(sub) -> None:
         ("--imgsz", "comma list of square input sizes (multiples of 32)"),
     ):
         s.add_argument(flag, help=helptext)
+    model_spec_flags(s)
     s.add_argument("--device", help="cuda (default) or cpu")
     s.add_argument(
         "--max-channels", dest="max_channels", help="ultralytics max_channels cap (default 2048)"

@@ -36,7 +36,14 @@ from yolo_sm.contract.store import read_arrow, write_atomic, write_table_atomic
 
 def _sweep_spec(step: Step, plan: Plan):
 
-    return SweepSpec.from_mapping({"device": plan.device, **step.params})
+    return SweepSpec.from_mapping({"device": plan.device, **_model_params(step, plan)})
+
+
+def _model_params(step: Step, plan: Plan) -> dict:
+    """A step's params with its ``model`` (or the plan's) as the sweep's ``models``."""
+    p = dict(step.params)
+    model = p.pop("model", None) or getattr(plan, "model", "") or None
+    return {**p, "models": model} if model else p
 
 
 def _bench_spec(step: Step, plan: Plan):
@@ -344,9 +351,17 @@ def _configs(step: Step, plan: Plan):
             str(p.get("imgsz", 640)),
             "--device",
             plan.device,
+            *_model_argv(step, plan),
         ]
     )
     return args, list(configs(args))
+
+
+def _model_argv(step: Step, plan: Plan) -> list[str]:
+    """``--model`` / ``--input-shape`` of a profiling step (its ``model`` param, or the plan's)."""
+    p = _model_params(step, plan)
+    out = ["--model", _csv(p["models"])] if p.get("models") else []
+    return out + (["--input-shape", _csv(p["input_shape"])] if p.get("input_shape") else [])
 
 
 def _engines(args, grid, backend: str, device: str):
@@ -378,6 +393,8 @@ def _run_ncu(step, plan, out_dir, deadline, progress):
         args.batches,
         args.imgsz,
         plan.device,
+        models=args.model or None,
+        input_shape=args.input_shape,
     )
     with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
         df = ncu.profile(
@@ -487,8 +504,10 @@ def _run_model_tables(step, plan, out_dir, deadline, progress):
     says so."""
 
     p = step.params
+    model = _model_params(step, plan).get("models")
+    default = [{"model": m} for m in _csv(model).split(",")] if model else DEFAULT_MODELS
     df = model_layers(
-        p.get("models", DEFAULT_MODELS),
+        p.get("models", default),
         imgsz=int(p.get("imgsz", 640)),
         bytes_per_element=int(p.get("bytes_per_element", 2)),
     )

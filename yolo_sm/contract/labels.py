@@ -11,7 +11,7 @@ def config_label(family, width, precision, layout, batch) -> str:
 
 
 CONFIG_LABEL = re.compile(
-    r"^(?P<family>[a-z0-9]+?)_w(?P<width>[0-9.]+)_(?P<precision>[a-z0-9]+)_"
+    r"^(?P<family>[a-z0-9][a-z0-9-]*?)_w(?P<width>[0-9.]+)_(?P<precision>[a-z0-9]+)_"
     r"(?P<layout>nchw|nhwc)_b(?P<batch>[0-9]+)$"
 )
 

@@ -61,6 +61,7 @@ class Plan:
     device: str
     steps: tuple[Step, ...]
     path: str = ""  # the YAML it was read from (for the command recorded in the manifest)
+    model: str = ""  # model spec(s) of the steps that name none (collect.models.spec)
 
 
 def load_plan(path: str | os.PathLike) -> Plan:
@@ -100,4 +101,9 @@ def load_plan(path: str | os.PathLike) -> Plan:
         str(data.get("device", "cuda")),
         tuple(out),
         str(path),
+        _csv(data.get("model", "")),
     )
+
+
+def _csv(v) -> str:
+    return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v or "")

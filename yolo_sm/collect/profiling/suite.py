@@ -22,11 +22,11 @@ from pathlib import Path
 from yolo_sm.analyse.gpm import SUMMARY_METRICS, overhead_pct, run_medians
 from yolo_sm.analyse.weighting import layer_view, weighted_mean
 from yolo_sm.collect.engines import EngineConfig, build_engine
-from yolo_sm.collect.models import build
+from yolo_sm.collect.models.spec import ModelSpec
 from yolo_sm.collect.profiling import kineto as kin
 from yolo_sm.collect.profiling import ncu
 from yolo_sm.collect.profiling.gpm import GpmSampler
-from yolo_sm.collect.profiling.target import target_argv
+from yolo_sm.collect.profiling.target import label_of, model_of, target_argv
 from yolo_sm.collect.provenance import collect
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.labels import config_label
@@ -37,17 +37,18 @@ GPM_SUMMARY = SUMMARY_METRICS
 
 def engines(family, grid, imgsz, device, backend="eager"):
     """(label, engine, input) for each (width, precision, layout, batch) of ``grid``, one model
-    per width; the input is the engine's own static one where it has one (CUDA graph)."""
+    per width (or per :class:`~yolo_sm.collect.models.spec.ModelSpec` in the width's place); the input is the engine's own static one where it has one (CUDA graph)."""
 
     models = {}
     for w, prec, lay, b in grid:
-        model = models.setdefault(w, build(family, w))
+        model = models.setdefault(w, model_of(family, w, imgsz))
+        size = w.imgsz if isinstance(w, ModelSpec) and w.imgsz else imgsz
         cfg = EngineConfig(
-            backend=backend, precision=prec, layout=lay, batch=b, imgsz=imgsz, device=device
+            backend=backend, precision=prec, layout=lay, batch=b, imgsz=size, device=device
         )
         eng = build_engine(model, cfg)
         x = eng._input if eng._input is not None else eng.make_input(0)
-        yield config_label(family, w, prec, lay, b), eng, x
+        yield config_label(*label_of(family, w), prec, lay, b), eng, x
 
 
 def _grid(widths, precision, layout, batch):
