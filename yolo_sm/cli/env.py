@@ -74,7 +74,6 @@ def is_number(text: str) -> bool:
 
 
 def models_table(args) -> int:
-    import pandas as pd
 
     from yolo_sm.collect import models
 

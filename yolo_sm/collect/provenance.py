@@ -12,6 +12,8 @@ import socket
 import sys
 from pathlib import Path
 
+from yolo_sm.collect.devices import identify, nvml_index
+
 
 def _version(dist: str) -> str | None:
     try:
@@ -41,7 +43,7 @@ def sm_clock_mhz(device: str = "cuda") -> float | None:
     """Current SM clock in MHz (NVML), or None on CPU / without NVML."""
     if not str(device).startswith("cuda"):
         return None
-    nvml, h = _nvml_handle(_device_index(device))
+    nvml, h = _nvml_handle(nvml_index(device))
     if h is None:
         return None
     try:
@@ -82,7 +84,7 @@ def cpu_model() -> str | None:
 
 
 def collect(device: str = "cpu") -> dict:
-    """Hardware and software facts for a result: GPU name, SM count, clocks, driver, CUDA, torch,
+    """Hardware and software facts for a result: GPU name, NVML index and UUID, SM count, clocks, driver, CUDA, torch,
     cuDNN, ultralytics, the yolo_sm version and source digest, Python, host CPU, UTC date and
     the command line. Missing facts are None."""
     import torch
@@ -93,6 +95,8 @@ def collect(device: str = "cpu") -> dict:
         "sm_count": None,
         "compute_capability": None,
         "gpu_memory_bytes": None,
+        # which physical GPU: nvml_index, gpu_uuid, pci_bus_id, nvml_match (collect.devices)
+        **identify(device),
         "sm_clock_mhz": None,
         "sm_clock_max_mhz": None,
         "mem_clock_mhz": None,
@@ -123,7 +127,7 @@ def collect(device: str = "cpu") -> dict:
             compute_capability=f"{props.major}.{props.minor}",
             gpu_memory_bytes=props.total_memory,
         )
-        nvml, h = _nvml_handle(idx)
+        nvml, h = _nvml_handle(nvml_index(device))
         if h is not None:
             for key, fn in (
                 ("driver", lambda: nvml.nvmlSystemGetDriverVersion()),

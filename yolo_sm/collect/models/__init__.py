@@ -1,15 +1,17 @@
 """Model builders: YOLO families at any width/depth, the wide conv stack, ResNet backbones, and a
 user's model (:mod:`~yolo_sm.collect.models.spec`: a YAML, a checkpoint, a module:function).
 
-The built-in models come with random weights (nothing is downloaded), in eval mode, Conv+BN fused, and
-return one tensor: the head output. Each carries ``.layer_table`` data through :func:`layers`, so
-:func:`channel_table` and the profilers can name layers the same way (``model.4 C2f``).
+The built-in models come with random weights (nothing is downloaded), in eval mode, Conv+BN
+fused, and return one tensor: the head output. Each carries ``.layer_table`` data through
+:func:`layers`, so :func:`channel_table` and the profilers can name layers the same way
+(``model.4 C2f``).
 """
 
 from __future__ import annotations
 
 from torch import nn
 
+from yolo_sm.collect.models.checkpoint import load_checkpoint, read_checkpoint
 from yolo_sm.collect.models.common import (
     MAX_WIDTH,
     MIN_WIDTH,
@@ -18,9 +20,14 @@ from yolo_sm.collect.models.common import (
     calibration_batches,
     is_number,
 )
-from yolo_sm.collect.models.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 from yolo_sm.collect.models.resnet import ResNetDetector, resnet_backbone
-from yolo_sm.collect.models.spec import ModelSpec, build_spec, parse_model, parse_models
+from yolo_sm.collect.models.spec import (
+    ModelSpec,
+    build_spec,
+    parse_model,
+    parse_models,
+    save_checkpoint,
+)
 from yolo_sm.collect.models.tables import channel_table, layers, model_flops, width_summary
 from yolo_sm.collect.models.wide import WideConvStack, wide_conv_stack
 from yolo_sm.collect.models.yolo import FAMILIES, YoloForward, build_yolo, preset

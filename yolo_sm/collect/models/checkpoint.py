@@ -1,5 +1,6 @@
-"""Ultralytics checkpoints: read one with torch's restricted unpickler, write one of a model the
-project builds (BN calibrated on the bundled photos) that ``ultralytics.YOLO(path)`` loads too.
+"""Ultralytics checkpoints: read one with torch's restricted unpickler, write one (of a model the
+project builds, :func:`yolo_sm.collect.models.spec.save_checkpoint`) that ``ultralytics.YOLO``
+loads too.
 
 Reading: ``torch.load(weights_only=True)`` with an allow-list of exactly the globals the file
 names, each of which must be an ``nn.Module`` class of torch or ultralytics (or one of a few
@@ -17,6 +18,9 @@ import pickle
 import zipfile
 from pathlib import Path
 
+from yolo_sm.collect.models.user import UserModel
+from yolo_sm.collect.models.yolo import wrap_detection
+from yolo_sm.collect.offline import prepare_ultralytics
 from yolo_sm.contract.errors import UserError
 
 #: plain value types an ultralytics checkpoint stores besides modules and tensors
@@ -62,8 +66,6 @@ def read_checkpoint(path: str | Path) -> dict:
     needs globals outside the allow-list."""
     import torch
 
-    from yolo_sm.collect.offline import prepare_ultralytics
-
     p = Path(path)
     if not p.is_file():
         raise UserError(f"checkpoint {path} does not exist")
@@ -93,9 +95,7 @@ def read_checkpoint(path: str | Path) -> dict:
         first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
         raise UserError(f"checkpoint {path} is corrupt or truncated ({first})") from None
     if not isinstance(ckpt, dict):
-        raise UserError(
-            f"{path} holds a {type(ckpt).__name__}, not an ultralytics checkpoint dict"
-        )
+        raise UserError(f"{path} holds a {type(ckpt).__name__}, not an ultralytics checkpoint dict")
     return ckpt
 
 
@@ -117,9 +117,6 @@ def load_checkpoint(path: str | Path, fuse: bool = True):
     calibration), fp32, fused, eval, gradients off: a detector as
     :class:`~yolo_sm.collect.models.yolo.YoloForward`, another module as
     :class:`~yolo_sm.collect.models.user.UserModel`."""
-    from yolo_sm.collect.models.user import UserModel
-    from yolo_sm.collect.models.yolo import wrap_detection
-
     model = checkpoint_module(read_checkpoint(path), path)
     model = model.float().eval()
     if hasattr(model, "model") and hasattr(model, "fuse") and hasattr(model, "yaml"):
@@ -127,51 +124,27 @@ def load_checkpoint(path: str | Path, fuse: bool = True):
             return wrap_detection(model, fuse=fuse, family=Path(path).stem)
         except Exception as e:  # noqa: BLE001 - a model ultralytics cannot run
             first = f"{type(e).__name__}: {e}".splitlines()[0][:200]
-            raise UserError(f"checkpoint {path} holds a model that does not run ({first})") from None
+            raise UserError(
+                f"checkpoint {path} holds a model that does not run ({first})"
+            ) from None
     for p in model.parameters():
         p.requires_grad_(False)
     return UserModel(model).eval()
 
 
-def save_checkpoint(spec, out: str | Path, seed: int = 0) -> Path:
-    """Write the YOLO model of ``spec`` (a family spec such as ``yolov8:0.25`` or ``yolov8:n``,
-    or a model YAML) as an ultralytics checkpoint: random weights (``seed``), BatchNorm
-    statistics calibrated on the bundled photos and noise
-    (:func:`~yolo_sm.collect.models.common.calibrate_bn`), unfused, fp16 like ultralytics'
-    own checkpoints, under ``model`` with ``train_args``. Written atomically; returns the path."""
+def write_checkpoint(det, out: str | Path, source: dict) -> Path:
+    """Write ``det`` (an ultralytics DetectionModel) as an ultralytics checkpoint at ``out``:
+    unfused, fp16 like ultralytics' own, under ``model`` with ``train_args``; ``source`` (plain
+    values: how the weights were made) goes under ``yolo_sm``. Atomic; returns the path."""
     import copy
     import os
 
     import torch
-
-    from yolo_sm.collect.models.spec import parse_model
-    from yolo_sm.collect.models.yolo import family_cfg, detection_model, preset
-
-    spec = parse_model(spec)
-    out = Path(out)
-    if out.suffix != ".pt":
-        raise UserError(f"checkpoint {out} must end in .pt")
-    if spec.kind == "family" and spec.source in ("yolov8", "yolo11"):
-        cfg = copy.deepcopy(family_cfg(spec.source))
-        if isinstance(spec.width, str):
-            depth, width, max_ch = preset(spec.source, spec.width)
-        else:
-            depth, width, max_ch = 0.33, float(spec.width), 2048
-        cfg["scales"] = {"custom": [depth, width, max_ch]}
-        cfg["scale"] = "custom"
-    elif spec.kind == "yaml":
-        from ultralytics.nn.tasks import yaml_model_load
-
-        cfg = yaml_model_load(spec.source)
-    else:
-        raise UserError(
-            f"models save writes YOLO detectors (yolov8:W, yolo11:W or a .yaml), not {spec.text}"
-        )
-    det = detection_model(cfg, nc=cfg.get("nc", 80), seed=seed, calibrate=True)
     import ultralytics
 
+    out = Path(out)
     ckpt = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(),
         "version": ultralytics.__version__,
         "epoch": -1,
         "best_fitness": None,
@@ -179,15 +152,10 @@ def save_checkpoint(spec, out: str | Path, seed: int = 0) -> Path:
         "ema": None,
         "updates": None,
         "optimizer": None,
-        "train_args": {"task": "detect", "imgsz": 640, "model": f"{spec.text}"},
+        "train_args": {"task": "detect", "imgsz": 640, "model": str(source.get("spec", ""))},
         "train_metrics": None,
         "train_results": None,
-        "yolo_sm": {
-            "spec": spec.text,
-            "weights": "random",
-            "seed": int(seed),
-            "bn_calibration": "ultralytics' bundled photos (as they are and mirrored) and noise",
-        },
+        "yolo_sm": dict(source),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")

@@ -19,6 +19,7 @@ other objects ends in one sentence (:class:`~yolo_sm.contract.errors.UserError`)
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib
 import math
@@ -27,6 +28,25 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from yolo_sm.collect.models.checkpoint import (
+    checkpoint_module,
+    load_checkpoint,
+    read_checkpoint,
+    write_checkpoint,
+)
+from yolo_sm.collect.models.common import MAX_WIDTH, MIN_WIDTH
+from yolo_sm.collect.models.resnet import resnet_backbone
+from yolo_sm.collect.models.user import UserModel
+from yolo_sm.collect.models.wide import wide_conv_stack
+from yolo_sm.collect.models.yolo import (
+    build_from_yaml,
+    build_yolo,
+    detection_model,
+    family_cfg,
+    preset,
+    read_yaml,
+    scale_of,
+)
 from yolo_sm.contract.errors import UserError
 
 #: families the project builds itself (width: multiplier, preset letter, or ignored)
@@ -89,7 +109,9 @@ def parse_shape(value) -> tuple[int, int, int] | None:
     try:
         shape = tuple(int(str(p).strip()) for p in parts)
     except ValueError:
-        raise UserError(f"input shape must be C,H,W integers such as 3,640,640, got {value!r}") from None
+        raise UserError(
+            f"input shape must be C,H,W integers such as 3,640,640, got {value!r}"
+        ) from None
     if len(shape) != 3 or min(shape) <= 0:
         raise UserError(f"input shape must be three positive integers C,H,W, got {value!r}")
     if shape[0] != 3 or shape[1] != shape[2]:
@@ -108,10 +130,16 @@ def parse_model(text, input_shape=None, need_shape: bool = True) -> ModelSpec:
     Nothing is imported or loaded: :func:`build_spec` does that."""
     shape = parse_shape(input_shape)
     if isinstance(text, ModelSpec):
-        return text if shape is None else ModelSpec(text.kind, text.source, text.width, shape, text.name)
+        return (
+            text
+            if shape is None
+            else ModelSpec(text.kind, text.source, text.width, shape, text.name)
+        )
     s = str(text).strip()
     if not s:
-        raise UserError("a model spec is empty: use family:width, a .yaml, a .pt or module:function")
+        raise UserError(
+            "a model spec is empty: use family:width, a .yaml, a .pt or module:function"
+        )
     name = ""
     head, eq, rest = s.partition("=")
     if eq and _LABEL.match(head) and "/" not in head:
@@ -148,8 +176,6 @@ def _family(s: str, shape, name: str) -> ModelSpec:
             f"unknown model {s!r}: use yolov8:WIDTH, yolo11:WIDTH, wide:WIDTH, resnet101, a .yaml, "
             "a .pt checkpoint or package.module:function"
         )
-    from yolo_sm.collect.models.common import MAX_WIDTH, MIN_WIDTH
-
     w = w.strip().lower() or "1.0"
     if w in ("n", "s", "m", "l", "x") and fam != "wide":
         return ModelSpec("family", fam, w, shape, name or fam)
@@ -188,12 +214,8 @@ def build_spec(spec, device: str = "cpu", input_shape=None, **kw):
     if spec.kind == "family":
         model = _build_family(spec, **kw)
     elif spec.kind == "yaml":
-        from yolo_sm.collect.models.yolo import build_from_yaml
-
         model = build_from_yaml(spec.source)
     elif spec.kind == "checkpoint":
-        from yolo_sm.collect.models.checkpoint import load_checkpoint
-
         model = load_checkpoint(spec.source)
     else:
         model = _build_callable(spec)
@@ -203,18 +225,16 @@ def build_spec(spec, device: str = "cpu", input_shape=None, **kw):
 
 
 def _build_family(spec: ModelSpec, **kw):
-    from yolo_sm.collect.models import build
-
-    if spec.source.startswith("resnet") or spec.source == "wide":
-        return build(spec.source, spec.width)
-    return build(spec.source, spec.width, **kw)
+    if spec.source == "wide":
+        return wide_conv_stack(float(spec.width))
+    if spec.source.startswith("resnet"):
+        return resnet_backbone(int(spec.source[6:]))
+    return build_yolo(spec.source, spec.width, **kw)
 
 
 def _build_callable(spec: ModelSpec):
     import torch
     from torch import nn
-
-    from yolo_sm.collect.models.user import UserModel
 
     mod_name, _, attr = spec.source.partition(":")
     if "" not in sys.path and "." not in sys.path:
@@ -235,7 +255,8 @@ def _build_callable(spec: ModelSpec):
         raise UserError(f"model {spec.source}: {attr}() failed ({_first_line(e)})") from None
     if not isinstance(model, nn.Module):
         raise UserError(
-            f"model {spec.source}: {attr}() returned a {type(model).__name__}, not a torch nn.Module"
+            f"model {spec.source}: {attr}() returned a {type(model).__name__}, "
+            "not a torch nn.Module"
         )
     wrapped = UserModel(model).eval()
     for p in wrapped.parameters():
@@ -254,7 +275,9 @@ def check_input_shape(model, spec: ModelSpec) -> None:
             out = model(x)
     except Exception as e:  # noqa: BLE001 - any failure of the user's forward is one sentence
         shape = ",".join(map(str, spec.input_shape))
-        raise UserError(f"model {spec.text} rejects input shape {shape} ({_first_line(e)})") from None
+        raise UserError(
+            f"model {spec.text} rejects input shape {shape} ({_first_line(e)})"
+        ) from None
     if not isinstance(out, torch.Tensor):
         raise UserError(f"model {spec.text} returns a {type(out).__name__}, not a tensor")
 
@@ -276,21 +299,9 @@ def spec_scale(spec: ModelSpec) -> tuple[float, float, int]:
 
 @functools.lru_cache(maxsize=64)
 def _file_scale(kind: str, path: str, mtime_ns: int) -> tuple[float, float, int]:
-    from yolo_sm.collect.models.yolo import scale_of
-
     if kind == "yaml":
-        from yolo_sm.collect.offline import prepare_ultralytics
-
-        prepare_ultralytics()
-        from ultralytics.nn.tasks import yaml_model_load
-
-        try:
-            cfg = yaml_model_load(path)
-        except Exception as e:  # noqa: BLE001 - an unreadable YAML is one sentence
-            raise UserError(f"model YAML {path} cannot be read ({_first_line(e)})") from None
+        cfg = read_yaml(path)
     else:
-        from yolo_sm.collect.models.checkpoint import checkpoint_module, read_checkpoint
-
         cfg = getattr(checkpoint_module(read_checkpoint(path), path), "yaml", None)
         if not isinstance(cfg, dict):
             return 1.0, 1.0, 0
@@ -309,8 +320,40 @@ def label_parts(spec: ModelSpec) -> tuple[str, float]:
     spec's name and its width multiplier (a preset's own width; a file's scale)."""
     if spec.kind == "family":
         if isinstance(spec.width, str):
-            from yolo_sm.collect.models.yolo import preset
-
             return spec.name, preset(spec.source, spec.width)[1]
         return spec.name, float(spec.width)
     return spec.name, spec_scale(spec)[0]
+
+
+def save_checkpoint(spec, out: str | Path, seed: int = 0) -> Path:
+    """Write the YOLO model of ``spec`` (a family spec such as ``yolov8:0.25`` or ``yolov8:n``,
+    or a model YAML) as an ultralytics checkpoint that ``ultralytics.YOLO(out)`` and the
+    checkpoint path here load: random weights (``seed``), BatchNorm statistics calibrated on the
+    bundled photos and noise (:func:`~yolo_sm.collect.models.common.calibrate_bn`), unfused,
+    fp16 (:func:`~yolo_sm.collect.models.checkpoint.write_checkpoint`). Returns the path."""
+    spec = parse_model(spec)
+    out = Path(out)
+    if out.suffix != ".pt":
+        raise UserError(f"checkpoint {out} must end in .pt")
+    if spec.kind == "family" and spec.source in ("yolov8", "yolo11"):
+        cfg = copy.deepcopy(family_cfg(spec.source))
+        if isinstance(spec.width, str):
+            depth, width, max_ch = preset(spec.source, spec.width)
+        else:
+            depth, width, max_ch = 0.33, float(spec.width), 2048
+        cfg["scales"] = {"custom": [depth, width, max_ch]}
+        cfg["scale"] = "custom"
+    elif spec.kind == "yaml":
+        cfg = read_yaml(spec.source)
+    else:
+        raise UserError(
+            f"models save writes YOLO detectors (yolov8:W, yolo11:W or a .yaml), not {spec.text}"
+        )
+    det = detection_model(cfg, nc=cfg.get("nc", 80), seed=seed, calibrate=True)
+    source = {
+        "spec": spec.text,
+        "weights": "random",
+        "seed": int(seed),
+        "bn_calibration": "ultralytics' bundled photos (as they are and mirrored) and noise",
+    }
+    return write_checkpoint(det, out, source)

@@ -191,18 +191,29 @@ def scale_of(cfg: dict) -> tuple[float, float, int]:
     )
 
 
-def build_from_yaml(path: str, seed: int = 0, calibrate: bool = True) -> YoloForward:
-    """A detector from an ultralytics model YAML file (its own scale: ``yolov8s.yaml`` is the s
-    preset, like ultralytics reads it), random weights, BN calibrated, fused, eval."""
+def read_yaml(path: str) -> dict:
+    """An ultralytics model YAML as ultralytics reads it (its scale from the file name)."""
     prepare_ultralytics()
     from ultralytics.nn.tasks import yaml_model_load
 
     try:
-        cfg = yaml_model_load(path)
+        return yaml_model_load(path)
+    except Exception as e:  # noqa: BLE001 - an unreadable YAML is one sentence
+        first = f"{type(e).__name__}: {e}".strip().splitlines()[0][:300]
+        raise UserError(f"model YAML {path} cannot be read ({first})") from None
+
+
+def build_from_yaml(path: str, seed: int = 0, calibrate: bool = True) -> YoloForward:
+    """A detector from an ultralytics model YAML file (its own scale: ``yolov8s.yaml`` is the s
+    preset, like ultralytics reads it), random weights, BN calibrated, fused, eval."""
+    cfg = read_yaml(path)
+    try:
         det = detection_model(cfg, nc=cfg.get("nc", 80), seed=seed, calibrate=calibrate)
     except UserError:
         raise
     except Exception as e:  # noqa: BLE001 - a YAML ultralytics cannot build is one sentence
         first = f"{type(e).__name__}: {e}".strip().splitlines()[0][:300]
-        raise UserError(f"model YAML {path} does not build an ultralytics model ({first})") from None
+        raise UserError(
+            f"model YAML {path} does not build an ultralytics model ({first})"
+        ) from None
     return wrap_detection(det, family=Path(path).stem)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from yolo_sm.analyse.gpm import SUMMARY_METRICS, overhead_pct, run_medians
 from yolo_sm.analyse.weighting import layer_view, weighted_mean
+from yolo_sm.collect.devices import nvml_index
 from yolo_sm.collect.engines import EngineConfig, build_engine
 from yolo_sm.collect.models.spec import ModelSpec
 from yolo_sm.collect.profiling import kineto as kin
@@ -37,7 +38,8 @@ GPM_SUMMARY = SUMMARY_METRICS
 
 def engines(family, grid, imgsz, device, backend="eager"):
     """(label, engine, input) for each (width, precision, layout, batch) of ``grid``, one model
-    per width (or per :class:`~yolo_sm.collect.models.spec.ModelSpec` in the width's place); the input is the engine's own static one where it has one (CUDA graph)."""
+    per width (or per :class:`~yolo_sm.collect.models.spec.ModelSpec` in the width's place);
+    the input is the engine's own static one where it has one (CUDA graph)."""
 
     models = {}
     for w, prec, lay, b in grid:
@@ -64,7 +66,9 @@ def run_gpm(built, seconds: float = 3.0, gap_s: float = 0.5, hz: float = 20.0):
     for _, eng, x in built:
         eng(x)  # built and autotuned before sampling starts
     torch.cuda.synchronize()
-    with GpmSampler(hz=hz) as sampler:
+    # the GPU the engines run on, as NVML numbers it
+    gpu = nvml_index(built[0][1].config.device) if built else 0
+    with GpmSampler(hz=hz, index=gpu) as sampler:
         for label, eng, x in built:
             sampler.mark(config=label, phase="idle")
             time.sleep(gap_s)
@@ -95,13 +99,14 @@ def gpm_overhead(eng, x, label: str, rounds: int = 6, seconds: float = 1.0, hz: 
     import torch
 
     batch = int(x.shape[0])
+    gpu = nvml_index(eng.config.device)  # the GPU the engine runs on, as NVML numbers it
     _loop(eng, x, 0.5)  # warm
     rows = []
     for r in range(rounds):
         for on in (r % 2 == 0, r % 2 == 1):  # alternate which goes first
             torch.cuda.synchronize()
             if on:
-                with GpmSampler(hz=hz):
+                with GpmSampler(hz=hz, index=gpu):
                     t0 = time.perf_counter()
                     n = _loop(eng, x, seconds)
                     dt = time.perf_counter() - t0
