@@ -84,9 +84,9 @@ def cpu_model() -> str | None:
 
 
 def collect(device: str = "cpu") -> dict:
-    """Hardware and software facts for a result: GPU name, NVML index and UUID, SM count, clocks, driver, CUDA, torch,
-    cuDNN, ultralytics, the yolo_sm version and source digest, Python, host CPU, UTC date and
-    the command line. Missing facts are None."""
+    """Hardware and software facts for a result: GPU name, NVML index and UUID, SM count, clocks,
+    driver, CUDA, torch, cuDNN, ultralytics, the yolo_sm version and source digest, Python, host
+    CPU, UTC date and the command line. Missing facts are None."""
     import torch
 
     info: dict = {
