@@ -81,7 +81,7 @@ def _state_and_progress(step: Step, plan: Plan, out_dir: Path):
         return "partial", progress
     if step.kind not in RESUMABLE:  # a sweep's or bench's params are its points: not compared
         made_with = _manifest_params(out_dir, step.name)
-        if made_with is not None and _canonical(made_with) != _canonical(step.params):
+        if made_with is not None and _canonical(made_with) != _canonical(_model_params(step, plan)):
             return "changed", progress
     return "done", progress
 
@@ -320,8 +320,8 @@ def run_plan(
                 step.dataset_kind,
                 progress_note(step, plan, out_dir) + step.description,
                 f"yolo-sm collect --plan {plan.path or plan.name} --out {out_dir} "
-                f"--only {step.name}",
-                params=step.params,
+                f"--only {step.name}" + (f" --model {plan.model}" if plan.model else ""),
+                params=_model_params(step, plan),
             )
     return status(plan, out_dir)
 
