@@ -97,7 +97,9 @@ class SweepSpec:
     # model specs (collect.models.spec: family:width, .yaml, .pt, module:function); when given
     # they are the grid's models instead of family x widths x depth
     models: tuple = ()
-    input_shape: tuple | None = None  # C,H,W of a module:function model (sets its imgsz)
+    # C,H,W of the models' input (sets their imgsz); a module:function model without one runs
+    # at 3 x imgsz x imgsz
+    input_shape: tuple | None = None
 
     @classmethod
     def from_mapping(cls, data: dict) -> SweepSpec:
@@ -177,7 +179,8 @@ class SweepSpec:
             raise UserError("budget_ms must be positive and warmup_ms not negative")
         if self.max_channels <= 0:
             raise UserError("max_channels must be positive")
-        models = tuple(m.text for m in parse_models(self.models or None, self.input_shape))
+        models = parse_models(self.models or None, self.input_shape, need_shape=False)
+        models = tuple(m.text for m in models)
         return replace(
             self,
             models=models,
@@ -195,7 +198,7 @@ class SweepSpec:
         """Every supported point, ordered so that each model and engine is built once."""
 
         out = []
-        models = [parse_model(m, self.input_shape) for m in self.models]
+        models = [parse_model(m, self.input_shape, need_shape=False) for m in self.models]
         grid = [(m.source, m.width, d, m) for m in models if m.kind == "family" for d in self.depth]
         if not models:
             grid = [(*fwd, None) for fwd in itertools.product(self.family, self.widths, self.depth)]
@@ -274,7 +277,8 @@ def unsupported_reason(p: Point) -> str | None:
 
 
 def check_environment(spec: SweepSpec) -> None:
-    """Fail early, with one sentence, when the device or a requested backend is missing."""
+    """Fail early, with one sentence, when the device or a requested backend is missing, or a
+    model of the grid cannot be built (:func:`check_models`)."""
     import importlib.util
 
     import torch
@@ -292,6 +296,7 @@ def check_environment(spec: SweepSpec) -> None:
         )
     if "cudagraph" in spec.backends and not spec.device.startswith("cuda"):
         raise UserError("backend cudagraph needs --device cuda")
+    check_models(spec)
 
 
 # --- running --------------------------------------------------------------------------------
@@ -319,7 +324,6 @@ def run_sweep(
     its precisions, layouts, backends and batches are measured side by side in one run."""
     spec = spec.validated()
     check_environment(spec)
-    check_models(spec)
 
     def open_model(p: Point) -> dict:
         try:
@@ -359,7 +363,7 @@ def check_models(spec: SweepSpec) -> None:
     """Build each model of ``spec`` given as a file or module:function once, so that one that
     cannot load, or rejects its input shape, is one sentence before anything is written."""
     for text in spec.models:
-        m = parse_model(text, spec.input_shape)
+        m = parse_model(text, spec.input_shape, need_shape=False)
         if m.kind != "family":
             build_spec(m, input_shape=m.input_shape or (3, spec.imgsz[0], spec.imgsz[0]))
 

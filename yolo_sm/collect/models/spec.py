@@ -188,15 +188,20 @@ def _family(s: str, shape, name: str) -> ModelSpec:
     return ModelSpec("family", fam, width, shape, name or fam)
 
 
-def parse_models(value, input_shape=None) -> tuple[ModelSpec, ...]:
-    """Specs from a comma list, a list of them (e.g. a repeated ``--model``), or None (empty)."""
+def parse_models(value, input_shape=None, need_shape: bool = True) -> tuple[ModelSpec, ...]:
+    """Specs from a comma list, a list of them (e.g. a repeated ``--model``), or None (empty);
+    ``need_shape`` as in :func:`parse_model`."""
     if value is None:
         return ()
     items = [value] if isinstance(value, (str, ModelSpec)) else list(value)
     out = []
     for item in items:
         parts = item.split(",") if isinstance(item, str) else [item]
-        out += [parse_model(p, input_shape) for p in parts if not isinstance(p, str) or p.strip()]
+        out += [
+            parse_model(p, input_shape, need_shape)
+            for p in parts
+            if not isinstance(p, str) or p.strip()
+        ]
     if not out:
         raise UserError("no model given")
     return tuple(dict.fromkeys(out))

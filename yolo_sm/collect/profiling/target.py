@@ -73,8 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def configs(args):
     """(model, precision, layout, batch) per config: the model is a width of ``--family``, or a
-    :class:`ModelSpec` of ``--model``."""
-    keys = list(parse_models(args.model, args.input_shape)) if args.model else None
+    :class:`ModelSpec` of ``--model`` (a module:function without ``--input-shape`` runs at
+    3 x imgsz x imgsz)."""
+    keys = list(parse_models(args.model, args.input_shape, False)) if args.model else None
     for w in keys or [float(x) for x in args.widths.split(",")]:
         for prec in args.precisions.split(","):
             for lay in args.layouts.split(","):
