@@ -65,3 +65,22 @@ def test_checkpoint_ncu_pass_per_layer(ckpt, tmp_path):
     assert len(df) > 100 and (df.layer != "").all()
     assert set(df.config) == {"det_w0.25_fp16_nhwc_b1"}
     assert df.achieved_occupancy_pct.notna().all()
+
+
+def test_provenance_and_gpm_name_the_gpu_the_run_uses(ckpt):
+    from yolo_sm.collect.devices import identify
+    from yolo_sm.collect.engines import EngineConfig, build_engine
+    from yolo_sm.collect.models import build_spec
+    from yolo_sm.collect.profiling.suite import run_gpm
+    from yolo_sm.collect.provenance import collect
+
+    ident = identify("cuda")
+    assert ident["nvml_match"] in ("uuid", "pci_bus_id") and ident["nvml_index"] is not None
+    prov = collect("cuda")
+    assert prov["gpu_uuid"] == ident["gpu_uuid"] and prov["nvml_index"] == ident["nvml_index"]
+    eng = build_engine(build_spec(ckpt), EngineConfig(precision="fp16", layout="nhwc", batch=8))
+    try:
+        frame, info = run_gpm([("det", eng, eng.make_input(0))], seconds=0.5, gap_s=0.1)
+    finally:
+        eng.close()
+    assert info["gpu_index"] == ident["nvml_index"] and len(frame) > 0
