@@ -287,3 +287,17 @@ def test_a_checkpoint_holding_a_non_module_is_refused(tmp_path):
     torch.save({"model": {"w": torch.zeros(2)}}, path)
     with pytest.raises(UserError, match="no model"):
         load_checkpoint(path)
+
+
+def test_bench_takes_a_checkpoint_as_it_is(ckpt):
+    from yolo_sm.collect.bench import BenchSpec, bench_model
+    from yolo_sm.collect.models import YoloForward
+
+    spec = BenchSpec.from_mapping({"models": f"{ckpt},yolov8:0.5", "device": "cpu"})
+    assert spec.models == (("det", 0.0625), ("yolov8", 0.5)) and spec.specs == (("det", ckpt),)
+    model = bench_model("det", 0.0625, spec.specs)
+    assert isinstance(model, YoloForward)
+    head = load_checkpoint(ckpt).det.model[-1]  # no class prior on a checkpoint's head
+    assert torch.equal(model.det.model[-1].cv3[0][-1].bias, head.cv3[0][-1].bias)
+    user = BenchSpec.from_mapping({"models": USER, "device": "cpu"})
+    assert isinstance(bench_model("tiny", 1.0, user.specs), UserError)

@@ -88,7 +88,12 @@ def _bench_parser(sub) -> None:
     b = sub.add_parser(
         "bench", help="side-by-side: baseline, engines, pipeline, ultralytics predict"
     )
-    b.add_argument("--models", default="yolov8:0.5", help="comma list of family:width")
+    b.add_argument(
+        "--models",
+        "--model",
+        default="yolov8:0.5",
+        help="comma list of family:width, model .yaml or ultralytics .pt (YOLO detectors)",
+    )
     b.add_argument("--batches", default="1,16,64", help="comma list of batch sizes")
     b.add_argument(
         "--engines",

@@ -71,7 +71,8 @@ class Point:
         return tuple(getattr(self, c) for c in KEY_COLUMNS)
 
     def model_key(self) -> tuple:
-        return (self.family, self.scale, self.width, self.depth, self.max_channels, self.model)
+        key = (self.family, self.scale, self.width, self.depth, self.max_channels)
+        return (*key, self.model) if self.model else key
 
 
 @dataclass(frozen=True)
