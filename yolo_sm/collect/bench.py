@@ -320,7 +320,8 @@ def run_bench(
         key=lambda u: _unit_key(*u),
         row_key=_row_key,
         group=lambda u: (u[0], u[1]),
-        open_group=lambda u: bench_model(u[0], u[1], spec.specs),  # an exception when it fails
+        # the model, or an exception object when it fails
+        open_group=lambda u: bench_model(u[0], u[1], *([spec.specs] if spec.specs else [])),
         complete=_complete(spec),
         out=out,
         columns=(*UNIT, "variant"),
