@@ -16,7 +16,8 @@ class Parser(argparse.ArgumentParser):
 
 
 def model_flags(p: argparse.ArgumentParser, many: bool = False) -> None:
-    """--family, --width (or --widths with ``many``), --imgsz and --device."""
+    """--family, --width (or --widths with ``many``), --imgsz, --device, and --model /
+    --input-shape (:func:`model_spec_flags`) in place of the family and width."""
     p.add_argument("--family", default="yolov8", help="yolov8 or yolo11")
     if many:
         p.add_argument("--widths", default="1.0", help="comma list of width multipliers")
@@ -24,6 +25,7 @@ def model_flags(p: argparse.ArgumentParser, many: bool = False) -> None:
         p.add_argument("--width", type=float, default=1.0, help="width multiplier")
     p.add_argument("--imgsz", type=int, default=640)
     p.add_argument("--device", default="cuda")
+    model_spec_flags(p)
 
 
 def model_spec_flags(p: argparse.ArgumentParser) -> None:

@@ -111,9 +111,12 @@ def occupancy(args) -> int:
 
 
 def trace(args) -> int:
+    from dataclasses import replace
+
     from yolo_sm.collect.engines import EngineConfig, build_engine, check_device
-    from yolo_sm.collect.models import build_yolo
+    from yolo_sm.collect.models import build_yolo, parse_models
     from yolo_sm.collect.profiling import kineto
+    from yolo_sm.collect.profiling.target import model_of
 
     check_device(args.device)
     if not str(args.out).endswith(".json.gz"):
@@ -126,7 +129,14 @@ def trace(args) -> int:
         imgsz=args.imgsz,
         device=args.device,
     )
-    model = build_yolo(args.family, args.width)
+    if args.models:
+        specs = parse_models(args.models, args.input_shape, need_shape=False)
+        if len(specs) != 1:
+            raise UserError("yolo-sm trace profiles one model: give one --model")
+        model = model_of(args.family, specs[0], args.imgsz)
+        cfg = replace(cfg, imgsz=specs[0].imgsz or args.imgsz)
+    else:
+        model = build_yolo(args.family, args.width)
     eng = build_engine(model, cfg)
     x = eng._input if eng._input is not None else eng.make_input(0)  # a graph's own input
     # layer hooks fire in eager forwards only (a graph replays, a compiled graph is fused)
@@ -156,6 +166,8 @@ def ncu(args) -> int:
         args.batches,
         args.imgsz,
         args.device,
+        models=args.models,
+        input_shape=args.input_shape,
     )
     df = nsight.profile(target, args.out, metric_set=args.metric_set, timeout_s=args.timeout)
     print(f"wrote {args.out} ({len(df)} kernels)")
@@ -167,6 +179,7 @@ def ncu(args) -> int:
 
 def gpm(args) -> int:
     from yolo_sm.collect.engines import check_device
+    from yolo_sm.collect.models import parse_models
     from yolo_sm.collect.profiling.suite import engines, gpm_overhead, run_gpm
     from yolo_sm.collect.provenance import collect
 
@@ -174,7 +187,8 @@ def gpm(args) -> int:
     if not args.device.startswith("cuda"):
         raise UserError("yolo-sm gpm samples a GPU: use --device cuda")
     out = check_output_path(args.out)
-    grid = [(w, args.precision, args.layout, args.batch) for w in widths(args.widths)]
+    keys = parse_models(args.models, args.input_shape, False) if args.models else None
+    grid = [(w, args.precision, args.layout, args.batch) for w in keys or widths(args.widths)]
     built = list(engines(args.family, grid, args.imgsz, args.device))
     df, info = run_gpm(built, seconds=args.seconds, hz=args.hz)
     write_atomic(df, out, {"provenance": collect(args.device), "sampler": info})
@@ -215,6 +229,8 @@ def profile(args) -> int:
         device=args.device,
         metric_set=args.metric_set,
         gpm_seconds=args.gpm_seconds,
+        models=args.models,
+        input_shape=args.input_shape,
     )
     print(f"wrote {args.out}: kineto/ncu/gpm/layers parquet, traces, summary.json")
     print(f"unattributed kernels: {s['unattributed_kernels']}")

@@ -23,7 +23,7 @@ from yolo_sm.analyse.gpm import SUMMARY_METRICS, overhead_pct, run_medians
 from yolo_sm.analyse.weighting import layer_view, weighted_mean
 from yolo_sm.collect.devices import nvml_index
 from yolo_sm.collect.engines import EngineConfig, build_engine
-from yolo_sm.collect.models.spec import ModelSpec
+from yolo_sm.collect.models.spec import ModelSpec, parse_models
 from yolo_sm.collect.profiling import kineto as kin
 from yolo_sm.collect.profiling import ncu
 from yolo_sm.collect.profiling.gpm import GpmSampler
@@ -254,8 +254,11 @@ def profile_all(
     overhead_rounds: int = 8,
     ncu_timeout_s: float = 480,
     log=print,
+    models=None,
+    input_shape=None,
 ) -> dict:
-    """Run the three profilers on each width (see the module docstring); returns the summary."""
+    """Run the three profilers on each width (see the module docstring); returns the summary.
+    ``models`` (specs, :mod:`yolo_sm.collect.models.spec`) replace ``family`` and ``widths``."""
     import pandas as pd
 
     if not str(device).startswith("cuda"):
@@ -264,13 +267,14 @@ def profile_all(
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
-    widths = [float(w) for w in widths]
+    specs = list(parse_models(models, input_shape, need_shape=False)) if models else []
+    widths = specs or [float(w) for w in widths]
     prov = collect(device)
     stamp = {f"prov_{k}": v for k, v in prov.items() if not isinstance(v, dict)}
     meta = {
         "provenance": prov,
         "family": family,
-        "widths": widths,
+        "widths": [w.text if isinstance(w, ModelSpec) else w for w in widths],
         "precision": precision,
         "layout": layout,
         "batch": batch,
@@ -295,7 +299,15 @@ def profile_all(
 
     # 2. Nsight Compute: one process, every config in NVTX ranges
     target = target_argv(
-        family, ",".join(f"{w:g}" for w in widths), precision, layout, str(batch), imgsz, device
+        family,
+        "1.0" if specs else ",".join(f"{w:g}" for w in widths),
+        precision,
+        layout,
+        str(batch),
+        imgsz,
+        device,
+        models=specs or None,
+        input_shape=input_shape,
     )
     t0 = time.perf_counter()
     n = ncu.profile(target, out / "ncu.csv", metric_set=metric_set, timeout_s=ncu_timeout_s)
