@@ -301,3 +301,45 @@ def test_bench_takes_a_checkpoint_as_it_is(ckpt):
     assert torch.equal(model.det.model[-1].cv3[0][-1].bias, head.cv3[0][-1].bias)
     user = BenchSpec.from_mapping({"models": USER, "device": "cpu"})
     assert isinstance(bench_model("tiny", 1.0, user.specs), UserError)
+
+
+def test_cli_trace_of_a_user_module_attributes_its_layers(tmp_path, capsys):
+    from yolo_sm.collect.profiling.kineto import load_layer_ops
+
+    out = tmp_path / "t.json.gz"
+    rc, cap = _cli(
+        capsys,
+        "trace",
+        "--model",
+        USER,
+        "--input-shape",
+        "3,64,64",
+        "--device",
+        "cpu",
+        "--precision",
+        "fp32",
+        "--layout",
+        "nchw",
+        "--batch",
+        "1",
+        "--iters",
+        "1",
+        "--out",
+        str(out),
+    )
+    assert rc == 0, cap.err
+    ops = load_layer_ops(out)
+    assert set(ops.layer) == {"stem", "body", "head"} and set(ops.stage) == {"backbone", "head"}
+
+
+def test_profiling_target_labels_each_model(ckpt, capsys):
+    from yolo_sm.collect.profiling import target
+    from yolo_sm.contract.labels import parse_config
+
+    argv = target.target_argv(
+        "yolov8", "1.0", "fp32", "nchw", "1", 64, "cpu", models=[ckpt, USER], input_shape="3,64,64"
+    )
+    assert target.main(argv[3:]) == 0
+    labels = [line.split()[-1] for line in capsys.readouterr().out.splitlines()]
+    assert labels == ["det_w0.0625_fp32_nchw_b1", "tiny_w1_fp32_nchw_b1"]
+    assert [parse_config(x)["family"] for x in labels] == ["det", "tiny"]

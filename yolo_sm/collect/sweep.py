@@ -403,7 +403,7 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
 
     on_gpu = p.device.startswith("cuda")
     engine = None
-    row = {**asdict(p), "status": "ok", "message": "", **_row_tail(spec, flops_per_img, p)}
+    row = {**_coords(p), "status": "ok", "message": "", **_row_tail(spec, flops_per_img, p)}
     try:
         if on_gpu:
             torch.cuda.synchronize()
@@ -446,6 +446,7 @@ def _row_tail(spec: SweepSpec, flops_per_img=None, p: Point | None = None) -> di
     """What every row of a point carries after its key, status and message."""
 
     return {
+        "model": p.model if p else "",
         "flops_per_img": flops_per_img,
         "bn_calibrated": not p or not p.model or weights_calibrated(
             parse_model(p.model, need_shape=False)
@@ -455,7 +456,12 @@ def _row_tail(spec: SweepSpec, flops_per_img=None, p: Point | None = None) -> di
 
 
 def _error_row(p: Point, spec: SweepSpec, e: BaseException, flops_per_img=None) -> dict:
-    return {**asdict(p), **failure(e), **_row_tail(spec, flops_per_img, p)}
+    return {**_coords(p), **failure(e), **_row_tail(spec, flops_per_img, p)}
+
+
+def _coords(p: Point) -> dict:
+    """A row's leading columns: the point's key (its model spec goes with the tail)."""
+    return {k: v for k, v in asdict(p).items() if k != "model"}
 
 
 def is_oom(e: BaseException) -> bool:

@@ -24,7 +24,8 @@ def target_argv(
     (specs, collect.models.spec) replace family and widths."""
     extra = []
     if models:
-        texts = [m.text if isinstance(m, ModelSpec) else str(m) for m in parse_models(models)]
+        specs = parse_models(models, input_shape, need_shape=False)
+        texts = [m.text for m in specs]
         extra = ["--model", ",".join(texts)]
     if input_shape:
         shape = input_shape if isinstance(input_shape, str) else ",".join(map(str, input_shape))
