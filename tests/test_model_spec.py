@@ -343,3 +343,14 @@ def test_profiling_target_labels_each_model(ckpt, capsys):
     labels = [line.split()[-1] for line in capsys.readouterr().out.splitlines()]
     assert labels == ["det_w0.0625_fp32_nchw_b1", "tiny_w1_fp32_nchw_b1"]
     assert [parse_config(x)["family"] for x in labels] == ["det", "tiny"]
+
+
+def test_two_files_with_one_label_must_be_named(ckpt, tmp_path):
+    from yolo_sm.collect.sweep import SweepSpec
+
+    other = tmp_path / "det.pt"
+    other.write_bytes(open(ckpt, "rb").read())
+    with pytest.raises(UserError, match="LABEL"):
+        SweepSpec.from_mapping({**TINY, "models": [ckpt, str(other)]})
+    spec = SweepSpec.from_mapping({**TINY, "models": [ckpt, f"det2={other}"]})
+    assert sorted({p.family for p in spec.points()}) == ["det", "det2"]

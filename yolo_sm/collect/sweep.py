@@ -181,6 +181,13 @@ class SweepSpec:
         if self.max_channels <= 0:
             raise UserError("max_channels must be positive")
         models = parse_models(self.models or None, self.input_shape, need_shape=False)
+        files = [m for m in models if m.kind != "family"]
+        for a, b in itertools.combinations(files, 2):
+            if a.name == b.name:
+                raise UserError(
+                    f"models {a.source} and {b.source} share the label {a.name}: name one "
+                    "with LABEL=PATH"
+                )
         models = tuple(m.text for m in models)
         return replace(
             self,
