@@ -274,11 +274,12 @@ SCHEMAS: dict[str, dict[str, str]] = {
 # Columns every table of a kind must have (the others in SCHEMAS are described when present:
 # e.g. an ncu table collected with the "throughput" metric set has no occupancy columns).
 REQUIRED = {
-    # check_input: absent in sweeps measured before the check moved to the photos
+    # check_input: absent in sweeps measured before the check moved to the photos; model:
+    # absent in sweeps measured before model specs
     "sweep": tuple(
         c
         for c in SCHEMAS["sweep"]
-        if c not in ("peak_mem_bytes", "check_input", "graph_pool_bytes")
+        if c not in ("peak_mem_bytes", "check_input", "graph_pool_bytes", "model")
     ),
     "ncu": ("kernel_id", "kernel_name", "nvtx_path", "nvtx_range", "duration_us"),
     "kernels": (
