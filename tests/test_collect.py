@@ -36,9 +36,9 @@ def test_shipped_h200_plan_parses_and_covers_every_step_kind():
     assert kinds == set(KINDS)  # the reference plan uses every kind of step
     for s in plan.steps:
         if s.kind == "sweep":
-            spec = collect._sweep_spec(s, plan)
+            spec = collect.sweep_spec(s, plan)
             assert spec.points(), s.name
-    b = collect._bench_spec(next(s for s in plan.steps if s.name == "bench_fast_engines"), plan)
+    b = collect.bench_spec(next(s for s in plan.steps if s.name == "bench_fast_engines"), plan)
     # every planned width, in priority order (the goals' representative widths first)
     assert sorted(w for _, w in b.models) == [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0]
     assert [w for _, w in b.models][:3] == [0.5, 1.0, 2.0]
@@ -46,7 +46,7 @@ def test_shipped_h200_plan_parses_and_covers_every_step_kind():
     assert {"cudagraph/fp16/nhwc", "compile:reduce-overhead/fp16/nhwc"} <= set(b.variants())
     assert "cudagraph/fp8/nhwc" in b.variants()
     first_sweep = next(s for s in plan.steps if s.kind == "sweep")
-    widths = collect._sweep_spec(first_sweep, plan).widths
+    widths = collect.sweep_spec(first_sweep, plan).widths
     assert widths == (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0)
 
 
@@ -155,7 +155,7 @@ def test_a_partial_sweep_is_registered_as_partial(tmp_path, monkeypatch):
     real = dict(collect.RUNNERS)
 
     def one_point(step, plan, out_dir, deadline, progress):
-        spec = collect._sweep_spec(step, plan)
+        spec = collect.sweep_spec(step, plan)
         run_sweep(replace(spec, batches=(1,)), out_dir / step.out, progress=False)
 
     monkeypatch.setitem(collect.RUNNERS, "sweep", one_point)
@@ -337,7 +337,7 @@ def test_bench_step_runs_on_cpu_resumes_and_registers(tmp_path, monkeypatch):
     ]
     assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
     df = pd.read_parquet(out / "b.parquet")
-    spec = collect._bench_spec(plan.steps[0], plan)
+    spec = collect.bench_spec(plan.steps[0], plan)
     assert len(df) == 2 * len(spec.variants())
     assert set(df.variant) == set(spec.variants())
     bad = df[df.variant == "cudagraph/fp16/nhwc"]
@@ -373,7 +373,7 @@ def test_status_says_what_is_left_and_how_long_it_takes(tmp_path):
     assert st.loc["s", "est_left_s"] == round(2 * collect.DEFAULT_UNIT_S["sweep"])
     assert st.loc["c", "est_left_s"] == 42 and st.loc["c", "est_source"] == "plan est_s"
     # one point measured in a run whose rows came 3 s apart (a gap of an hour: another call)
-    spec = collect._sweep_spec(plan.steps[0], plan)
+    spec = collect.sweep_spec(plan.steps[0], plan)
     p = spec.points()[0]
     times = [
         "2026-11-30T10:00:00",
@@ -429,7 +429,7 @@ def test_a_new_sweeps_pace_comes_from_the_plans_other_sweeps(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     times = {1: "2026-11-30T10:00:00", 2: "2026-11-30T10:00:10"}  # batch 2 took 10 s
-    pts = collect._sweep_spec(plan.steps[0], plan).points()
+    pts = collect.sweep_spec(plan.steps[0], plan).points()
     rows = pd.DataFrame(
         [
             {**asdict(p), "status": "ok", "build_s": 0.0, "prov_date_utc": times[p.batch]}

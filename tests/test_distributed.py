@@ -91,7 +91,7 @@ def test_cores_are_shared_out_and_parsed():
 
 
 def test_nvml_numbers_follow_cuda_visible_devices(monkeypatch):
-    from yolo_sm.collect.provenance import nvml_index
+    from yolo_sm.collect.devices import visible_index as nvml_index
 
     class FakeNvml:
         def nvmlInit(self):

@@ -176,6 +176,7 @@ def test_fast_engines_notebook_on_the_synthetic_bench(tmp_path, make_root):
     ship(root.parent)  # registers the fixture in <tmp>/h200/manifest.json
     _executes_and_renders(NOTEBOOKS[0].parent / "10_fast_engines.ipynb", root)
 
+
 # --- notebooks 11 and 12 on roots of their own -----------------------------------------------
 
 

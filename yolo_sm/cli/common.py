@@ -37,7 +37,8 @@ def verbosity_flags(p: argparse.ArgumentParser) -> None:
 
 
 def model_flags(p: argparse.ArgumentParser, many: bool = False) -> None:
-    """--family, --width (or --widths with ``many``), --imgsz and --device."""
+    """--family, --width (or --widths with ``many``), --imgsz, --device, and --model /
+    --input-shape (:func:`model_spec_flags`) in place of the family and width."""
     p.add_argument("--family", default="yolov8", help="yolov8 or yolo11")
     if many:
         p.add_argument("--widths", default="1.0", help="comma list of width multipliers")
@@ -45,6 +46,24 @@ def model_flags(p: argparse.ArgumentParser, many: bool = False) -> None:
         p.add_argument("--width", default="1.0", help="width multiplier")
     p.add_argument("--imgsz", default="640", help="square input size (a multiple of 32)")
     p.add_argument("--device", default="cuda", help="cpu, cuda or cuda:N")
+    model_spec_flags(p)
+
+
+def model_spec_flags(p: argparse.ArgumentParser) -> None:
+    """--model SPEC (repeatable, or a comma list) and --input-shape C,H,W: any model
+    (yolo_sm.collect.models.spec), in place of the family and width flags."""
+    p.add_argument(
+        "--model",
+        dest="models",
+        action="append",
+        help="family:width (yolov8:0.5, yolo11:n), a model .yaml, an ultralytics .pt checkpoint "
+        "or package.module:function; repeatable or a comma list; replaces --family/--widths",
+    )
+    p.add_argument(
+        "--input-shape",
+        dest="input_shape",
+        help="C,H,W of one input image, e.g. 3,640,640 (needed by a module:function model)",
+    )
 
 
 def comma_list(text: str | None) -> list[str]:

@@ -5,6 +5,7 @@ notebooks as a static site) and ``yolo-sm claims`` (every rule's verdict on a ro
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from yolo_sm.cli.common import backends_available, comma_list, device, dispatch, output, progress
@@ -22,6 +23,11 @@ HOST_KINDS = ("model_tables",)
 def add_parser(sub) -> None:
     c = sub.add_parser("collect", help="run a collection plan (resumable, splittable)")
     c.add_argument("--plan", required=True, help="plan YAML, e.g. data/plans/h200.yaml")
+    c.add_argument(
+        "--model",
+        default=None,
+        help="model spec for the plan's steps that name none (overrides the plan's 'model:')",
+    )
     c.add_argument("--out", required=True, help="dataset folder, e.g. data/h200")
     c.add_argument("--only", default=None, help="comma list of step names")
     c.add_argument(
@@ -90,20 +96,17 @@ def check_steps(plan: Plan, out_dir: Path, names: list[str]) -> None:
     parameters of each sweep and bench as their specs read them, the backends' optional
     packages, and the plan's device for every step not done yet that runs on it."""
     from yolo_sm.collect import plans
-    from yolo_sm.collect.bench import BenchSpec
-    from yolo_sm.collect.sweep import SweepSpec
 
     needs_device = False
     for step in plan.steps:
         if step.name not in names:
             continue
         where = f"plan {plan.path or plan.name}: step {step.name}"
-        mapping = {"device": plan.device, **step.params}
         try:
             if step.kind == "sweep":
-                backends_available(SweepSpec.from_mapping(mapping).backends)
+                backends_available(plans.sweep_spec(step, plan).backends)
             elif step.kind == "bench":
-                spec = BenchSpec.from_mapping(mapping)
+                spec = plans.bench_spec(step, plan)
                 backends_available(e[0] for e in (*spec.engines, spec.pipeline_engine_here()))
         except UserError as e:
             raise type(e)(f"{where}: {e}") from None
@@ -117,6 +120,8 @@ def collect(args) -> int:
     plan = load_plan(args.plan)  # the whole plan checked before torch loads
     from yolo_sm.collect import plans
 
+    if args.model:
+        plan = dataclasses.replace(plan, model=values.text(args.model, "--model"))
     out_dir = Path(values.text(args.out, "--out"))
     if args.status:
         table = plans.status(plan, out_dir)

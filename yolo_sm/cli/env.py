@@ -22,7 +22,21 @@ def add_parser(sub) -> None:
     e.add_argument("--json", action="store_true", help="print JSON instead of a table")
     e.set_defaults(run=run)
 
-    m = sub.add_parser("models", help="the channel table of a model (one row per layer)")
+    m = sub.add_parser(
+        "models",
+        help="the channel table of a model (one row per layer); 'models save' writes a checkpoint",
+    )
+    m.add_argument(
+        "action",
+        nargs="?",
+        choices=("table", "save"),
+        default="table",
+        help="table (default) or save: write --model as an ultralytics checkpoint to --out, "
+        "random weights with BatchNorm calibrated on the bundled photos",
+    )
+    m.add_argument("--model", help="a model spec (yolov8:0.25, best.pt, ...) instead of --family")
+    m.add_argument("--input-shape", dest="input_shape", help="C,H,W of a module:function model")
+    m.add_argument("--out", help="models save: the .pt file to write")
     m.add_argument(
         "--family",
         default="yolov8",
@@ -64,10 +78,15 @@ def is_number(text: str) -> bool:
 
 
 def models_table(args) -> int:
-    import pandas as pd
 
     from yolo_sm.collect import models
 
+    if args.action == "save":
+        return save(args)
+    size = common.imgsz(args.imgsz)
+    if args.model:
+        model = models.build_spec(args.model, input_shape=args.input_shape)
+        return _print_table(model, size, args)
     fam = values.text(args.family, "--family").lower()
     if fam == "wide" and not is_number(str(args.width)):
         raise UserError(f"the wide conv stack takes a numeric --width, got {args.width!r}")
@@ -76,8 +95,15 @@ def models_table(args) -> int:
         width = common.widths(width, "--width")[0]
     depth = values.number(args.depth, "--depth", above=0, hi=4) if args.depth is not None else None
     max_channels = values.whole(args.max_channels, "--max-channels", lo=1, hi=1 << 20)
-    size = common.imgsz(args.imgsz)
     model = models.build(fam, width, depth=depth, max_channels=max_channels)
+    return _print_table(model, size, args)
+
+
+def _print_table(model, size: int, args) -> int:
+    import pandas as pd
+
+    from yolo_sm.collect import models
+
     df = models.channel_table(model, size)
     if args.format == "csv":
         df.to_csv(sys.stdout, index=False)
@@ -92,4 +118,15 @@ def models_table(args) -> int:
             f"\ntotal: {df.params.sum():,} parameters, {df.flops.sum() / 1e9:.2f} GFLOPs per "
             f"{size}x{size} image (2 FLOPs per multiply-add)"
         )
+    return 0
+
+
+def save(args) -> int:
+    from yolo_sm.collect.models import save_checkpoint
+
+    if not args.model or not args.out:
+        raise UserError("models save needs --model (e.g. yolov8:0.25) and --out FILE.pt")
+    out = values.output_path(args.out, "--out")
+    path = save_checkpoint(args.model, out)
+    print(f"wrote {path}")
     return 0

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from yolo_sm.analyse.remeasure import TOLERANCE
 from yolo_sm.cli import common
-from yolo_sm.cli.common import backends_available, device, dispatch, log, output, progress
+from yolo_sm.cli.common import (
+    backends_available,
+    device,
+    dispatch,
+    log,
+    model_spec_flags,
+    output,
+    progress,
+)
 from yolo_sm.contract import datasets, values
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.plans import (
@@ -32,6 +40,8 @@ SWEEP_KEYS = (
     "budget_ms",
     "warmup_ms",
     "check",
+    "models",
+    "input_shape",
 )
 #: exit code of `yolo-sm remeasure` when a point lands outside the tolerance (2: a user error)
 OUTSIDE_TOLERANCE = 1
@@ -61,6 +71,7 @@ def _sweep_parser(sub) -> None:
         ("--imgsz", "comma list of square input sizes (multiples of 32)"),
     ):
         s.add_argument(flag, help=helptext)
+    model_spec_flags(s)
     s.add_argument("--device", help="cuda (default) or cpu")
     s.add_argument(
         "--max-channels", dest="max_channels", help="ultralytics max_channels cap (default 2048)"
@@ -93,7 +104,12 @@ def _bench_parser(sub) -> None:
     b = sub.add_parser(
         "bench", help="side-by-side: baseline, engines, pipeline, ultralytics predict"
     )
-    b.add_argument("--models", default="yolov8:0.5", help="comma list of family:width")
+    b.add_argument(
+        "--models",
+        "--model",
+        default="yolov8:0.5",
+        help="comma list of family:width, model .yaml or ultralytics .pt (YOLO detectors)",
+    )
     b.add_argument("--batches", default="1,16,64", help="comma list of batch sizes")
     b.add_argument(
         "--engines",
@@ -207,12 +223,9 @@ def bench(args) -> int:
     import pandas as pd
 
     from yolo_sm.collect.bench import BenchSpec, run_bench
+    from yolo_sm.collect.models.spec import parse_models
 
-    for item in common.comma_list(args.models):
-        family, _, width = item.partition(":")
-        values.text(family, "--models family")
-        if width:
-            common.widths(width, "--models width")
+    parse_models(values.text(args.models, "--models"), need_shape=False)  # one sentence if bad
     spec = BenchSpec.from_mapping(
         {
             "models": args.models,

@@ -137,9 +137,12 @@ def occupancy(args) -> int:
 
 
 def trace(args) -> int:
+    from dataclasses import replace
+
     from yolo_sm.collect.engines import EngineConfig, build_engine
-    from yolo_sm.collect.models import build_yolo
+    from yolo_sm.collect.models import build_yolo, parse_models
     from yolo_sm.collect.profiling import kineto
+    from yolo_sm.collect.profiling.target import model_of
 
     backend = values.text(args.backend, "--backend", TRACE_BACKENDS)
     iters = values.whole(args.iters, "--iters", lo=1, hi=MAX_ITERS, unit="forwards")
@@ -161,7 +164,14 @@ def trace(args) -> int:
         imgsz=size,
         device=dev,
     )
-    model = build_yolo(args.family, width)
+    if args.models:
+        specs = parse_models(args.models, args.input_shape, need_shape=False)
+        if len(specs) != 1:
+            raise UserError("yolo-sm trace profiles one model: give one --model")
+        model = model_of(args.family, specs[0], size)
+        cfg = replace(cfg, imgsz=specs[0].imgsz or size)
+    else:
+        model = build_yolo(args.family, width)
     eng = build_engine(model, cfg)
     x = eng._input if eng._input is not None else eng.make_input(0)  # a graph's own input
     # layer hooks fire in eager forwards only (a graph replays, a compiled graph is fused)
@@ -192,6 +202,8 @@ def ncu(args) -> int:
         ",".join(map(str, common.batches(args.batches))),
         common.imgsz(args.imgsz),
         args.device,
+        models=args.models,
+        input_shape=args.input_shape,
     )
     df = nsight.profile(target, out, metric_set=metric_set, timeout_s=timeout)
     print(f"wrote {out} ({len(df)} kernels)")
@@ -202,6 +214,7 @@ def ncu(args) -> int:
 
 
 def gpm(args) -> int:
+    from yolo_sm.collect.models import parse_models
     from yolo_sm.collect.profiling.suite import engines, gpm_overhead, run_gpm
     from yolo_sm.collect.provenance import collect
 
@@ -217,7 +230,8 @@ def gpm(args) -> int:
     if rounds:
         output(ov_path, "the overhead table")
     size = common.imgsz(args.imgsz)
-    grid = [(w, args.precision, args.layout, args.batch) for w in widths(args.widths)]
+    keys = parse_models(args.models, args.input_shape, False) if args.models else None
+    grid = [(w, args.precision, args.layout, args.batch) for w in keys or widths(args.widths)]
     built = list(engines(args.family, grid, size, args.device))
     df, info = run_gpm(built, seconds=seconds, hz=hz)
     write_atomic(df, out, {"provenance": collect(args.device), "sampler": info})
@@ -262,6 +276,8 @@ def profile(args) -> int:
         device=args.device,
         metric_set=metric_set,
         gpm_seconds=gpm_seconds,
+        models=args.models,
+        input_shape=args.input_shape,
     )
     print(f"wrote {args.out}: kineto/ncu/gpm/layers parquet, traces, summary.json")
     print(f"unattributed kernels: {s['unattributed_kernels']}")

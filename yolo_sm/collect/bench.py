@@ -46,7 +46,15 @@ from yolo_sm.collect.grid import (
     table_rows,
 )
 from yolo_sm.collect.images import bundled_images
-from yolo_sm.collect.models import FAMILIES, MAX_WIDTH, MIN_WIDTH, build_yolo, model_flops
+from yolo_sm.collect.models import (
+    FAMILIES,
+    MAX_WIDTH,
+    MIN_WIDTH,
+    YoloForward,
+    build_yolo,
+    model_flops,
+)
+from yolo_sm.collect.models.spec import build_spec, parse_model, spec_scale
 from yolo_sm.collect.pipeline import (
     NMS_IMPL,
     DetectionPipeline,
@@ -140,6 +148,9 @@ class BenchSpec:
     seconds: float = 2.0
     predict: bool = True
     est_unit_s: float = 120.0
+    # (family label, spec text) of the models given as a file (collect.models.spec: a .yaml or
+    # an ultralytics .pt); their ``models`` entry is (label, the file's width)
+    specs: tuple = ()
 
     @classmethod
     def from_mapping(cls, data: dict) -> BenchSpec:
@@ -159,11 +170,15 @@ class BenchSpec:
         if "models" in data and ("family" in data or "widths" in data):
             raise UserError("give bench models either as models or as family + widths")
         if "models" in data:
-            models = []
+            models, specs = [], []
             for item in split_list(data["models"]):
-                family, _, width = str(item).partition(":")
-                models.append((family.strip(), parse_float(width or 1.0, "width")))
-            kw["models"] = tuple(models)
+                m = parse_model(item, need_shape=False)
+                if m.kind == "family":
+                    models.append((m.source, parse_float(m.width, "width")))
+                else:
+                    models.append((m.name, spec_scale(m)[0]))
+                    specs.append((m.name, m.text))
+            kw["models"], kw["specs"] = tuple(models), tuple(specs)
         elif "widths" in data or "family" in data:
             family = str(data.get("family", "yolov8"))
             widths = split_list(data.get("widths", 1.0))
@@ -195,7 +210,7 @@ class BenchSpec:
         if not self.models or not self.batches:
             raise UserError("bench needs at least one model and one batch size")
         for family, width in self.models:
-            if family not in FAMILIES:
+            if family not in FAMILIES and family not in dict(self.specs):
                 raise UserError(
                     f"bench runs YOLO detectors ({', '.join(FAMILIES)}), got family {family!r}"
                 )
@@ -305,7 +320,8 @@ def run_bench(
         key=lambda u: _unit_key(*u),
         row_key=_row_key,
         group=lambda u: (u[0], u[1]),
-        open_group=lambda u: bench_model(u[0], u[1]),  # an exception object when it fails
+        # the model, or an exception object when it fails
+        open_group=lambda u: bench_model(u[0], u[1], *([spec.specs] if spec.specs else [])),
         complete=_complete(spec),
         out=out,
         columns=(*UNIT, "variant"),
@@ -325,10 +341,17 @@ def run_bench(
 CLASS_PRIOR = (0.001, 1.5)
 
 
-def bench_model(family: str, width: float):
+def bench_model(family: str, width: float, specs=()):
     """The bench's model: a YOLO detector with :data:`CLASS_PRIOR` (so that NMS has
-    detections to work on), or the exception its build raised."""
+    detections to work on), or the exception its build raised. A model of ``specs`` (a file:
+    collect.models.spec) is built from it as it is, its head untouched."""
     try:
+        text = dict(specs).get(family)
+        if text:
+            model = build_spec(text)
+            if not isinstance(model, YoloForward):
+                raise UserError(f"bench runs YOLO detectors; {text} holds another model")
+            return model
         model = build_yolo(family, width)
         set_class_prior(model, *CLASS_PRIOR)  # detections for NMS to do real work
         return model
@@ -361,6 +384,7 @@ def bench_unit(model, family: str, width: float, batch: int, spec: BenchSpec, fr
         r["vs_baseline"] = img / base["img_per_s"] if base and img == img and img else None
         for k, v in prov.items():
             r.setdefault(k, v)
+        r["model"] = dict(spec.specs).get(family, f"{family}:{float(width):g}")
     return rows
 
 

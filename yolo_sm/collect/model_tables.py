@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from yolo_sm.collect.models import build_yolo, channel_table, resnet_backbone, wide_conv_stack
+from yolo_sm.collect.models.spec import build_spec, parse_model, spec_scale
 from yolo_sm.contract.errors import UserError
 
 #: The models the notebooks read: YOLOv8 (depth 0.33) at the swept widths, the width at which
@@ -88,15 +89,24 @@ def layer_rows(
     """One row per layer of one model (:data:`COLUMNS`): ``model`` is a YOLO family
     (``yolov8``, ``yolo11``: ``width``, ``depth`` and ``max_channels`` apply), ``resnet101``
     (the ResNet detector; width, depth and max_channels do not apply and are left empty) or
-    ``wide`` (the wide conv stack at width factor ``width``)."""
+    ``wide`` (the wide conv stack at width factor ``width``), or any other model spec
+    (collect.models.spec: a .yaml, a .pt checkpoint, package.module:function), whose own width,
+    depth and channel cap are recorded."""
     import pandas as pd
 
-    m, family = _build(str(model).lower(), width, depth, max_channels)
+    spec = parse_model(model, need_shape=False)
+    if spec.kind == "family":
+        m, family = _build(str(model).lower(), width, depth, max_channels)
+        label = str(model).lower()
+    else:  # a model file or module:function (collect.models.spec): its own width and depth
+        m = build_spec(spec, input_shape=spec.input_shape or (3, imgsz, imgsz))
+        family, label = spec.name, spec.text
+        width, depth, max_channels = spec_scale(spec)
     ct = channel_table(m, imgsz, bytes_per_element)
     b = int(bytes_per_element)
     yolo = family not in ("wide",) and not family.startswith("resnet")
     out = ct.drop(columns=["activation_bytes"]).assign(
-        model=str(model).lower(),
+        model=label,
         family=family,
         width=float(width) if not family.startswith("resnet") else 1.0,
         depth=float(depth) if yolo else float("nan"),

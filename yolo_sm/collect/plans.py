@@ -34,12 +34,19 @@ from yolo_sm.contract.plans import RESUMABLE, Plan, Step, load_plan  # noqa: F40
 from yolo_sm.contract.store import read_arrow, write_atomic, write_table_atomic
 
 
-def _sweep_spec(step: Step, plan: Plan):
+def sweep_spec(step: Step, plan: Plan):
 
-    return SweepSpec.from_mapping({"device": plan.device, **step.params})
+    return SweepSpec.from_mapping({"device": plan.device, **_model_params(step, plan)})
 
 
-def _bench_spec(step: Step, plan: Plan):
+def _model_params(step: Step, plan: Plan) -> dict:
+    """A step's params with its ``model`` (or the plan's) as the sweep's ``models``."""
+    p = dict(step.params)
+    model = p.pop("model", None) or getattr(plan, "model", "") or None
+    return {**p, "models": model} if model else p
+
+
+def bench_spec(step: Step, plan: Plan):
 
     return BenchSpec.from_mapping({"device": plan.device, **step.params})
 
@@ -48,10 +55,10 @@ def _progress(step: Step, plan: Plan, path: Path) -> tuple[int, int, str] | None
     """(missing, total, what) of a resumable step whose output ``path`` exists: points of a
     sweep, (model, batch) units of a bench; None for the kinds that run whole."""
     if step.kind == "sweep":
-        spec = _sweep_spec(step, plan)
+        spec = sweep_spec(step, plan)
         return len(missing_points(spec, path)), len(spec.points()), "points"
     if step.kind == "bench":
-        spec = _bench_spec(step, plan)
+        spec = bench_spec(step, plan)
         return len(missing_units(spec, path)), len(spec.units()), "(model, batch) units"
     return None
 
@@ -74,7 +81,7 @@ def _state_and_progress(step: Step, plan: Plan, out_dir: Path):
         return "partial", progress
     if step.kind not in RESUMABLE:  # a sweep's or bench's params are its points: not compared
         made_with = _manifest_params(out_dir, step.name)
-        if made_with is not None and _canonical(made_with) != _canonical(step.params):
+        if made_with is not None and _canonical(made_with) != _canonical(_model_params(step, plan)):
             return "changed", progress
     return "done", progress
 
@@ -192,7 +199,7 @@ def unit_seconds(step: Step, path: Path, plan: Plan | None = None) -> tuple[floa
     if step.kind == "sweep" and plan is not None:
         pace = _pace_table(plan, path.parent)
         if len(pace):
-            est = [_point_seconds(p, pace) for p in _sweep_spec(step, plan).points()]
+            est = [_point_seconds(p, pace) for p in sweep_spec(step, plan).points()]
             known = [e for e in est if e is not None]
             if known:
                 fill = sum(known) / len(known)  # points without any match: the known mean
@@ -232,8 +239,8 @@ def status(plan: Plan, out_dir: str | os.PathLike):
 
 def _total_units(step: Step, plan: Plan) -> tuple[int, str]:
     if step.kind == "sweep":
-        return len(_sweep_spec(step, plan).points()), "points"
-    return len(_bench_spec(step, plan).units()), "(model, batch) units"
+        return len(sweep_spec(step, plan).points()), "points"
+    return len(bench_spec(step, plan).units()), "(model, batch) units"
 
 
 def redo_errors(step: Step, out_dir: Path, match: str = "") -> int:
@@ -313,15 +320,15 @@ def run_plan(
                 step.dataset_kind,
                 progress_note(step, plan, out_dir) + step.description,
                 f"yolo-sm collect --plan {plan.path or plan.name} --out {out_dir} "
-                f"--only {step.name}",
-                params=step.params,
+                f"--only {step.name}" + (f" --model {plan.model}" if plan.model else ""),
+                params=_model_params(step, plan),
             )
     return status(plan, out_dir)
 
 
 def _run_sweep(step, plan, out_dir, deadline, progress):
 
-    run_sweep(_sweep_spec(step, plan), out_dir / step.out, progress=progress, deadline=deadline)
+    run_sweep(sweep_spec(step, plan), out_dir / step.out, progress=progress, deadline=deadline)
 
 
 def _configs(step: Step, plan: Plan):
@@ -344,9 +351,17 @@ def _configs(step: Step, plan: Plan):
             str(p.get("imgsz", 640)),
             "--device",
             plan.device,
+            *_model_argv(step, plan),
         ]
     )
     return args, list(configs(args))
+
+
+def _model_argv(step: Step, plan: Plan) -> list[str]:
+    """``--model`` / ``--input-shape`` of a profiling step (its ``model`` param, or the plan's)."""
+    p = _model_params(step, plan)
+    out = ["--model", _csv(p["models"])] if p.get("models") else []
+    return out + (["--input-shape", _csv(p["input_shape"])] if p.get("input_shape") else [])
 
 
 def _engines(args, grid, backend: str, device: str):
@@ -378,6 +393,8 @@ def _run_ncu(step, plan, out_dir, deadline, progress):
         args.batches,
         args.imgsz,
         plan.device,
+        models=args.model or None,
+        input_shape=args.input_shape,
     )
     with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
         df = ncu.profile(
@@ -487,8 +504,10 @@ def _run_model_tables(step, plan, out_dir, deadline, progress):
     says so."""
 
     p = step.params
+    model = _model_params(step, plan).get("models")
+    default = [{"model": m} for m in _csv(model).split(",")] if model else DEFAULT_MODELS
     df = model_layers(
-        p.get("models", DEFAULT_MODELS),
+        p.get("models", default),
         imgsz=int(p.get("imgsz", 640)),
         bytes_per_element=int(p.get("bytes_per_element", 2)),
     )
@@ -502,7 +521,7 @@ def _run_bench(step, plan, out_dir, deadline, progress):
     carry their own provenance. Resumes per (model, batch), stops before one that would end
     past the deadline (yolo_sm.collect.bench)."""
 
-    run_bench(_bench_spec(step, plan), out_dir / step.out, progress=progress, deadline=deadline)
+    run_bench(bench_spec(step, plan), out_dir / step.out, progress=progress, deadline=deadline)
 
 
 RUNNERS = {

@@ -12,6 +12,8 @@ import socket
 import sys
 from pathlib import Path
 
+from yolo_sm.collect.devices import identify, nvml_index
+
 
 def _version(dist: str) -> str | None:
     try:
@@ -20,34 +22,14 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def nvml_index(local: int = 0, nvml=None) -> int:
-    """NVML's index of the GPU that CUDA numbers ``local`` in this process. NVML ignores
-    ``CUDA_VISIBLE_DEVICES``: where it is set, its ``local``-th entry (a number, or a UUID
-    looked up through ``nvml``, pynvml by default), else ``local``."""
-    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
-    visible = [v for v in visible if v]
-    if local >= len(visible):
-        return local
-    entry = visible[local]
-    if entry.isdigit():
-        return int(entry)
-    try:
-        if nvml is None:
-            import pynvml as nvml
-        nvml.nvmlInit()
-        return int(nvml.nvmlDeviceGetIndex(nvml.nvmlDeviceGetHandleByUUID(entry)))
-    except Exception:  # noqa: BLE001 - no NVML or an unknown UUID: CUDA's own number
-        return local
-
-
 def _nvml_handle(index: int):
-    """A pynvml device handle of the GPU CUDA numbers ``index`` here, or None where pynvml
-    or the driver is missing."""
+    """A pynvml device handle of the GPU NVML numbers ``index`` (:func:`nvml_index`), or None
+    where pynvml or the driver is missing."""
     try:
         import pynvml
 
         pynvml.nvmlInit()
-        return pynvml, pynvml.nvmlDeviceGetHandleByIndex(nvml_index(index, pynvml))
+        return pynvml, pynvml.nvmlDeviceGetHandleByIndex(index)
     except Exception:  # noqa: BLE001 - no NVML is a normal state on CPU machines
         return None, None
 
@@ -62,7 +44,7 @@ def sm_clock_mhz(device: str = "cuda") -> float | None:
     """Current SM clock in MHz (NVML), or None on CPU / without NVML."""
     if not str(device).startswith("cuda"):
         return None
-    nvml, h = _nvml_handle(_device_index(device))
+    nvml, h = _nvml_handle(nvml_index(device))
     if h is None:
         return None
     try:
@@ -103,9 +85,9 @@ def cpu_model() -> str | None:
 
 
 def collect(device: str = "cpu") -> dict:
-    """Hardware and software facts for a result: GPU name, SM count, clocks, driver, CUDA, torch,
-    cuDNN, ultralytics, the yolo_sm version and source digest, Python, host CPU, UTC date and
-    the command line. Missing facts are None."""
+    """Hardware and software facts for a result: GPU name, NVML index and UUID, SM count, clocks,
+    driver, CUDA, torch, cuDNN, ultralytics, the yolo_sm version and source digest, Python, host
+    CPU, UTC date and the command line. Missing facts are None."""
     import torch
 
     info: dict = {
@@ -114,6 +96,8 @@ def collect(device: str = "cpu") -> dict:
         "sm_count": None,
         "compute_capability": None,
         "gpu_memory_bytes": None,
+        # which physical GPU: nvml_index, gpu_uuid, pci_bus_id, nvml_match (collect.devices)
+        **identify(device),
         "sm_clock_mhz": None,
         "sm_clock_max_mhz": None,
         "mem_clock_mhz": None,
@@ -144,7 +128,7 @@ def collect(device: str = "cpu") -> dict:
             compute_capability=f"{props.major}.{props.minor}",
             gpu_memory_bytes=props.total_memory,
         )
-        nvml, h = _nvml_handle(idx)
+        nvml, h = _nvml_handle(nvml_index(device))
         if h is not None:
             for key, fn in (
                 ("driver", lambda: nvml.nvmlSystemGetDriverVersion()),

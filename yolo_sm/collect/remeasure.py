@@ -61,7 +61,8 @@ def _point(r, device: str | None) -> Point:
     key["scale"] = key["scale"] if isinstance(key["scale"], str) else ""
     if device:
         key["device"] = device
-    return Point(**key)
+    model = r.get("model")  # the model spec of a row measured by spec (absent in older tables)
+    return Point(**key, model=model if isinstance(model, str) else "")
 
 
 def remeasure(

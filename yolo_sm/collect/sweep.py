@@ -37,6 +37,14 @@ from yolo_sm.collect.grid import (
     table_rows,
 )
 from yolo_sm.collect.models import FAMILIES, MAX_WIDTH, MIN_WIDTH, build_yolo, model_flops, preset
+from yolo_sm.collect.models.spec import (
+    build_spec,
+    parse_model,
+    parse_models,
+    parse_shape,
+    spec_scale,
+    weights_calibrated,
+)
 from yolo_sm.collect.timing import measure_engine
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.schema import KEY_COLUMNS
@@ -57,12 +65,14 @@ class Point:
     imgsz: int
     compile_mode: str
     device: str
+    model: str = ""  # the model spec (collect.models.spec); "" in points built by family
 
     def key(self) -> tuple:
         return tuple(getattr(self, c) for c in KEY_COLUMNS)
 
     def model_key(self) -> tuple:
-        return (self.family, self.scale, self.width, self.depth, self.max_channels)
+        key = (self.family, self.scale, self.width, self.depth, self.max_channels)
+        return (*key, self.model) if self.model else key
 
 
 @dataclass(frozen=True)
@@ -85,6 +95,12 @@ class SweepSpec:
     budget_ms: float = 300.0
     check: bool = True
     extra: dict = field(default_factory=dict)
+    # model specs (collect.models.spec: family:width, .yaml, .pt, module:function); when given
+    # they are the grid's models instead of family x widths x depth
+    models: tuple = ()
+    # C,H,W of the models' input (sets their imgsz); a module:function model without one runs
+    # at 3 x imgsz x imgsz
+    input_shape: tuple | None = None
 
     @classmethod
     def from_mapping(cls, data: dict) -> SweepSpec:
@@ -109,6 +125,8 @@ class SweepSpec:
                 kw[k] = parse_bool(v, k)
             elif k == "extra":
                 kw[k] = dict(v)
+            elif k == "input_shape":
+                kw[k] = parse_shape(v)
             else:
                 kw[k] = tuple(split_list(v))
         return cls(**kw).validated()
@@ -162,8 +180,18 @@ class SweepSpec:
             raise UserError("budget_ms must be positive and warmup_ms not negative")
         if self.max_channels <= 0:
             raise UserError("max_channels must be positive")
+        models = parse_models(self.models or None, self.input_shape, need_shape=False)
+        files = [m for m in models if m.kind != "family"]
+        for a, b in itertools.combinations(files, 2):
+            if a.name == b.name:
+                raise UserError(
+                    f"models {a.source} and {b.source} share the label {a.name}: name one "
+                    "with LABEL=PATH"
+                )
+        models = tuple(m.text for m in models)
         return replace(
             self,
+            models=models,
             family=fam,
             precisions=prec,
             layouts=lay,
@@ -178,8 +206,14 @@ class SweepSpec:
         """Every supported point, ordered so that each model and engine is built once."""
 
         out = []
-        for fam, w, d in itertools.product(self.family, self.widths, self.depth):
-            if isinstance(w, str):
+        models = [parse_model(m, self.input_shape, need_shape=False) for m in self.models]
+        grid = [(m.source, m.width, d, m) for m in models if m.kind == "family" for d in self.depth]
+        if not models:
+            grid = [(*fwd, None) for fwd in itertools.product(self.family, self.widths, self.depth)]
+        for fam, w, d, m in grid:
+            if m is not None and (fam == "wide" or fam.startswith("resnet")):
+                scale, width, depth, max_ch = "", float(w), 1.0, 0
+            elif isinstance(w, str):
                 p_depth, p_width, p_max = preset(fam, w)
                 scale, width, depth, max_ch = w, p_width, p_depth if d is None else d, p_max
             else:
@@ -206,8 +240,33 @@ class SweepSpec:
                         int(size),
                         self.compile_mode,
                         self.device,
+                        "" if m is None else m.text,
                     )
                 )
+        for m in models:
+            if m.kind != "family":
+                width, depth, max_ch = spec_scale(m)
+                sizes = (m.imgsz,) if m.imgsz else self.imgsz
+                for prec, lay, back, size, b in itertools.product(
+                    self.precisions, self.layouts, self.backends, sizes, self.batches
+                ):
+                    out.append(
+                        Point(
+                            m.name,
+                            "",
+                            width,
+                            depth,
+                            max_ch,
+                            prec,
+                            lay,
+                            back,
+                            int(b),
+                            int(size),
+                            self.compile_mode,
+                            self.device,
+                            m.text,
+                        )
+                    )
         return [p for p in dict.fromkeys(out) if unsupported_reason(p) is None]
 
     def unsupported(self) -> list[str]:
@@ -239,7 +298,8 @@ def unsupported_reason(p: Point) -> str | None:
 
 
 def check_environment(spec: SweepSpec) -> None:
-    """Fail early, with one sentence, when the device or a requested backend is missing."""
+    """Fail early, with one sentence, when the device or a requested backend is missing, or a
+    model of the grid cannot be built (:func:`check_models`)."""
     import importlib.util
 
     import torch
@@ -257,6 +317,7 @@ def check_environment(spec: SweepSpec) -> None:
         )
     if "cudagraph" in spec.backends and not spec.device.startswith("cuda"):
         raise UserError("backend cudagraph needs --device cuda")
+    check_models(spec)
 
 
 # --- running --------------------------------------------------------------------------------
@@ -319,8 +380,24 @@ def run_sweep(
     )
 
 
+def check_models(spec: SweepSpec) -> None:
+    """Build each model of ``spec`` given as a file or module:function once, so that one that
+    cannot load, or rejects its input shape, is one sentence before anything is written."""
+    for text in spec.models:
+        m = parse_model(text, spec.input_shape, need_shape=False)
+        if m.kind != "family":
+            build_spec(m, input_shape=m.input_shape or (3, spec.imgsz[0], spec.imgsz[0]))
+
+
 def build_model(p: Point):
-    """The YOLO model of a point (its family, width or preset, depth and channel cap)."""
+    """The model of a point: its spec (collect.models.spec), or its YOLO family, width or preset,
+    depth and channel cap."""
+    if p.model:
+        spec = parse_model(p.model, need_shape=False)
+        if spec.kind == "module":
+            spec = parse_model(spec, (3, p.imgsz, p.imgsz))
+        if spec.kind != "family" or not spec.source.startswith("yolo"):
+            return build_spec(spec)
     return build_yolo(p.family, p.scale or p.width, depth=p.depth, max_channels=p.max_channels)
 
 
@@ -346,7 +423,7 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
 
     on_gpu = p.device.startswith("cuda")
     engine = None
-    row = {**asdict(p), "status": "ok", "message": "", **_row_tail(spec, flops_per_img)}
+    row = {**_coords(p), "status": "ok", "message": "", **_row_tail(spec, flops_per_img, p)}
     try:
         if on_gpu:
             torch.cuda.synchronize()
@@ -385,18 +462,26 @@ def failure(e: BaseException) -> dict:
     return {"status": "oom" if is_oom(e) else "error", "message": msg}
 
 
-def _row_tail(spec: SweepSpec, flops_per_img=None) -> dict:
+def _row_tail(spec: SweepSpec, flops_per_img=None, p: Point | None = None) -> dict:
     """What every row of a point carries after its key, status and message."""
 
     return {
+        "model": p.model if p else "",
         "flops_per_img": flops_per_img,
-        "bn_calibrated": True,
+        "bn_calibrated": not p
+        or not p.model
+        or weights_calibrated(parse_model(p.model, need_shape=False)),
         "check_input": CHECK_INPUT if spec.check else "",
     }
 
 
 def _error_row(p: Point, spec: SweepSpec, e: BaseException, flops_per_img=None) -> dict:
-    return {**asdict(p), **failure(e), **_row_tail(spec, flops_per_img)}
+    return {**_coords(p), **failure(e), **_row_tail(spec, flops_per_img, p)}
+
+
+def _coords(p: Point) -> dict:
+    """A row's leading columns: the point's key (its model spec goes with the tail)."""
+    return {k: v for k, v in asdict(p).items() if k != "model"}
 
 
 def is_oom(e: BaseException) -> bool:

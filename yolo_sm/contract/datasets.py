@@ -106,6 +106,7 @@ MACHINE_FIELDS = (
     "ultralytics",
     "python",
     "cpu_model",
+    "gpu_uuid",
 )
 
 

@@ -24,6 +24,7 @@ PROVENANCE_FIELDS = (
     "sm_clock_max_mhz",
     "yolo_sm_source",  # digest of the package source that measured (absent in older tables)
     "cpu_model",
+    "gpu_uuid",  # which physical GPU (NVML's UUID; absent in older tables)
 )
 
 
@@ -46,6 +47,28 @@ def provenance_from_rows(df) -> dict:
             float(df.prov_sm_clock_start_mhz.max()),
         ]
     return prov
+
+
+#: what a root's ``machine`` entry records, from its datasets' provenance
+MACHINE_KEYS = ("gpu_uuid", "gpu_name", "sm_count", "driver", "cpu_model")
+
+
+def machine_of(datasets: dict) -> dict:
+    """The machine a root's datasets describe: per field of :data:`MACHINE_KEYS`, the sorted
+    distinct values of the datasets measured on a GPU (all datasets where none was), so a root
+    measured on two GPUs says so (two ``gpu_uuid`` values). Written as the manifest's
+    ``machine`` entry by :func:`register`."""
+    provs = [d.get("provenance", {}) for d in datasets.values()]
+    provs = [p for p in provs if p.get("gpu_name")] or provs
+    out = {}
+    for key in MACHINE_KEYS:
+        vals = set()
+        for p in provs:
+            v = p.get(key)
+            vals.update(str(x) for x in (v if isinstance(v, list) else [v]) if x not in (None, ""))
+        if vals:
+            out[key] = sorted(vals)
+    return out
 
 
 def register(
@@ -85,6 +108,7 @@ def register(
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         manifest = json.loads(mf.read_text()) if mf.exists() else {"datasets": {}}
         manifest["datasets"][name] = entry
+        manifest["machine"] = machine_of(manifest["datasets"])
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{mf.name}.", suffix=".partial")
         try:
             with os.fdopen(fd, "w") as fh:

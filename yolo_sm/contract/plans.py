@@ -193,7 +193,14 @@ def _model_entries(v, what):
     return entries
 
 
+#: a step's own model spec(s) (collect.models.spec) and a module's input shape (C,H,W)
+_MODEL = {
+    "model": _texts,
+    "models": _texts,
+    "input_shape": lambda v, w: values.wholes(v, w, lo=1, hi=1 << 16),
+}
 _GRID = {  # the model grid of a profiling step (collect.profiling.target)
+    **_MODEL,
     "family": _text_of(None),
     "widths": lambda v, w: values.numbers(v, w, above=0, hi=MAX_WIDTH_ANY),
     "precisions": _precisions,
@@ -204,6 +211,7 @@ _GRID = {  # the model grid of a profiling step (collect.profiling.target)
 #: per kind, the parameter keys a step may have and how each is checked
 PARAMS: dict[str, dict[str, Check]] = {
     "sweep": {
+        **_MODEL,
         "family": _texts,
         "widths": _widths,
         "depth": _depths,
@@ -221,6 +229,7 @@ PARAMS: dict[str, dict[str, Check]] = {
         "extra": values.mapping,
     },
     "bench": {
+        **_MODEL,
         "models": _texts,
         "family": _text_of(None),
         "widths": lambda v, w: values.numbers(v, w, above=0, hi=MAX_WIDTH_ANY),
@@ -308,7 +317,7 @@ def check_params(kind: str, params, where: str, *, flags: bool = False) -> dict:
 
 #: what a step name (a dataset name, part of file names) may look like
 STEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
-PLAN_KEYS = ("name", "device", "steps", "description")
+PLAN_KEYS = ("name", "device", "steps", "description", "model")
 STEP_KEYS = ("name", "kind", "out", "params", "description", "est_s")
 
 
@@ -332,6 +341,7 @@ class Plan:
     device: str
     steps: tuple[Step, ...]
     path: str = ""  # the YAML it was read from (for the command recorded in the manifest)
+    model: str = ""  # model spec(s) of the steps that name none (collect.models.spec)
 
 
 def _out_name(v, where: str) -> str:
@@ -399,8 +409,13 @@ def load_plan(path: str | os.PathLike) -> Plan:
         values.device_name(data.get("device", "cuda"), f"plan {path} device"),
         tuple(out),
         str(path),
+        _csv(data.get("model", "")),
     )
 
 
 def _stem(path) -> str:
     return PurePosixPath(str(path).replace("\\", "/")).stem
+
+
+def _csv(v) -> str:
+    return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v or "")

@@ -40,7 +40,11 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "footprint (column absent in tables, and empty in rows, measured by yolo_sm before it "
         "recorded the pool)",
         "bn_calibrated": "random-weight model with BatchNorm statistics set from random images "
-        "(False: ultralytics' default init, whose activations vanish in deep layers)",
+        "(False: the model's own statistics where model names a checkpoint or a module, else "
+        "ultralytics' default init, whose activations vanish in deep layers)",
+        "model": "the model spec (family:width, a model .yaml, an ultralytics .pt checkpoint, "
+        "package.module:function); family then holds its label. Empty or absent (older tables): "
+        "the YOLO family at the row's width",
     },
     "ncu": {
         "kernel_id": "order of the kernel in the profiled process",
@@ -168,9 +172,11 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "(cuDNN FP8 convolutions, GPU)",
     },
     "bench": {
-        "family": "YOLO family (yolov8, yolo11)",
+        "family": "YOLO family (yolov8, yolo11), or the label of a model given as a file",
         "width": "width multiplier (depth 0.33, max_channels 2048)",
         "batch": "images (frames) per forward",
+        "model": "the model spec: family:width, or a model .yaml / ultralytics .pt (absent in "
+        "older tables)",
         "variant": "backend[:compile mode]/precision/layout of an engine (eager/fp16/nhwc is the "
         "baseline), pipeline/<engine>/s<streams>, or ultralytics_predict",
         "scope": "model_only (the forward alone, CUDA events) or frames_to_boxes (uint8 frames "
@@ -268,11 +274,12 @@ SCHEMAS: dict[str, dict[str, str]] = {
 # Columns every table of a kind must have (the others in SCHEMAS are described when present:
 # e.g. an ncu table collected with the "throughput" metric set has no occupancy columns).
 REQUIRED = {
-    # check_input: absent in sweeps measured before the check moved to the photos
+    # check_input: absent in sweeps measured before the check moved to the photos; model:
+    # absent in sweeps measured before model specs
     "sweep": tuple(
         c
         for c in SCHEMAS["sweep"]
-        if c not in ("peak_mem_bytes", "check_input", "graph_pool_bytes")
+        if c not in ("peak_mem_bytes", "check_input", "graph_pool_bytes", "model")
     ),
     "ncu": ("kernel_id", "kernel_name", "nvtx_path", "nvtx_range", "duration_us"),
     "kernels": (

@@ -15,7 +15,7 @@ import logging
 import os
 import socket
 
-from yolo_sm.collect.provenance import nvml_index
+from yolo_sm.collect.devices import visible_index
 from yolo_sm.contract.errors import UserError
 
 CPUS_ENV = "YOLO_SM_CPUS"  # comma list of the cores a local worker's threads are pinned to
@@ -118,7 +118,7 @@ def _host_index(local: int, uuid: str | None) -> int:
             return int(pynvml.nvmlDeviceGetIndex(pynvml.nvmlDeviceGetHandleByUUID(uuid)))
         except Exception:  # noqa: BLE001 - no NVML: fall back to the environment
             pass
-    return nvml_index(local)
+    return visible_index(local)
 
 
 def _visible_gpus() -> list[str]:

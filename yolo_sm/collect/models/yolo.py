@@ -121,31 +121,99 @@ def build_yolo(
         raise UserError(f"depth must be in (0, 4], got {depth}")
     if int(max_channels) <= 0 or int(nc) <= 0:
         raise UserError("max_channels and nc must be positive integers")
-    path = _yaml_path(family)
-    from ultralytics.nn.tasks import DetectionModel, yaml_model_load
-
-    cfg = copy.deepcopy(yaml_model_load(path))
+    cfg = copy.deepcopy(family_cfg(family))
     cfg["scales"] = {"custom": [depth, width, int(max_channels)]}
     cfg["scale"] = "custom"
+    det = detection_model(cfg, nc=nc, seed=seed, calibrate=calibrate)
+    return wrap_detection(det, fuse=fuse, decode=decode, family=family, scale=scale)
+
+
+def family_cfg(family: str) -> dict:
+    from ultralytics.nn.tasks import yaml_model_load
+
+    return yaml_model_load(_yaml_path(family))
+
+
+def detection_model(cfg, nc: int | None = 80, seed: int = 0, calibrate: bool = True):
+    """An ultralytics DetectionModel from a YAML dict or path, random weights (``seed``), BN
+    statistics calibrated (:func:`calibrate_bn`) unless ``calibrate`` is False; unfused, eval."""
+    prepare_ultralytics()
+    from ultralytics.nn.tasks import DetectionModel
+
     torch.manual_seed(seed)
     det = DetectionModel(cfg, ch=3, nc=nc, verbose=False)
     if calibrate:
         calibrate_bn(det, seed=seed)
-    det.eval()
+    return det.eval()
+
+
+def wrap_detection(
+    det, fuse: bool = True, decode: bool = False, family: str = "", scale: str | None = None
+) -> YoloForward:
+    """``det`` (an ultralytics DetectionModel, e.g. from a checkpoint) fused, in eval mode with
+    gradients off, as a :class:`YoloForward` whose ``meta`` comes from ``det.yaml``: width, depth
+    and max_channels of its scale, and each layer's YAML entry (for :func:`channel_table`)."""
+    cfg = det.yaml if isinstance(getattr(det, "yaml", None), dict) else {}
+    depth, width, max_channels = scale_of(cfg)
+    det = det.float().eval()
     if fuse:
         det = det.fuse(verbose=False)
     for p in det.parameters():
         p.requires_grad_(False)
-    n_backbone = len(cfg["backbone"])
+    entries = [list(x) for x in cfg.get("backbone", []) + cfg.get("head", [])]
+    if len(entries) != len(det.model):  # no usable YAML: layers named from the module list
+        entries = [[-1, 1, type(m).__name__, []] for m in det.model]
     meta = {
         "family": family,
         "width": width,
         "depth": depth,
         "max_channels": int(max_channels),
-        "nc": nc,
+        "nc": int(cfg.get("nc", getattr(det, "nc", 0)) or 0),
         "scale": scale,
-        "yaml": [list(x) for x in cfg["backbone"] + cfg["head"]],
-        "n_backbone": n_backbone,
+        "yaml": entries,
+        "n_backbone": len(cfg.get("backbone", [])) or len(det.model) - 1,
         "fused": fuse,
     }
     return YoloForward(det, meta, decode=decode)
+
+
+def scale_of(cfg: dict) -> tuple[float, float, int]:
+    """(depth, width, max_channels) a YAML dict builds with (its scale, else its multiples)."""
+    scales = cfg.get("scales") or {}
+    if scales:
+        key = cfg.get("scale") if cfg.get("scale") in scales else next(iter(scales))
+        d, w, mc = scales[key]
+        return float(d), float(w), int(mc)
+    return (
+        float(cfg.get("depth_multiple", 1.0)),
+        float(cfg.get("width_multiple", 1.0)),
+        int(cfg.get("max_channels", 2048) or 2048),
+    )
+
+
+def read_yaml(path: str) -> dict:
+    """An ultralytics model YAML as ultralytics reads it (its scale from the file name)."""
+    prepare_ultralytics()
+    from ultralytics.nn.tasks import yaml_model_load
+
+    try:
+        return yaml_model_load(path)
+    except Exception as e:  # noqa: BLE001 - an unreadable YAML is one sentence
+        first = f"{type(e).__name__}: {e}".strip().splitlines()[0][:300]
+        raise UserError(f"model YAML {path} cannot be read ({first})") from None
+
+
+def build_from_yaml(path: str, seed: int = 0, calibrate: bool = True) -> YoloForward:
+    """A detector from an ultralytics model YAML file (its own scale: ``yolov8s.yaml`` is the s
+    preset, like ultralytics reads it), random weights, BN calibrated, fused, eval."""
+    cfg = read_yaml(path)
+    try:
+        det = detection_model(cfg, nc=cfg.get("nc", 80), seed=seed, calibrate=calibrate)
+    except UserError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a YAML ultralytics cannot build is one sentence
+        first = f"{type(e).__name__}: {e}".strip().splitlines()[0][:300]
+        raise UserError(
+            f"model YAML {path} does not build an ultralytics model ({first})"
+        ) from None
+    return wrap_detection(det, family=Path(path).stem)

@@ -27,7 +27,6 @@ import warnings
 from pathlib import Path
 
 from yolo_sm.analyse.gpm import FALLBACK_METRICS
-from yolo_sm.collect.provenance import nvml_index
 from yolo_sm.contract.errors import NotAvailableError, UserError
 
 # tidy metric name -> pynvml constant (values in percent, 0-100)
@@ -69,7 +68,7 @@ def _err(nvml, *names: str) -> tuple:
 
 
 class GpmSampler:
-    """Context manager sampling GPU ``index`` at ``hz`` from a thread. ``mode`` is "gpm" or
+    """Context manager sampling the GPU NVML numbers ``index`` (collect.devices.nvml_index) at ``hz`` from a thread. ``mode`` is "gpm" or
     "nvml_util"; ``rows`` the tidy rows so far; ``sample_cost_s`` the cost of each sample (NVML
     calls); ``achieved_hz`` the sampling rate reached. ``nvml`` replaces pynvml (tests)."""
 
@@ -126,7 +125,7 @@ class GpmSampler:
             ) from None
         self._inited = True
         try:
-            self._handle = nvml.nvmlDeviceGetHandleByIndex(nvml_index(self.index, nvml))
+            self._handle = nvml.nvmlDeviceGetHandleByIndex(self.index)
             self.mode = self._start_gpm() if self._gpm_supported() else "nvml_util"
             if self.mode == "nvml_util":
                 warnings.warn(

@@ -21,12 +21,13 @@ from pathlib import Path
 
 from yolo_sm.analyse.gpm import SUMMARY_METRICS, overhead_pct, run_medians
 from yolo_sm.analyse.weighting import layer_view, weighted_mean
+from yolo_sm.collect.devices import nvml_index
 from yolo_sm.collect.engines import EngineConfig, build_engine
-from yolo_sm.collect.models import build
+from yolo_sm.collect.models.spec import ModelSpec, parse_models
 from yolo_sm.collect.profiling import kineto as kin
 from yolo_sm.collect.profiling import ncu
 from yolo_sm.collect.profiling.gpm import GpmSampler
-from yolo_sm.collect.profiling.target import target_argv
+from yolo_sm.collect.profiling.target import label_of, model_of, target_argv
 from yolo_sm.collect.provenance import collect
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.labels import config_label
@@ -37,17 +38,19 @@ GPM_SUMMARY = SUMMARY_METRICS
 
 def engines(family, grid, imgsz, device, backend="eager"):
     """(label, engine, input) for each (width, precision, layout, batch) of ``grid``, one model
-    per width; the input is the engine's own static one where it has one (CUDA graph)."""
+    per width (or per :class:`~yolo_sm.collect.models.spec.ModelSpec` in the width's place);
+    the input is the engine's own static one where it has one (CUDA graph)."""
 
     models = {}
     for w, prec, lay, b in grid:
-        model = models.setdefault(w, build(family, w))
+        model = models.setdefault(w, model_of(family, w, imgsz))
+        size = w.imgsz if isinstance(w, ModelSpec) and w.imgsz else imgsz
         cfg = EngineConfig(
-            backend=backend, precision=prec, layout=lay, batch=b, imgsz=imgsz, device=device
+            backend=backend, precision=prec, layout=lay, batch=b, imgsz=size, device=device
         )
         eng = build_engine(model, cfg)
         x = eng._input if eng._input is not None else eng.make_input(0)
-        yield config_label(family, w, prec, lay, b), eng, x
+        yield config_label(*label_of(family, w), prec, lay, b), eng, x
 
 
 def _grid(widths, precision, layout, batch):
@@ -63,7 +66,9 @@ def run_gpm(built, seconds: float = 3.0, gap_s: float = 0.5, hz: float = 20.0):
     for _, eng, x in built:
         eng(x)  # built and autotuned before sampling starts
     torch.cuda.synchronize()
-    with GpmSampler(hz=hz) as sampler:
+    # the GPU the engines run on, as NVML numbers it
+    gpu = nvml_index(built[0][1].config.device) if built else 0
+    with GpmSampler(hz=hz, index=gpu) as sampler:
         for label, eng, x in built:
             sampler.mark(config=label, phase="idle")
             time.sleep(gap_s)
@@ -94,13 +99,14 @@ def gpm_overhead(eng, x, label: str, rounds: int = 6, seconds: float = 1.0, hz: 
     import torch
 
     batch = int(x.shape[0])
+    gpu = nvml_index(eng.config.device)  # the GPU the engine runs on, as NVML numbers it
     _loop(eng, x, 0.5)  # warm
     rows = []
     for r in range(rounds):
         for on in (r % 2 == 0, r % 2 == 1):  # alternate which goes first
             torch.cuda.synchronize()
             if on:
-                with GpmSampler(hz=hz):
+                with GpmSampler(hz=hz, index=gpu):
                     t0 = time.perf_counter()
                     n = _loop(eng, x, seconds)
                     dt = time.perf_counter() - t0
@@ -248,8 +254,11 @@ def profile_all(
     overhead_rounds: int = 8,
     ncu_timeout_s: float = 480,
     log=print,
+    models=None,
+    input_shape=None,
 ) -> dict:
-    """Run the three profilers on each width (see the module docstring); returns the summary."""
+    """Run the three profilers on each width (see the module docstring); returns the summary.
+    ``models`` (specs, :mod:`yolo_sm.collect.models.spec`) replace ``family`` and ``widths``."""
     import pandas as pd
 
     if not str(device).startswith("cuda"):
@@ -258,13 +267,14 @@ def profile_all(
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
-    widths = [float(w) for w in widths]
+    specs = list(parse_models(models, input_shape, need_shape=False)) if models else []
+    widths = specs or [float(w) for w in widths]
     prov = collect(device)
     stamp = {f"prov_{k}": v for k, v in prov.items() if not isinstance(v, dict)}
     meta = {
         "provenance": prov,
         "family": family,
-        "widths": widths,
+        "widths": [w.text if isinstance(w, ModelSpec) else w for w in widths],
         "precision": precision,
         "layout": layout,
         "batch": batch,
@@ -289,7 +299,15 @@ def profile_all(
 
     # 2. Nsight Compute: one process, every config in NVTX ranges
     target = target_argv(
-        family, ",".join(f"{w:g}" for w in widths), precision, layout, str(batch), imgsz, device
+        family,
+        "1.0" if specs else ",".join(f"{w:g}" for w in widths),
+        precision,
+        layout,
+        str(batch),
+        imgsz,
+        device,
+        models=specs or None,
+        input_shape=input_shape,
     )
     t0 = time.perf_counter()
     n = ncu.profile(target, out / "ncu.csv", metric_set=metric_set, timeout_s=ncu_timeout_s)

@@ -1,0 +1,111 @@
+"""Which physical GPU a torch device is: its NVML index and UUID, matched by UUID (else PCI bus
+id), never assumed from the torch index (``CUDA_VISIBLE_DEVICES`` renumbers torch's devices,
+NVML's numbering does not change)."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+
+def cuda_index(device: str = "cuda") -> int:
+    """The torch index of a ``cuda`` / ``cuda:N`` device (``cuda`` is the current device)."""
+    import torch
+
+    d = torch.device(device)
+    return d.index if d.index is not None else torch.cuda.current_device()
+
+
+def identify(device: str = "cuda") -> dict:
+    """``{"nvml_index", "gpu_uuid", "pci_bus_id", "nvml_match"}`` of a CUDA device: the NVML
+    index whose UUID (``nvml_match="uuid"``) or PCI bus id (``"pci_bus_id"``) equals torch's for
+    this device. Without a match (or without NVML) ``nvml_index`` is None and ``nvml_match``
+    says why; on a CPU device every field is None."""
+    import torch
+
+    none = {"nvml_index": None, "gpu_uuid": None, "pci_bus_id": None, "nvml_match": None}
+    if not str(device).startswith("cuda") or not torch.cuda.is_available():
+        return none
+    props = torch.cuda.get_device_properties(cuda_index(device))
+    uuid = _uuid(getattr(props, "uuid", None))
+    bus = _bus(props)
+    return {**none, **_match(uuid, bus)}
+
+
+def _uuid(value) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip().lower()
+    return text[4:] if text.startswith("gpu-") else text
+
+
+def _bus(props) -> str | None:
+    """``domain:bus:device`` (lowercase hex) of torch's device properties, when torch has them."""
+    try:
+        return f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}"
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+@functools.lru_cache(maxsize=16)
+def _match(uuid: str | None, bus: str | None) -> dict:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        n = pynvml.nvmlDeviceGetCount()
+    except Exception:  # noqa: BLE001 - no NVML: the GPU is not identified
+        return {"gpu_uuid": uuid and "GPU-" + uuid, "pci_bus_id": bus, "nvml_match": "no NVML"}
+    for i in range(n):
+        h = pynvml.nvmlDeviceGetHandleByIndex(i)
+        nv_uuid = _uuid(_text(pynvml.nvmlDeviceGetUUID(h)))
+        info = pynvml.nvmlDeviceGetPciInfo(h)
+        nv_bus = _nvml_bus(_text(info.busId))
+        how = "uuid" if uuid and nv_uuid == uuid else "pci_bus_id" if bus and nv_bus == bus else ""
+        if how:
+            return {
+                "nvml_index": i,
+                "gpu_uuid": "GPU-" + nv_uuid,
+                "pci_bus_id": nv_bus,
+                "nvml_match": how,
+            }
+    return {"gpu_uuid": uuid and "GPU-" + uuid, "pci_bus_id": bus, "nvml_match": "no match"}
+
+
+def _text(v) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _nvml_bus(text: str) -> str:
+    """NVML's ``00000000:19:00.0`` -> ``0000:19:00`` (the form :func:`_bus` builds)."""
+    parts = text.lower().split(":")
+    if len(parts) != 3:
+        return text.lower()
+    return f"{int(parts[0], 16):04x}:{parts[1]}:{parts[2].split('.')[0]}"
+
+
+def nvml_index(device: str = "cuda") -> int:
+    """The NVML index of ``device`` (see :func:`identify`); the torch index where NVML cannot
+    tell (then every GPU this process sees is numbered alike, or there is none to sample)."""
+    found = identify(device)["nvml_index"]
+    return cuda_index(device) if found is None else int(found)
+
+
+def visible_index(local: int = 0, nvml=None) -> int:
+    """NVML's index of the GPU that CUDA numbers ``local`` in this process. NVML ignores
+    ``CUDA_VISIBLE_DEVICES``: where it is set, its ``local``-th entry (a number, or a UUID
+    looked up through ``nvml``, pynvml by default), else ``local``."""
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
+    visible = [v for v in visible if v]
+    if local >= len(visible):
+        return local
+    entry = visible[local]
+    if entry.isdigit():
+        return int(entry)
+    try:
+        if nvml is None:
+            import pynvml as nvml
+        nvml.nvmlInit()
+        return int(nvml.nvmlDeviceGetIndex(nvml.nvmlDeviceGetHandleByUUID(entry)))
+    except Exception:  # noqa: BLE001 - no NVML or an unknown UUID: CUDA's own number
+        return local
