@@ -68,7 +68,8 @@ def _err(nvml, *names: str) -> tuple:
 
 
 class GpmSampler:
-    """Context manager sampling the GPU NVML numbers ``index`` (collect.devices.nvml_index) at ``hz`` from a thread. ``mode`` is "gpm" or
+    """Context manager sampling the GPU that NVML numbers ``index`` (its NVML index:
+    collect.devices.nvml_index) at ``hz`` from a thread. ``mode`` is "gpm" or
     "nvml_util"; ``rows`` the tidy rows so far; ``sample_cost_s`` the cost of each sample (NVML
     calls); ``achieved_hz`` the sampling rate reached. ``nvml`` replaces pynvml (tests)."""
 
