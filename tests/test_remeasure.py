@@ -80,3 +80,32 @@ def test_remeasure_bad_requests_are_one_clear_error(shipped, monkeypatch):
     monkeypatch.delenv("YOLO_SM_DATA")
     with pytest.raises(UserError, match="ceilings dataset; remeasure takes a sweep"):
         remeasure.remeasure("h200/ceilings", progress=False)
+
+
+# --- host-bound points ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "busy, launches, expected",
+    [
+        (0.95, 200, False),  # busy past 1 - HOST_BOUND_IDLE_SHARE
+        (0.85, 200, True),  # idle 15 % of the forward with 200 launches
+        (0.5, 1, False),  # one launch (a graph replay): its gaps are the graph's own
+        (float("nan"), 200, False),
+    ],
+)
+def test_host_bound_rule(busy, launches, expected):
+    from yolo_sm.analyse.remeasure import host_bound_rule
+
+    assert bool(host_bound_rule(busy, launches)) is expected
+
+
+def test_host_bound_uses_the_measured_column_and_falls_back_to_the_heuristic():
+    import pandas as pd
+
+    from yolo_sm.analyse.remeasure import host_bound
+
+    old = pd.DataFrame({"backend": ["eager", "eager", "cudagraph"], "batch": [1, 16, 1]})
+    assert host_bound(old).tolist() == [True, False, False]  # eager at batch <= 8
+    new = old.assign(host_bound=[False, True, None])  # measured; the last row unknown
+    assert host_bound(new).tolist() == [False, True, False]

@@ -3,7 +3,10 @@
 Synchronise, estimate the cost of one call, warm up for ``warmup_ms``, then time
 ``budget_ms / estimate`` calls one by one (CUDA events on a GPU, ``perf_counter_ns`` on a CPU),
 optionally flushing the L2 cache before each. A :class:`Measurement` keeps every raw sample and
-computes its statistics on demand; it flags a noisy run instead of hiding it.
+computes its statistics on demand; it flags a noisy run instead of hiding it. It also keeps the
+CPU time the launching thread spent in the timed loop (``time.thread_time_ns``), and
+:func:`host_profile` counts a call's launches and sums its GPU busy time from a short
+``torch.profiler`` pass: together they say how much of a point the host decided.
 """
 
 from __future__ import annotations
@@ -20,7 +23,11 @@ NOISE_THRESHOLD = 0.10  # IQR / median above this marks a run as noisy
 
 
 class Timer:
-    """Times ``n`` calls of ``fn`` one by one; returns milliseconds per call."""
+    """Times ``n`` calls of ``fn`` one by one; returns milliseconds per call. ``cpu_ns`` is the
+    CPU time (``time.thread_time_ns``) the calling thread spent in the last ``time_calls``'
+    loop (on a GPU: issuing the calls, without the final synchronise), None when not kept."""
+
+    cpu_ns: int | None = None
 
     def sync(self) -> None:  # pragma: no cover - interface
         pass
@@ -37,12 +44,14 @@ class CpuTimer(Timer):
 
     def time_calls(self, fn, n, before=None):
         out = []
+        cpu0 = time.thread_time_ns()
         for _ in range(n):
             if before is not None:
                 before()
             t0 = self.clock_ns()
             fn()
             out.append((self.clock_ns() - t0) / 1e6)
+        self.cpu_ns = time.thread_time_ns() - cpu0
         return out
 
 
@@ -61,12 +70,14 @@ class CudaTimer(Timer):
         cuda = self.torch.cuda
         starts = [cuda.Event(enable_timing=True) for _ in range(n)]
         ends = [cuda.Event(enable_timing=True) for _ in range(n)]
+        cpu0 = time.thread_time_ns()
         for s, e in zip(starts, ends, strict=True):
             if before is not None:
                 before()
             s.record()
             fn()
             e.record()
+        self.cpu_ns = time.thread_time_ns() - cpu0  # issuing only: the wait below spins
         cuda.synchronize()
         return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
 
@@ -82,6 +93,9 @@ class Measurement:
     l2_flush: bool = False
     noise_threshold: float = NOISE_THRESHOLD
     provenance: dict = field(default_factory=dict)
+    #: CPU time of the launching thread per timed call, ms (NaN when the timer kept none). On a
+    #: GPU a call that waits for a full launch queue counts its wait; the flush hook counts too.
+    cpu_ms_per_call: float = math.nan
 
     @property
     def n(self) -> int:
@@ -142,6 +156,7 @@ class Measurement:
             "noisy": self.noisy,
             "l2_flush": self.l2_flush,
             "samples_ms": list(self.samples_ms),
+            "host_cpu_ms": self.cpu_ms_per_call,
         }
 
     def __repr__(self) -> str:
@@ -193,20 +208,27 @@ def measure(
 
     clock_start = provenance.sm_clock_mhz(device) if with_provenance else None
     samples = timer.time_calls(fn, reps, before=flush)
+    cpu_ns = timer.cpu_ns
+    cpu_ms = cpu_ns / 1e6 / len(samples) if cpu_ns is not None and samples else math.nan
     clock_end = provenance.sm_clock_mhz(device) if with_provenance else None
     prov = provenance.collect(device) if with_provenance else {}
     prov.update(sm_clock_start_mhz=clock_start, sm_clock_end_mhz=clock_end)
     return Measurement(
-        samples, batch, warmup + len(estimate), label, bool(flush), noise_threshold, prov
+        samples, batch, warmup + len(estimate), label, bool(flush), noise_threshold, prov, cpu_ms
     )
+
+
+def engine_call(engine) -> Callable[[], object]:
+    """One forward of an :class:`~yolo_sm.collect.engines.Engine` on its prepared random batch."""
+    x = engine._input if engine._input is not None else engine.make_input(seed=0)
+    return lambda: engine(x)
 
 
 def measure_engine(engine, **kwargs) -> Measurement:
     """Time an :class:`~yolo_sm.collect.engines.Engine` on one prepared random batch."""
-    x = engine._input if engine._input is not None else engine.make_input(seed=0)
     cfg = engine.config
     return measure(
-        lambda: engine(x), batch=cfg.batch, device=cfg.device, label=engine.description, **kwargs
+        engine_call(engine), batch=cfg.batch, device=cfg.device, label=engine.description, **kwargs
     )
 
 
@@ -217,3 +239,70 @@ def _l2_flusher(device: str) -> Callable[[], None]:
     l2 = getattr(props, "L2_cache_size", 0) or 64 * 2**20
     buf = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
     return buf.zero_
+
+
+#: CUDA runtime / driver calls that put work on a stream: what "launches per forward" counts
+LAUNCH_CALLS = (
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "cuLaunchKernel",
+    "cuLaunchKernelEx",
+    "cudaGraphLaunch",
+    "cuGraphLaunch",
+    "cudaMemcpyAsync",
+    "cudaMemsetAsync",
+    "cuMemcpyAsync",
+    "cuMemsetD8Async",
+    "cuMemsetD32Async",
+    "cudaLaunchCooperativeKernel",
+)
+
+
+def host_profile(fn: Callable[[], object], *, device: str = "cuda", calls: int = 5) -> dict:
+    """Launches and GPU busy time per call of ``fn`` from a short ``torch.profiler`` pass of
+    ``calls`` calls (after one unprofiled call), on a GPU:
+
+    * ``launches_per_forward``: runtime / driver calls that enqueue work (:data:`LAUNCH_CALLS`;
+      a CUDA graph's replay is one), per call;
+    * ``kernels_per_forward``: GPU kernels, memcpys and memsets that ran, per call;
+    * ``gpu_busy_ms``: the sum of their durations per call, milliseconds (one stream: the time
+      the GPU was busy).
+
+    On a CPU there is no separate device: 0 launches and kernels, NaN busy time."""
+    if not str(device).startswith("cuda"):
+        return {"launches_per_forward": 0.0, "kernels_per_forward": 0.0, "gpu_busy_ms": math.nan}
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    events = prof.profiler.kineto_results.events()
+    return count_events(
+        ((e.name(), str(e.device_type()), e.duration_ns(), e.is_user_annotation()) for e in events),
+        calls,
+    )
+
+
+def count_events(events, calls: int) -> dict:
+    """:func:`host_profile`'s figures from ``(name, device type, duration ns, is annotation)``
+    tuples of a profiler pass over ``calls`` calls (device type ``DeviceType.CUDA`` for GPU
+    activity; annotations, the ranges projected onto the GPU's timeline, are not work)."""
+    launches = kernels = 0
+    busy_ns = 0
+    for name, dev, dur, annotation in events:
+        if annotation:
+            continue
+        if dev.endswith("CUDA"):
+            kernels += 1
+            busy_ns += max(int(dur), 0)
+        elif name in LAUNCH_CALLS:
+            launches += 1
+    return {
+        "launches_per_forward": launches / calls,
+        "kernels_per_forward": kernels / calls,
+        "gpu_busy_ms": busy_ns / 1e6 / calls,
+    }
