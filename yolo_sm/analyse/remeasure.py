@@ -38,10 +38,13 @@ def host_bound(df):
     """Per row of a sweep (or bench) table, whether the point is host-bound: the measured
     ``host_bound`` column where the row has it; where the table or the row lacks it (tables
     measured before it was recorded), the old heuristic :func:`launch_bound` (eager at batch
-    <= :data:`LAUNCH_BOUND_MAX_BATCH`). A boolean Series on ``df``'s index."""
+    <= :data:`LAUNCH_BOUND_MAX_BATCH`, on a GPU: on a CPU the host is the device). A boolean
+    Series on ``df``'s index."""
     import pandas as pd
 
     guess = pd.Series(launch_bound(df["backend"], df["batch"]), index=df.index).astype(bool)
+    if "device" in df:
+        guess &= df["device"].astype(str).str.startswith("cuda").to_numpy()
     if "host_bound" not in df:
         return guess
     measured = df["host_bound"].astype("boolean")

@@ -14,7 +14,7 @@ import argparse
 import sys
 
 import yolo_sm
-from yolo_sm.cli import data, env, measure, profile
+from yolo_sm.cli import check, data, env, measure, profile
 from yolo_sm.cli.common import Parser
 from yolo_sm.contract.errors import UserError
 
@@ -23,7 +23,7 @@ DESCRIPTION = (
     "datasets, render the notebooks, decide the claims."
 )
 #: the command groups, in the order ``yolo-sm --help`` lists their commands
-GROUPS = (env, measure, profile, data)
+GROUPS = (env, measure, check, profile, data)
 
 
 def build_parser() -> argparse.ArgumentParser:
