@@ -34,8 +34,8 @@ def test_eager_batch_1_is_host_bound_and_its_graph_is_not(model):
     graph = _row(model, "cudagraph", 1)
     # eager issues one launch per kernel at least; a graph replays in one launch (plus the copy
     # of the input into its static buffer)
-    assert eager["launches_per_forward"] >= 0.9 * eager["kernels_per_forward"] > 50
-    assert graph["launches_per_forward"] <= 3
+    assert eager["launches_per_forward"] >= 0.5 * eager["kernels_per_forward"] > 50
+    assert graph["launches_per_forward"] <= 2
     # the same kernels run either way (cuDNN may pick another algorithm or two)
     assert (
         abs(graph["kernels_per_forward"] - eager["kernels_per_forward"])

@@ -96,6 +96,8 @@ def test_remeasure_bad_requests_are_one_clear_error(shipped, monkeypatch):
         (0.95, 200, False),  # busy past 1 - HOST_BOUND_IDLE_SHARE
         (0.85, 200, True),  # idle 15 % of the forward with 200 launches
         (0.5, 1, False),  # one launch (a graph replay): its gaps are the graph's own
+        (0.5, 2, False),  # a replay and the copy of its input
+        (0.5, 3, True),
         (float("nan"), 200, False),
     ],
 )

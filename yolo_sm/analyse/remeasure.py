@@ -14,6 +14,7 @@ from yolo_sm.contract.vocab import HOST_BOUND_IDLE_SHARE
 
 TOLERANCE = 0.10  # a re-measure "repeats" within 10 % of the first
 LAUNCH_BOUND_MAX_BATCH = 8  # eager up to this batch: the host's launches set the pace
+HOST_BOUND_MIN_LAUNCHES = 2  # a graph replay and its input copy: the host cannot decide more
 
 
 def within_tolerance(ratio):
@@ -29,9 +30,12 @@ def launch_bound(backend, batch):
 
 def host_bound_rule(gpu_busy_fraction, launches_per_forward):
     """Host-bound: the GPU idle for more than :data:`HOST_BOUND_IDLE_SHARE` of the forward and
-    more than one launch per forward (a CUDA graph's replay is one launch: its idle time is the
+    more than :data:`HOST_BOUND_MIN_LAUNCHES` launches per forward (a CUDA graph's replay is one
+    launch, with at most one copy of the input into its static buffer: its idle time is the
     gaps between the graph's own kernels). Values or Series; NaN inputs give False."""
-    return (1 - gpu_busy_fraction > HOST_BOUND_IDLE_SHARE) & (launches_per_forward > 1)
+    return (1 - gpu_busy_fraction > HOST_BOUND_IDLE_SHARE) & (
+        launches_per_forward > HOST_BOUND_MIN_LAUNCHES
+    )
 
 
 def host_bound(df):

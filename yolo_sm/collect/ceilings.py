@@ -23,6 +23,7 @@ import math
 import statistics
 import threading
 import time
+import warnings
 
 from yolo_sm.collect.provenance import sm_clock_mhz
 from yolo_sm.collect.timing import CpuTimer, CudaTimer
@@ -250,10 +251,15 @@ def measure_ceilings(
             for size in sizes:
                 if prec == "fp32" and size > simt_max_n and size != min(sizes):
                     continue
-                fn = _matmul_fn(prec, size, device, fill)
-                if fn is None:
+                try:
+                    fn = _matmul_fn(prec, size, device, fill)
+                    measured = time_regimes(fn, device, **timing) if fn is not None else None
+                except RuntimeError as e:  # this torch / GPU lacks the kernel: no row, said
+                    warnings.warn(f"matmul_{prec} at {size}^3 not measured: {e}", stacklevel=2)
+                    measured = None
+                if measured is None:
                     break
-                for regime, (samples, stats) in time_regimes(fn, device, **timing).items():
+                for regime, (samples, stats) in measured.items():
                     value = 2 * size**3 / (statistics.median(samples) * 1e-3) / 1e12
                     args = (regime, samples, stats, value, unit, f"{size}^3", fill)
                     if len(sizes) > 1:

@@ -241,20 +241,17 @@ def _l2_flusher(device: str) -> Callable[[], None]:
     return buf.zero_
 
 
-#: CUDA runtime / driver calls that put work on a stream: what "launches per forward" counts
-LAUNCH_CALLS = (
-    "cudaLaunchKernel",
-    "cudaLaunchKernelExC",
-    "cuLaunchKernel",
-    "cuLaunchKernelEx",
+#: prefixes of the CUDA runtime / driver calls that put work on a stream (kernel and graph
+#: launches, async copies and fills, in every API version): what "launches per forward" counts
+LAUNCH_PREFIXES = (
+    "cudaLaunch",
+    "cuLaunch",
     "cudaGraphLaunch",
     "cuGraphLaunch",
-    "cudaMemcpyAsync",
-    "cudaMemsetAsync",
-    "cuMemcpyAsync",
-    "cuMemsetD8Async",
-    "cuMemsetD32Async",
-    "cudaLaunchCooperativeKernel",
+    "cudaMemcpy",
+    "cudaMemset",
+    "cuMemcpy",
+    "cuMemset",
 )
 
 
@@ -262,7 +259,7 @@ def host_profile(fn: Callable[[], object], *, device: str = "cuda", calls: int =
     """Launches and GPU busy time per call of ``fn`` from a short ``torch.profiler`` pass of
     ``calls`` calls (after one unprofiled call), on a GPU:
 
-    * ``launches_per_forward``: runtime / driver calls that enqueue work (:data:`LAUNCH_CALLS`;
+    * ``launches_per_forward``: runtime / driver calls that enqueue work (:data:`LAUNCH_PREFIXES`;
       a CUDA graph's replay is one), per call;
     * ``kernels_per_forward``: GPU kernels, memcpys and memsets that ran, per call;
     * ``gpu_busy_ms``: the sum of their durations per call, milliseconds (one stream: the time
@@ -281,9 +278,12 @@ def host_profile(fn: Callable[[], object], *, device: str = "cuda", calls: int =
             fn()
         torch.cuda.synchronize()
     events = prof.profiler.kineto_results.events()
+
+    def annotation(e) -> bool:
+        return bool(e.is_user_annotation()) if hasattr(e, "is_user_annotation") else False
+
     return count_events(
-        ((e.name(), str(e.device_type()), e.duration_ns(), e.is_user_annotation()) for e in events),
-        calls,
+        ((e.name(), str(e.device_type()), e.duration_ns(), annotation(e)) for e in events), calls
     )
 
 
@@ -299,7 +299,7 @@ def count_events(events, calls: int) -> dict:
         if dev.endswith("CUDA"):
             kernels += 1
             busy_ns += max(int(dur), 0)
-        elif name in LAUNCH_CALLS:
+        elif name.startswith(LAUNCH_PREFIXES):
             launches += 1
     return {
         "launches_per_forward": launches / calls,

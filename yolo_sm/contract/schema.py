@@ -15,7 +15,8 @@ HOST_COLUMNS = {
     "gpu_busy_ms": "sum of those GPU activities' durations per forward, milliseconds",
     "gpu_busy_fraction": "gpu_busy_ms / median_ms: the share of the forward the GPU was busy",
     "host_bound": "GPU idle above yolo_sm.contract.vocab.HOST_BOUND_IDLE_SHARE of the forward "
-    "with more than one launch per forward: the host set the pace (False on a CPU)",
+    "with more than 2 launches per forward (more than a graph replay and its input copy): the "
+    "host set the pace (False on a CPU)",
 }
 
 SCHEMAS: dict[str, dict[str, str]] = {
