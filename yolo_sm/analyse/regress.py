@@ -11,7 +11,10 @@ compared across runs: their pace is the host's. Their time-derived metrics are c
 ratios to a reference point measured in the same process: the same model's CUDA-graph replay
 at the same batch, precision, layout and size, from the same table. The change is
 ``(candidate / candidate reference) / (baseline / baseline reference)``. A host-bound point
-whose reference is missing in either table is ``no_reference``: reported, not decided.
+whose reference is missing in either table is ``no_reference``: reported, not decided. A
+same-process ratio cancels what the GPU and the moment changed, not the host's own speed: a
+host-bound point on a faster CPU still moves. What a host cannot move, the launches per forward
+and the GPU's busy time per forward, is compared as it is wherever both tables carry it.
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ METRICS = {
     "achieved_occupancy_tw_pct": "higher",
     "peak_mem_bytes": "lower",
     "tflops": "higher",
+    # what the host cannot change: the work a forward launches and the GPU's time on it,
+    # compared as they are for every point (tables measured before they were recorded lack them)
+    "launches_per_forward": "lower",
+    "gpu_busy_ms": "lower",
 }
 #: the metrics a host decides (through time): host-bound points compare them same-process only
 TIME_METRICS = ("img_per_s", "median_ms", "p99_ms", "tflops")
