@@ -47,6 +47,11 @@ def test_eager_batch_1_is_host_bound_and_its_graph_is_not(model):
     # its time, a replay's a small part
     assert eager["host_cpu_ms"] > 0.5 * eager["median_ms"]
     assert graph["host_cpu_ms"] < eager["host_cpu_ms"]
+    # the host's cost per launch, measured beside: a few microseconds; the eager forward costs
+    # at least its launches' worth of it
+    assert 0.5 < eager["host_launch_us"] < 100
+    launches_ms = eager["launches_per_forward"] * eager["host_launch_us"] / 1e3
+    assert eager["median_ms"] > 0.5 * launches_ms
 
 
 def test_large_batch_keeps_the_gpu_busy(model):

@@ -275,6 +275,7 @@ def test_run_sweep_writes_one_row_per_point(tiny_run):
     # what the host decided: on a CPU the host is the device (no launches, no GPU busy time)
     assert (df.host_cpu_ms > 0).all() and (df.launches_per_forward == 0).all()
     assert df.gpu_busy_fraction.isna().all() and not df.host_bound.any()
+    assert df.host_launch_us.isna().all()
 
 
 def test_rerun_adds_nothing_and_builds_nothing(tiny_run, monkeypatch):

@@ -338,3 +338,7 @@ def test_count_events_counts_launches_and_sums_gpu_time():
 def test_host_profile_on_a_cpu_has_no_device():
     got = timing.host_profile(lambda: None, device="cpu")
     assert got["launches_per_forward"] == 0 and math.isnan(got["gpu_busy_ms"])
+
+
+def test_launch_cost_on_a_cpu_is_unknown():
+    assert math.isnan(timing.launch_cost_us("cpu"))

@@ -90,6 +90,7 @@ _POINT_COLUMNS = (
     "launches_per_forward",
     "kernels_per_forward",
     "gpu_busy_ms",
+    "host_launch_us",
     "gpu_busy_fraction",
     "host_bound",
 )

@@ -38,7 +38,7 @@ from yolo_sm.collect.grid import (
     table_rows,
 )
 from yolo_sm.collect.models import FAMILIES, MAX_WIDTH, MIN_WIDTH, build_yolo, model_flops, preset
-from yolo_sm.collect.timing import engine_call, host_profile, measure_engine
+from yolo_sm.collect.timing import engine_call, host_profile, launch_cost_us, measure_engine
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.schema import KEY_COLUMNS
 from yolo_sm.contract.store import check_output_path, write_atomic  # noqa: F401 (re-exported)
@@ -384,19 +384,22 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
 def host_columns(engine, median_ms: float, on_gpu: bool) -> dict:
     """What the host decided of a timed point, from a short profiler pass after its timed calls
     (:func:`yolo_sm.collect.timing.host_profile`): ``launches_per_forward``,
-    ``kernels_per_forward``, ``gpu_busy_ms``, ``gpu_busy_fraction`` (= gpu_busy_ms / median_ms)
+    ``kernels_per_forward``, ``gpu_busy_ms``, ``gpu_busy_fraction`` (= gpu_busy_ms / median_ms),
+    ``host_launch_us`` (:func:`yolo_sm.collect.timing.launch_cost_us`, measured right after)
     and ``host_bound`` (:func:`yolo_sm.analyse.remeasure.host_bound_rule`; False on a CPU, where
     the host is the device; None when the profiler pass failed)."""
     import math
 
     try:
         h = host_profile(engine_call(engine), device=engine.config.device)
+        h["host_launch_us"] = launch_cost_us(engine.config.device)
     except Exception:  # noqa: BLE001 - no profiler (e.g. CUPTI busy): the figures are unknown
         nan = math.nan
         return {
             "launches_per_forward": nan,
             "kernels_per_forward": nan,
             "gpu_busy_ms": nan,
+            "host_launch_us": nan,
             "gpu_busy_fraction": nan,
             "host_bound": None,
         }

@@ -306,3 +306,27 @@ def count_events(events, calls: int) -> dict:
         "kernels_per_forward": kernels / calls,
         "gpu_busy_ms": busy_ns / 1e6 / calls,
     }
+
+
+def launch_cost_us(device: str = "cuda", launches: int = 200, repeats: int = 5) -> float:
+    """The host's cost of one eager launch in this process, microseconds: the median over
+    ``repeats`` of the wall time of ``launches`` in-place adds on a one-element tensor, issued
+    back to back (the GPU runs each faster than the host issues it, so the queue never fills
+    and the time is the host's). A same-process yardstick for host-bound points: their time
+    over this moves with the code, not with the host's speed. NaN on a CPU."""
+    if not str(device).startswith("cuda"):
+        return math.nan
+    import torch
+
+    t = torch.zeros(1, device=device)
+    for _ in range(20):
+        t.add_(1)
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(repeats):
+        t0 = time.perf_counter_ns()
+        for _ in range(launches):
+            t.add_(1)
+        out.append((time.perf_counter_ns() - t0) / launches / 1e3)
+        torch.cuda.synchronize()
+    return statistics.median(out)

@@ -14,6 +14,8 @@ HOST_COLUMNS = {
     "kernels_per_forward": "GPU kernels, memcpys and memsets that ran per forward (same pass)",
     "gpu_busy_ms": "sum of those GPU activities' durations per forward, milliseconds",
     "gpu_busy_fraction": "gpu_busy_ms / median_ms: the share of the forward the GPU was busy",
+    "host_launch_us": "the host's cost of one eager launch of a tiny kernel in the same process, "
+    "right after the point, microseconds (NaN on a CPU): a yardstick of the host's speed",
     "host_bound": "GPU idle above yolo_sm.contract.vocab.HOST_BOUND_IDLE_SHARE of the forward "
     "with more than 2 launches per forward (more than a graph replay and its input copy): the "
     "host set the pace (False on a CPU)",
