@@ -112,3 +112,27 @@ def test_bad_inputs_are_user_errors(sweep):
         regress.compare(sweep[list(regress.KEY_COLUMNS) + ["status"]], sweep)
     with pytest.raises(UserError, match="tolerance"):
         regress.compare(sweep, sweep, tolerance=-1)
+
+
+def test_host_bound_points_use_the_launch_cost_where_both_tables_have_it():
+    base = _table(
+        [
+            dict(backend="eager", batch=1, median_ms=5.0, img_per_s=200.0, host_bound=True,
+                 host_launch_us=10.0),
+            dict(backend="cudagraph", batch=1, median_ms=1.0, img_per_s=1000.0, host_bound=False,
+                 host_launch_us=10.0),
+        ]
+    )  # fmt: skip
+    # a host twice as fast: half the launch cost, the eager forward twice as fast
+    cand = base.assign(median_ms=[2.5, 1.0], img_per_s=[400.0, 1000.0], host_launch_us=[5.0, 5.0])
+    cmp = regress.compare(base, cand, metrics=["img_per_s", "median_ms"])
+    e = cmp[cmp.backend == "eager"].set_index("metric")
+    assert (e.basis == "host_normalised").all()
+    assert e.change["img_per_s"] == pytest.approx(1.0) and e.change["median_ms"] == pytest.approx(
+        1.0
+    )
+    assert not cmp.regressed.any()
+    # the same host, the eager forward 30 % slower: a regression
+    slow = cand.assign(median_ms=[2.5 / 0.7, 1.0], img_per_s=[280.0, 1000.0])
+    got = regress.compare(base, slow, metrics=["img_per_s", "median_ms"])
+    assert got[got.backend == "eager"].regressed.all()

@@ -102,7 +102,7 @@ def test_remeasure_bad_requests_are_one_clear_error(shipped, monkeypatch):
     ],
 )
 def test_host_bound_rule(busy, launches, expected):
-    from yolo_sm.analyse.remeasure import host_bound_rule
+    from yolo_sm.analyse.hostbound import host_bound_rule
 
     assert bool(host_bound_rule(busy, launches)) is expected
 
@@ -110,7 +110,7 @@ def test_host_bound_rule(busy, launches, expected):
 def test_host_bound_uses_the_measured_column_and_falls_back_to_the_heuristic():
     import pandas as pd
 
-    from yolo_sm.analyse.remeasure import host_bound
+    from yolo_sm.analyse.hostbound import host_bound
 
     old = pd.DataFrame({"backend": ["eager", "eager", "cudagraph"], "batch": [1, 16, 1]})
     assert host_bound(old).tolist() == [True, False, False]  # eager at batch <= 8

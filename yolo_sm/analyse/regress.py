@@ -6,22 +6,28 @@ baseline (a shipped sweep or bench) on the key columns and compares each metric 
 occupancy, peak memory, delivered TFLOP/s. A point regresses when its metric moved the wrong way
 by more than the tolerance.
 
-Host-bound points (:func:`yolo_sm.analyse.remeasure.host_bound` in either table) are never
-compared across runs: their pace is the host's. Their time-derived metrics are compared as
-ratios to a reference point measured in the same process: the same model's CUDA-graph replay
-at the same batch, precision, layout and size, from the same table. The change is
-``(candidate / candidate reference) / (baseline / baseline reference)``. A host-bound point
-whose reference is missing in either table is ``no_reference``: reported, not decided. A
-same-process ratio cancels what the GPU and the moment changed, not the host's own speed: a
-host-bound point on a faster CPU still moves. What a host cannot move, the launches per forward
-and the GPU's busy time per forward, is compared as it is wherever both tables carry it.
+Host-bound points (:func:`yolo_sm.analyse.hostbound.host_bound` in either table) are never
+compared across runs as they are: their pace is the host's. Their time-derived metrics are
+compared relative to a reference measured in the same process as the point, one of two:
+
+* ``host_normalised``, where both tables carry ``host_launch_us`` (the host's cost of one eager
+  launch, measured right after the point): a time over it, a rate times it. It cancels the
+  host's own speed, which sets a host-bound point's pace.
+* ``same_process`` otherwise: the same model's CUDA-graph replay at the same batch, precision,
+  layout and size, from the same table; the change is ``(candidate / candidate reference) /
+  (baseline / baseline reference)``. It cancels what the GPU and the moment changed, not the
+  host's speed: a host-bound point on a faster or busier CPU still moves.
+
+A host-bound point with neither reference in both tables is ``no_reference``: reported, not
+decided. What a host cannot move, the launches per forward and the GPU's busy time per
+forward, is compared as it is wherever both tables carry it.
 """
 
 from __future__ import annotations
 
 import math
 
-from yolo_sm.analyse.remeasure import TOLERANCE, host_bound
+from yolo_sm.analyse.hostbound import TOLERANCE, host_bound
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.schema import KEY_COLUMNS
 
@@ -43,7 +49,7 @@ TIME_METRICS = ("img_per_s", "median_ms", "p99_ms", "tflops")
 BENCH_KEYS = ("family", "width", "batch", "variant")
 REFERENCE_BACKEND = "cudagraph"
 #: what a row's comparison rests on
-BASES = ("absolute", "same_process", "no_reference")
+BASES = ("absolute", "host_normalised", "same_process", "no_reference")
 
 
 def key_columns(df) -> tuple[str, ...]:
@@ -81,13 +87,15 @@ def with_reference(df, keys, metrics):
     the table has none) and ``host_bound``."""
     ok = _ok(df).copy()
     ok["host_bound"] = host_bound(ok).to_numpy()
+    if "host_launch_us" not in ok:
+        ok["host_launch_us"] = math.nan
     on = _reference_columns(ok, keys)
     ref = ok[ok["backend"] == REFERENCE_BACKEND].drop_duplicates(on)
     ref = ref[on + list(metrics)].rename(columns={m: f"ref_{m}" for m in metrics})
     return ok.merge(ref, on=on, how="left")
 
 
-def compare(baseline, candidate, metrics=None, tolerance: float = TOLERANCE):
+def compare(baseline, candidate, metrics=None, tolerance: float = TOLERANCE, keys=None):
     """One row per shared point and metric: the key columns, ``metric``, ``better``
     (higher / lower), ``baseline`` and ``candidate`` values, ``host_bound`` (either table),
     ``basis`` (:data:`BASES`), ``baseline_ref`` / ``candidate_ref`` (the references' values for
@@ -97,12 +105,13 @@ def compare(baseline, candidate, metrics=None, tolerance: float = TOLERANCE):
 
     ``metrics``: columns of :data:`METRICS` (default: every one both tables carry; a named one
     that either lacks is a :class:`UserError`). Matching is on the baseline's key columns,
-    which the candidate must carry too; ``ok`` rows only (model-only rows of a bench)."""
+    which the candidate must carry too (``keys``: these instead); ``ok`` rows only (model-only
+    rows of a bench)."""
     import pandas as pd
 
     if not tolerance >= 0:
         raise UserError(f"the tolerance must be a fraction >= 0, got {tolerance}")
-    keys = key_columns(baseline)
+    keys = tuple(keys) if keys is not None else key_columns(baseline)
     missing = [c for c in keys if c not in candidate]
     if missing:
         raise UserError(
@@ -134,17 +143,13 @@ def compare(baseline, candidate, metrics=None, tolerance: float = TOLERANCE):
             base_ref = cand_ref = math.nan
             basis = "absolute"
             if hb and metric in TIME_METRICS:
-                is_ref = r["backend"] == REFERENCE_BACKEND
-                base_ref = float(r[f"ref_{metric}_base"])
-                cand_ref = float(r[f"ref_{metric}_cand"])
-                basis = (
-                    "absolute"
-                    if is_ref
-                    else "no_reference"
-                    if math.isnan(base_ref) or math.isnan(cand_ref)
-                    else "same_process"
+                base_ref, cand_ref, basis = _reference(r, metric)
+            if basis == "host_normalised":  # rates times the launch cost, times over it
+                flip = METRICS[metric] == "lower"
+                change = (cand / cand_ref if flip else cand * cand_ref) / (
+                    base / base_ref if flip else base * base_ref
                 )
-            if basis == "same_process":
+            elif basis == "same_process":
                 change = (cand / cand_ref) / (base / base_ref)
             elif basis == "absolute":
                 change = cand / base if base else math.nan
@@ -171,6 +176,22 @@ def compare(baseline, candidate, metrics=None, tolerance: float = TOLERANCE):
                 }
             )
     return pd.DataFrame(rows)
+
+
+def _reference(r, metric: str) -> tuple[float, float, str]:
+    """(baseline reference, candidate reference, basis) of a host-bound row of the merged
+    table: both launch costs where both tables measured them (``host_normalised``), else the
+    CUDA-graph references' ``metric`` (``same_process``), else ``no_reference``; a CUDA-graph
+    row is its own reference (``absolute``)."""
+    if r["backend"] == REFERENCE_BACKEND:
+        return math.nan, math.nan, "absolute"
+    launch = [float(r.get(f"host_launch_us_{s}", math.nan)) for s in ("base", "cand")]
+    if all(x > 0 for x in launch):  # (NaN fails)
+        return launch[0], launch[1], "host_normalised"
+    refs = [float(r[f"ref_{metric}_{s}"]) for s in ("base", "cand")]
+    if any(math.isnan(x) for x in refs):
+        return math.nan, math.nan, "no_reference"
+    return refs[0], refs[1], "same_process"
 
 
 def verdict(cmp, tolerance: float = TOLERANCE) -> dict:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from yolo_sm.analyse import regress
-from yolo_sm.analyse.remeasure import TOLERANCE
+from yolo_sm.analyse.hostbound import TOLERANCE
 from yolo_sm.cli.common import comma_list
 from yolo_sm.contract import datasets
 from yolo_sm.contract.store import read_frame

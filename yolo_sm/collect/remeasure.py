@@ -29,8 +29,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from yolo_sm.analyse.hostbound import TOLERANCE, launch_bound
 from yolo_sm.analyse.regress import REFERENCE_BACKEND, compare
-from yolo_sm.analyse.remeasure import TOLERANCE, launch_bound
 from yolo_sm.collect.grid import run_grid
 from yolo_sm.collect.models import model_flops
 from yolo_sm.collect.sweep import Point, SweepSpec, build_model, failure, run_point

@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from yolo_sm.analyse.remeasure import host_bound_rule
+from yolo_sm.analyse.hostbound import host_bound_rule
 from yolo_sm.collect.engines import EngineConfig, build_engine
 from yolo_sm.collect.engines.base import CHECK_INPUT
 from yolo_sm.collect.engines.config import (
@@ -386,7 +386,7 @@ def host_columns(engine, median_ms: float, on_gpu: bool) -> dict:
     (:func:`yolo_sm.collect.timing.host_profile`): ``launches_per_forward``,
     ``kernels_per_forward``, ``gpu_busy_ms``, ``gpu_busy_fraction`` (= gpu_busy_ms / median_ms),
     ``host_launch_us`` (:func:`yolo_sm.collect.timing.launch_cost_us`, measured right after)
-    and ``host_bound`` (:func:`yolo_sm.analyse.remeasure.host_bound_rule`; False on a CPU, where
+    and ``host_bound`` (:func:`yolo_sm.analyse.hostbound.host_bound_rule`; False on a CPU, where
     the host is the device; None when the profiler pass failed)."""
     import math
 

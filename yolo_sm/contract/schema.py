@@ -5,7 +5,7 @@ from __future__ import annotations
 
 # What the host decided of a timed point (sweep and bench engine rows); optional: absent in tables
 # measured before they were recorded, where host-boundness falls back to a heuristic
-# (yolo_sm.analyse.remeasure.host_bound)
+# (yolo_sm.analyse.hostbound.host_bound)
 HOST_COLUMNS = {
     "host_cpu_ms": "CPU time of the launching thread per forward over the timed calls "
     "(time.thread_time_ns; issuing only, not the final synchronise), milliseconds",
