@@ -165,8 +165,8 @@ def comparison(shipped_all, drawn, new, tolerance: float = TOLERANCE):
     :mod:`yolo_sm.analyse.regress`), ``shipped_ref_img_per_s`` / ``new_ref_img_per_s`` (the
     references' img/s for a same-process row), ``rule_ratio`` (the ratio the rule reads: ``ratio``
     or new / shipped of the point-over-reference ratios), ``within_10pct`` (``|rule_ratio - 1| <=
-    tolerance``; None where undecided), ``launch_bound`` (the old heuristic), ``status``,
-    ``message``, both dates and ``new_gpu_name``. The comparison is
+    tolerance``; False for a point that failed, None where undecided), ``launch_bound`` (the
+    old heuristic), ``status``, ``message``, both dates and ``new_gpu_name``. The comparison is
     :func:`yolo_sm.analyse.regress.compare` on img/s over the shipped table (its references)
     and the re-measured rows."""
     import pandas as pd
@@ -195,7 +195,8 @@ def comparison(shipped_all, drawn, new, tolerance: float = TOLERANCE):
             "shipped_ref_img_per_s": out.get("baseline_ref"),
             "new_ref_img_per_s": out.get("candidate_ref"),
             "rule_ratio": out.get("change"),
-            "within_10pct": out.get("within"),
+            # a point that failed to run did not land within; undecided (no reference): None
+            "within_10pct": out["within"].where(out["status"].eq("ok"), False),
             "launch_bound": launch_bound(out["backend"], out["batch"]).astype(bool),
             "status": out["status"].fillna("error"),
             "message": out["message"].fillna(""),
