@@ -211,15 +211,18 @@ def comparison(shipped_all, drawn, new, tolerance: float = TOLERANCE):
 
 def summary(df) -> str:
     """One line: how many points landed within the tolerance under the same-process rule."""
+    import pandas as pd
+
     decided = df[df.within_10pct.notna()]
+    rule = decided.get("rule_ratio", decided["ratio"])
+    basis = decided.get("basis", pd.Series("absolute", index=decided.index))
     ratios = ", ".join(
-        f"{x:.3f}{'*' if b == 'same_process' else ''}"
-        for x, b in zip(decided.rule_ratio, decided.basis, strict=True)
+        f"{x:.3f}{'' if b == 'absolute' else '*'}" for x, b in zip(rule, basis, strict=True)
     )
     undecided = len(df) - len(decided)
-    tail = f"; {undecided} not decided (failed, or no same-process reference)" if undecided else ""
+    tail = f"; {undecided} not decided (no same-process reference)" if undecided else ""
     return (
         f"{int(decided.within_10pct.astype(bool).sum())} of {len(df)} points within 10 % of the "
-        f"shipped img/s (new / shipped; * host-bound: over its CUDA-graph reference in the "
+        f"shipped img/s (new / shipped; * host-bound: relative to its reference in the "
         f"same process: {ratios or 'none measured'}){tail}"
     )
