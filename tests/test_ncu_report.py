@@ -35,4 +35,5 @@ def test_real_report_loads_to_the_rows_of_its_csv(tmp_path, monkeypatch):
     assert "duration_us" in numeric
     for col in numeric:
         a, b = got[col].astype(float).to_numpy(), want[col].astype(float).to_numpy()
-        assert np.allclose(a, b, rtol=1e-3, equal_nan=True), col
+        # the CSV prints each value rounded (two decimals, or four significant digits)
+        assert np.allclose(a, b, rtol=5e-3, atol=1e-2, equal_nan=True), (col, a, b)
