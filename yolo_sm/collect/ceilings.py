@@ -173,13 +173,15 @@ def time_regimes(
     sleep=time.sleep,
 ) -> dict:
     """``{"burst": (samples_ms, nvml stats), "sustained": (samples_ms, nvml stats)}`` of
-    ``fn``: one warm call, a rest of ``rest_s``, calls worth ``burst_ms`` (at least 3), then
-    calls back to back worth ``sustain_ms`` (at least 6) of which the second half is kept."""
+    ``fn``: one warm call, three more for the estimate of a call's time, a rest of ``rest_s``,
+    calls worth ``burst_ms`` (at least 3), then calls back to back worth ``sustain_ms`` (at
+    least 6) of which the second half is kept."""
     cuda = str(device).startswith("cuda")
     timer = timer or (CudaTimer() if cuda else CpuTimer())
     sampler = sampler or NvmlSampler(device)
     timer.sync()
-    est = max(statistics.median(timer.time_calls(fn, 2)), 1e-3)
+    timer.time_calls(fn, 1)  # the first call pays for library set-up: not an estimate
+    est = max(statistics.median(timer.time_calls(fn, 3)), 1e-3)
     out = {}
     sleep(rest_s)
     with sampler:

@@ -141,7 +141,8 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "fill": "matmul operands: randn (the ceiling) or zeros (a power diagnostic); absent: randn",
         "sm_clock_mean_mhz": "mean SM clock (NVML, sampled every 5 ms) during the timed calls, MHz",
         "sm_clock_min_mhz": "lowest SM clock read during the timed calls, MHz",
-        "power_mean_w": "mean power draw (NVML) during the timed calls, W",
+        "power_mean_w": "mean power draw (NVML: instantaneous where the driver reports it, else "
+        "its 1 s average, which lags a burst of tens of ms) during the timed calls, W",
         "power_max_w": "highest power draw read during the timed calls, W",
         "power_limit_w": "the GPU's enforced power limit, W",
         "nvml_samples": "NVML readings behind the clock and power figures",
