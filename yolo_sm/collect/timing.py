@@ -308,7 +308,7 @@ def count_events(events, calls: int) -> dict:
     }
 
 
-def launch_cost_us(device: str = "cuda", launches: int = 200, repeats: int = 5) -> float:
+def launch_cost_us(device: str = "cuda", launches: int = 200, repeats: int = 25) -> float:
     """The host's cost of one eager launch in this process, microseconds: the median over
     ``repeats`` of the wall time of ``launches`` in-place adds on a one-element tensor, issued
     back to back (the GPU runs each faster than the host issues it, so the queue never fills
