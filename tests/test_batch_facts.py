@@ -132,7 +132,10 @@ def test_pool_facts_of_a_small_remeasure():
     f = facts_table(batch.pool_facts(a, b))
     assert value(f, "batch_remeasure_points") == len(a)
     assert value(f, "batch_remeasure_graph_max_dev_pct") == pytest.approx(2.0)
-    assert value(f, "batch_remeasure_launch_bound_max_dev_pct") == pytest.approx(30.0)
+    # host-bound points over their same-process CUDA-graph reference: 0.7 / 1.02
+    assert value(f, "batch_remeasure_launch_bound_max_dev_pct") == pytest.approx(
+        100 * (1 - 0.7 / 1.02)
+    )
     assert math.isnan(value(f, "batch_graph_footprint_ratio_min"))  # no graph pool recorded
 
 

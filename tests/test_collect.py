@@ -240,22 +240,26 @@ def test_ceilings_take_the_best_of_several_sizes():
     from yolo_sm.collect.ceilings import measure_ceilings
 
     df = measure_ceilings("cpu", n=(32, 64), budget_ms=5, precisions=("fp32", "fp16"))
-    v = df.set_index("ceiling")
-    for prec in ("fp32", "fp16"):
-        sizes = v.loc[[f"matmul_{prec}_n32", f"matmul_{prec}_n64"], "value"]
-        assert v.loc[f"matmul_{prec}", "value"] == sizes.max()
-        assert v.loc[f"matmul_{prec}", "size"] == f"{32 if sizes.iloc[0] > sizes.iloc[1] else 64}^3"
+    assert set(df.regime) == {"burst", "sustained"}
+    for regime, part in df.groupby("regime"):
+        v = part.set_index("ceiling")
+        for prec in ("fp32", "fp16"):
+            sizes = v.loc[[f"matmul_{prec}_n32", f"matmul_{prec}_n64"], "value"]
+            assert v.loc[f"matmul_{prec}", "value"] == sizes.max(), regime
+            big = 32 if sizes.iloc[0] > sizes.iloc[1] else 64
+            assert v.loc[f"matmul_{prec}", "size"] == f"{big}^3"
     # fp32 (SIMT) stops at simt_max_n, the smallest size always runs
     df = measure_ceilings("cpu", n=(32, 64), budget_ms=5, precisions=("fp32",), simt_max_n=32)
     assert set(df.ceiling) == {"matmul_fp32_n32", "matmul_fp32"}
     assert (df.fill == "randn").all() and df.sm_clock_end_mhz.isna().all()  # no NVML clock on a CPU
+    assert df.power_mean_w.isna().all() and (df.nvml_samples == 0).all()
 
 
 def test_ceilings_with_zero_operands_and_a_bad_fill():
     from yolo_sm.collect.ceilings import measure_ceilings
 
     df = measure_ceilings("cpu", n=32, budget_ms=5, precisions=("fp32",), fill="zeros")
-    assert df.fill.tolist() == ["zeros"] and df.value.iloc[0] > 0
+    assert df.fill.tolist() == ["zeros"] * 2 and (df.value > 0).all()
     with pytest.raises(UserError, match="unknown matmul fill 'ones'"):
         measure_ceilings("cpu", n=32, budget_ms=5, fill="ones")
 
@@ -481,3 +485,48 @@ def test_an_edited_step_that_runs_whole_is_changed_and_runs_again(tmp_path):
     del manifest["datasets"]["c"]["params"]
     (out / "manifest.json").write_text(json.dumps(manifest))
     assert collect.status(plan, out).state.tolist()[0] == "done"
+
+
+def test_burst_and_sustained_regimes_from_a_fake_timer():
+    """The burst is the calls after the rest; the sustained figure keeps the second half of the
+    back-to-back run (here the calls slow down as a power-limited GPU's would)."""
+    from yolo_sm.collect.ceilings import time_regimes
+    from yolo_sm.collect.timing import Timer
+
+    class Slowing(Timer):
+        def __init__(self):
+            self.i, self.calls = 0, []
+
+        def time_calls(self, fn, n, before=None):
+            self.calls.append(n)
+            out = [1.0 + 0.01 * (self.i + k) for k in range(n)]
+            self.i += n
+            return out
+
+    class NoNvml:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+        def stats(self):
+            return {"nvml_samples": 0}
+
+    rests = []
+    timer = Slowing()
+    out = time_regimes(
+        lambda: None,
+        "cpu",
+        burst_ms=5,
+        sustain_ms=20,
+        rest_s=0.5,
+        timer=timer,
+        sampler=NoNvml(),
+        sleep=rests.append,
+    )
+    # warm, estimate, burst, sustained (estimate ~1.02 ms per call)
+    assert rests == [0.5] and timer.calls == [1, 3, 5, 20]
+    burst, sustained = out["burst"][0], out["sustained"][0]
+    assert len(burst) == 5 and len(sustained) == 10
+    assert max(burst) < min(sustained)  # the burst ran before the GPU slowed

@@ -272,6 +272,10 @@ def test_run_sweep_writes_one_row_per_point(tiny_run):
     assert df.groupby("precision").rel_err.max()["bf16"] > 1e-6
     assert df.flops_per_img.nunique() == 1
     assert partials(out.parent) == []
+    # what the host decided: on a CPU the host is the device (no launches, no GPU busy time)
+    assert (df.host_cpu_ms > 0).all() and (df.launches_per_forward == 0).all()
+    assert df.gpu_busy_fraction.isna().all() and not df.host_bound.any()
+    assert df.host_launch_us.isna().all()
 
 
 def test_rerun_adds_nothing_and_builds_nothing(tiny_run, monkeypatch):

@@ -228,6 +228,7 @@ def test_summary():
         "noisy",
         "l2_flush",
         "samples_ms",
+        "host_cpu_ms",
     }
     assert s["samples_ms"] == [1.0, 2.0, 3.0] and s["samples_ms"] is not m.samples_ms
     assert (s["median_ms"], s["n_samples"], s["warmup_calls"], s["l2_flush"]) == (2.0, 3, 7, True)
@@ -292,3 +293,52 @@ def test_provenance_fingerprints_the_source_and_names_the_host_cpu(tmp_path, mon
     provenance.source_digest.cache_clear()  # the real package's again for later tests
     model = provenance.cpu_model()
     assert model is None or (isinstance(model, str) and model)
+
+
+# --- what the host decided ------------------------------------------------------------------
+
+
+def test_cpu_time_per_call_is_the_timers_thread_time_over_the_timed_calls():
+    class CountingTimer(FakeTimer):
+        def time_calls(self, fn, n, before=None):
+            out = super().time_calls(fn, n, before)
+            self.cpu_ns = 3_000_000 * n  # 3 ms of CPU per call
+            return out
+
+    fn, timer = Counter(), CountingTimer([2.0])
+    m = measure(fn, timer=timer, budget_ms=20, warmup_ms=0, with_provenance=False)
+    assert (
+        m.cpu_ms_per_call == pytest.approx(3.0) and m.summary()["host_cpu_ms"] == m.cpu_ms_per_call
+    )
+    m = measure(Counter(), timer=FakeTimer([2.0]), budget_ms=20, with_provenance=False)
+    assert math.isnan(m.cpu_ms_per_call)  # a timer that keeps none: unknown
+
+
+def test_cpu_timer_keeps_thread_time():
+    timer = CpuTimer()
+    timer.time_calls(lambda: sum(range(20_000)), 5)
+    assert timer.cpu_ns is not None and timer.cpu_ns > 0
+
+
+def test_count_events_counts_launches_and_sums_gpu_time():
+    ev = [
+        ("aten::conv2d", "DeviceType.CPU", 50_000, False),
+        ("cudaLaunchKernel", "DeviceType.CPU", 4_000, False),
+        ("cudaLaunchKernel", "DeviceType.CPU", 4_000, False),
+        ("cudaGraphLaunch", "DeviceType.CPU", 9_000, False),
+        ("cudaMemcpyAsync", "DeviceType.CPU", 2_000, False),
+        ("sm90_xmma_fprop", "DeviceType.CUDA", 10_000, False),
+        ("Memcpy HtoD", "DeviceType.CUDA", 2_000, False),
+        ("profiled_forward", "DeviceType.CUDA", 900_000, True),  # an annotation: not work
+    ]
+    got = timing.count_events(ev, calls=2)
+    assert got == {"launches_per_forward": 2.0, "kernels_per_forward": 1.0, "gpu_busy_ms": 0.006}
+
+
+def test_host_profile_on_a_cpu_has_no_device():
+    got = timing.host_profile(lambda: None, device="cpu")
+    assert got["launches_per_forward"] == 0 and math.isnan(got["gpu_busy_ms"])
+
+
+def test_launch_cost_on_a_cpu_is_unknown():
+    assert math.isnan(timing.launch_cost_us("cpu"))

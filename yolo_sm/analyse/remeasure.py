@@ -2,48 +2,61 @@
 kind of point.
 
 Pure tables: :func:`within_tolerance` flags a point whose ratio is within :data:`TOLERANCE`
-(the column ``within_10pct``), :func:`launch_bound` marks eager points at small batch; whether
+(the column ``within_10pct``), host-bound points compare through a same-process reference
+(:mod:`yolo_sm.analyse.regress`), :func:`launch_bound` marks eager points at small batch; whether
 the figures repeat is decided by the rules of :mod:`yolo_sm.report.findings.batch`, which read
 the largest deviation (:func:`yolo_sm.analyse.batch.pool_facts`) against the same tolerance.
 """
 
 from __future__ import annotations
 
+from yolo_sm.analyse.hostbound import (  # noqa: F401 - shared names, re-exported
+    HOST_BOUND_MIN_LAUNCHES,
+    LAUNCH_BOUND_MAX_BATCH,
+    TOLERANCE,
+    host_bound,
+    host_bound_rule,
+    launch_bound,
+    within_tolerance,
+)
+from yolo_sm.analyse.regress import compare as compare_points
 from yolo_sm.contract.schema import KEY_COLUMNS
-
-TOLERANCE = 0.10  # a re-measure "repeats" within 10 % of the first
-LAUNCH_BOUND_MAX_BATCH = 8  # eager up to this batch: the host's launches set the pace
-
-
-def within_tolerance(ratio):
-    """Whether new / shipped is within :data:`TOLERANCE` (a number or a Series)."""
-    return abs(ratio - 1) <= TOLERANCE
-
-
-def launch_bound(backend, batch):
-    """An eager point at batch <= :data:`LAUNCH_BOUND_MAX_BATCH`: its pace is the host's kernel
-    launches (a value or a Series each)."""
-    return (backend == "eager") & (batch <= LAUNCH_BOUND_MAX_BATCH)
 
 
 def compare(shipped, again):
     """The points two sweep tables share (same :data:`yolo_sm.contract.schema.KEY_COLUMNS`,
-    ``ok`` in both), one row each: keys, ``shipped_img_per_s``, ``new_img_per_s``, ``ratio``
-    (new / shipped), ``within_10pct``, ``launch_bound`` and both dates. ``again`` is a later
-    measurement of the same points (e.g. the fp16 NHWC rows of ``sweep_bf16_nhwc`` against
-    ``sweep_fp16_nhwc``), so every shared point is a re-measure."""
+    ``ok`` in both), one row each: keys, ``shipped_img_per_s``, ``new_img_per_s``, ``ratio``,
+    ``within_10pct``, ``host_bound``, ``basis``, ``launch_bound`` and both dates. ``again`` is a
+    later measurement of the same points (e.g. the fp16 NHWC rows of ``sweep_bf16_nhwc``
+    against ``sweep_fp16_nhwc``), so every shared point is a re-measure.
+
+    ``ratio`` is new / shipped, except for host-bound points
+    (:func:`yolo_sm.analyse.hostbound.host_bound` in either table), which are never compared
+    across runs as they are: theirs is new / shipped of each run's ratio to a reference measured
+    in the same process (``basis``, see :mod:`yolo_sm.analyse.regress`; NaN without one)."""
 
     keys = [c for c in KEY_COLUMNS if c in shipped and c in again]
     cols = [*keys, "img_per_s", "prov_date_utc"]
     a = shipped[shipped.status == "ok"][cols]
     b = again[again.status == "ok"][cols]
     m = a.merge(b, on=keys, suffixes=("_shipped", "_new"))  # pandas joins missing keys too
-    ratio = m.img_per_s_new / m.img_per_s_shipped
+    if m.empty:
+        m = m.assign(host_bound=False, basis="", change=m.img_per_s_new)
+        return _table(m, keys)
+    rule = compare_points(shipped, again, metrics=["img_per_s"], keys=keys)[
+        [*keys, "host_bound", "basis", "change"]
+    ]
+    return _table(m.merge(rule, on=keys, how="left"), keys)
+
+
+def _table(m, keys):
     return m[keys].assign(
         shipped_img_per_s=m.img_per_s_shipped,
         new_img_per_s=m.img_per_s_new,
-        ratio=ratio,
-        within_10pct=within_tolerance(ratio),
+        ratio=m.change,
+        within_10pct=within_tolerance(m.change),
+        host_bound=m.host_bound.astype(bool),
+        basis=m.basis,
         launch_bound=launch_bound(m.backend, m.batch),
         shipped_date_utc=m.prov_date_utc_shipped,
         new_date_utc=m.prov_date_utc_new,

@@ -41,8 +41,10 @@ from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.hardware import (
     CEILINGS,
+    datasheet,
     peak_copy_gbps,
     peak_fp16_tflops,
+    peak_regime,
     roofline_ceilings,
 )
 from yolo_sm.contract.labels import parse_config
@@ -579,11 +581,21 @@ def _ceiling_facts(root: DataRoot) -> list[dict]:
         return []
     pk, bw = peaks
     ds = (CEILINGS,)
-    return [
-        fact("peak_fp16_tflops", pk, "TFLOP/s", datasets=ds, note="dense fp16 matmul"),
-        fact("peak_copy_gbps", bw, "GB/s", datasets=ds, note="device-to-device copy"),
+    regime = peak_regime(root)
+    rows = [
+        fact("peak_fp16_tflops", pk, "TFLOP/s", datasets=ds, note=f"dense fp16 matmul, {regime}"),
+        fact("peak_copy_gbps", bw, "GB/s", datasets=ds, note=f"device-to-device copy, {regime}"),
         fact("ridge_flop_per_byte", pk * 1e3 / bw, "FLOP/B", datasets=ds),
     ]
+    gpu = root.device_name()
+    for key, name, unit in (
+        ("fp16_tflops", "matmul_fp16", "TFLOP/s"),
+        ("copy_gbps", "copy_d2d", "GB/s"),
+    ):
+        sheet = datasheet(gpu, name)
+        if sheet is not None:
+            rows.append(fact(f"datasheet_{key}", sheet, unit, datasets=ds, note=f"{gpu} datasheet"))
+    return rows
 
 
 def _activation_facts(layers) -> list[dict]:

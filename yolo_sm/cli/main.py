@@ -22,7 +22,7 @@ import logging
 import sys
 
 import yolo_sm
-from yolo_sm.cli import data, env, measure, profile
+from yolo_sm.cli import check, data, env, measure, profile
 from yolo_sm.cli.common import Parser, log, verbosity_flags
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.values import os_error_sentence
@@ -32,7 +32,7 @@ DESCRIPTION = (
     "datasets, render the notebooks, decide the claims."
 )
 #: the command groups, in the order ``yolo-sm --help`` lists their commands
-GROUPS = (env, measure, profile, data)
+GROUPS = (env, measure, check, profile, data)
 #: exit codes: a user error, an interrupt
 USER_ERROR, INTERRUPTED = 2, 130
 

@@ -94,6 +94,13 @@ _POINT_COLUMNS = (
     "build_s",
     "compile_s",
     "capture_s",
+    "host_cpu_ms",
+    "launches_per_forward",
+    "kernels_per_forward",
+    "gpu_busy_ms",
+    "host_launch_us",
+    "gpu_busy_fraction",
+    "host_bound",
 )
 
 

@@ -12,10 +12,16 @@ built and timed through the sweep's own ``run_point`` with the timing settings s
 table's metadata (``budget_ms``, ``warmup_ms``; the defaults of ``yolo-sm sweep`` where a table
 has none), so only the machine, the moment and the process differ; the points run over the grid
 runner (:func:`yolo_sm.collect.grid.run_grid`: one model built once for its points, the output
-written after every point, a killed run continued by the same command). The output has one row
-per point: its key, the shipped and new img/s, ``ratio`` = new / shipped, ``within_10pct``, both
-dates and ``launch_bound``: an eager point at batch <= 8, the kind that moved by up to 2x between
-two runs on one machine while the others repeated within ~2 % (data/README.md).
+written after every point, a killed run continued by the same command).
+
+Host-bound points (measured ``host_bound``, or for tables without it an eager point at batch
+<= 8 on a GPU) are not compared across hosts: the host's CPU sets their pace. Each drawn point
+that is not a CUDA graph brings its reference along, the same model's CUDA-graph replay at the
+same batch, precision, layout and size, measured in the same process; the shipped side's
+reference is the same table's row of that key (every shipped GPU sweep holds both backends).
+A host-bound point passes when its ratio to the reference moved by at most the tolerance
+(:mod:`yolo_sm.analyse.regress`, which this module uses for every verdict). The returned table
+has one row per drawn point (:func:`comparison`).
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from yolo_sm.analyse.remeasure import launch_bound, within_tolerance
+from yolo_sm.analyse.hostbound import TOLERANCE, launch_bound
+from yolo_sm.analyse.regress import REFERENCE_BACKEND, compare
 from yolo_sm.collect.grid import run_grid
 from yolo_sm.collect.models import model_flops
 from yolo_sm.collect.sweep import Point, SweepSpec, build_model, failure, run_point
@@ -65,6 +72,16 @@ def _point(r, device: str | None) -> Point:
     return Point(**key, model=model if isinstance(model, str) else "")
 
 
+def reference_key(r) -> tuple | None:
+    """The key of a sweep row's same-process reference: the same model's CUDA-graph replay at
+    the same batch, precision, layout and size (None for a CUDA-graph row itself)."""
+    if r["backend"] == REFERENCE_BACKEND:
+        return None
+    key = dict(zip(KEY_COLUMNS, (r[c] for c in KEY_COLUMNS), strict=True))
+    key.update(backend=REFERENCE_BACKEND, compile_mode="default")
+    return tuple(key[c] for c in KEY_COLUMNS)
+
+
 def remeasure(
     name: str,
     n: int = 5,
@@ -72,53 +89,56 @@ def remeasure(
     device: str | None = None,
     out: str | Path | None = None,
     progress: bool = True,
+    tolerance: float = TOLERANCE,
 ):
-    """Re-measure ``n`` random points of sweep dataset ``name``; returns the comparison table
-    (written atomically to ``out`` after every point when given; a rerun into the same ``out``
-    measures only the points it lacks). ``device`` overrides the points' device (e.g. ``cpu``
-    for a dry run; the ratios then compare different machines)."""
+    """Re-measure ``n`` random points of sweep dataset ``name``; returns the comparison table,
+    one row per point (see the module docstring). ``out`` holds the re-measured rows in the
+    sweep's own format (``role``: point or reference), written atomically after every point; a
+    rerun into the same ``out`` measures only the rows it lacks, and ``yolo-sm check`` reads it
+    as a candidate. ``device`` overrides the points' device (e.g. ``cpu`` for a dry run; the
+    ratios then compare different machines)."""
+    import pandas as pd
+
     entry = datasets.info(name)
     if entry.get("kind") != "sweep":
         raise UserError(f"{name} is a {entry.get('kind')} dataset; remeasure takes a sweep")
     old = datasets.load(name)
     points = pick(old, n, seed)
     timing = _timing_settings(name)
-    shipped = [(_point(r, device), r) for _, r in points.iterrows()]
+    ok = old[old.status == "ok"]
+    by_key = {tuple(r[c] for c in KEY_COLUMNS): r for _, r in ok.iterrows()}
+    units, seen = [], set()
+    graphs = str(device or "cuda").startswith("cuda")  # a CPU dry run has no CUDA graphs
+    for _, r in points.iterrows():
+        for role, key in (
+            ("point", tuple(r[c] for c in KEY_COLUMNS)),
+            ("reference", reference_key(r)),
+        ):
+            if key is None or key not in by_key or (role == "reference" and not graphs):
+                continue
+            p = _point(by_key[key], device)
+            if p.key() not in seen:  # a drawn point may be another's reference
+                seen.add(p.key())
+                units.append((p, role))
 
     def open_model(unit):
-        p = unit[0]
         try:
-            return build_model(p)
+            return build_model(unit[0])
         except Exception as e:  # noqa: BLE001 - a point that cannot be built is a row
             return e
 
     def measure(unit, model) -> list[dict]:
-        p, r = unit
+        p, role = unit
         if isinstance(model, BaseException):
-            new = {**failure(model), "img_per_s": float("nan")}
+            new = {**{c: getattr(p, c) for c in KEY_COLUMNS}, **failure(model)}
         else:
             spec = SweepSpec(device=p.device, **timing)
             new = run_point(model, p, spec, model_flops(model, p.imgsz))
-        ratio = new.get("img_per_s", float("nan")) / r["img_per_s"]
-        return [
-            {
-                **{c: getattr(p, c) for c in KEY_COLUMNS},  # the device measured on
-                "shipped_img_per_s": float(r["img_per_s"]),
-                "new_img_per_s": float(new.get("img_per_s", float("nan"))),
-                "ratio": float(ratio),
-                "within_10pct": bool(within_tolerance(ratio)),
-                "launch_bound": bool(launch_bound(r["backend"], r["batch"])),
-                "status": new.get("status", "ok"),
-                "message": new.get("message", ""),
-                "shipped_date_utc": r.get("prov_date_utc"),
-                "new_date_utc": new.get("prov_date_utc"),
-                "new_gpu_name": new.get("prov_gpu_name"),
-                "budget_ms": timing.get("budget_ms", SweepSpec.budget_ms),
-            }
-        ]
+        return [{**new, "role": role, "budget_ms": timing.get("budget_ms", SweepSpec.budget_ms)}]
 
-    return run_grid(
-        shipped,
+    # points and references of one model run together: the same process, minutes apart
+    new = run_grid(
+        units,
         measure,
         key=lambda unit: unit[0].key(),
         row_key=lambda row: tuple(row[c] for c in KEY_COLUMNS),
@@ -128,16 +148,82 @@ def remeasure(
         columns=KEY_COLUMNS,
         kind="remeasure",
         metadata={"dataset": name, "points": n, "seed": seed},
-        describe=lambda unit: f"{unit[0].family} w{unit[0].width:g} b{unit[0].batch}",
+        describe=lambda unit: (
+            f"{unit[0].family} w{unit[0].width:g} {unit[0].backend} b{unit[0].batch}"
+        ),
         progress=progress,
+    )
+    shipped = points.copy()
+    if device:
+        shipped["device"] = device
+        ok = ok.assign(device=device)
+    return comparison(ok, shipped, pd.DataFrame(new), tolerance)
+
+
+def comparison(shipped_all, drawn, new, tolerance: float = TOLERANCE):
+    """One row per drawn point: its key, ``shipped_img_per_s``, ``new_img_per_s``, ``ratio``
+    (new / shipped), ``host_bound``, ``basis`` (absolute or same_process, see
+    :mod:`yolo_sm.analyse.regress`), ``shipped_ref_img_per_s`` / ``new_ref_img_per_s`` (the
+    references' img/s for a same-process row), ``rule_ratio`` (the ratio the rule reads: ``ratio``
+    or new / shipped of the point-over-reference ratios), ``within_10pct`` (``|rule_ratio - 1| <=
+    tolerance``; False for a point that failed, None where undecided), ``launch_bound`` (the
+    old heuristic), ``status``, ``message``, both dates and ``new_gpu_name``. The comparison is
+    :func:`yolo_sm.analyse.regress.compare` on img/s over the shipped table (its references)
+    and the re-measured rows."""
+    import pandas as pd
+
+    keys = list(KEY_COLUMNS)
+    status = new.reindex(columns=[*keys, "status", "message", "prov_date_utc", "prov_gpu_name"])
+    measured = new[new["status"] == "ok"] if "status" in new else new.iloc[0:0]
+    cmp = (
+        compare(shipped_all, measured, metrics=["img_per_s"], tolerance=tolerance)
+        if len(measured)
+        else pd.DataFrame(columns=[*keys, "baseline", "candidate", "host_bound", "basis"])
+    )
+    out = drawn[keys].merge(
+        cmp.drop(columns=["metric", "better"], errors="ignore"), on=keys, how="left"
+    )
+    out = out.merge(status, on=keys, how="left")
+    ratio = out["candidate"] / out["baseline"]
+    return pd.DataFrame(
+        {
+            **{k: out[k] for k in keys},
+            "shipped_img_per_s": drawn["img_per_s"].to_numpy(),
+            "new_img_per_s": out["candidate"],
+            "ratio": ratio,
+            "host_bound": out["host_bound"].astype("boolean"),
+            "basis": out["basis"],
+            "shipped_ref_img_per_s": out.get("baseline_ref"),
+            "new_ref_img_per_s": out.get("candidate_ref"),
+            "rule_ratio": out.get("change"),
+            # a point that failed to run did not land within; undecided (no reference): None
+            "within_10pct": out["within"].where(out["status"].eq("ok"), False),
+            "launch_bound": launch_bound(out["backend"], out["batch"]).astype(bool),
+            "status": out["status"].fillna("error"),
+            "message": out["message"].fillna(""),
+            "shipped_date_utc": drawn["prov_date_utc"].to_numpy()
+            if "prov_date_utc" in drawn
+            else None,
+            "new_date_utc": out["prov_date_utc"],
+            "new_gpu_name": out["prov_gpu_name"],
+        }
     )
 
 
 def summary(df) -> str:
-    """One line: how many points landed within 10 %, and the ratios."""
-    ok = df[df.status == "ok"]
-    ratios = ", ".join(f"{x:.3f}" for x in ok.ratio)
+    """One line: how many points landed within the tolerance under the same-process rule."""
+    import pandas as pd
+
+    decided = df[df.within_10pct.notna()]
+    rule = decided.get("rule_ratio", decided["ratio"])
+    basis = decided.get("basis", pd.Series("absolute", index=decided.index))
+    ratios = ", ".join(
+        f"{x:.3f}{'' if b == 'absolute' else '*'}" for x, b in zip(rule, basis, strict=True)
+    )
+    undecided = len(df) - len(decided)
+    tail = f"; {undecided} not decided (no same-process reference)" if undecided else ""
     return (
-        f"{int(ok.within_10pct.sum())} of {len(df)} points within 10 % of the shipped img/s "
-        f"(new / shipped: {ratios or 'none measured'})"
+        f"{int(decided.within_10pct.astype(bool).sum())} of {len(df)} points within 10 % of the "
+        f"shipped img/s (new / shipped; * host-bound: relative to its reference in the "
+        f"same process: {ratios or 'none measured'}){tail}"
     )

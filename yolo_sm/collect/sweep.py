@@ -17,6 +17,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
+from yolo_sm.analyse.hostbound import host_bound_rule
 from yolo_sm.collect.engines import EngineConfig, build_engine
 from yolo_sm.collect.engines.base import CHECK_INPUT
 from yolo_sm.collect.engines.config import (
@@ -45,7 +46,7 @@ from yolo_sm.collect.models.spec import (
     spec_scale,
     weights_calibrated,
 )
-from yolo_sm.collect.timing import measure_engine
+from yolo_sm.collect.timing import engine_call, host_profile, launch_cost_us, measure_engine
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.schema import KEY_COLUMNS
 from yolo_sm.contract.store import check_output_path, write_atomic  # noqa: F401 (re-exported)
@@ -442,6 +443,7 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
         row["tflops"] = flops_per_img * p.batch / (m.median_ms * 1e-3) / 1e12
         if on_gpu:
             row["peak_mem_bytes"] = torch.cuda.max_memory_allocated()
+        row.update(host_columns(engine, m.median_ms, on_gpu))
         for k in ("compile_s", "capture_s", "graph_pool_bytes", "recompiles", "graphs_compiled"):
             if k in engine.info:
                 row[k] = engine.info[k]
@@ -454,6 +456,38 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
         del engine
         free_memory(collect=row["status"] != "ok")
     return row
+
+
+def host_columns(engine, median_ms: float, on_gpu: bool) -> dict:
+    """What the host decided of a timed point, from a short profiler pass after its timed calls
+    (:func:`yolo_sm.collect.timing.host_profile`): ``launches_per_forward``,
+    ``kernels_per_forward``, ``gpu_busy_ms``, ``gpu_busy_fraction`` (= gpu_busy_ms / median_ms),
+    ``host_launch_us`` (:func:`yolo_sm.collect.timing.launch_cost_us`, measured right after)
+    and ``host_bound`` (:func:`yolo_sm.analyse.hostbound.host_bound_rule`; False on a CPU, where
+    the host is the device; None when the profiler pass failed)."""
+    import math
+
+    try:
+        h = host_profile(engine_call(engine), device=engine.config.device)
+        h["host_launch_us"] = launch_cost_us(engine.config.device)
+    except Exception:  # noqa: BLE001 - no profiler (e.g. CUPTI busy): the figures are unknown
+        nan = math.nan
+        return {
+            "launches_per_forward": nan,
+            "kernels_per_forward": nan,
+            "gpu_busy_ms": nan,
+            "host_launch_us": nan,
+            "gpu_busy_fraction": nan,
+            "host_bound": None,
+        }
+    if not on_gpu:
+        return {**h, "gpu_busy_fraction": math.nan, "host_bound": False}
+    busy = h["gpu_busy_ms"] / median_ms if median_ms > 0 else math.nan
+    return {
+        **h,
+        "gpu_busy_fraction": busy,
+        "host_bound": bool(host_bound_rule(busy, h["launches_per_forward"])),
+    }
 
 
 def failure(e: BaseException) -> dict:

@@ -3,7 +3,10 @@
 Synchronise, estimate the cost of one call, warm up for ``warmup_ms``, then time
 ``budget_ms / estimate`` calls one by one (CUDA events on a GPU, ``perf_counter_ns`` on a CPU),
 optionally flushing the L2 cache before each. A :class:`Measurement` keeps every raw sample and
-computes its statistics on demand; it flags a noisy run instead of hiding it.
+computes its statistics on demand; it flags a noisy run instead of hiding it. It also keeps the
+CPU time the launching thread spent in the timed loop (``time.thread_time_ns``), and
+:func:`host_profile` counts a call's launches and sums its GPU busy time from a short
+``torch.profiler`` pass: together they say how much of a point the host decided.
 """
 
 from __future__ import annotations
@@ -22,7 +25,11 @@ NOISE_THRESHOLD = 0.10  # IQR / median above this marks a run as noisy
 
 
 class Timer:
-    """Times ``n`` calls of ``fn`` one by one; returns milliseconds per call."""
+    """Times ``n`` calls of ``fn`` one by one; returns milliseconds per call. ``cpu_ns`` is the
+    CPU time (``time.thread_time_ns``) the calling thread spent in the last ``time_calls``'
+    loop (on a GPU: issuing the calls, without the final synchronise), None when not kept."""
+
+    cpu_ns: int | None = None
 
     def sync(self) -> None:  # pragma: no cover - interface
         pass
@@ -39,12 +46,14 @@ class CpuTimer(Timer):
 
     def time_calls(self, fn, n, before=None):
         out = []
+        cpu0 = time.thread_time_ns()
         for _ in range(n):
             if before is not None:
                 before()
             t0 = self.clock_ns()
             fn()
             out.append((self.clock_ns() - t0) / 1e6)
+        self.cpu_ns = time.thread_time_ns() - cpu0
         return out
 
 
@@ -63,12 +72,14 @@ class CudaTimer(Timer):
         cuda = self.torch.cuda
         starts = [cuda.Event(enable_timing=True) for _ in range(n)]
         ends = [cuda.Event(enable_timing=True) for _ in range(n)]
+        cpu0 = time.thread_time_ns()
         for s, e in zip(starts, ends, strict=True):
             if before is not None:
                 before()
             s.record()
             fn()
             e.record()
+        self.cpu_ns = time.thread_time_ns() - cpu0  # issuing only: the wait below spins
         cuda.synchronize()
         return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
 
@@ -84,6 +95,9 @@ class Measurement:
     l2_flush: bool = False
     noise_threshold: float = NOISE_THRESHOLD
     provenance: dict = field(default_factory=dict)
+    #: CPU time of the launching thread per timed call, ms (NaN when the timer kept none). On a
+    #: GPU a call that waits for a full launch queue counts its wait; the flush hook counts too.
+    cpu_ms_per_call: float = math.nan
 
     @property
     def n(self) -> int:
@@ -144,6 +158,7 @@ class Measurement:
             "noisy": self.noisy,
             "l2_flush": self.l2_flush,
             "samples_ms": list(self.samples_ms),
+            "host_cpu_ms": self.cpu_ms_per_call,
         }
 
     def __repr__(self) -> str:
@@ -201,20 +216,27 @@ def measure(
 
     clock_start = provenance.sm_clock_mhz(device) if with_provenance else None
     samples = timer.time_calls(fn, reps, before=flush)
+    cpu_ns = timer.cpu_ns
+    cpu_ms = cpu_ns / 1e6 / len(samples) if cpu_ns is not None and samples else math.nan
     clock_end = provenance.sm_clock_mhz(device) if with_provenance else None
     prov = provenance.collect(device) if with_provenance else {}
     prov.update(sm_clock_start_mhz=clock_start, sm_clock_end_mhz=clock_end)
     return Measurement(
-        samples, batch, warmup + len(estimate), label, bool(flush), noise_threshold, prov
+        samples, batch, warmup + len(estimate), label, bool(flush), noise_threshold, prov, cpu_ms
     )
+
+
+def engine_call(engine) -> Callable[[], object]:
+    """One forward of an :class:`~yolo_sm.collect.engines.Engine` on its prepared random batch."""
+    x = engine._input if engine._input is not None else engine.make_input(seed=0)
+    return lambda: engine(x)
 
 
 def measure_engine(engine, **kwargs) -> Measurement:
     """Time an :class:`~yolo_sm.collect.engines.Engine` on one prepared random batch."""
-    x = engine._input if engine._input is not None else engine.make_input(seed=0)
     cfg = engine.config
     return measure(
-        lambda: engine(x), batch=cfg.batch, device=cfg.device, label=engine.description, **kwargs
+        engine_call(engine), batch=cfg.batch, device=cfg.device, label=engine.description, **kwargs
     )
 
 
@@ -225,3 +247,94 @@ def _l2_flusher(device: str) -> Callable[[], None]:
     l2 = getattr(props, "L2_cache_size", 0) or 64 * 2**20
     buf = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
     return buf.zero_
+
+
+#: prefixes of the CUDA runtime / driver calls that put work on a stream (kernel and graph
+#: launches, async copies and fills, in every API version): what "launches per forward" counts
+LAUNCH_PREFIXES = (
+    "cudaLaunch",
+    "cuLaunch",
+    "cudaGraphLaunch",
+    "cuGraphLaunch",
+    "cudaMemcpy",
+    "cudaMemset",
+    "cuMemcpy",
+    "cuMemset",
+)
+
+
+def host_profile(fn: Callable[[], object], *, device: str = "cuda", calls: int = 5) -> dict:
+    """Launches and GPU busy time per call of ``fn`` from a short ``torch.profiler`` pass of
+    ``calls`` calls (after one unprofiled call), on a GPU:
+
+    * ``launches_per_forward``: runtime / driver calls that enqueue work (:data:`LAUNCH_PREFIXES`;
+      a CUDA graph's replay is one), per call;
+    * ``kernels_per_forward``: GPU kernels, memcpys and memsets that ran, per call;
+    * ``gpu_busy_ms``: the sum of their durations per call, milliseconds (one stream: the time
+      the GPU was busy).
+
+    On a CPU there is no separate device: 0 launches and kernels, NaN busy time."""
+    if not str(device).startswith("cuda"):
+        return {"launches_per_forward": 0.0, "kernels_per_forward": 0.0, "gpu_busy_ms": math.nan}
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    events = prof.profiler.kineto_results.events()
+
+    def annotation(e) -> bool:
+        return bool(e.is_user_annotation()) if hasattr(e, "is_user_annotation") else False
+
+    return count_events(
+        ((e.name(), str(e.device_type()), e.duration_ns(), annotation(e)) for e in events), calls
+    )
+
+
+def count_events(events, calls: int) -> dict:
+    """:func:`host_profile`'s figures from ``(name, device type, duration ns, is annotation)``
+    tuples of a profiler pass over ``calls`` calls (device type ``DeviceType.CUDA`` for GPU
+    activity; annotations, the ranges projected onto the GPU's timeline, are not work)."""
+    launches = kernels = 0
+    busy_ns = 0
+    for name, dev, dur, annotation in events:
+        if annotation:
+            continue
+        if dev.endswith("CUDA"):
+            kernels += 1
+            busy_ns += max(int(dur), 0)
+        elif name.startswith(LAUNCH_PREFIXES):
+            launches += 1
+    return {
+        "launches_per_forward": launches / calls,
+        "kernels_per_forward": kernels / calls,
+        "gpu_busy_ms": busy_ns / 1e6 / calls,
+    }
+
+
+def launch_cost_us(device: str = "cuda", launches: int = 200, repeats: int = 25) -> float:
+    """The host's cost of one eager launch in this process, microseconds: the median over
+    ``repeats`` of the wall time of ``launches`` in-place adds on a one-element tensor, issued
+    back to back (the GPU runs each faster than the host issues it, so the queue never fills
+    and the time is the host's). A same-process yardstick for host-bound points: their time
+    over this moves with the code, not with the host's speed. NaN on a CPU."""
+    if not str(device).startswith("cuda"):
+        return math.nan
+    import torch
+
+    t = torch.zeros(1, device=device)
+    for _ in range(20):
+        t.add_(1)
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(repeats):
+        t0 = time.perf_counter_ns()
+        for _ in range(launches):
+            t.add_(1)
+        out.append((time.perf_counter_ns() - t0) / launches / 1e3)
+        torch.cuda.synchronize()
+    return statistics.median(out)

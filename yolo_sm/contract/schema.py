@@ -3,6 +3,24 @@
 
 from __future__ import annotations
 
+# What the host decided of a timed point (sweep and bench engine rows); optional: absent in tables
+# measured before they were recorded, where host-boundness falls back to a heuristic
+# (yolo_sm.analyse.hostbound.host_bound)
+HOST_COLUMNS = {
+    "host_cpu_ms": "CPU time of the launching thread per forward over the timed calls "
+    "(time.thread_time_ns; issuing only, not the final synchronise), milliseconds",
+    "launches_per_forward": "kernel launches, graph launches, memcpys and memsets the host "
+    "issued per forward (a short torch.profiler pass; a CUDA graph replay is 1; 0 on a CPU)",
+    "kernels_per_forward": "GPU kernels, memcpys and memsets that ran per forward (same pass)",
+    "gpu_busy_ms": "sum of those GPU activities' durations per forward, milliseconds",
+    "gpu_busy_fraction": "gpu_busy_ms / median_ms: the share of the forward the GPU was busy",
+    "host_launch_us": "the host's cost of one eager launch of a tiny kernel in the same process, "
+    "right after the point, microseconds (NaN on a CPU): a yardstick of the host's speed",
+    "host_bound": "GPU idle above yolo_sm.contract.vocab.HOST_BOUND_IDLE_SHARE of the forward "
+    "with more than 2 launches per forward (more than a graph replay and its input copy): the "
+    "host set the pace (False on a CPU)",
+}
+
 SCHEMAS: dict[str, dict[str, str]] = {
     "sweep": {
         "family": "YOLO family (yolov8, yolo11)",
@@ -45,6 +63,7 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "model": "the model spec (family:width, a model .yaml, an ultralytics .pt checkpoint, "
         "package.module:function); family then holds its label. Empty or absent (older tables): "
         "the YOLO family at the row's width",
+        **HOST_COLUMNS,
     },
     "ncu": {
         "kernel_id": "order of the kernel in the profiled process",
@@ -110,16 +129,27 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "gpm_sm_occupancy_pct": "median GPM SM occupancy of the config's run windows (whole GPU)",
     },
     "ceilings": {
-        "ceiling": "matmul_<precision> (dense n^3 matmul), copy_d2d, copy_h2d_pinned, "
+        "ceiling": "matmul_<precision> (dense n^3 matmul, the fastest size), "
+        "matmul_<precision>_n<side> (one size), copy_d2d, copy_h2d_pinned, copy_d2h_pinned, "
         "copy_h2d_frame_fp16 (one 640x640x3 fp16 frame from pinned memory)",
+        "regime": "burst (a few calls after a rest: the peak the roofline divides by) or "
+        "sustained (back to back, the second half of the run: power-limited); absent in tables "
+        "measured before the two were told apart (one back-to-back figure: sustained)",
         "value": "the ceiling in unit",
-        "unit": "TFLOP/s (2 FLOPs per multiply-add), GB/s (bytes moved: read + write for d2d) "
-        "or ms",
+        "unit": "TFLOP/s (2 FLOPs per multiply-add), TOP/s (int8), GB/s (bytes moved: read + "
+        "write for d2d) or ms",
         "size": "problem size (matrix side^3 or bytes)",
         "median_ms": "median time of one call, milliseconds (CUDA events)",
         "iqr_ms": "interquartile range of the calls, milliseconds",
         "n_samples": "timed calls",
         "fill": "matmul operands: randn (the ceiling) or zeros (a power diagnostic); absent: randn",
+        "sm_clock_mean_mhz": "mean SM clock (NVML, sampled every 5 ms) during the timed calls, MHz",
+        "sm_clock_min_mhz": "lowest SM clock read during the timed calls, MHz",
+        "power_mean_w": "mean power draw (NVML: instantaneous where the driver reports it, else "
+        "its 1 s average, which lags a burst of tens of ms) during the timed calls, W",
+        "power_max_w": "highest power draw read during the timed calls, W",
+        "power_limit_w": "the GPU's enforced power limit, W",
+        "nvml_samples": "NVML readings behind the clock and power figures",
         "sm_clock_end_mhz": "SM clock (NVML) right after the row's timed calls, MHz (absent in "
         "some tables)",
     },
@@ -172,6 +202,7 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "(cuDNN FP8 convolutions, GPU)",
     },
     "bench": {
+        **HOST_COLUMNS,
         "family": "YOLO family (yolov8, yolo11), or the label of a model given as a file",
         "width": "width multiplier (depth 0.33, max_channels 2048)",
         "batch": "images (frames) per forward",
@@ -279,7 +310,7 @@ REQUIRED = {
     "sweep": tuple(
         c
         for c in SCHEMAS["sweep"]
-        if c not in ("peak_mem_bytes", "check_input", "graph_pool_bytes", "model")
+        if c not in ("peak_mem_bytes", "check_input", "graph_pool_bytes", "model", *HOST_COLUMNS)
     ),
     "ncu": ("kernel_id", "kernel_name", "nvtx_path", "nvtx_range", "duration_us"),
     "kernels": (

@@ -49,3 +49,11 @@ TOLERANCE = {
 
 # the stages one batch goes through, whose sum a 1-stream batch costs at least
 PIPELINE_STAGES = ("h2d", "letterbox", "engine", "decode", "postprocess")
+
+
+# A timed point whose GPU sat idle for more than this share of the forward (1 - the kernels'
+# busy time / the forward's median), with more launches per forward than a CUDA graph's replay
+# and its input copy (yolo_sm.analyse.hostbound.host_bound_rule), is host-bound: the
+# launching thread, not the GPU, set its pace. 0.10 ties it to the 10 % re-measure tolerance: a
+# point busy for at least 90 % of its forward cannot move by more than that whatever its host.
+HOST_BOUND_IDLE_SHARE = 0.10

@@ -1,0 +1,218 @@
+"""A hardware-metric regression gate: the points two tables share, compared metric by metric.
+
+:func:`compare` matches a candidate table (e.g. points measured again on a CI runner) to a
+baseline (a shipped sweep or bench) on the key columns and compares each metric of
+:data:`METRICS` that both carry: throughput, latency p50 / p99, time-weighted achieved
+occupancy, peak memory, delivered TFLOP/s. A point regresses when its metric moved the wrong way
+by more than the tolerance.
+
+Host-bound points (:func:`yolo_sm.analyse.hostbound.host_bound` in either table) are never
+compared across runs as they are: their pace is the host's. Their time-derived metrics are
+compared relative to a reference measured in the same process as the point, one of two:
+
+* ``host_normalised``, where both tables carry ``host_launch_us`` (the host's cost of one eager
+  launch, measured right after the point): a time over it, a rate times it. It cancels the
+  host's own speed, which sets a host-bound point's pace.
+* ``same_process`` otherwise: the same model's CUDA-graph replay at the same batch, precision,
+  layout and size, from the same table; the change is ``(candidate / candidate reference) /
+  (baseline / baseline reference)``. It cancels what the GPU and the moment changed, not the
+  host's speed: a host-bound point on a faster or busier CPU still moves.
+
+A host-bound point with neither reference in both tables is ``no_reference``: reported, not
+decided. What a host cannot move, the launches per forward and the GPU's busy time per
+forward, is compared as it is wherever both tables carry it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from yolo_sm.analyse.hostbound import TOLERANCE, host_bound
+from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.schema import KEY_COLUMNS
+
+#: metric column -> the direction that is better
+METRICS = {
+    "img_per_s": "higher",
+    "median_ms": "lower",
+    "p99_ms": "lower",
+    "achieved_occupancy_tw_pct": "higher",
+    "peak_mem_bytes": "lower",
+    "tflops": "higher",
+    # what the host cannot change: the work a forward launches and the GPU's time on it,
+    # compared as they are for every point (tables measured before they were recorded lack them)
+    "launches_per_forward": "lower",
+    "gpu_busy_ms": "lower",
+}
+#: the metrics a host decides (through time): host-bound points compare them same-process only
+TIME_METRICS = ("img_per_s", "median_ms", "p99_ms", "tflops")
+BENCH_KEYS = ("family", "width", "batch", "variant")
+REFERENCE_BACKEND = "cudagraph"
+#: what a row's comparison rests on
+BASES = ("absolute", "host_normalised", "same_process", "no_reference")
+
+
+def key_columns(df) -> tuple[str, ...]:
+    """The columns naming a point of ``df``: a sweep's :data:`KEY_COLUMNS` or a bench's
+    :data:`BENCH_KEYS`; :class:`UserError` for a table with neither."""
+    if all(c in df for c in KEY_COLUMNS):
+        return KEY_COLUMNS
+    if all(c in df for c in BENCH_KEYS):
+        return BENCH_KEYS
+    missing = [c for c in KEY_COLUMNS if c not in df]
+    raise UserError(
+        f"the table lacks the key column(s) {', '.join(missing)} of a sweep "
+        f"(or {', '.join(BENCH_KEYS)} of a bench), so its points cannot be matched"
+    )
+
+
+def _ok(df):
+    out = df[df["status"] == "ok"] if "status" in df else df
+    if "scope" in out:
+        out = out[out["scope"] == "model_only"]
+    return out
+
+
+def _reference_columns(df, keys) -> list[str]:
+    """The columns a point shares with its reference: its keys but the backend (and compile
+    mode, variant), plus precision and layout where the keys lack them (a bench)."""
+    skip = ("backend", "compile_mode", "variant")
+    cols = [c for c in keys if c not in skip]
+    return cols + [c for c in ("precision", "layout") if c in df and c not in cols]
+
+
+def with_reference(df, keys, metrics):
+    """``df``'s ok rows with ``ref_<metric>``: each metric of the same table's reference point
+    (:data:`REFERENCE_BACKEND` at the same model, batch, precision, layout and size; NaN where
+    the table has none) and ``host_bound``."""
+    ok = _ok(df).copy()
+    ok["host_bound"] = host_bound(ok).to_numpy()
+    if "host_launch_us" not in ok:
+        ok["host_launch_us"] = math.nan
+    on = _reference_columns(ok, keys)
+    ref = ok[ok["backend"] == REFERENCE_BACKEND].drop_duplicates(on)
+    ref = ref[on + list(metrics)].rename(columns={m: f"ref_{m}" for m in metrics})
+    return ok.merge(ref, on=on, how="left")
+
+
+def compare(baseline, candidate, metrics=None, tolerance: float = TOLERANCE, keys=None):
+    """One row per shared point and metric: the key columns, ``metric``, ``better``
+    (higher / lower), ``baseline`` and ``candidate`` values, ``host_bound`` (either table),
+    ``basis`` (:data:`BASES`), ``baseline_ref`` / ``candidate_ref`` (the references' values for
+    a same-process row), ``change`` (candidate over baseline, each over its reference for a
+    same-process row), ``within`` (``|change - 1| <= tolerance``) and ``regressed`` (moved the
+    wrong way past the tolerance; False where undecided).
+
+    ``metrics``: columns of :data:`METRICS` (default: every one both tables carry; a named one
+    that either lacks is a :class:`UserError`). Matching is on the baseline's key columns,
+    which the candidate must carry too (``keys``: these instead); ``ok`` rows only (model-only
+    rows of a bench)."""
+    import pandas as pd
+
+    if not tolerance >= 0:
+        raise UserError(f"the tolerance must be a fraction >= 0, got {tolerance}")
+    keys = tuple(keys) if keys is not None else key_columns(baseline)
+    missing = [c for c in keys if c not in candidate]
+    if missing:
+        raise UserError(
+            f"the candidate table lacks the key column(s) {', '.join(missing)} of the baseline"
+        )
+    if metrics is None:
+        metrics = [m for m in METRICS if m in baseline and m in candidate]
+    else:
+        unknown = [m for m in metrics if m not in METRICS]
+        if unknown:
+            raise UserError(
+                f"unknown metric(s) {', '.join(unknown)}; choose among {', '.join(METRICS)}"
+            )
+        absent = [m for m in metrics if m not in baseline or m not in candidate]
+        if absent:
+            raise UserError(f"metric(s) {', '.join(absent)} missing from a table")
+    if not metrics:
+        raise UserError("the two tables share none of the metrics " + ", ".join(METRICS))
+    a = with_reference(baseline, keys, metrics)
+    b = with_reference(candidate, keys, metrics)
+    m = a.merge(b, on=list(keys), suffixes=("_base", "_cand"))
+    if m.empty:
+        raise UserError("the candidate shares no measured (ok) point with the baseline")
+    rows = []
+    for _, r in m.iterrows():
+        hb = bool(r["host_bound_base"]) or bool(r["host_bound_cand"])
+        for metric in metrics:
+            base, cand = float(r[f"{metric}_base"]), float(r[f"{metric}_cand"])
+            base_ref = cand_ref = math.nan
+            basis = "absolute"
+            if hb and metric in TIME_METRICS:
+                base_ref, cand_ref, basis = _reference(r, metric)
+            if basis == "host_normalised":  # rates times the launch cost, times over it
+                flip = METRICS[metric] == "lower"
+                change = (cand / cand_ref if flip else cand * cand_ref) / (
+                    base / base_ref if flip else base * base_ref
+                )
+            elif basis == "same_process":
+                change = (cand / cand_ref) / (base / base_ref)
+            elif basis == "absolute":
+                change = cand / base if base else math.nan
+            else:
+                change = math.nan
+            decided = not math.isnan(change)
+            worse = (
+                change < 1 - tolerance if METRICS[metric] == "higher" else change > 1 + tolerance
+            )
+            rows.append(
+                {
+                    **{k: r[k] for k in keys},
+                    "metric": metric,
+                    "better": METRICS[metric],
+                    "baseline": base,
+                    "candidate": cand,
+                    "host_bound": hb,
+                    "basis": basis,
+                    "baseline_ref": base_ref,
+                    "candidate_ref": cand_ref,
+                    "change": change,
+                    "within": bool(abs(change - 1) <= tolerance) if decided else None,
+                    "regressed": bool(decided and worse),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _reference(r, metric: str) -> tuple[float, float, str]:
+    """(baseline reference, candidate reference, basis) of a host-bound row of the merged
+    table: both launch costs where both tables measured them (``host_normalised``), else the
+    CUDA-graph references' ``metric`` (``same_process``), else ``no_reference``; a CUDA-graph
+    row is its own reference (``absolute``)."""
+    if r["backend"] == REFERENCE_BACKEND:
+        return math.nan, math.nan, "absolute"
+    launch = [float(r.get(f"host_launch_us_{s}", math.nan)) for s in ("base", "cand")]
+    if all(x > 0 for x in launch):  # (NaN fails)
+        return launch[0], launch[1], "host_normalised"
+    refs = [float(r[f"ref_{metric}_{s}"]) for s in ("base", "cand")]
+    if any(math.isnan(x) for x in refs):
+        return math.nan, math.nan, "no_reference"
+    return refs[0], refs[1], "same_process"
+
+
+def verdict(cmp, tolerance: float = TOLERANCE) -> dict:
+    """What :func:`compare` decided: ``points``, ``rows``, ``regressed`` (rows past the
+    tolerance the wrong way), ``outside`` (rows past it either way), ``undecided``
+    (no_reference rows), ``tolerance`` and ``passed`` (no row regressed)."""
+    keys = [c for c in cmp.columns if c in KEY_COLUMNS or c in BENCH_KEYS]
+    return {
+        "points": int(len(cmp.drop_duplicates(keys))) if len(cmp) else 0,
+        "rows": int(len(cmp)),
+        "regressed": int(cmp["regressed"].sum()),
+        "outside": int((cmp["within"] == False).sum()),  # noqa: E712 - None is undecided
+        "undecided": int((cmp["basis"] == "no_reference").sum()),
+        "tolerance": float(tolerance),
+        "passed": not bool(cmp["regressed"].any()),
+    }
+
+
+def to_json(cmp, tolerance: float = TOLERANCE) -> dict:
+    """:func:`verdict` plus every row (NaN as null), ready for ``json.dump``."""
+    import json
+
+    rows = json.loads(cmp.to_json(orient="records"))
+    return {**verdict(cmp, tolerance), "comparisons": rows}

@@ -1,0 +1,73 @@
+"""``yolo-sm check``: a hardware-metric regression gate between a baseline and a candidate table
+(:mod:`yolo_sm.analyse.regress`). Exit code 0 when no shared point regressed past the
+tolerance, 1 when one did, 2 on bad input (a missing table, no key columns, no shared point)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from yolo_sm.analyse import regress
+from yolo_sm.analyse.hostbound import TOLERANCE
+from yolo_sm.cli.common import comma_list
+from yolo_sm.contract import datasets
+from yolo_sm.contract.store import read_frame
+
+#: exit code when a point regressed past the tolerance (2: a user error)
+REGRESSED = 1
+
+
+def add_parser(sub) -> None:
+    pct = f"{TOLERANCE * 100:g} %%"
+    c = sub.add_parser(
+        "check",
+        help=f"compare a table's points with a baseline's; exit {REGRESSED} when one regressed",
+        description="Match the candidate's points to the baseline's on their key columns and "
+        "compare img/s, latency p50/p99, time-weighted achieved occupancy, peak memory and "
+        "delivered TFLOP/s (those both carry). Host-bound points are compared as ratios to "
+        "the same model's CUDA-graph replay measured in the same table. Exit code: 0 when no "
+        f"point regressed past the tolerance, {REGRESSED} when one did, 2 on bad input.",
+    )
+    c.add_argument(
+        "--baseline", required=True, help="a dataset (e.g. h200/sweep_fp16_nhwc) or a parquet file"
+    )
+    c.add_argument(
+        "--candidate", required=True, help="a parquet file (e.g. from yolo-sm remeasure --out)"
+    )
+    c.add_argument(
+        "--metrics",
+        default=None,
+        help=f"comma list among {', '.join(regress.METRICS)} (default: those both tables carry)",
+    )
+    c.add_argument(
+        "--tolerance", type=float, default=TOLERANCE, help=f"allowed change (default {pct})"
+    )
+    c.add_argument("--json", default=None, help="write the verdict and every comparison here")
+    c.set_defaults(run=run)
+
+
+def load(what: str):
+    """A table named by a parquet path (when it exists or ends in ``.parquet``) or a dataset."""
+    if what.endswith(".parquet") or Path(what).exists():
+        return read_frame(what)
+    return datasets.load(what)
+
+
+def run(args) -> int:
+    import pandas as pd
+
+    baseline, candidate = load(args.baseline), load(args.candidate)
+    metrics = comma_list(args.metrics) or None
+    cmp = regress.compare(baseline, candidate, metrics=metrics, tolerance=args.tolerance)
+    v = regress.verdict(cmp, args.tolerance)
+    shown = [c for c in ("width", "precision", "layout", "backend", "batch", "variant") if c in cmp]
+    shown += ["metric", "baseline", "candidate", "basis", "change", "regressed"]
+    with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
+        print(cmp[shown].to_string(index=False))
+    print(
+        f"{v['regressed']} of {v['rows']} comparisons over {v['points']} points regressed past "
+        f"{args.tolerance * 100:g} % ({v['undecided']} host-bound without a same-process reference)"
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps(regress.to_json(cmp, args.tolerance), indent=1))
+    return 0 if v["passed"] else REGRESSED
