@@ -56,9 +56,28 @@ def add_parser(sub) -> None:
     k.add_argument("--json", action="store_true", help="print JSON, one object per rule")
     k.set_defaults(run=run)
 
+    s = sub.add_parser(
+        "scrub",
+        help="rewrite a dataset root's provenance without host names or absolute paths "
+        "(measured values unchanged)",
+    )
+    s.add_argument("roots", nargs="+", help="dataset folders, e.g. data/h200 data/cpu")
+    s.set_defaults(run=run)
+
 
 def run(args) -> int:
-    return dispatch({"collect": collect, "render": render, "claims": claims}, args)
+    return dispatch({"collect": collect, "render": render, "claims": claims, "scrub": scrub}, args)
+
+
+def scrub(args) -> int:
+    from yolo_sm.contract.manifest import embed_registrations
+    from yolo_sm.contract.scrub import scrub_root
+
+    for root in args.roots:
+        changed = scrub_root(open_root(root).path)
+        embedded = embed_registrations(open_root(root).path)
+        print(f"{root}: {len(changed)} file(s) scrubbed, {len(embedded)} registration(s) embedded")
+    return 0
 
 
 def collect(args) -> int:

@@ -11,12 +11,14 @@ Errors a user can cause end in one sentence on stderr and exit code 2, with no t
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import yolo_sm
 from yolo_sm.cli import data, env, measure, profile
 from yolo_sm.cli.common import Parser
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.scrub import RECORD_HOST_ENV
 
 DESCRIPTION = (
     "How object detectors use a GPU's streaming multiprocessors: measure, profile, collect "
@@ -33,12 +35,22 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=Parser)
     for group in GROUPS:
         group.add_parser(sub)
+    for name in RECORDING:  # the commands that write provenance
+        sub.choices[name].add_argument(
+            "--record-host", action="store_true", help="record this host's name in provenance"
+        )
     return p
+
+
+#: commands whose tables carry provenance (``--record-host`` adds the host name to it)
+RECORDING = ("sweep", "bench", "remeasure", "trace", "ncu", "gpm", "profile", "collect")
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
+        if getattr(args, "record_host", False):
+            os.environ[RECORD_HOST_ENV] = "1"  # child processes (ncu's target) see it too
         return args.run(args)
     except UserError as e:
         print(f"yolo-sm: error: {sentence(e)}", file=sys.stderr)

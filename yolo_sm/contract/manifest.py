@@ -232,7 +232,41 @@ def rebuild(folder: str | os.PathLike) -> dict:
             df, file, reg["kind"], reg.get("description", ""), reg.get("command", ""),
             reg.get("params"),
         )  # fmt: skip
+        for k in ("provenance", "columns"):  # written by hand where the table does not say
+            if isinstance(reg.get(k), dict):
+                out[name][k] = reg[k]
     return out
+
+
+def embed_registrations(folder: str | os.PathLike) -> list[str]:
+    """Write every manifest entry of ``folder`` into its table's metadata (as
+    :func:`register` does), so that the manifest can be rebuilt from the tables; an entry's
+    provenance and column descriptions are kept too where the table does not yield them. Values are unchanged;
+    returns the names whose table was rewritten."""
+    folder = Path(folder)
+    done = []
+    with _manifest_lock(folder):
+        entries = read_manifest(folder, locked=True)["datasets"]
+        for name, e in entries.items():
+            path = inside(folder, e["file"], f"dataset {name}'s file")
+            table = read_arrow(path)
+            reg = {k: e.get(k) for k in REGISTRATION_KEYS if k != "registered_utc"}
+            derived = make_entry(table.to_pandas(), e["file"], e["kind"], "", "")
+            for k in ("provenance", "columns"):
+                if e.get(k) != derived[k]:
+                    reg[k] = e.get(k)
+            meta = read_metadata(path)
+            regs = dict(meta.get("registrations") or {})
+            old = regs.get(name) or {}
+            if all(old.get(k) == v for k, v in reg.items()):
+                continue
+            reg["registered_utc"] = old.get("registered_utc") or (
+                (e.get("provenance") or {}).get("date_utc_last") or ""
+            )
+            regs[name] = reg
+            write_table_atomic(with_metadata(table, {**meta, "registrations": regs}), path)
+            done.append(name)
+    return done
 
 
 def entry_problem(folder: str | os.PathLike, name: str, file: str, kind: str) -> str | None:
