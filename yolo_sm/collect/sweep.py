@@ -402,7 +402,7 @@ def _error_row(p: Point, spec: SweepSpec, e: BaseException, flops_per_img=None) 
 def is_oom(e: BaseException) -> bool:
     import torch
 
-    if isinstance(e, torch.OutOfMemoryError):
+    if isinstance(e, (torch.OutOfMemoryError, MemoryError)):  # MemoryError: a CPU's host RAM
         return True
     text = str(e).lower()
     return "out of memory" in text or "alloc_failed" in text

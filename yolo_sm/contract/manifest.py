@@ -241,8 +241,8 @@ def rebuild(folder: str | os.PathLike) -> dict:
 def embed_registrations(folder: str | os.PathLike) -> list[str]:
     """Write every manifest entry of ``folder`` into its table's metadata (as
     :func:`register` does), so that the manifest can be rebuilt from the tables; an entry's
-    provenance and column descriptions are kept too where the table does not yield them. Values are unchanged;
-    returns the names whose table was rewritten."""
+    provenance and column descriptions are kept too where the table does not yield them.
+    Values are unchanged; returns the names whose table was rewritten."""
     folder = Path(folder)
     done = []
     with _manifest_lock(folder):

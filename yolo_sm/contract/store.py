@@ -7,7 +7,10 @@ one writer per output (:func:`output_lock`) and paths kept inside their root
 Every page is written with a CRC checksum (``write_page_checksum``) and every read here
 verifies them (``page_checksum_verification``): a table whose bytes changed on disk (a bad
 copy, a flipped bit, a truncated download) ends in one sentence naming the file, never in
-silently wrong numbers. Tables written before checksums were stored read as they are.
+silently wrong numbers. The footer, which page checksums do not cover, carries a digest
+(``yolo_sm_digest``: SHA-256 of the column names and types and of the key-value metadata)
+checked on every read, so a flip in a column name or in the metadata is an error too. Tables
+written before checksums or digests were stored read as they are.
 
 Temporary files are created with :func:`tempfile.mkstemp` (``O_CREAT | O_EXCL``: a random
 name, never an existing file or a symlink planted under a predictable one) and renamed over
@@ -30,18 +33,19 @@ PARTIAL = ".partial"
 
 
 def inside(root: str | os.PathLike, rel: str | os.PathLike, what: str) -> Path:
-    """``root / rel`` resolved (symlinks followed), after checking that it stays inside
-    ``root``: a relative path without ``..`` escapes and no link out of the folder. ``what``
-    names the field in the one-sentence error (``plan step x's out``)."""
+    """``root / rel`` after checking that ``rel`` names a file inside ``root``: a relative
+    path whose ``..`` parts never climb out of it (checked on the path as written: a symlink
+    the folder's owner placed inside it is theirs to follow; writes replace a link rather than
+    write through it). ``what`` names the field in the one-sentence error (``plan step x's
+    out``)."""
     root = Path(root)
-    rel_path = Path(rel)
-    if not str(rel) or rel_path.is_absolute():
-        raise UserError(f"{what} must be a file name inside {root}, got {str(rel)!r}")
-    base = root.resolve()
-    target = (base / rel_path).resolve()
-    if target != base and base not in target.parents:
-        raise UserError(f"{what} {str(rel)!r} points outside its folder {root}")
-    return target
+    text = os.fspath(rel) if isinstance(rel, (str, os.PathLike)) else None
+    if not text or "\0" in text or Path(text).is_absolute():
+        raise UserError(f"{what} must be a file name inside {root}, got {rel!r}")
+    norm = os.path.normpath(text)
+    if norm == "." or norm == ".." or norm.startswith("../"):
+        raise UserError(f"{what} {text!r} points outside its folder {root}")
+    return root / norm
 
 
 def check_output_path(out: str | os.PathLike) -> Path:
@@ -69,6 +73,7 @@ def read_frame(path: str | os.PathLike, columns=None):
     if not path.exists():
         raise UserError(f"{path} does not exist")
     try:
+        check_digest(path)
         return pd.read_parquet(path, columns=columns, page_checksum_verification=True)
     except Exception as e:  # noqa: BLE001 - any parse failure means the same to the user
         raise _unreadable(path, e, "collect it again or restore it from a good copy") from None
@@ -83,6 +88,7 @@ def read_table(out: Path):
     if not out.exists():
         return pd.DataFrame()
     try:
+        check_digest(out)
         return pd.read_parquet(out, page_checksum_verification=True)
     except Exception as e:  # noqa: BLE001
         raise _unreadable(out, e) from None
@@ -94,9 +100,49 @@ def read_arrow(out: Path):
     import pyarrow.parquet as pq
 
     try:
+        check_digest(out)
         return pq.read_table(out, page_checksum_verification=True)
     except Exception as e:  # noqa: BLE001
         raise _unreadable(Path(out), e) from None
+
+
+DIGEST_KEY = b"yolo_sm_digest"
+
+
+def schema_digest(schema) -> str:
+    """SHA-256 (hex) of a table schema's column names and types and of its key-value metadata
+    (but the digest itself and Arrow's own serialised schema)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in schema:
+        h.update(f"{f.name}\0{f.type}\0{f.nullable}\n".encode())
+    for k, v in sorted((schema.metadata or {}).items()):
+        if k not in (DIGEST_KEY, b"ARROW:schema"):
+            h.update(k + b"\0" + v + b"\n")
+    return h.hexdigest()
+
+
+class DigestMismatch(ValueError):
+    """A table's footer does not match its digest: a column name, type or metadata changed."""
+
+
+def check_digest(path) -> None:
+    """Raise :class:`DigestMismatch` when the table at ``path`` carries a digest its footer
+    does not match (tables without one pass)."""
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(path)
+    stored = (schema.metadata or {}).get(DIGEST_KEY)
+    if stored is not None and stored.decode(errors="replace") != schema_digest(schema):
+        raise DigestMismatch("its footer (column names, types or metadata) fails its digest")
+
+
+def with_digest(table):
+    """``table`` with :func:`schema_digest` stored in its metadata (written by every write)."""
+    meta = {k: v for k, v in (table.schema.metadata or {}).items() if k != DIGEST_KEY}
+    table = table.replace_schema_metadata(meta)
+    return table.replace_schema_metadata({**meta, DIGEST_KEY: schema_digest(table.schema).encode()})
 
 
 def read_metadata(path: str | os.PathLike) -> dict:
@@ -105,6 +151,7 @@ def read_metadata(path: str | os.PathLike) -> dict:
     import pyarrow.parquet as pq
 
     try:
+        check_digest(path)
         raw = (pq.read_schema(path).metadata or {}).get(b"yolo_sm")
         meta = json.loads(raw) if raw else {}
     except Exception:  # noqa: BLE001 - an unreadable footer holds no usable metadata
@@ -189,6 +236,7 @@ def write_table_atomic(table, out: Path) -> None:
     """:func:`write_atomic` for a pyarrow table, its schema metadata kept as it is."""
     import pyarrow.parquet as pq
 
+    table = with_digest(table)
     with atomic_file(out, "wb") as fh:
         pq.write_table(table, fh, compression="zstd", write_page_checksum=True)
 
