@@ -16,7 +16,13 @@ import re
 import shlex
 from pathlib import Path
 
-from yolo_sm.contract.store import atomic_file, read_arrow, with_metadata, write_table_atomic
+from yolo_sm.contract.store import (
+    DIGEST_KEY,
+    atomic_file,
+    read_arrow,
+    with_metadata,
+    write_table_atomic,
+)
 
 #: set to 1 by ``--record-host``: provenance then records the host name
 RECORD_HOST_ENV = "YOLO_SM_RECORD_HOST"
@@ -112,7 +118,8 @@ def scrub_record(record: dict) -> dict:
 def scrub_table(path: str | os.PathLike) -> bool:
     """Rewrite one parquet table's provenance (:func:`scrub_record` of its ``yolo_sm``
     metadata; ``prov_command`` scrubbed; ``prov_hostname`` dropped), every other column
-    unchanged; returns whether anything changed. The table is read checksum-verified and
+    unchanged, with the footer digest of :func:`yolo_sm.contract.store.with_digest`; returns
+    whether anything changed. The table is read checksum-verified and
     written atomically."""
     import pyarrow as pa
 
@@ -138,6 +145,8 @@ def scrub_table(path: str | os.PathLike) -> bool:
             changed = True
     if "pandas" in {k.decode() for k in (table.schema.metadata or {})}:
         table = _drop_pandas_column(table, "prov_hostname")
+    if DIGEST_KEY not in (table.schema.metadata or {}):
+        changed = True  # written before footers carried a digest: it gets one
     if changed:
         write_table_atomic(table, Path(path))
     return changed
