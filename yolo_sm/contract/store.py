@@ -23,6 +23,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import socket
 import tempfile
 from pathlib import Path
@@ -115,8 +116,9 @@ def schema_digest(schema) -> str:
     import hashlib
 
     h = hashlib.sha256()
-    for f in schema:
-        h.update(f"{f.name}\0{f.type}\0{f.nullable}\n".encode())
+    for f in schema:  # a list's item field is named "item" in memory, "element" once read
+        kind = re.sub(r"list<\w+: ", "list<", str(f.type))
+        h.update(f"{f.name}\0{kind}\0{f.nullable}\n".encode())
     for k, v in sorted((schema.metadata or {}).items()):
         if k not in (DIGEST_KEY, b"ARROW:schema"):
             h.update(k + b"\0" + v + b"\n")
