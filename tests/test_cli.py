@@ -453,7 +453,7 @@ def test_help_lists_every_command_and_version(capsys):
     assert e.value.code == 0
     out = capsys.readouterr().out
     sub = next(a for a in build_parser()._actions if a.dest == "cmd")
-    assert len(sub.choices) == 13 and all(name in out for name in sub.choices)
+    assert len(sub.choices) == 14 and all(name in out for name in sub.choices)
     assert {g.run for g in GROUPS} == {p.get_default("run") for p in sub.choices.values()}
     for name in sub.choices:  # every command's help formats (a literal % would raise)
         with pytest.raises(SystemExit) as e:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from yolo_sm.cli.common import comma_list, dispatch
 from yolo_sm.contract.datasets import open_root
+from yolo_sm.contract.manifest import embed_registrations
+from yolo_sm.contract.scrub import scrub_root
 
 
 def add_parser(sub) -> None:
@@ -70,9 +72,6 @@ def run(args) -> int:
 
 
 def scrub(args) -> int:
-    from yolo_sm.contract.manifest import embed_registrations
-    from yolo_sm.contract.scrub import scrub_root
-
     for root in args.roots:
         changed = scrub_root(open_root(root).path)
         embedded = embed_registrations(open_root(root).path)

@@ -25,6 +25,7 @@ from yolo_sm.contract.store import (
     output_lock,
     read_arrow,
     read_metadata,
+    remove_stale_partials,
     with_metadata,
     write_table_atomic,
 )
@@ -114,6 +115,8 @@ def register(
         "registered_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
     with _manifest_lock(folder), output_lock(path):
+        remove_stale_partials(path)  # a registration killed half-way left them
+        remove_stale_partials(folder / MANIFEST)
         table = read_arrow(path)
         df = validate(table.to_pandas(), kind, name, path)
         entry = make_entry(df, file, kind, description, command, params)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import html
 import re
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>])")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")  # inline syntax (HTML is escaped apart)
+_MD_LEADING = re.compile(r"^(\d*)([#+\->.)])(?=\s|$)")  # a heading, list or quote opening
 
 
 def md(value) -> str:
@@ -15,7 +16,8 @@ def md(value) -> str:
     entities, Markdown's syntax characters backslash-escaped, line breaks as spaces (a
     dataset string never opens a tag, a link, emphasis or a new block)."""
     text = " ".join(str(value).split())
-    return _MD_SPECIAL.sub(r"\\\1", html.escape(text, quote=True))
+    text = _MD_SPECIAL.sub(r"\\\1", html.escape(text, quote=True))
+    return _MD_LEADING.sub(r"\1\\\2", text)
 
 
 def code(value) -> str:

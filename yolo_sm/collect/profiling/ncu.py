@@ -168,6 +168,7 @@ def profile(
     report, the CSV is the report's raw page (``ncu --import``)."""
     out_csv = Path(out_csv)
     report = Path(report) if report is not None else report_path(out_csv)
+    command(target, out_csv, metric_set, nvtx_include)  # no ncu: one sentence, no file made
     tmp = temp_path(out_csv)  # unique names, created exclusively: no planted link is followed
     tmp_rep = temp_path(report.with_name(report.name.removesuffix(".ncu-rep")), ".ncu-rep")
     cmd = command(target, tmp, metric_set, nvtx_include, report=tmp_rep)
