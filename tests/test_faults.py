@@ -55,6 +55,18 @@ plans.run_plan(plan, sys.argv[2], progress=False)
 """
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """The in-process sweeps on one thread too (restored after): the children and the test
+    share the runner's cores, and oversubscribed OpenMP threads spin."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def _spec(**over) -> SweepSpec:
     return SweepSpec.from_mapping({**TINY, **over})
 
@@ -178,6 +190,7 @@ def test_sigkill_at_random_moments_of_a_collect(tmp_path):
     assert _leftovers(out) == []
 
 
+@pytest.mark.timeout(300)
 def test_collect_repairs_lost_registrations_without_measuring(tmp_path, monkeypatch):
     plan = _plan(tmp_path)
     out = tmp_path / "root"
@@ -244,7 +257,7 @@ with output_lock(sys.argv[1]):
 """
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(300)
 def test_a_second_writer_refuses_and_two_grids_keep_every_row(tmp_path, capsys):
     out = tmp_path / "shared.parquet"
     grid_a, grid_b = dict(TINY, layouts="nchw"), dict(TINY, layouts="nhwc")
