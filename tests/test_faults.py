@@ -271,13 +271,13 @@ def test_a_second_writer_refuses_and_two_grids_keep_every_row(tmp_path, capsys):
         while store.lock_holder(out) is None and first.poll() is None:
             assert time.monotonic() < t_end
             time.sleep(0.01)
-        if first.poll() is None:  # the first sweep is running: the second stops at once
-            with pytest.raises(UserError, match=f"process {first.pid}"):
-                run_sweep(_spec(layouts="nhwc"), out, progress=False)
-            argv = [f"--{k.replace('_', '-')}={v}" for k, v in grid_b.items() if k != "check"]
-            rc = cli_main(["sweep", *argv, "--no-check", "--out", str(out), "--quiet"])
-            err = capsys.readouterr().err.strip().splitlines()
-            assert rc == 2 and len(err) == 1 and "being written" in err[0], err
+        assert first.poll() is None  # the first sweep holds its output: the second stops
+        with pytest.raises(UserError, match=f"process {first.pid}"):
+            run_sweep(_spec(layouts="nhwc"), out, progress=False)
+        argv = [f"--{k.replace('_', '-')}={v}" for k, v in grid_b.items() if k != "check"]
+        rc = cli_main(["sweep", *argv, "--no-check", "--out", str(out), "--quiet"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 2 and len(err) == 1 and "being written" in err[0], err
         assert first.wait(timeout=120) == 0, first.stderr.read()
     finally:
         if first.poll() is None:
