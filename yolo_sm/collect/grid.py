@@ -27,6 +27,7 @@ from yolo_sm.contract.scrub import user_argv
 from yolo_sm.contract.store import (
     check_output_path,
     output_lock,
+    read_metadata,
     read_table,
     remove_stale_partials,
     write_atomic,
@@ -209,6 +210,9 @@ def _run_grid(
     if out is not None:
         rows = table_rows(out, columns, kind)
         remove_stale_partials(out)
+        regs = read_metadata(out).get("registrations") if out.exists() else None
+        if regs:  # the table's own manifest registrations stay with it (contract.manifest)
+            metadata = {**(metadata or {}), "registrations": regs}
     todo = pending(units, rows, key, row_key, complete)
     pace = Pace(rows=rows)
     bar = tqdm(total=len(todo), desc=kind, unit="unit", disable=not progress, file=sys.stderr)
