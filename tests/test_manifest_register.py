@@ -8,8 +8,9 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
-from yolo_sm.contract import manifest
+from yolo_sm.contract import manifest, store
 
 ROOT = Path(__file__).resolve().parents[1]
 WRITERS, EACH = 8, 12
@@ -64,3 +65,100 @@ def test_register_replaces_an_entry_and_keeps_the_others(tmp_path):
     data = json.loads((tmp_path / "manifest.json").read_text())["datasets"]
     assert data["a"] == json.loads(json.dumps(entry)) and data["a"]["description"] == "three"
     assert data["b"]["description"] == "two" and data["a"]["rows"] == 1
+
+
+# --- schema: types and rows -----------------------------------------------------------------
+
+from yolo_sm.contract import scrub  # noqa: E402
+from yolo_sm.contract.errors import UserError  # noqa: E402
+from yolo_sm.contract.schema import problems, validate  # noqa: E402
+
+CEILING = {"ceiling": ["matmul_fp16"], "value": [1.0], "unit": ["TFLOP/s"], "median_ms": [2.0]}
+
+
+def test_wrong_column_types_and_empty_tables_are_refused():
+    ok = pd.DataFrame(CEILING)
+    assert problems(ok, "ceilings") == []
+    for col, bad in (("value", ["fast"]), ("median_ms", [True]), ("ceiling", [3.0])):
+        df = ok.assign(**{col: bad})
+        with pytest.raises(UserError, match=col) as err:
+            validate(df, "ceilings", "c", source="c.parquet")
+        assert "c.parquet" in str(err.value) and len(str(err.value).splitlines()) == 1
+    with pytest.raises(UserError, match="no rows"):
+        validate(ok.iloc[:0], "ceilings", "c")
+
+
+def test_a_cpu_trace_may_hold_no_kernels_and_empty_columns_pass():
+    from yolo_sm.contract.schema import REQUIRED
+
+    empty = pd.DataFrame({c: pd.Series([], dtype=object) for c in REQUIRED["kernels"]})
+    assert problems(empty, "kernels") == []
+    nulls = pd.DataFrame({**CEILING, "value": [None]})
+    assert problems(nulls, "ceilings") == []  # an all-empty column is no type error
+
+
+# --- provenance as a user would type it ------------------------------------------------------
+
+
+def test_user_argv_names_the_program_and_relativises_paths(tmp_path):
+    argv = ["/home/someone/venv/bin/yolo-sm", "collect", "--plan", f"{tmp_path}/p.yaml",
+            f"--out={tmp_path}/data/cpu", "--only", "a"]  # fmt: skip
+    assert scrub.user_argv(argv, cwd=tmp_path) == [
+        "yolo-sm", "collect", "--plan", "p.yaml", "--out=data/cpu", "--only", "a",
+    ]  # fmt: skip
+    assert scrub.user_argv(["/x/yolo_sm/__main__.py", "sweep"], cwd="/")[0] == "yolo-sm"
+    cmd = "/root/x/__main__.py collect --out /root/out/h200 --plan data/plans/h200.yaml"
+    assert scrub.scrub_command(cmd) == "yolo-sm collect --out h200 --plan data/plans/h200.yaml"
+
+
+def test_record_host_only_when_asked(monkeypatch):
+    monkeypatch.delenv(scrub.RECORD_HOST_ENV, raising=False)
+    assert not scrub.record_host()
+    monkeypatch.setenv(scrub.RECORD_HOST_ENV, "1")
+    assert scrub.record_host()
+
+
+def test_scrub_root_keeps_every_value_and_drops_host_and_paths(tmp_path):
+    cmd = "/home/u/yolo_sm/__main__.py collect --out /home/u/r"
+    df = pd.DataFrame({**CEILING, "prov_hostname": ["box"], "prov_command": [cmd]})
+    meta = {"argv": ["/home/u/m.py", "--out", "/home/u/x"], "provenance": {"hostname": "box"}}
+    store.write_atomic(df, tmp_path / "c.parquet", meta)
+    (tmp_path / "t.json.gz.metadata.json").write_text(json.dumps({"hostname": "box", "a": 1}))
+    changed = scrub.scrub_root(tmp_path)
+    assert len(changed) == 2 and scrub.scrub_root(tmp_path) == []  # a second run: nothing
+    back = store.read_frame(tmp_path / "c.parquet")
+    pd.testing.assert_frame_equal(back[list(CEILING)], df[list(CEILING)], check_exact=True)
+    assert "prov_hostname" not in back and back.prov_command[0] == "yolo-sm collect --out r"
+    text = json.dumps(store.read_metadata(tmp_path / "c.parquet"))
+    text += (tmp_path / "t.json.gz.metadata.json").read_text()
+    assert "/home" not in text and "box" not in text
+
+
+def test_the_shipped_roots_hold_no_host_name_or_absolute_path():
+    import re
+
+    data = ROOT / "data"
+    bad = re.compile(r"/home/|/root/|/work/|/Users/|\"hostname\"")
+    for path in sorted(data.rglob("*")):
+        if path.suffix == ".parquet":
+            assert "prov_hostname" not in store.read_frame(path), path
+            cmds = store.read_frame(path).get("prov_command", pd.Series(dtype=str))
+            text = json.dumps(store.read_metadata(path)) + " ".join(map(str, cmds.unique()))
+        elif path.suffix == ".json":
+            text = path.read_text()
+        else:
+            continue
+        assert not bad.search(text), (path, bad.search(text))
+
+
+def test_a_shipped_manifest_is_rebuilt_from_its_tables_exactly(tmp_path):
+    import shutil
+
+    for root in ("h200", "cpu"):
+        copy = tmp_path / root
+        shutil.copytree(ROOT / "data" / root, copy)
+        want = json.loads((copy / "manifest.json").read_text())["datasets"]
+        (copy / "manifest.json").write_text("{ not json")
+        with pytest.warns(UserWarning, match="rebuilt"):
+            got = manifest.read_manifest(copy, repair=True)["datasets"]
+        assert json.loads(json.dumps(got, default=str)) == want

@@ -12,7 +12,9 @@ from yolo_sm.cli.common import backends_available, comma_list, device, dispatch,
 from yolo_sm.contract import values
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.manifest import embed_registrations
 from yolo_sm.contract.plans import Plan, load_plan
+from yolo_sm.contract.scrub import scrub_root
 
 #: longest --max-minutes (a week)
 MAX_MINUTES = 7 * 24 * 60.0
@@ -86,9 +88,25 @@ def add_parser(sub) -> None:
     k.add_argument("--json", action="store_true", help="print JSON, one object per rule")
     k.set_defaults(run=run)
 
+    s = sub.add_parser(
+        "scrub",
+        help="rewrite a dataset root's provenance without host names or absolute paths "
+        "(measured values unchanged)",
+    )
+    s.add_argument("roots", nargs="+", help="dataset folders, e.g. data/h200 data/cpu")
+    s.set_defaults(run=run)
+
 
 def run(args) -> int:
-    return dispatch({"collect": collect, "render": render, "claims": claims}, args)
+    return dispatch({"collect": collect, "render": render, "claims": claims, "scrub": scrub}, args)
+
+
+def scrub(args) -> int:
+    for root in args.roots:
+        changed = scrub_root(open_root(root).path)
+        embedded = embed_registrations(open_root(root).path)
+        print(f"{root}: {len(changed)} file(s) scrubbed, {len(embedded)} registration(s) embedded")
+    return 0
 
 
 def check_steps(plan: Plan, out_dir: Path, names: list[str]) -> None:

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 import yolo_sm
 from yolo_sm.cli import check, data, env, measure, profile
 from yolo_sm.cli.common import Parser, log, verbosity_flags
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.scrub import RECORD_HOST_ENV
 from yolo_sm.contract.values import os_error_sentence
 
 DESCRIPTION = (
@@ -45,6 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=Parser)
     for group in GROUPS:
         group.add_parser(sub)
+    for name in RECORDING:  # the commands that write provenance
+        sub.choices[name].add_argument(
+            "--record-host", action="store_true", help="record this host's name in provenance"
+        )
     for command in sub.choices.values():
         verbosity_flags(command)
     return p
@@ -61,6 +67,10 @@ def _log_handler(args) -> logging.Handler:
     return handler
 
 
+#: commands whose tables carry provenance (``--record-host`` adds the host name to it)
+RECORDING = ("sweep", "bench", "remeasure", "trace", "ncu", "gpm", "profile", "collect")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one ``yolo-sm`` command; returns its exit code (0, 1 for a failed check, 2 for a
     user error, 130 for an interrupt)."""
@@ -72,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
             return e.code if isinstance(e.code, int) else 0
         handler = _log_handler(args)
         log.debug("%s", " ".join(f"{k}={v}" for k, v in vars(args).items() if k != "run"))
+        if getattr(args, "record_host", False):
+            os.environ[RECORD_HOST_ENV] = "1"  # child processes (ncu's target) see it too
         return args.run(args)
     except UserError as e:
         return _fail(sentence(e))

@@ -23,8 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.scrub import user_argv
 from yolo_sm.contract.store import (
     check_output_path,
+    output_lock,
+    read_metadata,
     read_table,
     remove_stale_partials,
     write_atomic,
@@ -170,21 +173,46 @@ def run_grid(
     ``group(unit)``); ``key(unit)`` and ``row_key(row)`` name a unit, and a unit's old rows are
     replaced by its new ones. ``complete(unit, rows)``: whether the table's rows of a unit make
     it done (default: any row). ``out``: the parquet file (none: nothing is read or written),
-    checked to hold the key ``columns``; ``metadata`` goes into its schema.
+    checked to hold the key ``columns``; ``metadata`` goes into its schema (its ``argv``, the
+    command line, as a user would type it: :func:`yolo_sm.contract.scrub.user_argv`). While
+    the run lasts it holds ``out``'s one-writer lock: a second run on the same output stops
+    with one sentence before measuring anything.
 
     ``deadline`` (a ``clock()`` value, ``time.monotonic`` by default) stops the run before a
     group whose units, at ``estimate(unit, pace)`` seconds each, would end past it, and before
     any unit that would start past it. ``seconds_column``: a column that records on every row
     the seconds its unit took (the first unit of a group includes the group's opening)."""
+    import contextlib
+
+    if metadata and "argv" in metadata:
+        metadata = {**metadata, "argv": user_argv(metadata["argv"])}
+    if out is None:
+        lock = contextlib.nullcontext()
+    else:
+        out = check_output_path(out)
+        lock = output_lock(out)
+    with lock:
+        return _run_grid(
+            units, measure, key, row_key, group, open_group, complete, out, columns, kind,
+            metadata, deadline, estimate, clock, seconds_column, describe, progress,
+        )  # fmt: skip
+
+
+def _run_grid(
+    units, measure, key, row_key, group, open_group, complete, out, columns, kind, metadata,
+    deadline, estimate, clock, seconds_column, describe, progress,
+):  # fmt: skip
     import pandas as pd
     from tqdm.auto import tqdm
 
     clock = clock or time.monotonic
     rows: list[dict] = []
     if out is not None:
-        out = check_output_path(out)
         rows = table_rows(out, columns, kind)
         remove_stale_partials(out)
+        regs = read_metadata(out).get("registrations") if out.exists() else None
+        if regs:  # the table's own manifest registrations stay with it (contract.manifest)
+            metadata = {**(metadata or {}), "registrations": regs}
     todo = pending(units, rows, key, row_key, complete)
     pace = Pace(rows=rows)
     bar = tqdm(total=len(todo), desc=kind, unit="unit", disable=not progress, file=sys.stderr)

@@ -29,9 +29,17 @@ from yolo_sm.collect.profiling.target import build_parser, configs, target_argv
 from yolo_sm.collect.provenance import collect
 from yolo_sm.collect.sweep import SweepSpec, missing_points, run_sweep
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.manifest import entry_problem
 from yolo_sm.contract.manifest import register as reg
 from yolo_sm.contract.plans import RESUMABLE, Plan, Step, load_plan  # noqa: F401 (collect.plans.load_plan)
-from yolo_sm.contract.store import read_arrow, write_atomic, write_table_atomic
+from yolo_sm.contract.scrub import shown_path
+from yolo_sm.contract.store import (
+    inside,
+    output_lock,
+    read_arrow,
+    write_atomic,
+    write_table_atomic,
+)
 
 
 def sweep_spec(step: Step, plan: Plan):
@@ -66,14 +74,17 @@ def _progress(step: Step, plan: Plan, path: Path) -> tuple[int, int, str] | None
 def step_state(step: Step, plan: Plan, out_dir: Path) -> str:
     """``done``, ``partial`` (a sweep with points missing, a bench with (model, batch) pairs
     missing), ``changed`` (a step that runs whole, whose table the manifest says was made with
-    other params than the plan's now: the plan was edited) or ``missing``."""
+    other params than the plan's now: the plan was edited), ``unregistered`` (its table is
+    complete but the manifest lacks its entry, or holds a wrong one: ``collect`` registers it
+    again from the table, measuring nothing) or ``missing``. A step is done only when its
+    manifest entry exists."""
     return _state_and_progress(step, plan, out_dir)[0]
 
 
 def _state_and_progress(step: Step, plan: Plan, out_dir: Path):
     """:func:`step_state` and, for a sweep or bench whose table exists, ``_progress``'s
     (missing, total, what) from the same reading of the table (else None)."""
-    path = out_dir / step.out
+    path = step_path(step, out_dir)
     if not path.exists():
         return "missing", None
     progress = _progress(step, plan, path)
@@ -83,7 +94,15 @@ def _state_and_progress(step: Step, plan: Plan, out_dir: Path):
         made_with = _manifest_params(out_dir, step.name)
         if made_with is not None and _canonical(made_with) != _canonical(_model_params(step, plan)):
             return "changed", progress
+    if entry_problem(out_dir, step.name, step.out, step.dataset_kind):
+        return "unregistered", progress
     return "done", progress
+
+
+def step_path(step: Step, out_dir: Path) -> Path:
+    """The output file of ``step`` in ``out_dir``, checked to stay inside it (one sentence
+    otherwise: a plan's ``out`` cannot write elsewhere)."""
+    return inside(out_dir, step.out, f"plan step {step.name}'s out")
 
 
 def _canonical(params) -> str:
@@ -103,7 +122,7 @@ def _manifest_params(out_dir: Path, name: str):
 def progress_note(step: Step, plan: Plan, out_dir: Path) -> str:
     """For a partial sweep or bench: ``"PARTIAL (n of N points): "`` (units for a bench), the
     prefix of its manifest description; ``""`` otherwise."""
-    path = out_dir / step.out
+    path = step_path(step, out_dir)
     progress = _progress(step, plan, path) if path.exists() else None
     if not progress or not progress[0]:
         return ""
@@ -142,7 +161,7 @@ def _pace_table(plan: Plan, out_dir: Path):
 
     parts = []
     for s in plan.steps:
-        path = out_dir / s.out
+        path = step_path(s, out_dir)
         if s.kind != "sweep" or not path.exists():
             continue
         try:
@@ -218,7 +237,7 @@ def status(plan: Plan, out_dir: str | os.PathLike):
     rows = []
     for s in plan.steps:
         state, progress = _state_and_progress(s, plan, out_dir)
-        path = out_dir / s.out
+        path = step_path(s, out_dir)
         row = {"step": s.name, "kind": s.kind, "state": state, "todo": "", "est_left_s": 0.0}
         row["est_source"] = ""
         if s.kind in RESUMABLE:
@@ -231,7 +250,7 @@ def status(plan: Plan, out_dir: str | os.PathLike):
                 per, source = unit_seconds(s, path, plan)
                 row.update(todo=f"{left} of {total} {what}", est_left_s=round(left * per))
                 row["est_source"] = source
-        elif state != "done":
+        elif state not in ("done", "unregistered"):
             row.update(est_left_s=s.est_s, est_source="plan est_s")
         rows.append(row)
     return pd.DataFrame(rows)
@@ -251,7 +270,7 @@ def redo_errors(step: Step, out_dir: Path, match: str = "") -> int:
     The table is rewritten atomically with its metadata; returns how many rows were dropped."""
     import pyarrow.compute as pc
 
-    path = out_dir / step.out
+    path = step_path(step, out_dir)
     if step.kind not in RESUMABLE or not path.exists():
         return 0
     table = read_arrow(path)  # an unreadable file: one clear error, the file left alone
@@ -281,54 +300,84 @@ def run_plan(
     the status table afterwards. ``redo`` (a message substring, "" for every error): first
     drop the matching error rows of the sweep and bench steps it runs (:func:`redo_errors`)."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     names = {s.name for s in plan.steps}
     for o in only or []:
         if o not in names:
             raise UserError(
                 f"plan {plan.name} has no step {o!r}; steps: {', '.join(sorted(names))}"
             )
-    deadline = time.monotonic() + 60 * max_minutes if max_minutes else None
     for step in plan.steps:
-        if only and step.name not in only:
-            continue
-        if redo is not None:
-            n = redo_errors(step, out_dir, redo)
-            if n:
-                print(f"collect: {step.name}: {n} error row(s) to measure again", file=sys.stderr)
-        state = step_state(step, plan, out_dir)
-        if state == "done":
-            continue
-        left = deadline - time.monotonic() if deadline else None
-        if left is not None and (left <= 0 or (step.kind not in RESUMABLE and step.est_s > left)):
-            print(
-                f"collect: {step.name} does not fit in the time left ({left:.0f} s); "
-                "run the command again",
-                file=sys.stderr,
-            )
-            continue
-        print(f"collect: {step.name} ({step.kind}, {state})", file=sys.stderr, flush=True)
-        RUNNERS[step.kind](step, plan, out_dir, deadline, progress)
-        if register and (out_dir / step.out).exists():
-            # a finished step, or a partial sweep / bench (said so in its description): what
-            # was measured is usable and the manifest says how much is missing
-
-            reg(
-                out_dir,
-                step.name,
-                step.out,
-                step.dataset_kind,
-                progress_note(step, plan, out_dir) + step.description,
-                f"yolo-sm collect --plan {plan.path or plan.name} --out {out_dir} "
-                f"--only {step.name}" + (f" --model {plan.model}" if plan.model else ""),
-                params=_model_params(step, plan),
-            )
+        step_path(step, out_dir)  # every out inside the folder, before any work
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create {out_dir}: {e.strerror or e}") from None
+    deadline = time.monotonic() + 60 * max_minutes if max_minutes else None
+    with output_lock(out_dir):
+        for step in plan.steps:
+            if only and step.name not in only:
+                continue
+            _run_step(step, plan, out_dir, deadline, progress, register, redo)
     return status(plan, out_dir)
+
+
+def registration_command(plan: Plan, out_dir: Path, step: Step) -> str:
+    """The command recorded for a step's dataset, as a user would type it (paths relative to
+    the working folder)."""
+    return (
+        f"yolo-sm collect --plan {shown_path(str(Path(plan.path or plan.name).absolute()))} "
+        f"--out {shown_path(str(out_dir.absolute()))} --only {step.name}"
+        + (f" --model {plan.model}" if plan.model else "")
+    )
+
+
+def register_step(step: Step, plan: Plan, out_dir: Path) -> dict:
+    """Register ``step``'s table in ``out_dir``'s manifest (and in the table's own metadata)."""
+    return reg(
+        out_dir,
+        step.name,
+        step.out,
+        step.dataset_kind,
+        progress_note(step, plan, out_dir) + step.description,
+        registration_command(plan, out_dir, step),
+        params=_model_params(step, plan),
+    )
+
+
+def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
+    if redo is not None:
+        n = redo_errors(step, out_dir, redo)
+        if n:
+            print(f"collect: {step.name}: {n} error row(s) to measure again", file=sys.stderr)
+    state = step_state(step, plan, out_dir)
+    if state == "done":
+        return
+    if state == "unregistered":
+        if register:  # the table is complete: its entry is rebuilt, nothing is measured
+            print(f"collect: {step.name}: registered again from its table", file=sys.stderr)
+            register_step(step, plan, out_dir)
+        return
+    left = deadline - time.monotonic() if deadline else None
+    if left is not None and (left <= 0 or (step.kind not in RESUMABLE and step.est_s > left)):
+        print(
+            f"collect: {step.name} does not fit in the time left ({left:.0f} s); "
+            "run the command again",
+            file=sys.stderr,
+        )
+        return
+    print(f"collect: {step.name} ({step.kind}, {state})", file=sys.stderr, flush=True)
+    RUNNERS[step.kind](step, plan, out_dir, deadline, progress)
+    if register and step_path(step, out_dir).exists():
+        # a finished step, or a partial sweep / bench (said so in its description): what
+        # was measured is usable and the manifest says how much is missing
+        register_step(step, plan, out_dir)
 
 
 def _run_sweep(step, plan, out_dir, deadline, progress):
 
-    run_sweep(sweep_spec(step, plan), out_dir / step.out, progress=progress, deadline=deadline)
+    run_sweep(
+        sweep_spec(step, plan), step_path(step, out_dir), progress=progress, deadline=deadline
+    )
 
 
 def _configs(step: Step, plan: Plan):
@@ -405,7 +454,7 @@ def _run_ncu(step, plan, out_dir, deadline, progress):
             # the full report beside the table, for the Nsight Compute GUI
             report=out_dir / f"{Path(step.out).stem}.ncu-rep",
         )
-    _write(_with_provenance(df, plan.device), out_dir / step.out)
+    _write(_with_provenance(df, plan.device), step_path(step, out_dir))
 
 
 def _run_trace(step, plan, out_dir, deadline, progress):
@@ -428,7 +477,10 @@ def _run_trace(step, plan, out_dir, deadline, progress):
             )
         eng.close()
         frames.append(kineto.load_kernels(path).assign(config=label, backend=backend))
-    _write(_with_provenance(pd.concat(frames, ignore_index=True), plan.device), out_dir / step.out)
+    _write(
+        _with_provenance(pd.concat(frames, ignore_index=True), plan.device),
+        step_path(step, out_dir),
+    )
 
 
 def _run_gpm(step, plan, out_dir, deadline, progress):
@@ -443,7 +495,7 @@ def _run_gpm(step, plan, out_dir, deadline, progress):
         gap_s=float(step.params.get("gap_s", 0.5)),
         hz=float(step.params.get("hz", 20)),
     )
-    _write(_with_provenance(frame, plan.device), out_dir / step.out, {"sampler": info})
+    _write(_with_provenance(frame, plan.device), step_path(step, out_dir), {"sampler": info})
     for _, eng, _ in built:
         eng.close()
 
@@ -464,7 +516,7 @@ def _run_ceilings(step, plan, out_dir, deadline, progress):
         budget_ms=float(p.get("budget_ms", 300)),
         fill=str(p.get("fill", "randn")),
     )
-    _write(_with_provenance(df, plan.device), out_dir / step.out)
+    _write(_with_provenance(df, plan.device), step_path(step, out_dir))
 
 
 def _run_numerics(step, plan, out_dir, deadline, progress):
@@ -479,7 +531,7 @@ def _run_numerics(step, plan, out_dir, deadline, progress):
         if k in p:
             p[k] = tuple(p[k]) if isinstance(p[k], (list, tuple)) else (p[k],)
     df = numerics.numerics_table(device=plan.device, **p)
-    _write(_with_provenance(df, plan.device), out_dir / step.out)
+    _write(_with_provenance(df, plan.device), step_path(step, out_dir))
 
 
 def _run_probe(step, plan, out_dir, deadline, progress):
@@ -495,7 +547,7 @@ def _run_probe(step, plan, out_dir, deadline, progress):
         imgsz=int(p.get("imgsz", 640)),
         frames=str(p.get("frames", "bus")),
     )
-    _write(_with_provenance(df, plan.device), out_dir / step.out)
+    _write(_with_provenance(df, plan.device), step_path(step, out_dir))
 
 
 def _run_model_tables(step, plan, out_dir, deadline, progress):
@@ -513,7 +565,7 @@ def _run_model_tables(step, plan, out_dir, deadline, progress):
     )
     df = _with_provenance(df, "cpu")
     empty = [c for c in df if c.startswith("prov_") and df[c].isna().all()]  # no GPU here
-    _write(df.drop(columns=empty), out_dir / step.out)
+    _write(df.drop(columns=empty), step_path(step, out_dir))
 
 
 def _run_bench(step, plan, out_dir, deadline, progress):
@@ -521,7 +573,9 @@ def _run_bench(step, plan, out_dir, deadline, progress):
     carry their own provenance. Resumes per (model, batch), stops before one that would end
     past the deadline (yolo_sm.collect.bench)."""
 
-    run_bench(bench_spec(step, plan), out_dir / step.out, progress=progress, deadline=deadline)
+    run_bench(
+        bench_spec(step, plan), step_path(step, out_dir), progress=progress, deadline=deadline
+    )
 
 
 RUNNERS = {

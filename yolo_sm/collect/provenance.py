@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 from yolo_sm.collect.devices import identify, nvml_index
+from yolo_sm.contract.scrub import record_host, user_command
+from yolo_sm.contract.store import write_text_atomic
 
 
 def _version(dist: str) -> str | None:
@@ -87,7 +89,9 @@ def cpu_model() -> str | None:
 def collect(device: str = "cpu") -> dict:
     """Hardware and software facts for a result: GPU name, NVML index and UUID, SM count, clocks,
     driver, CUDA, torch, cuDNN, ultralytics, the yolo_sm version and source digest, Python, host
-    CPU, UTC date and the command line. Missing facts are None."""
+    CPU, UTC date and the command line as a user would type it (``yolo-sm sweep ...``, paths
+    relative to the working folder). The host name only with ``--record-host``
+    (:func:`yolo_sm.contract.scrub.record_host`). Missing facts are None."""
     import torch
 
     info: dict = {
@@ -115,10 +119,11 @@ def collect(device: str = "cpu") -> dict:
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
-        "hostname": socket.gethostname(),
         "date_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else None,
+        "command": user_command(sys.argv) if sys.argv and sys.argv[0] else None,
     }
+    if record_host():
+        info["hostname"] = socket.gethostname()
     if str(device).startswith("cuda") and torch.cuda.is_available():
         idx = _device_index(device)
         props = torch.cuda.get_device_properties(idx)
@@ -145,9 +150,8 @@ def collect(device: str = "cpu") -> dict:
 
 
 def write_sidecar(artefact: str | os.PathLike, prov: dict, extra: dict | None = None) -> Path:
-    """Write ``<artefact>.metadata.json`` beside an artefact (atomically)."""
+    """Write ``<artefact>.metadata.json`` beside an artefact (atomically, through a unique
+    temporary file)."""
     path = Path(f"{artefact}.metadata.json")
-    tmp = path.with_name(path.name + ".partial")
-    tmp.write_text(json.dumps({**prov, **(extra or {})}, indent=2, default=str))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps({**prov, **(extra or {})}, indent=2, default=str))
     return path

@@ -521,7 +521,7 @@ def _coords(p: Point) -> dict:
 def is_oom(e: BaseException) -> bool:
     import torch
 
-    if isinstance(e, torch.OutOfMemoryError):
+    if isinstance(e, (torch.OutOfMemoryError, MemoryError)):  # MemoryError: a CPU's host RAM
         return True
     text = str(e).lower()
     return "out of memory" in text or "alloc_failed" in text

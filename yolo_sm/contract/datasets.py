@@ -17,7 +17,7 @@ from pathlib import Path
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import Plan, load_plan
 from yolo_sm.contract.schema import validate
-from yolo_sm.contract.store import read_frame
+from yolo_sm.contract.store import inside, read_frame
 
 
 def data_dir() -> Path:
@@ -72,7 +72,7 @@ def path(name: str) -> Path:
     """The file of dataset ``name`` (its manifest's folder and ``file``)."""
     info(name)  # raises with the list of known names
     folder, entry = manifests()[name]
-    return folder / entry["file"]
+    return inside(folder, entry["file"], f"dataset {name}'s manifest file")
 
 
 def load(name: str):
@@ -83,14 +83,16 @@ def load(name: str):
 def load_entry(name: str, folder, entry):
     if entry is None:
         info(name)  # raises with the list of known names
-    path = folder / entry["file"]
+    if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
+        raise UserError(f"dataset {name} has no file in its manifest entry")
+    path = inside(folder, entry["file"], f"dataset {name}'s manifest file")
     try:
         df = read_frame(path)  # page checksums verified where the table carries them
     except UserError as e:
         raise UserError(f"dataset {name} cannot be read: {e}") from None
     df.attrs["provenance"] = entry.get("provenance", {})
     df.attrs["dataset"] = name
-    return validate(df, entry["kind"], name)
+    return validate(df, entry.get("kind", ""), name, path)
 
 
 # ---- one dataset root: data/<machine>/ with its manifest -------------------------------------

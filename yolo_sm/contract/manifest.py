@@ -1,15 +1,34 @@
 """A root's ``manifest.json``: :func:`register` adds a dataset with its kind, description, the
-command that made it and the provenance read from its rows' ``prov_*`` columns."""
+command that made it and the provenance read from its rows' ``prov_*`` columns.
+
+A registration cannot be lost: :func:`register` first writes what it registers into the
+table's own key-value metadata (``yolo_sm`` -> ``registrations``), then the manifest entry.
+A run killed between the two, a deleted manifest or a corrupt one is repaired from the tables:
+:func:`read_manifest` with ``repair=True`` rebuilds an unreadable manifest from every table's
+embedded registrations (the corrupt file is kept beside it), and ``collect`` registers again a
+step whose entry is missing or does not match its table (:func:`entry_problem`)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import fcntl
 import json
 import os
-import tempfile
+import warnings
 from pathlib import Path
 
+from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.schema import SCHEMAS, validate
+from yolo_sm.contract.store import (
+    atomic_file,
+    inside,
+    output_lock,
+    read_arrow,
+    read_metadata,
+    remove_stale_partials,
+    with_metadata,
+    write_table_atomic,
+)
 
 PROVENANCE_FIELDS = (
     "gpu_name",
@@ -26,6 +45,9 @@ PROVENANCE_FIELDS = (
     "cpu_model",
     "gpu_uuid",  # which physical GPU (NVML's UUID; absent in older tables)
 )
+MANIFEST = "manifest.json"
+#: what a table's metadata records of each registration of it (enough to rebuild the entry)
+REGISTRATION_KEYS = ("kind", "description", "command", "params", "registered_utc")
 
 
 def provenance_from_rows(df) -> dict:
@@ -71,27 +93,8 @@ def machine_of(datasets: dict) -> dict:
     return out
 
 
-def register(
-    folder: str | os.PathLike,
-    name: str,
-    file: str,
-    kind: str,
-    description: str,
-    command: str,
-    params: dict | None = None,
-) -> dict:
-    """Add or replace dataset ``name`` in ``folder/manifest.json`` (written atomically);
-    ``params``: the plan step's parameters that made it (``collect`` compares them with the
-    plan's to notice an edited step).
-
-    Safe for concurrent writers (several collection commands registering into one folder):
-    the read-modify-write of the manifest holds an exclusive lock (``fcntl.flock``) on
-    ``.manifest.json.lock`` beside it, and each writer writes its own temporary file before
-    the rename, so no entry is lost and no reader sees half a manifest."""
-    import pandas as pd
-
-    folder = Path(folder)
-    df = validate(pd.read_parquet(folder / file), kind, name)
+def make_entry(df, file: str, kind: str, description: str, command: str, params=None) -> dict:
+    """The manifest entry of table ``df`` (its columns validated for ``kind``)."""
     entry = {
         "file": file,
         "kind": kind,
@@ -103,21 +106,220 @@ def register(
     }
     if params is not None:
         entry["params"] = params
-    mf = folder / "manifest.json"
-    with open(folder / f".{mf.name}.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        manifest = json.loads(mf.read_text()) if mf.exists() else {"datasets": {}}
+    return entry
+
+
+def register(
+    folder: str | os.PathLike,
+    name: str,
+    file: str,
+    kind: str,
+    description: str,
+    command: str,
+    params: dict | None = None,
+) -> dict:
+    """Add or replace dataset ``name`` in ``folder/manifest.json``; ``params``: the plan step's
+    parameters that made it (``collect`` compares them with the plan's to notice an edited
+    step). ``file`` must lie inside ``folder``.
+
+    The registration is first embedded in the table (its ``yolo_sm`` metadata, rewritten
+    atomically, values unchanged), so that a lost or corrupt manifest can be rebuilt. Safe
+    for concurrent writers: the read-modify-write of the manifest holds an exclusive lock
+    (``fcntl.flock``) on ``.manifest.json.lock`` beside it, and each writer writes its own
+    unique temporary file before the rename, so no entry is lost and no reader sees half a
+    manifest."""
+    folder = Path(folder)
+    path = inside(folder, file, f"dataset {name}'s file")
+    reg = {
+        "kind": kind,
+        "description": description,
+        "command": command,
+        "params": params,
+        "registered_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+    with _manifest_lock(folder), output_lock(path):
+        remove_stale_partials(path)  # a registration killed half-way left them
+        remove_stale_partials(folder / MANIFEST)
+        table = read_arrow(path)
+        df = validate(table.to_pandas(), kind, name, path)
+        entry = make_entry(df, file, kind, description, command, params)
+        meta = read_metadata(path)
+        regs = dict(meta.get("registrations") or {})
+        if _same(regs.get(name), reg):
+            reg = regs[name]  # registered so before: the table is not rewritten
+        else:
+            regs[name] = reg
+            write_table_atomic(with_metadata(table, {**meta, "registrations": regs}), path)
+        manifest = read_manifest(folder, repair=True, locked=True)
         manifest["datasets"][name] = entry
         manifest["machine"] = machine_of(manifest["datasets"])
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{mf.name}.", suffix=".partial")
-        try:
-            with os.fdopen(fd, "w") as fh:
-                fh.write(json.dumps(manifest, indent=2, default=str) + "\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o644)  # mkstemp makes it private; the manifest is for everyone
-            os.replace(tmp, mf)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        _write_manifest(folder, manifest)
     return entry
+
+
+def _same(old, new) -> bool:
+    if not isinstance(old, dict):
+        return False
+    return all(old.get(k) == new.get(k) for k in REGISTRATION_KEYS if k != "registered_utc")
+
+
+class _manifest_lock:
+    """The exclusive lock on ``.manifest.json.lock`` of a folder (re-entrant in a process)."""
+
+    _held: dict[str, int] = {}
+
+    def __init__(self, folder: Path):
+        self.path = Path(folder) / f".{MANIFEST}.lock"
+        self.key = str(self.path.resolve())
+        self.fh = None
+
+    def __enter__(self):
+        if self.key in self._held:
+            self._held[self.key] += 1
+            return self
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise UserError(f"cannot lock {self.path}: {e.strerror or e}") from None
+        self.fh = os.fdopen(fd, "r+b")
+        fcntl.flock(self.fh, fcntl.LOCK_EX)
+        self._held[self.key] = 1
+        return self
+
+    def __exit__(self, *exc):
+        self._held[self.key] -= 1
+        if not self._held[self.key]:
+            del self._held[self.key]
+            if self.fh is not None:
+                self.fh.close()  # releases the lock
+
+
+def _write_manifest(folder: Path, manifest: dict) -> None:
+    with atomic_file(Path(folder) / MANIFEST, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(manifest, indent=2, default=str) + "\n")
+
+
+def read_manifest(folder: str | os.PathLike, repair: bool = False, locked: bool = False):
+    """The manifest of ``folder`` (``{"datasets": {...}}``; empty when there is none).
+
+    An unreadable manifest is a UserError, or with ``repair`` rebuilt from the tables'
+    embedded registrations (:func:`rebuild`) and written, the corrupt file kept as
+    ``manifest.json.corrupt`` (a warning says so). ``locked``: the caller holds the
+    manifest lock already."""
+    folder = Path(folder)
+    mf = folder / MANIFEST
+    if not mf.exists() and not mf.is_symlink():
+        return _from_tables(folder) if repair else {"datasets": {}}
+    try:
+        manifest = json.loads(mf.read_text())
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("datasets"), dict):
+            raise ValueError("no 'datasets' mapping")
+        return manifest
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        if not repair:
+            raise UserError(
+                f"{mf} is not a readable dataset manifest ({type(e).__name__}); "
+                f"yolo-sm collect with --out {folder} repairs it from the tables"
+            ) from None
+        if not locked:
+            with _manifest_lock(folder):
+                return read_manifest(folder, repair=True, locked=True)
+        kept = mf.with_name(MANIFEST + ".corrupt")
+        os.replace(mf, kept)
+        manifest = _from_tables(folder)
+        _write_manifest(folder, manifest)
+        warnings.warn(
+            f"{mf} was unreadable: rebuilt from the tables' own registrations "
+            f"({len(manifest['datasets'])} datasets), the old file kept as {kept.name}",
+            stacklevel=2,
+        )
+        return manifest
+
+
+def _from_tables(folder: Path) -> dict:
+    """A manifest rebuilt from the tables' embedded registrations, with its machine entry."""
+    datasets = rebuild(folder)
+    return {"datasets": datasets, "machine": machine_of(datasets)}
+
+
+def rebuild(folder: str | os.PathLike) -> dict:
+    """Manifest entries (name -> entry) rebuilt from the registrations embedded in the tables
+    under ``folder`` (the latest registration of a name wins); tables that cannot be read or
+    carry no registration are left out."""
+    folder = Path(folder)
+    found: dict[str, tuple[str, str, dict]] = {}
+    for path in sorted(folder.rglob("*.parquet")):
+        if path.name.startswith(".") or path.is_symlink():
+            continue
+        for name, reg in (read_metadata(path).get("registrations") or {}).items():
+            when = str(reg.get("registered_utc", ""))
+            if name not in found or when >= found[name][0]:
+                found[name] = (when, path.relative_to(folder).as_posix(), reg)
+    out = {}
+    for name, (_, file, reg) in sorted(found.items()):
+        try:
+            df = validate(read_arrow(folder / file).to_pandas(), reg["kind"], name)
+        except (UserError, KeyError, ValueError):
+            continue
+        out[name] = make_entry(
+            df, file, reg["kind"], reg.get("description", ""), reg.get("command", ""),
+            reg.get("params"),
+        )  # fmt: skip
+        for k in ("provenance", "columns"):  # written by hand where the table does not say
+            if isinstance(reg.get(k), dict):
+                out[name][k] = reg[k]
+    return out
+
+
+def embed_registrations(folder: str | os.PathLike) -> list[str]:
+    """Write every manifest entry of ``folder`` into its table's metadata (as
+    :func:`register` does), so that the manifest can be rebuilt from the tables; an entry's
+    provenance and column descriptions are kept too where the table does not yield them.
+    Values are unchanged; returns the names whose table was rewritten."""
+    folder = Path(folder)
+    done = []
+    with _manifest_lock(folder):
+        entries = read_manifest(folder, locked=True)["datasets"]
+        for name, e in entries.items():
+            path = inside(folder, e["file"], f"dataset {name}'s file")
+            table = read_arrow(path)
+            reg = {k: e.get(k) for k in REGISTRATION_KEYS if k != "registered_utc"}
+            derived = make_entry(table.to_pandas(), e["file"], e["kind"], "", "")
+            for k in ("provenance", "columns"):
+                if e.get(k) != derived[k]:
+                    reg[k] = e.get(k)
+            meta = read_metadata(path)
+            regs = dict(meta.get("registrations") or {})
+            old = regs.get(name) or {}
+            if all(old.get(k) == v for k, v in reg.items()):
+                continue
+            reg["registered_utc"] = old.get("registered_utc") or (
+                (e.get("provenance") or {}).get("date_utc_last") or ""
+            )
+            regs[name] = reg
+            write_table_atomic(with_metadata(table, {**meta, "registrations": regs}), path)
+            done.append(name)
+    return done
+
+
+def entry_problem(folder: str | os.PathLike, name: str, file: str, kind: str) -> str | None:
+    """What is wrong with dataset ``name``'s manifest entry against its table ``file``
+    (None: nothing): no manifest, an unreadable one, no entry, an entry of another file or
+    kind, or a row count that is not the table's."""
+    import pyarrow.parquet as pq
+
+    try:
+        entry = read_manifest(folder)["datasets"].get(name)
+    except UserError:
+        return "the manifest is unreadable"
+    if not isinstance(entry, dict):
+        return "no manifest entry"
+    if entry.get("file") != file or entry.get("kind") != kind:
+        return "a manifest entry of another file or kind"
+    try:
+        rows = pq.read_metadata(Path(folder) / file).num_rows
+    except Exception:  # noqa: BLE001 - an unreadable table: collect reports it when it reads it
+        return None
+    if entry.get("rows") != rows:
+        return f"a manifest entry of {entry.get('rows')} rows for a table of {rows}"
+    return None

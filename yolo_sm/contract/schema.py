@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from yolo_sm.contract.errors import UserError
+
 # What the host decided of a timed point (sweep and bench engine rows); optional: absent in tables
 # measured before they were recorded, where host-boundness falls back to a heuristic
 # (yolo_sm.analyse.hostbound.host_bound)
@@ -388,12 +390,102 @@ for _columns in SCHEMAS.values():
         _columns.setdefault(_c, _text)
 
 
-def validate(df, kind: str, name: str | None = None):
-    """Raise ``ValueError`` naming the missing required columns of a ``kind`` table; returns df."""
-    required = REQUIRED[kind]
-    missing = [c for c in required if c not in df.columns]
+#: column types every table is checked for (columns not named here are not checked):
+#: text (strings), flag (booleans), list (one list per row), number (ints or floats; the
+#: default for a name ending in a unit suffix). An all-empty column passes every type.
+TEXT = frozenset(
+    "family scale precision layout backend compile_mode device status message check_input "
+    "kernel_name nvtx_path nvtx_range config limiter layer module_type stage kernel_class "
+    "metric source ceiling unit engine frames nms input reference fp8_kernel variant scope "
+    "model size phase capture kineto_main_limiter grid block".split()
+)
+FLAG = frozenset(
+    "noisy bn_calibrated kernels_match rounded capped same_result class_prior pinned sampler "
+    "straddles_mark l2_flush".split()
+)
+LIST = frozenset({"samples_ms"})
+NUMBER = frozenset(
+    "width depth max_channels batch imgsz flops_per_img tflops rel_err kernel_id "
+    "registers_per_thread block_size grid_size waves_per_sm limit_registers limit_shared_mem "
+    "limit_warps limit_blocks waves iteration kineto_kernels ncu_kernels value n_samples "
+    "streams vs_baseline index in_channels out_channels requested_channels stride out_h out_w "
+    "params flops bytes_per_element round hz forwards seconds seed tolerance frame boxes "
+    "reference_boxes matched reference_matched reps boxes_per_frame candidates_per_frame "
+    "pipeline_vs_model_only recompiles graphs_compiled warmup_calls correlation stream "
+    "sm_coverage_tw tensor_core_time_share ncu_time_share".split()
+)
+UNIT_SUFFIXES = ("_ms", "_us", "_s", "_pct", "_bytes", "_mhz", "_per_s")
+#: per kind, columns whose type differs from the name's usual one
+KIND_TYPES = {"kernels": {"device": "number"}}  # the CUDA device index of a trace event
+
+
+def column_type(kind: str, column: str) -> str | None:
+    """The type ``column`` of a ``kind`` table must have (text / flag / list / number), or
+    None when it is not checked."""
+    if column in KIND_TYPES.get(kind, {}):
+        return KIND_TYPES[kind][column]
+    if column.startswith("prov_"):
+        return None
+    for name, group in (("text", TEXT), ("flag", FLAG), ("list", LIST), ("number", NUMBER)):
+        if column in group:
+            return name
+    return "number" if column.endswith(UNIT_SUFFIXES) else None
+
+
+def _type_ok(series, want: str) -> bool:
+    import numpy as np
+    import pandas as pd
+    from pandas.api import types as t
+
+    values = series.dropna() if want != "list" else series[series.map(lambda v: v is not None)]
+    if values.empty:
+        return True
+    if want == "number":
+        return t.is_numeric_dtype(series) and not t.is_bool_dtype(series)
+    if want == "flag":
+        return t.is_bool_dtype(series) or all(isinstance(v, (bool, np.bool_)) for v in values)
+    if want == "text":
+        return t.is_string_dtype(series) and all(isinstance(v, str) for v in values)
+    return all(isinstance(v, (list, tuple, np.ndarray, pd.Series)) for v in values)
+
+
+#: kinds whose tables may hold no rows: a PyTorch trace on a CPU has no GPU kernels
+EMPTY_OK = frozenset({"kernels"})
+
+
+def problems(df, kind: str) -> list[str]:
+    """What is wrong with ``df`` as a ``kind`` table: missing required columns, columns of the
+    wrong type (:func:`column_type`), no rows (except the kinds of :data:`EMPTY_OK`)."""
+    if kind not in REQUIRED:
+        return [f"unknown table kind {kind!r}"]
+    out = []
+    missing = [c for c in REQUIRED[kind] if c not in df.columns]
     if missing:
-        raise ValueError(f"{name or kind} table lacks required column(s): {', '.join(missing)}")
+        out.append(f"lacks required column(s): {', '.join(missing)}")
+    wrong = []
+    for c in df.columns:
+        want = column_type(kind, str(c))
+        if want and not _type_ok(df[c], want):
+            wrong.append(f"{c} ({df[c].dtype}, expected {want})")
+    if wrong:
+        out.append(f"has column(s) of the wrong type: {', '.join(wrong)}")
+    if not len(df) and kind not in EMPTY_OK:
+        out.append("holds no rows")
+    return out
+
+
+class TableError(UserError):
+    """A table that is not what its kind promises (a UserError, hence a ValueError, naming
+    the table, its file and what is wrong)."""
+
+
+def validate(df, kind: str, name: str | None = None, source=None):
+    """Raise :class:`TableError` (a UserError, so one sentence in the CLI) naming the table,
+    its file (``source``) and what is wrong (:func:`problems`); returns ``df``."""
+    found = problems(df, kind)
+    if found:
+        where = f" ({source})" if source else ""
+        raise TableError(f"{name or kind} table{where} " + "; ".join(found))
     return df
 
 

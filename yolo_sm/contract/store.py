@@ -1,18 +1,52 @@
-"""Parquet tables on disk: checked output paths, atomic writes (temporary file + fsync +
-rename, so a killed writer leaves the old file or the new one, never half of one), clean-up
-of temporaries that killed writers left behind, and verified reads.
+"""Parquet tables on disk: checked output paths, atomic writes (a unique temporary file in the
+destination folder + fsync + rename, so a killed writer leaves the old file or the new one,
+never half of one), clean-up of temporaries that killed writers left behind, verified reads,
+one writer per output (:func:`output_lock`) and paths kept inside their root
+(:func:`inside`).
 
 Every page is written with a CRC checksum (``write_page_checksum``) and every read here
 verifies them (``page_checksum_verification``): a table whose bytes changed on disk (a bad
 copy, a flipped bit, a truncated download) ends in one sentence naming the file, never in
-silently wrong numbers. Tables written before checksums were stored read as they are."""
+silently wrong numbers. The footer, which page checksums do not cover, carries a digest
+(``yolo_sm_digest``: SHA-256 of the column names and types and of the key-value metadata)
+checked on every read, so a flip in a column name or in the metadata is an error too. Tables
+written before checksums or digests were stored read as they are.
+
+Temporary files are created with :func:`tempfile.mkstemp` (``O_CREAT | O_EXCL``: a random
+name, never an existing file or a symlink planted under a predictable one) and renamed over
+the destination (a rename replaces a symlink there, it does not write through it)."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
+import json
 import os
+import re
+import socket
+import tempfile
 from pathlib import Path
 
 from yolo_sm.contract.errors import UserError
+
+PARTIAL = ".partial"
+
+
+def inside(root: str | os.PathLike, rel: str | os.PathLike, what: str) -> Path:
+    """``root / rel`` after checking that ``rel`` names a file inside ``root``: a relative
+    path whose ``..`` parts never climb out of it (checked on the path as written: a symlink
+    the folder's owner placed inside it is theirs to follow; writes replace a link rather than
+    write through it). ``what`` names the field in the one-sentence error (``plan step x's
+    out``)."""
+    root = Path(root)
+    text = os.fspath(rel) if isinstance(rel, (str, os.PathLike)) else None
+    if not text or "\0" in text or Path(text).is_absolute():
+        raise UserError(f"{what} must be a file name inside {root}, got {rel!r}")
+    norm = os.path.normpath(text)
+    if norm == "." or norm == ".." or norm.startswith("../"):
+        raise UserError(f"{what} {text!r} points outside its folder {root}")
+    return root / norm
 
 
 def check_output_path(out: str | os.PathLike) -> Path:
@@ -23,9 +57,9 @@ def check_output_path(out: str | os.PathLike) -> Path:
     parent = out.parent if str(out.parent) else Path(".")
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        probe = parent / f".{out.name}.{os.getpid()}.probe"
-        probe.write_bytes(b"")
-        probe.unlink()
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=".yolo_sm.", suffix=".probe")
+        os.close(fd)
+        os.unlink(probe)
     except OSError as e:
         raise UserError(f"cannot write to {parent}: {e.strerror or e}") from None
     return out
@@ -40,6 +74,7 @@ def read_frame(path: str | os.PathLike, columns=None):
     if not path.exists():
         raise UserError(f"{path} does not exist")
     try:
+        check_digest(path)
         return pd.read_parquet(path, columns=columns, page_checksum_verification=True)
     except Exception as e:  # noqa: BLE001 - any parse failure means the same to the user
         raise _unreadable(path, e, "collect it again or restore it from a good copy") from None
@@ -54,6 +89,7 @@ def read_table(out: Path):
     if not out.exists():
         return pd.DataFrame()
     try:
+        check_digest(out)
         return pd.read_parquet(out, page_checksum_verification=True)
     except Exception as e:  # noqa: BLE001
         raise _unreadable(out, e) from None
@@ -65,9 +101,64 @@ def read_arrow(out: Path):
     import pyarrow.parquet as pq
 
     try:
+        check_digest(out)
         return pq.read_table(out, page_checksum_verification=True)
     except Exception as e:  # noqa: BLE001
         raise _unreadable(Path(out), e) from None
+
+
+DIGEST_KEY = b"yolo_sm_digest"
+
+
+def schema_digest(schema) -> str:
+    """SHA-256 (hex) of a table schema's column names and types and of its key-value metadata
+    (but the digest itself and Arrow's own serialised schema)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in schema:  # a list's item field is named "item" in memory, "element" once read
+        kind = re.sub(r"list<\w+: ", "list<", str(f.type))
+        h.update(f"{f.name}\0{kind}\0{f.nullable}\n".encode())
+    for k, v in sorted((schema.metadata or {}).items()):
+        if k not in (DIGEST_KEY, b"ARROW:schema"):
+            h.update(k + b"\0" + v + b"\n")
+    return h.hexdigest()
+
+
+class DigestMismatch(ValueError):
+    """A table's footer does not match its digest: a column name, type or metadata changed."""
+
+
+def check_digest(path) -> None:
+    """Raise :class:`DigestMismatch` when the table at ``path`` carries a digest its footer
+    does not match (tables without one pass)."""
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(path)
+    stored = (schema.metadata or {}).get(DIGEST_KEY)
+    if stored is not None and stored.decode(errors="replace") != schema_digest(schema):
+        raise DigestMismatch("its footer (column names, types or metadata) fails its digest")
+
+
+def with_digest(table):
+    """``table`` with :func:`schema_digest` stored in its metadata (written by every write)."""
+    meta = {k: v for k, v in (table.schema.metadata or {}).items() if k != DIGEST_KEY}
+    table = table.replace_schema_metadata(meta)
+    return table.replace_schema_metadata({**meta, DIGEST_KEY: schema_digest(table.schema).encode()})
+
+
+def read_metadata(path: str | os.PathLike) -> dict:
+    """The ``yolo_sm`` key of a parquet file's key-value metadata (a dict; empty when the
+    table has none or the footer cannot be read)."""
+    import pyarrow.parquet as pq
+
+    try:
+        check_digest(path)
+        raw = (pq.read_schema(path).metadata or {}).get(b"yolo_sm")
+        meta = json.loads(raw) if raw else {}
+    except Exception:  # noqa: BLE001 - an unreadable footer holds no usable metadata
+        return {}
+    return meta if isinstance(meta, dict) else {}
 
 
 def _unreadable(
@@ -80,34 +171,76 @@ def _unreadable(
     )
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike, mode: str = "wb", **kwargs):
+    """Open a new temporary file beside ``path`` for writing (``mode`` ``"wb"`` or ``"w"``) and,
+    when the block ends without an error, fsync it and rename it over ``path``; on any error
+    (a full disk, an interrupt) the temporary file is removed and ``path`` left as it was. The
+    temporary name is ``.<name>.<pid>.<random>.partial``, created exclusively
+    (:func:`tempfile.mkstemp`), so no planted file or symlink is ever written through; the
+    file gets the usual permissions (``0o666`` less the umask)."""
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.{os.getpid()}.", suffix=PARTIAL)
+    try:
+        with os.fdopen(fd, mode, **kwargs) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def temp_path(path: str | os.PathLike, suffix: str = PARTIAL) -> Path:
+    """A new, empty, exclusively created temporary file beside ``path`` (the naming of
+    :func:`atomic_file`) for a program that writes the file itself (``ncu --log-file``); the
+    caller renames it over ``path`` or removes it."""
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.{os.getpid()}.", suffix=suffix)
+    os.close(fd)
+    return Path(tmp)
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` through :func:`atomic_file`."""
+    with atomic_file(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
 def write_atomic(df, out: Path, metadata: dict | None = None) -> None:
     """Write ``df`` to ``out`` through a temporary file + fsync + rename (never a partial file)."""
-    import json
-
     import pyarrow as pa
 
     table = pa.Table.from_pandas(df, preserve_index=False)
     if metadata:
-        meta = dict(table.schema.metadata or {})
-        meta[b"yolo_sm"] = json.dumps(metadata, default=str).encode()
-        table = table.replace_schema_metadata(meta)
+        table = with_metadata(table, metadata)
     write_table_atomic(table, out)
+
+
+def with_metadata(table, metadata: dict):
+    """``table`` with ``metadata`` as its ``yolo_sm`` key-value metadata (JSON)."""
+    meta = dict(table.schema.metadata or {})
+    meta[b"yolo_sm"] = json.dumps(metadata, default=str).encode()
+    return table.replace_schema_metadata(meta)
 
 
 def write_table_atomic(table, out: Path) -> None:
     """:func:`write_atomic` for a pyarrow table, its schema metadata kept as it is."""
     import pyarrow.parquet as pq
 
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.partial")
-    try:
-        with open(tmp, "wb") as fh:
-            pq.write_table(table, fh, compression="zstd", write_page_checksum=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)  # a failed write leaves the old file and no temporary one
-        raise
+    table = with_digest(table)
+    with atomic_file(out, "wb") as fh:
+        pq.write_table(table, fh, compression="zstd", write_page_checksum=True)
 
 
 def remove_stale_partials(out: Path) -> list[Path]:
@@ -116,16 +249,17 @@ def remove_stale_partials(out: Path) -> list[Path]:
     import glob
 
     removed = []
-    prefix, suffix = f".{out.name}.", ".partial"
-    for tmp in out.parent.glob(f"{glob.escape(prefix)}*{suffix}"):
-        pid = tmp.name[len(prefix) : -len(suffix)]
-        if pid.isdigit() and not _process_alive(int(pid)):
+    prefix = f".{out.name}."
+    for tmp in out.parent.glob(f"{glob.escape(prefix)}*{PARTIAL}"):
+        pid = tmp.name[len(prefix) : -len(PARTIAL)].split(".")[0]
+        if pid.isdigit() and not process_alive(int(pid)) and not tmp.is_symlink():
             tmp.unlink(missing_ok=True)
             removed.append(tmp)
     return removed
 
 
-def _process_alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -133,3 +267,112 @@ def _process_alive(pid: int) -> bool:
     except (PermissionError, OverflowError):
         return True
     return True
+
+
+# --- one writer per output --------------------------------------------------------------------
+
+_HELD: dict[str, list] = {}  # lock path -> [fd, depth] of the locks this process holds
+
+
+def lock_path(out: str | os.PathLike) -> Path:
+    """The lock file of output ``out``: ``.<name>.lock`` beside a file, ``.yolo_sm.lock``
+    inside a folder."""
+    out = Path(out)
+    if out.is_dir():
+        return out / ".yolo_sm.lock"
+    return out.with_name(f".{out.name}.lock")
+
+
+def lock_holder(out: str | os.PathLike) -> dict | None:
+    """What the lock file of ``out`` says about its holder (``pid``, ``host``, ``started``),
+    or None when there is none."""
+    try:
+        return json.loads(lock_path(out).read_text()) or None
+    except (OSError, ValueError):
+        return None
+
+
+@contextlib.contextmanager
+def output_lock(out: str | os.PathLike):
+    """Hold the one-writer lock of output ``out`` (a table or a dataset folder) for the block.
+
+    The lock is an exclusive ``flock`` on :func:`lock_path`, which holds the holder's pid, host
+    and start time; the kernel releases it when the holder ends, however it ends, so a lock
+    whose process died (``kill -9``) is stale and taken over. A second writer of the same
+    output stops with one UserError naming the holder, before any work and without touching
+    the output. Re-entrant within a process; the file is removed on release."""
+    path = lock_path(out)
+    key = str(path.resolve())
+    if key in _HELD:
+        _HELD[key][1] += 1
+        try:
+            yield path
+        finally:
+            _HELD[key][1] -= 1
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    me = {"pid": os.getpid(), "host": socket.gethostname()}
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise UserError(f"{path} is a symlink; remove it before writing {out}") from None
+            raise UserError(f"cannot write to {path.parent}: {e.strerror or e}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_fd(fd)
+            os.close(fd)
+            raise UserError(_busy(out, holder, path)) from None
+        try:  # the file may have been removed by the holder that just released it
+            same = os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    holder = _read_fd(fd)
+    if holder and holder.get("host") != me["host"]:
+        # a lock left by another host (on a shared folder): its process cannot be checked here
+        os.close(fd)
+        raise UserError(_busy(out, holder, path, other_host=True))
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps({**me, "started": _now()}).encode(), 0)
+    _HELD[key] = [fd, 1]
+    try:
+        yield path
+    finally:
+        del _HELD[key]
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        os.close(fd)  # releases the flock
+
+
+def _read_fd(fd: int) -> dict | None:
+    try:
+        data = os.pread(fd, 4096, 0)
+        holder = json.loads(data) if data else None
+    except (OSError, ValueError):
+        return None
+    return holder if isinstance(holder, dict) else None
+
+
+def _busy(out, holder: dict | None, path: Path, other_host: bool = False) -> str:
+    who = (
+        f"process {holder.get('pid')} on {holder.get('host')} (since {holder.get('started')})"
+        if holder
+        else "another process"
+    )
+    if other_host:
+        return (
+            f"{out} is locked by {who}, another host; wait for it to finish or, if no run is "
+            f"active there, remove {path}"
+        )
+    return f"{out} is being written by {who}; wait for it to finish or choose another --out"
+
+
+def _now() -> str:
+    import datetime as dt
+
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")

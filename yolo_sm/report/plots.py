@@ -11,6 +11,7 @@ from __future__ import annotations
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report.colors import OCCUPANCY_COLORS, TEMPLATE, color_map
 from yolo_sm.report.style import finish, label
+from yolo_sm.report.text import code, md
 
 #: What each dataset family is and where it can be collected, for :func:`absent`.
 KINDS = (
@@ -35,7 +36,7 @@ SOFTWARE = (("driver", "driver"), ("cuda", "CUDA"), ("torch", "torch"), ("cudnn"
 
 def about(root: DataRoot) -> str:
     """One Markdown line naming what ``root`` was measured on, from its provenance."""
-    m = root.machine()
+    m = {k: md(v) for k, v in root.machine().items()}  # dataset text: escaped (report.text)
     parts = [
         f"{m['sm_count']} SMs" if m.get("sm_count") else "",
         f"compute capability {m['compute_capability']}" if m.get("compute_capability") else "",
@@ -44,9 +45,9 @@ def about(root: DataRoot) -> str:
     detail = ", ".join(p for p in parts if p)
     when = m.get("date_utc_last", "")[:10]
     if root.device_name() == root.name:
-        return f"Data root `{root.name}`: its provenance names no machine."
+        return f"Data root {code(root.name)}: its provenance names no machine."
     return (
-        f"Data root `{root.name}`: measured on **{root.device_name()}**"
+        f"Data root {code(root.name)}: measured on **{md(root.device_name())}**"
         + (f" ({detail})" if detail else "")
         + (f", last on {when}" if when else "")
         + "."

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 
 from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.report.text import code
 
 
 class Note(str):
@@ -18,9 +19,9 @@ class Note(str):
 
 def missing_note(root: DataRoot, names) -> Note:
     """The sentence a section shows when ``root`` lacks ``names``."""
-    what = ", ".join(f"`{n}`" for n in names)
+    what = ", ".join(code(n) for n in names)
     return Note(
-        f"The root `{root.name}` holds no {what}: this section needs it (the plan step of "
+        f"The root {code(root.name)} holds no {what}: this section needs it (the plan step of "
         "the same name collects it on a machine that can measure it)."
     )
 

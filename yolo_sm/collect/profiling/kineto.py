@@ -22,6 +22,7 @@ from yolo_sm.analyse.occupancy import theoretical_occupancy, waves
 from yolo_sm.collect import provenance as prov
 from yolo_sm.collect.profiling.nvtx import FORWARD_RANGE, forward_range, layer_ranges, parse_range
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.store import atomic_file
 
 KERNEL_COLUMNS = (
     "kernel_name",
@@ -86,10 +87,9 @@ def capture(
     with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
         raw = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(raw))
-        part = path.with_name(path.name + ".partial")
-        with open(raw, "rb") as src, gzip.open(part, "wb", compresslevel=6) as dst:
-            dst.write(src.read())
-        os.replace(part, path)
+        with open(raw, "rb") as src, atomic_file(path, "wb") as fh:
+            with gzip.GzipFile(path.name, "wb", 6, fh) as dst:
+                dst.write(src.read())
     prov.write_sidecar(path, provenance or prov.collect(device), {"iters": iters, "warmup": warmup})
     return path
 

@@ -16,11 +16,13 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 from yolo_sm.collect.environment import find_ncu as _find
 from yolo_sm.collect.profiling.nvtx import FORWARD_RANGE, parse_range
 from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.contract.store import temp_path
 
 # Named metric sets. "occupancy" needs one replay pass (launch statistics are free; duration and
 # warps-active are one pass together): seen on the H200 at 24-44 s for five to six forwards.
@@ -166,8 +168,9 @@ def profile(
     report, the CSV is the report's raw page (``ncu --import``)."""
     out_csv = Path(out_csv)
     report = Path(report) if report is not None else report_path(out_csv)
-    tmp = out_csv.with_name(f".{out_csv.name}.{os.getpid()}.partial")
-    tmp_rep = report.with_name(f".{report.name.removesuffix('.ncu-rep')}.{os.getpid()}.ncu-rep")
+    command(target, out_csv, metric_set, nvtx_include)  # no ncu: one sentence, no file made
+    tmp = temp_path(out_csv)  # unique names, created exclusively: no planted link is followed
+    tmp_rep = temp_path(report.with_name(report.name.removesuffix(".ncu-rep")), ".ncu-rep")
     cmd = command(target, tmp, metric_set, nvtx_include, report=tmp_rep)
 
     def clean():
@@ -186,11 +189,11 @@ def profile(
     if "ERR_NVGPUCTRPERM" in log:
         clean()
         raise NotAvailableError(PERM_HELP)
-    if proc.returncode != 0 or not (tmp.exists() or tmp_rep.exists()):
+    if proc.returncode != 0 or not (_written(tmp) or _written(tmp_rep)):
         clean()
         tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-1:])
         raise UserError(f"ncu failed with exit code {proc.returncode}: {tail}")
-    if not _has_csv_rows(tmp) and tmp_rep.exists():
+    if not _has_csv_rows(tmp) and _written(tmp_rep):
         try:
             printed = subprocess.run(
                 import_command(tmp_rep), capture_output=True, text=True, timeout=timeout_s
@@ -201,10 +204,17 @@ def profile(
             clean()
             raise UserError(f"ncu could not print the report it wrote ({tmp_rep.name})")
         tmp.write_text(printed.stdout)
-    if tmp_rep.exists():
+    if _written(tmp_rep):
         os.replace(tmp_rep, report)
+    else:
+        tmp_rep.unlink(missing_ok=True)
     os.replace(tmp, out_csv)
     return load_ncu(out_csv)
+
+
+def _written(path: Path) -> bool:
+    """Whether ncu wrote into ``path`` (created empty beforehand)."""
+    return path.exists() and path.stat().st_size > 0
 
 
 def _has_csv_rows(path: Path) -> bool:
@@ -312,13 +322,19 @@ def _wide(long_df):
 
     keep = long_df[long_df.metric.isin(COLUMNS)].copy()
     keep["value"] = keep.apply(lambda r: r.value * UNIT_SCALE.get(r.unit, 1), axis=1)
-    wide = keep.pivot_table(
-        index=["kernel_id", "kernel_name", "nvtx_path"],
-        columns="metric",
-        values="value",
-        aggfunc="first",
-    ).reset_index()
+    ident = ["kernel_id", "kernel_name", "nvtx_path"]
+    wide = keep.pivot_table(index=ident, columns="metric", values="value", aggfunc="first")
+    # a kernel whose metrics all read n/a is kept, its values NaN, and counted (never dropped)
+    kernels = pd.MultiIndex.from_frame(long_df[ident].drop_duplicates())
+    blank = len(kernels.difference(wide.index))
+    wide = wide.reindex(kernels).reset_index()
     wide.columns.name = None
+    if blank:
+        warnings.warn(
+            f"{blank} kernel(s) of the ncu output have no numeric metric (n/a): kept with "
+            "empty values (the table's attrs['kernels_without_metrics'])",
+            stacklevel=3,
+        )
     wide = wide.rename(columns=COLUMNS)
     if "duration_ns" in wide:
         wide["duration_us"] = wide.pop("duration_ns") / 1e3
@@ -339,7 +355,9 @@ def _wide(long_df):
     ):
         if c in wide:
             wide[c] = wide[c].astype("Int64")
-    return wide.sort_values("kernel_id", ignore_index=True).pipe(pd.DataFrame)
+    wide = wide.sort_values("kernel_id", ignore_index=True).pipe(pd.DataFrame)
+    wide.attrs["kernels_without_metrics"] = blank
+    return wide
 
 
 def _add_layers(wide) -> None:

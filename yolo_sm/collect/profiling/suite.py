@@ -31,7 +31,7 @@ from yolo_sm.collect.profiling.target import label_of, model_of, target_argv
 from yolo_sm.collect.provenance import collect
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.labels import config_label
-from yolo_sm.contract.store import write_atomic
+from yolo_sm.contract.store import write_atomic, write_text_atomic
 
 GPM_SUMMARY = SUMMARY_METRICS
 
@@ -338,7 +338,5 @@ def profile_all(
     write_atomic(layers.assign(**stamp), out / "layers.parquet", meta)
     s = summary(layers, unattributed(k, n), ncu_wall, len(widths), overhead_pct(ov), info)
     s.update(meta)
-    tmp = out / ".summary.json.partial"
-    tmp.write_text(json.dumps(s, indent=1, default=str))
-    os.replace(tmp, out / "summary.json")
+    write_text_atomic(out / "summary.json", json.dumps(s, indent=1, default=str))
     return s
