@@ -233,9 +233,8 @@ class _no_warning:
 
 def test_plan_outputs_stay_inside_their_folder(tmp_path):
     for bad in ("../escape.parquet", "/tmp/abs.parquet", "x/../../up.parquet"):
-        plan = _plan(tmp_path, b=bad)
-        with pytest.raises(UserError, match="sweep_b"):
-            plans.run_plan(plan, tmp_path / "root", progress=False)
+        with pytest.raises(UserError, match="sweep_b"):  # the plan is refused as it is read
+            plans.run_plan(_plan(tmp_path, b=bad), tmp_path / "root", progress=False)
         assert not (tmp_path / "root").exists()  # refused before any work
     mf = tmp_path / "r" / "manifest.json"
     mf.parent.mkdir()
