@@ -16,6 +16,7 @@ import pandas as pd
 
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.heatmaps import layer_table
+from yolo_sm.analyse.hostbound import host_bound
 from yolo_sm.analyse.remeasure import TOLERANCE, launch_bound
 from yolo_sm.contract.datasets import MACHINE_FIELDS, DataRoot
 from yolo_sm.contract.hardware import ceiling
@@ -27,7 +28,7 @@ AGREE_PCT = 100 * TOLERANCE
 #: the columns that name a point across machines (the device string differs between them)
 POINT_KEYS = tuple(c for c in KEY_COLUMNS if c != "device")
 #: the per-point values kept from each root
-POINT_VALUES = ("img_per_s", "median_ms", "tflops", "flops_per_img", "dataset")
+POINT_VALUES = ("img_per_s", "median_ms", "tflops", "flops_per_img", "host_bound", "dataset")
 #: provenance read from the sweep rows: clocks at the start of each point, MHz
 CLOCK_COLUMNS = {
     "sm_clock_max_mhz": "prov_sm_clock_max_mhz",
@@ -90,6 +91,11 @@ def provenance_table(a: DataRoot, b: DataRoot) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("field")
 
 
+#: point values computed rather than read: the dataset's name, and whether the host set the
+#: pace (:func:`yolo_sm.analyse.hostbound.host_bound`: measured where the row has it)
+NOT_READ = ("dataset", "host_bound")
+
+
 def points(root: DataRoot, prefer: tuple[str, ...] = ()) -> pd.DataFrame:
     """Every ``ok`` sweep point of ``root``, one row per :data:`POINT_KEYS` point: the keys and
     :data:`POINT_VALUES` (``dataset``: the short name it comes from). A point several of the
@@ -101,8 +107,8 @@ def points(root: DataRoot, prefer: tuple[str, ...] = ()) -> pd.DataFrame:
     for n in order:
         s = root.load(n)
         s = s[s["status"] == "ok"]
-        keep = [c for c in (*POINT_KEYS, *POINT_VALUES) if c in s and c != "dataset"]
-        frames.append(s[keep].assign(dataset=n))
+        keep = [c for c in (*POINT_KEYS, *POINT_VALUES) if c in s and c not in NOT_READ]
+        frames.append(s[keep].assign(dataset=n, host_bound=host_bound(s).to_numpy()))
     cols = [*POINT_KEYS, *POINT_VALUES]
     if not frames:
         return pd.DataFrame(columns=cols)
@@ -138,7 +144,8 @@ def join_points(pa: pd.DataFrame, pb: pd.DataFrame, ceil_a=None, ceil_b=None) ->
     ``median_ms_*``, ``tflops_*``, ``dataset_*``, ``ratio`` (b / a img/s, NaN unless both),
     ``pct_of_ceiling_a`` / ``_b`` (delivered TFLOP/s over that machine's own dense matmul
     ceiling of the point's precision, %; NaN where the machine has none), ``launch_bound``
-    (eager at small batch, :func:`yolo_sm.analyse.remeasure.launch_bound`)."""
+    (the host set the pace on either machine: measured where a row says,
+    :func:`yolo_sm.analyse.hostbound.host_bound`, else eager at small batch)."""
     keys = list(POINT_KEYS)
     vals = [c for c in POINT_VALUES if c != "flops_per_img"]
     pa, pb = (p.reindex(columns=[*keys, *POINT_VALUES]) for p in (pa, pb))
@@ -151,7 +158,9 @@ def join_points(pa: pd.DataFrame, pb: pd.DataFrame, ceil_a=None, ceil_b=None) ->
         peak = m["precision"].map(ceil).astype(float)
         m[f"pct_of_ceiling_{side}"] = pd.to_numeric(m[f"tflops_{side}"]) / peak * 100
     batch = pd.to_numeric(m["batch"], errors="coerce")
-    m["launch_bound"] = launch_bound(m["backend"], batch)
+    guess = pd.Series(launch_bound(m["backend"], batch), index=m.index).astype(bool)
+    measured = [m[f"host_bound_{x}"].astype("boolean").fillna(guess) for x in "ab"]
+    m["launch_bound"] = (measured[0] | measured[1]).astype(bool)
     m["batch"] = batch.astype("Int64")
     order = {BOTH: 0, ONLY_A: 1, ONLY_B: 2}
     m = m.sort_values(
