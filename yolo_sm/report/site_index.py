@@ -25,6 +25,7 @@ FIELD_LABELS = {
     "ultralytics": "ultralytics",
     "python": "Python",
     "cpu_model": "host CPU",
+    "gpu_uuid": "GPU UUID (the datasets that record one)",
 }
 
 ABOUT = (

@@ -145,7 +145,7 @@ def show(df: pd.DataFrame, *, index: bool | None = None, caption: str | None = N
             {
                 "selector": "th",
                 "props": "white-space: normal; max-width: 9em; font-size: 0.85em;"
-                " overflow-wrap: anywhere;"
+                " overflow-wrap: break-word;"  # whole words: a column is never narrower than one
                 " text-align: right; vertical-align: bottom;",
             },
             {"selector": "td", "props": "font-size: 0.85em; padding: 2px 6px;"},
