@@ -220,6 +220,14 @@ def test_plan_with_a_model_runs_sweep_trace_and_tables(which, ckpt, tmp_path, ca
     assert (
         manifest["trace"]["params"]["models"] == model and "--model" in manifest["trace"]["command"]
     )
+    if which == "checkpoint":  # the your-model notebook on the root this checkpoint's plan made
+        pytest.importorskip("nbclient")
+        from tests.test_notebooks import NOTEBOOKS, _executes_and_renders, _outputs_text
+        from yolo_sm.contract.datasets import open_root
+
+        nb, _ = _executes_and_renders(NOTEBOOKS[0].parent / "11_your_model.ipynb", open_root(root))
+        out = _outputs_text(nb)
+        assert "det" in out and not any(f"holds no {r} table" in out for r in ("sweep", "trace"))
 
 
 # --- bad input -------------------------------------------------------------------------------
