@@ -148,6 +148,8 @@ def show(df: pd.DataFrame, *, index: bool | None = None, caption: str | None = N
                 " overflow-wrap: break-word;"  # whole words: a column is never narrower than one
                 " text-align: right; vertical-align: bottom;",
             },
+            # row labels (a variant such as cudagraph/fp16/nhwc) on one line, never cut
+            {"selector": "th.row_heading", "props": "white-space: nowrap; max-width: none;"},
             {"selector": "td", "props": "font-size: 0.85em; padding: 2px 6px;"},
         ]
     )
