@@ -15,7 +15,7 @@ import logging
 import os
 import socket
 
-from yolo_sm.collect.devices import visible_index
+from yolo_sm.collect.devices import cuda_index, identify, visible_index
 from yolo_sm.contract.errors import UserError
 
 CPUS_ENV = "YOLO_SM_CPUS"  # comma list of the cores a local worker's threads are pinned to
@@ -97,28 +97,12 @@ def place(device: str) -> dict:
     out = {"gpu_uuid": None, "gpu_index": None, "host": socket.gethostname()}
     out["worker"] = worker_name()
     if str(device).startswith("cuda"):
-        import torch
-
-        if torch.cuda.is_available():
-            local = torch.device(device).index or 0
-            uuid = getattr(torch.cuda.get_device_properties(local), "uuid", None)
-            out["gpu_uuid"] = f"GPU-{uuid}" if uuid is not None else None
-            out["gpu_index"] = _host_index(local, out["gpu_uuid"])
+        ident = identify(device)  # torch's device matched to NVML by UUID, else PCI bus id
+        if ident["nvml_match"] is not None:  # None: no CUDA device here
+            out["gpu_uuid"] = ident["gpu_uuid"]
+            found = ident["nvml_index"]  # no NVML: what CUDA_VISIBLE_DEVICES maps it to
+            out["gpu_index"] = visible_index(cuda_index(device)) if found is None else found
     return out
-
-
-def _host_index(local: int, uuid: str | None) -> int:
-    """The host's index of the GPU that torch numbers ``local``: NVML's for its UUID, else
-    what ``CUDA_VISIBLE_DEVICES`` maps ``local`` to."""
-    if uuid:
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            return int(pynvml.nvmlDeviceGetIndex(pynvml.nvmlDeviceGetHandleByUUID(uuid)))
-        except Exception:  # noqa: BLE001 - no NVML: fall back to the environment
-            pass
-    return visible_index(local)
 
 
 def _visible_gpus() -> list[str]:
