@@ -164,9 +164,10 @@ class BenchSpec:
         """From plan / CLI keys: ``family`` + ``widths`` (or ``models`` as ``family:width``
         items), ``batches``, ``engines`` (``backend/precision/layout`` strings),
         ``pipeline_engine``, ``pipeline_streams``, ``device``, ``imgsz``, ``budget_ms``,
-        ``warmup_ms``, ``seconds``, ``predict``, ``est_unit_s``."""
+        ``warmup_ms``, ``seconds``, ``predict``, ``est_unit_s``. A None value means the
+        default (as the plan check reads it)."""
 
-        data = dict(data)
+        data = {k: v for k, v in data.items() if v is not None}
         known = {f.name for f in fields(cls)} | {"family", "widths"}
         unknown = sorted(set(data) - known)
         if unknown:
