@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from yolo_sm.analyse.batch import GPM, NCU, POOL_SWEEP, SWEEP, SWEEP_1280
-from yolo_sm.analyse.remeasure import LAUNCH_BOUND_MAX_BATCH, TOLERANCE
+from yolo_sm.analyse.remeasure import TOLERANCE
 from yolo_sm.report.rules import Rule, check_unique
 
 GROUP = "03_batch_sweep"
