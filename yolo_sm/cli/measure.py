@@ -156,7 +156,12 @@ def _remeasure_parser(sub) -> None:
     m.add_argument("--points", default="5", help="how many random ok points")
     m.add_argument("--seed", default="0", help="the draw's seed (reproducible)")
     m.add_argument("--device", default=None, help="override the points' device (cpu: dry run)")
-    m.add_argument("--out", default=None, help="parquet file for the comparison table")
+    m.add_argument(
+        "--out",
+        default=None,
+        help="parquet file for the re-measured rows (a rerun measures only what it lacks; "
+        "yolo-sm check reads it as a candidate)",
+    )
     m.set_defaults(run=run)
 
 
