@@ -54,6 +54,8 @@ def test_host_table_derives_idle_time_shares_and_launch_cost():
     assert e1.gpu_idle_ms == pytest.approx(3.0) and e1.gpu_busy_pct == pytest.approx(25.0)
     assert e1.cpu_share_pct == pytest.approx(100.0)
     assert e1.us_per_launch == pytest.approx(4000 / 236) and e1.cpu_model == "Some CPU"
+    assert list(hosts.small_batch_view(t).columns) == list(hosts.VIEW_COLUMNS)
+    assert len(hosts.small_batch_view(t)) == 2 and hosts.cpu_of(t) == "Some CPU (16 logical CPUs)"
     edge = hosts.host_bound_edge(t).set_index("width")
     assert edge.loc[0.5, "largest_host_bound_batch"] == 1
     assert edge.loc[0.5, "smallest_gpu_bound_batch"] == 64

@@ -67,6 +67,25 @@ def smallest_batch(table: pd.DataFrame, backend: str = "eager") -> pd.DataFrame:
     return rows[rows["batch"] == rows["batch"].min()] if len(rows) else rows
 
 
+#: the columns of :func:`small_batch_view` (what varies between widths)
+VIEW_COLUMNS = ("width", "batch", "median_ms", "host_cpu_ms", "launches_per_forward",
+                "gpu_busy_ms", "gpu_idle_ms", "gpu_busy_pct", "us_per_launch", "host_bound")  # fmt: skip
+
+
+def small_batch_view(table: pd.DataFrame, backend: str = "eager") -> pd.DataFrame:
+    """:func:`smallest_batch` narrowed to :data:`VIEW_COLUMNS` (the host's CPU is the same for
+    every row: :func:`cpu_of` names it)."""
+    return smallest_batch(table, backend).reindex(columns=list(VIEW_COLUMNS))
+
+
+def cpu_of(table: pd.DataFrame) -> str:
+    """The host CPU(s) the table's points were measured on, from provenance ("" if unknown)."""
+    models = [m for m in dict.fromkeys(table["cpu_model"].astype(str)) if m and m != "nan"]
+    counts = sorted({int(c) for c in pd.to_numeric(table["cpu_count"], errors="coerce").dropna()})
+    text = ", ".join(models)
+    return f"{text} ({', '.join(map(str, counts))} logical CPUs)" if text and counts else text
+
+
 def host_bound_edge(table: pd.DataFrame, backend: str = "eager") -> pd.DataFrame:
     """Per width, the largest batch at which ``backend`` is still host-bound (NaN where no
     batch is) and the smallest batch at which it is not."""

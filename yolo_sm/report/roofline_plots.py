@@ -299,6 +299,12 @@ def host_table(root: DataRoot, sweep: str):
     return table
 
 
+def host_line(root: DataRoot, table) -> str:
+    """One markdown line naming the host CPU the root's points were measured on."""
+    cpu = hosts.cpu_of(table)
+    return f"Host CPU of `{root.name}`: {cpu or 'not recorded'}."
+
+
 def plot_launches(per_type, *, title=None):
     """Stacked bars: kernels per forward per module type, per width."""
     import plotly.express as px
