@@ -68,8 +68,10 @@ def smallest_batch(table: pd.DataFrame, backend: str = "eager") -> pd.DataFrame:
 
 
 #: the columns of :func:`small_batch_view` (what varies between widths)
-VIEW_COLUMNS = ("width", "batch", "median_ms", "host_cpu_ms", "launches_per_forward",
-                "gpu_busy_ms", "gpu_idle_ms", "gpu_busy_pct", "us_per_launch", "host_bound")  # fmt: skip
+VIEW_COLUMNS = (
+    "width", "batch", "median_ms", "host_cpu_ms", "launches_per_forward", "gpu_busy_ms",
+    "gpu_idle_ms", "gpu_busy_pct", "us_per_launch", "host_bound",
+)  # fmt: skip
 
 
 def small_batch_view(table: pd.DataFrame, backend: str = "eager") -> pd.DataFrame:
