@@ -578,7 +578,28 @@ def _run_bench(step, plan, out_dir, deadline, progress):
     )
 
 
+def _run_techniques(step, plan, out_dir, deadline, progress):
+    """Fusion, autocast and the batch buffer side by side in one process
+    (yolo_sm.collect.techniques.techniques_table), with provenance."""
+    from yolo_sm.collect.techniques import techniques_table
+
+    p = dict(step.params)
+    for k in (
+        "techniques",
+        "backends",
+        "resnet_batches",
+        "widths",
+        "autocast_batches",
+        "buffer_batches",
+    ):
+        if k in p:
+            p[k] = tuple(p[k]) if isinstance(p[k], (list, tuple)) else (p[k],)
+    df = techniques_table(device=plan.device, **p)
+    _write(_with_provenance(df, plan.device), step_path(step, out_dir))
+
+
 RUNNERS = {
+    "techniques": _run_techniques,
     "sweep": _run_sweep,
     "ncu": _run_ncu,
     "numerics": _run_numerics,
