@@ -18,6 +18,7 @@ from yolo_sm.contract.datasets import DataRoot
 
 DATASET = "techniques"
 FUSED, FOLDED, UNFUSED = "conv_bias_relu", "bn_folded", "bn_unfused"
+FUSION_ORDER = (UNFUSED, FOLDED, FUSED)
 PREALLOC = ("prealloc_copy", "prealloc_stack_out")
 #: kernel classes that do the matrix work (everything else is memory traffic around it)
 MATRIX = ("tensor_core_conv", "simt_conv", "tensor_core_gemm", "simt_gemm")
@@ -75,7 +76,7 @@ def fusion_table(df: pd.DataFrame) -> pd.DataFrame:
     if f.empty:
         return f
     f["speedup"] = _ratio(f, ["backend", "batch"], UNFUSED)
-    order = {v: i for i, v in enumerate((UNFUSED, FOLDED, FUSED))}
+    order = {v: i for i, v in enumerate(FUSION_ORDER)}
     f = f.sort_values(
         ["backend", "batch", "variant"], key=lambda s: s.map(order) if s.name == "variant" else s
     )
@@ -259,8 +260,11 @@ def table_facts(df: pd.DataFrame) -> list[dict]:
     return rows
 
 
+def facts_table_of(df: pd.DataFrame) -> pd.DataFrame:
+    """The facts table of one techniques table (the measured facts only)."""
+    return facts_table(r for r in table_facts(df) if not math.isnan(r["value"]))
+
+
 def facts(root: DataRoot) -> pd.DataFrame:
     """The techniques facts of ``root`` (empty where it holds no ``techniques`` table)."""
-    if not root.has(DATASET):
-        return facts_table([])
-    return facts_table(r for r in table_facts(root.load(DATASET)) if not math.isnan(r["value"]))
+    return facts_table_of(root.load(DATASET)) if root.has(DATASET) else facts_table([])
