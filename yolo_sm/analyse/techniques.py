@@ -14,6 +14,7 @@ import math
 import pandas as pd
 
 from yolo_sm.analyse.facts import fact, facts_table
+from yolo_sm.analyse.kernels import class_shares
 from yolo_sm.contract.datasets import DataRoot
 
 DATASET = "techniques"
@@ -54,6 +55,19 @@ def kernel_mix_of(kernels: pd.DataFrame | None, iters: int) -> dict:
         "copy_time_pct": share(cls == "copy_concat"),
         "matrix_time_pct": share(cls.isin(MATRIX)),
     }
+
+
+def class_time(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Per profiled config and kernel class: kernels, kernel time (us) and its share (%), from
+    any kernel table with ``kernel_name`` and ``duration_us`` (an Nsight Compute or Kineto
+    table), largest share first."""
+    by = ("config",) if "config" in kernels else ()
+    g = class_shares(kernels, by=by)
+    g["time_pct"] = 100.0 * g.pop("time_share")
+    g = g.drop(columns="launch_share")
+    return g.sort_values([*by, "time_pct"], ascending=[True] * len(by) + [False]).reset_index(
+        drop=True
+    )
 
 
 def ok(df: pd.DataFrame, technique: str) -> pd.DataFrame:

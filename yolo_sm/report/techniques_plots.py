@@ -11,12 +11,32 @@ from yolo_sm.report.sections import needs
 from yolo_sm.report.style import finish
 
 DATASET = techniques.DATASET
+NCU_RESNET = "ncu_resnet101"
 
 
 def _batch_panels(fig):
     fig.for_each_annotation(lambda a: a.update(text=f"batch {a.text.split('=')[-1]}"))
     fig.update_yaxes(matches=None, showticklabels=True)
     return fig
+
+
+def plot_class_time(classes, title: str | None = None):
+    """Share of kernel time per kernel class, one bar per class (one profiled config)."""
+    import plotly.express as px
+
+    fig = px.bar(
+        classes,
+        x="kernel_class",
+        y="time_pct",
+        color="kernel_class",
+        hover_data=[c for c in ("kernels", "time_us") if c in classes],
+        template=TEMPLATE,
+        title=title or "Share of kernel time per kernel class",
+    )
+    fig.update_yaxes(title_text="share of kernel time (%)", rangemode="tozero")
+    fig.update_xaxes(title_text="kernel class")
+    fig.update_layout(showlegend=False)
+    return finish(fig)
 
 
 def plot_fusion(fusion, title: str | None = None):
@@ -115,6 +135,24 @@ def plot_buffer(buf, title: str | None = None):
 
 def _table(root: DataRoot):
     return root.load(DATASET)
+
+
+@needs(NCU_RESNET)
+def resnet_classes(root: DataRoot):
+    """Where the ResNet-101 detector's kernel time goes as the other notebooks run it (BN
+    folded, eager), per kernel class, from its Nsight Compute table."""
+    return tables.show(techniques.class_time(root.load(NCU_RESNET)))
+
+
+@needs(NCU_RESNET)
+def resnet_classes_figure(root: DataRoot):
+    ncu = root.load(NCU_RESNET)
+    config = ", ".join(map(str, ncu["config"].unique())) if "config" in ncu else ""
+    return plot_class_time(
+        techniques.class_time(ncu),
+        title=f"ResNet-101 detector {config}: kernel time per class, Nsight Compute "
+        f"({root.device_name()})",
+    )
 
 
 @needs(DATASET)
