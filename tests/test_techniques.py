@@ -288,3 +288,24 @@ def test_figures_follow_the_style():
     ]
     for f in figs:
         assert f.data and style_problems(f) == [], f.layout.title.text
+
+
+@pytest.mark.notebooks
+def test_notebook_renders_every_section_from_a_techniques_table(make_root):
+    """13 executes from a root holding a (synthetic) techniques table beside the shipped
+    ResNet-101 Nsight Compute table: every section draws, no section says its data is missing."""
+    from pathlib import Path
+
+    from tests.test_notebooks import _executes_and_renders, _outputs_text
+    from yolo_sm.contract.manifest import register
+
+    root = make_root("h200", ["ncu_resnet101"])
+    df = synthetic(fp32_types=1)
+    df["width"] = df["width"].fillna(1.0)
+    df.to_parquet(root / "techniques.parquet")
+    register(root, "techniques", "techniques.parquet", "techniques", "SYNTHETIC", "test")
+    path = Path(__file__).resolve().parent.parent / "notebooks" / "13_techniques.ipynb"
+    nb, html = _executes_and_renders(path, root)
+    assert html.count("Plotly.newPlot") >= 5
+    text = _outputs_text(nb)
+    assert "holds no" not in text and "techniques_fusion_b16" in text

@@ -21,6 +21,8 @@ DATASET = "techniques"
 FUSED, FOLDED, UNFUSED = "conv_bias_relu", "bn_folded", "bn_unfused"
 FUSION_ORDER = (UNFUSED, FOLDED, FUSED)
 PREALLOC = ("prealloc_copy", "prealloc_stack_out")
+#: backends in reading order (``none``: the assembly rows, no forward)
+BACKEND_ORDER = {"none": 0, "eager": 1, "cudagraph": 2}
 #: kernel classes that do the matrix work (everything else is memory traffic around it)
 MATRIX = ("tensor_core_conv", "simt_conv", "tensor_core_gemm", "simt_gemm")
 _MIX_NAN = {
@@ -82,6 +84,15 @@ def _ratio(rows: pd.DataFrame, keys: list[str], base: str, column: str = "img_pe
     return rows[column].to_numpy() / b.reindex(idx).to_numpy()
 
 
+def _order(s: pd.Series, order: dict) -> pd.Series:
+    """Sort key of a table column: ``order`` for its own column, backends eager first."""
+    if s.name == "backend":
+        return s.map(BACKEND_ORDER)
+    if s.name in ("variant", "scope"):
+        return s.map(lambda v: order.get(v, len(order)))
+    return s
+
+
 def fusion_table(df: pd.DataFrame) -> pd.DataFrame:
     """Fusion rows: per backend, batch and variant the img/s, the speed-up over ``bn_unfused``,
     kernels per forward, the elementwise share of kernel time, the error vs fp32, and the
@@ -91,9 +102,7 @@ def fusion_table(df: pd.DataFrame) -> pd.DataFrame:
         return f
     f["speedup"] = _ratio(f, ["backend", "batch"], UNFUSED)
     order = {v: i for i, v in enumerate(FUSION_ORDER)}
-    f = f.sort_values(
-        ["backend", "batch", "variant"], key=lambda s: s.map(order) if s.name == "variant" else s
-    )
+    f = f.sort_values(["backend", "batch", "variant"], key=lambda s: _order(s, order))
     cols = [
         "backend",
         "batch",
@@ -170,10 +179,8 @@ def buffer_table(df: pd.DataFrame) -> pd.DataFrame:
         "graph_input_copy",
         "noisy",
     ]
-    order = {"assembly": 0, "step": 1}
-    b = b.sort_values(
-        ["scope", "backend", "batch"], key=lambda s: s.map(order) if s.name == "scope" else s
-    )
+    order = {"assembly": 0, "step": 1, **{v: i for i, v in enumerate(("stack_new", *PREALLOC))}}
+    b = b.sort_values(["scope", "backend", "batch", "variant"], key=lambda s: _order(s, order))
     return b[[c for c in cols if c in b]].reset_index(drop=True)
 
 

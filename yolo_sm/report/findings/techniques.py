@@ -134,7 +134,8 @@ RULES: tuple[Rule, ...] = check_unique(
         _finding(
             "buffer_gain",
             "A preallocated batch buffer gains at least 15 % over a new torch.stack per step "
-            "(assembly + forward, eager, median over batches; the article's claim)",
+            "(assembly + forward, eager, the faster way to fill it, median over batches; the "
+            "article's claim)",
             "buffer_step_gain_pct",
             ">=",
             15.0,
