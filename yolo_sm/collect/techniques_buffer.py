@@ -32,12 +32,15 @@ def frames_on(device, n: int, imgsz: int, dtype, seed: int = 0) -> list[torch.Te
     return [torch.rand(imgsz, imgsz, 3, generator=gen, device=device).to(dtype) for _ in range(n)]
 
 
-def assemblers(frames: list[torch.Tensor], buf: torch.Tensor) -> dict[str, Callable]:
+def assemblers(
+    frames: list[torch.Tensor], buf: torch.Tensor, view: torch.Tensor | None = None
+) -> dict[str, Callable]:
     """Per buffer variant, a function that assembles ``frames`` into an NHWC batch and returns
-    it as a channels-last (B, 3, H, W) tensor: a new one per call (``stack_new``) or a view of
-    ``buf`` (B, H, W, 3), written in place (``prealloc_copy``: one ``copy_`` per frame;
-    ``prealloc_stack_out``: ``torch.stack(out=buf)``)."""
-    view = buf.permute(0, 3, 1, 2)
+    it as a channels-last (B, 3, H, W) tensor: a new one per call (``stack_new``) or ``view``
+    (default ``buf.permute(0, 3, 1, 2)``; a CUDA graph's static input, of which ``buf`` is the
+    (B, H, W, 3) view) after writing ``buf`` in place (``prealloc_copy``: one ``copy_`` per
+    frame; ``prealloc_stack_out``: ``torch.stack(out=buf)``)."""
+    view = buf.permute(0, 3, 1, 2) if view is None else view
 
     def stack_new():
         return torch.stack(frames).permute(0, 3, 1, 2)
@@ -59,18 +62,18 @@ def assemblers(frames: list[torch.Tensor], buf: torch.Tensor) -> dict[str, Calla
 
 
 def buffer_engine(model, cfg):
-    """``(run, close, buf)``: the forward of ``model`` for ``cfg`` and the (B, H, W, 3) buffer
-    the prealloc variants write into; for a CUDA graph that buffer is the graph's static input
-    itself (a channels-last (B, 3, H, W) tensor is (B, H, W, 3) in memory)."""
+    """``(run, close, buf, view)``: the forward of ``model`` for ``cfg``, the (B, H, W, 3) buffer
+    the prealloc variants write into and the (B, 3, H, W) tensor they hand to ``run``. For a
+    CUDA graph that is the graph's static input itself (a channels-last (B, 3, H, W) tensor is
+    (B, H, W, 3) in memory), so ``run`` copies nothing."""
     module = prepare_module(model, cfg)
     static_in = make_input(cfg, seed=0)
     run, close = runner(eager_runner(module, cfg), cfg, static_in)
     if cfg.backend.value == "cudagraph":
-        buf = static_in.permute(0, 2, 3, 1)
-    else:
-        shape = (cfg.batch, cfg.imgsz, cfg.imgsz, 3)
-        buf = torch.empty(shape, dtype=static_in.dtype, device=cfg.device)
-    return run, close, buf
+        return run, close, static_in.permute(0, 2, 3, 1), static_in
+    shape = (cfg.batch, cfg.imgsz, cfg.imgsz, 3)
+    buf = torch.empty(shape, dtype=static_in.dtype, device=cfg.device)
+    return run, close, buf, buf.permute(0, 3, 1, 2)
 
 
 def _assembly(fn, batch, device, warmup_ms, budget_ms, label) -> dict:
@@ -81,11 +84,12 @@ def _assembly(fn, batch, device, warmup_ms, budget_ms, label) -> dict:
 
 
 def _step(built, cfg, frames, variant, warmup_ms, budget_ms) -> dict:
-    """Assembly + forward of one variant on a built ``(run, close, buf)`` (or its build's error)."""
+    """Assembly + forward of one variant on a built ``(run, close, buf, view)`` (or its build's
+    error)."""
     if isinstance(built, BaseException):
         raise built
-    run, _, buf = built
-    assemble = assemblers(frames, buf)[variant]
+    run, _, buf, view = built
+    assemble = assemblers(frames, buf, view)[variant]
     if variant != "stack_new" and assemble().data_ptr() != buf.data_ptr():
         raise RuntimeError(f"{variant} did not write into its buffer")
     label = f"{cfg.label()} {variant}"

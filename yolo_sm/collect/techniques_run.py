@@ -15,6 +15,7 @@ from yolo_sm.collect.engines.base import head_tensor, make_input, numerics, phot
 from yolo_sm.collect.engines.config import EngineConfig, Precision
 from yolo_sm.collect.engines.torch_backends import prepare_module
 from yolo_sm.collect.grid import free_memory
+from yolo_sm.collect.profiling import kineto
 from yolo_sm.collect.sweep import failure
 from yolo_sm.collect.timing import measure
 from yolo_sm.contract.errors import NotAvailableError, UserError
@@ -111,8 +112,6 @@ def kernel_mix(fn: Callable, device: str, iters: int = 2) -> dict:
     :func:`yolo_sm.analyse.techniques.kernel_mix_of`); NaN on a CPU."""
     if not on_gpu(device):
         return kernel_mix_of(None, iters)
-    from yolo_sm.collect.profiling import kineto
-
     with tempfile.TemporaryDirectory() as tmp:
         path = kineto.capture(
             fn,
