@@ -414,8 +414,9 @@ SCHEMAS["techniques"] = {
     "host_cpu_ms": HOST_COLUMNS["host_cpu_ms"],
     "rel_err": "relative L2 error of the head output vs the eager fp32 model (fusion: the "
     "unfused one) on ultralytics' bundled photos; the half model sees them rounded to 16 bits",
-    "kernels_per_forward": "GPU kernels per call in a Kineto pass (fusion and autocast rows; "
-    "assembly rows: kernels, memcpys and memsets of a torch.profiler pass)",
+    "kernels_per_forward": "GPU kernels per call in a Kineto pass (eager fusion and autocast "
+    "rows: a CUDA graph replays the same kernels; assembly rows: kernels, memcpys and memsets "
+    "of a torch.profiler pass; empty on a CPU)",
     "kernel_time_ms": "summed kernel time per call in that pass, milliseconds",
     "elementwise_kernels_per_forward": "elementwise kernels per call (yolo_sm.analyse.kernels "
     "class elementwise: bias and residual adds, activations, eval BatchNorm, casts)",
