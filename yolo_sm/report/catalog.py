@@ -17,6 +17,7 @@ from yolo_sm.analyse import precision as analyse_precision
 from yolo_sm.analyse import primer as analyse_primer
 from yolo_sm.analyse import roofline as analyse_roofline
 from yolo_sm.analyse import scaling as analyse_scaling
+from yolo_sm.analyse import techniques as analyse_techniques
 from yolo_sm.analyse import timeline as analyse_timeline
 from yolo_sm.analyse.facts import concat
 from yolo_sm.contract.datasets import DataRoot
@@ -28,6 +29,7 @@ from yolo_sm.report.findings import heatmaps as findings_heatmaps
 from yolo_sm.report.findings import hosts as findings_hosts
 from yolo_sm.report.findings import precision as findings_precision
 from yolo_sm.report.findings import primer as findings_primer
+from yolo_sm.report.findings import techniques as findings_techniques
 from yolo_sm.report.findings import timeline as findings_timeline
 from yolo_sm.report.findings import width as findings_width
 from yolo_sm.report.rules import Rule, check_unique, evaluate
@@ -74,6 +76,7 @@ SOURCES.append((findings_batch.RULES, analyse_batch.facts))
 SOURCES.append((findings_timeline.RULES, analyse_timeline.facts))
 SOURCES.append((roofline.RULES, analyse_roofline.facts))
 SOURCES.append((findings_hosts.RULES, analyse_hosts.facts))
+SOURCES.append((findings_techniques.RULES, analyse_techniques.facts))
 
 #: rules over two roots side by side (notebook 12), with their facts function (a, b) -> facts
 PAIR_SOURCES: list[tuple[tuple[Rule, ...], object]] = []
