@@ -58,6 +58,9 @@ class CacheSpec:
         if "modes" in kw:
             modes = kw["modes"]
             kw["modes"] = tuple([modes] if isinstance(modes, str) else modes)
+        for k in ("precision", "layout", "batch", "imgsz"):  # one value (a plan may list it)
+            if isinstance(kw.get(k), (list, tuple)) and len(kw[k]) == 1:
+                kw[k] = kw[k][0]
         for k in ("width", "warmup_ms", "budget_ms", "timeout_s"):
             if k in kw:
                 kw[k] = float(kw[k])
@@ -101,12 +104,13 @@ def run_child(args: dict, env: dict, timeout_s: float) -> dict:
         return {"status": "error", "message": f"the build process failed: {why}"}
 
 
-def run_cache_builds(spec: CacheSpec, out: str | os.PathLike, runner=run_child, progress=True):
+def run_cache_builds(spec: CacheSpec, out: str | os.PathLike, runner=None, progress=True):
     """Per mode of ``spec``, a cold and a warm build in fresh processes against a new cache
     folder; writes the rows to ``out`` (atomically) and returns them. ``runner(args, env,
     timeout_s)``: how one build process runs (:func:`run_child`)."""
     import pandas as pd
 
+    runner = runner or run_child
     rows = []
     for mode in spec.modes:
         with tempfile.TemporaryDirectory(prefix="yolo_sm-inductor-") as cache_dir:

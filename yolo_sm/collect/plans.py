@@ -298,15 +298,23 @@ def step_gpu_seconds(step: Step, plan: Plan, out_dir: Path) -> tuple:
     return n, round(est, 1), "estimated (rows)"
 
 
-def gpu_total_line(table) -> str:
-    """The plan's GPU seconds so far, from :func:`status`'s table: recorded and estimated."""
-    spent = table.gpu_s.fillna(0.0)
+def gpu_totals(table) -> dict:
+    """The plan's GPU seconds so far, from :func:`status`'s table: ``recorded``,
+    ``estimated``, their ``total`` and the number of ``tables``."""
+    spent = table.gpu_s.astype(float).fillna(0.0)
     recorded = float(spent[table.gpu_s_source == "recorded"].sum())
     estimated = float(spent[table.gpu_s_source.str.startswith("estimated")].sum())
+    n = int(table.gpu_s.notna().sum())
     total = recorded + estimated
+    return {"recorded": recorded, "estimated": estimated, "total": total, "tables": n}
+
+
+def gpu_total_line(table) -> str:
+    """:func:`gpu_totals` in one line."""
+    t = gpu_totals(table)
     return (
-        f"GPU time of the {int(table.gpu_s.notna().sum())} tables: {recorded:.0f} s recorded + "
-        f"{estimated:.0f} s estimated = {total:.0f} s ({total / 60:.1f} min)"
+        f"GPU time of the {t['tables']} tables: {t['recorded']:.0f} s recorded + "
+        f"{t['estimated']:.0f} s estimated = {t['total']:.0f} s ({t['total'] / 60:.1f} min)"
     )
 
 
