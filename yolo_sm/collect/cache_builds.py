@@ -24,8 +24,14 @@ import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from yolo_sm.collect.engines import EngineConfig, build_engine
+from yolo_sm.collect.grid import free_memory
+from yolo_sm.collect.models import build_yolo
 from yolo_sm.collect.stopwatch import credit, phase
+from yolo_sm.collect.sweep import failure
+from yolo_sm.collect.timing import measure_engine
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.scrub import user_command
 from yolo_sm.contract.store import write_atomic
 from yolo_sm.contract.vocab import COMPILE_MODES
 
@@ -111,6 +117,7 @@ def run_cache_builds(spec: CacheSpec, out: str | os.PathLike, runner=None, progr
     import pandas as pd
 
     runner = runner or run_child
+    command = user_command(sys.argv) if sys.argv and sys.argv[0] else None
     rows = []
     for mode in spec.modes:
         with tempfile.TemporaryDirectory(prefix="yolo_sm-inductor-") as cache_dir:
@@ -123,6 +130,8 @@ def run_cache_builds(spec: CacheSpec, out: str | os.PathLike, runner=None, progr
                 process_s = time.perf_counter() - t0
                 for p in ("build", "warmup", "timed"):  # the child's phases, as it timed them
                     credit(p, row.get(f"{p}_s") or 0.0)
+                if "prov_command" in row:  # the command that asked for the build, not the child's
+                    row["prov_command"] = command
                 rows.append(
                     {
                         **_head(spec, mode),
@@ -153,12 +162,6 @@ def _head(spec: CacheSpec, mode: str) -> dict:
 def build_and_time(args: dict) -> dict:
     """In the build process: the model, its compiled engine (timed as ``build_s``, with the
     engine's ``compile_s`` and cache columns) and its timed calls; a failure is an error row."""
-    from yolo_sm.collect.engines import EngineConfig, build_engine
-    from yolo_sm.collect.grid import free_memory
-    from yolo_sm.collect.models import build_yolo
-    from yolo_sm.collect.sweep import failure
-    from yolo_sm.collect.timing import measure_engine
-
     engine = None
     try:
         model = build_yolo(args["family"], float(args["width"]))

@@ -348,10 +348,13 @@ def _valid_gpu_seconds(value, name: str):
 
 def recorded_gpu_seconds(folder: str | os.PathLike, name: str, file: str) -> dict | None:
     """The ``gpu_seconds`` record of dataset ``name``: its manifest entry's, else the one its
-    table ``file`` embeds (a lost manifest); None when neither holds one. A record that is not
-    valid is one UserError naming the dataset."""
+    table ``file`` embeds (a lost or unreadable manifest); None when neither holds one. A
+    record that is not valid is one UserError naming the dataset."""
     folder = Path(folder)
-    entry = read_manifest(folder)["datasets"].get(name)
+    try:
+        entry = read_manifest(folder)["datasets"].get(name)
+    except UserError:  # an unreadable manifest: the table's own registration says
+        entry = None
     value = entry.get("gpu_seconds") if isinstance(entry, dict) else None
     if value is None:
         path = folder / file
