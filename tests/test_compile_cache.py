@@ -163,3 +163,14 @@ def test_no_fact_without_an_ok_warm_build():
     t = _builds(90.0, 10.0)
     t.loc[1, "status"] = "error"
     assert analyse_cache.cache_facts(t) == []
+
+
+def test_a_build_process_result_keeps_numbers_numbers(tmp_path):
+    import json
+
+    import numpy as np
+
+    row = {"rel_err": np.float32(0.5), "n": np.int64(3), "when": object}
+    text = json.dumps(row, default=cache_builds.plain_value)
+    back = json.loads(text)
+    assert back["rel_err"] == 0.5 and back["n"] == 3 and isinstance(back["when"], str)

@@ -207,10 +207,15 @@ def build_and_time(args: dict) -> dict:
     return row
 
 
+def plain_value(v):
+    """A numpy or torch scalar as its Python number; anything else as text."""
+    return v.item() if hasattr(v, "item") else str(v)
+
+
 def main(argv: list[str]) -> int:
     args, result = json.loads(argv[0]), Path(argv[1])
     row = build_and_time(args)
-    result.write_text(json.dumps(row, default=str))
+    result.write_text(json.dumps(row, default=plain_value))
     return 0
 
 
