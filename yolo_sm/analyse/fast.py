@@ -9,6 +9,7 @@ after another in the same process: batch-1 latencies move by a third between pro
 
 from __future__ import annotations
 
+from yolo_sm.analyse import compile_cache
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.errors import UserError
@@ -505,8 +506,9 @@ def probe_facts(probe) -> list[dict]:
 
 def facts(root: DataRoot):
     """The fast-engines facts of ``root`` (keys ``fast.*``): from ``bench_fast_engines`` (with
-    the fp16 peak of ``ceilings``), the fp8 and compile traces and the pipeline probe, each
-    where the root holds it."""
+    the fp16 peak of ``ceilings``), the fp8 and compile traces, the pipeline probe and the cold
+    and warm compile builds (:mod:`yolo_sm.analyse.compile_cache`), each where the root holds
+    it."""
     import math
 
     rows = []
@@ -525,4 +527,6 @@ def facts(root: DataRoot):
             rows += compile_trace_facts(both)
     if root.has("probe_pipeline_w05_b16"):
         rows += probe_facts(root.load("probe_pipeline_w05_b16"))
+    if root.has(compile_cache.DATASET):
+        rows += compile_cache.cache_facts(root.load(compile_cache.DATASET))
     return facts_table(r for r in rows if not math.isnan(r["value"]))

@@ -144,6 +144,7 @@ def collect(args) -> int:
     if args.status:
         table = plans.status(plan, out_dir)
         print(table.to_string(index=False))
+        print(plans.gpu_total_line(table))
         left = float(table.est_left_s.sum())
         if left:
             print(

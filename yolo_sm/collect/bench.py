@@ -63,6 +63,7 @@ from yolo_sm.collect.pipeline import (
     set_class_prior,
 )
 from yolo_sm.collect.provenance import collect
+from yolo_sm.collect.stopwatch import phase
 from yolo_sm.collect.sweep import Point, SweepSpec, failure, run_point
 from yolo_sm.collect.timing import measure_engine
 from yolo_sm.contract.errors import UserError
@@ -94,6 +95,10 @@ _POINT_COLUMNS = (
     "build_s",
     "compile_s",
     "capture_s",
+    "warmup_s",
+    "timed_s",
+    "profile_s",
+    "compile_cache",
     "host_cpu_ms",
     "launches_per_forward",
     "kernels_per_forward",
@@ -457,20 +462,20 @@ def _pipeline_rows(model, head: dict, spec: BenchSpec, frames) -> list[dict]:
     ]
     eng = None
     try:
-        t0 = time.perf_counter()
-        eng = build_engine(
-            model,
-            EngineConfig(
-                backend=cols["backend"],
-                precision=cols["precision"],
-                layout=cols["layout"],
-                batch=head["batch"],
-                imgsz=spec.imgsz,
-                device=spec.device,
-                compile_mode=cols["compile_mode"] or "default",
-            ),
-        )
-        build_s = time.perf_counter() - t0
+        with phase("build") as build:
+            eng = build_engine(
+                model,
+                EngineConfig(
+                    backend=cols["backend"],
+                    precision=cols["precision"],
+                    layout=cols["layout"],
+                    batch=head["batch"],
+                    imgsz=spec.imgsz,
+                    device=spec.device,
+                    compile_mode=cols["compile_mode"] or "default",
+                ),
+            )
+        build_s = build.seconds
         m = measure_engine(eng, warmup_ms=spec.warmup_ms, budget_ms=spec.budget_ms)
         model_only = m.img_per_s
     except Exception as e:  # noqa: BLE001 - the engine cannot run here: error rows
@@ -482,7 +487,9 @@ def _pipeline_rows(model, head: dict, spec: BenchSpec, frames) -> list[dict]:
         for r in rows:
             try:
                 pipe = DetectionPipeline(model, eng, PipelineConfig(streams=r["streams"]))
-                st = measure_pipeline(pipe, frames, head["batch"], spec.seconds)
+                with phase("timed") as timed:
+                    st = measure_pipeline(pipe, frames, head["batch"], spec.seconds)
+                r["timed_s"] = timed.seconds
             except Exception as e:  # noqa: BLE001
                 r.update(failure(e))
                 free_memory()
@@ -532,14 +539,16 @@ def _predict_row(model, head: dict, spec: BenchSpec, frames) -> dict:
         batch = head["batch"]
         batch_frames = [frames[i % len(frames)] for i in range(batch)]
         kw = dict(imgsz=spec.imgsz, device=spec.device, half=spec.on_gpu, verbose=False, rect=False)
-        yolo.predict(batch_frames, **kw)  # warm-up (model set-up, cuDNN autotuning)
-        lat, n, t0 = [], 0, time.perf_counter()
-        while time.perf_counter() - t0 < spec.seconds or not lat:
-            t = time.perf_counter()
-            yolo.predict(batch_frames, **kw)
-            lat.append(time.perf_counter() - t)
-            n += batch
-        wall = time.perf_counter() - t0
+        with phase("warmup") as warm:
+            yolo.predict(batch_frames, **kw)  # warm-up (model set-up, cuDNN autotuning)
+        with phase("timed"):
+            lat, n, t0 = [], 0, time.perf_counter()
+            while time.perf_counter() - t0 < spec.seconds or not lat:
+                t = time.perf_counter()
+                yolo.predict(batch_frames, **kw)
+                lat.append(time.perf_counter() - t)
+                n += batch
+            wall = time.perf_counter() - t0
     except Exception as e:  # noqa: BLE001
         free_memory()
         return {**row, **failure(e)}
@@ -551,6 +560,8 @@ def _predict_row(model, head: dict, spec: BenchSpec, frames) -> dict:
         "p99_ms": float(np.quantile(lat, 0.99)) * 1e3,
         "img_per_s": n / wall,
         "n_samples": len(lat),
+        "warmup_s": warm.seconds,
+        "timed_s": wall,
     }
 
 

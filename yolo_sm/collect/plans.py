@@ -18,8 +18,9 @@ import sys
 import time
 from pathlib import Path
 
-from yolo_sm.collect import numerics
+from yolo_sm.collect import numerics, stopwatch
 from yolo_sm.collect.bench import BenchSpec, missing_units, run_bench
+from yolo_sm.collect.cache_builds import CacheSpec, run_cache_builds
 from yolo_sm.collect.ceilings import measure_ceilings
 from yolo_sm.collect.model_tables import DEFAULT_MODELS, model_layers
 from yolo_sm.collect.probe import probe_pipeline
@@ -30,7 +31,9 @@ from yolo_sm.collect.provenance import collect
 from yolo_sm.collect.sweep import SweepSpec, missing_points, run_sweep
 from yolo_sm.collect.techniques import techniques_table
 from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.manifest import entry_problem
+from yolo_sm.contract.gpu_time import add as add_seconds
+from yolo_sm.contract.gpu_time import estimate_from_rows, estimate_from_units
+from yolo_sm.contract.manifest import entry_problem, recorded_gpu_seconds
 from yolo_sm.contract.manifest import register as reg
 from yolo_sm.contract.plans import RESUMABLE, Plan, Step, load_plan  # noqa: F401 (collect.plans.load_plan)
 from yolo_sm.contract.scrub import shown_path
@@ -231,7 +234,8 @@ def status(plan: Plan, out_dir: str | os.PathLike):
     """One row per plan step: its state, for a sweep or bench what is left (``todo``, e.g.
     ``70 of 192 points``) and ``est_left_s``, the time that needs (left x
     :func:`unit_seconds`; ``est_source`` says measured or default); for the other kinds their
-    ``est_s`` while not done."""
+    ``est_s`` while not done; the rows its table holds and the GPU seconds it took
+    (:func:`step_gpu_seconds`: ``gpu_s``, ``gpu_s_source`` recorded or estimated)."""
     import pandas as pd
 
     out_dir = Path(out_dir)
@@ -253,8 +257,66 @@ def status(plan: Plan, out_dir: str | os.PathLike):
                 row["est_source"] = source
         elif state not in ("done", "unregistered"):
             row.update(est_left_s=s.est_s, est_source="plan est_s")
+        n, spent, source = step_gpu_seconds(s, plan, out_dir)
+        row.update(rows=n, gpu_s=spent, gpu_s_source=source)
         rows.append(row)
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    return out.astype({"rows": "Int64"}) if len(out) else out
+
+
+def step_gpu_seconds(step: Step, plan: Plan, out_dir: Path) -> tuple:
+    """(rows, GPU seconds, source) of a step's table: the seconds its manifest entry records
+    (``recorded``: :mod:`yolo_sm.contract.gpu_time`), else an estimate from the table itself
+    (``estimated (rows)``: a sweep's phase columns, or its build_s plus its warm-up and budget
+    per measured row; a bench's unit_s per unit), else the plan's ``est_s`` (``estimated (plan
+    est_s)``); (None, None, "") without a table. A record that is not valid is a UserError."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    path = step_path(step, out_dir)
+    if not path.exists():
+        return None, None, ""
+    try:
+        names = pq.read_schema(path).names
+        n = pq.read_metadata(path).num_rows
+    except Exception:  # noqa: BLE001 - an unreadable table: collect says why when it reads it
+        return None, None, ""
+    rec = recorded_gpu_seconds(out_dir, step.name, step.out)
+    if rec is not None:
+        return n, round(rec["total"], 1), "recorded"
+    wanted = ("status", "build_s", "warmup_s", "timed_s", "profile_s", "unit_s", "family", "width")
+    df = pd.read_parquet(path, columns=[c for c in (*wanted, "batch") if c in names])
+    est = None
+    if step.kind == "sweep":
+        spec = sweep_spec(step, plan)
+        est = estimate_from_rows(df, spec.warmup_ms, spec.budget_ms)
+    elif step.kind == "bench":
+        est = estimate_from_units(df)
+    elif step.kind == "compile_cache" and "process_s" in names:
+        est = float(pd.read_parquet(path, columns=["process_s"]).process_s.sum())
+    if est is None:
+        return n, float(step.est_s), "estimated (plan est_s)"
+    return n, round(est, 1), "estimated (rows)"
+
+
+def gpu_totals(table) -> dict:
+    """The plan's GPU seconds so far, from :func:`status`'s table: ``recorded``,
+    ``estimated``, their ``total`` and the number of ``tables``."""
+    spent = table.gpu_s.astype(float).fillna(0.0)
+    recorded = float(spent[table.gpu_s_source == "recorded"].sum())
+    estimated = float(spent[table.gpu_s_source.str.startswith("estimated")].sum())
+    n = int(table.gpu_s.notna().sum())
+    total = recorded + estimated
+    return {"recorded": recorded, "estimated": estimated, "total": total, "tables": n}
+
+
+def gpu_total_line(table) -> str:
+    """:func:`gpu_totals` in one line."""
+    t = gpu_totals(table)
+    return (
+        f"GPU time of the {t['tables']} tables: {t['recorded']:.0f} s recorded + "
+        f"{t['estimated']:.0f} s estimated = {t['total']:.0f} s ({t['total'] / 60:.1f} min)"
+    )
 
 
 def _total_units(step: Step, plan: Plan) -> tuple[int, str]:
@@ -332,8 +394,12 @@ def registration_command(plan: Plan, out_dir: Path, step: Step) -> str:
     )
 
 
-def register_step(step: Step, plan: Plan, out_dir: Path) -> dict:
-    """Register ``step``'s table in ``out_dir``'s manifest (and in the table's own metadata)."""
+def register_step(step: Step, plan: Plan, out_dir: Path, gpu_seconds: dict | None = None) -> dict:
+    """Register ``step``'s table in ``out_dir``'s manifest (and in the table's own metadata);
+    ``gpu_seconds``: the step's seconds per phase (:func:`step_seconds`), else the record it
+    holds already is kept."""
+    if gpu_seconds is None:
+        gpu_seconds = _kept_seconds(step, out_dir)
     return reg(
         out_dir,
         step.name,
@@ -342,7 +408,25 @@ def register_step(step: Step, plan: Plan, out_dir: Path) -> dict:
         progress_note(step, plan, out_dir) + step.description,
         registration_command(plan, out_dir, step),
         params=_model_params(step, plan),
+        gpu_seconds=gpu_seconds,
     )
+
+
+def _kept_seconds(step: Step, out_dir: Path) -> dict | None:
+    """The step's recorded seconds, None where there are none or they are not valid (a
+    warning says so: the record starts again from this run)."""
+    try:
+        return recorded_gpu_seconds(out_dir, step.name, step.out)
+    except UserError as e:
+        print(f"collect: {step.name}: {e}; its seconds start again", file=sys.stderr)
+        return None
+
+
+def step_seconds(step: Step, state: str, out_dir: Path, run: dict) -> dict:
+    """The ``gpu_seconds`` record of ``step`` after a run that took ``run``: a partial sweep
+    or bench adds it to what its earlier runs recorded; any other step starts afresh."""
+    before = _kept_seconds(step, out_dir) if state == "partial" else None
+    return add_seconds(before, run)
 
 
 def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
@@ -367,11 +451,12 @@ def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
         )
         return
     print(f"collect: {step.name} ({step.kind}, {state})", file=sys.stderr, flush=True)
-    RUNNERS[step.kind](step, plan, out_dir, deadline, progress)
+    with stopwatch.ledger() as spent:
+        RUNNERS[step.kind](step, plan, out_dir, deadline, progress)
     if register and step_path(step, out_dir).exists():
         # a finished step, or a partial sweep / bench (said so in its description): what
         # was measured is usable and the manifest says how much is missing
-        register_step(step, plan, out_dir)
+        register_step(step, plan, out_dir, step_seconds(step, state, out_dir, spent.record()))
 
 
 def _run_sweep(step, plan, out_dir, deadline, progress):
@@ -446,7 +531,7 @@ def _run_ncu(step, plan, out_dir, deadline, progress):
         models=args.model or None,
         input_shape=args.input_shape,
     )
-    with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+    with tempfile.TemporaryDirectory(dir=out_dir) as tmp, stopwatch.phase("profile"):
         df = ncu.profile(
             target,
             Path(tmp) / "ncu.csv",
@@ -469,13 +554,14 @@ def _run_trace(step, plan, out_dir, deadline, progress):
         path = traces / f"{step.name}-{label}.json.gz"
         if not path.exists():  # traces already written by an interrupted run are kept
             hooked = eng.module if backend == "eager" else None
-            kineto.capture(
-                lambda eng=eng, x=x: eng(x),
-                path,
-                model=hooked,
-                iters=int(step.params.get("iters", 2)),
-                device=plan.device,
-            )
+            with stopwatch.phase("profile"):
+                kineto.capture(
+                    lambda eng=eng, x=x: eng(x),
+                    path,
+                    model=hooked,
+                    iters=int(step.params.get("iters", 2)),
+                    device=plan.device,
+                )
         eng.close()
         frames.append(kineto.load_kernels(path).assign(config=label, backend=backend))
     _write(
@@ -490,12 +576,13 @@ def _run_gpm(step, plan, out_dir, deadline, progress):
 
     args, grid = _configs(step, plan)
     built = list(_engines(args, grid, step.params.get("backend", "eager"), plan.device))
-    frame, info = run_gpm(
-        built,
-        seconds=float(step.params.get("seconds", 3.0)),
-        gap_s=float(step.params.get("gap_s", 0.5)),
-        hz=float(step.params.get("hz", 20)),
-    )
+    with stopwatch.phase("profile"):
+        frame, info = run_gpm(
+            built,
+            seconds=float(step.params.get("seconds", 3.0)),
+            gap_s=float(step.params.get("gap_s", 0.5)),
+            hz=float(step.params.get("hz", 20)),
+        )
     _write(_with_provenance(frame, plan.device), step_path(step, out_dir), {"sampler": info})
     for _, eng, _ in built:
         eng.close()
@@ -597,6 +684,14 @@ def _run_techniques(step, plan, out_dir, deadline, progress):
     _write(_with_provenance(df, plan.device), step_path(step, out_dir))
 
 
+def _run_compile_cache(step, plan, out_dir, deadline, progress):
+    """A cold and a warm torch.compile build per mode, each in a fresh process
+    (yolo_sm.collect.cache_builds)."""
+
+    spec = CacheSpec.from_mapping({"device": plan.device, **step.params})
+    run_cache_builds(spec, step_path(step, out_dir), progress=progress)
+
+
 RUNNERS = {
     "techniques": _run_techniques,
     "sweep": _run_sweep,
@@ -608,4 +703,5 @@ RUNNERS = {
     "bench": _run_bench,
     "probe": _run_probe,
     "model_tables": _run_model_tables,
+    "compile_cache": _run_compile_cache,
 }

@@ -46,6 +46,7 @@ from yolo_sm.collect.models.spec import (
     spec_scale,
     weights_calibrated,
 )
+from yolo_sm.collect.stopwatch import phase
 from yolo_sm.collect.timing import engine_call, host_profile, launch_cost_us, measure_engine
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.schema import KEY_COLUMNS
@@ -417,9 +418,9 @@ def _config(p: Point, spec: SweepSpec):
 
 
 def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
-    """Build, check and time one point; OOM and engine failures become rows, memory is freed."""
-    import time
-
+    """Build, check and time one point; OOM and engine failures become rows, memory is freed.
+    The row records the wall seconds of each phase (``build_s``, ``warmup_s``, ``timed_s``,
+    ``profile_s``: :mod:`yolo_sm.collect.stopwatch`)."""
     import torch
 
     on_gpu = p.device.startswith("cuda")
@@ -429,9 +430,9 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
         if on_gpu:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-        t0 = time.perf_counter()
-        engine = build_engine(model, _config(p, spec))
-        row["build_s"] = time.perf_counter() - t0
+        with phase("build") as build:
+            engine = build_engine(model, _config(p, spec))
+        row["build_s"] = build.seconds
         row["rel_err"] = engine.rel_err
         if on_gpu:
             # the build's peak includes the fp32 reference forward of the check: report the
@@ -443,8 +444,14 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
         row["tflops"] = flops_per_img * p.batch / (m.median_ms * 1e-3) / 1e12
         if on_gpu:
             row["peak_mem_bytes"] = torch.cuda.max_memory_allocated()
-        row.update(host_columns(engine, m.median_ms, on_gpu))
-        for k in ("compile_s", "capture_s", "graph_pool_bytes", "recompiles", "graphs_compiled"):
+        row.update(warmup_s=m.warmup_s, timed_s=m.timed_s)
+        with phase("profile") as prof:
+            row.update(host_columns(engine, m.median_ms, on_gpu))
+        row["profile_s"] = prof.seconds
+        for k in (
+            "compile_s", "compile_cache", "capture_s", "graph_pool_bytes", "recompiles",
+            "graphs_compiled",
+        ):  # fmt: skip
             if k in engine.info:
                 row[k] = engine.info[k]
         row.update({f"prov_{k}": v for k, v in m.provenance.items()})

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from yolo_sm.collect import provenance
+from yolo_sm.collect.stopwatch import phase
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import MAX_BUDGET_MS, MAX_WARMUP_MS
 
@@ -98,6 +99,10 @@ class Measurement:
     #: CPU time of the launching thread per timed call, ms (NaN when the timer kept none). On a
     #: GPU a call that waits for a full launch queue counts its wait; the flush hook counts too.
     cpu_ms_per_call: float = math.nan
+    #: wall seconds of the estimate and warm-up calls, and of the timed calls (with the clock
+    #: and provenance reads around them)
+    warmup_s: float = math.nan
+    timed_s: float = math.nan
 
     @property
     def n(self) -> int:
@@ -207,23 +212,26 @@ def measure(
         timer = CudaTimer() if on_gpu else CpuTimer()
     flush = _l2_flusher(device) if (l2_flush and on_gpu) else None
 
-    timer.sync()
-    estimate = timer.time_calls(fn, max(1, estimate_calls))
-    per_call = max(statistics.median(estimate), 1e-6)
-    warmup = max(1, math.ceil(warmup_ms / per_call))
-    reps = min(max_reps, max(min_reps, math.ceil(budget_ms / per_call)))
-    timer.time_calls(fn, warmup)
+    with phase("warmup") as warm:
+        timer.sync()
+        estimate = timer.time_calls(fn, max(1, estimate_calls))
+        per_call = max(statistics.median(estimate), 1e-6)
+        warmup = max(1, math.ceil(warmup_ms / per_call))
+        reps = min(max_reps, max(min_reps, math.ceil(budget_ms / per_call)))
+        timer.time_calls(fn, warmup)
 
-    clock_start = provenance.sm_clock_mhz(device) if with_provenance else None
-    samples = timer.time_calls(fn, reps, before=flush)
-    cpu_ns = timer.cpu_ns
-    cpu_ms = cpu_ns / 1e6 / len(samples) if cpu_ns is not None and samples else math.nan
-    clock_end = provenance.sm_clock_mhz(device) if with_provenance else None
-    prov = provenance.collect(device) if with_provenance else {}
-    prov.update(sm_clock_start_mhz=clock_start, sm_clock_end_mhz=clock_end)
+    with phase("timed") as timed:
+        clock_start = provenance.sm_clock_mhz(device) if with_provenance else None
+        samples = timer.time_calls(fn, reps, before=flush)
+        cpu_ns = timer.cpu_ns
+        cpu_ms = cpu_ns / 1e6 / len(samples) if cpu_ns is not None and samples else math.nan
+        clock_end = provenance.sm_clock_mhz(device) if with_provenance else None
+        prov = provenance.collect(device) if with_provenance else {}
+        prov.update(sm_clock_start_mhz=clock_start, sm_clock_end_mhz=clock_end)
     return Measurement(
-        samples, batch, warmup + len(estimate), label, bool(flush), noise_threshold, prov, cpu_ms
-    )
+        samples, batch, warmup + len(estimate), label, bool(flush), noise_threshold, prov, cpu_ms,
+        warm.seconds, timed.seconds,
+    )  # fmt: skip
 
 
 def engine_call(engine) -> Callable[[], object]:

@@ -448,3 +448,20 @@ PARAMS["techniques"] = {
     "budget_ms": _budget_ms,
     "profile_iters": _count(20),
 }
+
+
+# --- cold and warm torch.compile builds (collect.cache_builds) -------------------------------
+
+KINDS += ("compile_cache",)
+PARAMS["compile_cache"] = {
+    "family": _text_of(None),
+    "width": lambda v, w: values.number(v, w, above=0, hi=MAX_WIDTH_ANY),
+    "batch": _one(_batches),
+    "modes": lambda v, w: values.texts(v, w, COMPILE_MODES),
+    "precision": _one(_precisions),
+    "layout": _one(_layouts),
+    "imgsz": _one_imgsz,
+    "warmup_ms": _warmup_ms,
+    "budget_ms": _budget_ms,
+    "timeout_s": _run_s,
+}

@@ -586,3 +586,59 @@ KEY_COLUMNS = (
     "compile_mode",
     "device",
 )
+
+
+# --- GPU seconds per phase and torch.compile's disk cache -------------------------------------
+# (yolo_sm.contract.gpu_time, yolo_sm.collect.engines.compile_cache); optional in sweep and
+# bench tables: absent in tables measured before they were recorded
+PHASE_SECONDS = {
+    "warmup_s": "wall seconds of the estimate and warm-up calls before the timed calls",
+    "timed_s": "wall seconds of the timed calls (with the clock and provenance reads around "
+    "them; a pipeline or predict row: its timed run)",
+    "profile_s": "wall seconds of the profiler pass after the timed calls (the host columns)",
+    "compile_cache": "compile rows: what the build found in inductor's disk cache: warm (every "
+    "graph read from it), cold (every graph compiled afresh) or partial",
+}
+for _kind in ("sweep", "bench"):
+    for _c, _text in PHASE_SECONDS.items():
+        SCHEMAS[_kind].setdefault(_c, _text)
+SCHEMAS["sweep"].setdefault(
+    "build_s", "wall seconds to build and check the engine (export, compile or capture)"
+)
+SCHEMAS["compile_cache"] = {
+    "family": "YOLO family",
+    "width": "width multiplier",
+    "batch": "images per forward",
+    "imgsz": "square input side in pixels",
+    "precision": "engine precision",
+    "layout": "nchw or nhwc",
+    "device": "torch device",
+    "compile_mode": "torch.compile mode",
+    "run": "order of the build against its cache folder (1: the folder was empty)",
+    "cache": "the planned cache state: cold (a new, empty folder) or warm (the folder the "
+    "cold build filled), each build in its own fresh process",
+    "status": "ok / oom / error",
+    "message": "first line of the error for oom/error rows",
+    "compile_cache": "what the build found (inductor's FX graph cache counters): warm, cold "
+    "or partial",
+    "compile_s": "seconds of the compiling calls (torch.compile's build)",
+    "build_s": "seconds to build the engine: compile and the numerical check",
+    "process_s": "wall seconds of the whole build process (start, imports, build, timing)",
+    "img_per_s": "images per second of the compiled engine (batch * 1000 / median_ms)",
+    "median_ms": "median forward latency of one batch, milliseconds (CUDA events)",
+    "iqr_ms": "interquartile range of the per-call samples, milliseconds",
+    "rel_err": "relative L2 error of the head output vs eager fp32",
+    "fx_cache_hits": "FX graph cache hits during the build",
+    "fx_cache_misses": "FX graph cache misses during the build",
+    "cache_files_before": "files in the cache folder before the build",
+    "cache_files_after": "files in the cache folder after the build",
+    "graphs_compiled": "graphs dynamo compiled during the build",
+    **{k: v for k, v in PHASE_SECONDS.items() if k != "compile_cache"},
+}
+REQUIRED["compile_cache"] = (
+    "family", "width", "batch", "compile_mode", "run", "cache", "status", "message",
+)  # fmt: skip
+TEXT = TEXT | {"cache", "compile_cache"}
+NUMBER = NUMBER | {
+    "run", "fx_cache_hits", "fx_cache_misses", "cache_files_before", "cache_files_after",
+}  # fmt: skip

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from yolo_sm.analyse import fast, fast_recommend
+from yolo_sm.analyse import compile_cache, fast, fast_recommend
 from yolo_sm.analyse.fast import engines, variant_order
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report import plots, tables
@@ -228,3 +228,10 @@ def recommendation_detail(root: DataRoot):
 def workload_note(root: DataRoot):
     """The workload caveat (random weights: post-processing load), from the bench."""
     return Note(fast_recommend.workload_sentence(root.load(BENCH)))
+
+
+@needs(compile_cache.DATASET)
+def compile_builds(root: DataRoot):
+    """The cold and the warm torch.compile build of each mode, side by side
+    (:func:`yolo_sm.analyse.compile_cache.builds`)."""
+    return tables.show(compile_cache.builds(root.load(compile_cache.DATASET)))

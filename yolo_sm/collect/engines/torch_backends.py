@@ -8,7 +8,7 @@ import weakref
 
 import torch
 
-from yolo_sm.collect.engines import fp8
+from yolo_sm.collect.engines import compile_cache, fp8
 from yolo_sm.collect.engines.base import DTYPES, Engine, head_tensor, make_input, numerics
 from yolo_sm.collect.engines.config import EngineConfig, Layout, Precision
 from yolo_sm.contract.errors import NotAvailableError
@@ -123,16 +123,19 @@ def build_compiled(model: torch.nn.Module, config: EngineConfig, warmup: int = 3
     dispatch key set, and tensors made under inference_mode flip it, which made
     ``reduce-overhead`` recompile on every call and hit the recompile limit (seen on the H200).
     ``info['recompiles']`` counts graphs compiled after the build: it should stay 0.
+    ``info['compile_cache']``: whether the build found its graphs in inductor's disk cache
+    (:mod:`yolo_sm.collect.engines.compile_cache`: cold / warm / partial).
     """
+    cache = compile_cache.setup(config.cache_dir)  # before the first compile of the process
     compiled = _compiled_module(model, config)
     x0 = make_input(config, seed=0)
     frames_before = _compiled_frames()
     t0 = time.perf_counter()
-    with numerics(config), torch.no_grad():
+    with compile_cache.Probe(cache["dir"]) as probe, numerics(config), torch.no_grad():
         for _ in range(warmup):
             head_tensor(compiled(x0))
-    if str(config.device).startswith("cuda"):
-        torch.cuda.synchronize()
+        if str(config.device).startswith("cuda"):
+            torch.cuda.synchronize()
     compile_s = time.perf_counter() - t0
     frames_after_build = _compiled_frames()
     info = {
@@ -140,6 +143,7 @@ def build_compiled(model: torch.nn.Module, config: EngineConfig, warmup: int = 3
         "compile_mode": config.compile_mode,
         "graphs_compiled": frames_after_build - frames_before,
         "recompiles": 0,
+        **probe.info(),
     }
 
     def run(x: torch.Tensor) -> torch.Tensor:

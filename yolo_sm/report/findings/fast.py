@@ -13,6 +13,7 @@ BENCH = ("bench_fast_engines",)
 FP8 = ("trace_fp8_w1_b64",)
 COMPILE = ("trace_fp8_w1_b64", "trace_compile_w1_b64")
 PROBE = ("probe_pipeline_w05_b16",)
+CACHE = ("bench_compile_cache",)
 
 
 def _finding(fid, statement, key, op, threshold, unit, datasets, scope="", partly=None) -> Rule:
@@ -122,6 +123,29 @@ RULES: tuple[Rule, ...] = check_unique(
             50.0,
             "%",
             PROBE,
+        ),
+        _finding(
+            "warm_compile_fast",
+            "With a warm inductor cache, torch.compile (default mode) builds the model in at "
+            "most 60 s",
+            "warm_compile_s",
+            "<=",
+            60.0,
+            "s",
+            CACHE,
+            "mode=default",
+        ),
+        _finding(
+            "cache_speeds_compile",
+            "A warm inductor cache makes the default-mode compile at least 2x faster than a "
+            "cold one (a fresh process each)",
+            "cold_over_warm_compile",
+            ">=",
+            2.0,
+            "x",
+            CACHE,
+            "mode=default",
+            partly=1.2,
         ),
         _finding(
             "probe_streams_overlap",

@@ -1,0 +1,176 @@
+"""torch.compile's disk caches: the folder chosen (a user's own kept), the cache state of a
+build, the cold/warm collector with its plan step, and the findings it decides (CPU)."""
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch._inductor.config as icfg
+import yaml
+
+from yolo_sm.analyse import compile_cache as analyse_cache
+from yolo_sm.analyse.facts import facts_table
+from yolo_sm.collect import cache_builds
+from yolo_sm.collect import plans as collect
+from yolo_sm.collect.engines import compile_cache as cc
+from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.manifest import read_manifest
+from yolo_sm.contract.plans import check_params
+from yolo_sm.contract.schema import validate
+from yolo_sm.contract.vocab import COMPILE_MODES
+from yolo_sm.report.findings import fast as findings
+from yolo_sm.report.rules import FAILS, HOLDS, PARTLY, evaluate
+
+
+def test_a_users_cache_folder_is_kept_and_ours_is_under_the_package_cache(tmp_path, monkeypatch):
+    monkeypatch.setattr(icfg, "fx_graph_cache", False)
+    env = {"TORCHINDUCTOR_CACHE_DIR": "/their/own", "TORCHINDUCTOR_FX_GRAPH_CACHE": "0"}
+    got = cc.setup(str(tmp_path / "cfg"), environ=env)
+    assert got["dir"] == "/their/own" and got["dir_source"] == "user"
+    assert env["TORCHINDUCTOR_CACHE_DIR"] == "/their/own"
+    assert icfg.fx_graph_cache is False  # the user's environment switched it off: left so
+    env = {"YOLO_SM_CACHE": str(tmp_path / "root")}
+    monkeypatch.setenv("YOLO_SM_CACHE", str(tmp_path / "root"))
+    got = cc.setup(None, environ=env)
+    assert Path(got["dir"]) == tmp_path / "root" / "inductor" and got["dir_source"] == "yolo_sm"
+    assert env["TORCHINDUCTOR_CACHE_DIR"] == got["dir"] and Path(got["dir"]).is_dir()
+    assert icfg.fx_graph_cache is True and got["fx_graph_cache"] is True
+    # an engine config's cache_dir comes before $YOLO_SM_CACHE
+    got = cc.setup(str(tmp_path / "cfg"), environ={})
+    assert Path(got["dir"]) == tmp_path / "cfg" / "inductor"
+
+
+@pytest.mark.parametrize(
+    "hits, misses, before, after, want",
+    [
+        (0, 3, 0, 50, "cold"),
+        (3, 0, 50, 50, "warm"),
+        (2, 1, 50, 60, "partial"),
+        (0, 0, 0, 10, "cold"),  # no lookups counted: from the files
+        (0, 0, 40, 40, "warm"),
+        (0, 0, 40, 45, "partial"),
+    ],
+)
+def test_cache_state_from_counters_then_files(hits, misses, before, after, want):
+    assert cc.state(hits, misses, before, after) == want
+
+
+def test_probe_counts_the_files_a_build_writes(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "old").write_text("x")
+    with cc.Probe(tmp_path) as p:
+        (tmp_path / "a" / "new1").write_text("x")
+        (tmp_path / "new2").write_text("x")
+    info = p.info()
+    assert info["cache_files_before"] == 1 and info["cache_files_after"] == 3
+    assert info["compile_cache"] == "partial"  # no compile ran: no counted lookups
+
+
+def test_build_processes_get_their_own_cache_and_the_package(tmp_path):
+    env = cache_builds.child_env(str(tmp_path), {"PATH": "/bin", "PYTHONPATH": "/x"})
+    assert env["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path) and env["PATH"] == "/bin"
+    assert env["TRITON_CACHE_DIR"] == str(tmp_path / "triton")
+    roots = env["PYTHONPATH"].split(os.pathsep)
+    assert (Path(roots[0]) / "yolo_sm" / "__init__.py").exists() and roots[1] == "/x"
+
+
+def _fake_runner(cold_s=40.0, warm_s=8.0, calls=None):
+    """Stands for the build process: a cold build when the folder is empty, and it fills it."""
+
+    def run(args, env, timeout_s):
+        folder = Path(env["TORCHINDUCTOR_CACHE_DIR"])
+        cold = not any(folder.iterdir())
+        (folder / f"graph-{len(list(folder.iterdir()))}").write_text("x")
+        if calls is not None:
+            calls.append((args["compile_mode"], str(folder), cold))
+        s = cold_s if cold else warm_s
+        return {"status": "ok", "message": "", "compile_s": s, "build_s": s + 1.0,
+                "compile_cache": "cold" if cold else "warm", "img_per_s": 1000.0,
+                "median_ms": 64.0, "warmup_s": 0.1, "timed_s": 0.3}  # fmt: skip
+
+    return run
+
+
+def test_collector_runs_a_cold_then_a_warm_build_per_mode_in_one_new_folder(tmp_path):
+    calls = []
+    spec = cache_builds.CacheSpec(
+        modes=("default", "max-autotune-no-cudagraphs"), device="cpu", width=0.25, batch=1
+    )
+    df = cache_builds.run_cache_builds(spec, tmp_path / "c.parquet", _fake_runner(calls=calls))
+    assert df.cache.tolist() == ["cold", "warm", "cold", "warm"]
+    assert df.compile_cache.tolist() == ["cold", "warm", "cold", "warm"]
+    assert [c[2] for c in calls] == [True, False, True, False]
+    assert calls[0][1] == calls[1][1] != calls[2][1] == calls[3][1]  # one folder per mode
+    assert not Path(calls[0][1]).exists()  # removed afterwards
+    assert (df.process_s >= 0).all() and df.run.tolist() == [1, 2, 1, 2]
+    validate(pd.read_parquet(tmp_path / "c.parquet"), "compile_cache")
+
+
+def test_the_plan_step_runs_through_collect_and_records_its_seconds(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache_builds, "run_child", _fake_runner())
+    p = tmp_path / "plan.yaml"
+    step = {"name": "cache", "kind": "compile_cache", "out": "cache.parquet", "est_s": 80,
+            "params": {"width": 0.25, "batch": 1, "modes": ["default"], "imgsz": 64}}  # fmt: skip
+    p.write_text(yaml.safe_dump({"name": "t", "device": "cpu", "steps": [step]}))
+    plan = collect.load_plan(p)
+    table = collect.run_plan(plan, tmp_path / "out", progress=False)
+    assert table.state.tolist() == ["done"] and table.gpu_s_source.tolist() == ["recorded"]
+    rec = read_manifest(tmp_path / "out")["datasets"]["cache"]["gpu_seconds"]
+    # the children's own phases as they timed them: 2 builds, 2 warm-ups, 2 timed runs
+    assert rec["build"] == pytest.approx(41.0 + 9.0) and rec["timed"] == pytest.approx(0.6)
+
+
+def test_compile_modes_include_max_autotune_without_cudagraphs_and_bad_modes_fail():
+    assert "max-autotune-no-cudagraphs" in COMPILE_MODES
+    check_params("compile_cache", {"modes": ["max-autotune-no-cudagraphs"]}, "step")
+    with pytest.raises(UserError, match="modes"):
+        check_params("compile_cache", {"modes": ["fastest"]}, "step")
+    with pytest.raises(UserError, match="compile modes"):
+        cache_builds.CacheSpec.from_mapping({"modes": ["fastest"]})
+
+
+def _builds(cold_s, warm_s):
+    return pd.DataFrame(
+        {
+            "family": "yolov8", "width": 0.5, "batch": 64, "compile_mode": "default",
+            "run": [1, 2], "cache": ["cold", "warm"], "status": "ok", "message": "",
+            "compile_s": [cold_s, warm_s], "img_per_s": [5000.0, 5050.0],
+        }
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "cold_s, warm_s, fast, speeds",
+    [
+        (90.0, 12.0, HOLDS, HOLDS),
+        (90.0, 61.0, FAILS, PARTLY),
+        (30.0, 29.0, HOLDS, FAILS),
+    ],
+)
+def test_findings_flip_with_the_warm_build_and_the_cold_warm_ratio(cold_s, warm_s, fast, speeds):
+    facts = facts_table(analyse_cache.cache_facts(_builds(cold_s, warm_s)))
+    ids = ("fast_warm_compile_fast", "fast_cache_speeds_compile")
+    rules = [r for r in findings.RULES if r.id in ids]
+    v = evaluate(rules, facts).set_index("id")
+    assert v.loc["fast_warm_compile_fast", "measured"] == warm_s
+    assert v.loc["fast_cache_speeds_compile", "measured"] == pytest.approx(cold_s / warm_s)
+    assert v.loc["fast_warm_compile_fast", "verdict"] == fast
+    assert v.loc["fast_cache_speeds_compile", "verdict"] == speeds
+
+
+def test_no_fact_without_an_ok_warm_build():
+    t = _builds(90.0, 10.0)
+    t.loc[1, "status"] = "error"
+    assert analyse_cache.cache_facts(t) == []
+
+
+def test_a_build_process_result_keeps_numbers_numbers(tmp_path):
+    import json
+
+    import numpy as np
+
+    row = {"rel_err": np.float32(0.5), "n": np.int64(3), "when": object}
+    text = json.dumps(row, default=cache_builds.plain_value)
+    back = json.loads(text)
+    assert back["rel_err"] == 0.5 and back["n"] == 3 and isinstance(back["when"], str)

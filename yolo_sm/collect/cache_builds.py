@@ -1,0 +1,223 @@
+"""Cold and warm torch.compile builds: how much of a compile the disk cache saves.
+
+Per compile mode, two builds of the same model and shape, each in its own fresh Python
+process, against one new, empty inductor cache folder (``TORCHINDUCTOR_CACHE_DIR``, Triton's
+kernels under it): the first finds the folder empty (``cache`` cold), the second can reuse the
+first's work only through what it wrote there (``cache`` warm). Each process builds the engine
+(:func:`yolo_sm.collect.engines.build_engine`, backend compile), records its ``compile_s`` and
+what the build found in the cache (``compile_cache``, from inductor's hit and miss counters:
+:mod:`yolo_sm.collect.engines.compile_cache`), then times the engine
+(:func:`yolo_sm.collect.timing.measure_engine`). One row per build.
+
+Run as ``python -m yolo_sm.collect.cache_builds ARGS_JSON RESULT_JSON``, the child process of
+:func:`run_cache_builds`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from yolo_sm.collect.engines import EngineConfig, build_engine
+from yolo_sm.collect.grid import free_memory
+from yolo_sm.collect.models import build_yolo
+from yolo_sm.collect.stopwatch import credit, phase
+from yolo_sm.collect.sweep import failure
+from yolo_sm.collect.timing import measure_engine
+from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.scrub import user_command
+from yolo_sm.contract.store import write_atomic
+from yolo_sm.contract.vocab import COMPILE_MODES
+
+#: the build of each planned state, in order: the first fills the empty folder
+RUNS = ("cold", "warm")
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    family: str = "yolov8"
+    width: float = 0.5
+    batch: int = 64
+    modes: tuple[str, ...] = ("default",)
+    precision: str = "fp16"
+    layout: str = "nhwc"
+    imgsz: int = 640
+    device: str = "cuda"
+    warmup_ms: float = 50.0
+    budget_ms: float = 300.0
+    timeout_s: float = 600.0  # one build process
+
+    @classmethod
+    def from_mapping(cls, data: dict) -> CacheSpec:
+        """From a plan step's params (checked by yolo_sm.contract.plans); None: the default."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise UserError(f"unknown compile-cache key(s) {', '.join(unknown)}")
+        kw = {k: v for k, v in data.items() if v is not None}
+        if "modes" in kw:
+            modes = kw["modes"]
+            kw["modes"] = tuple([modes] if isinstance(modes, str) else modes)
+        for k in ("precision", "layout", "batch", "imgsz"):  # one value (a plan may list it)
+            if isinstance(kw.get(k), (list, tuple)) and len(kw[k]) == 1:
+                kw[k] = kw[k][0]
+        for k in ("width", "warmup_ms", "budget_ms", "timeout_s"):
+            if k in kw:
+                kw[k] = float(kw[k])
+        for k in ("batch", "imgsz"):
+            if k in kw:
+                kw[k] = int(kw[k])
+        spec = cls(**kw)
+        bad = [m for m in spec.modes if m not in COMPILE_MODES]
+        if bad or not spec.modes:
+            raise UserError(
+                f"compile modes must be among {', '.join(COMPILE_MODES)}, got {list(spec.modes)}"
+            )
+        return spec
+
+
+def child_env(cache_dir: str, environ=None) -> dict:
+    """The environment of a build process: this one's, with inductor's and Triton's caches in
+    ``cache_dir`` and this package importable."""
+    env = dict(os.environ if environ is None else environ)
+    env["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
+    env["TRITON_CACHE_DIR"] = str(Path(cache_dir) / "triton")
+    pkg_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def run_child(args: dict, env: dict, timeout_s: float) -> dict:
+    """One build in a fresh ``python -m yolo_sm.collect.cache_builds`` process: its result
+    row, or an error row with the process's last output line."""
+    with tempfile.TemporaryDirectory(prefix="yolo_sm-build-") as tmp:
+        result = Path(tmp) / "row.json"
+        cmd = [sys.executable, "-m", "yolo_sm.collect.cache_builds", json.dumps(args), str(result)]
+        try:
+            done = subprocess.run(cmd, env=env, timeout=timeout_s, capture_output=True, text=True)
+        except subprocess.TimeoutExpired:
+            return {"status": "error", "message": f"the build process ran past {timeout_s:g} s"}
+        if result.exists():
+            return json.loads(result.read_text())
+        tail = (done.stderr or done.stdout or "").strip().splitlines()
+        why = tail[-1][:500] if tail else f"exit status {done.returncode}"
+        return {"status": "error", "message": f"the build process failed: {why}"}
+
+
+def run_cache_builds(spec: CacheSpec, out: str | os.PathLike, runner=None, progress=True):
+    """Per mode of ``spec``, a cold and a warm build in fresh processes against a new cache
+    folder; writes the rows to ``out`` (atomically) and returns them. ``runner(args, env,
+    timeout_s)``: how one build process runs (:func:`run_child`)."""
+    import pandas as pd
+
+    runner = runner or run_child
+    command = user_command(sys.argv) if sys.argv and sys.argv[0] else None
+    rows = []
+    for mode in spec.modes:
+        with tempfile.TemporaryDirectory(prefix="yolo_sm-inductor-") as cache_dir:
+            for run, planned in enumerate(RUNS, 1):
+                if progress:
+                    print(f"compile cache: {mode}, {planned} build", file=sys.stderr, flush=True)
+                args = {**asdict(spec), "modes": None, "compile_mode": mode}
+                t0 = time.perf_counter()
+                row = runner(args, child_env(cache_dir), spec.timeout_s)
+                process_s = time.perf_counter() - t0
+                for p in ("build", "warmup", "timed"):  # the child's phases, as it timed them
+                    credit(p, row.get(f"{p}_s") or 0.0)
+                if "prov_command" in row:  # the command that asked for the build, not the child's
+                    row["prov_command"] = command
+                rows.append(
+                    {
+                        **_head(spec, mode),
+                        "run": run,
+                        "cache": planned,
+                        **row,
+                        "process_s": process_s,
+                    }
+                )
+    df = pd.DataFrame(rows)
+    write_atomic(df, Path(out))
+    return df
+
+
+def _head(spec: CacheSpec, mode: str) -> dict:
+    return {
+        "family": spec.family,
+        "width": float(spec.width),
+        "batch": int(spec.batch),
+        "imgsz": int(spec.imgsz),
+        "precision": spec.precision,
+        "layout": spec.layout,
+        "device": spec.device,
+        "compile_mode": mode,
+    }
+
+
+def build_and_time(args: dict) -> dict:
+    """In the build process: the model, its compiled engine (timed as ``build_s``, with the
+    engine's ``compile_s`` and cache columns) and its timed calls; a failure is an error row."""
+    engine = None
+    try:
+        model = build_yolo(args["family"], float(args["width"]))
+        config = EngineConfig(
+            backend="compile",
+            precision=args["precision"],
+            layout=args["layout"],
+            batch=int(args["batch"]),
+            imgsz=int(args["imgsz"]),
+            device=args["device"],
+            compile_mode=args["compile_mode"],
+        )
+        with phase("build") as build:
+            engine = build_engine(model, config)
+        m = measure_engine(engine, warmup_ms=args["warmup_ms"], budget_ms=args["budget_ms"])
+        info = engine.info
+        row = {
+            "status": "ok",
+            "message": "",
+            "build_s": build.seconds,
+            "compile_s": info.get("compile_s"),
+            "compile_cache": info.get("compile_cache"),
+            "fx_cache_hits": info.get("fx_cache_hits"),
+            "fx_cache_misses": info.get("fx_cache_misses"),
+            "cache_files_before": info.get("cache_files_before"),
+            "cache_files_after": info.get("cache_files_after"),
+            "graphs_compiled": info.get("graphs_compiled"),
+            "rel_err": engine.rel_err,
+            "median_ms": m.median_ms,
+            "iqr_ms": m.iqr_ms,
+            "img_per_s": m.img_per_s,
+            "n_samples": m.n,
+            "warmup_s": m.warmup_s,
+            "timed_s": m.timed_s,
+        }
+        row.update({f"prov_{k}": v for k, v in m.provenance.items() if not isinstance(v, dict)})
+    except Exception as e:  # noqa: BLE001 - every failure is a row
+        row = failure(e)
+    finally:
+        if engine is not None:
+            engine.close()
+        free_memory(collect=False)
+    return row
+
+
+def plain_value(v):
+    """A numpy or torch scalar as its Python number; anything else as text."""
+    return v.item() if hasattr(v, "item") else str(v)
+
+
+def main(argv: list[str]) -> int:
+    args, result = json.loads(argv[0]), Path(argv[1])
+    row = build_and_time(args)
+    result.write_text(json.dumps(row, default=plain_value))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

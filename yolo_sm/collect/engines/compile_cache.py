@@ -1,0 +1,129 @@
+"""torch.compile's on-disk caches: where they live and whether a build found its graphs there.
+
+TorchInductor keeps compiled FX graphs (the FX graph cache), autotuning results and Triton
+kernels under one folder, ``TORCHINDUCTOR_CACHE_DIR``. :func:`setup` chooses it before the
+first compile of a process: a ``TORCHINDUCTOR_CACHE_DIR`` the user set is kept as it is;
+otherwise ``inductor/`` under the package's cache root (``EngineConfig.cache_dir``, else
+``$YOLO_SM_CACHE``, else ``~/.cache/yolo_sm``: the root of the ONNX exports and TensorRT plans
+too). The FX graph cache and the local autotune cache are switched on unless the user's
+environment (``TORCHINDUCTOR_FX_GRAPH_CACHE``, ``TORCHINDUCTOR_AUTOTUNE_LOCAL_CACHE``) says
+otherwise, so that a second process compiling the same graph reads it from disk.
+
+:func:`state` says what a build found: ``warm`` (every graph read from the cache), ``cold``
+(every graph compiled afresh) or ``partial``, from inductor's cache hit and miss counters, or
+where they did not move (the cache bypassed) from the number of files in the folder before
+and after the build.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ENV_DIR = "TORCHINDUCTOR_CACHE_DIR"
+ENV_FX = "TORCHINDUCTOR_FX_GRAPH_CACHE"
+ENV_AUTOTUNE = "TORCHINDUCTOR_AUTOTUNE_LOCAL_CACHE"
+CACHE_STATES = ("cold", "warm", "partial")
+
+#: what :func:`setup` chose in this process (the folder is fixed at the first compile)
+_CHOSEN: dict = {}
+
+
+def default_dir(cache_dir: str | None = None) -> Path:
+    """``inductor/`` under the package's cache root (``cache_dir``, ``$YOLO_SM_CACHE`` or
+    ``~/.cache/yolo_sm``)."""
+    root = cache_dir or os.environ.get("YOLO_SM_CACHE") or Path.home() / ".cache" / "yolo_sm"
+    return Path(root) / "inductor"
+
+
+def setup(cache_dir: str | None = None, environ=None) -> dict:
+    """Choose inductor's cache folder and switch its disk caches on, before compiling:
+    returns ``{"dir", "dir_source" (user / yolo_sm), "fx_graph_cache", "autotune_local_cache"}``.
+    A folder the environment names already (the user's, or one chosen earlier in this
+    process) is kept. ``environ``: the environment to read and set (``os.environ``)."""
+    env = os.environ if environ is None else environ
+    if _CHOSEN and environ is None and env.get(ENV_DIR) == _CHOSEN["dir"]:
+        return dict(_CHOSEN)
+    if env.get(ENV_DIR):
+        folder, source = env[ENV_DIR], "user"
+    else:
+        folder, source = os.path.abspath(default_dir(cache_dir)), "yolo_sm"
+        env[ENV_DIR] = folder
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    out = {"dir": folder, "dir_source": source, **_switch_caches(env)}
+    if environ is None:
+        _CHOSEN.clear()
+        _CHOSEN.update(out)
+    return out
+
+
+def _switch_caches(env) -> dict:
+    """FX graph and autotune caches on, unless the environment sets them (the user's choice)."""
+    import torch._inductor.config as icfg
+
+    if ENV_FX not in env:
+        icfg.fx_graph_cache = True
+    if ENV_AUTOTUNE not in env:
+        icfg.autotune_local_cache = True
+    return {
+        "fx_graph_cache": bool(icfg.fx_graph_cache),
+        "autotune_local_cache": bool(icfg.autotune_local_cache),
+    }
+
+
+def count_files(folder: str | os.PathLike) -> int:
+    """Files under ``folder`` (0 when it does not exist)."""
+    n = 0
+    for _, _, files in os.walk(folder):
+        n += len(files)
+    return n
+
+
+def counters() -> tuple[int, int]:
+    """Inductor's FX graph cache (hits, misses) so far in this process."""
+    from torch._dynamo.utils import counters as c
+
+    return int(c["inductor"].get("fxgraph_cache_hit", 0)), int(
+        c["inductor"].get("fxgraph_cache_miss", 0)
+    )
+
+
+def state(hits: int, misses: int, files_before: int, files_after: int) -> str:
+    """``warm``, ``cold`` or ``partial`` for a build that saw ``hits`` and ``misses`` of the FX
+    graph cache and found ``files_before`` files in the cache folder (``files_after`` after
+    it); without counted lookups, from the files: none before is cold, none added warm."""
+    if hits or misses:
+        if not misses:
+            return "warm"
+        return "cold" if not hits else "partial"
+    if files_before == 0:
+        return "cold"
+    return "warm" if files_after <= files_before else "partial"
+
+
+class Probe:
+    """Around a build: ``with Probe(folder) as p: compile...`` then ``p.info()``: the cache
+    state, hits, misses and files before and after."""
+
+    def __init__(self, folder: str | os.PathLike):
+        self.folder = folder
+
+    def __enter__(self):
+        self.files_before = count_files(self.folder)
+        self.hits0, self.misses0 = counters()
+        return self
+
+    def __exit__(self, *exc):
+        self.files_after = count_files(self.folder)
+        hits, misses = counters()
+        self.hits, self.misses = hits - self.hits0, misses - self.misses0
+        return False
+
+    def info(self) -> dict:
+        return {
+            "compile_cache": state(self.hits, self.misses, self.files_before, self.files_after),
+            "fx_cache_hits": self.hits,
+            "fx_cache_misses": self.misses,
+            "cache_files_before": self.files_before,
+            "cache_files_after": self.files_after,
+        }

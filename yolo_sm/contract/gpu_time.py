@@ -1,0 +1,93 @@
+"""The GPU seconds a collection step took: the ``gpu_seconds`` record of a manifest entry, the
+per-row phase columns of sweep and bench tables, and estimates for tables collected before
+either was recorded.
+
+A step's record holds wall seconds per phase (:data:`PHASES`: building engines, warming up,
+timed calls, profiler passes), ``other`` (model builds, provenance, writing tables: the rest of
+the step's wall time) and ``total``, plus ``runs``, how many runs of the step the record sums
+(a resumable sweep or bench adds its runs up)."""
+
+from __future__ import annotations
+
+import math
+
+from yolo_sm.contract.errors import UserError
+
+#: the timed phases of a step, each with the per-row column that holds a row's share
+PHASES = ("build", "warmup", "timed", "profile")
+PHASE_COLUMNS = {p: f"{p}_s" for p in PHASES}
+#: the keys of a manifest entry's ``gpu_seconds`` record
+KEYS = (*PHASES, "other", "total", "runs")
+#: the most seconds one record may hold (a year): larger is a corrupt value
+MAX_SECONDS = 365 * 86400.0
+
+
+def check_gpu_seconds(value, where: str) -> dict:
+    """``value`` as a ``gpu_seconds`` record (a mapping of :data:`KEYS` to finite seconds
+    between 0 and :data:`MAX_SECONDS`, ``runs`` a positive whole number, ``total`` at least the
+    sum of the phases); anything else one UserError naming ``where``."""
+    if not isinstance(value, dict):
+        raise UserError(f"{where} gpu_seconds must be a mapping, got {type(value).__name__}")
+    unknown = sorted(set(map(str, value)) - set(KEYS))
+    if unknown:
+        raise UserError(f"{where} gpu_seconds has unknown key(s) {', '.join(unknown)}")
+    out = {}
+    for k in KEYS:
+        v = value.get(k, 1 if k == "runs" else 0.0)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise UserError(f"{where} gpu_seconds {k} must be a finite number, got {v!r}")
+        if not 0 <= v <= MAX_SECONDS:
+            raise UserError(f"{where} gpu_seconds {k} must be between 0 and {MAX_SECONDS:g} s")
+        out[k] = float(v)
+    if out["runs"] < 1 or out["runs"] != int(out["runs"]):
+        raise UserError(f"{where} gpu_seconds runs must be a positive whole number")
+    out["runs"] = int(out["runs"])
+    if out["total"] + 1e-6 < sum(out[p] for p in (*PHASES, "other")):
+        raise UserError(f"{where} gpu_seconds total is less than the sum of its phases")
+    return out
+
+
+def record(phases: dict, total: float) -> dict:
+    """The record of one run: ``phases`` (seconds per phase of :data:`PHASES`, outermost phases
+    only, so they never overlap) and the run's wall ``total``; ``other`` is the rest."""
+    out = {p: round(float(phases.get(p, 0.0)), 3) for p in PHASES}
+    total = max(float(total), sum(out.values()))
+    out["other"] = round(max(0.0, total - sum(out.values())), 3)
+    out["total"] = round(total, 3)
+    out["runs"] = 1
+    return out
+
+
+def add(a: dict | None, b: dict) -> dict:
+    """Two records summed (``a`` None: ``b``)."""
+    if a is None:
+        return dict(b)
+    out = {k: round(a[k] + b[k], 3) for k in KEYS if k != "runs"}
+    out["runs"] = int(a["runs"] + b["runs"])
+    return out
+
+
+def estimate_from_rows(df, warmup_ms: float | None = None, budget_ms: float | None = None):
+    """Estimated seconds of a sweep-like table that carries no record: the sum of its rows'
+    phase columns where it has them; else its ``build_s`` plus, per measured (``ok``) row,
+    ``warmup_ms + budget_ms`` (the settings the rows were timed with). None when the table
+    says nothing of its time."""
+    have = [c for c in PHASE_COLUMNS.values() if c in df]
+    if "warmup_s" in have or "timed_s" in have:
+        return float(df[have].fillna(0.0).to_numpy().sum())
+    if "build_s" not in df:
+        return None
+    seconds = float(df["build_s"].fillna(0.0).sum())
+    if warmup_ms is not None and budget_ms is not None:
+        ok = int((df["status"] == "ok").sum()) if "status" in df else len(df)
+        seconds += ok * (warmup_ms + budget_ms) / 1000.0
+    return seconds
+
+
+def estimate_from_units(df, unit_columns=("family", "width", "batch")):
+    """Estimated seconds of a bench table without a record: the sum over its (model, batch)
+    units of ``unit_s`` (the wall time each unit took, on every row of it); None without it."""
+    if "unit_s" not in df or not set(unit_columns) <= set(df):
+        return None
+    per_unit = df.groupby(list(unit_columns)).unit_s.max().dropna()
+    return float(per_unit.sum()) if len(per_unit) else None
