@@ -28,6 +28,11 @@ class Layout(str, Enum):
     NHWC = "nhwc"
 
 
+#: how the int8 engines without TensorRT calibrate an activation's range (engines.int8): max
+#: |x| over the calibration photos, or a percentile of |x| (INT8_PERCENTILE by default)
+INT8_CALIBRATIONS = ("max", "percentile")
+INT8_PERCENTILE = 99.99
+
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
