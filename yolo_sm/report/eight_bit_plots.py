@@ -7,6 +7,7 @@ from yolo_sm.analyse import precision_8bit as p8
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report import tables
 from yolo_sm.report.colors import TEMPLATE, color_map
+from yolo_sm.report.findings.precision import EIGHT_BIT_SPEEDUP
 from yolo_sm.report.scaling_plots import lacks
 from yolo_sm.report.style import finish
 
@@ -18,8 +19,6 @@ def plot_speed(speed, *, title=None):
     """img/s over the fastest fp16 engine of the same width, one bar per engine, grouped by
     width; the dotted lines are 1 (as fast as fp16) and the 8-bit rules' threshold."""
     import plotly.express as px
-
-    from yolo_sm.report.findings.precision import EIGHT_BIT_SPEEDUP
 
     d = speed[speed.status == "ok"].assign(width=lambda x: x.width.map("{:g}".format))
     fig = px.bar(

@@ -139,7 +139,8 @@ def quantize_int8(x: torch.Tensor, scale: float) -> torch.Tensor:
                 x = x.contiguous(memory_format=torch.channels_last)
             out = torch.empty_like(x, dtype=torch.int8)
             n = x.numel()
-            kernel[((n + 4095) // 4096,)](x, out, n, 1.0 / scale, BLOCK=4096)
+            inv = float(1.0 / torch.tensor(float(scale), dtype=torch.float32))  # as torch's
+            kernel[((n + 4095) // 4096,)](x, out, n, inv, BLOCK=4096)
             return out
     return quantize_values(x, scale).to(torch.int8)
 
