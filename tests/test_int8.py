@@ -280,3 +280,19 @@ def test_error_rules_flip():
     assert [rule.decide(v) for v in (95.0, 80.0, 50.0)] == [HOLDS, PARTLY, FAILS]
     rule = next(r for r in findings.EIGHT_BIT if r.id == "precision_int8_photos_within_tolerance")
     assert [rule.decide(v) for v in (0.5, 1.5)] == [HOLDS, FAILS]
+
+
+def test_plan_steps_bench_int8_beside_fp16_and_fp8():
+    import inspect
+
+    from yolo_sm.collect import numerics, plans
+
+    plan = plans.load_plan("data/plans/h200.yaml")
+    step = next(s for s in plan.steps if s.name == "bench_8bit")
+    spec = plans.bench_spec(step, plan)
+    assert [w for _, w in spec.models] == [1.0, 2.0, 1.5] and spec.batches == (64,)
+    assert {"eager/fp16/nhwc", "cudagraph/fp16/nhwc", "cudagraph/fp8/nhwc"} <= set(spec.variants())
+    assert "cudagraph/int8/nhwc" in spec.variants() and not spec.predict
+    step = next(s for s in plan.steps if s.name == "numerics_8bit")
+    assert set(step.params) <= set(inspect.signature(numerics.numerics_table).parameters)
+    assert step.params["int8_calibrations"] == ["max", "percentile"]

@@ -332,6 +332,7 @@ REQUIRED = {
         c
         for c in SCHEMAS["sweep"]
         if c not in ("peak_mem_bytes", "check_input", "graph_pool_bytes", "model", *HOST_COLUMNS)
+        and c not in ("quant_convs", "quant_fallbacks")  # 8-bit engines only, newer tables
     ),
     "ncu": ("kernel_id", "kernel_name", "nvtx_path", "nvtx_range", "duration_us"),
     "kernels": (

@@ -17,7 +17,8 @@ Kernels:
   convolution (E4M3 rounding and saturation exactly, fp16/fp32 arithmetic): it runs anywhere and
   is what the numerical checks and the CPU tests use; it is not faster.
 * ``cudnn`` (CUDA): the input is quantised to E4M3 by one Triton kernel (scale, saturate, cast),
-  then one cuDNN frontend graph per convolution and input shape runs the FP8 tensor-core
+  then one cuDNN frontend graph per convolution and input shape
+  (:class:`yolo_sm.collect.engines.qconv.CudnnQuantConv`, shared with int8) runs the FP8 tensor-core
   convolution with fp32 accumulation and a fused epilogue (per-channel de-scale, bias, SiLU) that
   writes fp16. Chosen after ``tools/fp8_probe.py`` measured on the H200 (cuDNN 9.19, frontend
   1.32): cuDNN FP8 convs ran 0.6-2.9x the fp16 conv+bias+SiLU on YOLOv8 w1.0 batch-64 shapes and
