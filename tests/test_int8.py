@@ -296,3 +296,21 @@ def test_plan_steps_bench_int8_beside_fp16_and_fp8():
     step = next(s for s in plan.steps if s.name == "numerics_8bit")
     assert set(step.params) <= set(inspect.signature(numerics.numerics_table).parameters)
     assert step.params["int8_calibrations"] == ["max", "percentile"]
+
+
+def test_section_figure_follows_the_style_and_absent_data_is_one_line():
+    from yolo_sm.contract.datasets import open_root
+    from yolo_sm.report import eight_bit_plots, style
+
+    fig = eight_bit_plots.plot_speed(p8.engine_speed(_bench(180.0)))
+    assert style.problems(fig) == []
+    assert {t.name for t in fig.data} == {
+        "eager/fp16/nhwc",
+        "cudagraph/fp16/nhwc",
+        "cudagraph/fp8/nhwc",
+        "cudagraph/int8/nhwc",
+    }
+    root = open_root("cpu")
+    for section in (eight_bit_plots.speed_section, eight_bit_plots.error_section):
+        line = section(root)
+        assert isinstance(line, str) and "\n" not in line and root.name in line
