@@ -15,7 +15,7 @@ from yolo_sm.collect.models.common import calibration_batches
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.vocab import TOLERANCE, Precision
 from yolo_sm.report.findings import precision as findings
-from yolo_sm.report.rules import FAILS, HOLDS, PARTLY
+from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY
 
 
 def test_values_round_half_away_and_saturate_at_127():
@@ -241,6 +241,7 @@ def _bench(int8_img_s, int8_status="ok", fallbacks=0):
                     "rel_err": math.nan if bad else 0.05,
                     "quant_convs": 50 if prec in ("int8", "fp8") else math.nan,
                     "quant_fallbacks": fallbacks if prec == "int8" else 0,
+                    "prov_device": "cuda:0",
                 }
             )
     return pd.DataFrame(rows)
@@ -273,6 +274,8 @@ def test_eight_bit_rules_flip_with_the_facts():
     assert _verdict("precision_int8_all_convs_int8", fast) == HOLDS
     fell = p8.speed_facts(p8.engine_speed(_bench(180.0, fallbacks=3)))
     assert _verdict("precision_int8_all_convs_int8", fell) == FAILS
+    cpu = p8.speed_facts(p8.engine_speed(_bench(180.0, fallbacks=3).assign(prov_device="cpu")))
+    assert _verdict("precision_int8_all_convs_int8", cpu) == NOT_TESTED  # emulated: no cuDNN
 
 
 def test_error_rules_flip():
