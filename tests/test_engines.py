@@ -46,7 +46,6 @@ def cpu_config(**kw):
         {"imgsz": -32},
         {"compile_mode": "fastest"},
         {"device": "tpu"},
-        {"precision": "int8", "backend": "eager"},
         {"precision": "int8", "backend": "onnxruntime"},
         {"precision": "int8", "backend": "compile"},
     ],

@@ -97,7 +97,7 @@ def test_rules_read_facts_that_the_facts_functions_make(width_facts, precision_f
         zip(precision_facts.key, precision_facts.scope, strict=True)
     )
     # every rule's fact exists on the shipped root, except those of datasets it lacks
-    lacking = {"numerics"}
+    lacking = {"numerics", "bench_8bit", "numerics_8bit"}  # not in the shipped root yet
     for r in ALL_RULES:
         if set(r.datasets) & lacking:
             continue

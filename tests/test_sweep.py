@@ -202,11 +202,12 @@ def test_points_preset_width():
             [],
         ),
         (
-            dict(backends="eager", precisions="tf32,int8", layouts="nchw", device="cpu"),
-            set(),
+            dict(backends="eager,compile", precisions="tf32,int8", layouts="nchw", device="cpu"),
+            {("eager", "int8", "nchw")},
             [
                 "eager/tf32/nchw: tf32 exists only on a GPU",
-                "eager/int8/nchw: int8 runs only on the tensorrt backend",
+                "compile/tf32/nchw: tf32 exists only on a GPU",
+                "compile/int8/nchw: int8 runs on the eager, cudagraph and tensorrt backends only",
             ],
         ),
         (

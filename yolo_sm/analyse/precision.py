@@ -18,6 +18,7 @@ import pandas as pd
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.kernels import add_kernel_class, class_shares
 from yolo_sm.analyse.plan_grid import missing_for
+from yolo_sm.analyse.precision_8bit import facts_8bit
 from yolo_sm.analyse.scaling import BENCH, GRAPH_BACKEND, ok_rows
 from yolo_sm.analyse.weighting import same_run_ratio, time_weighted
 from yolo_sm.contract.datasets import DataRoot
@@ -553,4 +554,5 @@ def facts(root: DataRoot) -> pd.DataFrame:
         rows += numerics_facts(root.load(NUMERICS), bench)
     if bench is not None:
         rows += fp8_bench_facts(bench)
+    rows += facts_8bit(root)  # FP16, INT8 and FP8 side by side
     return facts_table(rows)

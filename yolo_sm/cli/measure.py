@@ -64,7 +64,7 @@ def _sweep_parser(sub) -> None:
         ("--family", "comma list: yolov8,yolo11"),
         ("--widths", "comma list of multipliers (0.0625-4) or presets n,s,m,l,x"),
         ("--depth", "comma list of depth multipliers (default 0.33 / preset depth)"),
-        ("--precisions", "comma list: fp32,tf32,fp16,bf16 (int8: tensorrt only)"),
+        ("--precisions", "comma list: fp32,tf32,fp16,bf16,fp8,int8"),
         ("--layouts", "comma list: nchw,nhwc"),
         ("--backends", "comma list: eager,cudagraph,compile,onnxruntime,tensorrt"),
         ("--batches", "comma list of batch sizes"),

@@ -106,6 +106,8 @@ _POINT_COLUMNS = (
     "host_launch_us",
     "gpu_busy_fraction",
     "host_bound",
+    "quant_convs",
+    "quant_fallbacks",
 )
 
 

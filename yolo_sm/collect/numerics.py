@@ -7,13 +7,43 @@ table of the plan step kind ``numerics`` (``numerics.parquet``)."""
 from __future__ import annotations
 
 from yolo_sm.collect.bench import CLASS_PRIOR
-from yolo_sm.collect.engines import EngineConfig, build_engine
+from yolo_sm.collect.engines import EngineConfig, build_engine, int8
 from yolo_sm.collect.engines.base import reference_output, relative_l2
 from yolo_sm.collect.engines.fp8 import choose_kernel
 from yolo_sm.collect.images import bundled_images
 from yolo_sm.collect.models import build_yolo
 from yolo_sm.collect.models.common import calibration_batches
 from yolo_sm.collect.pipeline import DetectionPipeline, match_boxes, set_class_prior
+from yolo_sm.contract.vocab import INT8_CALIBRATIONS, INT8_PERCENTILE
+
+
+def variants(precisions, int8_calibrations=INT8_CALIBRATIONS) -> list[tuple[str, str]]:
+    """(precision, calibration) pairs measured for ``precisions``: ``int8`` once per
+    calibration method of ``int8_calibrations``, every other precision once (calibration "")."""
+    out = []
+    for p in precisions:
+        if str(p) == "int8":
+            out += [("int8", str(c)) for c in int8_calibrations]
+        else:
+            out.append((str(p), ""))
+    return list(dict.fromkeys(out))
+
+
+def _config(prec: str, calibration: str, percentile: float, **kw) -> EngineConfig:
+    return EngineConfig(
+        precision=prec,
+        int8_calibration=calibration or "max",
+        int8_percentile=percentile,
+        check=False,
+        **kw,
+    )
+
+
+def _calibration_columns(calibration: str, percentile: float) -> dict:
+    return {
+        "calibration": calibration,
+        "int8_percentile": float(percentile) if calibration == "percentile" else float("nan"),
+    }
 
 
 def numerical_errors(
@@ -25,15 +55,18 @@ def numerical_errors(
     imgsz=128,
     device="cpu",
     seeds=(1, 2, 3),
+    int8_calibrations=INT8_CALIBRATIONS,
+    int8_percentile=INT8_PERCENTILE,
 ):
     """Relative L2 error of each precision's raw head output against eager fp32, per seed
-    (fresh random inputs each), measured here on ``device``."""
+    (fresh random inputs each), measured here on ``device``; int8 once per calibration of
+    ``int8_calibrations`` (:func:`variants`)."""
     import pandas as pd
 
     rows = []
-    for prec in precisions:
-        cfg = EngineConfig(
-            precision=prec, layout=layout, batch=batch, imgsz=imgsz, device=device, check=False
+    for prec, cal in variants(precisions, int8_calibrations):
+        cfg = _config(
+            prec, cal, int8_percentile, layout=layout, batch=batch, imgsz=imgsz, device=device
         )
         eng = build_engine(model, cfg)
         for seed in seeds:
@@ -46,6 +79,7 @@ def numerical_errors(
                     "device": device,
                     "rel_err": relative_l2(out, reference_output(model, cfg, x, seed)),
                     "tolerance": cfg.tolerance,
+                    **_calibration_columns(cal, int8_percentile),
                 }
             )
         eng.close()
@@ -62,12 +96,15 @@ def box_agreement(
     layout="nhwc",
     frames=None,
     iou_min=0.9,
+    int8_calibrations=INT8_CALIBRATIONS,
+    int8_percentile=INT8_PERCENTILE,
 ):
     """Boxes after NMS of each precision's engine against the ``reference`` precision's, on the
     same frames (ultralytics' bundled photos by default) through the same pipeline: per frame,
     box counts and the share of boxes with a same-class partner at IoU >= ``iou_min`` in each
     direction. ``model`` should carry a class prior (``pipeline.set_class_prior``) so that NMS
-    keeps a realistic number of boxes."""
+    keeps a realistic number of boxes. int8 is measured once per calibration of
+    ``int8_calibrations`` (:func:`variants`)."""
     import numpy as np
     import pandas as pd
 
@@ -76,20 +113,23 @@ def box_agreement(
 
         frames = [cv2.imread(str(p)) for p in bundled_images()]
     boxes = {}
-    for prec in (reference, *precisions):
-        cfg = EngineConfig(
-            precision=prec, layout=layout, batch=1, imgsz=imgsz, device=device, check=False
+    ref = (str(reference), "max" if str(reference) == "int8" else "")
+    measured = [v for v in variants(precisions, int8_calibrations) if v != ref]
+    for prec, cal in (ref, *measured):
+        cfg = _config(
+            prec, cal, int8_percentile, layout=layout, batch=1, imgsz=imgsz, device=device
         )
         eng = build_engine(model, cfg)
         pipe = DetectionPipeline(model, eng)
-        boxes[prec] = [pipe(np.ascontiguousarray(f)[None])[0] for f in frames]
+        boxes[(prec, cal)] = [pipe(np.ascontiguousarray(f)[None])[0] for f in frames]
         eng.close()
     rows = []
-    for prec in precisions:
-        for i, (a, r) in enumerate(zip(boxes[prec], boxes[reference], strict=True)):
+    for prec, cal in measured:
+        for i, (a, r) in enumerate(zip(boxes[(prec, cal)], boxes[ref], strict=True)):
             rows.append(
                 {
                     "precision": prec,
+                    **_calibration_columns(cal, int8_percentile),
                     "reference": reference,
                     "frame": i,
                     "boxes": len(a),
@@ -109,6 +149,8 @@ def photo_errors(
     layout="nhwc",
     class_prior=False,
     device="cpu",
+    int8_calibrations=INT8_CALIBRATIONS,
+    int8_percentile=INT8_PERCENTILE,
 ):
     """Relative L2 error of each precision's raw head output against eager fp32 on ``device``, on
     ultralytics' two photos (letterboxed, as they are and mirrored): the inputs the fp8 scales
@@ -118,7 +160,8 @@ def photo_errors(
     bench's prior (:data:`yolo_sm.collect.bench.CLASS_PRIOR`,
     :func:`yolo_sm.collect.pipeline.set_class_prior`),
     as the bench's numerical check sees it; as built, a random-weight model's class logits are
-    almost all constant bias, which the formats represent well and which dilutes the error."""
+    almost all constant bias, which the formats represent well and which dilutes the error.
+    int8 is measured once per calibration of ``int8_calibrations`` (:func:`variants`)."""
     import copy
 
     import pandas as pd
@@ -129,9 +172,9 @@ def photo_errors(
         set_class_prior(model, *CLASS_PRIOR)
     x = calibration_batches(imgsz)[0]
     rows = []
-    for prec in precisions:
-        cfg = EngineConfig(
-            precision=prec, layout=layout, batch=len(x), imgsz=imgsz, device=device, check=False
+    for prec, cal in variants(precisions, int8_calibrations):
+        cfg = _config(
+            prec, cal, int8_percentile, layout=layout, batch=len(x), imgsz=imgsz, device=device
         )
         ref = reference_output(model, cfg, x.to(device))
         eng = build_engine(model, cfg)
@@ -145,10 +188,25 @@ def photo_errors(
                 "device": device,
                 "class_prior": bool(class_prior),
                 "rel_err": relative_l2(eng(xin), ref),
+                **_calibration_columns(cal, int8_percentile),
+                **_quant_counts(eng),
             }
         )
         eng.close()
     return pd.DataFrame(rows)
+
+
+def _quant_counts(eng) -> dict:
+    """int8 engines: how their int8 convolutions ran (:func:`int8.graph_counts`)."""
+    m = eng.module
+    if m is None or not hasattr(m, "int8_info"):
+        return {}
+    c = int8.graph_counts(m)
+    return {
+        "quant_convs": c["int8_convs"],
+        "quant_fallbacks": c["fp16"],
+        "unfused_convs": c["unfused"],
+    }
 
 
 def photo_errors_by_width(widths=(0.5, 1.0), family="yolov8", **kw):
@@ -175,6 +233,9 @@ def numerics_table(
     seeds=(1, 2, 3),
     layout="nhwc",
     device="cpu",
+    int8_calibrations=INT8_CALIBRATIONS,
+    int8_percentile=INT8_PERCENTILE,
+    class_priors=(False, True),
 ):
     """The tidy table of the plan step kind ``numerics``, one row per measurement, per width of
     ``family``; ``input`` (``random`` / ``photo``) and ``metric`` (``rel_err`` / ``boxes``) say
@@ -188,7 +249,10 @@ def numerics_table(
       the bundled photos (one row per photo) on the class-prior model.
 
     fp8 on the CPU is the exact E4M3 emulation (``fp8_kernel`` = ``emulate``), on a GPU cuDNN's
-    FP8 convolutions (``cudnn``)."""
+    FP8 convolutions (``cudnn``); int8 likewise (``int8_kernel``), measured once per calibration
+    of ``int8_calibrations`` (column ``calibration``, ``int8_percentile``). ``class_priors``:
+    which of the photo rel_err measurements to make (as built: False, with the prior: True)."""
+    kal = {"int8_calibrations": tuple(int8_calibrations), "int8_percentile": int8_percentile}
     import copy
 
     import pandas as pd
@@ -206,6 +270,7 @@ def numerics_table(
                 imgsz=imgsz,
                 device=device,
                 seeds=seeds,
+                **kal,
             ).assign(
                 input="random",
                 metric="rel_err",
@@ -216,15 +281,16 @@ def numerics_table(
                 **common,
             )
         )
-        for prior in (False, True):
+        for prior in class_priors:
             frames.append(
                 photo_errors(
                     model,
                     photo_precisions,
                     imgsz=photo_imgsz,
                     layout=layout,
-                    class_prior=prior,
+                    class_prior=bool(prior),
                     device=device,
+                    **kal,
                 ).assign(input="photo", metric="rel_err", reference="fp32", batch=4, **common)
             )
         primed = copy.deepcopy(model)
@@ -237,6 +303,7 @@ def numerics_table(
                 imgsz=photo_imgsz,
                 device=device,
                 layout=layout,
+                **kal,
             ).assign(
                 input="photo",
                 metric="boxes",
@@ -251,6 +318,10 @@ def numerics_table(
         out[c] = out[c].astype("Int64")
     fp8 = out.precision.eq("fp8")
     out["fp8_kernel"] = fp8.map({True: choose_kernel(device), False: ""}) if fp8.any() else ""
+    if "calibration" in out:
+        is8 = out.precision.eq("int8")
+        kernel = int8.choose_kernel(device) if is8.any() else ""
+        out["int8_kernel"] = is8.map({True: kernel, False: ""})
     lead = [
         "input",
         "metric",

@@ -22,6 +22,7 @@ from yolo_sm.collect import numerics, stopwatch
 from yolo_sm.collect.bench import BenchSpec, missing_units, run_bench
 from yolo_sm.collect.cache_builds import CacheSpec, run_cache_builds
 from yolo_sm.collect.ceilings import measure_ceilings
+from yolo_sm.collect.grid import parse_bool
 from yolo_sm.collect.model_tables import DEFAULT_MODELS, model_layers
 from yolo_sm.collect.probe import probe_pipeline
 from yolo_sm.collect.profiling import kineto, ncu
@@ -615,9 +616,14 @@ def _run_numerics(step, plan, out_dir, deadline, progress):
     unknown = set(p) - set(inspect.signature(numerics.numerics_table).parameters) - {"device"}
     if unknown:
         raise UserError(f"plan step {step.name}: unknown numerics params {sorted(unknown)}")
-    for k in ("widths", "precisions", "photo_precisions", "box_precisions", "seeds"):
+    for k in ("widths", "precisions", "photo_precisions", "box_precisions", "seeds") + (
+        "int8_calibrations",
+        "class_priors",
+    ):
         if k in p:
             p[k] = tuple(p[k]) if isinstance(p[k], (list, tuple)) else (p[k],)
+    if "class_priors" in p:
+        p["class_priors"] = tuple(parse_bool(v, "class_priors") for v in p["class_priors"])
     df = numerics.numerics_table(device=plan.device, **p)
     _write(_with_provenance(df, plan.device), step_path(step, out_dir))
 

@@ -27,6 +27,7 @@ from yolo_sm.collect.engines.config import (
     check_compile_mode,
     check_device_name,
 )
+from yolo_sm.collect.engines.qconv import fallbacks
 from yolo_sm.collect.grid import (
     free_memory,
     parse_bool,
@@ -284,8 +285,8 @@ class SweepSpec:
 
 def unsupported_reason(p: Point) -> str | None:
     """Why a grid combination cannot run (it is left out of the sweep), or None."""
-    if p.precision == "int8" and p.backend != "tensorrt":
-        return "int8 runs only on the tensorrt backend"
+    if p.precision == "int8" and p.backend not in ("eager", "cudagraph", "tensorrt"):
+        return "int8 runs on the eager, cudagraph and tensorrt backends only"
     if p.backend == "onnxruntime" and p.precision != "fp32":
         return "onnxruntime runs fp32 only"
     if p.backend == "tensorrt" and p.precision in ("tf32", "bf16"):
@@ -454,6 +455,7 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
         ):  # fmt: skip
             if k in engine.info:
                 row[k] = engine.info[k]
+        row.update(quant_columns(engine))
         row.update({f"prov_{k}": v for k, v in m.provenance.items()})
     except Exception as e:  # noqa: BLE001 - every failure is recorded, the sweep goes on
         row = _error_row(p, spec, e, flops_per_img)
@@ -463,6 +465,17 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
         del engine
         free_memory(collect=row["status"] != "ok")
     return row
+
+
+def quant_columns(engine) -> dict:
+    """8-bit engines (fp8, int8 without TensorRT): ``quant_convs`` (convolutions quantised) and
+    ``quant_fallbacks`` (of those, how many cuDNN declined: they ran in fp16); empty otherwise."""
+    m = engine.module
+    info = getattr(m, "fp8_info", None) or getattr(m, "int8_info", None)
+    if m is None or not info:
+        return {}
+    convs = info.get("fp8_convs", info.get("int8_convs"))
+    return {"quant_convs": convs, "quant_fallbacks": len(fallbacks(m))}
 
 
 def host_columns(engine, median_ms: float, on_gpu: bool) -> dict:

@@ -20,7 +20,13 @@ import yaml
 
 from yolo_sm.contract import values
 from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.vocab import COMPILE_MODES, Backend, Layout, Precision
+from yolo_sm.contract.vocab import (
+    COMPILE_MODES,
+    INT8_CALIBRATIONS,
+    Backend,
+    Layout,
+    Precision,
+)
 
 #: longest warm-up per timed point (ms): 1 minute
 MAX_WARMUP_MS = 60_000.0
@@ -290,6 +296,10 @@ PARAMS: dict[str, dict[str, Check]] = {
         "seeds": lambda v, w: values.wholes(v, w, lo=0, hi=2**32 - 1),
         "layout": _one(_layouts),
         "device": lambda v, w: values.device_name(v, w),
+        # int8 without TensorRT (collect.engines.int8): calibrations measured, percentile
+        "int8_calibrations": lambda v, w: values.texts(v, w, INT8_CALIBRATIONS),
+        "int8_percentile": lambda v, w: values.number(v, w, lo=50, hi=100),
+        "class_priors": lambda v, w: [values.flag(x, w) for x in values.items(v, w)],
     },
 }
 

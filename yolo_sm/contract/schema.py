@@ -66,6 +66,8 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "package.module:function); family then holds its label. Empty or absent (older tables): "
         "the YOLO family at the row's width",
         **HOST_COLUMNS,
+        "quant_convs": "8-bit engine rows (fp8, int8): convolutions quantised (empty otherwise)",
+        "quant_fallbacks": "8-bit engine rows: of those, how many cuDNN declined (run in fp16)",
     },
     "ncu": {
         "kernel_id": "order of the kernel in the profiled process",
@@ -202,6 +204,17 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "reference_matched": "share of reference boxes with a same-class partner at IoU >= 0.9",
         "fp8_kernel": "fp8 rows: emulate (exact E4M3 rounding in float arithmetic, CPU) or cudnn "
         "(cuDNN FP8 convolutions, GPU)",
+        **{
+            "calibration": "int8 rows: how activation ranges were calibrated on the photos (max "
+            "= max |x|, percentile = the int8_percentile-th percentile of |x|); empty otherwise",
+            "int8_percentile": "percentile rows: the percentile of |x| that sets the range",
+            "int8_kernel": "int8 rows: emulate (int8 values convolved in fp32, CPU) or cudnn "
+            "(cuDNN INT8 convolutions with int32 accumulation, GPU)",
+            "quant_convs": "int8 photo rows: convolutions quantised to int8",
+            "quant_fallbacks": "int8 photo rows: of those, how many cuDNN declined (run in fp16)",
+            "unfused_convs": "int8 photo rows: int8 convolutions whose epilogue (de-scale, bias, "
+            "SiLU) ran in torch after the cuDNN graph instead of fused into it",
+        },
     },
     "bench": {
         **HOST_COLUMNS,
@@ -255,6 +268,12 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "at the same batch, just before the pipeline ran (pipeline rows)",
         "pipeline_vs_model_only": "pipeline frames/s over model_only_img_per_s (1.0: the "
         "pipeline adds nothing to the forward; pipeline rows)",
+        **{
+            "quant_convs": "8-bit engine rows (fp8, int8): convolutions quantised (empty for the "
+            "other engines)",
+            "quant_fallbacks": "8-bit engine rows: of those, how many cuDNN declined (they ran "
+            "in fp16)",
+        },
         "unit_s": "wall time of the (family, width, batch) unit the row was measured in, "
         "seconds (what a resumed run uses to decide whether the next unit fits)",
     },
@@ -313,6 +332,7 @@ REQUIRED = {
         c
         for c in SCHEMAS["sweep"]
         if c not in ("peak_mem_bytes", "check_input", "graph_pool_bytes", "model", *HOST_COLUMNS)
+        and c not in ("quant_convs", "quant_fallbacks")  # 8-bit engines only, newer tables
     ),
     "ncu": ("kernel_id", "kernel_name", "nvtx_path", "nvtx_range", "duration_us"),
     "kernels": (
@@ -476,6 +496,7 @@ TEXT = frozenset(
     "family scale precision layout backend compile_mode device status message check_input "
     "kernel_name nvtx_path nvtx_range config limiter layer module_type stage kernel_class "
     "metric source ceiling unit engine frames nms input reference fp8_kernel variant scope "
+    "calibration int8_kernel "
     "model size phase capture kineto_main_limiter grid block".split()
 )
 FLAG = frozenset(
@@ -491,7 +512,8 @@ NUMBER = frozenset(
     "params flops bytes_per_element round hz forwards seconds seed tolerance frame boxes "
     "reference_boxes matched reference_matched reps boxes_per_frame candidates_per_frame "
     "pipeline_vs_model_only recompiles graphs_compiled warmup_calls correlation stream "
-    "sm_coverage_tw tensor_core_time_share ncu_time_share".split()
+    "sm_coverage_tw tensor_core_time_share ncu_time_share "
+    "quant_convs quant_fallbacks unfused_convs int8_percentile".split()
 )
 TEXT |= {"technique"}  # techniques
 FLAG |= {"static_buffer", "graph_input_copy"}  # techniques

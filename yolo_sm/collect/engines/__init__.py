@@ -1,7 +1,8 @@
 """Inference engines: ``build_engine(model, EngineConfig) -> Engine``.
 
 Backends: eager (fp32/tf32/fp16/bf16, NCHW/NHWC), a CUDA graph of the eager model,
-torch.compile, ONNX Runtime, TensorRT (fp32/fp16/int8; imported lazily, only where installed).
+torch.compile, ONNX Runtime, TensorRT (fp32/fp16/int8; imported lazily, only where installed);
+int8 and fp8 convolutions on eager and the CUDA graph (engines.int8, engines.fp8).
 Every engine is checked against the eager fp32 model at build time (``engine.rel_err``).
 """
 

@@ -6,7 +6,19 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 
 from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.vocab import COMPILE_MODES, TOLERANCE, Backend, Layout, Precision
+from yolo_sm.contract.vocab import (
+    COMPILE_MODES,
+    INT8_CALIBRATIONS,
+    INT8_PERCENTILE,
+    TOLERANCE,
+    Backend,
+    Layout,
+    Precision,
+)
+
+#: the backends that run precision int8: TensorRT's own int8 engines, and yolo_sm's int8
+#: convolutions (engines.int8) in eager and in a CUDA graph
+INT8_BACKENDS = (Backend.EAGER, Backend.CUDAGRAPH, Backend.TENSORRT)
 
 
 def _enum(cls, value, what):
@@ -47,6 +59,9 @@ class EngineConfig:
     calib_images: str | None = None  # TensorRT int8: image folder (None: ultralytics' bus/zidane)
     cache_dir: str | None = None  # ONNX exports, TensorRT engines + timing cache (None: ~/.cache)
     check: bool = True  # compare with the eager fp32 model at build time
+    # int8 on eager / cudagraph (engines.int8): how activation ranges are calibrated
+    int8_calibration: str = "max"  # max | percentile
+    int8_percentile: float = INT8_PERCENTILE  # the percentile of |x| (calibration percentile)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "backend", _enum(Backend, self.backend, "backend"))
@@ -61,8 +76,19 @@ class EngineConfig:
             raise UserError(f"imgsz must be a positive multiple of 32, got {self.imgsz!r}")
         check_compile_mode(self.compile_mode)
         check_device_name(self.device)
-        if self.precision is Precision.INT8 and self.backend is not Backend.TENSORRT:
-            raise UserError("precision int8 needs backend tensorrt (the other backends are float)")
+        if self.precision is Precision.INT8 and self.backend not in INT8_BACKENDS:
+            raise UserError(
+                "precision int8 runs on the eager, cudagraph and tensorrt backends only"
+            )
+        if self.int8_calibration not in INT8_CALIBRATIONS:
+            raise UserError(
+                f"unknown int8 calibration {self.int8_calibration!r}: choose one of "
+                f"{', '.join(INT8_CALIBRATIONS)}"
+            )
+        p = self.int8_percentile
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 50 <= p <= 100:
+            raise UserError(f"int8_percentile must be a number from 50 to 100, got {p!r}")
+        object.__setattr__(self, "int8_percentile", float(p))
         fp8_backends = (Backend.EAGER, Backend.CUDAGRAPH)
         if self.precision is Precision.FP8 and self.backend not in fp8_backends:
             raise UserError("precision fp8 runs on the eager and cudagraph backends only")

@@ -8,7 +8,7 @@ import weakref
 
 import torch
 
-from yolo_sm.collect.engines import compile_cache, fp8
+from yolo_sm.collect.engines import compile_cache, fp8, int8
 from yolo_sm.collect.engines.base import DTYPES, Engine, head_tensor, make_input, numerics
 from yolo_sm.collect.engines.config import EngineConfig, Layout, Precision
 from yolo_sm.contract.errors import NotAvailableError
@@ -25,6 +25,16 @@ def prepare_module(model: torch.nn.Module, config: EngineConfig) -> torch.nn.Mod
     if config.precision is Precision.FP8:
         kernel = fp8.choose_kernel(config.device)
         m.fp8_info = fp8.quantize_convs(m, fp8.calibration_inputs(config.imgsz), kernel)
+        if config.layout is Layout.NHWC:
+            m = m.to(memory_format=torch.channels_last)
+    if config.precision is Precision.INT8:
+        m.int8_info = int8.quantize_convs(
+            m,
+            int8.calibration_inputs(config.imgsz),
+            int8.choose_kernel(config.device),
+            config.int8_calibration,
+            config.int8_percentile,
+        )
         if config.layout is Layout.NHWC:
             m = m.to(memory_format=torch.channels_last)
     return m

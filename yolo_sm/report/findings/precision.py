@@ -12,6 +12,7 @@ from yolo_sm.analyse.precision import (
     SWEEPS,
     TENSOR_CORE_PRECISIONS,
 )
+from yolo_sm.analyse.precision_8bit import BENCH_8BIT, NUMERICS_8BIT
 from yolo_sm.analyse.scaling import BENCH
 from yolo_sm.report.rules import Rule, check_unique
 
@@ -300,5 +301,78 @@ ERRORS = (
     ),
 )
 
+#: the speed-up over the fastest fp16 engine (same process, batch 64) that makes an 8-bit
+#: engine worth its quantisation
+EIGHT_BIT_SPEEDUP = 1.3
+
+#: FP16, INT8 and FP8 side by side (bench_8bit, numerics_8bit).
+EIGHT_BIT = tuple(
+    _rule(
+        f"{p}_over_fastest_fp16",
+        f"The {p} engine runs at least {EIGHT_BIT_SPEEDUP:g}x the fastest fp16 engine at every "
+        "width (CUDA graph, same process; smallest ratio)",
+        "over_fastest_fp16_min",
+        ">=",
+        EIGHT_BIT_SPEEDUP,
+        "x",
+        (BENCH_8BIT,),
+        partly=1.0,
+        scope=f"precision={p}",
+    )
+    for p in ("int8", "fp8")
+) + (
+    _rule(
+        "int8_engine_passes",
+        "The int8 engine passes its numerical check at every width of the bench (engines that "
+        "failed)",
+        "bench_engines_failed",
+        "<=",
+        0.0,
+        "engines",
+        (BENCH_8BIT,),
+        scope="precision=int8",
+    ),
+    _rule(
+        "int8_all_convs_int8",
+        "Every int8 convolution ran on cuDNN's int8 path (most fp16 fallbacks in one engine)",
+        "engine_fallbacks_max",
+        "<=",
+        0.0,
+        "convs",
+        (BENCH_8BIT,),
+        scope="precision=int8",
+    ),
+    _rule(
+        "int8_photos_within_tolerance",
+        "int8 with the bench's class prior is within the int8 tolerance at every width and "
+        "calibration (photos; largest error over tolerance)",
+        "int8_error_over_tolerance_max",
+        "<=",
+        1.0,
+        "x",
+        (NUMERICS_8BIT,),
+    ),
+    _rule(
+        "int8_boxes_agree",
+        "int8's boxes after NMS match fp16's (smallest share matched at IoU >= 0.9, either "
+        "direction)",
+        "int8_box_match_min",
+        ">=",
+        90.0,
+        "%",
+        (NUMERICS_8BIT,),
+        partly=75.0,
+    ),
+    _rule(
+        "int8_percentile_helps",
+        "Percentile calibration errs less than max calibration (median error ratio)",
+        "int8_percentile_over_max_error",
+        "<",
+        1.0,
+        "x",
+        (NUMERICS_8BIT,),
+    ),
+)
+
 #: One rule per headline finding of notebook 02 (see :class:`yolo_sm.report.rules.Rule`).
-RULES: tuple[Rule, ...] = check_unique(SPEED + KERNELS + PAIR + ERRORS)
+RULES: tuple[Rule, ...] = check_unique(SPEED + KERNELS + PAIR + ERRORS + EIGHT_BIT)

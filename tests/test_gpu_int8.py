@@ -1,0 +1,72 @@
+"""The int8 engine without TensorRT on a GPU (marker ``gpu``): the Triton quantiser against
+torch's, one cuDNN int8 convolution against the emulation, and the cudnn int8 CUDA-graph engine
+of YOLOv8 width 0.5 at batch 8 (its check, its fallbacks, a run)."""
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.gpu
+
+
+def test_triton_int8_quantisation_equals_torch_bit_for_bit():
+    from yolo_sm.collect.engines import int8
+
+    x = torch.randn(4, 64, 40, 40, device="cuda", dtype=torch.float16) * 50
+    x = x.contiguous(memory_format=torch.channels_last)
+    q = int8.quantize_int8(x, 0.07)
+    ref = int8.quantize_values(x, 0.07).to(torch.int8)
+    assert q.dtype == torch.int8 and q.stride() == x.stride()
+    assert torch.equal(q, ref)
+
+
+@pytest.mark.parametrize("k,stride", [(1, 1), (3, 1), (3, 2)])
+def test_cudnn_int8_conv_matches_the_emulation(k, stride):
+    from torch import nn
+
+    from yolo_sm.collect.engines import int8
+
+    pytest.importorskip("cudnn", reason="needs nvidia-cudnn-frontend")
+    conv = nn.Conv2d(64, 128, k, stride, k // 2).cuda().half()
+    with torch.no_grad():  # per-channel scales over three decades, a bias that matters
+        conv.weight.mul_(torch.logspace(-2, 1, 128, device="cuda").view(-1, 1, 1, 1).half())
+        conv.bias.copy_(torch.linspace(-5, 5, 128, device="cuda").half())
+    x = torch.nn.functional.silu(torch.randn(8, 64, 40, 40, device="cuda", dtype=torch.half))
+    x = x.contiguous(memory_format=torch.channels_last)
+    scale = float(x.abs().max()) / 127
+    int8._TUNED.clear()  # tune this shape here, not reuse an earlier test's choice
+    real = int8.Int8Conv(conv, scale, "cudnn", silu=True).cuda()
+    emu = int8.Int8Conv(conv, scale, "emulate", silu=True).cuda()
+    y, ref = real(x), emu(x)
+    assert real.fallback is None, real.fallback
+    assert y.shape == ref.shape and y.dtype == torch.float16
+    (plan,) = real._plans.values()
+    print(f"int8 conv k{k} s{stride}: {real.graph_modes}, declined {real.declined}")
+    if int8.AUTOTUNE_PLANS:
+        assert plan.tuning and all(ms > 0 for _, ms in plan.tuning)
+    assert float((y.float() - ref.float()).norm() / ref.float().norm()) < 5e-3
+
+
+def test_int8_cudagraph_engine_w05_b8_builds_checks_and_runs():
+    pytest.importorskip("cudnn", reason="needs nvidia-cudnn-frontend")
+    from yolo_sm.collect.engines import EngineConfig, build_engine, int8
+    from yolo_sm.collect.models import build_yolo
+
+    model = build_yolo("yolov8", 0.5)
+    cfg = EngineConfig(
+        backend="cudagraph", precision="int8", layout="nhwc", batch=8, imgsz=640, device="cuda"
+    )
+    eng = build_engine(model, cfg)
+    counts = int8.graph_counts(eng.module)
+    falls = int8.fallbacks(eng.module)
+    print(
+        f"int8 cudagraph w0.5 b8: rel_err {eng.rel_err:.4g} (tolerance {cfg.tolerance:g}), "
+        f"graphs {counts}, fallbacks {len(falls)}: {sorted(set(falls.values()))[:3]}"
+    )
+    assert eng.module.int8_info["int8_kernel"] == "cudnn"
+    assert counts["int8_convs"] == counts["fused"] + counts["unfused"] + counts["fp16"]
+    assert counts["fused"] + counts["unfused"] > 0  # cuDNN ran int8 convolutions
+    assert eng.rel_err is not None and eng.rel_err <= cfg.tolerance
+    out = eng(eng.make_input(5)).clone()
+    again = eng(eng.make_input(5))
+    assert torch.isfinite(out).all() and torch.allclose(out.float(), again.float(), atol=1e-3)
+    eng.close()

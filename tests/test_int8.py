@@ -1,0 +1,319 @@
+"""The int8 path without TensorRT: quantisation math, calibration, the CPU emulation engine,
+config checks, the numerics table's int8 rows and the side-by-side rules."""
+
+import copy
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from yolo_sm.analyse import precision_8bit as p8
+from yolo_sm.collect.engines import EngineConfig, build_engine, int8, qconv
+from yolo_sm.collect.models import build_yolo
+from yolo_sm.collect.models.common import calibration_batches
+from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.contract.vocab import TOLERANCE, Precision
+from yolo_sm.report.findings import precision as findings
+from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY
+
+
+def test_values_round_half_away_and_saturate_at_127():
+    x = torch.tensor([0.0, 0.49, 0.5, 1.5, 2.5, -0.5, -2.5, 126.6, 300.0, -300.0])
+    q = int8.quantize_values(x, 1.0)
+    assert q.tolist() == [0, 0, 1, 2, 3, -1, -3, 127, 127, -127]
+    assert int8.quantize_values(x, 2.0).tolist()[-2:] == [127, -127]  # 300/2 saturates too
+    assert int8.quantize_values(torch.tensor([3.0]), 2.0).item() == 2  # 1.5 -> 2
+    f = int8.fake_quant(torch.tensor([0.26, 1000.0]).half(), 0.5)
+    assert f.dtype == torch.float16 and f.tolist() == [0.5, 63.5]
+    q8 = int8.quantize_int8(x, 1.0)  # the torch path off the GPU: same values, int8
+    assert q8.dtype == torch.int8 and torch.equal(q8.float(), q)
+
+
+def test_weight_scales_are_per_output_channel_amax_over_127():
+    w = torch.zeros(3, 2, 3, 3)
+    w[0, 0, 1, 1], w[1, 1, 0, 0], w[2, 0, 2, 2] = 127.0, -1.27, 0.0
+    assert torch.allclose(int8.weight_scales(w), torch.tensor([1.0, 0.01, 1e-12 / 127]))
+    conv = torch.nn.Conv2d(2, 3, 3)
+    with torch.no_grad():
+        conv.weight.copy_(
+            torch.randn(3, 2, 3, 3) * torch.tensor([1.0, 10.0, 0.01]).view(3, 1, 1, 1)
+        )
+    m = int8.Int8Conv(conv, 0.1)
+    assert m.weight_int8.dtype == torch.int8
+    assert m.weight_int8.abs().amax(dim=(1, 2, 3)).tolist() == [127, 127, 127]
+    # the de-quantised weight is within half a step of the original, per channel
+    step = m.weight_scale.view(3, 1, 1, 1)
+    assert ((m.weight - conv.weight).abs() <= step / 2 + 1e-7).all()
+
+
+def test_percentile_calibration_clips_the_tail():
+    x = torch.arange(1, 10001, dtype=torch.float32)
+    assert int8.percentile_abs(x, 99.99) == 9999.0
+    assert int8.percentile_abs(-x, 99.0) == 9900.0  # |x|
+    assert int8.percentile_abs(x, 100.0) == 10000.0
+    assert int8.calibration_stat("max")(-x) == 10000.0
+    assert int8.calibration_stat("percentile", 50.0)(x) == 5000.0
+    with pytest.raises(ValueError, match="calibration"):
+        int8.calibration_stat("entropy")
+
+
+def test_emulated_conv_is_integer_arithmetic_then_descale():
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(8, 4, 3, padding=1)
+    x = torch.randn(2, 8, 6, 6)
+    m = int8.Int8Conv(conv, float(x.abs().max()) / 127)
+    xq = int8.quantize_values(x, m.input_scale).double()
+    acc = torch.nn.functional.conv2d(xq, m.weight_int8.double(), padding=1)  # exact integers
+    assert torch.equal(acc, acc.round())
+    ref = acc * (m.input_scale.double() * m.weight_scale.double()).view(1, -1, 1, 1)
+    ref = ref + conv.bias.double().view(1, -1, 1, 1)
+    with torch.no_grad():
+        y = m(x)
+    assert torch.allclose(y.double(), ref, atol=1e-5)
+    # and close to the float conv: int8 steps are small at this range
+    with torch.no_grad():
+        err = float((y - conv(x)).norm() / conv(x).norm())
+    assert 1e-4 < err < 0.05
+
+
+def test_channels_not_multiple_of_4_fall_back_with_a_reason():
+    m = int8.Int8Conv(torch.nn.Conv2d(6, 8, 1), 0.1, kernel="cudnn")
+    assert m._build(torch.zeros(1, 6, 4, 4)) is None
+    assert "multiples of 4" in m.fallback
+    assert qconv.fallbacks(torch.nn.Sequential(m)) == {"0": m.fallback}
+    assert int8.graph_counts(torch.nn.Sequential(m))["fp16"] == 1
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return build_yolo("yolov8", 0.25).eval()
+
+
+@pytest.mark.parametrize("calibration", ["max", "percentile"])
+def test_int8_engine_runs_on_cpu_as_emulation_and_passes_its_check(tiny, calibration):
+    cfg = EngineConfig(
+        precision="int8",
+        layout="nhwc",
+        batch=1,
+        imgsz=64,
+        device="cpu",
+        int8_calibration=calibration,
+    )
+    eng = build_engine(tiny, cfg)
+    info = eng.module.int8_info
+    assert info["int8_kernel"] == "emulate" and info["int8_calibration"] == calibration
+    assert info["int8_convs"] == len(qconv.eligible_convs(tiny))
+    assert 0 < eng.rel_err <= TOLERANCE[Precision.INT8]
+    assert eng.config.tolerance == TOLERANCE[Precision.INT8]
+    out = eng(eng.make_input(3))
+    assert out.dtype == torch.float16 and torch.isfinite(out).all()
+    eng.close()
+
+
+def test_percentile_scales_sit_below_max_scales(tiny):
+    x = calibration_batches(64)[:1]
+    a, b = copy.deepcopy(tiny), copy.deepcopy(tiny)
+    int8.quantize_convs(a, x, calibration="max")
+    int8.quantize_convs(b, x, calibration="percentile", percentile=99.0)
+    sa = [float(m.input_scale) for m in a.modules() if isinstance(m, int8.Int8Conv)]
+    sb = [float(m.input_scale) for m in b.modules() if isinstance(m, int8.Int8Conv)]
+    assert len(sa) == len(sb) > 10
+    assert all(q <= p for p, q in zip(sa, sb, strict=True)) and sum(sb) < 0.9 * sum(sa)
+
+
+def test_cudnn_kernel_fuses_silu_and_equals_emulation_off_the_gpu(tiny):
+    x = calibration_batches(64)[0]
+    q, e = copy.deepcopy(tiny), copy.deepcopy(tiny)
+    int8.quantize_convs(q, [x], kernel="cudnn")
+    int8.quantize_convs(e, [x], kernel="emulate")
+    f = [m for m in q.modules() if isinstance(m, int8.Int8Conv)]
+    assert f and all(m.silu for m in f)
+    parents = [p for p in q.modules() if isinstance(getattr(p, "conv", None), int8.Int8Conv)]
+    assert all(isinstance(p.act, torch.nn.Identity) for p in parents)
+    with torch.no_grad():
+        assert torch.allclose(q(x), e(x), atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"backend": "compile"}, "eager, cudagraph and tensorrt"),
+        ({"backend": "onnxruntime"}, "eager, cudagraph and tensorrt"),
+        ({"int8_calibration": "entropy"}, "calibration"),
+        ({"int8_percentile": 40}, "int8_percentile"),
+        ({"int8_percentile": "high"}, "int8_percentile"),
+    ],
+)
+def test_int8_config_says_where_it_cannot_run(kwargs, match):
+    with pytest.raises(UserError, match=match):
+        EngineConfig(precision="int8", **kwargs)
+
+
+def test_int8_config_accepts_eager_cudagraph_tensorrt():
+    for backend in ("eager", "cudagraph", "tensorrt"):
+        assert EngineConfig(precision="int8", backend=backend).precision is Precision.INT8
+    cfg = EngineConfig(precision="int8", int8_calibration="percentile", int8_percentile=99)
+    assert cfg.int8_percentile == 99.0
+
+
+def test_choose_kernel_says_what_is_missing(monkeypatch):
+    assert int8.choose_kernel("cpu") == "emulate"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(NotAvailableError, match="no CUDA device"):
+        int8.choose_kernel("cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (7, 0))
+    with pytest.raises(NotAvailableError, match="compute capability 7.5"):
+        int8.choose_kernel("cuda")
+
+
+def test_sweep_keeps_int8_on_eager_and_drops_it_on_compile():
+    from yolo_sm.analyse import plan_grid
+    from yolo_sm.collect.sweep import Point, unsupported_reason
+
+    for backend, ok in (("eager", True), ("cudagraph", True), ("compile", False)):
+        p = Point("yolov8", "", 1.0, 0.33, 2048, "int8", "nhwc", backend, 1, 64, "default", "cuda")
+        assert (unsupported_reason(p) is None) is ok
+        assert (plan_grid.unsupported("int8", "nhwc", backend) is None) is ok
+
+
+def test_numerics_table_measures_int8_per_calibration(tiny):
+    from yolo_sm.collect import numerics
+
+    assert numerics.variants(("fp16", "int8")) == [
+        ("fp16", ""),
+        ("int8", "max"),
+        ("int8", "percentile"),
+    ]
+    df = numerics.numerics_table(
+        widths=(0.25,),
+        precisions=("fp16",),
+        photo_precisions=("fp16", "int8"),
+        box_precisions=("int8",),
+        imgsz=64,
+        photo_imgsz=64,
+        batch=1,
+        seeds=(1,),
+        class_priors=(True,),
+        int8_percentile=99.9,
+    )
+    photo = df[(df["input"] == "photo") & (df.metric == "rel_err")]
+    assert sorted(photo.calibration) == ["", "max", "percentile"]
+    i8 = photo[photo.precision == "int8"]
+    assert (i8.int8_kernel == "emulate").all() and (i8.quant_fallbacks == 0).all()
+    assert i8.int8_percentile.dropna().tolist() == [99.9]
+    boxes = df[df.metric == "boxes"]
+    assert set(boxes.calibration) == {"max", "percentile"} and set(boxes.reference) == {"fp16"}
+    # the section's error table: one row per engine, errors and box agreement side by side
+    t = p8.error_table(df).set_index("engine")
+    assert set(t.index) == {"fp16", "int8 (max)", "int8 (percentile 99.9)"}
+    assert t.loc["int8 (max)", "rel_err"] > 0 and 0 <= t.loc["int8 (max)", "matched"] <= 1
+    facts = {f["key"]: f["value"] for f in p8.error_facts(p8.error_table(df))}
+    assert facts["int8_error_over_tolerance_max"] == pytest.approx(
+        i8.rel_err.max() / TOLERANCE[Precision.INT8]
+    )
+    assert "int8_percentile_over_max_error" in facts and "int8_box_match_min" in facts
+
+
+def _bench(int8_img_s, int8_status="ok", fallbacks=0):
+    rows = []
+    for w in (1.0, 2.0):
+        for variant, prec, img in (
+            ("eager/fp16/nhwc", "fp16", 100.0 / w),
+            ("cudagraph/fp16/nhwc", "fp16", 120.0 / w),
+            ("cudagraph/fp8/nhwc", "fp8", 150.0 / w),
+            ("cudagraph/int8/nhwc", "int8", int8_img_s / w),
+        ):
+            bad = prec == "int8" and int8_status != "ok"
+            rows.append(
+                {
+                    "width": w,
+                    "batch": 64,
+                    "variant": variant,
+                    "scope": "model_only",
+                    "precision": prec,
+                    "status": "error" if bad else "ok",
+                    "message": "NumericalMismatch: relative L2 error 0.4 vs eager fp32"
+                    if bad
+                    else "",
+                    "img_per_s": math.nan if bad else img,
+                    "rel_err": math.nan if bad else 0.05,
+                    "quant_convs": 50 if prec in ("int8", "fp8") else math.nan,
+                    "quant_fallbacks": fallbacks if prec == "int8" else 0,
+                    "prov_device": "cuda:0",
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _verdict(rule_id, facts):
+    rule = next(r for r in findings.EIGHT_BIT if r.id == rule_id)
+    value = next(f["value"] for f in facts if f["key"] == rule.fact and f["scope"] == rule.scope)
+    return rule.decide(value)
+
+
+def test_eight_bit_rules_flip_with_the_facts():
+    fast = p8.speed_facts(p8.engine_speed(_bench(180.0)))
+    speed = p8.engine_speed(_bench(180.0)).set_index(["width", "variant"])
+    assert speed.loc[(1.0, "cudagraph/int8/nhwc"), "vs_fastest_fp16"] == pytest.approx(1.5)
+    assert speed.loc[(1.0, "cudagraph/int8/nhwc"), "fastest_fp16"] == "cudagraph/fp16/nhwc"
+    assert _verdict("precision_int8_over_fastest_fp16", fast) == HOLDS
+    assert _verdict("precision_fp8_over_fastest_fp16", fast) == PARTLY  # 1.25x
+    slow = p8.speed_facts(p8.engine_speed(_bench(110.0)))
+    assert _verdict("precision_int8_over_fastest_fp16", slow) == FAILS
+    assert _verdict("precision_int8_engine_passes", fast) == HOLDS
+    failed = p8.speed_facts(p8.engine_speed(_bench(180.0, int8_status="error")))
+    assert _verdict("precision_int8_engine_passes", failed) == FAILS
+    over = next(
+        f["value"]
+        for f in failed
+        if f["key"] == "bench_error_over_tolerance_max" and f["scope"] == "precision=int8"
+    )
+    assert over == pytest.approx(0.4 / TOLERANCE[Precision.INT8])  # read from the message
+    assert _verdict("precision_int8_all_convs_int8", fast) == HOLDS
+    fell = p8.speed_facts(p8.engine_speed(_bench(180.0, fallbacks=3)))
+    assert _verdict("precision_int8_all_convs_int8", fell) == FAILS
+    cpu = p8.speed_facts(p8.engine_speed(_bench(180.0, fallbacks=3).assign(prov_device="cpu")))
+    assert _verdict("precision_int8_all_convs_int8", cpu) == NOT_TESTED  # emulated: no cuDNN
+
+
+def test_error_rules_flip():
+    rule = next(r for r in findings.EIGHT_BIT if r.id == "precision_int8_boxes_agree")
+    assert [rule.decide(v) for v in (95.0, 80.0, 50.0)] == [HOLDS, PARTLY, FAILS]
+    rule = next(r for r in findings.EIGHT_BIT if r.id == "precision_int8_photos_within_tolerance")
+    assert [rule.decide(v) for v in (0.5, 1.5)] == [HOLDS, FAILS]
+
+
+def test_plan_steps_bench_int8_beside_fp16_and_fp8():
+    import inspect
+
+    from yolo_sm.collect import numerics, plans
+
+    plan = plans.load_plan("data/plans/h200.yaml")
+    step = next(s for s in plan.steps if s.name == "bench_8bit")
+    spec = plans.bench_spec(step, plan)
+    assert [w for _, w in spec.models] == [1.0, 2.0, 1.5] and spec.batches == (64,)
+    assert {"eager/fp16/nhwc", "cudagraph/fp16/nhwc", "cudagraph/fp8/nhwc"} <= set(spec.variants())
+    assert "cudagraph/int8/nhwc" in spec.variants() and not spec.predict
+    step = next(s for s in plan.steps if s.name == "numerics_8bit")
+    assert set(step.params) <= set(inspect.signature(numerics.numerics_table).parameters)
+    assert step.params["int8_calibrations"] == ["max", "percentile"]
+
+
+def test_section_figure_follows_the_style_and_absent_data_is_one_line():
+    from yolo_sm.contract.datasets import open_root
+    from yolo_sm.report import eight_bit_plots, style
+
+    fig = eight_bit_plots.plot_speed(p8.engine_speed(_bench(180.0)))
+    assert style.problems(fig) == []
+    assert {t.name for t in fig.data} == {
+        "eager/fp16/nhwc",
+        "cudagraph/fp16/nhwc",
+        "cudagraph/fp8/nhwc",
+        "cudagraph/int8/nhwc",
+    }
+    root = open_root("cpu")
+    for section in (eight_bit_plots.speed_section, eight_bit_plots.error_section):
+        line = section(root)
+        assert isinstance(line, str) and "\n" not in line and root.name in line

@@ -1,0 +1,212 @@
+"""FP16, INT8 and FP8 side by side (notebook 02): the ``bench_8bit`` dataset (the 8-bit engines
+and the fp16 engines timed in one process per width at one batch) and the ``numerics_8bit``
+dataset (the int8 engine's head-output error against eager fp32 and its boxes after NMS against
+fp16, per calibration), with fp8's photo rows of ``numerics``. Tables in, tables out;
+:func:`facts_8bit` returns the numbers the rules of
+:data:`yolo_sm.report.findings.precision.EIGHT_BIT` judge. Nothing here judges."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from yolo_sm.analyse.facts import fact
+from yolo_sm.analyse.scaling import ok_rows
+from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.contract.vocab import TOLERANCE, Precision
+
+BENCH_8BIT = "bench_8bit"
+NUMERICS_8BIT = "numerics_8bit"
+NUMERICS = "numerics"
+#: the 8-bit precisions compared with fp16
+EIGHT_BIT = ("int8", "fp8")
+#: the error a failed numerical check states in its message
+_CHECK_ERROR = r"relative L2 error ([0-9.]+(?:e[-+]?\d+)?)"
+
+
+def label(precision: str, calibration=None, percentile=None) -> str:
+    """``fp16``, ``fp8``, ``int8 (max)``, ``int8 (percentile 99.99)``."""
+    cal = "" if calibration is None or calibration != calibration else str(calibration)
+    if precision != "int8" or not cal:
+        return str(precision)
+    if cal == "percentile" and percentile == percentile and percentile is not None:
+        return f"int8 (percentile {float(percentile):g})"
+    return f"int8 ({cal})"
+
+
+def _labels(df) -> pd.Series:
+    cal = df["calibration"] if "calibration" in df else pd.Series("", index=df.index)
+    pct = df["int8_percentile"] if "int8_percentile" in df else pd.Series(math.nan, index=df.index)
+    return pd.Series(
+        [label(p, c, q) for p, c, q in zip(df.precision, cal, pct, strict=True)], index=df.index
+    )
+
+
+def engine_speed(bench, batch: int | None = None):
+    """Per width (at ``batch``, default the largest) the model-only engine rows of the bench:
+    img/s, the ratio to the fastest fp16 engine of the same width (``vs_fastest_fp16``; that
+    engine is ``fastest_fp16``), the numerical check's ``rel_err`` (read from the message where
+    the check failed), ``quant_convs`` and ``quant_fallbacks``; error rows keep their message."""
+    d = bench[bench.scope == "model_only"] if "scope" in bench else bench
+    if d.empty:
+        return pd.DataFrame()
+    batch = int(d.batch.max()) if batch is None else batch
+    d = d[d.batch == batch].copy()
+    parsed = d.message.fillna("").str.extract(_CHECK_ERROR, expand=False).astype(float)
+    d["rel_err"] = d.rel_err.where(d.status == "ok", parsed) if "rel_err" in d else parsed
+    ok = ok_rows(d)
+    fp16 = ok[ok.precision == "fp16"]
+    best = fp16.loc[fp16.groupby("width").img_per_s.idxmax()] if len(fp16) else fp16
+    best = best.set_index("width")
+    d["fastest_fp16"] = d.width.map(best.variant)
+    d["vs_fastest_fp16"] = d.img_per_s / d.width.map(best.img_per_s)
+    for c in ("quant_convs", "quant_fallbacks"):
+        if c not in d:
+            d[c] = math.nan
+    cols = ["width", "batch", "variant", "precision", "status", "img_per_s", "vs_fastest_fp16"]
+    cols += ["fastest_fp16", "rel_err", "quant_convs", "quant_fallbacks", "message"]
+    cols += [c for c in ("prov_device",) if c in d]
+    return (
+        d[cols].sort_values(["width", "img_per_s"], ascending=[True, False]).reset_index(drop=True)
+    )
+
+
+def speed_grid(speed):
+    """:func:`engine_speed` as a grid: one row per width, one column per engine variant, the
+    ratio to the fastest fp16 engine of that width."""
+    return speed.pivot_table(index="width", columns="variant", values="vs_fastest_fp16").round(2)
+
+
+def photo_rows(numerics, *, class_prior: bool = True):
+    """The rel_err rows on photos (with the bench's class prior by default), labelled."""
+    d = numerics[(numerics["input"] == "photo") & (numerics.metric == "rel_err")]
+    if "class_prior" in d:
+        d = d[d.class_prior.astype(bool) == class_prior]
+    return d.assign(engine=_labels(d))
+
+
+def error_table(numerics_8bit, numerics=None):
+    """Per width and engine (fp16, int8 per calibration, fp8 from ``numerics``): the head
+    output's relative L2 error against eager fp32 on the photos (class prior), its ratio to the
+    precision's tolerance, and the boxes after NMS against fp16's (mean share of boxes matched at
+    IoU >= 0.9 in each direction, mean boxes per photo)."""
+    frames = [numerics_8bit]
+    if numerics is not None:
+        frames.append(numerics[numerics.precision == "fp8"])
+    d = pd.concat(frames, ignore_index=True)
+    e = photo_rows(d)
+    err = e.groupby(["width", "engine", "precision"]).rel_err.max().reset_index()
+    err["over_tolerance"] = err.rel_err / err.precision.map(
+        lambda p: TOLERANCE[Precision(p)]
+    ).astype(float)
+    b = d[d.metric == "boxes"].assign(engine=lambda x: _labels(x))
+    if len(b):
+        box = (
+            b.groupby(["width", "engine"])
+            .agg(
+                boxes=("boxes", "mean"),
+                reference_boxes=("reference_boxes", "mean"),
+                matched=("matched", "mean"),
+                reference_matched=("reference_matched", "mean"),
+            )
+            .reset_index()
+        )
+        err = err.merge(box, on=["width", "engine"], how="outer")
+    return err.sort_values(["width", "engine"]).reset_index(drop=True)
+
+
+def speed_facts(speed) -> list[dict]:
+    """Per 8-bit precision in the bench: its smallest ratio to the fastest fp16 engine over the
+    widths (ok rows), its convolutions that fell back to fp16 (most in one engine, rows measured
+    on a GPU: a CPU emulates), its largest check error over the tolerance (failed checks
+    included) and its engines that failed."""
+    ds = (BENCH_8BIT,)
+    out = []
+    for p in EIGHT_BIT:
+        s = speed[speed.precision == p]
+        if s.empty:
+            continue
+        scope = f"precision={p}"
+        ok = s[s.status == "ok"]
+        out.append(
+            fact(
+                "over_fastest_fp16_min",
+                ok.vs_fastest_fp16.min() if len(ok) else math.nan,
+                "x",
+                scope=scope,
+                datasets=ds,
+            )
+        )
+        # on a CPU the engines emulate: no cuDNN path to fall back from
+        on_gpu = s.prov_device.astype(str).str.startswith("cuda") if "prov_device" in s else None
+        falls = s.quant_fallbacks[on_gpu] if on_gpu is not None else s.quant_fallbacks
+        out.append(
+            fact(
+                "engine_fallbacks_max",
+                falls.max() if len(falls) else math.nan,
+                "convs",
+                scope=scope,
+                datasets=ds,
+            )
+        )
+        err = s.rel_err.dropna()
+        out.append(
+            fact(
+                "bench_error_over_tolerance_max",
+                err.max() / TOLERANCE[Precision(p)] if len(err) else math.nan,
+                "x",
+                scope=scope,
+                datasets=ds,
+            )
+        )
+        out.append(
+            fact(
+                "bench_engines_failed",
+                int((s.status != "ok").sum()),
+                "engines",
+                scope=scope,
+                datasets=ds,
+            )
+        )
+    return out
+
+
+def error_facts(errors) -> list[dict]:
+    """From :func:`error_table`: int8's largest error over its tolerance (every calibration and
+    width), the percentile calibration's error over max's (median over widths), and the
+    smallest share of int8 boxes matched to fp16's (either direction)."""
+    ds = (NUMERICS_8BIT,)
+    out = []
+    i8 = errors[errors.precision == "int8"]
+    if i8.empty:
+        return out
+    out.append(fact("int8_error_over_tolerance_max", i8.over_tolerance.max(), "x", datasets=ds))
+    w = i8.pivot_table(index="width", columns="engine", values="rel_err")
+    pct = [c for c in w if c.startswith("int8 (percentile")]
+    if "int8 (max)" in w and pct:
+        out.append(
+            fact(
+                "int8_percentile_over_max_error",
+                (w[pct[0]] / w["int8 (max)"]).median(),
+                "x",
+                datasets=ds,
+            )
+        )
+    if "matched" in i8:
+        m = i8[["matched", "reference_matched"]].min(axis=1).min()
+        out.append(fact("int8_box_match_min", 100 * m, "%", datasets=ds))
+    return out
+
+
+def facts_8bit(root: DataRoot) -> list[dict]:
+    """The facts of the side-by-side section from ``root`` (those whose datasets it holds)."""
+    out = []
+    if root.has(BENCH_8BIT):
+        speed = engine_speed(root.load(BENCH_8BIT))
+        if len(speed):
+            out += speed_facts(speed)
+    if root.has(NUMERICS_8BIT):
+        numerics = root.load(NUMERICS) if root.has(NUMERICS) else None
+        out += error_facts(error_table(root.load(NUMERICS_8BIT), numerics))
+    return out

@@ -1,0 +1,358 @@
+"""The INT8 path without TensorRT: int8 convolutions with calibrated scales (precision ``int8``
+on the eager and cudagraph backends; backend ``tensorrt`` builds its own int8 engines).
+
+Which convolutions: those of the fp8 path (:func:`yolo_sm.collect.engines.qconv.eligible_convs`):
+every ultralytics ``Conv`` block's convolution except the first; the head's prediction
+convolutions and the DFL stay in fp16.
+
+Quantisation, symmetric (zero point 0), values in [-127, 127], rounded half away from zero:
+* weights: one scale per output channel, ``amax / 127`` over that filter;
+* activations: one scale per convolution input, ``c / 127`` with ``c`` calibrated on real images
+  (:func:`yolo_sm.collect.models.common.calibration_batches`, as the fp8 path) by one of
+  :data:`CALIBRATIONS`: ``max`` (c = max |x|: nothing saturates on the calibration photos) or
+  ``percentile`` (c = the ``percentile``-th percentile of |x|, 99.99 by default: the rare largest
+  values saturate, every other value gets a finer step);
+* products accumulate in int32; the de-scale ``input_scale * weight_scale[k]``, the bias and
+  the SiLU follow in float.
+
+Kernels:
+* ``emulate``: the input is quantised to its int8 values by torch ops, the convolution of the
+  integer-valued input and weight runs in fp32 (exact: integer products and sums below 2^24,
+  beyond that within fp32 rounding of the int32 sum), then de-scale, bias and SiLU in fp32 and a
+  cast to the engine's dtype. Runs anywhere; the CPU tests and numerical checks use it.
+* ``cudnn`` (CUDA): the input is quantised to int8 by one Triton kernel, then one cuDNN frontend
+  graph per convolution and input shape (:class:`yolo_sm.collect.engines.qconv.CudnnQuantConv`)
+  runs int8 NHWC image x int8 weight with INT32 accumulation; the convolution's own tensor is
+  FLOAT and the fused epilogue (per-channel de-scale, bias, SiLU) computes in float and writes
+  :data:`GRAPH_OUTPUT`. Where cuDNN declines the fused graph, the convolution alone (FLOAT
+  output) and torch's de-scale, bias and SiLU run instead (``Int8Conv.graph_modes``); where it
+  declines that too, or the channel counts are not multiples of :data:`CHANNEL_MULTIPLE`, the
+  convolution runs in fp16 with the int8-rounded weight and is counted (``Int8Conv.fallback``).
+  Needs the ``nvidia-cudnn-frontend`` package (imported lazily).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+from torch import nn
+
+from yolo_sm.collect.engines.qconv import (
+    CudnnQuantConv,
+    GraphFormat,
+    calibrate_inputs,
+    calibration_inputs,
+    eligible_convs,
+    fallbacks,
+    import_cudnn,
+)
+from yolo_sm.contract.errors import NotAvailableError
+from yolo_sm.contract.vocab import INT8_CALIBRATIONS, INT8_PERCENTILE
+
+__all__ = [
+    "CALIBRATIONS",
+    "GRAPH_OUTPUT",
+    "INT8_MAX",
+    "Int8Conv",
+    "calibration_inputs",
+    "calibration_stat",
+    "choose_kernel",
+    "eligible_convs",
+    "fake_quant",
+    "fallbacks",
+    "percentile_abs",
+    "quantize_convs",
+    "quantize_int8",
+    "weight_scales",
+]
+
+INT8_MAX = 127.0
+KERNELS = ("emulate", "cudnn")
+CALIBRATIONS = INT8_CALIBRATIONS
+DEFAULT_PERCENTILE = INT8_PERCENTILE
+#: cuDNN's int8 NHWC convolutions need input and output channel counts that are multiples of 4
+CHANNEL_MULTIPLE = 4
+#: what the fused int8 graph writes: the conv tensor itself is FLOAT (int32 accumulation read as
+#: float), the epilogue computes in float, and its last op writes this type. Measured on the
+#: H200 (cuDNN 9.19, frontend 1.32) for one 3x3 conv, N=64, C=K=256, 80x80 NHWC, int8 x int8
+#: with int32 compute: a FLOAT conv output ran at 1,293 TOP/s, INT8 output 1,510, INT32 546 and
+#: HALF output 635 (cuDNN picks a slower engine), against 670 TFLOP/s for the fp16 convolution.
+#: HALF here is the epilogue's output, the conv tensor stays FLOAT; YOLO_SM_INT8_OUTPUT=FLOAT
+#: makes the graph write FLOAT and torch cast it to the engine's dtype (one more pass).
+GRAPH_OUTPUT = os.environ.get("YOLO_SM_INT8_OUTPUT", "HALF").upper()
+# plan tuning as the fp8 path (engines.fp8.AUTOTUNE_PLANS); YOLO_SM_INT8_PLANS overrides
+AUTOTUNE_PLANS = int(os.environ.get("YOLO_SM_INT8_PLANS", "4"))
+AUTOTUNE_SECONDS = 1.0
+_TUNED: dict = {}  # graph signature -> index of the fastest plan
+
+
+def round_half_away(v: torch.Tensor) -> torch.Tensor:
+    """Round to the nearest integer, halves away from zero (what the Triton quantiser does)."""
+    return torch.where(v >= 0, v + 0.5, v - 0.5).trunc()
+
+
+def quantize_values(x: torch.Tensor, scale) -> torch.Tensor:
+    """The int8 values of ``x`` at ``scale`` as float32: ``round(x / scale)`` in [-127, 127]."""
+    inv = 1.0 / torch.as_tensor(scale, dtype=torch.float32, device=x.device)
+    return round_half_away((x.float() * inv).clamp(-INT8_MAX, INT8_MAX))
+
+
+def fake_quant(x: torch.Tensor, scale) -> torch.Tensor:
+    """``x`` rounded to the int8 grid of ``scale`` (saturating at +-127 x scale), in ``x``'s
+    dtype."""
+    s = torch.as_tensor(scale, dtype=torch.float32, device=x.device)
+    return (quantize_values(x, s) * s).to(x.dtype)
+
+
+def weight_scales(w: torch.Tensor) -> torch.Tensor:
+    """Per-output-channel int8 scales of a conv weight (K, C, R, S): ``amax / 127``."""
+    return w.detach().float().abs().amax(dim=(1, 2, 3)).clamp(min=1e-12) / INT8_MAX
+
+
+def percentile_abs(x: torch.Tensor, percentile: float) -> float:
+    """The ``percentile``-th percentile of |x| (the smallest value at or above that share of
+    the elements; 100 is max |x|)."""
+    a = x.detach().abs().float().flatten()
+    k = min(a.numel(), max(1, math.ceil(a.numel() * float(percentile) / 100.0)))
+    return float(a.kthvalue(k).values) if k < a.numel() else float(a.max())
+
+
+def calibration_stat(method: str, percentile: float = DEFAULT_PERCENTILE):
+    """The statistic of a conv input that sets its range (``input_scale = stat / 127``)."""
+    if method == "max":
+        return lambda x: float(x.detach().abs().max())
+    if method == "percentile":
+        return lambda x: percentile_abs(x, percentile)
+    raise ValueError(f"unknown int8 calibration {method!r}: choose one of {CALIBRATIONS}")
+
+
+def quantize_int8(x: torch.Tensor, scale: float) -> torch.Tensor:
+    """``round(x / scale)`` saturated to +-127 as int8, same memory format as ``x``: one Triton
+    kernel on a GPU (scale, saturate, round, cast in one pass), torch ops elsewhere; both round
+    halves away from zero."""
+    if x.is_cuda:
+        kernel = _triton_quantize()
+        if kernel is not None:
+            if not (x.is_contiguous() or x.is_contiguous(memory_format=torch.channels_last)):
+                x = x.contiguous(memory_format=torch.channels_last)
+            out = torch.empty_like(x, dtype=torch.int8)
+            n = x.numel()
+            inv = float(1.0 / torch.tensor(float(scale), dtype=torch.float32))  # as torch's
+            kernel[((n + 4095) // 4096,)](x, out, n, inv, BLOCK=4096)
+            return out
+    return quantize_values(x, scale).to(torch.int8)
+
+
+_TRITON: list = []
+
+
+def _triton_quantize():
+    """The Triton int8 quantisation kernel (elementwise over the tensor's storage), or None."""
+    if not _TRITON:
+        try:
+            import triton
+            import triton.language as tl
+
+            @triton.jit
+            def _quantize_int8(x_ptr, y_ptr, n, inv_scale, BLOCK: tl.constexpr):
+                offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                mask = offs < n
+                v = tl.load(x_ptr + offs, mask=mask).to(tl.float32) * inv_scale
+                v = tl.minimum(tl.maximum(v, -127.0), 127.0)
+                v = tl.where(v >= 0, v + 0.5, v - 0.5)  # float -> int truncates: half away
+                tl.store(y_ptr + offs, v.to(tl.int32).to(tl.int8), mask=mask)
+
+            _TRITON.append(_quantize_int8)
+        except Exception:  # noqa: BLE001 - no Triton: torch ops do the same, slower
+            _TRITON.append(None)
+    return _TRITON[0]
+
+
+def _format(output: str | None, fused: bool) -> GraphFormat:
+    return GraphFormat(
+        operand="INT8",
+        compute="INT32",
+        quantize=quantize_int8,
+        plans=lambda: AUTOTUNE_PLANS,
+        seconds=AUTOTUNE_SECONDS,
+        tuned=_TUNED,
+        output=output,
+        fused=fused,
+        random_scale=1 / 16,
+    )
+
+
+def graph_formats() -> list[tuple[str, GraphFormat]]:
+    """The cuDNN graphs an int8 convolution tries, in order: the fused epilogue writing
+    :data:`GRAPH_OUTPUT`, then the convolution alone (FLOAT) with torch's epilogue."""
+    return [("fused", _format(GRAPH_OUTPUT, True)), ("unfused", _format("FLOAT", False))]
+
+
+class Int8Conv(nn.Module):
+    """A Conv2d whose input (per-tensor scale) and weight (per-output-channel scales) are int8,
+    accumulated in int32; the output, bias and everything after it in the input's dtype."""
+
+    def __init__(
+        self, conv: nn.Conv2d, input_scale: float, kernel: str = "emulate", silu: bool = False
+    ):
+        super().__init__()
+        if kernel not in KERNELS:
+            raise ValueError(f"unknown int8 kernel {kernel!r}: choose one of {KERNELS}")
+        self.kernel = kernel
+        self.silu = silu  # the block's SiLU runs here (fused into cuDNN's epilogue)
+        self.fallback: str | None = None  # why this conv runs in fp16, if it does
+        self.graph_modes: dict = {}  # input shape -> "fused" / "unfused" (cuDNN graphs)
+        self.declined: list[str] = []  # why cuDNN declined a graph that was tried
+        self._plans: dict = {}
+        self.stride, self.padding = conv.stride, conv.padding
+        self.dilation, self.groups = conv.dilation, conv.groups
+        self.in_channels, self.out_channels = conv.in_channels, conv.out_channels
+        w = conv.weight.detach()
+        ws = weight_scales(w)
+        wq = quantize_values(w, ws[:, None, None, None]).to(torch.int8)
+        self.register_buffer("weight_int8", wq)
+        self.register_buffer("weight_scale", ws)
+        self.register_buffer("input_scale", torch.tensor(float(input_scale)))
+        self.register_buffer(
+            "weight", (wq.float() * ws[:, None, None, None]).to(w.dtype), persistent=False
+        )
+        self.bias = None if conv.bias is None else nn.Parameter(conv.bias.detach().clone())
+
+    @property
+    def weight_q(self) -> torch.Tensor:
+        """The quantised weight the cuDNN graph reads (qconv.CudnnQuantConv)."""
+        return self.weight_int8
+
+    def _build(self, x: torch.Tensor):
+        """The first cuDNN graph of :func:`graph_formats` that builds for ``x``'s shape, or
+        None (then ``fallback`` says why)."""
+        if self.in_channels % CHANNEL_MULTIPLE or self.out_channels % CHANNEL_MULTIPLE:
+            self.fallback = (
+                f"channels {self.in_channels}->{self.out_channels} are not multiples of "
+                f"{CHANNEL_MULTIPLE} (cuDNN int8 NHWC)"
+            )
+            return None
+        reasons = []
+        for mode, fmt in graph_formats():
+            try:
+                plan = CudnnQuantConv(self, x, fmt, "precision int8")
+            except NotAvailableError:
+                raise
+            except Exception as e:  # noqa: BLE001 - cuDNN declines some graphs: say why
+                reasons.append(f"{mode}: {type(e).__name__}: {e}"[:300])
+                continue
+            self.graph_modes[tuple(x.shape)] = mode
+            self.declined += reasons
+            return plan
+        self.declined += reasons
+        self.fallback = "; ".join(reasons)[:300]
+        return None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kernel == "cudnn" and x.is_cuda:
+            key = (tuple(x.shape), x.dtype, x.device)
+            plan = self._plans.get(key)
+            if plan is None and self.fallback is None:
+                plan = self._build(x)
+                if plan is not None:
+                    self._plans[key] = plan
+            if plan is not None:
+                return plan(x)
+            # declined: plain conv in the input's dtype with the int8-rounded weight
+            bias = None if self.bias is None else self.bias.to(x.dtype)
+            y = nn.functional.conv2d(
+                x,
+                self.weight.to(x.dtype),
+                bias,
+                self.stride,
+                self.padding,
+                self.dilation,
+                self.groups,
+            )
+            return nn.functional.silu(y) if self.silu else y
+        return self._emulate(x)
+
+    def _emulate(self, x: torch.Tensor) -> torch.Tensor:
+        """int8 values of input and weight, convolved in fp32, de-scaled, bias, SiLU."""
+        xq = quantize_values(x, self.input_scale)
+        acc = nn.functional.conv2d(
+            xq,
+            self.weight_int8.float(),
+            None,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.groups,
+        )
+        scale = (self.input_scale.float() * self.weight_scale.float()).view(1, -1, 1, 1)
+        y = acc * scale
+        if self.bias is not None:
+            y = y + self.bias.float().view(1, -1, 1, 1)
+        if self.silu:
+            y = nn.functional.silu(y)
+        return y.to(x.dtype)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.in_channels}, {self.out_channels}, stride={self.stride}, "
+            f"input_scale={float(self.input_scale):.3g}, kernel={self.kernel}, silu={self.silu}"
+        )
+
+
+def quantize_convs(
+    model: nn.Module,
+    batches,
+    kernel: str = "emulate",
+    calibration: str = "max",
+    percentile: float = DEFAULT_PERCENTILE,
+) -> dict:
+    """Replace each eligible convolution of ``model`` (in place) by an :class:`Int8Conv` with
+    scales calibrated by ``calibration`` (``max`` / ``percentile``); returns a summary for the
+    engine's info."""
+    stat = calibration_stat(calibration, percentile)
+    convs = eligible_convs(model)
+    amax = calibrate_inputs(model, convs, batches, stat)
+    for (parent, attr, conv), a in zip(convs, amax, strict=True):
+        fuse = kernel == "cudnn" and isinstance(parent.act, nn.SiLU)
+        setattr(parent, attr, Int8Conv(conv, max(a, 1e-12) / INT8_MAX, kernel, silu=fuse))
+        if fuse:
+            parent.act = nn.Identity()
+    total = sum(1 for m in model.modules() if isinstance(m, (nn.Conv2d, Int8Conv)))
+    what = "max |input|" if calibration == "max" else f"{percentile:g}th percentile of |input|"
+    return {
+        "int8_kernel": kernel,
+        "int8_convs": len(convs),
+        "convs": total,
+        "int8_calibration": calibration,
+        "int8_percentile": float(percentile) if calibration == "percentile" else math.nan,
+        "int8_calibration_text": f"{what} over ultralytics' photos (letterboxed, mirrored)",
+    }
+
+
+def graph_counts(model: nn.Module) -> dict[str, int]:
+    """How the int8 convolutions of ``model`` ran so far: ``fused`` / ``unfused`` cuDNN graphs
+    (per conv, its first shape's), ``fp16`` fallbacks, and ``int8_convs`` in all."""
+    convs = [m for m in model.modules() if isinstance(m, Int8Conv)]
+    out = {"int8_convs": len(convs), "fused": 0, "unfused": 0, "fp16": 0}
+    for m in convs:
+        if m.fallback:
+            out["fp16"] += 1
+        elif m.graph_modes:
+            out[next(iter(m.graph_modes.values()))] += 1
+    return out
+
+
+def choose_kernel(device: str) -> str:
+    """The kernel for ``device``: emulation on the CPU; cuDNN int8 graphs on a GPU of compute
+    capability 7.5 or newer (int8 tensor cores) with the cuDNN frontend installed."""
+
+    if not str(device).startswith("cuda"):
+        return "emulate"
+    if not torch.cuda.is_available():
+        raise NotAvailableError(f"precision int8 on {device}: no CUDA device here")
+    if torch.cuda.get_device_capability(torch.device(device)) < (7, 5):
+        raise NotAvailableError("precision int8 needs int8 tensor cores (compute capability 7.5+)")
+    import_cudnn("precision int8")
+    return "cudnn"

@@ -1,0 +1,59 @@
+"""FP16, INT8 and FP8 side by side (notebook 02): the section's tables and figure, each the one
+sentence :func:`yolo_sm.report.scaling_plots.lacks` when the root holds no such dataset."""
+
+from __future__ import annotations
+
+from yolo_sm.analyse import precision_8bit as p8
+from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.report import tables
+from yolo_sm.report.colors import TEMPLATE, color_map
+from yolo_sm.report.findings.precision import EIGHT_BIT_SPEEDUP
+from yolo_sm.report.scaling_plots import lacks
+from yolo_sm.report.style import finish
+
+SPEED_COLUMNS = ("width", "variant", "status", "img_per_s", "vs_fastest_fp16", "fastest_fp16")
+SPEED_COLUMNS += ("rel_err", "quant_convs", "quant_fallbacks")
+
+
+def plot_speed(speed, *, title=None):
+    """img/s over the fastest fp16 engine of the same width, one bar per engine, grouped by
+    width; the dotted lines are 1 (as fast as fp16) and the 8-bit rules' threshold."""
+    import plotly.express as px
+
+    d = speed[speed.status == "ok"].assign(width=lambda x: x.width.map("{:g}".format))
+    fig = px.bar(
+        d,
+        x="width",
+        y="vs_fastest_fp16",
+        color="variant",
+        barmode="group",
+        hover_data=["img_per_s", "fastest_fp16", "rel_err"],
+        color_discrete_map=color_map(d.variant.unique()),
+        template=TEMPLATE,
+        title=title or "Each engine's images per second over the fastest fp16 engine's",
+    )
+    fig.add_hline(y=1.0, line_dash="dot")
+    fig.add_hline(y=EIGHT_BIT_SPEEDUP, line_dash="dash")
+    fig.update_xaxes(title_text="width multiplier")
+    fig.update_yaxes(title_text="speed over the fastest fp16 engine (x)")
+    return finish(fig)
+
+
+def speed_section(root: DataRoot):
+    """The bench_8bit engines per width (ratio grid, rows, figure), or one sentence."""
+    if not root.has(p8.BENCH_8BIT):
+        return lacks(root, p8.BENCH_8BIT)
+    speed = p8.engine_speed(root.load(p8.BENCH_8BIT))
+    if speed.empty:
+        return lacks(root, p8.BENCH_8BIT)
+    rows = tables.show(speed[list(SPEED_COLUMNS)])
+    return tables.show(p8.speed_grid(speed)), rows, plot_speed(speed)
+
+
+def error_section(root: DataRoot):
+    """Head-output error and box agreement per width and engine (numerics_8bit, with fp8 from
+    numerics), or one sentence."""
+    if not root.has(p8.NUMERICS_8BIT):
+        return lacks(root, p8.NUMERICS_8BIT)
+    numerics = root.load(p8.NUMERICS) if root.has(p8.NUMERICS) else None
+    return tables.show(p8.error_table(root.load(p8.NUMERICS_8BIT), numerics))
