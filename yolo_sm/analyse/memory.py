@@ -260,7 +260,8 @@ def facts(root: DataRoot) -> pd.DataFrame:
     ``alloc_conf=...``): ``peak_reserved_bytes``, ``reserved_over_peak_allocated``,
     ``inactive_split_share_pct``, ``img_per_s``, ``alloc_retries``; unscoped:
     ``expandable_peak_reserved_ratio``, ``expandable_final_reserved_ratio`` and
-    ``expandable_img_per_s_ratio`` (expandable segments over the default)."""
+    ``expandable_img_per_s_ratio`` (expandable segments over the default; only where the
+allocator's counters were read, i.e. on a GPU)."""
     rows = []
     if root.has(LIFETIMES):
         rows += lifetime_facts(root.load(LIFETIMES))
@@ -320,7 +321,9 @@ def pool_facts(pool: pd.DataFrame) -> list[dict]:
             ("alloc_retries", ""),
         ):
             rows.append(fact(PREFIX + k, s[k], u, scope=scope, datasets=ds))
-    if {DEFAULT_CONF, EXPANDABLE_CONF} <= set(summ.index):
+    # the configurations differ only where a CUDA caching allocator ran (not on a CPU)
+    measured = summ.peak_reserved_bytes.notna().all()
+    if measured and {DEFAULT_CONF, EXPANDABLE_CONF} <= set(summ.index):
         d, e = summ.loc[DEFAULT_CONF], summ.loc[EXPANDABLE_CONF]
         for key, col in (
             ("expandable_peak_reserved_ratio", "peak_reserved_bytes"),

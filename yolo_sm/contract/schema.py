@@ -569,8 +569,9 @@ SCHEMAS["memory_pool"] = {
     "segments)",
     "alloc_retries": "num_alloc_retries so far: cudaMalloc failures that freed the cache and "
     "retried",
-    "peak_allocated_bytes": "allocated_bytes.all.peak since the run started, bytes",
-    "peak_reserved_bytes": "reserved_bytes.all.peak since the run started, bytes",
+    "peak_allocated_bytes": "allocated_bytes.all.peak during this forward (peaks reset "
+    "before each), bytes",
+    "peak_reserved_bytes": "reserved_bytes.all.peak during this forward, bytes",
     "latency_ms": "host wall time of the forward, synchronised before and after, milliseconds",
     "model": "model spec (family:width)",
     "family": "YOLO family",

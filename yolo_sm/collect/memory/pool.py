@@ -4,8 +4,9 @@ One eager model runs ``forwards`` batches whose sizes are drawn at random (seede
 ``batch_min`` and ``batch_max``, a fresh input each time, as a service with variable batches
 would. After every forward the allocator's counters are read (``torch.cuda.memory_stats``):
 the bytes tensors hold (allocated), the bytes the allocator holds from the driver (reserved),
-the free pieces of split blocks (inactive split bytes: fragmentation), segments, and
-allocation retries (a cudaMalloc that failed, the cache freed, then retried).
+the free pieces of split blocks (inactive split bytes: fragmentation), segments, allocation
+retries (a cudaMalloc that failed, the cache freed, then retried), and the peaks of allocated
+and reserved bytes during that forward (the peak counters are reset before each).
 
 The allocator reads its configuration (``PYTORCH_CUDA_ALLOC_CONF``) once, when CUDA starts, so
 each configuration of :data:`ALLOC_CONFS` runs in its own fresh Python process
@@ -132,6 +133,7 @@ def pool_rows(
             x = x.contiguous(memory_format=fmt).uniform_(0, 1, generator=gen)
             if cuda:
                 torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()  # the peaks of this forward alone
             t0 = time.perf_counter()
             out = engine(x)
             if cuda:
