@@ -251,23 +251,33 @@ def pool_summary(pool: pd.DataFrame) -> pd.DataFrame:
 
 def facts(root: DataRoot) -> pd.DataFrame:
     """The memory numbers of ``root`` (facts table; keys prefixed :data:`PREFIX`). From
-    ``memory_lifetimes``, per model (scope ``model=yolov8,width=1``): ``eager_vs_measured``,
-    ``planned_vs_measured``, ``peak_error_pct`` (|eager_vs_measured - 1| in %),
-    ``reuse_saving_pct``, ``arena_vs_planned_peak``, ``eager_excess_pct``,
-    ``waiting_share_at_peak_pct``, ``concat_share_at_peak_pct`` (YOLO), ``longest_lifetime_steps``;
-    unscoped: ``peak_error_pct_max`` (over the models with a measured peak),
-    ``reuse_saving_pct_min``. From ``memory_pool``, per configuration (scope
-    ``alloc_conf=...``): ``peak_reserved_bytes``, ``reserved_over_peak_allocated``,
-    ``inactive_split_share_pct``, ``img_per_s``, ``alloc_retries``; unscoped:
-    ``expandable_peak_reserved_ratio``, ``expandable_final_reserved_ratio`` and
-    ``expandable_img_per_s_ratio`` (expandable segments over the default; only where the
-allocator's counters were read, i.e. on a GPU)."""
+        ``memory_lifetimes``, per model (scope ``model=yolov8,width=1``): ``eager_vs_measured``,
+        ``planned_vs_measured``, ``peak_error_pct`` (|eager_vs_measured - 1| in %),
+        ``reuse_saving_pct``, ``arena_vs_planned_peak``, ``eager_excess_pct``,
+        ``waiting_share_at_peak_pct``, ``concat_share_at_peak_pct`` (YOLO),
+    ``longest_lifetime_steps``;
+        unscoped: ``peak_error_pct_max`` (over the models with a measured peak),
+        ``reuse_saving_pct_min``. From ``memory_pool``, per configuration (scope
+        ``alloc_conf=...``): ``peak_reserved_bytes``, ``reserved_over_peak_allocated``,
+        ``inactive_split_share_pct``, ``img_per_s``, ``alloc_retries``; unscoped:
+        ``expandable_peak_reserved_ratio``, ``expandable_final_reserved_ratio`` and
+        ``expandable_img_per_s_ratio`` (expandable segments over the default; only where the
+    allocator's counters were read, i.e. on a GPU)."""
     rows = []
-    if root.has(LIFETIMES):
-        rows += lifetime_facts(root.load(LIFETIMES))
-    if root.has(POOL):
-        rows += pool_facts(root.load(POOL))
+    lifetimes, pool = dataset_of(root, LIFETIMES), dataset_of(root, POOL)
+    if lifetimes:
+        rows += lifetime_facts(root.load(lifetimes))
+    if pool:
+        rows += pool_facts(root.load(pool))
     return facts_table(rows)
+
+
+def dataset_of(root: DataRoot, kind: str) -> str | None:
+    """The dataset named ``kind`` in ``root``, else its first dataset of that kind (a CPU
+    root names its smaller collection ``memory_lifetimes_cpu``), else None."""
+    if root.has(kind):
+        return kind
+    return next((n for n in root.names() if root.info(n).get("kind") == kind), None)
 
 
 def lifetime_facts(df: pd.DataFrame) -> list[dict]:
