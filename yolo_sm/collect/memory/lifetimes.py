@@ -366,7 +366,6 @@ def lifetime_rows(
     """The ``memory_lifetimes`` rows of one model (YOLO family at ``width``, or ``resnet101``)
     run eagerly at ``batch`` x ``imgsz`` in ``precision`` / ``layout`` on ``device``: its layer
     rows, tensor rows and one model row (:data:`COLUMNS`)."""
-    import pandas as pd
 
     cfg = EngineConfig(
         backend="eager",
@@ -388,8 +387,8 @@ def lifetime_rows(
         )
     finally:
         engine.close()
-    df = pd.DataFrame([model_row, *layer_rows, *tensor_rows])
-    df = df.assign(
+    return lifetimes_frame(
+        (layer_rows, tensor_rows, model_row),
         model=str(model).lower(),
         family="resnet101" if resnet else str(model).lower(),
         width=1.0 if resnet else float(width),
@@ -399,15 +398,31 @@ def lifetime_rows(
         layout=cfg.layout.value,
         device=str(device),
     )
+
+
+def lifetimes_frame(traced, **labels):
+    """The rows of :func:`trace_lifetimes` (``traced``) as a ``memory_lifetimes`` table with
+    the model's labels (``model``, ``family``, ``width``, ``batch``, ``imgsz``, ``precision``,
+    ``layout``, ``device``) on every row, columns in :data:`COLUMNS` order."""
+    import pandas as pd
+
+    layer_rows, tensor_rows, model_row = traced
+    df = pd.DataFrame([model_row, *layer_rows, *tensor_rows]).assign(**labels)
     for c in COLUMNS:
         if c not in df:
             df[c] = math.nan
     for c in ("layer", "module_type", "stage", "from_layers"):
         df[c] = df[c].fillna("").astype(str)
-    for c in ("index", "layer_index", "created_at_step", "freed_after_step", "held_until_step"):
+    for c in (
+        "index",
+        "layer_index",
+        "created_at_step",
+        "freed_after_step",
+        "held_until_step",
+        "lifetime_steps",
+        "last_use_layer",
+    ):
         df[c] = pd.to_numeric(df[c]).astype("Int64")
-    df["lifetime_steps"] = pd.to_numeric(df["lifetime_steps"]).astype("Int64")
-    df["last_use_layer"] = pd.to_numeric(df["last_use_layer"]).astype("Int64")
     return df[list(COLUMNS)]
 
 
