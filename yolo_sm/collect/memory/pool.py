@@ -127,10 +127,9 @@ def pool_rows(
     seen, rows = set(), []
     try:
         for step, b in enumerate(batches):
-            x = torch.empty(
-                (b, 3, cfg.imgsz, cfg.imgsz), dtype=DTYPES[cfg.precision], device=device
-            )
-            x = x.contiguous(memory_format=fmt).uniform_(0, 1, generator=gen)
+            shape = (b, 3, cfg.imgsz, cfg.imgsz)
+            x = torch.empty(shape, dtype=DTYPES[cfg.precision], device=device, memory_format=fmt)
+            x.uniform_(0, 1, generator=gen)
             if cuda:
                 torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats()  # the peaks of this forward alone
