@@ -150,10 +150,36 @@ def peak_table(df: pd.DataFrame) -> pd.DataFrame:
                 "peak_step": peak_step,
                 "peak_layer": str(curve.layer.iloc[i]) if len(curve) else "",
                 "waiting_share_at_peak_pct": _share(waiting, live),
-                "concat_share_at_peak_pct": _share(to_concat, live),
+                "concat_share_at_peak_pct": _share(to_concat, live)
+                if concat_layers
+                else math.nan,  # a model without Concat layers (ResNet)
             }
         )
     return pd.DataFrame(rows)
+
+
+#: The columns of :func:`peak_view`, in order.
+PEAK_VIEW = (
+    "weight_bytes",
+    "input_bytes",
+    "planned_peak_bytes",
+    "eager_peak_bytes",
+    "measured_peak_bytes",
+    "eager_vs_measured",
+    "activation_sum_bytes",
+    "reuse_arena_bytes",
+    "reuse_saving_pct",
+    "eager_excess_pct",
+    "peak_layer",
+    "waiting_share_at_peak_pct",
+    "concat_share_at_peak_pct",
+)
+
+
+def peak_view(df: pd.DataFrame) -> pd.DataFrame:
+    """:func:`peak_table` of a lifetimes table as a notebook shows it: one row per model
+    (indexed by its label) with :data:`PEAK_VIEW`."""
+    return peak_table(df).set_index("label")[list(PEAK_VIEW)]
 
 
 def _share(part: pd.DataFrame, whole: pd.DataFrame) -> float:
