@@ -240,7 +240,7 @@ def pool_summary(pool: pd.DataFrame) -> pd.DataFrame:
     """One row per allocator configuration of a pool table: forwards, the run's peak reserved
     and peak allocated bytes, the final reserved bytes and their ratio to the peak allocated
     (``reserved_over_peak_allocated``: what the pool keeps beyond the most the tensors ever
-    needed), the mean share of reserved bytes in inactive split blocks (fragmentation),
+    needed) and to the final allocated bytes (``final_reserved_over_allocated``), the mean share of reserved bytes in inactive split blocks (fragmentation),
     allocation retries, and images per second over the forwards that were not the first at
     their batch size."""
     rows = []
@@ -250,6 +250,7 @@ def pool_summary(pool: pd.DataFrame) -> pd.DataFrame:
         timed = timed if len(timed) else g
         peak_alloc = float(g.peak_allocated_bytes.max())
         final_reserved = float(g.reserved_bytes.iloc[-1])
+        final_alloc = float(g.allocated_bytes.iloc[-1])
         rows.append(
             {
                 "alloc_conf": conf,
@@ -257,9 +258,12 @@ def pool_summary(pool: pd.DataFrame) -> pd.DataFrame:
                 "peak_reserved_bytes": float(g.peak_reserved_bytes.max()),
                 "peak_allocated_bytes": peak_alloc,
                 "final_reserved_bytes": final_reserved,
-                "final_allocated_bytes": float(g.allocated_bytes.iloc[-1]),
+                "final_allocated_bytes": final_alloc,
                 "reserved_over_peak_allocated": final_reserved / peak_alloc
                 if peak_alloc > 0
+                else math.nan,
+                "final_reserved_over_allocated": final_reserved / final_alloc
+                if final_alloc > 0
                 else math.nan,
                 "inactive_split_share_pct": float(
                     (
