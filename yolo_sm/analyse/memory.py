@@ -240,8 +240,9 @@ def pool_summary(pool: pd.DataFrame) -> pd.DataFrame:
     """One row per allocator configuration of a pool table: forwards, the run's peak reserved
     and peak allocated bytes, the final reserved bytes and their ratio to the peak allocated
     (``reserved_over_peak_allocated``: what the pool keeps beyond the most the tensors ever
-    needed) and to the final allocated bytes (``final_reserved_over_allocated``), the mean share of reserved bytes in inactive split blocks (fragmentation),
-    allocation retries, and images per second over the forwards that were not the first at
+    needed) and to the final allocated bytes (``final_reserved_over_allocated``), the mean
+    share of reserved bytes in inactive split blocks (fragmentation), allocation retries, and
+    images per second over the forwards that were not the first at
     their batch size."""
     rows = []
     for conf, g in pool.groupby("alloc_conf", sort=False):
