@@ -96,6 +96,9 @@ def test_a_skip_lives_until_its_consumer():
     assert len(t) == 4 and (t.out_bytes == one).all()
     first = t.iloc[0]
     assert first.freed_after_step == t.iloc[3].created_at_step  # read last by the add
+    held = am.held_past_last_use(df)  # only y1 outlives its last use (until the return)
+    assert held.layer.tolist() == ["c1"] and held.held_ops.tolist() == [1]
+    assert held.last_use_in.tolist() == ["c2"]
     m = am.level(df, "model").iloc[0]
     assert m.weight_bytes == 4 * (4 * 3 * 9 + 4 + 4 * 4 * 9 + 4 + 4 * 4 + 4)
     assert m.input_bytes == 3 * 8 * 8 * 4 and m.out_bytes == 4 * one

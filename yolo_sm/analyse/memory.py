@@ -209,6 +209,43 @@ def longest_lifetimes(df: pd.DataFrame, n: int = 5) -> pd.DataFrame:
     return top.groupby("label", sort=False).head(n)[cols].reset_index(drop=True)
 
 
+def held_past_last_use(df: pd.DataFrame, n: int = 5) -> pd.DataFrame:
+    """Per model, the ``n`` activation tensors that eager PyTorch kept longest after their last
+    use, largest bytes x ops first: label, the layer that made it, the layer of its last use,
+    the op that made it, bytes, last use and release (op steps) and ``held_ops`` (release minus
+    last use). Python references decide it: a list that keeps outputs until the forward
+    returns, a caller's variable that holds a stage's input while the next stage runs."""
+    t = level(df, "tensor")
+    if t.empty:
+        return pd.DataFrame()
+    lay = level(df, "layer")
+    names = {
+        (m, w, int(i)): name
+        for m, w, i, name in zip(lay.model, lay.width, lay["index"], lay.layer, strict=True)
+    }
+    t = t.assign(
+        label=[model_label(m, w) for m, w in zip(t.model, t.width, strict=True)],
+        held_ops=(t.held_until_step - t.freed_after_step).astype(int),
+        last_use_in=[
+            names.get((m, w, int(i)), "")
+            for m, w, i in zip(t.model, t.width, t.last_use_layer, strict=True)
+        ],
+    )
+    t = t.assign(cost=t.held_ops * t.out_bytes)
+    top = t[t.held_ops > 0].sort_values(["label", "cost"], ascending=[True, False], kind="stable")
+    cols = [
+        "label",
+        "layer",
+        "last_use_in",
+        "module_type",
+        "out_bytes",
+        "freed_after_step",
+        "held_until_step",
+        "held_ops",
+    ]
+    return top.groupby("label", sort=False).head(n)[cols].reset_index(drop=True)
+
+
 def layer_curves(df: pd.DataFrame) -> pd.DataFrame:
     """The live set after each layer of every model: label, index, layer, module_type,
     planned_bytes (layer outputs not yet past their last consumer), eager_bytes (not yet
