@@ -115,6 +115,11 @@ def test_peak_table_of_the_skip_model():
     assert p.reuse_saving_pct == pytest.approx(25.0)
     assert p.eager_excess_pct == pytest.approx(100 / 3)
     assert math.isnan(p.eager_vs_measured)
+    assert p.eager_transient_peak_bytes == p.eager_peak_bytes  # no transient known on a CPU
+    d = df.copy()  # a 10 kB workspace inside op 1 (c1), where 2 activations are live
+    d.loc[(d.level == "tensor") & (d.created_at_step == 1), "transient_bytes"] = 10_000.0
+    q = am.peak_table(d).iloc[0]
+    assert q.eager_transient_peak_bytes - q.eager_peak_bytes == 2 * one + 10_000 - 4 * one
 
 
 def test_reuse_arena_of_known_intervals():

@@ -47,9 +47,12 @@ def level(df: pd.DataFrame, name: str) -> pd.DataFrame:
 def live_curve(tensors: pd.DataFrame) -> pd.DataFrame:
     """Bytes live at every op step of one model's forward (tensor rows of one model): columns
     step, planned_bytes (tensors between creation and last use, both inclusive), eager_bytes
-    (between creation and release), layer (the layer that created the step's latest tensor)."""
+    (between creation and release), transient_bytes (what the op allocated and freed inside
+    itself, measured on a GPU; 0 where unknown), layer (the layer that created the step's
+    latest tensor)."""
     if tensors.empty:
-        return pd.DataFrame(columns=["step", "planned_bytes", "eager_bytes", "layer"])
+        cols = ["step", "planned_bytes", "eager_bytes", "transient_bytes", "layer"]
+        return pd.DataFrame(columns=cols)
     n = int(max(tensors.created_at_step.max(), tensors.held_until_step.max())) + 1
     out = pd.DataFrame({"step": range(n)})
     for col, end in (("planned_bytes", "freed_after_step"), ("eager_bytes", "held_until_step")):
@@ -62,8 +65,10 @@ def live_curve(tensors: pd.DataFrame) -> pd.DataFrame:
             acc += d
             vals.append(acc)
         out[col] = vals
-    names = tensors.drop_duplicates("created_at_step").set_index("created_at_step").layer
-    out["layer"] = out.step.map(names).ffill().fillna("")
+    first = tensors.drop_duplicates("created_at_step").set_index("created_at_step")
+    transient = first.transient_bytes if "transient_bytes" in first else pd.Series(dtype=float)
+    out["transient_bytes"] = out.step.map(transient).astype(float).fillna(0.0)
+    out["layer"] = out.step.map(first.layer).ffill().fillna("")
     return out
 
 
@@ -99,6 +104,8 @@ def reuse_arena(intervals) -> tuple[int, list[int]]:
 def peak_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per model of a lifetimes table: weight, input and activation bytes, the planned
     and eager predicted peaks (activations live at the worst op step + weights + input), the
+    eager peak with each op's measured transient bytes added (``eager_transient_peak_bytes``:
+    where the lifetimes alone miss cuDNN workspaces; equal to the eager peak without a GPU), the
     measured peak (NaN without a GPU), their ratios, the lifetime-reuse arena and its saving
     over giving every activation its own memory, and at the planned peak: the step, its layer,
     and the shares of the live bytes that wait for a later op (``waiting_share_at_peak_pct``)
@@ -113,6 +120,9 @@ def peak_table(df: pd.DataFrame) -> pd.DataFrame:
         peak_step = int(curve.step.iloc[i]) if len(curve) else 0
         planned = float(curve.planned_bytes.max()) if len(curve) else 0.0
         eager = float(curve.eager_bytes.max()) if len(curve) else 0.0
+        with_transient = (
+            float((curve.eager_bytes + curve.transient_bytes).max()) if len(curve) else 0.0
+        )
         live = t[(t.created_at_step <= peak_step) & (t.freed_after_step >= peak_step)]
         waiting = live[(live.created_at_step < peak_step) & (live.freed_after_step > peak_step)]
         concat_layers = set(layers[layers.module_type == "Concat"].layer_index.astype(int))
@@ -138,9 +148,13 @@ def peak_table(df: pd.DataFrame) -> pd.DataFrame:
                 "planned_peak_bytes": planned + resident,
                 "eager_peak_bytes": eager + resident,
                 "measured_peak_bytes": measured,
+                "eager_transient_peak_bytes": with_transient + resident,
                 "measured_activation_peak_bytes": measured - float(m.resident_bytes),
                 "eager_vs_measured": (eager + resident) / measured if measured > 0 else math.nan,
                 "planned_vs_measured": (planned + resident) / measured
+                if measured > 0
+                else math.nan,
+                "eager_transient_vs_measured": (with_transient + resident) / measured
                 if measured > 0
                 else math.nan,
                 "reuse_arena_bytes": float(arena),
@@ -164,8 +178,10 @@ PEAK_VIEW = (
     "input_bytes",
     "planned_peak_bytes",
     "eager_peak_bytes",
+    "eager_transient_peak_bytes",
     "measured_peak_bytes",
     "eager_vs_measured",
+    "eager_transient_vs_measured",
     "activation_sum_bytes",
     "reuse_arena_bytes",
     "reuse_saving_pct",
@@ -320,7 +336,8 @@ def pool_summary(pool: pd.DataFrame) -> pd.DataFrame:
 def facts(root: DataRoot) -> pd.DataFrame:
     """The memory numbers of ``root`` (facts table; keys prefixed :data:`PREFIX`). From
         ``memory_lifetimes``, per model (scope ``model=yolov8,width=1``): ``eager_vs_measured``,
-        ``planned_vs_measured``, ``peak_error_pct`` (|eager_vs_measured - 1| in %),
+        ``planned_vs_measured``, ``eager_transient_vs_measured``, ``peak_error_pct``
+    (|eager_vs_measured - 1| in %),
         ``reuse_saving_pct``, ``arena_vs_planned_peak``, ``eager_excess_pct``,
         ``waiting_share_at_peak_pct``, ``concat_share_at_peak_pct`` (YOLO),
     ``longest_lifetime_steps``;
@@ -360,6 +377,7 @@ def lifetime_facts(df: pd.DataFrame) -> list[dict]:
         values = {
             "eager_vs_measured": (p.eager_vs_measured, "x"),
             "planned_vs_measured": (p.planned_vs_measured, "x"),
+            "eager_transient_vs_measured": (p.eager_transient_vs_measured, "x"),
             "peak_error_pct": (err, "%"),
             "reuse_saving_pct": (p.reuse_saving_pct, "%"),
             "arena_vs_planned_peak": (p.arena_vs_planned_peak, "x"),

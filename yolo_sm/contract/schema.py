@@ -538,6 +538,9 @@ SCHEMAS["memory_lifetimes"] = {
     "for tensors alive when the forward returned",
     "lifetime_steps": "freed_after_step - created_at_step (layers or ops)",
     "last_use_layer": "tensor rows: position of the layer whose op used it last",
+    "transient_bytes": "tensor rows: bytes the op that created it allocated and freed again "
+    "before returning (cuDNN workspaces, internal temporaries): its peak allocated minus "
+    "allocated after it (NaN without a GPU)",
     "live_bytes_after": "layer rows: bytes of the layer outputs so far whose last consumer "
     "comes after this layer",
     "held_bytes_after": "layer rows: bytes of the layer outputs so far not yet released after "

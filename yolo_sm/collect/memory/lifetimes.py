@@ -15,7 +15,9 @@ ResNet detector) say which layer each op ran in, so the same records give one ro
 the layer's output bytes, the layer after which its last consumer ran (a skip to the neck's
 ``Concat`` ends many layers later) and what was live after each layer. On a GPU the hooks also
 read the caching allocator after every layer (``torch.cuda.memory_allocated`` and the peak
-within the layer), and one untraced forward gives ``torch.cuda.max_memory_allocated``.
+within the layer), the recorder reads it around every op (the bytes an op allocated and freed
+again before returning: cuDNN workspaces, internal temporaries: ``transient_bytes`` of the
+activation it created), and one untraced forward gives ``torch.cuda.max_memory_allocated``.
 
 Weights and the input are not activations: they exist before the forward (``weight_bytes``,
 ``input_bytes`` of the model row). Allocations below the op level (cuDNN workspaces, an op's
@@ -67,6 +69,7 @@ COLUMNS = (
     "held_until_step",
     "lifetime_steps",
     "last_use_layer",
+    "transient_bytes",
     "live_bytes_after",
     "held_bytes_after",
     "measured_allocated_bytes",
@@ -123,6 +126,7 @@ class _Activation:
     last_use_layer: int
     released: int | None = None
     refs: int = 0
+    transient: float = math.nan
 
 
 def _key(t: torch.Tensor) -> int:
@@ -147,6 +151,8 @@ class _Recorder(TorchDispatchMode):
         self.layer_out: dict[int, list[_Activation]] = {}
         self.layer_mem: dict[int, tuple[float, float]] = {}
         self.base = 0
+        self.layer_peak = 0.0
+        self.op_transient: list[float] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -161,7 +167,15 @@ class _Recorder(TorchDispatchMode):
                 act = self.by_key.get(k)
                 if act is not None and act.released is None:
                     act.last_use, act.last_use_layer = step, self.layer
+        if self.cuda:  # the op's own peak: allocated and freed inside it
+            torch.cuda.reset_peak_memory_stats()
         out = func(*args, **kwargs)
+        transient = math.nan
+        if self.cuda:
+            peak = torch.cuda.max_memory_allocated()
+            self.layer_peak = max(self.layer_peak, float(peak))
+            transient = float(peak - torch.cuda.memory_allocated())
+        self.op_transient.append(transient)
         for t in tree_leaves(out):
             if not isinstance(t, torch.Tensor):
                 continue
@@ -176,6 +190,7 @@ class _Recorder(TorchDispatchMode):
                 nbytes = int(t.untyped_storage().nbytes())
                 name = str(getattr(func, "__name__", func)).split(".")[0]
                 act = _Activation(len(self.acts), nbytes, name, self.layer, step, step, self.layer)
+                act.transient = transient
                 self.acts.append(act)
                 self.by_key[k] = act
             self._track(t, act)
@@ -196,7 +211,7 @@ class _Recorder(TorchDispatchMode):
     def enter(self, position: int) -> None:
         self.layer = position
         if self.cuda:
-            torch.cuda.reset_peak_memory_stats()
+            self.layer_peak = float(torch.cuda.memory_allocated())
 
     def leave(self, position: int, output) -> None:
         found, seen = [], set()
@@ -210,7 +225,7 @@ class _Recorder(TorchDispatchMode):
         if self.cuda:
             self.layer_mem[position] = (
                 float(torch.cuda.memory_allocated() - self.base),
-                float(torch.cuda.max_memory_allocated() - self.base),
+                float(self.layer_peak - self.base),
             )
 
 
@@ -301,6 +316,7 @@ def _tensor_row(a: _Activation, layer_list: list[MemoryLayer]) -> dict:
         "held_until_step": a.released,
         "lifetime_steps": a.last_use - a.created,
         "last_use_layer": a.last_use_layer,
+        "transient_bytes": a.transient,
     }
 
 
