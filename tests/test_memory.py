@@ -301,3 +301,22 @@ def test_bad_pool_and_plan_inputs_are_one_sentence(tmp_path):
     )
     with pytest.raises(UserError, match="forwards"):
         load_plan(bad)
+
+
+def test_the_allocator_readings_are_wired(monkeypatch):
+    """The GPU branch of the recorder, on CPU tensors with a fake allocator: every layer and
+    op reads it, and the model row holds the untraced forward's peak."""
+    cuda = torch.cuda
+    monkeypatch.setattr(cuda, "is_available", lambda: True)
+    monkeypatch.setattr(cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(cuda, "reset_peak_memory_stats", lambda *a: None)
+    monkeypatch.setattr(cuda, "memory_allocated", lambda *a: 1000)
+    monkeypatch.setattr(cuda, "max_memory_allocated", lambda *a: 1500)
+    model = Skip().eval()
+    traced = trace_lifetimes(model, torch.rand(1, 3, 8, 8), model, device="cuda")
+    df = lifetimes_frame(traced, model="yolov8", width=1.0)
+    lay, t = am.level(df, "layer"), am.level(df, "tensor")
+    assert (lay.measured_allocated_bytes == 0).all() and (lay.measured_peak_bytes == 500).all()
+    assert (t.transient_bytes == 500).all()
+    m = am.level(df, "model").iloc[0]
+    assert m.measured_peak_bytes == 1500 and m.resident_bytes == 1000
