@@ -73,36 +73,46 @@ def _table(rows):
     return pd.DataFrame([{**base, **r} for r in rows])
 
 
-def test_host_bound_points_compare_as_ratios_to_their_graph_in_the_same_table():
+def test_host_bound_points_report_their_time_and_are_gated_on_their_gpu_work():
     base = _table(
         [
-            dict(backend="eager", batch=1, img_per_s=200.0, host_bound=True),
-            dict(backend="cudagraph", batch=1, img_per_s=1000.0, host_bound=False),
-            dict(backend="eager", batch=64, img_per_s=3000.0, host_bound=False),
-            dict(backend="cudagraph", batch=64, img_per_s=3100.0, host_bound=False),
+            dict(backend="eager", batch=1, img_per_s=200.0, host_bound=True, gpu_busy_ms=1.0,
+                 launches_per_forward=236.0),
+            dict(backend="cudagraph", batch=1, img_per_s=1000.0, host_bound=False,
+                 gpu_busy_ms=0.95, launches_per_forward=1.0),
+            dict(backend="eager", batch=64, img_per_s=3000.0, host_bound=False,
+                 gpu_busy_ms=20.0, launches_per_forward=290.0),
+            dict(backend="cudagraph", batch=64, img_per_s=3100.0, host_bound=False,
+                 gpu_busy_ms=20.0, launches_per_forward=1.0),
         ]
-    )
-    # a faster host: the eager batch-1 point doubles; the graph slows by 5 %
+    )  # fmt: skip
+    # a faster host: the eager batch-1 point doubles; the graph slows by 5 %; GPU work as before
     cand = base.assign(img_per_s=[400.0, 950.0, 3000.0, 3100.0])
-    cmp = regress.compare(base, cand, metrics=["img_per_s"]).set_index(["backend", "batch"])
-    e1 = cmp.loc[("eager", 1)]
-    assert e1.basis == "same_process" and e1.host_bound
-    assert e1.change == pytest.approx((400 / 950) / (200 / 1000))
-    assert not e1.regressed and e1.within == False  # noqa: E712 - faster, but not a repeat
-    assert cmp.loc[("eager", 64)].basis == "absolute"
-    # the same host-bound point slowing against its reference regresses
-    cand2 = base.assign(img_per_s=[150.0, 1000.0, 3000.0, 3100.0])
-    assert regress.compare(base, cand2, metrics=["img_per_s"]).regressed.tolist() == [
-        True,
-        False,
-        False,
-        False,
-    ]
-    # no reference in the candidate: reported, not decided
-    lone = cand2[cand2.backend == "eager"]
-    cmp = regress.compare(base, lone, metrics=["img_per_s"]).set_index("batch")
+    cmp = regress.compare(base, cand)
+    e1 = cmp[(cmp.backend == "eager") & (cmp.batch == 1)].set_index("metric")
+    assert e1.basis["img_per_s"] == "same_process" and e1.host_bound.all()
+    assert e1.change["img_per_s"] == pytest.approx((400 / 950) / (200 / 1000))
+    assert not e1.gated["img_per_s"] and not e1.regressed["img_per_s"]  # reported only
+    assert e1.gated["gpu_busy_ms"] and e1.gated["launches_per_forward"]
+    pts = regress.points(cmp).set_index(["backend", "batch"])
+    assert pts.loc[("eager", 1), "within"]
+    assert set(pts.loc[("eager", 1), "gated_metrics"].split(",")) == set(regress.INVARIANT)
+    assert pts.loc[("eager", 64), "gated_metrics"].startswith("img_per_s")
+    assert regress.verdict(cmp)["passed"]
+    # slower on the host alone (half the img/s): still not a regression
+    slow = base.assign(img_per_s=[100.0, 1000.0, 3000.0, 3100.0])
+    assert regress.verdict(regress.compare(base, slow))["passed"]
+    # the host-bound point's GPU work grows 30 %: a regression the host cannot explain
+    heavier = base.assign(gpu_busy_ms=[1.3, 0.95, 20.0, 20.0])
+    got = regress.compare(base, heavier)
+    assert got.regressed.tolist().count(True) == 1 and not regress.verdict(got)["passed"]
+    assert regress.points(got).set_index(["backend", "batch"]).loc[("eager", 1), "regressed"]
+    # neither GPU work nor a reference: reported, not decided
+    old = base.drop(columns=["gpu_busy_ms", "launches_per_forward"])
+    lone = old[old.backend == "eager"].assign(img_per_s=[150.0, 3000.0])
+    cmp = regress.compare(old, lone, metrics=["img_per_s"]).set_index("batch")
     assert cmp.basis[1] == "no_reference" and not cmp.regressed[1] and pd.isna(cmp.within[1])
-    assert regress.verdict(regress.compare(base, lone))["undecided"] == 1
+    assert regress.verdict(regress.compare(old, lone))["undecided"] == 1
 
 
 def test_bad_inputs_are_user_errors(sweep):
@@ -114,25 +124,18 @@ def test_bad_inputs_are_user_errors(sweep):
         regress.compare(sweep, sweep, tolerance=-1)
 
 
-def test_host_bound_points_use_the_launch_cost_where_both_tables_have_it():
+def test_host_bound_points_without_a_graph_use_the_launch_cost_where_both_tables_have_it():
     base = _table(
-        [
-            dict(backend="eager", batch=1, median_ms=5.0, img_per_s=200.0, host_bound=True,
-                 host_launch_us=10.0),
-            dict(backend="cudagraph", batch=1, median_ms=1.0, img_per_s=1000.0, host_bound=False,
-                 host_launch_us=10.0),
-        ]
+        [dict(backend="eager", batch=1, median_ms=5.0, img_per_s=200.0, host_bound=True,
+              host_launch_us=10.0)]
     )  # fmt: skip
     # a host twice as fast: half the launch cost, the eager forward twice as fast
-    cand = base.assign(median_ms=[2.5, 1.0], img_per_s=[400.0, 1000.0], host_launch_us=[5.0, 5.0])
-    cmp = regress.compare(base, cand, metrics=["img_per_s", "median_ms"])
-    e = cmp[cmp.backend == "eager"].set_index("metric")
-    assert (e.basis == "host_normalised").all()
-    assert e.change["img_per_s"] == pytest.approx(1.0) and e.change["median_ms"] == pytest.approx(
-        1.0
-    )
-    assert not cmp.regressed.any()
-    # the same host, the eager forward 30 % slower: a regression
-    slow = cand.assign(median_ms=[2.5 / 0.7, 1.0], img_per_s=[280.0, 1000.0])
+    cand = base.assign(median_ms=[2.5], img_per_s=[400.0], host_launch_us=[5.0])
+    cmp = regress.compare(base, cand, metrics=["img_per_s", "median_ms"]).set_index("metric")
+    assert (cmp.basis == "host_normalised").all()
+    assert cmp.change["img_per_s"] == pytest.approx(1.0)
+    assert cmp.change["median_ms"] == pytest.approx(1.0)
+    # the same host, the eager forward 30 % slower: outside, reported, not gated
+    slow = cand.assign(median_ms=[2.5 / 0.7], img_per_s=[280.0])
     got = regress.compare(base, slow, metrics=["img_per_s", "median_ms"])
-    assert got[got.backend == "eager"].regressed.all()
+    assert (got.within == False).all() and not got.gated.any() and not got.regressed.any()  # noqa: E712

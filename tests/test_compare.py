@@ -97,6 +97,22 @@ def test_agree_rule_flips_at_ten_percent():
     assert v["compare_gpu_bound_agree"] == HOLDS and v["compare_host_bound_agree"] == FAILS
 
 
+def test_host_bound_gpu_work_rule_flips_at_ten_percent():
+    def v(busy_ratio):
+        a = [_pt("eager", 1) | {"gpu_busy_ms": 1.0}, _pt("eager", 2) | {"gpu_busy_ms": 2.0}]
+        b = [_pt("eager", 1, 300.0) | {"gpu_busy_ms": busy_ratio},
+             _pt("eager", 2, 40.0) | {"gpu_busy_ms": 2.0 * busy_ratio}]  # fmt: skip
+        m = compare.join_points(pd.DataFrame(a), pd.DataFrame(b))
+        f = compare.facts(_Root("a", "G"), _Root("b", "G"), m)
+        return evaluate(findings.RULES, f).set_index("id").verdict
+
+    # the host's pace moved 3x and 0.4x; the GPU's work did not
+    assert v(1.03)["compare_host_bound_gpu_work_agree"] == HOLDS
+    assert v(1.03)["compare_host_bound_agree"] == FAILS
+    assert v(1.2)["compare_host_bound_gpu_work_agree"] == FAILS
+    assert _verdicts([1.0], ratios_host=[1.0])["compare_host_bound_gpu_work_agree"] == NOT_TESTED
+
+
 def test_faster_and_same_gpu_and_points_rules_flip():
     assert _verdicts([1.5, 2.0])["compare_b_faster"] == HOLDS
     assert _verdicts([1.5, 0.5])["compare_b_faster"] == PARTLY

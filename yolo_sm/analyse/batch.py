@@ -500,8 +500,10 @@ def pool_facts(sweep, pooled, datasets=()) -> list[dict]:
     """Facts of a sweep measured again (``pooled``: the same points, graph rows with their
     private pool): a CUDA graph's footprint over eager's peak at the largest batch (lowest over
     widths), the per-image ratio (median), and how far the re-measured img/s moved (largest
-    |new / first - 1| in percent) where the GPU sets the pace (CUDA graph) and where the host's
-    launches do (eager at small batch), with the points compared."""
+    |new / first - 1| in percent) where the GPU sets the pace (CUDA graph) and, reported
+    only, where the host's launches do (eager at small batch, over its same-process graph),
+    the largest change of the GPU's busy time per forward of the host-bound points (where both
+    tables measured it), with the points compared."""
     ds = tuple(datasets)
     out = []
     gm = graph_memory(memory_fit(batch_table(pooled))) if "peak_mem_bytes" in pooled else None
@@ -525,13 +527,17 @@ def pool_facts(sweep, pooled, datasets=()) -> list[dict]:
     cmp = compare(sweep, pooled)
     if len(cmp):
         dev = 100 * (cmp["ratio"] - 1).abs()
+        busy = 100 * (cmp["gpu_busy_ratio"] - 1).abs()
+        host = cmp["host_bound"].astype(bool)
         out.append(fact("batch_remeasure_points", len(cmp), "points", datasets=ds))
-        for key, sel in (
-            ("batch_remeasure_graph_max_dev_pct", cmp["backend"] == "cudagraph"),
-            ("batch_remeasure_launch_bound_max_dev_pct", cmp["launch_bound"]),
+        for key, d, sel in (
+            ("batch_remeasure_graph_max_dev_pct", dev, cmp["backend"] == "cudagraph"),
+            # reported (same-process ratio), never a rule: the host's pace
+            ("batch_remeasure_launch_bound_max_dev_pct", dev, cmp["launch_bound"]),
+            ("batch_remeasure_host_bound_gpu_busy_max_dev_pct", busy, host & busy.notna()),
         ):
             if sel.any():
-                out.append(fact(key, dev[sel].max(), "%", datasets=ds))
+                out.append(fact(key, d[sel].max(), "%", datasets=ds))
     return out
 
 

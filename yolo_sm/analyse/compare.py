@@ -28,7 +28,9 @@ AGREE_PCT = 100 * TOLERANCE
 #: the columns that name a point across machines (the device string differs between them)
 POINT_KEYS = tuple(c for c in KEY_COLUMNS if c != "device")
 #: the per-point values kept from each root
-POINT_VALUES = ("img_per_s", "median_ms", "tflops", "flops_per_img", "host_bound", "dataset")
+POINT_VALUES = (
+    "img_per_s", "median_ms", "tflops", "gpu_busy_ms", "flops_per_img", "host_bound", "dataset",
+)  # fmt: skip
 #: provenance read from the sweep rows: clocks at the start of each point, MHz
 CLOCK_COLUMNS = {
     "sm_clock_max_mhz": "prov_sm_clock_max_mhz",
@@ -287,7 +289,9 @@ def facts(a: DataRoot, b: DataRoot, m: pd.DataFrame | None = None) -> pd.DataFra
     GPU-bound / launch-bound points, %), ``compare.gpu_bound_within_pct`` /
     ``host_bound_within_pct`` (% of those points within :data:`AGREE_PCT` of each other),
     ``compare.b_faster_share_pct`` (% of the GPU-bound
-    points where b delivers more img/s)."""
+    points where b delivers more img/s), ``compare.host_bound_gpu_busy_within_pct`` /
+    ``host_bound_gpu_busy_max_dev_pct`` (the GPU's busy time per forward of the host-bound
+    points both measured it for: what the host cannot move)."""
     m = compare_points(a, b) if m is None else m
 
     def named(rows):
@@ -315,4 +319,17 @@ def facts(a: DataRoot, b: DataRoot, m: pd.DataFrame | None = None) -> pd.DataFra
     gpu = both[~both["launch_bound"].astype(bool)]
     share = float((gpu["ratio"] > 1).mean() * 100) if len(gpu) else math.nan
     rows.append(fact(PREFIX + "b_faster_share_pct", share, "%", datasets=ds_both))
+    busy = both[both["launch_bound"].astype(bool)]
+    busy = (pd.to_numeric(busy["gpu_busy_ms_b"]) / pd.to_numeric(busy["gpu_busy_ms_a"])).dropna()
+    if len(busy):
+        dev, note = (busy - 1).abs() * 100, f"{len(busy)} points"
+        within = float((dev <= AGREE_PCT).mean() * 100)
+        rows.append(
+            fact(PREFIX + "host_bound_gpu_busy_within_pct", within, "%", datasets=ds_both,
+                 note=note)
+        )  # fmt: skip
+        rows.append(
+            fact(PREFIX + "host_bound_gpu_busy_max_dev_pct", float(dev.max()), "%",
+                 datasets=ds_both, note=note)
+        )  # fmt: skip
     return facts_table(rows)

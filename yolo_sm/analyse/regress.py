@@ -7,20 +7,23 @@ occupancy, peak memory, delivered TFLOP/s. A point regresses when its metric mov
 by more than the tolerance.
 
 Host-bound points (:func:`yolo_sm.analyse.hostbound.host_bound` in either table) are never
-compared across runs as they are: their pace is the host's. Their time-derived metrics are
-compared relative to a reference measured in the same process as the point, one of two:
+gated on time across runs: their pace is the host's (its CPU model, clock and load), which a
+regression gate on another runner cannot tell from a change of the code. Their time-derived
+metrics (:data:`TIME_METRICS`) are reported relative to a reference measured in the same process
+as the point, and not gated (``gated`` False):
 
-* ``host_normalised``, where both tables carry ``host_launch_us`` (the host's cost of one eager
-  launch, measured right after the point): a time over it, a rate times it. It cancels the
-  host's own speed, which sets a host-bound point's pace.
-* ``same_process`` otherwise: the same model's CUDA-graph replay at the same batch, precision,
-  layout and size, from the same table; the change is ``(candidate / candidate reference) /
-  (baseline / baseline reference)``. It cancels what the GPU and the moment changed, not the
-  host's speed: a host-bound point on a faster or busier CPU still moves.
+* ``same_process``: the same model's CUDA-graph replay at the same batch, precision, layout and
+  size, from the same table; the change is ``(candidate / candidate reference) / (baseline /
+  baseline reference)``. It cancels what the GPU and the moment changed, not the host's speed.
+* ``host_normalised`` where a table lacks that reference but both carry ``host_launch_us`` (the
+  host's cost of one eager launch, measured right after the point): a time over it, a rate times
+  it.
+* ``no_reference`` otherwise.
 
-A host-bound point with neither reference in both tables is ``no_reference``: reported, not
-decided. What a host cannot move, the launches per forward and the GPU's busy time per
-forward, is compared as it is wherever both tables carry it.
+What the host cannot move is gated for every point, host-bound ones included, wherever both
+tables carry it: the launches per forward and the GPU's busy time per forward (the kernels'
+own time). A host-bound point whose tables lack both (tables measured before they were
+recorded) has no gated metric: it is reported and counted as undecided.
 """
 
 from __future__ import annotations
@@ -44,8 +47,10 @@ METRICS = {
     "launches_per_forward": "lower",
     "gpu_busy_ms": "lower",
 }
-#: the metrics a host decides (through time): host-bound points compare them same-process only
+#: the metrics a host decides (through time): host-bound points report them, never gate on them
 TIME_METRICS = ("img_per_s", "median_ms", "p99_ms", "tflops")
+#: what the host cannot move: gated for every point, host-bound ones included
+INVARIANT = ("gpu_busy_ms", "launches_per_forward")
 BENCH_KEYS = ("family", "width", "batch", "variant")
 REFERENCE_BACKEND = "cudagraph"
 #: what a row's comparison rests on
@@ -156,6 +161,7 @@ def compare(baseline, candidate, metrics=None, tolerance: float = TOLERANCE, key
             else:
                 change = math.nan
             decided = not math.isnan(change)
+            gated = basis == "absolute" and decided  # host-bound time: reported, not gated
             worse = (
                 change < 1 - tolerance if METRICS[metric] == "higher" else change > 1 + tolerance
             )
@@ -172,7 +178,8 @@ def compare(baseline, candidate, metrics=None, tolerance: float = TOLERANCE, key
                     "candidate_ref": cand_ref,
                     "change": change,
                     "within": bool(abs(change - 1) <= tolerance) if decided else None,
-                    "regressed": bool(decided and worse),
+                    "gated": gated,
+                    "regressed": bool(gated and worse),
                 }
             )
     return pd.DataFrame(rows)
@@ -180,33 +187,71 @@ def compare(baseline, candidate, metrics=None, tolerance: float = TOLERANCE, key
 
 def _reference(r, metric: str) -> tuple[float, float, str]:
     """(baseline reference, candidate reference, basis) of a host-bound row of the merged
-    table: both launch costs where both tables measured them (``host_normalised``), else the
-    CUDA-graph references' ``metric`` (``same_process``), else ``no_reference``; a CUDA-graph
-    row is its own reference (``absolute``)."""
+    table: the CUDA-graph references' ``metric`` where both tables have one
+    (``same_process``), else both launch costs where both tables measured them
+    (``host_normalised``), else ``no_reference``; a CUDA-graph row is its own reference
+    (``absolute``)."""
     if r["backend"] == REFERENCE_BACKEND:
         return math.nan, math.nan, "absolute"
+    refs = [float(r[f"ref_{metric}_{s}"]) for s in ("base", "cand")]
+    if not any(math.isnan(x) for x in refs):
+        return refs[0], refs[1], "same_process"
     launch = [float(r.get(f"host_launch_us_{s}", math.nan)) for s in ("base", "cand")]
     if all(x > 0 for x in launch):  # (NaN fails)
         return launch[0], launch[1], "host_normalised"
-    refs = [float(r[f"ref_{metric}_{s}"]) for s in ("base", "cand")]
-    if any(math.isnan(x) for x in refs):
-        return math.nan, math.nan, "no_reference"
-    return refs[0], refs[1], "same_process"
+    return math.nan, math.nan, "no_reference"
+
+
+def point_keys(cmp) -> list[str]:
+    """The key columns of a :func:`compare` table."""
+    return [c for c in cmp.columns if c in KEY_COLUMNS or c in BENCH_KEYS]
+
+
+def points(cmp):
+    """:func:`compare` rows folded to one row per point: its keys, ``host_bound``,
+    ``img_per_s_change`` and ``img_per_s_basis`` (the throughput row, as reported),
+    ``gated_metrics`` (the metrics that decide this point, comma-separated), ``gate_change``
+    (the change of the gated row farthest from 1), ``within`` (every gated row within the
+    tolerance; None without a gated row: undecided) and ``regressed`` (a gated row regressed)."""
+    import pandas as pd
+
+    keys = point_keys(cmp)
+    rows = []
+    for key, g in cmp.groupby(keys, sort=False, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        thr = g[g["metric"] == "img_per_s"]
+        gated = g[g["gated"].astype(bool)]
+        far = (gated["change"] - 1).abs().idxmax() if len(gated) else None
+        rows.append(
+            {
+                **dict(zip(keys, key, strict=True)),
+                "host_bound": bool(g["host_bound"].any()),
+                "img_per_s_change": float(thr["change"].iloc[0]) if len(thr) else math.nan,
+                "img_per_s_basis": str(thr["basis"].iloc[0]) if len(thr) else "",
+                "gated_metrics": ",".join(gated["metric"]),
+                "gate_change": float(gated.loc[far, "change"]) if far is not None else math.nan,
+                "within": bool(gated["within"].astype(bool).all()) if len(gated) else None,
+                "regressed": bool(gated["regressed"].any()),
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def verdict(cmp, tolerance: float = TOLERANCE) -> dict:
-    """What :func:`compare` decided: ``points``, ``rows``, ``regressed`` (rows past the
-    tolerance the wrong way), ``outside`` (rows past it either way), ``undecided``
-    (no_reference rows), ``tolerance`` and ``passed`` (no row regressed)."""
-    keys = [c for c in cmp.columns if c in KEY_COLUMNS or c in BENCH_KEYS]
+    """What :func:`compare` decided: ``points``, ``rows``, ``regressed`` (gated rows past the
+    tolerance the wrong way), ``outside`` (gated rows past it either way), ``undecided``
+    (points without a gated row: host-bound points of tables that lack launches and GPU busy
+    time), ``tolerance`` and ``passed`` (no gated row regressed)."""
+    gated = cmp["gated"].astype(bool) if len(cmp) else cmp.get("gated")
+    pts = points(cmp) if len(cmp) else None
     return {
-        "points": int(len(cmp.drop_duplicates(keys))) if len(cmp) else 0,
+        "points": int(len(pts)) if pts is not None else 0,
         "rows": int(len(cmp)),
-        "regressed": int(cmp["regressed"].sum()),
-        "outside": int((cmp["within"] == False).sum()),  # noqa: E712 - None is undecided
-        "undecided": int((cmp["basis"] == "no_reference").sum()),
+        "regressed": int((cmp["regressed"] & gated).sum()) if len(cmp) else 0,
+        "outside": int(((cmp["within"] == False) & gated).sum()) if len(cmp) else 0,  # noqa: E712
+        "undecided": int(pts["within"].isna().sum()) if pts is not None else 0,
         "tolerance": float(tolerance),
-        "passed": not bool(cmp["regressed"].any()),
+        "passed": not bool(cmp["regressed"].any()) if len(cmp) else True,
     }
 
 

@@ -61,12 +61,14 @@ def run(args) -> int:
     cmp = regress.compare(baseline, candidate, metrics=metrics, tolerance=args.tolerance)
     v = regress.verdict(cmp, args.tolerance)
     shown = [c for c in ("width", "precision", "layout", "backend", "batch", "variant") if c in cmp]
-    shown += ["metric", "baseline", "candidate", "basis", "change", "regressed"]
+    shown += ["metric", "baseline", "candidate", "basis", "change", "gated", "regressed"]
     with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
         print(cmp[shown].to_string(index=False))
     print(
         f"{v['regressed']} of {v['rows']} comparisons over {v['points']} points regressed past "
-        f"{args.tolerance * 100:g} % ({v['undecided']} host-bound without a same-process reference)"
+        f"{args.tolerance * 100:g} % (a host-bound point's time is reported, not gated; "
+        f"{v['undecided']} host-bound point(s) without GPU busy time or launches in both tables "
+        "not decided)"
     )
     if args.json:
         Path(args.json).write_text(json.dumps(regress.to_json(cmp, args.tolerance), indent=1))

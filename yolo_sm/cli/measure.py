@@ -147,14 +147,21 @@ def _remeasure_parser(sub) -> None:
         help=f"measure random points of a shipped sweep again; exit {OUTSIDE_TOLERANCE} when one "
         f"lands outside {pct} of its shipped img/s".replace("%", "%%"),  # argparse %-formats help
         description=f"Measure random ok points of a shipped sweep again and compare their img/s "
-        f"with the shipped figures. Exit code: 0 when every point lands within {pct}, "
+        f"with the shipped figures; a host-bound point (paced by the CPU) is decided by its GPU "
+        f"busy time and launches per forward, its img/s reported over its CUDA graph measured "
+        f"in the same process. Exit code: 0 when every point lands within {pct}, "
         f"{OUTSIDE_TOLERANCE} when one does not (or fails to run), 2 on a bad request.",
     )
     m.add_argument("--dataset", required=True, help="a sweep dataset, e.g. h200/sweep_fp16_nhwc")
     m.add_argument("--points", default="5", help="how many random ok points")
     m.add_argument("--seed", default="0", help="the draw's seed (reproducible)")
     m.add_argument("--device", default=None, help="override the points' device (cpu: dry run)")
-    m.add_argument("--out", default=None, help="parquet file for the comparison table")
+    m.add_argument(
+        "--out",
+        default=None,
+        help="parquet file for the re-measured rows (a rerun measures only what it lacks; "
+        "yolo-sm check reads it as a candidate)",
+    )
     m.set_defaults(run=run)
 
 
@@ -284,7 +291,8 @@ def remeasure(args) -> int:
     )
     within = next(c for c in df.columns if c.startswith("within"))
     cols = ["width", "precision", "layout", "backend", "batch", "shipped_img_per_s"]
-    cols += ["new_img_per_s", "ratio", within, "launch_bound", "status"]
+    cols += ["new_img_per_s", "ratio", "host_bound", "same_process_ratio", "rule_ratio", within]
+    cols += ["status"]
     print(df[[c for c in cols if c in df]].round(3).to_string(index=False))
     print(again.summary(df))
     return 0 if bool(df[within].all()) else OUTSIDE_TOLERANCE

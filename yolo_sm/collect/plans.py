@@ -29,6 +29,7 @@ from yolo_sm.collect.profiling.suite import engines, run_gpm
 from yolo_sm.collect.profiling.target import build_parser, configs, target_argv
 from yolo_sm.collect.provenance import collect
 from yolo_sm.collect.sweep import SweepSpec, missing_points, run_sweep
+from yolo_sm.collect.techniques import techniques_table
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.manifest import entry_problem
 from yolo_sm.contract.manifest import register as reg
@@ -579,7 +580,26 @@ def _run_bench(step, plan, out_dir, deadline, progress):
     )
 
 
+def _run_techniques(step, plan, out_dir, deadline, progress):
+    """Fusion, autocast and the batch buffer side by side in one process
+    (yolo_sm.collect.techniques.techniques_table), with provenance."""
+    p = dict(step.params)
+    for k in (
+        "techniques",
+        "backends",
+        "resnet_batches",
+        "widths",
+        "autocast_batches",
+        "buffer_batches",
+    ):
+        if k in p:
+            p[k] = tuple(p[k]) if isinstance(p[k], (list, tuple)) else (p[k],)
+    df = techniques_table(device=plan.device, **p)
+    _write(_with_provenance(df, plan.device), step_path(step, out_dir))
+
+
 RUNNERS = {
+    "techniques": _run_techniques,
     "sweep": _run_sweep,
     "ncu": _run_ncu,
     "numerics": _run_numerics,

@@ -30,7 +30,7 @@ import json
 from pathlib import Path
 
 from yolo_sm.analyse.hostbound import TOLERANCE, launch_bound
-from yolo_sm.analyse.regress import REFERENCE_BACKEND, compare
+from yolo_sm.analyse.regress import INVARIANT, REFERENCE_BACKEND, compare, points
 from yolo_sm.collect.grid import run_grid
 from yolo_sm.collect.models import model_flops
 from yolo_sm.collect.sweep import Point, SweepSpec, build_model, failure, run_point
@@ -162,29 +162,39 @@ def remeasure(
 
 def comparison(shipped_all, drawn, new, tolerance: float = TOLERANCE):
     """One row per drawn point: its key, ``shipped_img_per_s``, ``new_img_per_s``, ``ratio``
-    (new / shipped), ``host_bound``, ``basis`` (absolute or same_process, see
+    (new / shipped img/s), ``host_bound``, ``basis`` (of the throughput row, see
     :mod:`yolo_sm.analyse.regress`), ``shipped_ref_img_per_s`` / ``new_ref_img_per_s`` (the
-    references' img/s for a same-process row), ``rule_ratio`` (the ratio the rule reads: ``ratio``
-    or new / shipped of the point-over-reference ratios), ``within_10pct`` (``|rule_ratio - 1| <=
-    tolerance``; False for a point that failed, None where undecided), ``launch_bound`` (the
-    old heuristic), ``status``, ``message``, both dates and ``new_gpu_name``. The comparison is
-    :func:`yolo_sm.analyse.regress.compare` on img/s over the shipped table (its references)
-    and the re-measured rows."""
+    references' img/s for a same-process row), ``same_process_ratio`` (a host-bound point's
+    reported change over its reference), ``rule_metrics`` (what decides the point: img/s, the
+    GPU busy time and launches per forward where both tables carry them; a host-bound point's
+    img/s is reported, not gated), ``rule_ratio`` (the deciding change farthest from 1),
+    ``within_10pct`` (every deciding change within the tolerance; False for a point that
+    failed, None where nothing decides: a host-bound point of a table without the host
+    columns), ``launch_bound`` (the old heuristic), ``status``, ``message``, both dates and
+    ``new_gpu_name``. The comparison is :func:`yolo_sm.analyse.regress.compare` over the
+    shipped table (its references) and the re-measured rows."""
     import pandas as pd
 
     keys = list(KEY_COLUMNS)
     status = new.reindex(columns=[*keys, "status", "message", "prov_date_utc", "prov_gpu_name"])
     measured = new[new["status"] == "ok"] if "status" in new else new.iloc[0:0]
-    cmp = (
-        compare(shipped_all, measured, metrics=["img_per_s"], tolerance=tolerance)
-        if len(measured)
-        else pd.DataFrame(columns=[*keys, "baseline", "candidate", "host_bound", "basis"])
-    )
-    out = drawn[keys].merge(
-        cmp.drop(columns=["metric", "better"], errors="ignore"), on=keys, how="left"
-    )
-    out = out.merge(status, on=keys, how="left")
+    metrics = ["img_per_s"] + [m for m in INVARIANT if m in shipped_all and m in measured]
+    if len(measured):
+        rows = compare(shipped_all, measured, metrics=metrics, tolerance=tolerance)
+        pts = points(rows)
+        thr = rows[rows.metric == "img_per_s"][
+            [*keys, "baseline", "candidate", "baseline_ref", "candidate_ref"]
+        ]
+        pts = pts.merge(thr, on=keys, how="left")
+    else:
+        pts = pd.DataFrame(
+            columns=[*keys, "baseline", "candidate", "baseline_ref", "candidate_ref",
+                     "host_bound", "img_per_s_change", "img_per_s_basis", "gated_metrics",
+                     "gate_change", "within"]
+        )  # fmt: skip
+    out = drawn[keys].merge(pts, on=keys, how="left").merge(status, on=keys, how="left")
     ratio = out["candidate"] / out["baseline"]
+    same = out["img_per_s_change"].where(out["img_per_s_basis"] != "absolute")
     return pd.DataFrame(
         {
             **{k: out[k] for k in keys},
@@ -192,11 +202,13 @@ def comparison(shipped_all, drawn, new, tolerance: float = TOLERANCE):
             "new_img_per_s": out["candidate"],
             "ratio": ratio,
             "host_bound": out["host_bound"].astype("boolean"),
-            "basis": out["basis"],
-            "shipped_ref_img_per_s": out.get("baseline_ref"),
-            "new_ref_img_per_s": out.get("candidate_ref"),
-            "rule_ratio": out.get("change"),
-            # a point that failed to run did not land within; undecided (no reference): None
+            "basis": out["img_per_s_basis"],
+            "shipped_ref_img_per_s": out["baseline_ref"],
+            "new_ref_img_per_s": out["candidate_ref"],
+            "same_process_ratio": same,
+            "rule_metrics": out["gated_metrics"].fillna(""),
+            "rule_ratio": out["gate_change"],
+            # a point that failed to run did not land within; undecided: None
             "within_10pct": out["within"].where(out["status"].eq("ok"), False),
             "launch_bound": launch_bound(out["backend"], out["batch"]).astype(bool),
             "status": out["status"].fillna("error"),
@@ -211,19 +223,23 @@ def comparison(shipped_all, drawn, new, tolerance: float = TOLERANCE):
 
 
 def summary(df) -> str:
-    """One line: how many points landed within the tolerance under the same-process rule."""
-    import pandas as pd
-
+    """One line: how many points landed within the tolerance, on what decided each."""
     decided = df[df.within_10pct.notna()]
-    rule = decided.get("rule_ratio", decided["ratio"])
-    basis = decided.get("basis", pd.Series("absolute", index=decided.index))
+    rule = decided["rule_ratio"] if "rule_ratio" in decided else decided["ratio"]
+    what = decided["rule_metrics"] if "rule_metrics" in decided else ["img_per_s"] * len(decided)
     ratios = ", ".join(
-        f"{x:.3f}{'' if b == 'absolute' else '*'}" for x, b in zip(rule, basis, strict=True)
+        f"{x:.3f}{'' if str(m).startswith('img_per_s') else '*'}"
+        for x, m in zip(rule, what, strict=True)
     )
     undecided = len(df) - len(decided)
-    tail = f"; {undecided} not decided (no same-process reference)" if undecided else ""
+    tail = (
+        f"; {undecided} host-bound not decided (the shipped table lacks GPU busy time and "
+        "launches per forward)"
+        if undecided
+        else ""
+    )
     return (
-        f"{int(decided.within_10pct.astype(bool).sum())} of {len(df)} points within 10 % of the "
-        f"shipped img/s (new / shipped; * host-bound: relative to its reference in the "
-        f"same process: {ratios or 'none measured'}){tail}"
+        f"{int(decided.within_10pct.astype(bool).sum())} of {len(df)} points within 10 % "
+        f"(new / shipped img/s; * host-bound: GPU busy time and launches per forward, its "
+        f"img/s reported only: {ratios or 'none measured'}){tail}"
     )

@@ -421,6 +421,35 @@ def _csv(v) -> str:
     return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v or "")
 
 
+# --- techniques: fusion, autocast, batch buffer (yolo_sm.collect.techniques) -----------------
+RESNET_DEPTHS = (18, 34, 50, 101, 152)
+
+
+def _resnet_depth(v, what):
+    depth = values.whole(v, what, lo=18, hi=152)
+    if depth not in RESNET_DEPTHS:
+        raise UserError(f"{what} must be one of {', '.join(map(str, RESNET_DEPTHS))}, got {depth}")
+    return depth
+
+
+KINDS += ("techniques",)
+PARAMS["techniques"] = {
+    "techniques": lambda v, w: values.texts(v, w, ("fusion", "autocast", "batch_buffer")),
+    "backends": lambda v, w: values.texts(v, w, ("eager", "cudagraph")),
+    "resnet_depth": lambda v, w: _resnet_depth(v, w),
+    "resnet_imgsz": _one_imgsz,
+    "resnet_batches": _batches,
+    "widths": lambda v, w: values.numbers(v, w, above=0, hi=MAX_WIDTH_ANY),
+    "autocast_batches": _batches,
+    "buffer_width": lambda v, w: values.number(v, w, above=0, hi=MAX_WIDTH_ANY),
+    "buffer_batches": _batches,
+    "imgsz": _one_imgsz,
+    "warmup_ms": _warmup_ms,
+    "budget_ms": _budget_ms,
+    "profile_iters": _count(20),
+}
+
+
 # --- activation lifetimes and the caching allocator's pool (collect.memory) -----------------
 KINDS += ("memory_lifetimes", "memory_pool")
 

@@ -374,6 +374,85 @@ REQUIRED = {
 }
 
 
+# --- techniques (yolo_sm.collect.techniques): fusion, autocast, batch buffer -----------------
+SCHEMAS["techniques"] = {
+    "technique": "fusion (ResNet detector: BN kept / BN folded / conv + bias + ReLU fused), "
+    "autocast (fp32 model under torch.autocast vs the model cast to the 16-bit type), "
+    "autocast_dtypes (per module type, the output dtypes of one autocast forward), "
+    "batch_buffer (a batch assembled by a new torch.stack per step vs into a buffer allocated "
+    "once)",
+    "model": "the model (resnet101, yolov8:WIDTH)",
+    "family": "model family (resnet101, yolov8)",
+    "width": "width multiplier (1.0 for ResNet)",
+    "variant": "fusion: bn_unfused / bn_folded (fuse_conv_bn_eval) / conv_bias_relu (bias, "
+    "residual add and ReLU in the convolution's cuDNN call: torch.cudnn_convolution_relu and "
+    "cudnn_convolution_add_relu); autocast: autocast / half_model; batch_buffer: stack_new / "
+    "prealloc_copy (one copy_ per frame into the buffer) / prealloc_stack_out "
+    "(torch.stack(out=buffer))",
+    "backend": "eager / cudagraph (one CUDA graph of the forward); none for assembly rows",
+    "scope": "forward (the model alone), assembly (the batch's assembly alone), step (assembly "
+    "then forward), dtypes (autocast_dtypes rows)",
+    "batch": "images per forward (frames per batch)",
+    "imgsz": "square input side in pixels",
+    "precision": "the 16-bit type: fp16 on a GPU, bf16 on a CPU (autocast's target type, the "
+    "half model's type, the frames' type)",
+    "layout": "nhwc (channels-last weights and inputs)",
+    "device": "torch device the rows ran on",
+    "status": "ok / oom / error (error also when rel_err exceeds the precision's tolerance)",
+    "message": "first line of the error",
+    "median_ms": "median time of one call (forward, assembly or step), milliseconds",
+    "iqr_ms": "interquartile range of the per-call samples, milliseconds",
+    "min_ms": "fastest call, milliseconds",
+    "mean_ms": "mean call, milliseconds",
+    "p99_ms": "99th percentile call, milliseconds",
+    "img_per_s": "batch * 1000 / median_ms",
+    "n_samples": "timed calls",
+    "warmup_calls": "calls before the timed ones",
+    "noisy": "IQR/median above 10 %",
+    "l2_flush": "L2 flushed before each timed call (never here)",
+    "samples_ms": "every timed call, milliseconds (list)",
+    "host_cpu_ms": HOST_COLUMNS["host_cpu_ms"],
+    "rel_err": "relative L2 error of the head output vs the eager fp32 model (fusion: the "
+    "unfused one) on ultralytics' bundled photos; the half model sees them rounded to 16 bits",
+    "kernels_per_forward": "GPU kernels per call in a Kineto pass (eager fusion and autocast "
+    "rows: a CUDA graph replays the same kernels; assembly rows: kernels, memcpys and memsets "
+    "of a torch.profiler pass; empty on a CPU)",
+    "kernel_time_ms": "summed kernel time per call in that pass, milliseconds",
+    "elementwise_kernels_per_forward": "elementwise kernels per call (yolo_sm.analyse.kernels "
+    "class elementwise: bias and residual adds, activations, eval BatchNorm, casts)",
+    "elementwise_time_pct": "share of kernel time in elementwise kernels, percent",
+    "copy_time_pct": "share of kernel time in copy/concat kernels (autocast's weight casts "
+    "among them), percent",
+    "matrix_time_pct": "share of kernel time in convolution and GEMM kernels, percent",
+    "launches_per_forward": HOST_COLUMNS["launches_per_forward"] + " (assembly rows)",
+    "gpu_busy_ms": HOST_COLUMNS["gpu_busy_ms"] + " (assembly rows)",
+    "bn_modules": "BatchNorm2d modules left in the fusion variant's model",
+    "fused_conv_modules": "convolutions that apply bias + ReLU (+ residual add) in their cuDNN "
+    "call (yolo_sm.collect.models.fused)",
+    "static_buffer": "batch_buffer rows: the batch lands in a buffer allocated once (False: a "
+    "new tensor per step)",
+    "graph_input_copy": "batch_buffer step rows: the assembled batch is copied into the CUDA "
+    "graph's static input before the replay (a graph reads one static buffer: stack_new pays "
+    "one more copy; the prealloc variants write into the graph's input itself)",
+    "module_type": "autocast_dtypes rows: module class (Conv, Conv2d, C2f, SiLU, Detect, ...)",
+    "calls": "autocast_dtypes rows: calls of modules of that type in one forward",
+    "fp32_output_calls": "of those, calls whose output was float32 under autocast",
+    "upcast_calls": "of those, calls with a 16-bit input and a float32 output (autocast ran "
+    "the op in fp32)",
+}
+REQUIRED["techniques"] = (
+    "technique",
+    "model",
+    "variant",
+    "backend",
+    "scope",
+    "batch",
+    "precision",
+    "device",
+    "status",
+    "message",
+)
+
 # Where a row was measured, recorded by `collect --workers` / `--scheduler` (absent in tables of
 # plain runs); optional in every kind (described in SCHEMAS, never in REQUIRED), so that views
 # can compare only same-GPU points
@@ -414,6 +493,9 @@ NUMBER = frozenset(
     "pipeline_vs_model_only recompiles graphs_compiled warmup_calls correlation stream "
     "sm_coverage_tw tensor_core_time_share ncu_time_share".split()
 )
+TEXT |= {"technique"}  # techniques
+FLAG |= {"static_buffer", "graph_input_copy"}  # techniques
+NUMBER |= {"calls", "fp32_output_calls", "upcast_calls", "bn_modules", "fused_conv_modules"}
 UNIT_SUFFIXES = ("_ms", "_us", "_s", "_pct", "_bytes", "_mhz", "_per_s")
 #: per kind, columns whose type differs from the name's usual one
 KIND_TYPES = {"kernels": {"device": "number"}}  # the CUDA device index of a trace event

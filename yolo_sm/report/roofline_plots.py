@@ -3,10 +3,18 @@ a root lacks."""
 
 from __future__ import annotations
 
+from yolo_sm.analyse import hosts
 from yolo_sm.analyse.roofline import BOUNDS, HIGH_PCT
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.hardware import CEILINGS, no_ceilings_message
-from yolo_sm.report.colors import BOUND_COLORS, KERNEL_CLASS_COLORS, OCCUPANCY_COLORS, TEMPLATE
+from yolo_sm.contract.vocab import HOST_BOUND_IDLE_SHARE
+from yolo_sm.report.colors import (
+    BOUND_COLORS,
+    KERNEL_CLASS_COLORS,
+    OCCUPANCY_COLORS,
+    TEMPLATE,
+    width_color,
+)
 from yolo_sm.report.colors import color_map as _color_map
 from yolo_sm.report.style import finish, label
 
@@ -276,6 +284,27 @@ def plot_activations(act, *, title=None):
     return finish(fig)
 
 
+def host_table(root: DataRoot, sweep: str):
+    """:func:`yolo_sm.analyse.hosts.host_table` of ``root``'s ``sweep``, or None after one
+    printed line where the root lacks the sweep or its host columns."""
+    if not available(root, sweep):
+        return None
+    table = hosts.host_table(root.load(sweep))
+    if table.empty:
+        print(
+            f"{root.name}/{sweep} was measured before the host columns (CPU time, launches and "
+            "GPU busy time per forward) were recorded. This section is skipped."
+        )
+        return None
+    return table
+
+
+def host_line(root: DataRoot, table) -> str:
+    """One markdown line naming the host CPU the root's points were measured on."""
+    cpu = hosts.cpu_of(table)
+    return f"Host CPU of `{root.name}`: {cpu or 'not recorded'}."
+
+
 def plot_launches(per_type, *, title=None):
     """Stacked bars: kernels per forward per module type, per width."""
     import plotly.express as px
@@ -332,3 +361,48 @@ def plot_width_kernels(kernels, *, high: float = HIGH_PCT, title=None):
         high=high,
         title=title or "Wide conv stack kernels per width factor (panels): normalised roofline",
     )
+
+
+def plot_gpu_busy(table, *, idle_share: float = HOST_BOUND_IDLE_SHARE, title=None):
+    """Lines per width: the share of the forward during which the GPU ran a kernel, against
+    batch, for eager points of :func:`yolo_sm.analyse.hosts.host_table`; the dotted line marks
+    where the GPU idles ``idle_share`` of the forward (below it the point is host-bound)."""
+    import plotly.graph_objects as go
+
+    eager = table[table["backend"] == "eager"].sort_values(["width", "batch"])
+    fig = go.Figure()
+    for w, g in eager.groupby("width"):
+        fig.add_trace(
+            go.Scatter(
+                x=g["batch"],
+                y=g["gpu_busy_pct"],
+                mode="lines+markers",
+                name=f"width {w:g}",
+                line={"color": width_color(w)},
+                customdata=g[["median_ms", "gpu_busy_ms", "host_cpu_ms", "launches_per_forward"]],
+                hovertemplate=(
+                    f"width {w:g}, batch %{{x}}<br>GPU busy %{{y:.0f}} % of the forward"
+                    "<br>forward %{customdata[0]:.2f} ms, kernels %{customdata[1]:.2f} ms"
+                    "<br>launching thread CPU %{customdata[2]:.2f} ms"
+                    "<br>%{customdata[3]:.0f} launches<extra></extra>"
+                ),
+            )
+        )
+    fig.add_hline(
+        y=100 * (1 - idle_share),
+        line_dash="dot",
+        annotation_text="host-bound below",
+        annotation_position="bottom right",
+    )
+    fig.update_layout(
+        template=TEMPLATE,
+        title=title or "Eager: the share of each forward the GPU spends running kernels",
+        xaxis={
+            "title": "batch (images per forward)",
+            "type": "log",
+            "tickvals": sorted(eager["batch"].unique().tolist()),
+        },
+        yaxis={"title": "GPU busy (% of the forward)", "range": [0, 105]},
+        legend_title_text="width",
+    )
+    return finish(fig)

@@ -83,6 +83,12 @@ HEADLINES: dict[str, tuple[str, ...]] = {
         "fast_fp8_forward_faster",
     ),
     "goals": ("goal_1_w1", "goal_2_w1", "goal_3_w1", "goal_4_predict"),
+    "13_techniques": (
+        "techniques_fusion_b16",
+        "techniques_autocast_near_half",
+        "techniques_buffer_gain",
+        "techniques_autocast_keeps_no_fp32",
+    ),
 }
 #: rules a group without headlines leads with
 FALLBACK = 3

@@ -48,6 +48,18 @@ RULES: tuple[Rule, ...] = check_unique(
             group=GROUP,
         ),
         Rule(
+            id="compare_host_bound_gpu_work_agree",
+            statement=f"On those host-bound points the GPU's busy time per forward, which no "
+            f"host changes, agrees within {AGREE_PCT:g} % (at least {AGREE_SHARE_PCT:g} % of "
+            "the points both measured it for)",
+            fact=PREFIX + "host_bound_gpu_busy_within_pct",
+            op=">=",
+            threshold=AGREE_SHARE_PCT,
+            partly=75.0,
+            unit="%",
+            group=GROUP,
+        ),
+        Rule(
             id="compare_b_faster",
             statement="Machine b delivers more img/s than machine a at every GPU-bound point "
             "both measured",
