@@ -23,6 +23,7 @@ from yolo_sm.collect.bench import BenchSpec, missing_units, run_bench
 from yolo_sm.collect.cache_builds import CacheSpec, run_cache_builds
 from yolo_sm.collect.ceilings import measure_ceilings
 from yolo_sm.collect.grid import parse_bool
+from yolo_sm.collect.memory import ALLOC_CONFS, DEFAULT_LIFETIME_MODELS, lifetimes_table, pool_table
 from yolo_sm.collect.model_tables import DEFAULT_MODELS, model_layers
 from yolo_sm.collect.probe import probe_pipeline
 from yolo_sm.collect.profiling import kineto, ncu
@@ -711,3 +712,42 @@ RUNNERS = {
     "model_tables": _run_model_tables,
     "compile_cache": _run_compile_cache,
 }
+
+
+# --- activation lifetimes and the caching allocator's pool (collect.memory) -----------------
+
+
+def _run_memory_lifetimes(step, plan, out_dir, deadline, progress):
+    """Activation lifetimes per layer and tensor of each model's forward, with the measured
+    peak on a GPU (yolo_sm.collect.memory.lifetimes)."""
+    p = step.params
+    df = lifetimes_table(
+        p.get("models", DEFAULT_LIFETIME_MODELS),
+        batch=int(p.get("batch", 16)),
+        imgsz=int(p.get("imgsz", 640)),
+        precision=str(p.get("precision", "fp16")),
+        layout=str(p.get("layout", "nhwc")),
+        device=plan.device,
+    )
+    _write(_with_provenance(df, plan.device), step_path(step, out_dir))
+
+
+def _run_memory_pool(step, plan, out_dir, deadline, progress):
+    """One run of random batch sizes per allocator configuration, each in its own process
+    (yolo_sm.collect.memory.pool)."""
+    p = dict(step.params)
+    confs = p.pop("confs", ALLOC_CONFS)
+    timeout = float(p.pop("timeout_s", 300))
+    if "family" in p:
+        p["model"] = p.pop("family")
+    df = pool_table(
+        tuple(confs) if isinstance(confs, (list, tuple)) else (confs,),
+        timeout_s=timeout,
+        device=plan.device,
+        **p,
+    )
+    _write(_with_provenance(df, plan.device), step_path(step, out_dir))
+
+
+RUNNERS["memory_lifetimes"] = _run_memory_lifetimes
+RUNNERS["memory_pool"] = _run_memory_pool

@@ -475,3 +475,50 @@ PARAMS["compile_cache"] = {
     "budget_ms": _budget_ms,
     "timeout_s": _run_s,
 }
+
+
+# --- activation lifetimes and the caching allocator's pool (collect.memory) -----------------
+KINDS += ("memory_lifetimes", "memory_pool")
+
+
+def _lifetime_entries(v, what):
+    """memory_lifetimes' ``models``: mappings with ``model`` and optional ``widths``."""
+    entries = v if isinstance(v, (list, tuple)) else [v]
+    if not entries:
+        raise UserError(f"{what} needs at least one model")
+    for e in entries:
+        values.mapping(e, what)
+        unknown = sorted(set(e) - {"model", "widths"})
+        if "model" not in e or unknown:
+            raise UserError(
+                f"each entry of {what} needs 'model' and may have widths"
+                + (f"; unknown {', '.join(unknown)}" if unknown else "")
+            )
+        values.text(e["model"], f"{what} model")
+        if "widths" in e:
+            values.numbers(e["widths"], f"{what} widths", above=0, hi=MAX_WIDTH_ANY)
+    return entries
+
+
+_MEMORY_COMMON = {
+    "imgsz": _one_imgsz,
+    "precision": _one(_precisions),
+    "layout": _one(_layouts),
+}
+PARAMS["memory_lifetimes"] = {
+    **_MEMORY_COMMON,
+    "models": _lifetime_entries,
+    "batch": _one(_batches),
+}
+PARAMS["memory_pool"] = {
+    **_MEMORY_COMMON,
+    "family": _text_of(None),
+    "width": lambda v, w: values.number(v, w, above=0, hi=MAX_WIDTH_ANY),
+    "forwards": _count(100_000),
+    "batch_min": _one(_batches),
+    "batch_max": _one(_batches),
+    "seed": lambda v, w: values.whole(v, w, lo=0, hi=2**32 - 1),
+    "cudnn_benchmark": values.flag,
+    "confs": _texts,
+    "timeout_s": _run_s,
+}

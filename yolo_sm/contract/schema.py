@@ -664,3 +664,130 @@ TEXT = TEXT | {"cache", "compile_cache"}
 NUMBER = NUMBER | {
     "run", "fx_cache_hits", "fx_cache_misses", "cache_files_before", "cache_files_after",
 }  # fmt: skip
+
+# --- activation lifetimes and the caching allocator's pool (collect.memory) -----------------
+SCHEMAS["memory_lifetimes"] = {
+    "model": "yolov8 / yolo11 (YOLO family at a width) or resnet101 (the ResNet detector)",
+    "family": "model family (yolov8, resnet101)",
+    "width": "width multiplier (1.0 for ResNet)",
+    "batch": "images per forward",
+    "imgsz": "square input side in pixels",
+    "precision": "precision of weights and activations (fp16, fp32, ...)",
+    "layout": "nchw or nhwc (channels_last) for weights and input",
+    "device": "torch device the forward ran on",
+    "level": "model (one summary row per model), layer (one row per layer in forward order: a "
+    "YOLO model.N, a ResNet residual block) or tensor (one row per activation: a new storage "
+    "an ATen op returned)",
+    "index": "layer rows: position in forward order; tensor rows: creation order; model: 0",
+    "layer": "layer name (model.N, layer3.7); tensor rows: the layer that created it",
+    "layer_index": "position of that layer in forward order",
+    "module_type": "layer class (Conv, C2f, Concat, Bottleneck, ...); tensor rows: the ATen op "
+    "that created it; model rows: the model class",
+    "stage": "backbone / neck / head (layer rows)",
+    "from_layers": "layer rows: the layers it reads (ultralytics' f; -1 the previous one)",
+    "out_bytes": "layer rows: bytes of the layer's output tensors; tensor rows: the storage's "
+    "bytes; model rows: every activation of the forward summed (no reuse)",
+    "created_at_step": "layer rows: the layer's position; tensor rows: the op step that created "
+    "it (ATen ops numbered from 0 in forward order)",
+    "freed_after_step": "last use: layer rows, the position of the last layer that reads the "
+    "output (the layer's own if none; the last layer for the model's output); tensor rows, the "
+    "last op step that reads its storage through any view",
+    "held_until_step": "release: the step (layer position or op step, as created_at_step) "
+    "after which eager PyTorch freed the storage (Python references included); the last step "
+    "for tensors alive when the forward returned",
+    "lifetime_steps": "freed_after_step - created_at_step (layers or ops)",
+    "last_use_layer": "tensor rows: position of the layer whose op used it last",
+    "transient_bytes": "tensor rows: bytes the op that created it allocated and freed again "
+    "before returning (cuDNN workspaces, internal temporaries): its peak allocated minus "
+    "allocated after it (NaN without a GPU)",
+    "live_bytes_after": "layer rows: bytes of the layer outputs so far whose last consumer "
+    "comes after this layer",
+    "held_bytes_after": "layer rows: bytes of the layer outputs so far not yet released after "
+    "this layer",
+    "measured_allocated_bytes": "layer rows: torch.cuda.memory_allocated after the layer minus "
+    "before the forward, bytes (NaN without a GPU)",
+    "measured_peak_bytes": "layer rows: peak allocated during the layer minus before the "
+    "forward; model rows: torch.cuda.max_memory_allocated of one untraced forward (weights and "
+    "input included), bytes (NaN without a GPU)",
+    "weight_bytes": "model rows: parameters and buffers of the model, bytes",
+    "input_bytes": "model rows: the input batch, bytes",
+    "resident_bytes": "model rows: torch.cuda.memory_allocated before the forward (weights, "
+    "input, library workspaces), bytes (NaN without a GPU)",
+    "steps": "model rows: ATen ops of the forward",
+}
+SCHEMAS["memory_pool"] = {
+    "alloc_conf": "PYTORCH_CUDA_ALLOC_CONF the run's process started with (default: unset)",
+    "step": "forward number in the run",
+    "batch": "images of this forward (drawn at random, the same sequence for every conf)",
+    "first_of_batch": "the run's first forward at this batch size",
+    "allocated_bytes": "memory_stats allocated_bytes.all.current after the forward (its "
+    "output freed), bytes",
+    "reserved_bytes": "reserved_bytes.all.current after the forward: what the caching "
+    "allocator holds from the driver, bytes",
+    "active_bytes": "active_bytes.all.current after the forward, bytes",
+    "inactive_split_bytes": "inactive_split_bytes.all.current: free pieces of split blocks "
+    "(fragmentation), bytes",
+    "segments": "segment.all.current: cudaMalloc'd segments (mapped ranges with expandable "
+    "segments)",
+    "alloc_retries": "num_alloc_retries so far: cudaMalloc failures that freed the cache and "
+    "retried",
+    "peak_allocated_bytes": "allocated_bytes.all.peak during this forward (peaks reset "
+    "before each), bytes",
+    "peak_reserved_bytes": "reserved_bytes.all.peak during this forward, bytes",
+    "latency_ms": "host wall time of the forward, synchronised before and after, milliseconds",
+    "model": "model spec (family:width)",
+    "family": "YOLO family",
+    "width": "width multiplier",
+    "imgsz": "square input side in pixels",
+    "precision": "precision of weights and activations",
+    "layout": "nchw or nhwc",
+    "device": "torch device",
+    "seed": "seed of the batch sequence and of the inputs",
+    "cudnn_benchmark": "cuDNN's per-shape algorithm search was on",
+}
+REQUIRED["memory_lifetimes"] = (
+    "model",
+    "width",
+    "batch",
+    "level",
+    "index",
+    "layer",
+    "module_type",
+    "out_bytes",
+    "created_at_step",
+    "freed_after_step",
+    "held_until_step",
+    "lifetime_steps",
+    "live_bytes_after",
+    "measured_peak_bytes",
+    "weight_bytes",
+    "input_bytes",
+)
+REQUIRED["memory_pool"] = (
+    "alloc_conf",
+    "step",
+    "batch",
+    "allocated_bytes",
+    "reserved_bytes",
+    "inactive_split_bytes",
+    "latency_ms",
+)
+for _kind in ("memory_lifetimes", "memory_pool"):
+    for _c, _text in PLACE.items():
+        SCHEMAS[_kind].setdefault(_c, _text)
+TEXT = TEXT | frozenset({"level", "from_layers", "alloc_conf"})
+FLAG = FLAG | frozenset({"first_of_batch", "cudnn_benchmark"})
+NUMBER = NUMBER | frozenset(
+    {
+        "layer_index",
+        "created_at_step",
+        "freed_after_step",
+        "held_until_step",
+        "lifetime_steps",
+        "last_use_layer",
+        "steps",
+        "step",
+        "segments",
+        "alloc_retries",
+    }
+)

@@ -174,3 +174,10 @@ def sequential_map(values, scale: str = WIDTH_SCALE) -> dict:
         return {vals[0]: sample_colorscale(scale, [0.0])[0]}
     points = [i / (len(vals) - 1) for i in range(len(vals))]
     return dict(zip(vals, sample_colorscale(scale, points), strict=True))
+
+
+#: Caching-allocator configurations of the memory-pool run (PYTORCH_CUDA_ALLOC_CONF).
+ALLOC_CONF_COLORS = {
+    "default": "#4C72B0",
+    "expandable_segments:True": "#DD8452",
+}
