@@ -416,8 +416,10 @@ def _config(p: Point, spec: SweepSpec):
     )
 
 
-def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
-    """Build, check and time one point; OOM and engine failures become rows, memory is freed."""
+def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int, extra=None) -> dict:
+    """Build, check and time one point; OOM and engine failures become rows, memory is freed.
+    ``extra(engine)`` (optional) returns more columns of the row, measured after the timed
+    calls and the host profile, on the same engine (e.g. a profiler pass)."""
     import time
 
     import torch
@@ -444,6 +446,8 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
         if on_gpu:
             row["peak_mem_bytes"] = torch.cuda.max_memory_allocated()
         row.update(host_columns(engine, m.median_ms, on_gpu))
+        if extra is not None:
+            row.update(extra(engine))
         for k in ("compile_s", "capture_s", "graph_pool_bytes", "recompiles", "graphs_compiled"):
             if k in engine.info:
                 row[k] = engine.info[k]
