@@ -109,7 +109,8 @@ def pair_table(df: pd.DataFrame) -> pd.DataFrame:
     idx = ["pair", "backend", "batch"]
     wide = ok[ok.role == "wide"].set_index(idx)[cols]
     deep = ok[ok.role == "deep"].set_index(idx)[cols]
-    both = wide.join(deep, lsuffix="_wide", rsuffix="_deep", how="inner").reset_index()
+    both = wide.merge(deep, left_index=True, right_index=True, suffixes=("_wide", "_deep"))
+    both = both.reset_index()
     if both.empty:
         return both
     both["wide_over_deep"] = both.img_per_s_wide / both.img_per_s_deep
@@ -155,7 +156,8 @@ def resolution_table(df: pd.DataFrame) -> pd.DataFrame:
     idx = ["width", "frame_size", "imgsz_h", "imgsz_w"]
     fixed = ok[ok.engine == "fixed"].set_index(idx)[["backend", "img_per_s", "mpix_per_s"]]
     dyn = ok[ok.engine == "dynamic"].set_index(idx)[["backend", "img_per_s", "mpix_per_s"]]
-    t = dyn.join(fixed, lsuffix="_dynamic", rsuffix="_fixed", how="inner").reset_index()
+    t = dyn.merge(fixed, left_index=True, right_index=True, suffixes=("_dynamic", "_fixed"))
+    t = t.reset_index()
     if t.empty:
         return t
     t["dynamic_cost_pct"] = 100 * (t.img_per_s_fixed / t.img_per_s_dynamic - 1)

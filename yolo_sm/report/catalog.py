@@ -16,6 +16,7 @@ from yolo_sm.analyse import precision as analyse_precision
 from yolo_sm.analyse import primer as analyse_primer
 from yolo_sm.analyse import roofline as analyse_roofline
 from yolo_sm.analyse import scaling as analyse_scaling
+from yolo_sm.analyse import shapes as analyse_shapes
 from yolo_sm.analyse import timeline as analyse_timeline
 from yolo_sm.analyse.facts import concat
 from yolo_sm.contract.datasets import DataRoot
@@ -26,6 +27,7 @@ from yolo_sm.report.findings import fast, roofline
 from yolo_sm.report.findings import heatmaps as findings_heatmaps
 from yolo_sm.report.findings import precision as findings_precision
 from yolo_sm.report.findings import primer as findings_primer
+from yolo_sm.report.findings import shapes as findings_shapes
 from yolo_sm.report.findings import timeline as findings_timeline
 from yolo_sm.report.findings import width as findings_width
 from yolo_sm.report.rules import Rule, check_unique, evaluate
@@ -83,3 +85,4 @@ def pair_verdict_table(a: DataRoot, b: DataRoot) -> pd.DataFrame:
 
 
 PAIR_SOURCES.append((findings_compare.RULES, analyse_compare.facts))
+SOURCES.append((findings_shapes.RULES, analyse_shapes.facts))
