@@ -600,7 +600,7 @@ def _run_wide_vs_deep(step, plan, out_dir, deadline, progress):
     """FLOPs-matched wide and deep YOLO pairs timed side by side (yolo_sm.collect.wide_deep)."""
 
     spec = WideDeepSpec.from_mapping({"device": plan.device, **step.params})
-    run_wide_vs_deep(spec, step_path(step, out_dir), progress=progress)
+    run_wide_vs_deep(spec, step_path(step, out_dir), progress=progress, deadline=deadline)
 
 
 def _run_resolutions(step, plan, out_dir, deadline, progress):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -24,7 +23,6 @@ from yolo_sm.collect.profiling.kineto import occupancy_summary
 from yolo_sm.collect.sweep import Point, SweepSpec, check_environment, run_point
 from yolo_sm.collect.timing import engine_call
 from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.store import write_atomic
 
 #: the columns that name a point of a wide_vs_deep table
 KEY = ("pair", "role", "backend", "batch")
@@ -158,10 +156,17 @@ def check_pairs(spec: WideDeepSpec, flops=yolo_flops) -> list[dict]:
     return out
 
 
-def run_wide_vs_deep(spec: WideDeepSpec, out: str | os.PathLike, progress: bool = True):
-    """Time every (pair, role, backend, batch) point of ``spec`` in this process and write the
-    table to ``out`` (sweep columns plus ``pair``, ``role``, ``match_rel_diff`` and, with
-    ``spec.occupancy``, the Kineto pass's columns). Returns the table."""
+def run_wide_vs_deep(
+    spec: WideDeepSpec,
+    out: str | os.PathLike,
+    progress: bool = True,
+    deadline: float | None = None,
+):
+    """Time every (pair, role, backend, batch) point of ``spec`` in this process into the
+    table ``out`` (sweep columns plus ``pair``, ``role``, ``match_rel_diff`` and, with
+    ``spec.occupancy``, the Kineto pass's columns), rewritten after every point; points it
+    already holds are skipped (the grid runner resumes). ``deadline`` (``time.monotonic()``)
+    stops before a model whose points would end past it. Returns the table."""
     spec = spec.validated()
     sweep = spec.sweep()
     check_environment(sweep)
@@ -170,7 +175,7 @@ def run_wide_vs_deep(spec: WideDeepSpec, out: str | os.PathLike, progress: bool 
     if spec.occupancy:
 
         def extra(engine):
-            return occupancy_summary(engine_call(engine), device=engine.config.device)
+            return occupancy_summary(engine_call(engine), device=engine.config.device, iters=2)
 
     def open_model(unit):
         p = unit[2]
@@ -189,7 +194,6 @@ def run_wide_vs_deep(spec: WideDeepSpec, out: str | os.PathLike, progress: bool 
         row = run_point(state["model"], p, sweep, state["flops"], extra=extra)
         return [{**row, **tag}]
 
-    t0 = time.monotonic()
     df = run_grid(
         spec.units(),
         measure,
@@ -197,17 +201,15 @@ def run_wide_vs_deep(spec: WideDeepSpec, out: str | os.PathLike, progress: bool 
         row_key=lambda r: tuple(r[c] for c in KEY),
         group=lambda u: (u[0], u[1]),
         open_group=open_model,
-        out=None,
+        out=Path(out),
+        columns=KEY,
         kind="wide_vs_deep",
+        metadata={"spec": asdict(spec), "argv": sys.argv},
+        deadline=deadline,
         describe=lambda u: (
             f"pair {u[0]} {u[1]} w{u[2].width:g} d{u[2].depth:g} {u[2].backend} b{u[2].batch}"
         ),
         progress=progress,
     )
     free_memory()
-    write_atomic(
-        df,
-        Path(out),
-        {"spec": asdict(spec), "argv": sys.argv, "seconds": time.monotonic() - t0},
-    )
     return df
