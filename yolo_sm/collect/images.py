@@ -42,9 +42,7 @@ def image_paths(source: str | Path | None = None) -> list[Path]:
     raise UserError(f"image source {str(path)!r} is neither an image file nor a folder")
 
 
-def load_images(
-    source: str | Path | None = None, imgsz: int | tuple[int, int] = 640
-) -> np.ndarray:
+def load_images(source: str | Path | None = None, imgsz: int | tuple[int, int] = 640) -> np.ndarray:
     """Read the images ``source`` names (see :func:`image_paths`) as one model-ready batch.
 
     Each image is letterboxed the way ultralytics predicts (aspect ratio kept, long side scaled

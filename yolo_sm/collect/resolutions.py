@@ -23,7 +23,7 @@ from yolo_sm.collect.engines.base import Engine, head_tensor, numerics, verify
 from yolo_sm.collect.engines.torch_backends import build_eager, prepare_module
 from yolo_sm.collect.grid import free_memory
 from yolo_sm.collect.models import build_yolo
-from yolo_sm.collect.sweep import SweepSpec, failure, host_columns
+from yolo_sm.collect.sweep import SweepSpec, check_environment, failure, host_columns
 from yolo_sm.collect.timing import measure_engine
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.store import write_atomic
@@ -203,8 +203,6 @@ def run_resolutions(spec: ResolutionSpec, out: str | os.PathLike | None, progres
     import pandas as pd
 
     spec = spec.validated()
-    from yolo_sm.collect.sweep import check_environment
-
     check_environment(
         SweepSpec(family=(spec.family,), backends=(spec.fixed_backend,), device=spec.device)
     )

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from yolo_sm.analyse.kernels import classify
 from yolo_sm.analyse.occupancy import theoretical_occupancy, waves
+from yolo_sm.analyse.weighting import weighted_mean
 from yolo_sm.collect import provenance as prov
 from yolo_sm.collect.profiling.nvtx import FORWARD_RANGE, forward_range, layer_ranges, parse_range
 from yolo_sm.contract.errors import UserError
@@ -286,8 +287,6 @@ def occupancy_summary(fn, *, device: str = "cuda", iters: int = 3, warmup: int =
     the launch configuration (``theoretical_occupancy_tw_pct``). The trace is written to a
     temporary folder and removed. On a CPU there are no kernels: 0 and NaN."""
     import tempfile
-
-    from yolo_sm.analyse.weighting import weighted_mean
 
     with tempfile.TemporaryDirectory() as tmp:
         path = capture(
