@@ -42,12 +42,13 @@ def image_paths(source: str | Path | None = None) -> list[Path]:
     raise UserError(f"image source {str(path)!r} is neither an image file nor a folder")
 
 
-def load_images(source: str | Path | None = None, imgsz: int = 640) -> np.ndarray:
+def load_images(source: str | Path | None = None, imgsz: int | tuple[int, int] = 640) -> np.ndarray:
     """Read the images ``source`` names (see :func:`image_paths`) as one model-ready batch.
 
     Each image is letterboxed the way ultralytics predicts (aspect ratio kept, long side scaled
     to ``imgsz`` pixels, padded centrally with grey 114), converted BGR->RGB and HWC->CHW and
-    scaled to [0, 1]. Returns float32 of shape (N, 3, imgsz, imgsz), N = number of images.
+    scaled to [0, 1]. Returns float32 of shape (N, 3, imgsz, imgsz), N = number of images;
+    ``imgsz`` = (height, width) letterboxes into that rectangle (shape (N, 3, height, width)).
     Raises UserError naming a file that cannot be read as an image.
     """
     import cv2
@@ -55,7 +56,8 @@ def load_images(source: str | Path | None = None, imgsz: int = 640) -> np.ndarra
     prepare_ultralytics()
     from ultralytics.data.augment import LetterBox
 
-    letterbox = LetterBox(new_shape=(imgsz, imgsz), auto=False, scaleup=True, center=True)
+    shape = (int(imgsz), int(imgsz)) if np.ndim(imgsz) == 0 else tuple(map(int, imgsz))
+    letterbox = LetterBox(new_shape=shape, auto=False, scaleup=True, center=True)
     images = []
     for path in image_paths(source):
         bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)

@@ -30,8 +30,10 @@ from yolo_sm.collect.profiling import kineto, ncu
 from yolo_sm.collect.profiling.suite import engines, run_gpm
 from yolo_sm.collect.profiling.target import build_parser, configs, target_argv
 from yolo_sm.collect.provenance import collect
+from yolo_sm.collect.resolutions import ResolutionSpec, run_resolutions
 from yolo_sm.collect.sweep import SweepSpec, missing_points, run_sweep
 from yolo_sm.collect.techniques import techniques_table
+from yolo_sm.collect.wide_deep import WideDeepSpec, run_wide_vs_deep
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.gpu_time import add as add_seconds
 from yolo_sm.contract.gpu_time import estimate_from_rows, estimate_from_units
@@ -751,3 +753,25 @@ def _run_memory_pool(step, plan, out_dir, deadline, progress):
 
 RUNNERS["memory_lifetimes"] = _run_memory_lifetimes
 RUNNERS["memory_pool"] = _run_memory_pool
+
+
+# --- model shapes and input shapes ----------------------------------------------------------
+
+
+def _run_wide_vs_deep(step, plan, out_dir, deadline, progress):
+    """FLOPs-matched wide and deep YOLO pairs timed side by side (yolo_sm.collect.wide_deep)."""
+
+    spec = WideDeepSpec.from_mapping({"device": plan.device, **step.params})
+    run_wide_vs_deep(spec, step_path(step, out_dir), progress=progress, deadline=deadline)
+
+
+def _run_resolutions(step, plan, out_dir, deadline, progress):
+    """Fixed-shape engines per resolution against one dynamic engine
+    (yolo_sm.collect.resolutions)."""
+
+    spec = ResolutionSpec.from_mapping({"device": plan.device, **step.params})
+    run_resolutions(spec, step_path(step, out_dir), progress=progress)
+
+
+RUNNERS["wide_vs_deep"] = _run_wide_vs_deep
+RUNNERS["resolutions"] = _run_resolutions

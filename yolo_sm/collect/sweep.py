@@ -418,10 +418,12 @@ def _config(p: Point, spec: SweepSpec):
     )
 
 
-def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
+def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int, extra=None) -> dict:
     """Build, check and time one point; OOM and engine failures become rows, memory is freed.
     The row records the wall seconds of each phase (``build_s``, ``warmup_s``, ``timed_s``,
-    ``profile_s``: :mod:`yolo_sm.collect.stopwatch`)."""
+    ``profile_s``: :mod:`yolo_sm.collect.stopwatch`). ``extra(engine)`` (optional) returns
+    more columns of the row, measured after the timed calls and the host profile, on the same
+    engine (e.g. a profiler pass; its time counts as profile time)."""
     import torch
 
     on_gpu = p.device.startswith("cuda")
@@ -448,6 +450,8 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int) -> dict:
         row.update(warmup_s=m.warmup_s, timed_s=m.timed_s)
         with phase("profile") as prof:
             row.update(host_columns(engine, m.median_ms, on_gpu))
+            if extra is not None:
+                row.update(extra(engine))
         row["profile_s"] = prof.seconds
         for k in (
             "compile_s", "compile_cache", "capture_s", "graph_pool_bytes", "recompiles",

@@ -239,6 +239,9 @@ NEEDS = {
     "bench": "the fast-engines bench times CUDA engines on an NVIDIA GPU",
     "probe": "the pipeline probe times a CUDA pipeline on an NVIDIA GPU",
     "ceilings": "the ceilings are a GPU's matmul and copy peaks",
+    "wide_vs_deep": "the wide-against-deep pairs are timed with CUDA graphs and Kineto's "
+    "occupancy estimates on an NVIDIA GPU",
+    "resolutions": "the per-resolution engines are CUDA graphs on an NVIDIA GPU",
 }
 
 

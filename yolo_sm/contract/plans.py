@@ -522,3 +522,61 @@ PARAMS["memory_pool"] = {
     "confs": _texts,
     "timeout_s": _run_s,
 }
+
+
+# --- model shapes and input shapes (collect.wide_deep, collect.resolutions) ------------------
+KINDS += ("wide_vs_deep", "resolutions")
+
+
+def _pairs(v, what):
+    """wide_vs_deep ``pairs``: [wide_width, wide_depth, deep_width, deep_depth] per pair."""
+    items = v if isinstance(v, (list, tuple)) else [v]
+    if not items:
+        raise UserError(f"{what} needs at least one pair")
+    for p in items:
+        nums = values.numbers(p, what, above=0, hi=MAX_WIDTH_ANY)
+        if len(nums) != 4:
+            raise UserError(
+                f"each of {what} is [wide_width, wide_depth, deep_width, deep_depth], got {p!r}"
+            )
+    return items
+
+
+def _frames(v, what):
+    """Frame sizes WIDTHxHEIGHT (1280x720), each side 1 to MAX_IMGSZ pixels."""
+    out = values.texts(v, what)
+    for f in out:
+        m = re.fullmatch(r"(\d+)x(\d+)", f.strip().lower())
+        if not m or not all(1 <= int(g) <= MAX_IMGSZ for g in m.groups()):
+            raise UserError(f"{what} are WIDTHxHEIGHT sizes such as 1280x720, got {f!r}")
+    return out
+
+
+PARAMS["wide_vs_deep"] = {
+    "pairs": _pairs,
+    "family": _text_of(None),
+    "backends": _backends,
+    "batches": _batches,
+    "precision": _one(_precisions),
+    "layout": _one(_layouts),
+    "imgsz": _one_imgsz,
+    "warmup_ms": _warmup_ms,
+    "budget_ms": _budget_ms,
+    "tolerance": lambda v, w: values.number(v, w, above=0, hi=0.5),
+    "occupancy": values.flag,
+    "check": values.flag,
+}
+PARAMS["resolutions"] = {
+    "widths": lambda v, w: values.numbers(v, w, above=0, hi=MAX_WIDTH_ANY),
+    "family": _text_of(None),
+    "depth": lambda v, w: values.number(v, w, above=0, hi=4),
+    "batch": _one(_batches),
+    "frames": _frames,
+    "fixed_backend": _text_of(("eager", "cudagraph", "compile")),
+    "dynamic": lambda v, w: values.texts(v, w, ("eager", "compile")),
+    "precision": _one(_precisions),
+    "layout": _one(_layouts),
+    "warmup_ms": _warmup_ms,
+    "budget_ms": _budget_ms,
+    "check": values.flag,
+}

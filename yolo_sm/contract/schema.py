@@ -473,6 +473,65 @@ REQUIRED["techniques"] = (
     "message",
 )
 
+# --- model shapes and input shapes (collect.wide_deep, collect.resolutions) ------------------
+OCCUPANCY_PASS = {
+    "kineto_kernels_per_forward": "GPU kernels per forward in a short Kineto pass after the "
+    "timed calls (3 forwards)",
+    "kineto_kernel_us": "their summed duration per forward, microseconds",
+    "est_occupancy_tw_pct": "Kineto's estimated achieved occupancy (calculator occupancy capped "
+    "by grid size) averaged over the pass's kernels, weighted by kernel time",
+    "theoretical_occupancy_tw_pct": "theoretical occupancy of the kernels' launch "
+    "configurations, weighted by kernel time",
+}
+SCHEMAS["wide_vs_deep"] = {
+    **SCHEMAS["sweep"],
+    "pair": "index of the FLOPs-matched pair (two models of nearly equal FLOPs per image)",
+    "role": "wide (larger width multiplier, smaller depth) or deep (narrower, deeper)",
+    "match_rel_diff": "the deep model's FLOPs per image over the wide one's, minus 1 (0 on the "
+    "wide model's rows)",
+    **OCCUPANCY_PASS,
+}
+SCHEMAS["resolutions"] = {
+    "family": "YOLO family",
+    "width": "width multiplier",
+    "depth": "depth multiplier",
+    "batch": "images per forward",
+    "precision": "fp16 / bf16 / fp32 ...",
+    "layout": "nchw or nhwc (channels_last)",
+    "device": "torch device the row ran on",
+    "frame_size": "camera frame size WIDTHxHEIGHT the engine size is letterboxed from",
+    "frame_w": "frame width, pixels",
+    "frame_h": "frame height, pixels",
+    "imgsz_h": "engine input height, pixels (the frame's height rounded up to a multiple of 32)",
+    "imgsz_w": "engine input width, pixels",
+    "engine": "fixed (an engine built for this one input shape) or dynamic (one engine that "
+    "serves every shape of the table)",
+    "backend": "fixed: cudagraph (or eager / compile); dynamic: eager (the module itself) or "
+    "compile (torch.compile with dynamic=True)",
+    "status": "ok / oom / error",
+    "message": "first line of the error for oom/error rows",
+    "build_s": "seconds to build the engine at this shape (a dynamic engine: its first call at "
+    "this shape, with the numerical check)",
+    "rel_err": "relative L2 error of the head output vs eager fp32 on the letterboxed photos",
+    "median_ms": "median forward latency of one batch, milliseconds (CUDA events)",
+    "iqr_ms": "interquartile range of the per-call samples, milliseconds",
+    "img_per_s": "batch * 1000 / median_ms",
+    "mpix_per_s": "img_per_s x engine input pixels / 1e6: megapixels of model input per second",
+    "samples_ms": "every timed call, milliseconds (list)",
+    "noisy": "IQR/median above 10 %",
+    "recompiles": "compile engine: graphs dynamo compiled since the engine's first call at this "
+    "shape (0: the dynamic graph served it)",
+    "first_call_s": "dynamic engines: seconds of the first call at this shape (a compile "
+    "engine's compilation at the first shape)",
+    **HOST_COLUMNS,
+}
+REQUIRED["wide_vs_deep"] = (*REQUIRED["sweep"], "pair", "role")
+REQUIRED["resolutions"] = (
+    "family", "width", "batch", "frame_size", "imgsz_h", "imgsz_w", "engine", "backend", "status",
+    "message", "img_per_s", "mpix_per_s",
+)  # fmt: skip
+
+
 # Where a row was measured, recorded by `collect --workers` / `--scheduler` (absent in tables of
 # plain runs); optional in every kind (described in SCHEMAS, never in REQUIRED), so that views
 # can compare only same-GPU points
@@ -497,7 +556,7 @@ TEXT = frozenset(
     "kernel_name nvtx_path nvtx_range config limiter layer module_type stage kernel_class "
     "metric source ceiling unit engine frames nms input reference fp8_kernel variant scope "
     "calibration int8_kernel "
-    "model size phase capture kineto_main_limiter grid block".split()
+    "model size phase capture kineto_main_limiter grid block role frame_size".split()
 )
 FLAG = frozenset(
     "noisy bn_calibrated kernels_match rounded capped same_result class_prior pinned sampler "
@@ -513,7 +572,8 @@ NUMBER = frozenset(
     "reference_boxes matched reference_matched reps boxes_per_frame candidates_per_frame "
     "pipeline_vs_model_only recompiles graphs_compiled warmup_calls correlation stream "
     "sm_coverage_tw tensor_core_time_share ncu_time_share "
-    "quant_convs quant_fallbacks unfused_convs int8_percentile".split()
+    "quant_convs quant_fallbacks unfused_convs int8_percentile "
+    "pair match_rel_diff frame_w frame_h imgsz_h imgsz_w kineto_kernels_per_forward".split()
 )
 TEXT |= {"technique"}  # techniques
 FLAG |= {"static_buffer", "graph_input_copy"}  # techniques

@@ -18,6 +18,7 @@ from yolo_sm.analyse import precision as analyse_precision
 from yolo_sm.analyse import primer as analyse_primer
 from yolo_sm.analyse import roofline as analyse_roofline
 from yolo_sm.analyse import scaling as analyse_scaling
+from yolo_sm.analyse import shapes as analyse_shapes
 from yolo_sm.analyse import techniques as analyse_techniques
 from yolo_sm.analyse import timeline as analyse_timeline
 from yolo_sm.analyse.facts import concat
@@ -31,6 +32,7 @@ from yolo_sm.report.findings import hosts as findings_hosts
 from yolo_sm.report.findings import memory as findings_memory
 from yolo_sm.report.findings import precision as findings_precision
 from yolo_sm.report.findings import primer as findings_primer
+from yolo_sm.report.findings import shapes as findings_shapes
 from yolo_sm.report.findings import techniques as findings_techniques
 from yolo_sm.report.findings import timeline as findings_timeline
 from yolo_sm.report.findings import width as findings_width
@@ -92,3 +94,4 @@ def pair_verdict_table(a: DataRoot, b: DataRoot) -> pd.DataFrame:
 
 
 PAIR_SOURCES.append((findings_compare.RULES, analyse_compare.facts))
+SOURCES.append((findings_shapes.RULES, analyse_shapes.facts))

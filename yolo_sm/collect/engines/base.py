@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import torch
 
 from yolo_sm.collect.engines.config import EngineConfig, Layout, Precision
+from yolo_sm.collect.images import load_images
 from yolo_sm.collect.models.common import calibration_batches
 from yolo_sm.contract.errors import NotAvailableError
 
@@ -72,7 +73,8 @@ class Engine:
 
 def make_input(config: EngineConfig, seed: int = 0) -> torch.Tensor:
     gen = torch.Generator(device=config.device).manual_seed(seed)  # drawn where it is used
-    x = torch.rand(config.batch, 3, config.imgsz, config.imgsz, generator=gen, device=config.device)
+    h, w = config.input_hw
+    x = torch.rand(config.batch, 3, h, w, generator=gen, device=config.device)
     x = x.to(dtype=DTYPES[config.precision])
     if config.layout is Layout.NHWC:
         x = x.contiguous(memory_format=torch.channels_last)
@@ -86,7 +88,11 @@ def photo_input(config: EngineConfig) -> torch.Tensor:
     activations past the calibrated ranges (saturation), which measures the calibration set, not
     the engine (at width 1.0 the exact CPU emulation is 26 % off fp32 on noise, 0.7 % on photos)."""
 
-    real = calibration_batches(config.imgsz)[0]
+    if config.imgsz_hw is None or config.imgsz_hw[0] == config.imgsz_hw[1]:
+        real = calibration_batches(config.imgsz)[0]
+    else:  # a non-square input: the photos letterboxed to its (height, width)
+        photos = torch.from_numpy(load_images(None, config.input_hw))
+        real = torch.cat([photos, photos.flip(3)])
     x = real[torch.arange(config.batch) % len(real)]
     x = x.to(device=config.device, dtype=DTYPES[config.precision])
     if config.layout is Layout.NHWC:
@@ -165,7 +171,7 @@ def reference_output(
     """
     # the input's dtype is part of the key: an fp16 engine sees fp16-rounded pixels, and its
     # reference must see the same values, or the error would include the input's rounding
-    key = (config.batch, config.imgsz, str(config.device), source, x.dtype)
+    key = (config.batch, config.input_hw, str(config.device), source, x.dtype)
     cache = _REFERENCES.setdefault(model, {})
     if source is not None and key in cache:
         return cache[key]
@@ -175,6 +181,7 @@ def reference_output(
         layout="nchw",
         batch=config.batch,
         imgsz=config.imgsz,
+        imgsz_hw=config.imgsz_hw,
         device=config.device,
         cudnn_benchmark=False,
         check=False,

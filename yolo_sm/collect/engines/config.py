@@ -39,12 +39,34 @@ def check_device_name(device: str) -> None:
         raise UserError(f"device must be 'cpu' or 'cuda[:N]', got {device!r}")
 
 
+def check_hw(value) -> tuple[int, int]:
+    """``value`` as (height, width): two positive integers, each a multiple of 32 (the stride
+    of a YOLO's coarsest feature map); one sentence otherwise."""
+    try:
+        hw = tuple(value)
+    except TypeError:
+        hw = ()
+    ok = len(hw) == 2 and all(
+        not isinstance(v, bool) and isinstance(v, (int, float)) and int(v) == v and v > 0
+        for v in hw
+    )
+    if not ok:
+        raise UserError(f"imgsz_hw must be (height, width), two positive integers, got {value!r}")
+    hw = (int(hw[0]), int(hw[1]))
+    if hw[0] % 32 or hw[1] % 32:
+        raise UserError(f"imgsz_hw must be multiples of 32, got {hw[0]}x{hw[1]}")
+    return hw
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """How to run a model: backend, numerics, memory layout and the fixed input shape.
 
     An engine is built for one input shape (``batch`` x 3 x ``imgsz`` x ``imgsz``): CUDA graphs,
-    compiled graphs and TensorRT plans are shape-specific, so the config says which.
+    compiled graphs and TensorRT plans are shape-specific, so the config says which. A
+    non-square input (a letterboxed 16:9 frame such as 736 x 1280) is ``imgsz_hw`` = (height,
+    width), both multiples of 32; ``imgsz`` then holds the longer side (the side photos are
+    letterboxed to). ONNX Runtime and TensorRT engines here take square inputs only.
     """
 
     backend: Backend = Backend.EAGER
@@ -62,6 +84,7 @@ class EngineConfig:
     # int8 on eager / cudagraph (engines.int8): how activation ranges are calibrated
     int8_calibration: str = "max"  # max | percentile
     int8_percentile: float = INT8_PERCENTILE  # the percentile of |x| (calibration percentile)
+    imgsz_hw: tuple[int, int] | None = None  # (height, width) of a non-square input
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "backend", _enum(Backend, self.backend, "backend"))
@@ -72,6 +95,14 @@ class EngineConfig:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or v <= 0:
                 raise UserError(f"{name} must be a positive integer, got {v!r}")
             object.__setattr__(self, name, int(v))
+        if self.imgsz_hw is not None:
+            hw = check_hw(self.imgsz_hw)
+            object.__setattr__(self, "imgsz_hw", hw)
+            object.__setattr__(self, "imgsz", max(hw))
+            if hw[0] != hw[1] and self.backend in (Backend.ONNXRUNTIME, Backend.TENSORRT):
+                raise UserError(
+                    f"backend {self.backend.value} takes square inputs here, not {hw[0]}x{hw[1]}"
+                )
         if self.imgsz % 32:
             raise UserError(f"imgsz must be a positive multiple of 32, got {self.imgsz!r}")
         check_compile_mode(self.compile_mode)
@@ -92,6 +123,11 @@ class EngineConfig:
         fp8_backends = (Backend.EAGER, Backend.CUDAGRAPH)
         if self.precision is Precision.FP8 and self.backend not in fp8_backends:
             raise UserError("precision fp8 runs on the eager and cudagraph backends only")
+
+    @property
+    def input_hw(self) -> tuple[int, int]:
+        """(height, width) of one input image: ``imgsz_hw``, else ``imgsz`` x ``imgsz``."""
+        return self.imgsz_hw if self.imgsz_hw is not None else (self.imgsz, self.imgsz)
 
     @property
     def tolerance(self) -> float:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from yolo_sm.analyse.kernels import classify
 from yolo_sm.analyse.occupancy import theoretical_occupancy, waves
+from yolo_sm.analyse.weighting import weighted_mean
 from yolo_sm.collect import provenance as prov
 from yolo_sm.collect.profiling.nvtx import FORWARD_RANGE, forward_range, layer_ranges, parse_range
 from yolo_sm.contract.errors import UserError
@@ -276,3 +277,43 @@ def _add_occupancy(df, props, cc, sm_count):
             lim.append("")
             wav.append(math.nan)
     df["theoretical_occupancy_pct"], df["limiter"], df["waves"] = theo, lim, wav
+
+
+def occupancy_summary(fn, *, device: str = "cuda", iters: int = 3, warmup: int = 1) -> dict:
+    """A short Kineto pass over ``iters`` calls of ``fn()`` (after ``warmup``), summarised per
+    forward: ``kineto_kernels_per_forward`` (GPU kernels), ``kineto_kernel_us`` (their summed
+    duration per forward, microseconds), and the kernel-time-weighted means of Kineto's
+    estimated achieved occupancy (``est_occupancy_tw_pct``) and of the theoretical occupancy of
+    the launch configuration (``theoretical_occupancy_tw_pct``). The trace is written to a
+    temporary folder and removed. On a CPU there are no kernels: 0 and NaN."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = capture(
+            fn,
+            Path(tmp) / "occupancy.json.gz",
+            iters=iters,
+            warmup=warmup,
+            device=device,
+            provenance={"pass": "occupancy summary"},
+        )
+        df = load_kernels(path)
+    if df.empty:
+        nan = math.nan
+        return {
+            "kineto_kernels_per_forward": 0.0,
+            "kineto_kernel_us": nan,
+            "est_occupancy_tw_pct": nan,
+            "theoretical_occupancy_tw_pct": nan,
+        }
+    import pandas as pd
+
+    w = df["duration_us"]
+    est = pd.to_numeric(df["est_occupancy_pct"], errors="coerce")
+    theo = pd.to_numeric(df["theoretical_occupancy_pct"], errors="coerce")
+    return {
+        "kineto_kernels_per_forward": len(df) / iters,
+        "kineto_kernel_us": float(w.sum()) / iters,
+        "est_occupancy_tw_pct": weighted_mean(est, w),
+        "theoretical_occupancy_tw_pct": weighted_mean(theo, w),
+    }
