@@ -473,7 +473,9 @@ def _in_process(side_pair, pair, opts, s, kernel_frames) -> list[dict]:
                 [streams[i] for i in idx] if streams else None,
             )
             batches = [side_pair[i][1] for i in idx]
-            for i, stats in zip(idx, window_rows(runs, batches), strict=True):
+            # on a CPU the engines take turns on one thread: each is timed over its own span
+            stats_rows = window_rows(runs, batches, common=on_gpu)
+            for i, stats in zip(idx, stats_rows, strict=True):
                 rows.append(_row(opts, pair, mode, "ab"[i], side_pair[i], stats))
         if on_gpu and opts["trace_s"] > 0:
             with tempfile.TemporaryDirectory() as tmp:
