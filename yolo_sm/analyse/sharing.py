@@ -295,3 +295,38 @@ def facts(root: DataRoot):
     kernels = root.load(KERNELS) if root.has(KERNELS) else None
     rows = sharing_facts(root.load(DATASET), kernels)
     return facts_table(r for r in rows if not math.isnan(r["value"]))
+
+
+def sweep_alone(
+    sweep: pd.DataFrame,
+    pairs=(
+        ((1.0, 16), (0.25, 1)),
+        ((0.5, 16), (0.5, 16)),
+    ),
+) -> pd.DataFrame:
+    """The pairs' engines as a width x batch sweep measured them, each alone (CUDA graph rows
+    of fp16 NHWC, 640 px): one row per (pair, engine) with img/s and median latency; the
+    sweep's own run, for reference beside the sharing step's alone rows."""
+    s = sweep[(sweep.backend == "cudagraph") & (sweep.status == "ok")]
+    s = s[(s.precision == "fp16") & (s.layout == "nhwc") & (s.imgsz == 640)]
+    if "scale" in s:
+        s = s[s.scale.fillna("") == ""]
+    rows = []
+    for a, b in pairs:
+        for eng, (w, n) in zip(ENGINES, (a, b), strict=True):
+            hit = s[(s.width == w) & (s.batch == n)]
+            if len(hit):
+                r = hit.iloc[0]
+                rows.append(
+                    {
+                        "pair": pair_label(a, b),
+                        "engine": eng,
+                        "width": w,
+                        "batch": n,
+                        "img_per_s": float(r.img_per_s),
+                        "median_ms": float(r.median_ms),
+                    }
+                )
+    return pd.DataFrame(
+        rows, columns=["pair", "engine", "width", "batch", "img_per_s", "median_ms"]
+    )

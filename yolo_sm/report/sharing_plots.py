@@ -261,3 +261,39 @@ def kernel_figure(root: DataRoot):
         sharing.kernel_slowdown(root.load(sharing.KERNELS)),
         title=f"Kernel time per batch by class, alone and together ({root.device_name()})",
     )
+
+
+SWEEP = "sweep_fp16_nhwc"
+
+
+def plot_sweep_alone(alone, title: str | None = None):
+    """img/s of each pair's engines alone, as the width x batch sweep measured them."""
+    import plotly.express as px
+
+    d = alone.assign(engine_text=_engine_text(alone))
+    fig = px.bar(
+        d,
+        x="engine_text",
+        y="img_per_s",
+        color="engine",
+        facet_col="pair",
+        hover_data=["median_ms"],
+        color_discrete_map=ENGINE_COLORS,
+        template=TEMPLATE,
+        title=title or "The engines alone in the width x batch sweep",
+    )
+    fig.for_each_annotation(lambda a: a.update(text=f"pair {a.text.split('=')[-1]}"))
+    fig.update_xaxes(matches=None, title_text="engine")
+    fig.update_yaxes(title_text="images per second", col=1)
+    return finish(fig)
+
+
+@needs(SWEEP)
+def sweep_alone(root: DataRoot):
+    """The pairs' engines alone in the sweep (its own run), table and figure."""
+    alone = sharing.sweep_alone(root.load(SWEEP))
+    if alone.empty:
+        return tables.show(alone)
+    return plot_sweep_alone(
+        alone, title=f"The engines alone in the width x batch sweep ({root.device_name()})"
+    )
