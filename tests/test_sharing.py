@@ -331,3 +331,34 @@ def test_collector_runs_alone_and_together_on_a_cpu():
 
     validate(t, "sharing")
     validate(out["kernels"], "sharing_kernels")  # empty on a CPU: no kernels
+
+
+# ---- the notebooks on synthetic tables ----------------------------------------------------------
+
+
+@pytest.mark.notebooks
+def test_two_models_notebook_draws_every_section_from_the_sharing_tables(make_root):
+    """17 executes and renders from a root holding the synthetic sharing fixture beside the
+    shipped sweep: no section falls back to its one-line note."""
+    from tests.fixtures.synthetic_sharing import GPU, ship
+    from tests.test_notebooks import NOTEBOOKS, _executes_and_renders
+
+    root = make_root("h200", ["sweep_fp16_nhwc"])
+    ship(root)
+    nb, html = _executes_and_renders(NOTEBOOKS[0].parent / "17_two_models.ipynb", root)
+    assert "holds no" not in html
+    assert html.count("Plotly.newPlot") >= 5 and GPU in html
+    assert "board power" in html
+
+
+@pytest.mark.notebooks
+def test_occupancy_notebook_shows_the_stall_reasons(make_root, tmp_path):
+    from tests.fixtures.synthetic_sharing import ship_stalls
+    from tests.test_ncu_stalls import KERNELS, _csv
+    from tests.test_notebooks import NOTEBOOKS, _executes_and_renders
+
+    root = make_root("h200", ["ncu_width_b8"])
+    ship_stalls(root, _csv(KERNELS), tmp_path)
+    nb, html = _executes_and_renders(NOTEBOOKS[0].parent / "04_occupancy_heatmaps.ipynb", root)
+    assert "holds no `ncu_stalls_w1`" not in html
+    assert "math_pipe_throttle" in html and "stall reason" in html
