@@ -362,3 +362,33 @@ def test_occupancy_notebook_shows_the_stall_reasons(make_root, tmp_path):
     nb, html = _executes_and_renders(NOTEBOOKS[0].parent / "04_occupancy_heatmaps.ipynb", root)
     assert "holds no `ncu_stalls_w1`" not in html
     assert "math_pipe_throttle" in html and "stall reason" in html
+
+
+def test_plan_step_writes_and_registers_the_sharing_table_on_a_cpu(tmp_path):
+    import yaml
+
+    from yolo_sm.collect.plans import run_plan
+    from yolo_sm.contract.datasets import open_root
+    from yolo_sm.contract.plans import load_plan
+
+    plan = tmp_path / "p.yaml"
+    params = {
+        "pairs": ["0.25x1+0.25x1"],
+        "precision": "fp32",
+        "layout": "nchw",
+        "backend": "eager",
+        "imgsz": 64,
+        "seconds": 0.2,
+        "gap_s": 0,
+        "processes": False,
+    }
+    step = {"name": "sharing", "kind": "sharing", "out": "sharing.parquet", "params": params}
+    plan.write_text(yaml.safe_dump({"name": "cpu", "device": "cpu", "steps": [step]}))
+    st = run_plan(load_plan(plan), tmp_path / "out", progress=False)
+    assert list(st.state) == ["done"]
+    root = open_root(tmp_path / "out")
+    t = root.load("sharing")
+    assert len(t) == 4 and (t.img_per_s > 0).all() and "prov_date_utc" in t
+    assert not root.has("sharing_gpm")  # no GPM on a CPU: no empty table registered
+    again = run_plan(load_plan(plan), tmp_path / "out", progress=False)
+    assert list(again.state) == ["done"]

@@ -601,6 +601,8 @@ def _run_sharing(step, plan, out_dir, deadline, progress):
     stem = Path(step.out).stem
     command = registration_command(plan, out_dir, step)
     for suffix, kind in (("gpm", "gpm"), ("kernels", "sharing_kernels")):
+        if tables[suffix].empty:  # a CPU: no GPM, no GPU kernels
+            continue
         name, file = f"{step.name}_{suffix}", f"{stem}_{suffix}.parquet"
         _write(_with_provenance(tables[suffix], plan.device), inside(out_dir, file, name))
         what = {"gpm": "NVML GPM timeline (with board power)", "kernels": "kernel classes"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from yolo_sm.analyse import sharing
+from yolo_sm.analyse.facts import facts_table
 from yolo_sm.analyse.sharing import scope
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report.rules import Rule, check_unique, evaluate
@@ -142,7 +143,5 @@ def verdicts(root: DataRoot) -> pd.DataFrame:
 
 def verdicts_of(table: pd.DataFrame, kernels: pd.DataFrame | None = None) -> pd.DataFrame:
     """The verdicts of a ``sharing`` table (and its kernel classes) held in memory."""
-    from yolo_sm.analyse.facts import facts_table
-
     rows = [r for r in sharing.sharing_facts(table, kernels) if r["value"] == r["value"]]
     return evaluate(RULES, facts_table(rows))
