@@ -16,6 +16,9 @@ from yolo_sm.collect.models import build
 RANGE = "sharing_engine_"
 #: how long the parent waits at a barrier or for a result of the two processes (s)
 PROCESS_TIMEOUT_S = 180.0
+#: pause of the launch loop while every engine has ``depth`` batches in flight (s): far below a
+#: batch's GPU time, so the next batch is always queued before the current one ends
+POLL_S = 50e-6
 
 
 # ---- running engines side by side ---------------------------------------------------------------
@@ -41,12 +44,14 @@ def run_engines(engines, seconds: float, depth: int = 2, streams=None, ranges=No
     events = [[] for _ in engines]
     t_end = time.perf_counter() + float(seconds)
     while time.perf_counter() < t_end:
+        launched = False
         for i, (eng, x) in enumerate(engines):
             q = inflight[i]
             while q and q[0][1].query():
                 q.popleft()
             if len(q) >= depth:
                 continue
+            launched = True
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             with torch.cuda.stream(streams[i]), marks(i):
@@ -55,6 +60,8 @@ def run_engines(engines, seconds: float, depth: int = 2, streams=None, ranges=No
                 end.record()
             q.append((start, end))
             events[i].append((start, end))
+        if not launched:  # every queue full: let the GPU work (and a trace stay small)
+            time.sleep(POLL_S)
     torch.cuda.synchronize(device)
     return [
         ([t0.elapsed_time(s) for s, _ in ev], [t0.elapsed_time(e) for _, e in ev]) for ev in events
@@ -131,7 +138,7 @@ def process_worker(slot, sides, opts, barrier, results, timeout_s):
 
         torch.set_num_threads(2)  # the parent times its own engines meanwhile
         models = [build(opts["family"], side[0]) for side in sides]
-        barrier.wait(timeout_s)  # the parent's own runs are over
+        barrier.wait(3 * timeout_s)  # the parent's own runs are over (they take longest)
         for i, side in enumerate(sides):
             eng, x = build_side(models[i], side, opts)
             barrier.wait(timeout_s)  # both built: start together
@@ -176,9 +183,9 @@ class Processes:
                 msgs.append(f"process {item[1]}: {item[3]}")
         return "; ".join(msgs) or "a process stopped without a message"
 
-    def wait(self) -> None:
+    def wait(self, timeout: float | None = None) -> None:
         try:
-            self.barrier.wait(self.timeout)
+            self.barrier.wait(timeout or self.timeout)
         except threading.BrokenBarrierError:
             raise RuntimeError(f"two-process run failed: {self._failed()}") from None
 
@@ -197,8 +204,14 @@ class Processes:
         return got
 
     def close(self) -> None:
+        """Join both processes; where one still waits (the parent failed first), break the
+        barrier so that it stops, then end it."""
         for p in self.procs:
-            p.join(timeout=30)
+            p.join(timeout=10)
+        if any(p.is_alive() for p in self.procs):
+            self.barrier.abort()
+        for p in self.procs:
+            p.join(timeout=20)
             if p.is_alive():
                 p.terminate()
                 p.join(timeout=5)

@@ -240,6 +240,7 @@ NEEDS = {
     "probe": "the pipeline probe times a CUDA pipeline on an NVIDIA GPU",
     "ceilings": "the ceilings are a GPU's matmul and copy peaks",
 }
+NEEDS["sharing"] = "two engines sharing a GPU are timed with CUDA events on an NVIDIA GPU"
 
 
 def _shown(p: Path) -> str:
