@@ -16,6 +16,7 @@ from yolo_sm.analyse import precision as analyse_precision
 from yolo_sm.analyse import primer as analyse_primer
 from yolo_sm.analyse import roofline as analyse_roofline
 from yolo_sm.analyse import scaling as analyse_scaling
+from yolo_sm.analyse import sharing as analyse_sharing
 from yolo_sm.analyse import timeline as analyse_timeline
 from yolo_sm.analyse.facts import concat
 from yolo_sm.contract.datasets import DataRoot
@@ -26,6 +27,7 @@ from yolo_sm.report.findings import fast, roofline
 from yolo_sm.report.findings import heatmaps as findings_heatmaps
 from yolo_sm.report.findings import precision as findings_precision
 from yolo_sm.report.findings import primer as findings_primer
+from yolo_sm.report.findings import sharing as findings_sharing
 from yolo_sm.report.findings import timeline as findings_timeline
 from yolo_sm.report.findings import width as findings_width
 from yolo_sm.report.rules import Rule, check_unique, evaluate
@@ -71,6 +73,7 @@ SOURCES.append((findings_precision.RULES, analyse_precision.facts))
 SOURCES.append((findings_batch.RULES, analyse_batch.facts))
 SOURCES.append((findings_timeline.RULES, analyse_timeline.facts))
 SOURCES.append((roofline.RULES, analyse_roofline.facts))
+SOURCES.append((findings_sharing.RULES, analyse_sharing.facts))
 
 #: rules over two roots side by side (notebook 12), with their facts function (a, b) -> facts
 PAIR_SOURCES: list[tuple[tuple[Rule, ...], object]] = []

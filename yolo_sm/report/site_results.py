@@ -84,6 +84,12 @@ HEADLINES: dict[str, tuple[str, ...]] = {
     ),
     "goals": ("goal_1_w1", "goal_2_w1", "goal_3_w1", "goal_4_predict"),
 }
+HEADLINES["17_two_models"] = (
+    "sharing_streams_total",
+    "sharing_small_p99_streams",
+    "sharing_streams_beat_processes",
+    "sharing_equal_work_streams",
+)
 #: rules a group without headlines leads with
 FALLBACK = 3
 _WORD = re.compile(r"[\w.]+")
