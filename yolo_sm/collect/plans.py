@@ -31,6 +31,7 @@ from yolo_sm.collect.profiling.suite import engines, run_gpm
 from yolo_sm.collect.profiling.target import build_parser, configs, target_argv
 from yolo_sm.collect.provenance import collect
 from yolo_sm.collect.resolutions import ResolutionSpec, run_resolutions
+from yolo_sm.collect.sharing import run_sharing_step
 from yolo_sm.collect.sweep import SweepSpec, missing_points, run_sweep
 from yolo_sm.collect.techniques import techniques_table
 from yolo_sm.collect.wide_deep import WideDeepSpec, run_wide_vs_deep
@@ -543,6 +544,7 @@ def _run_ncu(step, plan, out_dir, deadline, progress):
             timeout_s=float(p.get("timeout_s", 540)),
             # the full report beside the table, for the Nsight Compute GUI
             report=out_dir / f"{Path(step.out).stem}.ncu-rep",
+            kernel_regex=p.get("kernel_regex"),
         )
     _write(_with_provenance(df, plan.device), step_path(step, out_dir))
 
@@ -775,3 +777,35 @@ def _run_resolutions(step, plan, out_dir, deadline, progress):
 
 RUNNERS["wide_vs_deep"] = _run_wide_vs_deep
 RUNNERS["resolutions"] = _run_resolutions
+
+
+def _run_sharing(step, plan, out_dir, deadline, progress):
+    """Two engines at once, alone and together (yolo_sm.collect.sharing): the step's table,
+    and beside it ``<step>_gpm`` (the GPM timeline) and ``<step>_kernels`` (kernel classes of
+    the short traces), registered here, before the runner registers the step's own."""
+    tables = run_sharing_step(step.params, plan.device)
+    stem = Path(step.out).stem
+    command = registration_command(plan, out_dir, step)
+    for suffix, kind in (("gpm", "gpm"), ("kernels", "sharing_kernels")):
+        if tables[suffix].empty:  # a CPU: no GPM, no GPU kernels
+            continue
+        name, file = f"{step.name}_{suffix}", f"{stem}_{suffix}.parquet"
+        _write(_with_provenance(tables[suffix], plan.device), inside(out_dir, file, name))
+        what = {"gpm": "NVML GPM timeline (with board power)", "kernels": "kernel classes"}
+        reg(
+            out_dir,
+            name,
+            file,
+            kind,
+            f"{what[suffix]} of {step.name}: {step.description}",
+            command,
+            params=_model_params(step, plan),
+        )
+    _write(
+        _with_provenance(tables["sharing"], plan.device),
+        step_path(step, out_dir),
+        {"sampler": tables["sampler"]},
+    )
+
+
+RUNNERS["sharing"] = _run_sharing

@@ -243,6 +243,7 @@ NEEDS = {
     "occupancy estimates on an NVIDIA GPU",
     "resolutions": "the per-resolution engines are CUDA graphs on an NVIDIA GPU",
 }
+NEEDS["sharing"] = "two engines sharing a GPU are timed with CUDA events on an NVIDIA GPU"
 
 
 def _shown(p: Path) -> str:

@@ -254,8 +254,10 @@ PARAMS: dict[str, dict[str, Check]] = {
     "trace": {**_GRID, "iters": _count(MAX_ITERS), "backend": _one(_backends)},
     "ncu": {
         **_GRID,
-        "metric_set": _text_of(("occupancy", "throughput", "full")),
+        "metric_set": _text_of(("occupancy", "throughput", "full", "stalls")),
         "timeout_s": _positive,
+        # only the kernels whose demangled name matches (ncu --kernel-name regex:...)
+        "kernel_regex": _text_of(None),
     },
     "gpm": {
         **_GRID,
@@ -579,4 +581,49 @@ PARAMS["resolutions"] = {
     "warmup_ms": _warmup_ms,
     "budget_ms": _budget_ms,
     "check": values.flag,
+}
+
+
+# --- two models sharing one GPU (collect.sharing) ---------------------------------------------
+
+KINDS += ("sharing",)
+
+#: one side of a sharing pair: ``WIDTHxBATCH`` (``1.0x16``)
+_SIDE = re.compile(r"(?P<width>[0-9]*\.?[0-9]+)x(?P<batch>[0-9]{1,6})")
+
+
+def parse_pair(text: str, what: str = "pair") -> tuple[tuple[float, int], tuple[float, int]]:
+    """``"1.0x16+0.25x1"`` -> ``((1.0, 16), (0.25, 1))``: the (width, batch) of the two engines
+    of a sharing pair (engine ``a`` first); anything else is one UserError."""
+    sides = str(text).replace(" ", "").split("+")
+    parsed = [_SIDE.fullmatch(s) for s in sides]
+    if len(sides) != 2 or not all(parsed):
+        raise UserError(
+            f"{what} must be two WIDTHxBATCH joined by '+' (1.0x16+0.25x1), got {text!r}"
+        )
+    out = []
+    for m in parsed:
+        width = values.number(m["width"], f"{what} width", above=0, hi=MAX_WIDTH_ANY)
+        batch = values.whole(m["batch"], f"{what} batch", lo=1, hi=MAX_BATCH)
+        out.append((width, batch))
+    return out[0], out[1]
+
+
+def _pairs(v, what):
+    return [parse_pair(t, what) for t in values.texts(v, what)]
+
+
+PARAMS["sharing"] = {
+    "family": _text_of(None),
+    "pairs": _pairs,
+    "precision": _one(_precisions),
+    "layout": _one(_layouts),
+    "backend": _one(_backends),
+    "imgsz": _one_imgsz,
+    "seconds": _run_s,
+    "gap_s": lambda v, w: values.number(v, w, lo=0, hi=60, unit="s"),
+    "depth": _count(16),
+    "hz": lambda v, w: values.number(v, w, above=0, hi=1000, unit="Hz"),
+    "processes": values.flag,
+    "trace_s": lambda v, w: values.number(v, w, lo=0, hi=10, unit="s"),
 }

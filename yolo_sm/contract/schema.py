@@ -531,6 +531,94 @@ REQUIRED["resolutions"] = (
     "message", "img_per_s", "mpix_per_s",
 )  # fmt: skip
 
+# --- two models sharing one GPU (collect.sharing) ------------------------------------------
+SCHEMAS["sharing"] = {
+    "pair": "the two engines of the pair, WIDTHxBATCH+WIDTHxBATCH (engine a first)",
+    "mode": "alone_a / alone_b (one engine alone), streams (both in one process, each on its "
+    "own CUDA stream), processes (each in its own process, started together)",
+    "engine": "a or b: which engine of the pair the row measures",
+    "config": "the engine's family_width_precision_layout_batch label",
+    "family": "YOLO family",
+    "width": "width multiplier",
+    "batch": "images per forward",
+    "precision": "engine precision",
+    "layout": "nchw or nhwc",
+    "backend": "engine backend (cudagraph: one CUDA graph replayed per batch)",
+    "imgsz": "square input side in pixels",
+    "depth": "batches each engine kept in flight on its stream",
+    "batches": "batches that started and ended inside the measured window",
+    "window_s": "the measured window: from the last engine's first start to the first "
+    "engine's last end (CUDA events; alone: the engine's own first start to last end), seconds",
+    "img_per_s": "batches * batch / window_s",
+    "p50_ms": "median GPU time of a batch on its stream, start to end event, milliseconds "
+    "(queueing on the host not included)",
+    "p99_ms": "99th percentile of the same, milliseconds",
+    "mean_ms": "mean of the same, milliseconds",
+    "mps_used": "whether the CUDA MPS server shared the GPU (never: the machine's settings are "
+    "left as they are)",
+    "mig_used": "whether the engines ran in MIG slices (never, for the same reason)",
+    "mps_server": "running / not running: an MPS control pipe was found (CUDA_MPS_PIPE_DIRECTORY "
+    "or /tmp/nvidia-mps) when the step ran",
+    "mig_mode": "the GPU's MIG mode as NVML read it (enabled / disabled / unsupported)",
+    "compute_mode": "the GPU's compute mode as NVML read it (default / exclusive_process / "
+    "prohibited / unknown)",
+}
+SCHEMAS["sharing_kernels"] = {
+    "pair": "the two engines of the pair (engine a first)",
+    "mode": "alone_a / alone_b / streams: the run the short PyTorch-profiler capture covered",
+    "engine": "a or b",
+    "kernel_class": "yolo_sm.analyse.kernels class",
+    "kernels": "kernels of the class the engine ran in the capture",
+    "time_us": "their summed duration, microseconds",
+    "batches": "the engine's graph replays in the capture",
+    "time_us_per_batch": "time_us / batches, microseconds",
+    "time_share": "time_us over the engine's kernel time in the capture",
+    "overlap_us": "of time_us, the time during which a kernel of the other engine ran too "
+    "(streams only; 0 alone), microseconds",
+    "overlap_share": "overlap_us / time_us",
+}
+REQUIRED["sharing"] = (
+    "pair",
+    "mode",
+    "engine",
+    "config",
+    "width",
+    "batch",
+    "batches",
+    "img_per_s",
+    "p50_ms",
+    "p99_ms",
+)
+REQUIRED["sharing_kernels"] = (
+    "pair",
+    "mode",
+    "engine",
+    "kernel_class",
+    "kernels",
+    "time_us",
+    "batches",
+    "time_share",
+    "overlap_us",
+)
+SCHEMAS["gpm"]["power_w"] = "board power draw over the window (nvmlDeviceGetPowerUsage), watts"
+
+# Nsight Compute "stalls" metric set (collect.profiling.ncu)
+SCHEMAS["ncu"].update(
+    {
+        "local_load_sectors": "l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum: local-memory "
+        "(register spill) load sectors",
+        "local_store_sectors": "l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum: local-memory "
+        "store sectors",
+        "threads_per_instruction": "smsp__thread_inst_executed_per_inst_executed.ratio: active "
+        "threads per executed warp instruction (32 at most)",
+        "warp_execution_efficiency_pct": "threads_per_instruction / 32, percent",
+        "l1_hit_rate_pct": "l1tex__t_sector_hit_rate.pct",
+        "l2_hit_rate_pct": "lts__t_sector_hit_rate.pct",
+        "issue_active_pct": "smsp__issue_active.avg.pct_of_peak_sustained_active: cycles in "
+        "which a scheduler issued an instruction",
+    }
+)
+
 
 # Where a row was measured, recorded by `collect --workers` / `--scheduler` (absent in tables of
 # plain runs); optional in every kind (described in SCHEMAS, never in REQUIRED), so that views
@@ -555,12 +643,12 @@ TEXT = frozenset(
     "family scale precision layout backend compile_mode device status message check_input "
     "kernel_name nvtx_path nvtx_range config limiter layer module_type stage kernel_class "
     "metric source ceiling unit engine frames nms input reference fp8_kernel variant scope "
-    "calibration int8_kernel "
+    "calibration int8_kernel pair mode mps_server mig_mode compute_mode "
     "model size phase capture kineto_main_limiter grid block role frame_size".split()
 )
 FLAG = frozenset(
     "noisy bn_calibrated kernels_match rounded capped same_result class_prior pinned sampler "
-    "straddles_mark l2_flush".split()
+    "straddles_mark l2_flush mps_used mig_used".split()
 )
 LIST = frozenset({"samples_ms"})
 NUMBER = frozenset(
@@ -573,14 +661,19 @@ NUMBER = frozenset(
     "pipeline_vs_model_only recompiles graphs_compiled warmup_calls correlation stream "
     "sm_coverage_tw tensor_core_time_share ncu_time_share "
     "quant_convs quant_fallbacks unfused_convs int8_percentile "
-    "pair match_rel_diff frame_w frame_h imgsz_h imgsz_w kineto_kernels_per_forward".split()
+    "match_rel_diff frame_w frame_h imgsz_h imgsz_w kineto_kernels_per_forward "
+    "batches kernels time_share overlap_share local_load_sectors local_store_sectors "
+    "threads_per_instruction".split()
 )
 TEXT |= {"technique"}  # techniques
 FLAG |= {"static_buffer", "graph_input_copy"}  # techniques
 NUMBER |= {"calls", "fp32_output_calls", "upcast_calls", "bn_modules", "fused_conv_modules"}
 UNIT_SUFFIXES = ("_ms", "_us", "_s", "_pct", "_bytes", "_mhz", "_per_s")
 #: per kind, columns whose type differs from the name's usual one
-KIND_TYPES = {"kernels": {"device": "number"}}  # the CUDA device index of a trace event
+KIND_TYPES = {
+    "kernels": {"device": "number"},  # the CUDA device index of a trace event
+    "wide_vs_deep": {"pair": "number"},  # the pair's index (a sharing pair is its text)
+}
 
 
 def column_type(kind: str, column: str) -> str | None:
@@ -615,6 +708,7 @@ def _type_ok(series, want: str) -> bool:
 
 #: kinds whose tables may hold no rows: a PyTorch trace on a CPU has no GPU kernels
 EMPTY_OK = frozenset({"kernels"})
+EMPTY_OK |= {"sharing_kernels"}  # the sharing step's traces: none on a CPU
 
 
 def problems(df, kind: str) -> list[str]:

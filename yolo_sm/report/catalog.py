@@ -19,6 +19,7 @@ from yolo_sm.analyse import primer as analyse_primer
 from yolo_sm.analyse import roofline as analyse_roofline
 from yolo_sm.analyse import scaling as analyse_scaling
 from yolo_sm.analyse import shapes as analyse_shapes
+from yolo_sm.analyse import sharing as analyse_sharing
 from yolo_sm.analyse import techniques as analyse_techniques
 from yolo_sm.analyse import timeline as analyse_timeline
 from yolo_sm.analyse.facts import concat
@@ -33,6 +34,7 @@ from yolo_sm.report.findings import memory as findings_memory
 from yolo_sm.report.findings import precision as findings_precision
 from yolo_sm.report.findings import primer as findings_primer
 from yolo_sm.report.findings import shapes as findings_shapes
+from yolo_sm.report.findings import sharing as findings_sharing
 from yolo_sm.report.findings import techniques as findings_techniques
 from yolo_sm.report.findings import timeline as findings_timeline
 from yolo_sm.report.findings import width as findings_width
@@ -82,6 +84,7 @@ SOURCES.append((roofline.RULES, analyse_roofline.facts))
 SOURCES.append((findings_hosts.RULES, analyse_hosts.facts))
 SOURCES.append((findings_techniques.RULES, analyse_techniques.facts))
 SOURCES.append((findings_memory.RULES, analyse_memory.facts))
+SOURCES.append((findings_sharing.RULES, analyse_sharing.facts))
 
 #: rules over two roots side by side (notebook 12), with their facts function (a, b) -> facts
 PAIR_SOURCES: list[tuple[tuple[Rule, ...], object]] = []

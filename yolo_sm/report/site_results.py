@@ -90,6 +90,12 @@ HEADLINES: dict[str, tuple[str, ...]] = {
         "techniques_autocast_keeps_no_fp32",
     ),
 }
+HEADLINES["17_two_models"] = (
+    "sharing_streams_total",
+    "sharing_small_p99_streams",
+    "sharing_streams_beat_processes",
+    "sharing_equal_work_streams",
+)
 #: rules a group without headlines leads with
 FALLBACK = 3
 _WORD = re.compile(r"[\w.]+")

@@ -36,6 +36,10 @@ GPM_METRICS = {
     "tensor_util_pct": "NVML_GPM_METRIC_ANY_TENSOR_UTIL",
     "dram_bw_util_pct": "NVML_GPM_METRIC_DRAM_BW_UTIL",
 }
+#: with ``power=True``, each window also gets a row of this metric: the board's power draw that
+#: NVML reports when the window closes (nvmlDeviceGetPowerUsage, mW -> W; the driver averages it
+#: over a short interval of its own)
+POWER_METRIC = "power_w"
 REQUIRED_COLUMNS = ("t_s", "window_s", "metric", "value", "source")
 RESERVED = frozenset(REQUIRED_COLUMNS) | {"straddles_mark"}
 GPM_REFRESH_S = 0.1  # NVML: two nvmlGpmSampleGet calls should be more than 100 ms apart
@@ -69,14 +73,16 @@ def _err(nvml, *names: str) -> tuple:
 
 class GpmSampler:
     """Context manager sampling the GPU that NVML numbers ``index`` (its NVML index:
-    collect.devices.nvml_index) at ``hz`` from a thread. ``mode`` is "gpm" or
+    collect.devices.nvml_index) at ``hz`` from a thread; with ``power``, each window also
+    records the board's power draw (metric :data:`POWER_METRIC`). ``mode`` is "gpm" or
     "nvml_util"; ``rows`` the tidy rows so far; ``sample_cost_s`` the cost of each sample (NVML
     calls); ``achieved_hz`` the sampling rate reached. ``nvml`` replaces pynvml (tests)."""
 
-    def __init__(self, hz: float = 20.0, index: int = 0, nvml=None):
+    def __init__(self, hz: float = 20.0, index: int = 0, nvml=None, power: bool = False):
         if not (isinstance(hz, int | float) and 0 < hz <= 1000):
             raise UserError(f"hz must be a number in (0, 1000], not {hz!r}")
         self.hz, self.index, self._nvml = float(hz), int(index), nvml
+        self.power = bool(power)
         self.mode: str | None = None
         self.rows: list[dict] = []
         self.sample_cost_s: list[float] = []
@@ -138,6 +144,8 @@ class GpmSampler:
                 )
                 self._t0 = self._tick = time.perf_counter()
                 self._read_util()  # fail now, not in the thread, if unsupported
+            if self.power:
+                self.power = self._power_supported()
         except BaseException as e:
             self._close()
             if isinstance(e, _err(nvml, "NVMLError_NoPermission")):
@@ -230,6 +238,25 @@ class GpmSampler:
         self._samples = [cur, prev]  # this sample opens the next window
         return t, vals
 
+    def _power_supported(self) -> bool:
+        try:
+            self._nvml.nvmlDeviceGetPowerUsage(self._handle)
+        except _err(self._nvml, "NVMLError_NotSupported", "NVMLError_FunctionNotFound"):
+            warnings.warn(
+                f"GPU {self.index} reports no power draw (nvmlDeviceGetPowerUsage): the "
+                "timeline has no power_w rows",
+                stacklevel=3,
+            )
+            return False
+        return True
+
+    def _read_power(self) -> float:
+        """Board power draw in watts (NVML reports milliwatts; NaN when a read fails)."""
+        try:
+            return self._nvml.nvmlDeviceGetPowerUsage(self._handle) / 1000.0
+        except _err(self._nvml, "NVMLError"):
+            return math.nan
+
     def _read_util(self) -> tuple[float, list[float]]:
         t = time.perf_counter()
         u = self._nvml.nvmlDeviceGetUtilizationRates(self._handle)
@@ -237,7 +264,9 @@ class GpmSampler:
 
     def _run(self, gen: int) -> None:
         gpm_mode = self.mode == "gpm"
-        names = list(GPM_METRICS) if gpm_mode else FALLBACK_METRICS
+        names = list(GPM_METRICS) if gpm_mode else list(FALLBACK_METRICS)
+        if self.power:
+            names.append(POWER_METRIC)
         read, source = (self._read_gpm, "gpm") if gpm_mode else (self._read_util, "nvml_util")
         period = 1.0 / self.hz
         due = self._tick + period
@@ -250,6 +279,8 @@ class GpmSampler:
                     self.stale_polls += 1
                     self.sample_cost_s.append(time.perf_counter() - c0)
                     continue
+                if self.power:
+                    vals = [*vals, self._read_power()]
                 with self._lock:
                     fixed = {"t_s": t - self._t0, "window_s": t - self._tick, "source": source}
                     fixed["straddles_mark"], gen = gen != self._mark_gen, self._mark_gen

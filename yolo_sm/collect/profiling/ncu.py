@@ -52,6 +52,47 @@ METRIC_SETS = {
 }
 METRIC_SETS["full"] = tuple(dict.fromkeys(METRIC_SETS["occupancy"] + METRIC_SETS["throughput"]))
 
+# Why warps wait, and what the memory system gives them (Nsight Compute's WarpStateStats,
+# MemoryWorkloadAnalysis and InstructionStats metrics): each stall reason as the average number of
+# warps stalled on it per issue cycle (summed over the reasons: the cycles between two issued
+# instructions of a warp), register spills as local-memory sectors, threads per instruction,
+# L1 and L2 hit rates.
+STALL_REASONS = (
+    "barrier",
+    "branch_resolving",
+    "dispatch_stall",
+    "drain",
+    "imc_miss",
+    "lg_throttle",
+    "long_scoreboard",
+    "math_pipe_throttle",
+    "membar",
+    "mio_throttle",
+    "misc",
+    "no_instruction",
+    "not_selected",
+    "selected",
+    "short_scoreboard",
+    "sleeping",
+    "tex_throttle",
+    "wait",
+)
+STALL_METRIC = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
+METRIC_SETS["stalls"] = (
+    "gpu__time_duration.sum",
+    "launch__grid_size",
+    "launch__block_size",
+    "launch__registers_per_thread",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "smsp__issue_active.avg.pct_of_peak_sustained_active",
+    "l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum",
+    "smsp__thread_inst_executed_per_inst_executed.ratio",
+    "l1tex__t_sector_hit_rate.pct",
+    "lts__t_sector_hit_rate.pct",
+    *(STALL_METRIC.format(r) for r in STALL_REASONS),
+)
+
 # ncu metric -> tidy column (unit in the name)
 COLUMNS = {
     "gpu__time_duration.sum": "duration_ns",
@@ -71,7 +112,16 @@ COLUMNS = {
     "sm__throughput.avg.pct_of_peak_sustained_elapsed": "sm_throughput_pct",
     "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_throughput_pct",
     "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active": "tensor_pipe_pct",
+    "smsp__issue_active.avg.pct_of_peak_sustained_active": "issue_active_pct",
+    "l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum": "local_load_sectors",
+    "l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum": "local_store_sectors",
+    "smsp__thread_inst_executed_per_inst_executed.ratio": "threads_per_instruction",
+    "l1tex__t_sector_hit_rate.pct": "l1_hit_rate_pct",
+    "lts__t_sector_hit_rate.pct": "l2_hit_rate_pct",
+    **{STALL_METRIC.format(r): f"stall_{r}_cycles" for r in STALL_REASONS},
 }
+#: threads in a warp: threads_per_instruction / WARP_SIZE is the warp execution efficiency
+WARP_SIZE = 32
 UNIT_SCALE = {  # to ns and bytes; the report module spells units out (nsecond, usecond, ...)
     "ns": 1,
     "nsecond": 1,
@@ -87,6 +137,10 @@ UNIT_SCALE = {  # to ns and bytes; the report module spells units out (nsecond, 
     "KB": 1e3,
     "MB": 1e6,
     "KiB": 1024,
+    "sector": 1,  # local-memory traffic (stalls set), should ncu scale its counts
+    "Ksector": 1e3,
+    "Msector": 1e6,
+    "Gsector": 1e9,
 }
 _NVTX_RANGE = re.compile(r"<default domain>:([^:\"]+):")
 PERM_HELP = (
@@ -116,9 +170,11 @@ def command(
     nvtx_include: str = "profiled_forward/",
     clock_control: str = "none",
     report: str | os.PathLike | None = None,
+    kernel_regex: str | None = None,
 ) -> list[str]:
     """The ncu command line that profiles ``target`` into ``out_csv`` (raw CSV page) and,
-    with ``report`` (a path ending in ``.ncu-rep``), into that report file as well."""
+    with ``report`` (a path ending in ``.ncu-rep``), into that report file as well; with
+    ``kernel_regex``, only the kernels whose demangled name it matches (``re.search``)."""
     if metric_set not in METRIC_SETS:
         raise UserError(
             f"unknown metric set {metric_set!r}: choose one of {', '.join(METRIC_SETS)}"
@@ -142,6 +198,13 @@ def command(
         cmd += ["--export", str(report), "--force-overwrite"]
     if nvtx_include:
         cmd += ["--nvtx", "--nvtx-include", nvtx_include]
+    if kernel_regex:
+        try:
+            re.compile(kernel_regex)
+        except re.error as e:
+            msg = f"kernel regex {kernel_regex!r} is not a regular expression ({e})"
+            raise UserError(msg) from None
+        cmd += ["--kernel-name-base", "demangled", "--kernel-name", f"regex:{kernel_regex}"]
     return cmd + list(target)
 
 
@@ -160,6 +223,7 @@ def profile(
     nvtx_include: str = "profiled_forward/",
     timeout_s: float = 600,
     report: str | os.PathLike | None = None,
+    kernel_regex: str | None = None,
 ):
     """Run ``target`` (argv of a program that wraps its forwards in NVTX ranges) under ncu and
     return :func:`load_ncu` of the result. The CSV and the ``.ncu-rep`` report (``report``,
@@ -168,10 +232,11 @@ def profile(
     report, the CSV is the report's raw page (``ncu --import``)."""
     out_csv = Path(out_csv)
     report = Path(report) if report is not None else report_path(out_csv)
-    command(target, out_csv, metric_set, nvtx_include)  # no ncu: one sentence, no file made
+    # no ncu, an unknown set or a bad regex: one sentence, no file made
+    command(target, out_csv, metric_set, nvtx_include, kernel_regex=kernel_regex)
     tmp = temp_path(out_csv)  # unique names, created exclusively: no planted link is followed
     tmp_rep = temp_path(report.with_name(report.name.removesuffix(".ncu-rep")), ".ncu-rep")
-    cmd = command(target, tmp, metric_set, nvtx_include, report=tmp_rep)
+    cmd = command(target, tmp, metric_set, nvtx_include, report=tmp_rep, kernel_regex=kernel_regex)
 
     def clean():
         tmp.unlink(missing_ok=True)
@@ -342,6 +407,8 @@ def _wide(long_df):
         wide["shared_mem_per_block_bytes"] = (
             wide.shared_mem_static_bytes + wide.shared_mem_dynamic_bytes
         )
+    if "threads_per_instruction" in wide:
+        wide["warp_execution_efficiency_pct"] = wide.threads_per_instruction / WARP_SIZE * 100
     wide["nvtx_range"] = wide.nvtx_path.str.split("/").str[-1]
     _add_layers(wide)
     for c in (
@@ -437,6 +504,7 @@ def _report_nvtx_path(state) -> str:
 
 __all__ = [
     "METRIC_SETS",
+    "STALL_REASONS",
     "command",
     "find_ncu",
     "import_command",
