@@ -66,6 +66,7 @@ from yolo_sm.collect.provenance import collect
 from yolo_sm.collect.sweep import Point, SweepSpec, failure, run_point
 from yolo_sm.collect.timing import measure_engine
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.workload import publish
 
 BASELINE = ("eager", "fp16", "nhwc")
 DEFAULT_ENGINES = (("cudagraph", "fp16", "nhwc"), ("compile", "fp16", "nhwc"))
@@ -317,6 +318,7 @@ def run_bench(
     spec = spec.validated()
     check_device(spec.device)
     frames = frames if frames is not None else bundled_frames()
+    publish(workload="bench")  # the status file a monitor beside it reads (contract.workload)
 
     def measure(unit, model) -> list[dict]:
         family, width, batch = unit
@@ -480,6 +482,7 @@ def _pipeline_rows(model, head: dict, spec: BenchSpec, frames) -> list[dict]:
         return [{**r, **failure(e)} for r in rows]
     try:
         for r in rows:
+            publish(engine=r["variant"])
             try:
                 pipe = DetectionPipeline(model, eng, PipelineConfig(streams=r["streams"]))
                 st = measure_pipeline(pipe, frames, head["batch"], spec.seconds)
@@ -531,6 +534,7 @@ def _predict_row(model, head: dict, spec: BenchSpec, frames) -> dict:
         yolo.model = det
         batch = head["batch"]
         batch_frames = [frames[i % len(frames)] for i in range(batch)]
+        publish(engine=PREDICT, batch=batch)
         kw = dict(imgsz=spec.imgsz, device=spec.device, half=spec.on_gpu, verbose=False, rect=False)
         yolo.predict(batch_frames, **kw)  # warm-up (model set-up, cuDNN autotuning)
         lat, n, t0 = [], 0, time.perf_counter()
