@@ -2,8 +2,9 @@
 
 Each command group is one module with ``add_parser(sub)`` and ``run(args)``: :mod:`env` (env,
 models), :mod:`measure` (sweep, bench, remeasure), :mod:`profile` (trace, ncu, gpm, profile,
-occupancy), :mod:`monitor` (monitor) and :mod:`data` (collect, render, claims). They import the collect and report layers
-inside their commands, so ``--help``, ``render`` and ``claims`` load no torch.
+occupancy), :mod:`monitor` (monitor) and :mod:`data` (collect, render, claims). They import
+the collect and report layers inside their commands, so ``--help``, ``render`` and ``claims``
+load no torch.
 
 Every command checks its whole input before any work (values, devices, optional packages, that
 the output can be written). :func:`main` is the one place errors end: a user error (a
@@ -68,9 +69,7 @@ def _log_handler(args) -> logging.Handler:
 
 
 #: commands whose tables carry provenance (``--record-host`` adds the host name to it)
-RECORDING = (
-    "sweep", "bench", "remeasure", "trace", "ncu", "gpm", "profile", "collect", "monitor"
-)
+RECORDING = ("sweep", "bench", "remeasure", "trace", "ncu", "gpm", "profile", "collect", "monitor")
 
 
 def main(argv: list[str] | None = None) -> int:

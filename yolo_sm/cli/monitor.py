@@ -61,9 +61,7 @@ def run(args) -> int:
         if record is None:
             raise UserError("--dataset names the --record table: give --record too")
         if not STEP_NAME.fullmatch(str(args.dataset)):
-            raise UserError(
-                f"--dataset {args.dataset!r} must be letters, digits, '_', '.' or '-'"
-            )
+            raise UserError(f"--dataset {args.dataset!r} must be letters, digits, '_', '.' or '-'")
     import_prometheus_client()
 
     mon = Monitor(index=index, interval=interval, status_file=args.status_file)
@@ -88,7 +86,8 @@ def run(args) -> int:
     print(f"monitor: {mon.ticks} samples of GPU {index}")
     if record is not None:
         path = write_record(mon, record, dataset=args.dataset)
-        print(f"wrote {path} ({len(mon.to_frame())} rows)" + (
-            f", registered as {args.dataset}" if args.dataset else ""
-        ))
+        print(
+            f"wrote {path} ({len(mon.to_frame())} rows)"
+            + (f", registered as {args.dataset}" if args.dataset else "")
+        )
     return 0

@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from yolo_sm.collect.monitor import FIELDS, PAUSED_METRIC, SERIES_LABELS, Monitor
+from yolo_sm.collect.monitor import FIELDS, Monitor
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.manifest import register
 from yolo_sm.contract.store import write_atomic
@@ -53,7 +53,10 @@ class MonitorCollector:
         for name, labels, value in self.monitor.series():
             if name not in families:
                 helptext = FIELDS[name][1] if name in FIELDS else PAUSED_HELP
-                families[name] = (GaugeMetricFamily(name, helptext, labels=list(labels)), list(labels))
+                families[name] = (
+                    GaugeMetricFamily(name, helptext, labels=list(labels)),
+                    list(labels),
+                )
             family, names = families[name]
             family.add_metric([labels[k] for k in names], value)
         yield from (family for family, _ in families.values())
@@ -145,14 +148,3 @@ def write_record(
         )
     return path
 
-
-__all__ = [
-    "SERIES_LABELS",
-    "MonitorCollector",
-    "Server",
-    "import_prometheus_client",
-    "record_frame",
-    "registry_for",
-    "serve",
-    "write_record",
-]

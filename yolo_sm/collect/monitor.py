@@ -37,6 +37,8 @@ from pathlib import Path
 
 from yolo_sm.collect.profiling.gpm import GpmSampler
 from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.contract.schema import SCHEMAS
+from yolo_sm.contract.scrub import record_host, user_command
 from yolo_sm.contract.workload import LABELS, read_status
 
 #: dcgm-exporter field -> (unit, help); the PROF fields from NVML GPM, the DEV fields from NVML
@@ -146,7 +148,9 @@ def read_device(nvml, handle) -> dict[str, float]:
     reads = {
         "DCGM_FI_DEV_GPU_UTIL": lambda: float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu),
         "DCGM_FI_DEV_FB_USED": lambda: nvml.nvmlDeviceGetMemoryInfo(handle).used / 2**20,
-        "DCGM_FI_DEV_SM_CLOCK": lambda: float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
+        "DCGM_FI_DEV_SM_CLOCK": lambda: float(
+            nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)
+        ),
         "DCGM_FI_DEV_POWER_USAGE": lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,  # mW
     }
     out = {}
@@ -194,7 +198,7 @@ class Monitor:
         status_file: str | os.PathLike | None = None,
         hostname: str | None = None,
         gpm_hz: float = GPM_HZ,
-        ncu_check=ncu_running,
+        ncu_check=None,
     ):
         if not (isinstance(interval, int | float) and MIN_INTERVAL_S <= interval <= MAX_INTERVAL_S):
             raise UserError(
@@ -205,7 +209,8 @@ class Monitor:
         self.index, self.interval, self.gpm_hz = index, float(interval), float(gpm_hz)
         self.status_file = status_file or os.environ.get("YOLO_SM_STATUS_FILE") or None
         self.hostname = hostname if hostname is not None else socket.gethostname()
-        self._nvml, self._ncu_check = nvml, ncu_check
+        self._nvml = nvml
+        self._ncu_check = ncu_check or (lambda: ncu_running())
         self.labels: dict = {}
         self.paused = False
         self.ticks = 0
@@ -393,8 +398,6 @@ class Monitor:
         ``contract.schema``)."""
         import pandas as pd
 
-        from yolo_sm.contract.schema import SCHEMAS
-
         with self._lock:
             rows = list(self._rows)
         df = pd.DataFrame(rows, columns=list(SCHEMAS["monitor"]))
@@ -408,8 +411,6 @@ class Monitor:
 
     def _read_provenance(self) -> dict:
         import datetime as dt
-
-        from yolo_sm.contract.scrub import record_host, user_command
 
         nvml, h = self._nvml, self._handle
 
@@ -427,9 +428,7 @@ class Monitor:
             "gpu_uuid": self.labels.get("UUID") or None,
             "pci_bus_id": self.labels.get("pci_bus_id") or None,
             "driver": read(lambda: nvml.nvmlSystemGetDriverVersion()),
-            "sm_clock_max_mhz": read(
-                lambda: nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM)
-            ),
+            "sm_clock_max_mhz": read(lambda: nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM)),
             "python": sys.version.split()[0],
             "yolo_sm": _version(),
             "date_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
