@@ -19,7 +19,7 @@ from tests.fixtures.fake_nvml import EXPECTED, NAME, UUID, MonitorNVML
 from yolo_sm.collect import monitor as monitor_mod
 from yolo_sm.collect.monitor import DEVICE_LABELS, FIELDS, PAUSED_METRIC, Monitor, prof_means
 from yolo_sm.contract.errors import NotAvailableError, UserError
-from yolo_sm.contract.workload import LABELS, STATUS_ENV, publish, read_status
+from yolo_sm.contract.workload import LABELS, STATUS_ENV, clear, publish, read_status
 
 pc = pytest.importorskip("prometheus_client")  # the monitor extra
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
@@ -94,30 +94,58 @@ def test_a_label_change_replaces_the_series(running):
     assert engines == {"b"}  # no stale series of the old label set
 
 
-def test_labels_come_from_the_status_file_while_its_writer_lives(tmp_path, monkeypatch):
+WRITER = """
+import sys, time
+from yolo_sm.contract.workload import publish
+publish(workload="sweep", engine="cudagraph/fp16/nhwc", batch=4)
+print("published", flush=True)
+time.sleep(60)
+"""
+
+
+def test_labels_come_from_the_status_file_while_its_writer_lives(tmp_path):
     path = tmp_path / "status.json"
-    monkeypatch.setenv(STATUS_ENV, str(path))
-    publish(workload="sweep", engine="cudagraph/fp16/nhwc", batch=4)
-    assert read_status(path) == {"workload": "sweep", "engine": "cudagraph/fp16/nhwc", "batch": 4}
-    mon = make(status_file=path)
-    with mon:
-        wait_for(lambda: mon.ticks >= 1)
-        assert mon.snapshot()["labels"]["engine"] == "cudagraph/fp16/nhwc"
-        mon.mark(engine="in-process")  # the process's own labels win
-        wait_for(lambda: mon.snapshot()["labels"].get("engine") == "in-process")
-    publish(workload=None, engine=None, batch=None)
-    # a file left by a process that has exited labels nothing
-    dead = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True
+    env = {**os.environ, STATUS_ENV: str(path)}
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER], env=env, stdout=subprocess.PIPE, text=True
     )
-    body = json.loads(path.read_text())
-    body["pid"] = int(dead.stdout)
-    body["labels"] = {"engine": "x"}
-    path.write_text(json.dumps(body))
-    assert read_status(path) == {}
+    try:
+        assert writer.stdout.readline().strip() == "published"
+        want = {"workload": "sweep", "engine": "cudagraph/fp16/nhwc", "batch": 4}
+        assert read_status(path) == want
+        mon = make(status_file=path)
+        with mon:
+            wait_for(lambda: mon.snapshot()["labels"] == want)
+            mon.mark(engine="in-process")  # the process's own labels win
+            wait_for(lambda: mon.snapshot()["labels"] == {"engine": "in-process"})
+            mon.mark(engine=None)
+            wait_for(lambda: mon.snapshot()["labels"] == want)
+            writer.kill()
+            writer.wait()
+            # a file left by a process that has exited labels nothing
+            wait_for(lambda: mon.snapshot()["labels"] == {})
+    finally:
+        writer.kill()
+        writer.wait()
+    assert path.exists() and read_status(path) == {}
     assert read_status(tmp_path / "absent.json") == {} and read_status(None) == {}
+    path.write_text("{not json")
+    assert read_status(path) == {}
     with pytest.raises(ValueError, match="unknown workload label"):
         publish(stage="x")
+
+
+def test_a_workload_in_the_same_process_labels_the_samples(tmp_path, monkeypatch):
+    monkeypatch.setenv(STATUS_ENV, str(tmp_path / "s.json"))
+    mon = make()
+    with mon:
+        publish(workload="bench", engine="eager/fp16/nhwc", batch=2)
+        try:
+            wait_for(lambda: mon.snapshot()["labels"].get("engine") == "eager/fp16/nhwc")
+        finally:
+            clear()
+        wait_for(lambda: mon.snapshot()["labels"] == {})
+    assert json.loads((tmp_path / "s.json").read_text())["labels"] == {}
 
 
 def test_prof_fields_are_window_weighted_means_as_ratios():
@@ -341,3 +369,43 @@ def test_prometheus_scrapes_the_fake_values(tmp_path):
         log.close()
         server.close()
     assert os.path.isdir(tmp_path / "tsdb")
+
+
+# --- the plan step: the monitor beside a bench in one process -----------------------------------
+
+
+def test_plan_step_records_the_bench_it_ran_beside(tmp_path, monkeypatch):
+    import functools
+
+    from yolo_sm.collect import plans as collect_plans
+    from yolo_sm.contract.datasets import open_root
+    from yolo_sm.contract.plans import load_plan
+
+    seen = {}
+
+    def fake_bench(spec, out, progress=True, deadline=None):
+        seen["spec"] = spec
+        for batch in spec.batches:  # what run_bench publishes as it moves on
+            publish(workload="bench", model="yolov8:1", engine="eager/fp16/nhwc", batch=batch)
+            time.sleep(3 * INTERVAL)
+
+    monkeypatch.setattr(collect_plans, "run_bench", fake_bench)
+    monkeypatch.setattr(collect_plans, "nvml_index", lambda device: 0)
+    fake = functools.partial(Monitor, nvml=MonitorNVML(), ncu_check=lambda: False, hostname="h")
+    monkeypatch.setattr(collect_plans, "Monitor", fake)
+    (tmp_path / "plan.yaml").write_text(
+        "name: t\ndevice: cuda\nsteps:\n  - name: monitor_bench\n    kind: monitor\n"
+        "    out: monitor_bench.parquet\n    est_s: 5\n"
+        f"    params: {{models: 'yolov8:1.0', batches: [1, 16], interval: {INTERVAL}, "
+        "idle_s: 0.5, predict: false}\n"
+    )
+    out = tmp_path / "root"
+    status = collect_plans.run_plan(load_plan(tmp_path / "plan.yaml"), out, progress=False)
+    assert status.state.tolist() == ["done"]
+    assert seen["spec"].batches == (1, 16) and seen["spec"].predict is False
+    df = open_root(out).load("monitor_bench")
+    assert set(df.metric) == set(FIELDS)
+    assert set(df.batch.dropna()) == {1, 16}
+    idle = df[df.engine == ""]
+    assert len(idle) and idle.t_s.min() < df[df.engine != ""].t_s.min()  # idle before the bench
+    assert idle.t_s.max() > df[df.engine != ""].t_s.max()  # and after it

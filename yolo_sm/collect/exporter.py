@@ -147,4 +147,3 @@ def write_record(
             command or str(monitor.provenance().get("command") or ""),
         )
     return path
-

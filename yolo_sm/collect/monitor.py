@@ -14,9 +14,10 @@ interval is the mean of the GPM windows that ended in it, weighted by their leng
 0-1 like dcgm-exporter's ``DCGM_FI_PROF_*``; the device fields are read from NVML at the end of
 the interval: utilisation in %, framebuffer used in MiB, SM clock in MHz, power in W.
 
-Workload labels (:data:`yolo_sm.contract.workload.LABELS`): those :meth:`Monitor.mark` set in
-this process, else those of the status file a yolo_sm command beside it writes
-(``YOLO_SM_STATUS_FILE``, :mod:`yolo_sm.contract.workload`); empty while nothing runs.
+Workload labels (:data:`yolo_sm.contract.workload.LABELS`): those :meth:`Monitor.mark` set,
+else those a bench or sweep in this process published, else those of the status file a yolo_sm
+command in another process writes (``YOLO_SM_STATUS_FILE``, :mod:`yolo_sm.contract.workload`);
+empty while nothing runs.
 
 GPM and Nsight Compute read the same performance counters, so the monitor never samples GPM
 while ``ncu`` runs on this machine: it refuses to start beside one, and a run of ``ncu`` that
@@ -39,7 +40,7 @@ from yolo_sm.collect.profiling.gpm import GpmSampler
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.schema import SCHEMAS
 from yolo_sm.contract.scrub import record_host, user_command
-from yolo_sm.contract.workload import LABELS, read_status
+from yolo_sm.contract.workload import LABELS, current, read_status
 
 #: dcgm-exporter field -> (unit, help); the PROF fields from NVML GPM, the DEV fields from NVML
 FIELDS = {
@@ -242,10 +243,11 @@ class Monitor:
                     self._marks[k] = v
 
     def workload(self) -> dict:
-        """The workload labels now: :meth:`mark`'s, else the status file's."""
+        """The workload labels now: :meth:`mark`'s, else those a workload in this process
+        published (``contract.workload.publish``), else the status file's."""
         with self._lock:
             marks = dict(self._marks)
-        return marks or read_status(self.status_file)
+        return marks or current() or read_status(self.status_file)
 
     # ---- lifecycle -----------------------------------------------------------------------
     def __enter__(self) -> Monitor:

@@ -21,7 +21,10 @@ from pathlib import Path
 from yolo_sm.collect import numerics
 from yolo_sm.collect.bench import BenchSpec, missing_units, run_bench
 from yolo_sm.collect.ceilings import measure_ceilings
+from yolo_sm.collect.devices import nvml_index
+from yolo_sm.collect.exporter import record_frame, serve
 from yolo_sm.collect.model_tables import DEFAULT_MODELS, model_layers
+from yolo_sm.collect.monitor import Monitor
 from yolo_sm.collect.probe import probe_pipeline
 from yolo_sm.collect.profiling import kineto, ncu
 from yolo_sm.collect.profiling.suite import engines, run_gpm
@@ -40,6 +43,7 @@ from yolo_sm.contract.store import (
     write_atomic,
     write_table_atomic,
 )
+from yolo_sm.contract.workload import clear as clear_workload
 
 
 def sweep_spec(step: Step, plan: Plan):
@@ -589,3 +593,41 @@ RUNNERS = {
     "probe": _run_probe,
     "model_tables": _run_model_tables,
 }
+
+
+# --- live monitoring beside a bench -----------------------------------------------------------
+
+
+def _run_monitor(step, plan, out_dir, deadline, progress):
+    """The live monitor (collect.monitor: dcgm-exporter's fields every ``interval`` s, on
+    ``/metrics`` at 127.0.0.1:``port``, 0 = a free one) while the step's bench (the bench
+    kind's params) runs in this process and labels the samples with what it runs; ``idle_s``
+    of idle before and after. The bench's own table is not kept: the step's dataset is the
+    monitor's samples (kind ``monitor``)."""
+    import tempfile
+
+    p = dict(step.params)
+    interval = float(p.pop("interval", 1.0))
+    port = int(p.pop("port", 0))
+    idle_s = float(p.pop("idle_s", 2.0))
+    spec = BenchSpec.from_mapping({"device": plan.device, **p})
+    if not spec.on_gpu:
+        raise UserError(f"plan step {step.name} monitors a GPU: the plan's device must be cuda")
+    mon = Monitor(index=nvml_index(plan.device), interval=interval)
+    server = serve(mon, port=port, address="127.0.0.1")
+    print(f"collect: {step.name}: /metrics at {server.url}", file=sys.stderr, flush=True)
+    try:
+        with mon, tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+            time.sleep(idle_s)
+            try:
+                run_bench(spec, Path(tmp) / "bench.parquet", progress=progress)
+            finally:
+                clear_workload()
+            time.sleep(idle_s)
+    finally:
+        server.close()
+    meta = {"monitor": {"interval_s": interval, "ticks": mon.ticks}, "bench": str(spec)}
+    _write(record_frame(mon), step_path(step, out_dir), meta)
+
+
+RUNNERS["monitor"] = _run_monitor

@@ -419,3 +419,13 @@ def _stem(path) -> str:
 
 def _csv(v) -> str:
     return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v or "")
+
+
+# --- live monitoring beside a bench (collect.plans._run_monitor) ----------------------------
+KINDS += ("monitor",)  # dcgm-exporter's fields sampled while a bench runs in the same process
+PARAMS["monitor"] = {
+    **PARAMS["bench"],
+    "interval": lambda v, w: values.number(v, w, lo=0.2, hi=60, unit="s"),
+    "port": lambda v, w: values.whole(v, w, lo=0, hi=65535),
+    "idle_s": lambda v, w: values.number(v, w, lo=0, hi=60, unit="s"),
+}

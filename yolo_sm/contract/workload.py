@@ -10,7 +10,8 @@ A workload (``yolo-sm bench``, ``yolo-sm sweep``) started with the environment v
 :func:`publish` merges its labels into the current ones (``key=None`` clears one) and rewrites
 the file atomically; without the variable it does nothing. :func:`read_status` gives the labels
 while the writing process lives, and no labels once it has exited (a file left behind by a
-finished or killed run labels nothing). Label names are :data:`LABELS`; values are short text
+finished or killed run labels nothing); a monitor in the same process reads :func:`current`
+instead. Label names are :data:`LABELS`; values are short text
 (a batch is a whole number).
 """
 
@@ -57,6 +58,11 @@ def publish(**labels) -> dict:
             write_text_atomic(path, json.dumps(body))
         except OSError:
             pass
+    return dict(_current)
+
+
+def current() -> dict:
+    """What this process has published (a monitor in the same process reads it directly)."""
     return dict(_current)
 
 
