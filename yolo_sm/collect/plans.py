@@ -31,7 +31,7 @@ from yolo_sm.collect.profiling.suite import engines, run_gpm
 from yolo_sm.collect.profiling.target import build_parser, configs, target_argv
 from yolo_sm.collect.provenance import collect
 from yolo_sm.collect.sweep import SweepSpec, missing_points, run_sweep
-from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.manifest import entry_problem
 from yolo_sm.contract.manifest import register as reg
 from yolo_sm.contract.plans import RESUMABLE, Plan, Step, load_plan  # noqa: F401 (collect.plans.load_plan)
@@ -602,7 +602,8 @@ def _run_monitor(step, plan, out_dir, deadline, progress):
     """The live monitor (collect.monitor: dcgm-exporter's fields every ``interval`` s, on
     ``/metrics`` at 127.0.0.1:``port``, 0 = a free one) while the step's bench (the bench
     kind's params) runs in this process and labels the samples with what it runs; ``idle_s``
-    of idle before and after. The bench's own table is not kept: the step's dataset is the
+    of idle before and after. Without prometheus_client the samples are recorded all the same
+    (no endpoint). The bench's own table is not kept: the step's dataset is the
     monitor's samples (kind ``monitor``)."""
     import tempfile
 
@@ -614,8 +615,12 @@ def _run_monitor(step, plan, out_dir, deadline, progress):
     if not spec.on_gpu:
         raise UserError(f"plan step {step.name} monitors a GPU: the plan's device must be cuda")
     mon = Monitor(index=nvml_index(plan.device), interval=interval)
-    server = serve(mon, port=port, address="127.0.0.1")
-    print(f"collect: {step.name}: /metrics at {server.url}", file=sys.stderr, flush=True)
+    try:
+        server = serve(mon, port=port, address="127.0.0.1")
+        print(f"collect: {step.name}: /metrics at {server.url}", file=sys.stderr, flush=True)
+    except NotAvailableError as e:  # prometheus_client missing: the samples are still recorded
+        server = None
+        print(f"collect: {step.name}: no /metrics ({e})", file=sys.stderr, flush=True)
     try:
         with mon, tempfile.TemporaryDirectory(dir=out_dir) as tmp:
             time.sleep(idle_s)
@@ -625,7 +630,8 @@ def _run_monitor(step, plan, out_dir, deadline, progress):
                 clear_workload()
             time.sleep(idle_s)
     finally:
-        server.close()
+        if server is not None:
+            server.close()
     meta = {"monitor": {"interval_s": interval, "ticks": mon.ticks}, "bench": str(spec)}
     _write(record_frame(mon), step_path(step, out_dir), meta)
 
