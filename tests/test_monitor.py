@@ -104,6 +104,7 @@ time.sleep(60)
 
 
 def test_labels_come_from_the_status_file_while_its_writer_lives(tmp_path):
+    clear()  # nothing published in this process: the file's labels count
     path = tmp_path / "status.json"
     env = {**os.environ, STATUS_ENV: str(path)}
     writer = subprocess.Popen(

@@ -66,7 +66,7 @@ from yolo_sm.collect.provenance import collect
 from yolo_sm.collect.sweep import Point, SweepSpec, failure, run_point
 from yolo_sm.collect.timing import measure_engine
 from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.workload import publish
+from yolo_sm.contract.workload import clear, publish
 
 BASELINE = ("eager", "fp16", "nhwc")
 DEFAULT_ENGINES = (("cudagraph", "fp16", "nhwc"), ("compile", "fp16", "nhwc"))
@@ -324,7 +324,7 @@ def run_bench(
         family, width, batch = unit
         return bench_unit(model, family, width, batch, spec, frames)
 
-    return run_grid(
+    table = run_grid(
         spec.units(),
         measure,
         key=lambda u: _unit_key(*u),
@@ -344,6 +344,8 @@ def run_bench(
         describe=lambda u: f"{u[0]} w{u[1]:g} b{u[2]}",
         progress=progress,
     )
+    clear()  # nothing runs any more
+    return table
 
 
 #: (p, spread) of :func:`yolo_sm.collect.pipeline.set_class_prior` for the bench's models: class

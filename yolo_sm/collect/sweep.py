@@ -50,7 +50,7 @@ from yolo_sm.collect.timing import engine_call, host_profile, launch_cost_us, me
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.schema import KEY_COLUMNS
 from yolo_sm.contract.store import check_output_path, write_atomic  # noqa: F401 (re-exported)
-from yolo_sm.contract.workload import publish
+from yolo_sm.contract.workload import clear, publish
 
 
 @dataclass(frozen=True)
@@ -363,7 +363,7 @@ def run_sweep(
             flops[p.imgsz] = model_flops(state["model"], p.imgsz)
         return [run_point(state["model"], p, spec, flops[p.imgsz])]
 
-    return run_grid(
+    table = run_grid(
         spec.points(),
         measure,
         key=Point.key,
@@ -381,6 +381,8 @@ def run_sweep(
         ),
         progress=progress,
     )
+    clear()  # nothing runs any more
+    return table
 
 
 def check_models(spec: SweepSpec) -> None:

@@ -12,6 +12,7 @@ from yolo_sm.analyse import claims as analyse_claims
 from yolo_sm.analyse import compare as analyse_compare
 from yolo_sm.analyse import fast as analyse_fast
 from yolo_sm.analyse import heatmaps as analyse_heatmaps
+from yolo_sm.analyse import monitor as analyse_monitor
 from yolo_sm.analyse import precision as analyse_precision
 from yolo_sm.analyse import primer as analyse_primer
 from yolo_sm.analyse import roofline as analyse_roofline
@@ -24,6 +25,7 @@ from yolo_sm.report.findings import batch as findings_batch
 from yolo_sm.report.findings import compare as findings_compare
 from yolo_sm.report.findings import fast, roofline
 from yolo_sm.report.findings import heatmaps as findings_heatmaps
+from yolo_sm.report.findings import monitor as findings_monitor
 from yolo_sm.report.findings import precision as findings_precision
 from yolo_sm.report.findings import primer as findings_primer
 from yolo_sm.report.findings import timeline as findings_timeline
@@ -71,6 +73,7 @@ SOURCES.append((findings_precision.RULES, analyse_precision.facts))
 SOURCES.append((findings_batch.RULES, analyse_batch.facts))
 SOURCES.append((findings_timeline.RULES, analyse_timeline.facts))
 SOURCES.append((roofline.RULES, analyse_roofline.facts))
+SOURCES.append((findings_monitor.RULES, analyse_monitor.facts))
 
 #: rules over two roots side by side (notebook 12), with their facts function (a, b) -> facts
 PAIR_SOURCES: list[tuple[tuple[Rule, ...], object]] = []
