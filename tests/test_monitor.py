@@ -410,3 +410,16 @@ def test_plan_step_records_the_bench_it_ran_beside(tmp_path, monkeypatch):
     idle = df[df.engine == ""]
     assert len(idle) and idle.t_s.min() < df[df.engine != ""].t_s.min()  # idle before the bench
     assert idle.t_s.max() > df[df.engine != ""].t_s.max()  # and after it
+
+
+def test_grafana_dashboard_has_a_panel_per_field():
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "docs" / "grafana" / "yolo_sm.json"
+    dash = json.loads(path.read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    for name in [*FIELDS, PAUSED_METRIC]:
+        assert sum(e.startswith(name + "{") for e in exprs) == 1, name
+    assert all('gpu=~"$gpu"' in e for e in exprs)
+    ids = [p["id"] for p in dash["panels"]]
+    assert len(set(ids)) == len(ids)
