@@ -83,6 +83,12 @@ HEADLINES: dict[str, tuple[str, ...]] = {
         "fast_fp8_forward_faster",
     ),
     "goals": ("goal_1_w1", "goal_2_w1", "goal_3_w1", "goal_4_predict"),
+    "16_live_monitoring": (
+        "monitor_gpm_active_is_not_occupancy",
+        "monitor_active_is_not_occupancy",
+        "monitor_bench_fills_the_sms",
+        "monitor_gpu_util_overstates",
+    ),
 }
 #: rules a group without headlines leads with
 FALLBACK = 3
