@@ -76,7 +76,7 @@ def ncu_running(proc: str | os.PathLike = "/proc") -> bool:
         return False
     for pid in pids:
         try:
-            comm = (Path(proc) / pid / "comm").readas_text().strip()
+            comm = (Path(proc) / pid / "comm").read_text().strip()
         except OSError:
             continue
         if comm == "ncu":
