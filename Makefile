@@ -3,7 +3,7 @@
 # Two virtual environments, each installed under the exact pins of constraints.txt and marked
 # done by a stamp file (a changed pyproject.toml or constraints.txt installs again):
 #   .venv                     `make test` and the other developer targets: every extra (report,
-#                             collect with torch/ultralytics, onnx, gpu, distributed, dev).
+#                             collect with torch/ultralytics, onnx, gpu, distributed, monitor, dev).
 #   .cache/report-venv        `make report`: the base and the report extra only (pandas, pyarrow,
 #                             pyyaml, plotly, ipywidgets, nbclient, nbconvert, nbformat,
 #                             ipykernel): no torch, so rendering proves that the notebooks
@@ -14,7 +14,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.yolo_sm-installed
-EXTRAS := report,collect,onnx,gpu,ncu,distributed,dev
+EXTRAS := report,collect,onnx,gpu,ncu,distributed,monitor,dev
 REPORT_VENV  ?= .cache/report-venv
 REPORT_BIN   := $(REPORT_VENV)/bin
 REPORT_STAMP := $(REPORT_VENV)/.yolo_sm-installed

@@ -2,8 +2,9 @@
 
 Each command group is one module with ``add_parser(sub)`` and ``run(args)``: :mod:`env` (env,
 models), :mod:`measure` (sweep, bench, remeasure), :mod:`profile` (trace, ncu, gpm, profile,
-occupancy) and :mod:`data` (collect, render, claims). They import the collect and report layers
-inside their commands, so ``--help``, ``render`` and ``claims`` load no torch.
+occupancy), :mod:`monitor` (monitor) and :mod:`data` (collect, render, claims). They import
+the collect and report layers inside their commands, so ``--help``, ``render`` and ``claims``
+load no torch.
 
 Every command checks its whole input before any work (values, devices, optional packages, that
 the output can be written). :func:`main` is the one place errors end: a user error (a
@@ -23,7 +24,7 @@ import os
 import sys
 
 import yolo_sm
-from yolo_sm.cli import check, data, env, measure, profile
+from yolo_sm.cli import check, data, env, measure, monitor, profile
 from yolo_sm.cli.common import Parser, log, verbosity_flags
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.scrub import RECORD_HOST_ENV
@@ -34,7 +35,7 @@ DESCRIPTION = (
     "datasets, render the notebooks, decide the claims."
 )
 #: the command groups, in the order ``yolo-sm --help`` lists their commands
-GROUPS = (env, measure, check, profile, data)
+GROUPS = (env, measure, check, profile, monitor, data)
 #: exit codes: a user error, an interrupt
 USER_ERROR, INTERRUPTED = 2, 130
 
@@ -68,7 +69,7 @@ def _log_handler(args) -> logging.Handler:
 
 
 #: commands whose tables carry provenance (``--record-host`` adds the host name to it)
-RECORDING = ("sweep", "bench", "remeasure", "trace", "ncu", "gpm", "profile", "collect")
+RECORDING = ("sweep", "bench", "remeasure", "trace", "ncu", "gpm", "profile", "collect", "monitor")
 
 
 def main(argv: list[str] | None = None) -> int:

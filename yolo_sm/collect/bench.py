@@ -67,6 +67,7 @@ from yolo_sm.collect.stopwatch import phase
 from yolo_sm.collect.sweep import Point, SweepSpec, failure, run_point
 from yolo_sm.collect.timing import measure_engine
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.workload import clear, publish
 
 BASELINE = ("eager", "fp16", "nhwc")
 DEFAULT_ENGINES = (("cudagraph", "fp16", "nhwc"), ("compile", "fp16", "nhwc"))
@@ -324,12 +325,13 @@ def run_bench(
     spec = spec.validated()
     check_device(spec.device)
     frames = frames if frames is not None else bundled_frames()
+    publish(workload="bench")  # the status file a monitor beside it reads (contract.workload)
 
     def measure(unit, model) -> list[dict]:
         family, width, batch = unit
         return bench_unit(model, family, width, batch, spec, frames)
 
-    return run_grid(
+    table = run_grid(
         spec.units(),
         measure,
         key=lambda u: _unit_key(*u),
@@ -349,6 +351,8 @@ def run_bench(
         describe=lambda u: f"{u[0]} w{u[1]:g} b{u[2]}",
         progress=progress,
     )
+    clear()  # nothing runs any more
+    return table
 
 
 #: (p, spread) of :func:`yolo_sm.collect.pipeline.set_class_prior` for the bench's models: class
@@ -487,6 +491,7 @@ def _pipeline_rows(model, head: dict, spec: BenchSpec, frames) -> list[dict]:
         return [{**r, **failure(e)} for r in rows]
     try:
         for r in rows:
+            publish(engine=r["variant"])
             try:
                 pipe = DetectionPipeline(model, eng, PipelineConfig(streams=r["streams"]))
                 with phase("timed") as timed:
@@ -540,6 +545,7 @@ def _predict_row(model, head: dict, spec: BenchSpec, frames) -> dict:
         yolo.model = det
         batch = head["batch"]
         batch_frames = [frames[i % len(frames)] for i in range(batch)]
+        publish(engine=PREDICT, batch=batch)
         kw = dict(imgsz=spec.imgsz, device=spec.device, half=spec.on_gpu, verbose=False, rect=False)
         with phase("warmup") as warm:
             yolo.predict(batch_frames, **kw)  # warm-up (model set-up, cuDNN autotuning)

@@ -22,9 +22,12 @@ from yolo_sm.collect import numerics, stopwatch
 from yolo_sm.collect.bench import BenchSpec, missing_units, run_bench
 from yolo_sm.collect.cache_builds import CacheSpec, run_cache_builds
 from yolo_sm.collect.ceilings import measure_ceilings
+from yolo_sm.collect.devices import nvml_index
+from yolo_sm.collect.exporter import record_frame, serve
 from yolo_sm.collect.grid import parse_bool
 from yolo_sm.collect.memory import ALLOC_CONFS, DEFAULT_LIFETIME_MODELS, lifetimes_table, pool_table
 from yolo_sm.collect.model_tables import DEFAULT_MODELS, model_layers
+from yolo_sm.collect.monitor import Monitor
 from yolo_sm.collect.probe import probe_pipeline
 from yolo_sm.collect.profiling import kineto, ncu
 from yolo_sm.collect.profiling.suite import engines, run_gpm
@@ -35,7 +38,7 @@ from yolo_sm.collect.sharing import run_sharing_step
 from yolo_sm.collect.sweep import SweepSpec, missing_points, run_sweep
 from yolo_sm.collect.techniques import techniques_table
 from yolo_sm.collect.wide_deep import WideDeepSpec, run_wide_vs_deep
-from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.gpu_time import add as add_seconds
 from yolo_sm.contract.gpu_time import estimate_from_rows, estimate_from_units
 from yolo_sm.contract.manifest import entry_problem, recorded_gpu_seconds
@@ -49,6 +52,7 @@ from yolo_sm.contract.store import (
     write_atomic,
     write_table_atomic,
 )
+from yolo_sm.contract.workload import clear as clear_workload
 
 
 def sweep_spec(step: Step, plan: Plan):
@@ -809,3 +813,47 @@ def _run_sharing(step, plan, out_dir, deadline, progress):
 
 
 RUNNERS["sharing"] = _run_sharing
+
+
+# --- live monitoring beside a bench -----------------------------------------------------------
+
+
+def _run_monitor(step, plan, out_dir, deadline, progress):
+    """The live monitor (collect.monitor: dcgm-exporter's fields every ``interval`` s, on
+    ``/metrics`` at 127.0.0.1:``port``, 0 = a free one) while the step's bench (the bench
+    kind's params) runs in this process and labels the samples with what it runs; ``idle_s``
+    of idle before and after. Without prometheus_client the samples are recorded all the same
+    (no endpoint). The bench's own table is not kept: the step's dataset is the
+    monitor's samples (kind ``monitor``)."""
+    import tempfile
+
+    p = dict(step.params)
+    interval = float(p.pop("interval", 1.0))
+    port = int(p.pop("port", 0))
+    idle_s = float(p.pop("idle_s", 2.0))
+    spec = BenchSpec.from_mapping({"device": plan.device, **p})
+    if not spec.on_gpu:
+        raise UserError(f"plan step {step.name} monitors a GPU: the plan's device must be cuda")
+    mon = Monitor(index=nvml_index(plan.device), interval=interval)
+    try:
+        server = serve(mon, port=port, address="127.0.0.1")
+        print(f"collect: {step.name}: /metrics at {server.url}", file=sys.stderr, flush=True)
+    except NotAvailableError as e:  # prometheus_client missing: the samples are still recorded
+        server = None
+        print(f"collect: {step.name}: no /metrics ({e})", file=sys.stderr, flush=True)
+    try:
+        with mon, tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+            time.sleep(idle_s)
+            try:
+                run_bench(spec, Path(tmp) / "bench.parquet", progress=progress)
+            finally:
+                clear_workload()
+            time.sleep(idle_s)
+    finally:
+        if server is not None:
+            server.close()
+    meta = {"monitor": {"interval_s": interval, "ticks": mon.ticks}, "bench": str(spec)}
+    _write(record_frame(mon), step_path(step, out_dir), meta)
+
+
+RUNNERS["monitor"] = _run_monitor

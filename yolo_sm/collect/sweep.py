@@ -52,6 +52,7 @@ from yolo_sm.collect.timing import engine_call, host_profile, launch_cost_us, me
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.schema import KEY_COLUMNS
 from yolo_sm.contract.store import check_output_path, write_atomic  # noqa: F401 (re-exported)
+from yolo_sm.contract.workload import clear, publish
 
 
 @dataclass(frozen=True)
@@ -348,6 +349,7 @@ def run_sweep(
     its precisions, layouts, backends and batches are measured side by side in one run."""
     spec = spec.validated()
     check_environment(spec)
+    publish(workload="sweep")  # the status file a monitor beside it reads (contract.workload)
 
     def open_model(p: Point) -> dict:
         try:
@@ -363,7 +365,7 @@ def run_sweep(
             flops[p.imgsz] = model_flops(state["model"], p.imgsz)
         return [run_point(state["model"], p, spec, flops[p.imgsz])]
 
-    return run_grid(
+    table = run_grid(
         spec.points(),
         measure,
         key=Point.key,
@@ -381,6 +383,8 @@ def run_sweep(
         ),
         progress=progress,
     )
+    clear()  # nothing runs any more
+    return table
 
 
 def check_models(spec: SweepSpec) -> None:
@@ -429,6 +433,8 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int, extra=None) 
     on_gpu = p.device.startswith("cuda")
     engine = None
     row = {**_coords(p), "status": "ok", "message": "", **_row_tail(spec, flops_per_img, p)}
+    engine_label = f"{p.backend}/{p.precision}/{p.layout}"
+    publish(model=p.model or f"{p.family}:{p.width:g}", engine=engine_label, batch=p.batch)
     try:
         if on_gpu:
             torch.cuda.synchronize()

@@ -627,3 +627,13 @@ PARAMS["sharing"] = {
     "processes": values.flag,
     "trace_s": lambda v, w: values.number(v, w, lo=0, hi=10, unit="s"),
 }
+
+
+# --- live monitoring beside a bench (collect.plans._run_monitor) ----------------------------
+KINDS += ("monitor",)  # dcgm-exporter's fields sampled while a bench runs in the same process
+PARAMS["monitor"] = {
+    **PARAMS["bench"],
+    "interval": lambda v, w: values.number(v, w, lo=0.2, hi=60, unit="s"),
+    "port": lambda v, w: values.whole(v, w, lo=0, hi=65535),
+    "idle_s": lambda v, w: values.number(v, w, lo=0, hi=60, unit="s"),
+}

@@ -945,3 +945,25 @@ NUMBER = NUMBER | frozenset(
         "alloc_retries",
     }
 )
+
+# --- live monitoring (yolo-sm monitor --record; collect.monitor) ------------------------------
+SCHEMAS["monitor"] = {
+    "t_s": "seconds since the monitor started (end of the sample's interval)",
+    "window_s": "length of the interval the sample covers, seconds (GPM fields: the GPM windows "
+    "that ended in it; device fields: read at its end)",
+    "metric": "dcgm-exporter's field name: DCGM_FI_PROF_SM_OCCUPANCY, DCGM_FI_PROF_SM_ACTIVE, "
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, DCGM_FI_PROF_DRAM_ACTIVE (NVML GPM), DCGM_FI_DEV_GPU_UTIL, "
+    "DCGM_FI_DEV_FB_USED, DCGM_FI_DEV_SM_CLOCK, DCGM_FI_DEV_POWER_USAGE (NVML)",
+    "value": "the field's value in unit",
+    "unit": "ratio (0-1, the PROF fields), % (GPU_UTIL), MiB, MHz or W, as dcgm-exporter reports",
+    "gpu_index": "NVML index of the GPU (dcgm-exporter's gpu label)",
+    "gpu_uuid": "UUID of the GPU (GPU-..., as nvidia-smi prints it)",
+    "workload": "the yolo_sm command running beside the monitor (bench, sweep, or a label set "
+    "in-process), empty when none (yolo_sm.contract.workload)",
+    "model": "the model spec the workload was running, empty when none",
+    "engine": "the engine it was running (a bench variant or backend/precision/layout), empty "
+    "when none",
+    "batch": "the batch it was running (empty when none)",
+}
+REQUIRED["monitor"] = ("t_s", "window_s", "metric", "value", "unit", "gpu_index", "engine")
+KIND_TYPES["monitor"] = {"workload": "text", "gpu_uuid": "text", "gpu_index": "number"}

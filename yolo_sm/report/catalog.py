@@ -14,6 +14,7 @@ from yolo_sm.analyse import fast as analyse_fast
 from yolo_sm.analyse import heatmaps as analyse_heatmaps
 from yolo_sm.analyse import hosts as analyse_hosts
 from yolo_sm.analyse import memory as analyse_memory
+from yolo_sm.analyse import monitor as analyse_monitor
 from yolo_sm.analyse import precision as analyse_precision
 from yolo_sm.analyse import primer as analyse_primer
 from yolo_sm.analyse import roofline as analyse_roofline
@@ -31,6 +32,7 @@ from yolo_sm.report.findings import fast, roofline
 from yolo_sm.report.findings import heatmaps as findings_heatmaps
 from yolo_sm.report.findings import hosts as findings_hosts
 from yolo_sm.report.findings import memory as findings_memory
+from yolo_sm.report.findings import monitor as findings_monitor
 from yolo_sm.report.findings import precision as findings_precision
 from yolo_sm.report.findings import primer as findings_primer
 from yolo_sm.report.findings import shapes as findings_shapes
@@ -85,6 +87,7 @@ SOURCES.append((findings_hosts.RULES, analyse_hosts.facts))
 SOURCES.append((findings_techniques.RULES, analyse_techniques.facts))
 SOURCES.append((findings_memory.RULES, analyse_memory.facts))
 SOURCES.append((findings_sharing.RULES, analyse_sharing.facts))
+SOURCES.append((findings_monitor.RULES, analyse_monitor.facts))
 
 #: rules over two roots side by side (notebook 12), with their facts function (a, b) -> facts
 PAIR_SOURCES: list[tuple[tuple[Rule, ...], object]] = []

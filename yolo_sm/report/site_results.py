@@ -89,6 +89,12 @@ HEADLINES: dict[str, tuple[str, ...]] = {
         "techniques_buffer_gain",
         "techniques_autocast_keeps_no_fp32",
     ),
+    "16_live_monitoring": (
+        "monitor_gpm_active_is_not_occupancy",
+        "monitor_active_is_not_occupancy",
+        "monitor_bench_fills_the_sms",
+        "monitor_gpu_util_overstates",
+    ),
 }
 HEADLINES["17_two_models"] = (
     "sharing_streams_total",

@@ -313,6 +313,15 @@ class GpmSampler:
             "sample_cost_max_s": cost[-1] if cost else None,
         }
 
+    def take_rows(self) -> list[dict]:
+        """The rows since the last call, removed from :attr:`rows` (a reader that runs for
+        hours, such as the live monitor, keeps memory flat; :attr:`achieved_hz` then counts the
+        rows not taken yet)."""
+        with self._lock:
+            rows, self.rows = self.rows, []
+            del self.sample_cost_s[:-1000]  # the latest polls' costs
+        return rows
+
     def to_frame(self):
         """One row per (window, metric): t_s, window_s, metric, value, source, straddles_mark,
         then one column per marker key."""

@@ -1,0 +1,159 @@
+"""What a live dashboard shows of a run: the monitor's samples (kind ``monitor``: dcgm-exporter's
+fields, one row per sample and field) as one row per sample, per-engine medians, and the facts
+of notebook 16.
+
+A sample is *busy* when the workload labels name an engine (a bench or sweep was running it),
+*idle* when no workload was labelled. Facts (:func:`facts`):
+
+- ``monitor_sm_active_busy``: median DCGM_FI_PROF_SM_ACTIVE of the busy samples (ratio);
+- ``monitor_occupancy_over_active_busy``: median of SM occupancy / SM active over the busy
+  samples: the share of a busy SM's warp slots that hold warps (ratio);
+- ``monitor_gpu_util_over_sm_active_pp``: median of DCGM_FI_DEV_GPU_UTIL minus 100 x SM active
+  over the busy samples, in percentage points: how far the utilisation nvidia-smi shows reads
+  above the share of SMs that were busy;
+- ``monitor_power_busy_over_idle``: median power of the busy samples over that of the idle ones;
+- ``monitor_gpm_occupancy_over_active``: the same ratio as the second, over the run windows of
+  the shipped GPM timeline :data:`GPM_BATCH` (the counters behind the PROF fields, at 20 Hz).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from yolo_sm.analyse.facts import fact, facts_table
+from yolo_sm.analyse.gpm import gpm_wide
+
+#: the dataset notebook 16 reads
+MONITOR = "monitor_bench"
+OCCUPANCY = "DCGM_FI_PROF_SM_OCCUPANCY"
+SM_ACTIVE = "DCGM_FI_PROF_SM_ACTIVE"
+TENSOR = "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
+DRAM = "DCGM_FI_PROF_DRAM_ACTIVE"
+GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+FB_USED = "DCGM_FI_DEV_FB_USED"
+SM_CLOCK = "DCGM_FI_DEV_SM_CLOCK"
+POWER = "DCGM_FI_DEV_POWER_USAGE"
+#: the fields in the order a dashboard shows them
+FIELD_ORDER = (OCCUPANCY, SM_ACTIVE, TENSOR, DRAM, GPU_UTIL, FB_USED, SM_CLOCK, POWER)
+LABEL_COLUMNS = ("workload", "model", "engine", "batch")
+#: the GPM timeline (YOLOv8 width 1.0 at batch 1-128) whose windows give the same relation
+GPM_BATCH = "gpm_batch_w1"
+#: windows with less SM activity than this are left out of the occupancy / activity ratio
+MIN_ACTIVE = 0.05
+IDLE = "idle"
+
+
+def wide(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per sample: ``t_s``, ``window_s``, the workload labels, ``state`` (busy or idle),
+    one column per field present."""
+    keys = ["t_s", "window_s", *[c for c in LABEL_COLUMNS if c in df]]
+    d = df.copy()
+    for c in ("workload", "model", "engine"):
+        if c in d:
+            d[c] = d[c].fillna("").astype(str)
+    if "batch" in d:  # a sample without a batch keeps its row (group keys are never NaN)
+        d["batch"] = pd.to_numeric(d["batch"], errors="coerce").astype(float).fillna(-1.0)
+    w = d.pivot_table(index=keys, columns="metric", values="value", aggfunc="first")
+    w = w.reset_index().sort_values("t_s", kind="stable")
+    w.columns.name = None
+    if "batch" in w:
+        w["batch"] = w["batch"].where(w["batch"] >= 0)
+    w = w.dropna(subset=[c for c in FIELD_ORDER if c in w], how="all")
+    engine = w["engine"] if "engine" in w else pd.Series("", index=w.index)
+    w["state"] = engine.map(lambda e: "busy" if e else IDLE)
+    return w.reset_index(drop=True)
+
+
+def per_engine(df: pd.DataFrame) -> pd.DataFrame:
+    """Median of each field per (engine, batch) with the sample count; idle samples as engine
+    ``idle``; in the order the engines first ran."""
+    w = wide(df)
+    w["engine"] = w["engine"].where(w["engine"] != "", IDLE)
+    fields = [c for c in FIELD_ORDER if c in w]
+    keys = ["engine", "batch"] if "batch" in w else ["engine"]
+    order = w.groupby(keys, dropna=False).t_s.min().rename("first_s")
+    g = w.groupby(keys, dropna=False)[fields].median()
+    g["samples"] = w.groupby(keys, dropna=False).size()
+    g = g.join(order).sort_values("first_s").drop(columns="first_s")
+    return g.reset_index()
+
+
+def _median(s: pd.Series) -> float:
+    s = pd.to_numeric(s, errors="coerce").dropna()
+    return float(s.median()) if len(s) else math.nan
+
+
+def facts_of(df: pd.DataFrame, datasets=(MONITOR,)) -> pd.DataFrame:
+    """The facts (module docstring) of one monitor table."""
+    w = wide(df)
+    busy, idle = w[w.state == "busy"], w[w.state == IDLE]
+    rows = []
+    if SM_ACTIVE in w:
+        rows.append(
+            fact("monitor_sm_active_busy", _median(busy[SM_ACTIVE]), "ratio", datasets=datasets)
+        )
+    if SM_ACTIVE in w and OCCUPANCY in w:
+        b = busy[busy[SM_ACTIVE] > 0]
+        rows.append(
+            fact(
+                "monitor_occupancy_over_active_busy",
+                _median(b[OCCUPANCY] / b[SM_ACTIVE]),
+                "ratio",
+                datasets=datasets,
+            )
+        )
+    if SM_ACTIVE in w and GPU_UTIL in w:
+        rows.append(
+            fact(
+                "monitor_gpu_util_over_sm_active_pp",
+                _median(busy[GPU_UTIL] - 100.0 * busy[SM_ACTIVE]),
+                "pp",
+                datasets=datasets,
+            )
+        )
+    if POWER in w:
+        p_busy, p_idle = _median(busy[POWER]), _median(idle[POWER])
+        ratio = p_busy / p_idle if p_idle and p_idle > 0 else math.nan
+        rows.append(fact("monitor_power_busy_over_idle", ratio, "x", datasets=datasets))
+    return facts_table(rows)
+
+
+def gpm_relation(gpm: pd.DataFrame) -> pd.DataFrame:
+    """The run windows of a GPM timeline (kind ``gpm``; those straddling a marker change left
+    out) in dcgm-exporter's terms: ``config``, ``batch``, ``width``, ``sm_active`` and
+    ``sm_occupancy`` (ratios), ``occupancy_over_active`` (NaN below :data:`MIN_ACTIVE`)."""
+    w = gpm_wide(gpm)
+    w = w[(w["phase"] == "run") & ~w["straddles_mark"].astype(bool)]
+    out = pd.DataFrame(
+        {
+            "config": w["config"],
+            "batch": w["batch"],
+            "width": w["width"],
+            "sm_active": w["sm_util_pct"] / 100.0,
+            "sm_occupancy": w["sm_occupancy_pct"] / 100.0,
+        }
+    ).dropna(subset=["sm_active", "sm_occupancy"])
+    ratio = out["sm_occupancy"] / out["sm_active"]
+    out["occupancy_over_active"] = ratio.where(out["sm_active"] >= MIN_ACTIVE)
+    return out.reset_index(drop=True)
+
+
+def facts(root, name: str = MONITOR, gpm: str = GPM_BATCH) -> pd.DataFrame:
+    """The facts of notebook 16 read off ``root``'s datasets ``name`` and ``gpm`` (a dataset
+    the root lacks leaves its facts out)."""
+    rows = facts_of(root.load(name), (name,)) if root.has(name) else facts_table([])
+    if root.has(gpm):
+        rel = gpm_relation(root.load(gpm))
+        value = _median(rel["occupancy_over_active"])
+        rows = pd.concat(
+            [
+                rows,
+                facts_table(
+                    [fact("monitor_gpm_occupancy_over_active", value, "ratio", datasets=(gpm,))]
+                ),
+            ],
+            ignore_index=True,
+        )
+    return rows

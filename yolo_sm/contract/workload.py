@@ -1,0 +1,86 @@
+"""What a yolo_sm workload is running now, in a small JSON status file that a monitor beside it
+reads (``yolo-sm monitor`` labels every sample with it).
+
+A workload (``yolo-sm bench``, ``yolo-sm sweep``) started with the environment variable
+:data:`STATUS_ENV` set to a file path writes, each time it moves on, what it runs::
+
+    {"pid": 4242, "t_unix": 1764600000.0,
+     "labels": {"workload": "bench", "model": "yolov8:1", "engine": "eager/fp16/nhwc", "batch": 16}}
+
+:func:`publish` merges its labels into the current ones (``key=None`` clears one) and rewrites
+the file atomically; without the variable it does nothing. :func:`read_status` gives the labels
+while the writing process lives, and no labels once it has exited (a file left behind by a
+finished or killed run labels nothing); a monitor in the same process reads :func:`current`
+instead. Label names are :data:`LABELS`; values are short text
+(a batch is a whole number).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from yolo_sm.contract.store import process_alive, write_text_atomic
+
+#: the environment variable naming the status file
+STATUS_ENV = "YOLO_SM_STATUS_FILE"
+#: the labels a workload publishes: the command, the model spec, the engine (a bench variant or
+#: backend/precision/layout), the batch
+LABELS = ("workload", "model", "engine", "batch")
+
+_current: dict = {}
+
+
+def status_path() -> Path | None:
+    """The status file this process writes (:data:`STATUS_ENV`), or None."""
+    text = os.environ.get(STATUS_ENV, "").strip()
+    return Path(text) if text else None
+
+
+def publish(**labels) -> dict:
+    """Merge ``labels`` (names of :data:`LABELS`; None clears one) into what this process
+    runs and write the status file, when :data:`STATUS_ENV` names one; returns the labels. A
+    status file that cannot be written never stops the workload."""
+    unknown = sorted(set(labels) - set(LABELS))
+    if unknown:
+        raise ValueError(f"unknown workload label(s) {unknown}; known: {', '.join(LABELS)}")
+    for k, v in labels.items():
+        if v is None:
+            _current.pop(k, None)
+        else:
+            _current[k] = int(v) if k == "batch" else str(v)
+    path = status_path()
+    if path is not None:
+        body = {"pid": os.getpid(), "t_unix": time.time(), "labels": dict(_current)}
+        try:
+            write_text_atomic(path, json.dumps(body))
+        except OSError:
+            pass
+    return dict(_current)
+
+
+def current() -> dict:
+    """What this process has published (a monitor in the same process reads it directly)."""
+    return dict(_current)
+
+
+def clear() -> None:
+    """Nothing runs any more: every label cleared (and written)."""
+    publish(**dict.fromkeys(LABELS))
+
+
+def read_status(path: str | os.PathLike | None) -> dict:
+    """The labels in status file ``path`` while its writer lives; ``{}`` when there is no path,
+    no file, an unreadable one, or its process has exited."""
+    if path is None:
+        return {}
+    try:
+        body = json.loads(Path(path).read_text(encoding="utf-8"))
+        pid, labels = int(body["pid"]), body["labels"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    if not isinstance(labels, dict) or not process_alive(pid):
+        return {}
+    return {k: labels[k] for k in LABELS if labels.get(k) not in (None, "")}
