@@ -3,8 +3,10 @@ import os
 
 import pytest
 
-# the figure tests need the report extra (plotly), absent on a bare GPU host running `-m gpu`
-collect_ignore = [] if importlib.util.find_spec("plotly") else ["test_figures.py"]
+# CPU test modules that import the report extra (plotly) at import, absent on a bare GPU host
+# running `-m gpu` (none of them holds a GPU test)
+NEEDS_PLOTLY = ["test_figures.py", "test_memory.py"]
+collect_ignore = [] if importlib.util.find_spec("plotly") else NEEDS_PLOTLY
 
 os.environ.setdefault(
     "YOLO_SM_CACHE", os.path.join(os.path.dirname(__file__), "..", ".cache", "tests")

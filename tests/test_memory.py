@@ -320,3 +320,22 @@ def test_the_allocator_readings_are_wired(monkeypatch):
     assert (t.transient_bytes == 500).all()
     m = am.level(df, "model").iloc[0]
     assert m.measured_peak_bytes == 1500 and m.resident_bytes == 1000
+
+
+def test_the_measured_peak_is_compared_on_what_the_process_held_before_the_forward():
+    """Tensors the process held before the forward (another model, a previous run) are in the
+    allocator's peak: the predictions are compared on that base, not on weights + input."""
+    from yolo_sm.analyse import memory as am
+    from yolo_sm.collect.memory import lifetime_rows
+
+    df = lifetime_rows("yolov8", 0.25, batch=1, imgsz=64, device="cpu")
+    model = df.level == "model"
+    p = am.peak_table(df).iloc[0]
+    fresh = p.weight_bytes + p.input_bytes
+    other = 5e8  # half a GB held by something else in the process
+    for held, extra in ((fresh, 0.0), (fresh + other, other)):
+        d = df.copy()
+        d.loc[model, "resident_bytes"] = held
+        d.loc[model, "measured_peak_bytes"] = p.eager_peak_bytes + extra
+        got = am.peak_table(d).iloc[0]
+        assert got.eager_vs_measured == pytest.approx(1.0)
