@@ -23,11 +23,14 @@ def test_every_shipped_dataset_loads_with_columns_and_provenance():
             assert name.startswith("cpu/") and entry["kind"] == "kernels", name
             continue
         prov = df.attrs["provenance"]
-        for key in ("torch", "ultralytics", "python", "date_utc_last"):
+        # the live monitor reads NVML only (no torch, no model): its provenance is the GPU's
+        keys = ("gpu_name", "driver") if entry["kind"] == "monitor" else ("torch", "ultralytics")
+        for key in (*keys, "python", "date_utc_last"):
             assert prov.get(key), f"{name} lacks provenance {key}"
         # the device it was measured (or counted) on; a GPU's with its driver stack
         assert prov.get("gpu_name") or prov.get("cpu_model"), f"{name} names no device"
-        for key in ("driver", "cuda", "cudnn") if prov.get("gpu_name") else ():
+        stack = ("driver",) if entry["kind"] == "monitor" else ("driver", "cuda", "cudnn")
+        for key in stack if prov.get("gpu_name") else ():
             assert prov.get(key), f"{name} lacks provenance {key}"
         assert not (name.startswith("cpu/") and prov.get("gpu_name")), name
         assert entry["command"]
