@@ -42,6 +42,7 @@ HEADLINES: dict[str, tuple[str, ...]] = {
         "precision_bf16_as_fast_as_fp16",
         "precision_fp32_on_simt",
         "precision_numerics_within_tolerance",
+        "precision_int8_over_fastest_fp16",
     ),
     "03_batch_sweep": (
         "batch_pays",
