@@ -75,6 +75,8 @@ HEADLINES: dict[str, tuple[str, ...]] = {
     "08_launches": (
         "roofline_narrow_eager_idles",
         "roofline_compile_below_c2f_bound",
+        "hosts_eager_small_batch_host_bound",
+        "hosts_eager_small_batch_cpu_time",
     ),
     "claims": ("claim_6", "claim_2", "claim_5", "claim_11", "claim_16"),
     "10_fast_engines": (
