@@ -315,3 +315,25 @@ def test_notebook_renders_every_section_from_a_techniques_table(make_root):
     assert html.count("Plotly.newPlot") >= 5
     text = _outputs_text(nb)
     assert "holds no" not in text and "techniques_fusion_b16" in text
+
+
+def test_the_fusion_resnet_is_well_conditioned_in_16_bits():
+    """At random weights the ResNet detector's bf16 forward lies far from fp32 unless its
+    residual branches are damped; the fusion technique's models are."""
+    import copy
+
+    from yolo_sm.collect.models.resnet import resnet_backbone
+    from yolo_sm.collect.techniques import RESIDUAL_SCALE
+
+    x = torch.rand(2, 3, 128, 128)
+
+    def err(model):
+        with torch.no_grad():
+            ref = model(x)
+            low = copy.deepcopy(model).to(torch.bfloat16)(x.to(torch.bfloat16))
+        ref, low = (o[0] if isinstance(o, (list, tuple)) else o for o in (ref, low))
+        return float((low.float() - ref).norm() / ref.norm())
+
+    assert err(resnet_backbone(50, fuse=False)) > 0.1
+    assert err(resnet_backbone(50, fuse=False, residual_scale=RESIDUAL_SCALE)) < 0.02
+    assert err(fusion_models(50)["bn_unfused"]) < 0.02

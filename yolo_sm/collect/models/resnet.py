@@ -55,10 +55,22 @@ class ResNetDetector(nn.Module):
 
 
 def resnet_backbone(
-    depth: int = 101, nc: int = 1, anchors: int = 2, fuse: bool = True, seed: int = 0
+    depth: int = 101,
+    nc: int = 1,
+    anchors: int = 2,
+    fuse: bool = True,
+    seed: int = 0,
+    residual_scale: float = 1.0,
 ) -> ResNetDetector:
     """torchvision ResNet-``depth`` (18/34/50/101/152), random weights, BN folded into the convs,
-    with a small detection head (defaults: one class and two anchors, as a face detector)."""
+    with a small detection head (defaults: one class and two anchors, as a face detector).
+
+    ``residual_scale`` multiplies the last BatchNorm of every residual block (its weight and
+    bias, after calibration), damping each block's branch against its shortcut, as
+    torchvision's ``zero_init_residual`` does at 0. At 1.0 (the default) the random-weight
+    network is ill-conditioned in 16 bits: its fp16 / bf16 head output lies 0.4-0.9 (relative L2)
+    from fp32's, so no 16-bit engine of it can pass a numerical check; a small scale keeps
+    every convolution's work and makes the 16-bit forward agree with fp32."""
     import torchvision
 
     builders = {18: "resnet18", 34: "resnet34", 50: "resnet50", 101: "resnet101", 152: "resnet152"}
@@ -67,6 +79,8 @@ def resnet_backbone(
     torch.manual_seed(seed)
     trunk = getattr(torchvision.models, builders[depth])(weights=None)
     calibrate_bn(trunk, seed=seed)
+    if residual_scale != 1.0:
+        scale_residual_branches(trunk, residual_scale)
     trunk.eval()
     if fuse:
         _fuse_resnet(trunk)
@@ -74,6 +88,27 @@ def resnet_backbone(
     for p in det.parameters():
         p.requires_grad_(False)
     return det
+
+
+def scale_residual_branches(trunk: nn.Module, scale: float) -> int:
+    """Multiply the last BatchNorm's weight and bias of every torchvision residual block of
+    ``trunk`` (``bn3`` of a Bottleneck, ``bn2`` of a BasicBlock) by ``scale``; returns how many
+    blocks it scaled."""
+    import torchvision
+
+    n = 0
+    with torch.no_grad():
+        for m in trunk.modules():
+            if isinstance(m, torchvision.models.resnet.Bottleneck):
+                bn = m.bn3
+            elif isinstance(m, torchvision.models.resnet.BasicBlock):
+                bn = m.bn2
+            else:
+                continue
+            bn.weight.mul_(scale)
+            bn.bias.mul_(scale)
+            n += 1
+    return n
 
 
 def _fuse_resnet(trunk: nn.Module) -> None:
