@@ -207,13 +207,26 @@ def point_keys(cmp) -> list[str]:
     return [c for c in cmp.columns if c in KEY_COLUMNS or c in BENCH_KEYS]
 
 
+#: the columns of :func:`points` after the key columns
+POINT_COLUMNS = (
+    "host_bound", "img_per_s_change", "img_per_s_basis", "img_per_s_baseline",
+    "img_per_s_candidate", "img_per_s_baseline_ref", "img_per_s_candidate_ref",
+    "gpu_busy_change", "gated_metrics", "gate_change", "within", "regressed",
+)  # fmt: skip
+
+
 def points(cmp):
-    """:func:`compare` rows folded to one row per point: its keys, ``host_bound``,
-    ``img_per_s_change`` and ``img_per_s_basis`` (the throughput row, as reported),
-    ``gated_metrics`` (the metrics that decide this point, comma-separated), ``gate_change``
-    (the change of the gated row farthest from 1), ``within`` (every gated row within the
-    tolerance; None without a gated row: undecided) and ``regressed`` (a gated row regressed)."""
+    """:func:`compare` rows folded to one row per point: its keys and :data:`POINT_COLUMNS`:
+    ``host_bound``; the throughput row as reported (``img_per_s_change``, ``_basis``, the two
+    tables' values ``img_per_s_baseline`` / ``_candidate`` and their references' ``_ref``);
+    ``gpu_busy_change`` (NaN where a table lacks it); ``gated_metrics`` (the metrics that
+    decide this point, comma-separated), ``gate_change`` (the change of the gated row farthest
+    from 1), ``within`` (every gated row within the tolerance; None without a gated row:
+    undecided) and ``regressed`` (a gated row regressed)."""
     import pandas as pd
+
+    def first(rows, column, empty=math.nan):
+        return rows[column].iloc[0] if len(rows) else empty
 
     keys = point_keys(cmp)
     rows = []
@@ -226,15 +239,36 @@ def points(cmp):
             {
                 **dict(zip(keys, key, strict=True)),
                 "host_bound": bool(g["host_bound"].any()),
-                "img_per_s_change": float(thr["change"].iloc[0]) if len(thr) else math.nan,
-                "img_per_s_basis": str(thr["basis"].iloc[0]) if len(thr) else "",
+                "img_per_s_change": float(first(thr, "change")),
+                "img_per_s_basis": str(first(thr, "basis", "")),
+                "img_per_s_baseline": float(first(thr, "baseline")),
+                "img_per_s_candidate": float(first(thr, "candidate")),
+                "img_per_s_baseline_ref": float(first(thr, "baseline_ref")),
+                "img_per_s_candidate_ref": float(first(thr, "candidate_ref")),
+                "gpu_busy_change": float(first(g[g["metric"] == "gpu_busy_ms"], "change")),
                 "gated_metrics": ",".join(gated["metric"]),
                 "gate_change": float(gated.loc[far, "change"]) if far is not None else math.nan,
                 "within": bool(gated["within"].astype(bool).all()) if len(gated) else None,
                 "regressed": bool(gated["regressed"].any()),
             }
         )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=[*keys, *POINT_COLUMNS])
+
+
+def repeat_metrics(baseline, candidate) -> list[str]:
+    """What a re-measure is judged on: img/s and, where both tables carry them, the metrics no
+    host moves (:data:`INVARIANT`)."""
+    return ["img_per_s"] + [m for m in INVARIANT if m in baseline and m in candidate]
+
+
+def repeat_points(baseline, candidate, keys=None, tolerance: float = TOLERANCE):
+    """:func:`points` of :func:`compare` over :func:`repeat_metrics`: one row per point both
+    tables measured, decided as a re-measure."""
+    cmp = compare(
+        baseline, candidate, metrics=repeat_metrics(baseline, candidate), tolerance=tolerance,
+        keys=keys,
+    )  # fmt: skip
+    return points(cmp)
 
 
 def verdict(cmp, tolerance: float = TOLERANCE) -> dict:

@@ -21,8 +21,7 @@ from yolo_sm.analyse.hostbound import (  # noqa: F401 - shared names, re-exporte
     launch_bound,
     within_tolerance,
 )
-from yolo_sm.analyse.regress import INVARIANT, points
-from yolo_sm.analyse.regress import compare as compare_points
+from yolo_sm.analyse.regress import repeat_points
 from yolo_sm.contract.schema import KEY_COLUMNS
 
 
@@ -53,13 +52,9 @@ def compare(shipped, again):
             within=None, gpu_busy_ratio=math.nan, gated_metrics="",
         )  # fmt: skip
         return _table(m, keys)
-    metrics = ["img_per_s"] + [c for c in INVARIANT if c in shipped and c in again]
-    rows = compare_points(shipped, again, metrics=metrics, keys=keys)
-    per = points(rows)
-    busy = rows[rows.metric == "gpu_busy_ms"][[*keys, "change"]]
-    per = per.merge(busy.rename(columns={"change": "gpu_busy_ratio"}), on=keys, how="left")
-    if "gpu_busy_ratio" not in per:
-        per["gpu_busy_ratio"] = math.nan
+    per = repeat_points(shipped, again, keys=keys).rename(
+        columns={"gpu_busy_change": "gpu_busy_ratio"}
+    )
     cols = [*keys, "host_bound", "img_per_s_basis", "img_per_s_change", "within",
             "gpu_busy_ratio", "gated_metrics"]  # fmt: skip
     return _table(m.merge(per[cols], on=keys, how="left"), keys)

@@ -30,7 +30,7 @@ import json
 from pathlib import Path
 
 from yolo_sm.analyse.hostbound import TOLERANCE, launch_bound
-from yolo_sm.analyse.regress import INVARIANT, REFERENCE_BACKEND, compare, points
+from yolo_sm.analyse.regress import POINT_COLUMNS, REFERENCE_BACKEND, repeat_points
 from yolo_sm.collect.grid import run_grid
 from yolo_sm.collect.models import model_flops
 from yolo_sm.collect.sweep import Point, SweepSpec, build_model, failure, run_point
@@ -178,33 +178,23 @@ def comparison(shipped_all, drawn, new, tolerance: float = TOLERANCE):
     keys = list(KEY_COLUMNS)
     status = new.reindex(columns=[*keys, "status", "message", "prov_date_utc", "prov_gpu_name"])
     measured = new[new["status"] == "ok"] if "status" in new else new.iloc[0:0]
-    metrics = ["img_per_s"] + [m for m in INVARIANT if m in shipped_all and m in measured]
     if len(measured):
-        rows = compare(shipped_all, measured, metrics=metrics, tolerance=tolerance)
-        pts = points(rows)
-        thr = rows[rows.metric == "img_per_s"][
-            [*keys, "baseline", "candidate", "baseline_ref", "candidate_ref"]
-        ]
-        pts = pts.merge(thr, on=keys, how="left")
+        pts = repeat_points(shipped_all, measured, tolerance=tolerance)
     else:
-        pts = pd.DataFrame(
-            columns=[*keys, "baseline", "candidate", "baseline_ref", "candidate_ref",
-                     "host_bound", "img_per_s_change", "img_per_s_basis", "gated_metrics",
-                     "gate_change", "within"]
-        )  # fmt: skip
+        pts = pd.DataFrame(columns=[*keys, *POINT_COLUMNS])
     out = drawn[keys].merge(pts, on=keys, how="left").merge(status, on=keys, how="left")
-    ratio = out["candidate"] / out["baseline"]
+    ratio = out["img_per_s_candidate"] / out["img_per_s_baseline"]
     same = out["img_per_s_change"].where(out["img_per_s_basis"] != "absolute")
     return pd.DataFrame(
         {
             **{k: out[k] for k in keys},
             "shipped_img_per_s": drawn["img_per_s"].to_numpy(),
-            "new_img_per_s": out["candidate"],
+            "new_img_per_s": out["img_per_s_candidate"],
             "ratio": ratio,
             "host_bound": out["host_bound"].astype("boolean"),
             "basis": out["img_per_s_basis"],
-            "shipped_ref_img_per_s": out["baseline_ref"],
-            "new_ref_img_per_s": out["candidate_ref"],
+            "shipped_ref_img_per_s": out["img_per_s_baseline_ref"],
+            "new_ref_img_per_s": out["img_per_s_candidate_ref"],
             "same_process_ratio": same,
             "rule_metrics": out["gated_metrics"].fillna(""),
             "rule_ratio": out["gate_change"],
