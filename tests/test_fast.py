@@ -163,7 +163,7 @@ def test_time_breakdown_of_the_shipped_fp16_and_fp8_traces():
     assert np.allclose(b.loc["total"].sort_index(), per_fwd.sort_index())
     assert np.allclose(b.drop("total").sum(), b.loc["total"])
     fp16, fp8 = "yolov8_w1_fp16_nhwc_b64", "yolov8_w1_fp8_nhwc_b64"
-    assert b.loc["fp8 quantisation", fp16] == 0 < b.loc["fp8 quantisation", fp8]
+    assert b.loc["8-bit quantisation", fp16] == 0 < b.loc["8-bit quantisation", fp8]
     assert b.loc["SiLU", fp8] < 0.25 * b.loc["SiLU", fp16]
     f = facts_table(fast.fp8_trace_facts(k)).set_index("key").value
     assert f["fast.fp8_over_fp16_gpu_time"] == pytest.approx(

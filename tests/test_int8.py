@@ -315,6 +315,67 @@ def test_section_figure_follows_the_style_and_absent_data_is_one_line():
         "cudagraph/int8/nhwc",
     }
     root = open_root("cpu")
-    for section in (eight_bit_plots.speed_section, eight_bit_plots.error_section):
+    for section in (
+        eight_bit_plots.speed_section,
+        eight_bit_plots.breakdown_section,
+        eight_bit_plots.error_section,
+    ):
         line = section(root)
         assert isinstance(line, str) and "\n" not in line and root.name in line
+
+
+def test_fastest_fp16_is_chosen_per_width_and_batch():
+    """A compiled fp16 engine faster at one batch only is the reference there, the CUDA graph
+    elsewhere; the ratio to the fp16 CUDA graph stays the graph's."""
+    b16 = _bench(180.0).assign(batch=16)
+    compiled = b16[b16.variant == "cudagraph/fp16/nhwc"].assign(variant="compile/fp16/nhwc")
+    compiled["img_per_s"] *= 1.5
+    speed = p8.engine_speed(pd.concat([_bench(180.0), b16, compiled], ignore_index=True))
+    s = speed.set_index(["batch", "width", "variant"])
+    assert s.loc[(16, 1.0, "cudagraph/int8/nhwc"), "fastest_fp16"] == "compile/fp16/nhwc"
+    assert s.loc[(64, 1.0, "cudagraph/int8/nhwc"), "fastest_fp16"] == "cudagraph/fp16/nhwc"
+    assert s.loc[(16, 1.0, "cudagraph/int8/nhwc"), "vs_fastest_fp16"] == pytest.approx(1.0)
+    assert s.loc[(16, 1.0, "cudagraph/int8/nhwc"), "vs_cudagraph_fp16"] == pytest.approx(1.5)
+    facts = p8.speed_facts(speed)
+    assert _verdict("precision_int8_over_fastest_fp16", facts) == PARTLY  # 1.0x at batch 16
+    assert _verdict("precision_int8_over_cudagraph_fp16", facts) == HOLDS
+    assert p8.speed_grid(speed).index.names == ["batch", "width"]
+
+
+def _kernels(int8_conv_us: float, quant_us: float = 100.0):
+    """Kineto-like rows of one fp16 and one int8 forward of width 1.0: fp16 runs a convolution,
+    a bias add, a SiLU and a concatenation; int8 a convolution, its quantiser and the same copy."""
+    conv = "sm90_xmma_fprop_implicit_gemm_f16f16_f16f32"
+    add = "elementwise_kernel<CUDAFunctor_add<c10::Half>>"
+    rows = []
+    for cfg, kernels in (
+        ("yolov8_w1_fp16_nhwc_b64", [(conv, "tensor_core_conv", 1000.0), (add, "elementwise",
+                                      300.0), ("silu_kernel", "elementwise", 200.0),
+                                     ("CatArrayBatchedCopy", "copy_concat", 400.0)]),
+        ("yolov8_w1_int8_nhwc_b64", [(conv, "tensor_core_conv", int8_conv_us),
+                                     ("_quantize_int8", "other", quant_us),
+                                     ("CatArrayBatchedCopy", "copy_concat", 400.0)]),
+    ):  # fmt: skip
+        for it in (0, 1):
+            for name, cls, us in kernels:
+                rows.append(
+                    {"config": cfg, "iteration": it, "kernel_name": name, "kernel_class": cls,
+                     "duration_us": us}
+                )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_int8_trace_table_and_its_rules_flip():
+    t = p8.trace_table(_kernels(600.0)).iloc[0]
+    assert t.width == 1.0 and t.fp16_ms == pytest.approx(1.9) and t.int8_ms == pytest.approx(1.1)
+    assert t.conv_ratio == pytest.approx(0.6) and t.quantise_ms == pytest.approx(0.1)
+    assert t.quantise_over_saving == pytest.approx(0.1 / (1.5 - 0.6))
+    assert t.unchanged_share == pytest.approx(100 * 0.4 / 1.1)
+    fast = p8.trace_facts(p8.trace_table(_kernels(600.0)))
+    assert _verdict("precision_int8_convs_faster", fast) == HOLDS
+    assert _verdict("precision_int8_quantise_pays", fast) == HOLDS
+    assert _verdict("precision_int8_leaves_fp16_parts", fast) == HOLDS
+    slow = p8.trace_facts(p8.trace_table(_kernels(1200.0, quant_us=900.0)))
+    assert _verdict("precision_int8_convs_faster", slow) == FAILS
+    assert _verdict("precision_int8_quantise_pays", slow) == FAILS
+    assert p8.trace_facts(p8.trace_table(_kernels(600.0).iloc[:0])) == []

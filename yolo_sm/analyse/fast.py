@@ -243,8 +243,12 @@ def usable_eight_bit(bench, batch: int):
 
 # --- where an engine's GPU time goes (Kineto kernel tables, e.g. trace_fp8_w1_b64) ------------
 
+#: kernel names of the 8-bit engines' activation quantisers (collect.engines.fp8 / int8)
+QUANTISERS = ("_quantize", "_quantize_int8")
+
 PARTS = (  # (part, test on a kernel row), first match wins
-    ("fp8 quantisation", lambda k: k.kernel_name == "_quantize"),
+    # the 8-bit engines' activation quantisers (Triton): fp8's and int8's
+    ("8-bit quantisation", lambda k: k.kernel_name.isin(QUANTISERS)),
     # inductor's generated kernels: each fuses several elementwise / copy / pooling ops
     ("fused by torch.compile (Triton)", lambda k: k.kernel_class == "triton"),
     (
@@ -434,7 +438,7 @@ def fp8_trace_facts(kernels) -> list[dict]:
     d = ("trace_fp8_w1_b64",)
     c16 = part_ms(b, fp16, CONV_PARTS) + part_ms(b, fp16, EPILOGUE)
     c8 = part_ms(b, fp8, CONV_PARTS) + part_ms(b, fp8, EPILOGUE)
-    q8 = part_ms(b, fp8, ["fp8 quantisation"])
+    q8 = part_ms(b, fp8, ["8-bit quantisation"])
     return [
         fact(
             "fast.fp8_over_fp16_gpu_time",

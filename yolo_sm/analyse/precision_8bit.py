@@ -1,13 +1,15 @@
 """FP16, INT8 and FP8 side by side (notebook 02): the ``bench_8bit`` dataset (the 8-bit engines
-and the fp16 engines timed in one process per width at one batch) and the ``numerics_8bit``
+and the fp16 engines timed in one process per width and batch) and the ``numerics_8bit``
 dataset (the int8 engine's head-output error against eager fp32 and its boxes after NMS against
-fp16, per calibration), with fp8's photo rows of ``numerics``. Tables in, tables out;
+fp16, per calibration), with fp8's photo rows of ``numerics``, and the ``trace_int8_b64`` Kineto
+kernels (where the int8 engine's GPU time goes against fp16's). Tables in, tables out;
 :func:`facts_8bit` returns the numbers the rules of
 :data:`yolo_sm.report.findings.precision.EIGHT_BIT` judge. Nothing here judges."""
 
 from __future__ import annotations
 
 import math
+import re
 
 import pandas as pd
 
@@ -17,6 +19,9 @@ from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.vocab import TOLERANCE, Precision
 
 BENCH_8BIT = "bench_8bit"
+TRACE_INT8 = "trace_int8_b64"
+#: the fp16 engine the 8-bit engines' kernels are compared with: eager's kernels in one graph
+GRAPH_FP16 = "cudagraph/fp16/nhwc"
 NUMERICS_8BIT = "numerics_8bit"
 NUMERICS = "numerics"
 #: the 8-bit precisions compared with fp16
@@ -44,38 +49,49 @@ def _labels(df) -> pd.Series:
 
 
 def engine_speed(bench, batch: int | None = None):
-    """Per width (at ``batch``, default the largest) the model-only engine rows of the bench:
-    img/s, the ratio to the fastest fp16 engine of the same width (``vs_fastest_fp16``; that
-    engine is ``fastest_fp16``), the numerical check's ``rel_err`` (read from the message where
-    the check failed), ``quant_convs`` and ``quant_fallbacks``; error rows keep their message."""
+    """Per width and batch (only ``batch`` when given) the model-only engine rows of the bench:
+    img/s, the ratio to the fastest fp16 engine of the same width and batch (``vs_fastest_fp16``;
+    that engine is ``fastest_fp16``) and to the fp16 CUDA graph (``vs_cudagraph_fp16``: the same
+    eager kernels without launch gaps), the numerical check's ``rel_err`` (read from the message
+    where the check failed), ``quant_convs`` and ``quant_fallbacks``; error rows keep their
+    message."""
     d = bench[bench.scope == "model_only"] if "scope" in bench else bench
+    if batch is not None:
+        d = d[d.batch == batch]
     if d.empty:
         return pd.DataFrame()
-    batch = int(d.batch.max()) if batch is None else batch
-    d = d[d.batch == batch].copy()
+    d = d.copy()
     parsed = d.message.fillna("").str.extract(_CHECK_ERROR, expand=False).astype(float)
     d["rel_err"] = d.rel_err.where(d.status == "ok", parsed) if "rel_err" in d else parsed
     ok = ok_rows(d)
     fp16 = ok[ok.precision == "fp16"]
-    best = fp16.loc[fp16.groupby("width").img_per_s.idxmax()] if len(fp16) else fp16
-    best = best.set_index("width")
-    d["fastest_fp16"] = d.width.map(best.variant)
-    d["vs_fastest_fp16"] = d.img_per_s / d.width.map(best.img_per_s)
+    unit = ["width", "batch"]
+    best = fp16.loc[fp16.groupby(unit).img_per_s.idxmax()] if len(fp16) else fp16
+    best = best.set_index(unit)
+    graph = fp16[fp16.variant == GRAPH_FP16].set_index(unit)
+    key = pd.MultiIndex.from_frame(d[unit])
+    d["fastest_fp16"] = best.variant.reindex(key).to_numpy()
+    d["vs_fastest_fp16"] = d.img_per_s.to_numpy() / best.img_per_s.reindex(key).to_numpy()
+    d["vs_cudagraph_fp16"] = d.img_per_s.to_numpy() / graph.img_per_s.reindex(key).to_numpy()
     for c in ("quant_convs", "quant_fallbacks"):
         if c not in d:
             d[c] = math.nan
     cols = ["width", "batch", "variant", "precision", "status", "img_per_s", "vs_fastest_fp16"]
-    cols += ["fastest_fp16", "rel_err", "quant_convs", "quant_fallbacks", "message"]
-    cols += [c for c in ("prov_device",) if c in d]
+    cols += ["fastest_fp16", "vs_cudagraph_fp16", "rel_err", "quant_convs", "quant_fallbacks"]
+    cols += ["message"] + [c for c in ("prov_device",) if c in d]
     return (
-        d[cols].sort_values(["width", "img_per_s"], ascending=[True, False]).reset_index(drop=True)
+        d[cols]
+        .sort_values(["batch", "width", "img_per_s"], ascending=[False, True, False])
+        .reset_index(drop=True)
     )
 
 
 def speed_grid(speed):
-    """:func:`engine_speed` as a grid: one row per width, one column per engine variant, the
-    ratio to the fastest fp16 engine of that width."""
-    return speed.pivot_table(index="width", columns="variant", values="vs_fastest_fp16").round(2)
+    """:func:`engine_speed` as a grid: one row per width and batch, one column per engine
+    variant, the ratio to the fastest fp16 engine of that width and batch."""
+    return speed.pivot_table(
+        index=["batch", "width"], columns="variant", values="vs_fastest_fp16"
+    ).round(2)
 
 
 def photo_rows(numerics, *, class_prior: bool = True):
@@ -117,8 +133,8 @@ def error_table(numerics_8bit, numerics=None):
 
 
 def speed_facts(speed) -> list[dict]:
-    """Per 8-bit precision in the bench: its smallest ratio to the fastest fp16 engine over the
-    widths (ok rows), its convolutions that fell back to fp16 (most in one engine, rows measured
+    """Per 8-bit precision in the bench: its smallest ratio to the fastest fp16 engine and to
+    the fp16 CUDA graph over the widths and batches (ok rows), its convolutions that fell back to fp16 (most in one engine, rows measured
     on a GPU: a CPU emulates), its largest check error over the tolerance (failed checks
     included) and its engines that failed."""
     ds = (BENCH_8BIT,)
@@ -133,6 +149,15 @@ def speed_facts(speed) -> list[dict]:
             fact(
                 "over_fastest_fp16_min",
                 ok.vs_fastest_fp16.min() if len(ok) else math.nan,
+                "x",
+                scope=scope,
+                datasets=ds,
+            )
+        )
+        out.append(
+            fact(
+                "over_cudagraph_fp16_min",
+                ok.vs_cudagraph_fp16.min() if len(ok) else math.nan,
                 "x",
                 scope=scope,
                 datasets=ds,
@@ -199,6 +224,89 @@ def error_facts(errors) -> list[dict]:
     return out
 
 
+def _width_of(config: str) -> float:
+    """The width of a profiling config name such as ``yolov8_w0.5_int8_nhwc_b64``."""
+    m = re.search(r"_w([0-9.]+)_", config)
+    return float(m.group(1)) if m else math.nan
+
+
+def int8_breakdown(kernels):
+    """GPU ms per forward by part (:func:`yolo_sm.analyse.fast.time_breakdown`) of each fp16
+    and int8 config of a Kineto table such as ``trace_int8_b64``, columns ordered by width."""
+    from yolo_sm.analyse.fast import time_breakdown
+
+    b = time_breakdown(kernels)
+    return b[sorted(b.columns, key=lambda c: (_width_of(c), "_int8_" in c))]
+
+
+def trace_pairs(kernels) -> list[tuple[float, str, str]]:
+    """(width, fp16 config, int8 config) for each width traced in both precisions."""
+    cfgs = list(kernels["config"].unique())
+    out = []
+    for c8 in cfgs:
+        if "_int8_" in c8 and c8.replace("_int8_", "_fp16_") in cfgs:
+            out.append((_width_of(c8), c8.replace("_int8_", "_fp16_"), c8))
+    return sorted(out)
+
+
+def trace_table(kernels):
+    """Per width traced in fp16 and int8: each engine's GPU ms per forward, the int8
+    convolutions' time over fp16's (``conv_ratio``), what int8 saves in the convolutions and
+    their bias / SiLU epilogues against what its quantisation passes cost
+    (``quantise_over_saving``), and the share of the int8 forward in the parts it leaves as they
+    are (copies, concatenations, pooling, upsampling: ``unchanged_share``)."""
+    from yolo_sm.analyse.fast import CONV_PARTS, EPILOGUE, part_ms
+
+    b = int8_breakdown(kernels)
+    rows = []
+    for w, c16, c8 in trace_pairs(kernels):
+        conv16, conv8 = part_ms(b, c16, CONV_PARTS), part_ms(b, c8, CONV_PARTS)
+        epi16, epi8 = part_ms(b, c16, EPILOGUE), part_ms(b, c8, EPILOGUE)
+        quant = part_ms(b, c8, ["8-bit quantisation"])
+        saving = (conv16 + epi16) - (conv8 + epi8)
+        unchanged = part_ms(b, c8, UNCHANGED)
+        rows.append(
+            {
+                "width": w,
+                "fp16_ms": float(b.loc["total", c16]),
+                "int8_ms": float(b.loc["total", c8]),
+                "int8_over_fp16": float(b.loc["total", c8] / b.loc["total", c16]),
+                "fp16_conv_ms": conv16,
+                "int8_conv_ms": conv8,
+                "conv_ratio": conv8 / conv16 if conv16 else math.nan,
+                "epilogue_saved_ms": epi16 - epi8,
+                "quantise_ms": quant,
+                "quantise_over_saving": quant / saving if saving > 0 else math.inf,
+                "unchanged_share": 100 * unchanged / float(b.loc["total", c8]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+#: the parts of a forward the 8-bit engines leave in fp16 as they are
+UNCHANGED = ("copy / concat", "pooling / upsample")
+
+
+def trace_facts(table) -> list[dict]:
+    """From :func:`trace_table`: per width its ratios (scoped), and over the widths the largest
+    convolution ratio, the largest quantisation cost over saving and the smallest share left
+    unchanged."""
+    ds = (TRACE_INT8,)
+    out = []
+    if table.empty:
+        return out
+    for r in table.itertuples():
+        scope = f"width={r.width:g}"
+        out.append(fact("int8_trace_over_fp16", r.int8_over_fp16, "x", scope=scope, datasets=ds))
+        out.append(fact("int8_conv_over_fp16_conv", r.conv_ratio, "x", scope=scope, datasets=ds))
+    out.append(fact("int8_conv_over_fp16_conv_max", table.conv_ratio.max(), "x", datasets=ds))
+    out.append(
+        fact("int8_quantise_over_saving_max", table.quantise_over_saving.max(), "x", datasets=ds)
+    )
+    out.append(fact("int8_unchanged_share_min", table.unchanged_share.min(), "%", datasets=ds))
+    return out
+
+
 def facts_8bit(root: DataRoot) -> list[dict]:
     """The facts of the side-by-side section from ``root`` (those whose datasets it holds)."""
     out = []
@@ -209,4 +317,6 @@ def facts_8bit(root: DataRoot) -> list[dict]:
     if root.has(NUMERICS_8BIT):
         numerics = root.load(NUMERICS) if root.has(NUMERICS) else None
         out += error_facts(error_table(root.load(NUMERICS_8BIT), numerics))
+    if root.has(TRACE_INT8):
+        out += trace_facts(trace_table(root.load(TRACE_INT8)))
     return out

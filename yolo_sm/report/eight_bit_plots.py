@@ -11,13 +11,14 @@ from yolo_sm.report.findings.precision import EIGHT_BIT_SPEEDUP
 from yolo_sm.report.scaling_plots import lacks
 from yolo_sm.report.style import finish
 
-SPEED_COLUMNS = ("width", "variant", "status", "img_per_s", "vs_fastest_fp16", "fastest_fp16")
-SPEED_COLUMNS += ("rel_err", "quant_convs", "quant_fallbacks")
+SPEED_COLUMNS = ("batch", "width", "variant", "status", "img_per_s", "vs_fastest_fp16")
+SPEED_COLUMNS += ("fastest_fp16", "vs_cudagraph_fp16", "rel_err", "quant_convs", "quant_fallbacks")
 
 
 def plot_speed(speed, *, title=None):
-    """img/s over the fastest fp16 engine of the same width, one bar per engine, grouped by
-    width; the dotted lines are 1 (as fast as fp16) and the 8-bit rules' threshold."""
+    """img/s over the fastest fp16 engine of the same width and batch, one bar per engine,
+    grouped by width, one panel per batch; the dotted lines are 1 (as fast as fp16) and the
+    8-bit rules' threshold."""
     import plotly.express as px
 
     d = speed[speed.status == "ok"].assign(width=lambda x: x.width.map("{:g}".format))
@@ -27,6 +28,7 @@ def plot_speed(speed, *, title=None):
         y="vs_fastest_fp16",
         color="variant",
         barmode="group",
+        facet_col="batch",
         hover_data=["img_per_s", "fastest_fp16", "rel_err"],
         color_discrete_map=color_map(d.variant.unique()),
         template=TEMPLATE,
@@ -48,6 +50,24 @@ def speed_section(root: DataRoot):
         return lacks(root, p8.BENCH_8BIT)
     rows = tables.show(speed[list(SPEED_COLUMNS)])
     return tables.show(p8.speed_grid(speed)), rows, plot_speed(speed)
+
+
+def breakdown_section(root: DataRoot):
+    """Where the int8 engine's GPU time goes against fp16's (trace_int8_b64): the per-width
+    table of :func:`yolo_sm.analyse.precision_8bit.trace_table`, GPU ms per forward by part, and
+    the stacked figure, or one sentence."""
+    from yolo_sm.report.fast_plots import stacked_breakdown
+
+    if not root.has(p8.TRACE_INT8):
+        return lacks(root, p8.TRACE_INT8)
+    kernels = root.load(p8.TRACE_INT8)
+    b = p8.int8_breakdown(kernels)
+    fig = stacked_breakdown(
+        b,
+        "config",
+        f"GPU ms per forward by part, eager fp16 vs int8, batch 64 ({root.device_name()}, Kineto)",
+    )
+    return tables.show(p8.trace_table(kernels)), tables.show(b), fig
 
 
 def error_section(root: DataRoot):

@@ -160,7 +160,8 @@ def compile_breakdown(root: DataRoot):
     return tables.show(_compiled(root)[0])
 
 
-def _stacked(breakdown, column: str, title: str):
+def stacked_breakdown(breakdown, column: str, title: str):
+    """A :func:`yolo_sm.analyse.fast.time_breakdown` as stacked bars, one per ``column`` value."""
     parts = breakdown.drop("total").reset_index()
     parts = parts.melt(id_vars="part", var_name=column, value_name="ms_per_forward")
     return plots.plot_bars(
@@ -171,7 +172,7 @@ def _stacked(breakdown, column: str, title: str):
 @needs(TRACE_FP8, TRACE_COMPILE)
 def compile_figure(root: DataRoot):
     b, cfg = _compiled(root)
-    return _stacked(
+    return stacked_breakdown(
         b,
         "engine",
         f"GPU ms per forward by part, eager vs torch.compile, {cfg} ({root.device_name()}, Kineto)",
@@ -186,7 +187,7 @@ def fp8_breakdown(root: DataRoot):
 
 @needs(TRACE_FP8)
 def fp8_figure(root: DataRoot):
-    return _stacked(
+    return stacked_breakdown(
         fast.time_breakdown(root.load(TRACE_FP8)),
         "config",
         f"GPU ms per forward by part, eager fp16 vs fp8 ({root.device_name()}, Kineto)",

@@ -12,7 +12,7 @@ from yolo_sm.analyse.precision import (
     SWEEPS,
     TENSOR_CORE_PRECISIONS,
 )
-from yolo_sm.analyse.precision_8bit import BENCH_8BIT, NUMERICS_8BIT
+from yolo_sm.analyse.precision_8bit import BENCH_8BIT, NUMERICS_8BIT, TRACE_INT8
 from yolo_sm.analyse.scaling import BENCH
 from yolo_sm.report.rules import Rule, check_unique
 
@@ -307,20 +307,67 @@ EIGHT_BIT_SPEEDUP = 1.3
 
 #: FP16, INT8 and FP8 side by side (bench_8bit, numerics_8bit).
 EIGHT_BIT = tuple(
-    _rule(
-        f"{p}_over_fastest_fp16",
-        f"The {p} engine runs at least {EIGHT_BIT_SPEEDUP:g}x the fastest fp16 engine at every "
-        "width (CUDA graph, same process; smallest ratio)",
-        "over_fastest_fp16_min",
-        ">=",
-        EIGHT_BIT_SPEEDUP,
-        "x",
-        (BENCH_8BIT,),
-        partly=1.0,
-        scope=f"precision={p}",
-    )
+    rule
     for p in ("int8", "fp8")
+    for rule in (
+        _rule(
+            f"{p}_over_fastest_fp16",
+            f"The {p} engine runs at least {EIGHT_BIT_SPEEDUP:g}x the fastest fp16 engine "
+            "(CUDA graph or torch.compile) at every width and batch (same process; smallest "
+            "ratio)",
+            "over_fastest_fp16_min",
+            ">=",
+            EIGHT_BIT_SPEEDUP,
+            "x",
+            (BENCH_8BIT,),
+            partly=1.0,
+            scope=f"precision={p}",
+        ),
+        _rule(
+            f"{p}_over_cudagraph_fp16",
+            f"The {p} engine runs at least {EIGHT_BIT_SPEEDUP:g}x the fp16 CUDA graph of the "
+            "same model at every width and batch (same process; smallest ratio)",
+            "over_cudagraph_fp16_min",
+            ">=",
+            EIGHT_BIT_SPEEDUP,
+            "x",
+            (BENCH_8BIT,),
+            partly=1.0,
+            scope=f"precision={p}",
+        ),
+    )
 ) + (
+    _rule(
+        "int8_convs_faster",
+        "The int8 convolutions take less GPU time than the fp16 ones at every traced width "
+        "(Kineto, eager, batch 64; largest ratio)",
+        "int8_conv_over_fp16_conv_max",
+        "<",
+        1.0,
+        "x",
+        (TRACE_INT8,),
+    ),
+    _rule(
+        "int8_quantise_pays",
+        "What int8 saves in the convolutions and their bias / SiLU kernels exceeds what its "
+        "quantisation passes cost at every traced width (largest cost over saving)",
+        "int8_quantise_over_saving_max",
+        "<",
+        1.0,
+        "x",
+        (TRACE_INT8,),
+    ),
+    _rule(
+        "int8_leaves_fp16_parts",
+        "The parts int8 leaves in fp16 as they are (copies, concatenations, pooling, "
+        "upsampling) still take at least a quarter of the int8 forward's GPU time at every "
+        "traced width (smallest share)",
+        "int8_unchanged_share_min",
+        ">=",
+        25.0,
+        "%",
+        (TRACE_INT8,),
+    ),
     _rule(
         "int8_engine_passes",
         "The int8 engine passes its numerical check at every width of the bench (engines that "
