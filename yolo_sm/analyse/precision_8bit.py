@@ -134,9 +134,9 @@ def error_table(numerics_8bit, numerics=None):
 
 def speed_facts(speed) -> list[dict]:
     """Per 8-bit precision in the bench: its smallest ratio to the fastest fp16 engine and to
-    the fp16 CUDA graph over the widths and batches (ok rows), its convolutions that fell back to fp16 (most in one engine, rows measured
-    on a GPU: a CPU emulates), its largest check error over the tolerance (failed checks
-    included) and its engines that failed."""
+    the fp16 CUDA graph over the widths and batches (ok rows), its convolutions that fell back
+    to fp16 (most in one engine, rows measured on a GPU: a CPU emulates), its largest check
+    error over the tolerance (failed checks included) and its engines that failed."""
     ds = (BENCH_8BIT,)
     out = []
     for p in EIGHT_BIT:
