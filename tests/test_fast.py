@@ -268,3 +268,33 @@ def test_sections_need_their_datasets(section, tmp_path):
     note = section(open_root(tmp_path))
     assert isinstance(note, Note) and len(note.splitlines()) == 1
     assert not isinstance(section(open_root("h200")), Note)
+
+
+def _speed(df):
+    return evaluate(goals.SPEED_RULES, facts_table(fast.bench_facts(df, PEAK))).set_index("id")
+
+
+def test_speed_goals_flip_with_the_bench(df):
+    """Goal 1 holds the pipeline against the fastest engine of its unit, whichever it is; goal 3
+    the fastest engine against max-autotune-no-cudagraphs, untested where that was not timed."""
+    at = (df.width == 0.5) & (df.batch == 16)
+    model = at & ~df.variant.str.startswith("pipeline/") & (df.variant != "ultralytics_predict")
+    pipe = df.loc[at & df.variant.str.startswith("pipeline/"), "img_per_s"].max()
+    fastest = df.loc[model & (df.status == "ok"), "img_per_s"].idxmax()
+    for k, verdict in ((0.84, FAILS), (0.86, HOLDS)):
+        d = df.copy()
+        d.loc[model, "img_per_s"] = d.loc[model, "img_per_s"].clip(upper=pipe / k)
+        d.loc[fastest, "img_per_s"] = pipe / k
+        v = _speed(d)
+        assert v.measured["speed_1_w0.5_b16"] == pytest.approx(k)
+        assert v.verdict["speed_1_w0.5_b16"] == verdict
+    d = df.copy()
+    mt = (d.width == 1.0) & (d.batch == 64) & (d.variant == fast.MAX_AUTOTUNE)
+    others = (d.width == 1.0) & (d.batch == 64) & ~mt & (d.status == "ok")
+    others &= ~d.variant.str.startswith("pipeline/") & (d.variant != "ultralytics_predict")
+    best = d.loc[others, "img_per_s"].max()
+    for k, verdict in ((1.01, FAILS), (0.99, HOLDS)):
+        d.loc[mt, "img_per_s"] = best * k
+        assert _speed(d).verdict["speed_3_w1"] == verdict, k
+    untimed = _speed(df[df.variant != fast.MAX_AUTOTUNE])
+    assert untimed.verdict["speed_3_w1"] == NOT_TESTED

@@ -15,7 +15,7 @@ from yolo_sm.collect.models.common import calibration_batches
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.vocab import TOLERANCE, Precision
 from yolo_sm.report.findings import precision as findings
-from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY
+from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, evaluate
 
 
 def test_values_round_half_away_and_saturate_at_127():
@@ -379,3 +379,25 @@ def test_int8_trace_table_and_its_rules_flip():
     assert _verdict("precision_int8_convs_faster", slow) == FAILS
     assert _verdict("precision_int8_quantise_pays", slow) == FAILS
     assert p8.trace_facts(p8.trace_table(_kernels(600.0).iloc[:0])) == []
+
+
+def test_speed_goal_2_reads_the_fastest_8bit_engine_and_zero_where_all_failed():
+    from yolo_sm.analyse.facts import facts_table
+    from yolo_sm.report import goals
+
+    def verdicts(bench):
+        facts = facts_table(p8.goal_facts(p8.engine_speed(bench)))
+        return evaluate(goals.SPEED_RULES, facts).set_index("id")
+
+    v = verdicts(_bench(180.0))  # int8 1.5x, fp8 1.25x the CUDA graph, the fastest fp16 here
+    assert v.measured["speed_2_w1"] == pytest.approx(1.5) and v.verdict["speed_2_w1"] == HOLDS
+    assert verdicts(_bench(150.0)).verdict["speed_2_w2"] == FAILS  # both 8-bit at 1.25x
+    failed = _bench(180.0, int8_status="error")
+    failed.loc[failed.precision == "fp8", ["status", "message", "img_per_s"]] = [
+        "error",
+        "NumericalMismatch: relative L2 error 0.2",
+        math.nan,
+    ]
+    v = verdicts(failed)
+    assert v.measured["speed_2_w1"] == 0.0 and v.verdict["speed_2_w1"] == FAILS
+    assert v.verdict["speed_2_w1.5"] == NOT_TESTED  # width not benched

@@ -141,6 +141,41 @@ def pipeline_table(bench):
     )
 
 
+#: the stock engine the fastest engine is held against: inductor's longest autotuning without
+#: its own CUDA graphs
+MAX_AUTOTUNE = "compile:max-autotune-no-cudagraphs/fp16/nhwc"
+
+
+def best_over_max_autotune(bench):
+    """Per (width, batch) where the bench timed :data:`MAX_AUTOTUNE`: the fastest other ok
+    model-only engine's img/s over it; a Series indexed by (width, batch)."""
+    import pandas as pd
+
+    e = engines(bench, baseline=True)
+    stock = e[e["variant"] == MAX_AUTOTUNE]
+    if stock.empty:
+        return pd.Series(dtype=float)
+    unit = ["width", "batch"]
+    others = e[e["variant"] != MAX_AUTOTUNE].groupby(unit)["img_per_s"].max()
+    return (others / stock.groupby(unit)["img_per_s"].max()).dropna()
+
+
+def pipeline_over_fastest(bench):
+    """Per (width, batch): the fastest pipeline row's frames/s over the model-only img/s of the
+    fastest ok engine of the same model and batch (any backend and precision the bench ran,
+    YOLO.predict and the pipelines excluded); a Series indexed by (width, batch)."""
+    import pandas as pd
+
+    ok = ok_rows(bench)
+    pipe = ok[ok["variant"].str.startswith("pipeline/")]
+    model = ok[~ok["variant"].str.startswith("pipeline/") & (ok["variant"] != PREDICT)]
+    if pipe.empty or model.empty:
+        return pd.Series(dtype=float)
+    unit = ["width", "batch"]
+    fastest = model.groupby(unit)["img_per_s"].max()
+    return (pipe.groupby(unit)["img_per_s"].max() / fastest).dropna()
+
+
 def jitter(bench):
     """Latency jitter of each multi-stream pipeline row against the one-stream row of the same
     (family, width, batch, engine): jitter = p99 - p50 of the per-batch latency (submission of
@@ -416,6 +451,12 @@ def bench_facts(bench, peak_tflops: float = float("nan")) -> list[dict]:
                 datasets=d,
                 note=r["variant"],
             )
+        )
+    for (w, b), v in best_over_max_autotune(bench).items():
+        rows.append(fact("fast.best_over_max_autotune", v, "x", scope=scope(w, b), datasets=d))
+    for (w, b), v in pipeline_over_fastest(bench).items():
+        rows.append(
+            fact("fast.pipeline_over_fastest_model_only", v, "x", scope=scope(w, b), datasets=d)
         )
     if len(pt):
         rows.append(

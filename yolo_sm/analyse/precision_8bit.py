@@ -307,6 +307,43 @@ def trace_facts(table) -> list[dict]:
     return out
 
 
+def goal_facts(speed) -> list[dict]:
+    """Per (width, batch) of :func:`engine_speed`: the fastest ok 8-bit engine's img/s over the
+    fastest fp16 engine's (``eight_bit.best_over_fastest_fp16``, its variant in the note), and 0
+    where every 8-bit engine there failed its numerical check (no usable output)."""
+    out = []
+    ds = (BENCH_8BIT,)
+    eight = speed[speed.precision.isin(EIGHT_BIT)]
+    for (w, b), g in eight.groupby(["width", "batch"]):
+        ok = g[g.status == "ok"]
+        failed = g.message.fillna("").str.startswith("NumericalMismatch")
+        scope = f"width={float(w):g}, batch={int(b)}"
+        if len(ok):
+            r = ok.loc[ok.vs_fastest_fp16.idxmax()]
+            out.append(
+                fact(
+                    "eight_bit.best_over_fastest_fp16",
+                    float(r.vs_fastest_fp16),
+                    "x",
+                    scope=scope,
+                    datasets=ds,
+                    note=f"{r.variant} over {r.fastest_fp16}",
+                )
+            )
+        elif failed.all():
+            out.append(fact("eight_bit.best_over_fastest_fp16", 0.0, "x", scope=scope, datasets=ds))
+    return out
+
+
+def goal_facts_of(root: DataRoot):
+    """:func:`goal_facts` of ``root``'s ``bench_8bit`` as a facts table (empty without it)."""
+    from yolo_sm.analyse.facts import facts_table
+
+    if not root.has(BENCH_8BIT):
+        return facts_table([])
+    return facts_table(goal_facts(engine_speed(root.load(BENCH_8BIT))))
+
+
 def facts_8bit(root: DataRoot) -> list[dict]:
     """The facts of the side-by-side section from ``root`` (those whose datasets it holds)."""
     out = []

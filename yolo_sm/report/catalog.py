@@ -16,6 +16,7 @@ from yolo_sm.analyse import hosts as analyse_hosts
 from yolo_sm.analyse import memory as analyse_memory
 from yolo_sm.analyse import monitor as analyse_monitor
 from yolo_sm.analyse import precision as analyse_precision
+from yolo_sm.analyse import precision_8bit as analyse_p8
 from yolo_sm.analyse import primer as analyse_primer
 from yolo_sm.analyse import roofline as analyse_roofline
 from yolo_sm.analyse import scaling as analyse_scaling
@@ -75,6 +76,8 @@ def to_json(verdicts: pd.DataFrame) -> str:
 
 SOURCES.append((claims.CLAIMS_RULES, analyse_claims.facts))
 SOURCES.append((goals.RULES, analyse_fast.facts))
+# the speed goals read the fast-engines facts (above) and the 8-bit bench's goal facts
+SOURCES.append((goals.SPEED_RULES, analyse_p8.goal_facts_of))
 SOURCES.append((fast.RULES, analyse_fast.facts))
 SOURCES.append((findings_primer.RULES, analyse_primer.facts))
 SOURCES.append((findings_heatmaps.RULES, analyse_heatmaps.facts))

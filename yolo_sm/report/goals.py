@@ -15,6 +15,8 @@ The targets, against the eager fp16 NHWC baseline of the same width and batch:
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 
 from yolo_sm.analyse import fast
@@ -122,10 +124,90 @@ def _rules():
     )
 
 
+#: the speed goals' widths and batches
+PIPELINE_WIDTHS, PIPELINE_BATCHES = (0.25, 0.5, 0.75, 1.0), (16, 64)
+EIGHT_BIT_WIDTHS = (1.0, 1.5, 2.0)
+STOCK_WIDTHS = (0.5, 1.0, 2.0)
+
+
+def _speed_rules():
+    """The speed goals: a pipeline at the fastest engine's rate, 8-bit faster than the fastest
+    fp16 engine, the fastest engine against the longest-autotuned stock one."""
+    for w in PIPELINE_WIDTHS:
+        for b in PIPELINE_BATCHES:
+            yield _goal(
+                f"speed_1_w{w:g}_b{b}",
+                f"Width {w:g}, batch {b}: the fastest frames-to-boxes pipeline keeps at least "
+                "0.85x the model-only img/s of the fastest engine of the same model and batch",
+                "pipeline_over_fastest_model_only",
+                w,
+                b,
+                ">=",
+                0.85,
+            )
+            if (w, b) == (0.5, 16):
+                continue  # the target goal_4_predict is this rule (one rule per fact)
+            yield _goal(
+                f"speed_1_predict_w{w:g}_b{b}",
+                f"Width {w:g}, batch {b}: the fastest frames-to-boxes pipeline delivers at least "
+                "6x the frames/s of YOLO.predict",
+                "pipeline_over_predict",
+                w,
+                b,
+                ">=",
+                6.0,
+            )
+    for w in EIGHT_BIT_WIDTHS:
+        yield Rule(
+            id=f"speed_2_w{w:g}",
+            statement=f"Batch 64, width {w:g}: an 8-bit engine that passes its numerical check "
+            "delivers at least 1.3x the img/s of the fastest fp16 engine (same process; 0 where "
+            "every 8-bit engine failed its check)",
+            fact="eight_bit.best_over_fastest_fp16",
+            op=">=",
+            threshold=1.3,
+            unit="x",
+            datasets=("bench_8bit",),
+            scope=fast.scope(w, 64),
+        )
+    for w in STOCK_WIDTHS:
+        yield _goal(
+            f"speed_3_w{w:g}",
+            f"Batch 64, width {w:g}: the fastest engine at least matches torch.compile "
+            "max-autotune-no-cudagraphs timed in the same run",
+            "best_over_max_autotune",
+            w,
+            64,
+            ">=",
+            1.0,
+        )
+    # the warm build within 60 s is the finding fast_warm_compile_fast (one rule per fact)
+
+
+def _grouped(rules, group: str):
+    for r in rules:
+        yield r if r.group == group else replace(r, group=group)
+
+
 #: One rule per check of the four targets.
 RULES: tuple[Rule, ...] = check_unique(_rules())
+#: One rule per check of the speed goals.
+SPEED_RULES: tuple[Rule, ...] = check_unique(_grouped(_speed_rules(), "10_fast_engines"))
+
+
+def facts(root: DataRoot) -> pd.DataFrame:
+    """The facts both rule sets read: the fast-engines facts and the 8-bit goal facts."""
+    from yolo_sm.analyse import precision_8bit as p8
+    from yolo_sm.analyse.facts import concat
+
+    return concat(fast.facts(root), p8.goal_facts_of(root))
 
 
 def verdicts(root: DataRoot) -> pd.DataFrame:
     """The targets' verdict table for ``root``."""
     return evaluate(RULES, fast.facts(root), root.name)
+
+
+def speed_verdicts(root: DataRoot) -> pd.DataFrame:
+    """The speed goals' verdict table for ``root``."""
+    return evaluate(SPEED_RULES, facts(root), root.name)

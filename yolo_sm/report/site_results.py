@@ -99,6 +99,16 @@ HEADLINES: dict[str, tuple[str, ...]] = {
         "monitor_gpu_util_overstates",
     ),
 }
+HEADLINES["14_wide_or_deep"] = (
+    "shapes_wide_faster_b64",
+    "shapes_deep_more_kernels",
+    "shapes_wide_higher_occupancy",
+)
+HEADLINES["15_resolutions"] = (
+    "shapes_dynamic_cost_small",
+    "shapes_nearest_engine_pays",
+    "shapes_large_inputs_fill_gpu",
+)
 HEADLINES["17_two_models"] = (
     "sharing_streams_total",
     "sharing_small_p99_streams",
