@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -141,6 +142,9 @@ def test_a_shard_left_by_a_killed_worker_is_merged_with_its_place(tmp_path):
     assert df.worker.tolist()[1:] == ["w9"] and df.host.tolist()[1:] == ["h"]
     assert not (out / dunits.SHARDS).exists()
     assert json.loads((out / "manifest.json").read_text())["datasets"]["s"]["rows"] == 2
+    # the merged table's command line is the user's: no absolute path of the measuring machine
+    argv = json.loads(pq.read_schema(out / "s.parquet").metadata[b"yolo_sm"])["argv"]
+    assert argv and not any(a.startswith("/") for a in argv), argv
 
 
 # --- on a local cluster of 2 worker processes (CPU) ---------------------------------------------

@@ -368,3 +368,24 @@ def test_notebooks_14_and_15_on_synthetic_tables(tmp_path, make_root):
     for nb in ("14_wide_or_deep.ipynb", "15_resolutions.ipynb"):
         _, html = _executes_and_renders(NOTEBOOKS[0].parent / nb, root)
         assert "does not hold" not in html and "holds" in html
+
+
+def test_resolutions_table_records_the_command_as_a_user_types_it(tmp_path, monkeypatch):
+    """No absolute path of the measuring machine in the table's metadata."""
+    import json
+    import sys
+
+    import pyarrow.parquet as pq
+
+    from yolo_sm.collect.resolutions import ResolutionSpec, run_resolutions
+
+    spec = ResolutionSpec(
+        widths=(0.0625,), frames=("64x64",), fixed_backend="eager", batch=1, device="cpu",
+        precision="fp32", layout="nchw", warmup_ms=1, budget_ms=5,
+    )  # fmt: skip
+    out = tmp_path / "resolutions.parquet"
+    argv = ["/opt/somewhere/yolo_sm/__main__.py", "collect", "--out", str(tmp_path)]
+    monkeypatch.setattr(sys, "argv", argv)
+    run_resolutions(spec, out, progress=False)
+    meta = json.loads(pq.read_schema(out).metadata[b"yolo_sm"])
+    assert meta["argv"][0] == "yolo-sm" and not any(a.startswith("/") for a in meta["argv"])

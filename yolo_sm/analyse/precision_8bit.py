@@ -13,7 +13,8 @@ import re
 
 import pandas as pd
 
-from yolo_sm.analyse.facts import fact
+from yolo_sm.analyse.facts import fact, facts_table
+from yolo_sm.analyse.fast import CONV_PARTS, EPILOGUE, part_ms, time_breakdown
 from yolo_sm.analyse.scaling import ok_rows
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.vocab import TOLERANCE, Precision
@@ -233,8 +234,6 @@ def _width_of(config: str) -> float:
 def int8_breakdown(kernels):
     """GPU ms per forward by part (:func:`yolo_sm.analyse.fast.time_breakdown`) of each fp16
     and int8 config of a Kineto table such as ``trace_int8_b64``, columns ordered by width."""
-    from yolo_sm.analyse.fast import time_breakdown
-
     b = time_breakdown(kernels)
     return b[sorted(b.columns, key=lambda c: (_width_of(c), "_int8_" in c))]
 
@@ -255,8 +254,6 @@ def trace_table(kernels):
     their bias / SiLU epilogues against what its quantisation passes cost
     (``quantise_over_saving``), and the share of the int8 forward in the parts it leaves as they
     are (copies, concatenations, pooling, upsampling: ``unchanged_share``)."""
-    from yolo_sm.analyse.fast import CONV_PARTS, EPILOGUE, part_ms
-
     b = int8_breakdown(kernels)
     rows = []
     for w, c16, c8 in trace_pairs(kernels):
@@ -337,8 +334,6 @@ def goal_facts(speed) -> list[dict]:
 
 def goal_facts_of(root: DataRoot):
     """:func:`goal_facts` of ``root``'s ``bench_8bit`` as a facts table (empty without it)."""
-    from yolo_sm.analyse.facts import facts_table
-
     if not root.has(BENCH_8BIT):
         return facts_table([])
     return facts_table(goal_facts(engine_speed(root.load(BENCH_8BIT))))

@@ -26,6 +26,7 @@ from yolo_sm.collect.models import build_yolo
 from yolo_sm.collect.sweep import SweepSpec, check_environment, failure, host_columns
 from yolo_sm.collect.timing import measure_engine
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.scrub import user_argv
 from yolo_sm.contract.store import write_atomic
 
 DYNAMIC = ("eager", "compile")
@@ -244,7 +245,7 @@ def run_resolutions(spec: ResolutionSpec, out: str | os.PathLike | None, progres
         write_atomic(
             df,
             Path(out),
-            {"spec": asdict(spec), "argv": sys.argv, "seconds": time.monotonic() - t0},
+            {"spec": asdict(spec), "argv": user_argv(sys.argv), "seconds": time.monotonic() - t0},
         )
     return df
 

@@ -7,6 +7,7 @@ from yolo_sm.analyse import precision_8bit as p8
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report import tables
 from yolo_sm.report.colors import TEMPLATE, color_map
+from yolo_sm.report.fast_plots import stacked_breakdown
 from yolo_sm.report.findings.precision import EIGHT_BIT_SPEEDUP
 from yolo_sm.report.scaling_plots import lacks
 from yolo_sm.report.style import finish
@@ -56,8 +57,6 @@ def breakdown_section(root: DataRoot):
     """Where the int8 engine's GPU time goes against fp16's (trace_int8_b64): the per-width
     table of :func:`yolo_sm.analyse.precision_8bit.trace_table`, GPU ms per forward by part, and
     the stacked figure, or one sentence."""
-    from yolo_sm.report.fast_plots import stacked_breakdown
-
     if not root.has(p8.TRACE_INT8):
         return lacks(root, p8.TRACE_INT8)
     kernels = root.load(p8.TRACE_INT8)

@@ -20,6 +20,8 @@ from dataclasses import replace
 import pandas as pd
 
 from yolo_sm.analyse import fast
+from yolo_sm.analyse import precision_8bit as p8
+from yolo_sm.analyse.facts import concat
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report.rules import Rule, check_unique, evaluate
 
@@ -197,9 +199,6 @@ SPEED_RULES: tuple[Rule, ...] = check_unique(_grouped(_speed_rules(), "10_fast_e
 
 def facts(root: DataRoot) -> pd.DataFrame:
     """The facts both rule sets read: the fast-engines facts and the 8-bit goal facts."""
-    from yolo_sm.analyse import precision_8bit as p8
-    from yolo_sm.analyse.facts import concat
-
     return concat(fast.facts(root), p8.goal_facts_of(root))
 
 

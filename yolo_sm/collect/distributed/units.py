@@ -34,6 +34,7 @@ from yolo_sm.collect.sweep import SweepSpec
 from yolo_sm.contract.manifest import register
 from yolo_sm.contract.plans import RESUMABLE, Plan, Step
 from yolo_sm.contract.schema import KEY_COLUMNS, PLACE_COLUMNS
+from yolo_sm.contract.scrub import user_argv
 from yolo_sm.contract.store import read_arrow, read_table, write_atomic
 
 SHARDS = ".shards"  # folder of the shards inside a dataset root
@@ -306,4 +307,4 @@ def _merge_rows(shard_table: Path, step: Step, plan: Plan, out_dir: Path) -> Non
     if "worker" in df:  # rows seeded from outside any worker: no place
         df["worker"] = df["worker"].where(df["worker"] != "", None)
     spec = full_spec(step, plan)
-    write_atomic(df, main, {"spec": asdict(spec), "argv": sys.argv})
+    write_atomic(df, main, {"spec": asdict(spec), "argv": user_argv(sys.argv)})
