@@ -370,7 +370,7 @@ def test_int8_trace_table_and_its_rules_flip():
     assert t.width == 1.0 and t.fp16_ms == pytest.approx(1.9) and t.int8_ms == pytest.approx(1.1)
     assert t.conv_ratio == pytest.approx(0.6) and t.quantise_ms == pytest.approx(0.1)
     assert t.quantise_over_saving == pytest.approx(0.1 / (1.5 - 0.6))
-    assert t.unchanged_share == pytest.approx(100 * 0.4 / 1.1)
+    assert t.unchanged_pct == pytest.approx(100 * 0.4 / 1.1)
     fast = p8.trace_facts(p8.trace_table(_kernels(600.0)))
     assert _verdict("precision_int8_convs_faster", fast) == HOLDS
     assert _verdict("precision_int8_quantise_pays", fast) == HOLDS

@@ -253,7 +253,7 @@ def trace_table(kernels):
     convolutions' time over fp16's (``conv_ratio``), what int8 saves in the convolutions and
     their bias / SiLU epilogues against what its quantisation passes cost
     (``quantise_over_saving``), and the share of the int8 forward in the parts it leaves as they
-    are (copies, concatenations, pooling, upsampling: ``unchanged_share``)."""
+    are (copies, concatenations, pooling, upsampling: ``unchanged_pct``)."""
     b = int8_breakdown(kernels)
     rows = []
     for w, c16, c8 in trace_pairs(kernels):
@@ -274,7 +274,7 @@ def trace_table(kernels):
                 "epilogue_saved_ms": epi16 - epi8,
                 "quantise_ms": quant,
                 "quantise_over_saving": quant / saving if saving > 0 else math.inf,
-                "unchanged_share": 100 * unchanged / float(b.loc["total", c8]),
+                "unchanged_pct": 100 * unchanged / float(b.loc["total", c8]),
             }
         )
     return pd.DataFrame(rows)
@@ -300,7 +300,7 @@ def trace_facts(table) -> list[dict]:
     out.append(
         fact("int8_quantise_over_saving_max", table.quantise_over_saving.max(), "x", datasets=ds)
     )
-    out.append(fact("int8_unchanged_share_min", table.unchanged_share.min(), "%", datasets=ds))
+    out.append(fact("int8_unchanged_pct_min", table.unchanged_pct.min(), "%", datasets=ds))
     return out
 
 

@@ -362,7 +362,7 @@ EIGHT_BIT = tuple(
         "The parts int8 leaves in fp16 as they are (copies, concatenations, pooling, "
         "upsampling) still take at least a quarter of the int8 forward's GPU time at every "
         "traced width (smallest share)",
-        "int8_unchanged_share_min",
+        "int8_unchanged_pct_min",
         ">=",
         25.0,
         "%",
