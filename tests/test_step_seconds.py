@@ -188,3 +188,25 @@ def test_nested_phases_count_once_and_credit_adds_outside_phases():
     with pytest.raises(ValueError):
         with stopwatch.phase("coffee"):
             pass
+
+
+def test_the_phase_line_sums_the_records_and_gives_each_phase_its_share():
+    a = gpu_time.record({"build": 6.0, "timed": 2.0}, 10.0)
+    b = gpu_time.record({"build": 2.0, "profile": 2.0}, 10.0)
+    line = gpu_time.phase_line([a, b])
+    assert line.startswith("recorded GPU time by phase (2 runs):")
+    assert "build 8 s (40 %)" in line and "timed 2 s (10 %)" in line
+    assert "profile 2 s (10 %)" in line and "other 8 s (40 %)" in line
+    assert gpu_time.phase_line([]) == ""
+
+
+def test_status_prints_where_the_recorded_seconds_went(tmp_path, capsys):
+    plan = _sweep_plan(tmp_path)
+    out = tmp_path / "data"
+    collect.run_plan(plan, out, progress=False)
+    capsys.readouterr()
+    assert (
+        main(["collect", "--plan", str(tmp_path / "plan.yaml"), "--out", str(out), "--status"]) == 0
+    )
+    printed = capsys.readouterr().out
+    assert "recorded GPU time by phase (1 runs): build " in printed

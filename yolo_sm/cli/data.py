@@ -9,7 +9,7 @@ import dataclasses
 from pathlib import Path
 
 from yolo_sm.cli.common import backends_available, comma_list, device, dispatch, output, progress
-from yolo_sm.contract import values
+from yolo_sm.contract import gpu_time, values
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.manifest import embed_registrations
@@ -145,6 +145,9 @@ def collect(args) -> int:
         table = plans.status(plan, out_dir)
         print(table.to_string(index=False))
         print(plans.gpu_total_line(table))
+        phases = gpu_time.phase_line(plans.recorded_phases(plan, out_dir))
+        if phases:
+            print(phases)
         left = float(table.est_left_s.sum())
         if left:
             print(

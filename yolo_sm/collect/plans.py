@@ -319,6 +319,16 @@ def gpu_totals(table) -> dict:
     return {"recorded": recorded, "estimated": estimated, "total": total, "tables": n}
 
 
+def recorded_phases(plan: Plan, out_dir) -> list[dict]:
+    """The ``gpu_seconds`` records of the plan's steps whose manifest entry has one."""
+    out = []
+    for s in plan.steps:
+        rec = recorded_gpu_seconds(Path(out_dir), s.name, s.out)
+        if rec is not None and step_path(s, Path(out_dir)).exists():
+            out.append(rec)
+    return out
+
+
 def gpu_total_line(table) -> str:
     """:func:`gpu_totals` in one line."""
     t = gpu_totals(table)

@@ -91,3 +91,18 @@ def estimate_from_units(df, unit_columns=("family", "width", "batch")):
         return None
     per_unit = df.groupby(list(unit_columns)).unit_s.max().dropna()
     return float(per_unit.sum()) if len(per_unit) else None
+
+
+def phase_line(records) -> str:
+    """Where the recorded GPU seconds of several steps went, in one line: each phase's sum and
+    its share of the total (``records``: ``gpu_seconds`` records; '' when there are none)."""
+    total = None
+    for r in records:
+        total = add(total, {k: r[k] for k in KEYS})
+    if total is None or not total["total"] > 0:
+        return ""
+    parts = ", ".join(
+        f"{p} {total[p]:.0f} s ({100 * total[p] / total['total']:.0f} %)"
+        for p in (*PHASES, "other")
+    )
+    return f"recorded GPU time by phase ({total['runs']} runs): {parts}"
