@@ -366,19 +366,19 @@ def _kernels(int8_conv_us: float, quant_us: float = 100.0):
 
 
 def test_int8_trace_table_and_its_rules_flip():
-    t = p8.trace_table(_kernels(600.0)).iloc[0]
+    t = p8.trace_table(p8.int8_breakdown(_kernels(600.0))).iloc[0]
     assert t.width == 1.0 and t.fp16_ms == pytest.approx(1.9) and t.int8_ms == pytest.approx(1.1)
     assert t.conv_ratio == pytest.approx(0.6) and t.quantise_ms == pytest.approx(0.1)
     assert t.quantise_over_saving == pytest.approx(0.1 / (1.5 - 0.6))
     assert t.unchanged_pct == pytest.approx(100 * 0.4 / 1.1)
-    fast = p8.trace_facts(p8.trace_table(_kernels(600.0)))
+    fast = p8.trace_facts(p8.trace_table(p8.int8_breakdown(_kernels(600.0))))
     assert _verdict("precision_int8_convs_faster", fast) == HOLDS
     assert _verdict("precision_int8_quantise_pays", fast) == HOLDS
     assert _verdict("precision_int8_leaves_fp16_parts", fast) == HOLDS
-    slow = p8.trace_facts(p8.trace_table(_kernels(1200.0, quant_us=900.0)))
+    slow = p8.trace_facts(p8.trace_table(p8.int8_breakdown(_kernels(1200.0, quant_us=900.0))))
     assert _verdict("precision_int8_convs_faster", slow) == FAILS
     assert _verdict("precision_int8_quantise_pays", slow) == FAILS
-    assert p8.trace_facts(p8.trace_table(_kernels(600.0).iloc[:0])) == []
+    assert p8.trace_facts(p8.trace_table(p8.int8_breakdown(_kernels(600.0).iloc[:0]))) == []
 
 
 def test_speed_goal_2_reads_the_fastest_8bit_engine_and_zero_where_all_failed():

@@ -162,13 +162,13 @@ def best_over_max_autotune(bench):
 
 def pipeline_over_fastest(bench):
     """Per (width, batch): the fastest pipeline row's frames/s over the model-only img/s of the
-    fastest ok engine of the same model and batch (any backend and precision the bench ran,
-    YOLO.predict and the pipelines excluded); a Series indexed by (width, batch)."""
+    fastest ok model-only engine of the same model and batch (:func:`engines`: any backend and
+    precision the bench ran); a Series indexed by (width, batch)."""
     import pandas as pd
 
     ok = ok_rows(bench)
     pipe = ok[ok["variant"].str.startswith("pipeline/")]
-    model = ok[~ok["variant"].str.startswith("pipeline/") & (ok["variant"] != PREDICT)]
+    model = engines(bench, baseline=True)
     if pipe.empty or model.empty:
         return pd.Series(dtype=float)
     unit = ["width", "batch"]

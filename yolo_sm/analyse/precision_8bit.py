@@ -9,14 +9,15 @@ kernels (where the int8 engine's GPU time goes against fp16's). Tables in, table
 from __future__ import annotations
 
 import math
-import re
 
 import pandas as pd
 
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.fast import CONV_PARTS, EPILOGUE, part_ms, time_breakdown
+from yolo_sm.analyse.fast import scope as unit_scope
 from yolo_sm.analyse.scaling import ok_rows
 from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.contract.labels import config_label, parse_config
 from yolo_sm.contract.vocab import TOLERANCE, Precision
 
 BENCH_8BIT = "bench_8bit"
@@ -146,24 +147,12 @@ def speed_facts(speed) -> list[dict]:
             continue
         scope = f"precision={p}"
         ok = s[s.status == "ok"]
-        out.append(
-            fact(
-                "over_fastest_fp16_min",
-                ok.vs_fastest_fp16.min() if len(ok) else math.nan,
-                "x",
-                scope=scope,
-                datasets=ds,
-            )
-        )
-        out.append(
-            fact(
-                "over_cudagraph_fp16_min",
-                ok.vs_cudagraph_fp16.min() if len(ok) else math.nan,
-                "x",
-                scope=scope,
-                datasets=ds,
-            )
-        )
+        for key, ratio in (
+            ("over_fastest_fp16_min", "vs_fastest_fp16"),
+            ("over_cudagraph_fp16_min", "vs_cudagraph_fp16"),
+        ):
+            low = ok[ratio].min() if len(ok) else math.nan
+            out.append(fact(key, low, "x", scope=scope, datasets=ds))
         # on a CPU the engines emulate: no cuDNN path to fall back from
         on_gpu = s.prov_device.astype(str).str.startswith("cuda") if "prov_device" in s else None
         falls = s.quant_fallbacks[on_gpu] if on_gpu is not None else s.quant_fallbacks
@@ -225,38 +214,42 @@ def error_facts(errors) -> list[dict]:
     return out
 
 
-def _width_of(config: str) -> float:
-    """The width of a profiling config name such as ``yolov8_w0.5_int8_nhwc_b64``."""
-    m = re.search(r"_w([0-9.]+)_", config)
-    return float(m.group(1)) if m else math.nan
-
-
 def int8_breakdown(kernels):
     """GPU ms per forward by part (:func:`yolo_sm.analyse.fast.time_breakdown`) of each fp16
     and int8 config of a Kineto table such as ``trace_int8_b64``, columns ordered by width."""
     b = time_breakdown(kernels)
-    return b[sorted(b.columns, key=lambda c: (_width_of(c), "_int8_" in c))]
+
+    def order(label):
+        c = parse_config(label, strict=False)
+        return (c["width"], c["precision"] == "int8")
+
+    return b[sorted(b.columns, key=order)]
 
 
-def trace_pairs(kernels) -> list[tuple[float, str, str]]:
-    """(width, fp16 config, int8 config) for each width traced in both precisions."""
-    cfgs = list(kernels["config"].unique())
+def trace_pairs(configs) -> list[tuple[float, str, str]]:
+    """(width, fp16 config, int8 config) for each width of ``configs`` (config labels) traced
+    in both precisions."""
+    configs = set(configs)
     out = []
-    for c8 in cfgs:
-        if "_int8_" in c8 and c8.replace("_int8_", "_fp16_") in cfgs:
-            out.append((_width_of(c8), c8.replace("_int8_", "_fp16_"), c8))
+    for c8 in configs:
+        c = parse_config(c8, strict=False)
+        if c["precision"] != "int8":
+            continue
+        c16 = config_label(c["family"], c["width"], "fp16", c["layout"], c["batch"])
+        if c16 in configs:
+            out.append((c["width"], c16, c8))
     return sorted(out)
 
 
-def trace_table(kernels):
-    """Per width traced in fp16 and int8: each engine's GPU ms per forward, the int8
-    convolutions' time over fp16's (``conv_ratio``), what int8 saves in the convolutions and
-    their bias / SiLU epilogues against what its quantisation passes cost
+def trace_table(breakdown):
+    """Per width traced in fp16 and int8, from :func:`int8_breakdown`: each engine's GPU ms
+    per forward, the int8 convolutions' time over fp16's (``conv_ratio``), what int8 saves in
+    the convolutions and their bias / SiLU epilogues against what its quantisation passes cost
     (``quantise_over_saving``), and the share of the int8 forward in the parts it leaves as they
     are (copies, concatenations, pooling, upsampling: ``unchanged_pct``)."""
-    b = int8_breakdown(kernels)
+    b = breakdown
     rows = []
-    for w, c16, c8 in trace_pairs(kernels):
+    for w, c16, c8 in trace_pairs(b.columns):
         conv16, conv8 = part_ms(b, c16, CONV_PARTS), part_ms(b, c8, CONV_PARTS)
         epi16, epi8 = part_ms(b, c16, EPILOGUE), part_ms(b, c8, EPILOGUE)
         quant = part_ms(b, c8, ["8-bit quantisation"])
@@ -314,7 +307,7 @@ def goal_facts(speed) -> list[dict]:
     for (w, b), g in eight.groupby(["width", "batch"]):
         ok = g[g.status == "ok"]
         failed = g.message.fillna("").str.startswith("NumericalMismatch")
-        scope = f"width={float(w):g}, batch={int(b)}"
+        at = unit_scope(w, b)
         if len(ok):
             r = ok.loc[ok.vs_fastest_fp16.idxmax()]
             out.append(
@@ -322,13 +315,13 @@ def goal_facts(speed) -> list[dict]:
                     "eight_bit.best_over_fastest_fp16",
                     float(r.vs_fastest_fp16),
                     "x",
-                    scope=scope,
+                    scope=at,
                     datasets=ds,
                     note=f"{r.variant} over {r.fastest_fp16}",
                 )
             )
         elif failed.all():
-            out.append(fact("eight_bit.best_over_fastest_fp16", 0.0, "x", scope=scope, datasets=ds))
+            out.append(fact("eight_bit.best_over_fastest_fp16", 0.0, "x", scope=at, datasets=ds))
     return out
 
 
@@ -350,5 +343,5 @@ def facts_8bit(root: DataRoot) -> list[dict]:
         numerics = root.load(NUMERICS) if root.has(NUMERICS) else None
         out += error_facts(error_table(root.load(NUMERICS_8BIT), numerics))
     if root.has(TRACE_INT8):
-        out += trace_facts(trace_table(root.load(TRACE_INT8)))
+        out += trace_facts(trace_table(int8_breakdown(root.load(TRACE_INT8))))
     return out

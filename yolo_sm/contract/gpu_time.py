@@ -98,7 +98,7 @@ def phase_line(records) -> str:
     its share of the total (``records``: ``gpu_seconds`` records; '' when there are none)."""
     total = None
     for r in records:
-        total = add(total, {k: r[k] for k in KEYS})
+        total = add(total, r)
     if total is None or not total["total"] > 0:
         return ""
     parts = ", ".join(

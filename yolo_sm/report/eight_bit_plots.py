@@ -66,7 +66,7 @@ def breakdown_section(root: DataRoot):
         "config",
         f"GPU ms per forward by part, eager fp16 vs int8, batch 64 ({root.device_name()}, Kineto)",
     )
-    return tables.show(p8.trace_table(kernels)), tables.show(b), fig
+    return tables.show(p8.trace_table(b)), tables.show(b), fig
 
 
 def error_section(root: DataRoot):
