@@ -25,6 +25,7 @@ from yolo_sm.collect.ceilings import measure_ceilings
 from yolo_sm.collect.devices import nvml_index
 from yolo_sm.collect.exporter import record_frame, serve
 from yolo_sm.collect.grid import parse_bool
+from yolo_sm.collect.int8_kernels import Int8KernelSpec, run_int8_kernels
 from yolo_sm.collect.memory import ALLOC_CONFS, DEFAULT_LIFETIME_MODELS, lifetimes_table, pool_table
 from yolo_sm.collect.model_tables import DEFAULT_MODELS, model_layers
 from yolo_sm.collect.monitor import Monitor
@@ -867,3 +868,13 @@ def _run_monitor(step, plan, out_dir, deadline, progress):
 
 
 RUNNERS["monitor"] = _run_monitor
+
+
+def _run_int8_kernels(step, plan, out_dir, deadline, progress):
+    """Each int8 convolution kernel per convolution and per model, beside fp16
+    (yolo_sm.collect.int8_kernels)."""
+    spec = Int8KernelSpec.from_mapping({"device": plan.device, **step.params})
+    run_int8_kernels(spec, step_path(step, out_dir), progress=progress, deadline=deadline)
+
+
+RUNNERS["int8_kernels"] = _run_int8_kernels

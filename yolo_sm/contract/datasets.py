@@ -244,6 +244,7 @@ NEEDS = {
     "resolutions": "the per-resolution engines are CUDA graphs on an NVIDIA GPU",
 }
 NEEDS["sharing"] = "two engines sharing a GPU are timed with CUDA events on an NVIDIA GPU"
+NEEDS["int8_kernels"] = "the int8 convolution kernels (cuDNN, cuBLASLt, Triton) run on NVIDIA GPUs"
 
 
 def _shown(p: Path) -> str:

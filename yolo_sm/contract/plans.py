@@ -23,6 +23,8 @@ from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.vocab import (
     COMPILE_MODES,
     INT8_CALIBRATIONS,
+    INT8_CONV_KERNELS,
+    INT8_MODEL_KERNELS,
     Backend,
     Layout,
     Precision,
@@ -636,4 +638,18 @@ PARAMS["monitor"] = {
     "interval": lambda v, w: values.number(v, w, lo=0.2, hi=60, unit="s"),
     "port": lambda v, w: values.whole(v, w, lo=0, hi=65535),
     "idle_s": lambda v, w: values.number(v, w, lo=0, hi=60, unit="s"),
+}
+
+
+# --- the int8 convolution kernels side by side (collect.int8_kernels) ------------------------
+KINDS += ("int8_kernels",)
+PARAMS["int8_kernels"] = {
+    "widths": lambda v, w: values.numbers(v, w, above=0, hi=MAX_WIDTH_ANY),
+    "family": _text_of(None),
+    "batch": _one(_batches),
+    "imgsz": _one_imgsz,
+    "conv_kernels": lambda v, w: values.texts(v, w, INT8_CONV_KERNELS),
+    "model_kernels": lambda v, w: values.texts(v, w, INT8_MODEL_KERNELS),
+    "warmup_ms": _warmup_ms,
+    "budget_ms": _budget_ms,
 }

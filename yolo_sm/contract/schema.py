@@ -967,3 +967,45 @@ SCHEMAS["monitor"] = {
 }
 REQUIRED["monitor"] = ("t_s", "window_s", "metric", "value", "unit", "gpu_index", "engine")
 KIND_TYPES["monitor"] = {"workload": "text", "gpu_uuid": "text", "gpu_index": "number"}
+
+
+# --- the int8 convolution kernels side by side (collect.int8_kernels) ------------------------
+SCHEMAS["int8_kernels"] = {
+    "width": "width multiplier of the YOLOv8 model",
+    "batch": "images per forward",
+    "scope": "conv (one convolution alone, on the input it sees in the int8 model's forward on "
+    "the photos) or model (the whole model as one CUDA graph)",
+    "layer": "conv rows: the convolution's module name; empty on model rows",
+    "index": "conv rows: the convolution's order in the forward",
+    "kernel": "fp16 (the fp16 convolution + SiLU the int8 one replaces), cudnn (the Triton "
+    "quantiser, then cuDNN's fused int8 graph), intmm (the quantiser, torch._int_mm, a one-pass "
+    "epilogue; 1x1 stride 1 only), triton (yolo_sm's implicit-GEMM kernel quantising while it "
+    "loads), triton_prequant (the quantiser, then the Triton kernel on int8 input); model rows: "
+    "fp16 or the int8 engine's int8_kernel",
+    "status": "ok / fallback (cuDNN declined: fp16 ran) / skipped (kernel not applicable) / "
+    "oom / error",
+    "message": "why a row is not ok",
+    "in_channels": "input channels C",
+    "out_channels": "output channels K",
+    "kernel_size": "filter side R (= S)",
+    "stride": "stride of the convolution",
+    "in_h": "input height, pixels",
+    "in_w": "input width, pixels",
+    "ops": "multiply-adds x 2 of one call (the whole batch)",
+    "median_ms": "median time of one call, milliseconds (CUDA events)",
+    "iqr_ms": "interquartile range of the calls, milliseconds",
+    "tops": "conv rows: ops / median, tera-operations per second (TFLOP/s for fp16)",
+    "quantize_ms": "int8 conv rows: the separate quantiser alone on this input, milliseconds",
+    "rel_err": "conv rows: relative L2 distance of the output from the exact int8 emulation; "
+    "model rows: the engine's head output against eager fp32 on the photos",
+    "tile": "triton rows: the tile the autotuner chose (M x N x K block, warps, stages)",
+    "img_per_s": "model rows: batch * 1000 / median_ms",
+    "build_s": "model rows: seconds to build, calibrate, check and capture the engine",
+    "quant_convs": "int8 model rows: convolutions quantised to int8",
+    "quant_fallbacks": "int8 model rows: of those, how many ran in fp16",
+    "kernel_convs": "int8 model rows: of those, how many ran the row's kernel (cudnn: cuDNN "
+    "graphs; intmm: the 1x1 stride-1 ones, the rest ran cuDNN's graphs)",
+}
+REQUIRED["int8_kernels"] = ("width", "batch", "scope", "layer", "kernel", "status", "median_ms")
+TEXT = TEXT | {"tile"}
+NUMBER = NUMBER | {"index", "kernel_size", "in_h", "in_w", "ops", "tops", "kernel_convs"}

@@ -32,6 +32,14 @@ class Layout(str, Enum):
 #: |x| over the calibration photos, or a percentile of |x| (INT8_PERCENTILE by default)
 INT8_CALIBRATIONS = ("max", "percentile")
 INT8_PERCENTILE = 99.99
+#: the convolution kernels of the int8 engines without TensorRT (engines.int8): auto (cudnn on a
+#: GPU, emulate on a CPU), emulate, cudnn (cuDNN frontend graphs), triton (yolo_sm's Triton
+#: implicit GEMM), intmm (torch._int_mm for the 1x1 convolutions, cudnn for the rest)
+INT8_KERNELS = ("auto", "emulate", "cudnn", "triton", "intmm")
+#: what an int8_kernels table times per convolution (fp16: the convolution int8 replaces;
+#: triton_prequant: the separate quantiser, then the Triton kernel on int8) and per model
+INT8_CONV_KERNELS = ("fp16", "cudnn", "intmm", "triton", "triton_prequant")
+INT8_MODEL_KERNELS = ("fp16", "cudnn", "intmm", "triton")
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 

@@ -9,6 +9,7 @@ from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.vocab import (
     COMPILE_MODES,
     INT8_CALIBRATIONS,
+    INT8_KERNELS,
     INT8_PERCENTILE,
     TOLERANCE,
     Backend,
@@ -84,6 +85,7 @@ class EngineConfig:
     # int8 on eager / cudagraph (engines.int8): how activation ranges are calibrated
     int8_calibration: str = "max"  # max | percentile
     int8_percentile: float = INT8_PERCENTILE  # the percentile of |x| (calibration percentile)
+    int8_kernel: str = "auto"  # the int8 convolutions' kernel (vocab.INT8_KERNELS)
     imgsz_hw: tuple[int, int] | None = None  # (height, width) of a non-square input
 
     def __post_init__(self) -> None:
@@ -115,6 +117,10 @@ class EngineConfig:
             raise UserError(
                 f"unknown int8 calibration {self.int8_calibration!r}: choose one of "
                 f"{', '.join(INT8_CALIBRATIONS)}"
+            )
+        if self.int8_kernel not in INT8_KERNELS:
+            raise UserError(
+                f"unknown int8 kernel {self.int8_kernel!r}: choose one of {', '.join(INT8_KERNELS)}"
             )
         p = self.int8_percentile
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 50 <= p <= 100:

@@ -29,6 +29,16 @@ Kernels:
   declines that too, or the channel counts are not multiples of :data:`CHANNEL_MULTIPLE`, the
   convolution runs in fp16 with the int8-rounded weight and is counted (``Int8Conv.fallback``).
   Needs the ``nvidia-cudnn-frontend`` package (imported lazily).
+* ``triton`` (CUDA): yolo_sm's own implicit-GEMM convolution
+  (:func:`yolo_sm.collect.engines.int8_triton.conv_int8`): one Triton kernel per convolution
+  that quantises its input while loading it, accumulates in int32 on the tensor cores and
+  de-scales, adds the bias and applies SiLU before it writes the engine's dtype.
+* ``intmm`` (CUDA): the 1x1 stride-1 convolutions as ``torch._int_mm`` (cuBLASLt's int8 GEMM)
+  after the Triton quantiser, with a one-pass Triton epilogue
+  (:func:`yolo_sm.collect.engines.int8_triton.conv1x1_int_mm`); every other convolution as
+  ``cudnn``.
+
+``auto`` (the engines' default) is ``cudnn`` on a GPU and ``emulate`` on a CPU.
 """
 
 from __future__ import annotations
@@ -39,6 +49,7 @@ import os
 import torch
 from torch import nn
 
+from yolo_sm.collect.engines import int8_triton
 from yolo_sm.collect.engines.qconv import (
     CudnnQuantConv,
     GraphFormat,
@@ -49,7 +60,7 @@ from yolo_sm.collect.engines.qconv import (
     import_cudnn,
 )
 from yolo_sm.contract.errors import NotAvailableError
-from yolo_sm.contract.vocab import INT8_CALIBRATIONS, INT8_PERCENTILE
+from yolo_sm.contract.vocab import INT8_CALIBRATIONS, INT8_KERNELS, INT8_PERCENTILE
 
 __all__ = [
     "CALIBRATIONS",
@@ -69,7 +80,9 @@ __all__ = [
 ]
 
 INT8_MAX = 127.0
-KERNELS = ("emulate", "cudnn")
+KERNELS = ("emulate", "cudnn", "triton", "intmm")
+#: what an engine's ``int8_kernel`` may name: a kernel of KERNELS, or auto (choose_kernel)
+KERNEL_CHOICES = INT8_KERNELS
 CALIBRATIONS = INT8_CALIBRATIONS
 DEFAULT_PERCENTILE = INT8_PERCENTILE
 #: cuDNN's int8 NHWC convolutions need input and output channel counts that are multiples of 4
@@ -204,8 +217,10 @@ class Int8Conv(nn.Module):
         self.silu = silu  # the block's SiLU runs here (fused into cuDNN's epilogue)
         self.fallback: str | None = None  # why this conv runs in fp16, if it does
         self.graph_modes: dict = {}  # input shape -> "fused" / "unfused" (cuDNN graphs)
+        self.ran: str | None = None  # "triton" / "intmm" once that kernel ran this conv
         self.declined: list[str] = []  # why cuDNN declined a graph that was tried
         self._plans: dict = {}
+        self._packed: dict = {}  # device -> (weight for the Triton / _int_mm kernel, scale, bias)
         self.stride, self.padding = conv.stride, conv.padding
         self.dilation, self.groups = conv.dilation, conv.groups
         self.in_channels, self.out_channels = conv.in_channels, conv.out_channels
@@ -250,8 +265,54 @@ class Int8Conv(nn.Module):
         self.fallback = "; ".join(reasons)[:300]
         return None
 
+    def _operands(self, x: torch.Tensor, layout: str):
+        """(weight, per-channel float32 scale, float32 bias or None) on ``x``'s device for the
+        ``triton`` kernel (``layout`` packed: (K, R, S, C)) or ``_int_mm`` (ck: (C, K))."""
+        key = (x.device, layout)
+        if key not in self._packed:
+            wq = self.weight_int8.to(x.device)
+            if layout == "packed":
+                w = int8_triton.packed_weight(wq)
+            else:
+                w = wq.reshape(self.out_channels, self.in_channels).t()
+            scale = (self.input_scale.float() * self.weight_scale.float()).to(x.device)
+            bias = None if self.bias is None else self.bias.detach().float().to(x.device)
+            self._packed[key] = (w, scale.contiguous(), bias)
+        return self._packed[key]
+
+    def _own_kernel(self, x: torch.Tensor) -> torch.Tensor | None:
+        """The ``triton`` / ``intmm`` kernels' result, or None where they do not apply (then
+        ``intmm`` runs cuDNN's graph and ``triton`` the fp16 fallback)."""
+        (r, s), one = self.weight_int8.shape[2:], (1, 1)
+        if self.kernel == "intmm":
+            if (
+                not int8_triton.int_mm_eligible(
+                    self.in_channels, self.out_channels, r, s, self.stride, self.padding
+                )
+                or tuple(self.dilation) != one
+            ):
+                return None
+            w, scale, bias = self._operands(x, "ck")
+            xq = quantize_int8(x.contiguous(memory_format=torch.channels_last), self.input_scale)
+            return int8_triton.conv1x1_int_mm(xq, w, scale, bias, silu=self.silu, out_dtype=x.dtype)
+        if tuple(self.dilation) != one:
+            self.fallback = "dilated convolution (the Triton int8 kernel has dilation 1)"
+            return None
+        w, scale, bias = self._operands(x, "packed")
+        return int8_triton.conv_int8(
+            x, w, scale, bias, r=r, s=s, stride=self.stride, padding=self.padding,
+            input_scale=float(self.input_scale), silu=self.silu,
+        )  # fmt: skip
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.kernel == "cudnn" and x.is_cuda:
+        if self.kernel == "emulate" or not x.is_cuda:
+            return self._emulate(x)
+        if self.kernel in ("triton", "intmm") and self.fallback is None:
+            y = self._own_kernel(x)
+            if y is not None:
+                self.ran = self.kernel
+                return y
+        if self.kernel in ("cudnn", "intmm"):
             key = (tuple(x.shape), x.dtype, x.device)
             plan = self._plans.get(key)
             if plan is None and self.fallback is None:
@@ -260,19 +321,12 @@ class Int8Conv(nn.Module):
                     self._plans[key] = plan
             if plan is not None:
                 return plan(x)
-            # declined: plain conv in the input's dtype with the int8-rounded weight
-            bias = None if self.bias is None else self.bias.to(x.dtype)
-            y = nn.functional.conv2d(
-                x,
-                self.weight.to(x.dtype),
-                bias,
-                self.stride,
-                self.padding,
-                self.dilation,
-                self.groups,
-            )
-            return nn.functional.silu(y) if self.silu else y
-        return self._emulate(x)
+        # declined: plain conv in the input's dtype with the int8-rounded weight
+        bias = None if self.bias is None else self.bias.to(x.dtype)
+        y = nn.functional.conv2d(
+            x, self.weight.to(x.dtype), bias, self.stride, self.padding, self.dilation, self.groups
+        )
+        return nn.functional.silu(y) if self.silu else y
 
     def _emulate(self, x: torch.Tensor) -> torch.Tensor:
         """int8 values of input and weight, convolved in fp32, de-scaled, bias, SiLU."""
@@ -315,7 +369,7 @@ def quantize_convs(
     convs = eligible_convs(model)
     amax = calibrate_inputs(model, convs, batches, stat)
     for (parent, attr, conv), a in zip(convs, amax, strict=True):
-        fuse = kernel == "cudnn" and isinstance(parent.act, nn.SiLU)
+        fuse = kernel != "emulate" and isinstance(parent.act, nn.SiLU)
         setattr(parent, attr, Int8Conv(conv, max(a, 1e-12) / INT8_MAX, kernel, silu=fuse))
         if fuse:
             parent.act = nn.Identity()
@@ -333,26 +387,39 @@ def quantize_convs(
 
 def graph_counts(model: nn.Module) -> dict[str, int]:
     """How the int8 convolutions of ``model`` ran so far: ``fused`` / ``unfused`` cuDNN graphs
-    (per conv, its first shape's), ``fp16`` fallbacks, and ``int8_convs`` in all."""
+    (per conv, its first shape's), ``triton`` / ``intmm`` (yolo_sm's kernels), ``fp16``
+    fallbacks, and ``int8_convs`` in all."""
     convs = [m for m in model.modules() if isinstance(m, Int8Conv)]
-    out = {"int8_convs": len(convs), "fused": 0, "unfused": 0, "fp16": 0}
+    out = {"int8_convs": len(convs), "fused": 0, "unfused": 0, "triton": 0, "intmm": 0, "fp16": 0}
     for m in convs:
         if m.fallback:
             out["fp16"] += 1
+        elif m.ran:
+            out[m.ran] += 1
         elif m.graph_modes:
             out[next(iter(m.graph_modes.values()))] += 1
     return out
 
 
-def choose_kernel(device: str) -> str:
-    """The kernel for ``device``: emulation on the CPU; cuDNN int8 graphs on a GPU of compute
-    capability 7.5 or newer (int8 tensor cores) with the cuDNN frontend installed."""
-
+def choose_kernel(device: str, requested: str = "auto") -> str:
+    """The kernel for ``device``: ``requested`` (one of :data:`KERNEL_CHOICES`); ``auto`` is
+    emulation on the CPU and cuDNN int8 graphs on a GPU of compute capability 7.5 or newer (int8
+    tensor cores) with the cuDNN frontend installed. A GPU kernel on a CPU device is one
+    NotAvailableError."""
+    if requested not in KERNEL_CHOICES:
+        raise ValueError(f"unknown int8 kernel {requested!r}: choose one of {KERNEL_CHOICES}")
     if not str(device).startswith("cuda"):
+        if requested not in ("auto", "emulate"):
+            raise NotAvailableError(f"int8 kernel {requested} needs a CUDA device")
+        return "emulate"
+    if requested == "emulate":
         return "emulate"
     if not torch.cuda.is_available():
         raise NotAvailableError(f"precision int8 on {device}: no CUDA device here")
     if torch.cuda.get_device_capability(torch.device(device)) < (7, 5):
         raise NotAvailableError("precision int8 needs int8 tensor cores (compute capability 7.5+)")
-    import_cudnn("precision int8")
-    return "cudnn"
+    if requested == "triton":
+        int8_triton.build_kernels()  # NotAvailableError without Triton
+        return "triton"
+    import_cudnn("precision int8")  # cudnn, and intmm's convolutions other than 1x1
+    return "cudnn" if requested == "auto" else requested

@@ -31,7 +31,7 @@ def prepare_module(model: torch.nn.Module, config: EngineConfig) -> torch.nn.Mod
         m.int8_info = int8.quantize_convs(
             m,
             int8.calibration_inputs(config.imgsz),
-            int8.choose_kernel(config.device),
+            int8.choose_kernel(config.device, config.int8_kernel),
             config.int8_calibration,
             config.int8_percentile,
         )
