@@ -27,6 +27,7 @@ Triton and CUDA are imported lazily; on a CPU the engine uses the ``emulate`` ke
 from __future__ import annotations
 
 import functools
+import inspect
 
 import torch
 
@@ -36,11 +37,8 @@ from yolo_sm.contract.errors import NotAvailableError
 #: class: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages). Large output-pixel tiles first: YOLO's
 #: convolutions have many pixels and few channels.
 TILES = (
-    (128, 128, 64, 8, 4),
+    (128, 128, 64, 8, 3),
     (128, 64, 64, 4, 4),
-    (64, 128, 64, 4, 4),
-    (128, 128, 128, 8, 3),
-    (256, 128, 64, 8, 3),
     (64, 64, 64, 4, 4),
 )
 #: the smallest channel block a tile uses (tl.dot's int8 reduction needs K >= 32 per step)
@@ -59,6 +57,7 @@ def build_kernels():
     try:
         import triton
         import triton.language as tl
+        import triton.testing
     except ImportError as e:  # pragma: no cover - Triton ships with torch's CUDA wheels
         what = "int8 kernels triton and intmm need Triton"
         raise NotAvailableError(f"{what} (pip install triton)") from e
@@ -83,12 +82,24 @@ def build_kernels():
         ]
         return kept or configs[-1:]
 
+    def bench(fn, quantiles=None):  # short: a tile's rank shows within a few calls
+        return triton.testing.do_bench(fn, warmup=3, rep=10, quantiles=quantiles)
+
     @triton.autotune(
         configs=configs,
         key=["C", "K", "H", "W", "HO", "WO", "STRIDE_H", "STRIDE_W"],
         prune_configs_by={"early_config_prune": prune},
+        **(
+            {"do_bench": bench}
+            if "do_bench" in inspect.signature(triton.autotune).parameters
+            else {}
+        ),
     )
-    @triton.jit
+    # one compiled kernel per tile, filter and channel counts: the pixel counts, strides and
+    # paddings are not specialised on (each distinct value class would compile anew)
+    @triton.jit(
+        do_not_specialize=["M", "H", "W", "HO", "WO", "STRIDE_H", "STRIDE_W", "PAD_H", "PAD_W"]
+    )
     def _conv(
         x_ptr, w_ptr, scale_ptr, bias_ptr, y_ptr,
         M, H, W, C, K, HO, WO, inv_in_scale,
