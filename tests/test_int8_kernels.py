@@ -2,6 +2,7 @@
 by Triton's interpreter against the exact emulation, the kernel choice, and the int8_kernels
 step's spec and plan parameters."""
 
+import math
 import os
 import re
 import subprocess
@@ -9,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from yolo_sm.contract.errors import NotAvailableError, UserError
 
@@ -56,3 +58,142 @@ def test_int8_kernels_spec_and_plan_params():
     check_params("int8_kernels", {"widths": [0.5], "conv_kernels": ["triton"]}, "step")
     with pytest.raises(UserError, match="int8_kernels"):
         check_params("int8_kernels", {"kernels": ["triton"]}, "step")
+
+
+# --- the int8_kernels table: analysis, rules, notebook section (a real H200 table) ----------
+
+FIXTURE = Path(__file__).parent / "fixtures" / "int8_kernels_h200.parquet"
+
+
+@pytest.fixture
+def table():
+    import pandas as pd
+
+    return pd.read_parquet(FIXTURE)
+
+
+def _root(tmp_path, make_root, df):
+    from yolo_sm.contract import manifest
+    from yolo_sm.contract.datasets import open_root
+
+    folder = make_root("k", ["ceilings"])
+    df.to_parquet(folder / "int8_kernels.parquet")
+    cmd = "yolo-sm collect --plan data/plans/h200.yaml --out k --only int8_kernels"
+    manifest.register(folder, "int8_kernels", "int8_kernels.parquet", "int8_kernels", "t", cmd)
+    return open_root(folder)
+
+
+def test_conv_times_pair_kernels_on_the_same_convolutions(table):
+    from yolo_sm.analyse import int8_kernels as ik
+
+    t = ik.conv_times(table)
+    assert len(t) == table[(table.scope == "conv")].groupby(["width", "index"]).ngroups
+    one = t[t.conv_class == "1x1"]
+    assert one.intmm_ms.notna().all() and t[t.conv_class != "1x1"].intmm_ms.isna().all()
+    row = t.iloc[0]
+    int8 = [row[f"{k}_ms"] for k in ik.INT8 if not math.isnan(row[f"{k}_ms"])]
+    assert row.best_ms == min(int8) and row[f"{row.best_int8}_ms"] == row.best_ms
+    totals = ik.kernel_totals(t).set_index(["width", "kernel"])
+    w = t.width.iloc[0]
+    sub = t[t.width == w]
+    # intmm against cuDNN only over the 1x1 convolutions it ran
+    both = sub[sub.intmm_ms.notna()]
+    assert totals.loc[(w, "intmm"), "cudnn_over"] == pytest.approx(
+        both.cudnn_ms.sum() / both.intmm_ms.sum()
+    )
+    fastest = totals.xs(w)["fastest_of"].dropna()
+    assert fastest.sum() == len(sub)
+
+
+def test_facts_and_verdicts_flip_with_the_times(table):
+    from yolo_sm.analyse import int8_kernels as ik
+    from yolo_sm.analyse.facts import facts_table
+    from yolo_sm.report import rules
+    from yolo_sm.report.findings import int8_kernels as f
+
+    def verdict(df, rule_id):
+        v = rules.evaluate(f.RULES, facts_table(ik.facts_of(df)), "t").set_index("id")
+        return v.loc[f"int8_kernels_{rule_id}", "verdict"], v.loc[f"int8_kernels_{rule_id}"]
+
+    base = {k: verdict(table, k)[0] for k in ("triton_beats_cudnn", "correct")}
+    # make the Triton kernel 10x faster per convolution and per model: the verdicts flip
+    fast = table.copy()
+    tri = fast.kernel.eq("triton")
+    fast.loc[tri, "median_ms"] /= 10
+    fast.loc[tri & fast.scope.eq("model"), "img_per_s"] *= 10
+    assert base["triton_beats_cudnn"] != verdict(fast, "triton_beats_cudnn")[0]
+    assert verdict(fast, "triton_beats_cudnn")[0] == "holds"
+    assert verdict(fast, "model_triton_beats_cudnn")[0] == "holds"
+    # a kernel far off the emulation breaks correctness
+    bad = table.copy()
+    bad.loc[bad.kernel.eq("intmm") & bad.scope.eq("conv"), "rel_err"] = 0.2
+    assert base["correct"] == "holds" and verdict(bad, "correct")[0] == "does not hold"
+
+
+def test_ceiling_shares_need_the_ceilings_table(tmp_path, make_root, table):
+    from yolo_sm.analyse import int8_kernels as ik
+    from yolo_sm.contract.hardware import ceiling
+
+    root = _root(tmp_path, make_root, table)
+    rates = ik.kernel_rates(table, root)
+    top = ceiling(root, "matmul_int8")[0]
+    peak = rates[rates.kernel == "cudnn"].peak_tops.max()
+    got = {f["key"]: f["value"] for f in ik.facts_of(table, root)}
+    assert got["int8_kernels.cudnn_peak_of_int8_ceiling_pct"] == pytest.approx(100 * peak / top)
+    assert not any(k.endswith("ceiling_pct") for k in (f["key"] for f in ik.facts_of(table)))
+
+
+def test_model_speed_is_relative_to_the_same_width(table):
+    from yolo_sm.analyse import int8_kernels as ik
+
+    m = ik.model_speed(table).set_index(["width", "kernel"])
+    for w in table.width.unique():
+        assert m.loc[(w, "fp16"), "vs_fp16"] == 1.0 and m.loc[(w, "cudnn"), "vs_cudnn"] == 1.0
+        ratio = m.loc[(w, "triton"), "img_per_s"] / m.loc[(w, "cudnn"), "img_per_s"]
+        assert m.loc[(w, "triton"), "vs_cudnn"] == pytest.approx(ratio)
+
+
+def test_the_notebook_section_renders_from_a_root_and_says_when_it_lacks_the_table(
+    tmp_path, make_root, table
+):
+    from yolo_sm.contract.datasets import open_root
+    from yolo_sm.report import eight_bit_plots
+
+    out = eight_bit_plots.kernels_section(_root(tmp_path, make_root, table))
+    assert isinstance(out, tuple) and len(out) == 5
+    assert out[-1].layout.title.text.startswith("Convolution time per class")
+    lacking = eight_bit_plots.kernels_section(open_root(make_root("none", ["ceilings"])))
+    assert isinstance(lacking, str) and "int8_kernels" in lacking
+
+
+def test_the_step_runs_units_with_provenance_and_resumes(tmp_path, monkeypatch):
+    from yolo_sm.collect import int8_kernels as step
+
+    calls = []
+
+    def conv_rows(spec, width, model, convs):
+        calls.append((width, "conv"))
+        return [{"width": width, "batch": spec.batch, "scope": "conv", "layer": "a.conv",
+                 "kernel": k, "status": "ok", "message": "", "median_ms": 1.0}
+                for k in spec.conv_kernels]  # fmt: skip
+
+    def model_rows(spec, width, model):
+        calls.append((width, "model"))
+        return [{"width": width, "batch": spec.batch, "scope": "model", "layer": "",
+                 "kernel": k, "status": "ok", "message": "", "median_ms": 2.0}
+                for k in spec.model_kernels]  # fmt: skip
+
+    monkeypatch.setattr(step, "conv_rows", conv_rows)
+    monkeypatch.setattr(step, "model_rows", model_rows)
+    monkeypatch.setattr(step, "build_yolo", lambda family, width: torch.nn.Identity())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(step, "collect", lambda device: {"gpu_name": "a GPU", "sm_count": 2})
+    spec = step.Int8KernelSpec(widths=(0.5, 1.0), model_kernels=("fp16", "triton"))
+    out = tmp_path / "k.parquet"
+    df = step.run_int8_kernels(spec, out, progress=False)
+    assert calls == [(0.5, "conv"), (0.5, "model"), (1.0, "conv"), (1.0, "model")]
+    assert len(df) == 2 * (len(spec.conv_kernels) + 2)
+    assert (df.prov_gpu_name == "a GPU").all() and df.unit_s.notna().all()
+    calls.clear()
+    again = step.run_int8_kernels(spec, out, progress=False)
+    assert calls == [] and len(again) == len(df)  # every unit was there: nothing re-measured

@@ -12,6 +12,7 @@ import math
 
 import pandas as pd
 
+from yolo_sm.analyse import int8_kernels
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.fast import CONV_PARTS, EPILOGUE, part_ms, time_breakdown
 from yolo_sm.analyse.fast import scope as unit_scope
@@ -344,4 +345,6 @@ def facts_8bit(root: DataRoot) -> list[dict]:
         out += error_facts(error_table(root.load(NUMERICS_8BIT), numerics))
     if root.has(TRACE_INT8):
         out += trace_facts(trace_table(int8_breakdown(root.load(TRACE_INT8))))
+    if root.has(int8_kernels.INT8_KERNELS):  # which int8 convolution kernel is fastest
+        out += int8_kernels.facts_of(root.load(int8_kernels.INT8_KERNELS), root)
     return out

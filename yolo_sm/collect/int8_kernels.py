@@ -38,6 +38,7 @@ from yolo_sm.collect.engines.int8 import Int8Conv, graph_counts, quantize_int8
 from yolo_sm.collect.engines.int8_triton import conv_int8, int_mm_eligible, last_tile
 from yolo_sm.collect.grid import free_memory, run_grid
 from yolo_sm.collect.models import build_yolo
+from yolo_sm.collect.provenance import collect
 from yolo_sm.collect.sweep import failure
 from yolo_sm.collect.timing import measure, measure_engine
 from yolo_sm.contract.errors import UserError
@@ -295,7 +296,8 @@ def run_int8_kernels(
     deadline: float | None = None,
 ):
     """Every (width, scope) unit of ``spec`` into the table ``out``, rewritten after each unit;
-    units it already holds are skipped (the grid runner resumes). Returns the table."""
+    units it already holds are skipped (the grid runner resumes). Every row carries the
+    machine's provenance (``prov_*``, read after its unit) and ``unit_s``. Returns the table."""
     import torch
 
     spec = spec.validated()
@@ -321,8 +323,11 @@ def run_int8_kernels(
             head = {"width": width, "batch": spec.batch, "scope": scope, "layer": "", "kernel": ""}
             return [{**head, **failure(state["error"])}]
         if scope == "conv":
-            return conv_rows(spec, width, state["model"], state["convs"])
-        return model_rows(spec, width, state["model"])
+            rows = conv_rows(spec, width, state["model"], state["convs"])
+        else:
+            rows = model_rows(spec, width, state["model"])
+        prov = {f"prov_{k}": v for k, v in collect(spec.device).items() if not isinstance(v, dict)}
+        return [{**r, **prov} for r in rows]
 
     df = run_grid(
         spec.units(),
@@ -336,6 +341,7 @@ def run_int8_kernels(
         kind="int8_kernels",
         metadata={"spec": asdict(spec), "argv": sys.argv},
         deadline=deadline,
+        seconds_column="unit_s",
         describe=lambda u: f"width {u[0]:g} {u[1]}s",
         progress=progress,
     )

@@ -1003,6 +1003,7 @@ SCHEMAS["int8_kernels"] = {
     "build_s": "model rows: seconds to build, calibrate, check and capture the engine",
     "quant_convs": "int8 model rows: convolutions quantised to int8",
     "quant_fallbacks": "int8 model rows: of those, how many ran in fp16",
+    "unit_s": "wall seconds of the row's (width, scope) unit, its model's build included",
     "kernel_convs": "int8 model rows: of those, how many ran the row's kernel (cudnn: cuDNN "
     "graphs; intmm: the 1x1 stride-1 ones, the rest ran cuDNN's graphs)",
 }

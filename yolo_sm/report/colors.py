@@ -72,6 +72,14 @@ OCCUPANCY_COLORS = {
     "achieved": "#1F3A5F",
 }
 
+#: The int8 convolution kernels (yolo_sm.analyse.int8_kernels; triton and fp16 as above).
+INT8_KERNEL_COLORS = {
+    "cudnn": "#6A3D9A",
+    "intmm": "#FB9A99",
+    "triton_prequant": "#B2DF8A",
+    "best": "#333333",
+}
+
 FAMILIES = (
     BACKEND_COLORS,
     PIPELINE_COLORS,
@@ -81,6 +89,7 @@ FAMILIES = (
     LIMITER_COLORS,
     BOUND_COLORS,
     OCCUPANCY_COLORS,
+    INT8_KERNEL_COLORS,
 )
 COLORS: dict[str, str] = {k: v for family in FAMILIES for k, v in family.items()}
 #: Colour of a value that no family names.

@@ -3,6 +3,7 @@ sentence :func:`yolo_sm.report.scaling_plots.lacks` when the root holds no such 
 
 from __future__ import annotations
 
+from yolo_sm.analyse import int8_kernels as ik
 from yolo_sm.analyse import precision_8bit as p8
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report import tables
@@ -76,3 +77,49 @@ def error_section(root: DataRoot):
         return lacks(root, p8.NUMERICS_8BIT)
     numerics = root.load(p8.NUMERICS) if root.has(p8.NUMERICS) else None
     return tables.show(p8.error_table(root.load(p8.NUMERICS_8BIT), numerics))
+
+
+def plot_kernel_classes(classes, *, title=None):
+    """Summed ms of each kernel per convolution class (1x1, 3x3, 3x3 s2), one panel per width:
+    where each int8 kernel wins or loses against fp16 and cuDNN."""
+    import plotly.express as px
+
+    cols = [c for c in classes if c.endswith("_ms")]
+    d = classes.melt(["width", "conv_class"], cols, var_name="kernel", value_name="ms").dropna()
+    d["kernel"] = d.kernel.str.removesuffix("_ms")
+    d = d.assign(width=d.width.map("width {:g}".format))
+    fig = px.bar(
+        d,
+        x="conv_class",
+        y="ms",
+        color="kernel",
+        barmode="group",
+        facet_col="width",
+        color_discrete_map=color_map(d.kernel.unique()),
+        template=TEMPLATE,
+        title=title or "Summed time of the model's convolutions per class and kernel",
+    )
+    fig.update_xaxes(title_text="convolution class")
+    fig.update_yaxes(title_text="GPU time, ms per batch", matches=None)
+    return finish(fig)
+
+
+def kernels_section(root: DataRoot):
+    """Which int8 kernel is fastest (int8_kernels): per-kernel totals, per-class totals, the
+    ops rates against the int8 matmul ceiling, the whole models, and the per-class figure; or
+    one sentence."""
+    if not root.has(ik.INT8_KERNELS):
+        return lacks(root, ik.INT8_KERNELS)
+    df = root.load(ik.INT8_KERNELS)
+    times = ik.conv_times(df)
+    if times.empty:
+        return lacks(root, ik.INT8_KERNELS)
+    classes = ik.class_totals(times)
+    title = f"Convolution time per class and kernel, batch 64 ({root.device_name()})"
+    return (
+        tables.show(ik.kernel_totals(times)),
+        tables.show(classes),
+        tables.show(ik.kernel_rates(df, root)),
+        tables.show(ik.model_speed(df)),
+        plot_kernel_classes(classes, title=title),
+    )

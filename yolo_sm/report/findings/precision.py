@@ -14,6 +14,7 @@ from yolo_sm.analyse.precision import (
 )
 from yolo_sm.analyse.precision_8bit import BENCH_8BIT, NUMERICS_8BIT, TRACE_INT8
 from yolo_sm.analyse.scaling import BENCH
+from yolo_sm.report.findings.int8_kernels import RULES as INT8_KERNELS
 from yolo_sm.report.rules import Rule, check_unique
 
 GROUP = "02_precision"
@@ -422,4 +423,4 @@ EIGHT_BIT = tuple(
 )
 
 #: One rule per headline finding of notebook 02 (see :class:`yolo_sm.report.rules.Rule`).
-RULES: tuple[Rule, ...] = check_unique(SPEED + KERNELS + PAIR + ERRORS + EIGHT_BIT)
+RULES: tuple[Rule, ...] = check_unique(SPEED + KERNELS + PAIR + ERRORS + EIGHT_BIT + INT8_KERNELS)
