@@ -298,3 +298,12 @@ def test_speed_goals_flip_with_the_bench(df):
         assert _speed(d).verdict["speed_3_w1"] == verdict, k
     untimed = _speed(df[df.variant != fast.MAX_AUTOTUNE])
     assert untimed.verdict["speed_3_w1"] == NOT_TESTED
+
+
+def test_config_of_reads_the_label_not_a_substring():
+    from yolo_sm.analyse.fast import config_of
+
+    cfgs = ["idle", "yolov8_w1_fp8_nhwc_b64", "yolov8_w1_fp16_nhwc_b64"]
+    assert config_of(cfgs, "fp16") == "yolov8_w1_fp16_nhwc_b64"
+    assert config_of(cfgs, "fp8") == "yolov8_w1_fp8_nhwc_b64"
+    assert config_of(["my_fp16_model"], "fp16") is None  # not a config label

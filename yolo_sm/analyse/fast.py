@@ -14,6 +14,7 @@ from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.hardware import peak_fp16_tflops
+from yolo_sm.contract.labels import parse_config
 from yolo_sm.contract.vocab import PIPELINE_STAGES
 
 BASELINE = "eager/fp16/nhwc"
@@ -466,13 +467,20 @@ def bench_facts(bench, peak_tflops: float = float("nan")) -> list[dict]:
     return rows
 
 
+def config_of(configs, precision: str) -> str | None:
+    """The first config label of ``configs`` in ``precision`` (labels that are not config
+    labels are skipped), or None."""
+    return next(
+        (c for c in configs if parse_config(c, strict=False)["precision"] == precision), None
+    )
+
+
 def fp8_trace_facts(kernels) -> list[dict]:
     """Facts of a Kineto table holding an fp16 and an fp8 engine of one config: the fp8
     forward's GPU time over the fp16 one's, and the fp8 convolutions with their remaining adds
     and quantisation passes over the fp16 convolutions with their bias-add and SiLU kernels."""
     cfgs = list(kernels["config"].unique())
-    fp16 = next((c for c in cfgs if "_fp16_" in c), None)
-    fp8 = next((c for c in cfgs if "_fp8_" in c), None)
+    fp16, fp8 = config_of(cfgs, "fp16"), config_of(cfgs, "fp8")
     if fp16 is None or fp8 is None:
         return []
     b = time_breakdown(kernels)
@@ -564,7 +572,7 @@ def facts(root: DataRoot):
     if root.has("trace_fp8_w1_b64"):
         fp8 = root.load("trace_fp8_w1_b64")
         rows += fp8_trace_facts(fp8)
-        fp16 = next((c for c in fp8["config"].unique() if "_fp16_" in c), None)
+        fp16 = config_of(fp8["config"].unique(), "fp16")
         if fp16 and root.has("trace_compile_w1_b64"):
             both = compare_backends(
                 {"eager": fp8, "compile": root.load("trace_compile_w1_b64")}, fp16

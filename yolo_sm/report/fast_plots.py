@@ -149,7 +149,7 @@ def probe(root: DataRoot):
 
 def _compiled(root: DataRoot):
     fp8 = root.load(TRACE_FP8)
-    fp16 = next(c for c in fp8.config.unique() if "_fp16_" in c)
+    fp16 = fast.config_of(fp8.config.unique(), "fp16")
     both = fast.compare_backends({"eager": fp8, "compile": root.load(TRACE_COMPILE)}, fp16)
     return fast.time_breakdown(both), fp16
 
