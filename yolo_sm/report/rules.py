@@ -172,3 +172,25 @@ def check_unique(rules: Iterable[Rule]) -> tuple[Rule, ...]:
     if dup:
         raise ValueError(f"rule ids used twice: {dup}")
     return rules
+
+
+def rule_maker(prefix: str, group: str):
+    """``rule(id, statement, fact, op, threshold, unit, datasets, partly=None, scope="")`` ->
+    a :class:`Rule` with id ``{prefix}_{id}`` in ``group``: the constructor of one notebook's
+    findings module."""
+
+    def rule(id, statement, fact, op, threshold, unit, datasets, partly=None, scope=""):
+        return Rule(
+            id=f"{prefix}_{id}",
+            statement=statement,
+            fact=fact,
+            op=op,
+            threshold=threshold,
+            unit=unit,
+            partly=partly,
+            datasets=tuple(datasets),
+            scope=scope,
+            group=group,
+        )
+
+    return rule

@@ -6,24 +6,17 @@ of the data."""
 from __future__ import annotations
 
 from yolo_sm.analyse.int8_kernels import INT8_KERNELS
-from yolo_sm.report.rules import Rule, check_unique
+from yolo_sm.report.rules import check_unique, rule_maker
 
 GROUP = "02_precision"
 DS = (INT8_KERNELS,)
 
 
+_make = rule_maker("int8_kernels", GROUP)
+
+
 def _rule(id, statement, fact, op, threshold, unit="x", partly=None, datasets=DS):
-    return Rule(
-        id=f"int8_kernels_{id}",
-        statement=statement,
-        fact=fact,
-        op=op,
-        threshold=threshold,
-        unit=unit,
-        partly=partly,
-        datasets=tuple(datasets),
-        group=GROUP,
-    )
+    return _make(id, statement, fact, op, threshold, unit, datasets, partly)
 
 
 RULES = check_unique(

@@ -15,24 +15,12 @@ from yolo_sm.analyse.precision import (
 from yolo_sm.analyse.precision_8bit import BENCH_8BIT, NUMERICS_8BIT, TRACE_INT8
 from yolo_sm.analyse.scaling import BENCH
 from yolo_sm.report.findings.int8_kernels import RULES as INT8_KERNELS
-from yolo_sm.report.rules import Rule, check_unique
+from yolo_sm.report.rules import Rule, check_unique, rule_maker
 
 GROUP = "02_precision"
 
 
-def _rule(id, statement, fact, op, threshold, unit, datasets, partly=None, scope=""):
-    return Rule(
-        id=f"precision_{id}",
-        statement=statement,
-        fact=fact,
-        op=op,
-        threshold=threshold,
-        unit=unit,
-        partly=partly,
-        datasets=tuple(datasets),
-        scope=scope,
-        group=GROUP,
-    )
+_rule = rule_maker("precision", GROUP)
 
 
 #: Speed-ups over fp32, same run (NCHW sweeps).

@@ -5,24 +5,12 @@ being true of the data; the verdict table says, per machine, which ones hold."""
 from __future__ import annotations
 
 from yolo_sm.analyse.scaling import BENCH, CEILINGS, NCU_WIDE, NCU_WIDTH, PRESETS, SWEEP
-from yolo_sm.report.rules import Rule, check_unique
+from yolo_sm.report.rules import Rule, check_unique, rule_maker
 
 GROUP = "01_width_scaling"
 
 
-def _rule(id, statement, fact, op, threshold, unit, datasets, partly=None, scope=""):
-    return Rule(
-        id=f"width_{id}",
-        statement=statement,
-        fact=fact,
-        op=op,
-        threshold=threshold,
-        unit=unit,
-        partly=partly,
-        datasets=tuple(datasets),
-        scope=scope,
-        group=GROUP,
-    )
+_rule = rule_maker("width", GROUP)
 
 
 #: Work and throughput per width (the sweep, CUDA graphs at the Nsight Compute batch).
