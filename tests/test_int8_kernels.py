@@ -197,3 +197,24 @@ def test_the_step_runs_units_with_provenance_and_resumes(tmp_path, monkeypatch):
     calls.clear()
     again = step.run_int8_kernels(spec, out, progress=False)
     assert calls == [] and len(again) == len(df)  # every unit was there: nothing re-measured
+
+
+def test_a_unit_that_fails_is_one_row_and_the_others_run(tmp_path, monkeypatch):
+    from yolo_sm.collect import int8_kernels as step
+
+    def conv_rows(spec, width, model, convs):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    def model_rows(spec, width, model):
+        return [{"width": width, "batch": spec.batch, "scope": "model", "layer": "",
+                 "kernel": "fp16", "status": "ok", "message": "", "median_ms": 2.0}]  # fmt: skip
+
+    monkeypatch.setattr(step, "conv_rows", conv_rows)
+    monkeypatch.setattr(step, "model_rows", model_rows)
+    monkeypatch.setattr(step, "build_yolo", lambda family, width: torch.nn.Identity())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(step, "collect", lambda device: {"gpu_name": "a GPU"})
+    spec = step.Int8KernelSpec(widths=(2.0,), model_kernels=("fp16",))
+    df = step.run_int8_kernels(spec, tmp_path / "k.parquet", progress=False).set_index("scope")
+    assert df.loc["conv", "status"] == "oom" and "out of memory" in df.loc["conv", "message"]
+    assert df.loc["model", "status"] == "ok"

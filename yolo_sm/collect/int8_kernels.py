@@ -322,10 +322,14 @@ def run_int8_kernels(
         if "error" in state:
             head = {"width": width, "batch": spec.batch, "scope": scope, "layer": "", "kernel": ""}
             return [{**head, **failure(state["error"])}]
-        if scope == "conv":
-            rows = conv_rows(spec, width, state["model"], state["convs"])
-        else:
-            rows = model_rows(spec, width, state["model"])
+        try:
+            if scope == "conv":
+                rows = conv_rows(spec, width, state["model"], state["convs"])
+            else:
+                rows = model_rows(spec, width, state["model"])
+        except Exception as e:  # noqa: BLE001 - e.g. the inputs of every conv at once OOM
+            head = {"width": width, "batch": spec.batch, "scope": scope, "layer": "", "kernel": ""}
+            rows = [{**head, **failure(e)}]
         prov = {f"prov_{k}": v for k, v in collect(spec.device).items() if not isinstance(v, dict)}
         return [{**r, **prov} for r in rows]
 

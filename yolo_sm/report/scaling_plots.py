@@ -366,6 +366,8 @@ WHY_ABSENT = {
     "ceilings": "the plan's ceilings step measures it",
     "model_layers": "the plan's model-table step writes it",
     "numerics": "the plan's numerics step writes it",
+    "int8_kernels": "the plan's int8_kernels step times the int8 convolution kernels on an "
+    "NVIDIA GPU",
 }
 
 
