@@ -36,6 +36,13 @@ def delivered(root) -> pd.DataFrame:
                     {"dataset": name, "what": what, "precision": ok.precision, "tflops": ok.tflops}
                 )
             )
+        elif kind == "int8_kernels":  # each convolution alone, per kernel
+            ok = df[(df.scope == "conv") & (df.status == "ok") & df.tops.notna()]
+            what = "w" + ok.width.map("{:g}".format) + " " + ok.layer + " " + ok.kernel
+            prec = ok.kernel.where(ok.kernel == "fp16", "int8")
+            rows.append(
+                pd.DataFrame({"dataset": name, "what": what, "precision": prec, "tflops": ok.tops})
+            )
         elif kind == "ncu" and root.has("model_layers"):
             try:
                 t = roofline.roofline_table(df, root.load("model_layers"), 1.0, 1.0)
@@ -114,3 +121,20 @@ def test_no_measured_work_exceeds_its_burst_ceiling(name):
     over = d[d.pct > 100].sort_values("pct", ascending=False)
     assert over.empty, over.head(10).to_string()
     assert (d.pct > 0).any()  # the test compared something
+
+
+def test_the_int8_kernels_rates_count_against_their_precisions_ceiling(tmp_path, make_root):
+    """Each convolution of an int8_kernels table counts once per kernel: its int8 kernels
+    against matmul_int8, its fp16 row against matmul_fp16."""
+    from yolo_sm.contract import manifest
+
+    folder = make_root("k", ["ceilings"])
+    table = pd.read_parquet(Path(__file__).parent / "fixtures" / "int8_kernels_h200.parquet")
+    table.to_parquet(folder / "int8_kernels.parquet")
+    cmd = "yolo-sm collect --plan data/plans/h200.yaml --out k --only int8_kernels"
+    manifest.register(folder, "int8_kernels", "int8_kernels.parquet", "int8_kernels", "t", cmd)
+    d = delivered(open_root(folder))
+    ok = table[(table.scope == "conv") & (table.status == "ok")]
+    assert set(d.dataset) == {"int8_kernels"} and len(d) == len(ok)
+    assert (d.precision == "fp16").sum() == (ok.kernel == "fp16").sum()
+    assert d[d.precision == "int8"].tflops.max() == ok[ok.kernel != "fp16"].tops.max()
