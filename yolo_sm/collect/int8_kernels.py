@@ -2,7 +2,7 @@
 alone with each kernel yolo_sm has (cuDNN's int8 graph, ``torch._int_mm`` for the 1x1 ones,
 yolo_sm's Triton implicit GEMM with the input quantised inside it or by the separate quantiser)
 against the fp16 convolution it replaces, then the whole model as a CUDA graph with each kernel,
-all in one process per width.
+all in one process (the step's units run one after another).
 
 Per convolution (``scope`` = ``conv``) the input is the one it sees in the int8 model's forward
 on the check photos (the engine's batch: :func:`yolo_sm.collect.engines.base.photo_input`);
