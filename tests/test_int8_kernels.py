@@ -218,3 +218,33 @@ def test_a_unit_that_fails_is_one_row_and_the_others_run(tmp_path, monkeypatch):
     df = step.run_int8_kernels(spec, tmp_path / "k.parquet", progress=False).set_index("scope")
     assert df.loc["conv", "status"] == "oom" and "out of memory" in df.loc["conv", "message"]
     assert df.loc["model", "status"] == "ok"
+
+
+def test_status_and_a_rerun_see_the_units_a_cut_run_left(tmp_path):
+    """A table holding some (width, scope) units is partial, not unregistered: collect would
+    otherwise register it as it is and never measure the missing widths."""
+    import pandas as pd
+    import yaml
+
+    from yolo_sm.collect import plans as collect
+    from yolo_sm.collect.int8_kernels import Int8KernelSpec, missing_units
+
+    out = tmp_path / "data"
+    out.mkdir()
+    pd.read_parquet(FIXTURE).to_parquet(out / "k.parquet")  # widths 0.5 and 1.0
+    step = {"name": "k", "kind": "int8_kernels", "out": "k.parquet", "est_s": 300,
+            "params": {"widths": [1.0, 0.5, 2.0]}}  # fmt: skip
+    (tmp_path / "plan.yaml").write_text(
+        yaml.safe_dump({"name": "t", "device": "cuda", "steps": [step]})
+    )
+    plan = collect.load_plan(tmp_path / "plan.yaml")
+    spec = Int8KernelSpec(widths=(1.0, 0.5, 2.0))
+    assert missing_units(spec, out / "k.parquet") == [(2.0, "conv"), (2.0, "model")]
+    assert missing_units(spec, tmp_path / "none.parquet") == spec.units()
+    row = collect.status(plan, out).set_index("step").loc["k"]
+    assert row.state == "partial" and row.todo == "2 of 6 (width, scope) units"
+    assert row.est_left_s == 100
+    note = collect.progress_note(plan.steps[0], plan, out)
+    assert note.startswith("PARTIAL (4 of 6 (width, scope) units")
+    full = Int8KernelSpec(widths=(1.0, 0.5))
+    assert missing_units(full, out / "k.parquet") == []

@@ -36,7 +36,7 @@ from yolo_sm.collect.engines import EngineConfig, build_engine
 from yolo_sm.collect.engines.base import photo_input, relative_l2
 from yolo_sm.collect.engines.int8 import Int8Conv, graph_counts, quantize_int8
 from yolo_sm.collect.engines.int8_triton import conv_int8, int_mm_eligible, last_tile
-from yolo_sm.collect.grid import free_memory, run_grid
+from yolo_sm.collect.grid import free_memory, pending, run_grid, table_rows
 from yolo_sm.collect.models import build_yolo
 from yolo_sm.collect.provenance import collect
 from yolo_sm.collect.sweep import failure
@@ -289,6 +289,21 @@ def _kernel_convs(kernel: str, counts: dict) -> float:
     return counts.get(kernel, math.nan)
 
 
+def _unit_key(unit) -> tuple[float, str]:
+    return (round(float(unit[0]), 6), unit[1])
+
+
+def _row_key(row) -> tuple[float, str]:
+    return (round(float(row["width"]), 6), row["scope"])
+
+
+def missing_units(spec: Int8KernelSpec, out) -> list[tuple[float, str]]:
+    """The (width, scope) units of ``spec`` that the table ``out`` does not hold (all when it
+    is absent): what a run of the step measures."""
+    rows = table_rows(Path(out), KEY, "int8_kernels")
+    return pending(spec.validated().units(), rows, _unit_key, _row_key)
+
+
 def run_int8_kernels(
     spec: Int8KernelSpec,
     out: str | os.PathLike,
@@ -336,8 +351,8 @@ def run_int8_kernels(
     df = run_grid(
         spec.units(),
         measure_unit,
-        key=lambda u: (u[0], u[1]),
-        row_key=lambda r: (r["width"], r["scope"]),
+        key=_unit_key,
+        row_key=_row_key,
         group=lambda u: u,
         open_group=open_width,
         out=Path(out),

@@ -26,6 +26,7 @@ from yolo_sm.collect.devices import nvml_index
 from yolo_sm.collect.exporter import record_frame, serve
 from yolo_sm.collect.grid import parse_bool
 from yolo_sm.collect.int8_kernels import Int8KernelSpec, run_int8_kernels
+from yolo_sm.collect.int8_kernels import missing_units as int8_missing_units
 from yolo_sm.collect.memory import ALLOC_CONFS, DEFAULT_LIFETIME_MODELS, lifetimes_table, pool_table
 from yolo_sm.collect.model_tables import DEFAULT_MODELS, model_layers
 from yolo_sm.collect.monitor import Monitor
@@ -74,14 +75,19 @@ def bench_spec(step: Step, plan: Plan):
 
 
 def _progress(step: Step, plan: Plan, path: Path) -> tuple[int, int, str] | None:
-    """(missing, total, what) of a resumable step whose output ``path`` exists: points of a
-    sweep, (model, batch) units of a bench; None for the kinds that run whole."""
+    """(missing, total, what) of a step whose output ``path`` exists and that measures in
+    units: points of a sweep, (model, batch) units of a bench, (width, scope) units of an
+    int8_kernels step (which starts only when its est_s fits, but resumes its missing units);
+    None for the kinds that run whole."""
     if step.kind == "sweep":
         spec = sweep_spec(step, plan)
         return len(missing_points(spec, path)), len(spec.points()), "points"
     if step.kind == "bench":
         spec = bench_spec(step, plan)
         return len(missing_units(spec, path)), len(spec.units()), "(model, batch) units"
+    if step.kind == "int8_kernels":
+        spec = Int8KernelSpec.from_mapping({"device": plan.device, **step.params})
+        return len(int8_missing_units(spec, path)), len(spec.units()), "(width, scope) units"
     return None
 
 
@@ -265,6 +271,10 @@ def status(plan: Plan, out_dir: str | os.PathLike):
                 per, source = unit_seconds(s, path, plan)
                 row.update(todo=f"{left} of {total} {what}", est_left_s=round(left * per))
                 row["est_source"] = source
+        elif progress is not None and progress[0]:  # a whole step's units, part measured
+            left, total, what = progress
+            row.update(todo=f"{left} of {total} {what}", est_left_s=round(s.est_s * left / total))
+            row["est_source"] = "plan est_s"
         elif state not in ("done", "unregistered"):
             row.update(est_left_s=s.est_s, est_source="plan est_s")
         n, spent, source = step_gpu_seconds(s, plan, out_dir)
