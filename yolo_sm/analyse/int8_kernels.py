@@ -73,7 +73,6 @@ def kernel_totals(times: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     rows = []
     for (w, b), g in times.groupby(["width", "batch"]):
-        g = g.assign(best_ms=g.get("best_ms"))
         for k in ("fp16", *INT8, "best"):
             col = f"{k}_ms"
             if col not in g or g[col].notna().sum() == 0:

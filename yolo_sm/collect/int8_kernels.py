@@ -32,10 +32,13 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+import torch
+from torch.nn import functional as F
+
 from yolo_sm.collect.engines import EngineConfig, build_engine
 from yolo_sm.collect.engines.base import photo_input, relative_l2
 from yolo_sm.collect.engines.int8 import Int8Conv, graph_counts, quantize_int8
-from yolo_sm.collect.engines.int8_triton import conv_int8, int_mm_eligible, last_tile
+from yolo_sm.collect.engines.int8_triton import conv_int8, int_mm_eligible, last_tile, out_size
 from yolo_sm.collect.grid import free_memory, pending, run_grid, table_rows
 from yolo_sm.collect.models import build_yolo
 from yolo_sm.collect.provenance import collect
@@ -114,16 +117,13 @@ def conv_ops(mod: Int8Conv, x) -> float:
     """Multiply-adds x 2 of one call of ``mod`` on ``x`` (N, C, H, W)."""
     n, c, h, w = x.shape
     k, _, r, s = mod.weight_int8.shape
-    ho = (h + 2 * mod.padding[0] - r) // mod.stride[0] + 1
-    wo = (w + 2 * mod.padding[1] - s) // mod.stride[1] + 1
+    ho, wo = out_size(h, w, r, s, mod.stride, mod.padding)
     return 2.0 * n * ho * wo * k * c * r * s
 
 
 def captured_inputs(module, x) -> list[tuple[str, Int8Conv, object]]:
     """(name, int8 conv, its input) of every :class:`Int8Conv` of ``module`` in one forward on
     ``x`` (the inputs are kept: the caller frees them)."""
-    import torch
-
     seen, hooks = [], []
     for name, mod in module.named_modules():
         if isinstance(mod, Int8Conv):
@@ -143,8 +143,6 @@ def captured_inputs(module, x) -> list[tuple[str, Int8Conv, object]]:
 
 def _fp16_call(mod: Int8Conv, conv, x):
     """The fp16 convolution ``mod`` replaced (``conv``: its original weight and bias) + SiLU."""
-    import torch
-    from torch.nn import functional as F
 
     w = conv.weight.detach().to(device=x.device, dtype=x.dtype)
     w = w.contiguous(memory_format=torch.channels_last)
@@ -180,10 +178,10 @@ def conv_rows(spec: Int8KernelSpec, width: float, model, fp16_convs: dict) -> li
                 device=spec.device, warmup_ms=spec.warmup_ms, budget_ms=spec.budget_ms,
                 with_provenance=False,
             ).median_ms  # fmt: skip
+            conv = fp16_convs[name]
             for kernel in spec.conv_kernels:
-                rows.append(
-                    {**base, **_time_conv(spec, kernel, mod, fp16_convs[name], x, ref, quant)}
-                )
+                timed = _time_conv(spec, kernel, mod, conv, x, ref, quant, base["ops"])
+                rows.append({**base, **timed})
             mod.kernel = "cudnn"
             del x, ref
         del seen
@@ -193,7 +191,7 @@ def conv_rows(spec: Int8KernelSpec, width: float, model, fp16_convs: dict) -> li
     return rows
 
 
-def _time_conv(spec, kernel, mod: Int8Conv, conv, x, ref, quant_ms) -> dict:
+def _time_conv(spec, kernel, mod: Int8Conv, conv, x, ref, quant_ms, ops: float) -> dict:
     """One kernel's row of one convolution: time, ops rate, error against the emulation."""
     (r, s) = mod.weight_int8.shape[2:]
     out = {"kernel": kernel, "status": "ok", "message": "", "tile": ""}
@@ -234,7 +232,7 @@ def _time_conv(spec, kernel, mod: Int8Conv, conv, x, ref, quant_ms) -> dict:
     except Exception as e:  # noqa: BLE001 - recorded as the row's error, the others go on
         return {**out, **failure(e)}
     ms = m.median_ms
-    out.update(median_ms=ms, iqr_ms=m.iqr_ms, tops=conv_ops(mod, x) / ms / 1e9)
+    out.update(median_ms=ms, iqr_ms=m.iqr_ms, tops=ops / ms / 1e9)
     if kernel != "fp16":
         out["quantize_ms"] = quant_ms
     if kernel in ("cudnn", "intmm") and mod.fallback:
@@ -313,8 +311,6 @@ def run_int8_kernels(
     """Every (width, scope) unit of ``spec`` into the table ``out``, rewritten after each unit;
     units it already holds are skipped (the grid runner resumes). Every row carries the
     machine's provenance (``prov_*``, read after its unit) and ``unit_s``. Returns the table."""
-    import torch
-
     spec = spec.validated()
     if not torch.cuda.is_available():
         raise UserError("int8_kernels needs a CUDA device; none is visible here")

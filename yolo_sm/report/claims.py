@@ -23,35 +23,11 @@ from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import parse_config
 from yolo_sm.report import plots
 from yolo_sm.report.colors import TEMPLATE, color_map
-from yolo_sm.report.rules import Rule, check_unique, evaluate
+from yolo_sm.report.rules import Rule, check_unique, evaluate, rule_maker
 from yolo_sm.report.sections import needs
 from yolo_sm.report.style import finish
 
-
-def _claim(
-    n: int | str,
-    statement: str,
-    *,
-    fact: str,
-    op: str,
-    threshold: float,
-    unit: str,
-    partly: float | None = None,
-    datasets: tuple[str, ...] = (),
-    scope: str = "",
-) -> Rule:
-    return Rule(
-        id=f"claim_{n}",
-        statement=statement,
-        fact=fact,
-        scope=scope,
-        op=op,
-        threshold=threshold,
-        unit=unit,
-        partly=partly,
-        datasets=tuple(datasets),
-        group="claims",
-    )
+_claim = rule_maker("claim", "claims")
 
 
 #: One rule per claim of the four articles, in the articles' order (claim 3 has three parts,

@@ -175,11 +175,11 @@ def check_unique(rules: Iterable[Rule]) -> tuple[Rule, ...]:
 
 
 def rule_maker(prefix: str, group: str):
-    """``rule(id, statement, fact, op, threshold, unit, datasets, partly=None, scope="")`` ->
+    """``rule(id, statement, fact, op, threshold, unit, datasets=(), partly=None, scope="")`` ->
     a :class:`Rule` with id ``{prefix}_{id}`` in ``group``: the constructor of one notebook's
     findings module."""
 
-    def rule(id, statement, fact, op, threshold, unit, datasets, partly=None, scope=""):
+    def rule(id, statement, fact, op, threshold, unit, datasets=(), partly=None, scope=""):
         return Rule(
             id=f"{prefix}_{id}",
             statement=statement,

@@ -152,7 +152,7 @@ def quantize_int8(x: torch.Tensor, scale: float) -> torch.Tensor:
                 x = x.contiguous(memory_format=torch.channels_last)
             out = torch.empty_like(x, dtype=torch.int8)
             n = x.numel()
-            inv = float(1.0 / torch.tensor(float(scale), dtype=torch.float32))  # as torch's
+            inv = int8_triton.inverse_scale(scale)
             kernel[((n + 4095) // 4096,)](x, out, n, inv, BLOCK=4096)
             return out
     return quantize_values(x, scale).to(torch.int8)
@@ -419,7 +419,7 @@ def choose_kernel(device: str, requested: str = "auto") -> str:
     if torch.cuda.get_device_capability(torch.device(device)) < (7, 5):
         raise NotAvailableError("precision int8 needs int8 tensor cores (compute capability 7.5+)")
     if requested == "triton":
-        int8_triton.build_kernels()  # NotAvailableError without Triton
+        int8_triton.compiled_kernels()  # NotAvailableError without Triton
         return "triton"
     import_cudnn("precision int8")  # cudnn, and intmm's convolutions other than 1x1
     return "cudnn" if requested == "auto" else requested

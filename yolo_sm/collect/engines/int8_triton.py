@@ -70,8 +70,8 @@ def build_kernels():
     ]
 
     def prune(configs, named_args, **kwargs):
-        # no channel block wider than the channels rounded up to MIN_BLOCK_K, no pixel tile
-        # wider than the output
+        # no channel block wider than the input channels (rounded up to a power of 2, at least
+        # MIN_BLOCK_K), no output-channel block wider than the output channels
         c, k = named_args["C"], named_args["K"]
         cap_k = max(MIN_BLOCK_K, triton.next_power_of_2(c))
         cap_n = max(32, triton.next_power_of_2(k))
@@ -188,7 +188,14 @@ def build_kernels():
     return _conv, _epilogue, triton
 
 
-_kernels = functools.cache(build_kernels)
+#: this process's kernels (built once; the Triton kernels compile on first launch)
+compiled_kernels = functools.cache(build_kernels)
+
+
+def inverse_scale(scale) -> float:
+    """``1 / scale`` computed in float32, as torch's quantisation reference divides (the
+    quantising kernels multiply by it)."""
+    return float(1.0 / torch.tensor(float(scale), dtype=torch.float32))
 
 
 def packed_weight(weight_int8: torch.Tensor) -> torch.Tensor:
@@ -228,7 +235,7 @@ def conv_int8(
     :func:`build_kernels` (default: this process's, CUDA only)."""
     if kernels is None:
         _require(x)
-        kernels = _kernels()
+        kernels = compiled_kernels()
     conv, _, triton = kernels
     if tile is not None:
         conv = conv.fn
@@ -250,7 +257,7 @@ def conv_int8(
 
     conv[grid](
         x, weight_packed, scale, bias if bias is not None else scale, y,
-        m, h, w, c, k, ho, wo, float(1.0 / torch.tensor(float(input_scale))),
+        m, h, w, c, k, ho, wo, inverse_scale(input_scale),
         stride[0], stride[1], padding[0], padding[1],
         R=r, S=s, HAS_BIAS=bias is not None, SILU=bool(silu), QUANTIZE=not quantized_input,
         **(tile or {}),
@@ -261,7 +268,7 @@ def conv_int8(
 def last_tile() -> dict | None:
     """The tile the autotuner chose for the convolution :func:`conv_int8` ran last (None before
     any call): BLOCK_M / BLOCK_N / BLOCK_K / GROUP_M, warps and stages."""
-    conv, _, _ = _kernels()
+    conv, _, _ = compiled_kernels()
     cfg = getattr(conv, "best_config", None)
     if cfg is None:
         return None
@@ -279,7 +286,7 @@ def dequant_epilogue(
     """``acc`` (M, K) int32 -> ``acc * scale + bias`` (and SiLU) as ``dtype``, one pass."""
     if kernels is None:
         _require(acc)
-        kernels = _kernels()
+        kernels = compiled_kernels()
     _, epilogue, triton = kernels
     m, k = acc.shape
     y = torch.empty((m, k), dtype=dtype, device=acc.device)
