@@ -18,8 +18,7 @@
   int8 GEMM, int32 out) of the int8 NHWC input viewed as (N x H x W, C) and the weight, then
   :func:`dequant_epilogue`: one Triton pass that de-scales, adds the bias, applies SiLU and
   casts (written by hand because no torch op fuses int32 -> scale -> bias -> SiLU -> half
-  without torch.compile, and four separate passes over the int32 tensor would cost more than
-  the GEMM saves).
+  without torch.compile: torch ops would make four passes over the int32 tensor).
 
 Triton and CUDA are imported lazily; on a CPU the engine uses the ``emulate`` kernel.
 """
