@@ -99,6 +99,7 @@ def test_spec_from_plan_params():
         ({"engines": ["compile:fastest/fp16/nhwc"]}, "compile mode"),
         ({"models": "yolov8:1", "widths": [1]}, "either"),
         ({"batches": [1.5]}, "integer"),
+        ({"engines": [0]}, "backend/precision/layout items, got 0"),  # a YAML number
     ):
         with pytest.raises(UserError, match=match):
             bench.BenchSpec.from_mapping(bad)

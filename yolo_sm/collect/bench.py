@@ -126,7 +126,9 @@ def parse_engine(item) -> tuple[str, str, str]:
     """``backend[:mode]/precision/layout`` (a string or a 3-sequence) -> a checked triple; a
     typo is one sentence, while an engine that cannot run here becomes an error row later."""
 
-    parts = [str(x).strip().lower() for x in (item.split("/") if isinstance(item, str) else item)]
+    # a plan's scalar (a YAML number) is text as the plan check reads it: one sentence below
+    items = item if isinstance(item, (list, tuple)) else str(item).split("/")
+    parts = [str(x).strip().lower() for x in items]
     if len(parts) != 3:
         raise UserError(f"engines are backend/precision/layout items, got {item!r}")
     backend, _, mode = parts[0].partition(":")
