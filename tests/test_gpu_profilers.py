@@ -193,8 +193,16 @@ def test_ceilings_on_the_gpu(tmp_path):
         assert 0 < df.value["copy_h2d_frame_fp16"] < 5  # ms
         if "matmul_int8" in df.index:
             assert df.unit["matmul_int8"] == "TOP/s" and df.value["matmul_int8"] > 0
+            # the int8 ceiling is the faster of cuBLASLt's GEMM and cuDNN's 1x1 convolution
+            impls = df.loc[["matmul_int8_n4096", "matmul_int8_cudnn_n4096"]]
+            assert df.value["matmul_int8"] == impls.value.max()
+            assert df.kernel["matmul_int8"] == impls.kernel[impls.value.idxmax()]
+            assert set(impls.kernel) == {"torch._int_mm (cuBLASLt)", "cuDNN int8 1x1 convolution"}
     mm = raw[raw.ceiling.str.startswith("matmul")]
     assert (mm.fill == "randn").all() and (mm.sm_clock_end_mhz > 0).all()  # NVML's SM clock
+    assert (
+        mm.kernel.notna().all() and raw[~raw.ceiling.str.startswith("matmul")].kernel.isna().all()
+    )
     assert (raw.nvml_samples >= 1).all() and (raw.sm_clock_mean_mhz > 0).all()
     assert (raw.power_mean_w > 0).all() and (raw.power_limit_w > 0).all()
     # the copies move bytes, not matmul operands: they carry no fill

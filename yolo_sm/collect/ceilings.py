@@ -1,5 +1,6 @@
 """The GPU's own ceilings, measured: dense matmul TFLOP/s per precision (fp32, tf32, fp16, bf16,
-fp8 through ``torch._scaled_mm``, int8 through ``torch._int_mm``, in TOP/s), and copy bandwidths
+fp8 through ``torch._scaled_mm``, int8 in TOP/s through ``torch._int_mm`` and through cuDNN's int8
+1x1 convolution as a GEMM, the faster of both), and copy bandwidths
 (device to device, pinned host to device and back, one 640x640x3 fp16 frame to the device).
 
 Each figure is measured in two regimes, the SM clock and the power draw read through NVML
@@ -24,10 +25,13 @@ import statistics
 import threading
 import time
 import warnings
+from types import SimpleNamespace
 
+from yolo_sm.collect.engines import qconv
+from yolo_sm.collect.engines.int8 import quantize_int8
 from yolo_sm.collect.provenance import sm_clock_mhz
 from yolo_sm.collect.timing import CpuTimer, CudaTimer
-from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.errors import NotAvailableError, UserError
 
 MATMUL_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8")
 REGIMES = ("burst", "sustained")
@@ -80,6 +84,80 @@ def _matmul_fn(prec: str, n: int, device: str, fill: str = "randn"):
     a = _operand(n, n, device, gen, fill, dtype)
     b = _operand(n, n, device, gen, fill, dtype)
     return lambda: torch.matmul(a, b)
+
+
+def _cudnn_int8_fn(n: int, device: str, fill: str = "randn"):
+    """A zero-argument n^3 int8 GEMM run as cuDNN's int8 1x1 convolution over NHWC (M = the
+    n pixels of one image, K = C = n channels, int32 accumulation), or None off CUDA or without
+    cuDNN's frontend. cuBLASLt's int8 GEMM (``torch._int_mm``) is not the fastest int8 kernel on
+    every GPU: on Hopper cuDNN's int8 convolutions run faster, so the int8 ceiling takes the
+    fastest of both. The graph writes int8 (per-channel requantised, the fastest output cuDNN
+    offers), else the raw accumulator in FLOAT where it declines that."""
+    import torch
+
+    if not str(device).startswith("cuda"):
+        return None
+    try:
+        qconv.import_cudnn("the int8 ceiling")
+    except NotAvailableError:
+        return None
+    gen = torch.Generator(device=device).manual_seed(0)
+    h = 1 << (int(math.log2(n)) // 2)
+    shape = (1, n, h, n // h)
+    cl = torch.channels_last
+    if fill == "zeros":
+        xq = torch.zeros(shape, dtype=torch.int8, device=device)
+        wq = torch.zeros((n, n, 1, 1), dtype=torch.int8, device=device)
+    else:
+        xq = torch.randint(-128, 128, shape, device=device, dtype=torch.int8, generator=gen)
+        wq = torch.randint(-128, 128, (n, n, 1, 1), device=device, dtype=torch.int8, generator=gen)
+    xq, wq = xq.contiguous(memory_format=cl), wq.contiguous(memory_format=cl)
+    # requantise the accumulator (|acc| ~ 73^2 sqrt(n)) into int8's range
+    mod = SimpleNamespace(
+        weight_q=wq,
+        weight_scale=torch.ones(n, device=device),
+        input_scale=torch.tensor(1.0 / (5000.0 * math.sqrt(n))),
+        bias=None,
+        silu=False,
+        padding=(0, 0),
+        stride=(1, 1),
+        dilation=(1, 1),
+    )
+    x = torch.empty(shape, dtype=torch.float16, device=device).contiguous(memory_format=cl)
+    declined = []
+    for output, fused in (("INT8", True), ("FLOAT", False)):
+        fmt = qconv.GraphFormat(
+            operand="INT8",
+            compute="INT32",
+            quantize=quantize_int8,
+            plans=lambda: 6,
+            seconds=1.5,
+            tuned={},
+            output=output,
+            fused=fused,
+        )
+        try:
+            graph = qconv.CudnnQuantConv(mod, x, fmt, "the int8 ceiling")
+        except Exception as e:  # noqa: BLE001 - cuDNN declines some graphs: try the next
+            declined.append(f"{output}: {type(e).__name__}: {e}"[:200])
+            continue
+        return lambda: graph.execute(xq)
+    raise RuntimeError("cuDNN built no int8 GEMM graph (" + "; ".join(declined) + ")")
+
+
+#: per precision, (name suffix, what runs the matmul, builder): every implementation is timed
+#: and the fastest is the precision's ceiling
+MATMUL_IMPLS = {
+    "fp32": (("", "torch.matmul (cuBLAS)", _matmul_fn),),
+    "tf32": (("", "torch.matmul (cuBLAS, TF32)", _matmul_fn),),
+    "fp16": (("", "torch.matmul (cuBLAS)", _matmul_fn),),
+    "bf16": (("", "torch.matmul (cuBLAS)", _matmul_fn),),
+    "fp8": (("", "torch._scaled_mm (cuBLASLt)", _matmul_fn),),
+    "int8": (
+        ("", "torch._int_mm (cuBLASLt)", _matmul_fn),
+        ("cudnn", "cuDNN int8 1x1 convolution", lambda _p, *a: _cudnn_int8_fn(*a)),
+    ),
+}
 
 
 class NvmlSampler:
@@ -208,13 +286,16 @@ def measure_ceilings(
     ``matmul_<prec>_n<size>`` per size when several are given, ``copy_d2d``,
     ``copy_h2d_pinned``, ``copy_d2h_pinned``, ``copy_h2d_frame_fp16``), ``regime``, ``value``
     in ``unit`` (TFLOP/s; TOP/s for int8; GB/s; ms for the frame), ``size``, ``median_ms``,
-    ``iqr_ms``, ``n_samples``, ``fill`` (matmuls only) and what NVML read during the timed
-    calls: ``sm_clock_mean_mhz``, ``sm_clock_min_mhz``, ``sm_clock_end_mhz``, ``power_mean_w``,
-    ``power_max_w``, ``power_limit_w`` (NaN on a CPU, where only fp32/fp16/bf16 matmuls run).
+    ``iqr_ms``, ``n_samples``, ``fill`` and ``kernel`` (matmuls only) and what NVML read during
+    the timed calls: ``sm_clock_mean_mhz``, ``sm_clock_min_mhz``, ``sm_clock_end_mhz``,
+    ``power_mean_w``, ``power_max_w``, ``power_limit_w`` (NaN on a CPU, where only fp32 / fp16 /
+    bf16 matmuls run).
 
     ``n``: the matrix sides (fp32 on the SIMT units only up to ``simt_max_n`` beyond the
-    smallest); ``matmul_<prec>`` is the fastest size per regime. ``budget_ms``: the sustained
-    run's length; ``burst_ms``: the burst's, after a rest of ``rest_s``. ``fill``
+    smallest); ``matmul_<prec>`` is the fastest size and implementation (:data:`MATMUL_IMPLS`,
+    named in ``kernel``) per regime; ``matmul_int8_cudnn_n<size>`` are cuDNN's int8 rows.
+    ``budget_ms``: the sustained run's length; ``burst_ms``: the burst's, after a rest of
+    ``rest_s``. ``fill``
     (:data:`FILLS`): random operands (the ceiling) or zeros (a power diagnostic)."""
     import pandas as pd
     import torch
@@ -225,7 +306,7 @@ def measure_ceilings(
     rows = []
     timing = {"burst_ms": burst_ms, "sustain_ms": budget_ms, "rest_s": rest_s if cuda else 0.0}
 
-    def add(name, regime, samples, stats, value, unit, size, row_fill=None):
+    def add(name, regime, samples, stats, value, unit, size, row_fill=None, kernel=None):
         q = statistics.quantiles(samples, n=4) if len(samples) > 1 else [math.nan] * 3
         rows.append(
             {
@@ -238,6 +319,7 @@ def measure_ceilings(
                 "iqr_ms": q[2] - q[0],
                 "n_samples": len(samples),
                 "fill": row_fill,
+                "kernel": kernel,
                 **stats,
                 "sm_clock_end_mhz": sm_clock_mhz(device),
             }
@@ -250,25 +332,28 @@ def measure_ceilings(
             torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
             unit = "TOP/s" if prec == "int8" else "TFLOP/s"
             best: dict = {}
-            for size in sizes:
-                if prec == "fp32" and size > simt_max_n and size != min(sizes):
-                    continue
-                try:
-                    fn = _matmul_fn(prec, size, device, fill)
-                    measured = time_regimes(fn, device, **timing) if fn is not None else None
-                except RuntimeError as e:  # this torch / GPU lacks the kernel: no row, said
-                    warnings.warn(f"matmul_{prec} at {size}^3 not measured: {e}", stacklevel=2)
-                    measured = None
-                if measured is None:
-                    break
-                for regime, (samples, stats) in measured.items():
-                    value = 2 * size**3 / (statistics.median(samples) * 1e-3) / 1e12
-                    args = (regime, samples, stats, value, unit, f"{size}^3", fill)
-                    if len(sizes) > 1:
-                        add(f"matmul_{prec}_n{size}", *args)
-                    if regime not in best or value > best[regime][3]:
-                        best[regime] = args
-                del fn
+            impls = MATMUL_IMPLS[prec]
+            for suffix, kernel, build in impls:
+                name = f"matmul_{prec}_{suffix}" if suffix else f"matmul_{prec}"
+                for size in sizes:
+                    if prec == "fp32" and size > simt_max_n and size != min(sizes):
+                        continue
+                    try:
+                        fn = build(prec, size, device, fill)
+                        measured = time_regimes(fn, device, **timing) if fn is not None else None
+                    except RuntimeError as e:  # this torch / GPU lacks the kernel: no row, said
+                        warnings.warn(f"{name} at {size}^3 not measured: {e}", stacklevel=2)
+                        measured = None
+                    if measured is None:
+                        break
+                    for regime, (samples, stats) in measured.items():
+                        value = 2 * size**3 / (statistics.median(samples) * 1e-3) / 1e12
+                        args = (regime, samples, stats, value, unit, f"{size}^3", fill, kernel)
+                        if len(sizes) > 1 or len(impls) > 1:
+                            add(f"{name}_n{size}", *args)
+                        if regime not in best or value > best[regime][3]:
+                            best[regime] = args
+                    del fn
             for args in best.values():
                 add(f"matmul_{prec}", *args)
     finally:

@@ -133,8 +133,9 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "gpm_sm_occupancy_pct": "median GPM SM occupancy of the config's run windows (whole GPU)",
     },
     "ceilings": {
-        "ceiling": "matmul_<precision> (dense n^3 matmul, the fastest size), "
-        "matmul_<precision>_n<side> (one size), copy_d2d, copy_h2d_pinned, copy_d2h_pinned, "
+        "ceiling": "matmul_<precision> (dense n^3 matmul, the fastest size and kernel), "
+        "matmul_<precision>_n<side> (one size), matmul_int8_cudnn_n<side> (the int8 GEMM as "
+        "cuDNN's 1x1 convolution), copy_d2d, copy_h2d_pinned, copy_d2h_pinned, "
         "copy_h2d_frame_fp16 (one 640x640x3 fp16 frame from pinned memory)",
         "regime": "burst (a few calls after a rest: the peak the roofline divides by) or "
         "sustained (back to back, the second half of the run: power-limited); absent in tables "
@@ -147,6 +148,8 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "iqr_ms": "interquartile range of the calls, milliseconds",
         "n_samples": "timed calls",
         "fill": "matmul operands: randn (the ceiling) or zeros (a power diagnostic); absent: randn",
+        "kernel": "what ran the matmul (torch.matmul, torch._scaled_mm, torch._int_mm, cuDNN's "
+        "int8 1x1 convolution); absent in older tables",
         "sm_clock_mean_mhz": "mean SM clock (NVML, sampled every 5 ms) during the timed calls, MHz",
         "sm_clock_min_mhz": "lowest SM clock read during the timed calls, MHz",
         "power_mean_w": "mean power draw (NVML: instantaneous where the driver reports it, else "

@@ -176,7 +176,12 @@ class CudnnQuantConv:
         ho = (h + 2 * pr - dr * (r - 1) - 1) // sr + 1
         wo = (w + 2 * pc - dc * (s - 1) - 1) // sc + 1
         self.out_shape, self.dtype = (n, k, ho, wo), x.dtype
-        torch_out = {"HALF": torch.float16, "FLOAT": torch.float32, "BFLOAT16": torch.bfloat16}
+        torch_out = {
+            "HALF": torch.float16,
+            "FLOAT": torch.float32,
+            "BFLOAT16": torch.bfloat16,
+            "INT8": torch.int8,
+        }
         self.graph_dtype = torch_out[fmt.output] if fmt.output and fmt.fused else x.dtype
         if not fmt.fused:
             self.graph_dtype = torch.float32
@@ -249,23 +254,28 @@ class CudnnQuantConv:
         else:
             self.plan_index = best[1]
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.contiguous(memory_format=torch.channels_last)  # the graph's image layout
-        xq = self.fmt.quantize(x, self.input_scale)
+    def execute(self, xq: torch.Tensor) -> torch.Tensor:
+        """The graph alone on an already quantised NHWC image ``xq``: its output tensor in
+        ``graph_dtype`` (the raw accumulator where the epilogue is not fused)."""
         y = torch.empty(
             self.out_shape,
             dtype=self.graph_dtype,
-            device=x.device,
+            device=xq.device,
             memory_format=torch.channels_last,
         )
-        ws = torch.empty(max(self.workspace, 1), dtype=torch.uint8, device=x.device)
-        self.cudnn.set_stream(self.handle, torch.cuda.current_stream(x.device).cuda_stream)
+        ws = torch.empty(max(self.workspace, 1), dtype=torch.uint8, device=xq.device)
+        self.cudnn.set_stream(self.handle, torch.cuda.current_stream(xq.device).cuda_stream)
         if self.plan_index is None:
             self.graph.execute(self._feeds(xq, y), ws, handle=self.handle)
         else:
             self.graph.execute_plan_at_index(
                 self._feeds(xq, y), ws, self.plan_index, handle=self.handle
             )
+        return y
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous(memory_format=torch.channels_last)  # the graph's image layout
+        y = self.execute(self.fmt.quantize(x, self.input_scale))
         if not self.fmt.fused:  # de-scale, bias and SiLU after the graph, in float
             y = y.mul_(self.scale)
             if self.bias is not None:
