@@ -54,10 +54,22 @@ def test_eager_batch_1_is_host_bound_and_its_graph_is_not(model):
     assert eager["median_ms"] > 0.5 * launches_ms
 
 
-def test_large_batch_keeps_the_gpu_busy(model):
-    r = _row(model, "eager", 64)
-    assert r["gpu_busy_fraction"] > 0.9 and r["host_bound"] is False
+def test_more_work_per_launch_keeps_the_gpu_busier(model):
+    """How busy an eager forward keeps the GPU depends on the host (a slow CPU leaves an eager
+    width-0.25 batch-64 forward idle for 17 % of its time, a fast one for under 10 %), so the
+    test asserts what holds on any host: batch 64 keeps the GPU busier than batch 1, the verdict
+    is the rule's on the row's own figures, busy time never exceeds the forward, and its CUDA
+    graph (one launch) is busy and not host-bound."""
+    from yolo_sm.analyse.hostbound import host_bound_rule
+
+    one, r = _row(model, "eager", 1), _row(model, "eager", 64)
+    assert r["gpu_busy_fraction"] > one["gpu_busy_fraction"]
+    assert r["host_bound"] == bool(
+        host_bound_rule(r["gpu_busy_fraction"], r["launches_per_forward"])
+    )
     assert r["gpu_busy_ms"] <= 1.05 * r["median_ms"]  # busy time never exceeds the forward
+    g = _row(model, "cudagraph", 64)
+    assert g["gpu_busy_fraction"] > 0.9 and g["host_bound"] is False
 
 
 def test_the_profiler_pass_does_not_slow_later_timing(model):
@@ -72,4 +84,6 @@ def test_the_profiler_pass_does_not_slow_later_timing(model):
     h = host_profile(fn, device="cuda")
     after = measure(fn, device="cuda", budget_ms=200, warmup_ms=50).median_ms
     assert h["launches_per_forward"] > 50 and not math.isnan(h["gpu_busy_ms"])
-    assert abs(after / before - 1) < 0.15, (before, after)
+    # one-sided: a host-bound batch-1 forward moves with the host's clocks (one run timed 9.1
+    # then 7.6 ms), and only a slower "after" would be the pass's doing
+    assert after / before < 1.15, (before, after)
