@@ -92,7 +92,8 @@ RULES = check_unique(
         _rule(
             "ceiling_holds_for_cudnn",
             "cuDNN's fastest int8 convolution stays within the int8 matmul ceiling the "
-            "ceilings step measured (torch._int_mm, burst; above 100 % the ceiling is not one)",
+            "ceilings step measured (the faster of torch._int_mm and cuDNN's int8 1x1 "
+            "convolution as a GEMM, burst; above 100 % the ceiling is not one)",
             "int8_kernels.cudnn_peak_of_int8_ceiling_pct",
             "<=",
             100.0,
