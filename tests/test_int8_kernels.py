@@ -248,3 +248,30 @@ def test_status_and_a_rerun_see_the_units_a_cut_run_left(tmp_path):
     assert note.startswith("PARTIAL (4 of 6 (width, scope) units")
     full = Int8KernelSpec(widths=(1.0, 0.5))
     assert missing_units(full, out / "k.parquet") == []
+
+
+def test_a_partial_step_starts_when_its_missing_units_fit(tmp_path, monkeypatch):
+    """The step runs whole units and starts only when its estimate fits in the time left; a
+    partial table needs only its missing units' share of est_s (2 of 6 units: 100 of 300 s)."""
+    import pandas as pd
+    import yaml
+
+    from yolo_sm.collect import plans as collect
+
+    out = tmp_path / "data"
+    out.mkdir()
+    step = {"name": "k", "kind": "int8_kernels", "out": "k.parquet", "est_s": 300,
+            "params": {"widths": [1.0, 0.5, 2.0]}}  # fmt: skip
+    (tmp_path / "plan.yaml").write_text(
+        yaml.safe_dump({"name": "t", "device": "cuda", "steps": [step]})
+    )
+    plan = collect.load_plan(tmp_path / "plan.yaml")
+    ran = []
+    monkeypatch.setitem(collect.RUNNERS, "int8_kernels", lambda *a: ran.append(a[0].name))
+    collect.run_plan(plan, out, max_minutes=2, progress=False)
+    assert ran == []  # no table: the whole 300 s does not fit in 120 s
+    pd.read_parquet(FIXTURE).to_parquet(out / "k.parquet")  # widths 0.5 and 1.0
+    collect.run_plan(plan, out, max_minutes=1, progress=False)
+    assert ran == []  # its 100 s do not fit in 60
+    collect.run_plan(plan, out, max_minutes=2, progress=False)
+    assert ran == ["k"]

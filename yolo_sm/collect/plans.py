@@ -77,7 +77,7 @@ def bench_spec(step: Step, plan: Plan):
 def _progress(step: Step, plan: Plan, path: Path) -> tuple[int, int, str] | None:
     """(missing, total, what) of a step whose output ``path`` exists and that measures in
     units: points of a sweep, (model, batch) units of a bench, (width, scope) units of an
-    int8_kernels step (which starts only when its est_s fits, but resumes its missing units);
+    int8_kernels step (which starts only when its missing units' share of est_s fits);
     None for the kinds that run whole."""
     if step.kind == "sweep":
         spec = sweep_spec(step, plan)
@@ -459,6 +459,17 @@ def step_seconds(step: Step, state: str, out_dir: Path, run: dict) -> dict:
     return add_seconds(before, run)
 
 
+def _need_s(step: Step, plan: Plan, out_dir: Path, state: str) -> float:
+    """The seconds a step that runs in units but not to a deadline needs: its ``est_s``, or for
+    a partial one (an int8_kernels table holding some of its units) the share of it that its
+    missing units stand for."""
+    if state == "partial":
+        progress = _progress(step, plan, step_path(step, out_dir))
+        if progress and progress[1]:
+            return step.est_s * progress[0] / progress[1]
+    return step.est_s
+
+
 def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
     if redo is not None:
         n = redo_errors(step, out_dir, redo)
@@ -473,7 +484,9 @@ def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
             register_step(step, plan, out_dir)
         return
     left = deadline - time.monotonic() if deadline else None
-    if left is not None and (left <= 0 or (step.kind not in RESUMABLE and step.est_s > left)):
+    if left is not None and (
+        left <= 0 or (step.kind not in RESUMABLE and _need_s(step, plan, out_dir, state) > left)
+    ):
         print(
             f"collect: {step.name} does not fit in the time left ({left:.0f} s); "
             "run the command again",
