@@ -156,12 +156,23 @@ def test_model_speed_is_relative_to_the_same_width(table):
 def test_the_notebook_section_renders_from_a_root_and_says_when_it_lacks_the_table(
     tmp_path, make_root, table
 ):
+    from yolo_sm.contract import manifest
     from yolo_sm.contract.datasets import open_root
     from yolo_sm.report import eight_bit_plots
 
-    out = eight_bit_plots.kernels_section(_root(tmp_path, make_root, table))
-    assert isinstance(out, tuple) and len(out) == 5
-    assert out[-1].layout.title.text.startswith("Convolution time per class")
+    root = _root(tmp_path, make_root, table)
+    out = eight_bit_plots.kernels_section(root)
+    assert isinstance(out, tuple) and len(out) == 6
+    assert out[-1].layout.title.text.startswith("Convolution time per class and kernel, batch 64")
+    assert root.partial("int8_kernels") == "" and "partial" not in out[0]
+    assert out[0].startswith("`k/int8_kernels` holds widths 0.5, 1.")
+    # a step registered part-way says so (collect.plans.progress_note's prefix)
+    desc = "PARTIAL (4 of 6 (width, scope) units; the same command resumes it): t"
+    info = root.info("int8_kernels")
+    manifest.register(root.path, "int8_kernels", info["file"], "int8_kernels", desc, "c")
+    assert root.partial("int8_kernels") == "4 of 6 (width, scope) units"
+    out = eight_bit_plots.kernels_section(root)
+    assert "partial (4 of 6 (width, scope) units of its plan step measured)" in out[0]
     lacking = eight_bit_plots.kernels_section(open_root(make_root("none", ["ceilings"])))
     assert isinstance(lacking, str) and "int8_kernels" in lacking
 

@@ -40,6 +40,7 @@ from yolo_sm.collect.sharing import run_sharing_step
 from yolo_sm.collect.sweep import SweepSpec, missing_points, run_sweep
 from yolo_sm.collect.techniques import techniques_table
 from yolo_sm.collect.wide_deep import WideDeepSpec, run_wide_vs_deep
+from yolo_sm.contract.datasets import PARTIAL_PREFIX
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.gpu_time import add as add_seconds
 from yolo_sm.contract.gpu_time import estimate_from_rows, estimate_from_units
@@ -147,7 +148,7 @@ def progress_note(step: Step, plan: Plan, out_dir: Path) -> str:
     if not progress or not progress[0]:
         return ""
     left, total, what = progress
-    return f"PARTIAL ({total - left} of {total} {what}; the same command resumes it): "
+    return f"{PARTIAL_PREFIX}{total - left} of {total} {what}; the same command resumes it): "
 
 
 # seconds per sweep point / bench unit when the step's own table cannot tell (no rows yet):

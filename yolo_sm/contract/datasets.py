@@ -97,6 +97,8 @@ def load_entry(name: str, folder, entry):
 
 # ---- one dataset root: data/<machine>/ with its manifest -------------------------------------
 
+#: how collect's registration of a step that stopped part-way begins its description
+PARTIAL_PREFIX = "PARTIAL ("
 MACHINE_FIELDS = (
     "gpu_name",
     "sm_count",
@@ -144,6 +146,15 @@ class DataRoot:
             known = ", ".join(sorted(entries)) or "none"
             raise UserError(f"{self.name} has no dataset {name!r}; it holds: {known}")
         return entries[name]
+
+    def partial(self, name: str) -> str:
+        """What a partial dataset holds (``4 of 6 (width, scope) units``: ``collect``
+        registers a step that stopped part-way with its description prefixed ``PARTIAL (...):``),
+        or ``""`` for a complete one."""
+        desc = str(self.info(name).get("description", ""))
+        if not desc.startswith(PARTIAL_PREFIX) or "): " not in desc:
+            return ""
+        return desc[len(PARTIAL_PREFIX) : desc.index("): ")].split(";")[0]
 
     def load(self, name: str):
         """Dataset ``name`` as a DataFrame, its columns validated against its kind's schema;

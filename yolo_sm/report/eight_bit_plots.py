@@ -11,7 +11,9 @@ from yolo_sm.report.colors import TEMPLATE, color_map
 from yolo_sm.report.fast_plots import stacked_breakdown
 from yolo_sm.report.findings.precision import EIGHT_BIT_SPEEDUP
 from yolo_sm.report.scaling_plots import lacks
+from yolo_sm.report.sections import Note
 from yolo_sm.report.style import finish
+from yolo_sm.report.text import code
 
 SPEED_COLUMNS = ("batch", "width", "variant", "status", "img_per_s", "vs_fastest_fp16")
 SPEED_COLUMNS += ("fastest_fp16", "vs_cudagraph_fp16", "rel_err", "quant_convs", "quant_fallbacks")
@@ -115,8 +117,16 @@ def kernels_section(root: DataRoot):
     if times.empty:
         return lacks(root, ik.INT8_KERNELS)
     classes = ik.class_totals(times)
-    title = f"Convolution time per class and kernel, batch 64 ({root.device_name()})"
+    batches = ", ".join(f"{b:g}" for b in sorted(df.batch.dropna().unique()))
+    title = f"Convolution time per class and kernel, batch {batches} ({root.device_name()})"
+    widths = ", ".join(f"{w:g}" for w in sorted(df.width.dropna().unique()))
+    held = root.partial(ik.INT8_KERNELS)
+    note = Note(
+        f"{code(root.name + '/' + ik.INT8_KERNELS)} holds widths {widths}"
+        + (f": it is partial ({held} of its plan step measured)." if held else ".")
+    )
     return (
+        note,
         tables.show(ik.kernel_totals(times)),
         tables.show(classes),
         tables.show(ik.kernel_rates(df, root)),
