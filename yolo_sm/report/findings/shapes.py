@@ -8,85 +8,73 @@ import pandas as pd
 
 from yolo_sm.analyse import shapes
 from yolo_sm.contract.datasets import DataRoot
-from yolo_sm.report.rules import Rule, check_unique, evaluate
+from yolo_sm.report.rules import Rule, check_unique, evaluate, rule_maker
 
 WIDE_DEEP = (shapes.WIDE_DEEP,)
 RESOLUTIONS = (shapes.RESOLUTIONS,)
 GROUP_14, GROUP_15 = "14_wide_or_deep", "15_resolutions"
 
-
-def _rule(fid, statement, key, op, threshold, unit, datasets, group, scope="", partly=None):
-    return Rule(
-        id=f"shapes_{fid}",
-        statement=statement,
-        fact=f"shapes.{key}",
-        op=op,
-        threshold=threshold,
-        unit=unit,
-        partly=partly,
-        datasets=datasets,
-        scope=scope,
-        group=group,
-    )
+_wide_deep = rule_maker("shapes", GROUP_14)
+_resolution = rule_maker("shapes", GROUP_15)
 
 
 #: notebook 14
 WIDE_DEEP_RULES: tuple[Rule, ...] = (
-    _rule(
+    _wide_deep(
         "wide_faster_b64",
         "At equal FLOPs the wider model is faster at batch 64 in a CUDA graph: at least 1.1x "
         "the deeper model's img/s in every pair",
-        "wide_over_deep_min", ">=", 1.1, "x", WIDE_DEEP, GROUP_14,
+        "shapes.wide_over_deep_min", ">=", 1.1, "x", WIDE_DEEP,
         scope="backend=cudagraph, batch=64", partly=1.0,
     ),
-    _rule(
+    _wide_deep(
         "wide_faster_b1_eager",
         "At batch 1 in eager mode, where the host issues every launch, the wider model runs at "
         "least 1.2x the deeper model's img/s (median over pairs)",
-        "wide_over_deep_median", ">=", 1.2, "x", WIDE_DEEP, GROUP_14,
+        "shapes.wide_over_deep_median", ">=", 1.2, "x", WIDE_DEEP,
         scope="backend=eager, batch=1", partly=1.0,
     ),
-    _rule(
+    _wide_deep(
         "deep_more_kernels",
         "The deeper model runs at least 1.3x the wider model's kernels per forward (median "
         "over pairs and batches, eager)",
-        "deep_over_wide_kernels", ">=", 1.3, "x", WIDE_DEEP, GROUP_14,
+        "shapes.deep_over_wide_kernels", ">=", 1.3, "x", WIDE_DEEP,
     ),
-    _rule(
+    _wide_deep(
         "wide_higher_occupancy",
         "At batch 64 in a CUDA graph the wider model's kernels reach a higher time-weighted "
         "achieved occupancy (Kineto's estimate) than the deeper model's (median over pairs)",
-        "occupancy_wide_minus_deep_pct", ">", 0.0, "points", WIDE_DEEP, GROUP_14,
+        "shapes.occupancy_wide_minus_deep_pct", ">", 0.0, "points", WIDE_DEEP,
         scope="backend=cudagraph, batch=64",
     ),
-    _rule(
+    _wide_deep(
         "pairs_matched",
         "The two models of every pair have FLOPs per image within 5 % of each other",
-        "pair_flops_diff_max_pct", "<=", 5.0, "%", WIDE_DEEP, GROUP_14,
+        "shapes.pair_flops_diff_max_pct", "<=", 5.0, "%", WIDE_DEEP,
     ),
 )  # fmt: skip
 
 #: notebook 15
 RESOLUTION_RULES: tuple[Rule, ...] = (
-    _rule(
+    _resolution(
         "dynamic_cost_small",
         "One dynamic-shape engine (the eager module serving every resolution) costs at most "
         "10 % of the img/s of the fixed-shape engine built for each resolution (the worst "
         "width and resolution)",
-        "dynamic_cost_max_pct", "<=", 10.0, "%", RESOLUTIONS, GROUP_15,
+        "shapes.dynamic_cost_max_pct", "<=", 10.0, "%", RESOLUTIONS,
         scope="dynamic=eager", partly=25.0,
     ),
-    _rule(
+    _resolution(
         "large_inputs_fill_gpu",
         "The fixed-shape engines process at least as many megapixels per second at the largest "
         "resolution as at the smallest (median over widths)",
-        "mpix_largest_over_smallest", ">=", 1.0, "x", RESOLUTIONS, GROUP_15,
+        "shapes.mpix_largest_over_smallest", ">=", 1.0, "x", RESOLUTIONS,
     ),
-    _rule(
+    _resolution(
         "nearest_engine_pays",
         "Serving each frame on the nearest engine rather than on the largest one runs at least "
         "1.5x the img/s (the least gain over widths and frames)",
-        "nearest_over_largest_engine", ">=", 1.5, "x", RESOLUTIONS, GROUP_15,
+        "shapes.nearest_over_largest_engine", ">=", 1.5, "x", RESOLUTIONS,
     ),
 )  # fmt: skip
 
