@@ -286,3 +286,55 @@ def test_a_partial_step_starts_when_its_missing_units_fit(tmp_path, monkeypatch)
     assert ran == []  # its 100 s do not fit in 60
     collect.run_plan(plan, out, max_minutes=2, progress=False)
     assert ran == ["k"]
+
+
+def test_a_wider_unit_is_estimated_long_so_a_run_stops_before_its_deadline():
+    from yolo_sm.collect.grid import Pace
+    from yolo_sm.collect.int8_kernels import unit_estimate
+
+    rows = [{"width": 1.0, "scope": "conv", "unit_s": 192.0},
+            {"width": 1.0, "scope": "conv", "unit_s": 190.0},
+            {"width": 0.5, "scope": "conv", "unit_s": 73.0},
+            {"width": 0.5, "scope": "conv", "unit_s": float("nan")},
+            {"width": 1.0, "scope": "model", "unit_s": 24.0}]  # fmt: skip
+    pace = Pace(rows=rows)
+    assert unit_estimate((2.0, "conv"), pace) == 4 * 192.0  # the square of the width ratio
+    assert unit_estimate((0.5, "conv"), pace) == 73.0
+    assert unit_estimate((0.25, "conv"), pace) == 73.0  # narrower: not scaled down
+    assert unit_estimate((2.0, "model"), pace) == 4 * 24.0
+    assert unit_estimate((2.0, "model"), Pace(rows=[], seconds=[10.0, 20.0])) == 15.0
+
+
+def test_the_step_stops_before_a_unit_its_deadline_cannot_hold(tmp_path, monkeypatch):
+    import time
+
+    import pandas as pd
+
+    from yolo_sm.collect import int8_kernels as step
+
+    calls = []
+
+    def conv_rows(spec, width, model, convs):
+        calls.append((width, "conv"))
+        return [{"width": width, "batch": spec.batch, "scope": "conv", "layer": "a.conv",
+                 "kernel": "fp16", "status": "ok", "message": "", "median_ms": 1.0}]  # fmt: skip
+
+    def model_rows(spec, width, model):
+        calls.append((width, "model"))
+        return [{"width": width, "batch": spec.batch, "scope": "model", "layer": "",
+                 "kernel": "fp16", "status": "ok", "message": "", "median_ms": 2.0}]  # fmt: skip
+
+    monkeypatch.setattr(step, "conv_rows", conv_rows)
+    monkeypatch.setattr(step, "model_rows", model_rows)
+    monkeypatch.setattr(step, "build_yolo", lambda family, width: torch.nn.Identity())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(step, "collect", lambda device: {"gpu_name": "a GPU"})
+    out = tmp_path / "k.parquet"
+    step.run_int8_kernels(step.Int8KernelSpec(widths=(1.0,)), out, progress=False)
+    pd.read_parquet(out).assign(unit_s=300.0).to_parquet(out)  # width 1.0 took 300 s a unit
+    calls.clear()
+    spec = step.Int8KernelSpec(widths=(1.0, 2.0))
+    step.run_int8_kernels(spec, out, progress=False, deadline=time.monotonic() + 600)
+    assert calls == []  # width 2.0's convolutions, ~1,200 s, would end past the deadline
+    step.run_int8_kernels(spec, out, progress=False, deadline=time.monotonic() + 3000)
+    assert calls == [(2.0, "conv"), (2.0, "model")]

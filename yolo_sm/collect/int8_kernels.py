@@ -39,7 +39,7 @@ from yolo_sm.collect.engines import EngineConfig, build_engine
 from yolo_sm.collect.engines.base import photo_input, relative_l2
 from yolo_sm.collect.engines.int8 import Int8Conv, graph_counts, quantize_int8
 from yolo_sm.collect.engines.int8_triton import conv_int8, int_mm_eligible, last_tile, out_size
-from yolo_sm.collect.grid import free_memory, pending, run_grid, table_rows
+from yolo_sm.collect.grid import Pace, free_memory, pending, run_grid, run_pace, table_rows
 from yolo_sm.collect.models import build_yolo
 from yolo_sm.collect.provenance import collect
 from yolo_sm.collect.sweep import failure
@@ -302,6 +302,26 @@ def missing_units(spec: Int8KernelSpec, out) -> list[tuple[float, str]]:
     return pending(spec.validated().units(), rows, _unit_key, _row_key)
 
 
+def unit_estimate(unit, pace: Pace) -> float:
+    """Seconds the (width, scope) ``unit`` will take, for the deadline: the longest ``unit_s``
+    of the same scope at the nearest width the table holds (this run's units and earlier
+    runs'), times (width / that width)^2 where the unit is wider (a convolution's work grows
+    with the square of the width; its compile and tuning time less, so this errs long and a
+    run stops rather than overrun its deadline); this run's mean pace before any unit of the
+    scope was measured."""
+    width, scope = unit
+    seen: dict = {}
+    for r in pace.rows:
+        took = r.get("unit_s")
+        if r.get("scope") != scope or took is None or not math.isfinite(took):
+            continue
+        seen[r["width"]] = max(seen.get(r["width"], 0.0), float(took))
+    if not seen:
+        return run_pace(unit, pace)
+    ref = min(seen, key=lambda w: (abs(math.log(w / width)), -w))
+    return seen[ref] * max(1.0, (width / ref) ** 2)
+
+
 def run_int8_kernels(
     spec: Int8KernelSpec,
     out: str | os.PathLike,
@@ -356,6 +376,7 @@ def run_int8_kernels(
         kind="int8_kernels",
         metadata={"spec": asdict(spec), "argv": sys.argv},
         deadline=deadline,
+        estimate=unit_estimate,
         seconds_column="unit_s",
         describe=lambda u: f"width {u[0]:g} {u[1]}s",
         progress=progress,
