@@ -286,6 +286,16 @@ def test_a_partial_step_starts_when_its_missing_units_fit(tmp_path, monkeypatch)
     assert ran == []  # its 100 s do not fit in 60
     collect.run_plan(plan, out, max_minutes=2, progress=False)
     assert ran == ["k"]
+    # where the table records its units' seconds, those decide: width 2.0 at 4x width 1.0's
+    t = pd.read_parquet(out / "k.parquet")
+    t.assign(unit_s=t.width.map({0.5: 5.0, 1.0: 10.0})).to_parquet(out / "k.parquet")
+    row = collect.status(plan, out).set_index("step").loc["k"]
+    assert (row.est_left_s, row.est_source) == (80, "measured units")
+    ran.clear()
+    collect.run_plan(plan, out, max_minutes=1, progress=False)
+    assert ran == []  # 80 s do not fit in 60
+    collect.run_plan(plan, out, max_minutes=1.5, progress=False)
+    assert ran == ["k"]
 
 
 def test_a_wider_unit_is_estimated_long_so_a_run_stops_before_its_deadline():

@@ -322,6 +322,18 @@ def unit_estimate(unit, pace: Pace) -> float:
     return seen[ref] * max(1.0, (width / ref) ** 2)
 
 
+def missing_seconds(spec: Int8KernelSpec, out: str | os.PathLike) -> float | None:
+    """Seconds the units the table ``out`` lacks will take by :func:`unit_estimate` from the
+    units it holds; None where a missing unit's scope has no measured unit to go by."""
+    rows = table_rows(Path(out), KEY, "int8_kernels")
+    pace = Pace(rows=rows)
+    scopes = {r.get("scope") for r in rows if math.isfinite(r.get("unit_s", math.nan) or math.nan)}
+    todo = pending(spec.validated().units(), rows, _unit_key, _row_key)
+    if any(scope not in scopes for _, scope in todo):
+        return None
+    return sum(unit_estimate(u, pace) for u in todo)
+
+
 def run_int8_kernels(
     spec: Int8KernelSpec,
     out: str | os.PathLike,

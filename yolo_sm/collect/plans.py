@@ -26,6 +26,7 @@ from yolo_sm.collect.devices import nvml_index
 from yolo_sm.collect.exporter import record_frame, serve
 from yolo_sm.collect.grid import parse_bool
 from yolo_sm.collect.int8_kernels import Int8KernelSpec, run_int8_kernels
+from yolo_sm.collect.int8_kernels import missing_seconds as int8_missing_seconds
 from yolo_sm.collect.int8_kernels import missing_units as int8_missing_units
 from yolo_sm.collect.memory import ALLOC_CONFS, DEFAULT_LIFETIME_MODELS, lifetimes_table, pool_table
 from yolo_sm.collect.model_tables import DEFAULT_MODELS, model_layers
@@ -274,8 +275,9 @@ def status(plan: Plan, out_dir: str | os.PathLike):
                 row["est_source"] = source
         elif progress is not None and progress[0]:  # a whole step's units, part measured
             left, total, what = progress
-            row.update(todo=f"{left} of {total} {what}", est_left_s=round(s.est_s * left / total))
-            row["est_source"] = "plan est_s"
+            need, source = _partial_need(s, plan, path)
+            row.update(todo=f"{left} of {total} {what}", est_left_s=round(need))
+            row["est_source"] = source
         elif state not in ("done", "unregistered"):
             row.update(est_left_s=s.est_s, est_source="plan est_s")
         n, spent, source = step_gpu_seconds(s, plan, out_dir)
@@ -465,10 +467,23 @@ def _need_s(step: Step, plan: Plan, out_dir: Path, state: str) -> float:
     a partial one (an int8_kernels table holding some of its units) the share of it that its
     missing units stand for."""
     if state == "partial":
-        progress = _progress(step, plan, step_path(step, out_dir))
-        if progress and progress[1]:
-            return step.est_s * progress[0] / progress[1]
+        return _partial_need(step, plan, step_path(step, out_dir))[0]
     return step.est_s
+
+
+def _partial_need(step: Step, plan: Plan, path: Path) -> tuple[float, str]:
+    """(seconds, source) the missing units of a partial whole-unit step need: an int8_kernels
+    step's estimate from the units its table holds (``measured units``), else the missing
+    units' share of its ``est_s`` (``plan est_s``)."""
+    if step.kind == "int8_kernels":
+        spec = Int8KernelSpec.from_mapping({"device": plan.device, **step.params})
+        seconds = int8_missing_seconds(spec, path)
+        if seconds is not None:
+            return seconds, "measured units"
+    progress = _progress(step, plan, path)
+    if progress and progress[1]:
+        return step.est_s * progress[0] / progress[1], "plan est_s"
+    return step.est_s, "plan est_s"
 
 
 def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
