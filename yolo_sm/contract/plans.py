@@ -69,14 +69,9 @@ def load_yaml(path: str) -> dict:
     return data
 
 
-KINDS = ("sweep", "ncu", "trace", "gpm", "ceilings", "bench", "probe", "model_tables")
-
-
-# kinds that resume part-way and stop themselves at the deadline (the others run whole, so
-# they start only when their est_s fits in the time left)
+# kinds that resume part-way and stop themselves at the deadline (the others start only when
+# their est_s fits in the time left; a partial int8_kernels step, when its missing units do)
 RESUMABLE = ("sweep", "bench")
-
-KINDS += ("numerics",)  # numerical error per width and precision (collect.numerics)
 
 
 # --- the parameters of each kind ------------------------------------------------------------
@@ -446,7 +441,6 @@ def _resnet_depth(v, what):
     return depth
 
 
-KINDS += ("techniques",)
 PARAMS["techniques"] = {
     "techniques": lambda v, w: values.texts(v, w, ("fusion", "autocast", "batch_buffer")),
     "backends": lambda v, w: values.texts(v, w, ("eager", "cudagraph")),
@@ -466,7 +460,6 @@ PARAMS["techniques"] = {
 
 # --- cold and warm torch.compile builds (collect.cache_builds) -------------------------------
 
-KINDS += ("compile_cache",)
 PARAMS["compile_cache"] = {
     "family": _text_of(None),
     "width": lambda v, w: values.number(v, w, above=0, hi=MAX_WIDTH_ANY),
@@ -482,7 +475,6 @@ PARAMS["compile_cache"] = {
 
 
 # --- activation lifetimes and the caching allocator's pool (collect.memory) -----------------
-KINDS += ("memory_lifetimes", "memory_pool")
 
 
 def _lifetime_entries(v, what):
@@ -529,7 +521,6 @@ PARAMS["memory_pool"] = {
 
 
 # --- model shapes and input shapes (collect.wide_deep, collect.resolutions) ------------------
-KINDS += ("wide_vs_deep", "resolutions")
 
 
 def _pairs(v, what):
@@ -588,7 +579,6 @@ PARAMS["resolutions"] = {
 
 # --- two models sharing one GPU (collect.sharing) ---------------------------------------------
 
-KINDS += ("sharing",)
 
 #: one side of a sharing pair: ``WIDTHxBATCH`` (``1.0x16``)
 _SIDE = re.compile(r"(?P<width>[0-9]*\.?[0-9]+)x(?P<batch>[0-9]{1,6})")
@@ -632,7 +622,6 @@ PARAMS["sharing"] = {
 
 
 # --- live monitoring beside a bench (collect.plans._run_monitor) ----------------------------
-KINDS += ("monitor",)  # dcgm-exporter's fields sampled while a bench runs in the same process
 PARAMS["monitor"] = {
     **PARAMS["bench"],
     "interval": lambda v, w: values.number(v, w, lo=0.2, hi=60, unit="s"),
@@ -642,7 +631,6 @@ PARAMS["monitor"] = {
 
 
 # --- the int8 convolution kernels side by side (collect.int8_kernels) ------------------------
-KINDS += ("int8_kernels",)
 PARAMS["int8_kernels"] = {
     "widths": lambda v, w: values.numbers(v, w, above=0, hi=MAX_WIDTH_ANY),
     "family": _text_of(None),
@@ -653,3 +641,7 @@ PARAMS["int8_kernels"] = {
     "warmup_ms": _warmup_ms,
     "budget_ms": _budget_ms,
 }
+
+
+#: every step kind: one per entry of PARAMS (a kind is declared once, by its parameters)
+KINDS: tuple[str, ...] = tuple(PARAMS)
