@@ -177,6 +177,18 @@ def test_the_notebook_section_renders_from_a_root_and_says_when_it_lacks_the_tab
     assert isinstance(lacking, str) and "int8_kernels" in lacking
 
 
+def _fake_measurements(monkeypatch, conv_rows, model_rows):
+    """The step's measurements replaced by ``conv_rows`` / ``model_rows``, on a pretend GPU
+    whose provenance is ``gpu_name`` "a GPU"."""
+    from yolo_sm.collect import int8_kernels as step
+
+    monkeypatch.setattr(step, "conv_rows", conv_rows)
+    monkeypatch.setattr(step, "model_rows", model_rows)
+    monkeypatch.setattr(step, "build_yolo", lambda family, width: torch.nn.Identity())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(step, "collect", lambda device: {"gpu_name": "a GPU", "sm_count": 2})
+
+
 def test_the_step_runs_units_with_provenance_and_resumes(tmp_path, monkeypatch):
     from yolo_sm.collect import int8_kernels as step
 
@@ -194,11 +206,7 @@ def test_the_step_runs_units_with_provenance_and_resumes(tmp_path, monkeypatch):
                  "kernel": k, "status": "ok", "message": "", "median_ms": 2.0}
                 for k in spec.model_kernels]  # fmt: skip
 
-    monkeypatch.setattr(step, "conv_rows", conv_rows)
-    monkeypatch.setattr(step, "model_rows", model_rows)
-    monkeypatch.setattr(step, "build_yolo", lambda family, width: torch.nn.Identity())
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(step, "collect", lambda device: {"gpu_name": "a GPU", "sm_count": 2})
+    _fake_measurements(monkeypatch, conv_rows, model_rows)
     spec = step.Int8KernelSpec(widths=(0.5, 1.0), model_kernels=("fp16", "triton"))
     out = tmp_path / "k.parquet"
     df = step.run_int8_kernels(spec, out, progress=False)
@@ -220,11 +228,7 @@ def test_a_unit_that_fails_is_one_row_and_the_others_run(tmp_path, monkeypatch):
         return [{"width": width, "batch": spec.batch, "scope": "model", "layer": "",
                  "kernel": "fp16", "status": "ok", "message": "", "median_ms": 2.0}]  # fmt: skip
 
-    monkeypatch.setattr(step, "conv_rows", conv_rows)
-    monkeypatch.setattr(step, "model_rows", model_rows)
-    monkeypatch.setattr(step, "build_yolo", lambda family, width: torch.nn.Identity())
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(step, "collect", lambda device: {"gpu_name": "a GPU"})
+    _fake_measurements(monkeypatch, conv_rows, model_rows)
     spec = step.Int8KernelSpec(widths=(2.0,), model_kernels=("fp16",))
     df = step.run_int8_kernels(spec, tmp_path / "k.parquet", progress=False).set_index("scope")
     assert df.loc["conv", "status"] == "oom" and "out of memory" in df.loc["conv", "message"]
@@ -334,11 +338,7 @@ def test_the_step_stops_before_a_unit_its_deadline_cannot_hold(tmp_path, monkeyp
         return [{"width": width, "batch": spec.batch, "scope": "model", "layer": "",
                  "kernel": "fp16", "status": "ok", "message": "", "median_ms": 2.0}]  # fmt: skip
 
-    monkeypatch.setattr(step, "conv_rows", conv_rows)
-    monkeypatch.setattr(step, "model_rows", model_rows)
-    monkeypatch.setattr(step, "build_yolo", lambda family, width: torch.nn.Identity())
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(step, "collect", lambda device: {"gpu_name": "a GPU"})
+    _fake_measurements(monkeypatch, conv_rows, model_rows)
     out = tmp_path / "k.parquet"
     step.run_int8_kernels(step.Int8KernelSpec(widths=(1.0,)), out, progress=False)
     pd.read_parquet(out).assign(unit_s=300.0).to_parquet(out)  # width 1.0 took 300 s a unit
