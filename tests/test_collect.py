@@ -265,6 +265,7 @@ def test_ceilings_take_the_best_of_several_sizes():
     df = measure_ceilings("cpu", n=(32, 64), budget_ms=5, precisions=("fp32",), simt_max_n=32)
     assert set(df.ceiling) == {"matmul_fp32_n32", "matmul_fp32"}
     assert (df.fill == "randn").all() and df.sm_clock_end_mhz.isna().all()  # no NVML clock on a CPU
+    assert (df.kernel == "torch.matmul").all()  # the kernel that ran each matmul
     assert df.power_mean_w.isna().all() and (df.nvml_samples == 0).all()
 
 

@@ -79,6 +79,10 @@ def test_ceilings_come_from_the_root(root, tmp_path):
     c = hardware.peak_rows(root.load("ceilings")).set_index("ceiling").value
     pk, src = hardware.peak_fp16_tflops(root)
     assert pk == c["matmul_fp16"] and "h200/ceilings" in src
+    # the source names the kernel that set the ceiling (the table's kernel column)
+    rows = hardware.peak_rows(root.load("ceilings")).set_index("ceiling")
+    assert rows.kernel["matmul_int8"] in hardware.ceiling(root, "matmul_int8")[1]
+    assert rows.kernel["matmul_fp16"] in src
     assert hardware.peak_copy_gbps(root)[0] == c["copy_d2d"]
     assert hardware.roofline_ceilings(root) == (c["matmul_fp16"], c["copy_d2d"])
     assert hardware.ceiling(root, "no_such_ceiling") is None

@@ -89,10 +89,10 @@ def _matmul_fn(prec: str, n: int, device: str, fill: str = "randn"):
 def _cudnn_int8_fn(n: int, device: str, fill: str = "randn"):
     """A zero-argument n^3 int8 GEMM run as cuDNN's int8 1x1 convolution over NHWC (M = the
     n pixels of one image, K = C = n channels, int32 accumulation), or None off CUDA or without
-    cuDNN's frontend. cuBLASLt's int8 GEMM (``torch._int_mm``) is not the fastest int8 kernel on
-    every GPU: on Hopper cuDNN's int8 convolutions run faster, so the int8 ceiling takes the
-    fastest of both. The graph writes int8 (per-channel requantised, the fastest output cuDNN
-    offers), else the raw accumulator in FLOAT where it declines that."""
+    cuDNN's frontend. cuBLASLt's int8 GEMM (``torch._int_mm``) is not always the fastest int8
+    kernel a GPU runs (cuDNN's int8 convolutions can outrun it), so the int8 ceiling takes the
+    faster of both and the table's ``kernel`` column says which. The graph writes int8
+    (requantised per channel), else, where cuDNN declines that, the raw accumulator in FLOAT."""
     import torch
 
     if not str(device).startswith("cuda"):
@@ -145,8 +145,9 @@ def _cudnn_int8_fn(n: int, device: str, fill: str = "randn"):
     raise RuntimeError("cuDNN built no int8 GEMM graph (" + "; ".join(declined) + ")")
 
 
-#: per precision, (name suffix, what runs the matmul, builder): every implementation is timed
-#: and the fastest is the precision's ceiling
+#: per precision, (name suffix, what runs the matmul on a GPU, builder): every implementation
+#: is timed and the fastest is the precision's ceiling (on a CPU the label drops the GPU
+#: library in brackets: torch.matmul runs without cuBLAS there)
 MATMUL_IMPLS = {
     "fp32": (("", "torch.matmul (cuBLAS)", _matmul_fn),),
     "tf32": (("", "torch.matmul (cuBLAS, TF32)", _matmul_fn),),
@@ -295,8 +296,8 @@ def measure_ceilings(
     smallest); ``matmul_<prec>`` is the fastest size and implementation (:data:`MATMUL_IMPLS`,
     named in ``kernel``) per regime; ``matmul_int8_cudnn_n<size>`` are cuDNN's int8 rows.
     ``budget_ms``: the sustained run's length; ``burst_ms``: the burst's, after a rest of
-    ``rest_s``. ``fill``
-    (:data:`FILLS`): random operands (the ceiling) or zeros (a power diagnostic)."""
+    ``rest_s``. ``fill`` (:data:`FILLS`): random operands (the ceiling) or zeros (a power
+    diagnostic)."""
     import pandas as pd
     import torch
 
@@ -334,6 +335,7 @@ def measure_ceilings(
             best: dict = {}
             impls = MATMUL_IMPLS[prec]
             for suffix, kernel, build in impls:
+                kernel = kernel if cuda else kernel.split(" (")[0]
                 name = f"matmul_{prec}_{suffix}" if suffix else f"matmul_{prec}"
                 for size in sizes:
                     if prec == "fp32" and size > simt_max_n and size != min(sizes):

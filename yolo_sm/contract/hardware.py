@@ -72,6 +72,8 @@ def ceiling(root: DataRoot, name: str) -> tuple[float, str] | None:
         return None
     row = hit.iloc[0]
     size = row["size"] if "size" in c and isinstance(row["size"], str) else ""
+    if "kernel" in c and isinstance(row["kernel"], str):
+        size = f"{size}, {row['kernel']}" if size else row["kernel"]
     regime = peak_regime(root)
     sheet = datasheet(row.get("prov_gpu_name"), name)
     unit = row["unit"] if "unit" in c else ""
