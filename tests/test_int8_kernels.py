@@ -290,15 +290,16 @@ def test_a_partial_step_starts_when_its_missing_units_fit(tmp_path, monkeypatch)
     assert ran == []  # its 100 s do not fit in 60
     collect.run_plan(plan, out, max_minutes=2, progress=False)
     assert ran == ["k"]
-    # where the table records its units' seconds, those decide: width 2.0 at 4x width 1.0's
+    # where the table records its units' seconds, those decide (width 1.0 took 4x width 0.5's,
+    # so width 2.0 is 4x width 1.0's)
     t = pd.read_parquet(out / "k.parquet")
-    t.assign(unit_s=t.width.map({0.5: 5.0, 1.0: 10.0})).to_parquet(out / "k.parquet")
+    t.assign(unit_s=t.width.map({0.5: 5.0, 1.0: 20.0})).to_parquet(out / "k.parquet")
     row = collect.status(plan, out).set_index("step").loc["k"]
-    assert (row.est_left_s, row.est_source) == (80, "measured units")
+    assert (row.est_left_s, row.est_source) == (160, "measured units")  # 2 x 20 s x 2^2
     ran.clear()
-    collect.run_plan(plan, out, max_minutes=1, progress=False)
-    assert ran == []  # 80 s do not fit in 60
-    collect.run_plan(plan, out, max_minutes=1.5, progress=False)
+    collect.run_plan(plan, out, max_minutes=2, progress=False)
+    assert ran == []  # 160 s do not fit in 120
+    collect.run_plan(plan, out, max_minutes=3, progress=False)
     assert ran == ["k"]
 
 
@@ -312,10 +313,16 @@ def test_a_wider_unit_is_estimated_long_so_a_run_stops_before_its_deadline():
             {"width": 0.5, "scope": "conv", "unit_s": float("nan")},
             {"width": 1.0, "scope": "model", "unit_s": 24.0}]  # fmt: skip
     pace = Pace(rows=rows)
-    assert unit_estimate((2.0, "conv"), pace) == 4 * 192.0  # the square of the width ratio
+    # two widths of the scope measured: the power of the width fitted through them
+    power = math.log(192.0 / 73.0) / math.log(2.0)
+    assert unit_estimate((2.0, "conv"), pace) == pytest.approx(192.0 * 2**power)
     assert unit_estimate((0.5, "conv"), pace) == 73.0
     assert unit_estimate((0.25, "conv"), pace) == 73.0  # narrower: not scaled down
-    assert unit_estimate((2.0, "model"), pace) == 4 * 24.0
+    assert unit_estimate((2.0, "model"), pace) == 4 * 24.0  # one width: the square
+    # a fitted power outside [1, 2] is bounded: times that barely grow still grow linearly
+    flat = Pace(rows=[{"width": 0.5, "scope": "conv", "unit_s": 100.0},
+                      {"width": 1.0, "scope": "conv", "unit_s": 101.0}])  # fmt: skip
+    assert unit_estimate((2.0, "conv"), flat) == 2 * 101.0
     assert unit_estimate((2.0, "model"), Pace(rows=[], seconds=[10.0, 20.0])) == 15.0
 
 

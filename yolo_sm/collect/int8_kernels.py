@@ -302,13 +302,18 @@ def missing_units(spec: Int8KernelSpec, out) -> list[tuple[float, str]]:
     return pending(spec.validated().units(), rows, _unit_key, _row_key)
 
 
+#: the range of the power of the width a unit's seconds grow with: 2 where only one width of
+#: its scope was measured (a convolution's work grows with the square of the width), else the
+#: power fitted through the two widest measured widths, bounded to this range
+WIDTH_POWER = (1.0, 2.0)
+
+
 def unit_estimate(unit, pace: Pace) -> float:
     """Seconds the (width, scope) ``unit`` will take, for the deadline: the longest ``unit_s``
     of the same scope at the nearest width the table holds (this run's units and earlier
-    runs'), times (width / that width)^2 where the unit is wider (a convolution's work grows
-    with the square of the width; its compile and tuning time less, so this errs long and a
-    run stops rather than overrun its deadline); this run's mean pace before any unit of the
-    scope was measured."""
+    runs'), times (width / that width)^p where the unit is wider, ``p`` from
+    :data:`WIDTH_POWER` (compile and tuning times grow less than the work, which a fitted power
+    sees); this run's mean pace before any unit of the scope was measured."""
     width, scope = unit
     seen: dict = {}
     for r in pace.rows:
@@ -319,7 +324,15 @@ def unit_estimate(unit, pace: Pace) -> float:
     if not seen:
         return run_pace(unit, pace)
     ref = min(seen, key=lambda w: (abs(math.log(w / width)), -w))
-    return seen[ref] * max(1.0, (width / ref) ** 2)
+    if width <= ref:
+        return seen[ref]
+    lo, hi = WIDTH_POWER
+    power = hi
+    narrower = sorted(w for w in seen if w < ref)
+    if narrower and seen[narrower[-1]] > 0:
+        w0 = narrower[-1]
+        power = min(hi, max(lo, math.log(seen[ref] / seen[w0]) / math.log(ref / w0)))
+    return seen[ref] * (width / ref) ** power
 
 
 def missing_seconds(spec: Int8KernelSpec, out: str | os.PathLike) -> float | None:
