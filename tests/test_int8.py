@@ -401,3 +401,57 @@ def test_speed_goal_2_reads_the_fastest_8bit_engine_and_zero_where_all_failed():
     v = verdicts(failed)
     assert v.measured["speed_2_w1"] == 0.0 and v.verdict["speed_2_w1"] == FAILS
     assert v.verdict["speed_2_w1.5"] == NOT_TESTED  # width not benched
+
+
+def _occupied(int8_registers: int):
+    """:func:`_kernels` with launch figures: fp16's convolution at 18.75 % theoretical
+    occupancy, int8's at 18.75 % with 168 registers per thread or 37.5 % with fewer."""
+    k = _kernels(600.0)
+    conv = k.kernel_class == "tensor_core_conv"
+    int8_conv = conv & k.config.str.contains("int8")
+    k["theoretical_occupancy_pct"] = 100.0
+    k.loc[conv, "theoretical_occupancy_pct"] = 18.75
+    k.loc[int8_conv, "theoretical_occupancy_pct"] = 18.75 if int8_registers >= 168 else 37.5
+    k["est_occupancy_pct"] = k.theoretical_occupancy_pct - 1.0
+    k["registers_per_thread"] = 32
+    k.loc[conv, "registers_per_thread"] = 168
+    k.loc[int8_conv, "registers_per_thread"] = int8_registers
+    k["shared_mem_per_block_bytes"] = 0
+    k.loc[conv, "shared_mem_per_block_bytes"] = 200 * 1024
+    return k
+
+
+def test_part_occupancy_weights_by_time_and_the_occupancy_rule_flips():
+    t = p8.part_occupancy(_occupied(168)).set_index(["config", "part"])
+    fp16 = "yolov8_w1_fp16_nhwc_b64"
+    row = t.loc[(fp16, "convolution (tensor cores)")]
+    assert (row.kernels, row.ms) == (1.0, pytest.approx(1.0))  # per forward (2 were traced)
+    assert row.share_pct == pytest.approx(100 * 1.0 / 1.9)
+    assert (row.theoretical_occupancy_tw_pct, row.shared_mem_kib_tw) == (18.75, 200.0)
+    assert list(t.loc[fp16].index)[:2] == ["convolution (tensor cores)", "add (bias, residual)"]
+    same = p8.conv_occupancy(p8.part_occupancy(_occupied(168)), "int8")
+    assert same.width.tolist() == [1.0] and same.theoretical_gap_pts.tolist() == [0.0]
+    facts = p8.conv_occupancy_facts(same, "int8", p8.TRACE_INT8)
+    assert _verdict("precision_int8_conv_occupancy_as_fp16", facts) == HOLDS
+    more = p8.conv_occupancy(p8.part_occupancy(_occupied(80)), "int8")
+    assert more.theoretical_gap_pts.tolist() == [18.75]
+    facts = p8.conv_occupancy_facts(more, "int8", p8.TRACE_INT8)
+    assert _verdict("precision_int8_conv_occupancy_as_fp16", facts) == FAILS
+    assert p8.conv_occupancy(p8.part_occupancy(_occupied(168)), "fp8").empty  # no fp8 config
+    assert p8.conv_occupancy_facts(more.iloc[:0], "int8", p8.TRACE_INT8) == []
+
+
+def test_the_occupancy_section_shows_each_trace_it_holds_or_says_what_it_lacks(make_root):
+    from yolo_sm.contract.datasets import open_root
+    from yolo_sm.report import eight_bit_plots
+
+    only_int8 = eight_bit_plots.occupancy_section(open_root(make_root("i", [p8.TRACE_INT8])))
+    assert isinstance(only_int8, tuple) and len(only_int8) == 2  # the convolutions, one trace
+    both = open_root(make_root("b", [p8.TRACE_INT8, p8.TRACE_FP8]))
+    assert len(eight_bit_plots.occupancy_section(both)) == 3
+    assert {f["key"] for f in p8.occupancy_facts(both)} == {
+        "int8_conv_occupancy_gap_max",
+        "fp8_conv_occupancy_gap_max",
+    }
+    lacking = eight_bit_plots.occupancy_section(open_root(make_root("n", ["ceilings"])))
+    assert isinstance(lacking, str) and p8.TRACE_INT8 in lacking

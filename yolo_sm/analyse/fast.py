@@ -299,22 +299,33 @@ PARTS = (  # (part, test on a kernel row), first match wins
 )
 
 
+def kernel_parts(kernels):
+    """The part (:data:`PARTS`, first match; ``other`` for the rest) of each kernel row, a
+    Series named ``part``."""
+    import numpy as np
+    import pandas as pd
+
+    part = np.full(len(kernels), "other", dtype=object)
+    for name, test in reversed(PARTS):  # earlier parts overwrite later ones
+        part[np.asarray(test(kernels), dtype=bool)] = name
+    return pd.Series(part, index=kernels.index, name="part")
+
+
+def part_order(parts) -> list[str]:
+    """``parts`` in :data:`PARTS` order, ``other`` last."""
+    present = set(parts)
+    return [p for p, _ in PARTS if p in present] + (["other"] if "other" in present else [])
+
+
 def time_breakdown(kernels):
     """GPU milliseconds per forward by part (rows, see :data:`PARTS`; the rest is ``other``)
     and config (columns), from a Kineto kernel table with ``iteration`` (forwards) per config;
     a ``total`` row last."""
-    import numpy as np
-
-    k = kernels.copy()
-    part = np.full(len(k), "other", dtype=object)
-    for name, test in reversed(PARTS):  # earlier parts overwrite later ones
-        part[np.asarray(test(k), dtype=bool)] = name
-    k["part"] = part
+    k = kernels.assign(part=kernel_parts(kernels))
     forwards = k.groupby("config").iteration.nunique()
     t = k.pivot_table(index="part", columns="config", values="duration_us", aggfunc="sum")
     t = t.fillna(0.0).div(forwards, axis=1) / 1e3
-    order = [p for p, _ in PARTS if p in t.index] + (["other"] if "other" in t.index else [])
-    t = t.loc[order]
+    t = t.loc[part_order(t.index)]
     t.loc["total"] = t.sum()
     return t
 

@@ -1,8 +1,9 @@
 """FP16, INT8 and FP8 side by side (notebook 02): the ``bench_8bit`` dataset (the 8-bit engines
 and the fp16 engines timed in one process per width and batch) and the ``numerics_8bit``
 dataset (the int8 engine's head-output error against eager fp32 and its boxes after NMS against
-fp16, per calibration), with fp8's photo rows of ``numerics``, and the ``trace_int8_b64`` Kineto
-kernels (where the int8 engine's GPU time goes against fp16's). Tables in, tables out;
+fp16, per calibration), with fp8's photo rows of ``numerics``, and the ``trace_int8_b64`` and
+``trace_fp8_w1_b64`` Kineto kernels (where the 8-bit engines' GPU time goes against fp16's, and
+at what occupancy their kernels run). Tables in, tables out;
 :func:`facts_8bit` returns the numbers the rules of
 :data:`yolo_sm.report.findings.precision.EIGHT_BIT` judge. Nothing here judges."""
 
@@ -14,15 +15,27 @@ import pandas as pd
 
 from yolo_sm.analyse import int8_kernels
 from yolo_sm.analyse.facts import fact, facts_table
-from yolo_sm.analyse.fast import CONV_PARTS, EPILOGUE, part_ms, time_breakdown
+from yolo_sm.analyse.fast import (
+    CONV_PARTS,
+    EPILOGUE,
+    kernel_parts,
+    part_ms,
+    part_order,
+    time_breakdown,
+)
 from yolo_sm.analyse.fast import scope as unit_scope
 from yolo_sm.analyse.scaling import ok_rows
+from yolo_sm.analyse.weighting import time_weighted
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import config_label, parse_config
 from yolo_sm.contract.vocab import TOLERANCE, Precision
 
 BENCH_8BIT = "bench_8bit"
 TRACE_INT8 = "trace_int8_b64"
+#: the Kineto kernels of the eager fp16 and fp8 engines (width 1.0, batch 64)
+TRACE_FP8 = "trace_fp8_w1_b64"
+#: the traces that hold an 8-bit engine's kernels beside fp16's, by 8-bit precision
+TRACES_8BIT = {"int8": TRACE_INT8, "fp8": TRACE_FP8}
 #: the fp16 engine the 8-bit engines' kernels are compared with: eager's kernels in one graph
 GRAPH_FP16 = "cudagraph/fp16/nhwc"
 NUMERICS_8BIT = "numerics_8bit"
@@ -227,14 +240,14 @@ def int8_breakdown(kernels):
     return b[sorted(b.columns, key=order)]
 
 
-def trace_pairs(configs) -> list[tuple[float, str, str]]:
-    """(width, fp16 config, int8 config) for each width of ``configs`` (config labels) traced
-    in both precisions."""
+def trace_pairs(configs, precision: str = "int8") -> list[tuple[float, str, str]]:
+    """(width, fp16 config, ``precision`` config) for each width of ``configs`` (config labels)
+    traced in both precisions."""
     configs = set(configs)
     out = []
     for c8 in configs:
         c = parse_config(c8, strict=False)
-        if c["precision"] != "int8":
+        if c["precision"] != precision:
             continue
         c16 = config_label(c["family"], c["width"], "fp16", c["layout"], c["batch"])
         if c16 in configs:
@@ -298,6 +311,80 @@ def trace_facts(table) -> list[dict]:
     return out
 
 
+#: the largest gap (percentage points) between an 8-bit engine's convolutions' time-weighted
+#: theoretical occupancy and fp16's that still counts as the same occupancy
+OCCUPANCY_SAME_PTS = 2.0
+
+
+def part_occupancy(kernels):
+    """Per config and part (:data:`yolo_sm.analyse.fast.PARTS`) of a Kineto kernel table
+    with ``iteration``: kernels and GPU ms per forward, the part's share of the forward's GPU
+    time (%), and, each weighted by kernel time, the theoretical occupancy, Kineto's
+    estimated achieved occupancy (%), registers per thread and shared memory per block (KiB)."""
+    k = kernels.assign(
+        part=kernel_parts(kernels), shared_mem_kib=kernels.shared_mem_per_block_bytes / 1024
+    )
+    cols = ("theoretical_occupancy_pct", "est_occupancy_pct", "registers_per_thread")
+    t = time_weighted(k, ["config", "part"], cols=(*cols, "shared_mem_kib"))
+    forwards = t.config.map(k.groupby("config").iteration.nunique())
+    t["kernels"] = t.kernels / forwards
+    t["ms"] = t.time_us / forwards / 1e3
+    t["share_pct"] = 100 * t.time_us / t.groupby("config").time_us.transform("sum")
+    order = {p: i for i, p in enumerate(part_order(t.part))}
+    t = t.assign(_o=t.part.map(order)).sort_values(["config", "_o"]).drop(columns=["_o"])
+    keep = ["config", "part", "kernels", "ms", "share_pct", "theoretical_occupancy_tw_pct"]
+    keep += ["est_occupancy_tw_pct", "registers_per_thread_tw", "shared_mem_kib_tw"]
+    return t[keep].reset_index(drop=True)
+
+
+def conv_occupancy(table, precision: str) -> pd.DataFrame:
+    """Per width of a :func:`part_occupancy` table traced in fp16 and ``precision``: the
+    time-weighted theoretical and estimated occupancy of the tensor-core convolutions
+    (:data:`yolo_sm.analyse.fast.CONV_PARTS` together) of each engine, and the 8-bit engine's
+    minus fp16's (``theoretical_gap_pts``)."""
+    rows = []
+    conv = table[table.part.isin(CONV_PARTS)]
+
+    def tw(config, col):
+        g = conv[conv.config == config]
+        return float((g[col] * g.ms).sum() / g.ms.sum()) if g.ms.sum() > 0 else math.nan
+
+    for w, c16, c8 in trace_pairs(table.config.unique(), precision):
+        t16, t8 = tw(c16, "theoretical_occupancy_tw_pct"), tw(c8, "theoretical_occupancy_tw_pct")
+        rows.append(
+            {
+                "width": w,
+                "precision": precision,
+                "fp16_theoretical_pct": t16,
+                "theoretical_pct": t8,
+                "theoretical_gap_pts": t8 - t16,
+                "fp16_est_pct": tw(c16, "est_occupancy_tw_pct"),
+                "est_pct": tw(c8, "est_occupancy_tw_pct"),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def conv_occupancy_facts(occ, precision: str, dataset: str) -> list[dict]:
+    """From :func:`conv_occupancy`: the largest gap (points, either way) between the
+    ``precision`` convolutions' time-weighted theoretical occupancy and fp16's over the widths
+    traced (``<precision>_conv_occupancy_gap_max``); none without a width traced in both."""
+    if occ.empty or not occ.theoretical_gap_pts.notna().any():
+        return []
+    gap = float(occ.theoretical_gap_pts.abs().max())
+    return [fact(f"{precision}_conv_occupancy_gap_max", gap, "points", datasets=(dataset,))]
+
+
+def occupancy_facts(root: DataRoot) -> list[dict]:
+    """:func:`conv_occupancy_facts` of each 8-bit trace (:data:`TRACES_8BIT`) ``root`` holds."""
+    out = []
+    for prec, name in TRACES_8BIT.items():
+        if root.has(name):
+            occ = conv_occupancy(part_occupancy(root.load(name)), prec)
+            out += conv_occupancy_facts(occ, prec, name)
+    return out
+
+
 def goal_facts(speed) -> list[dict]:
     """Per (width, batch) of :func:`engine_speed`: the fastest ok 8-bit engine's img/s over the
     fastest fp16 engine's (``eight_bit.best_over_fastest_fp16``, its variant in the note), and 0
@@ -345,6 +432,7 @@ def facts_8bit(root: DataRoot) -> list[dict]:
         out += error_facts(error_table(root.load(NUMERICS_8BIT), numerics))
     if root.has(TRACE_INT8):
         out += trace_facts(trace_table(int8_breakdown(root.load(TRACE_INT8))))
+    out += occupancy_facts(root)
     if root.has(int8_kernels.INT8_KERNELS):  # which int8 convolution kernel is fastest
         out += int8_kernels.facts_of(root.load(int8_kernels.INT8_KERNELS), root)
     return out

@@ -3,6 +3,8 @@ sentence :func:`yolo_sm.report.scaling_plots.lacks` when the root holds no such 
 
 from __future__ import annotations
 
+import pandas as pd
+
 from yolo_sm.analyse import int8_kernels as ik
 from yolo_sm.analyse import precision_8bit as p8
 from yolo_sm.contract.datasets import DataRoot
@@ -70,6 +72,21 @@ def breakdown_section(root: DataRoot):
         f"GPU ms per forward by part, eager fp16 vs int8, batch 64 ({root.device_name()}, Kineto)",
     )
     return tables.show(p8.trace_table(b)), tables.show(b), fig
+
+
+def occupancy_section(root: DataRoot):
+    """At what occupancy each engine's kernels run (trace_int8_b64, trace_fp8_w1_b64): the
+    tensor-core convolutions' time-weighted occupancy per width against fp16's, then per trace
+    every part's kernels, time and occupancy; or one sentence."""
+    held = {p: n for p, n in p8.TRACES_8BIT.items() if root.has(n)}
+    if not held:
+        return lacks(root, tuple(p8.TRACES_8BIT.values()))
+    parts = {p: p8.part_occupancy(root.load(n)) for p, n in held.items()}
+    conv = pd.concat([p8.conv_occupancy(t, p) for p, t in parts.items()], ignore_index=True)
+    out = [tables.show(conv, caption="tensor-core convolutions, time-weighted")]
+    for p, t in parts.items():
+        out.append(tables.show(t, caption=f"{held[p]}: per part of the forward"))
+    return tuple(out)
 
 
 def error_section(root: DataRoot):

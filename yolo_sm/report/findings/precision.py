@@ -12,7 +12,13 @@ from yolo_sm.analyse.precision import (
     SWEEPS,
     TENSOR_CORE_PRECISIONS,
 )
-from yolo_sm.analyse.precision_8bit import BENCH_8BIT, NUMERICS_8BIT, TRACE_INT8
+from yolo_sm.analyse.precision_8bit import (
+    BENCH_8BIT,
+    NUMERICS_8BIT,
+    OCCUPANCY_SAME_PTS,
+    TRACE_FP8,
+    TRACE_INT8,
+)
 from yolo_sm.analyse.scaling import BENCH
 from yolo_sm.report.findings.int8_kernels import RULES as INT8_KERNELS
 from yolo_sm.report.rules import Rule, check_unique, rule_maker
@@ -345,6 +351,27 @@ EIGHT_BIT = tuple(
         1.0,
         "x",
         (TRACE_INT8,),
+    ),
+    _rule(
+        "int8_conv_occupancy_as_fp16",
+        "The int8 engine's convolutions run at the theoretical occupancy of fp16's: their "
+        f"time-weighted theoretical occupancy is within {OCCUPANCY_SAME_PTS:g} points of "
+        "fp16's at every traced width (largest gap)",
+        "int8_conv_occupancy_gap_max",
+        "<=",
+        OCCUPANCY_SAME_PTS,
+        "points",
+        (TRACE_INT8,),
+    ),
+    _rule(
+        "fp8_conv_occupancy_as_fp16",
+        "The fp8 engine's convolutions run at the theoretical occupancy of fp16's (within "
+        f"{OCCUPANCY_SAME_PTS:g} points, time-weighted)",
+        "fp8_conv_occupancy_gap_max",
+        "<=",
+        OCCUPANCY_SAME_PTS,
+        "points",
+        (TRACE_FP8,),
     ),
     _rule(
         "int8_leaves_fp16_parts",
