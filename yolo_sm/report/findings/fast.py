@@ -7,7 +7,7 @@ import pandas as pd
 
 from yolo_sm.analyse import fast
 from yolo_sm.contract.datasets import DataRoot
-from yolo_sm.report.rules import Rule, check_unique, evaluate
+from yolo_sm.report.rules import Rule, check_unique, evaluate, rule_maker
 
 BENCH = ("bench_fast_engines",)
 FP8 = ("trace_fp8_w1_b64",)
@@ -16,19 +16,11 @@ PROBE = ("probe_pipeline_w05_b16",)
 CACHE = ("bench_compile_cache",)
 
 
+_make = rule_maker("fast", "10_fast_engines")
+
+
 def _finding(fid, statement, key, op, threshold, unit, datasets, scope="", partly=None) -> Rule:
-    return Rule(
-        id=f"fast_{fid}",
-        statement=statement,
-        fact=f"fast.{key}",
-        op=op,
-        threshold=threshold,
-        unit=unit,
-        partly=partly,
-        datasets=datasets,
-        scope=scope,
-        group="10_fast_engines",
-    )
+    return _make(fid, statement, f"fast.{key}", op, threshold, unit, datasets, partly, scope)
 
 
 #: One rule per headline finding of notebook 10.

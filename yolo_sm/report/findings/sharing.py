@@ -9,7 +9,7 @@ from yolo_sm.analyse import sharing
 from yolo_sm.analyse.facts import facts_table
 from yolo_sm.analyse.sharing import scope
 from yolo_sm.contract.datasets import DataRoot
-from yolo_sm.report.rules import Rule, check_unique, evaluate
+from yolo_sm.report.rules import Rule, check_unique, evaluate, rule_maker
 
 BIG_SMALL = "1x16+0.25x1"
 EQUAL = "0.5x16+0.5x16"
@@ -28,19 +28,11 @@ OVERLAP = 0.5
 STREAMS_OVER_PROCESSES = 1.1
 
 
+_make = rule_maker("sharing", "17_two_models")
+
+
 def _finding(fid, statement, key, op, threshold, unit, datasets, sc, partly=None) -> Rule:
-    return Rule(
-        id=f"sharing_{fid}",
-        statement=statement,
-        fact=f"sharing.{key}",
-        op=op,
-        threshold=threshold,
-        unit=unit,
-        partly=partly,
-        datasets=datasets,
-        scope=sc,
-        group="17_two_models",
-    )
+    return _make(fid, statement, f"sharing.{key}", op, threshold, unit, datasets, partly, sc)
 
 
 #: One rule per headline finding of notebook 17.

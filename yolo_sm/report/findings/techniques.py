@@ -8,25 +8,17 @@ import pandas as pd
 from yolo_sm.analyse import techniques
 from yolo_sm.analyse.techniques import scope
 from yolo_sm.contract.datasets import DataRoot
-from yolo_sm.report.rules import Rule, check_unique, evaluate
+from yolo_sm.report.rules import Rule, check_unique, evaluate, rule_maker
 
 GROUP = "13_techniques"
 DATASETS = (techniques.DATASET,)
 
 
+_make = rule_maker("techniques", GROUP)
+
+
 def _finding(fid, statement, key, op, threshold, unit, sc="", partly=None) -> Rule:
-    return Rule(
-        id=f"techniques_{fid}",
-        statement=statement,
-        fact=f"techniques.{key}",
-        op=op,
-        threshold=threshold,
-        unit=unit,
-        partly=partly,
-        datasets=DATASETS,
-        scope=sc,
-        group=GROUP,
-    )
+    return _make(fid, statement, f"techniques.{key}", op, threshold, unit, DATASETS, partly, sc)
 
 
 #: One rule per finding of notebook 13.
