@@ -25,7 +25,7 @@ from yolo_sm.analyse.fast import (
 )
 from yolo_sm.analyse.fast import scope as unit_scope
 from yolo_sm.analyse.scaling import ok_rows
-from yolo_sm.analyse.weighting import time_weighted
+from yolo_sm.analyse.weighting import time_weighted, weighted_mean
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import config_label, parse_config
 from yolo_sm.contract.vocab import TOLERANCE, Precision
@@ -347,7 +347,7 @@ def conv_occupancy(table, precision: str) -> pd.DataFrame:
 
     def tw(config, col):
         g = conv[conv.config == config]
-        return float((g[col] * g.ms).sum() / g.ms.sum()) if g.ms.sum() > 0 else math.nan
+        return weighted_mean(g[col], g.ms)
 
     for w, c16, c8 in trace_pairs(table.config.unique(), precision):
         t16, t8 = tw(c16, "theoretical_occupancy_tw_pct"), tw(c8, "theoretical_occupancy_tw_pct")

@@ -295,11 +295,22 @@ def _row_key(row) -> tuple[float, str]:
     return (round(float(row["width"]), 6), row["scope"])
 
 
+def _held(spec: Int8KernelSpec, out) -> tuple[list[dict], list[tuple[float, str]]]:
+    """(the rows the table ``out`` holds, the units of ``spec`` it lacks)."""
+    rows = table_rows(Path(out), KEY, "int8_kernels")
+    return rows, pending(spec.validated().units(), rows, _unit_key, _row_key)
+
+
 def missing_units(spec: Int8KernelSpec, out) -> list[tuple[float, str]]:
     """The (width, scope) units of ``spec`` that the table ``out`` does not hold (all when it
     is absent): what a run of the step measures."""
-    rows = table_rows(Path(out), KEY, "int8_kernels")
-    return pending(spec.validated().units(), rows, _unit_key, _row_key)
+    return _held(spec, out)[1]
+
+
+def _unit_seconds(row: dict) -> float | None:
+    """The seconds a row's unit took (``unit_s``), None where it was not recorded."""
+    took = row.get("unit_s")
+    return float(took) if took is not None and math.isfinite(took) else None
 
 
 #: the range of the power of the width a unit's seconds grow with: 2 where only one width of
@@ -317,10 +328,9 @@ def unit_estimate(unit, pace: Pace) -> float:
     width, scope = unit
     seen: dict = {}
     for r in pace.rows:
-        took = r.get("unit_s")
-        if r.get("scope") != scope or took is None or not math.isfinite(took):
-            continue
-        seen[r["width"]] = max(seen.get(r["width"], 0.0), float(took))
+        took = _unit_seconds(r)
+        if r.get("scope") == scope and took is not None:
+            seen[r["width"]] = max(seen.get(r["width"], 0.0), took)
     if not seen:
         return run_pace(unit, pace)
     ref = min(seen, key=lambda w: (abs(math.log(w / width)), -w))
@@ -338,12 +348,11 @@ def unit_estimate(unit, pace: Pace) -> float:
 def missing_seconds(spec: Int8KernelSpec, out: str | os.PathLike) -> float | None:
     """Seconds the units the table ``out`` lacks will take by :func:`unit_estimate` from the
     units it holds; None where a missing unit's scope has no measured unit to go by."""
-    rows = table_rows(Path(out), KEY, "int8_kernels")
-    pace = Pace(rows=rows)
-    scopes = {r.get("scope") for r in rows if math.isfinite(r.get("unit_s", math.nan) or math.nan)}
-    todo = pending(spec.validated().units(), rows, _unit_key, _row_key)
+    rows, todo = _held(spec, out)
+    scopes = {r.get("scope") for r in rows if _unit_seconds(r) is not None}
     if any(scope not in scopes for _, scope in todo):
         return None
+    pace = Pace(rows=rows)
     return sum(unit_estimate(u, pace) for u in todo)
 
 

@@ -76,10 +76,15 @@ def bench_spec(step: Step, plan: Plan):
     return BenchSpec.from_mapping({"device": plan.device, **step.params})
 
 
+def int8_kernel_spec(step: Step, plan: Plan) -> Int8KernelSpec:
+
+    return Int8KernelSpec.from_mapping({"device": plan.device, **step.params})
+
+
 def _progress(step: Step, plan: Plan, path: Path) -> tuple[int, int, str] | None:
     """(missing, total, what) of a step whose output ``path`` exists and that measures in
     units: points of a sweep, (model, batch) units of a bench, (width, scope) units of an
-    int8_kernels step (which starts only when its missing units' share of est_s fits);
+    int8_kernels step (which starts only when its missing units fit: :func:`_partial_need`);
     None for the kinds that run whole."""
     if step.kind == "sweep":
         spec = sweep_spec(step, plan)
@@ -88,7 +93,7 @@ def _progress(step: Step, plan: Plan, path: Path) -> tuple[int, int, str] | None
         spec = bench_spec(step, plan)
         return len(missing_units(spec, path)), len(spec.units()), "(model, batch) units"
     if step.kind == "int8_kernels":
-        spec = Int8KernelSpec.from_mapping({"device": plan.device, **step.params})
+        spec = int8_kernel_spec(step, plan)
         return len(int8_missing_units(spec, path)), len(spec.units()), "(width, scope) units"
     return None
 
@@ -476,7 +481,7 @@ def _partial_need(step: Step, plan: Plan, path: Path) -> tuple[float, str]:
     step's estimate from the units its table holds (``measured units``), else the missing
     units' share of its ``est_s`` (``plan est_s``)."""
     if step.kind == "int8_kernels":
-        spec = Int8KernelSpec.from_mapping({"device": plan.device, **step.params})
+        spec = int8_kernel_spec(step, plan)
         seconds = int8_missing_seconds(spec, path)
         if seconds is not None:
             return seconds, "measured units"
@@ -912,7 +917,7 @@ RUNNERS["monitor"] = _run_monitor
 def _run_int8_kernels(step, plan, out_dir, deadline, progress):
     """Each int8 convolution kernel per convolution and per model, beside fp16
     (yolo_sm.collect.int8_kernels)."""
-    spec = Int8KernelSpec.from_mapping({"device": plan.device, **step.params})
+    spec = int8_kernel_spec(step, plan)
     run_int8_kernels(spec, step_path(step, out_dir), progress=progress, deadline=deadline)
 
 
