@@ -61,7 +61,7 @@ def test_example_grids_follow_the_sm_count():
 def test_sm_count_and_compute_capability_from_provenance(h200, tmp_path):
     assert primer.sm_count(h200) == 132
     assert primer.compute_capability(h200) == "9.0"
-    cpu = subset_root(tmp_path, ["foundation_sweep"], provenance={"cpu_model": "a CPU"})
+    cpu = subset_root(tmp_path, ["sweep_fp16_nhwc"], provenance={"cpu_model": "a CPU"})
     assert primer.sm_count(cpu) is None and primer.compute_capability(cpu) is None
 
 
@@ -87,7 +87,7 @@ def test_flagship_launch_comes_from_the_ncu_table(h200):
 
 
 def test_flagship_launch_without_ncu_is_the_example(tmp_path):
-    root = subset_root(tmp_path, ["foundation_sweep"])
+    root = subset_root(tmp_path, ["sweep_fp16_nhwc"])
     launch = primer.flagship_launch(root)
     assert launch["source"] == "example" and math.isnan(launch["time_share"])
     assert primer.calculate(launch).occupancy_pct == 100.0

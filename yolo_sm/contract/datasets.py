@@ -60,7 +60,7 @@ def list_datasets():
 
 
 def info(name: str) -> dict:
-    """The manifest entry of dataset ``name`` (e.g. ``"h200/foundation_sweep"``)."""
+    """The manifest entry of dataset ``name`` (e.g. ``"h200/sweep_fp16_nhwc"``)."""
     known_sets = manifests()
     if name not in known_sets:
         known = ", ".join(known_sets) or "none"
