@@ -321,6 +321,7 @@ def _bench_unit(width, batch, ratios):
             "width": width,
             "batch": batch,
             "variant": "eager/fp16/nhwc",
+            "backend": "eager",
             "scope": "model_only",
             "status": "ok",
             "img_per_s": 100.0,
@@ -333,6 +334,7 @@ def _bench_unit(width, batch, ratios):
                 "width": width,
                 "batch": batch,
                 "variant": v,
+                "backend": v.split("/")[0].split(":")[0],
                 "scope": "model_only",
                 "status": "ok" if r is not None else "error",
                 "img_per_s": 100.0 * r if r is not None else float("nan"),
@@ -357,6 +359,7 @@ def test_compile_by_width_pairs_each_unit():
         "width",
         "batch",
         "eager_img_per_s",
+        "eager_host_bound",
         "CUDA graph",
         "compile",
         "compile reduce-overhead",
@@ -367,24 +370,39 @@ def test_compile_by_width_pairs_each_unit():
     assert value(f, "compile_gain_widest_over_narrowest") == pytest.approx(1.4 / 1.9)
     assert value(f, "graph_over_compile_max_large_batch") == pytest.approx(1.01 / 1.4)  # w2
     assert value(f, "graph_over_compile_small_batch") == pytest.approx(3.0 / 1.55)
+    # batch 1 eager is host-bound (no host columns: the heuristic), so is a point whose sweep
+    # measured it so: neither is compared across runs
+    assert t.set_index(["width", "batch"]).eager_host_bound.to_dict() == {
+        (0.5, 1): True, (2.0, 1): True, (0.5, 64): False, (2.0, 64): False
+    }  # fmt: skip
     sweep = pd.DataFrame(
         [
             {
                 "width": w,
-                "batch": 1,
+                "batch": b,
                 "backend": "eager",
                 "precision": "fp16",
                 "layout": "nhwc",
                 "status": "ok",
                 "img_per_s": ips,
+                "host_bound": bound,
             }
-            for w, ips in ((0.5, 200.0), (2.0, 90.0))
+            for w, b, ips, bound in (
+                (0.5, 1, 200.0, True),
+                (2.0, 1, 90.0, True),
+                (0.5, 64, 80.0, False),
+                (2.0, 64, 300.0, True),
+            )
         ]
     )
-    d = scaling.eager_drift(t, sweep).set_index("width").ratio
-    assert d[0.5] == 0.5 and d[2.0] == pytest.approx(100 / 90)
+    d = scaling.eager_drift(t, sweep).set_index(["width", "batch"]).ratio
+    assert d.to_dict() == {(0.5, 64): pytest.approx(100 / 80)}
     f = facts_table(scaling.compile_facts(t, sweep))
-    assert value(f, "bench_vs_sweep_eager_max_dev") == pytest.approx(50.0)
+    assert value(f, "bench_vs_sweep_eager_max_dev") == pytest.approx(25.0)
+    # the sweep's host-bound point counts again once its verdict says the GPU set its pace
+    sweep.loc[3, "host_bound"] = False
+    d = scaling.eager_drift(t, sweep).set_index(["width", "batch"]).ratio
+    assert d[(2.0, 64)] == pytest.approx(100 / 300)
     assert scaling.compile_facts(t.iloc[:0]) == []
     assert scaling_plots.plot_compile_by_width(bench).data
 

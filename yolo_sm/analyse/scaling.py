@@ -16,6 +16,7 @@ import pandas as pd
 
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.fast import BASELINE
+from yolo_sm.analyse.hostbound import host_bound
 from yolo_sm.analyse.kernels import add_kernel_class
 from yolo_sm.analyse.weighting import layer_view, time_weighted
 from yolo_sm.contract.datasets import DataRoot
@@ -334,31 +335,42 @@ def compile_by_width(bench):
     """torch.compile (default mode and reduce-overhead) and a plain CUDA graph of the eager
     model, each over eager fp16 NHWC, per width and batch. From the fast-engines bench: each
     ratio is inside one (width, batch) unit, whose variants ran one after another in one
-    process. Columns: width, batch, eager img/s, one ratio column per variant (img/s over eager;
-    above 1 is faster); a failed variant is an empty cell."""
+    process. Columns: width, batch, eager img/s, ``eager_host_bound`` (whether the host set the
+    eager baseline's pace: :func:`yolo_sm.analyse.hostbound.host_bound`), one ratio column per
+    variant (img/s over eager; above 1 is faster); a failed variant is an empty cell."""
     ok = ok_rows(bench)
     ok = ok[ok["scope"] == "model_only"] if "scope" in ok else ok
-    base = ok[ok.variant == BASELINE].set_index(["width", "batch"])["img_per_s"]
+    base_rows = ok[ok.variant == BASELINE]
+    base = base_rows.set_index(["width", "batch"])["img_per_s"]
+    bound = pd.Series(host_bound(base_rows).to_numpy(), index=base.index, dtype="boolean")
     eng = ok[ok.variant.isin(list(COMPILE_VARIANTS))]
     wide = eng.pivot_table(index=["width", "batch"], columns="variant", values="vs_baseline")
     wide = wide.reindex(columns=[v for v in COMPILE_VARIANTS if v in wide.columns])
     wide = wide.rename(columns=COMPILE_VARIANTS)
     wide.columns.name = None
-    out = wide.join(base.rename("eager_img_per_s"), how="outer").reset_index()
+    out = wide.join(base.rename("eager_img_per_s"), how="outer")
+    out = out.join(bound.rename("eager_host_bound"), how="left").reset_index()
     cols = [
         "width",
         "batch",
         "eager_img_per_s",
+        "eager_host_bound",
         *[c for c in out.columns if c in COMPILE_VARIANTS.values()],
     ]
     return out[cols].sort_values(["batch", "width"]).reset_index(drop=True)
 
 
 def eager_drift(compiled, sweep):
-    """Per width and batch both hold: the bench's eager img/s (:func:`compile_by_width`) over an
-    fp16 NHWC width sweep's eager img/s (another run): width, batch, ``ratio``."""
+    """Per width and batch both hold and where neither run's eager point was host-bound (the
+    host's pace is not compared across runs: :func:`yolo_sm.analyse.hostbound.host_bound`, the
+    bench's verdict in ``eager_host_bound``): the bench's eager img/s
+    (:func:`compile_by_width`) over an fp16 NHWC width sweep's eager img/s (another run):
+    width, batch, ``ratio``."""
     e = ok_rows(sweep)
     e = e[(e.backend == "eager") & (e.precision == "fp16") & (e.layout == "nhwc")]
+    e = e[~host_bound(e)]
+    if "eager_host_bound" in compiled:
+        compiled = compiled[~compiled.eager_host_bound.fillna(True).astype(bool)]
     j = compiled.merge(e[["width", "batch", "img_per_s"]], on=["width", "batch"])
     return j.assign(ratio=j.eager_img_per_s / j.img_per_s)[["width", "batch", "ratio"]]
 
