@@ -288,7 +288,16 @@ def test_presets_facts_count_inversions_failures_and_runs():
     assert inv[["scale", "cheaper_scale"]].values.tolist() == [["s", "n"], ["s", "n"]]
     f = facts_table(scaling.presets_facts(t))
     assert value(f, "presets_inversions") == 2
-    assert value(f, "presets_inversions_not_launch_bound") == 1  # the CUDA graph one
+    assert value(f, "presets_inversions_not_host_bound") == 1  # the CUDA graph one
+    # rows in (backend, batch) order: the CUDA graph's, then eager's; without host columns eager
+    # at batch 8 is the host's, and a measured verdict decides where the table has one
+    assert inv.backend.tolist() == ["cudagraph", "eager"]
+    assert inv.host_bound.tolist() == [False, True]
+    t["host_bound"] = [False, False, False, False, True, False]
+    inv = scaling.preset_inversions(t)
+    assert inv.host_bound.tolist() == [True, False]
+    measured = facts_table(scaling.presets_facts(t))
+    assert value(measured, "presets_inversions_not_host_bound") == 1  # now the eager one
     assert value(f, "presets_points_without_figures") == 1
     assert value(f, "presets_runs") == 2  # an hour apart
     s_over_n = (28 * 9500) / (8 * 9000)

@@ -292,13 +292,17 @@ def preset_inversions(presets):
     """The ok points of :func:`presets_table` that ran more img/s than the preset with the next
     fewer FLOPs per image (same family, precision, backend and batch): family, precision,
     backend, batch, scale, img_per_s, the cheaper preset (``cheaper_scale``,
-    ``cheaper_img_per_s``)."""
+    ``cheaper_img_per_s``) and ``host_bound``: whether the host set the pace of either point
+    (:func:`yolo_sm.analyse.hostbound.host_bound`: measured where the table has it), where the
+    order says more of the host than of the models."""
     cols = ["family", "precision", "backend", "batch", "scale", "img_per_s"]
     rows = []
     ok = presets[presets.status == "ok"]
+    bound = host_bound(ok) if len(ok) else pd.Series(dtype=bool)
     for _, g in ok.groupby(["family", "precision", "backend", "batch"]):
         g = g.sort_values("gflops_per_img")
         prev = g.shift(1)
+        cheaper = pd.Series(g.index, index=g.index).shift(1)
         hit = g.img_per_s > prev.img_per_s
         for i in g.index[hit.to_numpy()]:
             rows.append(
@@ -306,9 +310,10 @@ def preset_inversions(presets):
                     **{c: g.loc[i, c] for c in cols},
                     "cheaper_scale": prev.loc[i, "scale"],
                     "cheaper_img_per_s": prev.loc[i, "img_per_s"],
+                    "host_bound": bool(bound[i] or bound[cheaper[i]]),
                 }
             )
-    return pd.DataFrame(rows, columns=[*cols, "cheaper_scale", "cheaper_img_per_s"])
+    return pd.DataFrame(rows, columns=[*cols, "cheaper_scale", "cheaper_img_per_s", "host_bound"])
 
 
 def measurement_runs(times, gap_minutes: float = RUN_GAP_MINUTES):
@@ -474,17 +479,19 @@ def wide_stack_facts(wide, dataset: str = NCU_WIDE) -> list[dict]:
 
 def presets_facts(presets, dataset: str = PRESETS) -> list[dict]:
     """Facts of :func:`presets_table`: points that ran faster than a cheaper preset (all, and
-    those neither eager nor at batch 8 or less, where launches set the pace), points without
+    those where neither point was host-bound: :func:`preset_inversions`), points without
     figures, measurement runs, and per family the TFLOP/s of its costliest preset with figures
     over its cheapest (fp16, CUDA graph, largest batch)."""
     ds = (dataset,)
     inv = preset_inversions(presets)
-    launch_bound = (inv.backend == "eager") & (inv.batch <= 8)
     ok = presets[presets.status == "ok"]
     out = [
         fact("presets_inversions", len(inv), "points", datasets=ds),
         fact(
-            "presets_inversions_not_launch_bound", int((~launch_bound).sum()), "points", datasets=ds
+            "presets_inversions_not_host_bound",
+            int((~inv.host_bound.astype(bool)).sum()),
+            "points",
+            datasets=ds,
         ),
         fact(
             "presets_points_without_figures",

@@ -195,9 +195,9 @@ PRESET_RULES = (
     ),
     _rule(
         "presets_cost_order_unbound",
-        "Where launches do not set the pace (CUDA graph, or batch above 8), a preset with "
-        "more FLOPs never runs more img/s than a cheaper one",
-        "presets_inversions_not_launch_bound",
+        "Where the host did not set the pace of either point (host-bound points left out), a "
+        "preset with more FLOPs never runs more img/s than a cheaper one",
+        "presets_inversions_not_host_bound",
         "<=",
         0.0,
         "points",
