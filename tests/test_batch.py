@@ -148,6 +148,22 @@ def test_launch_vs_sweep(trace, table):
     b1 = out.iloc[0]
     assert b1.trace_span_us > 1000 * b1.sweep_eager_ms
     assert 0 < b1.sweep_idle_frac < b1.trace_idle_frac
+    # the sweep records its own GPU busy time: the idle share is one process's
+    assert (out.idle_from == "sweep GPU busy time (same run)").all()
+    assert b1.sweep_idle_frac == pytest.approx(1 - b1.sweep_eager_busy_ms / b1.sweep_eager_ms)
+    # a sweep without it falls back to the trace's kernel time (another run)
+    old = timeline.launch_vs_sweep(
+        timeline.launch_gaps(trace), table.drop(columns="gpu_busy_ms"), 1.0
+    )
+    assert (old.idle_from == "trace kernel time").all()
+    b1 = old.iloc[0]
+    assert b1.sweep_idle_frac == pytest.approx(1 - b1.trace_kernel_us / 1000 / b1.sweep_eager_ms)
+    assert b1.graph_over_kernel_time == pytest.approx(1000 * b1.sweep_graph_ms / b1.trace_kernel_us)
+    # a sweep of eager points only (a model of one's own): the idle share, no graph figures
+    eager = timeline.launch_vs_sweep(
+        timeline.launch_gaps(trace), table[table.backend == "eager"], 1.0
+    )
+    assert eager.sweep_idle_frac.notna().all() and eager.graph_over_kernel_time.isna().all()
 
 
 def test_figures(table, trace):

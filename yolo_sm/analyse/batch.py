@@ -64,6 +64,7 @@ def batch_table(sweep):
             "peak_mem_bytes",
             "graph_pool_bytes",
             "build_peak_mem_bytes",
+            "gpu_busy_ms",
             "noisy",
         )
         if c in ok

@@ -69,14 +69,18 @@ def launch_gaps(trace):
 
 def launch_vs_sweep(gaps, table, width: float | None = None):
     """Per batch of the traced configs: mean kernel time and span per forward in the trace next to
-    the sweep's eager and CUDA-graph latency at the same width and batch; ``sweep_idle_frac`` is
-    1 - kernel time / eager latency (the GPU's idle share of an un-profiled eager forward, if the
-    kernels run as long as under the profiler)."""
+    the sweep's eager and CUDA-graph latency at the same width and batch. ``sweep_idle_frac`` is
+    the GPU's idle share of an un-profiled eager forward: 1 - the sweep's own GPU busy time per
+    forward over its eager latency, both from the same process, where the sweep records
+    ``gpu_busy_ms``; else 1 - the trace's kernel time over the eager latency (another run: if
+    the kernels run as long as under the profiler). ``idle_from`` says which;
+    ``graph_over_kernel_time`` is the graph replay's latency over the same busy time."""
     per = gaps.groupby(["width", "batch"])[["kernels", "kernel_us", "span_us", "idle_frac"]]
     per = per.mean().reset_index()
     if width is not None:
         per = per[per["width"] == width]
-    sw = graph_speedup(table[table["imgsz"] == ref_imgsz(table)] if "imgsz" in table else table)
+    t = table[table["imgsz"] == ref_imgsz(table)] if "imgsz" in table else table
+    sw = graph_speedup(t)
     out = per.merge(sw.drop(columns="imgsz"), on=["width", "batch"], how="left")
     out = out.rename(
         columns={
@@ -88,8 +92,22 @@ def launch_vs_sweep(gaps, table, width: float | None = None):
             "speedup": "graph_speedup",
         }
     )
-    out["sweep_idle_frac"] = 1 - out["trace_kernel_us"] / (1000 * out["sweep_eager_ms"])
-    out["graph_over_kernel_time"] = 1000 * out["sweep_graph_ms"] / out["trace_kernel_us"]
+    busy_ms = out["trace_kernel_us"] / 1000
+    out["idle_from"] = "trace kernel time"
+    if "gpu_busy_ms" in t:
+        busy = t.pivot_table(index=["width", "batch"], columns="backend", values="gpu_busy_ms")
+        keys = list(zip(out["width"], out["batch"], strict=True))
+        for be, col in (("eager", "sweep_eager_busy_ms"), ("cudagraph", "sweep_graph_busy_ms")):
+            has = be in busy and isinstance(busy.index, pd.MultiIndex)
+            out[col] = busy[be].reindex(keys).to_numpy() if has else float("nan")
+        same = out["sweep_eager_busy_ms"].notna()
+        busy_ms = out["sweep_eager_busy_ms"].where(same, busy_ms)
+        out.loc[same, "idle_from"] = "sweep GPU busy time (same run)"
+        graph_busy = out["sweep_graph_busy_ms"].where(out["sweep_graph_busy_ms"].notna(), busy_ms)
+    else:
+        graph_busy = busy_ms
+    out["sweep_idle_frac"] = 1 - busy_ms / out["sweep_eager_ms"]
+    out["graph_over_kernel_time"] = out["sweep_graph_ms"] / graph_busy
     return out
 
 
@@ -179,7 +197,8 @@ def gap_facts(trace, sweep_table=None, datasets=()) -> list[dict]:
                     100 * r.sweep_idle_frac,
                     "%",
                     datasets=ds,
-                    note=f"batch {int(r.batch)}, width {width:g}: 1 - kernel time / eager ms",
+                    note=f"batch {int(r.batch)}, width {width:g}: 1 - GPU busy / eager ms "
+                    f"({r.idle_from})",
                 )
             )
         if r is not None and r.sweep_graph_ms == r.sweep_graph_ms:

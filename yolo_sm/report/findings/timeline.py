@@ -61,7 +61,8 @@ RULES: tuple[Rule, ...] = check_unique(
         Rule(
             id="timeline_b1_idles_unprofiled",
             statement="Without the profiler the GPU still idles at least 20 % of an eager "
-            "batch-1 forward (sweep latency against the traced kernel time)",
+            "batch-1 forward (the sweep's latency against its own GPU busy time, or the traced "
+            "kernel time where the sweep lacks it)",
             fact="timeline_sweep_idle_b1_pct",
             op=">=",
             threshold=20.0,
