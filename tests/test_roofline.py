@@ -285,6 +285,18 @@ def test_launch_cost(root, trace):
     sweep = root.load("sweep_fp16_nhwc")
     c1 = roofline.launch_cost(sweep, trace, 1)
     assert "gpu_kernel_ms" not in c1  # the trace is batch 8: no kernel time for batch 1
+    # the sweep's own busy time gives the idle share at any batch, from one process
+    assert (c1.idle_from == "sweep GPU busy time (same run)").all()
+    e1 = sweep[(sweep.batch == 1) & (sweep.backend == "eager")].set_index("width")
+    expect = 1 - e1.gpu_busy_ms / e1.median_ms
+    assert c1.set_index("width").gpu_idle_share_eager.to_dict() == pytest.approx(
+        expect.reindex(c1.width).to_dict()
+    )
+    old = roofline.launch_cost(sweep.drop(columns="gpu_busy_ms"), trace, 8)
+    assert (old.idle_from == "trace kernel time").all()
+    assert old.gpu_idle_share_eager.to_numpy() == pytest.approx(
+        (1 - old.gpu_kernel_ms / old.eager).to_numpy()
+    )
     counts = trace[trace.iteration == 0].groupby("config").size()
     assert set(c1.kernels_per_forward) <= set(counts)
     c8 = roofline.launch_cost(sweep, trace, 8)

@@ -539,7 +539,10 @@ def launch_cost(sweep, trace, batch: int = 1, precision="fp16", layout="nhwc", i
     """Per width: eager and CUDA-graph latency at ``batch`` from a sweep (same run), the time the
     graph saves, the kernels per forward (from the trace, its own batch) and the saving per
     launch in us. A CUDA graph keeps every kernel but issues them in one call, so the saving is
-    the host's launch cost (an estimate: the trace's batch may differ from ``batch``)."""
+    the host's launch cost (an estimate: the trace's batch may differ from ``batch``).
+    ``gpu_idle_share_eager``: 1 - GPU busy time over the eager latency, the busy time the
+    sweep's own (same process) where it records ``gpu_busy_ms``, else the trace's kernel time
+    at the same batch (``idle_from`` says which)."""
     s = sweep[
         (sweep.status == "ok")
         & (sweep.batch == batch)
@@ -559,6 +562,17 @@ def launch_cost(sweep, trace, batch: int = 1, precision="fp16", layout="nhwc", i
         gpu.index = [parse_config(c)["width"] for c in gpu.index]
         out["gpu_kernel_ms"] = out.width.map(gpu)
         out["gpu_idle_share_eager"] = 1 - out.gpu_kernel_ms / out.eager
+        out["idle_from"] = "trace kernel time"
+    if "gpu_busy_ms" in s:  # the sweep's own GPU busy time: the same process as its latency
+        busy = s[s.backend == "eager"].set_index("width")["gpu_busy_ms"]
+        own = out.width.map(busy)
+        if own.notna().any():
+            out["gpu_idle_share_eager"] = (1 - own / out.eager).where(
+                own.notna(), out.get("gpu_idle_share_eager")
+            )
+            out["idle_from"] = own.notna().map(
+                {True: "sweep GPU busy time (same run)", False: "trace kernel time"}
+            )
     out = out.dropna(subset=["kernels_per_forward"]).reset_index(drop=True)
     out.attrs["batch"] = batch
     return out
