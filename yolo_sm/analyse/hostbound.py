@@ -47,3 +47,22 @@ def host_bound(df):
         return guess
     measured = df["host_bound"].astype("boolean")
     return measured.fillna(guess).astype(bool)
+
+
+#: where the GPU busy time set against a point's latency came from (:func:`busy_time`)
+BUSY_SAME_RUN = "sweep GPU busy time (same run)"
+BUSY_TRACE = "trace kernel time"
+
+
+def busy_time(own_ms, trace_ms):
+    """The GPU busy time per forward to set against a sweep point's latency, per row: the
+    point's own ``gpu_busy_ms`` (measured in the same process as its latency) where it has one,
+    else ``trace_ms`` (a Kineto trace's kernel time: another run, under the profiler). Returns
+    (busy ms, where each came from: :data:`BUSY_SAME_RUN` or :data:`BUSY_TRACE`), two Series on
+    ``own_ms``'s index."""
+    import pandas as pd
+
+    own = pd.Series(own_ms, dtype=float)
+    same = own.notna()
+    busy = own.where(same, pd.Series(trace_ms, index=own.index, dtype=float))
+    return busy, same.map({True: BUSY_SAME_RUN, False: BUSY_TRACE})

@@ -35,6 +35,7 @@ import pandas as pd
 
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.fast import compare_backends, kernels_per_forward
+from yolo_sm.analyse.hostbound import busy_time
 from yolo_sm.analyse.kernels import add_kernel_class
 from yolo_sm.analyse.weighting import time_weighted
 from yolo_sm.contract.datasets import DataRoot
@@ -557,22 +558,18 @@ def launch_cost(sweep, trace, batch: int = 1, precision="fp16", layout="nhwc", i
     out["kernels_per_forward"] = out.width.map(k)
     out["saved_us_per_launch"] = 1e3 * out.graph_saves_ms / out.kernels_per_forward
     t = trace[trace.iteration == iteration]
+    traced = float("nan")
     if {parse_config(c)["batch"] for c in t.config.unique()} == {batch}:  # same batch only
         gpu = t.groupby("config").duration_us.sum() / 1e3
         gpu.index = [parse_config(c)["width"] for c in gpu.index]
-        out["gpu_kernel_ms"] = out.width.map(gpu)
-        out["gpu_idle_share_eager"] = 1 - out.gpu_kernel_ms / out.eager
-        out["idle_from"] = "trace kernel time"
+        out["gpu_kernel_ms"] = traced = out.width.map(gpu)
+    own = float("nan")
     if "gpu_busy_ms" in s:  # the sweep's own GPU busy time: the same process as its latency
-        busy = s[s.backend == "eager"].set_index("width")["gpu_busy_ms"]
-        own = out.width.map(busy)
-        if own.notna().any():
-            out["gpu_idle_share_eager"] = (1 - own / out.eager).where(
-                own.notna(), out.get("gpu_idle_share_eager")
-            )
-            out["idle_from"] = own.notna().map(
-                {True: "sweep GPU busy time (same run)", False: "trace kernel time"}
-            )
+        own = out.width.map(s[s.backend == "eager"].set_index("width")["gpu_busy_ms"])
+    busy, source = busy_time(pd.Series(own, index=out.index), traced)
+    if busy.notna().any():
+        out["gpu_idle_share_eager"] = 1 - busy / out.eager
+        out["idle_from"] = source
     out = out.dropna(subset=["kernels_per_forward"]).reset_index(drop=True)
     out.attrs["batch"] = batch
     return out

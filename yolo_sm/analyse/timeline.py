@@ -14,6 +14,7 @@ import pandas as pd
 from yolo_sm.analyse.batch import REF_WIDTH, SWEEP, batch_table, graph_speedup, nearest, ref_imgsz
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.gpm import gpm_medians, gpm_overhead_table, gpm_wide
+from yolo_sm.analyse.hostbound import busy_time
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import with_config
 
@@ -92,20 +93,16 @@ def launch_vs_sweep(gaps, table, width: float | None = None):
             "speedup": "graph_speedup",
         }
     )
-    busy_ms = out["trace_kernel_us"] / 1000
-    out["idle_from"] = "trace kernel time"
     if "gpu_busy_ms" in t:
         busy = t.pivot_table(index=["width", "batch"], columns="backend", values="gpu_busy_ms")
         keys = list(zip(out["width"], out["batch"], strict=True))
         for be, col in (("eager", "sweep_eager_busy_ms"), ("cudagraph", "sweep_graph_busy_ms")):
             has = be in busy and isinstance(busy.index, pd.MultiIndex)
             out[col] = busy[be].reindex(keys).to_numpy() if has else float("nan")
-        same = out["sweep_eager_busy_ms"].notna()
-        busy_ms = out["sweep_eager_busy_ms"].where(same, busy_ms)
-        out.loc[same, "idle_from"] = "sweep GPU busy time (same run)"
-        graph_busy = out["sweep_graph_busy_ms"].where(out["sweep_graph_busy_ms"].notna(), busy_ms)
-    else:
-        graph_busy = busy_ms
+    own = out.get("sweep_eager_busy_ms", pd.Series(float("nan"), index=out.index))
+    busy_ms, out["idle_from"] = busy_time(own, out["trace_kernel_us"] / 1000)
+    graph_busy = out.get("sweep_graph_busy_ms", pd.Series(float("nan"), index=out.index))
+    graph_busy = graph_busy.where(graph_busy.notna(), busy_ms)
     out["sweep_idle_frac"] = 1 - busy_ms / out["sweep_eager_ms"]
     out["graph_over_kernel_time"] = out["sweep_graph_ms"] / graph_busy
     return out
