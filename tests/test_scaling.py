@@ -556,7 +556,9 @@ def test_missing_points_complete_the_plan(precision_sweep, plan):
     with pytest.raises(UserError, match="no step sweep_nope"):
         plan_grid.missing_points(precision_sweep, plan, ["sweep_nope"])
     some = plan_grid.missing_points(precision_sweep, plan, ["sweep_precision_core", "sweep_nope"])
-    assert some.empty and some.attrs["not_in_plan"] == ["sweep_nope"]
+    alone = plan_grid.missing_points(precision_sweep, plan, "sweep_precision_core")
+    assert some.attrs["not_in_plan"] == ["sweep_nope"]
+    assert some.points.sum() == alone.points.sum() == planned - len(precision_sweep)
     none = plan_grid.missing_points(precision_sweep.iloc[:0], plan, "sweep_precision_core")
     assert none.points.sum() == 192
 
@@ -564,10 +566,12 @@ def test_missing_points_complete_the_plan(precision_sweep, plan):
 def test_missing_points_of_presets_match_by_letter(root, plan):
     presets = root.load("sweep_presets")
     m = plan_grid.missing_points(presets, plan, "sweep_presets")
-    assert m.empty and m.attrs["planned"] == len(presets)  # the shipped presets are whole
-    less = presets[~((presets.family == "yolo11") & (presets.scale == "x"))]
-    m = plan_grid.missing_points(less, plan, "sweep_presets")
-    assert set(m.widths) == {"x"} and m.points.sum() == len(presets) - len(less)
+    assert m.attrs["planned"] == len(presets) + m.points.sum() == 120  # 2 x 5 presets x 12
+    assert set(m.widths) <= {"x"}  # what the shipped table lacks, if anything: x presets
+    less = presets[presets.scale != "x"]
+    fewer = plan_grid.missing_points(less, plan, "sweep_presets")
+    assert set(fewer.widths) == {"x"}
+    assert fewer.points.sum() == m.points.sum() + len(presets) - len(less)
 
 
 def test_root_plan_is_the_one_the_manifest_names(root, tmp_path):
@@ -738,7 +742,7 @@ def test_speedup_and_missing_facts_on_a_small_table():
     )
 
 
-def test_kernel_pair_and_error_facts_on_the_shipped_root(precision_facts, ncu_precision):
+def test_kernel_pair_and_error_facts_on_the_shipped_root(root, precision_facts, ncu_precision):
     fwd = precision.precision_forward(ncu_precision).set_index(["precision", "layout"])
     a, b = fwd.loc[("fp32", "nchw")], fwd.loc[("fp16", "nhwc")]
     assert value(precision_facts, "simt_share_fp32_nchw") == pytest.approx(100 * a.simt_share)
@@ -754,9 +758,8 @@ def test_kernel_pair_and_error_facts_on_the_shipped_root(precision_facts, ncu_pr
     assert value(precision_facts, "bf16_vs_fp16_top_layer_share_of_diff") == pytest.approx(
         100 * d.delta_us.iloc[0] / diff
     )
-    assert (
-        value(precision_facts, "sweep_grid_missing_points") == 128
-    )  # sweep_precision_rest not shipped
+    core = root.load("sweep_precision_core")  # sweep_precision_rest is not shipped
+    assert value(precision_facts, "sweep_grid_missing_points") == 192 - len(core) + 128
     assert value(precision_facts, "fp8_engine_batches_over_tolerance") >= 0
 
 
