@@ -190,6 +190,61 @@ def test_sigkill_at_random_moments_of_a_collect(tmp_path):
     assert _leftovers(out) == []
 
 
+SLOW_PLAN = """
+name: term
+device: cpu
+steps:
+  - name: sweep_t
+    kind: sweep
+    out: t.parquet
+    description: tiny sweep
+    params: {family: yolov8, widths: 0.0625, precisions: fp32, layouts: [nchw, nhwc],
+             backends: eager, batches: [1, 2, 3, 4], imgsz: 64, budget_ms: 300, warmup_ms: 1,
+             check: false}
+"""
+
+
+@pytest.mark.timeout(240)
+def test_sigterm_stops_a_collect_that_registers_what_it_measured_and_its_seconds(tmp_path):
+    """``kill`` / ``timeout`` / a scheduler's SIGTERM mid-sweep: exit 143, the partial table
+    registered with this run's seconds (not lost as under SIGKILL); a rerun completes it and
+    adds its own run."""
+    path = tmp_path / "plan.yaml"
+    path.write_text(SLOW_PLAN)
+    plan = plans.load_plan(path)
+    out = tmp_path / "root"
+    argv = [sys.executable, "-m", "yolo_sm", "collect", "--plan", str(path), "--out", str(out)]
+    argv.append("-q")
+    proc = subprocess.Popen(
+        argv, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        t_end = time.monotonic() + 180
+        while proc.poll() is None and _rows(out / "t.parquet") < 2 and time.monotonic() < t_end:
+            time.sleep(0.01)
+        assert proc.poll() is None, proc.stderr.read()  # still measuring: 8 points of 0.3 s
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = proc.stderr.read()
+    assert rc == 143, err
+    assert "stopped by SIGTERM" in err and "Traceback" not in err
+    df = store.read_frame(out / "t.parquet")
+    entry = manifest.read_manifest(out)["datasets"]["sweep_t"]
+    assert 2 <= len(df) < 8 and entry["rows"] == len(df)
+    assert entry["description"].startswith("PARTIAL")
+    first = entry["gpu_seconds"]
+    assert first["runs"] == 1 and first["timed"] > 0 and first["total"] >= first["timed"]
+    assert plans.step_state(plan.steps[0], plan, out) == "partial"
+    assert subprocess.run(argv, env=ENV, capture_output=True, timeout=180).returncode == 0
+    entry = manifest.read_manifest(out)["datasets"]["sweep_t"]
+    assert entry["rows"] == 8 and entry["gpu_seconds"]["runs"] == 2
+    assert entry["gpu_seconds"]["total"] > first["total"] and _leftovers(out) == []
+
+
 @pytest.mark.timeout(300)
 def test_collect_repairs_lost_registrations_without_measuring(tmp_path, monkeypatch):
     plan = _plan(tmp_path)

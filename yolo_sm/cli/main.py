@@ -10,10 +10,12 @@ Every command checks its whole input before any work (values, devices, optional 
 the output can be written). :func:`main` is the one place errors end: a user error (a
 :class:`~yolo_sm.contract.errors.UserError`: bad input, missing device or package) and any
 ``OSError`` (a full disk, an unwritable output) is one sentence on stderr and exit code 2, with
-no traceback; an interrupt (Ctrl-C) is exit code 130, what was written so far kept (every table
-is written atomically). A failed check (``remeasure``) exits 1. Every sub-command takes
-``-q/--quiet`` and ``-v/--verbose``: progress and notices go to stderr through ``logging``,
-tables to stdout.
+no traceback; an interrupt (Ctrl-C) is exit code 130 and a SIGTERM (``kill``, ``timeout``, a
+batch scheduler's stop) exit code 143, both raised as :class:`KeyboardInterrupt` so that what was
+written so far is kept (every table is written atomically) and ``collect`` registers a sweep or
+bench stopped part-way with the seconds it took. A failed check (``remeasure``) exits 1.
+Every sub-command takes ``-q/--quiet`` and ``-v/--verbose``: progress and notices go to stderr
+through ``logging``, tables to stdout.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
+import threading
 
 import yolo_sm
 from yolo_sm.cli import check, data, env, measure, monitor, profile
@@ -36,8 +40,17 @@ DESCRIPTION = (
 )
 #: the command groups, in the order ``yolo-sm --help`` lists their commands
 GROUPS = (env, measure, check, profile, monitor, data)
-#: exit codes: a user error, an interrupt
-USER_ERROR, INTERRUPTED = 2, 130
+#: exit codes: a user error, an interrupt (Ctrl-C), a SIGTERM
+USER_ERROR, INTERRUPTED, TERMINATED = 2, 130, 143
+
+
+class Terminated(KeyboardInterrupt):
+    """A SIGTERM, raised where the main thread next runs Python (after the CUDA call or the
+    child process it waits on), so that it unwinds like Ctrl-C."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,8 +87,11 @@ RECORDING = ("sweep", "bench", "remeasure", "trace", "ncu", "gpm", "profile", "c
 
 def main(argv: list[str] | None = None) -> int:
     """Run one ``yolo-sm`` command; returns its exit code (0, 1 for a failed check, 2 for a
-    user error, 130 for an interrupt)."""
+    user error, 130 for an interrupt, 143 for a SIGTERM)."""
     handler = None
+    previous = None
+    if threading.current_thread() is threading.main_thread():  # signals reach it only
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         try:
             args = build_parser().parse_args(argv)
@@ -88,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     except UserError as e:
         return _fail(sentence(e))
+    except Terminated:
+        print("yolo-sm: stopped by SIGTERM; what was written so far is kept", file=sys.stderr)
+        return TERMINATED
     except KeyboardInterrupt:
         print("yolo-sm: interrupted; what was written so far is kept", file=sys.stderr)
         return INTERRUPTED
@@ -99,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if handler is not None:
             log.removeHandler(handler)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _fail(text: str) -> int:

@@ -516,11 +516,31 @@ def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
         return
     print(f"collect: {step.name} ({step.kind}, {state})", file=sys.stderr, flush=True)
     with stopwatch.ledger() as spent:
-        RUNNERS[step.kind](step, plan, out_dir, deadline, progress)
+        try:
+            RUNNERS[step.kind](step, plan, out_dir, deadline, progress)
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (cli.main): keep what was measured
+            if register and step.kind in RESUMABLE and step_path(step, out_dir).exists():
+                _register_interrupted(step, plan, out_dir, state, spent)
+            raise
     if register and step_path(step, out_dir).exists():
         # a finished step, or a partial sweep / bench (said so in its description): what
         # was measured is usable and the manifest says how much is missing
         register_step(step, plan, out_dir, step_seconds(step, state, out_dir, spent.record()))
+
+
+def _register_interrupted(step: Step, plan: Plan, out_dir: Path, state: str, spent) -> None:
+    """Register a sweep or bench stopped part-way (its table is written after every unit, so
+    it holds every finished one) with the seconds this run took, so that a rerun resumes it
+    and its GPU time is not lost. Any error here is a warning: the interrupt goes on."""
+    try:
+        register_step(step, plan, out_dir, step_seconds(step, state, out_dir, spent.record()))
+        print(
+            f"collect: {step.name}: interrupted; its table is registered as measured so far "
+            "(the same command resumes it)",
+            file=sys.stderr,
+        )
+    except (UserError, OSError) as e:
+        print(f"collect: {step.name}: interrupted and not registered: {e}", file=sys.stderr)
 
 
 def _run_sweep(step, plan, out_dir, deadline, progress):
