@@ -593,3 +593,64 @@ def test_deadline_keeps_a_models_points_together(tmp_path, monkeypatch):
     clock["t"] = 0.0
     df = run_sweep(spec, out, progress=False, deadline=100.0)
     assert len(df) == 4 and (df[df.width == 0.125].status == "ok").all()
+
+
+def _pace_row(width, seconds, **over):
+    row = dict(
+        family="yolov8", model=float("nan"), precision="fp32", layout="nchw", backend="eager",
+        batch=8, imgsz=640, status="ok", width=width, build_s=seconds, warmup_s=0.0,
+        timed_s=0.0, profile_s=0.0,
+    )  # fmt: skip
+    return {**row, **over}
+
+
+def _pace_point(width, **over):
+    base = dict(
+        family="yolov8", scale="", width=width, depth=0.33, max_channels=1024, precision="fp32",
+        layout="nchw", backend="eager", batch=8, imgsz=640, compile_mode="default",
+        device="cuda",
+    )  # fmt: skip
+    return sweep.Point(**{**base, **over})
+
+
+def test_a_wider_models_points_are_estimated_from_the_nearest_width_scaled_by_its_square():
+    from yolo_sm.collect.grid import Pace
+
+    rows = [_pace_row(0.5, 2.0), _pace_row(1.0, 10.0), _pace_row(1.0, 99.0, batch=64)]
+    pace = Pace(rows=rows, seconds=[1.0, 1.0])
+    # width 2.0: the width-1.0 row of the same batch, 4x (its FLOPs)
+    assert sweep.point_pace(_pace_point(2.0), pace) == pytest.approx(40.0)
+    # narrower or equal: the nearest row's own seconds, not scaled down
+    assert sweep.point_pace(_pace_point(0.75), pace) == pytest.approx(10.0)  # tie: the wider
+    assert sweep.point_pace(_pace_point(0.25), pace) == pytest.approx(2.0)
+    # never below this run's mean pace (what the phases miss: the model's own build)
+    assert sweep.point_pace(_pace_point(0.25), Pace(rows=rows, seconds=[5.0])) == 5.0
+    # no row of its precision / batch / model, or rows without phase columns: the mean pace
+    assert sweep.point_pace(_pace_point(2.0, precision="fp16"), pace) == 1.0
+    assert sweep.point_pace(_pace_point(2.0, model="m.yaml"), pace) == 1.0
+    old = [{k: v for k, v in r.items() if k != "profile_s"} for r in rows]
+    assert sweep.point_pace(_pace_point(2.0), Pace(rows=old, seconds=[3.0])) == 3.0
+    failed = [_pace_row(1.0, 10.0, status="error")]
+    assert sweep.point_pace(_pace_point(2.0), Pace(rows=failed)) == 0.0  # a run always starts
+
+
+def test_deadline_holds_back_a_wider_model_whose_rows_say_it_does_not_fit(tmp_path, monkeypatch):
+    """The first width's points took 10 s each (their phase columns say so); the second, twice
+    as wide, needs 4 x 10 s per point by its FLOPs: with 60 s left it does not start, though the
+    run's mean pace (10 s a point, 20 s in all) would have started it and cut it half-measured."""
+    clock = {"t": 0.0}
+    monkeypatch.setattr(sweep.time, "monotonic", lambda: clock["t"])
+    real = sweep.run_point
+
+    def ten_seconds_each(*a, **kw):
+        clock["t"] += 10.0
+        return {**real(*a, **kw), "build_s": 10.0, "warmup_s": 0.0, "timed_s": 0.0}
+
+    monkeypatch.setattr(sweep, "run_point", ten_seconds_each)
+    spec = tiny_spec(widths=[0.0625, 0.125], precisions="fp32", budget_ms=2, warmup_ms=1)
+    out = tmp_path / "d.parquet"
+    df = run_sweep(spec, out, progress=False, deadline=80.0)
+    assert sorted(set(df.width)) == [0.0625] and len(df) == 2
+    clock["t"] = 0.0
+    df = run_sweep(spec, out, progress=False, deadline=81.0)  # 2 x 40 s fit now
+    assert len(df) == 4 and (df[df.width == 0.125].status == "ok").all()

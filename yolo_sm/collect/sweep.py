@@ -29,12 +29,14 @@ from yolo_sm.collect.engines.config import (
 )
 from yolo_sm.collect.engines.qconv import fallbacks
 from yolo_sm.collect.grid import (
+    Pace,
     free_memory,
     parse_bool,
     parse_float,
     parse_int,
     pending,
     run_grid,
+    run_pace,
     split_list,
     table_rows,
 )
@@ -338,6 +340,43 @@ def _row_key(row: dict) -> tuple:
     return tuple(row[c] for c in KEY_COLUMNS)
 
 
+#: the phase columns of a sweep row: together its seconds, but for the model's own build
+PHASE_COLUMNS = ("build_s", "warmup_s", "timed_s", "profile_s")
+
+
+def point_pace(p: Point, pace: Pace) -> float:
+    """Seconds point ``p`` will take, for the deadline's check that a model's points fit: the
+    phase seconds of a measured ok row (this run's or the table's earlier ones) with the same
+    model, precision, layout, backend, batch and image size at the nearest width, scaled by the
+    squared width ratio where ``p`` is wider (a YOLO's FLOPs grow as its width squared and its
+    engine builds, cuDNN autotuning mostly, grow with them: the H200's fp32-bf16 grid took
+    3.4x longer to build at width 2.0 than at 1.0); at least this run's mean pace
+    (:func:`~yolo_sm.collect.grid.run_pace`), which also counts what the phases do not (the
+    model's build). Without the mean pace, the next width of a grid whose cost grows with width
+    would start on the smaller widths' mean and be cut by the deadline half-measured."""
+    same = (p.family, p.model, p.precision, p.layout, p.backend, p.batch, p.imgsz)
+    best = None
+    for r in pace.rows:
+        model = r.get("model") if isinstance(r.get("model"), str) else ""  # NaN: older tables
+        key = (r.get("family"), model, r.get("precision"), r.get("layout"))
+        key += (r.get("backend"), r.get("batch"), r.get("imgsz"))
+        if key != same or r.get("status") != "ok":
+            continue
+        secs = [r.get(c) for c in PHASE_COLUMNS]
+        if any(not isinstance(v, (int, float)) or v != v for v in secs):  # absent or NaN
+            continue
+        width = float(r.get("width") or 0.0)
+        if width <= 0:
+            continue
+        near = (abs(width - p.width), -width)  # the nearest width, the wider one on a tie
+        if best is None or near < best[0]:
+            best = (near, width, sum(secs))
+    if best is None:
+        return run_pace(p, pace)
+    _, width, seconds = best
+    return max(seconds * max(1.0, (p.width / width) ** 2), run_pace(p, pace))
+
+
 def run_sweep(
     spec: SweepSpec, out: str | os.PathLike, progress: bool = True, deadline: float | None = None
 ):
@@ -346,7 +385,8 @@ def run_sweep(
     ``deadline`` (a ``time.monotonic()`` value) stops the sweep before a point that would start
     after it, so one long plan fits several time-limited commands; rerun to continue. A model's
     points start only if all of them fit before the deadline at this run's pace so far, so that
-    its precisions, layouts, backends and batches are measured side by side in one run."""
+    its precisions, layouts, backends and batches are measured side by side in one run; each
+    point's seconds are estimated by :func:`point_pace`."""
     spec = spec.validated()
     check_environment(spec)
     publish(workload="sweep")  # the status file a monitor beside it reads (contract.workload)
@@ -377,6 +417,7 @@ def run_sweep(
         kind="sweep",
         metadata={"spec": asdict(spec), "argv": sys.argv},
         deadline=deadline,
+        estimate=point_pace,
         clock=time.monotonic,
         describe=lambda p: (
             f"{p.family} w{p.width:g} {p.backend} {p.precision} {p.layout} b{p.batch}"
