@@ -413,6 +413,31 @@ def test_status_says_what_is_left_and_how_long_it_takes(tmp_path):
     assert collect.unit_seconds(plan.steps[0], out / "s.parquet")[1] == "default"
 
 
+def test_status_estimates_a_wider_models_points_from_the_nearest_measured_width(tmp_path):
+    """A partial sweep whose first width is measured: the missing points of the wider one take
+    the narrower one's phase seconds per precision, backend and batch times the squared width
+    ratio (what the deadline uses too), where the mean time per row would say the same for
+    every width."""
+    params = dict(SWEEP, widths=[0.0625, 0.125])
+    plan = _plan(tmp_path, [{"name": "s", "kind": "sweep", "out": "s.parquet", "params": params}])
+    out = tmp_path / "out"
+    out.mkdir()
+    pts = collect.sweep_spec(plan.steps[0], plan).points()
+    phases = {1: 2.0, 2: 5.0}  # batch 1: 2 s, batch 2: 5 s, in build/warm-up/timed/profile
+    rows = pd.DataFrame(
+        [
+            {**asdict(p), "status": "ok", "build_s": phases[p.batch] - 0.5, "warmup_s": 0.1,
+             "timed_s": 0.3, "profile_s": 0.1}
+            for p in pts if p.width == 0.0625
+        ]
+    )  # fmt: skip
+    rows.to_parquet(out / "s.parquet")
+    st = collect.status(plan, out).set_index("step")
+    assert st.loc["s", "todo"] == "2 of 4 points"
+    assert st.loc["s", "est_source"] == "measured (by width)"
+    assert st.loc["s", "est_left_s"] == round((2.0 + 5.0) * (0.125 / 0.0625) ** 2)  # 28 s
+
+
 def test_row_seconds_count_a_long_build_within_its_run():
     # 3 s apart, then a row whose 60 s build explains its 62 s gap, then an hour: another call
     df = pd.DataFrame(

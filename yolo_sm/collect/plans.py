@@ -24,7 +24,7 @@ from yolo_sm.collect.cache_builds import CacheSpec, run_cache_builds
 from yolo_sm.collect.ceilings import measure_ceilings
 from yolo_sm.collect.devices import nvml_index
 from yolo_sm.collect.exporter import record_frame, serve
-from yolo_sm.collect.grid import parse_bool
+from yolo_sm.collect.grid import Pace, parse_bool, table_rows
 from yolo_sm.collect.int8_kernels import Int8KernelSpec, run_int8_kernels
 from yolo_sm.collect.int8_kernels import missing_seconds as int8_missing_seconds
 from yolo_sm.collect.int8_kernels import missing_units as int8_missing_units
@@ -38,7 +38,7 @@ from yolo_sm.collect.profiling.target import build_parser, configs, target_argv
 from yolo_sm.collect.provenance import collect
 from yolo_sm.collect.resolutions import ResolutionSpec, run_resolutions
 from yolo_sm.collect.sharing import run_sharing_step
-from yolo_sm.collect.sweep import SweepSpec, missing_points, run_sweep
+from yolo_sm.collect.sweep import SweepSpec, missing_points, point_pace, run_sweep
 from yolo_sm.collect.techniques import techniques_table
 from yolo_sm.collect.wide_deep import WideDeepSpec, run_wide_vs_deep
 from yolo_sm.contract.datasets import PARTIAL_PREFIX
@@ -48,6 +48,7 @@ from yolo_sm.contract.gpu_time import estimate_from_rows, estimate_from_units
 from yolo_sm.contract.manifest import entry_problem, recorded_gpu_seconds
 from yolo_sm.contract.manifest import register as reg
 from yolo_sm.contract.plans import RESUMABLE, Plan, Step, load_plan  # noqa: F401 (collect.plans.load_plan)
+from yolo_sm.contract.schema import KEY_COLUMNS
 from yolo_sm.contract.scrub import shown_path
 from yolo_sm.contract.store import (
     inside,
@@ -253,6 +254,24 @@ def unit_seconds(step: Step, path: Path, plan: Plan | None = None) -> tuple[floa
     return default
 
 
+def _sweep_need(step: Step, plan: Plan, path: Path, per: float, source: str):
+    """(seconds, source) the missing points of a partial sweep need: each point as the
+    deadline estimates it (:func:`yolo_sm.collect.sweep.point_pace` from the table's rows: the
+    nearest measured width of its precision, layout, backend and batch, scaled by the squared
+    width ratio), ``per`` seconds (:func:`unit_seconds`) for a point no row matches;
+    ``"measured (by width)"`` when any point was estimated so."""
+    spec = sweep_spec(step, plan)
+    try:
+        rows = table_rows(path, KEY_COLUMNS, "sweep")
+    except UserError:  # a table collect cannot resume says why when it runs
+        rows = []
+    pace = Pace(rows=rows)
+    est = [point_pace(p, pace) for p in missing_points(spec, path)]
+    if not any(est):
+        return len(est) * per, source
+    return sum(e if e else per for e in est), "measured (by width)"
+
+
 def status(plan: Plan, out_dir: str | os.PathLike):
     """One row per plan step: its state, for a sweep or bench what is left (``todo``, e.g.
     ``70 of 192 points``) and ``est_left_s``, the time that needs (left x
@@ -276,7 +295,10 @@ def status(plan: Plan, out_dir: str | os.PathLike):
                 left = total
             if left:
                 per, source = unit_seconds(s, path, plan)
-                row.update(todo=f"{left} of {total} {what}", est_left_s=round(left * per))
+                need = left * per
+                if s.kind == "sweep" and progress is not None:
+                    need, source = _sweep_need(s, plan, path, per, source)
+                row.update(todo=f"{left} of {total} {what}", est_left_s=round(need))
                 row["est_source"] = source
         elif progress is not None and progress[0]:  # a whole step's units, part measured
             left, total, what = progress
