@@ -572,19 +572,25 @@ def test_engine_info_reaches_the_row(tmp_path, monkeypatch):
     assert pd.isna(back.loc[1, "graph_pool_bytes"])
 
 
-def test_deadline_keeps_a_models_points_together(tmp_path, monkeypatch):
-    """With a deadline, a model (width) starts only if all its points fit at the run's pace, so
-    that its points are measured side by side; the next run measures the skipped model whole."""
+def _ten_second_points(monkeypatch, **row):
+    """A fake clock that each of two widths' points (2 each, fp32) moves by 10 s, and that
+    spec; ``row``: values the points' rows say (their phase seconds)."""
     clock = {"t": 0.0}
     monkeypatch.setattr(sweep.time, "monotonic", lambda: clock["t"])
     real = sweep.run_point
 
     def ten_seconds_each(*a, **kw):
         clock["t"] += 10.0  # every point "takes" 10 s
-        return real(*a, **kw)
+        return {**real(*a, **kw), **row}
 
     monkeypatch.setattr(sweep, "run_point", ten_seconds_each)
-    spec = tiny_spec(widths=[0.0625, 0.125], precisions="fp32", budget_ms=2, warmup_ms=1)
+    return clock, tiny_spec(widths=[0.0625, 0.125], precisions="fp32", budget_ms=2, warmup_ms=1)
+
+
+def test_deadline_keeps_a_models_points_together(tmp_path, monkeypatch):
+    """With a deadline, a model (width) starts only if all its points fit at the run's pace, so
+    that its points are measured side by side; the next run measures the skipped model whole."""
+    clock, spec = _ten_second_points(monkeypatch)
     out = tmp_path / "d.parquet"
     # 2 points per width: the first width takes 20 s; the second needs 20 more, 15 are left
     df = run_sweep(spec, out, progress=False, deadline=35.0)
@@ -638,19 +644,12 @@ def test_deadline_holds_back_a_wider_model_whose_rows_say_it_does_not_fit(tmp_pa
     """The first width's points took 10 s each (their phase columns say so); the second, twice
     as wide, needs 4 x 10 s per point by its FLOPs: with 60 s left it does not start, though the
     run's mean pace (10 s a point, 20 s in all) would have started it and cut it half-measured."""
-    clock = {"t": 0.0}
-    monkeypatch.setattr(sweep.time, "monotonic", lambda: clock["t"])
-    real = sweep.run_point
-
-    def ten_seconds_each(*a, **kw):
-        clock["t"] += 10.0
-        return {**real(*a, **kw), "build_s": 10.0, "warmup_s": 0.0, "timed_s": 0.0}
-
-    monkeypatch.setattr(sweep, "run_point", ten_seconds_each)
-    spec = tiny_spec(widths=[0.0625, 0.125], precisions="fp32", budget_ms=2, warmup_ms=1)
+    clock, spec = _ten_second_points(
+        monkeypatch, build_s=10.0, warmup_s=0.0, timed_s=0.0, profile_s=0.0
+    )
     out = tmp_path / "d.parquet"
     df = run_sweep(spec, out, progress=False, deadline=80.0)
     assert sorted(set(df.width)) == [0.0625] and len(df) == 2
     clock["t"] = 0.0
-    df = run_sweep(spec, out, progress=False, deadline=81.0)  # 2 x 40 s fit now
+    df = run_sweep(spec, out, progress=False, deadline=80.0)  # 2 x 40 s fit now
     assert len(df) == 4 and (df[df.width == 0.125].status == "ok").all()
