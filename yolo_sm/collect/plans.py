@@ -38,7 +38,7 @@ from yolo_sm.collect.profiling.target import build_parser, configs, target_argv
 from yolo_sm.collect.provenance import collect
 from yolo_sm.collect.resolutions import ResolutionSpec, run_resolutions
 from yolo_sm.collect.sharing import run_sharing_step
-from yolo_sm.collect.sweep import SweepSpec, missing_points, point_pace, run_sweep
+from yolo_sm.collect.sweep import SweepSpec, missing_points, point_pace, points_not_in, run_sweep
 from yolo_sm.collect.techniques import techniques_table
 from yolo_sm.collect.wide_deep import WideDeepSpec, run_wide_vs_deep
 from yolo_sm.contract.datasets import PARTIAL_PREFIX
@@ -260,13 +260,12 @@ def _sweep_need(step: Step, plan: Plan, path: Path, per: float, source: str):
     nearest measured width of its precision, layout, backend and batch, scaled by the squared
     width ratio), ``per`` seconds (:func:`unit_seconds`) for a point no row matches;
     ``"measured (by width)"`` when any point was estimated so."""
-    spec = sweep_spec(step, plan)
     try:
         rows = table_rows(path, KEY_COLUMNS, "sweep")
     except UserError:  # a table collect cannot resume says why when it runs
         rows = []
     pace = Pace(rows=rows)
-    est = [point_pace(p, pace) for p in missing_points(spec, path)]
+    est = [point_pace(p, pace) for p in points_not_in(sweep_spec(step, plan), rows)]
     if not any(est):
         return len(est) * per, source
     return sum(e if e else per for e in est), "measured (by width)"

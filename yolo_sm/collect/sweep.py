@@ -331,9 +331,12 @@ def check_environment(spec: SweepSpec) -> None:
 
 def missing_points(spec: SweepSpec, out: str | os.PathLike) -> list[Point]:
     """The points of ``spec`` that ``out`` does not hold yet (all of them if it is absent)."""
-    spec = spec.validated()
-    rows = table_rows(Path(out), KEY_COLUMNS, "sweep")
-    return pending(spec.points(), rows, Point.key, _row_key)
+    return points_not_in(spec, table_rows(Path(out), KEY_COLUMNS, "sweep"))
+
+
+def points_not_in(spec: SweepSpec, rows: list[dict]) -> list[Point]:
+    """The points of ``spec`` that a sweep table's ``rows`` do not hold."""
+    return pending(spec.validated().points(), rows, Point.key, _row_key)
 
 
 def _row_key(row: dict) -> tuple:
@@ -352,8 +355,8 @@ def point_pace(p: Point, pace: Pace) -> float:
     engine builds, cuDNN autotuning mostly, grow with them: the H200's fp32-bf16 grid took
     3.4x longer to build at width 2.0 than at 1.0); at least this run's mean pace
     (:func:`~yolo_sm.collect.grid.run_pace`), which also counts what the phases do not (the
-    model's build). Without the mean pace, the next width of a grid whose cost grows with width
-    would start on the smaller widths' mean and be cut by the deadline half-measured."""
+    model's build). On the mean pace alone, the next width of a grid whose cost grows with
+    width would start on the smaller widths' mean and be cut by the deadline half-measured."""
     same = (p.family, p.model, p.precision, p.layout, p.backend, p.batch, p.imgsz)
     best = None
     for r in pace.rows:
