@@ -115,7 +115,9 @@ def test_l2_flush_makes_calls_slower_or_equal(model):
     warm = measure_engine(eng, warmup_ms=20, budget_ms=200)
     cold = measure_engine(eng, warmup_ms=20, budget_ms=200, l2_flush=True)
     assert cold.l2_flush and not warm.l2_flush
-    assert cold.median_ms >= 0.9 * warm.median_ms
+    # the fastest call of each: eager width 0.25 at batch 8 is paced by the host, whose
+    # pauses only add time and can lift one run's median above the other's
+    assert cold.min_ms >= 0.9 * warm.min_ms
 
 
 def test_oom_becomes_a_row_and_memory_is_freed():
