@@ -72,6 +72,28 @@ def test_a_cpu_plan_records_gpu_seconds_and_a_resumed_step_adds_its_runs(tmp_pat
     assert rec2["build"] > rec["build"]
 
 
+def test_a_partial_step_whose_first_run_recorded_nothing_is_estimated_whole(tmp_path):
+    # a first run killed outright (SIGKILL) leaves its rows but no seconds: the run that
+    # completes the table must not record its own seconds as the whole table's
+    plan = _sweep_plan(tmp_path)
+    out = tmp_path / "data"
+    collect.run_plan(plan, out, progress=False)
+    t = read_arrow(out / "s.parquet")
+    write_table_atomic(t.slice(0, 1), out / "s.parquet")
+    e = read_manifest(out)["datasets"]["s"]
+    register(out, "s", "s.parquet", e["kind"], e["description"], e["command"], e["params"])
+    assert "gpu_seconds" not in read_manifest(out)["datasets"]["s"]
+    assert collect.step_state(plan.steps[0], plan, out) == "partial"
+    collect.run_plan(plan, out, progress=False)
+    entry = read_manifest(out)["datasets"]["s"]
+    assert entry["rows"] == 2 and "gpu_seconds" not in entry
+    df = pd.read_parquet(out / "s.parquet")
+    table = collect.status(plan, out)
+    assert table.gpu_s_source.tolist() == ["estimated (rows)"]
+    phases = df[["build_s", "warmup_s", "timed_s", "profile_s"]].sum().sum()
+    assert table.gpu_s.iloc[0] == pytest.approx(phases, abs=0.1)
+
+
 def test_a_step_registered_again_keeps_its_recorded_seconds(tmp_path):
     plan = _sweep_plan(tmp_path)
     out = tmp_path / "data"

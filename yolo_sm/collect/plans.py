@@ -453,11 +453,17 @@ def registration_command(plan: Plan, out_dir: Path, step: Step) -> str:
     )
 
 
-def register_step(step: Step, plan: Plan, out_dir: Path, gpu_seconds: dict | None = None) -> dict:
+#: ``register_step``'s default: keep the seconds the step's entry records already
+KEEP_SECONDS = "keep"
+
+
+def register_step(
+    step: Step, plan: Plan, out_dir: Path, gpu_seconds: dict | str | None = KEEP_SECONDS
+) -> dict:
     """Register ``step``'s table in ``out_dir``'s manifest (and in the table's own metadata);
-    ``gpu_seconds``: the step's seconds per phase (:func:`step_seconds`), else the record it
-    holds already is kept."""
-    if gpu_seconds is None:
+    ``gpu_seconds``: the step's seconds per phase (:func:`step_seconds`), None for no record,
+    else (:data:`KEEP_SECONDS`) the record it holds already is kept."""
+    if gpu_seconds == KEEP_SECONDS:
         gpu_seconds = _kept_seconds(step, out_dir)
     return reg(
         out_dir,
@@ -473,19 +479,28 @@ def register_step(step: Step, plan: Plan, out_dir: Path, gpu_seconds: dict | Non
 
 def _kept_seconds(step: Step, out_dir: Path) -> dict | None:
     """The step's recorded seconds, None where there are none or they are not valid (a
-    warning says so: the record starts again from this run)."""
+    warning says so: the record is dropped and ``collect --status`` estimates the table's
+    seconds from its rows)."""
     try:
         return recorded_gpu_seconds(out_dir, step.name, step.out)
     except UserError as e:
-        print(f"collect: {step.name}: {e}; its seconds start again", file=sys.stderr)
+        print(
+            f"collect: {step.name}: {e}; its seconds are dropped (the table's rows estimate them)",
+            file=sys.stderr,
+        )
         return None
 
 
-def step_seconds(step: Step, state: str, out_dir: Path, run: dict) -> dict:
+def step_seconds(step: Step, state: str, out_dir: Path, run: dict) -> dict | None:
     """The ``gpu_seconds`` record of ``step`` after a run that took ``run``: a partial sweep
-    or bench adds it to what its earlier runs recorded; any other step starts afresh."""
-    before = _kept_seconds(step, out_dir) if state == "partial" else None
-    return add_seconds(before, run)
+    or bench adds it to what its earlier runs recorded; any other step starts afresh. None
+    for a partial step whose earlier runs recorded nothing (a run killed outright, or a table
+    older than the records): this run's seconds alone would pass for the whole table's, so
+    the table goes unrecorded and ``collect --status`` estimates all of it from its rows."""
+    if state != "partial":
+        return add_seconds(None, run)
+    before = _kept_seconds(step, out_dir)
+    return None if before is None else add_seconds(before, run)
 
 
 def _need_s(step: Step, plan: Plan, out_dir: Path, state: str) -> float:
