@@ -41,3 +41,15 @@ def test_offline_helper_sets_up_a_source_run(tmp_path):
     assert out == env["OUT"] and (tmp_path / "out").is_dir() and kind == "function"
     res = subprocess.run(["bash", str(TOOLS / "offline_gpu.sh")], capture_output=True, text=True)
     assert res.returncode == 2 and "usage" in res.stderr
+
+
+def test_offline_helper_installs_the_distributed_wheels_too(tmp_path):
+    # a broken wheel in .whl-dist (tools/wheels_distributed.sh) stops the set-up and says where
+    (tmp_path / ".whl-dist").mkdir()
+    (tmp_path / ".whl-dist" / "broken-1.0-py3-none-any.whl").write_bytes(b"not a zip")
+    script = f"cd {tmp_path} && source {TOOLS / 'offline_gpu.sh'} && echo set-up"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["OUT"] = str(tmp_path / "out")
+    res = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True)
+    assert res.returncode == 1 and "set-up" not in res.stdout
+    assert "wheel install from .whl-dist failed" in res.stderr

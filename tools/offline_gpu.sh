@@ -3,10 +3,10 @@
 # torch (docs/offline_gpu.md). Two steps:
 #   on a machine with network, from the repository root: download the pure wheels the host lacks
 #     bash tools/offline_gpu.sh wheels [PYTHON_VERSION] [REQUIREMENT ...]      (default 3.12)
-#   on the GPU host, from the repository root (with .whl/ copied along):
+#   on the GPU host, from the repository root (with .whl/ and .whl-dist/ copied along):
 #     source tools/offline_gpu.sh
-#     -> installs .whl/*.whl into /tmp/site, puts the source tree on PYTHONPATH, sets $OUT and
-#        defines `yolo_sm` as `python3 -m yolo_sm`
+#     -> installs .whl/*.whl and .whl-dist/*.whl into /tmp/site, puts the source tree on
+#        PYTHONPATH, sets $OUT and defines `yolo_sm` as `python3 -m yolo_sm`
 # Pins come from constraints.txt; the host's own packages (numpy, pandas, pyarrow, ...) are used.
 PURE=(ultralytics-opencv-headless ultralytics-thop nvtx)
 
@@ -28,10 +28,12 @@ if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then  # executed: the download step
 fi
 
 # sourced: the set-up on the GPU host
-if compgen -G ".whl/*.whl" > /dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || { echo "offline_gpu.sh: wheel install failed" >&2; return 1; }
-fi
+for d in .whl .whl-dist; do  # .whl-dist: tools/wheels_distributed.sh (collect --workers)
+  if compgen -G "$d/*.whl" > /dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target /tmp/site "$d"/*.whl || { echo "offline_gpu.sh: wheel install from $d failed" >&2; return 1; }
+  fi
+done
 export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 export YOLO_SM_CACHE=${YOLO_SM_CACHE:-/tmp/yolo_sm_cache}
 export OUT=${OUT:-/tmp/out}
