@@ -307,3 +307,36 @@ def test_config_of_reads_the_label_not_a_substring():
     assert config_of(cfgs, "fp16") == "yolov8_w1_fp16_nhwc_b64"
     assert config_of(cfgs, "fp8") == "yolov8_w1_fp8_nhwc_b64"
     assert config_of(["my_fp16_model"], "fp16") is None  # not a config label
+
+
+def test_the_autotune_bench_decides_goal_3_where_the_root_holds_it(df, tmp_path):
+    """bench_autotune (its own plan step) replaces bench_fast_engines' max-autotune rows in the
+    facts: the verdict and the build seconds come from it; without it, from the bench."""
+    from yolo_sm.contract.datasets import open_root
+    from yolo_sm.contract.manifest import register
+    from yolo_sm.contract.store import write_atomic
+
+    mt = (df.width == 1.0) & (df.batch == 64) & (df.variant == fast.MAX_AUTOTUNE)
+    others = (df.width == 1.0) & (df.batch == 64) & ~mt & (df.status == "ok")
+    others &= ~df.variant.str.startswith("pipeline/") & (df.variant != "ultralytics_predict")
+    best = df.loc[others, "img_per_s"].max()
+    bench = df.copy()
+    bench.loc[mt, "img_per_s"] = best * 1.2  # max-autotune ahead in the big bench
+    tuned = df[(df.width == 1.0) & (df.batch == 64)].copy()
+    tuned.loc[mt, ["img_per_s", "build_s"]] = [best * 0.8, 312.0]  # behind in its own
+    write_atomic(bench, tmp_path / "b.parquet")
+    register(tmp_path, "bench_fast_engines", "b.parquet", "bench", "b", "cmd")
+
+    def verdicts():
+        f = fast.facts(open_root(tmp_path))
+        return evaluate(goals.SPEED_RULES, f).set_index("id"), f.set_index("key")
+
+    v, _ = verdicts()
+    assert v.measured["speed_3_w1"] == pytest.approx(1 / 1.2) and v.verdict["speed_3_w1"] == FAILS
+    write_atomic(tuned, tmp_path / "t.parquet")
+    register(tmp_path, fast.AUTOTUNE_DATASET, "t.parquet", "bench", "t", "cmd")
+    v, f = verdicts()
+    assert v.measured["speed_3_w1"] == pytest.approx(1 / 0.8) and v.verdict["speed_3_w1"] == HOLDS
+    assert (f.index == "fast.best_over_max_autotune").sum() == 1  # w1.0 b64 only, from t
+    assert f.loc["fast.max_autotune_build_s", "value"] == 312.0
+    assert v.verdict["speed_3_w0.5"] == NOT_TESTED  # the autotune bench did not time it

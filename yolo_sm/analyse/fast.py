@@ -145,6 +145,9 @@ def pipeline_table(bench):
 #: the stock engine the fastest engine is held against: inductor's longest autotuning without
 #: its own CUDA graphs
 MAX_AUTOTUNE = "compile:max-autotune-no-cudagraphs/fp16/nhwc"
+#: the bench of the fastest engines beside :data:`MAX_AUTOTUNE` (its own plan step: a cold
+#: autotune takes minutes per width, too long for every unit of ``bench_fast_engines``)
+AUTOTUNE_DATASET = "bench_autotune"
 
 
 def best_over_max_autotune(bench):
@@ -159,6 +162,25 @@ def best_over_max_autotune(bench):
     unit = ["width", "batch"]
     others = e[e["variant"] != MAX_AUTOTUNE].groupby(unit)["img_per_s"].max()
     return (others / stock.groupby(unit)["img_per_s"].max()).dropna()
+
+
+def autotune_facts(bench, datasets=(AUTOTUNE_DATASET,)) -> list[dict]:
+    """Per (width, batch) where ``bench`` timed :data:`MAX_AUTOTUNE`: the fastest other
+    engine's img/s over it (``fast.best_over_max_autotune``, :func:`best_over_max_autotune`)
+    and the seconds its build took (``fast.max_autotune_build_s``: autotuning included, a
+    cold cache unless the bench's process found one)."""
+    rows = [
+        fact("fast.best_over_max_autotune", v, "x", scope=scope(w, b), datasets=datasets)
+        for (w, b), v in best_over_max_autotune(bench).items()
+    ]
+    stock = ok_rows(bench)
+    stock = stock[stock["variant"] == MAX_AUTOTUNE]
+    if "build_s" in stock:
+        for (w, b), v in stock.groupby(["width", "batch"])["build_s"].max().dropna().items():
+            rows.append(
+                fact("fast.max_autotune_build_s", v, "s", scope=scope(w, b), datasets=datasets)
+            )
+    return rows
 
 
 def pipeline_over_fastest(bench):
@@ -464,8 +486,7 @@ def bench_facts(bench, peak_tflops: float = float("nan")) -> list[dict]:
                 note=r["variant"],
             )
         )
-    for (w, b), v in best_over_max_autotune(bench).items():
-        rows.append(fact("fast.best_over_max_autotune", v, "x", scope=scope(w, b), datasets=d))
+    rows += autotune_facts(bench, d)
     for (w, b), v in pipeline_over_fastest(bench).items():
         rows.append(
             fact("fast.pipeline_over_fastest_model_only", v, "x", scope=scope(w, b), datasets=d)
@@ -570,7 +591,9 @@ def probe_facts(probe) -> list[dict]:
 
 def facts(root: DataRoot):
     """The fast-engines facts of ``root`` (keys ``fast.*``): from ``bench_fast_engines`` (with
-    the fp16 peak of ``ceilings``), the fp8 and compile traces, the pipeline probe and the cold
+    the fp16 peak of ``ceilings``), the max-autotune comparison from ``bench_autotune`` (where
+    the root holds it, else from ``bench_fast_engines``' own max-autotune rows), the fp8 and
+    compile traces, the pipeline probe and the cold
     and warm compile builds (:mod:`yolo_sm.analyse.compile_cache`), each where the root holds
     it."""
     import math
@@ -580,6 +603,11 @@ def facts(root: DataRoot):
         pk = peak_fp16_tflops(root)
         peak = pk[0] if pk else math.nan
         rows += bench_facts(root.load("bench_fast_engines"), peak)
+    if root.has(AUTOTUNE_DATASET):
+        # the dedicated bench decides the max-autotune comparison where the root holds it
+        stock = {"fast.best_over_max_autotune", "fast.max_autotune_build_s"}
+        rows = [r for r in rows if r["key"] not in stock]
+        rows += autotune_facts(root.load(AUTOTUNE_DATASET))
     if root.has("trace_fp8_w1_b64"):
         fp8 = root.load("trace_fp8_w1_b64")
         rows += fp8_trace_facts(fp8)

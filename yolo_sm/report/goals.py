@@ -186,6 +186,7 @@ def _speed_rules():
             64,
             ">=",
             1.0,
+            datasets=(fast.AUTOTUNE_DATASET,),
             group=SPEED_GROUP,
         )
     # the warm build within 60 s is the finding fast_warm_compile_fast (one rule per fact)
