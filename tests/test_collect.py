@@ -353,6 +353,9 @@ def test_bench_step_runs_on_cpu_resumes_and_registers(tmp_path, monkeypatch):
     assert collect.run_plan(plan, out, max_minutes=0.1, progress=False).state.tolist() == [
         "missing"  # a unit is guessed at 30 s: none fits in 6 s
     ]
+    # --status guesses the missing units with the same 30 s (not the 80 s default)
+    st = collect.status(plan, out).set_index("step")
+    assert st.loc["b", "est_left_s"] == 2 * 30 and st.loc["b", "est_source"] == "plan est_unit_s"
     assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
     df = pd.read_parquet(out / "b.parquet")
     spec = collect.bench_spec(plan.steps[0], plan)
