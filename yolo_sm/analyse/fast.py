@@ -173,7 +173,7 @@ def autotune_facts(bench, datasets=(AUTOTUNE_DATASET,)) -> list[dict]:
         fact("fast.best_over_max_autotune", v, "x", scope=scope(w, b), datasets=datasets)
         for (w, b), v in best_over_max_autotune(bench).items()
     ]
-    stock = ok_rows(bench)
+    stock = engines(bench)
     stock = stock[stock["variant"] == MAX_AUTOTUNE]
     if "build_s" in stock:
         for (w, b), v in stock.groupby(["width", "batch"])["build_s"].max().dropna().items():
@@ -402,12 +402,12 @@ def scope(width: float, batch: int) -> str:
     return f"width={float(width):g}, batch={int(batch)}"
 
 
-def bench_facts(bench, peak_tflops: float = float("nan")) -> list[dict]:
+def bench_facts(bench, peak_tflops: float = float("nan"), autotune: bool = True) -> list[dict]:
     """Facts of a bench table: per (width, batch) the best 16-bit engine's latency and img/s
     over the baseline's and its TFLOP/s over ``peak_tflops``, the usable 8-bit speed-up
     (:func:`usable_eight_bit`), the fastest pipeline row over YOLO.predict and over its engine
     alone; per batch the median over widths of the best engine's speed-up; the rows that did
-    not run."""
+    not run; with ``autotune``, the max-autotune comparison (:func:`autotune_facts`)."""
     import math
 
     d = ("bench_fast_engines",)
@@ -486,7 +486,8 @@ def bench_facts(bench, peak_tflops: float = float("nan")) -> list[dict]:
                 note=r["variant"],
             )
         )
-    rows += autotune_facts(bench, d)
+    if autotune:
+        rows += autotune_facts(bench, d)
     for (w, b), v in pipeline_over_fastest(bench).items():
         rows.append(
             fact("fast.pipeline_over_fastest_model_only", v, "x", scope=scope(w, b), datasets=d)
@@ -602,11 +603,9 @@ def facts(root: DataRoot):
     if root.has("bench_fast_engines"):
         pk = peak_fp16_tflops(root)
         peak = pk[0] if pk else math.nan
-        rows += bench_facts(root.load("bench_fast_engines"), peak)
-    if root.has(AUTOTUNE_DATASET):
         # the dedicated bench decides the max-autotune comparison where the root holds it
-        stock = {"fast.best_over_max_autotune", "fast.max_autotune_build_s"}
-        rows = [r for r in rows if r["key"] not in stock]
+        rows += bench_facts(root.load("bench_fast_engines"), peak, not root.has(AUTOTUNE_DATASET))
+    if root.has(AUTOTUNE_DATASET):
         rows += autotune_facts(root.load(AUTOTUNE_DATASET))
     if root.has("trace_fp8_w1_b64"):
         fp8 = root.load("trace_fp8_w1_b64")

@@ -224,12 +224,12 @@ def unit_seconds(step: Step, path: Path, plan: Plan | None = None) -> tuple[floa
     :func:`_row_seconds`), else for a sweep with ``plan`` the mean over its planned points of
     what the plan's other shipped sweeps took for the same precision, backend and batch
     (``"other sweeps"``; the nearest batch, scaled by the batch ratio, where that batch was not
-    measured), else for a bench with ``plan`` its ``est_unit_s`` (``"plan est_unit_s"``, the
-    guess its own deadline uses), else :data:`DEFAULT_UNIT_S`."""
+    measured), else for a bench with ``plan`` its spec's ``est_unit_s`` (``"plan est_unit_s"``,
+    the guess its own deadline uses), else :data:`DEFAULT_UNIT_S`."""
     import pandas as pd
 
     default = DEFAULT_UNIT_S.get(step.kind, step.est_s), "default"
-    if step.kind == "bench" and plan is not None and "est_unit_s" in (step.params or {}):
+    if step.kind == "bench" and plan is not None:
         default = bench_spec(step, plan).est_unit_s, "plan est_unit_s"
     if step.kind not in RESUMABLE:
         return default
