@@ -340,3 +340,27 @@ def test_the_autotune_bench_decides_goal_3_where_the_root_holds_it(df, tmp_path)
     assert (f.index == "fast.best_over_max_autotune").sum() == 1  # w1.0 b64 only, from t
     assert f.loc["fast.max_autotune_build_s", "value"] == 312.0
     assert v.verdict["speed_3_w0.5"] == NOT_TESTED  # the autotune bench did not time it
+
+
+def test_every_goal_names_a_point_its_plan_step_measures():
+    """A goal whose (width, batch) its dataset's plan step never measures reads "not tested" on
+    every root, whatever is collected: each rule's scope lies in its step's grid."""
+    import re
+
+    from yolo_sm.contract.plans import load_yaml
+
+    steps = {s["name"]: s for s in load_yaml("data/plans/h200.yaml")["steps"]}
+    checked = 0
+    for rule in goals.RULES + goals.SPEED_RULES:
+        m = re.fullmatch(r"width=([\d.]+), batch=(\d+)", rule.scope)
+        if m is None:
+            continue
+        width, batch = float(m.group(1)), int(m.group(2))
+        for name in rule.datasets:
+            params = steps[name]["params"]
+            if "widths" not in params:  # a step without a per-width grid (the ceilings)
+                continue
+            assert width in params["widths"], (rule.id, name, "width")
+            assert batch in params["batches"], (rule.id, name, "batch")
+            checked += 1
+    assert checked >= len(goals.SPEED_RULES)
