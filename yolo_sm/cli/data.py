@@ -64,6 +64,12 @@ def add_parser(sub) -> None:
         "whose workers offer the resource GPU=1",
     )
     c.add_argument("--status", action="store_true", help="only show which steps are done")
+    c.add_argument(
+        "--save",
+        action="store_true",
+        help="with --status: also save the GPU seconds per step (spent, left, per phase) as "
+        "the root's collection_time table, a snapshot later collections are compared with",
+    )
     c.set_defaults(run=run)
 
     r = sub.add_parser("render", help="execute the notebooks and render them into a static site")
@@ -141,6 +147,8 @@ def collect(args) -> int:
     if args.model:
         plan = dataclasses.replace(plan, model=values.text(args.model, "--model"))
     out_dir = Path(values.text(args.out, "--out"))
+    if args.save and not args.status:
+        raise UserError("--save goes with --status (it saves what --status shows)")
     if args.status:
         table = plans.status(plan, out_dir)
         print(table.to_string(index=False))
@@ -153,6 +161,15 @@ def collect(args) -> int:
             print(
                 f"left: about {left / 60:.1f} min of GPU time by these estimates "
                 f"({sum(table.state != 'done')} step(s) not done)"
+            )
+        if args.save:
+            from yolo_sm.collect import collection_time
+
+            output(out_dir, folder=True)
+            saved = collection_time.save(plan, out_dir, table)
+            print(
+                f"saved {out_dir / collection_time.FILE}: {len(saved)} steps, "
+                f"{saved.plan_s.sum():.0f} s of GPU time for the whole plan"
             )
         return 0
     minutes = args.max_minutes

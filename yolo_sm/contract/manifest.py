@@ -19,7 +19,7 @@ from pathlib import Path
 
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.gpu_time import check_gpu_seconds
-from yolo_sm.contract.schema import SCHEMAS, validate
+from yolo_sm.contract.schema import DERIVED, SCHEMAS, validate
 from yolo_sm.contract.store import (
     atomic_file,
     inside,
@@ -79,9 +79,10 @@ MACHINE_KEYS = ("gpu_uuid", "gpu_name", "sm_count", "driver", "cpu_model")
 def machine_of(datasets: dict) -> dict:
     """The machine a root's datasets describe: per field of :data:`MACHINE_KEYS`, the sorted
     distinct values of the datasets measured on a GPU (all datasets where none was), so a root
-    measured on two GPUs says so (two ``gpu_uuid`` values). Written as the manifest's
+    measured on two GPUs says so (two ``gpu_uuid`` values). Tables derived from the others
+    (:data:`yolo_sm.contract.schema.DERIVED`) describe no machine of their own. Written as the manifest's
     ``machine`` entry by :func:`register`."""
-    provs = [d.get("provenance", {}) for d in datasets.values()]
+    provs = [d.get("provenance", {}) for d in datasets.values() if d.get("kind") not in DERIVED]
     provs = [p for p in provs if p.get("gpu_name")] or provs
     out = {}
     for key in MACHINE_KEYS:

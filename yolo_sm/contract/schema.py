@@ -1013,3 +1013,38 @@ SCHEMAS["int8_kernels"] = {
 REQUIRED["int8_kernels"] = ("width", "batch", "scope", "layer", "kernel", "status", "median_ms")
 TEXT = TEXT | {"tile"}
 NUMBER = NUMBER | {"index", "kernel_size", "in_h", "in_w", "ops", "tops", "kernel_convs"}
+
+
+# --- the GPU time a collection plan costs (collect --status --save) ---------------------------
+#: the dataset name (and file stem) of a root's collection time table
+COLLECTION_TIME = "collection_time"
+#: kinds of tables derived from a root's other datasets (their rows carry those datasets'
+#: provenance, several values joined in one text where a step ran on several machines)
+DERIVED = (COLLECTION_TIME,)
+SCHEMAS[COLLECTION_TIME] = {
+    "step": "the plan step",
+    "kind": "the step's kind",
+    "state": "done, partial, missing, or another state collect --status gives",
+    "rows": "rows the step's table holds (empty without a table)",
+    "spent_s": "GPU seconds the step's table took: recorded in the manifest, else estimated "
+    "from its rows or the plan's est_s (spent_source says which); 0 without a table",
+    "spent_source": "recorded, estimated (rows), estimated (plan est_s), or empty",
+    "left_s": "GPU seconds the step still needs by collect --status's estimate (missing points "
+    "or units at the pace the table measured, else the plan's estimate); 0 when done",
+    "left_source": "where left_s comes from (measured, measured (by width), other sweeps, plan "
+    "est_s, ...), empty when done",
+    "plan_s": "spent_s + left_s: the whole step's GPU seconds as this root's tables say",
+    "build_s": "recorded seconds building engines (export, compile, capture, check); empty "
+    "where the step has no record",
+    "warmup_s": "recorded seconds of warm-up calls; empty without a record",
+    "timed_s": "recorded seconds of timed calls; empty without a record",
+    "profile_s": "recorded seconds of profiler passes; empty without a record",
+    "other_s": "recorded seconds of the rest (model builds, provenance, writing tables); empty "
+    "without a record",
+    "runs": "runs of the step the record sums (empty without a record)",
+}
+REQUIRED[COLLECTION_TIME] = ("step", "kind", "state", "spent_s", "left_s", "plan_s")
+KIND_TYPES[COLLECTION_TIME] = {
+    **{c: "text" for c in ("step", "kind", "state", "spent_source", "left_source")},
+    **{c: "number" for c in ("rows", "runs")},
+}

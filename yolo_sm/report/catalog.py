@@ -9,6 +9,7 @@ import pandas as pd
 
 from yolo_sm.analyse import batch as analyse_batch
 from yolo_sm.analyse import claims as analyse_claims
+from yolo_sm.analyse import collection_time as analyse_collection
 from yolo_sm.analyse import compare as analyse_compare
 from yolo_sm.analyse import fast as analyse_fast
 from yolo_sm.analyse import heatmaps as analyse_heatmaps
@@ -79,6 +80,7 @@ SOURCES.append((goals.RULES, analyse_fast.facts))
 # the speed goals read the fast-engines facts (above) and the 8-bit bench's goal facts
 SOURCES.append((goals.SPEED_RULES, analyse_p8.goal_facts_of))
 SOURCES.append((fast.RULES, analyse_fast.facts))
+SOURCES.append((fast.COLLECTION_RULES, analyse_collection.facts))
 SOURCES.append((findings_primer.RULES, analyse_primer.facts))
 SOURCES.append((findings_heatmaps.RULES, analyse_heatmaps.facts))
 SOURCES.append((findings_width.RULES, analyse_scaling.facts))
@@ -103,4 +105,6 @@ def pair_verdict_table(a: DataRoot, b: DataRoot) -> pd.DataFrame:
 
 
 PAIR_SOURCES.append((findings_compare.RULES, analyse_compare.facts))
+# speed goal 4: b's collection against a's (a the baseline)
+PAIR_SOURCES.append((goals.COLLECTION_RULES, analyse_collection.pair_facts))
 SOURCES.append((findings_shapes.RULES, analyse_shapes.facts))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from yolo_sm.analyse import collection_time as collection
 from yolo_sm.analyse import compile_cache, fast, fast_recommend
 from yolo_sm.analyse.fast import engines, variant_order
 from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.contract.schema import COLLECTION_TIME
 from yolo_sm.report import plots, tables
 from yolo_sm.report.colors import TEMPLATE
 from yolo_sm.report.sections import Note, needs
@@ -236,3 +238,28 @@ def compile_builds(root: DataRoot):
     """The cold and the warm torch.compile build of each mode, side by side
     (:func:`yolo_sm.analyse.compile_cache.builds`)."""
     return tables.show(compile_cache.builds(root.load(compile_cache.DATASET)))
+
+
+#: the columns of one snapshot shown per step
+COLLECTION_COLUMNS = (
+    "step", "kind", "state", "spent_s", "spent_source", "left_s", "left_source", "plan_s",
+)  # fmt: skip
+
+
+@needs(COLLECTION_TIME)
+def collection_steps(root: DataRoot, baseline: DataRoot | None = None):
+    """Per plan step the GPU seconds of ``root``'s collection_time snapshot (spent, left and
+    their sum); with a ``baseline`` root that has one too, both side by side with the ratio
+    (:func:`yolo_sm.analyse.collection_time.side_by_side`)."""
+    snap = collection.snapshot(root)
+    base = collection.snapshot(baseline) if baseline is not None else None
+    if base is None or baseline.path.resolve() == root.path.resolve():
+        return tables.show(snap[list(COLLECTION_COLUMNS)])
+    return tables.show(collection.side_by_side(base, snap))
+
+
+@needs(COLLECTION_TIME)
+def collection_phases(root: DataRoot):
+    """Where the recorded collection seconds went, per phase
+    (:func:`yolo_sm.analyse.collection_time.phases`)."""
+    return tables.show(collection.phases(collection.snapshot(root)))

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from yolo_sm.analyse import fast
+from yolo_sm.analyse import collection_time, fast
 from yolo_sm.analyse import precision_8bit as p8
-from yolo_sm.analyse.facts import concat
+from yolo_sm.analyse.facts import concat, facts_table
 from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.contract.schema import COLLECTION_TIME
 from yolo_sm.report.rules import Rule, check_unique, evaluate
 
 #: the widths the targets name (the bench plan's widths)
@@ -192,6 +193,25 @@ def _speed_rules():
     # the warm build within 60 s is the finding fast_warm_compile_fast (one rule per fact)
 
 
+#: Speed goal 4: collecting the plan at half the GPU time of a baseline root's snapshot (a
+#: rule over two roots: the candidate's collection_time against the baseline's).
+COLLECTION_RULES: tuple[Rule, ...] = check_unique(
+    (
+        Rule(
+            id="speed_4",
+            statement="Collecting the whole plan takes at most half the GPU time the baseline "
+            "root's snapshot says (seconds spent plus those estimated left, each step scaled to "
+            "the whole as collect --status scales it)",
+            fact="collection.plan_s_over_baseline",
+            op="<=",
+            threshold=0.5,
+            unit="x",
+            datasets=(COLLECTION_TIME,),
+            group=SPEED_GROUP,
+        ),
+    )
+)
+
 #: One rule per check of the four targets.
 RULES: tuple[Rule, ...] = check_unique(_rules())
 #: One rule per check of the speed goals.
@@ -211,3 +231,11 @@ def verdicts(root: DataRoot) -> pd.DataFrame:
 def speed_verdicts(root: DataRoot) -> pd.DataFrame:
     """The speed goals' verdict table for ``root``."""
     return evaluate(SPEED_RULES, facts(root), root.name)
+
+
+def collection_verdicts(root: DataRoot, baseline: DataRoot | None) -> pd.DataFrame:
+    """Speed goal 4's verdict table: ``root``'s collection_time snapshot against
+    ``baseline``'s ("not tested" without a baseline, or where either lacks a snapshot, or
+    when the baseline is ``root`` itself)."""
+    found = facts_table([]) if baseline is None else collection_time.pair_facts(baseline, root)
+    return evaluate(COLLECTION_RULES, found, root.name)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from yolo_sm.analyse import fast
+from yolo_sm.analyse import collection_time, fast
 from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.contract.schema import COLLECTION_TIME
 from yolo_sm.report.rules import Rule, check_unique, evaluate, rule_maker
 
 BENCH = ("bench_fast_engines",)
@@ -153,6 +154,29 @@ RULES: tuple[Rule, ...] = check_unique(
 )
 
 
+#: Findings on what collecting the root cost (its collection_time snapshot).
+COLLECTION_RULES: tuple[Rule, ...] = check_unique(
+    (
+        _make(
+            "collection_build_dominates",
+            "Building engines (export, compile, capture, numerical check) takes at least half "
+            "of the GPU time of the collection steps whose seconds are recorded",
+            "collection.build_share_pct",
+            ">=",
+            50.0,
+            "%",
+            (COLLECTION_TIME,),
+            partly=30.0,
+        ),
+    )
+)
+
+
 def verdicts(root: DataRoot) -> pd.DataFrame:
     """The findings' verdict table for ``root``."""
     return evaluate(RULES, fast.facts(root), root.name)
+
+
+def collection_verdicts(root: DataRoot) -> pd.DataFrame:
+    """The collection findings' verdict table for ``root``."""
+    return evaluate(COLLECTION_RULES, collection_time.facts(root), root.name)

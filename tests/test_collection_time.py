@@ -1,0 +1,147 @@
+"""What collecting a root costs: the collection_time snapshot (collect --status --save), its
+facts, the build-share finding and speed goal 4 (a collection against a baseline's)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from yolo_sm.analyse import collection_time as ct
+from yolo_sm.cli.main import main
+from yolo_sm.contract.datasets import open_root
+from yolo_sm.contract.schema import COLLECTION_TIME, validate
+from yolo_sm.report import goals
+from yolo_sm.report.findings import fast as findings
+from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED
+
+PLAN = "data/plans/h200.yaml"
+
+
+def _snapshot(rows):
+    """A snapshot from (step, spent_s, left_s, build_s or None) tuples; recorded where build_s
+    is given (its other phases zero, the rest of spent_s in other_s)."""
+    out = []
+    for step, spent, left, build in rows:
+        rec = build is not None
+        out.append(
+            {
+                "step": step, "kind": "sweep", "state": "done" if not left else "partial",
+                "rows": 10, "spent_s": spent, "spent_source": "recorded" if rec else
+                "estimated (rows)", "left_s": left, "left_source": "measured" if left else "",
+                "plan_s": spent + left, "build_s": build if rec else None,
+                "warmup_s": 0.0 if rec else None, "timed_s": 0.0 if rec else None,
+                "profile_s": 0.0 if rec else None, "other_s": spent - build if rec else None,
+                "runs": 1 if rec else None,
+            }
+        )  # fmt: skip
+    return pd.DataFrame(out)
+
+
+def _root(make_root, name, df):
+    folder = make_root(name, [COLLECTION_TIME])
+    df.to_parquet(folder / f"{COLLECTION_TIME}.parquet", index=False)
+    return open_root(str(folder))
+
+
+BASE = [("a", 100.0, 0.0, 80.0), ("b", 300.0, 100.0, None), ("c", 50.0, 0.0, 10.0)]
+
+
+def test_the_shipped_snapshot_is_one_row_per_plan_step_and_adds_up():
+    from yolo_sm.contract.plans import load_yaml
+
+    df = open_root("h200").load(COLLECTION_TIME)
+    steps = [s["name"] for s in load_yaml(PLAN)["steps"]]
+    assert list(df.step) == steps
+    assert (df.plan_s - df.spent_s - df.left_s).abs().max() < 1e-9
+    rec = df[df.spent_source == "recorded"]
+    phases = rec[[f"{p}_s" for p in ("build", "warmup", "timed", "profile", "other")]].sum(axis=1)
+    assert (phases - rec.spent_s).abs().max() < 0.005  # a record's phases sum to its total
+    assert df[df.spent_source != "recorded"].build_s.isna().all()
+
+
+def test_phases_and_facts_read_the_recorded_steps_only(make_root):
+    root = _root(make_root, "r", _snapshot(BASE))
+    ph = ct.phases(ct.snapshot(root)).set_index("phase")
+    assert ph.loc["build", "seconds"] == 90.0
+    assert ph.loc["build", "share_pct"] == pytest.approx(100 * 90 / 150)
+    assert ph.loc["other", "seconds"] == 60.0
+    f = ct.facts(root).set_index("key").value
+    assert f["collection.plan_s"] == 550.0 and f["collection.left_s"] == 100.0
+    assert f["collection.recorded_share_pct"] == pytest.approx(100 * 150 / 450)
+
+
+@pytest.mark.parametrize("build, verdict", [(80.0, HOLDS), (40.0, "partly"), (10.0, FAILS)])
+def test_the_build_share_finding_flips(make_root, build, verdict):
+    root = _root(make_root, "r", _snapshot([("a", 100.0, 0.0, build)]))
+    v = findings.collection_verdicts(root).set_index("id").verdict
+    assert v["fast_collection_build_dominates"] == verdict
+
+
+@pytest.mark.parametrize("scale, verdict", [(0.5, HOLDS), (0.45, HOLDS), (0.6, FAILS)])
+def test_speed_goal_4_flips_with_the_candidates_seconds(make_root, scale, verdict):
+    base = _root(make_root, "base", _snapshot(BASE))
+    cand = [(s, spent * scale, left * scale, None) for s, spent, left, _ in BASE]
+    cand = _root(make_root, "cand", _snapshot(cand + [("new", 999.0, 0.0, None)]))
+    v = goals.collection_verdicts(cand, base).set_index("id")
+    assert v.loc["speed_4", "verdict"] == verdict
+    assert v.loc["speed_4", "measured"] == pytest.approx(scale)  # over the steps both hold
+    facts = ct.pair_facts(base, cand).set_index("key").value
+    assert facts["collection.steps_compared"] == 3
+
+
+def test_speed_goal_4_needs_two_roots_with_snapshots(make_root):
+    base = _root(make_root, "base", _snapshot(BASE))
+    other = open_root(str(make_root("plain", ["ceilings"])))
+    for cand, b in ((base, None), (base, base), (other, base), (base, other)):
+        assert goals.collection_verdicts(cand, b).verdict.tolist() == [NOT_TESTED]
+
+
+def test_side_by_side_keeps_steps_of_either_snapshot():
+    cand = _snapshot([("b", 100.0, 0.0, None), ("z", 5.0, 0.0, None)])
+    m = ct.side_by_side(_snapshot(BASE[:2]), cand)
+    assert list(m.step) == ["a", "b", "z"]
+    assert m.set_index("step").ratio.loc["b"] == pytest.approx(0.25)
+    assert m.ratio.isna().tolist() == [True, False, True]
+
+
+def test_status_save_writes_and_registers_the_snapshot(make_root, capsys):
+    folder = make_root("r", ["sweep_1280", "ceilings", "techniques"])
+    assert main(["collect", "--plan", PLAN, "--out", str(folder), "--status", "--save"]) == 0
+    assert "saved" in capsys.readouterr().out
+    manifest = json.loads((folder / "manifest.json").read_text())
+    entry = manifest["datasets"][COLLECTION_TIME]
+    assert entry["kind"] == COLLECTION_TIME and "--status --save" in entry["command"]
+    # the provenance of the steps' own datasets (the GPU they ran on), not this host's
+    assert entry["provenance"]["gpu_name"] == "NVIDIA H200" and entry["provenance"]["torch"]
+    df = validate(pd.read_parquet(folder / entry["file"]), COLLECTION_TIME)
+    by = df.set_index("step")
+    src = open_root("h200").info("sweep_1280")["gpu_seconds"]
+    assert by.loc["sweep_1280", "spent_s"] == pytest.approx(src["total"])
+    assert by.loc["sweep_1280", "build_s"] == pytest.approx(src["build"])
+    assert by.loc["sweep_fp16_nhwc", "state"] == "missing"
+    assert by.loc["sweep_fp16_nhwc", "spent_s"] == 0 and by.loc["sweep_fp16_nhwc", "left_s"] > 0
+
+
+def test_save_without_status_is_one_sentence(tmp_path, capsys):
+    rc = main(["collect", "--plan", PLAN, "--out", str(tmp_path / "r"), "--save"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "--save goes with --status" in err and "Traceback" not in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_snapshot_names_no_machine_of_its_own():
+    from yolo_sm.contract.manifest import machine_of
+
+    datasets = {
+        "s": {"kind": "sweep", "provenance": {"gpu_name": "G", "gpu_uuid": "X"}},
+        COLLECTION_TIME: {
+            "kind": COLLECTION_TIME,
+            "provenance": {"gpu_name": "G", "gpu_uuid": ["X", "X, Y"]},
+        },
+    }
+    assert machine_of(datasets)["gpu_uuid"] == ["X"]
+    manifest = json.loads((open_root("h200").path / "manifest.json").read_text())
+    assert not any(", " in u for u in manifest["machine"]["gpu_uuid"])

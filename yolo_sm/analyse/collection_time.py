@@ -1,0 +1,105 @@
+"""What collecting a root costs in GPU time, from its ``collection_time`` snapshot (written by
+``yolo-sm collect --status --save``): per step the seconds its table took and the seconds it
+still needs, so the whole plan's cost; where the recorded seconds went by phase; and one
+root's plan against another's (a collection with faster code against the baseline it is
+meant to beat).
+
+A snapshot of a root re-collected in part (a sample of every step) scales each step to the
+whole plan the way ``collect --status`` does: the missing points or units at the pace the
+sample measured. Two snapshots of the same plan compare step by step."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from yolo_sm.analyse.facts import fact, facts_table
+from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.contract.gpu_time import PHASES
+from yolo_sm.contract.schema import COLLECTION_TIME
+
+PREFIX = "collection."
+#: the phase columns of a snapshot, in order
+PHASE_COLUMNS = tuple(f"{p}_s" for p in (*PHASES, "other"))
+RECORDED = "recorded"
+
+
+def snapshot(root: DataRoot) -> pd.DataFrame | None:
+    """``root``'s collection_time table, None where the root has none."""
+    return root.load(COLLECTION_TIME) if root.has(COLLECTION_TIME) else None
+
+
+def phases(df: pd.DataFrame) -> pd.DataFrame:
+    """Where the recorded seconds went: one row per phase (``phase``, ``seconds``,
+    ``share_pct`` of the recorded steps' total) over the steps whose seconds are recorded."""
+    rec = df[df["spent_source"] == RECORDED]
+    total = float(rec["spent_s"].sum())
+    rows = []
+    for col in PHASE_COLUMNS:
+        sec = float(rec[col].fillna(0.0).sum()) if col in rec else 0.0
+        rows.append(
+            {
+                "phase": col.removesuffix("_s"),
+                "seconds": sec,
+                "share_pct": 100 * sec / total if total > 0 else float("nan"),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def side_by_side(base: pd.DataFrame, cand: pd.DataFrame) -> pd.DataFrame:
+    """Two snapshots per step (outer join on ``step``): ``plan_s_base`` / ``plan_s_cand``,
+    their states, and ``ratio`` (candidate over baseline; NaN unless both hold the step)."""
+    cols = ["step", "kind", "state", "spent_s", "left_s", "plan_s"]
+    m = base[cols].merge(cand[cols], on="step", how="outer", suffixes=("_base", "_cand"))
+    m["kind"] = m.pop("kind_base").fillna(m.pop("kind_cand"))
+    m["ratio"] = m["plan_s_cand"] / m["plan_s_base"]
+    order = list(base["step"]) + [s for s in cand["step"] if s not in set(base["step"])]
+    return m.set_index("step").loc[order].reset_index()
+
+
+def facts(root: DataRoot) -> pd.DataFrame:
+    """Facts of ``root``'s snapshot (none without one). Keys (scope empty):
+    ``collection.plan_s`` (the whole plan, s), ``collection.spent_s`` / ``left_s``,
+    ``collection.recorded_share_pct`` (% of the spent seconds that the manifest records
+    rather than estimates), ``collection.build_share_pct`` (% of the recorded seconds spent
+    building engines)."""
+    df = snapshot(root)
+    if df is None or not len(df):
+        return facts_table([])
+    ds = (f"{root.name}/{COLLECTION_TIME}",)
+    spent = float(df["spent_s"].sum())
+    recorded = float(df.loc[df["spent_source"] == RECORDED, "spent_s"].sum())
+    build = phases(df).set_index("phase").loc["build", "share_pct"]
+    rows = [
+        fact(PREFIX + "plan_s", float(df["plan_s"].sum()), "s", datasets=ds),
+        fact(PREFIX + "spent_s", spent, "s", datasets=ds),
+        fact(PREFIX + "left_s", float(df["left_s"].sum()), "s", datasets=ds),
+        fact(
+            PREFIX + "recorded_share_pct",
+            100 * recorded / spent if spent else None,
+            "%",
+            datasets=ds,
+        ),
+        fact(PREFIX + "build_share_pct", build, "%", datasets=ds),
+    ]
+    return facts_table(rows)
+
+
+def pair_facts(base: DataRoot, cand: DataRoot) -> pd.DataFrame:
+    """Facts of a candidate root's snapshot against a baseline root's (none unless both
+    have one, or when they are the same folder): ``collection.plan_s_over_baseline`` (the
+    candidate's whole-plan seconds over the baseline's, over the steps both snapshots hold)
+    and ``collection.steps_compared``."""
+    a, b = snapshot(base), snapshot(cand)
+    if a is None or b is None or base.path.resolve() == cand.path.resolve():
+        return facts_table([])
+    m = side_by_side(a, b)
+    both = m[m["plan_s_base"].notna() & m["plan_s_cand"].notna()]
+    ds = (f"{base.name}/{COLLECTION_TIME}", f"{cand.name}/{COLLECTION_TIME}")
+    den = float(both["plan_s_base"].sum())
+    ratio = float(both["plan_s_cand"].sum()) / den if den else None
+    rows = [
+        fact(PREFIX + "plan_s_over_baseline", ratio, "x", datasets=ds),
+        fact(PREFIX + "steps_compared", len(both), "steps", datasets=ds),
+    ]
+    return facts_table(rows)

@@ -1,0 +1,111 @@
+"""The GPU time a collection plan costs, saved as a table of its dataset root
+(``yolo-sm collect --status --save``): one row per plan step, the seconds its table took
+(recorded per phase in the manifest, else estimated from its rows), the seconds it still needs
+by :func:`yolo_sm.collect.plans.status`'s estimate, and their sum, the step's whole cost.
+
+Saved, the table is a snapshot: it keeps what the root's tables said when it was taken, so a
+later collection (a sample of every step, re-collected with faster code into another root)
+can be compared with it (:mod:`yolo_sm.analyse.collection_time`). The analysis layer reads it
+without the plan machinery, which needs the collect layer."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from yolo_sm.collect.plans import status
+from yolo_sm.contract.gpu_time import PHASES
+from yolo_sm.contract.manifest import (
+    PROVENANCE_FIELDS,
+    read_manifest,
+    recorded_gpu_seconds,
+    register,
+)
+from yolo_sm.contract.plans import Plan
+from yolo_sm.contract.schema import COLLECTION_TIME
+from yolo_sm.contract.scrub import shown_path
+from yolo_sm.contract.store import write_atomic
+
+FILE = f"{COLLECTION_TIME}.parquet"
+DESCRIPTION = (
+    "The GPU seconds of every step of the plan that made this root, as its tables said when "
+    "this snapshot was taken (collect --status --save): spent (recorded per phase in the "
+    "manifest, else estimated from the rows), left (the estimate for what is not measured "
+    "yet) and their sum per step."
+)
+
+
+def table(plan: Plan, out_dir: str | os.PathLike, st: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per step of ``plan`` over the root ``out_dir``: the columns of the
+    ``collection_time`` schema (:data:`yolo_sm.contract.schema.SCHEMAS`); each row's
+    provenance columns are those of the step's dataset (the machine and software stack its
+    seconds were spent on, ``prov_date_utc`` its last measurement), empty for a step without
+    a table. ``st``: :func:`yolo_sm.collect.plans.status` of the two, when the caller has it
+    already."""
+    out_dir = Path(out_dir)
+    st = status(plan, out_dir) if st is None else st
+    rows = []
+    for s, r in zip(plan.steps, st.itertuples(index=False), strict=True):
+        rec = recorded_gpu_seconds(out_dir, s.name, s.out) if r.gpu_s_source == "recorded" else None
+        # a record's own total (status rounds it for display)
+        spent = rec["total"] if rec else float(r.gpu_s) if pd.notna(r.gpu_s) else 0.0
+        left = float(r.est_left_s or 0.0)
+        row = {
+            "step": s.name,
+            "kind": s.kind,
+            "state": r.state,
+            "rows": r.rows,
+            "spent_s": spent,
+            "spent_source": r.gpu_s_source,
+            "left_s": left,
+            "left_source": r.est_source,
+            "plan_s": spent + left,
+        }
+        for p in (*PHASES, "other"):
+            row[f"{p}_s"] = rec[p] if rec else float("nan")
+        row["runs"] = rec["runs"] if rec else float("nan")
+        rows.append(row)
+    df = pd.DataFrame(rows).astype({"rows": "Int64"})
+    entries = read_manifest(out_dir, repair=True).get("datasets", {})
+    for f in PROVENANCE_FIELDS:
+        df[f"prov_{f}"] = [_text(_provenance(entries, s.name).get(f)) for s in plan.steps]
+    df["prov_date_utc"] = [_provenance(entries, s.name).get("date_utc_last") for s in plan.steps]
+    return df
+
+
+def _provenance(entries: dict, name: str) -> dict:
+    """The provenance of dataset ``name``'s manifest entry (empty without one)."""
+    return (entries.get(name) or {}).get("provenance") or {}
+
+
+def _text(value):
+    """A provenance value as one text (a list of several joined), None when absent."""
+    if value is None or value == []:
+        return None
+    return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def save(
+    plan: Plan,
+    out_dir: str | os.PathLike,
+    st: pd.DataFrame | None = None,
+    command: str | None = None,
+) -> pd.DataFrame:
+    """Write :func:`table` into ``out_dir`` as ``collection_time.parquet`` (atomically) and
+    register it in the root's manifest (``command``: the command recorded, by default the
+    one that saves it as a user would type it, paths relative to the working folder); returns
+    the table."""
+    out_dir = Path(out_dir)
+    df = table(plan, out_dir, st)
+    if command is None:
+        command = (
+            f"yolo-sm collect --plan {shown_path(str(Path(plan.path or plan.name).absolute()))} "
+            f"--out {shown_path(str(out_dir.absolute()))}"
+            + (f" --model {plan.model}" if plan.model else "")
+            + " --status --save"
+        )
+    write_atomic(df, out_dir / FILE, {"plan": plan.name})
+    register(out_dir, COLLECTION_TIME, FILE, COLLECTION_TIME, DESCRIPTION, command)
+    return df
