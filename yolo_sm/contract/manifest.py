@@ -80,8 +80,8 @@ def machine_of(datasets: dict) -> dict:
     """The machine a root's datasets describe: per field of :data:`MACHINE_KEYS`, the sorted
     distinct values of the datasets measured on a GPU (all datasets where none was), so a root
     measured on two GPUs says so (two ``gpu_uuid`` values). Tables derived from the others
-    (:data:`yolo_sm.contract.schema.DERIVED`) describe no machine of their own. Written as the manifest's
-    ``machine`` entry by :func:`register`."""
+    (:data:`yolo_sm.contract.schema.DERIVED`) describe no machine of their own. Written as the
+    manifest's ``machine`` entry by :func:`register`."""
     provs = [d.get("provenance", {}) for d in datasets.values() if d.get("kind") not in DERIVED]
     provs = [p for p in provs if p.get("gpu_name")] or provs
     out = {}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from yolo_sm.analyse import collection_time as collection
-from yolo_sm.analyse import compile_cache, fast, fast_recommend
+from yolo_sm.analyse import compile_cache, fast, fast_gap, fast_recommend
 from yolo_sm.analyse.fast import engines, variant_order
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.schema import COLLECTION_TIME
@@ -263,3 +263,11 @@ def collection_phases(root: DataRoot):
     """Where the recorded collection seconds went, per phase
     (:func:`yolo_sm.analyse.collection_time.phases`)."""
     return tables.show(collection.phases(collection.snapshot(root)))
+
+
+@needs(BENCH)
+def pipeline_gap(root: DataRoot):
+    """Speed goal 1's ratio per unit as its two factors: the pipeline over the engine it wraps,
+    that engine over the fastest (:func:`yolo_sm.analyse.fast_gap.pipeline_gap`)."""
+    # the engine it wraps is named in the pipeline variant: one column fewer on the page
+    return tables.show(fast_gap.pipeline_gap(root.load(BENCH)).drop(columns="own_engine"))

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from yolo_sm.analyse import collection_time, fast
+from yolo_sm.analyse import collection_time, fast, fast_gap
+from yolo_sm.analyse.facts import concat
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.schema import COLLECTION_TIME
+from yolo_sm.report.goals import PIPELINE_OVER_FASTEST
 from yolo_sm.report.rules import Rule, check_unique, evaluate, rule_maker
 
 BENCH = ("bench_fast_engines",)
@@ -154,6 +156,24 @@ RULES: tuple[Rule, ...] = check_unique(
 )
 
 
+#: What holds the pipeline below speed goal 1 (:mod:`yolo_sm.analyse.fast_gap`).
+GAP_RULES: tuple[Rule, ...] = check_unique(
+    (
+        _finding(
+            "pipeline_engine_caps_goal_1",
+            "In every unit with a pipeline row, the engine the frames-to-boxes pipeline wraps "
+            f"delivers under {PIPELINE_OVER_FASTEST:g}x the model-only img/s of the fastest "
+            "engine of the same model and batch: no pre- or post-processing brings the "
+            "pipeline to speed goal 1 around that engine",
+            "pipeline_engine_over_fastest_max",
+            "<",
+            PIPELINE_OVER_FASTEST,
+            "x",
+            BENCH,
+        ),
+    )
+)
+
 #: Findings on what collecting the root cost (its collection_time snapshot).
 COLLECTION_RULES: tuple[Rule, ...] = check_unique(
     (
@@ -173,8 +193,8 @@ COLLECTION_RULES: tuple[Rule, ...] = check_unique(
 
 
 def verdicts(root: DataRoot) -> pd.DataFrame:
-    """The findings' verdict table for ``root``."""
-    return evaluate(RULES, fast.facts(root), root.name)
+    """The findings' verdict table for ``root`` (:data:`RULES` and :data:`GAP_RULES`)."""
+    return evaluate(RULES + GAP_RULES, concat(fast.facts(root), fast_gap.facts(root)), root.name)
 
 
 def collection_verdicts(root: DataRoot) -> pd.DataFrame:
