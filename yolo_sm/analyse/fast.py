@@ -37,9 +37,9 @@ def variant_order(bench) -> list[str]:
     return list(dict.fromkeys(bench["variant"]))
 
 
-def side_by_side(bench):
+def side_by_side(bench, extra: tuple[str, ...] = ()):
     """One row per (width, batch, variant) in run order: status, img/s, ratio to the baseline,
-    p50 / p99 latency, build seconds."""
+    p50 / p99 latency, build seconds, then the ``extra`` columns the table has."""
     cols = [
         c
         for c in (
@@ -54,6 +54,7 @@ def side_by_side(bench):
             "median_ms",
             "p99_ms",
             "build_s",
+            *extra,
         )
         if c in bench
     ]

@@ -271,3 +271,12 @@ def pipeline_gap(root: DataRoot):
     that engine over the fastest (:func:`yolo_sm.analyse.fast_gap.pipeline_gap`)."""
     # the engine it wraps is named in the pipeline variant: one column fewer on the page
     return tables.show(fast_gap.pipeline_gap(root.load(BENCH)).drop(columns="own_engine"))
+
+
+@needs(fast.AUTOTUNE_DATASET)
+def autotune_runs(root: DataRoot):
+    """Speed goal 3's runs: per width, every engine of the autotune bench in run order with
+    its img/s, ratio to the eager baseline of the same process, latency and build seconds
+    (max-autotune's include its autotuning); a failed engine's row says why."""
+    side = fast.side_by_side(root.load(fast.AUTOTUNE_DATASET), ("compile_cache", "message"))
+    return tables.show(side.drop(columns=["family", "scope"], errors="ignore"))
