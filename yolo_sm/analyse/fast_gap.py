@@ -45,7 +45,7 @@ def pipeline_gap(bench: pd.DataFrame) -> pd.DataFrame:
         if m.empty:
             continue
         p, f = g.loc[g["img_per_s"].idxmax()], m.loc[m["img_per_s"].idxmax()]
-        own = float(p["model_only_img_per_s"])
+        own = float(p.get("model_only_img_per_s", float("nan")))
         rows.append(
             {
                 "width": w,
