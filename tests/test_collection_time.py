@@ -145,3 +145,10 @@ def test_a_snapshot_names_no_machine_of_its_own():
     assert machine_of(datasets)["gpu_uuid"] == ["X"]
     manifest = json.loads((open_root("h200").path / "manifest.json").read_text())
     assert not any(", " in u for u in manifest["machine"]["gpu_uuid"])
+
+
+def test_a_snapshot_leaves_the_roots_machine_line_as_it_was(make_root):
+    names = ["ncu_width_b8", "model_layers"]
+    without = open_root(str(make_root("a", names))).machine()
+    with_it = open_root(str(make_root("b", [*names, COLLECTION_TIME]))).machine()
+    assert with_it == without  # the snapshot's union of steps' versions is no machine

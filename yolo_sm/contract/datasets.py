@@ -16,7 +16,7 @@ from pathlib import Path
 
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import Plan, load_plan
-from yolo_sm.contract.schema import validate
+from yolo_sm.contract.schema import DERIVED, validate
 from yolo_sm.contract.store import inside, read_frame
 
 
@@ -165,10 +165,12 @@ class DataRoot:
         """What the root was measured on: per field of :data:`MACHINE_FIELDS`, the value its
         datasets agree on (several values joined by ", "), plus ``date_utc_first`` / ``_last``.
         Where some datasets were measured on a GPU, only those count: a table counted on
-        another host (the shape-only model table) does not describe the root's machine."""
+        another host (the shape-only model table) does not describe the root's machine; nor
+        does a table derived from the others (:data:`yolo_sm.contract.schema.DERIVED`)."""
         values: dict[str, set] = {f: set() for f in MACHINE_FIELDS}
         dates = []
-        provs = [e.get("provenance", {}) for e in self.entries().values()]
+        entries = self.entries().values()
+        provs = [e.get("provenance", {}) for e in entries if e.get("kind") not in DERIVED]
         on_gpu = [p for p in provs if p.get("gpu_name")]
         for prov in on_gpu or provs:
             for f in MACHINE_FIELDS:
