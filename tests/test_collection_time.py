@@ -109,7 +109,8 @@ def test_side_by_side_keeps_steps_of_either_snapshot():
 def test_status_save_writes_and_registers_the_snapshot(make_root, capsys):
     folder = make_root("r", ["sweep_1280", "ceilings", "techniques"])
     assert main(["collect", "--plan", PLAN, "--out", str(folder), "--status", "--save"]) == 0
-    assert "saved" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "saved" in out
     manifest = json.loads((folder / "manifest.json").read_text())
     entry = manifest["datasets"][COLLECTION_TIME]
     assert entry["kind"] == COLLECTION_TIME and "--status --save" in entry["command"]
@@ -122,6 +123,9 @@ def test_status_save_writes_and_registers_the_snapshot(make_root, capsys):
     assert by.loc["sweep_1280", "build_s"] == pytest.approx(src["build"])
     assert by.loc["sweep_fp16_nhwc", "state"] == "missing"
     assert by.loc["sweep_fp16_nhwc", "spent_s"] == 0 and by.loc["sweep_fp16_nhwc", "left_s"] > 0
+    # the status line of the whole plan is the snapshot's sum (rounded per step for display)
+    whole = float(out.split("whole plan: about ")[1].split(" s ")[0])
+    assert whole == pytest.approx(df.plan_s.sum(), abs=0.05 * len(df))
 
 
 def test_save_without_status_is_one_sentence(tmp_path, capsys):

@@ -162,6 +162,8 @@ def collect(args) -> int:
                 f"left: about {left / 60:.1f} min of GPU time by these estimates "
                 f"({sum(table.state != 'done')} step(s) not done)"
             )
+        whole = plans.gpu_totals(table)["total"] + left
+        print(f"whole plan: about {whole:.0f} s ({whole / 60:.1f} min) of GPU time, spent + left")
         if args.save:
             from yolo_sm.collect import collection_time
 
