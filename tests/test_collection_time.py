@@ -156,3 +156,13 @@ def test_a_snapshot_leaves_the_roots_machine_line_as_it_was(make_root):
     without = open_root(str(make_root("a", names))).machine()
     with_it = open_root(str(make_root("b", [*names, COLLECTION_TIME]))).machine()
     assert with_it == without  # the snapshot's union of steps' versions is no machine
+
+
+def test_parts_stack_to_each_steps_whole(make_root):
+    df = _snapshot(BASE)
+    p = ct.parts(df)
+    assert list(p.part.unique()) == list(ct.PARTS)
+    whole = p.groupby("step", sort=False).seconds.sum()
+    assert whole.to_dict() == df.set_index("step").plan_s.to_dict()
+    rec = p[p.part == ct.PARTS[0]].set_index("step").seconds
+    assert rec.to_dict() == {"a": 100.0, "b": 0.0, "c": 50.0}  # b's seconds are estimated

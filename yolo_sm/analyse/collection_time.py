@@ -46,6 +46,25 @@ def phases(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: the parts of a step's seconds (:func:`parts`), in stacking order
+PARTS = ("spent, recorded", "spent, estimated", "left, estimated")
+
+
+def parts(df: pd.DataFrame) -> pd.DataFrame:
+    """A snapshot as one row per (step, part of :data:`PARTS`) with its ``seconds``, in plan
+    order: what each step's whole cost is made of (measured and recorded, estimated for a
+    table without a record, estimated for what is not measured yet)."""
+    rec = df["spent_source"] == RECORDED
+    rows = []
+    for part, sec in zip(
+        PARTS,
+        (df["spent_s"].where(rec, 0.0), df["spent_s"].where(~rec, 0.0), df["left_s"]),
+        strict=True,
+    ):
+        rows.append(pd.DataFrame({"step": df["step"], "part": part, "seconds": sec.fillna(0.0)}))
+    return pd.concat(rows, ignore_index=True)
+
+
 def side_by_side(base: pd.DataFrame, cand: pd.DataFrame) -> pd.DataFrame:
     """Two snapshots per step (outer join on ``step``): ``plan_s_base`` / ``plan_s_cand``,
     their states, and ``ratio`` (candidate over baseline; NaN unless both hold the step)."""

@@ -8,7 +8,7 @@ from yolo_sm.analyse.fast import engines, variant_order
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.schema import COLLECTION_TIME
 from yolo_sm.report import plots, tables
-from yolo_sm.report.colors import TEMPLATE
+from yolo_sm.report.colors import TEMPLATE, color_map
 from yolo_sm.report.sections import Note, needs
 from yolo_sm.report.style import finish
 
@@ -280,3 +280,33 @@ def autotune_runs(root: DataRoot):
     (max-autotune's include its autotuning); a failed engine's row says why."""
     side = fast.side_by_side(root.load(fast.AUTOTUNE_DATASET), ("compile_cache", "message"))
     return tables.show(side.drop(columns=["family", "scope"], errors="ignore"))
+
+
+def plot_collection(parts_table, *, title=None):
+    """Each plan step's GPU seconds as a horizontal bar, stacked by part (spent and recorded,
+    spent and estimated, left), steps in plan order from the top
+    (:func:`yolo_sm.analyse.collection_time.parts`)."""
+    import plotly.express as px
+
+    steps = list(dict.fromkeys(parts_table["step"]))
+    fig = px.bar(
+        parts_table,
+        x="seconds",
+        y="step",
+        color="part",
+        orientation="h",
+        category_orders={"step": steps, "part": list(collection.PARTS)},
+        color_discrete_map=color_map(collection.PARTS),
+        template=TEMPLATE,
+        height=160 + 18 * len(steps),
+        title=title or "GPU seconds of each plan step: spent and left",
+    )
+    fig.update_xaxes(title_text="GPU seconds")
+    fig.update_yaxes(title_text="plan step")
+    return finish(fig)
+
+
+@needs(COLLECTION_TIME)
+def collection_figure(root: DataRoot):
+    """:func:`plot_collection` of ``root``'s snapshot."""
+    return plot_collection(collection.parts(collection.snapshot(root)))
