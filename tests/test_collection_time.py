@@ -166,3 +166,12 @@ def test_parts_stack_to_each_steps_whole(make_root):
     assert whole.to_dict() == df.set_index("step").plan_s.to_dict()
     rec = p[p.part == ct.PARTS[0]].set_index("step").seconds
     assert rec.to_dict() == {"a": 100.0, "b": 0.0, "c": 50.0}  # b's seconds are estimated
+
+
+def test_a_root_without_a_snapshot_says_so_once(make_root):
+    from yolo_sm.report import fast_plots
+
+    root = open_root(str(make_root("plain", ["ceilings"])))
+    note = fast_plots.collection_steps(root)
+    assert "--status --save" in str(note)
+    assert fast_plots.collection_figure(root) is None and fast_plots.collection_phases(root) is None

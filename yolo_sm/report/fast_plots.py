@@ -11,6 +11,7 @@ from yolo_sm.report import plots, tables
 from yolo_sm.report.colors import TEMPLATE, color_map
 from yolo_sm.report.sections import Note, needs
 from yolo_sm.report.style import finish
+from yolo_sm.report.text import code
 
 
 def plot_speedup_vs_width(bench, title: str | None = None):
@@ -246,23 +247,34 @@ COLLECTION_COLUMNS = (
 )  # fmt: skip
 
 
-@needs(COLLECTION_TIME)
+def no_snapshot(root: DataRoot) -> Note:
+    """The one line a root without a collection_time snapshot shows."""
+    return Note(
+        f"The root {code(root.name)} holds no {code(COLLECTION_TIME)} snapshot: `yolo-sm collect "
+        "--plan PLAN --out ROOT --status --save` writes it from the root's manifest and tables "
+        "(no GPU needed)."
+    )
+
+
 def collection_steps(root: DataRoot, baseline: DataRoot | None = None):
     """Per plan step the GPU seconds of ``root``'s collection_time snapshot (spent, left and
     their sum); with a ``baseline`` root that has one too, both side by side with the ratio
     (:func:`yolo_sm.analyse.collection_time.side_by_side`)."""
     snap = collection.snapshot(root)
+    if snap is None:
+        return no_snapshot(root)
     base = collection.snapshot(baseline) if baseline is not None else None
     if base is None or baseline.path.resolve() == root.path.resolve():
         return tables.show(snap[list(COLLECTION_COLUMNS)])
     return tables.show(collection.side_by_side(base, snap))
 
 
-@needs(COLLECTION_TIME)
 def collection_phases(root: DataRoot):
     """Where the recorded collection seconds went, per phase
-    (:func:`yolo_sm.analyse.collection_time.phases`)."""
-    return tables.show(collection.phases(collection.snapshot(root)))
+    (:func:`yolo_sm.analyse.collection_time.phases`); None without a snapshot (the section's
+    first cell says so)."""
+    snap = collection.snapshot(root)
+    return None if snap is None else tables.show(collection.phases(snap))
 
 
 @needs(BENCH)
@@ -306,7 +318,8 @@ def plot_collection(parts_table, *, title=None):
     return finish(fig)
 
 
-@needs(COLLECTION_TIME)
 def collection_figure(root: DataRoot):
-    """:func:`plot_collection` of ``root``'s snapshot."""
-    return plot_collection(collection.parts(collection.snapshot(root)))
+    """:func:`plot_collection` of ``root``'s snapshot; None without one (the section's first
+    cell says so)."""
+    snap = collection.snapshot(root)
+    return None if snap is None else plot_collection(collection.parts(snap))
