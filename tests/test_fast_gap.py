@@ -1,4 +1,4 @@
-"""Speed goal 1's gap as two factors (yolo_sm.analyse.fast_gap) and the finding that the
+"""Speed goal 1's gap as two factors (yolo_sm.analyse.fast.pipeline_gap) and the finding that the
 pipeline's engine alone keeps the goal out of reach."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from yolo_sm.analyse import fast_gap
+from yolo_sm.analyse import fast
+from yolo_sm.analyse.facts import facts_table
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.report.findings import fast as findings
 from yolo_sm.report.rules import FAILS, HOLDS, evaluate
@@ -39,7 +40,7 @@ def _bench(compile_img_per_s: float) -> pd.DataFrame:
 
 
 def test_the_gap_is_the_product_of_its_two_factors():
-    g = fast_gap.pipeline_gap(_bench(200.0)).iloc[0]
+    g = fast.pipeline_gap(_bench(200.0)).iloc[0]
     assert g.pipeline == f"pipeline/{CG}/s3" and g.own_engine == CG
     assert g.fastest_engine == "compile/fp16/nhwc" and g.fastest_img_per_s == 200.0
     assert g.pipeline_over_own == pytest.approx(90 / 110)
@@ -49,7 +50,7 @@ def test_the_gap_is_the_product_of_its_two_factors():
 
 @pytest.mark.parametrize("compile_ips, verdict", [(200.0, HOLDS), (120.0, FAILS), (50.0, FAILS)])
 def test_the_engine_cap_finding_flips(compile_ips, verdict):
-    facts = fast_gap.gap_facts(fast_gap.pipeline_gap(_bench(compile_ips)))
+    facts = facts_table(fast.gap_facts(fast.pipeline_gap(_bench(compile_ips))))
     v = evaluate(findings.GAP_RULES, facts).set_index("id").verdict
     # 110 / 200 = 0.55 caps the goal; 110 / 120 = 0.92 and the CUDA graph itself fastest do not
     assert v["fast_pipeline_engine_caps_goal_1"] == verdict
@@ -57,7 +58,7 @@ def test_the_engine_cap_finding_flips(compile_ips, verdict):
 
 def test_the_shipped_bench_has_a_gap_row_per_pipeline_unit():
     bench = open_root("h200").load("bench_fast_engines")
-    gap = fast_gap.pipeline_gap(bench)
+    gap = fast.pipeline_gap(bench)
     pipe = bench[(bench.status == "ok") & bench.variant.str.startswith("pipeline/")]
     assert len(gap) == len(pipe.groupby(["width", "batch"]))
     assert (gap.pipeline_over_own <= 1.0).all() and (gap.own_over_fastest <= 1.0).all()

@@ -17,8 +17,11 @@ from yolo_sm.contract.hardware import peak_fp16_tflops
 from yolo_sm.contract.labels import parse_config
 from yolo_sm.contract.vocab import PIPELINE_STAGES
 
+BENCH = "bench_fast_engines"
 BASELINE = "eager/fp16/nhwc"
 PREDICT = "ultralytics_predict"
+#: the prefix of pipeline variants (``pipeline/<engine>/s<streams>``)
+PIPELINE = "pipeline/"
 EIGHT_BIT = ("fp8", "int8")
 
 
@@ -73,7 +76,7 @@ def units(bench):
     for col in ("pinned", "nms", "prov_date_utc"):
         if col not in b:
             b[col] = pd.NA
-    pipe = b[b.variant.str.startswith("pipeline/")]
+    pipe = b[b.variant.str.startswith(PIPELINE)]
     out = b.groupby(["width", "batch"]).agg(
         measured_utc=("prov_date_utc", "min"),
         variants=("variant", "nunique"),
@@ -111,7 +114,7 @@ def pipeline_table(bench):
     the engine's model-only img/s and the ratio, the pipeline over YOLO.predict, and where the
     table has them the candidates NMS saw and the boxes it kept per frame."""
     ok = ok_rows(bench)
-    pipe = ok[ok["variant"].str.startswith("pipeline/")]
+    pipe = ok[ok["variant"].str.startswith(PIPELINE)]
     pred = ok[ok["variant"] == PREDICT].set_index(["width", "batch"])
     key = pipe.set_index(["width", "batch"]).index
     return (
@@ -184,20 +187,69 @@ def autotune_facts(bench, datasets=(AUTOTUNE_DATASET,)) -> list[dict]:
     return rows
 
 
-def pipeline_over_fastest(bench):
-    """Per (width, batch): the fastest pipeline row's frames/s over the model-only img/s of the
-    fastest ok model-only engine of the same model and batch (:func:`engines`: any backend and
-    precision the bench ran); a Series indexed by (width, batch)."""
+#: the columns of :func:`pipeline_gap`
+GAP_COLUMNS = (
+    "width", "batch", "pipeline", "frames_per_s", "own_engine", "own_img_per_s",
+    "fastest_engine", "fastest_img_per_s", "pipeline_over_own", "own_over_fastest",
+    "pipeline_over_fastest", "candidates_per_frame",
+)  # fmt: skip
+
+
+def pipeline_gap(bench):
+    """Speed goal 1's ratio per (width, batch) with a pipeline row, as its two measured
+    factors: the fastest pipeline row (``pipeline``, ``frames_per_s``), the engine it wraps
+    with its model-only img/s as the pipeline measured it just before (``own_engine``,
+    ``own_img_per_s``), the fastest ok model-only engine of the unit (``fastest_engine``,
+    ``fastest_img_per_s``; :func:`engines`, the baseline included) and the ratios
+    ``pipeline_over_own`` (what the copies, letterbox, decode and NMS cost around that engine)
+    x ``own_over_fastest`` (which engine the pipeline wraps) = ``pipeline_over_fastest``; with
+    the NMS candidates per frame where the table counts them. A unit whose
+    ``own_over_fastest`` is under the goal's threshold cannot meet it whatever the pre- and
+    post-processing cost."""
     import pandas as pd
 
     ok = ok_rows(bench)
-    pipe = ok[ok["variant"].str.startswith("pipeline/")]
+    pipe = ok[ok["variant"].str.startswith(PIPELINE)]
     model = engines(bench, baseline=True)
-    if pipe.empty or model.empty:
-        return pd.Series(dtype=float)
-    unit = ["width", "batch"]
-    fastest = model.groupby(unit)["img_per_s"].max()
-    return (pipe.groupby(unit)["img_per_s"].max() / fastest).dropna()
+    rows = []
+    for (w, b), g in pipe.groupby(["width", "batch"]):
+        m = model[(model["width"] == w) & (model["batch"] == b)]
+        if m.empty:
+            continue
+        p, f = g.loc[g["img_per_s"].idxmax()], m.loc[m["img_per_s"].idxmax()]
+        own = float(p.get("model_only_img_per_s", float("nan")))
+        rows.append(
+            {
+                "width": w,
+                "batch": b,
+                "pipeline": p["variant"],
+                "frames_per_s": float(p["img_per_s"]),
+                "own_engine": p["variant"].removeprefix(PIPELINE).rsplit("/", 1)[0],
+                "own_img_per_s": own,
+                "fastest_engine": f["variant"],
+                "fastest_img_per_s": float(f["img_per_s"]),
+                "pipeline_over_own": float(p["img_per_s"]) / own,
+                "own_over_fastest": own / float(f["img_per_s"]),
+                "pipeline_over_fastest": float(p["img_per_s"]) / float(f["img_per_s"]),
+                "candidates_per_frame": p.get("candidates_per_frame", float("nan")),
+            }
+        )
+    return pd.DataFrame(rows, columns=list(GAP_COLUMNS))
+
+
+def gap_facts(gap, datasets=()) -> list[dict]:
+    """Facts of a :func:`pipeline_gap` table over its units (none when it is empty):
+    ``fast.pipeline_engine_over_fastest_max`` / ``_median`` (the engine the pipeline wraps over
+    the unit's fastest engine: the most, and the median) and
+    ``fast.pipeline_over_own_engine_median`` (the pipeline over its own engine)."""
+    if gap.empty:
+        return []
+    own, pipe = gap["own_over_fastest"], gap["pipeline_over_own"]
+    return [
+        fact("fast.pipeline_engine_over_fastest_max", own.max(), "x", datasets=datasets),
+        fact("fast.pipeline_engine_over_fastest_median", own.median(), "x", datasets=datasets),
+        fact("fast.pipeline_over_own_engine_median", pipe.median(), "x", datasets=datasets),
+    ]
 
 
 def jitter(bench):
@@ -207,7 +259,7 @@ def jitter(bench):
     import pandas as pd
 
     ok = ok_rows(bench)
-    pipe = ok[ok["variant"].str.startswith("pipeline/")].copy()
+    pipe = ok[ok["variant"].str.startswith(PIPELINE)].copy()
     if pipe.empty or "streams" not in pipe:
         return pd.DataFrame(
             columns=["width", "batch", "engine", "streams", "jitter_1_ms", "jitter_ms", "reduction"]
@@ -407,11 +459,12 @@ def bench_facts(bench, peak_tflops: float = float("nan"), autotune: bool = True)
     """Facts of a bench table: per (width, batch) the best 16-bit engine's latency and img/s
     over the baseline's and its TFLOP/s over ``peak_tflops``, the usable 8-bit speed-up
     (:func:`usable_eight_bit`), the fastest pipeline row over YOLO.predict and over its engine
-    alone; per batch the median over widths of the best engine's speed-up; the rows that did
-    not run; with ``autotune``, the max-autotune comparison (:func:`autotune_facts`)."""
+    alone and over the fastest engine, with that ratio's two factors (:func:`gap_facts`); per
+    batch the median over widths of the best engine's speed-up; the rows that did not run;
+    with ``autotune``, the max-autotune comparison (:func:`autotune_facts`)."""
     import math
 
-    d = ("bench_fast_engines",)
+    d = (BENCH,)
     rows = []
     batches = sorted(engines(bench, baseline=True)["batch"].unique())
     for b in batches:
@@ -489,10 +542,12 @@ def bench_facts(bench, peak_tflops: float = float("nan"), autotune: bool = True)
         )
     if autotune:
         rows += autotune_facts(bench, d)
-    for (w, b), v in pipeline_over_fastest(bench).items():
+    gap = pipeline_gap(bench)
+    for w, b, v in gap[["width", "batch", "pipeline_over_fastest"]].dropna().itertuples(False):
         rows.append(
             fact("fast.pipeline_over_fastest_model_only", v, "x", scope=scope(w, b), datasets=d)
         )
+    rows += gap_facts(gap, d)
     if len(pt):
         rows.append(
             fact("fast.pipeline_over_predict_median", pt["vs_predict"].median(), "x", datasets=d)
@@ -601,11 +656,11 @@ def facts(root: DataRoot):
     import math
 
     rows = []
-    if root.has("bench_fast_engines"):
+    if root.has(BENCH):
         pk = peak_fp16_tflops(root)
         peak = pk[0] if pk else math.nan
         # the dedicated bench decides the max-autotune comparison where the root holds it
-        rows += bench_facts(root.load("bench_fast_engines"), peak, not root.has(AUTOTUNE_DATASET))
+        rows += bench_facts(root.load(BENCH), peak, not root.has(AUTOTUNE_DATASET))
     if root.has(AUTOTUNE_DATASET):
         rows += autotune_facts(root.load(AUTOTUNE_DATASET))
     if root.has("trace_fp8_w1_b64"):

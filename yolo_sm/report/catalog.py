@@ -12,7 +12,6 @@ from yolo_sm.analyse import claims as analyse_claims
 from yolo_sm.analyse import collection_time as analyse_collection
 from yolo_sm.analyse import compare as analyse_compare
 from yolo_sm.analyse import fast as analyse_fast
-from yolo_sm.analyse import fast_gap as analyse_fast_gap
 from yolo_sm.analyse import heatmaps as analyse_heatmaps
 from yolo_sm.analyse import hosts as analyse_hosts
 from yolo_sm.analyse import memory as analyse_memory
@@ -81,7 +80,7 @@ SOURCES.append((goals.RULES, analyse_fast.facts))
 # the speed goals read the fast-engines facts (above) and the 8-bit bench's goal facts
 SOURCES.append((goals.SPEED_RULES, analyse_p8.goal_facts_of))
 SOURCES.append((fast.RULES, analyse_fast.facts))
-SOURCES.append((fast.GAP_RULES, analyse_fast_gap.facts))
+SOURCES.append((fast.GAP_RULES, analyse_fast.facts))
 SOURCES.append((fast.COLLECTION_RULES, analyse_collection.facts))
 SOURCES.append((findings_primer.RULES, analyse_primer.facts))
 SOURCES.append((findings_heatmaps.RULES, analyse_heatmaps.facts))

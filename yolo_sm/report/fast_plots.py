@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from yolo_sm.analyse import collection_time as collection
-from yolo_sm.analyse import compile_cache, fast, fast_gap, fast_recommend
+from yolo_sm.analyse import compile_cache, fast, fast_recommend
 from yolo_sm.analyse.fast import engines, variant_order
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.schema import COLLECTION_TIME
@@ -86,7 +86,7 @@ def plot_pipeline(pipe, title: str | None = None):
 
 # ---- notebook 10's sections, each from the root ---------------------------------------------
 
-BENCH = "bench_fast_engines"
+BENCH = fast.BENCH
 TRACE_FP8 = "trace_fp8_w1_b64"
 TRACE_COMPILE = "trace_compile_w1_b64"
 PROBE = "probe_pipeline_w05_b16"
@@ -280,9 +280,9 @@ def collection_phases(root: DataRoot):
 @needs(BENCH)
 def pipeline_gap(root: DataRoot):
     """Speed goal 1's ratio per unit as its two factors: the pipeline over the engine it wraps,
-    that engine over the fastest (:func:`yolo_sm.analyse.fast_gap.pipeline_gap`)."""
+    that engine over the fastest (:func:`yolo_sm.analyse.fast.pipeline_gap`)."""
     # the engine it wraps is named in the pipeline variant: one column fewer on the page
-    return tables.show(fast_gap.pipeline_gap(root.load(BENCH)).drop(columns="own_engine"))
+    return tables.show(fast.pipeline_gap(root.load(BENCH)).drop(columns="own_engine"))
 
 
 @needs(fast.AUTOTUNE_DATASET)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from yolo_sm.analyse import collection_time, fast, fast_gap
-from yolo_sm.analyse.facts import concat
+from yolo_sm.analyse import collection_time, fast
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.schema import COLLECTION_TIME
 from yolo_sm.report.goals import PIPELINE_OVER_FASTEST
@@ -156,7 +155,7 @@ RULES: tuple[Rule, ...] = check_unique(
 )
 
 
-#: What holds the pipeline below speed goal 1 (:mod:`yolo_sm.analyse.fast_gap`).
+#: What holds the pipeline below speed goal 1 (:func:`yolo_sm.analyse.fast.pipeline_gap`).
 GAP_RULES: tuple[Rule, ...] = check_unique(
     (
         _finding(
@@ -194,7 +193,7 @@ COLLECTION_RULES: tuple[Rule, ...] = check_unique(
 
 def verdicts(root: DataRoot) -> pd.DataFrame:
     """The findings' verdict table for ``root`` (:data:`RULES` and :data:`GAP_RULES`)."""
-    return evaluate(RULES + GAP_RULES, concat(fast.facts(root), fast_gap.facts(root)), root.name)
+    return evaluate(RULES + GAP_RULES, fast.facts(root), root.name)
 
 
 def collection_verdicts(root: DataRoot) -> pd.DataFrame:
