@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from tests.fixtures.synthetic_bench import make_bench
-from yolo_sm.analyse import fast
+from yolo_sm.analyse import fast, frames
 from yolo_sm.analyse.facts import facts_table
 from yolo_sm.contract import hardware
 from yolo_sm.contract.errors import UserError
@@ -51,7 +51,8 @@ def test_side_by_side_tables(df):
 
 
 def _targets(df, peak=PEAK):
-    return evaluate(goals.RULES, facts_table(fast.bench_facts(df, peak))).set_index("id")
+    found = fast.bench_facts(df, peak) + frames.pipeline_facts({fast.BENCH: df})
+    return evaluate(goals.RULES, facts_table(found)).set_index("id")
 
 
 def test_bench_facts_are_the_fixture_numbers(df):
@@ -125,7 +126,7 @@ def test_eight_bit_speedup_pairs_the_same_backend(df):
 
 
 def test_jitter_is_p99_minus_p50_against_one_stream(df):
-    j = fast.jitter(df)
+    j = frames.jitter(df)
     assert len(j) == 24 and (j.streams == 3).all()
     s1 = df[(df.variant.str.endswith("/s1")) & (df.width == 0.5) & (df.batch == 16)]
     s3 = df[(df.variant.str.endswith("/s3")) & (df.width == 0.5) & (df.batch == 16)]
@@ -137,7 +138,7 @@ def test_jitter_is_p99_minus_p50_against_one_stream(df):
 
 
 def test_pipeline_table_and_figures(df):
-    pt = fast.pipeline_table(df)
+    pt = frames.pipeline_table(df)
     assert len(pt) == 48 and pt.streams.tolist()[:2] == [1, 3]
     r = pt[(pt.width == 0.5) & (pt.batch == 16) & (pt.streams == 3)].iloc[0]
     pred = df[(df.variant == "ultralytics_predict") & (df.width == 0.5) & (df.batch == 16)]
@@ -227,11 +228,11 @@ def test_pipeline_stages_and_findings_from_a_cpu_probe():
     )
     assert state["decoded"].shape[0] == 2 and tuple(state["frames"].shape[1:3]) == (1080, 810)
     state["engine"].close()
-    t = fast.pipeline_stages(probe)
+    t = frames.pipeline_stages(probe)
     assert t.stage.tolist() == list(STAGES)
     one = t.set_index("stage").loc["batch, 1 stream", "share_of_1_stream_batch"]
     assert one == pytest.approx(1.0)
-    f = facts_table(fast.probe_facts(probe)).set_index("key").value
+    f = facts_table(frames.probe_facts(probe)).set_index("key").value
     ms = probe.set_index("stage").wall_ms
     assert f["fast.probe_1_over_3_streams"] == pytest.approx(
         ms["batch, 1 stream"] / ms["batch, 3 streams"]
@@ -271,7 +272,8 @@ def test_sections_need_their_datasets(section, tmp_path):
 
 
 def _speed(df):
-    return evaluate(goals.SPEED_RULES, facts_table(fast.bench_facts(df, PEAK))).set_index("id")
+    found = fast.bench_facts(df, PEAK) + frames.pipeline_facts({fast.BENCH: df})
+    return evaluate(goals.SPEED_RULES, facts_table(found)).set_index("id")
 
 
 def test_speed_goals_flip_with_the_bench(df):

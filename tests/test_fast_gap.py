@@ -1,4 +1,4 @@
-"""Speed goal 1's gap as two factors (yolo_sm.analyse.fast.pipeline_gap) and the finding that the
+"""Speed goal 1's gap as two factors (yolo_sm.analyse.frames.pipeline_gap) and the finding that the
 pipeline's engine alone keeps the goal out of reach."""
 
 from __future__ import annotations
@@ -6,13 +6,24 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from yolo_sm.analyse import fast
+from yolo_sm.analyse import frames
 from yolo_sm.analyse.facts import facts_table
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.report.findings import fast as findings
 from yolo_sm.report.rules import FAILS, HOLDS, evaluate
 
 CG = "cudagraph/fp16/nhwc"
+
+
+def _timing(bench: pd.DataFrame) -> pd.DataFrame:
+    """The latency and stream columns a bench's pipeline rows carry (1 ms p50, 2 ms p99)."""
+    streams = bench.variant.str.extract(r"/s(\d+)$")[0].astype(float)
+    return bench.assign(
+        median_ms=1.0,
+        p99_ms=2.0,
+        streams=streams,
+        pipeline_vs_model_only=bench.img_per_s / bench.model_only_img_per_s,
+    )
 
 
 def _bench(compile_img_per_s: float) -> pd.DataFrame:
@@ -36,11 +47,11 @@ def _bench(compile_img_per_s: float) -> pd.DataFrame:
             }
             for v, s, ips, own in rows
         ]
-    )  # fmt: skip
+    ).pipe(_timing)  # fmt: skip
 
 
 def test_the_gap_is_the_product_of_its_two_factors():
-    g = fast.pipeline_gap(_bench(200.0)).iloc[0]
+    g = frames.pipeline_gap(_bench(200.0)).iloc[0]
     assert g.pipeline == f"pipeline/{CG}/s3" and g.own_engine == CG
     assert g.fastest_engine == "compile/fp16/nhwc" and g.fastest_img_per_s == 200.0
     assert g.pipeline_over_own == pytest.approx(90 / 110)
@@ -50,7 +61,7 @@ def test_the_gap_is_the_product_of_its_two_factors():
 
 @pytest.mark.parametrize("compile_ips, verdict", [(200.0, HOLDS), (120.0, FAILS), (50.0, FAILS)])
 def test_the_engine_cap_finding_flips(compile_ips, verdict):
-    facts = facts_table(fast.gap_facts(fast.pipeline_gap(_bench(compile_ips))))
+    facts = facts_table(frames.gap_facts(frames.pipeline_gap(_bench(compile_ips))))
     v = evaluate(findings.GAP_RULES, facts).set_index("id").verdict
     # 110 / 200 = 0.55 caps the goal; 110 / 120 = 0.92 and the CUDA graph itself fastest do not
     assert v["fast_pipeline_engine_caps_goal_1"] == verdict
@@ -58,7 +69,68 @@ def test_the_engine_cap_finding_flips(compile_ips, verdict):
 
 def test_the_shipped_bench_has_a_gap_row_per_pipeline_unit():
     bench = open_root("h200").load("bench_fast_engines")
-    gap = fast.pipeline_gap(bench)
+    gap = frames.pipeline_gap(bench)
     pipe = bench[(bench.status == "ok") & bench.variant.str.startswith("pipeline/")]
     assert len(gap) == len(pipe.groupby(["width", "batch"]))
     assert (gap.pipeline_over_own <= 1.0).all() and (gap.own_over_fastest <= 1.0).all()
+
+
+def _compiled_bench(pipeline_ips: float) -> pd.DataFrame:
+    """The same unit measured by the compiled-pipeline bench: eager 100, compile 200 img/s,
+    the pipeline around compile at ``pipeline_ips`` frames/s (its engine 195 alone), predict
+    20."""
+    rows = [
+        ("eager/fp16/nhwc", "model_only", 100.0, None),
+        ("compile/fp16/nhwc", "model_only", 200.0, None),
+        ("pipeline/compile/fp16/nhwc/s3", "pipeline", pipeline_ips, 195.0),
+        ("ultralytics_predict", "pipeline", 20.0, None),
+    ]
+    return pd.DataFrame(
+        [
+            {
+                "width": 1.0, "batch": 16, "variant": v, "scope": s, "status": "ok",
+                "img_per_s": ips, "model_only_img_per_s": own, "candidates_per_frame": 150.0,
+            }
+            for v, s, ips, own in rows
+        ]
+    ).pipe(_timing)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "compiled_ips, dataset", [(80.0, "bench_fast_engines"), (180.0, "bench_pipeline")]
+)
+def test_goal_1_takes_the_closer_bench_per_unit(compiled_ips, dataset):
+    """The CUDA-graph pipeline reaches 90 / 200 = 0.45 of its run's fastest engine; the compiled
+    one 80 / 200 = 0.4 or 180 / 200 = 0.9: the closer one decides, with its own run's predict."""
+    tables = {"bench_fast_engines": _bench(200.0), "bench_pipeline": _compiled_bench(compiled_ips)}
+    best = frames.fastest_pipelines(tables)
+    assert len(best) == 1 and best.dataset.item() == dataset
+    f = facts_table(frames.pipeline_facts(tables)).set_index("key")
+    row = f.loc["fast.pipeline_over_fastest_model_only"]
+    assert tuple(row.datasets) == (dataset,)
+    assert row.value == pytest.approx(max(90 / 200, compiled_ips / 200))
+    predict = 10.0 if dataset == "bench_fast_engines" else 20.0
+    assert f.loc["fast.pipeline_over_predict"].value == pytest.approx(
+        best.frames_per_s.item() / predict
+    )
+    from yolo_sm.report import goals
+
+    v = evaluate(goals.SPEED_RULES, f.reset_index()).set_index("id").verdict
+    assert v["speed_1_w1_b16"] == (HOLDS if compiled_ips / 200 >= 0.85 else FAILS)
+
+
+@pytest.mark.parametrize("compiled_ips, verdict", [(150.0, HOLDS), (170.0, FAILS)])
+def test_the_stages_cap_finding_flips(compiled_ips, verdict):
+    """Around its own engine (195 img/s) the compiled pipeline keeps 150 / 195 = 0.77 (under
+    0.85: the stages cap the goal) or 170 / 195 = 0.87."""
+    f = facts_table(frames.pipeline_facts({"bench_pipeline": _compiled_bench(compiled_ips)}))
+    v = evaluate(findings.GAP_RULES, f).set_index("id").verdict
+    assert v["fast_pipeline_stages_cap_goal_1"] == verdict
+
+
+def test_no_pipeline_rows_give_no_pipeline_facts():
+    bench = _bench(200.0)
+    bench = bench[~bench.variant.str.startswith("pipeline/")]
+    assert frames.fastest_pipelines({"bench_fast_engines": bench}).empty
+    keys = {r["key"] for r in frames.pipeline_facts({"bench_fast_engines": bench})}
+    assert keys == {"fast.pipeline_over_predict_median"} or not keys

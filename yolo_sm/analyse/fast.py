@@ -9,35 +9,22 @@ after another in the same process: batch-1 latencies move by a third between pro
 
 from __future__ import annotations
 
-from yolo_sm.analyse import compile_cache
+from yolo_sm.analyse import compile_cache, frames
+from yolo_sm.analyse.bench_table import (
+    BASELINE,
+    EIGHT_BIT,
+    PIPELINE,
+    engines,
+    scope,
+    variant_order,
+)
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.hardware import peak_fp16_tflops
 from yolo_sm.contract.labels import parse_config
-from yolo_sm.contract.vocab import PIPELINE_STAGES
 
 BENCH = "bench_fast_engines"
-BASELINE = "eager/fp16/nhwc"
-PREDICT = "ultralytics_predict"
-#: the prefix of pipeline variants (``pipeline/<engine>/s<streams>``)
-PIPELINE = "pipeline/"
-EIGHT_BIT = ("fp8", "int8")
-
-
-def ok_rows(bench):
-    return bench[bench["status"] == "ok"]
-
-
-def engines(bench, baseline: bool = False):
-    """ok model-only rows (without the baseline unless asked)."""
-    e = ok_rows(bench)
-    e = e[e["scope"] == "model_only"]
-    return e if baseline else e[e["variant"] != BASELINE]
-
-
-def variant_order(bench) -> list[str]:
-    return list(dict.fromkeys(bench["variant"]))
 
 
 def side_by_side(bench, extra: tuple[str, ...] = ()):
@@ -106,44 +93,7 @@ def failures(bench):
     return bad[["width", "batch", "variant", "status", "message"]].reset_index(drop=True)
 
 
-# ---- frames to boxes -------------------------------------------------------------------------
-
-
-def pipeline_table(bench):
-    """Per (width, batch) and pipeline row: frames/s, p50 / p99 latency, jitter (p99 - p50),
-    the engine's model-only img/s and the ratio, the pipeline over YOLO.predict, and where the
-    table has them the candidates NMS saw and the boxes it kept per frame."""
-    ok = ok_rows(bench)
-    pipe = ok[ok["variant"].str.startswith(PIPELINE)]
-    pred = ok[ok["variant"] == PREDICT].set_index(["width", "batch"])
-    key = pipe.set_index(["width", "batch"]).index
-    return (
-        pipe.assign(
-            jitter_ms=pipe["p99_ms"] - pipe["median_ms"],
-            predict_img_per_s=pred["img_per_s"].reindex(key).to_numpy(),
-            predict_p99_ms=pred["p99_ms"].reindex(key).to_numpy(),
-        )
-        .assign(vs_predict=lambda d: d["img_per_s"] / d["predict_img_per_s"])[
-            [
-                "width",
-                "batch",
-                "variant",
-                "streams",
-                "img_per_s",
-                "median_ms",
-                "p99_ms",
-                "jitter_ms",
-                "model_only_img_per_s",
-                "pipeline_vs_model_only",
-                "predict_img_per_s",
-                "vs_predict",
-            ]
-            # NMS's work per frame, in rows measured since the pipeline counts it
-            + [c for c in ("candidates_per_frame", "boxes_per_frame") if c in pipe]
-        ]
-        .sort_values(["width", "batch", "streams"])
-        .reset_index(drop=True)
-    )
+# ---- the longest stock autotuning --------------------------------------------------------
 
 
 #: the stock engine the fastest engine is held against: inductor's longest autotuning without
@@ -185,94 +135,6 @@ def autotune_facts(bench, datasets=(AUTOTUNE_DATASET,)) -> list[dict]:
                 fact("fast.max_autotune_build_s", v, "s", scope=scope(w, b), datasets=datasets)
             )
     return rows
-
-
-#: the columns of :func:`pipeline_gap`
-GAP_COLUMNS = (
-    "width", "batch", "pipeline", "frames_per_s", "own_engine", "own_img_per_s",
-    "fastest_engine", "fastest_img_per_s", "pipeline_over_own", "own_over_fastest",
-    "pipeline_over_fastest", "candidates_per_frame",
-)  # fmt: skip
-
-
-def pipeline_gap(bench):
-    """Speed goal 1's ratio per (width, batch) with a pipeline row, as its two measured
-    factors: the fastest pipeline row (``pipeline``, ``frames_per_s``), the engine it wraps
-    with its model-only img/s as the pipeline measured it just before (``own_engine``,
-    ``own_img_per_s``), the fastest ok model-only engine of the unit (``fastest_engine``,
-    ``fastest_img_per_s``; :func:`engines`, the baseline included) and the ratios
-    ``pipeline_over_own`` (what the copies, letterbox, decode and NMS cost around that engine)
-    x ``own_over_fastest`` (which engine the pipeline wraps) = ``pipeline_over_fastest``; with
-    the NMS candidates per frame where the table counts them. A unit whose
-    ``own_over_fastest`` is under the goal's threshold cannot meet it whatever the pre- and
-    post-processing cost."""
-    import pandas as pd
-
-    ok = ok_rows(bench)
-    pipe = ok[ok["variant"].str.startswith(PIPELINE)]
-    model = engines(bench, baseline=True)
-    rows = []
-    for (w, b), g in pipe.groupby(["width", "batch"]):
-        m = model[(model["width"] == w) & (model["batch"] == b)]
-        if m.empty:
-            continue
-        p, f = g.loc[g["img_per_s"].idxmax()], m.loc[m["img_per_s"].idxmax()]
-        own = float(p.get("model_only_img_per_s", float("nan")))
-        rows.append(
-            {
-                "width": w,
-                "batch": b,
-                "pipeline": p["variant"],
-                "frames_per_s": float(p["img_per_s"]),
-                "own_engine": p["variant"].removeprefix(PIPELINE).rsplit("/", 1)[0],
-                "own_img_per_s": own,
-                "fastest_engine": f["variant"],
-                "fastest_img_per_s": float(f["img_per_s"]),
-                "pipeline_over_own": float(p["img_per_s"]) / own,
-                "own_over_fastest": own / float(f["img_per_s"]),
-                "pipeline_over_fastest": float(p["img_per_s"]) / float(f["img_per_s"]),
-                "candidates_per_frame": p.get("candidates_per_frame", float("nan")),
-            }
-        )
-    return pd.DataFrame(rows, columns=list(GAP_COLUMNS))
-
-
-def gap_facts(gap, datasets=()) -> list[dict]:
-    """Facts of a :func:`pipeline_gap` table over its units (none when it is empty):
-    ``fast.pipeline_engine_over_fastest_max`` / ``_median`` (the engine the pipeline wraps over
-    the unit's fastest engine: the most, and the median) and
-    ``fast.pipeline_over_own_engine_median`` (the pipeline over its own engine)."""
-    if gap.empty:
-        return []
-    own, pipe = gap["own_over_fastest"], gap["pipeline_over_own"]
-    return [
-        fact("fast.pipeline_engine_over_fastest_max", own.max(), "x", datasets=datasets),
-        fact("fast.pipeline_engine_over_fastest_median", own.median(), "x", datasets=datasets),
-        fact("fast.pipeline_over_own_engine_median", pipe.median(), "x", datasets=datasets),
-    ]
-
-
-def jitter(bench):
-    """Latency jitter of each multi-stream pipeline row against the one-stream row of the same
-    (family, width, batch, engine): jitter = p99 - p50 of the per-batch latency (submission of
-    a batch's frames to its boxes on the host); ``reduction`` = 1 - multi / single."""
-    import pandas as pd
-
-    ok = ok_rows(bench)
-    pipe = ok[ok["variant"].str.startswith(PIPELINE)].copy()
-    if pipe.empty or "streams" not in pipe:
-        return pd.DataFrame(
-            columns=["width", "batch", "engine", "streams", "jitter_1_ms", "jitter_ms", "reduction"]
-        )
-    pipe["engine"] = pipe["variant"].str.rsplit("/", n=1).str[0]
-    pipe["jitter_ms"] = pipe["p99_ms"] - pipe["median_ms"]
-    keys = ["family", "width", "batch", "engine"]
-    single = pipe[pipe["streams"] == 1].set_index(keys)["jitter_ms"].rename("jitter_1_ms")
-    multi = pipe[pipe["streams"] >= 2].join(single, on=keys, how="inner")
-    multi = multi.assign(reduction=1 - multi["jitter_ms"] / multi["jitter_1_ms"])
-    return multi[
-        ["width", "batch", "engine", "streams", "jitter_1_ms", "jitter_ms", "reduction"]
-    ].reset_index(drop=True)
 
 
 # ---- 8-bit ------------------------------------------------------------------------------------
@@ -433,35 +295,17 @@ def kernels_per_forward(kernels):
     return kernels.groupby("config").size() / kernels.groupby("config").iteration.nunique()
 
 
-def pipeline_stages(probe):
-    """The pipeline probe (kind ``probe``, :mod:`yolo_sm.collect.probe`) as a table: per stage its
-    median GPU and wall time and its wall time as a share of one batch through the 1-stream
-    pipeline; the whole-batch rows carry that share too (3 streams: below 1 where batches
-    overlap)."""
-    cols = ["stage", "gpu_ms", "wall_ms"]
-    out = probe[cols + (["same_result"] if "same_result" in probe else [])].copy()
-    one = probe.loc[probe.stage == "batch, 1 stream", "wall_ms"]
-    out["share_of_1_stream_batch"] = out["wall_ms"] / float(one.iloc[0]) if len(one) else None
-    return out.reset_index(drop=True)
-
-
 # ---- facts --------------------------------------------------------------------------------
 
 EPILOGUE = ("add (bias, residual)", "SiLU")
 
 
-def scope(width: float, batch: int) -> str:
-    """The scope of a per-(width, batch) fact: ``"width=0.5, batch=16"``."""
-    return f"width={float(width):g}, batch={int(batch)}"
-
-
 def bench_facts(bench, peak_tflops: float = float("nan"), autotune: bool = True) -> list[dict]:
     """Facts of a bench table: per (width, batch) the best 16-bit engine's latency and img/s
     over the baseline's and its TFLOP/s over ``peak_tflops``, the usable 8-bit speed-up
-    (:func:`usable_eight_bit`), the fastest pipeline row over YOLO.predict and over its engine
-    alone and over the fastest engine, with that ratio's two factors (:func:`gap_facts`); per
-    batch the median over widths of the best engine's speed-up; the rows that did not run;
-    with ``autotune``, the max-autotune comparison (:func:`autotune_facts`)."""
+    (:func:`usable_eight_bit`); per batch the median over widths of the best engine's
+    speed-up; the rows that did not run; with ``autotune``, the max-autotune comparison
+    (:func:`autotune_facts`). Its pipeline rows are facts of :mod:`yolo_sm.analyse.frames`."""
     import math
 
     d = (BENCH,)
@@ -516,42 +360,8 @@ def bench_facts(bench, peak_tflops: float = float("nan"), autotune: bool = True)
             )
         for w, v in usable_eight_bit(bench, b).items():
             rows.append(fact("fast.usable_8bit_over_fp16", v, "x", scope=scope(w, b), datasets=d))
-    pt = pipeline_table(bench)
-    for (w, b), g in pt.groupby(["width", "batch"]):
-        r = g.loc[g["img_per_s"].idxmax()]
-        s = scope(w, b)
-        rows.append(
-            fact(
-                "fast.pipeline_over_predict",
-                r["vs_predict"],
-                "x",
-                scope=s,
-                datasets=d,
-                note=r["variant"],
-            )
-        )
-        rows.append(
-            fact(
-                "fast.pipeline_over_model_only",
-                r["pipeline_vs_model_only"],
-                "x",
-                scope=s,
-                datasets=d,
-                note=r["variant"],
-            )
-        )
     if autotune:
         rows += autotune_facts(bench, d)
-    gap = pipeline_gap(bench)
-    for w, b, v in gap[["width", "batch", "pipeline_over_fastest"]].dropna().itertuples(False):
-        rows.append(
-            fact("fast.pipeline_over_fastest_model_only", v, "x", scope=scope(w, b), datasets=d)
-        )
-    rows += gap_facts(gap, d)
-    if len(pt):
-        rows.append(
-            fact("fast.pipeline_over_predict_median", pt["vs_predict"].median(), "x", datasets=d)
-        )
     rows.append(fact("fast.rows_not_run", int((bench["status"] != "ok").sum()), "rows", datasets=d))
     return rows
 
@@ -623,36 +433,13 @@ def compile_trace_facts(both, eager: str = "eager", compiled: str = "compile") -
     ]
 
 
-def probe_facts(probe) -> list[dict]:
-    """Facts of the pipeline probe: the engine's share (%) of the five stages' summed wall
-    time, and one stream's time per batch over three streams' (above 1: batches overlap)."""
-    ms = probe.set_index("stage")["wall_ms"]
-    d = ("probe_pipeline_w05_b16",)
-    rows = []
-    stages = ms.reindex(list(PIPELINE_STAGES))
-    if stages.notna().all() and "engine" in ms:
-        rows.append(
-            fact("fast.probe_engine_share_pct", ms["engine"] / stages.sum() * 100, "%", datasets=d)
-        )
-    if {"batch, 1 stream", "batch, 3 streams"} <= set(ms.index):
-        rows.append(
-            fact(
-                "fast.probe_1_over_3_streams",
-                ms["batch, 1 stream"] / ms["batch, 3 streams"],
-                "x",
-                datasets=d,
-            )
-        )
-    return rows
-
-
 def facts(root: DataRoot):
     """The fast-engines facts of ``root`` (keys ``fast.*``): from ``bench_fast_engines`` (with
     the fp16 peak of ``ceilings``), the max-autotune comparison from ``bench_autotune`` (where
     the root holds it, else from ``bench_fast_engines``' own max-autotune rows), the fp8 and
-    compile traces, the pipeline probe and the cold
-    and warm compile builds (:mod:`yolo_sm.analyse.compile_cache`), each where the root holds
-    it."""
+    compile traces, the frames-to-boxes pipelines of every bench that ran one and the pipeline
+    probe (:mod:`yolo_sm.analyse.frames`), and the cold and warm compile builds
+    (:mod:`yolo_sm.analyse.compile_cache`), each where the root holds it."""
     import math
 
     rows = []
@@ -672,8 +459,10 @@ def facts(root: DataRoot):
                 {"eager": fp8, "compile": root.load("trace_compile_w1_b64")}, fp16
             )
             rows += compile_trace_facts(both)
-    if root.has("probe_pipeline_w05_b16"):
-        rows += probe_facts(root.load("probe_pipeline_w05_b16"))
+    benches = {d: root.load(d) for d in frames.PIPELINE_DATASETS if root.has(d)}
+    rows += frames.pipeline_facts(benches)
+    if root.has(frames.PROBE):
+        rows += frames.probe_facts(root.load(frames.PROBE))
     if root.has(compile_cache.DATASET):
         rows += compile_cache.cache_facts(root.load(compile_cache.DATASET))
     return facts_table(r for r in rows if not math.isnan(r["value"]))

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from yolo_sm.analyse import collection_time as collection
-from yolo_sm.analyse import compile_cache, fast, fast_recommend
-from yolo_sm.analyse.fast import engines, variant_order
+from yolo_sm.analyse import compile_cache, fast, fast_recommend, frames
+from yolo_sm.analyse.bench_table import engines, variant_order
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.schema import COLLECTION_TIME
 from yolo_sm.report import plots, tables
 from yolo_sm.report.colors import TEMPLATE, color_map
-from yolo_sm.report.sections import Note, needs
+from yolo_sm.report.sections import Note, missing_note, needs
 from yolo_sm.report.style import finish
 from yolo_sm.report.text import code
 
@@ -89,7 +89,7 @@ def plot_pipeline(pipe, title: str | None = None):
 BENCH = fast.BENCH
 TRACE_FP8 = "trace_fp8_w1_b64"
 TRACE_COMPILE = "trace_compile_w1_b64"
-PROBE = "probe_pipeline_w05_b16"
+PROBE = frames.PROBE
 
 
 @needs(BENCH)
@@ -129,25 +129,28 @@ def failures(root: DataRoot):
     return tables.show(fast.failures(root.load(BENCH)))
 
 
-@needs(BENCH)
-def pipeline(root: DataRoot):
-    """Frames to boxes: each pipeline row against its engine and YOLO.predict."""
-    return tables.show(fast.pipeline_table(root.load(BENCH)))
+def pipeline(root: DataRoot, dataset: str = BENCH):
+    """Frames to boxes in one bench (``dataset``): each pipeline row against its engine and
+    YOLO.predict."""
+    if not root.has(dataset):
+        return missing_note(root, [dataset])
+    return tables.show(frames.pipeline_table(root.load(dataset)))
 
 
-@needs(BENCH)
-def pipeline_figure(root: DataRoot):
+def pipeline_figure(root: DataRoot, dataset: str = BENCH):
+    if not root.has(dataset):
+        return missing_note(root, [dataset])
     return plot_pipeline(
-        fast.pipeline_table(root.load(BENCH)),
-        title=f"Frames to boxes: pipeline vs its engine alone vs YOLO.predict "
+        frames.pipeline_table(root.load(dataset)),
+        title=f"Frames to boxes ({dataset}): pipeline vs its engine alone vs YOLO.predict "
         f"({root.device_name()})",
     )
 
 
 @needs(PROBE)
 def probe(root: DataRoot):
-    """The pipeline probe stage by stage (:func:`yolo_sm.analyse.fast.pipeline_stages`)."""
-    return tables.show(fast.pipeline_stages(root.load(PROBE)))
+    """The pipeline probe stage by stage (:func:`yolo_sm.analyse.frames.pipeline_stages`)."""
+    return tables.show(frames.pipeline_stages(root.load(PROBE)))
 
 
 def _compiled(root: DataRoot):
@@ -277,12 +280,15 @@ def collection_phases(root: DataRoot):
     return None if snap is None else tables.show(collection.phases(snap))
 
 
-@needs(BENCH)
 def pipeline_gap(root: DataRoot):
-    """Speed goal 1's ratio per unit as its two factors: the pipeline over the engine it wraps,
-    that engine over the fastest (:func:`yolo_sm.analyse.fast.pipeline_gap`)."""
+    """Speed goal 1's ratio per unit as its two factors, for the fastest pipeline of the unit
+    among the benches that ran one: the pipeline over the engine it wraps, that engine over
+    the fastest (:func:`yolo_sm.analyse.frames.fastest_pipelines`)."""
+    benches = {d: root.load(d) for d in frames.PIPELINE_DATASETS if root.has(d)}
+    if not benches:
+        return missing_note(root, frames.PIPELINE_DATASETS)
     # the engine it wraps is named in the pipeline variant: one column fewer on the page
-    return tables.show(fast.pipeline_gap(root.load(BENCH)).drop(columns="own_engine"))
+    return tables.show(frames.fastest_pipelines(benches).drop(columns="own_engine"))
 
 
 @needs(fast.AUTOTUNE_DATASET)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from yolo_sm.analyse import collection_time, fast
+from yolo_sm.analyse import collection_time, fast, frames
 from yolo_sm.analyse import precision_8bit as p8
 from yolo_sm.analyse.facts import concat, facts_table
 from yolo_sm.contract.datasets import DataRoot
@@ -113,6 +113,7 @@ def _rules():
         16,
         ">=",
         6.0,
+        frames.PIPELINE_DATASETS,
     )
     yield _goal(
         "goal_4_model_only",
@@ -123,6 +124,7 @@ def _rules():
         16,
         ">=",
         0.85,
+        frames.PIPELINE_DATASETS,
     )
 
 
@@ -151,6 +153,7 @@ def _speed_rules():
                 b,
                 ">=",
                 PIPELINE_OVER_FASTEST,
+                datasets=frames.PIPELINE_DATASETS,
                 group=SPEED_GROUP,
             )
             if (w, b) == (0.5, 16):
@@ -164,6 +167,7 @@ def _speed_rules():
                 b,
                 ">=",
                 6.0,
+                datasets=frames.PIPELINE_DATASETS,
                 group=SPEED_GROUP,
             )
     for w in EIGHT_BIT_WIDTHS:

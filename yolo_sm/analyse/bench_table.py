@@ -1,0 +1,32 @@
+"""The rows of a bench table (``yolo_sm.collect.bench``, kind ``bench``) every analysis of it
+selects the same way: the variants' names, the rows that ran, the model-only engines, and the
+scope label of a per-(width, batch) fact."""
+
+from __future__ import annotations
+
+#: the variant every engine of a unit is held against
+BASELINE = "eager/fp16/nhwc"
+PREDICT = "ultralytics_predict"
+#: the prefix of pipeline variants (``pipeline/<engine>/s<streams>``)
+PIPELINE = "pipeline/"
+EIGHT_BIT = ("fp8", "int8")
+
+
+def ok_rows(bench):
+    return bench[bench["status"] == "ok"]
+
+
+def engines(bench, baseline: bool = False):
+    """ok model-only rows (without the baseline unless asked)."""
+    e = ok_rows(bench)
+    e = e[e["scope"] == "model_only"]
+    return e if baseline else e[e["variant"] != BASELINE]
+
+
+def variant_order(bench) -> list[str]:
+    return list(dict.fromkeys(bench["variant"]))
+
+
+def scope(width: float, batch: int) -> str:
+    """The scope of a per-(width, batch) fact: ``"width=0.5, batch=16"``."""
+    return f"width={float(width):g}, batch={int(batch)}"

@@ -1,0 +1,239 @@
+"""Frames to boxes (notebook 10): the pipeline rows of the bench tables (``yolo_sm.collect.bench``)
+and the pipeline probe, as tables and as the facts speed goal 1 and the pipeline findings are
+decided on (keys ``fast.*``). Every function takes tables and returns a table or facts; none
+judges.
+
+Two benches hold pipeline rows: ``bench_fast_engines`` (the pipeline around one CUDA graph) and
+``bench_pipeline`` (around torch.compile's engine). Each ratio is taken inside one (width,
+batch) unit of one table, whose rows ran one after another in one process; across the tables
+only the choice of the best ratio per unit is made (:func:`fastest_pipelines`).
+"""
+
+from __future__ import annotations
+
+from yolo_sm.analyse.bench_table import PIPELINE, PREDICT, engines, ok_rows, scope
+from yolo_sm.analyse.facts import fact
+from yolo_sm.contract.vocab import PIPELINE_STAGES
+
+#: the bench of the pipeline around the compiled engine (its own plan step)
+PIPELINE_DATASET = "bench_pipeline"
+#: the benches whose pipeline rows speed goal 1 reads, the fast-engines bench first
+PIPELINE_DATASETS = ("bench_fast_engines", PIPELINE_DATASET)
+#: the pipeline probe: each stage of one batch alone
+PROBE = "probe_pipeline_w05_b16"
+
+#: the columns of :func:`pipeline_gap`
+GAP_COLUMNS = (
+    "width", "batch", "pipeline", "frames_per_s", "own_engine", "own_img_per_s",
+    "fastest_engine", "fastest_img_per_s", "pipeline_over_own", "own_over_fastest",
+    "pipeline_over_fastest", "predict_img_per_s", "pipeline_over_predict",
+    "candidates_per_frame",
+)  # fmt: skip
+
+
+def pipeline_table(bench):
+    """Per (width, batch) and pipeline row: frames/s, p50 / p99 latency, jitter (p99 - p50),
+    the engine's model-only img/s and the ratio, the pipeline over YOLO.predict, and where the
+    table has them the candidates NMS saw and the boxes it kept per frame."""
+    ok = ok_rows(bench)
+    pipe = ok[ok["variant"].str.startswith(PIPELINE)]
+    pred = ok[ok["variant"] == PREDICT].set_index(["width", "batch"])
+    key = pipe.set_index(["width", "batch"]).index
+    return (
+        pipe.assign(
+            jitter_ms=pipe["p99_ms"] - pipe["median_ms"],
+            predict_img_per_s=pred["img_per_s"].reindex(key).to_numpy(),
+            predict_p99_ms=pred["p99_ms"].reindex(key).to_numpy(),
+        )
+        .assign(vs_predict=lambda d: d["img_per_s"] / d["predict_img_per_s"])[
+            [
+                "width",
+                "batch",
+                "variant",
+                "streams",
+                "img_per_s",
+                "median_ms",
+                "p99_ms",
+                "jitter_ms",
+                "model_only_img_per_s",
+                "pipeline_vs_model_only",
+                "predict_img_per_s",
+                "vs_predict",
+            ]
+            # NMS's work per frame, in rows measured since the pipeline counts it
+            + [c for c in ("candidates_per_frame", "boxes_per_frame") if c in pipe]
+        ]
+        .sort_values(["width", "batch", "streams"])
+        .reset_index(drop=True)
+    )
+
+
+def pipeline_gap(bench):
+    """Speed goal 1's ratio per (width, batch) with a pipeline row, as its two measured
+    factors: the fastest pipeline row (``pipeline``, ``frames_per_s``), the engine it wraps
+    with its model-only img/s as the pipeline measured it just before (``own_engine``,
+    ``own_img_per_s``), the fastest ok model-only engine of the unit (``fastest_engine``,
+    ``fastest_img_per_s``; the baseline included) and the ratios ``pipeline_over_own`` (what
+    the copies, letterbox, decode and NMS cost around that engine) x ``own_over_fastest``
+    (which engine the pipeline wraps) = ``pipeline_over_fastest``; the pipeline over
+    YOLO.predict of the same unit (``pipeline_over_predict``, empty without a predict row);
+    with the NMS candidates per frame where the table counts them. A unit whose
+    ``own_over_fastest`` is under the goal's threshold cannot meet it whatever the pre- and
+    post-processing cost."""
+    import pandas as pd
+
+    ok = ok_rows(bench)
+    pipe = ok[ok["variant"].str.startswith(PIPELINE)]
+    model = engines(bench, baseline=True)
+    pred = ok[ok["variant"] == PREDICT].groupby(["width", "batch"])["img_per_s"].max()
+    rows = []
+    for (w, b), g in pipe.groupby(["width", "batch"]):
+        m = model[(model["width"] == w) & (model["batch"] == b)]
+        if m.empty:
+            continue
+        p, f = g.loc[g["img_per_s"].idxmax()], m.loc[m["img_per_s"].idxmax()]
+        own = float(p.get("model_only_img_per_s", float("nan")))
+        predict = float(pred.get((w, b), float("nan")))
+        rows.append(
+            {
+                "width": w,
+                "batch": b,
+                "pipeline": p["variant"],
+                "frames_per_s": float(p["img_per_s"]),
+                "own_engine": p["variant"].removeprefix(PIPELINE).rsplit("/", 1)[0],
+                "own_img_per_s": own,
+                "fastest_engine": f["variant"],
+                "fastest_img_per_s": float(f["img_per_s"]),
+                "pipeline_over_own": float(p["img_per_s"]) / own,
+                "own_over_fastest": own / float(f["img_per_s"]),
+                "pipeline_over_fastest": float(p["img_per_s"]) / float(f["img_per_s"]),
+                "predict_img_per_s": predict,
+                "pipeline_over_predict": float(p["img_per_s"]) / predict,
+                "candidates_per_frame": p.get("candidates_per_frame", float("nan")),
+            }
+        )
+    return pd.DataFrame(rows, columns=list(GAP_COLUMNS))
+
+
+def fastest_pipelines(tables: dict):
+    """Per (width, batch): the :func:`pipeline_gap` row with the highest
+    ``pipeline_over_fastest`` among ``tables`` (dataset name -> bench table), with the
+    ``dataset`` it comes from (first column). Each row's ratios stay those of one table's
+    unit, one process; tables without pipeline rows add nothing."""
+    import pandas as pd
+
+    gaps = [pipeline_gap(t).assign(dataset=name) for name, t in tables.items()]
+    gaps = [g for g in gaps if not g.empty]
+    cols = ["dataset", *GAP_COLUMNS]
+    if not gaps:
+        return pd.DataFrame(columns=cols)
+    both = pd.concat(gaps, ignore_index=True)
+    best = both.loc[both.groupby(["width", "batch"])["pipeline_over_fastest"].idxmax()]
+    return best[cols].sort_values(["width", "batch"]).reset_index(drop=True)
+
+
+def gap_facts(gap, datasets=()) -> list[dict]:
+    """Facts of a :func:`pipeline_gap` (or :func:`fastest_pipelines`) table over its units
+    (none when it is empty): ``fast.pipeline_engine_over_fastest_max`` / ``_median`` (the
+    engine the pipeline wraps over the unit's fastest engine: the most, and the median) and
+    ``fast.pipeline_over_own_engine_median`` (the pipeline over its own engine)."""
+    if gap.empty:
+        return []
+    own, pipe = gap["own_over_fastest"], gap["pipeline_over_own"]
+    return [
+        fact("fast.pipeline_engine_over_fastest_max", own.max(), "x", datasets=datasets),
+        fact("fast.pipeline_engine_over_fastest_median", own.median(), "x", datasets=datasets),
+        fact("fast.pipeline_over_own_engine_median", pipe.median(), "x", datasets=datasets),
+    ]
+
+
+def pipeline_facts(tables: dict) -> list[dict]:
+    """The pipeline facts of ``tables`` (dataset name -> bench table): per (width, batch) the
+    fastest pipeline (:func:`fastest_pipelines`) over YOLO.predict (``fast.pipeline_over_predict``),
+    over the engine it wraps (``fast.pipeline_over_model_only``) and over the fastest engine
+    (``fast.pipeline_over_fastest_model_only``), each from one table; the factors of those
+    ratios (:func:`gap_facts`); the median over every pipeline row of every table of the
+    pipeline over YOLO.predict (``fast.pipeline_over_predict_median``)."""
+    import pandas as pd
+
+    best = fastest_pipelines(tables)
+    rows = []
+    for r in best.itertuples(index=False):
+        s, d, note = scope(r.width, r.batch), (r.dataset,), r.pipeline
+        for key, v in (
+            ("fast.pipeline_over_predict", r.pipeline_over_predict),
+            ("fast.pipeline_over_model_only", r.pipeline_over_own),
+            ("fast.pipeline_over_fastest_model_only", r.pipeline_over_fastest),
+        ):
+            rows.append(fact(key, v, "x", scope=s, datasets=d, note=note))
+    rows += gap_facts(best, tuple(dict.fromkeys(best["dataset"])))
+    every = [pipeline_table(t)["vs_predict"] for t in tables.values()]
+    every = pd.concat(every) if every else pd.Series(dtype=float)
+    if every.notna().any():
+        rows.append(
+            fact(
+                "fast.pipeline_over_predict_median",
+                every.median(),
+                "x",
+                datasets=tuple(tables),
+            )
+        )
+    return rows
+
+
+def jitter(bench):
+    """Latency jitter of each multi-stream pipeline row against the one-stream row of the same
+    (family, width, batch, engine): jitter = p99 - p50 of the per-batch latency (submission of
+    a batch's frames to its boxes on the host); ``reduction`` = 1 - multi / single."""
+    import pandas as pd
+
+    ok = ok_rows(bench)
+    pipe = ok[ok["variant"].str.startswith(PIPELINE)].copy()
+    if pipe.empty or "streams" not in pipe:
+        return pd.DataFrame(
+            columns=["width", "batch", "engine", "streams", "jitter_1_ms", "jitter_ms", "reduction"]
+        )
+    pipe["engine"] = pipe["variant"].str.rsplit("/", n=1).str[0]
+    pipe["jitter_ms"] = pipe["p99_ms"] - pipe["median_ms"]
+    keys = ["family", "width", "batch", "engine"]
+    single = pipe[pipe["streams"] == 1].set_index(keys)["jitter_ms"].rename("jitter_1_ms")
+    multi = pipe[pipe["streams"] >= 2].join(single, on=keys, how="inner")
+    multi = multi.assign(reduction=1 - multi["jitter_ms"] / multi["jitter_1_ms"])
+    return multi[
+        ["width", "batch", "engine", "streams", "jitter_1_ms", "jitter_ms", "reduction"]
+    ].reset_index(drop=True)
+
+
+def pipeline_stages(probe):
+    """The pipeline probe (kind ``probe``, :mod:`yolo_sm.collect.probe`) as a table: per stage its
+    median GPU and wall time and its wall time as a share of one batch through the 1-stream
+    pipeline; the whole-batch rows carry that share too (3 streams: below 1 where batches
+    overlap)."""
+    cols = ["stage", "gpu_ms", "wall_ms"]
+    out = probe[cols + (["same_result"] if "same_result" in probe else [])].copy()
+    one = probe.loc[probe.stage == "batch, 1 stream", "wall_ms"]
+    out["share_of_1_stream_batch"] = out["wall_ms"] / float(one.iloc[0]) if len(one) else None
+    return out.reset_index(drop=True)
+
+
+def probe_facts(probe) -> list[dict]:
+    """Facts of the pipeline probe: the engine's share (%) of the five stages' summed wall
+    time, and one stream's time per batch over three streams' (above 1: batches overlap)."""
+    ms = probe.set_index("stage")["wall_ms"]
+    d = (PROBE,)
+    rows = []
+    stages = ms.reindex(list(PIPELINE_STAGES))
+    if stages.notna().all() and "engine" in ms:
+        rows.append(
+            fact("fast.probe_engine_share_pct", ms["engine"] / stages.sum() * 100, "%", datasets=d)
+        )
+    if {"batch, 1 stream", "batch, 3 streams"} <= set(ms.index):
+        rows.append(
+            fact(
+                "fast.probe_1_over_3_streams",
+                ms["batch, 1 stream"] / ms["batch, 3 streams"],
+                "x",
+                datasets=d,
+            )
+        )
+    return rows
