@@ -6,7 +6,10 @@ judges.
 Two benches hold pipeline rows: ``bench_fast_engines`` (the pipeline around one CUDA graph) and
 ``bench_pipeline`` (around torch.compile's engine). Each ratio is taken inside one (width,
 batch) unit of one table, whose rows ran one after another in one process; across the tables
-only the choice of the best ratio per unit is made (:func:`fastest_pipelines`).
+only the choice of the best ratio per unit is made (:func:`fastest_pipelines`). A pipeline
+that the host's CPU bounds (small batches: launches, NMS's host syncs) keeps a ratio that moves
+with that CPU between runs, so at such units the choice is only as good as the two runs' hosts
+are alike.
 """
 
 from __future__ import annotations
