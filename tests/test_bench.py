@@ -1,6 +1,8 @@
 """The side-by-side benchmark on CPU (tiny model): every variant, ratios against the baseline,
 failures as rows, resumption per (model, batch) and the deadline (with a fake unit runner)."""
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -160,7 +162,7 @@ def test_bench_stops_before_a_unit_that_would_not_fit_then_resumes(tmp_path, fak
     )
     out = tmp_path / "b.parquet"
     # 25 s left: w0.25 b1 (guess 5 s) and b2 (no b2 unit timed yet: guess 5 s) run, 10 s each;
-    # w0.5 b1 would take as long as the longest b1 unit so far (10 s) with 5 s left: stop
+    # w0.5 b1 would take the w0.25 b1 unit's 10 s scaled to its width (40 s) with 5 s left: stop
     df = bench.run_bench(spec, out, progress=False, deadline=clock.t + 25)
     assert [c[:3] for c in calls] == [("yolov8", 0.25, 1), ("yolov8", 0.25, 2)]
     assert len(df) == 2 * len(spec.variants()) and (df.unit_s == 10).all()
@@ -181,6 +183,28 @@ def test_bench_stops_before_a_unit_that_would_not_fit_then_resumes(tmp_path, fak
     assert len(calls) == 8 and "eager/fp8/nhwc" in set(calls[-1][3])
     assert len(df) == 4 * len(more.variants())
     assert not df.duplicated(["family", "width", "batch", "variant"]).any()
+
+
+def test_a_wider_unit_is_estimated_from_the_nearest_width_of_its_batch():
+    from yolo_sm.collect.grid import Pace
+
+    est = bench._estimate(120.0)
+    rows = [{"family": "yolov8", "width": 0.5, "batch": 64, "unit_s": 533.0},
+            {"family": "yolov8", "width": 0.5, "batch": 16, "unit_s": 90.0},
+            {"family": "mine", "width": 1.0, "batch": 16, "unit_s": float("nan")}]  # fmt: skip
+    pace = Pace(rows=rows)
+    # one width timed at the batch: the square of the width ratio (a cold max-autotune of
+    # width 1.0 outlasts width 0.5's, so a 10-minute deadline must not start it)
+    assert est(("yolov8", 1.0, 64), pace) == pytest.approx(4 * 533.0)
+    assert est(("yolov8", 0.25, 64), pace) == 533.0  # narrower: not scaled down
+    assert est(("yolov8", 0.5, 1), pace) == 120.0  # no unit of that batch: the guess
+    # another family's units of the batch stand in where the family has none timed
+    assert est(("mine", 1.0, 16), pace) == pytest.approx(4 * 90.0)
+    # two widths timed: the power fitted through them
+    pace.rows.append({"family": "yolov8", "width": 1.0, "batch": 64, "unit_s": 1600.0})
+    power = math.log(1600.0 / 533.0) / math.log(2.0)
+    assert est(("yolov8", 2.0, 64), pace) == pytest.approx(1600.0 * 2**power)
+    assert est(("mine", 2.0, 64), pace) == pytest.approx(1600.0 * 2**power)
 
 
 def test_bench_with_no_time_for_its_first_unit_writes_nothing(tmp_path, fake_units):

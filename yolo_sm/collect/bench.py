@@ -15,13 +15,15 @@ A (model, batch) pair is the unit of work of the grid runner
 rerun skips complete units and re-measures incomplete ones whole (a variant added to the spec
 later is measured together with a fresh baseline, so its ratio stays like for like), and a
 model's batches run together. With a ``deadline`` the run stops before a model whose units
-would not fit (estimate per unit: the longest unit of the same batch measured so far, else
-``est_unit_s``). A variant that fails (not available, out of memory, numerically rejected)
-becomes a row with ``status`` error / oom and a one-line message.
+would not fit (estimate per unit: :func:`_estimate`, the longest unit of the same batch at the
+nearest width measured so far, scaled to the unit's width, else ``est_unit_s``). A variant
+that fails (not available, out of memory, numerically rejected) becomes a row with ``status``
+error / oom and a one-line message.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from dataclasses import asdict, dataclass, fields, replace
@@ -44,6 +46,7 @@ from yolo_sm.collect.grid import (
     run_grid,
     split_list,
     table_rows,
+    width_scaled,
 )
 from yolo_sm.collect.images import bundled_images
 from yolo_sm.collect.models import (
@@ -297,15 +300,27 @@ def missing_units(spec: BenchSpec, out) -> list[tuple[str, float, int]]:
 
 
 def _estimate(default: float):
-    """Seconds the next unit of a batch will take: the longest such unit timed so far (in
-    this run or in the rows read back), else ``default``."""
-    import math
+    """Seconds the next unit will take, for the deadline: from the longest unit timed so far
+    per width (in this run or in the rows read back) of the same family and batch, else of the
+    same batch, scaled to the unit's width by :func:`yolo_sm.collect.grid.width_scaled` (a
+    wider unit builds, autotunes and times more work); ``default`` before any unit of that
+    batch was timed."""
 
     def estimate(unit, pace: Pace) -> float:
-        batch = unit[2]
-        same = [r.get("unit_s") for r in pace.rows if r.get("batch") == batch]
-        same = [s for s in same if s and not math.isnan(s)]
-        return max(same) if same else default
+        family, width, batch = unit
+        for same_family in (True, False):
+            seen: dict = {}
+            for r in pace.rows:
+                took = r.get("unit_s")
+                if r.get("batch") != batch or took is None or not math.isfinite(took):
+                    continue
+                if same_family and r.get("family") != family:
+                    continue
+                seen[r["width"]] = max(seen.get(r["width"], 0.0), float(took))
+            est = width_scaled(seen, width)
+            if est is not None:
+                return est
+        return default
 
     return estimate
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import math
 import os
 import sys
 import time
@@ -100,6 +101,34 @@ class Pace:
 
     rows: list[dict] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
+
+
+#: the range of the power of the width a unit's seconds grow with (:func:`width_scaled`): the
+#: upper bound where only one width was measured (a convolution's work grows with the square of
+#: the width), else the power fitted through the two measured widths nearest below the unit,
+#: bounded to this range (compile and tuning times grow less than the work, which a fit sees)
+WIDTH_POWER = (1.0, 2.0)
+
+
+def width_scaled(seen: dict[float, float], width: float) -> float | None:
+    """Seconds a unit of ``width`` will take, from ``seen`` (width -> the longest seconds a
+    unit like it took at that width): those of the nearest measured width (on a log scale; the
+    wider of two as near), times (width / that width)^p where the unit is wider, ``p`` from
+    :data:`WIDTH_POWER`. A narrower unit is not scaled down (a unit's fixed costs do not
+    shrink with the work). None where ``seen`` is empty."""
+    seen = {w: s for w, s in seen.items() if w > 0 and s is not None and math.isfinite(s)}
+    if not seen:
+        return None
+    ref = min(seen, key=lambda w: (abs(math.log(w / width)), -w))
+    if width <= ref:
+        return seen[ref]
+    lo, hi = WIDTH_POWER
+    power = hi
+    narrower = sorted(w for w in seen if w < ref)
+    if narrower and seen[narrower[-1]] > 0 and seen[ref] > 0:
+        w0 = narrower[-1]
+        power = min(hi, max(lo, math.log(seen[ref] / seen[w0]) / math.log(ref / w0)))
+    return seen[ref] * (width / ref) ** power
 
 
 def run_pace(unit, pace: Pace) -> float:

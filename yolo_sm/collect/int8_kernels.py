@@ -39,7 +39,15 @@ from yolo_sm.collect.engines import EngineConfig, build_engine
 from yolo_sm.collect.engines.base import photo_input, relative_l2
 from yolo_sm.collect.engines.int8 import Int8Conv, graph_counts, quantize_int8
 from yolo_sm.collect.engines.int8_triton import conv_int8, int_mm_eligible, last_tile, out_size
-from yolo_sm.collect.grid import Pace, free_memory, pending, run_grid, run_pace, table_rows
+from yolo_sm.collect.grid import (
+    Pace,
+    free_memory,
+    pending,
+    run_grid,
+    run_pace,
+    table_rows,
+    width_scaled,
+)
 from yolo_sm.collect.models import build_yolo
 from yolo_sm.collect.provenance import collect
 from yolo_sm.collect.sweep import failure
@@ -313,36 +321,19 @@ def _unit_seconds(row: dict) -> float | None:
     return float(took) if took is not None and math.isfinite(took) else None
 
 
-#: the range of the power of the width a unit's seconds grow with: 2 where only one width of
-#: its scope was measured (a convolution's work grows with the square of the width), else the
-#: power fitted through the two widest measured widths, bounded to this range
-WIDTH_POWER = (1.0, 2.0)
-
-
 def unit_estimate(unit, pace: Pace) -> float:
-    """Seconds the (width, scope) ``unit`` will take, for the deadline: the longest ``unit_s``
-    of the same scope at the nearest width the table holds (this run's units and earlier
-    runs'), times (width / that width)^p where the unit is wider, ``p`` from
-    :data:`WIDTH_POWER` (compile and tuning times grow less than the work, which a fitted power
-    sees); this run's mean pace before any unit of the scope was measured."""
+    """Seconds the (width, scope) ``unit`` will take, for the deadline: from the longest
+    ``unit_s`` per width of the same scope that the table holds (this run's units and earlier
+    runs'), scaled to the unit's width by :func:`yolo_sm.collect.grid.width_scaled`; this
+    run's mean pace before any unit of the scope was measured."""
     width, scope = unit
     seen: dict = {}
     for r in pace.rows:
         took = _unit_seconds(r)
         if r.get("scope") == scope and took is not None:
             seen[r["width"]] = max(seen.get(r["width"], 0.0), took)
-    if not seen:
-        return run_pace(unit, pace)
-    ref = min(seen, key=lambda w: (abs(math.log(w / width)), -w))
-    if width <= ref:
-        return seen[ref]
-    lo, hi = WIDTH_POWER
-    power = hi
-    narrower = sorted(w for w in seen if w < ref)
-    if narrower and seen[narrower[-1]] > 0:
-        w0 = narrower[-1]
-        power = min(hi, max(lo, math.log(seen[ref] / seen[w0]) / math.log(ref / w0)))
-    return seen[ref] * (width / ref) ** power
+    est = width_scaled(seen, width)
+    return run_pace(unit, pace) if est is None else est
 
 
 def missing_seconds(spec: Int8KernelSpec, out: str | os.PathLike) -> float | None:
