@@ -12,8 +12,10 @@ PIPELINE = "pipeline/"
 EIGHT_BIT = ("fp8", "int8")
 
 
-def ok_rows(bench):
-    return bench[bench["status"] == "ok"]
+def ok_rows(df):
+    """The rows of a measured table (a bench's, a sweep's) whose ``status`` is ``ok``: those
+    that ran (all rows of a table without a status)."""
+    return df[df["status"] == "ok"] if "status" in df else df
 
 
 def engines(bench, baseline: bool = False):

@@ -15,11 +15,12 @@ import math
 
 import pandas as pd
 
+from yolo_sm.analyse.bench_table import ok_rows
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.kernels import add_kernel_class, class_shares
 from yolo_sm.analyse.plan_grid import missing_for
 from yolo_sm.analyse.precision_8bit import facts_8bit
-from yolo_sm.analyse.scaling import BENCH, GRAPH_BACKEND, ok_rows
+from yolo_sm.analyse.scaling import BENCH, GRAPH_BACKEND
 from yolo_sm.analyse.weighting import same_run_ratio, time_weighted
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import with_config

@@ -14,6 +14,7 @@ import math
 import pandas as pd
 
 from yolo_sm.analyse import int8_kernels
+from yolo_sm.analyse.bench_table import ok_rows
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.fast import (
     CONV_PARTS,
@@ -24,7 +25,6 @@ from yolo_sm.analyse.fast import (
     time_breakdown,
 )
 from yolo_sm.analyse.fast import scope as unit_scope
-from yolo_sm.analyse.scaling import ok_rows
 from yolo_sm.analyse.weighting import time_weighted, weighted_mean
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import config_label, parse_config

@@ -14,6 +14,7 @@ import math
 
 import pandas as pd
 
+from yolo_sm.analyse.bench_table import ok_rows
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.fast import BASELINE
 from yolo_sm.analyse.hostbound import host_bound
@@ -37,11 +38,6 @@ MODEL_LAYERS = "model_layers"
 RUN_GAP_MINUTES = 10.0
 #: the backend whose throughput sits beside the Nsight Compute capture (no launch cost)
 GRAPH_BACKEND = "cudagraph"
-
-
-def ok_rows(df):
-    """The rows of ``df`` whose ``status`` is ``ok`` (all rows when it has no status)."""
-    return df[df["status"] == "ok"] if "status" in df else df
 
 
 def peak_tflops(root: DataRoot, ceiling: str = "matmul_fp16") -> float:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from yolo_sm.analyse.bench_table import ok_rows
 from yolo_sm.analyse.precision import PRECISION_ORDER, precision_class_shares, tolerance
-from yolo_sm.analyse.scaling import COMPILE_VARIANTS, ok_rows
+from yolo_sm.analyse.scaling import COMPILE_VARIANTS
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import with_config
 from yolo_sm.report import rules
