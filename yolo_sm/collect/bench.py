@@ -23,7 +23,6 @@ error / oom and a one-line message.
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from dataclasses import asdict, dataclass, fields, replace
@@ -39,6 +38,7 @@ from yolo_sm.collect.engines.config import (
 from yolo_sm.collect.grid import (
     Pace,
     free_memory,
+    longest_by_width,
     parse_bool,
     parse_float,
     parse_int,
@@ -308,16 +308,11 @@ def _estimate(default: float):
 
     def estimate(unit, pace: Pace) -> float:
         family, width, batch = unit
-        for same_family in (True, False):
-            seen: dict = {}
-            for r in pace.rows:
-                took = r.get("unit_s")
-                if r.get("batch") != batch or took is None or not math.isfinite(took):
-                    continue
-                if same_family and r.get("family") != family:
-                    continue
-                seen[r["width"]] = max(seen.get(r["width"], 0.0), float(took))
-            est = width_scaled(seen, width)
+        for keep in (
+            lambda r: r.get("batch") == batch and r.get("family") == family,
+            lambda r: r.get("batch") == batch,
+        ):
+            est = width_scaled(longest_by_width(pace.rows, keep), width)
             if est is not None:
                 return est
         return default

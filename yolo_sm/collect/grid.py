@@ -105,9 +105,21 @@ class Pace:
 
 #: the range of the power of the width a unit's seconds grow with (:func:`width_scaled`): the
 #: upper bound where only one width was measured (a convolution's work grows with the square of
-#: the width), else the power fitted through the two measured widths nearest below the unit,
-#: bounded to this range (compile and tuning times grow less than the work, which a fit sees)
+#: the width), else the power fitted through the nearest measured width and the next narrower
+#: one, bounded to this range (compile and tuning times grow less than the work, which a fit
+#: sees)
 WIDTH_POWER = (1.0, 2.0)
+
+
+def longest_by_width(rows, keep: Callable[[dict], bool]) -> dict[float, float]:
+    """Width -> the longest ``unit_s`` (the seconds a row's unit took) among the ``rows`` that
+    ``keep`` accepts and that recorded one: what :func:`width_scaled` scales from."""
+    seen: dict[float, float] = {}
+    for r in rows:
+        took = r.get("unit_s")
+        if took is not None and math.isfinite(took) and keep(r):
+            seen[r["width"]] = max(seen.get(r["width"], 0.0), float(took))
+    return seen
 
 
 def width_scaled(seen: dict[float, float], width: float) -> float | None:

@@ -42,6 +42,7 @@ from yolo_sm.collect.engines.int8_triton import conv_int8, int_mm_eligible, last
 from yolo_sm.collect.grid import (
     Pace,
     free_memory,
+    longest_by_width,
     pending,
     run_grid,
     run_pace,
@@ -327,12 +328,7 @@ def unit_estimate(unit, pace: Pace) -> float:
     runs'), scaled to the unit's width by :func:`yolo_sm.collect.grid.width_scaled`; this
     run's mean pace before any unit of the scope was measured."""
     width, scope = unit
-    seen: dict = {}
-    for r in pace.rows:
-        took = _unit_seconds(r)
-        if r.get("scope") == scope and took is not None:
-            seen[r["width"]] = max(seen.get(r["width"], 0.0), took)
-    est = width_scaled(seen, width)
+    est = width_scaled(longest_by_width(pace.rows, lambda r: r.get("scope") == scope), width)
     return run_pace(unit, pace) if est is None else est
 
 
