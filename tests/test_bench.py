@@ -25,11 +25,14 @@ def test_bench_table_on_cpu(tmp_path, capsys):
         "eager/fp32/nchw",
         "--seconds",
         "0.3",
+        "--nms-topk",
+        "300",
         "--out",
         str(out),
     ]
     assert main(argv) == 0
     df = pd.read_parquet(out)
+    assert set(df.nms.dropna()) == {"nms_matrix_fixpoint+top300"}
     assert list(df.variant) == [
         "eager/fp16/nhwc",
         "eager/fp32/nchw",
@@ -78,9 +81,11 @@ def test_spec_from_plan_params():
             "batches": "1,16",
             "engines": ["cudagraph/fp16/nhwc", "compile:max-autotune/fp16/nhwc", "eager/fp16/nhwc"],
             "pipeline_streams": [1, 3],
+            "pipeline_nms_topk": 1024,
             "device": "cuda",
         }
     )
+    assert spec.pipeline_nms_topk == 1024
     assert spec.units() == [
         ("yolov8", 0.25, 1),
         ("yolov8", 0.25, 16),
@@ -102,9 +107,24 @@ def test_spec_from_plan_params():
         ({"models": "yolov8:1", "widths": [1]}, "either"),
         ({"batches": [1.5]}, "integer"),
         ({"engines": [0]}, "backend/precision/layout items, got 0"),  # a YAML number
+        ({"pipeline_nms_topk": -1}, "pipeline_nms_topk"),
     ):
         with pytest.raises(UserError, match=match):
             bench.BenchSpec.from_mapping(bad)
+
+
+def test_pipeline_rows_name_the_nms_they_ran(tmp_path):
+    """A bench with pipeline_nms_topk runs its pipeline rows with the fixed-size NMS first and
+    says so in their nms column; the other rows carry none."""
+    spec = bench.BenchSpec(
+        models=(("yolov8", 0.0625),), batches=(1,), engines=(), device="cpu", seconds=0.2,
+        predict=False, pipeline_streams=(1,), pipeline_nms_topk=300,
+    )  # fmt: skip
+    df = bench.run_bench(spec, tmp_path / "b.parquet", progress=False)
+    pipe = df[df.variant.str.startswith("pipeline/")]
+    assert (df.status == "ok").all() and len(pipe) == 1
+    assert pipe.nms.tolist() == ["nms_matrix_fixpoint+top300"]
+    assert df.loc[~df.variant.str.startswith("pipeline/"), "nms"].isna().all()
 
 
 class FakeClock:

@@ -297,7 +297,7 @@ def test_probe_step_runs_on_cpu_and_registers(tmp_path, monkeypatch):
     assert df.stage.tolist() == list(STAGES)
     assert (df.wall_ms > 0).all() and df.gpu_ms.isna().all()  # CPU: no CUDA events
     alt = df.stage.str.contains(": ")  # a stage run another way
-    assert df.stage[alt].str.startswith("postprocess:").sum() == 2
+    assert df.stage[alt].str.startswith("postprocess:").sum() == 3
     assert df.same_result[alt].eq(True).all() and df.same_result[~alt].isna().all()
     assert (df.candidates_per_frame > 0).all() and (df.frames == "alternate").all()
     assert df.engine.eq("eager/fp32/nhwc").all() and df.prov_device.eq("cpu").all()

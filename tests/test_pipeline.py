@@ -121,7 +121,7 @@ def test_streams_and_bad_frames(frames, detector):
 
 
 def test_nms_chunks_cover_whole_images_up_to_the_limit():
-    from yolo_sm.collect.pipeline import nms_chunks
+    from yolo_sm.collect.nms import nms_chunks
 
     assert nms_chunks([3, 0, 4, 5, 0], 10) == [(0, 7), (7, 12)]
     assert nms_chunks([30, 2, 2], 10) == [(0, 30), (30, 34)]  # a big image alone
@@ -135,16 +135,16 @@ def _use_nms(monkeypatch, nms_impl: str) -> None:
     """Steer postprocess to one NMS path: "matrix" (the default), "torchvision" (in chunks),
     "..., one call" / "..., one call per image" (chunk size), "..., per IoU pass" (the matrix
     built one group at a time)."""
-    from yolo_sm.collect import pipeline
+    from yolo_sm.collect import nms
 
     if nms_impl.startswith("torchvision"):
-        monkeypatch.setattr(pipeline, "NMS_MATRIX_LIMIT", 0)
+        monkeypatch.setattr(nms, "NMS_MATRIX_LIMIT", 0)
     if nms_impl.endswith("one call"):
-        monkeypatch.setattr(pipeline, "NMS_CHUNK", 10**9)
+        monkeypatch.setattr(nms, "NMS_CHUNK", 10**9)
     if nms_impl.endswith("per image"):
-        monkeypatch.setattr(pipeline, "NMS_CHUNK", 1)
+        monkeypatch.setattr(nms, "NMS_CHUNK", 1)
     if nms_impl.endswith("per IoU pass"):
-        monkeypatch.setattr(pipeline, "NMS_IOU_CHUNK", 1)
+        monkeypatch.setattr(nms, "NMS_IOU_CHUNK", 1)
 
 
 def _postprocessor(detector, cfg, monkeypatch, chunk=None):
@@ -152,10 +152,10 @@ def _postprocessor(detector, cfg, monkeypatch, chunk=None):
     overrides NMS_CHUNK. torchvision is imported first: ultralytics then uses its NMS too."""
     import torchvision  # noqa: F401
 
-    from yolo_sm.collect import pipeline
+    from yolo_sm.collect import nms
 
     if chunk is not None:
-        monkeypatch.setattr(pipeline, "NMS_CHUNK", chunk)
+        monkeypatch.setattr(nms, "NMS_CHUNK", chunk)
     eng = build_engine(
         detector,
         EngineConfig(
@@ -229,7 +229,7 @@ def test_nms_on_clustered_boxes_equals_ultralytics(
     the image rarely overlap: a wrong IoU threshold passed the test above.)"""
     from ultralytics.utils import nms, ops
 
-    from yolo_sm.collect import pipeline
+    from yolo_sm.collect import nms as nms_mod
 
     _use_nms(monkeypatch, nms_impl)
     cfg = PipelineConfig(max_det=10_000, agnostic=agnostic)
@@ -250,7 +250,7 @@ def test_nms_on_clustered_boxes_equals_ultralytics(
     if nms_impl == "matrix":  # the layout this case is meant to exercise
         best, c = y[:, 4:].max(1)
         bi, ai = (best > 0.25).nonzero(as_tuple=True)
-        _, _, _, same = pipeline.nms_layout(bi, c[bi, ai], b, nc, agnostic)
+        _, _, _, same = nms_mod.nms_layout(bi, c[bi, ai], b, nc, agnostic)
         assert same == (classes == 3 and not agnostic)
     ours = pipe.postprocess(y, (320, 320))
     ref = nms.non_max_suppression(y.clone(), 0.25, 0.7, None, agnostic, max_det=10_000)
@@ -266,6 +266,90 @@ def test_nms_on_clustered_boxes_equals_ultralytics(
         else:  # offsets up to 39 * 7680 round its coordinates: a near-tie may flip
             assert abs(len(o) - len(r)) <= 0.01 * len(r)
             assert match_boxes(o.numpy(), r.numpy(), iou_min=0.999) >= 0.99
+
+
+def _clustered(seed: int, b: int, a: int, nc: int, objects: int = 8, classes: int = 3):
+    """A decoded batch (B, 4 + nc, A) as a detector makes it: ``objects`` objects per image,
+    each with many jittered boxes of ``classes`` competing classes."""
+    gen = torch.Generator().manual_seed(seed)
+    obj = torch.randint(0, objects, (b, a), generator=gen)
+    centre = torch.rand(b, 2, objects, generator=gen) * 260 + 30
+    size = torch.rand(b, 2, objects, generator=gen) * 60 + 20
+    xy = torch.gather(centre, 2, obj[:, None].expand(b, 2, a))
+    wh = torch.gather(size, 2, obj[:, None].expand(b, 2, a))
+    xy = xy + torch.randn(b, 2, a, generator=gen) * wh * 0.08
+    wh = wh * (1 + torch.randn(b, 2, a, generator=gen) * 0.08)
+    cls = torch.zeros(b, nc, a)
+    for k in range(classes):
+        cls[:, k] = torch.rand(b, a, generator=gen) * 0.6
+    return torch.cat((xy, wh, cls), 1)
+
+
+@pytest.mark.parametrize("agnostic", [False, True])
+@pytest.mark.parametrize(
+    "topk, max_det, deferred",
+    [
+        (4096, 10_000, False),  # every candidate fits in the k: exact
+        (64, 5, False),  # truncated, but max_det of the k best are kept
+        (64, 100, True),  # truncated (k = max_det) and fewer than max_det kept: deferred
+    ],
+)
+def test_topk_nms_gives_the_full_nms_boxes_or_defers(
+    detector, monkeypatch, agnostic, topk, max_det, deferred
+):
+    """The fixed-size NMS on each image's k best candidates returns the full NMS's boxes (the
+    same rows in the same order), or hands the batch to the full NMS where it cannot be sure:
+    an image truncated to its k best whose kept boxes do not reach max_det."""
+    from yolo_sm.collect import pipeline
+
+    y = _clustered(2, 3, 2100, detector.det.model[-1].nc)
+    y[1, 4:] *= 0.2  # image 1: no candidate at all
+    full = _postprocessor(detector, PipelineConfig(max_det=max_det, agnostic=agnostic), monkeypatch)
+    ref = full.postprocess(y, (480, 640))
+    calls = []
+    real = pipeline.batch_nms
+    monkeypatch.setattr(pipeline, "batch_nms", lambda *a, **k: calls.append(1) or real(*a, **k))
+    cfg = PipelineConfig(max_det=max_det, agnostic=agnostic, nms_topk=topk)
+    pipe = _postprocessor(detector, cfg, monkeypatch)
+    ours = pipe.postprocess(y, (480, 640))
+    assert bool(calls) == deferred
+    assert len(ref[0]) >= 5 and len(ref[1]) == 0
+    for o, r in zip(ours, ref, strict=True):
+        assert o.dtype == r.dtype and o.shape == r.shape
+        torch.testing.assert_close(o, r, rtol=0, atol=0)
+    assert pipe.counts == full.counts  # frames, candidates, boxes: counted once
+
+
+def test_topk_nms_exactness_flags_and_ties():
+    """nms_topk's ``exact`` per image: an image with at most k candidates, or one whose k best
+    hold max_det kept boxes; equal scores are taken, and cut, in anchor order, as the full NMS
+    orders them."""
+    from yolo_sm.collect.nms import nms_topk
+
+    a = 12
+    # image 0: 12 disjoint boxes, scores 0.9 .. 0.35 (all kept); image 1: 3 candidates
+    x = torch.arange(a, dtype=torch.float32) * 50 + 20
+    one = torch.ones_like(x)
+    xywh = torch.stack((x, 20 * one, 10 * one, 10 * one))
+    sc0 = torch.linspace(0.9, 0.35, a)
+    sc1 = torch.tensor([0.9, 0.8, 0.7] + [0.1] * (a - 3))
+    y = torch.stack((torch.cat((xywh, sc0[None])), torch.cat((xywh, sc1[None]))))  # nc = 1
+    dets, counts, exact, cand = nms_topk(y, 0.25, 0.7, max_det=3, k=4, agnostic=False)
+    assert cand.tolist() == [12, 3] and counts.tolist() == [3, 3]
+    assert exact.tolist() == [True, True]
+    torch.testing.assert_close(dets[0, :, 4], sc0[:3])
+    assert dets[1, :, 4].tolist() == pytest.approx([0.9, 0.8, 0.7])
+    # box 1 overlaps box 0 (suppressed): only 3 of image 0's 4 best are kept, fewer than 4
+    over = y.clone()
+    over[0, 0, 1] = over[0, 0, 0] + 1
+    dets, counts, exact, _ = nms_topk(over, 0.25, 0.7, max_det=4, k=4, agnostic=False)
+    assert counts.tolist() == [3, 3] and exact.tolist() == [False, True]
+    # equal scores everywhere: the first anchors, in anchor order, and exact
+    flat = y.clone()
+    flat[:, 4] = 0.5
+    dets, counts, exact, _ = nms_topk(flat, 0.25, 0.7, max_det=3, k=5, agnostic=False)
+    assert exact.tolist() == [True, True]
+    torch.testing.assert_close(dets[:, :, 0], (x[:3] - 5).expand(2, 3))
 
 
 def _greedy_per_group(y, conf, iou, agnostic):
@@ -514,7 +598,7 @@ def test_the_triton_overlap_kernel_equals_the_torch_ops(monkeypatch, same_class)
     """The GPU's overlap kernel, run by Triton's interpreter on the CPU, writes the same S as
     the torch ops, bit for bit: padding, exact duplicates, classes, the j-before-i order."""
     pytest.importorskip("triton")
-    from yolo_sm.collect import pipeline
+    from yolo_sm.collect import nms
 
     gen = torch.Generator().manual_seed(0)
     g, w = 3, 70
@@ -524,11 +608,11 @@ def test_the_triton_overlap_kernel_equals_the_torch_ops(monkeypatch, same_class)
     valid = torch.rand(g, w, generator=gen) > 0.1
     cls = torch.randint(0, 3, (g, w), generator=gen) if same_class else None
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    ref = pipeline.overlap_matrix(bx, cls, valid, 0.5)
+    ref = nms.overlap_matrix(bx, cls, valid, 0.5)
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    assert pipeline._triton_overlap() is not None
+    assert nms._triton_overlap() is not None
     with np.errstate(invalid="ignore"):  # 0 / 0 in the padding lanes, as in torch
-        out = pipeline.overlap_matrix(bx, cls, valid, 0.5)
+        out = nms.overlap_matrix(bx, cls, valid, 0.5)
     assert out.dtype == torch.bool and out.shape == (g, w, w)
     assert torch.equal(out, ref) and 20 < int(ref.sum()) < ref.numel() // 4
 
@@ -554,7 +638,7 @@ def _run_interpreted(script: str, *argv) -> dict:
 _SUPPRESS_CHECK = r"""
 import json, sys, warnings, torch
 warnings.simplefilter("error")  # a kernel that fails and falls back to the torch ops
-from yolo_sm.collect import pipeline
+from yolo_sm.collect import nms
 
 width = int(sys.argv[1])
 gen = torch.Generator().manual_seed(width)
@@ -567,9 +651,9 @@ for k in range(width - 1):  # group 0: one chain 0 -> 1 -> 2 -> ..., it alternat
 valid = torch.rand(g, width, generator=gen) > 0.1
 valid[0] = True
 S &= valid[:, :, None]
-assert pipeline._triton_suppress() is not None
-out = {"kernel": pipeline.suppress_fixpoint(S, valid).tolist()}
-kernel = pipeline._TRITON_SUPPRESS[True]
+assert nms._triton_suppress() is not None
+out = {"kernel": nms.suppress_fixpoint(S, valid).tolist()}
+kernel = nms._TRITON_SUPPRESS[True]
 
 class NoCount:  # a kernel whose count of changed boxes is lost: stops after one round
     def __getitem__(self, grid):
@@ -578,10 +662,10 @@ class NoCount:  # a kernel whose count of changed boxes is lost: stops after one
             args[4].zero_()
         return launch
 
-pipeline._TRITON_SUPPRESS[True] = NoCount()
-out["no_count"] = pipeline.suppress_fixpoint(S, valid).tolist()
-pipeline._TRITON_SUPPRESS[True] = None  # the torch ops
-out["torch"] = pipeline.suppress_fixpoint(S, valid).tolist()
+nms._TRITON_SUPPRESS[True] = NoCount()
+out["no_count"] = nms.suppress_fixpoint(S, valid).tolist()
+nms._TRITON_SUPPRESS[True] = None  # the torch ops
+out["torch"] = nms.suppress_fixpoint(S, valid).tolist()
 greedy = []  # greedy NMS by hand, group by group
 for gi in range(g):
     keep = []

@@ -49,10 +49,10 @@ def main(argv=None) -> int:
         rows.append(dict(stage=r.stage, wall_ms=r.wall_ms, gpu_ms=r.gpu_ms, same=r.same_result))
 
     # torchvision's nms once over the whole batch: the pipeline's own torchvision path
-    # (_nms_torchvision, (image, class) groups kept apart by float64 offsets) with one chunk
+    # (nms_torchvision, (image, class) groups kept apart by float64 offsets) with one chunk
     from ultralytics.utils import ops
 
-    import yolo_sm.collect.pipeline as P
+    import yolo_sm.collect.nms as N
 
     pipe, y = st["pipe"], st["decoded"]
     scores, cls = y[:, 4:].max(1)
@@ -60,10 +60,11 @@ def main(argv=None) -> int:
     boxes, sc, cl = ops.xywh2xyxy(y[bi, :4, ai]), scores[bi, ai], cls[bi, ai]
     counts = torch.bincount(bi, minlength=y.shape[0]).tolist()
     walls = []
-    with mock.patch.object(P, "NMS_CHUNK", len(bi)):  # every image in one call
+    with mock.patch.object(N, "NMS_CHUNK", len(bi)):  # every image in one call
         for _ in range(1 + max(3, a.reps // 4)):  # the first call: warm-up
             t0 = time.perf_counter()
-            pipe._nms_torchvision(boxes, sc, cl, bi, counts)
+            c = pipe.config
+            N.nms_torchvision(boxes, sc, cl, bi, counts, c.iou, pipe.nc, c.agnostic)
             torch.cuda.synchronize()
             walls.append((time.perf_counter() - t0) * 1e3)
     walls = walls[1:]

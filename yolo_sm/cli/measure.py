@@ -120,6 +120,12 @@ def _bench_parser(sub) -> None:
     b.add_argument(
         "--streams", default="1,3", help="comma list: one pipeline row per batches-in-flight count"
     )
+    b.add_argument(
+        "--nms-topk",
+        default="0",
+        help="pipeline NMS first on each frame's K best candidates in fixed-size buffers (the "
+        "full NMS where that is not exact; 0: off)",
+    )
     b.add_argument("--device", default="cuda")
     b.add_argument(
         "--seconds",
@@ -239,6 +245,7 @@ def bench(args) -> int:
             "batches": common.batches(args.batches),
             "engines": values.texts(args.engines, "--engines"),
             "pipeline_streams": values.wholes(args.streams, "--streams", lo=1, hi=64),
+            "pipeline_nms_topk": values.whole(args.nms_topk, "--nms-topk", lo=0, hi=1 << 20),
             "device": values.device_name(args.device),
             "seconds": values.number(args.seconds, "--seconds", above=0, hi=MAX_RUN_S, unit="s"),
             "predict": args.predict,

@@ -58,8 +58,8 @@ from yolo_sm.collect.models import (
     model_flops,
 )
 from yolo_sm.collect.models.spec import build_spec, parse_model, spec_scale
+from yolo_sm.collect.nms import nms_label
 from yolo_sm.collect.pipeline import (
-    NMS_IMPL,
     DetectionPipeline,
     PipelineConfig,
     measure_pipeline,
@@ -161,6 +161,8 @@ class BenchSpec:
     engines: tuple = DEFAULT_ENGINES
     pipeline_engine: tuple = PIPELINE_ENGINE
     pipeline_streams: tuple = (1, 3)
+    # > 0: the pipeline's NMS first on each frame's k best candidates (PipelineConfig.nms_topk)
+    pipeline_nms_topk: int = 0
     device: str = "cuda"
     imgsz: int = 640
     budget_ms: float = 300.0
@@ -176,9 +178,9 @@ class BenchSpec:
     def from_mapping(cls, data: dict) -> BenchSpec:
         """From plan / CLI keys: ``family`` + ``widths`` (or ``models`` as ``family:width``
         items), ``batches``, ``engines`` (``backend/precision/layout`` strings),
-        ``pipeline_engine``, ``pipeline_streams``, ``device``, ``imgsz``, ``budget_ms``,
-        ``warmup_ms``, ``seconds``, ``predict``, ``est_unit_s``. A None value means the
-        default (as the plan check reads it)."""
+        ``pipeline_engine``, ``pipeline_streams``, ``pipeline_nms_topk``, ``device``,
+        ``imgsz``, ``budget_ms``, ``warmup_ms``, ``seconds``, ``predict``, ``est_unit_s``. A
+        None value means the default (as the plan check reads it)."""
 
         data = {k: v for k, v in data.items() if v is not None}
         known = {f.name for f in fields(cls)} | {"family", "widths"}
@@ -217,6 +219,8 @@ class BenchSpec:
         for k in ("device",):
             if k in data:
                 kw[k] = str(data[k])
+        if "pipeline_nms_topk" in data:
+            kw["pipeline_nms_topk"] = parse_int(data["pipeline_nms_topk"], "pipeline_nms_topk")
         if "imgsz" in data:
             kw["imgsz"] = parse_int(data["imgsz"], "imgsz")
         for k in ("budget_ms", "warmup_ms", "seconds", "est_unit_s"):
@@ -241,6 +245,8 @@ class BenchSpec:
             raise UserError("batch sizes must be positive integers")
         if not self.pipeline_streams or any(s < 1 for s in self.pipeline_streams):
             raise UserError("pipeline_streams must be positive integers")
+        if self.pipeline_nms_topk < 0:
+            raise UserError("pipeline_nms_topk must be 0 (off) or a positive count of candidates")
         if self.imgsz <= 0 or self.imgsz % 32:
             raise UserError("imgsz must be a positive multiple of 32")
         if not (self.budget_ms > 0 and self.warmup_ms >= 0 and self.seconds > 0):  # NaN fails
@@ -474,7 +480,7 @@ def _pipeline_rows(model, head: dict, spec: BenchSpec, frames) -> list[dict]:
             "scope": "frames_to_boxes",
             **cols,
             "streams": s,
-            "nms": NMS_IMPL,
+            "nms": nms_label(spec.pipeline_nms_topk),
         }
         for s in spec.pipeline_streams
     ]
@@ -505,7 +511,8 @@ def _pipeline_rows(model, head: dict, spec: BenchSpec, frames) -> list[dict]:
         for r in rows:
             publish(engine=r["variant"])
             try:
-                pipe = DetectionPipeline(model, eng, PipelineConfig(streams=r["streams"]))
+                cfg = PipelineConfig(streams=r["streams"], nms_topk=spec.pipeline_nms_topk)
+                pipe = DetectionPipeline(model, eng, cfg)
                 with phase("timed") as timed:
                     st = measure_pipeline(pipe, frames, head["batch"], spec.seconds)
                 r["timed_s"] = timed.seconds

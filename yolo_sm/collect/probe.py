@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 
+import yolo_sm.collect.nms as N
 import yolo_sm.collect.pipeline as P
 from yolo_sm.collect.bench import (
     CPU_PIPELINE_ENGINE,
@@ -25,6 +27,9 @@ from yolo_sm.collect.bench import (
 from yolo_sm.collect.engines import EngineConfig, build_engine
 from yolo_sm.contract.errors import UserError
 
+#: candidates per frame of the probe's fixed-size NMS row (PipelineConfig.nms_topk)
+PROBE_TOPK = 1024
+
 # stage names, in the order of the table
 STAGES = (
     "h2d",
@@ -34,6 +39,7 @@ STAGES = (
     "postprocess",
     "postprocess: fixpoint in torch ops",
     "postprocess: torchvision nms per chunk",
+    "postprocess: top-k buffers",
     "batch, 1 stream",
     "batch, 3 streams",
 )
@@ -94,7 +100,7 @@ def probe_pipeline(
         engine=f"{backend}/{precision}/{layout}",
         frames=frames,
         reps=int(reps),
-        nms=P.NMS_IMPL,
+        nms=N.NMS_IMPL,
     )
     if keep_state:
         return out, state
@@ -160,10 +166,15 @@ def _probe(model, eng, stack, reps: int, on_gpu: bool):
     alternatives = {
         # no Triton step kernel cached: suppress_fixpoint uses the torch ops
         "postprocess: fixpoint in torch ops": mock.patch.dict(
-            P._TRITON_SUPPRESS, {P._triton_interpret(): None}
+            N._TRITON_SUPPRESS, {N._triton_interpret(): None}
         ),
         # no batch fits nms_matrix: torchvision's nms per chunk of whole images
-        "postprocess: torchvision nms per chunk": mock.patch.object(P, "NMS_MATRIX_LIMIT", 0),
+        "postprocess: torchvision nms per chunk": mock.patch.object(N, "NMS_MATRIX_LIMIT", 0),
+        # fixed-size buffers of each frame's PROBE_TOPK best candidates (the full NMS where
+        # that is not exact)
+        "postprocess: top-k buffers": mock.patch.object(
+            pipe, "config", replace(pipe.config, nms_topk=PROBE_TOPK)
+        ),
     }
     for name, switch in alternatives.items():
         with switch:

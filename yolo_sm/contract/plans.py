@@ -240,6 +240,7 @@ PARAMS: dict[str, dict[str, Check]] = {
         "engines": _texts,
         "pipeline_engine": _text_of(None),
         "pipeline_streams": lambda v, w: values.wholes(v, w, lo=1, hi=64),
+        "pipeline_nms_topk": lambda v, w: values.whole(v, w, lo=0, hi=1 << 20),
         "device": lambda v, w: values.device_name(v, w),
         "imgsz": _one_imgsz,
         "budget_ms": _budget_ms,

@@ -163,8 +163,8 @@ SCHEMAS: dict[str, dict[str, str]] = {
     "probe": {
         "stage": "h2d, letterbox, engine, decode, postprocess (the stages of one batch, each "
         "alone and synchronised); postprocess: fixpoint in torch ops / torchvision nms per "
-        "chunk (the same postprocess with the other NMS paths); batch, 1 stream / 3 streams "
-        "(whole batches through DetectionPipeline.run, wall time per batch)",
+        "chunk / top-k buffers (the same postprocess with the other NMS paths); batch, 1 "
+        "stream / 3 streams (whole batches through DetectionPipeline.run, wall time per batch)",
         "wall_ms": "median host wall time of the stage, milliseconds",
         "gpu_ms": "median CUDA-event time of the stage, milliseconds (empty on a CPU and for "
         "the whole-batch rows)",
@@ -178,7 +178,7 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "frames": "bus = every frame the bus photo (1080x810, NMS's worst case); alternate = "
         "bus and zidane (resized) as the bench feeds",
         "reps": "timed repetitions per stage",
-        "nms": "the NMS implementation of the postprocess row (yolo_sm.collect.pipeline.NMS_IMPL)",
+        "nms": "the NMS implementation of the postprocess row (yolo_sm.collect.nms.NMS_IMPL)",
         "candidates_per_frame": "boxes above the score threshold per frame (NMS's work)",
         "boxes_per_frame": "boxes per frame after NMS",
     },
@@ -243,7 +243,8 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "class at once, a fixed point over an overlap matrix; nms_f64_offsets_chunked = "
         "torchvision nms over offset (image, class) groups, one call per chunk of whole images; "
         "nms_f64_offsets = one such call for the whole batch; torchvision_batched_nms = the "
-        "earlier per-group loop)",
+        "earlier per-group loop; a suffix +top<k>: first the fixed-size NMS on each frame's k "
+        "best candidates, the named one for a batch where that is not exact)",
         "candidates_per_frame": "pipeline rows: boxes above the score threshold per frame, what "
         "NMS works on (its cost grows with it); absent in some rows",
         "boxes_per_frame": "pipeline rows: boxes per frame after NMS",

@@ -1,0 +1,395 @@
+"""Greedy non-maximum suppression of a whole batch on the device, as ultralytics'
+``non_max_suppression`` decides it (best class per anchor, score threshold, class-aware NMS,
+``max_det`` per image), for :class:`yolo_sm.collect.pipeline.DetectionPipeline`.
+
+Two ways to one answer:
+
+- :func:`batch_nms`: the candidates above the threshold gathered at their data-dependent count
+  (host syncs for the count and the layout), then :func:`nms_matrix` (every image and class at
+  once: an overlap matrix and a fixed point, no serial walk) or ``torchvision.ops.nms`` in
+  chunks of whole images where the matrix would not fit.
+- :func:`nms_topk`: fixed-size buffers, no host sync but the fixed point's convergence checks:
+  the ``k`` best-scoring candidates of each image, their overlap matrix and fixed point, the
+  first ``max_det`` kept boxes written to a (B, max_det, 6) buffer. Greedy NMS decides a box
+  from the boxes that outscore it alone, so the boxes kept among an image's ``k`` best are
+  exactly the boxes the full NMS keeps among them (taken in the full NMS's own order, ties
+  included); the result is the full NMS's wherever the image had at most ``k`` candidates or
+  ``max_det`` of its ``k`` are kept. ``exact`` says which images that holds for; the caller
+  runs :func:`batch_nms` for a batch where it does not.
+"""
+
+from __future__ import annotations
+
+import torch
+
+# which NMS implementation DetectionPipeline.postprocess runs (recorded in the bench's rows):
+# nms_matrix (every image and class at once, a fixed point over an overlap matrix; torchvision's
+# nms in chunks of whole images beyond NMS_MATRIX_LIMIT)
+NMS_IMPL = "nms_matrix_fixpoint"
+
+# most candidates one NMS call takes (whole images; an image with more is a call of its own):
+# a call costs ~n^2 (postprocess), a call ~0.1 ms of launches and a host sync
+NMS_CHUNK = 2048
+# postprocess runs nms_matrix (no serial walk) while batch x (most candidates of an image)^2 is
+# at most this many overlap bits, else torchvision's nms in chunks; NMS_IOU_CHUNK bounds the
+# float64 IoU temporaries of one pass (elements)
+NMS_MATRIX_LIMIT = 1 << 31
+NMS_IOU_CHUNK = 1 << 25
+
+
+def nms_label(topk: int = 0) -> str:
+    """The NMS a pipeline with ``PipelineConfig.nms_topk`` = ``topk`` runs, as the bench's
+    ``nms`` column names it: :data:`NMS_IMPL`, with ``+top<k>`` where the fixed-size path
+    comes first."""
+    return f"{NMS_IMPL}+top{topk}" if topk > 0 else NMS_IMPL
+
+
+def nms_chunks(counts: list[int], limit: int) -> list[tuple[int, int]]:
+    """[lo, hi) candidate ranges of consecutive whole images, each at most ``limit`` candidates
+    unless one image alone has more; images with none are skipped."""
+    out, lo, hi = [], 0, 0
+    for n in counts:
+        if n and hi > lo and hi - lo + n > limit:
+            out.append((lo, hi))
+            lo = hi
+        hi += n
+    if hi > lo:
+        out.append((lo, hi))
+    return out
+
+
+def nms_layout(bi, cls, b: int, nc: int, agnostic: bool) -> tuple:
+    """How :func:`nms_matrix` lays the candidates out, from one host sync: ``(key, groups,
+    width, same_class)``. Boxes only suppress boxes of their own (image, class) group (or image,
+    ``agnostic``), so the overlap matrices are per group: with ``key`` = image * nc + class
+    there are ``b * nc`` groups of at most ``width`` candidates (the largest group). When one
+    class dominates an image that is wasteful (``b * nc * width^2`` > ``b * most^2``, ``most``
+    the largest image), and the groups are the images, with a same-class test (``same_class``).
+    """
+    per_image = torch.bincount(bi, minlength=b)
+    if agnostic:
+        return bi, b, int(per_image.max()), False
+    key = bi * nc + cls
+    per_group = torch.bincount(key, minlength=b * nc)
+    most, width = (int(v) for v in torch.stack((per_image.max(), per_group.max())).tolist())
+    if b * nc * width * width <= b * most * most:
+        return key, b * nc, width, False
+    return bi, b, most, True
+
+
+def overlap_matrix(bx, cls, valid, iou: float) -> torch.Tensor:
+    """``S[g, j, i]``: box j comes before box i in its group's row (outscores it), both are real
+    (``valid``), they share a class (where ``cls`` is given) and their IoU exceeds ``iou``.
+    ``bx`` is (groups, width, 4) xyxy; IoU in fp32 as torchvision computes it (intersection over
+    area_a + area_b - intersection, correctly rounded division). On a GPU one Triton kernel
+    writes S in one pass (a byte per pair); elsewhere torch ops, in passes of at most
+    :data:`NMS_IOU_CHUNK` pairs."""
+    groups, width = valid.shape
+    bx = bx.float().contiguous()
+    kernel = _triton_overlap() if bx.is_cuda or _triton_interpret() else None
+    if kernel is not None:
+        S = torch.empty((groups, width, width), dtype=torch.uint8, device=bx.device)
+        c = cls.contiguous() if cls is not None else valid  # unused when SAME_CLASS is off
+        block = 32
+        grid = (groups, triton_cdiv(width, block), triton_cdiv(width, block))
+        try:
+            kernel[grid](
+                bx, c, valid.to(torch.uint8).contiguous(), S, width, float(iou),
+                SAME_CLASS=cls is not None, BLOCK=block,
+            )  # fmt: skip
+            return S.view(torch.bool)
+        except Exception as e:  # noqa: BLE001 - a kernel that does not compile here
+            _kernel_failed(_TRITON_OVERLAP, "overlap", e)
+    x1, y1, x2, y2 = bx.unbind(-1)
+    area = (x2 - x1) * (y2 - y1)
+    later = torch.ones(width, width, dtype=torch.bool, device=bx.device).triu(1)  # j before i
+    S = torch.empty((groups, width, width), dtype=torch.bool, device=bx.device)
+    step = max(1, NMS_IOU_CHUNK // max(width * width, 1))  # groups per pass (memory)
+    for lo in range(0, groups, step):
+        g = slice(lo, lo + step)
+
+        def pair(t, fn, g=g):
+            return fn(t[g][:, :, None], t[g][:, None, :])
+
+        w = (pair(x2, torch.minimum) - pair(x1, torch.maximum)).clamp_(min=0)
+        inter = w.mul_((pair(y2, torch.minimum) - pair(y1, torch.maximum)).clamp_(min=0))
+        over = inter / (area[g][:, :, None] + area[g][:, None, :] - inter) > iou
+        if cls is not None:
+            over &= cls[g][:, :, None] == cls[g][:, None, :]
+        S[g] = over & later & valid[g][:, :, None]
+    return S
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def _triton_interpret() -> bool:
+    """Triton's interpreter (``TRITON_INTERPRET=1``) runs its kernels on CPU tensors: the CPU
+    tests check the GPU kernel's logic that way."""
+    import os
+
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+_TRITON_OVERLAP: dict = {}
+
+
+def _cached_kernel(cache: dict, define):
+    """``define(triton, tl)``'s kernel, made once per interpreter mode and kept in ``cache``;
+    None where Triton is missing or the definition fails (the caller then uses torch ops)."""
+    mode = _triton_interpret()
+    if mode not in cache:
+        try:
+            import triton
+            import triton.language as tl
+
+            cache[mode] = define(triton, tl)
+        except Exception:  # noqa: BLE001 - no Triton: torch ops do the same in more passes
+            cache[mode] = None
+    return cache[mode]
+
+
+def _kernel_failed(cache: dict, what: str, e: Exception) -> None:
+    """A cached kernel failed at launch (e.g. does not compile for this GPU): warn once and
+    drop it, so later calls use the torch ops."""
+    import warnings
+
+    warnings.warn(
+        f"the Triton {what} kernel failed ({type(e).__name__}: {e}); NMS uses torch ops from "
+        "now on (same result, more passes)",
+        stacklevel=3,
+    )
+    cache[_triton_interpret()] = None
+
+
+def _triton_overlap():
+    """The Triton kernel behind :func:`overlap_matrix` (one per interpreter mode), or None."""
+    return _cached_kernel(_TRITON_OVERLAP, _define_overlap)
+
+
+def _define_overlap(triton, tl):
+    @triton.jit
+    def _overlap(bx, cls, valid, out, width, iou, SAME_CLASS: tl.constexpr, BLOCK: tl.constexpr):
+        g = tl.program_id(0)
+        j = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)  # suppressor (row)
+        i = tl.program_id(2) * BLOCK + tl.arange(0, BLOCK)  # suppressed (column)
+        mj, mi = j < width, i < width
+        bj, bi = (g * width + j) * 4, (g * width + i) * 4
+        xj1 = tl.load(bx + bj, mask=mj, other=0.0)
+        yj1 = tl.load(bx + bj + 1, mask=mj, other=0.0)
+        xj2 = tl.load(bx + bj + 2, mask=mj, other=0.0)
+        yj2 = tl.load(bx + bj + 3, mask=mj, other=0.0)
+        xi1 = tl.load(bx + bi, mask=mi, other=0.0)
+        yi1 = tl.load(bx + bi + 1, mask=mi, other=0.0)
+        xi2 = tl.load(bx + bi + 2, mask=mi, other=0.0)
+        yi2 = tl.load(bx + bi + 3, mask=mi, other=0.0)
+        w = tl.minimum(xj2[:, None], xi2[None, :]) - tl.maximum(xj1[:, None], xi1[None, :])
+        h = tl.minimum(yj2[:, None], yi2[None, :]) - tl.maximum(yj1[:, None], yi1[None, :])
+        inter = tl.maximum(w, 0.0) * tl.maximum(h, 0.0)
+        area_j = (xj2 - xj1) * (yj2 - yj1)
+        area_i = (xi2 - xi1) * (yi2 - yi1)
+        union = area_j[:, None] + area_i[None, :] - inter
+        over = tl.math.div_rn(inter, union) > iou
+        vj = tl.load(valid + g * width + j, mask=mj, other=0) != 0
+        over = over & (j[:, None] < i[None, :]) & vj[:, None]
+        if SAME_CLASS:
+            cj = tl.load(cls + g * width + j, mask=mj, other=-1)
+            ci = tl.load(cls + g * width + i, mask=mi, other=-2)
+            over = over & (cj[:, None] == ci[None, :])
+        ptr = out + (g * width + j[:, None]) * width + i[None, :]
+        tl.store(ptr, over.to(tl.uint8), mask=mj[:, None] & mi[None, :])
+
+    return _overlap
+
+
+def nms_matrix(boxes, scores, cls, key, groups, width, iou, same_class=False):
+    """Greedy NMS of every group (image and class) of a batch at once, with no serial walk.
+
+    The candidates are laid out as a (groups, width) matrix, each row one group (``key``, from
+    :func:`nms_layout`) sorted by decreasing score; ``S[g, j, i]`` says that box j outscores box
+    i in its group (and has its class, ``same_class``) and overlaps it above ``iou`` (IoU in
+    fp32, torchvision's formula). Greedy NMS keeps box i iff no kept box j suppresses it: a
+    recursion with one solution. Iterating ``keep = not any_j(keep_j and S_ji)`` from all-kept
+    settles every box whose chain of suppressors is at most t long after t steps, and a step
+    that changes nothing has reached that solution (on the bundled photos: 6-10 steps). Each
+    step is one pass over S (:func:`suppress_fixpoint`: on a GPU one Triton kernel over its
+    upper triangle, a host sync every :data:`FIXPOINT_ROUND` steps to test for the fixed
+    point). Returns the kept candidate indices in decreasing score order (ties: candidate
+    order): what ``torchvision.ops.nms`` returns for each group, which the CPU tests check
+    against ultralytics.
+
+    Why not ``torchvision.ops.nms``: its CUDA kernel walks its n x n mask in one thread block,
+    ~n^2 serial work per call (one call over a batch of 16 with 40,656 candidates: 39 ms on the
+    H200; one call per image: 9.8 ms a batch, tools/pipeline_probe.py)."""
+    dev, n = boxes.device, len(scores)
+    # by group, then decreasing score (two stable sorts)
+    order = torch.sort(scores, descending=True, stable=True).indices
+    order = order[torch.sort(key[order], stable=True).indices]
+    k = key[order]
+    counts = torch.bincount(k, minlength=groups)
+    pos = torch.arange(n, device=dev) - (torch.cumsum(counts, 0) - counts)[k]
+    idx = torch.full((groups, width), -1, device=dev, dtype=torch.long)
+    idx[k, pos] = order
+    valid = idx >= 0
+    safe = idx.clamp(min=0)
+    bx = boxes.float()[safe]  # (groups, width, 4)
+    S = overlap_matrix(bx, cls[safe] if same_class else None, valid, iou)
+    kept = idx[suppress_fixpoint(S, valid)]
+    return kept[torch.sort(scores[kept], descending=True, stable=True).indices]
+
+
+# fixed-point steps launched between two host checks for convergence (suppress_fixpoint)
+FIXPOINT_ROUND = 4
+
+
+def suppress_fixpoint(S: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """The fixed point of ``keep = valid and not any_j(keep_j and S[:, j, i])`` from all-kept
+    (:func:`nms_matrix`): greedy NMS's kept boxes, as a (groups, width) bool mask.
+
+    On a GPU each step is one Triton kernel (:func:`_triton_suppress`) that reads only the upper
+    triangle of S (j < i) and counts the boxes whose state changed; steps are launched in rounds
+    of :data:`FIXPOINT_ROUND` with one host sync per round (a step after the fixed point
+    changes nothing, so overshooting is harmless). Elsewhere torch ops, one sync per step. The
+    torch ops' step ``S & keep`` then ``any`` writes and reads a groups x width^2 temporary:
+    on the H200 at batch 16 (40,624 candidates, 104 MB of S) 0.24 + 0.07 ms a step and a sync,
+    3.5 ms of a 7.8 ms postprocess (tools/pipeline_probe.py)."""
+    groups, width = valid.shape
+    kernel = _triton_suppress() if S.is_cuda or _triton_interpret() else None
+    if kernel is not None and groups and width:
+        s8, v8 = S.view(torch.uint8).contiguous(), valid.to(torch.uint8).contiguous()
+        bufs = [v8.clone(), torch.empty_like(v8)]
+        changed = torch.zeros(width + FIXPOINT_ROUND + 1, dtype=torch.int32, device=S.device)
+        block = 64
+        grid = (groups, triton_cdiv(width, block))
+        try:
+            step = 0
+            # a chain of suppressors is at most width long: width + 1 steps reach the point
+            while step <= width:
+                for _ in range(FIXPOINT_ROUND):
+                    kernel[grid](
+                        s8, bufs[step % 2], v8, bufs[(step + 1) % 2], changed[step:], width,
+                        BJ=block, BI=block,
+                    )  # fmt: skip
+                    step += 1
+                if int(changed[step - 1]) == 0:  # host sync: the last step changed nothing
+                    return bufs[step % 2].view(torch.bool)
+        except Exception as e:  # noqa: BLE001 - a kernel that does not compile here
+            _kernel_failed(_TRITON_SUPPRESS, "suppression", e)
+    keep = valid
+    while True:
+        new = valid & ~(S & keep[:, :, None]).any(1)
+        if torch.equal(new, keep):
+            return keep
+        keep = new
+
+
+_TRITON_SUPPRESS: dict = {}
+
+
+def _triton_suppress():
+    """The Triton kernel of one :func:`suppress_fixpoint` step (one per interpreter mode), or
+    None. Program (g, column block): for its columns i, OR over rows j < i of S[g, j, i] and
+    keep[g, j] (tiles of S read row by row, coalesced along i), then keep_out = valid and not
+    suppressed, and the count of changed boxes added to ``changed[0]``."""
+    return _cached_kernel(_TRITON_SUPPRESS, _define_suppress)
+
+
+def _define_suppress(triton, tl):
+    @triton.jit
+    def _suppress(S, keep_in, valid, keep_out, changed, width, BJ: tl.constexpr, BI: tl.constexpr):
+        g = tl.program_id(0)
+        i = tl.program_id(1) * BI + tl.arange(0, BI)
+        mi = i < width
+        hit = tl.zeros([BI], dtype=tl.int32)
+        end = tl.minimum(width, (tl.program_id(1) + 1) * BI)  # rows j < i only
+        for j0 in range(0, end, BJ):
+            j = j0 + tl.arange(0, BJ)
+            mj = j < width
+            kj = tl.load(keep_in + g * width + j, mask=mj, other=0).to(tl.int32)
+            ptr = S + (g * width + j[:, None]) * width + i[None, :]
+            s = tl.load(ptr, mask=mj[:, None] & mi[None, :], other=0).to(tl.int32)
+            hit = tl.maximum(hit, tl.max(s * kj[:, None], axis=0))
+        v = tl.load(valid + g * width + i, mask=mi, other=0).to(tl.int32)
+        old = tl.load(keep_in + g * width + i, mask=mi, other=0).to(tl.int32)
+        new = v * (1 - hit)
+        tl.store(keep_out + g * width + i, new.to(tl.uint8), mask=mi)
+        diff = tl.sum(tl.where(mi & (new != old), 1, 0), axis=0)
+        tl.atomic_add(changed, diff)
+
+    return _suppress
+
+
+def nms_torchvision(boxes, sc, cl, bi, counts: list[int], iou: float, nc: int, agnostic: bool):
+    """Kept candidate indices, in decreasing score order per chunk of whole images:
+    ``torchvision.ops.nms`` on (image, class) groups kept apart by float64 offsets, one call
+    per chunk (:func:`nms_chunks`)."""
+    from torchvision.ops import nms
+
+    # NMS groups: one per (image, class), or per image when class-agnostic
+    group = bi if agnostic else bi * nc + cl
+    shifted = boxes.double() - boxes.min().double()
+    shifted = shifted + (group.double() * (shifted.max() + 1))[:, None]
+    sc64 = sc.double()
+    kept = []
+    for lo, hi in nms_chunks(counts, NMS_CHUNK):
+        # indices sorted by decreasing score within the chunk; one host sync per call
+        kept.append(nms(shifted[lo:hi], sc64[lo:hi], iou) + lo)
+    return torch.cat(kept) if len(kept) > 1 else kept[0]
+
+
+def batch_nms(boxes, sc, cl, bi, b: int, nc: int, iou: float, agnostic: bool):
+    """Kept indices of the candidates (``boxes`` xyxy, scores ``sc``, classes ``cl``, image
+    ``bi`` of each, images in order) of a batch of ``b`` images: :func:`nms_matrix` where batch
+    x (largest group)^2 fits :data:`NMS_MATRIX_LIMIT`, else :func:`nms_torchvision`. Within an
+    image in decreasing score order (ties: candidate order)."""
+    key, groups, width, same = nms_layout(bi, cl, b, nc, agnostic)
+    if groups * width * width <= NMS_MATRIX_LIMIT:
+        return nms_matrix(boxes, sc, cl, key, groups, width, iou, same)
+    counts = torch.bincount(bi, minlength=b).tolist()
+    return nms_torchvision(boxes, sc, cl, bi, counts, iou, nc, agnostic)
+
+
+def topk_candidates(y: torch.Tensor, conf: float, k: int):
+    """The first ``k`` anchors of each image of a decoded batch ``y`` (B, 4 + nc, A; xywh,
+    class probabilities) in the order the full NMS walks them (decreasing score, ties by
+    anchor index: a stable sort, where ``torch.topk`` would leave the order of equal scores,
+    and so which of them make the cut, open), as fixed-size (B, k) buffers: ``(boxes (B, k,
+    4) xyxy, score, class, valid (score above ``conf``), candidates (B,): how many anchors
+    pass ``conf``)``."""
+    from ultralytics.utils import ops
+
+    b = y.shape[0]
+    scores, cls = y[:, 4:].max(1)  # (B, A): best class per anchor
+    passed = scores > conf
+    masked = torch.where(passed, scores, torch.full_like(scores, float("-inf")))
+    ai = torch.sort(masked, dim=1, descending=True, stable=True).indices[:, :k]
+    sc = masked.gather(1, ai)
+    boxes = ops.xywh2xyxy(y[:, :4].gather(2, ai[:, None].expand(b, 4, k)).transpose(1, 2))
+    return boxes, sc, cls.gather(1, ai), sc > conf, passed.sum(1)
+
+
+def nms_topk(y: torch.Tensor, conf: float, iou: float, max_det: int, k: int, agnostic: bool):
+    """Fixed-size NMS of a decoded batch ``y`` (B, 4 + nc, A) on its ``k`` best candidates per
+    image (at least ``max_det``, at most A): ``(dets, counts, exact, candidates)``. ``dets``
+    (B, max_det, 6): x1 y1 x2 y2 score class of the first ``counts[i]`` kept boxes of image i in
+    decreasing score order, zeros after; ``exact`` (B,) bool: the rows are the full NMS's (the
+    module docstring says when); ``candidates`` (B,): anchors above ``conf``. No host sync but
+    :func:`suppress_fixpoint`'s."""
+    b, _, a = y.shape
+    k = min(a, max(k, max_det))
+    boxes, sc, cl, valid, candidates = topk_candidates(y, conf, k)
+    S = overlap_matrix(boxes, None if agnostic else cl, valid, iou)
+    keep = suppress_fixpoint(S, valid)  # (B, k)
+    rank = keep.cumsum(1) - 1
+    first = keep & (rank < max_det)
+    counts = first.sum(1)
+    # the k are a prefix of the full NMS's order: once max_det of them are kept, no box after
+    # them can be among the first max_det
+    exact = (candidates <= k) | (counts >= max_det)
+    rows = torch.cat((boxes, sc[..., None], cl[..., None].to(boxes.dtype)), -1)  # (B, k, 6)
+    # every box not among the first max_det goes to a spare row max_det, dropped after
+    slot = torch.where(first, rank, torch.full_like(rank, max_det))
+    dets = torch.zeros((b, max_det + 1, 6), dtype=boxes.dtype, device=boxes.device)
+    dets.scatter_(1, slot[..., None].expand(b, k, 6), rows)
+    return dets[:, :max_det], counts, exact, candidates
