@@ -352,6 +352,46 @@ def test_topk_nms_exactness_flags_and_ties():
     torch.testing.assert_close(dets[:, :, 0], (x[:3] - 5).expand(2, 3))
 
 
+def test_suppress_steps_say_whether_the_fixed_point_settled():
+    """suppress_steps (torch ops) runs a fixed number of steps with no host check: a group whose
+    suppression chain needs more is reported unsettled, the others settled at greedy NMS's
+    mask; nms_topk hands an image with such a chain to the full NMS (not exact)."""
+    from yolo_sm.collect import nms
+
+    n = 40
+    S = torch.zeros(2, n, n, dtype=torch.bool)
+    S[0, torch.arange(n - 1), torch.arange(1, n)] = True  # group 0: a chain 0 -> 1 -> 2 ...
+    S[1, 0, 1:] = True  # group 1: box 0 suppresses all the others (one step)
+    valid = torch.ones(2, n, dtype=torch.bool)
+    keep, settled = nms.suppress_steps(S, valid, 5)
+    assert settled.tolist() == [False, True]
+    assert keep[1].tolist() == [True] + [False] * (n - 1)
+    keep, settled = nms.suppress_steps(S, valid, n + 1)
+    assert settled.tolist() == [True, True]
+    assert keep.tolist() == nms.suppress_fixpoint(S, valid).tolist()
+    assert keep[0].tolist() == [i % 2 == 0 for i in range(n)]
+
+
+def test_topk_nms_defers_an_image_whose_fixed_point_has_not_settled(monkeypatch):
+    """Boxes in a row, each overlapping the next above the IoU threshold, scores falling along
+    the row: a suppression chain as long as the row, deeper than TOPK_STEPS."""
+    from yolo_sm.collect import nms
+
+    a = 40
+    x = torch.arange(a, dtype=torch.float32) * 1.0 + 20  # 1 px apart: IoU 0.82 with the next
+    one = torch.ones_like(x)
+    xywh = torch.stack((x, 20 * one, 10 * one, 10 * one))
+    sc = torch.linspace(0.9, 0.5, a)
+    y = torch.cat((xywh, sc[None]))[None]  # one image, nc = 1
+    _, counts, exact, _ = nms.nms_topk(y, 0.25, 0.7, max_det=300, k=300, agnostic=False)
+    assert exact.tolist() == [False]
+    monkeypatch.setattr(nms, "TOPK_STEPS", a + 1)
+    dets, counts, exact, _ = nms.nms_topk(y, 0.25, 0.7, max_det=300, k=300, agnostic=False)
+    assert exact.tolist() == [True]
+    # IoU with the next box 0.82, with the one after 0.67 (< 0.7): every other box is kept
+    torch.testing.assert_close(dets[0, : counts[0], 0], x[::2] - 5)
+
+
 def _greedy_per_group(y, conf, iou, agnostic):
     """Reference NMS for one image's (4 + nc, A) decoded output: best class per anchor, score
     threshold, torchvision's nms per class (or once, agnostic) on unshifted fp32 boxes; rows x1
@@ -653,6 +693,9 @@ valid[0] = True
 S &= valid[:, :, None]
 assert nms._triton_suppress() is not None
 out = {"kernel": nms.suppress_fixpoint(S, valid).tolist()}
+keep, settled = nms.suppress_steps(S, valid, width + 1)  # enough steps for any chain
+out["steps"], out["steps_settled"] = keep.tolist(), settled.tolist()
+out["short_settled"] = nms.suppress_steps(S, valid, 2)[1].tolist()
 kernel = nms._TRITON_SUPPRESS[True]
 
 class NoCount:  # a kernel whose count of changed boxes is lost: stops after one round
@@ -690,5 +733,8 @@ def test_the_triton_suppression_kernel_reaches_the_torch_fixed_point(width):
     assert out["torch"] == out["greedy"]
     assert out["kernel"] == out["greedy"]
     assert out["greedy"][0] == [i % 2 == 0 for i in range(width)]  # the chain alternates
+    # a fixed number of steps with no host check: the fixed point once enough, and says so
+    assert out["steps"] == out["greedy"] and all(out["steps_settled"])
+    assert out["short_settled"][0] == (width <= 2)  # the chain needs ~width steps
     if width > 8:  # the chain needs ~width steps, far more than one round
         assert out["no_count"] != out["greedy"]

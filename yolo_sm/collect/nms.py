@@ -8,14 +8,14 @@ Two ways to one answer:
   (host syncs for the count and the layout), then :func:`nms_matrix` (every image and class at
   once: an overlap matrix and a fixed point, no serial walk) or ``torchvision.ops.nms`` in
   chunks of whole images where the matrix would not fit.
-- :func:`nms_topk`: fixed-size buffers, no host sync but the fixed point's convergence checks:
-  the ``k`` best-scoring candidates of each image, their overlap matrix and fixed point, the
+- :func:`nms_topk`: fixed-size buffers and no host sync: the ``k`` best-scoring candidates of
+  each image, their overlap matrix and :data:`TOPK_STEPS` steps of its fixed point, the
   first ``max_det`` kept boxes written to a (B, max_det, 6) buffer. Greedy NMS decides a box
   from the boxes that outscore it alone, so the boxes kept among an image's ``k`` best are
   exactly the boxes the full NMS keeps among them (taken in the full NMS's own order, ties
-  included); the result is the full NMS's wherever the image had at most ``k`` candidates or
-  ``max_det`` of its ``k`` are kept. ``exact`` says which images that holds for; the caller
-  runs :func:`batch_nms` for a batch where it does not.
+  included); the result is the full NMS's wherever the fixed point settled and the image had
+  at most ``k`` candidates or ``max_det`` of its ``k`` are kept. ``exact`` says which images
+  that holds for; the caller runs :func:`batch_nms` for a batch where it does not.
 """
 
 from __future__ import annotations
@@ -284,6 +284,40 @@ def suppress_fixpoint(S: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         keep = new
 
 
+#: fixed-point steps :func:`nms_topk` runs with no host check: an image whose suppressions
+#: chain deeper is handed to the full NMS (on the bundled photos the fixed point takes 6-10)
+TOPK_STEPS = 16
+
+
+def suppress_steps(S: torch.Tensor, valid: torch.Tensor, steps: int):
+    """``steps`` steps of :func:`suppress_fixpoint`'s iteration from all-kept, with no host
+    sync: ``(keep, settled)``, ``keep`` the (groups, width) mask after the last step and
+    ``settled`` (groups,) whether that step changed nothing in the group (then ``keep`` is the
+    fixed point: greedy NMS's kept boxes). On a GPU each step is the Triton kernel of
+    :func:`suppress_fixpoint`; elsewhere torch ops."""
+    groups, width = valid.shape
+    kernel = _triton_suppress() if S.is_cuda or _triton_interpret() else None
+    if kernel is not None and groups and width and steps > 0:
+        s8, v8 = S.view(torch.uint8).contiguous(), valid.to(torch.uint8).contiguous()
+        bufs = [v8.clone(), torch.empty_like(v8)]
+        changed = torch.zeros(steps + 1, dtype=torch.int32, device=S.device)  # unread here
+        grid = (groups, triton_cdiv(width, 64))
+        try:
+            for step in range(steps):
+                kernel[grid](
+                    s8, bufs[step % 2], v8, bufs[(step + 1) % 2], changed[step:], width,
+                    BJ=64, BI=64,
+                )  # fmt: skip
+            keep, before = bufs[steps % 2], bufs[(steps - 1) % 2]
+            return keep.view(torch.bool), (keep == before).all(1)
+        except Exception as e:  # noqa: BLE001 - a kernel that does not compile here
+            _kernel_failed(_TRITON_SUPPRESS, "suppression", e)
+    keep = before = valid
+    for _ in range(steps):
+        keep, before = valid & ~(S & keep[:, :, None]).any(1), keep
+    return keep, (keep == before).all(1)
+
+
 _TRITON_SUPPRESS: dict = {}
 
 
@@ -374,19 +408,19 @@ def nms_topk(y: torch.Tensor, conf: float, iou: float, max_det: int, k: int, agn
     image (at least ``max_det``, at most A): ``(dets, counts, exact, candidates)``. ``dets``
     (B, max_det, 6): x1 y1 x2 y2 score class of the first ``counts[i]`` kept boxes of image i in
     decreasing score order, zeros after; ``exact`` (B,) bool: the rows are the full NMS's (the
-    module docstring says when); ``candidates`` (B,): anchors above ``conf``. No host sync but
-    :func:`suppress_fixpoint`'s."""
+    module docstring says when, and the fixed point settled within :data:`TOPK_STEPS` steps);
+    ``candidates`` (B,): anchors above ``conf``. No host sync."""
     b, _, a = y.shape
     k = min(a, max(k, max_det))
     boxes, sc, cl, valid, candidates = topk_candidates(y, conf, k)
     S = overlap_matrix(boxes, None if agnostic else cl, valid, iou)
-    keep = suppress_fixpoint(S, valid)  # (B, k)
+    keep, settled = suppress_steps(S, valid, TOPK_STEPS)  # (B, k), (B,): no host sync
     rank = keep.cumsum(1) - 1
     first = keep & (rank < max_det)
     counts = first.sum(1)
     # the k are a prefix of the full NMS's order: once max_det of them are kept, no box after
     # them can be among the first max_det
-    exact = (candidates <= k) | (counts >= max_det)
+    exact = settled & ((candidates <= k) | (counts >= max_det))
     rows = torch.cat((boxes, sc[..., None], cl[..., None].to(boxes.dtype)), -1)  # (B, k, 6)
     # every box not among the first max_det goes to a spare row max_det, dropped after
     slot = torch.where(first, rank, torch.full_like(rank, max_det))
