@@ -18,6 +18,25 @@ def model():
     return build_yolo("yolov8", 0.25)
 
 
+@pytest.fixture(scope="module")
+def bench_setting():
+    """The bench's pipeline setting: YOLOv8 w0.5 with the class prior (engines copy it) and a
+    batch of 16 1080x810 frames, the bus photo and its mirror image alternating (``a``), with
+    its upside-down twin (``b``: other boxes)."""
+    import cv2
+
+    from yolo_sm.collect.images import bundled_images
+    from yolo_sm.collect.models import build_yolo
+    from yolo_sm.collect.pipeline import set_class_prior
+
+    model = build_yolo("yolov8", 0.5)
+    set_class_prior(model, 0.001, spread=1.5)
+    bus = cv2.imread(str(bundled_images()[0]))
+    flipped = np.ascontiguousarray(bus[:, ::-1])
+    a = np.stack([bus, flipped] * 8)
+    return model, a, np.ascontiguousarray(a[:, ::-1])
+
+
 def test_kineto_trace_attributes_every_eager_kernel_to_a_layer(model, tmp_path):
     from yolo_sm.collect.engines import EngineConfig, build_engine
     from yolo_sm.collect.profiling import kineto
@@ -107,32 +126,18 @@ def test_pipeline_on_gpu_agrees_with_ultralytics_and_overlaps(model):
     assert stats["frames_per_s"] > 50
 
 
-def test_pipeline_three_streams_pinned_overlap_and_match_one_stream():
+def test_pipeline_three_streams_pinned_overlap_and_match_one_stream(bench_setting):
     """The bench's pipeline setting (YOLOv8 w0.5, CUDA graph fp16 NHWC, batch 16, 1080x810 frames):
     with 3 batches in flight and pinned frames the pipeline delivers at least the 1-stream
     frames/s, and its boxes equal the 1-stream run's batch for batch. Two different batches
     alternate, as pinned tensors and as numpy arrays (staged through the slots' pinned
     buffers): a race on the CUDA graph's static output, on a slot's buffer or on a freed input
     would hand one batch's boxes to another."""
-    import cv2
-
     from yolo_sm.collect.engines import EngineConfig, build_engine
-    from yolo_sm.collect.images import bundled_images
-    from yolo_sm.collect.models import build_yolo
-    from yolo_sm.collect.pipeline import (
-        DetectionPipeline,
-        PipelineConfig,
-        measure_pipeline,
-        set_class_prior,
-    )
+    from yolo_sm.collect.pipeline import DetectionPipeline, PipelineConfig, measure_pipeline
 
-    model = build_yolo("yolov8", 0.5)
-    set_class_prior(model, 0.001, spread=1.5)
-    bus = cv2.imread(str(bundled_images()[0]))  # 1080x810
-    flipped = np.ascontiguousarray(bus[:, ::-1])
-    batch = 16
-    a = np.stack([bus, flipped] * (batch // 2))
-    b = np.ascontiguousarray(a[:, ::-1])  # upside down: other boxes
+    model, a, b = bench_setting
+    batch = len(a)
     eng = build_engine(
         model,
         EngineConfig(backend="cudagraph", precision="fp16", layout="nhwc", batch=batch),
@@ -158,7 +163,7 @@ def test_pipeline_three_streams_pinned_overlap_and_match_one_stream():
         for i in range(len(seq)):
             assert equal(three[i], one[i]), f"3 streams: batch {i} differs from 1 stream"
 
-        frames = [bus, flipped]
+        frames = [a[0], a[1]]  # the bus photo and its mirror image
         s1 = measure_pipeline(one_pipe, frames, batch, seconds=1.5)
         s3 = measure_pipeline(three_pipe, frames, batch, seconds=1.5)
         print(f"\n1 stream: {s1}\n3 streams: {s3}")
@@ -169,26 +174,18 @@ def test_pipeline_three_streams_pinned_overlap_and_match_one_stream():
         eng.close()
 
 
-def test_topk_nms_on_the_gpu_gives_the_full_nms_boxes():
-    """The fixed-size NMS (each frame's 1,024 best candidates, no host sync but the fixed
-    point's) in the bench's pipeline setting (YOLOv8 w0.5 with the class prior, CUDA graph fp16
-    NHWC, batch 16 of 1080x810 bus frames: ~2,500 candidates per frame) returns the full NMS's
-    boxes, batch for batch, with 3 batches in flight; the test says whether it was exact or
-    handed the batches to the full NMS."""
-    import cv2
-
+def test_topk_nms_on_the_gpu_gives_the_full_nms_boxes(bench_setting):
+    """The fixed-size NMS (each frame's 1,024 best candidates, no host sync before the copy of
+    the boxes) in the bench's pipeline setting (CUDA graph fp16 NHWC, batch 16 of 1080x810
+    frames: ~2,500 candidates per bus frame) returns the full NMS's boxes, batch for batch,
+    with 3 batches in flight; the test says whether it was exact or handed batches to the
+    full NMS."""
     from yolo_sm.collect import pipeline
     from yolo_sm.collect.engines import EngineConfig, build_engine
-    from yolo_sm.collect.images import bundled_images
-    from yolo_sm.collect.models import build_yolo
-    from yolo_sm.collect.pipeline import DetectionPipeline, PipelineConfig, set_class_prior
+    from yolo_sm.collect.pipeline import DetectionPipeline, PipelineConfig
 
-    model = build_yolo("yolov8", 0.5)
-    set_class_prior(model, 0.001, spread=1.5)
-    bus = cv2.imread(str(bundled_images()[0]))
-    flipped = np.ascontiguousarray(bus[:, ::-1])
-    a = np.stack([bus, flipped] * 8)
-    seq = [a, np.ascontiguousarray(a[:, ::-1]), a]
+    model, a, b = bench_setting
+    seq = [a, b, a]
     eng = build_engine(
         model, EngineConfig(backend="cudagraph", precision="fp16", layout="nhwc", batch=16)
     )
@@ -210,30 +207,17 @@ def test_topk_nms_on_the_gpu_gives_the_full_nms_boxes():
         eng.close()
 
 
-def test_pipeline_around_a_compiled_engine_matches_its_cuda_graph_twin():
+def test_pipeline_around_a_compiled_engine_matches_its_cuda_graph_twin(bench_setting):
     """The pipeline around torch.compile's default-mode engine (the bench_pipeline step's
     setting, YOLOv8 w0.5 fp16 NHWC, batch 16): with 3 batches in flight its boxes equal its own
     1-stream run's batch for batch (inductor's kernels run on the stream current at the call,
     the compute stream), and they match the CUDA-graph engine's pipeline on the same frames
     (the same weights, other kernels: at least 90 % of its boxes have a twin at IoU 0.9)."""
-    import cv2
-
     from yolo_sm.collect.engines import EngineConfig, build_engine
-    from yolo_sm.collect.images import bundled_images
-    from yolo_sm.collect.models import build_yolo
-    from yolo_sm.collect.pipeline import (
-        DetectionPipeline,
-        PipelineConfig,
-        match_boxes,
-        set_class_prior,
-    )
+    from yolo_sm.collect.pipeline import DetectionPipeline, PipelineConfig, match_boxes
 
-    model = build_yolo("yolov8", 0.5)
-    set_class_prior(model, 0.001, spread=1.5)
-    bus = cv2.imread(str(bundled_images()[0]))
-    batch = 16
-    a = np.stack([bus, np.ascontiguousarray(bus[:, ::-1])] * (batch // 2))
-    b = np.ascontiguousarray(a[:, ::-1])
+    model, a, b = bench_setting
+    batch = len(a)
     seq = [a, b, a, b, b, a]
 
     def boxes(backend, streams):
