@@ -20,6 +20,8 @@ Two ways to one answer:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 # which NMS implementation DetectionPipeline.postprocess runs (recorded in the bench's rows):
@@ -257,28 +259,20 @@ def suppress_fixpoint(S: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     groups, width = valid.shape
     kernel = _triton_suppress() if S.is_cuda or _triton_interpret() else None
     if kernel is not None and groups and width:
-        s8, v8 = S.view(torch.uint8).contiguous(), valid.to(torch.uint8).contiguous()
-        bufs = [v8.clone(), torch.empty_like(v8)]
-        changed = torch.zeros(width + FIXPOINT_ROUND + 1, dtype=torch.int32, device=S.device)
-        block = 64
-        grid = (groups, triton_cdiv(width, block))
+        # a chain of suppressors is at most width long: width + 1 steps reach the point
+        bufs = _StepBuffers.of(S, valid, width + FIXPOINT_ROUND + 1)
         try:
             step = 0
-            # a chain of suppressors is at most width long: width + 1 steps reach the point
             while step <= width:
-                for _ in range(FIXPOINT_ROUND):
-                    kernel[grid](
-                        s8, bufs[step % 2], v8, bufs[(step + 1) % 2], changed[step:], width,
-                        BJ=block, BI=block,
-                    )  # fmt: skip
-                    step += 1
-                if int(changed[step - 1]) == 0:  # host sync: the last step changed nothing
-                    return bufs[step % 2].view(torch.bool)
+                bufs.launch(kernel, step, FIXPOINT_ROUND)
+                step += FIXPOINT_ROUND
+                if int(bufs.changed[step - 1]) == 0:  # host sync: the last step changed nothing
+                    return bufs.after(step).view(torch.bool)
         except Exception as e:  # noqa: BLE001 - a kernel that does not compile here
             _kernel_failed(_TRITON_SUPPRESS, "suppression", e)
     keep = valid
     while True:
-        new = valid & ~(S & keep[:, :, None]).any(1)
+        new = _torch_step(S, valid, keep)
         if torch.equal(new, keep):
             return keep
         keep = new
@@ -298,24 +292,58 @@ def suppress_steps(S: torch.Tensor, valid: torch.Tensor, steps: int):
     groups, width = valid.shape
     kernel = _triton_suppress() if S.is_cuda or _triton_interpret() else None
     if kernel is not None and groups and width and steps > 0:
-        s8, v8 = S.view(torch.uint8).contiguous(), valid.to(torch.uint8).contiguous()
-        bufs = [v8.clone(), torch.empty_like(v8)]
-        changed = torch.zeros(steps + 1, dtype=torch.int32, device=S.device)  # unread here
-        grid = (groups, triton_cdiv(width, 64))
+        bufs = _StepBuffers.of(S, valid, steps + 1)  # the counts are not read here
         try:
-            for step in range(steps):
-                kernel[grid](
-                    s8, bufs[step % 2], v8, bufs[(step + 1) % 2], changed[step:], width,
-                    BJ=64, BI=64,
-                )  # fmt: skip
-            keep, before = bufs[steps % 2], bufs[(steps - 1) % 2]
+            bufs.launch(kernel, 0, steps)
+            keep, before = bufs.after(steps), bufs.after(steps - 1)
             return keep.view(torch.bool), (keep == before).all(1)
         except Exception as e:  # noqa: BLE001 - a kernel that does not compile here
             _kernel_failed(_TRITON_SUPPRESS, "suppression", e)
     keep = before = valid
     for _ in range(steps):
-        keep, before = valid & ~(S & keep[:, :, None]).any(1), keep
+        keep, before = _torch_step(S, valid, keep), keep
     return keep, (keep == before).all(1)
+
+
+def _torch_step(S: torch.Tensor, valid: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """One step of the fixed point in torch ops: ``valid and not any_j(keep_j and S_ji)``."""
+    return valid & ~(S & keep[:, :, None]).any(1)
+
+
+@dataclass
+class _StepBuffers:
+    """What the Triton step kernel works on: S and valid as bytes, two keep masks (step t
+    reads ``keep[t % 2]`` and writes the other) and one int32 count per step of the boxes it
+    changed."""
+
+    S: torch.Tensor
+    valid: torch.Tensor
+    keep: list
+    changed: torch.Tensor
+
+    BLOCK = 64  # rows and columns of S per program
+
+    @classmethod
+    def of(cls, S: torch.Tensor, valid: torch.Tensor, counts: int) -> _StepBuffers:
+        v8 = valid.to(torch.uint8).contiguous()
+        changed = torch.zeros(counts, dtype=torch.int32, device=S.device)
+        return cls(
+            S.view(torch.uint8).contiguous(), v8, [v8.clone(), torch.empty_like(v8)], changed
+        )
+
+    def launch(self, kernel, first: int, n: int) -> None:
+        """Queue steps ``first`` .. ``first + n - 1`` (no host sync)."""
+        groups, width = self.valid.shape
+        grid = (groups, triton_cdiv(width, self.BLOCK))
+        for t in range(first, first + n):
+            kernel[grid](
+                self.S, self.keep[t % 2], self.valid, self.keep[(t + 1) % 2], self.changed[t:],
+                width, BJ=self.BLOCK, BI=self.BLOCK,
+            )  # fmt: skip
+
+    def after(self, steps: int) -> torch.Tensor:
+        """The keep mask (uint8) after ``steps`` steps."""
+        return self.keep[steps % 2]
 
 
 _TRITON_SUPPRESS: dict = {}
