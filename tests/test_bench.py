@@ -25,6 +25,8 @@ def test_bench_table_on_cpu(tmp_path, capsys):
         "eager/fp32/nchw",
         "--seconds",
         "0.3",
+        "--pipeline",
+        "topk",
         "--nms-topk",
         "300",
         "--out",
@@ -36,8 +38,8 @@ def test_bench_table_on_cpu(tmp_path, capsys):
     assert list(df.variant) == [
         "eager/fp16/nhwc",
         "eager/fp32/nchw",
-        "pipeline/eager/fp32/nhwc/s1",
-        "pipeline/eager/fp32/nhwc/s3",
+        "pipeline/eager/fp32/nhwc/topk/s1",
+        "pipeline/eager/fp32/nhwc/topk/s3",
         "ultralytics_predict",
     ]
     assert (df.status == "ok").all() and (df.img_per_s > 0).all()
@@ -81,11 +83,12 @@ def test_spec_from_plan_params():
             "batches": "1,16",
             "engines": ["cudagraph/fp16/nhwc", "compile:max-autotune/fp16/nhwc", "eager/fp16/nhwc"],
             "pipeline_streams": [1, 3],
-            "pipeline_nms_topk": 1024,
+            "pipeline_modes": ["full", "graph"],
+            "pipeline_nms_topk": 512,
             "device": "cuda",
         }
     )
-    assert spec.pipeline_nms_topk == 1024
+    assert spec.pipeline_nms_topk == 512 and spec.pipeline_modes == ("full", "graph")
     assert spec.units() == [
         ("yolov8", 0.25, 1),
         ("yolov8", 0.25, 16),
@@ -98,6 +101,8 @@ def test_spec_from_plan_params():
         "compile:max-autotune/fp16/nhwc",  # the baseline listed again is not run twice
         "pipeline/cudagraph/fp16/nhwc/s1",
         "pipeline/cudagraph/fp16/nhwc/s3",
+        "pipeline/cudagraph/fp16/nhwc/graph/s1",
+        "pipeline/cudagraph/fp16/nhwc/graph/s3",
         "ultralytics_predict",
     ]
     for bad, match in (
@@ -107,24 +112,35 @@ def test_spec_from_plan_params():
         ({"models": "yolov8:1", "widths": [1]}, "either"),
         ({"batches": [1.5]}, "integer"),
         ({"engines": [0]}, "backend/precision/layout items, got 0"),  # a YAML number
-        ({"pipeline_nms_topk": -1}, "pipeline_nms_topk"),
+        ({"pipeline_nms_topk": 0}, "pipeline_nms_topk"),
+        ({"pipeline_modes": ["full", "fast"]}, "pipeline_modes are some of full, topk, graph"),
+        ({"pipeline_modes": []}, "pipeline_modes"),
     ):
         with pytest.raises(UserError, match=match):
             bench.BenchSpec.from_mapping(bad)
 
 
-def test_pipeline_rows_name_the_nms_they_ran(tmp_path):
-    """A bench with pipeline_nms_topk runs its pipeline rows with the fixed-size NMS first and
-    says so in their nms column; the other rows carry none."""
+def test_pipeline_rows_name_the_mode_and_nms_they_ran(tmp_path):
+    """A bench with pipeline modes runs one pipeline row per mode, each saying its mode and
+    its NMS (the fixed-size NMS first in the topk and graph modes); the other rows carry
+    neither."""
     spec = bench.BenchSpec(
         models=(("yolov8", 0.0625),), batches=(1,), engines=(), device="cpu", seconds=0.2,
-        predict=False, pipeline_streams=(1,), pipeline_nms_topk=300,
+        predict=False, pipeline_streams=(1,), pipeline_modes=("full", "topk", "graph"),
+        pipeline_nms_topk=300,
     )  # fmt: skip
     df = bench.run_bench(spec, tmp_path / "b.parquet", progress=False)
     pipe = df[df.variant.str.startswith("pipeline/")]
-    assert (df.status == "ok").all() and len(pipe) == 1
-    assert pipe.nms.tolist() == ["nms_matrix_fixpoint+top300"]
-    assert df.loc[~df.variant.str.startswith("pipeline/"), "nms"].isna().all()
+    assert (df.status == "ok").all() and len(pipe) == 3
+    assert pipe.pipeline_mode.tolist() == ["full", "topk", "graph"]
+    assert pipe.variant.tolist() == [
+        "pipeline/eager/fp32/nhwc/s1",
+        "pipeline/eager/fp32/nhwc/topk/s1",
+        "pipeline/eager/fp32/nhwc/graph/s1",
+    ]
+    assert pipe.nms.tolist() == ["nms_matrix_fixpoint"] + ["nms_matrix_fixpoint+top300"] * 2
+    other = df[~df.variant.str.startswith("pipeline/")]
+    assert other["nms"].isna().all() and other["pipeline_mode"].isna().all()
 
 
 class FakeClock:

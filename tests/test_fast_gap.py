@@ -59,6 +59,17 @@ def test_the_gap_is_the_product_of_its_two_factors():
     assert g.pipeline_over_fastest == pytest.approx(g.pipeline_over_own * g.own_over_fastest)
 
 
+def test_a_pipeline_mode_row_names_the_engine_it_wraps():
+    """A faster row of another pipeline mode (``pipeline/<engine>/graph/s3``) is the unit's
+    fastest pipeline, and its own engine is the engine, not the mode."""
+    b = _bench(200.0)
+    graph = b[b.variant == f"pipeline/{CG}/s3"].assign(variant=f"pipeline/{CG}/graph/s3")
+    g = frames.pipeline_gap(pd.concat([b, graph.assign(img_per_s=105.0)])).iloc[0]
+    assert g.pipeline == f"pipeline/{CG}/graph/s3" and g.own_engine == CG
+    assert g.pipeline_over_own == pytest.approx(105 / 110)
+    assert frames.pipeline_table(b.assign(pipeline_mode="full")).pipeline_mode.eq("full").all()
+
+
 @pytest.mark.parametrize("compile_ips, verdict", [(200.0, HOLDS), (120.0, FAILS), (50.0, FAILS)])
 def test_the_engine_cap_finding_flips(compile_ips, verdict):
     facts = facts_table(frames.gap_facts(frames.pipeline_gap(_bench(compile_ips))))

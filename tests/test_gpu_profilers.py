@@ -178,11 +178,12 @@ def test_topk_nms_on_the_gpu_gives_the_full_nms_boxes(bench_setting):
     """The fixed-size NMS (each frame's 1,024 best candidates, no host sync before the copy of
     the boxes) in the bench's pipeline setting (CUDA graph fp16 NHWC, batch 16 of 1080x810
     frames: ~2,500 candidates per bus frame) returns the full NMS's boxes, batch for batch,
-    with 3 batches in flight; the test says whether it was exact or handed batches to the
-    full NMS."""
+    with 3 batches in flight, and so does the whole batch in one CUDA graph per slot (the
+    engine's own forward captured in it); the test says whether the fixed-size NMS was exact
+    or handed batches to the full NMS, and prints the three modes' frames/s."""
     from yolo_sm.collect import pipeline
     from yolo_sm.collect.engines import EngineConfig, build_engine
-    from yolo_sm.collect.pipeline import DetectionPipeline, PipelineConfig
+    from yolo_sm.collect.pipeline import DetectionPipeline, PipelineConfig, measure_pipeline
 
     model, a, b = bench_setting
     seq = [a, b, a]
@@ -200,9 +201,23 @@ def test_topk_nms_on_the_gpu_gives_the_full_nms_boxes(bench_setting):
         finally:
             pipeline.batch_nms = real
         print(f"\ntop-k NMS deferred {len(calls)} of {len(seq)} batches to the full NMS")
+        graphed = DetectionPipeline(
+            model, eng, PipelineConfig(streams=3, nms_topk=1024, graph=True)
+        )
+        in_graph = [r for _, r in graphed.run(seq + [b])]
         assert all(len(d) > 0 for d in full[0])
-        for i, (o, f) in enumerate(zip(ours, full, strict=True)):
+        for i, (o, g, f) in enumerate(zip(ours, in_graph, full, strict=False)):
             assert all(np.array_equal(x, y) for x, y in zip(o, f, strict=True)), f"batch {i}"
+            assert all(np.array_equal(x, y) for x, y in zip(g, f, strict=True)), f"graph {i}"
+        # the slots' buffers are reused: the fourth batch (slot 0 again) is b's, not a's
+        assert all(np.array_equal(x, y) for x, y in zip(in_graph[3], in_graph[1], strict=True))
+        frames = [a[0], a[1]]
+        rates = {
+            name: measure_pipeline(p, frames, len(a), seconds=1.0)["frames_per_s"]
+            for name, p in (("full", DetectionPipeline(model, eng, PipelineConfig(streams=3))),
+                            ("topk", topk), ("graph", graphed))
+        }  # fmt: skip
+        print("frames/s, 3 streams:", {k: round(v) for k, v in rates.items()})
     finally:
         eng.close()
 

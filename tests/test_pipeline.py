@@ -120,6 +120,34 @@ def test_streams_and_bad_frames(frames, detector):
         DetectionPipeline(detector, eng, PipelineConfig(streams=0))
 
 
+def test_a_pipeline_graph_needs_the_fixed_size_nms_and_a_capturable_engine(frames, detector):
+    """The whole-batch graph refuses, in one sentence each, a pipeline without the fixed-size
+    NMS (its output size would depend on the data) and an engine with nothing to capture (one
+    that replays a graph of its own); on a CPU it runs the fixed-size path without a graph,
+    with the boxes of the full NMS."""
+    from dataclasses import replace
+
+    eng = build_engine(
+        detector,
+        EngineConfig(
+            precision="fp32", layout="nhwc", batch=1, imgsz=320, device="cpu", check=False
+        ),
+    )
+    assert eng.capture is not None  # eager: its forward can be captured
+    with pytest.raises(UserError, match="fixed-size NMS"):
+        DetectionPipeline(detector, eng, PipelineConfig(graph=True))
+    with pytest.raises(UserError, match="cannot be captured"):
+        DetectionPipeline(
+            detector, replace(eng, capture=None), PipelineConfig(graph=True, nms_topk=300)
+        )
+    graphed = DetectionPipeline(detector, eng, PipelineConfig(graph=True, nms_topk=1024))
+    full = DetectionPipeline(detector, eng, PipelineConfig())
+    for o, r in zip(graphed(frames[0][None]), full(frames[0][None]), strict=True):
+        assert len(o) > 0 and np.array_equal(o, r)
+    eng.close()
+    assert eng.capture is None  # a closed engine lends nothing
+
+
 def test_nms_chunks_cover_whole_images_up_to_the_limit():
     from yolo_sm.collect.nms import nms_chunks
 
@@ -628,9 +656,14 @@ def test_gpu_path_queues_each_stage_on_its_stream(monkeypatch, detector, small, 
     assert buffers == [a.shape] * len({copy[0], copy[2], copy[3]})
     syncs = [e for k, _, e in log if k == "sync"]
     assert syncs == [pipe._slots[i % streams].copied.name for i in (0, 2, 3)]
-    # the run waited on the caller's stream first and made it wait for compute at the end
+    # the run waited on the caller's stream first (each slot's stream too, when it was made)
+    # and made it wait for compute and every slot's stream at the end
     assert log[0] == ("wait_stream", compute, fake.default.name)
-    assert log[-1] == ("wait_stream", fake.default.name, compute)
+    made = [e for k, s, e in log if k == "wait_stream" and s in copy]
+    assert made == [fake.default.name] * len(pipe._slots)
+    slots = [s.stream.name for s in pipe._slots.values()]
+    tail = [("wait_stream", fake.default.name, s) for s in (compute, *slots)]
+    assert log[-len(tail) :] == tail
 
 
 @pytest.mark.parametrize("same_class", [True, False])

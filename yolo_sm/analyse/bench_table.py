@@ -4,12 +4,21 @@ scope label of a per-(width, batch) fact."""
 
 from __future__ import annotations
 
+from yolo_sm.contract.vocab import PIPELINE_MODES
+
 #: the variant every engine of a unit is held against
 BASELINE = "eager/fp16/nhwc"
 PREDICT = "ultralytics_predict"
-#: the prefix of pipeline variants (``pipeline/<engine>/s<streams>``)
+#: the prefix of pipeline variants (``pipeline/<engine>[/<mode>]/s<streams>``)
 PIPELINE = "pipeline/"
 EIGHT_BIT = ("fp8", "int8")
+
+
+def pipeline_engine(variant: str) -> str:
+    """The engine variant a pipeline variant wraps: ``pipeline/compile/fp16/nhwc/graph/s3`` ->
+    ``compile/fp16/nhwc``."""
+    parts = variant.removeprefix(PIPELINE).split("/")[:-1]  # the streams last
+    return "/".join(parts[:-1] if parts and parts[-1] in PIPELINE_MODES else parts)
 
 
 def ok_rows(df):

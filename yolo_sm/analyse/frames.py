@@ -14,7 +14,14 @@ are alike.
 
 from __future__ import annotations
 
-from yolo_sm.analyse.bench_table import PIPELINE, PREDICT, engines, ok_rows, scope
+from yolo_sm.analyse.bench_table import (
+    PIPELINE,
+    PREDICT,
+    engines,
+    ok_rows,
+    pipeline_engine,
+    scope,
+)
 from yolo_sm.analyse.facts import fact
 from yolo_sm.contract.vocab import PIPELINE_STAGES
 
@@ -63,8 +70,12 @@ def pipeline_table(bench):
                 "predict_img_per_s",
                 "vs_predict",
             ]
-            # NMS's work per frame, in rows measured since the pipeline counts it
-            + [c for c in ("candidates_per_frame", "boxes_per_frame") if c in pipe]
+            # the mode, and NMS's work per frame, in rows measured since the pipeline has them
+            + [
+                c
+                for c in ("pipeline_mode", "candidates_per_frame", "boxes_per_frame")
+                if c in pipe
+            ]
         ]
         .sort_values(["width", "batch", "streams"])
         .reset_index(drop=True)
@@ -100,7 +111,7 @@ def pipeline_gap(bench):
                 "batch": b,
                 "pipeline": p["variant"],
                 "frames_per_s": float(p["img_per_s"]),
-                "own_engine": p["variant"].removeprefix(PIPELINE).rsplit("/", 1)[0],
+                "own_engine": pipeline_engine(p["variant"]),
                 "own_img_per_s": own,
                 "fastest_engine": f["variant"],
                 "fastest_img_per_s": float(f["img_per_s"]),

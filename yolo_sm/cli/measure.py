@@ -23,6 +23,7 @@ from yolo_sm.contract.plans import (
     check_params,
     load_yaml,
 )
+from yolo_sm.contract.vocab import PIPELINE_MODES
 
 #: sweep settings a flag can set (flags override the --config YAML)
 SWEEP_KEYS = (
@@ -121,10 +122,17 @@ def _bench_parser(sub) -> None:
         "--streams", default="1,3", help="comma list: one pipeline row per batches-in-flight count"
     )
     b.add_argument(
+        "--pipeline",
+        default="full",
+        help="comma list of pipeline modes, one row per mode and stream count: full (the full "
+        "NMS), topk (NMS first on each frame's --nms-topk best candidates in fixed-size "
+        "buffers, the full NMS where that is not exact), graph (topk with everything after the "
+        "copy to the device in one CUDA graph)",
+    )
+    b.add_argument(
         "--nms-topk",
-        default="0",
-        help="pipeline NMS first on each frame's K best candidates in fixed-size buffers (the "
-        "full NMS where that is not exact; 0: off)",
+        default="1024",
+        help="candidates per frame of the fixed-size NMS of the topk and graph modes",
     )
     b.add_argument("--device", default="cuda")
     b.add_argument(
@@ -245,7 +253,8 @@ def bench(args) -> int:
             "batches": common.batches(args.batches),
             "engines": values.texts(args.engines, "--engines"),
             "pipeline_streams": values.wholes(args.streams, "--streams", lo=1, hi=64),
-            "pipeline_nms_topk": values.whole(args.nms_topk, "--nms-topk", lo=0, hi=1 << 20),
+            "pipeline_modes": values.texts(args.pipeline, "--pipeline", PIPELINE_MODES),
+            "pipeline_nms_topk": values.whole(args.nms_topk, "--nms-topk", lo=1, hi=1 << 20),
             "device": values.device_name(args.device),
             "seconds": values.number(args.seconds, "--seconds", above=0, hi=MAX_RUN_S, unit="s"),
             "predict": args.predict,

@@ -70,6 +70,7 @@ from yolo_sm.collect.stopwatch import phase
 from yolo_sm.collect.sweep import Point, SweepSpec, failure, run_point
 from yolo_sm.collect.timing import measure_engine
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.vocab import PIPELINE_MODES
 from yolo_sm.contract.workload import clear, publish
 
 BASELINE = ("eager", "fp16", "nhwc")
@@ -120,9 +121,18 @@ def variant_name(engine) -> str:
     return "/".join(engine)
 
 
-def pipeline_variant(engine, streams: int) -> str:
-    """``pipeline/<engine variant>/s<streams>``."""
-    return f"pipeline/{variant_name(engine)}/s{int(streams)}"
+def pipeline_variant(engine, streams: int, mode: str = "full") -> str:
+    """``pipeline/<engine variant>/s<streams>``, with ``/<mode>`` before the streams for a mode
+    other than ``full`` (the streams stay last: rows differing only in them share the rest)."""
+    mid = "" if mode == "full" else f"/{mode}"
+    return f"pipeline/{variant_name(engine)}{mid}/s{int(streams)}"
+
+
+def pipeline_config(streams: int, mode: str, topk: int) -> PipelineConfig:
+    """The PipelineConfig of a pipeline row of ``mode`` (:data:`PIPELINE_MODES`)."""
+    return PipelineConfig(
+        streams=int(streams), nms_topk=0 if mode == "full" else int(topk), graph=mode == "graph"
+    )
 
 
 def parse_engine(item) -> tuple[str, str, str]:
@@ -161,8 +171,10 @@ class BenchSpec:
     engines: tuple = DEFAULT_ENGINES
     pipeline_engine: tuple = PIPELINE_ENGINE
     pipeline_streams: tuple = (1, 3)
-    # > 0: the pipeline's NMS first on each frame's k best candidates (PipelineConfig.nms_topk)
-    pipeline_nms_topk: int = 0
+    # pipeline rows per stream count, one per mode (PIPELINE_MODES), and the candidates per
+    # frame of the fixed-size NMS of the topk and graph modes (PipelineConfig.nms_topk)
+    pipeline_modes: tuple = ("full",)
+    pipeline_nms_topk: int = 1024
     device: str = "cuda"
     imgsz: int = 640
     budget_ms: float = 300.0
@@ -178,7 +190,8 @@ class BenchSpec:
     def from_mapping(cls, data: dict) -> BenchSpec:
         """From plan / CLI keys: ``family`` + ``widths`` (or ``models`` as ``family:width``
         items), ``batches``, ``engines`` (``backend/precision/layout`` strings),
-        ``pipeline_engine``, ``pipeline_streams``, ``pipeline_nms_topk``, ``device``,
+        ``pipeline_engine``, ``pipeline_streams``, ``pipeline_modes``, ``pipeline_nms_topk``,
+        ``device``,
         ``imgsz``, ``budget_ms``, ``warmup_ms``, ``seconds``, ``predict``, ``est_unit_s``. A
         None value means the default (as the plan check reads it)."""
 
@@ -219,6 +232,10 @@ class BenchSpec:
         for k in ("device",):
             if k in data:
                 kw[k] = str(data[k])
+        if "pipeline_modes" in data:
+            kw["pipeline_modes"] = tuple(
+                str(m).strip().lower() for m in split_list(data["pipeline_modes"])
+            )
         if "pipeline_nms_topk" in data:
             kw["pipeline_nms_topk"] = parse_int(data["pipeline_nms_topk"], "pipeline_nms_topk")
         if "imgsz" in data:
@@ -245,8 +262,13 @@ class BenchSpec:
             raise UserError("batch sizes must be positive integers")
         if not self.pipeline_streams or any(s < 1 for s in self.pipeline_streams):
             raise UserError("pipeline_streams must be positive integers")
-        if self.pipeline_nms_topk < 0:
-            raise UserError("pipeline_nms_topk must be 0 (off) or a positive count of candidates")
+        if not self.pipeline_modes or not set(self.pipeline_modes) <= set(PIPELINE_MODES):
+            raise UserError(
+                f"pipeline_modes are some of {', '.join(PIPELINE_MODES)}, got "
+                f"{', '.join(map(str, self.pipeline_modes)) or 'none'}"
+            )
+        if self.pipeline_nms_topk < 1:
+            raise UserError("pipeline_nms_topk must be a positive count of candidates per frame")
         if self.imgsz <= 0 or self.imgsz % 32:
             raise UserError("imgsz must be a positive multiple of 32")
         if not (self.budget_ms > 0 and self.warmup_ms >= 0 and self.seconds > 0):  # NaN fails
@@ -261,6 +283,7 @@ class BenchSpec:
             engines=engines,
             pipeline_engine=parse_engine(self.pipeline_engine),
             pipeline_streams=tuple(int(s) for s in dict.fromkeys(self.pipeline_streams)),
+            pipeline_modes=tuple(dict.fromkeys(self.pipeline_modes)),
         )
 
     @property
@@ -271,6 +294,10 @@ class BenchSpec:
         """The pipeline's engine on this spec's device (:data:`CPU_PIPELINE_ENGINE` on a CPU)."""
         return self.pipeline_engine if self.on_gpu else CPU_PIPELINE_ENGINE
 
+    def pipeline_rows(self) -> list[tuple[str, int]]:
+        """(mode, streams) of the pipeline rows of a unit, in run order."""
+        return [(m, s) for m in self.pipeline_modes for s in self.pipeline_streams]
+
     def units(self) -> list[tuple[str, float, int]]:
         """(family, width, batch) in run order: all batches of one model before the next."""
         return [(f, w, b) for f, w in self.models for b in self.batches]
@@ -278,7 +305,8 @@ class BenchSpec:
     def variants(self) -> list[str]:
         """The variant names one complete unit holds."""
         out = [variant_name(e) for e in (BASELINE, *self.engines)]
-        out += [pipeline_variant(self.pipeline_engine_here(), s) for s in self.pipeline_streams]
+        eng = self.pipeline_engine_here()
+        out += [pipeline_variant(eng, s, m) for m, s in self.pipeline_rows()]
         return out + ([PREDICT] if self.predict else [])
 
 
@@ -476,13 +504,14 @@ def _pipeline_rows(model, head: dict, spec: BenchSpec, frames) -> list[dict]:
     rows = [
         {
             **head,
-            "variant": pipeline_variant(engine, s),
+            "variant": pipeline_variant(engine, s, mode),
             "scope": "frames_to_boxes",
             **cols,
             "streams": s,
-            "nms": nms_label(spec.pipeline_nms_topk),
+            "pipeline_mode": mode,
+            "nms": nms_label(0 if mode == "full" else spec.pipeline_nms_topk),
         }
-        for s in spec.pipeline_streams
+        for mode, s in spec.pipeline_rows()
     ]
     eng = None
     try:
@@ -511,7 +540,7 @@ def _pipeline_rows(model, head: dict, spec: BenchSpec, frames) -> list[dict]:
         for r in rows:
             publish(engine=r["variant"])
             try:
-                cfg = PipelineConfig(streams=r["streams"], nms_topk=spec.pipeline_nms_topk)
+                cfg = pipeline_config(r["streams"], r["pipeline_mode"], spec.pipeline_nms_topk)
                 pipe = DetectionPipeline(model, eng, cfg)
                 with phase("timed") as timed:
                     st = measure_pipeline(pipe, frames, head["batch"], spec.seconds)

@@ -19,6 +19,17 @@ data-dependent) and the one device-to-host copy of the boxes wait for that batch
 engine runs the later batches already queued on the compute stream. With ``streams`` = 1 each
 batch is finished before the next is submitted (no overlap). On a CPU the stages run in order,
 one batch at a time, whatever ``streams`` says.
+
+Whole-batch graph (``graph=True``, GPU, with ``nms_topk``): the fixed-size NMS makes every
+shape after the copy static, so each slot captures, on its first batch, one CUDA graph of the
+letterbox, the engine's forward (``Engine.capture``), the decode, the fixed-size NMS and the
+scaled, packed boxes. A batch is then four operations on its slot's stream: the copy to the
+device, the graph's replay, the copy of the packed boxes to the slot's pinned buffer and an
+event; the host waits on that event only. Slots run on their own streams, so batches in flight
+overlap whole (one batch's NMS beside the next one's engine). Launch work per batch no longer
+grows with the model's kernels, which is what bounds the other modes at small batches. A batch
+whose fixed-size NMS is not exact is redone by the full NMS from the graph's decoded output
+(kept until the slot's next replay).
 """
 
 from __future__ import annotations
@@ -26,7 +37,7 @@ from __future__ import annotations
 import copy
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -47,6 +58,10 @@ class PipelineConfig:
     # > 0: NMS on fixed-size buffers of each image's nms_topk best candidates (at least max_det;
     # yolo_sm.collect.nms.nms_topk), the full NMS for a batch where that is not exact; 0: off
     nms_topk: int = 0
+    # GPU, with nms_topk > 0: each slot replays one CUDA graph of the whole batch after its copy
+    # to the device (letterbox, the engine's forward, decode, the fixed-size NMS, the boxes
+    # scaled and packed), on the slot's own stream; see DetectionPipeline
+    graph: bool = False
 
 
 def letterbox_params(h: int, w: int, imgsz: int) -> tuple[float, int, int, int, int]:
@@ -84,6 +99,17 @@ class DetectionPipeline:
         self.config = config or PipelineConfig()
         if self.config.streams < 1:
             raise UserError("a pipeline needs at least one stream")
+        if self.config.graph and self.config.nms_topk < 1:
+            raise UserError(
+                "a pipeline in one CUDA graph needs the fixed-size NMS (nms_topk > 0): the full "
+                "NMS's output size depends on the data"
+            )
+        if self.config.graph and getattr(engine, "capture", None) is None:
+            raise UserError(
+                f"engine {engine.description!r} cannot be captured in the pipeline's CUDA graph "
+                "(it replays a graph of its own or runs outside torch); use an eager, cudagraph "
+                "or compile engine of mode default or max-autotune-no-cudagraphs"
+            )
         self.engine = engine
         self.imgsz = engine.config.imgsz
         self.device = torch.device(engine.config.device)
@@ -194,23 +220,51 @@ class DetectionPipeline:
         the boxes, their counts, whether each image's result is exact and its candidate count
         come to the host in one copy of (B, max_det x 6 + 3) floats; None (nothing counted)
         where an image's result is not exact, for the full NMS to redo the batch."""
+        return self._unpack(_to_host(self._packed_topk(y, shape)))
+
+    def _packed_topk(self, y: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
+        """The device half of :meth:`_postprocess_topk` (no host sync): (B, max_det x 6 + 3),
+        each image's boxes x1 y1 x2 y2 score class scaled to the frame, then its box count,
+        exactness and candidate count (exact in fp32 below 2**24)."""
         from ultralytics.utils import ops
 
         c = self.config
         b = y.shape[0]
         dets, counts, exact, cand = nms_topk(y, c.conf, c.iou, c.max_det, c.nms_topk, c.agnostic)
         ops.scale_boxes((self.imgsz, self.imgsz), dets[..., :4], shape)  # in place, per box
-        # counts, exact, candidates ride along (exact in fp32 below 2**24): one copy
         tail = torch.stack((counts, exact.to(counts.dtype), cand), 1).to(dets.dtype)
-        host = _to_host(torch.cat((dets.reshape(b, -1), tail), 1))
+        return torch.cat((dets.reshape(b, -1), tail), 1)
+
+    def _unpack(self, host: torch.Tensor) -> list | None:
+        """Boxes per image from :meth:`_packed_topk`'s rows on the host (copies: the caller may
+        reuse ``host``), counted; None, with nothing counted, where an image is not exact."""
         counts, exact, cand = host[:, -3:].long().T.tolist()
         if not all(exact):
             return None
+        b = len(counts)
         self.counts["frames"] += b
         self.counts["candidates"] += sum(cand)
         self.counts["boxes"] += sum(counts)
-        rows = host[:, :-3].reshape(b, c.max_det, 6)
-        return [rows[i, :n].contiguous() for i, n in enumerate(counts)]
+        rows = host[:, :-3].reshape(b, self.config.max_det, 6)
+        return [rows[i, :n].clone() for i, n in enumerate(counts)]
+
+    def _full_postprocess(self, y: torch.Tensor, shape: tuple[int, int]) -> list[torch.Tensor]:
+        """:meth:`postprocess` without the fixed-size path."""
+        if self.config.nms_topk <= 0:
+            return self.postprocess(y, shape)
+        saved, self.config = self.config, replace(self.config, nms_topk=0)
+        try:
+            return self.postprocess(y, shape)
+        finally:
+            self.config = saved
+
+    def _device_batch(self, frames_dev: torch.Tensor):
+        """Everything a batch does on the device after its copy, with no host sync (what a
+        slot's graph captures): (decoded head output, packed boxes of :meth:`_packed_topk`)."""
+        shape = tuple(frames_dev.shape[1:3])
+        with torch.no_grad():
+            y = self.decode(self.engine.capture(self.preprocess(frames_dev)))
+            return y, self._packed_topk(y, shape)
 
     # -- running -----------------------------------------------------------------------------
     def __call__(self, frames) -> list[np.ndarray]:
@@ -233,7 +287,9 @@ class DetectionPipeline:
         k = self.config.streams
         compute, _ = self._streams()
         # work the caller queued before (e.g. the engine timed on its own stream) comes first
-        compute.wait_stream(torch.cuda.current_stream(self.device))
+        caller = torch.cuda.current_stream(self.device)
+        for stream in (compute, *(slot.stream for slot in self._slots.values())):
+            stream.wait_stream(caller)
         pending: deque[_Batch] = deque()
         try:
             for i, frames in enumerate(batches):
@@ -247,7 +303,10 @@ class DetectionPipeline:
         finally:
             # a caller that stops early leaves batches queued: whatever it runs next on its
             # stream (the engine, whose CUDA graph buffers they use) waits for them
-            torch.cuda.current_stream(self.device).wait_stream(compute)
+            caller = torch.cuda.current_stream(self.device)
+            caller.wait_stream(compute)
+            for slot in self._slots.values():
+                caller.wait_stream(slot.stream)
 
     @staticmethod
     def _as_batch(frames):
@@ -271,22 +330,10 @@ class DetectionPipeline:
     def _submit(self, slot: _Slot, frames, t0) -> _Batch:
         """Queue a batch's copy, letterbox, engine and decode on the GPU; returns at once (a
         numpy batch first waits for the slot's pinned buffer to be free, then fills it)."""
+        src = self._source(slot, frames)
+        if self.config.graph:
+            return self._submit_graph(slot, frames, src, t0)
         compute, post = self._streams()
-        if isinstance(frames, torch.Tensor) and frames.is_cuda:
-            # already on a device, made on the caller's stream: the copy stream reads it after
-            # that stream's work, and the allocator keeps it until the copy stream is done
-            slot.stream.wait_stream(torch.cuda.current_stream(frames.device))
-            frames.record_stream(slot.stream)
-            src = frames
-        elif isinstance(frames, torch.Tensor) and frames.is_pinned():
-            src = frames  # the camera's pinned buffer: copied to the device with no host copy
-        else:  # pageable host memory: staged through the slot's pinned buffer
-            src = slot.buffer(tuple(frames.shape))
-            slot.copied.synchronize()  # the buffer's previous copy to the device has finished
-            if isinstance(frames, torch.Tensor):
-                src.copy_(frames)
-            else:
-                src.numpy()[...] = frames
         with torch.cuda.stream(slot.stream):
             dev = src.to(self.device, non_blocking=True)
             slot.copied.record(slot.stream)
@@ -307,9 +354,51 @@ class DetectionPipeline:
         y.record_stream(post)  # allocated on the compute stream, read on the post stream
         return _Batch(t0, tuple(frames.shape[1:3]), y, ready, src)
 
+    def _submit_graph(self, slot: _Slot, frames, src, t0) -> _Batch:
+        """Queue a batch on its slot's stream in whole-batch graph mode (module docstring):
+        the copy into the slot's static device frames, the graph's replay, the copy of the
+        packed boxes to the slot's pinned buffer, then the slot's ``done`` event. The slot's
+        graph is captured on its first batch (or a batch of a new frame shape)."""
+        shape = tuple(frames.shape)
+        if slot.shape != shape:
+            slot.capture(self, src, shape)
+        with torch.cuda.stream(slot.stream):
+            slot.dev.copy_(src, non_blocking=True)
+            slot.copied.record(slot.stream)
+            slot.graph.replay()
+            slot.host.copy_(slot.packed, non_blocking=True)
+            slot.done.record(slot.stream)
+        return _Batch(t0, tuple(shape[1:3]), slot.y, slot.done, src, slot)
+
+    def _source(self, slot: _Slot, frames):
+        """What the copy to the device reads: the caller's device or pinned tensor, or the
+        slot's pinned buffer filled from pageable frames (after its previous copy finished)."""
+        if isinstance(frames, torch.Tensor) and frames.is_cuda:
+            # already on a device, made on the caller's stream: the copy stream reads it after
+            # that stream's work, and the allocator keeps it until the copy stream is done
+            slot.stream.wait_stream(torch.cuda.current_stream(frames.device))
+            frames.record_stream(slot.stream)
+            src = frames
+        elif isinstance(frames, torch.Tensor) and frames.is_pinned():
+            src = frames  # the camera's pinned buffer: copied to the device with no host copy
+        else:  # pageable host memory: staged through the slot's pinned buffer
+            src = slot.buffer(tuple(frames.shape))
+            slot.copied.synchronize()  # the buffer's previous copy to the device has finished
+            if isinstance(frames, torch.Tensor):
+                src.copy_(frames)
+            else:
+                src.numpy()[...] = frames
+        return src
+
     def _finish(self, batch: _Batch):
         """Post-process a submitted batch; returns (latency_s, [boxes per frame])."""
-        if batch.ready is None:
+        if batch.slot is not None:  # whole-batch graph: the boxes are on their way
+            batch.ready.synchronize()
+            dets = self._unpack(batch.slot.host)
+            if dets is None:  # not exact: the full NMS on the graph's decoded output
+                with torch.cuda.stream(batch.slot.stream):
+                    dets = self._full_postprocess(batch.y, batch.shape)
+        elif batch.ready is None:
             dets = self.postprocess(batch.y, batch.shape)
         else:
             _, post = self._streams()
@@ -331,6 +420,8 @@ class DetectionPipeline:
     def _slot(self, i: int) -> _Slot:
         if i not in self._slots:
             self._slots[i] = _Slot(self.device)
+            # a slot made mid-run: its stream runs after the caller's earlier work too
+            self._slots[i].stream.wait_stream(torch.cuda.current_stream(self.device))
         return self._slots[i]
 
 
@@ -343,16 +434,46 @@ class _Batch:
     y: torch.Tensor  # decoded head output (B, 4 + nc, A)
     ready: object = None  # torch.cuda.Event recorded after the decode (GPU)
     src: object = None  # host tensor the copy reads (the caller's pinned frames): kept alive
+    slot: _Slot | None = None  # whole-batch graph mode: the slot whose graph ran it
 
 
 class _Slot:
     """One copy slot (GPU): its copy stream, its pinned staging buffers (one per frame shape,
-    for batches that are not pinned already) and the event of its last host-to-device copy."""
+    for batches that are not pinned already) and the event of its last host-to-device copy;
+    in whole-batch graph mode also its graph, the graph's static frames, decoded output and
+    packed boxes, the pinned buffer the boxes are copied to and the event after that copy."""
+
+    #: eager runs of a slot's batch before its capture (Triton and cuDNN choices, allocations)
+    WARMUP = 2
 
     def __init__(self, device: torch.device):
         self.stream = torch.cuda.Stream(device)
         self.copied = torch.cuda.Event()
         self._buffers: dict = {}
+        self.shape = None  # frame batch shape the graph was captured for
+        self.graph = self.dev = self.y = self.packed = self.host = None
+        self.done = torch.cuda.Event()
+
+    def capture(self, pipe: DetectionPipeline, src: torch.Tensor, shape: tuple) -> None:
+        """Capture ``pipe``'s device work of one batch (:meth:`DetectionPipeline._device_batch`)
+        on static frames of ``shape``, after :data:`WARMUP` runs of it on ``src``'s frames."""
+        self.done.synchronize()  # the previous graph's batches, if any, have finished
+        self.graph = None
+        dev = torch.empty(shape, dtype=torch.uint8, device=pipe.device)
+        side = self.stream
+        side.wait_stream(torch.cuda.current_stream(pipe.device))
+        with torch.cuda.stream(side):
+            dev.copy_(src, non_blocking=True)
+            for _ in range(self.WARMUP):
+                pipe._device_batch(dev)
+        side.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        # thread_local: a monitor thread's CUDA calls elsewhere in the process do not abort it
+        with torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
+            y, packed = pipe._device_batch(dev)
+        side.synchronize()
+        self.graph, self.dev, self.y, self.packed, self.shape = graph, dev, y, packed, shape
+        self.host = torch.empty(packed.shape, dtype=packed.dtype, pin_memory=True)
 
     def buffer(self, shape: tuple) -> torch.Tensor:
         if shape not in self._buffers:

@@ -42,6 +42,8 @@ STAGES = (
     "postprocess: top-k buffers",
     "batch, 1 stream",
     "batch, 3 streams",
+    "batch, graph, 1 stream",
+    "batch, graph, 3 streams",
 )
 
 
@@ -180,9 +182,12 @@ def _probe(model, eng, stack, reps: int, on_gpu: bool):
         with switch:
             alt = timed(name, lambda: pipe.postprocess(y, shape))
         rows[name]["same_result"] = same_boxes(alt)
-    for streams in (1, 3):
-        p = P.DetectionPipeline(model, eng, P.PipelineConfig(streams=streams))
-        for _ in p.run([stack] * streams):  # warm-up: streams, buffers
+    # whole batches: the full NMS, then the whole batch in one CUDA graph per slot (with the
+    # top-k NMS; on a CPU the same steps without a graph)
+    for graph, streams in ((False, 1), (False, 3), (True, 1), (True, 3)):
+        cfg = P.PipelineConfig(streams=streams, graph=graph, nms_topk=PROBE_TOPK * graph)
+        p = P.DetectionPipeline(model, eng, cfg)
+        for _ in p.run([stack] * streams):  # warm-up: streams, buffers, each slot's graph
             pass
         if on_gpu:
             torch.cuda.synchronize()
@@ -192,9 +197,8 @@ def _probe(model, eng, stack, reps: int, on_gpu: bool):
         if on_gpu:
             torch.cuda.synchronize()
         wall = (time.perf_counter() - t0) * 1e3 / reps
-        rows[f"batch, {streams} stream{'s' if streams > 1 else ''}"] = dict(
-            wall_ms=wall, gpu_ms=math.nan
-        )
+        name = f"batch, {'graph, ' if graph else ''}{streams} stream{'s' if streams > 1 else ''}"
+        rows[name] = dict(wall_ms=wall, gpu_ms=math.nan)
     out = pd.DataFrame(
         [
             dict(stage=s, wall_ms=rows[s]["wall_ms"], gpu_ms=rows[s]["gpu_ms"],

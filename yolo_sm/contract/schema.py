@@ -164,7 +164,9 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "stage": "h2d, letterbox, engine, decode, postprocess (the stages of one batch, each "
         "alone and synchronised); postprocess: fixpoint in torch ops / torchvision nms per "
         "chunk / top-k buffers (the same postprocess with the other NMS paths); batch, 1 "
-        "stream / 3 streams (whole batches through DetectionPipeline.run, wall time per batch)",
+        "stream / 3 streams (whole batches through DetectionPipeline.run, wall time per batch); "
+        "batch, graph, 1 stream / 3 streams (the same with the top-k NMS and everything after "
+        "the copy to the device in one CUDA graph per batch in flight; absent in older tables)",
         "wall_ms": "median host wall time of the stage, milliseconds",
         "gpu_ms": "median CUDA-event time of the stage, milliseconds (empty on a CPU and for "
         "the whole-batch rows)",
@@ -227,7 +229,7 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "model": "the model spec: family:width, or a model .yaml / ultralytics .pt (absent in "
         "older tables)",
         "variant": "backend[:compile mode]/precision/layout of an engine (eager/fp16/nhwc is the "
-        "baseline), pipeline/<engine>/s<streams>, or ultralytics_predict",
+        "baseline), pipeline/<engine>[/<pipeline mode>]/s<streams>, or ultralytics_predict",
         "scope": "model_only (the forward alone, CUDA events) or frames_to_boxes (uint8 frames "
         "in, NMS-ed boxes on the host out, wall clock per batch)",
         "backend": "eager / cudagraph / compile / ... (ultralytics for the predict rows)",
@@ -236,6 +238,11 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "layout": "nchw or nhwc",
         "streams": "batches in flight of a pipeline row (each with its own copy stream, behind "
         "one compute and one post-processing stream); a CPU pipeline runs one whatever this says",
+        "pipeline_mode": "pipeline rows: full (the full NMS), topk (the fixed-size NMS on each "
+        "frame's k best candidates first, the full one for a batch where that is not exact) or "
+        "graph (topk, with everything after the copy to the device - letterbox, the engine's "
+        "forward, decode, NMS, the boxes packed - in one CUDA graph per batch in flight); empty "
+        "or absent in rows measured before the modes (full)",
         "pinned": "pipeline rows: the frames sat in pinned host memory and went straight to the "
         "device (False: a host copy into the pipeline's pinned buffer per batch; always False "
         "on a CPU; empty or absent in rows measured before the overlapping pipeline)",

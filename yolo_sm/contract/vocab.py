@@ -43,6 +43,11 @@ INT8_MODEL_KERNELS = ("fp16", "cudnn", "intmm", "triton")
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
+#: how a bench's pipeline row post-processes (yolo_sm.collect.pipeline.PipelineConfig): full =
+#: the full NMS; topk = the fixed-size NMS on each frame's k best candidates first; graph = that,
+#: with everything after the copy to the device in one CUDA graph per slot
+PIPELINE_MODES = ("full", "topk", "graph")
+
 
 # Largest relative L2 error of the head output against the eager fp32 model that each precision
 # may show before the engine is rejected. fp32 differs only by summation order / algorithm choice;

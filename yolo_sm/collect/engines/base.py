@@ -50,6 +50,11 @@ class Engine:
     keepalive: tuple = ()
     # the prepared torch module the engine runs (eager / cudagraph / compile), for layer hooks
     module: torch.nn.Module | None = None
+    # the engine's forward as work a caller may capture inside its own CUDA graph (the
+    # pipeline's whole batch in one graph): plain kernel launches, no host sync, no graph of
+    # its own; None where the engine cannot be captured so (it replays its own graph, or runs
+    # outside torch)
+    capture: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return self.run(x)
@@ -69,6 +74,7 @@ class Engine:
             self.close_fn = None
         self.keepalive = ()
         self.module = None
+        self.capture = None
 
 
 def make_input(config: EngineConfig, seed: int = 0) -> torch.Tensor:

@@ -47,7 +47,25 @@ def build_eager(model: torch.nn.Module, config: EngineConfig) -> Engine:
         with numerics(config), torch.inference_mode():
             return head_tensor(m(x))
 
-    return Engine(config, run, f"eager {config.precision.value} {config.layout.value}", module=m)
+    return Engine(
+        config,
+        run,
+        f"eager {config.precision.value} {config.layout.value}",
+        module=m,
+        capture=_capturable(m, config),
+    )
+
+
+def _capturable(m: torch.nn.Module, config: EngineConfig):
+    """``m``'s forward for a caller's CUDA graph capture (:attr:`Engine.capture`): under
+    ``no_grad``, not ``inference_mode``, so that a compiled engine captured in the same graph
+    sees the tensors it was built with (see :func:`build_compiled`)."""
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        with numerics(config), torch.no_grad():
+            return head_tensor(m(x))
+
+    return forward
 
 
 def build_cudagraph(model: torch.nn.Module, config: EngineConfig, warmup: int = 3) -> Engine:
@@ -98,10 +116,16 @@ def build_cudagraph(model: torch.nn.Module, config: EngineConfig, warmup: int = 
         close_fn=close,
         keepalive=(m, static_out),
         module=m,
+        # the forward its graph replays, for a caller's own graph (a graph is not replayed
+        # inside another's capture)
+        capture=_capturable(m, config),
     )
     eng._input = static_in
     return eng
 
+
+#: torch.compile modes that run their graphs as CUDA graphs of their own (cudagraph trees)
+GRAPHED_COMPILE_MODES = ("reduce-overhead", "max-autotune")
 
 _COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -168,6 +192,9 @@ def build_compiled(model: torch.nn.Module, config: EngineConfig, warmup: int = 3
         f"compile[{config.compile_mode}] {config.precision.value} {config.layout.value}",
         info=info,
         module=getattr(compiled, "_orig_mod", None),
+        # modes with CUDA graphs of their own (reduce-overhead, max-autotune) cannot be
+        # captured inside another graph
+        capture=None if config.compile_mode in GRAPHED_COMPILE_MODES else run,
     )
 
 
