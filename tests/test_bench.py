@@ -68,6 +68,9 @@ def test_bench_bad_input(tmp_path, capsys):
         ["--engines", "warp/fp16/nhwc"],
         ["--streams", "0"],
         ["--models", "resnet50:1"],
+        ["--pipeline", "full,fast"],
+        ["--nms-topk", "0"],
+        ["--pipeline-engine", "eager/fp16"],
     ):
         assert main(["bench", "--device", "cpu", *argv, "--out", str(tmp_path / "x.parquet")]) == 2
         err = capsys.readouterr().err.strip().splitlines()

@@ -71,11 +71,7 @@ def pipeline_table(bench):
                 "vs_predict",
             ]
             # the mode, and NMS's work per frame, in rows measured since the pipeline has them
-            + [
-                c
-                for c in ("pipeline_mode", "candidates_per_frame", "boxes_per_frame")
-                if c in pipe
-            ]
+            + [c for c in ("pipeline_mode", "candidates_per_frame", "boxes_per_frame") if c in pipe]
         ]
         .sort_values(["width", "batch", "streams"])
         .reset_index(drop=True)

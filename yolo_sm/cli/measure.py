@@ -119,6 +119,12 @@ def _bench_parser(sub) -> None:
         "(compile:MODE/... picks a torch.compile mode)",
     )
     b.add_argument(
+        "--pipeline-engine",
+        default="cudagraph/fp16/nhwc",
+        help="backend[:mode]/precision/layout of the engine the pipeline rows wrap (a CPU runs "
+        "eager/fp32/nhwc)",
+    )
+    b.add_argument(
         "--streams", default="1,3", help="comma list: one pipeline row per batches-in-flight count"
     )
     b.add_argument(
@@ -252,6 +258,7 @@ def bench(args) -> int:
             "models": args.models,
             "batches": common.batches(args.batches),
             "engines": values.texts(args.engines, "--engines"),
+            "pipeline_engine": values.text(args.pipeline_engine, "--pipeline-engine"),
             "pipeline_streams": values.wholes(args.streams, "--streams", lo=1, hi=64),
             "pipeline_modes": values.texts(args.pipeline, "--pipeline", PIPELINE_MODES),
             "pipeline_nms_topk": values.whole(args.nms_topk, "--nms-topk", lo=1, hi=1 << 20),
