@@ -221,7 +221,7 @@ def test_pipeline_stages_and_findings_from_a_cpu_probe():
     """The probe's view on a real (CPU) probe: shares of the 1-stream batch, the findings quote
     the table's own figures; with GPU-event times (as on the H200, here the wall times shifted)
     the host-time line appears; boxes that differ are said to differ."""
-    from yolo_sm.collect.probe import STAGES, probe_pipeline
+    from yolo_sm.collect.probe import GPU_STAGES, STAGES, probe_pipeline
 
     probe, state = probe_pipeline(
         width=0.125, batch=2, reps=2, device="cpu", imgsz=160, frames="bus", keep_state=True
@@ -229,7 +229,7 @@ def test_pipeline_stages_and_findings_from_a_cpu_probe():
     assert state["decoded"].shape[0] == 2 and tuple(state["frames"].shape[1:3]) == (1080, 810)
     state["engine"].close()
     t = frames.pipeline_stages(probe)
-    assert t.stage.tolist() == list(STAGES)
+    assert t.stage.tolist() == [s for s in STAGES if s not in GPU_STAGES]
     one = t.set_index("stage").loc["batch, 1 stream", "share_of_1_stream_batch"]
     assert one == pytest.approx(1.0)
     f = facts_table(frames.probe_facts(probe)).set_index("key").value

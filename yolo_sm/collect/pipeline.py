@@ -22,14 +22,14 @@ one batch at a time, whatever ``streams`` says.
 
 Whole-batch graph (``graph=True``, GPU, with ``nms_topk``): the fixed-size NMS makes every
 shape after the copy static, so each slot captures, on its first batch, one CUDA graph of the
-letterbox, the engine's forward (``Engine.capture``), the decode, the fixed-size NMS and the
-scaled, packed boxes. A batch is then four operations on its slot's stream: the copy to the
-device, the graph's replay, the copy of the packed boxes to the slot's pinned buffer and an
-event; the host waits on that event only. Slots run on their own streams, so batches in flight
-overlap whole (one batch's NMS beside the next one's engine). Launch work per batch no longer
-grows with the model's kernels, which is what bounds the other modes at small batches. A batch
-whose fixed-size NMS is not exact is redone by the full NMS from the graph's decoded output
-(kept until the slot's next replay).
+letterbox and the decode (both compiled by torch.compile: :func:`fused`), the engine's forward
+(``Engine.capture``), the fixed-size NMS and the scaled, packed boxes. A batch is then four
+operations on its slot's stream: the copy to the device, the graph's replay, the copy of the
+packed boxes to the slot's pinned buffer and an event; the host waits on that event only.
+Slots run on their own streams, so batches in flight overlap whole (one batch's NMS beside the
+next one's engine). Launch work per batch no longer grows with the model's kernels, which is
+what bounds the other modes at small batches. A batch whose fixed-size NMS is not exact is
+redone by the full NMS from the graph's decoded output (kept until the slot's next replay).
 """
 
 from __future__ import annotations
@@ -70,6 +70,31 @@ def letterbox_params(h: int, w: int, imgsz: int) -> tuple[float, int, int, int, 
     new_w, new_h = max(round(w * r), 1), max(round(h * r), 1)
     dw, dh = (imgsz - new_w) / 2, (imgsz - new_h) / 2
     return r, new_h, new_w, round(dh - 0.1), round(dw - 0.1)
+
+
+def decode_head(raw, dfl, anchors, strides, reg_max: int, nc: int) -> torch.Tensor:
+    """Raw head output (B, 4*reg_max + nc, A) -> (B, 4 + nc, A) as ultralytics' Detect head
+    decodes it (its DFL module ``dfl``, ``dist2bbox``, sigmoid class scores)."""
+    from ultralytics.utils.tal import dist2bbox
+
+    raw = raw.float()
+    box, cls = raw.split((4 * reg_max, nc), 1)
+    dbox = dist2bbox(dfl(box), anchors, xywh=True, dim=1) * strides
+    return torch.cat((dbox, cls.sigmoid()), 1)
+
+
+_FUSED: dict = {}
+
+
+def fused(fn):
+    """``fn`` (:func:`letterbox_gpu`, :func:`decode_head`) compiled by torch.compile, made once
+    per process: inductor fuses each into a few kernels. Eager, the letterbox writes float32
+    temporaries of the whole batch several times over and the decode is a dozen small kernels
+    (the ``probe`` step times both stages alone). A hand-written kernel would do the same;
+    inductor already writes it."""
+    if fn not in _FUSED:
+        _FUSED[fn] = torch.compile(fn, dynamic=False)
+    return _FUSED[fn]
 
 
 def letterbox_gpu(
@@ -146,12 +171,7 @@ class DetectionPipeline:
     def decode(self, raw: torch.Tensor) -> torch.Tensor:
         """Raw head output (B, 4*reg_max + nc, A) -> ultralytics' (B, 4 + nc, A): xywh in
         letterboxed pixels and class probabilities."""
-        from ultralytics.utils.tal import dist2bbox
-
-        raw = raw.float()
-        box, cls = raw.split((4 * self.reg_max, self.nc), 1)
-        dbox = dist2bbox(self.dfl(box), self.anchors, xywh=True, dim=1) * self.strides
-        return torch.cat((dbox, cls.sigmoid()), 1)
+        return decode_head(raw, self.dfl, self.anchors, self.strides, self.reg_max, self.nc)
 
     def postprocess(self, y: torch.Tensor, shape: tuple[int, int]) -> list[torch.Tensor]:
         """Boxes per image on the host, as ultralytics' ``non_max_suppression`` (best class per
@@ -260,10 +280,16 @@ class DetectionPipeline:
 
     def _device_batch(self, frames_dev: torch.Tensor):
         """Everything a batch does on the device after its copy, with no host sync (what a
-        slot's graph captures): (decoded head output, packed boxes of :meth:`_packed_topk`)."""
+        slot's graph captures): (decoded head output, packed boxes of :meth:`_packed_topk`).
+        The letterbox and the decode run compiled (:func:`fused`)."""
         shape = tuple(frames_dev.shape[1:3])
+        cfg = self.engine.config
         with torch.no_grad():
-            y = self.decode(self.engine.capture(self.preprocess(frames_dev)))
+            x = fused(letterbox_gpu)(
+                frames_dev, self.imgsz, self.engine.input_dtype, cfg.layout.value == "nhwc"
+            )
+            raw = self.engine.capture(x)
+            y = fused(decode_head)(raw, self.dfl, self.anchors, self.strides, self.reg_max, self.nc)
             return y, self._packed_topk(y, shape)
 
     # -- running -----------------------------------------------------------------------------

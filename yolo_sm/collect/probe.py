@@ -40,11 +40,15 @@ STAGES = (
     "postprocess: fixpoint in torch ops",
     "postprocess: torchvision nms per chunk",
     "postprocess: top-k buffers",
+    "letterbox: compiled",
+    "decode: compiled",
     "batch, 1 stream",
     "batch, 3 streams",
     "batch, graph, 1 stream",
     "batch, graph, 3 streams",
 )
+#: the stages a CPU does not time (torch.compile of the whole-batch graph's stages)
+GPU_STAGES = ("letterbox: compiled", "decode: compiled")
 
 
 def probe_pipeline(
@@ -182,6 +186,14 @@ def _probe(model, eng, stack, reps: int, on_gpu: bool):
         with switch:
             alt = timed(name, lambda: pipe.postprocess(y, shape))
         rows[name]["same_result"] = same_boxes(alt)
+    if on_gpu:  # the two stages as the whole-batch graph runs them (pipeline.fused)
+        cfg = eng.config
+        nhwc = cfg.layout.value == "nhwc"
+        lb = P.fused(P.letterbox_gpu)
+        timed("letterbox: compiled", lambda: lb(dev, pipe.imgsz, eng.input_dtype, nhwc))
+        dec = P.fused(P.decode_head)
+        args = (pipe.dfl, pipe.anchors, pipe.strides, pipe.reg_max, pipe.nc)
+        timed("decode: compiled", lambda: dec(raw, *args))
     # whole batches: the full NMS, then the whole batch in one CUDA graph per slot (with the
     # top-k NMS; on a CPU the same steps without a graph)
     for graph, streams in ((False, 1), (False, 3), (True, 1), (True, 3)):
@@ -204,6 +216,7 @@ def _probe(model, eng, stack, reps: int, on_gpu: bool):
             dict(stage=s, wall_ms=rows[s]["wall_ms"], gpu_ms=rows[s]["gpu_ms"],
                  same_result=rows[s].get("same_result"))
             for s in STAGES
+            if on_gpu or s not in GPU_STAGES
         ]
     )  # fmt: skip
     out = out.assign(candidates_per_frame=candidates, boxes_per_frame=boxes)

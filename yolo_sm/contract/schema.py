@@ -163,7 +163,9 @@ SCHEMAS: dict[str, dict[str, str]] = {
     "probe": {
         "stage": "h2d, letterbox, engine, decode, postprocess (the stages of one batch, each "
         "alone and synchronised); postprocess: fixpoint in torch ops / torchvision nms per "
-        "chunk / top-k buffers (the same postprocess with the other NMS paths); batch, 1 "
+        "chunk / top-k buffers (the same postprocess with the other NMS paths); letterbox: "
+        "compiled / decode: compiled (the two stages as the whole-batch graph runs them, "
+        "torch.compile; GPU only); batch, 1 "
         "stream / 3 streams (whole batches through DetectionPipeline.run, wall time per batch); "
         "batch, graph, 1 stream / 3 streams (the same with the top-k NMS and everything after "
         "the copy to the device in one CUDA graph per batch in flight; absent in older tables)",
