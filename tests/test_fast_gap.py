@@ -145,3 +145,59 @@ def test_no_pipeline_rows_give_no_pipeline_facts():
     assert frames.fastest_pipelines({"bench_fast_engines": bench}).empty
     keys = {r["key"] for r in frames.pipeline_facts({"bench_fast_engines": bench})}
     assert keys == {"fast.pipeline_over_predict_median"} or not keys
+
+
+def _modes_bench(graph_ips: float) -> pd.DataFrame:
+    """The compiled-pipeline unit with the three pipeline modes: full at 150 (one stream) and
+    160 frames/s (three), topk at 170, graph at ``graph_ips`` (three streams)."""
+    b = _compiled_bench(160.0).assign(pipeline_mode=None)
+    full = b.variant == "pipeline/compile/fp16/nhwc/s3"
+    b.loc[full, "pipeline_mode"] = "full"
+    extra = [
+        ("pipeline/compile/fp16/nhwc/s1", "full", 150.0),
+        ("pipeline/compile/fp16/nhwc/topk/s3", "topk", 170.0),
+        ("pipeline/compile/fp16/nhwc/graph/s3", "graph", graph_ips),
+    ]
+    rows = [b[full].assign(variant=v, pipeline_mode=m, img_per_s=ips) for v, m, ips in extra]
+    return pd.concat([b, *rows], ignore_index=True).pipe(_timing)
+
+
+def test_the_mode_table_takes_each_modes_best_stream_count():
+    m = frames.mode_table(_modes_bench(240.0)).iloc[0]
+    assert (m.full, m.topk, m.graph) == (160.0, 170.0, 240.0)
+    assert m.graph_over_full == pytest.approx(1.5) and m.topk_over_full == pytest.approx(170 / 160)
+    # a table from before the modes: every pipeline row is the full NMS
+    old = frames.mode_table(_compiled_bench(160.0))
+    assert list(old.columns) == ["width", "batch", "full"] and not frames.mode_facts(
+        {"bench_pipeline": _compiled_bench(160.0)}
+    )
+
+
+@pytest.mark.parametrize(
+    "graph_ips, never_slower, speedup",
+    [(240.0, HOLDS, HOLDS), (190.0, HOLDS, FAILS), (150.0, FAILS, FAILS)],
+)
+def test_the_graph_mode_findings_flip(graph_ips, never_slower, speedup):
+    """graph / full = 1.5, 1.19 or 0.94: at least 1.0 in every unit, at least 1.3 median."""
+    f = facts_table(frames.mode_facts({"bench_pipeline": _modes_bench(graph_ips)}))
+    v = evaluate(findings.RULES, f).set_index("id").verdict
+    assert v["fast_pipeline_graph_never_slower"] == never_slower
+    assert v["fast_pipeline_graph_speedup"] == speedup
+
+
+@pytest.mark.parametrize("compiled_ms, verdict", [(0.2, HOLDS), (0.6, FAILS)])
+def test_the_compiled_stages_finding_flips(compiled_ms, verdict):
+    """letterbox + decode: 1.0 ms eager against 2 x ``compiled_ms`` compiled."""
+    stages = ["letterbox", "decode", "letterbox: compiled", "decode: compiled"]
+    probe = pd.DataFrame(
+        {"stage": stages, "wall_ms": 1.0, "gpu_ms": [0.6, 0.4, compiled_ms, compiled_ms]}
+    )
+    f = facts_table(frames.probe_facts(probe)).set_index("key")
+    assert f.loc["fast.probe_compiled_stages_over_eager"].value == pytest.approx(
+        2 * compiled_ms / 1.0
+    )
+    v = evaluate(findings.RULES, f.reset_index()).set_index("id").verdict
+    assert v["fast_probe_compiled_stages"] == verdict
+    # a CPU probe has no GPU times: no fact
+    keys = {r["key"] for r in frames.probe_facts(probe.assign(gpu_ms=float("nan")))}
+    assert "fast.probe_compiled_stages_over_eager" not in keys

@@ -461,6 +461,7 @@ def facts(root: DataRoot):
             rows += compile_trace_facts(both)
     benches = {d: root.load(d) for d in frames.PIPELINE_DATASETS if root.has(d)}
     rows += frames.pipeline_facts(benches)
+    rows += frames.mode_facts(benches)
     if root.has(frames.PROBE):
         rows += frames.probe_facts(root.load(frames.PROBE))
     if root.has(compile_cache.DATASET):

@@ -23,7 +23,7 @@ from yolo_sm.analyse.bench_table import (
     scope,
 )
 from yolo_sm.analyse.facts import fact
-from yolo_sm.contract.vocab import PIPELINE_STAGES
+from yolo_sm.contract.vocab import PIPELINE_MODES, PIPELINE_STAGES
 
 #: the bench of the pipeline around the compiled engine (its own plan step)
 PIPELINE_DATASET = "bench_pipeline"
@@ -188,6 +188,52 @@ def pipeline_facts(tables: dict) -> list[dict]:
     return rows
 
 
+def mode_table(bench):
+    """Per (width, batch) of a bench's pipeline rows: the most frames/s of each pipeline mode
+    it ran (a column per mode, :data:`yolo_sm.contract.vocab.PIPELINE_MODES` order; rows
+    measured before the modes are ``full``) over its stream counts, and each other mode over
+    ``full`` (``<mode>_over_full``; above 1: faster). Every ratio is within one unit: one
+    process, one engine instance."""
+    import pandas as pd
+
+    pipe = pipeline_table(bench)
+    if pipe.empty:
+        return pd.DataFrame(columns=["width", "batch"])
+    mode = pipe["pipeline_mode"].fillna("full") if "pipeline_mode" in pipe else "full"
+    best = (
+        pipe.assign(mode=mode)
+        .pivot_table(index=["width", "batch"], columns="mode", values="img_per_s", aggfunc="max")
+        .reindex(columns=[m for m in PIPELINE_MODES if m in set(pipe.assign(mode=mode)["mode"])])
+    )
+    best.columns.name = None
+    if "full" in best:
+        for m in best.columns.drop("full"):
+            best[f"{m}_over_full"] = best[m] / best["full"]
+    return best.reset_index()
+
+
+def mode_facts(tables: dict) -> list[dict]:
+    """Over every unit of ``tables`` (dataset name -> bench table) that ran the full and the
+    graph pipeline: the graph pipeline's frames/s over the full one's, the least
+    (``fast.pipeline_graph_over_full_min``) and the median (``_median``)."""
+    import pandas as pd
+
+    ratios, names = [], []
+    for name, t in tables.items():
+        m = mode_table(t)
+        if "graph_over_full" in m and m["graph_over_full"].notna().any():
+            ratios.append(m["graph_over_full"].dropna())
+            names.append(name)
+    if not ratios:
+        return []
+    r = pd.concat(ratios)
+    d = tuple(names)
+    return [
+        fact("fast.pipeline_graph_over_full_min", r.min(), "x", datasets=d),
+        fact("fast.pipeline_graph_over_full_median", r.median(), "x", datasets=d),
+    ]
+
+
 def jitter(bench):
     """Latency jitter of each multi-stream pipeline row against the one-stream row of the same
     (family, width, batch, engine): jitter = p99 - p50 of the per-batch latency (submission of
@@ -225,7 +271,9 @@ def pipeline_stages(probe):
 
 def probe_facts(probe) -> list[dict]:
     """Facts of the pipeline probe: the engine's share (%) of the five stages' summed wall
-    time, and one stream's time per batch over three streams' (above 1: batches overlap)."""
+    time, the letterbox and decode compiled over eager in GPU time (where the probe ran them
+    both ways), and one stream's time per batch over three streams' (above 1: batches
+    overlap)."""
     ms = probe.set_index("stage")["wall_ms"]
     d = (PROBE,)
     rows = []
@@ -233,6 +281,17 @@ def probe_facts(probe) -> list[dict]:
     if stages.notna().all() and "engine" in ms:
         rows.append(
             fact("fast.probe_engine_share_pct", ms["engine"] / stages.sum() * 100, "%", datasets=d)
+        )
+    eager, compiled = ("letterbox", "decode"), ("letterbox: compiled", "decode: compiled")
+    gpu = probe.set_index("stage")["gpu_ms"]
+    if set(eager + compiled) <= set(gpu.index) and gpu.reindex(eager + compiled).notna().all():
+        rows.append(
+            fact(
+                "fast.probe_compiled_stages_over_eager",
+                gpu[list(compiled)].sum() / gpu[list(eager)].sum(),
+                "x",
+                datasets=d,
+            )
         )
     if {"batch, 1 stream", "batch, 3 streams"} <= set(ms.index):
         rows.append(

@@ -147,6 +147,14 @@ def pipeline_figure(root: DataRoot, dataset: str = BENCH):
     )
 
 
+def pipeline_modes(root: DataRoot, dataset: str = "bench_pipeline"):
+    """The best frames/s of each pipeline mode per unit of one bench, and each mode over the
+    full-NMS pipeline (:func:`yolo_sm.analyse.frames.mode_table`)."""
+    if not root.has(dataset):
+        return missing_note(root, [dataset])
+    return tables.show(frames.mode_table(root.load(dataset)))
+
+
 @needs(PROBE)
 def probe(root: DataRoot):
     """The pipeline probe stage by stage (:func:`yolo_sm.analyse.frames.pipeline_stages`)."""

@@ -142,6 +142,37 @@ RULES: tuple[Rule, ...] = check_unique(
             partly=1.2,
         ),
         _finding(
+            "probe_compiled_stages",
+            "Compiled (torch.compile), the letterbox and the decode take at most half the GPU "
+            "time they take eager (stages run alone)",
+            "probe_compiled_stages_over_eager",
+            "<=",
+            0.5,
+            "x",
+            PROBE,
+        ),
+        _finding(
+            "pipeline_graph_never_slower",
+            "In every unit benched in both modes, the pipeline with the whole batch in one CUDA "
+            "graph delivers at least the frames/s of the full-NMS pipeline around the same "
+            "engine (the best stream count of each)",
+            "pipeline_graph_over_full_min",
+            ">=",
+            1.0,
+            "x",
+            frames.PIPELINE_DATASETS,
+        ),
+        _finding(
+            "pipeline_graph_speedup",
+            "The whole-batch graph pipeline delivers at least 1.3x the frames/s of the "
+            "full-NMS pipeline (median over the units benched in both modes)",
+            "pipeline_graph_over_full_median",
+            ">=",
+            1.3,
+            "x",
+            frames.PIPELINE_DATASETS,
+        ),
+        _finding(
             "probe_streams_overlap",
             "Three batches in flight overlap: a batch takes at least 1.2x as long with one "
             "stream as with three",
