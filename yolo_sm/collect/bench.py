@@ -191,9 +191,8 @@ class BenchSpec:
         """From plan / CLI keys: ``family`` + ``widths`` (or ``models`` as ``family:width``
         items), ``batches``, ``engines`` (``backend/precision/layout`` strings),
         ``pipeline_engine``, ``pipeline_streams``, ``pipeline_modes``, ``pipeline_nms_topk``,
-        ``device``,
-        ``imgsz``, ``budget_ms``, ``warmup_ms``, ``seconds``, ``predict``, ``est_unit_s``. A
-        None value means the default (as the plan check reads it)."""
+        ``device``, ``imgsz``, ``budget_ms``, ``warmup_ms``, ``seconds``, ``predict``,
+        ``est_unit_s``. A None value means the default (as the plan check reads it)."""
 
         data = {k: v for k, v in data.items() if v is not None}
         known = {f.name for f in fields(cls)} | {"family", "widths"}
