@@ -202,12 +202,12 @@ def mode_table(bench):
     pipe = pipeline_table(bench)
     if pipe.empty:
         return pd.DataFrame(columns=["width", "batch"])
-    mode = pipe["pipeline_mode"].fillna("full") if "pipeline_mode" in pipe else "full"
-    best = (
-        pipe.assign(mode=mode)
-        .pivot_table(index=["width", "batch"], columns="mode", values="img_per_s", aggfunc="max")
-        .reindex(columns=[m for m in PIPELINE_MODES if m in set(pipe.assign(mode=mode)["mode"])])
+    pipe = pipe.assign(
+        mode=pipe["pipeline_mode"].fillna("full") if "pipeline_mode" in pipe else "full"
     )
+    best = pipe.pivot_table(
+        index=["width", "batch"], columns="mode", values="img_per_s", aggfunc="max"
+    ).reindex(columns=[m for m in PIPELINE_MODES if m in set(pipe["mode"])])
     best.columns.name = None
     if "full" in best:
         for m in best.columns.drop("full"):
@@ -277,7 +277,8 @@ def probe_facts(probe) -> list[dict]:
     time, the letterbox and decode compiled over eager in GPU time (where the probe ran them
     both ways), and one stream's time per batch over three streams' (above 1: batches
     overlap)."""
-    ms = probe.set_index("stage")["wall_ms"]
+    by_stage = probe.set_index("stage")
+    ms = by_stage["wall_ms"]
     d = (PROBE,)
     rows = []
     stages = ms.reindex(list(PIPELINE_STAGES))
@@ -286,7 +287,7 @@ def probe_facts(probe) -> list[dict]:
             fact("fast.probe_engine_share_pct", ms["engine"] / stages.sum() * 100, "%", datasets=d)
         )
     eager, compiled = ("letterbox", "decode"), ("letterbox: compiled", "decode: compiled")
-    gpu = probe.set_index("stage")["gpu_ms"]
+    gpu = by_stage["gpu_ms"]
     if set(eager + compiled) <= set(gpu.index) and gpu.reindex(eager + compiled).notna().all():
         rows.append(
             fact(
