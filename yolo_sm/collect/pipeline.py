@@ -27,9 +27,10 @@ letterbox and the decode (both compiled by torch.compile: :func:`fused`), the en
 operations on its slot's stream: the copy to the device, the graph's replay, the copy of the
 packed boxes to the slot's pinned buffer and an event; the host waits on that event only.
 Slots run on their own streams, so batches in flight overlap whole (one batch's NMS beside the
-next one's engine). Launch work per batch no longer grows with the model's kernels, which is
-what bounds the other modes at small batches. A batch whose fixed-size NMS is not exact is
-redone by the full NMS from the graph's decoded output (kept until the slot's next replay).
+next one's engine). The host's launch work per batch no longer grows with the model's kernels
+(the bench's ``host_bound`` column says where that work sets an engine's pace). A batch whose
+fixed-size NMS is not exact is redone by the full NMS from the graph's decoded output (kept
+until the slot's next replay).
 """
 
 from __future__ import annotations
