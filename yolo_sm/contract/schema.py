@@ -165,10 +165,13 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "alone and synchronised); postprocess: fixpoint in torch ops / torchvision nms per "
         "chunk / top-k buffers (the same postprocess with the other NMS paths); letterbox: "
         "compiled / decode: compiled (the two stages as the whole-batch graph runs them, "
-        "torch.compile; GPU only); batch, 1 "
+        "torch.compile; GPU only); postprocess: top-k in one CUDA graph (the fixed-size NMS, "
+        "scaling and packing replayed as one graph; GPU only); batch, 1 "
         "stream / 3 streams (whole batches through DetectionPipeline.run, wall time per batch); "
         "batch, graph, 1 stream / 3 streams (the same with the top-k NMS and everything after "
-        "the copy to the device in one CUDA graph per batch in flight; absent in older tables)",
+        "the copy to the device in one CUDA graph per batch in flight; absent in older tables); "
+        "batch, graph: its graph's replay alone (that graph's device work of one batch, "
+        "letterbox to packed boxes, without the copies; GPU only)",
         "wall_ms": "median host wall time of the stage, milliseconds",
         "gpu_ms": "median CUDA-event time of the stage, milliseconds (empty on a CPU and for "
         "the whole-batch rows)",
