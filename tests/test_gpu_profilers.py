@@ -383,3 +383,24 @@ def test_triton_suppression_kernel_on_the_gpu_reaches_greedy_nms():
     chain[0, torch.arange(n - 1), torch.arange(1, n)] = True
     keep = nms.suppress_fixpoint(chain.cuda(), torch.ones(1, n, dtype=torch.bool).cuda())
     assert keep.cpu()[0].tolist() == [i % 2 == 0 for i in range(n)]
+
+
+def test_the_pipeline_probe_times_every_stage_on_the_gpu():
+    """The probe on the GPU (YOLOv8 w0.25, batch 4 of the bus photo): every stage is a row,
+    the GPU-only ones included, with positive times; the alternative NMS paths give the full
+    NMS's boxes; the fixed-size NMS replayed as one graph takes no longer than launched op by
+    op, and one batch's graph replay no longer than a batch through the one-stream graph
+    pipeline (which adds the copies and the host's wait)."""
+    from yolo_sm.collect.probe import STAGES, probe_pipeline
+
+    t = probe_pipeline(width=0.25, batch=4, reps=5, frames="bus").set_index("stage")
+    assert t.index.tolist() == list(STAGES)
+    assert (t.wall_ms > 0).all()
+    alone = t.index[~t.index.str.startswith("batch")]
+    assert (t.loc[alone, "gpu_ms"] > 0).all()
+    assert t.same_result.dropna().astype(bool).all()
+    one = t.loc["postprocess: top-k in one CUDA graph", "gpu_ms"]
+    assert one <= t.loc["postprocess: top-k buffers", "gpu_ms"]
+    replay = t.loc["batch, graph: its graph's replay alone", "gpu_ms"]
+    assert replay <= t.loc["batch, graph, 1 stream", "wall_ms"]
+    print("\n", t[["wall_ms", "gpu_ms"]].round(3).to_string())
