@@ -38,7 +38,7 @@ from __future__ import annotations
 import copy
 import time
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -160,19 +160,24 @@ class DetectionPipeline:
         self.counts = {"frames": 0, "candidates": 0, "boxes": 0}
 
     # -- stages ------------------------------------------------------------------------------
-    def preprocess(self, frames_dev: torch.Tensor) -> torch.Tensor:
+    def preprocess(self, frames_dev: torch.Tensor, compiled: bool = False) -> torch.Tensor:
+        """:func:`letterbox_gpu` to the engine's size, dtype and layout (``compiled``: as
+        :func:`fused` compiles it)."""
+        letterbox = fused(letterbox_gpu) if compiled else letterbox_gpu
         cfg = self.engine.config
-        return letterbox_gpu(
+        return letterbox(
             frames_dev,
             self.imgsz,
             self.engine.input_dtype,
             channels_last=cfg.layout.value == "nhwc",
         )
 
-    def decode(self, raw: torch.Tensor) -> torch.Tensor:
+    def decode(self, raw: torch.Tensor, compiled: bool = False) -> torch.Tensor:
         """Raw head output (B, 4*reg_max + nc, A) -> ultralytics' (B, 4 + nc, A): xywh in
-        letterboxed pixels and class probabilities."""
-        return decode_head(raw, self.dfl, self.anchors, self.strides, self.reg_max, self.nc)
+        letterboxed pixels and class probabilities (``compiled``: as :func:`fused` compiles
+        :func:`decode_head`)."""
+        decode = fused(decode_head) if compiled else decode_head
+        return decode(raw, self.dfl, self.anchors, self.strides, self.reg_max, self.nc)
 
     def postprocess(self, y: torch.Tensor, shape: tuple[int, int]) -> list[torch.Tensor]:
         """Boxes per image on the host, as ultralytics' ``non_max_suppression`` (best class per
@@ -199,13 +204,17 @@ class DetectionPipeline:
 
         Runs on the current stream (``run`` makes that its post-processing stream) and returns
         after that stream's copy of the boxes to the host has finished."""
-        from ultralytics.utils import ops
-
-        c = self.config
-        if c.nms_topk > 0:
+        if self.config.nms_topk > 0:
             out = self._postprocess_topk(y, shape)
             if out is not None:
                 return out
+        return self._postprocess_full(y, shape)
+
+    def _postprocess_full(self, y: torch.Tensor, shape: tuple[int, int]) -> list[torch.Tensor]:
+        """:meth:`postprocess` with the full NMS (:func:`yolo_sm.collect.nms.batch_nms`)."""
+        from ultralytics.utils import ops
+
+        c = self.config
         b = y.shape[0]
         scores, cls = y[:, 4:].max(1)  # (B, A): best class per anchor
         keep = scores > c.conf
@@ -269,28 +278,14 @@ class DetectionPipeline:
         rows = host[:, :-3].reshape(b, self.config.max_det, 6)
         return [rows[i, :n].clone() for i, n in enumerate(counts)]
 
-    def _full_postprocess(self, y: torch.Tensor, shape: tuple[int, int]) -> list[torch.Tensor]:
-        """:meth:`postprocess` without the fixed-size path."""
-        if self.config.nms_topk <= 0:
-            return self.postprocess(y, shape)
-        saved, self.config = self.config, replace(self.config, nms_topk=0)
-        try:
-            return self.postprocess(y, shape)
-        finally:
-            self.config = saved
-
     def _device_batch(self, frames_dev: torch.Tensor):
         """Everything a batch does on the device after its copy, with no host sync (what a
         slot's graph captures): (decoded head output, packed boxes of :meth:`_packed_topk`).
         The letterbox and the decode run compiled (:func:`fused`)."""
         shape = tuple(frames_dev.shape[1:3])
-        cfg = self.engine.config
         with torch.no_grad():
-            x = fused(letterbox_gpu)(
-                frames_dev, self.imgsz, self.engine.input_dtype, cfg.layout.value == "nhwc"
-            )
-            raw = self.engine.capture(x)
-            y = fused(decode_head)(raw, self.dfl, self.anchors, self.strides, self.reg_max, self.nc)
+            raw = self.engine.capture(self.preprocess(frames_dev, compiled=True))
+            y = self.decode(raw, compiled=True)
             return y, self._packed_topk(y, shape)
 
     # -- running -----------------------------------------------------------------------------
@@ -424,7 +419,7 @@ class DetectionPipeline:
             dets = self._unpack(batch.slot.host)
             if dets is None:  # not exact: the full NMS on the graph's decoded output
                 with torch.cuda.stream(batch.slot.stream):
-                    dets = self._full_postprocess(batch.y, batch.shape)
+                    dets = self._postprocess_full(batch.y, batch.shape)
         elif batch.ready is None:
             dets = self.postprocess(batch.y, batch.shape)
         else:
@@ -485,7 +480,7 @@ class _Slot:
         """Capture ``pipe``'s device work of one batch (:meth:`DetectionPipeline._device_batch`)
         on static frames of ``shape``, after :data:`WARMUP` runs of it on ``src``'s frames."""
         self.done.synchronize()  # the previous graph's batches, if any, have finished
-        self.graph = None
+        self.graph = self.shape = None  # a capture that fails is retried by the next batch
         dev = torch.empty(shape, dtype=torch.uint8, device=pipe.device)
         side = self.stream
         side.wait_stream(torch.cuda.current_stream(pipe.device))

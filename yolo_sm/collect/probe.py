@@ -210,13 +210,8 @@ def _probe(model, eng, stack, reps: int, on_gpu: bool):
             alt = timed(name, lambda: pipe.postprocess(y, shape))
         rows[name]["same_result"] = same_boxes(alt)
     if on_gpu:  # the two stages as the whole-batch graph runs them (pipeline.fused)
-        cfg = eng.config
-        nhwc = cfg.layout.value == "nhwc"
-        lb = P.fused(P.letterbox_gpu)
-        timed("letterbox: compiled", lambda: lb(dev, pipe.imgsz, eng.input_dtype, nhwc))
-        dec = P.fused(P.decode_head)
-        args = (pipe.dfl, pipe.anchors, pipe.strides, pipe.reg_max, pipe.nc)
-        timed("decode: compiled", lambda: dec(raw, *args))
+        timed("letterbox: compiled", lambda: pipe.preprocess(dev, compiled=True))
+        timed("decode: compiled", lambda: pipe.decode(raw, compiled=True))
         # the fixed-size NMS, scaling and packing as the graph replays them: no launch gaps
         with mock.patch.object(pipe, "config", replace(pipe.config, nms_topk=PROBE_TOPK)):
             nms_graph = _captured(lambda: pipe._packed_topk(y, shape))
