@@ -1,6 +1,7 @@
 """The side-by-side bench on a GPU (marker ``gpu``; run on the H200 with ``pytest -m gpu``): a
 tiny plan-shaped run checks what the CPU tests cannot - CUDA graph and torch.compile build
-times, the CUDA pipeline at 1 and 3 streams against its engine, YOLO.predict on the GPU."""
+times, the CUDA pipeline at 1 and 3 streams (also in one CUDA graph per batch) against its
+engine, YOLO.predict on the GPU."""
 
 import pytest
 
@@ -17,6 +18,7 @@ def test_tiny_bench_on_the_gpu(tmp_path):
             "batches": [2],
             "engines": ["cudagraph/fp16/nhwc", "compile/fp16/nhwc", "cudagraph/fp8/nhwc"],
             "pipeline_streams": [1, 3],
+            "pipeline_modes": ["full", "graph"],
             "seconds": 0.5,
             "budget_ms": 50,
             "device": "cuda",
@@ -31,7 +33,12 @@ def test_tiny_bench_on_the_gpu(tmp_path):
     # fp8 either runs or says in one line why not; the bench goes on either way
     assert df.status["cudagraph/fp8/nhwc"] == "ok" or df.message["cudagraph/fp8/nhwc"]
     pipe = df[df.index.str.startswith("pipeline/cudagraph/fp16/nhwc/")]
-    assert (pipe.status == "ok").all() and sorted(pipe.streams) == [1, 3]
+    assert (pipe.status == "ok").all() and sorted(pipe.streams) == [1, 1, 3, 3]
+    # graph rows: their engine's forward timed as their graph runs it, captured in a CUDA
+    # graph; for a CUDA-graph engine that is its own replay again, give or take
+    own = pipe.groupby("pipeline_mode").model_only_img_per_s.agg(["min", "max"])
+    assert own.loc["full", "min"] == own.loc["full", "max"]  # one timing for the engine
+    assert 0.5 < own.loc["graph", "min"] / own.loc["full", "min"] < 2
     assert pipe.pinned.astype(bool).all()  # frames pinned once, as a camera ring buffer's
     assert ((pipe.pipeline_vs_model_only > 0) & (pipe.pipeline_vs_model_only < 1.5)).all()
     assert (pipe.p99_ms >= pipe.median_ms).all()

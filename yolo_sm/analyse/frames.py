@@ -90,9 +90,10 @@ def pipeline_gap(bench):
     with the NMS candidates per frame where the table counts them. A unit whose
     ``own_over_fastest`` is under the goal's threshold cannot meet it whatever the pre- and
     post-processing cost. A ``graph``-mode row replays its engine's forward inside its own
-    CUDA graph, while ``own_img_per_s`` times the engine as it runs alone: where that engine is
-    host-bound the row's ``pipeline_over_own`` exceeds 1 and ``own_over_fastest`` understates
-    the engine it runs (their product, the goal's ratio, is unaffected)."""
+    CUDA graph, and its ``own_img_per_s`` is that forward replayed in a graph (the bench's
+    ``model_only_img_per_s``; tables collected before the bench timed it so hold the engine as
+    it runs alone, host-bound at small batches: ``pipeline_over_own`` can then exceed 1). The
+    product of the two factors, the goal's ratio, does not depend on it."""
     import pandas as pd
 
     pipe = pipeline_table(bench)  # each pipeline row with YOLO.predict of its unit

@@ -9,13 +9,15 @@ Two ways to one answer:
   once: an overlap matrix and a fixed point, no serial walk) or ``torchvision.ops.nms`` in
   chunks of whole images where the matrix would not fit.
 - :func:`nms_topk`: fixed-size buffers and no host sync: the ``k`` best-scoring candidates of
-  each image, their overlap matrix and :data:`TOPK_STEPS` steps of its fixed point, the
-  first ``max_det`` kept boxes written to a (B, max_det, 6) buffer. Greedy NMS decides a box
-  from the boxes that outscore it alone, so the boxes kept among an image's ``k`` best are
-  exactly the boxes the full NMS keeps among them (taken in the full NMS's own order, ties
-  included); the result is the full NMS's wherever the fixed point settled and the image had
-  at most ``k`` candidates or ``max_det`` of its ``k`` are kept. ``exact`` says which images
-  that holds for; the caller runs :func:`batch_nms` for a batch where it does not.
+  each image, greedy NMS on them (:func:`greedy_keep`: on a GPU their overlaps packed as bits
+  and one walk per image in score order; elsewhere :data:`TOPK_STEPS` steps of the fixed
+  point), the first ``max_det`` kept boxes written to a (B, max_det, 6) buffer. Greedy NMS
+  decides a box from the boxes that outscore it alone, so the boxes kept among an image's
+  ``k`` best are exactly the boxes the full NMS keeps among them (taken in the full NMS's own
+  order, ties included); the result is the full NMS's wherever greedy NMS settled (the walk
+  always does) and the image had at most ``k`` candidates or ``max_det`` of its ``k`` are
+  kept. ``exact`` says which images that holds for; the caller runs :func:`batch_nms` for a
+  batch where it does not.
 """
 
 from __future__ import annotations
@@ -278,8 +280,9 @@ def suppress_fixpoint(S: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         keep = new
 
 
-#: fixed-point steps :func:`nms_topk` runs with no host check: an image whose suppressions
-#: chain deeper is handed to the full NMS (on the bundled photos the fixed point takes 6-10)
+#: fixed-point steps :func:`greedy_keep` runs where the walk kernel cannot (no host check): an
+#: image whose suppressions chain deeper is handed to the full NMS (on the bundled photos the
+#: fixed point takes 6-10)
 TOPK_STEPS = 16
 
 
@@ -431,18 +434,169 @@ def topk_candidates(y: torch.Tensor, conf: float, k: int):
     return boxes, sc, cls.gather(1, ai), sc > conf, passed.sum(1)
 
 
-def nms_topk(y: torch.Tensor, conf: float, iou: float, max_det: int, k: int, agnostic: bool):
+def greedy_keep(bx: torch.Tensor, cls, valid: torch.Tensor, iou: float):
+    """Greedy NMS of every group's row of ``bx`` (groups, width, 4) xyxy, each row in decreasing
+    score order, with no host sync: ``(keep, settled)``, ``keep`` (groups, width) bool and
+    ``settled`` (groups,) whether ``keep`` is greedy NMS's answer for that group.
+
+    On a GPU (or under Triton's interpreter) two Triton kernels: :func:`overlap_bits` packs
+    :func:`overlap_matrix`'s S 32 pairs to a word, then one program per group walks its rows in
+    order as greedy NMS does (:func:`_define_walk`): 32 rows at a time, their keep decisions
+    serially from the block's own word, then the kept rows' words OR-ed into the group's
+    suppressed mask. Every group is settled. The walk is serial in the row (``width`` / 32
+    blocks), where a fixed-point step is parallel but needs one pass over S per step and a
+    bound on the steps; at 1,024 candidates per image the walk reads each word of S once.
+    Elsewhere (or where a kernel does not compile) :func:`suppress_steps` runs
+    :data:`TOPK_STEPS` fixed-point steps on the byte matrix, and a group whose chain of
+    suppressors is deeper is not settled."""
+    groups, width = valid.shape
+    walk = _triton_walk() if bx.is_cuda or _triton_interpret() else None
+    if walk is not None and groups and width:
+        try:
+            bits = overlap_bits(bx, cls, valid, iou)
+            words = bits.shape[-1]
+            keep = torch.empty((groups, width), dtype=torch.uint8, device=bx.device)
+            walk[(groups,)](
+                bits, valid.to(torch.uint8).contiguous(), keep, width, words,
+                WORDS=_next_power_of_2(words), num_warps=1,
+            )  # fmt: skip
+            return keep.view(torch.bool), torch.ones(groups, dtype=torch.bool, device=bx.device)
+        except Exception as e:  # noqa: BLE001 - a kernel that does not compile here
+            _kernel_failed(_TRITON_WALK, "walk", e)
+    return suppress_steps(overlap_matrix(bx, cls, valid, iou), valid, TOPK_STEPS)
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+#: words of 32 overlap bits per program of the overlap_bits kernel (its tile: 32 rows x 32 * WB)
+OVERLAP_BITS_WB = 4
+
+
+def overlap_bits(bx: torch.Tensor, cls, valid: torch.Tensor, iou: float) -> torch.Tensor:
+    """:func:`overlap_matrix`'s ``S`` as bits, by one Triton kernel: (groups, width, words)
+    int32, ``words`` = ceil(width / 32), bit ``i % 32`` of word ``i // 32`` of row ``j`` is
+    ``S[g, j, i]``. Only the words from row j's own (``i // 32 >= j // 32``) on are written:
+    the others hold no pair (j < i) and the walk reads none of them. GPU or Triton's
+    interpreter only (:func:`greedy_keep` says what runs elsewhere)."""
+    groups, width = valid.shape
+    words = triton_cdiv(width, 32)
+    bx = bx.float().contiguous()
+    out = torch.empty((groups, width, words), dtype=torch.int32, device=bx.device)
+    c = cls.contiguous() if cls is not None else valid  # unused when SAME_CLASS is off
+    wb = OVERLAP_BITS_WB
+    grid = (groups, triton_cdiv(width, 32), triton_cdiv(words, wb))
+    _triton_walk_parts()["overlap_bits"][grid](
+        bx, c, valid.to(torch.uint8).contiguous(), out, width, words, float(iou),
+        SAME_CLASS=cls is not None, WB=wb,
+    )  # fmt: skip
+    return out
+
+
+_TRITON_WALK: dict = {}
+
+
+def _triton_walk():
+    """The walk kernel of :func:`greedy_keep` (one per interpreter mode), or None where Triton
+    is missing or the kernels fail."""
+    parts = _triton_walk_parts()
+    return parts["walk"] if parts is not None else None
+
+
+def _triton_walk_parts():
+    return _cached_kernel(_TRITON_WALK, _define_walk)
+
+
+def _define_walk(triton, tl):
+    """Both kernels of :func:`greedy_keep`: ``overlap_bits`` and ``walk``."""
+
+    @triton.jit
+    def _overlap_bits(bx, cls, valid, out, width, words, iou, SAME_CLASS: tl.constexpr,
+                      WB: tl.constexpr):  # fmt: skip
+        g = tl.program_id(0)
+        jb = tl.program_id(1)  # rows jb * 32 ...: their own word is jb
+        wb = tl.program_id(2)  # words wb * WB ...
+        if (wb + 1) * WB > jb:  # a tile wholly before the rows' own word holds no pair
+            j = jb * 32 + tl.arange(0, 32)  # suppressor (row)
+            i = wb * WB * 32 + tl.arange(0, WB * 32)  # suppressed (column)
+            mj, mi = j < width, i < width
+            bj, bi = (g * width + j) * 4, (g * width + i) * 4
+            xj1 = tl.load(bx + bj, mask=mj, other=0.0)
+            yj1 = tl.load(bx + bj + 1, mask=mj, other=0.0)
+            xj2 = tl.load(bx + bj + 2, mask=mj, other=0.0)
+            yj2 = tl.load(bx + bj + 3, mask=mj, other=0.0)
+            xi1 = tl.load(bx + bi, mask=mi, other=0.0)
+            yi1 = tl.load(bx + bi + 1, mask=mi, other=0.0)
+            xi2 = tl.load(bx + bi + 2, mask=mi, other=0.0)
+            yi2 = tl.load(bx + bi + 3, mask=mi, other=0.0)
+            w = tl.minimum(xj2[:, None], xi2[None, :]) - tl.maximum(xj1[:, None], xi1[None, :])
+            h = tl.minimum(yj2[:, None], yi2[None, :]) - tl.maximum(yj1[:, None], yi1[None, :])
+            inter = tl.maximum(w, 0.0) * tl.maximum(h, 0.0)
+            area_j = (xj2 - xj1) * (yj2 - yj1)
+            area_i = (xi2 - xi1) * (yi2 - yi1)
+            union = area_j[:, None] + area_i[None, :] - inter
+            over = tl.math.div_rn(inter, union) > iou
+            vj = tl.load(valid + g * width + j, mask=mj, other=0) != 0
+            over = over & (j[:, None] < i[None, :]) & vj[:, None] & mi[None, :]
+            if SAME_CLASS:
+                cj = tl.load(cls + g * width + j, mask=mj, other=-1)
+                ci = tl.load(cls + g * width + i, mask=mi, other=-2)
+                over = over & (cj[:, None] == ci[None, :])
+            # 32 pairs to a word: distinct bits, so their int32 sum is their OR (bit 31 too)
+            shifted = over.to(tl.int32) << (tl.arange(0, WB * 32) % 32)[None, :]
+            packed = tl.sum(tl.reshape(shifted, (32, WB, 32)), axis=2)
+            wd = wb * WB + tl.arange(0, WB)
+            ptr = out + (g * width + j[:, None]) * words + wd[None, :]
+            tl.store(ptr, packed, mask=mj[:, None] & (wd[None, :] < words))
+
+    @triton.jit
+    def _walk(bits, valid, keep, width, words, WORDS: tl.constexpr):
+        g = tl.program_id(0)
+        wd = tl.arange(0, WORDS)
+        r = tl.arange(0, 32)
+        suppressed = tl.zeros([WORDS], dtype=tl.int32)  # bits of the boxes a kept box overlaps
+        for d in range(0, words):  # rows d * 32 ...: their own word is d
+            j = d * 32 + r
+            mj = j < width
+            v = tl.load(valid + g * width + j, mask=mj, other=0).to(tl.int32)
+            # out: the block's suppressed and invalid (or padding) rows, as bits
+            out = tl.sum(tl.where(wd == d, suppressed, 0)) | ~tl.sum(v << r)
+            for b in tl.static_range(32):  # greedy: row b, if kept, suppresses its later boxes
+                # loads that do not depend on the decisions: issued ahead of the serial chain
+                at = bits + (g * width + d * 32 + b) * words
+                inside = d * 32 + b < width
+                word = tl.load(at + d, mask=inside, other=0)  # the row's own word
+                later = tl.load(at + wd, mask=inside & (wd >= d) & (wd < words), other=0)
+                kept = ((out >> b) & 1) == 0
+                out = tl.where(kept, out | word, out)
+                suppressed = tl.where(kept, suppressed | later, suppressed)
+            tl.store(keep + g * width + j, (((~out >> r) & 1) != 0).to(tl.uint8), mask=mj)
+
+    return {"overlap_bits": _overlap_bits, "walk": _walk}
+
+
+def topk_size(anchors: int, k: int, max_det: int) -> int:
+    """Candidates per image :func:`nms_topk` works on: ``k``, at least ``max_det``, at most the
+    anchors."""
+    return min(anchors, max(k, max_det))
+
+
+def nms_topk(
+    y: torch.Tensor, conf: float, iou: float, max_det: int, k: int, agnostic: bool, chosen=None
+):
     """Fixed-size NMS of a decoded batch ``y`` (B, 4 + nc, A) on its ``k`` best candidates per
-    image (at least ``max_det``, at most A): ``(dets, counts, exact, candidates)``. ``dets``
+    image (:func:`topk_size`; ``chosen``: what :func:`topk_candidates` returns for them, made
+    by the caller, e.g. compiled with the decode): ``(dets, counts, exact, candidates)``. ``dets``
     (B, max_det, 6): x1 y1 x2 y2 score class of the first ``counts[i]`` kept boxes of image i in
     decreasing score order, zeros after; ``exact`` (B,) bool: the rows are the full NMS's (the
-    module docstring says when, and the fixed point settled within :data:`TOPK_STEPS` steps);
+    module docstring says when; :func:`greedy_keep` settled);
     ``candidates`` (B,): anchors above ``conf``. No host sync."""
     b, _, a = y.shape
-    k = min(a, max(k, max_det))
-    boxes, sc, cl, valid, candidates = topk_candidates(y, conf, k)
-    S = overlap_matrix(boxes, None if agnostic else cl, valid, iou)
-    keep, settled = suppress_steps(S, valid, TOPK_STEPS)  # (B, k), (B,): no host sync
+    k = topk_size(a, k, max_det)
+    chosen = topk_candidates(y, conf, k) if chosen is None else chosen
+    boxes, sc, cl, valid, candidates = chosen
+    keep, settled = greedy_keep(boxes, None if agnostic else cl, valid, iou)  # no host sync
     rank = keep.cumsum(1) - 1
     first = keep & (rank < max_det)
     counts = first.sum(1)

@@ -3,7 +3,8 @@ device: pinned host buffers, asynchronous host-to-device copies on their own CUD
 letterbox + normalise on the GPU, the engine, box decode, NMS, and one copy back per batch.
 
 Pre- and post-processing reuse ultralytics' own definitions where they are tensor code (the
-Detect head's DFL and anchors, ``non_max_suppression``, ``scale_boxes``); the letterbox is
+Detect head's anchors and DFL bins, ``dist2bbox``, ``non_max_suppression``, ``scale_boxes``; the
+DFL's 1x1 convolution is written as the weighted sum it is, :func:`decode_head`); the letterbox is
 re-implemented on the GPU (ultralytics' runs in OpenCV on the host) with the same geometry:
 scale ratio, rounding, centred padding of grey 114. Results agree with ``YOLO.predict`` on the
 same weights to resampling noise (bilinear on the GPU vs OpenCV's fixed-point INTER_LINEAR).
@@ -45,7 +46,7 @@ import torch
 import torch.nn.functional as F
 
 from yolo_sm.collect.images import load_images
-from yolo_sm.collect.nms import batch_nms, nms_topk
+from yolo_sm.collect.nms import batch_nms, nms_topk, topk_candidates, topk_size
 from yolo_sm.contract.errors import UserError
 
 
@@ -73,26 +74,50 @@ def letterbox_params(h: int, w: int, imgsz: int) -> tuple[float, int, int, int, 
     return r, new_h, new_w, round(dh - 0.1), round(dw - 0.1)
 
 
-def decode_head(raw, dfl, anchors, strides, reg_max: int, nc: int) -> torch.Tensor:
+def dfl_bins(dfl) -> torch.Tensor | None:
+    """The bin values of ultralytics' DFL module ``dfl`` (its 1x1 convolution's weights, 0 ..
+    reg_max - 1) as a float vector, or None where the head has none (``reg_max`` 1: Identity)."""
+    conv = getattr(dfl, "conv", None)
+    return None if conv is None else conv.weight.detach().reshape(-1).float().clone()
+
+
+def decode_head(raw, bins, anchors, strides, reg_max: int, nc: int) -> torch.Tensor:
     """Raw head output (B, 4*reg_max + nc, A) -> (B, 4 + nc, A) as ultralytics' Detect head
-    decodes it (its DFL module ``dfl``, ``dist2bbox``, sigmoid class scores)."""
+    decodes it: the DFL (each side's softmax over its ``reg_max`` bins, weighted by the bin
+    values ``bins`` of :func:`dfl_bins`; None: no DFL), ``dist2bbox``, sigmoid class scores.
+
+    The DFL module computes that weighted sum as a 1x1 convolution; written as the sum it is,
+    torch.compile fuses it with the softmax into one kernel, where the convolution is a cuDNN
+    call (TF32 where cuDNN allows it) between two layout transposes (three kernels, a third of
+    the compiled decode's GPU time on the H200 at batch 16)."""
     from ultralytics.utils.tal import dist2bbox
 
     raw = raw.float()
     box, cls = raw.split((4 * reg_max, nc), 1)
-    dbox = dist2bbox(dfl(box), anchors, xywh=True, dim=1) * strides
+    if bins is not None:
+        b, _, a = box.shape
+        box = (box.view(b, 4, reg_max, a).softmax(2) * bins.view(1, 1, reg_max, 1)).sum(2)
+    dbox = dist2bbox(box, anchors, xywh=True, dim=1) * strides
     return torch.cat((dbox, cls.sigmoid()), 1)
+
+
+def decode_chosen(raw, bins, anchors, strides, reg_max: int, nc: int, conf: float, k: int):
+    """:func:`decode_head` and each image's ``k`` best candidates of the result
+    (:func:`yolo_sm.collect.nms.topk_candidates`), in one function for :func:`fused` to compile
+    together: the best class per anchor is then taken in the kernels that decode it."""
+    y = decode_head(raw, bins, anchors, strides, reg_max, nc)
+    return y, topk_candidates(y, conf, k)
 
 
 _FUSED: dict = {}
 
 
 def fused(fn):
-    """``fn`` (:func:`letterbox_gpu`, :func:`decode_head`) compiled by torch.compile, made once
-    per process: inductor fuses each into a few kernels. Eager, the letterbox writes float32
-    temporaries of the whole batch several times over and the decode is a dozen small kernels
-    (the ``probe`` step times both stages alone). A hand-written kernel would do the same;
-    inductor already writes it."""
+    """``fn`` (:func:`letterbox_gpu`, :func:`decode_head`, :func:`decode_chosen`) compiled by
+    torch.compile, made once per process: inductor fuses each into a few kernels. Eager, the
+    letterbox writes float32 temporaries of the whole batch several times over and the decode
+    is a dozen small kernels (the ``probe`` step times both stages alone). A hand-written
+    kernel would do the same; inductor already writes it."""
     if fn not in _FUSED:
         _FUSED[fn] = torch.compile(fn, dynamic=False)
     return _FUSED[fn]
@@ -147,8 +172,8 @@ class DetectionPipeline:
         anchors, strides = make_anchors(feats, self.head.stride, 0.5)
         self.anchors = anchors.transpose(0, 1).unsqueeze(0).to(self.device)
         self.strides = strides.transpose(0, 1).to(self.device)
-        # a copy: moving the head's own DFL would move part of the caller's model
-        self.dfl = copy.deepcopy(self.head.dfl).to(self.device).float()
+        bins = dfl_bins(self.head.dfl)
+        self.bins = None if bins is None else bins.to(self.device)
         self._on_gpu = self.device.type == "cuda"
         self.reset_counts()
         self._slots: dict[int, _Slot] = {}  # copy slots by index (GPU)
@@ -177,7 +202,15 @@ class DetectionPipeline:
         letterboxed pixels and class probabilities (``compiled``: as :func:`fused` compiles
         :func:`decode_head`)."""
         decode = fused(decode_head) if compiled else decode_head
-        return decode(raw, self.dfl, self.anchors, self.strides, self.reg_max, self.nc)
+        return decode(raw, self.bins, self.anchors, self.strides, self.reg_max, self.nc)
+
+    def decode_chosen(self, raw: torch.Tensor):
+        """:meth:`decode` and each image's candidates for the fixed-size NMS, compiled together
+        (:func:`decode_chosen`): ``(y, chosen)`` for :meth:`_packed_topk`."""
+        c = self.config
+        k = topk_size(raw.shape[-1], c.nms_topk, c.max_det)
+        args = (self.bins, self.anchors, self.strides, self.reg_max, self.nc, c.conf, k)
+        return fused(decode_chosen)(raw, *args)
 
     def postprocess(self, y: torch.Tensor, shape: tuple[int, int]) -> list[torch.Tensor]:
         """Boxes per image on the host, as ultralytics' ``non_max_suppression`` (best class per
@@ -252,15 +285,18 @@ class DetectionPipeline:
         where an image's result is not exact, for the full NMS to redo the batch."""
         return self._unpack(_to_host(self._packed_topk(y, shape)))
 
-    def _packed_topk(self, y: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
+    def _packed_topk(self, y: torch.Tensor, shape: tuple[int, int], chosen=None) -> torch.Tensor:
         """The device half of :meth:`_postprocess_topk` (no host sync): (B, max_det x 6 + 3),
         each image's boxes x1 y1 x2 y2 score class scaled to the frame, then its box count,
-        exactness and candidate count (exact in fp32 below 2**24)."""
+        exactness and candidate count (exact in fp32 below 2**24). ``chosen``: the candidates
+        as :meth:`decode_chosen` made them with ``y``."""
         from ultralytics.utils import ops
 
         c = self.config
         b = y.shape[0]
-        dets, counts, exact, cand = nms_topk(y, c.conf, c.iou, c.max_det, c.nms_topk, c.agnostic)
+        dets, counts, exact, cand = nms_topk(
+            y, c.conf, c.iou, c.max_det, c.nms_topk, c.agnostic, chosen
+        )  # fmt: skip
         ops.scale_boxes((self.imgsz, self.imgsz), dets[..., :4], shape)  # in place, per box
         tail = torch.stack((counts, exact.to(counts.dtype), cand), 1).to(dets.dtype)
         return torch.cat((dets.reshape(b, -1), tail), 1)
@@ -285,8 +321,8 @@ class DetectionPipeline:
         shape = tuple(frames_dev.shape[1:3])
         with torch.no_grad():
             raw = self.engine.capture(self.preprocess(frames_dev, compiled=True))
-            y = self.decode(raw, compiled=True)
-            return y, self._packed_topk(y, shape)
+            y, chosen = self.decode_chosen(raw)
+            return y, self._packed_topk(y, shape, chosen)
 
     # -- running -----------------------------------------------------------------------------
     def __call__(self, frames) -> list[np.ndarray]:

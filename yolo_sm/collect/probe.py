@@ -25,6 +25,7 @@ from yolo_sm.collect.bench import (
     bundled_frames,
 )
 from yolo_sm.collect.engines import EngineConfig, build_engine
+from yolo_sm.collect.timing import cuda_graph_of
 from yolo_sm.contract.errors import UserError
 
 #: candidates per frame of the probe's fixed-size NMS row (PipelineConfig.nms_topk)
@@ -121,22 +122,6 @@ def probe_pipeline(
     return out
 
 
-def _captured(fn):
-    """A CUDA graph of ``fn``'s work (run once before, on the capture stream, to warm up)."""
-    import torch
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    side.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
-        fn()
-    torch.cuda.synchronize()
-    return graph
-
-
 def _probe(model, eng, stack, reps: int, on_gpu: bool):
     """The stage rows of :func:`probe_pipeline` (with the candidate and box counts) and the
     state it hands on with ``keep_state``."""
@@ -214,7 +199,7 @@ def _probe(model, eng, stack, reps: int, on_gpu: bool):
         timed("decode: compiled", lambda: pipe.decode(raw, compiled=True))
         # the fixed-size NMS, scaling and packing as the graph replays them: no launch gaps
         with mock.patch.object(pipe, "config", replace(pipe.config, nms_topk=PROBE_TOPK)):
-            nms_graph = _captured(lambda: pipe._packed_topk(y, shape))
+            nms_graph = cuda_graph_of(lambda: pipe._packed_topk(y, shape))
         timed("postprocess: top-k in one CUDA graph", nms_graph.replay)
     # whole batches: the full NMS, then the whole batch in one CUDA graph per slot (with the
     # top-k NMS; on a CPU the same steps without a graph)

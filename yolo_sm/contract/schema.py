@@ -281,7 +281,8 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "compile_s": "torch.compile's share of build_s (compile rows)",
         "capture_s": "CUDA graph capture's share of build_s (cudagraph rows)",
         "model_only_img_per_s": "img/s of the pipeline's own engine instance timed model-only "
-        "at the same batch, just before the pipeline ran (pipeline rows)",
+        "at the same batch, just before the pipeline ran (pipeline rows; graph-mode rows: its "
+        "forward as the pipeline's graph runs it, captured in a CUDA graph and replayed)",
         "pipeline_vs_model_only": "pipeline frames/s over model_only_img_per_s (1.0: the "
         "pipeline adds nothing to the forward; pipeline rows)",
         **{
