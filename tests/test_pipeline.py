@@ -832,3 +832,30 @@ def test_the_triton_walk_is_greedy_nms(width, same_class):
     deep = width > nms.TOPK_STEPS + 1
     assert out["steps_settled"][0] == (not deep)
     assert (out["steps"][0] == out["greedy"][0]) == (not deep)
+
+
+_LETTERBOX_CHECK = r"""
+import json, warnings, numpy as np, torch
+warnings.simplefilter("error")  # a kernel that fails and returns None
+np.seterr(all="ignore")  # masked lanes
+from yolo_sm.collect.pipeline import letterbox_gpu, letterbox_kernel
+
+rng = np.random.default_rng(0)
+out = []
+for shape in [(108, 81), (72, 128), (64, 64), (10, 300)]:
+    img = torch.from_numpy(rng.integers(0, 256, (2, *shape, 3), dtype=np.uint8))
+    for dtype, channels_last in ((torch.float32, False), (torch.float16, True)):
+        ref = letterbox_gpu(img, 64, dtype, channels_last)
+        got = letterbox_kernel(img, 64, dtype, channels_last)
+        out.append([got.dtype == ref.dtype, got.stride() == ref.stride(), torch.equal(got, ref)])
+print(json.dumps(out))
+"""
+
+
+def test_the_triton_letterbox_equals_the_torch_letterbox():
+    """letterbox_kernel, run by Triton's interpreter on the CPU, writes letterbox_gpu's pixels
+    exactly (same source index, weights and rounding) in its dtype and layout, for frames
+    resized down, up, not at all, and padded on either axis."""
+    pytest.importorskip("triton")
+    out = _run_interpreted(_LETTERBOX_CHECK)
+    assert len(out) == 8 and all(all(case) for case in out), out

@@ -23,8 +23,9 @@ one batch at a time, whatever ``streams`` says.
 
 Whole-batch graph (``graph=True``, GPU, with ``nms_topk``): the fixed-size NMS makes every
 shape after the copy static, so each slot captures, on its first batch, one CUDA graph of the
-letterbox and the decode (both compiled by torch.compile: :func:`fused`), the engine's forward
-(``Engine.capture``), the fixed-size NMS and the scaled, packed boxes. A batch is then four
+letterbox (one Triton kernel, :func:`letterbox_kernel`), the engine's forward
+(``Engine.capture``), the decode with the choice of each frame's candidates (compiled by
+torch.compile: :func:`decode_chosen`), the fixed-size NMS and the scaled, packed boxes. A batch is then four
 operations on its slot's stream: the copy to the device, the graph's replay, the copy of the
 packed boxes to the slot's pinned buffer and an event; the host waits on that event only.
 Slots run on their own streams, so batches in flight overlap whole (one batch's NMS beside the
@@ -46,7 +47,15 @@ import torch
 import torch.nn.functional as F
 
 from yolo_sm.collect.images import load_images
-from yolo_sm.collect.nms import batch_nms, nms_topk, topk_candidates, topk_size
+from yolo_sm.collect.nms import (
+    _cached_kernel,
+    _triton_interpret,
+    batch_nms,
+    nms_topk,
+    topk_candidates,
+    topk_size,
+    triton_cdiv,
+)
 from yolo_sm.contract.errors import UserError
 
 
@@ -139,6 +148,82 @@ def letterbox_gpu(
     return out.contiguous(memory_format=torch.channels_last) if channels_last else out
 
 
+def letterbox_kernel(
+    frames: torch.Tensor, imgsz: int, dtype: torch.dtype, channels_last: bool
+) -> torch.Tensor | None:
+    """:func:`letterbox_gpu` in one Triton kernel (GPU, or Triton's interpreter on a CPU): each
+    output pixel reads its four source pixels and is written once, in ``dtype`` and the layout
+    asked for, where torch.compile's letterbox takes two passes over float temporaries. The
+    same arithmetic as ``F.interpolate``'s bilinear kernel (source index, weights, their order,
+    round half to even); None where Triton is missing or the kernel does not compile."""
+    kernel = _cached_kernel(_LETTERBOX, _define_letterbox)
+    if kernel is None:
+        return None
+    b, h, w, _ = frames.shape
+    _, new_h, new_w, top, left = letterbox_params(h, w, imgsz)
+    out = torch.empty((b, 3, imgsz, imgsz), dtype=dtype, device=frames.device)
+    if channels_last:
+        out = out.contiguous(memory_format=torch.channels_last)
+    block = 256
+    try:
+        kernel[(triton_cdiv(imgsz * imgsz, block), b)](
+            frames.contiguous(), out, h, w, new_h, new_w, top, left, h / new_h, w / new_w,
+            *out.stride(), imgsz, RESIZE=(new_h, new_w) != (h, w), BLOCK=block,
+        )  # fmt: skip
+    except Exception as e:  # noqa: BLE001 - a kernel that does not compile here
+        import warnings
+
+        warnings.warn(f"the Triton letterbox kernel failed ({type(e).__name__}: {e})", stacklevel=2)
+        _LETTERBOX[_triton_interpret()] = None
+        return None
+    return out
+
+
+_LETTERBOX: dict = {}
+
+
+def _define_letterbox(triton, tl):
+    @triton.jit
+    def _letterbox(src, out, H, W, new_h, new_w, top, left, scale_h, scale_w, sb, sc, sy, sx,
+                   S, RESIZE: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
+        b = tl.program_id(1)
+        p = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        live = p < S * S
+        oy, ox = p // S, p % S
+        dy, dx = oy - top, ox - left
+        inside = live & (dy >= 0) & (dy < new_h) & (dx >= 0) & (dx < new_w)
+        if RESIZE:  # upsample_bilinear2d, align_corners=False
+            fy = tl.maximum(scale_h * (dy.to(tl.float32) + 0.5) - 0.5, 0.0)
+            fx = tl.maximum(scale_w * (dx.to(tl.float32) + 0.5) - 0.5, 0.0)
+            y0, x0 = fy.to(tl.int32), fx.to(tl.int32)
+            y1 = tl.where(y0 < H - 1, y0 + 1, y0)
+            x1 = tl.where(x0 < W - 1, x0 + 1, x0)
+            ly1, lx1 = fy - y0.to(tl.float32), fx - x0.to(tl.float32)
+            ly0, lx0 = 1.0 - ly1, 1.0 - lx1
+        else:
+            y0, y1, x0, x1 = dy, dy, dx, dx
+        base = b.to(tl.int64) * H * W * 3
+        for c in tl.static_range(3):  # RGB out of BGR
+            p00 = tl.load(src + base + (y0 * W + x0) * 3 + 2 - c, mask=inside, other=0)
+            if RESIZE:
+                p01 = tl.load(src + base + (y0 * W + x1) * 3 + 2 - c, mask=inside, other=0)
+                p10 = tl.load(src + base + (y1 * W + x0) * 3 + 2 - c, mask=inside, other=0)
+                p11 = tl.load(src + base + (y1 * W + x1) * 3 + 2 - c, mask=inside, other=0)
+                v = ly0 * (lx0 * p00.to(tl.float32) + lx1 * p01.to(tl.float32)) + ly1 * (
+                    lx0 * p10.to(tl.float32) + lx1 * p11.to(tl.float32)
+                )
+                r = tl.floor(v + 0.5)  # round half to even, as torch.round
+                r = tl.where((r - v == 0.5) & (r % 2 == 1), r - 1.0, r)
+                v = tl.minimum(tl.maximum(r, 0.0), 255.0)
+            else:
+                v = p00.to(tl.float32)
+            v = tl.where(inside, v, 114.0) / 255.0
+            at = b.to(tl.int64) * sb + c * sc + oy * sy + ox * sx
+            tl.store(out + at, v.to(out.dtype.element_ty), mask=live)
+
+    return _letterbox
+
+
 class DetectionPipeline:
     """Frames to boxes around one engine built from a :class:`yolo_sm.collect.models.YoloForward`
     (raw head output). ``pipeline(frames)`` returns one (n, 6) float array per frame:
@@ -186,16 +271,16 @@ class DetectionPipeline:
 
     # -- stages ------------------------------------------------------------------------------
     def preprocess(self, frames_dev: torch.Tensor, compiled: bool = False) -> torch.Tensor:
-        """:func:`letterbox_gpu` to the engine's size, dtype and layout (``compiled``: as
-        :func:`fused` compiles it)."""
-        letterbox = fused(letterbox_gpu) if compiled else letterbox_gpu
-        cfg = self.engine.config
-        return letterbox(
-            frames_dev,
-            self.imgsz,
-            self.engine.input_dtype,
-            channels_last=cfg.layout.value == "nhwc",
-        )
+        """:func:`letterbox_gpu` to the engine's size, dtype and layout (``compiled`` on a GPU:
+        the same pixels from one Triton kernel, :func:`letterbox_kernel`, or where that does
+        not compile as :func:`fused` compiles :func:`letterbox_gpu`)."""
+        args = (frames_dev, self.imgsz, self.engine.input_dtype)
+        channels_last = self.engine.config.layout.value == "nhwc"
+        if compiled and frames_dev.is_cuda:
+            out = letterbox_kernel(*args, channels_last)
+            if out is not None:
+                return out
+        return (fused(letterbox_gpu) if compiled else letterbox_gpu)(*args, channels_last)
 
     def decode(self, raw: torch.Tensor, compiled: bool = False) -> torch.Tensor:
         """Raw head output (B, 4*reg_max + nc, A) -> ultralytics' (B, 4 + nc, A): xywh in
@@ -317,7 +402,8 @@ class DetectionPipeline:
     def _device_batch(self, frames_dev: torch.Tensor):
         """Everything a batch does on the device after its copy, with no host sync (what a
         slot's graph captures): (decoded head output, packed boxes of :meth:`_packed_topk`).
-        The letterbox and the decode run compiled (:func:`fused`)."""
+        The letterbox runs as one kernel, the decode compiled (:meth:`preprocess`,
+        :meth:`decode_chosen`)."""
         shape = tuple(frames_dev.shape[1:3])
         with torch.no_grad():
             raw = self.engine.capture(self.preprocess(frames_dev, compiled=True))
