@@ -26,8 +26,9 @@ shape after the copy static, so each slot captures, on its first batch, one CUDA
 letterbox (one Triton kernel, :func:`letterbox_kernel`), the engine's forward
 (``Engine.capture``), the decode with the choice of each frame's candidates (compiled by
 torch.compile: :func:`decode_chosen`), the fixed-size NMS and the scaled, packed boxes. A
-batch is then four operations on its slot's stream: the copy to the device, the graph's replay, the copy of the
-packed boxes to the slot's pinned buffer and an event; the host waits on that event only.
+batch is then four operations on its slot's stream: the copy to the device, the graph's
+replay, the copy of the packed boxes to the slot's pinned buffer and an event; the host waits
+on that event only.
 Slots run on their own streams, so batches in flight overlap whole (one batch's NMS beside the
 next one's engine). The host's launch work per batch no longer grows with the model's kernels
 (the bench's ``host_bound`` column says where that work sets an engine's pace). A batch whose
