@@ -26,6 +26,13 @@ from dataclasses import dataclass
 
 import torch
 
+from yolo_sm.collect.triton_kernels import (
+    cached_kernel,
+    kernel_failed,
+    triton_cdiv,
+    triton_interpret,
+)
+
 # which NMS implementation DetectionPipeline.postprocess runs (recorded in the bench's rows):
 # nms_matrix (every image and class at once, a fixed point over an overlap matrix; torchvision's
 # nms in chunks of whole images beyond NMS_MATRIX_LIMIT)
@@ -90,7 +97,7 @@ def overlap_matrix(bx, cls, valid, iou: float) -> torch.Tensor:
     :data:`NMS_IOU_CHUNK` pairs."""
     groups, width = valid.shape
     bx = bx.float().contiguous()
-    kernel = _triton_overlap() if bx.is_cuda or _triton_interpret() else None
+    kernel = _triton_overlap() if bx.is_cuda or triton_interpret() else None
     if kernel is not None:
         S = torch.empty((groups, width, width), dtype=torch.uint8, device=bx.device)
         c = cls.contiguous() if cls is not None else valid  # unused when SAME_CLASS is off
@@ -124,52 +131,16 @@ def overlap_matrix(bx, cls, valid, iou: float) -> torch.Tensor:
     return S
 
 
-def triton_cdiv(a: int, b: int) -> int:
-    return (a + b - 1) // b
-
-
-def _triton_interpret() -> bool:
-    """Triton's interpreter (``TRITON_INTERPRET=1``) runs its kernels on CPU tensors: the CPU
-    tests check the GPU kernel's logic that way."""
-    import os
-
-    return os.environ.get("TRITON_INTERPRET") == "1"
-
-
 _TRITON_OVERLAP: dict = {}
 
 
-def _cached_kernel(cache: dict, define):
-    """``define(triton, tl)``'s kernel, made once per interpreter mode and kept in ``cache``;
-    None where Triton is missing or the definition fails (the caller then uses torch ops)."""
-    mode = _triton_interpret()
-    if mode not in cache:
-        try:
-            import triton
-            import triton.language as tl
-
-            cache[mode] = define(triton, tl)
-        except Exception:  # noqa: BLE001 - no Triton: torch ops do the same in more passes
-            cache[mode] = None
-    return cache[mode]
-
-
 def _kernel_failed(cache: dict, what: str, e: Exception) -> None:
-    """A cached kernel failed at launch (e.g. does not compile for this GPU): warn once and
-    drop it, so later calls use the torch ops."""
-    import warnings
-
-    warnings.warn(
-        f"the Triton {what} kernel failed ({type(e).__name__}: {e}); NMS uses torch ops from "
-        "now on (same result, more passes)",
-        stacklevel=3,
-    )
-    cache[_triton_interpret()] = None
+    kernel_failed(cache, what, e, "NMS uses torch ops from now on (same result, more passes)")
 
 
 def _triton_overlap():
     """The Triton kernel behind :func:`overlap_matrix` (one per interpreter mode), or None."""
-    return _cached_kernel(_TRITON_OVERLAP, _define_overlap)
+    return cached_kernel(_TRITON_OVERLAP, _define_overlap)
 
 
 def _define_overlap(triton, tl):
@@ -259,7 +230,7 @@ def suppress_fixpoint(S: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     on the H200 at batch 16 (40,624 candidates, 104 MB of S) 0.24 + 0.07 ms a step and a sync,
     3.5 ms of a 7.8 ms postprocess (tools/pipeline_probe.py)."""
     groups, width = valid.shape
-    kernel = _triton_suppress() if S.is_cuda or _triton_interpret() else None
+    kernel = _triton_suppress() if S.is_cuda or triton_interpret() else None
     if kernel is not None and groups and width:
         # a chain of suppressors is at most width long: width + 1 steps reach the point
         bufs = _StepBuffers.of(S, valid, width + FIXPOINT_ROUND + 1)
@@ -293,7 +264,7 @@ def suppress_steps(S: torch.Tensor, valid: torch.Tensor, steps: int):
     fixed point: greedy NMS's kept boxes). On a GPU each step is the Triton kernel of
     :func:`suppress_fixpoint`; elsewhere torch ops."""
     groups, width = valid.shape
-    kernel = _triton_suppress() if S.is_cuda or _triton_interpret() else None
+    kernel = _triton_suppress() if S.is_cuda or triton_interpret() else None
     if kernel is not None and groups and width and steps > 0:
         bufs = _StepBuffers.of(S, valid, steps + 1)  # the counts are not read here
         try:
@@ -357,7 +328,7 @@ def _triton_suppress():
     None. Program (g, column block): for its columns i, OR over rows j < i of S[g, j, i] and
     keep[g, j] (tiles of S read row by row, coalesced along i), then keep_out = valid and not
     suppressed, and the count of changed boxes added to ``changed[0]``."""
-    return _cached_kernel(_TRITON_SUPPRESS, _define_suppress)
+    return cached_kernel(_TRITON_SUPPRESS, _define_suppress)
 
 
 def _define_suppress(triton, tl):
@@ -450,7 +421,7 @@ def greedy_keep(bx: torch.Tensor, cls, valid: torch.Tensor, iou: float):
     :data:`TOPK_STEPS` fixed-point steps on the byte matrix, and a group whose chain of
     suppressors is deeper is not settled."""
     groups, width = valid.shape
-    walk = _triton_walk() if bx.is_cuda or _triton_interpret() else None
+    walk = _triton_walk() if bx.is_cuda or triton_interpret() else None
     if walk is not None and groups and width:
         try:
             bits = overlap_bits(bx, cls, valid, iou)
@@ -505,7 +476,7 @@ def _triton_walk():
 
 
 def _triton_walk_parts():
-    return _cached_kernel(_TRITON_WALK, _define_walk)
+    return cached_kernel(_TRITON_WALK, _define_walk)
 
 
 def _define_walk(triton, tl):

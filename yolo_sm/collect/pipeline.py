@@ -48,15 +48,8 @@ import torch
 import torch.nn.functional as F
 
 from yolo_sm.collect.images import load_images
-from yolo_sm.collect.nms import (
-    _cached_kernel,
-    _triton_interpret,
-    batch_nms,
-    nms_topk,
-    topk_candidates,
-    topk_size,
-    triton_cdiv,
-)
+from yolo_sm.collect.nms import batch_nms, nms_topk, topk_candidates, topk_size
+from yolo_sm.collect.triton_kernels import cached_kernel, kernel_failed, triton_cdiv
 from yolo_sm.contract.errors import UserError
 
 
@@ -157,7 +150,7 @@ def letterbox_kernel(
     asked for, where torch.compile's letterbox takes two passes over float temporaries. The
     same arithmetic as ``F.interpolate``'s bilinear kernel (source index, weights, their order,
     round half to even); None where Triton is missing or the kernel does not compile."""
-    kernel = _cached_kernel(_LETTERBOX, _define_letterbox)
+    kernel = cached_kernel(_LETTERBOX, _define_letterbox)
     if kernel is None:
         return None
     b, h, w, _ = frames.shape
@@ -172,10 +165,7 @@ def letterbox_kernel(
             *out.stride(), imgsz, RESIZE=(new_h, new_w) != (h, w), BLOCK=block,
         )  # fmt: skip
     except Exception as e:  # noqa: BLE001 - a kernel that does not compile here
-        import warnings
-
-        warnings.warn(f"the Triton letterbox kernel failed ({type(e).__name__}: {e})", stacklevel=2)
-        _LETTERBOX[_triton_interpret()] = None
+        kernel_failed(_LETTERBOX, "letterbox", e, "torch.compile's letterbox runs instead")
         return None
     return out
 

@@ -26,6 +26,7 @@ from yolo_sm.collect.bench import (
 )
 from yolo_sm.collect.engines import EngineConfig, build_engine
 from yolo_sm.collect.timing import cuda_graph_of
+from yolo_sm.collect.triton_kernels import triton_interpret
 from yolo_sm.contract.errors import UserError
 
 #: candidates per frame of the probe's fixed-size NMS row (PipelineConfig.nms_topk)
@@ -180,7 +181,7 @@ def _probe(model, eng, stack, reps: int, on_gpu: bool):
     alternatives = {
         # no Triton step kernel cached: suppress_fixpoint uses the torch ops
         "postprocess: fixpoint in torch ops": mock.patch.dict(
-            N._TRITON_SUPPRESS, {N._triton_interpret(): None}
+            N._TRITON_SUPPRESS, {triton_interpret(): None}
         ),
         # no batch fits nms_matrix: torchvision's nms per chunk of whole images
         "postprocess: torchvision nms per chunk": mock.patch.object(N, "NMS_MATRIX_LIMIT", 0),
