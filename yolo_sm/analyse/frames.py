@@ -91,9 +91,9 @@ def pipeline_gap(bench):
     ``own_over_fastest`` is under the goal's threshold cannot meet it whatever the pre- and
     post-processing cost. A ``graph``-mode row replays its engine's forward inside its own
     CUDA graph, and its ``own_img_per_s`` is that forward replayed in a graph (the bench's
-    ``model_only_img_per_s``; tables collected before the bench timed it so hold the engine as
-    it runs alone, host-bound at small batches: ``pipeline_over_own`` can then exceed 1). The
-    product of the two factors, the goal's ratio, does not depend on it."""
+    ``model_only_img_per_s``), which can outrun every engine row of the unit
+    (``own_over_fastest`` above 1). The product of the two factors, the goal's ratio, does not
+    depend on it."""
     import pandas as pd
 
     pipe = pipeline_table(bench)  # each pipeline row with YOLO.predict of its unit
