@@ -59,6 +59,20 @@ def test_the_gap_is_the_product_of_its_two_factors():
     assert g.pipeline_over_fastest == pytest.approx(g.pipeline_over_own * g.own_over_fastest)
 
 
+@pytest.mark.parametrize("target, over", [(0.85, True), (0.4, False)])
+def test_the_stage_budget_is_the_batch_time_beyond_the_engine(target, over):
+    """Batch 16 at 90 frames/s around an engine of 110 img/s: the stages cost
+    16/90 - 16/110 s per batch; a pipeline at 0.85x the fastest 200 img/s would leave them less
+    than nothing (the engine alone is too slow), at 0.4x it would leave them more than they
+    take."""
+    g = frames.stage_budget(frames.pipeline_gap(_bench(200.0)), target).iloc[0]
+    assert g.stages_ms == pytest.approx(1e3 * (16 / 90 - 16 / 110))
+    assert g.stages_allowed_ms == pytest.approx(1e3 * (16 / (target * 200) - 16 / 110))
+    assert (g.stages_allowed_ms < 0) == (target == 0.85)
+    assert (g.stages_over_ms > 0) == over
+    assert g.stages_over_ms == pytest.approx(g.stages_ms - g.stages_allowed_ms)
+
+
 def test_a_pipeline_mode_row_names_the_engine_it_wraps():
     """A faster row of another pipeline mode (``pipeline/<engine>/graph/s3``) is the unit's
     fastest pipeline, and its own engine is the engine, not the mode."""

@@ -126,6 +126,21 @@ def pipeline_gap(bench):
     return pd.DataFrame(rows, columns=list(GAP_COLUMNS))
 
 
+def stage_budget(gap, target: float):
+    """A :func:`pipeline_gap` (or :func:`fastest_pipelines`) table with three columns in ms
+    per batch: ``stages_ms``, what the pipeline spends beyond its own engine's forward
+    (batch / frames_per_s - batch / own_img_per_s: the copies, letterbox, decode and NMS that
+    the batches in flight do not hide); ``stages_allowed_ms``, what a pipeline at ``target``
+    x the fastest engine's img/s may spend beyond that forward (negative: the engine alone is
+    too slow); ``stages_over_ms``, their difference (above 0: the ms per batch to cut for the
+    ratio to reach ``target``)."""
+    batch = gap["batch"].astype(float)
+    own_ms = 1e3 * batch / gap["own_img_per_s"]
+    stages = 1e3 * batch / gap["frames_per_s"] - own_ms
+    allowed = 1e3 * batch / (target * gap["fastest_img_per_s"]) - own_ms
+    return gap.assign(stages_ms=stages, stages_allowed_ms=allowed, stages_over_ms=stages - allowed)
+
+
 def fastest_pipelines(tables: dict):
     """Per (width, batch): the :func:`pipeline_gap` row with the highest
     ``pipeline_over_fastest`` among ``tables`` (dataset name -> bench table), with the
