@@ -241,6 +241,24 @@ def test_pipeline_stages_and_findings_from_a_cpu_probe():
     assert f["fast.probe_engine_share_pct"] == pytest.approx(ms["engine"] / five * 100)
 
 
+def test_probe_stages_puts_each_probe_in_its_own_block_by_width_and_batch():
+    """Two probes (the shipped one at width 0.5 batch 16, and a copy relabelled width 0.25 batch
+    64 with its 1-stream batch twice as long): one block each, the narrower first, each block's
+    shares against its own 1-stream batch."""
+    from yolo_sm.contract.datasets import open_root
+
+    shipped = open_root("h200").load(frames.PROBE)
+    one = shipped.stage == "batch, 1 stream"
+    other = shipped.assign(width=0.25, batch=64)
+    other.loc[one, "wall_ms"] *= 2
+    t = frames.probe_stages({"a": shipped, "b": other})
+    assert len(t) == 2 * len(shipped) and list(t.columns[:3]) == ["width", "batch", "stage"]
+    assert t.width.tolist() == [0.25] * len(shipped) + [0.5] * len(shipped)
+    eng = t[t.stage == "engine"].set_index("width").share_of_1_stream_batch
+    assert eng[0.25] == pytest.approx(eng[0.5] / 2)
+    assert frames.probe_stages({}).empty
+
+
 @pytest.mark.parametrize(
     "section",
     (

@@ -288,6 +288,25 @@ def pipeline_stages(probe):
     return out.reset_index(drop=True)
 
 
+def probe_stages(probes: dict):
+    """:func:`pipeline_stages` of several probes (dataset name -> probe table) in one table,
+    each block of rows led by its probe's ``width`` and ``batch`` (from its rows), blocks in
+    width then batch order."""
+    import pandas as pd
+
+    blocks = []
+    for probe in probes.values():
+        first = probe.iloc[0] if len(probe) else {}
+        blocks.append(
+            pipeline_stages(probe).assign(width=first.get("width"), batch=first.get("batch"))
+        )
+    if not blocks:
+        return pd.DataFrame(columns=["width", "batch", "stage", "gpu_ms", "wall_ms"])
+    out = pd.concat(blocks, ignore_index=True)
+    out = out[["width", "batch", *[c for c in out.columns if c not in ("width", "batch")]]]
+    return out.sort_values(["width", "batch"], kind="stable").reset_index(drop=True)
+
+
 def probe_facts(probe) -> list[dict]:
     """Facts of the pipeline probe: the engine's share (%) of the five stages' summed wall
     time, the letterbox and decode compiled over eager in GPU time (where the probe ran them

@@ -242,6 +242,7 @@ ROLES = {
     "layers": "layers",
     "gpm": "gpm",
     "numerics": "numerics",
+    "probe": "probe",
 }
 
 

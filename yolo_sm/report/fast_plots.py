@@ -156,10 +156,13 @@ def pipeline_modes(root: DataRoot, dataset: str = "bench_pipeline"):
     return tables.show(frames.mode_table(root.load(dataset)))
 
 
-@needs(PROBE)
 def probe(root: DataRoot):
-    """The pipeline probe stage by stage (:func:`yolo_sm.analyse.frames.pipeline_stages`)."""
-    return tables.show(frames.pipeline_stages(root.load(PROBE)))
+    """Every pipeline probe of the root stage by stage, one block of rows per (width, batch)
+    (:func:`yolo_sm.analyse.frames.probe_stages`)."""
+    names = root.find_all("probe")
+    if not names:
+        return missing_note(root, [PROBE])
+    return tables.show(frames.probe_stages({n: root.load(n) for n in names}))
 
 
 def _compiled(root: DataRoot):

@@ -143,8 +143,8 @@ RULES: tuple[Rule, ...] = check_unique(
         ),
         _finding(
             "probe_compiled_stages",
-            "Compiled (torch.compile), the letterbox and the decode take at most half the GPU "
-            "time they take eager (stages run alone)",
+            "As the whole-batch graph runs them, the letterbox and the decode take at most half "
+            "the GPU time they take eager (stages run alone)",
             "probe_compiled_stages_over_eager",
             "<=",
             0.5,
