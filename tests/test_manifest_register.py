@@ -67,6 +67,25 @@ def test_register_replaces_an_entry_and_keeps_the_others(tmp_path):
     assert data["b"]["description"] == "two" and data["a"]["rows"] == 1
 
 
+def test_embedding_drops_a_hand_written_key_the_entry_no_longer_holds(tmp_path):
+    """A column text written by hand into the manifest is embedded in the table; once the entry
+    says the schema's text again, embedding again drops it, and a rebuilt manifest says the
+    schema's text."""
+    _table(tmp_path)
+    schema_text = manifest.register(tmp_path, "a", "c.parquet", "ceilings", "d", "cmd")["columns"]
+    mf = tmp_path / "manifest.json"
+    data = json.loads(mf.read_text())
+    data["datasets"]["a"]["columns"] = {**schema_text, "value": "by hand"}
+    mf.write_text(json.dumps(data))
+    assert manifest.embed_registrations(tmp_path) == ["a"]
+    assert manifest.rebuild(tmp_path)["a"]["columns"]["value"] == "by hand"
+    data["datasets"]["a"]["columns"] = schema_text
+    mf.write_text(json.dumps(data))
+    assert manifest.embed_registrations(tmp_path) == ["a"]
+    assert manifest.rebuild(tmp_path)["a"]["columns"] == schema_text
+    assert manifest.embed_registrations(tmp_path) == []  # nothing left to rewrite
+
+
 # --- schema: types and rows -----------------------------------------------------------------
 
 from yolo_sm.contract import scrub  # noqa: E402

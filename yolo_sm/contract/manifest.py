@@ -303,8 +303,8 @@ def embed_registrations(folder: str | os.PathLike) -> list[str]:
             meta = read_metadata(path)
             regs = dict(meta.get("registrations") or {})
             old = regs.get(name) or {}
-            if all(old.get(k) == v for k, v in reg.items()):
-                continue
+            if _given(old) == _given(reg):
+                continue  # a hand-written key that the entry no longer holds is dropped
             reg["registered_utc"] = old.get("registered_utc") or (
                 (e.get("provenance") or {}).get("date_utc_last") or ""
             )
@@ -312,6 +312,11 @@ def embed_registrations(folder: str | os.PathLike) -> list[str]:
             write_table_atomic(with_metadata(table, {**meta, "registrations": regs}), path)
             done.append(name)
     return done
+
+
+def _given(reg: dict) -> dict:
+    """A registration's keys that say something (None and the registration time left out)."""
+    return {k: v for k, v in reg.items() if v is not None and k != "registered_utc"}
 
 
 def entry_problem(folder: str | os.PathLike, name: str, file: str, kind: str) -> str | None:
