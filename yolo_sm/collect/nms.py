@@ -110,7 +110,7 @@ def overlap_matrix(bx, cls, valid, iou: float) -> torch.Tensor:
             )  # fmt: skip
             return S.view(torch.bool)
         except Exception as e:  # noqa: BLE001 - a kernel that does not compile here
-            _kernel_failed(_TRITON_OVERLAP, "overlap", e)
+            kernel_failed(_TRITON_OVERLAP, "overlap", e, TORCH_OPS_INSTEAD)
     x1, y1, x2, y2 = bx.unbind(-1)
     area = (x2 - x1) * (y2 - y1)
     later = torch.ones(width, width, dtype=torch.bool, device=bx.device).triu(1)  # j before i
@@ -132,10 +132,8 @@ def overlap_matrix(bx, cls, valid, iou: float) -> torch.Tensor:
 
 
 _TRITON_OVERLAP: dict = {}
-
-
-def _kernel_failed(cache: dict, what: str, e: Exception) -> None:
-    kernel_failed(cache, what, e, "NMS uses torch ops from now on (same result, more passes)")
+#: what a failed NMS kernel's warning says runs instead (triton_kernels.kernel_failed)
+TORCH_OPS_INSTEAD = "NMS uses torch ops from now on (same result, more passes)"
 
 
 def _triton_overlap():
@@ -242,7 +240,7 @@ def suppress_fixpoint(S: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
                 if int(bufs.changed[step - 1]) == 0:  # host sync: the last step changed nothing
                     return bufs.after(step).view(torch.bool)
         except Exception as e:  # noqa: BLE001 - a kernel that does not compile here
-            _kernel_failed(_TRITON_SUPPRESS, "suppression", e)
+            kernel_failed(_TRITON_SUPPRESS, "suppression", e, TORCH_OPS_INSTEAD)
     keep = valid
     while True:
         new = _torch_step(S, valid, keep)
@@ -272,7 +270,7 @@ def suppress_steps(S: torch.Tensor, valid: torch.Tensor, steps: int):
             keep, before = bufs.after(steps), bufs.after(steps - 1)
             return keep.view(torch.bool), (keep == before).all(1)
         except Exception as e:  # noqa: BLE001 - a kernel that does not compile here
-            _kernel_failed(_TRITON_SUPPRESS, "suppression", e)
+            kernel_failed(_TRITON_SUPPRESS, "suppression", e, TORCH_OPS_INSTEAD)
     keep = before = valid
     for _ in range(steps):
         keep, before = _torch_step(S, valid, keep), keep
@@ -433,7 +431,7 @@ def greedy_keep(bx: torch.Tensor, cls, valid: torch.Tensor, iou: float):
             )  # fmt: skip
             return keep.view(torch.bool), torch.ones(groups, dtype=torch.bool, device=bx.device)
         except Exception as e:  # noqa: BLE001 - a kernel that does not compile here
-            _kernel_failed(_TRITON_WALK, "walk", e)
+            kernel_failed(_TRITON_WALK, "walk", e, TORCH_OPS_INSTEAD)
     return suppress_steps(overlap_matrix(bx, cls, valid, iou), valid, TOPK_STEPS)
 
 
