@@ -158,11 +158,11 @@ def letterbox_kernel(
     out = torch.empty((b, 3, imgsz, imgsz), dtype=dtype, device=frames.device)
     if channels_last:
         out = out.contiguous(memory_format=torch.channels_last)
+    block = 256
     try:
-        kernel[(triton_cdiv(3 * imgsz * imgsz, LETTERBOX_BLOCK), b)](
+        kernel[(triton_cdiv(imgsz * imgsz, block), b)](
             frames.contiguous(), out, h, w, new_h, new_w, top, left, h / new_h, w / new_w,
-            imgsz, RESIZE=(new_h, new_w) != (h, w), CHANNELS_LAST=channels_last,
-            BLOCK=LETTERBOX_BLOCK,
+            *out.stride(), imgsz, RESIZE=(new_h, new_w) != (h, w), BLOCK=block,
         )  # fmt: skip
     except Exception as e:  # noqa: BLE001 - a kernel that does not compile here
         kernel_failed(_LETTERBOX, "letterbox", e, "torch.compile's letterbox runs instead")
@@ -171,31 +171,18 @@ def letterbox_kernel(
 
 
 _LETTERBOX: dict = {}
-LETTERBOX_BLOCK = 1024  # output elements per program
 
 
 def _define_letterbox(triton, tl):
     @triton.jit
-    def _letterbox(src, out, H, W, new_h, new_w, top, left, scale_h, scale_w, S,
-                   RESIZE: tl.constexpr, CHANNELS_LAST: tl.constexpr,
-                   BLOCK: tl.constexpr):  # fmt: skip
-        # one lane per output element, numbered in the output's own memory order, so that a
-        # block's stores are one contiguous run (vector stores); the lanes of one pixel's three
-        # channels read neighbouring source bytes
+    def _letterbox(src, out, H, W, new_h, new_w, top, left, scale_h, scale_w, sb, sc, sy, sx,
+                   S, RESIZE: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
         b = tl.program_id(1)
-        q = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        live = q < 3 * S * S
-        if CHANNELS_LAST:
-            p = q // 3
-            c = q - p * 3
-        else:
-            c = q // (S * S)
-            p = q - c * (S * S)
-        oy = p // S
-        ox = p - oy * S
+        p = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        live = p < S * S
+        oy, ox = p // S, p % S
         dy, dx = oy - top, ox - left
         inside = live & (dy >= 0) & (dy < new_h) & (dx >= 0) & (dx < new_w)
-        base = src + b.to(tl.int64) * H * W * 3 + 2 - c  # RGB out of BGR
         if RESIZE:  # upsample_bilinear2d, align_corners=False
             fy = tl.maximum(scale_h * (dy.to(tl.float32) + 0.5) - 0.5, 0.0)
             fx = tl.maximum(scale_w * (dx.to(tl.float32) + 0.5) - 0.5, 0.0)
@@ -204,18 +191,26 @@ def _define_letterbox(triton, tl):
             x1 = tl.where(x0 < W - 1, x0 + 1, x0)
             ly1, lx1 = fy - y0.to(tl.float32), fx - x0.to(tl.float32)
             ly0, lx0 = 1.0 - ly1, 1.0 - lx1
-            p00 = tl.load(base + (y0 * W + x0) * 3, mask=inside, other=0).to(tl.float32)
-            p01 = tl.load(base + (y0 * W + x1) * 3, mask=inside, other=0).to(tl.float32)
-            p10 = tl.load(base + (y1 * W + x0) * 3, mask=inside, other=0).to(tl.float32)
-            p11 = tl.load(base + (y1 * W + x1) * 3, mask=inside, other=0).to(tl.float32)
-            v = ly0 * (lx0 * p00 + lx1 * p01) + ly1 * (lx0 * p10 + lx1 * p11)
-            r = tl.floor(v + 0.5)  # round half to even, as torch.round
-            r = tl.where((r - v == 0.5) & (r % 2 == 1), r - 1.0, r)
-            v = tl.minimum(tl.maximum(r, 0.0), 255.0)
         else:
-            v = tl.load(base + (dy * W + dx) * 3, mask=inside, other=0).to(tl.float32)
-        v = tl.where(inside, v, 114.0) / 255.0
-        tl.store(out + b.to(tl.int64) * 3 * S * S + q, v.to(out.dtype.element_ty), mask=live)
+            y0, y1, x0, x1 = dy, dy, dx, dx
+        base = b.to(tl.int64) * H * W * 3
+        for c in tl.static_range(3):  # RGB out of BGR
+            p00 = tl.load(src + base + (y0 * W + x0) * 3 + 2 - c, mask=inside, other=0)
+            if RESIZE:
+                p01 = tl.load(src + base + (y0 * W + x1) * 3 + 2 - c, mask=inside, other=0)
+                p10 = tl.load(src + base + (y1 * W + x0) * 3 + 2 - c, mask=inside, other=0)
+                p11 = tl.load(src + base + (y1 * W + x1) * 3 + 2 - c, mask=inside, other=0)
+                v = ly0 * (lx0 * p00.to(tl.float32) + lx1 * p01.to(tl.float32)) + ly1 * (
+                    lx0 * p10.to(tl.float32) + lx1 * p11.to(tl.float32)
+                )
+                r = tl.floor(v + 0.5)  # round half to even, as torch.round
+                r = tl.where((r - v == 0.5) & (r % 2 == 1), r - 1.0, r)
+                v = tl.minimum(tl.maximum(r, 0.0), 255.0)
+            else:
+                v = p00.to(tl.float32)
+            v = tl.where(inside, v, 114.0) / 255.0
+            at = b.to(tl.int64) * sb + c * sc + oy * sy + ox * sx
+            tl.store(out + at, v.to(out.dtype.element_ty), mask=live)
 
     return _letterbox
 
