@@ -155,9 +155,10 @@ def letterbox_kernel(
         return None
     b, h, w, _ = frames.shape
     _, new_h, new_w, top, left = letterbox_params(h, w, imgsz)
-    out = torch.empty((b, 3, imgsz, imgsz), dtype=dtype, device=frames.device)
-    if channels_last:
-        out = out.contiguous(memory_format=torch.channels_last)
+    # allocated in its layout: .contiguous() of a fresh NCHW tensor would copy it, a second
+    # pass over the output that costs about as much as the kernel
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    out = torch.empty((b, 3, imgsz, imgsz), dtype=dtype, device=frames.device, memory_format=layout)
     block = 256
     try:
         kernel[(triton_cdiv(imgsz * imgsz, block), b)](
