@@ -102,6 +102,24 @@ def test_sweep_step_runs_within_the_time_limit_then_resumes(tmp_path, monkeypatc
     assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
 
 
+def test_a_sampled_plan_leaves_its_sweeps_partial_and_status_scales_them(tmp_path):
+    """run_plan(sample=1) measures one model of a two-model sweep and leaves it partial, its
+    missing points estimated from the measured ones; a step that runs whole runs whole; the
+    same call without the sample finishes the sweep."""
+    two = {**SWEEP, "widths": [0.0625, 0.125], "batches": [1]}
+    plan = _plan(
+        tmp_path,
+        [{"name": "s", "kind": "sweep", "out": "s.parquet", "params": two, "description": "t"}],
+    )
+    out = tmp_path / "data"
+    table = collect.run_plan(plan, out, progress=False, sample=1)
+    row = table.iloc[0]
+    assert row.state == "partial" and row.todo == "1 of 2 points" and row.est_left_s > 0
+    assert len(pd.read_parquet(out / "s.parquet")) == 1
+    assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
+    assert len(pd.read_parquet(out / "s.parquet")) == 2
+
+
 def test_redo_errors_measures_fixed_error_rows_again(tmp_path):
     """--redo-errors drops matching error rows (never oom rows, never ok rows) and the step
     measures those points again; the table keeps its metadata; a non-matching text keeps them."""

@@ -129,3 +129,18 @@ def test_bad_spec_values_are_one_sentence(fn, value):
 def test_split_list():
     assert grid.split_list("1, 2,,3") == ["1", "2", "3"]
     assert grid.split_list((1, 2)) == [1, 2] and grid.split_list(4) == [4]
+
+
+def test_a_sampled_run_measures_whole_groups_up_to_its_limit_then_resumes(setup):
+    clock, log, out, measure, kw = setup
+    with grid.sampled(1):
+        df = grid.run_grid(UNITS, measure, **kw)
+    assert [(r["model"], r["batch"]) for r in df.to_dict("records")] == UNITS[:2]  # group a whole
+    with grid.sampled(1):  # one more group each run
+        df = grid.run_grid(UNITS, measure, **kw)
+    assert len(df) == 4
+    df = grid.run_grid(UNITS, measure, **kw)  # outside the sample: everything left
+    assert len(df) == len(UNITS)
+    with pytest.raises(ValueError, match="at least one group"):
+        with grid.sampled(0):
+            pass

@@ -39,6 +39,14 @@ def add_parser(sub) -> None:
         "above 0, leave it out for no limit)",
     )
     c.add_argument(
+        "--sample",
+        default=None,
+        metavar="N",
+        help="measure at most N more groups (a model's units) of each sweep, bench and "
+        "int8_kernels step and leave it partial; the other steps run whole. Into an empty "
+        "folder, then --status: the whole plan's GPU time, scaled from the sample",
+    )
+    c.add_argument(
         "--redo-errors",
         nargs="?",
         const="",
@@ -184,6 +192,9 @@ def collect(args) -> int:
             steps = ", ".join(sorted(names))
             raise UserError(f"plan {plan.name} has no step {o!r}; steps: {steps}")
     redo = None if args.redo_errors is None else str(args.redo_errors)
+    sample = None if args.sample is None else values.whole(args.sample, "--sample", lo=1, hi=10**6)
+    if sample is not None and (args.workers is not None or args.scheduler):
+        raise UserError("--sample runs on one GPU: leave out --workers and --scheduler")
     workers = (
         None if args.workers is None else values.whole(args.workers, "--workers", lo=1, hi=1024)
     )
@@ -205,7 +216,13 @@ def collect(args) -> int:
         print(table.to_string(index=False))
         return 0
     table = plans.run_plan(
-        plan, out_dir, only=only, max_minutes=minutes, progress=progress(args), redo=redo
+        plan,
+        out_dir,
+        only=only,
+        max_minutes=minutes,
+        progress=progress(args),
+        redo=redo,
+        sample=sample,
     )
     print(table.to_string(index=False))
     return 0

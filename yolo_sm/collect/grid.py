@@ -9,6 +9,8 @@ before the ``deadline`` at the estimated pace, so that what is compared is measu
 side; after every unit the whole table is written atomically (temporary file + rename), so a
 run killed at any moment leaves a readable table lacking at most the unit in progress; GPU
 memory is freed between groups. Rerunning the same call continues where the last one stopped.
+Within :func:`sampled`, a run measures at most that many groups and leaves the rest: a sample
+whose seconds ``collect --status`` scales to the whole table.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +37,24 @@ from yolo_sm.contract.store import (
     remove_stale_partials,
     write_atomic,
 )
+
+#: groups a run of :func:`run_grid` may measure (None: every group); set by :func:`sampled`
+_SAMPLE: ContextVar[int | None] = ContextVar("grid_sample", default=None)
+
+
+@contextmanager
+def sampled(groups: int | None) -> Iterator[None]:
+    """Every :func:`run_grid` inside measures at most ``groups`` groups (None: no limit), whole
+    ones (a model's units stay side by side), and stops before the next. A context rather than
+    an argument: the steps of a plan reach :func:`run_grid` through a dozen runners."""
+    if groups is not None and groups < 1:
+        raise ValueError(f"a sample needs at least one group, not {groups}")
+    token = _SAMPLE.set(groups)
+    try:
+        yield
+    finally:
+        _SAMPLE.reset(token)
+
 
 # --- values of a spec (plan YAML or command line) -------------------------------------------
 
@@ -256,10 +278,19 @@ def _run_grid(
             metadata = {**(metadata or {}), "registrations": regs}
     todo = pending(units, rows, key, row_key, complete)
     pace = Pace(rows=rows)
+    sample, started = _SAMPLE.get(), 0
     bar = tqdm(total=len(todo), desc=kind, unit="unit", disable=not progress, file=sys.stderr)
     try:
         for _, members in itertools.groupby(todo, key=group):
             members = list(members)
+            if sample is not None and started >= sample:
+                print(
+                    f"{kind}: sampled {started} group(s); stopping before {describe(members[0])} "
+                    "(the same command without the sample measures the rest)",
+                    file=sys.stderr,
+                )
+                break
+            started += 1
             if deadline is not None and not _fits(members, pace, estimate, clock, deadline):
                 print(
                     f"{kind}: stopping before {describe(members[0])}: its {len(members)} "

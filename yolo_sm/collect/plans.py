@@ -24,7 +24,7 @@ from yolo_sm.collect.cache_builds import CacheSpec, run_cache_builds
 from yolo_sm.collect.ceilings import measure_ceilings
 from yolo_sm.collect.devices import nvml_index
 from yolo_sm.collect.exporter import record_frame, serve
-from yolo_sm.collect.grid import Pace, parse_bool, table_rows
+from yolo_sm.collect.grid import Pace, parse_bool, sampled, table_rows
 from yolo_sm.collect.int8_kernels import Int8KernelSpec, run_int8_kernels
 from yolo_sm.collect.int8_kernels import missing_seconds as int8_missing_seconds
 from yolo_sm.collect.int8_kernels import missing_units as int8_missing_units
@@ -420,10 +420,15 @@ def run_plan(
     progress: bool = True,
     register: bool = True,
     redo: str | None = None,
+    sample: int | None = None,
 ):
     """Run the plan's unfinished steps (or those named in ``only``) into ``out_dir``; returns
     the status table afterwards. ``redo`` (a message substring, "" for every error): first
-    drop the matching error rows of the sweep and bench steps it runs (:func:`redo_errors`)."""
+    drop the matching error rows of the sweep and bench steps it runs (:func:`redo_errors`).
+    ``sample``: each step of a kind in :data:`SAMPLED_KINDS` measures at most that many more
+    groups (a model's units, side by side) and stays partial; the others run whole. Into an
+    empty folder that is a sample of the whole plan, whose GPU seconds :func:`status` scales to
+    every step (spent, plus what is left at the pace measured)."""
     out_dir = Path(out_dir)
     names = {s.name for s in plan.steps}
     for o in only or []:
@@ -442,7 +447,8 @@ def run_plan(
         for step in plan.steps:
             if only and step.name not in only:
                 continue
-            _run_step(step, plan, out_dir, deadline, progress, register, redo)
+            with sampled(sample if step.kind in SAMPLED_KINDS else None):
+                _run_step(step, plan, out_dir, deadline, progress, register, redo)
     return status(plan, out_dir)
 
 
@@ -454,6 +460,11 @@ def registration_command(plan: Plan, out_dir: Path, step: Step) -> str:
         f"--out {shown_path(str(out_dir.absolute()))} --only {step.name}"
         + (f" --model {plan.model}" if plan.model else "")
     )
+
+
+#: the step kinds a sampled run (``run_plan``'s ``sample``) leaves partial: those that resume
+#: unit by unit and whose status scales their missing units from the measured ones
+SAMPLED_KINDS = ("sweep", "bench", "int8_kernels")
 
 
 #: ``register_step``'s default: keep the seconds the step's entry records already
