@@ -232,7 +232,7 @@ def test_pipeline_stages_and_findings_from_a_cpu_probe():
     assert t.stage.tolist() == [s for s in STAGES if s not in GPU_STAGES]
     one = t.set_index("stage").loc["batch, 1 stream", "share_of_1_stream_batch"]
     assert one == pytest.approx(1.0)
-    f = facts_table(frames.probe_facts(probe)).set_index("key").value
+    f = facts_table(frames.probe_facts({"p": probe})).set_index("key").value
     ms = probe.set_index("stage").wall_ms
     assert f["fast.probe_1_over_3_streams"] == pytest.approx(
         ms["batch, 1 stream"] / ms["batch, 3 streams"]

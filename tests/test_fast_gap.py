@@ -206,12 +206,43 @@ def test_the_compiled_stages_finding_flips(compiled_ms, verdict):
     probe = pd.DataFrame(
         {"stage": stages, "wall_ms": 1.0, "gpu_ms": [0.6, 0.4, compiled_ms, compiled_ms]}
     )
-    f = facts_table(frames.probe_facts(probe)).set_index("key")
+    f = facts_table(frames.probe_facts({"p": probe})).set_index("key")
     assert f.loc["fast.probe_compiled_stages_over_eager"].value == pytest.approx(
         2 * compiled_ms / 1.0
     )
     v = evaluate(findings.RULES, f.reset_index()).set_index("id").verdict
     assert v["fast_probe_compiled_stages"] == verdict
     # a CPU probe has no GPU times: no fact
-    keys = {r["key"] for r in frames.probe_facts(probe.assign(gpu_ms=float("nan")))}
+    keys = {r["key"] for r in frames.probe_facts({"p": probe.assign(gpu_ms=float("nan"))})}
     assert "fast.probe_compiled_stages_over_eager" not in keys
+
+
+def _probe(engine_ms: float, one_stream_ms: float) -> pd.DataFrame:
+    """A probe whose four other stages take 1 ms each and whose 3-stream batch takes 10 ms."""
+    stages = ["h2d", "letterbox", "engine", "decode", "postprocess"]
+    wall = [1.0, 1.0, engine_ms, 1.0, 1.0, one_stream_ms, 10.0]
+    return pd.DataFrame(
+        {
+            "stage": [*stages, "batch, 1 stream", "batch, 3 streams"],
+            "wall_ms": wall,
+            "gpu_ms": wall,
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    "second_engine_ms, verdict", [(6.0, HOLDS), (2.0, FAILS)]
+)  # engine share: 60 % in the first probe; 60 % or 33 % in the second
+def test_the_probe_findings_hold_for_every_probe_or_not_at_all(second_engine_ms, verdict):
+    """Two probes: the engine-share fact is the smaller share of the two and the stream fact
+    the smaller ratio; each names both probes; the verdict's datasets are those probes."""
+    probes = {"p1": _probe(6.0, 20.0), "p2": _probe(second_engine_ms, 15.0)}
+    f = facts_table(frames.probe_facts(probes))
+    row = f.set_index("key").loc["fast.probe_engine_share_pct"]
+    assert row.value == pytest.approx(min(60.0, second_engine_ms / (second_engine_ms + 4) * 100))
+    assert tuple(row.datasets) == ("p1", "p2")
+    assert f.set_index("key").loc["fast.probe_1_over_3_streams"].value == pytest.approx(1.5)
+    v = evaluate(findings.RULES, f, "r").set_index("id")
+    assert v.loc["fast_probe_engine_dominates", "verdict"] == verdict
+    assert v.loc["fast_probe_engine_dominates", "datasets"] == "r/p1, r/p2"
+    assert frames.probe_facts({}) == []

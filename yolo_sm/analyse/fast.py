@@ -462,8 +462,7 @@ def facts(root: DataRoot):
     benches = {d: root.load(d) for d in frames.PIPELINE_DATASETS if root.has(d)}
     rows += frames.pipeline_facts(benches)
     rows += frames.mode_facts(benches)
-    if root.has(frames.PROBE):
-        rows += frames.probe_facts(root.load(frames.PROBE))
+    rows += frames.probe_facts({n: root.load(n) for n in root.find_all("probe")})
     if root.has(compile_cache.DATASET):
         rows += compile_cache.cache_facts(root.load(compile_cache.DATASET))
     return facts_table(r for r in rows if not math.isnan(r["value"]))

@@ -14,6 +14,8 @@ are alike.
 
 from __future__ import annotations
 
+import math
+
 from yolo_sm.analyse.bench_table import (
     PIPELINE,
     PREDICT,
@@ -29,7 +31,8 @@ from yolo_sm.contract.vocab import PIPELINE_MODES, PIPELINE_STAGES
 PIPELINE_DATASET = "bench_pipeline"
 #: the benches whose pipeline rows speed goal 1 reads, the fast-engines bench first
 PIPELINE_DATASETS = ("bench_fast_engines", PIPELINE_DATASET)
-#: the pipeline probe: each stage of one batch alone
+#: the reference plan's first pipeline probe (each stage of one batch alone), named where a
+#: root holds none; the findings read every probe of a root (dataset role ``probe``)
 PROBE = "probe_pipeline_w05_b16"
 
 #: the columns of :func:`pipeline_gap`
@@ -307,38 +310,45 @@ def probe_stages(probes: dict):
     return out.sort_values(["width", "batch"], kind="stable").reset_index(drop=True)
 
 
-def probe_facts(probe) -> list[dict]:
-    """Facts of the pipeline probe: the engine's share (%) of the five stages' summed wall
-    time, the letterbox and decode compiled over eager in GPU time (where the probe ran them
-    both ways), and one stream's time per batch over three streams' (above 1: batches
-    overlap)."""
+#: the probe facts and how :func:`probe_facts` takes them over several probes: the value
+#: least favourable to its finding (the findings hold for every probe or not at all)
+PROBE_FACTS = {
+    "fast.probe_engine_share_pct": ("%", min),
+    "fast.probe_compiled_stages_over_eager": ("x", max),
+    "fast.probe_1_over_3_streams": ("x", min),
+}
+
+
+def probe_values(probe) -> dict[str, float]:
+    """One probe's values of :data:`PROBE_FACTS`: the engine's share (%) of the five stages'
+    summed wall time, the letterbox and decode compiled over eager in GPU time (where the probe
+    ran them both ways), and one stream's time per batch over three streams' (above 1: batches
+    overlap); a value the probe cannot give is left out."""
     by_stage = probe.set_index("stage")
     ms = by_stage["wall_ms"]
-    d = (PROBE,)
-    rows = []
+    out = {}
     stages = ms.reindex(list(PIPELINE_STAGES))
     if stages.notna().all() and "engine" in ms:
-        rows.append(
-            fact("fast.probe_engine_share_pct", ms["engine"] / stages.sum() * 100, "%", datasets=d)
-        )
+        out["fast.probe_engine_share_pct"] = ms["engine"] / stages.sum() * 100
     eager, compiled = ("letterbox", "decode"), ("letterbox: compiled", "decode: compiled")
     gpu = by_stage["gpu_ms"]
     if set(eager + compiled) <= set(gpu.index) and gpu.reindex(eager + compiled).notna().all():
-        rows.append(
-            fact(
-                "fast.probe_compiled_stages_over_eager",
-                gpu[list(compiled)].sum() / gpu[list(eager)].sum(),
-                "x",
-                datasets=d,
-            )
+        out["fast.probe_compiled_stages_over_eager"] = (
+            gpu[list(compiled)].sum() / gpu[list(eager)].sum()
         )
     if {"batch, 1 stream", "batch, 3 streams"} <= set(ms.index):
-        rows.append(
-            fact(
-                "fast.probe_1_over_3_streams",
-                ms["batch, 1 stream"] / ms["batch, 3 streams"],
-                "x",
-                datasets=d,
-            )
-        )
+        out["fast.probe_1_over_3_streams"] = ms["batch, 1 stream"] / ms["batch, 3 streams"]
+    return {k: float(v) for k, v in out.items() if not math.isnan(float(v))}
+
+
+def probe_facts(probes: dict) -> list[dict]:
+    """Facts of every pipeline probe (dataset name -> probe table): each of
+    :data:`PROBE_FACTS` over the probes that give it (:func:`probe_values`), the least
+    favourable one, with the names of those probes as its datasets."""
+    values = {name: probe_values(probe) for name, probe in probes.items()}
+    rows = []
+    for key, (unit, worst) in PROBE_FACTS.items():
+        have = {name: v[key] for name, v in values.items() if key in v}
+        if have:
+            rows.append(fact(key, worst(have.values()), unit, datasets=tuple(have)))
     return rows

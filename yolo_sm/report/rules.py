@@ -48,7 +48,9 @@ class Rule:
     ``phrases`` maps a verdict to a template (``str.format`` fields: ``measured``,
     ``threshold``, ``partly``, ``unit``, ``statement``) that words it; verdicts without one get
     :data:`DEFAULT_PHRASE`. ``group`` files the rule under a notebook or a table (``claims``,
-    ``goals``, ``01_width_scaling``)."""
+    ``goals``, ``01_width_scaling``). ``datasets``: the tables the fact is read from; empty
+    where a root's own tables decide which (every table of a role): the verdict then names
+    the datasets its fact records."""
 
     id: str
     statement: str
@@ -102,8 +104,12 @@ def evaluate(rules: Iterable[Rule], facts: pd.DataFrame, root: str = "") -> pd.D
     root's name) prefixes the rule's dataset names (``h200/ncu_width_b8``)."""
     rows = []
     index = {(k, s): v for k, s, v in zip(facts.key, facts.scope, facts.value, strict=True)}
+    sources = {
+        (k, s): tuple(d) for k, s, d in zip(facts.key, facts.scope, facts.datasets, strict=True)
+    }
     for r in rules:
         measured = index.get((r.fact, r.scope), math.nan)
+        names = r.datasets or sources.get((r.fact, r.scope), ())
         rows.append(
             {
                 "id": r.id,
@@ -114,7 +120,7 @@ def evaluate(rules: Iterable[Rule], facts: pd.DataFrame, root: str = "") -> pd.D
                 "threshold": float(r.threshold),
                 "partly": math.nan if r.partly is None else float(r.partly),
                 "verdict": r.decide(float(measured)),
-                "datasets": ", ".join(f"{root}/{d}" if root else d for d in r.datasets),
+                "datasets": ", ".join(f"{root}/{d}" if root else d for d in names),
                 "scope": r.scope,
                 "group": r.group,
             }

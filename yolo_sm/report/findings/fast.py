@@ -14,7 +14,9 @@ from yolo_sm.report.rules import Rule, check_unique, evaluate, rule_maker
 BENCH = ("bench_fast_engines",)
 FP8 = ("trace_fp8_w1_b64",)
 COMPILE = ("trace_fp8_w1_b64", "trace_compile_w1_b64")
-PROBE = ("probe_pipeline_w05_b16",)
+#: the probe findings read every probe of the root (dataset role ``probe``): their verdicts name
+#: the probes their facts came from
+PROBE: tuple[str, ...] = ()
 CACHE = ("bench_compile_cache",)
 
 
@@ -111,7 +113,8 @@ RULES: tuple[Rule, ...] = check_unique(
         ),
         _finding(
             "probe_engine_dominates",
-            "The engine is at least half of a pipeline batch's stage time (stages run alone)",
+            "In every pipeline probe, the engine is at least half of a batch's stage time "
+            "(stages run alone; the smallest share over the probes)",
             "probe_engine_share_pct",
             ">=",
             50.0,
@@ -143,8 +146,9 @@ RULES: tuple[Rule, ...] = check_unique(
         ),
         _finding(
             "probe_compiled_stages",
-            "As the whole-batch graph runs them, the letterbox and the decode take at most half "
-            "the GPU time they take eager (stages run alone)",
+            "In every pipeline probe, the letterbox and the decode as the whole-batch graph runs "
+            "them take at most half the GPU time they take eager (stages run alone; the largest "
+            "ratio over the probes)",
             "probe_compiled_stages_over_eager",
             "<=",
             0.5,
@@ -174,8 +178,8 @@ RULES: tuple[Rule, ...] = check_unique(
         ),
         _finding(
             "probe_streams_overlap",
-            "Three batches in flight overlap: a batch takes at least 1.2x as long with one "
-            "stream as with three",
+            "In every pipeline probe, three batches in flight overlap: a batch takes at least "
+            "1.2x as long with one stream as with three (the smallest ratio over the probes)",
             "probe_1_over_3_streams",
             ">=",
             1.2,
