@@ -6,7 +6,8 @@ the device, letterbox, the engine, the box decode and the post-processing (NMS a
 the post-processing again with its alternative NMS paths (same boxes), then whole batches
 through the pipeline with 1 and with 3 batches in flight. One row per stage: median wall time
 and (on a GPU) median CUDA-event time. The plan step kind ``probe`` writes it as a dataset
-(``h200/probe_pipeline_w05_b16``) that notebook 10 reads next to the bench's pipeline rows;
+(one per width and batch, e.g. ``h200/probe_pipeline_w025_b64``) that notebook 10 reads, every
+probe of a root, next to the bench's pipeline rows;
 ``tools/pipeline_probe.py`` adds a torch.profiler table of the same batches.
 """
 
