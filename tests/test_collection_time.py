@@ -95,7 +95,41 @@ def test_speed_goal_4_needs_two_roots_with_snapshots(make_root):
     base = _root(make_root, "base", _snapshot(BASE))
     other = open_root(str(make_root("plain", ["ceilings"])))
     for cand, b in ((base, None), (base, base), (other, base), (base, other)):
-        assert goals.collection_verdicts(cand, b).verdict.tolist() == [NOT_TESTED]
+        verdicts = goals.collection_verdicts(cand, b).verdict.tolist()
+        assert verdicts == [NOT_TESTED] * len(goals.COLLECTION_RULES)
+
+
+def _sampled(make_root, name, scale, steps=("bench_pipeline", "sweep_bf16_nhwc")):
+    """A root holding the shipped ``steps`` and snapshot, each table's unit seconds (a bench's
+    unit_s, a sweep's phases) times ``scale``, and for a sample only its first half of rows."""
+    folder = make_root(name, [*steps, COLLECTION_TIME])
+    root = open_root(str(folder))
+    for step in steps:
+        df = root.load(step)
+        cols = [c for c in ("unit_s", *ct.ROW_PHASES) if c in df]
+        df[cols] = df[cols] * scale
+        df.iloc[: len(df) // 2].to_parquet(folder / root.info(step)["file"], index=False)
+    return open_root(str(folder))
+
+
+@pytest.mark.parametrize("scale, verdict", [(0.4, HOLDS), (0.8, FAILS)])
+def test_the_same_units_check_compares_only_what_both_roots_measured(make_root, scale, verdict):
+    """A candidate holding half of each table's units, each taking ``scale`` x the baseline's
+    seconds: per step the units in common, their ratio exactly ``scale`` whatever the units
+    left out, and the same-units rule flips at 0.5."""
+    base = open_root(str(make_root("base", ["bench_pipeline", "sweep_bf16_nhwc", COLLECTION_TIME])))
+    cand = _sampled(make_root, "cand", scale)
+    same = ct.same_units(base, cand).set_index("step")
+    assert list(same.index) == ["sweep_bf16_nhwc", "bench_pipeline"]  # snapshot (plan) order
+    assert same.loc["bench_pipeline", "seconds_of"] == "unit_s"
+    assert same.loc["sweep_bf16_nhwc", "seconds_of"] == "build_s, warmup_s, timed_s, profile_s"
+    assert same.loc["sweep_bf16_nhwc", "units"] == len(cand.load("sweep_bf16_nhwc"))
+    assert 0 < same.loc["bench_pipeline", "units"] < 8  # (width, batch) units in common
+    assert same.ratio.to_numpy() == pytest.approx([scale, scale])
+    v = goals.collection_verdicts(cand, base).set_index("id")
+    assert v.loc["speed_4_same_units", "verdict"] == verdict
+    assert "base/bench_pipeline" in v.loc["speed_4_same_units", "datasets"]
+    assert ct.same_units(base, base).empty  # a root against itself is no comparison
 
 
 def test_side_by_side_keeps_steps_of_either_snapshot():

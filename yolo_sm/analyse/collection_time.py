@@ -6,7 +6,8 @@ meant to beat).
 
 A snapshot of a root re-collected in part (a sample of every step) scales each step to the
 whole plan the way ``collect --status`` does: the missing points or units at the pace the
-sample measured. Two snapshots of the same plan compare step by step."""
+sample measured. Two snapshots of the same plan compare step by step; and, with no scaling at
+all, on the very units both roots measured (:func:`same_units`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pandas as pd
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.gpu_time import PHASES
-from yolo_sm.contract.schema import COLLECTION_TIME
+from yolo_sm.contract.schema import COLLECTION_TIME, KEY_COLUMNS
 
 PREFIX = "collection."
 #: the phase columns of a snapshot, in order
@@ -107,8 +108,10 @@ def facts(root: DataRoot) -> pd.DataFrame:
 def pair_facts(base: DataRoot, cand: DataRoot) -> pd.DataFrame:
     """Facts of a candidate root's snapshot against a baseline root's (none unless both
     have one, or when they are the same folder): ``collection.plan_s_over_baseline`` (the
-    candidate's whole-plan seconds over the baseline's, over the steps both snapshots hold)
-    and ``collection.steps_compared``."""
+    candidate's whole-plan seconds over the baseline's, over the steps both snapshots hold),
+    ``collection.steps_compared``, and ``collection.same_units_s_over_baseline`` (the
+    candidate's seconds over the baseline's on the units both measured, :func:`same_units`;
+    absent where they measured none in common)."""
     a, b = snapshot(base), snapshot(cand)
     if a is None or b is None or base.path.resolve() == cand.path.resolve():
         return facts_table([])
@@ -121,4 +124,71 @@ def pair_facts(base: DataRoot, cand: DataRoot) -> pd.DataFrame:
         fact(PREFIX + "plan_s_over_baseline", ratio, "x", datasets=ds),
         fact(PREFIX + "steps_compared", len(both), "steps", datasets=ds),
     ]
+    same = same_units(base, cand)
+    if len(same) and same["base_s"].sum() > 0:
+        names = tuple(f"{r.name}/{s}" for s in same["step"] for r in (base, cand))
+        rows.append(
+            fact(
+                PREFIX + "same_units_s_over_baseline",
+                float(same["cand_s"].sum() / same["base_s"].sum()),
+                "x",
+                datasets=names,
+            )
+        )
     return facts_table(rows)
+
+
+#: the columns that name a unit in a step's own table, by step kind: a bench's (model, batch),
+#: a sweep's point
+UNIT_KEYS = {"bench": ("family", "width", "batch"), "sweep": KEY_COLUMNS}
+#: the seconds a sweep row records, by phase (a bench row's ``unit_s`` is its whole unit's)
+ROW_PHASES = ("build_s", "warmup_s", "timed_s", "profile_s")
+#: the columns of :func:`same_units`
+SAME_UNITS_COLUMNS = ("step", "kind", "units", "seconds_of", "base_s", "cand_s", "ratio")
+
+
+def _unit_seconds(df: pd.DataFrame, kind: str, phases: tuple[str, ...]) -> pd.Series:
+    """Seconds per unit of a bench or sweep table, indexed by its unit key as text: a bench's
+    ``unit_s`` (every row of a unit carries it), a sweep's ``phases`` summed per point."""
+    keys = [k for k in UNIT_KEYS[kind] if k in df]
+    named = df.assign(**{k: df[k].astype(str) for k in keys})
+    if kind == "bench":
+        return named.groupby(keys)["unit_s"].max().dropna()
+    return (
+        named[keys].assign(sec=named[list(phases)].fillna(0.0).sum(axis=1)).groupby(keys).sec.sum()
+    )
+
+
+def same_units(base: DataRoot, cand: DataRoot) -> pd.DataFrame:
+    """Per bench and sweep step of ``cand``'s snapshot whose table both roots hold: the units
+    both measured (``units``), the seconds each root took for them (``base_s``, ``cand_s``: a
+    bench's ``unit_s``, a sweep's phases that both tables record, named in ``seconds_of``) and
+    ``ratio`` (candidate over baseline). No unit is scaled or estimated: what a sampled
+    candidate measured against what the baseline took for the very same work. Empty unless
+    both roots have a snapshot and differ."""
+    a, b = snapshot(base), snapshot(cand)
+    rows = []
+    if a is not None and b is not None and base.path.resolve() != cand.path.resolve():
+        for step, kind in zip(b["step"], b["kind"], strict=True):
+            if kind not in UNIT_KEYS or not (base.has(step) and cand.has(step)):
+                continue
+            old, new = base.load(step), cand.load(step)
+            if kind == "bench":
+                phases = ("unit_s",) if "unit_s" in old and "unit_s" in new else ()
+            else:
+                phases = tuple(c for c in ROW_PHASES if c in old and c in new)
+            if not phases:
+                continue
+            o, n = _unit_seconds(old, kind, phases), _unit_seconds(new, kind, phases)
+            both = o.index.intersection(n.index)
+            if not len(both):
+                continue
+            base_s, cand_s = float(o[both].sum()), float(n[both].sum())
+            rows.append(
+                {
+                    "step": step, "kind": kind, "units": len(both),
+                    "seconds_of": ", ".join(phases), "base_s": base_s, "cand_s": cand_s,
+                    "ratio": cand_s / base_s if base_s > 0 else float("nan"),
+                }
+            )  # fmt: skip
+    return pd.DataFrame(rows, columns=list(SAME_UNITS_COLUMNS))

@@ -284,6 +284,23 @@ def collection_steps(root: DataRoot, baseline: DataRoot | None = None):
     return tables.show(collection.side_by_side(base, snap))
 
 
+def same_units(root: DataRoot, baseline: DataRoot | None = None):
+    """Per bench and sweep step, the seconds ``root`` and ``baseline`` took for the units both
+    measured (:func:`yolo_sm.analyse.collection_time.same_units`); a note without a baseline,
+    or where the two hold no unit in common."""
+    if baseline is None or baseline.path.resolve() == root.path.resolve():
+        return Note(
+            "Set `BASELINE` to another root with a snapshot to compare the units both measured."
+        )
+    same = collection.same_units(baseline, root)
+    if not len(same):
+        return Note(
+            f"The roots {code(baseline.name)} and {code(root.name)} hold no bench or sweep "
+            "unit in common (or one lacks a snapshot)."
+        )
+    return tables.show(same)
+
+
 def collection_phases(root: DataRoot):
     """Where the recorded collection seconds went, per phase
     (:func:`yolo_sm.analyse.collection_time.phases`); None without a snapshot (the section's

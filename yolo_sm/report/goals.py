@@ -216,6 +216,17 @@ COLLECTION_RULES: tuple[Rule, ...] = check_unique(
             datasets=(COLLECTION_TIME,),
             group=SPEED_GROUP,
         ),
+        Rule(
+            id="speed_4_same_units",
+            statement="On the units both roots measured, the collection took at most half the "
+            "GPU seconds the baseline's took for them (no unit scaled or estimated: a check on "
+            "the scaled whole)",
+            fact="collection.same_units_s_over_baseline",
+            op="<=",
+            threshold=0.5,
+            unit="x",
+            group=SPEED_GROUP,
+        ),
     )
 )
 
