@@ -128,7 +128,9 @@ def test_the_same_units_check_compares_only_what_both_roots_measured(make_root, 
     assert same.ratio.to_numpy() == pytest.approx([scale, scale])
     v = goals.collection_verdicts(cand, base).set_index("id")
     assert v.loc["speed_4_same_units", "verdict"] == verdict
-    assert "base/bench_pipeline" in v.loc["speed_4_same_units", "datasets"]
+    named = v.loc["speed_4_same_units", "datasets"].split(", ")
+    assert {"base/bench_pipeline", "cand/bench_pipeline", "base/sweep_bf16_nhwc"} <= set(named)
+    assert all(n.count("/") == 1 for n in named)  # each name once prefixed with its root
     assert ct.same_units(base, base).empty  # a root against itself is no comparison
 
 

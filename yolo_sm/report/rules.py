@@ -101,7 +101,8 @@ def _num(v: float, unit: str) -> str:
 
 def evaluate(rules: Iterable[Rule], facts: pd.DataFrame, root: str = "") -> pd.DataFrame:
     """The verdict table: one row per rule with :data:`VERDICT_COLUMNS`. ``root`` (a dataset
-    root's name) prefixes the rule's dataset names (``h200/ncu_width_b8``)."""
+    root's name) prefixes the rule's dataset names (``h200/ncu_width_b8``), those that name no
+    root of their own."""
     rows = []
     index = {(k, s): v for k, s, v in zip(facts.key, facts.scope, facts.value, strict=True)}
     sources = {
@@ -120,7 +121,8 @@ def evaluate(rules: Iterable[Rule], facts: pd.DataFrame, root: str = "") -> pd.D
                 "threshold": float(r.threshold),
                 "partly": math.nan if r.partly is None else float(r.partly),
                 "verdict": r.decide(float(measured)),
-                "datasets": ", ".join(f"{root}/{d}" if root else d for d in names),
+                # a name with a root already (a fact over two roots) is kept as it is
+                "datasets": ", ".join(f"{root}/{d}" if root and "/" not in d else d for d in names),
                 "scope": r.scope,
                 "group": r.group,
             }
