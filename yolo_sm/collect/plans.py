@@ -463,8 +463,9 @@ def registration_command(plan: Plan, out_dir: Path, step: Step) -> str:
 
 
 #: the step kinds a sampled run (``run_plan``'s ``sample``) leaves partial: those that resume
-#: unit by unit and whose status scales their missing units from the measured ones
-SAMPLED_KINDS = ("sweep", "bench", "int8_kernels")
+#: unit by unit and whose status scales their missing units from the measured ones (the
+#: resumable kinds, and int8_kernels, whose missing units status estimates from its own)
+SAMPLED_KINDS = (*RESUMABLE, "int8_kernels")
 
 
 #: ``register_step``'s default: keep the seconds the step's entry records already
