@@ -362,6 +362,31 @@ def test_the_autotune_bench_decides_goal_3_where_the_root_holds_it(df, tmp_path)
     assert v.verdict["speed_3_w0.5"] == NOT_TESTED  # the autotune bench did not time it
 
 
+def test_the_gap_to_max_autotune_is_judged_against_the_rows_spread():
+    """speed_3_gap_in_spread: the fastest engine's median forward minus max-autotune's, over the
+    larger IQR of the two rows; within it (<= 1) or beyond it, and negative when ahead."""
+    from yolo_sm.analyse.facts import facts_table
+
+    def row(variant, ms, iqr):
+        return {"width": 1.0, "batch": 64, "variant": variant, "scope": "model_only",
+                "status": "ok", "median_ms": ms, "iqr_ms": iqr, "img_per_s": 64e3 / ms}  # fmt: skip
+
+    def verdict(best_ms, iqr):
+        bench = pd.DataFrame(
+            [row(fast.MAX_AUTOTUNE, 20.0, 0.2), row("compile/fp16/nhwc", best_ms, iqr),
+             row("cudagraph/fp16/nhwc", 30.0, 0.1), row("eager/fp16/nhwc", 31.0, 0.1)]
+        )  # fmt: skip
+        f = facts_table(fast.autotune_spread_facts(bench))
+        return evaluate(goals.SPEED_RULES, f).set_index("id").loc["speed_3_gap_in_spread_w1"]
+
+    v = verdict(20.3, 0.5)  # 0.3 ms behind, IQR up to 0.5 ms
+    assert v.measured == pytest.approx(0.6) and v.verdict == HOLDS
+    v = verdict(20.3, 0.1)  # 0.3 ms behind, IQR up to 0.2 ms
+    assert v.measured == pytest.approx(1.5) and v.verdict == FAILS
+    assert verdict(19.8, 0.1).measured == pytest.approx(-1.0)  # ahead
+    assert fast.autotune_spread_facts(pd.DataFrame([row("compile/fp16/nhwc", 20.0, 0.1)])) == []
+
+
 def test_every_goal_names_a_point_its_plan_step_measures():
     """A goal whose (width, batch) its dataset's plan step never measures reads "not tested" on
     every root, whatever is collected: each rule's scope lies in its step's grid."""
@@ -380,7 +405,10 @@ def test_every_goal_names_a_point_its_plan_step_measures():
             params = steps[name]["params"]
             if "widths" not in params:  # a step without a per-width grid (the ceilings)
                 continue
-            assert width in params["widths"], (rule.id, name, "width")
-            assert batch in params["batches"], (rule.id, name, "batch")
+            widths, batches = (
+                v if isinstance(v, list) else [v] for v in (params["widths"], params["batches"])
+            )  # a trace step may name one batch as a scalar
+            assert width in widths, (rule.id, name, "width")
+            assert batch in batches, (rule.id, name, "batch")
             checked += 1
     assert checked >= len(goals.SPEED_RULES)

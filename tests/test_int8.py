@@ -403,6 +403,37 @@ def test_speed_goal_2_reads_the_fastest_8bit_engine_and_zero_where_all_failed():
     assert v.verdict["speed_2_w1.5"] == NOT_TESTED  # width not benched
 
 
+def test_speed_goal_2_budget_flips_with_the_convolutions_and_the_rest():
+    """The int8 trace against the time per forward at 1.3x the fastest fp16 engine: its
+    convolutions fit that budget or not, and the kernels outside them (its quantiser, a copy)
+    fill what the convolutions leave or not."""
+    from yolo_sm.analyse.facts import facts_table
+    from yolo_sm.report import goals
+
+    def verdicts(fp16_ms, int8_conv_us):
+        bench = _bench(180.0)
+        bench["img_per_s"] *= 64e3 / fp16_ms / 120.0  # the CUDA graph fp16 at w1: fp16_ms
+        table = p8.trace_table(p8.int8_breakdown(_kernels(int8_conv_us)))
+        budget = p8.budget_table(p8.engine_speed(bench), table)
+        facts = facts_table(p8.budget_facts(budget))
+        return budget.iloc[0], evaluate(goals.SPEED_RULES, facts).set_index("id")
+
+    b, v = verdicts(1.3, 600.0)  # budget 1.0 ms: convs 0.6 fit, the 0.5 ms outside exceed 0.4
+    assert b.budget_ms == pytest.approx(1.0) and b.outside_ms == pytest.approx(0.5)
+    assert b.trace_over_bench == pytest.approx(1.1 / (1.3 * 120.0 / 180.0))  # int8 at 180/120
+    assert v.measured["speed_2_convs_fit_w1"] == pytest.approx(0.6)
+    assert v.verdict["speed_2_convs_fit_w1"] == HOLDS
+    assert v.measured["speed_2_outside_caps_w1"] == pytest.approx(0.5 / 0.4)
+    assert v.verdict["speed_2_outside_caps_w1"] == HOLDS
+    _, v = verdicts(1.69, 600.0)  # budget 1.3 ms leaves 0.7 ms: the rest fits
+    assert v.verdict["speed_2_outside_caps_w1"] == FAILS
+    b, v = verdicts(1.3, 1500.0)  # convolutions alone over the budget: no room at all
+    assert v.verdict["speed_2_convs_fit_w1"] == FAILS and math.isinf(b.outside_over_room)
+    assert v.verdict["speed_2_outside_caps_w1"] == HOLDS
+    assert v.verdict["speed_2_convs_fit_w2"] == NOT_TESTED  # width 2.0 not traced
+    assert p8.budget_table(p8.engine_speed(_bench(180.0)), pd.DataFrame()).empty
+
+
 def _occupied(int8_registers: int):
     """:func:`_kernels` with launch figures: fp16's convolution at 18.75 % theoretical
     occupancy, int8's at 18.75 % with 168 registers per thread or 37.5 % with fewer."""

@@ -127,6 +127,7 @@ def autotune_facts(bench, datasets=(AUTOTUNE_DATASET,)) -> list[dict]:
         fact("fast.best_over_max_autotune", v, "x", scope=scope(w, b), datasets=datasets)
         for (w, b), v in best_over_max_autotune(bench).items()
     ]
+    rows += autotune_spread_facts(bench, datasets)
     stock = engines(bench)
     stock = stock[stock["variant"] == MAX_AUTOTUNE]
     if "build_s" in stock:
@@ -135,6 +136,32 @@ def autotune_facts(bench, datasets=(AUTOTUNE_DATASET,)) -> list[dict]:
                 fact("fast.max_autotune_build_s", v, "s", scope=scope(w, b), datasets=datasets)
             )
     return rows
+
+
+def autotune_spread_facts(bench, datasets=(AUTOTUNE_DATASET,)) -> list[dict]:
+    """Per (width, batch) where ``bench`` timed :data:`MAX_AUTOTUNE` with its spread: how much
+    longer the fastest other engine's median forward takes than max-autotune's, over the larger
+    interquartile range of the two rows (``fast.max_autotune_gap_over_iqr``; negative where the
+    fastest engine is ahead, at most 1 where the gap is within the timings' spread)."""
+    e = engines(bench, baseline=True)
+    if not {"median_ms", "iqr_ms"} <= set(e.columns):
+        return []
+    out = []
+    for (w, b), g in e.groupby(["width", "batch"]):
+        stock, others = g[g["variant"] == MAX_AUTOTUNE], g[g["variant"] != MAX_AUTOTUNE]
+        if stock.empty or others.empty:
+            continue
+        s, best = stock.loc[stock.img_per_s.idxmax()], others.loc[others.img_per_s.idxmax()]
+        spread = max(s.iqr_ms, best.iqr_ms)
+        if not spread > 0:
+            continue
+        gap = best.median_ms - s.median_ms
+        note = f"{best.variant}: {gap:+.3f} ms per forward, IQR up to {spread:.3f} ms"
+        out.append(
+            fact("fast.max_autotune_gap_over_iqr", gap / spread, "x", scope=scope(w, b),
+                 datasets=datasets, note=note)
+        )  # fmt: skip
+    return out
 
 
 # ---- 8-bit ------------------------------------------------------------------------------------

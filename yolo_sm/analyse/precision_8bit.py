@@ -264,6 +264,7 @@ def trace_table(breakdown):
     b = breakdown
     rows = []
     for w, c16, c8 in trace_pairs(b.columns):
+        batch = parse_config(c8, strict=False)["batch"]
         conv16, conv8 = part_ms(b, c16, CONV_PARTS), part_ms(b, c8, CONV_PARTS)
         epi16, epi8 = part_ms(b, c16, EPILOGUE), part_ms(b, c8, EPILOGUE)
         quant = part_ms(b, c8, ["8-bit quantisation"])
@@ -272,6 +273,7 @@ def trace_table(breakdown):
         rows.append(
             {
                 "width": w,
+                "batch": batch,
                 "fp16_ms": float(b.loc["total", c16]),
                 "int8_ms": float(b.loc["total", c8]),
                 "int8_over_fp16": float(b.loc["total", c8] / b.loc["total", c16]),
@@ -413,11 +415,96 @@ def goal_facts(speed) -> list[dict]:
     return out
 
 
+#: speed goal 2: an 8-bit engine's img/s over the fastest fp16 engine's of the same width and
+#: batch (the rule's threshold, and the ratio :func:`budget_table` budgets the forward for)
+GOAL_RATIO = 1.3
+
+
+def budget_table(speed, table, ratio: float = GOAL_RATIO) -> pd.DataFrame:
+    """Where the int8 engine's GPU time goes against the time per forward at which it would
+    deliver ``ratio`` x the fastest fp16 engine: per width of :func:`trace_table` (Kineto, one
+    eager forward per engine) whose (width, batch) the bench timed (:func:`engine_speed`).
+
+    ``budget_ms`` is the fastest fp16 engine's ms per forward (batch / its img/s in the bench)
+    over ``ratio``; ``conv_over_budget`` the int8 convolutions' GPU ms over it (under 1: the
+    convolutions fit); ``outside_ms`` the int8 forward's kernels outside its convolutions
+    (quantisation, copies and concatenations, pooling and upsampling, adds, SiLU) and
+    ``outside_over_room`` those ms over what the budget leaves after the convolutions (inf where
+    the convolutions alone exceed it; over 1: the kernels outside the convolutions alone keep
+    the engine under ``ratio``). The trace and the bench are different runs: kernel time is
+    compared with a forward's wall time, and ``trace_over_bench`` (the int8 trace's GPU ms per
+    forward over the int8 engine's ms per forward in the bench; NaN where it did not run there)
+    says how far apart they are."""
+    cols = ["width", "batch", "fastest_fp16", "budget_ms", "int8_ms", "int8_conv_ms"]
+    cols += ["conv_over_budget", "outside_ms", "outside_over_room", "trace_over_bench"]
+    if table.empty or speed.empty:
+        return pd.DataFrame(columns=cols)
+    fp16 = ok_rows(speed[speed.precision == "fp16"])
+    int8 = ok_rows(speed[speed.precision == "int8"])
+    rows = []
+    for r in table.itertuples():
+        g = fp16[(fp16.width == r.width) & (fp16.batch == r.batch)]
+        if g.empty:
+            continue
+        best = g.loc[g.img_per_s.idxmax()]
+        budget = 1e3 * r.batch / best.img_per_s / ratio
+        outside = r.int8_ms - r.int8_conv_ms
+        room = budget - r.int8_conv_ms
+        i8 = int8[(int8.width == r.width) & (int8.batch == r.batch)].img_per_s
+        bench_ms = 1e3 * r.batch / i8.max() if len(i8) else math.nan
+        rows.append(
+            {
+                "width": r.width,
+                "batch": r.batch,
+                "fastest_fp16": best.variant,
+                "budget_ms": budget,
+                "int8_ms": r.int8_ms,
+                "int8_conv_ms": r.int8_conv_ms,
+                "conv_over_budget": r.int8_conv_ms / budget,
+                "outside_ms": outside,
+                "outside_over_room": outside / room if room > 0 else math.inf,
+                "trace_over_bench": r.int8_ms / bench_ms,
+            }
+        )
+    return pd.DataFrame(rows, columns=cols)
+
+
+def budget_facts(budget) -> list[dict]:
+    """From :func:`budget_table`, per (width, batch): ``eight_bit.int8_conv_over_budget`` and
+    ``eight_bit.int8_outside_conv_over_room``."""
+    ds = (TRACE_INT8, BENCH_8BIT)
+    out = []
+    for r in budget.itertuples():
+        at = unit_scope(r.width, r.batch)
+        note = f"budget {r.budget_ms:.2f} ms per forward ({r.fastest_fp16})"
+        out.append(
+            fact("eight_bit.int8_conv_over_budget", r.conv_over_budget, "x", scope=at,
+                 datasets=ds, note=note)
+        )  # fmt: skip
+        out.append(
+            fact("eight_bit.int8_outside_conv_over_room", r.outside_over_room, "x", scope=at,
+                 datasets=ds, note=f"{r.outside_ms:.2f} ms outside the convolutions")
+        )  # fmt: skip
+    return out
+
+
+def budget_of(root: DataRoot) -> pd.DataFrame:
+    """:func:`budget_table` of ``root``'s ``bench_8bit`` and ``trace_int8_b64`` (empty without
+    either)."""
+    if not (root.has(BENCH_8BIT) and root.has(TRACE_INT8)):
+        return budget_table(pd.DataFrame(), pd.DataFrame())
+    table = trace_table(int8_breakdown(root.load(TRACE_INT8)))
+    return budget_table(engine_speed(root.load(BENCH_8BIT)), table)
+
+
 def goal_facts_of(root: DataRoot):
-    """:func:`goal_facts` of ``root``'s ``bench_8bit`` as a facts table (empty without it)."""
+    """:func:`goal_facts` of ``root``'s ``bench_8bit``, with :func:`budget_facts` where it holds
+    the int8 trace too, as a facts table (empty without the bench)."""
     if not root.has(BENCH_8BIT):
         return facts_table([])
-    return facts_table(goal_facts(engine_speed(root.load(BENCH_8BIT))))
+    return facts_table(
+        goal_facts(engine_speed(root.load(BENCH_8BIT))) + budget_facts(budget_of(root))
+    )
 
 
 def facts_8bit(root: DataRoot) -> list[dict]:

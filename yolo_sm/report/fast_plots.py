@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from yolo_sm.analyse import collection_time as collection
 from yolo_sm.analyse import compile_cache, fast, fast_recommend, frames
+from yolo_sm.analyse import precision_8bit as p8
 from yolo_sm.analyse.bench_table import engines, variant_order
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.schema import COLLECTION_TIME
@@ -321,6 +322,15 @@ def pipeline_gap(root: DataRoot):
     gap = frames.stage_budget(frames.fastest_pipelines(benches), PIPELINE_OVER_FASTEST)
     # the engine it wraps is named in the pipeline variant: one column fewer on the page
     return tables.show(gap.drop(columns="own_engine"))
+
+
+@needs(p8.BENCH_8BIT, p8.TRACE_INT8)
+def eight_bit_budget(root: DataRoot):
+    """Speed goal 2 in ms per forward, per width the int8 trace and the 8-bit bench share: the
+    time a forward at the goal's ratio to the fastest fp16 engine may take, the int8 engine's
+    convolutions and its kernels outside them against it
+    (:func:`yolo_sm.analyse.precision_8bit.budget_table`)."""
+    return tables.show(p8.budget_of(root))
 
 
 @needs(fast.AUTOTUNE_DATASET)

@@ -170,17 +170,47 @@ def _speed_rules():
                 datasets=frames.PIPELINE_DATASETS,
                 group=SPEED_GROUP,
             )
+    ratio = p8.GOAL_RATIO
     for w in EIGHT_BIT_WIDTHS:
         yield Rule(
             id=f"speed_2_w{w:g}",
             statement=f"Batch 64, width {w:g}: an 8-bit engine that passes its numerical check "
-            "delivers at least 1.3x the img/s of the fastest fp16 engine (same process; 0 where "
-            "every 8-bit engine failed its check)",
+            f"delivers at least {ratio:g}x the img/s of the fastest fp16 engine (same process; "
+            "0 where every 8-bit engine failed its check)",
             fact="eight_bit.best_over_fastest_fp16",
             op=">=",
-            threshold=1.3,
+            threshold=ratio,
             unit="x",
-            datasets=("bench_8bit",),
+            datasets=(p8.BENCH_8BIT,),
+            scope=fast.scope(w, 64),
+            group=SPEED_GROUP,
+        )
+        # what holds the int8 engine back: its convolutions against the time per forward at
+        # that ratio, and the kernels outside them against what the convolutions leave
+        yield Rule(
+            id=f"speed_2_convs_fit_w{w:g}",
+            statement=f"Batch 64, width {w:g}: the int8 engine's convolutions alone take less "
+            f"GPU time than a forward at {ratio:g}x the fastest fp16 engine's img/s may take "
+            "(Kineto kernels of one forward against the 8-bit bench)",
+            fact="eight_bit.int8_conv_over_budget",
+            op="<",
+            threshold=1.0,
+            unit="x",
+            datasets=(p8.TRACE_INT8, p8.BENCH_8BIT),
+            scope=fast.scope(w, 64),
+            group=SPEED_GROUP,
+        )
+        yield Rule(
+            id=f"speed_2_outside_caps_w{w:g}",
+            statement=f"Batch 64, width {w:g}: the int8 engine's kernels outside its "
+            "convolutions (quantisation, copies and concatenations, pooling and upsampling, "
+            "adds) take more GPU time than that forward leaves after the convolutions: they "
+            f"alone keep it under {ratio:g}x",
+            fact="eight_bit.int8_outside_conv_over_room",
+            op=">",
+            threshold=1.0,
+            unit="x",
+            datasets=(p8.TRACE_INT8, p8.BENCH_8BIT),
             scope=fast.scope(w, 64),
             group=SPEED_GROUP,
         )
@@ -195,6 +225,19 @@ def _speed_rules():
             ">=",
             1.0,
             datasets=(fast.AUTOTUNE_DATASET,),
+            group=SPEED_GROUP,
+        )
+        yield Rule(
+            id=f"speed_3_gap_in_spread_w{w:g}",
+            statement=f"Batch 64, width {w:g}: the fastest engine's median forward is at most "
+            "the larger interquartile range of the two rows slower than "
+            "max-autotune-no-cudagraphs' (a gap the timings cannot tell from noise)",
+            fact="fast.max_autotune_gap_over_iqr",
+            op="<=",
+            threshold=1.0,
+            unit="x",
+            datasets=(fast.AUTOTUNE_DATASET,),
+            scope=fast.scope(w, 64),
             group=SPEED_GROUP,
         )
     # the warm build within 60 s is the finding fast_warm_compile_fast (one rule per fact)
