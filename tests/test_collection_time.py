@@ -164,6 +164,33 @@ def test_status_save_writes_and_registers_the_snapshot(make_root, capsys):
     assert whole == pytest.approx(df.plan_s.sum(), abs=0.05 * len(df))
 
 
+def test_status_with_sample_projects_what_a_sample_costs(make_root, capsys):
+    """--status --sample N: each sampled step at N of its groups' share of its whole seconds,
+    a step that runs whole at its whole; the total line is the column's sum; --sample is
+    checked before anything is read."""
+    from yolo_sm.collect import collection_time
+    from yolo_sm.collect.plans import load_plan
+
+    folder = make_root("r", ["sweep_1280", "ceilings", "bench_8bit"])
+    plan = load_plan(PLAN)
+    cost = collection_time.sample_table(plan, folder, 1).set_index("step")
+    src = open_root("h200").info("sweep_1280")["gpu_seconds"]["total"]
+    assert cost.loc["sweep_1280", "groups"] == 3 and cost.loc["sweep_1280", "sampled"] == 1
+    assert cost.loc["sweep_1280", "sample_s"] == pytest.approx(src / 3)
+    assert cost.loc["bench_8bit", "groups"] == 4  # its widths, every batch of one a group
+    assert cost.loc["int8_kernels", "groups"] == 6  # (width, scope) units
+    assert pd.isna(cost.loc["ceilings", "groups"])
+    assert cost.loc["ceilings", "sample_s"] == cost.loc["ceilings", "whole_s"] > 0
+    everything = collection_time.sample_table(plan, folder, 10).set_index("step")
+    assert (everything.sample_s == everything.whole_s).all()  # N above every step's groups
+    assert main(["collect", "--plan", PLAN, "--out", str(folder), "--status", "--sample", "1"]) == 0
+    out = capsys.readouterr().out
+    total = float(out.split("collect --sample 1 into an empty folder): about ")[1].split(" s ")[0])
+    assert total == pytest.approx(cost.sample_s.sum(), abs=0.5)
+    rc = main(["collect", "--plan", PLAN, "--out", str(folder), "--status", "--sample", "0"])
+    assert rc == 2 and "--sample" in capsys.readouterr().err
+
+
 def test_save_without_status_is_one_sentence(tmp_path, capsys):
     rc = main(["collect", "--plan", PLAN, "--out", str(tmp_path / "r"), "--save"])
     assert rc == 2

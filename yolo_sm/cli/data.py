@@ -44,7 +44,8 @@ def add_parser(sub) -> None:
         metavar="N",
         help="measure at most N more groups (a model's units) of each sweep, bench and "
         "int8_kernels step and leave it partial; the other steps run whole. Into an empty "
-        "folder, then --status: the whole plan's GPU time, scaled from the sample",
+        "folder, then --status: the whole plan's GPU time, scaled from the sample. With "
+        "--status on a measured root: what such a sample would cost by its seconds",
     )
     c.add_argument(
         "--redo-errors",
@@ -157,6 +158,7 @@ def collect(args) -> int:
     out_dir = Path(values.text(args.out, "--out"))
     if args.save and not args.status:
         raise UserError("--save goes with --status (it saves what --status shows)")
+    sample = None if args.sample is None else values.whole(args.sample, "--sample", lo=1, hi=10**6)
     if args.status:
         table = plans.status(plan, out_dir)
         print(table.to_string(index=False))
@@ -172,6 +174,17 @@ def collect(args) -> int:
             )
         whole = plans.gpu_totals(table)["total"] + left
         print(f"whole plan: about {whole:.0f} s ({whole / 60:.1f} min) of GPU time, spent + left")
+        if sample is not None:
+            from yolo_sm.collect import collection_time
+
+            cost = collection_time.sample_table(plan, out_dir, sample, table)
+            print(cost.round({"whole_s": 0, "sample_s": 0}).to_string(index=False))
+            total = float(cost.sample_s.sum())
+            print(
+                f"a sample of {sample} group(s) per sampled step (collect --sample {sample} into "
+                f"an empty folder): about {total:.0f} s ({total / 60:.1f} min) of GPU time by "
+                "this root's seconds"
+            )
         if args.save:
             from yolo_sm.collect import collection_time
 
@@ -192,7 +205,6 @@ def collect(args) -> int:
             steps = ", ".join(sorted(names))
             raise UserError(f"plan {plan.name} has no step {o!r}; steps: {steps}")
     redo = None if args.redo_errors is None else str(args.redo_errors)
-    sample = None if args.sample is None else values.whole(args.sample, "--sample", lo=1, hi=10**6)
     if sample is not None and (args.workers is not None or args.scheduler):
         raise UserError("--sample runs on one GPU: leave out --workers and --scheduler")
     workers = (

@@ -15,7 +15,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from yolo_sm.collect.plans import status
+from yolo_sm.collect.plans import (
+    SAMPLED_KINDS,
+    bench_spec,
+    int8_kernel_spec,
+    status,
+    sweep_spec,
+)
 from yolo_sm.contract.gpu_time import PHASES
 from yolo_sm.contract.manifest import (
     PROVENANCE_FIELDS,
@@ -109,3 +115,45 @@ def save(
     write_atomic(df, out_dir / FILE, {"plan": plan.name})
     register(out_dir, COLLECTION_TIME, FILE, COLLECTION_TIME, DESCRIPTION, command)
     return df
+
+
+def groups(step, plan: Plan) -> int | None:
+    """How many groups a sampled run (``collect --sample``) measures one at a time in ``step``:
+    a sweep's models (all points of one), a bench's models (all batches of one), an
+    int8_kernels step's (width, scope) units; None for a kind that runs whole."""
+    if step.kind not in SAMPLED_KINDS:
+        return None
+    if step.kind == "sweep":
+        return len({p.model_key() for p in sweep_spec(step, plan).points()})
+    if step.kind == "bench":
+        return len({(family, width) for family, width, _ in bench_spec(step, plan).units()})
+    return len(int8_kernel_spec(step, plan).units())
+
+
+#: the columns of :func:`sample_table`
+SAMPLE_COLUMNS = ("step", "kind", "state", "groups", "sampled", "whole_s", "sample_s")
+
+
+def sample_table(
+    plan: Plan, out_dir: str | os.PathLike, n: int, st: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """What ``collect --sample n`` into an empty folder would cost, by root ``out_dir``'s own
+    seconds (:func:`table`), to plan a sample on a host whose GPU time is limited. Per step:
+    ``groups`` of a sampled kind (:func:`groups`; NA for the others), ``sampled`` (at most
+    ``n`` of them), ``whole_s`` (one run of the whole step: spent plus left, or left alone where
+    the plan changed a step since its table was made) and ``sample_s``: a sampled kind's
+    ``whole_s`` times the share of its groups sampled (each group taken as costing the same:
+    the first groups in plan order may cost more or less), another kind's ``whole_s``."""
+    t = table(plan, out_dir, st)
+    rows = []
+    for s, r in zip(plan.steps, t.itertuples(index=False), strict=True):
+        whole = r.left_s if r.state == "changed" else r.spent_s + r.left_s
+        g = groups(s, plan)
+        taken = None if g is None else min(n, g)
+        share = 1.0 if g is None else (taken / g if g else 0.0)
+        rows.append(
+            {"step": s.name, "kind": s.kind, "state": r.state, "groups": g, "sampled": taken,
+             "whole_s": float(whole), "sample_s": float(whole) * share}
+        )  # fmt: skip
+    out = pd.DataFrame(rows, columns=list(SAMPLE_COLUMNS))
+    return out.astype({"groups": "Int64", "sampled": "Int64"})
