@@ -187,33 +187,26 @@ def _speed_rules():
         )
         # what holds the int8 engine back: its convolutions against the time per forward at
         # that ratio, and the kernels outside them against what the convolutions leave
-        yield Rule(
-            id=f"speed_2_convs_fit_w{w:g}",
-            statement=f"Batch 64, width {w:g}: the int8 engine's convolutions alone take less "
-            f"GPU time than a forward at {ratio:g}x the fastest fp16 engine's img/s may take "
-            "(Kineto kernels of one forward against the 8-bit bench)",
-            fact="eight_bit.int8_conv_over_budget",
-            op="<",
-            threshold=1.0,
-            unit="x",
-            datasets=(p8.TRACE_INT8, p8.BENCH_8BIT),
-            scope=fast.scope(w, 64),
-            group=SPEED_GROUP,
-        )
-        yield Rule(
-            id=f"speed_2_outside_caps_w{w:g}",
-            statement=f"Batch 64, width {w:g}: the int8 engine's kernels outside its "
-            "convolutions (quantisation, copies and concatenations, pooling and upsampling, "
-            "adds) take more GPU time than that forward leaves after the convolutions: they "
-            f"alone keep it under {ratio:g}x",
-            fact="eight_bit.int8_outside_conv_over_room",
-            op=">",
-            threshold=1.0,
-            unit="x",
-            datasets=(p8.TRACE_INT8, p8.BENCH_8BIT),
-            scope=fast.scope(w, 64),
-            group=SPEED_GROUP,
-        )
+        for rid, what, key, op in (
+            ("convs_fit", "its convolutions alone take less GPU time than a forward at "
+             f"{ratio:g}x the fastest fp16 engine's img/s may take", "int8_conv_over_budget", "<"),
+            ("outside_caps", "its kernels outside the convolutions (quantisation, copies and "
+             "concatenations, pooling and upsampling, adds) take more GPU time than that "
+             f"forward leaves after the convolutions: they alone keep it under {ratio:g}x",
+             "int8_outside_conv_over_room", ">"),
+        ):  # fmt: skip
+            yield Rule(
+                id=f"speed_2_{rid}_w{w:g}",
+                statement=f"Batch 64, width {w:g}, the int8 engine: {what} (Kineto kernels of "
+                "one forward against the 8-bit bench)",
+                fact=f"eight_bit.{key}",
+                op=op,
+                threshold=1.0,
+                unit="x",
+                datasets=(p8.TRACE_INT8, p8.BENCH_8BIT),
+                scope=fast.scope(w, 64),
+                group=SPEED_GROUP,
+            )
     for w in STOCK_WIDTHS:
         yield _goal(
             f"speed_3_w{w:g}",
