@@ -238,3 +238,33 @@ def test_a_root_without_a_snapshot_says_so_once(make_root):
     note = fast_plots.collection_steps(root)
     assert "--status --save" in str(note)
     assert fast_plots.collection_figure(root) is None and fast_plots.collection_phases(root) is None
+
+
+def test_build_seconds_per_engine_add_up_to_the_tables_and_name_cold_and_warm_compiles(make_root):
+    """build_by_engine: every recorded build of the root's bench and sweep tables once, by
+    engine kind; a failed engine's row counted as unrecorded; compile builds split by cache."""
+    folder = make_root("r", ["bench_8bit", "sweep_1280", "ceilings"])
+    root = open_root(str(folder))
+    b = ct.build_by_engine(root).set_index("engine")
+    bench, sweep = root.load("bench_8bit"), root.load("sweep_1280")
+    assert b.build_s.sum() == pytest.approx(bench.build_s.sum() + sweep.build_s.sum())
+    assert b.share_pct.sum() == pytest.approx(100.0)
+    assert list(b.build_s.dropna()) == sorted(b.build_s.dropna(), reverse=True)
+    failed = bench[(bench.variant == "cudagraph/fp8/nhwc") & bench.build_s.isna()]
+    assert b.loc["cudagraph/fp8", "unrecorded_rows"] == len(failed) > 0
+    cold = bench[(bench.variant == "compile/fp16/nhwc") & (bench.compile_cache == "cold")]
+    assert b.loc["compile/fp16 [cold]", "rows"] == len(cold)
+    assert "pipeline cudagraph/fp16" in b.index and "ceilings" not in b.datasets.str.cat()
+    label = ct._engine_label(
+        pd.DataFrame(
+            {
+                "backend": ["compile", "ultralytics"],
+                "precision": ["fp16", "fp16"],
+                "compile_mode": ["reduce-overhead", None],
+                "compile_cache": ["warm", None],
+                "scope": ["model_only", "frames_to_boxes"],
+            }
+        )  # fmt: skip
+    )
+    assert list(label) == ["compile:reduce-overhead/fp16 [warm]", "YOLO.predict"]
+    assert ct.build_by_engine(open_root(str(make_root("e", ["ceilings"])))).empty

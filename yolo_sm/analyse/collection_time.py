@@ -192,3 +192,62 @@ def same_units(base: DataRoot, cand: DataRoot) -> pd.DataFrame:
                 }
             )  # fmt: skip
     return pd.DataFrame(rows, columns=list(SAME_UNITS_COLUMNS))
+
+
+#: the columns of :func:`build_by_engine`
+BUILD_COLUMNS = (
+    "engine", "rows", "build_s", "median_s", "max_s", "share_pct", "datasets", "unrecorded_rows",
+)  # fmt: skip
+
+
+def _engine_label(df: pd.DataFrame) -> pd.Series:
+    """What built each row's engine: ``backend[:compile mode]/precision``, a torch.compile
+    row's ``compile_cache`` state in brackets (a cold build compiles, a warm one reads the
+    disk cache), ``pipeline`` before the engine a frames-to-boxes row wraps (``YOLO.predict``
+    for ultralytics' own)."""
+    mode = df["compile_mode"].fillna("default") if "compile_mode" in df else "default"
+    backend = df["backend"].astype(str)
+    label = backend.where(
+        (backend != "compile") | (mode == "default"), backend + ":" + mode.astype(str)
+    ) + "/" + df["precision"].astype(str)  # fmt: skip
+    if "compile_cache" in df:
+        cache = df["compile_cache"].astype("string")
+        label = label.where(cache.isna() | (backend != "compile"), label + " [" + cache + "]")
+    if "scope" in df:
+        label = label.where(df["scope"].astype(str) != "frames_to_boxes", "pipeline " + label)
+    return label.where(backend != "ultralytics", "YOLO.predict")
+
+
+def build_by_engine(root: DataRoot) -> pd.DataFrame:
+    """Where the build seconds of ``root``'s bench and sweep tables go, per engine kind
+    (:func:`_engine_label`): the rows that recorded a build, their seconds in all, the median and
+    the largest one, their share of every recorded build (%), the datasets they come from, and
+    ``unrecorded_rows``: rows of that kind without a build time (an engine that failed records
+    none, though its build may have run), sorted by seconds. Builds are wall seconds of one
+    engine each, the larger part of a collection's GPU time (:func:`phases`)."""
+    frames = []
+    for name, entry in root.entries().items():
+        if entry.get("kind") not in ("bench", "sweep"):
+            continue
+        df = root.load(name)
+        if not {"backend", "precision", "build_s"} <= set(df.columns):
+            continue
+        frames.append(df.assign(engine=_engine_label(df), dataset=name)[
+            ["engine", "dataset", "build_s"]])  # fmt: skip
+    if not frames:
+        return pd.DataFrame(columns=list(BUILD_COLUMNS))
+    d = pd.concat(frames, ignore_index=True)
+    ran = d[d["build_s"].notna()]
+    g = ran.groupby("engine")["build_s"]
+    out = pd.DataFrame(
+        {"rows": g.size(), "build_s": g.sum(), "median_s": g.median(), "max_s": g.max()}
+    )
+    total = float(out["build_s"].sum())
+    out["share_pct"] = 100 * out["build_s"] / total if total > 0 else float("nan")
+    out["datasets"] = ran.groupby("engine")["dataset"].agg(lambda s: ", ".join(sorted(set(s))))
+    missing = d[d["build_s"].isna()].groupby("engine").size()
+    out = out.reindex(out.index.union(missing.index))
+    out["unrecorded_rows"] = missing.reindex(out.index).fillna(0).astype(int)
+    out["rows"] = out["rows"].fillna(0).astype(int)
+    out = out.sort_values("build_s", ascending=False, na_position="last")
+    return out.reset_index(names="engine")[list(BUILD_COLUMNS)]

@@ -302,6 +302,12 @@ def same_units(root: DataRoot, baseline: DataRoot | None = None):
     return tables.show(same)
 
 
+def collection_builds(root: DataRoot):
+    """Where the build seconds of the root's bench and sweep tables go, per engine kind
+    (:func:`yolo_sm.analyse.collection_time.build_by_engine`)."""
+    return tables.show(collection.build_by_engine(root))
+
+
 def collection_phases(root: DataRoot):
     """Where the recorded collection seconds went, per phase
     (:func:`yolo_sm.analyse.collection_time.phases`); None without a snapshot (the section's
