@@ -439,15 +439,16 @@ def budget_table(speed, table, ratio: float = GOAL_RATIO) -> pd.DataFrame:
     cols += ["conv_over_budget", "outside_ms", "outside_over_room", "trace_over_bench"]
     if table.empty or speed.empty:
         return pd.DataFrame(columns=cols)
-    fp16 = ok_rows(speed[speed.precision == "fp16"])
+    # the fastest fp16 engine of each unit, as engine_speed names it
+    best = ok_rows(speed[speed.variant == speed.fastest_fp16])
     int8 = ok_rows(speed[speed.precision == "int8"])
     rows = []
     for r in table.itertuples():
-        g = fp16[(fp16.width == r.width) & (fp16.batch == r.batch)]
+        g = best[(best.width == r.width) & (best.batch == r.batch)]
         if g.empty:
             continue
-        best = g.loc[g.img_per_s.idxmax()]
-        budget = 1e3 * r.batch / best.img_per_s / ratio
+        best_row = g.iloc[0]
+        budget = 1e3 * r.batch / best_row.img_per_s / ratio
         outside = r.int8_ms - r.int8_conv_ms
         room = budget - r.int8_conv_ms
         i8 = int8[(int8.width == r.width) & (int8.batch == r.batch)].img_per_s
@@ -456,7 +457,7 @@ def budget_table(speed, table, ratio: float = GOAL_RATIO) -> pd.DataFrame:
             {
                 "width": r.width,
                 "batch": r.batch,
-                "fastest_fp16": best.variant,
+                "fastest_fp16": best_row.variant,
                 "budget_ms": budget,
                 "int8_ms": r.int8_ms,
                 "int8_conv_ms": r.int8_conv_ms,
@@ -488,13 +489,14 @@ def budget_facts(budget) -> list[dict]:
     return out
 
 
-def budget_of(root: DataRoot) -> pd.DataFrame:
-    """:func:`budget_table` of ``root``'s ``bench_8bit`` and ``trace_int8_b64`` (empty without
-    either)."""
+def budget_of(root: DataRoot, speed: pd.DataFrame | None = None) -> pd.DataFrame:
+    """:func:`budget_table` of ``root``'s ``bench_8bit`` (``speed``: its :func:`engine_speed`,
+    when the caller has it) and ``trace_int8_b64`` (empty without either)."""
     if not (root.has(BENCH_8BIT) and root.has(TRACE_INT8)):
         return budget_table(pd.DataFrame(), pd.DataFrame())
-    table = trace_table(int8_breakdown(root.load(TRACE_INT8)))
-    return budget_table(engine_speed(root.load(BENCH_8BIT)), table)
+    if speed is None:
+        speed = engine_speed(root.load(BENCH_8BIT))
+    return budget_table(speed, trace_table(int8_breakdown(root.load(TRACE_INT8))))
 
 
 def goal_facts_of(root: DataRoot):
@@ -502,9 +504,8 @@ def goal_facts_of(root: DataRoot):
     the int8 trace too, as a facts table (empty without the bench)."""
     if not root.has(BENCH_8BIT):
         return facts_table([])
-    return facts_table(
-        goal_facts(engine_speed(root.load(BENCH_8BIT))) + budget_facts(budget_of(root))
-    )
+    speed = engine_speed(root.load(BENCH_8BIT))
+    return facts_table(goal_facts(speed) + budget_facts(budget_of(root, speed)))
 
 
 def facts_8bit(root: DataRoot) -> list[dict]:

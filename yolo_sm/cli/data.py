@@ -160,6 +160,8 @@ def collect(args) -> int:
         raise UserError("--save goes with --status (it saves what --status shows)")
     sample = None if args.sample is None else values.whole(args.sample, "--sample", lo=1, hi=10**6)
     if args.status:
+        from yolo_sm.collect import collection_time
+
         table = plans.status(plan, out_dir)
         print(table.to_string(index=False))
         print(plans.gpu_total_line(table))
@@ -175,8 +177,6 @@ def collect(args) -> int:
         whole = plans.gpu_totals(table)["total"] + left
         print(f"whole plan: about {whole:.0f} s ({whole / 60:.1f} min) of GPU time, spent + left")
         if sample is not None:
-            from yolo_sm.collect import collection_time
-
             cost = collection_time.sample_table(plan, out_dir, sample, table)
             print(cost.round({"whole_s": 0, "sample_s": 0}).to_string(index=False))
             total = float(cost.sample_s.sum())
@@ -186,8 +186,6 @@ def collect(args) -> int:
                 "this root's seconds"
             )
         if args.save:
-            from yolo_sm.collect import collection_time
-
             output(out_dir, folder=True)
             saved = collection_time.save(plan, out_dir, table)
             print(

@@ -126,6 +126,7 @@ def groups(step, plan: Plan) -> int | None:
     if step.kind == "sweep":
         return len({p.model_key() for p in sweep_spec(step, plan).points()})
     if step.kind == "bench":
+        # run_bench's group: a model, every batch of it in one process
         return len({(family, width) for family, width, _ in bench_spec(step, plan).units()})
     return len(int8_kernel_spec(step, plan).units())
 
