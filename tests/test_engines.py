@@ -47,7 +47,7 @@ def cpu_config(**kw):
         {"compile_mode": "fastest"},
         {"device": "tpu"},
         {"precision": "int8", "backend": "onnxruntime"},
-        {"precision": "int8", "backend": "compile"},
+        {"precision": "int8", "backend": "compile", "int8_kernel": "triton"},
     ],
 )
 def test_config_validation(kwargs):

@@ -70,3 +70,31 @@ def test_int8_cudagraph_engine_w05_b8_builds_checks_and_runs():
     again = eng(eng.make_input(5))
     assert torch.isfinite(out).all() and torch.allclose(out.float(), again.float(), atol=1e-3)
     eng.close()
+
+
+def test_int8_compiled_engine_runs_cudnn_graphs_as_one_op_and_matches_the_graph_engine():
+    """torch.compile of the int8 model (default mode, and reduce-overhead): its convolutions
+    are the custom op yolo_sm::int8_conv on cuDNN's graphs, its quantisation fused by inductor;
+    it passes its check, and its output is the CUDA-graph int8 engine's within fp16 rounding of
+    the parts inductor fuses."""
+    pytest.importorskip("cudnn", reason="needs nvidia-cudnn-frontend")
+    from yolo_sm.collect.engines import EngineConfig, build_engine, int8
+    from yolo_sm.collect.models import build_yolo
+
+    model = build_yolo("yolov8", 0.5)
+    cfg = dict(precision="int8", layout="nhwc", batch=8, imgsz=320, device="cuda")
+    graph = build_engine(model, EngineConfig(backend="cudagraph", **cfg))
+    x = graph.make_input(3)
+    want = graph(x).clone()
+    graph.close()
+    for mode in ("default", "reduce-overhead"):
+        eng = build_engine(model, EngineConfig(backend="compile", compile_mode=mode, **cfg))
+        counts = int8.graph_counts(eng.module)
+        print(f"int8 compile[{mode}] w0.5 b8: rel_err {eng.rel_err:.4g}, graphs {counts}")
+        assert counts["fused"] + counts["unfused"] > 0  # cuDNN ran int8 convolutions
+        assert eng.rel_err is not None and eng.rel_err <= eng.config.tolerance
+        out = eng(x).clone()
+        err = float((out.float() - want.float()).norm() / want.float().norm())
+        assert err < 2e-2, err
+        assert eng.info["recompiles"] == 0
+        eng.close()

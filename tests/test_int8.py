@@ -135,11 +135,34 @@ def test_cudnn_kernel_fuses_silu_and_equals_emulation_off_the_gpu(tiny):
         assert torch.allclose(q(x), e(x), atol=1e-4)
 
 
+def test_the_compiled_int8_conv_traces_as_one_op_with_the_eager_values():
+    """Under torch.compile an int8 convolution is its quantisation in torch ops and the custom
+    op yolo_sm::int8_conv (traced from its fake: shape, dtype, channels-last), whose body on a
+    CPU is the emulation: the same values as the eager module. A copy is an op of its own."""
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(8, 12, 3, stride=2, padding=1)
+    m = int8.Int8Conv(conv, input_scale=0.02, kernel="cudnn", silu=True)
+    x = torch.randn(2, 8, 9, 11).to(memory_format=torch.channels_last)
+    traced = torch.compile(m._compiled, backend="aot_eager", fullgraph=True)
+    with torch.no_grad():
+        y, want = traced(x), m._emulate(x)
+    assert y.shape == (2, 12, 5, 6) and y.dtype == x.dtype
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(y, want)
+    twin = copy.deepcopy(m)
+    assert twin.number != m.number and int8._CONVS[twin.number] is twin
+    assert int8._CONVS[m.number] is m
+    shape = int8._int8_conv_shape(x, 12, [3, 3], [2, 2], [1, 1], [1, 1])
+    assert shape == [2, 12, 5, 6]
+    with pytest.raises(NotAvailableError, match="torch.compile"):
+        int8.Int8Conv(conv, input_scale=0.02, kernel="triton")._compiled(x)
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"backend": "compile"}, "eager, cudagraph and tensorrt"),
-        ({"backend": "onnxruntime"}, "eager, cudagraph and tensorrt"),
+        ({"backend": "compile", "int8_kernel": "triton"}, "does not run under torch.compile"),
+        ({"backend": "onnxruntime"}, "eager, cudagraph, compile and tensorrt"),
         ({"int8_calibration": "entropy"}, "calibration"),
         ({"int8_percentile": 40}, "int8_percentile"),
         ({"int8_percentile": "high"}, "int8_percentile"),
@@ -168,11 +191,12 @@ def test_choose_kernel_says_what_is_missing(monkeypatch):
         int8.choose_kernel("cuda")
 
 
-def test_sweep_keeps_int8_on_eager_and_drops_it_on_compile():
+def test_sweep_keeps_int8_on_eager_graph_and_compile_and_drops_it_on_onnxruntime():
     from yolo_sm.analyse import plan_grid
     from yolo_sm.collect.sweep import Point, unsupported_reason
 
-    for backend, ok in (("eager", True), ("cudagraph", True), ("compile", False)):
+    for backend, ok in (("eager", True), ("cudagraph", True), ("compile", True),
+                        ("onnxruntime", False)):  # fmt: skip
         p = Point("yolov8", "", 1.0, 0.33, 2048, "int8", "nhwc", backend, 1, 64, "default", "cuda")
         assert (unsupported_reason(p) is None) is ok
         assert (plan_grid.unsupported("int8", "nhwc", backend) is None) is ok

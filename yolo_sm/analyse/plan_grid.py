@@ -26,8 +26,8 @@ POINT_KEYS = ("family", "size", "precision", "layout", "backend", "batch", "imgs
 def unsupported(precision: str, layout: str, backend: str, device: str = "cuda") -> str | None:
     """Why the sweep runner leaves a grid combination out, or None (the rules of
     ``collect.sweep.unsupported_reason``, kept equal to them by a test)."""
-    if precision == "int8" and backend not in ("eager", "cudagraph", "tensorrt"):
-        return "int8 runs on the eager, cudagraph and tensorrt backends only"
+    if precision == "int8" and backend not in ("eager", "cudagraph", "compile", "tensorrt"):
+        return "int8 runs on the eager, cudagraph, compile and tensorrt backends only"
     if backend == "onnxruntime" and precision != "fp32":
         return "onnxruntime runs fp32 only"
     if backend == "tensorrt" and precision in ("tf32", "bf16"):

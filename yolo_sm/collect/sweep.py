@@ -288,8 +288,8 @@ class SweepSpec:
 
 def unsupported_reason(p: Point) -> str | None:
     """Why a grid combination cannot run (it is left out of the sweep), or None."""
-    if p.precision == "int8" and p.backend not in ("eager", "cudagraph", "tensorrt"):
-        return "int8 runs on the eager, cudagraph and tensorrt backends only"
+    if p.precision == "int8" and p.backend not in ("eager", "cudagraph", "compile", "tensorrt"):
+        return "int8 runs on the eager, cudagraph, compile and tensorrt backends only"
     if p.backend == "onnxruntime" and p.precision != "fp32":
         return "onnxruntime runs fp32 only"
     if p.backend == "tensorrt" and p.precision in ("tf32", "bf16"):

@@ -18,8 +18,10 @@ from yolo_sm.contract.vocab import (
 )
 
 #: the backends that run precision int8: TensorRT's own int8 engines, and yolo_sm's int8
-#: convolutions (engines.int8) in eager and in a CUDA graph
-INT8_BACKENDS = (Backend.EAGER, Backend.CUDAGRAPH, Backend.TENSORRT)
+#: convolutions (engines.int8) in eager, in a CUDA graph and under torch.compile
+INT8_BACKENDS = (Backend.EAGER, Backend.CUDAGRAPH, Backend.COMPILE, Backend.TENSORRT)
+#: the int8 kernels torch.compile runs (cuDNN's graphs as one custom op; emulation on a CPU)
+INT8_COMPILE_KERNELS = ("auto", "cudnn", "emulate")
 
 
 def _enum(cls, value, what):
@@ -111,7 +113,16 @@ class EngineConfig:
         check_device_name(self.device)
         if self.precision is Precision.INT8 and self.backend not in INT8_BACKENDS:
             raise UserError(
-                "precision int8 runs on the eager, cudagraph and tensorrt backends only"
+                "precision int8 runs on the eager, cudagraph, compile and tensorrt backends only"
+            )
+        if (
+            self.precision is Precision.INT8
+            and self.backend is Backend.COMPILE
+            and self.int8_kernel not in INT8_COMPILE_KERNELS
+        ):
+            raise UserError(
+                f"int8 kernel {self.int8_kernel} does not run under torch.compile: choose one of "
+                f"{', '.join(INT8_COMPILE_KERNELS)}"
             )
         if self.int8_calibration not in INT8_CALIBRATIONS:
             raise UserError(

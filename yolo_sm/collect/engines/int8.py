@@ -43,8 +43,11 @@ Kernels:
 
 from __future__ import annotations
 
+import copy
+import itertools
 import math
 import os
+import weakref
 
 import torch
 from torch import nn
@@ -203,6 +206,52 @@ def graph_formats() -> list[tuple[str, GraphFormat]]:
     return [("fused", _format(GRAPH_OUTPUT, True)), ("unfused", _format("FLOAT", False))]
 
 
+#: the live int8 convolutions by the number the custom op :func:`int8_conv` names them with
+_CONVS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_NUMBERS = itertools.count()
+
+
+@torch.library.custom_op("yolo_sm::int8_conv", mutates_args=())
+def int8_conv(
+    xq: torch.Tensor,
+    conv: int,
+    out_channels: int,
+    kernel_size: list[int],
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    dtype: torch.dtype,
+) -> torch.Tensor:
+    """The int8 convolution number ``conv`` (:class:`Int8Conv`) on an input already quantised to
+    its int8 values (``xq``), its output in ``dtype``: one operator torch.compile traces as a
+    whole (its cuDNN graph is opaque to inductor), so that inductor can fuse the quantisation
+    into the kernels that make ``xq``. The geometry arguments give the output's shape without
+    running it (:func:`_int8_conv_shape`)."""
+    y = _CONVS[conv].run_quantized(xq, dtype)
+    return y.contiguous(memory_format=torch.channels_last)  # the strides its fake promises
+
+
+def _int8_conv_shape(xq, out_channels, kernel_size, stride, padding, dilation) -> list[int]:
+    """The output shape of a convolution of ``xq`` (N, C, H, W)."""
+    n, _, h, w = xq.shape
+    out = [n, out_channels]
+    for size, k, st, p, d in zip((h, w), kernel_size, stride, padding, dilation, strict=True):
+        out.append((size + 2 * p - d * (k - 1) - 1) // st + 1)
+    return out
+
+
+@int8_conv.register_fake
+def _int8_conv_fake(xq, conv, out_channels, kernel_size, stride, padding, dilation, dtype):
+    shape = _int8_conv_shape(xq, out_channels, kernel_size, stride, padding, dilation)
+    return xq.new_empty(shape, dtype=dtype).contiguous(memory_format=torch.channels_last)
+
+
+def quantize_traced(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """:func:`quantize_int8` in torch ops that torch.compile fuses into the kernel that makes
+    ``x`` (the same values: saturate, round halves away from zero, cast)."""
+    return quantize_values(x, scale).to(torch.int8)
+
+
 class Int8Conv(nn.Module):
     """A Conv2d whose input (per-tensor scale) and weight (per-output-channel scales) are int8,
     accumulated in int32; the output, bias and everything after it in the input's dtype."""
@@ -234,6 +283,17 @@ class Int8Conv(nn.Module):
             "weight", (wq.float() * ws[:, None, None, None]).to(w.dtype), persistent=False
         )
         self.bias = None if conv.bias is None else nn.Parameter(conv.bias.detach().clone())
+        self.number = next(_NUMBERS)  # how the custom op int8_conv names this convolution
+        _CONVS[self.number] = self
+
+    def __deepcopy__(self, memo):
+        """A copy (an engine's prepared model) is a convolution of its own for the custom op."""
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        new.__dict__.update({k: copy.deepcopy(v, memo) for k, v in self.__dict__.items()})
+        new.number = next(_NUMBERS)
+        _CONVS[new.number] = new
+        return new
 
     @property
     def weight_q(self) -> torch.Tensor:
@@ -307,6 +367,8 @@ class Int8Conv(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.kernel == "emulate" or not x.is_cuda:
             return self._emulate(x)
+        if torch.compiler.is_compiling():
+            return self._compiled(x)
         if self.kernel in ("triton", "intmm") and self.fallback is None:
             y = self._own_kernel(x)
             if y is not None:
@@ -321,7 +383,45 @@ class Int8Conv(nn.Module):
                     self._plans[key] = plan
             if plan is not None:
                 return plan(x)
-        # declined: plain conv in the input's dtype with the int8-rounded weight
+        return self._fp16(x)  # declined: plain conv in the input's dtype
+
+    def _compiled(self, x: torch.Tensor) -> torch.Tensor:
+        """The forward torch.compile traces (cuDNN kernel): the quantisation in torch ops, then
+        the custom op :func:`int8_conv`; where cuDNN declined this convolution in the eager
+        forward that precedes a compile (:func:`yolo_sm.collect.engines.torch_backends.
+        build_compiled`), the fp16 convolution of the eager fallback."""
+        if self.kernel != "cudnn":
+            raise NotAvailableError(
+                f"int8 kernel {self.kernel} does not run under torch.compile (cudnn does)"
+            )
+        if self.fallback is not None:
+            return self._fp16(x)
+        xq = quantize_traced(x, self.input_scale)
+        k = list(self.weight_int8.shape[2:])
+        return torch.ops.yolo_sm.int8_conv(
+            xq, self.number, self.out_channels, k, list(self.stride), list(self.padding),
+            list(self.dilation), x.dtype,
+        )  # fmt: skip
+
+    def run_quantized(self, xq: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """The cuDNN graph on an input already quantised (:func:`int8_conv`'s body): the plan for
+        its shape, built on first use; where cuDNN declines it, the fp16 convolution of the
+        de-quantised input."""
+        if not xq.is_cuda:  # no cuDNN graph on a CPU: the emulation, from the same values
+            return self._emulate_values(xq.float(), dtype)
+        key = (tuple(xq.shape), dtype, xq.device)
+        plan = self._plans.get(key)
+        if plan is None and self.fallback is None:
+            like = torch.empty(xq.shape, dtype=dtype, device=xq.device)
+            plan = self._build(like.contiguous(memory_format=torch.channels_last))
+            if plan is not None:
+                self._plans[key] = plan
+        if plan is not None:
+            return plan.run_quantized(xq)
+        return self._fp16((xq.float() * self.input_scale.float()).to(dtype))
+
+    def _fp16(self, x: torch.Tensor) -> torch.Tensor:
+        """The convolution in ``x``'s dtype with the int8-rounded weight (cuDNN declined it)."""
         bias = None if self.bias is None else self.bias.to(x.dtype)
         y = nn.functional.conv2d(
             x, self.weight.to(x.dtype), bias, self.stride, self.padding, self.dilation, self.groups
@@ -330,7 +430,10 @@ class Int8Conv(nn.Module):
 
     def _emulate(self, x: torch.Tensor) -> torch.Tensor:
         """int8 values of input and weight, convolved in fp32, de-scaled, bias, SiLU."""
-        xq = quantize_values(x, self.input_scale)
+        return self._emulate_values(quantize_values(x, self.input_scale), x.dtype)
+
+    def _emulate_values(self, xq: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """:meth:`_emulate` from the input's int8 values (as float32), its output in ``dtype``."""
         acc = nn.functional.conv2d(
             xq,
             self.weight_int8.float(),
@@ -346,7 +449,7 @@ class Int8Conv(nn.Module):
             y = y + self.bias.float().view(1, -1, 1, 1)
         if self.silu:
             y = nn.functional.silu(y)
-        return y.to(x.dtype)
+        return y.to(dtype)
 
     def extra_repr(self) -> str:
         return (

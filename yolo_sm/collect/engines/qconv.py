@@ -275,7 +275,12 @@ class CudnnQuantConv:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous(memory_format=torch.channels_last)  # the graph's image layout
-        y = self.execute(self.fmt.quantize(x, self.input_scale))
+        return self.run_quantized(self.fmt.quantize(x, self.input_scale))
+
+    def run_quantized(self, xq: torch.Tensor) -> torch.Tensor:
+        """The graph on an input already quantised at ``input_scale`` (``fmt``'s operand type),
+        with the unfused graph's epilogue after it: the output in the engine's dtype."""
+        y = self.execute(xq.contiguous(memory_format=torch.channels_last))
         if not self.fmt.fused:  # de-scale, bias and SiLU after the graph, in float
             y = y.mul_(self.scale)
             if self.bias is not None:

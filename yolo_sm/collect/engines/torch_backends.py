@@ -145,6 +145,11 @@ def _compiled_module(model: torch.nn.Module, config: EngineConfig):
             if hasattr(dcfg, name):
                 setattr(dcfg, name, max(getattr(dcfg, name), 512))
         m = prepare_module(model, config)
+        if config.precision is Precision.INT8 and str(config.device).startswith("cuda"):
+            # one eager forward first: each int8 convolution builds its cuDNN graph or records
+            # that cuDNN declined it, which decides what dynamo traces (Int8Conv._compiled)
+            with numerics(config), torch.no_grad():
+                m(make_input(config, seed=0))
         per_model[key] = torch.compile(m, mode=config.compile_mode, fullgraph=False)
     return per_model[key]
 
