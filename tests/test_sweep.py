@@ -359,6 +359,7 @@ def test_engine_failure_becomes_a_row(tmp_path, monkeypatch, exc, status, messag
     assert bad.status == status
     assert bad.message == message
     assert pd.isna(bad.median_ms) and bad.flops_per_img == ok.flops_per_img
+    assert bad.build_s >= 0  # the failed build's seconds are kept: they were spent
     assert partials(tmp_path) == []
 
 
