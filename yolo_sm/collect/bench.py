@@ -309,6 +309,13 @@ class BenchSpec:
         return out + ([PREDICT] if self.predict else [])
 
 
+def unit_group(unit) -> tuple[str, float]:
+    """The group a (family, width, batch) unit runs in: its model, every batch of it in one
+    process (what ``run_bench`` builds once and ``collect --sample`` counts)."""
+    family, width, _ = unit
+    return (family, width)
+
+
 def _unit_key(family, width, batch) -> tuple:
     return (str(family), round(float(width), 6), int(batch))
 
@@ -381,7 +388,7 @@ def run_bench(
         measure,
         key=lambda u: _unit_key(*u),
         row_key=_row_key,
-        group=lambda u: (u[0], u[1]),
+        group=unit_group,
         # the model, or an exception object when it fails
         open_group=lambda u: bench_model(u[0], u[1], *([spec.specs] if spec.specs else [])),
         complete=_complete(spec),

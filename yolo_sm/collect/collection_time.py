@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from yolo_sm.collect.bench import unit_group
 from yolo_sm.collect.plans import (
     SAMPLED_KINDS,
     bench_spec,
@@ -126,8 +127,7 @@ def groups(step, plan: Plan) -> int | None:
     if step.kind == "sweep":
         return len({p.model_key() for p in sweep_spec(step, plan).points()})
     if step.kind == "bench":
-        # run_bench's group: a model, every batch of it in one process
-        return len({(family, width) for family, width, _ in bench_spec(step, plan).units()})
+        return len({unit_group(u) for u in bench_spec(step, plan).units()})
     return len(int8_kernel_spec(step, plan).units())
 
 
