@@ -80,10 +80,18 @@ def test_the_profiler_pass_does_not_slow_later_timing(model):
 
     eng = build_engine(model, EngineConfig(precision="fp16", layout="nhwc", batch=1, check=False))
     fn = engine_call(eng)
-    before = measure(fn, device="cuda", budget_ms=200, warmup_ms=50).median_ms
+
+    def fastest() -> float:
+        # the fastest of three medians: a host-bound batch-1 forward moves with the host's
+        # clocks and load (one run timed 5.1 then 8.0 ms with nothing between), while a pass
+        # that left the profiler on would slow all three
+        return min(
+            measure(fn, device="cuda", budget_ms=100, warmup_ms=20).median_ms for _ in range(3)
+        )
+
+    before = fastest()
     h = host_profile(fn, device="cuda")
-    after = measure(fn, device="cuda", budget_ms=200, warmup_ms=50).median_ms
+    after = fastest()
     assert h["launches_per_forward"] > 50 and not math.isnan(h["gpu_busy_ms"])
-    # one-sided: a host-bound batch-1 forward moves with the host's clocks (one run timed 9.1
-    # then 7.6 ms), and only a slower "after" would be the pass's doing
+    # one-sided: only a slower "after" would be the pass's doing
     assert after / before < 1.15, (before, after)
