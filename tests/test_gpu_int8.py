@@ -98,3 +98,11 @@ def test_int8_compiled_engine_runs_cudnn_graphs_as_one_op_and_matches_the_graph_
         assert err < 2e-2, err
         assert eng.info["recompiles"] == 0
         eng.close()
+    # a second batch size on the same compiled module: its cuDNN graphs are built before the
+    # compiled call, not inside reduce-overhead's CUDA-graph recording (whose pool refuses them)
+    cfg["batch"] = 4
+    eng = build_engine(
+        model, EngineConfig(backend="compile", compile_mode="reduce-overhead", **cfg)
+    )
+    assert eng.rel_err is not None and eng.rel_err <= eng.config.tolerance
+    eng.close()

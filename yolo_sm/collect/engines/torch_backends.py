@@ -144,14 +144,26 @@ def _compiled_module(model: torch.nn.Module, config: EngineConfig):
         for name in ("recompile_limit", "cache_size_limit"):
             if hasattr(dcfg, name):
                 setattr(dcfg, name, max(getattr(dcfg, name), 512))
-        m = prepare_module(model, config)
-        if config.precision is Precision.INT8 and str(config.device).startswith("cuda"):
-            # one eager forward first: each int8 convolution builds its cuDNN graph or records
-            # that cuDNN declined it, which decides what dynamo traces (Int8Conv._compiled)
-            with numerics(config), torch.no_grad():
-                m(make_input(config, seed=0))
-        per_model[key] = torch.compile(m, mode=config.compile_mode, fullgraph=False)
-    return per_model[key]
+        per_model[key] = torch.compile(
+            prepare_module(model, config), mode=config.compile_mode, fullgraph=False
+        )
+    compiled = per_model[key]
+    if config.precision is Precision.INT8 and str(config.device).startswith("cuda"):
+        _int8_plans(compiled._orig_mod, config)
+    return compiled
+
+
+def _int8_plans(m: torch.nn.Module, config: EngineConfig) -> None:
+    """One eager forward of the int8 module per batch size before its compiled engine runs:
+    each int8 convolution builds its cuDNN graph for that shape or records that cuDNN declined
+    it, which decides what dynamo traces (Int8Conv._compiled). Built inside a compiled call,
+    a graph's device tensors would be allocated in the CUDA-graph pool of reduce-overhead's
+    recording, which refuses live allocations it did not return."""
+    done = m.__dict__.setdefault("_int8_batches", set())
+    if config.batch not in done:
+        with numerics(config), torch.no_grad():
+            m(make_input(config, seed=0))
+        done.add(config.batch)
 
 
 def build_compiled(model: torch.nn.Module, config: EngineConfig, warmup: int = 3) -> Engine:
