@@ -438,7 +438,7 @@ def test_speed_goal_2_budget_flips_with_the_convolutions_and_the_rest():
         bench = _bench(180.0)
         bench["img_per_s"] *= 64e3 / fp16_ms / 120.0  # the CUDA graph fp16 at w1: fp16_ms
         table = p8.trace_table(p8.int8_breakdown(_kernels(int8_conv_us)))
-        budget = p8.budget_table(p8.engine_speed(bench), table)
+        budget = p8.budget_table(p8.engine_speed(bench), {p8.TRACE_INT8: table})
         facts = facts_table(p8.budget_facts(budget))
         return budget.iloc[0], evaluate(goals.SPEED_RULES, facts).set_index("id")
 
@@ -455,7 +455,43 @@ def test_speed_goal_2_budget_flips_with_the_convolutions_and_the_rest():
     assert v.verdict["speed_2_convs_fit_w1"] == FAILS and math.isinf(b.outside_over_room)
     assert v.verdict["speed_2_outside_caps_w1"] == HOLDS
     assert v.verdict["speed_2_convs_fit_w2"] == NOT_TESTED  # width 2.0 not traced
-    assert p8.budget_table(p8.engine_speed(_bench(180.0)), pd.DataFrame()).empty
+    assert p8.budget_table(p8.engine_speed(_bench(180.0)), {}).empty
+    assert b.int8_engine == "cudagraph/int8/nhwc" and b.trace == p8.TRACE_INT8
+
+
+def test_speed_goal_2_budget_reads_the_trace_of_the_fastest_int8_engine():
+    """Where the compiled int8 engine is the fastest int8 engine, the budget reads the compiled
+    trace: without it the rules are not tested (the eager trace holds another engine's
+    kernels), with it they are decided from its kernels and name it."""
+    from yolo_sm.analyse.facts import facts_table
+    from yolo_sm.report import goals
+
+    bench = _bench(180.0)
+    compiled = bench[bench.precision == "int8"].assign(
+        variant="compile:reduce-overhead/int8/nhwc", img_per_s=lambda d: d.img_per_s * 1.2
+    )
+    bench = pd.concat([bench, compiled], ignore_index=True)
+    bench["img_per_s"] *= 64e3 / 1.3 / 120.0  # fp16 CUDA graph at w1: 1.3 ms, budget 1.0 ms
+    speed = p8.engine_speed(bench)
+    eager = p8.trace_table(p8.int8_breakdown(_kernels(600.0)))
+    assert p8.int8_trace_of("compile:reduce-overhead/int8/nhwc") == p8.TRACE_INT8_COMPILE
+    assert p8.int8_trace_of("cudagraph/int8/nhwc") == p8.TRACE_INT8
+    assert p8.budget_table(speed, {p8.TRACE_INT8: eager}).empty
+
+    def verdicts(int8_conv_us):
+        table = p8.trace_table(p8.int8_breakdown(_kernels(int8_conv_us)))
+        traces = {p8.TRACE_INT8: eager, p8.TRACE_INT8_COMPILE: table}
+        budget = p8.budget_table(speed, traces)
+        facts = facts_table(p8.budget_facts(budget))
+        return budget.iloc[0], evaluate(goals.SPEED_RULES, facts).set_index("id")
+
+    b, v = verdicts(600.0)
+    assert b.int8_engine == "compile:reduce-overhead/int8/nhwc"
+    assert b.trace == p8.TRACE_INT8_COMPILE and b.budget_ms == pytest.approx(1.0)
+    assert v.verdict["speed_2_convs_fit_w1"] == HOLDS
+    assert v.loc["speed_2_convs_fit_w1", "datasets"] == f"{p8.TRACE_INT8_COMPILE}, {p8.BENCH_8BIT}"
+    _, v = verdicts(1100.0)  # the compiled engine's convolutions alone over its budget
+    assert v.verdict["speed_2_convs_fit_w1"] == FAILS
 
 
 def _occupied(int8_registers: int):

@@ -10,6 +10,7 @@ at what occupancy their kernels run). Tables in, tables out;
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import pandas as pd
 
@@ -32,6 +33,11 @@ from yolo_sm.contract.vocab import TOLERANCE, Precision
 
 BENCH_8BIT = "bench_8bit"
 TRACE_INT8 = "trace_int8_b64"
+#: the Kineto kernels of the torch.compile fp16 and int8 engines (batch 64)
+TRACE_INT8_COMPILE = "trace_int8_compile_b64"
+#: the int8 trace that holds an int8 engine's kernels, by the engine's backend: a CUDA graph
+#: replays the eager forward's kernels, and reduce-overhead runs default compile's
+INT8_TRACE_OF = {"eager": TRACE_INT8, "cudagraph": TRACE_INT8, "compile": TRACE_INT8_COMPILE}
 #: the Kineto kernels of the eager fp16 and fp8 engines (width 1.0, batch 64)
 TRACE_FP8 = "trace_fp8_w1_b64"
 #: the traces that hold an 8-bit engine's kernels beside fp16's, by 8-bit precision
@@ -420,83 +426,99 @@ def goal_facts(speed) -> list[dict]:
 GOAL_RATIO = 1.3
 
 
-def budget_table(speed, table, ratio: float = GOAL_RATIO) -> pd.DataFrame:
-    """Where the int8 engine's GPU time goes against the time per forward at which it would
-    deliver ``ratio`` x the fastest fp16 engine: per width of :func:`trace_table` (Kineto, one
-    eager forward per engine) whose (width, batch) the bench timed (:func:`engine_speed`).
+def int8_trace_of(variant: str) -> str | None:
+    """The int8 trace (:data:`INT8_TRACE_OF`) holding the kernels of bench engine ``variant``
+    (``backend[:mode]/precision/layout``); None for a backend no trace holds."""
+    return INT8_TRACE_OF.get(variant.split("/")[0].split(":")[0])
+
+
+def budget_table(speed, traces: Mapping[str, pd.DataFrame], ratio: float = GOAL_RATIO):
+    """Where the fastest int8 engine's GPU time goes against the time per forward at which it
+    would deliver ``ratio`` x the fastest fp16 engine: per (width, batch) the bench timed
+    (:func:`engine_speed`) whose fastest int8 engine that passed its check has its kernels in
+    ``traces`` ({int8 trace dataset: its :func:`trace_table`}; :func:`int8_trace_of` says which
+    trace holds an engine's kernels; Kineto, one forward per engine).
 
     ``budget_ms`` is the fastest fp16 engine's ms per forward (batch / its img/s in the bench)
     over ``ratio``; ``conv_over_budget`` the int8 convolutions' GPU ms over it (under 1: the
     convolutions fit); ``outside_ms`` the int8 forward's kernels outside its convolutions
-    (quantisation, copies and concatenations, pooling and upsampling, adds, SiLU) and
-    ``outside_over_room`` those ms over what the budget leaves after the convolutions (inf where
-    the convolutions alone exceed it; over 1: the kernels outside the convolutions alone keep
-    the engine under ``ratio``). The trace and the bench are different runs: kernel time is
-    compared with a forward's wall time, and ``trace_over_bench`` (the int8 trace's GPU ms per
-    forward over the int8 engine's ms per forward in the bench; NaN where it did not run there)
-    says how far apart they are."""
-    cols = ["width", "batch", "fastest_fp16", "budget_ms", "int8_ms", "int8_conv_ms"]
-    cols += ["conv_over_budget", "outside_ms", "outside_over_room", "trace_over_bench"]
-    if table.empty or speed.empty:
+    (quantisation, copies and concatenations, pooling and upsampling, adds, SiLU, and under
+    torch.compile the Triton kernels those are fused into) and ``outside_over_room`` those ms
+    over what the budget leaves after the convolutions (inf where the convolutions alone exceed
+    it; over 1: the kernels outside the convolutions alone keep the engine under ``ratio``).
+    The trace and the bench are different runs: kernel time is compared with a forward's wall
+    time, and ``trace_over_bench`` (the trace's int8 GPU ms per forward over that engine's ms
+    per forward in the bench) says how far apart they are."""
+    cols = ["width", "batch", "fastest_fp16", "int8_engine", "trace", "budget_ms", "int8_ms"]
+    cols += ["int8_conv_ms", "conv_over_budget", "outside_ms", "outside_over_room"]
+    cols += ["trace_over_bench"]
+    if speed.empty:
         return pd.DataFrame(columns=cols)
     # the fastest fp16 engine of each unit, as engine_speed names it
-    best = ok_rows(speed[speed.variant == speed.fastest_fp16])
+    best = ok_rows(speed[speed.variant == speed.fastest_fp16]).set_index(["width", "batch"])
     int8 = ok_rows(speed[speed.precision == "int8"])
+    int8 = int8.loc[int8.groupby(["width", "batch"]).img_per_s.idxmax()] if len(int8) else int8
     rows = []
-    for r in table.itertuples():
-        g = best[(best.width == r.width) & (best.batch == r.batch)]
-        if g.empty:
+    for e in int8.itertuples():
+        name = int8_trace_of(e.variant)
+        table = traces.get(name)
+        if table is None or table.empty or (e.width, e.batch) not in best.index:
             continue
-        best_row = g.iloc[0]
-        budget = 1e3 * r.batch / best_row.img_per_s / ratio
+        t = table[(table.width == e.width) & (table.batch == e.batch)]
+        if t.empty:
+            continue
+        r, f16 = t.iloc[0], best.loc[(e.width, e.batch)]
+        budget = 1e3 * e.batch / f16.img_per_s / ratio
         outside = r.int8_ms - r.int8_conv_ms
         room = budget - r.int8_conv_ms
-        i8 = int8[(int8.width == r.width) & (int8.batch == r.batch)].img_per_s
-        bench_ms = 1e3 * r.batch / i8.max() if len(i8) else math.nan
         rows.append(
             {
-                "width": r.width,
-                "batch": r.batch,
-                "fastest_fp16": best_row.variant,
+                "width": e.width,
+                "batch": e.batch,
+                "fastest_fp16": f16.variant,
+                "int8_engine": e.variant,
+                "trace": name,
                 "budget_ms": budget,
                 "int8_ms": r.int8_ms,
                 "int8_conv_ms": r.int8_conv_ms,
                 "conv_over_budget": r.int8_conv_ms / budget,
                 "outside_ms": outside,
                 "outside_over_room": outside / room if room > 0 else math.inf,
-                "trace_over_bench": r.int8_ms / bench_ms,
+                "trace_over_bench": r.int8_ms / (1e3 * e.batch / e.img_per_s),
             }
         )
-    return pd.DataFrame(rows, columns=cols)
+    return pd.DataFrame(rows, columns=cols).sort_values(["batch", "width"], ignore_index=True)
 
 
 def budget_facts(budget) -> list[dict]:
     """From :func:`budget_table`, per (width, batch): ``eight_bit.int8_conv_over_budget`` and
-    ``eight_bit.int8_outside_conv_over_room``."""
-    ds = (TRACE_INT8, BENCH_8BIT)
+    ``eight_bit.int8_outside_conv_over_room``, each from the trace of the engine it budgets."""
     out = []
     for r in budget.itertuples():
-        at = unit_scope(r.width, r.batch)
-        note = f"budget {r.budget_ms:.2f} ms per forward ({r.fastest_fp16})"
+        at, ds = unit_scope(r.width, r.batch), (r.trace, BENCH_8BIT)
+        note = f"{r.int8_engine}; budget {r.budget_ms:.2f} ms per forward ({r.fastest_fp16})"
         out.append(
             fact("eight_bit.int8_conv_over_budget", r.conv_over_budget, "x", scope=at,
                  datasets=ds, note=note)
         )  # fmt: skip
+        note = f"{r.int8_engine}: {r.outside_ms:.2f} ms outside the convolutions"
         out.append(
             fact("eight_bit.int8_outside_conv_over_room", r.outside_over_room, "x", scope=at,
-                 datasets=ds, note=f"{r.outside_ms:.2f} ms outside the convolutions")
+                 datasets=ds, note=note)
         )  # fmt: skip
     return out
 
 
 def budget_of(root: DataRoot, speed: pd.DataFrame | None = None) -> pd.DataFrame:
     """:func:`budget_table` of ``root``'s ``bench_8bit`` (``speed``: its :func:`engine_speed`,
-    when the caller has it) and ``trace_int8_b64`` (empty without either)."""
-    if not (root.has(BENCH_8BIT) and root.has(TRACE_INT8)):
-        return budget_table(pd.DataFrame(), pd.DataFrame())
+    when the caller has it) and the int8 traces it holds (empty without the bench)."""
+    if not root.has(BENCH_8BIT):
+        return budget_table(pd.DataFrame(), {})
     if speed is None:
         speed = engine_speed(root.load(BENCH_8BIT))
-    return budget_table(speed, trace_table(int8_breakdown(root.load(TRACE_INT8))))
+    names = sorted({n for n in INT8_TRACE_OF.values() if root.has(n)})
+    traces = {n: trace_table(int8_breakdown(root.load(n))) for n in names}
+    return budget_table(speed, traces)
 
 
 def goal_facts_of(root: DataRoot):
