@@ -191,6 +191,22 @@ def test_status_with_sample_projects_what_a_sample_costs(make_root, capsys):
     assert rc == 2 and "--sample" in capsys.readouterr().err
 
 
+def test_status_sample_and_save_read_the_root_once(make_root, capsys, monkeypatch):
+    """--status --sample N --save: the cost and the saved snapshot come from one per-step
+    snapshot of the root, and the saved table is the one the cost was projected from."""
+    from yolo_sm.collect import collection_time
+
+    folder = make_root("r", ["sweep_1280", "ceilings", "bench_8bit"])
+    made = []
+    real = collection_time.table
+    monkeypatch.setattr(collection_time, "table", lambda *a, **k: made.append(1) or real(*a, **k))
+    argv = ["collect", "--plan", PLAN, "--out", str(folder), "--status", "--sample", "1", "--save"]
+    assert main(argv) == 0
+    assert len(made) == 1 and "saved" in capsys.readouterr().out
+    saved = pd.read_parquet(folder / collection_time.FILE).set_index("step")
+    assert saved.loc["sweep_1280", "spent_s"] > 0
+
+
 def test_save_without_status_is_one_sentence(tmp_path, capsys):
     rc = main(["collect", "--plan", PLAN, "--out", str(tmp_path / "r"), "--save"])
     assert rc == 2

@@ -176,8 +176,12 @@ def collect(args) -> int:
             )
         whole = plans.gpu_totals(table)["total"] + left
         print(f"whole plan: about {whole:.0f} s ({whole / 60:.1f} min) of GPU time, spent + left")
+        # the per-step snapshot both the sample's cost and --save read, made once
+        snap = (
+            collection_time.table(plan, out_dir, table) if sample is not None or args.save else None
+        )
         if sample is not None:
-            cost = collection_time.sample_table(plan, out_dir, sample, table)
+            cost = collection_time.sample_table(plan, out_dir, sample, snapshot=snap)
             print(cost.round({"whole_s": 0, "sample_s": 0}).to_string(index=False))
             total = float(cost.sample_s.sum())
             print(
@@ -187,7 +191,7 @@ def collect(args) -> int:
             )
         if args.save:
             output(out_dir, folder=True)
-            saved = collection_time.save(plan, out_dir, table)
+            saved = collection_time.save(plan, out_dir, snapshot=snap)
             print(
                 f"saved {out_dir / collection_time.FILE}: {len(saved)} steps, "
                 f"{saved.plan_s.sum():.0f} s of GPU time for the whole plan"

@@ -99,13 +99,14 @@ def save(
     out_dir: str | os.PathLike,
     st: pd.DataFrame | None = None,
     command: str | None = None,
+    snapshot: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Write :func:`table` into ``out_dir`` as ``collection_time.parquet`` (atomically) and
     register it in the root's manifest (``command``: the command recorded, by default the
     one that saves it as a user would type it, paths relative to the working folder); returns
-    the table."""
+    the table. ``snapshot``: that table, when the caller has made it already."""
     out_dir = Path(out_dir)
-    df = table(plan, out_dir, st)
+    df = table(plan, out_dir, st) if snapshot is None else snapshot
     if command is None:
         command = (
             f"yolo-sm collect --plan {shown_path(str(Path(plan.path or plan.name).absolute()))} "
@@ -136,7 +137,11 @@ SAMPLE_COLUMNS = ("step", "kind", "state", "groups", "sampled", "whole_s", "samp
 
 
 def sample_table(
-    plan: Plan, out_dir: str | os.PathLike, n: int, st: pd.DataFrame | None = None
+    plan: Plan,
+    out_dir: str | os.PathLike,
+    n: int,
+    st: pd.DataFrame | None = None,
+    snapshot: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """What ``collect --sample n`` into an empty folder would cost, by root ``out_dir``'s own
     seconds (:func:`table`), to plan a sample on a host whose GPU time is limited. Per step:
@@ -144,8 +149,9 @@ def sample_table(
     ``n`` of them), ``whole_s`` (one run of the whole step: spent plus left, or left alone where
     the plan changed a step since its table was made) and ``sample_s``: a sampled kind's
     ``whole_s`` times the share of its groups sampled (each group taken as costing the same:
-    the first groups in plan order may cost more or less), another kind's ``whole_s``."""
-    t = table(plan, out_dir, st)
+    the first groups in plan order may cost more or less), another kind's ``whole_s``.
+    ``snapshot``: :func:`table` of the two, when the caller has made it already."""
+    t = table(plan, out_dir, st) if snapshot is None else snapshot
     rows = []
     for s, r in zip(plan.steps, t.itertuples(index=False), strict=True):
         whole = r.left_s if r.state == "changed" else r.spent_s + r.left_s
