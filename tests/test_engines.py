@@ -1,6 +1,7 @@
 """CPU engines: config validation, eager precisions/layouts, the numerical check, ONNX Runtime.
 
-torch.compile is not tested here: inductor on two CPU cores takes minutes (GPU tests cover it).
+torch.compile's inductor is not run here: on two CPU cores it takes minutes (GPU tests cover
+it); its build bookkeeping is, with dynamo's eager backend.
 """
 
 from pathlib import Path
@@ -186,6 +187,25 @@ def test_numerical_mismatch_beyond_tolerance(tiny_yolo, monkeypatch):
         build_engine(tiny_yolo, cpu_config(precision="bf16", layout="nchw"))
     eng = build_engine(tiny_yolo, cpu_config(precision="bf16", layout="nchw", check=False))
     assert eng.rel_err is None
+
+
+def test_compiled_build_times_its_first_call_apart(tiny_yolo, tmp_path, monkeypatch):
+    """compile_s spans the build's compiling calls; compile_first_s is the first of them (the
+    trace and compile), a share of it. Dynamo's eager backend stands in for inductor."""
+    from yolo_sm.collect.engines import compile_cache
+
+    real = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda m, **kw: real(m, backend="eager"))
+    # inductor's cache folder and switches are process-wide: leave them as they are
+    monkeypatch.setattr(compile_cache, "setup", lambda cache_dir=None: {"dir": str(tmp_path)})
+    eng = build_engine(
+        tiny_yolo,
+        cpu_config(backend="compile", precision="fp32", cache_dir=str(tmp_path), check=False),
+    )
+    first, whole = eng.info["compile_first_s"], eng.info["compile_s"]
+    assert 0 < first <= whole and eng.info["recompiles"] == 0
+    eng(eng.make_input(1))
+    eng.close()
 
 
 def test_cudagraph_on_cpu_not_available(tiny_yolo):

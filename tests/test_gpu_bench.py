@@ -30,6 +30,7 @@ def test_tiny_bench_on_the_gpu(tmp_path):
         assert df.status[v] == "ok", (v, df.message[v])
     assert df.capture_s["cudagraph/fp16/nhwc"] > 0 and df.compile_s["compile/fp16/nhwc"] > 0
     assert df.build_s["compile/fp16/nhwc"] >= df.compile_s["compile/fp16/nhwc"]
+    assert 0 < df.compile_first_s["compile/fp16/nhwc"] <= df.compile_s["compile/fp16/nhwc"]
     # fp8 either runs or says in one line why not; the bench goes on either way
     assert df.status["cudagraph/fp8/nhwc"] == "ok" or df.message["cudagraph/fp8/nhwc"]
     pipe = df[df.index.str.startswith("pipeline/cudagraph/fp16/nhwc/")]

@@ -507,8 +507,8 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int, extra=None) 
                 row.update(extra(engine))
         row["profile_s"] = prof.seconds
         for k in (
-            "compile_s", "compile_cache", "capture_s", "graph_pool_bytes", "recompiles",
-            "graphs_compiled",
+            "compile_s", "compile_first_s", "compile_cache", "capture_s", "graph_pool_bytes",
+            "recompiles", "graphs_compiled",
         ):  # fmt: skip
             if k in engine.info:
                 row[k] = engine.info[k]

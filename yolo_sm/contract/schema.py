@@ -279,6 +279,9 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "build_s": "seconds to build the engine: export, compile or graph capture, and the "
         "numerical check (engine and pipeline rows)",
         "compile_s": "torch.compile's share of build_s (compile rows)",
+        "compile_first_s": "the first compiling call's share of compile_s: dynamo's trace and "
+        "inductor's compile; the later calls run the compiled graph, and reduce-overhead "
+        "records its CUDA graphs there (compile rows; absent in rows measured before it)",
         "capture_s": "CUDA graph capture's share of build_s (cudagraph rows)",
         "model_only_img_per_s": "img/s of the pipeline's own engine instance timed model-only "
         "at the same batch, just before the pipeline ran (pipeline rows; graph-mode rows: its "
