@@ -17,6 +17,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
+from yolo_sm.analyse import plan_grid
 from yolo_sm.analyse.hostbound import host_bound_rule
 from yolo_sm.collect.engines import EngineConfig, build_engine
 from yolo_sm.collect.engines.base import CHECK_INPUT
@@ -287,20 +288,9 @@ class SweepSpec:
 
 
 def unsupported_reason(p: Point) -> str | None:
-    """Why a grid combination cannot run (it is left out of the sweep), or None."""
-    if p.precision == "int8" and p.backend not in ("eager", "cudagraph", "tensorrt"):
-        return "int8 runs on the eager, cudagraph and tensorrt backends only"
-    if p.backend == "onnxruntime" and p.precision != "fp32":
-        return "onnxruntime runs fp32 only"
-    if p.backend == "tensorrt" and p.precision in ("tf32", "bf16"):
-        return "tensorrt engines here are fp32/fp16/int8"
-    if p.backend in ("onnxruntime", "tensorrt") and p.layout == "nhwc":
-        return f"{p.backend} picks its own layouts (run it with nchw input)"
-    if p.backend == "cudagraph" and not p.device.startswith("cuda"):
-        return "cudagraph needs a CUDA device"
-    if p.precision == "tf32" and not p.device.startswith("cuda"):
-        return "tf32 exists only on a GPU"
-    return None
+    """Why a grid combination cannot run (it is left out of the sweep), or None: the rules of
+    :func:`yolo_sm.analyse.plan_grid.unsupported`, which reads a plan's grid without torch."""
+    return plan_grid.unsupported(p.precision, p.layout, p.backend, p.device)
 
 
 def check_environment(spec: SweepSpec) -> None:

@@ -8,6 +8,8 @@ from enum import Enum
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.vocab import (
     COMPILE_MODES,
+    INT8_BACKENDS,
+    INT8_BACKENDS_ONLY,
     INT8_CALIBRATIONS,
     INT8_KERNELS,
     INT8_PERCENTILE,
@@ -16,10 +18,6 @@ from yolo_sm.contract.vocab import (
     Layout,
     Precision,
 )
-
-#: the backends that run precision int8: TensorRT's own int8 engines, and yolo_sm's int8
-#: convolutions (engines.int8) in eager and in a CUDA graph
-INT8_BACKENDS = (Backend.EAGER, Backend.CUDAGRAPH, Backend.TENSORRT)
 
 
 def _enum(cls, value, what):
@@ -110,9 +108,7 @@ class EngineConfig:
         check_compile_mode(self.compile_mode)
         check_device_name(self.device)
         if self.precision is Precision.INT8 and self.backend not in INT8_BACKENDS:
-            raise UserError(
-                "precision int8 runs on the eager, cudagraph and tensorrt backends only"
-            )
+            raise UserError(f"precision {INT8_BACKENDS_ONLY}")
         if self.int8_calibration not in INT8_CALIBRATIONS:
             raise UserError(
                 f"unknown int8 calibration {self.int8_calibration!r}: choose one of "
