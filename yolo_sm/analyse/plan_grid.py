@@ -17,6 +17,7 @@ from yolo_sm.contract import datasets
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import Plan, load_plan
+from yolo_sm.contract.vocab import INT8_BACKENDS, INT8_BACKENDS_ONLY
 
 PRESET_LETTERS = tuple("nsmlx")
 
@@ -24,10 +25,10 @@ POINT_KEYS = ("family", "size", "precision", "layout", "backend", "batch", "imgs
 
 
 def unsupported(precision: str, layout: str, backend: str, device: str = "cuda") -> str | None:
-    """Why the sweep runner leaves a grid combination out, or None (the rules of
-    ``collect.sweep.unsupported_reason``, kept equal to them by a test)."""
-    if precision == "int8" and backend not in ("eager", "cudagraph", "compile", "tensorrt"):
-        return "int8 runs on the eager, cudagraph, compile and tensorrt backends only"
+    """Why the sweep runner leaves a grid combination out, or None (the rules
+    ``collect.sweep.unsupported_reason`` applies to a point)."""
+    if precision == "int8" and backend not in INT8_BACKENDS:
+        return INT8_BACKENDS_ONLY
     if backend == "onnxruntime" and precision != "fp32":
         return "onnxruntime runs fp32 only"
     if backend == "tensorrt" and precision in ("tf32", "bf16"):

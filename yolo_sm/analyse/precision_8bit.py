@@ -38,6 +38,8 @@ TRACE_INT8_COMPILE = "trace_int8_compile_b64"
 #: the int8 trace that holds an int8 engine's kernels, by the engine's backend: a CUDA graph
 #: replays the eager forward's kernels, and reduce-overhead runs default compile's
 INT8_TRACE_OF = {"eager": TRACE_INT8, "cudagraph": TRACE_INT8, "compile": TRACE_INT8_COMPILE}
+#: the int8 traces, each once
+INT8_TRACES = tuple(sorted(set(INT8_TRACE_OF.values())))
 #: the Kineto kernels of the eager fp16 and fp8 engines (width 1.0, batch 64)
 TRACE_FP8 = "trace_fp8_w1_b64"
 #: the traces that hold an 8-bit engine's kernels beside fp16's, by 8-bit precision
@@ -516,8 +518,7 @@ def budget_of(root: DataRoot, speed: pd.DataFrame | None = None) -> pd.DataFrame
         return budget_table(pd.DataFrame(), {})
     if speed is None:
         speed = engine_speed(root.load(BENCH_8BIT))
-    names = sorted({n for n in INT8_TRACE_OF.values() if root.has(n)})
-    traces = {n: trace_table(int8_breakdown(root.load(n))) for n in names}
+    traces = {n: trace_table(int8_breakdown(root.load(n))) for n in INT8_TRACES if root.has(n)}
     return budget_table(speed, traces)
 
 

@@ -17,6 +17,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
+from yolo_sm.analyse import plan_grid
 from yolo_sm.analyse.hostbound import host_bound_rule
 from yolo_sm.collect.engines import EngineConfig, build_engine
 from yolo_sm.collect.engines.base import CHECK_INPUT
@@ -287,20 +288,9 @@ class SweepSpec:
 
 
 def unsupported_reason(p: Point) -> str | None:
-    """Why a grid combination cannot run (it is left out of the sweep), or None."""
-    if p.precision == "int8" and p.backend not in ("eager", "cudagraph", "compile", "tensorrt"):
-        return "int8 runs on the eager, cudagraph, compile and tensorrt backends only"
-    if p.backend == "onnxruntime" and p.precision != "fp32":
-        return "onnxruntime runs fp32 only"
-    if p.backend == "tensorrt" and p.precision in ("tf32", "bf16"):
-        return "tensorrt engines here are fp32/fp16/int8"
-    if p.backend in ("onnxruntime", "tensorrt") and p.layout == "nhwc":
-        return f"{p.backend} picks its own layouts (run it with nchw input)"
-    if p.backend == "cudagraph" and not p.device.startswith("cuda"):
-        return "cudagraph needs a CUDA device"
-    if p.precision == "tf32" and not p.device.startswith("cuda"):
-        return "tf32 exists only on a GPU"
-    return None
+    """Why a grid combination cannot run (it is left out of the sweep), or None: the rules of
+    :func:`yolo_sm.analyse.plan_grid.unsupported`, which reads a plan's grid without torch."""
+    return plan_grid.unsupported(p.precision, p.layout, p.backend, p.device)
 
 
 def check_environment(spec: SweepSpec) -> None:
@@ -469,11 +459,9 @@ def _config(p: Point, spec: SweepSpec):
 def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int, extra=None) -> dict:
     """Build, check and time one point; OOM and engine failures become rows, memory is freed.
     The row records the wall seconds of each phase (``build_s``, ``warmup_s``, ``timed_s``,
-    ``profile_s``: :mod:`yolo_sm.collect.stopwatch`); an error row keeps ``build_s`` where the
-    build ran (an engine that failed its numerical check was built all the same).
-    ``extra(engine)`` (optional) returns more columns of the row, measured after the timed calls
-    and the host profile, on the same engine (e.g. a profiler pass; its time counts as profile
-    time)."""
+    ``profile_s``: :mod:`yolo_sm.collect.stopwatch`). ``extra(engine)`` (optional) returns
+    more columns of the row, measured after the timed calls and the host profile, on the same
+    engine (e.g. a profiler pass; its time counts as profile time)."""
     import torch
 
     on_gpu = p.device.startswith("cuda")
@@ -481,7 +469,6 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int, extra=None) 
     row = {**_coords(p), "status": "ok", "message": "", **_row_tail(spec, flops_per_img, p)}
     engine_label = f"{p.backend}/{p.precision}/{p.layout}"
     publish(model=p.model or f"{p.family}:{p.width:g}", engine=engine_label, batch=p.batch)
-    build = None
     try:
         if on_gpu:
             torch.cuda.synchronize()
@@ -507,8 +494,8 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int, extra=None) 
                 row.update(extra(engine))
         row["profile_s"] = prof.seconds
         for k in (
-            "compile_s", "compile_first_s", "compile_cache", "capture_s", "graph_pool_bytes",
-            "recompiles", "graphs_compiled",
+            "compile_s", "compile_cache", "capture_s", "graph_pool_bytes", "recompiles",
+            "graphs_compiled",
         ):  # fmt: skip
             if k in engine.info:
                 row[k] = engine.info[k]
@@ -516,8 +503,6 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int, extra=None) 
         row.update({f"prov_{k}": v for k, v in m.provenance.items()})
     except Exception as e:  # noqa: BLE001 - every failure is recorded, the sweep goes on
         row = _error_row(p, spec, e, flops_per_img)
-        if build is not None:  # the build ran, to its end or to the failure: its seconds count
-            row["build_s"] = build.seconds
     finally:
         if engine is not None:
             engine.close()

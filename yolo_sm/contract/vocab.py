@@ -28,6 +28,15 @@ class Layout(str, Enum):
     NHWC = "nhwc"
 
 
+#: the backends that run precision int8: TensorRT's own int8 engines, and yolo_sm's int8
+#: convolutions (engines.int8) in eager, in a CUDA graph and under torch.compile
+INT8_BACKENDS = (Backend.EAGER, Backend.CUDAGRAPH, Backend.COMPILE, Backend.TENSORRT)
+#: why an int8 engine on another backend is refused (the engine config) or left out of a grid
+INT8_BACKENDS_ONLY = (
+    "int8 runs on the "
+    + ", ".join(b.value for b in INT8_BACKENDS[:-1])
+    + f" and {INT8_BACKENDS[-1].value} backends only"
+)
 #: how the int8 engines without TensorRT calibrate an activation's range (engines.int8): max
 #: |x| over the calibration photos, or a percentile of |x| (INT8_PERCENTILE by default)
 INT8_CALIBRATIONS = ("max", "percentile")

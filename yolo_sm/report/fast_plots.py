@@ -336,9 +336,8 @@ def eight_bit_budget(root: DataRoot):
     engine an int8 trace holds: the time a forward at the goal's ratio to the fastest fp16
     engine may take, that engine's convolutions and its kernels outside them against it
     (:func:`yolo_sm.analyse.precision_8bit.budget_table`)."""
-    traces = sorted(set(p8.INT8_TRACE_OF.values()))
-    if not any(root.has(t) for t in traces):
-        return missing_note(root, traces)
+    if not any(root.has(t) for t in p8.INT8_TRACES):
+        return missing_note(root, list(p8.INT8_TRACES))
     return tables.show(p8.budget_of(root))
 
 

@@ -8,6 +8,8 @@ from enum import Enum
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.vocab import (
     COMPILE_MODES,
+    INT8_BACKENDS,
+    INT8_BACKENDS_ONLY,
     INT8_CALIBRATIONS,
     INT8_KERNELS,
     INT8_PERCENTILE,
@@ -17,9 +19,6 @@ from yolo_sm.contract.vocab import (
     Precision,
 )
 
-#: the backends that run precision int8: TensorRT's own int8 engines, and yolo_sm's int8
-#: convolutions (engines.int8) in eager, in a CUDA graph and under torch.compile
-INT8_BACKENDS = (Backend.EAGER, Backend.CUDAGRAPH, Backend.COMPILE, Backend.TENSORRT)
 #: the int8 kernels torch.compile runs (cuDNN's graphs as one custom op; emulation on a CPU)
 INT8_COMPILE_KERNELS = ("auto", "cudnn", "emulate")
 
@@ -112,9 +111,7 @@ class EngineConfig:
         check_compile_mode(self.compile_mode)
         check_device_name(self.device)
         if self.precision is Precision.INT8 and self.backend not in INT8_BACKENDS:
-            raise UserError(
-                "precision int8 runs on the eager, cudagraph, compile and tensorrt backends only"
-            )
+            raise UserError(f"precision {INT8_BACKENDS_ONLY}")
         if (
             self.precision is Precision.INT8
             and self.backend is Backend.COMPILE
