@@ -459,9 +459,11 @@ def _config(p: Point, spec: SweepSpec):
 def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int, extra=None) -> dict:
     """Build, check and time one point; OOM and engine failures become rows, memory is freed.
     The row records the wall seconds of each phase (``build_s``, ``warmup_s``, ``timed_s``,
-    ``profile_s``: :mod:`yolo_sm.collect.stopwatch`). ``extra(engine)`` (optional) returns
-    more columns of the row, measured after the timed calls and the host profile, on the same
-    engine (e.g. a profiler pass; its time counts as profile time)."""
+    ``profile_s``: :mod:`yolo_sm.collect.stopwatch`); an error row keeps ``build_s`` where the
+    build ran (an engine that failed its numerical check was built all the same).
+    ``extra(engine)`` (optional) returns more columns of the row, measured after the timed calls
+    and the host profile, on the same engine (e.g. a profiler pass; its time counts as profile
+    time)."""
     import torch
 
     on_gpu = p.device.startswith("cuda")
@@ -469,6 +471,7 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int, extra=None) 
     row = {**_coords(p), "status": "ok", "message": "", **_row_tail(spec, flops_per_img, p)}
     engine_label = f"{p.backend}/{p.precision}/{p.layout}"
     publish(model=p.model or f"{p.family}:{p.width:g}", engine=engine_label, batch=p.batch)
+    build = None
     try:
         if on_gpu:
             torch.cuda.synchronize()
@@ -494,8 +497,8 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int, extra=None) 
                 row.update(extra(engine))
         row["profile_s"] = prof.seconds
         for k in (
-            "compile_s", "compile_cache", "capture_s", "graph_pool_bytes", "recompiles",
-            "graphs_compiled",
+            "compile_s", "compile_first_s", "compile_cache", "capture_s", "graph_pool_bytes",
+            "recompiles", "graphs_compiled",
         ):  # fmt: skip
             if k in engine.info:
                 row[k] = engine.info[k]
@@ -503,6 +506,8 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int, extra=None) 
         row.update({f"prov_{k}": v for k, v in m.provenance.items()})
     except Exception as e:  # noqa: BLE001 - every failure is recorded, the sweep goes on
         row = _error_row(p, spec, e, flops_per_img)
+        if build is not None:  # the build ran, to its end or to the failure: its seconds count
+            row["build_s"] = build.seconds
     finally:
         if engine is not None:
             engine.close()
