@@ -60,6 +60,18 @@ def test_bench_table_on_cpu(tmp_path, capsys):
     assert (engines.build_s > 0).all() and (pipe.build_s > 0).all()
 
 
+def test_engine_rows_carry_every_build_column_the_sweep_records_and_the_schema_describes():
+    """What run_point takes from an engine's info (compile_first_s, capture_s, ...) reaches the
+    bench row wherever the bench schema describes it; a column left out of the carried list
+    is silently absent from every bench table."""
+    from yolo_sm.collect.sweep import ENGINE_INFO_COLUMNS
+    from yolo_sm.contract.schema import SCHEMAS
+
+    described = set(ENGINE_INFO_COLUMNS) & set(SCHEMAS["bench"])
+    assert "compile_first_s" in described
+    assert described <= set(bench._POINT_COLUMNS), described - set(bench._POINT_COLUMNS)
+
+
 def test_bench_bad_input(tmp_path, capsys):
     for argv in (
         ["--models", "yolov8:wide"],

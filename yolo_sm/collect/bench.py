@@ -99,6 +99,7 @@ _POINT_COLUMNS = (
     "peak_mem_bytes",
     "build_s",
     "compile_s",
+    "compile_first_s",
     "capture_s",
     "warmup_s",
     "timed_s",

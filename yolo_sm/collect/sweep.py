@@ -456,6 +456,13 @@ def _config(p: Point, spec: SweepSpec):
     )
 
 
+# what an engine's ``info`` says about its build that a point's row carries
+ENGINE_INFO_COLUMNS = (
+    "compile_s", "compile_first_s", "compile_cache", "capture_s", "graph_pool_bytes",
+    "recompiles", "graphs_compiled",
+)  # fmt: skip
+
+
 def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int, extra=None) -> dict:
     """Build, check and time one point; OOM and engine failures become rows, memory is freed.
     The row records the wall seconds of each phase (``build_s``, ``warmup_s``, ``timed_s``,
@@ -496,10 +503,7 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int, extra=None) 
             if extra is not None:
                 row.update(extra(engine))
         row["profile_s"] = prof.seconds
-        for k in (
-            "compile_s", "compile_first_s", "compile_cache", "capture_s", "graph_pool_bytes",
-            "recompiles", "graphs_compiled",
-        ):  # fmt: skip
+        for k in ENGINE_INFO_COLUMNS:
             if k in engine.info:
                 row[k] = engine.info[k]
         row.update(quant_columns(engine))
