@@ -172,6 +172,49 @@ def test_time_breakdown_of_the_shipped_fp16_and_fp8_traces():
     )
 
 
+def test_triton_kernels_split_by_the_ops_inductor_names_them_after():
+    """A pooling window, the int8 quantiser's saturate-and-round and a nearest upsample each
+    form a part of their own; the rest of inductor's kernels stay one part; a kernel fusing a
+    pool and a quantiser counts as pooling (first match); a non-Triton kernel with the same
+    words is not Triton's."""
+    names = {
+        "triton_per_fused_max_pool2d_with_indices_16": ("triton", "pooling (Triton)"),
+        "triton_per_fused_clamp_max_pool2d_trunc_3": ("triton", "pooling (Triton)"),
+        "triton_poi_fused__to_copy_add_clamp_ge_int8_conv_mul_reciprocal_sub_trunc_where_7": (
+            "triton",
+            "8-bit quantisation (Triton)",
+        ),
+        "triton_poi_fused__to_copy__unsafe_index_add_arange_cat_clone_convolution_4": (
+            "triton",
+            "upsample (Triton)",
+        ),
+        "triton_poi_fused_convolution_silu_2": ("triton", "fused by torch.compile (Triton)"),
+        "max_pool_forward_nhwc": ("pooling_upsample", "pooling / upsample"),
+    }
+    k = pd.DataFrame({"kernel_name": list(names), "kernel_class": [c for c, _ in names.values()]})
+    assert list(fast.kernel_parts(k)) == [p for _, p in names.values()]
+
+
+def test_compiled_int8_trace_splits_into_named_parts():
+    """The shipped compiled int8 trace: every kernel in one part; the int8 quantiser fused by
+    inductor only in the int8 engine, pooling in both; the trace table counts the fused
+    quantiser against what the int8 convolutions and their epilogues save."""
+    from yolo_sm.analyse import precision_8bit as p8
+    from yolo_sm.contract import datasets
+
+    k = datasets.load("h200/" + p8.TRACE_INT8_COMPILE)
+    b = p8.int8_breakdown(k)
+    assert np.allclose(b.drop("total").sum(), b.loc["total"])
+    int8 = [c for c in b.columns if "_int8_" in c]
+    fp16 = [c for c in b.columns if "_fp16_" in c]
+    assert int8 and fp16
+    assert (b.loc["8-bit quantisation (Triton)", int8] > 0).all()
+    assert (b.loc["8-bit quantisation (Triton)", fp16] == 0).all()
+    assert (b.loc["pooling (Triton)", b.columns] > 0).all()
+    t = p8.trace_table(b)
+    assert (t.quantise_ms > 0).all() and np.isfinite(t.quantise_over_saving).all()
+
+
 def test_compile_breakdown_of_the_shipped_eager_and_compiled_traces():
     """torch.compile's trace: its Triton kernels take the place of eager's separate adds, SiLUs
     and copies, convolutions stay; the findings quote the table's own numbers."""

@@ -246,10 +246,23 @@ def usable_eight_bit(bench, batch: int):
 #: kernel names of the 8-bit engines' activation quantisers (collect.engines.fp8 / int8)
 QUANTISERS = ("_quantize", "_quantize_int8")
 
+
+def _triton(kernels, ops: str):
+    """Which rows are Triton kernels whose name matches the regular expression ``ops``."""
+    return (kernels.kernel_class == "triton") & kernels.kernel_name.str.contains(ops, regex=True)
+
+
 PARTS = (  # (part, test on a kernel row), first match wins
     # the 8-bit engines' activation quantisers (Triton): fp8's and int8's
     ("8-bit quantisation", lambda k: k.kernel_name.isin(QUANTISERS)),
-    # inductor's generated kernels: each fuses several elementwise / copy / pooling ops
+    # inductor's generated kernels, each fusing several ops, by the ops it names a kernel after
+    # (triton_poi_fused_<op>_<op>...): a pooling window, the int8 quantiser's saturate-and-round
+    # (clamp ... trunc), a nearest upsample (_unsafe_index); the rest (bias / SiLU epilogues,
+    # adds, concatenations, splits) stays one part. A kernel fusing two of these counts once,
+    # in the first.
+    ("pooling (Triton)", lambda k: _triton(k, "max_pool")),
+    ("8-bit quantisation (Triton)", lambda k: _triton(k, r"clamp.*trunc")),
+    ("upsample (Triton)", lambda k: _triton(k, "_unsafe_index")),
     ("fused by torch.compile (Triton)", lambda k: k.kernel_class == "triton"),
     (
         "convolution (tensor cores)",
@@ -324,7 +337,11 @@ def kernels_per_forward(kernels):
 
 # ---- facts --------------------------------------------------------------------------------
 
-EPILOGUE = ("add (bias, residual)", "SiLU")
+#: the convolutions' epilogues (bias, SiLU, residual adds): eager's ATen kernels, or the Triton
+#: kernels torch.compile fuses them into (with the concatenations and splits beside them)
+EPILOGUE = ("add (bias, residual)", "SiLU", "fused by torch.compile (Triton)")
+#: the 8-bit activation quantisers: the engines' own kernel, or fused by torch.compile
+QUANTISE_PARTS = ("8-bit quantisation", "8-bit quantisation (Triton)")
 
 
 def bench_facts(bench, peak_tflops: float = float("nan"), autotune: bool = True) -> list[dict]:
@@ -413,7 +430,7 @@ def fp8_trace_facts(kernels) -> list[dict]:
     d = ("trace_fp8_w1_b64",)
     c16 = part_ms(b, fp16, CONV_PARTS) + part_ms(b, fp16, EPILOGUE)
     c8 = part_ms(b, fp8, CONV_PARTS) + part_ms(b, fp8, EPILOGUE)
-    q8 = part_ms(b, fp8, ["8-bit quantisation"])
+    q8 = part_ms(b, fp8, QUANTISE_PARTS)
     return [
         fact(
             "fast.fp8_over_fp16_gpu_time",

@@ -20,6 +20,7 @@ from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.fast import (
     CONV_PARTS,
     EPILOGUE,
+    QUANTISE_PARTS,
     kernel_parts,
     part_ms,
     part_order,
@@ -275,7 +276,7 @@ def trace_table(breakdown):
         batch = parse_config(c8, strict=False)["batch"]
         conv16, conv8 = part_ms(b, c16, CONV_PARTS), part_ms(b, c8, CONV_PARTS)
         epi16, epi8 = part_ms(b, c16, EPILOGUE), part_ms(b, c8, EPILOGUE)
-        quant = part_ms(b, c8, ["8-bit quantisation"])
+        quant = part_ms(b, c8, QUANTISE_PARTS)
         saving = (conv16 + epi16) - (conv8 + epi8)
         unchanged = part_ms(b, c8, UNCHANGED)
         rows.append(
@@ -298,7 +299,7 @@ def trace_table(breakdown):
 
 
 #: the parts of a forward the 8-bit engines leave in fp16 as they are
-UNCHANGED = ("copy / concat", "pooling / upsample")
+UNCHANGED = ("copy / concat", "pooling / upsample", "pooling (Triton)", "upsample (Triton)")
 
 
 def trace_facts(table) -> list[dict]:

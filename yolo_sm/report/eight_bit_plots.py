@@ -58,18 +58,25 @@ def speed_section(root: DataRoot):
     return tables.show(p8.speed_grid(speed)), rows, plot_speed(speed)
 
 
-def breakdown_section(root: DataRoot):
-    """Where the int8 engine's GPU time goes against fp16's (trace_int8_b64): the per-width
-    table of :func:`yolo_sm.analyse.precision_8bit.trace_table`, GPU ms per forward by part, and
-    the stacked figure, or one sentence."""
-    if not root.has(p8.TRACE_INT8):
-        return lacks(root, p8.TRACE_INT8)
-    kernels = root.load(p8.TRACE_INT8)
+#: how a breakdown's title names the engines of an int8 trace, by the trace's backend
+_TRACED_AS = {"eager": "eager", "compile": "torch.compile"}
+
+
+def breakdown_section(root: DataRoot, trace: str = p8.TRACE_INT8):
+    """Where the int8 engine's GPU time goes against fp16's, from an int8 trace
+    (:data:`yolo_sm.analyse.precision_8bit.INT8_TRACES`: the eager engines' or the compiled
+    ones'): the per-width table of :func:`yolo_sm.analyse.precision_8bit.trace_table`, GPU ms
+    per forward by part, and the stacked figure, or one sentence."""
+    if not root.has(trace):
+        return lacks(root, trace)
+    kernels = root.load(trace)
     b = p8.int8_breakdown(kernels)
+    backend = ", ".join(_TRACED_AS.get(x, x) for x in sorted(set(kernels["backend"].dropna())))
     fig = stacked_breakdown(
         b,
         "config",
-        f"GPU ms per forward by part, eager fp16 vs int8, batch 64 ({root.device_name()}, Kineto)",
+        f"GPU ms per forward by part, {backend} fp16 vs int8, batch 64 "
+        f"({root.device_name()}, Kineto)",
     )
     return tables.show(p8.trace_table(b)), tables.show(b), fig
 
