@@ -2,6 +2,8 @@
 torch's, one cuDNN int8 convolution against the emulation, and the cudnn int8 CUDA-graph engine
 of YOLOv8 width 0.5 at batch 8 (its check, its fallbacks, a run)."""
 
+import copy
+
 import pytest
 import torch
 
@@ -46,6 +48,43 @@ def test_cudnn_int8_conv_matches_the_emulation(k, stride):
     assert float((y.float() - ref.float()).norm() / ref.float().norm()) < 5e-3
 
 
+def test_cudnn_int8_handoff_writes_the_next_convs_input_in_int8():
+    """Two conv blocks, the first handing over: its cuDNN graph writes int8 at the second's
+    input scale (within one step of the emulation's rounding), and the pair's output matches
+    the emulated pair's."""
+    from ultralytics.nn.modules.conv import Conv
+    from ultralytics.utils.torch_utils import fuse_conv_and_bn
+
+    from yolo_sm.collect.engines import int8
+
+    pytest.importorskip("cudnn", reason="needs nvidia-cudnn-frontend")
+    torch.manual_seed(0)
+    blocks = torch.nn.Sequential(Conv(64, 128, 3, 2), Conv(128, 128, 1))
+    for b in blocks:
+        b.conv = fuse_conv_and_bn(b.conv, b.bn)
+        del b.bn
+        b.forward = b.forward_fuse
+    blocks = blocks.eval().cuda().half().to(memory_format=torch.channels_last)
+    x = torch.randn(8, 64, 80, 80, device="cuda", dtype=torch.half)
+    x = x.contiguous(memory_format=torch.channels_last)
+    real, emu = copy.deepcopy(blocks), copy.deepcopy(blocks)
+    assert int8.quantize_convs(real, [x], kernel="cudnn")["int8_handoffs"] == 1
+    assert int8.quantize_convs(emu, [x], kernel="emulate", handoff=False)["int8_handoffs"] == 0
+    emu[0].conv.silu, emu[0].act = True, torch.nn.Identity()  # as cudnn: SiLU in the conv
+    emu[0].conv.output_scale = real[0].conv.output_scale
+    int8._TUNED.clear()
+    with torch.no_grad():
+        mid, ref_mid = real[0](x), emu[0](x)
+        y, ref = real(x), emu(x)
+    print(f"int8 hand-off: {real[0].conv.graph_modes}, declined {real[0].conv.declined}")
+    assert real[0].conv.fallback is None, real[0].conv.fallback
+    assert mid.dtype == ref_mid.dtype == torch.int8
+    assert set(real[0].conv.graph_modes.values()) == {"fused_int8"}
+    steps = (mid.float() - ref_mid.float()).abs()
+    assert steps.max() <= 1 and (steps == 0).float().mean() > 0.99
+    assert float((y.float() - ref.float()).norm() / ref.float().norm()) < 5e-3
+
+
 def test_int8_cudagraph_engine_w05_b8_builds_checks_and_runs():
     pytest.importorskip("cudnn", reason="needs nvidia-cudnn-frontend")
     from yolo_sm.collect.engines import EngineConfig, build_engine, int8
@@ -63,8 +102,10 @@ def test_int8_cudagraph_engine_w05_b8_builds_checks_and_runs():
         f"graphs {counts}, fallbacks {len(falls)}: {sorted(set(falls.values()))[:3]}"
     )
     assert eng.module.int8_info["int8_kernel"] == "cudnn"
-    assert counts["int8_convs"] == counts["fused"] + counts["unfused"] + counts["fp16"]
-    assert counts["fused"] + counts["unfused"] > 0  # cuDNN ran int8 convolutions
+    ran = counts["fused_int8"] + counts["fused"] + counts["unfused"]
+    assert counts["int8_convs"] == ran + counts["fp16"]
+    assert ran > 0  # cuDNN ran int8 convolutions
+    assert eng.module.int8_info["int8_handoffs"] > 0
     assert eng.rel_err is not None and eng.rel_err <= cfg.tolerance
     out = eng(eng.make_input(5)).clone()
     again = eng(eng.make_input(5))
@@ -91,7 +132,7 @@ def test_int8_compiled_engine_runs_cudnn_graphs_as_one_op_and_matches_the_graph_
         eng = build_engine(model, EngineConfig(backend="compile", compile_mode=mode, **cfg))
         counts = int8.graph_counts(eng.module)
         print(f"int8 compile[{mode}] w0.5 b8: rel_err {eng.rel_err:.4g}, graphs {counts}")
-        assert counts["fused"] + counts["unfused"] > 0  # cuDNN ran int8 convolutions
+        assert counts["fused_int8"] + counts["fused"] + counts["unfused"] > 0
         assert eng.rel_err is not None and eng.rel_err <= eng.config.tolerance
         out = eng(x).clone()
         err = float((out.float() - want.float()).norm() / want.float().norm())

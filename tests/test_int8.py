@@ -158,6 +158,100 @@ def test_the_compiled_int8_conv_traces_as_one_op_with_the_eager_values():
         int8.Int8Conv(conv, input_scale=0.02, kernel="triton")._compiled(x)
 
 
+class _Chain(torch.nn.Module):
+    """Conv blocks whose outputs go: a -> b only (a hand-off); b -> c and into an add (none);
+    d -> e with d's 6 output channels, which cuDNN's int8 graphs do not take (none)."""
+
+    def __init__(self):
+        from ultralytics.nn.modules.conv import Conv
+        from ultralytics.utils.torch_utils import fuse_conv_and_bn
+
+        super().__init__()
+        self.a, self.b, self.c = Conv(8, 16, 3), Conv(16, 16, 1), Conv(16, 16, 3)
+        self.d, self.e = Conv(16, 6, 1), Conv(6, 8, 3)
+        for block in (self.a, self.b, self.c, self.d, self.e):  # as a built YOLO model's
+            block.conv = fuse_conv_and_bn(block.conv, block.bn)
+            del block.bn
+            block.forward = block.forward_fuse
+
+    def forward(self, x):
+        y = self.b(self.a(x))
+        return self.e(self.d(y + self.c(y)))
+
+
+def _chain(kernel: str, handoff: bool = True):
+    torch.manual_seed(0)
+    m = _Chain().eval()
+    x = torch.randn(2, 8, 12, 12)
+    info = int8.quantize_convs(m, [x], kernel=kernel, handoff=handoff)
+    return m, x, info
+
+
+def test_handoff_links_a_conv_whose_output_only_the_next_int8_conv_reads():
+    """Only a -> b hands over: b's output also feeds an add, d's channels are not cuDNN's. The
+    model's output is the same as without hand-off (the emulation rounds in fp32 either way);
+    the handed-over tensor is int8 values at b's input scale. An activation between two
+    convolutions (the emulation keeps SiLU outside the conv) is a use: nothing is linked."""
+    m, x, info = _chain("cudnn")
+    assert info["int8_handoffs"] == 1
+    assert m.a.conv.output_scale == float(m.b.conv.input_scale)
+    assert [c.output_scale for c in (m.b.conv, m.c.conv, m.d.conv, m.e.conv)] == [None] * 4
+    plain, _, off = _chain("cudnn", handoff=False)
+    assert off["int8_handoffs"] == 0 and plain.a.conv.output_scale is None
+    with torch.no_grad():
+        mid = m.a(x)
+        assert mid.dtype == torch.int8
+        assert torch.equal(mid.float(), int8.quantize_values(plain.a(x), m.b.conv.input_scale))
+        assert torch.allclose(m(x), plain(x), atol=1e-5)
+    emulated, _, info = _chain("emulate")
+    assert info["int8_handoffs"] == 0  # a's SiLU runs after its conv, in torch
+    assert all(c.output_scale is None for c in emulated.modules() if isinstance(c, int8.Int8Conv))
+    assert "output_scale" in repr(m.a.conv) and "output_scale" not in repr(m.b.conv)
+
+
+def test_handoff_in_a_yolo_model_keeps_its_output(tiny):
+    """YOLOv8's downsampling convs, bottlenecks' first convs, C2f's last convs before a
+    downsample and the head's first convs hand over; the output is the same."""
+    x = calibration_batches(64)[0]
+    on, off = copy.deepcopy(tiny), copy.deepcopy(tiny)
+    n = int8.quantize_convs(on, [x], kernel="cudnn")["int8_handoffs"]
+    assert int8.quantize_convs(off, [x], kernel="cudnn", handoff=False)["int8_handoffs"] == 0
+    linked = [k for k, c in on.named_modules() if getattr(c, "output_scale", None) is not None]
+    assert len(linked) == n and 10 < n < len(qconv.eligible_convs(tiny))
+    assert any(k.endswith("m.0.cv1.conv") for k in linked)  # a bottleneck's first conv
+    with torch.no_grad():
+        assert torch.allclose(on(x), off(x), atol=1e-4)
+
+
+def test_compiled_handoff_passes_int8_between_the_custom_ops():
+    """Under torch.compile a hand-off is one quantisation (the first conv's input) and two
+    custom ops, the first writing int8 (its fake says so); the values are the eager chain's."""
+    m, x, _ = _chain("cudnn")
+    a, b = m.a.conv, m.b.conv
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    x = x.contiguous(memory_format=torch.channels_last)
+    traced = torch.compile(lambda t: b._compiled(a._compiled(t)), backend=backend, fullgraph=True)
+    with torch.no_grad():
+        y, want = traced(x), b._emulate(a._emulate(x))
+    assert torch.equal(y, want) and y.dtype == x.dtype
+    (gm,) = graphs
+    ops = [n for n in gm.graph.nodes if "int8_conv" in str(n.target)]
+    clamps = [n for n in gm.graph.nodes if "clamp" in str(n.target)]
+    assert len(ops) == 2 and len(clamps) == 1
+    assert ops[0].meta["example_value"].dtype == torch.int8
+
+
+def test_int8_handoff_config_is_a_flag():
+    assert EngineConfig(precision="int8").int8_handoff is True
+    with pytest.raises(UserError, match="int8_handoff"):
+        EngineConfig(precision="int8", int8_handoff="yes")
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
     [

@@ -292,7 +292,7 @@ def _kernel_convs(kernel: str, counts: dict) -> float:
     if not counts:
         return math.nan
     if kernel == "cudnn":
-        return counts["fused"] + counts["unfused"]
+        return counts["fused_int8"] + counts["fused"] + counts["unfused"]
     return counts.get(kernel, math.nan)
 
 

@@ -87,6 +87,9 @@ class EngineConfig:
     int8_calibration: str = "max"  # max | percentile
     int8_percentile: float = INT8_PERCENTILE  # the percentile of |x| (calibration percentile)
     int8_kernel: str = "auto"  # the int8 convolutions' kernel (vocab.INT8_KERNELS)
+    # a convolution whose output only the next int8 convolution reads writes it in int8
+    # (engines.int8.link_handoffs); False: every int8 convolution writes the engine's dtype
+    int8_handoff: bool = True
     imgsz_hw: tuple[int, int] | None = None  # (height, width) of a non-square input
 
     def __post_init__(self) -> None:
@@ -134,6 +137,8 @@ class EngineConfig:
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 50 <= p <= 100:
             raise UserError(f"int8_percentile must be a number from 50 to 100, got {p!r}")
         object.__setattr__(self, "int8_percentile", float(p))
+        if not isinstance(self.int8_handoff, bool):
+            raise UserError(f"int8_handoff must be true or false, got {self.int8_handoff!r}")
         fp8_backends = (Backend.EAGER, Backend.CUDAGRAPH)
         if self.precision is Precision.FP8 and self.backend not in fp8_backends:
             raise UserError("precision fp8 runs on the eager and cudagraph backends only")

@@ -28,6 +28,9 @@ Kernels:
   output) and torch's de-scale, bias and SiLU run instead (``Int8Conv.graph_modes``); where it
   declines that too, or the channel counts are not multiples of :data:`CHANNEL_MULTIPLE`, the
   convolution runs in fp16 with the int8-rounded weight and is counted (``Int8Conv.fallback``).
+  A convolution whose output only the next int8 convolution reads (:func:`link_handoffs`)
+  hands it over: its graph divides by that convolution's input scale and writes int8
+  (``fused_int8``), and the next one reads it without a quantisation pass.
   Needs the ``nvidia-cudnn-frontend`` package (imported lazily).
 * ``triton`` (CUDA): yolo_sm's own implicit-GEMM convolution
   (:func:`yolo_sm.collect.engines.int8_triton.conv_int8`): one Triton kernel per convolution
@@ -200,10 +203,14 @@ def _format(output: str | None, fused: bool) -> GraphFormat:
     )
 
 
-def graph_formats() -> list[tuple[str, GraphFormat]]:
-    """The cuDNN graphs an int8 convolution tries, in order: the fused epilogue writing
-    :data:`GRAPH_OUTPUT`, then the convolution alone (FLOAT) with torch's epilogue."""
-    return [("fused", _format(GRAPH_OUTPUT, True)), ("unfused", _format("FLOAT", False))]
+def graph_formats(handoff: bool = False) -> list[tuple[str, GraphFormat]]:
+    """The cuDNN graphs an int8 convolution tries, in order: for a convolution that hands its
+    output to the next one (``handoff``, :func:`link_handoffs`) first the fused epilogue writing
+    int8 at that convolution's input scale (``fused_int8``); then the fused epilogue writing
+    :data:`GRAPH_OUTPUT`, then the convolution alone (FLOAT) with torch's epilogue (for a
+    hand-off, torch then quantises the output)."""
+    first = [("fused_int8", _format("INT8", True))] if handoff else []
+    return [*first, ("fused", _format(GRAPH_OUTPUT, True)), ("unfused", _format("FLOAT", False))]
 
 
 #: the live int8 convolutions by the number the custom op :func:`int8_conv` names them with
@@ -221,12 +228,14 @@ def int8_conv(
     padding: list[int],
     dilation: list[int],
     dtype: torch.dtype,
+    handoff: bool = False,
 ) -> torch.Tensor:
     """The int8 convolution number ``conv`` (:class:`Int8Conv`) on an input already quantised to
-    its int8 values (``xq``), its output in ``dtype``: one operator torch.compile traces as a
-    whole (its cuDNN graph is opaque to inductor), so that inductor can fuse the quantisation
-    into the kernels that make ``xq``. The geometry arguments give the output's shape without
-    running it (:func:`_int8_conv_shape`)."""
+    its int8 values (``xq``), its output in ``dtype``, or int8 where it hands its output to the
+    next convolution (``handoff``): one operator torch.compile traces as a whole (its cuDNN
+    graph is opaque to inductor), so that inductor can fuse the quantisation into the kernels
+    that make ``xq``. The geometry arguments give the output's shape without running it
+    (:func:`_int8_conv_shape`)."""
     y = _CONVS[conv].run_quantized(xq, dtype)
     return y.contiguous(memory_format=torch.channels_last)  # the strides its fake promises
 
@@ -241,9 +250,12 @@ def _int8_conv_shape(xq, out_channels, kernel_size, stride, padding, dilation) -
 
 
 @int8_conv.register_fake
-def _int8_conv_fake(xq, conv, out_channels, kernel_size, stride, padding, dilation, dtype):
+def _int8_conv_fake(
+    xq, conv, out_channels, kernel_size, stride, padding, dilation, dtype, handoff=False
+):
     shape = _int8_conv_shape(xq, out_channels, kernel_size, stride, padding, dilation)
-    return xq.new_empty(shape, dtype=dtype).contiguous(memory_format=torch.channels_last)
+    out = torch.int8 if handoff else dtype
+    return xq.new_empty(shape, dtype=out).contiguous(memory_format=torch.channels_last)
 
 
 def quantize_traced(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -285,6 +297,9 @@ class Int8Conv(nn.Module):
         self.bias = None if conv.bias is None else nn.Parameter(conv.bias.detach().clone())
         self.number = next(_NUMBERS)  # how the custom op int8_conv names this convolution
         _CONVS[self.number] = self
+        # where this convolution's output is the next int8 convolution's input and nothing
+        # else's (link_handoffs): that convolution's input scale; the output is then int8
+        self.output_scale: float | None = None
 
     def __deepcopy__(self, memo):
         """A copy (an engine's prepared model) is a convolution of its own for the custom op."""
@@ -310,7 +325,7 @@ class Int8Conv(nn.Module):
             )
             return None
         reasons = []
-        for mode, fmt in graph_formats():
+        for mode, fmt in graph_formats(handoff=self.output_scale is not None):
             try:
                 plan = CudnnQuantConv(self, x, fmt, "precision int8")
             except NotAvailableError:
@@ -364,61 +379,93 @@ class Int8Conv(nn.Module):
             input_scale=float(self.input_scale), silu=self.silu,
         )  # fmt: skip
 
+    @property
+    def out_dtype(self) -> torch.dtype:
+        """The engine's dtype (the module's), what a convolution without hand-off writes."""
+        return self.weight.dtype
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` in the engine's dtype, or int8 values at ``input_scale`` where the previous
+        convolution hands its output over (:func:`link_handoffs`); the output in the engine's
+        dtype, or int8 at ``output_scale`` where this one hands over."""
         if self.kernel == "emulate" or not x.is_cuda:
             return self._emulate(x)
         if torch.compiler.is_compiling():
             return self._compiled(x)
         if self.kernel in ("triton", "intmm") and self.fallback is None:
-            y = self._own_kernel(x)
+            y = self._own_kernel(x)  # never linked for a hand-off: x is never int8 here
             if y is not None:
                 self.ran = self.kernel
                 return y
         if self.kernel in ("cudnn", "intmm"):
-            key = (tuple(x.shape), x.dtype, x.device)
-            plan = self._plans.get(key)
-            if plan is None and self.fallback is None:
-                plan = self._build(x)
-                if plan is not None:
-                    self._plans[key] = plan
+            plan = self._plan(x.shape, self.out_dtype, x.device)
             if plan is not None:
-                return plan(x)
-        return self._fp16(x)  # declined: plain conv in the input's dtype
+                return self._handoff(plan.run_quantized(self._quantized(x)))
+        return self._handoff(self._fp16(self._dequantized(x)))  # declined: conv in fp16
+
+    def _plan(self, shape, dtype: torch.dtype, device):
+        """The cuDNN graph for an input of ``shape`` in an engine of ``dtype``, built on first
+        use; None where cuDNN declined this convolution (``fallback`` says why)."""
+        key = (tuple(shape), dtype, device)
+        plan = self._plans.get(key)
+        if plan is None and self.fallback is None:
+            like = torch.empty(tuple(shape), dtype=dtype, device=device)
+            plan = self._build(like.contiguous(memory_format=torch.channels_last))
+            if plan is not None:
+                self._plans[key] = plan
+        return plan
+
+    def _quantized(self, x: torch.Tensor) -> torch.Tensor:
+        """``x``'s int8 values at ``input_scale`` (NHWC); a handed-over input already is."""
+        if x.dtype == torch.int8:
+            return x.contiguous(memory_format=torch.channels_last)
+        return quantize_int8(x.contiguous(memory_format=torch.channels_last), self.input_scale)
+
+    def _dequantized(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` in the engine's dtype: a handed-over int8 input times ``input_scale``."""
+        if x.dtype != torch.int8:
+            return x
+        return (x.float() * self.input_scale.float()).to(self.out_dtype)
+
+    def _handoff(self, y: torch.Tensor) -> torch.Tensor:
+        """``y`` as the next convolution's int8 input where this one hands over and the kernel
+        wrote ``y`` in another dtype (a graph without an int8 output, the fp16 fallback)."""
+        if self.output_scale is None or y.dtype == torch.int8:
+            return y
+        return quantize_int8(y, self.output_scale)
 
     def _compiled(self, x: torch.Tensor) -> torch.Tensor:
-        """The forward torch.compile traces (cuDNN kernel): the quantisation in torch ops, then
-        the custom op :func:`int8_conv`; where cuDNN declined this convolution in the eager
-        forward that precedes a compile (:func:`yolo_sm.collect.engines.torch_backends.
-        build_compiled`), the fp16 convolution of the eager fallback."""
+        """The forward torch.compile traces (cuDNN kernel): the quantisation in torch ops (none
+        for a handed-over int8 input), then the custom op :func:`int8_conv`; where cuDNN declined
+        this convolution in the eager forward that precedes a compile (:func:`yolo_sm.collect.
+        engines.torch_backends.build_compiled`), the fp16 convolution of the eager fallback."""
         if self.kernel != "cudnn":
             raise NotAvailableError(
                 f"int8 kernel {self.kernel} does not run under torch.compile (cudnn does)"
             )
+        handoff = self.output_scale is not None
         if self.fallback is not None:
-            return self._fp16(x)
-        xq = quantize_traced(x, self.input_scale)
+            x = x if x.dtype != torch.int8 else x.float() * self.input_scale.float()
+            y = self._fp16(x.to(self.out_dtype))
+            return quantize_traced(y, self.output_scale) if handoff else y
+        xq = x if x.dtype == torch.int8 else quantize_traced(x, self.input_scale)
         k = list(self.weight_int8.shape[2:])
         return torch.ops.yolo_sm.int8_conv(
             xq, self.number, self.out_channels, k, list(self.stride), list(self.padding),
-            list(self.dilation), x.dtype,
+            list(self.dilation), self.out_dtype, handoff,
         )  # fmt: skip
 
     def run_quantized(self, xq: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        """The cuDNN graph on an input already quantised (:func:`int8_conv`'s body): the plan for
-        its shape, built on first use; where cuDNN declines it, the fp16 convolution of the
-        de-quantised input."""
+        """The cuDNN graph on an input already quantised (:func:`int8_conv`'s body) in an engine
+        of ``dtype``: the plan for its shape, built on first use; where cuDNN declines it, the
+        fp16 convolution of the de-quantised input. int8 out where this convolution hands
+        over."""
         if not xq.is_cuda:  # no cuDNN graph on a CPU: the emulation, from the same values
             return self._emulate_values(xq.float(), dtype)
-        key = (tuple(xq.shape), dtype, xq.device)
-        plan = self._plans.get(key)
-        if plan is None and self.fallback is None:
-            like = torch.empty(xq.shape, dtype=dtype, device=xq.device)
-            plan = self._build(like.contiguous(memory_format=torch.channels_last))
-            if plan is not None:
-                self._plans[key] = plan
+        plan = self._plan(xq.shape, dtype, xq.device)
         if plan is not None:
-            return plan.run_quantized(xq)
-        return self._fp16((xq.float() * self.input_scale.float()).to(dtype))
+            return self._handoff(plan.run_quantized(xq))
+        return self._handoff(self._fp16((xq.float() * self.input_scale.float()).to(dtype)))
 
     def _fp16(self, x: torch.Tensor) -> torch.Tensor:
         """The convolution in ``x``'s dtype with the int8-rounded weight (cuDNN declined it)."""
@@ -430,10 +477,13 @@ class Int8Conv(nn.Module):
 
     def _emulate(self, x: torch.Tensor) -> torch.Tensor:
         """int8 values of input and weight, convolved in fp32, de-scaled, bias, SiLU."""
+        if x.dtype == torch.int8:  # handed over: already the int8 values
+            return self._emulate_values(x.float(), self.out_dtype)
         return self._emulate_values(quantize_values(x, self.input_scale), x.dtype)
 
     def _emulate_values(self, xq: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        """:meth:`_emulate` from the input's int8 values (as float32), its output in ``dtype``."""
+        """:meth:`_emulate` from the input's int8 values (as float32), its output in ``dtype``
+        (int8 values at ``output_scale`` where this convolution hands over)."""
         acc = nn.functional.conv2d(
             xq,
             self.weight_int8.float(),
@@ -449,12 +499,16 @@ class Int8Conv(nn.Module):
             y = y + self.bias.float().view(1, -1, 1, 1)
         if self.silu:
             y = nn.functional.silu(y)
+        if self.output_scale is not None:
+            return quantize_values(y, self.output_scale).to(torch.int8)
         return y.to(dtype)
 
     def extra_repr(self) -> str:
+        out = "" if self.output_scale is None else f", output_scale={self.output_scale:.3g}"
         return (
             f"{self.in_channels}, {self.out_channels}, stride={self.stride}, "
             f"input_scale={float(self.input_scale):.3g}, kernel={self.kernel}, silu={self.silu}"
+            f"{out}"
         )
 
 
@@ -464,10 +518,13 @@ def quantize_convs(
     kernel: str = "emulate",
     calibration: str = "max",
     percentile: float = DEFAULT_PERCENTILE,
+    handoff: bool = True,
 ) -> dict:
     """Replace each eligible convolution of ``model`` (in place) by an :class:`Int8Conv` with
-    scales calibrated by ``calibration`` (``max`` / ``percentile``); returns a summary for the
-    engine's info."""
+    scales calibrated by ``calibration`` (``max`` / ``percentile``), and where ``handoff`` (cuDNN
+    and emulated kernels) link each convolution whose output only the next int8 convolution
+    reads to hand it over in int8 (:func:`link_handoffs`); returns a summary for the engine's
+    info."""
     stat = calibration_stat(calibration, percentile)
     convs = eligible_convs(model)
     amax = calibrate_inputs(model, convs, batches, stat)
@@ -476,11 +533,15 @@ def quantize_convs(
         setattr(parent, attr, Int8Conv(conv, max(a, 1e-12) / INT8_MAX, kernel, silu=fuse))
         if fuse:
             parent.act = nn.Identity()
+    linked = 0
+    if handoff and kernel in HANDOFF_KERNELS and batches:
+        linked = link_handoffs(model, batches[0])
     total = sum(1 for m in model.modules() if isinstance(m, (nn.Conv2d, Int8Conv)))
     what = "max |input|" if calibration == "max" else f"{percentile:g}th percentile of |input|"
     return {
         "int8_kernel": kernel,
         "int8_convs": len(convs),
+        "int8_handoffs": linked,
         "convs": total,
         "int8_calibration": calibration,
         "int8_percentile": float(percentile) if calibration == "percentile" else math.nan,
@@ -488,12 +549,98 @@ def quantize_convs(
     }
 
 
-def graph_counts(model: nn.Module) -> dict[str, int]:
-    """How the int8 convolutions of ``model`` ran so far: ``fused`` / ``unfused`` cuDNN graphs
-    (per conv, its first shape's), ``triton`` / ``intmm`` (yolo_sm's kernels), ``fp16``
-    fallbacks, and ``int8_convs`` in all."""
+#: the kernels whose convolutions hand int8 outputs over (the cuDNN graph writes them; the
+#: emulation computes the same values); yolo_sm's Triton and _int_mm kernels read fp16 inputs
+HANDOFF_KERNELS = ("cudnn", "emulate")
+#: tensor functions that read a tensor's metadata, not its values: not a use of the values
+_METADATA = frozenset(
+    {"__get__", "size", "dim", "stride", "numel", "is_contiguous", "element_size", "__len__"}
+)
+
+
+@torch.no_grad()
+def link_handoffs(model: nn.Module, x: torch.Tensor) -> int:
+    """Find, in one forward of ``model`` on ``x``, each :class:`Int8Conv` whose output tensor
+    is the input of exactly one other Int8Conv and read by nothing else (no add, concatenation,
+    split, activation or return), each called once, with channel counts cuDNN's int8 graphs
+    take; set its ``output_scale`` to that convolution's input scale, so that it writes the
+    int8 values the next one reads instead of a tensor it would quantise again. Returns how
+    many were linked.
+
+    Every tensor function the forward calls outside the int8 convolutions is seen
+    (``torch.overrides.TorchFunctionMode``), so a use the model makes of an output in plain
+    torch ops keeps that output in the engine's dtype. The links hold for any input of the
+    same model: the forward's data flow does not depend on the values or the batch."""
+    from collections import Counter, defaultdict
+
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._pytree import tree_leaves
+
     convs = [m for m in model.modules() if isinstance(m, Int8Conv)]
-    out = {"int8_convs": len(convs), "fused": 0, "unfused": 0, "triton": 0, "intmm": 0, "fp16": 0}
+    calls: Counter = Counter()
+    fed: defaultdict = defaultdict(list)  # id(tensor) -> the int8 convolutions given it
+    made: dict = {}  # id(tensor) -> the int8 convolution that returned it
+    uses: Counter = Counter()  # id(tensor) -> reads outside the int8 convolutions
+    keep: list = []  # every tensor seen stays alive, so that no id is reused
+    inside = [0]
+
+    class Uses(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if not inside[0] and getattr(func, "__name__", "") not in _METADATA:
+                for t in tree_leaves((args, kwargs)):
+                    if isinstance(t, torch.Tensor):
+                        uses[id(t)] += 1
+                        keep.append(t)
+            return func(*args, **kwargs)
+
+    def before(mod, args):
+        calls[mod] += 1
+        fed[id(args[0])].append(mod)
+        keep.append(args[0])
+        inside[0] += 1
+
+    def after(mod, args, out):
+        inside[0] -= 1
+        made[id(out)] = mod
+        keep.append(out)
+
+    kernels = {m: m.kernel for m in convs}
+    handles = []
+    try:
+        for m in convs:
+            m.output_scale, m.kernel = None, "emulate"  # the data flow, without cuDNN graphs
+            handles += [m.register_forward_pre_hook(before), m.register_forward_hook(after)]
+        p = next(model.parameters())
+        with Uses():
+            model(x.to(device=p.device, dtype=p.dtype))
+    finally:
+        for h in handles:
+            h.remove()
+        for m, k in kernels.items():
+            m.kernel = k
+    linked = 0
+    for key, producer in made.items():
+        takers = fed.get(key, [])
+        if uses[key] or len(takers) != 1 or calls[producer] != 1 or calls[takers[0]] != 1:
+            continue
+        pair = (producer, takers[0])
+        if any(m.kernel not in HANDOFF_KERNELS for m in pair):
+            continue
+        if any(c % CHANNEL_MULTIPLE for m in pair for c in (m.in_channels, m.out_channels)):
+            continue
+        producer.output_scale = float(takers[0].input_scale)
+        linked += 1
+    return linked
+
+
+def graph_counts(model: nn.Module) -> dict[str, int]:
+    """How the int8 convolutions of ``model`` ran so far: ``fused_int8`` (handing over int8) /
+    ``fused`` / ``unfused`` cuDNN graphs (per conv, its first shape's), ``triton`` / ``intmm``
+    (yolo_sm's kernels), ``fp16`` fallbacks, and ``int8_convs`` in all."""
+    convs = [m for m in model.modules() if isinstance(m, Int8Conv)]
+    out = {"int8_convs": len(convs), "fused_int8": 0, "fused": 0, "unfused": 0, "triton": 0}
+    out.update(intmm=0, fp16=0)
     for m in convs:
         if m.fallback:
             out["fp16"] += 1

@@ -106,8 +106,10 @@ class GraphFormat:
 class CudnnQuantConv:
     """One cuDNN frontend graph: quantised image x quantised weight (NHWC), accumulation in
     ``fmt.compute``, then ``y * (input_scale * weight_scale[k]) + bias`` (and SiLU) written in the
-    input's dtype. ``mod`` holds ``weight_q`` (K, C, R, S), ``weight_scale`` (K), ``input_scale``,
-    ``bias``, ``silu`` and the conv geometry."""
+    input's dtype, or, for an INT8 output (``fmt.output``), divided by ``mod.output_scale`` and
+    written as int8: the next convolution's input, quantised by the epilogue. ``mod`` holds
+    ``weight_q`` (K, C, R, S), ``weight_scale`` (K), ``input_scale``, ``bias``, ``silu`` and the
+    conv geometry."""
 
     def __init__(self, mod: nn.Module, x: torch.Tensor, fmt: GraphFormat, what: str):
         cudnn = import_cudnn(what)
@@ -130,6 +132,10 @@ class CudnnQuantConv:
             self.bias = self.bias.contiguous(memory_format=cl)
         self.input_scale = float(mod.input_scale)
         self.silu = bool(mod.silu)
+        # an INT8 output is the next convolution's input, quantised at its scale in the epilogue
+        self.output_scale = getattr(mod, "output_scale", None) if fmt.output == "INT8" else None
+        if fmt.output == "INT8" and not (fmt.fused and self.output_scale):
+            raise ValueError("an INT8 graph output needs the fused epilogue and an output scale")
         out_dt = getattr(dt, fmt.output) if fmt.output else io
         g = cudnn.pygraph(
             io_data_type=out_dt,
@@ -154,7 +160,7 @@ class CudnnQuantConv:
             dilation=list(mod.dilation),
             compute_data_type=getattr(dt, fmt.compute),
         )
-        self.S = self.B = None
+        self.S = self.B = self.Q = None
         if fmt.fused:
             self.S = tensor("S", self.scale, dt.FLOAT)
             y = g.scale(input=y, scale=self.S)
@@ -163,6 +169,12 @@ class CudnnQuantConv:
                 y = g.bias(input=y, bias=self.B)
             if mod.silu:
                 y = g.swish(input=y)
+            if self.output_scale:
+                # y / output_scale, written as int8: cuDNN's conversion rounds and saturates
+                inv = torch.full((1, 1, 1, 1), 1.0 / self.output_scale, device=dev)
+                self.inv_out = inv.contiguous(memory_format=cl)
+                self.Q = tensor("Q", self.inv_out, dt.FLOAT)
+                y = g.scale(input=y, scale=self.Q)
             y.set_output(True).set_data_type(out_dt)
         else:  # the raw accumulator, de-scaled by torch after the graph
             y.set_output(True).set_data_type(dt.FLOAT)
@@ -189,6 +201,7 @@ class CudnnQuantConv:
         self.plan_index = None  # the tuned plan execute runs; None: cuDNN's first buildable one
         key = (fmt.operand, fmt.output, fmt.fused, tuple(x.shape), x.dtype, k, r, s)
         key += (mod.padding, mod.stride, mod.dilation, self.bias is not None, self.silu, dev)
+        key += (self.Q is not None,)
         capturing = torch.cuda.is_current_stream_capturing()
         plans = fmt.plans()
         if key in fmt.tuned:
@@ -211,6 +224,8 @@ class CudnnQuantConv:
             feeds[self.S] = self.scale
         if self.B is not None:
             feeds[self.B] = self.bias
+        if self.Q is not None:
+            feeds[self.Q] = self.inv_out
         return feeds
 
     def _autotune(self, x: torch.Tensor, limit: int, reps: int = 5) -> None:
@@ -287,4 +302,6 @@ class CudnnQuantConv:
                 y = y.add_(self.bias)
             if self.silu:
                 y = nn.functional.silu(y, inplace=True)
-        return y if y.dtype == self.dtype else y.to(self.dtype)
+        if y.dtype == self.dtype or y.dtype == torch.int8:  # int8: the next conv's input
+            return y
+        return y.to(self.dtype)

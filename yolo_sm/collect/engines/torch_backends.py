@@ -35,6 +35,7 @@ def prepare_module(model: torch.nn.Module, config: EngineConfig) -> torch.nn.Mod
             int8.choose_kernel(config.device, config.int8_kernel),
             config.int8_calibration,
             config.int8_percentile,
+            handoff=config.int8_handoff,
         )
         if config.layout is Layout.NHWC:
             m = m.to(memory_format=torch.channels_last)
