@@ -219,8 +219,44 @@ def test_handoff_in_a_yolo_model_keeps_its_output(tiny):
     linked = [k for k, c in on.named_modules() if getattr(c, "output_scale", None) is not None]
     assert len(linked) == n and 10 < n < len(qconv.eligible_convs(tiny))
     assert any(k.endswith("m.0.cv1.conv") for k in linked)  # a bottleneck's first conv
+    (sppf,) = [m for m in on.modules() if type(m).__name__ == "SPPF"]
+    assert sppf.cv1.conv.output_scale == float(sppf.cv2.conv.input_scale)  # through pools
     with torch.no_grad():
         assert torch.allclose(on(x), off(x), atol=1e-4)
+
+
+class _Pools(torch.nn.Module):
+    """SPPF's data flow (a conv, three chained max-pools, one concatenation, a conv), with the
+    last pool's output also added to the result when ``leak``."""
+
+    def __init__(self, leak: bool):
+        super().__init__()
+        self.leak = leak
+        self.a, self.b = _Chain().b, _Chain().b  # 16 -> 16 conv blocks, BN fused
+        self.b.conv = torch.nn.Conv2d(64, 16, 1)
+        self.pool = torch.nn.MaxPool2d(5, 1, 2)
+
+    def forward(self, x):
+        y = [self.a(x)]
+        y.extend(self.pool(y[-1]) for _ in range(3))
+        out = self.b(torch.cat(y, 1))
+        return out + y[-1] if self.leak else out
+
+
+@pytest.mark.parametrize("leak", [False, True])
+def test_handoff_goes_through_pools_and_a_concatenation_read_nowhere_else(leak, monkeypatch):
+    """The first conv hands over through the pools and the concatenation (they commute with
+    quantising at the second conv's scale: the output is the same), unless a pooled tensor is
+    read elsewhere too, or the device does not pool int8."""
+    torch.manual_seed(0)
+    m, x = _Pools(leak).eval(), torch.randn(2, 16, 10, 10)
+    off = copy.deepcopy(m)
+    assert int8.quantize_convs(m, [x], kernel="cudnn")["int8_handoffs"] == (0 if leak else 1)
+    int8.quantize_convs(off, [x], kernel="cudnn", handoff=False)
+    with torch.no_grad():
+        assert torch.allclose(m(x), off(x), atol=1e-5)
+    monkeypatch.setattr(int8, "_transparent", lambda device: frozenset({"cat"}))
+    assert int8.link_handoffs(m, x) == 0
 
 
 def test_compiled_handoff_passes_int8_between_the_custom_ops():

@@ -556,47 +556,79 @@ HANDOFF_KERNELS = ("cudnn", "emulate")
 _METADATA = frozenset(
     {"__get__", "size", "dim", "stride", "numel", "is_contiguous", "element_size", "__len__"}
 )
+#: tensor functions that commute with quantisation at one scale (q(max(a, b)) = max(q(a), q(b))
+#: for q monotonic; a concatenation moves values): int8 values may flow through them to the
+#: convolution that reads their result, where the device runs them on int8 (_transparent)
+_TRANSPARENT = ("max_pool2d", "cat")
+
+
+def _transparent(device) -> frozenset[str]:
+    """The :data:`_TRANSPARENT` functions ``device`` runs on int8 tensors."""
+    ok = set()
+    z = torch.zeros(1, 4, 5, 5, dtype=torch.int8, device=device)
+    for name, f in (
+        ("max_pool2d", lambda: nn.functional.max_pool2d(z, 3, 1, 1)),
+        ("cat", lambda: torch.cat([z, z], 1)),
+    ):
+        try:
+            if f().dtype == torch.int8:
+                ok.add(name)
+        except Exception:  # noqa: BLE001 - not for int8 here: it stays a use of the values
+            pass
+    return frozenset(ok)
 
 
 @torch.no_grad()
 def link_handoffs(model: nn.Module, x: torch.Tensor) -> int:
-    """Find, in one forward of ``model`` on ``x``, each :class:`Int8Conv` whose output tensor
-    is the input of exactly one other Int8Conv and read by nothing else (no add, concatenation,
-    split, activation or return), each called once, with channel counts cuDNN's int8 graphs
-    take; set its ``output_scale`` to that convolution's input scale, so that it writes the
-    int8 values the next one reads instead of a tensor it would quantise again. Returns how
-    many were linked.
+    """Find, in one forward of ``model`` on ``x``, the :class:`Int8Conv` s whose outputs reach
+    exactly one other Int8Conv and nothing else, directly or only through max-pooling and
+    concatenation (:data:`_TRANSPARENT`, which commute with quantisation at one scale: YOLO's
+    SPPF pools and concatenates its first conv's output for its second), each called once, with
+    channel counts cuDNN's int8 graphs take; set their ``output_scale`` to that convolution's
+    input scale, so that they write the int8 values it reads instead of a tensor it would
+    quantise again. Returns how many convolutions were linked.
 
     Every tensor function the forward calls outside the int8 convolutions is seen
     (``torch.overrides.TorchFunctionMode``), so a use the model makes of an output in plain
-    torch ops keeps that output in the engine's dtype. The links hold for any input of the
-    same model: the forward's data flow does not depend on the values or the batch."""
+    torch ops (an add, a split, an activation, a return) keeps that output in the engine's
+    dtype. The links hold for any input of the same model: the forward's data flow does not
+    depend on the values or the batch."""
     from collections import Counter, defaultdict
 
     from torch.overrides import TorchFunctionMode
     from torch.utils._pytree import tree_leaves
 
     convs = [m for m in model.modules() if isinstance(m, Int8Conv)]
+    p = next(model.parameters())
+    passes = _transparent(p.device)
     calls: Counter = Counter()
     fed: defaultdict = defaultdict(list)  # id(tensor) -> the int8 convolutions given it
     made: dict = {}  # id(tensor) -> the int8 convolution that returned it
-    uses: Counter = Counter()  # id(tensor) -> reads outside the int8 convolutions
+    reads: Counter = Counter()  # id(tensor) -> reads outside the int8 convolutions, feeds too
+    derived: dict = {}  # id(tensor) -> ids of the tensors a transparent function made it of
     keep: list = []  # every tensor seen stays alive, so that no id is reused
     inside = [0]
 
-    class Uses(TorchFunctionMode):
+    class Reads(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            if not inside[0] and getattr(func, "__name__", "") not in _METADATA:
-                for t in tree_leaves((args, kwargs)):
-                    if isinstance(t, torch.Tensor):
-                        uses[id(t)] += 1
-                        keep.append(t)
-            return func(*args, **kwargs)
+            out = func(*args, **kwargs)
+            name = getattr(func, "__name__", "")
+            if inside[0] or name in _METADATA:
+                return out
+            inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+            for t in inputs:
+                reads[id(t)] += 1
+            keep.extend(inputs)
+            if name in passes and isinstance(out, torch.Tensor):
+                derived[id(out)] = [id(t) for t in inputs]
+                keep.append(out)
+            return out
 
     def before(mod, args):
         calls[mod] += 1
         fed[id(args[0])].append(mod)
+        reads[id(args[0])] += 1
         keep.append(args[0])
         inside[0] += 1
 
@@ -611,26 +643,54 @@ def link_handoffs(model: nn.Module, x: torch.Tensor) -> int:
         for m in convs:
             m.output_scale, m.kernel = None, "emulate"  # the data flow, without cuDNN graphs
             handles += [m.register_forward_pre_hook(before), m.register_forward_hook(after)]
-        p = next(model.parameters())
-        with Uses():
+        with Reads():
             model(x.to(device=p.device, dtype=p.dtype))
     finally:
         for h in handles:
             h.remove()
         for m, k in kernels.items():
             m.kernel = k
+
+    def sources(key, within: Counter, done: dict) -> set | None:
+        """The int8 convolutions whose outputs alone make tensor ``key``, or None; counts in
+        ``within`` how often each tensor on the way is read on the way (each tensor's inputs
+        once, however many paths reach it: ``done``)."""
+        if key in made:
+            return {made[key]}
+        if key in done:
+            return done[key]
+        found: set | None = set() if key in derived else None
+        for k in derived.get(key, ()):
+            within[k] += 1
+            more = sources(k, within, done)
+            if more is None:
+                found = None
+                break
+            found |= more
+        done[key] = found
+        return found
+
+    def eligible(m) -> bool:
+        channels = (m.in_channels, m.out_channels)
+        return (
+            calls[m] == 1
+            and m.kernel in HANDOFF_KERNELS
+            and not any(c % CHANNEL_MULTIPLE for c in channels)
+        )
+
     linked = 0
-    for key, producer in made.items():
-        takers = fed.get(key, [])
-        if uses[key] or len(takers) != 1 or calls[producer] != 1 or calls[takers[0]] != 1:
+    for key, takers in fed.items():
+        if len(takers) != 1 or not eligible(takers[0]):
             continue
-        pair = (producer, takers[0])
-        if any(m.kernel not in HANDOFF_KERNELS for m in pair):
+        within: Counter = Counter({key: 1})
+        producers = sources(key, within, {})
+        if not producers or not all(map(eligible, producers)):
             continue
-        if any(c % CHANNEL_MULTIPLE for m in pair for c in (m.in_channels, m.out_channels)):
+        if any(reads[k] != n for k, n in within.items()):  # read elsewhere too
             continue
-        producer.output_scale = float(takers[0].input_scale)
-        linked += 1
+        for m in producers:
+            m.output_scale = float(takers[0].input_scale)
+        linked += len(producers)
     return linked
 
 
