@@ -211,7 +211,8 @@ def test_handoff_links_a_conv_whose_output_only_the_next_int8_conv_reads():
 
 def test_handoff_in_a_yolo_model_keeps_its_output(tiny):
     """YOLOv8's downsampling convs, bottlenecks' first convs, C2f's last convs before a
-    downsample and the head's first convs hand over; the output is the same."""
+    downsample or the head, SPPF's first conv and the head's first convs hand over; the
+    output is the same."""
     x = calibration_batches(64)[0]
     on, off = copy.deepcopy(tiny), copy.deepcopy(tiny)
     n = int8.quantize_convs(on, [x], kernel="cudnn")["int8_handoffs"]
@@ -256,6 +257,36 @@ def test_handoff_goes_through_pools_and_a_concatenation_read_nowhere_else(leak, 
     with torch.no_grad():
         assert torch.allclose(m(x), off(x), atol=1e-5)
     monkeypatch.setattr(int8, "_transparent", lambda device: frozenset({"cat"}))
+    assert int8.link_handoffs(m, x) == 0
+
+
+class _Fork(torch.nn.Module):
+    """One conv read by two (YOLO's head branches): both were calibrated on its output, so
+    they share an input scale and it hands over to both; unless ``leak`` adds it in too."""
+
+    def __init__(self, leak: bool):
+        super().__init__()
+        self.leak = leak
+        chain = _Chain()
+        self.a, self.b, self.c = chain.b, chain.c, _Chain().b
+
+    def forward(self, x):
+        y = self.a(x)
+        out = self.b(y) + self.c(y)
+        return out + y if self.leak else out
+
+
+@pytest.mark.parametrize("leak", [False, True])
+def test_handoff_to_several_convs_reading_one_tensor(leak):
+    torch.manual_seed(0)
+    m, x = _Fork(leak).eval(), torch.randn(2, 16, 10, 10)
+    off = copy.deepcopy(m)
+    assert int8.quantize_convs(m, [x], kernel="cudnn")["int8_handoffs"] == (0 if leak else 1)
+    assert float(m.b.conv.input_scale) == float(m.c.conv.input_scale)
+    int8.quantize_convs(off, [x], kernel="cudnn", handoff=False)
+    with torch.no_grad():
+        assert torch.allclose(m(x), off(x), atol=1e-5)
+    m.c.conv.input_scale.mul_(2)  # a different scale: no one int8 tensor serves both
     assert int8.link_handoffs(m, x) == 0
 
 

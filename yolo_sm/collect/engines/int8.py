@@ -581,7 +581,8 @@ def _transparent(device) -> frozenset[str]:
 @torch.no_grad()
 def link_handoffs(model: nn.Module, x: torch.Tensor) -> int:
     """Find, in one forward of ``model`` on ``x``, the :class:`Int8Conv` s whose outputs reach
-    exactly one other Int8Conv and nothing else, directly or only through max-pooling and
+    other Int8Convs of one input scale and nothing else (one convolution, or several reading
+    the same tensor, hence calibrated alike), directly or only through max-pooling and
     concatenation (:data:`_TRANSPARENT`, which commute with quantisation at one scale: YOLO's
     SPPF pools and concatenates its first conv's output for its second), each called once, with
     channel counts cuDNN's int8 graphs take; set their ``output_scale`` to that convolution's
@@ -680,9 +681,12 @@ def link_handoffs(model: nn.Module, x: torch.Tensor) -> int:
 
     linked = 0
     for key, takers in fed.items():
-        if len(takers) != 1 or not eligible(takers[0]):
+        # several convolutions reading one tensor were calibrated on the same values: one
+        # input scale, which the int8 tensor serves them all at (YOLO's head branches)
+        scales = {float(t.input_scale) for t in takers}
+        if len(scales) != 1 or not all(map(eligible, takers)):
             continue
-        within: Counter = Counter({key: 1})
+        within: Counter = Counter({key: len(takers)})
         producers = sources(key, within, {})
         if not producers or not all(map(eligible, producers)):
             continue
