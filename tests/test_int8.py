@@ -111,6 +111,20 @@ def test_int8_engine_runs_on_cpu_as_emulation_and_passes_its_check(tiny, calibra
     eng.close()
 
 
+def test_sweep_and_bench_rows_count_the_handoffs(tiny):
+    from yolo_sm.collect import bench
+    from yolo_sm.collect.sweep import quant_columns
+    from yolo_sm.contract.schema import SCHEMAS
+
+    cfg = EngineConfig(precision="int8", layout="nhwc", batch=1, imgsz=64, device="cpu")
+    eng = build_engine(tiny, cfg)
+    cols = quant_columns(eng)
+    assert cols["quant_handoffs"] == eng.module.int8_info["int8_handoffs"]
+    assert "quant_handoffs" in bench._POINT_COLUMNS
+    assert {"quant_handoffs"} <= set(SCHEMAS["bench"]) & set(SCHEMAS["sweep"])
+    eng.close()
+
+
 def test_percentile_scales_sit_below_max_scales(tiny):
     x = calibration_batches(64)[:1]
     a, b = copy.deepcopy(tiny), copy.deepcopy(tiny)

@@ -114,6 +114,7 @@ _POINT_COLUMNS = (
     "host_bound",
     "quant_convs",
     "quant_fallbacks",
+    "quant_handoffs",
 )
 
 

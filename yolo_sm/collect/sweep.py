@@ -521,14 +521,18 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int, extra=None) 
 
 
 def quant_columns(engine) -> dict:
-    """8-bit engines (fp8, int8 without TensorRT): ``quant_convs`` (convolutions quantised) and
-    ``quant_fallbacks`` (of those, how many cuDNN declined: they ran in fp16); empty otherwise."""
+    """8-bit engines (fp8, int8 without TensorRT): ``quant_convs`` (convolutions quantised),
+    ``quant_fallbacks`` (of those, how many cuDNN declined: they ran in fp16) and for int8
+    ``quant_handoffs`` (how many hand their output over in int8); empty otherwise."""
     m = engine.module
     info = getattr(m, "fp8_info", None) or getattr(m, "int8_info", None)
     if m is None or not info:
         return {}
     convs = info.get("fp8_convs", info.get("int8_convs"))
-    return {"quant_convs": convs, "quant_fallbacks": len(fallbacks(m))}
+    out = {"quant_convs": convs, "quant_fallbacks": len(fallbacks(m))}
+    if "int8_handoffs" in info:
+        out["quant_handoffs"] = info["int8_handoffs"]
+    return out
 
 
 def host_columns(engine, median_ms: float, on_gpu: bool) -> dict:
