@@ -41,6 +41,24 @@ def test_kernel_choice_on_a_cpu():
         EngineConfig(precision="int8", int8_kernel="cublas")
 
 
+def test_conv_rows_time_each_convolution_without_hand_off(monkeypatch):
+    """Each convolution is timed alone on the fp16 input it sees: the engine whose forward
+    captures those inputs hands nothing over in int8."""
+    from yolo_sm.collect import int8_kernels
+
+    seen = []
+
+    def build(model, cfg):
+        seen.append(cfg)
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(int8_kernels, "build_engine", build)
+    spec = int8_kernels.Int8KernelSpec.from_mapping({"widths": [0.25]})
+    with pytest.raises(RuntimeError, match="stop"):
+        int8_kernels.conv_rows(spec, 0.25, torch.nn.Identity(), {})
+    assert seen and seen[0].int8_handoff is False and seen[0].precision.value == "int8"
+
+
 def test_int8_kernels_spec_and_plan_params():
     from yolo_sm.collect.int8_kernels import Int8KernelSpec
     from yolo_sm.contract.plans import check_params

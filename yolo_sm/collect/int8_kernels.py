@@ -19,8 +19,12 @@ int8 row is its output's relative L2 distance from the exact emulation (int8 val
 fp32: :meth:`yolo_sm.collect.engines.int8.Int8Conv._emulate`): a kernel that computes the int8
 convolution right differs only by the output's rounding (about 1e-3 in fp16).
 
+The convolutions are timed without hand-off (``EngineConfig.int8_handoff``): each reads the
+fp16 input and writes the fp16 output the kernels all take and give.
+
 Per model (``scope`` = ``model``) the CUDA-graph engines of fp16 and of int8 with each kernel
-(``EngineConfig.int8_kernel``) are built, checked against eager fp32 on the photos and timed.
+(``EngineConfig.int8_kernel``) are built, checked against eager fp32 on the photos and timed;
+the cuDNN engine hands int8 over where it can (the Triton and ``_int_mm`` kernels do not).
 """
 
 from __future__ import annotations
@@ -168,9 +172,9 @@ def conv_rows(spec: Int8KernelSpec, width: float, model, fp16_convs: dict) -> li
     """The ``conv`` rows of one width (see the module docstring)."""
     cfg = EngineConfig(
         backend="eager", precision="int8", layout="nhwc", batch=spec.batch, imgsz=spec.imgsz,
-        device=spec.device, int8_kernel="cudnn", check=False,
+        device=spec.device, int8_kernel="cudnn", check=False, int8_handoff=False,
     )  # fmt: skip
-    eng = build_engine(model, cfg)
+    eng = build_engine(model, cfg)  # no hand-off: every conv reads and writes fp16 alone
     rows = []
     try:
         seen = captured_inputs(eng.module, photo_input(cfg))
