@@ -99,7 +99,9 @@ CHANNEL_MULTIPLE = 4
 #: with int32 compute: a FLOAT conv output ran at 1,293 TOP/s, INT8 output 1,510, INT32 546 and
 #: HALF output 635 (cuDNN picks a slower engine), against 670 TFLOP/s for the fp16 convolution.
 #: HALF here is the epilogue's output, the conv tensor stays FLOAT; YOLO_SM_INT8_OUTPUT=FLOAT
-#: makes the graph write FLOAT and torch cast it to the engine's dtype (one more pass).
+#: makes the graph write FLOAT and torch cast it to the engine's dtype (one more pass; under
+#: torch.compile the cast follows the custom op in the traced code, and inductor fuses it into
+#: the kernels that read the output). Read when a graph is built or a forward is traced.
 GRAPH_OUTPUT = os.environ.get("YOLO_SM_INT8_OUTPUT", "HALF").upper()
 # plan tuning as the fp8 path (engines.fp8.AUTOTUNE_PLANS); YOLO_SM_INT8_PLANS overrides
 AUTOTUNE_PLANS = int(os.environ.get("YOLO_SM_INT8_PLANS", "4"))
@@ -213,6 +215,9 @@ def graph_formats(handoff: bool = False) -> list[tuple[str, GraphFormat]]:
     return [*first, ("fused", _format(GRAPH_OUTPUT, True)), ("unfused", _format("FLOAT", False))]
 
 
+#: what the custom op :func:`int8_conv` returns, by its ``output``: the engine's dtype (None),
+#: int8 (a hand-off), float32 (the graph's FLOAT output, :data:`GRAPH_OUTPUT` = FLOAT)
+OP_OUTPUTS = {"engine": None, "int8": torch.int8, "float": torch.float32}
 #: the live int8 convolutions by the number the custom op :func:`int8_conv` names them with
 _CONVS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _NUMBERS = itertools.count()
@@ -228,15 +233,16 @@ def int8_conv(
     padding: list[int],
     dilation: list[int],
     dtype: torch.dtype,
-    handoff: bool = False,
+    output: str = "engine",
 ) -> torch.Tensor:
     """The int8 convolution number ``conv`` (:class:`Int8Conv`) on an input already quantised to
-    its int8 values (``xq``), its output in ``dtype``, or int8 where it hands its output to the
-    next convolution (``handoff``): one operator torch.compile traces as a whole (its cuDNN
-    graph is opaque to inductor), so that inductor can fuse the quantisation into the kernels
-    that make ``xq``. The geometry arguments give the output's shape without running it
-    (:func:`_int8_conv_shape`)."""
-    y = _CONVS[conv].run_quantized(xq, dtype)
+    its int8 values (``xq``) in an engine of ``dtype``, its output (:data:`OP_OUTPUTS`) in that
+    dtype, in int8 where it hands its output to the next convolution, or in float32 (the graph's
+    FLOAT output, cast by the traced code after it, which inductor fuses into the kernels that
+    read it): one operator torch.compile traces as a whole (its cuDNN graph is opaque to
+    inductor), so that inductor can fuse the quantisation into the kernels that make ``xq``. The
+    geometry arguments give the output's shape without running it (:func:`_int8_conv_shape`)."""
+    y = _CONVS[conv].run_quantized(xq, dtype, output)
     return y.contiguous(memory_format=torch.channels_last)  # the strides its fake promises
 
 
@@ -251,10 +257,10 @@ def _int8_conv_shape(xq, out_channels, kernel_size, stride, padding, dilation) -
 
 @int8_conv.register_fake
 def _int8_conv_fake(
-    xq, conv, out_channels, kernel_size, stride, padding, dilation, dtype, handoff=False
+    xq, conv, out_channels, kernel_size, stride, padding, dilation, dtype, output="engine"
 ):
     shape = _int8_conv_shape(xq, out_channels, kernel_size, stride, padding, dilation)
-    out = torch.int8 if handoff else dtype
+    out = OP_OUTPUTS[output] or dtype
     return xq.new_empty(shape, dtype=out).contiguous(memory_format=torch.channels_last)
 
 
@@ -450,22 +456,29 @@ class Int8Conv(nn.Module):
             return quantize_traced(y, self.output_scale) if handoff else y
         xq = x if x.dtype == torch.int8 else quantize_traced(x, self.input_scale)
         k = list(self.weight_int8.shape[2:])
-        return torch.ops.yolo_sm.int8_conv(
+        output = "int8" if handoff else ("float" if GRAPH_OUTPUT == "FLOAT" else "engine")
+        y = torch.ops.yolo_sm.int8_conv(
             xq, self.number, self.out_channels, k, list(self.stride), list(self.padding),
-            list(self.dilation), self.out_dtype, handoff,
+            list(self.dilation), self.out_dtype, output,
         )  # fmt: skip
+        return y.to(self.out_dtype) if output == "float" else y
 
-    def run_quantized(self, xq: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    def run_quantized(
+        self, xq: torch.Tensor, dtype: torch.dtype, output: str = "engine"
+    ) -> torch.Tensor:
         """The cuDNN graph on an input already quantised (:func:`int8_conv`'s body) in an engine
         of ``dtype``: the plan for its shape, built on first use; where cuDNN declines it, the
-        fp16 convolution of the de-quantised input. int8 out where this convolution hands
-        over."""
+        fp16 convolution of the de-quantised input. The output as :func:`int8_conv`'s
+        ``output`` says (int8 where this convolution hands over)."""
+        as_float = output == "float"
         if not xq.is_cuda:  # no cuDNN graph on a CPU: the emulation, from the same values
-            return self._emulate_values(xq.float(), dtype)
+            return self._emulate_values(xq.float(), torch.float32 if as_float else dtype)
         plan = self._plan(xq.shape, dtype, xq.device)
         if plan is not None:
-            return self._handoff(plan.run_quantized(xq))
-        return self._handoff(self._fp16((xq.float() * self.input_scale.float()).to(dtype)))
+            y = self._handoff(plan.run_quantized(xq, cast=not as_float))
+        else:
+            y = self._handoff(self._fp16((xq.float() * self.input_scale.float()).to(dtype)))
+        return y.float() if as_float else y
 
     def _fp16(self, x: torch.Tensor) -> torch.Tensor:
         """The convolution in ``x``'s dtype with the int8-rounded weight (cuDNN declined it)."""

@@ -292,9 +292,10 @@ class CudnnQuantConv:
         x = x.contiguous(memory_format=torch.channels_last)  # the graph's image layout
         return self.run_quantized(self.fmt.quantize(x, self.input_scale))
 
-    def run_quantized(self, xq: torch.Tensor) -> torch.Tensor:
+    def run_quantized(self, xq: torch.Tensor, cast: bool = True) -> torch.Tensor:
         """The graph on an input already quantised at ``input_scale`` (``fmt``'s operand type),
-        with the unfused graph's epilogue after it: the output in the engine's dtype."""
+        with the unfused graph's epilogue after it: the output in the engine's dtype (int8 as
+        the graph wrote it; FLOAT as written where not ``cast``)."""
         y = self.execute(xq.contiguous(memory_format=torch.channels_last))
         if not self.fmt.fused:  # de-scale, bias and SiLU after the graph, in float
             y = y.mul_(self.scale)
@@ -302,6 +303,6 @@ class CudnnQuantConv:
                 y = y.add_(self.bias)
             if self.silu:
                 y = nn.functional.silu(y, inplace=True)
-        if y.dtype == self.dtype or y.dtype == torch.int8:  # int8: the next conv's input
+        if y.dtype == self.dtype or y.dtype == torch.int8 or not cast:  # int8: next conv's
             return y
         return y.to(self.dtype)
