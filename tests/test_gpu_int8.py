@@ -52,19 +52,10 @@ def test_cudnn_int8_handoff_writes_the_next_convs_input_in_int8():
     """Two conv blocks, the first handing over: its cuDNN graph writes int8 at the second's
     input scale (within one step of the emulation's rounding), and the pair's output matches
     the emulated pair's."""
-    from ultralytics.nn.modules.conv import Conv
-    from ultralytics.utils.torch_utils import fuse_conv_and_bn
-
     from yolo_sm.collect.engines import int8
 
     pytest.importorskip("cudnn", reason="needs nvidia-cudnn-frontend")
-    torch.manual_seed(0)
-    blocks = torch.nn.Sequential(Conv(64, 128, 3, 2), Conv(128, 128, 1))
-    for b in blocks:
-        b.conv = fuse_conv_and_bn(b.conv, b.bn)
-        del b.bn
-        b.forward = b.forward_fuse
-    blocks = blocks.eval().cuda().half().to(memory_format=torch.channels_last)
+    blocks = _fused_blocks((64, 128, 3, 2), (128, 128, 1))
     x = torch.randn(8, 64, 80, 80, device="cuda", dtype=torch.half)
     x = x.contiguous(memory_format=torch.channels_last)
     real, emu = copy.deepcopy(blocks), copy.deepcopy(blocks)
@@ -82,6 +73,48 @@ def test_cudnn_int8_handoff_writes_the_next_convs_input_in_int8():
     assert set(real[0].conv.graph_modes.values()) == {"fused_int8"}
     steps = (mid.float() - ref_mid.float()).abs()
     assert steps.max() <= 1 and (steps == 0).float().mean() > 0.99
+    assert float((y.float() - ref.float()).norm() / ref.float().norm()) < 5e-3
+
+
+def _fused_blocks(*shapes):
+    """ultralytics Conv blocks with BN fused, as a built YOLO model's, fp16 NHWC on the GPU."""
+    from ultralytics.nn.modules.conv import Conv
+    from ultralytics.utils.torch_utils import fuse_conv_and_bn
+
+    torch.manual_seed(0)
+    blocks = torch.nn.Sequential(*(Conv(*s) for s in shapes))
+    for b in blocks:
+        b.conv = fuse_conv_and_bn(b.conv, b.bn)
+        del b.bn
+        b.forward = b.forward_fuse
+    return blocks.eval().cuda().half().to(memory_format=torch.channels_last)
+
+
+def test_compiled_int8_with_float_graph_output_matches_the_emulation(monkeypatch):
+    """GRAPH_OUTPUT FLOAT under torch.compile: the custom op returns cuDNN's float32 output and
+    inductor casts it; hand-off off, so every conv writes FLOAT."""
+    from yolo_sm.collect.engines import int8
+
+    pytest.importorskip("cudnn", reason="needs nvidia-cudnn-frontend")
+    monkeypatch.setattr(int8, "GRAPH_OUTPUT", "FLOAT")
+    blocks = _fused_blocks((64, 128, 3, 2), (128, 128, 1))
+    x = torch.randn(8, 64, 80, 80, device="cuda", dtype=torch.half)
+    x = x.contiguous(memory_format=torch.channels_last)
+    real, emu = copy.deepcopy(blocks), copy.deepcopy(blocks)
+    int8.quantize_convs(real, [x], kernel="cudnn", handoff=False)
+    int8.quantize_convs(emu, [x], kernel="cudnn", handoff=False)
+    for m in emu.modules():
+        if isinstance(m, int8.Int8Conv):
+            m.kernel = "emulate"
+    with torch.no_grad():
+        real(x)  # builds the cuDNN graphs before the compile, as the engine does
+        y = torch.compile(real)(x)
+        ref = emu(x)
+    modes = {
+        v for m in real.modules() if isinstance(m, int8.Int8Conv) for v in m.graph_modes.values()
+    }
+    print(f"int8 FLOAT output under compile: graphs {modes}")
+    assert modes == {"fused"} and y.dtype == torch.float16
     assert float((y.float() - ref.float()).norm() / ref.float().norm()) < 5e-3
 
 
