@@ -290,6 +290,28 @@ class _Fork(torch.nn.Module):
         return out + y if self.leak else out
 
 
+class _Returns(torch.nn.Module):
+    """A backbone returning the feature it also feeds to the next conv: its caller reads it."""
+
+    def __init__(self):
+        super().__init__()
+        chain = _Chain()
+        self.a, self.b = chain.b, chain.c
+
+    def forward(self, x):
+        y = self.a(x)
+        return y, self.b(y)
+
+
+def test_an_output_the_forward_returns_is_not_handed_over():
+    torch.manual_seed(0)
+    m, x = _Returns().eval(), torch.randn(2, 16, 10, 10)
+    assert int8.quantize_convs(m, [x], kernel="cudnn")["int8_handoffs"] == 0
+    with torch.no_grad():
+        feature, _ = m(x)
+    assert feature.dtype == x.dtype
+
+
 @pytest.mark.parametrize("leak", [False, True])
 def test_handoff_to_several_convs_reading_one_tensor(leak):
     torch.manual_seed(0)

@@ -604,7 +604,7 @@ def link_handoffs(model: nn.Module, x: torch.Tensor) -> int:
 
     Every tensor function the forward calls outside the int8 convolutions is seen
     (``torch.overrides.TorchFunctionMode``), so a use the model makes of an output in plain
-    torch ops (an add, a split, an activation, a return) keeps that output in the engine's
+    torch ops (an add, a split, an activation) or returns keeps that output in the engine's
     dtype. The links hold for any input of the same model: the forward's data flow does not
     depend on the values or the batch."""
     from collections import Counter, defaultdict
@@ -658,7 +658,11 @@ def link_handoffs(model: nn.Module, x: torch.Tensor) -> int:
             m.output_scale, m.kernel = None, "emulate"  # the data flow, without cuDNN graphs
             handles += [m.register_forward_pre_hook(before), m.register_forward_hook(after)]
         with Reads():
-            model(x.to(device=p.device, dtype=p.dtype))
+            out = model(x.to(device=p.device, dtype=p.dtype))
+        for t in tree_leaves(out):  # what the forward returns, its caller reads
+            if isinstance(t, torch.Tensor):
+                reads[id(t)] += 1
+        del out
     finally:
         for h in handles:
             h.remove()
