@@ -293,3 +293,24 @@ def test_reference_cache_keeps_input_dtypes_apart(tiny_yolo):
         tiny_yolo, EngineConfig(precision="fp32", layout="nhwc", batch=1, imgsz=64, device="cpu")
     )
     assert full.rel_err < 1e-5 and half.rel_err > full.rel_err
+
+
+def test_compiled_int8_modules_differ_by_how_they_quantise(tiny_yolo, monkeypatch):
+    """Engines of one model share a compiled module per precision, layout, mode and device;
+    int8 engines that quantise differently (hand-off, calibration) do not."""
+    from dataclasses import replace
+
+    from yolo_sm.collect.engines import torch_backends
+
+    class Compiled:
+        def __init__(self, module):
+            self._orig_mod = module
+
+    monkeypatch.setattr(torch, "compile", lambda module, **kw: Compiled(module))
+    monkeypatch.setattr(torch_backends, "_COMPILED", type(torch_backends._COMPILED)())
+    cfg = EngineConfig(backend="compile", precision="int8", device="cpu", batch=1, imgsz=64)
+    a = torch_backends._compiled_module(tiny_yolo, cfg)
+    assert torch_backends._compiled_module(tiny_yolo, replace(cfg, batch=2)) is a
+    b = torch_backends._compiled_module(tiny_yolo, replace(cfg, int8_handoff=False))
+    c = torch_backends._compiled_module(tiny_yolo, replace(cfg, int8_calibration="percentile"))
+    assert len({id(a), id(b), id(c)}) == 3

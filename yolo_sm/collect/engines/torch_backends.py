@@ -133,11 +133,14 @@ _COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _compiled_module(model: torch.nn.Module, config: EngineConfig):
-    """One compiled module per (model, precision, layout, mode, device), shared by the engines
-    of every batch size: a new batch costs a dynamo re-trace with a dynamic batch dimension
-    (automatic dynamic shapes), not a cold compile."""
+    """One compiled module per (model, precision, layout, mode, device, and for int8 how it
+    quantises), shared by the engines of every batch size: a new batch costs a dynamo re-trace
+    with a dynamic batch dimension (automatic dynamic shapes), not a cold compile."""
     per_model = _COMPILED.setdefault(model, {})
     key = (config.precision, config.layout, config.compile_mode, str(config.device))
+    if config.precision is Precision.INT8:  # how it quantises makes another module
+        key += (config.int8_kernel, config.int8_calibration, config.int8_percentile)
+        key += (config.int8_handoff,)
     if key not in per_model:
         import torch._dynamo.config as dcfg
 
