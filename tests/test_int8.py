@@ -570,6 +570,16 @@ def test_section_figure_follows_the_style_and_absent_data_is_one_line():
         assert isinstance(line, str) and "\n" not in line and root.name in line
 
 
+def test_engine_speed_carries_the_handoff_count_where_the_bench_has_it():
+    old = p8.engine_speed(_bench(180.0))
+    assert old.quant_handoffs.isna().all()  # measured before hand-off
+    b = _bench(180.0)
+    b["quant_handoffs"] = b.precision.map({"int8": 20.0})
+    s = p8.engine_speed(b).set_index("variant")
+    assert s.loc["cudagraph/int8/nhwc", "quant_handoffs"].tolist() == [20.0, 20.0]
+    assert s.loc["cudagraph/fp16/nhwc", "quant_handoffs"].isna().all()
+
+
 def test_fastest_fp16_is_chosen_per_width_and_batch():
     """A compiled fp16 engine faster at one batch only is the reference there, the CUDA graph
     elsewhere; the ratio to the fp16 CUDA graph stays the graph's."""

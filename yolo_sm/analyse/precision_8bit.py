@@ -78,8 +78,8 @@ def engine_speed(bench, batch: int | None = None):
     img/s, the ratio to the fastest fp16 engine of the same width and batch (``vs_fastest_fp16``;
     that engine is ``fastest_fp16``) and to the fp16 CUDA graph (``vs_cudagraph_fp16``: the same
     eager kernels without launch gaps), the numerical check's ``rel_err`` (read from the message
-    where the check failed), ``quant_convs`` and ``quant_fallbacks``; error rows keep their
-    message."""
+    where the check failed), ``quant_convs``, ``quant_fallbacks`` and ``quant_handoffs`` (NaN in
+    rows measured before hand-off); error rows keep their message."""
     d = bench[bench.scope == "model_only"] if "scope" in bench else bench
     if batch is not None:
         d = d[d.batch == batch]
@@ -98,11 +98,12 @@ def engine_speed(bench, batch: int | None = None):
     d["fastest_fp16"] = best.variant.reindex(key).to_numpy()
     d["vs_fastest_fp16"] = d.img_per_s.to_numpy() / best.img_per_s.reindex(key).to_numpy()
     d["vs_cudagraph_fp16"] = d.img_per_s.to_numpy() / graph.img_per_s.reindex(key).to_numpy()
-    for c in ("quant_convs", "quant_fallbacks"):
+    quant = ["quant_convs", "quant_fallbacks", "quant_handoffs"]
+    for c in quant:
         if c not in d:
             d[c] = math.nan
     cols = ["width", "batch", "variant", "precision", "status", "img_per_s", "vs_fastest_fp16"]
-    cols += ["fastest_fp16", "vs_cudagraph_fp16", "rel_err", "quant_convs", "quant_fallbacks"]
+    cols += ["fastest_fp16", "vs_cudagraph_fp16", "rel_err", *quant]
     cols += ["message"] + [c for c in ("prov_device",) if c in d]
     return (
         d[cols]

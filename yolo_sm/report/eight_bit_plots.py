@@ -19,6 +19,7 @@ from yolo_sm.report.text import code
 
 SPEED_COLUMNS = ("batch", "width", "variant", "status", "img_per_s", "vs_fastest_fp16")
 SPEED_COLUMNS += ("fastest_fp16", "vs_cudagraph_fp16", "rel_err", "quant_convs", "quant_fallbacks")
+SPEED_COLUMNS += ("quant_handoffs",)
 
 
 def plot_speed(speed, *, title=None):
