@@ -240,6 +240,20 @@ def test_handoff_in_a_yolo_model_keeps_its_output(tiny):
         assert torch.allclose(on(x), off(x), atol=1e-4)
 
 
+def test_handoff_in_yolo11_and_the_wide_stack_keeps_their_output():
+    """yolo11 (C3k2, C2PSA's attention) and the wide conv stack (a chain): links found, the
+    output the same as without hand-off."""
+    from yolo_sm.collect.models import build
+
+    x = calibration_batches(64)[0]
+    for model in (build_yolo("yolo11", 0.25).eval(), build("wide", 0.25).eval()):
+        on, off = copy.deepcopy(model), copy.deepcopy(model)
+        assert int8.quantize_convs(on, [x], kernel="cudnn")["int8_handoffs"] > 0
+        int8.quantize_convs(off, [x], kernel="cudnn", handoff=False)
+        with torch.no_grad():
+            assert torch.allclose(on(x), off(x), atol=1e-4)
+
+
 class _Pools(torch.nn.Module):
     """SPPF's data flow (a conv, three chained max-pools, one concatenation, a conv), with the
     last pool's output also added to the result when ``leak``."""
