@@ -451,8 +451,7 @@ class Int8Conv(nn.Module):
             )
         handoff = self.output_scale is not None
         if self.fallback is not None:
-            x = x if x.dtype != torch.int8 else x.float() * self.input_scale.float()
-            y = self._fp16(x.to(self.out_dtype))
+            y = self._fp16(self._dequantized(x))
             return quantize_traced(y, self.output_scale) if handoff else y
         xq = x if x.dtype == torch.int8 else quantize_traced(x, self.input_scale)
         k = list(self.weight_int8.shape[2:])
