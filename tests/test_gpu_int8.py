@@ -7,6 +7,8 @@ import copy
 import pytest
 import torch
 
+from tests.fixtures.conv_blocks import fused_conv_blocks
+
 pytestmark = pytest.mark.gpu
 
 
@@ -77,17 +79,10 @@ def test_cudnn_int8_handoff_writes_the_next_convs_input_in_int8():
 
 
 def _fused_blocks(*shapes):
-    """ultralytics Conv blocks with BN fused, as a built YOLO model's, fp16 NHWC on the GPU."""
-    from ultralytics.nn.modules.conv import Conv
-    from ultralytics.utils.torch_utils import fuse_conv_and_bn
-
+    """:func:`fused_conv_blocks`, fp16 NHWC on the GPU."""
     torch.manual_seed(0)
-    blocks = torch.nn.Sequential(*(Conv(*s) for s in shapes))
-    for b in blocks:
-        b.conv = fuse_conv_and_bn(b.conv, b.bn)
-        del b.bn
-        b.forward = b.forward_fuse
-    return blocks.eval().cuda().half().to(memory_format=torch.channels_last)
+    blocks = fused_conv_blocks(*shapes)
+    return blocks.cuda().half().to(memory_format=torch.channels_last)
 
 
 def test_compiled_int8_with_float_graph_output_matches_the_emulation(monkeypatch):

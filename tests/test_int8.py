@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
+from tests.fixtures.conv_blocks import fused_conv_blocks
 from yolo_sm.analyse import precision_8bit as p8
 from yolo_sm.collect.engines import EngineConfig, build_engine, int8, qconv
 from yolo_sm.collect.models import build_yolo
@@ -177,16 +178,9 @@ class _Chain(torch.nn.Module):
     d -> e with d's 6 output channels, which cuDNN's int8 graphs do not take (none)."""
 
     def __init__(self):
-        from ultralytics.nn.modules.conv import Conv
-        from ultralytics.utils.torch_utils import fuse_conv_and_bn
-
         super().__init__()
-        self.a, self.b, self.c = Conv(8, 16, 3), Conv(16, 16, 1), Conv(16, 16, 3)
-        self.d, self.e = Conv(16, 6, 1), Conv(6, 8, 3)
-        for block in (self.a, self.b, self.c, self.d, self.e):  # as a built YOLO model's
-            block.conv = fuse_conv_and_bn(block.conv, block.bn)
-            del block.bn
-            block.forward = block.forward_fuse
+        blocks = fused_conv_blocks((8, 16, 3), (16, 16, 1), (16, 16, 3), (16, 6, 1), (6, 8, 3))
+        self.a, self.b, self.c, self.d, self.e = blocks
 
     def forward(self, x):
         y = self.b(self.a(x))
