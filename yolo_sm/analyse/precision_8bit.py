@@ -75,11 +75,11 @@ def _labels(df) -> pd.Series:
 
 def engine_speed(bench, batch: int | None = None):
     """Per width and batch (only ``batch`` when given) the model-only engine rows of the bench:
-    ``variant`` and ``backend``, img/s, the ratio to the fastest fp16 engine of the same width and batch (``vs_fastest_fp16``;
-    that engine is ``fastest_fp16``) and to the fp16 CUDA graph (``vs_cudagraph_fp16``: the same
-    eager kernels without launch gaps), the numerical check's ``rel_err`` (read from the message
-    where the check failed), ``quant_convs`` and ``quant_fallbacks``; error rows keep their
-    message."""
+    ``variant`` and ``backend``, img/s, the ratio to the fastest fp16 engine of the same width
+    and batch (``vs_fastest_fp16``; that engine is ``fastest_fp16``) and to the fp16 CUDA graph
+    (``vs_cudagraph_fp16``: the same eager kernels without launch gaps), the numerical check's
+    ``rel_err`` (read from the message where the check failed), ``quant_convs`` and
+    ``quant_fallbacks``; error rows keep their message."""
     d = bench[bench.scope == "model_only"] if "scope" in bench else bench
     if batch is not None:
         d = d[d.batch == batch]
