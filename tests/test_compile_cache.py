@@ -10,6 +10,7 @@ import torch._inductor.config as icfg
 import yaml
 
 from yolo_sm.analyse import compile_cache as analyse_cache
+from yolo_sm.analyse import fast
 from yolo_sm.analyse.facts import facts_table
 from yolo_sm.collect import cache_builds
 from yolo_sm.collect import plans as collect
@@ -20,7 +21,7 @@ from yolo_sm.contract.plans import check_params
 from yolo_sm.contract.schema import validate
 from yolo_sm.contract.vocab import COMPILE_MODES
 from yolo_sm.report.findings import fast as findings
-from yolo_sm.report.rules import FAILS, HOLDS, PARTLY, evaluate
+from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, evaluate
 
 
 def test_a_users_cache_folder_is_kept_and_ours_is_under_the_package_cache(tmp_path, monkeypatch):
@@ -174,3 +175,51 @@ def test_a_build_process_result_keeps_numbers_numbers(tmp_path):
     text = json.dumps(row, default=cache_builds.plain_value)
     back = json.loads(text)
     assert back["rel_err"] == 0.5 and back["n"] == 3 and isinstance(back["when"], str)
+
+
+def _autotune_bench(fastest: str):
+    """A bench_autotune unit at width 0.5, batch 64: ``fastest`` ahead of max-autotune."""
+    variants = {
+        "eager/fp16/nhwc": ("eager", "", 50.0, 3.0),
+        "cudagraph/fp16/nhwc": ("cudagraph", "", 90.0, 1.0),
+        "compile:reduce-overhead/fp16/nhwc": ("compile", "reduce-overhead", 95.0, 20.0),
+        fast.MAX_AUTOTUNE: ("compile", "max-autotune-no-cudagraphs", 100.0, 400.0),
+    }
+    rows = [
+        {"family": "yolov8", "width": 0.5, "batch": 64, "variant": v, "scope": "model_only",
+         "status": "ok", "backend": b, "compile_mode": m,
+         "img_per_s": 120.0 if v == fastest else img, "build_s": build}
+        for v, (b, m, img, build) in variants.items()
+    ]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _warm_rule(bench, builds):
+    from yolo_sm.report import goals
+
+    facts = facts_table(fast.fastest_build_facts(bench, builds))
+    rule = [r for r in goals.SPEED_RULES if r.id == "speed_3_warm_build_w0.5"]
+    return evaluate(rule, facts).iloc[0]
+
+
+@pytest.mark.parametrize("warm_s, verdict", [(12.0, HOLDS), (61.0, FAILS)])
+def test_speed_goal_3_warm_build_reads_the_fastest_engines_own_compile_mode(warm_s, verdict):
+    """The fastest engine is compiled in reduce-overhead: its mode's warm build decides, not
+    the default mode's, and the note gives the cold build too."""
+    builds = pd.concat(
+        [_builds(300.0, 5.0), _builds(90.0, warm_s - 1.0).assign(compile_mode="reduce-overhead")]
+    ).assign(build_s=lambda d: d.compile_s + 1.0)
+    bench = _autotune_bench("compile:reduce-overhead/fp16/nhwc")
+    v = _warm_rule(bench, builds)
+    assert v.measured == pytest.approx(warm_s) and v.verdict == verdict
+    (f,) = fast.fastest_build_facts(bench, builds)
+    assert "cold build 91.0 s" in f["note"]
+
+
+def test_speed_goal_3_warm_build_of_an_uncompiled_engine_or_an_unbuilt_mode():
+    builds = _builds(300.0, 5.0).assign(build_s=lambda d: d.compile_s + 1.0)  # default only
+    graph = _warm_rule(_autotune_bench("cudagraph/fp16/nhwc"), builds)
+    assert graph.measured == pytest.approx(1.0) and graph.verdict == HOLDS
+    unbuilt = _warm_rule(_autotune_bench("compile:reduce-overhead/fp16/nhwc"), builds)
+    assert unbuilt.verdict == NOT_TESTED  # reduce-overhead was not built warm
+    assert fast.fastest_build_facts(_autotune_bench(fast.MAX_AUTOTUNE).iloc[:1], builds) == []

@@ -15,6 +15,7 @@ from yolo_sm.analyse.bench_table import (
     EIGHT_BIT,
     PIPELINE,
     engines,
+    ok_rows,
     scope,
     variant_order,
 )
@@ -136,6 +137,46 @@ def autotune_facts(bench, datasets=(AUTOTUNE_DATASET,)) -> list[dict]:
                 fact("fast.max_autotune_build_s", v, "s", scope=scope(w, b), datasets=datasets)
             )
     return rows
+
+
+def fastest_build_facts(bench, builds) -> list[dict]:
+    """Per (family, width, batch) that the compile-cache table ``builds`` built
+    (:mod:`yolo_sm.analyse.compile_cache`) and ``bench`` timed beside :data:`MAX_AUTOTUNE`: the
+    seconds the fastest other engine (as :func:`best_over_max_autotune` picks it) takes to build
+    with warm caches (``fast.fastest_warm_build_s``). For a compiled engine, the ``build_s`` of
+    its compile mode's warm build in ``builds`` (a fresh process reading the cache folder a
+    cold build filled; the note gives the cold build's seconds too), and no fact where that
+    mode was not built warm; for any other engine its ``build_s`` in the bench (it compiles
+    nothing, no cache to warm)."""
+    e = engines(bench, baseline=True)
+    done = ok_rows(builds)
+    datasets = (AUTOTUNE_DATASET, compile_cache.DATASET)
+    out = []
+    for (family, w, b), g in done.groupby(["family", "width", "batch"]):
+        unit = e[(e["family"] == family) & (e["width"] == w) & (e["batch"] == b)]
+        if unit.empty or not (unit["variant"] == MAX_AUTOTUNE).any():
+            continue
+        others = unit[unit["variant"] != MAX_AUTOTUNE]
+        if others.empty:
+            continue
+        best = others.loc[others.img_per_s.idxmax()]
+        if best.backend == "compile":
+            mine = g[g["compile_mode"] == best.compile_mode]
+            warm, cold = mine[mine["cache"] == "warm"], mine[mine["cache"] == "cold"]
+            if warm.empty:
+                continue
+            value = float(warm.build_s.iloc[0])
+            note = f"{best.variant}: warm build {value:.1f} s"
+            if len(cold):
+                note += f", cold build {float(cold.build_s.iloc[0]):.1f} s"
+        else:
+            value = float(best.build_s)
+            note = f"{best.variant} compiles nothing: its build in the bench"
+        out.append(
+            fact("fast.fastest_warm_build_s", value, "s", scope=scope(w, b), datasets=datasets,
+                 note=note)
+        )  # fmt: skip
+    return out
 
 
 def autotune_spread_facts(bench, datasets=(AUTOTUNE_DATASET,)) -> list[dict]:
@@ -483,7 +524,8 @@ def facts(root: DataRoot):
     the root holds it, else from ``bench_fast_engines``' own max-autotune rows), the fp8 and
     compile traces, the frames-to-boxes pipelines of every bench that ran one and the pipeline
     probe (:mod:`yolo_sm.analyse.frames`), and the cold and warm compile builds
-    (:mod:`yolo_sm.analyse.compile_cache`), each where the root holds it."""
+    (:mod:`yolo_sm.analyse.compile_cache`, and with ``bench_autotune`` the fastest engine's
+    warm build: :func:`fastest_build_facts`), each where the root holds it."""
     import math
 
     rows = []
@@ -508,5 +550,8 @@ def facts(root: DataRoot):
     rows += frames.mode_facts(benches)
     rows += frames.probe_facts({n: root.load(n) for n in root.find_all("probe")})
     if root.has(compile_cache.DATASET):
-        rows += compile_cache.cache_facts(root.load(compile_cache.DATASET))
+        builds = root.load(compile_cache.DATASET)
+        rows += compile_cache.cache_facts(builds)
+        if root.has(AUTOTUNE_DATASET):
+            rows += fastest_build_facts(root.load(AUTOTUNE_DATASET), builds)
     return facts_table(r for r in rows if not math.isnan(r["value"]))

@@ -75,11 +75,12 @@ def _labels(df) -> pd.Series:
 
 def engine_speed(bench, batch: int | None = None):
     """Per width and batch (only ``batch`` when given) the model-only engine rows of the bench:
-    img/s, the ratio to the fastest fp16 engine of the same width and batch (``vs_fastest_fp16``;
-    that engine is ``fastest_fp16``) and to the fp16 CUDA graph (``vs_cudagraph_fp16``: the same
-    eager kernels without launch gaps), the numerical check's ``rel_err`` (read from the message
-    where the check failed), ``quant_convs``, ``quant_fallbacks`` and ``quant_handoffs`` (NaN in
-    rows measured before hand-off); error rows keep their message."""
+    ``variant`` and ``backend``, img/s, the ratio to the fastest fp16 engine of the same width
+    and batch (``vs_fastest_fp16``; that engine is ``fastest_fp16``) and to the fp16 CUDA graph
+    (``vs_cudagraph_fp16``: the same eager kernels without launch gaps), the numerical check's
+    ``rel_err`` (read from the message where the check failed), ``quant_convs``,
+    ``quant_fallbacks`` and ``quant_handoffs`` (NaN in rows measured before hand-off); error
+    rows keep their message."""
     d = bench[bench.scope == "model_only"] if "scope" in bench else bench
     if batch is not None:
         d = d[d.batch == batch]
@@ -102,8 +103,8 @@ def engine_speed(bench, batch: int | None = None):
     for c in quant:
         if c not in d:
             d[c] = math.nan
-    cols = ["width", "batch", "variant", "precision", "status", "img_per_s", "vs_fastest_fp16"]
-    cols += ["fastest_fp16", "vs_cudagraph_fp16", "rel_err", *quant]
+    cols = ["width", "batch", "variant", "backend", "precision", "status", "img_per_s"]
+    cols += ["vs_fastest_fp16", "fastest_fp16", "vs_cudagraph_fp16", "rel_err", *quant]
     cols += ["message"] + [c for c in ("prov_device",) if c in d]
     return (
         d[cols]
@@ -430,18 +431,12 @@ def goal_facts(speed) -> list[dict]:
 GOAL_RATIO = 1.3
 
 
-def int8_trace_of(variant: str) -> str | None:
-    """The int8 trace (:data:`INT8_TRACE_OF`) holding the kernels of bench engine ``variant``
-    (``backend[:mode]/precision/layout``); None for a backend no trace holds."""
-    return INT8_TRACE_OF.get(variant.split("/")[0].split(":")[0])
-
-
 def budget_table(speed, traces: Mapping[str, pd.DataFrame], ratio: float = GOAL_RATIO):
     """Where the fastest int8 engine's GPU time goes against the time per forward at which it
     would deliver ``ratio`` x the fastest fp16 engine: per (width, batch) the bench timed
     (:func:`engine_speed`) whose fastest int8 engine that passed its check has its kernels in
-    ``traces`` ({int8 trace dataset: its :func:`trace_table`}; :func:`int8_trace_of` says which
-    trace holds an engine's kernels; Kineto, one forward per engine).
+    ``traces`` ({int8 trace dataset: its :func:`trace_table`}; :data:`INT8_TRACE_OF` says which
+    trace holds an engine's kernels, by its ``backend``; Kineto, one forward per engine).
 
     ``budget_ms`` is the fastest fp16 engine's ms per forward (batch / its img/s in the bench)
     over ``ratio``; ``conv_over_budget`` the int8 convolutions' GPU ms over it (under 1: the
@@ -464,7 +459,7 @@ def budget_table(speed, traces: Mapping[str, pd.DataFrame], ratio: float = GOAL_
     int8 = int8.loc[int8.groupby(["width", "batch"]).img_per_s.idxmax()] if len(int8) else int8
     rows = []
     for e in int8.itertuples():
-        name = int8_trace_of(e.variant)
+        name = INT8_TRACE_OF.get(e.backend)
         table = traces.get(name)
         if table is None or table.empty or (e.width, e.batch) not in best.index:
             continue
