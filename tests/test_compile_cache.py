@@ -2,6 +2,7 @@
 build, the cold/warm collector with its plan step, and the findings it decides (CPU)."""
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -120,6 +121,59 @@ def test_the_plan_step_runs_through_collect_and_records_its_seconds(tmp_path, mo
     rec = read_manifest(tmp_path / "out")["datasets"]["cache"]["gpu_seconds"]
     # the children's own phases as they timed them: 2 builds, 2 warm-ups, 2 timed runs
     assert rec["build"] == pytest.approx(41.0 + 9.0) and rec["timed"] == pytest.approx(0.6)
+
+
+def test_a_mode_added_to_the_step_is_measured_alone_and_the_done_ones_are_kept(tmp_path):
+    """A rerun measures the modes the table lacks (both builds of each) and keeps the rows of
+    the modes it holds; a mode measured with another model width counts as missing."""
+    out, calls = tmp_path / "c.parquet", []
+    one = cache_builds.CacheSpec(modes=("default",), device="cpu", width=0.25, batch=1)
+    cache_builds.run_cache_builds(one, out, _fake_runner(calls=calls), progress=False)
+    two = replace(one, modes=("default", "max-autotune"))
+    assert cache_builds.missing_modes(two, out) == ["max-autotune"]
+    df = cache_builds.run_cache_builds(two, out, _fake_runner(calls=calls), progress=False)
+    assert [c[0] for c in calls] == ["default", "default", "max-autotune", "max-autotune"]
+    assert df.compile_mode.tolist() == ["default"] * 2 + ["max-autotune"] * 2
+    assert cache_builds.missing_modes(two, out) == []
+    wider = replace(two, width=0.5)
+    assert cache_builds.missing_modes(wider, out) == ["default", "max-autotune"]
+    calls.clear()
+    df = cache_builds.run_cache_builds(wider, out, _fake_runner(calls=calls), progress=False)
+    assert len(calls) == 4 and len(df) == 4 and set(df.width) == {0.5}  # the old rows replaced
+    validate(pd.read_parquet(out), "compile_cache")
+
+
+def test_a_mode_with_one_build_only_is_measured_again_whole(tmp_path):
+    out, calls = tmp_path / "c.parquet", []
+    spec = cache_builds.CacheSpec(modes=("default",), device="cpu", width=0.25, batch=1)
+    cache_builds.run_cache_builds(spec, out, _fake_runner(), progress=False)
+    pd.read_parquet(out).iloc[:1].to_parquet(out)  # the warm build's row lost
+    assert cache_builds.missing_modes(spec, out) == ["default"]
+    df = cache_builds.run_cache_builds(spec, out, _fake_runner(calls=calls), progress=False)
+    assert [c[2] for c in calls] == [True, False] and df.cache.tolist() == ["cold", "warm"]
+
+
+def test_collect_status_counts_the_compile_modes_left_and_a_rerun_adds_them(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache_builds, "run_child", _fake_runner())
+    p = tmp_path / "plan.yaml"
+    params = {"width": 0.25, "batch": 1, "modes": ["default"], "imgsz": 64}
+    step = {"name": "cache", "kind": "compile_cache", "out": "cache.parquet", "est_s": 80,
+            "params": params}  # fmt: skip
+    p.write_text(yaml.safe_dump({"name": "t", "device": "cpu", "steps": [step]}))
+    collect.run_plan(collect.load_plan(p), tmp_path / "out", progress=False)
+    params["modes"] = ["default", "max-autotune"]
+    p.write_text(yaml.safe_dump({"name": "t", "device": "cpu", "steps": [step]}))
+    plan = collect.load_plan(p)
+    status = collect.status(plan, tmp_path / "out").set_index("step")
+    assert status.loc["cache", "state"] == "partial"
+    assert status.loc["cache", "todo"] == "1 of 2 compile modes"
+    assert status.loc["cache", "est_left_s"] == pytest.approx(40.0)
+    table = collect.run_plan(plan, tmp_path / "out", progress=False)
+    assert table.state.tolist() == ["done"]
+    df = pd.read_parquet(tmp_path / "out" / "cache.parquet")
+    assert df.compile_mode.tolist() == ["default"] * 2 + ["max-autotune"] * 2
+    rec = read_manifest(tmp_path / "out")["datasets"]["cache"]["gpu_seconds"]
+    assert rec["build"] == pytest.approx(2 * (41.0 + 9.0))  # both runs' builds add up
 
 
 def test_compile_modes_include_max_autotune_without_cudagraphs_and_bad_modes_fail():

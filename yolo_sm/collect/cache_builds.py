@@ -7,7 +7,9 @@ first's work only through what it wrote there (``cache`` warm). Each process bui
 (:func:`yolo_sm.collect.engines.build_engine`, backend compile), records its ``compile_s`` and
 what the build found in the cache (``compile_cache``, from inductor's hit and miss counters:
 :mod:`yolo_sm.collect.engines.compile_cache`), then times the engine
-(:func:`yolo_sm.collect.timing.measure_engine`). One row per build.
+(:func:`yolo_sm.collect.timing.measure_engine`). One row per build. A mode is the unit of the
+grid runner (:func:`yolo_sm.collect.grid.run_grid`): the table is written after each, and a
+rerun measures only the modes it lacks.
 
 Run as ``python -m yolo_sm.collect.cache_builds ARGS_JSON RESULT_JSON``, the child process of
 :func:`run_cache_builds`.
@@ -25,14 +27,13 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from yolo_sm.collect.engines import EngineConfig, build_engine
-from yolo_sm.collect.grid import free_memory
+from yolo_sm.collect.grid import Pace, free_memory, pending, run_grid, table_rows
 from yolo_sm.collect.models import build_yolo
 from yolo_sm.collect.stopwatch import credit, phase
 from yolo_sm.collect.sweep import failure
 from yolo_sm.collect.timing import measure_engine
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.scrub import user_command
-from yolo_sm.contract.store import write_atomic
 from yolo_sm.contract.vocab import COMPILE_MODES
 
 #: the build of each planned state, in order: the first fills the empty folder
@@ -110,16 +111,49 @@ def run_child(args: dict, env: dict, timeout_s: float) -> dict:
         return {"status": "error", "message": f"the build process failed: {why}"}
 
 
-def run_cache_builds(spec: CacheSpec, out: str | os.PathLike, runner=None, progress=True):
-    """Per mode of ``spec``, a cold and a warm build in fresh processes against a new cache
-    folder; writes the rows to ``out`` (atomically) and returns them. ``runner(args, env,
-    timeout_s)``: how one build process runs (:func:`run_child`)."""
-    import pandas as pd
+def _complete(spec: CacheSpec):
+    """Whether a mode's rows in the table are both of its builds with ``spec``'s model, shape
+    and precision: rows of another spec (the plan edited) are measured again."""
 
+    def complete(mode, rows) -> bool:
+        head = _head(spec, mode)
+        same = [r for r in rows if all(r.get(k) == v for k, v in head.items())]
+        return set(RUNS) <= {r.get("cache") for r in same}
+
+    return complete
+
+
+def missing_modes(spec: CacheSpec, out: str | os.PathLike) -> list[str]:
+    """The compile modes of ``spec`` whose cold and warm builds the table ``out`` does not
+    hold (all when it is absent): what a run of the step measures."""
+    rows = table_rows(Path(out), ("compile_mode", "cache"), "compile_cache")
+    return pending(spec.modes, rows, str, _row_key, _complete(spec))
+
+
+def _row_key(row: dict) -> str:
+    return str(row["compile_mode"])
+
+
+def run_cache_builds(
+    spec: CacheSpec,
+    out: str | os.PathLike,
+    runner=None,
+    progress=True,
+    deadline: float | None = None,
+    est_mode_s: float | None = None,
+):
+    """Per mode of ``spec`` that ``out`` does not hold yet (:func:`missing_modes`), a cold and
+    a warm build in fresh processes against a new cache folder; the table is written
+    (atomically) after each mode, so a run stopped part-way keeps the modes it finished and a
+    rerun measures the rest. Returns the whole table. ``runner(args, env, timeout_s)``: how
+    one build process runs (:func:`run_child`); ``deadline`` (``time.monotonic``): no mode
+    starts that would end past it, at the pace of the longest mode measured so far in this run
+    (before any: ``est_mode_s``, else both builds at their ``timeout_s``)."""
     runner = runner or run_child
     command = user_command(sys.argv) if sys.argv and sys.argv[0] else None
-    rows = []
-    for mode in spec.modes:
+
+    def measure(mode, _state) -> list[dict]:
+        rows = []
         with tempfile.TemporaryDirectory(prefix="yolo_sm-inductor-") as cache_dir:
             for run, planned in enumerate(RUNS, 1):
                 if progress:
@@ -133,17 +167,29 @@ def run_cache_builds(spec: CacheSpec, out: str | os.PathLike, runner=None, progr
                 if "prov_command" in row:  # the command that asked for the build, not the child's
                     row["prov_command"] = command
                 rows.append(
-                    {
-                        **_head(spec, mode),
-                        "run": run,
-                        "cache": planned,
-                        **row,
-                        "process_s": process_s,
-                    }
-                )
-    df = pd.DataFrame(rows)
-    write_atomic(df, Path(out))
-    return df
+                    {**_head(spec, mode), "run": run, "cache": planned, **row,
+                     "process_s": process_s}
+                )  # fmt: skip
+        return rows
+
+    def estimate(_mode, pace: Pace) -> float:
+        return max(pace.seconds, default=est_mode_s or len(RUNS) * spec.timeout_s)
+
+    return run_grid(
+        spec.modes,
+        measure,
+        key=str,
+        row_key=_row_key,
+        complete=_complete(spec),
+        out=Path(out),
+        columns=("compile_mode", "cache"),
+        kind="compile_cache",
+        metadata={"spec": asdict(spec), "argv": sys.argv},
+        deadline=deadline,
+        estimate=estimate,
+        describe=lambda mode: f"mode {mode}",
+        progress=progress,
+    )
 
 
 def _head(spec: CacheSpec, mode: str) -> dict:

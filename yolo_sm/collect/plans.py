@@ -20,7 +20,7 @@ from pathlib import Path
 
 from yolo_sm.collect import numerics, stopwatch
 from yolo_sm.collect.bench import BenchSpec, missing_units, run_bench
-from yolo_sm.collect.cache_builds import CacheSpec, run_cache_builds
+from yolo_sm.collect.cache_builds import CacheSpec, missing_modes, run_cache_builds
 from yolo_sm.collect.ceilings import measure_ceilings
 from yolo_sm.collect.devices import nvml_index
 from yolo_sm.collect.exporter import record_frame, serve
@@ -77,6 +77,11 @@ def bench_spec(step: Step, plan: Plan):
     return BenchSpec.from_mapping({"device": plan.device, **step.params})
 
 
+def cache_spec(step: Step, plan: Plan) -> CacheSpec:
+
+    return CacheSpec.from_mapping({"device": plan.device, **step.params})
+
+
 def int8_kernel_spec(step: Step, plan: Plan) -> Int8KernelSpec:
 
     return Int8KernelSpec.from_mapping({"device": plan.device, **step.params})
@@ -85,8 +90,8 @@ def int8_kernel_spec(step: Step, plan: Plan) -> Int8KernelSpec:
 def _progress(step: Step, plan: Plan, path: Path) -> tuple[int, int, str] | None:
     """(missing, total, what) of a step whose output ``path`` exists and that measures in
     units: points of a sweep, (model, batch) units of a bench, (width, scope) units of an
-    int8_kernels step (which starts only when its missing units fit: :func:`_partial_need`);
-    None for the kinds that run whole."""
+    int8_kernels step and the compile modes of a compile_cache step (these two start only when
+    their missing units fit: :func:`_partial_need`); None for the kinds that run whole."""
     if step.kind == "sweep":
         spec = sweep_spec(step, plan)
         return len(missing_points(spec, path)), len(spec.points()), "points"
@@ -96,6 +101,9 @@ def _progress(step: Step, plan: Plan, path: Path) -> tuple[int, int, str] | None
     if step.kind == "int8_kernels":
         spec = int8_kernel_spec(step, plan)
         return len(int8_missing_units(spec, path)), len(spec.units()), "(width, scope) units"
+    if step.kind == "compile_cache":
+        spec = cache_spec(step, plan)
+        return len(missing_modes(spec, path)), len(spec.modes), "compile modes"
     return None
 
 
@@ -829,8 +837,14 @@ def _run_compile_cache(step, plan, out_dir, deadline, progress):
     """A cold and a warm torch.compile build per mode, each in a fresh process
     (yolo_sm.collect.cache_builds)."""
 
-    spec = CacheSpec.from_mapping({"device": plan.device, **step.params})
-    run_cache_builds(spec, step_path(step, out_dir), progress=progress)
+    spec = cache_spec(step, plan)
+    run_cache_builds(
+        spec,
+        step_path(step, out_dir),
+        progress=progress,
+        deadline=deadline,
+        est_mode_s=step.est_s / len(spec.modes),
+    )
 
 
 RUNNERS = {
