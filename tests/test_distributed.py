@@ -16,12 +16,14 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from yolo_sm.analyse import multi_gpu
 from yolo_sm.cli.main import main
 from yolo_sm.collect import plans
 from yolo_sm.collect.distributed import cluster as dcluster
 from yolo_sm.collect.distributed import units as dunits
+from yolo_sm.contract.datasets import open_root
 from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.schema import KEY_COLUMNS, PLACE_COLUMNS
+from yolo_sm.contract.schema import COLLECT_TASKS, KEY_COLUMNS, PLACE_COLUMNS
 
 ROOT = Path(__file__).resolve().parent.parent
 SWEEP = {
@@ -180,15 +182,26 @@ def test_a_cluster_run_equals_a_single_process_run(tmp_path, client):
     assert c1.ceiling.tolist() == c2.ceiling.tolist() and c2.worker.notna().all()
     m1 = json.loads((one / "manifest.json").read_text())["datasets"]
     m2 = json.loads((many / "manifest.json").read_text())["datasets"]
-    assert m1.keys() == m2.keys() and m1["s"]["rows"] == m2["s"]["rows"] == 4
+    assert m2.keys() - m1.keys() == {COLLECT_TASKS}  # the cluster run's task log beside them
+    assert m1["s"]["rows"] == m2["s"]["rows"] == 4
     assert not (many / dunits.SHARDS).exists()
-    # a finished plan runs nothing: no task is submitted
+    # the task log: one row per unit, the run's wall time at least its longest task's
+    log = open_root(many).load(COLLECT_TASKS)
+    assert sorted(log.unit) == sorted(u.name for u in dunits.plan_units(plan))
+    assert log.state.eq("done").all() and log.workers.eq(2).all() and log.run.nunique() == 1
+    assert (log.run_wall_s >= log.seconds.max()).all() and (log.seconds > 0).all()
+    assert set(log.worker) <= {"w0", "w1"} and log.gpu_uuid.isna().all()
+    # the multi-GPU analysis reads the two roots: the same rows in the merged tables
+    found = multi_gpu.facts(open_root(one), open_root(many)).set_index("key").value
+    assert found[multi_gpu.PREFIX + "table_mismatches"] == 0
+    # a finished plan runs nothing: no task is submitted, the log gains no run
     monkey = dict(plans.RUNNERS)
     try:
         plans.RUNNERS.clear()
         assert dist.run_plan(plan, many, client=client, progress=False).state.eq("done").all()
     finally:
         plans.RUNNERS.update(monkey)
+    assert len(pd.read_parquet(many / f"{COLLECT_TASKS}.parquet")) == len(log)
 
 
 def _nonempty(df):
@@ -295,6 +308,9 @@ def test_a_killed_driver_resumes_without_measuring_merged_units_again(tmp_path, 
     kept = df[df.width == 0.0625].median_ms.tolist()
     assert kept == merged[merged.width == 0.0625].median_ms.tolist()  # merged: not run again
     assert df.worker.notna().all()
+    # the killed run logged nothing; the resumed one logs the unit it ran, not the merged one
+    log = pd.read_parquet(out / f"{COLLECT_TASKS}.parquet")
+    assert log.unit.tolist() == [second.name] and log.state.tolist() == ["done"]
 
 
 def dcluster_alive(pid: int) -> bool:

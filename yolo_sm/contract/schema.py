@@ -1039,9 +1039,13 @@ NUMBER = NUMBER | {"index", "kernel_size", "in_h", "in_w", "ops", "tops", "kerne
 # --- the GPU time a collection plan costs (collect --status --save) ---------------------------
 #: the dataset name (and file stem) of a root's collection time table
 COLLECTION_TIME = "collection_time"
-#: kinds of tables derived from a root's other datasets (their rows carry those datasets'
-#: provenance, several values joined in one text where a step ran on several machines)
-DERIVED = (COLLECTION_TIME,)
+# --- the tasks of a collection run on a Dask cluster (collect --workers / --scheduler) ---------
+#: the dataset name (and file stem) of a root's task log
+COLLECT_TASKS = "collect_tasks"
+#: kinds of tables about a root's other datasets and how they were collected, not measurements
+#: of their own (collection_time's rows carry those datasets' provenance, several values joined
+#: in one text where a step ran on several machines)
+DERIVED = (COLLECTION_TIME, COLLECT_TASKS)
 SCHEMAS[COLLECTION_TIME] = {
     "step": "the plan step",
     "kind": "the step's kind",
@@ -1068,4 +1072,23 @@ REQUIRED[COLLECTION_TIME] = ("step", "kind", "state", "spent_s", "left_s", "plan
 KIND_TYPES[COLLECTION_TIME] = {
     **{c: "text" for c in ("step", "kind", "state", "spent_source", "left_source")},
     **{c: "number" for c in ("rows", "runs")},
+}
+SCHEMAS[COLLECT_TASKS] = {
+    "run": "the run the task belongs to (one collect command on a cluster; a resumed plan has "
+    "one run per command)",
+    "run_started_utc": "when the run submitted its first task (ISO 8601, UTC)",
+    "run_wall_s": "wall seconds of the run, from its first task submitted to its last merged",
+    "workers": "worker processes (one GPU each) of the run's cluster",
+    "step": "the plan step of the task",
+    "unit": "the task's unit: a sweep's or bench's model (all its points), or a whole step",
+    "state": "done, partial (stopped by --max-minutes), skipped (did not fit the time left), "
+    "or error (the task raised)",
+    "seconds": "wall seconds of the task on its worker; empty for an error",
+    "cores": "CPU cores the task's threads were pinned to",
+    **PLACE,
+}
+REQUIRED[COLLECT_TASKS] = ("run", "run_wall_s", "workers", "step", "unit", "state", "seconds")
+KIND_TYPES[COLLECT_TASKS] = {
+    **{c: "text" for c in ("run", "run_started_utc", "step", "unit", "state")},
+    **{c: "number" for c in ("workers", "cores")},
 }

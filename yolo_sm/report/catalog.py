@@ -16,6 +16,7 @@ from yolo_sm.analyse import heatmaps as analyse_heatmaps
 from yolo_sm.analyse import hosts as analyse_hosts
 from yolo_sm.analyse import memory as analyse_memory
 from yolo_sm.analyse import monitor as analyse_monitor
+from yolo_sm.analyse import multi_gpu as analyse_multi_gpu
 from yolo_sm.analyse import precision as analyse_precision
 from yolo_sm.analyse import precision_8bit as analyse_p8
 from yolo_sm.analyse import primer as analyse_primer
@@ -35,6 +36,7 @@ from yolo_sm.report.findings import heatmaps as findings_heatmaps
 from yolo_sm.report.findings import hosts as findings_hosts
 from yolo_sm.report.findings import memory as findings_memory
 from yolo_sm.report.findings import monitor as findings_monitor
+from yolo_sm.report.findings import multi_gpu as findings_multi_gpu
 from yolo_sm.report.findings import precision as findings_precision
 from yolo_sm.report.findings import primer as findings_primer
 from yolo_sm.report.findings import shapes as findings_shapes
@@ -108,4 +110,6 @@ def pair_verdict_table(a: DataRoot, b: DataRoot) -> pd.DataFrame:
 PAIR_SOURCES.append((findings_compare.RULES, analyse_compare.facts))
 # speed goal 4: b's collection against a's (a the baseline)
 PAIR_SOURCES.append((goals.COLLECTION_RULES, analyse_collection.pair_facts))
+# a root collected on several GPUs of a host against one collected on one of them
+PAIR_SOURCES.append((findings_multi_gpu.RULES, analyse_multi_gpu.facts))
 SOURCES.append((findings_shapes.RULES, analyse_shapes.facts))

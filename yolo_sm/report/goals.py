@@ -22,7 +22,15 @@ from yolo_sm.analyse import precision_8bit as p8
 from yolo_sm.analyse.facts import concat, facts_table
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.schema import COLLECTION_TIME
-from yolo_sm.report.rules import Rule, check_unique, evaluate
+from yolo_sm.report.rules import (
+    FAILS,
+    HOLDS,
+    NOT_TESTED,
+    PARTLY,
+    Rule,
+    check_unique,
+    evaluate,
+)
 
 #: the widths the targets name (the bench plan's widths)
 WIDTHS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0)
@@ -141,6 +149,17 @@ WARM_BUILD_S = 60.0
 SPEED_GROUP = "10_fast_engines"
 
 
+#: the ids of the speed rules that explain a verdict (what holds an engine back, whether a gap
+#: is noise) rather than decide a goal: filled as the rules are made
+_EXPLAINING: set[str] = set()
+
+
+def _explains(rule: Rule) -> Rule:
+    """``rule``, marked as explaining a goal's verdict, not deciding it."""
+    _EXPLAINING.add(rule.id)
+    return rule
+
+
 def _speed_rules():
     """The speed goals: a pipeline at the fastest engine's rate, 8-bit faster than the fastest
     fp16 engine, the fastest engine against the longest-autotuned stock one."""
@@ -198,16 +217,18 @@ def _speed_rules():
              f"forward leaves after the convolutions: they alone keep it under {ratio:g}x",
              "int8_outside_conv_over_room", ">"),
         ):  # fmt: skip
-            yield Rule(
-                id=f"speed_2_{rid}_w{w:g}",
-                statement=f"Batch 64, width {w:g}, the fastest int8 engine: {what} (Kineto "
-                "kernels of one forward against the 8-bit bench)",
-                fact=f"eight_bit.{key}",
-                op=op,
-                threshold=1.0,
-                unit="x",
-                scope=fast.scope(w, 64),
-                group=SPEED_GROUP,
+            yield _explains(
+                Rule(
+                    id=f"speed_2_{rid}_w{w:g}",
+                    statement=f"Batch 64, width {w:g}, the fastest int8 engine: {what} (Kineto "
+                    "kernels of one forward against the 8-bit bench)",
+                    fact=f"eight_bit.{key}",
+                    op=op,
+                    threshold=1.0,
+                    unit="x",
+                    scope=fast.scope(w, 64),
+                    group=SPEED_GROUP,
+                )
             )
     for w in STOCK_WIDTHS:
         yield _goal(
@@ -222,18 +243,20 @@ def _speed_rules():
             datasets=(fast.AUTOTUNE_DATASET,),
             group=SPEED_GROUP,
         )
-        yield Rule(
-            id=f"speed_3_gap_in_spread_w{w:g}",
-            statement=f"Batch 64, width {w:g}: the fastest engine's median forward is at most "
-            "the larger interquartile range of the two rows slower than "
-            "max-autotune-no-cudagraphs' (a gap the timings cannot tell from noise)",
-            fact="fast.max_autotune_gap_over_iqr",
-            op="<=",
-            threshold=1.0,
-            unit="x",
-            datasets=(fast.AUTOTUNE_DATASET,),
-            scope=fast.scope(w, 64),
-            group=SPEED_GROUP,
+        yield _explains(
+            Rule(
+                id=f"speed_3_gap_in_spread_w{w:g}",
+                statement=f"Batch 64, width {w:g}: the fastest engine's median forward is at most "
+                "the larger interquartile range of the two rows slower than "
+                "max-autotune-no-cudagraphs' (a gap the timings cannot tell from noise)",
+                fact="fast.max_autotune_gap_over_iqr",
+                op="<=",
+                threshold=1.0,
+                unit="x",
+                datasets=(fast.AUTOTUNE_DATASET,),
+                scope=fast.scope(w, 64),
+                group=SPEED_GROUP,
+            )
         )
         yield Rule(
             id=f"speed_3_warm_build_w{w:g}",
@@ -266,16 +289,18 @@ COLLECTION_RULES: tuple[Rule, ...] = check_unique(
             datasets=(COLLECTION_TIME,),
             group=SPEED_GROUP,
         ),
-        Rule(
-            id="speed_4_same_units",
-            statement="On the units both roots measured, the collection took at most half the "
-            "GPU seconds the baseline's took for them (no unit scaled or estimated: a check on "
-            "the scaled whole)",
-            fact="collection.same_units_s_over_baseline",
-            op="<=",
-            threshold=0.5,
-            unit="x",
-            group=SPEED_GROUP,
+        _explains(
+            Rule(
+                id="speed_4_same_units",
+                statement="On the units both roots measured, the collection took at most half the "
+                "GPU seconds the baseline's took for them (no unit scaled or estimated: a check on "
+                "the scaled whole)",
+                fact="collection.same_units_s_over_baseline",
+                op="<=",
+                threshold=0.5,
+                unit="x",
+                group=SPEED_GROUP,
+            )
         ),
     )
 )
@@ -284,6 +309,27 @@ COLLECTION_RULES: tuple[Rule, ...] = check_unique(
 RULES: tuple[Rule, ...] = check_unique(_rules())
 #: One rule per check of the speed goals.
 SPEED_RULES: tuple[Rule, ...] = check_unique(_speed_rules())
+#: Per speed goal, the ids of the rules that decide it (``speed_<goal>_...``, those that only
+#: explain a verdict left out): every one must hold for the goal to be met. Goal 1's pipeline
+#: against YOLO.predict at width 0.5, batch 16 is the target goal_4_predict (one rule per fact).
+GOAL_CRITERIA: dict[int, tuple[str, ...]] = {
+    g: tuple(
+        r.id
+        for r in SPEED_RULES + COLLECTION_RULES
+        if (r.id == f"speed_{g}" or r.id.startswith(f"speed_{g}_")) and r.id not in _EXPLAINING
+    )
+    for g in (1, 2, 3, 4)
+}
+GOAL_CRITERIA[1] += ("goal_4_predict",)
+#: what each speed goal asks, in a few words
+GOAL_NAMES = {
+    1: "frames-to-boxes pipeline at the fastest engine's rate",
+    2: "8-bit faster than the fastest fp16 engine",
+    3: "the fastest engine matches the longest stock autotuning and builds warm within "
+    f"{WARM_BUILD_S:g} s",
+    4: "collecting the plan at half the GPU time",
+}
+MET, MISSED, OPEN = "met", "missed", "not decided"
 
 
 def facts(root: DataRoot) -> pd.DataFrame:
@@ -299,6 +345,34 @@ def verdicts(root: DataRoot) -> pd.DataFrame:
 def speed_verdicts(root: DataRoot) -> pd.DataFrame:
     """The speed goals' verdict table for ``root``."""
     return evaluate(SPEED_RULES, facts(root), root.name)
+
+
+def goal_status(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """Per speed goal (:data:`GOAL_CRITERIA`), from verdict tables concatenated (the targets',
+    the speed goals', goal 4's): how many of its criteria hold, do not hold (``partly``
+    included) or were not tested, and ``status``: :data:`MET` when every criterion holds,
+    :data:`MISSED` when one does not, else :data:`OPEN` (some not tested, none missed).
+    A criterion the tables lack counts as not tested."""
+    v = verdicts.drop_duplicates("id").set_index("id")["verdict"]
+    rows = []
+    for goal, ids in GOAL_CRITERIA.items():
+        got = v.reindex(list(ids)).fillna(NOT_TESTED)
+        holds, missed = int((got == HOLDS).sum()), int(got.isin([FAILS, PARTLY]).sum())
+        status = MET if holds == len(ids) else MISSED if missed else OPEN
+        rows.append(
+            {"goal": goal, "what": GOAL_NAMES[goal], "criteria": len(ids), "hold": holds,
+             "missed": missed, "not_tested": len(ids) - holds - missed, "status": status}
+        )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def goals_of(root: DataRoot, baseline: DataRoot | None = None) -> pd.DataFrame:
+    """:func:`goal_status` of ``root`` (goal 4 against ``baseline``)."""
+    both = pd.concat(
+        [verdicts(root), speed_verdicts(root), collection_verdicts(root, baseline)],
+        ignore_index=True,
+    )
+    return goal_status(both)
 
 
 def collection_verdicts(root: DataRoot, baseline: DataRoot | None) -> pd.DataFrame:

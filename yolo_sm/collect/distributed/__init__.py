@@ -23,6 +23,7 @@ import uuid
 from pathlib import Path
 
 from yolo_sm.collect import plans
+from yolo_sm.collect.distributed import tasks
 from yolo_sm.collect.distributed.cluster import (
     RESOURCE,
     client_for,
@@ -65,6 +66,12 @@ def run_task(unit: Unit, plan: Plan, out_dir: str, stop_at: float | None = None)
 
 def _command(plan: Plan, out_dir: Path, step) -> str:
     return f"yolo-sm collect --plan {plan.path or plan.name} --out {out_dir} --only {step.name}"
+
+
+def _run_command(plan: Plan, out_dir: Path, workers, scheduler) -> str:
+    """The collect command of a run on a cluster, as the task log records it."""
+    on = f"--workers {workers}" if workers else f"--scheduler {scheduler}" if scheduler else ""
+    return f"yolo-sm collect --plan {plan.path or plan.name} --out {out_dir} {on}".rstrip()
 
 
 def run_plan(
@@ -112,11 +119,13 @@ def run_plan(
     for u in todo:
         seed_shard(u, plan, out_dir)
     stop_at = time.time() + 60 * max_minutes if max_minutes else None
-    errors = []
+    errors, rows = [], []
     if todo:
         run = contextlib.nullcontext(client) if client is not None else None
         with run or client_for(workers, scheduler, plan.device) as c:
             token = uuid.uuid4().hex[:8]
+            started, t0 = tasks.now_utc(), time.perf_counter()
+            n_workers = len(c.scheduler_info().get("workers", {}))
             futures = {
                 c.submit(
                     run_task,
@@ -135,18 +144,30 @@ def run_plan(
                 u = futures[fut]
                 if fut.status == "error":
                     errors.append(fut.exception())
+                    rows.append(tasks.task_row(u, None))
                     if progress:
                         print(f"collect: {u.name} failed: {errors[-1]}", file=sys.stderr)
-                elif progress:
+                else:
                     r = fut.result()
-                    gpu = f", {r['gpu_uuid']}" if r.get("gpu_uuid") else ""
-                    print(
-                        f"collect: {u.name} {r['state']} on {r['worker']} ({r['host']}{gpu}) "
-                        f"in {r['seconds']:.0f} s",
-                        file=sys.stderr,
-                        flush=True,
-                    )
+                    rows.append(tasks.task_row(u, r))
+                    if progress:
+                        gpu = f", {r['gpu_uuid']}" if r.get("gpu_uuid") else ""
+                        print(
+                            f"collect: {u.name} {r['state']} on {r['worker']} ({r['host']}{gpu}) "
+                            f"in {r['seconds']:.0f} s",
+                            file=sys.stderr,
+                            flush=True,
+                        )
                 merge(u)
+            tasks.save_run(
+                out_dir,
+                rows,
+                run=token,
+                started_utc=started,
+                wall_s=time.perf_counter() - t0,
+                workers=n_workers,
+                command=_run_command(plan, out_dir, workers, scheduler),
+            )
     if errors:
         raise errors[0]
     return plans.status(plan, out_dir)

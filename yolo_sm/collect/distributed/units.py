@@ -238,7 +238,9 @@ def run_unit_into_shard(
         (shard / step.out).unlink(missing_ok=True)  # a whole step runs whole
     plans.RUNNERS[step.kind](step, plan, shard, deadline, False)
     tag_rows(shard / step.out, place)
-    return plans.step_state(step, plan, shard)
+    state = plans.step_state(step, plan, shard)
+    # a shard's table is registered when the driver merges it: complete, it is done
+    return "done" if state == "unregistered" else state
 
 
 # --- merging (on the driver) -----------------------------------------------------------------
