@@ -7,7 +7,7 @@ executed notebook.)"""
 import plotly.graph_objects as go
 import pytest
 
-from yolo_sm.analyse import heatmaps, kernels, precision, primer, roofline, scaling
+from yolo_sm.analyse import heatmaps, kernels, launches, precision, primer, roofline, scaling
 from yolo_sm.analyse import primer_kernels as pk
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.report import (
@@ -123,7 +123,7 @@ def _roofline(root):
     wide = roofline.with_config(kernels.add_kernel_class(root.load("ncu_wide_stack")))
     roof = roofline.root_roofline(root, [0.25, 0.5, 1.0, 1.5, 2.0])
     act = roofline.activation_table(root.load("model_layers"), [0.25, 1.0, 2.0])
-    per_type = roofline.launches_per_type(root.load("trace_width_b8"), 0)
+    per_type = launches.launches_per_type(root.load("trace_width_b8"), 0)
     return [
         roofline_plots.plot_stage_bars(stages),
         roofline_plots.plot_stage_roofline(stages),

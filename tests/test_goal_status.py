@@ -57,3 +57,18 @@ def test_the_shipped_root_reads_every_goal():
     assert s.goal.tolist() == [1, 2, 3, 4]
     assert (s.hold + s.missed + s.not_tested == s.criteria).all()
     assert s.set_index("goal").status[4] == goals.OPEN  # goal 4 needs a baseline root
+
+
+def test_each_goal_is_decided_by_its_own_rules():
+    """The criteria per goal, spelled out from the goals' widths and batches: a renamed or a new
+    rule that would change them fails here."""
+    g1 = {f"speed_1_w{w:g}_b{b}" for w in goals.PIPELINE_WIDTHS for b in goals.PIPELINE_BATCHES}
+    g1 |= {
+        f"speed_1_predict_w{w:g}_b{b}"
+        for w in goals.PIPELINE_WIDTHS
+        for b in goals.PIPELINE_BATCHES
+        if (w, b) != (0.5, 16)
+    } | {"goal_4_predict"}
+    g3 = {f"speed_3_{k}w{w:g}" for w in goals.STOCK_WIDTHS for k in ("", "warm_build_")}
+    want = {1: g1, 2: {f"speed_2_w{w:g}" for w in goals.EIGHT_BIT_WIDTHS}, 3: g3, 4: {"speed_4"}}
+    assert {g: set(ids) for g, ids in goals.GOAL_CRITERIA.items()} == want

@@ -169,6 +169,9 @@ def test_the_section_shows_tables_and_a_figure(tmp_path, shipped_sweep):
     for fn in (multi_gpu_plots.scaling, multi_gpu_plots.runs, multi_gpu_plots.spread,
                multi_gpu_plots.tables_match):  # fmt: skip
         assert fn(multi, single).data is not None  # a Styler
+    plain = _root(tmp_path / "p", shipped_sweep, None)  # a one-GPU root without a task log
+    assert "--workers 1" in multi_gpu_plots.scaling(multi, plain)
+    assert multi_gpu_plots.spread(multi, plain).data is not None  # its points still compare
     fig = multi_gpu_plots.spread_figure(multi, single)
     assert {t.name for t in fig.data} == {SWEEP} and len(fig.data[0].y) > 0
 

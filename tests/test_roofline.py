@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import pytest
 
-from yolo_sm.analyse import roofline
+from yolo_sm.analyse import launches, roofline
 from yolo_sm.analyse.kernels import add_kernel_class
 from yolo_sm.contract import hardware
 from yolo_sm.contract.datasets import open_root
@@ -242,11 +242,11 @@ def test_layout_compare(root):
 
 
 def test_launch_views(trace):
-    per = roofline.launches_per_type(trace, 0)
+    per = launches.launches_per_type(trace, 0)
     it0 = trace[trace.iteration == 0]
     assert per.kernels.sum() == len(it0)
     assert per.groupby("config").launch_share.sum().to_numpy() == pytest.approx(1.0)
-    f = roofline.fusion_bound(trace, 0, "C2f")
+    f = launches.fusion_bound(trace, 0, "C2f")
     assert len(f) == it0.config.nunique()
     assert (f.C2f_launches <= f.launches).all()
     assert (f.removed_share < f.C2f_launch_share).all()
@@ -270,7 +270,7 @@ def test_fusion_measured_counts_per_forward():
         [_kernels("eager", 2, [10.0] * 8), _kernels("compile", 3, [20.0, 20.0, 10.0])],
         ignore_index=True,
     )
-    f = roofline.fusion_measured(k).set_index("engine")
+    f = launches.fusion_measured(k).set_index("engine")
     assert f.loc["eager", "launches"] == 8 and f.loc["compile", "launches"] == 3  # per forward
     assert f.loc["eager", "kernel_ms"] == pytest.approx(0.08)
     assert f.loc["compile", "kernel_ms"] == pytest.approx(0.05)
@@ -278,12 +278,12 @@ def test_fusion_measured_counts_per_forward():
     assert f.loc["compile", "removed_time_share"] == pytest.approx(3 / 8)
     assert f.loc["eager", "removed_launch_share"] == 0
     with pytest.raises(UserError, match="no kernels of tensorrt"):
-        roofline.fusion_measured(k, fused="tensorrt")
+        launches.fusion_measured(k, fused="tensorrt")
 
 
 def test_launch_cost(root, trace):
     sweep = root.load("sweep_fp16_nhwc")
-    c1 = roofline.launch_cost(sweep, trace, 1)
+    c1 = launches.launch_cost(sweep, trace, 1)
     assert "gpu_kernel_ms" not in c1  # the trace is batch 8: no kernel time for batch 1
     # the sweep's own busy time gives the idle share at any batch, from one process
     assert (c1.idle_from == "sweep GPU busy time (same run)").all()
@@ -292,14 +292,14 @@ def test_launch_cost(root, trace):
     assert c1.set_index("width").gpu_idle_share_eager.to_dict() == pytest.approx(
         expect.reindex(c1.width).to_dict()
     )
-    old = roofline.launch_cost(sweep.drop(columns="gpu_busy_ms"), trace, 8)
+    old = launches.launch_cost(sweep.drop(columns="gpu_busy_ms"), trace, 8)
     assert (old.idle_from == "trace kernel time").all()
     assert old.gpu_idle_share_eager.to_numpy() == pytest.approx(
         (1 - old.gpu_kernel_ms / old.eager).to_numpy()
     )
     counts = trace[trace.iteration == 0].groupby("config").size()
     assert set(c1.kernels_per_forward) <= set(counts)
-    c8 = roofline.launch_cost(sweep, trace, 8)
+    c8 = launches.launch_cost(sweep, trace, 8)
     assert c8.attrs["batch"] == 8
     assert (c8.gpu_kernel_ms > 0).all() and (c8.gpu_idle_share_eager < 1).all()
 
@@ -389,7 +389,7 @@ def test_facts_recompute_from_the_tables(facts, stages, ncu_tp, trace, root, pea
     assert _v(facts, "busiest_margin_pct_below_60_occupancy") == pytest.approx(min(tp, sm))
     assert _v(facts, "time_share_below_60_occupancy", "width=2.0") == pytest.approx(a.time_share)
     # fusion: the unscoped share is the largest over widths
-    f = roofline.fusion_bound(trace)
+    f = launches.fusion_bound(trace)
     assert _v(facts, "c2f_fusion_removed_launch_share") == pytest.approx(f.removed_share.max())
     assert _v(facts, "c2f_fusion_removed_launch_share", "width=1.0") == pytest.approx(
         f.set_index("width").removed_share[1.0]
@@ -479,7 +479,7 @@ def test_plots_return_figures(roof, stages, resnet, trace, layers):
     assert roofline_plots.plot_layer_heatmap(roof).data[0].type == "heatmap"
     assert len(roofline_plots.plot_stage_bars(stages).data) == 4
     assert roofline_plots.plot_normalised_roofline(resnet).data
-    assert roofline_plots.plot_launches(roofline.launches_per_type(trace)).data
+    assert roofline_plots.plot_launches(launches.launches_per_type(trace)).data
     assert roofline_plots.plot_activations(roofline.activation_table(layers, [0.25])).data
 
 

@@ -90,7 +90,7 @@ def _points(table: pd.DataFrame, kind: str) -> pd.DataFrame:
     if "status" in d:
         d = d[d["status"] == "ok"]
     if "host_bound" in d:
-        d = d[d["host_bound"].fillna(False).astype(bool) == False]  # noqa: E712
+        d = d[~d["host_bound"].fillna(False).astype(bool)]
     place = [c for c in ("gpu_uuid", "gpu_index") if c in d]
     if kind == "ncu":
         agg = {value: "sum", **{c: "first" for c in place}}

@@ -5,6 +5,8 @@ missing."""
 
 from __future__ import annotations
 
+import functools
+
 from yolo_sm.analyse import multi_gpu
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.schema import COLLECT_TASKS
@@ -31,24 +33,31 @@ def missing(multi: DataRoot | None, single: DataRoot | None) -> Note | None:
     return None
 
 
-def scaling(multi: DataRoot | None, single: DataRoot | None):
+def _needs_both(fn):
+    """Decorator: ``fn(multi, single)`` runs only where :func:`missing` has nothing to say;
+    otherwise it returns that line."""
+
+    @functools.wraps(fn)
+    def inner(multi: DataRoot | None, single: DataRoot | None):
+        note = missing(multi, single)
+        return note if note is not None else fn(multi, single)
+
+    return inner
+
+
+@_needs_both
+def scaling(multi: DataRoot, single: DataRoot):
     """Wall time on N GPUs against one, speed-up, scaling efficiency and how busy the GPUs
-    were (:func:`yolo_sm.analyse.multi_gpu.scaling`), then each root's runs."""
-    note = missing(multi, single)
-    if note is not None:
-        return note
-    m, s = (r.load(COLLECT_TASKS) if r.has(COLLECT_TASKS) else None for r in (multi, single))
-    if s is None:
+    were (:func:`yolo_sm.analyse.multi_gpu.scaling`)."""
+    if not single.has(COLLECT_TASKS):
         return Note(f"The root {code(single.name)} holds no {code(COLLECT_TASKS)} task log: "
                     "collect it with `--workers 1` to time it.")  # fmt: skip
-    return tables.show(multi_gpu.scaling(m, s))
+    return tables.show(multi_gpu.scaling(multi.load(COLLECT_TASKS), single.load(COLLECT_TASKS)))
 
 
-def runs(multi: DataRoot | None, single: DataRoot | None):
+@_needs_both
+def runs(multi: DataRoot, single: DataRoot):
     """Each root's runs (a resumed collection has several), from their task logs."""
-    note = missing(multi, single)
-    if note is not None:
-        return note
     import pandas as pd
 
     parts = [
@@ -60,21 +69,17 @@ def runs(multi: DataRoot | None, single: DataRoot | None):
     return tables.show(d[["root", *multi_gpu.RUN_COLUMNS]])
 
 
-def spread(multi: DataRoot | None, single: DataRoot | None):
+@_needs_both
+def spread(multi: DataRoot, single: DataRoot):
     """Per GPU of the multi-GPU root: its points' median ratio to the one-GPU root and the
     ratio's spread (:func:`yolo_sm.analyse.multi_gpu.gpu_spread`)."""
-    note = missing(multi, single)
-    if note is not None:
-        return note
     return tables.show(multi_gpu.gpu_spread(multi_gpu.all_ratios(multi, single)))
 
 
-def spread_figure(multi: DataRoot | None, single: DataRoot | None):
+@_needs_both
+def spread_figure(multi: DataRoot, single: DataRoot):
     """Every point's ratio (multi-GPU root over one-GPU root), one box per GPU that measured
     it in the multi-GPU root, coloured by dataset."""
-    note = missing(multi, single)
-    if note is not None:
-        return note
     import plotly.express as px
 
     r = multi_gpu.all_ratios(multi, single).dropna(subset=["ratio"])
@@ -96,12 +101,10 @@ def spread_figure(multi: DataRoot | None, single: DataRoot | None):
     return finish(fig)
 
 
-def tables_match(multi: DataRoot | None, single: DataRoot | None):
+@_needs_both
+def tables_match(multi: DataRoot, single: DataRoot):
     """Per table both roots hold: rows, rows only one holds, rows whose status differs
     (:func:`yolo_sm.analyse.multi_gpu.tables_match`)."""
-    note = missing(multi, single)
-    if note is not None:
-        return note
     match = multi_gpu.tables_match(multi, single)
     if match.empty:
         return Note(

@@ -9,6 +9,7 @@ claims' rules (group ``claims``); the notebook each belongs to shows its row nex
 
 from __future__ import annotations
 
+from yolo_sm.analyse.launches import SWEEP, TRACE, TRACE_COMPILE, TRACE_EAGER
 from yolo_sm.analyse.roofline import (
     CEILINGS,
     MODEL_LAYERS,
@@ -16,10 +17,6 @@ from yolo_sm.analyse.roofline import (
     NCU_WIDE,
     NCU_YOLO,
     PREFIX,
-    SWEEP,
-    TRACE,
-    TRACE_COMPILE,
-    TRACE_EAGER,
 )
 from yolo_sm.report.rules import Rule, check_unique
 
