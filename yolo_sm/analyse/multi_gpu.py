@@ -35,6 +35,7 @@ KEYS = {
 }
 VALUE = {"sweep": "img_per_s", "bench": "img_per_s", "ncu": "duration_us"}
 RUN_COLUMNS = ("run", "run_started_utc", "workers", "wall_s", "tasks", "task_s", "gpus")
+SPREAD_COLUMNS = ("gpu_uuid", "gpu_index", "points", "median", "p25", "p75", "min", "max")
 
 
 def runs(tasks: pd.DataFrame) -> pd.DataFrame:
@@ -126,16 +127,14 @@ def compared(multi: DataRoot, single: DataRoot) -> list[tuple[str, str]]:
 def all_ratios(multi: DataRoot, single: DataRoot) -> pd.DataFrame:
     """:func:`point_ratios` of every table both roots hold (``dataset``, ``gpu_uuid``,
     ``gpu_index``, ``ratio``; the keys left out, as they differ by kind)."""
-    parts = []
-    for name, kind in compared(multi, single):
-        r = point_ratios(multi.load(name), single.load(name), kind)
-        parts.append(r[[c for c in ("gpu_uuid", "gpu_index") if c in r] + ["ratio"]].assign(
-            dataset=name
-        ))  # fmt: skip
+    parts = [
+        point_ratios(multi.load(name), single.load(name), kind).assign(dataset=name)
+        for name, kind in compared(multi, single)
+    ]
     cols = ["dataset", "gpu_uuid", "gpu_index", "ratio"]
-    return pd.concat(parts, ignore_index=True).reindex(columns=cols) if parts else (
-        pd.DataFrame(columns=cols)
-    )  # fmt: skip
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    return pd.concat(parts, ignore_index=True).reindex(columns=cols)
 
 
 def gpu_spread(ratios: pd.DataFrame) -> pd.DataFrame:
@@ -143,7 +142,7 @@ def gpu_spread(ratios: pd.DataFrame) -> pd.DataFrame:
     quartiles (``p25``, ``p75``), lowest and highest."""
     r = ratios.dropna(subset=["ratio", "gpu_uuid"])
     if r.empty:
-        return pd.DataFrame(columns=["gpu_uuid", "gpu_index", "points", "median", "p25", "p75"])
+        return pd.DataFrame(columns=list(SPREAD_COLUMNS))
     g = r.groupby("gpu_uuid")
     out = pd.DataFrame(
         {
@@ -156,7 +155,7 @@ def gpu_spread(ratios: pd.DataFrame) -> pd.DataFrame:
             "max": g["ratio"].max(),
         }
     )
-    return out.reset_index().sort_values("gpu_index", ignore_index=True)
+    return out.reset_index().sort_values("gpu_index", ignore_index=True)[list(SPREAD_COLUMNS)]
 
 
 def key_match(multi: pd.DataFrame, single: pd.DataFrame, kind: str) -> dict:
