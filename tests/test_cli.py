@@ -501,6 +501,31 @@ def test_claims_unknown_root_is_one_sentence(capsys):
     assert main(["claims", "--data", "no_such_root"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no_such_root" in err[0]
+    assert main(["claims", "--data", "h200", "--against", "no_such_root"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no_such_root" in err[0]
+
+
+def test_claims_against_a_second_root_adds_the_pair_rules(monkeypatch, capsys):
+    from yolo_sm.analyse.facts import fact, facts_table
+    from yolo_sm.report import catalog
+    from yolo_sm.report.rules import Rule
+
+    _one_rule_catalog(monkeypatch, 3.0)
+    pair = Rule("cli_pair", "the second root is the first", "cli_pair_fact", ">=", 1.0)
+    seen = []
+
+    def facts(a, b):
+        seen.append((a.name, b.name))
+        return facts_table([fact("cli_pair_fact", float(a.name == b.name))])
+
+    monkeypatch.setattr(catalog, "PAIR_SOURCES", [((pair,), facts)])
+    assert main(["claims", "--data", "h200", "--json"]) == 0
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)] == ["cli_test"]
+    assert main(["claims", "--data", "h200", "--against", "cpu", "--json"]) == 0
+    rows = {r["id"]: r["verdict"] for r in json.loads(capsys.readouterr().out)}
+    assert rows == {"cli_test": "holds", "cli_pair": "does not hold"}
+    assert seen == [("cpu", "h200")]  # the baseline first
 
 
 def test_render_passes_the_data_root(monkeypatch, tmp_path, capsys):

@@ -100,6 +100,12 @@ def add_parser(sub) -> None:
         default="h200",
         help="dataset root: a name under data/ or a folder with a manifest.json (default h200)",
     )
+    k.add_argument(
+        "--against",
+        default=None,
+        help="a second dataset root: add the rules over two roots (two machines side by side, "
+        "--data's collection time against this baseline, several GPUs of a host against one)",
+    )
     k.add_argument("--json", action="store_true", help="print JSON, one object per rule")
     k.set_defaults(run=run)
 
@@ -267,7 +273,11 @@ def claims(args) -> int:
 
     from yolo_sm.report import catalog
 
-    verdicts = catalog.verdict_table(open_root(args.data))
+    root = open_root(args.data)
+    verdicts = catalog.verdict_table(root)
+    if args.against:  # the baseline first, as the pair rules read their two roots
+        pair = catalog.pair_verdict_table(open_root(args.against), root)
+        verdicts = pd.concat([verdicts, pair], ignore_index=True)
     if args.json:
         print(catalog.to_json(verdicts))
         return 0
