@@ -105,6 +105,16 @@ MAX_AUTOTUNE = "compile:max-autotune-no-cudagraphs/fp16/nhwc"
 AUTOTUNE_DATASET = "bench_autotune"
 
 
+def stock_and_fastest(bench):
+    """Per (width, batch) where ``bench`` timed :data:`MAX_AUTOTUNE` and another ok model-only
+    engine: ``((width, batch), stock row, fastest other row)``, each the row of most img/s."""
+    e = engines(bench, baseline=True)
+    for (w, b), g in e.groupby(["width", "batch"]):
+        stock, others = g[g["variant"] == MAX_AUTOTUNE], g[g["variant"] != MAX_AUTOTUNE]
+        if len(stock) and len(others):
+            yield (w, b), stock.loc[stock.img_per_s.idxmax()], others.loc[others.img_per_s.idxmax()]
+
+
 def best_over_max_autotune(bench):
     """Per (width, batch) where the bench timed :data:`MAX_AUTOTUNE`: the fastest other ok
     model-only engine's img/s over it; a Series indexed by (width, batch)."""
@@ -142,24 +152,19 @@ def autotune_facts(bench, datasets=(AUTOTUNE_DATASET,)) -> list[dict]:
 def fastest_build_facts(bench, builds) -> list[dict]:
     """Per (family, width, batch) that the compile-cache table ``builds`` built
     (:mod:`yolo_sm.analyse.compile_cache`) and ``bench`` timed beside :data:`MAX_AUTOTUNE`: the
-    seconds the fastest other engine (as :func:`best_over_max_autotune` picks it) takes to build
+    seconds the fastest other engine (as :func:`stock_and_fastest` picks it) takes to build
     with warm caches (``fast.fastest_warm_build_s``). For a compiled engine, the ``build_s`` of
     its compile mode's warm build in ``builds`` (a fresh process reading the cache folder a
     cold build filled; the note gives the cold build's seconds too), and no fact where that
     mode was not built warm; for any other engine its ``build_s`` in the bench (it compiles
     nothing, no cache to warm)."""
-    e = engines(bench, baseline=True)
     done = ok_rows(builds)
     datasets = (AUTOTUNE_DATASET, compile_cache.DATASET)
     out = []
-    for (family, w, b), g in done.groupby(["family", "width", "batch"]):
-        unit = e[(e["family"] == family) & (e["width"] == w) & (e["batch"] == b)]
-        if unit.empty or not (unit["variant"] == MAX_AUTOTUNE).any():
+    for (w, b), _, best in stock_and_fastest(bench):
+        g = done[(done["family"] == best.family) & (done["width"] == w) & (done["batch"] == b)]
+        if g.empty:
             continue
-        others = unit[unit["variant"] != MAX_AUTOTUNE]
-        if others.empty:
-            continue
-        best = others.loc[others.img_per_s.idxmax()]
         if best.backend == "compile":
             mine = g[g["compile_mode"] == best.compile_mode]
             warm, cold = mine[mine["cache"] == "warm"], mine[mine["cache"] == "cold"]
@@ -184,15 +189,10 @@ def autotune_spread_facts(bench, datasets=(AUTOTUNE_DATASET,)) -> list[dict]:
     longer the fastest other engine's median forward takes than max-autotune's, over the larger
     interquartile range of the two rows (``fast.max_autotune_gap_over_iqr``; negative where the
     fastest engine is ahead, at most 1 where the gap is within the timings' spread)."""
-    e = engines(bench, baseline=True)
-    if not {"median_ms", "iqr_ms"} <= set(e.columns):
+    if not {"median_ms", "iqr_ms"} <= set(bench.columns):
         return []
     out = []
-    for (w, b), g in e.groupby(["width", "batch"]):
-        stock, others = g[g["variant"] == MAX_AUTOTUNE], g[g["variant"] != MAX_AUTOTUNE]
-        if stock.empty or others.empty:
-            continue
-        s, best = stock.loc[stock.img_per_s.idxmax()], others.loc[others.img_per_s.idxmax()]
+    for (w, b), s, best in stock_and_fastest(bench):
         spread = max(s.iqr_ms, best.iqr_ms)
         if not spread > 0:
             continue

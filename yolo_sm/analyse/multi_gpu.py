@@ -124,12 +124,19 @@ def compared(multi: DataRoot, single: DataRoot) -> list[tuple[str, str]]:
     return out
 
 
-def all_ratios(multi: DataRoot, single: DataRoot) -> pd.DataFrame:
+def shared_tables(multi: DataRoot, single: DataRoot) -> list[tuple]:
+    """(dataset, kind, multi's table, single's table) of every table :func:`compared` names,
+    each loaded once."""
+    return [(n, k, multi.load(n), single.load(n)) for n, k in compared(multi, single)]
+
+
+def all_ratios(multi: DataRoot, single: DataRoot, shared=None) -> pd.DataFrame:
     """:func:`point_ratios` of every table both roots hold (``dataset``, ``gpu_uuid``,
-    ``gpu_index``, ``ratio``; the keys left out, as they differ by kind)."""
+    ``gpu_index``, ``ratio``; the keys left out, as they differ by kind); ``shared``: their
+    :func:`shared_tables`, where the caller has loaded them."""
     parts = [
-        point_ratios(multi.load(name), single.load(name), kind).assign(dataset=name)
-        for name, kind in compared(multi, single)
+        point_ratios(a, b, kind).assign(dataset=name)
+        for name, kind, a, b in (shared_tables(multi, single) if shared is None else shared)
     ]
     cols = ["dataset", "gpu_uuid", "gpu_index", "ratio"]
     if not parts:
@@ -181,12 +188,12 @@ def key_match(multi: pd.DataFrame, single: pd.DataFrame, kind: str) -> dict:
     }
 
 
-def tables_match(multi: DataRoot, single: DataRoot) -> pd.DataFrame:
+def tables_match(multi: DataRoot, single: DataRoot, shared=None) -> pd.DataFrame:
     """:func:`key_match` per table both roots hold (``dataset`` first, ``mismatches`` last:
-    rows only one holds plus rows whose status differs)."""
+    rows only one holds plus rows whose status differs); ``shared`` as in :func:`all_ratios`."""
     rows = [
-        {"dataset": name, **key_match(multi.load(name), single.load(name), kind)}
-        for name, kind in compared(multi, single)
+        {"dataset": name, **key_match(a, b, kind)}
+        for name, kind, a, b in (shared_tables(multi, single) if shared is None else shared)
     ]
     out = pd.DataFrame(rows)
     if out.empty:
@@ -223,10 +230,10 @@ def pair_facts(multi: DataRoot, single: DataRoot) -> pd.DataFrame:
                 fact(PREFIX + "speedup", r.speedup, "x", datasets=ds, note=note),
                 fact(PREFIX + "scaling_efficiency", r.efficiency, "", datasets=ds, note=note),
             ]
-    pairs = compared(multi, single)
-    if pairs:
-        ds = tuple(name for name, _ in pairs)
-        spread = gpu_spread(all_ratios(multi, single))
+    shared = shared_tables(multi, single)
+    if shared:
+        ds = tuple(name for name, *_ in shared)
+        spread = gpu_spread(all_ratios(multi, single, shared))
         note = f"{len(spread)} GPUs, {int(spread.points.sum())} points" if len(spread) else ""
         if len(spread) >= 2:
             pct = 100 * (spread["median"].max() / spread["median"].min() - 1)
@@ -234,7 +241,7 @@ def pair_facts(multi: DataRoot, single: DataRoot) -> pd.DataFrame:
         if len(spread):
             off = 100 * float((spread["median"] - 1).abs().max())
             rows.append(fact(PREFIX + "worst_gpu_off_pct", off, "%", datasets=ds, note=note))
-        match = tables_match(multi, single)
+        match = tables_match(multi, single, shared)
         rows.append(
             fact(PREFIX + "table_mismatches", float(match.mismatches.sum()), "", datasets=ds)
         )
