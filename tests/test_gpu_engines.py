@@ -102,6 +102,23 @@ def test_compile_does_not_recompile_per_call(model):
     assert eng.rel_err <= cfg.tolerance
 
 
+@pytest.mark.parametrize("precision", ["fp16", "int8"])
+def test_sep_pool_compile_gives_the_plain_compiles_output(model, precision):
+    """``default+sep-pool`` rewrites SPPF's pool into two 1-D pools before inductor: exact, so
+    the engine's output is the plain compiled engine's, up to the convolutions' algorithms."""
+    from dataclasses import replace
+
+    from yolo_sm.collect.engines import relative_l2
+
+    cfg = EngineConfig(backend="compile", precision=precision, layout="nhwc", batch=2)
+    plain = build_engine(model, cfg)
+    sep = build_engine(model, replace(cfg, compile_mode="default+sep-pool"))
+    assert sep.info["rewrites"] == {"sep-pool": 1} and plain.info["rewrites"] == {}
+    assert sep.rel_err <= cfg.tolerance and sep.info["recompiles"] == 0
+    x = plain.make_input(5)
+    assert relative_l2(sep(x).clone(), plain(x).clone()) < 1e-3
+
+
 def test_timing_reports_gpu_provenance(model):
     eng = build_engine(model, EngineConfig(precision="fp16", batch=1, device="cuda"))
     m = measure_engine(eng, warmup_ms=20, budget_ms=100)

@@ -78,7 +78,10 @@ def _sweep_parser(sub) -> None:
         "--max-channels", dest="max_channels", help="ultralytics max_channels cap (default 2048)"
     )
     s.add_argument(
-        "--compile-mode", dest="compile_mode", help="torch.compile mode (default 'default')"
+        "--compile-mode",
+        dest="compile_mode",
+        help="torch.compile mode (default 'default'); MODE+sep-pool first rewrites each "
+        "stride-1 max pool as two 1-D pools (exact)",
     )
     s.add_argument(
         "--budget-ms",
@@ -116,7 +119,8 @@ def _bench_parser(sub) -> None:
         "--engines",
         default="cudagraph/fp16/nhwc,compile/fp16/nhwc",
         help="comma list of backend/precision/layout besides eager/fp16/nhwc "
-        "(compile:MODE/... picks a torch.compile mode)",
+        "(compile:MODE/... picks a torch.compile mode; MODE+sep-pool first rewrites the "
+        "model's stride-1 max pools as two 1-D pools, exactly)",
     )
     b.add_argument(
         "--pipeline-engine",

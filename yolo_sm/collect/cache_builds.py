@@ -32,6 +32,7 @@ from yolo_sm.collect.models import build_yolo
 from yolo_sm.collect.stopwatch import credit, phase
 from yolo_sm.collect.sweep import failure
 from yolo_sm.collect.timing import measure_engine
+from yolo_sm.contract import values
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.scrub import user_command
 from yolo_sm.contract.vocab import COMPILE_MODES
@@ -75,11 +76,10 @@ class CacheSpec:
             if k in kw:
                 kw[k] = int(kw[k])
         spec = cls(**kw)
-        bad = [m for m in spec.modes if m not in COMPILE_MODES]
-        if bad or not spec.modes:
-            raise UserError(
-                f"compile modes must be among {', '.join(COMPILE_MODES)}, got {list(spec.modes)}"
-            )
+        if not spec.modes:
+            raise UserError(f"compile modes must be among {', '.join(COMPILE_MODES)}, got none")
+        for m in spec.modes:
+            values.compile_mode(m, "compile modes")
         return spec
 
 

@@ -21,7 +21,6 @@ import yaml
 from yolo_sm.contract import values
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.vocab import (
-    COMPILE_MODES,
     INT8_CALIBRATIONS,
     INT8_CONV_KERNELS,
     INT8_MODEL_KERNELS,
@@ -226,7 +225,7 @@ PARAMS: dict[str, dict[str, Check]] = {
         "imgsz": _imgsz,
         "device": lambda v, w: values.device_name(v, w),
         "max_channels": _count(1 << 20),
-        "compile_mode": _text_of(COMPILE_MODES),
+        "compile_mode": values.compile_mode,
         "warmup_ms": _warmup_ms,
         "budget_ms": _budget_ms,
         "check": values.flag,
@@ -467,7 +466,7 @@ PARAMS["compile_cache"] = {
     "family": _text_of(None),
     "width": lambda v, w: values.number(v, w, above=0, hi=MAX_WIDTH_ANY),
     "batch": _one(_batches),
-    "modes": lambda v, w: values.texts(v, w, COMPILE_MODES),
+    "modes": lambda v, w: [values.compile_mode(x, w) for x in values.items(v, w)],
     "precision": _one(_precisions),
     "layout": _one(_layouts),
     "imgsz": _one_imgsz,

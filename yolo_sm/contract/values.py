@@ -140,6 +140,34 @@ def text(v, what: str, choices=None) -> str:
     return s.lower() if choices is not None else s
 
 
+def split_compile_mode(mode: str) -> tuple[str, tuple[str, ...]]:
+    """``reduce-overhead+sep-pool`` -> (``reduce-overhead``, (``sep-pool``,)): the
+    torch.compile mode and the model rewrites made before it (unchecked)."""
+    torch_mode, *rewrites = str(mode).split("+")
+    return torch_mode, tuple(rewrites)
+
+
+def compile_mode(v, what: str) -> str:
+    """A torch.compile mode (``vocab.COMPILE_MODES``), optionally followed by ``+rewrite``
+    items (``vocab.COMPILE_REWRITES``), each once: ``default``, ``default+sep-pool``."""
+    from yolo_sm.contract.vocab import COMPILE_MODES, COMPILE_REWRITES
+
+    s = text(v, what).lower()
+    torch_mode, rewrites = split_compile_mode(s)
+    if torch_mode not in COMPILE_MODES:
+        raise UserError(
+            f"unknown compile mode {torch_mode!r} ({what}): choose one of "
+            f"{', '.join(COMPILE_MODES)}, optionally followed by +{' +'.join(COMPILE_REWRITES)}"
+        )
+    bad = [r for r in rewrites if r not in COMPILE_REWRITES]
+    if bad or len(set(rewrites)) != len(rewrites):
+        raise UserError(
+            f"{what} {s!r} names an unknown or repeated rewrite: after a compile mode, each "
+            f"of +{' +'.join(COMPILE_REWRITES)} may follow once"
+        )
+    return s
+
+
 def texts(v, what: str, choices=None) -> list[str]:
     """:func:`items` of :func:`text`."""
     return [text(x, what, choices) for x in items(v, what)]

@@ -51,6 +51,10 @@ INT8_CONV_KERNELS = ("fp16", "cudnn", "intmm", "triton", "triton_prequant")
 INT8_MODEL_KERNELS = ("fp16", "cudnn", "intmm", "triton")
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+#: exact rewrites of the model made before torch.compile, named after its mode with "+"
+#: (``reduce-overhead+sep-pool``): ``sep-pool`` computes each stride-1 k x k max pool as a
+#: 1 x k pool then a k x 1 one (collect.models.rewrites)
+COMPILE_REWRITES = ("sep-pool",)
 
 #: how a bench's pipeline row post-processes (yolo_sm.collect.pipeline.PipelineConfig): full =
 #: the full NMS; topk = the fixed-size NMS on each frame's k best candidates first; graph = that,

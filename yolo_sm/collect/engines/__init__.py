@@ -19,7 +19,6 @@ from yolo_sm.collect.engines.base import (
     verify,
 )
 from yolo_sm.collect.engines.config import (
-    COMPILE_MODES,
     TOLERANCE,
     Backend,
     EngineConfig,
@@ -29,6 +28,7 @@ from yolo_sm.collect.engines.config import (
 from yolo_sm.collect.engines.onnx import build_onnxruntime
 from yolo_sm.collect.engines.tensorrt import build_tensorrt
 from yolo_sm.collect.engines.torch_backends import build_compiled, build_cudagraph, build_eager
+from yolo_sm.contract.vocab import COMPILE_MODES
 
 __all__ = [
     "Backend",

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from enum import Enum
 
+from yolo_sm.contract import values
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.vocab import (
-    COMPILE_MODES,
     INT8_BACKENDS,
     INT8_BACKENDS_ONLY,
     INT8_CALIBRATIONS,
@@ -32,8 +32,9 @@ def _enum(cls, value, what):
 
 
 def check_compile_mode(mode: str) -> None:
-    if mode not in COMPILE_MODES:
-        raise UserError(f"unknown compile mode {mode!r}: choose one of {', '.join(COMPILE_MODES)}")
+    """A torch.compile mode, optionally with model rewrites (``default+sep-pool``,
+    :func:`yolo_sm.contract.values.compile_mode`); one sentence otherwise."""
+    values.compile_mode(mode, "compile mode")
 
 
 def check_device_name(device: str) -> None:

@@ -12,7 +12,9 @@ import torch
 from yolo_sm.collect.engines import compile_cache, fp8, int8
 from yolo_sm.collect.engines.base import DTYPES, Engine, head_tensor, make_input, numerics
 from yolo_sm.collect.engines.config import EngineConfig, Layout, Precision
+from yolo_sm.collect.models.rewrites import apply_rewrites
 from yolo_sm.contract.errors import NotAvailableError
+from yolo_sm.contract.values import split_compile_mode
 
 
 def prepare_module(model: torch.nn.Module, config: EngineConfig) -> torch.nn.Module:
@@ -149,9 +151,11 @@ def _compiled_module(model: torch.nn.Module, config: EngineConfig):
         for name in ("recompile_limit", "cache_size_limit"):
             if hasattr(dcfg, name):
                 setattr(dcfg, name, max(getattr(dcfg, name), 512))
-        per_model[key] = torch.compile(
-            prepare_module(model, config), mode=config.compile_mode, fullgraph=False
-        )
+        torch_mode, rewrites = split_compile_mode(config.compile_mode)
+        m = prepare_module(model, config)
+        # exact rewrites named after the mode (models.rewrites); what each changed rides along
+        m.rewrites = apply_rewrites(m, rewrites)
+        per_model[key] = torch.compile(m, mode=torch_mode, fullgraph=False)
     compiled = per_model[key]
     if config.precision is Precision.INT8 and str(config.device).startswith("cuda"):
         _int8_plans(compiled._orig_mod, config)
@@ -203,6 +207,8 @@ def build_compiled(model: torch.nn.Module, config: EngineConfig, warmup: int = 3
         "compile_first_s": calls[0] if calls else math.nan,
         "compile_mode": config.compile_mode,
         "graphs_compiled": frames_after_build - frames_before,
+        # per rewrite of the mode (``default+sep-pool``), the modules it changed
+        "rewrites": dict(getattr(compiled._orig_mod, "rewrites", {})),
         "recompiles": 0,
         **probe.info(),
     }
@@ -221,7 +227,9 @@ def build_compiled(model: torch.nn.Module, config: EngineConfig, warmup: int = 3
         module=getattr(compiled, "_orig_mod", None),
         # modes with CUDA graphs of their own (reduce-overhead, max-autotune) cannot be
         # captured inside another graph
-        capture=None if config.compile_mode in GRAPHED_COMPILE_MODES else run,
+        capture=None
+        if split_compile_mode(config.compile_mode)[0] in GRAPHED_COMPILE_MODES
+        else run,
     )
 
 
