@@ -148,3 +148,13 @@ def test_the_compiled_module_of_a_rewriting_mode_is_rewritten_and_compiled_in_to
     assert any(isinstance(m, SeparableMaxPool2d) for m in sep._orig_mod.modules())
     assert not any(isinstance(m, SeparableMaxPool2d) for m in plain._orig_mod.modules())
     assert not any(isinstance(m, SeparableMaxPool2d) for m in tiny_yolo.modules())
+
+
+def test_a_rewriting_engines_caveat_is_its_modes_and_names_the_rewrite():
+    from yolo_sm.analyse.fast_recommend import caveat
+
+    plain = caveat("compile:reduce-overhead/fp16/nhwc")
+    sep = caveat("compile:reduce-overhead+sep-pool/int8/nhwc")
+    assert "static shapes" in plain and sep.startswith(plain)
+    assert "sep-pool" in sep and "8-bit" in sep
+    assert "sep-pool" not in plain

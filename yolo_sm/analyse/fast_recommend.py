@@ -39,7 +39,10 @@ EIGHT_BIT_CAVEAT = "8-bit: quantised weights and activations, check the numerics
 def caveat(variant: str) -> str:
     """What engine ``variant`` (``backend/precision/layout``) asks of its user."""
     parts = variant.split("/")
-    text = CAVEATS.get(parts[0], "")
+    engine, *rewrites = parts[0].split("+")  # compile:MODE+REWRITE: exact, nothing to ask
+    text = CAVEATS.get(engine, "")
+    if rewrites:
+        text = f"{text}; the model rewritten first ({', '.join(rewrites)}: exact)"
     if any(p in ("fp8", "int8") for p in parts[1:]):
         text = f"{text}; {EIGHT_BIT_CAVEAT}" if text else EIGHT_BIT_CAVEAT
     return text
