@@ -455,3 +455,43 @@ def test_every_goal_names_a_point_its_plan_step_measures():
             assert batch in batches, (rule.id, name, "batch")
             checked += 1
     assert checked >= len(goals.SPEED_RULES)
+
+
+def _pool_trace(pool_us: float, other_us: float, config="yolov8_w1_int8_nhwc_b64"):
+    """A compiled engine's Kineto table of two forwards: an inductor max-pool kernel and a
+    convolution, each once per forward."""
+    rows = []
+    for it in (0, 1):
+        rows.append(("triton_per_fused_max_pool2d_with_indices_1", "triton", pool_us, it))
+        rows.append(("sm90_xmma_fprop_implicit_gemm", "tensor_core_conv", other_us, it))
+    k = pd.DataFrame(rows, columns=["kernel_name", "kernel_class", "duration_us", "iteration"])
+    return k.assign(config=config)
+
+
+@pytest.mark.parametrize("pool_us, verdict", [(2.0, HOLDS), (5.0, "partly"), (17.0, FAILS)])
+def test_the_compiled_pool_rule_flips_with_the_largest_pool_share(pool_us, verdict):
+    from yolo_sm.report.findings import fast as findings
+
+    traces = {
+        "trace_compile_w1_b64": _pool_trace(1.0, 99.0, "yolov8_w1_fp16_nhwc_b64"),
+        "trace_int8_compile_b64": _pool_trace(pool_us, 100.0 - pool_us),
+    }
+    f = facts_table(fast.pool_share_facts(traces))
+    row = f.set_index("key").loc["fast.compiled_pool_share_max_pct"]
+    assert row.value == pytest.approx(pool_us)
+    assert "trace_int8_compile_b64: yolov8_w1_int8_nhwc_b64" in row.note.split(";")[0]
+    (rule,) = [r for r in findings.RULES if r.id == "fast_compiled_pools_small"]
+    assert evaluate([rule], f).verdict.item() == verdict
+    assert fast.pool_share_facts({}) == []
+
+
+def test_the_shipped_compiled_traces_give_the_pool_share_of_their_breakdown():
+    from yolo_sm.contract import datasets
+
+    traces = {n: datasets.load(f"h200/{n}") for n in fast.COMPILED_TRACES}
+    (f,) = fast.pool_share_facts(traces)
+    shares = []
+    for k in traces.values():
+        b = fast.time_breakdown(k)
+        shares += [b.loc["pooling (Triton)", c] / b.loc["total", c] * 100 for c in b.columns]
+    assert f["value"] == pytest.approx(max(shares))

@@ -518,6 +518,39 @@ def compile_trace_facts(both, eager: str = "eager", compiled: str = "compile") -
     ]
 
 
+#: Kineto tables of torch.compile'd engines (fp16, and int8 beside fp16) whose pooling share
+#: :func:`pool_share_facts` reads
+COMPILED_TRACES = ("trace_compile_w1_b64", "trace_int8_compile_b64")
+POOLING = ("pooling (Triton)",)
+
+
+def pool_share_facts(traces: dict) -> list[dict]:
+    """Of Kineto tables of compiled engines (name -> table): the largest share (%) of a
+    forward's GPU time that inductor's max-pool kernels take (:data:`PARTS`' ``pooling
+    (Triton)``: in a YOLOv8, SPPF's three pools with what inductor fused into them) over every
+    config of every table (``fast.compiled_pool_share_max_pct``), each config's in the note."""
+    shares = {}
+    for name, kernels in traces.items():
+        b = time_breakdown(kernels)
+        for cfg in b.columns:
+            total = float(b.loc["total", cfg])
+            if total > 0:
+                shares[f"{name}: {cfg}"] = part_ms(b, cfg, POOLING) / total * 100
+    if not shares:
+        return []
+    worst = max(shares, key=shares.get)
+    each = "; ".join(f"{c} {v:.1f} %" for c, v in shares.items())
+    return [
+        fact(
+            "fast.compiled_pool_share_max_pct",
+            shares[worst],
+            "%",
+            datasets=tuple(traces),
+            note=f"largest in {worst}; {each}",
+        )
+    ]
+
+
 def facts(root: DataRoot):
     """The fast-engines facts of ``root`` (keys ``fast.*``): from ``bench_fast_engines`` (with
     the fp16 peak of ``ceilings``), the max-autotune comparison from ``bench_autotune`` (where
@@ -545,6 +578,7 @@ def facts(root: DataRoot):
                 {"eager": fp8, "compile": root.load("trace_compile_w1_b64")}, fp16
             )
             rows += compile_trace_facts(both)
+    rows += pool_share_facts({d: root.load(d) for d in COMPILED_TRACES if root.has(d)})
     benches = {d: root.load(d) for d in frames.PIPELINE_DATASETS if root.has(d)}
     rows += frames.pipeline_facts(benches)
     rows += frames.mode_facts(benches)

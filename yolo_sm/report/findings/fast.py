@@ -112,6 +112,18 @@ RULES: tuple[Rule, ...] = check_unique(
             COMPILE,
         ),
         _finding(
+            "compiled_pools_small",
+            "Under torch.compile, inductor's max-pool kernels (SPPF's three 5x5 pools) take at "
+            "most 3 % of a forward's GPU time in every traced compiled engine (the largest "
+            "share; a mode with +sep-pool computes them as two 1-D pools)",
+            "compiled_pool_share_max_pct",
+            "<=",
+            3.0,
+            "%",
+            fast.COMPILED_TRACES,
+            partly=6.0,
+        ),
+        _finding(
             "probe_engine_dominates",
             "In every pipeline probe, the engine is at least half of a batch's stage time "
             "(stages run alone; the smallest share over the probes)",
