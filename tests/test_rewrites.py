@@ -158,3 +158,9 @@ def test_a_rewriting_engines_caveat_is_its_modes_and_names_the_rewrite():
     assert "static shapes" in plain and sep.startswith(plain)
     assert "sep-pool" in sep and "8-bit" in sep
     assert "sep-pool" not in plain
+
+
+def test_an_engine_config_keeps_its_mode_lower_cased():
+    cfg = EngineConfig(backend="compile", compile_mode="Reduce-Overhead+SEP-Pool", device="cpu")
+    assert cfg.compile_mode == "reduce-overhead+sep-pool"
+    assert split_compile_mode(cfg.compile_mode) == ("reduce-overhead", ("sep-pool",))

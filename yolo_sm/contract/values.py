@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.vocab import COMPILE_MODES, COMPILE_REWRITES
 
 #: largest config or plan file read (bytes): a bigger one is not a config
 MAX_TEXT_BYTES = 1 << 20
@@ -150,8 +151,6 @@ def split_compile_mode(mode: str) -> tuple[str, tuple[str, ...]]:
 def compile_mode(v, what: str) -> str:
     """A torch.compile mode (``vocab.COMPILE_MODES``), optionally followed by ``+rewrite``
     items (``vocab.COMPILE_REWRITES``), each once: ``default``, ``default+sep-pool``."""
-    from yolo_sm.contract.vocab import COMPILE_MODES, COMPILE_REWRITES
-
     s = text(v, what).lower()
     torch_mode, rewrites = split_compile_mode(s)
     if torch_mode not in COMPILE_MODES:

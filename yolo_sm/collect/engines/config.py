@@ -31,10 +31,10 @@ def _enum(cls, value, what):
         raise UserError(f"unknown {what} {value!r}: choose one of {choices}") from None
 
 
-def check_compile_mode(mode: str) -> None:
+def check_compile_mode(mode: str) -> str:
     """A torch.compile mode, optionally with model rewrites (``default+sep-pool``,
-    :func:`yolo_sm.contract.values.compile_mode`); one sentence otherwise."""
-    values.compile_mode(mode, "compile mode")
+    :func:`yolo_sm.contract.values.compile_mode`), lower-cased; one sentence otherwise."""
+    return values.compile_mode(mode, "compile mode")
 
 
 def check_device_name(device: str) -> None:
@@ -112,7 +112,7 @@ class EngineConfig:
                 )
         if self.imgsz % 32:
             raise UserError(f"imgsz must be a positive multiple of 32, got {self.imgsz!r}")
-        check_compile_mode(self.compile_mode)
+        object.__setattr__(self, "compile_mode", check_compile_mode(self.compile_mode))
         check_device_name(self.device)
         if self.precision is Precision.INT8 and self.backend not in INT8_BACKENDS:
             raise UserError(f"precision {INT8_BACKENDS_ONLY}")
