@@ -399,6 +399,12 @@ def test_facts_recompute_from_the_tables(facts, stages, ncu_tp, trace, root, pea
     # absolute roofline at width 1.0 against side_summary
     s = roofline.side_summary(roofline.root_roofline(root, [1.0])).iloc[0]
     assert _v(facts, "yolo_pct_of_roof_tw", "width=1.0") == pytest.approx(s.pct_of_roof_tw)
+    # nearest upsampling against concatenation at width 1.0, from the same table
+    roof = roofline.root_roofline(root, [1.0])
+    gbps = roof.groupby("module_type").achieved_gbps.median()
+    assert _v(facts, "upsample_over_concat_gbps", "width=1.0") == pytest.approx(
+        gbps["Upsample"] / gbps["Concat"]
+    )
     # every rule's fact is there on the shipped root
     for r in findings.RULES:
         assert not math.isnan(_v(facts, r.fact, r.scope)), r.id

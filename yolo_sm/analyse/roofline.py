@@ -528,6 +528,17 @@ def _roofline_facts(root: DataRoot, layers) -> list[dict]:
             fact("zero_flop_max_pct_of_copy", g.pct_of_peak_gbps.max(), "%", scope=_w(w),
                  datasets=ds, note="Concat / Upsample layers: GB/s over the copy ceiling")
         )  # fmt: skip
+    # two kinds of pure data movement side by side: nearest upsampling against concatenation
+    moved = roof[roof.module_type.isin(["Upsample", "Concat"])]
+    for w, g in moved.groupby("width"):
+        gbps = g.groupby("module_type").achieved_gbps.median()
+        if {"Upsample", "Concat"} <= set(gbps.index):
+            rows.append(
+                fact("upsample_over_concat_gbps", gbps["Upsample"] / gbps["Concat"], "x",
+                     scope=_w(w), datasets=ds,
+                     note=f"median GB/s of their minimal bytes: Upsample {gbps['Upsample']:.0f}, "
+                     f"Concat {gbps['Concat']:.0f}")
+            )  # fmt: skip
     return rows
 
 
@@ -666,7 +677,8 @@ def facts(root: DataRoot) -> pd.DataFrame:
     * model_layers: ``activation_width_exponent``, ``weight_width_exponent``;
       ``activation_mb_per_image``, ``largest_activation_mb``, ``weight_mb`` (per width)
     * absolute roofline (per width): ``yolo_pct_of_roof_tw``, ``yolo_compute_side_time_share``,
-      ``yolo_tflops_forward``, ``yolo_pct_of_matmul_peak``, ``zero_flop_max_pct_of_copy``
+      ``yolo_tflops_forward``, ``yolo_pct_of_matmul_peak``, ``zero_flop_max_pct_of_copy``,
+      ``upsample_over_concat_gbps``
     * ResNet-101: ``resnet_{early,deep}_{dram,sm,tensor_pipe}_pct``, ``resnet_dram_drop_pct``,
       ``resnet_tensor_pipe_rise_pct``, ``resnet_early_min_dram_pct``,
       ``resnet_deep_min_sm_pct``, ``resnet_max_stage_{dram,sm}_pct``,

@@ -69,6 +69,19 @@ RULES: tuple[Rule, ...] = check_unique(
             group=GROUP_ROOFLINE,
         ),
         Rule(
+            id="roofline_upsample_slow",
+            statement="At width 1.0 the nearest-upsample layers move their bytes at under half "
+            "the rate of the concatenations (median GB/s of each over the configs; neither "
+            "computes anything)",
+            fact=PREFIX + "upsample_over_concat_gbps",
+            op="<",
+            threshold=0.5,
+            unit="x",
+            datasets=ROOF,
+            scope="width=1.0",
+            group=GROUP_ROOFLINE,
+        ),
+        Rule(
             id="roofline_wide_tensor_pipe_rises",
             statement="The wide conv stack's tensor-pipe use rises from its first stage to its "
             "last (points of % of peak, means over width factors)",
