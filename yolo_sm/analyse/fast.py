@@ -569,16 +569,17 @@ def facts(root: DataRoot):
         rows += bench_facts(root.load(BENCH), peak, not root.has(AUTOTUNE_DATASET))
     if root.has(AUTOTUNE_DATASET):
         rows += autotune_facts(root.load(AUTOTUNE_DATASET))
+    compiled = {d: root.load(d) for d in COMPILED_TRACES if root.has(d)}
     if root.has("trace_fp8_w1_b64"):
         fp8 = root.load("trace_fp8_w1_b64")
         rows += fp8_trace_facts(fp8)
         fp16 = config_of(fp8["config"].unique(), "fp16")
-        if fp16 and root.has("trace_compile_w1_b64"):
+        if fp16 and "trace_compile_w1_b64" in compiled:
             both = compare_backends(
-                {"eager": fp8, "compile": root.load("trace_compile_w1_b64")}, fp16
+                {"eager": fp8, "compile": compiled["trace_compile_w1_b64"]}, fp16
             )
             rows += compile_trace_facts(both)
-    rows += pool_share_facts({d: root.load(d) for d in COMPILED_TRACES if root.has(d)})
+    rows += pool_share_facts(compiled)
     benches = {d: root.load(d) for d in frames.PIPELINE_DATASETS if root.has(d)}
     rows += frames.pipeline_facts(benches)
     rows += frames.mode_facts(benches)
