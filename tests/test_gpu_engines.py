@@ -161,7 +161,7 @@ def test_triton_quantisation_equals_torch_bit_for_bit():
 
 
 @pytest.mark.parametrize("k,stride", [(1, 1), (3, 1), (3, 2)])
-def test_cudnn_fp8_conv_matches_the_emulation(k, stride):
+def test_cudnn_fp8_conv_matches_the_emulation(k, stride, monkeypatch):
     from torch import nn
 
     from yolo_sm.collect.engines import fp8
@@ -175,6 +175,7 @@ def test_cudnn_fp8_conv_matches_the_emulation(k, stride):
     x = x.contiguous(memory_format=torch.channels_last)
     scale = float(x.abs().max()) / 448
     fp8._TUNED.clear()  # tune this shape here, not reuse an earlier test's choice
+    monkeypatch.setenv("YOLO_SM_PLAN_CACHE", "off")  # nor an earlier process's
     real = fp8.Fp8Conv(conv, scale, "cudnn", silu=True).cuda()
     emu = fp8.Fp8Conv(conv, scale, "emulate", silu=True).cuda()
     y, ref = real(x), emu(x)

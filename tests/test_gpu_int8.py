@@ -24,7 +24,7 @@ def test_triton_int8_quantisation_equals_torch_bit_for_bit():
 
 
 @pytest.mark.parametrize("k,stride", [(1, 1), (3, 1), (3, 2)])
-def test_cudnn_int8_conv_matches_the_emulation(k, stride):
+def test_cudnn_int8_conv_matches_the_emulation(k, stride, monkeypatch):
     from torch import nn
 
     from yolo_sm.collect.engines import int8
@@ -38,6 +38,7 @@ def test_cudnn_int8_conv_matches_the_emulation(k, stride):
     x = x.contiguous(memory_format=torch.channels_last)
     scale = float(x.abs().max()) / 127
     int8._TUNED.clear()  # tune this shape here, not reuse an earlier test's choice
+    monkeypatch.setenv("YOLO_SM_PLAN_CACHE", "off")  # nor an earlier process's
     real = int8.Int8Conv(conv, scale, "cudnn", silu=True).cuda()
     emu = int8.Int8Conv(conv, scale, "emulate", silu=True).cuda()
     y, ref = real(x), emu(x)
@@ -177,3 +178,38 @@ def test_int8_compiled_engine_runs_cudnn_graphs_as_one_op_and_matches_the_graph_
     )
     assert eng.rel_err is not None and eng.rel_err <= eng.config.tolerance
     eng.close()
+
+
+def test_a_second_process_takes_the_tuned_plans_from_the_disk_cache(tmp_path, monkeypatch):
+    """The first build tunes each cuDNN graph and stores its choice; a later build that has not
+    tuned in this process (its in-process choices cleared) takes every plan from the disk
+    cache, tunes nothing, and gives the same output."""
+    pytest.importorskip("cudnn", reason="needs nvidia-cudnn-frontend")
+    from yolo_sm.collect.engines import EngineConfig, build_engine, int8, plan_cache
+    from yolo_sm.collect.engines.qconv import plan_sources
+    from yolo_sm.collect.models import build_yolo
+    from yolo_sm.collect.sweep import quant_columns
+
+    if not int8.AUTOTUNE_PLANS:
+        pytest.skip("plan tuning is off (YOLO_SM_INT8_PLANS=0)")
+    monkeypatch.setenv("YOLO_SM_CACHE", str(tmp_path))
+    monkeypatch.delenv("YOLO_SM_PLAN_CACHE", raising=False)
+    monkeypatch.setattr(plan_cache, "_OPEN", {})
+    model = build_yolo("yolov8", 0.25)
+    cfg = EngineConfig(backend="cudagraph", precision="int8", batch=2, imgsz=320, device="cuda")
+    outs, sources = [], []
+    for _ in range(2):
+        int8._TUNED.clear()
+        monkeypatch.setattr(plan_cache, "_OPEN", {})  # as a new process opens it
+        eng = build_engine(model, cfg)
+        outs.append(eng(eng.make_input(3)).clone())
+        sources.append(plan_sources(eng.module))
+        cached = quant_columns(eng)["quant_plans_cached"]
+        eng.close()
+    first, second = sources
+    print(f"int8 plan sources: first build {first}, second build {second}")
+    assert first.get("tuned", 0) > 0 and first.get("disk", 0) == 0
+    assert second.get("disk", 0) == first["tuned"] and second.get("tuned", 0) == 0
+    assert cached == second["disk"]
+    assert list((tmp_path / "cudnn_plans").glob("plans-*.json"))
+    assert torch.equal(outs[0], outs[1])

@@ -115,6 +115,7 @@ _POINT_COLUMNS = (
     "quant_convs",
     "quant_fallbacks",
     "quant_handoffs",
+    "quant_plans_cached",
 )
 
 

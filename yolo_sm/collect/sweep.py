@@ -28,7 +28,7 @@ from yolo_sm.collect.engines.config import (
     check_compile_mode,
     check_device_name,
 )
-from yolo_sm.collect.engines.qconv import fallbacks
+from yolo_sm.collect.engines.qconv import fallbacks, plan_sources
 from yolo_sm.collect.grid import (
     Pace,
     free_memory,
@@ -523,7 +523,9 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int, extra=None) 
 def quant_columns(engine) -> dict:
     """8-bit engines (fp8, int8 without TensorRT): ``quant_convs`` (convolutions quantised),
     ``quant_fallbacks`` (of those, how many cuDNN declined: they ran in fp16) and for int8
-    ``quant_handoffs`` (how many hand their output over in int8); empty otherwise."""
+    ``quant_handoffs`` (how many hand their output over in int8), and on a GPU
+    ``quant_plans_cached`` (how many cuDNN graphs took their tuned plan from the disk cache,
+    :mod:`yolo_sm.collect.engines.plan_cache`); empty otherwise."""
     m = engine.module
     info = getattr(m, "fp8_info", None) or getattr(m, "int8_info", None)
     if m is None or not info:
@@ -532,6 +534,9 @@ def quant_columns(engine) -> dict:
     out = {"quant_convs": convs, "quant_fallbacks": len(fallbacks(m))}
     if "int8_handoffs" in info:
         out["quant_handoffs"] = info["int8_handoffs"]
+    sources = plan_sources(m)
+    if sources:  # cuDNN graphs ran (a GPU)
+        out["quant_plans_cached"] = sources.get("disk", 0)
     return out
 
 

@@ -70,6 +70,9 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "quant_fallbacks": "8-bit engine rows: of those, how many cuDNN declined (run in fp16)",
         "quant_handoffs": "int8 engine rows: of those, how many hand their output to the next "
         "int8 convolution in int8 (absent in rows measured before hand-off)",
+        "quant_plans_cached": "8-bit engine rows on a GPU: of their cuDNN graphs, how many took "
+        "the plan an earlier process tuned from the disk cache instead of tuning (absent in rows "
+        "measured before the cache)",
     },
     "ncu": {
         "kernel_id": "order of the kernel in the profiled process",
@@ -297,6 +300,9 @@ SCHEMAS: dict[str, dict[str, str]] = {
             "in fp16)",
             "quant_handoffs": "int8 engine rows: of those, how many hand their output to the "
             "next int8 convolution in int8 (absent in rows measured before hand-off)",
+            "quant_plans_cached": "8-bit engine rows on a GPU: of their cuDNN graphs, how many "
+            "took the plan an earlier process tuned from the disk cache instead of tuning "
+            "(absent in rows measured before the cache)",
         },
         "unit_s": "wall time of the (family, width, batch) unit the row was measured in, "
         "seconds (what a resumed run uses to decide whether the next unit fits)",
@@ -356,7 +362,7 @@ REQUIRED = {
         c
         for c in SCHEMAS["sweep"]
         if c not in ("peak_mem_bytes", "check_input", "graph_pool_bytes", "model", *HOST_COLUMNS)
-        and c not in ("quant_convs", "quant_fallbacks", "quant_handoffs")  # 8-bit, newer
+        and c not in ("quant_convs", "quant_fallbacks", "quant_handoffs", "quant_plans_cached")
     ),
     "ncu": ("kernel_id", "kernel_name", "nvtx_path", "nvtx_range", "duration_us"),
     "kernels": (
@@ -684,7 +690,7 @@ NUMBER = frozenset(
     "reference_boxes matched reference_matched reps boxes_per_frame candidates_per_frame "
     "pipeline_vs_model_only recompiles graphs_compiled warmup_calls correlation stream "
     "sm_coverage_tw tensor_core_time_share ncu_time_share "
-    "quant_convs quant_fallbacks quant_handoffs unfused_convs int8_percentile "
+    "quant_convs quant_fallbacks quant_handoffs quant_plans_cached unfused_convs int8_percentile "
     "match_rel_diff frame_w frame_h imgsz_h imgsz_w kineto_kernels_per_forward "
     "batches kernels time_share overlap_share local_load_sectors local_store_sectors "
     "threads_per_instruction".split()

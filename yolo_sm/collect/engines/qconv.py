@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from yolo_sm.collect.engines import plan_cache
 from yolo_sm.collect.models.common import calibration_batches
 from yolo_sm.contract.errors import NotAvailableError
 
@@ -70,6 +71,17 @@ def calibration_inputs(imgsz: int) -> list[torch.Tensor]:
 def fallbacks(model: nn.Module) -> dict[str, str]:
     """Module name -> why cuDNN declined it, for the 8-bit convolutions that run in fp16."""
     return {n: m.fallback for n, m in model.named_modules() if getattr(m, "fallback", None)}
+
+
+def plan_sources(model: nn.Module) -> dict[str, int]:
+    """How many of ``model``'s cuDNN 8-bit graphs took their plan from where
+    (:attr:`CudnnQuantConv.plan_source`: tuned, process, disk, cudnn); empty before any ran."""
+    out: dict[str, int] = {}
+    for m in model.modules():
+        for plan in getattr(m, "_plans", {}).values():
+            if isinstance(plan, CudnnQuantConv):
+                out[plan.plan_source] = out.get(plan.plan_source, 0) + 1
+    return out
 
 
 def import_cudnn(what: str):
@@ -204,19 +216,46 @@ class CudnnQuantConv:
         key += (self.Q is not None,)
         capturing = torch.cuda.is_current_stream_capturing()
         plans = fmt.plans()
+        # where the plan came from: tuned here, this process's earlier tuning, the disk cache
+        # of earlier processes (plan_cache), or cuDNN's own walk
+        self.plan_source = "cudnn"
+        disk = plan_cache.for_device(dev) if plans > 0 and not capturing else None
         if key in fmt.tuned:
-            self.plan_index = fmt.tuned[key]
+            self.plan_index, self.plan_source = fmt.tuned[key], "process"
             g.build_plan_at_index(self.plan_index)
+        elif disk is not None and self._from_disk(disk, key):
+            fmt.tuned[key] = self.plan_index
         elif plans > 0 and not capturing:
             self._autotune(x, plans)
             if self.plan_index is not None:
-                fmt.tuned[key] = self.plan_index
+                fmt.tuned[key], self.plan_source = self.plan_index, "tuned"
+                if disk is not None:
+                    disk.put(key, self.plan_index, *self.best)
         else:
             g.build_plans()
         if self.plan_index is None:
             self.workspace = g.get_workspace_size()
         else:
             self.workspace = g.get_workspace_size_plan_at_index(self.plan_index)
+
+    def _from_disk(self, disk, key: tuple) -> bool:
+        """Build the plan ``disk`` holds for ``key`` if cuDNN's ranked plan at that index is
+        still the one tuned (same name); False leaves the graph to be tuned."""
+        entry = disk.get(key)
+        if entry is None:
+            return False
+        index, name = entry
+        try:
+            if index >= self.graph.get_execution_plan_count():
+                return False
+            self.graph.build_plan_at_index(index)
+            if self.graph.get_plan_name_at_index(index) != name:
+                return False
+        except Exception:  # noqa: BLE001 - a plan that no longer builds is tuned again
+            return False
+        self.plan_index, self.plan_source = index, "disk"
+        disk.count_hit()
+        return True
 
     def _feeds(self, xq: torch.Tensor, y: torch.Tensor) -> dict:
         feeds = {self.X: xq, self.W: self.wq, self.Y: y}
@@ -263,11 +302,12 @@ class CudnnQuantConv:
             ms = a.elapsed_time(b) / reps
             self.tuning.append((g.get_plan_name_at_index(i), ms))
             if best is None or ms < best[0]:
-                best = (ms, i)
+                best = (ms, i, self.tuning[-1][0])
         if best is None:
             g.build_plans()
         else:
             self.plan_index = best[1]
+            self.best = (best[2], best[0])  # (plan name, ms) of the kept plan
 
     def execute(self, xq: torch.Tensor) -> torch.Tensor:
         """The graph alone on an already quantised NHWC image ``xq``: its output tensor in
