@@ -1,8 +1,9 @@
 """The 8-bit engines' tuned cuDNN plans on disk, reused across processes.
 
 Each FP8 and INT8 convolution times a few of cuDNN's ranked plans on its first call and keeps
-the fastest (:mod:`yolo_sm.collect.engines.qconv`); that tuning, 10-40 s per engine build, is
-most of what an 8-bit build costs. The choice depends on the graph (its signature), the GPU
+the fastest (:mod:`yolo_sm.collect.engines.qconv`); without this store each new process tunes
+again. Rows record each build's seconds (``build_s``) and how many graphs skipped tuning
+(``quant_plans_cached``). The choice depends on the graph (its signature), the GPU
 and the cuDNN library, so it is stored per graph signature in a file per machine environment
 (GPU name, compute capability, cuDNN backend and frontend versions, torch version) under
 ``$YOLO_SM_CACHE/cudnn_plans`` (else ``~/.cache/yolo_sm/cudnn_plans``), with the chosen plan's
