@@ -57,7 +57,6 @@ class PlanCache:
         self.env = {k: str(v) for k, v in sorted(env.items())}
         digest = hashlib.sha256(json.dumps(self.env).encode()).hexdigest()[:16]
         self.path = Path(root if root is not None else folder()) / f"plans-{digest}.json"
-        self.hits = self.misses = 0
 
     def _read(self) -> dict:
         try:
@@ -76,15 +75,9 @@ class PlanCache:
     def get(self, key: tuple) -> tuple[int, str] | None:
         entry = self._read().get(signature_text(key))
         try:
-            found = (int(entry["index"]), str(entry["plan"]))
+            return (int(entry["index"]), str(entry["plan"]))
         except (TypeError, KeyError, ValueError):
-            found = None
-        if found is None:
-            self.misses += 1
-        return found
-
-    def count_hit(self) -> None:
-        self.hits += 1
+            return None
 
     def put(self, key: tuple, index: int, name: str, ms: float) -> None:
         plans = self._read()

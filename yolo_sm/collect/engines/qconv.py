@@ -254,7 +254,6 @@ class CudnnQuantConv:
         except Exception:  # noqa: BLE001 - a plan that no longer builds is tuned again
             return False
         self.plan_index, self.plan_source = index, "disk"
-        disk.count_hit()
         return True
 
     def _feeds(self, xq: torch.Tensor, y: torch.Tensor) -> dict:
