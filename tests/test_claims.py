@@ -311,3 +311,17 @@ def test_sections_say_what_they_lack(section, tmp_path, h200):
     note = section(empty)
     assert isinstance(note, Note) and empty.name in note
     assert not isinstance(section(h200), Note)
+
+
+def test_a_notebooks_verdict_table_shows_every_statement_whole():
+    """pandas cuts a DataFrame's text at 50 characters when a notebook displays it; the verdict
+    table a notebook shows is a Styler that keeps each statement whole, with its id, measured
+    value and threshold."""
+    from yolo_sm.report import rules
+
+    long = "Batch 64, width 1: an 8-bit engine that passes its numerical check delivers 1.3x"
+    rule = Rule(id="r_long", statement=long, fact="f", op=">=", threshold=1.3, unit="x")
+    v = evaluate([rule], facts_table([fact("f", 1.13, "x")]))
+    html = rules.table(v)._repr_html_()  # what the notebook shows
+    assert long in html and "r_long" in html and "1.13x" in html and FAILS in html
+    assert rules.frame(v).loc["r_long", "statement"] == long

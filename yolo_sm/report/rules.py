@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from yolo_sm.report import tables
+
 HOLDS, PARTLY, FAILS, NOT_TESTED = "holds", "partly", "does not hold", "not tested"
 VERDICTS = (HOLDS, PARTLY, FAILS, NOT_TESTED)
 OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
@@ -153,9 +155,9 @@ def markdown(rules: Iterable[Rule], verdicts: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def table(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """The verdict table as a notebook shows it: statement, measured (with unit), threshold,
-    verdict, datasets."""
+def frame(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """The verdict table's text, one row per rule (index: its id): statement, measured (with
+    unit), threshold, verdict, datasets."""
     out = pd.DataFrame(
         {
             "statement": verdicts.statement,
@@ -170,6 +172,20 @@ def table(verdicts: pd.DataFrame) -> pd.DataFrame:
     )
     out.index = verdicts.id.values
     return out
+
+
+#: the verdict table's cell styles: statements and dataset lists wrap, whole, left-aligned
+_TABLE_STYLES = [
+    {"selector": "td.col0", "props": "text-align: left; white-space: normal; min-width: 24em;"},
+    {"selector": "td.col4", "props": "text-align: left; white-space: normal; font-size: 0.75em;"},
+    {"selector": "td.col1, td.col2, td.col3", "props": "white-space: nowrap;"},
+]
+
+
+def table(verdicts: pd.DataFrame):
+    """The verdict table as a notebook shows it (:func:`frame` as a Styler): every statement
+    whole (a DataFrame's display would cut it at pandas' column width), wrapping, left-aligned."""
+    return tables.show(frame(verdicts), index=True).set_table_styles(_TABLE_STYLES, overwrite=False)
 
 
 def check_unique(rules: Iterable[Rule]) -> tuple[Rule, ...]:

@@ -19,7 +19,7 @@ import re
 
 import pandas as pd
 
-from yolo_sm.report.rules import table
+from yolo_sm.report.rules import frame
 from yolo_sm.report.site import Page
 
 #: group -> the rule ids that answer its notebook's question (first: the index's line)
@@ -200,7 +200,7 @@ def rows_table(
     """Verdict rows as an HTML table: statement (headed ``answer``), measured, holds at,
     verdict; ``first`` and ``last`` head extra columns before and after them, their cells
     given as HTML per row in ``rows.attrs['lead']`` and ``rows.attrs['tail']``."""
-    shown = table(rows)
+    shown = frame(rows)
     lead, tail = rows.attrs.get("lead", []), rows.attrs.get("tail", [])
     names = (*first, answer, "measured", "holds at", "verdict", *last)
     head = "".join(f"<th>{html.escape(h)}</th>" for h in names)
