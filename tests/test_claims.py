@@ -324,4 +324,11 @@ def test_a_notebooks_verdict_table_shows_every_statement_whole():
     v = evaluate([rule], facts_table([fact("f", 1.13, "x")]))
     html = rules.table(v)._repr_html_()  # what the notebook shows
     assert long in html and "r_long" in html and "1.13x" in html and FAILS in html
+    # the verdict in its badge's colours, the site's (one mapping for both)
+    from yolo_sm.report.colors import VERDICT_COLORS
+    from yolo_sm.report.site_style import SITE_STYLE
+
+    bg, fg = VERDICT_COLORS[FAILS]
+    assert f"background: {bg};" in html and f"color: {fg};" in html
+    assert f".verdict-does-not-hold {{ background: {bg}; color: {fg}; }}" in SITE_STYLE
     assert rules.frame(v).loc["r_long", "statement"] == long

@@ -88,6 +88,15 @@ COLLECTION_COLORS = {
     "left, estimated": "#C9D6E6",
 }
 
+#: A verdict's badge, (background, text) colour: the site's badges and the notebooks' verdict
+#: tables (the keys are yolo_sm.report.rules.VERDICTS).
+VERDICT_COLORS = {
+    "holds": ("#0072B2", "#FFFFFF"),
+    "partly": ("#56B4E9", "#063A57"),
+    "does not hold": ("#D55E00", "#FFFFFF"),
+    "not tested": ("#999999", "#FFFFFF"),
+}
+
 FAMILIES = (
     BACKEND_COLORS,
     PIPELINE_COLORS,

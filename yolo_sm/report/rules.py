@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from yolo_sm.report import tables
+from yolo_sm.report.colors import VERDICT_COLORS
 
 HOLDS, PARTLY, FAILS, NOT_TESTED = "holds", "partly", "does not hold", "not tested"
 VERDICTS = (HOLDS, PARTLY, FAILS, NOT_TESTED)
@@ -184,8 +185,16 @@ _TABLE_STYLES = [
 
 def table(verdicts: pd.DataFrame):
     """The verdict table as a notebook shows it (:func:`frame` as a Styler): every statement
-    whole (a DataFrame's display would cut it at pandas' column width), wrapping, left-aligned."""
-    return tables.show(frame(verdicts), index=True).set_table_styles(_TABLE_STYLES, overwrite=False)
+    whole (a DataFrame's display would cut it at pandas' column width), wrapping, left-aligned;
+    each verdict in its badge's colours."""
+    styler = tables.show(frame(verdicts), index=True)
+    return styler.set_table_styles(_TABLE_STYLES, overwrite=False).map(_badge, subset=["verdict"])
+
+
+def _badge(verdict: str) -> str:
+    """A verdict cell's style: the colours of its badge on the site (colors.VERDICT_COLORS)."""
+    bg, fg = VERDICT_COLORS.get(verdict, (None, None))
+    return f"background: {bg}; color: {fg}; font-weight: 600; white-space: nowrap;" if bg else ""
 
 
 def check_unique(rules: Iterable[Rule]) -> tuple[Rule, ...]:

@@ -2,7 +2,16 @@
 folded set-up code, widget placeholders, the index page; and the few rules nbconvert's lab page
 sets inline (its ``notebook_css`` block, which the site's template replaces by links)."""
 
-SITE_STYLE = """
+from yolo_sm.report.colors import VERDICT_COLORS
+
+#: one badge class per verdict (``verdict-does-not-hold``), coloured by colors.VERDICT_COLORS
+VERDICT_CSS = "".join(
+    f".verdict-{v.replace(' ', '-')} {{ background: {bg}; color: {fg}; }}\n"
+    for v, (bg, fg) in VERDICT_COLORS.items()
+)
+
+SITE_STYLE = (
+    """
 /* nbconvert's lab page, inline rules */
 * { -webkit-print-color-adjust: exact; }
 a.anchor-link { display: none; }
@@ -69,10 +78,7 @@ table.yolo-table td.num { white-space: nowrap; font-variant-numeric: tabular-num
 #key-results .tally { color: #555; font-size: 12px; }
 .verdict { display: inline-block; white-space: nowrap; padding: .05em .5em; border-radius: 3px;
   font-size: 12px; font-weight: 600; color: #fff; }
-.verdict-holds { background: #0072B2; }
-.verdict-partly { background: #56B4E9; color: #063a57; }
-.verdict-does-not-hold { background: #D55E00; }
-.verdict-not-tested { background: #999; }
+/* the .verdict-* badge colours follow (VERDICT_CSS) */
 
 details.yolo-setup > summary { cursor: pointer; color: #666; font-size: 12px;
   font-family: var(--jp-ui-font-family, sans-serif);
@@ -95,3 +101,5 @@ body.yolo-index pre { background: #f5f5f5; padding: .7em 1em; border-radius: 4px
 body.yolo-index code { background: #f2f2f2; padding: 0 .2em; border-radius: 2px; }
 body.yolo-index pre code { background: none; padding: 0; }
 """
+    + VERDICT_CSS
+)
