@@ -332,3 +332,21 @@ def test_a_notebooks_verdict_table_shows_every_statement_whole():
     assert f"background: {bg};" in html and f"color: {fg};" in html
     assert f".verdict-does-not-hold {{ background: {bg}; color: {fg}; }}" in SITE_STYLE
     assert rules.frame(v).loc["r_long", "statement"] == long
+
+
+def test_a_notebooks_tables_show_their_text_whole():
+    """After the notebooks' set-up, a DataFrame's long text (a pair of roots' statements, a list
+    of GPUs) displays whole."""
+    import pandas as pd
+
+    from yolo_sm.report import plots
+
+    long = "Time-weighted achieved occupancy rises by at least ten points from batch 1 to 64"
+    before = pd.get_option("display.max_colwidth")
+    try:
+        pd.set_option("display.max_colwidth", 50)  # pandas' default
+        assert long not in pd.DataFrame({"statement": [long]})._repr_html_()
+        plots.setup_notebook()
+        assert long in pd.DataFrame({"statement": [long]})._repr_html_()
+    finally:
+        pd.set_option("display.max_colwidth", before)

@@ -64,11 +64,15 @@ def load_or_note(root: DataRoot, name: str):
 
 
 def setup_notebook() -> None:
-    """Plotly renders with plotly.js inlined once per notebook (offline HTML), white template."""
+    """Plotly renders with plotly.js inlined once per notebook (offline HTML), white template;
+    a table's text shows whole (pandas would cut every cell at 50 characters: a finding's
+    statement, a list of GPUs)."""
+    import pandas as pd
     import plotly.io as pio
 
     pio.renderers.default = "notebook"
     pio.templates.default = TEMPLATE
+    pd.set_option("display.max_colwidth", None)
 
 
 def plot_width_flops(table, *, x="width", y="gflops_per_img"):
