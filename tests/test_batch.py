@@ -7,7 +7,6 @@ import pandas as pd
 import pytest
 
 from yolo_sm.analyse import batch, gpm, timeline
-from yolo_sm.collect.models import view_tables
 from yolo_sm.contract import datasets
 from yolo_sm.report import batch_plots, timeline_plots
 
@@ -187,13 +186,6 @@ def test_figures(table, trace):
     assert len(tl.layout.shapes) == 5 * 4  # each config's run shaded in each metric's panel
     with pytest.raises(ValueError):
         batch_plots.plot_batch_detail(t640, 9.0, "eager", 0.9)
-
-
-def test_live_gpm_does_nothing_without_gpu():
-    torch = pytest.importorskip("torch")
-    if torch.cuda.is_available():
-        pytest.skip("a GPU is present")
-    assert view_tables.live_gpm() is None
 
 
 def test_gpm_overhead_table_of_the_shipped_rounds():
