@@ -11,7 +11,7 @@ _EXECUTED: dict = {}
 
 def executed(path: Path, data):
     """``path`` executed from the dataset root ``data`` (``yolo_sm.report.render.execute``),
-    the session's earlier execution when there is one."""
+    the same test run's earlier execution when there is one."""
     from yolo_sm.report.render import execute
 
     key = (str(Path(path).resolve()), str(data))
