@@ -331,6 +331,7 @@ def test_a_notebooks_verdict_table_shows_every_statement_whole():
     bg, fg = VERDICT_COLORS[FAILS]
     assert f"background: {bg};" in html and f"color: {fg};" in html
     assert f".verdict-does-not-hold {{ background: {bg}; color: {fg}; }}" in SITE_STYLE
+    assert set(VERDICT_COLORS) == set(rules.VERDICTS)  # a colour for every verdict
     assert rules.frame(v).loc["r_long", "statement"] == long
 
 

@@ -21,6 +21,7 @@ import pandas as pd
 
 from yolo_sm.report.rules import frame
 from yolo_sm.report.site import Page
+from yolo_sm.report.site_style import verdict_class
 
 #: group -> the rule ids that answer its notebook's question (first: the index's line)
 HEADLINES: dict[str, tuple[str, ...]] = {
@@ -186,7 +187,7 @@ def page_tally(verdicts: pd.DataFrame, page: Page, homes: dict) -> dict:
 
 
 def verdict_badge(verdict: str) -> str:
-    cls = "verdict-" + re.sub(r"[^a-z]+", "-", verdict.lower()).strip("-")
+    cls = verdict_class(verdict)
     return f'<span class="verdict {cls}">{html.escape(verdict)}</span>'
 
 

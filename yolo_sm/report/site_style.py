@@ -2,11 +2,19 @@
 folded set-up code, widget placeholders, the index page; and the few rules nbconvert's lab page
 sets inline (its ``notebook_css`` block, which the site's template replaces by links)."""
 
+import re
+
 from yolo_sm.report.colors import VERDICT_COLORS
 
-#: one badge class per verdict (``verdict-does-not-hold``), coloured by colors.VERDICT_COLORS
+
+def verdict_class(verdict: str) -> str:
+    """A verdict's badge class: ``does not hold`` -> ``verdict-does-not-hold``."""
+    return "verdict-" + re.sub(r"[^a-z]+", "-", verdict.lower()).strip("-")
+
+
+#: one badge class per verdict (:func:`verdict_class`), coloured by colors.VERDICT_COLORS
 VERDICT_CSS = "".join(
-    f".verdict-{v.replace(' ', '-')} {{ background: {bg}; color: {fg}; }}\n"
+    f".{verdict_class(v)} {{ background: {bg}; color: {fg}; }}\n"
     for v, (bg, fg) in VERDICT_COLORS.items()
 )
 
