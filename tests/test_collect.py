@@ -7,8 +7,10 @@ import pandas as pd
 import pytest
 import yaml
 
+from yolo_sm.collect import plan_runners, plan_status
 from yolo_sm.collect import plans as collect
 from yolo_sm.contract import datasets
+from yolo_sm.contract import plans as contract_plans
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import KINDS
 
@@ -28,18 +30,18 @@ SWEEP = {
 def _plan(tmp_path, steps, device="cpu"):
     p = tmp_path / "plan.yaml"
     p.write_text(yaml.safe_dump({"name": "t", "device": device, "steps": steps}))
-    return collect.load_plan(p)
+    return contract_plans.load_plan(p)
 
 
 def test_shipped_h200_plan_parses_and_covers_every_step_kind():
-    plan = collect.load_plan("data/plans/h200.yaml")
+    plan = contract_plans.load_plan("data/plans/h200.yaml")
     kinds = {s.kind for s in plan.steps}
     assert kinds == set(KINDS)  # the reference plan uses every kind of step
     for s in plan.steps:
         if s.kind == "sweep":
-            spec = collect.sweep_spec(s, plan)
+            spec = plan_runners.sweep_spec(s, plan)
             assert spec.points(), s.name
-    b = collect.bench_spec(next(s for s in plan.steps if s.name == "bench_fast_engines"), plan)
+    b = plan_runners.bench_spec(next(s for s in plan.steps if s.name == "bench_fast_engines"), plan)
     # every planned width, in priority order (the goals' representative widths first)
     assert sorted(w for _, w in b.models) == [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0]
     assert [w for _, w in b.models][:3] == [0.5, 1.0, 2.0]
@@ -47,7 +49,7 @@ def test_shipped_h200_plan_parses_and_covers_every_step_kind():
     assert {"cudagraph/fp16/nhwc", "compile:reduce-overhead/fp16/nhwc"} <= set(b.variants())
     assert "cudagraph/fp8/nhwc" in b.variants()
     first_sweep = next(s for s in plan.steps if s.kind == "sweep")
-    widths = collect.sweep_spec(first_sweep, plan).widths
+    widths = plan_runners.sweep_spec(first_sweep, plan).widths
     assert widths == (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0)
 
 
@@ -185,18 +187,18 @@ def test_a_partial_sweep_is_registered_as_partial(tmp_path, monkeypatch):
         [{"name": "s", "kind": "sweep", "out": "s.parquet", "params": SWEEP, "description": "d"}],
     )
     out = tmp_path / "data"
-    real = dict(collect.RUNNERS)
+    real = dict(plan_runners.RUNNERS)
 
     def one_point(step, plan, out_dir, deadline, progress):
-        spec = collect.sweep_spec(step, plan)
+        spec = plan_runners.sweep_spec(step, plan)
         run_sweep(replace(spec, batches=(1,)), out_dir / step.out, progress=False)
 
-    monkeypatch.setitem(collect.RUNNERS, "sweep", one_point)
+    monkeypatch.setitem(plan_runners.RUNNERS, "sweep", one_point)
     assert collect.run_plan(plan, out, progress=False).state.tolist() == ["partial"]
     monkeypatch.setenv("YOLO_SM_DATA", str(tmp_path))
     info = datasets.info("data/s")
     assert info["rows"] == 1 and info["description"].startswith("PARTIAL (1 of 2 points;")
-    monkeypatch.setitem(collect.RUNNERS, "sweep", real["sweep"])
+    monkeypatch.setitem(plan_runners.RUNNERS, "sweep", real["sweep"])
     assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
     info = datasets.info("data/s")
     assert info["rows"] == 2 and info["description"] == "d"
@@ -260,7 +262,7 @@ def test_ceilings_step_runs_on_cpu_and_registers(tmp_path):
         "params": {"n": 64, "budget_ms": 5},
     }
     plan_file.write_text(yaml.safe_dump({"name": "t", "device": "cpu", "steps": [step]}))
-    plan = collect.load_plan(plan_file)
+    plan = contract_plans.load_plan(plan_file)
     table = collect.run_plan(plan, tmp_path / "out", progress=False)
     assert table.state.tolist() == ["done"]
     df = pd.read_parquet(tmp_path / "out" / "ceilings.parquet")
@@ -374,11 +376,11 @@ def test_bench_step_runs_on_cpu_resumes_and_registers(tmp_path, monkeypatch):
         "missing"  # a unit is guessed at 30 s: none fits in 6 s
     ]
     # --status guesses the missing units with the same 30 s (not the 80 s default)
-    st = collect.status(plan, out).set_index("step")
+    st = plan_status.status(plan, out).set_index("step")
     assert st.loc["b", "est_left_s"] == 2 * 30 and st.loc["b", "est_source"] == "plan est_unit_s"
     assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
     df = pd.read_parquet(out / "b.parquet")
-    spec = collect.bench_spec(plan.steps[0], plan)
+    spec = plan_runners.bench_spec(plan.steps[0], plan)
     assert len(df) == 2 * len(spec.variants())
     assert set(df.variant) == set(spec.variants())
     bad = df[df.variant == "cudagraph/fp16/nhwc"]
@@ -409,12 +411,12 @@ def test_status_says_what_is_left_and_how_long_it_takes(tmp_path):
     )
     out = tmp_path / "out"
     out.mkdir()
-    st = collect.status(plan, out).set_index("step")
+    st = plan_status.status(plan, out).set_index("step")
     assert st.loc["s", "todo"] == "2 of 2 points" and st.loc["s", "est_source"] == "default"
-    assert st.loc["s", "est_left_s"] == round(2 * collect.DEFAULT_UNIT_S["sweep"])
+    assert st.loc["s", "est_left_s"] == round(2 * plan_status.DEFAULT_UNIT_S["sweep"])
     assert st.loc["c", "est_left_s"] == 42 and st.loc["c", "est_source"] == "plan est_s"
     # one point measured in a run whose rows came 3 s apart (a gap of an hour: another call)
-    spec = collect.sweep_spec(plan.steps[0], plan)
+    spec = plan_runners.sweep_spec(plan.steps[0], plan)
     p = spec.points()[0]
     times = [
         "2026-11-30T10:00:00",
@@ -426,14 +428,14 @@ def test_status_says_what_is_left_and_how_long_it_takes(tmp_path):
         [{**asdict(p), "status": "ok", "median_ms": 1.0, "prov_date_utc": t} for t in times]
     )
     rows.to_parquet(out / "s.parquet")
-    per, source = collect.unit_seconds(plan.steps[0], out / "s.parquet")
+    per, source = plan_status.unit_seconds(plan.steps[0], out / "s.parquet")
     assert (per, source) == (3.0, "measured")
-    st = collect.status(plan, out).set_index("step")
+    st = plan_status.status(plan, out).set_index("step")
     assert st.loc["s", "state"] == "partial" and st.loc["s", "todo"] == "1 of 2 points"
     assert st.loc["s", "est_left_s"] == 3
     # unreadable: the default, no crash
     (out / "s.parquet").write_bytes(b"PAR1 truncated")
-    assert collect.unit_seconds(plan.steps[0], out / "s.parquet")[1] == "default"
+    assert plan_status.unit_seconds(plan.steps[0], out / "s.parquet")[1] == "default"
 
 
 def test_status_estimates_a_wider_models_points_from_the_nearest_measured_width(tmp_path):
@@ -445,7 +447,7 @@ def test_status_estimates_a_wider_models_points_from_the_nearest_measured_width(
     plan = _plan(tmp_path, [{"name": "s", "kind": "sweep", "out": "s.parquet", "params": params}])
     out = tmp_path / "out"
     out.mkdir()
-    pts = collect.sweep_spec(plan.steps[0], plan).points()
+    pts = plan_runners.sweep_spec(plan.steps[0], plan).points()
     phases = {1: 2.0, 2: 5.0}  # batch 1: 2 s, batch 2: 5 s, in build/warm-up/timed/profile
     rows = pd.DataFrame(
         [
@@ -455,7 +457,7 @@ def test_status_estimates_a_wider_models_points_from_the_nearest_measured_width(
         ]
     )  # fmt: skip
     rows.to_parquet(out / "s.parquet")
-    st = collect.status(plan, out).set_index("step")
+    st = plan_status.status(plan, out).set_index("step")
     assert st.loc["s", "todo"] == "2 of 4 points"
     assert st.loc["s", "est_source"] == "measured (by width)"
     assert st.loc["s", "est_left_s"] == round((2.0 + 5.0) * (0.125 / 0.0625) ** 2)  # 28 s
@@ -474,11 +476,11 @@ def test_row_seconds_count_a_long_build_within_its_run():
             "build_s": [1.0, 1.0, 60.0, 1.0],
         }
     )
-    sec = collect._row_seconds(df)
+    sec = plan_status._row_seconds(df)
     assert sec.isna().tolist() == [True, False, False, True]
     assert sec.dropna().tolist() == [3.0, 62.0]
     # without build_s a 62 s gap reads as between calls
-    assert collect._row_seconds(df.drop(columns="build_s")).notna().sum() == 1
+    assert plan_status._row_seconds(df.drop(columns="build_s")).notna().sum() == 1
 
 
 def test_a_new_sweeps_pace_comes_from_the_plans_other_sweeps(tmp_path):
@@ -495,7 +497,7 @@ def test_a_new_sweeps_pace_comes_from_the_plans_other_sweeps(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     times = {1: "2026-11-30T10:00:00", 2: "2026-11-30T10:00:10"}  # batch 2 took 10 s
-    pts = collect.sweep_spec(plan.steps[0], plan).points()
+    pts = plan_runners.sweep_spec(plan.steps[0], plan).points()
     rows = pd.DataFrame(
         [
             {**asdict(p), "status": "ok", "build_s": 0.0, "prov_date_utc": times[p.batch]}
@@ -503,13 +505,13 @@ def test_a_new_sweeps_pace_comes_from_the_plans_other_sweeps(tmp_path):
         ]
     )
     rows.to_parquet(out / "old.parquet")
-    per, source = collect.unit_seconds(plan.steps[1], out / "new.parquet", plan)
+    per, source = plan_status.unit_seconds(plan.steps[1], out / "new.parquet", plan)
     assert source == "other sweeps"
     assert per == pytest.approx((10.0 + 10.0 * 8 / 2) / 2)  # batch 2: 10 s; batch 8: 4x that
-    st = collect.status(plan, out).set_index("step")
+    st = plan_status.status(plan, out).set_index("step")
     assert st.loc["new", "est_source"] == "other sweeps" and st.loc["new", "est_left_s"] == 50
     # without the plan (or any timed sweep) the default
-    assert collect.unit_seconds(plan.steps[1], out / "new.parquet")[1] == "default"
+    assert plan_status.unit_seconds(plan.steps[1], out / "new.parquet")[1] == "default"
 
 
 def test_an_edited_step_that_runs_whole_is_changed_and_runs_again(tmp_path):
@@ -535,7 +537,7 @@ def test_an_edited_step_that_runs_whole_is_changed_and_runs_again(tmp_path):
             {**sweep_step, "params": {**SWEEP, "budget_ms": 5}},  # not a point of the grid
         ],
     )
-    assert collect.status(edited, out).state.tolist() == ["changed", "done"]
+    assert plan_status.status(edited, out).state.tolist() == ["changed", "done"]
     assert collect.run_plan(edited, out, progress=False).state.tolist() == ["done", "done"]
     df = pd.read_parquet(out / "c.parquet")
     assert {"matmul_fp32_n32", "matmul_fp32_n64"} <= set(df.ceiling)  # made again, new params
@@ -543,10 +545,10 @@ def test_an_edited_step_that_runs_whole_is_changed_and_runs_again(tmp_path):
     import json
 
     manifest = json.loads((out / "manifest.json").read_text())
-    assert collect.status(plan, out).state.tolist()[0] == "changed"  # plan: n 32, table: 32+64
+    assert plan_status.status(plan, out).state.tolist()[0] == "changed"  # plan: n 32, table: 32+64
     del manifest["datasets"]["c"]["params"]
     (out / "manifest.json").write_text(json.dumps(manifest))
-    assert collect.status(plan, out).state.tolist()[0] == "done"
+    assert plan_status.status(plan, out).state.tolist()[0] == "done"
 
 
 def test_burst_and_sustained_regimes_from_a_fake_timer():

@@ -169,7 +169,7 @@ def test_status_with_sample_projects_what_a_sample_costs(make_root, capsys):
     a step that runs whole at its whole; the total line is the column's sum; --sample is
     checked before anything is read."""
     from yolo_sm.collect import collection_time
-    from yolo_sm.collect.plans import load_plan
+    from yolo_sm.contract.plans import load_plan
 
     folder = make_root("r", ["sweep_1280", "ceilings", "bench_8bit"])
     plan = load_plan(PLAN)

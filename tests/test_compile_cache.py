@@ -13,9 +13,10 @@ import yaml
 from yolo_sm.analyse import compile_cache as analyse_cache
 from yolo_sm.analyse import fast
 from yolo_sm.analyse.facts import facts_table
-from yolo_sm.collect import cache_builds
+from yolo_sm.collect import cache_builds, plan_status
 from yolo_sm.collect import plans as collect
 from yolo_sm.collect.engines import compile_cache as cc
+from yolo_sm.contract import plans as contract_plans
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.manifest import read_manifest
 from yolo_sm.contract.plans import check_params
@@ -115,7 +116,7 @@ def test_the_plan_step_runs_through_collect_and_records_its_seconds(tmp_path, mo
     step = {"name": "cache", "kind": "compile_cache", "out": "cache.parquet", "est_s": 80,
             "params": {"width": 0.25, "batch": 1, "modes": ["default"], "imgsz": 64}}  # fmt: skip
     p.write_text(yaml.safe_dump({"name": "t", "device": "cpu", "steps": [step]}))
-    plan = collect.load_plan(p)
+    plan = contract_plans.load_plan(p)
     table = collect.run_plan(plan, tmp_path / "out", progress=False)
     assert table.state.tolist() == ["done"] and table.gpu_s_source.tolist() == ["recorded"]
     rec = read_manifest(tmp_path / "out")["datasets"]["cache"]["gpu_seconds"]
@@ -160,11 +161,11 @@ def test_collect_status_counts_the_compile_modes_left_and_a_rerun_adds_them(tmp_
     step = {"name": "cache", "kind": "compile_cache", "out": "cache.parquet", "est_s": 80,
             "params": params}  # fmt: skip
     p.write_text(yaml.safe_dump({"name": "t", "device": "cpu", "steps": [step]}))
-    collect.run_plan(collect.load_plan(p), tmp_path / "out", progress=False)
+    collect.run_plan(contract_plans.load_plan(p), tmp_path / "out", progress=False)
     params["modes"] = ["default", "max-autotune"]
     p.write_text(yaml.safe_dump({"name": "t", "device": "cpu", "steps": [step]}))
-    plan = collect.load_plan(p)
-    status = collect.status(plan, tmp_path / "out").set_index("step")
+    plan = contract_plans.load_plan(p)
+    status = plan_status.status(plan, tmp_path / "out").set_index("step")
     assert status.loc["cache", "state"] == "partial"
     assert status.loc["cache", "todo"] == "1 of 2 compile modes"
     assert status.loc["cache", "est_left_s"] == pytest.approx(40.0)

@@ -18,9 +18,10 @@ import yaml
 
 from yolo_sm.analyse import multi_gpu
 from yolo_sm.cli.main import main
-from yolo_sm.collect import plans
+from yolo_sm.collect import plan_runners, plans
 from yolo_sm.collect.distributed import cluster as dcluster
 from yolo_sm.collect.distributed import units as dunits
+from yolo_sm.contract import plans as contract_plans
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.schema import COLLECT_TASKS, KEY_COLUMNS, PLACE_COLUMNS
@@ -43,7 +44,7 @@ CEILINGS = {"n": 32, "copy_bytes": 1 << 20, "budget_ms": 5}
 def _plan(tmp_path, steps, device="cpu", name="plan.yaml"):
     p = tmp_path / name
     p.write_text(yaml.safe_dump({"name": "t", "device": device, "steps": steps}))
-    return plans.load_plan(p)
+    return contract_plans.load_plan(p)
 
 
 def _sweep(params=SWEEP, name="s"):
@@ -131,10 +132,10 @@ def test_a_shard_left_by_a_killed_worker_is_merged_with_its_place(tmp_path):
     plan = _plan(tmp_path, [_sweep({**SWEEP, "batches": [1]})])
     out = tmp_path / "d"
     unit_a, unit_b = dunits.plan_units(plan)
-    plans.RUNNERS["sweep"](unit_a.step, plan, out, None, False)  # model a, as a plain run
+    plan_runners.RUNNERS["sweep"](unit_a.step, plan, out, None, False)  # model a, as a plain run
     shard = dunits.shard_dir(out, unit_b)
     shard.mkdir(parents=True)
-    plans.RUNNERS["sweep"](unit_b.step, plan, shard, None, False)  # model b, in its shard
+    plan_runners.RUNNERS["sweep"](unit_b.step, plan, shard, None, False)  # model b, in its shard
     dunits.write_owner(shard, {"gpu_uuid": None, "gpu_index": None, "host": "h", "worker": "w9"})
     assert dunits.merge_unit(unit_b, plan, out, plan.steps[0], command="c")
     df = pd.read_parquet(out / "s.parquet")
@@ -195,12 +196,12 @@ def test_a_cluster_run_equals_a_single_process_run(tmp_path, client):
     found = multi_gpu.facts(open_root(one), open_root(many)).set_index("key").value
     assert found[multi_gpu.PREFIX + "table_mismatches"] == 0
     # a finished plan runs nothing: no task is submitted, the log gains no run
-    monkey = dict(plans.RUNNERS)
+    monkey = dict(plan_runners.RUNNERS)
     try:
-        plans.RUNNERS.clear()
+        plan_runners.RUNNERS.clear()
         assert dist.run_plan(plan, many, client=client, progress=False).state.eq("done").all()
     finally:
-        plans.RUNNERS.update(monkey)
+        plan_runners.RUNNERS.update(monkey)
     assert len(pd.read_parquet(many / f"{COLLECT_TASKS}.parquet")) == len(log)
 
 
@@ -264,8 +265,9 @@ def test_a_worker_killed_mid_task_is_replaced_and_nothing_is_lost_or_doubled(tmp
 
 _DRIVER = """
 import sys
-from yolo_sm.collect import distributed, plans
-distributed.run_plan(plans.load_plan(sys.argv[1]), sys.argv[2], workers=1, progress=False)
+from yolo_sm.collect import distributed
+from yolo_sm.contract.plans import load_plan
+distributed.run_plan(load_plan(sys.argv[1]), sys.argv[2], workers=1, progress=False)
 """
 
 

@@ -19,9 +19,10 @@ import pandas as pd
 import pytest
 
 from yolo_sm.cli.main import main as cli_main
-from yolo_sm.collect import plans
+from yolo_sm.collect import plan_runners, plan_status, plans
 from yolo_sm.collect.sweep import KEY_COLUMNS, SweepSpec, run_sweep
 from yolo_sm.contract import manifest, store
+from yolo_sm.contract import plans as contract_plans
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.schema import validate
 
@@ -49,7 +50,8 @@ run_sweep(spec, sys.argv[1], progress=False)
 COLLECT_CHILD = """
 import sys
 from yolo_sm.collect import plans
-plan = plans.load_plan(sys.argv[1])
+from yolo_sm.contract.plans import load_plan
+plan = load_plan(sys.argv[1])
 print("ready", flush=True)
 plans.run_plan(plan, sys.argv[2], progress=False)
 """
@@ -158,7 +160,7 @@ steps:
 def _plan(tmp_path: Path, b: str = "b.parquet"):
     path = tmp_path / "plan.yaml"
     path.write_text(PLAN.format(b=b))
-    return plans.load_plan(path)
+    return contract_plans.load_plan(path)
 
 
 @pytest.mark.timeout(LIMIT_S + 20)
@@ -168,7 +170,9 @@ def test_sigkill_at_random_moments_of_a_collect(tmp_path):
     argv = [sys.executable, "-c", COLLECT_CHILD, plan.path, str(out)]
 
     def done():
-        return out.exists() and all(plans.step_state(s, plan, out) == "done" for s in plan.steps)
+        return out.exists() and all(
+            plan_status.step_state(s, plan, out) == "done" for s in plan.steps
+        )
 
     def progress():
         mf = out / "manifest.json"
@@ -211,7 +215,7 @@ def test_sigterm_stops_a_collect_that_registers_what_it_measured_and_its_seconds
     adds its own run."""
     path = tmp_path / "plan.yaml"
     path.write_text(SLOW_PLAN)
-    plan = plans.load_plan(path)
+    plan = contract_plans.load_plan(path)
     out = tmp_path / "root"
     argv = [sys.executable, "-m", "yolo_sm", "collect", "--plan", str(path), "--out", str(out)]
     argv.append("-q")
@@ -238,7 +242,7 @@ def test_sigterm_stops_a_collect_that_registers_what_it_measured_and_its_seconds
     assert entry["description"].startswith("PARTIAL")
     first = entry["gpu_seconds"]
     assert first["runs"] == 1 and first["timed"] > 0 and first["total"] >= first["timed"]
-    assert plans.step_state(plan.steps[0], plan, out) == "partial"
+    assert plan_status.step_state(plan.steps[0], plan, out) == "partial"
     assert subprocess.run(argv, env=ENV, capture_output=True, timeout=180).returncode == 0
     entry = manifest.read_manifest(out)["datasets"]["sweep_t"]
     assert entry["rows"] == 8 and entry["gpu_seconds"]["runs"] == 2
@@ -252,7 +256,7 @@ def test_collect_repairs_lost_registrations_without_measuring(tmp_path, monkeypa
     plans.run_plan(plan, out, progress=False)
     good = manifest.read_manifest(out)["datasets"]
     measured = []
-    monkeypatch.setitem(plans.RUNNERS, "sweep", lambda *a: measured.append(a))
+    monkeypatch.setitem(plan_runners.RUNNERS, "sweep", lambda *a: measured.append(a))
     mf = out / "manifest.json"
     for damage in ("entry", "deleted", "corrupt", "wrong rows"):
         if damage == "entry":
@@ -267,7 +271,7 @@ def test_collect_repairs_lost_registrations_without_measuring(tmp_path, monkeypa
             m = json.loads(mf.read_text())
             m["datasets"]["sweep_a"]["rows"] = 1
             mf.write_text(json.dumps(m))
-        assert {plans.step_state(s, plan, out) for s in plan.steps} != {"done"}, damage
+        assert {plan_status.step_state(s, plan, out) for s in plan.steps} != {"done"}, damage
         with pytest.warns(UserWarning) if damage == "corrupt" else _no_warning():
             plans.run_plan(plan, out, progress=False)
         now = manifest.read_manifest(out)["datasets"]

@@ -543,11 +543,12 @@ def test_error_rules_flip():
 def test_plan_steps_bench_int8_beside_fp16_and_fp8():
     import inspect
 
-    from yolo_sm.collect import numerics, plans
+    from yolo_sm.collect import numerics, plan_runners
+    from yolo_sm.contract import plans as contract_plans
 
-    plan = plans.load_plan("data/plans/h200.yaml")
+    plan = contract_plans.load_plan("data/plans/h200.yaml")
     step = next(s for s in plan.steps if s.name == "bench_8bit")
-    spec = plans.bench_spec(step, plan)
+    spec = plan_runners.bench_spec(step, plan)
     assert [w for _, w in spec.models] == [1.0, 2.0, 0.5, 1.5] and spec.batches == (64, 16)
     fp16 = {"eager/fp16/nhwc", "cudagraph/fp16/nhwc", "compile/fp16/nhwc"}
     assert fp16 | {"cudagraph/fp8/nhwc"} <= set(spec.variants())

@@ -184,7 +184,7 @@ def test_the_notebook_section_renders_from_a_root_and_says_when_it_lacks_the_tab
     assert out[-1].layout.title.text.startswith("Convolution time per class and kernel, batch 64")
     assert root.partial("int8_kernels") == "" and "partial" not in out[0]
     assert out[0].startswith("`k/int8_kernels` holds widths 0.5, 1.")
-    # a step registered part-way says so (collect.plans.progress_note's prefix)
+    # a step registered part-way says so (collect.plan_status.progress_note's prefix)
     desc = "PARTIAL (4 of 6 (width, scope) units; the same command resumes it): t"
     info = root.info("int8_kernels")
     manifest.register(root.path, "int8_kernels", info["file"], "int8_kernels", desc, "c")
@@ -259,8 +259,9 @@ def test_status_and_a_rerun_see_the_units_a_cut_run_left(tmp_path):
     import pandas as pd
     import yaml
 
-    from yolo_sm.collect import plans as collect
+    from yolo_sm.collect import plan_status
     from yolo_sm.collect.int8_kernels import Int8KernelSpec, missing_units
+    from yolo_sm.contract import plans as contract_plans
 
     out = tmp_path / "data"
     out.mkdir()
@@ -270,14 +271,14 @@ def test_status_and_a_rerun_see_the_units_a_cut_run_left(tmp_path):
     (tmp_path / "plan.yaml").write_text(
         yaml.safe_dump({"name": "t", "device": "cuda", "steps": [step]})
     )
-    plan = collect.load_plan(tmp_path / "plan.yaml")
+    plan = contract_plans.load_plan(tmp_path / "plan.yaml")
     spec = Int8KernelSpec(widths=(1.0, 0.5, 2.0))
     assert missing_units(spec, out / "k.parquet") == [(2.0, "conv"), (2.0, "model")]
     assert missing_units(spec, tmp_path / "none.parquet") == spec.units()
-    row = collect.status(plan, out).set_index("step").loc["k"]
+    row = plan_status.status(plan, out).set_index("step").loc["k"]
     assert row.state == "partial" and row.todo == "2 of 6 (width, scope) units"
     assert row.est_left_s == 100
-    note = collect.progress_note(plan.steps[0], plan, out)
+    note = plan_status.progress_note(plan.steps[0], plan, out)
     assert note.startswith("PARTIAL (4 of 6 (width, scope) units")
     full = Int8KernelSpec(widths=(1.0, 0.5))
     assert missing_units(full, out / "k.parquet") == []
@@ -289,7 +290,9 @@ def test_a_partial_step_starts_when_its_missing_units_fit(tmp_path, monkeypatch)
     import pandas as pd
     import yaml
 
+    from yolo_sm.collect import plan_runners, plan_status
     from yolo_sm.collect import plans as collect
+    from yolo_sm.contract import plans as contract_plans
 
     out = tmp_path / "data"
     out.mkdir()
@@ -298,9 +301,9 @@ def test_a_partial_step_starts_when_its_missing_units_fit(tmp_path, monkeypatch)
     (tmp_path / "plan.yaml").write_text(
         yaml.safe_dump({"name": "t", "device": "cuda", "steps": [step]})
     )
-    plan = collect.load_plan(tmp_path / "plan.yaml")
+    plan = contract_plans.load_plan(tmp_path / "plan.yaml")
     ran = []
-    monkeypatch.setitem(collect.RUNNERS, "int8_kernels", lambda *a: ran.append(a[0].name))
+    monkeypatch.setitem(plan_runners.RUNNERS, "int8_kernels", lambda *a: ran.append(a[0].name))
     collect.run_plan(plan, out, max_minutes=2, progress=False)
     assert ran == []  # no table: the whole 300 s does not fit in 120 s
     pd.read_parquet(FIXTURE).to_parquet(out / "k.parquet")  # widths 0.5 and 1.0
@@ -312,7 +315,7 @@ def test_a_partial_step_starts_when_its_missing_units_fit(tmp_path, monkeypatch)
     # so width 2.0 is 4x width 1.0's)
     t = pd.read_parquet(out / "k.parquet")
     t.assign(unit_s=t.width.map({0.5: 5.0, 1.0: 20.0})).to_parquet(out / "k.parquet")
-    row = collect.status(plan, out).set_index("step").loc["k"]
+    row = plan_status.status(plan, out).set_index("step").loc["k"]
     assert (row.est_left_s, row.est_source) == (160, "measured units")  # 2 x 20 s x 2^2
     ran.clear()
     collect.run_plan(plan, out, max_minutes=2, progress=False)

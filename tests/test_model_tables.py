@@ -8,9 +8,10 @@ import pytest
 
 from yolo_sm.collect import model_tables
 from yolo_sm.collect.models import build_yolo, channel_table
-from yolo_sm.collect.plans import load_plan, run_plan
+from yolo_sm.collect.plans import run_plan
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.plans import load_plan
 from yolo_sm.contract.schema import REQUIRED, validate
 
 

@@ -378,6 +378,7 @@ def test_prometheus_scrapes_the_fake_values(tmp_path):
 def test_plan_step_records_the_bench_it_ran_beside(tmp_path, monkeypatch):
     import functools
 
+    from yolo_sm.collect import plan_runners
     from yolo_sm.collect import plans as collect_plans
     from yolo_sm.contract.datasets import open_root
     from yolo_sm.contract.plans import load_plan
@@ -390,10 +391,10 @@ def test_plan_step_records_the_bench_it_ran_beside(tmp_path, monkeypatch):
             publish(workload="bench", model="yolov8:1", engine="eager/fp16/nhwc", batch=batch)
             time.sleep(3 * INTERVAL)
 
-    monkeypatch.setattr(collect_plans, "run_bench", fake_bench)
-    monkeypatch.setattr(collect_plans, "nvml_index", lambda device: 0)
+    monkeypatch.setattr(plan_runners, "run_bench", fake_bench)
+    monkeypatch.setattr(plan_runners, "nvml_index", lambda device: 0)
     fake = functools.partial(Monitor, nvml=MonitorNVML(), ncu_check=lambda: False, hostname="h")
-    monkeypatch.setattr(collect_plans, "Monitor", fake)
+    monkeypatch.setattr(plan_runners, "Monitor", fake)
     (tmp_path / "plan.yaml").write_text(
         "name: t\ndevice: cuda\nsteps:\n  - name: monitor_bench\n    kind: monitor\n"
         "    out: monitor_bench.parquet\n    est_s: 5\n"

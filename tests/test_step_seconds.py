@@ -10,9 +10,10 @@ import pytest
 import yaml
 
 from yolo_sm.cli.main import main
+from yolo_sm.collect import plan_status, stopwatch
 from yolo_sm.collect import plans as collect
-from yolo_sm.collect import stopwatch
 from yolo_sm.contract import gpu_time
+from yolo_sm.contract import plans as contract_plans
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.manifest import read_manifest, register
 from yolo_sm.contract.store import read_arrow, write_atomic, write_table_atomic
@@ -33,7 +34,7 @@ SWEEP = {
 def _plan(tmp_path, steps):
     p = tmp_path / "plan.yaml"
     p.write_text(yaml.safe_dump({"name": "t", "device": "cpu", "steps": steps}))
-    return collect.load_plan(p)
+    return contract_plans.load_plan(p)
 
 
 def _sweep_plan(tmp_path):
@@ -58,14 +59,14 @@ def test_a_cpu_plan_records_gpu_seconds_and_a_resumed_step_adds_its_runs(tmp_pat
     )
     assert phases <= rec["total"] <= wall
     assert rec["other"] == pytest.approx(rec["total"] - phases, abs=1e-2)
-    table = collect.status(plan, out)
+    table = plan_status.status(plan, out)
     assert table.gpu_s_source.tolist() == ["recorded"] and table.rows.tolist() == [2]
     assert table.gpu_s.iloc[0] == pytest.approx(rec["total"], abs=0.1)
 
     # one point lost: the step is partial, its rerun measures it and adds its seconds
     t = read_arrow(out / "s.parquet")
     write_table_atomic(t.slice(0, 1), out / "s.parquet")
-    assert collect.step_state(plan.steps[0], plan, out) == "partial"
+    assert plan_status.step_state(plan.steps[0], plan, out) == "partial"
     collect.run_plan(plan, out, progress=False)
     rec2 = read_manifest(out)["datasets"]["s"]["gpu_seconds"]
     assert rec2["runs"] == 2 and rec2["total"] > rec["total"]
@@ -83,12 +84,12 @@ def test_a_partial_step_whose_first_run_recorded_nothing_is_estimated_whole(tmp_
     e = read_manifest(out)["datasets"]["s"]
     register(out, "s", "s.parquet", e["kind"], e["description"], e["command"], e["params"])
     assert "gpu_seconds" not in read_manifest(out)["datasets"]["s"]
-    assert collect.step_state(plan.steps[0], plan, out) == "partial"
+    assert plan_status.step_state(plan.steps[0], plan, out) == "partial"
     collect.run_plan(plan, out, progress=False)
     entry = read_manifest(out)["datasets"]["s"]
     assert entry["rows"] == 2 and "gpu_seconds" not in entry
     df = pd.read_parquet(out / "s.parquet")
-    table = collect.status(plan, out)
+    table = plan_status.status(plan, out)
     assert table.gpu_s_source.tolist() == ["estimated (rows)"]
     phases = df[["build_s", "warmup_s", "timed_s", "profile_s"]].sum().sum()
     assert table.gpu_s.iloc[0] == pytest.approx(phases, abs=0.1)
@@ -100,7 +101,7 @@ def test_a_step_registered_again_keeps_its_recorded_seconds(tmp_path):
     collect.run_plan(plan, out, progress=False)
     rec = read_manifest(out)["datasets"]["s"]["gpu_seconds"]
     (out / "manifest.json").unlink()  # lost: rebuilt from the table's own registration
-    assert collect.step_state(plan.steps[0], plan, out) == "unregistered"
+    assert plan_status.step_state(plan.steps[0], plan, out) == "unregistered"
     collect.run_plan(plan, out, progress=False)
     assert read_manifest(out)["datasets"]["s"]["gpu_seconds"] == rec
 
@@ -140,7 +141,7 @@ def test_status_estimates_the_seconds_of_tables_collected_before_they_were_recor
         out / "prof.parquet",
     )
     register(out, "prof", "prof.parquet", "ceilings", "c", "cmd", gpu_seconds=None)
-    table = collect.status(plan, out).set_index("step")
+    table = plan_status.status(plan, out).set_index("step")
     # builds 2 + 3 + 4 s, and (50 + 200) ms of warm-up and budget for each of the 2 ok rows
     assert table.loc["old", "gpu_s"] == pytest.approx(9.5)
     assert table.loc["old", "gpu_s_source"].startswith("estimated")
@@ -151,8 +152,8 @@ def test_status_estimates_the_seconds_of_tables_collected_before_they_were_recor
     # one recorded step beside the estimated ones: the totals add both
     register(out, "prof", "prof.parquet", "ceilings", "c", "cmd",
              gpu_seconds={"timed": 5.0, "other": 1.0, "total": 6.0})  # fmt: skip
-    table = collect.status(plan, out)
-    totals = collect.gpu_totals(table)
+    table = plan_status.status(plan, out)
+    totals = plan_status.gpu_totals(table)
     assert totals == {"recorded": 6.0, "estimated": 9.5, "total": 15.5, "tables": 2}
 
 
@@ -182,7 +183,7 @@ def test_bad_gpu_seconds_are_one_clear_error(tmp_path, bad):
     mf.write_text(json.dumps(m))
     plan = _plan(tmp_path, [{"name": "old", "kind": "sweep", "out": "old.parquet"}])
     with pytest.raises(UserError, match="old gpu_seconds"):
-        collect.status(plan, out)
+        plan_status.status(plan, out)
     assert main(["collect", "--plan", str(tmp_path / "plan.yaml"), "--out", str(out),
                  "--status"]) == 2  # fmt: skip
 

@@ -20,6 +20,7 @@ from yolo_sm.collect.techniques import (
     output_dtypes,
     techniques_table,
 )
+from yolo_sm.contract import plans as contract_plans
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.schema import problems
 from yolo_sm.report import rules
@@ -140,7 +141,7 @@ def test_plan_step_collects_every_technique_on_the_cpu(tmp_path):
     p.write_text(
         yaml.safe_dump({"name": "t", "device": "cpu", "steps": [{**step, "params": params}]})
     )
-    plan = collect.load_plan(p)
+    plan = contract_plans.load_plan(p)
     out = tmp_path / "data"
     assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
     df = pd.read_parquet(out / "techniques.parquet")

@@ -134,7 +134,7 @@ def check_steps(plan: Plan, out_dir: Path, names: list[str]) -> None:
     """Everything the plan's steps ``names`` need, checked before the first one runs: the
     parameters of each sweep and bench as their specs read them, the backends' optional
     packages, and the plan's device for every step not done yet that runs on it."""
-    from yolo_sm.collect import plans
+    from yolo_sm.collect import plan_runners, plan_status
 
     needs_device = False
     for step in plan.steps:
@@ -143,13 +143,13 @@ def check_steps(plan: Plan, out_dir: Path, names: list[str]) -> None:
         where = f"plan {plan.path or plan.name}: step {step.name}"
         try:
             if step.kind == "sweep":
-                backends_available(plans.sweep_spec(step, plan).backends)
+                backends_available(plan_runners.sweep_spec(step, plan).backends)
             elif step.kind == "bench":
-                spec = plans.bench_spec(step, plan)
+                spec = plan_runners.bench_spec(step, plan)
                 backends_available(e[0] for e in (*spec.engines, spec.pipeline_engine_here()))
         except UserError as e:
             raise type(e)(f"{where}: {e}") from None
-        if step.kind not in HOST_KINDS and plans.step_state(step, plan, out_dir) != "done":
+        if step.kind not in HOST_KINDS and plan_status.step_state(step, plan, out_dir) != "done":
             needs_device = True
     if needs_device:
         device(plan.device, f"plan {plan.path or plan.name} device")
@@ -157,7 +157,7 @@ def check_steps(plan: Plan, out_dir: Path, names: list[str]) -> None:
 
 def collect(args) -> int:
     plan = load_plan(args.plan)  # the whole plan checked before torch loads
-    from yolo_sm.collect import plans
+    from yolo_sm.collect import plan_status, plans
 
     if args.model:
         plan = dataclasses.replace(plan, model=values.text(args.model, "--model"))
@@ -168,10 +168,10 @@ def collect(args) -> int:
     if args.status:
         from yolo_sm.collect import collection_time
 
-        table = plans.status(plan, out_dir)
+        table = plan_status.status(plan, out_dir)
         print(table.to_string(index=False))
-        print(plans.gpu_total_line(table))
-        phases = gpu_time.phase_line(plans.recorded_phases(plan, out_dir))
+        print(plan_status.gpu_total_line(table))
+        phases = gpu_time.phase_line(plan_status.recorded_phases(plan, out_dir))
         if phases:
             print(phases)
         left = float(table.est_left_s.sum())
@@ -180,7 +180,7 @@ def collect(args) -> int:
                 f"left: about {left / 60:.1f} min of GPU time by these estimates "
                 f"({sum(table.state != 'done')} step(s) not done)"
             )
-        whole = plans.gpu_totals(table)["total"] + left
+        whole = plan_status.gpu_totals(table)["total"] + left
         print(f"whole plan: about {whole:.0f} s ({whole / 60:.1f} min) of GPU time, spent + left")
         # the per-step snapshot both the sample's cost and --save read, made once
         snap = (

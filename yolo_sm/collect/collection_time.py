@@ -1,7 +1,7 @@
 """The GPU time a collection plan costs, saved as a table of its dataset root
 (``yolo-sm collect --status --save``): one row per plan step, the seconds its table took
 (recorded per phase in the manifest, else estimated from its rows), the seconds it still needs
-by :func:`yolo_sm.collect.plans.status`'s estimate, and their sum, the step's whole cost.
+by :func:`yolo_sm.collect.plan_status.status`'s estimate, and their sum, the step's whole cost.
 
 Saved, the table is a snapshot: it keeps what the root's tables said when it was taken, so a
 later collection (a sample of every step, re-collected with faster code into another root)
@@ -16,13 +16,9 @@ from pathlib import Path
 import pandas as pd
 
 from yolo_sm.collect.bench import unit_group
-from yolo_sm.collect.plans import (
-    SAMPLED_KINDS,
-    bench_spec,
-    int8_kernel_spec,
-    status,
-    sweep_spec,
-)
+from yolo_sm.collect.plan_runners import bench_spec, int8_kernel_spec, sweep_spec
+from yolo_sm.collect.plan_status import status
+from yolo_sm.collect.plans import SAMPLED_KINDS
 from yolo_sm.contract.gpu_time import PHASES
 from yolo_sm.contract.manifest import (
     PROVENANCE_FIELDS,
@@ -49,7 +45,7 @@ def table(plan: Plan, out_dir: str | os.PathLike, st: pd.DataFrame | None = None
     ``collection_time`` schema (:data:`yolo_sm.contract.schema.SCHEMAS`); each row's
     provenance columns are those of the step's dataset (the machine and software stack its
     seconds were spent on, ``prov_date_utc`` its last measurement), empty for a step without
-    a table. ``st``: :func:`yolo_sm.collect.plans.status` of the two, when the caller has it
+    a table. ``st``: :func:`yolo_sm.collect.plan_status.status` of the two, when the caller has it
     already."""
     out_dir = Path(out_dir)
     st = status(plan, out_dir) if st is None else st

@@ -12,7 +12,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from yolo_sm.collect.plans import run_plan, step_state
+from yolo_sm.collect.plan_status import step_state
+from yolo_sm.collect.plans import run_plan
 from yolo_sm.collect.provenance import collect
 from yolo_sm.contract.datasets import MACHINE_FIELDS, DataRoot, data_dir, load_entry, open_root
 from yolo_sm.contract.errors import NotAvailableError, UserError

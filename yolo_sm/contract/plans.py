@@ -623,7 +623,7 @@ PARAMS["sharing"] = {
 }
 
 
-# --- live monitoring beside a bench (collect.plans._run_monitor) ----------------------------
+# --- live monitoring beside a bench (collect.plan_runners._run_monitor) ---------------------------
 PARAMS["monitor"] = {
     **PARAMS["bench"],
     "interval": lambda v, w: values.number(v, w, lo=0.2, hi=60, unit="s"),

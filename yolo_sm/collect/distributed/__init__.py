@@ -22,7 +22,7 @@ import time
 import uuid
 from pathlib import Path
 
-from yolo_sm.collect import plans
+from yolo_sm.collect import plan_status, plans
 from yolo_sm.collect.distributed import tasks
 from yolo_sm.collect.distributed.cluster import (
     RESOURCE,
@@ -88,9 +88,10 @@ def run_plan(
 ):
     """Run the plan's unfinished units (of the steps in ``only``) on a Dask cluster into
     ``out_dir``: a local one of ``workers`` processes, the scheduler at ``scheduler``, or the
-    given ``client``'s. Returns :func:`yolo_sm.collect.plans.status` afterwards. ``max_minutes``
-    and ``redo`` as in :func:`yolo_sm.collect.plans.run_plan`. A task that raised does not stop
-    the others; the first such error is raised once every task has ended and been merged."""
+    given ``client``'s. Returns :func:`yolo_sm.collect.plan_status.status` afterwards.
+    ``max_minutes`` and ``redo`` as in :func:`yolo_sm.collect.plans.run_plan`. A task that
+    raised does not stop the others; the first such error is raised once every task has ended
+    and been merged."""
     distributed = require_distributed()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -170,4 +171,4 @@ def run_plan(
             )
     if errors:
         raise errors[0]
-    return plans.status(plan, out_dir)
+    return plan_status.status(plan, out_dir)

@@ -6,7 +6,7 @@ the (model, batch) units of one model of a bench step, or a whole step of the ot
 (ncu, trace, gpm, ceilings, numerics, probe, model_tables). :func:`plan_units` lists them.
 
 A unit runs into ``<out>/.shards/<step>/<label>/`` through the plan's own step runners
-(:data:`yolo_sm.collect.plans.RUNNERS`), so a shard holds the same files a plain run writes,
+(:data:`yolo_sm.collect.plan_runners.RUNNERS`), so a shard holds the same files a plain run writes,
 atomically. ``owner.json`` in the shard names the worker that runs it; before a worker resumes a
 shard (its predecessor was killed) it tags the rows that predecessor measured with the
 predecessor's place, then its own rows with its own (:data:`PLACE_COLUMNS`).
@@ -28,7 +28,7 @@ import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from yolo_sm.collect import plans
+from yolo_sm.collect import plan_runners, plan_status
 from yolo_sm.collect.bench import UNIT, BenchSpec
 from yolo_sm.collect.sweep import SweepSpec
 from yolo_sm.contract.manifest import register
@@ -120,7 +120,7 @@ def shard_dir(out_dir: Path, unit: Unit) -> Path:
 def unit_pending(unit: Unit, plan: Plan, out_dir: Path) -> bool:
     """Whether the unit has work left: a sweep's or bench's unit whose points (units) the
     plan's table in ``out_dir`` does not all hold, a whole step that is not done."""
-    state = plans.step_state(unit.step, plan, Path(out_dir))
+    state = plan_status.step_state(unit.step, plan, Path(out_dir))
     return state != "done"
 
 
@@ -236,9 +236,9 @@ def run_unit_into_shard(
         if left is not None and step.est_s > left:
             return "skipped"
         (shard / step.out).unlink(missing_ok=True)  # a whole step runs whole
-    plans.RUNNERS[step.kind](step, plan, shard, deadline, False)
+    plan_runners.RUNNERS[step.kind](step, plan, shard, deadline, False)
     tag_rows(shard / step.out, place)
-    state = plans.step_state(step, plan, shard)
+    state = plan_status.step_state(step, plan, shard)
     # a shard's table is registered when the driver merges it: complete, it is done
     return "done" if state == "unregistered" else state
 
@@ -275,7 +275,7 @@ def merge_unit(unit: Unit, plan: Plan, out_dir: Path, step: Step, *, command: st
             step.name,
             step.out,
             step.dataset_kind,
-            plans.progress_note(step, plan, out_dir) + step.description,
+            plan_status.progress_note(step, plan, out_dir) + step.description,
             command,
             params=step.params,
         )
