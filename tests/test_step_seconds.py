@@ -213,6 +213,25 @@ def test_nested_phases_count_once_and_credit_adds_outside_phases():
             pass
 
 
+def test_an_engine_build_is_the_build_phase_once_wherever_it_is_called():
+    torch = pytest.importorskip("torch")
+    from yolo_sm.collect.engines import EngineConfig, build_engine
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.SiLU()).eval()
+    cfg = EngineConfig(
+        backend="eager", precision="fp32", layout="nchw", device="cpu", batch=1, imgsz=32
+    )
+    with stopwatch.ledger() as alone:
+        build_engine(model, cfg).close()
+    assert alone.phases["build"] > 0
+    assert alone.phases["build"] <= alone.record()["total"] + 1e-3  # the record rounds to ms
+    with stopwatch.ledger() as nested:  # inside a caller's profile phase: counted there, once
+        with stopwatch.phase("profile") as outer:
+            build_engine(model, cfg).close()
+    assert nested.phases["build"] == 0
+    assert nested.phases["profile"] == pytest.approx(outer.seconds)
+
+
 def test_the_phase_line_sums_the_records_and_gives_each_phase_its_share():
     a = gpu_time.record({"build": 6.0, "timed": 2.0}, 10.0)
     b = gpu_time.record({"build": 2.0, "profile": 2.0}, 10.0)
