@@ -549,7 +549,7 @@ def test_plan_steps_bench_int8_beside_fp16_and_fp8():
     plan = contract_plans.load_plan("data/plans/h200.yaml")
     step = next(s for s in plan.steps if s.name == "bench_8bit")
     spec = plan_runners.bench_spec(step, plan)
-    assert [w for _, w in spec.models] == [1.0, 2.0, 0.5, 1.5] and spec.batches == (64, 16)
+    assert [w for _, w in spec.models] == [1.0, 2.0, 1.5, 0.5] and spec.batches == (64, 16)
     fp16 = {"eager/fp16/nhwc", "cudagraph/fp16/nhwc", "compile/fp16/nhwc"}
     assert fp16 | {"cudagraph/fp8/nhwc"} <= set(spec.variants())
     assert "cudagraph/int8/nhwc" in spec.variants() and not spec.predict
