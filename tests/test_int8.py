@@ -736,6 +736,25 @@ def test_speed_goal_2_budget_reads_the_trace_of_the_fastest_int8_engine():
     assert v.verdict["speed_2_convs_fit_w1"] == FAILS
 
 
+def test_speed_goal_2_budget_needs_the_trace_of_the_engine_with_its_rewrites():
+    """An engine compiled after a rewrite (+sep-pool) runs other kernels than the engine
+    compiled without it: its budget reads the trace of the rewritten engine, never the other."""
+    bench = _bench(180.0)
+    rewritten = bench[bench.precision == "int8"].assign(
+        variant="compile:reduce-overhead+sep-pool/int8/nhwc",
+        backend="compile",
+        img_per_s=lambda d: d.img_per_s * 1.2,
+    )
+    speed = p8.engine_speed(pd.concat([bench, rewritten], ignore_index=True))
+    table = p8.trace_table(p8.int8_breakdown(_kernels(600.0)))
+    assert p8.budget_table(speed, {p8.TRACE_INT8_COMPILE: table, p8.TRACE_INT8: table}).empty
+    (b,) = p8.budget_table(speed, {p8.TRACE_INT8_COMPILE_SEP_POOL: table}).itertuples()
+    assert b.int8_engine == "compile:reduce-overhead+sep-pool/int8/nhwc"
+    assert b.trace == p8.TRACE_INT8_COMPILE_SEP_POOL
+    assert p8.engine_rewrites("compile:default+sep-pool/fp16/nhwc") == ("sep-pool",)
+    assert p8.engine_rewrites("compile/int8/nhwc") == p8.engine_rewrites("cudagraph/int8/nhwc")
+
+
 def _occupied(int8_registers: int):
     """:func:`_kernels` with launch figures: fp16's convolution at 18.75 % theoretical
     occupancy, int8's at 18.75 % with 168 registers per thread or 37.5 % with fewer."""

@@ -30,15 +30,25 @@ from yolo_sm.analyse.fast import scope as unit_scope
 from yolo_sm.analyse.weighting import time_weighted, weighted_mean
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import config_label, parse_config
+from yolo_sm.contract.values import split_compile_mode
 from yolo_sm.contract.vocab import TOLERANCE, Precision
 
 BENCH_8BIT = "bench_8bit"
 TRACE_INT8 = "trace_int8_b64"
 #: the Kineto kernels of the torch.compile fp16 and int8 engines (batch 64)
 TRACE_INT8_COMPILE = "trace_int8_compile_b64"
-#: the int8 trace that holds an int8 engine's kernels, by the engine's backend: a CUDA graph
-#: replays the eager forward's kernels, and reduce-overhead runs default compile's
-INT8_TRACE_OF = {"eager": TRACE_INT8, "cudagraph": TRACE_INT8, "compile": TRACE_INT8_COMPILE}
+#: the same with SPPF's max pools rewritten as two 1-D pools before compiling (+sep-pool)
+TRACE_INT8_COMPILE_SEP_POOL = "trace_int8_compile_sep_pool_b64"
+#: the int8 trace that holds an int8 engine's kernels, by the engine's backend and the model
+#: rewrites made before compiling (:func:`engine_rewrites`): a CUDA graph replays the eager
+#: forward's kernels, and reduce-overhead runs default compile's; an engine whose key is not
+#: here has no trace (a rewrite changes the kernels)
+INT8_TRACE_OF = {
+    ("eager", ()): TRACE_INT8,
+    ("cudagraph", ()): TRACE_INT8,
+    ("compile", ()): TRACE_INT8_COMPILE,
+    ("compile", ("sep-pool",)): TRACE_INT8_COMPILE_SEP_POOL,
+}
 #: the int8 traces, each once
 INT8_TRACES = tuple(sorted(set(INT8_TRACE_OF.values())))
 #: the Kineto kernels of the eager fp16 and fp8 engines (width 1.0, batch 64)
@@ -431,12 +441,22 @@ def goal_facts(speed) -> list[dict]:
 GOAL_RATIO = 1.3
 
 
+def engine_rewrites(variant: str) -> tuple[str, ...]:
+    """The model rewrites a bench variant's engine made before compiling:
+    ``compile:reduce-overhead+sep-pool/int8/nhwc`` -> (``sep-pool``,); () for the others."""
+    engine = str(variant).split("/")[0]
+    _, _, mode = engine.partition(":")
+    return split_compile_mode(mode)[1] if mode else ()
+
+
 def budget_table(speed, traces: Mapping[str, pd.DataFrame], ratio: float = GOAL_RATIO):
     """Where the fastest int8 engine's GPU time goes against the time per forward at which it
     would deliver ``ratio`` x the fastest fp16 engine: per (width, batch) the bench timed
     (:func:`engine_speed`) whose fastest int8 engine that passed its check has its kernels in
     ``traces`` ({int8 trace dataset: its :func:`trace_table`}; :data:`INT8_TRACE_OF` says which
-    trace holds an engine's kernels, by its ``backend``; Kineto, one forward per engine).
+    trace holds an engine's kernels, by its ``backend`` and rewrites; Kineto, one forward per
+    engine). A unit whose fastest int8 engine has no trace here has no row: another engine's
+    kernels do not say where its time goes.
 
     ``budget_ms`` is the fastest fp16 engine's ms per forward (batch / its img/s in the bench)
     over ``ratio``; ``conv_over_budget`` the int8 convolutions' GPU ms over it (under 1: the
@@ -459,7 +479,7 @@ def budget_table(speed, traces: Mapping[str, pd.DataFrame], ratio: float = GOAL_
     int8 = int8.loc[int8.groupby(["width", "batch"]).img_per_s.idxmax()] if len(int8) else int8
     rows = []
     for e in int8.itertuples():
-        name = INT8_TRACE_OF.get(e.backend)
+        name = INT8_TRACE_OF.get((e.backend, engine_rewrites(e.variant)))
         table = traces.get(name)
         if table is None or table.empty or (e.width, e.batch) not in best.index:
             continue
