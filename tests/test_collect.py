@@ -229,6 +229,40 @@ def test_trace_step_on_cpu_writes_kernel_table_and_traces(tmp_path):
     assert "data/tr" not in set(datasets.list_datasets().name)  # registered in its own folder only
 
 
+def test_a_trace_step_builds_its_engines_in_its_compile_mode(tmp_path, monkeypatch):
+    """A trace step's compile_mode (with its rewrites) reaches the engines it profiles; a mode
+    that does not exist stops the plan at load."""
+    from yolo_sm.collect.profiling import suite
+
+    step = {
+        "name": "tr",
+        "kind": "trace",
+        "out": "tr.parquet",
+        "params": {
+            "widths": 0.0625,
+            "precisions": "fp32",
+            "layouts": "nchw",
+            "batches": 1,
+            "imgsz": 64,
+            "iters": 1,
+            "backend": "compile",
+            "compile_mode": "default+sep-pool",
+        },
+    }
+    asked = []
+
+    def engines(family, grid, imgsz, device, backend="eager", compile_mode="default"):
+        asked.append((backend, compile_mode))  # built eagerly here: compiling takes minutes
+        return suite.engines(family, grid, imgsz, device)
+
+    monkeypatch.setattr(plan_runners, "engines", engines)
+    table = collect.run_plan(_plan(tmp_path, [step]), tmp_path / "d", progress=False)
+    assert table.state.tolist() == ["done"] and asked == [("compile", "default+sep-pool")]
+    step["params"]["compile_mode"] = "default+fold-pool"
+    with pytest.raises(UserError, match="unknown or repeated rewrite"):
+        _plan(tmp_path, [step])
+
+
 def test_unknown_only_step_is_an_error(tmp_path):
     plan = _plan(tmp_path, [{"name": "s", "kind": "sweep", "out": "s.parquet", "params": SWEEP}])
     with pytest.raises(UserError, match="no step"):

@@ -129,10 +129,10 @@ def _model_argv(step: Step, plan: Plan) -> list[str]:
     return out + (["--input-shape", _csv(p["input_shape"])] if p.get("input_shape") else [])
 
 
-def _engines(args, grid, backend: str, device: str):
+def _engines(args, grid, backend: str, device: str, compile_mode: str = "default"):
     """(label, engine, input) for each config of a profiling step's grid, one model per width."""
 
-    return engines(args.family, grid, args.imgsz, device, backend)
+    return engines(args.family, grid, args.imgsz, device, backend, compile_mode)
 
 
 def _csv(v) -> str:
@@ -179,9 +179,10 @@ def _run_trace(step, plan, out_dir, deadline, progress):
 
     args, grid = _configs(step, plan)
     backend = step.params.get("backend", "eager")
+    mode = step.params.get("compile_mode", "default")
     traces = out_dir / "traces"
     frames = []
-    for label, eng, x in _engines(args, grid, backend, plan.device):
+    for label, eng, x in _engines(args, grid, backend, plan.device, mode):
         path = traces / f"{step.name}-{label}.json.gz"
         if not path.exists():  # traces already written by an interrupted run are kept
             hooked = eng.module if backend == "eager" else None

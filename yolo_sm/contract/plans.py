@@ -250,7 +250,13 @@ PARAMS: dict[str, dict[str, Check]] = {
         "predict": values.flag,
         "est_unit_s": _positive,
     },
-    "trace": {**_GRID, "iters": _count(MAX_ITERS), "backend": _one(_backends)},
+    # compile_mode: the torch.compile mode (and rewrites) of a compile backend's engines
+    "trace": {
+        **_GRID,
+        "iters": _count(MAX_ITERS),
+        "backend": _one(_backends),
+        "compile_mode": values.compile_mode,
+    },
     "ncu": {
         **_GRID,
         "metric_set": _text_of(("occupancy", "throughput", "full", "stalls")),

@@ -36,17 +36,24 @@ from yolo_sm.contract.store import write_atomic, write_text_atomic
 GPM_SUMMARY = SUMMARY_METRICS
 
 
-def engines(family, grid, imgsz, device, backend="eager"):
+def engines(family, grid, imgsz, device, backend="eager", compile_mode="default"):
     """(label, engine, input) for each (width, precision, layout, batch) of ``grid``, one model
     per width (or per :class:`~yolo_sm.collect.models.spec.ModelSpec` in the width's place);
-    the input is the engine's own static one where it has one (CUDA graph)."""
+    the input is the engine's own static one where it has one (CUDA graph). ``compile_mode``:
+    the torch.compile mode and rewrites of a ``compile`` backend (``default+sep-pool``)."""
 
     models = {}
     for w, prec, lay, b in grid:
         model = models.setdefault(w, model_of(family, w, imgsz))
         size = w.imgsz if isinstance(w, ModelSpec) and w.imgsz else imgsz
         cfg = EngineConfig(
-            backend=backend, precision=prec, layout=lay, batch=b, imgsz=size, device=device
+            backend=backend,
+            precision=prec,
+            layout=lay,
+            batch=b,
+            imgsz=size,
+            device=device,
+            compile_mode=compile_mode,
         )
         eng = build_engine(model, cfg)
         x = eng._input if eng._input is not None else eng.make_input(0)
