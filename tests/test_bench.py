@@ -258,6 +258,25 @@ def test_a_wider_unit_is_estimated_from_the_nearest_width_of_its_batch():
     assert est(("mine", 2.0, 64), pace) == pytest.approx(1600.0 * 2**power)
 
 
+def test_a_unit_measured_with_fewer_engines_is_estimated_per_engine():
+    """A unit read back from before the spec gained engines took less than a unit of the spec
+    will: the deadline counts its seconds per variant times the spec's variants."""
+    from yolo_sm.collect.grid import Pace
+
+    old = [{"family": "yolov8", "width": 1.5, "batch": 64, "unit_s": 100.0, "variant": v}
+           for v in ("a", "b")]  # fmt: skip
+    pace = Pace(rows=list(old))
+    assert bench._estimate(120.0, 4)(("yolov8", 1.5, 64), pace) == pytest.approx(200.0)
+    assert bench._estimate(120.0)(("yolov8", 1.5, 64), pace) == pytest.approx(100.0)
+    # a unit of the spec's variants counts as it took
+    pace.rows += [{"family": "yolov8", "width": 1.0, "batch": 64, "unit_s": 150.0,
+                   "variant": v} for v in "cdef"]  # fmt: skip
+    assert bench._estimate(120.0, 4)(("yolov8", 1.0, 64), pace) == pytest.approx(150.0)
+    # scaled to a wider unit from the per-variant seconds
+    pace = Pace(rows=list(old))
+    assert bench._estimate(120.0, 4)(("yolov8", 3.0, 64), pace) == pytest.approx(4 * 200.0)
+
+
 def test_bench_with_no_time_for_its_first_unit_writes_nothing(tmp_path, fake_units):
     clock, calls = fake_units
     spec = bench.BenchSpec(models=(("yolov8", 0.25),), batches=(1,), device="cpu", est_unit_s=60)

@@ -342,25 +342,48 @@ def missing_units(spec: BenchSpec, out) -> list[tuple[str, float, int]]:
     return pending(spec.units(), rows, lambda u: _unit_key(*u), _row_key, _complete(spec))
 
 
-def _estimate(default: float):
+def _estimate(default: float, variants: int | None = None):
     """Seconds the next unit will take, for the deadline: from the longest unit timed so far
     per width (in this run or in the rows read back) of the same family and batch, else of the
     same batch, scaled to the unit's width by :func:`yolo_sm.collect.grid.width_scaled` (a
     wider unit builds, autotunes and times more work); ``default`` before any unit of that
-    batch was timed."""
+    batch was timed. With ``variants`` (the spec's engines, pipeline and predict rows
+    included), a unit read back with another number of variants (measured before the spec
+    gained or lost engines) counts at its seconds per variant times ``variants``: each variant
+    builds and times its own engine."""
 
     def estimate(unit, pace: Pace) -> float:
         family, width, batch = unit
+        rows = _per_spec_variants(pace.rows, variants) if variants else pace.rows
         for keep in (
             lambda r: r.get("batch") == batch and r.get("family") == family,
             lambda r: r.get("batch") == batch,
         ):
-            est = width_scaled(longest_by_width(pace.rows, keep), width)
+            est = width_scaled(longest_by_width(rows, keep), width)
             if est is not None:
                 return est
         return default
 
     return estimate
+
+
+def _per_spec_variants(rows: list[dict], variants: int) -> list[dict]:
+    """``rows`` with each ``unit_s`` scaled to ``variants`` variants from the number of
+    variants its unit's rows hold (rows without a ``variant`` are left as they are)."""
+    held: dict[tuple, set] = {}
+    for r in rows:
+        if r.get("variant") is not None:
+            held.setdefault(_row_unit(r), set()).add(r["variant"])
+    out = []
+    for r in rows:
+        n = len(held.get(_row_unit(r), ()))
+        took = r.get("unit_s")
+        out.append({**r, "unit_s": took * variants / n} if n and took is not None else r)
+    return out
+
+
+def _row_unit(r: dict) -> tuple:
+    return r.get("family"), r.get("width"), r.get("batch")
 
 
 def run_bench(
@@ -400,7 +423,7 @@ def run_bench(
         kind="bench",
         metadata={"spec": asdict(spec), "argv": sys.argv},
         deadline=deadline,
-        estimate=_estimate(spec.est_unit_s),
+        estimate=_estimate(spec.est_unit_s, len(spec.variants())),
         clock=time.monotonic,
         seconds_column="unit_s",
         describe=lambda u: f"{u[0]} w{u[1]:g} b{u[2]}",
