@@ -433,6 +433,21 @@ def test_bench_step_runs_on_cpu_resumes_and_registers(tmp_path, monkeypatch):
     assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
 
 
+def test_status_counts_a_bench_unit_measured_with_fewer_engines_per_engine(tmp_path):
+    params = {"family": "yolov8", "widths": [0.5, 1.0], "batches": [64],
+              "engines": ["cudagraph/fp16/nhwc", "compile/fp16/nhwc", "cudagraph/int8/nhwc"],
+              "pipeline_streams": [1], "predict": False}  # fmt: skip
+    plan = _plan(tmp_path, [{"name": "b", "kind": "bench", "out": "b.parquet", "params": params}])
+    n = len(plan_runners.bench_spec(plan.steps[0], plan).variants())
+    (tmp_path / "d").mkdir()
+    rows = {"family": "yolov8", "width": 0.5, "batch": 64, "status": "ok", "unit_s": 60.0}
+    pd.DataFrame([{**rows, "variant": v} for v in ("a", "b")]).to_parquet(tmp_path / "d/b.parquet")
+    per, source = plan_status.unit_seconds(plan.steps[0], tmp_path / "d/b.parquet", plan)
+    assert source == "measured" and per == pytest.approx(60.0 * n / 2)
+    # without the plan (no spec to count against): as measured
+    assert plan_status.unit_seconds(plan.steps[0], tmp_path / "d/b.parquet")[0] == 60.0
+
+
 def test_status_says_what_is_left_and_how_long_it_takes(tmp_path):
     """A sweep's time per point comes from its own rows (gaps within one run), a missing table's
     from the default; non-resumable steps show their est_s until done."""

@@ -185,7 +185,13 @@ def unit_seconds(step: Step, path: Path, plan: Plan | None = None) -> tuple[floa
         except Exception:  # noqa: BLE001 - an unreadable table: the default; collect says why later
             return default
         if step.kind == "bench" and "unit_s" in df:
-            per_unit = df.groupby(["width", "batch"]).unit_s.max().dropna()
+            units = df.groupby(["width", "batch"])
+            per_unit = units.unit_s.max()
+            if plan is not None and "variant" in df:
+                # a unit measured with other engines than the spec's: per engine, times the
+                # spec's (as the bench's own deadline counts it)
+                per_unit *= len(bench_spec(step, plan).variants()) / units.variant.nunique()
+            per_unit = per_unit.dropna()
             if len(per_unit):
                 return float(per_unit.median()), "measured"
         if step.kind == "sweep" and "prov_date_utc" in df and len(df) > 2:
