@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tests.fixtures.conv_blocks import fused_conv_blocks
+from yolo_sm.analyse import eight_bit_goal as goal8
 from yolo_sm.analyse import precision_8bit as p8
 from yolo_sm.collect.engines import EngineConfig, build_engine, int8, qconv
 from yolo_sm.collect.models import build_yolo
@@ -652,7 +653,7 @@ def test_speed_goal_2_reads_the_fastest_8bit_engine_and_zero_where_all_failed():
     from yolo_sm.report import goals
 
     def verdicts(bench):
-        facts = facts_table(p8.goal_facts(p8.engine_speed(bench)))
+        facts = facts_table(goal8.goal_facts(p8.engine_speed(bench)))
         return evaluate(goals.SPEED_RULES, facts).set_index("id")
 
     v = verdicts(_bench(180.0))  # int8 1.5x, fp8 1.25x the CUDA graph, the fastest fp16 here
@@ -680,8 +681,8 @@ def test_speed_goal_2_budget_flips_with_the_convolutions_and_the_rest():
         bench = _bench(180.0)
         bench["img_per_s"] *= 64e3 / fp16_ms / 120.0  # the CUDA graph fp16 at w1: fp16_ms
         table = p8.trace_table(p8.int8_breakdown(_kernels(int8_conv_us)))
-        budget = p8.budget_table(p8.engine_speed(bench), {p8.TRACE_INT8: table})
-        facts = facts_table(p8.budget_facts(budget))
+        budget = goal8.budget_table(p8.engine_speed(bench), {p8.TRACE_INT8: table})
+        facts = facts_table(goal8.budget_facts(budget))
         return budget.iloc[0], evaluate(goals.SPEED_RULES, facts).set_index("id")
 
     b, v = verdicts(1.3, 600.0)  # budget 1.0 ms: convs 0.6 fit, the 0.5 ms outside exceed 0.4
@@ -697,7 +698,7 @@ def test_speed_goal_2_budget_flips_with_the_convolutions_and_the_rest():
     assert v.verdict["speed_2_convs_fit_w1"] == FAILS and math.isinf(b.outside_over_room)
     assert v.verdict["speed_2_outside_caps_w1"] == HOLDS
     assert v.verdict["speed_2_convs_fit_w2"] == NOT_TESTED  # width 2.0 not traced
-    assert p8.budget_table(p8.engine_speed(_bench(180.0)), {}).empty
+    assert goal8.budget_table(p8.engine_speed(_bench(180.0)), {}).empty
     assert b.int8_engine == "cudagraph/int8/nhwc" and b.trace == p8.TRACE_INT8
 
 
@@ -718,13 +719,13 @@ def test_speed_goal_2_budget_reads_the_trace_of_the_fastest_int8_engine():
     bench["img_per_s"] *= 64e3 / 1.3 / 120.0  # fp16 CUDA graph at w1: 1.3 ms, budget 1.0 ms
     speed = p8.engine_speed(bench)
     eager = p8.trace_table(p8.int8_breakdown(_kernels(600.0)))
-    assert p8.budget_table(speed, {p8.TRACE_INT8: eager}).empty
+    assert goal8.budget_table(speed, {p8.TRACE_INT8: eager}).empty
 
     def verdicts(int8_conv_us):
         table = p8.trace_table(p8.int8_breakdown(_kernels(int8_conv_us)))
         traces = {p8.TRACE_INT8: eager, p8.TRACE_INT8_COMPILE: table}
-        budget = p8.budget_table(speed, traces)
-        facts = facts_table(p8.budget_facts(budget))
+        budget = goal8.budget_table(speed, traces)
+        facts = facts_table(goal8.budget_facts(budget))
         return budget.iloc[0], evaluate(goals.SPEED_RULES, facts).set_index("id")
 
     b, v = verdicts(600.0)
@@ -747,12 +748,14 @@ def test_speed_goal_2_budget_needs_the_trace_of_the_engine_with_its_rewrites():
     )
     speed = p8.engine_speed(pd.concat([bench, rewritten], ignore_index=True))
     table = p8.trace_table(p8.int8_breakdown(_kernels(600.0)))
-    assert p8.budget_table(speed, {p8.TRACE_INT8_COMPILE: table, p8.TRACE_INT8: table}).empty
-    (b,) = p8.budget_table(speed, {p8.TRACE_INT8_COMPILE_SEP_POOL: table}).itertuples()
+    assert goal8.budget_table(speed, {p8.TRACE_INT8_COMPILE: table, p8.TRACE_INT8: table}).empty
+    (b,) = goal8.budget_table(speed, {p8.TRACE_INT8_COMPILE_SEP_POOL: table}).itertuples()
     assert b.int8_engine == "compile:reduce-overhead+sep-pool/int8/nhwc"
     assert b.trace == p8.TRACE_INT8_COMPILE_SEP_POOL
-    assert p8.engine_rewrites("compile:default+sep-pool/fp16/nhwc") == ("sep-pool",)
-    assert p8.engine_rewrites("compile/int8/nhwc") == p8.engine_rewrites("cudagraph/int8/nhwc")
+    assert goal8.engine_rewrites("compile:default+sep-pool/fp16/nhwc") == ("sep-pool",)
+    assert goal8.engine_rewrites("compile/int8/nhwc") == goal8.engine_rewrites(
+        "cudagraph/int8/nhwc"
+    )
 
 
 def _occupied(int8_registers: int):

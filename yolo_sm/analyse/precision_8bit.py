@@ -10,13 +10,12 @@ at what occupancy their kernels run). Tables in, tables out;
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 
 import pandas as pd
 
 from yolo_sm.analyse import int8_kernels
 from yolo_sm.analyse.bench_table import ok_rows
-from yolo_sm.analyse.facts import fact, facts_table
+from yolo_sm.analyse.facts import fact
 from yolo_sm.analyse.fast import (
     CONV_PARTS,
     EPILOGUE,
@@ -26,11 +25,9 @@ from yolo_sm.analyse.fast import (
     part_order,
     time_breakdown,
 )
-from yolo_sm.analyse.fast import scope as unit_scope
 from yolo_sm.analyse.weighting import time_weighted, weighted_mean
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import config_label, parse_config
-from yolo_sm.contract.values import split_compile_mode
 from yolo_sm.contract.vocab import TOLERANCE, Precision
 
 BENCH_8BIT = "bench_8bit"
@@ -39,18 +36,6 @@ TRACE_INT8 = "trace_int8_b64"
 TRACE_INT8_COMPILE = "trace_int8_compile_b64"
 #: the same with SPPF's max pools rewritten as two 1-D pools before compiling (+sep-pool)
 TRACE_INT8_COMPILE_SEP_POOL = "trace_int8_compile_sep_pool_b64"
-#: the int8 trace that holds an int8 engine's kernels, by the engine's backend and the model
-#: rewrites made before compiling (:func:`engine_rewrites`): a CUDA graph replays the eager
-#: forward's kernels, and reduce-overhead runs default compile's; an engine whose key is not
-#: here has no trace (a rewrite changes the kernels)
-INT8_TRACE_OF = {
-    ("eager", ()): TRACE_INT8,
-    ("cudagraph", ()): TRACE_INT8,
-    ("compile", ()): TRACE_INT8_COMPILE,
-    ("compile", ("sep-pool",)): TRACE_INT8_COMPILE_SEP_POOL,
-}
-#: the int8 traces, each once
-INT8_TRACES = tuple(sorted(set(INT8_TRACE_OF.values())))
 #: the Kineto kernels of the eager fp16 and fp8 engines (width 1.0, batch 64)
 TRACE_FP8 = "trace_fp8_w1_b64"
 #: the traces that hold an 8-bit engine's kernels beside fp16's, by 8-bit precision
@@ -406,146 +391,6 @@ def occupancy_facts(root: DataRoot) -> list[dict]:
             occ = conv_occupancy(part_occupancy(root.load(name)), prec)
             out += conv_occupancy_facts(occ, prec, name)
     return out
-
-
-def goal_facts(speed) -> list[dict]:
-    """Per (width, batch) of :func:`engine_speed`: the fastest ok 8-bit engine's img/s over the
-    fastest fp16 engine's (``eight_bit.best_over_fastest_fp16``, its variant in the note), and 0
-    where every 8-bit engine there failed its numerical check (no usable output)."""
-    out = []
-    ds = (BENCH_8BIT,)
-    eight = speed[speed.precision.isin(EIGHT_BIT)]
-    for (w, b), g in eight.groupby(["width", "batch"]):
-        ok = g[g.status == "ok"]
-        failed = g.message.fillna("").str.startswith("NumericalMismatch")
-        at = unit_scope(w, b)
-        if len(ok):
-            r = ok.loc[ok.vs_fastest_fp16.idxmax()]
-            out.append(
-                fact(
-                    "eight_bit.best_over_fastest_fp16",
-                    float(r.vs_fastest_fp16),
-                    "x",
-                    scope=at,
-                    datasets=ds,
-                    note=f"{r.variant} over {r.fastest_fp16}",
-                )
-            )
-        elif failed.all():
-            out.append(fact("eight_bit.best_over_fastest_fp16", 0.0, "x", scope=at, datasets=ds))
-    return out
-
-
-#: speed goal 2: an 8-bit engine's img/s over the fastest fp16 engine's of the same width and
-#: batch (the rule's threshold, and the ratio :func:`budget_table` budgets the forward for)
-GOAL_RATIO = 1.3
-
-
-def engine_rewrites(variant: str) -> tuple[str, ...]:
-    """The model rewrites a bench variant's engine made before compiling:
-    ``compile:reduce-overhead+sep-pool/int8/nhwc`` -> (``sep-pool``,); () for the others."""
-    engine = str(variant).split("/")[0]
-    _, _, mode = engine.partition(":")
-    return split_compile_mode(mode)[1] if mode else ()
-
-
-def budget_table(speed, traces: Mapping[str, pd.DataFrame], ratio: float = GOAL_RATIO):
-    """Where the fastest int8 engine's GPU time goes against the time per forward at which it
-    would deliver ``ratio`` x the fastest fp16 engine: per (width, batch) the bench timed
-    (:func:`engine_speed`) whose fastest int8 engine that passed its check has its kernels in
-    ``traces`` ({int8 trace dataset: its :func:`trace_table`}; :data:`INT8_TRACE_OF` says which
-    trace holds an engine's kernels, by its ``backend`` and rewrites; Kineto, one forward per
-    engine). A unit whose fastest int8 engine has no trace here has no row: another engine's
-    kernels do not say where its time goes.
-
-    ``budget_ms`` is the fastest fp16 engine's ms per forward (batch / its img/s in the bench)
-    over ``ratio``; ``conv_over_budget`` the int8 convolutions' GPU ms over it (under 1: the
-    convolutions fit); ``outside_ms`` the int8 forward's kernels outside its convolutions
-    (quantisation, copies and concatenations, pooling and upsampling, adds, SiLU, and under
-    torch.compile the Triton kernels those are fused into) and ``outside_over_room`` those ms
-    over what the budget leaves after the convolutions (inf where the convolutions alone exceed
-    it; over 1: the kernels outside the convolutions alone keep the engine under ``ratio``).
-    The trace and the bench are different runs: kernel time is compared with a forward's wall
-    time, and ``trace_over_bench`` (the trace's int8 GPU ms per forward over that engine's ms
-    per forward in the bench) says how far apart they are."""
-    cols = ["width", "batch", "fastest_fp16", "int8_engine", "trace", "budget_ms", "int8_ms"]
-    cols += ["int8_conv_ms", "conv_over_budget", "outside_ms", "outside_over_room"]
-    cols += ["trace_over_bench"]
-    if speed.empty:
-        return pd.DataFrame(columns=cols)
-    # the fastest fp16 engine of each unit, as engine_speed names it
-    best = ok_rows(speed[speed.variant == speed.fastest_fp16]).set_index(["width", "batch"])
-    int8 = ok_rows(speed[speed.precision == "int8"])
-    int8 = int8.loc[int8.groupby(["width", "batch"]).img_per_s.idxmax()] if len(int8) else int8
-    rows = []
-    for e in int8.itertuples():
-        name = INT8_TRACE_OF.get((e.backend, engine_rewrites(e.variant)))
-        table = traces.get(name)
-        if table is None or table.empty or (e.width, e.batch) not in best.index:
-            continue
-        t = table[(table.width == e.width) & (table.batch == e.batch)]
-        if t.empty:
-            continue
-        r, f16 = t.iloc[0], best.loc[(e.width, e.batch)]
-        budget = 1e3 * e.batch / f16.img_per_s / ratio
-        outside = r.int8_ms - r.int8_conv_ms
-        room = budget - r.int8_conv_ms
-        rows.append(
-            {
-                "width": e.width,
-                "batch": e.batch,
-                "fastest_fp16": f16.variant,
-                "int8_engine": e.variant,
-                "trace": name,
-                "budget_ms": budget,
-                "int8_ms": r.int8_ms,
-                "int8_conv_ms": r.int8_conv_ms,
-                "conv_over_budget": r.int8_conv_ms / budget,
-                "outside_ms": outside,
-                "outside_over_room": outside / room if room > 0 else math.inf,
-                "trace_over_bench": r.int8_ms / (1e3 * e.batch / e.img_per_s),
-            }
-        )
-    return pd.DataFrame(rows, columns=cols).sort_values(["batch", "width"], ignore_index=True)
-
-
-def budget_facts(budget) -> list[dict]:
-    """From :func:`budget_table`, per (width, batch): ``eight_bit.int8_conv_over_budget`` and
-    ``eight_bit.int8_outside_conv_over_room``, each from the trace of the engine it budgets."""
-    out = []
-    for r in budget.itertuples():
-        at, ds = unit_scope(r.width, r.batch), (r.trace, BENCH_8BIT)
-        note = f"{r.int8_engine}; budget {r.budget_ms:.2f} ms per forward ({r.fastest_fp16})"
-        out.append(
-            fact("eight_bit.int8_conv_over_budget", r.conv_over_budget, "x", scope=at,
-                 datasets=ds, note=note)
-        )  # fmt: skip
-        note = f"{r.int8_engine}: {r.outside_ms:.2f} ms outside the convolutions"
-        out.append(
-            fact("eight_bit.int8_outside_conv_over_room", r.outside_over_room, "x", scope=at,
-                 datasets=ds, note=note)
-        )  # fmt: skip
-    return out
-
-
-def budget_of(root: DataRoot, speed: pd.DataFrame | None = None) -> pd.DataFrame:
-    """:func:`budget_table` of ``root``'s ``bench_8bit`` (``speed``: its :func:`engine_speed`,
-    when the caller has it) and the int8 traces it holds (empty without the bench)."""
-    if not root.has(BENCH_8BIT):
-        return budget_table(pd.DataFrame(), {})
-    if speed is None:
-        speed = engine_speed(root.load(BENCH_8BIT))
-    traces = {n: trace_table(int8_breakdown(root.load(n))) for n in INT8_TRACES if root.has(n)}
-    return budget_table(speed, traces)
-
-
-def goal_facts_of(root: DataRoot):
-    """:func:`goal_facts` of ``root``'s ``bench_8bit``, with :func:`budget_facts` where it holds
-    the int8 trace too, as a facts table (empty without the bench)."""
-    if not root.has(BENCH_8BIT):
-        return facts_table([])
-    speed = engine_speed(root.load(BENCH_8BIT))
-    return facts_table(goal_facts(speed) + budget_facts(budget_of(root, speed)))
 
 
 def facts_8bit(root: DataRoot) -> list[dict]:

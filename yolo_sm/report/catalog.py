@@ -11,6 +11,7 @@ from yolo_sm.analyse import batch as analyse_batch
 from yolo_sm.analyse import claims as analyse_claims
 from yolo_sm.analyse import collection_time as analyse_collection
 from yolo_sm.analyse import compare as analyse_compare
+from yolo_sm.analyse import eight_bit_goal as analyse_goal8
 from yolo_sm.analyse import fast as analyse_fast
 from yolo_sm.analyse import heatmaps as analyse_heatmaps
 from yolo_sm.analyse import hosts as analyse_hosts
@@ -18,7 +19,6 @@ from yolo_sm.analyse import memory as analyse_memory
 from yolo_sm.analyse import monitor as analyse_monitor
 from yolo_sm.analyse import multi_gpu as analyse_multi_gpu
 from yolo_sm.analyse import precision as analyse_precision
-from yolo_sm.analyse import precision_8bit as analyse_p8
 from yolo_sm.analyse import primer as analyse_primer
 from yolo_sm.analyse import roofline as analyse_roofline
 from yolo_sm.analyse import scaling as analyse_scaling
@@ -80,7 +80,7 @@ def to_json(verdicts: pd.DataFrame) -> str:
 SOURCES.append((claims.CLAIMS_RULES, analyse_claims.facts))
 SOURCES.append((goals.RULES, analyse_fast.facts))
 # the speed goals read the fast-engines facts (above) and the 8-bit bench's goal facts
-SOURCES.append((goals.SPEED_RULES, analyse_p8.goal_facts_of))
+SOURCES.append((goals.SPEED_RULES, analyse_goal8.goal_facts_of))
 SOURCES.append((fast.RULES, analyse_fast.facts))
 SOURCES.append((fast.GAP_RULES, analyse_fast.facts))
 SOURCES.append((fast.COLLECTION_RULES, analyse_collection.facts))

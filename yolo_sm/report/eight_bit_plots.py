@@ -65,7 +65,7 @@ _TRACED_AS = {"eager": "eager", "compile": "torch.compile"}
 
 def breakdown_section(root: DataRoot, trace: str = p8.TRACE_INT8):
     """Where the int8 engine's GPU time goes against fp16's, from an int8 trace
-    (:data:`yolo_sm.analyse.precision_8bit.INT8_TRACES`: the eager engines' or the compiled
+    (:data:`yolo_sm.analyse.eight_bit_goal.INT8_TRACES`: the eager engines' or the compiled
     ones'): the per-width table of :func:`yolo_sm.analyse.precision_8bit.trace_table`, GPU ms
     per forward by part, and the stacked figure, or one sentence."""
     if not root.has(trace):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from yolo_sm.analyse import collection_time as collection
 from yolo_sm.analyse import compile_cache, fast, fast_recommend, frames
+from yolo_sm.analyse import eight_bit_goal as goal8
 from yolo_sm.analyse import precision_8bit as p8
 from yolo_sm.analyse.bench_table import engines, variant_order
 from yolo_sm.contract.datasets import DataRoot
@@ -335,10 +336,10 @@ def eight_bit_budget(root: DataRoot):
     """Speed goal 2 in ms per forward, per width the 8-bit bench timed and whose fastest int8
     engine an int8 trace holds: the time a forward at the goal's ratio to the fastest fp16
     engine may take, that engine's convolutions and its kernels outside them against it
-    (:func:`yolo_sm.analyse.precision_8bit.budget_table`)."""
-    if not any(root.has(t) for t in p8.INT8_TRACES):
-        return missing_note(root, list(p8.INT8_TRACES))
-    return tables.show(p8.budget_of(root))
+    (:func:`yolo_sm.analyse.eight_bit_goal.budget_table`)."""
+    if not any(root.has(t) for t in goal8.INT8_TRACES):
+        return missing_note(root, list(goal8.INT8_TRACES))
+    return tables.show(goal8.budget_of(root))
 
 
 @needs(fast.AUTOTUNE_DATASET)

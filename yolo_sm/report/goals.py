@@ -18,6 +18,7 @@ from __future__ import annotations
 import pandas as pd
 
 from yolo_sm.analyse import collection_time, compile_cache, fast, frames
+from yolo_sm.analyse import eight_bit_goal as goal8
 from yolo_sm.analyse import precision_8bit as p8
 from yolo_sm.analyse.facts import concat, facts_table
 from yolo_sm.contract.datasets import DataRoot
@@ -191,7 +192,7 @@ def _speed_rules():
                 datasets=frames.PIPELINE_DATASETS,
                 group=SPEED_GROUP,
             )
-    ratio = p8.GOAL_RATIO
+    ratio = goal8.GOAL_RATIO
     for w in EIGHT_BIT_WIDTHS:
         yield Rule(
             id=f"speed_2_w{w:g}",
@@ -334,7 +335,7 @@ MET, MISSED, OPEN = "met", "missed", "not decided"
 
 def facts(root: DataRoot) -> pd.DataFrame:
     """The facts both rule sets read: the fast-engines facts and the 8-bit goal facts."""
-    return concat(fast.facts(root), p8.goal_facts_of(root))
+    return concat(fast.facts(root), goal8.goal_facts_of(root))
 
 
 def verdicts(root: DataRoot) -> pd.DataFrame:
