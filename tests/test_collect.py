@@ -204,25 +204,24 @@ def test_a_partial_sweep_is_registered_as_partial(tmp_path, monkeypatch):
     assert info["rows"] == 2 and info["description"] == "d"
 
 
+#: a trace step of the narrowest YOLOv8 at 64 px, one profiled forward
+TRACE_STEP = {
+    "name": "tr",
+    "kind": "trace",
+    "out": "tr.parquet",
+    "params": {
+        "widths": 0.0625,
+        "precisions": "fp32",
+        "layouts": "nchw",
+        "batches": 1,
+        "imgsz": 64,
+        "iters": 1,
+    },
+}
+
+
 def test_trace_step_on_cpu_writes_kernel_table_and_traces(tmp_path):
-    plan = _plan(
-        tmp_path,
-        [
-            {
-                "name": "tr",
-                "kind": "trace",
-                "out": "tr.parquet",
-                "params": {
-                    "widths": 0.0625,
-                    "precisions": "fp32",
-                    "layouts": "nchw",
-                    "batches": 1,
-                    "imgsz": 64,
-                    "iters": 1,
-                },
-            }
-        ],
-    )
+    plan = _plan(tmp_path, [TRACE_STEP])
     table = collect.run_plan(plan, tmp_path / "d", progress=False)
     assert table.state.tolist() == ["done"]
     assert list((tmp_path / "d" / "traces").glob("tr-*.json.gz"))
@@ -234,21 +233,8 @@ def test_a_trace_step_builds_its_engines_in_its_compile_mode(tmp_path, monkeypat
     that does not exist stops the plan at load."""
     from yolo_sm.collect.profiling import suite
 
-    step = {
-        "name": "tr",
-        "kind": "trace",
-        "out": "tr.parquet",
-        "params": {
-            "widths": 0.0625,
-            "precisions": "fp32",
-            "layouts": "nchw",
-            "batches": 1,
-            "imgsz": 64,
-            "iters": 1,
-            "backend": "compile",
-            "compile_mode": "default+sep-pool",
-        },
-    }
+    compiled = {"backend": "compile", "compile_mode": "default+sep-pool"}
+    step = {**TRACE_STEP, "params": {**TRACE_STEP["params"], **compiled}}
     asked = []
 
     def engines(family, grid, imgsz, device, backend="eager", compile_mode="default"):
