@@ -354,7 +354,7 @@ def _estimate(default: float, variants: int | None = None):
 
     def estimate(unit, pace: Pace) -> float:
         family, width, batch = unit
-        rows = _per_spec_variants(pace.rows, variants) if variants else pace.rows
+        rows = per_spec_variants(pace.rows, variants) if variants else pace.rows
         for keep in (
             lambda r: r.get("batch") == batch and r.get("family") == family,
             lambda r: r.get("batch") == batch,
@@ -367,9 +367,11 @@ def _estimate(default: float, variants: int | None = None):
     return estimate
 
 
-def _per_spec_variants(rows: list[dict], variants: int) -> list[dict]:
+def per_spec_variants(rows: list[dict], variants: int) -> list[dict]:
     """``rows`` with each ``unit_s`` scaled to ``variants`` variants from the number of
-    variants its unit's rows hold (rows without a ``variant`` are left as they are)."""
+    variants its unit's rows hold (rows without a ``variant`` are left as they are): how a
+    unit measured with other engines than the spec's counts, in the deadline
+    (:func:`_estimate`) and in ``collect --status``."""
     held: dict[tuple, set] = {}
     for r in rows:
         if r.get("variant") is not None:

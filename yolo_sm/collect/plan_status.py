@@ -9,7 +9,7 @@ import json
 import os
 from pathlib import Path
 
-from yolo_sm.collect.bench import missing_units
+from yolo_sm.collect.bench import missing_units, per_spec_variants
 from yolo_sm.collect.cache_builds import missing_modes
 from yolo_sm.collect.grid import Pace, table_rows
 from yolo_sm.collect.int8_kernels import missing_seconds as int8_missing_seconds
@@ -185,13 +185,12 @@ def unit_seconds(step: Step, path: Path, plan: Plan | None = None) -> tuple[floa
         except Exception:  # noqa: BLE001 - an unreadable table: the default; collect says why later
             return default
         if step.kind == "bench" and "unit_s" in df:
-            units = df.groupby(["width", "batch"])
-            per_unit = units.unit_s.max()
             if plan is not None and "variant" in df:
                 # a unit measured with other engines than the spec's: per engine, times the
                 # spec's (as the bench's own deadline counts it)
-                per_unit *= len(bench_spec(step, plan).variants()) / units.variant.nunique()
-            per_unit = per_unit.dropna()
+                rows = df.to_dict("records")
+                df = pd.DataFrame(per_spec_variants(rows, len(bench_spec(step, plan).variants())))
+            per_unit = df.groupby(["width", "batch"]).unit_s.max().dropna()
             if len(per_unit):
                 return float(per_unit.median()), "measured"
         if step.kind == "sweep" and "prov_date_utc" in df and len(df) > 2:
