@@ -86,7 +86,7 @@ def _fake_runner(cold_s=40.0, warm_s=8.0, calls=None):
         cold = not any(folder.iterdir())
         (folder / f"graph-{len(list(folder.iterdir()))}").write_text("x")
         if calls is not None:
-            calls.append((args["compile_mode"], str(folder), cold))
+            calls.append((args["compile_mode"], str(folder), cold, args["width"]))
         s = cold_s if cold else warm_s
         return {"status": "ok", "message": "", "compile_s": s, "build_s": s + 1.0,
                 "compile_cache": "cold" if cold else "warm", "img_per_s": 1000.0,
@@ -98,7 +98,7 @@ def _fake_runner(cold_s=40.0, warm_s=8.0, calls=None):
 def test_collector_runs_a_cold_then_a_warm_build_per_mode_in_one_new_folder(tmp_path):
     calls = []
     spec = cache_builds.CacheSpec(
-        modes=("default", "max-autotune-no-cudagraphs"), device="cpu", width=0.25, batch=1
+        modes=("default", "max-autotune-no-cudagraphs"), device="cpu", widths=(0.25,), batch=1
     )
     df = cache_builds.run_cache_builds(spec, tmp_path / "c.parquet", _fake_runner(calls=calls))
     assert df.cache.tolist() == ["cold", "warm", "cold", "warm"]
@@ -113,8 +113,9 @@ def test_collector_runs_a_cold_then_a_warm_build_per_mode_in_one_new_folder(tmp_
 def test_the_plan_step_runs_through_collect_and_records_its_seconds(tmp_path, monkeypatch):
     monkeypatch.setattr(cache_builds, "run_child", _fake_runner())
     p = tmp_path / "plan.yaml"
+    params = {"widths": [0.25], "batch": 1, "modes": ["default"], "imgsz": 64}
     step = {"name": "cache", "kind": "compile_cache", "out": "cache.parquet", "est_s": 80,
-            "params": {"width": 0.25, "batch": 1, "modes": ["default"], "imgsz": 64}}  # fmt: skip
+            "params": params}  # fmt: skip
     p.write_text(yaml.safe_dump({"name": "t", "device": "cpu", "steps": [step]}))
     plan = contract_plans.load_plan(p)
     table = collect.run_plan(plan, tmp_path / "out", progress=False)
@@ -125,31 +126,102 @@ def test_the_plan_step_runs_through_collect_and_records_its_seconds(tmp_path, mo
 
 
 def test_a_mode_added_to_the_step_is_measured_alone_and_the_done_ones_are_kept(tmp_path):
-    """A rerun measures the modes the table lacks (both builds of each) and keeps the rows of
-    the modes it holds; a mode measured with another model width counts as missing."""
+    """A rerun measures the units the table lacks (both builds of each) and keeps the rows of
+    the units it holds; a unit built with another batch counts as missing."""
     out, calls = tmp_path / "c.parquet", []
-    one = cache_builds.CacheSpec(modes=("default",), device="cpu", width=0.25, batch=1)
+    one = cache_builds.CacheSpec(modes=("default",), device="cpu", widths=(0.25,), batch=1)
     cache_builds.run_cache_builds(one, out, _fake_runner(calls=calls), progress=False)
     two = replace(one, modes=("default", "max-autotune"))
-    assert cache_builds.missing_modes(two, out) == ["max-autotune"]
+    assert cache_builds.missing_units(two, out) == [(0.25, "max-autotune")]
     df = cache_builds.run_cache_builds(two, out, _fake_runner(calls=calls), progress=False)
     assert [c[0] for c in calls] == ["default", "default", "max-autotune", "max-autotune"]
     assert df.compile_mode.tolist() == ["default"] * 2 + ["max-autotune"] * 2
-    assert cache_builds.missing_modes(two, out) == []
-    wider = replace(two, width=0.5)
-    assert cache_builds.missing_modes(wider, out) == ["default", "max-autotune"]
+    assert cache_builds.missing_units(two, out) == []
+    bigger = replace(two, batch=2)
+    assert cache_builds.missing_units(bigger, out) == [(0.25, "default"), (0.25, "max-autotune")]
+    calls.clear()
+    df = cache_builds.run_cache_builds(bigger, out, _fake_runner(calls=calls), progress=False)
+    assert len(calls) == 4 and len(df) == 4 and set(df.batch) == {2}  # the old rows replaced
+    validate(pd.read_parquet(out), "compile_cache")
+
+
+def test_modes_per_width_are_units_built_in_the_plans_order_and_a_width_added_keeps_the_rest(
+    tmp_path,
+):
+    """A plan's modes mapping: each (width, mode) pair is a unit, built in the mapping's order
+    at its own width; a width added later is measured alone."""
+    spec = cache_builds.CacheSpec.from_mapping(
+        {"modes": {1.0: ["reduce-overhead"], 0.5: ["default", "max-autotune"]},
+         "device": "cpu", "batch": 1}
+    )  # fmt: skip
+    assert spec.units() == [(1.0, "reduce-overhead"), (0.5, "default"), (0.5, "max-autotune")]
+    out, calls = tmp_path / "c.parquet", []
+    df = cache_builds.run_cache_builds(spec, out, _fake_runner(calls=calls), progress=False)
+    assert [(c[3], c[0]) for c in calls] == [
+        (1.0, "reduce-overhead"), (1.0, "reduce-overhead"), (0.5, "default"), (0.5, "default"),
+        (0.5, "max-autotune"), (0.5, "max-autotune"),
+    ]  # fmt: skip
+    assert df.width.tolist() == [1.0, 1.0, 0.5, 0.5, 0.5, 0.5]
+    assert analyse_cache.builds(df).width.tolist()[:4] == [0.5] * 4  # sorted by width
+    wider = cache_builds.CacheSpec.from_mapping(
+        {"modes": {1.0: ["reduce-overhead"], 2.0: ["reduce-overhead"],
+                   0.5: ["default", "max-autotune"]}, "device": "cpu", "batch": 1}
+    )  # fmt: skip
+    assert cache_builds.missing_units(wider, out) == [(2.0, "reduce-overhead")]
     calls.clear()
     df = cache_builds.run_cache_builds(wider, out, _fake_runner(calls=calls), progress=False)
-    assert len(calls) == 4 and len(df) == 4 and set(df.width) == {0.5}  # the old rows replaced
-    validate(pd.read_parquet(out), "compile_cache")
+    assert [(c[3], c[0]) for c in calls] == [(2.0, "reduce-overhead")] * 2 and len(df) == 8
+    # the same modes at every width: widths times modes
+    both = cache_builds.CacheSpec.from_mapping({"widths": [0.5, 1], "modes": "default"})
+    assert both.units() == [(0.5, "default"), (1.0, "default")]
+
+
+def test_a_modes_mapping_with_widths_beside_it_or_a_width_without_modes_stops():
+    with pytest.raises(UserError, match="leave widths out"):
+        cache_builds.CacheSpec.from_mapping({"widths": [1.0], "modes": {1.0: ["default"]}})
+    with pytest.raises(UserError, match="width 1 must be among"):
+        cache_builds.CacheSpec.from_mapping({"modes": {1.0: [], 0.5: ["default"]}})
+    with pytest.raises(UserError, match="unknown"):
+        cache_builds.CacheSpec.from_mapping({"width_modes": [[1.0, ["default"]]]})
+    check_params("compile_cache", {"modes": {1.0: ["default"], 2: "reduce-overhead"}}, "step")
+    with pytest.raises(UserError, match="at width 1.0"):
+        check_params("compile_cache", {"modes": {1.0: ["fastest"]}}, "step")
+    with pytest.raises(UserError, match="width"):
+        check_params("compile_cache", {"modes": {-1: ["default"]}}, "step")
+    with pytest.raises(UserError, match="names no width"):
+        check_params("compile_cache", {"modes": {}}, "step")
+
+
+def test_a_unit_starts_only_where_its_width_scaled_pace_fits_the_deadline(tmp_path):
+    """After a unit at width 1, a unit at width 2 is estimated at up to 4x its seconds: it
+    does not start where that would end past the deadline; a unit at width 1 would."""
+    clock = {"t": 0.0}
+
+    def runner(args, env, timeout_s):
+        clock["t"] += 50.0
+        return _fake_runner()(args, env, timeout_s)
+
+    spec = cache_builds.CacheSpec.from_mapping(
+        {"modes": {1.0: ["default"], 2.0: ["default"]}, "device": "cpu", "batch": 1}
+    )
+    out = tmp_path / "c.parquet"
+    run = cache_builds.run_cache_builds
+    df = run(spec, out, runner, progress=False, deadline=300.0, est_unit_s=100.0,
+             clock=lambda: clock["t"])  # fmt: skip
+    assert set(df.width) == {1.0}  # width 1: 100 s; width 2 at (2/1)^2 x 100 s ends past 300
+    assert cache_builds.missing_units(spec, out) == [(2.0, "default")]
+    clock["t"] = 0.0
+    df = run(spec, out, runner, progress=False, deadline=150.0, est_unit_s=100.0,
+             clock=lambda: clock["t"])  # fmt: skip
+    assert set(df.width) == {1.0, 2.0}  # a new run, no pace yet: est_unit_s fits
 
 
 def test_a_mode_with_one_build_only_is_measured_again_whole(tmp_path):
     out, calls = tmp_path / "c.parquet", []
-    spec = cache_builds.CacheSpec(modes=("default",), device="cpu", width=0.25, batch=1)
+    spec = cache_builds.CacheSpec(modes=("default",), device="cpu", widths=(0.25,), batch=1)
     cache_builds.run_cache_builds(spec, out, _fake_runner(), progress=False)
     pd.read_parquet(out).iloc[:1].to_parquet(out)  # the warm build's row lost
-    assert cache_builds.missing_modes(spec, out) == ["default"]
+    assert cache_builds.missing_units(spec, out) == [(0.25, "default")]
     df = cache_builds.run_cache_builds(spec, out, _fake_runner(calls=calls), progress=False)
     assert [c[2] for c in calls] == [True, False] and df.cache.tolist() == ["cold", "warm"]
 
@@ -157,7 +229,7 @@ def test_a_mode_with_one_build_only_is_measured_again_whole(tmp_path):
 def test_collect_status_counts_the_compile_modes_left_and_a_rerun_adds_them(tmp_path, monkeypatch):
     monkeypatch.setattr(cache_builds, "run_child", _fake_runner())
     p = tmp_path / "plan.yaml"
-    params = {"width": 0.25, "batch": 1, "modes": ["default"], "imgsz": 64}
+    params = {"widths": [0.25], "batch": 1, "modes": ["default"], "imgsz": 64}
     step = {"name": "cache", "kind": "compile_cache", "out": "cache.parquet", "est_s": 80,
             "params": params}  # fmt: skip
     p.write_text(yaml.safe_dump({"name": "t", "device": "cpu", "steps": [step]}))
@@ -167,7 +239,7 @@ def test_collect_status_counts_the_compile_modes_left_and_a_rerun_adds_them(tmp_
     plan = contract_plans.load_plan(p)
     status = plan_status.status(plan, tmp_path / "out").set_index("step")
     assert status.loc["cache", "state"] == "partial"
-    assert status.loc["cache", "todo"] == "1 of 2 compile modes"
+    assert status.loc["cache", "todo"] == "1 of 2 (width, mode) units"
     assert status.loc["cache", "est_left_s"] == pytest.approx(40.0)
     table = collect.run_plan(plan, tmp_path / "out", progress=False)
     assert table.state.tolist() == ["done"]

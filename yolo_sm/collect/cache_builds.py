@@ -1,15 +1,15 @@
 """Cold and warm torch.compile builds: how much of a compile the disk cache saves.
 
-Per compile mode, two builds of the same model and shape, each in its own fresh Python
-process, against one new, empty inductor cache folder (``TORCHINDUCTOR_CACHE_DIR``, Triton's
+Per (model width, compile mode), two builds of the same model and shape, each in its own fresh
+Python process, against one new, empty inductor cache folder (``TORCHINDUCTOR_CACHE_DIR``, Triton's
 kernels under it): the first finds the folder empty (``cache`` cold), the second can reuse the
 first's work only through what it wrote there (``cache`` warm). Each process builds the engine
 (:func:`yolo_sm.collect.engines.build_engine`, backend compile), records its ``compile_s`` and
 what the build found in the cache (``compile_cache``, from inductor's hit and miss counters:
 :mod:`yolo_sm.collect.engines.compile_cache`), then times the engine
-(:func:`yolo_sm.collect.timing.measure_engine`). One row per build. A mode is the unit of the
-grid runner (:func:`yolo_sm.collect.grid.run_grid`): the table is written after each, and a
-rerun measures only the modes it lacks.
+(:func:`yolo_sm.collect.timing.measure_engine`). One row per build. A (width, mode) pair is the
+unit of the grid runner (:func:`yolo_sm.collect.grid.run_grid`): the table is written after
+each, and a rerun measures only the units it lacks.
 
 Run as ``python -m yolo_sm.collect.cache_builds ARGS_JSON RESULT_JSON``, the child process of
 :func:`run_cache_builds`.
@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from yolo_sm.collect.engines import EngineConfig, build_engine
-from yolo_sm.collect.grid import Pace, free_memory, pending, run_grid, table_rows
+from yolo_sm.collect.grid import Pace, free_memory, pending, run_grid, table_rows, width_scaled
 from yolo_sm.collect.models import build_yolo
 from yolo_sm.collect.stopwatch import credit, phase
 from yolo_sm.collect.sweep import failure
@@ -43,10 +43,19 @@ RUNS = ("cold", "warm")
 
 @dataclass(frozen=True)
 class CacheSpec:
+    """What a compile-cache step builds: per width, its compile modes (a (width, mode) pair is
+    one unit, built cold then warm); every other field is shared by all builds.
+
+    ``modes`` are built at every width of ``widths`` that ``width_modes`` (pairs of a width and
+    its own modes) does not name; a plan gives either ``widths`` and a list of ``modes``, or
+    ``modes`` as a mapping from width to its modes (:meth:`from_mapping`), so that the slow
+    modes can be built at one width and only the fastest engine's at the others."""
+
     family: str = "yolov8"
-    width: float = 0.5
+    widths: tuple[float, ...] = (0.5,)
     batch: int = 64
     modes: tuple[str, ...] = ("default",)
+    width_modes: tuple[tuple[float, tuple[str, ...]], ...] = ()
     precision: str = "fp16"
     layout: str = "nhwc"
     imgsz: int = 640
@@ -55,32 +64,58 @@ class CacheSpec:
     budget_ms: float = 300.0
     timeout_s: float = 600.0  # one build process
 
+    def units(self) -> list[tuple[float, str]]:
+        """The (width, compile mode) pairs, in build order: per width in ``widths`` order, its
+        modes in their order."""
+        own = dict(self.width_modes)
+        widths = list(self.widths) + [w for w in own if w not in self.widths]
+        return [(float(w), m) for w in widths for m in own.get(w, self.modes)]
+
     @classmethod
     def from_mapping(cls, data: dict) -> CacheSpec:
         """From a plan step's params (checked by yolo_sm.contract.plans); None: the default."""
-        known = {f.name for f in fields(cls)}
+        known = {f.name for f in fields(cls)} - {"width_modes"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise UserError(f"unknown compile-cache key(s) {', '.join(unknown)}")
         kw = {k: v for k, v in data.items() if v is not None}
-        if "modes" in kw:
-            modes = kw["modes"]
-            kw["modes"] = tuple([modes] if isinstance(modes, str) else modes)
+        if isinstance(kw.get("modes"), dict):
+            if "widths" in kw:
+                raise UserError(
+                    "compile-cache modes given per width name their widths: leave widths out"
+                )
+            per = [(float(w), _modes_of(m)) for w, m in kw.pop("modes").items()]
+            kw.update(widths=tuple(w for w, _ in per), modes=(), width_modes=tuple(per))
+        elif "modes" in kw:
+            kw["modes"] = _modes_of(kw["modes"])
+        if "widths" in kw:
+            ws = kw["widths"]
+            kw["widths"] = tuple(float(w) for w in (ws if isinstance(ws, (list, tuple)) else [ws]))
         for k in ("precision", "layout", "batch", "imgsz"):  # one value (a plan may list it)
             if isinstance(kw.get(k), (list, tuple)) and len(kw[k]) == 1:
                 kw[k] = kw[k][0]
-        for k in ("width", "warmup_ms", "budget_ms", "timeout_s"):
+        for k in ("warmup_ms", "budget_ms", "timeout_s"):
             if k in kw:
                 kw[k] = float(kw[k])
         for k in ("batch", "imgsz"):
             if k in kw:
                 kw[k] = int(kw[k])
         spec = cls(**kw)
-        if not spec.modes:
-            raise UserError(f"compile modes must be among {', '.join(COMPILE_MODES)}, got none")
-        for m in spec.modes:
-            values.compile_mode(m, "compile modes")
+        own = dict(spec.width_modes)
+        for w in spec.widths:
+            modes = own.get(w, spec.modes)
+            if not modes:
+                raise UserError(
+                    f"compile modes of width {w:g} must be among {', '.join(COMPILE_MODES)}, "
+                    "got none"
+                )
+            for m in modes:
+                values.compile_mode(m, "compile modes")
         return spec
+
+
+def _modes_of(modes) -> tuple[str, ...]:
+    return tuple([modes] if isinstance(modes, str) else modes)
 
 
 def child_env(cache_dir: str, environ=None) -> dict:
@@ -112,26 +147,30 @@ def run_child(args: dict, env: dict, timeout_s: float) -> dict:
 
 
 def _complete(spec: CacheSpec):
-    """Whether a mode's rows in the table are both of its builds with ``spec``'s model, shape
+    """Whether a unit's rows in the table are both of its builds with ``spec``'s model, shape
     and precision: rows of another spec (the plan edited) are measured again."""
 
-    def complete(mode, rows) -> bool:
-        head = _head(spec, mode)
+    def complete(unit, rows) -> bool:
+        head = _head(spec, *unit)
         same = [r for r in rows if all(r.get(k) == v for k, v in head.items())]
         return set(RUNS) <= {r.get("cache") for r in same}
 
     return complete
 
 
-def missing_modes(spec: CacheSpec, out: str | os.PathLike) -> list[str]:
-    """The compile modes of ``spec`` whose cold and warm builds the table ``out`` does not
-    hold (all when it is absent): what a run of the step measures."""
-    rows = table_rows(Path(out), ("compile_mode", "cache"), "compile_cache")
-    return pending(spec.modes, rows, str, _row_key, _complete(spec))
+def missing_units(spec: CacheSpec, out: str | os.PathLike) -> list[tuple[float, str]]:
+    """The (width, compile mode) units of ``spec`` whose cold and warm builds the table ``out``
+    does not hold (all when it is absent): what a run of the step measures."""
+    rows = table_rows(Path(out), ("width", "compile_mode", "cache"), "compile_cache")
+    return pending(spec.units(), rows, _key, _row_key, _complete(spec))
 
 
-def _row_key(row: dict) -> str:
-    return str(row["compile_mode"])
+def _key(unit: tuple[float, str]) -> tuple[float, str]:
+    return float(unit[0]), str(unit[1])
+
+
+def _row_key(row: dict) -> tuple[float, str]:
+    return float(row["width"]), str(row["compile_mode"])
 
 
 def run_cache_builds(
@@ -140,25 +179,36 @@ def run_cache_builds(
     runner=None,
     progress=True,
     deadline: float | None = None,
-    est_mode_s: float | None = None,
+    est_unit_s: float | None = None,
+    clock=None,
 ):
-    """Per mode of ``spec`` that ``out`` does not hold yet (:func:`missing_modes`), a cold and
-    a warm build in fresh processes against a new cache folder; the table is written
-    (atomically) after each mode, so a run stopped part-way keeps the modes it finished and a
-    rerun measures the rest. Returns the whole table. ``runner(args, env, timeout_s)``: how
-    one build process runs (:func:`run_child`); ``deadline`` (``time.monotonic``): no mode
-    starts that would end past it, at the pace of the longest mode measured so far in this run
-    (before any: ``est_mode_s``, else both builds at their ``timeout_s``)."""
+    """Per (width, mode) unit of ``spec`` that ``out`` does not hold yet
+    (:func:`missing_units`), a cold and a warm build in fresh processes against a new cache
+    folder; the table is written (atomically) after each unit, so a run stopped part-way keeps
+    the units it finished and a rerun measures the rest. Returns the whole table.
+    ``runner(args, env, timeout_s)``: how one build process runs (:func:`run_child`);
+    ``deadline`` (a ``clock()`` value, ``time.monotonic`` by default): no unit starts that
+    would end past it, at the pace of the longest unit measured so far in this run, scaled to
+    the unit's width (:func:`yolo_sm.collect.grid.width_scaled`; before any: ``est_unit_s``,
+    else both builds at their ``timeout_s``)."""
     runner = runner or run_child
+    clock = clock or time.monotonic
     command = user_command(sys.argv) if sys.argv and sys.argv[0] else None
+    took: dict[float, float] = {}  # width -> the longest unit of this run at that width
 
-    def measure(mode, _state) -> list[dict]:
+    def measure(unit, _state) -> list[dict]:
+        width, mode = unit
         rows = []
+        t_unit = clock()
         with tempfile.TemporaryDirectory(prefix="yolo_sm-inductor-") as cache_dir:
             for run, planned in enumerate(RUNS, 1):
                 if progress:
-                    print(f"compile cache: {mode}, {planned} build", file=sys.stderr, flush=True)
-                args = {**asdict(spec), "modes": None, "compile_mode": mode}
+                    print(
+                        f"compile cache: width {width:g}, {mode}, {planned} build",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                args = {**_build_args(spec), "width": width, "compile_mode": mode}
                 t0 = time.perf_counter()
                 row = runner(args, child_env(cache_dir), spec.timeout_s)
                 process_s = time.perf_counter() - t0
@@ -167,35 +217,49 @@ def run_cache_builds(
                 if "prov_command" in row:  # the command that asked for the build, not the child's
                     row["prov_command"] = command
                 rows.append(
-                    {**_head(spec, mode), "run": run, "cache": planned, **row,
+                    {**_head(spec, width, mode), "run": run, "cache": planned, **row,
                      "process_s": process_s}
                 )  # fmt: skip
+        took[width] = max(took.get(width, 0.0), clock() - t_unit)
         return rows
 
-    def estimate(_mode, pace: Pace) -> float:
-        return max(pace.seconds, default=est_mode_s or len(RUNS) * spec.timeout_s)
+    def estimate(unit, _pace: Pace) -> float:
+        scaled = width_scaled(took, unit[0])
+        if scaled is not None:
+            return scaled
+        return est_unit_s or len(RUNS) * spec.timeout_s
 
     return run_grid(
-        spec.modes,
+        spec.units(),
         measure,
-        key=str,
+        key=_key,
         row_key=_row_key,
+        group=_key,  # each unit its own group: the deadline is checked before each
         complete=_complete(spec),
         out=Path(out),
-        columns=("compile_mode", "cache"),
+        columns=("width", "compile_mode", "cache"),
         kind="compile_cache",
         metadata={"spec": asdict(spec), "argv": sys.argv},
         deadline=deadline,
         estimate=estimate,
-        describe=lambda mode: f"mode {mode}",
+        clock=clock,
+        describe=lambda unit: f"width {unit[0]:g}, mode {unit[1]}",
         progress=progress,
     )
 
 
-def _head(spec: CacheSpec, mode: str) -> dict:
+def _build_args(spec: CacheSpec) -> dict:
+    """What every build process of ``spec`` is given (a unit adds its width and mode)."""
+    args = asdict(spec)
+    for k in ("widths", "modes", "width_modes"):
+        args.pop(k)
+    return args
+
+
+def _head(spec: CacheSpec, width: float, mode: str) -> dict:
     return {
         "family": spec.family,
-        "width": float(spec.width),
+        "width": float(width),
         "batch": int(spec.batch),
         "imgsz": int(spec.imgsz),
         "precision": spec.precision,

@@ -322,7 +322,7 @@ def _run_techniques(step, plan, out_dir, deadline, progress):
 
 
 def _run_compile_cache(step, plan, out_dir, deadline, progress):
-    """A cold and a warm torch.compile build per mode, each in a fresh process
+    """A cold and a warm torch.compile build per (width, mode), each in a fresh process
     (yolo_sm.collect.cache_builds)."""
 
     spec = cache_spec(step, plan)
@@ -331,7 +331,7 @@ def _run_compile_cache(step, plan, out_dir, deadline, progress):
         step_path(step, out_dir),
         progress=progress,
         deadline=deadline,
-        est_mode_s=step.est_s / len(spec.modes),
+        est_unit_s=step.est_s / len(spec.units()),
     )
 
 

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from yolo_sm.collect.bench import missing_units, per_spec_variants
-from yolo_sm.collect.cache_builds import missing_modes
+from yolo_sm.collect.cache_builds import missing_units as cache_missing_units
 from yolo_sm.collect.grid import Pace, table_rows
 from yolo_sm.collect.int8_kernels import missing_seconds as int8_missing_seconds
 from yolo_sm.collect.int8_kernels import missing_units as int8_missing_units
@@ -34,7 +34,7 @@ from yolo_sm.contract.schema import KEY_COLUMNS
 def _progress(step: Step, plan: Plan, path: Path) -> tuple[int, int, str] | None:
     """(missing, total, what) of a step whose output ``path`` exists and that measures in
     units: points of a sweep, (model, batch) units of a bench, (width, scope) units of an
-    int8_kernels step and the compile modes of a compile_cache step (these two start only when
+    int8_kernels step and the (width, mode) units of a compile_cache step (these two start only when
     their missing units fit: :func:`_partial_need`); None for the kinds that run whole."""
     if step.kind == "sweep":
         spec = sweep_spec(step, plan)
@@ -47,7 +47,7 @@ def _progress(step: Step, plan: Plan, path: Path) -> tuple[int, int, str] | None
         return len(int8_missing_units(spec, path)), len(spec.units()), "(width, scope) units"
     if step.kind == "compile_cache":
         spec = cache_spec(step, plan)
-        return len(missing_modes(spec, path)), len(spec.modes), "compile modes"
+        return len(cache_missing_units(spec, path)), len(spec.units()), "(width, mode) units"
     return None
 
 

@@ -468,11 +468,27 @@ PARAMS["techniques"] = {
 
 # --- cold and warm torch.compile builds (collect.cache_builds) -------------------------------
 
+
+def _cache_modes(v, what):
+    """compile_cache's ``modes``: compile modes built at every width of ``widths``, or a
+    mapping from a width to the modes built at it."""
+    if isinstance(v, dict):
+        if not v:
+            raise UserError(f"{what} names no width")
+        return {
+            values.number(w, f"{what} width", above=0, hi=MAX_WIDTH_ANY): [
+                values.compile_mode(x, f"{what} at width {w}") for x in values.items(m, what)
+            ]
+            for w, m in v.items()
+        }
+    return [values.compile_mode(x, what) for x in values.items(v, what)]
+
+
 PARAMS["compile_cache"] = {
     "family": _text_of(None),
-    "width": lambda v, w: values.number(v, w, above=0, hi=MAX_WIDTH_ANY),
+    "widths": lambda v, w: values.numbers(v, w, above=0, hi=MAX_WIDTH_ANY),
     "batch": _one(_batches),
-    "modes": lambda v, w: [values.compile_mode(x, w) for x in values.items(v, w)],
+    "modes": _cache_modes,
     "precision": _one(_precisions),
     "layout": _one(_layouts),
     "imgsz": _one_imgsz,
