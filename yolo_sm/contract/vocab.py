@@ -76,8 +76,11 @@ TOLERANCE = {
     # calibration 0.17 (w0.25), 0.092 (w0.5), 0.058 (w1.0); 99.99th percentile 0.28 (w0.25),
     # 0.17 (w0.5)
     Precision.INT8: 2.5e-1,
-    # checked on photos (engines.base.photo_input); exact CPU emulation, 640 px: 0.0095 (w1.0),
-    # 0.013 (w2.0), 0.075 (w0.5), 0.30 (w0.25, whose random narrow net amplifies any rounding)
+    # fp8: checked on photos (engines.base.photo_input), as int8 with the bench's class prior,
+    # which shrinks the class scores so that the box outputs carry the norm: the H200 root's
+    # numerics table (cuDNN FP8, 640 px) has 0.26 (w0.25), 0.15 (w0.5), 0.087 (w1.0) with the
+    # prior and 0.28, 0.074, 0.011 without it; exact CPU emulation without the prior, 0.013
+    # (w2.0)
     Precision.FP8: 1e-1,
 }
 
