@@ -101,16 +101,15 @@ class CacheSpec:
             if k in kw:
                 kw[k] = int(kw[k])
         spec = cls(**kw)
-        own = dict(spec.width_modes)
-        for w in spec.widths:
-            modes = own.get(w, spec.modes)
-            if not modes:
-                raise UserError(
-                    f"compile modes of width {w:g} must be among {', '.join(COMPILE_MODES)}, "
-                    "got none"
-                )
-            for m in modes:
-                values.compile_mode(m, "compile modes")
+        units = spec.units()
+        empty = sorted(set(spec.widths) - {w for w, _ in units})
+        if empty:
+            raise UserError(
+                f"compile modes of width {empty[0]:g} must be among {', '.join(COMPILE_MODES)}, "
+                "got none"
+            )
+        for _, m in units:
+            values.compile_mode(m, "compile modes")
         return spec
 
 
