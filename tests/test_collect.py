@@ -629,3 +629,52 @@ def test_burst_and_sustained_regimes_from_a_fake_timer():
     burst, sustained = out["burst"][0], out["sustained"][0]
     assert len(burst) == 5 and len(sustained) == 10
     assert max(burst) < min(sustained)  # the burst ran before the GPU slowed
+
+
+def test_collect_refuses_to_add_another_gpu_models_rows_to_a_folder(tmp_path, monkeypatch):
+    """A folder whose tables were measured on one GPU model takes no rows of another: the run
+    stops before measuring, with one sentence, and the table is left as it was. The same model
+    (another card) resumes it, and a step already done is no reason to stop."""
+    from yolo_sm.collect import provenance
+    from yolo_sm.contract import manifest
+
+    two = {**SWEEP, "widths": [0.0625, 0.125], "batches": [1]}
+    steps = [{"name": "s", "kind": "sweep", "out": "s.parquet", "params": two, "description": "t"}]
+    plan = _plan(tmp_path, steps)
+    out = tmp_path / "data"
+    collect.run_plan(plan, out, progress=False, sample=1)
+    mf = json.loads((out / "manifest.json").read_text())
+    mf["machine"] = {"gpu_name": ["NVIDIA H200"]}  # as a GPU's rows would record it
+    (out / "manifest.json").write_text(json.dumps(mf))
+    assert manifest.root_gpus(out) == ["NVIDIA H200"]
+    monkeypatch.setattr(provenance, "gpu_name", lambda device: "NVIDIA H100 80GB HBM3")
+    with pytest.raises(UserError, match="measured on NVIDIA H200 and this GPU is NVIDIA H100"):
+        collect.run_plan(plan, out, progress=False)
+    with pytest.raises(UserError, match="another folder"):
+        collect.run_plan(plan, out, progress=False, redo="")
+    assert len(pd.read_parquet(out / "s.parquet")) == 1
+    monkeypatch.setattr(provenance, "gpu_name", lambda device: "NVIDIA H200")
+    assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
+    assert len(pd.read_parquet(out / "s.parquet")) == 2
+    mf = json.loads((out / "manifest.json").read_text())
+    mf["machine"] = {"gpu_name": ["NVIDIA H200"]}
+    (out / "manifest.json").write_text(json.dumps(mf))
+    monkeypatch.setattr(provenance, "gpu_name", lambda device: "NVIDIA H100 80GB HBM3")
+    assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
+    # a CPU (no GPU name) or a fresh folder checks nothing
+    monkeypatch.setattr(provenance, "gpu_name", lambda device: None)
+    collect.check_gpu_model(out, "cpu")
+    monkeypatch.setattr(provenance, "gpu_name", lambda device: "NVIDIA H100 80GB HBM3")
+    collect.check_gpu_model(tmp_path / "fresh", "cuda")
+
+
+def test_root_gpus_reads_the_datasets_where_the_manifest_has_no_machine_entry(tmp_path):
+    from yolo_sm.contract import manifest
+
+    entry = {"kind": "sweep", "provenance": {"gpu_name": "NVIDIA H200", "sm_count": 132.0}}
+    (tmp_path / "manifest.json").write_text(json.dumps({"datasets": {"a": entry}}))
+    assert manifest.root_gpus(tmp_path) == ["NVIDIA H200"]
+    assert manifest.root_gpus(tmp_path / "none") == []
+    other = {"kind": "bench", "provenance": {"gpu_name": "NVIDIA H200", "sm_count": 132}}
+    machine = manifest.machine_of({"a": entry, "b": other})
+    assert machine["sm_count"] == ["132"]  # 132.0 and 132 are one SM count

@@ -375,3 +375,21 @@ def test_one_gpu_worker_gives_the_tables_of_plain_collect(tmp_path):
     report = os.environ.get("YOLO_SM_OVERHEAD_OUT")
     if report:
         Path(report).write_text(line + "\n")
+
+
+def test_the_driver_refuses_another_gpu_models_folder_before_any_task(tmp_path, monkeypatch):
+    """A folder of one GPU model's tables takes no units from a cluster of another's: the
+    driver stops with one sentence before it submits a task (the client is never used)."""
+    pytest.importorskip("distributed")
+    from yolo_sm.collect import distributed as dist
+    from yolo_sm.collect import provenance
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "manifest.json").write_text(
+        json.dumps({"datasets": {}, "machine": {"gpu_name": ["NVIDIA H200"]}})
+    )
+    monkeypatch.setattr(provenance, "gpu_name", lambda device: "NVIDIA H100 80GB HBM3")
+    with pytest.raises(UserError, match="measured on NVIDIA H200 and this GPU is NVIDIA H100"):
+        dist.run_plan(_plan(tmp_path, [_sweep()]), out, client=object(), progress=False)
+    assert not (out / dunits.SHARDS).exists()

@@ -20,13 +20,13 @@ import sys
 import time
 from pathlib import Path
 
-from yolo_sm.collect import stopwatch
+from yolo_sm.collect import provenance, stopwatch
 from yolo_sm.collect.grid import sampled
 from yolo_sm.collect.plan_runners import RUNNERS, model_params, registration_command, step_path
 from yolo_sm.collect.plan_status import need_s, progress_note, status, step_state
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.gpu_time import add as add_seconds
-from yolo_sm.contract.manifest import recorded_gpu_seconds
+from yolo_sm.contract.manifest import recorded_gpu_seconds, root_gpus
 from yolo_sm.contract.manifest import register as reg
 from yolo_sm.contract.plans import RESUMABLE, Plan, Step
 from yolo_sm.contract.store import (
@@ -34,6 +34,22 @@ from yolo_sm.contract.store import (
     read_arrow,
     write_table_atomic,
 )
+
+
+def check_gpu_model(out_dir: str | os.PathLike, device: str) -> None:
+    """Stop before measuring on a GPU model other than the one ``out_dir``'s tables were
+    measured on. A folder describes one GPU: its notebooks set rows of one table beside
+    another's (a bench unit beside a sweep point, a trace beside a roofline), so an H100's
+    rows among an H200's would pass for the same machine's. More cards of the same model, on
+    this host or another, may add to it. Nothing to check on a CPU or a fresh folder."""
+    name = provenance.gpu_name(device)
+    known = root_gpus(out_dir) if name and Path(out_dir).is_dir() else []
+    other = [g for g in known if g != name]
+    if other:
+        raise UserError(
+            f"{out_dir} holds tables measured on {', '.join(known)} and this GPU is {name}: "
+            "collect into another folder, one per GPU model"
+        )
 
 
 def redo_errors(step: Step, out_dir: Path, match: str = "") -> int:
@@ -94,9 +110,12 @@ def run_plan(
         raise UserError(f"cannot create {out_dir}: {e.strerror or e}") from None
     deadline = time.monotonic() + 60 * max_minutes if max_minutes else None
     with output_lock(out_dir):
-        for step in plan.steps:
-            if only and step.name not in only:
-                continue
+        chosen = [s for s in plan.steps if not only or s.name in only]
+        if redo is not None or any(
+            step_state(s, plan, out_dir) not in ("done", "unregistered") for s in chosen
+        ):
+            check_gpu_model(out_dir, plan.device)
+        for step in chosen:
             with sampled(sample if step.kind in SAMPLED_KINDS else None):
                 _run_step(step, plan, out_dir, deadline, progress, register, redo)
     return status(plan, out_dir)

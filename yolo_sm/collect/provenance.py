@@ -42,6 +42,20 @@ def _device_index(device: str) -> int:
     return torch.device(device).index or 0 if str(device).startswith("cuda") else 0
 
 
+def gpu_name(device: str) -> str | None:
+    """The model name of CUDA device ``device`` (``NVIDIA H200``), None for a CPU or where
+    CUDA (or torch, as on a driver that only schedules work) is not available."""
+    if not str(device).startswith("cuda"):
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    return torch.cuda.get_device_name(_device_index(device))
+
+
 def sm_clock_mhz(device: str = "cuda") -> float | None:
     """Current SM clock in MHz (NVML), or None on CPU / without NVML."""
     if not str(device).startswith("cuda"):

@@ -51,6 +51,15 @@ MANIFEST = "manifest.json"
 REGISTRATION_KEYS = ("kind", "description", "command", "params", "registered_utc", "gpu_seconds")
 
 
+def _text(value) -> str:
+    """``value`` as provenance text: a whole float as an integer, since a column that holds a
+    missing value turns an integer (an SM count) into a float, and 132 and 132.0 are one
+    value."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value)
+
+
 def provenance_from_rows(df) -> dict:
     """Provenance of a sweep-like table from its ``prov_*`` columns (unique values), plus the
     first and last UTC timestamps."""
@@ -58,7 +67,7 @@ def provenance_from_rows(df) -> dict:
     for f in PROVENANCE_FIELDS:
         col = f"prov_{f}"
         if col in df:
-            vals = sorted({str(v) for v in df[col].dropna()})
+            vals = sorted({_text(v) for v in df[col].dropna()})
             if vals:  # a field no row records (a CPU's gpu_name) is left out
                 prov[f] = vals[0] if len(vals) == 1 else vals
     if "prov_date_utc" in df and df["prov_date_utc"].notna().any():
@@ -89,10 +98,21 @@ def machine_of(datasets: dict) -> dict:
         vals = set()
         for p in provs:
             v = p.get(key)
-            vals.update(str(x) for x in (v if isinstance(v, list) else [v]) if x not in (None, ""))
+            for x in v if isinstance(v, list) else [v]:
+                if x not in (None, ""):
+                    vals.add(_text(x))
         if vals:
             out[key] = sorted(vals)
     return out
+
+
+def root_gpus(folder: str | os.PathLike) -> list[str]:
+    """The GPU models (``gpu_name``) the tables of ``folder`` were measured on, from its
+    manifest's ``machine`` entry (:func:`machine_of` of its datasets where the manifest has
+    none); empty for a folder without tables or measured on CPUs only."""
+    manifest = read_manifest(folder)
+    machine = manifest.get("machine") or machine_of(manifest["datasets"])
+    return list(machine.get("gpu_name", []))
 
 
 def make_entry(

@@ -50,6 +50,7 @@ def run_task(unit: Unit, plan: Plan, out_dir: str, stop_at: float | None = None)
     ``state`` (done / partial / skipped), ``seconds`` (wall time of the task), ``cores`` (how
     many the threads were pinned to) and the place (gpu_uuid, gpu_index, host, worker).
     ``stop_at``: a ``time.time()`` value after which no new point starts."""
+    plans.check_gpu_model(out_dir, plan.device)
     cores = pin_threads()
     where = place(plan.device)
     deadline = time.monotonic() + (stop_at - time.time()) if stop_at is not None else None
@@ -117,6 +118,8 @@ def run_plan(
             if n and progress:
                 print(f"collect: {name}: {n} error row(s) to measure again", file=sys.stderr)
     todo = [u for u in units if unit_pending(u, plan, out_dir)]
+    if todo:  # on the driver too where it sees the GPUs, so that no task starts in vain
+        plans.check_gpu_model(out_dir, plan.device)
     for u in todo:
         seed_shard(u, plan, out_dir)
     stop_at = time.time() + 60 * max_minutes if max_minutes else None
