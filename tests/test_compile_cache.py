@@ -179,8 +179,16 @@ def test_modes_per_width_are_units_built_in_the_plans_order_and_a_width_added_ke
 def test_a_modes_mapping_with_widths_beside_it_or_a_width_without_modes_stops():
     with pytest.raises(UserError, match="leave widths out"):
         cache_builds.CacheSpec.from_mapping({"widths": [1.0], "modes": {1.0: ["default"]}})
-    with pytest.raises(UserError, match="width 1 must be among"):
+    with pytest.raises(UserError, match="at width 1 needs at least one"):
         cache_builds.CacheSpec.from_mapping({"modes": {1.0: [], 0.5: ["default"]}})
+    # a comma string is read as the plan check reads it: two modes, at every width or one
+    both = cache_builds.CacheSpec.from_mapping(
+        {"widths": "0.5, 1", "modes": "default,max-autotune"}
+    )
+    assert both.units() == [(w, m) for w in (0.5, 1.0) for m in ("default", "max-autotune")]
+    per = cache_builds.CacheSpec.from_mapping({"modes": {2: "reduce-overhead, default"}})
+    assert per.units() == [(2.0, "reduce-overhead"), (2.0, "default")]
+    check_params("compile_cache", {"modes": "default,max-autotune"}, "step")
     with pytest.raises(UserError, match="unknown"):
         cache_builds.CacheSpec.from_mapping({"width_modes": [[1.0, ["default"]]]})
     check_params("compile_cache", {"modes": {1.0: ["default"], 2: "reduce-overhead"}}, "step")

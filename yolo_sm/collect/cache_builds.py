@@ -84,13 +84,15 @@ class CacheSpec:
                 raise UserError(
                     "compile-cache modes given per width name their widths: leave widths out"
                 )
-            per = [(float(w), _modes_of(m)) for w, m in kw.pop("modes").items()]
+            per = [
+                (float(w), _modes_of(m, f"compile modes at width {float(w):g}"))
+                for w, m in kw.pop("modes").items()
+            ]
             kw.update(widths=tuple(w for w, _ in per), modes=(), width_modes=tuple(per))
         elif "modes" in kw:
             kw["modes"] = _modes_of(kw["modes"])
         if "widths" in kw:
-            ws = kw["widths"]
-            kw["widths"] = tuple(float(w) for w in (ws if isinstance(ws, (list, tuple)) else [ws]))
+            kw["widths"] = tuple(float(w) for w in values.items(kw["widths"], "widths"))
         for k in ("precision", "layout", "batch", "imgsz"):  # one value (a plan may list it)
             if isinstance(kw.get(k), (list, tuple)) and len(kw[k]) == 1:
                 kw[k] = kw[k][0]
@@ -113,8 +115,9 @@ class CacheSpec:
         return spec
 
 
-def _modes_of(modes) -> tuple[str, ...]:
-    return tuple([modes] if isinstance(modes, str) else modes)
+def _modes_of(modes, what: str = "compile modes") -> tuple[str, ...]:
+    """Compile modes as the plan check reads them: a list, one mode or a comma string."""
+    return tuple(values.items(modes, what))
 
 
 def child_env(cache_dir: str, environ=None) -> dict:
