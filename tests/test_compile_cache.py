@@ -218,10 +218,35 @@ def test_a_unit_starts_only_where_its_width_scaled_pace_fits_the_deadline(tmp_pa
              clock=lambda: clock["t"])  # fmt: skip
     assert set(df.width) == {1.0}  # width 1: 100 s; width 2 at (2/1)^2 x 100 s ends past 300
     assert cache_builds.missing_units(spec, out) == [(2.0, "default")]
+    assert df.unit_s.tolist() == [100.0, 100.0]  # both builds of the unit: its seconds
+    # a new run goes by the units the table holds, not est_unit_s: width 2 at up to 400 s
     clock["t"] = 0.0
-    df = run(spec, out, runner, progress=False, deadline=150.0, est_unit_s=100.0,
+    df = run(spec, out, runner, progress=False, deadline=150.0, est_unit_s=10.0,
              clock=lambda: clock["t"])  # fmt: skip
-    assert set(df.width) == {1.0, 2.0}  # a new run, no pace yet: est_unit_s fits
+    assert set(df.width) == {1.0}
+    df = run(spec, out, runner, progress=False, deadline=500.0, est_unit_s=10.0,
+             clock=lambda: clock["t"])  # fmt: skip
+    assert set(df.width) == {1.0, 2.0}
+
+
+def test_unit_seconds_come_from_the_unit_or_its_processes_and_go_by_the_same_mode_first():
+    spec = cache_builds.CacheSpec(widths=(0.5, 1.0), modes=("default", "max-autotune"))
+    head = {"batch": 64, "imgsz": 640, "precision": "fp16", "layout": "nhwc", "family": "yolov8"}
+    rows = [  # a table written before unit_s: the unit's two processes summed
+        {**head, "width": 0.5, "compile_mode": "default", "process_s": 20.0},
+        {**head, "width": 0.5, "compile_mode": "default", "process_s": 10.0},
+        {**head, "width": 0.5, "compile_mode": "max-autotune", "unit_s": 300.0, "process_s": 1.0},
+        {**head, "width": 0.5, "compile_mode": "max-autotune", "unit_s": 300.0, "process_s": 1.0},
+        {**head, "batch": 1, "width": 1.0, "compile_mode": "default", "unit_s": 5.0},
+    ]
+    got = cache_builds.with_unit_seconds(rows)
+    assert [r["unit_s"] for r in got[:4]] == [30.0, 30.0, 300.0, 300.0]
+    pace = cache_builds.Pace(rows=rows)
+    est = cache_builds.unit_estimate
+    assert est(spec, (0.5, "default"), pace) == 30.0  # its own mode, not max-autotune's
+    assert est(spec, (1.0, "default"), pace) >= 60.0  # wider: scaled up; batch 1 not counted
+    assert est(spec, (0.5, "reduce-overhead"), pace) == 300.0  # no rows of its mode: any mode
+    assert est(cache_builds.CacheSpec(batch=8), (0.5, "default"), pace) is None
 
 
 def test_a_mode_with_one_build_only_is_measured_again_whole(tmp_path):
@@ -248,7 +273,10 @@ def test_collect_status_counts_the_compile_modes_left_and_a_rerun_adds_them(tmp_
     status = plan_status.status(plan, tmp_path / "out").set_index("step")
     assert status.loc["cache", "state"] == "partial"
     assert status.loc["cache", "todo"] == "1 of 2 (width, mode) units"
-    assert status.loc["cache", "est_left_s"] == pytest.approx(40.0)
+    # the missing unit goes by the measured one (no max-autotune unit yet: the default's)
+    assert status.loc["cache", "est_source"] == "measured units"
+    took = pd.read_parquet(tmp_path / "out" / "cache.parquet").unit_s.max()
+    assert status.loc["cache", "est_left_s"] == pytest.approx(round(took), abs=1)
     table = collect.run_plan(plan, tmp_path / "out", progress=False)
     assert table.state.tolist() == ["done"]
     df = pd.read_parquet(tmp_path / "out" / "cache.parquet")

@@ -18,6 +18,7 @@ Run as ``python -m yolo_sm.collect.cache_builds ARGS_JSON RESULT_JSON``, the chi
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -27,7 +28,15 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from yolo_sm.collect.engines import EngineConfig, build_engine
-from yolo_sm.collect.grid import Pace, free_memory, pending, run_grid, table_rows, width_scaled
+from yolo_sm.collect.grid import (
+    Pace,
+    free_memory,
+    longest_by_width,
+    pending,
+    run_grid,
+    table_rows,
+    width_scaled,
+)
 from yolo_sm.collect.models import build_yolo
 from yolo_sm.collect.stopwatch import credit, phase
 from yolo_sm.collect.sweep import failure
@@ -163,8 +172,65 @@ def _complete(spec: CacheSpec):
 def missing_units(spec: CacheSpec, out: str | os.PathLike) -> list[tuple[float, str]]:
     """The (width, compile mode) units of ``spec`` whose cold and warm builds the table ``out``
     does not hold (all when it is absent): what a run of the step measures."""
+    return _held(spec, out)[1]
+
+
+def _held(spec: CacheSpec, out) -> tuple[list[dict], list[tuple[float, str]]]:
+    """The table's rows (with the columns the estimates read) and the units it lacks."""
     rows = table_rows(Path(out), ("width", "compile_mode", "cache"), "compile_cache")
-    return pending(spec.units(), rows, _key, _row_key, _complete(spec))
+    return rows, pending(spec.units(), rows, _key, _row_key, _complete(spec))
+
+
+def missing_seconds(spec: CacheSpec, out: str | os.PathLike) -> float | None:
+    """Seconds the units the table ``out`` lacks will take by :func:`unit_estimate` from the
+    units it holds (``collect --status``); None where it holds none of ``spec``'s shape."""
+    rows, todo = _held(spec, out)
+    if not longest_by_width(with_unit_seconds(rows), _same_shape(spec)):
+        return None
+    pace = Pace(rows=rows)
+    return sum(unit_estimate(spec, u, pace) for u in todo)
+
+
+def with_unit_seconds(rows: list[dict]) -> list[dict]:
+    """``rows`` with ``unit_s`` where a row lacks it (a table written before the column): the
+    ``process_s`` of its unit's builds summed, the wall time of the unit's processes."""
+    summed: dict[tuple[float, str], float] = {}
+    for r in rows:
+        took = r.get("process_s")
+        if took is not None and math.isfinite(took):
+            summed[_row_key(r)] = summed.get(_row_key(r), 0.0) + float(took)
+    out = []
+    for r in rows:
+        took = r.get("unit_s")
+        if (took is None or not math.isfinite(took)) and _row_key(r) in summed:
+            r = {**r, "unit_s": summed[_row_key(r)]}
+        out.append(r)
+    return out
+
+
+def _same_shape(spec: CacheSpec, mode: str | None = None):
+    """Rows built with ``spec``'s batch, size and precision (and compile mode ``mode``)."""
+    head = {k: v for k, v in _head(spec, 0.0, "").items() if k not in ("width", "compile_mode")}
+
+    def keep(r: dict) -> bool:
+        same = all(r.get(k, v) == v for k, v in head.items())
+        return same and (mode is None or r.get("compile_mode") == mode)
+
+    return keep
+
+
+def unit_estimate(spec: CacheSpec, unit: tuple[float, str], pace: Pace) -> float | None:
+    """Seconds the (width, mode) ``unit`` will take: the longest unit of the same mode per
+    width that the table holds (this run's and earlier runs'), scaled to the unit's width by
+    :func:`yolo_sm.collect.grid.width_scaled`; where the mode has none, the longest of any
+    mode; None where the table holds no unit of ``spec``'s shape."""
+    width, mode = unit
+    rows = with_unit_seconds(pace.rows)
+    for keep in (_same_shape(spec, mode), _same_shape(spec)):
+        est = width_scaled(longest_by_width(rows, keep), width)
+        if est is not None:
+            return est
+    return None
 
 
 def _key(unit: tuple[float, str]) -> tuple[float, str]:
@@ -186,22 +252,18 @@ def run_cache_builds(
 ):
     """Per (width, mode) unit of ``spec`` that ``out`` does not hold yet
     (:func:`missing_units`), a cold and a warm build in fresh processes against a new cache
-    folder; the table is written (atomically) after each unit, so a run stopped part-way keeps
-    the units it finished and a rerun measures the rest. Returns the whole table.
-    ``runner(args, env, timeout_s)``: how one build process runs (:func:`run_child`);
-    ``deadline`` (a ``clock()`` value, ``time.monotonic`` by default): no unit starts that
-    would end past it, at the pace of the longest unit measured so far in this run, scaled to
-    the unit's width (:func:`yolo_sm.collect.grid.width_scaled`; before any: ``est_unit_s``,
-    else both builds at their ``timeout_s``)."""
+    folder; the table is written (atomically) after each unit, with the seconds the unit took
+    on its rows (``unit_s``), so a run stopped part-way keeps the units it finished and a rerun
+    measures the rest. Returns the whole table. ``runner(args, env, timeout_s)``: how one build
+    process runs (:func:`run_child`); ``deadline`` (a ``clock()`` value, ``time.monotonic`` by
+    default): no unit starts that would end past it by :func:`unit_estimate` (before the table
+    holds a unit: ``est_unit_s``, else both builds at their ``timeout_s``)."""
     runner = runner or run_child
-    clock = clock or time.monotonic
     command = user_command(sys.argv) if sys.argv and sys.argv[0] else None
-    took: dict[float, float] = {}  # width -> the longest unit of this run at that width
 
     def measure(unit, _state) -> list[dict]:
         width, mode = unit
         rows = []
-        t_unit = clock()
         with tempfile.TemporaryDirectory(prefix="yolo_sm-inductor-") as cache_dir:
             for run, planned in enumerate(RUNS, 1):
                 if progress:
@@ -222,14 +284,11 @@ def run_cache_builds(
                     {**_head(spec, width, mode), "run": run, "cache": planned, **row,
                      "process_s": process_s}
                 )  # fmt: skip
-        took[width] = max(took.get(width, 0.0), clock() - t_unit)
         return rows
 
-    def estimate(unit, _pace: Pace) -> float:
-        scaled = width_scaled(took, unit[0])
-        if scaled is not None:
-            return scaled
-        return est_unit_s or len(RUNS) * spec.timeout_s
+    def estimate(unit, pace: Pace) -> float:
+        est = unit_estimate(spec, unit, pace)
+        return est if est is not None else est_unit_s or len(RUNS) * spec.timeout_s
 
     return run_grid(
         spec.units(),
@@ -245,6 +304,7 @@ def run_cache_builds(
         deadline=deadline,
         estimate=estimate,
         clock=clock,
+        seconds_column="unit_s",
         describe=lambda unit: f"width {unit[0]:g}, mode {unit[1]}",
         progress=progress,
     )

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from yolo_sm.collect.bench import missing_units, per_spec_variants
+from yolo_sm.collect.cache_builds import missing_seconds as cache_missing_seconds
 from yolo_sm.collect.cache_builds import missing_units as cache_missing_units
 from yolo_sm.collect.grid import Pace, table_rows
 from yolo_sm.collect.int8_kernels import missing_seconds as int8_missing_seconds
@@ -349,13 +350,15 @@ def need_s(step: Step, plan: Plan, out_dir: Path, state: str) -> float:
 
 def _partial_need(step: Step, plan: Plan, path: Path) -> tuple[float, str]:
     """(seconds, source) the missing units of a partial whole-unit step need: an int8_kernels
-    step's estimate from the units its table holds (``measured units``), else the missing
-    units' share of its ``est_s`` (``plan est_s``)."""
+    or compile_cache step's estimate from the units its table holds (``measured units``), else
+    the missing units' share of its ``est_s`` (``plan est_s``)."""
+    seconds = None
     if step.kind == "int8_kernels":
-        spec = int8_kernel_spec(step, plan)
-        seconds = int8_missing_seconds(spec, path)
-        if seconds is not None:
-            return seconds, "measured units"
+        seconds = int8_missing_seconds(int8_kernel_spec(step, plan), path)
+    elif step.kind == "compile_cache":
+        seconds = cache_missing_seconds(cache_spec(step, plan), path)
+    if seconds is not None:
+        return seconds, "measured units"
     progress = _progress(step, plan, path)
     if progress and progress[1]:
         return step.est_s * progress[0] / progress[1], "plan est_s"

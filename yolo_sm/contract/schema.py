@@ -830,6 +830,7 @@ SCHEMAS["compile_cache"] = {
     "compile_s": "seconds of the compiling calls (torch.compile's build)",
     "build_s": "seconds to build the engine: compile and the numerical check",
     "process_s": "wall seconds of the whole build process (start, imports, build, timing)",
+    "unit_s": "wall seconds of the row's (width, mode) unit: its cold and warm builds",
     "img_per_s": "images per second of the compiled engine (batch * 1000 / median_ms)",
     "median_ms": "median forward latency of one batch, milliseconds (CUDA events)",
     "iqr_ms": "interquartile range of the per-call samples, milliseconds",
