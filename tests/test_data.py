@@ -292,3 +292,24 @@ def test_a_corrupted_dataset_is_an_error_not_wrong_numbers(tmp_path, monkeypatch
     with pytest.raises(UserError, match="dataset m/c cannot be read") as err:
         open_root("m").load("c")
     assert len(str(err.value).splitlines()) == 1
+
+
+def test_live_data_goes_to_one_folder_per_gpu_model(tmp_path, monkeypatch):
+    """Unless told where, live collection writes under results/live in a folder named after
+    this machine's GPU model (cpu without one), so a checkout run on two GPU models keeps two
+    folders instead of stopping at the second (collect takes one model's rows per folder)."""
+    from yolo_sm.collect import provenance
+
+    plan = tmp_path / "tiny.yaml"
+    plan.write_text(
+        "name: tiny\ndevice: cpu\nsteps:\n"
+        "  - {name: c, kind: ceilings, out: c.parquet, description: ceilings}\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(live, "gpu_name", provenance.gpu_name)
+    root = live.live_root(None, plan=plan)
+    assert root.path == (tmp_path / "results" / "live" / "cpu").resolve()
+    monkeypatch.setattr(live, "gpu_name", lambda device: "NVIDIA H100 80GB HBM3")
+    assert live.machine_folder("cuda") == "nvidia-h100-80gb-hbm3"
+    assert live.live_root(None, plan=plan).name == "nvidia-h100-80gb-hbm3"
+    assert live.live_root(None, plan=plan, out=tmp_path / "mine").name == "mine"

@@ -9,12 +9,13 @@ datasets from the root it stands in for.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from yolo_sm.collect.plan_status import step_state
 from yolo_sm.collect.plans import run_plan
-from yolo_sm.collect.provenance import collect
+from yolo_sm.collect.provenance import collect, gpu_name
 from yolo_sm.contract.datasets import MACHINE_FIELDS, DataRoot, data_dir, load_entry, open_root
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.plans import Plan, Step, load_plan
@@ -95,15 +96,28 @@ class LiveRoot(DataRoot):
         return {f: str(prov[f]) for f in MACHINE_FIELDS if prov.get(f) not in (None, "")}
 
 
+#: where live collection writes unless told: one folder per GPU model under it
+LIVE_DIR = Path("results") / "live"
+
+
+def machine_folder(device: str) -> str:
+    """The folder name of this machine's live data for ``device``: its GPU model in lower case
+    with dashes (``nvidia-h200``), ``cpu`` without one. A folder holds one GPU model's rows
+    (:func:`yolo_sm.collect.plans.check_gpu_model`), so a checkout run on two GPUs keeps two."""
+    name = gpu_name(device)
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") if name else "cpu"
+
+
 def live_root(
     data: str | os.PathLike | DataRoot | None = "h200",
     plan: str | os.PathLike | None = None,
-    out: str | os.PathLike = "results/live",
+    out: str | os.PathLike | None = None,
     max_minutes: float | None = None,
 ) -> LiveRoot:
     """A :class:`LiveRoot` collecting ``plan``'s steps into ``out`` on this machine, in front of
     the root ``data`` (a name, a path, a DataRoot, or None for none). ``plan`` defaults to
-    ``data/plans/<root name>.yaml``. A plan for a CUDA device needs a GPU that torch sees."""
+    ``data/plans/<root name>.yaml``; ``out`` to this machine's folder under ``results/live``
+    (:func:`machine_folder`). A plan for a CUDA device needs a GPU that torch sees."""
     import torch
 
     base = data if isinstance(data, DataRoot) or data is None else open_root(data)
@@ -117,5 +131,5 @@ def live_root(
             f"plan {plan.name} collects on a CUDA GPU and torch sees none here; set LIVE = False "
             "to read the shipped data, or collect with a CPU plan (data/plans/cpu.yaml)"
         )
-    out = Path(out).resolve()
+    out = Path(out if out is not None else LIVE_DIR / machine_folder(plan.device)).resolve()
     return LiveRoot(out, out.name, plan=plan, base=base, max_minutes=max_minutes)
