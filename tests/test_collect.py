@@ -4,6 +4,8 @@ import json
 from dataclasses import asdict, replace
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -13,6 +15,7 @@ from yolo_sm.contract import datasets
 from yolo_sm.contract import plans as contract_plans
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import KINDS
+from yolo_sm.contract.store import read_metadata, with_metadata, write_table_atomic
 
 SWEEP = {
     "family": "yolov8",
@@ -678,3 +681,33 @@ def test_root_gpus_reads_the_datasets_where_the_manifest_has_no_machine_entry(tm
     other = {"kind": "bench", "provenance": {"gpu_name": "NVIDIA H200", "sm_count": 132}}
     machine = manifest.machine_of({"a": entry, "b": other})
     assert machine["sm_count"] == ["132"]  # 132.0 and 132 are one SM count
+
+
+def test_the_gpu_model_check_reads_an_unreadable_manifest_from_the_tables(tmp_path, monkeypatch):
+    """A damaged manifest does not stop the check (collect repairs it from the tables): the
+    GPU models come from the tables' own registrations, and the run goes on."""
+    from yolo_sm.collect import provenance
+    from yolo_sm.contract import manifest
+
+    two = {**SWEEP, "widths": [0.0625, 0.125], "batches": [1]}
+    steps = [{"name": "s", "kind": "sweep", "out": "s.parquet", "params": two, "description": "t"}]
+    plan = _plan(tmp_path, steps)
+    out = tmp_path / "data"
+    collect.run_plan(plan, out, progress=False, sample=1)
+    (out / "manifest.json").write_bytes(b'{"datasets": \x00\xff')
+    assert manifest.root_gpus(out) == []  # CPU rows: no GPU model to hold to
+    monkeypatch.setattr(provenance, "gpu_name", lambda device: "NVIDIA H100 80GB HBM3")
+    path, table = out / "s.parquet", pq.read_table(out / "s.parquet")
+    meta = read_metadata(path)
+    reg = meta["registrations"]["s"]  # the rows and their registration as an H200's would be
+    reg["provenance"] = {**reg.get("provenance", {}), "gpu_name": "NVIDIA H200"}
+    named = table.drop_columns([c for c in ["prov_gpu_name"] if c in table.column_names])
+    named = named.append_column("prov_gpu_name", pa.array(["NVIDIA H200"] * table.num_rows))
+    write_table_atomic(with_metadata(named, meta), path)
+    assert manifest.root_gpus(out) == ["NVIDIA H200"]
+    with pytest.raises(UserError, match="measured on NVIDIA H200"):
+        collect.run_plan(plan, out, progress=False)
+    write_table_atomic(table, path)
+    with pytest.warns(UserWarning, match="unreadable"):
+        assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
+    assert len(pd.read_parquet(out / "s.parquet")) == 2

@@ -109,8 +109,12 @@ def machine_of(datasets: dict) -> dict:
 def root_gpus(folder: str | os.PathLike) -> list[str]:
     """The GPU models (``gpu_name``) the tables of ``folder`` were measured on, from its
     manifest's ``machine`` entry (:func:`machine_of` of its datasets where the manifest has
-    none); empty for a folder without tables or measured on CPUs only."""
-    manifest = read_manifest(folder)
+    none; from the tables' own registrations where the manifest is unreadable, which
+    ``collect`` then repairs); empty for a folder without tables or measured on CPUs only."""
+    try:
+        manifest = read_manifest(folder)
+    except UserError:
+        manifest = _from_tables(Path(folder))
     machine = manifest.get("machine") or machine_of(manifest["datasets"])
     return list(machine.get("gpu_name", []))
 
