@@ -104,6 +104,31 @@ def test_a_foreign_table_is_refused_and_left_alone(setup):
     assert out.read_bytes() == before and log == []
 
 
+def test_a_table_of_another_gpu_model_is_not_resumed(setup, monkeypatch):
+    """Rows measured on an H200 are not resumed on an H100 (one sentence, the table as it
+    was); the same model resumes them, and a CPU run checks nothing."""
+    from yolo_sm.collect import provenance
+
+    clock, log, out, measure, kw = setup
+    on = {"name": "NVIDIA H200"}
+    monkeypatch.setattr(provenance, "gpu_name", lambda device: on["name"])
+
+    def tagged(unit, state):
+        return [{**r, "prov_gpu_name": on["name"]} for r in measure(unit, state)]
+
+    grid.run_grid(UNITS[:2], tagged, device="cuda", **kw)
+    before = out.read_bytes()
+    on["name"] = "NVIDIA H100 80GB HBM3"
+    log.clear()
+    with pytest.raises(UserError, match="rows measured on NVIDIA H200 and this GPU is NVIDIA H100"):
+        grid.run_grid(UNITS, tagged, device="cuda", **kw)
+    assert out.read_bytes() == before and log == []
+    on["name"] = "NVIDIA H200"
+    assert len(grid.run_grid(UNITS[:3], tagged, device="cuda", **kw)) == 3
+    on["name"] = None  # a CPU: nothing to hold to
+    assert len(grid.run_grid(UNITS, measure, device="cpu", **kw)) == len(UNITS)
+
+
 @pytest.mark.parametrize(
     "fn, value, expected",
     [

@@ -430,6 +430,7 @@ def run_bench(
         seconds_column="unit_s",
         describe=lambda u: f"{u[0]} w{u[1]:g} b{u[2]}",
         progress=progress,
+        device=spec.device,
     )
     clear()  # nothing runs any more
     return table

@@ -307,6 +307,7 @@ def run_cache_builds(
         seconds_column="unit_s",
         describe=lambda unit: f"width {unit[0]:g}, mode {unit[1]}",
         progress=progress,
+        device=spec.device,
     )
 
 

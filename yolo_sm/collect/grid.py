@@ -227,6 +227,7 @@ def run_grid(
     seconds_column: str | None = None,
     describe: Callable[[Any], str] = str,
     progress: bool = True,
+    device: str | None = None,
 ):
     """Measure every unit of ``units`` that ``out`` does not hold; returns the whole table
     (a DataFrame: the rows read from ``out``, then the new ones).
@@ -244,7 +245,9 @@ def run_grid(
     ``deadline`` (a ``clock()`` value, ``time.monotonic`` by default) stops the run before a
     group whose units, at ``estimate(unit, pace)`` seconds each, would end past it, and before
     any unit that would start past it. ``seconds_column``: a column that records on every row
-    the seconds its unit took (the first unit of a group includes the group's opening)."""
+    the seconds its unit took (the first unit of a group includes the group's opening).
+    ``device``: where the units are measured; a table whose rows another GPU model measured
+    is not added to (:func:`check_rows_gpu`)."""
     import contextlib
 
     if metadata and "argv" in metadata:
@@ -257,13 +260,31 @@ def run_grid(
     with lock:
         return _run_grid(
             units, measure, key, row_key, group, open_group, complete, out, columns, kind,
-            metadata, deadline, estimate, clock, seconds_column, describe, progress,
+            metadata, deadline, estimate, clock, seconds_column, describe, progress, device,
         )  # fmt: skip
+
+
+def check_rows_gpu(rows: list[dict], device: str | None, out) -> None:
+    """Stop before measuring on ``device`` into the table ``out`` whose ``rows`` were measured
+    on another GPU model (their ``prov_gpu_name``): a table compares its rows with each other,
+    so one GPU model's rows resumed on another would pass for one machine's. Rows without a
+    GPU name (a CPU's) and a CPU ``device`` are not checked."""
+    from yolo_sm.collect.provenance import gpu_name
+
+    name = gpu_name(device) if device else None
+    if not name:
+        return
+    seen = sorted({r["prov_gpu_name"] for r in rows if isinstance(r.get("prov_gpu_name"), str)})
+    if any(g != name for g in seen if g):
+        raise UserError(
+            f"{out} holds rows measured on {', '.join(g for g in seen if g)} and this GPU is "
+            f"{name}: write to another file, one per GPU model"
+        )
 
 
 def _run_grid(
     units, measure, key, row_key, group, open_group, complete, out, columns, kind, metadata,
-    deadline, estimate, clock, seconds_column, describe, progress,
+    deadline, estimate, clock, seconds_column, describe, progress, device,
 ):  # fmt: skip
     import pandas as pd
     from tqdm.auto import tqdm
@@ -272,6 +293,7 @@ def _run_grid(
     rows: list[dict] = []
     if out is not None:
         rows = table_rows(out, columns, kind)
+        check_rows_gpu(rows, device, out)
         remove_stale_partials(out)
         regs = read_metadata(out).get("registrations") if out.exists() else None
         if regs:  # the table's own manifest registrations stay with it (contract.manifest)

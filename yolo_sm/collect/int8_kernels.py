@@ -405,6 +405,7 @@ def run_int8_kernels(
         seconds_column="unit_s",
         describe=lambda u: f"width {u[0]:g} {u[1]}s",
         progress=progress,
+        device=spec.device,
     )
     free_memory()
     return df

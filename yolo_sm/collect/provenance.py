@@ -53,7 +53,10 @@ def gpu_name(device: str) -> str | None:
         return None
     if not torch.cuda.is_available():
         return None
-    return torch.cuda.get_device_name(_device_index(device))
+    try:
+        return torch.cuda.get_device_name(_device_index(device))
+    except (RuntimeError, AssertionError):  # no driver or device: torch raises these
+        return None
 
 
 def sm_clock_mhz(device: str = "cuda") -> float | None:

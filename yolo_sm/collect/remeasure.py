@@ -152,6 +152,7 @@ def remeasure(
             f"{unit[0].family} w{unit[0].width:g} {unit[0].backend} b{unit[0].batch}"
         ),
         progress=progress,
+        device=units[0][0].device if units else None,
     )
     shipped = points.copy()
     if device:

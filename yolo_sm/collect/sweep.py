@@ -416,6 +416,7 @@ def run_sweep(
             f"{p.family} w{p.width:g} {p.backend} {p.precision} {p.layout} b{p.batch}"
         ),
         progress=progress,
+        device=spec.device,
     )
     clear()  # nothing runs any more
     return table

@@ -210,6 +210,7 @@ def run_wide_vs_deep(
             f"pair {u[0]} {u[1]} w{u[2].width:g} d{u[2].depth:g} {u[2].backend} b{u[2].batch}"
         ),
         progress=progress,
+        device=spec.device,
     )
     free_memory()
     return df
