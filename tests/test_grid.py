@@ -107,11 +107,9 @@ def test_a_foreign_table_is_refused_and_left_alone(setup):
 def test_a_table_of_another_gpu_model_is_not_resumed(setup, monkeypatch):
     """Rows measured on an H200 are not resumed on an H100 (one sentence, the table as it
     was); the same model resumes them, and a CPU run checks nothing."""
-    from yolo_sm.collect import provenance
-
     clock, log, out, measure, kw = setup
     on = {"name": "NVIDIA H200"}
-    monkeypatch.setattr(provenance, "gpu_name", lambda device: on["name"])
+    monkeypatch.setattr(grid, "gpu_name", lambda device: on["name"])
 
     def tagged(unit, state):
         return [{**r, "prov_gpu_name": on["name"]} for r in measure(unit, state)]

@@ -27,6 +27,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from yolo_sm.collect.provenance import gpu_name
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.scrub import user_argv
 from yolo_sm.contract.store import (
@@ -269,8 +270,6 @@ def check_rows_gpu(rows: list[dict], device: str | None, out) -> None:
     on another GPU model (their ``prov_gpu_name``): a table compares its rows with each other,
     so one GPU model's rows resumed on another would pass for one machine's. Rows without a
     GPU name (a CPU's) and a CPU ``device`` are not checked."""
-    from yolo_sm.collect.provenance import gpu_name
-
     name = gpu_name(device) if device else None
     if not name:
         return
