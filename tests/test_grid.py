@@ -105,8 +105,8 @@ def test_a_foreign_table_is_refused_and_left_alone(setup):
 
 
 def test_a_table_of_another_gpu_model_is_not_resumed(setup, monkeypatch):
-    """Rows measured on an H200 are not resumed on an H100 (one sentence, the table as it
-    was); the same model resumes them, and a CPU run checks nothing."""
+    """Rows measured on an H200 are not resumed on an H100 or a CPU (one sentence, the table
+    as it was); the same model resumes them, and a CPU's table resumes on the CPU."""
     clock, log, out, measure, kw = setup
     on = {"name": "NVIDIA H200"}
     monkeypatch.setattr(grid, "gpu_name", lambda device: on["name"])
@@ -123,7 +123,13 @@ def test_a_table_of_another_gpu_model_is_not_resumed(setup, monkeypatch):
     assert out.read_bytes() == before and log == []
     on["name"] = "NVIDIA H200"
     assert len(grid.run_grid(UNITS[:3], tagged, device="cuda", **kw)) == 3
-    on["name"] = None  # a CPU: nothing to hold to
+    on["name"] = None  # a CPU does not add to a GPU's table either
+    with pytest.raises(UserError, match="NVIDIA H200 and this run is on cpu"):
+        grid.run_grid(UNITS, measure, device="cpu", **kw)
+    n = len(pd.read_parquet(out))  # a GPU that torch cannot name: nothing to compare
+    assert len(grid.run_grid(UNITS[:4], tagged, device="cuda", **kw)) == n + 1
+    out.unlink()  # a CPU's own table (rows without a GPU name) resumes on the CPU
+    grid.run_grid(UNITS[:2], measure, device="cpu", **kw)
     assert len(grid.run_grid(UNITS, measure, device="cpu", **kw)) == len(UNITS)
 
 

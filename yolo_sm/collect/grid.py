@@ -267,17 +267,21 @@ def run_grid(
 
 def check_rows_gpu(rows: list[dict], device: str | None, out) -> None:
     """Stop before measuring on ``device`` into the table ``out`` whose ``rows`` were measured
-    on another GPU model (their ``prov_gpu_name``): a table compares its rows with each other,
-    so one GPU model's rows resumed on another would pass for one machine's. Rows without a
-    GPU name (a CPU's) and a CPU ``device`` are not checked."""
+    on another GPU model, or on a GPU where ``device`` is a CPU (the rows' ``prov_gpu_name``):
+    a table compares its rows with each other, so one machine's rows resumed on another would
+    pass for one machine's. Rows without a GPU name (a CPU's, or an error row without
+    provenance) say nothing; ``device`` None, or a GPU that torch cannot name, checks
+    nothing."""
     name = gpu_name(device) if device else None
-    if not name:
+    if not device or (name is None and str(device).startswith("cuda")):
         return
     seen = sorted({r["prov_gpu_name"] for r in rows if isinstance(r.get("prov_gpu_name"), str)})
-    if any(g != name for g in seen if g):
+    seen = [g for g in seen if g]
+    if any(g != name for g in seen):
+        here = f"this GPU is {name}" if name else f"this run is on {device}"
         raise UserError(
-            f"{out} holds rows measured on {', '.join(g for g in seen if g)} and this GPU is "
-            f"{name}: write to another file, one per GPU model"
+            f"{out} holds rows measured on {', '.join(seen)} and {here}: write to another "
+            "file, one per GPU model"
         )
 
 
