@@ -179,6 +179,8 @@ def test_modes_per_width_are_units_built_in_the_plans_order_and_a_width_added_ke
 def test_a_modes_mapping_with_widths_beside_it_or_a_width_without_modes_stops():
     with pytest.raises(UserError, match="leave widths out"):
         cache_builds.CacheSpec.from_mapping({"widths": [1.0], "modes": {1.0: ["default"]}})
+    with pytest.raises(UserError, match="widths needs at least one"):
+        cache_builds.CacheSpec.from_mapping({"modes": {}})
     with pytest.raises(UserError, match="at width 1 needs at least one"):
         cache_builds.CacheSpec.from_mapping({"modes": {1.0: [], 0.5: ["default"]}})
     # a comma string is read as the plan check reads it: two modes, at every width or one

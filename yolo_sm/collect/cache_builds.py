@@ -44,7 +44,6 @@ from yolo_sm.collect.timing import measure_engine
 from yolo_sm.contract import values
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.scrub import user_command
-from yolo_sm.contract.vocab import COMPILE_MODES
 
 #: the build of each planned state, in order: the first fills the empty folder
 RUNS = ("cold", "warm")
@@ -112,14 +111,7 @@ class CacheSpec:
             if k in kw:
                 kw[k] = int(kw[k])
         spec = cls(**kw)
-        units = spec.units()
-        empty = sorted(set(spec.widths) - {w for w, _ in units})
-        if empty:
-            raise UserError(
-                f"compile modes of width {empty[0]:g} must be among {', '.join(COMPILE_MODES)}, "
-                "got none"
-            )
-        for _, m in units:
+        for _, m in spec.units():  # no width is without modes: _modes_of needs one
             values.compile_mode(m, "compile modes")
         return spec
 
@@ -183,12 +175,12 @@ def _held(spec: CacheSpec, out) -> tuple[list[dict], list[tuple[float, str]]]:
 
 def missing_seconds(spec: CacheSpec, out: str | os.PathLike) -> float | None:
     """Seconds the units the table ``out`` lacks will take by :func:`unit_estimate` from the
-    units it holds (``collect --status``); None where it holds none of ``spec``'s shape."""
+    units it holds (``collect --status``); None where it holds no unit of ``spec``'s shape to
+    go by."""
     rows, todo = _held(spec, out)
-    if not longest_by_width(with_unit_seconds(rows), _same_shape(spec)):
-        return None
     pace = Pace(rows=rows)
-    return sum(unit_estimate(spec, u, pace) for u in todo)
+    estimates = [unit_estimate(spec, u, pace) for u in todo]
+    return None if None in estimates else sum(estimates)
 
 
 def with_unit_seconds(rows: list[dict]) -> list[dict]:
