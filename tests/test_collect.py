@@ -664,9 +664,16 @@ def test_collect_refuses_to_add_another_gpu_models_rows_to_a_folder(tmp_path, mo
     (out / "manifest.json").write_text(json.dumps(mf))
     monkeypatch.setattr(provenance, "gpu_name", lambda device: "NVIDIA H100 80GB HBM3")
     assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
-    # a CPU (no GPU name) or a fresh folder checks nothing
+    # a CPU adds no rows to a GPU's folder either, not even a whole step the folder lacks
     monkeypatch.setattr(provenance, "gpu_name", lambda device: None)
-    collect.check_gpu_model(out, "cpu")
+    with pytest.raises(UserError, match="NVIDIA H200 and this run is on cpu: collect into"):
+        collect.check_gpu_model(out, "cpu")
+    whole = [*steps, {"name": "m", "kind": "model_tables", "out": "m.parquet", "params": {}}]
+    with pytest.raises(UserError, match="this run is on cpu"):
+        collect.run_plan(_plan(tmp_path, whole), out, progress=False, only=["m"])
+    assert not (out / "m.parquet").exists()
+    # a GPU that torch cannot name (a driver-only host) and a fresh folder check nothing
+    collect.check_gpu_model(out, "cuda")
     monkeypatch.setattr(provenance, "gpu_name", lambda device: "NVIDIA H100 80GB HBM3")
     collect.check_gpu_model(tmp_path / "fresh", "cuda")
 

@@ -173,3 +173,22 @@ def test_a_sampled_run_measures_whole_groups_up_to_its_limit_then_resumes(setup)
     with pytest.raises(ValueError, match="at least one group"):
         with grid.sampled(0):
             pass
+
+
+@pytest.mark.parametrize(
+    "seen, device, name, clash",
+    [
+        (["NVIDIA H200"], "cuda", "NVIDIA H200", None),  # the same model adds to its rows
+        (["NVIDIA H200", ""], "cuda:1", "NVIDIA H200", None),  # a nameless row says nothing
+        (["NVIDIA H200"], "cuda", "NVIDIA H100 80GB HBM3", "this GPU is NVIDIA H100 80GB HBM3"),
+        (["NVIDIA H200"], "cpu", None, "this run is on cpu"),
+        (["NVIDIA H200"], "cuda", None, None),  # a GPU torch cannot name: nothing to compare
+        (["NVIDIA H200"], None, None, None),
+        ([], "cuda", "NVIDIA H100 80GB HBM3", None),  # a fresh folder, or CPU rows only
+        ([], "cpu", None, None),
+    ],
+)
+def test_gpu_clash_names_what_differs(seen, device, name, clash):
+    from yolo_sm.collect.provenance import gpu_clash
+
+    assert gpu_clash(seen, device, name) == clash

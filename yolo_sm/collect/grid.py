@@ -27,7 +27,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from yolo_sm.collect.provenance import gpu_name
+from yolo_sm.collect.provenance import gpu_clash, gpu_name
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.scrub import user_argv
 from yolo_sm.contract.store import (
@@ -273,15 +273,12 @@ def check_rows_gpu(rows: list[dict], device: str | None, out) -> None:
     provenance) say nothing; ``device`` None, or a GPU that torch cannot name, checks
     nothing."""
     name = gpu_name(device) if device else None
-    if not device or (name is None and str(device).startswith("cuda")):
-        return
     seen = sorted({r["prov_gpu_name"] for r in rows if isinstance(r.get("prov_gpu_name"), str)})
-    seen = [g for g in seen if g]
-    if any(g != name for g in seen):
-        here = f"this GPU is {name}" if name else f"this run is on {device}"
+    here = gpu_clash(seen, device, name)
+    if here:
         raise UserError(
-            f"{out} holds rows measured on {', '.join(seen)} and {here}: write to another "
-            "file, one per GPU model"
+            f"{out} holds rows measured on {', '.join(g for g in seen if g)} and {here}: write "
+            "to another file, one per GPU model"
         )
 
 

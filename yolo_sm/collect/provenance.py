@@ -59,6 +59,20 @@ def gpu_name(device: str) -> str | None:
         return None
 
 
+def gpu_clash(seen, device: str | None, name: str | None) -> str | None:
+    """How a run on ``device`` (GPU model ``name``, from :func:`gpu_name`) differs from the GPU
+    models ``seen`` in a folder or table ("this GPU is ...", "this run is on cpu"), None where
+    it may add to them: nothing seen, the same model, no ``device``, or a GPU that torch cannot
+    name (a driver-only host, which has no measurement of its own to add). A CPU differs from
+    every GPU: its rows beside a GPU's would read as that GPU's."""
+    seen = [g for g in seen if g]
+    if not device or not seen or (name is None and str(device).startswith("cuda")):
+        return None
+    if all(g == name for g in seen):
+        return None
+    return f"this GPU is {name}" if name else f"this run is on {device}"
+
+
 def sm_clock_mhz(device: str = "cuda") -> float | None:
     """Current SM clock in MHz (NVML), or None on CPU / without NVML."""
     if not str(device).startswith("cuda"):
