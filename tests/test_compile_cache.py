@@ -388,3 +388,62 @@ def test_speed_goal_3_warm_build_of_an_uncompiled_engine_or_an_unbuilt_mode():
     unbuilt = _warm_rule(_autotune_bench("compile:reduce-overhead/fp16/nhwc"), builds)
     assert unbuilt.verdict == NOT_TESTED  # reduce-overhead was not built warm
     assert fast.fastest_build_facts(_autotune_bench(fast.MAX_AUTOTUNE).iloc[:1], builds) == []
+
+
+def test_a_time_limited_collect_builds_the_units_that_fit_and_a_slow_mode_goes_by_the_plan(
+    tmp_path, monkeypatch
+):
+    """collect runs the step unit by unit to its deadline (the whole step need not fit): the
+    first unit at its share of est_s, the next at the measured one's seconds; a mode the
+    table has not built goes by the plan's ``mode_est_s`` before the other modes' seconds."""
+    import time
+
+    clock = {"t": 0.0}
+    monkeypatch.setattr(time, "monotonic", lambda: clock["t"])
+    calls = []
+    fake = _fake_runner(calls=calls)
+
+    def runner(args, env, timeout_s):
+        clock["t"] += 30.0  # each build process: 30 s, a unit 60 s
+        return fake(args, env, timeout_s)
+
+    monkeypatch.setattr(cache_builds, "run_child", runner)
+    p = tmp_path / "plan.yaml"
+    params = {"widths": [0.25], "batch": 1, "imgsz": 64,
+              "modes": ["default", "reduce-overhead", "max-autotune"],
+              "mode_est_s": {"max-autotune": 500}}  # fmt: skip
+    step = {"name": "cache", "kind": "compile_cache", "out": "cache.parquet", "est_s": 180,
+            "params": params}  # fmt: skip
+    p.write_text(yaml.safe_dump({"name": "t", "device": "cpu", "steps": [step]}))
+    plan = contract_plans.load_plan(p)
+    out = tmp_path / "out"
+    collect.run_plan(plan, out, max_minutes=1.5, progress=False)  # 90 s of the step's 180
+    assert [c[0] for c in calls] == ["default"] * 2  # the second unit by the first's 60 s
+    status = plan_status.status(plan, out).set_index("step").loc["cache"]
+    assert status.state == "partial" and status.est_left_s == pytest.approx(60 + 500)
+    calls.clear()
+    collect.run_plan(plan, out, max_minutes=5, progress=False)  # max-autotune's 500 s: later
+    assert [c[0] for c in calls] == ["reduce-overhead"] * 2
+    calls.clear()
+    collect.run_plan(plan, out, max_minutes=9, progress=False)
+    assert [c[0] for c in calls] == ["max-autotune"] * 2
+    assert plan_status.status(plan, out).state.tolist() == ["done"]
+    # mode_est_s schedules, it does not change what is measured: editing it keeps the table
+    params["mode_est_s"] = {"max-autotune": 900}
+    p.write_text(yaml.safe_dump({"name": "t", "device": "cpu", "steps": [step]}))
+    assert plan_status.status(contract_plans.load_plan(p), out).state.tolist() == ["done"]
+    params["budget_ms"] = 100  # a measurement's param does
+    p.write_text(yaml.safe_dump({"name": "t", "device": "cpu", "steps": [step]}))
+    assert plan_status.status(contract_plans.load_plan(p), out).state.tolist() == ["changed"]
+
+
+def test_mode_est_s_names_compile_modes_and_seconds():
+    check = contract_plans.PARAMS["compile_cache"]["mode_est_s"]
+    assert check({"max-autotune": 560}, "mode_est_s") == {"max-autotune": 560.0}
+    for bad in ({"fastest": 5}, {"max-autotune": 0}, {}, [560]):
+        with pytest.raises(UserError):
+            check(bad, "mode_est_s")
+    spec = cache_builds.CacheSpec.from_mapping({"mode_est_s": {"max-autotune": 560}})
+    assert spec.mode_est_s == (("max-autotune", 560.0),)
+    assert cache_builds.unit_estimate(spec, (0.5, "max-autotune"), cache_builds.Pace()) == 560.0
+    assert cache_builds.unit_estimate(spec, (0.5, "default"), cache_builds.Pace()) is None

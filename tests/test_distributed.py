@@ -150,6 +150,50 @@ def test_a_shard_left_by_a_killed_worker_is_merged_with_its_place(tmp_path):
     assert argv and not any(a.startswith("/") for a in argv), argv
 
 
+def test_a_whole_step_that_resumes_keeps_the_units_the_plans_table_held(tmp_path, monkeypatch):
+    """A compile-cache step runs whole on one worker but resumes unit by unit: its shard
+    starts from the plan's table, so a task measures only the units it lacks, and the merge,
+    which replaces the table with the shard's, loses none of those measured before (not
+    even where the deadline stopped the task before any new unit)."""
+    from yolo_sm.collect import cache_builds
+
+    calls = []
+
+    def run_child(args, env, timeout_s):
+        calls.append(args["compile_mode"])
+        cold = not any(Path(env["TORCHINDUCTOR_CACHE_DIR"]).iterdir())
+        (Path(env["TORCHINDUCTOR_CACHE_DIR"]) / f"g{len(calls)}").write_text("x")
+        return {"status": "ok", "message": "", "compile_s": 1.0, "build_s": 2.0,
+                "compile_cache": "cold" if cold else "warm", "img_per_s": 10.0,
+                "median_ms": 6.4, "warmup_s": 0.1, "timed_s": 0.3}  # fmt: skip
+
+    monkeypatch.setattr(cache_builds, "run_child", run_child)
+    params = {"widths": [0.25], "batch": 1, "imgsz": 64, "modes": ["default"]}
+    step = {"name": "c", "kind": "compile_cache", "out": "c.parquet", "est_s": 600,
+            "params": params}  # fmt: skip
+    out = tmp_path / "d"
+    plans.run_plan(_plan(tmp_path, [step]), out, progress=False)  # one unit, a plain run
+    assert calls == ["default"] * 2
+    params.update(modes=["default", "reduce-overhead"], mode_est_s={"reduce-overhead": 300})
+    plan = _plan(tmp_path, [step])
+    (unit,) = dunits.plan_units(plan)
+    place = {"gpu_uuid": None, "gpu_index": None, "host": "h", "worker": "w1"}
+    calls.clear()
+    state = dunits.run_unit_into_shard(unit, plan, out, place, time.monotonic() + 1)
+    assert state == "partial" and calls == []  # a new unit's 300 s do not fit in 1 s
+    assert dunits.merge_unit(unit, plan, out, plan.steps[0], command="c")
+    df = pd.read_parquet(out / "c.parquet")
+    assert df.compile_mode.tolist() == ["default"] * 2 and df.worker.isna().all()
+    state = dunits.run_unit_into_shard(unit, plan, out, place)
+    assert state == "done" and calls == ["reduce-overhead"] * 2  # the measured one not again
+    assert dunits.merge_unit(unit, plan, out, plan.steps[0], command="c")
+    df = pd.read_parquet(out / "c.parquet")
+    assert df.compile_mode.tolist() == ["default"] * 2 + ["reduce-overhead"] * 2
+    assert df.worker.isna().tolist() == [True, True, False, False]
+    assert df.worker.tolist()[2:] == ["w1", "w1"]
+    assert plans.status(plan, out).state.tolist() == ["done"]
+
+
 # --- on a local cluster of 2 worker processes (CPU) ---------------------------------------------
 
 

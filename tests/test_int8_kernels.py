@@ -284,44 +284,55 @@ def test_status_and_a_rerun_see_the_units_a_cut_run_left(tmp_path):
     assert missing_units(full, out / "k.parquet") == []
 
 
-def test_a_partial_step_starts_when_its_missing_units_fit(tmp_path, monkeypatch):
-    """The step runs whole units and starts only when its estimate fits in the time left; a
-    partial table needs only its missing units' share of est_s (2 of 6 units: 100 of 300 s)."""
+def test_a_time_limited_run_measures_the_units_that_fit_and_the_next_resumes(tmp_path, monkeypatch):
+    """The step runs to the deadline unit by unit, as a sweep or bench does: a run whose time
+    left holds one unit but not the whole step measures that unit, and the next run goes on.
+    Before any unit of a scope is measured a unit is estimated at its share of est_s (300 s
+    over 6 units: 50 s); after, at the table's own seconds. Ends written to the plan's table
+    and registered as partial."""
     import pandas as pd
     import yaml
 
-    from yolo_sm.collect import plan_runners, plan_status
+    from yolo_sm.collect import plan_status
     from yolo_sm.collect import plans as collect
     from yolo_sm.contract import plans as contract_plans
 
+    clock = {"t": 0.0}
+    monkeypatch.setattr(collect.time, "monotonic", lambda: clock["t"])
+    monkeypatch.setattr("yolo_sm.collect.grid.time.monotonic", lambda: clock["t"])
+    calls = []
+
+    def rows(scope, took):
+        def measure(spec, width, *model):
+            calls.append((width, scope))
+            clock["t"] += took * (width / 0.5) ** 2  # a unit's seconds grow as width^2
+            head = {"width": width, "batch": spec.batch, "scope": scope, "layer": ""}
+            return [{**head, "kernel": "fp16", "status": "ok", "message": "", "median_ms": 1.0}]
+
+        return measure
+
+    _fake_measurements(monkeypatch, rows("conv", 40.0), rows("model", 10.0))
     out = tmp_path / "data"
-    out.mkdir()
     step = {"name": "k", "kind": "int8_kernels", "out": "k.parquet", "est_s": 300,
-            "params": {"widths": [1.0, 0.5, 2.0]}}  # fmt: skip
+            "params": {"widths": [0.5, 1.0, 2.0]}}  # fmt: skip
     (tmp_path / "plan.yaml").write_text(
         yaml.safe_dump({"name": "t", "device": "cuda", "steps": [step]})
     )
     plan = contract_plans.load_plan(tmp_path / "plan.yaml")
-    ran = []
-    monkeypatch.setitem(plan_runners.RUNNERS, "int8_kernels", lambda *a: ran.append(a[0].name))
-    collect.run_plan(plan, out, max_minutes=2, progress=False)
-    assert ran == []  # no table: the whole 300 s does not fit in 120 s
-    pd.read_parquet(FIXTURE).to_parquet(out / "k.parquet")  # widths 0.5 and 1.0
-    collect.run_plan(plan, out, max_minutes=1, progress=False)
-    assert ran == []  # its 100 s do not fit in 60
-    collect.run_plan(plan, out, max_minutes=2, progress=False)
-    assert ran == ["k"]
-    # where the table records its units' seconds, those decide (width 1.0 took 4x width 0.5's,
-    # so width 2.0 is 4x width 1.0's)
-    t = pd.read_parquet(out / "k.parquet")
-    t.assign(unit_s=t.width.map({0.5: 5.0, 1.0: 20.0})).to_parquet(out / "k.parquet")
+    collect.run_plan(plan, out, max_minutes=0.5, progress=False)
+    assert calls == []  # 30 s do not hold a first unit's 50 s
+    collect.run_plan(plan, out, max_minutes=2, progress=False)  # 120 s, not the whole 300 s
+    assert calls == [(0.5, "conv"), (0.5, "model")]  # 50 s each estimated: the third ends late
     row = plan_status.status(plan, out).set_index("step").loc["k"]
-    assert (row.est_left_s, row.est_source) == (160, "measured units")  # 2 x 20 s x 2^2
-    ran.clear()
-    collect.run_plan(plan, out, max_minutes=2, progress=False)
-    assert ran == []  # 160 s do not fit in 120
-    collect.run_plan(plan, out, max_minutes=3, progress=False)
-    assert ran == ["k"]
+    assert row.state == "partial" and row.todo == "4 of 6 (width, scope) units"
+    assert row.gpu_s_source == "recorded"
+    calls.clear()
+    # width 1.0's convolutions by width 0.5's 40 s scaled up (x4): 160 s do not fit in 150 s
+    collect.run_plan(plan, out, max_minutes=2.5, progress=False)
+    assert calls == []
+    collect.run_plan(plan, out, max_minutes=4, progress=False)
+    assert calls == [(1.0, "conv"), (1.0, "model")]  # 200 s; width 2.0's 640 s end late
+    assert len(pd.read_parquet(out / "k.parquet")) == 4
 
 
 def test_a_wider_unit_is_estimated_long_so_a_run_stops_before_its_deadline():

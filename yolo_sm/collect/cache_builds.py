@@ -71,6 +71,9 @@ class CacheSpec:
     warmup_ms: float = 50.0
     budget_ms: float = 300.0
     timeout_s: float = 600.0  # one build process
+    # seconds of a (width, mode) unit of these modes before the table holds one of the mode
+    # (max-autotune's cold build autotunes for minutes, far longer than the other modes' units)
+    mode_est_s: tuple[tuple[str, float], ...] = ()
 
     def units(self) -> list[tuple[float, str]]:
         """The (width, compile mode) pairs, in build order: per width in ``widths`` order, its
@@ -107,6 +110,11 @@ class CacheSpec:
         for k in ("warmup_ms", "budget_ms", "timeout_s"):
             if k in kw:
                 kw[k] = float(kw[k])
+        if isinstance(kw.get("mode_est_s"), dict):
+            kw["mode_est_s"] = tuple(
+                (values.compile_mode(m, "mode_est_s"), float(v))
+                for m, v in kw["mode_est_s"].items()
+            )
         for k in ("batch", "imgsz"):
             if k in kw:
                 kw[k] = int(kw[k])
@@ -214,15 +222,17 @@ def _same_shape(spec: CacheSpec, mode: str | None = None):
 def unit_estimate(spec: CacheSpec, unit: tuple[float, str], pace: Pace) -> float | None:
     """Seconds the (width, mode) ``unit`` will take: the longest unit of the same mode per
     width that the table holds (this run's and earlier runs'), scaled to the unit's width by
-    :func:`yolo_sm.collect.grid.width_scaled`; where the mode has none, the longest of any
-    mode; None where the table holds no unit of ``spec``'s shape."""
+    :func:`yolo_sm.collect.grid.width_scaled`; where the mode has none, the plan's
+    ``mode_est_s`` for it, else the longest of any mode; None where the table holds no unit of
+    ``spec``'s shape and the plan gives no estimate for the mode."""
     width, mode = unit
     rows = with_unit_seconds(pace.rows)
-    for keep in (_same_shape(spec, mode), _same_shape(spec)):
-        est = width_scaled(longest_by_width(rows, keep), width)
-        if est is not None:
-            return est
-    return None
+    est = width_scaled(longest_by_width(rows, _same_shape(spec, mode)), width)
+    if est is None:
+        est = dict(spec.mode_est_s).get(mode)
+    if est is None:
+        est = width_scaled(longest_by_width(rows, _same_shape(spec)), width)
+    return est
 
 
 def _key(unit: tuple[float, str]) -> tuple[float, str]:
@@ -248,8 +258,8 @@ def run_cache_builds(
     on its rows (``unit_s``), so a run stopped part-way keeps the units it finished and a rerun
     measures the rest. Returns the whole table. ``runner(args, env, timeout_s)``: how one build
     process runs (:func:`run_child`); ``deadline`` (a ``clock()`` value, ``time.monotonic`` by
-    default): no unit starts that would end past it by :func:`unit_estimate` (before the table
-    holds a unit: ``est_unit_s``, else both builds at their ``timeout_s``)."""
+    default): no unit starts that would end past it by :func:`unit_estimate` (where that has
+    nothing to go by: ``est_unit_s``, else both builds at their ``timeout_s``)."""
     runner = runner or run_child
     command = user_command(sys.argv) if sys.argv and sys.argv[0] else None
 

@@ -352,10 +352,13 @@ def run_int8_kernels(
     out: str | os.PathLike,
     progress: bool = True,
     deadline: float | None = None,
+    est_unit_s: float | None = None,
 ):
     """Every (width, scope) unit of ``spec`` into the table ``out``, rewritten after each unit;
     units it already holds are skipped (the grid runner resumes). Every row carries the
-    machine's provenance (``prov_*``, read after its unit) and ``unit_s``. Returns the table."""
+    machine's provenance (``prov_*``, read after its unit) and ``unit_s``. Returns the table.
+    ``deadline`` (``time.monotonic()``): no unit starts that would end past it, each estimated
+    by :func:`unit_estimate`, or at ``est_unit_s`` before any unit of its scope was measured."""
     spec = spec.validated()
     if not torch.cuda.is_available():
         raise UserError("int8_kernels needs a CUDA device; none is visible here")
@@ -389,6 +392,10 @@ def run_int8_kernels(
         prov = {f"prov_{k}": v for k, v in collect(spec.device).items() if not isinstance(v, dict)}
         return [{**r, **prov} for r in rows]
 
+    def estimate(unit, pace: Pace) -> float:
+        est = unit_estimate(unit, pace)
+        return est if est or not est_unit_s else est_unit_s
+
     df = run_grid(
         spec.units(),
         measure_unit,
@@ -401,7 +408,7 @@ def run_int8_kernels(
         kind="int8_kernels",
         metadata={"spec": asdict(spec), "argv": sys.argv},
         deadline=deadline,
-        estimate=unit_estimate,
+        estimate=estimate,
         seconds_column="unit_s",
         describe=lambda u: f"width {u[0]:g} {u[1]}s",
         progress=progress,

@@ -491,7 +491,13 @@ def _run_int8_kernels(step, plan, out_dir, deadline, progress):
     """Each int8 convolution kernel per convolution and per model, beside fp16
     (yolo_sm.collect.int8_kernels)."""
     spec = int8_kernel_spec(step, plan)
-    run_int8_kernels(spec, step_path(step, out_dir), progress=progress, deadline=deadline)
+    run_int8_kernels(
+        spec,
+        step_path(step, out_dir),
+        progress=progress,
+        deadline=deadline,
+        est_unit_s=step.est_s / len(spec.units()),
+    )
 
 
 RUNNERS["int8_kernels"] = _run_int8_kernels

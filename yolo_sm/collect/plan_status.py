@@ -28,7 +28,7 @@ from yolo_sm.contract.datasets import PARTIAL_PREFIX
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.gpu_time import estimate_from_rows, estimate_from_units
 from yolo_sm.contract.manifest import entry_problem, recorded_gpu_seconds
-from yolo_sm.contract.plans import RESUMABLE, Plan, Step
+from yolo_sm.contract.plans import RESUMABLE, SCHEDULING_PARAMS, Plan, Step
 from yolo_sm.contract.schema import KEY_COLUMNS
 
 
@@ -81,7 +81,9 @@ def _state_and_progress(step: Step, plan: Plan, out_dir: Path):
 
 
 def _canonical(params) -> str:
-    return json.dumps(params, sort_keys=True, default=str)
+    """The params that make a table, as text to compare: without :data:`SCHEDULING_PARAMS`."""
+    kept = {k: v for k, v in params.items() if k not in SCHEDULING_PARAMS}
+    return json.dumps(kept, sort_keys=True, default=str)
 
 
 def _manifest_params(out_dir: Path, name: str):

@@ -28,7 +28,7 @@ from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.gpu_time import add as add_seconds
 from yolo_sm.contract.manifest import recorded_gpu_seconds, root_gpus
 from yolo_sm.contract.manifest import register as reg
-from yolo_sm.contract.plans import RESUMABLE, Plan, Step
+from yolo_sm.contract.plans import RESUMABLE, TO_DEADLINE, Plan, Step
 from yolo_sm.contract.store import (
     output_lock,
     read_arrow,
@@ -190,7 +190,7 @@ def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
         return
     left = deadline - time.monotonic() if deadline else None
     if left is not None and (
-        left <= 0 or (step.kind not in RESUMABLE and need_s(step, plan, out_dir, state) > left)
+        left <= 0 or (step.kind not in TO_DEADLINE and need_s(step, plan, out_dir, state) > left)
     ):
         print(
             f"collect: {step.name} does not fit in the time left ({left:.0f} s); "
@@ -203,7 +203,7 @@ def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
         try:
             RUNNERS[step.kind](step, plan, out_dir, deadline, progress)
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (cli.main): keep what was measured
-            if register and step.kind in RESUMABLE and step_path(step, out_dir).exists():
+            if register and step.kind in TO_DEADLINE and step_path(step, out_dir).exists():
                 _register_interrupted(step, plan, out_dir, state, spent)
             raise
     if register and step_path(step, out_dir).exists():
@@ -213,9 +213,10 @@ def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
 
 
 def _register_interrupted(step: Step, plan: Plan, out_dir: Path, state: str, spent) -> None:
-    """Register a sweep or bench stopped part-way (its table is written after every unit, so
-    it holds every finished one) with the seconds this run took, so that a rerun resumes it
-    and its GPU time is not lost. Any error here is a warning: the interrupt goes on."""
+    """Register a step of a kind in ``contract.plans.TO_DEADLINE`` stopped part-way (its
+    table is written after every unit, so it holds every finished one) with the seconds this
+    run took, so that a rerun resumes it and its GPU time is not lost. Any error here is a
+    warning: the interrupt goes on."""
     try:
         register_step(step, plan, out_dir, step_seconds(step, state, out_dir, spent.record()))
         print(

@@ -69,9 +69,19 @@ def load_yaml(path: str) -> dict:
     return data
 
 
-# kinds that resume part-way and stop themselves at the deadline (the others start only when
-# their est_s fits in the time left; a partial int8_kernels step, when its missing units do)
+# kinds whose params are their points, resumed part-way point by point or unit by unit (their
+# error rows can be measured again, and the distributed collection splits them in shards);
+# TO_DEADLINE names every kind that stops itself at a deadline
 RESUMABLE = ("sweep", "bench")
+# the kinds whose runner starts a unit (a sweep's model, a bench's (model, batch), a
+# compile-cache or int8-kernels unit) only where its estimate ends before the deadline and
+# writes its table after each unit, resuming the units it holds: a time-limited run measures
+# the units that fit and the next run goes on. The other kinds start only where their whole
+# est_s fits, and run whole.
+TO_DEADLINE = (*RESUMABLE, "compile_cache", "int8_kernels")
+# params that say how long a unit takes, not what is measured: editing them leaves a step's
+# table as it is
+SCHEDULING_PARAMS = ("est_unit_s", "mode_est_s")
 
 
 # --- the parameters of each kind ------------------------------------------------------------
@@ -484,6 +494,14 @@ def _cache_modes(v, what):
     return [values.compile_mode(x, what) for x in values.items(v, what)]
 
 
+def _mode_seconds(v, what):
+    """compile_cache's ``mode_est_s``: a mapping from a compile mode to the seconds a unit of
+    it takes before the table holds one."""
+    if not isinstance(v, dict) or not v:
+        raise UserError(f"{what} must map compile modes to seconds, e.g. {{max-autotune: 560}}")
+    return {values.compile_mode(m, what): _positive(s, f"{what} of {m}") for m, s in v.items()}
+
+
 PARAMS["compile_cache"] = {
     "family": _text_of(None),
     "widths": lambda v, w: values.numbers(v, w, above=0, hi=MAX_WIDTH_ANY),
@@ -495,6 +513,7 @@ PARAMS["compile_cache"] = {
     "warmup_ms": _warmup_ms,
     "budget_ms": _budget_ms,
     "timeout_s": _run_s,
+    "mode_est_s": _mode_seconds,
 }
 
 

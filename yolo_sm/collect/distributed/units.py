@@ -32,7 +32,7 @@ from yolo_sm.collect import plan_runners, plan_status
 from yolo_sm.collect.bench import UNIT, BenchSpec
 from yolo_sm.collect.sweep import SweepSpec
 from yolo_sm.contract.manifest import register
-from yolo_sm.contract.plans import RESUMABLE, Plan, Step
+from yolo_sm.contract.plans import RESUMABLE, TO_DEADLINE, Plan, Step
 from yolo_sm.contract.schema import KEY_COLUMNS, PLACE_COLUMNS
 from yolo_sm.contract.scrub import user_argv
 from yolo_sm.contract.store import read_arrow, read_table, write_atomic
@@ -191,6 +191,23 @@ def seed_shard(unit: Unit, plan: Plan, out_dir: Path) -> int:
     return int(mine.sum())
 
 
+def _seed_whole(step: Step, out_dir: Path, shard: Path) -> None:
+    """The plan's table of a whole step that resumes unit by unit, copied into a shard that
+    has none of its own (a killed worker's stays), its rows marked as measured outside any
+    worker."""
+    main, mine = out_dir / step.out, shard / step.out
+    if main.exists() and not mine.exists():
+        shutil.copyfile(main, mine)
+        tag_rows(mine, {}, sentinel=True)
+
+
+def _unmark_seeded(df):
+    """Rows seeded from outside any worker (an empty ``worker``) get no place back."""
+    if "worker" in df:
+        df["worker"] = df["worker"].where(df["worker"] != "", None)
+    return df
+
+
 def _keys(df, columns):
     """The rows' keys as one Series of tuples (bench widths rounded as the bench does)."""
     import pandas as pd
@@ -220,8 +237,11 @@ def run_unit_into_shard(
     unit: Unit, plan: Plan, out_dir: Path, place: dict, deadline: float | None = None
 ) -> str:
     """Run ``unit`` into its shard folder with the plan's step runner; returns the shard's
-    state afterwards (``done``, ``partial`` for a sweep or bench stopped by ``deadline``, a
-    ``time.monotonic()`` value, or ``skipped``: a whole step whose ``est_s`` does not fit)."""
+    state afterwards (``done``, ``partial`` for a step stopped by ``deadline``, a
+    ``time.monotonic()`` value, or ``skipped``: a whole step whose ``est_s`` does not fit).
+    A whole step of a kind that runs to a deadline unit by unit (``TO_DEADLINE``: compile-cache,
+    int8 kernels) resumes the plan's table, copied into the shard, so that the merge, which
+    replaces that table with the shard's, keeps the units measured before."""
     import time
 
     step = unit.step
@@ -231,7 +251,9 @@ def run_unit_into_shard(
     if before is not None:  # a killed worker's rows are its own
         tag_rows(shard / step.out, before)
     write_owner(shard, place)
-    if step.kind not in RESUMABLE:
+    if step.kind in TO_DEADLINE and step.kind not in RESUMABLE:
+        _seed_whole(step, Path(out_dir), shard)
+    elif step.kind not in RESUMABLE:
         left = deadline - time.monotonic() if deadline is not None else None
         if left is not None and step.est_s > left:
             return "skipped"
@@ -263,6 +285,9 @@ def merge_unit(unit: Unit, plan: Plan, out_dir: Path, step: Step, *, command: st
         if table.exists():
             _merge_rows(table, step, plan, out_dir)
     elif table.exists():
+        if step.kind in TO_DEADLINE:  # a whole step that resumed the plan's table (_seed_whole)
+            seeded = read_arrow(table)
+            write_atomic(_unmark_seeded(seeded.to_pandas()), table, _yolo_sm_meta(seeded))
         for f in sorted(p for p in shard.rglob("*") if p.is_file() and p.name != OWNER):
             dest = out_dir / f.relative_to(shard)
             dest.parent.mkdir(parents=True, exist_ok=True)
@@ -306,7 +331,6 @@ def _merge_rows(shard_table: Path, step: Step, plan: Plan, out_dir: Path) -> Non
     order = {k: i for i, k in enumerate(_spec_keys(full_spec(step, plan), step.kind))}
     pos = _keys(df, keys).map(lambda k: order.get(k, len(order)))
     df = df.iloc[pos.argsort(kind="stable")].reset_index(drop=True)
-    if "worker" in df:  # rows seeded from outside any worker: no place
-        df["worker"] = df["worker"].where(df["worker"] != "", None)
+    df = _unmark_seeded(df)
     spec = full_spec(step, plan)
     write_atomic(df, main, {"spec": asdict(spec), "argv": user_argv(sys.argv)})
