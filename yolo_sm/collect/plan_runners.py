@@ -325,14 +325,14 @@ def _run_compile_cache(step, plan, out_dir, deadline, progress):
     """A cold and a warm torch.compile build per (width, mode), each in a fresh process
     (yolo_sm.collect.cache_builds)."""
 
-    spec = cache_spec(step, plan)
-    run_cache_builds(
-        spec,
-        step_path(step, out_dir),
-        progress=progress,
-        deadline=deadline,
-        est_unit_s=step.est_s / len(spec.units()),
-    )
+    _units_to_deadline(run_cache_builds, cache_spec(step, plan), step, out_dir, deadline, progress)
+
+
+def _units_to_deadline(run, spec, step, out_dir, deadline, progress) -> None:
+    """``run(spec, out, ...)`` of a step that runs (width, ...) units to ``deadline``: a unit
+    it has nothing to estimate by counts as its share of the step's ``est_s``."""
+    est_unit_s = step.est_s / len(spec.units())
+    run(spec, step_path(step, out_dir), progress=progress, deadline=deadline, est_unit_s=est_unit_s)
 
 
 RUNNERS = {
@@ -491,13 +491,7 @@ def _run_int8_kernels(step, plan, out_dir, deadline, progress):
     """Each int8 convolution kernel per convolution and per model, beside fp16
     (yolo_sm.collect.int8_kernels)."""
     spec = int8_kernel_spec(step, plan)
-    run_int8_kernels(
-        spec,
-        step_path(step, out_dir),
-        progress=progress,
-        deadline=deadline,
-        est_unit_s=step.est_s / len(spec.units()),
-    )
+    _units_to_deadline(run_int8_kernels, spec, step, out_dir, deadline, progress)
 
 
 RUNNERS["int8_kernels"] = _run_int8_kernels
