@@ -179,6 +179,7 @@ def test_status_with_sample_projects_what_a_sample_costs(make_root, capsys):
     assert cost.loc["sweep_1280", "sample_s"] == pytest.approx(src / 3)
     assert cost.loc["bench_8bit", "groups"] == 4  # its widths, every batch of one a group
     assert cost.loc["int8_kernels", "groups"] == 6  # (width, scope) units
+    assert cost.loc["bench_compile_cache", "groups"] == 8  # (width, mode) units
     assert pd.isna(cost.loc["ceilings", "groups"])
     assert cost.loc["ceilings", "sample_s"] == cost.loc["ceilings", "whole_s"] > 0
     everything = collection_time.sample_table(plan, folder, 10).set_index("step")

@@ -421,6 +421,7 @@ def test_a_time_limited_collect_builds_the_units_that_fit_and_a_slow_mode_goes_b
     assert [c[0] for c in calls] == ["default"] * 2  # the second unit by the first's 60 s
     status = plan_status.status(plan, out).set_index("step").loc["cache"]
     assert status.state == "partial" and status.est_left_s == pytest.approx(60 + 500)
+    assert status.est_source == "measured units, mode_est_s"
     calls.clear()
     collect.run_plan(plan, out, max_minutes=5, progress=False)  # max-autotune's 500 s: later
     assert [c[0] for c in calls] == ["reduce-overhead"] * 2
@@ -447,3 +448,20 @@ def test_mode_est_s_names_compile_modes_and_seconds():
     assert spec.mode_est_s == (("max-autotune", 560.0),)
     assert cache_builds.unit_estimate(spec, (0.5, "max-autotune"), cache_builds.Pace()) == 560.0
     assert cache_builds.unit_estimate(spec, (0.5, "default"), cache_builds.Pace()) is None
+
+
+def test_a_sampled_collect_builds_one_unit_and_status_scales_the_rest(tmp_path, monkeypatch):
+    """collect --sample 1 builds the first (width, mode) unit of a compile-cache step and
+    leaves it partial; --status estimates the rest from it (max-autotune by the plan)."""
+    monkeypatch.setattr(cache_builds, "run_child", _fake_runner())
+    p = tmp_path / "plan.yaml"
+    params = {"widths": [0.25], "batch": 1, "imgsz": 64, "modes": ["default", "max-autotune"],
+              "mode_est_s": {"max-autotune": 500}}  # fmt: skip
+    step = {"name": "cache", "kind": "compile_cache", "out": "cache.parquet", "est_s": 80,
+            "params": params}  # fmt: skip
+    p.write_text(yaml.safe_dump({"name": "t", "device": "cpu", "steps": [step]}))
+    plan = contract_plans.load_plan(p)
+    row = collect.run_plan(plan, tmp_path / "out", progress=False, sample=1).iloc[0]
+    assert row.state == "partial" and row.todo == "1 of 2 (width, mode) units"
+    assert (row.est_left_s, row.est_source) == (500, "measured units, mode_est_s")
+    assert collect.run_plan(plan, tmp_path / "out", progress=False).state.tolist() == ["done"]

@@ -191,6 +191,15 @@ def missing_seconds(spec: CacheSpec, out: str | os.PathLike) -> float | None:
     return None if None in estimates else sum(estimates)
 
 
+def modes_by_plan(spec: CacheSpec, out: str | os.PathLike) -> list[str]:
+    """The modes of the units the table ``out`` lacks that :func:`unit_estimate` takes from
+    the plan's ``mode_est_s`` (the table holds no unit of the mode yet)."""
+    rows, todo = _held(spec, out)
+    planned = dict(spec.mode_est_s)
+    built = {r.get("compile_mode") for r in rows if _same_shape(spec)(r)}
+    return sorted({m for _, m in todo if m in planned and m not in built})
+
+
 def with_unit_seconds(rows: list[dict]) -> list[dict]:
     """``rows`` with ``unit_s`` where a row lacks it (a table written before the column): the
     ``process_s`` of its unit's builds summed, the wall time of the unit's processes."""

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from yolo_sm.collect.bench import unit_group
-from yolo_sm.collect.plan_runners import bench_spec, int8_kernel_spec, sweep_spec
+from yolo_sm.collect.plan_runners import bench_spec, cache_spec, int8_kernel_spec, sweep_spec
 from yolo_sm.collect.plan_status import status
 from yolo_sm.collect.plans import SAMPLED_KINDS
 from yolo_sm.contract.gpu_time import PHASES
@@ -118,13 +118,16 @@ def save(
 def groups(step, plan: Plan) -> int | None:
     """How many groups a sampled run (``collect --sample``) measures one at a time in ``step``:
     a sweep's models (all points of one), a bench's models (all batches of one), an
-    int8_kernels step's (width, scope) units; None for a kind that runs whole."""
+    int8_kernels step's (width, scope) units, a compile_cache step's (width, mode) units; None
+    for a kind that runs whole."""
     if step.kind not in SAMPLED_KINDS:
         return None
     if step.kind == "sweep":
         return len({p.model_key() for p in sweep_spec(step, plan).points()})
     if step.kind == "bench":
         return len({unit_group(u) for u in bench_spec(step, plan).units()})
+    if step.kind == "compile_cache":
+        return len(cache_spec(step, plan).units())
     return len(int8_kernel_spec(step, plan).units())
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from yolo_sm.collect.bench import missing_units, per_spec_variants
 from yolo_sm.collect.cache_builds import missing_seconds as cache_missing_seconds
 from yolo_sm.collect.cache_builds import missing_units as cache_missing_units
+from yolo_sm.collect.cache_builds import modes_by_plan
 from yolo_sm.collect.grid import Pace, table_rows
 from yolo_sm.collect.int8_kernels import missing_seconds as int8_missing_seconds
 from yolo_sm.collect.int8_kernels import missing_units as int8_missing_units
@@ -352,15 +353,19 @@ def need_s(step: Step, plan: Plan, out_dir: Path, state: str) -> float:
 
 def _partial_need(step: Step, plan: Plan, path: Path) -> tuple[float, str]:
     """(seconds, source) the missing units of a partial whole-unit step need: an int8_kernels
-    or compile_cache step's estimate from the units its table holds (``measured units``), else
-    the missing units' share of its ``est_s`` (``plan est_s``)."""
-    seconds = None
+    or compile_cache step's estimate from the units its table holds (``measured units``; a
+    compile mode not built yet by the plan's ``mode_est_s``: ``measured units, mode_est_s``),
+    else the missing units' share of its ``est_s`` (``plan est_s``)."""
+    seconds, source = None, "measured units"
     if step.kind == "int8_kernels":
         seconds = int8_missing_seconds(int8_kernel_spec(step, plan), path)
     elif step.kind == "compile_cache":
-        seconds = cache_missing_seconds(cache_spec(step, plan), path)
+        spec = cache_spec(step, plan)
+        seconds = cache_missing_seconds(spec, path)
+        if modes_by_plan(spec, path):
+            source += ", mode_est_s"
     if seconds is not None:
-        return seconds, "measured units"
+        return seconds, source
     progress = _progress(step, plan, path)
     if progress and progress[1]:
         return step.est_s * progress[0] / progress[1], "plan est_s"

@@ -122,7 +122,7 @@ def run_plan(
     return status(plan, out_dir)
 
 
-SAMPLED_KINDS = (*RESUMABLE, "int8_kernels")
+SAMPLED_KINDS = (*RESUMABLE, "int8_kernels", "compile_cache")
 
 
 #: ``register_step``'s default: keep the seconds the step's entry records already
