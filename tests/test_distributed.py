@@ -437,3 +437,32 @@ def test_the_driver_refuses_another_gpu_models_folder_before_any_task(tmp_path, 
     with pytest.raises(UserError, match="measured on NVIDIA H200 and this GPU is NVIDIA H100"):
         dist.run_plan(_plan(tmp_path, [_sweep()]), out, client=object(), progress=False)
     assert not (out / dunits.SHARDS).exists()
+
+
+def test_a_cluster_of_two_gpu_models_or_of_another_than_the_folders_is_refused(tmp_path):
+    """The driver asks each worker for its GPU model before any task: two models in one
+    cluster, or another model than the folder's tables, stop with one sentence; a cluster of
+    one model, or of workers without a named GPU, goes on."""
+    pytest.importorskip("distributed")
+    from yolo_sm.collect import distributed as dist
+
+    class Workers:
+        def __init__(self, names):
+            self.names = names
+
+        def run(self, fn, *args):
+            return self.names
+
+    out = tmp_path / "out"
+    out.mkdir()
+    two = Workers({"a": "NVIDIA H200", "b": "NVIDIA H100 80GB HBM3", "c": None})
+    with pytest.raises(UserError, match=r"GPUs of 2 models \(NVIDIA H100 80GB HBM3, NVIDIA H200"):
+        dist.check_cluster_gpus(two, out, "cuda")
+    dist.check_cluster_gpus(Workers({"a": "NVIDIA H200", "b": "NVIDIA H200"}), out, "cuda")
+    dist.check_cluster_gpus(Workers({"a": None}), out, "cuda")
+    (out / "manifest.json").write_text(
+        json.dumps({"datasets": {}, "machine": {"gpu_name": ["NVIDIA H200"]}})
+    )
+    with pytest.raises(UserError, match="measured on NVIDIA H200 and this GPU is NVIDIA H100"):
+        dist.check_cluster_gpus(Workers({"a": "NVIDIA H100 80GB HBM3"}), out, "cuda")
+    dist.check_cluster_gpus(Workers({"a": "NVIDIA H200"}), out, "cuda")

@@ -36,14 +36,15 @@ from yolo_sm.contract.store import (
 )
 
 
-def check_gpu_model(out_dir: str | os.PathLike, device: str) -> None:
+def check_gpu_model(out_dir: str | os.PathLike, device: str, name: str | None = None) -> None:
     """Stop before measuring on a GPU model other than the one ``out_dir``'s tables were
     measured on. A folder describes one GPU: its notebooks set rows of one table beside
     another's (a bench unit beside a sweep point, a trace beside a roofline), so an H100's
     rows among an H200's would pass for the same machine's, and so would a CPU's. More cards
     of the same model, on this host or another, may add to it; a fresh folder, or one
-    measured on CPUs only, takes any device (:func:`provenance.gpu_clash`)."""
-    name = provenance.gpu_name(device)
+    measured on CPUs only, takes any device (:func:`provenance.gpu_clash`). ``name``: the GPU
+    model where another process has read it (a cluster's workers), else this process's."""
+    name = name or provenance.gpu_name(device)
     known = root_gpus(out_dir) if Path(out_dir).is_dir() else []
     here = provenance.gpu_clash(known, device, name)
     if here:

@@ -22,7 +22,7 @@ import time
 import uuid
 from pathlib import Path
 
-from yolo_sm.collect import plan_status, plans
+from yolo_sm.collect import plan_status, plans, provenance
 from yolo_sm.collect.distributed import tasks
 from yolo_sm.collect.distributed.cluster import (
     RESOURCE,
@@ -63,6 +63,24 @@ def run_task(unit: Unit, plan: Plan, out_dir: str, stop_at: float | None = None)
         "cores": len(cores),
         **where,
     }
+
+
+def check_cluster_gpus(client, out_dir: Path, device: str) -> None:
+    """Stop before any task where the cluster's workers hold GPUs of more than one model, or of
+    another model than the tables of ``out_dir`` (:func:`yolo_sm.collect.plans.check_gpu_model`):
+    a root holds one GPU model's rows, and an empty root would otherwise take every model's
+    first tasks at once. Each worker names its own GPU (``Client.run``, outside the task
+    queue); a worker without a GPU that torch can name says nothing."""
+    names = client.run(provenance.gpu_name, device)
+    models = sorted({n for n in names.values() if n})
+    if len(models) > 1:
+        raise UserError(
+            f"the cluster's workers hold GPUs of {len(models)} models ({', '.join(models)}) and "
+            "a folder holds one model's rows: run one cluster per GPU model, each into a "
+            "folder of its own (CUDA_VISIBLE_DEVICES chooses a host's GPUs)"
+        )
+    if models:
+        plans.check_gpu_model(out_dir, device, models[0])
 
 
 def _command(plan: Plan, out_dir: Path, step) -> str:
@@ -127,6 +145,7 @@ def run_plan(
     if todo:
         run = contextlib.nullcontext(client) if client is not None else None
         with run or client_for(workers, scheduler, plan.device) as c:
+            check_cluster_gpus(c, out_dir, plan.device)
             token = uuid.uuid4().hex[:8]
             started, t0 = tasks.now_utc(), time.perf_counter()
             n_workers = len(c.scheduler_info().get("workers", {}))
