@@ -221,8 +221,8 @@ def _speed_rules():
             yield _explains(
                 Rule(
                     id=f"speed_2_{rid}_w{w:g}",
-                    statement=f"Batch 64, width {w:g}, the fastest int8 engine: {what} (Kineto "
-                    "kernels of one forward against the 8-bit bench)",
+                    statement=f"Batch 64, width {w:g}, the fastest int8 engine: {what} (its "
+                    "8-bit bench forward, split as the Kineto kernels of a traced one)",
                     fact=f"eight_bit.{key}",
                     op=op,
                     threshold=1.0,
