@@ -161,11 +161,22 @@ def test_split_list():
 
 
 def test_a_sampled_run_measures_whole_groups_up_to_its_limit_then_resumes(setup):
+    """A sample of N groups: the table holds at most N; a rerun of the same sample completes a
+    group cut short and adds none (time-limited runs build the one sample); a larger sample
+    adds groups; outside a sample everything left runs."""
     clock, log, out, measure, kw = setup
     with grid.sampled(1):
         df = grid.run_grid(UNITS, measure, **kw)
     assert [(r["model"], r["batch"]) for r in df.to_dict("records")] == UNITS[:2]  # group a whole
-    with grid.sampled(1):  # one more group each run
+    with grid.sampled(1):  # the sample holds its group: nothing more
+        df = grid.run_grid(UNITS, measure, **kw)
+    assert len(df) == 2
+    pd.read_parquet(out).iloc[:1].to_parquet(out)  # group a cut after its first unit
+    log.clear()
+    with grid.sampled(1):
+        df = grid.run_grid(UNITS, measure, **kw)
+    assert [e[1] for e in log if e[0] == "measure"] == [("a", 2)] and len(df) == 2
+    with grid.sampled(2):  # a larger sample: one more group
         df = grid.run_grid(UNITS, measure, **kw)
     assert len(df) == 4
     df = grid.run_grid(UNITS, measure, **kw)  # outside the sample: everything left

@@ -9,8 +9,10 @@ before the ``deadline`` at the estimated pace, so that what is compared is measu
 side; after every unit the whole table is written atomically (temporary file + rename), so a
 run killed at any moment leaves a readable table lacking at most the unit in progress; GPU
 memory is freed between groups. Rerunning the same call continues where the last one stopped.
-Within :func:`sampled`, a run measures at most that many groups and leaves the rest: a sample
-whose seconds ``collect --status`` scales to the whole table.
+Within :func:`sampled`, a run leaves the table holding at most that many groups (those it held
+already count, and a run completes them) and leaves the rest: a sample whose seconds
+``collect --status`` scales to the whole table, which time-limited runs of the same command
+complete without growing it.
 """
 
 from __future__ import annotations
@@ -45,8 +47,9 @@ _SAMPLE: ContextVar[int | None] = ContextVar("grid_sample", default=None)
 
 @contextmanager
 def sampled(groups: int | None) -> Iterator[None]:
-    """Every :func:`run_grid` inside measures at most ``groups`` groups (None: no limit), whole
-    ones (a model's units stay side by side), and stops before the next. A context rather than
+    """Every :func:`run_grid` inside measures groups until its table holds ``groups`` of them
+    (None: no limit; a group of which the table holds some units counts, and is completed),
+    whole ones (a model's units stay side by side), and stops before the next. A context rather than
     an argument: the steps of a plan reach :func:`run_grid` through a dozen runners."""
     if groups is not None and groups < 1:
         raise ValueError(f"a sample needs at least one group, not {groups}")
@@ -300,19 +303,23 @@ def _run_grid(
             metadata = {**(metadata or {}), "registrations": regs}
     todo = pending(units, rows, key, row_key, complete)
     pace = Pace(rows=rows)
-    sample, started = _SAMPLE.get(), 0
+    sample, taken = _SAMPLE.get(), set()
+    if sample is not None:  # the groups the table holds rows of count toward the sample
+        have = held(rows, row_key)
+        taken = {group(u) for u in units if have.get(key(u))}
     bar = tqdm(total=len(todo), desc=kind, unit="unit", disable=not progress, file=sys.stderr)
     try:
-        for _, members in itertools.groupby(todo, key=group):
+        for g, members in itertools.groupby(todo, key=group):
             members = list(members)
-            if sample is not None and started >= sample:
+            if sample is not None and g not in taken and len(taken) >= sample:
                 print(
-                    f"{kind}: sampled {started} group(s); stopping before {describe(members[0])} "
-                    "(the same command without the sample measures the rest)",
+                    f"{kind}: the sample holds {len(taken)} group(s); stopping before "
+                    f"{describe(members[0])} (the same command without the sample measures "
+                    "the rest)",
                     file=sys.stderr,
                 )
                 break
-            started += 1
+            taken.add(g)
             if deadline is not None and not _fits(members, pace, estimate, clock, deadline):
                 print(
                     f"{kind}: stopping before {describe(members[0])}: its {len(members)} "

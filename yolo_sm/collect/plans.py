@@ -92,8 +92,9 @@ def run_plan(
     """Run the plan's unfinished steps (or those named in ``only``) into ``out_dir``; returns
     the status table afterwards. ``redo`` (a message substring, "" for every error): first
     drop the matching error rows of the sweep and bench steps it runs (:func:`redo_errors`).
-    ``sample``: each step of a kind in :data:`SAMPLED_KINDS` measures at most that many more
-    groups (a model's units, side by side) and stays partial; the others run whole. Into an
+    ``sample``: each step of a kind in :data:`SAMPLED_KINDS` measures groups (a model's units,
+    side by side) until its table holds that many, and stays partial (a rerun completes the
+    same sample, as time-limited runs do); the others run whole. Into an
     empty folder that is a sample of the whole plan, whose GPU seconds
     :func:`yolo_sm.collect.plan_status.status` scales to every step (spent, plus what is left
     at the pace measured)."""
