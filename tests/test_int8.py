@@ -821,3 +821,24 @@ def test_the_occupancy_section_shows_each_trace_it_holds_or_says_what_it_lacks(m
     }
     lacking = eight_bit_plots.occupancy_section(open_root(make_root("n", ["ceilings"])))
     assert isinstance(lacking, str) and p8.TRACE_INT8 in lacking
+
+
+def test_speed_goal_2_waits_for_a_unit_that_lacks_an_engine_of_its_plan():
+    """A unit measured before an engine joined the plan step decides no goal-2 rule: its
+    fastest 8-bit or fp16 engine is not known. An error row counts as measured."""
+    from yolo_sm.analyse.facts import facts_table
+    from yolo_sm.report import goals
+
+    speed = p8.engine_speed(_bench(180.0))
+    planned = ["cudagraph/fp16/nhwc", "cudagraph/int8/nhwc", "cudagraph/fp8/nhwc"]
+    assert goal8.incomplete_units(speed, planned).empty
+    assert goal8.complete_units(speed, planned).equals(speed)
+    assert goal8.complete_units(speed, []).equals(speed)  # a bench without a plan's engines
+    later = [*planned, "compile:reduce-overhead/int8/nhwc"]
+    added = speed[speed.width == 2.0].assign(variant=later[-1], status="error", img_per_s=math.nan)
+    speed2 = pd.concat([speed, added], ignore_index=True)
+    gaps = goal8.incomplete_units(speed2, later)
+    assert gaps.width.tolist() == [1.0] and gaps.missing.tolist() == [later[-1]]
+    facts = facts_table(goal8.goal_facts(goal8.complete_units(speed2, later)))
+    v = evaluate(goals.SPEED_RULES, facts).set_index("id").verdict
+    assert v["speed_2_w1"] == NOT_TESTED and v["speed_2_w2"] == HOLDS  # int8 at 180/120

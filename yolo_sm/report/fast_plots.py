@@ -342,6 +342,19 @@ def eight_bit_budget(root: DataRoot):
     return tables.show(goal8.budget_of(root))
 
 
+def eight_bit_incomplete(root: DataRoot):
+    """The 8-bit bench's (width, batch) units that lack an engine its plan step names, and
+    which (:func:`yolo_sm.analyse.eight_bit_goal.incomplete_units`): goal 2 is not decided
+    there until the unit is measured again."""
+    if not root.has(goal8.BENCH_8BIT):
+        return missing_note(root, [goal8.BENCH_8BIT])
+    speed = goal8.engine_speed(root.load(goal8.BENCH_8BIT))
+    gaps = goal8.incomplete_units(speed, goal8.planned_engines(root))
+    if gaps.empty:
+        return Note("Every unit of the 8-bit bench holds every engine its plan names.")
+    return tables.show(gaps)
+
+
 @needs(fast.AUTOTUNE_DATASET)
 def autotune_runs(root: DataRoot):
     """Speed goal 3's runs: per width, every engine of the autotune bench in run order with

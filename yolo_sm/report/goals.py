@@ -198,7 +198,8 @@ def _speed_rules():
             id=f"speed_2_w{w:g}",
             statement=f"Batch 64, width {w:g}: an 8-bit engine that passes its numerical check "
             f"delivers at least {ratio:g}x the img/s of the fastest fp16 engine (same process; "
-            "0 where every 8-bit engine failed its check)",
+            "0 where every 8-bit engine failed its check; not tested while the unit lacks an "
+            "engine its plan step names)",
             fact="eight_bit.best_over_fastest_fp16",
             op=">=",
             threshold=ratio,
