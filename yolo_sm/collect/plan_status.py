@@ -343,9 +343,10 @@ def _total_units(step: Step, plan: Plan) -> tuple[int, str]:
 
 
 def need_s(step: Step, plan: Plan, out_dir: Path, state: str) -> float:
-    """The seconds a step that runs in units but not to a deadline needs: its ``est_s``, or for
-    a partial one (an int8_kernels table holding some of its units) the share of it that its
-    missing units stand for."""
+    """The seconds a step needs before it starts: its ``est_s``, or for a partial one (a
+    table holding some of its units) what its missing units need (:func:`_partial_need`).
+    collect waits for it to fit in the time left only for the kinds that do not stop at a
+    deadline themselves (``contract.plans.TO_DEADLINE``)."""
     if state == "partial":
         return _partial_need(step, plan, step_path(step, out_dir))[0]
     return step.est_s
