@@ -181,23 +181,17 @@ def _held(spec: CacheSpec, out) -> tuple[list[dict], list[tuple[float, str]]]:
     return rows, pending(spec.units(), rows, _key, _row_key, _complete(spec))
 
 
-def missing_seconds(spec: CacheSpec, out: str | os.PathLike) -> float | None:
+def missing_seconds(spec: CacheSpec, out: str | os.PathLike) -> tuple[float | None, list[str]]:
     """Seconds the units the table ``out`` lacks will take by :func:`unit_estimate` from the
-    units it holds (``collect --status``); None where it holds no unit of ``spec``'s shape to
-    go by."""
+    units it holds (``collect --status``; None where a unit has nothing to go by), and the
+    modes whose units went by the plan's ``mode_est_s`` (the table holds no unit of them)."""
     rows, todo = _held(spec, out)
     pace = Pace(rows=rows)
-    estimates = [unit_estimate(spec, u, pace) for u in todo]
-    return None if None in estimates else sum(estimates)
-
-
-def modes_by_plan(spec: CacheSpec, out: str | os.PathLike) -> list[str]:
-    """The modes of the units the table ``out`` lacks that :func:`unit_estimate` takes from
-    the plan's ``mode_est_s`` (the table holds no unit of the mode yet)."""
-    rows, todo = _held(spec, out)
-    planned = dict(spec.mode_est_s)
-    built = {r.get("compile_mode") for r in rows if _same_shape(spec)(r)}
-    return sorted({m for _, m in todo if m in planned and m not in built})
+    estimates = [_estimate(spec, u, pace) for u in todo]
+    if any(est is None for est, _ in estimates):
+        return None, []
+    planned = sorted({m for (_, m), (_, by_plan) in zip(todo, estimates, strict=True) if by_plan})
+    return sum(est for est, _ in estimates), planned
 
 
 def with_unit_seconds(rows: list[dict]) -> list[dict]:
@@ -234,14 +228,19 @@ def unit_estimate(spec: CacheSpec, unit: tuple[float, str], pace: Pace) -> float
     :func:`yolo_sm.collect.grid.width_scaled`; where the mode has none, the plan's
     ``mode_est_s`` for it, else the longest of any mode; None where the table holds no unit of
     ``spec``'s shape and the plan gives no estimate for the mode."""
+    return _estimate(spec, unit, pace)[0]
+
+
+def _estimate(spec: CacheSpec, unit: tuple[float, str], pace: Pace) -> tuple[float | None, bool]:
+    """:func:`unit_estimate`, and whether it is the plan's ``mode_est_s``."""
     width, mode = unit
     rows = with_unit_seconds(pace.rows)
     est = width_scaled(longest_by_width(rows, _same_shape(spec, mode)), width)
-    if est is None:
-        est = dict(spec.mode_est_s).get(mode)
+    if est is None and mode in dict(spec.mode_est_s):
+        return dict(spec.mode_est_s)[mode], True
     if est is None:
         est = width_scaled(longest_by_width(rows, _same_shape(spec)), width)
-    return est
+    return est, False
 
 
 def _key(unit: tuple[float, str]) -> tuple[float, str]:

@@ -12,7 +12,6 @@ from pathlib import Path
 from yolo_sm.collect.bench import missing_units, per_spec_variants
 from yolo_sm.collect.cache_builds import missing_seconds as cache_missing_seconds
 from yolo_sm.collect.cache_builds import missing_units as cache_missing_units
-from yolo_sm.collect.cache_builds import modes_by_plan
 from yolo_sm.collect.grid import Pace, table_rows
 from yolo_sm.collect.int8_kernels import missing_seconds as int8_missing_seconds
 from yolo_sm.collect.int8_kernels import missing_units as int8_missing_units
@@ -361,9 +360,8 @@ def _partial_need(step: Step, plan: Plan, path: Path) -> tuple[float, str]:
     if step.kind == "int8_kernels":
         seconds = int8_missing_seconds(int8_kernel_spec(step, plan), path)
     elif step.kind == "compile_cache":
-        spec = cache_spec(step, plan)
-        seconds = cache_missing_seconds(spec, path)
-        if modes_by_plan(spec, path):
+        seconds, by_plan = cache_missing_seconds(cache_spec(step, plan), path)
+        if by_plan:
             source += ", mode_est_s"
     if seconds is not None:
         return seconds, source
