@@ -466,3 +466,10 @@ def test_a_cluster_of_two_gpu_models_or_of_another_than_the_folders_is_refused(t
     with pytest.raises(UserError, match="measured on NVIDIA H200 and this GPU is NVIDIA H100"):
         dist.check_cluster_gpus(Workers({"a": "NVIDIA H100 80GB HBM3"}), out, "cuda")
     dist.check_cluster_gpus(Workers({"a": "NVIDIA H200"}), out, "cuda")
+    # through the driver: refused before a shard is seeded with the rows a unit holds
+    plan, cpu_root = _plan(tmp_path, [_sweep()]), tmp_path / "cpu_root"
+    plans.run_plan(plan, cpu_root, progress=False)
+    pd.read_parquet(cpu_root / "s.parquet").iloc[:1].to_parquet(cpu_root / "s.parquet")
+    with pytest.raises(UserError, match="GPUs of 2 models"):
+        dist.run_plan(plan, cpu_root, client=two, progress=False)
+    assert not (cpu_root / dunits.SHARDS).exists()

@@ -138,14 +138,14 @@ def run_plan(
     todo = [u for u in units if unit_pending(u, plan, out_dir)]
     if todo:  # on the driver too where it sees the GPUs, so that no task starts in vain
         plans.check_gpu_model(out_dir, plan.device)
-    for u in todo:
-        seed_shard(u, plan, out_dir)
     stop_at = time.time() + 60 * max_minutes if max_minutes else None
     errors, rows = [], []
     if todo:
         run = contextlib.nullcontext(client) if client is not None else None
         with run or client_for(workers, scheduler, plan.device) as c:
-            check_cluster_gpus(c, out_dir, plan.device)
+            check_cluster_gpus(c, out_dir, plan.device)  # before a shard is written
+            for u in todo:
+                seed_shard(u, plan, out_dir)
             token = uuid.uuid4().hex[:8]
             started, t0 = tasks.now_utc(), time.perf_counter()
             n_workers = len(c.scheduler_info().get("workers", {}))
