@@ -49,8 +49,9 @@ _SAMPLE: ContextVar[int | None] = ContextVar("grid_sample", default=None)
 def sampled(groups: int | None) -> Iterator[None]:
     """Every :func:`run_grid` inside measures groups until its table holds ``groups`` of them
     (None: no limit; a group of which the table holds some units counts, and is completed),
-    whole ones (a model's units stay side by side), and stops before the next. A context rather than
-    an argument: the steps of a plan reach :func:`run_grid` through a dozen runners."""
+    whole ones (a model's units stay side by side), and stops before the next. A context
+    rather than an argument: the steps of a plan reach :func:`run_grid` through a dozen
+    runners."""
     if groups is not None and groups < 1:
         raise ValueError(f"a sample needs at least one group, not {groups}")
     token = _SAMPLE.set(groups)
@@ -276,12 +277,12 @@ def check_rows_gpu(rows: list[dict], device: str | None, out) -> None:
     provenance) say nothing; ``device`` None, or a GPU that torch cannot name, checks
     nothing."""
     name = gpu_name(device) if device else None
-    seen = sorted({r["prov_gpu_name"] for r in rows if isinstance(r.get("prov_gpu_name"), str)})
+    seen = sorted({g for r in rows if isinstance(g := r.get("prov_gpu_name"), str) and g})
     here = gpu_clash(seen, device, name)
     if here:
         raise UserError(
-            f"{out} holds rows measured on {', '.join(g for g in seen if g)} and {here}: write "
-            "to another file, one per GPU model"
+            f"{out} holds rows measured on {', '.join(seen)} and {here}: write to another "
+            "file, one per GPU model"
         )
 
 
