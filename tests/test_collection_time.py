@@ -59,6 +59,12 @@ def test_the_shipped_snapshot_is_one_row_per_plan_step_and_adds_up():
     phases = rec[[f"{p}_s" for p in ("build", "warmup", "timed", "profile", "other")]].sum(axis=1)
     assert (phases - rec.spent_s).abs().max() < 0.005  # a record's phases sum to its total
     assert df[df.spent_source != "recorded"].build_s.isna().all()
+    # what the records hold beyond the rows is apart, never negative, only where recorded
+    assert (rec.superseded_s >= 0).all() and df[
+        df.spent_source != "recorded"
+    ].superseded_s.isna().all()
+    f = ct.facts(open_root("h200")).set_index("key")["value"]
+    assert f["collection.superseded_s"] == pytest.approx(rec.superseded_s.sum())
 
 
 def test_phases_and_facts_read_the_recorded_steps_only(make_root):

@@ -252,3 +252,65 @@ def test_status_prints_where_the_recorded_seconds_went(tmp_path, capsys):
     )
     printed = capsys.readouterr().out
     assert "recorded GPU time by phase (1 runs): build " in printed
+
+
+def test_a_record_of_one_run_is_kept_whole():
+    rec = gpu_time.record({"build": 6.0, "timed": 2.0}, 10.0)
+    assert gpu_time.kept(rec, {"build": 1.0, "timed": 1.0}) == (rec, 0.0)
+
+
+@pytest.mark.parametrize(
+    "rows, kept_total, gone",
+    [
+        # the rows hold every phase second the runs recorded: nothing left out
+        ({"build": 8.0, "warmup": 0.0, "timed": 4.0, "profile": 0.0}, 20.0, 0.0),
+        # half the phase seconds were units measured again: half the overhead with them
+        ({"build": 4.0, "warmup": 0.0, "timed": 2.0, "profile": 0.0}, 10.0, 10.0),
+        # rows that count more than the record (a shared build on several rows): capped
+        ({"build": 9.0, "warmup": 0.0, "timed": 4.0, "profile": 0.0}, 20.0, 0.0),
+        # a phase the rows have no column of is kept whole
+        ({"build": 4.0}, 8.0 + 8.0 * 8 / 12, 12.0 - 8.0 * 8 / 12),
+    ],
+)
+def test_a_record_of_several_runs_keeps_what_made_the_tables_rows(rows, kept_total, gone):
+    two = gpu_time.add(
+        gpu_time.record({"build": 4.0, "timed": 2.0}, 10.0),
+        gpu_time.record({"build": 4.0, "timed": 2.0}, 10.0),
+    )
+    rec, left_out = gpu_time.kept(two, rows)
+    assert rec["total"] == pytest.approx(kept_total, abs=1e-3)
+    assert left_out == pytest.approx(gone, abs=1e-3)
+    assert rec["runs"] == 2
+    assert sum(rec[p] for p in (*gpu_time.PHASES, "other")) == pytest.approx(rec["total"])
+    assert gpu_time.check_gpu_seconds(rec, "kept") == rec
+
+
+def test_status_counts_the_seconds_of_the_rows_a_step_holds_not_of_its_runs(tmp_path, capsys):
+    """A unit measured twice (a second run redoing the table's rows) costs the record twice;
+    --status and the snapshot count it once and say what they left out."""
+    from yolo_sm.collect import collection_time
+
+    plan = _sweep_plan(tmp_path)
+    out = tmp_path / "data"
+    collect.run_plan(plan, out, progress=False)
+    once = plan_status.status(plan, out).gpu_s.iloc[0]
+    rec = read_manifest(out)["datasets"]["s"]["gpu_seconds"]
+    # the same points measured again by a second run: its seconds added, its rows replacing
+    entry = read_manifest(out)["datasets"]["s"]
+    register(out, "s", "s.parquet", entry["kind"], entry["description"], entry["command"],
+             entry["params"], gpu_seconds=gpu_time.add(rec, rec))  # fmt: skip
+    assert read_manifest(out)["datasets"]["s"]["gpu_seconds"]["runs"] == 2
+    table = plan_status.status(plan, out)
+    assert table.gpu_s_source.tolist() == ["recorded"]
+    assert table.gpu_s.iloc[0] == pytest.approx(once, abs=0.2)
+    snap = collection_time.table(plan, out, table)
+    assert snap.spent_s.iloc[0] == pytest.approx(rec["total"], abs=0.01)
+    assert snap.superseded_s.iloc[0] == pytest.approx(rec["total"], abs=0.01)
+    assert snap.runs.iloc[0] == 2
+    capsys.readouterr()
+    assert (
+        main(["collect", "--plan", str(tmp_path / "plan.yaml"), "--out", str(out), "--status"]) == 0
+    )
+    printed = capsys.readouterr().out
+    assert "recorded GPU time by phase (2 runs)" in printed
+    assert f"not counted: {rec['total']:.0f} s the records hold" in printed

@@ -82,7 +82,8 @@ def facts(root: DataRoot) -> pd.DataFrame:
     ``collection.plan_s`` (the whole plan, s), ``collection.spent_s`` / ``left_s``,
     ``collection.recorded_share_pct`` (% of the spent seconds that the manifest records
     rather than estimates), ``collection.build_share_pct`` (% of the recorded seconds spent
-    building engines)."""
+    building engines), ``collection.superseded_s`` (recorded seconds of work the tables no
+    longer hold, left out of the others; absent from a snapshot without the column)."""
     df = snapshot(root)
     if df is None or not len(df):
         return facts_table([])
@@ -102,6 +103,11 @@ def facts(root: DataRoot) -> pd.DataFrame:
         ),
         fact(PREFIX + "build_share_pct", build, "%", datasets=ds),
     ]
+    if "superseded_s" in df:
+        rows.append(
+            fact(PREFIX + "superseded_s", float(df["superseded_s"].fillna(0.0).sum()), "s",
+                 datasets=ds)
+        )  # fmt: skip
     return facts_table(rows)
 
 

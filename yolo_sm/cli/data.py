@@ -172,9 +172,15 @@ def collect(args) -> int:
         table = plan_status.status(plan, out_dir)
         print(table.to_string(index=False))
         print(plan_status.gpu_total_line(table))
-        phases = gpu_time.phase_line(plan_status.recorded_phases(plan, out_dir))
+        records, superseded = plan_status.recorded_phases(plan, out_dir)
+        phases = gpu_time.phase_line(records)
         if phases:
             print(phases)
+        if superseded:
+            print(
+                f"not counted: {superseded:.0f} s the records hold for work the tables no longer "
+                "hold (units measured again, runs stopped mid-unit)"
+            )
         left = float(table.est_left_s.sum())
         if left:
             print(

@@ -1,6 +1,7 @@
 """The GPU time a collection plan costs, saved as a table of its dataset root
 (``yolo-sm collect --status --save``): one row per plan step, the seconds its table took
-(recorded per phase in the manifest, else estimated from its rows), the seconds it still needs
+(recorded per phase in the manifest for the rows it holds, else estimated from its rows), the
+seconds recorded for work it no longer holds, the seconds it still needs
 by :func:`yolo_sm.collect.plan_status.status`'s estimate, and their sum, the step's whole cost.
 
 Saved, the table is a snapshot: it keeps what the root's tables said when it was taken, so a
@@ -17,15 +18,10 @@ import pandas as pd
 
 from yolo_sm.collect.bench import unit_group
 from yolo_sm.collect.plan_runners import bench_spec, cache_spec, int8_kernel_spec, sweep_spec
-from yolo_sm.collect.plan_status import status
+from yolo_sm.collect.plan_status import status, step_record
 from yolo_sm.collect.plans import SAMPLED_KINDS
 from yolo_sm.contract.gpu_time import PHASES
-from yolo_sm.contract.manifest import (
-    PROVENANCE_FIELDS,
-    read_manifest,
-    recorded_gpu_seconds,
-    register,
-)
+from yolo_sm.contract.manifest import PROVENANCE_FIELDS, read_manifest, register
 from yolo_sm.contract.plans import Plan
 from yolo_sm.contract.schema import COLLECTION_TIME
 from yolo_sm.contract.scrub import shown_path
@@ -35,8 +31,9 @@ FILE = f"{COLLECTION_TIME}.parquet"
 DESCRIPTION = (
     "The GPU seconds of every step of the plan that made this root, as its tables said when "
     "this snapshot was taken (collect --status --save): spent (recorded per phase in the "
-    "manifest, else estimated from the rows), left (the estimate for what is not measured "
-    "yet) and their sum per step."
+    "manifest for the rows the table holds, else estimated from the rows), left (the estimate "
+    "for what is not measured yet) and their sum per step, and the recorded seconds of work "
+    "the tables no longer hold."
 )
 
 
@@ -51,7 +48,7 @@ def table(plan: Plan, out_dir: str | os.PathLike, st: pd.DataFrame | None = None
     st = status(plan, out_dir) if st is None else st
     rows = []
     for s, r in zip(plan.steps, st.itertuples(index=False), strict=True):
-        rec = recorded_gpu_seconds(out_dir, s.name, s.out) if r.gpu_s_source == "recorded" else None
+        rec, gone = step_record(s, out_dir) if r.gpu_s_source == "recorded" else (None, 0.0)
         # a record's own total (status rounds it for display)
         spent = rec["total"] if rec else float(r.gpu_s) if pd.notna(r.gpu_s) else 0.0
         left = float(r.est_left_s or 0.0)
@@ -69,6 +66,7 @@ def table(plan: Plan, out_dir: str | os.PathLike, st: pd.DataFrame | None = None
         for p in (*PHASES, "other"):
             row[f"{p}_s"] = rec[p] if rec else float("nan")
         row["runs"] = rec["runs"] if rec else float("nan")
+        row["superseded_s"] = gone if rec else float("nan")
         rows.append(row)
     df = pd.DataFrame(rows).astype({"rows": "Int64"})
     entries = read_manifest(out_dir, repair=True).get("datasets", {})

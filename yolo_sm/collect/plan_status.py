@@ -26,7 +26,13 @@ from yolo_sm.collect.plan_runners import (
 from yolo_sm.collect.sweep import missing_points, point_pace, points_not_in
 from yolo_sm.contract.datasets import PARTIAL_PREFIX
 from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.gpu_time import estimate_from_rows, estimate_from_units
+from yolo_sm.contract.gpu_time import (
+    PHASE_COLUMNS,
+    estimate_from_rows,
+    estimate_from_units,
+    kept,
+    row_phases,
+)
 from yolo_sm.contract.manifest import entry_problem, recorded_gpu_seconds
 from yolo_sm.contract.plans import RESUMABLE, SCHEDULING_PARAMS, Plan, Step
 from yolo_sm.contract.schema import KEY_COLUMNS
@@ -272,10 +278,11 @@ def status(plan: Plan, out_dir: str | os.PathLike):
 
 def step_gpu_seconds(step: Step, plan: Plan, out_dir: Path) -> tuple:
     """(rows, GPU seconds, source) of a step's table: the seconds its manifest entry records
-    (``recorded``: :mod:`yolo_sm.contract.gpu_time`), else an estimate from the table itself
-    (``estimated (rows)``: a sweep's phase columns, or its build_s plus its warm-up and budget
-    per measured row; a bench's unit_s per unit), else the plan's ``est_s`` (``estimated (plan
-    est_s)``); (None, None, "") without a table. A record that is not valid is a UserError."""
+    for the rows the table holds (``recorded``: :func:`step_record`), else an estimate from the
+    table itself (``estimated (rows)``: a sweep's phase columns, or its build_s plus its warm-up
+    and budget per measured row; a bench's unit_s per unit), else the plan's ``est_s``
+    (``estimated (plan est_s)``); (None, None, "") without a table. A record that is not
+    valid is a UserError."""
     import pandas as pd
     import pyarrow.parquet as pq
 
@@ -287,7 +294,7 @@ def step_gpu_seconds(step: Step, plan: Plan, out_dir: Path) -> tuple:
         n = pq.read_metadata(path).num_rows
     except Exception:  # noqa: BLE001 - an unreadable table: collect says why when it reads it
         return None, None, ""
-    rec = recorded_gpu_seconds(out_dir, step.name, step.out)
+    rec, _ = step_record(step, out_dir)
     if rec is not None:
         return n, round(rec["total"], 1), "recorded"
     wanted = ("status", "build_s", "warmup_s", "timed_s", "profile_s", "unit_s", "family", "width")
@@ -305,6 +312,29 @@ def step_gpu_seconds(step: Step, plan: Plan, out_dir: Path) -> tuple:
     return n, round(est, 1), "estimated (rows)"
 
 
+def step_record(step: Step, out_dir: Path) -> tuple[dict | None, float]:
+    """The ``gpu_seconds`` record of ``step``'s table as far as it made the rows the table
+    holds, and the recorded seconds of work the table no longer holds
+    (:func:`yolo_sm.contract.gpu_time.kept`: units measured again, runs stopped mid-unit);
+    (None, 0.0) without a table or a record. One definition for every reader: a root's spent
+    seconds, its snapshot and a sample scaled to the whole plan all count what their tables
+    hold, not how many runs it took to get there."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    path = step_path(step, Path(out_dir))
+    rec = recorded_gpu_seconds(Path(out_dir), step.name, step.out) if path.exists() else None
+    if rec is None or rec["runs"] <= 1:
+        return rec, 0.0
+    try:
+        names = pq.read_schema(path).names
+        cols = [c for c in PHASE_COLUMNS.values() if c in names]
+        df = pd.read_parquet(path, columns=cols)
+    except Exception:  # noqa: BLE001 - an unreadable table: collect says why when it reads it
+        return rec, 0.0
+    return kept(rec, row_phases(df))
+
+
 def gpu_totals(table) -> dict:
     """The plan's GPU seconds so far, from :func:`status`'s table: ``recorded``,
     ``estimated``, their ``total`` and the number of ``tables``."""
@@ -316,14 +346,17 @@ def gpu_totals(table) -> dict:
     return {"recorded": recorded, "estimated": estimated, "total": total, "tables": n}
 
 
-def recorded_phases(plan: Plan, out_dir) -> list[dict]:
-    """The ``gpu_seconds`` records of the plan's steps whose manifest entry has one."""
-    out = []
+def recorded_phases(plan: Plan, out_dir) -> tuple[list[dict], float]:
+    """The ``gpu_seconds`` records of the plan's steps whose table and manifest entry have
+    one, each as far as it made the table's rows (:func:`step_record`), and the recorded
+    seconds of work the tables no longer hold, summed."""
+    out, superseded = [], 0.0
     for s in plan.steps:
-        rec = recorded_gpu_seconds(Path(out_dir), s.name, s.out)
-        if rec is not None and step_path(s, Path(out_dir)).exists():
+        rec, gone = step_record(s, Path(out_dir))
+        if rec is not None:
             out.append(rec)
-    return out
+            superseded += gone
+    return out, superseded
 
 
 def gpu_total_line(table) -> str:

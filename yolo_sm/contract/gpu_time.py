@@ -67,6 +67,40 @@ def add(a: dict | None, b: dict) -> dict:
     return out
 
 
+def row_phases(df) -> dict:
+    """Per phase of :data:`PHASES` the seconds a table's rows carry (its phase column summed),
+    for the phases the table has a column of."""
+    return {p: float(df[c].fillna(0.0).sum()) for p, c in PHASE_COLUMNS.items() if c in df}
+
+
+def kept(rec: dict, rows: dict) -> tuple[dict, float]:
+    """The part of record ``rec`` that made the rows a table holds now, and the seconds it
+    leaves out. A record summing several runs of a resumable step also holds work its table no
+    longer holds: units measured again (an engine joined the plan, error rows redone) and
+    units of runs stopped mid-unit. ``rows``: :func:`row_phases` of the table. Each phase is
+    the rows' own seconds, at most the record's (a phase the rows have no column of is kept
+    whole); ``other`` is the record's, scaled by the share of the record's phase seconds the
+    rows keep (the rows cannot say which run's overhead made them); ``total`` their sum. A
+    record of one run, or without phase seconds, is kept whole: there is nothing to tell
+    apart. Returns (the kept record, the record's total less the kept one)."""
+    phase_sum = sum(rec[p] for p in PHASES)
+    if rec["runs"] <= 1 or not phase_sum > 0:
+        return dict(rec), 0.0
+    out = {p: min(rec[p], rows.get(p, rec[p])) for p in PHASES}
+    share = sum(out.values()) / phase_sum
+    out["other"] = rec["other"] * share
+    # the record's total may exceed its phases and other (a record made by hand): scaled alike
+    out["total"] = (
+        sum(out[p] for p in PHASES)
+        + out["other"]
+        + share * max(0.0, rec["total"] - phase_sum - rec["other"])
+    )
+    gone = round(max(0.0, rec["total"] - out["total"]), 3)
+    out = {k: round(v, 3) for k, v in out.items()}
+    out["runs"] = rec["runs"]
+    return out, gone
+
+
 def estimate_from_rows(df, warmup_ms: float | None = None, budget_ms: float | None = None):
     """Estimated seconds of a sweep-like table that carries no record: the sum of its rows'
     phase columns where it has them; else its ``build_s`` plus, per measured (``ok``) row,

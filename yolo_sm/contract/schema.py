@@ -1058,8 +1058,9 @@ SCHEMAS[COLLECTION_TIME] = {
     "kind": "the step's kind",
     "state": "done, partial, missing, or another state collect --status gives",
     "rows": "rows the step's table holds (empty without a table)",
-    "spent_s": "GPU seconds the step's table took: recorded in the manifest, else estimated "
-    "from its rows or the plan's est_s (spent_source says which); 0 without a table",
+    "spent_s": "GPU seconds the step's table took for the rows it holds: recorded in the "
+    "manifest, else estimated from its rows or the plan's est_s (spent_source says which); 0 "
+    "without a table",
     "spent_source": "recorded, estimated (rows), estimated (plan est_s), or empty",
     "left_s": "GPU seconds the step still needs by collect --status's estimate (missing points "
     "or units at the pace the table measured, else the plan's estimate); 0 when done",
@@ -1074,6 +1075,8 @@ SCHEMAS[COLLECTION_TIME] = {
     "other_s": "recorded seconds of the rest (model builds, provenance, writing tables); empty "
     "without a record",
     "runs": "runs of the step the record sums (empty without a record)",
+    "superseded_s": "recorded seconds of work the step's table no longer holds (units measured "
+    "again, runs stopped mid-unit), not in spent_s or the phases; empty without a record",
 }
 REQUIRED[COLLECTION_TIME] = ("step", "kind", "state", "spent_s", "left_s", "plan_s")
 KIND_TYPES[COLLECTION_TIME] = {

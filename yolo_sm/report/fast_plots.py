@@ -261,6 +261,7 @@ def compile_builds(root: DataRoot):
 #: the columns of one snapshot shown per step
 COLLECTION_COLUMNS = (
     "step", "kind", "state", "spent_s", "spent_source", "left_s", "left_source", "plan_s",
+    "superseded_s",
 )  # fmt: skip
 
 
@@ -282,7 +283,8 @@ def collection_steps(root: DataRoot, baseline: DataRoot | None = None):
         return no_snapshot(root)
     base = collection.snapshot(baseline) if baseline is not None else None
     if base is None or baseline.path.resolve() == root.path.resolve():
-        return tables.show(snap[list(COLLECTION_COLUMNS)])
+        # a snapshot saved before superseded_s was a column shows the others
+        return tables.show(snap[[c for c in COLLECTION_COLUMNS if c in snap]])
     return tables.show(collection.side_by_side(base, snap))
 
 
