@@ -8,6 +8,7 @@ import pytest
 
 from tests.fixtures.synthetic_bench import make_bench
 from yolo_sm.analyse import fast, frames
+from yolo_sm.analyse.bench_table import engines
 from yolo_sm.analyse.facts import facts_table
 from yolo_sm.contract import hardware
 from yolo_sm.contract.errors import UserError
@@ -495,3 +496,32 @@ def test_the_shipped_compiled_traces_give_the_pool_share_of_their_breakdown():
         b = fast.time_breakdown(k)
         shares += [b.loc["pooling (Triton)", c] / b.loc["total", c] * 100 for c in b.columns]
     assert f["value"] == pytest.approx(max(shares))
+
+
+def test_goal_3_waits_for_a_unit_that_lacks_an_engine_of_its_plan(df, tmp_path):
+    """An autotune unit measured before an engine joined its plan step does not know its
+    fastest engine: speed_3 is not tested there until the unit is measured again, and the
+    notebook names the unit and the engine it lacks."""
+    from yolo_sm.contract.datasets import open_root
+    from yolo_sm.contract.manifest import register
+    from yolo_sm.contract.store import write_atomic
+    from yolo_sm.report.sections import Note
+
+    tuned = df[(df.width == 1.0) & (df.batch == 64)]
+    write_atomic(tuned, tmp_path / "t.parquet")
+    held = sorted(set(engines(tuned, baseline=True).variant))
+    added = "compile:reduce-overhead+sep-pool/fp16/nhwc"
+    assert added not in held
+
+    def verdict(planned):
+        register(tmp_path, fast.AUTOTUNE_DATASET, "t.parquet", "bench", "t", "cmd",
+                 params={"engines": planned})  # fmt: skip
+        root = open_root(tmp_path)
+        v = evaluate(goals.SPEED_RULES, fast.facts(root)).set_index("id").verdict
+        return v["speed_3_w1"], fast_plots.autotune_incomplete(root)
+
+    v, shown = verdict(held)
+    assert v in (HOLDS, FAILS) and isinstance(shown, Note)
+    v, shown = verdict([*held, added])
+    assert v == NOT_TESTED and not isinstance(shown, Note)
+    assert added in shown.to_html()

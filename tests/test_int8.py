@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tests.fixtures.conv_blocks import fused_conv_blocks
+from yolo_sm.analyse import bench_table
 from yolo_sm.analyse import eight_bit_goal as goal8
 from yolo_sm.analyse import precision_8bit as p8
 from yolo_sm.collect.engines import EngineConfig, build_engine, int8, qconv
@@ -831,14 +832,14 @@ def test_speed_goal_2_waits_for_a_unit_that_lacks_an_engine_of_its_plan():
 
     speed = p8.engine_speed(_bench(180.0))
     planned = ["cudagraph/fp16/nhwc", "cudagraph/int8/nhwc", "cudagraph/fp8/nhwc"]
-    assert goal8.incomplete_units(speed, planned).empty
-    assert goal8.complete_units(speed, planned).equals(speed)
-    assert goal8.complete_units(speed, []).equals(speed)  # a bench without a plan's engines
+    assert bench_table.incomplete_units(speed, planned).empty
+    assert bench_table.complete_units(speed, planned).equals(speed)
+    assert bench_table.complete_units(speed, []).equals(speed)  # a bench without a plan's engines
     later = [*planned, "compile:reduce-overhead/int8/nhwc"]
     added = speed[speed.width == 2.0].assign(variant=later[-1], status="error", img_per_s=math.nan)
     speed2 = pd.concat([speed, added], ignore_index=True)
-    gaps = goal8.incomplete_units(speed2, later)
+    gaps = bench_table.incomplete_units(speed2, later)
     assert gaps.width.tolist() == [1.0] and gaps.missing.tolist() == [later[-1]]
-    facts = facts_table(goal8.goal_facts(goal8.complete_units(speed2, later)))
+    facts = facts_table(goal8.goal_facts(bench_table.complete_units(speed2, later)))
     v = evaluate(goals.SPEED_RULES, facts).set_index("id").verdict
     assert v["speed_2_w1"] == NOT_TESTED and v["speed_2_w2"] == HOLDS  # int8 at 180/120

@@ -1,10 +1,17 @@
 """The rows of a bench table (``yolo_sm.collect.bench``, kind ``bench``) every analysis of it
-selects the same way: the variants' names, the rows that ran, the model-only engines, and the
-scope label of a per-(width, batch) fact."""
+selects the same way: the variants' names, the rows that ran, the model-only engines, the
+units that hold every engine their plan step names, and the scope label of a per-(width,
+batch) fact."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.vocab import PIPELINE_MODES
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: the variant every engine of a unit is held against
 BASELINE = "eager/fp16/nhwc"
@@ -41,3 +48,48 @@ def variant_order(bench) -> list[str]:
 def scope(width: float, batch: int) -> str:
     """The scope of a per-(width, batch) fact: ``"width=0.5, batch=16"``."""
     return f"width={float(width):g}, batch={int(batch)}"
+
+
+def planned_engines(root: DataRoot, dataset: str) -> tuple[str, ...]:
+    """The engines the plan step of ``root``'s bench ``dataset`` names (its manifest params;
+    none for a bench made without them)."""
+    params = root.info(dataset).get("params") or {}
+    return tuple(str(e) for e in params.get("engines") or ())
+
+
+def incomplete_units(rows: pd.DataFrame, engines) -> pd.DataFrame:
+    """Per (width, batch) unit of ``rows`` (a bench's, or rows derived from it with ``width``,
+    ``batch`` and ``variant``) that lacks a row of an engine in ``engines`` (an error row
+    counts: the engine was tried), those engines (``missing``)."""
+    import pandas as pd
+
+    cols = ["width", "batch", "missing"]
+    need = list(dict.fromkeys(engines))
+    if rows.empty or not need:
+        return pd.DataFrame(columns=cols)
+    held = rows.groupby(["width", "batch"]).variant.agg(set)
+    out = [
+        {"width": w, "batch": b, "missing": ", ".join(e for e in need if e not in v)}
+        for (w, b), v in held.items()
+        if not set(need) <= v
+    ]
+    return pd.DataFrame(out, columns=cols)
+
+
+def complete_units(rows: pd.DataFrame, engines) -> pd.DataFrame:
+    """The rows of the units :func:`incomplete_units` does not name. A unit measured before an
+    engine joined its plan step does not know its fastest engine, so no verdict on the fastest
+    engine is decided there until the unit is measured again; no ``engines``: every unit."""
+    import pandas as pd
+
+    gaps = incomplete_units(rows, engines)
+    if gaps.empty:
+        return rows
+    lacking = list(zip(gaps.width, gaps.batch, strict=True))
+    return rows[~pd.MultiIndex.from_frame(rows[["width", "batch"]]).isin(lacking)]
+
+
+def complete_bench(root: DataRoot, dataset: str) -> pd.DataFrame:
+    """``root``'s bench ``dataset``, its units that lack an engine of its plan step left out
+    (:func:`complete_units`)."""
+    return complete_units(root.load(dataset), planned_engines(root, dataset))

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from yolo_sm.analyse.bench_table import ok_rows
+from yolo_sm.analyse.bench_table import complete_units, ok_rows, planned_engines
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.fast import scope as unit_scope
 from yolo_sm.analyse.precision_8bit import (
@@ -170,45 +170,10 @@ def budget_facts(budget) -> list[dict]:
     return out
 
 
-def planned_engines(root: DataRoot) -> tuple[str, ...]:
-    """The engines the plan step of ``root``'s ``bench_8bit`` names (its manifest params; none
-    for a bench made without them)."""
-    params = root.info(BENCH_8BIT).get("params") or {}
-    return tuple(str(e) for e in params.get("engines") or ())
-
-
-def incomplete_units(speed: pd.DataFrame, engines) -> pd.DataFrame:
-    """Per (width, batch) unit of :func:`engine_speed` that lacks a row of an engine in
-    ``engines`` (an error row counts: the engine was tried), those engines (``missing``)."""
-    cols = ["width", "batch", "missing"]
-    need = list(dict.fromkeys(engines))
-    if speed.empty or not need:
-        return pd.DataFrame(columns=cols)
-    held = speed.groupby(["width", "batch"]).variant.agg(set)
-    rows = [
-        {"width": w, "batch": b, "missing": ", ".join(e for e in need if e not in v)}
-        for (w, b), v in held.items()
-        if not set(need) <= v
-    ]
-    return pd.DataFrame(rows, columns=cols)
-
-
-def complete_units(speed: pd.DataFrame, engines) -> pd.DataFrame:
-    """The rows of :func:`engine_speed` of the units :func:`incomplete_units` does not name. A
-    unit measured before an engine joined the plan does not know its fastest 8-bit or fp16
-    engine, so the goal is not decided there until the unit is measured again; no
-    ``engines``: every unit."""
-    gaps = incomplete_units(speed, engines)
-    if gaps.empty:
-        return speed
-    lacking = list(zip(gaps.width, gaps.batch, strict=True))
-    return speed[~pd.MultiIndex.from_frame(speed[["width", "batch"]]).isin(lacking)]
-
-
 def speed_of(root: DataRoot) -> pd.DataFrame:
     """:func:`engine_speed` of ``root``'s ``bench_8bit``, its units that lack an engine of the
     plan left out (:func:`complete_units`)."""
-    return complete_units(engine_speed(root.load(BENCH_8BIT)), planned_engines(root))
+    return complete_units(engine_speed(root.load(BENCH_8BIT)), planned_engines(root, BENCH_8BIT))
 
 
 def budget_of(root: DataRoot, speed: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -14,6 +14,7 @@ from yolo_sm.analyse.bench_table import (
     BASELINE,
     EIGHT_BIT,
     PIPELINE,
+    complete_bench,
     engines,
     ok_rows,
     scope,
@@ -558,7 +559,10 @@ def facts(root: DataRoot):
     compile traces, the frames-to-boxes pipelines of every bench that ran one and the pipeline
     probe (:mod:`yolo_sm.analyse.frames`), and the cold and warm compile builds
     (:mod:`yolo_sm.analyse.compile_cache`, and with ``bench_autotune`` the fastest engine's
-    warm build: :func:`fastest_build_facts`), each where the root holds it."""
+    warm build: :func:`fastest_build_facts`), each where the root holds it. A bench's units
+    that lack an engine its plan step names are left out
+    (:func:`yolo_sm.analyse.bench_table.complete_bench`): they do not know their fastest
+    engine."""
     import math
 
     rows = []
@@ -566,9 +570,10 @@ def facts(root: DataRoot):
         pk = peak_fp16_tflops(root)
         peak = pk[0] if pk else math.nan
         # the dedicated bench decides the max-autotune comparison where the root holds it
-        rows += bench_facts(root.load(BENCH), peak, not root.has(AUTOTUNE_DATASET))
-    if root.has(AUTOTUNE_DATASET):
-        rows += autotune_facts(root.load(AUTOTUNE_DATASET))
+        rows += bench_facts(complete_bench(root, BENCH), peak, not root.has(AUTOTUNE_DATASET))
+    autotune = complete_bench(root, AUTOTUNE_DATASET) if root.has(AUTOTUNE_DATASET) else None
+    if autotune is not None:
+        rows += autotune_facts(autotune)
     compiled = {d: root.load(d) for d in COMPILED_TRACES if root.has(d)}
     if root.has("trace_fp8_w1_b64"):
         fp8 = root.load("trace_fp8_w1_b64")
@@ -580,13 +585,13 @@ def facts(root: DataRoot):
             )
             rows += compile_trace_facts(both)
     rows += pool_share_facts(compiled)
-    benches = {d: root.load(d) for d in frames.PIPELINE_DATASETS if root.has(d)}
+    benches = {d: complete_bench(root, d) for d in frames.PIPELINE_DATASETS if root.has(d)}
     rows += frames.pipeline_facts(benches)
     rows += frames.mode_facts(benches)
     rows += frames.probe_facts({n: root.load(n) for n in root.find_all("probe")})
     if root.has(compile_cache.DATASET):
         builds = root.load(compile_cache.DATASET)
         rows += compile_cache.cache_facts(builds)
-        if root.has(AUTOTUNE_DATASET):
-            rows += fastest_build_facts(root.load(AUTOTUNE_DATASET), builds)
+        if autotune is not None:
+            rows += fastest_build_facts(autotune, builds)
     return facts_table(r for r in rows if not math.isnan(r["value"]))

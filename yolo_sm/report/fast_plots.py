@@ -6,7 +6,13 @@ from yolo_sm.analyse import collection_time as collection
 from yolo_sm.analyse import compile_cache, fast, fast_recommend, frames
 from yolo_sm.analyse import eight_bit_goal as goal8
 from yolo_sm.analyse import precision_8bit as p8
-from yolo_sm.analyse.bench_table import engines, variant_order
+from yolo_sm.analyse.bench_table import (
+    complete_bench,
+    engines,
+    incomplete_units,
+    planned_engines,
+    variant_order,
+)
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.schema import COLLECTION_TIME
 from yolo_sm.report import plots, tables
@@ -325,7 +331,7 @@ def pipeline_gap(root: DataRoot):
     the fastest (:func:`yolo_sm.analyse.frames.fastest_pipelines`); and in ms per batch what
     the stages around the engine cost against what the goal leaves them
     (:func:`yolo_sm.analyse.frames.stage_budget`)."""
-    benches = {d: root.load(d) for d in frames.PIPELINE_DATASETS if root.has(d)}
+    benches = {d: complete_bench(root, d) for d in frames.PIPELINE_DATASETS if root.has(d)}
     if not benches:
         return missing_note(root, frames.PIPELINE_DATASETS)
     gap = frames.stage_budget(frames.fastest_pipelines(benches), PIPELINE_OVER_FASTEST)
@@ -344,17 +350,26 @@ def eight_bit_budget(root: DataRoot):
     return tables.show(goal8.budget_of(root))
 
 
-def eight_bit_incomplete(root: DataRoot):
-    """The 8-bit bench's (width, batch) units that lack an engine its plan step names, and
-    which (:func:`yolo_sm.analyse.eight_bit_goal.incomplete_units`): goal 2 is not decided
-    there until the unit is measured again."""
-    if not root.has(goal8.BENCH_8BIT):
-        return missing_note(root, [goal8.BENCH_8BIT])
-    speed = goal8.engine_speed(root.load(goal8.BENCH_8BIT))
-    gaps = goal8.incomplete_units(speed, goal8.planned_engines(root))
+def incomplete(root: DataRoot, dataset: str):
+    """The (width, batch) units of bench ``dataset`` that lack an engine its plan step names,
+    and which (:func:`yolo_sm.analyse.bench_table.incomplete_units`): no goal on the fastest
+    engine is decided there until the unit is measured again."""
+    if not root.has(dataset):
+        return missing_note(root, [dataset])
+    gaps = incomplete_units(root.load(dataset), planned_engines(root, dataset))
     if gaps.empty:
-        return Note("Every unit of the 8-bit bench holds every engine its plan names.")
+        return Note(f"Every unit of {code(dataset)} holds every engine its plan step names.")
     return tables.show(gaps)
+
+
+def eight_bit_incomplete(root: DataRoot):
+    """:func:`incomplete` for the 8-bit bench (speed goal 2)."""
+    return incomplete(root, goal8.BENCH_8BIT)
+
+
+def autotune_incomplete(root: DataRoot):
+    """:func:`incomplete` for the bench beside max-autotune (speed goal 3)."""
+    return incomplete(root, fast.AUTOTUNE_DATASET)
 
 
 @needs(fast.AUTOTUNE_DATASET)
