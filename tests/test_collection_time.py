@@ -85,6 +85,34 @@ def test_the_build_share_finding_flips(make_root, build, verdict):
     assert v["fast_collection_build_dominates"] == verdict
 
 
+@pytest.mark.parametrize(
+    "guessed, left_source, verdict",
+    [
+        (5.0, "plan est_s", HOLDS),
+        (20.0, "plan est_unit_s", "partly"),
+        (40.0, "default", FAILS),
+        (40.0, "measured", HOLDS),  # paced by measured units: no guess
+        (40.0, "measured units, mode_est_s", HOLDS),  # beside measured units: counted measured
+    ],
+)
+def test_the_share_of_guessed_seconds_finding_flips(make_root, guessed, left_source, verdict):
+    """A plan's seconds that no measurement paced: a step the plan's est_s stands for and the
+    seconds left by the plan's own figures, out of the whole plan's 100 s."""
+    df = _snapshot([("a", 60.0, guessed, 50.0), ("b", 100.0 - 60.0 - guessed, 0.0, None)])
+    df.loc[0, "left_source"] = left_source
+    root = _root(make_root, "r", df)
+    f = ct.facts(root).set_index("key").value
+    measured = guessed if left_source in ("plan est_s", "plan est_unit_s", "default") else 0.0
+    assert f["collection.guessed_share_pct"] == pytest.approx(measured)
+    v = findings.collection_verdicts(root).set_index("id").verdict
+    assert v["fast_collection_mostly_measured"] == verdict
+    # the same seconds as a step estimated by the plan's est_s: guessed as well
+    df.loc[0, "left_source"], df.loc[1, "spent_source"] = "measured", "estimated (plan est_s)"
+    root = _root(make_root, "r2", df)
+    share = ct.facts(root).set_index("key").value["collection.guessed_share_pct"]
+    assert share == pytest.approx(100.0 - 60.0 - guessed)
+
+
 @pytest.mark.parametrize("scale, verdict", [(0.5, HOLDS), (0.45, HOLDS), (0.6, FAILS)])
 def test_speed_goal_4_flips_with_the_candidates_seconds(make_root, scale, verdict):
     base = _root(make_root, "base", _snapshot(BASE))

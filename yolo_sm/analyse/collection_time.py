@@ -15,7 +15,7 @@ import pandas as pd
 
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.contract.datasets import DataRoot
-from yolo_sm.contract.gpu_time import PHASES
+from yolo_sm.contract.gpu_time import GUESSED_SOURCES, PHASES
 from yolo_sm.contract.schema import COLLECTION_TIME, KEY_COLUMNS
 
 PREFIX = "collection."
@@ -77,13 +77,25 @@ def side_by_side(base: pd.DataFrame, cand: pd.DataFrame) -> pd.DataFrame:
     return m.set_index("step").loc[order].reset_index()
 
 
+def guessed_seconds(df: pd.DataFrame) -> float:
+    """The seconds of a snapshot that no measurement paced: spent and left seconds whose source
+    is the plan's own figure or a default (:data:`yolo_sm.contract.gpu_time.GUESSED_SOURCES`).
+    A compile-cache mode estimated by the plan's ``mode_est_s`` beside measured units counts as
+    measured: its source names both."""
+    spent = df["spent_s"].where(df["spent_source"].isin(GUESSED_SOURCES), 0.0)
+    left = df["left_s"].where(df["left_source"].isin(GUESSED_SOURCES), 0.0)
+    return float(spent.fillna(0.0).sum() + left.fillna(0.0).sum())
+
+
 def facts(root: DataRoot) -> pd.DataFrame:
     """Facts of ``root``'s snapshot (none without one). Keys (scope empty):
     ``collection.plan_s`` (the whole plan, s), ``collection.spent_s`` / ``left_s``,
     ``collection.recorded_share_pct`` (% of the spent seconds that the manifest records
     rather than estimates), ``collection.build_share_pct`` (% of the recorded seconds spent
     building engines), ``collection.superseded_s`` (recorded seconds of work the tables no
-    longer hold, left out of the others; absent from a snapshot without the column)."""
+    longer hold, left out of the others; absent from a snapshot without the column),
+    ``collection.guessed_share_pct`` (% of the whole plan's seconds that no measurement paced:
+    the plan's own figures, :func:`guessed_seconds`)."""
     df = snapshot(root)
     if df is None or not len(df):
         return facts_table([])
@@ -103,6 +115,11 @@ def facts(root: DataRoot) -> pd.DataFrame:
         ),
         fact(PREFIX + "build_share_pct", build, "%", datasets=ds),
     ]
+    plan_s = float(df["plan_s"].sum())
+    rows.append(
+        fact(PREFIX + "guessed_share_pct",
+             100 * guessed_seconds(df) / plan_s if plan_s > 0 else None, "%", datasets=ds)
+    )  # fmt: skip
     if "superseded_s" in df:
         rows.append(
             fact(PREFIX + "superseded_s", float(df["superseded_s"].fillna(0.0).sum()), "s",

@@ -27,7 +27,11 @@ from yolo_sm.collect.sweep import missing_points, point_pace, points_not_in
 from yolo_sm.contract.datasets import PARTIAL_PREFIX
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.gpu_time import (
+    LEFT_BY_DEFAULT,
+    LEFT_BY_PLAN,
+    LEFT_BY_PLAN_UNIT,
     PHASE_COLUMNS,
+    SPENT_BY_PLAN,
     estimate_from_rows,
     estimate_from_units,
     kept,
@@ -183,9 +187,9 @@ def unit_seconds(step: Step, path: Path, plan: Plan | None = None) -> tuple[floa
     the guess its own deadline uses), else :data:`DEFAULT_UNIT_S`."""
     import pandas as pd
 
-    default = DEFAULT_UNIT_S.get(step.kind, step.est_s), "default"
+    default = DEFAULT_UNIT_S.get(step.kind, step.est_s), LEFT_BY_DEFAULT
     if step.kind == "bench" and plan is not None:
-        default = bench_spec(step, plan).est_unit_s, "plan est_unit_s"
+        default = bench_spec(step, plan).est_unit_s, LEFT_BY_PLAN_UNIT
     if step.kind not in RESUMABLE:
         return default
     if path.exists():
@@ -268,7 +272,7 @@ def status(plan: Plan, out_dir: str | os.PathLike):
             row.update(todo=f"{left} of {total} {what}", est_left_s=round(need))
             row["est_source"] = source
         elif state not in ("done", "unregistered"):
-            row.update(est_left_s=s.est_s, est_source="plan est_s")
+            row.update(est_left_s=s.est_s, est_source=LEFT_BY_PLAN)
         n, spent, source = step_gpu_seconds(s, plan, out_dir)
         row.update(rows=n, gpu_s=spent, gpu_s_source=source)
         rows.append(row)
@@ -308,7 +312,7 @@ def step_gpu_seconds(step: Step, plan: Plan, out_dir: Path) -> tuple:
     elif step.kind == "compile_cache" and "process_s" in names:
         est = float(pd.read_parquet(path, columns=["process_s"]).process_s.sum())
     if est is None:
-        return n, float(step.est_s), "estimated (plan est_s)"
+        return n, float(step.est_s), SPENT_BY_PLAN
     return n, round(est, 1), "estimated (rows)"
 
 
@@ -400,5 +404,5 @@ def _partial_need(step: Step, plan: Plan, path: Path) -> tuple[float, str]:
         return seconds, source
     progress = _progress(step, plan, path)
     if progress and progress[1]:
-        return step.est_s * progress[0] / progress[1], "plan est_s"
-    return step.est_s, "plan est_s"
+        return step.est_s * progress[0] / progress[1], LEFT_BY_PLAN
+    return step.est_s, LEFT_BY_PLAN

@@ -21,6 +21,17 @@ KEYS = (*PHASES, "other", "total", "runs")
 #: the most seconds one record may hold (a year): larger is a corrupt value
 MAX_SECONDS = 365 * 86400.0
 
+#: where a step's seconds come from when its table says nothing of them: the plan's own
+#: figures (a step's ``est_s``, a bench's ``est_unit_s``) or a built-in default. The first is
+#: a spent source (``collect --status``'s ``gpu_s_source``), the others left sources
+#: (``est_source``); a snapshot's ``spent_source`` and ``left_source`` keep them.
+SPENT_BY_PLAN = "estimated (plan est_s)"
+LEFT_BY_PLAN = "plan est_s"
+LEFT_BY_PLAN_UNIT = "plan est_unit_s"
+LEFT_BY_DEFAULT = "default"
+#: the sources of seconds that no measurement paced: guesses
+GUESSED_SOURCES = frozenset({SPENT_BY_PLAN, LEFT_BY_PLAN, LEFT_BY_PLAN_UNIT, LEFT_BY_DEFAULT})
+
 
 def check_gpu_seconds(value, where: str) -> dict:
     """``value`` as a ``gpu_seconds`` record (a mapping of :data:`KEYS` to finite seconds

@@ -247,6 +247,19 @@ COLLECTION_RULES: tuple[Rule, ...] = check_unique(
             (COLLECTION_TIME,),
             partly=30.0,
         ),
+        _make(
+            "collection_mostly_measured",
+            "At most a tenth of the whole plan's GPU seconds are the plan's own guesses (a "
+            "step's est_s, a bench's est_unit_s, a default) rather than recorded, estimated from "
+            "the tables' rows or paced by measured units: a comparison of this root's collection "
+            "with another's rests on measurements",
+            "collection.guessed_share_pct",
+            "<=",
+            10.0,
+            "%",
+            (COLLECTION_TIME,),
+            partly=25.0,
+        ),
     )
 )
 
