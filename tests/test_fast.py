@@ -525,3 +525,26 @@ def test_goal_3_waits_for_a_unit_that_lacks_an_engine_of_its_plan(df, tmp_path):
     v, shown = verdict([*held, added])
     assert v == NOT_TESTED and not isinstance(shown, Note)
     assert added in shown.to_html()
+
+
+def test_goal_1_leaves_out_a_pipeline_unit_that_lacks_an_engine_of_its_plan(df, tmp_path):
+    """The pipeline is held against the fastest engine of its unit: a unit measured before an
+    engine joined its plan step does not know that engine, so speed_1 is not tested there."""
+    from yolo_sm.contract.datasets import open_root
+    from yolo_sm.contract.manifest import register
+    from yolo_sm.contract.store import write_atomic
+
+    write_atomic(df, tmp_path / "b.parquet")
+    held = sorted(set(engines(df, baseline=True).variant))
+    lacking = df[~((df.width == 0.5) & (df.batch == 16) & (df.variant == held[0]))]
+
+    def verdict(table):
+        write_atomic(table, tmp_path / "b.parquet")
+        register(tmp_path, fast.BENCH, "b.parquet", "bench", "b", "cmd",
+                 params={"engines": held})  # fmt: skip
+        v = evaluate(goals.SPEED_RULES, fast.facts(open_root(tmp_path))).set_index("id").verdict
+        return v["speed_1_w0.5_b16"], v["speed_1_w1_b16"]
+
+    here, there = verdict(df)
+    assert here in (HOLDS, FAILS) and there in (HOLDS, FAILS)
+    assert verdict(lacking) == (NOT_TESTED, there)
