@@ -239,15 +239,17 @@ def fp8_dates(root: DataRoot):
 @needs(BENCH)
 def recommendation(root: DataRoot):
     """What to deploy per batch regime
-    (:func:`yolo_sm.analyse.fast_recommend.recommend_by_batch`)."""
-    rec = fast_recommend.recommend(root.load(BENCH))
+    (:func:`yolo_sm.analyse.fast_recommend.recommend_by_batch`), over the units that hold every
+    engine of their plan step (:func:`yolo_sm.analyse.bench_table.complete_bench`)."""
+    rec = fast_recommend.recommend(complete_bench(root, BENCH))
     return tables.show(fast_recommend.recommend_by_batch(rec))
 
 
 @needs(BENCH)
 def recommendation_detail(root: DataRoot):
-    """:func:`yolo_sm.analyse.fast_recommend.recommend` per (batch, width) unit."""
-    rec = fast_recommend.recommend(root.load(BENCH)).drop(columns=["regime", "caveats"])
+    """:func:`yolo_sm.analyse.fast_recommend.recommend` per (batch, width) unit that holds
+    every engine of its plan step."""
+    rec = fast_recommend.recommend(complete_bench(root, BENCH)).drop(columns=["regime", "caveats"])
     return tables.show(rec)
 
 
