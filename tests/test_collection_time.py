@@ -65,6 +65,10 @@ def test_the_shipped_snapshot_is_one_row_per_plan_step_and_adds_up():
     ].superseded_s.isna().all()
     f = ct.facts(open_root("h200")).set_index("key")["value"]
     assert f["collection.superseded_s"] == pytest.approx(rec.superseded_s.sum())
+    # each step's params as the plan names them, which the tables are held against
+    plan = {s["name"]: s.get("params") or {} for s in load_yaml(PLAN)["steps"]}
+    for step, text in zip(df.step, df.plan_params, strict=True):
+        assert json.loads(text).get("engines") == plan[step].get("engines"), step
 
 
 def test_phases_and_facts_read_the_recorded_steps_only(make_root):

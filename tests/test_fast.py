@@ -2,6 +2,8 @@
 and the shipped traces: side-by-side tables, jitter and 8-bit speed-ups, figures, the facts the
 targets and findings read, and targets that flip when a number crosses its threshold."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -548,3 +550,42 @@ def test_goal_1_leaves_out_a_pipeline_unit_that_lacks_an_engine_of_its_plan(df, 
     here, there = verdict(df)
     assert here in (HOLDS, FAILS) and there in (HOLDS, FAILS)
     assert verdict(lacking) == (NOT_TESTED, there)
+
+
+def test_an_engine_the_plan_added_after_the_last_run_makes_the_unit_incomplete(df, tmp_path):
+    """The manifest records the params of a bench's last run; the root's collection_time
+    snapshot records what the plan names now. An engine only the latter names still leaves
+    the units that lack it undecided; a snapshot whose plan_params are not JSON is one
+    sentence."""
+    from yolo_sm.analyse.bench_table import planned_engines
+    from yolo_sm.contract.datasets import open_root
+    from yolo_sm.contract.errors import UserError
+    from yolo_sm.contract.manifest import register
+    from yolo_sm.contract.schema import COLLECTION_TIME
+    from yolo_sm.contract.store import write_atomic
+
+    tuned = df[(df.width == 1.0) & (df.batch == 64)]
+    write_atomic(tuned, tmp_path / "t.parquet")
+    held = sorted(set(engines(tuned, baseline=True).variant))
+    register(tmp_path, fast.AUTOTUNE_DATASET, "t.parquet", "bench", "t", "cmd",
+             params={"engines": held})  # fmt: skip
+    added = "compile:reduce-overhead+sep-pool/fp16/nhwc"
+
+    def snapshot(text):
+        snap = pd.DataFrame(
+            {"step": [fast.AUTOTUNE_DATASET, "other"], "kind": "bench", "state": "partial",
+             "spent_s": 1.0, "left_s": 1.0, "plan_s": 2.0,
+             "plan_params": [text, json.dumps({"engines": ["x"]})]}
+        )  # fmt: skip
+        write_atomic(snap, tmp_path / "c.parquet")
+        register(tmp_path, COLLECTION_TIME, "c.parquet", COLLECTION_TIME, "c", "cmd")
+        root = open_root(tmp_path)
+        v = evaluate(goals.SPEED_RULES, fast.facts(root)).set_index("id").verdict
+        return planned_engines(root, fast.AUTOTUNE_DATASET), v["speed_3_w1"]
+
+    names, v = snapshot(json.dumps({"engines": held}))
+    assert names == tuple(held) and v in (HOLDS, FAILS)
+    names, v = snapshot(json.dumps({"engines": [*held, added]}))
+    assert names == (*held, added) and v == NOT_TESTED
+    with pytest.raises(UserError, match="plan_params of step bench_autotune are not JSON"):
+        snapshot("{engines")

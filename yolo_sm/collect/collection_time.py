@@ -1,7 +1,8 @@
 """The GPU time a collection plan costs, saved as a table of its dataset root
 (``yolo-sm collect --status --save``): one row per plan step, the seconds its table took
 (recorded per phase in the manifest for the rows it holds, else estimated from its rows), the
-seconds recorded for work it no longer holds, the seconds it still needs
+seconds recorded for work it no longer holds, the step's params as the plan names them, the
+seconds it still needs
 by :func:`yolo_sm.collect.plan_status.status`'s estimate, and their sum, the step's whole cost.
 
 Saved, the table is a snapshot: it keeps what the root's tables said when it was taken, so a
@@ -11,13 +12,20 @@ without the plan machinery, which needs the collect layer."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pandas as pd
 
 from yolo_sm.collect.bench import unit_group
-from yolo_sm.collect.plan_runners import bench_spec, cache_spec, int8_kernel_spec, sweep_spec
+from yolo_sm.collect.plan_runners import (
+    bench_spec,
+    cache_spec,
+    int8_kernel_spec,
+    model_params,
+    sweep_spec,
+)
 from yolo_sm.collect.plan_status import status, step_record
 from yolo_sm.collect.plans import SAMPLED_KINDS
 from yolo_sm.contract.gpu_time import PHASES
@@ -32,8 +40,8 @@ DESCRIPTION = (
     "The GPU seconds of every step of the plan that made this root, as its tables said when "
     "this snapshot was taken (collect --status --save): spent (recorded per phase in the "
     "manifest for the rows the table holds, else estimated from the rows), left (the estimate "
-    "for what is not measured yet) and their sum per step, and the recorded seconds of work "
-    "the tables no longer hold."
+    "for what is not measured yet) and their sum per step, the recorded seconds of work "
+    "the tables no longer hold, and each step's params as the plan names them."
 )
 
 
@@ -62,6 +70,9 @@ def table(plan: Plan, out_dir: str | os.PathLike, st: pd.DataFrame | None = None
             "left_s": left,
             "left_source": r.est_source,
             "plan_s": spent + left,
+            # what the plan asks of the step now: a table made before the plan changed is
+            # held against it (a bench unit that lacks an engine the plan added since)
+            "plan_params": json.dumps(model_params(s, plan), sort_keys=True, default=str),
         }
         for p in (*PHASES, "other"):
             row[f"{p}_s"] = rec[p] if rec else float("nan")

@@ -1077,10 +1077,13 @@ SCHEMAS[COLLECTION_TIME] = {
     "runs": "runs of the step the record sums (empty without a record)",
     "superseded_s": "recorded seconds of work the step's table no longer holds (units measured "
     "again, runs stopped mid-unit), not in spent_s or the phases; empty without a record",
+    "plan_params": "the step's params as the plan names them when the snapshot was taken "
+    "(JSON): a table made before the plan changed is held against them (a bench unit that "
+    "lacks an engine the plan added since decides no goal on the fastest engine)",
 }
 REQUIRED[COLLECTION_TIME] = ("step", "kind", "state", "spent_s", "left_s", "plan_s")
 KIND_TYPES[COLLECTION_TIME] = {
-    **{c: "text" for c in ("step", "kind", "state", "spent_source", "left_source")},
+    **{c: "text" for c in ("step", "kind", "state", "spent_source", "left_source", "plan_params")},
     **{c: "number" for c in ("rows", "runs")},
 }
 SCHEMAS[COLLECT_TASKS] = {
