@@ -256,7 +256,7 @@ def test_status_prints_where_the_recorded_seconds_went(tmp_path, capsys):
 
 def test_a_record_of_one_run_is_kept_whole():
     rec = gpu_time.record({"build": 6.0, "timed": 2.0}, 10.0)
-    assert gpu_time.kept(rec, {"build": 1.0, "timed": 1.0}) == (rec, 0.0)
+    assert gpu_time.held_by_rows(rec, {"build": 1.0, "timed": 1.0}) == (rec, 0.0)
 
 
 @pytest.mark.parametrize(
@@ -277,7 +277,7 @@ def test_a_record_of_several_runs_keeps_what_made_the_tables_rows(rows, kept_tot
         gpu_time.record({"build": 4.0, "timed": 2.0}, 10.0),
         gpu_time.record({"build": 4.0, "timed": 2.0}, 10.0),
     )
-    rec, left_out = gpu_time.kept(two, rows)
+    rec, left_out = gpu_time.held_by_rows(two, rows)
     assert rec["total"] == pytest.approx(kept_total, abs=1e-3)
     assert left_out == pytest.approx(gone, abs=1e-3)
     assert rec["runs"] == 2

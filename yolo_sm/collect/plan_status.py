@@ -34,7 +34,7 @@ from yolo_sm.contract.gpu_time import (
     SPENT_BY_PLAN,
     estimate_from_rows,
     estimate_from_units,
-    kept,
+    held_by_rows,
     row_phases,
 )
 from yolo_sm.contract.manifest import entry_problem, recorded_gpu_seconds
@@ -319,7 +319,7 @@ def step_gpu_seconds(step: Step, plan: Plan, out_dir: Path) -> tuple:
 def step_record(step: Step, out_dir: Path) -> tuple[dict | None, float]:
     """The ``gpu_seconds`` record of ``step``'s table as far as it made the rows the table
     holds, and the recorded seconds of work the table no longer holds
-    (:func:`yolo_sm.contract.gpu_time.kept`: units measured again, runs stopped mid-unit);
+    (:func:`yolo_sm.contract.gpu_time.held_by_rows`: units measured again, runs stopped mid-unit);
     (None, 0.0) without a table or a record. One definition for every reader: a root's spent
     seconds, its snapshot and a sample scaled to the whole plan all count what their tables
     hold, not how many runs it took to get there."""
@@ -336,7 +336,7 @@ def step_record(step: Step, out_dir: Path) -> tuple[dict | None, float]:
         df = pd.read_parquet(path, columns=cols)
     except Exception:  # noqa: BLE001 - an unreadable table: collect says why when it reads it
         return rec, 0.0
-    return kept(rec, row_phases(df))
+    return held_by_rows(rec, row_phases(df))
 
 
 def gpu_totals(table) -> dict:

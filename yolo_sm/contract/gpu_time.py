@@ -84,7 +84,7 @@ def row_phases(df) -> dict:
     return {p: float(df[c].fillna(0.0).sum()) for p, c in PHASE_COLUMNS.items() if c in df}
 
 
-def kept(rec: dict, rows: dict) -> tuple[dict, float]:
+def held_by_rows(rec: dict, rows: dict) -> tuple[dict, float]:
     """The part of record ``rec`` that made the rows a table holds now, and the seconds it
     leaves out. A record summing several runs of a resumable step also holds work its table no
     longer holds: units measured again (an engine joined the plan, error rows redone) and
