@@ -132,9 +132,18 @@ def test_speed_goal_4_flips_with_the_candidates_seconds(make_root, scale, verdic
 def test_speed_goal_4_needs_two_roots_with_snapshots(make_root):
     base = _root(make_root, "base", _snapshot(BASE))
     other = open_root(str(make_root("plain", ["ceilings"])))
-    for cand, b in ((base, None), (base, base), (other, base), (base, other)):
+    waits = {
+        None: "a baseline root (BASELINE) to compare with",
+        "same": "a baseline root other than this one",
+        "other": f"a {COLLECTION_TIME} snapshot in plain",
+    }
+    for cand, b, why in (
+        (base, None, None), (base, base, "same"), (other, base, "other"), (base, other, "other"),
+    ):  # fmt: skip
         verdicts = goals.collection_verdicts(cand, b).verdict.tolist()
         assert verdicts == [NOT_TESTED] * len(goals.COLLECTION_RULES)
+        found = goals.waiting(cand, b).set_index("id").waits_for
+        assert found["speed_4"] == waits[why]
 
 
 def _sampled(make_root, name, scale, steps=("bench_pipeline", "sweep_bf16_nhwc")):

@@ -589,3 +589,39 @@ def test_an_engine_the_plan_added_after_the_last_run_makes_the_unit_incomplete(d
     assert names == (*held, added) and v == NOT_TESTED
     with pytest.raises(UserError, match="plan_params of step bench_autotune are not JSON"):
         snapshot("{engines")
+
+
+def test_each_undecided_goal_criterion_says_what_it_waits_for(df, tmp_path, make_root):
+    """goals.waiting: per criterion not tested, the dataset the root lacks, the unit its bench
+    did not measure, the engines the unit lacks, or goal 4's baseline; a decided criterion is
+    not listed."""
+    from yolo_sm.contract.datasets import open_root
+    from yolo_sm.contract.manifest import register
+    from yolo_sm.contract.store import write_atomic
+
+    empty = goals.waiting(open_root(make_root("e", ["ceilings"])))
+    by = empty.set_index("id").waits_for
+    assert by["speed_3_w1"] == "bench_autotune: none in this root"
+    assert by["speed_3_warm_build_w1"] == "bench_autotune, bench_compile_cache: none in this root"
+    assert by["speed_4"] == "a baseline root (BASELINE) to compare with"
+    assert set(empty.goal) == {1, 2, 3, 4}
+
+    tuned = df[df.width.isin([0.5, 1.0]) & (df.batch == 64)]
+    write_atomic(tuned, tmp_path / "t.parquet")
+    held = sorted(set(engines(tuned, baseline=True).variant))
+    added = "compile:reduce-overhead+sep-pool/fp16/nhwc"
+
+    def waits(planned):
+        register(tmp_path, fast.AUTOTUNE_DATASET, "t.parquet", "bench", "t", "cmd",
+                 params={"engines": planned})  # fmt: skip
+        return goals.waiting(open_root(tmp_path)).set_index("id").waits_for
+
+    by = waits([*held, added])
+    assert by["speed_3_w1"] == f"width 1, batch 64: the unit of bench_autotune lacks {added}"
+    assert by["speed_3_warm_build_w0.5"].endswith(f"lacks {added}")
+    assert by["speed_3_w2"] == "width 2, batch 64: not measured in bench_autotune"
+    by = waits(held)
+    assert "speed_3_w1" not in by and "speed_3_w0.5" not in by  # decided: not waiting
+    assert by["speed_3_warm_build_w1"] == (
+        "fast.fastest_warm_build_s: not computed from bench_autotune"
+    )

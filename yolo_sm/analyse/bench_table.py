@@ -53,6 +53,17 @@ def scope(width: float, batch: int) -> str:
     return f"width={float(width):g}, batch={int(batch)}"
 
 
+def unit_of(text: str) -> tuple[float, int] | None:
+    """The (width, batch) a :func:`scope` names; None for any other scope."""
+    parts = dict(p.split("=", 1) for p in text.split(", ") if "=" in p)
+    if set(parts) != {"width", "batch"}:
+        return None
+    try:
+        return float(parts["width"]), int(parts["batch"])
+    except ValueError:
+        return None
+
+
 def planned_engines(root: DataRoot, dataset: str) -> tuple[str, ...]:
     """The engines the plan step of ``root``'s bench ``dataset`` names: those of the params its
     manifest records (the last run's), then those the root's ``collection_time`` snapshot says

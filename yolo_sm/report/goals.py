@@ -20,6 +20,7 @@ import pandas as pd
 from yolo_sm.analyse import collection_time, compile_cache, fast, frames
 from yolo_sm.analyse import eight_bit_goal as goal8
 from yolo_sm.analyse import precision_8bit as p8
+from yolo_sm.analyse.bench_table import incomplete_units, planned_engines, unit_of
 from yolo_sm.analyse.facts import concat, facts_table
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.schema import COLLECTION_TIME
@@ -370,11 +371,11 @@ def goal_status(verdicts: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def goals_of(root: DataRoot, baseline: DataRoot | None = None) -> pd.DataFrame:
-    """:func:`goal_status` of ``root`` (goal 4 against ``baseline``); the targets and the speed
-    goals read one computation of the root's facts."""
+def _all_verdicts(root: DataRoot, baseline: DataRoot | None) -> pd.DataFrame:
+    """The targets', the speed goals' and goal 4's verdicts of ``root``, from one computation
+    of its facts."""
     found = facts(root)
-    both = pd.concat(
+    return pd.concat(
         [
             evaluate(RULES, found, root.name),
             evaluate(SPEED_RULES, found, root.name),
@@ -382,7 +383,69 @@ def goals_of(root: DataRoot, baseline: DataRoot | None = None) -> pd.DataFrame:
         ],
         ignore_index=True,
     )
-    return goal_status(both)
+
+
+def goals_of(root: DataRoot, baseline: DataRoot | None = None) -> pd.DataFrame:
+    """:func:`goal_status` of ``root`` (goal 4 against ``baseline``); the targets and the speed
+    goals read one computation of the root's facts."""
+    return goal_status(_all_verdicts(root, baseline))
+
+
+#: the columns of :func:`waiting`
+WAITING_COLUMNS = ("goal", "id", "scope", "waits_for")
+
+
+def waiting(root: DataRoot, baseline: DataRoot | None = None) -> pd.DataFrame:
+    """Per criterion of a speed goal (:data:`GOAL_CRITERIA`) that ``root`` leaves not tested,
+    what it waits for (:func:`waits_for`): a goal that is not decided, as the measurements
+    that would decide it."""
+    v = _all_verdicts(root, baseline).drop_duplicates("id").set_index("id")["verdict"]
+    rules = {r.id: r for r in RULES + SPEED_RULES + COLLECTION_RULES}
+    rows = [
+        {"goal": goal, "id": rid, "scope": rules[rid].scope,
+         "waits_for": waits_for(root, rules[rid], baseline)}
+        for goal, ids in GOAL_CRITERIA.items()
+        for rid in ids
+        if v.get(rid, NOT_TESTED) == NOT_TESTED
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=list(WAITING_COLUMNS))
+
+
+def waits_for(root: DataRoot, rule: Rule, baseline: DataRoot | None = None) -> str:
+    """Why ``rule`` reads "not tested" on ``root``, in one phrase: goal 4's missing baseline or
+    snapshot; a dataset the root lacks; the rule's (width, batch) unit not measured in its
+    bench, or measured without an engine its plan step names (which); else the fact the rule
+    reads, not computed from the tables it names."""
+    if rule.fact.startswith(collection_time.PREFIX):
+        if baseline is None:
+            return "a baseline root (BASELINE) to compare with"
+        lacking = [r.name for r in (root, baseline) if not r.has(COLLECTION_TIME)]
+        if lacking:
+            return f"a {COLLECTION_TIME} snapshot in {', '.join(lacking)}"
+        if baseline.path.resolve() == root.path.resolve():
+            return "a baseline root other than this one"
+        return "steps that both snapshots hold"
+    held = [d for d in rule.datasets if root.has(d)]
+    if not held:
+        return f"{', '.join(rule.datasets)}: none in this root"
+    unit = unit_of(rule.scope)
+    if unit is not None:
+        w, b = unit
+        where = f"width {w:g}, batch {b}"
+        benches = {d: root.load(d) for d in held}
+        benches = {d: t for d, t in benches.items() if {"width", "batch", "variant"} <= set(t)}
+        if benches:
+            measured = [
+                d for d, t in benches.items() if ((t["width"] == w) & (t["batch"] == b)).any()
+            ]
+            if not measured:
+                return f"{where}: not measured in {', '.join(benches)}"
+            for d in measured:
+                gaps = incomplete_units(benches[d], planned_engines(root, d))
+                gap = gaps[(gaps["width"] == w) & (gaps["batch"] == b)]
+                if len(gap):
+                    return f"{where}: the unit of {d} lacks {gap['missing'].iloc[0]}"
+    return f"{rule.fact}: not computed from {', '.join(held)}"
 
 
 def collection_verdicts(root: DataRoot, baseline: DataRoot | None) -> pd.DataFrame:
