@@ -617,9 +617,9 @@ def test_each_undecided_goal_criterion_says_what_it_waits_for(df, tmp_path, make
         return goals.waiting(open_root(tmp_path)).set_index("id").waits_for
 
     by = waits([*held, added])
-    assert by["speed_3_w1"] == f"width 1, batch 64: the unit of bench_autotune lacks {added}"
+    assert by["speed_3_w1"] == f"the unit of bench_autotune lacks {added}"
     assert by["speed_3_warm_build_w0.5"].endswith(f"lacks {added}")
-    assert by["speed_3_w2"] == "width 2, batch 64: not measured in bench_autotune"
+    assert by["speed_3_w2"] == "the unit not measured in bench_autotune"
     by = waits(held)
     assert "speed_3_w1" not in by and "speed_3_w0.5" not in by  # decided: not waiting
     assert by["speed_3_warm_build_w1"] == (

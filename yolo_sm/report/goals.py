@@ -413,9 +413,9 @@ def waiting(root: DataRoot, baseline: DataRoot | None = None) -> pd.DataFrame:
 
 def waits_for(root: DataRoot, rule: Rule, baseline: DataRoot | None = None) -> str:
     """Why ``rule`` reads "not tested" on ``root``, in one phrase: goal 4's missing baseline or
-    snapshot; a dataset the root lacks; the rule's (width, batch) unit not measured in its
-    bench, or measured without an engine its plan step names (which); else the fact the rule
-    reads, not computed from the tables it names."""
+    snapshot; a dataset the root lacks; the (width, batch) unit of the rule's scope not
+    measured in its bench, or measured without an engine its plan step names (which); else
+    the fact the rule reads, not computed from the tables it names."""
     if rule.fact.startswith(collection_time.PREFIX):
         if baseline is None:
             return "a baseline root (BASELINE) to compare with"
@@ -431,7 +431,6 @@ def waits_for(root: DataRoot, rule: Rule, baseline: DataRoot | None = None) -> s
     unit = unit_of(rule.scope)
     if unit is not None:
         w, b = unit
-        where = f"width {w:g}, batch {b}"
         benches = {d: root.load(d) for d in held}
         benches = {d: t for d, t in benches.items() if {"width", "batch", "variant"} <= set(t)}
         if benches:
@@ -439,12 +438,12 @@ def waits_for(root: DataRoot, rule: Rule, baseline: DataRoot | None = None) -> s
                 d for d, t in benches.items() if ((t["width"] == w) & (t["batch"] == b)).any()
             ]
             if not measured:
-                return f"{where}: not measured in {', '.join(benches)}"
+                return f"the unit not measured in {', '.join(benches)}"
             for d in measured:
                 gaps = incomplete_units(benches[d], planned_engines(root, d))
                 gap = gaps[(gaps["width"] == w) & (gaps["batch"] == b)]
                 if len(gap):
-                    return f"{where}: the unit of {d} lacks {gap['missing'].iloc[0]}"
+                    return f"the unit of {d} lacks {gap['missing'].iloc[0]}"
     return f"{rule.fact}: not computed from {', '.join(held)}"
 
 
