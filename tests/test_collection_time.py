@@ -332,3 +332,25 @@ def test_build_seconds_per_engine_add_up_to_the_tables_and_name_cold_and_warm_co
     )
     assert list(label) == ["compile:reduce-overhead/fp16 [warm]", "YOLO.predict"]
     assert ct.build_by_engine(open_root(str(make_root("e", ["ceilings"])))).empty
+
+
+def test_a_snapshot_names_the_plans_params_without_this_hosts_folders(tmp_path, monkeypatch):
+    """plan_params: each step's params as the plan names them, a model given by an absolute
+    path shown as the user would type it from the working folder."""
+    from yolo_sm.collect import collection_time as collect_ct
+    from yolo_sm.contract.plans import load_plan
+
+    model = tmp_path / "models" / "best.pt"
+    model.parent.mkdir()
+    model.write_bytes(b"")  # the plan checks that it exists
+    plan_file = tmp_path / "plan.yaml"
+    plan_file.write_text(
+        "name: t\ndevice: cpu\nsteps:\n  - name: b\n    kind: bench\n    out: b.parquet\n"
+        f"    params: {{models: [{model}], batches: [1], engines: [cudagraph/fp16/nhwc]}}\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    plan = load_plan(plan_file)
+    text = collect_ct._plan_params(plan.steps[0], plan)  # the column table() writes
+    params = json.loads(text)
+    assert params["engines"] == ["cudagraph/fp16/nhwc"] and params["models"] == ["models/best.pt"]
+    assert str(tmp_path) not in text

@@ -72,7 +72,7 @@ def table(plan: Plan, out_dir: str | os.PathLike, st: pd.DataFrame | None = None
             "plan_s": spent + left,
             # what the plan asks of the step now: a table made before the plan changed is
             # held against it (a bench unit that lacks an engine the plan added since)
-            "plan_params": json.dumps(model_params(s, plan), sort_keys=True, default=str),
+            "plan_params": _plan_params(s, plan),
         }
         for p in (*PHASES, "other"):
             row[f"{p}_s"] = rec[p] if rec else float("nan")
@@ -85,6 +85,20 @@ def table(plan: Plan, out_dir: str | os.PathLike, st: pd.DataFrame | None = None
         df[f"prov_{f}"] = [_text(_provenance(entries, s.name).get(f)) for s in plan.steps]
     df["prov_date_utc"] = [_provenance(entries, s.name).get("date_utc_last") for s in plan.steps]
     return df
+
+
+def _plan_params(step, plan: Plan) -> str:
+    """``step``'s params as the plan names them, as JSON text; a model given by an absolute
+    path is shown as the user would type it from here (as recorded commands are), so a
+    snapshot names no folder of this host."""
+    params = model_params(step, plan)
+    for key in ("models", "model"):
+        v = params.get(key)
+        if isinstance(v, str):
+            params[key] = shown_path(v)
+        elif isinstance(v, list):
+            params[key] = [shown_path(x) if isinstance(x, str) else x for x in v]
+    return json.dumps(params, sort_keys=True, default=str)
 
 
 def _provenance(entries: dict, name: str) -> dict:
