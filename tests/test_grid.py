@@ -1,5 +1,6 @@
 """The grid runner on fake units and a fake clock: skips held units, runs a group together,
-stops before a group that would not fit, writes after every unit, frees memory per group."""
+skips a group that would not fit (a sample stops there), writes after every unit, frees memory
+per group."""
 
 import pandas as pd
 import pytest
@@ -50,17 +51,32 @@ def setup(monkeypatch, tmp_path):
     return clock, log, out, measure, kw
 
 
-def test_a_group_runs_together_and_the_next_stops_at_the_deadline(setup):
+def test_a_group_runs_together_and_one_that_does_not_fit_is_skipped(setup, capsys):
     clock, log, out, measure, kw = setup
-    # a: 2 units of 10 s; b would need 2 x 10 s with 15 s left: stop before it
+    # a: 2 units of 10 s; b would need 2 x 10 s with 15 s left: skipped; c's one unit fits
     df = grid.run_grid(UNITS, measure, deadline=35.0, **kw)
-    assert [(r["model"], r["batch"]) for r in df.to_dict("records")] == UNITS[:2]
-    assert [e for e in log if e[0] == "open"] == [("open", "a")]
+    assert [(r["model"], r["batch"]) for r in df.to_dict("records")] == [*UNITS[:2], UNITS[4]]
+    assert "skipping ('b', 1): its 2 unit(s) would end past the deadline" in capsys.readouterr().err
+    assert [e for e in log if e[0] == "open"] == [("open", "a"), ("open", "c")]
     assert ("measure", ("a", 2), "model a") in log  # the group's state reaches each unit
     assert ("on disk", 1) in log  # written after the first unit, before the second ran
-    assert log.count("free") == 1 and log[-1] == "free"
+    assert log.count("free") == 2 and log[-1] == "free"
     assert (df.unit_s == 10.0).all()
-    assert len(pd.read_parquet(out)) == 2
+    assert len(pd.read_parquet(out)) == 3
+    # the next run, with time for it, measures the group that was skipped
+    log.clear()
+    df = grid.run_grid(UNITS, measure, deadline=clock.t + 30.0, **kw)
+    assert [e[1] for e in log if e[0] == "measure"] == UNITS[2:4] and len(df) == len(UNITS)
+
+
+def test_a_sample_stops_at_a_group_that_does_not_fit_rather_than_take_a_later_one(setup, capsys):
+    """A sample is the first groups in order: one that does not fit ends the run, so that a
+    later, shorter group does not take its place."""
+    clock, log, out, measure, kw = setup
+    with grid.sampled(2):
+        df = grid.run_grid(UNITS, measure, deadline=35.0, **kw)
+    assert [(r["model"], r["batch"]) for r in df.to_dict("records")] == UNITS[:2]
+    assert "stopping before ('b', 1)" in capsys.readouterr().err
 
 
 def test_a_rerun_skips_held_units_and_writes_nothing_when_done(setup):

@@ -322,16 +322,19 @@ def test_a_time_limited_run_measures_the_units_that_fit_and_the_next_resumes(tmp
     collect.run_plan(plan, out, max_minutes=0.5, progress=False)
     assert calls == []  # 30 s do not hold a first unit's 50 s
     collect.run_plan(plan, out, max_minutes=2, progress=False)  # 120 s, not the whole 300 s
-    assert calls == [(0.5, "conv"), (0.5, "model")]  # 50 s each estimated: the third ends late
+    # width 0.5's units at 50 s each estimated (40 s and 10 s taken); width 1.0's convolutions,
+    # 40 s x 4, end late and are skipped; its model unit, 10 s x 4, fits in the 70 s left
+    assert calls == [(0.5, "conv"), (0.5, "model"), (1.0, "model")]
     row = plan_status.status(plan, out).set_index("step").loc["k"]
-    assert row.state == "partial" and row.todo == "4 of 6 (width, scope) units"
+    assert row.state == "partial" and row.todo == "3 of 6 (width, scope) units"
     assert row.gpu_s_source == "recorded"
     calls.clear()
-    # width 1.0's convolutions by width 0.5's 40 s scaled up (x4): 160 s do not fit in 150 s
+    # width 1.0's convolutions by width 0.5's 40 s scaled up (x4): 160 s do not fit in 150 s;
+    # width 2.0's units (640 s, 160 s) neither
     collect.run_plan(plan, out, max_minutes=2.5, progress=False)
     assert calls == []
     collect.run_plan(plan, out, max_minutes=4, progress=False)
-    assert calls == [(1.0, "conv"), (1.0, "model")]  # 200 s; width 2.0's 640 s end late
+    assert calls == [(1.0, "conv")]  # 160 s; then 80 s left: width 2.0's units end late
     assert len(pd.read_parquet(out / "k.parquet")) == 4
 
 

@@ -14,9 +14,10 @@ A (model, batch) pair is the unit of work of the grid runner
 (:func:`yolo_sm.collect.grid.run_grid`): its rows are written (atomically) when it is done, a
 rerun skips complete units and re-measures incomplete ones whole (a variant added to the spec
 later is measured together with a fresh baseline, so its ratio stays like for like), and a
-model's batches run together. With a ``deadline`` the run stops before a model whose units
-would not fit (estimate per unit: :func:`_estimate`, the longest unit of the same batch at the
-nearest width measured so far, scaled to the unit's width, else ``est_unit_s``). A variant
+model's batches run together. With a ``deadline`` the run skips a model whose units would not
+fit and goes on with the next that fit (estimate per unit: :func:`_estimate`, the longest unit
+of the same batch at the nearest width measured so far, scaled to the unit's width, else
+``est_unit_s``). A variant
 that fails (not available, out of memory, numerically rejected) becomes a row with ``status``
 error / oom and a one-line message.
 """

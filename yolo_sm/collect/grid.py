@@ -247,9 +247,11 @@ def run_grid(
     the run lasts it holds ``out``'s one-writer lock: a second run on the same output stops
     with one sentence before measuring anything.
 
-    ``deadline`` (a ``clock()`` value, ``time.monotonic`` by default) stops the run before a
-    group whose units, at ``estimate(unit, pace)`` seconds each, would end past it, and before
-    any unit that would start past it. ``seconds_column``: a column that records on every row
+    ``deadline`` (a ``clock()`` value, ``time.monotonic`` by default) skips a group whose
+    units, at ``estimate(unit, pace)`` seconds each, would end past it, goes on with the next
+    groups that fit (a long unit does not hold back shorter ones behind it; a sample, which
+    takes the first groups, stops there instead), and stops before any unit that would start
+    past it. ``seconds_column``: a column that records on every row
     the seconds its unit took (the first unit of a group includes the group's opening).
     ``device``: where the units are measured; a table whose rows another GPU model measured
     is not added to (:func:`check_rows_gpu`)."""
@@ -320,15 +322,25 @@ def _run_grid(
                     file=sys.stderr,
                 )
                 break
-            taken.add(g)
             if deadline is not None and not _fits(members, pace, estimate, clock, deadline):
+                left = max(deadline - clock(), 0)
+                if sample is not None:  # the sample is the first groups: none is skipped
+                    print(
+                        f"{kind}: stopping before {describe(members[0])}: its "
+                        f"{len(members)} unit(s) would end past the deadline ({left:.0f} s "
+                        "left); run again to measure them together",
+                        file=sys.stderr,
+                    )
+                    break
                 print(
-                    f"{kind}: stopping before {describe(members[0])}: its {len(members)} "
-                    f"unit(s) would end past the deadline ({max(deadline - clock(), 0):.0f} s "
-                    "left); run again to measure them together",
+                    f"{kind}: skipping {describe(members[0])}: its {len(members)} unit(s) "
+                    f"would end past the deadline ({left:.0f} s left); a run with more time "
+                    "measures them together",
                     file=sys.stderr,
                 )
-                break
+                bar.update(len(members))
+                continue
+            taken.add(g)
             start = clock()
             state = open_group(members[0])
             try:

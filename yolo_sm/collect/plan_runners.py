@@ -295,8 +295,8 @@ def _run_model_tables(step, plan, out_dir, deadline, progress):
 
 def _run_bench(step, plan, out_dir, deadline, progress):
     """Baseline, engines, pipeline per stream count and YOLO.predict per (model, batch); rows
-    carry their own provenance. Resumes per (model, batch), stops before one that would end
-    past the deadline (yolo_sm.collect.bench)."""
+    carry their own provenance. Resumes per (model, batch), skips one that would end past
+    the deadline (yolo_sm.collect.bench)."""
 
     run_bench(
         bench_spec(step, plan), step_path(step, out_dir), progress=progress, deadline=deadline

@@ -2,11 +2,11 @@
 timelines, the GPU's ceilings, the side-by-side bench) that write the datasets of
 ``data/<machine>/`` with their manifest entries.
 
-A plan runs across several time-limited commands (the H200 gives 10 minutes a command): each
+A plan runs across several time-limited commands (a host may limit one command to minutes): each
 run skips finished steps, resumes a partial sweep point by point and a partial bench (model,
-batch) by (model, batch), and with ``max_minutes`` stops before starting work that would end
-past the limit. Steps write their outputs atomically, so a killed run leaves complete files or
-none.
+batch) by (model, batch), and with ``max_minutes`` starts no work that would end past the limit
+(a unit that does not fit is left for a later run; shorter ones behind it still run). Steps
+write their outputs atomically, so a killed run leaves complete files or none.
 
 This module runs a plan and registers each step's table; :mod:`yolo_sm.collect.plan_runners`
 holds each step kind's runner, :mod:`yolo_sm.collect.plan_status` what a plan has left and what

@@ -377,7 +377,8 @@ def run_sweep(
 
     ``deadline`` (a ``time.monotonic()`` value) stops the sweep before a point that would start
     after it, so one long plan fits several time-limited commands; rerun to continue. A model's
-    points start only if all of them fit before the deadline at this run's pace so far, so that
+    points start only if all of them fit before the deadline at this run's pace so far (a model
+    that does not fit is skipped, the next that fits runs), so that
     its precisions, layouts, backends and batches are measured side by side in one run; each
     point's seconds are estimated by :func:`point_pace`."""
     spec = spec.validated()

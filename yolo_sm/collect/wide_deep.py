@@ -166,7 +166,7 @@ def run_wide_vs_deep(
     table ``out`` (sweep columns plus ``pair``, ``role``, ``match_rel_diff`` and, with
     ``spec.occupancy``, the Kineto pass's columns), rewritten after every point; points it
     already holds are skipped (the grid runner resumes). ``deadline`` (``time.monotonic()``)
-    stops before a model whose points would end past it. Returns the table."""
+    skips a model whose points would end past it. Returns the table."""
     spec = spec.validated()
     sweep = spec.sweep()
     check_environment(sweep)
