@@ -234,22 +234,94 @@ def test_trace_step_on_cpu_writes_kernel_table_and_traces(tmp_path):
 def test_a_trace_step_builds_its_engines_in_its_compile_mode(tmp_path, monkeypatch):
     """A trace step's compile_mode (with its rewrites) reaches the engines it profiles; a mode
     that does not exist stops the plan at load."""
-    from yolo_sm.collect.profiling import suite
+    from yolo_sm.collect.profiling import suite, trace_units
 
     compiled = {"backend": "compile", "compile_mode": "default+sep-pool"}
     step = {**TRACE_STEP, "params": {**TRACE_STEP["params"], **compiled}}
     asked = []
 
-    def engines(family, grid, imgsz, device, backend="eager", compile_mode="default"):
+    def engine_of(family, config, model, imgsz, device, backend="eager", compile_mode="default"):
         asked.append((backend, compile_mode))  # built eagerly here: compiling takes minutes
-        return suite.engines(family, grid, imgsz, device)
+        return suite.engine_of(family, config, model, imgsz, device)
 
-    monkeypatch.setattr(plan_runners, "engines", engines)
+    monkeypatch.setattr(trace_units, "engine_of", engine_of)
     table = collect.run_plan(_plan(tmp_path, [step]), tmp_path / "d", progress=False)
     assert table.state.tolist() == ["done"] and asked == [("compile", "default+sep-pool")]
     step["params"]["compile_mode"] = "default+fold-pool"
     with pytest.raises(UserError, match="unknown or repeated rewrite"):
         _plan(tmp_path, [step])
+
+
+def test_a_trace_step_runs_model_by_model_and_a_sample_traces_the_first(tmp_path):
+    """A trace step's configs are units: a sample traces the first model's configs and stays
+    partial (a rerun of the sample adds nothing, though a CPU trace adds no row), the
+    unsampled run traces the rest; collect --status counts configs."""
+    from yolo_sm.collect.collection_time import groups
+
+    step = {**TRACE_STEP, "params": {**TRACE_STEP["params"], "widths": [0.0625, 0.125]}}
+    plan = _plan(tmp_path, [step])
+    out = tmp_path / "d"
+    assert groups(plan.steps[0], plan) == 2
+    for _ in range(2):
+        table = collect.run_plan(plan, out, progress=False, sample=1)
+        assert table.state.tolist() == ["partial"] and table.todo.tolist() == ["1 of 2 configs"]
+        assert [p.name for p in (out / "traces").glob("tr-*.json.gz")] == [
+            "tr-yolov8_w0.0625_fp32_nchw_b1.json.gz"
+        ]
+    assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
+    assert len(list((out / "traces").glob("tr-*.json.gz"))) == 2
+    df = pd.read_parquet(out / "tr.parquet")  # no GPU kernels: no rows, the kernel columns
+    assert df.empty and {"config", "kernel_name", "unit_s", "prov_gpu_name"} <= set(df)
+
+
+def _fake_kernels(monkeypatch, captured):
+    """kineto's capture writes a placeholder trace (noted in ``captured``) and load_kernels
+    gives two kernel rows for any readable one: a GPU's trace, without a GPU."""
+    from yolo_sm.collect.profiling import kineto, trace_units
+
+    def capture(fn, path, **kw):
+        captured.append(path.name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("trace")
+
+    def load_kernels(path):
+        if path.read_text() != "trace":
+            raise UserError(f"{path} is not a readable trace")
+        text = {"kernel_name", "limiter", "layer", "module_type", "stage", "kernel_class"}
+        row = {c: "k" if c in text else "(1, 1, 1)" if c in ("grid", "block") else 1.0
+               for c in kineto.KERNEL_COLUMNS}  # fmt: skip
+        return pd.DataFrame([row, {**row, "duration_us": 2.0}])
+
+    monkeypatch.setattr(kineto, "capture", capture)
+    monkeypatch.setattr(trace_units.kineto, "load_kernels", load_kernels)
+
+
+def test_a_trace_step_resumes_from_its_traces_and_times_its_configs(tmp_path, monkeypatch):
+    """A config whose trace was written but whose rows were not (a run killed in between) is
+    loaded from its trace, not traced again; a trace cut short is taken again. Every row
+    carries its config's seconds, which estimate the configs left by width."""
+    from yolo_sm.collect.profiling import trace_units
+
+    captured = []
+    _fake_kernels(monkeypatch, captured)
+    step = {**TRACE_STEP, "params": {**TRACE_STEP["params"], "widths": [0.0625, 0.125]}}
+    plan = _plan(tmp_path, [step])
+    out = tmp_path / "d"
+    assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
+    assert len(captured) == 2
+    df = pd.read_parquet(out / "tr.parquet")
+    assert len(df) == 4 and df.unit_s.notna().all() and df.config.nunique() == 2
+    (out / "tr.parquet").unlink()
+    first, second = sorted((out / "traces").glob("tr-*.json.gz"))
+    second.write_text("trunc")  # cut short
+    assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
+    assert captured[2:] == [second.name] and len(pd.read_parquet(out / "tr.parquet")) == 4
+    wider = {**step, "params": {**step["params"], "widths": [0.0625, 0.125, 0.25]}}
+    spec = plan_runners.trace_spec(_plan(tmp_path, [wider]).steps[0], _plan(tmp_path, [wider]))
+    assert [trace_units.TraceSpec.label(spec, u) for u in trace_units.missing_units(
+        spec, out / "tr.parquet")] == ["yolov8_w0.25_fp32_nchw_b1"]  # fmt: skip
+    held = pd.read_parquet(out / "tr.parquet").groupby("config").unit_s.max()
+    assert trace_units.missing_seconds(spec, out / "tr.parquet") >= held.max()
 
 
 def test_unknown_only_step_is_an_error(tmp_path):

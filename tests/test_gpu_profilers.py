@@ -56,6 +56,36 @@ def test_kineto_trace_attributes_every_eager_kernel_to_a_layer(model, tmp_path):
     assert (both.est_occupancy_pct <= both.theoretical_occupancy_pct + 1.0).mean() > 0.95
 
 
+def test_a_trace_step_on_the_gpu_writes_kernel_rows_model_by_model(tmp_path):
+    """A plan's trace step on the GPU: a sample of one model traces its configs only (kernel
+    rows attributed to layers, with their seconds and the GPU's name), the full run adds the
+    other model and keeps the first one's rows as they were."""
+    import pandas as pd
+    import yaml
+
+    from yolo_sm.collect import plans
+    from yolo_sm.contract.plans import load_plan
+
+    params = {"widths": [0.25, 0.5], "precisions": "fp16", "layouts": "nhwc", "batches": [1, 2],
+              "imgsz": 320, "iters": 1}  # fmt: skip
+    step = {"name": "tr", "kind": "trace", "out": "tr.parquet", "est_s": 30, "params": params}
+    (tmp_path / "p.yaml").write_text(
+        yaml.safe_dump({"name": "t", "device": "cuda", "steps": [step]})
+    )
+    plan, out = load_plan(tmp_path / "p.yaml"), tmp_path / "d"
+    table = plans.run_plan(plan, out, progress=False, sample=1)
+    assert table.todo.tolist() == ["2 of 4 configs"]
+    first = pd.read_parquet(out / "tr.parquet")
+    assert set(first.config) == {"yolov8_w0.25_fp16_nhwc_b1", "yolov8_w0.25_fp16_nhwc_b2"}
+    assert (first.layer != "").mean() > 0.9 and first.unit_s.gt(0).all()
+    assert first.prov_gpu_name.str.len().gt(0).all()
+    assert plans.run_plan(plan, out, progress=False).state.tolist() == ["done"]
+    whole = pd.read_parquet(out / "tr.parquet")
+    assert whole.config.nunique() == 4 and len(list((out / "traces").glob("tr-*"))) >= 4
+    kept = whole[whole.config.isin(first.config)].reset_index(drop=True)
+    pd.testing.assert_frame_equal(kept[first.columns], first, check_dtype=False)
+
+
 def test_kineto_on_a_cuda_graph_keeps_iterations_not_layers(model, tmp_path):
     from yolo_sm.collect.engines import EngineConfig, build_engine
     from yolo_sm.collect.profiling import kineto

@@ -42,9 +42,9 @@ def add_parser(sub) -> None:
         "--sample",
         default=None,
         metavar="N",
-        help="measure groups (a model's units) of each sweep, bench, int8_kernels and "
-        "compile_cache step until its table holds N, and leave it partial; the other steps "
-        "run whole; a rerun completes the same sample. Into an empty "
+        help="measure groups (a model's units) of each sweep, bench, int8_kernels, "
+        "compile_cache and trace step until its table holds N, and leave it partial; the "
+        "other steps run whole; a rerun completes the same sample. Into an empty "
         "folder, then --status: the whole plan's GPU time, scaled from the sample. With "
         "--status on a measured root: what such a sample would cost by its seconds",
     )

@@ -25,6 +25,7 @@ from yolo_sm.collect.plan_runners import (
     int8_kernel_spec,
     model_params,
     sweep_spec,
+    trace_spec,
 )
 from yolo_sm.collect.plan_status import status, step_record
 from yolo_sm.collect.plans import SAMPLED_KINDS
@@ -141,8 +142,8 @@ def save(
 def groups(step, plan: Plan) -> int | None:
     """How many groups a sampled run (``collect --sample``) measures one at a time in ``step``:
     a sweep's models (all points of one), a bench's models (all batches of one), an
-    int8_kernels step's (width, scope) units, a compile_cache step's (width, mode) units; None
-    for a kind that runs whole."""
+    int8_kernels step's (width, scope) units, a compile_cache step's (width, mode) units, a
+    trace step's models (all configs of one); None for a kind that runs whole."""
     if step.kind not in SAMPLED_KINDS:
         return None
     if step.kind == "sweep":
@@ -151,6 +152,8 @@ def groups(step, plan: Plan) -> int | None:
         return len({unit_group(u) for u in bench_spec(step, plan).units()})
     if step.kind == "compile_cache":
         return len(cache_spec(step, plan).units())
+    if step.kind == "trace":
+        return len({u[0] for u in trace_spec(step, plan).units()})
     return len(int8_kernel_spec(step, plan).units())
 
 

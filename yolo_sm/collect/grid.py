@@ -308,8 +308,9 @@ def _run_grid(
     pace = Pace(rows=rows)
     sample, taken = _SAMPLE.get(), set()
     if sample is not None:  # the groups the table holds rows of count toward the sample
-        have = held(rows, row_key)
-        taken = {group(u) for u in units if have.get(key(u))}
+        have, left = held(rows, row_key), {key(u) for u in todo}
+        # (a unit ``complete`` takes as held without rows, too)
+        taken = {group(u) for u in units if have.get(key(u)) or key(u) not in left}
     bar = tqdm(total=len(todo), desc=kind, unit="unit", disable=not progress, file=sys.stderr)
     try:
         for g, members in itertools.groupby(todo, key=group):

@@ -22,9 +22,10 @@ from yolo_sm.collect.memory import ALLOC_CONFS, DEFAULT_LIFETIME_MODELS, lifetim
 from yolo_sm.collect.model_tables import DEFAULT_MODELS, model_layers
 from yolo_sm.collect.monitor import Monitor
 from yolo_sm.collect.probe import probe_pipeline
-from yolo_sm.collect.profiling import kineto, ncu
+from yolo_sm.collect.profiling import ncu
 from yolo_sm.collect.profiling.suite import engines, run_gpm
 from yolo_sm.collect.profiling.target import build_parser, configs, target_argv
+from yolo_sm.collect.profiling.trace_units import TraceSpec, run_traces
 from yolo_sm.collect.provenance import collect
 from yolo_sm.collect.resolutions import ResolutionSpec, run_resolutions
 from yolo_sm.collect.sharing import run_sharing_step
@@ -174,32 +175,27 @@ def _run_ncu(step, plan, out_dir, deadline, progress):
     _write(_with_provenance(df, plan.device), step_path(step, out_dir))
 
 
-def _run_trace(step, plan, out_dir, deadline, progress):
-    import pandas as pd
-
+def trace_spec(step: Step, plan: Plan) -> TraceSpec:
+    """A trace step's configs (:class:`yolo_sm.collect.profiling.trace_units.TraceSpec`)."""
     args, grid = _configs(step, plan)
-    backend = step.params.get("backend", "eager")
-    mode = step.params.get("compile_mode", "default")
-    traces = out_dir / "traces"
-    frames = []
-    for label, eng, x in _engines(args, grid, backend, plan.device, mode):
-        path = traces / f"{step.name}-{label}.json.gz"
-        if not path.exists():  # traces already written by an interrupted run are kept
-            hooked = eng.module if backend == "eager" else None
-            with stopwatch.phase("profile"):
-                kineto.capture(
-                    lambda eng=eng, x=x: eng(x),
-                    path,
-                    model=hooked,
-                    iters=int(step.params.get("iters", 2)),
-                    device=plan.device,
-                )
-        eng.close()
-        frames.append(kineto.load_kernels(path).assign(config=label, backend=backend))
-    _write(
-        _with_provenance(pd.concat(frames, ignore_index=True), plan.device),
-        step_path(step, out_dir),
+    p = step.params
+    return TraceSpec(
+        name=step.name,
+        family=args.family,
+        grid=tuple(grid),
+        imgsz=args.imgsz,
+        device=plan.device,
+        backend=p.get("backend", "eager"),
+        compile_mode=p.get("compile_mode", "default"),
+        iters=int(p.get("iters", 2)),
     )
+
+
+def _run_trace(step, plan, out_dir, deadline, progress):
+    """Each config's PyTorch-profiler trace and kernel rows, config by config
+    (yolo_sm.collect.profiling.trace_units)."""
+
+    _units_to_deadline(run_traces, trace_spec(step, plan), step, out_dir, deadline, progress)
 
 
 def _run_gpm(step, plan, out_dir, deadline, progress):

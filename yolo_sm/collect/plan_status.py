@@ -22,7 +22,9 @@ from yolo_sm.collect.plan_runners import (
     model_params,
     step_path,
     sweep_spec,
+    trace_spec,
 )
+from yolo_sm.collect.profiling import trace_units
 from yolo_sm.collect.sweep import missing_points, point_pace, points_not_in
 from yolo_sm.contract.datasets import PARTIAL_PREFIX
 from yolo_sm.contract.errors import UserError
@@ -45,8 +47,9 @@ from yolo_sm.contract.schema import KEY_COLUMNS
 def _progress(step: Step, plan: Plan, path: Path) -> tuple[int, int, str] | None:
     """(missing, total, what) of a step whose output ``path`` exists and that measures in
     units: points of a sweep, (model, batch) units of a bench, (width, scope) units of an
-    int8_kernels step and the (width, mode) units of a compile_cache step (these two start only when
-    their missing units fit: :func:`_partial_need`); None for the kinds that run whole."""
+    int8_kernels step, the (width, mode) units of a compile_cache step and the configs of a
+    trace step (these three start only when their missing units fit: :func:`_partial_need`);
+    None for the kinds that run whole."""
     if step.kind == "sweep":
         spec = sweep_spec(step, plan)
         return len(missing_points(spec, path)), len(spec.points()), "points"
@@ -59,6 +62,9 @@ def _progress(step: Step, plan: Plan, path: Path) -> tuple[int, int, str] | None
     if step.kind == "compile_cache":
         spec = cache_spec(step, plan)
         return len(cache_missing_units(spec, path)), len(spec.units()), "(width, mode) units"
+    if step.kind == "trace":
+        spec = trace_spec(step, plan)
+        return len(trace_units.missing_units(spec, path)), len(spec.units()), "configs"
     return None
 
 
@@ -389,8 +395,8 @@ def need_s(step: Step, plan: Plan, out_dir: Path, state: str) -> float:
 
 
 def _partial_need(step: Step, plan: Plan, path: Path) -> tuple[float, str]:
-    """(seconds, source) the missing units of a partial whole-unit step need: an int8_kernels
-    or compile_cache step's estimate from the units its table holds (``measured units``; a
+    """(seconds, source) the missing units of a partial whole-unit step need: an int8_kernels,
+    compile_cache or trace step's estimate from the units its table holds (``measured units``; a
     compile mode not built yet by the plan's ``mode_est_s``: ``measured units, mode_est_s``),
     else the missing units' share of its ``est_s`` (``plan est_s``)."""
     seconds, source = None, "measured units"
@@ -400,6 +406,8 @@ def _partial_need(step: Step, plan: Plan, path: Path) -> tuple[float, str]:
         seconds, by_plan = cache_missing_seconds(cache_spec(step, plan), path)
         if by_plan:
             source += ", mode_est_s"
+    elif step.kind == "trace":
+        seconds = trace_units.missing_seconds(trace_spec(step, plan), path)
     if seconds is not None:
         return seconds, source
     progress = _progress(step, plan, path)

@@ -124,7 +124,7 @@ def run_plan(
     return status(plan, out_dir)
 
 
-SAMPLED_KINDS = (*RESUMABLE, "int8_kernels", "compile_cache")
+SAMPLED_KINDS = (*RESUMABLE, "int8_kernels", "compile_cache", "trace")
 
 
 #: ``register_step``'s default: keep the seconds the step's entry records already

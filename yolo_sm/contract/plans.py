@@ -74,11 +74,11 @@ def load_yaml(path: str) -> dict:
 # TO_DEADLINE names every kind that stops itself at a deadline
 RESUMABLE = ("sweep", "bench")
 # the kinds whose runner starts a unit (a sweep's model, a bench's (model, batch), a
-# compile-cache or int8-kernels unit) only where its estimate ends before the deadline and
-# writes its table after each unit, resuming the units it holds: a time-limited run measures
-# the units that fit and the next run goes on. The other kinds start only where their whole
-# est_s fits, and run whole.
-TO_DEADLINE = (*RESUMABLE, "compile_cache", "int8_kernels")
+# compile-cache or int8-kernels unit, a trace step's model) only where its estimate ends before
+# the deadline and writes its table after each unit, resuming the units it holds: a
+# time-limited run measures the units that fit and the next run goes on. The other kinds start
+# only where their whole est_s fits, and run whole.
+TO_DEADLINE = (*RESUMABLE, "compile_cache", "int8_kernels", "trace")
 # params that say how long a unit takes, not what is measured: editing them leaves a step's
 # table as it is
 SCHEDULING_PARAMS = ("est_unit_s", "mode_est_s")

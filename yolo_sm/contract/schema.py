@@ -110,6 +110,9 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "module_type": "ultralytics module type of that layer",
         "stage": "backbone / neck / head",
         "kernel_class": "yolo_sm.analyse.kernels class",
+        "unit_s": "wall seconds of the row's config: its engine build and profiled forwards "
+        "(the first config of a model includes the model's build; absent in tables made "
+        "before configs were timed)",
     },
     "gpm": {
         "t_s": "seconds since the sampler started (end of the window)",

@@ -43,21 +43,29 @@ def engines(family, grid, imgsz, device, backend="eager", compile_mode="default"
     the torch.compile mode and rewrites of a ``compile`` backend (``default+sep-pool``)."""
 
     models = {}
-    for w, prec, lay, b in grid:
+    for config in grid:
+        w, prec, lay, b = config
         model = models.setdefault(w, model_of(family, w, imgsz))
-        size = w.imgsz if isinstance(w, ModelSpec) and w.imgsz else imgsz
-        cfg = EngineConfig(
-            backend=backend,
-            precision=prec,
-            layout=lay,
-            batch=b,
-            imgsz=size,
-            device=device,
-            compile_mode=compile_mode,
-        )
-        eng = build_engine(model, cfg)
-        x = eng._input if eng._input is not None else eng.make_input(0)
+        eng, x = engine_of(family, config, model, imgsz, device, backend, compile_mode)
         yield config_label(*label_of(family, w), prec, lay, b), eng, x
+
+
+def engine_of(family, config, model, imgsz, device, backend="eager", compile_mode="default"):
+    """(engine, input) of one (width or model spec, precision, layout, batch) ``config`` of
+    ``model`` (:func:`engines`)."""
+    w, prec, lay, b = config
+    size = w.imgsz if isinstance(w, ModelSpec) and w.imgsz else imgsz
+    cfg = EngineConfig(
+        backend=backend,
+        precision=prec,
+        layout=lay,
+        batch=b,
+        imgsz=size,
+        device=device,
+        compile_mode=compile_mode,
+    )
+    eng = build_engine(model, cfg)
+    return eng, (eng._input if eng._input is not None else eng.make_input(0))
 
 
 def _grid(widths, precision, layout, batch):
