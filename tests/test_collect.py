@@ -272,6 +272,7 @@ def test_a_trace_step_runs_model_by_model_and_a_sample_traces_the_first(tmp_path
     assert len(list((out / "traces").glob("tr-*.json.gz"))) == 2
     df = pd.read_parquet(out / "tr.parquet")  # no GPU kernels: no rows, the kernel columns
     assert df.empty and {"config", "kernel_name", "unit_s", "prov_gpu_name"} <= set(df)
+    assert read_metadata(out / "tr.parquet")["spec"]["name"] == "tr"  # the runner's metadata
 
 
 def _fake_kernels(monkeypatch, captured):

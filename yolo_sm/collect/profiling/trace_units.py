@@ -35,7 +35,7 @@ from yolo_sm.collect.profiling.target import label_of, model_of
 from yolo_sm.collect.provenance import collect
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.labels import config_label, parse_config
-from yolo_sm.contract.store import write_atomic
+from yolo_sm.contract.store import read_metadata, write_atomic
 
 #: the column that names a trace table's unit
 KEY = ("config",)
@@ -93,11 +93,16 @@ def _complete(spec: TraceSpec, out: Path):
     return complete
 
 
-def missing_units(spec: TraceSpec, out) -> list[tuple]:
-    """The configs of ``spec`` that the table ``out`` does not hold (all when it is absent)."""
+def _held(spec: TraceSpec, out) -> tuple[list[dict], list[tuple]]:
+    """(the rows the table ``out`` holds, the configs of ``spec`` it lacks)."""
     out = Path(out)
     rows = table_rows(out, KEY, "trace")
-    return pending(spec.units(), rows, spec.label, _row_key, _complete(spec, out))
+    return rows, pending(spec.units(), rows, spec.label, _row_key, _complete(spec, out))
+
+
+def missing_units(spec: TraceSpec, out) -> list[tuple]:
+    """The configs of ``spec`` that the table ``out`` does not hold (all when it is absent)."""
+    return _held(spec, out)[1]
 
 
 def _row_key(row) -> str:
@@ -105,13 +110,13 @@ def _row_key(row) -> str:
 
 
 def _by_width(rows) -> list[dict]:
-    """The rows' ``unit_s`` with the width their config label names (a model given as a
-    file or module has none and is left out)."""
+    """Per config the rows hold, its ``unit_s`` (every row of a config carries the same) with
+    the width its label names (a model given as a file or module has none and is left out)."""
     out = []
-    for r in rows:
-        width = parse_config(r.get("config"), strict=False)["width"]
+    for config, took in {r.get("config"): r.get("unit_s") for r in rows}.items():
+        width = parse_config(config, strict=False)["width"]
         if not math.isnan(width):
-            out.append({"width": width, "unit_s": r.get("unit_s")})
+            out.append({"width": width, "unit_s": took})
     return out
 
 
@@ -129,9 +134,7 @@ def missing_seconds(spec: TraceSpec, out) -> float | None:
     """Seconds the configs the table ``out`` lacks will take by :func:`unit_estimate` from the
     configs it holds; None where no row recorded its seconds (a table made before they were)
     or a missing config's width cannot be scaled to."""
-    out = Path(out)
-    rows = table_rows(out, KEY, "trace")
-    todo = pending(spec.units(), rows, spec.label, _row_key, _complete(spec, out))
+    rows, todo = _held(spec, out)
     if not longest_by_width(_by_width(rows), lambda r: True):
         return None
     pace = Pace(rows=rows)
@@ -205,5 +208,5 @@ def run_traces(
         import pandas as pd
 
         df = pd.DataFrame(columns=[*columns, "unit_s"])
-        write_atomic(df, out, {"argv": sys.argv})
+        write_atomic(df, out, read_metadata(out))  # the metadata the grid runner wrote
     return df
