@@ -510,6 +510,19 @@ def test_status_counts_a_bench_unit_measured_with_fewer_engines_per_engine(tmp_p
     assert plan_status.unit_seconds(plan.steps[0], tmp_path / "d/b.parquet")[0] == 60.0
 
 
+def test_a_step_that_needs_more_than_the_time_left_is_not_started_and_says_how_long(
+    tmp_path, capsys
+):
+    """A step that does not stop at a deadline itself starts only if its estimate fits the
+    time left; otherwise nothing is written and the message names the seconds it needs."""
+    plan = _plan(tmp_path, [{"name": "c", "kind": "ceilings", "out": "c.parquet", "est_s": 600}])
+    out = tmp_path / "out"
+    assert collect.run_plan(plan, out, max_minutes=1, progress=False).state.tolist() == ["missing"]
+    err = capsys.readouterr().err
+    assert "collect: c needs about 600 s and does not fit in the time left (" in err
+    assert not (out / "c.parquet").exists()
+
+
 def test_status_says_what_is_left_and_how_long_it_takes(tmp_path):
     """A sweep's time per point comes from its own rows (gaps within one run), a missing table's
     from the default; non-resumable steps show their est_s until done."""

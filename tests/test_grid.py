@@ -56,7 +56,11 @@ def test_a_group_runs_together_and_one_that_does_not_fit_is_skipped(setup, capsy
     # a: 2 units of 10 s; b would need 2 x 10 s with 15 s left: skipped; c's one unit fits
     df = grid.run_grid(UNITS, measure, deadline=35.0, **kw)
     assert [(r["model"], r["batch"]) for r in df.to_dict("records")] == [*UNITS[:2], UNITS[4]]
-    assert "skipping ('b', 1): its 2 unit(s) would end past the deadline" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert (
+        "skipping ('b', 1): its 2 unit(s) need about 20 s and would end past the deadline "
+        "(15 s left)" in err
+    )
     assert [e for e in log if e[0] == "open"] == [("open", "a"), ("open", "c")]
     assert ("measure", ("a", 2), "model a") in log  # the group's state reaches each unit
     assert ("on disk", 1) in log  # written after the first unit, before the second ran
@@ -76,7 +80,7 @@ def test_a_sample_stops_at_a_group_that_does_not_fit_rather_than_take_a_later_on
     with grid.sampled(2):
         df = grid.run_grid(UNITS, measure, deadline=35.0, **kw)
     assert [(r["model"], r["batch"]) for r in df.to_dict("records")] == UNITS[:2]
-    assert "stopping before ('b', 1)" in capsys.readouterr().err
+    assert "stopping before ('b', 1): its 2 unit(s) need about 20 s" in capsys.readouterr().err
 
 
 def test_a_rerun_skips_held_units_and_writes_nothing_when_done(setup):

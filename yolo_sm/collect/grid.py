@@ -323,20 +323,22 @@ def _run_grid(
                     file=sys.stderr,
                 )
                 break
-            if deadline is not None and not _fits(members, pace, estimate, clock, deadline):
+            need = _need(members, pace, estimate) if deadline is not None else 0.0
+            if deadline is not None and clock() + need > deadline:
                 left = max(deadline - clock(), 0)
                 if sample is not None:  # the sample is the first groups: none is skipped
                     print(
                         f"{kind}: stopping before {describe(members[0])}: its "
-                        f"{len(members)} unit(s) would end past the deadline ({left:.0f} s "
-                        "left); run again to measure them together",
+                        f"{len(members)} unit(s) need about {need:.0f} s and would end past "
+                        f"the deadline ({left:.0f} s left); a run with that much time "
+                        "measures them together",
                         file=sys.stderr,
                     )
                     break
                 print(
                     f"{kind}: skipping {describe(members[0])}: its {len(members)} unit(s) "
-                    f"would end past the deadline ({left:.0f} s left); a run with more time "
-                    "measures them together",
+                    f"need about {need:.0f} s and would end past the deadline ({left:.0f} s "
+                    "left); a run with that much time measures them together",
                     file=sys.stderr,
                 )
                 bar.update(len(members))
@@ -368,6 +370,6 @@ def _run_grid(
     return pd.DataFrame(rows)
 
 
-def _fits(members, pace: Pace, estimate, clock, deadline: float) -> bool:
-    """Whether all of a group's units, at their estimated seconds, end before ``deadline``."""
-    return clock() + sum(estimate(u, pace) for u in members) <= deadline
+def _need(members, pace: Pace, estimate) -> float:
+    """A group's seconds: all its units at their estimated seconds."""
+    return float(sum(estimate(u, pace) for u in members))

@@ -191,12 +191,16 @@ def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
             register_step(step, plan, out_dir)
         return
     left = deadline - time.monotonic() if deadline else None
-    if left is not None and (
-        left <= 0 or (step.kind not in TO_DEADLINE and need_s(step, plan, out_dir, state) > left)
-    ):
+    need = (
+        need_s(step, plan, out_dir, state)
+        if left is not None and left > 0 and step.kind not in TO_DEADLINE
+        else None
+    )
+    if left is not None and (left <= 0 or (need is not None and need > left)):
+        wants = f"needs about {need:.0f} s and " if need is not None else ""
         print(
-            f"collect: {step.name} does not fit in the time left ({left:.0f} s); "
-            "run the command again",
+            f"collect: {step.name} {wants}does not fit in the time left ({left:.0f} s); "
+            "run the command again with that much time",
             file=sys.stderr,
         )
         return
