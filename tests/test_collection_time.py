@@ -229,12 +229,28 @@ def test_status_with_sample_projects_what_a_sample_costs(make_root, capsys):
     assert cost.loc["bench_compile_cache", "groups"] == 8  # (width, mode) units
     assert pd.isna(cost.loc["ceilings", "groups"])
     assert cost.loc["ceilings", "sample_s"] == cost.loc["ceilings", "whole_s"] > 0
+    # the piece one run must hold: a sampled step's group at its mean, another step whole
+    assert cost.loc["sweep_1280", "group_s"] == pytest.approx(src / 3)
+    assert cost.loc["ceilings", "group_s"] == cost.loc["ceilings", "whole_s"]
+    longest = cost.group_s.max()
+    assert set(collection_time.too_long(cost, longest - 1).index) == set(
+        cost.index[cost.group_s == longest]
+    )
+    assert collection_time.too_long(cost, longest).empty
     everything = collection_time.sample_table(plan, folder, 10).set_index("step")
     assert (everything.sample_s == everything.whole_s).all()  # N above every step's groups
+    assert (everything.group_s == cost.group_s).all()  # the piece does not grow with N
     assert main(["collect", "--plan", PLAN, "--out", str(folder), "--status", "--sample", "1"]) == 0
     out = capsys.readouterr().out
     total = float(out.split("collect --sample 1 into an empty folder): about ")[1].split(" s ")[0])
     assert total == pytest.approx(cost.sample_s.sum(), abs=0.5)
+    # --max-minutes: the steps whose group no run of that length holds
+    args = ["collect", "--plan", PLAN, "--out", str(folder), "--status", "--sample", "1"]
+    assert main([*args, "--max-minutes", str(cost.loc["sweep_1280", "group_s"] / 120)]) == 0
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert line.startswith("in runs of --max-minutes") and "sweep_1280 (about" in line
+    assert main([*args, "--max-minutes", "10000"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("every one fits")
     rc = main(["collect", "--plan", PLAN, "--out", str(folder), "--status", "--sample", "0"])
     assert rc == 2 and "--sample" in capsys.readouterr().err
 

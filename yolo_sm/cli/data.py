@@ -36,7 +36,8 @@ def add_parser(sub) -> None:
         "--max-minutes",
         default=None,
         help="stop before a step that would end later by its estimate (for time-limited hosts; "
-        "above 0, leave it out for no limit)",
+        "above 0, leave it out for no limit); with --status --sample: the steps whose group "
+        "needs longer than a run of that length",
     )
     c.add_argument(
         "--sample",
@@ -166,6 +167,9 @@ def collect(args) -> int:
     if args.save and not args.status:
         raise UserError("--save goes with --status (it saves what --status shows)")
     sample = None if args.sample is None else values.whole(args.sample, "--sample", lo=1, hi=10**6)
+    minutes = args.max_minutes
+    if minutes is not None:
+        minutes = values.number(minutes, "--max-minutes", above=0, hi=MAX_MINUTES, unit="minutes")
     if args.status:
         from yolo_sm.collect import collection_time
 
@@ -195,13 +199,21 @@ def collect(args) -> int:
         )
         if sample is not None:
             cost = collection_time.sample_table(plan, out_dir, sample, snapshot=snap)
-            print(cost.round({"whole_s": 0, "sample_s": 0}).to_string(index=False))
+            print(cost.round({"whole_s": 0, "sample_s": 0, "group_s": 0}).to_string(index=False))
             total = float(cost.sample_s.sum())
             print(
                 f"a sample of {sample} group(s) per sampled step (collect --sample {sample} into "
                 f"an empty folder): about {total:.0f} s ({total / 60:.1f} min) of GPU time by "
                 "this root's seconds"
             )
+            if minutes is not None:
+                long = collection_time.too_long(cost, 60 * minutes)
+                steps = ", ".join(f"{r.step} (about {r.group_s:.0f} s)" for r in long.itertuples())
+                print(
+                    f"in runs of --max-minutes {minutes:g}, each step's group at its mean: "
+                    + (f"{len(long)} step(s) never sampled, a group needing longer: {steps}"
+                       if len(long) else "every one fits")
+                )  # fmt: skip
         if args.save:
             output(out_dir, folder=True)
             saved = collection_time.save(plan, out_dir, snapshot=snap)
@@ -210,9 +222,6 @@ def collect(args) -> int:
                 f"{saved.plan_s.sum():.0f} s of GPU time for the whole plan"
             )
         return 0
-    minutes = args.max_minutes
-    if minutes is not None:
-        minutes = values.number(minutes, "--max-minutes", above=0, hi=MAX_MINUTES, unit="minutes")
     only = comma_list(args.only)
     names = [s.name for s in plan.steps]
     for o in only:

@@ -158,7 +158,7 @@ def groups(step, plan: Plan) -> int | None:
 
 
 #: the columns of :func:`sample_table`
-SAMPLE_COLUMNS = ("step", "kind", "state", "groups", "sampled", "whole_s", "sample_s")
+SAMPLE_COLUMNS = ("step", "kind", "state", "groups", "sampled", "whole_s", "sample_s", "group_s")
 
 
 def sample_table(
@@ -174,7 +174,10 @@ def sample_table(
     ``n`` of them), ``whole_s`` (one run of the whole step: spent plus left, or left alone where
     the plan changed a step since its table was made) and ``sample_s``: a sampled kind's
     ``whole_s`` times the share of its groups sampled (each group taken as costing the same:
-    the first groups in plan order may cost more or less), another kind's ``whole_s``.
+    the first groups in plan order may cost more or less), another kind's ``whole_s``; and
+    ``group_s``, the most one run must hold at once to take the sample (a group is measured
+    side by side in one run; a kind that runs whole is one piece): a sampled kind's
+    ``whole_s`` over its groups, another kind's ``whole_s``.
     ``snapshot``: :func:`table` of the two, when the caller has made it already."""
     t = table(plan, out_dir, st) if snapshot is None else snapshot
     rows = []
@@ -183,9 +186,17 @@ def sample_table(
         g = groups(s, plan)
         taken = None if g is None else min(n, g)
         share = 1.0 if g is None else (taken / g if g else 0.0)
+        piece = float(whole) if g is None else (float(whole) / g if g else 0.0)
         rows.append(
             {"step": s.name, "kind": s.kind, "state": r.state, "groups": g, "sampled": taken,
-             "whole_s": float(whole), "sample_s": float(whole) * share}
+             "whole_s": float(whole), "sample_s": float(whole) * share, "group_s": piece}
         )  # fmt: skip
     out = pd.DataFrame(rows, columns=list(SAMPLE_COLUMNS))
     return out.astype({"groups": "Int64", "sampled": "Int64"})
+
+
+def too_long(cost: pd.DataFrame, run_s: float) -> pd.DataFrame:
+    """The steps of a :func:`sample_table` whose piece (``group_s``) is longer than ``run_s``
+    seconds: a sample taken in runs of that length (``collect --max-minutes``) never measures
+    them, since no run holds their group (or whole step) at once."""
+    return cost[cost["group_s"] > run_s]
