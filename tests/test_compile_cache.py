@@ -390,6 +390,35 @@ def test_speed_goal_3_warm_build_of_an_uncompiled_engine_or_an_unbuilt_mode():
     assert fast.fastest_build_facts(_autotune_bench(fast.MAX_AUTOTUNE).iloc[:1], builds) == []
 
 
+def test_an_undecided_warm_build_names_the_build_it_waits_for():
+    """fast.warm_build_lacks: the fastest engine's compile mode not built warm at the unit's
+    width names that mode; once built (or for an engine that compiles nothing) nothing is
+    missing; a unit without max-autotune names that."""
+    builds = _builds(300.0, 5.0).assign(build_s=lambda d: d.compile_s + 1.0)  # default only
+    mode = "compile:reduce-overhead/fp16/nhwc"
+    lacks = fast.warm_build_lacks(_autotune_bench(mode), builds, 0.5, 64)
+    assert lacks == (
+        f"a warm build of compile mode reduce-overhead (the fastest engine, {mode}) at width 0.5, "
+        "batch 64 in bench_compile_cache"
+    )
+    assert fast.warm_build_lacks(_autotune_bench(mode), None, 0.5, 64) == lacks
+    assert fast.warm_build_lacks(_autotune_bench(mode), builds, 1.0, 64).startswith(
+        f"{fast.MAX_AUTOTUNE} and another engine timed"
+    )  # no such unit
+    built = pd.concat([builds, builds.assign(compile_mode="reduce-overhead")])
+    assert fast.warm_build_lacks(_autotune_bench(mode), built, 0.5, 64) is None
+    only_cold = pd.concat([builds, builds.assign(compile_mode="reduce-overhead").iloc[:1]])
+    assert fast.warm_build_lacks(_autotune_bench(mode), only_cold, 0.5, 64) == lacks
+    graph = _autotune_bench("cudagraph/fp16/nhwc")
+    assert fast.warm_build_lacks(graph, builds, 0.5, 64) is None  # its bench build decides
+    assert fast.warm_build_lacks(graph, None, 0.5, 64).startswith("a build at width 0.5")
+    # nothing lacking is exactly where the fact exists
+    for bench, table in [(_autotune_bench(mode), built), (_autotune_bench(mode), builds),
+                         (graph, builds), (graph, builds.iloc[:0])]:  # fmt: skip
+        has_fact = len(fast.fastest_build_facts(bench, table)) == 1
+        assert has_fact == (fast.warm_build_lacks(bench, table, 0.5, 64) is None)
+
+
 def test_a_time_limited_collect_builds_the_units_that_fit_and_a_slow_mode_goes_by_the_plan(
     tmp_path, monkeypatch
 ):

@@ -622,6 +622,10 @@ def test_each_undecided_goal_criterion_says_what_it_waits_for(df, tmp_path, make
     assert by["speed_3_w2"] == "the unit not measured in bench_autotune"
     by = waits(held)
     assert "speed_3_w1" not in by and "speed_3_w0.5" not in by  # decided: not waiting
+    # the fastest engine here compiles nothing: a compile-cache build of its width decides
+    (best,) = [b for (w, bt), _, b in fast.stock_and_fastest(tuned) if (w, bt) == (1.0, 64)]
+    assert best.backend != "compile"
     assert by["speed_3_warm_build_w1"] == (
-        "fast.fastest_warm_build_s: not computed from bench_autotune"
+        f"a build at width 1, batch 64 in bench_compile_cache (the fastest engine, "
+        f"{best.variant}, compiles nothing)"
     )

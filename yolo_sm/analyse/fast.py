@@ -185,6 +185,37 @@ def fastest_build_facts(bench, builds) -> list[dict]:
     return out
 
 
+def warm_build_lacks(bench, builds, width: float, batch: int) -> str | None:
+    """What ``fast.fastest_warm_build_s`` of (``width``, ``batch``) waits for, in one phrase,
+    under the conditions of :func:`fastest_build_facts`: max-autotune and another engine timed
+    in the unit of ``bench``; then rows of the compile-cache table ``builds`` (None where the
+    root has none) at that width and batch; then, for a compiled fastest engine, its compile
+    mode built warm there. None where nothing is missing."""
+    found = [best for (w, b), _, best in stock_and_fastest(bench) if w == width and b == batch]
+    if not found:
+        return f"{MAX_AUTOTUNE} and another engine timed in the unit of {AUTOTUNE_DATASET}"
+    best = found[0]
+    where = f"width {width:g}, batch {batch} in {compile_cache.DATASET}"
+    done = ok_rows(builds) if builds is not None else None
+    if done is not None:
+        done = done[
+            (done["family"] == best.family) & (done["width"] == width) & (done["batch"] == batch)
+        ]
+    if best.backend == "compile":
+        if (
+            done is not None
+            and ((done["compile_mode"] == best.compile_mode) & (done["cache"] == "warm")).any()
+        ):
+            return None
+        return (
+            f"a warm build of compile mode {best.compile_mode} (the fastest engine, "
+            f"{best.variant}) at {where}"
+        )
+    if done is None or done.empty:
+        return f"a build at {where} (the fastest engine, {best.variant}, compiles nothing)"
+    return None
+
+
 def autotune_spread_facts(bench, datasets=(AUTOTUNE_DATASET,)) -> list[dict]:
     """Per (width, batch) where ``bench`` timed :data:`MAX_AUTOTUNE` with its spread: how much
     longer the fastest other engine's median forward takes than max-autotune's, over the larger

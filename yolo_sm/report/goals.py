@@ -414,8 +414,10 @@ def waiting(root: DataRoot, baseline: DataRoot | None = None) -> pd.DataFrame:
 def waits_for(root: DataRoot, rule: Rule, baseline: DataRoot | None = None) -> str:
     """Why ``rule`` reads "not tested" on ``root``, in one phrase: goal 4's missing baseline or
     snapshot; a dataset the root lacks; the (width, batch) unit of the rule's scope not
-    measured in its bench, or measured without an engine its plan step names (which); else
-    the fact the rule reads, not computed from the tables it names."""
+    measured in its bench, or measured without an engine its plan step names (which); for
+    the fastest engine's warm build, the compile-cache build it needs
+    (:func:`yolo_sm.analyse.fast.warm_build_lacks`); else the fact the rule reads, not computed
+    from the tables it names."""
     if rule.fact.startswith(collection_time.PREFIX):
         if baseline is None:
             return "a baseline root (BASELINE) to compare with"
@@ -444,6 +446,11 @@ def waits_for(root: DataRoot, rule: Rule, baseline: DataRoot | None = None) -> s
                 gap = gaps[(gaps["width"] == w) & (gaps["batch"] == b)]
                 if len(gap):
                     return f"the unit of {d} lacks {gap['missing'].iloc[0]}"
+            if rule.fact == "fast.fastest_warm_build_s" and fast.AUTOTUNE_DATASET in benches:
+                builds = root.load(compile_cache.DATASET) if compile_cache.DATASET in held else None
+                lacks = fast.warm_build_lacks(benches[fast.AUTOTUNE_DATASET], builds, w, b)
+                if lacks:
+                    return lacks
     return f"{rule.fact}: not computed from {', '.join(held)}"
 
 
