@@ -163,21 +163,9 @@ def fastest_build_facts(bench, builds) -> list[dict]:
     datasets = (AUTOTUNE_DATASET, compile_cache.DATASET)
     out = []
     for (w, b), _, best in stock_and_fastest(bench):
-        g = done[(done["family"] == best.family) & (done["width"] == w) & (done["batch"] == b)]
-        if g.empty:
+        value, note = _warm_build(best, done, w, b)
+        if value is None:
             continue
-        if best.backend == "compile":
-            mine = g[g["compile_mode"] == best.compile_mode]
-            warm, cold = mine[mine["cache"] == "warm"], mine[mine["cache"] == "cold"]
-            if warm.empty:
-                continue
-            value = float(warm.build_s.iloc[0])
-            note = f"{best.variant}: warm build {value:.1f} s"
-            if len(cold):
-                note += f", cold build {float(cold.build_s.iloc[0]):.1f} s"
-        else:
-            value = float(best.build_s)
-            note = f"{best.variant} compiles nothing: its build in the bench"
         out.append(
             fact("fast.fastest_warm_build_s", value, "s", scope=scope(w, b), datasets=datasets,
                  note=note)
@@ -185,35 +173,47 @@ def fastest_build_facts(bench, builds) -> list[dict]:
     return out
 
 
+def _warm_build(best, done, width: float, batch: int) -> tuple[float | None, str]:
+    """The fastest engine ``best``'s build with warm caches at (``width``, ``batch``), from the
+    ok rows ``done`` of the compile-cache table (None: the root has none): (seconds, note), or
+    (None, what it waits for, in one phrase). A compiled engine needs its compile mode built
+    warm there; any other needs the table to have built that width and batch, and then its
+    bench build decides."""
+    where = f"width {width:g}, batch {batch} in {compile_cache.DATASET}"
+    g = None
+    if done is not None:
+        at = (done["family"] == best.family) & (done["width"] == width)
+        g = done[at & (done["batch"] == batch)]
+    if best.backend == "compile":
+        mine = g[g["compile_mode"] == best.compile_mode] if g is not None else None
+        if mine is None or not (mine["cache"] == "warm").any():
+            return None, (
+                f"a warm build of compile mode {best.compile_mode} (the fastest engine, "
+                f"{best.variant}) at {where}"
+            )
+        warm, cold = mine[mine["cache"] == "warm"], mine[mine["cache"] == "cold"]
+        value = float(warm.build_s.iloc[0])
+        note = f"{best.variant}: warm build {value:.1f} s"
+        if len(cold):
+            note += f", cold build {float(cold.build_s.iloc[0]):.1f} s"
+        return value, note
+    if g is None or g.empty:
+        return None, f"a build at {where} (the fastest engine, {best.variant}, compiles nothing)"
+    return float(best.build_s), f"{best.variant} compiles nothing: its build in the bench"
+
+
 def warm_build_lacks(bench, builds, width: float, batch: int) -> str | None:
     """What ``fast.fastest_warm_build_s`` of (``width``, ``batch``) waits for, in one phrase,
-    under the conditions of :func:`fastest_build_facts`: max-autotune and another engine timed
-    in the unit of ``bench``; then rows of the compile-cache table ``builds`` (None where the
-    root has none) at that width and batch; then, for a compiled fastest engine, its compile
-    mode built warm there. None where nothing is missing."""
+    as :func:`fastest_build_facts` decides it: max-autotune and another engine timed in the
+    unit of ``bench``, then the build of the compile-cache table ``builds`` (None where the
+    root has none) that the fastest engine's warm build needs. None where nothing is
+    missing."""
     found = [best for (w, b), _, best in stock_and_fastest(bench) if w == width and b == batch]
     if not found:
         return f"{MAX_AUTOTUNE} and another engine timed in the unit of {AUTOTUNE_DATASET}"
-    best = found[0]
-    where = f"width {width:g}, batch {batch} in {compile_cache.DATASET}"
-    done = ok_rows(builds) if builds is not None else None
-    if done is not None:
-        done = done[
-            (done["family"] == best.family) & (done["width"] == width) & (done["batch"] == batch)
-        ]
-    if best.backend == "compile":
-        if (
-            done is not None
-            and ((done["compile_mode"] == best.compile_mode) & (done["cache"] == "warm")).any()
-        ):
-            return None
-        return (
-            f"a warm build of compile mode {best.compile_mode} (the fastest engine, "
-            f"{best.variant}) at {where}"
-        )
-    if done is None or done.empty:
-        return f"a build at {where} (the fastest engine, {best.variant}, compiles nothing)"
-    return None
+    value, lacks = _warm_build(found[0], ok_rows(builds) if builds is not None else None,
+                               width, batch)  # fmt: skip
+    return lacks if value is None else None
 
 
 def autotune_spread_facts(bench, datasets=(AUTOTUNE_DATASET,)) -> list[dict]:
