@@ -238,6 +238,10 @@ ONCE_BROKEN = {
     "occupancy --smem 1.5": (lambda mp: occupancy("--smem", "1.5"), "--smem"),
     "env --device tpu": (lambda mp: ["env", "--device", "tpu"], "tpu"),
     "collect --max-minutes 0": (lambda mp: plan() + ["--max-minutes", "0"], "--max-minutes"),
+    "collect --status --sample 1 --max-minutes nan": (
+        lambda mp: plan() + ["--status", "--sample", "1", "--max-minutes", "nan"],
+        "--max-minutes",
+    ),
     # hangs
     "bench --seconds inf": (lambda mp: bench("--seconds", "inf"), "--seconds"),
     "sweep --warmup-ms 1e12": (lambda mp: sweep("--warmup-ms", "1e12"), "--warmup-ms"),
