@@ -59,6 +59,40 @@ def test_cache_state_from_counters_then_files(hits, misses, before, after, want)
     assert cc.state(hits, misses, before, after) == want
 
 
+@pytest.mark.parametrize(
+    "hits, misses, tuned, want",
+    [
+        (0, 3, 12, "cold"),  # graphs and autotuning afresh
+        (0, 3, 0, "partial"),  # graphs afresh, every autotuning read from disk
+        (0, 3, None, "cold"),  # a mode that does not autotune
+        (3, 0, 0, "warm"),
+        (2, 1, 5, "partial"),
+    ],
+)
+def test_a_max_autotune_build_that_autotuned_nothing_is_not_cold(hits, misses, tuned, want):
+    assert cc.state(hits, misses, 0, 10, tuned) == want
+
+
+def test_only_the_max_autotune_modes_autotune():
+    assert cc.autotunes("max-autotune") and cc.autotunes("max-autotune-no-cudagraphs+sep-pool")
+    assert not cc.autotunes("reduce-overhead+sep-pool") and not cc.autotunes("default")
+    assert not cc.autotunes(None)
+
+
+def test_probe_counts_the_ops_autotuned_only_for_a_mode_that_autotunes(tmp_path):
+    from torch._dynamo.utils import counters
+
+    for mode, want in (("max-autotune", 4), ("default", None)):
+        with cc.Probe(tmp_path, mode) as p:
+            counters["inductor"]["fxgraph_cache_miss"] += 2
+            counters["inductor"]["select_algorithm_autotune"] += 4
+        info = p.info()
+        assert info["autotuned_ops"] == want and info["compile_cache"] == "cold"
+    with cc.Probe(tmp_path, "max-autotune") as p:
+        counters["inductor"]["fxgraph_cache_miss"] += 2
+    assert p.info()["autotuned_ops"] == 0 and p.info()["compile_cache"] == "partial"
+
+
 def test_probe_counts_the_files_a_build_writes(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "old").write_text("x")

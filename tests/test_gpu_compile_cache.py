@@ -25,3 +25,54 @@ def test_second_build_process_reads_the_disk_cache(tmp_path):
         f"{warm.compile_s:.1f} s ({warm.compile_cache}); process {cold.process_s:.0f} / "
         f"{warm.process_s:.0f} s"
     )
+
+
+_BUILD = """
+import json, torch
+from yolo_sm.collect.engines.config import EngineConfig
+from yolo_sm.collect.engines.torch_backends import build_compiled
+torch.manual_seed(0)
+m = torch.nn.Sequential(
+    torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.SiLU(), torch.nn.Conv2d(64, 128, 3, padding=1),
+    torch.nn.SiLU(), torch.nn.Conv2d(128, 64, 1),
+).eval().cuda()
+c = EngineConfig(backend="compile", batch=8, imgsz=64, compile_mode="max-autotune-no-cudagraphs")
+print(json.dumps(build_compiled(m, c).info, default=str))
+"""
+
+
+def test_a_max_autotune_build_that_finds_its_autotuning_on_disk_is_not_cold(tmp_path):
+    """Three processes on one cache folder: the first compiles and autotunes (cold), the second
+    reads its graphs (warm, nothing autotuned), the third finds the graphs gone but the
+    autotuning results kept (partial, nothing autotuned)."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    from yolo_sm.collect import cache_builds
+
+    folder = tmp_path / "inductor"
+    folder.mkdir()
+    env = cache_builds.child_env(str(folder))
+
+    def build():
+        p = subprocess.run(
+            [sys.executable, "-c", _BUILD], env=env, capture_output=True, text=True, timeout=500
+        )
+        assert p.returncode == 0, p.stderr[-2000:]
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    cold = build()
+    assert cold["compile_cache"] == "cold" and cold["autotuned_ops"] > 0, cold
+    warm = build()
+    assert warm["compile_cache"] == "warm" and warm["autotuned_ops"] == 0, warm
+    for graphs in ("fxgraph", "aotautograd"):
+        shutil.rmtree(folder / graphs, ignore_errors=True)
+    kept = build()
+    assert kept["fx_cache_misses"] > 0 and kept["fx_cache_hits"] == 0, kept
+    assert kept["autotuned_ops"] == 0 and kept["compile_cache"] == "partial", kept
+    print(
+        f"autotuned ops cold {cold['autotuned_ops']}, compile_s {cold['compile_s']:.1f} / "
+        f"{warm['compile_s']:.1f} / {kept['compile_s']:.1f} s (cold / warm / autotuning kept)"
+    )

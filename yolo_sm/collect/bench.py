@@ -106,6 +106,7 @@ _POINT_COLUMNS = (
     "timed_s",
     "profile_s",
     "compile_cache",
+    "autotuned_ops",
     "host_cpu_ms",
     "launches_per_forward",
     "kernels_per_forward",

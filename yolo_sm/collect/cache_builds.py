@@ -371,6 +371,7 @@ def build_and_time(args: dict) -> dict:
             "fx_cache_misses": info.get("fx_cache_misses"),
             "cache_files_before": info.get("cache_files_before"),
             "cache_files_after": info.get("cache_files_after"),
+            "autotuned_ops": info.get("autotuned_ops"),
             "graphs_compiled": info.get("graphs_compiled"),
             "rel_err": engine.rel_err,
             "median_ms": m.median_ms,

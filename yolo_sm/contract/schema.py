@@ -806,7 +806,10 @@ PHASE_SECONDS = {
     "them; a pipeline or predict row: its timed run)",
     "profile_s": "wall seconds of the profiler pass after the timed calls (the host columns)",
     "compile_cache": "compile rows: what the build found in inductor's disk cache: warm (every "
-    "graph read from it), cold (every graph compiled afresh) or partial",
+    "graph read from it), cold (every graph compiled afresh) or partial (some graphs read, or "
+    "every graph compiled but the autotuning of a max-autotune mode read from the cache)",
+    "autotuned_ops": "max-autotune compile rows: ops whose choices the build benchmarked "
+    "afresh rather than read from inductor's autotune cache (empty for other modes)",
 }
 for _kind in ("sweep", "bench"):
     for _c, _text in PHASE_SECONDS.items():
@@ -828,8 +831,8 @@ SCHEMAS["compile_cache"] = {
     "cold build filled), each build in its own fresh process",
     "status": "ok / oom / error",
     "message": "first line of the error for oom/error rows",
-    "compile_cache": "what the build found (inductor's FX graph cache counters): warm, cold "
-    "or partial",
+    "compile_cache": "what the build found (inductor's FX graph cache counters, and for a "
+    "max-autotune mode its autotune counter): warm, cold or partial",
     "compile_s": "seconds of the compiling calls (torch.compile's build)",
     "build_s": "seconds to build the engine: compile and the numerical check",
     "process_s": "wall seconds of the whole build process (start, imports, build, timing)",
@@ -851,6 +854,7 @@ REQUIRED["compile_cache"] = (
 TEXT = TEXT | {"cache", "compile_cache"}
 NUMBER = NUMBER | {
     "run", "fx_cache_hits", "fx_cache_misses", "cache_files_before", "cache_files_after",
+    "autotuned_ops",
 }  # fmt: skip
 
 # --- activation lifetimes and the caching allocator's pool (collect.memory) -----------------

@@ -12,13 +12,19 @@ otherwise, so that a second process compiling the same graph reads it from disk.
 :func:`state` says what a build found: ``warm`` (every graph read from the cache), ``cold``
 (every graph compiled afresh) or ``partial``, from inductor's cache hit and miss counters, or
 where they did not move (the cache bypassed) from the number of files in the folder before
-and after the build.
+and after the build. A mode that autotunes (``max-autotune*``) keeps its autotuning results in
+the same folder apart from the graphs: a build that compiled its graphs afresh but autotuned no
+op (inductor's ``select_algorithm_autotune`` counter, which moves only when an op's choices are
+benchmarked rather than read from the local autotune cache) found its autotuning on disk and is
+``partial``, not ``cold``.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from yolo_sm.contract.values import split_compile_mode
 
 ENV_DIR = "TORCHINDUCTOR_CACHE_DIR"
 ENV_FX = "TORCHINDUCTOR_FX_GRAPH_CACHE"
@@ -88,42 +94,73 @@ def counters() -> tuple[int, int]:
     )
 
 
-def state(hits: int, misses: int, files_before: int, files_after: int) -> str:
+def autotuned() -> int:
+    """Ops inductor benchmarked its choices for so far in this process: its
+    ``select_algorithm_autotune`` counter, which moves only on a miss of the local autotune
+    cache (a hit reads the timings from disk and benchmarks nothing)."""
+    from torch._dynamo.utils import counters as c
+
+    return int(c["inductor"].get("select_algorithm_autotune", 0))
+
+
+def autotunes(compile_mode: str | None) -> bool:
+    """Whether ``compile_mode`` (with or without a ``+rewrite`` suffix) autotunes its ops:
+    the ``max-autotune`` modes."""
+    return split_compile_mode(compile_mode or "")[0].startswith("max-autotune")
+
+
+def state(
+    hits: int,
+    misses: int,
+    files_before: int,
+    files_after: int,
+    autotuned_ops: int | None = None,
+) -> str:
     """``warm``, ``cold`` or ``partial`` for a build that saw ``hits`` and ``misses`` of the FX
     graph cache and found ``files_before`` files in the cache folder (``files_after`` after
-    it); without counted lookups, from the files: none before is cold, none added warm."""
+    it); without counted lookups, from the files: none before is cold, none added warm.
+    ``autotuned_ops``: for a mode that autotunes, the ops it benchmarked afresh (None
+    otherwise); a build whose graphs all missed but that autotuned nothing is ``partial``."""
     if hits or misses:
         if not misses:
             return "warm"
-        return "cold" if not hits else "partial"
+        if hits:
+            return "partial"
+        return "partial" if autotuned_ops == 0 else "cold"
     if files_before == 0:
         return "cold"
     return "warm" if files_after <= files_before else "partial"
 
 
 class Probe:
-    """Around a build: ``with Probe(folder) as p: compile...`` then ``p.info()``: the cache
-    state, hits, misses and files before and after."""
+    """Around a build: ``with Probe(folder, mode) as p: compile...`` then ``p.info()``: the
+    cache state, hits, misses, files before and after, and the ops autotuned afresh
+    (``autotuned_ops``; None for a ``compile_mode`` that does not autotune)."""
 
-    def __init__(self, folder: str | os.PathLike):
+    def __init__(self, folder: str | os.PathLike, compile_mode: str | None = None):
         self.folder = folder
+        self.tunes = autotunes(compile_mode)
 
     def __enter__(self):
         self.files_before = count_files(self.folder)
         self.hits0, self.misses0 = counters()
+        self.tuned0 = autotuned()
         return self
 
     def __exit__(self, *exc):
         self.files_after = count_files(self.folder)
         hits, misses = counters()
         self.hits, self.misses = hits - self.hits0, misses - self.misses0
+        self.tuned = autotuned() - self.tuned0 if self.tunes else None
         return False
 
     def info(self) -> dict:
+        found = state(self.hits, self.misses, self.files_before, self.files_after, self.tuned)
         return {
-            "compile_cache": state(self.hits, self.misses, self.files_before, self.files_after),
+            "compile_cache": found,
             "fx_cache_hits": self.hits,
             "fx_cache_misses": self.misses,
             "cache_files_before": self.files_before,
             "cache_files_after": self.files_after,
+            "autotuned_ops": self.tuned,
         }

@@ -192,7 +192,11 @@ def build_compiled(model: torch.nn.Module, config: EngineConfig, warmup: int = 3
     frames_before = _compiled_frames()
     t0 = time.perf_counter()
     calls = []  # seconds of each compiling call, to the end of its GPU work
-    with compile_cache.Probe(cache["dir"]) as probe, numerics(config), torch.no_grad():
+    with (
+        compile_cache.Probe(cache["dir"], config.compile_mode) as probe,
+        numerics(config),
+        torch.no_grad(),
+    ):
         for _ in range(warmup):
             t = time.perf_counter()
             head_tensor(compiled(x0))
