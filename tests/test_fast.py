@@ -408,6 +408,19 @@ def test_the_autotune_bench_decides_goal_3_where_the_root_holds_it(df, tmp_path)
     assert v.verdict["speed_3_w0.5"] == NOT_TESTED  # the autotune bench did not time it
 
 
+def test_the_max_autotune_build_says_what_it_found_in_the_cache():
+    """fast.max_autotune_build_s's note: the build's cache state and the ops it autotuned
+    afresh, so a build that read its autotuning from disk is not taken for a cold one."""
+    row = pd.Series({"compile_cache": "partial", "autotuned_ops": 0.0})
+    assert fast.build_found(row) == "inductor's cache partial, 0 op(s) autotuned afresh"
+    row = pd.Series({"compile_cache": "cold", "autotuned_ops": 57})
+    assert fast.build_found(row) == "inductor's cache cold, 57 op(s) autotuned afresh"
+    assert fast.build_found(pd.Series({"compile_cache": "cold", "autotuned_ops": None})) == (
+        "inductor's cache cold"
+    )  # measured before the column was recorded
+    assert fast.build_found(pd.Series({"img_per_s": 1.0})) == ""
+
+
 def test_the_gap_to_max_autotune_is_judged_against_the_rows_spread():
     """speed_3_gap_in_spread: the fastest engine's median forward minus max-autotune's, over the
     larger IQR of the two rows; within it (<= 1) or beyond it, and negative when ahead."""

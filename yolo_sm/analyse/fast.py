@@ -134,7 +134,8 @@ def autotune_facts(bench, datasets=(AUTOTUNE_DATASET,)) -> list[dict]:
     """Per (width, batch) where ``bench`` timed :data:`MAX_AUTOTUNE`: the fastest other
     engine's img/s over it (``fast.best_over_max_autotune``, :func:`best_over_max_autotune`)
     and the seconds its build took (``fast.max_autotune_build_s``: autotuning included, a
-    cold cache unless the bench's process found one)."""
+    cold cache unless the bench's process found one; the note says what the build found in
+    inductor's cache, :func:`build_found`)."""
     rows = [
         fact("fast.best_over_max_autotune", v, "x", scope=scope(w, b), datasets=datasets)
         for (w, b), v in best_over_max_autotune(bench).items()
@@ -143,11 +144,29 @@ def autotune_facts(bench, datasets=(AUTOTUNE_DATASET,)) -> list[dict]:
     stock = engines(bench)
     stock = stock[stock["variant"] == MAX_AUTOTUNE]
     if "build_s" in stock:
-        for (w, b), v in stock.groupby(["width", "batch"])["build_s"].max().dropna().items():
+        for (w, b), g in stock.dropna(subset=["build_s"]).groupby(["width", "batch"]):
+            row = g.loc[g["build_s"].idxmax()]
             rows.append(
-                fact("fast.max_autotune_build_s", v, "s", scope=scope(w, b), datasets=datasets)
-            )
+                fact("fast.max_autotune_build_s", float(row.build_s), "s", scope=scope(w, b),
+                     datasets=datasets, note=build_found(row))
+            )  # fmt: skip
     return rows
+
+
+def build_found(row) -> str:
+    """What a compiled engine's build found in inductor's cache, in words: its
+    ``compile_cache`` state and, where recorded, the ops it autotuned afresh (a max-autotune
+    build reads partial when it compiled its graphs but read every autotuning from disk); empty
+    where the row has neither."""
+    import pandas as pd
+
+    state, tuned = row.get("compile_cache"), row.get("autotuned_ops")
+    parts = []
+    if isinstance(state, str) and state:
+        parts.append(f"inductor's cache {state}")
+    if tuned is not None and not pd.isna(tuned):
+        parts.append(f"{int(tuned)} op(s) autotuned afresh")
+    return ", ".join(parts)
 
 
 def fastest_build_facts(bench, builds) -> list[dict]:
