@@ -91,6 +91,23 @@ def test_probe_counts_the_ops_autotuned_only_for_a_mode_that_autotunes(tmp_path)
     with cc.Probe(tmp_path, "max-autotune") as p:
         counters["inductor"]["fxgraph_cache_miss"] += 2
     assert p.info()["autotuned_ops"] == 0 and p.info()["compile_cache"] == "partial"
+    with cc.Probe(tmp_path, "max-autotune") as p:  # a graph read replays its counters
+        counters["inductor"]["fxgraph_cache_hit"] += 1
+        counters["inductor"]["select_algorithm_autotune"] += 3
+    assert p.info()["autotuned_ops"] == 0 and p.info()["compile_cache"] == "warm"
+
+
+@pytest.mark.parametrize(
+    "delta, hits, misses, tunes, want",
+    [
+        (5, 0, 2, True, 5),  # every graph compiled: the counter is the build's own
+        (3, 1, 0, True, 0),  # every graph read: its counters replayed, nothing autotuned
+        (3, 1, 1, True, None),  # some read, some compiled: not told apart
+        (5, 0, 2, False, None),  # a mode that does not autotune
+    ],
+)
+def test_the_autotune_counter_counts_only_where_no_graph_was_read(delta, hits, misses, tunes, want):
+    assert cc.tuned_here(delta, hits, misses, tunes) == want
 
 
 def test_probe_counts_the_files_a_build_writes(tmp_path):

@@ -16,7 +16,10 @@ and after the build. A mode that autotunes (``max-autotune*``) keeps its autotun
 the same folder apart from the graphs: a build that compiled its graphs afresh but autotuned no
 op (inductor's ``select_algorithm_autotune`` counter, which moves only when an op's choices are
 benchmarked rather than read from the local autotune cache) found its autotuning on disk and is
-``partial``, not ``cold``.
+``partial``, not ``cold``. A graph read from the FX graph cache replays the counters its
+compile moved (``codecache``: ``counters["inductor"] += graph.counter_deltas``), so the
+counter is the build's own only where no graph was read: a build whose every graph was read
+autotuned nothing, and one that read some graphs and compiled others is not counted.
 """
 
 from __future__ import annotations
@@ -109,6 +112,17 @@ def autotunes(compile_mode: str | None) -> bool:
     return split_compile_mode(compile_mode or "")[0].startswith("max-autotune")
 
 
+def tuned_here(delta: int, hits: int, misses: int, tunes: bool = True) -> int | None:
+    """The ops a build autotuned itself, from the autotune counter's ``delta`` over a build
+    that saw ``hits`` and ``misses`` of the FX graph cache: the delta where no graph was read
+    (a read graph replays its compile's counters), 0 where every graph was read (nothing was
+    lowered), None where it read some and compiled others (the replayed and the real counts
+    cannot be told apart) or the mode does not autotune (``tunes`` False)."""
+    if not tunes or (hits and misses):
+        return None
+    return 0 if hits else int(delta)
+
+
 def state(
     hits: int,
     misses: int,
@@ -151,7 +165,7 @@ class Probe:
         self.files_after = count_files(self.folder)
         hits, misses = counters()
         self.hits, self.misses = hits - self.hits0, misses - self.misses0
-        self.tuned = autotuned() - self.tuned0 if self.tunes else None
+        self.tuned = tuned_here(autotuned() - self.tuned0, self.hits, self.misses, self.tunes)
         return False
 
     def info(self) -> dict:
