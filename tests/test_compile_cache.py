@@ -60,17 +60,18 @@ def test_cache_state_from_counters_then_files(hits, misses, before, after, want)
 
 
 @pytest.mark.parametrize(
-    "hits, misses, tuned, want",
+    "hits, misses, before, tuned, want",
     [
-        (0, 3, 12, "cold"),  # graphs and autotuning afresh
-        (0, 3, 0, "partial"),  # graphs afresh, every autotuning read from disk
-        (0, 3, None, "cold"),  # a mode that does not autotune
-        (3, 0, 0, "warm"),
-        (2, 1, 5, "partial"),
+        (0, 3, 40, 12, "cold"),  # graphs and autotuning afresh
+        (0, 3, 40, 0, "partial"),  # graphs afresh, every autotuning read from disk
+        (0, 3, 0, 0, "cold"),  # an empty folder: nothing there to autotune from
+        (0, 3, 40, None, "cold"),  # a mode that does not autotune
+        (3, 0, 40, 0, "warm"),
+        (2, 1, 40, None, "partial"),
     ],
 )
-def test_a_max_autotune_build_that_autotuned_nothing_is_not_cold(hits, misses, tuned, want):
-    assert cc.state(hits, misses, 0, 10, tuned) == want
+def test_a_max_autotune_build_that_autotuned_nothing_is_not_cold(hits, misses, before, tuned, want):
+    assert cc.state(hits, misses, before, before + 10, tuned) == want
 
 
 def test_only_the_max_autotune_modes_autotune():
@@ -88,6 +89,10 @@ def test_probe_counts_the_ops_autotuned_only_for_a_mode_that_autotunes(tmp_path)
             counters["inductor"]["select_algorithm_autotune"] += 4
         info = p.info()
         assert info["autotuned_ops"] == want and info["compile_cache"] == "cold"
+    with cc.Probe(tmp_path, "max-autotune") as p:  # an empty folder: cold
+        counters["inductor"]["fxgraph_cache_miss"] += 2
+    assert p.info()["autotuned_ops"] == 0 and p.info()["compile_cache"] == "cold"
+    (tmp_path / "autotune-results").write_text("x")  # a folder that holds autotuning
     with cc.Probe(tmp_path, "max-autotune") as p:
         counters["inductor"]["fxgraph_cache_miss"] += 2
     assert p.info()["autotuned_ops"] == 0 and p.info()["compile_cache"] == "partial"

@@ -134,13 +134,15 @@ def state(
     graph cache and found ``files_before`` files in the cache folder (``files_after`` after
     it); without counted lookups, from the files: none before is cold, none added warm.
     ``autotuned_ops``: for a mode that autotunes, the ops it benchmarked afresh (None
-    otherwise); a build whose graphs all missed but that autotuned nothing is ``partial``."""
+    otherwise); a build whose graphs all missed but that autotuned nothing in a folder that
+    held files is ``partial`` (an empty folder holds no autotuning: a model with nothing to
+    autotune is cold there)."""
     if hits or misses:
         if not misses:
             return "warm"
         if hits:
             return "partial"
-        return "partial" if autotuned_ops == 0 else "cold"
+        return "partial" if autotuned_ops == 0 and files_before else "cold"
     if files_before == 0:
         return "cold"
     return "warm" if files_after <= files_before else "partial"
