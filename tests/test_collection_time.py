@@ -370,3 +370,35 @@ def test_a_snapshot_names_the_plans_params_without_this_hosts_folders(tmp_path, 
     params = json.loads(text)
     assert params["engines"] == ["cudagraph/fp16/nhwc"] and params["models"] == ["models/best.pt"]
     assert str(tmp_path) not in text
+
+
+@pytest.mark.parametrize("warmer, verdict", [(False, HOLDS), (True, FAILS)])
+def test_builds_that_read_a_cache_the_baseline_compiled_afresh_are_named(
+    make_root, warmer, verdict
+):
+    """A candidate whose compiled builds read inductor's cache where the baseline's were cold:
+    counted per step over the builds both made, named by engine, and the explaining rule
+    speed_4_no_warmer_builds flips; the builds the baseline made warm are no warmer."""
+    base = open_root(str(make_root("base", ["bench_pipeline", "sweep_bf16_nhwc", COLLECTION_TIME])))
+    cand = _sampled(make_root, "cand", 0.4)
+    if warmer:
+        df = cand.load("bench_pipeline")
+        df.loc[df["compile_cache"].notna(), "compile_cache"] = "warm"
+        df.to_parquet(cand.path / cand.info("bench_pipeline")["file"], index=False)
+        cand = open_root(str(cand.path))
+    got = ct.warmer_builds(base, cand).set_index("step")
+    assert list(got.index) == ["bench_pipeline"]  # the sweep step compiles nothing
+    key = ["family", "width", "batch", "variant"]
+    old, new = base.load("bench_pipeline"), cand.load("bench_pipeline")
+    common = old.dropna(subset=["compile_cache"]).merge(
+        new.dropna(subset=["compile_cache"])[key], on=key
+    )
+    assert 0 < got.loc["bench_pipeline", "builds"] == len(common) < old.compile_cache.notna().sum()
+    want = int((common.compile_cache == "cold").sum()) if warmer else 0
+    assert got.loc["bench_pipeline", "warmer"] == want and (want > 0) == warmer
+    names = got.loc["bench_pipeline", "warmer_engines"]
+    assert (names == "") != warmer and ("compile/fp16/nhwc" in names) == warmer
+    v = goals.collection_verdicts(cand, base).set_index("id")
+    assert v.loc["speed_4_no_warmer_builds", "verdict"] == verdict
+    assert goals.collection_verdicts(cand, cand).set_index("id").loc[
+        "speed_4_no_warmer_builds", "verdict"] == NOT_TESTED  # fmt: skip

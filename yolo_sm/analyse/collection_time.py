@@ -132,9 +132,11 @@ def pair_facts(base: DataRoot, cand: DataRoot) -> pd.DataFrame:
     """Facts of a candidate root's snapshot against a baseline root's (none unless both
     have one, or when they are the same folder): ``collection.plan_s_over_baseline`` (the
     candidate's whole-plan seconds over the baseline's, over the steps both snapshots hold),
-    ``collection.steps_compared``, and ``collection.same_units_s_over_baseline`` (the
-    candidate's seconds over the baseline's on the units both measured, :func:`same_units`;
-    absent where they measured none in common)."""
+    ``collection.steps_compared``, ``collection.warmer_builds`` (the candidate's compiled
+    builds that found more in inductor's cache than the baseline's of the same engine and unit,
+    :func:`warmer_builds`; absent where they made none in common) and
+    ``collection.same_units_s_over_baseline`` (the candidate's seconds over the baseline's on
+    the units both measured, :func:`same_units`; absent where they measured none in common)."""
     a, b = snapshot(base), snapshot(cand)
     if a is None or b is None or base.path.resolve() == cand.path.resolve():
         return facts_table([])
@@ -147,6 +149,13 @@ def pair_facts(base: DataRoot, cand: DataRoot) -> pd.DataFrame:
         fact(PREFIX + "plan_s_over_baseline", ratio, "x", datasets=ds),
         fact(PREFIX + "steps_compared", len(both), "steps", datasets=ds),
     ]
+    warmer = warmer_builds(base, cand)
+    if len(warmer):
+        names = tuple(f"{r.name}/{s}" for s in warmer["step"] for r in (base, cand))
+        rows.append(
+            fact(PREFIX + "warmer_builds", int(warmer["warmer"].sum()), "builds", datasets=names,
+                 note=f"of {int(warmer['builds'].sum())} compiled builds both roots made")
+        )  # fmt: skip
     same = same_units(base, cand)
     if len(same) and same["base_s"].sum() > 0:
         names = tuple(f"{r.name}/{s}" for s in same["step"] for r in (base, cand))
@@ -215,6 +224,65 @@ def same_units(base: DataRoot, cand: DataRoot) -> pd.DataFrame:
                 }
             )  # fmt: skip
     return pd.DataFrame(rows, columns=list(SAME_UNITS_COLUMNS))
+
+
+#: how much a torch.compile build found in inductor's disk cache, by its ``compile_cache``
+CACHE_RANK = {"cold": 0, "partial": 1, "warm": 2}
+#: the columns of :func:`warmer_builds`
+WARMER_COLUMNS = ("step", "kind", "builds", "warmer", "warmer_engines")
+
+
+def _build_states(df: pd.DataFrame, kind: str) -> pd.DataFrame:
+    """Each compiled build of a bench or sweep table, indexed by its unit key and engine (a
+    bench's ``variant``; a sweep's point key names its engine) as text: ``rank``, its
+    ``compile_cache`` state's place in :data:`CACHE_RANK`, and ``label``, the engine's name
+    (a bench's variant, a sweep's ``backend:mode/precision``); rows without a state (engines
+    that compile nothing) left out."""
+    keys = [k for k in UNIT_KEYS[kind] if k in df] + (["variant"] if kind == "bench" else [])
+    if kind == "bench":
+        engine = df["variant"].astype(str)
+    else:
+        mode = df["compile_mode"].fillna("default").astype(str) if "compile_mode" in df else ""
+        engine = df["backend"].astype(str) + ":" + mode + "/" + df["precision"].astype(str)
+    named = df.assign(**{k: df[k].astype(str) for k in keys})
+    named = named.assign(rank=df["compile_cache"].map(CACHE_RANK), label=engine)
+    # not agg(engine=...): ``engine`` is a keyword of agg itself (numba), taken silently
+    return (
+        named.dropna(subset=["rank"])
+        .groupby(keys)
+        .agg(rank=("rank", "max"), label=("label", "first"))
+    )
+
+
+def warmer_builds(base: DataRoot, cand: DataRoot) -> pd.DataFrame:
+    """Per bench and sweep step of ``cand``'s snapshot whose table both roots hold with
+    ``compile_cache``: the torch.compile builds both made for the same engine of the same unit
+    (``builds``) and those where ``cand``'s build found more in inductor's disk cache than
+    ``base``'s (``warmer``: cold < partial < warm, :data:`CACHE_RANK`; ``warmer_engines`` names
+    them). A collection whose builds read a cache the baseline's compiled afresh saves seconds
+    that no faster code saved. Empty unless both roots have a snapshot and differ."""
+    a, b = snapshot(base), snapshot(cand)
+    rows = []
+    if a is not None and b is not None and base.path.resolve() != cand.path.resolve():
+        for step, kind in zip(b["step"], b["kind"], strict=True):
+            if kind not in UNIT_KEYS or not (base.has(step) and cand.has(step)):
+                continue
+            old, new = base.load(step), cand.load(step)
+            if "compile_cache" not in old or "compile_cache" not in new:
+                continue
+            o, n = _build_states(old, kind), _build_states(new, kind)
+            both = o.index.intersection(n.index)
+            if not len(both):
+                continue
+            up = both[(n.loc[both, "rank"] > o.loc[both, "rank"]).to_numpy()]
+            engines = sorted(set(n.loc[up, "label"]))
+            rows.append(
+                {
+                    "step": step, "kind": kind, "builds": len(both), "warmer": len(up),
+                    "warmer_engines": ", ".join(engines),
+                }
+            )  # fmt: skip
+    return pd.DataFrame(rows, columns=list(WARMER_COLUMNS))
 
 
 #: the columns of :func:`build_by_engine`

@@ -296,6 +296,22 @@ def collection_steps(root: DataRoot, baseline: DataRoot | None = None):
     return tables.show(collection.side_by_side(base, snap))
 
 
+def warmer_builds(root: DataRoot, baseline: DataRoot | None = None):
+    """Per bench and sweep step, the torch.compile builds ``root`` and ``baseline`` both made
+    and those where ``root``'s found more in inductor's disk cache
+    (:func:`yolo_sm.analyse.collection_time.warmer_builds`); a note without a baseline, or
+    where the two made no compiled build in common."""
+    if baseline is None or baseline.path.resolve() == root.path.resolve():
+        return Note("Set `BASELINE` to another root with a snapshot to compare their builds.")
+    warmer = collection.warmer_builds(baseline, root)
+    if not len(warmer):
+        return Note(
+            f"The roots {code(baseline.name)} and {code(root.name)} made no torch.compile "
+            "build of the same engine and unit (or one lacks a snapshot)."
+        )
+    return tables.show(warmer)
+
+
 def same_units(root: DataRoot, baseline: DataRoot | None = None):
     """Per bench and sweep step, the seconds ``root`` and ``baseline`` took for the units both
     measured (:func:`yolo_sm.analyse.collection_time.same_units`); a note without a baseline,

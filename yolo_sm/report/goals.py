@@ -307,6 +307,19 @@ COLLECTION_RULES: tuple[Rule, ...] = check_unique(
                 group=SPEED_GROUP,
             )
         ),
+        _explains(
+            Rule(
+                id="speed_4_no_warmer_builds",
+                statement="No torch.compile build of this collection found more in inductor's "
+                "disk cache than the baseline's build of the same engine and unit did (cold < "
+                "partial < warm), so the seconds it saved are not a warmer cache's",
+                fact="collection.warmer_builds",
+                op="<=",
+                threshold=0,
+                unit="builds",
+                group=SPEED_GROUP,
+            )
+        ),
     )
 )
 
