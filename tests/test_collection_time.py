@@ -402,3 +402,20 @@ def test_builds_that_read_a_cache_the_baseline_compiled_afresh_are_named(
     assert v.loc["speed_4_no_warmer_builds", "verdict"] == verdict
     assert goals.collection_verdicts(cand, cand).set_index("id").loc[
         "speed_4_no_warmer_builds", "verdict"] == NOT_TESTED  # fmt: skip
+
+
+def test_notebook_10s_two_root_tables_say_why_they_are_empty(make_root):
+    """fast_plots.same_units and warmer_builds: a one-line note without another root or where
+    the roots share nothing, else the analysis table."""
+    from yolo_sm.report import fast_plots
+    from yolo_sm.report.sections import Note
+
+    base = open_root(str(make_root("base", ["bench_pipeline", "sweep_bf16_nhwc", COLLECTION_TIME])))
+    cand = _sampled(make_root, "cand", 0.4)
+    bare = open_root(str(make_root("bare", [COLLECTION_TIME])))
+    for show, none in ((fast_plots.same_units, "no bench"), (fast_plots.warmer_builds, "no torch")):
+        assert isinstance(show(cand), Note) and "BASELINE" in show(cand)
+        assert isinstance(show(cand, cand), Note)  # a root against itself
+        empty = show(bare, base)
+        assert isinstance(empty, Note) and none in empty and "`base`" in empty
+        assert not isinstance(show(cand, base), Note)

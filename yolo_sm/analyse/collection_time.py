@@ -198,32 +198,39 @@ def same_units(base: DataRoot, cand: DataRoot) -> pd.DataFrame:
     ``ratio`` (candidate over baseline). No unit is scaled or estimated: what a sampled
     candidate measured against what the baseline took for the very same work. Empty unless
     both roots have a snapshot and differ."""
-    a, b = snapshot(base), snapshot(cand)
     rows = []
-    if a is not None and b is not None and base.path.resolve() != cand.path.resolve():
-        for step, kind in zip(b["step"], b["kind"], strict=True):
-            if kind not in UNIT_KEYS or not (base.has(step) and cand.has(step)):
-                continue
-            old, new = base.load(step), cand.load(step)
-            if kind == "bench":
-                phases = ("unit_s",) if "unit_s" in old and "unit_s" in new else ()
-            else:
-                phases = tuple(c for c in ROW_PHASES if c in old and c in new)
-            if not phases:
-                continue
-            o, n = _unit_seconds(old, kind, phases), _unit_seconds(new, kind, phases)
-            both = o.index.intersection(n.index)
-            if not len(both):
-                continue
-            base_s, cand_s = float(o[both].sum()), float(n[both].sum())
-            rows.append(
-                {
-                    "step": step, "kind": kind, "units": len(both),
-                    "seconds_of": ", ".join(phases), "base_s": base_s, "cand_s": cand_s,
-                    "ratio": cand_s / base_s if base_s > 0 else float("nan"),
-                }
-            )  # fmt: skip
+    for step, kind, old, new in _both_tables(base, cand):
+        if kind == "bench":
+            phases = ("unit_s",) if "unit_s" in old and "unit_s" in new else ()
+        else:
+            phases = tuple(c for c in ROW_PHASES if c in old and c in new)
+        if not phases:
+            continue
+        o, n = _unit_seconds(old, kind, phases), _unit_seconds(new, kind, phases)
+        both = o.index.intersection(n.index)
+        if not len(both):
+            continue
+        base_s, cand_s = float(o[both].sum()), float(n[both].sum())
+        rows.append(
+            {
+                "step": step, "kind": kind, "units": len(both),
+                "seconds_of": ", ".join(phases), "base_s": base_s, "cand_s": cand_s,
+                "ratio": cand_s / base_s if base_s > 0 else float("nan"),
+            }
+        )  # fmt: skip
     return pd.DataFrame(rows, columns=list(SAME_UNITS_COLUMNS))
+
+
+def _both_tables(base: DataRoot, cand: DataRoot):
+    """``(step, kind, base table, cand table)`` per bench and sweep step of ``cand``'s snapshot
+    (in its order) whose table both roots hold; nothing unless both roots have a snapshot and
+    differ."""
+    a, b = snapshot(base), snapshot(cand)
+    if a is None or b is None or base.path.resolve() == cand.path.resolve():
+        return
+    for step, kind in zip(b["step"], b["kind"], strict=True):
+        if kind in UNIT_KEYS and base.has(step) and cand.has(step):
+            yield step, kind, base.load(step), cand.load(step)
 
 
 #: how much a torch.compile build found in inductor's disk cache, by its ``compile_cache``
@@ -261,27 +268,21 @@ def warmer_builds(base: DataRoot, cand: DataRoot) -> pd.DataFrame:
     ``base``'s (``warmer``: cold < partial < warm, :data:`CACHE_RANK`; ``warmer_engines`` names
     them). A collection whose builds read a cache the baseline's compiled afresh saves seconds
     that no faster code saved. Empty unless both roots have a snapshot and differ."""
-    a, b = snapshot(base), snapshot(cand)
     rows = []
-    if a is not None and b is not None and base.path.resolve() != cand.path.resolve():
-        for step, kind in zip(b["step"], b["kind"], strict=True):
-            if kind not in UNIT_KEYS or not (base.has(step) and cand.has(step)):
-                continue
-            old, new = base.load(step), cand.load(step)
-            if "compile_cache" not in old or "compile_cache" not in new:
-                continue
-            o, n = _build_states(old, kind), _build_states(new, kind)
-            both = o.index.intersection(n.index)
-            if not len(both):
-                continue
-            up = both[(n.loc[both, "rank"] > o.loc[both, "rank"]).to_numpy()]
-            engines = sorted(set(n.loc[up, "label"]))
-            rows.append(
-                {
-                    "step": step, "kind": kind, "builds": len(both), "warmer": len(up),
-                    "warmer_engines": ", ".join(engines),
-                }
-            )  # fmt: skip
+    for step, kind, old, new in _both_tables(base, cand):
+        if "compile_cache" not in old or "compile_cache" not in new:
+            continue
+        o, n = _build_states(old, kind), _build_states(new, kind)
+        both = o.index.intersection(n.index)
+        if not len(both):
+            continue
+        up = both[(n.loc[both, "rank"] > o.loc[both, "rank"]).to_numpy()]
+        rows.append(
+            {
+                "step": step, "kind": kind, "builds": len(both), "warmer": len(up),
+                "warmer_engines": ", ".join(sorted(set(n.loc[up, "label"]))),
+            }
+        )  # fmt: skip
     return pd.DataFrame(rows, columns=list(WARMER_COLUMNS))
 
 

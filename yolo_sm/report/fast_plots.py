@@ -301,32 +301,30 @@ def warmer_builds(root: DataRoot, baseline: DataRoot | None = None):
     and those where ``root``'s found more in inductor's disk cache
     (:func:`yolo_sm.analyse.collection_time.warmer_builds`); a note without a baseline, or
     where the two made no compiled build in common."""
-    if baseline is None or baseline.path.resolve() == root.path.resolve():
-        return Note("Set `BASELINE` to another root with a snapshot to compare their builds.")
-    warmer = collection.warmer_builds(baseline, root)
-    if not len(warmer):
-        return Note(
-            f"The roots {code(baseline.name)} and {code(root.name)} made no torch.compile "
-            "build of the same engine and unit (or one lacks a snapshot)."
-        )
-    return tables.show(warmer)
+    return _against(root, baseline, collection.warmer_builds, "made no torch.compile build "
+                    "of the same engine and unit")  # fmt: skip
 
 
 def same_units(root: DataRoot, baseline: DataRoot | None = None):
     """Per bench and sweep step, the seconds ``root`` and ``baseline`` took for the units both
     measured (:func:`yolo_sm.analyse.collection_time.same_units`); a note without a baseline,
     or where the two hold no unit in common."""
+    return _against(root, baseline, collection.same_units, "hold no bench or sweep unit in "
+                    "common")  # fmt: skip
+
+
+def _against(root: DataRoot, baseline: DataRoot | None, compare, none: str):
+    """``compare(baseline, root)`` as a table; a note without another root as ``baseline``, or
+    where the table is empty (the two roots ``none``)."""
     if baseline is None or baseline.path.resolve() == root.path.resolve():
+        return Note("Set `BASELINE` to another root with a snapshot to compare the two.")
+    table = compare(baseline, root)
+    if not len(table):
         return Note(
-            "Set `BASELINE` to another root with a snapshot to compare the units both measured."
+            f"The roots {code(baseline.name)} and {code(root.name)} {none} (or one lacks a "
+            "snapshot)."
         )
-    same = collection.same_units(baseline, root)
-    if not len(same):
-        return Note(
-            f"The roots {code(baseline.name)} and {code(root.name)} hold no bench or sweep "
-            "unit in common (or one lacks a snapshot)."
-        )
-    return tables.show(same)
+    return tables.show(table)
 
 
 def collection_builds(root: DataRoot):
