@@ -347,6 +347,8 @@ def test_build_seconds_per_engine_add_up_to_the_tables_and_name_cold_and_warm_co
         )  # fmt: skip
     )
     assert list(label) == ["compile:reduce-overhead/fp16 [warm]", "YOLO.predict"]
+    no_mode = pd.DataFrame({"backend": ["compile", "eager"], "precision": ["fp16", "fp32"]})
+    assert list(ct._engine_label(no_mode)) == ["compile/fp16", "eager/fp32"]  # default mode
     assert ct.build_by_engine(open_root(str(make_root("e", ["ceilings"])))).empty
 
 

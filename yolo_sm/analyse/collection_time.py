@@ -243,14 +243,10 @@ def _build_states(df: pd.DataFrame, kind: str) -> pd.DataFrame:
     """Each compiled build of a bench or sweep table, indexed by its unit key and engine (a
     bench's ``variant``; a sweep's point key names its engine) as text: ``rank``, its
     ``compile_cache`` state's place in :data:`CACHE_RANK`, and ``label``, the engine's name
-    (a bench's variant, a sweep's ``backend:mode/precision``); rows without a state (engines
+    (a bench's variant, a sweep's :func:`_engine_name`); rows without a state (engines
     that compile nothing) left out."""
     keys = [k for k in UNIT_KEYS[kind] if k in df] + (["variant"] if kind == "bench" else [])
-    if kind == "bench":
-        engine = df["variant"].astype(str)
-    else:
-        mode = df["compile_mode"].fillna("default").astype(str) if "compile_mode" in df else ""
-        engine = df["backend"].astype(str) + ":" + mode + "/" + df["precision"].astype(str)
+    engine = df["variant"].astype(str) if kind == "bench" else _engine_name(df)
     named = df.assign(**{k: df[k].astype(str) for k in keys})
     named = named.assign(rank=df["compile_cache"].map(CACHE_RANK), label=engine)
     # not agg(engine=...): ``engine`` is a keyword of agg itself (numba), taken silently
@@ -292,16 +288,23 @@ BUILD_COLUMNS = (
 )  # fmt: skip
 
 
-def _engine_label(df: pd.DataFrame) -> pd.Series:
-    """What built each row's engine: ``backend[:compile mode]/precision``, a torch.compile
-    row's ``compile_cache`` state in brackets (a cold build compiles, a warm one reads the
-    disk cache), ``pipeline`` before the engine a frames-to-boxes row wraps (``YOLO.predict``
-    for ultralytics' own)."""
-    mode = df["compile_mode"].fillna("default") if "compile_mode" in df else "default"
+def _engine_name(df: pd.DataFrame) -> pd.Series:
+    """Each row's engine: ``backend[:compile mode]/precision`` (the mode named where it is not
+    ``default``; a table without ``compile_mode`` compiled in the default mode)."""
+    mode = df.get("compile_mode", pd.Series("default", index=df.index)).fillna("default")
     backend = df["backend"].astype(str)
-    label = backend.where(
+    return backend.where(
         (backend != "compile") | (mode == "default"), backend + ":" + mode.astype(str)
     ) + "/" + df["precision"].astype(str)  # fmt: skip
+
+
+def _engine_label(df: pd.DataFrame) -> pd.Series:
+    """What built each row's engine: :func:`_engine_name`, a torch.compile row's
+    ``compile_cache`` state in brackets (a cold build compiles, a warm one reads the disk
+    cache), ``pipeline`` before the engine a frames-to-boxes row wraps (``YOLO.predict`` for
+    ultralytics' own)."""
+    label = _engine_name(df)
+    backend = df["backend"].astype(str)
     if "compile_cache" in df:
         cache = df["compile_cache"].astype("string")
         label = label.where(cache.isna() | (backend != "compile"), label + " [" + cache + "]")
