@@ -149,14 +149,15 @@ def pair_facts(base: DataRoot, cand: DataRoot) -> pd.DataFrame:
         fact(PREFIX + "plan_s_over_baseline", ratio, "x", datasets=ds),
         fact(PREFIX + "steps_compared", len(both), "steps", datasets=ds),
     ]
-    warmer = warmer_builds(base, cand)
+    pairs = list(_both_tables(base, cand))  # each table read once for both comparisons
+    warmer = _warmer_rows(pairs)
     if len(warmer):
         names = tuple(f"{r.name}/{s}" for s in warmer["step"] for r in (base, cand))
         rows.append(
             fact(PREFIX + "warmer_builds", int(warmer["warmer"].sum()), "builds", datasets=names,
                  note=f"of {int(warmer['builds'].sum())} compiled builds both roots made")
         )  # fmt: skip
-    same = same_units(base, cand)
+    same = _same_unit_rows(pairs)
     if len(same) and same["base_s"].sum() > 0:
         names = tuple(f"{r.name}/{s}" for s in same["step"] for r in (base, cand))
         rows.append(
@@ -198,8 +199,14 @@ def same_units(base: DataRoot, cand: DataRoot) -> pd.DataFrame:
     ``ratio`` (candidate over baseline). No unit is scaled or estimated: what a sampled
     candidate measured against what the baseline took for the very same work. Empty unless
     both roots have a snapshot and differ."""
+    return _same_unit_rows(_both_tables(base, cand))
+
+
+def _same_unit_rows(pairs) -> pd.DataFrame:
+    """:func:`same_units` of the ``(step, kind, base table, cand table)`` of
+    :func:`_both_tables`."""
     rows = []
-    for step, kind, old, new in _both_tables(base, cand):
+    for step, kind, old, new in pairs:
         if kind == "bench":
             phases = ("unit_s",) if "unit_s" in old and "unit_s" in new else ()
         else:
@@ -264,8 +271,14 @@ def warmer_builds(base: DataRoot, cand: DataRoot) -> pd.DataFrame:
     ``base``'s (``warmer``: cold < partial < warm, :data:`CACHE_RANK`; ``warmer_engines`` names
     them). A collection whose builds read a cache the baseline's compiled afresh saves seconds
     that no faster code saved. Empty unless both roots have a snapshot and differ."""
+    return _warmer_rows(_both_tables(base, cand))
+
+
+def _warmer_rows(pairs) -> pd.DataFrame:
+    """:func:`warmer_builds` of the ``(step, kind, base table, cand table)`` of
+    :func:`_both_tables`."""
     rows = []
-    for step, kind, old, new in _both_tables(base, cand):
+    for step, kind, old, new in pairs:
         if "compile_cache" not in old or "compile_cache" not in new:
             continue
         o, n = _build_states(old, kind), _build_states(new, kind)
