@@ -44,6 +44,47 @@ def test_a_users_cache_folder_is_kept_and_ours_is_under_the_package_cache(tmp_pa
     assert Path(got["dir"]) == tmp_path / "cfg" / "inductor"
 
 
+def test_torchs_own_default_folder_is_not_taken_for_the_users(tmp_path, monkeypatch):
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    monkeypatch.setenv("YOLO_SM_CACHE", str(tmp_path / "root"))
+    env = {"TORCHINDUCTOR_CACHE_DIR": default_cache_dir()}
+    got = cc.setup(None, environ=env)
+    assert Path(got["dir"]) == tmp_path / "root" / "inductor" and got["dir_source"] == "yolo_sm"
+    assert env["TORCHINDUCTOR_CACHE_DIR"] == got["dir"]
+    assert cc._torch_default(default_cache_dir()) and not cc._torch_default(str(tmp_path))
+
+
+_FRESH_PROCESS = """
+import json, os, torch._dynamo  # writes torch's default folder into the environment
+seen = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+from torch._inductor.runtime.cache_dir_utils import cache_dir
+from yolo_sm.collect.engines import compile_cache
+got = compile_cache.setup()
+print(json.dumps({"seen": seen, "dir": got["dir"], "source": got["dir_source"],
+                  "inductor_reads": cache_dir()}))
+"""
+
+
+@pytest.mark.parametrize("users", [False, True])
+def test_a_fresh_process_that_imported_dynamo_compiles_into_the_folder_chosen(tmp_path, users):
+    import json
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    env["YOLO_SM_CACHE"] = str(tmp_path / "root")
+    if users:
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "theirs")
+    run = subprocess.run([sys.executable, "-c", _FRESH_PROCESS], env=env, capture_output=True,
+                         text=True, timeout=300, check=True)  # fmt: skip
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    want = tmp_path / ("theirs" if users else "root/inductor")
+    assert got["seen"]  # set by the import whether or not the user set it
+    assert Path(got["dir"]) == want and Path(got["inductor_reads"]) == want
+    assert got["source"] == ("user" if users else "yolo_sm")
+
+
 @pytest.mark.parametrize(
     "hits, misses, before, after, want",
     [

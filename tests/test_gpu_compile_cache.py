@@ -76,3 +76,35 @@ def test_a_max_autotune_build_that_finds_its_autotuning_on_disk_is_not_cold(tmp_
         f"autotuned ops cold {cold['autotuned_ops']}, compile_s {cold['compile_s']:.1f} / "
         f"{warm['compile_s']:.1f} / {kept['compile_s']:.1f} s (cold / warm / autotuning kept)"
     )
+
+
+def test_a_process_that_imported_dynamo_first_compiles_under_the_package_cache(tmp_path):
+    """A bench or sweep process imports torch._dynamo before its first compile, which writes
+    torch's default folder into TORCHINDUCTOR_CACHE_DIR: the build still goes to
+    ``$YOLO_SM_CACHE/inductor``, where the next process finds it."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from yolo_sm.collect import cache_builds
+
+    env = cache_builds.child_env("unused")
+    for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
+        env.pop(name)
+    env["YOLO_SM_CACHE"] = str(tmp_path)
+    code = "import torch._dynamo\n" + _BUILD.replace("max-autotune-no-cudagraphs", "default")
+
+    def build():
+        p = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert p.returncode == 0, p.stderr[-2000:]
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    first = build()
+    folder = tmp_path / "inductor"
+    assert sum(len(f) for _, _, f in os.walk(folder)) > 0, first
+    assert first["compile_cache"] == "cold", first
+    second = build()
+    assert second["compile_cache"] == "warm", second

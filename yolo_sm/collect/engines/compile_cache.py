@@ -2,12 +2,14 @@
 
 TorchInductor keeps compiled FX graphs (the FX graph cache), autotuning results and Triton
 kernels under one folder, ``TORCHINDUCTOR_CACHE_DIR``. :func:`setup` chooses it before the
-first compile of a process: a ``TORCHINDUCTOR_CACHE_DIR`` the user set is kept as it is;
-otherwise ``inductor/`` under the package's cache root (``EngineConfig.cache_dir``, else
-``$YOLO_SM_CACHE``, else ``~/.cache/yolo_sm``: the root of the ONNX exports and TensorRT plans
-too). The FX graph cache and the local autotune cache are switched on unless the user's
-environment (``TORCHINDUCTOR_FX_GRAPH_CACHE``, ``TORCHINDUCTOR_AUTOTUNE_LOCAL_CACHE``) says
-otherwise, so that a second process compiling the same graph reads it from disk.
+first compile of a process: a ``TORCHINDUCTOR_CACHE_DIR`` the user set is kept as it is
+(one naming torch's own default folder is not taken as the user's: importing ``torch._dynamo``
+writes that one there); otherwise ``inductor/`` under the package's cache root
+(``EngineConfig.cache_dir``, else ``$YOLO_SM_CACHE``, else ``~/.cache/yolo_sm``: the root of
+the ONNX exports and TensorRT plans too). The FX graph cache and the local autotune cache
+are switched on unless the user's environment (``TORCHINDUCTOR_FX_GRAPH_CACHE``,
+``TORCHINDUCTOR_AUTOTUNE_LOCAL_CACHE``) says otherwise, so that a second process compiling
+the same graph reads it from disk.
 
 :func:`state` says what a build found: ``warm`` (every graph read from the cache), ``cold``
 (every graph compiled afresh) or ``partial``, from inductor's cache hit and miss counters, or
@@ -49,21 +51,45 @@ def setup(cache_dir: str | None = None, environ=None) -> dict:
     """Choose inductor's cache folder and switch its disk caches on, before compiling:
     returns ``{"dir", "dir_source" (user / yolo_sm), "fx_graph_cache", "autotune_local_cache"}``.
     A folder the environment names already (the user's, or one chosen earlier in this
-    process) is kept. ``environ``: the environment to read and set (``os.environ``)."""
+    process) is kept, unless it is torch's own default (:func:`_torch_default`). ``environ``:
+    the environment to read and set (``os.environ``)."""
     env = os.environ if environ is None else environ
     if _CHOSEN and environ is None and env.get(ENV_DIR) == _CHOSEN["dir"]:
         return dict(_CHOSEN)
-    if env.get(ENV_DIR):
+    if env.get(ENV_DIR) and not _torch_default(env[ENV_DIR]):
         folder, source = env[ENV_DIR], "user"
     else:
         folder, source = os.path.abspath(default_dir(cache_dir)), "yolo_sm"
         env[ENV_DIR] = folder
+        if environ is None:
+            _forget_folder()
     Path(folder).mkdir(parents=True, exist_ok=True)
     out = {"dir": folder, "dir_source": source, **_switch_caches(env)}
     if environ is None:
         _CHOSEN.clear()
         _CHOSEN.update(out)
     return out
+
+
+def _torch_default(folder: str) -> bool:
+    """Whether ``folder`` is torch's own default cache folder (``/tmp/torchinductor_<user>``).
+    Importing ``torch._dynamo`` writes it into ``TORCHINDUCTOR_CACHE_DIR`` (its disk cache of
+    packaged graphs asks inductor's ``cache_dir()``, which sets the variable), so by the first
+    compile the variable is set in every process that imported it, whether or not the user set
+    it: a value naming that folder is taken as torch's, not as the user's choice."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    return os.path.abspath(folder) == os.path.abspath(default_cache_dir())
+
+
+def _forget_folder() -> None:
+    """Drop what inductor derived from an earlier ``TORCHINDUCTOR_CACHE_DIR`` in this process
+    (its registered caches; torch's own ``temporary_cache_dir`` does the same on a switch)."""
+    import sys
+
+    utils = sys.modules.get("torch._inductor.utils")
+    if utils is not None:
+        utils.clear_caches()
 
 
 def _switch_caches(env) -> dict:
