@@ -144,6 +144,76 @@ def test_probe_counts_the_ops_autotuned_only_for_a_mode_that_autotunes(tmp_path)
 
 
 @pytest.mark.parametrize(
+    "hits, misses, before, tuned, reads, want",
+    [
+        (0, 3, 40, 16, 29, "partial"),  # some autotuning read from disk, some benchmarked
+        (0, 3, 40, 16, 0, "cold"),
+        (0, 3, 40, 16, None, "cold"),  # reads not counted: from the autotune counter alone
+        (0, 3, 0, 0, 0, "cold"),  # nothing to autotune in an empty folder
+        (3, 0, 40, 0, 0, "warm"),
+    ],
+)
+def test_a_build_that_read_some_autotuning_from_disk_is_partial(
+    hits, misses, before, tuned, reads, want
+):
+    assert cc.state(hits, misses, before, before + 10, tuned, reads) == want
+
+
+class _Choice:
+    def __init__(self, name):
+        self.name = name
+
+    def hash_key(self):
+        return self.name
+
+
+def test_autotune_reads_counts_lookups_answered_from_disk(tmp_path, monkeypatch):
+    """Through torch's own PersistentCache.lookup on a local cache in a new folder: a lookup
+    that benchmarks (inductor's autotune counter moves) is not a read, one answered from the
+    cache is, one that may not benchmark is neither; the method is restored after."""
+    from torch._dynamo.utils import counters
+    from torch._inductor import codecache
+    from torch._inductor.utils import clear_caches
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    clear_caches()  # the local cache's path is cached per folder
+    original = codecache.PersistentCache.__dict__["lookup"]
+    choices = [_Choice("a"), _Choice("b")]
+
+    def benchmark(cs):  # AlgorithmSelectorCache.benchmark moves the counter so
+        counters["inductor"]["select_algorithm_autotune"] += 1
+        return {c: float(i + 1) for i, c in enumerate(cs)}
+
+    try:
+        cache = codecache.PersistentCache()
+        with cc.AutotuneReads() as reads:
+            first = cache.lookup(choices, "conv", "64x3x8x8", benchmark)
+            assert reads.n == 0 and set(first.values()) == {1.0, 2.0}
+            again = cache.lookup(choices, "conv", "64x3x8x8", benchmark)
+            cache.lookup(choices, "conv", "64x3x8x8", benchmark=benchmark)
+            cache.lookup([_Choice("c")], "conv", "64x3x8x8", None)  # may not benchmark
+            assert again == first and reads.n == 2
+        assert codecache.PersistentCache.__dict__["lookup"] is original
+    finally:
+        monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+        clear_caches()
+
+
+def test_probe_counts_autotune_reads_only_for_a_mode_that_autotunes(tmp_path):
+    from torch._dynamo.utils import counters
+
+    (tmp_path / "f").write_text("x")
+    with cc.Probe(tmp_path, "max-autotune") as p:
+        counters["inductor"]["fxgraph_cache_miss"] += 2
+        counters["inductor"]["select_algorithm_autotune"] += 4
+    info = p.info()
+    assert info["autotune_reads"] == 0 and info["compile_cache"] == "cold"
+    with cc.Probe(tmp_path, "default") as p:
+        counters["inductor"]["fxgraph_cache_miss"] += 2
+    assert p.info()["autotune_reads"] is None
+
+
+@pytest.mark.parametrize(
     "delta, hits, misses, tunes, want",
     [
         (5, 0, 2, True, 5),  # every graph compiled: the counter is the build's own

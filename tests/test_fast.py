@@ -419,6 +419,10 @@ def test_the_max_autotune_build_says_what_it_found_in_the_cache():
         "inductor's cache cold"
     )  # measured before the column was recorded
     assert fast.build_found(pd.Series({"img_per_s": 1.0})) == ""
+    row = pd.Series({"compile_cache": "partial", "autotuned_ops": 16, "autotune_reads": 29.0})
+    assert fast.build_found(row) == (
+        "inductor's cache partial, 16 op(s) autotuned afresh, 29 autotuning(s) read from disk"
+    )
 
 
 def test_the_gap_to_max_autotune_is_judged_against_the_rows_spread():

@@ -155,17 +155,21 @@ def autotune_facts(bench, datasets=(AUTOTUNE_DATASET,)) -> list[dict]:
 
 def build_found(row) -> str:
     """What a compiled engine's build found in inductor's cache, in words: its
-    ``compile_cache`` state and, where recorded, the ops it autotuned afresh (a max-autotune
-    build reads partial when it compiled its graphs but read every autotuning from disk); empty
-    where the row has neither."""
+    ``compile_cache`` state and, where recorded, the ops it autotuned afresh and the
+    autotunings it read from disk (a max-autotune build reads partial when it compiled its
+    graphs but read some or all of its autotuning from disk); empty where the row has
+    neither."""
     import pandas as pd
 
     state, tuned = row.get("compile_cache"), row.get("autotuned_ops")
+    read = row.get("autotune_reads")
     parts = []
     if isinstance(state, str) and state:
         parts.append(f"inductor's cache {state}")
     if tuned is not None and not pd.isna(tuned):
         parts.append(f"{int(tuned)} op(s) autotuned afresh")
+    if read is not None and not pd.isna(read) and read:
+        parts.append(f"{int(read)} autotuning(s) read from disk")
     return ", ".join(parts)
 
 

@@ -107,6 +107,7 @@ _POINT_COLUMNS = (
     "profile_s",
     "compile_cache",
     "autotuned_ops",
+    "autotune_reads",
     "host_cpu_ms",
     "launches_per_forward",
     "kernels_per_forward",

@@ -372,6 +372,7 @@ def build_and_time(args: dict) -> dict:
             "cache_files_before": info.get("cache_files_before"),
             "cache_files_after": info.get("cache_files_after"),
             "autotuned_ops": info.get("autotuned_ops"),
+            "autotune_reads": info.get("autotune_reads"),
             "graphs_compiled": info.get("graphs_compiled"),
             "rel_err": engine.rel_err,
             "median_ms": m.median_ms,

@@ -807,9 +807,12 @@ PHASE_SECONDS = {
     "profile_s": "wall seconds of the profiler pass after the timed calls (the host columns)",
     "compile_cache": "compile rows: what the build found in inductor's disk cache: warm (every "
     "graph read from it), cold (every graph compiled afresh) or partial (some graphs read, or "
-    "every graph compiled but the autotuning of a max-autotune mode read from the cache)",
+    "every graph compiled but some or all of a max-autotune mode's autotuning read from the "
+    "cache)",
     "autotuned_ops": "max-autotune compile rows: ops whose choices the build benchmarked "
     "afresh rather than read from inductor's autotune cache (empty for other modes)",
+    "autotune_reads": "max-autotune compile rows: lookups of inductor's autotune cache that "
+    "read an op's timings from disk instead of benchmarking its choices (empty for other modes)",
 }
 for _kind in ("sweep", "bench"):
     for _c, _text in PHASE_SECONDS.items():
@@ -832,7 +835,7 @@ SCHEMAS["compile_cache"] = {
     "status": "ok / oom / error",
     "message": "first line of the error for oom/error rows",
     "compile_cache": "what the build found (inductor's FX graph cache counters, and for a "
-    "max-autotune mode its autotune counter): warm, cold or partial",
+    "max-autotune mode its autotune counter and autotune-cache reads): warm, cold or partial",
     "compile_s": "seconds of the compiling calls (torch.compile's build)",
     "build_s": "seconds to build the engine: compile and the numerical check",
     "process_s": "wall seconds of the whole build process (start, imports, build, timing)",
@@ -854,7 +857,7 @@ REQUIRED["compile_cache"] = (
 TEXT = TEXT | {"cache", "compile_cache"}
 NUMBER = NUMBER | {
     "run", "fx_cache_hits", "fx_cache_misses", "cache_files_before", "cache_files_after",
-    "autotuned_ops",
+    "autotuned_ops", "autotune_reads",
 }  # fmt: skip
 
 # --- activation lifetimes and the caching allocator's pool (collect.memory) -----------------

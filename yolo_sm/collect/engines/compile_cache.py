@@ -155,18 +155,21 @@ def state(
     files_before: int,
     files_after: int,
     autotuned_ops: int | None = None,
+    autotune_reads: int | None = None,
 ) -> str:
     """``warm``, ``cold`` or ``partial`` for a build that saw ``hits`` and ``misses`` of the FX
     graph cache and found ``files_before`` files in the cache folder (``files_after`` after
     it); without counted lookups, from the files: none before is cold, none added warm.
     ``autotuned_ops``: for a mode that autotunes, the ops it benchmarked afresh (None
-    otherwise); a build whose graphs all missed but that autotuned nothing in a folder that
-    held files is ``partial`` (an empty folder holds no autotuning: a model with nothing to
+    otherwise); ``autotune_reads``: the ops whose timings it read from the local autotune
+    cache instead (:class:`AutotuneReads`; None where not counted). A build whose graphs all
+    missed is ``partial`` where it read any op's autotuning from disk, or autotuned nothing in
+    a folder that held files (an empty folder holds no autotuning: a model with nothing to
     autotune is cold there)."""
     if hits or misses:
         if not misses:
             return "warm"
-        if hits:
+        if hits or autotune_reads:
             return "partial"
         return "partial" if autotuned_ops == 0 and files_before else "cold"
     if files_before == 0:
@@ -174,30 +177,79 @@ def state(
     return "warm" if files_after <= files_before else "partial"
 
 
+class AutotuneReads:
+    """While active (``with AutotuneReads() as r:``), ``r.n`` counts the lookups of inductor's
+    local autotune cache that would have benchmarked an op's choices on a miss but benchmarked
+    nothing: ops whose timings were read from disk. Inductor counts the ops it benchmarks
+    (``select_algorithm_autotune``) and none that it reads, so this wraps the lookup
+    (``torch._inductor.codecache.PersistentCache.lookup``, which ``AlgorithmSelectorCache``
+    inherits) for the length of one build and restores it after. ``r.n`` stays None where
+    torch has no such method. One build at a time: compiles run in the main thread."""
+
+    def __init__(self):
+        self.n: int | None = None
+        self._cls = self._orig = None
+
+    def __enter__(self):
+        try:
+            from torch._inductor.codecache import PersistentCache
+        except ImportError:
+            return self
+        orig = PersistentCache.__dict__.get("lookup")
+        if orig is None:
+            return self
+        self.n, self._cls, self._orig = 0, PersistentCache, orig
+
+        def lookup(cache, *args, **kwargs):
+            benchmark = kwargs.get("benchmark", args[3] if len(args) > 3 else None)
+            before = autotuned()
+            out = orig(cache, *args, **kwargs)
+            if benchmark is not None and autotuned() == before:
+                self.n += 1
+            return out
+
+        PersistentCache.lookup = lookup
+        return self
+
+    def __exit__(self, *exc):
+        if self._cls is not None:
+            self._cls.lookup = self._orig
+        return False
+
+
 class Probe:
     """Around a build: ``with Probe(folder, mode) as p: compile...`` then ``p.info()``: the
-    cache state, hits, misses, files before and after, and the ops autotuned afresh
-    (``autotuned_ops``; None for a ``compile_mode`` that does not autotune)."""
+    cache state, hits, misses, files before and after, the ops autotuned afresh
+    (``autotuned_ops``) and those whose autotuning was read from disk (``autotune_reads``);
+    both None for a ``compile_mode`` that does not autotune."""
 
     def __init__(self, folder: str | os.PathLike, compile_mode: str | None = None):
         self.folder = folder
         self.tunes = autotunes(compile_mode)
+        self._reads = AutotuneReads() if self.tunes else None
 
     def __enter__(self):
         self.files_before = count_files(self.folder)
         self.hits0, self.misses0 = counters()
         self.tuned0 = autotuned()
+        if self._reads is not None:
+            self._reads.__enter__()
         return self
 
     def __exit__(self, *exc):
+        if self._reads is not None:
+            self._reads.__exit__(*exc)
         self.files_after = count_files(self.folder)
         hits, misses = counters()
         self.hits, self.misses = hits - self.hits0, misses - self.misses0
         self.tuned = tuned_here(autotuned() - self.tuned0, self.hits, self.misses, self.tunes)
+        self.reads = self._reads.n if self._reads is not None else None
         return False
 
     def info(self) -> dict:
-        found = state(self.hits, self.misses, self.files_before, self.files_after, self.tuned)
+        found = state(
+            self.hits, self.misses, self.files_before, self.files_after, self.tuned, self.reads
+        )
         return {
             "compile_cache": found,
             "fx_cache_hits": self.hits,
@@ -205,4 +257,5 @@ class Probe:
             "cache_files_before": self.files_before,
             "cache_files_after": self.files_after,
             "autotuned_ops": self.tuned,
+            "autotune_reads": self.reads,
         }
