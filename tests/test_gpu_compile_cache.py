@@ -41,14 +41,24 @@ print(json.dumps(build_compiled(m, c).info, default=str))
 """
 
 
+def _build_in_a_process(code: str, env: dict) -> dict:
+    """Run ``code`` (one of the builds above) in a fresh Python: the engine's ``info``."""
+    import json
+    import subprocess
+    import sys
+
+    p = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=500
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
 def test_a_max_autotune_build_that_finds_its_autotuning_on_disk_is_not_cold(tmp_path):
     """Three processes on one cache folder: the first compiles and autotunes (cold), the second
     reads its graphs (warm, nothing autotuned), the third finds the graphs gone but the
-    autotuning results kept (partial, nothing autotuned)."""
-    import json
+    autotuning results kept (partial, nothing autotuned, its autotunings read from disk)."""
     import shutil
-    import subprocess
-    import sys
 
     from yolo_sm.collect import cache_builds
 
@@ -57,11 +67,7 @@ def test_a_max_autotune_build_that_finds_its_autotuning_on_disk_is_not_cold(tmp_
     env = cache_builds.child_env(str(folder))
 
     def build():
-        p = subprocess.run(
-            [sys.executable, "-c", _BUILD], env=env, capture_output=True, text=True, timeout=500
-        )
-        assert p.returncode == 0, p.stderr[-2000:]
-        return json.loads(p.stdout.strip().splitlines()[-1])
+        return _build_in_a_process(_BUILD, env)
 
     cold = build()
     assert cold["compile_cache"] == "cold" and cold["autotuned_ops"] > 0, cold
@@ -72,6 +78,7 @@ def test_a_max_autotune_build_that_finds_its_autotuning_on_disk_is_not_cold(tmp_
     kept = build()
     assert kept["fx_cache_misses"] > 0 and kept["fx_cache_hits"] == 0, kept
     assert kept["autotuned_ops"] == 0 and kept["compile_cache"] == "partial", kept
+    assert cold["autotune_reads"] == 0 and kept["autotune_reads"] > 0, (cold, kept)
     print(
         f"autotuned ops cold {cold['autotuned_ops']}, compile_s {cold['compile_s']:.1f} / "
         f"{warm['compile_s']:.1f} / {kept['compile_s']:.1f} s (cold / warm / autotuning kept)"
@@ -82,10 +89,7 @@ def test_a_process_that_imported_dynamo_first_compiles_under_the_package_cache(t
     """A bench or sweep process imports torch._dynamo before its first compile, which writes
     torch's default folder into TORCHINDUCTOR_CACHE_DIR: the build still goes to
     ``$YOLO_SM_CACHE/inductor``, where the next process finds it."""
-    import json
     import os
-    import subprocess
-    import sys
 
     from yolo_sm.collect import cache_builds
 
@@ -96,11 +100,7 @@ def test_a_process_that_imported_dynamo_first_compiles_under_the_package_cache(t
     code = "import torch._dynamo\n" + _BUILD.replace("max-autotune-no-cudagraphs", "default")
 
     def build():
-        p = subprocess.run(
-            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
-        )
-        assert p.returncode == 0, p.stderr[-2000:]
-        return json.loads(p.stdout.strip().splitlines()[-1])
+        return _build_in_a_process(code, env)
 
     first = build()
     folder = tmp_path / "inductor"

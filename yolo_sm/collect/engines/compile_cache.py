@@ -183,8 +183,9 @@ class AutotuneReads:
     nothing: ops whose timings were read from disk. Inductor counts the ops it benchmarks
     (``select_algorithm_autotune``) and none that it reads, so this wraps the lookup
     (``torch._inductor.codecache.PersistentCache.lookup``, which ``AlgorithmSelectorCache``
-    inherits) for the length of one build and restores it after. ``r.n`` stays None where
-    torch has no such method. One build at a time: compiles run in the main thread."""
+    inherits) for the length of one build and restores it after; an op the build benchmarked
+    itself is not counted when it is looked up again. ``r.n`` stays None where torch has no
+    such method. One build at a time: compiles run in the main thread."""
 
     def __init__(self):
         self.n: int | None = None
@@ -200,11 +201,18 @@ class AutotuneReads:
             return self
         self.n, self._cls, self._orig = 0, PersistentCache, orig
 
+        tuned = set()  # the (op, inputs) this build benchmarked: a later lookup of one reads
+        # what the build itself wrote (a prescreening pass looks an op up twice), not the disk
+
         def lookup(cache, *args, **kwargs):
-            benchmark = kwargs.get("benchmark", args[3] if len(args) > 3 else None)
+            named = dict(zip(("choices", "op", "inputs", "benchmark"), args, strict=False))
+            named.update(kwargs)
+            key = (named.get("op"), named.get("inputs"), named.get("hint_override"))
             before = autotuned()
             out = orig(cache, *args, **kwargs)
-            if benchmark is not None and autotuned() == before:
+            if autotuned() != before:
+                tuned.add(key)
+            elif named.get("benchmark") is not None and key not in tuned:
                 self.n += 1
             return out
 
