@@ -10,8 +10,7 @@ from yolo_sm.analyse.facts import fact
 DATASET = "bench_compile_cache"
 COLUMNS = (
     "width", "batch", "compile_mode", "cache", "compile_cache", "autotuned_ops", "autotune_reads",
-    "compile_s",
-    "build_s", "process_s", "img_per_s", "median_ms", "status", "message",
+    "compile_s", "build_s", "process_s", "img_per_s", "median_ms", "status", "message",
 )  # fmt: skip
 
 

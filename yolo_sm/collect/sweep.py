@@ -461,8 +461,7 @@ def _config(p: Point, spec: SweepSpec):
 # what an engine's ``info`` says about its build that a point's row carries
 ENGINE_INFO_COLUMNS = (
     "compile_s", "compile_first_s", "compile_cache", "autotuned_ops", "autotune_reads",
-    "capture_s",
-    "graph_pool_bytes", "recompiles", "graphs_compiled",
+    "capture_s", "graph_pool_bytes", "recompiles", "graphs_compiled",
 )  # fmt: skip
 
 

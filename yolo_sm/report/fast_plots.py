@@ -393,7 +393,8 @@ def autotune_runs(root: DataRoot):
     """Speed goal 3's runs: per width, every engine of the autotune bench in run order with
     its img/s, ratio to the eager baseline of the same process, latency and build seconds
     (max-autotune's include its autotuning), what the build found in inductor's cache and, for
-    max-autotune, the ops it autotuned afresh; a failed engine's row says why."""
+    max-autotune, the ops it autotuned afresh and the autotunings it read from disk; a failed
+    engine's row says why."""
     extra = ("compile_cache", "autotuned_ops", "autotune_reads", "message")
     side = fast.side_by_side(root.load(fast.AUTOTUNE_DATASET), extra)
     return tables.show(side.drop(columns=["family", "scope"], errors="ignore"))

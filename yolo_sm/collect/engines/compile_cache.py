@@ -15,10 +15,11 @@ the same graph reads it from disk.
 (every graph compiled afresh) or ``partial``, from inductor's cache hit and miss counters, or
 where they did not move (the cache bypassed) from the number of files in the folder before
 and after the build. A mode that autotunes (``max-autotune*``) keeps its autotuning results in
-the same folder apart from the graphs: a build that compiled its graphs afresh but autotuned no
-op (inductor's ``select_algorithm_autotune`` counter, which moves only when an op's choices are
-benchmarked rather than read from the local autotune cache) found its autotuning on disk and is
-``partial``, not ``cold``. A graph read from the FX graph cache replays the counters its
+the same folder apart from the graphs: a build that compiled its graphs afresh but read any
+op's autotuning from the local autotune cache (:class:`AutotuneReads`: inductor counts no such
+read), or autotuned no op at all (inductor's ``select_algorithm_autotune`` counter, which moves
+only when an op's choices are benchmarked), found autotuning on disk and is ``partial``, not
+``cold``. A graph read from the FX graph cache replays the counters its
 compile moved (``codecache``: ``counters["inductor"] += graph.counter_deltas``), so the
 counter is the build's own only where no graph was read: a build whose every graph was read
 autotuned nothing, and one that read some graphs and compiled others is not counted.
@@ -27,6 +28,7 @@ autotuned nothing, and one that read some graphs and compiled others is not coun
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from yolo_sm.contract.values import split_compile_mode
@@ -85,8 +87,6 @@ def _torch_default(folder: str) -> bool:
 def _forget_folder() -> None:
     """Drop what inductor derived from an earlier ``TORCHINDUCTOR_CACHE_DIR`` in this process
     (its registered caches; torch's own ``temporary_cache_dir`` does the same on a switch)."""
-    import sys
-
     utils = sys.modules.get("torch._inductor.utils")
     if utils is not None:
         utils.clear_caches()
