@@ -458,6 +458,82 @@ def test_help_and_claims_load_no_torch(argv):
     assert res.stdout.strip().splitlines()[-1] == "[]"
 
 
+@pytest.mark.parametrize(
+    ("argv", "command"),
+    [(["env"], "env"), (["collect", "--plan", "data/plans/h200.yaml", "--out", "data/h200",
+                          "--status"], "collect")],
+)  # fmt: skip
+def test_a_command_that_needs_torch_where_it_is_not_installed_says_so(argv, command):
+    """In an environment without torch (what ``make report`` builds), a command of the collect
+    layer ends in one sentence naming the missing package and its extra, and exit code 2."""
+    code = (
+        "import sys\n"
+        "for name in ('torch', 'torchvision', 'ultralytics'):\n"
+        "    sys.modules[name] = None  # import fails as for a package not installed\n"
+        "from yolo_sm.cli.main import main\n"
+        f"sys.exit(main({argv!r}))\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert lines == [
+        f"yolo-sm: error: {command} needs torch, which is not installed in this Python "
+        "environment; install the collect extra (pip install -e '.[collect]' in the repository; "
+        "make setup installs every extra)."
+    ]
+
+
+def test_missing_package_names_only_an_optional_package_that_is_not_installed(monkeypatch):
+    from yolo_sm.cli.main import missing_package
+
+    gone = ModuleNotFoundError("No module named 'onnxscript'", name="onnxscript.rewriter")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert missing_package(gone, "bench").startswith("bench needs onnxscript, which is not ")
+    assert "the onnx extra (pip install -e '.[onnx]'" in missing_package(gone, None)
+    assert missing_package(gone, None).startswith("this command needs onnxscript")
+    # a module that is no optional package: the error is a bug, shown whole
+    assert missing_package(ModuleNotFoundError("x", name="yolo_sm.nothing"), "env") is None
+    assert missing_package(ModuleNotFoundError("x", name=None), "env") is None
+    # an optional package that is installed but lacks a part of itself: a broken install
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())
+    assert missing_package(gone, "bench") is None
+
+
+def test_the_optional_modules_map_to_the_extras_that_install_them():
+    """Every extra but the developer ones names at least one module, every module's extra is
+    one of pyproject.toml's, and a module installed here comes from a distribution its extra
+    lists."""
+    import importlib.metadata
+    import re
+    import tomllib
+
+    from yolo_sm.cli.main import OPTIONAL_MODULES
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert set(OPTIONAL_MODULES.values()) == set(extras) - {"lab", "dev"}
+    dists = importlib.metadata.packages_distributions()
+
+    def norm(name):
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    checked = 0
+    for module, extra in OPTIONAL_MODULES.items():
+        if module in dists:
+            listed = {norm(re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0]) for r in extras[extra]}
+            assert {norm(d) for d in dists[module]} & listed, (module, extra)
+            checked += 1
+    assert checked >= 10  # this environment has most extras installed
+
+
 def test_help_lists_every_command_and_version(capsys):
     import yolo_sm
     from yolo_sm.cli.main import GROUPS, build_parser

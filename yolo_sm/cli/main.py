@@ -8,12 +8,14 @@ load no torch.
 
 Every command checks its whole input before any work (values, devices, optional packages, that
 the output can be written). :func:`main` is the one place errors end: a user error (a
-:class:`~yolo_sm.contract.errors.UserError`: bad input, missing device or package) and any
-``OSError`` (a full disk, an unwritable output) is one sentence on stderr and exit code 2, with
-no traceback; an interrupt (Ctrl-C) is exit code 130 and a SIGTERM (``kill``, ``timeout``, a
-batch scheduler's stop) exit code 143, both raised as :class:`KeyboardInterrupt` so that what was
-written so far is kept (every table is written atomically) and ``collect`` registers a sweep or
-bench stopped part-way with the seconds it took. A failed check (``remeasure``) exits 1.
+:class:`~yolo_sm.contract.errors.UserError`: bad input, missing device or package), any
+``OSError`` (a full disk, an unwritable output) and an optional package a command imports but
+this environment lacks (``yolo-sm env`` where ``make report``'s environment has no torch) is one
+sentence on stderr and exit code 2, with no traceback; an interrupt (Ctrl-C) is exit code 130
+and a SIGTERM (``kill``, ``timeout``, a batch scheduler's stop) exit code 143, both raised as
+:class:`KeyboardInterrupt` so that what was written so far is kept (every table is written
+atomically) and ``collect`` registers a sweep or bench stopped part-way with the seconds it
+took. A failed check (``remeasure``) exits 1.
 Every sub-command takes ``-q/--quiet`` and ``-v/--verbose``: progress and notices go to stderr
 through ``logging``, tables to stdout.
 """
@@ -21,6 +23,7 @@ through ``logging``, tables to stdout.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import os
 import signal
@@ -42,6 +45,29 @@ DESCRIPTION = (
 GROUPS = (env, measure, check, profile, monitor, data)
 #: exit codes: a user error, an interrupt (Ctrl-C), a SIGTERM
 USER_ERROR, INTERRUPTED, TERMINATED = 2, 130, 143
+#: the optional packages commands import, by top-level module, and the extra of pyproject.toml
+#: that installs each
+OPTIONAL_MODULES = {
+    "torch": "collect",
+    "torchvision": "collect",
+    "ultralytics": "collect",
+    "tqdm": "collect",
+    "onnx": "onnx",
+    "onnxruntime": "onnx",
+    "onnxscript": "onnx",
+    "pynvml": "gpu",
+    "nvtx": "gpu",
+    "ncu_report": "ncu",
+    "dask": "distributed",
+    "distributed": "distributed",
+    "prometheus_client": "monitor",
+    "plotly": "report",
+    "ipywidgets": "report",
+    "ipykernel": "report",
+    "nbclient": "report",
+    "nbconvert": "report",
+    "nbformat": "report",
+}
 
 
 class Terminated(KeyboardInterrupt):
@@ -90,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     user error, 130 for an interrupt, 143 for a SIGTERM)."""
     handler = None
     previous = None
+    args = None
     if threading.current_thread() is threading.main_thread():  # signals reach it only
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
@@ -104,6 +131,11 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     except UserError as e:
         return _fail(sentence(e))
+    except ModuleNotFoundError as e:
+        text = missing_package(e, getattr(args, "cmd", None))
+        if text is None:
+            raise
+        return _fail(text)
     except Terminated:
         print("yolo-sm: stopped by SIGTERM; what was written so far is kept", file=sys.stderr)
         return TERMINATED
@@ -120,6 +152,21 @@ def main(argv: list[str] | None = None) -> int:
             log.removeHandler(handler)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def missing_package(e: ModuleNotFoundError, command: str | None) -> str | None:
+    """The sentence for ``command`` stopped by ``e``: an optional package (:data:`OPTIONAL_MODULES`)
+    that is not installed here. None for any other module, and for an optional package that is
+    installed but failed to import part of itself (a broken install shows its traceback)."""
+    top = (e.name or "").partition(".")[0]
+    extra = OPTIONAL_MODULES.get(top)
+    if extra is None or importlib.util.find_spec(top) is not None:
+        return None
+    return (
+        f"{command or 'this command'} needs {top}, which is not installed in this Python "
+        f"environment; install the {extra} extra (pip install -e '.[{extra}]' in the "
+        f"repository; make setup installs every extra)."
+    )
 
 
 def _fail(text: str) -> int:
