@@ -25,7 +25,7 @@ def _cuda() -> bool:
 def pytest_collection_modifyitems(config, items):
     if _cuda():
         return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the H200: pytest -m gpu)")
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (run on a CUDA machine: pytest -m gpu)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)

@@ -1,4 +1,4 @@
-"""The side-by-side bench on a GPU (marker ``gpu``; run on the H200 with ``pytest -m gpu``): a
+"""The side-by-side bench on a GPU (marker ``gpu``; ``pytest -m gpu`` on a CUDA machine): a
 tiny plan-shaped run checks what the CPU tests cannot - CUDA graph and torch.compile build
 times, the CUDA pipeline at 1 and 3 streams (also in one CUDA graph per batch) against its
 engine, YOLO.predict on the GPU."""

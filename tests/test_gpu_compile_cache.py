@@ -1,4 +1,4 @@
-"""Cold and warm torch.compile builds on a GPU (marker ``gpu``; run on the H200 with
+"""Cold and warm torch.compile builds on a GPU (marker ``gpu``; run on a CUDA machine with
 ``pytest -m gpu``): two fresh processes against one new inductor cache folder, the second
 reading what the first wrote."""
 

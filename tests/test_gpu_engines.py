@@ -1,4 +1,4 @@
-"""GPU engine tests (marker ``gpu``): run them on the H200 with ``pytest -m gpu``."""
+"""GPU engine tests (marker ``gpu``): run them on a CUDA machine with ``pytest -m gpu``."""
 
 import pytest
 import torch

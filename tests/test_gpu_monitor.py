@@ -1,4 +1,4 @@
-"""The live monitor on a real GPU (marker ``gpu``; run on the H200 with ``pytest -m gpu``): NVML
+"""The live monitor on a real GPU (marker ``gpu``; ``pytest -m gpu`` on a CUDA machine): NVML
 GPM and NVML give every dcgm-exporter field as a finite value in its unit while a matmul loop
 keeps the SMs and tensor pipes busy, and /metrics shows them."""
 

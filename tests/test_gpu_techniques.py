@@ -1,4 +1,4 @@
-"""The techniques on a GPU (marker ``gpu``; run on the H200 with ``pytest -m gpu``): one small
+"""The techniques on a GPU (marker ``gpu``; ``pytest -m gpu`` on a CUDA machine): one small
 point of each checks what the CPU tests cannot - the cuDNN conv + bias + ReLU (+ add) calls in
 fp16 channels-last, eager and inside a CUDA graph, autocast under graph capture, the batch
 buffer as a CUDA graph's static input, and the Kineto kernel mix."""
