@@ -431,6 +431,18 @@ def test_a_bad_sample_is_one_sentence_and_nothing_written(tmp_path, capsys, extr
 # --- help, version, claims, render, the remeasure gate ------------------------------------
 
 
+def _python(code: str) -> subprocess.CompletedProcess:
+    """``code`` run by this Python in a process of its own, from the repository's root."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 @pytest.mark.parametrize(
     "argv", [["--help"], ["render", "--help"], ["claims", "--help"], ["claims", "--json"]]
 )
@@ -445,14 +457,7 @@ def test_help_and_claims_load_no_torch(argv):
         "heavy = ('torch', 'ultralytics', 'tensorrt', 'onnxruntime')\n"
         "print(sorted(k for k in sys.modules if k.split('.')[0] in heavy))\n"
     )
-    res = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    res = _python(code)
     assert res.returncode == 0, res.stderr
     assert ("usage: yolo-sm" in res.stdout) == ("--help" in argv)
     assert res.stdout.strip().splitlines()[-1] == "[]"
@@ -473,14 +478,7 @@ def test_a_command_that_needs_torch_where_it_is_not_installed_says_so(argv, comm
         "from yolo_sm.cli.main import main\n"
         f"sys.exit(main({argv!r}))\n"
     )
-    res = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    res = _python(code)
     assert res.returncode == 2, res.stderr
     lines = res.stderr.strip().splitlines()
     assert lines == [
