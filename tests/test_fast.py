@@ -608,6 +608,30 @@ def test_an_engine_the_plan_added_after_the_last_run_makes_the_unit_incomplete(d
         snapshot("{engines")
 
 
+def test_the_steps_undecided_goals_wait_for_carry_what_the_snapshot_says_is_left(make_root):
+    """goals.waiting_steps: the steps the undecided criteria wait for (goal 3's warm build: its
+    bench and the compile-cache step), each with the state and left seconds of the root's
+    collection_time snapshot; waiting_cost sums them, or says the root has no snapshot."""
+    from yolo_sm.analyse import collection_time
+    from yolo_sm.contract.datasets import open_root
+
+    root = open_root(make_root("r", ["bench_autotune", "collection_time"]))
+    steps = goals.waiting_steps(root).set_index("step")
+    snap = collection_time.snapshot(root).set_index("step")
+    assert {"bench_autotune", "bench_compile_cache"} <= set(steps.index)
+    assert steps.loc["bench_compile_cache", "goals"] == "3"
+    for step, r in steps.iterrows():
+        assert r.state == snap.loc[step, "state"] and r.left_s == snap.loc[step, "left_s"]
+    assert not steps.goals.str.contains("4").any()  # goal 4 waits for another root
+    text = goals.waiting_cost(root)
+    assert f"takes up to about {steps.left_s.sum():,.0f} s" in text
+    assert f"bench_compile_cache {snap.loc['bench_compile_cache', 'left_s']:,.0f} s" in text
+    bare = open_root(make_root("b", ["bench_autotune"]))
+    no_snapshot = goals.waiting_steps(bare)
+    assert set(no_snapshot.step) == set(steps.index) and no_snapshot.left_s.isna().all()
+    assert goals.waiting_cost(bare).startswith("This root has no collection_time snapshot")
+
+
 def test_each_undecided_goal_criterion_says_what_it_waits_for(df, tmp_path, make_root):
     """goals.waiting: per criterion not tested, the dataset the root lacks, the unit its bench
     did not measure, the engines the unit lacks, or goal 4's baseline; a decided criterion is

@@ -431,18 +431,36 @@ def waits_for(root: DataRoot, rule: Rule, baseline: DataRoot | None = None) -> s
     the fastest engine's warm build, the compile-cache build it needs
     (:func:`yolo_sm.analyse.fast.warm_build_lacks`); else the fact the rule reads, not computed
     from the tables it names."""
+    return _waits(root, rule, baseline)[0]
+
+
+def _waits(root: DataRoot, rule: Rule, baseline: DataRoot | None) -> tuple[str, tuple[str, ...]]:
+    """:func:`waits_for`'s phrase, and the datasets whose measurement it waits for (none for
+    goal 4, which waits for another root). The fastest engine's warm build waits for its
+    compile-cache build too, whatever it waits for first: which build it needs is known only
+    once the bench has found the fastest engine."""
+    phrase, datasets = _first_wait(root, rule, baseline)
+    if rule.fact == "fast.fastest_warm_build_s" and compile_cache.DATASET in rule.datasets:
+        datasets = tuple(dict.fromkeys((*datasets, compile_cache.DATASET)))
+    return phrase, datasets
+
+
+def _first_wait(
+    root: DataRoot, rule: Rule, baseline: DataRoot | None
+) -> tuple[str, tuple[str, ...]]:
+    """:func:`_waits` before the warm build's compile-cache step is added."""
     if rule.fact.startswith(collection_time.PREFIX):
         if baseline is None:
-            return "a baseline root (BASELINE) to compare with"
+            return "a baseline root (BASELINE) to compare with", ()
         lacking = [r.name for r in (root, baseline) if not r.has(COLLECTION_TIME)]
         if lacking:
-            return f"a {COLLECTION_TIME} snapshot in {', '.join(lacking)}"
+            return f"a {COLLECTION_TIME} snapshot in {', '.join(lacking)}", ()
         if baseline.path.resolve() == root.path.resolve():
-            return "a baseline root other than this one"
-        return "steps that both snapshots hold"
+            return "a baseline root other than this one", ()
+        return "steps that both snapshots hold", ()
     held = [d for d in rule.datasets if root.has(d)]
     if not held:
-        return f"{', '.join(rule.datasets)}: none in this root"
+        return f"{', '.join(rule.datasets)}: none in this root", tuple(rule.datasets)
     unit = unit_of(rule.scope)
     if unit is not None:
         w, b = unit
@@ -453,18 +471,80 @@ def waits_for(root: DataRoot, rule: Rule, baseline: DataRoot | None = None) -> s
                 d for d, t in benches.items() if ((t["width"] == w) & (t["batch"] == b)).any()
             ]
             if not measured:
-                return f"the unit not measured in {', '.join(benches)}"
+                return f"the unit not measured in {', '.join(benches)}", tuple(benches)
             for d in measured:
                 gaps = incomplete_units(benches[d], planned_engines(root, d))
                 gap = gaps[(gaps["width"] == w) & (gaps["batch"] == b)]
                 if len(gap):
-                    return f"the unit of {d} lacks {gap['missing'].iloc[0]}"
+                    return f"the unit of {d} lacks {gap['missing'].iloc[0]}", (d,)
             if rule.fact == "fast.fastest_warm_build_s" and fast.AUTOTUNE_DATASET in benches:
                 builds = root.load(compile_cache.DATASET) if compile_cache.DATASET in held else None
                 lacks = fast.warm_build_lacks(benches[fast.AUTOTUNE_DATASET], builds, w, b)
                 if lacks:
-                    return lacks
-    return f"{rule.fact}: not computed from {', '.join(held)}"
+                    return lacks, (fast.AUTOTUNE_DATASET,)
+    return f"{rule.fact}: not computed from {', '.join(held)}", tuple(held)
+
+
+#: the columns of :func:`waiting_steps`
+WAITING_STEP_COLUMNS = ("step", "goals", "state", "left_s", "left_source")
+
+
+def waiting_steps(root: DataRoot, baseline: DataRoot | None = None) -> pd.DataFrame:
+    """The plan steps whose measurements the speed goals' undecided criteria wait for
+    (:func:`waiting`), with what ``root``'s collection_time snapshot (``collect --status
+    --save``) says of each: its ``state`` and the GPU seconds it has ``left`` to measure, with
+    the estimate's source. A dataset the snapshot names no step for (or a root without a
+    snapshot) has no state. Goal 4 waits for another root, not for a step, and is not listed."""
+    v = _all_verdicts(root, baseline).drop_duplicates("id").set_index("id")["verdict"]
+    rules = {r.id: r for r in RULES + SPEED_RULES + COLLECTION_RULES}
+    goals_of_step: dict[str, set[int]] = {}
+    for goal, ids in GOAL_CRITERIA.items():
+        for rid in ids:
+            if v.get(rid, NOT_TESTED) == NOT_TESTED:
+                for d in _waits(root, rules[rid], baseline)[1]:
+                    goals_of_step.setdefault(d, set()).add(goal)
+    snap = collection_time.snapshot(root)
+    by_step = snap.set_index("step") if snap is not None else None
+    rows = []
+    for step, gs in goals_of_step.items():
+        known = by_step is not None and step in by_step.index
+        r = by_step.loc[step] if known else None
+        rows.append(
+            {"step": step, "goals": ", ".join(map(str, sorted(gs))),
+             "state": r["state"] if known else None,
+             "left_s": float(r["left_s"]) if known else None,
+             "left_source": (r["left_source"] or None) if known else None}
+        )  # fmt: skip
+    return pd.DataFrame(rows, columns=list(WAITING_STEP_COLUMNS))
+
+
+def waiting_cost(root: DataRoot, baseline: DataRoot | None = None) -> str:
+    """One sentence on what deciding the undecided speed goals costs in GPU time, from
+    :func:`waiting_steps`: the left seconds of the steps they wait for, by ``root``'s own
+    collection_time snapshot; where the root has none, how to make it; empty where no step is
+    waited for."""
+    steps = waiting_steps(root, baseline)
+    if steps.empty:
+        return ""
+    if collection_time.snapshot(root) is None:
+        return (
+            f"This root has no {COLLECTION_TIME} snapshot, so the GPU time those steps need is "
+            f"not known here (`yolo-sm collect --plan PLAN --out ROOT --status --save` writes it)."
+        )
+    known = steps.dropna(subset=["left_s"])
+    left = float(known["left_s"].sum())
+    unknown = steps.loc[steps["left_s"].isna(), "step"].tolist()
+    text = (
+        f"Deciding the criteria that wait for this root's steps takes up to about {left:,.0f} s "
+        f"({left / 60:.1f} min) of GPU time by its {COLLECTION_TIME} snapshot, the whole of "
+        "what those steps have left: "
+        + ", ".join(f"{r.step} {r.left_s:,.0f} s" for r in known.itertuples())
+        + " (a criterion may need only some of a step's units; the seconds are estimates, paced"
+        " by the root's own measurements as `collect --status` paces them)"
+    )
+    if unknown:
+        text += f"; the snapshot has no step for {', '.join(unknown)}"
+    return text + "."
 
 
 def collection_verdicts(root: DataRoot, baseline: DataRoot | None) -> pd.DataFrame:
