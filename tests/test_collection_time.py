@@ -215,6 +215,7 @@ def test_status_with_sample_projects_what_a_sample_costs(make_root, capsys):
     """--status --sample N: each sampled step at N of its groups' share of its whole seconds,
     a step that runs whole at its whole; the total line is the column's sum; --sample is
     checked before anything is read."""
+    from yolo_sm.analyse import collection_time as analysed
     from yolo_sm.collect import collection_time
     from yolo_sm.contract.plans import load_plan
 
@@ -233,10 +234,10 @@ def test_status_with_sample_projects_what_a_sample_costs(make_root, capsys):
     assert cost.loc["sweep_1280", "group_s"] == pytest.approx(src / 3)
     assert cost.loc["ceilings", "group_s"] == cost.loc["ceilings", "whole_s"]
     longest = cost.group_s.max()
-    assert set(collection_time.too_long(cost, longest - 1).index) == set(
+    assert set(analysed.too_long(cost, longest - 1).index) == set(
         cost.index[cost.group_s == longest]
     )
-    assert collection_time.too_long(cost, longest).empty
+    assert analysed.too_long(cost, longest).empty
     everything = collection_time.sample_table(plan, folder, 100).set_index("step")
     assert (everything.sample_s == everything.whole_s).all()  # N above every step's groups
     assert (everything.group_s == cost.group_s).all()  # the piece does not grow with N

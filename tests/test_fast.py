@@ -611,7 +611,8 @@ def test_an_engine_the_plan_added_after_the_last_run_makes_the_unit_incomplete(d
 def test_the_steps_undecided_goals_wait_for_carry_what_the_snapshot_says_is_left(make_root):
     """goals.waiting_steps: the steps the undecided criteria wait for (goal 3's warm build: its
     bench and the compile-cache step), each with the state and left seconds of the root's
-    collection_time snapshot; waiting_cost sums them, or says the root has no snapshot."""
+    collection_time snapshot; waiting_cost sums them and, without a baseline, says what a
+    sample root for goal 4 takes, or says the root has no snapshot."""
     from yolo_sm.analyse import collection_time
     from yolo_sm.contract.datasets import open_root
 
@@ -626,6 +627,14 @@ def test_the_steps_undecided_goals_wait_for_carry_what_the_snapshot_says_is_left
     text = goals.waiting_cost(root)
     assert f"takes up to about {steps.left_s.sum():,.0f} s" in text
     assert f"bench_compile_cache {snap.loc['bench_compile_cache', 'left_s']:,.0f} s" in text
+    # goal 4, without a baseline: what a sample root of the plan takes, by the same snapshot
+    sample = collection_time.sample_cost(snap.reset_index(), 1)["sample_s"].sum()
+    assert f"--sample 1`, into an empty folder): about {sample:,.0f} s" in text
+    assert sample < snap["plan_s"].sum()  # a share of the whole plan
+    with_baseline = goals.waiting_cost(root, open_root("h200"))
+    assert "Goal 4" not in with_baseline and with_baseline.startswith("Deciding the criteria")
+    old = goals._sample_cost(snap.reset_index().drop(columns="groups"))
+    assert "saved without the steps' sample groups" in old
     bare = open_root(make_root("b", ["bench_autotune"]))
     no_snapshot = goals.waiting_steps(bare)
     assert set(no_snapshot.step) == set(steps.index) and no_snapshot.left_s.isna().all()

@@ -29,6 +29,45 @@ def snapshot(root: DataRoot) -> pd.DataFrame | None:
     return root.load(COLLECTION_TIME) if root.has(COLLECTION_TIME) else None
 
 
+#: the columns of :func:`sample_cost`
+SAMPLE_COLUMNS = ("step", "kind", "state", "groups", "sampled", "whole_s", "sample_s", "group_s")
+
+
+def sample_cost(df: pd.DataFrame, n: int) -> pd.DataFrame | None:
+    """What ``collect --sample n`` into an empty folder would cost, by snapshot ``df``'s own
+    seconds, to plan a sample on a host whose GPU time is limited. Per step: ``groups`` (the
+    snapshot's; NA for a step that runs whole), ``sampled`` (at most ``n`` of them),
+    ``whole_s`` (one run of the whole step: spent plus left, or left alone where the plan
+    changed a step since its table was made) and ``sample_s``: a sampled step's ``whole_s``
+    times the share of its groups sampled (each group taken as costing the same: the first
+    groups in plan order may cost more or less), another step's ``whole_s``; and ``group_s``,
+    the most one run must hold at once to take the sample (a group is measured side by side
+    in one run; a step that runs whole is one piece): a sampled step's ``whole_s`` over its
+    groups, another step's ``whole_s``. None for a snapshot saved without ``groups``."""
+    if "groups" not in df:
+        return None
+    rows = []
+    for r in df.itertuples(index=False):
+        whole = float(r.left_s if r.state == "changed" else r.spent_s + r.left_s)
+        g = None if pd.isna(r.groups) else int(r.groups)
+        taken = None if g is None else min(n, g)
+        share = 1.0 if g is None else (taken / g if g else 0.0)
+        piece = whole if g is None else (whole / g if g else 0.0)
+        rows.append(
+            {"step": r.step, "kind": r.kind, "state": r.state, "groups": g, "sampled": taken,
+             "whole_s": whole, "sample_s": whole * share, "group_s": piece}
+        )  # fmt: skip
+    out = pd.DataFrame(rows, columns=list(SAMPLE_COLUMNS))
+    return out.astype({"groups": "Int64", "sampled": "Int64"})
+
+
+def too_long(cost: pd.DataFrame, run_s: float) -> pd.DataFrame:
+    """The steps of a :func:`sample_cost` whose piece (``group_s``) is longer than ``run_s``
+    seconds: a sample taken in runs of that length (``collect --max-minutes``) never measures
+    them, since no run holds their group (or whole step) at once."""
+    return cost[cost["group_s"] > run_s]
+
+
 def phases(df: pd.DataFrame) -> pd.DataFrame:
     """Where the recorded seconds went: one row per phase (``phase``, ``seconds``,
     ``share_pct`` of the recorded steps' total) over the steps whose seconds are recorded."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from yolo_sm.analyse import collection_time as analysed_time
 from yolo_sm.cli.common import backends_available, comma_list, device, dispatch, output, progress
 from yolo_sm.contract import gpu_time, values
 from yolo_sm.contract.datasets import open_root
@@ -207,7 +208,7 @@ def collect(args) -> int:
                 "this root's seconds"
             )
             if minutes is not None:
-                long = collection_time.too_long(cost, 60 * minutes)
+                long = analysed_time.too_long(cost, 60 * minutes)
                 steps = ", ".join(f"{r.step} (about {r.group_s:.0f} s)" for r in long.itertuples())
                 print(
                     f"in runs of --max-minutes {minutes:g}, each step's group at its mean: "

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from yolo_sm.analyse.collection_time import sample_cost
 from yolo_sm.collect.bench import unit_group
 from yolo_sm.collect.plan_runners import (
     bench_spec,
@@ -71,6 +72,7 @@ def table(plan: Plan, out_dir: str | os.PathLike, st: pd.DataFrame | None = None
             "left_s": left,
             "left_source": r.est_source,
             "plan_s": spent + left,
+            "groups": groups(s, plan),
             # what the plan asks of the step now: a table made before the plan changed is
             # held against it (a bench unit that lacks an engine the plan added since)
             "plan_params": _plan_params(s, plan),
@@ -80,7 +82,7 @@ def table(plan: Plan, out_dir: str | os.PathLike, st: pd.DataFrame | None = None
         row["runs"] = rec["runs"] if rec else float("nan")
         row["superseded_s"] = gone if rec else float("nan")
         rows.append(row)
-    df = pd.DataFrame(rows).astype({"rows": "Int64"})
+    df = pd.DataFrame(rows).astype({"rows": "Int64", "groups": "Int64"})
     entries = read_manifest(out_dir, repair=True).get("datasets", {})
     for f in PROVENANCE_FIELDS:
         df[f"prov_{f}"] = [_text(_provenance(entries, s.name).get(f)) for s in plan.steps]
@@ -157,10 +159,6 @@ def groups(step, plan: Plan) -> int | None:
     return len(int8_kernel_spec(step, plan).units())
 
 
-#: the columns of :func:`sample_table`
-SAMPLE_COLUMNS = ("step", "kind", "state", "groups", "sampled", "whole_s", "sample_s", "group_s")
-
-
 def sample_table(
     plan: Plan,
     out_dir: str | os.PathLike,
@@ -169,34 +167,7 @@ def sample_table(
     snapshot: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """What ``collect --sample n`` into an empty folder would cost, by root ``out_dir``'s own
-    seconds (:func:`table`), to plan a sample on a host whose GPU time is limited. Per step:
-    ``groups`` of a sampled kind (:func:`groups`; NA for the others), ``sampled`` (at most
-    ``n`` of them), ``whole_s`` (one run of the whole step: spent plus left, or left alone where
-    the plan changed a step since its table was made) and ``sample_s``: a sampled kind's
-    ``whole_s`` times the share of its groups sampled (each group taken as costing the same:
-    the first groups in plan order may cost more or less), another kind's ``whole_s``; and
-    ``group_s``, the most one run must hold at once to take the sample (a group is measured
-    side by side in one run; a kind that runs whole is one piece): a sampled kind's
-    ``whole_s`` over its groups, another kind's ``whole_s``.
-    ``snapshot``: :func:`table` of the two, when the caller has made it already."""
+    seconds: :func:`yolo_sm.analyse.collection_time.sample_cost` of its :func:`table`
+    (``snapshot``: that table, when the caller has made it already)."""
     t = table(plan, out_dir, st) if snapshot is None else snapshot
-    rows = []
-    for s, r in zip(plan.steps, t.itertuples(index=False), strict=True):
-        whole = r.left_s if r.state == "changed" else r.spent_s + r.left_s
-        g = groups(s, plan)
-        taken = None if g is None else min(n, g)
-        share = 1.0 if g is None else (taken / g if g else 0.0)
-        piece = float(whole) if g is None else (float(whole) / g if g else 0.0)
-        rows.append(
-            {"step": s.name, "kind": s.kind, "state": r.state, "groups": g, "sampled": taken,
-             "whole_s": float(whole), "sample_s": float(whole) * share, "group_s": piece}
-        )  # fmt: skip
-    out = pd.DataFrame(rows, columns=list(SAMPLE_COLUMNS))
-    return out.astype({"groups": "Int64", "sampled": "Int64"})
-
-
-def too_long(cost: pd.DataFrame, run_s: float) -> pd.DataFrame:
-    """The steps of a :func:`sample_table` whose piece (``group_s``) is longer than ``run_s``
-    seconds: a sample taken in runs of that length (``collect --max-minutes``) never measures
-    them, since no run holds their group (or whole step) at once."""
-    return cost[cost["group_s"] > run_s]
+    return sample_cost(t, n)

@@ -1077,6 +1077,9 @@ SCHEMAS[COLLECTION_TIME] = {
     "left_source": "where left_s comes from (measured, measured (by width), other sweeps, plan "
     "est_s, ...), empty when done",
     "plan_s": "spent_s + left_s: the whole step's GPU seconds as this root's tables say",
+    "groups": "groups collect --sample measures one at a time in the step (a sweep's, bench's or "
+    "trace step's models, an int8_kernels or compile_cache step's units), so that a sample's "
+    "cost is the step's share of them; empty for a step that runs whole",
     "build_s": "recorded seconds building engines (export, compile, capture, check); empty "
     "where the step has no record",
     "warmup_s": "recorded seconds of warm-up calls; empty without a record",
@@ -1094,7 +1097,7 @@ SCHEMAS[COLLECTION_TIME] = {
 REQUIRED[COLLECTION_TIME] = ("step", "kind", "state", "spent_s", "left_s", "plan_s")
 KIND_TYPES[COLLECTION_TIME] = {
     **{c: "text" for c in ("step", "kind", "state", "spent_source", "left_source", "plan_params")},
-    **{c: "number" for c in ("rows", "runs")},
+    **{c: "number" for c in ("rows", "runs", "groups")},
 }
 SCHEMAS[COLLECT_TASKS] = {
     "run": "the run the task belongs to (one collect command on a cluster; a resumed plan has "

@@ -519,18 +519,27 @@ def waiting_steps(root: DataRoot, baseline: DataRoot | None = None) -> pd.DataFr
 
 
 def waiting_cost(root: DataRoot, baseline: DataRoot | None = None) -> str:
-    """One sentence on what deciding the undecided speed goals costs in GPU time, from
-    :func:`waiting_steps`: the left seconds of the steps they wait for, by ``root``'s own
-    collection_time snapshot; where the root has none, how to make it; empty where no step is
-    waited for."""
+    """What deciding the undecided speed goals costs in GPU time, by ``root``'s own
+    collection_time snapshot: the left seconds of the steps they wait for
+    (:func:`waiting_steps`) and, without a ``baseline``, what a sample root for goal 4 would
+    take (:func:`yolo_sm.analyse.collection_time.sample_cost`); where the root has no
+    snapshot, how to make one; empty where nothing is waited for."""
     steps = waiting_steps(root, baseline)
-    if steps.empty:
-        return ""
-    if collection_time.snapshot(root) is None:
+    snap = collection_time.snapshot(root)
+    if snap is None:
         return (
-            f"This root has no {COLLECTION_TIME} snapshot, so the GPU time those steps need is "
-            f"not known here (`yolo-sm collect --plan PLAN --out ROOT --status --save` writes it)."
+            f"This root has no {COLLECTION_TIME} snapshot, so the GPU time that deciding the "
+            "goals needs is not known here (`yolo-sm collect --plan PLAN --out ROOT --status "
+            "--save` writes it)."
         )
+    parts = [_steps_cost(steps)] if len(steps) else []
+    if baseline is None:
+        parts.append(_sample_cost(snap))
+    return " ".join(parts)
+
+
+def _steps_cost(steps: pd.DataFrame) -> str:
+    """:func:`waiting_cost`'s sentence on the steps the criteria wait for."""
     known = steps.dropna(subset=["left_s"])
     left = float(known["left_s"].sum())
     unknown = steps.loc[steps["left_s"].isna(), "step"].tolist()
@@ -545,6 +554,24 @@ def waiting_cost(root: DataRoot, baseline: DataRoot | None = None) -> str:
     if unknown:
         text += f"; the snapshot has no step for {', '.join(unknown)}"
     return text + "."
+
+
+def _sample_cost(snap: pd.DataFrame) -> str:
+    """:func:`waiting_cost`'s sentence on goal 4's second root: a sample of this root's plan."""
+    cost = collection_time.sample_cost(snap, 1)
+    if cost is None:
+        return (
+            f"Goal 4 compares this root with a sample of its plan; this root's {COLLECTION_TIME} "
+            "snapshot was saved without the steps' sample groups, so what a sample costs is not "
+            "known here (`collect --status --save` saves it again)."
+        )
+    total = float(cost["sample_s"].sum())
+    return (
+        "Goal 4 compares this root with a second root of its plan, a sample of every step "
+        "(`yolo-sm collect --plan PLAN --out NEW --sample 1`, into an empty folder): about "
+        f"{total:,.0f} s ({total / 60:.1f} min) of GPU time by this root's seconds, then "
+        "rendered with DATA set to the sample and BASELINE to this root."
+    )
 
 
 def collection_verdicts(root: DataRoot, baseline: DataRoot | None) -> pd.DataFrame:
