@@ -37,8 +37,8 @@ def sample_cost(df: pd.DataFrame, n: int) -> pd.DataFrame | None:
     """What ``collect --sample n`` into an empty folder would cost, by snapshot ``df``'s own
     seconds, to plan a sample on a host whose GPU time is limited. Per step: ``groups`` (the
     snapshot's; NA for a step that runs whole), ``sampled`` (at most ``n`` of them),
-    ``whole_s`` (one run of the whole step: spent plus left, or left alone where the plan
-    changed a step since its table was made) and ``sample_s``: a sampled step's ``whole_s``
+    ``whole_s`` (one run of the whole step: ``plan_s``, spent plus left, or left alone where
+    the plan changed a step since its table was made) and ``sample_s``: a sampled step's ``whole_s``
     times the share of its groups sampled (each group taken as costing the same: the first
     groups in plan order may cost more or less), another step's ``whole_s``; and ``group_s``,
     the most one run must hold at once to take the sample (a group is measured side by side
@@ -48,7 +48,7 @@ def sample_cost(df: pd.DataFrame, n: int) -> pd.DataFrame | None:
         return None
     rows = []
     for r in df.itertuples(index=False):
-        whole = float(r.left_s if r.state == "changed" else r.spent_s + r.left_s)
+        whole = float(r.left_s if r.state == "changed" else r.plan_s)
         g = None if pd.isna(r.groups) else int(r.groups)
         taken = None if g is None else min(n, g)
         share = 1.0 if g is None else (taken / g if g else 0.0)

@@ -412,16 +412,25 @@ def waiting(root: DataRoot, baseline: DataRoot | None = None) -> pd.DataFrame:
     """Per criterion of a speed goal (:data:`GOAL_CRITERIA`) that ``root`` leaves not tested,
     what it waits for (:func:`waits_for`): a goal that is not decided, as the measurements
     that would decide it."""
+    rows = [
+        {"goal": goal, "id": rule.id, "scope": rule.scope,
+         "waits_for": waits_for(root, rule, baseline)}
+        for goal, rule in _undecided(root, baseline)
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=list(WAITING_COLUMNS))
+
+
+def _undecided(root: DataRoot, baseline: DataRoot | None) -> list[tuple[int, Rule]]:
+    """(goal, rule) per criterion of a speed goal (:data:`GOAL_CRITERIA`) that ``root`` leaves
+    not tested, in the goals' order."""
     v = _all_verdicts(root, baseline).drop_duplicates("id").set_index("id")["verdict"]
     rules = {r.id: r for r in RULES + SPEED_RULES + COLLECTION_RULES}
-    rows = [
-        {"goal": goal, "id": rid, "scope": rules[rid].scope,
-         "waits_for": waits_for(root, rules[rid], baseline)}
+    return [
+        (goal, rules[rid])
         for goal, ids in GOAL_CRITERIA.items()
         for rid in ids
         if v.get(rid, NOT_TESTED) == NOT_TESTED
-    ]  # fmt: skip
-    return pd.DataFrame(rows, columns=list(WAITING_COLUMNS))
+    ]
 
 
 def waits_for(root: DataRoot, rule: Rule, baseline: DataRoot | None = None) -> str:
@@ -495,14 +504,10 @@ def waiting_steps(root: DataRoot, baseline: DataRoot | None = None) -> pd.DataFr
     --save``) says of each: its ``state`` and the GPU seconds it has ``left`` to measure, with
     the estimate's source. A dataset the snapshot names no step for (or a root without a
     snapshot) has no state. Goal 4 waits for another root, not for a step, and is not listed."""
-    v = _all_verdicts(root, baseline).drop_duplicates("id").set_index("id")["verdict"]
-    rules = {r.id: r for r in RULES + SPEED_RULES + COLLECTION_RULES}
     goals_of_step: dict[str, set[int]] = {}
-    for goal, ids in GOAL_CRITERIA.items():
-        for rid in ids:
-            if v.get(rid, NOT_TESTED) == NOT_TESTED:
-                for d in _waits(root, rules[rid], baseline)[1]:
-                    goals_of_step.setdefault(d, set()).add(goal)
+    for goal, rule in _undecided(root, baseline):
+        for d in _waits(root, rule, baseline)[1]:
+            goals_of_step.setdefault(d, set()).add(goal)
     snap = collection_time.snapshot(root)
     by_step = snap.set_index("step") if snap is not None else None
     rows = []
@@ -518,13 +523,15 @@ def waiting_steps(root: DataRoot, baseline: DataRoot | None = None) -> pd.DataFr
     return pd.DataFrame(rows, columns=list(WAITING_STEP_COLUMNS))
 
 
-def waiting_cost(root: DataRoot, baseline: DataRoot | None = None) -> str:
+def waiting_cost(
+    root: DataRoot, baseline: DataRoot | None = None, steps: pd.DataFrame | None = None
+) -> str:
     """What deciding the undecided speed goals costs in GPU time, by ``root``'s own
     collection_time snapshot: the left seconds of the steps they wait for
-    (:func:`waiting_steps`) and, without a ``baseline``, what a sample root for goal 4 would
-    take (:func:`yolo_sm.analyse.collection_time.sample_cost`); where the root has no
-    snapshot, how to make one; empty where nothing is waited for."""
-    steps = waiting_steps(root, baseline)
+    (:func:`waiting_steps`; ``steps``: that table, when the caller has made it already) and,
+    without a ``baseline``, what a sample root for goal 4 would take
+    (:func:`yolo_sm.analyse.collection_time.sample_cost`); where the root has no snapshot, how
+    to make one; empty where nothing is waited for."""
     snap = collection_time.snapshot(root)
     if snap is None:
         return (
@@ -532,6 +539,7 @@ def waiting_cost(root: DataRoot, baseline: DataRoot | None = None) -> str:
             "goals needs is not known here (`yolo-sm collect --plan PLAN --out ROOT --status "
             "--save` writes it)."
         )
+    steps = waiting_steps(root, baseline) if steps is None else steps
     parts = [_steps_cost(steps)] if len(steps) else []
     if baseline is None:
         parts.append(_sample_cost(snap))
