@@ -124,6 +124,17 @@ def test_faster_and_same_gpu_and_points_rules_flip():
     assert _verdicts([1.0], only_a=2)["compare_same_points"] == FAILS
 
 
+def test_same_points_is_not_tested_where_machine_a_measured_no_point():
+    cols = list(_pt("cudagraph", 1))
+    b = pd.DataFrame([_pt("cudagraph", 1), _pt("cudagraph", 2)])
+    m = compare.join_points(pd.DataFrame(columns=cols), b)
+    f = compare.facts(_Root("a", "G"), _Root("b", "G"), m).set_index("key")
+    assert math.isnan(f.loc["compare.points_only_a", "value"])
+    assert f.loc["compare.points_only_b", "value"] == 2
+    v = evaluate(findings.RULES, f.reset_index()).set_index("id").verdict
+    assert v["compare_same_points"] == NOT_TESTED  # not "holds" over no point at all
+
+
 def test_no_shared_point_reads_not_tested():
     v = _verdicts([], only_a=3)
     assert v["compare_gpu_bound_agree"] == NOT_TESTED and v["compare_b_faster"] == NOT_TESTED

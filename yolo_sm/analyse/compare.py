@@ -284,7 +284,8 @@ def facts(a: DataRoot, b: DataRoot, m: pd.DataFrame | None = None) -> pd.DataFra
     """The facts of two roots side by side (``m``: :func:`compare_points`, computed when
     None). Keys (scope empty): ``compare.same_gpu`` (1 when both name the same GPU model, 0
     when they differ, left out when one names none), ``compare.points_both`` /
-    ``points_only_a`` / ``points_only_b``, and over the points both measured:
+    ``points_only_a`` (NaN where ``a`` holds no point: no point of it for ``b`` to lack) /
+    ``points_only_b``, and over the points both measured:
     ``compare.gpu_bound_max_dev_pct`` / ``host_bound_max_dev_pct`` (largest |b/a - 1| of the
     GPU-bound / launch-bound points, %), ``compare.gpu_bound_within_pct`` /
     ``host_bound_within_pct`` (% of those points within :data:`AGREE_PCT` of each other),
@@ -306,8 +307,12 @@ def facts(a: DataRoot, b: DataRoot, m: pd.DataFrame | None = None) -> pd.DataFra
         rows.append(fact(PREFIX + "same_gpu", float(ga == gb), note=f"{ga} / {gb}"))
     elif ga or gb:
         rows.append(fact(PREFIX + "same_gpu", 0.0, note=f"GPU: {ga or 'none'} / {gb or 'none'}"))
+    counts = {key: int((m["present"] == key).sum()) for key in (BOTH, ONLY_A, ONLY_B)}
     for key, val in ((BOTH, "points_both"), (ONLY_A, "points_only_a"), (ONLY_B, "points_only_b")):
-        rows.append(fact(PREFIX + val, int((m["present"] == key).sum()), "points", datasets=ds))
+        n = counts[key]
+        if key == ONLY_A and not counts[BOTH] + n:  # a measured nothing b could lack
+            n = math.nan
+        rows.append(fact(PREFIX + val, n, "points", datasets=ds))
     dev = (both["ratio"].astype(float) - 1).abs() * 100
     for lb, kind in ((False, "gpu_bound"), (True, "host_bound")):
         sel = dev[both["launch_bound"] == lb]
