@@ -101,6 +101,7 @@ def test_absent_and_load_or_note(tmp_path, capsys):
     line = capsys.readouterr().out.strip()
     assert line == plots.absent(root, "ncu_width_b8") and "\n" not in line
     assert "Nsight Compute" in line and root.name in line
+    assert f"({root.name}, {root.name})" not in line  # no machine: the root is named once
     assert "H200" not in plots.about(root)
     h200 = open_root("h200")
     assert plots.load_or_note(h200, "ncu_width_b8") is not None

@@ -46,6 +46,25 @@ def test_view_of_a_many_model_root_narrows_to_the_model():
         your_model.view(h, "nope")
 
 
+def test_a_root_that_names_no_model_is_a_view_of_none_whose_sections_say_so(tmp_path, make_root):
+    from yolo_sm.report import batch_sections
+    from yolo_sm.report import your_model_sections as sections
+
+    bench = open_root(make_root("bench_only", ["bench_autotune"]))  # a table, but no model role
+    for root in (bench, open_root(make_root("empty"))):
+        v = your_model.view(root)
+        assert v.model == "" and v.sources == {} and v.others == ()
+        assert "holds no table that names a model" in sections.about(v)
+        for role in your_model.ROLES:  # every section: one sentence naming what it lacks
+            line = batch_sections.absent(v, role)
+            assert line == v.missing(role) and f"no {role} table of any model" in line
+        assert set(findings.verdicts(v)["verdict"]) == {NOT_TESTED}
+        with pytest.raises(UserError, match="names a model"):  # a model asked for by name
+            your_model.view(root, "yolov8_w1")
+    # a root that names a model is read as before
+    assert your_model.view(open_root(make_root("one", ["sweep_fp16_nhwc"]))).model
+
+
 def test_channel_table_units(tmp_path):
     v = your_model.view(open_root(one_model_root(tmp_path / "mine")))
     raw, t = v.load("model_layers"), your_model.channel_table(v.load("model_layers"))

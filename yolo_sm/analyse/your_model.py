@@ -155,8 +155,9 @@ class ModelView(DataRoot):
         return self.base.device_name()
 
     def missing(self, name: str) -> str:
+        of = f"of {self.model}" if self.model else "of any model"
         return (
-            f"This root ({self.name}) holds no {name} table of {self.model}: the notebook's "
+            f"This root ({self.name}) holds no {name} table {of}: the notebook's "
             "live collection (LIVE = True on a GPU) makes one."
         )
 
@@ -164,8 +165,12 @@ class ModelView(DataRoot):
 def view(root: DataRoot, model: str | None = None) -> ModelView:
     """The :class:`ModelView` of ``model`` (None: :func:`pick_model`) in ``root``. A root
     whose tables each name at most one model (a one-model collection, where the sweep may
-    label the model otherwise than the profilers' config labels do) is read whole."""
+    label the model otherwise than the profilers' config labels do) is read whole. A root
+    whose tables name no model, asked for none, gives a view of no model and no datasets (each
+    section then says what it lacks); asked for one, it is a UserError."""
     inv = inventory(root)
+    if model is None and not inv["model"].astype(bool).any():
+        return ModelView(root.path, root.name, base=root)
     chosen = pick_model(inv, model)
     one = model is None and inv.groupby("dataset")["model"].nunique().max() <= 1
     mine = inv if one else inv[inv["model"] == chosen]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from yolo_sm.analyse import batch, gpm, remeasure, timeline
+from yolo_sm.analyse.your_model import ModelView
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report import batch_plots, remeasure_plots, tables, timeline_plots
 from yolo_sm.report.sections import Note
@@ -45,12 +46,17 @@ WHY = {
 def absent(root: DataRoot, name: str) -> str:
     """One sentence: ``root`` holds no dataset ``name``, what it would be and why it may be
     missing (e.g. "This root (cpu, AMD EPYC ...) holds no Nsight Compute table
-    (ncu_batch_w1): it is collected on NVIDIA GPUs only ...")."""
+    (ncu_batch_w1): it is collected on NVIDIA GPUs only ..."). One model's view (notebook 11)
+    names its datasets by role, and says what it lacks itself (:meth:`ModelView.missing`)."""
+    if isinstance(root, ModelView):
+        return root.missing(name)
     what, why = next(
         (v for k, v in sorted(WHY.items(), key=lambda kv: -len(kv[0])) if name.startswith(k)),
         ("dataset", "collect it with the plan step of that name on this machine"),
     )
-    return f"This root ({root.name}, {root.device_name()}) holds no {what} ({name}): {why}."
+    device = root.device_name()  # the root's own name where its provenance names no machine
+    who = root.name if device == root.name else f"{root.name}, {device}"
+    return f"This root ({who}) holds no {what} ({name}): {why}."
 
 
 def show(items) -> None:

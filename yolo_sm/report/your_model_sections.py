@@ -11,7 +11,14 @@ from yolo_sm.report import heatmaps_plots, plots
 
 
 def about(v: ModelView) -> str:
-    """One Markdown line: the model shown, the root's machine, and the other models it holds."""
+    """One Markdown line: the model shown, the root's machine, and the other models it holds;
+    for a root whose tables name no model, that it holds none."""
+    if not v.model:
+        roles = ", ".join(your_model.ROLES)
+        return (
+            f"{plots.about(v.base)} It holds no table that names a model ({roles}): the "
+            "notebook's live collection (LIVE = True on a GPU, with MODEL set) makes them."
+        )
     others = f" The root also holds {len(v.others)} other models (set `MODEL` to one of: " + (
         ", ".join(f"`{m}`" for m in v.others) + ")." if v.others else ""
     )
