@@ -26,6 +26,14 @@ def test_time_weighted_occupancy_weights_by_duration():
     assert df.equals(df.copy())  # input untouched
 
 
+def test_time_weighted_of_no_kernel_is_an_empty_table_with_its_columns():
+    # a compiled graph's trace attributes no kernel to a layer: nothing is left to group
+    empty = pd.DataFrame(columns=["layer", "duration_us", "est_occupancy_pct", "sm_busy_pct"])
+    out = weighting.time_weighted(empty, "layer", cols=("est_occupancy_pct", "sm_busy"))
+    assert out.empty and out.kernels.dtype == int
+    assert list(out) == ["layer", "kernels", "time_us", "est_occupancy_tw_pct", "sm_busy_tw"]
+
+
 def test_same_run_ratio_is_baseline_over_other():
     df = pd.DataFrame(
         {

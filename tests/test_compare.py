@@ -140,6 +140,13 @@ def test_no_shared_point_reads_not_tested():
     assert v["compare_gpu_bound_agree"] == NOT_TESTED and v["compare_b_faster"] == NOT_TESTED
 
 
+def test_layers_leave_out_an_ncu_table_without_occupancy(make_root):
+    alone = open_root(make_root("tp", ["ncu_throughput_w1"]))  # throughput metrics only
+    assert compare.layers(alone).empty
+    both = open_root(make_root("both", ["ncu_throughput_w1", "ncu_batch_w1"]))
+    assert set(compare.layers(both).dataset) == {"ncu_batch_w1"}
+
+
 def test_join_layers_keeps_layers_of_one_root():
     la = pd.DataFrame(
         {

@@ -85,12 +85,23 @@ def test_notebook_executes(path, data):
         assert "H200" not in _outputs_text(nb)
 
 
+#: (notebook, dataset) of the one-step roots: every notebook from a bench; the notebooks that
+#: find tables by role (11, 12) also from a trace that attributes no kernel to a layer (a
+#: compiled graph) and from an Nsight Compute pass without occupancy
+ONE_STEP = [(p, "bench_autotune") for p in NOTEBOOKS] + [
+    (p, d)
+    for p in NOTEBOOKS
+    if p.name.startswith(("11_", "12_"))
+    for d in ("trace_compile_w1_b64", "ncu_throughput_w1")
+]
+
+
 @pytest.mark.notebooks
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_executes_on_a_root_of_one_step(path, make_root):
+@pytest.mark.parametrize(("path", "dataset"), ONE_STEP, ids=lambda x: getattr(x, "name", x))
+def test_notebook_executes_on_a_root_of_one_step(path, dataset, make_root):
     """A root of one plan step (a machine that has collected little so far) renders every
     notebook: each section it cannot draw says so in a line instead of failing."""
-    root = make_root("one_step", ["bench_autotune"])
+    root = make_root("one_step", [dataset])
     nb, _ = _executes_and_renders(path, root, figures=False)
     two_roots = path.name.startswith("12_")  # the root against another: no point in common
     lacks = "No sweep point was measured on both" if two_roots else "holds no"

@@ -65,6 +65,15 @@ def test_a_root_that_names_no_model_is_a_view_of_none_whose_sections_say_so(tmp_
     assert your_model.view(open_root(make_root("one", ["sweep_fp16_nhwc"]))).model
 
 
+def test_an_ncu_table_without_occupancy_does_not_play_the_ncu_role(make_root):
+    # ncu_throughput_w1 measured throughput metrics only: no achieved occupancy
+    alone = open_root(make_root("tp", ["ncu_throughput_w1"]))
+    assert your_model.view(alone).model == ""  # no table left that names a model
+    both = open_root(make_root("both", ["ncu_throughput_w1", "ncu_batch_w1"]))
+    v = your_model.view(both)
+    assert v.sources == {"ncu": "ncu_batch_w1"} and v.model == "yolov8_w1"
+
+
 def test_channel_table_units(tmp_path):
     v = your_model.view(open_root(one_model_root(tmp_path / "mine")))
     raw, t = v.load("model_layers"), your_model.channel_table(v.load("model_layers"))

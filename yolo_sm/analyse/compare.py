@@ -18,6 +18,7 @@ from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.heatmaps import layer_table
 from yolo_sm.analyse.hostbound import host_bound
 from yolo_sm.analyse.remeasure import TOLERANCE, launch_bound
+from yolo_sm.analyse.weighting import OCCUPANCY_COLUMNS
 from yolo_sm.contract.datasets import MACHINE_FIELDS, DataRoot
 from yolo_sm.contract.hardware import ceiling
 from yolo_sm.contract.schema import KEY_COLUMNS
@@ -241,7 +242,7 @@ def layers(root: DataRoot) -> pd.DataFrame:
     frames, seen = [], set()
     for n in root.find_all("ncu"):
         k = root.load(n)
-        if "layer" not in k or "config" not in k or k.empty:
+        if not {"layer", "config", *OCCUPANCY_COLUMNS} <= set(k) or k.empty:
             continue
         k = k[~k["config"].isin(seen)]
         if k.empty:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from yolo_sm.analyse.kernels import add_kernel_class
 
+#: the occupancy an Nsight Compute table measures per kernel: what its occupancy views read (a
+#: pass that measured throughput metrics only holds no achieved occupancy)
+OCCUPANCY_COLUMNS = ("theoretical_occupancy_pct", "achieved_occupancy_pct")
+
 
 def weighted_mean(values, weights) -> float:
     """Mean of ``values`` weighted by ``weights`` (pandas Series): rows without a value are left
@@ -16,7 +20,7 @@ def weighted_mean(values, weights) -> float:
 def time_weighted(
     df,
     by,
-    cols=("theoretical_occupancy_pct", "achieved_occupancy_pct"),
+    cols=OCCUPANCY_COLUMNS,
     time_col: str = "duration_us",
 ):
     """Per group of ``by``: kernel count, total time (us), and each of ``cols`` averaged with
@@ -30,12 +34,20 @@ def time_weighted(
         row = {"kernels": len(g), "time_us": w.sum()}
         for c in cols:
             tw = weighted_mean(g[c], w)  # kernels without the value do not dilute the average
-            row[f"{c.removesuffix('_pct')}_tw_pct" if c.endswith("_pct") else f"{c}_tw"] = tw
+            row[_tw_name(c)] = tw
         return pd.Series(row)
 
+    if df.empty:  # no group: apply() would return no aggregate columns at all
+        named = [_tw_name(c) for c in cols]
+        return pd.DataFrame(columns=[*by, "kernels", "time_us", *named]).astype({"kernels": int})
     out = df.groupby(by, observed=True)[[time_col, *cols]].apply(agg).reset_index()
     out["kernels"] = out["kernels"].astype(int)
     return out
+
+
+def _tw_name(col: str) -> str:
+    """The column :func:`time_weighted` names ``col``'s mean (``x_pct`` -> ``x_tw_pct``)."""
+    return f"{col.removesuffix('_pct')}_tw_pct" if col.endswith("_pct") else f"{col}_tw"
 
 
 def same_run_ratio(

@@ -23,12 +23,15 @@ import pandas as pd
 
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.heatmaps import LOW_PCT, layer_order, layer_table
-from yolo_sm.analyse.weighting import time_weighted
+from yolo_sm.analyse.weighting import OCCUPANCY_COLUMNS, time_weighted
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.errors import UserError
 
 #: the roles notebook 11 reads, in the order it shows them
 ROLES = ("sweep", "trace", "ncu", "model_layers")
+#: the columns a table needs to play a role (its sections read them): an Nsight Compute pass
+#: that measured throughput only cannot stand for the occupancy one
+ROLE_COLUMNS = {"ncu": OCCUPANCY_COLUMNS}
 #: which (precision, layout) of a sweep stands for the model when it holds several (first
 #: present wins; a precision missing here ranks after those listed)
 PRECISION_ORDER = ("fp16", "bf16", "tf32", "fp32", "fp8", "int8")
@@ -89,6 +92,8 @@ def inventory(root: DataRoot, roles=ROLES) -> pd.DataFrame:
     for role in roles:
         for name in root.find_all(role):
             df = root.load(name)
+            if not set(ROLE_COLUMNS.get(role, ())) <= set(df):
+                continue
             labels = model_labels(df)
             for model, part in df.groupby(labels.values):
                 rows.append(

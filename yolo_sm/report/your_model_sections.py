@@ -75,7 +75,7 @@ def trace_occupancy(v: ModelView) -> list:
         return []
     t = your_model.trace_layers(v.load("trace"))
     if t.empty:
-        return []
+        return [f"The trace {v.sources['trace']} attributes no kernel to a layer."]
     config = t["config"].iloc[-1]
     one = t[t["config"] == config]
     long = one.melt(
