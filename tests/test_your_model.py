@@ -46,7 +46,7 @@ def test_view_of_a_many_model_root_narrows_to_the_model():
         your_model.view(h, "nope")
 
 
-def test_a_root_that_names_no_model_is_a_view_of_none_whose_sections_say_so(tmp_path, make_root):
+def test_a_root_that_names_no_model_is_a_view_of_none_whose_sections_say_so(make_root):
     from yolo_sm.report import batch_sections
     from yolo_sm.report import your_model_sections as sections
 

@@ -112,10 +112,12 @@ def inventory(root: DataRoot, roles=ROLES) -> pd.DataFrame:
 
 def pick_model(inv: pd.DataFrame, model: str | None = None) -> str:
     """``model`` when the inventory holds it; None: the model most roles hold (ties: the one
-    with the most sweep batches, then the first in sorted order). Raises UserError naming the
-    models there are."""
+    with the most sweep batches, then the first in sorted order); "" where the inventory names
+    no model and none is asked for. Raises UserError naming the models there are."""
     models = sorted(m for m in inv["model"].unique() if m)
     if not models:
+        if model is None:
+            return ""
         raise UserError("this root holds no table that names a model (sweep, trace, ncu)")
     if model is not None:
         if model not in models:
@@ -174,9 +176,9 @@ def view(root: DataRoot, model: str | None = None) -> ModelView:
     whose tables name no model, asked for none, gives a view of no model and no datasets (each
     section then says what it lacks); asked for one, it is a UserError."""
     inv = inventory(root)
-    if model is None and not inv["model"].astype(bool).any():
-        return ModelView(root.path, root.name, base=root)
     chosen = pick_model(inv, model)
+    if not chosen:
+        return ModelView(root.path, root.name, base=root)
     one = model is None and inv.groupby("dataset")["model"].nunique().max() <= 1
     mine = inv if one else inv[inv["model"] == chosen]
     if one:  # the sweep's label names the model (the first role that has one)
