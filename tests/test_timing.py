@@ -107,6 +107,82 @@ def test_samples_are_the_timed_calls_only():
     assert m.samples_ms[0] not in timer.returned[0] + timer.returned[1]
 
 
+# --- the warm-up that settles (a fake clock: per-call times and SM clocks as functions of the
+# call index) ---------------------------------------------------------------------------------
+
+
+def ramp(i, slow=1.3, fast=1.0, calls=400):
+    """Per-call ms of a GPU ramping from idle: ``slow`` falling linearly to ``fast`` over
+    ``calls`` calls, then flat."""
+    return fast + (slow - fast) * max(0.0, 1 - i / calls)
+
+
+def settle_run(rest, clock=None, estimate=1.3, **kw):
+    fn, timer = Counter(), FakeTimer([estimate], rest=rest)
+    kw.setdefault("with_provenance", False)
+    kw.setdefault("budget_ms", 100)
+    m = measure(fn, timer=timer, clock_mhz=clock or (lambda: None), **kw)
+    return m, timer
+
+
+def test_the_warm_up_goes_on_until_the_per_call_time_settles():
+    """The first thing timed in a process pays the ramp with a fixed warm-up; with the settle
+    rule its samples read what the flat part reads (within the rule's 2 %)."""
+    fixed, _ = settle_run(ramp, warmup_ms=50, settle=False)
+    settled, timer = settle_run(ramp, warmup_ms=50, settle=timing.Settle())
+    assert fixed.median_ms > 1.05  # paid the ramp
+    assert settled.warmup_settled is True
+    assert settled.median_ms == pytest.approx(1.0, rel=0.02)
+    # it stopped soon after the flat part began: the last 4 chunks of ~50 calls within 2 %
+    warm = settled.warmup_calls - 3
+    assert 300 <= warm <= 400 + 4 * 60
+    # the repeat count comes from the settled per-call time (100 ms / ~1.0 ms), not the estimate
+    assert settled.n == pytest.approx(100, abs=3)
+    # a flat GPU settles after the minimum: 4 chunks of 50 ms, or warmup_ms when longer
+    flat, _ = settle_run(lambda i: 1.0, estimate=1.0, warmup_ms=0, settle=timing.Settle())
+    assert flat.warmup_calls - 3 == 4 * 50
+    longer, _ = settle_run(lambda i: 1.0, estimate=1.0, warmup_ms=500, settle=timing.Settle())
+    assert longer.warmup_calls - 3 == 500
+
+
+def test_the_warm_up_waits_for_the_sm_clock_too():
+    """Per-call time flat but the SM clock still climbing (read after each chunk): not settled
+    until the clock's last 4 readings lie within 5 %."""
+    timer_box = {}
+
+    def clock():  # 1,200 MHz rising to 1,980 MHz over the first 1,000 calls
+        i = timer_box["t"].later
+        return 1980.0 - 780.0 * max(0.0, 1 - i / 1000)
+
+    fn, timer = Counter(), FakeTimer([1.0], rest=lambda i: 1.0)
+    timer_box["t"] = timer
+    m = measure(fn, timer=timer, budget_ms=10, warmup_ms=0, with_provenance=False,
+                settle=timing.Settle(), clock_mhz=clock)  # fmt: skip
+    assert m.warmup_settled is True
+    warm = m.warmup_calls - 3
+    assert 850 <= warm <= 1000 + 4 * 50  # a spread of <= 5 % over 4 chunks: from ~900 calls on
+    # no clock readable (a CPU, no NVML): the time alone decides
+    m = measure(Counter(), timer=FakeTimer([1.0], rest=lambda i: 1.0), budget_ms=10,
+                warmup_ms=0, with_provenance=False, settle=timing.Settle(),
+                clock_mhz=lambda: None)  # fmt: skip
+    assert m.warmup_calls - 3 == 200
+
+
+def test_a_warm_up_that_never_settles_stops_at_its_cap_and_says_so():
+    jumpy = lambda i: 1.0 if (i // 50) % 2 else 1.1  # noqa: E731 - chunks alternate by 10 %
+    m, timer = settle_run(jumpy, warmup_ms=0, settle=timing.Settle(max_ms=300))
+    assert m.warmup_settled is False
+    warm_ms = sum(sum(r) for r in timer.returned[1:-1])
+    assert 300 <= warm_ms < 300 + 60  # stopped at the first chunk past the cap
+
+
+def test_settle_is_on_for_a_gpu_and_off_for_a_cpu_by_default():
+    gpu, _ = settle_run(lambda i: 1.0, warmup_ms=0, device="cuda")
+    cpu, _ = settle_run(lambda i: 1.0, warmup_ms=0, device="cpu")
+    assert gpu.warmup_settled is True and cpu.warmup_settled is None
+    assert cpu.warmup_calls == 3 + 1  # the estimate calls, then one fixed warm-up call
+
+
 @pytest.mark.parametrize("l2_flush", [False, True])
 def test_no_flush_hook_on_cpu(l2_flush):
     m, timer, _ = run([1.0], budget_ms=5, warmup_ms=1, l2_flush=l2_flush, device="cpu")
@@ -117,7 +193,9 @@ def test_no_flush_hook_on_cpu(l2_flush):
 def test_flush_hook_runs_before_each_timed_call_on_gpu(monkeypatch):
     flushes = Counter()
     monkeypatch.setattr(timing, "_l2_flusher", lambda device: flushes)
-    m, timer, _ = run([1.0], budget_ms=5, warmup_ms=1, l2_flush=True, device="cuda")
+    m, timer, _ = run(
+        [1.0], budget_ms=5, warmup_ms=1, l2_flush=True, device="cuda", settle=False
+    )
     (_, b_est), (_, b_warm), (reps, b_timed) = timer.calls
     assert b_est is None and b_warm is None and b_timed is flushes
     assert flushes.n == reps == 5
@@ -229,7 +307,9 @@ def test_summary():
         "l2_flush",
         "samples_ms",
         "host_cpu_ms",
+        "warmup_settled",
     }
+    assert s["warmup_settled"] is None  # a fixed warm-up ran
     assert s["samples_ms"] == [1.0, 2.0, 3.0] and s["samples_ms"] is not m.samples_ms
     assert (s["median_ms"], s["n_samples"], s["warmup_calls"], s["l2_flush"]) == (2.0, 3, 7, True)
     assert s["img_per_s"] == pytest.approx(1000.0)

@@ -103,6 +103,7 @@ _POINT_COLUMNS = (
     "compile_first_s",
     "capture_s",
     "warmup_s",
+    "warmup_settled",
     "timed_s",
     "profile_s",
     "compile_cache",

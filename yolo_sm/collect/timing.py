@@ -1,8 +1,9 @@
 """The one timing function of the package, after Triton's ``do_bench``.
 
-Synchronise, estimate the cost of one call, warm up for ``warmup_ms``, then time
-``budget_ms / estimate`` calls one by one (CUDA events on a GPU, ``perf_counter_ns`` on a CPU),
-optionally flushing the L2 cache before each. A :class:`Measurement` keeps every raw sample and
+Synchronise, estimate the cost of one call, warm up (on a GPU until the per-call time and the
+SM clock settle, :class:`Settle`: whatever runs first in a process otherwise pays the GPU's
+ramp from idle), then time ``budget_ms / per-call time`` calls one by one (CUDA events on a
+GPU, ``perf_counter_ns`` on a CPU), optionally flushing the L2 cache before each. A :class:`Measurement` keeps every raw sample and
 computes its statistics on demand; it flags a noisy run instead of hiding it. It also keeps the
 CPU time the launching thread spent in the timed loop (``time.thread_time_ns``), and
 :func:`host_profile` counts a call's launches and sums its GPU busy time from a short
@@ -23,6 +24,27 @@ from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import MAX_BUDGET_MS, MAX_WARMUP_MS
 
 NOISE_THRESHOLD = 0.10  # IQR / median above this marks a run as noisy
+
+
+@dataclass(frozen=True)
+class Settle:
+    """When a warm-up has settled: it runs chunks of ``chunk_ms`` worth of calls until, after
+    at least ``warmup_ms`` of calls, the per-call medians of the last ``chunks`` chunks lie
+    within ``tol`` of each other (max / min - 1) and so do the SM clocks read after each
+    (within ``clock_tol``; ignored where no clock is read), or ``max_ms`` of calls have run
+    (then the measurement says it did not settle)."""
+
+    tol: float = 0.02
+    clock_tol: float = 0.05
+    chunks: int = 4
+    chunk_ms: float = 50.0
+    max_ms: float = 2000.0
+
+
+#: the settle rule of measure() on a GPU
+SETTLE = Settle()
+#: the most calls of one warm-up chunk
+MAX_CHUNK = 10_000
 
 
 class Timer:
@@ -103,6 +125,8 @@ class Measurement:
     #: and provenance reads around them)
     warmup_s: float = math.nan
     timed_s: float = math.nan
+    #: whether the warm-up settled (:class:`Settle`); None where a fixed warm-up ran
+    warmup_settled: bool | None = None
 
     @property
     def n(self) -> int:
@@ -164,6 +188,7 @@ class Measurement:
             "l2_flush": self.l2_flush,
             "samples_ms": list(self.samples_ms),
             "host_cpu_ms": self.cpu_ms_per_call,
+            "warmup_settled": self.warmup_settled,
         }
 
     def __repr__(self) -> str:
@@ -190,15 +215,20 @@ def measure(
     label: str = "",
     timer: Timer | None = None,
     with_provenance: bool = True,
+    settle: Settle | None | bool = True,
+    clock_mhz: Callable[[], float | None] | None = None,
 ) -> Measurement:
     """Time ``fn()`` and return a :class:`Measurement`.
 
-    The repeat count is ``budget_ms`` over an estimate from ``estimate_calls`` calls, clamped to
-    ``[min_reps, max_reps]``; the warm-up runs ``warmup_ms`` worth of calls (at least one).
-    Both are capped (:data:`~yolo_sm.contract.plans.MAX_BUDGET_MS`, ``MAX_WARMUP_MS``).
-    ``l2_flush`` zeroes a buffer twice the GPU's L2 before each timed call (outside the events),
-    so every call starts from a cold cache. ``timer`` replaces the clock (tests inject a fake).
-    Provenance includes SM clocks read before and after the timed loop.
+    The warm-up runs ``warmup_ms`` worth of calls (at least one) from an estimate of
+    ``estimate_calls`` calls; on a GPU (``settle`` True: :data:`SETTLE`, or a :class:`Settle`
+    on any device) it goes on until the per-call time and the SM clock settle. The repeat count
+    is ``budget_ms`` over the per-call time the warm-up ended at, clamped to
+    ``[min_reps, max_reps]``. Both are capped (:data:`~yolo_sm.contract.plans.MAX_BUDGET_MS`,
+    ``MAX_WARMUP_MS``). ``l2_flush`` zeroes a buffer twice the GPU's L2 before each timed call
+    (outside the events), so every call starts from a cold cache. ``timer`` replaces the clock
+    and ``clock_mhz`` the SM clock read (tests inject fakes). Provenance includes SM clocks
+    read before and after the timed loop.
     """
     if not budget_ms > 0 or not warmup_ms >= 0 or min_reps < 1 or max_reps < min_reps:  # NaN too
         raise ValueError("measure() needs budget_ms > 0, warmup_ms >= 0, 1 <= min_reps <= max_reps")
@@ -210,15 +240,22 @@ def measure(
     on_gpu = str(device).startswith("cuda")
     if timer is None:
         timer = CudaTimer() if on_gpu else CpuTimer()
+    if settle is True:
+        settle = SETTLE if on_gpu else None
+    if clock_mhz is None:
+        clock_mhz = lambda: provenance.sm_clock_mhz(device)  # noqa: E731
     flush = _l2_flusher(device) if (l2_flush and on_gpu) else None
 
     with phase("warmup") as warm:
         timer.sync()
         estimate = timer.time_calls(fn, max(1, estimate_calls))
         per_call = max(statistics.median(estimate), 1e-6)
-        warmup = max(1, math.ceil(warmup_ms / per_call))
+        if settle:
+            warmup, per_call, settled = warm_up(timer, fn, per_call, warmup_ms, settle, clock_mhz)
+        else:
+            warmup, settled = max(1, math.ceil(warmup_ms / per_call)), None
+            timer.time_calls(fn, warmup)
         reps = min(max_reps, max(min_reps, math.ceil(budget_ms / per_call)))
-        timer.time_calls(fn, warmup)
 
     with phase("timed") as timed:
         clock_start = provenance.sm_clock_mhz(device) if with_provenance else None
@@ -230,8 +267,41 @@ def measure(
         prov.update(sm_clock_start_mhz=clock_start, sm_clock_end_mhz=clock_end)
     return Measurement(
         samples, batch, warmup + len(estimate), label, bool(flush), noise_threshold, prov, cpu_ms,
-        warm.seconds, timed.seconds,
+        warm.seconds, timed.seconds, settled,
     )  # fmt: skip
+
+
+def warm_up(
+    timer: Timer, fn, per_call: float, warmup_ms: float, settle: Settle, clock_mhz
+) -> tuple[int, float, bool]:
+    """Warm-up calls in chunks until ``settle`` holds (see :class:`Settle`; ``per_call``: the
+    estimate in ms, ``clock_mhz()``: the SM clock or None). Returns (calls made, the last
+    chunk's median ms per call, whether it settled)."""
+    medians: list[float] = []
+    clocks: list[float | None] = []
+    calls, spent = 0, 0.0
+    k = max(1, settle.chunks)
+    while True:
+        n = min(MAX_CHUNK, max(1, math.ceil(settle.chunk_ms / per_call)))
+        samples = timer.time_calls(fn, n)
+        # a call counts at least 1 us: a timer that reads 0 cannot keep the warm-up going
+        calls, spent = calls + n, spent + max(sum(samples), n * 1e-3)
+        per_call = max(statistics.median(samples), 1e-6)
+        medians.append(per_call)
+        clocks.append(clock_mhz())
+        if spent >= warmup_ms and len(medians) >= k:
+            last = clocks[-k:]
+            steady_clock = None in last or _spread(last) <= settle.clock_tol
+            if _spread(medians[-k:]) <= settle.tol and steady_clock:
+                return calls, per_call, True
+        if spent >= max(settle.max_ms, warmup_ms):
+            return calls, per_call, False
+
+
+def _spread(values) -> float:
+    """max / min - 1 of positive values (inf where one is not positive)."""
+    lo = min(values)
+    return max(values) / lo - 1 if lo > 0 else math.inf
 
 
 def engine_call(engine) -> Callable[[], object]:

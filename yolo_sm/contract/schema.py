@@ -700,6 +700,7 @@ NUMBER = frozenset(
 )
 TEXT |= {"technique"}  # techniques
 FLAG |= {"static_buffer", "graph_input_copy"}  # techniques
+FLAG |= {"warmup_settled"}  # collect.timing.Settle
 NUMBER |= {"calls", "fp32_output_calls", "upcast_calls", "bn_modules", "fused_conv_modules"}
 UNIT_SUFFIXES = ("_ms", "_us", "_s", "_pct", "_bytes", "_mhz", "_per_s")
 #: per kind, columns whose type differs from the name's usual one
@@ -802,6 +803,9 @@ KEY_COLUMNS = (
 # bench tables: absent in tables measured before they were recorded
 PHASE_SECONDS = {
     "warmup_s": "wall seconds of the estimate and warm-up calls before the timed calls",
+    "warmup_settled": "on a GPU, whether the warm-up ended with the per-call time and the SM "
+    "clock settled (yolo_sm.collect.timing.Settle) rather than at its cap; empty where a fixed "
+    "warm-up ran (a CPU) or in rows measured before the rule",
     "timed_s": "wall seconds of the timed calls (with the clock and provenance reads around "
     "them; a pipeline or predict row: its timed run)",
     "profile_s": "wall seconds of the profiler pass after the timed calls (the host columns)",
