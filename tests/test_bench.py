@@ -97,6 +97,7 @@ def test_spec_from_plan_params():
             "widths": [0.25, 1.0],
             "batches": "1,16",
             "engines": ["cudagraph/fp16/nhwc", "compile:max-autotune/fp16/nhwc", "eager/fp16/nhwc"],
+            "pipeline_engine": "cudagraph/fp16/nhwc",
             "pipeline_streams": [1, 3],
             "pipeline_modes": ["full", "graph"],
             "pipeline_nms_topk": 512,
@@ -290,3 +291,128 @@ def test_a_model_that_cannot_be_built_is_error_rows(monkeypatch):
     assert [r["variant"] for r in rows] == spec.variants()
     assert {r["status"] for r in rows} == {"error"} and rows[0]["message"] == "RuntimeError: no"
     assert all(r["vs_baseline"] is None for r in rows)
+
+
+# --- the default command: what it runs, how it ranks, what it says to deploy ----------------
+
+#: img/s of each default variant at batch 16 and 64 (made up, shaped like the H200's
+#: bench_pipeline rows of width 0.5)
+FAKE_RATES = {
+    "eager/fp16/nhwc": (3500.0, 4000.0),
+    "cudagraph/fp16/nhwc": (3700.0, 4100.0),
+    "compile/fp16/nhwc": (4600.0, 7300.0),
+    "compile:reduce-overhead/fp16/nhwc": (6500.0, 7350.0),
+    "pipeline/compile/fp16/nhwc/graph/s1": (3900.0, 4650.0),
+    "pipeline/compile/fp16/nhwc/graph/s3": (5900.0, 6500.0),
+    "ultralytics_predict": (270.0, 250.0),
+}
+
+
+def test_the_default_bench_ranks_every_path_and_says_what_to_deploy_per_batch(
+    tmp_path, capsys, monkeypatch
+):
+    """`yolo-sm bench --models yolov8:0.5 --batches 16,64` without engine flags runs the
+    default candidates (BenchSpec's defaults, which the CLI's help states), prints them ranked
+    and one line per batch naming the fastest frames-to-boxes path; the ratio it prints is the
+    fastest pipeline's img/s over the fastest model-only engine's, recomputed here."""
+    from yolo_sm.cli import measure
+
+    seen = []
+
+    def fake_unit(model, family, width, batch, spec, frames):
+        seen.append((batch, tuple(spec.variants()), spec))
+        rows = []
+        for v in spec.variants():
+            img = FAKE_RATES[v][0 if batch == 16 else 1]
+            rows.append({"family": family, "width": width, "batch": batch, "variant": v,
+                         "scope": bench._scope(v), "status": "ok", "message": "",
+                         "median_ms": batch * 1e3 / img, "p99_ms": batch * 1.1e3 / img,
+                         "img_per_s": img, "build_s": 1.0,
+                         "model": f"{family}:{width:g}"})  # fmt: skip
+        return rows
+
+    monkeypatch.setattr(bench, "bench_unit", fake_unit)
+    monkeypatch.setattr(bench, "bench_model", lambda family, width: object())
+    monkeypatch.setattr(bench, "bundled_frames", lambda: [])
+    monkeypatch.setattr(bench, "check_device", lambda name: None)
+    monkeypatch.setattr(measure, "device", lambda name, *a: name)  # no GPU here
+    out = tmp_path / "b.parquet"
+    argv = ["bench", "--models", "yolov8:0.5", "--batches", "16,64", "--out", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    spec = seen[0][2]
+    assert [b for b, _, _ in seen] == [16, 64] and spec.device == "cuda"
+    assert list(seen[0][1]) == list(FAKE_RATES)  # the default candidates, in run order
+    # the CLI's stated defaults are the spec's
+    d = measure.BENCH_DEFAULTS
+    assert d["engines"].split(",") == [bench.variant_name(e) for e in spec.engines]
+    assert d["pipeline_engine"] == bench.variant_name(spec.pipeline_engine)
+    assert tuple(int(s) for s in d["streams"].split(",")) == spec.pipeline_streams
+    assert tuple(d["pipeline"].split(",")) == spec.pipeline_modes
+    assert float(d["seconds"]) == spec.seconds
+    assert tuple(int(b) for b in d["batches"].split(",")) == bench.BenchSpec().batches
+    # the ratio printed per batch, recomputed with plain pandas from the table written
+    df = pd.read_parquet(out)
+    lines = [ln for ln in printed.splitlines() if ": deploy " in ln]
+    assert len(lines) == 2
+    for batch, line in zip((16, 64), lines, strict=True):
+        u = df[df.batch == batch]
+        pipe = u[u.variant.str.startswith("pipeline/")].sort_values("img_per_s").iloc[-1]
+        best = u[u.scope == "model_only"].img_per_s.max()
+        assert f"batch {batch} " in line and f"deploy {pipe.variant}," in line
+        assert f"{pipe.img_per_s / best:.2f}x the fastest model-only engine" in line
+        assert "compile:reduce-overhead/fp16/nhwc" in line
+    for v in FAKE_RATES:  # the ranking lists every path
+        assert v in printed
+
+
+def ranked_unit(rates: dict, batch: int = 16, latency: dict | None = None):
+    """A bench unit of ok rows: ``rates`` img/s per variant, latency per batch from them (or
+    ``latency``), build seconds 1 (cudagraph: 0.5)."""
+    lat = latency or {}
+    return pd.DataFrame(
+        [{"family": "yolov8", "width": 0.5, "batch": batch, "variant": v,
+          "scope": bench._scope(v), "status": "ok", "img_per_s": r,
+          "median_ms": lat.get(v, batch * 1e3 / r), "p99_ms": batch * 1e3 / r,
+          "build_s": 0.5 if v.startswith("cudagraph") else 1.0} for v, r in rates.items()]
+    )  # fmt: skip
+
+
+def test_deploy_picks_the_fastest_frames_to_boxes_path_and_flips_with_it():
+    from yolo_sm.analyse import fast_recommend as fr
+
+    rates = {"eager/fp16/nhwc": 100.0, "compile/fp16/nhwc": 200.0,
+             "pipeline/compile/fp16/nhwc/graph/s1": 150.0,
+             "pipeline/compile/fp16/nhwc/graph/s3": 180.0, "ultralytics_predict": 10.0}  # fmt: skip
+    b = ranked_unit(rates)
+    r = fr.ranking(b)
+    assert r.variant.tolist() == sorted(rates, key=rates.get, reverse=True)
+    assert r["rank"].tolist() == [1, 2, 3, 4, 5]
+    assert (r.vs_fastest_engine == r.img_per_s / 200.0).all()
+    d = fr.deploy(b).iloc[0]
+    assert (d.deploy, d.fastest_engine) == (
+        "pipeline/compile/fp16/nhwc/graph/s3",
+        "compile/fp16/nhwc",
+    )
+    assert d.vs_fastest_engine == pytest.approx(0.9) and d.predict_img_per_s == 10.0
+    # s1 within NEAR of s3 and of lower latency: s1 (fewer batches in flight)
+    queued = {"pipeline/compile/fp16/nhwc/graph/s3": 250.0}  # 3 batches in flight: queueing
+    b = ranked_unit({**rates, "pipeline/compile/fp16/nhwc/graph/s1": 175.0}, latency=queued)
+    assert fr.deploy(b).deploy.item() == "pipeline/compile/fp16/nhwc/graph/s1"
+    # the latency regime: the lowest latency, whatever its img/s
+    b = ranked_unit(rates, batch=1, latency=queued)
+    assert fr.deploy(b).deploy.item() == "pipeline/compile/fp16/nhwc/graph/s1"
+    # no frames-to-boxes row ran: the fastest engine, of those within NEAR the faster build
+    engines_only = {"eager/fp16/nhwc": 100.0, "compile/fp16/nhwc": 200.0,
+                    "cudagraph/fp16/nhwc": 195.0}  # fmt: skip
+    d = fr.deploy(ranked_unit(engines_only)).iloc[0]
+    assert (d.deploy, d.scope) == ("cudagraph/fp16/nhwc", "model_only")
+    assert "no frames-to-boxes path ran" in fr.deploy_line(d)
+    # failed rows are not ranked; a unit without a model-only engine has no ratio
+    b = ranked_unit(rates)
+    b.loc[b.variant == "pipeline/compile/fp16/nhwc/graph/s3", "status"] = "error"
+    assert fr.deploy(b).deploy.item() == "pipeline/compile/fp16/nhwc/graph/s1"
+    frames_only = ranked_unit({k: v for k, v in rates.items() if "/" not in k or "pipe" in k})
+    d = fr.deploy(frames_only).iloc[0]
+    assert d.fastest_engine == "" and math.isnan(d.vs_fastest_engine)
+    assert "the fastest model-only engine" not in fr.deploy_line(d)

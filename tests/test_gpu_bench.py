@@ -17,6 +17,7 @@ def test_tiny_bench_on_the_gpu(tmp_path):
             "widths": [0.25],
             "batches": [2],
             "engines": ["cudagraph/fp16/nhwc", "compile/fp16/nhwc", "cudagraph/fp8/nhwc"],
+            "pipeline_engine": "cudagraph/fp16/nhwc",
             "pipeline_streams": [1, 3],
             "pipeline_modes": ["full", "graph"],
             "seconds": 0.5,

@@ -193,9 +193,7 @@ def test_no_flush_hook_on_cpu(l2_flush):
 def test_flush_hook_runs_before_each_timed_call_on_gpu(monkeypatch):
     flushes = Counter()
     monkeypatch.setattr(timing, "_l2_flusher", lambda device: flushes)
-    m, timer, _ = run(
-        [1.0], budget_ms=5, warmup_ms=1, l2_flush=True, device="cuda", settle=False
-    )
+    m, timer, _ = run([1.0], budget_ms=5, warmup_ms=1, l2_flush=True, device="cuda", settle=False)
     (_, b_est), (_, b_warm), (reps, b_timed) = timer.calls
     assert b_est is None and b_warm is None and b_timed is flushes
     assert flushes.n == reps == 5

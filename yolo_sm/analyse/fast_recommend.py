@@ -1,7 +1,10 @@
-"""What to deploy, from the fast-engines bench (notebook 10): per batch regime and width, the
-engine with the most images per second, its absolute latency and throughput, build time and
-peak memory, and what it costs in use (static shapes, recompiles, quantisation). And the
-workload caveat: how many candidates the post-processing saw per frame.
+"""What to deploy, from a bench (notebook 10, ``yolo-sm bench``): every path ranked per
+(model, batch) unit (:func:`ranking`), the frames-to-boxes path to deploy per batch regime
+beside the fastest model-only engine (:func:`deploy`, :func:`deploy_line`); per batch regime
+and width, the model-only engine with the most images per second, its absolute latency and
+throughput, build time and peak memory, and what it costs in use (static shapes, recompiles,
+quantisation) (:func:`recommend`). And the workload caveat: how many candidates the
+post-processing saw per frame.
 
 Every comparison is inside one (width, batch) unit of the bench, whose variants ran one after
 another in the same process (``vs_baseline`` is the same-process ratio to eager fp16 NHWC);
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from yolo_sm.analyse.bench_table import PIPELINE, PREDICT, ok_rows, pipeline_engine
 from yolo_sm.analyse.fast import BASELINE, engines
 
 #: The same-unit baseline that does not carry eager's host-launch jitter at batch 1.
@@ -19,6 +23,8 @@ GRAPH = "cudagraph/fp16/nhwc"
 
 #: The batch sizes' regimes.
 REGIMES = {1: "latency: one frame at a time", 16: "small batches", 64: "throughput"}
+#: The batch of the latency regime: there :func:`deploy` picks the path of lowest latency.
+LATENCY_BATCH = 1
 #: Two engines within this fraction of the best img/s count as equally fast; the one that
 #: builds faster is recommended.
 NEAR = 0.05
@@ -45,6 +51,132 @@ def caveat(variant: str) -> str:
         text = f"{text}; the model rewritten first ({', '.join(rewrites)}: exact)"
     if any(p in ("fp8", "int8") for p in parts[1:]):
         text = f"{text}; {EIGHT_BIT_CAVEAT}" if text else EIGHT_BIT_CAVEAT
+    return text
+
+
+def regime(batch: int) -> str:
+    """The regime of a batch size (:data:`REGIMES`, else ``batch N``)."""
+    return REGIMES.get(int(batch), f"batch {int(batch)}")
+
+
+def path_caveat(variant: str) -> str:
+    """:func:`caveat` of a bench row's variant: a pipeline's that of the engine it wraps (and
+    of its whole-batch CUDA graphs), YOLO.predict's none."""
+    if variant == PREDICT:
+        return "none: ultralytics' own pre- and post-processing"
+    if variant.startswith(PIPELINE):
+        text = caveat(pipeline_engine(variant))
+        if "/graph/" in variant:
+            text += "; one CUDA graph per batch in flight: static batch and frame size"
+        return text
+    return caveat(variant)
+
+
+def _unit_keys(bench: pd.DataFrame) -> list[str]:
+    return [c for c in ("family", "width", "batch") if c in bench]
+
+
+#: the columns of :func:`ranking`, in order (those the bench lacks are left out)
+RANKING_COLUMNS = (
+    "model", "family", "width", "batch", "regime", "rank", "scope", "variant", "img_per_s",
+    "vs_fastest_engine", "median_ms", "p99_ms", "build_s", "peak_mem_bytes", "caveats",
+)  # fmt: skip
+
+
+def ranking(bench: pd.DataFrame) -> pd.DataFrame:
+    """Every ok row of a bench ranked per (family, width, batch) unit, most img/s first:
+    ``regime``, ``rank`` (1: the most images per second of the unit, model-only engines and
+    frames-to-boxes paths together), ``scope`` (model_only: the forward alone;
+    frames_to_boxes: uint8 frames in, boxes on the host out), ``variant``, ``img_per_s``,
+    ``vs_fastest_engine`` (img/s over the unit's fastest model-only engine; NaN where none
+    ran), ``median_ms`` / ``p99_ms`` (latency of one batch; frames-to-boxes: submission to
+    boxes, queueing behind the batches in flight included), ``build_s``, ``peak_mem_bytes``
+    and ``caveats`` (:func:`path_caveat`)."""
+    ok = ok_rows(bench)
+    ok = ok[ok["img_per_s"] > 0]
+    keys = _unit_keys(ok)
+    out = ok.sort_values([*keys, "img_per_s"], ascending=[True] * len(keys) + [False])
+    engine = out["img_per_s"].where(out["scope"] == "model_only")
+    best = engine.groupby([out[k] for k in keys]).transform("max")
+    out = out.assign(
+        regime=out["batch"].map(regime),
+        rank=out.groupby(keys).cumcount() + 1,
+        vs_fastest_engine=out["img_per_s"] / best,
+        caveats=out["variant"].map(path_caveat),
+    )
+    return out[[c for c in RANKING_COLUMNS if c in out]].reset_index(drop=True)
+
+
+def deploy(bench: pd.DataFrame, near: float = NEAR) -> pd.DataFrame:
+    """One row per (family, width, batch) unit of a bench: what to deploy there. ``deploy`` is
+    the frames-to-boxes path with the most img/s (of those within ``near`` of it, the one of
+    lowest median latency: fewer batches in flight; at :data:`LATENCY_BATCH` the one of lowest
+    median latency), or where none ran the fastest model-only engine (of those within ``near``
+    of it, the one that builds fastest); ``scope`` says which. With its ``img_per_s``,
+    ``median_ms``, ``p99_ms`` and ``caveats``; the unit's ``fastest_engine`` (model-only),
+    its ``engine_img_per_s``, ``vs_fastest_engine`` (the pick's img/s over it) and
+    ``predict_img_per_s`` (ultralytics' YOLO.predict on the same frames; NaN where it did not
+    run)."""
+    r = ranking(bench)
+    rows = []
+    for key, g in r.groupby(_unit_keys(r), sort=True):
+        key = dict(zip(_unit_keys(r), key if isinstance(key, tuple) else (key,), strict=True))
+        frames = g[g["scope"] == "frames_to_boxes"]
+        eng = g[g["scope"] == "model_only"]
+        if not len(frames):
+            close = eng[eng["img_per_s"] >= (1 - near) * eng["img_per_s"].max()]
+            pick = close.sort_values(["build_s", "rank"], na_position="last").iloc[0]
+        elif int(key["batch"]) == LATENCY_BATCH:
+            pick = frames.sort_values(["median_ms", "rank"]).iloc[0]
+        else:
+            close = frames[frames["img_per_s"] >= (1 - near) * frames["img_per_s"].max()]
+            pick = close.sort_values(["median_ms", "rank"]).iloc[0]
+        top = eng.iloc[0] if len(eng) else None
+        predict = g[g["variant"] == PREDICT]
+        rows.append(
+            {
+                **({"model": pick["model"]} if "model" in g else {}),
+                **key,
+                "regime": regime(key["batch"]),
+                "deploy": pick["variant"],
+                "scope": pick["scope"],
+                "img_per_s": pick["img_per_s"],
+                "median_ms": pick["median_ms"],
+                "p99_ms": pick.get("p99_ms", float("nan")),
+                "vs_fastest_engine": pick["vs_fastest_engine"],
+                "fastest_engine": top["variant"] if top is not None else "",
+                "engine_img_per_s": top["img_per_s"] if top is not None else float("nan"),
+                "predict_img_per_s": (
+                    predict["img_per_s"].iloc[0] if len(predict) else float("nan")
+                ),
+                "caveats": pick["caveats"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def deploy_line(row) -> str:
+    """A :func:`deploy` row as one line: what to deploy in that regime and how it compares."""
+    where = row["model"] if "model" in row and isinstance(row["model"], str) else (
+        f"width {row['width']:g}"
+    )  # fmt: skip
+    head = f"{where}, batch {row['batch']} ({row['regime']}): deploy {row['deploy']}"
+    if row["scope"] != "frames_to_boxes":
+        return (
+            f"{head}, model-only at {row['img_per_s']:,.0f} img/s ({row['median_ms']:.3g} ms per "
+            "batch); no frames-to-boxes path ran, so pre- and post-processing are yours to add"
+        )
+    text = (
+        f"{head}, frames to boxes at {row['img_per_s']:,.0f} img/s ({row['median_ms']:.3g} ms "
+        "per batch)"
+    )
+    if row["fastest_engine"]:
+        text += (
+            f", {row['vs_fastest_engine']:.2f}x the fastest model-only engine "
+            f"({row['fastest_engine']}, {row['engine_img_per_s']:,.0f} img/s)"
+        )
+    if row["predict_img_per_s"] == row["predict_img_per_s"] and row["deploy"] != PREDICT:
+        text += f"; YOLO.predict: {row['predict_img_per_s']:,.0f} img/s"
     return text
 
 

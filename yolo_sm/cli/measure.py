@@ -104,9 +104,32 @@ def _sweep_parser(sub) -> None:
     s.set_defaults(run=run)
 
 
+#: what ``yolo-sm bench`` runs without engine flags (collect.bench.BenchSpec's defaults; a test
+#: holds the two together: this module does not import torch to build its parser)
+BENCH_DEFAULTS = {
+    "batches": "1,16,64",
+    "engines": "cudagraph/fp16/nhwc,compile/fp16/nhwc,compile:reduce-overhead/fp16/nhwc",
+    "pipeline_engine": "compile/fp16/nhwc",
+    "streams": "1,3",
+    "pipeline": "graph",
+    "seconds": "1.0",
+}
+
+
 def _bench_parser(sub) -> None:
+    d = BENCH_DEFAULTS
     b = sub.add_parser(
-        "bench", help="side-by-side: baseline, engines, pipeline, ultralytics predict"
+        "bench",
+        help="rank the paths you would deploy: model-only engines, the frames-to-boxes "
+        "pipeline, ultralytics predict",
+        description="Measure, side by side in one process per (model, batch), the eager fp16 "
+        "NHWC baseline, the model-only engines (--engines), the frames-to-boxes pipeline "
+        "(uint8 frames in pinned memory to boxes on the host) around --pipeline-engine and "
+        "ultralytics' YOLO.predict; print them ranked by images per second and one line per "
+        "(model, batch) saying which frames-to-boxes path to deploy and how it compares with "
+        "the fastest model-only engine. With the defaults a GPU takes about a minute per "
+        "(model, batch), the first of a model longer while torch.compile builds (about 2 to 3 "
+        "minutes for one model at three batches); a rerun skips what --out holds.",
     )
     b.add_argument(
         "--models",
@@ -114,30 +137,28 @@ def _bench_parser(sub) -> None:
         default="yolov8:0.5",
         help="comma list of family:width, model .yaml or ultralytics .pt (YOLO detectors)",
     )
-    b.add_argument("--batches", default="1,16,64", help="comma list of batch sizes")
+    b.add_argument("--batches", help=f"comma list of batch sizes (default {d['batches']})")
     b.add_argument(
         "--engines",
-        default="cudagraph/fp16/nhwc,compile/fp16/nhwc",
         help="comma list of backend/precision/layout besides eager/fp16/nhwc "
         "(compile:MODE/... picks a torch.compile mode; MODE+sep-pool first rewrites the "
-        "model's stride-1 max pools as two 1-D pools, exactly)",
+        f"model's stride-1 max pools as two 1-D pools, exactly; default {d['engines']})",
     )
     b.add_argument(
         "--pipeline-engine",
-        default="cudagraph/fp16/nhwc",
         help="backend[:mode]/precision/layout of the engine the pipeline rows wrap (a CPU runs "
-        "eager/fp32/nhwc)",
+        f"eager/fp32/nhwc; default {d['pipeline_engine']})",
     )
     b.add_argument(
-        "--streams", default="1,3", help="comma list: one pipeline row per batches-in-flight count"
+        "--streams",
+        help=f"comma list: one pipeline row per batches-in-flight count (default {d['streams']})",
     )
     b.add_argument(
         "--pipeline",
-        default="full",
         help="comma list of pipeline modes, one row per mode and stream count: full (the full "
         "NMS), topk (NMS first on each frame's --nms-topk best candidates in fixed-size "
         "buffers, the full NMS where that is not exact), graph (topk with everything after the "
-        "copy to the device in one CUDA graph)",
+        f"copy to the device in one CUDA graph; default {d['pipeline']})",
     )
     b.add_argument(
         "--nms-topk",
@@ -147,8 +168,8 @@ def _bench_parser(sub) -> None:
     b.add_argument("--device", default="cuda")
     b.add_argument(
         "--seconds",
-        default="2.0",
-        help=f"wall time of each pipeline / predict row (at most {MAX_RUN_S:g} s)",
+        help=f"wall time of each pipeline / predict row (at most {MAX_RUN_S:g} s; default "
+        f"{d['seconds']})",
     )
     b.add_argument(
         "--no-predict",
@@ -251,47 +272,59 @@ def _print_sweep_summary(df) -> None:
 
 
 def bench(args) -> int:
-    import pandas as pd
-
     from yolo_sm.collect.bench import BenchSpec, run_bench
     from yolo_sm.collect.models.spec import parse_models
 
     parse_models(values.text(args.models, "--models"), need_shape=False)  # one sentence if bad
-    spec = BenchSpec.from_mapping(
-        {
-            "models": args.models,
-            "batches": common.batches(args.batches),
-            "engines": values.texts(args.engines, "--engines"),
-            "pipeline_engine": values.text(args.pipeline_engine, "--pipeline-engine"),
-            "pipeline_streams": values.wholes(args.streams, "--streams", lo=1, hi=64),
-            "pipeline_modes": values.texts(args.pipeline, "--pipeline", PIPELINE_MODES),
-            "pipeline_nms_topk": values.whole(args.nms_topk, "--nms-topk", lo=1, hi=1 << 20),
-            "device": values.device_name(args.device),
-            "seconds": values.number(args.seconds, "--seconds", above=0, hi=MAX_RUN_S, unit="s"),
-            "predict": args.predict,
-        }
-    )
+
+    def given(value, parse):  # a flag left out: BenchSpec's default (BENCH_DEFAULTS)
+        return None if value is None else parse(value)
+
+    streams = lambda v: values.wholes(v, "--streams", lo=1, hi=64)  # noqa: E731
+    seconds = lambda v: values.number(v, "--seconds", above=0, hi=MAX_RUN_S, unit="s")  # noqa: E731
+    flags = {
+        "models": args.models,
+        "batches": given(args.batches, common.batches),
+        "engines": given(args.engines, lambda v: values.texts(v, "--engines")),
+        "pipeline_engine": given(
+            args.pipeline_engine, lambda v: values.text(v, "--pipeline-engine")
+        ),
+        "pipeline_streams": given(args.streams, streams),
+        "pipeline_modes": given(
+            args.pipeline, lambda v: values.texts(v, "--pipeline", PIPELINE_MODES)
+        ),
+        "pipeline_nms_topk": values.whole(args.nms_topk, "--nms-topk", lo=1, hi=1 << 20),
+        "device": values.device_name(args.device),
+        "seconds": given(args.seconds, seconds),
+        "predict": args.predict,
+    }
+    spec = BenchSpec.from_mapping(flags)
     device(spec.device)
     backends_available(e[0] for e in (*spec.engines, spec.pipeline_engine_here()))
     out = output(args.out)
     log.info(f"bench: {len(spec.units())} (model, batch) units into {out} (a rerun resumes it)")
     df = run_bench(spec, out, progress=progress(args))
-    cols = (
-        "family",
-        "width",
-        "batch",
-        "variant",
-        "scope",
-        "status",
-        "median_ms",
-        "p99_ms",
-        "img_per_s",
-        "vs_baseline",
-        "rel_err",
-    )
-    with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
-        print(df[[c for c in cols if c in df]].to_string(index=False))
+    print_ranking(df)
     return 0
+
+
+def print_ranking(df) -> None:
+    """A bench table as its ranking (:func:`yolo_sm.analyse.fast_recommend.ranking`), the rows
+    that did not run, and one line per (model, batch) saying what to deploy."""
+    import pandas as pd
+
+    from yolo_sm.analyse.fast_recommend import deploy, deploy_line, ranking
+
+    cols = ["model", "batch", "rank", "scope", "variant", "img_per_s", "vs_fastest_engine"]
+    cols += ["median_ms", "p99_ms", "build_s"]
+    rank = ranking(df)
+    with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
+        print(rank[[c for c in cols if c in rank]].to_string(index=False))
+    bad = df[df["status"] != "ok"]
+    for _, r in bad.iterrows():
+        print(f"not run: {r['variant']} at batch {r['batch']} ({r['status']}): {r['message']}")
+    for _, r in deploy(df).iterrows():
+        print(deploy_line(r))
 
 
 def remeasure(args) -> int:

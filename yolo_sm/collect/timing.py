@@ -3,11 +3,12 @@
 Synchronise, estimate the cost of one call, warm up (on a GPU until the per-call time and the
 SM clock settle, :class:`Settle`: whatever runs first in a process otherwise pays the GPU's
 ramp from idle), then time ``budget_ms / per-call time`` calls one by one (CUDA events on a
-GPU, ``perf_counter_ns`` on a CPU), optionally flushing the L2 cache before each. A :class:`Measurement` keeps every raw sample and
-computes its statistics on demand; it flags a noisy run instead of hiding it. It also keeps the
-CPU time the launching thread spent in the timed loop (``time.thread_time_ns``), and
-:func:`host_profile` counts a call's launches and sums its GPU busy time from a short
-``torch.profiler`` pass: together they say how much of a point the host decided.
+GPU, ``perf_counter_ns`` on a CPU), optionally flushing the L2 cache before each. A
+:class:`Measurement` keeps every raw sample and computes its statistics on demand; it flags a
+noisy run instead of hiding it. It also keeps the CPU time the launching thread spent in the
+timed loop (``time.thread_time_ns``), and :func:`host_profile` counts a call's launches and
+sums its GPU busy time from a short ``torch.profiler`` pass: together they say how much of a
+point the host decided.
 """
 
 from __future__ import annotations
