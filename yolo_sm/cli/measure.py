@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from yolo_sm.analyse.fast_recommend import deploy, deploy_line, ranking
 from yolo_sm.analyse.remeasure import TOLERANCE
 from yolo_sm.cli import common
 from yolo_sm.cli.common import (
@@ -312,8 +313,6 @@ def print_ranking(df) -> None:
     """A bench table as its ranking (:func:`yolo_sm.analyse.fast_recommend.ranking`), the rows
     that did not run, and one line per (model, batch) saying what to deploy."""
     import pandas as pd
-
-    from yolo_sm.analyse.fast_recommend import deploy, deploy_line, ranking
 
     cols = ["model", "batch", "rank", "scope", "variant", "img_per_s", "vs_fastest_engine"]
     cols += ["median_ms", "p99_ms", "build_s"]
