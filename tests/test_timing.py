@@ -111,6 +111,10 @@ def test_samples_are_the_timed_calls_only():
 # call index) ---------------------------------------------------------------------------------
 
 
+#: the settle rule with chunks of 50 ms (the tests' figures follow from it, not from the default)
+SETTLE_50 = timing.Settle(tol=0.02, clock_tol=0.05, chunks=4, chunk_ms=50.0, max_ms=2000.0)
+
+
 def ramp(i, slow=1.3, fast=1.0, calls=400):
     """Per-call ms of a GPU ramping from idle: ``slow`` falling linearly to ``fast`` over
     ``calls`` calls, then flat."""
@@ -129,7 +133,7 @@ def test_the_warm_up_goes_on_until_the_per_call_time_settles():
     """The first thing timed in a process pays the ramp with a fixed warm-up; with the settle
     rule its samples read what the flat part reads (within the rule's 2 %)."""
     fixed, _ = settle_run(ramp, warmup_ms=50, settle=False)
-    settled, timer = settle_run(ramp, warmup_ms=50, settle=timing.Settle())
+    settled, timer = settle_run(ramp, warmup_ms=50, settle=SETTLE_50)
     assert fixed.median_ms > 1.05  # paid the ramp
     assert settled.warmup_settled is True
     assert settled.median_ms == pytest.approx(1.0, rel=0.02)
@@ -139,9 +143,9 @@ def test_the_warm_up_goes_on_until_the_per_call_time_settles():
     # the repeat count comes from the settled per-call time (100 ms / ~1.0 ms), not the estimate
     assert settled.n == pytest.approx(100, abs=3)
     # a flat GPU settles after the minimum: 4 chunks of 50 ms, or warmup_ms when longer
-    flat, _ = settle_run(lambda i: 1.0, estimate=1.0, warmup_ms=0, settle=timing.Settle())
+    flat, _ = settle_run(lambda i: 1.0, estimate=1.0, warmup_ms=0, settle=SETTLE_50)
     assert flat.warmup_calls - 3 == 4 * 50
-    longer, _ = settle_run(lambda i: 1.0, estimate=1.0, warmup_ms=500, settle=timing.Settle())
+    longer, _ = settle_run(lambda i: 1.0, estimate=1.0, warmup_ms=500, settle=SETTLE_50)
     assert longer.warmup_calls - 3 == 500
 
 
@@ -157,20 +161,20 @@ def test_the_warm_up_waits_for_the_sm_clock_too():
     fn, timer = Counter(), FakeTimer([1.0], rest=lambda i: 1.0)
     timer_box["t"] = timer
     m = measure(fn, timer=timer, budget_ms=10, warmup_ms=0, with_provenance=False,
-                settle=timing.Settle(), clock_mhz=clock)  # fmt: skip
+                settle=SETTLE_50, clock_mhz=clock)  # fmt: skip
     assert m.warmup_settled is True
     warm = m.warmup_calls - 3
     assert 850 <= warm <= 1000 + 4 * 50  # a spread of <= 5 % over 4 chunks: from ~900 calls on
     # no clock readable (a CPU, no NVML): the time alone decides
     m = measure(Counter(), timer=FakeTimer([1.0], rest=lambda i: 1.0), budget_ms=10,
-                warmup_ms=0, with_provenance=False, settle=timing.Settle(),
+                warmup_ms=0, with_provenance=False, settle=SETTLE_50,
                 clock_mhz=lambda: None)  # fmt: skip
     assert m.warmup_calls - 3 == 200
 
 
 def test_a_warm_up_that_never_settles_stops_at_its_cap_and_says_so():
     jumpy = lambda i: 1.0 if (i // 50) % 2 else 1.1  # noqa: E731 - chunks alternate by 10 %
-    m, timer = settle_run(jumpy, warmup_ms=0, settle=timing.Settle(max_ms=300))
+    m, timer = settle_run(jumpy, warmup_ms=0, settle=timing.Settle(chunk_ms=50.0, max_ms=300))
     assert m.warmup_settled is False
     warm_ms = sum(sum(r) for r in timer.returned[1:-1])
     assert 300 <= warm_ms < 300 + 60  # stopped at the first chunk past the cap

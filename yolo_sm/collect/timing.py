@@ -38,8 +38,8 @@ class Settle:
     tol: float = 0.02
     clock_tol: float = 0.05
     chunks: int = 4
-    chunk_ms: float = 50.0
-    max_ms: float = 2000.0
+    chunk_ms: float = 100.0
+    max_ms: float = 3000.0
 
 
 #: the settle rule of measure() on a GPU
