@@ -318,7 +318,7 @@ def print_ranking(df) -> None:
     cols += ["median_ms", "p99_ms", "build_s"]
     rank = ranking(df)
     with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
-        print(rank[[c for c in cols if c in rank]].to_string(index=False))
+        print(rank[[c for c in cols if c in rank]].to_string(index=False) if len(rank) else "")
     bad = df[df["status"] != "ok"]
     for _, r in bad.iterrows():
         print(f"not run: {r['variant']} at batch {r['batch']} ({r['status']}): {r['message']}")
