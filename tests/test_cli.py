@@ -404,7 +404,7 @@ def test_collect_status_and_bad_plan(tmp_path, capsys):
     from yolo_sm.cli.main import main
 
     assert (
-        main(["collect", "--plan", "data/plans/h200.yaml", "--out", str(tmp_path), "--status"]) == 0
+        main(["collect", "--plan", "data/plans/full.yaml", "--out", str(tmp_path), "--status"]) == 0
     )
     out = capsys.readouterr().out
     assert "sweep_fp16_nhwc" in out and "missing" in out
@@ -422,7 +422,7 @@ def test_a_bad_sample_is_one_sentence_and_nothing_written(tmp_path, capsys, extr
     from yolo_sm.cli.main import main
 
     out = tmp_path / "out"
-    assert main(["collect", "--plan", "data/plans/h200.yaml", "--out", str(out), *extra]) == 2
+    assert main(["collect", "--plan", "data/plans/full.yaml", "--out", str(out), *extra]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and match in err[0]
     assert not out.exists()
@@ -465,7 +465,7 @@ def test_help_and_claims_load_no_torch(argv):
 
 @pytest.mark.parametrize(
     ("argv", "command"),
-    [(["env"], "env"), (["collect", "--plan", "data/plans/h200.yaml", "--out", "data/h200",
+    [(["env"], "env"), (["collect", "--plan", "data/plans/full.yaml", "--out", "data/h200",
                           "--status"], "collect")],
 )  # fmt: skip
 def test_a_command_that_needs_torch_where_it_is_not_installed_says_so(argv, command):

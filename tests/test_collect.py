@@ -37,7 +37,7 @@ def _plan(tmp_path, steps, device="cpu"):
 
 
 def test_shipped_h200_plan_parses_and_covers_every_step_kind():
-    plan = contract_plans.load_plan("data/plans/h200.yaml")
+    plan = contract_plans.load_plan("data/plans/full.yaml")
     kinds = {s.kind for s in plan.steps}
     assert kinds == set(KINDS)  # the reference plan uses every kind of step
     for s in plan.steps:
