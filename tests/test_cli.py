@@ -414,6 +414,29 @@ def test_collect_status_and_bad_plan(tmp_path, capsys):
     assert len(err) == 1 and "does not exist" in err[0]
 
 
+def test_collect_without_a_plan_runs_the_quick_plan_from_any_folder(tmp_path, capsys, monkeypatch):
+    import re
+
+    from yolo_sm.contract import plans
+
+    monkeypatch.chdir(tmp_path)  # found beside the package, not in the working folder
+    assert plans.default_plan() == ROOT / "data" / "plans" / "quick.yaml"
+    assert main(["collect", "--out", str(tmp_path / "r"), "--status"]) == 0
+    out = capsys.readouterr().out
+    assert all(s.name in out for s in plans.load_plan(plans.default_plan()).steps)
+    assert "sweep_bf16_nhwc" not in out  # a step of the full plan only
+    seconds = int(re.search(r"whole plan: about (\d+) s", out).group(1))
+    assert seconds <= 600  # ten minutes of GPU time by its own estimates
+    full = main(["collect", "--plan", str(ROOT / "data/plans/full.yaml"), "--out", "f", "--status"])
+    assert full == 0
+    assert int(re.search(r"whole plan: about (\d+) s", capsys.readouterr().out).group(1)) > seconds
+    monkeypatch.setattr(plans, "PLANS_DIR", tmp_path / "nowhere")
+    assert main(["collect", "--out", str(tmp_path / "r"), "--status"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--plan" in err[0]
+    assert not (tmp_path / "r").exists()
+
+
 @pytest.mark.parametrize(
     "extra, match",
     [(["--sample", "0"], "--sample"), (["--sample", "1", "--workers", "2"], "one GPU")],
