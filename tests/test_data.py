@@ -158,7 +158,7 @@ def test_numerics_is_a_plan_kind_with_a_schema():
 
 @pytest.fixture
 def gpu_live(monkeypatch, tmp_path):
-    """A live root on the H200 plan, with torch told there is a GPU and the plan runner replaced
+    """A live root on the full plan, with torch told there is a GPU and the plan runner replaced
     by a copy of the shipped table (what a real run would register); yields (root, calls)."""
     import shutil
 
