@@ -26,7 +26,7 @@ from yolo_sm.contract import values
 from yolo_sm.contract.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
-H200_PLAN = str(ROOT / "data" / "plans" / "h200.yaml")
+H200_PLAN = str(ROOT / "data" / "plans" / "full.yaml")
 CPU_PLAN = str(ROOT / "data" / "plans" / "cpu.yaml")
 NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
 NO_TRT = pytest.mark.skipif(

@@ -131,7 +131,7 @@ def test_the_int8_kernels_rates_count_against_their_precisions_ceiling(tmp_path,
     folder = make_root("k", ["ceilings"])
     table = pd.read_parquet(Path(__file__).parent / "fixtures" / "int8_kernels_h200.parquet")
     table.to_parquet(folder / "int8_kernels.parquet")
-    cmd = "yolo-sm collect --plan data/plans/h200.yaml --out k --only int8_kernels"
+    cmd = "yolo-sm collect --plan data/plans/full.yaml --out k --only int8_kernels"
     manifest.register(folder, "int8_kernels", "int8_kernels.parquet", "int8_kernels", "t", cmd)
     d = delivered(open_root(folder))
     ok = table[(table.scope == "conv") & (table.status == "ok")]

@@ -404,7 +404,7 @@ def test_collect_status_and_bad_plan(tmp_path, capsys):
     from yolo_sm.cli.main import main
 
     assert (
-        main(["collect", "--plan", "data/plans/h200.yaml", "--out", str(tmp_path), "--status"]) == 0
+        main(["collect", "--plan", "data/plans/full.yaml", "--out", str(tmp_path), "--status"]) == 0
     )
     out = capsys.readouterr().out
     assert "sweep_fp16_nhwc" in out and "missing" in out
@@ -412,6 +412,29 @@ def test_collect_status_and_bad_plan(tmp_path, capsys):
     assert main(["collect", "--plan", str(tmp_path / "none.yaml"), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "does not exist" in err[0]
+
+
+def test_collect_without_a_plan_runs_the_quick_plan_from_any_folder(tmp_path, capsys, monkeypatch):
+    import re
+
+    from yolo_sm.contract import plans
+
+    monkeypatch.chdir(tmp_path)  # found beside the package, not in the working folder
+    assert plans.default_plan() == ROOT / "data" / "plans" / "quick.yaml"
+    assert main(["collect", "--out", str(tmp_path / "r"), "--status"]) == 0
+    out = capsys.readouterr().out
+    assert all(s.name in out for s in plans.load_plan(plans.default_plan()).steps)
+    assert "sweep_bf16_nhwc" not in out  # a step of the full plan only
+    seconds = int(re.search(r"whole plan: about (\d+) s", out).group(1))
+    assert seconds <= 600  # ten minutes of GPU time by its own estimates
+    full = main(["collect", "--plan", str(ROOT / "data/plans/full.yaml"), "--out", "f", "--status"])
+    assert full == 0
+    assert int(re.search(r"whole plan: about (\d+) s", capsys.readouterr().out).group(1)) > seconds
+    monkeypatch.setattr(plans, "PLANS_DIR", tmp_path / "nowhere")
+    assert main(["collect", "--out", str(tmp_path / "r"), "--status"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--plan" in err[0]
+    assert not (tmp_path / "r").exists()
 
 
 @pytest.mark.parametrize(
@@ -422,7 +445,7 @@ def test_a_bad_sample_is_one_sentence_and_nothing_written(tmp_path, capsys, extr
     from yolo_sm.cli.main import main
 
     out = tmp_path / "out"
-    assert main(["collect", "--plan", "data/plans/h200.yaml", "--out", str(out), *extra]) == 2
+    assert main(["collect", "--plan", "data/plans/full.yaml", "--out", str(out), *extra]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and match in err[0]
     assert not out.exists()
@@ -465,7 +488,7 @@ def test_help_and_claims_load_no_torch(argv):
 
 @pytest.mark.parametrize(
     ("argv", "command"),
-    [(["env"], "env"), (["collect", "--plan", "data/plans/h200.yaml", "--out", "data/h200",
+    [(["env"], "env"), (["collect", "--plan", "data/plans/full.yaml", "--out", "data/h200",
                           "--status"], "collect")],
 )  # fmt: skip
 def test_a_command_that_needs_torch_where_it_is_not_installed_says_so(argv, command):

@@ -1,6 +1,8 @@
 """Collection plans: parsing, resumable and time-limited runs, manifest registration (CPU)."""
 
 import json
+import re
+import shlex
 from dataclasses import asdict, replace
 
 import pandas as pd
@@ -36,8 +38,8 @@ def _plan(tmp_path, steps, device="cpu"):
     return contract_plans.load_plan(p)
 
 
-def test_shipped_h200_plan_parses_and_covers_every_step_kind():
-    plan = contract_plans.load_plan("data/plans/h200.yaml")
+def test_shipped_full_plan_parses_and_covers_every_step_kind():
+    plan = contract_plans.load_plan("data/plans/full.yaml")
     kinds = {s.kind for s in plan.steps}
     assert kinds == set(KINDS)  # the reference plan uses every kind of step
     for s in plan.steps:
@@ -54,6 +56,58 @@ def test_shipped_h200_plan_parses_and_covers_every_step_kind():
     first_sweep = next(s for s in plan.steps if s.kind == "sweep")
     widths = plan_runners.sweep_spec(first_sweep, plan).widths
     assert widths == (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0)
+
+
+PLANS = contract_plans.PLANS_DIR
+
+
+def test_plans_are_named_after_what_they_do_and_name_no_gpu():
+    assert not (PLANS / "h200.yaml").exists()
+    assert contract_plans.load_plan(PLANS / "full.yaml").name == "full"
+    gpu = re.compile(r"\b(?:[ABHL]\d{2,3}|V100|T4|hopper|ampere|blackwell)\b", re.IGNORECASE)
+    for f in sorted(PLANS.glob("*.yaml")):
+        assert not gpu.search(f.read_text()), f.name  # descriptions and comments alike
+
+
+def test_shipped_roots_name_plans_that_exist():
+    repo = datasets.data_dir().parent
+    named = set()
+    for mf in datasets.data_dir().glob("**/manifest.json"):
+        for e in json.loads(mf.read_text())["datasets"].values():
+            cmd = shlex.split(str(e.get("command") or ""))
+            if "--plan" in cmd:
+                named.add(cmd[cmd.index("--plan") + 1])
+    assert "data/plans/full.yaml" in named
+    assert all((repo / p).is_file() for p in named), named
+    assert datasets.open_root("h200").plan_file() == PLANS / "full.yaml"
+
+
+def test_the_quick_plan_is_the_full_plans_datasets_at_fewer_points():
+    from yolo_sm.analyse import plan_grid
+
+    quick = contract_plans.load_plan(PLANS / "quick.yaml")
+    full = {s.name: s for s in contract_plans.load_plan(PLANS / "full.yaml").steps}
+    assert quick.device == "cuda"
+    for s in quick.steps:  # the same dataset names, kinds and files: every notebook reads them
+        assert (s.kind, s.out) == (full[s.name].kind, full[s.name].out), s.name
+        if s.kind == "sweep":
+            mine = plan_grid.plan_points(s.params, quick.device)
+            theirs = plan_grid.plan_points(full[s.name].params, quick.device)
+            assert len(mine) < len(theirs)
+            assert len(mine.merge(theirs)) == len(mine), s.name  # a subset of the full grid
+    assert len(quick.steps) < len(full)
+
+
+def test_the_quick_plan_collects_a_dataset_of_every_pages_first_headline():
+    from yolo_sm.report.catalog import all_rules
+    from yolo_sm.report.site_results import HEADLINES
+
+    steps = {s.name for s in contract_plans.load_plan(PLANS / "quick.yaml").steps}
+    rules = {r.id: r for r in all_rules()}
+    for group, ids in HEADLINES.items():
+        assert set(rules[ids[0]].datasets) & steps, group
+    # what it leaves to the full plan: the rules of datasets only the full plan makes
+    assert not {"sweep_bf16_nhwc", "bench_8bit", "ncu_batch_w1"} & steps
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from yolo_sm.report import goals
 from yolo_sm.report.findings import fast as findings
 from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED
 
-PLAN = "data/plans/h200.yaml"
+PLAN = "data/plans/full.yaml"
 
 
 def _snapshot(rows):

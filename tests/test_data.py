@@ -138,7 +138,7 @@ def test_numerics_table_on_the_cpu_root():
 def test_missing_names_the_dataset_and_the_step_that_collects_it():
     cpu, h200 = open_root("cpu"), open_root("h200")
     line = cpu.missing("ncu_width_b8")
-    assert "ncu_width_b8" in line and "data/plans/h200.yaml --only ncu_width_b8" in line
+    assert "ncu_width_b8" in line and "data/plans/full.yaml --only ncu_width_b8" in line
     assert "H200" not in line and "\n" not in line
     # a step of the root's own plan: the command that collects it into that root
     assert "--plan data/plans/cpu.yaml --out data/cpu --only numerics" in cpu.missing("numerics")
@@ -148,7 +148,7 @@ def test_missing_names_the_dataset_and_the_step_that_collects_it():
 
 def test_numerics_is_a_plan_kind_with_a_schema():
     assert "numerics" in KINDS and "numerics" in SCHEMAS
-    plan = load_plan(datasets.data_dir() / "plans" / "h200.yaml")
+    plan = load_plan(datasets.data_dir() / "plans" / "full.yaml")
     step = next(s for s in plan.steps if s.kind == "numerics")
     assert step.name == "numerics" and step.dataset_kind == "numerics"
 
@@ -158,7 +158,7 @@ def test_numerics_is_a_plan_kind_with_a_schema():
 
 @pytest.fixture
 def gpu_live(monkeypatch, tmp_path):
-    """A live root on the H200 plan, with torch told there is a GPU and the plan runner replaced
+    """A live root on the full plan, with torch told there is a GPU and the plan runner replaced
     by a copy of the shipped table (what a real run would register); yields (root, calls)."""
     import shutil
 
@@ -201,7 +201,7 @@ def test_live_has_every_plan_step_and_the_base_root(gpu_live, make_root, monkeyp
     root, _ = gpu_live
     sub = live.live_root(
         open_root(make_root("sub", ["ceilings"])),
-        plan=datasets.data_dir() / "plans" / "h200.yaml",
+        plan=datasets.data_dir() / "plans" / "full.yaml",
         out=root.path,
     )
     assert sub.has("sweep_bf16_nhwc")  # not in the base root, but the plan collects it

@@ -457,7 +457,7 @@ def test_every_goal_names_a_point_its_plan_step_measures():
 
     from yolo_sm.contract.plans import load_yaml
 
-    steps = {s["name"]: s for s in load_yaml("data/plans/h200.yaml")["steps"]}
+    steps = {s["name"]: s for s in load_yaml("data/plans/full.yaml")["steps"]}
     checked = 0
     for rule in goals.RULES + goals.SPEED_RULES:
         m = re.fullmatch(r"width=([\d.]+), batch=(\d+)", rule.scope)

@@ -548,7 +548,7 @@ def test_plan_steps_bench_int8_beside_fp16_and_fp8():
     from yolo_sm.collect import numerics, plan_runners
     from yolo_sm.contract import plans as contract_plans
 
-    plan = contract_plans.load_plan("data/plans/h200.yaml")
+    plan = contract_plans.load_plan("data/plans/full.yaml")
     step = next(s for s in plan.steps if s.name == "bench_8bit")
     spec = plan_runners.bench_spec(step, plan)
     assert [w for _, w in spec.models] == [1.0, 2.0, 1.5, 0.5] and spec.batches == (64, 16)

@@ -96,7 +96,7 @@ def _root(tmp_path, make_root, df):
 
     folder = make_root("k", ["ceilings"])
     df.to_parquet(folder / "int8_kernels.parquet")
-    cmd = "yolo-sm collect --plan data/plans/h200.yaml --out k --only int8_kernels"
+    cmd = "yolo-sm collect --plan data/plans/full.yaml --out k --only int8_kernels"
     manifest.register(folder, "int8_kernels", "int8_kernels.parquet", "int8_kernels", "t", cmd)
     return open_root(folder)
 

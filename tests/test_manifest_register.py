@@ -126,8 +126,8 @@ def test_user_argv_names_the_program_and_relativises_paths(tmp_path):
         "yolo-sm", "collect", "--plan", "p.yaml", "--out=data/cpu", "--only", "a",
     ]  # fmt: skip
     assert scrub.user_argv(["/x/yolo_sm/__main__.py", "sweep"], cwd="/")[0] == "yolo-sm"
-    cmd = "/root/x/__main__.py collect --out /root/out/h200 --plan data/plans/h200.yaml"
-    assert scrub.scrub_command(cmd) == "yolo-sm collect --out h200 --plan data/plans/h200.yaml"
+    cmd = "/root/x/__main__.py collect --out /root/out/h200 --plan data/plans/full.yaml"
+    assert scrub.scrub_command(cmd) == "yolo-sm collect --out h200 --plan data/plans/full.yaml"
 
 
 def test_record_host_only_when_asked(monkeypatch):

@@ -291,7 +291,7 @@ def test_pool_runs_each_conf_in_its_own_process():
 def test_bad_pool_and_plan_inputs_are_one_sentence(tmp_path):
     with pytest.raises(UserError, match="batch_min"):
         batch_sequence(3, 5, 2)
-    plan = load_plan("data/plans/h200.yaml")
+    plan = load_plan("data/plans/full.yaml")
     kinds = {s.name: s.kind for s in plan.steps}
     assert kinds["memory_lifetimes"] == "memory_lifetimes" and kinds["memory_pool"] == "memory_pool"
     assert sum(s.est_s for s in plan.steps if s.kind.startswith("memory_")) <= 60

@@ -54,7 +54,7 @@ def wide(root):
 
 @pytest.fixture(scope="module")
 def plan():
-    return load_plan(datasets.data_dir() / "plans" / "h200.yaml")
+    return load_plan(datasets.data_dir() / "plans" / "full.yaml")
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +126,7 @@ def _subset_root(tmp_path, names, cpu=True):
         shutil.copy(src.path / e["file"], tmp_path / e["file"])
         if cpu:
             e["provenance"] = {"cpu_model": "Test CPU", "torch": "2.0"}
-            e["command"] = "yolo-sm collect --plan data/plans/h200.yaml --out x --only " + n
+            e["command"] = "yolo-sm collect --plan data/plans/full.yaml --out x --only " + n
         entries[n] = e
     (tmp_path / "manifest.json").write_text(json.dumps({"datasets": entries}))
     return open_root(tmp_path)
@@ -577,7 +577,7 @@ def test_missing_points_of_presets_match_by_letter(root, plan):
 def test_root_plan_is_the_one_the_manifest_names(root, tmp_path):
     assert (
         plan_grid.root_plan(root).name
-        == load_plan(datasets.data_dir() / "plans" / "h200.yaml").name
+        == load_plan(datasets.data_dir() / "plans" / "full.yaml").name
     )
     (tmp_path / "manifest.json").write_text(json.dumps({"datasets": {}}))
     assert plan_grid.root_plan(open_root(tmp_path)) is None

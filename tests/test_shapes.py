@@ -210,7 +210,7 @@ def test_the_plan_steps_load_and_refuse_bad_params(tmp_path):
     from yolo_sm.collect.wide_deep import WideDeepSpec
     from yolo_sm.contract.plans import check_params, load_plan
 
-    plan = load_plan("data/plans/h200.yaml")
+    plan = load_plan("data/plans/full.yaml")
     steps = {s.name: s for s in plan.steps}
     wd = WideDeepSpec.from_mapping({"device": "cuda", **steps["wide_vs_deep"].params})
     assert len(wd.units()) == 3 * 2 * 2 * 3

@@ -213,7 +213,7 @@ def test_the_h200_plan_has_the_sharing_and_stall_steps():
     from yolo_sm.contract.datasets import data_dir
     from yolo_sm.contract.plans import load_plan
 
-    plan = load_plan(data_dir() / "plans" / "h200.yaml")
+    plan = load_plan(data_dir() / "plans" / "full.yaml")
     steps = {s.name: s for s in plan.steps}
     assert steps["sharing"].kind == "sharing" and steps["sharing"].est_s <= 45
     assert steps["ncu_stalls_w1"].params["metric_set"] == "stalls"

@@ -209,6 +209,33 @@ def test_a_page_leads_with_its_headlines_in_order_or_its_first_rules(monkeypatch
     assert "verdict-does-not-hold" in site_results.results_box(flipped, page, homes, "GPU X")
 
 
+def test_a_page_says_in_one_line_what_the_full_plan_adds_for_its_untested_headlines(tmp_path):
+    import json
+
+    from yolo_sm.report import site_results
+    from yolo_sm.report.site import Page
+
+    # a root holding ncu_width_b8 only (a root's datasets are named in its verdicts' "datasets")
+    (tmp_path / "manifest.json").write_text(json.dumps({"datasets": {"ncu_width_b8": {}}}))
+    v = _verdicts([(i, "01_x", "not tested") for i in "ab"] + [("c", "01_x", "holds")])
+    v["datasets"] = ["r/ncu_batch_w1, r/ncu_width_b8", "r/ncu_width_b8", "r/sweep_presets"]
+    v.attrs.update(root_name="r", root_path=str(tmp_path))
+    page, homes = Page("01_x", "01 · X: why?"), {"01_x": "01_x"}
+    line = site_results.lacking_line(v, v)
+    # one rule lacks data (ncu_batch_w1); b is not tested on data the root holds; c is decided
+    assert line.startswith("1 of these reads") and "\n" not in line
+    assert "full plan adds ncu_batch_w1 (" in line and "--plan data/plans/full.yaml" in line
+    assert "sweep_presets" not in line and "ncu_width_b8" not in line
+    assert html.escape(line) in site_results.results_box(v, page, homes, "GPU X")
+    # decide rule a and the line goes; a table without its root says nothing
+    decided = v.assign(verdict="holds")
+    decided.attrs = dict(v.attrs)
+    assert site_results.lacking_line(decided, decided) == ""
+    bare = v.copy()
+    bare.attrs = {}
+    assert site_results.lacking_line(bare, bare) == ""
+
+
 def test_headlines_name_rules_of_their_group():
     from yolo_sm.report import catalog
     from yolo_sm.report.site_results import HEADLINES

@@ -8,12 +8,9 @@ the letter is the key), precision, layout, backend, batch and image size."""
 from __future__ import annotations
 
 import itertools
-import shlex
-from pathlib import Path
 
 import pandas as pd
 
-from yolo_sm.contract import datasets
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import Plan, load_plan
@@ -101,19 +98,10 @@ def sweep_points(sweep):
 
 
 def root_plan(root: DataRoot) -> Plan | None:
-    """The plan the root's datasets were collected with (the ``--plan`` of their manifest
-    command, relative to the repository), else ``data/plans/<root name>.yaml``; None when
-    neither exists."""
-    repo = datasets.data_dir().parent
-    for e in root.entries().values():
-        cmd = shlex.split(str(e.get("command") or ""))
-        if "--plan" in cmd and cmd.index("--plan") + 1 < len(cmd):
-            p = Path(cmd[cmd.index("--plan") + 1])
-            p = p if p.is_absolute() else repo / p
-            if p.exists():
-                return load_plan(p)
-    p = datasets.data_dir() / "plans" / f"{root.name}.yaml"
-    return load_plan(p) if p.exists() else None
+    """The plan the root's datasets were collected with (:meth:`DataRoot.plan_file`); None
+    when there is none."""
+    path = root.plan_file()
+    return load_plan(path) if path else None
 
 
 MISSING_COLUMNS = ["step", "precision", "layout", "backend", "widths", "batches", "points"]

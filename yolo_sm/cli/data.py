@@ -14,7 +14,7 @@ from yolo_sm.contract import gpu_time, values
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.manifest import embed_registrations
-from yolo_sm.contract.plans import Plan, load_plan
+from yolo_sm.contract.plans import Plan, default_plan, load_plan
 from yolo_sm.contract.scrub import scrub_root
 
 #: longest --max-minutes (a week)
@@ -25,13 +25,19 @@ HOST_KINDS = ("model_tables",)
 
 def add_parser(sub) -> None:
     c = sub.add_parser("collect", help="run a collection plan (resumable, splittable)")
-    c.add_argument("--plan", required=True, help="plan YAML, e.g. data/plans/h200.yaml")
+    c.add_argument(
+        "--plan",
+        default=None,
+        help="plan YAML (default: data/plans/quick.yaml beside the package, each notebook's "
+        "headline in about ten minutes of GPU time; data/plans/full.yaml adds every width, "
+        "batch, precision and engine the notebooks compare, in hours)",
+    )
     c.add_argument(
         "--model",
         default=None,
         help="model spec for the plan's steps that name none (overrides the plan's 'model:')",
     )
-    c.add_argument("--out", required=True, help="dataset folder, e.g. data/h200")
+    c.add_argument("--out", required=True, help="dataset folder, e.g. results/my_gpu")
     c.add_argument("--only", default=None, help="comma list of step names")
     c.add_argument(
         "--max-minutes",
@@ -159,7 +165,7 @@ def check_steps(plan: Plan, out_dir: Path, names: list[str]) -> None:
 
 
 def collect(args) -> int:
-    plan = load_plan(args.plan)  # the whole plan checked before torch loads
+    plan = load_plan(args.plan or default_plan())  # the whole plan checked before torch loads
     from yolo_sm.collect import plan_status, plans
 
     if args.model:

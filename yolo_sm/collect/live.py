@@ -16,7 +16,7 @@ from pathlib import Path
 from yolo_sm.collect.plan_status import step_state
 from yolo_sm.collect.plans import run_plan
 from yolo_sm.collect.provenance import collect, gpu_name
-from yolo_sm.contract.datasets import MACHINE_FIELDS, DataRoot, data_dir, load_entry, open_root
+from yolo_sm.contract.datasets import MACHINE_FIELDS, DataRoot, load_entry, open_root
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.plans import Plan, Step, load_plan
 
@@ -116,15 +116,18 @@ def live_root(
 ) -> LiveRoot:
     """A :class:`LiveRoot` collecting ``plan``'s steps into ``out`` on this machine, in front of
     the root ``data`` (a name, a path, a DataRoot, or None for none). ``plan`` defaults to
-    ``data/plans/<root name>.yaml``; ``out`` to this machine's folder under ``results/live``
-    (:func:`machine_folder`). A plan for a CUDA device needs a GPU that torch sees."""
+    the plan the root was collected with (:meth:`DataRoot.plan_file`); ``out`` to this
+    machine's folder under ``results/live`` (:func:`machine_folder`). A plan for a CUDA device
+    needs a GPU that torch sees."""
     import torch
 
     base = data if isinstance(data, DataRoot) or data is None else open_root(data)
     if plan is None:
         if base is None:
             raise UserError("live_root needs a plan when it stands in for no root")
-        plan = data_dir() / "plans" / f"{base.name}.yaml"
+        plan = base.plan_file()
+        if plan is None:
+            raise UserError(f"root {base.name} names no plan it was collected with: give plan=")
     plan = load_plan(plan)
     if plan.device.startswith("cuda") and not torch.cuda.is_available():
         raise NotAvailableError(

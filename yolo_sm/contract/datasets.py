@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -208,13 +209,29 @@ class DataRoot:
         found = self.find_all(role)
         return found[0] if found else None
 
+    def plan_file(self) -> Path | None:
+        """The plan the root's datasets were collected with: the ``--plan`` of a manifest
+        command (relative to the repository), else ``data/plans/<root name>.yaml``; None when
+        neither exists."""
+        repo = data_dir().parent
+        for e in self.entries().values():
+            cmd = shlex.split(str(e.get("command") or ""))
+            if "--plan" in cmd and cmd.index("--plan") + 1 < len(cmd):
+                p = Path(cmd[cmd.index("--plan") + 1])
+                p = p if p.is_absolute() else repo / p
+                if p.is_file():
+                    return p
+        p = data_dir() / "plans" / f"{self.name}.yaml"
+        return p if p.is_file() else None
+
     def missing(self, name: str) -> str:
         """One sentence for a notebook section whose dataset ``name`` this root lacks: what
         collects it (the plan step of that name, in this root's own plan when it has one, else
-        in another plan under ``data/plans``) and, for the kinds that need an NVIDIA GPU, why
-        this root may never hold it."""
+        in the fullest plan under ``data/plans`` that has it) and, for the kinds that need an
+        NVIDIA GPU, why this root may never hold it."""
         plans = _plans_with_step(name)
-        own = [(f, p) for f, p in plans if p.name == self.name]
+        mine = self.plan_file()
+        own = [(f, p) for f, p in plans if mine and Path(p.path).resolve() == mine.resolve()]
         if own:
             file, plan = own[0]
             return (
@@ -230,6 +247,27 @@ class DataRoot:
             f"This root ({self.name}) holds no {name}: {why} "
             f"(yolo-sm collect --plan {file} --only {name})."
         )
+
+    def adds(self, names) -> str:
+        """What collecting those of ``names`` this root lacks takes, as a clause: per plan
+        under ``data/plans`` (the fullest that has each), ``the full plan adds a, b (the
+        command that collects them into this root)``; ``""`` when the root holds them all."""
+        lacking = [n for n in dict.fromkeys(names) if not self.has(n)]
+        if not lacking:
+            return ""
+        by_plan: dict[str, list[str]] = {}
+        for n in lacking:
+            plans = _plans_with_step(n)
+            by_plan.setdefault(plans[0][0] if plans else "", []).append(n)
+        parts = [
+            f"the {Path(file).stem} plan adds {', '.join(steps)} (yolo-sm collect --plan {file} "
+            f"--out {_shown(self.path)} --only {','.join(steps)})"
+            for file, steps in by_plan.items()
+            if file
+        ]
+        if "" in by_plan:
+            parts.append(f"no plan in data/plans makes {', '.join(by_plan[''])}")
+        return "; ".join(parts)
 
 
 #: Dataset roles (DataRoot.find) and the manifest kind of the datasets that play them.
@@ -270,7 +308,8 @@ def _shown(p: Path) -> str:
 
 
 def _plans_with_step(name: str) -> list[tuple[str, Plan]]:
-    """(shown path, plan) of every plan under ``data_dir()/plans`` with a step ``name``."""
+    """(shown path, plan) of every plan under ``data_dir()/plans`` with a step ``name``, the
+    plan of most steps first (the full plan before the quick one)."""
     out = []
     for f in sorted((data_dir() / "plans").glob("*.yaml")):
         try:
@@ -279,7 +318,7 @@ def _plans_with_step(name: str) -> list[tuple[str, Plan]]:
             continue
         if any(s.name == name for s in plan.steps):
             out.append((_shown(f), plan))
-    return out
+    return sorted(out, key=lambda fp: -len(fp[1].steps))
 
 
 def _plain(field: str, x) -> str:

@@ -14,7 +14,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 import yaml
 
@@ -438,6 +438,23 @@ def load_plan(path: str | os.PathLike) -> Plan:
         str(path),
         _csv(data.get("model", "")),
     )
+
+
+#: the plans that ship beside the package (the repository's data/plans)
+PLANS_DIR = Path(__file__).resolve().parents[2] / "data" / "plans"
+#: the plan ``yolo-sm collect`` runs without ``--plan``: each notebook's headline in minutes
+DEFAULT_PLAN = "quick.yaml"
+
+
+def default_plan() -> Path:
+    """The quick plan (:data:`DEFAULT_PLAN` under :data:`PLANS_DIR`), wherever the command runs."""
+    path = PLANS_DIR / DEFAULT_PLAN
+    if not path.is_file():
+        raise UserError(
+            f"no --plan given and the default plan {path} is missing (this install has no "
+            "data/plans beside the package): pass --plan PLAN.yaml"
+        )
+    return path
 
 
 def _stem(path) -> str:

@@ -64,8 +64,11 @@ def facts(root: DataRoot) -> pd.DataFrame:
 
 def verdict_table(root: DataRoot) -> pd.DataFrame:
     """One row per rule: id, statement, measured, unit, op, threshold, partly, verdict,
-    datasets, scope, group (:func:`yolo_sm.report.rules.evaluate`)."""
-    return evaluate(all_rules(), facts(root), root.name)
+    datasets, scope, group (:func:`yolo_sm.report.rules.evaluate`); ``attrs``: the root's
+    ``root_name`` and ``root_path``, for the pages that say what it lacks."""
+    verdicts = evaluate(all_rules(), facts(root), root.name)
+    verdicts.attrs.update(root_name=root.name, root_path=str(root.path))
+    return verdicts
 
 
 def to_json(verdicts: pd.DataFrame) -> str:

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import html
 import re
+from pathlib import Path
 
 import pandas as pd
 
-from yolo_sm.report.rules import frame
+from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.report.rules import NOT_TESTED, frame
 from yolo_sm.report.site import Page
 from yolo_sm.report.site_style import verdict_class
 
@@ -233,9 +235,32 @@ def results_box(
     tally = page_tally(verdicts, page, homes)
     counts = ", ".join(f"{n} {v}" for v, n in sorted(tally.items(), key=lambda kv: -kv[1]))
     where = f' (<a href="#{html.escape(findings, quote=True)}">Findings</a>)' if findings else ""
+    lacks = lacking_line(verdicts, rows)
     return (
         '<section class="yolo-results" aria-label="key results">'
         f"<h2>Key results on {html.escape(machine)}</h2>{rows_table(rows)}"
-        f"<p>All {sum(tally.values())} rules of this page{where}: {html.escape(counts)}. "
+        + (f'<p class="lacks">{html.escape(lacks)}</p>' if lacks else "")
+        + f"<p>All {sum(tally.values())} rules of this page{where}: {html.escape(counts)}. "
         "Each verdict is computed from the dataset root when the page is rendered.</p></section>"
     )
+
+
+def lacking_line(verdicts: pd.DataFrame, rows: pd.DataFrame) -> str:
+    """One line on the ``rows`` (a page's headline rules) that read "not tested" because the
+    root lacks a dataset they read: how many, and what the plan that makes it adds
+    (:meth:`yolo_sm.contract.datasets.DataRoot.adds`); ``""`` when none does or ``verdicts``
+    names no root (its ``attrs``, set by :func:`yolo_sm.report.catalog.verdict_table`)."""
+    if not verdicts.attrs.get("root_path"):
+        return ""
+    root = DataRoot(Path(verdicts.attrs["root_path"]), str(verdicts.attrs.get("root_name", "")))
+    prefix = f"{root.name}/"
+    lacking, count = [], 0
+    for names in rows.datasets[rows.verdict == NOT_TESTED]:
+        names = [n.removeprefix(prefix) for n in str(names or "").split(", ") if n]
+        absent = [n for n in names if "/" not in n and not root.has(n)]
+        lacking += absent
+        count += bool(absent)
+    adds = root.adds(lacking)
+    if not adds:
+        return ""
+    return f"{count} of these read{'s' if count == 1 else ''} data this root lacks: {adds}."
