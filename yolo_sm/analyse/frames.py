@@ -28,6 +28,7 @@ PIPELINE_DATASETS = ("bench_fast_engines", PIPELINE_DATASET)
 #: root holds none; the findings read every probe of a root (dataset role ``probe``)
 PROBE = "probe_pipeline_w05_b16"
 
+
 def pipeline_table(bench):
     """Per (width, batch) and pipeline row: frames/s, p50 / p99 latency, jitter (p99 - p50),
     the engine's model-only img/s and the ratio, the pipeline over YOLO.predict, and where the
