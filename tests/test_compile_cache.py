@@ -567,5 +567,3 @@ def test_mode_est_s_names_compile_modes_and_seconds():
     assert spec.mode_est_s == (("max-autotune", 560.0),)
     assert cache_builds.unit_estimate(spec, (0.5, "max-autotune"), cache_builds.Pace()) == 560.0
     assert cache_builds.unit_estimate(spec, (0.5, "default"), cache_builds.Pace()) is None
-
-

@@ -699,5 +699,3 @@ def test_the_occupancy_section_shows_each_trace_it_holds_or_says_what_it_lacks(m
     }
     lacking = eight_bit_plots.occupancy_section(open_root(make_root("n", ["ceilings"])))
     assert isinstance(lacking, str) and p8.TRACE_INT8 in lacking
-
-
