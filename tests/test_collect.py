@@ -45,7 +45,7 @@ def test_shipped_h200_plan_parses_and_covers_every_step_kind():
             spec = plan_runners.sweep_spec(s, plan)
             assert spec.points(), s.name
     b = plan_runners.bench_spec(next(s for s in plan.steps if s.name == "bench_fast_engines"), plan)
-    # every planned width, in priority order (the goals' representative widths first)
+    # every planned width, in priority order (widths 0.5, 1.0 and 2.0 first)
     assert sorted(w for _, w in b.models) == [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0]
     assert [w for _, w in b.models][:3] == [0.5, 1.0, 2.0]
     assert sorted(b.batches) == [1, 16, 64] and b.pipeline_streams == (1, 3) and b.device == "cuda"
