@@ -30,7 +30,7 @@ from yolo_sm.contract.plans import RESUMABLE, SCHEDULING_PARAMS, Plan, Step
 
 
 def _progress(step: Step, plan: Plan, path: Path) -> tuple[int, int, str] | None:
-    """(missing, total, what) of a step whose output ``path`` exists and that measures in
+    """(missing, total, what) of a step that measures in
     units: points of a sweep, (model, batch) units of a bench, (width, scope) units of an
     int8_kernels step, the (width, mode) units of a compile_cache step and the configs of a
     trace step (these three start only when their missing units fit: :func:`_partial_need`);
@@ -119,11 +119,10 @@ def status(plan: Plan, out_dir: str | os.PathLike):
     rows = []
     for s in plan.steps:
         state, progress = _state_and_progress(s, plan, out_dir)
-        if progress is None and s.kind in RESUMABLE:
-            total, what = _total_units(s, plan)
-            progress = total, total, what
-        todo = f"{progress[0]} of {progress[1]} {progress[2]}" if progress and progress[0] else ""
         path = step_path(s, out_dir)
+        if progress is None and not path.exists():  # every unit is left
+            progress = _progress(s, plan, path)
+        todo = f"{progress[0]} of {progress[1]} {progress[2]}" if progress and progress[0] else ""
         try:
             n = pq.read_metadata(path).num_rows if path.exists() else None
         except Exception:  # noqa: BLE001 - an unreadable table: collect says why when it reads it
@@ -131,12 +130,6 @@ def status(plan: Plan, out_dir: str | os.PathLike):
         rows.append({"step": s.name, "kind": s.kind, "state": state, "todo": todo, "rows": n})
     out = pd.DataFrame(rows)
     return out.astype({"rows": "Int64"}) if len(out) else out
-
-
-def _total_units(step: Step, plan: Plan) -> tuple[int, str]:
-    if step.kind == "sweep":
-        return len(sweep_spec(step, plan).points()), "points"
-    return len(bench_spec(step, plan).units()), "(model, batch) units"
 
 
 def need_s(step: Step, plan: Plan, out_dir: Path, state: str) -> float:
