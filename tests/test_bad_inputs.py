@@ -238,8 +238,8 @@ ONCE_BROKEN = {
     "occupancy --smem 1.5": (lambda mp: occupancy("--smem", "1.5"), "--smem"),
     "env --device tpu": (lambda mp: ["env", "--device", "tpu"], "tpu"),
     "collect --max-minutes 0": (lambda mp: plan() + ["--max-minutes", "0"], "--max-minutes"),
-    "collect --status --sample 1 --max-minutes nan": (
-        lambda mp: plan() + ["--status", "--sample", "1", "--max-minutes", "nan"],
+    "collect --status --max-minutes nan": (
+        lambda mp: plan() + ["--status", "--max-minutes", "nan"],
         "--max-minutes",
     ),
     # hangs

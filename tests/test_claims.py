@@ -15,11 +15,11 @@ from yolo_sm.analyse.facts import concat, fact, facts_table, value
 from yolo_sm.analyse.weighting import time_weighted
 from yolo_sm.contract import hardware
 from yolo_sm.contract.datasets import open_root
-from yolo_sm.report import catalog, claims, goals
+from yolo_sm.report import catalog, claims
 from yolo_sm.report.findings import fast as fast_findings
 from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, Rule, evaluate
 
-ALL_RULES = claims.CLAIMS_RULES + goals.RULES + fast_findings.RULES
+ALL_RULES = claims.CLAIMS_RULES + fast_findings.RULES
 
 
 @pytest.fixture(scope="module")
@@ -188,7 +188,6 @@ def test_a_root_without_the_datasets_tests_nothing(tmp_path):
     v = claims.verdicts(root).set_index("id").verdict
     assert v["claim_12"] != NOT_TESTED
     assert (v.drop("claim_12") == NOT_TESTED).all()
-    assert (goals.verdicts(root).verdict == NOT_TESTED).all()
 
 
 def test_factor_off_is_symmetric():

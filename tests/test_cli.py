@@ -408,15 +408,13 @@ def test_collect_status_and_bad_plan(tmp_path, capsys):
     )
     out = capsys.readouterr().out
     assert "sweep_fp16_nhwc" in out and "missing" in out
-    assert "128 of 128 points" in out and "left: about" in out  # an empty folder: all of it
+    assert "128 of 128 points" in out and " step(s) done, " in out  # an empty folder: all of it
     assert main(["collect", "--plan", str(tmp_path / "none.yaml"), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "does not exist" in err[0]
 
 
 def test_collect_without_a_plan_runs_the_quick_plan_from_any_folder(tmp_path, capsys, monkeypatch):
-    import re
-
     from yolo_sm.contract import plans
 
     monkeypatch.chdir(tmp_path)  # found beside the package, not in the working folder
@@ -425,30 +423,13 @@ def test_collect_without_a_plan_runs_the_quick_plan_from_any_folder(tmp_path, ca
     out = capsys.readouterr().out
     assert all(s.name in out for s in plans.load_plan(plans.default_plan()).steps)
     assert "sweep_bf16_nhwc" not in out  # a step of the full plan only
-    seconds = int(re.search(r"whole plan: about (\d+) s", out).group(1))
-    assert seconds <= 600  # ten minutes of GPU time by its own estimates
     full = main(["collect", "--plan", str(ROOT / "data/plans/full.yaml"), "--out", "f", "--status"])
-    assert full == 0
-    assert int(re.search(r"whole plan: about (\d+) s", capsys.readouterr().out).group(1)) > seconds
+    assert full == 0 and "sweep_bf16_nhwc" in capsys.readouterr().out
     monkeypatch.setattr(plans, "PLANS_DIR", tmp_path / "nowhere")
     assert main(["collect", "--out", str(tmp_path / "r"), "--status"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--plan" in err[0]
     assert not (tmp_path / "r").exists()
-
-
-@pytest.mark.parametrize(
-    "extra, match",
-    [(["--sample", "0"], "--sample"), (["--sample", "1", "--workers", "2"], "one GPU")],
-)
-def test_a_bad_sample_is_one_sentence_and_nothing_written(tmp_path, capsys, extra, match):
-    from yolo_sm.cli.main import main
-
-    out = tmp_path / "out"
-    assert main(["collect", "--plan", "data/plans/full.yaml", "--out", str(out), *extra]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and match in err[0]
-    assert not out.exists()
 
 
 # --- help, version, claims, render, the remeasure gate ------------------------------------

@@ -47,7 +47,7 @@ def test_shipped_full_plan_parses_and_covers_every_step_kind():
             spec = plan_runners.sweep_spec(s, plan)
             assert spec.points(), s.name
     b = plan_runners.bench_spec(next(s for s in plan.steps if s.name == "bench_fast_engines"), plan)
-    # every planned width, in priority order (the goals' representative widths first)
+    # every planned width, in priority order (widths 0.5, 1.0 and 2.0 first)
     assert sorted(w for _, w in b.models) == [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0]
     assert [w for _, w in b.models][:3] == [0.5, 1.0, 2.0]
     assert sorted(b.batches) == [1, 16, 64] and b.pipeline_streams == (1, 3) and b.device == "cuda"
@@ -161,26 +161,6 @@ def test_sweep_step_runs_within_the_time_limit_then_resumes(tmp_path, monkeypatc
     assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
 
 
-def test_a_sampled_plan_leaves_its_sweeps_partial_and_status_scales_them(tmp_path):
-    """run_plan(sample=1) measures one model of a two-model sweep and leaves it partial, its
-    missing points estimated from the measured ones; a step that runs whole runs whole; the
-    same call without the sample finishes the sweep."""
-    two = {**SWEEP, "widths": [0.0625, 0.125], "batches": [1]}
-    plan = _plan(
-        tmp_path,
-        [{"name": "s", "kind": "sweep", "out": "s.parquet", "params": two, "description": "t"}],
-    )
-    out = tmp_path / "data"
-    table = collect.run_plan(plan, out, progress=False, sample=1)
-    row = table.iloc[0]
-    assert row.state == "partial" and row.todo == "1 of 2 points"
-    # the missing point estimated from the measured one (its seconds, rounded, can be 0 here)
-    assert row.est_source == "measured (by width)"
-    assert len(pd.read_parquet(out / "s.parquet")) == 1
-    assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
-    assert len(pd.read_parquet(out / "s.parquet")) == 2
-
-
 def test_redo_errors_measures_fixed_error_rows_again(tmp_path):
     """--redo-errors drops matching error rows (never oom rows, never ok rows) and the step
     measures those points again; the table keeps its metadata; a non-matching text keeps them."""
@@ -212,16 +192,13 @@ def test_redo_errors_measures_fixed_error_rows_again(tmp_path):
     assert again.status[2] == "ok" and again.median_ms[2] > 0  # measured again
     assert again.median_ms[1] == ok_b1  # the ok point untouched
     assert again.status[4] == "oom"  # oom rows are kept: they are results
-    # the metadata is kept; only the registration's seconds grew by the rerun's
-    assert _without_seconds(pq.read_schema(path).metadata) == _without_seconds(meta)
-    regs = json.loads(pq.read_schema(path).metadata[b"yolo_sm"])["registrations"]
-    assert regs["s"]["gpu_seconds"]["runs"] == 2
+    # the metadata is kept; only the registration's time moved
+    assert _without_time(pq.read_schema(path).metadata) == _without_time(meta)
 
 
-def _without_seconds(meta):
+def _without_time(meta):
     m = json.loads(meta[b"yolo_sm"])
     for reg in m.get("registrations", {}).values():
-        reg.pop("gpu_seconds", None)
         reg.pop("registered_utc", None)
     rest = {k: v for k, v in meta.items() if k != b"yolo_sm_digest"}  # a digest of the rest
     return {**rest, b"yolo_sm": m}
@@ -306,23 +283,16 @@ def test_a_trace_step_builds_its_engines_in_its_compile_mode(tmp_path, monkeypat
         _plan(tmp_path, [step])
 
 
-def test_a_trace_step_runs_model_by_model_and_a_sample_traces_the_first(tmp_path):
-    """A trace step's configs are units: a sample traces the first model's configs and stays
-    partial (a rerun of the sample adds nothing, though a CPU trace adds no row), the
-    unsampled run traces the rest; collect --status counts configs."""
-    from yolo_sm.collect.collection_time import groups
-
+def test_a_trace_step_runs_config_by_config(tmp_path):
+    """A trace step's configs are units: collect --status counts them, a run traces each (a
+    CPU trace adds no row) and the step is done."""
     step = {**TRACE_STEP, "params": {**TRACE_STEP["params"], "widths": [0.0625, 0.125]}}
     plan = _plan(tmp_path, [step])
     out = tmp_path / "d"
-    assert groups(plan.steps[0], plan) == 2
-    for _ in range(2):
-        table = collect.run_plan(plan, out, progress=False, sample=1)
-        assert table.state.tolist() == ["partial"] and table.todo.tolist() == ["1 of 2 configs"]
-        assert [p.name for p in (out / "traces").glob("tr-*.json.gz")] == [
-            "tr-yolov8_w0.0625_fp32_nchw_b1.json.gz"
-        ]
-    assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
+    out.mkdir()
+    assert plan_status.status(plan, out).todo.tolist() == ["2 of 2 configs"]
+    table = collect.run_plan(plan, out, progress=False)
+    assert table.state.tolist() == ["done"] and table.todo.tolist() == [""]
     assert len(list((out / "traces").glob("tr-*.json.gz"))) == 2
     df = pd.read_parquet(out / "tr.parquet")  # no GPU kernels: no rows, the kernel columns
     assert df.empty and {"config", "kernel_name", "unit_s", "prov_gpu_name"} <= set(df)
@@ -525,9 +495,8 @@ def test_bench_step_runs_on_cpu_resumes_and_registers(tmp_path, monkeypatch):
     assert collect.run_plan(plan, out, max_minutes=0.1, progress=False).state.tolist() == [
         "missing"  # a unit is guessed at 30 s: none fits in 6 s
     ]
-    # --status guesses the missing units with the same 30 s (not the 80 s default)
     st = plan_status.status(plan, out).set_index("step")
-    assert st.loc["b", "est_left_s"] == 2 * 30 and st.loc["b", "est_source"] == "plan est_unit_s"
+    assert st.loc["b", "todo"] == "2 of 2 (model, batch) units"
     assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
     df = pd.read_parquet(out / "b.parquet")
     spec = plan_runners.bench_spec(plan.steps[0], plan)
@@ -549,21 +518,6 @@ def test_bench_step_runs_on_cpu_resumes_and_registers(tmp_path, monkeypatch):
     assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
 
 
-def test_status_counts_a_bench_unit_measured_with_fewer_engines_per_engine(tmp_path):
-    params = {"family": "yolov8", "widths": [0.5, 1.0], "batches": [64],
-              "engines": ["cudagraph/fp16/nhwc", "compile/fp16/nhwc", "cudagraph/int8/nhwc"],
-              "pipeline_streams": [1], "predict": False}  # fmt: skip
-    plan = _plan(tmp_path, [{"name": "b", "kind": "bench", "out": "b.parquet", "params": params}])
-    n = len(plan_runners.bench_spec(plan.steps[0], plan).variants())
-    (tmp_path / "d").mkdir()
-    rows = {"family": "yolov8", "width": 0.5, "batch": 64, "status": "ok", "unit_s": 60.0}
-    pd.DataFrame([{**rows, "variant": v} for v in ("a", "b")]).to_parquet(tmp_path / "d/b.parquet")
-    per, source = plan_status.unit_seconds(plan.steps[0], tmp_path / "d/b.parquet", plan)
-    assert source == "measured" and per == pytest.approx(60.0 * n / 2)
-    # without the plan (no spec to count against): as measured
-    assert plan_status.unit_seconds(plan.steps[0], tmp_path / "d/b.parquet")[0] == 60.0
-
-
 def test_a_step_that_needs_more_than_the_time_left_is_not_started_and_says_how_long(
     tmp_path, capsys
 ):
@@ -577,9 +531,9 @@ def test_a_step_that_needs_more_than_the_time_left_is_not_started_and_says_how_l
     assert not (out / "c.parquet").exists()
 
 
-def test_status_says_what_is_left_and_how_long_it_takes(tmp_path):
-    """A sweep's time per point comes from its own rows (gaps within one run), a missing table's
-    from the default; non-resumable steps show their est_s until done."""
+def test_status_says_what_is_done_and_what_is_left(tmp_path):
+    """Per step its state, what is left of a step measured in units, and the rows its table
+    holds; an unreadable table is one sentence."""
     plan = _plan(
         tmp_path,
         [
@@ -590,106 +544,17 @@ def test_status_says_what_is_left_and_how_long_it_takes(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     st = plan_status.status(plan, out).set_index("step")
-    assert st.loc["s", "todo"] == "2 of 2 points" and st.loc["s", "est_source"] == "default"
-    assert st.loc["s", "est_left_s"] == round(2 * plan_status.DEFAULT_UNIT_S["sweep"])
-    assert st.loc["c", "est_left_s"] == 42 and st.loc["c", "est_source"] == "plan est_s"
-    # one point measured in a run whose rows came 3 s apart (a gap of an hour: another call)
-    spec = plan_runners.sweep_spec(plan.steps[0], plan)
-    p = spec.points()[0]
-    times = [
-        "2026-11-30T10:00:00",
-        "2026-11-30T10:00:03",
-        "2026-11-30T10:00:06",
-        "2026-11-30T11:00:00",
-    ]
-    rows = pd.DataFrame(
-        [{**asdict(p), "status": "ok", "median_ms": 1.0, "prov_date_utc": t} for t in times]
-    )
-    rows.to_parquet(out / "s.parquet")
-    per, source = plan_status.unit_seconds(plan.steps[0], out / "s.parquet")
-    assert (per, source) == (3.0, "measured")
+    assert st.loc["s", "todo"] == "2 of 2 points" and st.loc["c", "todo"] == ""
+    assert st.state.tolist() == ["missing", "missing"] and st.rows.isna().all()
+    assert list(st.reset_index().columns) == ["step", "kind", "state", "todo", "rows"]
+    p = plan_runners.sweep_spec(plan.steps[0], plan).points()[0]
+    pd.DataFrame([{**asdict(p), "status": "ok", "median_ms": 1.0}]).to_parquet(out / "s.parquet")
     st = plan_status.status(plan, out).set_index("step")
     assert st.loc["s", "state"] == "partial" and st.loc["s", "todo"] == "1 of 2 points"
-    assert st.loc["s", "est_left_s"] == 3
-    # unreadable: the default, no crash
+    assert st.loc["s", "rows"] == 1
     (out / "s.parquet").write_bytes(b"PAR1 truncated")
-    assert plan_status.unit_seconds(plan.steps[0], out / "s.parquet")[1] == "default"
-
-
-def test_status_estimates_a_wider_models_points_from_the_nearest_measured_width(tmp_path):
-    """A partial sweep whose first width is measured: the missing points of the wider one take
-    the narrower one's phase seconds per precision, backend and batch times the squared width
-    ratio (what the deadline uses too), where the mean time per row would say the same for
-    every width."""
-    params = dict(SWEEP, widths=[0.0625, 0.125])
-    plan = _plan(tmp_path, [{"name": "s", "kind": "sweep", "out": "s.parquet", "params": params}])
-    out = tmp_path / "out"
-    out.mkdir()
-    pts = plan_runners.sweep_spec(plan.steps[0], plan).points()
-    phases = {1: 2.0, 2: 5.0}  # batch 1: 2 s, batch 2: 5 s, in build/warm-up/timed/profile
-    rows = pd.DataFrame(
-        [
-            {**asdict(p), "status": "ok", "build_s": phases[p.batch] - 0.5, "warmup_s": 0.1,
-             "timed_s": 0.3, "profile_s": 0.1}
-            for p in pts if p.width == 0.0625
-        ]
-    )  # fmt: skip
-    rows.to_parquet(out / "s.parquet")
-    st = plan_status.status(plan, out).set_index("step")
-    assert st.loc["s", "todo"] == "2 of 4 points"
-    assert st.loc["s", "est_source"] == "measured (by width)"
-    assert st.loc["s", "est_left_s"] == round((2.0 + 5.0) * (0.125 / 0.0625) ** 2)  # 28 s
-
-
-def test_row_seconds_count_a_long_build_within_its_run():
-    # 3 s apart, then a row whose 60 s build explains its 62 s gap, then an hour: another call
-    df = pd.DataFrame(
-        {
-            "prov_date_utc": [
-                "2026-11-30T10:00:00",
-                "2026-11-30T10:00:03",
-                "2026-11-30T10:01:05",
-                "2026-11-30T11:01:05",
-            ],
-            "build_s": [1.0, 1.0, 60.0, 1.0],
-        }
-    )
-    sec = plan_status._row_seconds(df)
-    assert sec.isna().tolist() == [True, False, False, True]
-    assert sec.dropna().tolist() == [3.0, 62.0]
-    # without build_s a 62 s gap reads as between calls
-    assert plan_status._row_seconds(df.drop(columns="build_s")).notna().sum() == 1
-
-
-def test_a_new_sweeps_pace_comes_from_the_plans_other_sweeps(tmp_path):
-    """No table yet: each planned point takes what the other sweeps took for its precision,
-    backend and batch (the nearest batch scaled by the batch ratio where that batch is new)."""
-    new = dict(SWEEP, batches=[2, 8])  # batch 2 measured elsewhere, batch 8 not
-    plan = _plan(
-        tmp_path,
-        [
-            {"name": "old", "kind": "sweep", "out": "old.parquet", "params": SWEEP},
-            {"name": "new", "kind": "sweep", "out": "new.parquet", "params": new},
-        ],
-    )
-    out = tmp_path / "out"
-    out.mkdir()
-    times = {1: "2026-11-30T10:00:00", 2: "2026-11-30T10:00:10"}  # batch 2 took 10 s
-    pts = plan_runners.sweep_spec(plan.steps[0], plan).points()
-    rows = pd.DataFrame(
-        [
-            {**asdict(p), "status": "ok", "build_s": 0.0, "prov_date_utc": times[p.batch]}
-            for p in pts
-        ]
-    )
-    rows.to_parquet(out / "old.parquet")
-    per, source = plan_status.unit_seconds(plan.steps[1], out / "new.parquet", plan)
-    assert source == "other sweeps"
-    assert per == pytest.approx((10.0 + 10.0 * 8 / 2) / 2)  # batch 2: 10 s; batch 8: 4x that
-    st = plan_status.status(plan, out).set_index("step")
-    assert st.loc["new", "est_source"] == "other sweeps" and st.loc["new", "est_left_s"] == 50
-    # without the plan (or any timed sweep) the default
-    assert plan_status.unit_seconds(plan.steps[1], out / "new.parquet")[1] == "default"
+    with pytest.raises(UserError, match="not a readable parquet file"):
+        plan_status.status(plan, out)
 
 
 def test_an_edited_step_that_runs_whole_is_changed_and_runs_again(tmp_path):
@@ -783,9 +648,10 @@ def test_collect_refuses_to_add_another_gpu_models_rows_to_a_folder(tmp_path, mo
 
     two = {**SWEEP, "widths": [0.0625, 0.125], "batches": [1]}
     steps = [{"name": "s", "kind": "sweep", "out": "s.parquet", "params": two, "description": "t"}]
+    one = {**two, "widths": [0.0625]}  # the first model of the sweep: it stays partial
+    collect.run_plan(_plan(tmp_path, [{**steps[0], "params": one}]), out := tmp_path / "data",
+                     progress=False)  # fmt: skip
     plan = _plan(tmp_path, steps)
-    out = tmp_path / "data"
-    collect.run_plan(plan, out, progress=False, sample=1)
     mf = json.loads((out / "manifest.json").read_text())
     mf["machine"] = {"gpu_name": ["NVIDIA H200"]}  # as a GPU's rows would record it
     (out / "manifest.json").write_text(json.dumps(mf))
@@ -838,9 +704,10 @@ def test_the_gpu_model_check_reads_an_unreadable_manifest_from_the_tables(tmp_pa
 
     two = {**SWEEP, "widths": [0.0625, 0.125], "batches": [1]}
     steps = [{"name": "s", "kind": "sweep", "out": "s.parquet", "params": two, "description": "t"}]
+    one = {**two, "widths": [0.0625]}  # the first model of the sweep: it stays partial
+    collect.run_plan(_plan(tmp_path, [{**steps[0], "params": one}]), out := tmp_path / "data",
+                     progress=False)  # fmt: skip
     plan = _plan(tmp_path, steps)
-    out = tmp_path / "data"
-    collect.run_plan(plan, out, progress=False, sample=1)
     (out / "manifest.json").write_bytes(b'{"datasets": \x00\xff')
     assert manifest.root_gpus(out) == []  # CPU rows: no GPU model to hold to
     monkeypatch.setattr(provenance, "gpu_name", lambda device: "NVIDIA H100 80GB HBM3")

@@ -217,12 +217,10 @@ def test_pair_rules_are_registered_apart_from_the_root_rules():
     from yolo_sm.report import catalog
 
     t = catalog.pair_verdict_table(open_root("h200"), open_root("h200")).set_index("id")
-    from yolo_sm.report import goals
     from yolo_sm.report.findings import multi_gpu
 
-    pair_rules = findings.RULES + goals.COLLECTION_RULES + multi_gpu.RULES
+    pair_rules = findings.RULES + multi_gpu.RULES
     assert set(t.index) == {r.id for r in pair_rules}
-    assert t.verdict["speed_4"] == NOT_TESTED  # a root against itself is no comparison
     assert t.verdict["multi_gpu_scales"] == NOT_TESTED  # no run on several GPUs
     assert t.verdict["compare_same_gpu"] == HOLDS and t.verdict["compare_gpu_bound_agree"] == HOLDS
     assert t.measured["compare_gpu_bound_agree"] == 100.0  # a root against itself: ratio 1

@@ -11,7 +11,6 @@ import torch._inductor.config as icfg
 import yaml
 
 from yolo_sm.analyse import compile_cache as analyse_cache
-from yolo_sm.analyse import fast
 from yolo_sm.analyse.facts import facts_table
 from yolo_sm.collect import cache_builds, plan_status
 from yolo_sm.collect import plans as collect
@@ -23,7 +22,7 @@ from yolo_sm.contract.plans import check_params
 from yolo_sm.contract.schema import validate
 from yolo_sm.contract.vocab import COMPILE_MODES
 from yolo_sm.report.findings import fast as findings
-from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, evaluate
+from yolo_sm.report.rules import FAILS, HOLDS, PARTLY, evaluate
 
 
 def test_a_users_cache_folder_is_kept_and_ours_is_under_the_package_cache(tmp_path, monkeypatch):
@@ -282,7 +281,7 @@ def test_collector_runs_a_cold_then_a_warm_build_per_mode_in_one_new_folder(tmp_
     validate(pd.read_parquet(tmp_path / "c.parquet"), "compile_cache")
 
 
-def test_the_plan_step_runs_through_collect_and_records_its_seconds(tmp_path, monkeypatch):
+def test_the_plan_step_runs_through_collect(tmp_path, monkeypatch):
     monkeypatch.setattr(cache_builds, "run_child", _fake_runner())
     p = tmp_path / "plan.yaml"
     params = {"widths": [0.25], "batch": 1, "modes": ["default"], "imgsz": 64}
@@ -291,10 +290,8 @@ def test_the_plan_step_runs_through_collect_and_records_its_seconds(tmp_path, mo
     p.write_text(yaml.safe_dump({"name": "t", "device": "cpu", "steps": [step]}))
     plan = contract_plans.load_plan(p)
     table = collect.run_plan(plan, tmp_path / "out", progress=False)
-    assert table.state.tolist() == ["done"] and table.gpu_s_source.tolist() == ["recorded"]
-    rec = read_manifest(tmp_path / "out")["datasets"]["cache"]["gpu_seconds"]
-    # the children's own phases as they timed them: 2 builds, 2 warm-ups, 2 timed runs
-    assert rec["build"] == pytest.approx(41.0 + 9.0) and rec["timed"] == pytest.approx(0.6)
+    assert table.state.tolist() == ["done"] and table.rows.tolist() == [2]
+    assert read_manifest(tmp_path / "out")["datasets"]["cache"]["rows"] == 2
 
 
 def test_a_mode_added_to_the_step_is_measured_alone_and_the_done_ones_are_kept(tmp_path):
@@ -448,15 +445,13 @@ def test_collect_status_counts_the_compile_modes_left_and_a_rerun_adds_them(tmp_
     assert status.loc["cache", "state"] == "partial"
     assert status.loc["cache", "todo"] == "1 of 2 (width, mode) units"
     # the missing unit goes by the measured one (no max-autotune unit yet: the default's)
-    assert status.loc["cache", "est_source"] == "measured units"
     took = pd.read_parquet(tmp_path / "out" / "cache.parquet").unit_s.max()
-    assert status.loc["cache", "est_left_s"] == pytest.approx(round(took), abs=1)
+    need = plan_status.need_s(plan.steps[0], plan, tmp_path / "out", "partial")
+    assert need == pytest.approx(took)
     table = collect.run_plan(plan, tmp_path / "out", progress=False)
     assert table.state.tolist() == ["done"]
     df = pd.read_parquet(tmp_path / "out" / "cache.parquet")
     assert df.compile_mode.tolist() == ["default"] * 2 + ["max-autotune"] * 2
-    rec = read_manifest(tmp_path / "out")["datasets"]["cache"]["gpu_seconds"]
-    assert rec["build"] == pytest.approx(2 * (41.0 + 9.0))  # both runs' builds add up
 
 
 def test_compile_modes_include_max_autotune_without_cudagraphs_and_bad_modes_fail():
@@ -514,83 +509,6 @@ def test_a_build_process_result_keeps_numbers_numbers(tmp_path):
     assert back["rel_err"] == 0.5 and back["n"] == 3 and isinstance(back["when"], str)
 
 
-def _autotune_bench(fastest: str):
-    """A bench_autotune unit at width 0.5, batch 64: ``fastest`` ahead of max-autotune."""
-    variants = {
-        "eager/fp16/nhwc": ("eager", "", 50.0, 3.0),
-        "cudagraph/fp16/nhwc": ("cudagraph", "", 90.0, 1.0),
-        "compile:reduce-overhead/fp16/nhwc": ("compile", "reduce-overhead", 95.0, 20.0),
-        fast.MAX_AUTOTUNE: ("compile", "max-autotune-no-cudagraphs", 100.0, 400.0),
-    }
-    rows = [
-        {"family": "yolov8", "width": 0.5, "batch": 64, "variant": v, "scope": "model_only",
-         "status": "ok", "backend": b, "compile_mode": m,
-         "img_per_s": 120.0 if v == fastest else img, "build_s": build}
-        for v, (b, m, img, build) in variants.items()
-    ]  # fmt: skip
-    return pd.DataFrame(rows)
-
-
-def _warm_rule(bench, builds):
-    from yolo_sm.report import goals
-
-    facts = facts_table(fast.fastest_build_facts(bench, builds))
-    rule = [r for r in goals.SPEED_RULES if r.id == "speed_3_warm_build_w0.5"]
-    return evaluate(rule, facts).iloc[0]
-
-
-@pytest.mark.parametrize("warm_s, verdict", [(12.0, HOLDS), (61.0, FAILS)])
-def test_speed_goal_3_warm_build_reads_the_fastest_engines_own_compile_mode(warm_s, verdict):
-    """The fastest engine is compiled in reduce-overhead: its mode's warm build decides, not
-    the default mode's, and the note gives the cold build too."""
-    builds = pd.concat(
-        [_builds(300.0, 5.0), _builds(90.0, warm_s - 1.0).assign(compile_mode="reduce-overhead")]
-    ).assign(build_s=lambda d: d.compile_s + 1.0)
-    bench = _autotune_bench("compile:reduce-overhead/fp16/nhwc")
-    v = _warm_rule(bench, builds)
-    assert v.measured == pytest.approx(warm_s) and v.verdict == verdict
-    (f,) = fast.fastest_build_facts(bench, builds)
-    assert "cold build 91.0 s" in f["note"]
-
-
-def test_speed_goal_3_warm_build_of_an_uncompiled_engine_or_an_unbuilt_mode():
-    builds = _builds(300.0, 5.0).assign(build_s=lambda d: d.compile_s + 1.0)  # default only
-    graph = _warm_rule(_autotune_bench("cudagraph/fp16/nhwc"), builds)
-    assert graph.measured == pytest.approx(1.0) and graph.verdict == HOLDS
-    unbuilt = _warm_rule(_autotune_bench("compile:reduce-overhead/fp16/nhwc"), builds)
-    assert unbuilt.verdict == NOT_TESTED  # reduce-overhead was not built warm
-    assert fast.fastest_build_facts(_autotune_bench(fast.MAX_AUTOTUNE).iloc[:1], builds) == []
-
-
-def test_an_undecided_warm_build_names_the_build_it_waits_for():
-    """fast.warm_build_lacks: the fastest engine's compile mode not built warm at the unit's
-    width names that mode; once built (or for an engine that compiles nothing) nothing is
-    missing; a unit without max-autotune names that."""
-    builds = _builds(300.0, 5.0).assign(build_s=lambda d: d.compile_s + 1.0)  # default only
-    mode = "compile:reduce-overhead/fp16/nhwc"
-    lacks = fast.warm_build_lacks(_autotune_bench(mode), builds, 0.5, 64)
-    assert lacks == (
-        f"a warm build of compile mode reduce-overhead (the fastest engine, {mode}) at width 0.5, "
-        "batch 64 in bench_compile_cache"
-    )
-    assert fast.warm_build_lacks(_autotune_bench(mode), None, 0.5, 64) == lacks
-    assert fast.warm_build_lacks(_autotune_bench(mode), builds, 1.0, 64).startswith(
-        f"{fast.MAX_AUTOTUNE} and another engine timed"
-    )  # no such unit
-    built = pd.concat([builds, builds.assign(compile_mode="reduce-overhead")])
-    assert fast.warm_build_lacks(_autotune_bench(mode), built, 0.5, 64) is None
-    only_cold = pd.concat([builds, builds.assign(compile_mode="reduce-overhead").iloc[:1]])
-    assert fast.warm_build_lacks(_autotune_bench(mode), only_cold, 0.5, 64) == lacks
-    graph = _autotune_bench("cudagraph/fp16/nhwc")
-    assert fast.warm_build_lacks(graph, builds, 0.5, 64) is None  # its bench build decides
-    assert fast.warm_build_lacks(graph, None, 0.5, 64).startswith("a build at width 0.5")
-    # nothing lacking is exactly where the fact exists
-    for bench, table in [(_autotune_bench(mode), built), (_autotune_bench(mode), builds),
-                         (graph, builds), (graph, builds.iloc[:0])]:  # fmt: skip
-        has_fact = len(fast.fastest_build_facts(bench, table)) == 1
-        assert has_fact == (fast.warm_build_lacks(bench, table, 0.5, 64) is None)
-
-
 def test_a_time_limited_collect_builds_the_units_that_fit_and_a_slow_mode_goes_by_the_plan(
     tmp_path, monkeypatch
 ):
@@ -621,8 +539,8 @@ def test_a_time_limited_collect_builds_the_units_that_fit_and_a_slow_mode_goes_b
     collect.run_plan(plan, out, max_minutes=1.5, progress=False)  # 90 s of the step's 180
     assert [c[0] for c in calls] == ["default"] * 2  # the second unit by the first's 60 s
     status = plan_status.status(plan, out).set_index("step").loc["cache"]
-    assert status.state == "partial" and status.est_left_s == pytest.approx(60 + 500)
-    assert status.est_source == "measured units, mode_est_s"
+    assert status.state == "partial"
+    assert plan_status.need_s(plan.steps[0], plan, out, "partial") == pytest.approx(60 + 500)
     calls.clear()
     collect.run_plan(plan, out, max_minutes=5, progress=False)  # max-autotune's 500 s: later
     assert [c[0] for c in calls] == ["reduce-overhead"] * 2
@@ -649,20 +567,3 @@ def test_mode_est_s_names_compile_modes_and_seconds():
     assert spec.mode_est_s == (("max-autotune", 560.0),)
     assert cache_builds.unit_estimate(spec, (0.5, "max-autotune"), cache_builds.Pace()) == 560.0
     assert cache_builds.unit_estimate(spec, (0.5, "default"), cache_builds.Pace()) is None
-
-
-def test_a_sampled_collect_builds_one_unit_and_status_scales_the_rest(tmp_path, monkeypatch):
-    """collect --sample 1 builds the first (width, mode) unit of a compile-cache step and
-    leaves it partial; --status estimates the rest from it (max-autotune by the plan)."""
-    monkeypatch.setattr(cache_builds, "run_child", _fake_runner())
-    p = tmp_path / "plan.yaml"
-    params = {"widths": [0.25], "batch": 1, "imgsz": 64, "modes": ["default", "max-autotune"],
-              "mode_est_s": {"max-autotune": 500}}  # fmt: skip
-    step = {"name": "cache", "kind": "compile_cache", "out": "cache.parquet", "est_s": 80,
-            "params": params}  # fmt: skip
-    p.write_text(yaml.safe_dump({"name": "t", "device": "cpu", "steps": [step]}))
-    plan = contract_plans.load_plan(p)
-    row = collect.run_plan(plan, tmp_path / "out", progress=False, sample=1).iloc[0]
-    assert row.state == "partial" and row.todo == "1 of 2 (width, mode) units"
-    assert (row.est_left_s, row.est_source) == (500, "measured units, mode_est_s")
-    assert collect.run_plan(plan, tmp_path / "out", progress=False).state.tolist() == ["done"]

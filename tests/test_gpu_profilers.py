@@ -57,9 +57,9 @@ def test_kineto_trace_attributes_every_eager_kernel_to_a_layer(model, tmp_path):
 
 
 def test_a_trace_step_on_the_gpu_writes_kernel_rows_model_by_model(tmp_path):
-    """A plan's trace step on the GPU: a sample of one model traces its configs only (kernel
-    rows attributed to layers, with their seconds and the GPU's name), the full run adds the
-    other model and keeps the first one's rows as they were."""
+    """A plan's trace step on the GPU: a run of one model traces its configs only (kernel rows
+    attributed to layers, with their seconds and the GPU's name), the plan of two models adds
+    the other model and keeps the first one's rows as they were."""
     import pandas as pd
     import yaml
 
@@ -69,12 +69,14 @@ def test_a_trace_step_on_the_gpu_writes_kernel_rows_model_by_model(tmp_path):
     params = {"widths": [0.25, 0.5], "precisions": "fp16", "layouts": "nhwc", "batches": [1, 2],
               "imgsz": 320, "iters": 1}  # fmt: skip
     step = {"name": "tr", "kind": "trace", "out": "tr.parquet", "est_s": 30, "params": params}
-    (tmp_path / "p.yaml").write_text(
-        yaml.safe_dump({"name": "t", "device": "cuda", "steps": [step]})
-    )
+    first_model = {**step, "params": {**params, "widths": [0.25]}}
+    for name, s in (("p1", first_model), ("p", step)):
+        (tmp_path / f"{name}.yaml").write_text(
+            yaml.safe_dump({"name": "t", "device": "cuda", "steps": [s]})
+        )
     plan, out = load_plan(tmp_path / "p.yaml"), tmp_path / "d"
-    table = plans.run_plan(plan, out, progress=False, sample=1)
-    assert table.todo.tolist() == ["2 of 4 configs"]
+    plans.run_plan(load_plan(tmp_path / "p1.yaml"), out, progress=False)
+    assert plans.status(plan, out).todo.tolist() == ["2 of 4 configs"]
     first = pd.read_parquet(out / "tr.parquet")
     assert set(first.config) == {"yolov8_w0.25_fp16_nhwc_b1", "yolov8_w0.25_fp16_nhwc_b2"}
     assert (first.layer != "").mean() > 0.9 and first.unit_s.gt(0).all()

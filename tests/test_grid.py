@@ -73,16 +73,6 @@ def test_a_group_runs_together_and_one_that_does_not_fit_is_skipped(setup, capsy
     assert [e[1] for e in log if e[0] == "measure"] == UNITS[2:4] and len(df) == len(UNITS)
 
 
-def test_a_sample_stops_at_a_group_that_does_not_fit_rather_than_take_a_later_one(setup, capsys):
-    """A sample is the first groups in order: one that does not fit ends the run, so that a
-    later, shorter group does not take its place."""
-    clock, log, out, measure, kw = setup
-    with grid.sampled(2):
-        df = grid.run_grid(UNITS, measure, deadline=35.0, **kw)
-    assert [(r["model"], r["batch"]) for r in df.to_dict("records")] == UNITS[:2]
-    assert "stopping before ('b', 1): its 2 unit(s) need about 20 s" in capsys.readouterr().err
-
-
 def test_a_rerun_skips_held_units_and_writes_nothing_when_done(setup):
     clock, log, out, measure, kw = setup
     grid.run_grid(UNITS[:2], measure, **kw)
@@ -178,32 +168,6 @@ def test_bad_spec_values_are_one_sentence(fn, value):
 def test_split_list():
     assert grid.split_list("1, 2,,3") == ["1", "2", "3"]
     assert grid.split_list((1, 2)) == [1, 2] and grid.split_list(4) == [4]
-
-
-def test_a_sampled_run_measures_whole_groups_up_to_its_limit_then_resumes(setup):
-    """A sample of N groups: the table holds at most N; a rerun of the same sample completes a
-    group cut short and adds none (time-limited runs build the one sample); a larger sample
-    adds groups; outside a sample everything left runs."""
-    clock, log, out, measure, kw = setup
-    with grid.sampled(1):
-        df = grid.run_grid(UNITS, measure, **kw)
-    assert [(r["model"], r["batch"]) for r in df.to_dict("records")] == UNITS[:2]  # group a whole
-    with grid.sampled(1):  # the sample holds its group: nothing more
-        df = grid.run_grid(UNITS, measure, **kw)
-    assert len(df) == 2
-    pd.read_parquet(out).iloc[:1].to_parquet(out)  # group a cut after its first unit
-    log.clear()
-    with grid.sampled(1):
-        df = grid.run_grid(UNITS, measure, **kw)
-    assert [e[1] for e in log if e[0] == "measure"] == [("a", 2)] and len(df) == 2
-    with grid.sampled(2):  # a larger sample: one more group
-        df = grid.run_grid(UNITS, measure, **kw)
-    assert len(df) == 4
-    df = grid.run_grid(UNITS, measure, **kw)  # outside the sample: everything left
-    assert len(df) == len(UNITS)
-    with pytest.raises(ValueError, match="at least one group"):
-        with grid.sampled(0):
-            pass
 
 
 @pytest.mark.parametrize(

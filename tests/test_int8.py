@@ -9,8 +9,6 @@ import pytest
 import torch
 
 from tests.fixtures.conv_blocks import fused_conv_blocks
-from yolo_sm.analyse import bench_table
-from yolo_sm.analyse import eight_bit_goal as goal8
 from yolo_sm.analyse import precision_8bit as p8
 from yolo_sm.collect.engines import EngineConfig, build_engine, int8, qconv
 from yolo_sm.collect.models import build_yolo
@@ -18,7 +16,7 @@ from yolo_sm.collect.models.common import calibration_batches
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.vocab import TOLERANCE, Precision
 from yolo_sm.report.findings import precision as findings
-from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, evaluate
+from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY
 
 
 def test_values_round_half_away_and_saturate_at_127():
@@ -649,127 +647,6 @@ def test_int8_trace_table_and_its_rules_flip():
     assert p8.trace_facts(p8.trace_table(p8.int8_breakdown(_kernels(600.0).iloc[:0]))) == []
 
 
-def test_speed_goal_2_reads_the_fastest_8bit_engine_and_zero_where_all_failed():
-    from yolo_sm.analyse.facts import facts_table
-    from yolo_sm.report import goals
-
-    def verdicts(bench):
-        facts = facts_table(goal8.goal_facts(p8.engine_speed(bench)))
-        return evaluate(goals.SPEED_RULES, facts).set_index("id")
-
-    v = verdicts(_bench(180.0))  # int8 1.5x, fp8 1.25x the CUDA graph, the fastest fp16 here
-    assert v.measured["speed_2_w1"] == pytest.approx(1.5) and v.verdict["speed_2_w1"] == HOLDS
-    assert verdicts(_bench(150.0)).verdict["speed_2_w2"] == FAILS  # both 8-bit at 1.25x
-    failed = _bench(180.0, int8_status="error")
-    failed.loc[failed.precision == "fp8", ["status", "message", "img_per_s"]] = [
-        "error",
-        "NumericalMismatch: relative L2 error 0.2",
-        math.nan,
-    ]
-    v = verdicts(failed)
-    assert v.measured["speed_2_w1"] == 0.0 and v.verdict["speed_2_w1"] == FAILS
-    assert v.verdict["speed_2_w1.5"] == NOT_TESTED  # width not benched
-
-
-def test_speed_goal_2_budget_flips_with_the_convolutions_and_the_rest():
-    """The fastest int8 engine's forward in the bench, split by its trace's shares (convolutions
-    and the rest), against the time per forward at 1.3x the fastest fp16 engine: its
-    convolutions fit that budget or not, and the kernels outside them fill what the
-    convolutions leave or not. Where the engine meets the goal the rest always fits."""
-    from yolo_sm.analyse.facts import facts_table
-    from yolo_sm.report import goals
-
-    def verdicts(int8_img_s, int8_conv_us=600.0):
-        bench = _bench(int8_img_s)
-        bench["img_per_s"] *= 64e3 / 1.3 / 120.0  # fp16 CUDA graph at w1: 1.3 ms, budget 1.0
-        table = p8.trace_table(p8.int8_breakdown(_kernels(int8_conv_us)))
-        budget = goal8.budget_table(p8.engine_speed(bench), {p8.TRACE_INT8: table})
-        facts = facts_table(goal8.budget_facts(budget) + goal8.goal_facts(p8.engine_speed(bench)))
-        return budget.iloc[0], evaluate(goals.SPEED_RULES, facts).set_index("id")
-
-    # int8 at 100/120 of the fp16 graph: 1.56 ms a forward; the trace's 1.1 ms are 0.6 ms of
-    # convolutions (a share of 6/11) and 0.5 ms of the rest
-    b, v = verdicts(100.0)
-    assert b.budget_ms == pytest.approx(1.0) and b.int8_bench_ms == pytest.approx(1.56)
-    assert b.conv_share == pytest.approx(6 / 11) and b.conv_ms == pytest.approx(1.56 * 6 / 11)
-    assert b.outside_ms == pytest.approx(1.56 * 5 / 11)
-    assert b.trace_over_bench == pytest.approx(1.1 / 1.56)
-    assert v.measured["speed_2_convs_fit_w1"] == pytest.approx(1.56 * 6 / 11)
-    assert v.verdict["speed_2_convs_fit_w1"] == HOLDS
-    room = 1.0 - 1.56 * 6 / 11
-    assert v.measured["speed_2_outside_caps_w1"] == pytest.approx(1.56 * 5 / 11 / room)
-    assert v.verdict["speed_2_outside_caps_w1"] == HOLDS
-    assert v.verdict["speed_2_w1"] == FAILS
-    # the same trace, int8 at 1.5x the fp16 graph: the goal is met and the rest fits its room
-    _, v = verdicts(180.0)
-    assert v.verdict["speed_2_w1"] == HOLDS
-    assert v.verdict["speed_2_convs_fit_w1"] == HOLDS
-    assert v.verdict["speed_2_outside_caps_w1"] == FAILS
-    # convolutions 1.5 of the trace's 2.0 ms: 1.17 ms of the bench's 1.56, over the budget
-    b, v = verdicts(100.0, int8_conv_us=1500.0)
-    assert v.verdict["speed_2_convs_fit_w1"] == FAILS and math.isinf(b.outside_over_room)
-    assert v.verdict["speed_2_outside_caps_w1"] == HOLDS
-    assert v.verdict["speed_2_convs_fit_w2"] == NOT_TESTED  # width 2.0 not traced
-    assert goal8.budget_table(p8.engine_speed(_bench(180.0)), {}).empty
-    assert b.int8_engine == "cudagraph/int8/nhwc" and b.trace == p8.TRACE_INT8
-
-
-def test_speed_goal_2_budget_reads_the_trace_of_the_fastest_int8_engine():
-    """Where the compiled int8 engine is the fastest int8 engine, the budget reads the compiled
-    trace: without it the rules are not tested (the eager trace holds another engine's
-    kernels), with it they are decided from its kernels and name it."""
-    from yolo_sm.analyse.facts import facts_table
-    from yolo_sm.report import goals
-
-    bench = _bench(90.0)  # the compiled int8 engine at 108/120 of the fp16 graph: 1.44 ms
-    compiled = bench[bench.precision == "int8"].assign(
-        variant="compile:reduce-overhead/int8/nhwc",
-        backend="compile",
-        img_per_s=lambda d: d.img_per_s * 1.2,
-    )
-    bench = pd.concat([bench, compiled], ignore_index=True)
-    bench["img_per_s"] *= 64e3 / 1.3 / 120.0  # fp16 CUDA graph at w1: 1.3 ms, budget 1.0 ms
-    speed = p8.engine_speed(bench)
-    eager = p8.trace_table(p8.int8_breakdown(_kernels(600.0)))
-    assert goal8.budget_table(speed, {p8.TRACE_INT8: eager}).empty
-
-    def verdicts(int8_conv_us):
-        table = p8.trace_table(p8.int8_breakdown(_kernels(int8_conv_us)))
-        traces = {p8.TRACE_INT8: eager, p8.TRACE_INT8_COMPILE: table}
-        budget = goal8.budget_table(speed, traces)
-        facts = facts_table(goal8.budget_facts(budget))
-        return budget.iloc[0], evaluate(goals.SPEED_RULES, facts).set_index("id")
-
-    b, v = verdicts(600.0)
-    assert b.int8_engine == "compile:reduce-overhead/int8/nhwc"
-    assert b.trace == p8.TRACE_INT8_COMPILE and b.budget_ms == pytest.approx(1.0)
-    assert v.verdict["speed_2_convs_fit_w1"] == HOLDS
-    assert v.loc["speed_2_convs_fit_w1", "datasets"] == f"{p8.TRACE_INT8_COMPILE}, {p8.BENCH_8BIT}"
-    _, v = verdicts(1500.0)  # its convolutions, 3/4 of its 1.44 ms, alone over its budget
-    assert v.verdict["speed_2_convs_fit_w1"] == FAILS
-
-
-def test_speed_goal_2_budget_needs_the_trace_of_the_engine_with_its_rewrites():
-    """An engine compiled after a rewrite (+sep-pool) runs other kernels than the engine
-    compiled without it: its budget reads the trace of the rewritten engine, never the other."""
-    bench = _bench(180.0)
-    rewritten = bench[bench.precision == "int8"].assign(
-        variant="compile:reduce-overhead+sep-pool/int8/nhwc",
-        backend="compile",
-        img_per_s=lambda d: d.img_per_s * 1.2,
-    )
-    speed = p8.engine_speed(pd.concat([bench, rewritten], ignore_index=True))
-    table = p8.trace_table(p8.int8_breakdown(_kernels(600.0)))
-    assert goal8.budget_table(speed, {p8.TRACE_INT8_COMPILE: table, p8.TRACE_INT8: table}).empty
-    (b,) = goal8.budget_table(speed, {p8.TRACE_INT8_COMPILE_SEP_POOL: table}).itertuples()
-    assert b.int8_engine == "compile:reduce-overhead+sep-pool/int8/nhwc"
-    assert b.trace == p8.TRACE_INT8_COMPILE_SEP_POOL
-    assert goal8.engine_rewrites("compile:default+sep-pool/fp16/nhwc") == ("sep-pool",)
-    assert goal8.engine_rewrites("compile/int8/nhwc") == goal8.engine_rewrites(
-        "cudagraph/int8/nhwc"
-    )
-
-
 def _occupied(int8_registers: int):
     """:func:`_kernels` with launch figures: fp16's convolution at 18.75 % theoretical
     occupancy, int8's at 18.75 % with 168 registers per thread or 37.5 % with fewer."""
@@ -822,24 +699,3 @@ def test_the_occupancy_section_shows_each_trace_it_holds_or_says_what_it_lacks(m
     }
     lacking = eight_bit_plots.occupancy_section(open_root(make_root("n", ["ceilings"])))
     assert isinstance(lacking, str) and p8.TRACE_INT8 in lacking
-
-
-def test_speed_goal_2_waits_for_a_unit_that_lacks_an_engine_of_its_plan():
-    """A unit measured before an engine joined the plan step decides no goal-2 rule: its
-    fastest 8-bit or fp16 engine is not known. An error row counts as measured."""
-    from yolo_sm.analyse.facts import facts_table
-    from yolo_sm.report import goals
-
-    speed = p8.engine_speed(_bench(180.0))
-    planned = ["cudagraph/fp16/nhwc", "cudagraph/int8/nhwc", "cudagraph/fp8/nhwc"]
-    assert bench_table.incomplete_units(speed, planned).empty
-    assert bench_table.complete_units(speed, planned).equals(speed)
-    assert bench_table.complete_units(speed, []).equals(speed)  # a bench without a plan's engines
-    later = [*planned, "compile:reduce-overhead/int8/nhwc"]
-    added = speed[speed.width == 2.0].assign(variant=later[-1], status="error", img_per_s=math.nan)
-    speed2 = pd.concat([speed, added], ignore_index=True)
-    gaps = bench_table.incomplete_units(speed2, later)
-    assert gaps.width.tolist() == [1.0] and gaps.missing.tolist() == [later[-1]]
-    facts = facts_table(goal8.goal_facts(bench_table.complete_units(speed2, later)))
-    v = evaluate(goals.SPEED_RULES, facts).set_index("id").verdict
-    assert v["speed_2_w1"] == NOT_TESTED and v["speed_2_w2"] == HOLDS  # int8 at 180/120

@@ -277,7 +277,7 @@ def test_status_and_a_rerun_see_the_units_a_cut_run_left(tmp_path):
     assert missing_units(spec, tmp_path / "none.parquet") == spec.units()
     row = plan_status.status(plan, out).set_index("step").loc["k"]
     assert row.state == "partial" and row.todo == "2 of 6 (width, scope) units"
-    assert row.est_left_s == 100
+    assert plan_status.need_s(plan.steps[0], plan, out, row.state) == 100
     note = plan_status.progress_note(plan.steps[0], plan, out)
     assert note.startswith("PARTIAL (4 of 6 (width, scope) units")
     full = Int8KernelSpec(widths=(1.0, 0.5))
@@ -327,7 +327,6 @@ def test_a_time_limited_run_measures_the_units_that_fit_and_the_next_resumes(tmp
     assert calls == [(0.5, "conv"), (0.5, "model"), (1.0, "model")]
     row = plan_status.status(plan, out).set_index("step").loc["k"]
     assert row.state == "partial" and row.todo == "3 of 6 (width, scope) units"
-    assert row.gpu_s_source == "recorded"
     calls.clear()
     # width 1.0's convolutions by width 0.5's 40 s scaled up (x4): 160 s do not fit in 150 s;
     # width 2.0's units (640 s, 160 s) neither

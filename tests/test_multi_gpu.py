@@ -174,6 +174,10 @@ def test_the_section_shows_tables_and_a_figure(tmp_path, shipped_sweep):
     assert multi_gpu_plots.spread(multi, plain).data is not None  # its points still compare
     fig = multi_gpu_plots.spread_figure(multi, single)
     assert {t.name for t in fig.data} == {SWEEP} and len(fig.data[0].y) > 0
+    # the notebook shows the five outputs and the verdicts, or the one line alone
+    assert len(multi_gpu_plots.section(multi, single)) == 6
+    (line,) = multi_gpu_plots.section(None, single)
+    assert "MULTI_GPU" in line and len(line.splitlines()) == 1
 
 
 def test_rules_flip_on_their_facts():

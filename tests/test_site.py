@@ -52,10 +52,11 @@ def _notebook(title: str, cells: list, intro: str = INTRO):
 @pytest.fixture(scope="module")
 def small_site(tmp_path_factory):
     """Three notebooks: one named after a rule group (the primer's), one whose topic names
-    one (claims, with two sources), one that shows the targets' ids; rendered from h200."""
+    one (claims, with two sources), one that shows the fast-engine findings' ids; rendered from
+    h200."""
     from tests.notebook_cache import executed
     from yolo_sm.contract.datasets import open_root
-    from yolo_sm.report import goals
+    from yolo_sm.report.findings import fast
     from yolo_sm.report.render import notebooks_in, write_site
 
     v4 = nbformat.v4
@@ -78,13 +79,13 @@ def small_site(tmp_path_factory):
             "2. *Another on batching* (batch).\n\n" + INTRO,
         ),
         "02_engines_probe": _notebook(
-            "02 · Probe engines: which targets?",
+            "02 · Probe engines: which findings?",
             [
-                v4.new_markdown_cell("## Targets"),
+                v4.new_markdown_cell("## Findings"),
                 v4.new_code_cell(
                     "import pandas as pd\n"
-                    f"pd.DataFrame({{'n': range({len(goals.RULES)})}}, "
-                    f"index={[r.id for r in goals.RULES]!r})"
+                    f"pd.DataFrame({{'n': range({len(fast.RULES)})}}, "
+                    f"index={[r.id for r in fast.RULES]!r})"
                 ),
             ],
         ),
@@ -119,7 +120,7 @@ def test_small_site_pages_index_and_offline(small_site):
     ]
     for title in claims_sources(folder / "01_claims_checked.ipynb"):
         assert f"<cite>{title}</cite>" in sources
-    # the targets' rules found their page by the ids it shows
+    # the fast-engine findings found their page by the ids it shows
     assert "yolo-results" in texts["02_engines_probe.html"]
 
 
@@ -166,8 +167,8 @@ def test_groups_find_their_pages_by_name_topic_or_shown_ids():
         [
             ("a1", "03_alpha", "holds"),
             ("c1", "claims", "holds"),
-            ("g1", "goals", "does not hold"),
-            ("g2", "goals", "holds"),
+            ("g1", "engines", "does not hold"),
+            ("g2", "engines", "holds"),
             ("x1", "07_gone", "holds"),
         ]
     )
@@ -185,7 +186,7 @@ def test_groups_find_their_pages_by_name_topic_or_shown_ids():
         )
     ]
     homes = home_pages(v, pages, {"05_b": shown, "03_alpha": nbformat.v4.new_notebook()})
-    assert homes == {"03_alpha": "03_alpha", "claims": "04_claims_checked", "goals": "05_b"}
+    assert homes == {"03_alpha": "03_alpha", "claims": "04_claims_checked", "engines": "05_b"}
     assert home_pages(v, pages) == {"03_alpha": "03_alpha", "claims": "04_claims_checked"}
 
 
@@ -248,7 +249,7 @@ def test_headlines_name_rules_of_their_group():
 
 def test_every_rule_group_has_a_page_among_the_notebooks():
     """Each group of the catalog files under a notebook of the folder, by its name or its
-    topic, except the targets, which find theirs by the ids the page shows."""
+    topic."""
     from yolo_sm.report import catalog
     from yolo_sm.report.site import Page
     from yolo_sm.report.site_results import home_pages
@@ -258,7 +259,7 @@ def test_every_rule_group_has_a_page_among_the_notebooks():
     groups = {r.group for r in catalog.all_rules()}
     verdicts = _verdicts([(r.id, r.group, "holds") for r in catalog.all_rules()])
     homes = home_pages(verdicts, pages)
-    assert groups - set(homes) <= {"goals"}, groups - set(homes)
+    assert groups <= set(homes), groups - set(homes)
     sources = {p.stem for p in nbs if claims_sources(p)}
     assert homes["claims"] in sources  # the claims page names its sources
 
@@ -317,7 +318,7 @@ def test_site_from_the_h200_root(tmp_path):
         for p in notebooks
         if p.stem in groups or any(p.stem.split("_", 1)[1].startswith(g) for g in groups)
     }
-    assert len(homes) >= len(groups) - 1  # the targets (goals) share the fast-engines page
+    assert len(homes) >= len(groups)
     for stem in homes:
         assert "yolo-results" in texts[f"{stem}.html"], stem
 

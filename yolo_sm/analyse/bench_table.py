@@ -5,12 +5,9 @@ batch) fact."""
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from yolo_sm.contract.datasets import DataRoot
-from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.schema import COLLECTION_TIME
 from yolo_sm.contract.vocab import PIPELINE_MODES
 
 if TYPE_CHECKING:
@@ -65,26 +62,10 @@ def unit_of(text: str) -> tuple[float, int] | None:
 
 
 def planned_engines(root: DataRoot, dataset: str) -> tuple[str, ...]:
-    """The engines the plan step of ``root``'s bench ``dataset`` names: those of the params its
-    manifest records (the last run's), then those the root's ``collection_time`` snapshot says
-    the plan names now (its ``plan_params``: an engine added to the plan after the last run);
-    none for a bench made without them."""
+    """The engines the plan step of ``root``'s bench ``dataset`` names, from the params its
+    manifest records (the last run's); none for a bench made without them."""
     params = root.info(dataset).get("params") or {}
-    found = [str(e) for e in params.get("engines") or ()]
-    if root.has(COLLECTION_TIME):
-        snap = root.load(COLLECTION_TIME)
-        if "plan_params" in snap:
-            for text in snap.loc[snap["step"] == dataset, "plan_params"].dropna():
-                try:
-                    now = json.loads(text)
-                except ValueError:
-                    raise UserError(
-                        f"{root.name}/{COLLECTION_TIME}: the plan_params of step {dataset} are "
-                        "not JSON; save the snapshot again (yolo-sm collect --status --save)"
-                    ) from None
-                if isinstance(now, dict):
-                    found += [str(e) for e in now.get("engines") or ()]
-    return tuple(dict.fromkeys(found))
+    return tuple(dict.fromkeys(str(e) for e in params.get("engines") or ()))
 
 
 def incomplete_units(rows: pd.DataFrame, engines) -> pd.DataFrame:

@@ -1,7 +1,7 @@
 """Fast engines (notebook 10): the side-by-side bench (``yolo_sm.collect.bench``, dataset
-``bench_fast_engines``) as tables, and :func:`facts`, the numbers its goals
-(:mod:`yolo_sm.report.goals`) and findings (:mod:`yolo_sm.report.findings.fast`) are decided
-on. Every function takes a table and returns a table or a number; none judges.
+``bench_fast_engines``) as tables, and :func:`facts`, the numbers its findings
+(:mod:`yolo_sm.report.findings.fast`) are decided on. Every function takes a table and
+returns a table or a number; none judges.
 
 Ratios are taken inside one (family, width, batch) unit of the bench, whose variants ran one
 after another in the same process: batch-1 latencies move by a third between processes.
@@ -16,14 +16,11 @@ from yolo_sm.analyse.bench_table import (
     PIPELINE,
     complete_bench,
     engines,
-    ok_rows,
-    scope,
     variant_order,
 )
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.hardware import peak_fp16_tflops
 from yolo_sm.contract.labels import parse_config
 
 BENCH = "bench_fast_engines"
@@ -95,169 +92,9 @@ def failures(bench):
     return bad[["width", "batch", "variant", "status", "message"]].reset_index(drop=True)
 
 
-# ---- the longest stock autotuning --------------------------------------------------------
-
-
-#: the stock engine the fastest engine is held against: inductor's longest autotuning without
-#: its own CUDA graphs
-MAX_AUTOTUNE = "compile:max-autotune-no-cudagraphs/fp16/nhwc"
-#: the bench of the fastest engines beside :data:`MAX_AUTOTUNE` (its own plan step: a cold
-#: autotune takes minutes per width, too long for every unit of ``bench_fast_engines``)
+#: the bench of the fastest engines beside torch.compile's max-autotune modes (its own plan
+#: step: a cold autotune takes minutes per width)
 AUTOTUNE_DATASET = "bench_autotune"
-
-
-def stock_and_fastest(bench):
-    """Per (width, batch) where ``bench`` timed :data:`MAX_AUTOTUNE` and another ok model-only
-    engine: ``((width, batch), stock row, fastest other row)``, each the row of most img/s."""
-    e = engines(bench, baseline=True)
-    for (w, b), g in e.groupby(["width", "batch"]):
-        stock, others = g[g["variant"] == MAX_AUTOTUNE], g[g["variant"] != MAX_AUTOTUNE]
-        if len(stock) and len(others):
-            yield (w, b), stock.loc[stock.img_per_s.idxmax()], others.loc[others.img_per_s.idxmax()]
-
-
-def best_over_max_autotune(bench):
-    """Per (width, batch) where the bench timed :data:`MAX_AUTOTUNE`: the fastest other ok
-    model-only engine's img/s over it; a Series indexed by (width, batch)."""
-    import pandas as pd
-
-    e = engines(bench, baseline=True)
-    stock = e[e["variant"] == MAX_AUTOTUNE]
-    if stock.empty:
-        return pd.Series(dtype=float)
-    unit = ["width", "batch"]
-    others = e[e["variant"] != MAX_AUTOTUNE].groupby(unit)["img_per_s"].max()
-    return (others / stock.groupby(unit)["img_per_s"].max()).dropna()
-
-
-def autotune_facts(bench, datasets=(AUTOTUNE_DATASET,)) -> list[dict]:
-    """Per (width, batch) where ``bench`` timed :data:`MAX_AUTOTUNE`: the fastest other
-    engine's img/s over it (``fast.best_over_max_autotune``, :func:`best_over_max_autotune`)
-    and the seconds its build took (``fast.max_autotune_build_s``: autotuning included, a
-    cold cache unless the bench's process found one; the note says what the build found in
-    inductor's cache, :func:`build_found`)."""
-    rows = [
-        fact("fast.best_over_max_autotune", v, "x", scope=scope(w, b), datasets=datasets)
-        for (w, b), v in best_over_max_autotune(bench).items()
-    ]
-    rows += autotune_spread_facts(bench, datasets)
-    stock = engines(bench)
-    stock = stock[stock["variant"] == MAX_AUTOTUNE]
-    if "build_s" in stock:
-        for (w, b), g in stock.dropna(subset=["build_s"]).groupby(["width", "batch"]):
-            row = g.loc[g["build_s"].idxmax()]
-            rows.append(
-                fact("fast.max_autotune_build_s", float(row.build_s), "s", scope=scope(w, b),
-                     datasets=datasets, note=build_found(row))
-            )  # fmt: skip
-    return rows
-
-
-def build_found(row) -> str:
-    """What a compiled engine's build found in inductor's cache, in words: its
-    ``compile_cache`` state and, where recorded, the ops it autotuned afresh and the
-    autotunings it read from disk (a max-autotune build reads partial when it compiled its
-    graphs but read some or all of its autotuning from disk); empty where the row has
-    neither."""
-    import pandas as pd
-
-    state, tuned = row.get("compile_cache"), row.get("autotuned_ops")
-    read = row.get("autotune_reads")
-    parts = []
-    if isinstance(state, str) and state:
-        parts.append(f"inductor's cache {state}")
-    if tuned is not None and not pd.isna(tuned):
-        parts.append(f"{int(tuned)} op(s) autotuned afresh")
-    if read is not None and not pd.isna(read) and read:
-        parts.append(f"{int(read)} autotuning(s) read from disk")
-    return ", ".join(parts)
-
-
-def fastest_build_facts(bench, builds) -> list[dict]:
-    """Per (family, width, batch) that the compile-cache table ``builds`` built
-    (:mod:`yolo_sm.analyse.compile_cache`) and ``bench`` timed beside :data:`MAX_AUTOTUNE`: the
-    seconds the fastest other engine (as :func:`stock_and_fastest` picks it) takes to build
-    with warm caches (``fast.fastest_warm_build_s``). For a compiled engine, the ``build_s`` of
-    its compile mode's warm build in ``builds`` (a fresh process reading the cache folder a
-    cold build filled; the note gives the cold build's seconds too), and no fact where that
-    mode was not built warm; for any other engine its ``build_s`` in the bench (it compiles
-    nothing, no cache to warm)."""
-    done = ok_rows(builds)
-    datasets = (AUTOTUNE_DATASET, compile_cache.DATASET)
-    out = []
-    for (w, b), _, best in stock_and_fastest(bench):
-        value, note = _warm_build(best, done, w, b)
-        if value is None:
-            continue
-        out.append(
-            fact("fast.fastest_warm_build_s", value, "s", scope=scope(w, b), datasets=datasets,
-                 note=note)
-        )  # fmt: skip
-    return out
-
-
-def _warm_build(best, done, width: float, batch: int) -> tuple[float | None, str]:
-    """The fastest engine ``best``'s build with warm caches at (``width``, ``batch``), from the
-    ok rows ``done`` of the compile-cache table (None: the root has none): (seconds, note), or
-    (None, what it waits for, in one phrase). A compiled engine needs its compile mode built
-    warm there; any other needs the table to have built that width and batch, and then its
-    bench build decides."""
-    where = f"width {width:g}, batch {batch} in {compile_cache.DATASET}"
-    g = None
-    if done is not None:
-        at = (done["family"] == best.family) & (done["width"] == width)
-        g = done[at & (done["batch"] == batch)]
-    if best.backend == "compile":
-        mine = g[g["compile_mode"] == best.compile_mode] if g is not None else None
-        if mine is None or not (mine["cache"] == "warm").any():
-            return None, (
-                f"a warm build of compile mode {best.compile_mode} (the fastest engine, "
-                f"{best.variant}) at {where}"
-            )
-        warm, cold = mine[mine["cache"] == "warm"], mine[mine["cache"] == "cold"]
-        value = float(warm.build_s.iloc[0])
-        note = f"{best.variant}: warm build {value:.1f} s"
-        if len(cold):
-            note += f", cold build {float(cold.build_s.iloc[0]):.1f} s"
-        return value, note
-    if g is None or g.empty:
-        return None, f"a build at {where} (the fastest engine, {best.variant}, compiles nothing)"
-    return float(best.build_s), f"{best.variant} compiles nothing: its build in the bench"
-
-
-def warm_build_lacks(bench, builds, width: float, batch: int) -> str | None:
-    """What ``fast.fastest_warm_build_s`` of (``width``, ``batch``) waits for, in one phrase,
-    as :func:`fastest_build_facts` decides it: max-autotune and another engine timed in the
-    unit of ``bench``, then the build of the compile-cache table ``builds`` (None where the
-    root has none) that the fastest engine's warm build needs. None where nothing is
-    missing."""
-    found = [best for (w, b), _, best in stock_and_fastest(bench) if w == width and b == batch]
-    if not found:
-        return f"{MAX_AUTOTUNE} and another engine timed in the unit of {AUTOTUNE_DATASET}"
-    value, lacks = _warm_build(found[0], ok_rows(builds) if builds is not None else None,
-                               width, batch)  # fmt: skip
-    return lacks if value is None else None
-
-
-def autotune_spread_facts(bench, datasets=(AUTOTUNE_DATASET,)) -> list[dict]:
-    """Per (width, batch) where ``bench`` timed :data:`MAX_AUTOTUNE` with its spread: how much
-    longer the fastest other engine's median forward takes than max-autotune's, over the larger
-    interquartile range of the two rows (``fast.max_autotune_gap_over_iqr``; negative where the
-    fastest engine is ahead, at most 1 where the gap is within the timings' spread)."""
-    if not {"median_ms", "iqr_ms"} <= set(bench.columns):
-        return []
-    out = []
-    for (w, b), s, best in stock_and_fastest(bench):
-        spread = max(s.iqr_ms, best.iqr_ms)
-        if not spread > 0:
-            continue
-        gap = best.median_ms - s.median_ms
-        note = f"{best.variant}: {gap:+.3f} ms per forward, IQR up to {spread:.3f} ms"
-        out.append(
-            fact("fast.max_autotune_gap_over_iqr", gap / spread, "x", scope=scope(w, b),
-                 datasets=datasets, note=note)
-        )  # fmt: skip
-    return out
 
 
 # ---- 8-bit ------------------------------------------------------------------------------------
@@ -314,27 +151,6 @@ def best_engine(bench, batch: int, include_8bit: bool = False):
         base_ms=base["median_ms"].reindex(best.index),
         base_img=base["img_per_s"].reindex(best.index),
     )
-
-
-def usable_eight_bit(bench, batch: int):
-    """Per width at ``batch`` where an 8-bit engine was tried: the best 8-bit engine's img/s
-    over the fp16 engine of its backend (:func:`eight_bit_speedup`), and 0.0 where every 8-bit
-    engine of that width failed its numerical check (its output is not usable); widths whose
-    8-bit engines could not run for another reason are left out."""
-    import pandas as pd
-
-    sp = eight_bit_speedup(bench, batch=batch, min_width=0.0)
-    best = sp.groupby("width")["speedup"].max()
-    if "precision" not in bench:
-        return best
-    eight = bench[bench["precision"].isin(EIGHT_BIT) & (bench["batch"] == batch)]
-    failed = eight[
-        (eight["status"] == "error")
-        & eight["message"].fillna("").str.startswith("NumericalMismatch")
-        & ~eight["width"].isin(set(best.index))
-    ]
-    zero = pd.Series(0.0, index=sorted(set(failed["width"])), dtype=float)
-    return pd.concat([best, zero]).sort_index()
 
 
 # --- where an engine's GPU time goes (Kineto kernel tables, e.g. trace_fp8_w1_b64) ------------
@@ -440,53 +256,14 @@ EPILOGUE = ("add (bias, residual)", "SiLU", "fused by torch.compile (Triton)")
 QUANTISE_PARTS = ("8-bit quantisation", "8-bit quantisation (Triton)")
 
 
-def bench_facts(bench, peak_tflops: float = float("nan"), autotune: bool = True) -> list[dict]:
-    """Facts of a bench table: per (width, batch) the best 16-bit engine's latency and img/s
-    over the baseline's and its TFLOP/s over ``peak_tflops``, the usable 8-bit speed-up
-    (:func:`usable_eight_bit`); per batch the median over widths of the best engine's
-    speed-up; the rows that did not run; with ``autotune``, the max-autotune comparison
-    (:func:`autotune_facts`). Its pipeline rows are facts of :mod:`yolo_sm.analyse.frames`."""
-    import math
-
+def bench_facts(bench) -> list[dict]:
+    """Facts of a bench table: per batch the median over widths of the best 16-bit engine's
+    img/s over the baseline's, and the rows that did not run. Its pipeline rows are facts of
+    :mod:`yolo_sm.analyse.frames`."""
     d = (BENCH,)
     rows = []
-    batches = sorted(engines(bench, baseline=True)["batch"].unique())
-    for b in batches:
+    for b in sorted(engines(bench, baseline=True)["batch"].unique()):
         best = best_engine(bench, b)
-        for w, r in best.iterrows():
-            s = scope(w, b)
-            note = r["variant"]
-            rows.append(
-                fact(
-                    "fast.best16_latency_over_baseline",
-                    r["median_ms"] / r["base_ms"],
-                    "x",
-                    scope=s,
-                    datasets=d,
-                    note=note,
-                )
-            )
-            rows.append(
-                fact(
-                    "fast.best16_img_per_s_over_baseline",
-                    r["img_per_s"] / r["base_img"],
-                    "x",
-                    scope=s,
-                    datasets=d,
-                    note=note,
-                )
-            )
-            if not math.isnan(peak_tflops) and "tflops" in best:
-                rows.append(
-                    fact(
-                        "fast.best16_tflops_over_fp16_peak",
-                        r["tflops"] / peak_tflops,
-                        "x",
-                        scope=s,
-                        datasets=(*d, "ceilings"),
-                        note=f"{r['tflops']:.0f} of {peak_tflops:.0f} TFLOP/s",
-                    )
-                )
         if len(best):
             speed = (best["img_per_s"] / best["base_img"]).median()
             rows.append(
@@ -498,10 +275,6 @@ def bench_facts(bench, peak_tflops: float = float("nan"), autotune: bool = True)
                     datasets=d,
                 )
             )
-        for w, v in usable_eight_bit(bench, b).items():
-            rows.append(fact("fast.usable_8bit_over_fp16", v, "x", scope=scope(w, b), datasets=d))
-    if autotune:
-        rows += autotune_facts(bench, d)
     rows.append(fact("fast.rows_not_run", int((bench["status"] != "ok").sum()), "rows", datasets=d))
     return rows
 
@@ -607,27 +380,18 @@ def pool_share_facts(traces: dict) -> list[dict]:
 
 
 def facts(root: DataRoot):
-    """The fast-engines facts of ``root`` (keys ``fast.*``): from ``bench_fast_engines`` (with
-    the fp16 peak of ``ceilings``), the max-autotune comparison from ``bench_autotune`` (where
-    the root holds it, else from ``bench_fast_engines``' own max-autotune rows), the fp8 and
-    compile traces, the frames-to-boxes pipelines of every bench that ran one and the pipeline
-    probe (:mod:`yolo_sm.analyse.frames`), and the cold and warm compile builds
-    (:mod:`yolo_sm.analyse.compile_cache`, and with ``bench_autotune`` the fastest engine's
-    warm build: :func:`fastest_build_facts`), each where the root holds it. A bench's units
-    that lack an engine its plan step names are left out
+    """The fast-engines facts of ``root`` (keys ``fast.*``): from ``bench_fast_engines``, the
+    fp8 and compile traces, the frames-to-boxes pipelines of every bench that ran one and the
+    pipeline probes (:mod:`yolo_sm.analyse.frames`), and the cold and warm compile builds
+    (:mod:`yolo_sm.analyse.compile_cache`), each where the root holds it. A bench's units that
+    lack an engine its plan step names are left out
     (:func:`yolo_sm.analyse.bench_table.complete_bench`): they do not know their fastest
     engine."""
     import math
 
     rows = []
     if root.has(BENCH):
-        pk = peak_fp16_tflops(root)
-        peak = pk[0] if pk else math.nan
-        # the dedicated bench decides the max-autotune comparison where the root holds it
-        rows += bench_facts(complete_bench(root, BENCH), peak, not root.has(AUTOTUNE_DATASET))
-    autotune = complete_bench(root, AUTOTUNE_DATASET) if root.has(AUTOTUNE_DATASET) else None
-    if autotune is not None:
-        rows += autotune_facts(autotune)
+        rows += bench_facts(complete_bench(root, BENCH))
     compiled = {d: root.load(d) for d in COMPILED_TRACES if root.has(d)}
     if root.has("trace_fp8_w1_b64"):
         fp8 = root.load("trace_fp8_w1_b64")
@@ -644,8 +408,5 @@ def facts(root: DataRoot):
     rows += frames.mode_facts(benches)
     rows += frames.probe_facts({n: root.load(n) for n in root.find_all("probe")})
     if root.has(compile_cache.DATASET):
-        builds = root.load(compile_cache.DATASET)
-        rows += compile_cache.cache_facts(builds)
-        if autotune is not None:
-            rows += fastest_build_facts(autotune, builds)
+        rows += compile_cache.cache_facts(root.load(compile_cache.DATASET))
     return facts_table(r for r in rows if not math.isnan(r["value"]))

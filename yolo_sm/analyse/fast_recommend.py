@@ -3,7 +3,8 @@
 beside the fastest model-only engine (:func:`deploy`, :func:`deploy_line`); per batch regime
 and width, the model-only engine with the most images per second, its absolute latency and
 throughput, build time and peak memory, and what it costs in use (static shapes, recompiles,
-quantisation) (:func:`recommend`). And the workload caveat: how many candidates the
+quantisation) (:func:`recommend`); every model-only engine ranked per batch regime with its share of
+the measured matmul roof (:func:`engine_ranking`). And the workload caveat: how many candidates the
 post-processing saw per frame.
 
 Every comparison is inside one (width, batch) unit of the bench, whose variants ran one after
@@ -258,6 +259,59 @@ def recommend_by_batch(rec: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def _span(values, fmt: str) -> str:
+    """``min-max`` of ``values`` in format ``fmt`` (one value once; empty without any)."""
+    v = pd.Series(values, dtype=float).dropna()
+    if v.empty:
+        return ""
+    lo, hi = format(v.min(), fmt), format(v.max(), fmt)
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def engine_ranking(bench: pd.DataFrame, peaks: dict | None = None) -> pd.DataFrame:
+    """Per batch regime, every model-only engine of the bench ranked by its img/s over the
+    fastest engine of each (width, batch) unit it ran (``of_fastest``, median over those
+    widths; 1 = fastest everywhere): ``batch``, ``regime``, ``rank``, ``engine``, ``widths``
+    (how many it ran of the regime's), ``median_ms`` (latency per batch) and ``img_per_s``
+    (their range over the widths), ``vs_baseline`` (range of the same-process ratio to eager
+    fp16 NHWC), ``longest_build_s``, ``peak_mem_gib`` (the largest), ``roof_pct`` (its TFLOP/s
+    over ``peaks[precision]``, the measured dense matmul peak of its precision in TFLOP/s,
+    median over widths, %; NaN without one) and ``caveats``."""
+    e = engines(bench, baseline=True)
+    for col in (*OPTIONAL, "tflops", "precision"):  # a bench that predates a column
+        if col not in e:
+            e = e.assign(**{col: float("nan")})
+    if e.empty:
+        return pd.DataFrame()
+    e = e.assign(
+        of_fastest=e.img_per_s / e.groupby(["batch", "width"]).img_per_s.transform("max"),
+        roof_pct=100 * e.tflops / e.precision.map(peaks or {}).astype(float),
+    )
+    rows = []
+    for batch, g in e.groupby("batch"):
+        n = g.width.nunique()
+        for engine, r in g.groupby("variant"):
+            rows.append(
+                {
+                    "batch": int(batch),
+                    "regime": REGIMES.get(int(batch), ""),
+                    "engine": engine,
+                    "of_fastest": r.of_fastest.median(),
+                    "widths": f"{r.width.nunique()} of {n}",
+                    "median_ms": _span(r.median_ms, ".2f"),
+                    "img_per_s": _span(r.img_per_s, ",.0f"),
+                    "vs_baseline": _span(r.vs_baseline, ".2f"),
+                    "longest_build_s": r.build_s.max(),
+                    "peak_mem_gib": r.peak_mem_bytes.max() / 2**30,
+                    "roof_pct": r.roof_pct.median(),
+                    "caveats": caveat(engine),
+                }
+            )
+    out = pd.DataFrame(rows).sort_values(["batch", "of_fastest"], ascending=[True, False])
+    out.insert(2, "rank", out.groupby("batch").cumcount() + 1)
+    return out.reset_index(drop=True)
 
 
 def workload(bench: pd.DataFrame) -> dict:

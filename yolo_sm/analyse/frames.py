@@ -1,15 +1,11 @@
 """Frames to boxes (notebook 10): the pipeline rows of the bench tables (``yolo_sm.collect.bench``)
-and the pipeline probe, as tables and as the facts speed goal 1 and the pipeline findings are
-decided on (keys ``fast.*``). Every function takes tables and returns a table or facts; none
+and the pipeline probe, as tables and as the facts the pipeline findings are decided on (keys
+``fast.*``). Every function takes tables and returns a table or facts; none
 judges.
 
 Two benches hold pipeline rows: ``bench_fast_engines`` (the pipeline around one CUDA graph) and
 ``bench_pipeline`` (around torch.compile's engine). Each ratio is taken inside one (width,
-batch) unit of one table, whose rows ran one after another in one process; across the tables
-only the choice of the best ratio per unit is made (:func:`fastest_pipelines`). A pipeline
-that the host's CPU bounds (small batches: launches, NMS's host syncs) keeps a ratio that moves
-with that CPU between runs, so at such units the choice is only as good as the two runs' hosts
-are alike.
+batch) unit of one table, whose rows ran one after another in one process.
 """
 
 from __future__ import annotations
@@ -19,29 +15,18 @@ import math
 from yolo_sm.analyse.bench_table import (
     PIPELINE,
     PREDICT,
-    engines,
     ok_rows,
-    pipeline_engine,
-    scope,
 )
 from yolo_sm.analyse.facts import fact
 from yolo_sm.contract.vocab import PIPELINE_MODES, PIPELINE_STAGES
 
 #: the bench of the pipeline around the compiled engine (its own plan step)
 PIPELINE_DATASET = "bench_pipeline"
-#: the benches whose pipeline rows speed goal 1 reads, the fast-engines bench first
+#: the benches that hold pipeline rows, the fast-engines bench first
 PIPELINE_DATASETS = ("bench_fast_engines", PIPELINE_DATASET)
 #: the reference plan's first pipeline probe (each stage of one batch alone), named where a
 #: root holds none; the findings read every probe of a root (dataset role ``probe``)
 PROBE = "probe_pipeline_w05_b16"
-
-#: the columns of :func:`pipeline_gap`
-GAP_COLUMNS = (
-    "width", "batch", "pipeline", "frames_per_s", "own_engine", "own_img_per_s",
-    "fastest_engine", "fastest_img_per_s", "pipeline_over_own", "own_over_fastest",
-    "pipeline_over_fastest", "predict_img_per_s", "pipeline_over_predict",
-    "candidates_per_frame",
-)  # fmt: skip
 
 
 def pipeline_table(bench):
@@ -81,133 +66,17 @@ def pipeline_table(bench):
     )
 
 
-def pipeline_gap(bench):
-    """Speed goal 1's ratio per (width, batch) with a pipeline row, as its two measured
-    factors: the fastest pipeline row (``pipeline``, ``frames_per_s``), the engine it wraps
-    with its model-only img/s as the pipeline measured it just before (``own_engine``,
-    ``own_img_per_s``), the fastest ok model-only engine of the unit (``fastest_engine``,
-    ``fastest_img_per_s``; the baseline included) and the ratios ``pipeline_over_own`` (what
-    the copies, letterbox, decode and NMS cost around that engine) x ``own_over_fastest``
-    (which engine the pipeline wraps) = ``pipeline_over_fastest``; the pipeline over
-    YOLO.predict of the same unit (``pipeline_over_predict``, empty without a predict row);
-    with the NMS candidates per frame where the table counts them. A unit whose
-    ``own_over_fastest`` is under the goal's threshold cannot meet it whatever the pre- and
-    post-processing cost. A ``graph``-mode row replays its engine's forward inside its own
-    CUDA graph, and its ``own_img_per_s`` is that forward replayed in a graph (the bench's
-    ``model_only_img_per_s``), which can outrun every engine row of the unit
-    (``own_over_fastest`` above 1). The product of the two factors, the goal's ratio, does not
-    depend on it."""
-    import pandas as pd
-
-    pipe = pipeline_table(bench)  # each pipeline row with YOLO.predict of its unit
-    model = engines(bench, baseline=True)
-    rows = []
-    for (w, b), g in pipe.groupby(["width", "batch"]):
-        m = model[(model["width"] == w) & (model["batch"] == b)]
-        if m.empty:
-            continue
-        p, f = g.loc[g["img_per_s"].idxmax()], m.loc[m["img_per_s"].idxmax()]
-        own = float(p.get("model_only_img_per_s", float("nan")))
-        rows.append(
-            {
-                "width": w,
-                "batch": b,
-                "pipeline": p["variant"],
-                "frames_per_s": float(p["img_per_s"]),
-                "own_engine": pipeline_engine(p["variant"]),
-                "own_img_per_s": own,
-                "fastest_engine": f["variant"],
-                "fastest_img_per_s": float(f["img_per_s"]),
-                "pipeline_over_own": float(p["img_per_s"]) / own,
-                "own_over_fastest": own / float(f["img_per_s"]),
-                "pipeline_over_fastest": float(p["img_per_s"]) / float(f["img_per_s"]),
-                "predict_img_per_s": float(p["predict_img_per_s"]),
-                "pipeline_over_predict": float(p["vs_predict"]),
-                "candidates_per_frame": p.get("candidates_per_frame", float("nan")),
-            }
-        )
-    return pd.DataFrame(rows, columns=list(GAP_COLUMNS))
-
-
-def stage_budget(gap, target: float):
-    """A :func:`pipeline_gap` (or :func:`fastest_pipelines`) table with three columns in ms
-    per batch: ``stages_ms``, what the pipeline spends beyond its own engine's forward
-    (batch / frames_per_s - batch / own_img_per_s: the copies, letterbox, decode and NMS that
-    the batches in flight do not hide); ``stages_allowed_ms``, what a pipeline at ``target``
-    x the fastest engine's img/s may spend beyond that forward (negative: the engine alone is
-    too slow); ``stages_over_ms``, their difference (above 0: the ms per batch to cut for the
-    ratio to reach ``target``)."""
-    batch = gap["batch"].astype(float)
-    own_ms = 1e3 * batch / gap["own_img_per_s"]
-    stages = 1e3 * batch / gap["frames_per_s"] - own_ms
-    allowed = 1e3 * batch / (target * gap["fastest_img_per_s"]) - own_ms
-    return gap.assign(stages_ms=stages, stages_allowed_ms=allowed, stages_over_ms=stages - allowed)
-
-
-def fastest_pipelines(tables: dict):
-    """Per (width, batch): the :func:`pipeline_gap` row with the highest
-    ``pipeline_over_fastest`` among ``tables`` (dataset name -> bench table), with the
-    ``dataset`` it comes from (first column). Each row's ratios stay those of one table's
-    unit, one process; tables without pipeline rows add nothing."""
-    import pandas as pd
-
-    gaps = [pipeline_gap(t).assign(dataset=name) for name, t in tables.items()]
-    gaps = [g for g in gaps if not g.empty]
-    cols = ["dataset", *GAP_COLUMNS]
-    if not gaps:
-        return pd.DataFrame(columns=cols)
-    both = pd.concat(gaps, ignore_index=True)
-    best = both.loc[both.groupby(["width", "batch"])["pipeline_over_fastest"].idxmax()]
-    return best[cols].sort_values(["width", "batch"]).reset_index(drop=True)
-
-
-def gap_facts(gap, datasets=()) -> list[dict]:
-    """Facts of a :func:`pipeline_gap` (or :func:`fastest_pipelines`) table over its units
-    (none when it is empty): ``fast.pipeline_engine_over_fastest_max`` / ``_median`` (the
-    engine the pipeline wraps over the unit's fastest engine: the most, and the median) and
-    ``fast.pipeline_over_own_engine_median`` (the pipeline over its own engine)."""
-    if gap.empty:
-        return []
-    own, pipe = gap["own_over_fastest"], gap["pipeline_over_own"]
-    return [
-        fact("fast.pipeline_engine_over_fastest_max", own.max(), "x", datasets=datasets),
-        fact("fast.pipeline_engine_over_fastest_median", own.median(), "x", datasets=datasets),
-        fact("fast.pipeline_over_own_engine_median", pipe.median(), "x", datasets=datasets),
-    ]
-
-
 def pipeline_facts(tables: dict) -> list[dict]:
-    """The pipeline facts of ``tables`` (dataset name -> bench table): per (width, batch) the
-    fastest pipeline (:func:`fastest_pipelines`) over YOLO.predict (``fast.pipeline_over_predict``),
-    over the engine it wraps (``fast.pipeline_over_model_only``) and over the fastest engine
-    (``fast.pipeline_over_fastest_model_only``), each from one table; the factors of those
-    ratios (:func:`gap_facts`); the median over every pipeline row of every table of the
-    pipeline over YOLO.predict (``fast.pipeline_over_predict_median``)."""
+    """The median over every pipeline row of ``tables`` (dataset name -> bench table) of the
+    pipeline's frames/s over YOLO.predict's of the same unit
+    (``fast.pipeline_over_predict_median``); none without such rows."""
     import pandas as pd
 
-    best = fastest_pipelines(tables)
-    rows = []
-    for r in best.itertuples(index=False):
-        s, d, note = scope(r.width, r.batch), (r.dataset,), r.pipeline
-        for key, v in (
-            ("fast.pipeline_over_predict", r.pipeline_over_predict),
-            ("fast.pipeline_over_model_only", r.pipeline_over_own),
-            ("fast.pipeline_over_fastest_model_only", r.pipeline_over_fastest),
-        ):
-            rows.append(fact(key, v, "x", scope=s, datasets=d, note=note))
-    rows += gap_facts(best, tuple(dict.fromkeys(best["dataset"])))
     every = [pipeline_table(t)["vs_predict"] for t in tables.values()]
     every = pd.concat(every) if every else pd.Series(dtype=float)
-    if every.notna().any():
-        rows.append(
-            fact(
-                "fast.pipeline_over_predict_median",
-                every.median(),
-                "x",
-                datasets=tuple(tables),
-            )
-        )
-    return rows
+    if not every.notna().any():
+        return []
+    return [fact("fast.pipeline_over_predict_median", every.median(), "x", datasets=tuple(tables))]
 
 
 def mode_table(bench):

@@ -8,9 +8,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from yolo_sm.analyse import collection_time as analysed_time
 from yolo_sm.cli.common import backends_available, comma_list, device, dispatch, output, progress
-from yolo_sm.contract import gpu_time, values
+from yolo_sm.contract import values
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.manifest import embed_registrations
@@ -43,18 +42,7 @@ def add_parser(sub) -> None:
         "--max-minutes",
         default=None,
         help="stop before a step that would end later by its estimate (for time-limited hosts; "
-        "above 0, leave it out for no limit); with --status --sample: the steps whose group "
-        "needs longer than a run of that length",
-    )
-    c.add_argument(
-        "--sample",
-        default=None,
-        metavar="N",
-        help="measure groups (a model's units) of each sweep, bench, int8_kernels, "
-        "compile_cache and trace step until its table holds N, and leave it partial; the "
-        "other steps run whole; a rerun completes the same sample. Into an empty "
-        "folder, then --status: the whole plan's GPU time, scaled from the sample. With "
-        "--status on a measured root: what such a sample would cost by its seconds",
+        "above 0, leave it out for no limit)",
     )
     c.add_argument(
         "--redo-errors",
@@ -81,12 +69,8 @@ def add_parser(sub) -> None:
         help="run the plan's units on the Dask cluster of this scheduler (tcp://host:8786), "
         "whose workers offer the resource GPU=1",
     )
-    c.add_argument("--status", action="store_true", help="only show which steps are done")
     c.add_argument(
-        "--save",
-        action="store_true",
-        help="with --status: also save the GPU seconds per step (spent, left, per phase) as "
-        "the root's collection_time table, a snapshot later collections are compared with",
+        "--status", action="store_true", help="only show which steps are done and what is left"
     )
     c.set_defaults(run=run)
 
@@ -113,7 +97,7 @@ def add_parser(sub) -> None:
         "--against",
         default=None,
         help="a second dataset root: add the rules over two roots (two machines side by side, "
-        "--data's collection time against this baseline, several GPUs of a host against one)",
+        "several GPUs of a host against one)",
     )
     k.add_argument("--json", action="store_true", help="print JSON, one object per rule")
     k.set_defaults(run=run)
@@ -171,63 +155,14 @@ def collect(args) -> int:
     if args.model:
         plan = dataclasses.replace(plan, model=values.text(args.model, "--model"))
     out_dir = Path(values.text(args.out, "--out"))
-    if args.save and not args.status:
-        raise UserError("--save goes with --status (it saves what --status shows)")
-    sample = None if args.sample is None else values.whole(args.sample, "--sample", lo=1, hi=10**6)
     minutes = args.max_minutes
     if minutes is not None:
         minutes = values.number(minutes, "--max-minutes", above=0, hi=MAX_MINUTES, unit="minutes")
     if args.status:
-        from yolo_sm.collect import collection_time
-
         table = plan_status.status(plan, out_dir)
         print(table.to_string(index=False))
-        print(plan_status.gpu_total_line(table))
-        records, superseded = plan_status.recorded_phases(plan, out_dir)
-        phases = gpu_time.phase_line(records)
-        if phases:
-            print(phases)
-        if superseded:
-            print(
-                f"not counted: {superseded:.0f} s the records hold for work the tables no longer "
-                "hold (units measured again, runs stopped mid-unit)"
-            )
-        left = float(table.est_left_s.sum())
-        if left:
-            print(
-                f"left: about {left / 60:.1f} min of GPU time by these estimates "
-                f"({sum(table.state != 'done')} step(s) not done)"
-            )
-        whole = plan_status.gpu_totals(table)["total"] + left
-        print(f"whole plan: about {whole:.0f} s ({whole / 60:.1f} min) of GPU time, spent + left")
-        # the per-step snapshot both the sample's cost and --save read, made once
-        snap = (
-            collection_time.table(plan, out_dir, table) if sample is not None or args.save else None
-        )
-        if sample is not None:
-            cost = collection_time.sample_table(plan, out_dir, sample, snapshot=snap)
-            print(cost.round({"whole_s": 0, "sample_s": 0, "group_s": 0}).to_string(index=False))
-            total = float(cost.sample_s.sum())
-            print(
-                f"a sample of {sample} group(s) per sampled step (collect --sample {sample} into "
-                f"an empty folder): about {total:.0f} s ({total / 60:.1f} min) of GPU time by "
-                "this root's seconds"
-            )
-            if minutes is not None:
-                long = analysed_time.too_long(cost, 60 * minutes)
-                steps = ", ".join(f"{r.step} (about {r.group_s:.0f} s)" for r in long.itertuples())
-                print(
-                    f"in runs of --max-minutes {minutes:g}, each step's group at its mean: "
-                    + (f"{len(long)} step(s) never sampled, a group needing longer: {steps}"
-                       if len(long) else "every one fits")
-                )  # fmt: skip
-        if args.save:
-            output(out_dir, folder=True)
-            saved = collection_time.save(plan, out_dir, snapshot=snap)
-            print(
-                f"saved {out_dir / collection_time.FILE}: {len(saved)} steps, "
-                f"{saved.plan_s.sum():.0f} s of GPU time for the whole plan"
-            )
+        left = int((table.state != "done").sum())
+        print(f"{len(table) - left} of {len(table)} step(s) done, {left} left")
         return 0
     only = comma_list(args.only)
     names = [s.name for s in plan.steps]
@@ -236,8 +171,6 @@ def collect(args) -> int:
             steps = ", ".join(sorted(names))
             raise UserError(f"plan {plan.name} has no step {o!r}; steps: {steps}")
     redo = None if args.redo_errors is None else str(args.redo_errors)
-    if sample is not None and (args.workers is not None or args.scheduler):
-        raise UserError("--sample runs on one GPU: leave out --workers and --scheduler")
     workers = (
         None if args.workers is None else values.whole(args.workers, "--workers", lo=1, hi=1024)
     )
@@ -265,7 +198,6 @@ def collect(args) -> int:
         max_minutes=minutes,
         progress=progress(args),
         redo=redo,
-        sample=sample,
     )
     print(table.to_string(index=False))
     return 0

@@ -327,7 +327,7 @@ class BenchSpec:
 
 def unit_group(unit) -> tuple[str, float]:
     """The group a (family, width, batch) unit runs in: its model, every batch of it in one
-    process (what ``run_bench`` builds once and ``collect --sample`` counts)."""
+    process (what ``run_bench`` builds once)."""
     family, width, _ = unit
     return (family, width)
 
@@ -651,14 +651,13 @@ def _predict_row(model, head: dict, spec: BenchSpec, frames) -> dict:
         kw = dict(imgsz=spec.imgsz, device=spec.device, half=spec.on_gpu, verbose=False, rect=False)
         with phase("warmup") as warm:
             yolo.predict(batch_frames, **kw)  # warm-up (model set-up, cuDNN autotuning)
-        with phase("timed"):
-            lat, n, t0 = [], 0, time.perf_counter()
-            while time.perf_counter() - t0 < spec.seconds or not lat:
-                t = time.perf_counter()
-                yolo.predict(batch_frames, **kw)
-                lat.append(time.perf_counter() - t)
-                n += batch
-            wall = time.perf_counter() - t0
+        lat, n, t0 = [], 0, time.perf_counter()
+        while time.perf_counter() - t0 < spec.seconds or not lat:
+            t = time.perf_counter()
+            yolo.predict(batch_frames, **kw)
+            lat.append(time.perf_counter() - t)
+            n += batch
+        wall = time.perf_counter() - t0
     except Exception as e:  # noqa: BLE001
         free_memory()
         return {**row, **failure(e)}

@@ -38,7 +38,7 @@ from yolo_sm.collect.grid import (
     width_scaled,
 )
 from yolo_sm.collect.models import build_yolo
-from yolo_sm.collect.stopwatch import credit, phase
+from yolo_sm.collect.stopwatch import phase
 from yolo_sm.collect.sweep import failure
 from yolo_sm.collect.timing import measure_engine
 from yolo_sm.contract import values
@@ -286,8 +286,6 @@ def run_cache_builds(
                 t0 = time.perf_counter()
                 row = runner(args, child_env(cache_dir), spec.timeout_s)
                 process_s = time.perf_counter() - t0
-                for p in ("build", "warmup", "timed"):  # the child's phases, as it timed them
-                    credit(p, row.get(f"{p}_s") or 0.0)
                 if "prov_command" in row:  # the command that asked for the build, not the child's
                     row["prov_command"] = command
                 rows.append(

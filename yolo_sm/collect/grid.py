@@ -9,10 +9,6 @@ before the ``deadline`` at the estimated pace, so that what is compared is measu
 side; after every unit the whole table is written atomically (temporary file + rename), so a
 run killed at any moment leaves a readable table lacking at most the unit in progress; GPU
 memory is freed between groups. Rerunning the same call continues where the last one stopped.
-Within :func:`sampled`, a run leaves the table holding at most that many groups (those it held
-already count, and a run completes them) and leaves the rest: a sample whose seconds
-``collect --status`` scales to the whole table, which time-limited runs of the same command
-complete without growing it.
 """
 
 from __future__ import annotations
@@ -23,9 +19,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,26 +34,6 @@ from yolo_sm.contract.store import (
     remove_stale_partials,
     write_atomic,
 )
-
-#: groups a run of :func:`run_grid` may measure (None: every group); set by :func:`sampled`
-_SAMPLE: ContextVar[int | None] = ContextVar("grid_sample", default=None)
-
-
-@contextmanager
-def sampled(groups: int | None) -> Iterator[None]:
-    """Every :func:`run_grid` inside measures groups until its table holds ``groups`` of them
-    (None: no limit; a group of which the table holds some units counts, and is completed),
-    whole ones (a model's units stay side by side), and stops before the next. A context
-    rather than an argument: the steps of a plan reach :func:`run_grid` through a dozen
-    runners."""
-    if groups is not None and groups < 1:
-        raise ValueError(f"a sample needs at least one group, not {groups}")
-    token = _SAMPLE.set(groups)
-    try:
-        yield
-    finally:
-        _SAMPLE.reset(token)
-
 
 # --- values of a spec (plan YAML or command line) -------------------------------------------
 
@@ -249,8 +223,8 @@ def run_grid(
 
     ``deadline`` (a ``clock()`` value, ``time.monotonic`` by default) skips a group whose
     units, at ``estimate(unit, pace)`` seconds each, would end past it, goes on with the next
-    groups that fit (a long unit does not hold back shorter ones behind it; a sample, which
-    takes the first groups, stops there instead), and stops before any unit that would start
+    groups that fit (a long unit does not hold back shorter ones behind it), and stops before
+    any unit that would start
     past it. ``seconds_column``: a column that records on every row
     the seconds its unit took (the first unit of a group includes the group's opening).
     ``device``: where the units are measured; a table whose rows another GPU model measured
@@ -306,35 +280,13 @@ def _run_grid(
             metadata = {**(metadata or {}), "registrations": regs}
     todo = pending(units, rows, key, row_key, complete)
     pace = Pace(rows=rows)
-    sample, taken = _SAMPLE.get(), set()
-    if sample is not None:  # the groups the table holds rows of count toward the sample
-        have, left = held(rows, row_key), {key(u) for u in todo}
-        # (a unit ``complete`` takes as held without rows, too)
-        taken = {group(u) for u in units if have.get(key(u)) or key(u) not in left}
     bar = tqdm(total=len(todo), desc=kind, unit="unit", disable=not progress, file=sys.stderr)
     try:
-        for g, members in itertools.groupby(todo, key=group):
+        for _, members in itertools.groupby(todo, key=group):
             members = list(members)
-            if sample is not None and g not in taken and len(taken) >= sample:
-                print(
-                    f"{kind}: the sample holds {len(taken)} group(s); stopping before "
-                    f"{describe(members[0])} (the same command without the sample measures "
-                    "the rest)",
-                    file=sys.stderr,
-                )
-                break
             need = _need(members, pace, estimate) if deadline is not None else 0.0
             if deadline is not None and clock() + need > deadline:
                 left = max(deadline - clock(), 0)
-                if sample is not None:  # the sample is the first groups: none is skipped
-                    print(
-                        f"{kind}: stopping before {describe(members[0])}: its "
-                        f"{len(members)} unit(s) need about {need:.0f} s and would end past "
-                        f"the deadline ({left:.0f} s left); a run with that much time "
-                        "measures them together",
-                        file=sys.stderr,
-                    )
-                    break
                 print(
                     f"{kind}: skipping {describe(members[0])}: its {len(members)} unit(s) "
                     f"need about {need:.0f} s and would end past the deadline ({left:.0f} s "
@@ -343,7 +295,6 @@ def _run_grid(
                 )
                 bar.update(len(members))
                 continue
-            taken.add(g)
             start = clock()
             state = open_group(members[0])
             try:

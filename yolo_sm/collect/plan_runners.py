@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from yolo_sm.collect import numerics, stopwatch
+from yolo_sm.collect import numerics
 from yolo_sm.collect.bench import BenchSpec, run_bench
 from yolo_sm.collect.cache_builds import CacheSpec, run_cache_builds
 from yolo_sm.collect.ceilings import measure_ceilings
@@ -86,10 +86,6 @@ def registration_command(plan: Plan, out_dir: Path, step: Step) -> str:
     )
 
 
-#: the step kinds a sampled run (``run_plan``'s ``sample``) leaves partial: those that resume
-#: unit by unit and whose status scales their missing units from the measured ones (the
-
-
 def _run_sweep(step, plan, out_dir, deadline, progress):
 
     run_sweep(
@@ -162,7 +158,7 @@ def _run_ncu(step, plan, out_dir, deadline, progress):
         models=args.model or None,
         input_shape=args.input_shape,
     )
-    with tempfile.TemporaryDirectory(dir=out_dir) as tmp, stopwatch.phase("profile"):
+    with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
         df = ncu.profile(
             target,
             Path(tmp) / "ncu.csv",
@@ -204,13 +200,12 @@ def _run_gpm(step, plan, out_dir, deadline, progress):
 
     args, grid = _configs(step, plan)
     built = list(_engines(args, grid, step.params.get("backend", "eager"), plan.device))
-    with stopwatch.phase("profile"):
-        frame, info = run_gpm(
-            built,
-            seconds=float(step.params.get("seconds", 3.0)),
-            gap_s=float(step.params.get("gap_s", 0.5)),
-            hz=float(step.params.get("hz", 20)),
-        )
+    frame, info = run_gpm(
+        built,
+        seconds=float(step.params.get("seconds", 3.0)),
+        gap_s=float(step.params.get("gap_s", 0.5)),
+        hz=float(step.params.get("hz", 20)),
+    )
     _write(_with_provenance(frame, plan.device), step_path(step, out_dir), {"sampler": info})
     for _, eng, _ in built:
         eng.close()

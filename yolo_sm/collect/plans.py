@@ -9,8 +9,7 @@ batch) by (model, batch), and with ``max_minutes`` starts no work that would end
 write their outputs atomically, so a killed run leaves complete files or none.
 
 This module runs a plan and registers each step's table; :mod:`yolo_sm.collect.plan_runners`
-holds each step kind's runner, :mod:`yolo_sm.collect.plan_status` what a plan has left and what
-it cost.
+holds each step kind's runner, :mod:`yolo_sm.collect.plan_status` what a plan has left.
 """
 
 from __future__ import annotations
@@ -20,14 +19,12 @@ import sys
 import time
 from pathlib import Path
 
-from yolo_sm.collect import provenance, stopwatch
-from yolo_sm.collect.grid import sampled
+from yolo_sm.collect import provenance
 from yolo_sm.collect.plan_runners import RUNNERS, model_params, registration_command, step_path
 from yolo_sm.collect.plan_status import need_s, progress_note, status, step_state
 from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.gpu_time import add as add_seconds
-from yolo_sm.contract.manifest import recorded_gpu_seconds, root_gpus
 from yolo_sm.contract.manifest import register as reg
+from yolo_sm.contract.manifest import root_gpus
 from yolo_sm.contract.plans import RESUMABLE, TO_DEADLINE, Plan, Step
 from yolo_sm.contract.store import (
     output_lock,
@@ -87,17 +84,10 @@ def run_plan(
     progress: bool = True,
     register: bool = True,
     redo: str | None = None,
-    sample: int | None = None,
 ):
     """Run the plan's unfinished steps (or those named in ``only``) into ``out_dir``; returns
     the status table afterwards. ``redo`` (a message substring, "" for every error): first
-    drop the matching error rows of the sweep and bench steps it runs (:func:`redo_errors`).
-    ``sample``: each step of a kind in :data:`SAMPLED_KINDS` measures groups (a model's units,
-    side by side) until its table holds that many, and stays partial (a rerun completes the
-    same sample, as time-limited runs do); the others run whole. Into an
-    empty folder that is a sample of the whole plan, whose GPU seconds
-    :func:`yolo_sm.collect.plan_status.status` scales to every step (spent, plus what is left
-    at the pace measured)."""
+    drop the matching error rows of the sweep and bench steps it runs (:func:`redo_errors`)."""
     out_dir = Path(out_dir)
     names = {s.name for s in plan.steps}
     for o in only or []:
@@ -119,26 +109,12 @@ def run_plan(
         ):
             check_gpu_model(out_dir, plan.device)
         for step in chosen:
-            with sampled(sample if step.kind in SAMPLED_KINDS else None):
-                _run_step(step, plan, out_dir, deadline, progress, register, redo)
+            _run_step(step, plan, out_dir, deadline, progress, register, redo)
     return status(plan, out_dir)
 
 
-SAMPLED_KINDS = (*RESUMABLE, "int8_kernels", "compile_cache", "trace")
-
-
-#: ``register_step``'s default: keep the seconds the step's entry records already
-KEEP_SECONDS = "keep"
-
-
-def register_step(
-    step: Step, plan: Plan, out_dir: Path, gpu_seconds: dict | str | None = KEEP_SECONDS
-) -> dict:
-    """Register ``step``'s table in ``out_dir``'s manifest (and in the table's own metadata);
-    ``gpu_seconds``: the step's seconds per phase (:func:`step_seconds`), None for no record,
-    else (:data:`KEEP_SECONDS`) the record it holds already is kept."""
-    if gpu_seconds == KEEP_SECONDS:
-        gpu_seconds = _kept_seconds(step, out_dir)
+def register_step(step: Step, plan: Plan, out_dir: Path) -> dict:
+    """Register ``step``'s table in ``out_dir``'s manifest (and in the table's own metadata)."""
     return reg(
         out_dir,
         step.name,
@@ -147,34 +123,7 @@ def register_step(
         progress_note(step, plan, out_dir) + step.description,
         registration_command(plan, out_dir, step),
         params=model_params(step, plan),
-        gpu_seconds=gpu_seconds,
     )
-
-
-def _kept_seconds(step: Step, out_dir: Path) -> dict | None:
-    """The step's recorded seconds, None where there are none or they are not valid (a
-    warning says so: the record is dropped and ``collect --status`` estimates the table's
-    seconds from its rows)."""
-    try:
-        return recorded_gpu_seconds(out_dir, step.name, step.out)
-    except UserError as e:
-        print(
-            f"collect: {step.name}: {e}; its seconds are dropped (the table's rows estimate them)",
-            file=sys.stderr,
-        )
-        return None
-
-
-def step_seconds(step: Step, state: str, out_dir: Path, run: dict) -> dict | None:
-    """The ``gpu_seconds`` record of ``step`` after a run that took ``run``: a partial sweep
-    or bench adds it to what its earlier runs recorded; any other step starts afresh. None
-    for a partial step whose earlier runs recorded nothing (a run killed outright, or a table
-    older than the records): this run's seconds alone would pass for the whole table's, so
-    the table goes unrecorded and ``collect --status`` estimates all of it from its rows."""
-    if state != "partial":
-        return add_seconds(None, run)
-    before = _kept_seconds(step, out_dir)
-    return None if before is None else add_seconds(before, run)
 
 
 def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
@@ -205,26 +154,24 @@ def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
         )
         return
     print(f"collect: {step.name} ({step.kind}, {state})", file=sys.stderr, flush=True)
-    with stopwatch.ledger() as spent:
-        try:
-            RUNNERS[step.kind](step, plan, out_dir, deadline, progress)
-        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (cli.main): keep what was measured
-            if register and step.kind in TO_DEADLINE and step_path(step, out_dir).exists():
-                _register_interrupted(step, plan, out_dir, state, spent)
-            raise
+    try:
+        RUNNERS[step.kind](step, plan, out_dir, deadline, progress)
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (cli.main): keep what was measured
+        if register and step.kind in TO_DEADLINE and step_path(step, out_dir).exists():
+            _register_interrupted(step, plan, out_dir)
+        raise
     if register and step_path(step, out_dir).exists():
         # a finished step, or a partial sweep / bench (said so in its description): what
         # was measured is usable and the manifest says how much is missing
-        register_step(step, plan, out_dir, step_seconds(step, state, out_dir, spent.record()))
+        register_step(step, plan, out_dir)
 
 
-def _register_interrupted(step: Step, plan: Plan, out_dir: Path, state: str, spent) -> None:
+def _register_interrupted(step: Step, plan: Plan, out_dir: Path) -> None:
     """Register a step of a kind in ``contract.plans.TO_DEADLINE`` stopped part-way (its
-    table is written after every unit, so it holds every finished one) with the seconds this
-    run took, so that a rerun resumes it and its GPU time is not lost. Any error here is a
-    warning: the interrupt goes on."""
+    table is written after every unit, so it holds every finished one), so that a rerun
+    resumes it. Any error here is a warning: the interrupt goes on."""
     try:
-        register_step(step, plan, out_dir, step_seconds(step, state, out_dir, spent.record()))
+        register_step(step, plan, out_dir)
         print(
             f"collect: {step.name}: interrupted; its table is registered as measured so far "
             "(the same command resumes it)",

@@ -18,7 +18,6 @@ import warnings
 from pathlib import Path
 
 from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.gpu_time import check_gpu_seconds
 from yolo_sm.contract.schema import DERIVED, SCHEMAS, validate
 from yolo_sm.contract.store import (
     atomic_file,
@@ -48,7 +47,7 @@ PROVENANCE_FIELDS = (
 )
 MANIFEST = "manifest.json"
 #: what a table's metadata records of each registration of it (enough to rebuild the entry)
-REGISTRATION_KEYS = ("kind", "description", "command", "params", "registered_utc", "gpu_seconds")
+REGISTRATION_KEYS = ("kind", "description", "command", "params", "registered_utc")
 
 
 def _text(value) -> str:
@@ -119,11 +118,8 @@ def root_gpus(folder: str | os.PathLike) -> list[str]:
     return list(machine.get("gpu_name", []))
 
 
-def make_entry(
-    df, file: str, kind: str, description: str, command: str, params=None, gpu_seconds=None
-) -> dict:
-    """The manifest entry of table ``df`` (its columns validated for ``kind``); ``gpu_seconds``:
-    the wall seconds per phase the step took (:mod:`yolo_sm.contract.gpu_time`), when known."""
+def make_entry(df, file: str, kind: str, description: str, command: str, params=None) -> dict:
+    """The manifest entry of table ``df`` (its columns validated for ``kind``)."""
     entry = {
         "file": file,
         "kind": kind,
@@ -135,8 +131,6 @@ def make_entry(
     }
     if params is not None:
         entry["params"] = params
-    if gpu_seconds is not None:
-        entry["gpu_seconds"] = gpu_seconds
     return entry
 
 
@@ -148,12 +142,10 @@ def register(
     description: str,
     command: str,
     params: dict | None = None,
-    gpu_seconds: dict | None = None,
 ) -> dict:
     """Add or replace dataset ``name`` in ``folder/manifest.json``; ``params``: the plan step's
     parameters that made it (``collect`` compares them with the plan's to notice an edited
-    step); ``gpu_seconds``: the seconds per phase the step took (checked:
-    :func:`yolo_sm.contract.gpu_time.check_gpu_seconds`). ``file`` must lie inside ``folder``.
+    step). ``file`` must lie inside ``folder``.
 
     The registration is first embedded in the table (its ``yolo_sm`` metadata, rewritten
     atomically, values unchanged), so that a lost or corrupt manifest can be rebuilt. Safe
@@ -163,22 +155,19 @@ def register(
     manifest."""
     folder = Path(folder)
     path = inside(folder, file, f"dataset {name}'s file")
-    if gpu_seconds is not None:
-        gpu_seconds = check_gpu_seconds(gpu_seconds, f"dataset {name}")
     reg = {
         "kind": kind,
         "description": description,
         "command": command,
         "params": params,
         "registered_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "gpu_seconds": gpu_seconds,
     }
     with _manifest_lock(folder), output_lock(path):
         remove_stale_partials(path)  # a registration killed half-way left them
         remove_stale_partials(folder / MANIFEST)
         table = read_arrow(path)
         df = validate(table.to_pandas(), kind, name, path)
-        entry = make_entry(df, file, kind, description, command, params, gpu_seconds)
+        entry = make_entry(df, file, kind, description, command, params)
         meta = read_metadata(path)
         regs = dict(meta.get("registrations") or {})
         if _same(regs.get(name), reg):
@@ -299,7 +288,7 @@ def rebuild(folder: str | os.PathLike) -> dict:
             continue
         out[name] = make_entry(
             df, file, reg["kind"], reg.get("description", ""), reg.get("command", ""),
-            reg.get("params"), _valid_gpu_seconds(reg.get("gpu_seconds"), name),
+            reg.get("params"),
         )  # fmt: skip
         for k in ("provenance", "columns"):  # written by hand where the table does not say
             if isinstance(reg.get(k), dict):
@@ -364,30 +353,3 @@ def entry_problem(folder: str | os.PathLike, name: str, file: str, kind: str) ->
     if entry.get("rows") != rows:
         return f"a manifest entry of {entry.get('rows')} rows for a table of {rows}"
     return None
-
-
-def _valid_gpu_seconds(value, name: str):
-    """A registration's ``gpu_seconds`` when it is a valid record, else None (left out)."""
-    if value is None:
-        return None
-    try:
-        return check_gpu_seconds(value, f"dataset {name}")
-    except UserError:
-        return None
-
-
-def recorded_gpu_seconds(folder: str | os.PathLike, name: str, file: str) -> dict | None:
-    """The ``gpu_seconds`` record of dataset ``name``: its manifest entry's, else the one its
-    table ``file`` embeds (a lost or unreadable manifest); None when neither holds one. A
-    record that is not valid is one UserError naming the dataset."""
-    folder = Path(folder)
-    try:
-        entry = read_manifest(folder)["datasets"].get(name)
-    except UserError:  # an unreadable manifest: the table's own registration says
-        entry = None
-    value = entry.get("gpu_seconds") if isinstance(entry, dict) else None
-    if value is None:
-        path = folder / file
-        regs = (read_metadata(path).get("registrations") or {}) if path.exists() else {}
-        value = (regs.get(name) or {}).get("gpu_seconds")
-    return None if value is None else check_gpu_seconds(value, f"dataset {name}")

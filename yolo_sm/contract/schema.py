@@ -798,8 +798,8 @@ KEY_COLUMNS = (
 )
 
 
-# --- GPU seconds per phase and torch.compile's disk cache -------------------------------------
-# (yolo_sm.contract.gpu_time, yolo_sm.collect.engines.compile_cache); optional in sweep and
+# --- wall seconds per phase and torch.compile's disk cache ------------------------------------
+# (yolo_sm.collect.stopwatch, yolo_sm.collect.engines.compile_cache); optional in sweep and
 # bench tables: absent in tables measured before they were recorded
 PHASE_SECONDS = {
     "warmup_s": "wall seconds of the estimate and warm-up calls before the timed calls",
@@ -1057,52 +1057,12 @@ TEXT = TEXT | {"tile"}
 NUMBER = NUMBER | {"index", "kernel_size", "in_h", "in_w", "ops", "tops", "kernel_convs"}
 
 
-# --- the GPU time a collection plan costs (collect --status --save) ---------------------------
-#: the dataset name (and file stem) of a root's collection time table
-COLLECTION_TIME = "collection_time"
 # --- the tasks of a collection run on a Dask cluster (collect --workers / --scheduler) ---------
 #: the dataset name (and file stem) of a root's task log
 COLLECT_TASKS = "collect_tasks"
 #: kinds of tables about a root's other datasets and how they were collected, not measurements
-#: of their own (collection_time's rows carry those datasets' provenance, several values joined
-#: in one text where a step ran on several machines)
-DERIVED = (COLLECTION_TIME, COLLECT_TASKS)
-SCHEMAS[COLLECTION_TIME] = {
-    "step": "the plan step",
-    "kind": "the step's kind",
-    "state": "done, partial, missing, or another state collect --status gives",
-    "rows": "rows the step's table holds (empty without a table)",
-    "spent_s": "GPU seconds the step's table took for the rows it holds: recorded in the "
-    "manifest, else estimated from its rows or the plan's est_s (spent_source says which); 0 "
-    "without a table",
-    "spent_source": "recorded, estimated (rows), estimated (plan est_s), or empty",
-    "left_s": "GPU seconds the step still needs by collect --status's estimate (missing points "
-    "or units at the pace the table measured, else the plan's estimate); 0 when done",
-    "left_source": "where left_s comes from (measured, measured (by width), other sweeps, plan "
-    "est_s, ...), empty when done",
-    "plan_s": "spent_s + left_s: the whole step's GPU seconds as this root's tables say",
-    "groups": "groups collect --sample measures one at a time in the step (a sweep's, bench's or "
-    "trace step's models, an int8_kernels or compile_cache step's units), so that a sample's "
-    "cost is the step's share of them; empty for a step that runs whole",
-    "build_s": "recorded seconds building engines (export, compile, capture, check); empty "
-    "where the step has no record",
-    "warmup_s": "recorded seconds of warm-up calls; empty without a record",
-    "timed_s": "recorded seconds of timed calls; empty without a record",
-    "profile_s": "recorded seconds of profiler passes; empty without a record",
-    "other_s": "recorded seconds of the rest (model builds, provenance, writing tables); empty "
-    "without a record",
-    "runs": "runs of the step the record sums (empty without a record)",
-    "superseded_s": "recorded seconds of work the step's table no longer holds (units measured "
-    "again, runs stopped mid-unit), not in spent_s or the phases; empty without a record",
-    "plan_params": "the step's params as the plan names them when the snapshot was taken "
-    "(JSON): a table made before the plan changed is held against them (a bench unit that "
-    "lacks an engine the plan added since decides no goal on the fastest engine)",
-}
-REQUIRED[COLLECTION_TIME] = ("step", "kind", "state", "spent_s", "left_s", "plan_s")
-KIND_TYPES[COLLECTION_TIME] = {
-    **{c: "text" for c in ("step", "kind", "state", "spent_source", "left_source", "plan_params")},
-    **{c: "number" for c in ("rows", "runs", "groups")},
-}
+#: of their own
+DERIVED = (COLLECT_TASKS,)
 SCHEMAS[COLLECT_TASKS] = {
     "run": "the run the task belongs to (one collect command on a cluster; a resumed plan has "
     "one run per command)",

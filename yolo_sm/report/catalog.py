@@ -1,4 +1,4 @@
-"""Every rule yolo_sm decides (article claims, goals, headline findings) and their verdicts
+"""Every rule yolo_sm decides (article claims, headline findings) and their verdicts
 for one dataset root: what ``yolo-sm claims --json`` prints."""
 
 from __future__ import annotations
@@ -9,9 +9,7 @@ import pandas as pd
 
 from yolo_sm.analyse import batch as analyse_batch
 from yolo_sm.analyse import claims as analyse_claims
-from yolo_sm.analyse import collection_time as analyse_collection
 from yolo_sm.analyse import compare as analyse_compare
-from yolo_sm.analyse import eight_bit_goal as analyse_goal8
 from yolo_sm.analyse import fast as analyse_fast
 from yolo_sm.analyse import heatmaps as analyse_heatmaps
 from yolo_sm.analyse import hosts as analyse_hosts
@@ -28,7 +26,7 @@ from yolo_sm.analyse import techniques as analyse_techniques
 from yolo_sm.analyse import timeline as analyse_timeline
 from yolo_sm.analyse.facts import concat
 from yolo_sm.contract.datasets import DataRoot
-from yolo_sm.report import claims, goals
+from yolo_sm.report import claims
 from yolo_sm.report.findings import batch as findings_batch
 from yolo_sm.report.findings import compare as findings_compare
 from yolo_sm.report.findings import fast, roofline
@@ -81,12 +79,7 @@ def to_json(verdicts: pd.DataFrame) -> str:
 
 
 SOURCES.append((claims.CLAIMS_RULES, analyse_claims.facts))
-SOURCES.append((goals.RULES, analyse_fast.facts))
-# the speed goals read the fast-engines facts (above) and the 8-bit bench's goal facts
-SOURCES.append((goals.SPEED_RULES, analyse_goal8.goal_facts_of))
 SOURCES.append((fast.RULES, analyse_fast.facts))
-SOURCES.append((fast.GAP_RULES, analyse_fast.facts))
-SOURCES.append((fast.COLLECTION_RULES, analyse_collection.facts))
 SOURCES.append((findings_primer.RULES, analyse_primer.facts))
 SOURCES.append((findings_heatmaps.RULES, analyse_heatmaps.facts))
 SOURCES.append((findings_width.RULES, analyse_scaling.facts))
@@ -111,8 +104,6 @@ def pair_verdict_table(a: DataRoot, b: DataRoot) -> pd.DataFrame:
 
 
 PAIR_SOURCES.append((findings_compare.RULES, analyse_compare.facts))
-# speed goal 4: b's collection against a's (a the baseline)
-PAIR_SOURCES.append((goals.COLLECTION_RULES, analyse_collection.pair_facts))
 # a root collected on several GPUs of a host against one collected on one of them
 PAIR_SOURCES.append((findings_multi_gpu.RULES, analyse_multi_gpu.facts))
 SOURCES.append((findings_shapes.RULES, analyse_shapes.facts))

@@ -80,14 +80,6 @@ INT8_KERNEL_COLORS = {
     "best": "#333333",
 }
 
-#: The parts of a collection step's GPU seconds (yolo_sm.analyse.collection_time.PARTS):
-#: measured dark, estimated lighter, still to measure lightest.
-COLLECTION_COLORS = {
-    "spent, recorded": "#1F3A5F",
-    "spent, estimated": "#6F8FB5",
-    "left, estimated": "#C9D6E6",
-}
-
 #: A verdict's badge, (background, text) colour: the site's badges and the notebooks' verdict
 #: tables (the keys are yolo_sm.report.rules.VERDICTS).
 VERDICT_COLORS = {
@@ -107,7 +99,6 @@ FAMILIES = (
     BOUND_COLORS,
     OCCUPANCY_COLORS,
     INT8_KERNEL_COLORS,
-    COLLECTION_COLORS,
 )
 COLORS: dict[str, str] = {k: v for family in FAMILIES for k, v in family.items()}
 #: Colour of a value that no family names.

@@ -65,9 +65,9 @@ _TRACED_AS = {"eager": "eager", "compile": "torch.compile"}
 
 def breakdown_section(root: DataRoot, trace: str = p8.TRACE_INT8):
     """Where the int8 engine's GPU time goes against fp16's, from an int8 trace
-    (:data:`yolo_sm.analyse.eight_bit_goal.INT8_TRACES`: the eager engines' or the compiled
-    ones'): the per-width table of :func:`yolo_sm.analyse.precision_8bit.trace_table`, GPU ms
-    per forward by part, and the stacked figure, or one sentence."""
+    (the eager engines' or the compiled ones'): the per-width table of
+    :func:`yolo_sm.analyse.precision_8bit.trace_table`, GPU ms per forward by part, and the
+    stacked figure, or one sentence."""
     if not root.has(trace):
         return lacks(root, trace)
     kernels = root.load(trace)

@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-from yolo_sm.analyse import collection_time as collection
 from yolo_sm.analyse import compile_cache, fast, fast_recommend, frames
-from yolo_sm.analyse import eight_bit_goal as goal8
-from yolo_sm.analyse import precision_8bit as p8
-from yolo_sm.analyse.bench_table import (
-    complete_bench,
-    engines,
-    incomplete_units,
-    planned_engines,
-    variant_order,
-)
+from yolo_sm.analyse.bench_table import complete_bench, engines, variant_order
 from yolo_sm.contract.datasets import DataRoot
-from yolo_sm.contract.schema import COLLECTION_TIME
+from yolo_sm.contract.hardware import ceiling
 from yolo_sm.report import plots, tables
-from yolo_sm.report.colors import TEMPLATE, color_map
-from yolo_sm.report.goals import PIPELINE_OVER_FASTEST
+from yolo_sm.report.colors import TEMPLATE
 from yolo_sm.report.sections import Note, missing_note, needs
 from yolo_sm.report.style import finish
-from yolo_sm.report.text import code
 
 
 def plot_speedup_vs_width(bench, title: str | None = None):
@@ -245,6 +234,39 @@ def recommendation(root: DataRoot):
     return tables.show(fast_recommend.recommend_by_batch(rec))
 
 
+def roofs(root: DataRoot) -> dict:
+    """The measured dense matmul peak of each precision the fast-engines bench ran an engine
+    in, where ``root``'s ceilings hold it (``matmul_<precision>``): precision -> (TFLOP/s,
+    where it comes from)."""
+    precisions = sorted(set(engines(root.load(BENCH), baseline=True).get("precision", [])))
+    found = {p: ceiling(root, f"matmul_{p}") for p in precisions}
+    return {p: v for p, v in found.items() if v is not None}
+
+
+@needs(BENCH)
+def ranking(root: DataRoot):
+    """Every engine ranked per batch regime (:func:`yolo_sm.analyse.fast_recommend.ranking`),
+    over the units that hold every engine of their plan step, each engine's TFLOP/s against
+    the measured matmul peak of its precision."""
+    peaks = {p: v[0] for p, v in roofs(root).items()}
+    return tables.show(fast_recommend.engine_ranking(complete_bench(root, BENCH), peaks))
+
+
+@needs(BENCH)
+def roof_note(root: DataRoot) -> Note:
+    """Which measured peaks ``roof_pct`` reads, or that the root has none."""
+    found = roofs(root)
+    if not found:
+        return Note(f"{root.name} holds no measured matmul peak (`ceilings`): `roof_pct` is empty.")
+    return Note(
+        "`roof_pct` is the engine's TFLOP/s (the model's FLOPs per image x batch / latency) "
+        "over the dense matmul peak of its precision measured on this machine: "
+        + "; ".join(f"{p} {v:,.0f} TFLOP/s ({src})" for p, (v, src) in found.items())
+        + ". A convolutional detector also waits on memory and launches, so the matmul peak "
+        "is the roof it cannot pass, not a speed it should reach."
+    )
+
+
 @needs(BENCH)
 def recommendation_detail(root: DataRoot):
     """:func:`yolo_sm.analyse.fast_recommend.recommend` per (batch, width) unit that holds
@@ -266,166 +288,12 @@ def compile_builds(root: DataRoot):
     return tables.show(compile_cache.builds(root.load(compile_cache.DATASET)))
 
 
-#: the columns of one snapshot shown per step
-COLLECTION_COLUMNS = (
-    "step", "kind", "state", "spent_s", "spent_source", "left_s", "left_source", "plan_s",
-    "superseded_s",
-)  # fmt: skip
-
-
-def no_snapshot(root: DataRoot) -> Note:
-    """The one line a root without a collection_time snapshot shows."""
-    return Note(
-        f"The root {code(root.name)} holds no {code(COLLECTION_TIME)} snapshot: `yolo-sm collect "
-        "--plan PLAN --out ROOT --status --save` writes it from the root's manifest and tables "
-        "(no GPU needed)."
-    )
-
-
-def collection_steps(root: DataRoot, baseline: DataRoot | None = None):
-    """Per plan step the GPU seconds of ``root``'s collection_time snapshot (spent, left and
-    their sum); with a ``baseline`` root that has one too, both side by side with the ratio
-    (:func:`yolo_sm.analyse.collection_time.side_by_side`)."""
-    snap = collection.snapshot(root)
-    if snap is None:
-        return no_snapshot(root)
-    base = collection.snapshot(baseline) if baseline is not None else None
-    if base is None or baseline.path.resolve() == root.path.resolve():
-        # a snapshot saved before superseded_s was a column shows the others
-        return tables.show(snap[[c for c in COLLECTION_COLUMNS if c in snap]])
-    return tables.show(collection.side_by_side(base, snap))
-
-
-def warmer_builds(root: DataRoot, baseline: DataRoot | None = None):
-    """Per bench and sweep step, the torch.compile builds ``root`` and ``baseline`` both made
-    and those where ``root``'s found more in inductor's disk cache
-    (:func:`yolo_sm.analyse.collection_time.warmer_builds`); a note without a baseline, or
-    where the two made no compiled build in common."""
-    return _against(root, baseline, collection.warmer_builds, "made no torch.compile build "
-                    "of the same engine and unit")  # fmt: skip
-
-
-def same_units(root: DataRoot, baseline: DataRoot | None = None):
-    """Per bench and sweep step, the seconds ``root`` and ``baseline`` took for the units both
-    measured (:func:`yolo_sm.analyse.collection_time.same_units`); a note without a baseline,
-    or where the two hold no unit in common."""
-    return _against(root, baseline, collection.same_units, "hold no bench or sweep unit in "
-                    "common")  # fmt: skip
-
-
-def _against(root: DataRoot, baseline: DataRoot | None, compare, none: str):
-    """``compare(baseline, root)`` as a table; a note without another root as ``baseline``, or
-    where the table is empty (the two roots ``none``)."""
-    if baseline is None or baseline.path.resolve() == root.path.resolve():
-        return Note("Set `BASELINE` to another root with a snapshot to compare the two.")
-    table = compare(baseline, root)
-    if not len(table):
-        return Note(
-            f"The roots {code(baseline.name)} and {code(root.name)} {none} (or one lacks a "
-            "snapshot)."
-        )
-    return tables.show(table)
-
-
-def collection_builds(root: DataRoot):
-    """Where the build seconds of the root's bench and sweep tables go, per engine kind
-    (:func:`yolo_sm.analyse.collection_time.build_by_engine`)."""
-    return tables.show(collection.build_by_engine(root))
-
-
-def collection_phases(root: DataRoot):
-    """Where the recorded collection seconds went, per phase
-    (:func:`yolo_sm.analyse.collection_time.phases`); None without a snapshot (the section's
-    first cell says so)."""
-    snap = collection.snapshot(root)
-    return None if snap is None else tables.show(collection.phases(snap))
-
-
-def pipeline_gap(root: DataRoot):
-    """Speed goal 1's ratio per unit as its two factors, for the fastest pipeline of the unit
-    among the benches that ran one: the pipeline over the engine it wraps, that engine over
-    the fastest (:func:`yolo_sm.analyse.frames.fastest_pipelines`); and in ms per batch what
-    the stages around the engine cost against what the goal leaves them
-    (:func:`yolo_sm.analyse.frames.stage_budget`)."""
-    benches = {d: complete_bench(root, d) for d in frames.PIPELINE_DATASETS if root.has(d)}
-    if not benches:
-        return missing_note(root, frames.PIPELINE_DATASETS)
-    gap = frames.stage_budget(frames.fastest_pipelines(benches), PIPELINE_OVER_FASTEST)
-    # the engine it wraps is named in the pipeline variant: one column fewer on the page
-    return tables.show(gap.drop(columns="own_engine"))
-
-
-@needs(p8.BENCH_8BIT)
-def eight_bit_budget(root: DataRoot):
-    """Speed goal 2 in ms per forward, per width the 8-bit bench timed and whose fastest int8
-    engine an int8 trace holds: the time a forward at the goal's ratio to the fastest fp16
-    engine may take, that engine's convolutions and its kernels outside them against it
-    (:func:`yolo_sm.analyse.eight_bit_goal.budget_table`)."""
-    if not any(root.has(t) for t in goal8.INT8_TRACES):
-        return missing_note(root, list(goal8.INT8_TRACES))
-    return tables.show(goal8.budget_of(root))
-
-
-def incomplete(root: DataRoot, dataset: str):
-    """The (width, batch) units of bench ``dataset`` that lack an engine its plan step names,
-    and which (:func:`yolo_sm.analyse.bench_table.incomplete_units`): no goal on the fastest
-    engine is decided there until the unit is measured again."""
-    if not root.has(dataset):
-        return missing_note(root, [dataset])
-    gaps = incomplete_units(root.load(dataset), planned_engines(root, dataset))
-    if gaps.empty:
-        return Note(f"Every unit of {code(dataset)} holds every engine its plan step names.")
-    return tables.show(gaps)
-
-
-def eight_bit_incomplete(root: DataRoot):
-    """:func:`incomplete` for the 8-bit bench (speed goal 2)."""
-    return incomplete(root, goal8.BENCH_8BIT)
-
-
-def autotune_incomplete(root: DataRoot):
-    """:func:`incomplete` for the bench beside max-autotune (speed goal 3)."""
-    return incomplete(root, fast.AUTOTUNE_DATASET)
-
-
 @needs(fast.AUTOTUNE_DATASET)
 def autotune_runs(root: DataRoot):
-    """Speed goal 3's runs: per width, every engine of the autotune bench in run order with
-    its img/s, ratio to the eager baseline of the same process, latency and build seconds
-    (max-autotune's include its autotuning), what the build found in inductor's cache and, for
-    max-autotune, the ops it autotuned afresh and the autotunings it read from disk; a failed
-    engine's row says why."""
+    """The autotune bench: per width, every engine in run order with its img/s, ratio to the
+    eager baseline of the same process, latency and build seconds (max-autotune's include its
+    autotuning), what the build found in inductor's cache and, for max-autotune, the ops it
+    autotuned afresh and the autotunings it read from disk; a failed engine's row says why."""
     extra = ("compile_cache", "autotuned_ops", "autotune_reads", "message")
     side = fast.side_by_side(root.load(fast.AUTOTUNE_DATASET), extra)
     return tables.show(side.drop(columns=["family", "scope"], errors="ignore"))
-
-
-def plot_collection(parts_table, *, title=None):
-    """Each plan step's GPU seconds as a horizontal bar, stacked by part (spent and recorded,
-    spent and estimated, left), steps in plan order from the top
-    (:func:`yolo_sm.analyse.collection_time.parts`)."""
-    import plotly.express as px
-
-    steps = list(dict.fromkeys(parts_table["step"]))
-    fig = px.bar(
-        parts_table,
-        x="seconds",
-        y="step",
-        color="part",
-        orientation="h",
-        category_orders={"step": steps, "part": list(collection.PARTS)},
-        color_discrete_map=color_map(collection.PARTS),
-        template=TEMPLATE,
-        height=160 + 18 * len(steps),
-        title=title or "GPU seconds of each plan step: spent and left",
-    )
-    fig.update_xaxes(title_text="GPU seconds")
-    fig.update_yaxes(title_text="plan step")
-    return finish(fig)
-
-
-def collection_figure(root: DataRoot):
-    """:func:`plot_collection` of ``root``'s snapshot; None without one (the section's first
-    cell says so)."""
-    snap = collection.snapshot(root)
-    return None if snap is None else plot_collection(collection.parts(snap))

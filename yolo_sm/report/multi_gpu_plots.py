@@ -10,7 +10,8 @@ import functools
 from yolo_sm.analyse import multi_gpu
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.schema import COLLECT_TASKS
-from yolo_sm.report import tables
+from yolo_sm.report import rules, tables
+from yolo_sm.report.findings import multi_gpu as findings
 from yolo_sm.report.sections import Note
 from yolo_sm.report.style import finish
 from yolo_sm.report.text import code
@@ -21,9 +22,10 @@ def missing(multi: DataRoot | None, single: DataRoot | None) -> Note | None:
     and ``multi`` was collected on two GPUs or more."""
     if multi is None or single is None:
         return Note(
-            "Set `MULTI_GPU` to a root collected with `yolo-sm collect --workers N` on a host "
-            "with N GPUs and `ONE_GPU` to the same plan steps collected on one GPU of that host "
-            "(`--workers 1`): this section compares the two."
+            "A root collected with `yolo-sm collect --workers N` on N GPUs of one host "
+            "(`MULTI_GPU`) beside the same plan steps on one of its GPUs (`ONE_GPU`) would show "
+            "here how much sooner N GPUs finish, whether they measure alike and whether the "
+            "merged tables hold the one-GPU rows."
         )
     if multi_gpu.workers(multi) < 2:
         return Note(
@@ -111,3 +113,14 @@ def tables_match(multi: DataRoot, single: DataRoot):
             f"The roots {code(multi.name)} and {code(single.name)} hold no table in common."
         )
     return tables.show(match)
+
+
+def section(multi: DataRoot | None, single: DataRoot | None) -> list:
+    """The section's outputs in order: the one line of :func:`missing` where it has one, else
+    the scaling and runs tables, the spread figure and table, the tables' match and the
+    findings' verdict table."""
+    note = missing(multi, single)
+    if note is not None:
+        return [note]
+    shown = [f(multi, single) for f in (scaling, runs, spread_figure, spread, tables_match)]
+    return [*shown, rules.table(findings.verdicts(multi, single))]

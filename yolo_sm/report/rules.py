@@ -51,7 +51,7 @@ class Rule:
     ``phrases`` maps a verdict to a template (``str.format`` fields: ``measured``,
     ``threshold``, ``partly``, ``unit``, ``statement``) that words it; verdicts without one get
     :data:`DEFAULT_PHRASE`. ``group`` files the rule under a notebook or a table (``claims``,
-    ``goals``, ``01_width_scaling``). ``datasets``: the tables the fact is read from; empty
+    ``01_width_scaling``). ``datasets``: the tables the fact is read from; empty
     where a root's own tables decide which (every table of a role): the verdict then names
     the datasets its fact records."""
 

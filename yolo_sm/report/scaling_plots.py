@@ -381,15 +381,6 @@ def lacks(root: DataRoot, name) -> str:
     return f"This root ({root.name}) holds no {what}" + (f": {why}." if why else ".")
 
 
-def no_plan(root: DataRoot, steps) -> str:
-    """One sentence for a root without a plan that names ``steps`` (or without the sweeps to
-    compare with it)."""
-    return (
-        f"No plan of this root ({root.name}) names {', '.join(steps)}, or the root holds none "
-        "of their sweeps: nothing to compare."
-    )
-
-
 def peak_sentence(peak: float) -> str:
     """Where the share-of-peak figures come from: the root's measured fp16 matmul ceiling, or
     that the root has none (shares are then left empty)."""

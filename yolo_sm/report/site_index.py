@@ -141,8 +141,8 @@ def _role(p: Page, homes: dict) -> str:
         return "start here: the concepts, taught with this root's own kernels"
     if homes.get("claims") == p.stem:
         return "the verdict board: every claim of the articles below, held against the data"
-    if homes.get("goals") == p.stem:
-        return "what to deploy: engines side by side, and the targets they meet"
+    if homes.get("10_fast_engines") == p.stem:
+        return "what to deploy: the engines ranked per batch regime, against the measured roof"
     return ""
 
 

@@ -1,10 +1,10 @@
 """Which rules' verdicts each page of the site leads with, and the key-results box.
 
 Every rule files itself under a ``group`` (:class:`yolo_sm.report.rules.Rule`): a notebook's
-file name (``04_occupancy_heatmaps``) or a table's name (``claims``, ``goals``). A group's
+file name (``04_occupancy_heatmaps``) or a table's name (``claims``). A group's
 *home page* is the page of that name; else the page whose topic starts with it
 (``claims`` -> ``09_claims_checked``); else the page whose executed outputs show most of the
-group's rule ids (``goals`` -> the page with the targets' table). So a renumbered or split
+group's rule ids. So a renumbered or split
 notebook keeps its rules as long as its findings name their group.
 
 :data:`HEADLINES` names, per group, the rules that answer the notebook's question, in the
@@ -88,7 +88,6 @@ HEADLINES: dict[str, tuple[str, ...]] = {
         "fast_pipeline_beats_predict",
         "fast_fp8_forward_faster",
     ),
-    "goals": ("goal_1_w1", "goal_2_w1", "goal_3_w1", "goal_4_predict"),
     "13_techniques": (
         "techniques_fusion_b16",
         "techniques_autocast_near_half",

@@ -28,7 +28,6 @@ from yolo_sm.collect.engines.config import (
 from yolo_sm.collect.engines.onnx import build_onnxruntime
 from yolo_sm.collect.engines.tensorrt import build_tensorrt
 from yolo_sm.collect.engines.torch_backends import build_compiled, build_cudagraph, build_eager
-from yolo_sm.collect.stopwatch import phase
 from yolo_sm.contract.vocab import COMPILE_MODES
 
 __all__ = [
@@ -53,8 +52,6 @@ def build_engine(model: torch.nn.Module, config: EngineConfig) -> Engine:
     Raises ``NotAvailableError`` when the backend or device is missing here, ``UserError`` for a
     combination that cannot run, and ``NumericalMismatch`` when the output disagrees with the
     eager fp32 model beyond the precision's tolerance (``config.check=False`` skips the check).
-    The build and its check are timed as the ``build`` phase of any open ledger
-    (:mod:`yolo_sm.collect.stopwatch`; inside a caller's own phase they count once, there).
     """
     check_device(config.device)
     build = {
@@ -64,12 +61,11 @@ def build_engine(model: torch.nn.Module, config: EngineConfig) -> Engine:
         Backend.ONNXRUNTIME: build_onnxruntime,
         Backend.TENSORRT: build_tensorrt,  # imports tensorrt itself, on use
     }[config.backend]
-    with phase("build"):
-        engine = build(model, config)
-        if config.check:
-            try:
-                verify(engine, model)
-            except Exception:
-                engine.close()
-                raise
+    engine = build(model, config)
+    if config.check:
+        try:
+            verify(engine, model)
+        except Exception:
+            engine.close()
+            raise
     return engine

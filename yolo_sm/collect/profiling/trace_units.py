@@ -4,8 +4,8 @@ layers (:mod:`yolo_sm.collect.profiling.kineto`).
 
 The configs go through the grid runner (:func:`yolo_sm.collect.grid.run_grid`), each model's
 configs one group: the table is written after every config, a config it holds is not traced
-again, a time-limited run starts only the models whose configs fit before its deadline, and a
-sampled run (``collect --sample``) traces the first models only. Each config's trace is kept
+again, a time-limited run starts only the models whose configs fit before its deadline. Each
+config's trace is kept
 beside the table (``traces/<step>-<config>.json.gz``, for Perfetto or the Chrome trace viewer);
 a run killed between writing a trace and writing the table loads that trace rather than taking
 it again. A trace without GPU kernels (a CPU's) holds its config although it adds no row.
@@ -19,7 +19,6 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from yolo_sm.collect import stopwatch
 from yolo_sm.collect.grid import (
     Pace,
     longest_by_width,
@@ -167,9 +166,8 @@ def run_traces(
                                spec.backend, spec.compile_mode)  # fmt: skip
             try:
                 hooked = eng.module if spec.backend == "eager" else None
-                with stopwatch.phase("profile"):
-                    kineto.capture(lambda: eng(x), path, model=hooked, iters=spec.iters,
-                                   device=spec.device)  # fmt: skip
+                kineto.capture(lambda: eng(x), path, model=hooked, iters=spec.iters,
+                               device=spec.device)  # fmt: skip
             finally:
                 eng.close()
             frame = kineto.load_kernels(path)

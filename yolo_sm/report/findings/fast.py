@@ -1,14 +1,12 @@
-"""Headline findings of the fast-engines notebook (08), as rules over the facts of
+"""Headline findings of the fast-engines notebook (10), as rules over the facts of
 :func:`yolo_sm.analyse.fast.facts`."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from yolo_sm.analyse import collection_time, fast, frames
+from yolo_sm.analyse import fast, frames
 from yolo_sm.contract.datasets import DataRoot
-from yolo_sm.contract.schema import COLLECTION_TIME
-from yolo_sm.report.goals import PIPELINE_OVER_FASTEST
 from yolo_sm.report.rules import Rule, check_unique, evaluate, rule_maker
 
 BENCH = ("bench_fast_engines",)
@@ -202,73 +200,6 @@ RULES: tuple[Rule, ...] = check_unique(
 )
 
 
-#: What holds the pipeline below speed goal 1, over the fastest pipeline of each unit among the
-#: benches that ran one (:func:`yolo_sm.analyse.frames.fastest_pipelines`).
-GAP_RULES: tuple[Rule, ...] = check_unique(
-    (
-        _finding(
-            "pipeline_engine_caps_goal_1",
-            "In every unit with a pipeline row, the engine the fastest frames-to-boxes pipeline "
-            f"wraps delivers under {PIPELINE_OVER_FASTEST:g}x the model-only img/s of the "
-            "fastest engine of the same model and batch: no pre- or post-processing brings "
-            "the pipeline to speed goal 1 around that engine",
-            "pipeline_engine_over_fastest_max",
-            "<",
-            PIPELINE_OVER_FASTEST,
-            "x",
-            frames.PIPELINE_DATASETS,
-        ),
-        _finding(
-            "pipeline_stages_cap_goal_1",
-            "Around the engine it wraps, the fastest frames-to-boxes pipeline keeps under "
-            f"{PIPELINE_OVER_FASTEST:g}x of that engine's model-only img/s (median over the "
-            "units): the copies, letterbox, decode and NMS alone keep speed goal 1 out of "
-            "reach in most units, whichever engine runs",
-            "pipeline_over_own_engine_median",
-            "<",
-            PIPELINE_OVER_FASTEST,
-            "x",
-            frames.PIPELINE_DATASETS,
-        ),
-    )
-)
-
-#: Findings on what collecting the root cost (its collection_time snapshot).
-COLLECTION_RULES: tuple[Rule, ...] = check_unique(
-    (
-        _make(
-            "collection_build_dominates",
-            "Building engines (export, compile, capture, numerical check) takes at least half "
-            "of the GPU time of the collection steps whose seconds are recorded",
-            "collection.build_share_pct",
-            ">=",
-            50.0,
-            "%",
-            (COLLECTION_TIME,),
-            partly=30.0,
-        ),
-        _make(
-            "collection_mostly_measured",
-            "At most a tenth of the whole plan's GPU seconds are the plan's own guesses (a "
-            "step's est_s, a bench's est_unit_s, a default) rather than recorded, estimated from "
-            "the tables' rows or paced by measured units: a comparison of this root's collection "
-            "with another's rests on measurements",
-            "collection.guessed_share_pct",
-            "<=",
-            10.0,
-            "%",
-            (COLLECTION_TIME,),
-            partly=25.0,
-        ),
-    )
-)
-
-
 def verdicts(root: DataRoot) -> pd.DataFrame:
-    """The findings' verdict table for ``root`` (:data:`RULES` and :data:`GAP_RULES`)."""
-    return evaluate(RULES + GAP_RULES, fast.facts(root), root.name)
-
-
-def collection_verdicts(root: DataRoot) -> pd.DataFrame:
-    """The collection findings' verdict table for ``root``."""
-    return evaluate(COLLECTION_RULES, collection_time.facts(root), root.name)
+    """The findings' verdict table for ``root``."""
+    return evaluate(RULES, fast.facts(root), root.name)
