@@ -61,7 +61,7 @@ def test_unknown_dataset_names_the_known_ones():
     assert datasets.path("h200/ceilings") == datasets.data_dir() / "h200" / entry["file"]
     with pytest.raises(UserError, match="sweep_fp16_nhwc"):
         open_root("h200").load("nope")
-    with pytest.raises(UserError, match="shipped roots: cpu, h200"):
+    with pytest.raises(UserError, match="shipped roots: cpu, h100, h200"):
         open_root("no_such_root")
 
 
