@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import html
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -317,8 +316,7 @@ def plotly_js_path() -> Path:
     return path
 
 
-def write_assets(out: Path) -> None:
-    """``plotly.min.js``, ``notebook.css`` and ``site.css``: the files every page links."""
-    shutil.copyfile(plotly_js_path(), out / PLOTLY_JS)
-    (out / NOTEBOOK_CSS).write_text(lab_css(), encoding="utf-8")
-    (out / SITE_CSS).write_text(SITE_STYLE, encoding="utf-8")
+def site_assets() -> dict:
+    """File name -> body of the files every page links: ``plotly.min.js``, ``notebook.css``
+    and ``site.css``."""
+    return {PLOTLY_JS: plotly_js_path().read_bytes(), NOTEBOOK_CSS: lab_css(), SITE_CSS: SITE_STYLE}
