@@ -321,3 +321,88 @@ def test_the_index_of_a_root_without_a_gpu_names_its_machine_and_no_gpu():
     assert "<th>GPU</th><td>—</td>" in prov
     assert html.escape(root.machine()["cpu_model"]) in prov and "H200" not in text
     assert html.escape(root.device_name()) in read_page_text(text).title
+
+
+# --- writing the site: no planted link followed, no half-written site --------------------------
+
+
+def _tiny(stem="00_tiny"):
+    """One unexecuted notebook (write_site needs no kernel)."""
+    v4 = nbformat.v4
+    return {stem: _notebook("00 · Tiny: is it written safely?", [v4.new_markdown_cell("## A")])}
+
+
+def test_the_site_never_writes_through_a_planted_link(tmp_path):
+    from yolo_sm.contract.datasets import open_root
+    from yolo_sm.report.render import write_site
+
+    site, victim = tmp_path / "site", tmp_path / "victim.txt"
+    site.mkdir()
+    victim.write_text("precious")
+    # the pages, an asset and the old renderer's predictable temporary names, all links
+    for name in ("index.html", "00_tiny.html", "plotly.min.js", "site.css", "index.html.partial"):
+        (site / name).symlink_to(victim)
+    write_site(_tiny(), site, open_root("h200"), _verdicts([]))
+    assert victim.read_text() == "precious"
+    for name in ("index.html", "00_tiny.html", "plotly.min.js", "site.css"):
+        assert not (site / name).is_symlink() and (site / name).stat().st_size > 0, name
+    assert not [p.name for p in site.iterdir() if p.name.startswith(".")]  # no temporary left
+    assert oct((site / "index.html").stat().st_mode & 0o044) == oct(0o044)  # readable as before
+
+
+def test_an_interrupted_site_leaves_the_old_one_as_it_was(tmp_path, monkeypatch):
+    from yolo_sm.contract.datasets import open_root
+    from yolo_sm.report import render
+
+    site = tmp_path / "site"
+    render.write_site(_tiny(), site, open_root("h200"), _verdicts([]))
+    before = {p.name: p.read_bytes() for p in site.iterdir()}
+
+    def stopped(*a, **k):
+        raise KeyboardInterrupt  # a SIGINT while the index is made, after the pages
+
+    monkeypatch.setattr(render, "index_html", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        render.write_site(_tiny(), site, open_root("cpu"), _verdicts([]))
+    assert {p.name: p.read_bytes() for p in site.iterdir()} == before
+
+
+SLOW = "import pathlib, time\npathlib.Path('STARTED').touch()\ntime.sleep(120)"
+
+
+@pytest.mark.parametrize(
+    ("how", "signum", "code"),
+    [("render", "SIGINT", 130), ("render", "SIGTERM", 143), ("cli", "SIGTERM", 143)],
+)
+def test_a_signal_during_render_exits_130_or_143_and_keeps_the_old_site(
+    tmp_path, how, signum, code
+):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    folder = tmp_path / "nb"
+    folder.mkdir()
+    nb = _notebook("00 · Slow: does a signal stop it?", [nbformat.v4.new_code_cell(SLOW)])
+    nbformat.write(nb, folder / "00_slow.ipynb")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text("the old site")
+    cmd = ["-m", "yolo_sm.report.render"] if how == "render" else ["-m", "yolo_sm", "render"]
+    args = ["--notebooks", str(folder), "--data", "h200", "--out", str(site)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen(
+        [sys.executable, *cmd, *args], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    while not (folder / "STARTED").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert (folder / "STARTED").exists(), "the notebook never started"
+    proc.send_signal(getattr(signal, signum))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert "Traceback" not in err, err
+    assert [p.name for p in site.iterdir()] == ["index.html"]
+    assert (site / "index.html").read_text() == "the old site"
