@@ -334,3 +334,41 @@ def test_shipped_roots_parameters_are_accepted(data):
 
     for path in NOTEBOOKS:
         prepare(path, data)  # raises on a name or value a notebook does not take
+
+
+# --- no silent stall: explorers under nbclient ---------------------------------------------------
+
+EXPLORERS = "from yolo_sm.report import widgets\n" + "\n".join(
+    f"display(widgets.occupancy_explorer('9.0', {t}, 32, 0))" for t in (64, 128, 256, 512)
+)
+
+
+def test_notebooks_with_explorers_never_wait_out_a_cell_timeout(tmp_path, monkeypatch):
+    """Each explorer fills its Output area while its cell runs. nbclient's stand-in echoed that
+    output to the kernel as a comm message on the shell socket, through a blocking shadow of the
+    socket that the client's wait for the cell's reply polls: at random (about one explorer in
+    twenty-five) the send swallowed the reply's wake-up and the wait slept to the cell's timeout,
+    then read the reply as if on time. So: no comm message goes to the kernel (the cause, every
+    time), and three notebooks of four explorers each stay within a 20 s bound (2 to 9 s each on
+    2 busy cores; a stall runs to the bound and is a UserError)."""
+    from jupyter_client.channels import ZMQSocketChannel
+
+    from yolo_sm.report.render import run
+
+    sent = []
+    original = ZMQSocketChannel.send
+    monkeypatch.setattr(
+        ZMQSocketChannel,
+        "send",
+        lambda self, msg: sent.append(msg["header"]["msg_type"]) or original(self, msg),
+    )
+    for _ in range(3):
+        nb = nbformat.v4.new_notebook(
+            cells=[
+                nbformat.v4.new_markdown_cell("# 99 · explorers"),
+                nbformat.v4.new_code_cell(EXPLORERS),
+            ]
+        )
+        run(nb, tmp_path, timeout=20, limit=20)
+        assert sum("widget-view" in str(o) for o in nb.cells[1].outputs) == 4
+    assert "execute_request" in sent and "comm_msg" not in sent, set(sent)
