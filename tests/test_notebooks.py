@@ -161,6 +161,12 @@ def test_render_injects_the_root_and_its_notebook_parameters(probe_notebook, tmp
     index = render_site(probe_notebook, tmp_path / "site", data=root)
     assert (tmp_path / "site" / "99_probe.html").exists()
     assert "NVIDIA H200" in index.read_text() and "99_probe.html" in index.read_text()
+    # the root was injected by its absolute path; no page shows a local path
+    assert str(root) in prepare(probe_notebook / "99_probe.ipynb", root).cells[2].source
+    for page in (tmp_path / "site").glob("*.html"):
+        text = page.read_text()
+        assert str(tmp_path) not in text and str(Path.cwd()) not in text, page.name
+        assert str(Path(__file__).resolve().parents[1]) not in text, page.name
 
 
 def test_render_from_the_cpu_root_names_its_machine(probe_notebook):

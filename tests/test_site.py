@@ -406,3 +406,33 @@ def test_a_signal_during_render_exits_130_or_143_and_keeps_the_old_site(
     assert "Traceback" not in err, err
     assert [p.name for p in site.iterdir()] == ["index.html"]
     assert (site / "index.html").read_text() == "the old site"
+
+
+def test_long_tables_and_verdicts_shown_above_fold_under_one_line():
+    from yolo_sm.report.site import FOLD, LONG_TABLE_ROWS, fold_outputs
+
+    v4 = nbformat.v4
+
+    def shows(text):
+        return v4.new_output("display_data", data={"text/html": text})
+
+    rows = "".join(f"<tr><td>{i}</td></tr>" for i in range(LONG_TABLE_ROWS + 1))
+    cell = v4.new_code_cell("")
+    cell.outputs = [
+        shows("<ul><li>A &amp; B holds</li><li>C holds</li></ul>"),  # C is new here
+        shows(f"<table><thead><tr><th>n</th></tr></thead>{rows}</table>"),
+        shows("<table><tr><td>C holds</td></tr><tr><td>A & B holds</td></tr></table>"),
+        shows(f"<table>{rows[: rows.index('<tr><td>2')]}</table>"),  # short: stays open
+    ]
+    nb = v4.new_notebook(cells=[cell])
+    fold_outputs(nb, {"A & B"}, ("A & B", "C", "D"))
+    folds = [o.get("metadata", {}).get(FOLD) for o in nb.cells[0].outputs]
+    assert folds[0] is None and folds[3] is None
+    assert f"{LONG_TABLE_ROWS + 1} rows" in folds[1] and "2 verdicts shown above" in folds[2]
+    # the page folds them in <details>
+    from yolo_sm.report.site import Page, page_html
+
+    text = page_html(
+        v4.new_notebook(cells=[v4.new_markdown_cell("# 00 · T"), cell]), Page("00_t", "00 · T")
+    )
+    assert text.count('<details class="yolo-fold">') == 2

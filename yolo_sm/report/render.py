@@ -42,7 +42,7 @@ from yolo_sm.contract.plans import load_yaml
 from yolo_sm.report import catalog
 from yolo_sm.report.site import INDEX, Page, page_html, site_assets, title_of
 from yolo_sm.report.site_index import index_html
-from yolo_sm.report.site_results import home_pages, results_box
+from yolo_sm.report.site_results import home_pages, page_rows, results_box
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding yolo_sm/
 
@@ -306,6 +306,7 @@ def write_site(
     homes = home_pages(verdicts, pages, executed)
     machine = root.device_name()
     files = site_assets()
+    statements = tuple(verdicts.statement)
     for i, page in enumerate(pages):
         prev = pages[i - 1] if i else None
         nxt = pages[i + 1] if i + 1 < len(pages) else None
@@ -314,15 +315,26 @@ def write_site(
             findings = next((h for _, h, t in heads if t.lower() == "findings"), None)
             return results_box(verdicts, page, homes, machine, findings)
 
-        files[page.file] = page_html(executed[page.stem], page, prev, nxt, box)
+        shown = set(page_rows(verdicts, page, homes).statement)
+        text = page_html(executed[page.stem], page, prev, nxt, box, shown, statements)
+        files[page.file] = without_local_paths(text, root)
     first_cells = {
         s: next((c.source for c in nb.cells if c.cell_type == "markdown"), "")
         for s, nb in executed.items()
     }
-    files[INDEX] = index_html(root, pages, verdicts, homes, first_cells)
+    files[INDEX] = without_local_paths(index_html(root, pages, verdicts, homes, first_cells), root)
     out.mkdir(parents=True, exist_ok=True)
     replace_all(out, files)
     return out / INDEX
+
+
+def without_local_paths(text: str, root: DataRoot) -> str:
+    """``text`` with the root's folder written as its name and this checkout's folder as
+    ``.`` (a root outside ``data/`` is rendered from its absolute path)."""
+    for folder, name in ((root.path, root.name), (PACKAGE_ROOT, ".")):
+        for form in {str(Path(folder)), str(Path(folder).resolve())}:
+            text = text.replace(form, name)
+    return text
 
 
 def replace_all(folder: Path, files: dict) -> None:

@@ -31,6 +31,10 @@ PLOTLY_JS = "plotly.min.js"
 NOTEBOOK_CSS = "notebook.css"
 SITE_CSS = "site.css"
 INDEX = "index.html"
+#: an output's metadata key whose text, when set, folds the output under that summary line
+FOLD = "yolo_site_fold"
+#: a table output with more body rows than this is folded (its summary says how many)
+LONG_TABLE_ROWS = 10
 
 _TOP, _RESULTS, _BOTTOM = (
     "<!--yolo-site:top-->",
@@ -70,11 +74,21 @@ BOTTOM
 {{ super() }}
 {%- endif -%}
 {% endblock input_group %}
+{% block output %}
+{%- if output.get('metadata', {}).get('FOLD') -%}
+<details class="yolo-fold"><summary>{{ output.metadata['FOLD'] }}</summary>
+{{ super() }}
+</details>
+{%- else -%}
+{{ super() }}
+{%- endif -%}
+{% endblock output %}
 """.replace("PLOTLY_JS", PLOTLY_JS)
     .replace("NOTEBOOK_CSS", NOTEBOOK_CSS)
     .replace("SITE_CSS", SITE_CSS)
     .replace("HIDE_INPUT", HIDE_INPUT)
     .replace("SUMMARY", "yolo_site_summary")
+    .replace("FOLD", FOLD)
     .replace("TOP", _TOP)
     .replace("BOTTOM", _BOTTOM)
 )
@@ -161,14 +175,17 @@ def _is_plotly_bundle(output) -> bool:
     return len(text) > 100_000 and bool(_PLOTLY_BUNDLE.search(text[:5000]))
 
 
-def for_html(nb):
+def for_html(nb, shown: set[str] | None = None, statements: tuple[str, ...] = ()):
     """A copy of the executed notebook as the site renders it: plotly.js bundles dropped from
     the outputs (the page links the site's copy), each widget replaced by
-    :data:`WIDGET_PLACEHOLDER` (and the widget state dropped), and each run of consecutive
+    :data:`WIDGET_PLACEHOLDER` (and the widget state dropped), each run of consecutive
     set-up cells (:func:`setup_cells`) merged into one code cell tagged :data:`HIDE_INPUT`
     (its sources one after the other, then its outputs), so the page folds it under one
-    line."""
+    line; and folded under a summary line (:func:`fold_outputs`): each table of more than
+    :data:`LONG_TABLE_ROWS` rows, and each output all of whose rule ``statements`` the page
+    showed above (``shown``: those its key-results box shows)."""
     nb = copy.deepcopy(nb)
+    fold_outputs(nb, set(shown or ()), statements)
     nb.metadata.pop("widgets", None)
     folded = set(setup_cells(nb))
     cells, run = [], []
@@ -186,6 +203,34 @@ def for_html(nb):
         cells.append(_merged(run))
     nb.cells = cells
     return nb
+
+
+def _output_text(output) -> str:
+    data = output.get("data", {})
+    text = data.get("text/html") or data.get("text/markdown") or output.get("text", "")
+    return "".join(text) if isinstance(text, list) else text
+
+
+def fold_outputs(nb, shown: set[str], statements: tuple[str, ...]) -> None:
+    """Mark outputs of ``nb`` to fold (:data:`FOLD`): an output whose rule statements (those
+    of ``statements`` its text holds) were all in ``shown`` or an earlier output, and a table
+    of more than :data:`LONG_TABLE_ROWS` body rows. ``shown`` grows with what stays open."""
+    for cell in nb.cells:
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else ():
+            text = _output_text(output)
+            if not text or len(text) > 1_000_000:
+                continue
+            plain = html.unescape(text)
+            found = {s for s in statements if s in plain}
+            rows = len(re.findall(r"<tr\b", text)) - len(re.findall(r"<thead\b", text))
+            if found and found <= shown:
+                fold = f"{len(found)} verdicts shown above on this page, again"
+            elif rows > LONG_TABLE_ROWS:
+                fold = f"a table of {rows} rows (click to show)"
+            else:
+                shown |= found
+                continue
+            output.setdefault("metadata", {})[FOLD] = fold
 
 
 def _placeholder(output):
@@ -269,13 +314,20 @@ def nav_html(prev: Page | None, nxt: Page | None, where: str = "top") -> str:
 
 
 def page_html(
-    nb, page: Page, prev: Page | None = None, nxt: Page | None = None, results=None
+    nb,
+    page: Page,
+    prev: Page | None = None,
+    nxt: Page | None = None,
+    results=None,
+    shown: set[str] | None = None,
+    statements: tuple[str, ...] = (),
 ) -> str:
     """The executed notebook ``nb`` as the site's page ``page``: titled ``page.title``, linked
     to the index and to ``prev`` / ``nxt`` (None: the index), with a key-results box under the
-    title: ``results(headings)`` (HTML; ``headings``: :func:`headings` of the page)."""
+    title: ``results(headings)`` (HTML; ``headings``: :func:`headings` of the page); ``shown``
+    and ``statements``: see :func:`for_html`."""
     body, _ = exporter().from_notebook_node(
-        for_html(nb), resources={"metadata": {"name": page.title or page.stem}}
+        for_html(nb, shown, statements), resources={"metadata": {"name": page.title or page.stem}}
     )
     body = offline(body)
     side = (
