@@ -185,7 +185,9 @@ def read_page_text(text: str) -> _Page:
 WIDTH_PX, PAGE_MAX_PX, SITE_MAX_PX = 1400, 12_000, 100_000
 _MEASURE = (
     "<script>window.addEventListener('load', () => setTimeout(() => {"
-    "document.title = 'HEIGHT ' + document.documentElement.scrollHeight}, 300))</script>"
+    "const box = document.querySelector('.yolo-results');"
+    "document.title = 'HEIGHT ' + document.documentElement.scrollHeight"
+    " + ' TOP ' + (box ? Math.round(box.getBoundingClientRect().top) : -1)}, 300))</script>"
 )
 
 
@@ -198,9 +200,10 @@ def browser() -> str | None:
     )
 
 
-def browser_heights(site: Path, files: list[str], width: int = WIDTH_PX) -> dict[str, int]:
-    """file -> the page's height in px (``scrollHeight`` once loaded and its figures drawn) in
-    headless Chromium ``width`` px wide; each page measured through a copy beside it."""
+def browser_heights(site: Path, files: list[str], width: int = WIDTH_PX) -> dict[str, tuple]:
+    """file -> (the page's height, the top of its key-results box or -1) in px, once loaded
+    and its figures drawn, in headless Chromium ``width`` px wide; each page measured through
+    a copy beside it."""
     import subprocess
 
     out = {}
@@ -216,7 +219,7 @@ def browser_heights(site: Path, files: list[str], width: int = WIDTH_PX) -> dict
                     "--disable-gpu",
                     "--hide-scrollbars",
                     f"--window-size={width},1000",
-                    "--virtual-time-budget=20000",
+                    "--virtual-time-budget=8000",
                     "--dump-dom",
                     probe.resolve().as_uri(),
                 ],
@@ -227,9 +230,9 @@ def browser_heights(site: Path, files: list[str], width: int = WIDTH_PX) -> dict
             ).stdout
         finally:
             probe.unlink()
-        m = re.search(r"<title>HEIGHT (\d+)</title>", dom)
+        m = re.search(r"<title>HEIGHT (\d+) TOP (-?\d+)</title>", dom)
         assert m, f"no height measured for {f}"
-        out[f] = int(m.group(1))
+        out[f] = (int(m.group(1)), int(m.group(2)))
     return out
 
 
@@ -266,9 +269,6 @@ class _Height(HTMLParser):
             return
         if tag == "tr":
             self.px += 26
-        h = re.search(r"height:\s*(\d+)px", a.get("style") or "")
-        if "plotly-graph-div" in (a.get("class") or "") and h:
-            self.px += int(h.group(1))
 
     def handle_endtag(self, tag):
         if tag in self.SKIP:
@@ -295,7 +295,14 @@ def estimated_height(text: str) -> int:
     line of text (150 characters a line in the page's column), 17 px per line of code, 26 px
     per table row, each plotly figure's own height, nothing folded in a closed ``<details>``
     but its summary line (:func:`browser_heights` where a browser is installed)."""
+    import json
+
     p = _Height()
     p.feed(text)
     p._line()
-    return int(p.px)
+    dec, figures = json.JSONDecoder(), 0
+    for m in re.finditer(r'Plotly\.newPlot\(\s*"[^"]+",\s*', text):
+        _, end = dec.raw_decode(text, m.end())
+        layout, _ = dec.raw_decode(text, text.index("{", end))
+        figures += layout.get("height", 450)  # plotly's default
+    return int(p.px) + figures

@@ -436,3 +436,37 @@ def test_long_tables_and_verdicts_shown_above_fold_under_one_line():
         v4.new_notebook(cells=[v4.new_markdown_cell("# 00 · T"), cell]), Page("00_t", "00 · T")
     )
     assert text.count('<details class="yolo-fold">') == 2
+
+
+@pytest.mark.notebooks
+def test_the_site_is_short_enough_to_read_with_each_answer_at_the_top(tmp_path):
+    """At 1,400 px wide: each page at most 12,000 px tall, the site at most 100,000 px, each
+    key-results box within the first 1,000 px. Measured in headless Chromium where one is
+    installed; else estimated from the HTML (site_checks.estimated_height: on the 19 pages of
+    the H200 site it read 183,224 px against Chromium's 188,360, page by page within 35 %)."""
+    from tests.notebook_cache import executed
+    from tests.site_checks import (
+        PAGE_MAX_PX,
+        SITE_MAX_PX,
+        browser,
+        browser_heights,
+        estimated_height,
+    )
+    from yolo_sm.contract.datasets import open_root
+    from yolo_sm.report.render import notebooks_in, write_site
+
+    done = {p.stem: executed(p, "h200") for p in notebooks_in(NOTEBOOKS)}
+    site = tmp_path / "site"
+    write_site(done, site, open_root("h200"), verdicts_of("h200"))
+    files = ["index.html", *(f"{s}.html" for s in done)]
+    if browser():
+        measured = browser_heights(site, files)
+        heights = {f: h for f, (h, _) in measured.items()}
+        tops = {f: top for f, (_, top) in measured.items() if top >= 0}
+    else:
+        heights = {f: estimated_height((site / f).read_text()) for f in files}
+        tops = {}
+    print("page heights (px):", heights, "in all", sum(heights.values()))
+    assert all(top <= 1_000 for top in tops.values()), tops
+    assert {f: h for f, h in heights.items() if h > PAGE_MAX_PX} == {}
+    assert sum(heights.values()) <= SITE_MAX_PX

@@ -10,8 +10,9 @@ figure's output is dropped (:func:`for_html`).
 On top of nbconvert's page, :func:`page_html` adds the site: the notebook's title in
 ``<title>``, a side bar with index / previous / next links and a table of contents built from
 the page's headings, a key-results box under the title, a placeholder where a widget was (it
-lives only in JupyterLab), and set-up code folded away (cells tagged ``hide-input`` or
-``parameters``, and the code cells before the notebook's second markdown cell).
+lives only in JupyterLab), and code folded away (set-up code under one line: cells tagged
+``hide-input`` or ``parameters``, and the code cells before the notebook's second markdown
+cell; every other cell's code under its own), long tables and verdicts shown above folded.
 """
 
 from __future__ import annotations
@@ -181,7 +182,8 @@ def for_html(nb, shown: set[str] | None = None, statements: tuple[str, ...] = ()
     :data:`WIDGET_PLACEHOLDER` (and the widget state dropped), each run of consecutive
     set-up cells (:func:`setup_cells`) merged into one code cell tagged :data:`HIDE_INPUT`
     (its sources one after the other, then its outputs), so the page folds it under one
-    line; and folded under a summary line (:func:`fold_outputs`): each table of more than
+    line, and every other code cell's input folded too; and folded under a summary line
+    (:func:`fold_outputs`): each table of more than
     :data:`LONG_TABLE_ROWS` rows, and each output all of whose rule ``statements`` the page
     showed above (``shown``: those its key-results box shows)."""
     nb = copy.deepcopy(nb)
@@ -201,6 +203,11 @@ def for_html(nb, shown: set[str] | None = None, statements: tuple[str, ...] = ()
         cells.append(cell)
     if run:
         cells.append(_merged(run))
+    for cell in cells:  # the page shows what a cell found; its code is a click away
+        tags = cell.metadata.setdefault("tags", [])
+        if cell.cell_type == "code" and HIDE_INPUT not in tags:
+            tags.append(HIDE_INPUT)
+            cell.metadata["yolo_site_summary"] = "code"
     nb.cells = cells
     return nb
 
