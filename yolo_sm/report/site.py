@@ -35,7 +35,9 @@ INDEX = "index.html"
 #: an output's metadata key whose text, when set, folds the output under that summary line
 FOLD = "yolo_site_fold"
 #: a table output with more body rows than this is folded (its summary says how many)
-LONG_TABLE_ROWS = 10
+LONG_TABLE_ROWS = 6
+#: the height in px of a figure whose layout sets none (plotly's own default is 450)
+FIGURE_PX = 380
 
 _TOP, _RESULTS, _BOTTOM = (
     "<!--yolo-site:top-->",
@@ -182,7 +184,8 @@ def for_html(nb, shown: set[str] | None = None, statements: tuple[str, ...] = ()
     :data:`WIDGET_PLACEHOLDER` (and the widget state dropped), each run of consecutive
     set-up cells (:func:`setup_cells`) merged into one code cell tagged :data:`HIDE_INPUT`
     (its sources one after the other, then its outputs), so the page folds it under one
-    line, and every other code cell's input folded too; and folded under a summary line
+    line, and every other code cell's input folded too; figures without a height of their own
+    :data:`FIGURE_PX` tall (:func:`with_height`); and folded under a summary line
     (:func:`fold_outputs`): each table of more than
     :data:`LONG_TABLE_ROWS` rows, and each output all of whose rule ``statements`` the page
     showed above (``shown``: those its key-results box shows)."""
@@ -194,6 +197,9 @@ def for_html(nb, shown: set[str] | None = None, statements: tuple[str, ...] = ()
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
             cell.outputs = [_placeholder(o) for o in cell.outputs if not _is_plotly_bundle(o)]
+            for o in cell.outputs:
+                if "Plotly.newPlot" in o.get("data", {}).get("text/html", ""):
+                    o.data["text/html"] = with_height(o.data["text/html"])
         if i in folded:
             run.append(cell)
             continue
@@ -238,6 +244,27 @@ def fold_outputs(nb, shown: set[str], statements: tuple[str, ...]) -> None:
                 shown |= found
                 continue
             output.setdefault("metadata", {})[FOLD] = fold
+
+
+_NEW_PLOT = re.compile(r'Plotly\.newPlot\(\s*"[^"]+",\s*')
+
+
+def with_height(text: str) -> str:
+    """A figure output's HTML with :data:`FIGURE_PX` as the height of each figure whose layout
+    sets none."""
+    import json
+
+    dec, parts, at = json.JSONDecoder(), [], 0
+    for m in _NEW_PLOT.finditer(text):
+        if m.start() < at:
+            continue
+        _, end = dec.raw_decode(text, m.end())
+        start = text.index("{", end)
+        layout, stop = dec.raw_decode(text, start)
+        if "height" not in layout:
+            parts += [text[at:start], json.dumps({**layout, "height": FIGURE_PX})]
+            at = stop
+    return "".join(parts) + text[at:]
 
 
 def _placeholder(output):
