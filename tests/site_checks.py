@@ -268,7 +268,7 @@ class _Height(HTMLParser):
         if self.closed:
             return
         if tag == "tr":
-            self.px += 26
+            self.px += 22
 
     def handle_endtag(self, tag):
         if tag in self.SKIP:
@@ -292,7 +292,7 @@ class _Height(HTMLParser):
 
 def estimated_height(text: str) -> int:
     """A page's height in px estimated from its HTML where no browser measures it: 22 px per
-    line of text (150 characters a line in the page's column), 17 px per line of code, 26 px
+    line of text (150 characters a line in the page's column), 17 px per line of code, 22 px
     per table row, each plotly figure's own height, nothing folded in a closed ``<details>``
     but its summary line (:func:`browser_heights` where a browser is installed)."""
     import json
