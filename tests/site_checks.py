@@ -177,3 +177,132 @@ def read_page_text(text: str) -> _Page:
     p = _Page()
     p.feed(text)
     return p
+
+
+# --- how tall the pages are ---------------------------------------------------------------------
+
+#: the limits at WIDTH_PX wide: each page, and the site in all
+WIDTH_PX, PAGE_MAX_PX, SITE_MAX_PX = 1400, 12_000, 100_000
+_MEASURE = (
+    "<script>window.addEventListener('load', () => setTimeout(() => {"
+    "const box = document.querySelector('.yolo-results');"
+    "document.title = 'HEIGHT ' + document.documentElement.scrollHeight"
+    " + ' TOP ' + (box ? Math.round(box.getBoundingClientRect().top) : -1)}, 300))</script>"
+)
+
+
+def browser() -> str | None:
+    """A headless-capable Chromium on this machine, or None."""
+    import shutil
+
+    return next(
+        (b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None
+    )
+
+
+def browser_heights(site: Path, files: list[str], width: int = WIDTH_PX) -> dict[str, tuple]:
+    """file -> (the page's height, the top of its key-results box or -1) in px, once loaded
+    and its figures drawn, in headless Chromium ``width`` px wide; each page measured through
+    a copy beside it."""
+    import subprocess
+
+    out = {}
+    for f in files:
+        probe = site / f".measure-{f}"
+        probe.write_text((site / f).read_text(encoding="utf-8") + _MEASURE, encoding="utf-8")
+        try:
+            dom = subprocess.run(
+                [
+                    browser(),
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--hide-scrollbars",
+                    f"--window-size={width},1000",
+                    "--virtual-time-budget=8000",
+                    "--dump-dom",
+                    probe.resolve().as_uri(),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            ).stdout
+        finally:
+            probe.unlink()
+        m = re.search(r"<title>HEIGHT (\d+) TOP (-?\d+)</title>", dom)
+        assert m, f"no height measured for {f}"
+        out[f] = (int(m.group(1)), int(m.group(2)))
+    return out
+
+
+class _Height(HTMLParser):
+    """:func:`estimated_height`'s reader."""
+
+    BLOCKS = {"p", "li", "h1", "h2", "h3", "h4", "h5", "h6", "dt", "dd", "summary", "caption"}
+    SKIP = {"script", "style", "title", "head"}
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.px, self.chars, self.closed, self.skip, self.pre = 0.0, 0, 0, 0, 0
+
+    def _line(self):
+        if self.chars and not self.closed:
+            self.px += 22 * -(-self.chars // 150)
+        self.chars = 0
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if self.closed and tag == "details":
+            self.closed += 1
+        elif tag == "details" and "open" not in a:
+            self._line()
+            self.px += 24  # its summary line
+            self.closed = 1
+        if tag in self.SKIP:
+            self.skip += 1
+        if tag == "pre":
+            self.pre += 1
+        if tag in self.BLOCKS or tag in ("tr", "pre", "table", "div"):
+            self._line()
+        if self.closed:
+            return
+        if tag == "tr":
+            self.px += 22
+
+    def handle_endtag(self, tag):
+        if tag in self.SKIP:
+            self.skip -= 1
+        if tag == "pre":
+            self.pre -= 1
+        if tag in self.BLOCKS or tag == "pre":
+            self._line()
+            self.px += 0 if self.closed else 10  # the block's margin
+        if tag == "details" and self.closed:
+            self.closed -= 1
+
+    def handle_data(self, data):
+        if self.skip or self.closed:
+            return
+        if self.pre:
+            self.px += 17 * data.count("\n")
+        else:
+            self.chars += len(data.strip())
+
+
+def estimated_height(text: str) -> int:
+    """A page's height in px estimated from its HTML where no browser measures it: 22 px per
+    line of text (150 characters a line in the page's column), 17 px per line of code, 22 px
+    per table row, each plotly figure's own height, nothing folded in a closed ``<details>``
+    but its summary line (:func:`browser_heights` where a browser is installed)."""
+    import json
+
+    p = _Height()
+    p.feed(text)
+    p._line()
+    dec, figures = json.JSONDecoder(), 0
+    for m in re.finditer(r'Plotly\.newPlot\(\s*"[^"]+",\s*', text):
+        _, end = dec.raw_decode(text, m.end())
+        layout, _ = dec.raw_decode(text, text.index("{", end))
+        figures += layout.get("height", 450)  # plotly's default
+    return int(p.px) + figures

@@ -161,6 +161,12 @@ def test_render_injects_the_root_and_its_notebook_parameters(probe_notebook, tmp
     index = render_site(probe_notebook, tmp_path / "site", data=root)
     assert (tmp_path / "site" / "99_probe.html").exists()
     assert "NVIDIA H200" in index.read_text() and "99_probe.html" in index.read_text()
+    # the root was injected by its absolute path; no page shows a local path
+    assert str(root) in prepare(probe_notebook / "99_probe.ipynb", root).cells[2].source
+    for page in (tmp_path / "site").glob("*.html"):
+        text = page.read_text()
+        assert str(tmp_path) not in text and str(Path.cwd()) not in text, page.name
+        assert str(Path(__file__).resolve().parents[1]) not in text, page.name
 
 
 def test_render_from_the_cpu_root_names_its_machine(probe_notebook):
@@ -254,3 +260,121 @@ def test_your_model_notebook_on_the_shipped_example():
     out = _outputs_text(nb)
     assert "trace_fp16_b16" in out and "ncu_occupancy_b16" in out  # every role found
     assert not any(f"holds no {role} table" in out for role in ("sweep", "trace", "ncu"))
+
+
+# --- a root's notebook parameters are data -----------------------------------------------------
+
+
+def _render_main(probe_notebook, root, out):
+    from yolo_sm.report.render import main
+
+    return main(["--notebooks", str(probe_notebook), "--data", str(root), "--out", str(out)])
+
+
+BAD_PARAMETERS = {
+    # a key that is a statement: pasted as `key = value` it ran in the kernel
+    "code in a key": {"99": {"import os; os.system('touch MARK'); X": 1}},
+    "another root": {"99": {"DATA": "cpu"}},  # rendered another root's data under this name
+    "collect here": {"99": {"LIVE": True}},
+    "unknown name": {"99": {"IMGSZ": 320}},
+    "wrong type": {"99": {"SWEEP": 3}},
+    "a list for a text": {"99": {"SWEEP": ["sweep_1280"]}},
+    "not a mapping": {"99_probe": ["SWEEP"]},
+}
+
+
+@pytest.mark.parametrize("table", BAD_PARAMETERS.values(), ids=list(BAD_PARAMETERS))
+def test_root_parameters_outside_the_notebooks_own_are_one_sentence_before_any_kernel(
+    table, probe_notebook, tmp_path, make_root, capsys, monkeypatch
+):
+    import yaml
+
+    from yolo_sm.report import render
+
+    started = []
+    monkeypatch.setattr(render, "run", lambda *a, **k: started.append(a))
+    root = make_root("hostile", ["sweep_1280"])
+    (root / "notebook_parameters.yaml").write_text(yaml.safe_dump(table))
+    monkeypatch.chdir(tmp_path)
+    assert _render_main(probe_notebook, root, tmp_path / "site") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "notebook_parameters.yaml" in err, err
+    assert not started and not (tmp_path / "site").exists() and not (tmp_path / "MARK").exists()
+
+
+def test_a_crafted_parameter_key_never_reaches_a_kernel(probe_notebook, tmp_path, make_root):
+    """End to end, kernels and all: the key that executed on the old renderer does not."""
+    import yaml
+
+    root = make_root("hostile", ["sweep_1280"])
+    mark = tmp_path / "MARK"
+    key = f"import pathlib; pathlib.Path({str(mark)!r}).touch(); X"
+    (root / "notebook_parameters.yaml").write_text(yaml.safe_dump({"99": {key: 1}}))
+    assert _render_main(probe_notebook, root, tmp_path / "site") == 2
+    assert not mark.exists() and not (tmp_path / "site").exists()
+
+
+def test_declared_parameters_and_their_types():
+    from yolo_sm.report.render import _fits, declared_parameters
+
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(
+                'DATA = "h200"\nA, B = 1.25, 512\nS = ["x"]\nT = S\nN = None\nF = f(1)',
+                metadata={"tags": ["parameters"]},
+            )
+        ]
+    )
+    d = declared_parameters(nb)
+    assert d == {"DATA": "h200", "A": 1.25, "B": 512, "S": ["x"], "T": ["x"], "N": None}
+    assert _fits(2, 1.25) and not _fits(2.5, 512) and not _fits(True, 512)
+    assert not _fits(float("nan"), 1.25) and not _fits(float("inf"), 1.25)
+    assert _fits(["a", "b"], ["x"]) and not _fits(["a", 1], ["x"]) and not _fits("a", ["x"])
+    assert _fits("cpu", None) and _fits(None, None) and not _fits(1, None)
+    assert _fits([0.5, 2], [0.25, 1.0]) and not _fits({"a": 1}, "x")
+
+
+@pytest.mark.parametrize("data", ROOTS + ("h200_repeat",))
+def test_shipped_roots_parameters_are_accepted(data):
+    from yolo_sm.report.render import prepare
+
+    for path in NOTEBOOKS:
+        prepare(path, data)  # raises on a name or value a notebook does not take
+
+
+# --- no silent stall: explorers under nbclient ---------------------------------------------------
+
+EXPLORERS = "from yolo_sm.report import widgets\n" + "\n".join(
+    f"display(widgets.occupancy_explorer('9.0', {t}, 32, 0))" for t in (64, 128, 256, 512)
+)
+
+
+def test_notebooks_with_explorers_never_wait_out_a_cell_timeout(tmp_path, monkeypatch):
+    """Each explorer fills its Output area while its cell runs. nbclient's stand-in echoed that
+    output to the kernel as a comm message on the shell socket, through a blocking shadow of the
+    socket that the client's wait for the cell's reply polls: at random (about one explorer in
+    twenty-five) the send swallowed the reply's wake-up and the wait slept to the cell's timeout,
+    then read the reply as if on time. So: no comm message goes to the kernel (the cause, every
+    time), and three notebooks of four explorers each stay within a 20 s bound (2 to 9 s each on
+    2 busy cores; a stall runs to the bound and is a UserError)."""
+    from jupyter_client.channels import ZMQSocketChannel
+
+    from yolo_sm.report.render import run
+
+    sent = []
+    original = ZMQSocketChannel.send
+    monkeypatch.setattr(
+        ZMQSocketChannel,
+        "send",
+        lambda self, msg: sent.append(msg["header"]["msg_type"]) or original(self, msg),
+    )
+    for _ in range(3):
+        nb = nbformat.v4.new_notebook(
+            cells=[
+                nbformat.v4.new_markdown_cell("# 99 · explorers"),
+                nbformat.v4.new_code_cell(EXPLORERS),
+            ]
+        )
+        run(nb, tmp_path, timeout=20, limit=20)
+        assert sum("widget-view" in str(o) for o in nb.cells[1].outputs) == 4
+    assert "execute_request" in sent and "comm_msg" not in sent, set(sent)

@@ -349,3 +349,153 @@ def test_the_index_of_a_root_without_a_gpu_names_its_machine_and_no_gpu():
     assert "<th>GPU</th><td>—</td>" in prov
     assert html.escape(root.machine()["cpu_model"]) in prov and "H200" not in text
     assert html.escape(root.device_name()) in read_page_text(text).title
+
+
+# --- writing the site: no planted link followed, no half-written site --------------------------
+
+
+def _tiny(stem="00_tiny"):
+    """One unexecuted notebook (write_site needs no kernel)."""
+    v4 = nbformat.v4
+    return {stem: _notebook("00 · Tiny: is it written safely?", [v4.new_markdown_cell("## A")])}
+
+
+def test_the_site_never_writes_through_a_planted_link(tmp_path):
+    from yolo_sm.contract.datasets import open_root
+    from yolo_sm.report.render import write_site
+
+    site, victim = tmp_path / "site", tmp_path / "victim.txt"
+    site.mkdir()
+    victim.write_text("precious")
+    # the pages, an asset and the old renderer's predictable temporary names, all links
+    for name in ("index.html", "00_tiny.html", "plotly.min.js", "site.css", "index.html.partial"):
+        (site / name).symlink_to(victim)
+    write_site(_tiny(), site, open_root("h200"), _verdicts([]))
+    assert victim.read_text() == "precious"
+    for name in ("index.html", "00_tiny.html", "plotly.min.js", "site.css"):
+        assert not (site / name).is_symlink() and (site / name).stat().st_size > 0, name
+    assert not [p.name for p in site.iterdir() if p.name.startswith(".")]  # no temporary left
+    assert oct((site / "index.html").stat().st_mode & 0o044) == oct(0o044)  # readable as before
+
+
+def test_an_interrupted_site_leaves_the_old_one_as_it_was(tmp_path, monkeypatch):
+    from yolo_sm.contract.datasets import open_root
+    from yolo_sm.report import render
+
+    site = tmp_path / "site"
+    render.write_site(_tiny(), site, open_root("h200"), _verdicts([]))
+    before = {p.name: p.read_bytes() for p in site.iterdir()}
+
+    def stopped(*a, **k):
+        raise KeyboardInterrupt  # a SIGINT while the index is made, after the pages
+
+    monkeypatch.setattr(render, "index_html", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        render.write_site(_tiny(), site, open_root("cpu"), _verdicts([]))
+    assert {p.name: p.read_bytes() for p in site.iterdir()} == before
+
+
+SLOW = "import pathlib, time\npathlib.Path('STARTED').touch()\ntime.sleep(120)"
+
+
+@pytest.mark.parametrize(
+    ("how", "signum", "code"),
+    [("render", "SIGINT", 130), ("render", "SIGTERM", 143), ("cli", "SIGTERM", 143)],
+)
+def test_a_signal_during_render_exits_130_or_143_and_keeps_the_old_site(
+    tmp_path, how, signum, code
+):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    folder = tmp_path / "nb"
+    folder.mkdir()
+    nb = _notebook("00 · Slow: does a signal stop it?", [nbformat.v4.new_code_cell(SLOW)])
+    nbformat.write(nb, folder / "00_slow.ipynb")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text("the old site")
+    cmd = ["-m", "yolo_sm.report.render"] if how == "render" else ["-m", "yolo_sm", "render"]
+    args = ["--notebooks", str(folder), "--data", "h200", "--out", str(site)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen(
+        [sys.executable, *cmd, *args], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    while not (folder / "STARTED").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert (folder / "STARTED").exists(), "the notebook never started"
+    proc.send_signal(getattr(signal, signum))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert "Traceback" not in err, err
+    assert [p.name for p in site.iterdir()] == ["index.html"]
+    assert (site / "index.html").read_text() == "the old site"
+
+
+def test_long_tables_and_verdicts_shown_above_fold_under_one_line():
+    from yolo_sm.report.site import FOLD, LONG_TABLE_ROWS, fold_outputs
+
+    v4 = nbformat.v4
+
+    def shows(text):
+        return v4.new_output("display_data", data={"text/html": text})
+
+    rows = "".join(f"<tr><td>{i}</td></tr>" for i in range(LONG_TABLE_ROWS + 1))
+    cell = v4.new_code_cell("")
+    cell.outputs = [
+        shows("<ul><li>A &amp; B holds</li><li>C holds</li></ul>"),  # C is new here
+        shows(f"<table><thead><tr><th>n</th></tr></thead>{rows}</table>"),
+        shows("<table><tr><td>C holds</td></tr><tr><td>A & B holds</td></tr></table>"),
+        shows(f"<table>{rows[: rows.index('<tr><td>2')]}</table>"),  # short: stays open
+    ]
+    nb = v4.new_notebook(cells=[cell])
+    fold_outputs(nb, {"A & B"}, ("A & B", "C", "D"))
+    folds = [o.get("metadata", {}).get(FOLD) for o in nb.cells[0].outputs]
+    assert folds[0] is None and folds[3] is None
+    assert f"{LONG_TABLE_ROWS + 1} rows" in folds[1] and "2 verdicts shown above" in folds[2]
+    # the page folds them in <details>
+    from yolo_sm.report.site import Page, page_html
+
+    text = page_html(
+        v4.new_notebook(cells=[v4.new_markdown_cell("# 00 · T"), cell]), Page("00_t", "00 · T")
+    )
+    assert text.count('<details class="yolo-fold">') == 2
+
+
+@pytest.mark.notebooks
+def test_the_site_is_short_enough_to_read_with_each_answer_at_the_top(tmp_path):
+    """At 1,400 px wide: each page at most 12,000 px tall, the site at most 100,000 px, each
+    key-results box within the first 1,000 px. Measured in headless Chromium where one is
+    installed; else estimated from the HTML (site_checks.estimated_height; against Chromium
+    on the 19 pages of two H200 sites, 188,360 and 129,373 px in all: 228,160 and 119,770 px,
+    each page 0.83 to 1.43 times its measured height, correlation 0.99)."""
+    from tests.notebook_cache import executed
+    from tests.site_checks import (
+        PAGE_MAX_PX,
+        SITE_MAX_PX,
+        browser,
+        browser_heights,
+        estimated_height,
+    )
+    from yolo_sm.contract.datasets import open_root
+    from yolo_sm.report.render import notebooks_in, write_site
+
+    done = {p.stem: executed(p, "h200") for p in notebooks_in(NOTEBOOKS)}
+    site = tmp_path / "site"
+    write_site(done, site, open_root("h200"), verdicts_of("h200"))
+    files = ["index.html", *(f"{s}.html" for s in done)]
+    if browser():
+        measured = browser_heights(site, files)
+        heights = {f: h for f, (h, _) in measured.items()}
+        tops = {f: top for f, (_, top) in measured.items() if top >= 0}
+    else:
+        heights = {f: estimated_height((site / f).read_text()) for f in files}
+        tops = {}
+    print("page heights (px):", heights, "in all", sum(heights.values()))
+    assert all(top <= 1_000 for top in tops.values()), tops
+    assert {f: h for f, h in heights.items() if h > PAGE_MAX_PX} == {}
+    assert sum(heights.values()) <= SITE_MAX_PX

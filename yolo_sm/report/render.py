@@ -13,14 +13,24 @@ root's ``notebook_parameters.yaml`` sets for that notebook, e.g. on a CPU root::
     01_width_scaling:          # a notebook's file name without .ipynb, or its number ("01")
       SWEEP: sweep_cpu         # which sweep plays the part of the main sweep there
 
-A notebook whose dataset the root lacks still renders: its section prints one line saying so
-(``DataRoot.missing``).
+The file is data: each name must be one the notebook's ``parameters`` cell assigns (except
+:data:`NOT_FROM_A_ROOT`) and each value a literal of that default's type, all checked before any
+kernel starts. A notebook whose dataset the root lacks still renders: its section prints one line
+saying so (``DataRoot.missing``).
+
+The site is written through unpredictable temporary files in its folder, renamed over the pages
+only once every page is made: a SIGINT or SIGTERM (exit 130 / 143) leaves the old site as it was.
 """
 
 from __future__ import annotations
 
+import ast
+import math
 import os
+import signal
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -30,38 +40,89 @@ from yolo_sm.contract.datasets import DataRoot, data_dir, open_root
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import load_yaml
 from yolo_sm.report import catalog
-from yolo_sm.report.site import INDEX, Page, page_html, title_of, write_assets
+from yolo_sm.report.site import INDEX, Page, page_html, site_assets, title_of
 from yolo_sm.report.site_index import index_html
-from yolo_sm.report.site_results import home_pages, results_box
+from yolo_sm.report.site_results import home_pages, page_rows, results_box
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding yolo_sm/
 
 
-def execute(path: Path, timeout: int = 900, data: str | os.PathLike | DataRoot | None = None):
+def execute(
+    path: Path,
+    timeout: int = 900,
+    data: str | os.PathLike | DataRoot | None = None,
+    limit: float | None = None,
+):
     """Execute one notebook in memory (from the root ``data`` when given, see :func:`prepare`);
-    returns the executed nbformat node."""
-    from nbclient import NotebookClient
+    returns the executed nbformat node. See :func:`run` for ``timeout`` and ``limit``."""
+    return run(prepare(Path(path), data), Path(path).parent, timeout, limit)
 
-    path = Path(path)
-    nb = prepare(path, data)
-    env_kernel = os.environ.get("YOLO_SM_KERNEL", "python3")
+
+def run(nb, folder: Path, timeout: int = 900, limit: float | None = None):
+    """Execute the notebook node ``nb`` in a kernel started in ``folder``: at most ``timeout``
+    s a cell and ``limit`` s in all (None: no bound; longer is a UserError). nbclient runs in a
+    worker thread, so a SIGINT or SIGTERM reaches this thread, stops the kernel and is raised
+    here. Returns ``nb``."""
+    from nbclient import NotebookClient
+    from nbclient.output_widget import OutputWidget
+
+    class OutputArea(OutputWidget):
+        """nbclient's stand-in for an ipywidgets Output that keeps what it captures without
+        sending it back to the kernel: that comm message goes out on the shell socket through
+        a blocking shadow of it, which can swallow the wake-up of an execute_reply already
+        queued there, so the cell's wait ran to its full timeout and then read the reply as
+        if nothing had happened (the silent stalls of the explorers' notebooks)."""
+
+        def sync_state(self):
+            pass
+
     client = NotebookClient(
         nb,
         timeout=timeout,
-        kernel_name=env_kernel,
-        resources={"metadata": {"path": str(path.parent)}},
+        kernel_name=os.environ.get("YOLO_SM_KERNEL", "python3"),
+        resources={"metadata": {"path": str(folder)}},
     )
+    client.widget_registry["@jupyter-widgets/output"]["OutputModel"] = OutputArea
+    start = time.monotonic()
+    if limit is not None:  # no cell waits past the notebook's bound
+        client.timeout_func = lambda cell: max(1, min(timeout, start + limit - time.monotonic()))
     # the kernel imports the yolo_sm that renders (a checkout's, not another install's)
     saved = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (str(PACKAGE_ROOT), saved)))
+    failed = []
+    worker = threading.Thread(target=_catching(client.execute, failed), daemon=True)
     try:
-        client.execute()
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.2)
+    except BaseException:  # a signal: stop the kernel, let nbclient clean up, raise it
+        process = getattr(getattr(client.km, "provisioner", None), "process", None)
+        if process is not None:
+            process.kill()
+        worker.join(30)
+        raise
     finally:
         if saved is None:
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = saved
+    if failed:
+        raise failed[0]
+    took = time.monotonic() - start
+    if limit is not None and took > limit:
+        title = title_of(nb) or "the notebook"
+        raise UserError(f"{title} took {took:.0f} s to execute, more than its {limit:.0f} s")
     return nb
+
+
+def _catching(fn, failed: list):
+    def call():
+        try:
+            fn()
+        except BaseException as e:  # handed to the waiting thread
+            failed.append(e)
+
+    return call
 
 
 def to_html(nb) -> str:
@@ -83,12 +144,57 @@ def notebooks_in(folder: str | os.PathLike, only: list[str] | None = None) -> li
 
 
 PARAMETERS_FILE = "notebook_parameters.yaml"
+#: parameters a root cannot set: which root a page reads (DATA, and machine a of the two-roots
+#: page) and LIVE (collecting on the machine that renders)
+NOT_FROM_A_ROOT = frozenset({"DATA", "DATA_A", "LIVE"})
+_SCALARS = (str, int, float, bool)
 
 
-def root_parameters(root: DataRoot, notebook: str) -> dict:
+def declared_parameters(nb) -> dict:
+    """name -> default of each name the notebook's ``parameters`` cell assigns a literal (or an
+    earlier such name) to; the cell is parsed, never run."""
+    out: dict = {}
+    for cell in nb.cells:
+        if cell.cell_type != "code" or "parameters" not in cell.metadata.get("tags", []):
+            continue
+        for node in ast.parse(cell.source).body:
+            if not isinstance(node, ast.Assign):
+                continue
+            for target in node.targets:
+                names = target.elts if isinstance(target, ast.Tuple) else [target]
+                values = node.value.elts if isinstance(target, ast.Tuple) else [node.value]
+                for name, value in zip(names, values, strict=False):
+                    if not isinstance(name, ast.Name):
+                        continue
+                    if isinstance(value, ast.Name) and value.id in out:
+                        out[name.id] = out[value.id]
+                        continue
+                    try:
+                        out[name.id] = ast.literal_eval(value)
+                    except ValueError:
+                        pass
+    return out
+
+
+def _fits(value, default) -> bool:
+    """Whether ``value`` (from YAML) is a literal of ``default``'s type (None: a text or None;
+    a float: any finite number; a list: a list of the kinds its items are)."""
+    kind = type(value)
+    if default is None:
+        return value is None or kind is str
+    if isinstance(default, list):
+        return kind is list and all(any(_fits(v, d) for d in default or [""]) for v in value)
+    if kind not in _SCALARS or (kind is float and not math.isfinite(value)):
+        return False
+    return kind is type(default) or (kind is int and type(default) is float)
+
+
+def root_parameters(root: DataRoot, notebook: str, declared: dict | None = None) -> dict:
     """The parameters the root's ``notebook_parameters.yaml`` sets for ``notebook`` (a file name
     without ``.ipynb``): the entries under its full name and under its number (``"01"``), the
-    full name winning."""
+    full name winning. ``declared``: the notebook's :func:`declared_parameters`; each name must
+    be one of them (not :data:`NOT_FROM_A_ROOT`) and its value of the default's type, else a
+    UserError naming the file, the name and what it takes."""
     f = root.path / PARAMETERS_FILE
     if not f.exists():
         return {}
@@ -100,6 +206,20 @@ def root_parameters(root: DataRoot, notebook: str) -> dict:
         if not isinstance(entry, dict):
             raise UserError(f"{f}: {key} must map parameter names to values")
         out.update(entry)
+    if declared is None:
+        return out
+    for name, value in out.items():
+        if name in NOT_FROM_A_ROOT or name not in declared:
+            takes = ", ".join(sorted(set(declared) - NOT_FROM_A_ROOT)) or "none"
+            raise UserError(
+                f"{f} sets {str(name)[:40]!r} for {notebook}, which takes none of that name "
+                f"from a root (it takes: {takes})"
+            )
+        if not _fits(value, declared[name]):
+            raise UserError(
+                f"{f} sets {name} for {notebook} to {str(value)[:40]!r}, not a literal like its "
+                f"default {declared[name]!r}"
+            )
     return out
 
 
@@ -140,8 +260,8 @@ def prepare(path: Path, data: str | os.PathLike | DataRoot | None = None):
     nb = nbformat.read(path, as_version=4)
     if data is not None:
         root = as_root(data)
-        params = {"DATA": _data_value(root), **root_parameters(root, path.stem)}
-        inject_parameters(nb, params)
+        params = root_parameters(root, path.stem, declared_parameters(nb))
+        inject_parameters(nb, {"DATA": _data_value(root), **params})
     return nb
 
 
@@ -154,15 +274,17 @@ def render_site(
 ) -> Path:
     """Execute every ``NN_topic.ipynb`` of ``notebooks`` (those ``only`` names, when given)
     from the dataset root ``data`` (a name under ``data/`` or a path; None: each notebook's own
-    ``DATA``) and write the site into ``out`` (:func:`write_site`). Returns the index."""
-    root = as_root(data) if data is not None else None  # checked before any notebook runs
+    ``DATA``) and write the site into ``out`` (:func:`write_site`). The root and its notebook
+    parameters are checked before any notebook runs. Returns the index."""
+    root = as_root(data) if data is not None else None
     paths = notebooks_in(notebooks, only)
+    prepared = {p: prepare(p, data) for p in paths}
     if root is None:
         root = as_root(default_data(paths[0]))
     executed = {}
-    for path in paths:
+    for path, nb in prepared.items():
         t0 = time.perf_counter()
-        executed[path.stem] = execute(path, timeout, data)
+        executed[path.stem] = run(nb, path.parent, timeout)
         print(f"executed {path.name} in {time.perf_counter() - t0:.1f} s", flush=True)
     return write_site(executed, out, root)
 
@@ -176,14 +298,15 @@ def write_site(
     (:mod:`yolo_sm.report.site_results`); ``index.html``
     (:mod:`yolo_sm.report.site_index`); and the files every page shares (plotly.js, the
     style sheets). ``verdicts``: ``root``'s verdict table when the caller has it already.
-    Returns the index."""
+    Every file is made under an unpredictable name in ``out`` first and renamed over its page
+    (never through a link planted there) once all are made. Returns the index."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     pages = [Page(stem, title_of(nb)) for stem, nb in executed.items()]
     verdicts = catalog.verdict_table(root) if verdicts is None else verdicts
     homes = home_pages(verdicts, pages, executed)
     machine = root.device_name()
-    write_assets(out)
+    files = site_assets()
+    statements = tuple(verdicts.statement)
     for i, page in enumerate(pages):
         prev = pages[i - 1] if i else None
         nxt = pages[i + 1] if i + 1 < len(pages) else None
@@ -192,40 +315,66 @@ def write_site(
             findings = next((h for _, h, t in heads if t.lower() == "findings"), None)
             return results_box(verdicts, page, homes, machine, findings)
 
-        _write(out / page.file, page_html(executed[page.stem], page, prev, nxt, box))
+        shown = set(page_rows(verdicts, page, homes).statement)
+        text = page_html(executed[page.stem], page, prev, nxt, box, shown, statements)
+        files[page.file] = without_local_paths(text, root)
     first_cells = {
         s: next((c.source for c in nb.cells if c.cell_type == "markdown"), "")
         for s, nb in executed.items()
     }
-    index = out / INDEX
-    _write(index, index_html(root, pages, verdicts, homes, first_cells))
-    return index
+    files[INDEX] = without_local_paths(index_html(root, pages, verdicts, homes, first_cells), root)
+    out.mkdir(parents=True, exist_ok=True)
+    replace_all(out, files)
+    return out / INDEX
 
 
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".partial")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+def without_local_paths(text: str, root: DataRoot) -> str:
+    """``text`` with the root's folder written as its name and this checkout's folder as
+    ``.`` (a root outside ``data/`` is rendered from its absolute path)."""
+    for folder, name in ((root.path, root.name), (PACKAGE_ROOT, ".")):
+        for form in {str(Path(folder)), str(Path(folder).resolve())}:
+            text = text.replace(form, name)
+    return text
+
+
+def replace_all(folder: Path, files: dict) -> None:
+    """Write ``files`` (name -> text or bytes) into ``folder``: each to a new temporary file
+    there (``mkstemp``: an unpredictable name, created exclusively), then all renamed over
+    their names with SIGINT and SIGTERM held back, so the folder holds the old files or the
+    new ones; a file or link already at a name is replaced, never written through."""
+    made: dict[str, str] = {}
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        for name, body in files.items():
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.")
+            made[name] = tmp
+            os.fchmod(fd, 0o666 & ~umask)  # as a plain open() would make it
+            with os.fdopen(fd, "wb") as f:
+                f.write(body.encode("utf-8") if isinstance(body, str) else body)
+        held = {signal.SIGINT, signal.SIGTERM}
+        main = threading.current_thread() is threading.main_thread()
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, held) if main else None
+        try:
+            for name in list(made):
+                os.replace(made.pop(name), folder / name)
+        finally:
+            if old is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    finally:
+        for tmp in made.values():
+            Path(tmp).unlink(missing_ok=True)
 
 
 def default_data(path: Path) -> str:
     """The ``DATA`` a notebook's ``parameters`` cell sets to a literal (the root a rendering
     without ``--data`` reads its verdicts from)."""
-    import ast
-
     import nbformat
 
-    nb = nbformat.read(path, as_version=4)
-    for cell in nb.cells:
-        if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", []):
-            for node in ast.parse(cell.source).body:
-                if (
-                    isinstance(node, ast.Assign)
-                    and any(isinstance(t, ast.Name) and t.id == "DATA" for t in node.targets)
-                    and isinstance(node.value, ast.Constant)
-                ):
-                    return node.value.value
-    raise UserError(f"{path} sets no DATA in a cell tagged parameters; pass --data")
+    data = declared_parameters(nbformat.read(path, as_version=4)).get("DATA")
+    if not isinstance(data, str):
+        raise UserError(f"{path} sets no DATA in a cell tagged parameters; pass --data")
+    return data
 
 
 def strip_outputs(folder: str | os.PathLike) -> list[Path]:
@@ -265,13 +414,23 @@ def main(argv=None) -> int:
             print(f"stripped {p}")
         return 0
     only = [x for x in args.only.split(",") if x]
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         index = render_site(args.notebooks, args.out, args.timeout, only, data=args.data)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:  # SIGINT, or SIGTERM (its number in args)
+        print("stopped: the site's folder is as it was", file=sys.stderr)
+        return 128 + (e.args[0] if e.args else signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print(f"rendered {index}")
     return 0
+
+
+def _terminated(signum, frame):
+    raise KeyboardInterrupt(signum)
 
 
 if __name__ == "__main__":

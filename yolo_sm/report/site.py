@@ -10,8 +10,9 @@ figure's output is dropped (:func:`for_html`).
 On top of nbconvert's page, :func:`page_html` adds the site: the notebook's title in
 ``<title>``, a side bar with index / previous / next links and a table of contents built from
 the page's headings, a key-results box under the title, a placeholder where a widget was (it
-lives only in JupyterLab), and set-up code folded away (cells tagged ``hide-input`` or
-``parameters``, and the code cells before the notebook's second markdown cell).
+lives only in JupyterLab), and code folded away (set-up code under one line: cells tagged
+``hide-input`` or ``parameters``, and the code cells before the notebook's second markdown
+cell; every other cell's code under its own), long tables and verdicts shown above folded.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 import copy
 import html
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +32,12 @@ PLOTLY_JS = "plotly.min.js"
 NOTEBOOK_CSS = "notebook.css"
 SITE_CSS = "site.css"
 INDEX = "index.html"
+#: an output's metadata key whose text, when set, folds the output under that summary line
+FOLD = "yolo_site_fold"
+#: a table output with more body rows than this is folded (its summary says how many)
+LONG_TABLE_ROWS = 6
+#: the height in px of a figure whose layout sets none (plotly's own default is 450)
+FIGURE_PX = 380
 
 _TOP, _RESULTS, _BOTTOM = (
     "<!--yolo-site:top-->",
@@ -71,11 +77,21 @@ BOTTOM
 {{ super() }}
 {%- endif -%}
 {% endblock input_group %}
+{% block output %}
+{%- if output.get('metadata', {}).get('FOLD') -%}
+<details class="yolo-fold"><summary>{{ output.metadata['FOLD'] }}</summary>
+{{ super() }}
+</details>
+{%- else -%}
+{{ super() }}
+{%- endif -%}
+{% endblock output %}
 """.replace("PLOTLY_JS", PLOTLY_JS)
     .replace("NOTEBOOK_CSS", NOTEBOOK_CSS)
     .replace("SITE_CSS", SITE_CSS)
     .replace("HIDE_INPUT", HIDE_INPUT)
     .replace("SUMMARY", "yolo_site_summary")
+    .replace("FOLD", FOLD)
     .replace("TOP", _TOP)
     .replace("BOTTOM", _BOTTOM)
 )
@@ -162,20 +178,28 @@ def _is_plotly_bundle(output) -> bool:
     return len(text) > 100_000 and bool(_PLOTLY_BUNDLE.search(text[:5000]))
 
 
-def for_html(nb):
+def for_html(nb, shown: set[str] | None = None, statements: tuple[str, ...] = ()):
     """A copy of the executed notebook as the site renders it: plotly.js bundles dropped from
     the outputs (the page links the site's copy), each widget replaced by
-    :data:`WIDGET_PLACEHOLDER` (and the widget state dropped), and each run of consecutive
+    :data:`WIDGET_PLACEHOLDER` (and the widget state dropped), each run of consecutive
     set-up cells (:func:`setup_cells`) merged into one code cell tagged :data:`HIDE_INPUT`
     (its sources one after the other, then its outputs), so the page folds it under one
-    line."""
+    line, and every other code cell's input folded too; figures without a height of their own
+    :data:`FIGURE_PX` tall (:func:`with_height`); and folded under a summary line
+    (:func:`fold_outputs`): each table of more than
+    :data:`LONG_TABLE_ROWS` rows, and each output all of whose rule ``statements`` the page
+    showed above (``shown``: those its key-results box shows)."""
     nb = copy.deepcopy(nb)
+    fold_outputs(nb, set(shown or ()), statements)
     nb.metadata.pop("widgets", None)
     folded = set(setup_cells(nb))
     cells, run = [], []
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
             cell.outputs = [_placeholder(o) for o in cell.outputs if not _is_plotly_bundle(o)]
+            for o in cell.outputs:
+                if "Plotly.newPlot" in o.get("data", {}).get("text/html", ""):
+                    o.data["text/html"] = with_height(o.data["text/html"])
         if i in folded:
             run.append(cell)
             continue
@@ -185,8 +209,62 @@ def for_html(nb):
         cells.append(cell)
     if run:
         cells.append(_merged(run))
+    for cell in cells:  # the page shows what a cell found; its code is a click away
+        tags = cell.metadata.setdefault("tags", [])
+        if cell.cell_type == "code" and HIDE_INPUT not in tags:
+            tags.append(HIDE_INPUT)
+            cell.metadata["yolo_site_summary"] = "code"
     nb.cells = cells
     return nb
+
+
+def _output_text(output) -> str:
+    data = output.get("data", {})
+    text = data.get("text/html") or data.get("text/markdown") or output.get("text", "")
+    return "".join(text) if isinstance(text, list) else text
+
+
+def fold_outputs(nb, shown: set[str], statements: tuple[str, ...]) -> None:
+    """Mark outputs of ``nb`` to fold (:data:`FOLD`): an output whose rule statements (those
+    of ``statements`` its text holds) were all in ``shown`` or an earlier output, and a table
+    of more than :data:`LONG_TABLE_ROWS` body rows. ``shown`` grows with what stays open."""
+    for cell in nb.cells:
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else ():
+            text = _output_text(output)
+            if not text or len(text) > 1_000_000:
+                continue
+            plain = html.unescape(text)
+            found = {s for s in statements if s in plain}
+            rows = len(re.findall(r"<tr\b", text)) - len(re.findall(r"<thead\b", text))
+            if found and found <= shown:
+                fold = f"{len(found)} verdicts shown above on this page, again"
+            elif rows > LONG_TABLE_ROWS:
+                fold = f"a table of {rows} rows (click to show)"
+            else:
+                shown |= found
+                continue
+            output.setdefault("metadata", {})[FOLD] = fold
+
+
+_NEW_PLOT = re.compile(r'Plotly\.newPlot\(\s*"[^"]+",\s*')
+
+
+def with_height(text: str) -> str:
+    """A figure output's HTML with :data:`FIGURE_PX` as the height of each figure whose layout
+    sets none."""
+    import json
+
+    dec, parts, at = json.JSONDecoder(), [], 0
+    for m in _NEW_PLOT.finditer(text):
+        if m.start() < at:
+            continue
+        _, end = dec.raw_decode(text, m.end())
+        start = text.index("{", end)
+        layout, stop = dec.raw_decode(text, start)
+        if "height" not in layout:
+            parts += [text[at:start], json.dumps({**layout, "height": FIGURE_PX})]
+            at = stop
+    return "".join(parts) + text[at:]
 
 
 def _placeholder(output):
@@ -270,13 +348,20 @@ def nav_html(prev: Page | None, nxt: Page | None, where: str = "top") -> str:
 
 
 def page_html(
-    nb, page: Page, prev: Page | None = None, nxt: Page | None = None, results=None
+    nb,
+    page: Page,
+    prev: Page | None = None,
+    nxt: Page | None = None,
+    results=None,
+    shown: set[str] | None = None,
+    statements: tuple[str, ...] = (),
 ) -> str:
     """The executed notebook ``nb`` as the site's page ``page``: titled ``page.title``, linked
     to the index and to ``prev`` / ``nxt`` (None: the index), with a key-results box under the
-    title: ``results(headings)`` (HTML; ``headings``: :func:`headings` of the page)."""
+    title: ``results(headings)`` (HTML; ``headings``: :func:`headings` of the page); ``shown``
+    and ``statements``: see :func:`for_html`."""
     body, _ = exporter().from_notebook_node(
-        for_html(nb), resources={"metadata": {"name": page.title or page.stem}}
+        for_html(nb, shown, statements), resources={"metadata": {"name": page.title or page.stem}}
     )
     body = offline(body)
     side = (
@@ -317,8 +402,7 @@ def plotly_js_path() -> Path:
     return path
 
 
-def write_assets(out: Path) -> None:
-    """``plotly.min.js``, ``notebook.css`` and ``site.css``: the files every page links."""
-    shutil.copyfile(plotly_js_path(), out / PLOTLY_JS)
-    (out / NOTEBOOK_CSS).write_text(lab_css(), encoding="utf-8")
-    (out / SITE_CSS).write_text(SITE_STYLE, encoding="utf-8")
+def site_assets() -> dict:
+    """File name -> body of the files every page links: ``plotly.min.js``, ``notebook.css``
+    and ``site.css``."""
+    return {PLOTLY_JS: plotly_js_path().read_bytes(), NOTEBOOK_CSS: lab_css(), SITE_CSS: SITE_STYLE}

@@ -92,6 +92,8 @@ details.yolo-setup > summary { cursor: pointer; color: #666; font-size: 12px;
   font-family: var(--jp-ui-font-family, sans-serif);
   padding: .1em 0 .1em var(--jp-cell-prompt-width, 64px); }
 details.yolo-setup[open] > summary { margin-bottom: .2em; }
+details.yolo-fold > summary { cursor: pointer; color: #456; font-size: 13px; margin: .2em 0;
+  font-family: var(--jp-ui-font-family, sans-serif); }
 .yolo-widget { border: 1px dashed #9aa; background: #f7f9f9; padding: .8em 1em; color: #345;
   font-family: var(--jp-ui-font-family, sans-serif); font-size: 13px; border-radius: 4px; }
 
