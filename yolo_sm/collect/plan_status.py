@@ -183,14 +183,17 @@ def _point_seconds(point, pace) -> float | None:
     return float(near.sec) * max(1.0, point.batch / float(near.batch))
 
 
-def unit_seconds(step: Step, path: Path, plan: Plan | None = None) -> tuple[float, str]:
+def unit_seconds(
+    step: Step, path: Path, plan: Plan | None = None, pace=None
+) -> tuple[float, str]:
     """Seconds one sweep point or bench unit of ``step`` takes and where that comes from: the
     step's own table (a bench's ``unit_s``; a sweep's mean time per row within one run,
     :func:`_row_seconds`), else for a sweep with ``plan`` the mean over its planned points of
     what the plan's other shipped sweeps took for the same precision, backend and batch
     (``"other sweeps"``; the nearest batch, scaled by the batch ratio, where that batch was not
     measured), else for a bench with ``plan`` its spec's ``est_unit_s`` (``"plan est_unit_s"``,
-    the guess its own deadline uses), else :data:`DEFAULT_UNIT_S`."""
+    the guess its own deadline uses), else :data:`DEFAULT_UNIT_S`. ``pace``, where given, is
+    :func:`_pace_table` of the plan's folder, read once for all its steps."""
     import pandas as pd
 
     default = DEFAULT_UNIT_S.get(step.kind, step.est_s), LEFT_BY_DEFAULT
@@ -217,7 +220,7 @@ def unit_seconds(step: Step, path: Path, plan: Plan | None = None) -> tuple[floa
             if len(sec) >= 2 and sec.mean() > 0:
                 return float(sec.mean()), "measured"
     if step.kind == "sweep" and plan is not None:
-        pace = _pace_table(plan, path.parent)
+        pace = _pace_table(plan, path.parent) if pace is None else pace
         if len(pace):
             est = [_point_seconds(p, pace) for p in sweep_spec(step, plan).points()]
             known = [e for e in est if e is not None]
@@ -253,7 +256,7 @@ def status(plan: Plan, out_dir: str | os.PathLike):
     import pandas as pd
 
     out_dir = Path(out_dir)
-    rows = []
+    rows, pace = [], None
     for s in plan.steps:
         state, progress = _state_and_progress(s, plan, out_dir)
         path = step_path(s, out_dir)
@@ -266,7 +269,9 @@ def status(plan: Plan, out_dir: str | os.PathLike):
                 total, what = _total_units(s, plan)
                 left = total
             if left:
-                per, source = unit_seconds(s, path, plan)
+                if pace is None and s.kind == "sweep":
+                    pace = _pace_table(plan, out_dir)  # once: every sweep table of the plan
+                per, source = unit_seconds(s, path, plan, pace)
                 need = left * per
                 if s.kind == "sweep" and progress is not None:
                     need, source = _sweep_need(s, plan, path, per, source)

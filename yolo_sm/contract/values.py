@@ -18,6 +18,7 @@ import errno
 import math
 import os
 import re
+import reprlib
 import tempfile
 from pathlib import Path
 
@@ -73,9 +74,14 @@ def _as_float(v, what: str, kind: str) -> float:
     return x
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother = 3, 8, 8, 60, 60
+
+
 def _show(v) -> str:
-    """A value as quoted in a message: its repr, cut to 60 characters."""
-    text = repr(v)
+    """A value as quoted in a message: its repr, cut to 60 characters (a large list or
+    mapping is abridged before it is written out)."""
+    text = _REPR.repr(v)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
