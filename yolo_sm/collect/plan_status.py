@@ -183,9 +183,7 @@ def _point_seconds(point, pace) -> float | None:
     return float(near.sec) * max(1.0, point.batch / float(near.batch))
 
 
-def unit_seconds(
-    step: Step, path: Path, plan: Plan | None = None, pace=None
-) -> tuple[float, str]:
+def unit_seconds(step: Step, path: Path, plan: Plan | None = None, pace=None) -> tuple[float, str]:
     """Seconds one sweep point or bench unit of ``step`` takes and where that comes from: the
     step's own table (a bench's ``unit_s``; a sweep's mean time per row within one run,
     :func:`_row_seconds`), else for a sweep with ``plan`` the mean over its planned points of

@@ -256,9 +256,7 @@ def shape_problem(manifest) -> str | None:
         if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
             return f"dataset {name[:60]!r} is not a mapping with a 'file' name"
         for key, kind in ENTRY_TYPES.items():
-            if key in entry and (
-                not isinstance(entry[key], kind) or isinstance(entry[key], bool)
-            ):
+            if key in entry and (not isinstance(entry[key], kind) or isinstance(entry[key], bool)):
                 return f"dataset {name[:60]!r} has a {key} of type {type(entry[key]).__name__}"
     return None
 

@@ -120,7 +120,9 @@ def read_trace(path: str | os.PathLike) -> dict:
         raise
     except (OSError, EOFError, ValueError, RecursionError, gzip.BadGzipFile) as e:
         reason = type(e).__name__
-        raise UserError(f"{path} is not a readable trace (truncated or corrupt: {reason})") from None
+        raise UserError(
+            f"{path} is not a readable trace (truncated or corrupt: {reason})"
+        ) from None
     if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
         raise UserError(f"{path} is not a Chrome trace (no traceEvents list)")
     return trace
@@ -284,9 +286,10 @@ def _ranges(spans):
 
 
 def _last_enclosing(ranges, ts) -> int:
-    """The index of the latest-starting range that holds ``ts`` (-1 for none). Ranges between a range and its
-    ``back`` end no later than it does, so where it ends before ``ts`` they all do: the walk
-    visits only ranges that end later and later (the nesting depth, for nested ranges)."""
+    """The index of the latest-starting range that holds ``ts`` (-1 for none). Ranges between
+    a range and its ``back`` end no later than it does, so where it ends before ``ts`` they all
+    do: the walk visits only ranges that end later and later (the nesting depth, for nested
+    ranges)."""
     spans, starts, back = ranges
     i = bisect.bisect_right(starts, ts) - 1
     while i >= 0 and spans[i][1] < ts:
