@@ -11,7 +11,7 @@ from yolo_sm.analyse import regress
 from yolo_sm.analyse.hostbound import TOLERANCE
 from yolo_sm.cli.common import comma_list
 from yolo_sm.contract import datasets
-from yolo_sm.contract.store import read_frame
+from yolo_sm.contract.store import read_frame, write_text_atomic
 
 #: exit code when a point regressed past the tolerance (2: a user error)
 REGRESSED = 1
@@ -71,5 +71,5 @@ def run(args) -> int:
         "not decided)"
     )
     if args.json:
-        Path(args.json).write_text(json.dumps(regress.to_json(cmp, args.tolerance), indent=1))
+        write_text_atomic(args.json, json.dumps(regress.to_json(cmp, args.tolerance), indent=1))
     return 0 if v["passed"] else REGRESSED

@@ -22,6 +22,7 @@ from yolo_sm.collect.models.user import UserModel
 from yolo_sm.collect.models.yolo import wrap_detection
 from yolo_sm.collect.offline import prepare_ultralytics
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.store import temp_path
 
 #: plain value types an ultralytics checkpoint stores besides modules and tensors
 _VALUE_TYPES = {
@@ -158,7 +159,7 @@ def write_checkpoint(det, out: str | Path, source: dict) -> Path:
         "yolo_sm": dict(source),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
+    tmp = temp_path(out)  # a unique, exclusively created name: no planted link is followed
     try:
         torch.save(ckpt, tmp)
         os.replace(tmp, out)
