@@ -31,6 +31,8 @@ MAX_TEXT_BYTES = 1 << 20
 #: files written beside an output add their own prefix and suffix to it, within the 255 of
 #: common file systems
 MAX_NAME_CHARS = 200
+#: most values one list flag or key may hold
+MAX_ITEMS = 4096
 #: the device names the package runs on
 DEVICE = re.compile(r"cpu|cuda(:[0-9]{1,2})?")
 
@@ -116,6 +118,8 @@ def items(v, what: str) -> list:
         out = [v]
     if not out:
         raise UserError(f"{what} needs at least one value")
+    if len(out) > MAX_ITEMS:
+        raise UserError(f"{what} has {len(out)} values, more than {MAX_ITEMS}")
     for x in out:
         if isinstance(x, (list, tuple, dict, set)) or x is None:
             raise UserError(f"{what} takes plain values, got {_show(x)}")
