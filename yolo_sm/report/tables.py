@@ -135,6 +135,7 @@ def show(df: pd.DataFrame, *, index: bool | None = None, caption: str | None = N
         index = not isinstance(df.index, pd.RangeIndex)
     d = df.copy()
     d.columns = [" · ".join(map(str, c)) if isinstance(c, tuple) else c for c in d.columns]
+    d.index.names = [None if n is None else html.escape(str(n)) for n in d.index.names]
     fmt = {c: formatter(c) for c in d.columns}
     # every cell, row label, header and the caption is text from a dataset: HTML-escaped
     styler = d.style.format(fmt, na_rep="", escape="html")
