@@ -328,3 +328,20 @@ def test_an_oversized_trace_is_refused_before_it_is_inflated(tmp_path, monkeypat
     assert path.stat().st_size < 1 << 14
     with pytest.raises(UserError, match="MiB"):
         kineto.read_trace(path)
+
+
+def test_a_checkpoint_that_unpacks_past_the_cap_is_refused_before_torch_reads_it(
+    tmp_path, monkeypatch
+):
+    import zipfile
+
+    from yolo_sm.collect.models import checkpoint
+
+    path = tmp_path / "bomb.pt"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("archive/data.pkl", b"\0" * (4 << 20))
+    assert path.stat().st_size < 64 << 10
+    monkeypatch.setattr(checkpoint, "MAX_CHECKPOINT_BYTES", 1 << 20)
+    monkeypatch.setattr(checkpoint, "prepare_ultralytics", lambda: pytest.fail("read on"))
+    with pytest.raises(UserError, match="unpacks to"):
+        checkpoint.read_checkpoint(path)

@@ -60,11 +60,16 @@ def _allowed(name: str):
     return None
 
 
+#: most bytes a checkpoint's archive may unpack to (the largest YOLO checkpoints hold ~0.3 GB)
+MAX_CHECKPOINT_BYTES = 4 << 30
+
+
 def read_checkpoint(path: str | Path) -> dict:
     """The checkpoint dict at ``path`` (restricted load, see the module docstring), on the CPU.
 
-    One sentence (UserError) when the file is missing, not a torch zip archive, truncated, or
-    needs globals outside the allow-list."""
+    One sentence (UserError) when the file is missing, not a torch zip archive, truncated,
+    unpacks to more than :data:`MAX_CHECKPOINT_BYTES`, or needs globals outside the
+    allow-list."""
     import torch
 
     p = Path(path)
@@ -73,6 +78,16 @@ def read_checkpoint(path: str | Path) -> dict:
     if not zipfile.is_zipfile(p):
         raise UserError(
             f"{path} is not a PyTorch checkpoint (not a torch.save zip archive, or truncated)"
+        )
+    try:
+        with zipfile.ZipFile(p) as z:
+            inflated = sum(i.file_size for i in z.infolist())
+    except (zipfile.BadZipFile, OSError, ValueError) as e:
+        raise UserError(f"checkpoint {path} is corrupt or truncated ({type(e).__name__})") from None
+    if inflated > MAX_CHECKPOINT_BYTES:
+        raise UserError(
+            f"checkpoint {path} unpacks to {inflated / 2**30:.1f} GiB, more than "
+            f"{MAX_CHECKPOINT_BYTES >> 30} GiB: not a detector checkpoint"
         )
     prepare_ultralytics()
     try:
