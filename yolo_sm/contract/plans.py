@@ -44,9 +44,10 @@ MAX_IMGSZ = 8192
 MAX_ITERS = 1000
 #: widest width multiplier any model family takes (each family checks its own range)
 MAX_WIDTH_ANY = 16.0
-#: most values a config or plan may hold once its aliases are expanded: a few nested aliases
-#: (``*a``) can stand for billions of values in a file of a few hundred bytes
-MAX_YAML_VALUES = 200_000
+#: most values a config or plan may hold once its aliases are expanded (a 1 MiB file without
+#: aliases holds fewer): a few nested aliases (``*a``) can stand for billions of values in a
+#: file of a few hundred bytes
+MAX_YAML_VALUES = 1_000_000
 #: file names in a collection's folder that no step may write
 RESERVED_OUTS = ("manifest.json", "notebook_parameters.yaml")
 
