@@ -213,7 +213,9 @@ class DataRoot:
         its tables as it likes; notebooks about one model find them by what they hold."""
         if role not in ROLES:
             raise UserError(f"unknown dataset role {role!r}; roles: {', '.join(ROLES)}")
-        infos = list(self.entries().items())  # in manifest order
+        infos = [(n, self.info(n)) for n in self.names()]
+        order = {n: i for i, n in enumerate(self.entries())}
+        infos.sort(key=lambda ne: order.get(ne[0], len(order)))
         named = [n for n, e in infos if e.get("role") == role]
         by_kind = [n for n, e in infos if e.get("kind") == ROLES[role] and not e.get("role")]
         return named + by_kind
