@@ -472,7 +472,209 @@ FURTHER = {
     ),
     "permission denied while writing": (permission_denied, "permission denied"),
 }
-CASES = {**{f"once broken: {k}": v for k, v in ONCE_BROKEN.items()}, **FURTHER}
+
+
+def alias_bomb(key: str = "check", levels: int = 9) -> str:
+    """A few hundred bytes of nested YAML aliases under ``key`` that stand for 9**levels
+    values once expanded."""
+    items = ['&a0 ["lolol","lolol","lolol","lolol","lolol","lolol","lolol","lolol","lolol"]']
+    items += [f"&a{i} [{','.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return f"{key}: [{', '.join(items)}]\n"
+
+
+def root_with_manifest(text: str) -> str:
+    """A dataset root in the working folder whose manifest.json holds ``text``."""
+    Path("root").mkdir()
+    Path("root/manifest.json").write_text(text)
+    return "root"
+
+
+def sweep_table(**columns) -> str:
+    """A sweep table ``old.parquet`` (written by the store) holding one row of ``columns``
+    over a valid row's keys."""
+    from yolo_sm.contract.store import write_atomic
+
+    row = {
+        "family": "yolov8", "scale": "n", "width": 0.0625, "depth": 0.33, "max_channels": 1024,
+        "precision": "fp32", "layout": "nchw", "backend": "eager", "batch": 1, "imgsz": 64,
+        "compile_mode": "", "device": "cpu", "status": "ok", "median_ms": 1.0,
+    }  # fmt: skip
+    write_atomic(pd.DataFrame([{**row, **columns}]), Path("old.parquet"))
+    return "old.parquet"
+
+
+def env(name: str, value: str, argv):
+    """A case run with environment variable ``name`` set to ``value``."""
+
+    def make(mp):
+        mp.setenv(name, value)
+        return argv() if callable(argv) else argv
+
+    return make
+
+
+CHECK = ["check", "--baseline", "h200/sweep_fp16_nhwc", "--candidate", "h200/sweep_fp16_nhwc"]
+#: inputs that reached the rendered site, ran away, followed a planted name or passed silently
+UNTRUSTED = {
+    # unbounded work: aliases expanding past the cap end in one sentence at once
+    "config of nested aliases": (
+        lambda mp: sweep("--config", put("bomb.yaml", alias_bomb())),
+        "aliases",
+    ),
+    "plan of nested aliases": (
+        lambda mp: [
+            "collect",
+            "--plan",
+            put("p.yaml", plan_text() + alias_bomb("x")),
+            "--out",
+            "r",
+        ],
+        "aliases",
+    ),
+    "plan step params of nested aliases": (
+        lambda mp: last_step("{" + alias_bomb("widths").strip() + "}"),
+        "aliases",
+    ),
+    "sweep of 4,097 batches": (
+        lambda mp: sweep("--batches", ",".join(map(str, range(1, 4098)))),
+        "--batches",
+    ),
+    "sweep grid past 100,000 points": (
+        lambda mp: sweep(
+            "--widths",
+            ",".join(f"{0.0625 + i / 1000:g}" for i in range(100)),
+            "--batches",
+            ",".join(map(str, range(1, 1002))),
+        ),
+        "points",
+    ),  # fmt: skip
+    # plan out names compared as paths
+    "plan out ./tiny.parquet beside tiny.parquet": (
+        lambda mp: plan("  - name: again\n    kind: sweep\n    out: ./tiny.parquet\n"),
+        "tiny.parquet",
+    ),
+    "plan out tiny.parquet//": (
+        lambda mp: plan("  - name: again\n    kind: sweep\n    out: .//tiny.parquet\n"),
+        "tiny.parquet",
+    ),
+    "plan out manifest.json": (
+        lambda mp: plan("  - name: m\n    kind: sweep\n    out: manifest.json\n"),
+        "manifest.json",
+    ),
+    "plan out ./manifest.json": (
+        lambda mp: plan("  - name: m\n    kind: sweep\n    out: ./manifest.json\n"),
+        "manifest.json",
+    ),
+    "plan out notebook_parameters.yaml": (
+        lambda mp: plan("  - name: m\n    kind: sweep\n    out: notebook_parameters.yaml\n"),
+        "notebook_parameters.yaml",
+    ),
+    "plan out .": (lambda mp: plan("  - name: m\n    kind: sweep\n    out: .\n"), "out"),
+    # manifests that are JSON of the wrong shape
+    "manifest a list": (lambda mp: ["claims", "--data", root_with_manifest("[]")], "manifest"),
+    "manifest datasets a list": (
+        lambda mp: ["claims", "--data", root_with_manifest('{"datasets": []}')],
+        "manifest",
+    ),
+    "manifest entry a number": (
+        lambda mp: ["claims", "--data", root_with_manifest('{"datasets": {"a": 5}}')],
+        "manifest",
+    ),
+    "manifest entry without a file": (
+        lambda mp: ["claims", "--data", root_with_manifest('{"datasets": {"a": {}}}')],
+        "manifest",
+    ),
+    "manifest file a number": (
+        lambda mp: ["claims", "--data", root_with_manifest('{"datasets": {"a": {"file": 1}}}')],
+        "manifest",
+    ),
+    "manifest provenance a list": (
+        lambda mp: [
+            "claims",
+            "--data",
+            root_with_manifest('{"datasets": {"a": {"file": "a.parquet", "provenance": [1]}}}'),
+        ],
+        "manifest",
+    ),
+    "manifest kind a number": (
+        lambda mp: [
+            "claims",
+            "--data",
+            root_with_manifest('{"datasets": {"a": {"file": "a.parquet", "kind": 3}}}'),
+        ],
+        "manifest",
+    ),
+    "manifest machine a string": (
+        lambda mp: ["claims", "--data", root_with_manifest('{"datasets": {}, "machine": "x"}')],
+        "manifest",
+    ),
+    "manifest nested 100,000 deep": (
+        lambda mp: ["claims", "--data", root_with_manifest("[" * 100_000 + "]" * 100_000)],
+        "manifest",
+    ),
+    # environment variables the package reads
+    "YOLO_SM_THREADS=abc": (env("YOLO_SM_THREADS", "abc", lambda: sweep()), "YOLO_SM_THREADS"),
+    "YOLO_SM_THREADS=-1": (env("YOLO_SM_THREADS", "-1", lambda: sweep()), "YOLO_SM_THREADS"),
+    "YOLO_SM_THREADS=1e9": (env("YOLO_SM_THREADS", "1e9", lambda: sweep()), "YOLO_SM_THREADS"),
+    "YOLO_SM_CACHE unwritable": (
+        env("YOLO_SM_CACHE", f"{UNWRITABLE}/cache", lambda: sweep()),
+        "YOLO_SM_CACHE",
+    ),
+    "YOLO_SM_CACHE a file": (
+        lambda mp: env("YOLO_SM_CACHE", put("cachefile", "x"), lambda: sweep())(mp),
+        "YOLO_SM_CACHE",
+    ),
+    "YOLO_SM_CACHE empty": (env("YOLO_SM_CACHE", "", lambda: sweep()), "YOLO_SM_CACHE"),
+    "HOME empty without YOLO_SM_CACHE": (
+        lambda mp: (mp.delenv("YOLO_SM_CACHE", raising=False), env("HOME", "", sweep)(mp))[1],
+        "HOME",
+    ),
+    "HOME relative without YOLO_SM_CACHE": (
+        lambda mp: (mp.delenv("YOLO_SM_CACHE", raising=False), env("HOME", "h", sweep)(mp))[1],
+        "HOME",
+    ),
+    "YOLO_CONFIG_DIR relative": (
+        env("YOLO_CONFIG_DIR", "cfg", lambda: sweep()),
+        "YOLO_CONFIG_DIR",
+    ),
+    "YOLO_SM_DATA missing": (
+        env("YOLO_SM_DATA", "no_such_folder", ["claims", "--data", "h200"]),
+        "YOLO_SM_DATA",
+    ),
+    "YOLO_SM_NCU not a program": (
+        lambda mp: env("YOLO_SM_NCU", put("ncu", "x"), ["occupancy", "--threads", "256"])(mp),
+        "YOLO_SM_NCU",
+    ),
+    # check
+    "check --tolerance inf": (lambda mp: [*CHECK, "--tolerance", "inf"], "--tolerance"),
+    "check --tolerance nan": (lambda mp: [*CHECK, "--tolerance", "nan"], "--tolerance"),
+    "check --tolerance -0.1": (lambda mp: [*CHECK, "--tolerance=-0.1"], "--tolerance"),
+    "check --tolerance 1e9": (lambda mp: [*CHECK, "--tolerance", "1e9"], "--tolerance"),
+    "check --json unwritable": (
+        lambda mp: [*CHECK, "--json", f"{UNWRITABLE}/v.json"],
+        UNWRITABLE,
+    ),
+    # tables resumed into
+    "sweep resumes a table with a NaN key": (
+        lambda mp: sweep(out=sweep_table(batch=float("nan"))),
+        "old.parquet",
+    ),
+    "sweep resumes a table with a text batch": (
+        lambda mp: sweep(out=sweep_table(batch="one")),
+        "old.parquet",
+    ),
+    "sweep resumes a table with an empty precision": (
+        lambda mp: sweep(out=sweep_table(precision=None)),
+        "old.parquet",
+    ),
+    # the exporter
+    "monitor --host empty": (lambda mp: ["monitor", "--host", " ", "--duration", "1"], "--host"),
+}
+CASES = {
+    **{f"once broken: {k}": v for k, v in ONCE_BROKEN.items()},
+    **FURTHER,
+    **{f"untrusted: {k}": v for k, v in UNTRUSTED.items()},
+}
 
 
 def _argv_and_needle(case):
@@ -496,7 +698,8 @@ def _tree(path: Path):
 
 
 def test_the_table_holds_the_known_cases_and_more():
-    assert len(ONCE_BROKEN) >= 42 and len(FURTHER) >= 40
+    assert len(ONCE_BROKEN) >= 42 and len(FURTHER) >= 40 and len(UNTRUSTED) >= 35
+    assert len(CASES) >= 150
 
 
 @pytest.mark.timeout(120)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -274,3 +275,130 @@ def test_device_names(name):
     except UserError:
         return
     assert values.DEVICE.fullmatch(got)
+
+
+# --- files from a dataset root or a profiler: manifests, Kineto traces, Nsight Compute tables ---
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=16,
+)
+ENTRY = st.fixed_dictionaries(
+    {"file": st.text(max_size=8) | JSONISH},
+    optional={k: JSONISH | st.text(max_size=8) for k in ("kind", "provenance", "role", "rows")},
+)
+
+
+@HYPO
+@given(
+    doc=JSONISH
+    | st.fixed_dictionaries(
+        {"datasets": st.dictionaries(st.text(max_size=6), ENTRY | JSONISH, max_size=3)},
+        optional={"machine": JSONISH},
+    )
+)  # noqa: E501
+def test_manifests_of_any_json_read_or_raise_user_error(doc):
+    from yolo_sm.contract.datasets import open_root
+
+    with tempfile.TemporaryDirectory() as d:
+        Path(d, "manifest.json").write_text(json.dumps(doc))
+        root = open_root(d)
+        try:
+            names = root.names()
+            root.machine(), root.device_name(), root.find_all("sweep")
+        except UserError:
+            return
+        assert all(isinstance(root.info(n).get("file"), str) for n in names)
+
+
+EVENT = st.fixed_dictionaries(
+    {},
+    optional={
+        "ph": st.sampled_from(["X", "B", "i"]) | JSONISH,
+        "cat": st.sampled_from(["kernel", "cuda_runtime", "user_annotation", "cpu_op"]) | JSONISH,
+        "name": st.sampled_from(["profiled_forward", "model.0 Conv [backbone]", "k"]) | JSONISH,
+        "ts": st.floats(allow_nan=True) | st.integers() | JSONISH,
+        "dur": st.floats(allow_nan=True) | JSONISH,
+        "pid": st.integers(0, 2) | JSONISH,
+        "tid": st.integers(0, 2) | JSONISH,
+        "args": st.fixed_dictionaries(
+            {},
+            optional={
+                "correlation": st.integers(0, 3) | JSONISH,
+                "grid": st.lists(st.integers(-2, 8), max_size=3) | JSONISH,
+                "block": st.lists(st.integers(-2, 8), max_size=3) | JSONISH,
+                "registers per thread": st.integers(-1, 300) | JSONISH,
+                "device": st.integers(0, 2) | JSONISH,
+            },
+        )
+        | JSONISH,
+    },
+)
+
+
+@HYPO
+@given(
+    doc=JSONISH
+    | st.fixed_dictionaries(
+        {"traceEvents": st.lists(EVENT | JSONISH, max_size=8) | JSONISH},
+        optional={"deviceProperties": JSONISH},
+    ),
+    gz=st.booleans(),
+)
+def test_kineto_traces_of_any_json_load_or_raise_user_error(doc, gz):
+    import gzip
+
+    from yolo_sm.collect.profiling.kineto import load_kernels, load_layer_ops
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d, "t.json.gz" if gz else "t.json")
+        raw = json.dumps(doc, allow_nan=True).encode()
+        path.write_bytes(gzip.compress(raw) if gz else raw)
+        for loader in (load_kernels, load_layer_ops):
+            with contextlib.suppress(UserError):
+                assert len(loader(path)) >= 0
+
+
+@HYPO
+@given(raw=st.binary(max_size=200), gz=st.booleans())
+def test_kineto_traces_of_any_bytes_raise_user_error(raw, gz):
+    from yolo_sm.collect.profiling.kineto import read_trace
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d, "t.json.gz" if gz else "t.json")
+        path.write_bytes(raw)
+        with contextlib.suppress(UserError):
+            assert isinstance(read_trace(path)["traceEvents"], list)
+
+
+NCU_HEADER = '"ID","Kernel Name","NVTX","Metric Name","Metric Unit","Metric Value"'
+
+
+@HYPO
+@given(
+    rows=st.lists(
+        st.lists(st.text(alphabet='0123456789.,"abc -nan', max_size=8), min_size=0, max_size=7),
+        max_size=5,
+    ),
+    header=st.sampled_from([NCU_HEADER, '"ID","Kernel Name","Duration"', '"x"']),
+)
+def test_ncu_tables_of_any_text_load_or_raise_user_error(rows, header):
+    from yolo_sm.collect.profiling.ncu import load_ncu
+
+    text = header + "\n" + "\n".join(",".join(f'"{c}"' for c in r) for r in rows) + "\n"
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d, "n.csv")
+        path.write_text(text)
+        with contextlib.suppress(UserError):
+            assert len(load_ncu(path)) >= 0
+
+
+@HYPO
+@given(levels=st.integers(1, 12), width=st.integers(1, 12), key=st.sampled_from(["check", "x"]))
+def test_yaml_of_nested_aliases_loads_or_raises_user_error(levels, width, key):
+    items = [f"&a0 [{','.join(['1'] * width)}]"]
+    items += [f"&a{i} [{','.join([f'*a{i - 1}'] * width)}]" for i in range(1, levels)]
+    _load_bytes(f"{key}: [{', '.join(items)}]\n".encode())

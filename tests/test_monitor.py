@@ -297,6 +297,40 @@ def test_cli_records_and_registers(tmp_path, monkeypatch, capsys):
     assert set(df.metric) == set(FIELDS) and df.t_s.max() <= 1.2
 
 
+@pytest.mark.parametrize(
+    "flags, bound, said",
+    [
+        ([], "127.0.0.1", "http://127.0.0.1:"),
+        (["--host", "0.0.0.0"], "0.0.0.0", "every address of this host"),
+    ],
+)
+def test_monitor_listens_on_this_host_unless_told_and_says_where(
+    monkeypatch, capsys, flags, bound, said
+):
+    """Without --host the exporter binds 127.0.0.1 (not every address); its start-up line
+    names the address it really listens on."""
+    from yolo_sm.cli.main import main
+    from yolo_sm.collect import exporter
+
+    seen = []
+    real = exporter.serve
+
+    def spy(mon, port, address):
+        server = real(mon, port=port, address=address)
+        seen.append(server.httpd.server_address[0])
+        return server
+
+    monkeypatch.setattr(exporter, "serve", spy)
+    monkeypatch.setattr(monitor_mod, "import_pynvml", MonitorNVML)
+    monkeypatch.setattr(monitor_mod, "ncu_running", lambda: False)
+    code = main(["monitor", "--port", "0", "--interval", "0.2", "--duration", "0.5", *flags])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert seen == [bound]
+    start = [line for line in err.splitlines() if "every 0.2 s" in line]
+    assert len(start) == 1 and said in start[0], start
+
+
 # --- a real Prometheus server scrapes the exporter ---------------------------------------------
 
 

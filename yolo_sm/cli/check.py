@@ -10,9 +10,11 @@ from pathlib import Path
 from yolo_sm.analyse import regress
 from yolo_sm.analyse.hostbound import TOLERANCE
 from yolo_sm.cli.common import comma_list
-from yolo_sm.contract import datasets
-from yolo_sm.contract.store import read_frame
+from yolo_sm.contract import datasets, values
+from yolo_sm.contract.store import read_frame, write_text_atomic
 
+#: largest --tolerance (a fraction: 10 is a tenfold change)
+MAX_TOLERANCE = 10.0
 #: exit code when a point regressed past the tolerance (2: a user error)
 REGRESSED = 1
 
@@ -40,7 +42,9 @@ def add_parser(sub) -> None:
         help=f"comma list among {', '.join(regress.METRICS)} (default: those both tables carry)",
     )
     c.add_argument(
-        "--tolerance", type=float, default=TOLERANCE, help=f"allowed change (default {pct})"
+        "--tolerance",
+        default=TOLERANCE,
+        help=f"allowed change as a fraction, 0 to {MAX_TOLERANCE:g} (default {pct})",
     )
     c.add_argument("--json", default=None, help="write the verdict and every comparison here")
     c.set_defaults(run=run)
@@ -56,6 +60,9 @@ def load(what: str):
 def run(args) -> int:
     import pandas as pd
 
+    args.tolerance = values.number(args.tolerance, "--tolerance", lo=0, hi=MAX_TOLERANCE)
+    if args.json is not None:
+        values.output_path(args.json, "--json")
     baseline, candidate = load(args.baseline), load(args.candidate)
     metrics = comma_list(args.metrics) or None
     cmp = regress.compare(baseline, candidate, metrics=metrics, tolerance=args.tolerance)
@@ -71,5 +78,5 @@ def run(args) -> int:
         "not decided)"
     )
     if args.json:
-        Path(args.json).write_text(json.dumps(regress.to_json(cmp, args.tolerance), indent=1))
+        write_text_atomic(args.json, json.dumps(regress.to_json(cmp, args.tolerance), indent=1))
     return 0 if v["passed"] else REGRESSED

@@ -33,6 +33,7 @@ import threading
 import yolo_sm
 from yolo_sm.cli import check, data, env, measure, monitor, profile
 from yolo_sm.cli.common import Parser, log, verbosity_flags
+from yolo_sm.contract import values
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.scrub import RECORD_HOST_ENV
 from yolo_sm.contract.values import os_error_sentence
@@ -111,6 +112,10 @@ def _log_handler(args) -> logging.Handler:
 RECORDING = ("sweep", "bench", "remeasure", "trace", "ncu", "gpm", "profile", "collect", "monitor")
 
 
+#: commands that build models or engines (a cache folder and ultralytics' config folder)
+CACHING = ("models", "sweep", "bench", "remeasure", "trace", "ncu", "gpm", "profile", "collect")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one ``yolo-sm`` command; returns its exit code (0, 1 for a failed check, 2 for a
     user error, 130 for an interrupt, 143 for a SIGTERM)."""
@@ -126,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             return e.code if isinstance(e.code, int) else 0
         handler = _log_handler(args)
         log.debug("%s", " ".join(f"{k}={v}" for k, v in vars(args).items() if k != "run"))
+        values.environment(caching=getattr(args, "cmd", None) in CACHING)
         if getattr(args, "record_host", False):
             os.environ[RECORD_HOST_ENV] = "1"  # child processes (ncu's target) see it too
         return args.run(args)

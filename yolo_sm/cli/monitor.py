@@ -22,7 +22,14 @@ def add_parser(sub) -> None:
         "monitor", help="serve a GPU's GPM and NVML fields on /metrics (dcgm-exporter's names)"
     )
     m.add_argument("--port", default="9400", help="TCP port of /metrics (dcgm-exporter's 9400)")
-    m.add_argument("--address", default="0.0.0.0", help="address to listen on (0.0.0.0: all)")
+    m.add_argument(
+        "--host",
+        "--address",
+        dest="address",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1: this host only; 0.0.0.0: every address, "
+        "unauthenticated: the series name the GPU, its UUID and the host)",
+    )
     m.add_argument("--interval", default="1.0", help="seconds between samples (0.2 to 3600)")
     m.add_argument("--device", default="0", help="NVML index of the GPU (nvidia-smi's numbering)")
     m.add_argument("--duration", default=None, help="stop after this many seconds (default: ^C)")
@@ -45,6 +52,7 @@ def run(args) -> int:
     from yolo_sm.collect.monitor import MAX_INTERVAL_S, MIN_INTERVAL_S, Monitor
 
     port = values.whole(args.port, "--port", lo=0, hi=65535)
+    address = values.text(args.address, "--host")
     interval = values.number(
         args.interval, "--interval", lo=MIN_INTERVAL_S, hi=MAX_INTERVAL_S, unit="s"
     )
@@ -65,7 +73,7 @@ def run(args) -> int:
     import_prometheus_client()
 
     mon = Monitor(index=index, interval=interval, status_file=args.status_file)
-    server = serve(mon, port=port, address=args.address)
+    server = serve(mon, port=port, address=address)
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())  # `kill` ends it cleanly
     try:

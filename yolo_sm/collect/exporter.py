@@ -2,7 +2,7 @@
 (prometheus_client), and its samples written as a dataset.
 
     with Monitor(index=0) as mon:
-        server = serve(mon, port=9400)      # http://host:9400/metrics, dcgm-exporter's names
+        server = serve(mon, port=9400)      # http://127.0.0.1:9400/metrics, dcgm-exporter's names
         ...
         server.close()
     write_record(mon, "data/mine/monitor_bench.parquet", dataset="monitor_bench")
@@ -81,8 +81,12 @@ class Server:
 
     @property
     def url(self) -> str:
-        host = "127.0.0.1" if self.address in ("", "0.0.0.0", "::") else self.address
-        return f"http://{host}:{self.port}/metrics"
+        """Where it listens: ``http://ADDRESS:PORT/metrics``, or for a wildcard address
+        ``every address of this host, port PORT``."""
+        host = self.httpd.server_address[0] if self.httpd is not None else self.address
+        if host in ("", "0.0.0.0", "::"):
+            return f"every address of this host, port {self.port} (/metrics)"
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}/metrics"
 
     def close(self) -> None:
         self.httpd.shutdown()
@@ -90,9 +94,10 @@ class Server:
         self.thread.join(timeout=5)
 
 
-def serve(monitor: Monitor, port: int = 9400, address: str = "0.0.0.0") -> Server:
+def serve(monitor: Monitor, port: int = 9400, address: str = "127.0.0.1") -> Server:
     """Serve ``monitor``'s series at ``http://address:port/metrics`` from a thread (port 0:
-    a free one, :attr:`Server.port`). A port in use is a UserError."""
+    a free one, :attr:`Server.port`; by default on this host only). A port in use is a
+    UserError."""
     pc = import_prometheus_client()
     registry = registry_for(monitor)
     try:

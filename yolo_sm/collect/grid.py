@@ -25,6 +25,7 @@ from typing import Any
 
 from yolo_sm.collect.provenance import gpu_clash, gpu_name
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.schema import SCHEMAS, wrong_types
 from yolo_sm.contract.scrub import user_argv
 from yolo_sm.contract.store import (
     check_output_path,
@@ -174,16 +175,24 @@ def pending(
 
 def table_rows(out, columns: Sequence[str] = (), kind: str = "grid") -> list[dict]:
     """The rows ``out`` holds (none when it does not exist); a table without the key
-    ``columns`` is not the kind the runner writes: one sentence, the file left untouched."""
+    ``columns``, with a row whose key is empty (NaN) or with a column of the wrong type for a
+    ``kind`` the schema knows is not what the runner writes: one sentence, the file left
+    untouched."""
     done = read_table(out)
     if not len(done):
         return []
     missing = [c for c in columns if c not in done.columns]
-    if missing:
-        raise UserError(
-            f"{out} is not a yolo_sm {kind} table (missing columns {', '.join(missing)}); "
-            "choose another output file"
+    blank = [c for c in columns if c not in missing and done[c].isna().any()]
+    wrong = wrong_types(done, kind) if kind in SCHEMAS else []
+    if missing or blank or wrong:
+        what = (
+            f"missing columns {', '.join(missing)}"
+            if missing
+            else f"rows without a {blank[0]}"
+            if blank
+            else f"column(s) of the wrong type: {', '.join(wrong)}"
         )
+        raise UserError(f"{out} is not a yolo_sm {kind} table ({what}); choose another output file")
     return done.to_dict("records")
 
 

@@ -8,10 +8,10 @@ first time a model is built (never at ``import yolo_sm``), before ultralytics is
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 from yolo_sm import set_env_defaults
+from yolo_sm.contract.store import copy_atomic
 
 _prepared = False
 
@@ -51,7 +51,7 @@ def _install_local_font(cfg_dir: Path) -> None:
             continue
         source = _find_ttf()
         if source is not None:
-            shutil.copyfile(source, target)
+            copy_atomic(source, target)
 
 
 def _find_ttf() -> Path | None:

@@ -82,6 +82,10 @@ class Point:
         return (*key, self.model) if self.model else key
 
 
+#: most points one sweep may ask for (each is timed for its budget: a larger grid is a typo)
+MAX_POINTS = 100_000
+
+
 @dataclass(frozen=True)
 class SweepSpec:
     """The grid. Lists are crossed; ``widths`` mixes multipliers and preset letters (n/s/m/l/x).
@@ -181,6 +185,13 @@ class SweepSpec:
         sizes = tuple(parse_int(s, "imgsz") for s in self.imgsz)
         if any(s <= 0 or s % 32 for s in sizes) or not sizes:
             raise UserError("imgsz must be positive multiples of 32")
+        grid = (len(self.models or ()) or len(fam) * len(widths)) * len(depths or (None,))
+        grid *= len(prec) * len(lay) * len(back) * len(batches) * len(sizes)
+        if grid > MAX_POINTS:
+            raise UserError(
+                f"the sweep asks for {grid:,} points, more than {MAX_POINTS:,}: split it into "
+                "several sweeps"
+            )
         check_compile_mode(self.compile_mode)
         check_device_name(self.device)
         if not self.budget_ms > 0 or not self.warmup_ms >= 0:  # (NaN fails both)

@@ -17,6 +17,7 @@ from pathlib import Path
 from yolo_sm.collect.live import LiveRoot, live_root
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import Plan, Step
+from yolo_sm.contract.store import write_text_atomic
 
 #: the sweep's batches, and the batch of the trace and the Nsight Compute pass
 SWEEP_BATCHES = (1, 2, 4, 8, 16, 32, 64)
@@ -138,5 +139,5 @@ def _written(plan: Plan, out: Path) -> Path:
         }
         for s in plan.steps
     ]
-    f.write_text(yaml.safe_dump({"name": plan.name, "device": plan.device, "steps": steps}))
+    write_text_atomic(f, yaml.safe_dump({"name": plan.name, "device": plan.device, "steps": steps}))
     return f

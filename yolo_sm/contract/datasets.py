@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.manifest import shape_problem
 from yolo_sm.contract.plans import Plan, load_plan
 from yolo_sm.contract.schema import DERIVED, validate
 from yolo_sm.contract.store import inside, read_frame
@@ -27,13 +28,32 @@ def data_dir() -> Path:
     return Path(env) if env else Path(__file__).resolve().parents[2] / "data"
 
 
+_READ: dict[Path, tuple[tuple, dict]] = {}
+
+
+def read_entries(mf: Path) -> dict:
+    """The ``datasets`` of manifest file ``mf``, its shape checked (a UserError naming the
+    file otherwise); parsed once while the file stays as it is."""
+    try:
+        st = mf.stat()
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if mf in _READ and _READ[mf][0] == stamp:
+            return _READ[mf][1]
+        manifest = json.loads(mf.read_text())
+    except (OSError, ValueError, RecursionError) as e:
+        reason = getattr(e, "strerror", None) or type(e).__name__
+        raise UserError(f"{mf} is not a readable dataset manifest ({reason})") from None
+    problem = shape_problem(manifest)
+    if problem:
+        raise UserError(f"{mf} is not a dataset manifest: {problem}")
+    _READ[mf] = (stamp, manifest["datasets"])
+    return manifest["datasets"]
+
+
 def manifests() -> dict[str, tuple[Path, dict]]:
     out = {}
     for mf in sorted(data_dir().glob("*/manifest.json")):
-        try:
-            entries = json.loads(mf.read_text())["datasets"]
-        except (OSError, ValueError, KeyError) as e:
-            raise UserError(f"{mf} is not a readable dataset manifest ({e})") from None
+        entries = read_entries(mf)
         for name, entry in entries.items():
             out[f"{mf.parent.name}/{name}"] = (mf.parent, entry)
     return out
@@ -129,10 +149,7 @@ class DataRoot:
         mf = self.path / "manifest.json"
         if not mf.exists():
             return {}
-        try:
-            return json.loads(mf.read_text())["datasets"]
-        except (OSError, ValueError, KeyError) as e:
-            raise UserError(f"{mf} is not a readable dataset manifest ({e})") from None
+        return read_entries(mf)
 
     def names(self) -> list[str]:
         return sorted(self.entries())

@@ -219,6 +219,37 @@ class _manifest_lock:
                 self.fh.close()  # releases the lock
 
 
+#: the type each manifest entry field must have where present (``file`` must be)
+ENTRY_TYPES = {
+    "file": str,
+    "kind": str,
+    "role": str,
+    "description": (str, type(None)),
+    "command": (str, type(None)),
+    "rows": (int, type(None)),
+    "provenance": dict,
+    "columns": dict,
+    "params": (dict, type(None)),
+    "gpu_seconds": (dict, type(None)),
+}
+
+
+def shape_problem(manifest) -> str | None:
+    """What makes parsed JSON not a manifest (a mapping whose ``datasets`` maps names to
+    entries of :data:`ENTRY_TYPES`, and whose ``machine``, if any, is a mapping), or None."""
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("datasets"), dict):
+        return "no 'datasets' mapping"
+    if not isinstance(manifest.get("machine", {}), dict):
+        return "its 'machine' is not a mapping"
+    for name, entry in manifest["datasets"].items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
+            return f"dataset {name[:60]!r} is not a mapping with a 'file' name"
+        for key, kind in ENTRY_TYPES.items():
+            if key in entry and (not isinstance(entry[key], kind) or isinstance(entry[key], bool)):
+                return f"dataset {name[:60]!r} has a {key} of type {type(entry[key]).__name__}"
+    return None
+
+
 def _write_manifest(folder: Path, manifest: dict) -> None:
     with atomic_file(Path(folder) / MANIFEST, "w", encoding="utf-8") as fh:
         fh.write(json.dumps(manifest, indent=2, default=str) + "\n")
@@ -237,8 +268,9 @@ def read_manifest(folder: str | os.PathLike, repair: bool = False, locked: bool 
         return _from_tables(folder) if repair else {"datasets": {}}
     try:
         manifest = json.loads(mf.read_text())
-        if not isinstance(manifest, dict) or not isinstance(manifest.get("datasets"), dict):
-            raise ValueError("no 'datasets' mapping")
+        problem = shape_problem(manifest)
+        if problem:
+            raise ValueError(problem)
         return manifest
     except (OSError, ValueError, UnicodeDecodeError) as e:
         if not repair:

@@ -44,6 +44,49 @@ MAX_IMGSZ = 8192
 MAX_ITERS = 1000
 #: widest width multiplier any model family takes (each family checks its own range)
 MAX_WIDTH_ANY = 16.0
+#: most values a config or plan may hold once its aliases are expanded (a 1 MiB file without
+#: aliases holds fewer): a few nested aliases (``*a``) can stand for billions of values in a
+#: file of a few hundred bytes
+MAX_YAML_VALUES = 1_000_000
+#: file names in a collection's folder that no step may write
+RESERVED_OUTS = ("manifest.json", "notebook_parameters.yaml")
+
+
+def _expanded_values(node) -> int:
+    """How many values a YAML node stands for with every alias expanded (each node counted
+    once per place it appears), computed once per node."""
+    sizes: dict[int, int] = {}
+    stack = [(node, False)]
+    while stack:
+        n, ready = stack.pop()
+        if id(n) in sizes:
+            continue
+        kids = [] if isinstance(n, yaml.ScalarNode) else n.value
+        if isinstance(n, yaml.MappingNode):
+            kids = [x for pair in kids for x in pair]
+        if ready or not kids:
+            sizes[id(n)] = min(1 + sum(sizes[id(k)] for k in kids), MAX_YAML_VALUES + 1)
+            continue
+        stack.append((n, True))
+        stack.extend((k, False) for k in kids if id(k) not in sizes)
+    return sizes[id(node)]
+
+
+def _safe_yaml(body: str, path: str):
+    """The data in YAML text, refusing one that expands past :data:`MAX_YAML_VALUES`."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(body)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_values(node) > MAX_YAML_VALUES:
+            raise UserError(
+                f"config file {path} expands to more than {MAX_YAML_VALUES} values "
+                "(nested aliases?): not a config"
+            )
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 def load_yaml(path: str) -> dict:
@@ -52,11 +95,13 @@ def load_yaml(path: str) -> dict:
     names is one UserError naming the file."""
     body = values.read_text(path, "config file")
     try:
-        data = yaml.safe_load(body)
+        data = _safe_yaml(body, path)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise UserError(f"config file {path} is not valid YAML{where}") from None
+    except UserError:
+        raise
     except (ValueError, TypeError, OverflowError, RecursionError):  # e.g. a date 2001-02-30
         raise UserError(f"config file {path} holds a value YAML cannot read") from None
     if data is None:
@@ -375,11 +420,13 @@ def _out_name(v, where: str) -> str:
     """A step's ``out``: a relative path inside the output folder (no ``..``, not absolute)."""
     out = values.text(v, f"{where} out")
     p = PurePosixPath(out.replace("\\", "/"))
-    if p.is_absolute() or ".." in p.parts or out.startswith("~") or ":" in out:
+    if p.is_absolute() or ".." in p.parts or not p.parts or out.startswith("~") or ":" in out:
         raise UserError(f"{where} out must be a file name inside the output folder, got {out!r}")
     if any(len(part) > values.MAX_NAME_CHARS for part in p.parts):
         raise UserError(f"{where} out has a name longer than {values.MAX_NAME_CHARS} characters")
-    return out
+    if str(p) in RESERVED_OUTS:
+        raise UserError(f"{where} out {out!r} is the collection's own {p} file: name another")
+    return str(p)
 
 
 def _step(s, i: int, path) -> Step:

@@ -754,15 +754,22 @@ def problems(df, kind: str) -> list[str]:
     missing = [c for c in REQUIRED[kind] if c not in df.columns]
     if missing:
         out.append(f"lacks required column(s): {', '.join(missing)}")
-    wrong = []
-    for c in df.columns:
-        want = column_type(kind, str(c))
-        if want and not _type_ok(df[c], want):
-            wrong.append(f"{c} ({df[c].dtype}, expected {want})")
+    wrong = wrong_types(df, kind)
     if wrong:
         out.append(f"has column(s) of the wrong type: {', '.join(wrong)}")
     if not len(df) and kind not in EMPTY_OK:
         out.append("holds no rows")
+    return out
+
+
+def wrong_types(df, kind: str) -> list[str]:
+    """The columns of ``df`` whose type is not what a ``kind`` table holds (:func:`column_type`),
+    each as ``name (dtype, expected type)``."""
+    out = []
+    for c in df.columns:
+        want = column_type(kind, str(c))
+        if want and not _type_ok(df[c], want):
+            out.append(f"{c} ({df[c].dtype}, expected {want})")
     return out
 
 

@@ -24,6 +24,7 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import socket
 import tempfile
 from pathlib import Path
@@ -209,6 +210,17 @@ def temp_path(path: str | os.PathLike, suffix: str = PARTIAL) -> Path:
     fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.{os.getpid()}.", suffix=suffix)
     os.close(fd)
     return Path(tmp)
+
+
+def copy_atomic(source: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Copy ``source`` to ``path`` through a :func:`temp_path` renamed over it (a symlink
+    planted at ``path`` is replaced, never written through)."""
+    tmp = temp_path(path)
+    try:
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:

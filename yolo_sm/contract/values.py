@@ -18,6 +18,7 @@ import errno
 import math
 import os
 import re
+import reprlib
 import tempfile
 from pathlib import Path
 
@@ -30,6 +31,8 @@ MAX_TEXT_BYTES = 1 << 20
 #: files written beside an output add their own prefix and suffix to it, within the 255 of
 #: common file systems
 MAX_NAME_CHARS = 200
+#: most values one list flag or key may hold
+MAX_ITEMS = 4096
 #: the device names the package runs on
 DEVICE = re.compile(r"cpu|cuda(:[0-9]{1,2})?")
 
@@ -73,9 +76,14 @@ def _as_float(v, what: str, kind: str) -> float:
     return x
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother = 3, 8, 8, 60, 60
+
+
 def _show(v) -> str:
-    """A value as quoted in a message: its repr, cut to 60 characters."""
-    text = repr(v)
+    """A value as quoted in a message: its repr, cut to 60 characters (a large list or
+    mapping is abridged before it is written out)."""
+    text = _REPR.repr(v)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -110,6 +118,8 @@ def items(v, what: str) -> list:
         out = [v]
     if not out:
         raise UserError(f"{what} needs at least one value")
+    if len(out) > MAX_ITEMS:
+        raise UserError(f"{what} has {len(out)} values, more than {MAX_ITEMS}")
     for x in out:
         if isinstance(x, (list, tuple, dict, set)) or x is None:
             raise UserError(f"{what} takes plain values, got {_show(x)}")
@@ -302,3 +312,38 @@ def os_error_sentence(e: OSError) -> str:
     if e.errno == errno.ENAMETOOLONG:
         return f"a file name is too long{where}: choose a shorter --out"
     return f"{_os_reason(e)}{where} ({type(e).__name__})"
+
+
+def environment(caching: bool) -> None:
+    """Check the environment variables the package reads, before any work: one UserError
+    naming the variable. ``YOLO_SM_THREADS`` a whole number from 0 (every core) to 4096,
+    ``YOLO_SM_DATA`` an existing folder, ``YOLO_SM_NCU`` an executable file; with ``caching``
+    (a command that builds models or engines) the cache folder (``YOLO_SM_CACHE``, else
+    ``~/.cache/yolo_sm`` under an absolute ``HOME``) and ``YOLO_CONFIG_DIR`` folders that can
+    be written."""
+    env = os.environ
+    if "YOLO_SM_THREADS" in env:
+        whole(env["YOLO_SM_THREADS"], "environment variable YOLO_SM_THREADS", lo=0, hi=4096)
+    data = env.get("YOLO_SM_DATA")
+    if data is not None and not Path(data).is_dir():
+        raise UserError(f"environment variable YOLO_SM_DATA must name a folder, got {data!r}")
+    ncu = env.get("YOLO_SM_NCU")
+    if ncu is not None and not (Path(ncu).is_file() and os.access(ncu, os.X_OK)):
+        raise UserError(f"environment variable YOLO_SM_NCU must name the ncu program, got {ncu!r}")
+    if not caching:
+        return
+    if "YOLO_SM_CACHE" in env:
+        output_path(env["YOLO_SM_CACHE"], "environment variable YOLO_SM_CACHE", folder=True)
+    else:
+        home = env.get("HOME", "")
+        if not home or not os.path.isabs(home) or "\x00" in home:
+            raise UserError(
+                f"environment variable HOME must be an absolute folder (the cache is "
+                f"~/.cache/yolo_sm), got {home!r}: set HOME or YOLO_SM_CACHE"
+            )
+        output_path(Path(home) / ".cache" / "yolo_sm", "the cache folder under HOME", folder=True)
+    config = env.get("YOLO_CONFIG_DIR")  # set from HOME on import unless the user set it
+    if config is not None and not os.path.isabs(config):
+        raise UserError(f"environment variable YOLO_CONFIG_DIR must be absolute, got {config!r}")
+    if config is not None:
+        output_path(config, "environment variable YOLO_CONFIG_DIR", folder=True)

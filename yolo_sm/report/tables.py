@@ -5,11 +5,12 @@ numbers to three significant digits, byte and FLOP counts with SI prefixes (``23
 ``5.90 GFLOP``), shares (``*_share``, ``*_frac``) as percentages; headers lose their
 underscores and carry their unit (``median_ms`` -> ``median (ms)``); headers wrap, so a wide
 table stays on the page. :func:`show_dict` shows a mapping as a two-column table. The data is
-not changed: only how it prints.
+not changed: only how it prints; text in it is HTML-escaped.
 """
 
 from __future__ import annotations
 
+import html
 import math
 import numbers
 
@@ -134,10 +135,12 @@ def show(df: pd.DataFrame, *, index: bool | None = None, caption: str | None = N
         index = not isinstance(df.index, pd.RangeIndex)
     d = df.copy()
     d.columns = [" · ".join(map(str, c)) if isinstance(c, tuple) else c for c in d.columns]
+    d.index.names = [None if n is None else html.escape(str(n)) for n in d.index.names]
     fmt = {c: formatter(c) for c in d.columns}
-    styler = d.style.format(fmt, na_rep="")
-    styler = styler.format_index(number, axis=0)
-    styler = styler.relabel_index([header(c) for c in d.columns], axis=1)
+    # every cell, row label, header and the caption is text from a dataset: HTML-escaped
+    styler = d.style.format(fmt, na_rep="", escape="html")
+    styler = styler.format_index(number, axis=0, escape="html")
+    styler = styler.relabel_index([html.escape(header(c)) for c in d.columns], axis=1)
     if not index:
         styler = styler.hide(axis="index")
     styler = styler.set_table_styles(
@@ -154,7 +157,7 @@ def show(df: pd.DataFrame, *, index: bool | None = None, caption: str | None = N
         ]
     )
     if caption:
-        styler = styler.set_caption(caption)
+        styler = styler.set_caption(html.escape(caption))
     return styler
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from yolo_sm.analyse import heatmaps, your_model
 from yolo_sm.analyse.your_model import ModelView
 from yolo_sm.report import heatmaps_plots, plots
+from yolo_sm.report.text import code, md
 
 
 def about(v: ModelView) -> str:
@@ -20,9 +21,9 @@ def about(v: ModelView) -> str:
             "notebook's live collection (LIVE = True on a GPU, with MODEL set) makes them."
         )
     others = f" The root also holds {len(v.others)} other models (set `MODEL` to one of: " + (
-        ", ".join(f"`{m}`" for m in v.others) + ")." if v.others else ""
+        ", ".join(code(m) for m in v.others) + ")." if v.others else ""
     )
-    return f"Model **{v.model}**. {plots.about(v.base)}" + (others if v.others else "")
+    return f"Model **{md(v.model)}**. {plots.about(v.base)}" + (others if v.others else "")
 
 
 def occupancy(v: ModelView) -> list:

@@ -35,7 +35,13 @@ from yolo_sm.contract.manifest import register
 from yolo_sm.contract.plans import RESUMABLE, TO_DEADLINE, Plan, Step
 from yolo_sm.contract.schema import KEY_COLUMNS, PLACE_COLUMNS
 from yolo_sm.contract.scrub import user_argv
-from yolo_sm.contract.store import read_arrow, read_table, write_atomic
+from yolo_sm.contract.store import (
+    copy_atomic,
+    read_arrow,
+    read_table,
+    write_atomic,
+    write_text_atomic,
+)
 
 SHARDS = ".shards"  # folder of the shards inside a dataset root
 OWNER = "owner.json"  # the place of the worker running a shard
@@ -136,9 +142,7 @@ def read_owner(shard: Path) -> dict | None:
 
 def write_owner(shard: Path, place: dict) -> None:
     """``owner.json`` with the worker's place and process id, written atomically."""
-    tmp = shard / f".{OWNER}.{os.getpid()}.partial"
-    tmp.write_text(json.dumps({**place, "pid": os.getpid()}))
-    os.replace(tmp, shard / OWNER)
+    write_text_atomic(shard / OWNER, json.dumps({**place, "pid": os.getpid()}))
 
 
 def _yolo_sm_meta(table) -> dict | None:
@@ -197,7 +201,7 @@ def _seed_whole(step: Step, out_dir: Path, shard: Path) -> None:
     worker."""
     main, mine = out_dir / step.out, shard / step.out
     if main.exists() and not mine.exists():
-        shutil.copyfile(main, mine)
+        copy_atomic(main, mine)
         tag_rows(mine, {}, sentinel=True)
 
 

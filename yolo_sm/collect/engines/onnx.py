@@ -14,6 +14,7 @@ import torch
 from yolo_sm.collect.engines.base import Engine, head_tensor
 from yolo_sm.collect.engines.config import EngineConfig, Precision
 from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.contract.store import temp_path
 
 OPSET = 17
 
@@ -56,7 +57,7 @@ def export_onnx(model: torch.nn.Module, config: EngineConfig, opset: int = OPSET
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     x = torch.rand(config.batch, 3, config.imgsz, config.imgsz)
-    tmp = path.with_suffix(f".{os.getpid()}.partial")
+    tmp = temp_path(path)  # a unique, exclusively created name: no planted link is followed
     try:
         with torch.no_grad():
             torch.onnx.export(

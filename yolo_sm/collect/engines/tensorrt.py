@@ -31,6 +31,7 @@ from yolo_sm.collect.engines.config import EngineConfig, Precision
 from yolo_sm.collect.engines.onnx import cache_root, export_onnx
 from yolo_sm.collect.images import image_paths, load_images
 from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.contract.store import atomic_file
 
 PLAN_FORMAT = 1  # bump when the way plans are built changes, to invalidate cached plans
 
@@ -106,10 +107,8 @@ def _sha(text: str) -> str:
 
 
 def _write_atomic(path: Path, data) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.partial")
-    with open(tmp, "wb") as f:
+    with atomic_file(path, "wb") as f:  # a unique temporary name: no planted link is followed
         f.write(memoryview(data))
-    os.replace(tmp, path)
 
 
 def _torch_dtype(trt, dt) -> torch.dtype:

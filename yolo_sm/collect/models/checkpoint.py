@@ -22,6 +22,7 @@ from yolo_sm.collect.models.user import UserModel
 from yolo_sm.collect.models.yolo import wrap_detection
 from yolo_sm.collect.offline import prepare_ultralytics
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.store import temp_path
 
 #: plain value types an ultralytics checkpoint stores besides modules and tensors
 _VALUE_TYPES = {
@@ -59,11 +60,16 @@ def _allowed(name: str):
     return None
 
 
+#: most bytes a checkpoint's archive may unpack to (the largest YOLO checkpoints hold ~0.3 GB)
+MAX_CHECKPOINT_BYTES = 4 << 30
+
+
 def read_checkpoint(path: str | Path) -> dict:
     """The checkpoint dict at ``path`` (restricted load, see the module docstring), on the CPU.
 
-    One sentence (UserError) when the file is missing, not a torch zip archive, truncated, or
-    needs globals outside the allow-list."""
+    One sentence (UserError) when the file is missing, not a torch zip archive, truncated,
+    unpacks to more than :data:`MAX_CHECKPOINT_BYTES`, or needs globals outside the
+    allow-list."""
     import torch
 
     p = Path(path)
@@ -72,6 +78,16 @@ def read_checkpoint(path: str | Path) -> dict:
     if not zipfile.is_zipfile(p):
         raise UserError(
             f"{path} is not a PyTorch checkpoint (not a torch.save zip archive, or truncated)"
+        )
+    try:
+        with zipfile.ZipFile(p) as z:
+            inflated = sum(i.file_size for i in z.infolist())
+    except (zipfile.BadZipFile, OSError, ValueError) as e:
+        raise UserError(f"checkpoint {path} is corrupt or truncated ({type(e).__name__})") from None
+    if inflated > MAX_CHECKPOINT_BYTES:
+        raise UserError(
+            f"checkpoint {path} unpacks to {inflated / 2**30:.1f} GiB, more than "
+            f"{MAX_CHECKPOINT_BYTES >> 30} GiB: not a detector checkpoint"
         )
     prepare_ultralytics()
     try:
@@ -158,7 +174,7 @@ def write_checkpoint(det, out: str | Path, source: dict) -> Path:
         "yolo_sm": dict(source),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
+    tmp = temp_path(out)  # a unique, exclusively created name: no planted link is followed
     try:
         torch.save(ckpt, tmp)
         os.replace(tmp, out)

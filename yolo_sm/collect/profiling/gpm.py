@@ -28,6 +28,7 @@ from pathlib import Path
 
 from yolo_sm.analyse.gpm import FALLBACK_METRICS
 from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.contract.store import temp_path
 
 # tidy metric name -> pynvml constant (values in percent, 0-100)
 GPM_METRICS = {
@@ -340,7 +341,7 @@ def save(df, path: str | os.PathLike, provenance: dict | None = None) -> Path:
     import pyarrow.parquet as pq
 
     path = Path(path)
-    tmp = path.with_name(path.name + ".partial")
+    tmp = temp_path(path)  # a unique, exclusively created name: no planted link is followed
     table = pa.Table.from_pandas(df, preserve_index=False)
     meta = dict(table.schema.metadata or {})
     meta[b"yolo_sm"] = json.dumps(provenance or {}, default=str).encode()

@@ -11,6 +11,7 @@ layer ranges (:mod:`yolo_sm.collect.profiling.nvtx`) that enclosed the kernel's 
 from __future__ import annotations
 
 import bisect
+import functools
 import gzip
 import json
 import math
@@ -95,22 +96,58 @@ def capture(
     return path
 
 
+#: largest trace read, uncompressed (bytes): a 1000-forward trace of a large model is far less
+MAX_TRACE_BYTES = 256 << 20
+
+
 def read_trace(path: str | os.PathLike) -> dict:
-    """The trace JSON (plain or gzipped); a truncated or corrupt file is a clear UserError."""
+    """The trace JSON (plain or gzipped, at most :data:`MAX_TRACE_BYTES` uncompressed); a
+    truncated, corrupt, oversized or misshapen file is a clear UserError."""
     path = Path(path)
     if not path.exists():
         raise UserError(f"{path} does not exist")
     opener = gzip.open if path.suffix == ".gz" else open
     try:
-        with opener(path, "rt", encoding="utf-8") as fh:
-            trace = json.load(fh)
-    except (OSError, EOFError, ValueError) as e:
-        raise UserError(f"{path} is not a readable trace (truncated or corrupt: {e})") from None
-    if not isinstance(trace, dict) or "traceEvents" not in trace:
-        raise UserError(f"{path} is not a Chrome trace (no traceEvents)")
+        with opener(path, "rb") as fh:
+            raw = fh.read(MAX_TRACE_BYTES + 1)
+        if len(raw) > MAX_TRACE_BYTES:
+            raise UserError(
+                f"{path} holds more than {MAX_TRACE_BYTES >> 20} MiB of trace: not a trace "
+                "this package wrote"
+            )
+        trace = json.loads(raw)
+    except UserError:
+        raise
+    except (OSError, EOFError, ValueError, RecursionError, gzip.BadGzipFile) as e:
+        reason = type(e).__name__
+        raise UserError(
+            f"{path} is not a readable trace (truncated or corrupt: {reason})"
+        ) from None
+    if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
+        raise UserError(f"{path} is not a Chrome trace (no traceEvents list)")
     return trace
 
 
+def _malformed_is_user_error(loader):
+    """``loader`` with a trace whose events miss a field or hold one of the wrong type refused
+    in one sentence instead of a traceback."""
+
+    @functools.wraps(loader)
+    def wrapped(path, *args, **kwargs):
+        try:
+            return loader(path, *args, **kwargs)
+        except UserError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as e:
+            raise UserError(
+                f"{path} is not a trace this package reads: an event has a missing or malformed "
+                f"field ({type(e).__name__})"
+            ) from None
+
+    return wrapped
+
+
+@_malformed_is_user_error
 def load_kernels(
     path: str | os.PathLike, compute_capability: str | None = None, sm_count: int | None = None
 ):
@@ -175,6 +212,7 @@ def load_kernels(
 OP_COLUMNS = ("op_name", "start_us", "duration_us", "iteration", "layer", "module_type", "stage")
 
 
+@_malformed_is_user_error
 def load_layer_ops(path: str | os.PathLike):
     """One row per top-level CPU operator (``aten::conv2d``, ... not the ops they call) run
     inside a profiled forward, attributed to the innermost layer range around it: columns
@@ -218,39 +256,59 @@ def load_layer_ops(path: str | os.PathLike):
 
 
 def _annotation_spans(events):
-    """CPU-side ranges (record_function / user annotations) per (pid, tid), sorted by start."""
-    spans: dict[tuple, list] = {}
+    """CPU-side ranges (record_function / user annotations) per (pid, tid): the forward
+    ranges and the layer ranges, each as :func:`_ranges`."""
+    spans: dict[tuple, tuple[list, list]] = {}
     for e in events:
         if e.get("cat") not in ("user_annotation", "cpu_op") or e.get("ph") != "X":
             continue
         name = e.get("name", "")
         if name != FORWARD_RANGE and parse_range(name) is None:
             continue
-        spans.setdefault((e.get("pid"), e.get("tid")), []).append(
-            (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), name)
-        )
-    for v in spans.values():
-        v.sort()
-    return {
-        k: (v, [s[0] for s in v], [s for s in v if s[2] == FORWARD_RANGE]) for k, v in spans.items()
-    }
+        start = float(e["ts"])
+        forwards, layers = spans.setdefault((e.get("pid"), e.get("tid")), ([], []))
+        span = (start, start + float(e.get("dur", 0)), name)
+        (forwards if name == FORWARD_RANGE else layers).append(span)
+    return {k: (_ranges(f), _ranges(la)) for k, (f, la) in spans.items()}
+
+
+def _ranges(spans):
+    """Ranges sorted by start, their starts, and for each the index of the nearest earlier
+    range that ends later (-1 for none): :func:`_last_enclosing` walks that chain."""
+    spans.sort()
+    back, stack = [], []
+    for i, s in enumerate(spans):
+        while stack and spans[stack[-1]][1] <= s[1]:
+            stack.pop()
+        back.append(stack[-1] if stack else -1)
+        stack.append(i)
+    return spans, [s[0] for s in spans], back
+
+
+def _last_enclosing(ranges, ts) -> int:
+    """The index of the latest-starting range that holds ``ts`` (-1 for none). Ranges between
+    a range and its ``back`` end no later than it does, so where it ends before ``ts`` they all
+    do: the walk visits only ranges that end later and later (the nesting depth, for nested
+    ranges)."""
+    spans, starts, back = ranges
+    i = bisect.bisect_right(starts, ts) - 1
+    while i >= 0 and spans[i][1] < ts:
+        i = back[i]
+    return i
 
 
 def _enclosing(spans, pid, tid, ts):
     entry = spans.get((pid, tid))
     if entry is None:
         return {}
-    items, starts, forwards = entry
+    forwards, layers = entry
     out = {}
-    for i, fwd in enumerate(forwards):
-        if fwd[0] <= ts <= fwd[1]:
-            out["iteration"] = i
-    best = None
-    for s in items[: bisect.bisect_right(starts, ts)]:
-        if s[2] != FORWARD_RANGE and s[0] <= ts <= s[1] and (best is None or s[0] >= best[0]):
-            best = s
-    if best is not None:
-        out.update(parse_range(best[2]))
+    i = _last_enclosing(forwards, ts)
+    if i >= 0:
+        out["iteration"] = i
+    i = _last_enclosing(layers, ts)
+    if i >= 0:
+        out.update(parse_range(layers[0][i][2]))
     return out
 
 

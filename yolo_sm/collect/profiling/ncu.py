@@ -298,11 +298,19 @@ def load_ncu(path: str | os.PathLike, long: bool = False):
     path = Path(path)
     if not path.exists():
         raise UserError(f"{path} does not exist")
-    if path.suffix == ".ncu-rep":
-        long_df = _import_report(path) if find_ncu() else _load_report(path)
-    else:
-        long_df = _load_csv(path)
-    return long_df if long else _wide(long_df)
+    try:
+        if path.suffix == ".ncu-rep":
+            long_df = _import_report(path) if find_ncu() else _load_report(path)
+        else:
+            long_df = _load_csv(path)
+        return long_df if long else _wide(long_df)
+    except (UserError, NotAvailableError):
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as e:
+        raise UserError(
+            f"{path} is not an Nsight Compute table this package reads: a column is missing or "
+            f"holds a value of the wrong kind ({type(e).__name__})"
+        ) from None
 
 
 def _import_report(path: Path):
