@@ -56,8 +56,10 @@ def model_spec_flags(p: argparse.ArgumentParser) -> None:
         "--model",
         dest="models",
         action="append",
-        help="family:width (yolov8:0.5, yolo11:n), a model .yaml, an ultralytics .pt checkpoint "
-        "or package.module:function; repeatable or a comma list; replaces --family/--widths",
+        help="family:width (yolov8:0.5, yolo11:n), an ultralytics model YAML by path or name "
+        "(yolo11s-seg.yaml, rtdetr-l.yaml), an ultralytics .pt checkpoint or "
+        "package.module:function (imports and runs your code, by design); repeatable or a "
+        "comma list; replaces --family/--widths",
     )
     p.add_argument(
         "--input-shape",
