@@ -216,6 +216,13 @@ def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
         # a finished step, or a partial sweep / bench (said so in its description): what
         # was measured is usable and the manifest says how much is missing
         register_step(step, plan, out_dir, step_seconds(step, state, out_dir, spent.record()))
+    if step.kind == "sweep" and step_path(step, out_dir).exists():
+        from yolo_sm.collect.sweep import all_failed
+        from yolo_sm.contract.store import read_table
+
+        failed = all_failed(read_table(step_path(step, out_dir)))
+        if failed:  # registered, then one sentence: the rows are kept
+            raise UserError(f"plan step {step.name}: {failed}")
 
 
 def _register_interrupted(step: Step, plan: Plan, out_dir: Path, state: str, spent) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
 import yaml
@@ -688,3 +688,19 @@ PARAMS["int8_kernels"] = {
 
 #: every step kind: one per entry of PARAMS (a kind is declared once, by its parameters)
 KINDS: tuple[str, ...] = tuple(PARAMS)
+
+
+def with_input(plan: Plan, device: str | None = None, shape=None) -> Plan:
+    """``plan`` on ``device`` (``collect --device``) with every step's input at ``shape``
+    ((C, H, W), ``collect --input-shape``): its ``imgsz`` becomes H and, where its kind takes
+    one, its ``input_shape`` the shape, so that every table and FLOP count uses it."""
+    steps = []
+    for s in plan.steps:
+        p = dict(s.params)
+        if shape is not None:
+            if "imgsz" in PARAMS.get(s.kind, {}):
+                p["imgsz"] = int(shape[1])
+            if "input_shape" in PARAMS.get(s.kind, {}):
+                p["input_shape"] = [int(x) for x in shape]
+        steps.append(replace(s, params=p))
+    return replace(plan, device=device or plan.device, steps=tuple(steps))
