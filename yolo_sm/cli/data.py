@@ -29,7 +29,9 @@ def add_parser(sub) -> None:
     c.add_argument(
         "--model",
         default=None,
-        help="model spec for the plan's steps that name none (overrides the plan's 'model:')",
+        help="model spec for the plan's steps that name none (overrides the plan's 'model:'): "
+        "family:width, an ultralytics YAML by path or name, a .pt checkpoint, or "
+        "package.module:function (imports and runs your code, by design)",
     )
     c.add_argument(
         "--device",
