@@ -254,3 +254,20 @@ def test_your_model_notebook_on_the_shipped_example():
     out = _outputs_text(nb)
     assert "trace_fp16_b16" in out and "ncu_occupancy_b16" in out  # every role found
     assert not any(f"holds no {role} table" in out for role in ("sweep", "trace", "ncu"))
+
+
+#: roots of one model of a user's own: the shipped example (a checkpoint on a GPU) and
+#: ResNet-18 as torchvision.models:resnet18 collected on a CPU at 3x224x224
+YOUR_MODEL_ROOTS = (
+    "examples/yolov8n_calibrated",
+    str(Path(__file__).resolve().parent / "fixtures" / "resnet18_cpu"),
+)
+
+
+@pytest.mark.notebooks
+@pytest.mark.parametrize("data", YOUR_MODEL_ROOTS, ids=("example", "resnet18_cpu"))
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_executes_on_a_your_model_root(path, data):
+    """Every notebook renders from a root of one model of a user's own; what a page lacks it
+    says in a line instead of failing."""
+    _executes_and_renders(path, data, figures=False)

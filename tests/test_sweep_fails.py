@@ -53,8 +53,13 @@ def test_collect_registers_the_error_rows_before_the_sentence(tmp_path, capsys):
                 "name": "s",
                 "kind": "sweep",
                 "out": "s.parquet",
-                "params": {"precisions": "bf16", "batches": [1], "budget_ms": 20,
-                           "warmup_ms": 5, "input_shape": [3, 64, 64]},  # fmt: skip
+                "params": {
+                    "precisions": "bf16",
+                    "batches": [1],
+                    "budget_ms": 20,
+                    "warmup_ms": 5,
+                    "input_shape": [3, 64, 64],
+                },  # fmt: skip
             }
         ],
     }

@@ -369,6 +369,7 @@ class Plan:
     steps: tuple[Step, ...]
     path: str = ""  # the YAML it was read from (for the command recorded in the manifest)
     model: str = ""  # model spec(s) of the steps that name none (collect.models.spec)
+    flags: str = ""  # collect's --device / --input-shape it runs with (see with_input)
 
 
 def _out_name(v, where: str) -> str:
@@ -702,5 +703,11 @@ def with_input(plan: Plan, device: str | None = None, shape=None) -> Plan:
                 p["imgsz"] = int(shape[1])
             if "input_shape" in PARAMS.get(s.kind, {}):
                 p["input_shape"] = [int(x) for x in shape]
-        steps.append(replace(s, params=p))
-    return replace(plan, device=device or plan.device, steps=tuple(steps))
+        text = s.description
+        if shape is not None:  # the description names the image size the step now measures
+            text = re.sub(r"\b(\d{3,})x\1\b", f"{shape[1]}x{shape[2]}", text)
+        steps.append(replace(s, params=p, description=text))
+    flags = (f" --device {device}" if device else "") + (
+        f" --input-shape {','.join(map(str, shape))}" if shape is not None else ""
+    )
+    return replace(plan, device=device or plan.device, steps=tuple(steps), flags=flags)
