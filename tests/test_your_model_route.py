@@ -32,13 +32,14 @@ def test_collect_on_the_cpu_at_the_users_input_shape(tmp_path, capsys):
     import yaml
 
     plan = yaml.safe_load(Path("data/plans/checkpoint.yaml").read_text())
-    plan["steps"] = [s for s in plan["steps"] if s["kind"] == "model_tables"]
+    plan["steps"] = [s for s in plan["steps"] if s["kind"] in ("model_tables", "ncu")]
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump(plan))
     root = tmp_path / "root"
     argv = ["collect", "--plan", str(path), "--model", "tests.fixtures.user_model:fixed",
             "--device", "cpu", "--input-shape", "3,32,32", "--out", str(root), "-q"]  # fmt: skip
     assert main(argv) == 0
+    assert "ncu_occupancy_b16 skipped" in capsys.readouterr().err  # a GPU's counters: said so
     layers = pd.read_parquet(root / "model_layers.parquet")
     assert (layers.imgsz == 32).all()  # the model takes 32x32 only: the plan's 640 was replaced
     entry = json.loads((root / "manifest.json").read_text())["datasets"]["model_layers"]

@@ -125,6 +125,8 @@ def run_plan(
 
 
 SAMPLED_KINDS = (*RESUMABLE, "int8_kernels", "compile_cache", "trace")
+#: step kinds that read a GPU's own counters: a plan run on a CPU skips them, saying so
+GPU_ONLY = ("ncu", "gpm", "monitor")
 
 
 #: ``register_step``'s default: keep the seconds the step's entry records already
@@ -189,6 +191,13 @@ def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
         if register:  # the table is complete: its entry is rebuilt, nothing is measured
             print(f"collect: {step.name}: registered again from its table", file=sys.stderr)
             register_step(step, plan, out_dir)
+        return
+    if step.kind in GPU_ONLY and not plan.device.startswith("cuda"):
+        print(
+            f"collect: {step.name} skipped: a {step.kind} step reads a GPU's counters and this "
+            f"plan runs on {plan.device}",
+            file=sys.stderr,
+        )
         return
     left = deadline - time.monotonic() if deadline else None
     need = (
