@@ -71,3 +71,20 @@ def test_collect_registers_the_error_rows_before_the_sentence(tmp_path, capsys):
     assert "--check off" in capsys.readouterr().err
     entry = json.loads((root / "manifest.json").read_text())["datasets"]["s"]
     assert entry["rows"] == 1
+
+
+def test_the_summary_counts_noisy_and_host_bound_points():
+    from yolo_sm.cli.measure import worth
+
+    df = pd.DataFrame(
+        {
+            "status": ["ok"] * 4 + ["error"],
+            "noisy": [True, True, False, False, None],
+            "host_bound": [False, True, True, False, None],
+        }
+    )
+    text = worth(df)
+    assert "4 timed, of which 1 steady, 2 noisy" in text and "2 host-bound" in text
+    assert "1 error" in text
+    steady = worth(df.assign(noisy=False, host_bound=False))
+    assert "of which 4 steady, 0 noisy" in steady and "0 host-bound" in steady
