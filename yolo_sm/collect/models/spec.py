@@ -362,7 +362,8 @@ def save_checkpoint(spec, out: str | Path, seed: int = 0) -> Path:
         raise UserError(
             f"models save writes YOLO detectors (yolov8:W, yolo11:W or a .yaml), not {spec.text}"
         )
-    det = detection_model(cfg, nc=cfg.get("nc", 80), seed=seed, calibrate=True)
+    cls = model_yaml.model_class(cfg) if spec.kind == "yaml" else None
+    det = detection_model(cfg, nc=cfg.get("nc", 80), seed=seed, calibrate=True, cls=cls)
     source = {
         "spec": spec.text,
         "weights": "random",
