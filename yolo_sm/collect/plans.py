@@ -24,6 +24,7 @@ from yolo_sm.collect import provenance, stopwatch
 from yolo_sm.collect.grid import sampled
 from yolo_sm.collect.plan_runners import RUNNERS, model_params, registration_command, step_path
 from yolo_sm.collect.plan_status import need_s, progress_note, status, step_state
+from yolo_sm.collect.sweep import all_failed
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.gpu_time import add as add_seconds
 from yolo_sm.contract.manifest import recorded_gpu_seconds, root_gpus
@@ -32,6 +33,7 @@ from yolo_sm.contract.plans import RESUMABLE, TO_DEADLINE, Plan, Step
 from yolo_sm.contract.store import (
     output_lock,
     read_arrow,
+    read_table,
     write_table_atomic,
 )
 
@@ -226,9 +228,6 @@ def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
         # was measured is usable and the manifest says how much is missing
         register_step(step, plan, out_dir, step_seconds(step, state, out_dir, spent.record()))
     if step.kind == "sweep" and step_path(step, out_dir).exists():
-        from yolo_sm.collect.sweep import all_failed
-        from yolo_sm.contract.store import read_table
-
         failed = all_failed(read_table(step_path(step, out_dir)))
         if failed:  # registered, then one sentence: the rows are kept
             raise UserError(f"plan step {step.name}: {failed}")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from yolo_sm.collect.offline import prepare_ultralytics
 from yolo_sm.contract import values
 from yolo_sm.contract.errors import UserError
 
@@ -47,8 +48,6 @@ def locate(name: str) -> tuple[Path, str] | None:
     found = next((c for c in (p, unified) if c.is_file()), None)
     if found is None and bare:
         from ultralytics.utils.checks import check_yaml
-
-        from yolo_sm.collect.offline import prepare_ultralytics
 
         prepare_ultralytics()
         hits = [check_yaml(c.name, hard=False) for c in (p, unified)]
