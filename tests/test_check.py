@@ -139,3 +139,23 @@ def test_host_bound_points_without_a_graph_use_the_launch_cost_where_both_tables
     slow = cand.assign(median_ms=[2.5 / 0.7], img_per_s=[280.0])
     got = regress.compare(base, slow, metrics=["img_per_s", "median_ms"])
     assert (got.within == False).all() and not got.gated.any() and not got.regressed.any()  # noqa: E712
+
+
+def test_host_bound_points_from_another_host_are_refused_naming_both(tmp_path, sweep, capsys):
+    assert sweep.host_bound.fillna(False).astype(bool).any()  # the fact the refusal rests on
+    other = sweep.assign(prov_cpu_model="Another CPU 9000")
+    rc, got = _check(tmp_path, other)
+    out, err = capsys.readouterr()
+    assert rc == 2 and got is None and err.count("\n") == 1
+    assert "Another CPU 9000" in err and str(sweep.prov_cpu_model.iloc[0]) in err
+    assert "Another CPU 9000" in out  # both machines named before the verdict
+    # the same host: gated as before
+    rc, _ = _check(tmp_path, sweep)
+    assert rc == 0
+    # no host-bound point: nothing depends on the host, so different hosts are compared
+    steady = sweep.assign(host_bound=False)
+    path = tmp_path / "base.parquet"
+    steady.to_parquet(path)
+    cand = tmp_path / "cand2.parquet"
+    steady.assign(prov_cpu_model="Another CPU 9000").to_parquet(cand)
+    assert main(["check", "--baseline", str(path), "--candidate", str(cand)]) == 0

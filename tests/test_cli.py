@@ -285,13 +285,13 @@ out: {tmp_path / "from_config.parquet"}
     assert not (tmp_path / "from_config.parquet").exists()
     df = pd.read_parquet(tmp_path / "flag.parquet")
     assert df.batch.tolist() == [2] and (df.status == "ok").all()
-    assert "points: 1 ok" in out
+    assert "points: 1 timed" in out
     # the config alone: its batches and its out
     assert main(["sweep", "--config", cfg, "--quiet"]) == 0
     df = pd.read_parquet(tmp_path / "from_config.parquet")
     assert sorted(df.batch) == [1, 2]
     assert set(df.imgsz) == {64} and set(df.width) == {0.0625} and set(df.device) == {"cpu"}
-    assert "points: 2 ok" in capsys.readouterr().out
+    assert "points: 2 timed" in capsys.readouterr().out
 
 
 def test_sweep_skip_notices_go_to_stderr(tmp_path, capsys):

@@ -687,7 +687,11 @@ def test_collect_refuses_to_add_another_gpu_models_rows_to_a_folder(tmp_path, mo
 def test_root_gpus_reads_the_datasets_where_the_manifest_has_no_machine_entry(tmp_path):
     from yolo_sm.contract import manifest
 
-    entry = {"file": "a.parquet", "kind": "sweep", "provenance": {"gpu_name": "NVIDIA H200", "sm_count": 132.0}}
+    entry = {
+        "file": "a.parquet",
+        "kind": "sweep",
+        "provenance": {"gpu_name": "NVIDIA H200", "sm_count": 132.0},
+    }
     (tmp_path / "manifest.json").write_text(json.dumps({"datasets": {"a": entry}}))
     assert manifest.root_gpus(tmp_path) == ["NVIDIA H200"]
     assert manifest.root_gpus(tmp_path / "none") == []

@@ -255,8 +255,10 @@ def test_profile_keeps_the_report_beside_the_csv(tmp_path, monkeypatch, mode):
     df = ncu.profile(["python3", "t.py"], out)
     assert len(df) == 20 and df.nvtx_path.iloc[0] == "profiled_forward/yolov8_w0.25_fp16_nhwc_b8"
     assert ncu.report_path(out) == out.parent / "n.ncu-rep"
-    assert (out.parent / "n.ncu-rep").read_bytes() == b"report"
-    assert sorted(p.name for p in out.parent.iterdir()) == ["n.ncu-rep", "n.ncu.csv"]
+    import gzip  # the report is kept compressed beside the CSV
+
+    assert gzip.decompress((out.parent / "n.ncu-rep.gz").read_bytes()) == b"report"
+    assert sorted(p.name for p in out.parent.iterdir()) == ["n.ncu-rep.gz", "n.ncu.csv"]
     assert ncu.report_path(tmp_path / "a.csv").name == "a.ncu-rep"
 
 
@@ -271,3 +273,16 @@ def test_report_is_read_through_ncu_import_where_ncu_is_installed(tmp_path, monk
     rep = tmp_path / "n.ncu-rep"
     rep.write_bytes(b"report")
     pd.testing.assert_frame_equal(ncu.load_ncu(rep), ncu.load_ncu(RAW))
+
+
+def test_the_compressed_report_is_listed_in_the_manifest(tmp_path):
+    import gzip
+
+    from yolo_sm.contract import manifest
+
+    ncu.load_ncu(RAW).to_parquet(tmp_path / "n.parquet")
+    entry = manifest.register(tmp_path, "n", "n.parquet", "ncu", "d", "cmd")
+    assert "report" not in entry  # no report beside it
+    (tmp_path / "n.ncu-rep.gz").write_bytes(gzip.compress(b"report"))
+    entry = manifest.register(tmp_path, "n", "n.parquet", "ncu", "d", "cmd")
+    assert entry["report"] == "n.ncu-rep.gz"

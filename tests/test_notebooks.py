@@ -378,3 +378,20 @@ def test_notebooks_with_explorers_never_wait_out_a_cell_timeout(tmp_path, monkey
         run(nb, tmp_path, timeout=20, limit=20)
         assert sum("widget-view" in str(o) for o in nb.cells[1].outputs) == 4
     assert "execute_request" in sent and "comm_msg" not in sent, set(sent)
+
+
+#: roots of one model of a user's own: the shipped example (a checkpoint on a GPU) and
+#: ResNet-18 as torchvision.models:resnet18 collected on a CPU at 3x224x224
+YOUR_MODEL_ROOTS = (
+    "examples/yolov8n_calibrated",
+    str(Path(__file__).resolve().parent / "fixtures" / "resnet18_cpu"),
+)
+
+
+@pytest.mark.notebooks
+@pytest.mark.parametrize("data", YOUR_MODEL_ROOTS, ids=("example", "resnet18_cpu"))
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_executes_on_a_your_model_root(path, data):
+    """Every notebook renders from a root of one model of a user's own; what a page lacks it
+    says in a line instead of failing."""
+    _executes_and_renders(path, data, figures=False)

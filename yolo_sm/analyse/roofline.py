@@ -487,6 +487,8 @@ def _ceiling_facts(root: DataRoot) -> list[dict]:
 
 
 def _activation_facts(layers) -> list[dict]:
+    if not (layers.model == "yolov8").any():  # a root of another model: its own tables only
+        return []
     act = activation_table(layers)
     ds = (MODEL_LAYERS,)
     rows = [

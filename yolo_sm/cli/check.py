@@ -11,6 +11,7 @@ from yolo_sm.analyse import regress
 from yolo_sm.analyse.hostbound import TOLERANCE
 from yolo_sm.cli.common import comma_list
 from yolo_sm.contract import datasets, values
+from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.store import read_frame, write_text_atomic
 
 #: largest --tolerance (a fraction: 10 is a tenfold change)
@@ -57,6 +58,23 @@ def load(what: str):
     return datasets.load(what)
 
 
+def _first(df, col: str) -> str:
+    v = df[col].dropna() if col in df else ()
+    return str(v.iloc[0]) if len(v) else "unknown"
+
+
+def _cpu(df) -> str:
+    return _first(df, "prov_cpu_model")
+
+
+def machine(df) -> str:
+    """The machine a table was measured on, from its provenance: the GPU (or cpu) and the
+    host's CPU model."""
+    gpu = _first(df, "prov_gpu_name")
+    dev = gpu if gpu not in ("unknown", "", "None") else _first(df, "prov_device")
+    return f"{dev} (host CPU {_cpu(df)})"
+
+
 def run(args) -> int:
     import pandas as pd
 
@@ -66,6 +84,17 @@ def run(args) -> int:
     baseline, candidate = load(args.baseline), load(args.candidate)
     metrics = comma_list(args.metrics) or None
     cmp = regress.compare(baseline, candidate, metrics=metrics, tolerance=args.tolerance)
+    machines = machine(baseline), machine(candidate)
+    print(f"baseline measured on {machines[0]}; candidate on {machines[1]}")
+    host = cmp["host_bound"].astype(bool)
+    if "device" in cmp:
+        host |= cmp["device"].astype(str).eq("cpu")
+    if host.any() and _cpu(baseline) != _cpu(candidate):
+        raise UserError(
+            f"{int(host.sum())} comparison(s) are of host-bound or CPU points, whose time is the "
+            f"host's, and the baseline's host ({_cpu(baseline)}) is not the candidate's "
+            f"({_cpu(candidate)}): measure both on one host to gate them"
+        )
     v = regress.verdict(cmp, args.tolerance)
     shown = [c for c in ("width", "precision", "layout", "backend", "batch", "variant") if c in cmp]
     shown += ["metric", "baseline", "candidate", "basis", "change", "gated", "regressed"]

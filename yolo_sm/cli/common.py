@@ -56,8 +56,10 @@ def model_spec_flags(p: argparse.ArgumentParser) -> None:
         "--model",
         dest="models",
         action="append",
-        help="family:width (yolov8:0.5, yolo11:n), a model .yaml, an ultralytics .pt checkpoint "
-        "or package.module:function; repeatable or a comma list; replaces --family/--widths",
+        help="family:width (yolov8:0.5, yolo11:n), an ultralytics model YAML by path or name "
+        "(yolo11s-seg.yaml, rtdetr-l.yaml), an ultralytics .pt checkpoint or "
+        "package.module:function (imports and runs your code, by design); repeatable or a "
+        "comma list; replaces --family/--widths",
     )
     p.add_argument(
         "--input-shape",
@@ -106,17 +108,25 @@ def byte_count(text, what: str = "--smem") -> int:
     return int(total)
 
 
-def device(text, what: str = "--device") -> str:
+def device(text, what: str = "--device", gpu_only: str = "") -> str:
     """A device name that exists here: ``cpu``, or ``cuda`` / ``cuda:N`` when torch sees that
-    GPU (a missing one is a NotAvailableError)."""
+    GPU (a missing one is a NotAvailableError). ``gpu_only`` names a command that runs on a GPU
+    alone: then ``cpu`` is refused too, and no advice points to it."""
     name = values.device_name(text, what)
+    if gpu_only and not name.startswith("cuda"):
+        raise UserError(f"{gpu_only} runs on a GPU only: use --device cuda on a machine with one")
     if name.startswith("cuda"):
         import torch
 
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if not count:
+            advice = (
+                f"{gpu_only} runs on a GPU only: run it on a machine with one"
+                if gpu_only
+                else "use --device cpu"
+            )
             raise NotAvailableError(
-                f"{what} {name} was requested but torch sees no CUDA GPU here; use --device cpu"
+                f"{what} {name} was requested but torch sees no CUDA GPU here; {advice}"
             )
         index = int(name.partition(":")[2] or 0)
         if index >= count:

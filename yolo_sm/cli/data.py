@@ -13,7 +13,7 @@ from yolo_sm.contract import values
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.manifest import embed_registrations
-from yolo_sm.contract.plans import Plan, default_plan, load_plan
+from yolo_sm.contract.plans import Plan, default_plan, load_plan, with_input
 from yolo_sm.contract.scrub import scrub_root
 
 #: longest --max-minutes (a week)
@@ -34,7 +34,22 @@ def add_parser(sub) -> None:
     c.add_argument(
         "--model",
         default=None,
-        help="model spec for the plan's steps that name none (overrides the plan's 'model:')",
+        help="model spec for the plan's steps that name none (overrides the plan's 'model:'): "
+        "family:width, an ultralytics YAML by path or name, a .pt checkpoint, or "
+        "package.module:function (imports and runs your code, by design)",
+    )
+    c.add_argument(
+        "--device",
+        default=None,
+        help="cpu, cuda or cuda:N: run the plan there instead of on its own device (the GPU "
+        "profilers' steps need a GPU)",
+    )
+    c.add_argument(
+        "--input-shape",
+        dest="input_shape",
+        default=None,
+        help="C,H,W of one image (needed by a module:function model): every step measures and "
+        "counts at it",
     )
     c.add_argument("--out", required=True, help="dataset folder, e.g. results/my_gpu")
     c.add_argument("--only", default=None, help="comma list of step names")
@@ -154,6 +169,11 @@ def collect(args) -> int:
 
     if args.model:
         plan = dataclasses.replace(plan, model=values.text(args.model, "--model"))
+    if args.device is not None or args.input_shape is not None:
+        from yolo_sm.collect.models.spec import parse_shape
+
+        dev = None if args.device is None else values.device_name(args.device)
+        plan = with_input(plan, dev, parse_shape(args.input_shape))
     out_dir = Path(values.text(args.out, "--out"))
     minutes = args.max_minutes
     if minutes is not None:

@@ -34,8 +34,17 @@ def add_parser(sub) -> None:
         help="table (default) or save: write --model as an ultralytics checkpoint to --out, "
         "random weights with BatchNorm calibrated on the bundled photos",
     )
-    m.add_argument("--model", help="a model spec (yolov8:0.25, best.pt, ...) instead of --family")
-    m.add_argument("--input-shape", dest="input_shape", help="C,H,W of a module:function model")
+    m.add_argument(
+        "--model",
+        help="a model spec instead of --family: yolov8:0.25, an ultralytics YAML by path or name "
+        "(yolo11s-seg.yaml, rtdetr-l.yaml), best.pt, or package.module:function (imports and "
+        "runs your code, by design)",
+    )
+    m.add_argument(
+        "--input-shape",
+        dest="input_shape",
+        help="C,H,W of one image (needed by a module:function model); the table counts at it",
+    )
     m.add_argument("--out", help="models save: the .pt file to write")
     m.add_argument(
         "--family",
@@ -85,8 +94,9 @@ def models_table(args) -> int:
         return save(args)
     size = common.imgsz(args.imgsz)
     if args.model:
-        model = models.build_spec(args.model, input_shape=args.input_shape)
-        return _print_table(model, size, args)
+        spec = models.parse_model(args.model, args.input_shape)
+        model = models.build_spec(spec)
+        return _print_table(model, spec.imgsz or size, args)  # the shape given is the one counted
     fam = values.text(args.family, "--family").lower()
     if fam == "wide" and not is_number(str(args.width)):
         raise UserError(f"the wide conv stack takes a numeric --width, got {args.width!r}")

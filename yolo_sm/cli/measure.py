@@ -95,11 +95,18 @@ def _sweep_parser(sub) -> None:
         help=f"warm-up milliseconds per point (default 50, at most {MAX_WARMUP_MS:g})",
     )
     s.add_argument(
+        "--check",
+        choices=("on", "off"),
+        help="on (default): each engine's output must match eager fp32 within its precision's "
+        "tolerance; off: time without the check (a model with random weights whose output "
+        "differs by design, e.g. RT-DETR's query selection); its rows say check_input off",
+    )
+    s.add_argument(
         "--no-check",
         dest="check",
         action="store_const",
-        const=False,
-        help="skip the numerical check against eager fp32",
+        const="off",
+        help="the same as --check off",
     )
     s.add_argument("--out", required=False, help="parquet file; rerunning resumes it")
     s.set_defaults(run=run)
@@ -225,7 +232,12 @@ def sweep(args) -> int:
     out = args.out or out
     if not out:
         raise UserError("sweep needs --out FILE.parquet (or 'out:' in the config)")
-    from yolo_sm.collect.sweep import SweepSpec, check_environment, run_sweep  # torch: now
+    from yolo_sm.collect.sweep import (  # torch: now
+        SweepSpec,
+        all_failed,
+        check_environment,
+        run_sweep,
+    )
 
     spec = SweepSpec.from_mapping(data)
     # every check that can fail comes before the skip notices: an error is the only stderr line
@@ -239,6 +251,9 @@ def sweep(args) -> int:
     log.info(f"sweep: {len(spec.points())} points into {out} (a rerun resumes it)")
     df = run_sweep(spec, out, progress=progress(args))
     _print_sweep_summary(df)
+    failed = all_failed(df)
+    if failed:
+        raise UserError(failed)
     return 0
 
 
@@ -268,8 +283,28 @@ def _print_sweep_summary(df) -> None:
         "display.width", 200, "display.max_rows", 1000, "display.float_format", "{:.4g}".format
     ):
         print(df[[c for c in cols if c in df]].to_string(index=False))
-    counts = df["status"].value_counts().to_dict()
-    print("points: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    print(worth(df))
+
+
+def worth(df, what: str = "points") -> str:
+    """What the rows of a sweep or bench are worth: how many were timed, how many of those are
+    noisy (IQR above :data:`~yolo_sm.collect.timing.NOISE_THRESHOLD` of the median) or
+    host-bound (``host_bound``: the GPU idles between kernels), and the other statuses."""
+    from yolo_sm.collect.timing import NOISE_THRESHOLD
+
+    ok = df[df["status"] == "ok"]
+
+    def flagged(col):
+        return ok[col].fillna(False).astype(bool) if col in ok else ok["status"].ne("ok")
+
+    noisy, host = flagged("noisy"), flagged("host_bound")
+    others = df.loc[df["status"] != "ok", "status"].value_counts().to_dict()
+    return (
+        f"{what}: {len(ok)} timed, of which {int((~noisy & ~host).sum())} steady, "
+        f"{int(noisy.sum())} noisy (IQR above {NOISE_THRESHOLD:.0%} of the median) and "
+        f"{int(host.sum())} host-bound (the GPU waits on the host)"
+        + "".join(f"; {v} {k}" for k, v in others.items())
+    )
 
 
 def bench(args) -> int:
@@ -306,6 +341,7 @@ def bench(args) -> int:
     log.info(f"bench: {len(spec.units())} (model, batch) units into {out} (a rerun resumes it)")
     df = run_bench(spec, out, progress=progress(args))
     print_ranking(df)
+    print(worth(df, "rows"))
     return 0
 
 

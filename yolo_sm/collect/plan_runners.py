@@ -83,6 +83,7 @@ def registration_command(plan: Plan, out_dir: Path, step: Step) -> str:
         f"yolo-sm collect --plan {shown_path(str(Path(plan.path or plan.name).absolute()))} "
         f"--out {shown_path(str(out_dir.absolute()))} --only {step.name}"
         + (f" --model {plan.model}" if plan.model else "")
+        + plan.flags
     )
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from yolo_sm.collect import provenance
 from yolo_sm.collect.plan_runners import RUNNERS, model_params, registration_command, step_path
 from yolo_sm.collect.plan_status import need_s, progress_note, status, step_state
+from yolo_sm.collect.sweep import all_failed
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.manifest import register as reg
 from yolo_sm.contract.manifest import root_gpus
@@ -29,6 +30,7 @@ from yolo_sm.contract.plans import RESUMABLE, TO_DEADLINE, Plan, Step
 from yolo_sm.contract.store import (
     output_lock,
     read_arrow,
+    read_table,
     write_table_atomic,
 )
 
@@ -113,6 +115,10 @@ def run_plan(
     return status(plan, out_dir)
 
 
+#: step kinds that read a GPU's own counters: a plan run on a CPU skips them, saying so
+GPU_ONLY = ("ncu", "gpm", "monitor")
+
+
 def register_step(step: Step, plan: Plan, out_dir: Path) -> dict:
     """Register ``step``'s table in ``out_dir``'s manifest (and in the table's own metadata)."""
     return reg(
@@ -139,6 +145,13 @@ def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
             print(f"collect: {step.name}: registered again from its table", file=sys.stderr)
             register_step(step, plan, out_dir)
         return
+    if step.kind in GPU_ONLY and not plan.device.startswith("cuda"):
+        print(
+            f"collect: {step.name} skipped: a {step.kind} step reads a GPU's counters and this "
+            f"plan runs on {plan.device}",
+            file=sys.stderr,
+        )
+        return
     left = deadline - time.monotonic() if deadline else None
     need = (
         need_s(step, plan, out_dir, state)
@@ -164,6 +177,10 @@ def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
         # a finished step, or a partial sweep / bench (said so in its description): what
         # was measured is usable and the manifest says how much is missing
         register_step(step, plan, out_dir)
+    if step.kind == "sweep" and step_path(step, out_dir).exists():
+        failed = all_failed(read_table(step_path(step, out_dir)))
+        if failed:  # registered, then one sentence: the rows are kept
+            raise UserError(f"plan step {step.name}: {failed}")
 
 
 def _register_interrupted(step: Step, plan: Plan, out_dir: Path) -> None:

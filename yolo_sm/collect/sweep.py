@@ -53,7 +53,7 @@ from yolo_sm.collect.models.spec import (
 from yolo_sm.collect.stopwatch import phase
 from yolo_sm.collect.timing import engine_call, host_profile, launch_cost_us, measure_engine
 from yolo_sm.contract.errors import NotAvailableError, UserError
-from yolo_sm.contract.schema import KEY_COLUMNS
+from yolo_sm.contract.schema import KEY_COLUMNS, REQUIRED
 from yolo_sm.contract.store import check_output_path, write_atomic  # noqa: F401 (re-exported)
 from yolo_sm.contract.workload import clear, publish
 
@@ -600,12 +600,35 @@ def _row_tail(spec: SweepSpec, flops_per_img=None, p: Point | None = None) -> di
         "bn_calibrated": not p
         or not p.model
         or weights_calibrated(parse_model(p.model, need_shape=False)),
-        "check_input": CHECK_INPUT if spec.check else "",
+        "check_input": CHECK_INPUT if spec.check else "off",
     }
 
 
 def _error_row(p: Point, spec: SweepSpec, e: BaseException, flops_per_img=None) -> dict:
-    return {**_coords(p), **failure(e), **_row_tail(spec, flops_per_img, p)}
+    row = {**_coords(p), **failure(e), **_row_tail(spec, flops_per_img, p)}
+    # every column of the schema, empty: a table of error rows alone is still a sweep table
+    return {**dict.fromkeys(REQUIRED["sweep"]), **row}
+
+
+def all_failed(df) -> str | None:
+    """The sentence for a sweep table none of whose points was timed: the commonest reason,
+    and the flag that relaxes a failed numerical check; None when a point was timed."""
+    if df is None or not len(df) or (df["status"] == "ok").any():
+        return None
+    msg = df["message"].fillna("").astype(str)
+    kind = msg.str.partition(":")[0]
+    top = kind.value_counts().index[0]
+    reason = msg[kind == top].iloc[0].rstrip(".") or "no message"
+    flag = (
+        "; a model with random weights may differ at low precision by design: add --check off "
+        "(a plan step: check: false) to time it without the check"
+        if top == "NumericalMismatch"
+        else ""
+    )
+    return (
+        f"none of the {len(df)} sweep points was timed; {(kind == top).sum()} failed with "
+        f"{reason}{flag}"
+    )
 
 
 def _coords(p: Point) -> dict:

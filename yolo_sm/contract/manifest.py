@@ -15,7 +15,7 @@ import fcntl
 import json
 import os
 import warnings
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.schema import DERIVED, SCHEMAS, validate
@@ -168,6 +168,9 @@ def register(
         table = read_arrow(path)
         df = validate(table.to_pandas(), kind, name, path)
         entry = make_entry(df, file, kind, description, command, params)
+        report = path.with_name(f"{path.stem}.ncu-rep.gz")
+        if kind == "ncu" and report.is_file():  # Nsight Compute's own report, compressed
+            entry["report"] = str(PurePosixPath(file).with_name(report.name))
         meta = read_metadata(path)
         regs = dict(meta.get("registrations") or {})
         if _same(regs.get(name), reg):

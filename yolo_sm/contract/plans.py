@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 import yaml
@@ -414,6 +414,7 @@ class Plan:
     steps: tuple[Step, ...]
     path: str = ""  # the YAML it was read from (for the command recorded in the manifest)
     model: str = ""  # model spec(s) of the steps that name none (collect.models.spec)
+    flags: str = ""  # collect's --device / --input-shape it runs with (see with_input)
 
 
 def _out_name(v, where: str) -> str:
@@ -752,3 +753,25 @@ PARAMS["int8_kernels"] = {
 
 #: every step kind: one per entry of PARAMS (a kind is declared once, by its parameters)
 KINDS: tuple[str, ...] = tuple(PARAMS)
+
+
+def with_input(plan: Plan, device: str | None = None, shape=None) -> Plan:
+    """``plan`` on ``device`` (``collect --device``) with every step's input at ``shape``
+    ((C, H, W), ``collect --input-shape``): its ``imgsz`` becomes H and, where its kind takes
+    one, its ``input_shape`` the shape, so that every table and FLOP count uses it."""
+    steps = []
+    for s in plan.steps:
+        p = dict(s.params)
+        if shape is not None:
+            if "imgsz" in PARAMS.get(s.kind, {}):
+                p["imgsz"] = int(shape[1])
+            if "input_shape" in PARAMS.get(s.kind, {}):
+                p["input_shape"] = [int(x) for x in shape]
+        text = s.description
+        if shape is not None:  # the description names the image size the step now measures
+            text = re.sub(r"\b(\d{3,})x\1\b", f"{shape[1]}x{shape[2]}", text)
+        steps.append(replace(s, params=p, description=text))
+    flags = (f" --device {device}" if device else "") + (
+        f" --input-shape {','.join(map(str, shape))}" if shape is not None else ""
+    )
+    return replace(plan, device=device or plan.device, steps=tuple(steps), flags=flags)

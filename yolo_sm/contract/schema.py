@@ -48,7 +48,8 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "rel_err": "relative L2 error of the raw head output vs eager fp32 on the same input",
         "check_input": "input of the numerical check behind rel_err: photos = ultralytics' bundled "
         "photos, letterboxed (the images the random models' BatchNorm statistics are calibrated "
-        "on); empty or absent: uniform noise (fp8 engines are always checked on the photos)",
+        "on); off: no check (--check off, rel_err empty); empty or absent: uniform noise (fp8 "
+        "engines are always checked on the photos)",
         "samples_ms": "every timed call, milliseconds (list)",
         "noisy": "IQR/median above 10 %",
         "peak_mem_bytes": "peak allocated GPU bytes during the timed calls (weights, input, "

@@ -24,8 +24,9 @@ from yolo_sm.contract.labels import parse_config
 from yolo_sm.report import plots
 from yolo_sm.report.colors import TEMPLATE, color_map
 from yolo_sm.report.rules import Rule, check_unique, evaluate, rule_maker
-from yolo_sm.report.sections import needs
+from yolo_sm.report.sections import Note, needs
 from yolo_sm.report.style import finish
+from yolo_sm.report.text import code
 
 _claim = rule_maker("claim", "claims")
 
@@ -305,6 +306,8 @@ def memory_figure(root: DataRoot):
     """Peak memory of the timed eager forwards against batch, per width (claim 8)."""
     s = root.load("sweep_fp16_nhwc")
     e = s[(s.backend == "eager") & (s.status == "ok")]
+    if "peak_mem_bytes" not in e or e.peak_mem_bytes.isna().all():  # a sweep on a CPU
+        return Note(f"The sweep of {code(root.name)} measured no GPU memory: no peak to show.")
     return plots.plot_throughput(
         e.assign(peak_mem_gb=e.peak_mem_bytes / 1e9),
         x="batch",

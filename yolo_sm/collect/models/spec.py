@@ -4,8 +4,9 @@ A spec is one of (``LABEL=`` in front of any of them names the model in tables):
 
     yolov8:0.5   yolo11:n   wide:1.5   resnet101     a family the project builds, at a width or
                                                       preset (random weights, BN calibrated)
-    path/to/model.yaml                                an ultralytics model YAML (random weights,
-                                                      BN calibrated on the bundled photos)
+    path/to/model.yaml   yolo11s-seg.yaml             an ultralytics model YAML, a path or a name
+                                                      ultralytics ships (random weights, BN
+                                                      calibrated on the bundled photos)
     path/to/best.pt                                   an ultralytics checkpoint: its weights as
                                                       trained (no BN calibration)
     package.module:function                           a function returning an ``nn.Module``;
@@ -13,7 +14,9 @@ A spec is one of (``LABEL=`` in front of any of them names the model in tables):
 
 Checkpoints load with torch's restricted unpickler (``weights_only=True``): the only Python
 objects it may create are torch's and ultralytics' ``nn.Module`` classes and plain containers,
-so a checkpoint cannot run code on load. A file that is not a checkpoint, is truncated, or needs
+so a checkpoint cannot run code on load. A YAML is read as data and checked before ultralytics
+builds it (:mod:`~yolo_sm.collect.models.model_yaml`). A ``module:function`` spec imports and
+runs the user's own code, by design. A file that is not a checkpoint, is truncated, or needs
 other objects ends in one sentence (:class:`~yolo_sm.contract.errors.UserError`).
 """
 
@@ -28,6 +31,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from yolo_sm.collect.models import model_yaml
 from yolo_sm.collect.models.checkpoint import (
     checkpoint_module,
     load_checkpoint,
@@ -148,9 +152,12 @@ def parse_model(text, input_shape=None, need_shape: bool = True) -> ModelSpec:
     if suffix in (".pt", ".pth", ".yaml", ".yml") or "/" in s or Path(s).exists():
         kind = "checkpoint" if suffix in (".pt", ".pth") else "yaml"
         p = Path(s)
-        if not p.exists():
+        if kind == "yaml" and suffix in (".yaml", ".yml") and not p.is_dir():
+            if model_yaml.locate(s) is None:  # a path, or a name YOLO(name) resolves
+                raise UserError(model_yaml.not_found(s))
+        elif not p.exists():
             raise UserError(f"model file {s} does not exist")
-        if not p.is_file():
+        if p.is_dir() or (kind == "checkpoint" and not p.is_file()):
             raise UserError(f"model file {s} is not a file")
         if suffix not in (".pt", ".pth", ".yaml", ".yml"):
             raise UserError(f"model file {s} is neither a .pt checkpoint nor a .yaml model")
@@ -298,14 +305,15 @@ def spec_scale(spec: ModelSpec) -> tuple[float, float, int]:
     checkpoint holding another module. Read once per file version."""
     if spec.kind not in ("yaml", "checkpoint"):
         return 1.0, 1.0, 0
-    p = Path(spec.source)
-    return _file_scale(spec.kind, str(p.resolve()), p.stat().st_mtime_ns)
+    hit = model_yaml.locate(spec.source) if spec.kind == "yaml" else None
+    p = hit[0] if hit else Path(spec.source)
+    return _file_scale(spec.kind, spec.source, str(p.resolve()), p.stat().st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=64)
-def _file_scale(kind: str, path: str, mtime_ns: int) -> tuple[float, float, int]:
+def _file_scale(kind: str, name: str, path: str, mtime_ns: int) -> tuple[float, float, int]:
     if kind == "yaml":
-        cfg = read_yaml(path)
+        cfg = read_yaml(name)
     else:
         cfg = getattr(checkpoint_module(read_checkpoint(path), path), "yaml", None)
         if not isinstance(cfg, dict):
@@ -354,7 +362,8 @@ def save_checkpoint(spec, out: str | Path, seed: int = 0) -> Path:
         raise UserError(
             f"models save writes YOLO detectors (yolov8:W, yolo11:W or a .yaml), not {spec.text}"
         )
-    det = detection_model(cfg, nc=cfg.get("nc", 80), seed=seed, calibrate=True)
+    cls = model_yaml.model_class(cfg) if spec.kind == "yaml" else None
+    det = detection_model(cfg, nc=cfg.get("nc", 80), seed=seed, calibrate=True, cls=cls)
     source = {
         "spec": spec.text,
         "weights": "random",

@@ -9,7 +9,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from yolo_sm.collect.models import model_yaml
 from yolo_sm.collect.models.common import MAX_WIDTH, MIN_WIDTH, calibrate_bn, is_number
+from yolo_sm.collect.models.user import first_tensor
 from yolo_sm.collect.offline import prepare_ultralytics
 from yolo_sm.contract.errors import UserError
 
@@ -46,10 +48,10 @@ class YoloForward(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.det(x)
         if isinstance(out, dict):
+            out = out.get("one2one", out)  # an unfused end-to-end head: its NMS-free branch
+        if isinstance(out, dict) and "boxes" in out:
             return torch.cat((out["boxes"], out["scores"]), 1)
-        while isinstance(out, (tuple, list)):
-            out = out[0]
-        return out
+        return first_tensor(out)
 
 
 def _raw_head_output(module, args, out):
@@ -134,14 +136,17 @@ def family_cfg(family: str) -> dict:
     return yaml_model_load(_yaml_path(family))
 
 
-def detection_model(cfg, nc: int | None = 80, seed: int = 0, calibrate: bool = True):
-    """An ultralytics DetectionModel from a YAML dict or path, random weights (``seed``), BN
-    statistics calibrated (:func:`calibrate_bn`) unless ``calibrate`` is False; unfused, eval."""
+def detection_model(
+    cfg: dict, nc: int | None = 80, seed: int = 0, calibrate: bool = True, cls=None
+):
+    """An ultralytics model (``cls``, default DetectionModel) from a checked YAML dict, random
+    weights (``seed``), BN statistics calibrated (:func:`calibrate_bn`) unless ``calibrate`` is
+    False; unfused, eval."""
     prepare_ultralytics()
     from ultralytics.nn.tasks import DetectionModel
 
     torch.manual_seed(seed)
-    det = DetectionModel(cfg, ch=3, nc=nc, verbose=False)
+    det = (cls or DetectionModel)(cfg, ch=3, nc=nc, verbose=False)
     if calibrate:
         calibrate_bn(det, seed=seed)
     return det.eval()
@@ -191,29 +196,28 @@ def scale_of(cfg: dict) -> tuple[float, float, int]:
     )
 
 
-def read_yaml(path: str) -> dict:
-    """An ultralytics model YAML as ultralytics reads it (its scale from the file name)."""
-    prepare_ultralytics()
-    from ultralytics.nn.tasks import yaml_model_load
+def read_yaml(name: str) -> dict:
+    """An ultralytics model YAML by path or bare name as ultralytics reads it (its scale from the
+    name), read safely and checked (:mod:`~yolo_sm.collect.models.model_yaml`)."""
+    return model_yaml.read(name)
 
+
+def build_from_yaml(name: str, seed: int = 0, calibrate: bool = True) -> YoloForward:
+    """The model of an ultralytics model YAML (a path, or a bare name such as ``yolo11s-seg.yaml``
+    as ``YOLO(name)`` resolves it, with its scale), built by the ultralytics class ``YOLO`` would
+    use, random weights, BN calibrated, fused, eval."""
+    cfg = read_yaml(name)
     try:
-        return yaml_model_load(path)
-    except Exception as e:  # noqa: BLE001 - an unreadable YAML is one sentence
-        first = f"{type(e).__name__}: {e}".strip().splitlines()[0][:300]
-        raise UserError(f"model YAML {path} cannot be read ({first})") from None
-
-
-def build_from_yaml(path: str, seed: int = 0, calibrate: bool = True) -> YoloForward:
-    """A detector from an ultralytics model YAML file (its own scale: ``yolov8s.yaml`` is the s
-    preset, like ultralytics reads it), random weights, BN calibrated, fused, eval."""
-    cfg = read_yaml(path)
-    try:
-        det = detection_model(cfg, nc=cfg.get("nc", 80), seed=seed, calibrate=calibrate)
+        det = detection_model(
+            cfg, nc=cfg.get("nc", 80), seed=seed, calibrate=calibrate,
+            cls=model_yaml.model_class(cfg),
+        )  # fmt: skip
     except UserError:
         raise
     except Exception as e:  # noqa: BLE001 - a YAML ultralytics cannot build is one sentence
         first = f"{type(e).__name__}: {e}".strip().splitlines()[0][:300]
         raise UserError(
-            f"model YAML {path} does not build an ultralytics model ({first})"
+            f"model YAML {name} does not build an ultralytics model ({first})"
         ) from None
-    return wrap_detection(det, family=Path(path).stem)
+    head = type(det.model[-1]).__name__
+    return wrap_detection(det, family=Path(name).stem, decode="RTDETR" in head)  # (B, nq, 4+nc)

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import csv
 import glob
+import gzip
 import io
 import os
 import re
+import shutil
 import subprocess
 import sys
 import warnings
@@ -22,7 +24,7 @@ from pathlib import Path
 from yolo_sm.collect.environment import find_ncu as _find
 from yolo_sm.collect.profiling.nvtx import FORWARD_RANGE, parse_range
 from yolo_sm.contract.errors import NotAvailableError, UserError
-from yolo_sm.contract.store import temp_path
+from yolo_sm.contract.store import atomic_file, temp_path
 
 # Named metric sets. "occupancy" needs one replay pass (launch statistics are free; duration and
 # warps-active are one pass together): seen on the H200 at 24-44 s for five to six forwards.
@@ -156,8 +158,9 @@ def find_ncu() -> str | None:
 
 
 def report_path(out_csv: str | os.PathLike) -> Path:
-    """Where :func:`profile` keeps the ``.ncu-rep`` report of ``out_csv``: beside it, named
-    after it (``n.csv`` and ``n.ncu.csv`` -> ``n.ncu-rep``)."""
+    """The ``.ncu-rep`` report of ``out_csv``: beside it, named after it (``n.csv`` and
+    ``n.ncu.csv`` -> ``n.ncu-rep``); :func:`profile` keeps it gzip-compressed, with ``.gz``
+    added (a report is tens of MB, about a tenth of that compressed)."""
     out_csv = Path(out_csv)
     stem = out_csv.name.removesuffix(".csv").removesuffix(".ncu")
     return out_csv.with_name(f"{stem}.ncu-rep")
@@ -269,10 +272,11 @@ def profile(
             clean()
             raise UserError(f"ncu could not print the report it wrote ({tmp_rep.name})")
         tmp.write_text(printed.stdout)
-    if _written(tmp_rep):
-        os.replace(tmp_rep, report)
-    else:
-        tmp_rep.unlink(missing_ok=True)
+    if _written(tmp_rep):  # kept gzip-compressed (gunzip it for the Nsight Compute GUI)
+        with open(tmp_rep, "rb") as src, atomic_file(f"{report}.gz", "wb") as raw:
+            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+    tmp_rep.unlink(missing_ok=True)
     os.replace(tmp, out_csv)
     return load_ncu(out_csv)
 
