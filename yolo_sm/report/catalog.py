@@ -71,6 +71,7 @@ def verdict_table(root: DataRoot) -> pd.DataFrame:
 def to_json(verdicts: pd.DataFrame) -> str:
     """The verdict table as a JSON list, one object per rule (NaN as null)."""
     cols = ["id", "statement", "measured", "unit", "op", "threshold", "verdict", "datasets"]
+    cols += ["caveat"]
     rows = verdicts[cols].astype(object).where(verdicts[cols].notna(), None).to_dict("records")
     for r in rows:
         r["datasets"] = [d for d in (r["datasets"] or "").split(", ") if d]

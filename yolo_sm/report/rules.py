@@ -41,7 +41,11 @@ VERDICT_COLUMNS = (
     "datasets",
     "scope",
     "group",
+    "caveat",
 )
+#: a ratio whose two sides ran at SM clocks more than this share apart (%) says so beside its
+#: verdict: a GPU that boosts freely can move a ratio this much by its clock alone
+CLOCK_SHARE_PCT = 10.0
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,9 @@ def evaluate(rules: Iterable[Rule], facts: pd.DataFrame, root: str = "") -> pd.D
     sources = {
         (k, s): tuple(d) for k, s, d in zip(facts.key, facts.scope, facts.datasets, strict=True)
     }
+    spreads = facts["clock_spread_pct"] if "clock_spread_pct" in facts else math.nan
+    keys = zip(facts.key, facts.scope, strict=True)
+    spread = dict(zip(keys, pd.Series(spreads, facts.index), strict=True))
     for r in rules:
         measured = index.get((r.fact, r.scope), math.nan)
         names = r.datasets or sources.get((r.fact, r.scope), ())
@@ -128,9 +135,24 @@ def evaluate(rules: Iterable[Rule], facts: pd.DataFrame, root: str = "") -> pd.D
                 "datasets": ", ".join(f"{root}/{d}" if root and "/" not in d else d for d in names),
                 "scope": r.scope,
                 "group": r.group,
+                "caveat": _clock_caveat(spread.get((r.fact, r.scope), math.nan)),
             }
         )
     return pd.DataFrame(rows, columns=list(VERDICT_COLUMNS))
+
+
+def _caveats(verdicts: pd.DataFrame):
+    return verdicts["caveat"] if "caveat" in verdicts else [""] * len(verdicts)
+
+
+def _clock_caveat(spread_pct: float) -> str:
+    """What a verdict says beside it when its ratio's sides ran at clocks far apart."""
+    if not spread_pct > CLOCK_SHARE_PCT:
+        return ""
+    return (
+        f"its two sides ran at SM clocks {spread_pct:.0f} % apart (over {CLOCK_SHARE_PCT:g} %): "
+        "part of the ratio is the clock"
+    )
 
 
 def phrase(rule: Rule, row: Mapping) -> str:
@@ -158,11 +180,16 @@ def markdown(rules: Iterable[Rule], verdicts: pd.DataFrame) -> str:
 
 def frame(verdicts: pd.DataFrame) -> pd.DataFrame:
     """The verdict table's text, one row per rule (index: its id): statement, measured (with
-    unit), threshold, verdict, datasets."""
+    unit, and beside it a caveat where there is one), threshold, verdict, datasets."""
     out = pd.DataFrame(
         {
             "statement": verdicts.statement,
-            "measured": [_num(m, u) for m, u in zip(verdicts.measured, verdicts.unit, strict=True)],
+            "measured": [
+                f"{_num(m, u)}; {c}" if isinstance(c, str) and c else _num(m, u)
+                for m, u, c in zip(
+                    verdicts.measured, verdicts.unit, _caveats(verdicts), strict=True
+                )
+            ],
             "threshold": [
                 f"{o} {_num(t, u)}"
                 for o, t, u in zip(verdicts.op, verdicts.threshold, verdicts.unit, strict=True)
