@@ -260,6 +260,19 @@ def derived(topic: pd.DataFrame) -> list[dict]:
     ]  # fmt: skip
 
 
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    claims.conv_blocks_per_sm_fp16_nhwc_over_fp32_nchw claims.flops_rise_w1.25_off_claim_pp
+    claims.fp16_map_drop_pct claims.fp8_over_fp16_cudagraph_b64_min claims.frame_copy_off_claim
+    claims.image_memory_off_claim claims.img_per_s_b32_over_b1_w0.5
+    claims.img_per_s_b4_over_best_b1_16 claims.int8_over_fp16_cudagraph_b64_min
+    claims.jitter_cut_below_capacity_pct claims.neck_conv_sm_throughput_min_pct
+    claims.occupancy_drop_w1_to_w1.5_pp claims.resnet_weaker_bound_pct
+    """.split()
+)
+
+
 def facts(root: DataRoot, topic: pd.DataFrame | None = None) -> pd.DataFrame:
     """The claims' own facts from ``root`` (keys ``claims.*``, none of them a topic's key):
     measured here, or derived from ``topic`` (:func:`topic_facts` of ``root`` when None).

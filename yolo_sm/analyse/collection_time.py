@@ -126,6 +126,15 @@ def guessed_seconds(df: pd.DataFrame) -> float:
     return float(spent.fillna(0.0).sum() + left.fillna(0.0).sum())
 
 
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    collection.build_share_pct collection.guessed_share_pct collection.plan_s_over_baseline
+    collection.same_units_s_over_baseline collection.warmer_builds
+    """.split()
+)
+
+
 def facts(root: DataRoot) -> pd.DataFrame:
     """Facts of ``root``'s snapshot (none without one). Keys (scope empty):
     ``collection.plan_s`` (the whole plan, s), ``collection.spent_s`` / ``left_s``,

@@ -187,6 +187,15 @@ def budget_of(root: DataRoot, speed: pd.DataFrame | None = None) -> pd.DataFrame
     return budget_table(speed, traces)
 
 
+#: the facts :func:`goal_facts_of` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    eight_bit.best_over_fastest_fp16 eight_bit.int8_conv_over_budget
+    eight_bit.int8_outside_conv_over_room
+    """.split()
+)
+
+
 def goal_facts_of(root: DataRoot):
     """:func:`goal_facts` of ``root``'s ``bench_8bit`` units that hold every engine of the plan
     (:func:`speed_of`), with :func:`budget_facts` where it holds the int8 trace too, as a facts

@@ -27,12 +27,15 @@ def fact(
     datasets: Iterable[str] = (),
     note: str = "",
     clock_spread_pct: float = math.nan,
+    points: int | None = None,
 ) -> dict:
     """One fact row. ``value`` becomes a float (NaN where it is None or not a number).
     ``clock_spread_pct``: for a ratio between rows, how far apart (%) their SM clocks were
-    (:func:`clock_spread_pct`); NaN where the fact compares no clocked rows."""
+    (:func:`clock_spread_pct`); NaN where the fact compares no clocked rows. ``points``: how
+    many points a count or share is taken over; with none the value is NaN (a rule over no
+    point reads "not tested", it does not hold vacuously)."""
     try:
-        v = float(value)
+        v = float(value) if points != 0 else math.nan
     except (TypeError, ValueError):
         v = math.nan
     return {

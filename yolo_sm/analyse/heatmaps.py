@@ -423,6 +423,18 @@ def _kineto_facts(profile) -> list[dict]:
     return rows
 
 
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    achieved_occupancy_tw_pct_distance_from_60 achieved_occupancy_tw_pct_min
+    fastest_variant_occupancy_below_highest_pct_points grid_limited_time_share_smallest_batch
+    kineto_layers_within_10_share layers_below_50_share_min
+    layout_transform_time_share_16bit_nchw_minus_nhwc
+    resource_limited_time_share_max_over_widths slowest_layer_achieved_occupancy_tw_pct_widest
+    """.split()
+)
+
+
 def facts(root: DataRoot) -> pd.DataFrame:
     """The heatmaps' facts from ``root`` (:mod:`yolo_sm.analyse.facts`).
 

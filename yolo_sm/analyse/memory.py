@@ -335,6 +335,15 @@ def pool_summary(pool: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    memory.concat_share_at_peak_pct memory.eager_excess_pct memory.expandable_img_per_s_ratio
+    memory.expandable_peak_reserved_ratio memory.peak_error_pct_max memory.reuse_saving_pct_min
+    """.split()
+)
+
+
 def facts(root: DataRoot) -> pd.DataFrame:
     """The memory numbers of ``root`` (facts table; keys prefixed :data:`PREFIX`). From
         ``memory_lifetimes``, per model (scope ``model=yolov8,width=1``): ``eager_vs_measured``,

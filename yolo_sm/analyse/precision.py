@@ -351,6 +351,7 @@ def missing_facts(missing, *, dataset=SWEEPS) -> list[dict]:
             int(missing.points.sum()) if len(missing) else 0,
             "points",
             datasets=ds,
+            points=0 if planned == 0 else None,
         ),
         fact("sweep_grid_planned_points", planned, "points", datasets=ds),
     ]
@@ -440,6 +441,7 @@ def pair_facts(ratios, delta, *, a="bf16", b="fp16") -> list[dict]:
                 int((delta[f"classes_{a}"] != delta[f"classes_{b}"]).sum()),
                 "layers",
                 datasets=ds,
+                points=len(delta),
             ),
         ]
     return out
@@ -526,6 +528,31 @@ def fp8_bench_facts(bench) -> list[dict]:
             datasets=ds,
         ),
     ]
+
+
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    achieved_occupancy_fp16_nhwc_minus_fp32_nchw bench_engines_failed
+    bf16_over_fp16_median_error bf16_vs_fp16_kernel_time_dev bf16_vs_fp16_layers_changing_class
+    bf16_vs_fp16_median_ratio_dev bf16_vs_fp16_top_layer_share_of_diff engine_fallbacks_max
+    fp8_conv_occupancy_gap_max fp8_engine_batches_over_tolerance fp8_engine_vs_emulation_max_dev
+    fp8_error_over_tolerance_max fp8_prior_error_over_tolerance_max gpu_error_over_tolerance_max
+    high_occupancy_share_fp16_nhwc_minus_fp32_nchw int8_box_match_min
+    int8_conv_occupancy_gap_max int8_conv_over_fp16_conv_max int8_error_over_tolerance_max
+    int8_kernels.best_over_cudnn_min int8_kernels.best_over_fp16_min int8_kernels.conv_error_max
+    int8_kernels.cudnn_peak_of_int8_ceiling_pct int8_kernels.fused_over_prequant_min
+    int8_kernels.intmm_over_cudnn_min int8_kernels.model_intmm_over_cudnn_min
+    int8_kernels.model_triton_over_cudnn_min int8_kernels.triton_over_cudnn_min
+    int8_kernels.triton_peak_of_int8_ceiling_pct int8_percentile_over_max_error
+    int8_quantise_over_saving_max int8_unchanged_pct_min kernel_time_fp32_nchw_over_fp16_nhwc
+    layout_transform_share_fp32_nhwc layout_transform_share_tensor_core_nchw_min
+    layout_transform_share_tensor_core_nhwc_max narrowest_error_amplification_min
+    numerics_error_over_tolerance_max ratio_minutes_apart_max simt_share_fp16_nhwc
+    simt_share_fp32_nchw speedup_eager_small_batch speedup_large_batch_min
+    sweep_grid_missing_points tensor_core_conv_theoretical_fp16_nhwc
+    """.split()
+)
 
 
 def facts(root: DataRoot) -> pd.DataFrame:

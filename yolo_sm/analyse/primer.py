@@ -335,6 +335,17 @@ def _wide_facts(wide: pd.DataFrame) -> list[dict]:
     ]
 
 
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    calculator_mismatch_share flagship_binding_resource_limits
+    flagship_grid_at_most_sm_count_share kineto_est_above_theoretical_time_share
+    memory_minus_tc_conv_achieved_occupancy_pct_points simt_over_tensor_conv_time_ratio
+    simt_tensor_conv_achieved_occupancy_gap_pct_points tc_conv_time_share_below_60_achieved
+    """.split()
+)
+
+
 def facts(root: DataRoot) -> pd.DataFrame:
     """The primer's facts from ``root`` (:mod:`yolo_sm.analyse.facts`), scope empty:
 

@@ -667,6 +667,20 @@ def _layout_facts(root: DataRoot) -> list[dict]:
     ]
 
 
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    roofline.activation_width_exponent roofline.c2f_fusion_removed_launch_share
+    roofline.compile_minus_c2f_bound_launch_share roofline.eager_gpu_idle_share
+    roofline.nchw_time_vs_nhwc roofline.nchw_transform_time_share
+    roofline.tensor_pipe_pct_below_60_occupancy roofline.upsample_over_concat_gbps
+    roofline.weight_width_exponent roofline.wide_tensor_pipe_rise_pct
+    roofline.yolo_compute_side_time_share roofline.yolo_pct_of_roof_tw
+    roofline.zero_flop_max_pct_of_copy
+    """.split()
+)
+
+
 def facts(root: DataRoot) -> pd.DataFrame:
     """The roofline notebook's numbers from ``root`` (facts table, :mod:`yolo_sm.analyse.facts`);
     facts whose datasets the root lacks are left out. Keys, each prefixed with :data:`PREFIX`

@@ -482,18 +482,20 @@ def presets_facts(presets, dataset: str = PRESETS) -> list[dict]:
     inv = preset_inversions(presets)
     ok = presets[presets.status == "ok"]
     out = [
-        fact("presets_inversions", len(inv), "points", datasets=ds),
+        fact("presets_inversions", len(inv), "points", datasets=ds, points=len(ok)),
         fact(
             "presets_inversions_not_host_bound",
             int((~inv.host_bound.astype(bool)).sum()),
             "points",
             datasets=ds,
+            points=len(ok),
         ),
         fact(
             "presets_points_without_figures",
             int((presets.status != "ok").sum()),
             "points",
             datasets=ds,
+            points=len(presets),
         ),
     ]
     if "prov_date_utc" in presets:
@@ -562,6 +564,22 @@ def compile_facts(compiled, sweep=None, *, dataset: str = BENCH) -> list[dict]:
                 )
             )
     return out
+
+
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    batch1_eager_spread batch1_graph_over_eager_min bench_vs_sweep_eager_max_dev
+    best_share_of_fp16_ceiling compile_gain_widest_over_narrowest flops_vs_width_squared_max_dev
+    graph_over_compile_max_large_batch graph_over_compile_small_batch
+    img_per_s_widest_over_narrowest presets_inversions presets_inversions_not_host_bound
+    presets_points_without_figures presets_runs presets_tflops_costliest_over_cheapest
+    tensor_core_conv_share_change tensor_core_conv_theoretical_range
+    tflops_widest_over_narrowest wide_main_block_sizes wide_main_resource_over_warp_limit
+    wide_main_tensor_pipe_change wide_main_theoretical_range wide_main_waves_max
+    width_achieved_occupancy_change width_achieved_occupancy_range width_sm_coverage_change
+    """.split()
+)
 
 
 def facts(root: DataRoot) -> pd.DataFrame:

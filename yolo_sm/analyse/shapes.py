@@ -204,6 +204,16 @@ def _nearest_gain(g: pd.DataFrame) -> float:
     return min(gains) if gains else math.nan
 
 
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    shapes.deep_over_wide_kernels shapes.dynamic_cost_max_pct shapes.mpix_largest_over_smallest
+    shapes.nearest_over_largest_engine shapes.occupancy_wide_minus_deep_pct
+    shapes.pair_flops_diff_max_pct shapes.wide_over_deep_median shapes.wide_over_deep_min
+    """.split()
+)
+
+
 def facts(root) -> pd.DataFrame:
     """The shapes facts of ``root`` (keys ``shapes.*``), from ``wide_vs_deep`` and
     ``resolutions`` where the root holds them."""

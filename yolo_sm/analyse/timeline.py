@@ -211,6 +211,17 @@ def gap_facts(trace, sweep_table=None, datasets=()) -> list[dict]:
     return out
 
 
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    timeline_forwards_per_gpm_window timeline_gpm_overhead_pct
+    timeline_gpm_sm_occupancy_ratio_batch timeline_gpm_tensor_util_ratio_width
+    timeline_graph_over_kernel_time_b1 timeline_sweep_idle_b1_pct timeline_trace_idle_b1_pct
+    timeline_trace_idle_largest_pct
+    """.split()
+)
+
+
 def facts(
     root: DataRoot,
     *,

@@ -4,6 +4,7 @@ for one dataset root: what ``yolo-sm claims --json`` prints."""
 from __future__ import annotations
 
 import json
+import sys
 
 import pandas as pd
 
@@ -27,6 +28,7 @@ from yolo_sm.analyse import sharing as analyse_sharing
 from yolo_sm.analyse import techniques as analyse_techniques
 from yolo_sm.analyse import timeline as analyse_timeline
 from yolo_sm.analyse.facts import concat
+from yolo_sm.contract import datasets
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report import claims, goals
 from yolo_sm.report.findings import batch as findings_batch
@@ -44,16 +46,25 @@ from yolo_sm.report.findings import sharing as findings_sharing
 from yolo_sm.report.findings import techniques as findings_techniques
 from yolo_sm.report.findings import timeline as findings_timeline
 from yolo_sm.report.findings import width as findings_width
-from yolo_sm.report.rules import Rule, check_unique, evaluate
+from yolo_sm.report.rules import Rule, evaluate, validate
 
 #: (rules, facts function) pairs; each facts function takes a DataRoot and returns a facts
 #: table (yolo_sm.analyse.facts). Filled by the topic modules' registrations below.
 SOURCES: list[tuple[tuple[Rule, ...], object]] = []
 
 
+def known_facts() -> frozenset[str]:
+    """The fact keys the facts functions of :data:`SOURCES` and :data:`PAIR_SOURCES` declare
+    (each module's ``FACT_KEYS``)."""
+    mods = {sys.modules[fn.__module__] for _, fn in SOURCES + PAIR_SOURCES}
+    return frozenset().union(*(m.FACT_KEYS for m in mods))
+
+
 def all_rules() -> tuple[Rule, ...]:
-    """Every rule, ids unique."""
-    return check_unique(r for rules, _ in SOURCES for r in rules)
+    """Every rule, validated (:func:`yolo_sm.report.rules.validate`): ids unique, one rule per
+    fact and comparison, every fact and dataset known."""
+    rules = (r for rules, _ in SOURCES for r in rules)
+    return validate(rules, known_facts(), datasets.known_names())
 
 
 def facts(root: DataRoot) -> pd.DataFrame:
@@ -104,7 +115,9 @@ PAIR_SOURCES: list[tuple[tuple[Rule, ...], object]] = []
 
 def pair_verdict_table(a: DataRoot, b: DataRoot) -> pd.DataFrame:
     """One row per rule over the two roots ``a`` and ``b`` (columns as :func:`verdict_table`)."""
-    rules = check_unique(r for rs, _ in PAIR_SOURCES for r in rs)
+    rules = validate(
+        (r for rs, _ in PAIR_SOURCES for r in rs), known_facts(), datasets.known_names()
+    )
     return evaluate(rules, concat(*(fn(a, b) for fn in dict.fromkeys(f for _, f in PAIR_SOURCES))))
 
 

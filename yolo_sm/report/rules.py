@@ -29,6 +29,11 @@ from yolo_sm.report.colors import VERDICT_COLORS
 HOLDS, PARTLY, FAILS, NOT_TESTED = "holds", "partly", "does not hold", "not tested"
 VERDICTS = (HOLDS, PARTLY, FAILS, NOT_TESTED)
 OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
+#: the units a rule may state its fact in
+UNITS = frozenset(
+    {"", "x", "%", "pp", "points", "s", "min", "ratio", "rows", "limits", "block sizes", "waves",
+     "runs", "layers", "batches", "engines", "convs", "types", "builds"}
+)  # fmt: skip
 VERDICT_COLUMNS = (
     "id",
     "statement",
@@ -74,6 +79,8 @@ class Rule:
     def __post_init__(self):
         if self.op not in OPS:
             raise ValueError(f"rule {self.id}: op {self.op!r} is not one of {sorted(OPS)}")
+        if self.unit not in UNITS:
+            raise ValueError(f"rule {self.id}: unit {self.unit!r} is not one of {sorted(UNITS)}")
         if self.partly is not None and OPS[self.op](self.partly, self.threshold):
             raise ValueError(
                 f"rule {self.id}: partly {self.partly} must be looser than threshold "
@@ -225,12 +232,30 @@ def _badge(verdict: str) -> str:
 
 
 def check_unique(rules: Iterable[Rule]) -> tuple[Rule, ...]:
-    """``rules`` as a tuple; raises ``ValueError`` when two share an id."""
+    """``rules`` as a tuple; raises ``ValueError`` when two share an id, or a fact (in one
+    scope) and its comparison: one question, one rule."""
     rules = tuple(rules)
     ids = [r.id for r in rules]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
         raise ValueError(f"rule ids used twice: {dup}")
+    seen: dict[tuple, str] = {}
+    for r in rules:
+        other = seen.setdefault((r.fact, r.scope, r.op), r.id)
+        if other != r.id:
+            raise ValueError(f"rules {other} and {r.id} both decide {r.fact} {r.op} ({r.scope})")
+    return rules
+
+
+def validate(rules: Iterable[Rule], facts: Iterable[str], datasets: Iterable[str]):
+    """``rules`` as :func:`check_unique` returns them, each checked against the fact keys
+    ``facts`` that the facts functions declare and the dataset names ``datasets`` a root may
+    hold; raises ``ValueError`` naming every rule that reads an unknown fact or dataset."""
+    rules, facts, datasets = check_unique(rules), frozenset(facts), frozenset(datasets)
+    bad = [f"{r.id}: fact {r.fact!r}" for r in rules if r.fact not in facts]
+    bad += [f"{r.id}: dataset {d!r}" for r in rules for d in r.datasets if d not in datasets]
+    if bad:
+        raise ValueError("rules naming what no facts function or plan knows: " + "; ".join(bad))
     return rules
 
 
