@@ -350,8 +350,9 @@ FACT_KEYS = frozenset(
 
 def facts(root: DataRoot) -> pd.DataFrame:
     """The memory numbers of ``root`` (facts table; keys prefixed :data:`PREFIX`). From
-    ``memory_lifetimes``: ``peak_error_pct_max`` (:func:`lifetime_facts`). From ``memory_pool``, per configuration (scope
-        ``alloc_conf=...``): ``peak_reserved_bytes``, ``reserved_over_peak_allocated``,
+    ``memory_lifetimes``: ``peak_error_pct_max`` (:func:`lifetime_facts`). From
+    ``memory_pool``, per configuration (scope ``alloc_conf=...``): ``peak_reserved_bytes``,
+    ``reserved_over_peak_allocated``,
         ``inactive_split_share_pct``, ``img_per_s``, ``alloc_retries``; unscoped:
         ``expandable_peak_reserved_ratio``, ``expandable_final_reserved_ratio`` and
         ``expandable_img_per_s_ratio`` (expandable segments over the default; only where the

@@ -21,7 +21,6 @@ from yolo_sm.analyse.occupancy import waves as waves_of
 from yolo_sm.analyse.primer_checks import (
     calculator_facts,
     compute_capability,
-    kineto_facts,
     time_weighted,
 )
 from yolo_sm.analyse.primer_questions import facts_rows as lesson_facts
@@ -321,25 +320,11 @@ def _flagship_facts(root: DataRoot) -> list[dict]:
     ]
 
 
-def _wide_facts(wide: pd.DataFrame) -> list[dict]:
-    k = pipe_vs_occupancy(wide)
-    tc = k[k.kernel_class == "tensor_core_conv"]
-    ds = (WIDE,)
-    return [
-        fact(
-            "wide_tc_conv_achieved_occupancy_tw_pct",
-            time_weighted(tc, "achieved_occupancy_pct") if len(tc) else math.nan,
-            "%",
-            datasets=ds,
-        ),
-    ]
-
-
 #: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
 FACT_KEYS = frozenset(
     """
     calculator_mismatch_share flagship_binding_resource_limits
-    flagship_grid_at_most_sm_count_share kineto_est_above_theoretical_time_share
+    flagship_grid_at_most_sm_count_share
     memory_minus_tc_conv_achieved_occupancy_pct_points simt_over_tensor_conv_time_ratio
     simt_tensor_conv_achieved_occupancy_gap_pct_points tc_conv_time_share_below_60_achieved
     """.split()
@@ -363,26 +348,17 @@ def facts(root: DataRoot) -> pd.DataFrame:
       ``simt_over_tensor_conv_time_ratio``,
       ``simt_tensor_conv_achieved_occupancy_gap_pct_points``);
     - from every Nsight Compute table: ``calculator_launches_checked``,
-      ``calculator_mismatch_share``;
-    - from ``ncu_wide_stack``: ``wide_tc_conv_achieved_occupancy_tw_pct`` (whether
-      low-occupancy kernels keep the tensor pipes busy is article claim 6, decided once, by
-      :data:`yolo_sm.report.claims.CLAIMS_RULES`);
-    - from ``trace_width_b8`` (first iteration, the same forward): ``kineto_est_occupancy_tw_pct``,
-      ``kineto_theoretical_occupancy_tw_pct``, ``kineto_est_above_theoretical_time_share``,
-      ``kineto_est_below_theoretical_time_share``.
+      ``calculator_mismatch_share``.
+
+    Kineto's estimate is the calculator's value capped by the grid (never above it by
+    definition): :func:`yolo_sm.analyse.primer_checks.kineto_summary` shows it as a table.
     """
     rows = []
-    config = None
     if root.has(NCU):
         ncu = root.load(NCU)
-        config = focus_config(ncu)
         rows += _forward_facts(ncu) + _flagship_facts(root)
         rows += lesson_facts(root, flagship_launch(root), sm_count(root, ncu))
     elif root.has("ncu_precision_w1"):
         rows += lesson_facts(root, flagship_launch(root), sm_count(root))
     rows += calculator_facts(root, NCU_TABLES)
-    if root.has(WIDE):
-        rows += _wide_facts(root.load(WIDE))
-    if root.has(TRACE):
-        rows += kineto_facts(root.load(TRACE), config)
     return facts_table(rows)

@@ -104,39 +104,3 @@ def calculator_facts(root: DataRoot, tables) -> list[dict]:
             note="distinct launch shapes where the calculator differs from Nsight Compute",
         ),
     ]
-
-
-def kineto_facts(trace: pd.DataFrame, config: str | None) -> list[dict]:
-    fwd = trace[trace.iteration == trace.iteration.min()]
-    if config is not None and (fwd.config == config).any():
-        fwd = fwd[fwd.config == config]
-    # Kineto writes its estimate in whole percent: 19 for the calculator's 18.75
-    above = fwd.est_occupancy_pct > fwd.theoretical_occupancy_pct + 1.0
-    below = fwd.est_occupancy_pct < fwd.theoretical_occupancy_pct - 1.0
-    time = fwd.duration_us.sum()
-    ds = (TRACE,)
-    return [
-        fact(
-            "kineto_est_occupancy_tw_pct", time_weighted(fwd, "est_occupancy_pct"), "%", datasets=ds
-        ),
-        fact(
-            "kineto_theoretical_occupancy_tw_pct",
-            time_weighted(fwd, "theoretical_occupancy_pct"),
-            "%",
-            datasets=ds,
-        ),
-        fact(
-            "kineto_est_above_theoretical_time_share",
-            100 * fwd.duration_us[above].sum() / time,
-            "%",
-            datasets=ds,
-            note="kernel time where the estimate exceeds the calculator's value by > 1 point",
-        ),
-        fact(
-            "kineto_est_below_theoretical_time_share",
-            100 * fwd.duration_us[below].sum() / time,
-            "%",
-            datasets=ds,
-            note="kernel time where the grid cap lowers the estimate by > 1 point",
-        ),
-    ]
