@@ -45,6 +45,8 @@ KINETO_TOLERANCE = 10.0
 #: The limiter categories, in the order of the categorical heatmap (colours:
 #: yolo_sm.report.colors.LIMITER_COLORS).
 LIMITERS = ("warps", "blocks", "registers", "shared_mem", "grid")
+#: the block limits a kernel's own resources set
+RESOURCES = ("registers", "shared_mem")
 #: Precisions from widest to narrowest, the column order of precision heatmaps.
 PRECISION_ORDER = ("fp32", "tf32", "fp16", "bf16")
 _LIMIT_COLS = {name: f"limit_{name}" for name in LIMITER_ORDER}
@@ -220,12 +222,18 @@ def _summary_facts(kernels, by: str, dataset: str) -> tuple[list[dict], pd.DataF
     """Per value of ``by`` (scope ``by=<value>``): the forward's time-weighted achieved and
     theoretical occupancy, share of layers below :data:`LOW_PCT`, layers at or above
     :data:`HIGH_PCT`, kernel time, and the shares of kernel time under one wave (``grid``) and
-    capped by a per-kernel resource (registers or shared memory); with the summary and the
+    whose smallest block limit is a per-kernel resource (registers or shared memory, whatever
+    the grid: :data:`RESOURCES`); with the summary and the
     layer table they come from."""
     table = layer_table(kernels)
     s = config_summary(table, by=by)
     low, high = f"layers_below_{LOW_PCT:g}", f"layers_at_least_{HIGH_PCT:g}"
     lim = limiter_shares(kernels).groupby(by).first() if by != "variant" else None
+    # what caps residency per SM, whatever the grid: a persistent convolution sizes its grid
+    # to the blocks its registers and shared memory allow, so its grid is not its limit
+    blk = add_config_columns(add_limiter(kernels))
+    blk = blk.assign(res=blk.duration_us.where(blk.block_limiter.isin(RESOURCES), 0.0))
+    resource_share = blk.groupby(by).res.sum() / blk.groupby(by).duration_us.sum()
     rows = []
     ds = (dataset,)
     for r in s.to_dict("records"):
@@ -257,7 +265,7 @@ def _summary_facts(kernels, by: str, dataset: str) -> tuple[list[dict], pd.DataF
         ]
         if lim is not None:
             lr = lim.loc[r[by]]
-            resource = sum(float(lr.get(c, 0.0)) for c in ("registers", "shared_mem"))
+            resource = float(resource_share.loc[r[by]])
             rows += [
                 fact(
                     "grid_limited_time_share",

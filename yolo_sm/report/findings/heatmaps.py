@@ -25,7 +25,8 @@ RULES: tuple[Rule, ...] = check_unique(
         Rule(
             id="heatmaps_resources_minor",
             statement="Registers and shared memory cap less than half of the forward's kernel "
-            "time at every width",
+            "time at every width (kernels whose smallest block limit is registers or shared "
+            "memory, whatever their grid; batch 8)",
             fact="resource_limited_time_share_max_over_widths",
             op="<",
             threshold=50.0,
