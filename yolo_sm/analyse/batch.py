@@ -293,7 +293,7 @@ def sweep_facts(table, gpu_memory_bytes: float = math.nan, datasets=()) -> list[
             gain = g["img_per_s"].max() / g["img_per_s"].iloc[0]
             out.append(fact("batch_gain_b1_to_best", gain, "x", scope=be, datasets=ds, note=where))
     eager = t[t["backend"] == "eager"]
-    if len(eager):
+    if eager["width"].nunique() > 1:  # narrowest and widest: two widths, not one read twice
         for scope, w in (("narrowest", eager["width"].min()), ("widest", eager["width"].max())):
             g = eager[(eager["width"] == w) & (eager["batch"] == 8)]
             if len(g):
@@ -452,10 +452,10 @@ def coverage_facts(coverage, datasets=()) -> list[dict]:
     out = [
         fact(
             "batch_ncu_kernels_under_1_wave_b1",
-            100 * lo.kernels_under_1_wave,
+            100 * lo.kernels_under_1_wave if lo.batch == 1 else math.nan,  # batch 1 only
             "%",
             datasets=ds,
-            note=f"batch {int(lo.batch)}",
+            note="batch 1",
         )
     ]
     if len(c) > 1:
