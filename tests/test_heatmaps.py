@@ -281,9 +281,6 @@ def test_layout_transform_facts(facts):
         c = heatmaps.parse_config(cfg)
         lt = g[g.kernel_class == "layout_transform"].duration_us.sum()
         per[f"{c['precision']} {c['layout']}"] = 100 * lt / g.duration_us.sum()
-    for variant, v in per.items():
-        assert value(facts, "layout_transform_time_share", f"variant={variant}") == (
-            pytest.approx(v)
-        )
-    gap = ((per["fp16 nchw"] - per["fp16 nhwc"]) + (per["bf16 nchw"] - per["bf16 nhwc"])) / 2
-    assert value(facts, "layout_transform_time_share_16bit_nchw_minus_nhwc") == pytest.approx(gap)
+    # decided once, in 07 (roofline_nchw_transforms): 04 computes no layout-transform fact
+    assert per["fp16 nchw"] > per["fp16 nhwc"]
+    assert not facts.key.str.startswith("layout_transform").any()

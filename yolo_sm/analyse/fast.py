@@ -530,12 +530,6 @@ def fp8_trace_facts(kernels) -> list[dict]:
     q8 = part_ms(b, fp8, QUANTISE_PARTS)
     return [
         fact(
-            "fast.fp8_over_fp16_gpu_time",
-            b.loc["total", fp8] / b.loc["total", fp16],
-            "x",
-            datasets=d,
-        ),
-        fact(
             "fast.fp8_conv_with_quantise_over_fp16_conv",
             (c8 + q8) / c16,
             "x",
@@ -615,7 +609,7 @@ FACT_KEYS = frozenset(
     fast.best_over_max_autotune fast.cold_over_warm_compile fast.compile_launches_over_eager
     fast.compile_saving_from_convolutions_pct fast.compiled_pool_share_max_pct
     fast.fastest_warm_build_s fast.fp8_conv_with_quantise_over_fp16_conv
-    fast.fp8_over_fp16_gpu_time fast.max_autotune_gap_over_iqr
+    fast.max_autotune_gap_over_iqr
     fast.pipeline_engine_over_fastest_max fast.pipeline_graph_over_full_median
     fast.pipeline_graph_over_full_min fast.pipeline_over_fastest_model_only
     fast.pipeline_over_model_only fast.pipeline_over_own_engine_median

@@ -365,28 +365,6 @@ def _precision_facts(kernels) -> list[dict]:
     rows, s, _ = _summary_facts(kernels, "variant", PRECISION_NCU)
     best = s.loc[s.achieved_occupancy_tw_pct.idxmax()]
     fast = s.loc[s.forward_kernel_ms.idxmin()]
-    k = add_config_columns(add_kernel_class(kernels))
-    t = k.groupby(["variant", "kernel_class"]).duration_us.sum().unstack(fill_value=0.0)
-    share = 100 * t.get("layout_transform", 0.0 * t.sum(axis=1)) / t.sum(axis=1)
-    ds = (PRECISION_NCU,)
-    rows += [
-        fact("layout_transform_time_share", v, "%", scope=_scope("variant", name), datasets=ds)
-        for name, v in share.items()
-    ]
-    gaps = [
-        share[f"{p} nchw"] - share[f"{p} nhwc"]
-        for p in ("fp16", "bf16")
-        if f"{p} nchw" in share and f"{p} nhwc" in share
-    ]
-    rows.append(
-        fact(
-            "layout_transform_time_share_16bit_nchw_minus_nhwc",
-            sum(gaps) / len(gaps) if gaps else math.nan,
-            "points",
-            datasets=ds,
-            note="mean over fp16 and bf16",
-        )
-    )
     rows.append(
         fact(
             "fastest_variant_occupancy_below_highest_pct_points",
@@ -437,7 +415,6 @@ FACT_KEYS = frozenset(
     achieved_occupancy_tw_pct_distance_from_60 achieved_occupancy_tw_pct_min
     fastest_variant_occupancy_below_highest_pct_points grid_limited_time_share_smallest_batch
     kineto_layers_within_10_share layers_below_50_share_min
-    layout_transform_time_share_16bit_nchw_minus_nhwc
     resource_limited_time_share_max_over_widths slowest_layer_achieved_occupancy_tw_pct_widest
     """.split()
 )

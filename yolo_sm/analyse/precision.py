@@ -400,13 +400,9 @@ def kernel_facts(fwd, matmul, *, dataset=NCU) -> list[dict]:
             ),
         ]
     nhwc = [f"{p}_nhwc" for p in TENSOR_CORE_PRECISIONS if f"{p}_nhwc" in f.index]
-    nchw = [f"{p}_nchw" for p in TENSOR_CORE_PRECISIONS if f"{p}_nchw" in f.index]
     if nhwc:
         v = 100 * f.loc[nhwc, "layout_transform_share"].max()
         out.append(fact("layout_transform_share_tensor_core_nhwc_max", v, "%", datasets=ds))
-    if nchw:
-        v = 100 * f.loc[nchw, "layout_transform_share"].min()
-        out.append(fact("layout_transform_share_tensor_core_nchw_min", v, "%", datasets=ds))
     if "fp32_nhwc" in f.index:
         v = 100 * f.loc["fp32_nhwc", "layout_transform_share"]
         out.append(fact("layout_transform_share_fp32_nhwc", v, "%", datasets=ds))
@@ -546,7 +542,7 @@ FACT_KEYS = frozenset(
     int8_kernels.model_triton_over_cudnn_min int8_kernels.triton_over_cudnn_min
     int8_kernels.triton_peak_of_int8_ceiling_pct int8_percentile_over_max_error
     int8_quantise_over_saving_max int8_unchanged_pct_min kernel_time_fp32_nchw_over_fp16_nhwc
-    layout_transform_share_fp32_nhwc layout_transform_share_tensor_core_nchw_min
+    layout_transform_share_fp32_nhwc
     layout_transform_share_tensor_core_nhwc_max narrowest_error_amplification_min
     numerics_error_over_tolerance_max ratio_minutes_apart_max simt_share_fp16_nhwc
     simt_share_fp32_nchw speedup_eager_small_batch speedup_large_batch_min

@@ -403,9 +403,6 @@ def throughput_facts(table, *, batch: int, peak: float, dataset: str = SWEEP) ->
     best = table.tflops.max() if len(table) else math.nan
     out.append(fact("best_share_of_fp16_ceiling", 100 * best / peak, "%", datasets=(*ds, CEILINGS)))
     b1 = table[table.batch == 1].pivot_table(index="width", columns="backend", values="img_per_s")
-    if {"eager", GRAPH_BACKEND} <= set(b1):
-        gain = (b1[GRAPH_BACKEND] / b1["eager"]).dropna()
-        out.append(fact("batch1_graph_over_eager_min", gain.min(), "x", datasets=ds))
     if "eager" in b1:
         e = b1["eager"].dropna()
         out.append(fact("batch1_eager_spread", e.max() / e.min(), "x", datasets=ds))
@@ -569,7 +566,7 @@ def compile_facts(compiled, sweep=None, *, dataset: str = BENCH) -> list[dict]:
 #: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
 FACT_KEYS = frozenset(
     """
-    batch1_eager_spread batch1_graph_over_eager_min bench_vs_sweep_eager_max_dev
+    batch1_eager_spread bench_vs_sweep_eager_max_dev
     best_share_of_fp16_ceiling compile_gain_widest_over_narrowest flops_vs_width_squared_max_dev
     graph_over_compile_max_large_batch graph_over_compile_small_batch
     img_per_s_widest_over_narrowest presets_inversions presets_inversions_not_host_bound

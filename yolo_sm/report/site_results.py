@@ -83,7 +83,6 @@ HEADLINES: dict[str, tuple[str, ...]] = {
         "fast_b1_speedup",
         "fast_b64_speedup",
         "fast_pipeline_beats_predict",
-        "fast_fp8_forward_faster",
     ),
     "goals": ("goal_1_w1", "goal_2_w1", "goal_3_w1", "goal_4_predict"),
     "13_techniques": (

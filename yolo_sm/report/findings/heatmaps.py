@@ -58,17 +58,6 @@ RULES: tuple[Rule, ...] = check_unique(
             group=GROUP,
         ),
         Rule(
-            id="heatmaps_nchw_adds_transforms",
-            statement="In 16 bit, NCHW forwards spend kernel time in layout transforms that "
-            "NHWC forwards do not (more than 1 point of the forward)",
-            fact="layout_transform_time_share_16bit_nchw_minus_nhwc",
-            op=">",
-            threshold=1.0,
-            unit="points",
-            datasets=(PRECISION_NCU,),
-            group=GROUP,
-        ),
-        Rule(
             id="heatmaps_fastest_not_highest_occupancy",
             statement="The fastest precision and layout is not the one at the highest "
             "achieved occupancy",

@@ -152,16 +152,6 @@ KERNELS = (
         partly=5.0,
     ),
     _rule(
-        "nchw_pays_transforms",
-        "Tensor-core precisions given NCHW pay for layout transforms (smallest share)",
-        "layout_transform_share_tensor_core_nchw_min",
-        ">=",
-        1.0,
-        "%",
-        (NCU,),
-        partly=0.1,
-    ),
-    _rule(
         "fp32_nhwc_pays_transforms",
         "fp32 given NHWC pays for layout transforms",
         "layout_transform_share_fp32_nhwc",

@@ -55,17 +55,6 @@ THROUGHPUT = (
         partly=25.0,
     ),
     _rule(
-        "batch1_launch_bound",
-        "Batch 1 is launch-bound: one CUDA graph replay runs well ahead of eager at every width "
-        "(smallest gain)",
-        "batch1_graph_over_eager_min",
-        ">=",
-        1.5,
-        "x",
-        (SWEEP,),
-        partly=1.1,
-    ),
-    _rule(
         "batch1_eager_flat",
         "Eager batch 1 runs about the same img/s whatever the width (fastest over slowest)",
         "batch1_eager_spread",
