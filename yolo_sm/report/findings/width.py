@@ -27,7 +27,8 @@ THROUGHPUT = (
     ),
     _rule(
         "wider_slower_per_image",
-        "A wider model runs fewer images per second (widest over narrowest img/s)",
+        "A wider model runs fewer images per second (CUDA graph at the occupancy pass's batch, "
+        "8 by default; widest over narrowest img/s)",
         "img_per_s_widest_over_narrowest",
         "<",
         1.0,
@@ -37,7 +38,7 @@ THROUGHPUT = (
     _rule(
         "wider_slower_than_flops",
         "A wider model runs slower than its FLOPs predict: delivered TFLOP/s fall with width "
-        "(widest over narrowest)",
+        "(CUDA graph at the occupancy pass's batch, 8 by default; widest over narrowest)",
         "tflops_widest_over_narrowest",
         "<",
         1.0,
