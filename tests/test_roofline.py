@@ -407,8 +407,7 @@ def test_facts_of_a_root_with_only_the_model_table(root, tmp_path):
     bare = _subset_root(tmp_path, root, ["model_layers"])
     f = roofline.facts(bare)
     assert set(f.key) == {
-        roofline.PREFIX + k
-        for k in ("activation_width_exponent", "weight_width_exponent")
+        roofline.PREFIX + k for k in ("activation_width_exponent", "weight_width_exponent")
     }
     v = rules.evaluate(findings.RULES, f, bare.name).set_index("id").verdict
     decided = {"roofline_activations_linear", "roofline_weights_quadratic"}
