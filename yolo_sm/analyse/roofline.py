@@ -461,18 +461,6 @@ def layout_compare(ncu, precision="fp16"):
 PREFIX = "roofline."
 
 
-def _activation_facts(layers) -> list[dict]:
-    act = activation_table(layers)
-    ds = (MODEL_LAYERS,)
-    rows = [
-        fact("activation_width_exponent", width_exponent(act, "activation_mb"), "", datasets=ds,
-             note="power of width that the summed layer outputs per image grow with"),
-        fact("weight_width_exponent", width_exponent(act, "weight_mb"), "", datasets=ds,
-             note="power of width that the weights grow with"),
-    ]  # fmt: skip
-    return rows
-
-
 def _roofline_facts(root: DataRoot, layers) -> list[dict]:
     peaks = roofline_ceilings(root)
     if peaks is None or not root.has(NCU_YOLO):
@@ -577,11 +565,11 @@ def _layout_facts(root: DataRoot) -> list[dict]:
 #: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
 FACT_KEYS = frozenset(
     """
-    roofline.activation_width_exponent roofline.c2f_fusion_removed_launch_share
+    roofline.c2f_fusion_removed_launch_share
     roofline.compile_minus_c2f_bound_launch_share roofline.eager_gpu_idle_share
     roofline.nchw_time_vs_nhwc roofline.nchw_transform_time_share
     roofline.tensor_pipe_pct_below_60_occupancy roofline.upsample_over_concat_gbps
-    roofline.weight_width_exponent roofline.wide_tensor_pipe_rise_pct
+    roofline.wide_tensor_pipe_rise_pct
     roofline.yolo_compute_side_time_share roofline.yolo_pct_of_roof_tw
     roofline.zero_flop_max_pct_of_copy
     """.split()
@@ -594,7 +582,8 @@ def facts(root: DataRoot) -> pd.DataFrame:
     (``roofline.yolo_pct_of_roof_tw``; scope ``width=1.0`` per width where noted; unscoped: the
     whole or, for the occupancy split, the widest config):
 
-    * model_layers: ``activation_width_exponent``, ``weight_width_exponent``
+    How activations and weights grow with width is fixed by the model (a shape-only forward:
+    :func:`activation_table`, :func:`width_exponent`), the same on every machine: a table.
     * absolute roofline (per width): ``yolo_pct_of_roof_tw``, ``yolo_compute_side_time_share``,
       ``zero_flop_max_pct_of_copy``, ``upsample_over_concat_gbps``
     * ResNet-101: ``resnet_early_min_dram_pct``, ``resnet_deep_min_sm_pct``
@@ -611,6 +600,6 @@ def facts(root: DataRoot) -> pd.DataFrame:
     rows = _occupancy_facts(root) + _layout_facts(root)
     rows += launch_facts(root) + _wide_facts(root)
     if layers is not None:
-        rows += _activation_facts(layers) + _roofline_facts(root, layers)
+        rows += _roofline_facts(root, layers)
         rows += _resnet_facts(root, layers)
     return facts_table({**r, "key": PREFIX + r["key"]} for r in rows)

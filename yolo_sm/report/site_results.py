@@ -68,8 +68,8 @@ HEADLINES: dict[str, tuple[str, ...]] = {
         "roofline_wide_tensor_pipe_rises",
     ),
     "07_memory_and_layout": (
-        "roofline_activations_linear",
-        "roofline_weights_quadratic",
+        "memory_peak_predicted",
+        "memory_expandable_lowers_peak",
         "roofline_nchw_transforms",
     ),
     "08_launches": (
