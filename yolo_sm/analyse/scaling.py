@@ -409,13 +409,6 @@ def throughput_facts(table, *, batch: int, peak: float, dataset: str = SWEEP) ->
     return out
 
 
-def flops_facts(flops, dataset: str = SWEEP) -> list[dict]:
-    """Facts of :func:`flops_by_width`: how far FLOPs per image stray from w^2 from width 1 up."""
-    big = flops[flops.width >= 1.0]
-    dev = (big.flops_vs_width1 / big.width_sq_vs_width1 - 1).abs().max() * 100
-    return [fact("flops_vs_width_squared_max_dev", dev, "%", datasets=(dataset,))]
-
-
 def occupancy_facts(occ, cls, dataset: str = NCU_WIDTH) -> list[dict]:
     """Facts of :func:`width_occupancy` and :func:`class_occupancy` (one batch): how much the
     forward's time-weighted occupancy, SM coverage and the tensor-core convolutions' occupancy
@@ -567,7 +560,7 @@ def compile_facts(compiled, sweep=None, *, dataset: str = BENCH) -> list[dict]:
 FACT_KEYS = frozenset(
     """
     batch1_eager_spread bench_vs_sweep_eager_max_dev
-    best_share_of_fp16_ceiling compile_gain_widest_over_narrowest flops_vs_width_squared_max_dev
+    best_share_of_fp16_ceiling compile_gain_widest_over_narrowest
     graph_over_compile_max_large_batch graph_over_compile_small_batch
     img_per_s_widest_over_narrowest presets_inversions presets_inversions_not_host_bound
     presets_points_without_figures presets_runs presets_tflops_costliest_over_cheapest
@@ -592,7 +585,6 @@ def facts(root: DataRoot) -> pd.DataFrame:
         batch = int(occ.batch.mode().iloc[0])
         rows += occupancy_facts(occ, class_occupancy(ncu))
     if sweep is not None:
-        rows += flops_facts(flops_by_width(sweep))
         rows += throughput_facts(throughput_table(sweep, peak), batch=batch, peak=peak)
     if root.has(NCU_WIDE):
         rows += wide_stack_facts(wide_stack_table(root.load(NCU_WIDE)))

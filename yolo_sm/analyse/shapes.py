@@ -138,9 +138,6 @@ def wide_deep_facts(df: pd.DataFrame, ds=(WIDE_DEEP,)) -> list[dict]:
     eager = t[t.backend == "eager"]
     kern = (eager if len(eager) else t).deep_over_wide_kernels
     out.append(fact("shapes.deep_over_wide_kernels", kern.median(), "x", datasets=ds))
-    out.append(
-        fact("shapes.pair_flops_diff_max_pct", t.flops_diff_pct.abs().max(), "%", datasets=ds)
-    )
     return out
 
 
@@ -209,7 +206,7 @@ FACT_KEYS = frozenset(
     """
     shapes.deep_over_wide_kernels shapes.dynamic_cost_max_pct shapes.mpix_largest_over_smallest
     shapes.nearest_over_largest_engine shapes.occupancy_wide_minus_deep_pct
-    shapes.pair_flops_diff_max_pct shapes.wide_over_deep_median shapes.wide_over_deep_min
+    shapes.wide_over_deep_median shapes.wide_over_deep_min
     """.split()
 )
 

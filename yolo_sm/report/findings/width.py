@@ -16,16 +16,6 @@ _rule = rule_maker("width", GROUP)
 #: Work and throughput per width (the sweep, CUDA graphs at the Nsight Compute batch).
 THROUGHPUT = (
     _rule(
-        "flops_w2",
-        "FLOPs per image grow as width squared from width 1 up (largest deviation)",
-        "flops_vs_width_squared_max_dev",
-        "<=",
-        5.0,
-        "%",
-        (SWEEP,),
-        partly=15.0,
-    ),
-    _rule(
         "wider_slower_per_image",
         "A wider model runs fewer images per second (CUDA graph at the occupancy pass's batch, "
         "8 by default; widest over narrowest img/s)",
