@@ -310,3 +310,14 @@ def test_the_memory_table_predicts_on_the_base_its_ratio_uses():
     t = memory.peak_table(_read("memory_lifetimes"))
     ratio = t.eager_peak_bytes / t.measured_peak_bytes
     assert np.allclose(ratio, t.eager_vs_measured)
+
+
+def test_precision_ratios_carry_their_clock_spread(h200_verdicts):
+    p = _ok(_read("sweep_precision_core"))
+    p = p[(p.backend == "cudagraph") & (p.batch == p.batch.max())]
+    clock = (p.prov_sm_clock_start_mhz + p.prov_sm_clock_end_mhz) / 2
+    c = p.assign(clock=clock).pivot_table(index="width", columns="precision", values="clock")
+    spread = (100 * (c.tf32 - c.fp32).abs() / c[["tf32", "fp32"]].max(axis=1)).max()
+    assert spread > 10  # tf32 against fp32 at the largest batch: 11 % apart
+    assert f"{spread:.0f} % apart" in h200_verdicts.caveat["precision_tf32_faster_large_batch"]
+    assert h200_verdicts.caveat["precision_fp16_faster_large_batch"] == ""

@@ -16,7 +16,7 @@ import math
 import pandas as pd
 
 from yolo_sm.analyse.bench_table import ok_rows
-from yolo_sm.analyse.facts import fact, facts_table
+from yolo_sm.analyse.facts import fact, facts_table, sm_clock_mhz
 from yolo_sm.analyse.kernels import add_kernel_class, class_shares
 from yolo_sm.analyse.plan_grid import missing_for
 from yolo_sm.analyse.precision_8bit import facts_8bit
@@ -71,7 +71,8 @@ def precision_speedup(sweep, *, baseline: str = "fp32"):
     """Same-run latency ratio ``baseline / precision`` (above 1: faster than the baseline) per
     width, layout, batch and backend, only where both were measured. ``minutes_apart``: how far
     apart the two points were measured (``prov_date_utc``); a sweep resumed over several runs
-    can pair points of two runs."""
+    can pair points of two runs. ``clock_spread_pct``: how far apart (%) the two points' SM
+    clocks were (:func:`yolo_sm.analyse.facts.clock_spread_pct`)."""
     index = ["width", "layout", "batch", "backend"]
     r = same_run_ratio(sweep, baseline=baseline, index=tuple(index))
     r = r.dropna(subset=["ratio"]).reset_index(drop=True)
@@ -83,6 +84,16 @@ def precision_speedup(sweep, *, baseline: str = "fp32"):
         apart = wide.drop(columns=[baseline]).sub(wide[baseline], axis=0).abs().reset_index()
         apart = apart.melt(id_vars=index, var_name="precision", value_name="minutes_apart")
         r = r.merge(apart, on=[*index, "precision"], how="left")
+    if len(r):  # the SM clocks the two sides ran at (a ratio of clocks far apart says so)
+        ok = ok_rows(sweep)
+        ok = ok.assign(_c=sm_clock_mhz(ok))
+        clk = ok.pivot_table(index=index, columns="precision", values="_c", aggfunc="mean")
+        high = clk.drop(columns=[baseline]).clip(lower=clk[baseline], axis=0)
+        spread = 100 * clk.drop(columns=[baseline]).sub(clk[baseline], axis=0).abs() / high
+        spread = spread.reset_index().melt(
+            id_vars=index, var_name="precision", value_name="clock_spread_pct"
+        )
+        r = r.merge(spread, on=[*index, "precision"], how="left")
     return r
 
 
@@ -332,10 +343,12 @@ def speedup_facts(ratios, *, dataset=SWEEPS) -> list[dict]:
         g = s[(s.backend == GRAPH_BACKEND) & (s.batch == s.batch.max())]
         e = s[(s.backend == "eager") & (s.batch == s.batch.min())]
         scope = f"precision={prec}"
-        out.append(fact("speedup_large_batch_min", g.ratio.min(), "x", scope=scope, datasets=ds))
-        out.append(
-            fact("speedup_eager_small_batch", e.ratio.median(), "x", scope=scope, datasets=ds)
-        )
+        spread = {n: t.get("clock_spread_pct", pd.Series(dtype=float)).max() for n, t in
+                  (("g", g), ("e", e))}  # fmt: skip
+        out.append(fact("speedup_large_batch_min", g.ratio.min(), "x", scope=scope, datasets=ds,
+                        clock_spread_pct=spread["g"]))  # fmt: skip
+        out.append(fact("speedup_eager_small_batch", e.ratio.median(), "x", scope=scope,
+                        datasets=ds, clock_spread_pct=spread["e"]))  # fmt: skip
     if "minutes_apart" in ratios and ratios.minutes_apart.notna().any():
         out.append(fact("ratio_minutes_apart_max", ratios.minutes_apart.max(), "min", datasets=ds))
     return out
