@@ -3,7 +3,10 @@
 A :class:`Rule` names the fact it reads (:mod:`yolo_sm.analyse.facts`), a comparison and its
 thresholds. :func:`evaluate` turns rules and facts into the verdict table a notebook shows;
 :func:`phrase` only words a verdict that the comparison already made. A rule whose fact is
-missing (the dataset was not collected on this machine) reads "not tested".
+missing (the dataset was not collected on this machine, or the fact holds over no point) reads
+"not tested"; a rule naming a fact, dataset or unit nothing declares fails to load
+(:func:`validate`, :data:`UNITS`). A ratio whose sides ran at SM clocks more than
+:data:`CLOCK_SHARE_PCT` apart carries a ``caveat`` beside its verdict.
 
     Rule(id="claim_6", statement="kernels under 60 % occupancy waste the GPU",
          fact="tensor_pipe_pct_below_60_occupancy", op="<", threshold=30.0, partly=50.0,
