@@ -55,9 +55,11 @@ SOURCES: list[tuple[tuple[Rule, ...], object]] = []
 
 def known_facts() -> frozenset[str]:
     """The fact keys the facts functions of :data:`SOURCES` and :data:`PAIR_SOURCES` declare
-    (each module's ``FACT_KEYS``)."""
-    mods = {sys.modules[fn.__module__] for _, fn in SOURCES + PAIR_SOURCES}
-    return frozenset().union(*(m.FACT_KEYS for m in mods))
+    (the function's ``FACT_KEYS``, else its module's)."""
+    fns = dict.fromkeys(fn for _, fn in SOURCES + PAIR_SOURCES)
+    return frozenset().union(
+        *(getattr(fn, "FACT_KEYS", None) or sys.modules[fn.__module__].FACT_KEYS for fn in fns)
+    )
 
 
 def all_rules() -> tuple[Rule, ...]:

@@ -35,7 +35,7 @@ OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
 #: the units a rule may state its fact in
 UNITS = frozenset(
     {"", "x", "%", "pp", "points", "s", "min", "ratio", "rows", "limits", "block sizes", "waves",
-     "runs", "layers", "batches", "engines", "convs", "types", "builds"}
+     "runs", "layers", "batches", "engines", "convs", "types", "builds", "ms"}
 )  # fmt: skip
 VERDICT_COLUMNS = (
     "id",
