@@ -159,3 +159,32 @@ def test_host_bound_points_from_another_host_are_refused_naming_both(tmp_path, s
     cand = tmp_path / "cand2.parquet"
     steady.assign(prov_cpu_model="Another CPU 9000").to_parquet(cand)
     assert main(["check", "--baseline", str(path), "--candidate", str(cand)]) == 0
+
+
+def _repeat_check(tmp_path, scale=1.0, mem_add=0):
+    cand = datasets.load("h200_repeat/sweep_fp16_nhwc")
+    cand = cand.assign(
+        img_per_s=cand.img_per_s * scale, peak_mem_bytes=cand.peak_mem_bytes + mem_add
+    )
+    path = tmp_path / "repeat.parquet"
+    cand.to_parquet(path)
+    return main(["check", "--baseline", SWEEP, "--candidate", str(path)])
+
+
+def test_the_shipped_repeat_passes_and_its_slowed_copy_fails(tmp_path):
+    assert _repeat_check(tmp_path) == 0
+    assert _repeat_check(tmp_path, scale=0.8) == 1
+
+
+def test_peak_memory_moves_under_the_floor_pass_and_above_it_regress():
+    base = datasets.load(SWEEP)
+    small = base.peak_mem_bytes.min()  # a peak of about 31 MB, at most doubled below the floor
+    assert small < regress.MEMORY_FLOOR_BYTES
+    near = base.assign(peak_mem_bytes=base.peak_mem_bytes + regress.MEMORY_FLOOR_BYTES - 1)
+    past = base.assign(peak_mem_bytes=base.peak_mem_bytes + regress.MEMORY_FLOOR_BYTES + 1)
+    mem = ["peak_mem_bytes"]
+    assert not regress.compare(base, near, metrics=mem).regressed.any()
+    hit = regress.compare(base, past, metrics=mem)
+    # past the floor, the points whose share also moved past 10 % regress (the small ones)
+    share = (regress.MEMORY_FLOOR_BYTES + 1) / hit.baseline
+    assert (hit.regressed == (share > 0.1)).all() and hit.regressed.any()

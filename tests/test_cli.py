@@ -559,9 +559,12 @@ def _one_rule_catalog(monkeypatch, value):
     from yolo_sm.report.rules import Rule
 
     rule = Rule("cli_test", "the test fact stays below ten", "cli_fact", "<", 10.0, unit="ms")
-    monkeypatch.setattr(
-        catalog, "SOURCES", [((rule,), lambda root: facts_table([fact("cli_fact", value, "ms")]))]
-    )
+
+    def facts(root):
+        return facts_table([fact("cli_fact", value, "ms")])
+
+    facts.FACT_KEYS = {"cli_fact"}
+    monkeypatch.setattr(catalog, "SOURCES", [((rule,), facts)])
 
 
 @pytest.mark.parametrize("value, verdict", [(3.0, "holds"), (30.0, "does not hold")])
@@ -597,6 +600,7 @@ def test_claims_against_a_second_root_adds_the_pair_rules(monkeypatch, capsys):
         seen.append((a.name, b.name))
         return facts_table([fact("cli_pair_fact", float(a.name == b.name))])
 
+    facts.FACT_KEYS = {"cli_pair_fact"}
     monkeypatch.setattr(catalog, "PAIR_SOURCES", [((pair,), facts)])
     assert main(["claims", "--data", "h200", "--json"]) == 0
     assert [r["id"] for r in json.loads(capsys.readouterr().out)] == ["cli_test"]

@@ -137,9 +137,7 @@ def test_time_breakdown_of_the_shipped_fp16_and_fp8_traces():
     assert b.loc["8-bit quantisation", fp16] == 0 < b.loc["8-bit quantisation", fp8]
     assert b.loc["SiLU", fp8] < 0.25 * b.loc["SiLU", fp16]
     f = facts_table(fast.fp8_trace_facts(k)).set_index("key").value
-    assert f["fast.fp8_over_fp16_gpu_time"] == pytest.approx(
-        b.loc["total", fp8] / b.loc["total", fp16]
-    )
+    assert "fast.fp8_over_fp16_gpu_time" not in f  # decided once, by claim_10_fp8
 
 
 def test_triton_kernels_split_by_the_ops_inductor_names_them_after():

@@ -3,6 +3,7 @@ table formatter: numbers checked on small in-memory tables and on the shipped H2
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -111,7 +112,12 @@ def test_h200_lessons_and_their_rules(h200):
         100 * (flag.grid_size <= sms).mean()
     )
     t = pk.tail_example(flag, sms)
-    assert f["flagship_tail_idle_sm_pct"] == pytest.approx(100 * t["idle_sms"] / sms)
+    # SM coverage as notebook 01 defines it: waves over whole waves, time-weighted
+    sel = flag[flag.grid_size == t["grid_size"]]
+    cov = sel.waves_per_sm / np.ceil(sel.waves_per_sm)
+    assert t["sm_coverage_pct"] == pytest.approx(
+        100 * (cov * sel.duration_us).sum() / sel.duration_us.sum()
+    )
     c = pk.simt_contrast(h200.load("ncu_precision_w1"))
     simt = c[c.conv_class == "simt_conv"].conv_ms.max()
     tensor = c[c.conv_class == "tensor_core_conv"].conv_ms.min()

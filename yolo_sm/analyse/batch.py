@@ -293,7 +293,7 @@ def sweep_facts(table, gpu_memory_bytes: float = math.nan, datasets=()) -> list[
             gain = g["img_per_s"].max() / g["img_per_s"].iloc[0]
             out.append(fact("batch_gain_b1_to_best", gain, "x", scope=be, datasets=ds, note=where))
     eager = t[t["backend"] == "eager"]
-    if len(eager):
+    if eager["width"].nunique() > 1:  # narrowest and widest: two widths, not one read twice
         for scope, w in (("narrowest", eager["width"].min()), ("widest", eager["width"].max())):
             g = eager[(eager["width"] == w) & (eager["batch"] == 8)]
             if len(g):
@@ -449,15 +449,7 @@ def coverage_facts(coverage, datasets=()) -> list[dict]:
         return []
     c = coverage.sort_values("batch")
     lo, hi = c.iloc[0], c.iloc[-1]
-    out = [
-        fact(
-            "batch_ncu_kernels_under_1_wave_b1",
-            100 * lo.kernels_under_1_wave,
-            "%",
-            datasets=ds,
-            note=f"batch {int(lo.batch)}",
-        )
-    ]
+    out = []
     if len(c) > 1:
         span = f"batch {int(lo.batch)} to {int(hi.batch)}"
         out += [
@@ -540,6 +532,19 @@ def pool_facts(sweep, pooled, datasets=()) -> list[dict]:
             if sel.any():
                 out.append(fact(key, d[sel].max(), "%", datasets=ds))
     return out
+
+
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    batch_build_above_timed_pct batch_frac_of_best_at_b8 batch_gain_b1_to_best
+    batch_gpm_sm_util_ratio batch_graph_footprint_ratio_min batch_graph_speedup_b1_min
+    batch_graph_speedup_from_b32_max batch_memory_1280_over_640 batch_memory_fit_r2_min
+    batch_ncu_achieved_occupancy_rise
+    batch_ncu_theoretical_occupancy_change batch_peak_mem_at_best_pct
+    batch_remeasure_graph_max_dev_pct batch_remeasure_host_bound_gpu_busy_max_dev_pct
+    """.split()
+)
 
 
 def facts(

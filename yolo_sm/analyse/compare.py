@@ -281,6 +281,16 @@ def compare_layers(a: DataRoot, b: DataRoot) -> pd.DataFrame:
 PREFIX = "compare."
 
 
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    compare.b_faster_share_pct compare.gpu_bound_within_pct
+    compare.host_bound_gpu_busy_within_pct compare.host_bound_within_pct compare.points_only_a
+    compare.same_gpu
+    """.split()
+)
+
+
 def facts(a: DataRoot, b: DataRoot, m: pd.DataFrame | None = None) -> pd.DataFrame:
     """The facts of two roots side by side (``m``: :func:`compare_points`, computed when
     None). Keys (scope empty): ``compare.same_gpu`` (1 when both name the same GPU model, 0

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-FACT_COLUMNS = ("key", "value", "unit", "scope", "datasets", "note")
+FACT_COLUMNS = ("key", "value", "unit", "scope", "datasets", "note", "clock_spread_pct")
 
 
 def fact(
@@ -26,10 +26,16 @@ def fact(
     scope: str = "",
     datasets: Iterable[str] = (),
     note: str = "",
+    clock_spread_pct: float = math.nan,
+    points: int | None = None,
 ) -> dict:
-    """One fact row. ``value`` becomes a float (NaN where it is None or not a number)."""
+    """One fact row. ``value`` becomes a float (NaN where it is None or not a number).
+    ``clock_spread_pct``: for a ratio between rows, how far apart (%) their SM clocks were
+    (:func:`clock_spread_pct`); NaN where the fact compares no clocked rows. ``points``: how
+    many points a count or share is taken over; with none the value is NaN (a rule over no
+    point reads "not tested", it does not hold vacuously)."""
     try:
-        v = float(value)
+        v = float(value) if points != 0 else math.nan
     except (TypeError, ValueError):
         v = math.nan
     return {
@@ -39,6 +45,7 @@ def fact(
         "scope": str(scope),
         "datasets": tuple(datasets),
         "note": str(note),
+        "clock_spread_pct": float(clock_spread_pct),
     }
 
 
@@ -66,3 +73,18 @@ def value(facts: pd.DataFrame, key: str, scope: str = "") -> float:
     """The value of fact ``key`` (in ``scope``), NaN when it is not there."""
     hit = facts[(facts.key == key) & (facts.scope == scope)]
     return float(hit.value.iloc[0]) if len(hit) else math.nan
+
+
+def sm_clock_mhz(df: pd.DataFrame) -> pd.Series:
+    """Each row's SM clock (MHz) while it was timed: the mean of the clocks read before and
+    after its timing where both were recorded, else the provenance's one reading (NaN without)."""
+    one = df.get("prov_sm_clock_mhz", pd.Series(math.nan, index=df.index)).astype(float)
+    if "prov_sm_clock_start_mhz" in df and "prov_sm_clock_end_mhz" in df:
+        both = (df["prov_sm_clock_start_mhz"] + df["prov_sm_clock_end_mhz"]) / 2
+        return both.astype(float).fillna(one)
+    return one
+
+
+def clock_spread_pct(a: float, b: float) -> float:
+    """How far apart two SM clocks are: ``|a - b|`` over the higher, in %."""
+    return abs(a - b) / max(a, b) * 100 if a > 0 and b > 0 else math.nan

@@ -275,7 +275,8 @@ def bench_facts(bench) -> list[dict]:
                     datasets=d,
                 )
             )
-    rows.append(fact("fast.rows_not_run", int((bench["status"] != "ok").sum()), "rows", datasets=d))
+    not_run = int((bench["status"] != "ok").sum())
+    rows.append(fact("fast.rows_not_run", not_run, "rows", datasets=d, points=len(bench)))
     return rows
 
 
@@ -301,12 +302,6 @@ def fp8_trace_facts(kernels) -> list[dict]:
     c8 = part_ms(b, fp8, CONV_PARTS) + part_ms(b, fp8, EPILOGUE)
     q8 = part_ms(b, fp8, QUANTISE_PARTS)
     return [
-        fact(
-            "fast.fp8_over_fp16_gpu_time",
-            b.loc["total", fp8] / b.loc["total", fp16],
-            "x",
-            datasets=d,
-        ),
         fact(
             "fast.fp8_conv_with_quantise_over_fp16_conv",
             (c8 + q8) / c16,
@@ -377,6 +372,25 @@ def pool_share_facts(traces: dict) -> list[dict]:
             note=f"largest in {worst}; {each}",
         )
     ]
+
+
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    fast.best16_img_per_s_over_baseline fast.best16_img_per_s_over_baseline_median
+    fast.best16_latency_over_baseline fast.best16_tflops_over_fp16_peak
+    fast.best_over_max_autotune fast.cold_over_warm_compile fast.compile_launches_over_eager
+    fast.compile_saving_from_convolutions_pct fast.compiled_pool_share_max_pct
+    fast.fastest_warm_build_s fast.fp8_conv_with_quantise_over_fp16_conv
+    fast.max_autotune_gap_over_iqr
+    fast.pipeline_engine_over_fastest_max fast.pipeline_graph_over_full_median
+    fast.pipeline_graph_over_full_min fast.pipeline_over_fastest_model_only
+    fast.pipeline_over_model_only fast.pipeline_over_own_engine_median
+    fast.pipeline_over_predict fast.pipeline_over_predict_median fast.probe_1_over_3_streams
+    fast.probe_compiled_stages_over_eager fast.probe_engine_share_pct fast.rows_not_run
+    fast.usable_8bit_over_fp16 fast.warm_compile_s
+    """.split()
+)
 
 
 def facts(root: DataRoot):

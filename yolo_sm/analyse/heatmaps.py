@@ -45,6 +45,8 @@ KINETO_TOLERANCE = 10.0
 #: The limiter categories, in the order of the categorical heatmap (colours:
 #: yolo_sm.report.colors.LIMITER_COLORS).
 LIMITERS = ("warps", "blocks", "registers", "shared_mem", "grid")
+#: the block limits a kernel's own resources set
+RESOURCES = ("registers", "shared_mem")
 #: Precisions from widest to narrowest, the column order of precision heatmaps.
 PRECISION_ORDER = ("fp32", "tf32", "fp16", "bf16")
 _LIMIT_COLS = {name: f"limit_{name}" for name in LIMITER_ORDER}
@@ -216,67 +218,30 @@ def _scope(by: str, v) -> str:
     return f"{by}={v:g}" if isinstance(v, (int, float, np.integer, np.floating)) else f"{by}={v}"
 
 
-def _summary_facts(kernels, by: str, dataset: str) -> tuple[list[dict], pd.DataFrame, pd.DataFrame]:
-    """Per value of ``by`` (scope ``by=<value>``): the forward's time-weighted achieved and
-    theoretical occupancy, share of layers below :data:`LOW_PCT`, layers at or above
-    :data:`HIGH_PCT`, kernel time, and the shares of kernel time under one wave (``grid``) and
-    capped by a per-kernel resource (registers or shared memory); with the summary and the
-    layer table they come from."""
+def _summary(kernels, by: str):
+    """Per value of ``by``: the summary (:func:`config_summary`), the layer table, and the
+    shares (%) of kernel time under one wave (``grid``) and whose smallest block limit is a
+    per-kernel resource (registers or shared memory, whatever the grid: :data:`RESOURCES`)."""
     table = layer_table(kernels)
     s = config_summary(table, by=by)
-    low, high = f"layers_below_{LOW_PCT:g}", f"layers_at_least_{HIGH_PCT:g}"
-    lim = limiter_shares(kernels).groupby(by).first() if by != "variant" else None
-    rows = []
-    ds = (dataset,)
-    for r in s.to_dict("records"):
-        sc = _scope(by, r[by])
-        rows += [
-            fact(
-                "achieved_occupancy_tw_pct",
-                r["achieved_occupancy_tw_pct"],
-                "%",
-                scope=sc,
-                datasets=ds,
-            ),
-            fact(
-                "theoretical_occupancy_tw_pct",
-                r["theoretical_occupancy_tw_pct"],
-                "%",
-                scope=sc,
-                datasets=ds,
-            ),
-            fact(
-                f"layers_below_{LOW_PCT:g}_share",
-                100 * r[low] / r["layers"],
-                "%",
-                scope=sc,
-                datasets=ds,
-            ),
-            fact(f"layers_at_least_{HIGH_PCT:g}", r[high], "layers", scope=sc, datasets=ds),
-            fact("forward_kernel_ms", r["forward_kernel_ms"], "ms", scope=sc, datasets=ds),
-        ]
-        if lim is not None:
-            lr = lim.loc[r[by]]
-            resource = sum(float(lr.get(c, 0.0)) for c in ("registers", "shared_mem"))
-            rows += [
-                fact(
-                    "grid_limited_time_share",
-                    100 * float(lr.get("grid", 0.0)),
-                    "%",
-                    scope=sc,
-                    datasets=ds,
-                ),
-                fact("resource_limited_time_share", 100 * resource, "%", scope=sc, datasets=ds),
-            ]
-    return rows, s, table
+    lim = limiter_shares(kernels).groupby(by).first()
+    grid = 100 * (lim["grid"] if "grid" in lim else 0.0 * lim.sum(axis=1))
+    # what caps residency per SM, whatever the grid: a persistent convolution sizes its grid
+    # to the blocks its registers and shared memory allow, so its grid is not its limit
+    blk = add_config_columns(add_limiter(kernels))
+    blk = blk.assign(res=blk.duration_us.where(blk.block_limiter.isin(RESOURCES), 0.0))
+    resource = 100 * blk.groupby(by).res.sum() / blk.groupby(by).duration_us.sum()
+    return s, table, grid, resource
 
 
 def _width_facts(kernels) -> list[dict]:
-    rows, s, table = _summary_facts(kernels, "width", WIDTH_NCU)
+    s, table, _, resource = _summary(kernels, "width")
     ds = (WIDTH_NCU,)
     ach = s.set_index("width").achieved_occupancy_tw_pct
     low = (s[f"layers_below_{LOW_PCT:g}"] / s.layers * 100).set_axis(s.width)
-    resource = [r["value"] for r in rows if r["key"] == "resource_limited_time_share"]
+    # per width: what the width claims (notebook 09) derive from
+    rows = [fact("achieved_occupancy_tw_pct", v, "%", scope=_scope("width", w), datasets=ds)
+            for w, v in ach.items()]  # fmt: skip
     widest = table[table.width == table.width.max()]
     slowest = widest.loc[widest.time_us.idxmax()]
 
@@ -287,20 +252,11 @@ def _width_facts(kernels) -> list[dict]:
     at15 = pick(ach, np.isclose(ach.index, 1.5))
     big = pick(low, low.index > 1.7)
     rows += [
-        fact("width_achieved_occupancy_tw_pct_min", ach.min(), "%", datasets=ds),
-        fact("width_achieved_occupancy_tw_pct_max", ach.max(), "%", datasets=ds),
         fact(
             "resource_limited_time_share_max_over_widths",
-            max(resource, default=math.nan),
+            resource.max() if len(resource) else math.nan,
             "%",
             datasets=ds,
-        ),
-        fact(
-            "slowest_layer_time_share_widest",
-            100 * slowest.time_share,
-            "%",
-            datasets=ds,
-            note=f"{slowest.layer_label} at width {slowest.width:g}",
         ),
         fact(
             "slowest_layer_achieved_occupancy_tw_pct_widest",
@@ -336,50 +292,24 @@ def _width_facts(kernels) -> list[dict]:
 
 
 def _batch_facts(kernels) -> list[dict]:
-    rows, s, _ = _summary_facts(kernels, "batch", BATCH_NCU)
-    ds = (BATCH_NCU,)
-    s = s.sort_values("batch")
-    grid = {r["scope"]: r["value"] for r in rows if r["key"] == "grid_limited_time_share"}
-    first = s.iloc[0]
-    rows += [
+    s, _, grid, _ = _summary(kernels, "batch")
+    first = s.sort_values("batch").iloc[0]
+    return [
         fact(
             "grid_limited_time_share_smallest_batch",
-            grid[_scope("batch", first.batch)],
+            grid.loc[first.batch],
             "%",
-            datasets=ds,
+            datasets=(BATCH_NCU,),
             note=f"batch {first.batch}",
         ),
     ]
-    return rows
 
 
 def _precision_facts(kernels) -> list[dict]:
-    rows, s, _ = _summary_facts(kernels, "variant", PRECISION_NCU)
+    s = config_summary(layer_table(kernels), by="variant")
     best = s.loc[s.achieved_occupancy_tw_pct.idxmax()]
     fast = s.loc[s.forward_kernel_ms.idxmin()]
-    k = add_config_columns(add_kernel_class(kernels))
-    t = k.groupby(["variant", "kernel_class"]).duration_us.sum().unstack(fill_value=0.0)
-    share = 100 * t.get("layout_transform", 0.0 * t.sum(axis=1)) / t.sum(axis=1)
-    ds = (PRECISION_NCU,)
-    rows += [
-        fact("layout_transform_time_share", v, "%", scope=_scope("variant", name), datasets=ds)
-        for name, v in share.items()
-    ]
-    gaps = [
-        share[f"{p} nchw"] - share[f"{p} nhwc"]
-        for p in ("fp16", "bf16")
-        if f"{p} nchw" in share and f"{p} nhwc" in share
-    ]
-    rows.append(
-        fact(
-            "layout_transform_time_share_16bit_nchw_minus_nhwc",
-            sum(gaps) / len(gaps) if gaps else math.nan,
-            "points",
-            datasets=ds,
-            note="mean over fp16 and bf16",
-        )
-    )
-    rows.append(
+    return [
         fact(
             "fastest_variant_occupancy_below_highest_pct_points",
             best.achieved_occupancy_tw_pct - fast.achieved_occupancy_tw_pct,
@@ -387,58 +317,44 @@ def _precision_facts(kernels) -> list[dict]:
             datasets=(PRECISION_NCU,),
             note=f"highest occupancy: {best.variant}; fastest forward: {fast.variant}",
         )
-    )
-    return rows
+    ]
 
 
 def _kineto_facts(profile) -> list[dict]:
     est = estimate_vs_measured(profile)
     err = est.est_minus_achieved.abs()
-    ds = (PROFILE,)
-    rows = [
+    return [
         fact(
             f"kineto_layers_within_{KINETO_TOLERANCE:g}_share",
             100 * (err <= KINETO_TOLERANCE).mean(),
             "%",
-            datasets=ds,
+            datasets=(PROFILE,),
             note="layer rows where Kineto's estimate is within the tolerance of ncu's achieved",
         ),
-        fact(
-            "kineto_est_minus_achieved_abs_tw_mean",
-            (err * est.ncu_time_us).sum() / est.ncu_time_us.sum(),
-            "points",
-            datasets=ds,
-        ),
     ]
-    for w, g in est.assign(err=err).groupby("width"):
-        rows.append(
-            fact(
-                "kineto_est_minus_achieved_abs_tw_mean",
-                (g.err * g.ncu_time_us).sum() / g.ncu_time_us.sum(),
-                "points",
-                scope=_scope("width", w),
-                datasets=ds,
-            )
-        )
-    return rows
+
+
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    achieved_occupancy_tw_pct_distance_from_60 achieved_occupancy_tw_pct_min
+    fastest_variant_occupancy_below_highest_pct_points grid_limited_time_share_smallest_batch
+    kineto_layers_within_10_share layers_below_50_share_min
+    resource_limited_time_share_max_over_widths slowest_layer_achieved_occupancy_tw_pct_widest
+    """.split()
+)
 
 
 def facts(root: DataRoot) -> pd.DataFrame:
     """The heatmaps' facts from ``root`` (:mod:`yolo_sm.analyse.facts`).
 
-    Per value (scope ``width=<w>``, ``batch=<b>``, ``variant=<precision layout>``):
-    ``achieved_occupancy_tw_pct``, ``theoretical_occupancy_tw_pct`` (the forward's,
-    time-weighted), ``layers_below_50_share``, ``layers_at_least_85``, ``forward_kernel_ms``,
-    and for width and batch ``grid_limited_time_share`` and ``resource_limited_time_share``.
-    Whole-notebook facts (scope empty): ``width_achieved_occupancy_tw_pct_min`` /
-    ``_max``, ``resource_limited_time_share_max_over_widths``,
-    ``slowest_layer_time_share_widest``, ``slowest_layer_achieved_occupancy_tw_pct_widest``,
+    Per width (scope ``width=<w>``): ``achieved_occupancy_tw_pct`` (the forward's,
+    time-weighted; claim 2 derives from it). Whole-notebook facts (scope empty):
+    ``resource_limited_time_share_max_over_widths``,
+    ``slowest_layer_achieved_occupancy_tw_pct_widest``,
     ``grid_limited_time_share_smallest_batch``,
-    ``fastest_variant_occupancy_below_highest_pct_points``,
-    ``layout_transform_time_share_16bit_nchw_minus_nhwc`` (and ``layout_transform_time_share``
-    per variant), ``kineto_layers_within_10_share``,
-    ``kineto_est_minus_achieved_abs_tw_mean`` (also per width). For the width claim:
-    ``achieved_occupancy_tw_pct_min`` (scope ``width<=1.25``),
+    ``fastest_variant_occupancy_below_highest_pct_points``, ``kineto_layers_within_10_share``.
+    For the width claim: ``achieved_occupancy_tw_pct_min`` (scope ``width<=1.25``),
     ``achieved_occupancy_tw_pct_distance_from_60`` (``width=1.5``) and
     ``layers_below_50_share_min`` (``width>1.7``), NaN when the root has no such width.
     """

@@ -105,6 +105,15 @@ def host_bound_edge(table: pd.DataFrame, backend: str = "eager") -> pd.DataFrame
                                        "smallest_gpu_bound_batch"])  # fmt: skip
 
 
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    hosts.eager_small_cpu_share_pct hosts.eager_small_host_bound_share_pct
+    hosts.graph_host_bound_share_pct
+    """.split()
+)
+
+
 def facts(root: DataRoot, sweep: str = SWEEP) -> pd.DataFrame:
     """Facts of the host's share (keys prefixed with :data:`PREFIX`; left out where ``root``
     lacks ``sweep`` or its host columns; unscoped): at eager's smallest batch (the note names it)

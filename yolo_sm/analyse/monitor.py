@@ -140,6 +140,15 @@ def gpm_relation(gpm: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    monitor_gpm_occupancy_over_active monitor_gpu_util_over_sm_active_pp
+    monitor_occupancy_over_active_busy monitor_power_busy_over_idle monitor_sm_active_busy
+    """.split()
+)
+
+
 def facts(root, name: str = MONITOR, gpm: str = GPM_BATCH) -> pd.DataFrame:
     """The facts of notebook 16 read off ``root``'s datasets ``name`` and ``gpm`` (a dataset
     the root lacks leaves its facts out)."""

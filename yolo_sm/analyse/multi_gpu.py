@@ -248,6 +248,14 @@ def pair_facts(multi: DataRoot, single: DataRoot) -> pd.DataFrame:
     return facts_table(rows)
 
 
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    multi_gpu.gpu_median_spread_pct multi_gpu.scaling_efficiency multi_gpu.table_mismatches
+    """.split()
+)
+
+
 def facts(a: DataRoot, b: DataRoot) -> pd.DataFrame:
     """:func:`pair_facts` of two roots in either order: the one collected on two GPUs or more
     (``a`` where both were) against the other; none where neither was."""

@@ -16,7 +16,7 @@ import math
 import pandas as pd
 
 from yolo_sm.analyse.bench_table import ok_rows
-from yolo_sm.analyse.facts import fact, facts_table
+from yolo_sm.analyse.facts import fact, facts_table, sm_clock_mhz
 from yolo_sm.analyse.kernels import add_kernel_class, class_shares
 from yolo_sm.analyse.plan_grid import missing_for
 from yolo_sm.analyse.precision_8bit import facts_8bit
@@ -71,7 +71,8 @@ def precision_speedup(sweep, *, baseline: str = "fp32"):
     """Same-run latency ratio ``baseline / precision`` (above 1: faster than the baseline) per
     width, layout, batch and backend, only where both were measured. ``minutes_apart``: how far
     apart the two points were measured (``prov_date_utc``); a sweep resumed over several runs
-    can pair points of two runs."""
+    can pair points of two runs. ``clock_spread_pct``: how far apart (%) the two points' SM
+    clocks were (:func:`yolo_sm.analyse.facts.clock_spread_pct`)."""
     index = ["width", "layout", "batch", "backend"]
     r = same_run_ratio(sweep, baseline=baseline, index=tuple(index))
     r = r.dropna(subset=["ratio"]).reset_index(drop=True)
@@ -83,6 +84,16 @@ def precision_speedup(sweep, *, baseline: str = "fp32"):
         apart = wide.drop(columns=[baseline]).sub(wide[baseline], axis=0).abs().reset_index()
         apart = apart.melt(id_vars=index, var_name="precision", value_name="minutes_apart")
         r = r.merge(apart, on=[*index, "precision"], how="left")
+    if len(r):  # the SM clocks the two sides ran at (a ratio of clocks far apart says so)
+        ok = ok_rows(sweep)
+        ok = ok.assign(_c=sm_clock_mhz(ok))
+        clk = ok.pivot_table(index=index, columns="precision", values="_c", aggfunc="mean")
+        high = clk.drop(columns=[baseline]).clip(lower=clk[baseline], axis=0)
+        spread = 100 * clk.drop(columns=[baseline]).sub(clk[baseline], axis=0).abs() / high
+        spread = spread.reset_index().melt(
+            id_vars=index, var_name="precision", value_name="clock_spread_pct"
+        )
+        r = r.merge(spread, on=[*index, "precision"], how="left")
     return r
 
 
@@ -332,10 +343,12 @@ def speedup_facts(ratios, *, dataset=SWEEPS) -> list[dict]:
         g = s[(s.backend == GRAPH_BACKEND) & (s.batch == s.batch.max())]
         e = s[(s.backend == "eager") & (s.batch == s.batch.min())]
         scope = f"precision={prec}"
-        out.append(fact("speedup_large_batch_min", g.ratio.min(), "x", scope=scope, datasets=ds))
-        out.append(
-            fact("speedup_eager_small_batch", e.ratio.median(), "x", scope=scope, datasets=ds)
-        )
+        spread = {n: t.get("clock_spread_pct", pd.Series(dtype=float)).max() for n, t in
+                  (("g", g), ("e", e))}  # fmt: skip
+        out.append(fact("speedup_large_batch_min", g.ratio.min(), "x", scope=scope, datasets=ds,
+                        clock_spread_pct=spread["g"]))  # fmt: skip
+        out.append(fact("speedup_eager_small_batch", e.ratio.median(), "x", scope=scope,
+                        datasets=ds, clock_spread_pct=spread["e"]))  # fmt: skip
     if "minutes_apart" in ratios and ratios.minutes_apart.notna().any():
         out.append(fact("ratio_minutes_apart_max", ratios.minutes_apart.max(), "min", datasets=ds))
     return out
@@ -351,6 +364,7 @@ def missing_facts(missing, *, dataset=SWEEPS) -> list[dict]:
             int(missing.points.sum()) if len(missing) else 0,
             "points",
             datasets=ds,
+            points=0 if planned == 0 else None,
         ),
         fact("sweep_grid_planned_points", planned, "points", datasets=ds),
     ]
@@ -399,13 +413,9 @@ def kernel_facts(fwd, matmul, *, dataset=NCU) -> list[dict]:
             ),
         ]
     nhwc = [f"{p}_nhwc" for p in TENSOR_CORE_PRECISIONS if f"{p}_nhwc" in f.index]
-    nchw = [f"{p}_nchw" for p in TENSOR_CORE_PRECISIONS if f"{p}_nchw" in f.index]
     if nhwc:
         v = 100 * f.loc[nhwc, "layout_transform_share"].max()
         out.append(fact("layout_transform_share_tensor_core_nhwc_max", v, "%", datasets=ds))
-    if nchw:
-        v = 100 * f.loc[nchw, "layout_transform_share"].min()
-        out.append(fact("layout_transform_share_tensor_core_nchw_min", v, "%", datasets=ds))
     if "fp32_nhwc" in f.index:
         v = 100 * f.loc["fp32_nhwc", "layout_transform_share"]
         out.append(fact("layout_transform_share_fp32_nhwc", v, "%", datasets=ds))
@@ -440,6 +450,7 @@ def pair_facts(ratios, delta, *, a="bf16", b="fp16") -> list[dict]:
                 int((delta[f"classes_{a}"] != delta[f"classes_{b}"]).sum()),
                 "layers",
                 datasets=ds,
+                points=len(delta),
             ),
         ]
     return out
@@ -526,6 +537,31 @@ def fp8_bench_facts(bench) -> list[dict]:
             datasets=ds,
         ),
     ]
+
+
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    achieved_occupancy_fp16_nhwc_minus_fp32_nchw bench_engines_failed
+    bf16_over_fp16_median_error bf16_vs_fp16_kernel_time_dev bf16_vs_fp16_layers_changing_class
+    bf16_vs_fp16_median_ratio_dev bf16_vs_fp16_top_layer_share_of_diff engine_fallbacks_max
+    fp8_conv_occupancy_gap_max fp8_engine_batches_over_tolerance fp8_engine_vs_emulation_max_dev
+    fp8_error_over_tolerance_max fp8_prior_error_over_tolerance_max gpu_error_over_tolerance_max
+    high_occupancy_share_fp16_nhwc_minus_fp32_nchw int8_box_match_min
+    int8_conv_occupancy_gap_max int8_conv_over_fp16_conv_max int8_error_over_tolerance_max
+    int8_kernels.best_over_cudnn_min int8_kernels.best_over_fp16_min int8_kernels.conv_error_max
+    int8_kernels.cudnn_peak_of_int8_ceiling_pct int8_kernels.fused_over_prequant_min
+    int8_kernels.intmm_over_cudnn_min int8_kernels.model_intmm_over_cudnn_min
+    int8_kernels.model_triton_over_cudnn_min int8_kernels.triton_over_cudnn_min
+    int8_kernels.triton_peak_of_int8_ceiling_pct int8_percentile_over_max_error
+    int8_quantise_over_saving_max int8_unchanged_pct_min kernel_time_fp32_nchw_over_fp16_nhwc
+    layout_transform_share_fp32_nhwc
+    layout_transform_share_tensor_core_nhwc_max narrowest_error_amplification_min
+    numerics_error_over_tolerance_max ratio_minutes_apart_max simt_share_fp16_nhwc
+    simt_share_fp32_nchw speedup_eager_small_batch speedup_large_batch_min
+    sweep_grid_missing_points tensor_core_conv_theoretical_fp16_nhwc
+    """.split()
+)
 
 
 def facts(root: DataRoot) -> pd.DataFrame:

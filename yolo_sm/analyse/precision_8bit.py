@@ -155,8 +155,8 @@ def error_table(numerics_8bit, numerics=None):
 
 
 def speed_facts(speed) -> list[dict]:
-    """Per 8-bit precision in the bench: its smallest ratio to the fastest fp16 engine and to
-    the fp16 CUDA graph over the widths and batches (ok rows), its convolutions that fell back
+    """Per 8-bit precision in the bench (its speed over fp16 is claim_10's fact): its
+    convolutions that fell back
     to fp16 (most in one engine, rows measured on a GPU: a CPU emulates), its largest check
     error over the tolerance (failed checks included) and its engines that failed."""
     ds = (BENCH_8BIT,)
@@ -166,13 +166,6 @@ def speed_facts(speed) -> list[dict]:
         if s.empty:
             continue
         scope = f"precision={p}"
-        ok = s[s.status == "ok"]
-        for key, ratio in (
-            ("over_fastest_fp16_min", "vs_fastest_fp16"),
-            ("over_cudagraph_fp16_min", "vs_cudagraph_fp16"),
-        ):
-            low = ok[ratio].min() if len(ok) else math.nan
-            out.append(fact(key, low, "x", scope=scope, datasets=ds))
         # on a CPU the engines emulate: no cuDNN path to fall back from
         on_gpu = s.prov_device.astype(str).str.startswith("cuda") if "prov_device" in s else None
         falls = s.quant_fallbacks[on_gpu] if on_gpu is not None else s.quant_fallbacks

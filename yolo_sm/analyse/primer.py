@@ -21,7 +21,6 @@ from yolo_sm.analyse.occupancy import waves as waves_of
 from yolo_sm.analyse.primer_checks import (
     calculator_facts,
     compute_capability,
-    kineto_facts,
     time_weighted,
 )
 from yolo_sm.analyse.primer_questions import facts_rows as lesson_facts
@@ -226,7 +225,6 @@ def pipe_vs_occupancy(ncu):
 def _forward_facts(ncu: pd.DataFrame) -> list[dict]:
     cfg = focus_config(ncu)
     k = add_kernel_class(ncu[ncu.config == cfg])
-    total = k.duration_us.sum()
     tc = k[k.kernel_class == "tensor_core_conv"]
     mem = k[k.kernel_class.isin(MEMORY_CLASSES)]
     ds = (NCU,)
@@ -234,18 +232,7 @@ def _forward_facts(ncu: pd.DataFrame) -> list[dict]:
     low = tc.achieved_occupancy_pct < LOW_OCCUPANCY_PCT
     tc_ach = time_weighted(tc, "achieved_occupancy_pct") if len(tc) else math.nan
     mem_ach = time_weighted(mem, "achieved_occupancy_pct") if len(mem) else math.nan
-    levels = tensor_core_occupancy_levels(k) if len(tc) else None
-    top = levels.iloc[0] if levels is not None else None
-    rows = [
-        fact("tc_conv_time_share", 100 * tc.duration_us.sum() / total, "%", datasets=ds, note=note),
-        fact(
-            "tc_conv_theoretical_occupancy_tw_pct",
-            time_weighted(tc, "theoretical_occupancy_pct") if len(tc) else math.nan,
-            "%",
-            datasets=ds,
-            note=note,
-        ),
-        fact("tc_conv_achieved_occupancy_tw_pct", tc_ach, "%", datasets=ds, note=note),
+    return [
         fact(
             "tc_conv_time_share_below_60_achieved",
             100 * tc.duration_us[low].sum() / tc.duration_us.sum() if len(tc) else math.nan,
@@ -254,22 +241,6 @@ def _forward_facts(ncu: pd.DataFrame) -> list[dict]:
             note=f"{note}; share of tensor-core convolution time",
         ),
         fact(
-            "tc_conv_top_level_time_share",
-            100 * top.time_share if top is not None else math.nan,
-            "%",
-            datasets=ds,
-            note=f"{note}; share of tensor-core convolution time at its commonest level",
-        ),
-        fact(
-            "tc_conv_top_level_theoretical_occupancy_pct",
-            top.theoretical_occupancy_pct if top is not None else math.nan,
-            "%",
-            datasets=ds,
-            note=note,
-        ),
-        fact("memory_kernels_time_share", 100 * mem.duration_us.sum() / total, "%", datasets=ds),
-        fact("memory_kernels_achieved_occupancy_tw_pct", mem_ach, "%", datasets=ds, note=note),
-        fact(
             "memory_minus_tc_conv_achieved_occupancy_pct_points",
             mem_ach - tc_ach,
             "points",
@@ -277,101 +248,55 @@ def _forward_facts(ncu: pd.DataFrame) -> list[dict]:
             note=note,
         ),
     ]
-    return rows
 
 
 def _flagship_facts(root: DataRoot) -> list[dict]:
-    launch = flagship_launch(root)
-    res = calculate(launch)
-    ds = (NCU,)
+    res = calculate(flagship_launch(root))
     resources = [n for n in res.binding_limits if n in ("registers", "shared_mem")]
     return [
-        fact("flagship_threads_per_block", launch["threads_per_block"], "threads", datasets=ds),
-        fact(
-            "flagship_registers_per_thread",
-            launch["registers_per_thread"],
-            "registers",
-            datasets=ds,
-        ),
-        fact("flagship_shared_mem_per_block", launch["shared_mem_per_block"], "B", datasets=ds),
-        fact(
-            "flagship_time_share",
-            100 * launch["time_share"],
-            "%",
-            datasets=ds,
-            note="share of tensor-core convolution time",
-        ),
-        fact("flagship_active_blocks_per_sm", res.active_blocks_per_sm, "blocks", datasets=ds),
-        fact(
-            "flagship_theoretical_occupancy_pct",
-            res.occupancy_pct,
-            "%",
-            datasets=ds,
-            note="calculator",
-        ),
-        fact("flagship_block_limit_registers", res.block_limit_registers, "blocks", datasets=ds),
-        fact("flagship_block_limit_shared_mem", res.block_limit_shared_mem, "blocks", datasets=ds),
         fact(
             "flagship_binding_resource_limits",
             len(resources),
             "limits",
-            datasets=ds,
+            datasets=(NCU,),
             note="registers and shared memory: how many cap the active blocks",
         ),
     ]
 
 
-def _wide_facts(wide: pd.DataFrame) -> list[dict]:
-    k = pipe_vs_occupancy(wide)
-    tc = k[k.kernel_class == "tensor_core_conv"]
-    ds = (WIDE,)
-    return [
-        fact(
-            "wide_tc_conv_achieved_occupancy_tw_pct",
-            time_weighted(tc, "achieved_occupancy_pct") if len(tc) else math.nan,
-            "%",
-            datasets=ds,
-        ),
-    ]
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    calculator_mismatch_share flagship_binding_resource_limits
+    flagship_grid_at_most_sm_count_share
+    memory_minus_tc_conv_achieved_occupancy_pct_points simt_over_tensor_conv_time_ratio
+    simt_tensor_conv_achieved_occupancy_gap_pct_points tc_conv_time_share_below_60_achieved
+    """.split()
+)
 
 
 def facts(root: DataRoot) -> pd.DataFrame:
     """The primer's facts from ``root`` (:mod:`yolo_sm.analyse.facts`), scope empty:
 
-    - from ``ncu_width_b8``, the forward of :func:`focus_config`: ``tc_conv_time_share``,
-      ``tc_conv_theoretical_occupancy_tw_pct``, ``tc_conv_achieved_occupancy_tw_pct``,
-      ``tc_conv_time_share_below_60_achieved``, ``tc_conv_top_level_time_share``,
-      ``tc_conv_top_level_theoretical_occupancy_pct``, ``memory_kernels_time_share``,
-      ``memory_kernels_achieved_occupancy_tw_pct``,
+    - from ``ncu_width_b8``, the forward of :func:`focus_config`:
+      ``tc_conv_time_share_below_60_achieved``,
       ``memory_minus_tc_conv_achieved_occupancy_pct_points``; the :func:`flagship_launch` in the
-      calculator: ``flagship_*`` (threads, registers, shared memory, time share, active blocks,
-      theoretical occupancy, the register and shared-memory block limits, and
-      ``flagship_binding_resource_limits``: how many of those two cap it);
+      calculator: ``flagship_binding_resource_limits`` (how many of registers and shared memory
+      cap its active blocks);
     - the Hopper lessons of :func:`yolo_sm.analyse.primer_questions.facts_rows`
-      (``flagship_grid_at_most_sm_count_share``, ``flagship_tail_idle_sm_pct``,
-      ``simt_over_tensor_conv_time_ratio``,
+      (``flagship_grid_at_most_sm_count_share``, ``simt_over_tensor_conv_time_ratio``,
       ``simt_tensor_conv_achieved_occupancy_gap_pct_points``);
-    - from every Nsight Compute table: ``calculator_launches_checked``,
-      ``calculator_mismatch_share``;
-    - from ``ncu_wide_stack``: ``wide_tc_conv_achieved_occupancy_tw_pct`` (whether
-      low-occupancy kernels keep the tensor pipes busy is article claim 6, decided once, by
-      :data:`yolo_sm.report.claims.CLAIMS_RULES`);
-    - from ``trace_width_b8`` (first iteration, the same forward): ``kineto_est_occupancy_tw_pct``,
-      ``kineto_theoretical_occupancy_tw_pct``, ``kineto_est_above_theoretical_time_share``,
-      ``kineto_est_below_theoretical_time_share``.
+    - from every Nsight Compute table: ``calculator_mismatch_share``.
+
+    Kineto's estimate is the calculator's value capped by the grid (never above it by
+    definition): :func:`yolo_sm.analyse.primer_checks.kineto_summary` shows it as a table.
     """
     rows = []
-    config = None
     if root.has(NCU):
         ncu = root.load(NCU)
-        config = focus_config(ncu)
         rows += _forward_facts(ncu) + _flagship_facts(root)
         rows += lesson_facts(root, flagship_launch(root), sm_count(root, ncu))
     elif root.has("ncu_precision_w1"):
         rows += lesson_facts(root, flagship_launch(root), sm_count(root))
     rows += calculator_facts(root, NCU_TABLES)
-    if root.has(WIDE):
-        rows += _wide_facts(root.load(WIDE))
-    if root.has(TRACE):
-        rows += kineto_facts(root.load(TRACE), config)
     return facts_table(rows)

@@ -84,8 +84,8 @@ def calculator_mismatches(ncu: pd.DataFrame, cc: str, tolerance: float = 0.01) -
 
 
 def calculator_facts(root: DataRoot, tables) -> list[dict]:
-    """``calculator_launches_checked`` and ``calculator_mismatch_share`` (%) over the Nsight
-    Compute ``tables`` the root holds."""
+    """``calculator_mismatch_share`` (%) over the distinct launch shapes of the Nsight Compute
+    ``tables`` the root holds (the note counts them)."""
     names = [n for n in tables if root.has(n)]
     if not names:
         return []
@@ -95,48 +95,11 @@ def calculator_facts(root: DataRoot, tables) -> list[dict]:
         return []
     m = calculator_mismatches(ncu, cc)
     return [
-        fact("calculator_launches_checked", len(m), "launches", datasets=names),
         fact(
             "calculator_mismatch_share",
             100 * m.mismatch.mean() if len(m) else math.nan,
             "%",
             datasets=names,
-            note="distinct launch shapes where the calculator differs from Nsight Compute",
-        ),
-    ]
-
-
-def kineto_facts(trace: pd.DataFrame, config: str | None) -> list[dict]:
-    fwd = trace[trace.iteration == trace.iteration.min()]
-    if config is not None and (fwd.config == config).any():
-        fwd = fwd[fwd.config == config]
-    # Kineto writes its estimate in whole percent: 19 for the calculator's 18.75
-    above = fwd.est_occupancy_pct > fwd.theoretical_occupancy_pct + 1.0
-    below = fwd.est_occupancy_pct < fwd.theoretical_occupancy_pct - 1.0
-    time = fwd.duration_us.sum()
-    ds = (TRACE,)
-    return [
-        fact(
-            "kineto_est_occupancy_tw_pct", time_weighted(fwd, "est_occupancy_pct"), "%", datasets=ds
-        ),
-        fact(
-            "kineto_theoretical_occupancy_tw_pct",
-            time_weighted(fwd, "theoretical_occupancy_pct"),
-            "%",
-            datasets=ds,
-        ),
-        fact(
-            "kineto_est_above_theoretical_time_share",
-            100 * fwd.duration_us[above].sum() / time,
-            "%",
-            datasets=ds,
-            note="kernel time where the estimate exceeds the calculator's value by > 1 point",
-        ),
-        fact(
-            "kineto_est_below_theoretical_time_share",
-            100 * fwd.duration_us[below].sum() / time,
-            "%",
-            datasets=ds,
-            note="kernel time where the grid cap lowers the estimate by > 1 point",
+            note=f"of {len(m)} distinct launch shapes, where the calculator differs from ncu",
         ),
     ]

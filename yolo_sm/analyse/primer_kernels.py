@@ -18,7 +18,7 @@ import pandas as pd
 
 from yolo_sm.analyse.kernels import add_kernel_class
 from yolo_sm.analyse.occupancy import ARCH, limits_table, theoretical_occupancy
-from yolo_sm.analyse.weighting import weighted_mean
+from yolo_sm.analyse.weighting import sm_coverage, weighted_mean
 from yolo_sm.contract.datasets import DataRoot
 
 #: Tables the four-limit examples are chosen from (those the root holds).
@@ -184,16 +184,22 @@ def flagship_kernels(k: pd.DataFrame, launch: dict) -> pd.DataFrame:
 def tail_example(flag: pd.DataFrame, sm_count: int) -> dict:
     """The grid size holding most of the flagship kernels' time, and what it does on
     ``sm_count`` SMs at one block per SM: ``grid_size``, ``idle_sms``, ``sm_coverage_pct``
-    (SMs ever busy), the kernels' time-weighted achieved and theoretical occupancy (%), and
+    (:func:`yolo_sm.analyse.weighting.sm_coverage` of its waves, time-weighted, %), the
+    kernels' time-weighted achieved and theoretical occupancy (%), and
     ``time_share`` of the flagship time at that grid."""
     by = flag.groupby("grid_size").duration_us.sum()
     grid = int(by.idxmax())
     sel = flag[flag.grid_size == grid]
+    waves = sel.get("waves_per_sm", pd.Series(math.nan, index=sel.index))
+    cov = pd.Series(sm_coverage(waves), index=sel.index)
     return {
         "grid_size": grid,
         "sm_count": sm_count,
         "idle_sms": max(sm_count - grid, 0) if grid <= sm_count else (-grid) % sm_count,
-        "sm_coverage_pct": 100 * grid / (math.ceil(grid / sm_count) * sm_count),
+        # SM coverage as notebook 01 defines it (weighting.sm_coverage of ncu's waves)
+        "sm_coverage_pct": 100 * weighted_mean(cov, sel.duration_us)
+        if "waves_per_sm" in sel
+        else 100 * grid / (math.ceil(grid / sm_count) * sm_count),
         "achieved_occupancy_tw_pct": weighted_mean(sel.achieved_occupancy_pct, sel.duration_us),
         "theoretical_occupancy_tw_pct": weighted_mean(
             sel.theoretical_occupancy_pct, sel.duration_us

@@ -114,11 +114,6 @@ def facts_rows(root: DataRoot, launch: dict, sm_count: int | None) -> list[dict]
                 100 * (flag.grid_size <= sm_count).mean(), "%", datasets=ds,
                 note=f"launches of the flagship shape on {sm_count} SMs",
             ))  # fmt: skip
-            t = tail_example(flag, sm_count)
-            rows.append(fact(
-                "flagship_tail_idle_sm_pct", 100 - t["sm_coverage_pct"], "%", datasets=ds,
-                note=f"grid {t['grid_size']} on {sm_count} SMs",
-            ))  # fmt: skip
     if root.has(SIMT_TABLE):
         s = simt_vs_tensor(simt_contrast(root.load(SIMT_TABLE)))
         if s:

@@ -43,10 +43,8 @@ from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.hardware import (
     CEILINGS,
-    datasheet,
     peak_copy_gbps,
     peak_fp16_tflops,
-    peak_regime,
     roofline_ceilings,
 )
 from yolo_sm.contract.labels import parse_config
@@ -463,49 +461,6 @@ def layout_compare(ncu, precision="fp16"):
 PREFIX = "roofline."
 
 
-def _ceiling_facts(root: DataRoot) -> list[dict]:
-    peaks = roofline_ceilings(root)
-    if peaks is None:
-        return []
-    pk, bw = peaks
-    ds = (CEILINGS,)
-    regime = peak_regime(root)
-    rows = [
-        fact("peak_fp16_tflops", pk, "TFLOP/s", datasets=ds, note=f"dense fp16 matmul, {regime}"),
-        fact("peak_copy_gbps", bw, "GB/s", datasets=ds, note=f"device-to-device copy, {regime}"),
-        fact("ridge_flop_per_byte", pk * 1e3 / bw, "FLOP/B", datasets=ds),
-    ]
-    gpu = root.device_name()
-    for key, name, unit in (
-        ("fp16_tflops", "matmul_fp16", "TFLOP/s"),
-        ("copy_gbps", "copy_d2d", "GB/s"),
-    ):
-        sheet = datasheet(gpu, name)
-        if sheet is not None:
-            rows.append(fact(f"datasheet_{key}", sheet, unit, datasets=ds, note=f"{gpu} datasheet"))
-    return rows
-
-
-def _activation_facts(layers) -> list[dict]:
-    if not (layers.model == "yolov8").any():  # a root of another model: its own tables only
-        return []
-    act = activation_table(layers)
-    ds = (MODEL_LAYERS,)
-    rows = [
-        fact("activation_width_exponent", width_exponent(act, "activation_mb"), "", datasets=ds,
-             note="power of width that the summed layer outputs per image grow with"),
-        fact("weight_width_exponent", width_exponent(act, "weight_mb"), "", datasets=ds,
-             note="power of width that the weights grow with"),
-    ]  # fmt: skip
-    for w, g in act.groupby("width"):
-        rows += [
-            fact("activation_mb_per_image", g.activation_mb.sum(), "MB", scope=_w(w), datasets=ds),
-            fact("largest_activation_mb", g.activation_mb.max(), "MB", scope=_w(w), datasets=ds),
-            fact("weight_mb", g.weight_mb.sum(), "MB", scope=_w(w), datasets=ds),
-        ]
-    return rows
-
-
 def _roofline_facts(root: DataRoot, layers) -> list[dict]:
     peaks = roofline_ceilings(root)
     if peaks is None or not root.has(NCU_YOLO):
@@ -520,9 +475,6 @@ def _roofline_facts(root: DataRoot, layers) -> list[dict]:
                  note="time-weighted share of each layer's roof, layers with FLOPs"),
             fact("yolo_compute_side_time_share", 1 - r.memory_side_time_share, "", scope=s,
                  datasets=ds, note="kernel time in layers above the ridge point"),
-            fact("yolo_tflops_forward", r.tflops_forward, "TFLOP/s", scope=s, datasets=ds),
-            fact("yolo_pct_of_matmul_peak", 100 * r.tflops_forward / peaks[0], "%", scope=s,
-                 datasets=ds),
         ]  # fmt: skip
     zero = roof[roof.flops == 0]
     for w, g in zero.groupby("width"):
@@ -553,33 +505,17 @@ def _resnet_facts(root: DataRoot, layers) -> list[dict]:
         return []
     ds = (NCU_RESNET, MODEL_LAYERS)
     by = st.set_index("layer")
-    e_dram, d_dram = (stage_mean(st, n, "dram_throughput_tw_pct") for n in (EARLY, DEEP))
-    e_sm, d_sm = (stage_mean(st, n, "sm_throughput_tw_pct") for n in (EARLY, DEEP))
-    e_tp, d_tp = (stage_mean(st, n, "tensor_pipe_tw_pct") for n in (EARLY, DEEP))
-    trunk = by.loc[[s for s in RESNET_STAGES if s != "head" and s in have]]
+    # claim 14 reads the weaker of the two bounds (yolo_sm.analyse.claims.resnet_weaker_bound)
     rows = [
-        fact("resnet_early_dram_pct", e_dram, "%", datasets=ds),
-        fact("resnet_deep_dram_pct", d_dram, "%", datasets=ds),
-        fact("resnet_early_sm_pct", e_sm, "%", datasets=ds),
-        fact("resnet_deep_sm_pct", d_sm, "%", datasets=ds),
-        fact("resnet_early_tensor_pipe_pct", e_tp, "%", datasets=ds),
-        fact("resnet_deep_tensor_pipe_pct", d_tp, "%", datasets=ds),
-        fact("resnet_dram_drop_pct", e_dram - d_dram, "%", datasets=ds,
-             note="early minus deep stages' time-weighted DRAM throughput"),
-        fact("resnet_tensor_pipe_rise_pct", d_tp - e_tp, "%", datasets=ds,
-             note="deep minus early stages' time-weighted tensor-pipe use"),
         fact("resnet_early_min_dram_pct", by.loc[list(EARLY)].dram_throughput_tw_pct.min(), "%",
              datasets=ds, note="the least DRAM-busy early stage"),
         fact("resnet_deep_min_sm_pct", by.loc[list(DEEP)].sm_throughput_tw_pct.min(), "%",
              datasets=ds, note="the least SM-busy deep stage"),
-        fact("resnet_max_stage_dram_pct", trunk.dram_throughput_tw_pct.max(), "%", datasets=ds),
-        fact("resnet_max_stage_sm_pct", trunk.sm_throughput_tw_pct.max(), "%", datasets=ds),
-        fact("resnet_layer3_time_share", by.time_share.get("layer3", np.nan), "", datasets=ds),
     ]  # fmt: skip
     return rows
 
 
-def _wide_facts(root: DataRoot, layers) -> list[dict]:
+def _wide_facts(root: DataRoot) -> list[dict]:
     if not root.has(NCU_WIDE):
         return []
     wide = with_config(add_kernel_class(root.load(NCU_WIDE)))
@@ -587,39 +523,10 @@ def _wide_facts(root: DataRoot, layers) -> list[dict]:
     first, last = st.stage.min(), st.stage.max()
     a, b = st[st.stage == first], st[st.stage == last]
     ds = (NCU_WIDE,)
-    rows = [
-        fact("wide_first_stage_dram_pct", a.dram_throughput_tw_pct.mean(), "%", datasets=ds),
-        fact("wide_last_stage_dram_pct", b.dram_throughput_tw_pct.mean(), "%", datasets=ds),
-        fact("wide_first_stage_tensor_pipe_pct", a.tensor_pipe_tw_pct.mean(), "%", datasets=ds),
-        fact("wide_last_stage_tensor_pipe_pct", b.tensor_pipe_tw_pct.mean(), "%", datasets=ds),
+    return [
         fact("wide_tensor_pipe_rise_pct", b.tensor_pipe_tw_pct.mean() - a.tensor_pipe_tw_pct.mean(),
              "%", datasets=ds, note="last minus first stage, means over widths"),
     ]  # fmt: skip
-    conv = wide[wide.kernel_class == "tensor_core_conv"]
-    peaks = roofline_ceilings(root)
-    for w, g in conv.groupby("width"):
-        s, t = _w(w), g.duration_us.sum()
-        rows += [
-            fact("wide_conv_tensor_pipe_pct", (g.tensor_pipe_pct * g.duration_us).sum() / t, "%",
-                 scope=s, datasets=ds, note="tensor-core convolutions, time-weighted"),
-            fact("wide_conv_achieved_occupancy_pct",
-                 (g.achieved_occupancy_pct * g.duration_us).sum() / t, "%", scope=s, datasets=ds),
-            fact("wide_conv_max_theoretical_occupancy_pct", g.theoretical_occupancy_pct.max(), "%",
-                 scope=s, datasets=ds),
-        ]  # fmt: skip
-        if layers is None or not (layers.model == "wide").any():
-            continue
-        try:
-            flops = model_rows(layers, "wide", w).flops.sum() * int(g.batch.iloc[0])
-        except UserError:
-            continue
-        tflops = flops / (t * 1e-6) / 1e12
-        rows.append(fact("wide_conv_tflops", tflops, "TFLOP/s", scope=s,
-                         datasets=(NCU_WIDE, MODEL_LAYERS)))  # fmt: skip
-        if peaks is not None:
-            rows.append(fact("wide_conv_pct_of_matmul_peak", 100 * tflops / peaks[0], "%",
-                             scope=s, datasets=(NCU_WIDE, MODEL_LAYERS, CEILINGS)))  # fmt: skip
-    return rows
 
 
 def _occupancy_facts(root: DataRoot) -> list[dict]:
@@ -633,21 +540,8 @@ def _occupancy_facts(root: DataRoot) -> list[dict]:
     ds = (NCU_THROUGHPUT,)
     cut = f"{OCC_CUT:g}"
     rows = []
-    for i, (a, b) in enumerate(zip(lo.itertuples(), hi.itertuples(), strict=True)):
-        tp_gap = a.tensor_pipe_tw_pct - b.tensor_pipe_tw_pct
-        sm_gap = a.sm_throughput_tw_pct - b.sm_throughput_tw_pct
-        values = {
-            f"time_share_below_{cut}_occupancy": (a.time_share, ""),
-            f"tensor_pipe_pct_below_{cut}_occupancy": (a.tensor_pipe_tw_pct, "%"),
-            f"tensor_pipe_pct_above_{cut}_occupancy": (b.tensor_pipe_tw_pct, "%"),
-            f"sm_throughput_pct_below_{cut}_occupancy": (a.sm_throughput_tw_pct, "%"),
-            f"sm_throughput_pct_above_{cut}_occupancy": (b.sm_throughput_tw_pct, "%"),
-            f"tensor_pipe_gap_pct_below_{cut}_occupancy": (tp_gap, "%"),
-            f"sm_throughput_gap_pct_below_{cut}_occupancy": (sm_gap, "%"),
-            # the smaller lead of the low-occupancy kernels over the rest (tensor pipe, SM):
-            # positive when they are ahead on both
-            f"busiest_margin_pct_below_{cut}_occupancy": (min(tp_gap, sm_gap), "%"),
-        }
+    for i, a in enumerate(lo.itertuples()):
+        values = {f"tensor_pipe_pct_below_{cut}_occupancy": (a.tensor_pipe_tw_pct, "%")}
         scopes = [_w(a.width)] + ([""] if i == len(lo) - 1 else [])  # "": the widest config
         for s in scopes:
             rows += [fact(k, v, u, scope=s, datasets=ds) for k, (v, u) in values.items()]
@@ -665,36 +559,37 @@ def _layout_facts(root: DataRoot) -> list[dict]:
     return [
         fact("nchw_time_vs_nhwc", n.time_vs_nhwc, "x", scope=s, datasets=ds),
         fact("nchw_transform_time_share", n.transform_time_share, "", scope=s, datasets=ds),
-        fact("nchw_transform_launch_share", n.transform_launch_share, "", scope=s, datasets=ds),
     ]
+
+
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    roofline.c2f_fusion_removed_launch_share
+    roofline.compile_minus_c2f_bound_launch_share roofline.eager_gpu_idle_share
+    roofline.nchw_time_vs_nhwc roofline.nchw_transform_time_share
+    roofline.tensor_pipe_pct_below_60_occupancy roofline.upsample_over_concat_gbps
+    roofline.wide_tensor_pipe_rise_pct
+    roofline.yolo_compute_side_time_share roofline.yolo_pct_of_roof_tw
+    roofline.zero_flop_max_pct_of_copy
+    """.split()
+)
 
 
 def facts(root: DataRoot) -> pd.DataFrame:
     """The roofline notebook's numbers from ``root`` (facts table, :mod:`yolo_sm.analyse.facts`);
     facts whose datasets the root lacks are left out. Keys, each prefixed with :data:`PREFIX`
-    (``roofline.peak_fp16_tflops``; scope ``width=1.0`` per width where noted; unscoped: the
+    (``roofline.yolo_pct_of_roof_tw``; scope ``width=1.0`` per width where noted; unscoped: the
     whole or, for the occupancy split, the widest config):
 
-    * ceilings: ``peak_fp16_tflops``, ``peak_copy_gbps``, ``ridge_flop_per_byte``
-    * model_layers: ``activation_width_exponent``, ``weight_width_exponent``;
-      ``activation_mb_per_image``, ``largest_activation_mb``, ``weight_mb`` (per width)
+    How activations and weights grow with width is fixed by the model (a shape-only forward:
+    :func:`activation_table`, :func:`width_exponent`), the same on every machine: a table.
     * absolute roofline (per width): ``yolo_pct_of_roof_tw``, ``yolo_compute_side_time_share``,
-      ``yolo_tflops_forward``, ``yolo_pct_of_matmul_peak``, ``zero_flop_max_pct_of_copy``,
-      ``upsample_over_concat_gbps``
-    * ResNet-101: ``resnet_{early,deep}_{dram,sm,tensor_pipe}_pct``, ``resnet_dram_drop_pct``,
-      ``resnet_tensor_pipe_rise_pct``, ``resnet_early_min_dram_pct``,
-      ``resnet_deep_min_sm_pct``, ``resnet_max_stage_{dram,sm}_pct``,
-      ``resnet_layer3_time_share``
-    * wide stack: ``wide_{first,last}_stage_{dram,tensor_pipe}_pct``,
-      ``wide_tensor_pipe_rise_pct``; per width ``wide_conv_tensor_pipe_pct``,
-      ``wide_conv_achieved_occupancy_pct``, ``wide_conv_max_theoretical_occupancy_pct``,
-      ``wide_conv_tflops``, ``wide_conv_pct_of_matmul_peak``
-    * occupancy split at 60 %: ``time_share_below_60_occupancy``,
-      ``{tensor_pipe,sm_throughput}_pct_{below,above}_60_occupancy``,
-      ``{tensor_pipe,sm_throughput}_gap_pct_below_60_occupancy``,
-      ``busiest_margin_pct_below_60_occupancy``
-    * layout (scope ``precision=fp16``): ``nchw_time_vs_nhwc``, ``nchw_transform_time_share``,
-      ``nchw_transform_launch_share``
+      ``zero_flop_max_pct_of_copy``, ``upsample_over_concat_gbps``
+    * ResNet-101: ``resnet_early_min_dram_pct``, ``resnet_deep_min_sm_pct``
+    * wide stack: ``wide_tensor_pipe_rise_pct``
+    * occupancy split at 60 %: ``tensor_pipe_pct_below_60_occupancy``
+    * layout (scope ``precision=fp16``): ``nchw_time_vs_nhwc``, ``nchw_transform_time_share``
     * launches: ``c2f_fusion_removed_launch_share`` (unscoped: the most over widths),
       ``c2f_fusion_removed_launch_share_min``, ``all_layers_fusion_removed_launch_share``,
       ``launches_per_forward``, ``eager_gpu_idle_share`` (scope ``width=W,batch=8``),
@@ -702,9 +597,9 @@ def facts(root: DataRoot) -> pd.DataFrame:
       ``compile_minus_c2f_bound_launch_share``
     """
     layers = root.load(MODEL_LAYERS) if root.has(MODEL_LAYERS) else None
-    rows = _ceiling_facts(root) + _occupancy_facts(root) + _layout_facts(root)
-    rows += launch_facts(root) + _wide_facts(root, layers)
+    rows = _occupancy_facts(root) + _layout_facts(root)
+    rows += launch_facts(root) + _wide_facts(root)
     if layers is not None:
-        rows += _activation_facts(layers) + _roofline_facts(root, layers)
+        rows += _roofline_facts(root, layers)
         rows += _resnet_facts(root, layers)
     return facts_table({**r, "key": PREFIX + r["key"]} for r in rows)

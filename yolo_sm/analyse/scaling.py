@@ -403,20 +403,10 @@ def throughput_facts(table, *, batch: int, peak: float, dataset: str = SWEEP) ->
     best = table.tflops.max() if len(table) else math.nan
     out.append(fact("best_share_of_fp16_ceiling", 100 * best / peak, "%", datasets=(*ds, CEILINGS)))
     b1 = table[table.batch == 1].pivot_table(index="width", columns="backend", values="img_per_s")
-    if {"eager", GRAPH_BACKEND} <= set(b1):
-        gain = (b1[GRAPH_BACKEND] / b1["eager"]).dropna()
-        out.append(fact("batch1_graph_over_eager_min", gain.min(), "x", datasets=ds))
     if "eager" in b1:
         e = b1["eager"].dropna()
         out.append(fact("batch1_eager_spread", e.max() / e.min(), "x", datasets=ds))
     return out
-
-
-def flops_facts(flops, dataset: str = SWEEP) -> list[dict]:
-    """Facts of :func:`flops_by_width`: how far FLOPs per image stray from w^2 from width 1 up."""
-    big = flops[flops.width >= 1.0]
-    dev = (big.flops_vs_width1 / big.width_sq_vs_width1 - 1).abs().max() * 100
-    return [fact("flops_vs_width_squared_max_dev", dev, "%", datasets=(dataset,))]
 
 
 def occupancy_facts(occ, cls, dataset: str = NCU_WIDTH) -> list[dict]:
@@ -482,18 +472,20 @@ def presets_facts(presets, dataset: str = PRESETS) -> list[dict]:
     inv = preset_inversions(presets)
     ok = presets[presets.status == "ok"]
     out = [
-        fact("presets_inversions", len(inv), "points", datasets=ds),
+        fact("presets_inversions", len(inv), "points", datasets=ds, points=len(ok)),
         fact(
             "presets_inversions_not_host_bound",
             int((~inv.host_bound.astype(bool)).sum()),
             "points",
             datasets=ds,
+            points=len(ok),
         ),
         fact(
             "presets_points_without_figures",
             int((presets.status != "ok").sum()),
             "points",
             datasets=ds,
+            points=len(presets),
         ),
     ]
     if "prov_date_utc" in presets:
@@ -564,6 +556,22 @@ def compile_facts(compiled, sweep=None, *, dataset: str = BENCH) -> list[dict]:
     return out
 
 
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    batch1_eager_spread bench_vs_sweep_eager_max_dev
+    best_share_of_fp16_ceiling compile_gain_widest_over_narrowest
+    graph_over_compile_max_large_batch graph_over_compile_small_batch
+    img_per_s_widest_over_narrowest presets_inversions presets_inversions_not_host_bound
+    presets_points_without_figures presets_runs presets_tflops_costliest_over_cheapest
+    tensor_core_conv_share_change tensor_core_conv_theoretical_range
+    tflops_widest_over_narrowest wide_main_block_sizes wide_main_resource_over_warp_limit
+    wide_main_tensor_pipe_change wide_main_theoretical_range wide_main_waves_max
+    width_achieved_occupancy_change width_achieved_occupancy_range width_sm_coverage_change
+    """.split()
+)
+
+
 def facts(root: DataRoot) -> pd.DataFrame:
     """The facts of notebook 01 from ``root`` (:mod:`yolo_sm.analyse.facts`); facts whose
     datasets the root lacks are left out."""
@@ -577,7 +585,6 @@ def facts(root: DataRoot) -> pd.DataFrame:
         batch = int(occ.batch.mode().iloc[0])
         rows += occupancy_facts(occ, class_occupancy(ncu))
     if sweep is not None:
-        rows += flops_facts(flops_by_width(sweep))
         rows += throughput_facts(throughput_table(sweep, peak), batch=batch, peak=peak)
     if root.has(NCU_WIDE):
         rows += wide_stack_facts(wide_stack_table(root.load(NCU_WIDE)))

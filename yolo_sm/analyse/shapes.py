@@ -138,9 +138,6 @@ def wide_deep_facts(df: pd.DataFrame, ds=(WIDE_DEEP,)) -> list[dict]:
     eager = t[t.backend == "eager"]
     kern = (eager if len(eager) else t).deep_over_wide_kernels
     out.append(fact("shapes.deep_over_wide_kernels", kern.median(), "x", datasets=ds))
-    out.append(
-        fact("shapes.pair_flops_diff_max_pct", t.flops_diff_pct.abs().max(), "%", datasets=ds)
-    )
     return out
 
 
@@ -202,6 +199,16 @@ def _nearest_gain(g: pd.DataFrame) -> float:
         if pick != largest:
             gains.append(speed[pick] / speed[largest])
     return min(gains) if gains else math.nan
+
+
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    shapes.deep_over_wide_kernels shapes.dynamic_cost_max_pct shapes.mpix_largest_over_smallest
+    shapes.nearest_over_largest_engine shapes.occupancy_wide_minus_deep_pct
+    shapes.wide_over_deep_median shapes.wide_over_deep_min
+    """.split()
+)
 
 
 def facts(root) -> pd.DataFrame:

@@ -288,6 +288,15 @@ def sharing_facts(sharing: pd.DataFrame, kernels: pd.DataFrame | None = None) ->
     return rows
 
 
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    sharing.overlap_share sharing.p99_inflation sharing.streams_over_processes
+    sharing.sum_over_best_alone sharing.work_done
+    """.split()
+)
+
+
 def facts(root: DataRoot):
     """The sharing facts of ``root`` (empty when it holds no ``sharing`` table)."""
     if not root.has(DATASET):

@@ -286,6 +286,18 @@ def facts_table_of(df: pd.DataFrame) -> pd.DataFrame:
     return facts_table(r for r in table_facts(df) if not math.isnan(r["value"]))
 
 
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    techniques.autocast_error_over_half_median techniques.autocast_fp32_module_types
+    techniques.autocast_over_half_median techniques.bn_fold_speedup
+    techniques.buffer_assembly_gain_pct techniques.buffer_step_gain_pct
+    techniques.fusion_elementwise_drop_pct techniques.fusion_kernels_ratio
+    techniques.fusion_speedup
+    """.split()
+)
+
+
 def facts(root: DataRoot) -> pd.DataFrame:
     """The techniques facts of ``root`` (empty where it holds no ``techniques`` table)."""
     return facts_table_of(root.load(DATASET)) if root.has(DATASET) else facts_table([])

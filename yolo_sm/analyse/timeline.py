@@ -9,6 +9,8 @@ the sweep's eager and CUDA-graph latency. :func:`facts` reads the numbers the ru
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from yolo_sm.analyse.batch import REF_WIDTH, SWEEP, batch_table, graph_speedup, nearest, ref_imgsz
@@ -166,18 +168,19 @@ def gap_facts(trace, sweep_table=None, datasets=()) -> list[dict]:
     if gaps.empty:
         return []
     per = gaps.groupby("batch")["idle_frac"].mean().sort_index()
-    lo, hi = int(per.index[0]), int(per.index[-1])
+    hi = int(per.index[-1])
     out = [
+        # a batch-1 fact reads batch 1 only; "the largest batch" needs a smaller one beside it
         fact(
             "timeline_trace_idle_b1_pct",
-            100 * per.iloc[0],
+            100 * per.get(1, math.nan),
             "%",
             datasets=ds[:1],
-            note=f"batch {lo}, under the profiler",
+            note="batch 1, under the profiler",
         ),
         fact(
             "timeline_trace_idle_largest_pct",
-            100 * per.iloc[-1],
+            100 * per.iloc[-1] if len(per) > 1 else math.nan,
             "%",
             datasets=ds[:1],
             note=f"batch {hi}, under the profiler",
@@ -185,7 +188,8 @@ def gap_facts(trace, sweep_table=None, datasets=()) -> list[dict]:
     ]
     if sweep_table is not None:
         width = nearest(gaps["width"], REF_WIDTH)
-        lvs = launch_vs_sweep(gaps, sweep_table, width).sort_values("batch")
+        lvs = launch_vs_sweep(gaps, sweep_table, width)
+        lvs = lvs[lvs["batch"] == 1]
         r = lvs.iloc[0] if len(lvs) else None
         if r is not None and r.sweep_eager_ms == r.sweep_eager_ms:
             out.append(
@@ -209,6 +213,17 @@ def gap_facts(trace, sweep_table=None, datasets=()) -> list[dict]:
                 )
             )
     return out
+
+
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    timeline_forwards_per_gpm_window timeline_gpm_overhead_pct
+    timeline_gpm_sm_occupancy_ratio_batch timeline_gpm_tensor_util_ratio_width
+    timeline_graph_over_kernel_time_b1 timeline_sweep_idle_b1_pct timeline_trace_idle_b1_pct
+    timeline_trace_idle_largest_pct
+    """.split()
+)
 
 
 def facts(

@@ -324,6 +324,19 @@ def _shown(p: Path) -> str:
         return str(p)
 
 
+#: tables written beside a plan's steps (by ``yolo-sm profile`` and the sharing step)
+OTHER_TABLES = ("profile_layers", "sharing_gpm", "ncu_occupancy")
+
+
+def known_names() -> frozenset[str]:
+    """Every dataset name a root may hold: the steps of the plans under ``data_dir()/plans``,
+    the tables of each kind (:data:`yolo_sm.contract.schema.SCHEMAS`) and :data:`OTHER_TABLES`."""
+    from yolo_sm.contract.schema import SCHEMAS
+
+    steps = {s.name for f in (data_dir() / "plans").glob("*.yaml") for s in load_plan(f).steps}
+    return frozenset(steps | set(SCHEMAS) | set(OTHER_TABLES))
+
+
 def _plans_with_step(name: str) -> list[tuple[str, Plan]]:
     """(shown path, plan) of every plan under ``data_dir()/plans`` with a step ``name``, the
     plan of most steps first (the full plan before the quick one)."""

@@ -4,6 +4,7 @@ for one dataset root: what ``yolo-sm claims --json`` prints."""
 from __future__ import annotations
 
 import json
+import sys
 
 import pandas as pd
 
@@ -25,6 +26,7 @@ from yolo_sm.analyse import sharing as analyse_sharing
 from yolo_sm.analyse import techniques as analyse_techniques
 from yolo_sm.analyse import timeline as analyse_timeline
 from yolo_sm.analyse.facts import concat
+from yolo_sm.contract import datasets
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report import claims
 from yolo_sm.report.findings import batch as findings_batch
@@ -42,16 +44,27 @@ from yolo_sm.report.findings import sharing as findings_sharing
 from yolo_sm.report.findings import techniques as findings_techniques
 from yolo_sm.report.findings import timeline as findings_timeline
 from yolo_sm.report.findings import width as findings_width
-from yolo_sm.report.rules import Rule, check_unique, evaluate
+from yolo_sm.report.rules import Rule, evaluate, validate
 
 #: (rules, facts function) pairs; each facts function takes a DataRoot and returns a facts
 #: table (yolo_sm.analyse.facts). Filled by the topic modules' registrations below.
 SOURCES: list[tuple[tuple[Rule, ...], object]] = []
 
 
+def known_facts() -> frozenset[str]:
+    """The fact keys the facts functions of :data:`SOURCES` and :data:`PAIR_SOURCES` declare
+    (the function's ``FACT_KEYS``, else its module's)."""
+    fns = dict.fromkeys(fn for _, fn in SOURCES + PAIR_SOURCES)
+    return frozenset().union(
+        *(getattr(fn, "FACT_KEYS", None) or sys.modules[fn.__module__].FACT_KEYS for fn in fns)
+    )
+
+
 def all_rules() -> tuple[Rule, ...]:
-    """Every rule, ids unique."""
-    return check_unique(r for rules, _ in SOURCES for r in rules)
+    """Every rule, validated (:func:`yolo_sm.report.rules.validate`): ids unique, one rule per
+    fact and comparison, every fact and dataset known."""
+    rules = (r for rules, _ in SOURCES for r in rules)
+    return validate(rules, known_facts(), datasets.known_names())
 
 
 def facts(root: DataRoot) -> pd.DataFrame:
@@ -72,6 +85,7 @@ def verdict_table(root: DataRoot) -> pd.DataFrame:
 def to_json(verdicts: pd.DataFrame) -> str:
     """The verdict table as a JSON list, one object per rule (NaN as null)."""
     cols = ["id", "statement", "measured", "unit", "op", "threshold", "verdict", "datasets"]
+    cols += ["caveat"]
     rows = verdicts[cols].astype(object).where(verdicts[cols].notna(), None).to_dict("records")
     for r in rows:
         r["datasets"] = [d for d in (r["datasets"] or "").split(", ") if d]
@@ -99,7 +113,9 @@ PAIR_SOURCES: list[tuple[tuple[Rule, ...], object]] = []
 
 def pair_verdict_table(a: DataRoot, b: DataRoot) -> pd.DataFrame:
     """One row per rule over the two roots ``a`` and ``b`` (columns as :func:`verdict_table`)."""
-    rules = check_unique(r for rs, _ in PAIR_SOURCES for r in rs)
+    rules = validate(
+        (r for rs, _ in PAIR_SOURCES for r in rs), known_facts(), datasets.known_names()
+    )
     return evaluate(rules, concat(*(fn(a, b) for fn in dict.fromkeys(f for _, f in PAIR_SOURCES))))
 
 

@@ -3,7 +3,10 @@
 A :class:`Rule` names the fact it reads (:mod:`yolo_sm.analyse.facts`), a comparison and its
 thresholds. :func:`evaluate` turns rules and facts into the verdict table a notebook shows;
 :func:`phrase` only words a verdict that the comparison already made. A rule whose fact is
-missing (the dataset was not collected on this machine) reads "not tested".
+missing (the dataset was not collected on this machine, or the fact holds over no point) reads
+"not tested"; a rule naming a fact, dataset or unit nothing declares fails to load
+(:func:`validate`, :data:`UNITS`). A ratio whose sides ran at SM clocks more than
+:data:`CLOCK_SHARE_PCT` apart carries a ``caveat`` beside its verdict.
 
     Rule(id="claim_6", statement="kernels under 60 % occupancy waste the GPU",
          fact="tensor_pipe_pct_below_60_occupancy", op="<", threshold=30.0, partly=50.0,
@@ -29,6 +32,11 @@ from yolo_sm.report.colors import VERDICT_COLORS
 HOLDS, PARTLY, FAILS, NOT_TESTED = "holds", "partly", "does not hold", "not tested"
 VERDICTS = (HOLDS, PARTLY, FAILS, NOT_TESTED)
 OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
+#: the units a rule may state its fact in
+UNITS = frozenset(
+    {"", "x", "%", "pp", "points", "s", "min", "ratio", "rows", "limits", "block sizes", "waves",
+     "runs", "layers", "batches", "engines", "convs", "types", "builds", "ms"}
+)  # fmt: skip
 VERDICT_COLUMNS = (
     "id",
     "statement",
@@ -41,7 +49,11 @@ VERDICT_COLUMNS = (
     "datasets",
     "scope",
     "group",
+    "caveat",
 )
+#: a ratio whose two sides ran at SM clocks more than this share apart (%) says so beside its
+#: verdict: a GPU that boosts freely can move a ratio this much by its clock alone
+CLOCK_SHARE_PCT = 10.0
 
 
 @dataclass(frozen=True)
@@ -70,6 +82,8 @@ class Rule:
     def __post_init__(self):
         if self.op not in OPS:
             raise ValueError(f"rule {self.id}: op {self.op!r} is not one of {sorted(OPS)}")
+        if self.unit not in UNITS:
+            raise ValueError(f"rule {self.id}: unit {self.unit!r} is not one of {sorted(UNITS)}")
         if self.partly is not None and OPS[self.op](self.partly, self.threshold):
             raise ValueError(
                 f"rule {self.id}: partly {self.partly} must be looser than threshold "
@@ -111,6 +125,9 @@ def evaluate(rules: Iterable[Rule], facts: pd.DataFrame, root: str = "") -> pd.D
     sources = {
         (k, s): tuple(d) for k, s, d in zip(facts.key, facts.scope, facts.datasets, strict=True)
     }
+    spreads = facts["clock_spread_pct"] if "clock_spread_pct" in facts else math.nan
+    keys = zip(facts.key, facts.scope, strict=True)
+    spread = dict(zip(keys, pd.Series(spreads, facts.index), strict=True))
     for r in rules:
         measured = index.get((r.fact, r.scope), math.nan)
         names = r.datasets or sources.get((r.fact, r.scope), ())
@@ -128,9 +145,24 @@ def evaluate(rules: Iterable[Rule], facts: pd.DataFrame, root: str = "") -> pd.D
                 "datasets": ", ".join(f"{root}/{d}" if root and "/" not in d else d for d in names),
                 "scope": r.scope,
                 "group": r.group,
+                "caveat": _clock_caveat(spread.get((r.fact, r.scope), math.nan)),
             }
         )
     return pd.DataFrame(rows, columns=list(VERDICT_COLUMNS))
+
+
+def _caveats(verdicts: pd.DataFrame):
+    return verdicts["caveat"] if "caveat" in verdicts else [""] * len(verdicts)
+
+
+def _clock_caveat(spread_pct: float) -> str:
+    """What a verdict says beside it when its ratio's sides ran at clocks far apart."""
+    if not spread_pct > CLOCK_SHARE_PCT:
+        return ""
+    return (
+        f"its two sides ran at SM clocks {spread_pct:.0f} % apart (over {CLOCK_SHARE_PCT:g} %): "
+        "part of the ratio is the clock"
+    )
 
 
 def phrase(rule: Rule, row: Mapping) -> str:
@@ -158,11 +190,16 @@ def markdown(rules: Iterable[Rule], verdicts: pd.DataFrame) -> str:
 
 def frame(verdicts: pd.DataFrame) -> pd.DataFrame:
     """The verdict table's text, one row per rule (index: its id): statement, measured (with
-    unit), threshold, verdict, datasets."""
+    unit, and beside it a caveat where there is one), threshold, verdict, datasets."""
     out = pd.DataFrame(
         {
             "statement": verdicts.statement,
-            "measured": [_num(m, u) for m, u in zip(verdicts.measured, verdicts.unit, strict=True)],
+            "measured": [
+                f"{_num(m, u)}; {c}" if isinstance(c, str) and c else _num(m, u)
+                for m, u, c in zip(
+                    verdicts.measured, verdicts.unit, _caveats(verdicts), strict=True
+                )
+            ],
             "threshold": [
                 f"{o} {_num(t, u)}"
                 for o, t, u in zip(verdicts.op, verdicts.threshold, verdicts.unit, strict=True)
@@ -198,12 +235,30 @@ def _badge(verdict: str) -> str:
 
 
 def check_unique(rules: Iterable[Rule]) -> tuple[Rule, ...]:
-    """``rules`` as a tuple; raises ``ValueError`` when two share an id."""
+    """``rules`` as a tuple; raises ``ValueError`` when two share an id, or a fact (in one
+    scope) and its comparison: one question, one rule."""
     rules = tuple(rules)
     ids = [r.id for r in rules]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
         raise ValueError(f"rule ids used twice: {dup}")
+    seen: dict[tuple, str] = {}
+    for r in rules:
+        other = seen.setdefault((r.fact, r.scope, r.op), r.id)
+        if other != r.id:
+            raise ValueError(f"rules {other} and {r.id} both decide {r.fact} {r.op} ({r.scope})")
+    return rules
+
+
+def validate(rules: Iterable[Rule], facts: Iterable[str], datasets: Iterable[str]):
+    """``rules`` as :func:`check_unique` returns them, each checked against the fact keys
+    ``facts`` that the facts functions declare and the dataset names ``datasets`` a root may
+    hold; raises ``ValueError`` naming every rule that reads an unknown fact or dataset."""
+    rules, facts, datasets = check_unique(rules), frozenset(facts), frozenset(datasets)
+    bad = [f"{r.id}: fact {r.fact!r}" for r in rules if r.fact not in facts]
+    bad += [f"{r.id}: dataset {d!r}" for r in rules for d in r.datasets if d not in datasets]
+    if bad:
+        raise ValueError("rules naming what no facts function or plan knows: " + "; ".join(bad))
     return rules
 
 

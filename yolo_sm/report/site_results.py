@@ -45,7 +45,6 @@ HEADLINES: dict[str, tuple[str, ...]] = {
         "precision_bf16_as_fast_as_fp16",
         "precision_fp32_on_simt",
         "precision_numerics_within_tolerance",
-        "precision_int8_over_fastest_fp16",
     ),
     "03_batch_sweep": (
         "batch_pays",
@@ -71,8 +70,8 @@ HEADLINES: dict[str, tuple[str, ...]] = {
         "roofline_wide_tensor_pipe_rises",
     ),
     "07_memory_and_layout": (
-        "roofline_activations_linear",
-        "roofline_weights_quadratic",
+        "memory_peak_predicted",
+        "memory_expandable_lowers_peak",
         "roofline_nchw_transforms",
     ),
     "08_launches": (
@@ -81,12 +80,11 @@ HEADLINES: dict[str, tuple[str, ...]] = {
         "hosts_eager_small_batch_host_bound",
         "hosts_eager_small_batch_cpu_time",
     ),
-    "claims": ("claim_6", "claim_2", "claim_5", "claim_11", "claim_16"),
+    "claims": ("claim_6", "claim_2", "claim_5", "claim_10", "claim_11", "claim_16"),
     "10_fast_engines": (
         "fast_b1_speedup",
         "fast_b64_speedup",
         "fast_pipeline_beats_predict",
-        "fast_fp8_forward_faster",
     ),
     "13_techniques": (
         "techniques_fusion_b16",

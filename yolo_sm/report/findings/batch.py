@@ -77,18 +77,6 @@ RULES: tuple[Rule, ...] = check_unique(
             group=GROUP,
         ),
         Rule(
-            id="batch_b1_under_one_wave",
-            statement="At batch 1 most kernels launch under one wave per SM, so they leave SMs "
-            "without a block (Nsight Compute)",
-            fact="batch_ncu_kernels_under_1_wave_b1",
-            op=">=",
-            threshold=50.0,
-            partly=25.0,
-            unit="%",
-            datasets=(NCU,),
-            group=GROUP,
-        ),
-        Rule(
             id="batch_achieved_occupancy_rises",
             statement="Time-weighted achieved occupancy rises by at least 10 points from the "
             "smallest to the largest profiled batch",

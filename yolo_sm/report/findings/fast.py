@@ -71,15 +71,6 @@ RULES: tuple[Rule, ...] = check_unique(
             BENCH,
         ),
         _finding(
-            "fp8_forward_faster",
-            "The fp8 engine's forward takes less GPU time than the fp16 engine's",
-            "fp8_over_fp16_gpu_time",
-            "<",
-            1.0,
-            "x",
-            FP8,
-        ),
-        _finding(
             "fp8_quantise_eats_gain",
             "Quantising to fp8 costs more than the fp8 convolutions save: their time with the "
             "quantisation passes is at least the fp16 convolutions' with their bias-add and "

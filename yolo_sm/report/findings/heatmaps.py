@@ -25,7 +25,8 @@ RULES: tuple[Rule, ...] = check_unique(
         Rule(
             id="heatmaps_resources_minor",
             statement="Registers and shared memory cap less than half of the forward's kernel "
-            "time at every width",
+            "time at every width (kernels whose smallest block limit is registers or shared "
+            "memory, whatever their grid; batch 8)",
             fact="resource_limited_time_share_max_over_widths",
             op="<",
             threshold=50.0,
@@ -54,17 +55,6 @@ RULES: tuple[Rule, ...] = check_unique(
             partly=70.0,
             unit="%",
             datasets=(PROFILE,),
-            group=GROUP,
-        ),
-        Rule(
-            id="heatmaps_nchw_adds_transforms",
-            statement="In 16 bit, NCHW forwards spend kernel time in layout transforms that "
-            "NHWC forwards do not (more than 1 point of the forward)",
-            fact="layout_transform_time_share_16bit_nchw_minus_nhwc",
-            op=">",
-            threshold=1.0,
-            unit="points",
-            datasets=(PRECISION_NCU,),
             group=GROUP,
         ),
         Rule(

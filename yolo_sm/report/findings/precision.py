@@ -152,16 +152,6 @@ KERNELS = (
         partly=5.0,
     ),
     _rule(
-        "nchw_pays_transforms",
-        "Tensor-core precisions given NCHW pay for layout transforms (smallest share)",
-        "layout_transform_share_tensor_core_nchw_min",
-        ">=",
-        1.0,
-        "%",
-        (NCU,),
-        partly=0.1,
-    ),
-    _rule(
         "fp32_nhwc_pays_transforms",
         "fp32 given NHWC pays for layout transforms",
         "layout_transform_share_fp32_nhwc",
@@ -296,42 +286,12 @@ ERRORS = (
     ),
 )
 
-#: the speed-up over the fastest fp16 engine (same process, batch 64) that makes an 8-bit
-#: engine worth its quantisation
+#: the speed-up over fp16 that makes an 8-bit engine worth its quantisation (claim_10's)
 EIGHT_BIT_SPEEDUP = 1.3
 
-#: FP16, INT8 and FP8 side by side (bench_8bit, numerics_8bit).
-EIGHT_BIT = tuple(
-    rule
-    for p in ("int8", "fp8")
-    for rule in (
-        _rule(
-            f"{p}_over_fastest_fp16",
-            f"The {p} engine runs at least {EIGHT_BIT_SPEEDUP:g}x the fastest fp16 engine "
-            "(CUDA graph or torch.compile) at every width and batch (same process; smallest "
-            "ratio)",
-            "over_fastest_fp16_min",
-            ">=",
-            EIGHT_BIT_SPEEDUP,
-            "x",
-            (BENCH_8BIT,),
-            partly=1.0,
-            scope=f"precision={p}",
-        ),
-        _rule(
-            f"{p}_over_cudagraph_fp16",
-            f"The {p} engine runs at least {EIGHT_BIT_SPEEDUP:g}x the fp16 CUDA graph of the "
-            "same model at every width and batch (same process; smallest ratio)",
-            "over_cudagraph_fp16_min",
-            ">=",
-            EIGHT_BIT_SPEEDUP,
-            "x",
-            (BENCH_8BIT,),
-            partly=1.0,
-            scope=f"precision={p}",
-        ),
-    )
-) + (
+#: FP16, INT8 and FP8 side by side (bench_8bit, numerics_8bit). Whether an 8-bit engine is
+#: faster than fp16 is one question, decided once: claim_10 (INT8) and claim_10_fp8 (notebook 09).
+EIGHT_BIT = (
     _rule(
         "int8_convs_faster",
         "The int8 convolutions take less GPU time than the fp16 ones at every traced width "

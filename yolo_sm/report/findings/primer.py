@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from yolo_sm.analyse.primer import NCU, NCU_TABLES, TRACE
+from yolo_sm.analyse.primer import NCU, NCU_TABLES
 from yolo_sm.analyse.primer_kernels import SIMT_TABLE
 from yolo_sm.report.rules import Rule, check_unique
 
@@ -93,17 +93,6 @@ RULES: tuple[Rule, ...] = check_unique(
             partly=5.0,
             unit="points",
             datasets=(NCU,),
-            group=GROUP,
-        ),
-        Rule(
-            id="primer_kineto_capped_calculator",
-            statement="Kineto's estimated occupancy never exceeds the calculator's theoretical "
-            "occupancy (it is that value capped by the grid, not a measurement)",
-            fact="kineto_est_above_theoretical_time_share",
-            op="<=",
-            threshold=1.0,
-            unit="%",
-            datasets=(TRACE,),
             group=GROUP,
         ),
     )

@@ -93,26 +93,6 @@ RULES: tuple[Rule, ...] = check_unique(
             group=GROUP_ROOFLINE,
         ),
         Rule(
-            id="roofline_activations_linear",
-            statement="YOLOv8's activation memory per image grows about linearly with width "
-            "(power of width under 1.5)",
-            fact=PREFIX + "activation_width_exponent",
-            op="<",
-            threshold=1.5,
-            datasets=(MODEL_LAYERS,),
-            group=GROUP_MEMORY,
-        ),
-        Rule(
-            id="roofline_weights_quadratic",
-            statement="YOLOv8's weight memory grows about quadratically with width (power of "
-            "width 1.5 or more)",
-            fact=PREFIX + "weight_width_exponent",
-            op=">=",
-            threshold=1.5,
-            datasets=(MODEL_LAYERS,),
-            group=GROUP_MEMORY,
-        ),
-        Rule(
             id="roofline_nchw_transforms",
             statement="In fp16 at width 1.0, NCHW spends at least 5 % of its kernel time in "
             "layout transforms (share of kernel time)",

@@ -16,18 +16,9 @@ _rule = rule_maker("width", GROUP)
 #: Work and throughput per width (the sweep, CUDA graphs at the Nsight Compute batch).
 THROUGHPUT = (
     _rule(
-        "flops_w2",
-        "FLOPs per image grow as width squared from width 1 up (largest deviation)",
-        "flops_vs_width_squared_max_dev",
-        "<=",
-        5.0,
-        "%",
-        (SWEEP,),
-        partly=15.0,
-    ),
-    _rule(
         "wider_slower_per_image",
-        "A wider model runs fewer images per second (widest over narrowest img/s)",
+        "A wider model runs fewer images per second (CUDA graph at the occupancy pass's batch, "
+        "8 by default; widest over narrowest img/s)",
         "img_per_s_widest_over_narrowest",
         "<",
         1.0,
@@ -37,7 +28,7 @@ THROUGHPUT = (
     _rule(
         "wider_slower_than_flops",
         "A wider model runs slower than its FLOPs predict: delivered TFLOP/s fall with width "
-        "(widest over narrowest)",
+        "(CUDA graph at the occupancy pass's batch, 8 by default; widest over narrowest)",
         "tflops_widest_over_narrowest",
         "<",
         1.0,
@@ -53,17 +44,6 @@ THROUGHPUT = (
         "%",
         (SWEEP, CEILINGS),
         partly=25.0,
-    ),
-    _rule(
-        "batch1_launch_bound",
-        "Batch 1 is launch-bound: one CUDA graph replay runs well ahead of eager at every width "
-        "(smallest gain)",
-        "batch1_graph_over_eager_min",
-        ">=",
-        1.5,
-        "x",
-        (SWEEP,),
-        partly=1.1,
     ),
     _rule(
         "batch1_eager_flat",

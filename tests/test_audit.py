@@ -1,0 +1,323 @@
+"""The audit of every article claim and page headline: each fact recomputed from the shipped
+h200 tables with plain pandas written here (none of yolo_sm's analysis functions), each verdict
+flipped by moving its fact across the threshold, and the rule loader's checks."""
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from yolo_sm.analyse.facts import fact, facts_table
+from yolo_sm.contract.datasets import data_dir, open_root
+from yolo_sm.report import catalog
+from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, Rule, evaluate, validate
+
+
+def _read(name: str) -> pd.DataFrame:
+    return pd.read_parquet(data_dir() / "h200" / f"{name}.parquet")
+
+
+def _ok(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df.status == "ok"]
+
+
+def _tw(g: pd.DataFrame, col: str = "achieved_occupancy_pct") -> float:
+    return float((g[col] * g.duration_us).sum() / g.duration_us.sum())
+
+
+def _width(config: pd.Series) -> pd.Series:
+    return config.str.extract(r"_w([0-9.]+)_")[0].astype(float)
+
+
+def _sweep() -> pd.DataFrame:
+    return _ok(_read("sweep_fp16_nhwc"))
+
+
+def _eager(width: float) -> pd.Series:
+    s = _sweep()
+    return s[(s.backend == "eager") & (s.width == width)].set_index("batch").img_per_s
+
+
+def _occupancy_by_width() -> pd.Series:
+    k = _read("ncu_width_b8").assign(width=lambda d: _width(d.config))
+    return k.groupby("width").apply(_tw)
+
+
+def _claim_1():
+    f = _sweep().groupby("width").flops_per_img.first()
+    return abs(100 * (f[1.25] / f[1.0] - 1) - 56.0)
+
+
+def _claim_3_w17():
+    k = _read("ncu_width_b8").assign(width=lambda d: _width(d.config))
+    k = k[k.width > 1.7]
+    lay = k.groupby(["width", "layer"]).apply(_tw).rename("occ").reset_index()
+    return lay.groupby("width").occ.apply(lambda o: 100 * (o < 50).mean()).min()
+
+
+def _claim_12():
+    c = _read("ceilings")
+    c = c[(c.ceiling == "copy_h2d_frame_fp16") & (c.regime == "burst")]
+    ms = float(c.median_ms.iloc[0])
+    return max(ms / 0.08, 0.08 / ms)
+
+
+def _claim_16():
+    t = _read("ncu_precision_w1").groupby("config").duration_us.sum()
+    pick = {c.split("_")[2] + "_" + c.split("_")[3]: v for c, v in t.items()}
+    return pick["fp16_nchw"] / pick["fp16_nhwc"]
+
+
+def _eight_bit(precision: str):
+    b = _read("bench_8bit")
+    b = _ok(b)
+    b = b[(b.backend == "cudagraph") & (b.scope == "model_only") & (b.batch == 64)]
+    img = b[b.width >= 1].pivot_table(index="width", columns="precision", values="img_per_s")
+    return (img[precision] / img["fp16"]).dropna().min()
+
+
+def _graph_widest_over_narrowest(col: str, batch: int = 8):
+    s = _sweep()
+    g = s[(s.backend == "cudagraph") & (s.batch == batch)].set_index("width").sort_index()
+    return g[col].iloc[-1] / g[col].iloc[0]
+
+
+def _precision_at(backend: str, batch_of, agg: str):
+    p = _ok(_read("sweep_precision_core"))
+    p = p[(p.backend == backend) & (p.batch == batch_of(p.batch))]
+    t = p.pivot_table(index="width", columns="precision", values="img_per_s")
+    return getattr(t.fp16 / t.fp32, agg)()
+
+
+def _graph_over_eager_b1():
+    s = _sweep()
+    t = s[s.batch == 1].pivot_table(index="width", columns="backend", values="median_ms")
+    return (t.eager / t.cudagraph).min()
+
+
+def _grid_limited_smallest_batch():
+    k = _read("ncu_batch_w1")
+    k = k[k.config.str.endswith("_b1")]
+    return 100 * k.duration_us[k.waves_per_sm < 1].sum() / k.duration_us.sum()
+
+
+def _resources_over_widths():
+    k = _read("ncu_width_b8").assign(width=lambda d: _width(d.config))
+    lim = k[["limit_warps", "limit_blocks", "limit_registers", "limit_shared_mem"]]
+    k["res"] = lim.idxmin(axis=1).isin(["limit_registers", "limit_shared_mem"])
+    return (
+        k.groupby("width")
+        .apply(lambda g: 100 * g.duration_us[g.res].sum() / g.duration_us.sum())
+        .max()
+    )
+
+
+def _pairs(backend: str) -> pd.DataFrame:
+    w = _ok(_read("wide_vs_deep"))
+    w = w[w.backend == backend]
+    return w.pivot_table(index=["pair", "batch"], columns="role", values=None, aggfunc="first")
+
+
+def _wide_over_deep(col: str, backend: str, batch=None, how=np.median, diff=False):
+    t = _pairs(backend)
+    a, b = t[col].wide, t[col].deep
+    r = (a - b if diff else a / b).dropna()
+    if batch is not None:
+        r = r.xs(batch, level="batch")
+    return how(r)
+
+
+def _sharing(pair: str) -> pd.DataFrame:
+    return _read("sharing").query("pair == @pair").set_index(["mode", "engine"])
+
+
+def _technique(tech: str, backend: str, batch=None) -> pd.DataFrame:
+    t = _ok(_read("techniques"))
+    t = t[(t.technique == tech) & (t.backend == backend) & (t.scope == "forward")]
+    return t if batch is None else t[t.batch == batch]
+
+
+def _eager_b1() -> pd.DataFrame:
+    s = _sweep()
+    return s[(s.backend == "eager") & (s.batch == 1)].set_index("width")
+
+
+def _streams_total():
+    s = _sharing("1x16+0.25x1").img_per_s
+    return s["streams"].sum() / max(s["alone_a", "a"], s["alone_b", "b"])
+
+
+def _work_done():
+    s = _sharing("0.5x16+0.5x16").img_per_s
+    return s["streams", "a"] / s["alone_a", "a"] + s["streams", "b"] / s["alone_b", "b"]
+
+
+def _autocast_over_half():
+    t = _technique("autocast", "eager").pivot_table(
+        index=["width", "batch"], columns="variant", values="img_per_s"
+    )
+    return (t.autocast / t.half_model).median()
+
+
+def _fusion_b16():
+    t = _technique("fusion", "eager", 16).set_index("variant").img_per_s
+    return t["conv_bias_relu"] / t["bn_unfused"]
+
+
+#: rule id -> its fact recomputed from the raw tables with plain pandas
+RECOMPUTED = {
+    "claim_1": _claim_1,
+    "claim_2": lambda: _occupancy_by_width()[1.0] - _occupancy_by_width()[1.5],
+    "claim_3": lambda: _occupancy_by_width().loc[:1.25].min(),
+    "claim_3_w1.5": lambda: abs(_occupancy_by_width()[1.5] - 60.0),
+    "claim_3_w1.7": _claim_3_w17,
+    "claim_5": lambda: _eager(1.0)[4] / _eager(1.0)[[1, 2, 4, 8, 16]].max(),
+    "claim_7": lambda: _eager(0.5)[32] / _eager(0.5)[1],
+    "claim_10": lambda: _eight_bit("int8"),
+    "claim_10_fp8": lambda: _eight_bit("fp8"),
+    "claim_12": _claim_12,
+    "claim_16": _claim_16,
+    "width_wider_slower_per_image": lambda: _graph_widest_over_narrowest("img_per_s"),
+    "width_wider_slower_than_flops": lambda: _graph_widest_over_narrowest("tflops"),
+    "width_occupancy_flat": lambda: np.ptp(_occupancy_by_width().to_numpy()),
+    "width_wider_lower_occupancy": lambda: (
+        _occupancy_by_width().iloc[-1] - _occupancy_by_width().iloc[0]
+    ),
+    "precision_fp16_faster_large_batch": lambda: _precision_at("cudagraph", max, "min"),
+    "precision_fp16_hidden_by_launches": lambda: _precision_at("eager", min, "median"),
+    "batch_pays": lambda: _eager(1.0).max() / _eager(1.0)[1],
+    "batch_wide_saturates_by_b8": lambda: 100 * _eager(2.0)[8] / _eager(2.0).max(),
+    "batch_narrow_needs_more": lambda: 100 * _eager(0.25)[8] / _eager(0.25).max(),
+    "batch_graph_wins_at_b1": _graph_over_eager_b1,
+    "heatmaps_small_batch_grid_limited": _grid_limited_smallest_batch,
+    "heatmaps_resources_minor": _resources_over_widths,
+    "shapes_wide_faster_b64": lambda: _wide_over_deep("img_per_s", "cudagraph", 64, np.min),
+    "shapes_deep_more_kernels": lambda: 1 / _wide_over_deep("kernels_per_forward", "eager"),
+    "shapes_wide_higher_occupancy": lambda: _wide_over_deep(
+        "est_occupancy_tw_pct", "cudagraph", 64, np.median, diff=True
+    ),
+    "sharing_streams_total": _streams_total,
+    "sharing_small_p99_streams": lambda: (
+        _sharing("1x16+0.25x1").p99_ms["streams", "b"]
+        / _sharing("1x16+0.25x1").p99_ms["alone_b", "b"]
+    ),
+    "sharing_streams_beat_processes": lambda: (
+        _sharing("1x16+0.25x1").img_per_s["streams"].sum()
+        / _sharing("1x16+0.25x1").img_per_s["processes"].sum()
+    ),
+    "sharing_equal_work_streams": _work_done,
+    "techniques_fusion_b16": _fusion_b16,
+    "techniques_autocast_near_half": _autocast_over_half,
+    "timeline_b1_idles_unprofiled": lambda: (
+        100 * (1 - _eager_b1().gpu_busy_ms / _eager_b1().median_ms)[1.0]
+    ),
+    "hosts_eager_small_batch_host_bound": lambda: 100 * _eager_b1().host_bound.astype(bool).mean(),
+    "hosts_eager_small_batch_cpu_time": lambda: (
+        100 * (_eager_b1().host_cpu_ms / _eager_b1().median_ms).median()
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def h200_verdicts():
+    return catalog.verdict_table(open_root("h200")).set_index("id")
+
+
+@pytest.mark.parametrize("rule_id", sorted(RECOMPUTED))
+def test_each_fact_is_what_plain_pandas_computes(rule_id, h200_verdicts):
+    assert h200_verdicts.measured[rule_id] == pytest.approx(RECOMPUTED[rule_id](), rel=1e-9)
+
+
+RULES = catalog.all_rules()
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.id)
+def test_each_verdict_flips_when_its_fact_crosses_the_threshold(rule):
+    eps = max(abs(rule.threshold), 1.0) * 1e-3
+    up = rule.op in (">=", ">")
+    at = {HOLDS: rule.threshold + (eps if up else -eps)}
+    loose = rule.partly if rule.partly is not None else rule.threshold
+    at[FAILS] = loose - (eps if up else -eps)
+    for verdict, v in at.items():
+        f = facts_table([fact(rule.fact, v, rule.unit, scope=rule.scope)])
+        assert evaluate([rule], f).verdict.item() == verdict
+
+
+def test_one_rule_per_fact_and_comparison():
+    keys = [(r.fact, r.scope, r.op) for r in RULES]
+    assert len(keys) == len(set(keys))
+
+
+def test_a_rule_naming_an_unknown_fact_dataset_or_unit_fails_to_load(monkeypatch):
+    good = next(r for r in RULES if r.id == "claim_10")
+    known = catalog.known_facts()
+    names = {d for r in RULES for d in r.datasets}
+    validate([good], known, names)
+    with pytest.raises(ValueError, match="claims.int8_over_fp16_cudagraph_b64_mni"):
+        validate([replace(good, fact="claims.int8_over_fp16_cudagraph_b64_mni")], known, names)
+    with pytest.raises(ValueError, match="bench_8bti"):
+        validate([replace(good, datasets=("bench_8bti",))], known, names)
+    with pytest.raises(ValueError, match="unit"):
+        replace(good, unit="xx")
+    twin = replace(good, id="claim_10_again")
+    with pytest.raises(ValueError, match="both decide"):
+        validate([good, twin], known, names)
+    # a misspelt fact in a registered rule set fails when the catalog loads its rules
+    monkeypatch.setattr(
+        catalog,
+        "SOURCES",
+        [*catalog.SOURCES, ((replace(good, id="x", fact="typo"),), catalog.SOURCES[0][1])],
+    )
+    with pytest.raises(ValueError, match="typo"):
+        catalog.all_rules()
+
+
+def test_a_count_over_no_point_reads_not_tested():
+    rule = Rule(id="r", statement="every row ran", fact="rows_not_run", op="<=", threshold=0.0,
+                unit="rows")  # fmt: skip
+    none = facts_table([fact("rows_not_run", 0, "rows", points=0)])
+    some = facts_table([fact("rows_not_run", 0, "rows", points=3)])
+    assert evaluate([rule], none).verdict.item() == NOT_TESTED
+    assert evaluate([rule], some).verdict.item() == HOLDS
+
+
+def test_a_ratio_of_sides_at_distant_clocks_says_so_beside_its_verdict():
+    rule = next(r for r in RULES if r.id == "claim_10")
+
+    def caveat(spread):
+        f = facts_table([fact(rule.fact, 1.5, "x", clock_spread_pct=spread)])
+        return evaluate([rule], f).caveat.item()
+
+    assert caveat(7.2) == "" and caveat(math.nan) == ""
+    assert "12 % apart" in caveat(12.0)
+
+
+def test_the_8bit_engines_clock_spread_is_recorded(h200_verdicts):
+    b = _ok(_read("bench_8bit"))
+    b = b[(b.backend == "cudagraph") & (b.scope == "model_only") & (b.batch == 64) & (b.width >= 1)]
+    clock = (b.prov_sm_clock_start_mhz + b.prov_sm_clock_end_mhz) / 2
+    c = b.assign(clock=clock).pivot_table(index="width", columns="precision", values="clock")
+    spread = (100 * (c.int8 - c.fp16).abs() / c[["int8", "fp16"]].max(axis=1)).max()
+    assert spread < 10  # 7.2 % at width 1.5: no caveat beside claim_10
+    assert h200_verdicts.caveat["claim_10"] == ""
+
+
+def test_the_memory_table_predicts_on_the_base_its_ratio_uses():
+    from yolo_sm.analyse import memory
+
+    t = memory.peak_table(_read("memory_lifetimes"))
+    ratio = t.eager_peak_bytes / t.measured_peak_bytes
+    assert np.allclose(ratio, t.eager_vs_measured)
+
+
+def test_precision_ratios_carry_their_clock_spread(h200_verdicts):
+    p = _ok(_read("sweep_precision_core"))
+    p = p[(p.backend == "cudagraph") & (p.batch == p.batch.max())]
+    clock = (p.prov_sm_clock_start_mhz + p.prov_sm_clock_end_mhz) / 2
+    c = p.assign(clock=clock).pivot_table(index="width", columns="precision", values="clock")
+    spread = (100 * (c.tf32 - c.fp32).abs() / c[["tf32", "fp32"]].max(axis=1)).max()
+    assert spread > 10  # tf32 against fp32 at the largest batch: 11 % apart
+    assert f"{spread:.0f} % apart" in h200_verdicts.caveat["precision_tf32_faster_large_batch"]
+    assert h200_verdicts.caveat["precision_fp16_faster_large_batch"] == ""
