@@ -18,7 +18,7 @@ from pathlib import Path
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.manifest import shape_problem
 from yolo_sm.contract.plans import Plan, load_plan
-from yolo_sm.contract.schema import DERIVED, validate
+from yolo_sm.contract.schema import DERIVED, SCHEMAS, validate
 from yolo_sm.contract.store import inside, read_frame
 
 
@@ -331,7 +331,6 @@ OTHER_TABLES = ("profile_layers", "sharing_gpm", "ncu_occupancy")
 def known_names() -> frozenset[str]:
     """Every dataset name a root may hold: the steps of the plans under ``data_dir()/plans``,
     the tables of each kind (:data:`yolo_sm.contract.schema.SCHEMAS`) and :data:`OTHER_TABLES`."""
-    from yolo_sm.contract.schema import SCHEMAS
 
     steps = {s.name for f in (data_dir() / "plans").glob("*.yaml") for s in load_plan(f).steps}
     return frozenset(steps | set(SCHEMAS) | set(OTHER_TABLES))
