@@ -230,3 +230,25 @@ def test_pair_rules_are_registered_apart_from_the_root_rules():
 def test_key_text_reads_ints_floats_and_missing_alike():
     got = compare.key_text(pd.Series([1, 1.0, "1", None, "None", float("nan"), "eager", 0.25]))
     assert list(got) == ["1", "1", "1", "", "", "", "eager", "0.25"]
+
+
+def test_the_shipped_h100_and_h200_differ_where_the_same_gpu_control_does_not():
+    """Notebook 12's default pair: the H200 root against the H100 root names two GPUs, and at
+    least one rule reads otherwise than it does for the H200 against its same-GPU control
+    (recomputed here from the sweep's points with plain pandas)."""
+    h200, h100, control = open_root("h200"), open_root("h100"), open_root("h200_repeat")
+    assert h200.device_name() != h100.device_name()
+    assert h200.device_name() == control.device_name()
+    two = findings.verdicts(h200, h100, compare.compare_points(h200, h100)).set_index("id")
+    same = findings.verdicts(h200, control, compare.compare_points(h200, control)).set_index("id")
+    assert two.loc["compare_same_gpu", "verdict"] == FAILS
+    assert same.loc["compare_same_gpu", "verdict"] == HOLDS
+    differ = [i for i in two.index if two.loc[i, "verdict"] != same.loc[i, "verdict"]]
+    assert differ, "no rule tells the two GPUs apart from two runs of one"
+    # the GPU-bound agreement, by hand: share of shared GPU-bound points within 10 %
+    a, b = h200.load("sweep_fp16_nhwc"), h100.load("sweep_fp16_nhwc")
+    keys = ["width", "precision", "layout", "backend", "batch"]
+    ok = lambda d: d[(d.status == "ok") & ~d.host_bound.fillna(False).astype(bool)]  # noqa: E731
+    m = ok(a)[[*keys, "img_per_s"]].merge(ok(b)[[*keys, "img_per_s"]], on=keys)
+    within = ((m.img_per_s_y / m.img_per_s_x - 1).abs() <= 0.10).mean() * 100
+    assert len(m) and within >= 95  # the same SM count and clocks: GPU-bound points agree
