@@ -451,19 +451,22 @@ def test_long_tables_and_verdicts_shown_above_fold_under_one_line():
         shows(f"<table><thead><tr><th>n</th></tr></thead>{rows}</table>"),
         shows("<table><tr><td>C holds</td></tr><tr><td>A & B holds</td></tr></table>"),
         shows(f"<table>{rows[: rows.index('<tr><td>2')]}</table>"),  # short: stays open
+        shows("<p>D holds, E holds, F holds</p>"),  # three new verdicts at once
+        shows("<p>E holds, F holds</p>"),  # stated in the folded output above: folded again
     ]
     nb = v4.new_notebook(cells=[cell])
-    fold_outputs(nb, {"A & B"}, ("A & B", "C", "D"))
+    fold_outputs(nb, {"A & B"}, ("A & B", "C", "D", "E", "F"))
     folds = [o.get("metadata", {}).get(FOLD) for o in nb.cells[0].outputs]
     assert folds[0] is None and folds[3] is None
     assert f"{LONG_TABLE_ROWS + 1} rows" in folds[1] and "2 verdicts shown above" in folds[2]
+    assert "3 verdicts of this page" in folds[4] and "2 verdicts shown above" in folds[5]
     # the page folds them in <details>
     from yolo_sm.report.site import Page, page_html
 
     text = page_html(
         v4.new_notebook(cells=[v4.new_markdown_cell("# 00 · T"), cell]), Page("00_t", "00 · T")
     )
-    assert text.count('<details class="yolo-fold">') == 2
+    assert text.count('<details class="yolo-fold">') == 4
 
 
 @pytest.mark.notebooks

@@ -35,9 +35,14 @@ INDEX = "index.html"
 #: an output's metadata key whose text, when set, folds the output under that summary line
 FOLD = "yolo_site_fold"
 #: a table output with more body rows than this is folded (its summary says how many)
-LONG_TABLE_ROWS = 6
-#: the height in px of a figure whose layout sets none (plotly's own default is 450)
-FIGURE_PX = 380
+LONG_TABLE_ROWS = 4
+#: an output stating at least this many rules is folded: the page's answer is its key-results box
+MANY_VERDICTS = 3
+#: a Markdown cell longer than this (characters) shows its first paragraph; the rest folds
+LONG_MARKDOWN = 300
+#: the height in px of a figure whose layout sets none (plotly's own default is 450), and the
+#: most a figure takes on a page
+FIGURE_PX, FIGURE_MAX_PX = 320, 560
 
 _TOP, _RESULTS, _BOTTOM = (
     "<!--yolo-site:top-->",
@@ -200,6 +205,8 @@ def for_html(nb, shown: set[str] | None = None, statements: tuple[str, ...] = ()
             for o in cell.outputs:
                 if "Plotly.newPlot" in o.get("data", {}).get("text/html", ""):
                     o.data["text/html"] = with_height(o.data["text/html"])
+        if cell.cell_type == "markdown":
+            cell.source = folded_markdown(cell.source)
         if i in folded:
             run.append(cell)
             continue
@@ -218,6 +225,20 @@ def for_html(nb, shown: set[str] | None = None, statements: tuple[str, ...] = ()
     return nb
 
 
+def folded_markdown(text: str) -> str:
+    """``text`` as the page shows it: past :data:`LONG_MARKDOWN` characters, its first
+    paragraph (after any heading) open and the rest folded under "more" (CommonMark reads the
+    Markdown between the HTML lines, the blank lines around them keep it so)."""
+    if len(text) <= LONG_MARKDOWN:
+        return text
+    blocks = text.split("\n\n")
+    keep = 2 if blocks[0].lstrip().startswith("#") and len(blocks) > 2 else 1
+    if len(blocks) <= keep:
+        return text
+    head, rest = "\n\n".join(blocks[:keep]), "\n\n".join(blocks[keep:])
+    return f'{head}\n\n<details class="yolo-more"><summary>more</summary>\n\n{rest}\n\n</details>'
+
+
 def _output_text(output) -> str:
     data = output.get("data", {})
     text = data.get("text/html") or data.get("text/markdown") or output.get("text", "")
@@ -227,7 +248,8 @@ def _output_text(output) -> str:
 def fold_outputs(nb, shown: set[str], statements: tuple[str, ...]) -> None:
     """Mark outputs of ``nb`` to fold (:data:`FOLD`): an output whose rule statements (those
     of ``statements`` its text holds) were all in ``shown`` or an earlier output, and a table
-    of more than :data:`LONG_TABLE_ROWS` body rows. ``shown`` grows with what stays open."""
+    of more than :data:`LONG_TABLE_ROWS` body rows, and an output stating
+    :data:`MANY_VERDICTS` or more rules. ``shown`` grows with every statement the page holds."""
     for cell in nb.cells:
         for output in cell.get("outputs", []) if cell.cell_type == "code" else ():
             text = _output_text(output)
@@ -240,6 +262,10 @@ def fold_outputs(nb, shown: set[str], statements: tuple[str, ...]) -> None:
                 fold = f"{len(found)} verdicts shown above on this page, again"
             elif rows > LONG_TABLE_ROWS:
                 fold = f"a table of {rows} rows (click to show)"
+                shown |= found
+            elif len(found) >= MANY_VERDICTS:
+                fold = f"{len(found)} verdicts of this page (click to show)"
+                shown |= found
             else:
                 shown |= found
                 continue
@@ -251,7 +277,7 @@ _NEW_PLOT = re.compile(r'Plotly\.newPlot\(\s*"[^"]+",\s*')
 
 def with_height(text: str) -> str:
     """A figure output's HTML with :data:`FIGURE_PX` as the height of each figure whose layout
-    sets none."""
+    sets none, and none taller than :data:`FIGURE_MAX_PX`."""
     import json
 
     dec, parts, at = json.JSONDecoder(), [], 0
@@ -261,8 +287,13 @@ def with_height(text: str) -> str:
         _, end = dec.raw_decode(text, m.end())
         start = text.index("{", end)
         layout, stop = dec.raw_decode(text, start)
-        if "height" not in layout:
-            parts += [text[at:start], json.dumps({**layout, "height": FIGURE_PX})]
+        height = min(layout.get("height", FIGURE_PX), FIGURE_MAX_PX)
+        if layout.get("height") != height:
+            # the figure's wrapper holds its layout's height as a style too
+            before = text[at:start].replace(
+                f'style="height:{layout.get("height")}px;', f'style="height:{height}px;'
+            )
+            parts += [before, json.dumps({**layout, "height": height})]
             at = stop
     return "".join(parts) + text[at:]
 

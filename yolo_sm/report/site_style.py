@@ -88,10 +88,13 @@ table.yolo-table td.num { white-space: nowrap; font-variant-numeric: tabular-num
   font-size: 12px; font-weight: 600; color: #fff; }
 /* the .verdict-* badge colours follow (VERDICT_CSS) */
 
-details.yolo-setup > summary { cursor: pointer; color: #666; font-size: 12px;
+details.yolo-setup > summary { cursor: pointer; color: #666; font-size: 11px; line-height: 13px;
   font-family: var(--jp-ui-font-family, sans-serif);
-  padding: .1em 0 .1em var(--jp-cell-prompt-width, 64px); }
+  padding: 0 0 0 var(--jp-cell-prompt-width, 64px); }
+/* the page reads as a document: cells close together, each code line one small row */
+.yolo-page .jp-Cell { padding-top: 1px; padding-bottom: 1px; }
 details.yolo-setup[open] > summary { margin-bottom: .2em; }
+details.yolo-more > summary { cursor: pointer; color: #456; font-size: 13px; margin: -.4em 0 .4em; }
 details.yolo-fold > summary { cursor: pointer; color: #456; font-size: 13px; margin: .2em 0;
   font-family: var(--jp-ui-font-family, sans-serif); }
 .yolo-widget { border: 1px dashed #9aa; background: #f7f9f9; padding: .8em 1em; color: #345;
