@@ -217,7 +217,9 @@ def test_a_page_says_in_one_line_what_the_full_plan_adds_for_its_untested_headli
     from yolo_sm.report.site import Page
 
     # a root holding ncu_width_b8 only (a root's datasets are named in its verdicts' "datasets")
-    (tmp_path / "manifest.json").write_text(json.dumps({"datasets": {"ncu_width_b8": {}}}))
+    (tmp_path / "manifest.json").write_text(
+        json.dumps({"datasets": {"ncu_width_b8": {"file": "ncu_width_b8.parquet"}}})
+    )
     v = _verdicts([(i, "01_x", "not tested") for i in "ab"] + [("c", "01_x", "holds")])
     v["datasets"] = ["r/ncu_batch_w1, r/ncu_width_b8", "r/ncu_width_b8", "r/sweep_presets"]
     v.attrs.update(root_name="r", root_path=str(tmp_path))

@@ -88,6 +88,8 @@ def precision_speedup(sweep, *, baseline: str = "fp32"):
         ok = ok_rows(sweep)
         ok = ok.assign(_c=sm_clock_mhz(ok))
         clk = ok.pivot_table(index=index, columns="precision", values="_c", aggfunc="mean")
+        if baseline not in clk:  # no clock recorded (a CPU): no spread to state
+            return r.assign(clock_spread_pct=float("nan"))
         high = clk.drop(columns=[baseline]).clip(lower=clk[baseline], axis=0)
         spread = 100 * clk.drop(columns=[baseline]).sub(clk[baseline], axis=0).abs() / high
         spread = spread.reset_index().melt(
