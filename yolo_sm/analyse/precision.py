@@ -76,8 +76,8 @@ def precision_speedup(sweep, *, baseline: str = "fp32"):
     index = ["width", "layout", "batch", "backend"]
     r = same_run_ratio(sweep, baseline=baseline, index=tuple(index))
     r = r.dropna(subset=["ratio"]).reset_index(drop=True)
+    ok = ok_rows(sweep)
     if "prov_date_utc" in sweep and len(r):
-        ok = ok_rows(sweep)
         t = pd.to_datetime(ok["prov_date_utc"], utc=True, errors="coerce")
         minutes = ok.assign(_m=(t - pd.Timestamp(0, tz="UTC")).dt.total_seconds() / 60)
         wide = minutes.pivot_table(index=index, columns="precision", values="_m", aggfunc="min")
@@ -85,9 +85,9 @@ def precision_speedup(sweep, *, baseline: str = "fp32"):
         apart = apart.melt(id_vars=index, var_name="precision", value_name="minutes_apart")
         r = r.merge(apart, on=[*index, "precision"], how="left")
     if len(r):  # the SM clocks the two sides ran at (a ratio of clocks far apart says so)
-        ok = ok_rows(sweep)
-        ok = ok.assign(_c=sm_clock_mhz(ok))
-        clk = ok.pivot_table(index=index, columns="precision", values="_c", aggfunc="mean")
+        clk = ok.assign(_c=sm_clock_mhz(ok)).pivot_table(
+            index=index, columns="precision", values="_c", aggfunc="mean"
+        )
         if baseline not in clk:  # no clock recorded (a CPU): no spread to state
             return r.assign(clock_spread_pct=float("nan"))
         high = clk.drop(columns=[baseline]).clip(lower=clk[baseline], axis=0)
