@@ -33,7 +33,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def tiny_yolo():
-    from yolo_sm.collect.models import build_yolo
+    from yolo_sm.core.models import build_yolo
 
     return build_yolo("yolov8", 0.0625)
 

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from yolo_sm.analyse import weighting
-from yolo_sm.collect import numerics
+from yolo_sm.core import numerics
 
 
 def test_time_weighted_occupancy_weights_by_duration():

@@ -305,7 +305,7 @@ def test_the_8bit_engines_clock_spread_is_recorded(h200_verdicts):
 
 
 def test_the_memory_table_predicts_on_the_base_its_ratio_uses():
-    from yolo_sm.analyse import memory
+    from yolo_sm.topics.memory import analyse as memory
 
     t = memory.peak_table(_read("memory_lifetimes"))
     ratio = t.eager_peak_bytes / t.measured_peak_bytes

@@ -125,7 +125,7 @@ def full_disk(mp):
     """A disk that fills up at the first table write."""
     import pyarrow.parquet as pq
 
-    from yolo_sm.collect import sweep as sweep_module
+    from yolo_sm.core import sweep as sweep_module
 
     def no_space(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -136,7 +136,7 @@ def full_disk(mp):
 
 
 def permission_denied(mp):
-    from yolo_sm.collect import sweep as sweep_module
+    from yolo_sm.core import sweep as sweep_module
 
     def fake(spec, out, progress=True, deadline=None):
         raise PermissionError(errno.EACCES, "Permission denied", str(out))
@@ -720,7 +720,7 @@ def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, monkeypatch, cap
 
 
 def test_an_interrupt_exits_130_and_keeps_what_was_written(tmp_path, monkeypatch, capsys):
-    from yolo_sm.collect import sweep as sweep_module
+    from yolo_sm.core import sweep as sweep_module
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sweep_module, "run_sweep", run_sweep_then(KeyboardInterrupt))
@@ -769,7 +769,7 @@ def test_bad_input_in_a_real_process(tmp_path, argv, needle):
     ],
 )
 def test_timing_refuses_an_endless_warm_up_or_budget(kw):
-    from yolo_sm.collect.timing import measure
+    from yolo_sm.core.timing import measure
 
     calls = []
     with pytest.raises(UserError):

@@ -1,4 +1,4 @@
-"""Notebooks 03 and 05: the tables of yolo_sm.analyse.batch / .timeline / .gpm on the shipped
+"""Notebooks 03 and 05: the tables of yolo_sm.topics.batch.analyse / .timeline / .gpm on the shipped
 tables, their figures, and their facts (CPU only)."""
 
 import math
@@ -6,9 +6,12 @@ import math
 import pandas as pd
 import pytest
 
-from yolo_sm.analyse import batch, gpm, timeline
+from yolo_sm.analyse import gpm
 from yolo_sm.contract import datasets
-from yolo_sm.report import batch_plots, timeline_plots
+from yolo_sm.topics.batch import analyse as batch
+from yolo_sm.topics.batch import plots as batch_plots
+from yolo_sm.topics.timeline import analyse as timeline
+from yolo_sm.topics.timeline import report as timeline_plots
 
 
 @pytest.fixture(scope="module")

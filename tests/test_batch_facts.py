@@ -9,12 +9,16 @@ import shutil
 import pandas as pd
 import pytest
 
-from yolo_sm.analyse import batch, gpm, remeasure, timeline
+from yolo_sm.analyse import gpm
 from yolo_sm.analyse.facts import fact, facts_table, value
 from yolo_sm.contract.datasets import open_root
-from yolo_sm.report import batch_sections, catalog, rules
-from yolo_sm.report.findings import batch as findings_batch
-from yolo_sm.report.findings import timeline as findings_timeline
+from yolo_sm.report import catalog, rules
+from yolo_sm.topics.batch import analyse as batch
+from yolo_sm.topics.batch import report as batch_sections
+from yolo_sm.topics.batch import rules as findings_batch
+from yolo_sm.topics.compare import remeasure
+from yolo_sm.topics.timeline import analyse as timeline
+from yolo_sm.topics.timeline import rules as findings_timeline
 
 ALL_RULES = findings_batch.RULES + findings_timeline.RULES
 

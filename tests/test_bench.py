@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from yolo_sm.cli.main import main
-from yolo_sm.collect import bench
 from yolo_sm.contract.errors import UserError
+from yolo_sm.core import bench
 
 
 def test_bench_table_on_cpu(tmp_path, capsys):
@@ -64,8 +64,8 @@ def test_engine_rows_carry_every_build_column_the_sweep_records_and_the_schema_d
     """What run_point takes from an engine's info (compile_first_s, capture_s, ...) reaches the
     bench row wherever the bench schema describes it; a column left out of the carried list
     is silently absent from every bench table."""
-    from yolo_sm.collect.sweep import ENGINE_INFO_COLUMNS
     from yolo_sm.contract.schema import SCHEMAS
+    from yolo_sm.core.sweep import ENGINE_INFO_COLUMNS
 
     described = set(ENGINE_INFO_COLUMNS) & set(SCHEMAS["bench"])
     assert "compile_first_s" in described
@@ -238,7 +238,7 @@ def test_bench_stops_before_a_unit_that_would_not_fit_then_resumes(tmp_path, fak
 
 
 def test_a_wider_unit_is_estimated_from_the_nearest_width_of_its_batch():
-    from yolo_sm.collect.grid import Pace
+    from yolo_sm.core.grid import Pace
 
     est = bench._estimate(120.0)
     rows = [{"family": "yolov8", "width": 0.5, "batch": 64, "unit_s": 533.0},
@@ -262,7 +262,7 @@ def test_a_wider_unit_is_estimated_from_the_nearest_width_of_its_batch():
 def test_a_unit_measured_with_fewer_engines_is_estimated_per_engine():
     """A unit read back from before the spec gained engines took less than a unit of the spec
     will: the deadline counts its seconds per variant times the spec's variants."""
-    from yolo_sm.collect.grid import Pace
+    from yolo_sm.core.grid import Pace
 
     old = [{"family": "yolov8", "width": 1.5, "batch": 64, "unit_s": 100.0, "variant": v}
            for v in ("a", "b")]  # fmt: skip
@@ -379,7 +379,7 @@ def ranked_unit(rates: dict, batch: int = 16, latency: dict | None = None):
 
 
 def test_deploy_picks_the_fastest_frames_to_boxes_path_and_flips_with_it():
-    from yolo_sm.analyse import fast_recommend as fr
+    from yolo_sm.topics.deploy import recommend as fr
 
     rates = {"eager/fp16/nhwc": 100.0, "compile/fp16/nhwc": 200.0,
              "pipeline/compile/fp16/nhwc/graph/s1": 150.0,

@@ -11,12 +11,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from yolo_sm.analyse import roofline
 from yolo_sm.analyse.kernels import add_kernel_class
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.hardware import CEILINGS, ceiling
 from yolo_sm.contract.labels import parse_config
+from yolo_sm.topics.roofline import analyse as roofline
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 ROOTS = sorted(p.name for p in DATA.iterdir() if (p / "manifest.json").exists())

@@ -9,15 +9,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from yolo_sm.analyse import claims as ac
-from yolo_sm.analyse import roofline
 from yolo_sm.analyse.facts import concat, fact, facts_table, value
 from yolo_sm.analyse.weighting import time_weighted
 from yolo_sm.contract import hardware
 from yolo_sm.contract.datasets import open_root
-from yolo_sm.report import catalog, claims
-from yolo_sm.report.findings import fast as fast_findings
+from yolo_sm.report import catalog
 from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, Rule, evaluate
+from yolo_sm.topics.claims import analyse as ac
+from yolo_sm.topics.claims import report as claims
+from yolo_sm.topics.deploy import rules as fast_findings
+from yolo_sm.topics.roofline import analyse as roofline
 
 ALL_RULES = claims.CLAIMS_RULES + fast_findings.RULES
 

@@ -635,8 +635,8 @@ def test_render_passes_the_data_root(monkeypatch, tmp_path, capsys):
     "ratios, rc", [((1.0, 1.05), 0), ((1.0, 1.3), 1), ((1.0, float("nan")), 1)]
 )
 def test_remeasure_is_a_gate(monkeypatch, capsys, ratios, rc):
-    from yolo_sm.analyse.remeasure import within_tolerance
-    from yolo_sm.collect import remeasure
+    from yolo_sm.topics.compare import collect as remeasure
+    from yolo_sm.topics.compare.remeasure import within_tolerance
 
     def fake(name, n, seed, device, out, progress):
         df = pd.DataFrame({"batch": [1, 8], "ratio": list(ratios), "status": ["ok", "ok"]})
@@ -652,7 +652,7 @@ def test_remeasure_is_a_gate(monkeypatch, capsys, ratios, rc):
 def test_verbosity_flags_set_what_goes_to_stderr(tmp_path, monkeypatch, capsys):
     """Notes go to stderr through logging (none with -q, debug ones with -v); tables to
     stdout."""
-    from yolo_sm.collect import sweep as sweep_module
+    from yolo_sm.core import sweep as sweep_module
 
     monkeypatch.setattr(sweep_module, "run_sweep", lambda spec, out, progress=True: pd.DataFrame())
     argv = sweep_args(out=str(tmp_path / "s.parquet"))

@@ -11,13 +11,13 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from yolo_sm.collect import plan_runners, plan_status
-from yolo_sm.collect import plans as collect
 from yolo_sm.contract import datasets
 from yolo_sm.contract import plans as contract_plans
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import KINDS
 from yolo_sm.contract.store import read_metadata, with_metadata, write_table_atomic
+from yolo_sm.core import plan_runners, plan_status
+from yolo_sm.core import plans as collect
 
 SWEEP = {
     "family": "yolov8",
@@ -214,7 +214,7 @@ def pa_table(df, meta):
 def test_a_partial_sweep_is_registered_as_partial(tmp_path, monkeypatch):
     """A step cut short (here: a runner that measures one of the two points) is registered with
     what it holds, its description saying how much is missing; finishing it drops the note."""
-    from yolo_sm.collect.sweep import run_sweep
+    from yolo_sm.core.sweep import run_sweep
 
     plan = _plan(
         tmp_path,
@@ -265,7 +265,7 @@ def test_trace_step_on_cpu_writes_kernel_table_and_traces(tmp_path):
 def test_a_trace_step_builds_its_engines_in_its_compile_mode(tmp_path, monkeypatch):
     """A trace step's compile_mode (with its rewrites) reaches the engines it profiles; a mode
     that does not exist stops the plan at load."""
-    from yolo_sm.collect.profiling import suite, trace_units
+    from yolo_sm.core.profiling import suite, trace_units
 
     compiled = {"backend": "compile", "compile_mode": "default+sep-pool"}
     step = {**TRACE_STEP, "params": {**TRACE_STEP["params"], **compiled}}
@@ -302,7 +302,7 @@ def test_a_trace_step_runs_config_by_config(tmp_path):
 def _fake_kernels(monkeypatch, captured):
     """kineto's capture writes a placeholder trace (noted in ``captured``) and load_kernels
     gives two kernel rows for any readable one: a GPU's trace, without a GPU."""
-    from yolo_sm.collect.profiling import kineto, trace_units
+    from yolo_sm.core.profiling import kineto, trace_units
 
     def capture(fn, path, **kw):
         captured.append(path.name)
@@ -325,7 +325,7 @@ def test_a_trace_step_resumes_from_its_traces_and_times_its_configs(tmp_path, mo
     """A config whose trace was written but whose rows were not (a run killed in between) is
     loaded from its trace, not traced again; a trace cut short is taken again. Every row
     carries its config's seconds, which estimate the configs left by width."""
-    from yolo_sm.collect.profiling import trace_units
+    from yolo_sm.core.profiling import trace_units
 
     captured = []
     _fake_kernels(monkeypatch, captured)
@@ -392,7 +392,7 @@ def test_ceilings_step_runs_on_cpu_and_registers(tmp_path):
 
 
 def test_ceilings_take_the_best_of_several_sizes():
-    from yolo_sm.collect.ceilings import measure_ceilings
+    from yolo_sm.topics.roofline.collect import measure_ceilings
 
     df = measure_ceilings("cpu", n=(32, 64), budget_ms=5, precisions=("fp32", "fp16"))
     assert set(df.regime) == {"burst", "sustained"}
@@ -412,7 +412,7 @@ def test_ceilings_take_the_best_of_several_sizes():
 
 
 def test_ceilings_with_zero_operands_and_a_bad_fill():
-    from yolo_sm.collect.ceilings import measure_ceilings
+    from yolo_sm.topics.roofline.collect import measure_ceilings
 
     df = measure_ceilings("cpu", n=32, budget_ms=5, precisions=("fp32",), fill="zeros")
     assert df.fill.tolist() == ["zeros"] * 2 and (df.value > 0).all()
@@ -425,8 +425,8 @@ def test_probe_step_runs_on_cpu_and_registers(tmp_path, monkeypatch):
     frame): every stage is a row with a positive wall time, the alternative NMS paths give the
     same boxes, the candidates are counted, and the table loads as a ``probe`` dataset with
     provenance."""
-    from yolo_sm.collect.probe import GPU_STAGES, STAGES
     from yolo_sm.contract import datasets
+    from yolo_sm.topics.deploy.collect_probe import GPU_STAGES, STAGES
 
     params = {"width": 0.125, "batch": 2, "reps": 2, "imgsz": 160, "frames": "alternate"}
     step = {"name": "p", "kind": "probe", "out": "p.parquet", "params": params}
@@ -448,8 +448,8 @@ def test_probe_step_runs_on_cpu_and_registers(tmp_path, monkeypatch):
 def test_probe_closes_its_engine_when_a_stage_fails(monkeypatch):
     """A stage that fails (here a simulated CUDA out of memory) propagates, and the engine built
     for the probe is closed first (its CUDA graph and buffers released)."""
-    from yolo_sm.collect import probe
-    from yolo_sm.collect.engines.base import Engine
+    from yolo_sm.core.engines.base import Engine
+    from yolo_sm.topics.deploy import collect_probe as probe
 
     closed = []
     monkeypatch.setattr(Engine, "close", lambda self: closed.append(self))
@@ -464,8 +464,8 @@ def test_probe_closes_its_engine_when_a_stage_fails(monkeypatch):
 
 
 def test_probe_rejects_bad_frames():
-    from yolo_sm.collect.probe import probe_pipeline
     from yolo_sm.contract.errors import UserError
+    from yolo_sm.topics.deploy.collect_probe import probe_pipeline
 
     with pytest.raises(UserError, match="frames"):
         probe_pipeline(width=0.0625, batch=1, device="cpu", frames="cat")
@@ -475,7 +475,7 @@ def test_bench_step_runs_on_cpu_resumes_and_registers(tmp_path, monkeypatch):
     """A tiny bench through collect: every variant of every (model, batch) is a row, the one
     that cannot run on a CPU (a CUDA graph) an error row with its reason; the finished table is
     registered with the command that re-runs the step and loads as a ``bench`` dataset."""
-    from yolo_sm.collect import bench
+    from yolo_sm.core import bench
 
     params = {
         "family": "yolov8",
@@ -597,8 +597,8 @@ def test_an_edited_step_that_runs_whole_is_changed_and_runs_again(tmp_path):
 def test_burst_and_sustained_regimes_from_a_fake_timer():
     """The burst is the calls after the rest; the sustained figure keeps the second half of the
     back-to-back run (here the calls slow down as a power-limited GPU's would)."""
-    from yolo_sm.collect.ceilings import time_regimes
-    from yolo_sm.collect.timing import Timer
+    from yolo_sm.core.timing import Timer
+    from yolo_sm.topics.roofline.collect import time_regimes
 
     class Slowing(Timer):
         def __init__(self):
@@ -643,8 +643,8 @@ def test_collect_refuses_to_add_another_gpu_models_rows_to_a_folder(tmp_path, mo
     """A folder whose tables were measured on one GPU model takes no rows of another: the run
     stops before measuring, with one sentence, and the table is left as it was. The same model
     (another card) resumes it, and a step already done is no reason to stop."""
-    from yolo_sm.collect import provenance
     from yolo_sm.contract import manifest
+    from yolo_sm.core import provenance
 
     two = {**SWEEP, "widths": [0.0625, 0.125], "batches": [1]}
     steps = [{"name": "s", "kind": "sweep", "out": "s.parquet", "params": two, "description": "t"}]
@@ -703,8 +703,8 @@ def test_root_gpus_reads_the_datasets_where_the_manifest_has_no_machine_entry(tm
 def test_the_gpu_model_check_reads_an_unreadable_manifest_from_the_tables(tmp_path, monkeypatch):
     """A damaged manifest does not stop the check (collect repairs it from the tables): the
     GPU models come from the tables' own registrations, and the run goes on."""
-    from yolo_sm.collect import provenance
     from yolo_sm.contract import manifest
+    from yolo_sm.core import provenance
 
     two = {**SWEEP, "widths": [0.0625, 0.125], "batches": [1]}
     steps = [{"name": "s", "kind": "sweep", "out": "s.parquet", "params": two, "description": "t"}]

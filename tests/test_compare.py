@@ -7,10 +7,10 @@ import math
 import pandas as pd
 import pytest
 
-from yolo_sm.analyse import compare
 from yolo_sm.contract.datasets import open_root
-from yolo_sm.report.findings import compare as findings
 from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, evaluate
+from yolo_sm.topics.compare import analyse as compare
+from yolo_sm.topics.compare import rules as findings
 
 
 def _pt(backend="cudagraph", batch=16, img=100.0, width=0.25, precision="fp16", tflops=1.0):
@@ -217,7 +217,7 @@ def test_pair_rules_are_registered_apart_from_the_root_rules():
     from yolo_sm.report import catalog
 
     t = catalog.pair_verdict_table(open_root("h200"), open_root("h200")).set_index("id")
-    from yolo_sm.report.findings import multi_gpu
+    from yolo_sm.topics.batch import multi_gpu_rules as multi_gpu
 
     pair_rules = findings.RULES + multi_gpu.RULES
     assert set(t.index) == {r.id for r in pair_rules}

@@ -10,19 +10,20 @@ import pytest
 import torch._inductor.config as icfg
 import yaml
 
-from yolo_sm.analyse import compile_cache as analyse_cache
 from yolo_sm.analyse.facts import facts_table
-from yolo_sm.collect import cache_builds, plan_status
-from yolo_sm.collect import plans as collect
-from yolo_sm.collect.engines import compile_cache as cc
 from yolo_sm.contract import plans as contract_plans
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.manifest import read_manifest
 from yolo_sm.contract.plans import check_params
 from yolo_sm.contract.schema import validate
 from yolo_sm.contract.vocab import COMPILE_MODES
-from yolo_sm.report.findings import fast as findings
+from yolo_sm.core import plan_status
+from yolo_sm.core import plans as collect
+from yolo_sm.core.engines import compile_cache as cc
 from yolo_sm.report.rules import FAILS, HOLDS, PARTLY, evaluate
+from yolo_sm.topics.deploy import collect as cache_builds
+from yolo_sm.topics.deploy import compile_cache as analyse_cache
+from yolo_sm.topics.deploy import rules as findings
 
 
 def test_a_users_cache_folder_is_kept_and_ours_is_under_the_package_cache(tmp_path, monkeypatch):
@@ -58,7 +59,7 @@ _FRESH_PROCESS = """
 import json, os, torch._dynamo  # writes torch's default folder into the environment
 seen = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
 from torch._inductor.runtime.cache_dir_utils import cache_dir
-from yolo_sm.collect.engines import compile_cache
+from yolo_sm.core.engines import compile_cache
 got = compile_cache.setup()
 print(json.dumps({"seen": seen, "dir": got["dir"], "source": got["dir_source"],
                   "inductor_reads": cache_dir()}))

@@ -6,12 +6,12 @@ import math
 import pandas as pd
 import pytest
 
-from yolo_sm.collect import live
 from yolo_sm.contract import datasets, manifest
 from yolo_sm.contract.datasets import DataRoot, open_root
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.plans import KINDS, load_plan
 from yolo_sm.contract.schema import SCHEMAS, validate
+from yolo_sm.core import live
 
 
 def test_every_shipped_dataset_loads_with_columns_and_provenance():
@@ -245,7 +245,7 @@ def test_live_root_collects_for_real_on_the_cpu(tmp_path):
 def test_numerics_step_writes_and_registers_its_table(tmp_path):
     """The plan step kind numerics on a tiny model: numerics.parquet with provenance, registered
     with the step's params; an unknown param is one clear error."""
-    from yolo_sm.collect.plans import run_plan
+    from yolo_sm.core.plans import run_plan
 
     params = {"widths": [0.0625], "precisions": ["bf16"], "photo_precisions": ["fp8"]}
     params |= {"box_precisions": ["fp8"], "imgsz": 64, "photo_imgsz": 64, "seeds": [1]}
@@ -298,7 +298,7 @@ def test_live_data_goes_to_one_folder_per_gpu_model(tmp_path, monkeypatch):
     """Unless told where, live collection writes under results/live in a folder named after
     this machine's GPU model (cpu without one), so a checkout run on two GPU models keeps two
     folders instead of stopping at the second (collect takes one model's rows per folder)."""
-    from yolo_sm.collect import provenance
+    from yolo_sm.core import provenance
 
     plan = tmp_path / "tiny.yaml"
     plan.write_text(

@@ -6,8 +6,8 @@ import types
 
 import pytest
 
-from yolo_sm.collect import devices
 from yolo_sm.contract.manifest import machine_of
+from yolo_sm.core import devices
 
 
 @pytest.fixture

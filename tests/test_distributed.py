@@ -1,4 +1,4 @@
-"""collect on a Dask cluster (yolo_sm.collect.distributed): the plan cut into units, a local
+"""collect on a Dask cluster (yolo_sm.core.distributed): the plan cut into units, a local
 cluster of 2 worker processes on the CPU whose merged tables equal one process's, a worker
 killed mid-task, a driver killed mid-plan; the same on one GPU against plain collect."""
 
@@ -16,15 +16,15 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from yolo_sm.analyse import multi_gpu
 from yolo_sm.cli.main import main
-from yolo_sm.collect import plan_runners, plans
-from yolo_sm.collect.distributed import cluster as dcluster
-from yolo_sm.collect.distributed import units as dunits
 from yolo_sm.contract import plans as contract_plans
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.schema import COLLECT_TASKS, KEY_COLUMNS, PLACE_COLUMNS
+from yolo_sm.core import plan_runners, plans
+from yolo_sm.core.distributed import cluster as dcluster
+from yolo_sm.core.distributed import units as dunits
+from yolo_sm.topics.batch import multi_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 SWEEP = {
@@ -95,7 +95,7 @@ def test_cores_are_shared_out_and_parsed():
 
 
 def test_nvml_numbers_follow_cuda_visible_devices(monkeypatch):
-    from yolo_sm.collect.devices import visible_index as nvml_index
+    from yolo_sm.core.devices import visible_index as nvml_index
 
     class FakeNvml:
         def nvmlInit(self):
@@ -155,7 +155,7 @@ def test_a_whole_step_that_resumes_keeps_the_units_the_plans_table_held(tmp_path
     starts from the plan's table, so a task measures only the units it lacks, and the merge,
     which replaces the table with the shard's, loses none of those measured before (not
     even where the deadline stopped the task before any new unit)."""
-    from yolo_sm.collect import cache_builds
+    from yolo_sm.topics.deploy import collect as cache_builds
 
     calls = []
 
@@ -209,7 +209,7 @@ def client():
 
 @pytest.mark.timeout(900)
 def test_a_cluster_run_equals_a_single_process_run(tmp_path, client):
-    from yolo_sm.collect import distributed as dist
+    from yolo_sm.core import distributed as dist
 
     plan = _plan(
         tmp_path,
@@ -272,7 +272,7 @@ def _rows(path):
 
 @pytest.mark.timeout(900)
 def test_a_worker_killed_mid_task_is_replaced_and_nothing_is_lost_or_doubled(tmp_path, client):
-    from yolo_sm.collect import distributed as dist
+    from yolo_sm.core import distributed as dist
 
     params = {**SWEEP, "widths": [0.0625], "batches": [1, 2, 3], "budget_ms": 150}
     plan = _plan(tmp_path, [_sweep(params)])
@@ -309,7 +309,7 @@ def test_a_worker_killed_mid_task_is_replaced_and_nothing_is_lost_or_doubled(tmp
 
 _DRIVER = """
 import sys
-from yolo_sm.collect import distributed
+from yolo_sm.core import distributed
 from yolo_sm.contract.plans import load_plan
 distributed.run_plan(load_plan(sys.argv[1]), sys.argv[2], workers=1, progress=False)
 """
@@ -317,7 +317,7 @@ distributed.run_plan(load_plan(sys.argv[1]), sys.argv[2], workers=1, progress=Fa
 
 @pytest.mark.timeout(900)
 def test_a_killed_driver_resumes_without_measuring_merged_units_again(tmp_path, client):
-    from yolo_sm.collect import distributed as dist
+    from yolo_sm.core import distributed as dist
 
     plan = _plan(tmp_path, [_sweep({**SWEEP, "batches": [1]})])
     out = tmp_path / "d"
@@ -377,7 +377,7 @@ def dcluster_alive(pid: int) -> bool:
 @pytest.mark.timeout(600)
 def test_one_gpu_worker_gives_the_tables_of_plain_collect(tmp_path):
     pytest.importorskip("distributed")
-    from yolo_sm.collect import distributed as dist
+    from yolo_sm.core import distributed as dist
 
     params = {
         **SWEEP,
@@ -425,8 +425,8 @@ def test_the_driver_refuses_another_gpu_models_folder_before_any_task(tmp_path, 
     """A folder of one GPU model's tables takes no units from a cluster of another's: the
     driver stops with one sentence before it submits a task (the client is never used)."""
     pytest.importorskip("distributed")
-    from yolo_sm.collect import distributed as dist
-    from yolo_sm.collect import provenance
+    from yolo_sm.core import distributed as dist
+    from yolo_sm.core import provenance
 
     out = tmp_path / "out"
     out.mkdir()
@@ -444,7 +444,7 @@ def test_a_cluster_of_two_gpu_models_or_of_another_than_the_folders_is_refused(t
     cluster, or another model than the folder's tables, stop with one sentence; a cluster of
     one model, or of workers without a named GPU, goes on."""
     pytest.importorskip("distributed")
-    from yolo_sm.collect import distributed as dist
+    from yolo_sm.core import distributed as dist
 
     class Workers:
         def __init__(self, names):

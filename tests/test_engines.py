@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from yolo_sm.collect.engines import (
+from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.core.engines import (
     TOLERANCE,
     EngineConfig,
     NumericalMismatch,
@@ -18,8 +19,7 @@ from yolo_sm.collect.engines import (
     make_input,
     relative_l2,
 )
-from yolo_sm.collect.engines import config as config_module
-from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.core.engines import config as config_module
 
 ANCHORS_64 = 64 + 16 + 4
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -125,7 +125,7 @@ def _snapshot(model):
 def test_the_check_runs_on_the_photos_not_on_noise(tiny_yolo):
     """verify's rel_err is the error on the bundled photos (the images the random models'
     BatchNorm statistics are calibrated on), which differs from the error on noise."""
-    from yolo_sm.collect.engines.base import (
+    from yolo_sm.core.engines.base import (
         CHECK_INPUT,
         head_tensor,
         make_input,
@@ -192,7 +192,7 @@ def test_numerical_mismatch_beyond_tolerance(tiny_yolo, monkeypatch):
 def test_compiled_build_times_its_first_call_apart(tiny_yolo, tmp_path, monkeypatch):
     """compile_s spans the build's compiling calls; compile_first_s is the first of them (the
     trace and compile), a share of it. Dynamo's eager backend stands in for inductor."""
-    from yolo_sm.collect.engines import compile_cache
+    from yolo_sm.core.engines import compile_cache
 
     real = torch.compile
     monkeypatch.setattr(torch, "compile", lambda m, **kw: real(m, backend="eager"))
@@ -284,7 +284,7 @@ def test_failed_onnx_export_leaves_no_file(tiny_yolo, tmp_path, monkeypatch):
 def test_reference_cache_keeps_input_dtypes_apart(tiny_yolo):
     """An fp16 engine's check (fp16-rounded input) must not leave its reference for an fp32
     engine with the same seed (unrounded input), nor the other way round."""
-    from yolo_sm.collect.engines import EngineConfig, build_engine
+    from yolo_sm.core.engines import EngineConfig, build_engine
 
     half = build_engine(
         tiny_yolo, EngineConfig(precision="fp16", layout="nhwc", batch=1, imgsz=64, device="cpu")
@@ -300,7 +300,7 @@ def test_compiled_int8_modules_differ_by_how_they_quantise(tiny_yolo, monkeypatc
     int8 engines that quantise differently (hand-off, calibration) do not."""
     from dataclasses import replace
 
-    from yolo_sm.collect.engines import torch_backends
+    from yolo_sm.core.engines import torch_backends
 
     class Compiled:
         def __init__(self, module):

@@ -9,11 +9,13 @@ import pandas as pd
 import pytest
 
 from tests.fixtures.synthetic_bench import make_bench
-from yolo_sm.analyse import fast, fast_recommend, frames
 from yolo_sm.analyse.facts import facts_table
 from yolo_sm.contract.errors import UserError
-from yolo_sm.report import fast_plots
 from yolo_sm.report.rules import FAILS, HOLDS, evaluate
+from yolo_sm.topics.deploy import analyse as fast
+from yolo_sm.topics.deploy import frames
+from yolo_sm.topics.deploy import recommend as fast_recommend
+from yolo_sm.topics.deploy import report as fast_plots
 
 
 @pytest.fixture
@@ -167,8 +169,8 @@ def test_compiled_int8_trace_splits_into_named_parts():
     """The shipped compiled int8 trace: every kernel in one part; the int8 quantiser fused by
     inductor only in the int8 engine, pooling in both; the trace table counts the fused
     quantiser against what the int8 convolutions and their epilogues save."""
-    from yolo_sm.analyse import precision_8bit as p8
     from yolo_sm.contract import datasets
+    from yolo_sm.topics.precision import eight_bit as p8
 
     k = datasets.load("h200/" + p8.TRACE_INT8_COMPILE)
     b = p8.int8_breakdown(k)
@@ -232,7 +234,7 @@ def test_pipeline_stages_and_findings_from_a_cpu_probe():
     """The probe's view on a real (CPU) probe: shares of the 1-stream batch, the findings quote
     the table's own figures; with GPU-event times (as on the H200, here the wall times shifted)
     the host-time line appears; boxes that differ are said to differ."""
-    from yolo_sm.collect.probe import GPU_STAGES, STAGES, probe_pipeline
+    from yolo_sm.topics.deploy.collect_probe import GPU_STAGES, STAGES, probe_pipeline
 
     probe, state = probe_pipeline(
         width=0.125, batch=2, reps=2, device="cpu", imgsz=160, frames="bus", keep_state=True
@@ -301,7 +303,7 @@ def test_sections_need_their_datasets(section, tmp_path):
 
 
 def test_config_of_reads_the_label_not_a_substring():
-    from yolo_sm.analyse.fast import config_of
+    from yolo_sm.topics.deploy.analyse import config_of
 
     cfgs = ["idle", "yolov8_w1_fp8_nhwc_b64", "yolov8_w1_fp16_nhwc_b64"]
     assert config_of(cfgs, "fp16") == "yolov8_w1_fp16_nhwc_b64"
@@ -322,7 +324,7 @@ def _pool_trace(pool_us: float, other_us: float, config="yolov8_w1_int8_nhwc_b64
 
 @pytest.mark.parametrize("pool_us, verdict", [(2.0, HOLDS), (5.0, "partly"), (17.0, FAILS)])
 def test_the_compiled_pool_rule_flips_with_the_largest_pool_share(pool_us, verdict):
-    from yolo_sm.report.findings import fast as findings
+    from yolo_sm.topics.deploy import rules as findings
 
     traces = {
         "trace_compile_w1_b64": _pool_trace(1.0, 99.0, "yolov8_w1_fp16_nhwc_b64"),

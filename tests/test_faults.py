@@ -19,12 +19,12 @@ import pandas as pd
 import pytest
 
 from yolo_sm.cli.main import main as cli_main
-from yolo_sm.collect import plan_runners, plan_status, plans
-from yolo_sm.collect.sweep import KEY_COLUMNS, SweepSpec, run_sweep
 from yolo_sm.contract import manifest, store
 from yolo_sm.contract import plans as contract_plans
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.schema import validate
+from yolo_sm.core import plan_runners, plan_status, plans
+from yolo_sm.core.sweep import KEY_COLUMNS, SweepSpec, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 # one thread per child: the children and the test share a CI runner's two cores
@@ -41,7 +41,7 @@ LIMIT_S = 130 * max(1, KILLS // 3)
 
 SWEEP_CHILD = """
 import json, sys
-from yolo_sm.collect.sweep import SweepSpec, run_sweep
+from yolo_sm.core.sweep import SweepSpec, run_sweep
 spec = SweepSpec.from_mapping(json.loads(sys.argv[2]))
 print("ready", flush=True)
 run_sweep(spec, sys.argv[1], progress=False)
@@ -49,7 +49,7 @@ run_sweep(spec, sys.argv[1], progress=False)
 
 COLLECT_CHILD = """
 import sys
-from yolo_sm.collect import plans
+from yolo_sm.core import plans
 from yolo_sm.contract.plans import load_plan
 plan = load_plan(sys.argv[1])
 print("ready", flush=True)
@@ -507,7 +507,7 @@ def test_an_ncu_kernel_with_only_na_metrics_is_kept_and_counted(tmp_path):
     import csv
     import io
 
-    from yolo_sm.collect.profiling import ncu
+    from yolo_sm.core.profiling import ncu
 
     raw = ROOT / "tests" / "fixtures" / "ncu_raw_h200_small.csv"
     lines = raw.read_text().splitlines()

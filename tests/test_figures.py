@@ -7,23 +7,24 @@ executed notebook.)"""
 import plotly.graph_objects as go
 import pytest
 
-from yolo_sm.analyse import heatmaps, kernels, launches, precision, primer, roofline, scaling
-from yolo_sm.analyse import primer_kernels as pk
+from yolo_sm.analyse import kernels
 from yolo_sm.contract.datasets import open_root
-from yolo_sm.report import (
-    agreement_plots,
-    batch_sections,
-    claims,
-    colors,
-    fast_plots,
-    heatmaps_plots,
-    plots,
-    primer_plots,
-    roofline_plots,
-    scaling_plots,
-    style,
-    widgets,
-)
+from yolo_sm.report import colors, plots, style, widgets
+from yolo_sm.topics.batch import agreement_report as agreement_plots
+from yolo_sm.topics.batch import report as batch_sections
+from yolo_sm.topics.claims import report as claims
+from yolo_sm.topics.deploy import report as fast_plots
+from yolo_sm.topics.heatmaps import analyse as heatmaps
+from yolo_sm.topics.heatmaps import report as heatmaps_plots
+from yolo_sm.topics.launches import analyse as launches
+from yolo_sm.topics.precision import analyse as precision
+from yolo_sm.topics.primer import analyse as primer
+from yolo_sm.topics.primer import kernels as pk
+from yolo_sm.topics.primer import report as primer_plots
+from yolo_sm.topics.roofline import analyse as roofline
+from yolo_sm.topics.roofline import report as roofline_plots
+from yolo_sm.topics.width import analyse as scaling
+from yolo_sm.topics.width import report as scaling_plots
 
 
 @pytest.fixture(scope="module")

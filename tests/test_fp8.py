@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from yolo_sm.collect.engines import EngineConfig, build_engine, fp8
-from yolo_sm.collect.models import build_yolo
-from yolo_sm.collect.models.common import calibration_batches
 from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.core.engines import EngineConfig, build_engine, fp8
+from yolo_sm.core.models import build_yolo
+from yolo_sm.core.models.common import calibration_batches
 
 
 def test_fake_quant_rounds_to_e4m3_and_saturates():

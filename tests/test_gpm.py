@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from yolo_sm.analyse.gpm import wide
-from yolo_sm.collect.profiling import gpm
-from yolo_sm.collect.profiling.gpm import GpmSampler, load_gpm, save
 from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.core.profiling import gpm
+from yolo_sm.core.profiling.gpm import GpmSampler, load_gpm, save
 
 # the short-window caveat is checked once, in test_short_window_warning
 pytestmark = pytest.mark.filterwarnings("ignore:GPM at .* Hz")
@@ -233,7 +233,7 @@ def test_missing_pynvml_is_not_available(monkeypatch):
 
 
 def test_module_imports_without_pynvml():
-    code = "import sys; sys.modules['pynvml'] = None; import yolo_sm.collect.profiling.gpm"
+    code = "import sys; sys.modules['pynvml'] = None; import yolo_sm.core.profiling.gpm"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

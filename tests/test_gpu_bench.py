@@ -9,7 +9,7 @@ pytestmark = pytest.mark.gpu
 
 
 def test_tiny_bench_on_the_gpu(tmp_path):
-    from yolo_sm.collect import bench
+    from yolo_sm.core import bench
 
     spec = bench.BenchSpec.from_mapping(
         {
@@ -75,9 +75,9 @@ def test_the_default_bench_command_ranks_a_pipeline_near_the_fastest_engine(tmp_
 RAMP_PROBE = """
 import json, time
 import torch
-from yolo_sm.collect.bench import bench_model
-from yolo_sm.collect.engines import EngineConfig, build_engine
-from yolo_sm.collect.timing import engine_call, measure_engine
+from yolo_sm.core.bench import bench_model
+from yolo_sm.core.engines import EngineConfig, build_engine
+from yolo_sm.core.timing import engine_call, measure_engine
 
 model = bench_model("yolov8", 0.5)
 eng = build_engine(model, EngineConfig(backend="eager", precision="fp16", layout="nhwc",

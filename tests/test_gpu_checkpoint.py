@@ -5,20 +5,20 @@ with per-layer attribution and an Nsight Compute occupancy pass on it."""
 import pytest
 import torch  # noqa: F401 - GPU tests need torch
 
-from yolo_sm.collect.environment import find_ncu
+from yolo_sm.core.environment import find_ncu
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory):
-    from yolo_sm.collect.models import save_checkpoint
+    from yolo_sm.core.models import save_checkpoint
 
     return str(save_checkpoint("yolov8:0.25", tmp_path_factory.mktemp("ckpt") / "det.pt"))
 
 
 def test_checkpoint_sweep_point_on_gpu(ckpt, tmp_path):
-    from yolo_sm.collect.sweep import SweepSpec, run_sweep
+    from yolo_sm.core.sweep import SweepSpec, run_sweep
 
     spec = SweepSpec.from_mapping(
         {
@@ -41,9 +41,9 @@ def test_checkpoint_sweep_point_on_gpu(ckpt, tmp_path):
 
 
 def test_checkpoint_trace_attributes_kernels_to_layers(ckpt, tmp_path):
-    from yolo_sm.collect.engines import EngineConfig, build_engine
-    from yolo_sm.collect.models import build_spec, layers
-    from yolo_sm.collect.profiling import kineto
+    from yolo_sm.core.engines import EngineConfig, build_engine
+    from yolo_sm.core.models import build_spec, layers
+    from yolo_sm.core.profiling import kineto
 
     model = build_spec(ckpt)
     names = {r.name for r in layers(model)}
@@ -57,8 +57,8 @@ def test_checkpoint_trace_attributes_kernels_to_layers(ckpt, tmp_path):
 
 @pytest.mark.skipif(find_ncu() is None, reason="Nsight Compute not installed")
 def test_checkpoint_ncu_pass_per_layer(ckpt, tmp_path):
-    from yolo_sm.collect.profiling import ncu
-    from yolo_sm.collect.profiling.target import target_argv
+    from yolo_sm.core.profiling import ncu
+    from yolo_sm.core.profiling.target import target_argv
 
     argv = target_argv("yolov8", "1.0", "fp16", "nhwc", "1", 640, "cuda", models=[ckpt])
     df = ncu.profile(argv, tmp_path / "n.csv", metric_set="occupancy", timeout_s=300)
@@ -68,11 +68,11 @@ def test_checkpoint_ncu_pass_per_layer(ckpt, tmp_path):
 
 
 def test_provenance_and_gpm_name_the_gpu_the_run_uses(ckpt):
-    from yolo_sm.collect.devices import identify
-    from yolo_sm.collect.engines import EngineConfig, build_engine
-    from yolo_sm.collect.models import build_spec
-    from yolo_sm.collect.profiling.suite import run_gpm
-    from yolo_sm.collect.provenance import collect
+    from yolo_sm.core.devices import identify
+    from yolo_sm.core.engines import EngineConfig, build_engine
+    from yolo_sm.core.models import build_spec
+    from yolo_sm.core.profiling.suite import run_gpm
+    from yolo_sm.core.provenance import collect
 
     ident = identify("cuda")
     assert ident["nvml_match"] in ("uuid", "pci_bus_id") and ident["nvml_index"] is not None

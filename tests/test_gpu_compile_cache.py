@@ -8,8 +8,8 @@ pytestmark = pytest.mark.gpu
 
 
 def test_second_build_process_reads_the_disk_cache(tmp_path):
-    from yolo_sm.collect import cache_builds
     from yolo_sm.contract.schema import validate
+    from yolo_sm.topics.deploy import collect as cache_builds
 
     spec = cache_builds.CacheSpec(widths=(0.25,), batch=1, device="cuda", budget_ms=50)
     df = cache_builds.run_cache_builds(spec, tmp_path / "c.parquet", progress=False)
@@ -29,8 +29,8 @@ def test_second_build_process_reads_the_disk_cache(tmp_path):
 
 _BUILD = """
 import json, torch
-from yolo_sm.collect.engines.config import EngineConfig
-from yolo_sm.collect.engines.torch_backends import build_compiled
+from yolo_sm.core.engines.config import EngineConfig
+from yolo_sm.core.engines.torch_backends import build_compiled
 torch.manual_seed(0)
 m = torch.nn.Sequential(
     torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.SiLU(), torch.nn.Conv2d(64, 128, 3, padding=1),
@@ -60,7 +60,7 @@ def test_a_max_autotune_build_that_finds_its_autotuning_on_disk_is_not_cold(tmp_
     autotuning results kept (partial, nothing autotuned, its autotunings read from disk)."""
     import shutil
 
-    from yolo_sm.collect import cache_builds
+    from yolo_sm.topics.deploy import collect as cache_builds
 
     folder = tmp_path / "inductor"
     folder.mkdir()
@@ -89,8 +89,8 @@ def test_a_process_that_imported_dynamo_first_compiles_under_the_package_cache(t
     """A bench or sweep process imports torch._dynamo before its first compile, which writes
     torch's default folder into TORCHINDUCTOR_CACHE_DIR: the build still goes to
     ``$YOLO_SM_CACHE/inductor``, where the next process finds it."""
-    from yolo_sm.collect import cache_builds
-    from yolo_sm.collect.engines.compile_cache import count_files
+    from yolo_sm.core.engines.compile_cache import count_files
+    from yolo_sm.topics.deploy import collect as cache_builds
 
     env = cache_builds.child_env("unused")
     for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):

@@ -3,15 +3,15 @@
 import pytest
 import torch
 
-from yolo_sm.collect.engines import EngineConfig, build_engine
-from yolo_sm.collect.timing import measure_engine
+from yolo_sm.core.engines import EngineConfig, build_engine
+from yolo_sm.core.timing import measure_engine
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
 def model():
-    from yolo_sm.collect.models import build_yolo
+    from yolo_sm.core.models import build_yolo
 
     return build_yolo("yolov8", 0.25)
 
@@ -32,7 +32,7 @@ def test_eager_precisions_agree_with_fp32(model, precision, layout):
 def test_tf32_takes_effect_on_large_convs():
     # cuDNN picks non-TF32 algorithms for tiny launch-bound convs (seen: w0.25 b2 bit-identical
     # to fp32), so check the mechanism where tensor cores win: the wide conv stack at 256 px.
-    from yolo_sm.collect.models import wide_conv_stack
+    from yolo_sm.core.models import wide_conv_stack
 
     stack = wide_conv_stack(1.0)
     cfg = dict(layout="nchw", batch=16, imgsz=256, device="cuda")
@@ -108,7 +108,7 @@ def test_sep_pool_compile_gives_the_plain_compiles_output(model, precision):
     the engine's output is the plain compiled engine's, up to the convolutions' algorithms."""
     from dataclasses import replace
 
-    from yolo_sm.collect.engines import relative_l2
+    from yolo_sm.core.engines import relative_l2
 
     cfg = EngineConfig(backend="compile", precision=precision, layout="nhwc", batch=2)
     plain = build_engine(model, cfg)
@@ -138,8 +138,8 @@ def test_l2_flush_makes_calls_slower_or_equal(model):
 
 
 def test_oom_becomes_a_row_and_memory_is_freed():
-    from yolo_sm.collect.models import build_yolo
-    from yolo_sm.collect.sweep import Point, SweepSpec, run_point
+    from yolo_sm.core.models import build_yolo
+    from yolo_sm.core.sweep import Point, SweepSpec, run_point
 
     model = build_yolo("yolov8", 4.0)
     free_before = torch.cuda.mem_get_info()[0]
@@ -151,7 +151,7 @@ def test_oom_becomes_a_row_and_memory_is_freed():
 
 
 def test_triton_quantisation_equals_torch_bit_for_bit():
-    from yolo_sm.collect.engines import fp8
+    from yolo_sm.core.engines import fp8
 
     x = torch.randn(4, 64, 40, 40, device="cuda", dtype=torch.float16) * 50
     x = x.contiguous(memory_format=torch.channels_last)
@@ -164,7 +164,7 @@ def test_triton_quantisation_equals_torch_bit_for_bit():
 def test_cudnn_fp8_conv_matches_the_emulation(k, stride, monkeypatch):
     from torch import nn
 
-    from yolo_sm.collect.engines import fp8
+    from yolo_sm.core.engines import fp8
 
     pytest.importorskip("cudnn", reason="needs nvidia-cudnn-frontend")
     conv = nn.Conv2d(64, 128, k, stride, k // 2).cuda().half()
@@ -191,8 +191,8 @@ def test_fp8_engines_run_cudnn_kernels_and_pass_their_check():
     """Width 1.0: the random width-0.25 network amplifies E4M3 rounding to ~30 % relative error
     (exact CPU emulation too; it failed its check on the H200), width 1.0 to ~1 %."""
     pytest.importorskip("cudnn", reason="needs nvidia-cudnn-frontend")
-    from yolo_sm.collect.engines import fp8
-    from yolo_sm.collect.models import build_yolo
+    from yolo_sm.core.engines import fp8
+    from yolo_sm.core.models import build_yolo
 
     model = build_yolo("yolov8", 1.0)
     outs = {}

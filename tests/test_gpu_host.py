@@ -11,14 +11,14 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(scope="module")
 def model():
-    from yolo_sm.collect.models import build_yolo
+    from yolo_sm.core.models import build_yolo
 
     return build_yolo("yolov8", 0.25)
 
 
 def _row(model, backend, batch):
-    from yolo_sm.collect.models import model_flops
-    from yolo_sm.collect.sweep import Point, SweepSpec, run_point
+    from yolo_sm.core.models import model_flops
+    from yolo_sm.core.sweep import Point, SweepSpec, run_point
 
     p = Point(
         "yolov8", "", 0.25, 0.33, 2048, "fp16", "nhwc", backend, batch, 640, "default", "cuda"
@@ -75,8 +75,8 @@ def test_more_work_per_launch_keeps_the_gpu_busier(model):
 def test_the_profiler_pass_does_not_slow_later_timing(model):
     """The pass sits after a point's timed calls; later points in the same process must time
     as they would without it."""
-    from yolo_sm.collect.engines import EngineConfig, build_engine
-    from yolo_sm.collect.timing import engine_call, host_profile, measure
+    from yolo_sm.core.engines import EngineConfig, build_engine
+    from yolo_sm.core.timing import engine_call, host_profile, measure
 
     eng = build_engine(model, EngineConfig(precision="fp16", layout="nhwc", batch=1, check=False))
     fn = engine_call(eng)

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.gpu
 
 
 def test_triton_int8_quantisation_equals_torch_bit_for_bit():
-    from yolo_sm.collect.engines import int8
+    from yolo_sm.core.engines import int8
 
     x = torch.randn(4, 64, 40, 40, device="cuda", dtype=torch.float16) * 50
     x = x.contiguous(memory_format=torch.channels_last)
@@ -27,7 +27,7 @@ def test_triton_int8_quantisation_equals_torch_bit_for_bit():
 def test_cudnn_int8_conv_matches_the_emulation(k, stride, monkeypatch):
     from torch import nn
 
-    from yolo_sm.collect.engines import int8
+    from yolo_sm.core.engines import int8
 
     pytest.importorskip("cudnn", reason="needs nvidia-cudnn-frontend")
     conv = nn.Conv2d(64, 128, k, stride, k // 2).cuda().half()
@@ -55,7 +55,7 @@ def test_cudnn_int8_handoff_writes_the_next_convs_input_in_int8():
     """Two conv blocks, the first handing over: its cuDNN graph writes int8 at the second's
     input scale (within one step of the emulation's rounding), and the pair's output matches
     the emulated pair's."""
-    from yolo_sm.collect.engines import int8
+    from yolo_sm.core.engines import int8
 
     pytest.importorskip("cudnn", reason="needs nvidia-cudnn-frontend")
     blocks = _fused_blocks((64, 128, 3, 2), (128, 128, 1))
@@ -91,7 +91,7 @@ def _fused_blocks(*shapes):
 def test_compiled_int8_with_float_graph_output_matches_the_emulation(monkeypatch):
     """GRAPH_OUTPUT FLOAT under torch.compile: the custom op returns cuDNN's float32 output and
     inductor casts it; hand-off off, so every conv writes FLOAT."""
-    from yolo_sm.collect.engines import int8
+    from yolo_sm.core.engines import int8
 
     pytest.importorskip("cudnn", reason="needs nvidia-cudnn-frontend")
     monkeypatch.setattr(int8, "GRAPH_OUTPUT", "FLOAT")
@@ -118,8 +118,8 @@ def test_compiled_int8_with_float_graph_output_matches_the_emulation(monkeypatch
 
 def test_int8_cudagraph_engine_w05_b8_builds_checks_and_runs():
     pytest.importorskip("cudnn", reason="needs nvidia-cudnn-frontend")
-    from yolo_sm.collect.engines import EngineConfig, build_engine, int8
-    from yolo_sm.collect.models import build_yolo
+    from yolo_sm.core.engines import EngineConfig, build_engine, int8
+    from yolo_sm.core.models import build_yolo
 
     model = build_yolo("yolov8", 0.5)
     cfg = EngineConfig(
@@ -150,8 +150,8 @@ def test_int8_compiled_engine_runs_cudnn_graphs_as_one_op_and_matches_the_graph_
     it passes its check, and its output is the CUDA-graph int8 engine's within fp16 rounding of
     the parts inductor fuses."""
     pytest.importorskip("cudnn", reason="needs nvidia-cudnn-frontend")
-    from yolo_sm.collect.engines import EngineConfig, build_engine, int8
-    from yolo_sm.collect.models import build_yolo
+    from yolo_sm.core.engines import EngineConfig, build_engine, int8
+    from yolo_sm.core.models import build_yolo
 
     model = build_yolo("yolov8", 0.5)
     cfg = dict(precision="int8", layout="nhwc", batch=8, imgsz=320, device="cuda")
@@ -185,10 +185,10 @@ def test_a_second_process_takes_the_tuned_plans_from_the_disk_cache(tmp_path, mo
     tuned in this process (its in-process choices cleared) takes every plan from the disk
     cache, tunes nothing, and gives the same output."""
     pytest.importorskip("cudnn", reason="needs nvidia-cudnn-frontend")
-    from yolo_sm.collect.engines import EngineConfig, build_engine, int8, plan_cache
-    from yolo_sm.collect.engines.qconv import plan_sources
-    from yolo_sm.collect.models import build_yolo
-    from yolo_sm.collect.sweep import quant_columns
+    from yolo_sm.core.engines import EngineConfig, build_engine, int8, plan_cache
+    from yolo_sm.core.engines.qconv import plan_sources
+    from yolo_sm.core.models import build_yolo
+    from yolo_sm.core.sweep import quant_columns
 
     if not int8.AUTOTUNE_PLANS:
         pytest.skip("plan tuning is off (YOLO_SM_INT8_PLANS=0)")

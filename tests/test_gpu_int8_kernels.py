@@ -23,7 +23,7 @@ def _conv(c, k, r, stride):
     "c,k,r,stride", [(64, 128, 3, 1), (48, 96, 3, 2), (128, 64, 1, 1), (40, 24, 3, 1)]
 )
 def test_triton_int8_conv_matches_the_emulation(c, k, r, stride):
-    from yolo_sm.collect.engines import int8, int8_triton
+    from yolo_sm.core.engines import int8, int8_triton
 
     conv, x = _conv(c, k, r, stride)
     scale = float(x.abs().max()) / 127
@@ -48,7 +48,7 @@ def test_triton_int8_conv_matches_the_emulation(c, k, r, stride):
 
 def test_int_mm_1x1_conv_matches_the_emulation_and_3x3_goes_to_cudnn():
     pytest.importorskip("cudnn", reason="needs nvidia-cudnn-frontend")
-    from yolo_sm.collect.engines import int8
+    from yolo_sm.core.engines import int8
 
     conv, x = _conv(128, 64, 1, 1)
     scale = float(x.abs().max()) / 127
@@ -63,8 +63,8 @@ def test_int_mm_1x1_conv_matches_the_emulation_and_3x3_goes_to_cudnn():
 
 
 def test_int8_cudagraph_engine_with_the_triton_kernel_w05_b8():
-    from yolo_sm.collect.engines import EngineConfig, build_engine, int8
-    from yolo_sm.collect.models import build_yolo
+    from yolo_sm.core.engines import EngineConfig, build_engine, int8
+    from yolo_sm.core.models import build_yolo
 
     cfg = EngineConfig(
         backend="cudagraph", precision="int8", layout="nhwc", batch=8, imgsz=640,
@@ -83,7 +83,7 @@ def test_int8_cudagraph_engine_with_the_triton_kernel_w05_b8():
 
 def test_int8_kernels_step_on_a_small_model(tmp_path):
     pytest.importorskip("cudnn", reason="needs nvidia-cudnn-frontend")
-    from yolo_sm.collect.int8_kernels import Int8KernelSpec, run_int8_kernels
+    from yolo_sm.topics.precision.collect import Int8KernelSpec, run_int8_kernels
 
     spec = Int8KernelSpec(widths=(0.25,), batch=2, imgsz=128, warmup_ms=2, budget_ms=5)
     df = run_int8_kernels(spec, tmp_path / "k.parquet", progress=False)

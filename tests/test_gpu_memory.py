@@ -4,9 +4,9 @@ against the caching allocator's measured peak, and the pool run in both configur
 import pytest
 import torch
 
-from yolo_sm.analyse import memory as am
-from yolo_sm.collect.memory import lifetime_rows, pool_table
 from yolo_sm.contract.schema import problems
+from yolo_sm.topics.memory import analyse as am
+from yolo_sm.topics.memory.collect import lifetime_rows, pool_table
 
 pytestmark = pytest.mark.gpu
 

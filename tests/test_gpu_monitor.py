@@ -25,8 +25,8 @@ def _busy(seconds: float) -> None:
 
 @pytest.fixture(scope="module")
 def sampled():
-    from yolo_sm.collect.devices import nvml_index
-    from yolo_sm.collect.monitor import Monitor
+    from yolo_sm.core.devices import nvml_index
+    from yolo_sm.topics.monitor.collect import Monitor
 
     mon = Monitor(index=nvml_index("cuda"), interval=INTERVAL)
     scraped = None
@@ -34,7 +34,7 @@ def sampled():
         mon.mark(workload="test", engine="matmul/fp16")
         _busy(3.0)
         try:
-            from yolo_sm.collect.exporter import serve
+            from yolo_sm.topics.monitor.collect_exporter import serve
 
             server = serve(mon, port=0, address="127.0.0.1")
         except ImportError:  # NotAvailableError: prometheus_client is not installed here
@@ -48,7 +48,7 @@ def sampled():
 
 
 def test_every_field_is_finite_in_its_unit(sampled):
-    from yolo_sm.collect.monitor import FIELDS
+    from yolo_sm.topics.monitor.collect import FIELDS
 
     mon, df, _ = sampled
     assert mon.error is None, repr(mon.error)
@@ -68,7 +68,7 @@ def test_every_field_is_finite_in_its_unit(sampled):
 
 
 def test_metrics_endpoint_shows_the_fields(sampled):
-    from yolo_sm.collect.monitor import FIELDS
+    from yolo_sm.topics.monitor.collect import FIELDS
 
     _, _, body = sampled
     if body is None:

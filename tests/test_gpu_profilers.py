@@ -5,15 +5,15 @@ import numpy as np
 import pytest
 import torch  # noqa: F401 - GPU tests need torch
 
-from yolo_sm.collect.environment import find_ncu
 from yolo_sm.contract.errors import NotAvailableError
+from yolo_sm.core.environment import find_ncu
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
 def model():
-    from yolo_sm.collect.models import build_yolo
+    from yolo_sm.core.models import build_yolo
 
     return build_yolo("yolov8", 0.25)
 
@@ -25,9 +25,9 @@ def bench_setting():
     its upside-down twin (``b``: other boxes)."""
     import cv2
 
-    from yolo_sm.collect.images import bundled_images
-    from yolo_sm.collect.models import build_yolo
-    from yolo_sm.collect.pipeline import set_class_prior
+    from yolo_sm.core.images import bundled_images
+    from yolo_sm.core.models import build_yolo
+    from yolo_sm.core.pipeline import set_class_prior
 
     model = build_yolo("yolov8", 0.5)
     set_class_prior(model, 0.001, spread=1.5)
@@ -38,8 +38,8 @@ def bench_setting():
 
 
 def test_kineto_trace_attributes_every_eager_kernel_to_a_layer(model, tmp_path):
-    from yolo_sm.collect.engines import EngineConfig, build_engine
-    from yolo_sm.collect.profiling import kineto
+    from yolo_sm.core.engines import EngineConfig, build_engine
+    from yolo_sm.core.profiling import kineto
 
     eng = build_engine(model, EngineConfig(precision="fp16", layout="nhwc", batch=8))
     x = eng.make_input(0)
@@ -63,8 +63,8 @@ def test_a_trace_step_on_the_gpu_writes_kernel_rows_model_by_model(tmp_path):
     import pandas as pd
     import yaml
 
-    from yolo_sm.collect import plans
     from yolo_sm.contract.plans import load_plan
+    from yolo_sm.core import plans
 
     params = {"widths": [0.25, 0.5], "precisions": "fp16", "layouts": "nhwc", "batches": [1, 2],
               "imgsz": 320, "iters": 1}  # fmt: skip
@@ -89,8 +89,8 @@ def test_a_trace_step_on_the_gpu_writes_kernel_rows_model_by_model(tmp_path):
 
 
 def test_kineto_on_a_cuda_graph_keeps_iterations_not_layers(model, tmp_path):
-    from yolo_sm.collect.engines import EngineConfig, build_engine
-    from yolo_sm.collect.profiling import kineto
+    from yolo_sm.core.engines import EngineConfig, build_engine
+    from yolo_sm.core.profiling import kineto
 
     eng = build_engine(model, EngineConfig(backend="cudagraph", precision="fp16", batch=8))
     x = eng._input
@@ -101,8 +101,8 @@ def test_kineto_on_a_cuda_graph_keeps_iterations_not_layers(model, tmp_path):
 
 @pytest.mark.skipif(find_ncu() is None, reason="Nsight Compute not installed")
 def test_ncu_rows_join_per_layer(tmp_path):
-    from yolo_sm.collect.profiling import ncu
-    from yolo_sm.collect.profiling.target import target_argv
+    from yolo_sm.core.profiling import ncu
+    from yolo_sm.core.profiling.target import target_argv
 
     argv = target_argv("yolov8", "0.25", "fp16", "nhwc", "1", 640, "cuda")
     df = ncu.profile(argv, tmp_path / "n.csv", metric_set="occupancy", timeout_s=300)
@@ -133,9 +133,9 @@ def test_pipeline_on_gpu_agrees_with_ultralytics_and_overlaps(model):
 
     import cv2
 
-    from yolo_sm.collect.engines import EngineConfig, build_engine
-    from yolo_sm.collect.images import bundled_images
-    from yolo_sm.collect.pipeline import (
+    from yolo_sm.core.engines import EngineConfig, build_engine
+    from yolo_sm.core.images import bundled_images
+    from yolo_sm.core.pipeline import (
         DetectionPipeline,
         PipelineConfig,
         match_boxes,
@@ -165,8 +165,8 @@ def test_pipeline_three_streams_pinned_overlap_and_match_one_stream(bench_settin
     alternate, as pinned tensors and as numpy arrays (staged through the slots' pinned
     buffers): a race on the CUDA graph's static output, on a slot's buffer or on a freed input
     would hand one batch's boxes to another."""
-    from yolo_sm.collect.engines import EngineConfig, build_engine
-    from yolo_sm.collect.pipeline import DetectionPipeline, PipelineConfig, measure_pipeline
+    from yolo_sm.core.engines import EngineConfig, build_engine
+    from yolo_sm.core.pipeline import DetectionPipeline, PipelineConfig, measure_pipeline
 
     model, a, b = bench_setting
     batch = len(a)
@@ -213,9 +213,9 @@ def test_topk_nms_on_the_gpu_gives_the_full_nms_boxes(bench_setting):
     with 3 batches in flight, and so does the whole batch in one CUDA graph per slot (the
     engine's own forward captured in it); the test says whether the fixed-size NMS was exact
     or handed batches to the full NMS, and prints the three modes' frames/s."""
-    from yolo_sm.collect import pipeline
-    from yolo_sm.collect.engines import EngineConfig, build_engine
-    from yolo_sm.collect.pipeline import (
+    from yolo_sm.core import pipeline
+    from yolo_sm.core.engines import EngineConfig, build_engine
+    from yolo_sm.core.pipeline import (
         DetectionPipeline,
         PipelineConfig,
         match_boxes,
@@ -269,8 +269,8 @@ def test_pipeline_around_a_compiled_engine_matches_its_cuda_graph_twin(bench_set
     1-stream run's batch for batch (inductor's kernels run on the stream current at the call,
     the compute stream), and they match the CUDA-graph engine's pipeline on the same frames
     (the same weights, other kernels: at least 90 % of its boxes have a twin at IoU 0.9)."""
-    from yolo_sm.collect.engines import EngineConfig, build_engine
-    from yolo_sm.collect.pipeline import DetectionPipeline, PipelineConfig, match_boxes
+    from yolo_sm.core.engines import EngineConfig, build_engine
+    from yolo_sm.core.pipeline import DetectionPipeline, PipelineConfig, match_boxes
 
     model, a, b = bench_setting
     batch = len(a)
@@ -303,8 +303,8 @@ def test_pipeline_around_a_compiled_engine_matches_its_cuda_graph_twin(bench_set
 def test_ceilings_on_the_gpu(tmp_path):
     import time
 
-    from yolo_sm.collect.ceilings import measure_ceilings
     from yolo_sm.contract.store import write_atomic
+    from yolo_sm.topics.roofline.collect import measure_ceilings
 
     try:
         import cudnn  # noqa: F401 - the cuDNN frontend adds the cuDNN int8 ceiling
@@ -362,7 +362,7 @@ def test_ceilings_plan_step_is_short_and_its_burst_holds_over_sustained(tmp_path
     not below its sustained one by more than noise."""
     import time
 
-    from yolo_sm.collect.ceilings import measure_ceilings
+    from yolo_sm.topics.roofline.collect import measure_ceilings
 
     t0 = time.monotonic()
     df = measure_ceilings("cuda", n=(4096, 8192, 16384), copy_bytes=1 << 30, budget_ms=800)
@@ -385,7 +385,7 @@ def test_triton_overlap_kernel_on_the_gpu_matches_the_torch_ops():
     """nms_matrix's overlap kernel compiled for this GPU against the torch ops on the CPU, on
     clustered boxes (many pairs near the threshold). The kernel may contract a multiply-add
     into an FMA, which moves an IoU by an ulp: at most a few pairs in a million may flip."""
-    from yolo_sm.collect import nms
+    from yolo_sm.core import nms
 
     g, w = 8, 700
     bx, valid, gen = _clustered_boxes(0, g, w, spread=6)
@@ -401,7 +401,7 @@ def test_triton_suppression_kernel_on_the_gpu_reaches_greedy_nms():
     """nms_matrix's fixed-point step kernel compiled for this GPU reaches the same keep mask as
     the torch ops on the CPU, on a real-sized problem (16 groups of 2,000 candidates, clustered
     boxes from overlap_matrix) and on a 3,000-box suppression chain (many rounds)."""
-    from yolo_sm.collect import nms
+    from yolo_sm.core import nms
 
     bx, valid, _ = _clustered_boxes(1, 16, 2000, spread=30)
     S = nms.overlap_matrix(bx, None, valid, 0.7)
@@ -423,7 +423,7 @@ def test_the_pipeline_probe_times_every_stage_on_the_gpu():
     NMS's boxes; the fixed-size NMS replayed as one graph takes no longer than launched op by
     op, and one batch's graph replay no longer than a batch through the one-stream graph
     pipeline (which adds the copies and the host's wait)."""
-    from yolo_sm.collect.probe import STAGES, probe_pipeline
+    from yolo_sm.topics.deploy.collect_probe import STAGES, probe_pipeline
 
     t = probe_pipeline(width=0.25, batch=4, reps=5, frames="bus").set_index("stage")
     assert t.index.tolist() == list(STAGES)

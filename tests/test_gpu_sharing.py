@@ -9,7 +9,7 @@ pytestmark = pytest.mark.gpu
 def test_a_short_together_run_gives_rates_kernels_and_a_timeline():
     import torch  # noqa: F401 - GPU tests need torch
 
-    from yolo_sm.collect.sharing import run_sharing
+    from yolo_sm.topics.sharing.collect import run_sharing
 
     out = run_sharing(
         ["0.25x4+0.25x1"], "cuda", imgsz=320, seconds=0.5, gap_s=0.1, processes=False, trace_s=0.1

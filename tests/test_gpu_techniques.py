@@ -9,9 +9,9 @@ pytestmark = pytest.mark.gpu
 
 
 def test_one_point_of_each_technique_on_the_gpu():
-    from yolo_sm.analyse import techniques as analyse
-    from yolo_sm.collect.techniques import techniques_table
     from yolo_sm.contract.schema import problems
+    from yolo_sm.topics.techniques import analyse
+    from yolo_sm.topics.techniques.collect import techniques_table
 
     df = techniques_table(
         device="cuda",

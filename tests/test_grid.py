@@ -5,8 +5,8 @@ per group."""
 import pandas as pd
 import pytest
 
-from yolo_sm.collect import grid
 from yolo_sm.contract.errors import UserError
+from yolo_sm.core import grid
 
 UNITS = [("a", 1), ("a", 2), ("b", 1), ("b", 2), ("c", 1)]
 
@@ -184,6 +184,6 @@ def test_split_list():
     ],
 )
 def test_gpu_clash_names_what_differs(seen, device, name, clash):
-    from yolo_sm.collect.provenance import gpu_clash
+    from yolo_sm.core.provenance import gpu_clash
 
     assert gpu_clash(seen, device, name) == clash

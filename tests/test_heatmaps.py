@@ -5,12 +5,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from yolo_sm.analyse import heatmaps
 from yolo_sm.analyse.facts import value
 from yolo_sm.contract import datasets
 from yolo_sm.contract.datasets import open_root
-from yolo_sm.report import colors, heatmaps_plots, rules
-from yolo_sm.report.findings import heatmaps as findings
+from yolo_sm.report import colors, rules
+from yolo_sm.topics.heatmaps import analyse as heatmaps
+from yolo_sm.topics.heatmaps import report as heatmaps_plots
+from yolo_sm.topics.heatmaps import rules as findings
 
 
 @pytest.fixture(scope="module")

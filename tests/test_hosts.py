@@ -4,9 +4,9 @@ on tiny tables, and each rule moved across its threshold."""
 import pandas as pd
 import pytest
 
-from yolo_sm.analyse import hosts
-from yolo_sm.report.findings import hosts as findings
 from yolo_sm.report.rules import FAILS, HOLDS, PARTLY, evaluate
+from yolo_sm.topics.launches import hosts
+from yolo_sm.topics.launches import rules as findings
 
 
 def _row(backend, width, batch, median, busy, cpu, launches, host_bound):

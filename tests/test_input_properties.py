@@ -163,8 +163,8 @@ def test_plans_of_any_shape_load_or_raise_user_error(doc):
 @given(kind=st.sampled_from(["sweep", "bench"]), data=st.data())
 def test_specs_take_whatever_the_plan_check_passes(kind, data):
     """Parameters that pass the plan's check build their spec, or fail in one UserError."""
-    from yolo_sm.collect.bench import BenchSpec
-    from yolo_sm.collect.sweep import SweepSpec
+    from yolo_sm.core.bench import BenchSpec
+    from yolo_sm.core.sweep import SweepSpec
 
     params = data.draw(_param_values(kind))
     try:
@@ -351,7 +351,7 @@ EVENT = st.fixed_dictionaries(
 def test_kineto_traces_of_any_json_load_or_raise_user_error(doc, gz):
     import gzip
 
-    from yolo_sm.collect.profiling.kineto import load_kernels, load_layer_ops
+    from yolo_sm.core.profiling.kineto import load_kernels, load_layer_ops
 
     with tempfile.TemporaryDirectory() as d:
         path = Path(d, "t.json.gz" if gz else "t.json")
@@ -365,7 +365,7 @@ def test_kineto_traces_of_any_json_load_or_raise_user_error(doc, gz):
 @HYPO
 @given(raw=st.binary(max_size=200), gz=st.booleans())
 def test_kineto_traces_of_any_bytes_raise_user_error(raw, gz):
-    from yolo_sm.collect.profiling.kineto import read_trace
+    from yolo_sm.core.profiling.kineto import read_trace
 
     with tempfile.TemporaryDirectory() as d:
         path = Path(d, "t.json.gz" if gz else "t.json")
@@ -386,7 +386,7 @@ NCU_HEADER = '"ID","Kernel Name","NVTX","Metric Name","Metric Unit","Metric Valu
     header=st.sampled_from([NCU_HEADER, '"ID","Kernel Name","Duration"', '"x"']),
 )
 def test_ncu_tables_of_any_text_load_or_raise_user_error(rows, header):
-    from yolo_sm.collect.profiling.ncu import load_ncu
+    from yolo_sm.core.profiling.ncu import load_ncu
 
     text = header + "\n" + "\n".join(",".join(f'"{c}"' for c in r) for r in rows) + "\n"
     with tempfile.TemporaryDirectory() as d:

@@ -9,14 +9,14 @@ import pytest
 import torch
 
 from tests.fixtures.conv_blocks import fused_conv_blocks
-from yolo_sm.analyse import precision_8bit as p8
-from yolo_sm.collect.engines import EngineConfig, build_engine, int8, qconv
-from yolo_sm.collect.models import build_yolo
-from yolo_sm.collect.models.common import calibration_batches
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.vocab import TOLERANCE, Precision
-from yolo_sm.report.findings import precision as findings
+from yolo_sm.core.engines import EngineConfig, build_engine, int8, qconv
+from yolo_sm.core.models import build_yolo
+from yolo_sm.core.models.common import calibration_batches
 from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY
+from yolo_sm.topics.precision import eight_bit as p8
+from yolo_sm.topics.precision import rules as findings
 
 
 def test_values_round_half_away_and_saturate_at_127():
@@ -113,9 +113,9 @@ def test_int8_engine_runs_on_cpu_as_emulation_and_passes_its_check(tiny, calibra
 
 
 def test_sweep_and_bench_rows_count_the_handoffs(tiny):
-    from yolo_sm.collect import bench
-    from yolo_sm.collect.sweep import quant_columns
     from yolo_sm.contract.schema import SCHEMAS
+    from yolo_sm.core import bench
+    from yolo_sm.core.sweep import quant_columns
 
     cfg = EngineConfig(precision="int8", layout="nhwc", batch=1, imgsz=64, device="cpu")
     eng = build_engine(tiny, cfg)
@@ -237,7 +237,7 @@ def test_handoff_in_a_yolo_model_keeps_its_output(tiny):
 def test_handoff_in_yolo11_and_the_wide_stack_keeps_their_output():
     """yolo11 (C3k2, C2PSA's attention) and the wide conv stack (a chain): links found, the
     output the same as without hand-off."""
-    from yolo_sm.collect.models import build
+    from yolo_sm.core.models import build
 
     x = calibration_batches(64)[0]
     for model in (build_yolo("yolo11", 0.25).eval(), build("wide", 0.25).eval()):
@@ -423,7 +423,7 @@ def test_choose_kernel_says_what_is_missing(monkeypatch):
 
 def test_sweep_keeps_int8_on_eager_graph_and_compile_and_drops_it_on_onnxruntime():
     from yolo_sm.analyse import plan_grid
-    from yolo_sm.collect.sweep import Point, unsupported_reason
+    from yolo_sm.core.sweep import Point, unsupported_reason
 
     for backend, ok in (("eager", True), ("cudagraph", True), ("compile", True),
                         ("onnxruntime", False)):  # fmt: skip
@@ -433,7 +433,7 @@ def test_sweep_keeps_int8_on_eager_graph_and_compile_and_drops_it_on_onnxruntime
 
 
 def test_numerics_table_measures_int8_per_calibration(tiny):
-    from yolo_sm.collect import numerics
+    from yolo_sm.core import numerics
 
     assert numerics.variants(("fp16", "int8")) == [
         ("fp16", ""),
@@ -514,8 +514,8 @@ def test_eight_bit_rules_flip_with_the_facts():
     assert speed.loc[(1.0, "cudagraph/int8/nhwc"), "vs_fastest_fp16"] == pytest.approx(1.5)
     assert speed.loc[(1.0, "cudagraph/int8/nhwc"), "fastest_fp16"] == "cudagraph/fp16/nhwc"
     # whether 8-bit is faster is decided once, by claim_10 (INT8) and claim_10_fp8
-    from yolo_sm.analyse import claims as ac
-    from yolo_sm.report.claims import CLAIMS_RULES
+    from yolo_sm.topics.claims import analyse as ac
+    from yolo_sm.topics.claims.report import CLAIMS_RULES
 
     rule = {r.id: r for r in CLAIMS_RULES}
 
@@ -552,8 +552,8 @@ def test_error_rules_flip():
 def test_plan_steps_bench_int8_beside_fp16_and_fp8():
     import inspect
 
-    from yolo_sm.collect import numerics, plan_runners
     from yolo_sm.contract import plans as contract_plans
+    from yolo_sm.core import numerics, plan_runners
 
     plan = contract_plans.load_plan("data/plans/full.yaml")
     step = next(s for s in plan.steps if s.name == "bench_8bit")
@@ -569,7 +569,8 @@ def test_plan_steps_bench_int8_beside_fp16_and_fp8():
 
 def test_section_figure_follows_the_style_and_absent_data_is_one_line():
     from yolo_sm.contract.datasets import open_root
-    from yolo_sm.report import eight_bit_plots, style
+    from yolo_sm.report import style
+    from yolo_sm.topics.precision import report as eight_bit_plots
 
     fig = eight_bit_plots.plot_speed(p8.engine_speed(_bench(180.0)))
     assert style.problems(fig) == []
@@ -693,7 +694,7 @@ def test_part_occupancy_weights_by_time_and_the_occupancy_rule_flips():
 
 def test_the_occupancy_section_shows_each_trace_it_holds_or_says_what_it_lacks(make_root):
     from yolo_sm.contract.datasets import open_root
-    from yolo_sm.report import eight_bit_plots
+    from yolo_sm.topics.precision import report as eight_bit_plots
 
     only_int8 = eight_bit_plots.occupancy_section(open_root(make_root("i", [p8.TRACE_INT8])))
     assert isinstance(only_int8, tuple) and len(only_int8) == 2  # the convolutions, one trace

@@ -28,7 +28,7 @@ def test_triton_kernels_under_the_interpreter():
 
 
 def test_kernel_choice_on_a_cpu():
-    from yolo_sm.collect.engines import EngineConfig, int8
+    from yolo_sm.core.engines import EngineConfig, int8
 
     assert int8.choose_kernel("cpu") == "emulate"
     assert int8.choose_kernel("cpu", "emulate") == "emulate"
@@ -44,7 +44,7 @@ def test_kernel_choice_on_a_cpu():
 def test_conv_rows_time_each_convolution_without_hand_off(monkeypatch):
     """Each convolution is timed alone on the fp16 input it sees: the engine whose forward
     captures those inputs hands nothing over in int8."""
-    from yolo_sm.collect import int8_kernels
+    from yolo_sm.topics.precision import collect as int8_kernels
 
     seen = []
 
@@ -60,8 +60,8 @@ def test_conv_rows_time_each_convolution_without_hand_off(monkeypatch):
 
 
 def test_int8_kernels_spec_and_plan_params():
-    from yolo_sm.collect.int8_kernels import Int8KernelSpec
     from yolo_sm.contract.plans import check_params
+    from yolo_sm.topics.precision.collect import Int8KernelSpec
 
     spec = Int8KernelSpec.from_mapping({"widths": [1, 0.5], "model_kernels": "triton"})
     assert spec.widths == (1.0, 0.5) and spec.model_kernels == ("triton",)
@@ -102,7 +102,7 @@ def _root(tmp_path, make_root, df):
 
 
 def test_conv_times_pair_kernels_on_the_same_convolutions(table):
-    from yolo_sm.analyse import int8_kernels as ik
+    from yolo_sm.topics.precision import int8_kernels as ik
 
     t = ik.conv_times(table)
     assert len(t) == table[(table.scope == "conv")].groupby(["width", "index"]).ngroups
@@ -124,10 +124,10 @@ def test_conv_times_pair_kernels_on_the_same_convolutions(table):
 
 
 def test_facts_and_verdicts_flip_with_the_times(table):
-    from yolo_sm.analyse import int8_kernels as ik
     from yolo_sm.analyse.facts import facts_table
     from yolo_sm.report import rules
-    from yolo_sm.report.findings import int8_kernels as f
+    from yolo_sm.topics.precision import int8_kernels as ik
+    from yolo_sm.topics.precision import int8_rules as f
 
     def verdict(df, rule_id):
         v = rules.evaluate(f.RULES, facts_table(ik.facts_of(df)), "t").set_index("id")
@@ -149,8 +149,8 @@ def test_facts_and_verdicts_flip_with_the_times(table):
 
 
 def test_ceiling_shares_need_the_ceilings_table(tmp_path, make_root, table):
-    from yolo_sm.analyse import int8_kernels as ik
     from yolo_sm.contract.hardware import ceiling
+    from yolo_sm.topics.precision import int8_kernels as ik
 
     root = _root(tmp_path, make_root, table)
     rates = ik.kernel_rates(table, root)
@@ -162,7 +162,7 @@ def test_ceiling_shares_need_the_ceilings_table(tmp_path, make_root, table):
 
 
 def test_model_speed_is_relative_to_the_same_width(table):
-    from yolo_sm.analyse import int8_kernels as ik
+    from yolo_sm.topics.precision import int8_kernels as ik
 
     m = ik.model_speed(table).set_index(["width", "kernel"])
     for w in table.width.unique():
@@ -176,7 +176,7 @@ def test_the_notebook_section_renders_from_a_root_and_says_when_it_lacks_the_tab
 ):
     from yolo_sm.contract import manifest
     from yolo_sm.contract.datasets import open_root
-    from yolo_sm.report import eight_bit_plots
+    from yolo_sm.topics.precision import report as eight_bit_plots
 
     root = _root(tmp_path, make_root, table)
     out = eight_bit_plots.kernels_section(root)
@@ -198,7 +198,7 @@ def test_the_notebook_section_renders_from_a_root_and_says_when_it_lacks_the_tab
 def _fake_measurements(monkeypatch, conv_rows, model_rows):
     """The step's measurements replaced by ``conv_rows`` / ``model_rows``, on a pretend GPU
     whose provenance is ``gpu_name`` "a GPU"."""
-    from yolo_sm.collect import int8_kernels as step
+    from yolo_sm.topics.precision import collect as step
 
     monkeypatch.setattr(step, "conv_rows", conv_rows)
     monkeypatch.setattr(step, "model_rows", model_rows)
@@ -208,7 +208,7 @@ def _fake_measurements(monkeypatch, conv_rows, model_rows):
 
 
 def test_the_step_runs_units_with_provenance_and_resumes(tmp_path, monkeypatch):
-    from yolo_sm.collect import int8_kernels as step
+    from yolo_sm.topics.precision import collect as step
 
     calls = []
 
@@ -237,7 +237,7 @@ def test_the_step_runs_units_with_provenance_and_resumes(tmp_path, monkeypatch):
 
 
 def test_a_unit_that_fails_is_one_row_and_the_others_run(tmp_path, monkeypatch):
-    from yolo_sm.collect import int8_kernels as step
+    from yolo_sm.topics.precision import collect as step
 
     def conv_rows(spec, width, model, convs):
         raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
@@ -259,9 +259,9 @@ def test_status_and_a_rerun_see_the_units_a_cut_run_left(tmp_path):
     import pandas as pd
     import yaml
 
-    from yolo_sm.collect import plan_status
-    from yolo_sm.collect.int8_kernels import Int8KernelSpec, missing_units
     from yolo_sm.contract import plans as contract_plans
+    from yolo_sm.core import plan_status
+    from yolo_sm.topics.precision.collect import Int8KernelSpec, missing_units
 
     out = tmp_path / "data"
     out.mkdir()
@@ -293,13 +293,13 @@ def test_a_time_limited_run_measures_the_units_that_fit_and_the_next_resumes(tmp
     import pandas as pd
     import yaml
 
-    from yolo_sm.collect import plan_status
-    from yolo_sm.collect import plans as collect
     from yolo_sm.contract import plans as contract_plans
+    from yolo_sm.core import plan_status
+    from yolo_sm.core import plans as collect
 
     clock = {"t": 0.0}
     monkeypatch.setattr(collect.time, "monotonic", lambda: clock["t"])
-    monkeypatch.setattr("yolo_sm.collect.grid.time.monotonic", lambda: clock["t"])
+    monkeypatch.setattr("yolo_sm.core.grid.time.monotonic", lambda: clock["t"])
     calls = []
 
     def rows(scope, took):
@@ -338,8 +338,8 @@ def test_a_time_limited_run_measures_the_units_that_fit_and_the_next_resumes(tmp
 
 
 def test_a_wider_unit_is_estimated_long_so_a_run_stops_before_its_deadline():
-    from yolo_sm.collect.grid import Pace
-    from yolo_sm.collect.int8_kernels import unit_estimate
+    from yolo_sm.core.grid import Pace
+    from yolo_sm.topics.precision.collect import unit_estimate
 
     rows = [{"width": 1.0, "scope": "conv", "unit_s": 192.0},
             {"width": 1.0, "scope": "conv", "unit_s": 190.0},
@@ -365,7 +365,7 @@ def test_the_step_stops_before_a_unit_its_deadline_cannot_hold(tmp_path, monkeyp
 
     import pandas as pd
 
-    from yolo_sm.collect import int8_kernels as step
+    from yolo_sm.topics.precision import collect as step
 
     calls = []
 

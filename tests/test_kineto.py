@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from yolo_sm.collect.profiling import kineto
-from yolo_sm.collect.profiling.nvtx import layer_ranges, parse_range, range_name
 from yolo_sm.contract.errors import UserError
+from yolo_sm.core.profiling import kineto
+from yolo_sm.core.profiling.nvtx import layer_ranges, parse_range, range_name
 
 
 def _trace():
@@ -186,7 +186,7 @@ def test_layer_ranges_are_removed_even_after_an_error(tiny_yolo):
 def test_real_h200_trace_loads_with_every_kernel_in_a_layer():
     from pathlib import Path
 
-    from yolo_sm.collect.profiling.kineto import load_kernels
+    from yolo_sm.core.profiling.kineto import load_kernels
 
     root = Path(__file__).resolve().parents[1] / "data" / "h200" / "traces"
     df = load_kernels(root / "trace_width_b8-yolov8_w0.5_fp16_nhwc_b8.json.gz")

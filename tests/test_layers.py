@@ -1,12 +1,14 @@
-"""The package's layers import one way, without cycles, private names or torch below collect.
+"""The package's layers import one way, without cycles, private names or torch where it has no
+place.
 
 Layers, lowest first: ``contract`` (pandas / pyarrow), ``analyse`` (DataFrame -> DataFrame),
-``collect`` (torch, GPU) and ``report`` (plotly, ipywidgets), ``cli`` on top. A module may import
-its own layer and the layers its entry in ``ALLOWED`` names; ``contract``, ``analyse`` and
-``report`` never import torch, ultralytics or the collect layer, at module level or inside a
-function. Every internal import sits at module level (a reader sees what depends on what), but
-the CLI's imports of collect and report, which load on use so that `yolo-sm render` runs
-without torch.
+``core`` (torch, GPU), ``report`` (plotly, ipywidgets), ``topics`` and ``cli`` on top. A topic
+folder's ``__init__`` is pure data (its Topic record, importing only the registry); its
+``collect*`` modules are collect code (torch allowed, the core below them); its other modules
+(analysis, rules, report) import neither torch nor any collect code, so ``make report`` runs
+without torch. Every internal import sits at module level (a reader sees what depends on what),
+but the CLI's imports of core, topics and report, which load on use so that `yolo-sm render`
+runs without torch.
 """
 
 import ast
@@ -20,12 +22,15 @@ PKG = Path(__file__).resolve().parents[1] / "yolo_sm"
 ALLOWED = {
     "contract": {"contract"},
     "analyse": {"contract", "analyse"},
-    "collect": {"contract", "analyse", "collect"},
-    "report": {"contract", "analyse", "report"},
-    "cli": {"contract", "analyse", "collect", "report", "cli"},
+    "core": {"contract", "analyse", "core", "registry", "topic_collect"},
+    "report": {"contract", "analyse", "report", "registry"},
+    "registry": {"registry"},
+    "topic": {"contract", "analyse", "report", "registry", "topic"},
+    "topic_collect": {"contract", "analyse", "core", "registry", "topic", "topic_collect"},
+    "cli": {"contract", "analyse", "core", "report", "registry", "topic", "topic_collect", "cli"},
 }
 HEAVY = ("torch", "torchvision", "ultralytics", "tensorrt", "onnxruntime", "onnx", "triton")
-TORCH_FREE = ("contract", "analyse", "report")
+TORCH_FREE = ("contract", "analyse", "report", "registry", "topic")
 
 
 def _module(path: Path) -> str:
@@ -50,6 +55,10 @@ MODULES = {_module(p): p for p in sorted(PKG.rglob("*.py"))}
 
 def _layer(mod: str) -> str | None:
     parts = mod.split(".")
+    if len(parts) > 1 and parts[1] == "topics":
+        if len(parts) <= 3:  # yolo_sm.topics and each topic's __init__: the registry, pure data
+            return "registry"
+        return "topic_collect" if parts[3].startswith("collect") else "topic"
     return parts[1] if len(parts) > 1 and parts[1] in ALLOWED else None
 
 
@@ -68,7 +77,8 @@ def test_imports_run_one_way(mod):
             tl = _layer(target)
             if tl is not None and tl not in ALLOWED[layer]:
                 bad.append(f"imports {target} ({tl} is not below {layer})")
-            if not top and not (layer == "cli" and tl in ("collect", "report")):
+            on_use = ("core", "report", "registry", "topic", "topic_collect")
+            if not top and not (layer == "cli" and tl in on_use):
                 # the CLI alone imports its command's layer on use: `yolo-sm render` and
                 # `yolo-sm claims` run where torch is not installed
                 bad.append(f"imports {target} inside a function (internal imports at module level)")

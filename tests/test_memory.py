@@ -10,18 +10,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from yolo_sm.analyse import memory as am
 from yolo_sm.analyse.facts import facts_table
-from yolo_sm.collect.memory import lifetime_rows, pool_table
-from yolo_sm.collect.memory.lifetimes import lifetimes_frame, memory_layers, trace_lifetimes
-from yolo_sm.collect.memory.pool import batch_sequence
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import load_plan
 from yolo_sm.contract.schema import problems
-from yolo_sm.report import memory_plots as mp
-from yolo_sm.report.findings import memory as findings
 from yolo_sm.report.rules import evaluate
 from yolo_sm.report.style import problems as figure_problems
+from yolo_sm.topics.memory import analyse as am
+from yolo_sm.topics.memory import report as mp
+from yolo_sm.topics.memory import rules as findings
+from yolo_sm.topics.memory.collect import lifetime_rows, pool_table
+from yolo_sm.topics.memory.collect_lifetimes import lifetimes_frame, memory_layers, trace_lifetimes
+from yolo_sm.topics.memory.collect_pool import batch_sequence
 
 
 class Add(nn.Module):
@@ -321,8 +321,8 @@ def test_the_allocator_readings_are_wired(monkeypatch):
 def test_the_measured_peak_is_compared_on_what_the_process_held_before_the_forward():
     """Tensors the process held before the forward (another model, a previous run) are in the
     allocator's peak: the predictions are compared on that base, not on weights + input."""
-    from yolo_sm.analyse import memory as am
-    from yolo_sm.collect.memory import lifetime_rows
+    from yolo_sm.topics.memory import analyse as am
+    from yolo_sm.topics.memory.collect import lifetime_rows
 
     df = lifetime_rows("yolov8", 0.25, batch=1, imgsz=64, device="cpu")
     model = df.level == "model"

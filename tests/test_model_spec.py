@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from yolo_sm.cli.main import main
-from yolo_sm.collect.models import (
+from yolo_sm.contract.errors import UserError
+from yolo_sm.core.models import (
     ModelSpec,
     build,
     build_spec,
@@ -19,7 +20,6 @@ from yolo_sm.collect.models import (
     read_checkpoint,
     save_checkpoint,
 )
-from yolo_sm.contract.errors import UserError
 
 USER = "tests.fixtures.user_model:tiny"
 TINY = {
@@ -98,7 +98,7 @@ def test_checkpoint_keeps_its_weights_and_loads_in_ultralytics(ckpt):
 
 
 def test_checkpoint_and_user_module_sweep_through_the_api(ckpt, tmp_path):
-    from yolo_sm.collect.sweep import SweepSpec, run_sweep
+    from yolo_sm.core.sweep import SweepSpec, run_sweep
 
     spec = SweepSpec.from_mapping({**TINY, "models": [ckpt, USER], "input_shape": "3,64,64"})
     df = run_sweep(spec, tmp_path / "s.parquet", progress=False)
@@ -165,7 +165,7 @@ def test_plan_with_a_model_runs_sweep_trace_and_tables(which, ckpt, tmp_path, ca
     import pandas as pd
     import yaml
 
-    from yolo_sm.collect.profiling.kineto import load_layer_ops
+    from yolo_sm.core.profiling.kineto import load_layer_ops
 
     model = ckpt if which == "checkpoint" else USER
     plan = {
@@ -301,8 +301,8 @@ def test_a_checkpoint_holding_a_non_module_is_refused(tmp_path):
 
 
 def test_bench_takes_a_checkpoint_as_it_is(ckpt):
-    from yolo_sm.collect.bench import BenchSpec, bench_model
-    from yolo_sm.collect.models import YoloForward
+    from yolo_sm.core.bench import BenchSpec, bench_model
+    from yolo_sm.core.models import YoloForward
 
     spec = BenchSpec.from_mapping({"models": f"{ckpt},yolov8:0.5", "device": "cpu"})
     assert spec.models == (("det", 0.0625), ("yolov8", 0.5)) and spec.specs == (("det", ckpt),)
@@ -315,7 +315,7 @@ def test_bench_takes_a_checkpoint_as_it_is(ckpt):
 
 
 def test_cli_trace_of_a_user_module_attributes_its_layers(tmp_path, capsys):
-    from yolo_sm.collect.profiling.kineto import load_layer_ops
+    from yolo_sm.core.profiling.kineto import load_layer_ops
 
     out = tmp_path / "t.json.gz"
     rc, cap = _cli(
@@ -344,8 +344,8 @@ def test_cli_trace_of_a_user_module_attributes_its_layers(tmp_path, capsys):
 
 
 def test_profiling_target_labels_each_model(ckpt, capsys):
-    from yolo_sm.collect.profiling import target
     from yolo_sm.contract.labels import parse_config
+    from yolo_sm.core.profiling import target
 
     argv = target.target_argv(
         "yolov8", "1.0", "fp32", "nchw", "1", 64, "cpu", models=[ckpt, USER], input_shape="3,64,64"
@@ -357,7 +357,7 @@ def test_profiling_target_labels_each_model(ckpt, capsys):
 
 
 def test_two_files_with_one_label_must_be_named(ckpt, tmp_path):
-    from yolo_sm.collect.sweep import SweepSpec
+    from yolo_sm.core.sweep import SweepSpec
 
     other = tmp_path / "det.pt"
     other.write_bytes(open(ckpt, "rb").read())

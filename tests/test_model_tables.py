@@ -1,4 +1,4 @@
-"""yolo_sm.collect.model_tables: the model_layers dataset (counted on the CPU), its plan step
+"""yolo_sm.core.model_tables: the model_layers dataset (counted on the CPU), its plan step
 kind and the shipped table."""
 
 import json
@@ -6,13 +6,13 @@ import json
 import pandas as pd
 import pytest
 
-from yolo_sm.collect import model_tables
-from yolo_sm.collect.models import build_yolo, channel_table
-from yolo_sm.collect.plans import run_plan
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import load_plan
 from yolo_sm.contract.schema import REQUIRED, validate
+from yolo_sm.core import model_tables
+from yolo_sm.core.models import build_yolo, channel_table
+from yolo_sm.core.plans import run_plan
 
 
 def test_layer_rows_match_the_channel_table():

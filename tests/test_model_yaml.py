@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from yolo_sm.cli.main import main
-from yolo_sm.collect.models import model_yaml
-from yolo_sm.collect.models.spec import parse_model
 from yolo_sm.contract.errors import UserError
+from yolo_sm.core.models import model_yaml
+from yolo_sm.core.models.spec import parse_model
 
 ultralytics = pytest.importorskip("ultralytics")
 torch = pytest.importorskip("torch")
@@ -32,7 +32,7 @@ def test_every_shipped_yaml_builds_and_gives_one_batched_tensor(name, no_bias_in
     """Each YAML of ultralytics' cfg/models resolves by bare name, passes the checks, builds with
     the class YOLO(name) uses (on the meta device) and gives one tensor whose first dimension is
     the batch: what the sweep's engines and the trace take."""
-    from yolo_sm.collect.models.yolo import wrap_detection
+    from yolo_sm.core.models.yolo import wrap_detection
 
     d = model_yaml.read(name)
     cls = model_yaml.model_class(d)

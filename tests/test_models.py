@@ -10,14 +10,14 @@ import pytest
 import torch
 from torch import nn
 
-from yolo_sm.collect.models import (
+from yolo_sm.contract.errors import UserError
+from yolo_sm.core.models import (
     build_yolo,
     channel_table,
     model_flops,
     resnet_backbone,
     wide_conv_stack,
 )
-from yolo_sm.contract.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 ANCHORS_64 = (64 // 8) ** 2 + (64 // 16) ** 2 + (64 // 32) ** 2  # 84
@@ -269,7 +269,7 @@ def test_import_is_light_and_offline():
 def _layer_stds(model, x):
     import torch
 
-    from yolo_sm.collect.models import layers
+    from yolo_sm.core.models import layers
 
     stds = {}
 
@@ -291,7 +291,7 @@ def _layer_stds(model, x):
 def test_calibrated_models_keep_activations_alive_and_input_dependent():
     import torch
 
-    from yolo_sm.collect.models import build_yolo
+    from yolo_sm.core.models import build_yolo
 
     x1, x2 = torch.rand(2, 3, 96, 96), torch.rand(2, 3, 96, 96)
     cal = build_yolo("yolov8", 0.25)
@@ -308,7 +308,7 @@ def test_calibrated_models_keep_activations_alive_and_input_dependent():
 def test_wide_stack_and_resnet_are_calibrated_and_frozen():
     import torch
 
-    from yolo_sm.collect.models import resnet_backbone, wide_conv_stack
+    from yolo_sm.core.models import resnet_backbone, wide_conv_stack
 
     for m in (wide_conv_stack(1.0), resnet_backbone(18)):
         assert not any(p.requires_grad for p in m.parameters())

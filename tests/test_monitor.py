@@ -16,15 +16,15 @@ import urllib.request
 import pytest
 
 from tests.fixtures.fake_nvml import EXPECTED, NAME, UUID, MonitorNVML
-from yolo_sm.collect import monitor as monitor_mod
-from yolo_sm.collect.monitor import DEVICE_LABELS, FIELDS, PAUSED_METRIC, Monitor, prof_means
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.workload import LABELS, STATUS_ENV, clear, publish, read_status
+from yolo_sm.topics.monitor import collect as monitor_mod
+from yolo_sm.topics.monitor.collect import DEVICE_LABELS, FIELDS, PAUSED_METRIC, Monitor, prof_means
 
 pc = pytest.importorskip("prometheus_client")  # the monitor extra
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from yolo_sm.collect.exporter import serve, write_record  # noqa: E402
+from yolo_sm.topics.monitor.collect_exporter import serve, write_record  # noqa: E402
 
 INTERVAL = 0.2
 
@@ -238,7 +238,7 @@ def test_record_is_a_registered_monitor_dataset(tmp_path):
 
 
 def test_take_rows_empties_the_sampler():
-    from yolo_sm.collect.profiling.gpm import GpmSampler
+    from yolo_sm.core.profiling.gpm import GpmSampler
 
     with GpmSampler(hz=200, nvml=MonitorNVML()) as s:
         wait_for(lambda: len(s.rows) >= 8)
@@ -310,7 +310,7 @@ def test_monitor_listens_on_this_host_unless_told_and_says_where(
     """Without --host the exporter binds 127.0.0.1 (not every address); its start-up line
     names the address it really listens on."""
     from yolo_sm.cli.main import main
-    from yolo_sm.collect import exporter
+    from yolo_sm.topics.monitor import collect_exporter as exporter
 
     seen = []
     real = exporter.serve
@@ -412,10 +412,10 @@ def test_prometheus_scrapes_the_fake_values(tmp_path):
 def test_plan_step_records_the_bench_it_ran_beside(tmp_path, monkeypatch):
     import functools
 
-    from yolo_sm.collect import plan_runners
-    from yolo_sm.collect import plans as collect_plans
     from yolo_sm.contract.datasets import open_root
     from yolo_sm.contract.plans import load_plan
+    from yolo_sm.core import plan_runners
+    from yolo_sm.core import plans as collect_plans
 
     seen = {}
 

@@ -8,9 +8,9 @@ import time
 import pandas as pd
 import pytest
 
-from yolo_sm.analyse import monitor as am
-from yolo_sm.report.findings import monitor as findings
 from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, evaluate
+from yolo_sm.topics.monitor import analyse as am
+from yolo_sm.topics.monitor import rules as findings
 
 UNITS = {
     am.OCCUPANCY: "ratio",
@@ -127,8 +127,8 @@ def test_missing_dataset_leaves_the_facts_out(tmp_path, make_root):
 
 def test_figures_follow_the_vocabulary():
     pytest.importorskip("plotly")
-    from yolo_sm.report import monitor_plots
     from yolo_sm.report.style import problems
+    from yolo_sm.topics.monitor import report as monitor_plots
 
     fig = monitor_plots.plot_series(table())
     assert not problems(fig)
@@ -142,8 +142,8 @@ def test_notebook_renders_a_recorded_monitor_root(tmp_path, make_root):
     pytest.importorskip("prometheus_client")
     from tests.fixtures.fake_nvml import MonitorNVML
     from tests.test_notebooks import NOTEBOOKS, _executes_and_renders
-    from yolo_sm.collect.exporter import write_record
-    from yolo_sm.collect.monitor import Monitor
+    from yolo_sm.topics.monitor.collect import Monitor
+    from yolo_sm.topics.monitor.collect_exporter import write_record
 
     root = make_root("h200", [am.GPM_BATCH])
     mon = Monitor(0, 0.2, nvml=MonitorNVML(), hostname="h", ncu_check=lambda: False)

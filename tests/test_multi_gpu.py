@@ -1,4 +1,4 @@
-"""Collecting on several GPUs against one (yolo_sm.analyse.multi_gpu): wall time and scaling
+"""Collecting on several GPUs against one (yolo_sm.topics.batch.multi_gpu): wall time and scaling
 from two task logs, per-GPU ratios of the same points, the tables' rows compared, and the
 findings that flip with them."""
 
@@ -10,15 +10,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from yolo_sm.analyse import multi_gpu
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.contract.manifest import register
 from yolo_sm.contract.schema import COLLECT_TASKS
 from yolo_sm.contract.store import write_atomic
-from yolo_sm.report import catalog, multi_gpu_plots
-from yolo_sm.report.findings import multi_gpu as findings
+from yolo_sm.report import catalog
 from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, evaluate
+from yolo_sm.topics.batch import multi_gpu
+from yolo_sm.topics.batch import multi_gpu_report as multi_gpu_plots
+from yolo_sm.topics.batch import multi_gpu_rules as findings
 
 SHIPPED = Path(__file__).resolve().parent.parent / "data" / "h200"
 SWEEP = "sweep_fp16_nhwc"

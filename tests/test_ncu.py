@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from yolo_sm.collect.profiling import ncu
 from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.core.profiling import ncu
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RAW = FIXTURES / "ncu_raw_h200_small.csv"

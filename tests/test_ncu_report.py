@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from yolo_sm.collect.profiling import ncu
+from yolo_sm.core.profiling import ncu
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPORT = FIXTURES / "ncu_tiny_h200.ncu-rep"

@@ -8,9 +8,9 @@ import io
 import pandas as pd
 import pytest
 
-from yolo_sm.analyse import stalls
-from yolo_sm.collect.profiling import ncu
 from yolo_sm.contract.errors import UserError
+from yolo_sm.core.profiling import ncu
+from yolo_sm.topics.heatmaps import stalls
 
 NVTX = "thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"
 FWD = '""<default domain>:profiled_forward:none:none:none:none:none:none""'

@@ -5,7 +5,8 @@ import pytest
 
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.report import rules
-from yolo_sm.report.findings import heatmaps, primer
+from yolo_sm.topics.heatmaps import rules as heatmaps
+from yolo_sm.topics.primer import rules as primer
 
 RULES = [*primer.RULES, *heatmaps.RULES]
 EPS = 1e-6

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from yolo_sm.collect.engines import EngineConfig, build_engine
-from yolo_sm.collect.pipeline import (
+from yolo_sm.contract.errors import UserError
+from yolo_sm.core.engines import EngineConfig, build_engine
+from yolo_sm.core.pipeline import (
     DetectionPipeline,
     PipelineConfig,
     letterbox_gpu,
@@ -17,21 +18,20 @@ from yolo_sm.collect.pipeline import (
     set_class_prior,
     ultralytics_predict,
 )
-from yolo_sm.contract.errors import UserError
 
 
 @pytest.fixture(scope="module")
 def frames():
     import cv2
 
-    from yolo_sm.collect.images import bundled_images
+    from yolo_sm.core.images import bundled_images
 
     return [cv2.imread(str(p)) for p in bundled_images()]  # 1080x810 bus, 720x1280 zidane
 
 
 @pytest.fixture(scope="module")
 def detector():
-    from yolo_sm.collect.models import build_yolo
+    from yolo_sm.core.models import build_yolo
 
     m = build_yolo("yolov8", 0.25)
     set_class_prior(m, 0.001, spread=1.5)
@@ -149,7 +149,7 @@ def test_a_pipeline_graph_needs_the_fixed_size_nms_and_a_capturable_engine(frame
 
 
 def test_nms_chunks_cover_whole_images_up_to_the_limit():
-    from yolo_sm.collect.nms import nms_chunks
+    from yolo_sm.core.nms import nms_chunks
 
     assert nms_chunks([3, 0, 4, 5, 0], 10) == [(0, 7), (7, 12)]
     assert nms_chunks([30, 2, 2], 10) == [(0, 30), (30, 34)]  # a big image alone
@@ -163,7 +163,7 @@ def _use_nms(monkeypatch, nms_impl: str) -> None:
     """Steer postprocess to one NMS path: "matrix" (the default), "torchvision" (in chunks),
     "..., one call" / "..., one call per image" (chunk size), "..., per IoU pass" (the matrix
     built one group at a time)."""
-    from yolo_sm.collect import nms
+    from yolo_sm.core import nms
 
     if nms_impl.startswith("torchvision"):
         monkeypatch.setattr(nms, "NMS_MATRIX_LIMIT", 0)
@@ -180,7 +180,7 @@ def _postprocessor(detector, cfg, monkeypatch, chunk=None):
     overrides NMS_CHUNK. torchvision is imported first: ultralytics then uses its NMS too."""
     import torchvision  # noqa: F401
 
-    from yolo_sm.collect import nms
+    from yolo_sm.core import nms
 
     if chunk is not None:
         monkeypatch.setattr(nms, "NMS_CHUNK", chunk)
@@ -257,7 +257,7 @@ def test_nms_on_clustered_boxes_equals_ultralytics(
     the image rarely overlap: a wrong IoU threshold passed the test above.)"""
     from ultralytics.utils import nms, ops
 
-    from yolo_sm.collect import nms as nms_mod
+    from yolo_sm.core import nms as nms_mod
 
     _use_nms(monkeypatch, nms_impl)
     cfg = PipelineConfig(max_det=10_000, agnostic=agnostic)
@@ -328,7 +328,7 @@ def test_topk_nms_gives_the_full_nms_boxes_or_defers(
     """The fixed-size NMS on each image's k best candidates returns the full NMS's boxes (the
     same rows in the same order), or hands the batch to the full NMS where it cannot be sure:
     an image truncated to its k best whose kept boxes do not reach max_det."""
-    from yolo_sm.collect import pipeline
+    from yolo_sm.core import pipeline
 
     y = _clustered(2, 3, 2100, detector.det.model[-1].nc)
     y[1, 4:] *= 0.2  # image 1: no candidate at all
@@ -352,7 +352,7 @@ def test_topk_nms_exactness_flags_and_ties():
     """nms_topk's ``exact`` per image: an image with at most k candidates, or one whose k best
     hold max_det kept boxes; equal scores are taken, and cut, in anchor order, as the full NMS
     orders them."""
-    from yolo_sm.collect.nms import nms_topk
+    from yolo_sm.core.nms import nms_topk
 
     a = 12
     # image 0: 12 disjoint boxes, scores 0.9 .. 0.35 (all kept); image 1: 3 candidates
@@ -384,7 +384,7 @@ def test_suppress_steps_say_whether_the_fixed_point_settled():
     """suppress_steps (torch ops) runs a fixed number of steps with no host check: a group whose
     suppression chain needs more is reported unsettled, the others settled at greedy NMS's
     mask; nms_topk hands an image with such a chain to the full NMS (not exact)."""
-    from yolo_sm.collect import nms
+    from yolo_sm.core import nms
 
     n = 40
     S = torch.zeros(2, n, n, dtype=torch.bool)
@@ -403,7 +403,7 @@ def test_suppress_steps_say_whether_the_fixed_point_settled():
 def test_topk_nms_defers_an_image_whose_fixed_point_has_not_settled(monkeypatch):
     """Boxes in a row, each overlapping the next above the IoU threshold, scores falling along
     the row: a suppression chain as long as the row, deeper than TOPK_STEPS."""
-    from yolo_sm.collect import nms
+    from yolo_sm.core import nms
 
     a = 40
     x = torch.arange(a, dtype=torch.float32) * 1.0 + 20  # 1 px apart: IoU 0.82 with the next
@@ -579,7 +579,7 @@ def test_gpu_path_queues_each_stage_on_its_stream(monkeypatch, detector, small, 
     compute stream after that copy's event, post-processing on its own stream after that batch's
     ready event only; cross-stream tensors recorded on their consumer stream; numpy batches
     staged through the slot's pinned buffer after its copy event, pinned tensors not."""
-    import yolo_sm.collect.pipeline as pl
+    import yolo_sm.core.pipeline as pl
 
     eng, a, b = small
     cfg = PipelineConfig(conf=0.05, streams=streams)
@@ -671,7 +671,7 @@ def test_the_triton_overlap_kernel_equals_the_torch_ops(monkeypatch, same_class)
     """The GPU's overlap kernel, run by Triton's interpreter on the CPU, writes the same S as
     the torch ops, bit for bit: padding, exact duplicates, classes, the j-before-i order."""
     pytest.importorskip("triton")
-    from yolo_sm.collect import nms
+    from yolo_sm.core import nms
 
     gen = torch.Generator().manual_seed(0)
     g, w = 3, 70
@@ -711,7 +711,7 @@ def _run_interpreted(script: str, *argv) -> dict:
 _SUPPRESS_CHECK = r"""
 import json, sys, warnings, torch
 warnings.simplefilter("error")  # a kernel that fails and falls back to the torch ops
-from yolo_sm.collect import nms
+from yolo_sm.core import nms
 
 width = int(sys.argv[1])
 gen = torch.Generator().manual_seed(width)
@@ -777,7 +777,7 @@ _WALK_CHECK = r"""
 import json, sys, warnings, numpy as np, torch
 warnings.simplefilter("error")  # a kernel that fails and falls back to the torch ops
 np.seterr(invalid="ignore")  # 0 / 0 in the padding lanes, as in torch
-from yolo_sm.collect import nms
+from yolo_sm.core import nms
 
 width, same = int(sys.argv[1]), sys.argv[2] == "1"
 gen = torch.Generator().manual_seed(width)
@@ -822,7 +822,7 @@ def test_the_triton_walk_is_greedy_nms(width, same_class):
     NMS by hand keeps, settled, on a suppression chain across several 32-box blocks (the
     fixed-point fallback needs ~width steps for it and says it has not settled), padding, and
     widths that are not a multiple of 32."""
-    from yolo_sm.collect import nms
+    from yolo_sm.core import nms
 
     pytest.importorskip("triton")
     out = _run_interpreted(_WALK_CHECK, width, int(same_class))
@@ -838,7 +838,7 @@ _LETTERBOX_CHECK = r"""
 import json, warnings, numpy as np, torch
 warnings.simplefilter("error")  # a kernel that fails and returns None
 np.seterr(all="ignore")  # masked lanes
-from yolo_sm.collect.pipeline import letterbox_gpu, letterbox_kernel
+from yolo_sm.core.pipeline import letterbox_gpu, letterbox_kernel
 
 rng = np.random.default_rng(0)
 out = []

@@ -9,9 +9,9 @@ import json
 import pytest
 import torch
 
-from yolo_sm.collect.engines import plan_cache
-from yolo_sm.collect.engines.plan_cache import PlanCache
-from yolo_sm.collect.engines.qconv import CudnnQuantConv, plan_sources
+from yolo_sm.core.engines import plan_cache
+from yolo_sm.core.engines.plan_cache import PlanCache
+from yolo_sm.core.engines.qconv import CudnnQuantConv, plan_sources
 
 ENV = {"gpu": "NVIDIA H200", "capability": "9.0", "cudnn_backend": 91000, "torch": "2.x"}
 KEY = ("INT8", "HALF", True, (8, 64, 40, 40), torch.float16, 128, 3, 3, (1, 1), (1, 1), (1, 1))

@@ -66,8 +66,10 @@ def test_achieved_vs_theoretical_and_class_shares_from_real_capture():
 
 
 def test_one_colour_mapping_covers_every_category():
-    from yolo_sm.analyse import heatmaps, kernels, roofline
+    from yolo_sm.analyse import kernels
     from yolo_sm.contract.vocab import Backend, Layout, Precision
+    from yolo_sm.topics.heatmaps import analyse as heatmaps
+    from yolo_sm.topics.roofline import analyse as roofline
 
     families = {
         "backend": [b.value for b in Backend],

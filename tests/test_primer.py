@@ -8,13 +8,14 @@ import shutil
 import pandas as pd
 import pytest
 
-from yolo_sm.analyse import primer, primer_checks
 from yolo_sm.analyse.facts import value
 from yolo_sm.analyse.kernels import add_kernel_class
 from yolo_sm.analyse.weighting import weighted_mean
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.report import rules
-from yolo_sm.report.findings import primer as findings
+from yolo_sm.topics.primer import analyse as primer
+from yolo_sm.topics.primer import checks as primer_checks
+from yolo_sm.topics.primer import rules as findings
 
 
 def subset_root(tmp_path, names, provenance=None):

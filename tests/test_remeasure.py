@@ -4,9 +4,9 @@ import pandas as pd
 import pytest
 
 from yolo_sm.cli.main import main
-from yolo_sm.collect import remeasure
 from yolo_sm.contract import datasets, manifest
 from yolo_sm.contract.errors import UserError
+from yolo_sm.topics.compare import collect as remeasure
 
 SWEEP = dict(
     family=("yolov8",),
@@ -25,7 +25,7 @@ SWEEP = dict(
 @pytest.fixture(scope="module")
 def shipped(tmp_path_factory):
     """A tiny CPU sweep registered as dataset m/s."""
-    from yolo_sm.collect.sweep import SweepSpec, run_sweep
+    from yolo_sm.core.sweep import SweepSpec, run_sweep
 
     root = tmp_path_factory.mktemp("data")
     folder = root / "m"

@@ -1,8 +1,8 @@
-"""yolo_sm.analyse.remeasure: the points two sweep tables share, compared (CPU only)."""
+"""yolo_sm.topics.compare.remeasure: the points two sweep tables share, compared (CPU only)."""
 
-from yolo_sm.analyse import remeasure as remeasure_tables
 from yolo_sm.contract import datasets
-from yolo_sm.report import remeasure_plots
+from yolo_sm.topics.compare import remeasure as remeasure_tables
+from yolo_sm.topics.compare import remeasure_report as remeasure_plots
 
 
 def test_within_tolerance_and_launch_bound():

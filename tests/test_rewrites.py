@@ -7,18 +7,18 @@ import pytest
 import torch
 from torch import nn
 
-from yolo_sm.collect.bench import BenchSpec, parse_engine
-from yolo_sm.collect.cache_builds import CacheSpec
-from yolo_sm.collect.engines import EngineConfig
-from yolo_sm.collect.models.rewrites import (
+from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.plans import check_params
+from yolo_sm.contract.values import compile_mode, split_compile_mode
+from yolo_sm.core.bench import BenchSpec, parse_engine
+from yolo_sm.core.engines import EngineConfig
+from yolo_sm.core.models.rewrites import (
     SeparableMaxPool2d,
     apply_rewrites,
     separable,
     separable_pools,
 )
-from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.plans import check_params
-from yolo_sm.contract.values import compile_mode, split_compile_mode
+from yolo_sm.topics.deploy.collect import CacheSpec
 
 
 @pytest.mark.parametrize("k", [3, 5, 7])
@@ -127,7 +127,7 @@ def test_the_compiled_module_of_a_rewriting_mode_is_rewritten_and_compiled_in_to
     another one, left as it was. Dynamo is not run here (see test_engines)."""
     from dataclasses import replace
 
-    from yolo_sm.collect.engines import torch_backends
+    from yolo_sm.core.engines import torch_backends
 
     modes = []
 
@@ -151,7 +151,7 @@ def test_the_compiled_module_of_a_rewriting_mode_is_rewritten_and_compiled_in_to
 
 
 def test_a_rewriting_engines_caveat_is_its_modes_and_names_the_rewrite():
-    from yolo_sm.analyse.fast_recommend import caveat
+    from yolo_sm.topics.deploy.recommend import caveat
 
     plain = caveat("compile:reduce-overhead/fp16/nhwc")
     sep = caveat("compile:reduce-overhead+sep-pool/int8/nhwc")

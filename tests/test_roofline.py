@@ -1,4 +1,5 @@
-"""yolo_sm.analyse.roofline over the model table and the shipped data: counted bytes and FLOPs,
+"""yolo_sm.topics.roofline.analyse over the model table and the shipped data: counted bytes and
+FLOPs,
 rooflines, layout and launch views, the facts and the rules that judge them (CPU only)."""
 
 import math
@@ -6,13 +7,15 @@ import math
 import pandas as pd
 import pytest
 
-from yolo_sm.analyse import launches, roofline
 from yolo_sm.analyse.kernels import add_kernel_class
 from yolo_sm.contract import hardware
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.contract.errors import UserError
-from yolo_sm.report import plots, roofline_plots, rules
-from yolo_sm.report.findings import roofline as findings
+from yolo_sm.report import plots, rules
+from yolo_sm.topics.launches import analyse as launches
+from yolo_sm.topics.roofline import analyse as roofline
+from yolo_sm.topics.roofline import report as roofline_plots
+from yolo_sm.topics.roofline import rules as findings
 
 
 @pytest.fixture(scope="module")

@@ -8,16 +8,19 @@ import shutil
 import pandas as pd
 import pytest
 
-from yolo_sm.analyse import plan_grid, precision, scaling
+from yolo_sm.analyse import plan_grid
 from yolo_sm.analyse.facts import fact, facts_table, value
 from yolo_sm.contract import datasets
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.labels import with_config
 from yolo_sm.contract.plans import load_plan
-from yolo_sm.report import plots, rules, scaling_plots
-from yolo_sm.report.findings import precision as findings_precision
-from yolo_sm.report.findings import width as findings_width
+from yolo_sm.report import plots, rules
+from yolo_sm.topics.precision import analyse as precision
+from yolo_sm.topics.precision import rules as findings_precision
+from yolo_sm.topics.width import analyse as scaling
+from yolo_sm.topics.width import report as scaling_plots
+from yolo_sm.topics.width import rules as findings_width
 
 ALL_RULES = findings_width.RULES + findings_precision.RULES
 
@@ -508,7 +511,7 @@ def test_ratio_by_width_takes_the_median_from_a_batch_up():
 
 
 def test_plan_points_match_the_sweep_runner(plan):
-    from yolo_sm.collect.sweep import SweepSpec
+    from yolo_sm.core.sweep import SweepSpec
 
     for step in plan.steps:
         if step.kind != "sweep":

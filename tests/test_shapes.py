@@ -9,9 +9,9 @@ import math
 import pandas as pd
 import pytest
 
-from yolo_sm.analyse import shapes
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.schema import REQUIRED, problems
+from yolo_sm.topics.shapes import analyse as shapes
 
 # --- the FLOPs-matching search --------------------------------------------------------------
 
@@ -23,7 +23,7 @@ def _fake_flops(family, width, depth, imgsz):
 
 
 def test_match_flops_finds_the_width_of_equal_flops():
-    from yolo_sm.collect.models.matching import match_flops
+    from yolo_sm.core.models.matching import match_flops
 
     target = _fake_flops("yolov8", 1.0, 0.33, 64)
     m = match_flops(target, depth=1.0, flops=_fake_flops)
@@ -40,7 +40,7 @@ def test_match_flops_finds_the_width_of_equal_flops():
 
 
 def test_matched_pairs_are_narrower_and_deeper():
-    from yolo_sm.collect.models.matching import matched_pairs
+    from yolo_sm.core.models.matching import matched_pairs
 
     rows = matched_pairs(widths=(0.5, 1.0), deep_depth=1.0, flops=_fake_flops)
     assert [r["role"] for r in rows] == ["wide", "deep", "wide", "deep"]
@@ -53,7 +53,7 @@ def test_matched_pairs_are_narrower_and_deeper():
 
 def test_match_flops_on_real_yolo_counts():
     """Real FLOP counts of tiny YOLOv8 models: the match is within 5 % and recounts the same."""
-    from yolo_sm.collect.models.matching import match_flops, yolo_flops
+    from yolo_sm.core.models.matching import match_flops, yolo_flops
 
     target = yolo_flops("yolov8", 0.125, 0.33, 32)
     m = match_flops(target, depth=1.0, imgsz=32, bounds=(0.0625, 0.125), steps=4)
@@ -67,7 +67,7 @@ def test_match_flops_on_real_yolo_counts():
 
 
 def test_engine_config_takes_a_non_square_size():
-    from yolo_sm.collect.engines import EngineConfig, make_input
+    from yolo_sm.core.engines import EngineConfig, make_input
 
     cfg = EngineConfig(backend="eager", precision="fp32", device="cpu", batch=2, imgsz_hw=(64, 96))
     assert cfg.input_hw == (64, 96) and cfg.imgsz == 96
@@ -88,8 +88,8 @@ def _cl():
 
 
 def test_a_non_square_eager_engine_checks_against_fp32():
-    from yolo_sm.collect.engines import EngineConfig, build_engine
-    from yolo_sm.collect.models import build_yolo
+    from yolo_sm.core.engines import EngineConfig, build_engine
+    from yolo_sm.core.models import build_yolo
 
     model = build_yolo("yolov8", 0.0625)
     cfg = EngineConfig(
@@ -151,7 +151,7 @@ def test_pick_engine_without_a_fit_prefers_less_downscaling_then_fewer_pixels():
 
 
 def test_resolutions_on_the_cpu_give_well_formed_rows():
-    from yolo_sm.collect.resolutions import ResolutionSpec, run_resolutions
+    from yolo_sm.topics.shapes.collect_resolutions import ResolutionSpec, run_resolutions
 
     spec = ResolutionSpec(
         widths=(0.0625,), frames=("64x64", "96x40"), fixed_backend="eager", batch=1,
@@ -167,7 +167,7 @@ def test_resolutions_on_the_cpu_give_well_formed_rows():
 
 
 def test_resolution_spec_refuses_bad_input():
-    from yolo_sm.collect.resolutions import ResolutionSpec
+    from yolo_sm.topics.shapes.collect_resolutions import ResolutionSpec
 
     with pytest.raises(UserError, match="WIDTHxHEIGHT"):
         ResolutionSpec.from_mapping({"frames": ["1280-720"], "device": "cpu"})
@@ -178,7 +178,7 @@ def test_resolution_spec_refuses_bad_input():
 
 
 def test_wide_vs_deep_on_the_cpu_gives_well_formed_rows(tmp_path):
-    from yolo_sm.collect.wide_deep import WideDeepSpec, run_wide_vs_deep
+    from yolo_sm.topics.shapes.collect_wide_deep import WideDeepSpec, run_wide_vs_deep
 
     spec = WideDeepSpec(
         pairs=(((0.125, 0.33), (0.0625, 1.0)),), backends=("eager",), batches=(1,), imgsz=64,
@@ -206,9 +206,9 @@ def test_wide_vs_deep_on_the_cpu_gives_well_formed_rows(tmp_path):
 
 
 def test_the_plan_steps_load_and_refuse_bad_params(tmp_path):
-    from yolo_sm.collect.resolutions import ResolutionSpec
-    from yolo_sm.collect.wide_deep import WideDeepSpec
     from yolo_sm.contract.plans import check_params, load_plan
+    from yolo_sm.topics.shapes.collect_resolutions import ResolutionSpec
+    from yolo_sm.topics.shapes.collect_wide_deep import WideDeepSpec
 
     plan = load_plan("data/plans/full.yaml")
     steps = {s.name: s for s in plan.steps}
@@ -289,7 +289,7 @@ def _verdicts(rules, facts):
 
 def test_wide_deep_facts_flip_their_rules():
     from yolo_sm.analyse.facts import facts_table
-    from yolo_sm.report.findings.shapes import WIDE_DEEP_RULES
+    from yolo_sm.topics.shapes.rules import WIDE_DEEP_RULES
 
     assert problems(wide_deep_table(), "wide_vs_deep") == []
     good = _verdicts(WIDE_DEEP_RULES, facts_table(shapes.wide_deep_facts(wide_deep_table())))
@@ -306,7 +306,7 @@ def test_wide_deep_facts_flip_their_rules():
 
 def test_resolution_facts_flip_their_rules():
     from yolo_sm.analyse.facts import facts_table
-    from yolo_sm.report.findings.shapes import RESOLUTION_RULES
+    from yolo_sm.topics.shapes.rules import RESOLUTION_RULES
 
     df = resolution_table()
     assert problems(df, "resolutions") == []
@@ -342,8 +342,8 @@ def test_failed_rows_are_left_out_of_the_comparisons():
 
 def test_figures_keep_the_vocabulary():
     pytest.importorskip("plotly")
-    from yolo_sm.report import shapes_plots
     from yolo_sm.report.style import problems as style_problems
+    from yolo_sm.topics.shapes import report as shapes_plots
 
     t = shapes.pair_table(wide_deep_table())
     figs = [
@@ -377,7 +377,7 @@ def test_resolutions_table_records_the_command_as_a_user_types_it(tmp_path, monk
 
     import pyarrow.parquet as pq
 
-    from yolo_sm.collect.resolutions import ResolutionSpec, run_resolutions
+    from yolo_sm.topics.shapes.collect_resolutions import ResolutionSpec, run_resolutions
 
     spec = ResolutionSpec(
         widths=(0.0625,), frames=("64x64",), fixed_backend="eager", batch=1, device="cpu",

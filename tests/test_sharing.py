@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from yolo_sm.analyse import sharing
 from yolo_sm.contract.errors import UserError
-from yolo_sm.report.findings import sharing as findings
 from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY
+from yolo_sm.topics.sharing import analyse as sharing
+from yolo_sm.topics.sharing import rules as findings
 
 BIG = findings.BIG_SMALL
 EQUAL = findings.EQUAL
@@ -223,8 +223,8 @@ def test_the_h200_plan_has_the_sharing_and_stall_steps():
 
 
 def test_kernels_map_to_the_engine_whose_range_launched_them(tmp_path):
-    from yolo_sm.collect.sharing_run import RANGE
-    from yolo_sm.collect.sharing_trace import engine_kernels
+    from yolo_sm.topics.sharing.collect_run import RANGE
+    from yolo_sm.topics.sharing.collect_trace import engine_kernels
 
     ev = []
     for i, (name, t) in enumerate((("a", 0), ("b", 20), ("a", 40))):
@@ -290,7 +290,7 @@ def test_kernels_map_to_the_engine_whose_range_launched_them(tmp_path):
 def test_gpm_sampler_records_board_power_in_watts():
     from tests.test_gpm import HZ, FakeNVML, wait_for
     from yolo_sm.analyse.gpm import wide
-    from yolo_sm.collect.profiling.gpm import POWER_METRIC, GpmSampler
+    from yolo_sm.core.profiling.gpm import POWER_METRIC, GpmSampler
 
     class PowerNVML(FakeNVML):
         def nvmlDeviceGetPowerUsage(self, handle):
@@ -310,7 +310,7 @@ def test_gpm_sampler_records_board_power_in_watts():
 
 
 def test_collector_runs_alone_and_together_on_a_cpu():
-    from yolo_sm.collect.sharing import run_sharing
+    from yolo_sm.topics.sharing.collect import run_sharing
 
     out = run_sharing(
         ["0.25x1+0.25x2"],
@@ -367,9 +367,9 @@ def test_occupancy_notebook_shows_the_stall_reasons(make_root, tmp_path):
 def test_plan_step_writes_and_registers_the_sharing_table_on_a_cpu(tmp_path):
     import yaml
 
-    from yolo_sm.collect.plans import run_plan
     from yolo_sm.contract.datasets import open_root
     from yolo_sm.contract.plans import load_plan
+    from yolo_sm.core.plans import run_plan
 
     plan = tmp_path / "p.yaml"
     params = {

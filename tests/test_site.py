@@ -56,8 +56,8 @@ def small_site(tmp_path_factory):
     h200."""
     from tests.notebook_cache import executed
     from yolo_sm.contract.datasets import open_root
-    from yolo_sm.report.findings import fast
     from yolo_sm.report.render import notebooks_in, write_site
+    from yolo_sm.topics.deploy import rules as fast
 
     v4 = nbformat.v4
     folder = tmp_path_factory.mktemp("nb")

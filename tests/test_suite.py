@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from yolo_sm.analyse import gpm
-from yolo_sm.collect.profiling import suite
 from yolo_sm.contract import datasets
+from yolo_sm.core.profiling import suite
 
 CONFIGS = ["yolov8_w0.5_fp16_nhwc_b8", "yolov8_w1.5_fp16_nhwc_b8"]
 

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 import torch
 
-import yolo_sm.collect.sweep
-from yolo_sm.collect import sweep
-from yolo_sm.collect.sweep import KEY_COLUMNS, SweepSpec, is_oom, run_sweep, write_atomic
+import yolo_sm.core.sweep
 from yolo_sm.contract.errors import UserError
+from yolo_sm.core import sweep
+from yolo_sm.core.sweep import KEY_COLUMNS, SweepSpec, is_oom, run_sweep, write_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -321,7 +321,7 @@ def test_resume_runs_only_missing_points(tiny_run, tmp_path, monkeypatch):
 
 
 def _failing_build_engine(exc):
-    real = yolo_sm.collect.sweep.build_engine
+    real = yolo_sm.core.sweep.build_engine
 
     def build(model, config):
         if config.batch == 2:
@@ -349,7 +349,7 @@ def _failing_build_engine(exc):
     ],
 )
 def test_engine_failure_becomes_a_row(tmp_path, monkeypatch, exc, status, message):
-    monkeypatch.setattr(yolo_sm.collect.sweep, "build_engine", _failing_build_engine(exc))
+    monkeypatch.setattr(yolo_sm.core.sweep, "build_engine", _failing_build_engine(exc))
     out = tmp_path / "fail.parquet"
     df = run_sweep(tiny_spec(precisions="fp32", budget_ms=5, warmup_ms=1), out, progress=False)
     back = pd.read_parquet(out)
@@ -556,7 +556,7 @@ def test_sigkill_then_resume(tmp_path):
 def test_engine_info_reaches_the_row(tmp_path, monkeypatch):
     """A backend's build details (a CUDA graph's capture time and private pool, ...) become
     columns of its row; an engine without them leaves the columns empty."""
-    real = yolo_sm.collect.sweep.build_engine
+    real = yolo_sm.core.sweep.build_engine
 
     def build(model, config):
         eng = real(model, config)
@@ -564,7 +564,7 @@ def test_engine_info_reaches_the_row(tmp_path, monkeypatch):
             eng.info.update(capture_s=0.25, graph_pool_bytes=123_456_789)
         return eng
 
-    monkeypatch.setattr(yolo_sm.collect.sweep, "build_engine", build)
+    monkeypatch.setattr(yolo_sm.core.sweep, "build_engine", build)
     out = tmp_path / "info.parquet"
     run_sweep(tiny_spec(precisions="fp32", budget_ms=5, warmup_ms=1), out, progress=False)
     back = pd.read_parquet(out).set_index("batch")
@@ -620,7 +620,7 @@ def _pace_point(width, **over):
 
 
 def test_a_wider_models_points_are_estimated_from_the_nearest_width_scaled_by_its_square():
-    from yolo_sm.collect.grid import Pace
+    from yolo_sm.core.grid import Pace
 
     rows = [_pace_row(0.5, 2.0), _pace_row(1.0, 10.0), _pace_row(1.0, 99.0, batch=64)]
     pace = Pace(rows=rows, seconds=[1.0, 1.0])

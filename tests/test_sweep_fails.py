@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from yolo_sm.cli.main import main
-from yolo_sm.collect.sweep import all_failed
+from yolo_sm.core.sweep import all_failed
 
 pytest.importorskip("torch")
 MODEL = "tests.fixtures.user_model:discrete"

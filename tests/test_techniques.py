@@ -10,21 +10,21 @@ import torch
 import yaml
 from torch import nn
 
-from yolo_sm.analyse import techniques as analyse
 from yolo_sm.analyse.kernels import classify
-from yolo_sm.collect import plans as collect
-from yolo_sm.collect.techniques import (
+from yolo_sm.contract import plans as contract_plans
+from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.schema import problems
+from yolo_sm.core import plans as collect
+from yolo_sm.report import rules
+from yolo_sm.topics.techniques import analyse
+from yolo_sm.topics.techniques import rules as findings
+from yolo_sm.topics.techniques.collect import (
     assemblers,
     dtype_summary,
     fusion_models,
     output_dtypes,
     techniques_table,
 )
-from yolo_sm.contract import plans as contract_plans
-from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.schema import problems
-from yolo_sm.report import rules
-from yolo_sm.report.findings import techniques as findings
 
 TINY = {
     "device": "cpu",
@@ -47,7 +47,7 @@ def resnets():
 
 
 def test_fusion_keeps_the_arithmetic_and_removes_batchnorms(resnets):
-    from yolo_sm.collect.models.fused import ConvAddReLU, ConvReLU, count_modules
+    from yolo_sm.core.models.fused import ConvAddReLU, ConvReLU, count_modules
 
     bn = {v: count_modules(m, nn.BatchNorm2d) for v, m in resnets.items()}
     assert bn["bn_unfused"] == 20 and bn["bn_folded"] == 0 and bn["conv_bias_relu"] == 0
@@ -65,7 +65,7 @@ def test_fusion_keeps_the_arithmetic_and_removes_batchnorms(resnets):
 
 
 def test_fusing_needs_the_batchnorms_folded_first(resnets):
-    from yolo_sm.collect.models.fused import fuse_conv_relu
+    from yolo_sm.core.models.fused import fuse_conv_relu
 
     with pytest.raises(UserError, match="fuse the BatchNorms"):
         fuse_conv_relu(resnets["bn_unfused"])
@@ -283,8 +283,8 @@ def test_failed_rows_are_listed_and_left_out_of_the_ratios():
 
 
 def test_figures_follow_the_style():
-    from yolo_sm.report import techniques_plots as tp
     from yolo_sm.report.style import problems as style_problems
+    from yolo_sm.topics.techniques import report as tp
 
     df = synthetic()
     figs = [
@@ -323,8 +323,8 @@ def test_the_fusion_resnet_is_well_conditioned_in_16_bits():
     residual branches are damped; the fusion technique's models are."""
     import copy
 
-    from yolo_sm.collect.models.resnet import resnet_backbone
-    from yolo_sm.collect.techniques import RESIDUAL_SCALE
+    from yolo_sm.core.models.resnet import resnet_backbone
+    from yolo_sm.topics.techniques.collect import RESIDUAL_SCALE
 
     x = torch.rand(2, 3, 128, 128)
 

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import torch
 
-from yolo_sm.collect.engines import EngineConfig, build_engine
-from yolo_sm.collect.images import bundled_images, load_images
 from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.core.engines import EngineConfig, build_engine
+from yolo_sm.core.images import bundled_images, load_images
 
 GREY = 114 / 255  # ultralytics' letterbox padding value, scaled to [0, 1]
 
@@ -32,7 +32,7 @@ def tiny_model() -> torch.nn.Module:
 
 
 def _key(onnx=b"onnx-bytes", gpu="NVIDIA H200 sm_90", trt="10.8.0", digest="", **cfg):
-    from yolo_sm.collect.engines.tensorrt import engine_cache_key
+    from yolo_sm.core.engines.tensorrt import engine_cache_key
 
     base = dict(backend="tensorrt", precision="fp16", batch=1, imgsz=640, workspace_mb=4096)
     return engine_cache_key(onnx, EngineConfig(**{**base, **cfg}), gpu, trt, digest)
@@ -138,7 +138,7 @@ def test_empty_or_missing_folder_and_bad_image_raise(tmp_path):
 
 def test_module_imports_and_reports_missing_tensorrt(monkeypatch):
     monkeypatch.setitem(sys.modules, "tensorrt", None)  # makes `import tensorrt` fail
-    mod = importlib.import_module("yolo_sm.collect.engines.tensorrt")
+    mod = importlib.import_module("yolo_sm.core.engines.tensorrt")
     cfg = EngineConfig(backend="tensorrt", precision="fp16", device="cuda", imgsz=64)
     with pytest.raises(NotAvailableError, match="TensorRT is not installed"):
         mod.build_tensorrt(tiny_model(), cfg)
@@ -180,7 +180,7 @@ def trt_config(tmp_path):
 
 @pytest.mark.gpu
 def test_fp16_engine_builds_caches_and_profiles(trt_config, tmp_path):
-    from yolo_sm.collect.engines.tensorrt import layer_info, layer_times
+    from yolo_sm.core.engines.tensorrt import layer_info, layer_times
 
     model = tiny_model()
     engine = build_engine(model, trt_config)

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from yolo_sm.collect import timing
-from yolo_sm.collect.timing import CpuTimer, Measurement, Timer, measure, measure_engine
+from yolo_sm.core import timing
+from yolo_sm.core.timing import CpuTimer, Measurement, Timer, measure, measure_engine
 
 
 class FakeTimer(Timer):
@@ -357,7 +357,7 @@ def test_measure_engine_times_the_engine_on_its_input():
 
 
 def test_provenance_fingerprints_the_source_and_names_the_host_cpu(tmp_path, monkeypatch):
-    from yolo_sm.collect import provenance
+    from yolo_sm.core import provenance
 
     d = provenance.source_digest()
     assert len(d) == 12 and int(d, 16) >= 0

@@ -56,7 +56,7 @@ def test_the_compile_check_fails_on_a_kernel_that_cannot_compile():
 
 @pytest.mark.parametrize("dtype", ["*fp16", "*bf16", "*fp32"])
 def test_the_int8_and_fp8_quantisers(dtype):
-    from yolo_sm.collect.engines import fp8, int8
+    from yolo_sm.core.engines import fp8, int8
 
     for kernel, out in ((int8._triton_quantize(), "*i8"), (fp8._triton_quantize(), "*fp8e4nv")):
         types = {"x_ptr": dtype, "y_ptr": out, "n": "i32", "inv_scale": "fp32"}
@@ -67,7 +67,7 @@ def test_the_int8_and_fp8_quantisers(dtype):
 @pytest.mark.parametrize("quantize", [True, False])
 @pytest.mark.parametrize("rs", [1, 3])
 def test_the_int8_implicit_gemm_convolution_for_each_tile(tile, quantize, rs):
-    from yolo_sm.collect.engines import int8_triton
+    from yolo_sm.core.engines import int8_triton
 
     conv, _, _ = int8_triton.build_kernels()
     m, n, k, warps, stages = int8_triton.TILES[tile]
@@ -99,7 +99,7 @@ def test_the_int8_implicit_gemm_convolution_for_each_tile(tile, quantize, rs):
 
 
 def test_the_int8_dequantising_epilogue():
-    from yolo_sm.collect.engines import int8_triton
+    from yolo_sm.core.engines import int8_triton
 
     _, epilogue, _ = int8_triton.build_kernels()
     types = {
@@ -116,7 +116,7 @@ def test_the_int8_dequantising_epilogue():
 
 @pytest.mark.parametrize("same_class", [True, False])
 def test_the_nms_kernels(same_class):
-    from yolo_sm.collect import nms
+    from yolo_sm.core import nms
 
     boxes = {"bx": "*fp32", "cls": "*i64", "valid": "*u8", "width": "i32", "iou": "fp32"}
     overlap = nms._define_overlap(triton, tl)
@@ -143,7 +143,7 @@ def test_the_nms_kernels(same_class):
 @pytest.mark.parametrize("resize", [True, False])
 @pytest.mark.parametrize("dtype", ["*fp16", "*bf16", "*fp32"])
 def test_the_letterbox_kernel(resize, dtype):
-    from yolo_sm.collect import pipeline
+    from yolo_sm.core import pipeline
 
     letterbox = pipeline._define_letterbox(triton, tl)
     ints = ("H", "W", "new_h", "new_w", "top", "left", "sb", "sc", "sy", "sx", "S")

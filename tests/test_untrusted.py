@@ -81,7 +81,8 @@ def test_the_hostile_strings_are_live_when_not_escaped():
 
 
 def test_markdown_lines_from_a_root_hold_no_live_element(hostile_root):
-    from yolo_sm.report import batch_sections, plots, sections
+    from yolo_sm.report import plots, sections
+    from yolo_sm.topics.batch import report as batch_sections
 
     lines = [plots.about(hostile_root), sections.missing_note(hostile_root, list(HOSTILE))]
     for line in lines:
@@ -137,10 +138,10 @@ def test_the_site_index_holds_no_live_element(hostile_root):
 
 
 def _writers():
-    from yolo_sm.collect.distributed.units import OWNER, write_owner
-    from yolo_sm.collect.engines.tensorrt import _write_atomic
-    from yolo_sm.collect.profiling.gpm import save
     from yolo_sm.contract.store import copy_atomic, write_atomic, write_text_atomic
+    from yolo_sm.core.distributed.units import OWNER, write_owner
+    from yolo_sm.core.engines.tensorrt import _write_atomic
+    from yolo_sm.core.profiling.gpm import save
 
     def source(d):
         (d / "src.bin").write_bytes(b"new")
@@ -216,7 +217,7 @@ def _plan(tmp_path, n: int):
 def test_collect_status_is_linear_in_plan_steps(tmp_path):
     """10x the steps: ~10x the time (the quadratic status read every sweep table per step:
     ~100x)."""
-    from yolo_sm.collect.plan_status import status
+    from yolo_sm.core.plan_status import status
 
     small, large = _plan(tmp_path, 40), _plan(tmp_path, 400)
     out = tmp_path / "root"
@@ -255,7 +256,7 @@ def test_the_kineto_loader_is_linear_in_kernels(tmp_path):
     kernel for each kernel: ~256x)."""
     import gzip
 
-    from yolo_sm.collect.profiling.kineto import load_kernels
+    from yolo_sm.core.profiling.kineto import load_kernels
 
     def trace(iters, layers=100):
         ev, t, corr = [], 0.0, 0
@@ -319,7 +320,7 @@ def test_an_alias_bomb_is_refused_as_fast_as_a_small_config(tmp_path):
 def test_an_oversized_trace_is_refused_before_it_is_inflated(tmp_path, monkeypatch):
     import gzip
 
-    from yolo_sm.collect.profiling import kineto
+    from yolo_sm.core.profiling import kineto
 
     monkeypatch.setattr(kineto, "MAX_TRACE_BYTES", 1 << 16)
     path = tmp_path / "big.json.gz"
@@ -335,7 +336,7 @@ def test_a_checkpoint_that_unpacks_past_the_cap_is_refused_before_torch_reads_it
 ):
     import zipfile
 
-    from yolo_sm.collect.models import checkpoint
+    from yolo_sm.core.models import checkpoint
 
     path = tmp_path / "bomb.pt"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:

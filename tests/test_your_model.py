@@ -5,12 +5,12 @@ import pandas as pd
 import pytest
 
 from tests.fixtures.one_model import one_model_root
-from yolo_sm.analyse import your_model
 from yolo_sm.analyse.facts import facts_table
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.contract.errors import UserError
-from yolo_sm.report.findings import your_model as findings
 from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, evaluate
+from yolo_sm.topics.your_model import analyse as your_model
+from yolo_sm.topics.your_model import rules as findings
 
 
 def test_model_labels():
@@ -47,8 +47,8 @@ def test_view_of_a_many_model_root_narrows_to_the_model():
 
 
 def test_a_root_that_names_no_model_is_a_view_of_none_whose_sections_say_so(make_root):
-    from yolo_sm.report import batch_sections
-    from yolo_sm.report import your_model_sections as sections
+    from yolo_sm.topics.batch import report as batch_sections
+    from yolo_sm.topics.your_model import report as sections
 
     bench = open_root(make_root("bench_only", ["bench_autotune"]))  # a table, but no model role
     for root in (bench, open_root(make_root("empty"))):
@@ -136,14 +136,14 @@ def test_rule_ids_do_not_clash_with_the_catalog():
 
     ids = {r.id for r in catalog.all_rules()}
     assert not ids & {r.id for r in findings.RULES}
-    from yolo_sm.report.findings import compare
+    from yolo_sm.topics.compare import rules as compare
 
     assert not ids & {r.id for r in compare.RULES}
 
 
 def test_live_plan_names_its_steps_by_role(tmp_path):
-    from yolo_sm.collect import your_model as collect_model
-    from yolo_sm.collect.live import LiveRoot
+    from yolo_sm.core.live import LiveRoot
+    from yolo_sm.topics.your_model import collect as collect_model
 
     plan = collect_model.plan_for("yolov8_w0.25")
     assert [s.name for s in plan.steps] == list(your_model.ROLES)

@@ -17,9 +17,9 @@ import copy
 def main(argv=None) -> int:
     import torch
 
-    from yolo_sm.collect.engines import EngineConfig
-    from yolo_sm.collect.engines.base import head_tensor, photo_input, relative_l2
-    from yolo_sm.collect.models import build_yolo
+    from yolo_sm.core.engines import EngineConfig
+    from yolo_sm.core.engines.base import head_tensor, photo_input, relative_l2
+    from yolo_sm.core.models import build_yolo
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--family", default="yolo11")

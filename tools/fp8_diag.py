@@ -27,10 +27,10 @@ def main(argv=None) -> int:
     import torch
     from torch import nn
 
-    from yolo_sm.collect.engines import EngineConfig, fp8
-    from yolo_sm.collect.engines.base import head_tensor, photo_input
-    from yolo_sm.collect.engines.torch_backends import prepare_module
-    from yolo_sm.collect.models import build_yolo
+    from yolo_sm.core.engines import EngineConfig, fp8
+    from yolo_sm.core.engines.base import head_tensor, photo_input
+    from yolo_sm.core.engines.torch_backends import prepare_module
+    from yolo_sm.core.models import build_yolo
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--width", type=float, default=1.0)

@@ -1,6 +1,8 @@
 """Where does a frames-to-boxes batch spend its time?
 
-On the GPU: ``yolo_sm.collect.probe.probe_pipeline`` (the plan step kind ``probe``: each stage of
+On the GPU: ``yolo_sm.topics.deploy.collect_probe.probe_pipeline`` (the plan step kind ``probe``:
+each
+stage of
 ``DetectionPipeline`` alone and synchronised, the post-processing with each NMS path, whole
 batches with 1 and 3 streams) at --width / --batch, then, on the same engine and decoded batch,
 torchvision's ``nms`` called once over the whole batch (the serial walk ``nms_matrix`` avoids)
@@ -23,7 +25,7 @@ def main(argv=None) -> int:
     import torch
     import torchvision
 
-    from yolo_sm.collect.probe import probe_pipeline
+    from yolo_sm.topics.deploy.collect_probe import probe_pipeline
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--width", type=float, default=0.5)
@@ -52,7 +54,7 @@ def main(argv=None) -> int:
     # (nms_torchvision, (image, class) groups kept apart by float64 offsets) with one chunk
     from ultralytics.utils import ops
 
-    import yolo_sm.collect.nms as N
+    import yolo_sm.core.nms as N
 
     pipe, y = st["pipe"], st["decoded"]
     scores, cls = y[:, 4:].max(1)

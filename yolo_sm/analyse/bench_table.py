@@ -1,4 +1,4 @@
-"""The rows of a bench table (``yolo_sm.collect.bench``, kind ``bench``) every analysis of it
+"""The rows of a bench table (``yolo_sm.core.bench``, kind ``bench``) every analysis of it
 selects the same way: the variants' names, the rows that ran, the model-only engines, the
 units that hold every engine their plan step names, and the scope label of a per-(width,
 batch) fact."""

@@ -51,7 +51,7 @@ def model_flags(p: argparse.ArgumentParser, many: bool = False) -> None:
 
 def model_spec_flags(p: argparse.ArgumentParser) -> None:
     """--model SPEC (repeatable, or a comma list) and --input-shape C,H,W: any model
-    (yolo_sm.collect.models.spec), in place of the family and width flags."""
+    (yolo_sm.core.models.spec), in place of the family and width flags."""
     p.add_argument(
         "--model",
         dest="models",

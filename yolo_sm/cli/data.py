@@ -142,7 +142,7 @@ def check_steps(plan: Plan, out_dir: Path, names: list[str]) -> None:
     """Everything the plan's steps ``names`` need, checked before the first one runs: the
     parameters of each sweep and bench as their specs read them, the backends' optional
     packages, and the plan's device for every step not done yet that runs on it."""
-    from yolo_sm.collect import plan_runners, plan_status
+    from yolo_sm.core import plan_runners, plan_status
 
     needs_device = False
     for step in plan.steps:
@@ -165,12 +165,12 @@ def check_steps(plan: Plan, out_dir: Path, names: list[str]) -> None:
 
 def collect(args) -> int:
     plan = load_plan(args.plan or default_plan())  # the whole plan checked before torch loads
-    from yolo_sm.collect import plan_status, plans
+    from yolo_sm.core import plan_status, plans
 
     if args.model:
         plan = dataclasses.replace(plan, model=values.text(args.model, "--model"))
     if args.device is not None or args.input_shape is not None:
-        from yolo_sm.collect.models.spec import parse_shape
+        from yolo_sm.core.models.spec import parse_shape
 
         dev = None if args.device is None else values.device_name(args.device)
         plan = with_input(plan, dev, parse_shape(args.input_shape))
@@ -197,7 +197,7 @@ def collect(args) -> int:
     output(out_dir, folder=True)
     check_steps(plan, out_dir, only or names)
     if args.workers is not None or args.scheduler:
-        from yolo_sm.collect import distributed
+        from yolo_sm.core import distributed
 
         table = distributed.run_plan(
             plan,

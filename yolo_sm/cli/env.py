@@ -66,7 +66,7 @@ def run(args) -> int:
 def env(args) -> int:
     # the default describes the GPU where there is one; a device asked for must exist here
     name = device(args.device) if args.device is not None else "cuda"
-    from yolo_sm.collect.environment import describe
+    from yolo_sm.core.environment import describe
 
     info = describe(name)
     if args.json:
@@ -88,7 +88,7 @@ def is_number(text: str) -> bool:
 
 def models_table(args) -> int:
 
-    from yolo_sm.collect import models
+    from yolo_sm.core import models
 
     if args.action == "save":
         return save(args)
@@ -112,7 +112,7 @@ def models_table(args) -> int:
 def _print_table(model, size: int, args) -> int:
     import pandas as pd
 
-    from yolo_sm.collect import models
+    from yolo_sm.core import models
 
     df = models.channel_table(model, size)
     if args.format == "csv":
@@ -132,7 +132,7 @@ def _print_table(model, size: int, args) -> int:
 
 
 def save(args) -> int:
-    from yolo_sm.collect.models import save_checkpoint
+    from yolo_sm.core.models import save_checkpoint
 
     if not args.model or not args.out:
         raise UserError("models save needs --model (e.g. yolov8:0.25) and --out FILE.pt")

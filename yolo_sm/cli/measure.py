@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from yolo_sm.analyse.fast_recommend import deploy, deploy_line, ranking
-from yolo_sm.analyse.remeasure import TOLERANCE
 from yolo_sm.cli import common
 from yolo_sm.cli.common import (
     backends_available,
@@ -25,6 +23,8 @@ from yolo_sm.contract.plans import (
     load_yaml,
 )
 from yolo_sm.contract.vocab import PIPELINE_MODES
+from yolo_sm.topics.compare.remeasure import TOLERANCE
+from yolo_sm.topics.deploy.recommend import deploy, deploy_line, ranking
 
 #: sweep settings a flag can set (flags override the --config YAML)
 SWEEP_KEYS = (
@@ -232,7 +232,7 @@ def sweep(args) -> int:
     out = args.out or out
     if not out:
         raise UserError("sweep needs --out FILE.parquet (or 'out:' in the config)")
-    from yolo_sm.collect.sweep import (  # torch: now
+    from yolo_sm.core.sweep import (  # torch: now
         SweepSpec,
         all_failed,
         check_environment,
@@ -288,9 +288,9 @@ def _print_sweep_summary(df) -> None:
 
 def worth(df, what: str = "points") -> str:
     """What the rows of a sweep or bench are worth: how many were timed, how many of those are
-    noisy (IQR above :data:`~yolo_sm.collect.timing.NOISE_THRESHOLD` of the median) or
+    noisy (IQR above :data:`~yolo_sm.core.timing.NOISE_THRESHOLD` of the median) or
     host-bound (``host_bound``: the GPU idles between kernels), and the other statuses."""
-    from yolo_sm.collect.timing import NOISE_THRESHOLD
+    from yolo_sm.core.timing import NOISE_THRESHOLD
 
     ok = df[df["status"] == "ok"]
 
@@ -308,8 +308,8 @@ def worth(df, what: str = "points") -> str:
 
 
 def bench(args) -> int:
-    from yolo_sm.collect.bench import BenchSpec, run_bench
-    from yolo_sm.collect.models.spec import parse_models
+    from yolo_sm.core.bench import BenchSpec, run_bench
+    from yolo_sm.core.models.spec import parse_models
 
     parse_models(values.text(args.models, "--models"), need_shape=False)  # one sentence if bad
 
@@ -346,7 +346,7 @@ def bench(args) -> int:
 
 
 def print_ranking(df) -> None:
-    """A bench table as its ranking (:func:`yolo_sm.analyse.fast_recommend.ranking`), the rows
+    """A bench table as its ranking (:func:`yolo_sm.topics.deploy.recommend.ranking`), the rows
     that did not run, and one line per (model, batch) saying what to deploy."""
     import pandas as pd
 
@@ -363,7 +363,7 @@ def print_ranking(df) -> None:
 
 
 def remeasure(args) -> int:
-    from yolo_sm.collect import remeasure as again
+    from yolo_sm.topics.compare import collect as again
 
     points = values.whole(args.points, "--points", lo=1, hi=100_000)
     seed = values.whole(args.seed, "--seed", lo=0, hi=2**32 - 1)

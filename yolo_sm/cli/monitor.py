@@ -1,6 +1,8 @@
 """``yolo-sm monitor``: a GPU's NVML GPM and NVML fields on a Prometheus ``/metrics`` endpoint,
 named as dcgm-exporter names them and labelled with the yolo_sm workload beside it
-(:mod:`yolo_sm.collect.monitor`, :mod:`yolo_sm.collect.exporter`); ``--record`` also writes the
+(:mod:`yolo_sm.topics.monitor.collect`, :mod:`yolo_sm.topics.monitor.collect_exporter`);
+``--record`` also
+writes the
 sampled series as a table (kind ``monitor``)."""
 
 from __future__ import annotations
@@ -48,8 +50,12 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from yolo_sm.collect.exporter import import_prometheus_client, serve, write_record
-    from yolo_sm.collect.monitor import MAX_INTERVAL_S, MIN_INTERVAL_S, Monitor
+    from yolo_sm.topics.monitor.collect import MAX_INTERVAL_S, MIN_INTERVAL_S, Monitor
+    from yolo_sm.topics.monitor.collect_exporter import (
+        import_prometheus_client,
+        serve,
+        write_record,
+    )
 
     port = values.whole(args.port, "--port", lo=0, hi=65535)
     address = values.text(args.address, "--host")

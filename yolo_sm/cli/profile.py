@@ -14,7 +14,7 @@ from yolo_sm.contract.plans import MAX_ITERS, MAX_RUN_S
 from yolo_sm.contract.store import write_atomic
 from yolo_sm.contract.vocab import Layout, Precision
 
-#: the ncu metric sets (yolo_sm.collect.profiling.ncu)
+#: the ncu metric sets (yolo_sm.core.profiling.ncu)
 METRIC_SETS = ("occupancy", "throughput", "full")
 #: the backends a trace can profile
 TRACE_BACKENDS = ("eager", "cudagraph", "compile")
@@ -139,10 +139,10 @@ def occupancy(args) -> int:
 def trace(args) -> int:
     from dataclasses import replace
 
-    from yolo_sm.collect.engines import EngineConfig, build_engine
-    from yolo_sm.collect.models import build_yolo, parse_models
-    from yolo_sm.collect.profiling import kineto
-    from yolo_sm.collect.profiling.target import model_of
+    from yolo_sm.core.engines import EngineConfig, build_engine
+    from yolo_sm.core.models import build_yolo, parse_models
+    from yolo_sm.core.profiling import kineto
+    from yolo_sm.core.profiling.target import model_of
 
     backend = values.text(args.backend, "--backend", TRACE_BACKENDS)
     iters = values.whole(args.iters, "--iters", lo=1, hi=MAX_ITERS, unit="forwards")
@@ -186,8 +186,8 @@ def trace(args) -> int:
 
 
 def ncu(args) -> int:
-    from yolo_sm.collect.profiling import ncu as nsight
-    from yolo_sm.collect.profiling.target import target_argv
+    from yolo_sm.core.profiling import ncu as nsight
+    from yolo_sm.core.profiling.target import target_argv
 
     _grid(args, args.precisions, args.layouts, args.batches)
     metric_set = values.text(args.metric_set, "--metric-set", METRIC_SETS)
@@ -214,9 +214,9 @@ def ncu(args) -> int:
 
 
 def gpm(args) -> int:
-    from yolo_sm.collect.models import parse_models
-    from yolo_sm.collect.profiling.suite import engines, gpm_overhead, run_gpm
-    from yolo_sm.collect.provenance import collect
+    from yolo_sm.core.models import parse_models
+    from yolo_sm.core.profiling.suite import engines, gpm_overhead, run_gpm
+    from yolo_sm.core.provenance import collect
 
     _grid(args, args.precision, args.layout, str(args.batch))
     seconds = values.number(args.seconds, "--seconds", above=0, hi=MAX_RUN_S, unit="s")
@@ -254,7 +254,7 @@ def gpm(args) -> int:
 
 
 def profile(args) -> int:
-    from yolo_sm.collect.profiling.suite import profile_all
+    from yolo_sm.core.profiling.suite import profile_all
 
     _grid(args, args.precision, args.layout, str(args.batch))
     metric_set = values.text(args.metric_set, "--metric-set", METRIC_SETS)

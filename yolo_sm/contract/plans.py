@@ -513,7 +513,8 @@ def _csv(v) -> str:
     return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v or "")
 
 
-# --- techniques: fusion, autocast, batch buffer (yolo_sm.collect.techniques) -----------------
+# --- techniques: fusion, autocast, batch buffer (yolo_sm.topics.techniques.collect)
+# -----------------
 RESNET_DEPTHS = (18, 34, 50, 101, 152)
 
 

@@ -194,7 +194,7 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "frames": "bus = every frame the bus photo (1080x810, NMS's worst case); alternate = "
         "bus and zidane (resized) as the bench feeds",
         "reps": "timed repetitions per stage",
-        "nms": "the NMS implementation of the postprocess row (yolo_sm.collect.nms.NMS_IMPL)",
+        "nms": "the NMS implementation of the postprocess row (yolo_sm.core.nms.NMS_IMPL)",
         "candidates_per_frame": "boxes above the score threshold per frame (NMS's work)",
         "boxes_per_frame": "boxes per frame after NMS",
     },
@@ -211,7 +211,7 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "imgsz": "square input side in pixels",
         "batch": "images per forward",
         "class_prior": "measured on a copy whose class logits carry the fast-engines bench's "
-        "prior (yolo_sm.collect.bench.CLASS_PRIOR) instead of the model as built",
+        "prior (yolo_sm.core.bench.CLASS_PRIOR) instead of the model as built",
         "device": "torch device the engines ran on",
         "seed": "seed of the random input (random_input rows)",
         "rel_err": "relative L2 error of the raw head output vs eager fp32 on the same input",
@@ -428,7 +428,8 @@ REQUIRED = {
 }
 
 
-# --- techniques (yolo_sm.collect.techniques): fusion, autocast, batch buffer -----------------
+# --- techniques (yolo_sm.topics.techniques.collect): fusion, autocast, batch buffer
+# -----------------
 SCHEMAS["techniques"] = {
     "technique": "fusion (ResNet detector: BN kept / BN folded / conv + bias + ReLU fused), "
     "autocast (fp32 model under torch.autocast vs the model cast to the 16-bit type), "
@@ -482,7 +483,7 @@ SCHEMAS["techniques"] = {
     "gpu_busy_ms": HOST_COLUMNS["gpu_busy_ms"] + " (assembly rows)",
     "bn_modules": "BatchNorm2d modules left in the fusion variant's model",
     "fused_conv_modules": "convolutions that apply bias + ReLU (+ residual add) in their cuDNN "
-    "call (yolo_sm.collect.models.fused)",
+    "call (yolo_sm.core.models.fused)",
     "static_buffer": "batch_buffer rows: the batch lands in a buffer allocated once (False: a "
     "new tensor per step)",
     "graph_input_copy": "batch_buffer step rows: the assembled batch is copied into the CUDA "
@@ -807,12 +808,12 @@ KEY_COLUMNS = (
 
 
 # --- wall seconds per phase and torch.compile's disk cache ------------------------------------
-# (yolo_sm.collect.stopwatch, yolo_sm.collect.engines.compile_cache); optional in sweep and
+# (yolo_sm.core.stopwatch, yolo_sm.core.engines.compile_cache); optional in sweep and
 # bench tables: absent in tables measured before they were recorded
 PHASE_SECONDS = {
     "warmup_s": "wall seconds of the estimate and warm-up calls before the timed calls",
     "warmup_settled": "on a GPU, whether the warm-up ended with the per-call time and the SM "
-    "clock settled (yolo_sm.collect.timing.Settle) rather than at its cap; empty where a fixed "
+    "clock settled (yolo_sm.core.timing.Settle) rather than at its cap; empty where a fixed "
     "warm-up ran (a CPU) or in rows measured before the rule",
     "timed_s": "wall seconds of the timed calls (with the clock and provenance reads around "
     "them; a pipeline or predict row: its timed run)",

@@ -20,7 +20,7 @@ class Precision(str, Enum):
     FP16 = "fp16"
     BF16 = "bf16"
     INT8 = "int8"
-    FP8 = "fp8"  # E4M3 convolutions, fp16 elsewhere (yolo_sm.collect.engines.fp8)
+    FP8 = "fp8"  # E4M3 convolutions, fp16 elsewhere (yolo_sm.core.engines.fp8)
 
 
 class Layout(str, Enum):
@@ -56,7 +56,7 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-
 #: 1 x k pool then a k x 1 one (collect.models.rewrites)
 COMPILE_REWRITES = ("sep-pool",)
 
-#: how a bench's pipeline row post-processes (yolo_sm.collect.pipeline.PipelineConfig): full =
+#: how a bench's pipeline row post-processes (yolo_sm.core.pipeline.PipelineConfig): full =
 #: the full NMS; topk = the fixed-size NMS on each frame's k best candidates first; graph = that,
 #: with everything after the copy to the device in one CUDA graph per slot
 PIPELINE_MODES = ("full", "topk", "graph")

@@ -8,47 +8,17 @@ import sys
 
 import pandas as pd
 
-from yolo_sm.analyse import batch as analyse_batch
-from yolo_sm.analyse import claims as analyse_claims
-from yolo_sm.analyse import compare as analyse_compare
-from yolo_sm.analyse import fast as analyse_fast
-from yolo_sm.analyse import heatmaps as analyse_heatmaps
-from yolo_sm.analyse import hosts as analyse_hosts
-from yolo_sm.analyse import memory as analyse_memory
-from yolo_sm.analyse import monitor as analyse_monitor
-from yolo_sm.analyse import multi_gpu as analyse_multi_gpu
-from yolo_sm.analyse import precision as analyse_precision
-from yolo_sm.analyse import primer as analyse_primer
-from yolo_sm.analyse import roofline as analyse_roofline
-from yolo_sm.analyse import scaling as analyse_scaling
-from yolo_sm.analyse import shapes as analyse_shapes
-from yolo_sm.analyse import sharing as analyse_sharing
-from yolo_sm.analyse import techniques as analyse_techniques
-from yolo_sm.analyse import timeline as analyse_timeline
+from yolo_sm import topics
 from yolo_sm.analyse.facts import concat
 from yolo_sm.contract import datasets
 from yolo_sm.contract.datasets import DataRoot
-from yolo_sm.report import claims
-from yolo_sm.report.findings import batch as findings_batch
-from yolo_sm.report.findings import compare as findings_compare
-from yolo_sm.report.findings import fast, roofline
-from yolo_sm.report.findings import heatmaps as findings_heatmaps
-from yolo_sm.report.findings import hosts as findings_hosts
-from yolo_sm.report.findings import memory as findings_memory
-from yolo_sm.report.findings import monitor as findings_monitor
-from yolo_sm.report.findings import multi_gpu as findings_multi_gpu
-from yolo_sm.report.findings import precision as findings_precision
-from yolo_sm.report.findings import primer as findings_primer
-from yolo_sm.report.findings import shapes as findings_shapes
-from yolo_sm.report.findings import sharing as findings_sharing
-from yolo_sm.report.findings import techniques as findings_techniques
-from yolo_sm.report.findings import timeline as findings_timeline
-from yolo_sm.report.findings import width as findings_width
 from yolo_sm.report.rules import Rule, evaluate, validate
 
-#: (rules, facts function) pairs; each facts function takes a DataRoot and returns a facts
-#: table (yolo_sm.analyse.facts). Filled by the topic modules' registrations below.
-SOURCES: list[tuple[tuple[Rule, ...], object]] = []
+#: (rules, facts function) pairs of every topic; each facts function takes a DataRoot and
+#: returns a facts table (yolo_sm.analyse.facts)
+SOURCES = [(t.load(r), t.load(f)) for t in topics.ALL for r, f in t.sources]
+#: rules over two roots side by side, with their facts function (a, b) -> facts
+PAIR_SOURCES = [(t.load(r), t.load(f)) for t in topics.ALL for r, f in t.pair_sources]
 
 
 def known_facts() -> frozenset[str]:
@@ -92,34 +62,9 @@ def to_json(verdicts: pd.DataFrame) -> str:
     return json.dumps(rows, indent=2)
 
 
-SOURCES.append((claims.CLAIMS_RULES, analyse_claims.facts))
-SOURCES.append((fast.RULES, analyse_fast.facts))
-SOURCES.append((findings_primer.RULES, analyse_primer.facts))
-SOURCES.append((findings_heatmaps.RULES, analyse_heatmaps.facts))
-SOURCES.append((findings_width.RULES, analyse_scaling.facts))
-SOURCES.append((findings_precision.RULES, analyse_precision.facts))
-SOURCES.append((findings_batch.RULES, analyse_batch.facts))
-SOURCES.append((findings_timeline.RULES, analyse_timeline.facts))
-SOURCES.append((roofline.RULES, analyse_roofline.facts))
-SOURCES.append((findings_hosts.RULES, analyse_hosts.facts))
-SOURCES.append((findings_techniques.RULES, analyse_techniques.facts))
-SOURCES.append((findings_memory.RULES, analyse_memory.facts))
-SOURCES.append((findings_sharing.RULES, analyse_sharing.facts))
-SOURCES.append((findings_monitor.RULES, analyse_monitor.facts))
-
-#: rules over two roots side by side (notebook 12), with their facts function (a, b) -> facts
-PAIR_SOURCES: list[tuple[tuple[Rule, ...], object]] = []
-
-
 def pair_verdict_table(a: DataRoot, b: DataRoot) -> pd.DataFrame:
     """One row per rule over the two roots ``a`` and ``b`` (columns as :func:`verdict_table`)."""
     rules = validate(
         (r for rs, _ in PAIR_SOURCES for r in rs), known_facts(), datasets.known_names()
     )
     return evaluate(rules, concat(*(fn(a, b) for fn in dict.fromkeys(f for _, f in PAIR_SOURCES))))
-
-
-PAIR_SOURCES.append((findings_compare.RULES, analyse_compare.facts))
-# a root collected on several GPUs of a host against one collected on one of them
-PAIR_SOURCES.append((findings_multi_gpu.RULES, analyse_multi_gpu.facts))
-SOURCES.append((findings_shapes.RULES, analyse_shapes.facts))

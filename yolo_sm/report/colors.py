@@ -51,7 +51,7 @@ KERNEL_CLASS_COLORS = {
     "triton": "#2CA02C",
     "other": "#7F7F7F",
 }
-#: What caps a kernel's occupancy (yolo_sm.analyse.heatmaps.LIMITERS); Okabe-Ito colours,
+#: What caps a kernel's occupancy (yolo_sm.topics.heatmaps.analyse.LIMITERS); Okabe-Ito colours,
 #: readable with colour-blindness and free of a good/bad reading.
 LIMITER_COLORS = {
     "warps": "#0072B2",
@@ -60,7 +60,7 @@ LIMITER_COLORS = {
     "shared_mem": "#CC79A7",
     "grid": "#009E73",
 }
-#: Roofline bounds (yolo_sm.analyse.roofline.BOUNDS).
+#: Roofline bounds (yolo_sm.topics.roofline.analyse.BOUNDS).
 BOUND_COLORS = {
     "memory-bound": "#1F77B4",
     "compute-bound": "#D62728",
@@ -72,7 +72,7 @@ OCCUPANCY_COLORS = {
     "achieved": "#1F3A5F",
 }
 
-#: The int8 convolution kernels (yolo_sm.analyse.int8_kernels; triton and fp16 as above).
+#: The int8 convolution kernels (yolo_sm.topics.precision.int8_kernels; triton and fp16 as above).
 INT8_KERNEL_COLORS = {
     "cudnn": "#6A3D9A",
     "intmm": "#FB9A99",

@@ -20,101 +20,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from yolo_sm import topics
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report.rules import NOT_TESTED, frame
 from yolo_sm.report.site import Page
 from yolo_sm.report.site_style import verdict_class
 
 #: group -> the rule ids that answer its notebook's question (first: the index's line)
-HEADLINES: dict[str, tuple[str, ...]] = {
-    "00_occupancy_primer": (
-        "primer_tc_conv_below_60",
-        "primer_flagship_two_limits",
-        "primer_memory_kernels_high_occupancy",
-        "primer_calculator_matches_ncu",
-    ),
-    "01_width_scaling": (
-        "width_wider_lower_occupancy",
-        "width_wider_slower_than_flops",
-        "width_wider_slower_per_image",
-        "width_occupancy_flat",
-    ),
-    "02_precision": (
-        "precision_fp16_faster_large_batch",
-        "precision_fp16_hidden_by_launches",
-        "precision_bf16_as_fast_as_fp16",
-        "precision_fp32_on_simt",
-        "precision_numerics_within_tolerance",
-    ),
-    "03_batch_sweep": (
-        "batch_pays",
-        "batch_wide_saturates_by_b8",
-        "batch_graph_wins_at_b1",
-        "batch_memory_not_limiting",
-    ),
-    "04_occupancy_heatmaps": (
-        "heatmaps_resources_minor",
-        "heatmaps_slowest_layer_low",
-        "heatmaps_small_batch_grid_limited",
-        "heatmaps_fastest_not_highest_occupancy",
-    ),
-    "05_sm_timeline": (
-        "timeline_b1_idles_unprofiled",
-        "timeline_graph_removes_gaps",
-        "timeline_sm_occupancy_rises_with_batch",
-    ),
-    "06_roofline": (
-        "roofline_yolo_compute_side",
-        "roofline_yolo_under_roof",
-        "roofline_zero_flop_below_copy",
-        "roofline_wide_tensor_pipe_rises",
-    ),
-    "07_memory_and_layout": (
-        "memory_peak_predicted",
-        "memory_expandable_lowers_peak",
-        "roofline_nchw_transforms",
-    ),
-    "08_launches": (
-        "roofline_narrow_eager_idles",
-        "roofline_compile_below_c2f_bound",
-        "hosts_eager_small_batch_host_bound",
-        "hosts_eager_small_batch_cpu_time",
-    ),
-    "claims": ("claim_6", "claim_2", "claim_5", "claim_10", "claim_11", "claim_16"),
-    "10_fast_engines": (
-        "fast_b1_speedup",
-        "fast_b64_speedup",
-        "fast_pipeline_beats_predict",
-    ),
-    "13_techniques": (
-        "techniques_fusion_b16",
-        "techniques_autocast_near_half",
-        "techniques_buffer_gain",
-        "techniques_autocast_keeps_no_fp32",
-    ),
-    "16_live_monitoring": (
-        "monitor_gpm_active_is_not_occupancy",
-        "monitor_active_is_not_occupancy",
-        "monitor_bench_fills_the_sms",
-        "monitor_gpu_util_overstates",
-    ),
-}
-HEADLINES["14_wide_or_deep"] = (
-    "shapes_wide_faster_b64",
-    "shapes_deep_more_kernels",
-    "shapes_wide_higher_occupancy",
-)
-HEADLINES["15_resolutions"] = (
-    "shapes_dynamic_cost_small",
-    "shapes_nearest_engine_pays",
-    "shapes_large_inputs_fill_gpu",
-)
-HEADLINES["17_two_models"] = (
-    "sharing_streams_total",
-    "sharing_small_p99_streams",
-    "sharing_streams_beat_processes",
-    "sharing_equal_work_streams",
-)
+HEADLINES: dict[str, tuple[str, ...]] = topics.headlines()
 #: rules a group without headlines leads with
 FALLBACK = 3
 _WORD = re.compile(r"[\w.]+")

@@ -63,7 +63,7 @@ def curves_for(cc: str, threads: int, registers: int, smem: int):
 
 def launch_curves(launch: dict):
     """:func:`curves_for` of a launch given as the calculator's arguments
-    (:func:`yolo_sm.analyse.primer.flagship_launch`)."""
+    (:func:`yolo_sm.topics.primer.analyse.flagship_launch`)."""
     return curves_for(
         launch["compute_capability"],
         launch["threads_per_block"],

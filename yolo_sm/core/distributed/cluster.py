@@ -1,0 +1,201 @@
+"""Where a task runs: the Dask cluster (a local one, one worker process per GPU, or an
+existing scheduler), the worker's place (GPU UUID and index, host, worker name) and its CPU
+threads pinned to the cores the worker was given.
+
+``dask`` and ``distributed`` (the ``distributed`` extra) are imported inside the functions that
+need them; ``dask_cuda``'s ``LocalCUDACluster`` is used for a local GPU cluster where it is
+installed. Every worker offers the resource ``GPU=1`` and every task asks for it, so a worker
+runs one task at a time on its one GPU (on a CPU plan the resource is the worker's slot).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+
+from yolo_sm.contract.errors import UserError
+from yolo_sm.core.devices import cuda_index, identify, visible_index
+
+CPUS_ENV = "YOLO_SM_CPUS"  # comma list of the cores a local worker's threads are pinned to
+RESOURCE = "GPU"
+
+
+def require_distributed():
+    """The ``distributed`` module, or one sentence saying how to install it."""
+    try:
+        import dask  # noqa: F401
+        import distributed
+    except ImportError:
+        raise UserError(
+            "collect --workers and --scheduler need Dask: install the distributed extra "
+            "(pip install 'yolo_sm[distributed]') or run collect without them"
+        ) from None
+    return distributed
+
+
+def parse_cpus(text: str) -> list[int]:
+    """``"0,1,4-7"`` -> ``[0, 1, 4, 5, 6, 7]``."""
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return sorted(set(out))
+
+
+def split_cores(n: int, cores: list[int]) -> list[list[int]]:
+    """``cores`` cut into ``n`` contiguous, equal shares (each at least one core; shares
+    repeat cores only when there are fewer cores than workers)."""
+    if n <= 0:
+        raise UserError("--workers must be a positive number")
+    if len(cores) < n:
+        return [[cores[i % len(cores)]] for i in range(n)]
+    k = len(cores) // n
+    return [cores[i * k : (i + 1) * k] for i in range(n)]
+
+
+def pin_threads() -> list[int]:
+    """Pin every thread of this process to the cores of :data:`CPUS_ENV` (set by the local
+    cluster; where it is unset, the cores the process may already use, e.g. under ``srun``)
+    and set torch's intra-op threads to their number; returns the cores."""
+    import torch
+
+    spec = os.environ.get(CPUS_ENV)
+    if spec and hasattr(os, "sched_setaffinity"):
+        cores = parse_cpus(spec)
+        for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else [0]:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(int(tid), cores)
+    elif hasattr(os, "sched_getaffinity"):
+        cores = sorted(os.sched_getaffinity(0))
+    else:  # pragma: no cover - not Linux
+        cores = list(range(os.cpu_count() or 1))
+    if torch.get_num_threads() != len(cores):
+        torch.set_num_threads(len(cores))
+    return cores
+
+
+def worker_name() -> str:
+    """The Dask worker's name ('' outside a worker)."""
+    try:
+        from distributed import get_worker
+
+        w = get_worker()
+    except (ImportError, ValueError):
+        return ""
+    return str(w.name if w.name is not None else w.address)
+
+
+def place(device: str) -> dict:
+    """Where this process measures: ``gpu_uuid`` (``GPU-...`` as nvidia-smi prints it) and
+    ``gpu_index`` (the GPU's index on its host, as nvidia-smi numbers it, whatever
+    ``CUDA_VISIBLE_DEVICES`` says), empty on a CPU; ``host`` and ``worker``."""
+    out = {"gpu_uuid": None, "gpu_index": None, "host": socket.gethostname()}
+    out["worker"] = worker_name()
+    if str(device).startswith("cuda"):
+        ident = identify(device)  # torch's device matched to NVML by UUID, else PCI bus id
+        if ident["nvml_match"] is not None:  # None: no CUDA device here
+            out["gpu_uuid"] = ident["gpu_uuid"]
+            found = ident["nvml_index"]  # no NVML: what CUDA_VISIBLE_DEVICES maps it to
+            out["gpu_index"] = visible_index(cuda_index(device)) if found is None else found
+    return out
+
+
+def _visible_gpus() -> list[str]:
+    """The GPUs this process may give to workers: ``CUDA_VISIBLE_DEVICES``'s entries, else
+    0..N-1 for the N GPUs torch sees."""
+    import torch
+
+    n = torch.cuda.device_count()
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None and env.strip():
+        return [v.strip() for v in env.split(",") if v.strip()][:n]
+    return [str(i) for i in range(n)]
+
+
+def local_cluster(n: int, device: str):
+    """A local cluster of ``n`` worker processes, one thread and ``GPU=1`` each, no memory
+    limit (a model's build may take a worker's share of RAM; Dask would kill it), no
+    dashboard (the scheduler's HTTP server on a free port). On a GPU: ``LocalCUDACluster``
+    where dask-cuda is installed, else one worker per visible GPU with its own
+    ``CUDA_VISIBLE_DEVICES``; each worker gets an equal share of the cores
+    (:data:`CPUS_ENV`)."""
+    distributed = require_distributed()
+    import dask
+
+    # workers that may start processes of their own (torch.compile's compile workers)
+    dask.config.set({"distributed.worker.daemon": False})
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    cores = cores or list(range(os.cpu_count() or 1))
+    shares = split_cores(n, cores)
+    common = {"nthreads": 1, "memory_limit": 0, "resources": {RESOURCE: 1}}
+    gpus: list[str] = []
+    if str(device).startswith("cuda"):
+        gpus = _visible_gpus()
+        if n > len(gpus):
+            raise UserError(
+                f"--workers {n} asks for more workers than the {len(gpus)} GPU(s) visible here "
+                "(one GPU per worker)"
+            )
+        with contextlib.suppress(ImportError):
+            from dask_cuda import LocalCUDACluster
+
+            return LocalCUDACluster(
+                n_workers=n,
+                threads_per_worker=1,
+                CUDA_VISIBLE_DEVICES=",".join(gpus[:n]),
+                memory_limit=0,
+                resources={RESOURCE: 1},
+                dashboard_address=":0",
+                silence_logs=logging.ERROR,
+            )
+    workers = {}
+    for i in range(n):
+        env = {CPUS_ENV: ",".join(map(str, shares[i])), "OMP_NUM_THREADS": str(len(shares[i]))}
+        if gpus:
+            env["CUDA_VISIBLE_DEVICES"] = gpus[i]
+        workers[f"w{i}"] = {
+            "cls": distributed.Nanny,
+            "options": {**common, "env": env, "silence_logs": logging.ERROR},
+        }
+    scheduler = {
+        "cls": distributed.Scheduler,
+        "options": {"dashboard": False, "dashboard_address": ":0"},  # no fixed port
+    }
+    return distributed.SpecCluster(
+        workers=workers, scheduler=scheduler, silence_logs=logging.ERROR, name="yolo-sm"
+    )
+
+
+@contextlib.contextmanager
+def client_for(workers: int | None, scheduler: str | None, device: str):
+    """A Dask client on a new local cluster of ``workers`` processes, or on the existing
+    scheduler at ``scheduler`` (whose workers must offer the ``GPU`` resource)."""
+    distributed = require_distributed()
+    if scheduler:
+        try:
+            client = distributed.Client(scheduler, timeout="30s")
+        except OSError as e:
+            raise UserError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from None
+        try:
+            offers = [
+                w.get("resources", {}).get(RESOURCE, 0)
+                for w in client.scheduler_info()["workers"].values()
+            ]
+            if not any(offers):
+                raise UserError(
+                    f"no worker of the scheduler at {scheduler} offers the {RESOURCE} "
+                    f"resource: start them with dask worker --nthreads 1 --resources "
+                    f"{RESOURCE}=1"
+                )
+            yield client
+        finally:
+            client.close()
+        return
+    n = 1 if workers is None else int(workers)
+    with local_cluster(n, device) as cluster, distributed.Client(cluster) as c:
+        yield c

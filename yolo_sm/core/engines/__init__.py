@@ -1,0 +1,71 @@
+"""Inference engines: ``build_engine(model, EngineConfig) -> Engine``.
+
+Backends: eager (fp32/tf32/fp16/bf16, NCHW/NHWC), a CUDA graph of the eager model,
+torch.compile, ONNX Runtime, TensorRT (fp32/fp16/int8; imported lazily, only where installed);
+int8 and fp8 convolutions on eager and the CUDA graph (engines.int8, engines.fp8).
+Every engine is checked against the eager fp32 model at build time (``engine.rel_err``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from yolo_sm.contract.vocab import COMPILE_MODES
+from yolo_sm.core.engines.base import (
+    Engine,
+    NumericalMismatch,
+    check_device,
+    make_input,
+    relative_l2,
+    verify,
+)
+from yolo_sm.core.engines.config import (
+    TOLERANCE,
+    Backend,
+    EngineConfig,
+    Layout,
+    Precision,
+)
+from yolo_sm.core.engines.onnx import build_onnxruntime
+from yolo_sm.core.engines.tensorrt import build_tensorrt
+from yolo_sm.core.engines.torch_backends import build_compiled, build_cudagraph, build_eager
+
+__all__ = [
+    "Backend",
+    "COMPILE_MODES",
+    "Engine",
+    "EngineConfig",
+    "Layout",
+    "NumericalMismatch",
+    "Precision",
+    "TOLERANCE",
+    "build_engine",
+    "check_device",
+    "make_input",
+    "relative_l2",
+]
+
+
+def build_engine(model: torch.nn.Module, config: EngineConfig) -> Engine:
+    """Build the engine ``config`` describes for ``model`` (not modified: engines work on copies).
+
+    Raises ``NotAvailableError`` when the backend or device is missing here, ``UserError`` for a
+    combination that cannot run, and ``NumericalMismatch`` when the output disagrees with the
+    eager fp32 model beyond the precision's tolerance (``config.check=False`` skips the check).
+    """
+    check_device(config.device)
+    build = {
+        Backend.EAGER: build_eager,
+        Backend.CUDAGRAPH: build_cudagraph,
+        Backend.COMPILE: build_compiled,
+        Backend.ONNXRUNTIME: build_onnxruntime,
+        Backend.TENSORRT: build_tensorrt,  # imports tensorrt itself, on use
+    }[config.backend]
+    engine = build(model, config)
+    if config.check:
+        try:
+            verify(engine, model)
+        except Exception:
+            engine.close()
+            raise
+    return engine

@@ -1,0 +1,755 @@
+"""The INT8 path without TensorRT: int8 convolutions with calibrated scales (precision ``int8``
+on the eager and cudagraph backends; backend ``tensorrt`` builds its own int8 engines).
+
+Which convolutions: those of the fp8 path (:func:`yolo_sm.core.engines.qconv.eligible_convs`):
+every ultralytics ``Conv`` block's convolution except the first; the head's prediction
+convolutions and the DFL stay in fp16.
+
+Quantisation, symmetric (zero point 0), values in [-127, 127], rounded half away from zero:
+* weights: one scale per output channel, ``amax / 127`` over that filter;
+* activations: one scale per convolution input, ``c / 127`` with ``c`` calibrated on real images
+  (:func:`yolo_sm.core.models.common.calibration_batches`, as the fp8 path) by one of
+  :data:`CALIBRATIONS`: ``max`` (c = max |x|: nothing saturates on the calibration photos) or
+  ``percentile`` (c = the ``percentile``-th percentile of |x|, 99.99 by default: the rare largest
+  values saturate, every other value gets a finer step);
+* products accumulate in int32; the de-scale ``input_scale * weight_scale[k]``, the bias and
+  the SiLU follow in float.
+
+Kernels:
+* ``emulate``: the input is quantised to its int8 values by torch ops, the convolution of the
+  integer-valued input and weight runs in fp32 (exact: integer products and sums below 2^24,
+  beyond that within fp32 rounding of the int32 sum), then de-scale, bias and SiLU in fp32 and a
+  cast to the engine's dtype. Runs anywhere; the CPU tests and numerical checks use it.
+* ``cudnn`` (CUDA): the input is quantised to int8 by one Triton kernel, then one cuDNN frontend
+  graph per convolution and input shape (:class:`yolo_sm.core.engines.qconv.CudnnQuantConv`)
+  runs int8 NHWC image x int8 weight with INT32 accumulation; the convolution's own tensor is
+  FLOAT and the fused epilogue (per-channel de-scale, bias, SiLU) computes in float and writes
+  :data:`GRAPH_OUTPUT`. Where cuDNN declines the fused graph, the convolution alone (FLOAT
+  output) and torch's de-scale, bias and SiLU run instead (``Int8Conv.graph_modes``); where it
+  declines that too, or the channel counts are not multiples of :data:`CHANNEL_MULTIPLE`, the
+  convolution runs in fp16 with the int8-rounded weight and is counted (``Int8Conv.fallback``).
+  A convolution whose output only the next int8 convolution reads (:func:`link_handoffs`)
+  hands it over: its graph divides by that convolution's input scale and writes int8
+  (``fused_int8``), and the next one reads it without a quantisation pass.
+  Needs the ``nvidia-cudnn-frontend`` package (imported lazily).
+* ``triton`` (CUDA): yolo_sm's own implicit-GEMM convolution
+  (:func:`yolo_sm.core.engines.int8_triton.conv_int8`): one Triton kernel per convolution
+  that quantises its input while loading it, accumulates in int32 on the tensor cores and
+  de-scales, adds the bias and applies SiLU before it writes the engine's dtype.
+* ``intmm`` (CUDA): the 1x1 stride-1 convolutions as ``torch._int_mm`` (cuBLASLt's int8 GEMM)
+  after the Triton quantiser, with a one-pass Triton epilogue
+  (:func:`yolo_sm.core.engines.int8_triton.conv1x1_int_mm`); every other convolution as
+  ``cudnn``.
+
+``auto`` (the engines' default) is ``cudnn`` on a GPU and ``emulate`` on a CPU.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+import os
+import weakref
+
+import torch
+from torch import nn
+
+from yolo_sm.contract.errors import NotAvailableError
+from yolo_sm.contract.vocab import INT8_CALIBRATIONS, INT8_KERNELS, INT8_PERCENTILE
+from yolo_sm.core.engines import int8_triton
+from yolo_sm.core.engines.qconv import (
+    CudnnQuantConv,
+    GraphFormat,
+    calibrate_inputs,
+    calibration_inputs,
+    eligible_convs,
+    fallbacks,
+    import_cudnn,
+)
+
+__all__ = [
+    "CALIBRATIONS",
+    "GRAPH_OUTPUT",
+    "INT8_MAX",
+    "Int8Conv",
+    "calibration_inputs",
+    "calibration_stat",
+    "choose_kernel",
+    "eligible_convs",
+    "fake_quant",
+    "fallbacks",
+    "percentile_abs",
+    "quantize_convs",
+    "quantize_int8",
+    "weight_scales",
+]
+
+INT8_MAX = 127.0
+KERNELS = ("emulate", "cudnn", "triton", "intmm")
+#: what an engine's ``int8_kernel`` may name: a kernel of KERNELS, or auto (choose_kernel)
+KERNEL_CHOICES = INT8_KERNELS
+CALIBRATIONS = INT8_CALIBRATIONS
+DEFAULT_PERCENTILE = INT8_PERCENTILE
+#: cuDNN's int8 NHWC convolutions need input and output channel counts that are multiples of 4
+CHANNEL_MULTIPLE = 4
+#: what the fused int8 graph writes: the conv tensor itself is FLOAT (int32 accumulation read as
+#: float), the epilogue computes in float, and its last op writes this type. Measured on the
+#: H200 (cuDNN 9.19, frontend 1.32) for one 3x3 conv, N=64, C=K=256, 80x80 NHWC, int8 x int8
+#: with int32 compute: a FLOAT conv output ran at 1,293 TOP/s, INT8 output 1,510, INT32 546 and
+#: HALF output 635 (cuDNN picks a slower engine), against 670 TFLOP/s for the fp16 convolution.
+#: HALF here is the epilogue's output, the conv tensor stays FLOAT; YOLO_SM_INT8_OUTPUT=FLOAT
+#: makes the graph write FLOAT and torch cast it to the engine's dtype (one more pass; under
+#: torch.compile the cast follows the custom op in the traced code, and inductor fuses it into
+#: the kernels that read the output). Read when a graph is built or a forward is traced.
+GRAPH_OUTPUT = os.environ.get("YOLO_SM_INT8_OUTPUT", "HALF").upper()
+# plan tuning as the fp8 path (engines.fp8.AUTOTUNE_PLANS); YOLO_SM_INT8_PLANS overrides
+AUTOTUNE_PLANS = int(os.environ.get("YOLO_SM_INT8_PLANS", "4"))
+AUTOTUNE_SECONDS = 1.0
+_TUNED: dict = {}  # graph signature -> index of the fastest plan
+
+
+def round_half_away(v: torch.Tensor) -> torch.Tensor:
+    """Round to the nearest integer, halves away from zero (what the Triton quantiser does)."""
+    return torch.where(v >= 0, v + 0.5, v - 0.5).trunc()
+
+
+def quantize_values(x: torch.Tensor, scale) -> torch.Tensor:
+    """The int8 values of ``x`` at ``scale`` as float32: ``round(x / scale)`` in [-127, 127]."""
+    inv = 1.0 / torch.as_tensor(scale, dtype=torch.float32, device=x.device)
+    return round_half_away((x.float() * inv).clamp(-INT8_MAX, INT8_MAX))
+
+
+def fake_quant(x: torch.Tensor, scale) -> torch.Tensor:
+    """``x`` rounded to the int8 grid of ``scale`` (saturating at +-127 x scale), in ``x``'s
+    dtype."""
+    s = torch.as_tensor(scale, dtype=torch.float32, device=x.device)
+    return (quantize_values(x, s) * s).to(x.dtype)
+
+
+def weight_scales(w: torch.Tensor) -> torch.Tensor:
+    """Per-output-channel int8 scales of a conv weight (K, C, R, S): ``amax / 127``."""
+    return w.detach().float().abs().amax(dim=(1, 2, 3)).clamp(min=1e-12) / INT8_MAX
+
+
+def percentile_abs(x: torch.Tensor, percentile: float) -> float:
+    """The ``percentile``-th percentile of |x| (the smallest value at or above that share of
+    the elements; 100 is max |x|)."""
+    a = x.detach().abs().float().flatten()
+    k = min(a.numel(), max(1, math.ceil(a.numel() * float(percentile) / 100.0)))
+    return float(a.kthvalue(k).values) if k < a.numel() else float(a.max())
+
+
+def calibration_stat(method: str, percentile: float = DEFAULT_PERCENTILE):
+    """The statistic of a conv input that sets its range (``input_scale = stat / 127``)."""
+    if method == "max":
+        return lambda x: float(x.detach().abs().max())
+    if method == "percentile":
+        return lambda x: percentile_abs(x, percentile)
+    raise ValueError(f"unknown int8 calibration {method!r}: choose one of {CALIBRATIONS}")
+
+
+def quantize_int8(x: torch.Tensor, scale: float) -> torch.Tensor:
+    """``round(x / scale)`` saturated to +-127 as int8, same memory format as ``x``: one Triton
+    kernel on a GPU (scale, saturate, round, cast in one pass), torch ops elsewhere; both round
+    halves away from zero."""
+    if x.is_cuda:
+        kernel = _triton_quantize()
+        if kernel is not None:
+            if not (x.is_contiguous() or x.is_contiguous(memory_format=torch.channels_last)):
+                x = x.contiguous(memory_format=torch.channels_last)
+            out = torch.empty_like(x, dtype=torch.int8)
+            n = x.numel()
+            inv = int8_triton.inverse_scale(scale)
+            kernel[((n + 4095) // 4096,)](x, out, n, inv, BLOCK=4096)
+            return out
+    return quantize_values(x, scale).to(torch.int8)
+
+
+_TRITON: list = []
+
+
+def _triton_quantize():
+    """The Triton int8 quantisation kernel (elementwise over the tensor's storage), or None."""
+    if not _TRITON:
+        try:
+            import triton
+            import triton.language as tl
+
+            @triton.jit
+            def _quantize_int8(x_ptr, y_ptr, n, inv_scale, BLOCK: tl.constexpr):
+                offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                mask = offs < n
+                v = tl.load(x_ptr + offs, mask=mask).to(tl.float32) * inv_scale
+                v = tl.minimum(tl.maximum(v, -127.0), 127.0)
+                v = tl.where(v >= 0, v + 0.5, v - 0.5)  # float -> int truncates: half away
+                tl.store(y_ptr + offs, v.to(tl.int32).to(tl.int8), mask=mask)
+
+            _TRITON.append(_quantize_int8)
+        except Exception:  # noqa: BLE001 - no Triton: torch ops do the same, slower
+            _TRITON.append(None)
+    return _TRITON[0]
+
+
+def _format(output: str | None, fused: bool) -> GraphFormat:
+    return GraphFormat(
+        operand="INT8",
+        compute="INT32",
+        quantize=quantize_int8,
+        plans=lambda: AUTOTUNE_PLANS,
+        seconds=AUTOTUNE_SECONDS,
+        tuned=_TUNED,
+        output=output,
+        fused=fused,
+        random_scale=1 / 16,
+    )
+
+
+def graph_formats(handoff: bool = False) -> list[tuple[str, GraphFormat]]:
+    """The cuDNN graphs an int8 convolution tries, in order: for a convolution that hands its
+    output to the next one (``handoff``, :func:`link_handoffs`) first the fused epilogue writing
+    int8 at that convolution's input scale (``fused_int8``); then the fused epilogue writing
+    :data:`GRAPH_OUTPUT`, then the convolution alone (FLOAT) with torch's epilogue (for a
+    hand-off, torch then quantises the output)."""
+    first = [("fused_int8", _format("INT8", True))] if handoff else []
+    return [*first, ("fused", _format(GRAPH_OUTPUT, True)), ("unfused", _format("FLOAT", False))]
+
+
+#: what the custom op :func:`int8_conv` returns, by its ``output``: the engine's dtype (None),
+#: int8 (a hand-off), float32 (the graph's FLOAT output, :data:`GRAPH_OUTPUT` = FLOAT)
+OP_OUTPUTS = {"engine": None, "int8": torch.int8, "float": torch.float32}
+#: the live int8 convolutions by the number the custom op :func:`int8_conv` names them with
+_CONVS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_NUMBERS = itertools.count()
+
+
+@torch.library.custom_op("yolo_sm::int8_conv", mutates_args=())
+def int8_conv(
+    xq: torch.Tensor,
+    conv: int,
+    out_channels: int,
+    kernel_size: list[int],
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    dtype: torch.dtype,
+    output: str = "engine",
+) -> torch.Tensor:
+    """The int8 convolution number ``conv`` (:class:`Int8Conv`) on an input already quantised to
+    its int8 values (``xq``) in an engine of ``dtype``, its output (:data:`OP_OUTPUTS`) in that
+    dtype, in int8 where it hands its output to the next convolution, or in float32 (the graph's
+    FLOAT output, cast by the traced code after it, which inductor fuses into the kernels that
+    read it): one operator torch.compile traces as a whole (its cuDNN graph is opaque to
+    inductor), so that inductor can fuse the quantisation into the kernels that make ``xq``. The
+    geometry arguments give the output's shape without running it (:func:`_int8_conv_shape`)."""
+    y = _CONVS[conv].run_quantized(xq, dtype, output)
+    return y.contiguous(memory_format=torch.channels_last)  # the strides its fake promises
+
+
+def _int8_conv_shape(xq, out_channels, kernel_size, stride, padding, dilation) -> list[int]:
+    """The output shape of a convolution of ``xq`` (N, C, H, W)."""
+    n, _, h, w = xq.shape
+    out = [n, out_channels]
+    for size, k, st, p, d in zip((h, w), kernel_size, stride, padding, dilation, strict=True):
+        out.append((size + 2 * p - d * (k - 1) - 1) // st + 1)
+    return out
+
+
+@int8_conv.register_fake
+def _int8_conv_fake(
+    xq, conv, out_channels, kernel_size, stride, padding, dilation, dtype, output="engine"
+):
+    shape = _int8_conv_shape(xq, out_channels, kernel_size, stride, padding, dilation)
+    out = OP_OUTPUTS[output] or dtype
+    return xq.new_empty(shape, dtype=out).contiguous(memory_format=torch.channels_last)
+
+
+def quantize_traced(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """:func:`quantize_int8` in torch ops that torch.compile fuses into the kernel that makes
+    ``x`` (the same values: saturate, round halves away from zero, cast)."""
+    return quantize_values(x, scale).to(torch.int8)
+
+
+class Int8Conv(nn.Module):
+    """A Conv2d whose input (per-tensor scale) and weight (per-output-channel scales) are int8,
+    accumulated in int32; the output, bias and everything after it in the input's dtype."""
+
+    def __init__(
+        self, conv: nn.Conv2d, input_scale: float, kernel: str = "emulate", silu: bool = False
+    ):
+        super().__init__()
+        if kernel not in KERNELS:
+            raise ValueError(f"unknown int8 kernel {kernel!r}: choose one of {KERNELS}")
+        self.kernel = kernel
+        self.silu = silu  # the block's SiLU runs here (fused into cuDNN's epilogue)
+        self.fallback: str | None = None  # why this conv runs in fp16, if it does
+        self.graph_modes: dict = {}  # input shape -> "fused" / "unfused" (cuDNN graphs)
+        self.ran: str | None = None  # "triton" / "intmm" once that kernel ran this conv
+        self.declined: list[str] = []  # why cuDNN declined a graph that was tried
+        self._plans: dict = {}
+        self._packed: dict = {}  # device -> (weight for the Triton / _int_mm kernel, scale, bias)
+        self.stride, self.padding = conv.stride, conv.padding
+        self.dilation, self.groups = conv.dilation, conv.groups
+        self.in_channels, self.out_channels = conv.in_channels, conv.out_channels
+        w = conv.weight.detach()
+        ws = weight_scales(w)
+        wq = quantize_values(w, ws[:, None, None, None]).to(torch.int8)
+        self.register_buffer("weight_int8", wq)
+        self.register_buffer("weight_scale", ws)
+        self.register_buffer("input_scale", torch.tensor(float(input_scale)))
+        self.register_buffer(
+            "weight", (wq.float() * ws[:, None, None, None]).to(w.dtype), persistent=False
+        )
+        self.bias = None if conv.bias is None else nn.Parameter(conv.bias.detach().clone())
+        self.number = next(_NUMBERS)  # how the custom op int8_conv names this convolution
+        _CONVS[self.number] = self
+        # where this convolution's output is the next int8 convolution's input and nothing
+        # else's (link_handoffs): that convolution's input scale; the output is then int8
+        self.output_scale: float | None = None
+
+    def __deepcopy__(self, memo):
+        """A copy (an engine's prepared model) is a convolution of its own for the custom op."""
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        new.__dict__.update({k: copy.deepcopy(v, memo) for k, v in self.__dict__.items()})
+        new.number = next(_NUMBERS)
+        _CONVS[new.number] = new
+        return new
+
+    @property
+    def weight_q(self) -> torch.Tensor:
+        """The quantised weight the cuDNN graph reads (qconv.CudnnQuantConv)."""
+        return self.weight_int8
+
+    def _build(self, x: torch.Tensor):
+        """The first cuDNN graph of :func:`graph_formats` that builds for ``x``'s shape, or
+        None (then ``fallback`` says why)."""
+        if self.in_channels % CHANNEL_MULTIPLE or self.out_channels % CHANNEL_MULTIPLE:
+            self.fallback = (
+                f"channels {self.in_channels}->{self.out_channels} are not multiples of "
+                f"{CHANNEL_MULTIPLE} (cuDNN int8 NHWC)"
+            )
+            return None
+        reasons = []
+        for mode, fmt in graph_formats(handoff=self.output_scale is not None):
+            try:
+                plan = CudnnQuantConv(self, x, fmt, "precision int8")
+            except NotAvailableError:
+                raise
+            except Exception as e:  # noqa: BLE001 - cuDNN declines some graphs: say why
+                reasons.append(f"{mode}: {type(e).__name__}: {e}"[:300])
+                continue
+            self.graph_modes[tuple(x.shape)] = mode
+            self.declined += reasons
+            return plan
+        self.declined += reasons
+        self.fallback = "; ".join(reasons)[:300]
+        return None
+
+    def _operands(self, x: torch.Tensor, layout: str):
+        """(weight, per-channel float32 scale, float32 bias or None) on ``x``'s device for the
+        ``triton`` kernel (``layout`` packed: (K, R, S, C)) or ``_int_mm`` (ck: (C, K))."""
+        key = (x.device, layout)
+        if key not in self._packed:
+            wq = self.weight_int8.to(x.device)
+            if layout == "packed":
+                w = int8_triton.packed_weight(wq)
+            else:
+                w = wq.reshape(self.out_channels, self.in_channels).t()
+            scale = (self.input_scale.float() * self.weight_scale.float()).to(x.device)
+            bias = None if self.bias is None else self.bias.detach().float().to(x.device)
+            self._packed[key] = (w, scale.contiguous(), bias)
+        return self._packed[key]
+
+    def _own_kernel(self, x: torch.Tensor) -> torch.Tensor | None:
+        """The ``triton`` / ``intmm`` kernels' result, or None where they do not apply (then
+        ``intmm`` runs cuDNN's graph and ``triton`` the fp16 fallback)."""
+        (r, s), one = self.weight_int8.shape[2:], (1, 1)
+        if self.kernel == "intmm":
+            if (
+                not int8_triton.int_mm_eligible(
+                    self.in_channels, self.out_channels, r, s, self.stride, self.padding
+                )
+                or tuple(self.dilation) != one
+            ):
+                return None
+            w, scale, bias = self._operands(x, "ck")
+            xq = quantize_int8(x.contiguous(memory_format=torch.channels_last), self.input_scale)
+            return int8_triton.conv1x1_int_mm(xq, w, scale, bias, silu=self.silu, out_dtype=x.dtype)
+        if tuple(self.dilation) != one:
+            self.fallback = "dilated convolution (the Triton int8 kernel has dilation 1)"
+            return None
+        w, scale, bias = self._operands(x, "packed")
+        return int8_triton.conv_int8(
+            x, w, scale, bias, r=r, s=s, stride=self.stride, padding=self.padding,
+            input_scale=float(self.input_scale), silu=self.silu,
+        )  # fmt: skip
+
+    @property
+    def out_dtype(self) -> torch.dtype:
+        """The engine's dtype (the module's), what a convolution without hand-off writes."""
+        return self.weight.dtype
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` in the engine's dtype, or int8 values at ``input_scale`` where the previous
+        convolution hands its output over (:func:`link_handoffs`); the output in the engine's
+        dtype, or int8 at ``output_scale`` where this one hands over."""
+        if self.kernel == "emulate" or not x.is_cuda:
+            return self._emulate(x)
+        if torch.compiler.is_compiling():
+            return self._compiled(x)
+        if self.kernel in ("triton", "intmm") and self.fallback is None:
+            y = self._own_kernel(x)  # never linked for a hand-off: x is never int8 here
+            if y is not None:
+                self.ran = self.kernel
+                return y
+        if self.kernel in ("cudnn", "intmm"):
+            plan = self._plan(x.shape, self.out_dtype, x.device)
+            if plan is not None:
+                return self._handoff(plan.run_quantized(self._quantized(x)))
+        return self._handoff(self._fp16(self._dequantized(x)))  # declined: conv in fp16
+
+    def _plan(self, shape, dtype: torch.dtype, device):
+        """The cuDNN graph for an input of ``shape`` in an engine of ``dtype``, built on first
+        use; None where cuDNN declined this convolution (``fallback`` says why)."""
+        key = (tuple(shape), dtype, device)
+        plan = self._plans.get(key)
+        if plan is None and self.fallback is None:
+            like = torch.empty(tuple(shape), dtype=dtype, device=device)
+            plan = self._build(like.contiguous(memory_format=torch.channels_last))
+            if plan is not None:
+                self._plans[key] = plan
+        return plan
+
+    def _quantized(self, x: torch.Tensor) -> torch.Tensor:
+        """``x``'s int8 values at ``input_scale`` (NHWC); a handed-over input already is."""
+        if x.dtype == torch.int8:
+            return x.contiguous(memory_format=torch.channels_last)
+        return quantize_int8(x.contiguous(memory_format=torch.channels_last), self.input_scale)
+
+    def _dequantized(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` in the engine's dtype: a handed-over int8 input times ``input_scale``."""
+        if x.dtype != torch.int8:
+            return x
+        return (x.float() * self.input_scale.float()).to(self.out_dtype)
+
+    def _handoff(self, y: torch.Tensor) -> torch.Tensor:
+        """``y`` as the next convolution's int8 input where this one hands over and the kernel
+        wrote ``y`` in another dtype (a graph without an int8 output, the fp16 fallback)."""
+        if self.output_scale is None or y.dtype == torch.int8:
+            return y
+        return quantize_int8(y, self.output_scale)
+
+    def _compiled(self, x: torch.Tensor) -> torch.Tensor:
+        """The forward torch.compile traces (cuDNN kernel): the quantisation in torch ops (none
+        for a handed-over int8 input), then the custom op :func:`int8_conv`; where cuDNN declined
+        this convolution in the eager forward that precedes a compile (:func:`yolo_sm.core.
+        engines.torch_backends.build_compiled`), the fp16 convolution of the eager fallback."""
+        if self.kernel != "cudnn":
+            raise NotAvailableError(
+                f"int8 kernel {self.kernel} does not run under torch.compile (cudnn does)"
+            )
+        handoff = self.output_scale is not None
+        if self.fallback is not None:
+            y = self._fp16(self._dequantized(x))
+            return quantize_traced(y, self.output_scale) if handoff else y
+        xq = x if x.dtype == torch.int8 else quantize_traced(x, self.input_scale)
+        k = list(self.weight_int8.shape[2:])
+        output = "int8" if handoff else ("float" if GRAPH_OUTPUT == "FLOAT" else "engine")
+        y = torch.ops.yolo_sm.int8_conv(
+            xq, self.number, self.out_channels, k, list(self.stride), list(self.padding),
+            list(self.dilation), self.out_dtype, output,
+        )  # fmt: skip
+        return y.to(self.out_dtype) if output == "float" else y
+
+    def run_quantized(
+        self, xq: torch.Tensor, dtype: torch.dtype, output: str = "engine"
+    ) -> torch.Tensor:
+        """The cuDNN graph on an input already quantised (:func:`int8_conv`'s body) in an engine
+        of ``dtype``: the plan for its shape, built on first use; where cuDNN declines it, the
+        fp16 convolution of the de-quantised input. The output as :func:`int8_conv`'s
+        ``output`` says (int8 where this convolution hands over)."""
+        as_float = output == "float"
+        if not xq.is_cuda:  # no cuDNN graph on a CPU: the emulation, from the same values
+            return self._emulate_values(xq.float(), torch.float32 if as_float else dtype)
+        plan = self._plan(xq.shape, dtype, xq.device)
+        if plan is not None:
+            y = self._handoff(plan.run_quantized(xq, cast=not as_float))
+        else:
+            y = self._handoff(self._fp16((xq.float() * self.input_scale.float()).to(dtype)))
+        return y.float() if as_float else y
+
+    def _fp16(self, x: torch.Tensor) -> torch.Tensor:
+        """The convolution in ``x``'s dtype with the int8-rounded weight (cuDNN declined it)."""
+        bias = None if self.bias is None else self.bias.to(x.dtype)
+        y = nn.functional.conv2d(
+            x, self.weight.to(x.dtype), bias, self.stride, self.padding, self.dilation, self.groups
+        )
+        return nn.functional.silu(y) if self.silu else y
+
+    def _emulate(self, x: torch.Tensor) -> torch.Tensor:
+        """int8 values of input and weight, convolved in fp32, de-scaled, bias, SiLU."""
+        if x.dtype == torch.int8:  # handed over: already the int8 values
+            return self._emulate_values(x.float(), self.out_dtype)
+        return self._emulate_values(quantize_values(x, self.input_scale), x.dtype)
+
+    def _emulate_values(self, xq: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """:meth:`_emulate` from the input's int8 values (as float32), its output in ``dtype``
+        (int8 values at ``output_scale`` where this convolution hands over)."""
+        acc = nn.functional.conv2d(
+            xq,
+            self.weight_int8.float(),
+            None,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.groups,
+        )
+        scale = (self.input_scale.float() * self.weight_scale.float()).view(1, -1, 1, 1)
+        y = acc * scale
+        if self.bias is not None:
+            y = y + self.bias.float().view(1, -1, 1, 1)
+        if self.silu:
+            y = nn.functional.silu(y)
+        if self.output_scale is not None:
+            return quantize_values(y, self.output_scale).to(torch.int8)
+        return y.to(dtype)
+
+    def extra_repr(self) -> str:
+        out = "" if self.output_scale is None else f", output_scale={self.output_scale:.3g}"
+        return (
+            f"{self.in_channels}, {self.out_channels}, stride={self.stride}, "
+            f"input_scale={float(self.input_scale):.3g}, kernel={self.kernel}, silu={self.silu}"
+            f"{out}"
+        )
+
+
+def quantize_convs(
+    model: nn.Module,
+    batches,
+    kernel: str = "emulate",
+    calibration: str = "max",
+    percentile: float = DEFAULT_PERCENTILE,
+    handoff: bool = True,
+) -> dict:
+    """Replace each eligible convolution of ``model`` (in place) by an :class:`Int8Conv` with
+    scales calibrated by ``calibration`` (``max`` / ``percentile``), and where ``handoff`` (cuDNN
+    and emulated kernels) link each convolution whose output only the next int8 convolution
+    reads to hand it over in int8 (:func:`link_handoffs`); returns a summary for the engine's
+    info."""
+    stat = calibration_stat(calibration, percentile)
+    convs = eligible_convs(model)
+    amax = calibrate_inputs(model, convs, batches, stat)
+    for (parent, attr, conv), a in zip(convs, amax, strict=True):
+        fuse = kernel != "emulate" and isinstance(parent.act, nn.SiLU)
+        setattr(parent, attr, Int8Conv(conv, max(a, 1e-12) / INT8_MAX, kernel, silu=fuse))
+        if fuse:
+            parent.act = nn.Identity()
+    linked = 0
+    if handoff and kernel in HANDOFF_KERNELS and batches:
+        linked = link_handoffs(model, batches[0])
+    total = sum(1 for m in model.modules() if isinstance(m, (nn.Conv2d, Int8Conv)))
+    what = "max |input|" if calibration == "max" else f"{percentile:g}th percentile of |input|"
+    return {
+        "int8_kernel": kernel,
+        "int8_convs": len(convs),
+        "int8_handoffs": linked,
+        "convs": total,
+        "int8_calibration": calibration,
+        "int8_percentile": float(percentile) if calibration == "percentile" else math.nan,
+        "int8_calibration_text": f"{what} over ultralytics' photos (letterboxed, mirrored)",
+    }
+
+
+#: the kernels whose convolutions hand int8 outputs over (the cuDNN graph writes them; the
+#: emulation computes the same values); yolo_sm's Triton and _int_mm kernels read fp16 inputs
+HANDOFF_KERNELS = ("cudnn", "emulate")
+#: tensor functions that read a tensor's metadata, not its values: not a use of the values
+_METADATA = frozenset(
+    {"__get__", "size", "dim", "stride", "numel", "is_contiguous", "element_size", "__len__"}
+)
+#: tensor functions that commute with quantisation at one scale (q(max(a, b)) = max(q(a), q(b))
+#: for q monotonic; a concatenation moves values): int8 values may flow through them to the
+#: convolution that reads their result, where the device runs them on int8 (_transparent)
+_TRANSPARENT = ("max_pool2d", "cat")
+
+
+def _transparent(device) -> frozenset[str]:
+    """The :data:`_TRANSPARENT` functions ``device`` runs on int8 tensors."""
+    ok = set()
+    z = torch.zeros(1, 4, 5, 5, dtype=torch.int8, device=device)
+    for name, f in (
+        ("max_pool2d", lambda: nn.functional.max_pool2d(z, 3, 1, 1)),
+        ("cat", lambda: torch.cat([z, z], 1)),
+    ):
+        try:
+            if f().dtype == torch.int8:
+                ok.add(name)
+        except Exception:  # noqa: BLE001 - not for int8 here: it stays a use of the values
+            pass
+    return frozenset(ok)
+
+
+@torch.no_grad()
+def link_handoffs(model: nn.Module, x: torch.Tensor) -> int:
+    """Find, in one forward of ``model`` on ``x``, the :class:`Int8Conv` s whose outputs reach
+    other Int8Convs of one input scale and nothing else (one convolution, or several reading
+    the same tensor, hence calibrated alike), directly or only through max-pooling and
+    concatenation (:data:`_TRANSPARENT`, which commute with quantisation at one scale: YOLO's
+    SPPF pools and concatenates its first conv's output for its second), each called once, with
+    channel counts cuDNN's int8 graphs take; set their ``output_scale`` to that convolution's
+    input scale, so that they write the int8 values it reads instead of a tensor it would
+    quantise again. Returns how many convolutions were linked.
+
+    Every tensor function the forward calls outside the int8 convolutions is seen
+    (``torch.overrides.TorchFunctionMode``), so a use the model makes of an output in plain
+    torch ops (an add, a split, an activation) or returns keeps that output in the engine's
+    dtype. The links hold for any input of the same model: the forward's data flow does not
+    depend on the values or the batch."""
+    from collections import Counter, defaultdict
+
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._pytree import tree_leaves
+
+    convs = [m for m in model.modules() if isinstance(m, Int8Conv)]
+    p = next(model.parameters())
+    passes = _transparent(p.device)
+    calls: Counter = Counter()
+    fed: defaultdict = defaultdict(list)  # id(tensor) -> the int8 convolutions given it
+    made: dict = {}  # id(tensor) -> the int8 convolution that returned it
+    reads: Counter = Counter()  # id(tensor) -> reads outside the int8 convolutions, feeds too
+    derived: dict = {}  # id(tensor) -> ids of the tensors a transparent function made it of
+    keep: list = []  # every tensor seen stays alive, so that no id is reused
+    inside = [0]
+
+    class Reads(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            name = getattr(func, "__name__", "")
+            if inside[0] or name in _METADATA:
+                return out
+            inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+            for t in inputs:
+                reads[id(t)] += 1
+            keep.extend(inputs)
+            if name in passes and isinstance(out, torch.Tensor):
+                derived[id(out)] = [id(t) for t in inputs]
+                keep.append(out)
+            return out
+
+    def before(mod, args):
+        calls[mod] += 1
+        fed[id(args[0])].append(mod)
+        reads[id(args[0])] += 1
+        keep.append(args[0])
+        inside[0] += 1
+
+    def after(mod, args, out):
+        inside[0] -= 1
+        made[id(out)] = mod
+        keep.append(out)
+
+    kernels = {m: m.kernel for m in convs}
+    handles = []
+    try:
+        for m in convs:
+            m.output_scale, m.kernel = None, "emulate"  # the data flow, without cuDNN graphs
+            handles += [m.register_forward_pre_hook(before), m.register_forward_hook(after)]
+        with Reads():
+            out = model(x.to(device=p.device, dtype=p.dtype))
+        for t in tree_leaves(out):  # what the forward returns, its caller reads
+            if isinstance(t, torch.Tensor):
+                reads[id(t)] += 1
+        del out
+    finally:
+        for h in handles:
+            h.remove()
+        for m, k in kernels.items():
+            m.kernel = k
+
+    def sources(key, within: Counter, done: dict) -> set | None:
+        """The int8 convolutions whose outputs alone make tensor ``key``, or None; counts in
+        ``within`` how often each tensor on the way is read on the way (each tensor's inputs
+        once, however many paths reach it: ``done``)."""
+        if key in made:
+            return {made[key]}
+        if key in done:
+            return done[key]
+        found: set | None = set() if key in derived else None
+        for k in derived.get(key, ()):
+            within[k] += 1
+            more = sources(k, within, done)
+            if more is None:
+                found = None
+                break
+            found |= more
+        done[key] = found
+        return found
+
+    def eligible(m) -> bool:
+        channels = (m.in_channels, m.out_channels)
+        return (
+            calls[m] == 1
+            and m.kernel in HANDOFF_KERNELS
+            and not any(c % CHANNEL_MULTIPLE for c in channels)
+        )
+
+    linked = 0
+    for key, takers in fed.items():
+        # several convolutions reading one tensor were calibrated on the same values: one
+        # input scale, which the int8 tensor serves them all at (YOLO's head branches)
+        scales = {float(t.input_scale) for t in takers}
+        if len(scales) != 1 or not all(map(eligible, takers)):
+            continue
+        within: Counter = Counter({key: len(takers)})
+        producers = sources(key, within, {})
+        if not producers or not all(map(eligible, producers)):
+            continue
+        if any(reads[k] != n for k, n in within.items()):  # read elsewhere too
+            continue
+        for m in producers:
+            m.output_scale = float(takers[0].input_scale)
+        linked += len(producers)
+    return linked
+
+
+def graph_counts(model: nn.Module) -> dict[str, int]:
+    """How the int8 convolutions of ``model`` ran so far: ``fused_int8`` (handing over int8) /
+    ``fused`` / ``unfused`` cuDNN graphs (per conv, its first shape's), ``triton`` / ``intmm``
+    (yolo_sm's kernels), ``fp16`` fallbacks, and ``int8_convs`` in all."""
+    convs = [m for m in model.modules() if isinstance(m, Int8Conv)]
+    out = {"int8_convs": len(convs), "fused_int8": 0, "fused": 0, "unfused": 0, "triton": 0}
+    out.update(intmm=0, fp16=0)
+    for m in convs:
+        if m.fallback:
+            out["fp16"] += 1
+        elif m.ran:
+            out[m.ran] += 1
+        elif m.graph_modes:
+            out[next(iter(m.graph_modes.values()))] += 1
+    return out
+
+
+def choose_kernel(device: str, requested: str = "auto") -> str:
+    """The kernel for ``device``: ``requested`` (one of :data:`KERNEL_CHOICES`); ``auto`` is
+    emulation on the CPU and cuDNN int8 graphs on a GPU of compute capability 7.5 or newer (int8
+    tensor cores) with the cuDNN frontend installed. A GPU kernel on a CPU device is one
+    NotAvailableError."""
+    if requested not in KERNEL_CHOICES:
+        raise ValueError(f"unknown int8 kernel {requested!r}: choose one of {KERNEL_CHOICES}")
+    if not str(device).startswith("cuda"):
+        if requested not in ("auto", "emulate"):
+            raise NotAvailableError(f"int8 kernel {requested} needs a CUDA device")
+        return "emulate"
+    if requested == "emulate":
+        return "emulate"
+    if not torch.cuda.is_available():
+        raise NotAvailableError(f"precision int8 on {device}: no CUDA device here")
+    if torch.cuda.get_device_capability(torch.device(device)) < (7, 5):
+        raise NotAvailableError("precision int8 needs int8 tensor cores (compute capability 7.5+)")
+    if requested == "triton":
+        int8_triton.compiled_kernels()  # NotAvailableError without Triton
+        return "triton"
+    import_cudnn("precision int8")  # cudnn, and intmm's convolutions other than 1x1
+    return "cudnn" if requested == "auto" else requested

@@ -1,0 +1,329 @@
+"""INT8 convolutions written for this package (precision ``int8``, kernels ``triton`` and
+``intmm`` of :class:`yolo_sm.core.engines.int8.Int8Conv`), beside cuDNN's int8 graphs.
+
+* :func:`conv_int8` -- a Triton implicit-GEMM convolution over NHWC tensors, any R x S filter,
+  stride and padding, groups 1: the GEMM's M is the output pixels (N x HO x WO), its N the
+  output channels K, its reduction the R x S x C filter taps. Each program loads a tile of
+  output pixels and walks the taps (r, s) and input-channel blocks: the input tile is read in
+  the engine's dtype and quantised to int8 in registers (``round(x / input_scale)``, saturated
+  at +-127, halves away from zero: the same values as :func:`yolo_sm.core.engines.int8.
+  quantize_values`), the weight tile is int8 (K-major, as Hopper's 8-bit tensor-core MMAs read
+  both operands), products accumulate in int32 on the tensor cores (``tl.dot``), and the
+  epilogue de-scales per output channel (``input_scale * weight_scale[k]``), adds the bias,
+  applies SiLU and writes the engine's dtype: one kernel per convolution, no separate
+  quantisation pass and no int32 tensor in memory. ``quantized_input=True`` takes an input
+  already quantised to int8 (the quantiser's pass then runs before it: the two are timed
+  against each other by :mod:`yolo_sm.topics.precision.collect`).
+* :func:`conv1x1_int_mm` -- a 1x1, stride-1 convolution as one ``torch._int_mm`` (cuBLASLt's
+  int8 GEMM, int32 out) of the int8 NHWC input viewed as (N x H x W, C) and the weight, then
+  :func:`dequant_epilogue`: one Triton pass that de-scales, adds the bias, applies SiLU and
+  casts (written by hand because no torch op fuses int32 -> scale -> bias -> SiLU -> half
+  without torch.compile: torch ops would make four passes over the int32 tensor).
+
+Triton and CUDA are imported lazily; on a CPU the engine uses the ``emulate`` kernel.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+import torch
+
+from yolo_sm.contract.errors import NotAvailableError
+
+#: the tile shapes the convolution's autotuner times per (C, K, R, S, stride, output size)
+#: class: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages). Large output-pixel tiles first: YOLO's
+#: convolutions have many pixels and few channels.
+TILES = (
+    (128, 128, 64, 8, 3),
+    (128, 64, 64, 4, 4),
+    (64, 64, 64, 4, 4),
+)
+#: the smallest channel block a tile uses (tl.dot's int8 reduction needs K >= 32 per step)
+MIN_BLOCK_K = 32
+
+
+def _require(x: torch.Tensor) -> None:
+    if not x.is_cuda:
+        raise NotAvailableError("the Triton int8 convolution runs on a CUDA device only")
+
+
+def build_kernels():
+    """(autotuned conv kernel, epilogue kernel, the triton module): jitted when first launched;
+    NotAvailableError without Triton. Under ``TRITON_INTERPRET=1`` they run on CPU tensors
+    (Triton's interpreter: how the CPU tests check them); launch the conv with a ``tile``."""
+    try:
+        import triton
+        import triton.language as tl
+        import triton.testing
+    except ImportError as e:  # pragma: no cover - Triton ships with torch's CUDA wheels
+        what = "int8 kernels triton and intmm need Triton"
+        raise NotAvailableError(f"{what} (pip install triton)") from e
+
+    configs = [
+        triton.Config(
+            {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_warps=w, num_stages=s
+        )
+        for m, n, k, w, s in TILES
+    ]
+
+    def prune(configs, named_args, **kwargs):
+        # no channel block wider than the input channels (rounded up to a power of 2, at least
+        # MIN_BLOCK_K), no output-channel block wider than the output channels
+        c, k = named_args["C"], named_args["K"]
+        cap_k = max(MIN_BLOCK_K, triton.next_power_of_2(c))
+        cap_n = max(32, triton.next_power_of_2(k))
+        kept = [
+            cfg
+            for cfg in configs
+            if cfg.kwargs["BLOCK_K"] <= cap_k and cfg.kwargs["BLOCK_N"] <= cap_n
+        ]
+        return kept or configs[-1:]
+
+    def bench(fn, quantiles=None):  # short: a tile's rank shows within a few calls
+        return triton.testing.do_bench(fn, warmup=3, rep=10, quantiles=quantiles)
+
+    @triton.autotune(
+        configs=configs,
+        key=["C", "K", "H", "W", "HO", "WO", "STRIDE_H", "STRIDE_W"],
+        prune_configs_by={"early_config_prune": prune},
+        **(
+            {"do_bench": bench}
+            if "do_bench" in inspect.signature(triton.autotune).parameters
+            else {}
+        ),
+    )
+    # one compiled kernel per tile, filter and channel counts: the pixel counts, strides and
+    # paddings are not specialised on (each distinct value class would compile anew)
+    @triton.jit(
+        do_not_specialize=["M", "H", "W", "HO", "WO", "STRIDE_H", "STRIDE_W", "PAD_H", "PAD_W"]
+    )
+    def _conv(
+        x_ptr, w_ptr, scale_ptr, bias_ptr, y_ptr,
+        M, H, W, C, K, HO, WO, inv_in_scale,
+        STRIDE_H, STRIDE_W, PAD_H, PAD_W,
+        R: tl.constexpr, S: tl.constexpr,
+        HAS_BIAS: tl.constexpr, SILU: tl.constexpr, QUANTIZE: tl.constexpr,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+        GROUP_M: tl.constexpr,
+    ):  # fmt: skip
+        pid = tl.program_id(0)
+        grid_m = tl.cdiv(M, BLOCK_M)
+        grid_n = tl.cdiv(K, BLOCK_N)
+        # grouped order: GROUP_M pixel tiles share the weight tiles while they sit in L2
+        per_group = GROUP_M * grid_n
+        first_m = (pid // per_group) * GROUP_M
+        size_m = min(grid_m - first_m, GROUP_M)
+        pid_m = first_m + ((pid % per_group) % size_m)
+        pid_n = (pid % per_group) // size_m
+
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        offs_k = tl.arange(0, BLOCK_K)
+        m_ok = offs_m < M
+        n_ok = offs_n < K
+        img = offs_m // (HO * WO)
+        pix = offs_m % (HO * WO)
+        oh = pix // WO
+        ow = pix % WO
+        taps = R * S * C
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
+        for r in tl.static_range(R):
+            ih = oh * STRIDE_H - PAD_H + r
+            for s in tl.static_range(S):
+                iw = ow * STRIDE_W - PAD_W + s
+                inside = m_ok & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+                row = ((img.to(tl.int64) * H + ih) * W + iw) * C  # NHWC offset of the pixel
+                for c0 in range(0, C, BLOCK_K):
+                    ck = c0 + offs_k
+                    c_ok = ck < C
+                    a = tl.load(
+                        x_ptr + row[:, None] + ck[None, :],
+                        mask=inside[:, None] & c_ok[None, :],
+                        other=0,
+                    )
+                    if QUANTIZE:
+                        v = a.to(tl.float32) * inv_in_scale
+                        v = tl.minimum(tl.maximum(v, -127.0), 127.0)
+                        v = tl.where(v >= 0, v + 0.5, v - 0.5)  # truncation: halves away
+                        a = v.to(tl.int32).to(tl.int8)
+                    # weight (K, R, S, C) row-major: K-major tiles, transposed for the MMA
+                    b = tl.load(
+                        w_ptr + offs_n[:, None] * taps + ((r * S + s) * C + ck)[None, :],
+                        mask=n_ok[:, None] & c_ok[None, :],
+                        other=0,
+                    )
+                    acc = tl.dot(a, tl.trans(b), acc, out_dtype=tl.int32)
+        scale = tl.load(scale_ptr + offs_n, mask=n_ok, other=0.0)
+        y = acc.to(tl.float32) * scale[None, :]
+        if HAS_BIAS:
+            y += tl.load(bias_ptr + offs_n, mask=n_ok, other=0.0)[None, :]
+        if SILU:
+            y = y * tl.sigmoid(y)
+        tl.store(
+            y_ptr + offs_m[:, None].to(tl.int64) * K + offs_n[None, :],
+            y.to(y_ptr.dtype.element_ty),
+            mask=m_ok[:, None] & n_ok[None, :],
+        )
+
+    @triton.jit
+    def _epilogue(
+        acc_ptr, scale_ptr, bias_ptr, y_ptr, M, K,
+        HAS_BIAS: tl.constexpr, SILU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    ):  # fmt: skip
+        offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        mask = (offs_m < M)[:, None] & (offs_n < K)[None, :]
+        at = offs_m[:, None].to(tl.int64) * K + offs_n[None, :]
+        y = tl.load(acc_ptr + at, mask=mask, other=0).to(tl.float32)
+        y = y * tl.load(scale_ptr + offs_n, mask=offs_n < K, other=0.0)[None, :]
+        if HAS_BIAS:
+            y += tl.load(bias_ptr + offs_n, mask=offs_n < K, other=0.0)[None, :]
+        if SILU:
+            y = y * tl.sigmoid(y)
+        tl.store(y_ptr + at, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+    return _conv, _epilogue, triton
+
+
+#: this process's kernels (built once; the Triton kernels compile on first launch)
+compiled_kernels = functools.cache(build_kernels)
+
+
+def inverse_scale(scale) -> float:
+    """``1 / scale`` computed in float32, as torch's quantisation reference divides (the
+    quantising kernels multiply by it)."""
+    return float(1.0 / torch.tensor(float(scale), dtype=torch.float32))
+
+
+def packed_weight(weight_int8: torch.Tensor) -> torch.Tensor:
+    """An int8 conv weight (K, C, R, S) as the Triton kernel reads it: (K, R, S, C), contiguous
+    (each output channel's filter taps, channels innermost)."""
+    return weight_int8.permute(0, 2, 3, 1).contiguous()
+
+
+def out_size(h: int, w: int, r: int, s: int, stride, padding) -> tuple[int, int]:
+    """(HO, WO) of a convolution with dilation 1."""
+    return (h + 2 * padding[0] - r) // stride[0] + 1, (w + 2 * padding[1] - s) // stride[1] + 1
+
+
+def conv_int8(
+    x: torch.Tensor,
+    weight_packed: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor | None,
+    *,
+    r: int,
+    s: int,
+    stride=(1, 1),
+    padding=(0, 0),
+    input_scale: float = 1.0,
+    silu: bool = False,
+    quantized_input: bool = False,
+    out_dtype: torch.dtype | None = None,
+    tile: dict | None = None,
+    kernels=None,
+) -> torch.Tensor:
+    """The int8 convolution of ``x`` (N, C, H, W; any memory format, read as NHWC) with
+    ``weight_packed`` (:func:`packed_weight`), ``scale`` (K,) float32 = input scale x weight
+    scale per output channel, ``bias`` (K,) float32 or None; returns (N, K, HO, WO) in
+    channels_last of ``out_dtype`` (default: ``x``'s dtype; float16 for an int8 input).
+    ``quantized_input``: ``x`` already holds int8 values (``input_scale`` unused). ``tile``
+    (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M) skips the autotuner; ``kernels``: those of
+    :func:`build_kernels` (default: this process's, CUDA only)."""
+    if kernels is None:
+        _require(x)
+        kernels = compiled_kernels()
+    conv, _, triton = kernels
+    if tile is not None:
+        conv = conv.fn
+    n, c, h, w = x.shape
+    k = weight_packed.shape[0]
+    if weight_packed.shape[1:] != (r, s, c):
+        raise ValueError(f"packed weight {tuple(weight_packed.shape)} is not (K, {r}, {s}, {c})")
+    if quantized_input != (x.dtype == torch.int8):
+        raise ValueError(f"quantized_input={quantized_input} with an input of {x.dtype}")
+    x = x.contiguous(memory_format=torch.channels_last)
+    ho, wo = out_size(h, w, r, s, stride, padding)
+    dtype = out_dtype or (torch.float16 if quantized_input else x.dtype)
+    y = torch.empty((n, k, ho, wo), dtype=dtype, device=x.device, memory_format=torch.channels_last)
+    m = n * ho * wo
+
+    def grid(meta):
+        meta = {**meta, **(tile or {})}
+        return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(k, meta["BLOCK_N"]),)
+
+    conv[grid](
+        x, weight_packed, scale, bias if bias is not None else scale, y,
+        m, h, w, c, k, ho, wo, inverse_scale(input_scale),
+        stride[0], stride[1], padding[0], padding[1],
+        R=r, S=s, HAS_BIAS=bias is not None, SILU=bool(silu), QUANTIZE=not quantized_input,
+        **(tile or {}),
+    )  # fmt: skip
+    return y
+
+
+def last_tile() -> dict | None:
+    """The tile the autotuner chose for the convolution :func:`conv_int8` ran last (None before
+    any call): BLOCK_M / BLOCK_N / BLOCK_K / GROUP_M, warps and stages."""
+    conv, _, _ = compiled_kernels()
+    cfg = getattr(conv, "best_config", None)
+    if cfg is None:
+        return None
+    return {**cfg.kwargs, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+
+
+def dequant_epilogue(
+    acc: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor | None,
+    silu: bool,
+    dtype,
+    kernels=None,
+) -> torch.Tensor:
+    """``acc`` (M, K) int32 -> ``acc * scale + bias`` (and SiLU) as ``dtype``, one pass."""
+    if kernels is None:
+        _require(acc)
+        kernels = compiled_kernels()
+    _, epilogue, triton = kernels
+    m, k = acc.shape
+    y = torch.empty((m, k), dtype=dtype, device=acc.device)
+    grid = (triton.cdiv(m, 64), triton.cdiv(k, 64))
+    epilogue[grid](
+        acc, scale, bias if bias is not None else scale, y, m, k,
+        HAS_BIAS=bias is not None, SILU=bool(silu), BLOCK_M=64, BLOCK_N=64,
+    )  # fmt: skip
+    return y
+
+
+def int_mm_eligible(c: int, k: int, r: int, s: int, stride, padding) -> bool:
+    """Whether ``torch._int_mm`` can run this convolution: 1x1, stride 1, no padding, channel
+    counts multiples of 8 (cuBLASLt's int8 GEMM)."""
+    return (
+        (r, s) == (1, 1)
+        and tuple(stride) == (1, 1)
+        and tuple(padding) == (0, 0)
+        and not (c % 8 or k % 8)
+    )
+
+
+def conv1x1_int_mm(
+    xq: torch.Tensor,
+    weight_ck: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor | None,
+    *,
+    silu: bool = False,
+    out_dtype: torch.dtype = torch.float16,
+) -> torch.Tensor:
+    """A 1x1 stride-1 int8 convolution: ``xq`` (N, C, H, W) int8 channels_last, ``weight_ck``
+    (C, K) int8 (the (K, C) weight transposed, as cuBLASLt reads it column-major); returns
+    (N, K, H, W) channels_last in ``out_dtype`` after :func:`dequant_epilogue`."""
+    _require(xq)
+    n, c, h, w = xq.shape
+    k = weight_ck.shape[1]
+    a = xq.contiguous(memory_format=torch.channels_last).permute(0, 2, 3, 1).reshape(-1, c)
+    acc = torch._int_mm(a, weight_ck)
+    y = dequant_epilogue(acc, scale, bias, silu, out_dtype)
+    return y.view(n, h, w, k).permute(0, 3, 1, 2)

@@ -1,0 +1,123 @@
+"""The 8-bit engines' tuned cuDNN plans on disk, reused across processes.
+
+Each FP8 and INT8 convolution times a few of cuDNN's ranked plans on its first call and keeps
+the fastest (:mod:`yolo_sm.core.engines.qconv`); without this store each new process tunes
+again. Rows record each build's seconds (``build_s``) and how many graphs skipped tuning
+(``quant_plans_cached``). The choice depends on the graph (its signature), the GPU
+and the cuDNN library, so it is stored per graph signature in a file per machine environment
+(GPU name, compute capability, cuDNN backend and frontend versions, torch version) under
+``$YOLO_SM_CACHE/cudnn_plans`` (else ``~/.cache/yolo_sm/cudnn_plans``), with the chosen plan's
+name: a later build whose plan at that index has another name tunes again. Neither cuDNN nor
+its frontend keeps such choices across processes, hence this small store.
+
+``YOLO_SM_PLAN_CACHE=off`` switches it off (every build tunes). Writes merge with what another
+process wrote meanwhile and replace the file atomically; two processes writing at once can
+drop one entry, which costs one tuning later and nothing else. An unreadable file is treated
+as empty and rewritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import warnings
+from pathlib import Path
+
+ENV_SWITCH = "YOLO_SM_PLAN_CACHE"
+#: format version of the file: a change makes earlier files unread (they are left alone)
+VERSION = 1
+
+
+def enabled(environ=None) -> bool:
+    env = os.environ if environ is None else environ
+    return env.get(ENV_SWITCH, "on").strip().lower() not in ("0", "off", "false", "no")
+
+
+def folder(environ=None) -> Path:
+    """``cudnn_plans/`` under the package's cache root (``$YOLO_SM_CACHE`` or
+    ``~/.cache/yolo_sm``)."""
+    env = os.environ if environ is None else environ
+    root = env.get("YOLO_SM_CACHE") or Path.home() / ".cache" / "yolo_sm"
+    return Path(root) / "cudnn_plans"
+
+
+def signature_text(key: tuple) -> str:
+    """A graph signature (a tuple of plain values, dtypes and devices) as stable text."""
+    return json.dumps([str(v) if not isinstance(v, (int, float, bool)) else v for v in key])
+
+
+class PlanCache:
+    """Tuned plans of one machine environment ``env`` (a mapping of plain values) in one JSON
+    file of :func:`folder`: ``get(key)`` -> ``(index, plan name)`` or None; ``put(key, index,
+    name, ms)`` stores and writes at once."""
+
+    def __init__(self, env: dict, root: Path | None = None) -> None:
+        self.env = {k: str(v) for k, v in sorted(env.items())}
+        digest = hashlib.sha256(json.dumps(self.env).encode()).hexdigest()[:16]
+        self.path = Path(root if root is not None else folder()) / f"plans-{digest}.json"
+
+    def _read(self) -> dict:
+        try:
+            data = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as e:
+            warnings.warn(
+                f"tuned-plan cache {self.path} is unreadable ({e}): tuning again", stacklevel=2
+            )
+            return {}
+        ok = isinstance(data, dict) and data.get("version") == VERSION
+        ok = ok and data.get("env") == self.env and isinstance(data.get("plans"), dict)
+        return data["plans"] if ok else {}
+
+    def get(self, key: tuple) -> tuple[int, str] | None:
+        entry = self._read().get(signature_text(key))
+        try:
+            return (int(entry["index"]), str(entry["plan"]))
+        except (TypeError, KeyError, ValueError):
+            return None
+
+    def put(self, key: tuple, index: int, name: str, ms: float) -> None:
+        plans = self._read()
+        plans[signature_text(key)] = {"index": int(index), "plan": str(name), "ms": float(ms)}
+        data = {"version": VERSION, "env": self.env, "plans": plans}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".plans-", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w") as f:
+                    json.dump(data, f, indent=1, sort_keys=True)
+                os.replace(tmp, self.path)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        except OSError as e:  # a full or read-only disk: the tuning stands, unsaved
+            warnings.warn(f"tuned-plan cache {self.path} not written ({e})", stacklevel=2)
+
+
+_OPEN: dict = {}
+
+
+def for_device(device) -> PlanCache | None:
+    """The cache of ``device``'s environment (one per process and device), None when switched
+    off."""
+    if not enabled():
+        return None
+    import torch
+
+    dev = torch.device(device)
+    key = (str(dev), str(folder()))
+    if key not in _OPEN:
+        import cudnn
+
+        env = {
+            "gpu": torch.cuda.get_device_name(dev),
+            "capability": ".".join(map(str, torch.cuda.get_device_capability(dev))),
+            "cudnn_backend": cudnn.backend_version(),
+            "cudnn_frontend": getattr(cudnn, "__version__", ""),
+            "torch": torch.__version__,
+        }
+        _OPEN[key] = PlanCache(env)
+    return _OPEN[key]

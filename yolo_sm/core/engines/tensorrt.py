@@ -1,0 +1,365 @@
+"""TensorRT engines (TensorRT 10 Python API): ONNX export -> plan -> execution context.
+
+``import tensorrt`` happens inside the functions, so this module imports without TensorRT.
+
+Files under ``cache_root(config) / "tensorrt"``:
+
+* ``<key>.plan``: the serialized engine; ``key`` is :func:`engine_cache_key` (ONNX bytes, build
+  settings, GPU, TensorRT version), so a second build with the same inputs only deserializes.
+* ``<calib key>.calib``: the int8 calibration cache (per ONNX file, images and TensorRT version).
+* ``timing-<gpu/version>.cache``: the builder's layer timing cache, shared by all builds on one
+  GPU model and TensorRT version; it shortens rebuilds (tactic timing is the slow part).
+
+Plans are built with ``ProfilingVerbosity.DETAILED`` so that :func:`layer_info` sees tactics and
+formats. The live TensorRT objects sit on the engine's ``run`` callable (a :class:`TrtRunner`);
+:func:`layer_times` and :func:`layer_info` reach them through it. ``engine.info`` stays plain data.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.contract.store import atomic_file
+from yolo_sm.core.engines.base import Engine
+from yolo_sm.core.engines.config import EngineConfig, Precision
+from yolo_sm.core.engines.onnx import cache_root, export_onnx
+from yolo_sm.core.images import image_paths, load_images
+
+PLAN_FORMAT = 1  # bump when the way plans are built changes, to invalidate cached plans
+
+
+def _import_trt():
+    try:
+        import tensorrt as trt
+    except ImportError:
+        raise NotAvailableError(
+            "TensorRT is not installed here (pip install tensorrt on a machine with an NVIDIA "
+            "GPU); choose another backend"
+        ) from None
+    return trt
+
+
+@functools.cache
+def _logger():
+    """One logger per process: TensorRT warns when builders/runtimes get different loggers."""
+    trt = _import_trt()
+    return trt.Logger(trt.Logger.WARNING)
+
+
+def engine_cache_key(
+    onnx_bytes: bytes, config: EngineConfig, gpu: str, trt_version: str, calib_digest: str = ""
+) -> str:
+    """Hex sha256 naming the plan built from ``onnx_bytes`` with ``config`` on GPU ``gpu``
+    (name + compute capability) by TensorRT ``trt_version``.
+
+    Covers precision, batch, imgsz and workspace_mb; for int8 also the calibration source
+    (``config.calib_images``) and ``calib_digest`` (a digest of the image files, see
+    :func:`calibration_digest`). Pure: no GPU or TensorRT needed.
+    """
+    int8 = config.precision is Precision.INT8
+    fields = {
+        "format": PLAN_FORMAT,
+        "onnx": hashlib.sha256(onnx_bytes).hexdigest(),
+        "precision": config.precision.value,
+        "batch": int(config.batch),
+        "imgsz": int(config.imgsz),
+        "workspace_mb": int(config.workspace_mb),
+        "calib": [_calib_source(config), calib_digest] if int8 else None,
+        "gpu": gpu,
+        "trt": trt_version,
+    }
+    return _sha(json.dumps(fields, sort_keys=True))
+
+
+def _calib_source(config: EngineConfig) -> str:
+    if config.calib_images is None:
+        return "<bundled>"
+    return os.path.abspath(os.path.expanduser(str(config.calib_images)))
+
+
+def calibration_digest(config: EngineConfig) -> str:
+    """sha256 over the calibration images' names, sizes and modification times, so that a
+    changed image folder gives a new plan and calibration cache."""
+
+    h = hashlib.sha256()
+    for p in image_paths(config.calib_images):
+        st = p.stat()
+        h.update(f"{p.name}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return h.hexdigest()
+
+
+def gpu_identity(device: torch.device) -> str:
+    """e.g. ``'NVIDIA H200 sm_90'``: plans and timing caches are valid for one GPU model."""
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"{torch.cuda.get_device_name(device)} sm_{major}{minor}"
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _write_atomic(path: Path, data) -> None:
+    with atomic_file(path, "wb") as f:  # a unique temporary name: no planted link is followed
+        f.write(memoryview(data))
+
+
+def _torch_dtype(trt, dt) -> torch.dtype:
+    import numpy as np
+
+    return torch.from_numpy(np.empty(0, dtype=trt.nptype(dt))).dtype
+
+
+class TrtRunner:
+    """The engine's ``run``: binds a torch tensor and the output, enqueues on torch's current
+    stream. Holds ``runtime``, ``engine`` (ICudaEngine) and ``context`` (IExecutionContext)."""
+
+    def __init__(self, trt, runtime, engine, device: torch.device):
+        self.runtime, self.engine, self.device = runtime, engine, device
+        self.context = engine.create_execution_context()
+        if self.context is None:
+            raise RuntimeError("TensorRT could not create an execution context (GPU memory?)")
+        io = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
+        inputs = [n for n in io if engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
+        outputs = [n for n in io if n not in inputs]
+        if len(inputs) != 1 or len(outputs) != 1:
+            raise RuntimeError(f"expected one input and one output, got {inputs} / {outputs}")
+        self.input, self.output = inputs[0], outputs[0]
+        self.in_shape = tuple(engine.get_tensor_shape(self.input))
+        self.out_shape = tuple(engine.get_tensor_shape(self.output))
+        self.in_dtype = _torch_dtype(trt, engine.get_tensor_dtype(self.input))
+        self.out_dtype = _torch_dtype(trt, engine.get_tensor_dtype(self.output))
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self.execute(self.context, x)
+
+    def execute(self, context, x: torch.Tensor) -> torch.Tensor:
+        """Run ``context`` on ``x`` (any float dtype/layout; converted to the engine's input dtype,
+        contiguous NCHW) and return a new output tensor; asynchronous like a CUDA kernel."""
+        if tuple(x.shape) != self.in_shape:
+            raise UserError(f"this engine takes input shape {self.in_shape}, got {tuple(x.shape)}")
+        x = x.to(device=self.device, dtype=self.in_dtype).contiguous()
+        out = torch.empty(self.out_shape, dtype=self.out_dtype, device=self.device)
+        context.set_tensor_address(self.input, x.data_ptr())
+        context.set_tensor_address(self.output, out.data_ptr())
+        stream = torch.cuda.current_stream(self.device).cuda_stream
+        if self.device.index == torch.cuda.current_device():
+            ok = context.execute_async_v3(stream)
+        else:  # TensorRT enqueues on the current device
+            with torch.cuda.device(self.device):
+                ok = context.execute_async_v3(stream)
+        if not ok:
+            raise RuntimeError("TensorRT execute_async_v3 failed (see the TensorRT log)")
+        return out
+
+    def close(self) -> None:
+        torch.cuda.synchronize(self.device)
+        self.context = self.engine = self.runtime = None  # context before engine before runtime
+
+
+def build_tensorrt(model: torch.nn.Module, config: EngineConfig) -> Engine:
+    """Build (or load from the plan cache) a TensorRT engine for ``model``.
+
+    fp32: TF32 off; fp16: fp16 kernels allowed; int8: int8 + fp16 kernels allowed, activations
+    calibrated with an entropy calibrator over ``config.calib_images`` (see
+    :func:`yolo_sm.core.images.load_images`). The engine's I/O stays fp32 (the ONNX
+    export's), so any
+    input dtype is converted on the way in. ``info``: build_s, cache_hit, engine_path,
+    trt_version, gpu.
+    """
+    if config.precision in (Precision.TF32, Precision.BF16):
+        raise UserError(
+            f"backend tensorrt builds fp32, fp16 or int8 engines, not {config.precision.value}"
+        )
+    if not str(config.device).startswith("cuda"):
+        raise NotAvailableError(
+            "TensorRT runs only on NVIDIA GPUs; use --device cuda or another backend"
+        )
+    trt = _import_trt()
+    device = torch.device(config.device)
+    if device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    t0 = time.perf_counter()
+    onnx_bytes = export_onnx(model, config).read_bytes()
+    int8 = config.precision is Precision.INT8
+    folder = cache_root(config) / "tensorrt"
+    folder.mkdir(parents=True, exist_ok=True)
+    with torch.cuda.device(device):
+        gpu = gpu_identity(device)
+        digest = calibration_digest(config) if int8 else ""
+        key = engine_cache_key(onnx_bytes, config, gpu, trt.__version__, digest)
+        plan_path = folder / f"{key[:32]}.plan"
+        runtime = trt.Runtime(_logger())
+        trt_engine = None
+        if plan_path.exists():
+            trt_engine = runtime.deserialize_cuda_engine(plan_path.read_bytes())
+        cache_hit = trt_engine is not None
+        if not cache_hit:  # no plan, or one this TensorRT/GPU cannot load: build afresh
+            calib = f"{hashlib.sha256(onnx_bytes).hexdigest()}|{_calib_source(config)}|{digest}"
+            calib_path = folder / f"{_sha(f'{calib}|{trt.__version__}')[:32]}.calib"
+            plan = _build_plan(trt, onnx_bytes, config, device, folder, gpu, calib_path)
+            _write_atomic(plan_path, plan)
+            trt_engine = runtime.deserialize_cuda_engine(plan)
+            if trt_engine is None:
+                raise RuntimeError("TensorRT could not deserialize the plan it just built")
+        runner = TrtRunner(trt, runtime, trt_engine, device)
+    info = {  # build_s: export + build (or load) + context
+        "build_s": time.perf_counter() - t0,
+        "cache_hit": cache_hit,
+        "engine_path": str(plan_path),
+        "engine_bytes": plan_path.stat().st_size,
+        "trt_version": trt.__version__,
+        "gpu": gpu,
+    }
+    return Engine(
+        config, runner, f"tensorrt {config.precision.value}", info=info, close_fn=runner.close
+    )
+
+
+def _build_plan(trt, onnx_bytes, config, device, folder: Path, gpu: str, calib_path: Path):
+    """Parse the ONNX bytes and build a serialized plan (IHostMemory), updating the timing cache."""
+    logger = _logger()
+    builder = trt.Builder(logger)
+    flags = 0
+    explicit = getattr(trt.NetworkDefinitionCreationFlag, "EXPLICIT_BATCH", None)
+    if explicit is not None and int(trt.__version__.split(".")[0]) < 10:
+        flags = 1 << int(explicit)  # TensorRT 8: opt in; 10: explicit batch is the only mode
+    network = builder.create_network(flags)
+    parser = trt.OnnxParser(network, logger)
+    if not parser.parse(onnx_bytes):
+        errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
+        raise RuntimeError(f"TensorRT could not parse the ONNX export: {errors}")
+    bc = builder.create_builder_config()
+    bc.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(config.workspace_mb) << 20)
+    bc.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
+    if hasattr(trt.BuilderFlag, "TF32"):
+        bc.clear_flag(trt.BuilderFlag.TF32)  # fp32 means IEEE fp32, as for the torch backends
+    if config.precision in (Precision.FP16, Precision.INT8):
+        if not hasattr(trt.BuilderFlag, "FP16"):
+            raise NotAvailableError(
+                f"TensorRT {trt.__version__} is strongly typed (no fp16/int8 builder flags); "
+                "use TensorRT 10 for fp16 and int8 engines"
+            )
+        bc.set_flag(trt.BuilderFlag.FP16)
+    if config.precision is Precision.INT8:
+        bc.set_flag(trt.BuilderFlag.INT8)
+        calibrator = _make_calibrator(trt, config, device, calib_path)  # alive until built
+        bc.int8_calibrator = calibrator
+    timing_path = folder / f"timing-{_sha(f'{gpu}|{trt.__version__}')[:16]}.cache"
+    cache = bc.create_timing_cache(timing_path.read_bytes() if timing_path.exists() else b"")
+    if cache is None or not bc.set_timing_cache(cache, ignore_mismatch=False):
+        cache = bc.create_timing_cache(b"")  # unreadable or foreign cache: start a new one
+        bc.set_timing_cache(cache, ignore_mismatch=False)
+    plan = builder.build_serialized_network(network, bc)
+    if plan is None:
+        raise RuntimeError("TensorRT failed to build the engine (see the TensorRT log above)")
+    _write_atomic(timing_path, cache.serialize())
+    return plan
+
+
+def _make_calibrator(trt, config: EngineConfig, device: torch.device, cache_path: Path):
+    """An IInt8EntropyCalibrator2 feeding ``config.batch``-sized batches of real images.
+
+    Images are cycled to fill batches: ``ceil(n_images / batch)`` batches in all (2 images at
+    batch 4 give one batch ``[a, b, a, b]``). They are loaded on the first ``get_batch`` call,
+    which TensorRT skips when ``cache_path`` holds a calibration cache.
+    """
+
+    class EntropyCalibrator(trt.IInt8EntropyCalibrator2):
+        def __init__(self):
+            trt.IInt8EntropyCalibrator2.__init__(self)
+            self.batches = None
+            self.index = 0
+            self.buffer = None
+
+        def get_batch_size(self):
+            return config.batch
+
+        def get_batch(self, names, *args):
+            if self.batches is None:
+                images = torch.from_numpy(load_images(config.calib_images, config.imgsz))
+                n_batches = -(-len(images) // config.batch)
+                order = torch.arange(n_batches * config.batch) % len(images)
+                self.batches = images[order].reshape(n_batches, config.batch, *images.shape[1:])
+                self.buffer = torch.empty_like(self.batches[0], device=device)
+            if self.index >= len(self.batches):
+                return None
+            self.buffer.copy_(self.batches[self.index])
+            torch.cuda.synchronize(device)  # TensorRT reads the buffer on its own stream
+            self.index += 1
+            return [int(self.buffer.data_ptr())] * len(names)
+
+        def read_calibration_cache(self, *args):
+            return cache_path.read_bytes() if cache_path.exists() else None
+
+        def write_calibration_cache(self, cache):
+            _write_atomic(cache_path, cache)
+
+    return EntropyCalibrator()
+
+
+def _runner(engine: Engine) -> TrtRunner:
+    if not isinstance(engine.run, TrtRunner) or engine.run.engine is None:
+        raise UserError(f"{engine.description} is not an open TensorRT engine")
+    return engine.run
+
+
+def layer_times(engine: Engine, x: torch.Tensor | None = None, iters: int = 10):
+    """Per-layer GPU times of ``iters`` runs of ``engine`` on ``x`` (default: a random input),
+    from TensorRT's IProfiler. Returns a pandas DataFrame with columns ``layer`` (TensorRT layer
+    name, fused layers joined with ' + '), ``duration_ms`` and ``iteration`` (0-based).
+
+    Uses its own execution context (profiling serialises the layers; the engine's own context
+    stays unprofiled) and collects each run's times after it finishes (report_to_profiler).
+    """
+    import pandas as pd
+
+    trt = _import_trt()
+    runner = _runner(engine)
+    x = engine.make_input() if x is None else x
+
+    class Profiler(trt.IProfiler):
+        def __init__(self):
+            trt.IProfiler.__init__(self)
+            self.rows: list[tuple[str, float, int]] = []
+            self.iteration = 0
+
+        def report_layer_time(self, layer_name, ms):
+            self.rows.append((str(layer_name), float(ms), self.iteration))
+
+    profiler = Profiler()
+    with torch.cuda.device(runner.device):
+        context = runner.engine.create_execution_context()
+        if context is None:
+            raise RuntimeError("TensorRT could not create a profiling context (GPU memory?)")
+        try:
+            context.profiler = profiler
+            context.enqueue_emits_profile = False
+            for i in range(iters):
+                profiler.iteration = i
+                runner.execute(context, x)
+                torch.cuda.current_stream(runner.device).synchronize()
+                context.report_to_profiler()
+        finally:
+            torch.cuda.synchronize(runner.device)
+            del context
+    return pd.DataFrame(profiler.rows, columns=["layer", "duration_ms", "iteration"])
+
+
+def layer_info(engine: Engine) -> list[dict]:
+    """The engine inspector's description of every layer (JSON format): with the DETAILED
+    verbosity these plans are built with, each dict has ``Name``, ``LayerType``, ``Inputs``,
+    ``Outputs``, ``TacticName`` ... (names only would give ``{"Name": ...}`` dicts)."""
+    trt = _import_trt()
+    runner = _runner(engine)
+    inspector = runner.engine.create_engine_inspector()
+    text = inspector.get_engine_information(trt.LayerInformationFormat.JSON)
+    layers = json.loads(text).get("Layers", [])
+    return [layer if isinstance(layer, dict) else {"Name": str(layer)} for layer in layers]

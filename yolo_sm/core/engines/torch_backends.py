@@ -1,0 +1,243 @@
+"""PyTorch engines: eager, one CUDA graph of the eager model, and torch.compile."""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+import weakref
+
+import torch
+
+from yolo_sm.contract.errors import NotAvailableError
+from yolo_sm.contract.values import split_compile_mode
+from yolo_sm.core.engines import compile_cache, fp8, int8
+from yolo_sm.core.engines.base import DTYPES, Engine, head_tensor, make_input, numerics
+from yolo_sm.core.engines.config import EngineConfig, Layout, Precision
+from yolo_sm.core.models.rewrites import apply_rewrites
+
+
+def prepare_module(model: torch.nn.Module, config: EngineConfig) -> torch.nn.Module:
+    """A copy of ``model`` in eval mode with the engine's dtype, device and memory format."""
+    m = copy.deepcopy(model).eval()
+    m = m.to(device=config.device, dtype=DTYPES[config.precision])
+    if config.layout is Layout.NHWC:
+        m = m.to(memory_format=torch.channels_last)
+    for p in m.parameters():
+        p.requires_grad_(False)
+    if config.precision is Precision.FP8:
+        kernel = fp8.choose_kernel(config.device)
+        m.fp8_info = fp8.quantize_convs(m, fp8.calibration_inputs(config.imgsz), kernel)
+        if config.layout is Layout.NHWC:
+            m = m.to(memory_format=torch.channels_last)
+    if config.precision is Precision.INT8:
+        m.int8_info = int8.quantize_convs(
+            m,
+            int8.calibration_inputs(config.imgsz),
+            int8.choose_kernel(config.device, config.int8_kernel),
+            config.int8_calibration,
+            config.int8_percentile,
+            handoff=config.int8_handoff,
+        )
+        if config.layout is Layout.NHWC:
+            m = m.to(memory_format=torch.channels_last)
+    return m
+
+
+def build_eager(model: torch.nn.Module, config: EngineConfig) -> Engine:
+    m = prepare_module(model, config)
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        with numerics(config), torch.inference_mode():
+            return head_tensor(m(x))
+
+    return Engine(
+        config,
+        run,
+        f"eager {config.precision.value} {config.layout.value}",
+        module=m,
+        capture=_capturable(m, config),
+    )
+
+
+def _capturable(m: torch.nn.Module, config: EngineConfig):
+    """``m``'s forward for a caller's CUDA graph capture (:attr:`Engine.capture`): under
+    ``no_grad``, not ``inference_mode``, so that a compiled engine captured in the same graph
+    sees the tensors it was built with (see :func:`build_compiled`)."""
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        with numerics(config), torch.no_grad():
+            return head_tensor(m(x))
+
+    return forward
+
+
+def build_cudagraph(model: torch.nn.Module, config: EngineConfig, warmup: int = 3) -> Engine:
+    """Capture one forward into a CUDA graph; a call copies the input into the static buffer
+    (skipped when it *is* the static buffer) and replays. The output tensor is the graph's static
+    output, overwritten by the next call: clone it to keep it."""
+    if not str(config.device).startswith("cuda"):
+        raise NotAvailableError("backend cudagraph needs a CUDA device; use backend eager on CPU")
+    m = prepare_module(model, config)
+    static_in = make_input(config, seed=0)
+    t0 = time.perf_counter()
+    with numerics(config), torch.inference_mode():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm up on a side stream (cuDNN autotuning, allocations)
+            for _ in range(warmup):
+                head_tensor(m(static_in))
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        # cached free blocks could be released by a retry inside the capture: release them first
+        torch.cuda.empty_cache()
+        reserved0 = torch.cuda.memory_reserved(static_in.device)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = head_tensor(m(static_in))
+    torch.cuda.synchronize()
+    capture_s = time.perf_counter() - t0
+    # the capture allocates from a private pool of new segments, which the graph keeps for its
+    # lifetime (its activations live there); max_memory_allocated over replays sees only the
+    # output tensor of it, which stays allocated: the rest is what this records
+    pool = torch.cuda.memory_reserved(static_in.device) - reserved0
+    graph_pool_bytes = max(0, pool - static_out.untyped_storage().nbytes())
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        if x is not static_in:
+            static_in.copy_(x)
+        graph.replay()
+        return static_out
+
+    def close() -> None:
+        graph.reset()
+
+    eng = Engine(
+        config,
+        run,
+        f"cudagraph {config.precision.value} {config.layout.value}",
+        info={"capture_s": capture_s, "graph_pool_bytes": graph_pool_bytes},
+        close_fn=close,
+        keepalive=(m, static_out),
+        module=m,
+        # the forward its graph replays, for a caller's own graph (a graph is not replayed
+        # inside another's capture)
+        capture=_capturable(m, config),
+    )
+    eng._input = static_in
+    return eng
+
+
+#: torch.compile modes that run their graphs as CUDA graphs of their own (cudagraph trees)
+GRAPHED_COMPILE_MODES = ("reduce-overhead", "max-autotune")
+
+_COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _compiled_module(model: torch.nn.Module, config: EngineConfig):
+    """One compiled module per (model, precision, layout, mode, device, and for int8 how it
+    quantises), shared by the engines of every batch size: a new batch costs a dynamo re-trace
+    with a dynamic batch dimension (automatic dynamic shapes), not a cold compile."""
+    per_model = _COMPILED.setdefault(model, {})
+    key = (config.precision, config.layout, config.compile_mode, str(config.device))
+    if config.precision is Precision.INT8:  # how it quantises makes another module
+        key += (config.int8_kernel, config.int8_calibration, config.int8_percentile)
+        key += (config.int8_handoff,)
+    if key not in per_model:
+        import torch._dynamo.config as dcfg
+
+        # each model width is a new set of guards on the same forward(): lift dynamo's default
+        # limit of 8 so a sweep never silently falls back to eager
+        for name in ("recompile_limit", "cache_size_limit"):
+            if hasattr(dcfg, name):
+                setattr(dcfg, name, max(getattr(dcfg, name), 512))
+        torch_mode, rewrites = split_compile_mode(config.compile_mode)
+        m = prepare_module(model, config)
+        # exact rewrites named after the mode (models.rewrites); what each changed rides along
+        m.rewrites = apply_rewrites(m, rewrites)
+        per_model[key] = torch.compile(m, mode=torch_mode, fullgraph=False)
+    compiled = per_model[key]
+    if config.precision is Precision.INT8 and str(config.device).startswith("cuda"):
+        _int8_plans(compiled._orig_mod, config)
+    return compiled
+
+
+def _int8_plans(m: torch.nn.Module, config: EngineConfig) -> None:
+    """One eager forward of the int8 module per batch size before its compiled engine runs:
+    each int8 convolution builds its cuDNN graph for that shape or records that cuDNN declined
+    it, which decides what dynamo traces (Int8Conv._compiled). Built inside a compiled call,
+    a graph's device tensors would be allocated in the CUDA-graph pool of reduce-overhead's
+    recording, which refuses live allocations it did not return."""
+    done = m.__dict__.setdefault("_int8_batches", set())
+    if config.batch not in done:
+        with numerics(config), torch.no_grad():
+            m(make_input(config, seed=0))
+        done.add(config.batch)
+
+
+def build_compiled(model: torch.nn.Module, config: EngineConfig, warmup: int = 3) -> Engine:
+    """torch.compile with ``config.compile_mode``, compiled (or re-traced for this batch) at
+    build time, never per call.
+
+    Calls run under ``torch.no_grad()``, not ``inference_mode()``: compiled graphs guard on the
+    dispatch key set, and tensors made under inference_mode flip it, which made
+    ``reduce-overhead`` recompile on every call and hit the recompile limit (seen on the H200).
+    ``info['recompiles']`` counts graphs compiled after the build: it should stay 0.
+    ``info['compile_cache']``: whether the build found its graphs in inductor's disk cache
+    (:mod:`yolo_sm.core.engines.compile_cache`: cold / warm / partial).
+    """
+    cache = compile_cache.setup(config.cache_dir)  # before the first compile of the process
+    compiled = _compiled_module(model, config)
+    x0 = make_input(config, seed=0)
+    frames_before = _compiled_frames()
+    t0 = time.perf_counter()
+    calls = []  # seconds of each compiling call, to the end of its GPU work
+    with (
+        compile_cache.Probe(cache["dir"], config.compile_mode) as probe,
+        numerics(config),
+        torch.no_grad(),
+    ):
+        for _ in range(warmup):
+            t = time.perf_counter()
+            head_tensor(compiled(x0))
+            if str(config.device).startswith("cuda"):
+                torch.cuda.synchronize()
+            calls.append(time.perf_counter() - t)
+    compile_s = time.perf_counter() - t0
+    frames_after_build = _compiled_frames()
+    info = {
+        "compile_s": compile_s,
+        # the first call traces and compiles; reduce-overhead records its CUDA graphs in later ones
+        "compile_first_s": calls[0] if calls else math.nan,
+        "compile_mode": config.compile_mode,
+        "graphs_compiled": frames_after_build - frames_before,
+        # per rewrite of the mode (``default+sep-pool``), the modules it changed
+        "rewrites": dict(getattr(compiled._orig_mod, "rewrites", {})),
+        "recompiles": 0,
+        **probe.info(),
+    }
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        with numerics(config), torch.no_grad():
+            out = head_tensor(compiled(x))
+        info["recompiles"] = _compiled_frames() - frames_after_build
+        return out
+
+    return Engine(
+        config,
+        run,
+        f"compile[{config.compile_mode}] {config.precision.value} {config.layout.value}",
+        info=info,
+        module=getattr(compiled, "_orig_mod", None),
+        # modes with CUDA graphs of their own (reduce-overhead, max-autotune) cannot be
+        # captured inside another graph
+        capture=None
+        if split_compile_mode(config.compile_mode)[0] in GRAPHED_COMPILE_MODES
+        else run,
+    )
+
+
+def _compiled_frames() -> int:
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"].get("unique_graphs", 0))

@@ -1,0 +1,68 @@
+"""Real images as model inputs (TensorRT int8 calibration, sample inputs): read, letterbox, scale.
+
+ultralytics and cv2 are imported inside the functions, never at ``import yolo_sm.core.images``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from yolo_sm.contract.errors import UserError
+from yolo_sm.core.offline import prepare_ultralytics
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
+
+
+def bundled_images() -> list[Path]:
+    """ultralytics' two bundled sample images, ``bus.jpg`` (810x1080) and ``zidane.jpg``
+    (1280x720), in that order."""
+
+    prepare_ultralytics()
+    from ultralytics.utils import ASSETS
+
+    return [Path(ASSETS) / "bus.jpg", Path(ASSETS) / "zidane.jpg"]
+
+
+def image_paths(source: str | Path | None = None) -> list[Path]:
+    """The image files ``source`` names: ``None`` gives :func:`bundled_images`, a folder gives
+    every .jpg/.jpeg/.png/.bmp directly in it (sorted by name), a file gives itself."""
+    if source is None:
+        return bundled_images()
+    path = Path(source).expanduser()
+    if path.is_dir():
+        paths = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+        paths = [p for p in paths if p.is_file()]
+        if not paths:
+            raise UserError(f"image folder {str(path)!r} holds no {'/'.join(IMAGE_SUFFIXES)} files")
+        return paths
+    if path.is_file():
+        return [path]
+    raise UserError(f"image source {str(path)!r} is neither an image file nor a folder")
+
+
+def load_images(source: str | Path | None = None, imgsz: int | tuple[int, int] = 640) -> np.ndarray:
+    """Read the images ``source`` names (see :func:`image_paths`) as one model-ready batch.
+
+    Each image is letterboxed the way ultralytics predicts (aspect ratio kept, long side scaled
+    to ``imgsz`` pixels, padded centrally with grey 114), converted BGR->RGB and HWC->CHW and
+    scaled to [0, 1]. Returns float32 of shape (N, 3, imgsz, imgsz), N = number of images;
+    ``imgsz`` = (height, width) letterboxes into that rectangle (shape (N, 3, height, width)).
+    Raises UserError naming a file that cannot be read as an image.
+    """
+    import cv2
+
+    prepare_ultralytics()
+    from ultralytics.data.augment import LetterBox
+
+    shape = (int(imgsz), int(imgsz)) if np.ndim(imgsz) == 0 else tuple(map(int, imgsz))
+    letterbox = LetterBox(new_shape=shape, auto=False, scaleup=True, center=True)
+    images = []
+    for path in image_paths(source):
+        bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
+        if bgr is None:
+            raise UserError(f"cannot read {str(path)!r} as an image")
+        rgb = letterbox(image=bgr)[:, :, ::-1]  # HWC uint8, BGR -> RGB
+        images.append(np.ascontiguousarray(rgb.transpose(2, 0, 1), dtype=np.float32) / 255.0)
+    return np.stack(images)

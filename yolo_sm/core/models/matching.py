@@ -1,0 +1,168 @@
+"""Models of equal cost: the width (at a given depth) or the depth (at a given width) whose FLOPs
+per image match a target, counted with :func:`~yolo_sm.core.models.tables.model_flops`.
+
+FLOPs of every convolution scale with the pixel count exactly (stride-32 inputs), so the search
+counts at a small input (``imgsz`` 64 by default) and the match holds at any size. FLOPs grow
+with width and depth but in steps (channels round up to multiples of 8, repeats to whole
+blocks), so the search is a bisection on a monotone step function that keeps the best value it
+saw; ``tolerance`` bounds the relative miss it accepts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from yolo_sm.contract.errors import UserError
+from yolo_sm.core.models.common import MAX_WIDTH, MIN_WIDTH
+from yolo_sm.core.models.tables import model_flops
+from yolo_sm.core.models.yolo import build_yolo
+
+#: relative FLOPs miss a matched pair may have (5 %)
+TOLERANCE = 0.05
+
+
+@dataclass(frozen=True)
+class Match:
+    """A model found for a FLOPs target: its width and depth, its FLOPs per image at the
+    counting size, and ``rel_diff`` = flops / target - 1."""
+
+    width: float
+    depth: float
+    flops: int
+    target: int
+    rel_diff: float
+
+
+def yolo_flops(family: str, width: float, depth: float, imgsz: int = 64, max_channels=2048) -> int:
+    """FLOPs per image (2 per multiply-add) of a YOLO of ``family`` at ``width`` and ``depth``
+    at a square ``imgsz`` input (random weights, no BN calibration: nothing is computed)."""
+    m = build_yolo(
+        family, float(width), depth=float(depth), max_channels=max_channels, calibrate=False
+    )
+    return model_flops(m, imgsz)
+
+
+def match_flops(
+    target: int,
+    *,
+    family: str = "yolov8",
+    width: float | None = None,
+    depth: float | None = None,
+    imgsz: int = 64,
+    tolerance: float = TOLERANCE,
+    steps: int = 14,
+    bounds: tuple[float, float] | None = None,
+    flops=yolo_flops,
+) -> Match:
+    """The model of ``family`` whose FLOPs per image (at ``imgsz``) come nearest ``target``:
+    give ``depth`` to search the width (in [MIN_WIDTH, MAX_WIDTH], rounded to 1/1000), or
+    ``width`` to search the depth (in (0, 4], rounded to 1/100); ``bounds`` narrows that range
+    (a narrow search builds no huge model). ``steps`` bisections; the best
+    value seen wins. A miss beyond ``tolerance`` (relative) is a :class:`UserError` naming the
+    closest model, since a pair that far apart does not compare equal cost. ``flops(family,
+    width, depth, imgsz)`` counts one model (tests pass a cheaper one)."""
+    if (width is None) == (depth is None):
+        raise UserError("match_flops searches one of width and depth: give exactly the other")
+    if not target > 0:
+        raise UserError(f"the FLOPs target must be positive, got {target!r}")
+    if width is None:
+        lo, hi, digits = MIN_WIDTH, MAX_WIDTH, 3
+
+        def count(v):
+            return flops(family, v, depth, imgsz)
+
+    else:
+        lo, hi, digits = 0.01, 4.0, 2
+
+        def count(v):
+            return flops(family, width, v, imgsz)
+
+    if bounds is not None:
+        blo, bhi = (float(b) for b in bounds)
+        if not lo <= blo < bhi <= hi:
+            raise UserError(f"search bounds must lie in [{lo:g}, {hi:g}], got {bounds!r}")
+        lo, hi = blo, bhi
+    seen: dict[float, int] = {}
+
+    def at(v: float) -> int:
+        v = min(max(round(v, digits), lo), hi)
+        if v not in seen:
+            seen[v] = int(count(v))
+        return seen[v]
+
+    if at(lo) <= target <= at(hi):  # else out of range: the nearer end is the best there is
+        a, b = lo, hi
+        for _ in range(steps):
+            mid = min(max(round((a + b) / 2, digits), lo), hi)
+            if mid in (a, b):
+                break
+            if at(mid) < target:
+                a = mid
+            else:
+                b = mid
+    best = min(seen, key=lambda v: (abs(seen[v] / target - 1), v))
+    rel = seen[best] / target - 1
+    w, d = (best, float(depth)) if width is None else (float(width), best)
+    if not math.isfinite(rel) or abs(rel) > tolerance:
+        raise UserError(
+            f"no {family} model within {tolerance:.0%} of {target / 1e9:.3g} GFLOPs at "
+            f"{'depth ' + format(d, 'g') if width is None else 'width ' + format(w, 'g')}: the "
+            f"nearest (width {w:g}, depth {d:g}) is {rel:+.1%}"
+        )
+    return Match(w, d, seen[best], int(target), rel)
+
+
+def matched_pairs(
+    family: str = "yolov8",
+    widths=(0.5, 1.0, 1.5),
+    wide_depth: float = 0.33,
+    deep_depth: float = 1.0,
+    imgsz: int = 64,
+    tolerance: float = TOLERANCE,
+    flops=yolo_flops,
+) -> list[dict]:
+    """For each width of ``widths`` at ``wide_depth`` (the wide model), the model at
+    ``deep_depth`` with the same FLOPs (the deep one, narrower when ``deep_depth`` is larger):
+    two dicts per pair with ``pair`` (index), ``role`` (wide / deep), ``width``, ``depth``,
+    ``match_flops`` (per image at ``imgsz``) and ``match_rel_diff`` (deep over wide, minus 1;
+    0 for the wide model)."""
+    if not 0 < wide_depth < deep_depth <= 4:
+        raise UserError(
+            f"deep_depth must exceed wide_depth (both in (0, 4]), got {wide_depth:g} and "
+            f"{deep_depth:g}"
+        )
+    out = []
+    for i, w in enumerate(widths):
+        target = int(flops(family, float(w), float(wide_depth), imgsz))
+        m = match_flops(
+            target,
+            family=family,
+            depth=float(deep_depth),
+            imgsz=imgsz,
+            tolerance=tolerance,
+            bounds=(MIN_WIDTH, float(w)),
+            flops=flops,
+        )
+        base = {"family": family, "pair": i, "match_imgsz": int(imgsz)}
+        out.append(
+            {
+                **base,
+                "role": "wide",
+                "width": float(w),
+                "depth": float(wide_depth),
+                "match_flops": target,
+                "match_rel_diff": 0.0,
+            }
+        )
+        out.append(
+            {
+                **base,
+                "role": "deep",
+                "width": m.width,
+                "depth": m.depth,
+                "match_flops": m.flops,
+                "match_rel_diff": m.rel_diff,
+            }
+        )
+    return out

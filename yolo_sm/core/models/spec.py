@@ -1,0 +1,373 @@
+"""Model specs: which model a measurement runs, parsed in one place, built by :func:`build_spec`.
+
+A spec is one of (``LABEL=`` in front of any of them names the model in tables)::
+
+    yolov8:0.5   yolo11:n   wide:1.5   resnet101     a family the project builds, at a width or
+                                                      preset (random weights, BN calibrated)
+    path/to/model.yaml   yolo11s-seg.yaml             an ultralytics model YAML, a path or a name
+                                                      ultralytics ships (random weights, BN
+                                                      calibrated on the bundled photos)
+    path/to/best.pt                                   an ultralytics checkpoint: its weights as
+                                                      trained (no BN calibration)
+    package.module:function                           a function returning an ``nn.Module``;
+                                                      needs an input shape ``C,H,W``
+
+Checkpoints load with torch's restricted unpickler (``weights_only=True``): the only Python
+objects it may create are torch's and ultralytics' ``nn.Module`` classes and plain containers,
+so a checkpoint cannot run code on load. A YAML is read as data and checked before ultralytics
+builds it (:mod:`~yolo_sm.core.models.model_yaml`). A ``module:function`` spec imports and
+runs the user's own code, by design. A file that is not a checkpoint, is truncated, or needs
+other objects ends in one sentence (:class:`~yolo_sm.contract.errors.UserError`).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import importlib
+import math
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from yolo_sm.contract.errors import UserError
+from yolo_sm.core.models import model_yaml
+from yolo_sm.core.models.checkpoint import (
+    checkpoint_module,
+    load_checkpoint,
+    read_checkpoint,
+    write_checkpoint,
+)
+from yolo_sm.core.models.common import MAX_WIDTH, MIN_WIDTH
+from yolo_sm.core.models.resnet import resnet_backbone
+from yolo_sm.core.models.user import UserModel
+from yolo_sm.core.models.wide import wide_conv_stack
+from yolo_sm.core.models.yolo import (
+    build_from_yaml,
+    build_yolo,
+    detection_model,
+    family_cfg,
+    preset,
+    read_yaml,
+    scale_of,
+)
+
+#: families the project builds itself (width: multiplier, preset letter, or ignored)
+BUILT_IN = ("yolov8", "yolo11", "wide", "resnet")
+KINDS = ("family", "yaml", "checkpoint", "module")
+_CALLABLE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
+_LABEL = re.compile(r"^[A-Za-z0-9][\w.-]*$")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model to measure. ``kind``: family / yaml / checkpoint / module; ``source``: the
+    family name, the file path or ``package.module:function``; ``width``: the family's width
+    multiplier or preset letter (1.0 for the other kinds); ``input_shape``: (C, H, W) of one
+    image, required for a module; ``name``: the label the tables use (``family`` column and
+    config labels: lowercase letters, digits and ``-``)."""
+
+    kind: str
+    source: str
+    width: float | str = 1.0
+    input_shape: tuple[int, int, int] | None = None
+    name: str = ""
+
+    @property
+    def text(self) -> str:
+        """The spec as :func:`parse_model` reads it back (without the input shape)."""
+        if self.kind == "family":
+            if self.source.startswith("resnet"):
+                body = self.source
+            else:
+                w = self.width if isinstance(self.width, str) else f"{self.width:g}"
+                body = f"{self.source}:{w}"
+        else:
+            body = self.source
+        return body if self.name == default_name(self.kind, self.source) else f"{self.name}={body}"
+
+    @property
+    def imgsz(self) -> int | None:
+        """The square input side the spec fixes (from ``input_shape``), or None."""
+        return None if self.input_shape is None else int(self.input_shape[1])
+
+
+def default_name(kind: str, source: str) -> str:
+    """The label of a spec without ``LABEL=``: the family, or the file / function name."""
+    if kind == "family":
+        return source
+    stem = Path(source).stem if kind in ("yaml", "checkpoint") else source.rpartition(":")[2]
+    name = re.sub(r"[^a-z0-9]+", "-", stem.lower()).strip("-") or "model"
+    if name in BUILT_IN or name.startswith("resnet"):
+        name += "-" + kind  # never the label of a built-in family
+    return name
+
+
+def parse_shape(value) -> tuple[int, int, int] | None:
+    """``"3,640,640"`` (or a sequence) -> (3, 640, 640); None stays None. One image, no batch;
+    the engines feed square RGB images, so C must be 3 and H equal W."""
+    if value is None or value == "":
+        return None
+    parts = value.split(",") if isinstance(value, str) else list(value)
+    try:
+        shape = tuple(int(str(p).strip()) for p in parts)
+    except ValueError:
+        raise UserError(
+            f"input shape must be C,H,W integers such as 3,640,640, got {value!r}"
+        ) from None
+    if len(shape) != 3 or min(shape) <= 0:
+        raise UserError(f"input shape must be three positive integers C,H,W, got {value!r}")
+    if shape[0] != 3 or shape[1] != shape[2]:
+        raise UserError(
+            f"input shape {','.join(map(str, shape))} is not supported: the engines feed square "
+            "3-channel images (3,S,S)"
+        )
+    return shape
+
+
+def parse_model(text, input_shape=None, need_shape: bool = True) -> ModelSpec:
+    """One :class:`ModelSpec` from its text (see the module docstring); a spec passes through.
+
+    Files must exist (a checkpoint is read only from the path named here); a module spec needs
+    ``input_shape`` (unless ``need_shape`` is False: reading a spec back from a table row).
+    Nothing is imported or loaded: :func:`build_spec` does that."""
+    shape = parse_shape(input_shape)
+    if isinstance(text, ModelSpec):
+        return (
+            text
+            if shape is None
+            else ModelSpec(text.kind, text.source, text.width, shape, text.name)
+        )
+    s = str(text).strip()
+    if not s:
+        raise UserError(
+            "a model spec is empty: use family:width, a .yaml, a .pt or module:function"
+        )
+    name = ""
+    head, eq, rest = s.partition("=")
+    if eq and _LABEL.match(head) and "/" not in head:
+        name, s = re.sub(r"[^a-z0-9]+", "-", head.lower()).strip("-"), rest.strip()
+    suffix = Path(s).suffix.lower()
+    if suffix in (".pt", ".pth", ".yaml", ".yml") or "/" in s or Path(s).exists():
+        kind = "checkpoint" if suffix in (".pt", ".pth") else "yaml"
+        p = Path(s)
+        if kind == "yaml" and suffix in (".yaml", ".yml") and not p.is_dir():
+            if model_yaml.locate(s) is None:  # a path, or a name YOLO(name) resolves
+                raise UserError(model_yaml.not_found(s))
+        elif not p.exists():
+            raise UserError(f"model file {s} does not exist")
+        if p.is_dir() or (kind == "checkpoint" and not p.is_file()):
+            raise UserError(f"model file {s} is not a file")
+        if suffix not in (".pt", ".pth", ".yaml", ".yml"):
+            raise UserError(f"model file {s} is neither a .pt checkpoint nor a .yaml model")
+        spec = ModelSpec(kind, s, 1.0, shape, name or default_name(kind, s))
+    elif _CALLABLE.match(s) and s.partition(":")[0].lower() not in BUILT_IN:
+        if shape is None and need_shape:
+            raise UserError(f"model {s} is a module:function: give its input shape (3,H,W)")
+        spec = ModelSpec("module", s, 1.0, shape, name or default_name("module", s))
+    else:
+        spec = _family(s, shape, name)
+    return spec
+
+
+def _family(s: str, shape, name: str) -> ModelSpec:
+    fam, _, w = s.partition(":")
+    fam = fam.strip().lower()
+    if fam.startswith("resnet"):
+        if not re.fullmatch(r"resnet(18|34|50|101|152)", fam) or w:
+            raise UserError(f"unknown model {s!r}: use resnet18/34/50/101/152 (no width)")
+        return ModelSpec("family", fam, 1.0, shape, name or fam)
+    if fam not in BUILT_IN:
+        raise UserError(
+            f"unknown model {s!r}: use yolov8:WIDTH, yolo11:WIDTH, wide:WIDTH, resnet101, a .yaml, "
+            "a .pt checkpoint or package.module:function"
+        )
+    w = w.strip().lower() or "1.0"
+    if w in ("n", "s", "m", "l", "x") and fam != "wide":
+        return ModelSpec("family", fam, w, shape, name or fam)
+    try:
+        width = float(w)
+    except ValueError:
+        raise UserError(f"model {s!r}: width must be a number or n/s/m/l/x") from None
+    if not MIN_WIDTH <= width <= MAX_WIDTH or math.isnan(width):
+        raise UserError(f"model {s!r}: width must be between {MIN_WIDTH} and {MAX_WIDTH}")
+    return ModelSpec("family", fam, width, shape, name or fam)
+
+
+def parse_models(value, input_shape=None, need_shape: bool = True) -> tuple[ModelSpec, ...]:
+    """Specs from a comma list, a list of them (e.g. a repeated ``--model``), or None (empty);
+    ``need_shape`` as in :func:`parse_model`."""
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, (str, ModelSpec)) else list(value)
+    out = []
+    for item in items:
+        parts = item.split(",") if isinstance(item, str) else [item]
+        out += [
+            parse_model(p, input_shape, need_shape)
+            for p in parts
+            if not isinstance(p, str) or p.strip()
+        ]
+    if not out:
+        raise UserError("no model given")
+    return tuple(dict.fromkeys(out))
+
+
+# --- building -------------------------------------------------------------------------------
+
+
+def build_spec(spec, device: str = "cpu", input_shape=None, **kw):
+    """The model of ``spec`` (a :class:`ModelSpec` or its text) in eval mode with gradients off,
+    on ``device``, returning one tensor; layers named from its module tree
+    (:func:`yolo_sm.core.models.layers`). ``kw`` (depth, max_channels, ...) applies to the
+    YOLO families. Checkpoints keep their weights; families and YAMLs get BN calibration."""
+    spec = parse_model(spec, input_shape)
+    if spec.kind == "family":
+        model = _build_family(spec, **kw)
+    elif spec.kind == "yaml":
+        model = build_from_yaml(spec.source)
+    elif spec.kind == "checkpoint":
+        model = load_checkpoint(spec.source)
+    else:
+        model = _build_callable(spec)
+    if spec.input_shape is not None:
+        check_input_shape(model, spec)
+    return model.to(device)
+
+
+def _build_family(spec: ModelSpec, **kw):
+    if spec.source == "wide":
+        return wide_conv_stack(float(spec.width))
+    if spec.source.startswith("resnet"):
+        return resnet_backbone(int(spec.source[6:]))
+    return build_yolo(spec.source, spec.width, **kw)
+
+
+def _build_callable(spec: ModelSpec):
+    import torch
+    from torch import nn
+
+    mod_name, _, attr = spec.source.partition(":")
+    if "" not in sys.path and "." not in sys.path:
+        sys.path.insert(0, "")  # modules of the folder the command runs in, like `python -m`
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as e:
+        raise UserError(f"model {spec.source}: cannot import {mod_name} ({e})") from None
+    fn = mod
+    for part in attr.split("."):
+        fn = getattr(fn, part, None)
+    if not callable(fn):
+        raise UserError(f"model {spec.source}: {mod_name} has no function {attr}")
+    torch.manual_seed(0)
+    try:
+        model = fn()
+    except Exception as e:  # noqa: BLE001 - the user's function failing is one sentence
+        raise UserError(f"model {spec.source}: {attr}() failed ({_first_line(e)})") from None
+    if not isinstance(model, nn.Module):
+        raise UserError(
+            f"model {spec.source}: {attr}() returned a {type(model).__name__}, "
+            "not a torch nn.Module"
+        )
+    wrapped = UserModel(model).eval()
+    for p in wrapped.parameters():
+        p.requires_grad_(False)
+    return wrapped
+
+
+def check_input_shape(model, spec: ModelSpec) -> None:
+    """One batch-1 forward of zeros at ``spec.input_shape`` on the CPU: a model that rejects the
+    shape, or returns no tensor, is a :class:`UserError`."""
+    import torch
+
+    x = torch.zeros(1, *spec.input_shape)
+    try:
+        with torch.no_grad():
+            out = model(x)
+    except Exception as e:  # noqa: BLE001 - any failure of the user's forward is one sentence
+        shape = ",".join(map(str, spec.input_shape))
+        raise UserError(
+            f"model {spec.text} rejects input shape {shape} ({_first_line(e)})"
+        ) from None
+    if not isinstance(out, torch.Tensor):
+        raise UserError(f"model {spec.text} returns a {type(out).__name__}, not a tensor")
+
+
+def _first_line(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}".strip().splitlines()
+    return (text[0] if text else type(e).__name__)[:300].rstrip(".")
+
+
+def spec_scale(spec: ModelSpec) -> tuple[float, float, int]:
+    """(width, depth, max_channels) of a YAML or checkpoint detector (what the tables' width,
+    depth and max_channels columns hold for it); (1.0, 1.0, 0) for a user's module or a
+    checkpoint holding another module. Read once per file version."""
+    if spec.kind not in ("yaml", "checkpoint"):
+        return 1.0, 1.0, 0
+    hit = model_yaml.locate(spec.source) if spec.kind == "yaml" else None
+    p = hit[0] if hit else Path(spec.source)
+    return _file_scale(spec.kind, spec.source, str(p.resolve()), p.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _file_scale(kind: str, name: str, path: str, mtime_ns: int) -> tuple[float, float, int]:
+    if kind == "yaml":
+        cfg = read_yaml(name)
+    else:
+        cfg = getattr(checkpoint_module(read_checkpoint(path), path), "yaml", None)
+        if not isinstance(cfg, dict):
+            return 1.0, 1.0, 0
+    depth, width, max_ch = scale_of(cfg)
+    return width, depth, max_ch
+
+
+def weights_calibrated(spec: ModelSpec) -> bool:
+    """Whether the model's BatchNorm statistics come from the project's calibration (the built-in
+    families and YAMLs: random weights) rather than from its author (a checkpoint, a module)."""
+    return spec.kind in ("family", "yaml")
+
+
+def label_parts(spec: ModelSpec) -> tuple[str, float]:
+    """(family, width) for a config label (:func:`yolo_sm.contract.labels.config_label`): the
+    spec's name and its width multiplier (a preset's own width; a file's scale)."""
+    if spec.kind == "family":
+        if isinstance(spec.width, str):
+            return spec.name, preset(spec.source, spec.width)[1]
+        return spec.name, float(spec.width)
+    return spec.name, spec_scale(spec)[0]
+
+
+def save_checkpoint(spec, out: str | Path, seed: int = 0) -> Path:
+    """Write the YOLO model of ``spec`` (a family spec such as ``yolov8:0.25`` or ``yolov8:n``,
+    or a model YAML) as an ultralytics checkpoint that ``ultralytics.YOLO(out)`` and the
+    checkpoint path here load: random weights (``seed``), BatchNorm statistics calibrated on the
+    bundled photos and noise (:func:`~yolo_sm.core.models.common.calibrate_bn`), unfused,
+    fp16 (:func:`~yolo_sm.core.models.checkpoint.write_checkpoint`). Returns the path."""
+    spec = parse_model(spec)
+    out = Path(out)
+    if out.suffix != ".pt":
+        raise UserError(f"checkpoint {out} must end in .pt")
+    if spec.kind == "family" and spec.source in ("yolov8", "yolo11"):
+        cfg = copy.deepcopy(family_cfg(spec.source))
+        if isinstance(spec.width, str):
+            depth, width, max_ch = preset(spec.source, spec.width)
+        else:
+            depth, width, max_ch = 0.33, float(spec.width), 2048
+        cfg["scales"] = {"custom": [depth, width, max_ch]}
+        cfg["scale"] = "custom"
+    elif spec.kind == "yaml":
+        cfg = read_yaml(spec.source)
+    else:
+        raise UserError(
+            f"models save writes YOLO detectors (yolov8:W, yolo11:W or a .yaml), not {spec.text}"
+        )
+    cls = model_yaml.model_class(cfg) if spec.kind == "yaml" else None
+    det = detection_model(cfg, nc=cfg.get("nc", 80), seed=seed, calibrate=True, cls=cls)
+    source = {
+        "spec": spec.text,
+        "weights": "random",
+        "seed": int(seed),
+        "bn_calibration": "ultralytics' bundled photos (as they are and mirrored) and noise",
+    }
+    return write_checkpoint(det, out, source)

@@ -1,0 +1,191 @@
+"""Layer lists and channel tables: one row per layer with channels, shapes, parameters, FLOPs."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+from torch import nn
+
+from yolo_sm.core.models.common import LayerRef
+from yolo_sm.core.models.yolo import YoloForward, build_yolo
+
+
+def layers(model: nn.Module) -> list[LayerRef]:
+    """The model's layers in forward order, with stage and (for YOLO) requested widths."""
+    if isinstance(model, YoloForward):
+        return _yolo_layers(model)
+    if hasattr(model, "layer_refs"):
+        return model.layer_refs()
+    return [
+        LayerRef(i, name, type(m).__name__, "backbone", m)
+        for i, (name, m) in enumerate(model.named_children())
+    ]
+
+
+def _yolo_layers(model: YoloForward) -> list[LayerRef]:
+    meta = model.meta
+    out = []
+    for i, m in enumerate(model.det.model):
+        spec = meta["yaml"][i]
+        kind = type(m).__name__
+        stage = "backbone" if i < meta["n_backbone"] else "neck"
+        if i == len(model.det.model) - 1:
+            stage = "head"
+        requested, capped, after_cap = None, False, None
+        args = spec[3]
+        if args and isinstance(args[0], (int, float)) and kind not in ("Concat", "Upsample"):
+            if stage != "head":
+                requested = args[0] * meta["width"]
+                capped = args[0] > meta["max_channels"]
+                after_cap = min(args[0], meta["max_channels"]) * meta["width"]
+        out.append(LayerRef(i, f"model.{i}", kind, stage, m, requested, capped, after_cap))
+    return out
+
+
+def channel_table(model: nn.Module, imgsz: int = 640, bytes_per_element: int = 2):
+    """One row per layer: index, name, module_type, stage, in/out channels, stride, out H x W,
+    params, FLOPs, activation bytes, and where the real width differs from the requested one.
+
+    FLOPs count 2 per multiply-add of every Conv2d and Linear (the ultralytics/thop "GFLOPs"
+    convention), bias, activations, pooling, upsampling and the box decode excluded; per image.
+    ``activation_bytes`` is the layer's output per image at ``bytes_per_element`` (2: fp16).
+    For traffic estimates (per image, in elements): ``in_elems`` (the layer's 4-D inputs),
+    ``conv_io_elems`` (every Conv2d/Linear inside: its input plus its output) and
+    ``conv_weight_elems`` (their weights, read once per forward whatever the batch).
+    Shapes come from a forward on the meta device, so nothing is computed.
+    """
+    import pandas as pd
+
+    refs = layers(model)
+    shapes: dict[int, dict] = {}
+    flops = {r.index: 0 for r in refs}
+    conv_io = {r.index: 0 for r in refs}
+    conv_w = {r.index: 0 for r in refs}
+
+    def conv_hook(idx):
+        def hook(mod, inp, out):
+            k = math.prod(mod.kernel_size) if isinstance(mod, nn.Conv2d) else 1
+            cin = mod.in_channels // mod.groups if isinstance(mod, nn.Conv2d) else mod.in_features
+            flops[idx] += 2 * cin * k * out[0].numel()  # per image: out[0] drops batch
+            conv_io[idx] += inp[0][0].numel() + out[0].numel()
+            conv_w[idx] += mod.weight.numel()
+
+        return hook
+
+    def layer_hook(idx):
+        def hook(mod, inp, out):
+            ins = [t for t in _flat(inp) if isinstance(t, torch.Tensor) and t.dim() == 4]
+            if isinstance(out, dict) and "boxes" in out:  # detection head (raw, undecoded)
+                outs = [out["boxes"], out["scores"]]
+            else:
+                outs = [t for t in _flat(out) if isinstance(t, torch.Tensor)]
+            main = outs[0]
+            shapes[idx] = {
+                "in_channels": sum(t.shape[1] for t in ins),
+                "in_elems": sum(t[0].numel() for t in ins),
+                "out_channels": sum(t.shape[1] for t in outs),
+                "out_h": main.shape[2] if main.dim() == 4 else None,
+                "out_w": main.shape[3] if main.dim() == 4 else None,
+                "out_elems": sum(t[0].numel() for t in outs),
+            }
+
+        return hook
+
+    # Shapes from a forward on the meta device: no arithmetic, any width in milliseconds.
+    meta_model = copy.deepcopy(model).float().to("meta")
+    if isinstance(meta_model, YoloForward):  # skip the box decode (it reads stride values)
+        meta_model.decode = False
+        meta_model.train(False)
+    hooks = []
+    for r in layers(meta_model):
+        hooks.append(r.module.register_forward_hook(layer_hook(r.index)))
+        for sub in r.module.modules():
+            if isinstance(sub, (nn.Conv2d, nn.Linear)):
+                hooks.append(sub.register_forward_hook(conv_hook(r.index)))
+    try:
+        with torch.no_grad():
+            meta_model(torch.empty(1, 3, imgsz, imgsz, device="meta"))
+    finally:
+        for h in hooks:
+            h.remove()
+    rows = []
+    for r in refs:
+        s = shapes.get(r.index, {})
+        out_ch = s.get("out_channels")
+        rows.append(
+            {
+                "index": r.index,
+                "layer": r.name,
+                "module_type": r.module_type,
+                "stage": r.stage,
+                "in_channels": s.get("in_channels"),
+                "out_channels": out_ch,
+                "requested_channels": r.requested_channels,
+                # rounded up to a multiple of 8 (after the cap, which `capped` reports)
+                "rounded": r.capped_channels is not None and out_ch != r.capped_channels,
+                "capped": r.capped,
+                "stride": imgsz // s["out_h"] if s.get("out_h") else None,
+                "out_h": s.get("out_h"),
+                "out_w": s.get("out_w"),
+                "params": sum(p.numel() for p in r.module.parameters()),
+                "flops": flops[r.index],
+                "activation_bytes": s.get("out_elems", 0) * bytes_per_element,
+                "in_elems": s.get("in_elems", 0),
+                "conv_io_elems": conv_io[r.index],
+                "conv_weight_elems": conv_w[r.index],
+            }
+        )
+    df = pd.DataFrame(rows)
+    df.attrs.update({"imgsz": imgsz, "flops_convention": "2 per multiply-add (Conv2d, Linear)"})
+    return df
+
+
+def _flat(x):
+    if isinstance(x, (list, tuple)):
+        for y in x:
+            yield from _flat(y)
+    elif isinstance(x, dict):
+        for y in x.values():
+            yield from _flat(y)
+    else:
+        yield x
+
+
+def model_flops(model: nn.Module, imgsz: int = 640) -> int:
+    """Total FLOPs per image (2 per multiply-add), from :func:`channel_table`."""
+    return int(channel_table(model, imgsz)["flops"].sum())
+
+
+def width_summary(
+    family: str = "yolov8",
+    widths=(0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0),
+    depth: float = 0.33,
+    max_channels: int = 2048,
+    imgsz: int = 640,
+):
+    """One row per width: GFLOPs and parameters per image, ratios to width 1.0, and how many
+    layers ultralytics rounded or capped (from :func:`channel_table`)."""
+    import pandas as pd
+
+    rows = []
+    for w in widths:
+        m = build_yolo(family, w, depth=depth, max_channels=max_channels, calibrate=False)
+        t = channel_table(m, imgsz)
+        rows.append(
+            {
+                "family": family,
+                "width": float(w),
+                "gflops_per_img": t.flops.sum() / 1e9,
+                "params": int(t.params.sum()),
+                "layers_rounded": int(t.rounded.sum()),
+                "layers_capped": int(t.capped.sum()),
+                "max_out_channels": int(t.out_channels.max()),
+            }
+        )
+    df = pd.DataFrame(rows)
+    base = df.loc[(df.width - 1.0).abs().idxmin()]
+    df["flops_vs_width1"] = df.gflops_per_img / base.gflops_per_img
+    df["params_vs_width1"] = df.params / base.params
+    return df

@@ -1,0 +1,76 @@
+"""The wide conv stack: Conv3x3+BN+SiLU blocks scaled by a width factor."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from yolo_sm.contract.errors import UserError
+from yolo_sm.core.models.common import MAX_WIDTH, LayerRef, calibrate_bn
+from yolo_sm.core.offline import prepare_ultralytics
+
+
+class WideConvStack(nn.Module):
+    """Conv3x3+BN+SiLU blocks whose output channels are ``int(base * width_factor)`` (the
+    width-scaling article's WideConvBlock: 256 -> 320 and 512 -> 640 at x1.25). Each stage opens
+    with a stride-2 block; BN is fused for inference like the YOLO models."""
+
+    def __init__(self, width_factor, base_channels, blocks_per_stage, in_channels):
+        super().__init__()
+
+        prepare_ultralytics()
+        from ultralytics.nn.modules import Conv
+        from ultralytics.utils.torch_utils import fuse_conv_and_bn
+
+        self.width_factor = width_factor
+        blocks, self._stages = [], []
+        c_in = in_channels
+        for s, base in enumerate(base_channels):
+            c_out = int(base * width_factor)
+            for b in range(blocks_per_stage):
+                blocks.append(Conv(c_in, c_out, 3, 2 if b == 0 else 1))
+                self._stages.append(f"stage{s}")
+                c_in = c_out
+        self.blocks = nn.Sequential(*blocks)
+        self._fuse_fn = fuse_conv_and_bn
+
+    def fuse(self) -> WideConvStack:
+        """Fold each block's BatchNorm into its conv (eval-mode arithmetic unchanged)."""
+        for conv in self.blocks:
+            if hasattr(conv, "bn"):
+                conv.conv = self._fuse_fn(conv.conv, conv.bn)
+                delattr(conv, "bn")
+                conv.forward = conv.forward_fuse
+        return self
+
+    def forward(self, x):
+        return self.blocks(x)
+
+    def layer_refs(self) -> list[LayerRef]:
+        return [
+            LayerRef(i, f"blocks.{i}", "WideConvBlock", self._stages[i], m)
+            for i, m in enumerate(self.blocks)
+        ]
+
+
+def wide_conv_stack(
+    width_factor: float = 1.0,
+    base_channels: tuple[int, ...] = (64, 128, 256, 512),
+    blocks_per_stage: int = 2,
+    in_channels: int = 3,
+    fuse: bool = True,
+    seed: int = 0,
+) -> WideConvStack:
+    """The wide conv stack, random weights, eval mode: isolates width from the rest of YOLO."""
+    if not (0 < width_factor <= MAX_WIDTH):
+        raise UserError(f"width_factor must be in (0, {MAX_WIDTH}], got {width_factor}")
+    if blocks_per_stage < 1 or not base_channels:
+        raise UserError("wide_conv_stack needs at least one stage and one block per stage")
+    torch.manual_seed(seed)
+    stack = WideConvStack(width_factor, tuple(base_channels), blocks_per_stage, in_channels)
+    calibrate_bn(stack, seed=seed)
+    if fuse:
+        stack.fuse()
+    for p in stack.parameters():
+        p.requires_grad_(False)
+    return stack.eval()

@@ -1,0 +1,223 @@
+"""YOLO families from ultralytics' YAML at any width and depth, random weights, fused."""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from yolo_sm.contract.errors import UserError
+from yolo_sm.core.models import model_yaml
+from yolo_sm.core.models.common import MAX_WIDTH, MIN_WIDTH, calibrate_bn, is_number
+from yolo_sm.core.models.user import first_tensor
+from yolo_sm.core.offline import prepare_ultralytics
+
+FAMILIES = {"yolov8": "v8/yolov8.yaml", "yolo11": "11/yolo11.yaml"}
+
+
+class YoloForward(nn.Module):
+    """An ultralytics DetectionModel that returns one tensor: the head's raw output.
+
+    Default (``decode=False``): shape (B, 4*reg_max + nc, anchors), the DFL box logits and the
+    class logits of all three levels, before the box decode and sigmoid. That is the tensor the
+    numerical checks compare (decoded boxes are dominated by exact anchor offsets and would hide
+    errors), and the decode belongs with NMS in post-processing. ``decode=True`` returns
+    ultralytics' inference output (B, 4 + nc, anchors): boxes in pixels and class probabilities.
+    The head runs its raw path by keeping ``training`` set on the head module alone (its BN is
+    fused, so only the decode branch changes); :meth:`train` preserves that.
+    """
+
+    def __init__(self, det: nn.Module, meta: dict, decode: bool = False):
+        super().__init__()
+        self.det = det
+        self.meta = meta
+        self.decode = decode
+        # The raw output's concatenation runs inside the head's own forward (a hook registered
+        # before any profiling hook), so profilers attribute its kernel to the head layer.
+        det.model[-1].register_forward_hook(_raw_head_output)
+        self.train(False)
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self.det.model[-1].training = mode or not self.decode
+        return self
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.det(x)
+        if isinstance(out, dict):
+            out = out.get("one2one", out)  # an unfused end-to-end head: its NMS-free branch
+        if isinstance(out, dict) and "boxes" in out:
+            return torch.cat((out["boxes"], out["scores"]), 1)
+        return first_tensor(out)
+
+
+def _raw_head_output(module, args, out):
+    """Forward hook on the Detect layer: its raw (training-mode) dict output as one tensor."""
+    if isinstance(out, dict) and "boxes" in out:
+        return torch.cat((out["boxes"], out["scores"]), 1)
+    return None
+
+
+def _yaml_path(family: str) -> Path:
+    if family not in FAMILIES:
+        raise UserError(f"unknown family {family!r}: choose one of {', '.join(FAMILIES)}")
+
+    prepare_ultralytics()
+    import ultralytics
+
+    path = Path(ultralytics.__file__).parent / "cfg" / "models" / FAMILIES[family]
+    if not path.exists():
+        raise UserError(f"this ultralytics ({ultralytics.__version__}) ships no {family} YAML")
+    return path
+
+
+def preset(family: str, scale: str) -> tuple[float, float, int]:
+    """(depth, width, max_channels) of a preset such as ('yolov8', 's'), from ultralytics' YAML."""
+    from ultralytics.nn.tasks import yaml_model_load
+
+    d = yaml_model_load(_yaml_path(family))
+    if scale not in d.get("scales", {}):
+        raise UserError(
+            f"unknown {family} preset {scale!r}: choose one of {', '.join(d['scales'])}"
+        )
+    depth, width, max_ch = d["scales"][scale]
+    return float(depth), float(width), int(max_ch)
+
+
+def build_yolo(
+    family: str = "yolov8",
+    width: float | str = 1.0,
+    depth: float | None = None,
+    max_channels: int = 2048,
+    nc: int = 80,
+    fuse: bool = True,
+    seed: int = 0,
+    decode: bool = False,
+    calibrate: bool = True,
+) -> YoloForward:
+    """A YOLO detector from ultralytics' YAML with random weights, fused Conv+BN, in eval mode.
+
+    ``width`` is a multiplier (0.0625 to 4) or a preset letter (n/s/m/l/x, whose YAML depth and
+    max_channels then apply unless ``depth`` is given). ``depth`` defaults to 0.33 (v8/11 n/s).
+    ultralytics rounds each layer's channels up to a multiple of 8 after capping the YAML
+    channels at ``max_channels``: see :func:`channel_table` for where that bites.
+
+    ``calibrate`` (default) sets the BatchNorm statistics from photos and noise before fusing
+    (:func:`calibrate_bn`): with ultralytics' default init and identity BN statistics, activations
+    shrink about tenfold per layer (std ~5e-9 after the backbone of YOLOv8s), so fp16 would run
+    on subnormals and zeros and the output would not depend on the input.
+    """
+    scale = None
+    if isinstance(width, str) and not is_number(width):
+        scale = width
+        p_depth, width, max_channels = preset(family, scale)
+        depth = p_depth if depth is None else depth
+    width = float(width)
+    depth = 0.33 if depth is None else float(depth)
+    if not (MIN_WIDTH <= width <= MAX_WIDTH) or math.isnan(width):
+        raise UserError(f"width must be between {MIN_WIDTH} and {MAX_WIDTH}, got {width}")
+    if not 0 < depth <= 4:
+        raise UserError(f"depth must be in (0, 4], got {depth}")
+    if int(max_channels) <= 0 or int(nc) <= 0:
+        raise UserError("max_channels and nc must be positive integers")
+    cfg = copy.deepcopy(family_cfg(family))
+    cfg["scales"] = {"custom": [depth, width, int(max_channels)]}
+    cfg["scale"] = "custom"
+    det = detection_model(cfg, nc=nc, seed=seed, calibrate=calibrate)
+    return wrap_detection(det, fuse=fuse, decode=decode, family=family, scale=scale)
+
+
+def family_cfg(family: str) -> dict:
+    from ultralytics.nn.tasks import yaml_model_load
+
+    return yaml_model_load(_yaml_path(family))
+
+
+def detection_model(
+    cfg: dict, nc: int | None = 80, seed: int = 0, calibrate: bool = True, cls=None
+):
+    """An ultralytics model (``cls``, default DetectionModel) from a checked YAML dict, random
+    weights (``seed``), BN statistics calibrated (:func:`calibrate_bn`) unless ``calibrate`` is
+    False; unfused, eval."""
+    prepare_ultralytics()
+    from ultralytics.nn.tasks import DetectionModel
+
+    torch.manual_seed(seed)
+    det = (cls or DetectionModel)(cfg, ch=3, nc=nc, verbose=False)
+    if calibrate:
+        calibrate_bn(det, seed=seed)
+    return det.eval()
+
+
+def wrap_detection(
+    det, fuse: bool = True, decode: bool = False, family: str = "", scale: str | None = None
+) -> YoloForward:
+    """``det`` (an ultralytics DetectionModel, e.g. from a checkpoint) fused, in eval mode with
+    gradients off, as a :class:`YoloForward` whose ``meta`` comes from ``det.yaml``: width, depth
+    and max_channels of its scale, and each layer's YAML entry (for :func:`channel_table`)."""
+    cfg = det.yaml if isinstance(getattr(det, "yaml", None), dict) else {}
+    depth, width, max_channels = scale_of(cfg)
+    det = det.float().eval()
+    if fuse:
+        det = det.fuse(verbose=False)
+    for p in det.parameters():
+        p.requires_grad_(False)
+    entries = [list(x) for x in cfg.get("backbone", []) + cfg.get("head", [])]
+    if len(entries) != len(det.model):  # no usable YAML: layers named from the module list
+        entries = [[-1, 1, type(m).__name__, []] for m in det.model]
+    meta = {
+        "family": family,
+        "width": width,
+        "depth": depth,
+        "max_channels": int(max_channels),
+        "nc": int(cfg.get("nc", getattr(det, "nc", 0)) or 0),
+        "scale": scale,
+        "yaml": entries,
+        "n_backbone": len(cfg.get("backbone", [])) or len(det.model) - 1,
+        "fused": fuse,
+    }
+    return YoloForward(det, meta, decode=decode)
+
+
+def scale_of(cfg: dict) -> tuple[float, float, int]:
+    """(depth, width, max_channels) a YAML dict builds with (its scale, else its multiples)."""
+    scales = cfg.get("scales") or {}
+    if scales:
+        key = cfg.get("scale") if cfg.get("scale") in scales else next(iter(scales))
+        d, w, mc = scales[key]
+        return float(d), float(w), int(mc)
+    return (
+        float(cfg.get("depth_multiple", 1.0)),
+        float(cfg.get("width_multiple", 1.0)),
+        int(cfg.get("max_channels", 2048) or 2048),
+    )
+
+
+def read_yaml(name: str) -> dict:
+    """An ultralytics model YAML by path or bare name as ultralytics reads it (its scale from the
+    name), read safely and checked (:mod:`~yolo_sm.core.models.model_yaml`)."""
+    return model_yaml.read(name)
+
+
+def build_from_yaml(name: str, seed: int = 0, calibrate: bool = True) -> YoloForward:
+    """The model of an ultralytics model YAML (a path, or a bare name such as ``yolo11s-seg.yaml``
+    as ``YOLO(name)`` resolves it, with its scale), built by the ultralytics class ``YOLO`` would
+    use, random weights, BN calibrated, fused, eval."""
+    cfg = read_yaml(name)
+    try:
+        det = detection_model(
+            cfg, nc=cfg.get("nc", 80), seed=seed, calibrate=calibrate,
+            cls=model_yaml.model_class(cfg),
+        )  # fmt: skip
+    except UserError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a YAML ultralytics cannot build is one sentence
+        first = f"{type(e).__name__}: {e}".strip().splitlines()[0][:300]
+        raise UserError(
+            f"model YAML {name} does not build an ultralytics model ({first})"
+        ) from None
+    head = type(det.model[-1]).__name__
+    return wrap_detection(det, family=Path(name).stem, decode="RTDETR" in head)  # (B, nq, 4+nc)

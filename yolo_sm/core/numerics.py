@@ -1,0 +1,337 @@
+"""Numerical error of the reduced precisions, measured on this machine: the raw head output of
+each precision's engine against eager fp32 on random inputs (:func:`numerical_errors`) and on
+ultralytics' bundled photos (:func:`photo_errors`), and the boxes after NMS against a reference
+precision (:func:`box_agreement`); :func:`numerics_table` gathers them per width into the tidy
+table of the plan step kind ``numerics`` (``numerics.parquet``)."""
+
+from __future__ import annotations
+
+from yolo_sm.contract.vocab import INT8_CALIBRATIONS, INT8_PERCENTILE
+from yolo_sm.core.bench import CLASS_PRIOR
+from yolo_sm.core.engines import EngineConfig, build_engine, int8
+from yolo_sm.core.engines.base import reference_output, relative_l2
+from yolo_sm.core.engines.fp8 import choose_kernel
+from yolo_sm.core.images import bundled_images
+from yolo_sm.core.models import build_yolo
+from yolo_sm.core.models.common import calibration_batches
+from yolo_sm.core.pipeline import DetectionPipeline, match_boxes, set_class_prior
+
+
+def variants(precisions, int8_calibrations=INT8_CALIBRATIONS) -> list[tuple[str, str]]:
+    """(precision, calibration) pairs measured for ``precisions``: ``int8`` once per
+    calibration method of ``int8_calibrations``, every other precision once (calibration "")."""
+    out = []
+    for p in precisions:
+        if str(p) == "int8":
+            out += [("int8", str(c)) for c in int8_calibrations]
+        else:
+            out.append((str(p), ""))
+    return list(dict.fromkeys(out))
+
+
+def _config(prec: str, calibration: str, percentile: float, **kw) -> EngineConfig:
+    return EngineConfig(
+        precision=prec,
+        int8_calibration=calibration or "max",
+        int8_percentile=percentile,
+        check=False,
+        **kw,
+    )
+
+
+def _calibration_columns(calibration: str, percentile: float) -> dict:
+    return {
+        "calibration": calibration,
+        "int8_percentile": float(percentile) if calibration == "percentile" else float("nan"),
+    }
+
+
+def numerical_errors(
+    model,
+    precisions=("fp32", "fp16", "bf16"),
+    *,
+    layout="nhwc",
+    batch=2,
+    imgsz=128,
+    device="cpu",
+    seeds=(1, 2, 3),
+    int8_calibrations=INT8_CALIBRATIONS,
+    int8_percentile=INT8_PERCENTILE,
+):
+    """Relative L2 error of each precision's raw head output against eager fp32, per seed
+    (fresh random inputs each), measured here on ``device``; int8 once per calibration of
+    ``int8_calibrations`` (:func:`variants`)."""
+    import pandas as pd
+
+    rows = []
+    for prec, cal in variants(precisions, int8_calibrations):
+        cfg = _config(
+            prec, cal, int8_percentile, layout=layout, batch=batch, imgsz=imgsz, device=device
+        )
+        eng = build_engine(model, cfg)
+        for seed in seeds:
+            x = eng.make_input(seed)
+            out = eng(x)
+            rows.append(
+                {
+                    "precision": prec,
+                    "seed": seed,
+                    "device": device,
+                    "rel_err": relative_l2(out, reference_output(model, cfg, x, seed)),
+                    "tolerance": cfg.tolerance,
+                    **_calibration_columns(cal, int8_percentile),
+                }
+            )
+        eng.close()
+    return pd.DataFrame(rows)
+
+
+def box_agreement(
+    model,
+    precisions=("fp32", "fp8"),
+    *,
+    reference="fp16",
+    imgsz=320,
+    device="cpu",
+    layout="nhwc",
+    frames=None,
+    iou_min=0.9,
+    int8_calibrations=INT8_CALIBRATIONS,
+    int8_percentile=INT8_PERCENTILE,
+):
+    """Boxes after NMS of each precision's engine against the ``reference`` precision's, on the
+    same frames (ultralytics' bundled photos by default) through the same pipeline: per frame,
+    box counts and the share of boxes with a same-class partner at IoU >= ``iou_min`` in each
+    direction. ``model`` should carry a class prior (``pipeline.set_class_prior``) so that NMS
+    keeps a realistic number of boxes. int8 is measured once per calibration of
+    ``int8_calibrations`` (:func:`variants`)."""
+    import numpy as np
+    import pandas as pd
+
+    if frames is None:
+        import cv2
+
+        frames = [cv2.imread(str(p)) for p in bundled_images()]
+    boxes = {}
+    ref = (str(reference), "max" if str(reference) == "int8" else "")
+    measured = [v for v in variants(precisions, int8_calibrations) if v != ref]
+    for prec, cal in (ref, *measured):
+        cfg = _config(
+            prec, cal, int8_percentile, layout=layout, batch=1, imgsz=imgsz, device=device
+        )
+        eng = build_engine(model, cfg)
+        pipe = DetectionPipeline(model, eng)
+        boxes[(prec, cal)] = [pipe(np.ascontiguousarray(f)[None])[0] for f in frames]
+        eng.close()
+    rows = []
+    for prec, cal in measured:
+        for i, (a, r) in enumerate(zip(boxes[(prec, cal)], boxes[ref], strict=True)):
+            rows.append(
+                {
+                    "precision": prec,
+                    **_calibration_columns(cal, int8_percentile),
+                    "reference": reference,
+                    "frame": i,
+                    "boxes": len(a),
+                    "reference_boxes": len(r),
+                    "matched": match_boxes(a, r, iou_min),
+                    "reference_matched": match_boxes(r, a, iou_min),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def photo_errors(
+    model,
+    precisions=("fp16", "bf16", "fp8"),
+    *,
+    imgsz=320,
+    layout="nhwc",
+    class_prior=False,
+    device="cpu",
+    int8_calibrations=INT8_CALIBRATIONS,
+    int8_percentile=INT8_PERCENTILE,
+):
+    """Relative L2 error of each precision's raw head output against eager fp32 on ``device``, on
+    ultralytics' two photos (letterboxed, as they are and mirrored): the inputs the fp8 scales
+    are calibrated on, so the error is the number format's, not a calibration mismatch.
+
+    ``class_prior``: measure a copy of ``model`` whose class logits were given the fast-engines
+    bench's prior (:data:`yolo_sm.core.bench.CLASS_PRIOR`,
+    :func:`yolo_sm.core.pipeline.set_class_prior`),
+    as the bench's numerical check sees it; as built, a random-weight model's class logits are
+    almost all constant bias, which the formats represent well and which dilutes the error.
+    int8 is measured once per calibration of ``int8_calibrations`` (:func:`variants`)."""
+    import copy
+
+    import pandas as pd
+    import torch
+
+    if class_prior:
+        model = copy.deepcopy(model)
+        set_class_prior(model, *CLASS_PRIOR)
+    x = calibration_batches(imgsz)[0]
+    rows = []
+    for prec, cal in variants(precisions, int8_calibrations):
+        cfg = _config(
+            prec, cal, int8_percentile, layout=layout, batch=len(x), imgsz=imgsz, device=device
+        )
+        ref = reference_output(model, cfg, x.to(device))
+        eng = build_engine(model, cfg)
+        xin = x.to(device, eng.module.parameters().__next__().dtype)
+        if layout == "nhwc":
+            xin = xin.contiguous(memory_format=torch.channels_last)
+        rows.append(
+            {
+                "precision": prec,
+                "imgsz": imgsz,
+                "device": device,
+                "class_prior": bool(class_prior),
+                "rel_err": relative_l2(eng(xin), ref),
+                **_calibration_columns(cal, int8_percentile),
+                **_quant_counts(eng),
+            }
+        )
+        eng.close()
+    return pd.DataFrame(rows)
+
+
+def _quant_counts(eng) -> dict:
+    """int8 engines: how their int8 convolutions ran (:func:`int8.graph_counts`)."""
+    m = eng.module
+    if m is None or not hasattr(m, "int8_info"):
+        return {}
+    c = int8.graph_counts(m)
+    return {
+        "quant_convs": c["int8_convs"],
+        "quant_fallbacks": c["fp16"],
+        "unfused_convs": c["unfused"],
+    }
+
+
+def photo_errors_by_width(widths=(0.5, 1.0), family="yolov8", **kw):
+    """:func:`photo_errors` for several widths of a family, one table."""
+    import pandas as pd
+
+    return pd.concat(
+        [photo_errors(build_yolo(family, w), **kw).assign(width=w) for w in widths],
+        ignore_index=True,
+    )
+
+
+def numerics_table(
+    widths=(0.25, 0.5),
+    family="yolov8",
+    *,
+    precisions=("fp16", "bf16"),
+    photo_precisions=("fp16", "bf16", "fp8"),
+    box_precisions=("fp32", "bf16", "fp8"),
+    box_reference="fp16",
+    imgsz=128,
+    photo_imgsz=320,
+    batch=2,
+    seeds=(1, 2, 3),
+    layout="nhwc",
+    device="cpu",
+    int8_calibrations=INT8_CALIBRATIONS,
+    int8_percentile=INT8_PERCENTILE,
+    class_priors=(False, True),
+):
+    """The tidy table of the plan step kind ``numerics``, one row per measurement, per width of
+    ``family``; ``input`` (``random`` / ``photo``) and ``metric`` (``rel_err`` / ``boxes``) say
+    which:
+
+    - random, rel_err: :func:`numerical_errors` of fp32 and ``precisions`` on fresh random
+      inputs (``imgsz``, ``batch``, one row per seed), with the precision's ``tolerance``;
+    - photo, rel_err: :func:`photo_errors` of ``photo_precisions`` at ``photo_imgsz`` on the
+      model as built and with the fast-engines bench's class prior (``class_prior``);
+    - photo, boxes: :func:`box_agreement` of ``box_precisions`` against ``box_reference`` on
+      the bundled photos (one row per photo) on the class-prior model.
+
+    fp8 on the CPU is the exact E4M3 emulation (``fp8_kernel`` = ``emulate``), on a GPU cuDNN's
+    FP8 convolutions (``cudnn``); int8 likewise (``int8_kernel``), measured once per calibration
+    of ``int8_calibrations`` (column ``calibration``, ``int8_percentile``). ``class_priors``:
+    which of the photo rel_err measurements to make (as built: False, with the prior: True)."""
+    kal = {"int8_calibrations": tuple(int8_calibrations), "int8_percentile": int8_percentile}
+    import copy
+
+    import pandas as pd
+
+    frames = []
+    for w in widths:
+        model = build_yolo(family, w)
+        common = {"family": family, "width": float(w), "layout": layout, "device": device}
+        frames.append(
+            numerical_errors(
+                model,
+                ("fp32", *precisions),
+                layout=layout,
+                batch=batch,
+                imgsz=imgsz,
+                device=device,
+                seeds=seeds,
+                **kal,
+            ).assign(
+                input="random",
+                metric="rel_err",
+                reference="fp32",
+                imgsz=imgsz,
+                batch=batch,
+                class_prior=False,
+                **common,
+            )
+        )
+        for prior in class_priors:
+            frames.append(
+                photo_errors(
+                    model,
+                    photo_precisions,
+                    imgsz=photo_imgsz,
+                    layout=layout,
+                    class_prior=bool(prior),
+                    device=device,
+                    **kal,
+                ).assign(input="photo", metric="rel_err", reference="fp32", batch=4, **common)
+            )
+        primed = copy.deepcopy(model)
+        set_class_prior(primed, *CLASS_PRIOR)
+        frames.append(
+            box_agreement(
+                primed,
+                box_precisions,
+                reference=box_reference,
+                imgsz=photo_imgsz,
+                device=device,
+                layout=layout,
+                **kal,
+            ).assign(
+                input="photo",
+                metric="boxes",
+                imgsz=photo_imgsz,
+                batch=1,
+                class_prior=True,
+                **common,
+            )
+        )
+    out = pd.concat(frames, ignore_index=True)
+    for c in ("seed", "frame", "boxes", "reference_boxes"):
+        out[c] = out[c].astype("Int64")
+    fp8 = out.precision.eq("fp8")
+    out["fp8_kernel"] = fp8.map({True: choose_kernel(device), False: ""}) if fp8.any() else ""
+    if "calibration" in out:
+        is8 = out.precision.eq("int8")
+        kernel = int8.choose_kernel(device) if is8.any() else ""
+        out["int8_kernel"] = is8.map({True: kernel, False: ""})
+    lead = [
+        "input",
+        "metric",
+        "family",
+        "width",
+        "precision",
+        "reference",
+        "layout",
+        "imgsz",
+        "batch",
+    ]
+    lead += ["class_prior", "device"]
+    return out[lead + [c for c in out.columns if c not in lead]]

@@ -1,0 +1,357 @@
+"""All three profilers on the same configs, joined per layer (``yolo-sm profile``).
+
+For each width: a PyTorch-profiler trace of eager forwards with layer ranges (launch config,
+Kineto's occupancy estimate), one Nsight Compute process over NVTX-scoped forwards of every config
+(measured occupancy), then an NVML GPM timeline of each config running back to back (never while
+ncu runs: they share the counters) and the sampler's overhead on throughput, measured by
+alternating rounds with and without it. ``join_layers`` puts the three side by side per
+(config, layer); ``summary`` states the headline numbers.
+
+Files in ``out_dir``: ``kineto.parquet``, ``ncu.parquet``, ``gpm.parquet``,
+``gpm_overhead.parquet``, ``layers.parquet``, ``summary.json``, ``traces/*.json.gz``, ``ncu.csv``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+from yolo_sm.analyse.gpm import SUMMARY_METRICS, overhead_pct, run_medians
+from yolo_sm.analyse.weighting import layer_view, weighted_mean
+from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.labels import config_label
+from yolo_sm.contract.store import write_atomic, write_text_atomic
+from yolo_sm.core.devices import nvml_index
+from yolo_sm.core.engines import EngineConfig, build_engine
+from yolo_sm.core.models.spec import ModelSpec, parse_models
+from yolo_sm.core.profiling import kineto as kin
+from yolo_sm.core.profiling import ncu
+from yolo_sm.core.profiling.gpm import GpmSampler
+from yolo_sm.core.profiling.target import label_of, model_of, target_argv
+from yolo_sm.core.provenance import collect
+
+GPM_SUMMARY = SUMMARY_METRICS
+
+
+def engines(family, grid, imgsz, device, backend="eager", compile_mode="default"):
+    """(label, engine, input) for each (width, precision, layout, batch) of ``grid``, one model
+    per width (or per :class:`~yolo_sm.core.models.spec.ModelSpec` in the width's place);
+    the input is the engine's own static one where it has one (CUDA graph). ``compile_mode``:
+    the torch.compile mode and rewrites of a ``compile`` backend (``default+sep-pool``)."""
+
+    models = {}
+    for config in grid:
+        w, prec, lay, b = config
+        model = models.setdefault(w, model_of(family, w, imgsz))
+        eng, x = engine_of(family, config, model, imgsz, device, backend, compile_mode)
+        yield config_label(*label_of(family, w), prec, lay, b), eng, x
+
+
+def engine_of(family, config, model, imgsz, device, backend="eager", compile_mode="default"):
+    """(engine, input) of one (width or model spec, precision, layout, batch) ``config`` of
+    ``model`` (:func:`engines`)."""
+    w, prec, lay, b = config
+    size = w.imgsz if isinstance(w, ModelSpec) and w.imgsz else imgsz
+    cfg = EngineConfig(
+        backend=backend,
+        precision=prec,
+        layout=lay,
+        batch=b,
+        imgsz=size,
+        device=device,
+        compile_mode=compile_mode,
+    )
+    eng = build_engine(model, cfg)
+    return eng, (eng._input if eng._input is not None else eng.make_input(0))
+
+
+def _grid(widths, precision, layout, batch):
+    return [(w, precision, layout, batch) for w in widths]
+
+
+def run_gpm(built, seconds: float = 3.0, gap_s: float = 0.5, hz: float = 20.0):
+    """Each (label, engine, input) of ``built`` runs back to back for ``seconds`` under one
+    :class:`GpmSampler`, marked ``config=label, phase="run"``, after ``gap_s`` of idle
+    (``phase="idle"``) so the timeline shows where each starts. Returns (frame, sampler info)."""
+    import torch
+
+    for _, eng, x in built:
+        eng(x)  # built and autotuned before sampling starts
+    torch.cuda.synchronize()
+    # the GPU the engines run on, as NVML numbers it
+    gpu = nvml_index(built[0][1].config.device) if built else 0
+    with GpmSampler(hz=hz, index=gpu) as sampler:
+        for label, eng, x in built:
+            sampler.mark(config=label, phase="idle")
+            time.sleep(gap_s)
+            sampler.mark(config=label, phase="run")
+            _loop(eng, x, seconds)
+        sampler.mark(config="", phase="idle")
+        time.sleep(gap_s)
+    return sampler.to_frame(), sampler.info()
+
+
+def _loop(eng, x, seconds: float) -> int:
+    """Forwards of ``eng`` for about ``seconds`` (synchronised every 10); returns the count."""
+    import torch
+
+    n, t_end = 0, time.perf_counter() + seconds
+    while time.perf_counter() < t_end:
+        for _ in range(10):
+            eng(x)
+        n += 10
+        torch.cuda.synchronize()
+    return n
+
+
+def gpm_overhead(eng, x, label: str, rounds: int = 6, seconds: float = 1.0, hz: float = 20.0):
+    """Throughput with and without a GPM sampler, in alternating rounds of ``seconds`` (so a
+    clock or thermal drift hits both): one row per round with ``sampler`` on/off and img/s."""
+    import pandas as pd
+    import torch
+
+    batch = int(x.shape[0])
+    gpu = nvml_index(eng.config.device)  # the GPU the engine runs on, as NVML numbers it
+    _loop(eng, x, 0.5)  # warm
+    rows = []
+    for r in range(rounds):
+        for on in (r % 2 == 0, r % 2 == 1):  # alternate which goes first
+            torch.cuda.synchronize()
+            if on:
+                with GpmSampler(hz=hz, index=gpu):
+                    t0 = time.perf_counter()
+                    n = _loop(eng, x, seconds)
+                    dt = time.perf_counter() - t0
+            else:
+                t0 = time.perf_counter()
+                n = _loop(eng, x, seconds)
+                dt = time.perf_counter() - t0
+            rows.append(
+                {
+                    "config": label,
+                    "round": r,
+                    "sampler": on,
+                    "hz": hz,
+                    "forwards": n,
+                    "seconds": dt,
+                    "img_per_s": n * batch / dt,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def join_layers(kineto, ncu, gpm=None):
+    """One row per (config, layer, module_type, stage): per-forward kernel count and time from
+    Kineto and from ncu, time-weighted theoretical occupancy (ours from the Kineto launch config
+    and ncu's), Kineto's estimate, ncu's achieved occupancy, main limiter, and, from ``gpm``, the
+    config's median GPM metrics over its run windows (GPM sees the whole GPU, not a layer).
+    ``kernels_match`` says whether both profilers saw the same number of kernels in the layer."""
+    import pandas as pd
+
+    by = ["config", "layer", "module_type", "stage"]
+    k = kineto[kineto.iteration.notna()]
+    iters = k.groupby("config").iteration.nunique()
+    kv = layer_view(k, by=by)
+    kv = kv.assign(
+        kernels=kv.kernels / kv.config.map(iters), time_us=kv.time_us / kv.config.map(iters)
+    )
+    kv = kv[
+        [
+            *by,
+            "kernels",
+            "time_us",
+            "theoretical_occupancy_tw_pct",
+            "est_occupancy_tw_pct",
+            "main_limiter",
+            "tensor_core_time_share",
+        ]
+    ]
+    kv = kv.rename(
+        columns={
+            "kernels": "kineto_kernels",
+            "time_us": "kineto_time_us",
+            "theoretical_occupancy_tw_pct": "kineto_theoretical_occupancy_tw_pct",
+            "main_limiter": "kineto_main_limiter",
+        }
+    )
+    nv = layer_view(ncu, by=by)
+    keep = [
+        c
+        for c in (
+            "kernels",
+            "time_us",
+            "theoretical_occupancy_tw_pct",
+            "achieved_occupancy_tw_pct",
+            "tensor_pipe_tw_pct",
+            "sm_coverage_tw",
+            "time_share",
+        )
+        if c in nv
+    ]
+    nv = nv[[*by, *keep]].rename(
+        columns={
+            "kernels": "ncu_kernels",
+            "time_us": "ncu_time_us",
+            "time_share": "ncu_time_share",
+            "theoretical_occupancy_tw_pct": "ncu_theoretical_occupancy_tw_pct",
+            "achieved_occupancy_tw_pct": "ncu_achieved_occupancy_tw_pct",
+        }
+    )
+    out = kv.merge(nv, on=by, how="outer")
+    out["kernels_match"] = out.kineto_kernels == out.ncu_kernels
+    if gpm is not None and not gpm.empty:
+        med = run_medians(gpm).set_index("config")
+        med = med[[c for c in GPM_SUMMARY if c in med]].add_prefix("gpm_").reset_index()
+        out = out.merge(med, on="config", how="left")
+    return pd.DataFrame(out)
+
+
+def unattributed(kineto, ncu) -> dict:
+    """Kernels of a profiled forward that no layer range enclosed, per profiler."""
+    k = kineto[kineto.iteration.notna()]
+    return {
+        "kineto": int((k.layer == "").sum()),
+        "kineto_total": len(k),
+        "ncu": int((ncu.layer.fillna("") == "").sum()),
+        "ncu_total": len(ncu),
+    }
+
+
+def summary(layers, unattr, ncu_wall_s, n_forwards, overhead, gpm_info) -> dict:
+    """Headline numbers: per config total time, occupancies, the slowest layer, GPM medians."""
+
+    per_config = {}
+    for cfg, g in layers.groupby("config"):
+        w = g.ncu_time_us.fillna(0)
+
+        def tw(col, g=g, w=w):
+            return weighted_mean(g[col], w) if col in g else math.nan
+
+        top = g.sort_values("ncu_time_us", ascending=False).iloc[0]
+        per_config[cfg] = {
+            "layers": len(g),
+            "kineto_time_ms_per_forward": float(g.kineto_time_us.sum() / 1e3),
+            "ncu_time_ms_per_forward": float(g.ncu_time_us.sum() / 1e3),
+            "theoretical_occupancy_tw_pct": tw("ncu_theoretical_occupancy_tw_pct"),
+            "achieved_occupancy_tw_pct": tw("ncu_achieved_occupancy_tw_pct"),
+            "kineto_est_occupancy_tw_pct": tw("est_occupancy_tw_pct"),
+            "layers_kernel_count_mismatch": int((~g.kernels_match).sum()),
+            "slowest_layer": f"{top.layer} {top.module_type}",
+            "slowest_layer_share": float(top.ncu_time_us / g.ncu_time_us.sum()),
+            **{c: float(g[c].iloc[0]) for c in g if c.startswith("gpm_")},
+        }
+    return {
+        "configs": per_config,
+        "unattributed_kernels": unattr,
+        "ncu_wall_s": ncu_wall_s,
+        "ncu_s_per_forward": ncu_wall_s / n_forwards if n_forwards else math.nan,
+        "gpm_overhead_pct": overhead,
+        "gpm_sampler": gpm_info,
+    }
+
+
+def profile_all(
+    out_dir: str | os.PathLike,
+    family: str = "yolov8",
+    widths=(0.5, 1.5),
+    precision: str = "fp16",
+    layout: str = "nhwc",
+    batch: int = 8,
+    imgsz: int = 640,
+    device: str = "cuda",
+    metric_set: str = "occupancy",
+    iters: int = 2,
+    gpm_seconds: float = 3.0,
+    gpm_hz: float = 20.0,
+    overhead_rounds: int = 8,
+    ncu_timeout_s: float = 480,
+    log=print,
+    models=None,
+    input_shape=None,
+) -> dict:
+    """Run the three profilers on each width (see the module docstring); returns the summary.
+    ``models`` (specs, :mod:`yolo_sm.core.models.spec`) replace ``family`` and ``widths``."""
+    import pandas as pd
+
+    if not str(device).startswith("cuda"):
+        raise UserError("yolo-sm profile needs a CUDA device (ncu and GPM profile a GPU)")
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} exists and is not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    specs = list(parse_models(models, input_shape, need_shape=False)) if models else []
+    widths = specs or [float(w) for w in widths]
+    prov = collect(device)
+    stamp = {f"prov_{k}": v for k, v in prov.items() if not isinstance(v, dict)}
+    meta = {
+        "provenance": prov,
+        "family": family,
+        "widths": [w.text if isinstance(w, ModelSpec) else w for w in widths],
+        "precision": precision,
+        "layout": layout,
+        "batch": batch,
+        "imgsz": imgsz,
+    }
+
+    # 1. Kineto: eager forwards with layer ranges
+    frames = []
+    for label, eng, x in engines(family, _grid(widths, precision, layout, batch), imgsz, device):
+        path = kin.capture(
+            lambda eng=eng, x=x: eng(x),
+            out / "traces" / f"kineto-{label}.json.gz",
+            model=eng.module,
+            iters=iters,
+            device=device,
+        )
+        frames.append(kin.load_kernels(path).assign(config=label))
+        eng.close()
+        log(f"kineto: {label}: {len(frames[-1])} kernels")
+    k = pd.concat(frames, ignore_index=True)
+    write_atomic(k.assign(**stamp), out / "kineto.parquet", meta)
+
+    # 2. Nsight Compute: one process, every config in NVTX ranges
+    target = target_argv(
+        family,
+        "1.0" if specs else ",".join(f"{w:g}" for w in widths),
+        precision,
+        layout,
+        str(batch),
+        imgsz,
+        device,
+        models=specs or None,
+        input_shape=input_shape,
+    )
+    t0 = time.perf_counter()
+    n = ncu.profile(target, out / "ncu.csv", metric_set=metric_set, timeout_s=ncu_timeout_s)
+    ncu_wall = time.perf_counter() - t0
+    write_atomic(
+        n.assign(**stamp),
+        out / "ncu.parquet",
+        {**meta, "metric_set": metric_set, "wall_s": ncu_wall},
+    )
+    log(f"ncu: {len(n)} kernels in {ncu_wall:.0f} s ({metric_set} set)")
+
+    # 3. GPM timeline, then the sampler's overhead (after ncu has exited)
+    built = list(engines(family, _grid(widths, precision, layout, batch), imgsz, device))
+    g, info = run_gpm(built, seconds=gpm_seconds, hz=gpm_hz)
+    write_atomic(g.assign(**stamp), out / "gpm.parquet", {**meta, "sampler": info})
+    label, eng, x = built[-1]  # the widest: least launch-bound, so the least noisy
+    ov = gpm_overhead(eng, x, label, rounds=overhead_rounds, hz=gpm_hz)
+    write_atomic(ov.assign(**stamp), out / "gpm_overhead.parquet", meta)
+    for _, e, _ in built:
+        e.close()
+    log(
+        f"gpm: {info.get('polls')} polls, {info.get('stale_polls')} stale, "
+        f"{overhead_pct(ov):+.2f} % overhead"
+    )
+
+    # 4. per-layer join
+    layers = join_layers(k, n, g)
+    write_atomic(layers.assign(**stamp), out / "layers.parquet", meta)
+    s = summary(layers, unattributed(k, n), ncu_wall, len(widths), overhead_pct(ov), info)
+    s.update(meta)
+    write_text_atomic(out / "summary.json", json.dumps(s, indent=1, default=str))
+    return s

@@ -1,0 +1,188 @@
+"""Provenance: what hardware and software produced a number (the TREx ``metadata.json`` idea)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import importlib.metadata as _md
+import json
+import os
+import platform
+import socket
+import sys
+from pathlib import Path
+
+from yolo_sm.contract.scrub import record_host, user_command
+from yolo_sm.contract.store import write_text_atomic
+from yolo_sm.core.devices import identify, nvml_index
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return _md.version(dist)
+    except _md.PackageNotFoundError:
+        return None
+
+
+def _nvml_handle(index: int):
+    """A pynvml device handle of the GPU NVML numbers ``index`` (:func:`nvml_index`), or None
+    where pynvml or the driver is missing."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml, pynvml.nvmlDeviceGetHandleByIndex(index)
+    except Exception:  # noqa: BLE001 - no NVML is a normal state on CPU machines
+        return None, None
+
+
+def _device_index(device: str) -> int:
+    import torch
+
+    return torch.device(device).index or 0 if str(device).startswith("cuda") else 0
+
+
+def gpu_name(device: str) -> str | None:
+    """The model name of CUDA device ``device`` (``NVIDIA H200``), None for a CPU or where
+    CUDA (or torch, as on a driver that only schedules work) is not available."""
+    if not str(device).startswith("cuda"):
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    try:
+        return torch.cuda.get_device_name(_device_index(device))
+    except (RuntimeError, AssertionError):  # no driver or device: torch raises these
+        return None
+
+
+def gpu_clash(seen, device: str | None, name: str | None) -> str | None:
+    """How a run on ``device`` (GPU model ``name``, from :func:`gpu_name`) differs from the GPU
+    models ``seen`` in a folder or table ("this GPU is ...", "this run is on cpu"), None where
+    it may add to them: nothing seen, the same model, no ``device``, or a GPU that torch cannot
+    name (a driver-only host, which has no measurement of its own to add). A CPU differs from
+    every GPU: its rows beside a GPU's would read as that GPU's."""
+    seen = [g for g in seen if g]
+    if not device or not seen or (name is None and str(device).startswith("cuda")):
+        return None
+    if all(g == name for g in seen):
+        return None
+    return f"this GPU is {name}" if name else f"this run is on {device}"
+
+
+def sm_clock_mhz(device: str = "cuda") -> float | None:
+    """Current SM clock in MHz (NVML), or None on CPU / without NVML."""
+    if not str(device).startswith("cuda"):
+        return None
+    nvml, h = _nvml_handle(nvml_index(device))
+    if h is None:
+        return None
+    try:
+        return float(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM))
+    except Exception:  # noqa: BLE001
+        return None
+
+
+@functools.cache
+def source_digest() -> str:
+    """A fingerprint of the yolo_sm source that is running: the first 12 hex digits of the
+    SHA-256 over every ``.py`` file of the package (relative path and bytes, sorted). The H200
+    runs the package from a copy of the working tree, without git or an installed version, so
+    this is what ties a table to its code (recompute it at any commit to find the match).
+    Computed once per process: every timed measurement stamps it."""
+    import hashlib
+
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        h.update(f.relative_to(root).as_posix().encode())
+        h.update(b"\0")
+        h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+@functools.cache
+def cpu_model() -> str | None:
+    """The host CPU's model name (Linux ``/proc/cpuinfo``; else ``platform.processor()``):
+    eager small-batch timings are bound by the host's kernel launches, so they move with it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def collect(device: str = "cpu") -> dict:
+    """Hardware and software facts for a result: GPU name, NVML index and UUID, SM count, clocks,
+    driver, CUDA, torch, cuDNN, ultralytics, the yolo_sm version and source digest, Python, host
+    CPU, UTC date and the command line as a user would type it (``yolo-sm sweep ...``, paths
+    relative to the working folder). The host name only with ``--record-host``
+    (:func:`yolo_sm.contract.scrub.record_host`). Missing facts are None."""
+    import torch
+
+    info: dict = {
+        "device": str(device),
+        "gpu_name": None,
+        "sm_count": None,
+        "compute_capability": None,
+        "gpu_memory_bytes": None,
+        # which physical GPU: nvml_index, gpu_uuid, pci_bus_id, nvml_match (collect.devices)
+        **identify(device),
+        "sm_clock_mhz": None,
+        "sm_clock_max_mhz": None,
+        "mem_clock_mhz": None,
+        "driver": None,
+        "cuda": torch.version.cuda,
+        "torch": torch.__version__,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "ultralytics": _version("ultralytics-opencv-headless") or _version("ultralytics"),
+        "onnxruntime": _version("onnxruntime") or _version("onnxruntime-gpu"),
+        "tensorrt": _version("tensorrt"),
+        "yolo_sm": _version("yolo_sm"),
+        "yolo_sm_source": source_digest(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "date_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "command": user_command(sys.argv) if sys.argv and sys.argv[0] else None,
+    }
+    if record_host():
+        info["hostname"] = socket.gethostname()
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        idx = _device_index(device)
+        props = torch.cuda.get_device_properties(idx)
+        info.update(
+            gpu_name=props.name,
+            sm_count=props.multi_processor_count,
+            compute_capability=f"{props.major}.{props.minor}",
+            gpu_memory_bytes=props.total_memory,
+        )
+        nvml, h = _nvml_handle(nvml_index(device))
+        if h is not None:
+            for key, fn in (
+                ("driver", lambda: nvml.nvmlSystemGetDriverVersion()),
+                ("sm_clock_mhz", lambda: nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM)),
+                ("sm_clock_max_mhz", lambda: nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM)),
+                ("mem_clock_mhz", lambda: nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_MEM)),
+            ):
+                try:
+                    value = fn()
+                    info[key] = value.decode() if isinstance(value, bytes) else value
+                except Exception:  # noqa: BLE001
+                    pass
+    return info
+
+
+def write_sidecar(artefact: str | os.PathLike, prov: dict, extra: dict | None = None) -> Path:
+    """Write ``<artefact>.metadata.json`` beside an artefact (atomically, through a unique
+    temporary file)."""
+    path = Path(f"{artefact}.metadata.json")
+    write_text_atomic(path, json.dumps({**prov, **(extra or {})}, indent=2, default=str))
+    return path

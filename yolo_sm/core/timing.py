@@ -1,0 +1,456 @@
+"""The one timing function of the package, after Triton's ``do_bench``.
+
+Synchronise, estimate the cost of one call, warm up (on a GPU until the per-call time and the
+SM clock settle, :class:`Settle`: whatever runs first in a process otherwise pays the GPU's
+ramp from idle), then time ``budget_ms / per-call time`` calls one by one (CUDA events on a
+GPU, ``perf_counter_ns`` on a CPU), optionally flushing the L2 cache before each. A
+:class:`Measurement` keeps every raw sample and computes its statistics on demand; it flags a
+noisy run instead of hiding it. It also keeps the CPU time the launching thread spent in the
+timed loop (``time.thread_time_ns``), and :func:`host_profile` counts a call's launches and
+sums its GPU busy time from a short ``torch.profiler`` pass: together they say how much of a
+point the host decided.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.plans import MAX_BUDGET_MS, MAX_WARMUP_MS
+from yolo_sm.core import provenance
+from yolo_sm.core.stopwatch import phase
+
+NOISE_THRESHOLD = 0.10  # IQR / median above this marks a run as noisy
+
+
+@dataclass(frozen=True)
+class Settle:
+    """When a warm-up has settled: it runs chunks of ``chunk_ms`` worth of calls until, after
+    at least ``warmup_ms`` of calls, the per-call medians of the last ``chunks`` chunks lie
+    within ``tol`` of each other (max / min - 1) and so do the SM clocks read after each
+    (within ``clock_tol``; ignored where no clock is read), or ``max_ms`` of calls have run
+    (then the measurement says it did not settle)."""
+
+    tol: float = 0.02
+    clock_tol: float = 0.05
+    chunks: int = 4
+    chunk_ms: float = 100.0
+    max_ms: float = 3000.0
+
+
+#: the settle rule of measure() on a GPU
+SETTLE = Settle()
+#: the most calls of one warm-up chunk
+MAX_CHUNK = 10_000
+
+
+class Timer:
+    """Times ``n`` calls of ``fn`` one by one; returns milliseconds per call. ``cpu_ns`` is the
+    CPU time (``time.thread_time_ns``) the calling thread spent in the last ``time_calls``'
+    loop (on a GPU: issuing the calls, without the final synchronise), None when not kept."""
+
+    cpu_ns: int | None = None
+
+    def sync(self) -> None:  # pragma: no cover - interface
+        pass
+
+    def time_calls(
+        self, fn: Callable[[], object], n: int, before: Callable | None = None
+    ) -> list[float]:
+        raise NotImplementedError  # pragma: no cover
+
+
+class CpuTimer(Timer):
+    def __init__(self, clock_ns: Callable[[], int] = time.perf_counter_ns):
+        self.clock_ns = clock_ns
+
+    def time_calls(self, fn, n, before=None):
+        out = []
+        cpu0 = time.thread_time_ns()
+        for _ in range(n):
+            if before is not None:
+                before()
+            t0 = self.clock_ns()
+            fn()
+            out.append((self.clock_ns() - t0) / 1e6)
+        self.cpu_ns = time.thread_time_ns() - cpu0
+        return out
+
+
+class CudaTimer(Timer):
+    """CUDA events around each call on the current stream; one synchronise at the end."""
+
+    def __init__(self):
+        import torch
+
+        self.torch = torch
+
+    def sync(self):
+        self.torch.cuda.synchronize()
+
+    def time_calls(self, fn, n, before=None):
+        cuda = self.torch.cuda
+        starts = [cuda.Event(enable_timing=True) for _ in range(n)]
+        ends = [cuda.Event(enable_timing=True) for _ in range(n)]
+        cpu0 = time.thread_time_ns()
+        for s, e in zip(starts, ends, strict=True):
+            if before is not None:
+                before()
+            s.record()
+            fn()
+            e.record()
+        self.cpu_ns = time.thread_time_ns() - cpu0  # issuing only: the wait below spins
+        cuda.synchronize()
+        return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
+
+
+@dataclass
+class Measurement:
+    """Raw per-call samples (ms) of one timed configuration plus how they were taken."""
+
+    samples_ms: list[float]
+    batch: int = 1
+    warmup_calls: int = 0
+    label: str = ""
+    l2_flush: bool = False
+    noise_threshold: float = NOISE_THRESHOLD
+    provenance: dict = field(default_factory=dict)
+    #: CPU time of the launching thread per timed call, ms (NaN when the timer kept none). On a
+    #: GPU a call that waits for a full launch queue counts its wait; the flush hook counts too.
+    cpu_ms_per_call: float = math.nan
+    #: wall seconds of the estimate and warm-up calls, and of the timed calls (with the clock
+    #: and provenance reads around them)
+    warmup_s: float = math.nan
+    timed_s: float = math.nan
+    #: whether the warm-up settled (:class:`Settle`); None where a fixed warm-up ran
+    warmup_settled: bool | None = None
+
+    @property
+    def n(self) -> int:
+        return len(self.samples_ms)
+
+    def quantile(self, q: float) -> float:
+        """Quantile ``q`` in [0, 1] of the samples (linear interpolation), NaN when empty."""
+        import numpy as np
+
+        return float(np.quantile(self.samples_ms, q)) if self.samples_ms else math.nan
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.samples_ms) if self.samples_ms else math.nan
+
+    @property
+    def iqr_ms(self) -> float:
+        return self.quantile(0.75) - self.quantile(0.25)
+
+    @property
+    def min_ms(self) -> float:
+        return min(self.samples_ms) if self.samples_ms else math.nan
+
+    @property
+    def mean_ms(self) -> float:
+        return statistics.fmean(self.samples_ms) if self.samples_ms else math.nan
+
+    @property
+    def p99_ms(self) -> float:
+        return self.quantile(0.99)
+
+    @property
+    def noisy(self) -> bool:
+        """True when IQR/median exceeds the threshold: rerun, or quote the spread."""
+        if not self.samples_ms or self.median_ms <= 0:
+            return False
+        return self.iqr_ms / self.median_ms > self.noise_threshold
+
+    @property
+    def img_per_s(self) -> float:
+        return (
+            self.batch * 1e3 / self.median_ms
+            if self.samples_ms and self.median_ms > 0
+            else math.nan
+        )
+
+    def summary(self) -> dict:
+        """Flat dict for a table row (samples kept as a list)."""
+        return {
+            "median_ms": self.median_ms,
+            "iqr_ms": self.iqr_ms,
+            "min_ms": self.min_ms,
+            "mean_ms": self.mean_ms,
+            "p99_ms": self.p99_ms,
+            "img_per_s": self.img_per_s,
+            "n_samples": self.n,
+            "warmup_calls": self.warmup_calls,
+            "noisy": self.noisy,
+            "l2_flush": self.l2_flush,
+            "samples_ms": list(self.samples_ms),
+            "host_cpu_ms": self.cpu_ms_per_call,
+            "warmup_settled": self.warmup_settled,
+        }
+
+    def __repr__(self) -> str:
+        flag = " NOISY" if self.noisy else ""
+        return (
+            f"Measurement({self.label!r}: median {self.median_ms:.4g} ms, "
+            f"IQR {self.iqr_ms:.3g} ms, "
+            f"min {self.min_ms:.4g} ms, n={self.n}, {self.img_per_s:.4g} img/s{flag})"
+        )
+
+
+def measure(
+    fn: Callable[[], object],
+    *,
+    batch: int = 1,
+    device: str = "cpu",
+    warmup_ms: float = 100.0,
+    budget_ms: float = 1000.0,
+    min_reps: int = 5,
+    max_reps: int = 10_000,
+    estimate_calls: int = 3,
+    l2_flush: bool = False,
+    noise_threshold: float = NOISE_THRESHOLD,
+    label: str = "",
+    timer: Timer | None = None,
+    with_provenance: bool = True,
+    settle: Settle | None | bool = True,
+    clock_mhz: Callable[[], float | None] | None = None,
+) -> Measurement:
+    """Time ``fn()`` and return a :class:`Measurement`.
+
+    The warm-up runs ``warmup_ms`` worth of calls (at least one) from an estimate of
+    ``estimate_calls`` calls; on a GPU (``settle`` True: :data:`SETTLE`, or a :class:`Settle`
+    on any device) it goes on until the per-call time and the SM clock settle. The repeat count
+    is ``budget_ms`` over the per-call time the warm-up ended at, clamped to
+    ``[min_reps, max_reps]``. Both are capped (:data:`~yolo_sm.contract.plans.MAX_BUDGET_MS`,
+    ``MAX_WARMUP_MS``). ``l2_flush`` zeroes a buffer twice the GPU's L2 before each timed call
+    (outside the events), so every call starts from a cold cache. ``timer`` replaces the clock
+    and ``clock_mhz`` the SM clock read (tests inject fakes). Provenance includes SM clocks
+    read before and after the timed loop.
+    """
+    if not budget_ms > 0 or not warmup_ms >= 0 or min_reps < 1 or max_reps < min_reps:  # NaN too
+        raise ValueError("measure() needs budget_ms > 0, warmup_ms >= 0, 1 <= min_reps <= max_reps")
+    if budget_ms > MAX_BUDGET_MS or warmup_ms > MAX_WARMUP_MS:  # inf too: never an endless loop
+        raise UserError(
+            f"budget_ms is at most {MAX_BUDGET_MS:g} and warmup_ms at most {MAX_WARMUP_MS:g}, "
+            f"got {budget_ms:g} and {warmup_ms:g}"
+        )
+    on_gpu = str(device).startswith("cuda")
+    if timer is None:
+        timer = CudaTimer() if on_gpu else CpuTimer()
+    if settle is True:
+        settle = SETTLE if on_gpu else None
+    if clock_mhz is None:
+        clock_mhz = lambda: provenance.sm_clock_mhz(device)  # noqa: E731
+    flush = _l2_flusher(device) if (l2_flush and on_gpu) else None
+
+    with phase("warmup") as warm:
+        timer.sync()
+        estimate = timer.time_calls(fn, max(1, estimate_calls))
+        per_call = max(statistics.median(estimate), 1e-6)
+        if settle:
+            warmup, per_call, settled = warm_up(timer, fn, per_call, warmup_ms, settle, clock_mhz)
+        else:
+            warmup, settled = max(1, math.ceil(warmup_ms / per_call)), None
+            timer.time_calls(fn, warmup)
+        reps = min(max_reps, max(min_reps, math.ceil(budget_ms / per_call)))
+
+    with phase("timed") as timed:
+        clock_start = provenance.sm_clock_mhz(device) if with_provenance else None
+        samples = timer.time_calls(fn, reps, before=flush)
+        cpu_ns = timer.cpu_ns
+        cpu_ms = cpu_ns / 1e6 / len(samples) if cpu_ns is not None and samples else math.nan
+        clock_end = provenance.sm_clock_mhz(device) if with_provenance else None
+        prov = provenance.collect(device) if with_provenance else {}
+        prov.update(sm_clock_start_mhz=clock_start, sm_clock_end_mhz=clock_end)
+    return Measurement(
+        samples, batch, warmup + len(estimate), label, bool(flush), noise_threshold, prov, cpu_ms,
+        warm.seconds, timed.seconds, settled,
+    )  # fmt: skip
+
+
+def warm_up(
+    timer: Timer, fn, per_call: float, warmup_ms: float, settle: Settle, clock_mhz
+) -> tuple[int, float, bool]:
+    """Warm-up calls in chunks until ``settle`` holds (see :class:`Settle`; ``per_call``: the
+    estimate in ms, ``clock_mhz()``: the SM clock or None). Returns (calls made, the last
+    chunk's median ms per call, whether it settled)."""
+    medians: list[float] = []
+    clocks: list[float | None] = []
+    calls, spent = 0, 0.0
+    k = max(1, settle.chunks)
+    while True:
+        n = min(MAX_CHUNK, max(1, math.ceil(settle.chunk_ms / per_call)))
+        samples = timer.time_calls(fn, n)
+        # a call counts at least 1 us: a timer that reads 0 cannot keep the warm-up going
+        calls, spent = calls + n, spent + max(sum(samples), n * 1e-3)
+        per_call = max(statistics.median(samples), 1e-6)
+        medians.append(per_call)
+        clocks.append(clock_mhz())
+        if spent >= warmup_ms and len(medians) >= k:
+            last = clocks[-k:]
+            steady_clock = None in last or _spread(last) <= settle.clock_tol
+            if _spread(medians[-k:]) <= settle.tol and steady_clock:
+                return calls, per_call, True
+        if spent >= max(settle.max_ms, warmup_ms):
+            return calls, per_call, False
+
+
+def _spread(values) -> float:
+    """max / min - 1 of positive values (inf where one is not positive)."""
+    lo = min(values)
+    return max(values) / lo - 1 if lo > 0 else math.inf
+
+
+def engine_call(engine) -> Callable[[], object]:
+    """One forward of an :class:`~yolo_sm.core.engines.Engine` on its prepared random batch."""
+    x = engine._input if engine._input is not None else engine.make_input(seed=0)
+    return lambda: engine(x)
+
+
+def measure_engine(engine, **kwargs) -> Measurement:
+    """Time an :class:`~yolo_sm.core.engines.Engine` on one prepared random batch."""
+    cfg = engine.config
+    return measure(
+        engine_call(engine), batch=cfg.batch, device=cfg.device, label=engine.description, **kwargs
+    )
+
+
+def cuda_graph_of(fn: Callable[[], object]):
+    """A CUDA graph of ``fn``'s GPU work (``fn`` runs once before, on the capture stream, to
+    warm up): its ``replay`` reruns that work with no launch cost per kernel."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    side.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    # thread_local: a monitor thread's CUDA calls elsewhere in the process do not abort it
+    with torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
+        fn()
+    torch.cuda.synchronize()
+    return graph
+
+
+def measure_captured(engine, **kwargs) -> Measurement | None:
+    """Time one forward of an :class:`~yolo_sm.core.engines.Engine` as a caller's CUDA graph
+    runs it (the pipeline's whole-batch graph): its ``capture`` forward on the prepared batch,
+    captured in a graph of its own and replayed. None where the engine cannot be captured so
+    or runs on a CPU."""
+    cfg = engine.config
+    if engine.capture is None or not str(cfg.device).startswith("cuda"):
+        return None
+    import torch
+
+    x = engine._input if engine._input is not None else engine.make_input(seed=0)
+    with torch.no_grad():
+        graph = cuda_graph_of(lambda: engine.capture(x))
+    return measure(
+        graph.replay, batch=cfg.batch, device=cfg.device, label=f"{engine.description} in a graph",
+        **kwargs,
+    )  # fmt: skip
+
+
+def _l2_flusher(device: str) -> Callable[[], None]:
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.device(device))
+    l2 = getattr(props, "L2_cache_size", 0) or 64 * 2**20
+    buf = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
+    return buf.zero_
+
+
+#: prefixes of the CUDA runtime / driver calls that put work on a stream (kernel and graph
+#: launches, async copies and fills, in every API version): what "launches per forward" counts
+LAUNCH_PREFIXES = (
+    "cudaLaunch",
+    "cuLaunch",
+    "cudaGraphLaunch",
+    "cuGraphLaunch",
+    "cudaMemcpy",
+    "cudaMemset",
+    "cuMemcpy",
+    "cuMemset",
+)
+
+
+def host_profile(fn: Callable[[], object], *, device: str = "cuda", calls: int = 5) -> dict:
+    """Launches and GPU busy time per call of ``fn`` from a short ``torch.profiler`` pass of
+    ``calls`` calls (after one unprofiled call), on a GPU:
+
+    * ``launches_per_forward``: runtime / driver calls that enqueue work (:data:`LAUNCH_PREFIXES`;
+      a CUDA graph's replay is one), per call;
+    * ``kernels_per_forward``: GPU kernels, memcpys and memsets that ran, per call;
+    * ``gpu_busy_ms``: the sum of their durations per call, milliseconds (one stream: the time
+      the GPU was busy).
+
+    On a CPU there is no separate device: 0 launches and kernels, NaN busy time."""
+    if not str(device).startswith("cuda"):
+        return {"launches_per_forward": 0.0, "kernels_per_forward": 0.0, "gpu_busy_ms": math.nan}
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    events = prof.profiler.kineto_results.events()
+
+    def annotation(e) -> bool:
+        return bool(e.is_user_annotation()) if hasattr(e, "is_user_annotation") else False
+
+    return count_events(
+        ((e.name(), str(e.device_type()), e.duration_ns(), annotation(e)) for e in events), calls
+    )
+
+
+def count_events(events, calls: int) -> dict:
+    """:func:`host_profile`'s figures from ``(name, device type, duration ns, is annotation)``
+    tuples of a profiler pass over ``calls`` calls (device type ``DeviceType.CUDA`` for GPU
+    activity; annotations, the ranges projected onto the GPU's timeline, are not work)."""
+    launches = kernels = 0
+    busy_ns = 0
+    for name, dev, dur, annotation in events:
+        if annotation:
+            continue
+        if dev.endswith("CUDA"):
+            kernels += 1
+            busy_ns += max(int(dur), 0)
+        elif name.startswith(LAUNCH_PREFIXES):
+            launches += 1
+    return {
+        "launches_per_forward": launches / calls,
+        "kernels_per_forward": kernels / calls,
+        "gpu_busy_ms": busy_ns / 1e6 / calls,
+    }
+
+
+def launch_cost_us(device: str = "cuda", launches: int = 200, repeats: int = 25) -> float:
+    """The host's cost of one eager launch in this process, microseconds: the median over
+    ``repeats`` of the wall time of ``launches`` in-place adds on a one-element tensor, issued
+    back to back (the GPU runs each faster than the host issues it, so the queue never fills
+    and the time is the host's). A same-process yardstick for host-bound points: their time
+    over this moves with the code, not with the host's speed. NaN on a CPU."""
+    if not str(device).startswith("cuda"):
+        return math.nan
+    import torch
+
+    t = torch.zeros(1, device=device)
+    for _ in range(20):
+        t.add_(1)
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(repeats):
+        t0 = time.perf_counter_ns()
+        for _ in range(launches):
+            t.add_(1)
+        out.append((time.perf_counter_ns() - t0) / launches / 1e3)
+        torch.cuda.synchronize()
+    return statistics.median(out)

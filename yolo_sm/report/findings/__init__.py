@@ -1,1 +1,0 @@
-"""Headline findings per notebook: each module holds the ``RULES`` of one notebook."""

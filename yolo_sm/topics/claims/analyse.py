@@ -1,0 +1,356 @@
+"""Facts for the reference articles' claims (notebook 09) that no topic module computes.
+
+Most claims read a topic's fact as it is (the heatmaps' occupancy at widths up to 1.25, the
+roofline's tensor-pipe use below 60 % occupancy, its C2f-fusion bound and its NCHW/NHWC time):
+their rules (:data:`yolo_sm.topics.claims.report.CLAIMS_RULES`) name that fact's key and scope, so
+each number is computed, and each claim decided, in one place. :func:`facts` adds the facts
+(keys ``claims.*``) that no topic emits: a claim's own measurement, made with the topics'
+analysis functions, or a small figure derived from topic facts (how far a measured number is
+off an article's figure, the weaker of two topic facts). A claim whose dataset the root lacks,
+or that nothing here can measure (mAP without labelled data, INT8 without an INT8 engine,
+latency at an arrival rate below capacity without such rows), has no fact and its rule reads
+"not tested". Nothing here judges.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from yolo_sm.analyse.facts import clock_spread_pct, concat, fact, facts_table, sm_clock_mhz, value
+from yolo_sm.analyse.kernels import add_kernel_class
+from yolo_sm.analyse.weighting import time_weighted, weighted_mean
+from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.contract.hardware import ceiling
+from yolo_sm.topics.batch import analyse as batch
+from yolo_sm.topics.heatmaps import analyse as heatmaps
+from yolo_sm.topics.roofline import analyse as roofline
+from yolo_sm.topics.width import analyse as scaling
+
+NAN = math.nan
+CONV_CLASSES = ("tensor_core_conv", "simt_conv", "tensor_core_gemm", "simt_gemm")
+
+#: the bench that times fp16, int8 and fp8 engines of one model side by side
+BENCH_8BIT = "bench_8bit"
+
+#: the articles' figures a few facts are measured against
+CLAIMED_FLOPS_RISE_W125_PCT = 56.0
+CLAIMED_IMAGE_MEMORY_BYTES = 1.2e9
+CLAIMED_FRAME_COPY_MS = 0.08
+
+#: The topics' facts functions whose facts the claims read (or derive from).
+TOPICS = (heatmaps.facts, batch.facts, roofline.facts)
+
+# the topic facts the derived facts read (key, scope)
+OCCUPANCY = "achieved_occupancy_tw_pct"  # heatmaps, scope width=<w>
+MEMORY_PER_IMAGE = "batch_memory_per_image_gb"  # batch, eager, reference width and size
+RESNET_EARLY_DRAM = roofline.PREFIX + "resnet_early_min_dram_pct"
+RESNET_DEEP_SM = roofline.PREFIX + "resnet_deep_min_sm_pct"
+
+
+def factor_off(measured: float, claimed: float) -> float:
+    """How many times ``measured`` is off ``claimed`` either way (1.0: equal; 2.0: twice or
+    half); NaN unless both are positive."""
+    if not (measured > 0 and claimed > 0):
+        return NAN
+    return max(measured / claimed, claimed / measured)
+
+
+# ---- claim 1: FLOPs of width x1.25 ---------------------------------------------------------
+
+
+def flops_rise_pct(sweep: pd.DataFrame, a: float = 1.0, b: float = 1.25) -> float:
+    """Rise of FLOPs per image from width ``a`` to ``b`` (%), from a sweep's ``flops_per_img``
+    (:func:`yolo_sm.topics.width.analyse.flops_by_width`)."""
+    f = scaling.flops_by_width(sweep).set_index("width").flops_per_img
+    if a not in f.index or b not in f.index:
+        return NAN
+    return (float(f[b]) / float(f[a]) - 1) * 100
+
+
+# ---- claim 2: occupancy from width 1.0 to 1.5 (the heatmaps' facts) --------------------------
+
+
+def occupancy_drop_pp(topic: pd.DataFrame, a: float = 1.0, b: float = 1.5) -> float:
+    """Percentage points the forward's time-weighted achieved occupancy falls from width ``a``
+    to ``b`` (negative: rises), from the heatmaps' per-width facts."""
+    return value(topic, OCCUPANCY, f"width={a:g}") - value(topic, OCCUPANCY, f"width={b:g}")
+
+
+# ---- claim 4: blocks per SM of the convolutions, fp32 NCHW against fp16 NHWC ---------------
+
+
+def conv_blocks(ncu: pd.DataFrame, config: str) -> tuple[float, float]:
+    """(resident blocks per SM, shared memory per block in bytes) of ``config``'s convolution
+    and GEMM kernels, time-weighted; blocks per SM is the smallest of the ``limit_*`` columns."""
+    k = add_kernel_class(ncu[ncu["config"] == config])
+    k = k[k["kernel_class"].isin(CONV_CLASSES)]
+    limits = [c for c in k.columns if c.startswith("limit_")]
+    if k.empty or not limits:
+        return NAN, NAN
+    blocks = k[limits].min(axis=1)
+    w = k["duration_us"]
+    return weighted_mean(blocks, w), weighted_mean(k["shared_mem_per_block_bytes"], w)
+
+
+# ---- claim 5 and 7: throughput against batch -----------------------------------------------
+
+
+def eager_img_per_s(sweep: pd.DataFrame, width: float) -> pd.Series:
+    """Eager img/s per batch at ``width`` and the sweep's reference image size
+    (:func:`yolo_sm.topics.batch.analyse.batch_table`)."""
+    t = batch.batch_table(sweep)
+    if "imgsz" in t:
+        t = t[t["imgsz"] == batch.ref_imgsz(t)]
+    e = t[(t["backend"] == "eager") & ((t["width"] - width).abs() < 1e-9)]
+    return e.groupby("batch")["img_per_s"].median()
+
+
+def batch_over_best(img: pd.Series, batch: int = 4, among=(1, 2, 4, 8, 16)) -> float:
+    """img/s at ``batch`` over the best img/s of the batches ``among`` that were measured."""
+    have = img.reindex([b for b in among if b in img.index])
+    if batch not in have.index or have.empty:
+        return NAN
+    return float(have[batch] / have.max())
+
+
+def batch_gain(img: pd.Series, a: int = 1, b: int = 32) -> float:
+    """img/s at batch ``b`` over img/s at batch ``a``."""
+    if a not in img.index or b not in img.index:
+        return NAN
+    return float(img[b] / img[a])
+
+
+# ---- claim 8: memory per image (the batch notebook's fact) ---------------------------------
+
+
+def image_memory_off(topic: pd.DataFrame) -> float:
+    """How many times the batch notebook's memory per image (eager, reference width and image
+    size) is off the article's 1.2 GB either way."""
+    return factor_off(value(topic, MEMORY_PER_IMAGE) * 1e9, CLAIMED_IMAGE_MEMORY_BYTES)
+
+
+# ---- claim 10: 8-bit over fp16 -------------------------------------------------------------
+
+
+#: the 8-bit claim's engines: the bench's CUDA graph of each precision, same unit and process
+EIGHT_BIT_BACKEND = "cudagraph"
+
+
+def eight_bit_vs_fp16(
+    bench: pd.DataFrame, precision: str = "int8", batch: int = 64, min_width: float = 1.0
+) -> pd.DataFrame:
+    """Per width >= ``min_width`` at ``batch``: the ``precision`` engine's CUDA graph against
+    the fp16 CUDA graph of the same bench (model-only, ok rows): ``img_per_s``,
+    ``fp16_img_per_s``, ``ratio`` (8-bit over fp16), each side's SM clock (MHz,
+    :func:`~yolo_sm.analyse.facts.sm_clock_mhz`), ``clock_spread_pct`` and
+    ``ratio_at_equal_clock`` (img/s per MHz, 8-bit over fp16)."""
+    ok = bench[(bench["status"] == "ok") & (bench["backend"] == EIGHT_BIT_BACKEND)]
+    if "scope" in ok:
+        ok = ok[ok["scope"] == "model_only"]
+    ok = ok[(ok["batch"] == batch) & (ok["width"] >= min_width)].assign(clock=sm_clock_mhz(ok))
+    cols = ["width", "img_per_s", "clock"]
+    a = ok[ok["precision"] == precision][cols]
+    b = ok[ok["precision"] == "fp16"][cols]
+    t = a.merge(b, on="width", suffixes=("", "_fp16")).sort_values("width")
+    t = t.rename(columns={"img_per_s_fp16": "fp16_img_per_s", "clock": "clock_mhz",
+                          "clock_fp16": "fp16_clock_mhz"})  # fmt: skip
+    t["ratio"] = t["img_per_s"] / t["fp16_img_per_s"]
+    pairs = zip(t.clock_mhz, t.fp16_clock_mhz, strict=True)
+    t["clock_spread_pct"] = [clock_spread_pct(x, y) for x, y in pairs]
+    t["ratio_at_equal_clock"] = t["ratio"] * t["fp16_clock_mhz"] / t["clock_mhz"]
+    return t.reset_index(drop=True)
+
+
+def eight_bit_fact(bench: pd.DataFrame, precision: str, dataset: str) -> dict:
+    """The 8-bit claim's fact for ``precision``: the smallest ratio over the widths of
+    :func:`eight_bit_vs_fp16`, with the largest clock spread and the clock-normalised ratios
+    in its note; NaN without a width where both engines ran."""
+    t = eight_bit_vs_fp16(bench, precision)
+    by_w = ", ".join(
+        f"width {w:g}: {r:.2f}x ({q:.2f}x per MHz)"
+        for w, r, q in zip(t.width, t.ratio, t.ratio_at_equal_clock, strict=True)
+    )
+    return fact(
+        f"claims.{precision}_over_fp16_cudagraph_b64_min",
+        t["ratio"].min() if len(t) else NAN,
+        "x",
+        datasets=(dataset,),
+        note=by_w,
+        clock_spread_pct=t["clock_spread_pct"].max() if len(t) else NAN,
+    )
+
+
+# ---- claim 13: jitter at an arrival rate below capacity ------------------------------------
+
+
+def jitter_cut_below_capacity(bench: pd.DataFrame) -> float:
+    """Median share (%) by which several streams cut jitter (p99 - p50 latency) against one
+    stream, over pipeline rows fed at an ``arrival_img_per_s`` below the pipeline's capacity
+    (its closed-loop img/s, same width, batch, engine and streams). NaN when the bench holds
+    no such open-loop rows: closed-loop latencies include queueing behind batches in flight."""
+    if "arrival_img_per_s" not in bench or "streams" not in bench:
+        return NAN
+    ok = bench[(bench["status"] == "ok") & bench["variant"].str.startswith("pipeline/")].copy()
+    ok["engine"] = ok["variant"].str.rsplit("/", n=1).str[0]
+    keys = ["width", "batch", "engine", "streams"]
+    closed = ok[ok["arrival_img_per_s"].isna()].groupby(keys)["img_per_s"].max().rename("cap")
+    open_ = ok[ok["arrival_img_per_s"].notna()].join(closed, on=keys, how="inner")
+    open_ = open_[open_["arrival_img_per_s"] < open_["cap"]]
+    if open_.empty:
+        return NAN
+    open_ = open_.assign(jitter=open_["p99_ms"] - open_["median_ms"])
+    at = ["width", "batch", "engine", "arrival_img_per_s"]
+    one = open_[open_["streams"] == 1].set_index(at)["jitter"].rename("jitter_1")
+    multi = open_[open_["streams"] >= 2].join(one, on=at, how="inner")
+    if multi.empty:
+        return NAN
+    return float((1 - multi["jitter"] / multi["jitter_1"]).median() * 100)
+
+
+# ---- claim 14: ResNet-101 stages (the roofline's facts) ------------------------------------
+
+
+def resnet_weaker_bound(topic: pd.DataFrame) -> float:
+    """The weaker of the least DRAM-busy early stage's DRAM throughput and the least SM-busy
+    deep stage's SM throughput (% of peak; stages :data:`yolo_sm.topics.roofline.analyse.EARLY` and
+    ``DEEP``), from the roofline's facts: high only when every early stage is bandwidth-bound
+    and every deep one compute-bound."""
+    return min(value(topic, RESNET_EARLY_DRAM), value(topic, RESNET_DEEP_SM))
+
+
+# ---- claim 15: SM throughput of the neck's convolutions ------------------------------------
+
+
+def neck_conv_sm_throughput(ncu: pd.DataFrame) -> float:
+    """The lowest time-weighted SM throughput (% of peak) of a neck Conv layer (all its
+    kernels), over the configs of an Nsight Compute throughput table."""
+    neck = ncu[(ncu["stage"] == "neck") & (ncu["module_type"] == "Conv")]
+    if neck.empty or "sm_throughput_pct" not in neck:
+        return NAN
+    tw = time_weighted(neck, ["config", "layer"], ("sm_throughput_pct",))
+    return float(tw["sm_throughput_tw_pct"].min())
+
+
+# ---- all of them ---------------------------------------------------------------------------
+
+
+def topic_facts(root: DataRoot) -> pd.DataFrame:
+    """The facts of :data:`TOPICS` from ``root``: what the claims' rules read besides
+    :func:`facts`."""
+    return concat(*(fn(root) for fn in TOPICS))
+
+
+def derived(topic: pd.DataFrame) -> list[dict]:
+    """The claims' facts derived from topic facts (claims 2, 8 and 14)."""
+    ds_of = dict(zip(topic.key + "|" + topic.scope, topic.datasets, strict=True))
+
+    def ds(*pairs) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(d for p in pairs for d in ds_of.get("|".join(p), ())))
+
+    w1, w15 = (OCCUPANCY, "width=1"), (OCCUPANCY, "width=1.5")
+    per_image = value(topic, MEMORY_PER_IMAGE)
+    return [
+        fact("claims.occupancy_drop_w1_to_w1.5_pp", occupancy_drop_pp(topic), "pp",
+             datasets=ds(w1, w15), note="heatmaps: achieved_occupancy_tw_pct, width=1 - width=1.5"),
+        fact("claims.image_memory_off_claim", image_memory_off(topic), "x",
+             datasets=ds((MEMORY_PER_IMAGE, "")),
+             note=f"batch_memory_per_image_gb: {per_image * 1e3:.0f} MB per image"),
+        fact("claims.resnet_weaker_bound_pct", resnet_weaker_bound(topic), "%",
+             datasets=ds((RESNET_EARLY_DRAM, ""), (RESNET_DEEP_SM, "")),
+             note=f"min of {RESNET_EARLY_DRAM} and {RESNET_DEEP_SM}"),
+    ]  # fmt: skip
+
+
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    claims.conv_blocks_per_sm_fp16_nhwc_over_fp32_nchw claims.flops_rise_w1.25_off_claim_pp
+    claims.fp16_map_drop_pct claims.fp8_over_fp16_cudagraph_b64_min claims.frame_copy_off_claim
+    claims.image_memory_off_claim claims.img_per_s_b32_over_b1_w0.5
+    claims.img_per_s_b4_over_best_b1_16 claims.int8_over_fp16_cudagraph_b64_min
+    claims.jitter_cut_below_capacity_pct claims.neck_conv_sm_throughput_min_pct
+    claims.occupancy_drop_w1_to_w1.5_pp claims.resnet_weaker_bound_pct
+    """.split()
+)
+
+
+def facts(root: DataRoot, topic: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The claims' own facts from ``root`` (keys ``claims.*``, none of them a topic's key):
+    measured here, or derived from ``topic`` (:func:`topic_facts` of ``root`` when None).
+    Claims whose datasets the root lacks have no fact."""
+    topic = topic_facts(root) if topic is None else topic
+    rows = derived(topic)
+    add = rows.append
+    if root.has("sweep_fp16_nhwc"):
+        s = root.load("sweep_fp16_nhwc")
+        d = ("sweep_fp16_nhwc",)
+        rise = flops_rise_pct(s)
+        add(
+            fact(
+                "claims.flops_rise_w1.25_off_claim_pp",
+                abs(rise - CLAIMED_FLOPS_RISE_W125_PCT),
+                "pp",
+                datasets=d,
+                note=f"FLOPs per image rise {rise:.1f} % from width 1.0 to 1.25",
+            )
+        )
+        img1 = eager_img_per_s(s, 1.0)
+        add(fact("claims.img_per_s_b4_over_best_b1_16", batch_over_best(img1), "x", datasets=d))
+        add(
+            fact(
+                "claims.img_per_s_b32_over_b1_w0.5",
+                batch_gain(eager_img_per_s(s, 0.5)),
+                "x",
+                datasets=d,
+            )
+        )
+    if root.has("ncu_precision_w1"):
+        n = root.load("ncu_precision_w1")
+        b32, s32 = conv_blocks(n, "yolov8_w1_fp32_nchw_b8")
+        b16, s16 = conv_blocks(n, "yolov8_w1_fp16_nhwc_b8")
+        add(
+            fact(
+                "claims.conv_blocks_per_sm_fp16_nhwc_over_fp32_nchw",
+                b16 / b32,
+                "x",
+                datasets=("ncu_precision_w1",),
+                note=f"shared memory per conv block {s32 / 1e3:.0f} -> {s16 / 1e3:.0f} kB",
+            )
+        )
+    if root.has("ncu_throughput_w1"):
+        add(
+            fact(
+                "claims.neck_conv_sm_throughput_min_pct",
+                neck_conv_sm_throughput(root.load("ncu_throughput_w1")),
+                "%",
+                datasets=("ncu_throughput_w1",),
+            )
+        )
+    if root.has(BENCH_8BIT):
+        b8 = root.load(BENCH_8BIT)
+        rows += [eight_bit_fact(b8, p, BENCH_8BIT) for p in ("int8", "fp8")]
+    if root.has("bench_fast_engines"):
+        b = root.load("bench_fast_engines")
+        add(
+            fact(
+                "claims.jitter_cut_below_capacity_pct",
+                jitter_cut_below_capacity(b),
+                "%",
+                datasets=("bench_fast_engines",),
+            )
+        )
+    copy = ceiling(root, "copy_h2d_frame_fp16")
+    if copy is not None:
+        ms, where = copy
+        add(
+            fact(
+                "claims.frame_copy_off_claim",
+                factor_off(ms, CLAIMED_FRAME_COPY_MS),
+                "x",
+                datasets=("ceilings",),
+                note=f"{ms:.3f} ms for one 640x640x3 fp16 frame from pinned memory ({where})",
+            )
+        )
+    return facts_table(r for r in rows if not math.isnan(r["value"]))

@@ -1,0 +1,351 @@
+"""Two dataset roots side by side (notebook 12): provenance, the sweep points each measured,
+their throughput and delivered TFLOP/s against each machine's own ceilings, per-layer
+occupancy, and the spread between two collections on the same kind of GPU.
+
+Roots are ``a`` and ``b``; columns of one root carry the suffix ``_a`` / ``_b``. Every table
+that joins the two keeps the rows only one root holds, with ``present`` = ``both``,
+``only a`` or ``only b``: nothing is dropped silently. Nothing here judges: the rules of
+:mod:`yolo_sm.topics.compare.rules` read :func:`facts`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from yolo_sm.analyse.facts import fact, facts_table
+from yolo_sm.analyse.hostbound import host_bound
+from yolo_sm.analyse.weighting import OCCUPANCY_COLUMNS
+from yolo_sm.contract.datasets import MACHINE_FIELDS, DataRoot
+from yolo_sm.contract.hardware import ceiling
+from yolo_sm.contract.schema import KEY_COLUMNS
+from yolo_sm.topics.compare.remeasure import TOLERANCE, launch_bound
+from yolo_sm.topics.heatmaps.analyse import layer_table
+
+BOTH, ONLY_A, ONLY_B = "both", "only a", "only b"
+#: two measures of a point agree when they are within this many percent of each other
+AGREE_PCT = 100 * TOLERANCE
+#: the columns that name a point across machines (the device string differs between them)
+POINT_KEYS = tuple(c for c in KEY_COLUMNS if c != "device")
+#: the per-point values kept from each root
+POINT_VALUES = (
+    "img_per_s", "median_ms", "tflops", "gpu_busy_ms", "flops_per_img", "host_bound", "dataset",
+)  # fmt: skip
+#: provenance read from the sweep rows: clocks at the start of each point, MHz
+CLOCK_COLUMNS = {
+    "sm_clock_max_mhz": "prov_sm_clock_max_mhz",
+    "sm_clock_mhz": "prov_sm_clock_mhz",
+    "mem_clock_mhz": "prov_mem_clock_mhz",
+    "gpu_memory_bytes": "prov_gpu_memory_bytes",
+}
+
+
+def _present(indicator: pd.Series) -> pd.Series:
+    return indicator.map({"both": BOTH, "left_only": ONLY_A, "right_only": ONLY_B}).astype(str)
+
+
+def _values(series: pd.Series) -> str:
+    """Distinct values joined by ", "; more than three as their range ("1605 - 1980")."""
+    nums = sorted(set(series.dropna().astype(float)))
+    text = [str(int(v)) if v.is_integer() else f"{v:g}" for v in nums]
+    return f"{text[0]} - {text[-1]}" if len(text) > 3 else ", ".join(text)
+
+
+def provenance(root: DataRoot) -> dict:
+    """What ``root`` was measured on: :meth:`DataRoot.machine` plus the clocks and GPU memory
+    its sweeps recorded (distinct values joined by ", ")."""
+    out = dict(root.machine())
+    sweeps = [root.load(n) for n in root.find_all("sweep")]
+    for key, col in CLOCK_COLUMNS.items():
+        vals = [s[col] for s in sweeps if col in s]
+        if vals:
+            text = _values(pd.to_numeric(pd.concat(vals), errors="coerce"))
+            if text:
+                out[key] = text
+    return out
+
+
+#: the rows of :func:`provenance_table`, in order
+PROVENANCE_ROWS = (
+    *MACHINE_FIELDS[:1],
+    "sm_count",
+    "compute_capability",
+    "sm_clock_max_mhz",
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+    "gpu_memory_bytes",
+    *(f for f in MACHINE_FIELDS if f not in ("gpu_name", "sm_count", "compute_capability")),
+    "date_utc_first",
+    "date_utc_last",
+)
+
+
+def provenance_table(a: DataRoot, b: DataRoot) -> pd.DataFrame:
+    """One row per provenance field (GPU, SM count, clocks, driver, CUDA, torch, ...), one
+    column per root (named ``a: <root>`` / ``b: <root>``) and ``same`` (both say the same;
+    a field neither records is left out, one only one records reads empty on the other)."""
+    pa, pb = provenance(a), provenance(b)
+    rows = []
+    for f in PROVENANCE_ROWS:
+        va, vb = pa.get(f, ""), pb.get(f, "")
+        if va or vb:
+            rows.append({"field": f, f"a: {a.name}": va, f"b: {b.name}": vb, "same": va == vb})
+    return pd.DataFrame(rows).set_index("field")
+
+
+#: point values computed rather than read: the dataset's name, and whether the host set the
+#: pace (:func:`yolo_sm.analyse.hostbound.host_bound`: measured where the row has it)
+NOT_READ = ("dataset", "host_bound")
+
+
+def points(root: DataRoot, prefer: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Every ``ok`` sweep point of ``root``, one row per :data:`POINT_KEYS` point: the keys and
+    :data:`POINT_VALUES` (``dataset``: the short name it comes from). A point several of the
+    root's sweeps hold is taken from the first of ``prefer`` that holds it, else from the first
+    in manifest order."""
+    names = root.find_all("sweep")
+    order = [n for n in prefer if n in names] + [n for n in names if n not in prefer]
+    frames = []
+    for n in order:
+        s = root.load(n)
+        s = s[s["status"] == "ok"]
+        keep = [c for c in (*POINT_KEYS, *POINT_VALUES) if c in s and c not in NOT_READ]
+        frames.append(s[keep].assign(dataset=n, host_bound=host_bound(s).to_numpy()))
+    cols = [*POINT_KEYS, *POINT_VALUES]
+    if not frames:
+        return pd.DataFrame(columns=cols)
+    df = pd.concat(frames, ignore_index=True).reindex(columns=cols)
+    for k in POINT_KEYS:
+        df[k] = key_text(df[k])
+    return df.drop_duplicates(list(POINT_KEYS), keep="first").reset_index(drop=True)
+
+
+def key_text(values: pd.Series) -> pd.Series:
+    """A key column as text that reads alike from any table: numbers as ``%g`` (``1`` for
+    1 and 1.0, ``0.25``), missing values (None, NaN, "None") as ""."""
+    num = pd.to_numeric(values, errors="coerce")
+    text = values.astype(object).where(values.notna(), "").astype(str)
+    text = text.where(~text.isin(["None", "nan", "NaN"]), "")
+    return text.where(num.isna(), num.map(lambda v: f"{v:g}"))
+
+
+def matmul_ceilings(root: DataRoot) -> dict[str, float]:
+    """precision -> the root's dense matmul ceiling in TFLOP/s (its ``ceilings`` table);
+    empty for a root without one."""
+    out = {}
+    for p in ("fp32", "tf32", "fp16", "bf16", "fp8", "int8"):
+        hit = ceiling(root, f"matmul_{p}")
+        if hit is not None:
+            out[p] = hit[0]
+    return out
+
+
+def join_points(pa: pd.DataFrame, pb: pd.DataFrame, ceil_a=None, ceil_b=None) -> pd.DataFrame:
+    """The points of two :func:`points` tables joined on :data:`POINT_KEYS` (outer: a point
+    one root lacks stays, ``present`` says which holds it): ``img_per_s_a`` / ``_b``,
+    ``median_ms_*``, ``tflops_*``, ``dataset_*``, ``ratio`` (b / a img/s, NaN unless both),
+    ``pct_of_ceiling_a`` / ``_b`` (delivered TFLOP/s over that machine's own dense matmul
+    ceiling of the point's precision, %; NaN where the machine has none), ``launch_bound``
+    (the host set the pace on either machine: measured where a row says,
+    :func:`yolo_sm.analyse.hostbound.host_bound`, else eager at small batch)."""
+    keys = list(POINT_KEYS)
+    vals = [c for c in POINT_VALUES if c != "flops_per_img"]
+    pa, pb = (p.reindex(columns=[*keys, *POINT_VALUES]) for p in (pa, pb))
+    m = pa[[*keys, *vals, "flops_per_img"]].merge(
+        pb[[*keys, *vals]], on=keys, how="outer", suffixes=("_a", "_b"), indicator=True
+    )
+    m["present"] = _present(m.pop("_merge"))
+    m["ratio"] = m["img_per_s_b"] / m["img_per_s_a"]
+    for side, ceil in (("a", ceil_a or {}), ("b", ceil_b or {})):
+        peak = m["precision"].map(ceil).astype(float)
+        m[f"pct_of_ceiling_{side}"] = pd.to_numeric(m[f"tflops_{side}"]) / peak * 100
+    batch = pd.to_numeric(m["batch"], errors="coerce")
+    guess = pd.Series(launch_bound(m["backend"], batch), index=m.index).astype(bool)
+    measured = [m[f"host_bound_{x}"].astype("boolean").fillna(guess) for x in "ab"]
+    m["launch_bound"] = (measured[0] | measured[1]).astype(bool)
+    m["batch"] = batch.astype("Int64")
+    order = {BOTH: 0, ONLY_A: 1, ONLY_B: 2}
+    m = m.sort_values(
+        ["present", "family", "width", "precision", "layout", "backend", "batch"],
+        key=lambda s: s.map(order) if s.name == "present" else s,
+    )
+    return m.reset_index(drop=True)
+
+
+def compare_points(a: DataRoot, b: DataRoot) -> pd.DataFrame:
+    """:func:`join_points` of the two roots' sweeps with their own ceilings. Where both hold
+    a sweep of the same name, its points win over the other sweeps' (a repeat collection is
+    matched to the same plan step)."""
+    shared = tuple(n for n in a.find_all("sweep") if n in set(b.find_all("sweep")))
+    return join_points(points(a, shared), points(b, shared), matmul_ceilings(a), matmul_ceilings(b))
+
+
+def presence(m: pd.DataFrame) -> pd.DataFrame:
+    """Points per ``present`` value and per dataset (one row each)."""
+    ds = m["dataset_a"].fillna(m["dataset_b"])
+    out = m.assign(dataset=ds).groupby(["present", "dataset"]).size().rename("points")
+    return out.reset_index()
+
+
+def spread(m: pd.DataFrame) -> pd.DataFrame:
+    """The ratio (b / a img/s) of the points both measured, per kind: ``launch_bound`` True
+    (host-bound eager small batches) or False (GPU-bound): points, median, 10th and 90th
+    percentile, min, max, ``max_dev_pct`` (largest |ratio - 1|, %) and ``within_10pct``."""
+    both = m[m["present"] == BOTH]
+    rows = []
+    for lb, g in both.groupby("launch_bound"):
+        r = g["ratio"].astype(float)
+        rows.append(
+            {
+                "launch_bound": bool(lb),
+                "points": len(r),
+                "ratio_median": r.median(),
+                "ratio_p10": r.quantile(0.1),
+                "ratio_p90": r.quantile(0.9),
+                "ratio_min": r.min(),
+                "ratio_max": r.max(),
+                "max_dev_pct": float((r - 1).abs().max() * 100),
+                "within_10pct": int(((r - 1).abs() * 100 <= AGREE_PCT).sum()),
+            }
+        )
+    cols = [
+        "launch_bound",
+        "points",
+        "ratio_median",
+        "ratio_p10",
+        "ratio_p90",
+        "ratio_min",
+        "ratio_max",
+        "max_dev_pct",
+        "within_10pct",
+    ]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def layers(root: DataRoot) -> pd.DataFrame:
+    """Per (config, layer) time-weighted occupancy from every Nsight Compute table of ``root``
+    that attributes kernels to layers (the first table holding a config wins): ``config``,
+    ``layer``, ``layer_idx``, ``module_type``, ``time_us``, ``achieved_occupancy_tw_pct``,
+    ``theoretical_occupancy_tw_pct``, ``main_limiter``, ``dataset``."""
+    cols = [
+        "config",
+        "layer",
+        "layer_idx",
+        "module_type",
+        "time_us",
+        "achieved_occupancy_tw_pct",
+        "theoretical_occupancy_tw_pct",
+        "main_limiter",
+        "dataset",
+    ]
+    frames, seen = [], set()
+    for n in root.find_all("ncu"):
+        k = root.load(n)
+        if not {"layer", "config", *OCCUPANCY_COLUMNS} <= set(k) or k.empty:
+            continue
+        k = k[~k["config"].isin(seen)]
+        if k.empty:
+            continue
+        seen |= set(k["config"])
+        t = layer_table(k)
+        frames.append(t.assign(dataset=n)[cols[:-1] + ["dataset"]])
+    if not frames:
+        return pd.DataFrame(columns=cols)
+    return pd.concat(frames, ignore_index=True)
+
+
+def join_layers(la: pd.DataFrame, lb: pd.DataFrame) -> pd.DataFrame:
+    """Two :func:`layers` tables joined on (config, layer), outer, with ``present``;
+    ``achieved_minus_pct_points`` = b - a achieved occupancy where both measured."""
+    vals = ["time_us", "achieved_occupancy_tw_pct", "theoretical_occupancy_tw_pct"]
+    vals += ["main_limiter", "dataset"]
+    m = la.merge(
+        lb[["config", "layer", *vals]],
+        on=["config", "layer"],
+        how="outer",
+        suffixes=("_a", "_b"),
+        indicator=True,
+    )
+    m["present"] = _present(m.pop("_merge"))
+    m["achieved_minus_pct_points"] = (
+        m["achieved_occupancy_tw_pct_b"] - m["achieved_occupancy_tw_pct_a"]
+    )
+    return m.sort_values(["config", "layer_idx"]).reset_index(drop=True)
+
+
+def compare_layers(a: DataRoot, b: DataRoot) -> pd.DataFrame:
+    return join_layers(layers(a), layers(b))
+
+
+PREFIX = "compare."
+
+
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    compare.b_faster_share_pct compare.gpu_bound_within_pct
+    compare.host_bound_gpu_busy_within_pct compare.host_bound_within_pct compare.points_only_a
+    compare.same_gpu
+    """.split()
+)
+
+
+def facts(a: DataRoot, b: DataRoot, m: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The facts of two roots side by side (``m``: :func:`compare_points`, computed when
+    None). Keys (scope empty): ``compare.same_gpu`` (1 when both name the same GPU model, 0
+    when they differ, left out when one names none), ``compare.points_both`` /
+    ``points_only_a`` (NaN where ``a`` holds no point: no point of it for ``b`` to lack) /
+    ``points_only_b``, and over the points both measured:
+    ``compare.gpu_bound_max_dev_pct`` / ``host_bound_max_dev_pct`` (largest |b/a - 1| of the
+    GPU-bound / launch-bound points, %), ``compare.gpu_bound_within_pct`` /
+    ``host_bound_within_pct`` (% of those points within :data:`AGREE_PCT` of each other),
+    ``compare.b_faster_share_pct`` (% of the GPU-bound
+    points where b delivers more img/s), ``compare.host_bound_gpu_busy_within_pct`` /
+    ``host_bound_gpu_busy_max_dev_pct`` (the GPU's busy time per forward of the host-bound
+    points both measured it for: what the host cannot move)."""
+    m = compare_points(a, b) if m is None else m
+
+    def named(rows):
+        out = tuple(sorted({f"{a.name}/{d}" for d in rows["dataset_a"].dropna()}))
+        return out + tuple(sorted({f"{b.name}/{d}" for d in rows["dataset_b"].dropna()}))
+
+    ds, both = named(m), m[m["present"] == BOTH]
+    ds_both = named(both)
+    rows = []
+    ga, gb = a.machine().get("gpu_name"), b.machine().get("gpu_name")
+    if ga and gb:
+        rows.append(fact(PREFIX + "same_gpu", float(ga == gb), note=f"{ga} / {gb}"))
+    elif ga or gb:
+        rows.append(fact(PREFIX + "same_gpu", 0.0, note=f"GPU: {ga or 'none'} / {gb or 'none'}"))
+    counts = {key: int((m["present"] == key).sum()) for key in (BOTH, ONLY_A, ONLY_B)}
+    for key, val in ((BOTH, "points_both"), (ONLY_A, "points_only_a"), (ONLY_B, "points_only_b")):
+        n = counts[key]
+        if key == ONLY_A and not counts[BOTH] + n:  # a measured nothing b could lack
+            n = math.nan
+        rows.append(fact(PREFIX + val, n, "points", datasets=ds))
+    dev = (both["ratio"].astype(float) - 1).abs() * 100
+    for lb, kind in ((False, "gpu_bound"), (True, "host_bound")):
+        sel = dev[both["launch_bound"] == lb]
+        n, note = len(sel), f"{len(sel)} points"
+        top = float(sel.max()) if n else math.nan
+        within = float((sel <= AGREE_PCT).mean() * 100) if n else math.nan
+        rows.append(fact(f"{PREFIX}{kind}_max_dev_pct", top, "%", datasets=ds_both, note=note))
+        rows.append(fact(f"{PREFIX}{kind}_within_pct", within, "%", datasets=ds_both, note=note))
+    gpu = both[~both["launch_bound"].astype(bool)]
+    share = float((gpu["ratio"] > 1).mean() * 100) if len(gpu) else math.nan
+    rows.append(fact(PREFIX + "b_faster_share_pct", share, "%", datasets=ds_both))
+    busy = both[both["launch_bound"].astype(bool)]
+    busy = (pd.to_numeric(busy["gpu_busy_ms_b"]) / pd.to_numeric(busy["gpu_busy_ms_a"])).dropna()
+    if len(busy):
+        dev, note = (busy - 1).abs() * 100, f"{len(busy)} points"
+        within = float((dev <= AGREE_PCT).mean() * 100)
+        rows.append(
+            fact(PREFIX + "host_bound_gpu_busy_within_pct", within, "%", datasets=ds_both,
+                 note=note)
+        )  # fmt: skip
+        rows.append(
+            fact(PREFIX + "host_bound_gpu_busy_max_dev_pct", float(dev.max()), "%",
+                 datasets=ds_both, note=note)
+        )  # fmt: skip
+    return facts_table(rows)

@@ -1,0 +1,236 @@
+"""Re-measure random points of a shipped sweep with its own settings, and compare.
+
+Whether a shipped sweep repeats ("re-measuring five random sweep points with the same command
+lands within 10 % of the shipped figures"), as one command::
+
+    yolo-sm remeasure --dataset h200/sweep_fp16_nhwc --points 5 --seed 20261130 \\
+        --out remeasure.parquet
+
+Points are drawn among the table's ``ok`` rows with ``pandas.DataFrame.sample`` (a seed makes
+the draw reproducible on any machine, so the points can be named before the GPU is). Each is
+built and timed through the sweep's own ``run_point`` with the timing settings stored in the
+table's metadata (``budget_ms``, ``warmup_ms``; the defaults of ``yolo-sm sweep`` where a table
+has none), so only the machine, the moment and the process differ; the points run over the grid
+runner (:func:`yolo_sm.core.grid.run_grid`: one model built once for its points, the output
+written after every point, a killed run continued by the same command).
+
+Host-bound points (measured ``host_bound``, or for tables without it an eager point at batch
+<= 8 on a GPU) are not compared across hosts: the host's CPU sets their pace. Each drawn point
+that is not a CUDA graph brings its reference along, the same model's CUDA-graph replay at the
+same batch, precision, layout and size, measured in the same process; the shipped side's
+reference is the same table's row of that key (every shipped GPU sweep holds both backends).
+A host-bound point passes when its ratio to the reference moved by at most the tolerance
+(:mod:`yolo_sm.analyse.regress`, which this module uses for every verdict). The returned table
+has one row per drawn point (:func:`comparison`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from yolo_sm.analyse.hostbound import TOLERANCE, launch_bound
+from yolo_sm.analyse.regress import POINT_COLUMNS, REFERENCE_BACKEND, repeat_points
+from yolo_sm.contract import datasets
+from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.schema import KEY_COLUMNS
+from yolo_sm.core.grid import run_grid
+from yolo_sm.core.models import model_flops
+from yolo_sm.core.sweep import Point, SweepSpec, build_model, failure, run_point
+
+
+def _timing_settings(name: str) -> dict:
+    """``budget_ms`` / ``warmup_ms`` the shipped table was measured with (parquet metadata)."""
+    import pyarrow.parquet as pq
+
+    path = datasets.path(name)
+    try:
+        meta = pq.read_schema(path).metadata or {}
+        spec = json.loads(meta.get(b"yolo_sm", b"{}")).get("spec", {})
+    except Exception:  # noqa: BLE001 - unreadable metadata: the sweep's defaults
+        spec = {}
+    return {k: float(spec[k]) for k in ("budget_ms", "warmup_ms") if spec.get(k) is not None}
+
+
+def pick(df, n: int, seed: int):
+    """``n`` random ``ok`` rows of a sweep table (reproducible for a seed), in model order."""
+
+    ok = df[df.status == "ok"]
+    if n < 1:
+        raise UserError("--points must be at least 1")
+    if n > len(ok):
+        raise UserError(f"asked for {n} points, the table has {len(ok)} measured (ok) points")
+    return ok.sample(n, random_state=seed).sort_values(list(KEY_COLUMNS[:5]), kind="stable")
+
+
+def _point(r, device: str | None) -> Point:
+    key = {c: r[c] for c in KEY_COLUMNS}
+    key["scale"] = key["scale"] if isinstance(key["scale"], str) else ""
+    if device:
+        key["device"] = device
+    model = r.get("model")  # the model spec of a row measured by spec (absent in older tables)
+    return Point(**key, model=model if isinstance(model, str) else "")
+
+
+def reference_key(r) -> tuple | None:
+    """The key of a sweep row's same-process reference: the same model's CUDA-graph replay at
+    the same batch, precision, layout and size (None for a CUDA-graph row itself)."""
+    if r["backend"] == REFERENCE_BACKEND:
+        return None
+    key = dict(zip(KEY_COLUMNS, (r[c] for c in KEY_COLUMNS), strict=True))
+    key.update(backend=REFERENCE_BACKEND, compile_mode="default")
+    return tuple(key[c] for c in KEY_COLUMNS)
+
+
+def remeasure(
+    name: str,
+    n: int = 5,
+    seed: int = 0,
+    device: str | None = None,
+    out: str | Path | None = None,
+    progress: bool = True,
+    tolerance: float = TOLERANCE,
+):
+    """Re-measure ``n`` random points of sweep dataset ``name``; returns the comparison table,
+    one row per point (see the module docstring). ``out`` holds the re-measured rows in the
+    sweep's own format (``role``: point or reference), written atomically after every point; a
+    rerun into the same ``out`` measures only the rows it lacks, and ``yolo-sm check`` reads it
+    as a candidate. ``device`` overrides the points' device (e.g. ``cpu`` for a dry run; the
+    ratios then compare different machines)."""
+    import pandas as pd
+
+    entry = datasets.info(name)
+    if entry.get("kind") != "sweep":
+        raise UserError(f"{name} is a {entry.get('kind')} dataset; remeasure takes a sweep")
+    old = datasets.load(name)
+    points = pick(old, n, seed)
+    timing = _timing_settings(name)
+    ok = old[old.status == "ok"]
+    by_key = {tuple(r[c] for c in KEY_COLUMNS): r for _, r in ok.iterrows()}
+    units, seen = [], set()
+    graphs = str(device or "cuda").startswith("cuda")  # a CPU dry run has no CUDA graphs
+    for _, r in points.iterrows():
+        for role, key in (
+            ("point", tuple(r[c] for c in KEY_COLUMNS)),
+            ("reference", reference_key(r)),
+        ):
+            if key is None or key not in by_key or (role == "reference" and not graphs):
+                continue
+            p = _point(by_key[key], device)
+            if p.key() not in seen:  # a drawn point may be another's reference
+                seen.add(p.key())
+                units.append((p, role))
+
+    def open_model(unit):
+        try:
+            return build_model(unit[0])
+        except Exception as e:  # noqa: BLE001 - a point that cannot be built is a row
+            return e
+
+    def measure(unit, model) -> list[dict]:
+        p, role = unit
+        if isinstance(model, BaseException):
+            new = {**{c: getattr(p, c) for c in KEY_COLUMNS}, **failure(model)}
+        else:
+            spec = SweepSpec(device=p.device, **timing)
+            new = run_point(model, p, spec, model_flops(model, p.imgsz))
+        return [{**new, "role": role, "budget_ms": timing.get("budget_ms", SweepSpec.budget_ms)}]
+
+    # points and references of one model run together: the same process, minutes apart
+    new = run_grid(
+        units,
+        measure,
+        key=lambda unit: unit[0].key(),
+        row_key=lambda row: tuple(row[c] for c in KEY_COLUMNS),
+        group=lambda unit: unit[0].model_key(),
+        open_group=open_model,
+        out=out,
+        columns=KEY_COLUMNS,
+        kind="remeasure",
+        metadata={"dataset": name, "points": n, "seed": seed},
+        describe=lambda unit: (
+            f"{unit[0].family} w{unit[0].width:g} {unit[0].backend} b{unit[0].batch}"
+        ),
+        progress=progress,
+        device=units[0][0].device if units else None,
+    )
+    shipped = points.copy()
+    if device:
+        shipped["device"] = device
+        ok = ok.assign(device=device)
+    return comparison(ok, shipped, pd.DataFrame(new), tolerance)
+
+
+def comparison(shipped_all, drawn, new, tolerance: float = TOLERANCE):
+    """One row per drawn point: its key, ``shipped_img_per_s``, ``new_img_per_s``, ``ratio``
+    (new / shipped img/s), ``host_bound``, ``basis`` (of the throughput row, see
+    :mod:`yolo_sm.analyse.regress`), ``shipped_ref_img_per_s`` / ``new_ref_img_per_s`` (the
+    references' img/s for a same-process row), ``same_process_ratio`` (a host-bound point's
+    reported change over its reference), ``rule_metrics`` (what decides the point: img/s, the
+    GPU busy time and launches per forward where both tables carry them; a host-bound point's
+    img/s is reported, not gated), ``rule_ratio`` (the deciding change farthest from 1),
+    ``within_10pct`` (every deciding change within the tolerance; False for a point that
+    failed, None where nothing decides: a host-bound point of a table without the host
+    columns), ``launch_bound`` (the old heuristic), ``status``, ``message``, both dates and
+    ``new_gpu_name``. The comparison is :func:`yolo_sm.analyse.regress.compare` over the
+    shipped table (its references) and the re-measured rows."""
+    import pandas as pd
+
+    keys = list(KEY_COLUMNS)
+    status = new.reindex(columns=[*keys, "status", "message", "prov_date_utc", "prov_gpu_name"])
+    measured = new[new["status"] == "ok"] if "status" in new else new.iloc[0:0]
+    if len(measured):
+        pts = repeat_points(shipped_all, measured, tolerance=tolerance)
+    else:
+        pts = pd.DataFrame(columns=[*keys, *POINT_COLUMNS])
+    out = drawn[keys].merge(pts, on=keys, how="left").merge(status, on=keys, how="left")
+    ratio = out["img_per_s_candidate"] / out["img_per_s_baseline"]
+    same = out["img_per_s_change"].where(out["img_per_s_basis"] != "absolute")
+    return pd.DataFrame(
+        {
+            **{k: out[k] for k in keys},
+            "shipped_img_per_s": drawn["img_per_s"].to_numpy(),
+            "new_img_per_s": out["img_per_s_candidate"],
+            "ratio": ratio,
+            "host_bound": out["host_bound"].astype("boolean"),
+            "basis": out["img_per_s_basis"],
+            "shipped_ref_img_per_s": out["img_per_s_baseline_ref"],
+            "new_ref_img_per_s": out["img_per_s_candidate_ref"],
+            "same_process_ratio": same,
+            "rule_metrics": out["gated_metrics"].fillna(""),
+            "rule_ratio": out["gate_change"],
+            # a point that failed to run did not land within; undecided: None
+            "within_10pct": out["within"].where(out["status"].eq("ok"), False),
+            "launch_bound": launch_bound(out["backend"], out["batch"]).astype(bool),
+            "status": out["status"].fillna("error"),
+            "message": out["message"].fillna(""),
+            "shipped_date_utc": drawn["prov_date_utc"].to_numpy()
+            if "prov_date_utc" in drawn
+            else None,
+            "new_date_utc": out["prov_date_utc"],
+            "new_gpu_name": out["prov_gpu_name"],
+        }
+    )
+
+
+def summary(df) -> str:
+    """One line: how many points landed within the tolerance, on what decided each."""
+    decided = df[df.within_10pct.notna()]
+    rule = decided["rule_ratio"] if "rule_ratio" in decided else decided["ratio"]
+    what = decided["rule_metrics"] if "rule_metrics" in decided else ["img_per_s"] * len(decided)
+    ratios = ", ".join(
+        f"{x:.3f}{'' if str(m).startswith('img_per_s') else '*'}"
+        for x, m in zip(rule, what, strict=True)
+    )
+    undecided = len(df) - len(decided)
+    tail = (
+        f"; {undecided} host-bound not decided (the shipped table lacks GPU busy time and "
+        "launches per forward)"
+        if undecided
+        else ""
+    )
+    return (
+        f"{int(decided.within_10pct.astype(bool).sum())} of {len(df)} points within 10 % "
+        f"(new / shipped img/s; * host-bound: GPU busy time and launches per forward, its "
+        f"img/s reported only: {ratios or 'none measured'}){tail}"
+    )

@@ -1,0 +1,121 @@
+"""Findings of notebook 12 (two machines side by side): rules over the pair facts of
+:func:`yolo_sm.topics.compare.analyse.facts`, and every root's own verdicts next to each other."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.report.rules import Rule, check_unique, evaluate
+from yolo_sm.topics.compare import analyse as compare
+from yolo_sm.topics.compare.analyse import AGREE_PCT, PREFIX
+
+GROUP = "12_two_machines"
+#: two collections agree when this share of their shared points (%) is within AGREE_PCT
+AGREE_SHARE_PCT = 95.0
+
+RULES: tuple[Rule, ...] = check_unique(
+    [
+        Rule(
+            id="compare_same_gpu",
+            statement="Both roots were measured on the same GPU model",
+            fact=PREFIX + "same_gpu",
+            op=">=",
+            threshold=1.0,
+            group=GROUP,
+        ),
+        Rule(
+            id="compare_gpu_bound_agree",
+            statement=f"The two collections agree within {AGREE_PCT:g} % on the GPU-bound "
+            f"points both measured (at least {AGREE_SHARE_PCT:g} % of them)",
+            fact=PREFIX + "gpu_bound_within_pct",
+            op=">=",
+            threshold=AGREE_SHARE_PCT,
+            partly=75.0,
+            unit="%",
+            group=GROUP,
+        ),
+        Rule(
+            id="compare_host_bound_agree",
+            statement=f"They agree within {AGREE_PCT:g} % on the host-bound points too (eager "
+            f"at small batch, paced by the host's kernel launches; at least "
+            f"{AGREE_SHARE_PCT:g} % of them)",
+            fact=PREFIX + "host_bound_within_pct",
+            op=">=",
+            threshold=AGREE_SHARE_PCT,
+            partly=75.0,
+            unit="%",
+            group=GROUP,
+        ),
+        Rule(
+            id="compare_host_bound_gpu_work_agree",
+            statement=f"On those host-bound points the GPU's busy time per forward, which no "
+            f"host changes, agrees within {AGREE_PCT:g} % (at least {AGREE_SHARE_PCT:g} % of "
+            "the points both measured it for)",
+            fact=PREFIX + "host_bound_gpu_busy_within_pct",
+            op=">=",
+            threshold=AGREE_SHARE_PCT,
+            partly=75.0,
+            unit="%",
+            group=GROUP,
+        ),
+        Rule(
+            id="compare_b_faster",
+            statement="Machine b delivers more img/s than machine a at every GPU-bound point "
+            "both measured",
+            fact=PREFIX + "b_faster_share_pct",
+            op=">=",
+            threshold=100.0,
+            partly=50.0,
+            unit="%",
+            group=GROUP,
+        ),
+        Rule(
+            id="compare_same_points",
+            statement="Machine b measured every point machine a measured",
+            fact=PREFIX + "points_only_a",
+            op="<=",
+            threshold=0.0,
+            unit="points",
+            group=GROUP,
+        ),
+    ]
+)
+
+
+def verdicts(a: DataRoot, b: DataRoot, points: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The verdict table of :data:`RULES` for ``a`` against ``b`` (``points``:
+    :func:`yolo_sm.topics.compare.analyse.compare_points`, computed when None); each row's
+    ``datasets`` names the sweeps of both roots the points come from."""
+    f = compare.facts(a, b, points)
+    out = evaluate(RULES, f, "")
+    ds = {k: ", ".join(d) for k, d in zip(f.key, f.datasets, strict=True)}
+    out["datasets"] = [ds.get(r.fact, "") for r in RULES]
+    return out
+
+
+def side_by_side(va: pd.DataFrame, vb: pd.DataFrame, a: str = "a", b: str = "b") -> pd.DataFrame:
+    """Two verdict tables (:func:`yolo_sm.report.catalog.verdict_table` of each root) joined on
+    the rule: ``statement``, ``measured a (<a>)``, ``verdict a (<a>)``, ``measured b (<b>)``,
+    ``verdict b (<b>)``, ``unit``, ``agree`` (same verdict); a rule one table lacks reads
+    "absent" on that side, and rules not tested on either root are left out (``dropped`` in
+    ``attrs`` counts them)."""
+    cols = ["id", "statement", "unit", "measured", "verdict"]
+    m = va[cols].merge(
+        vb[["id", "measured", "verdict"]], on="id", how="outer", suffixes=("_a", "_b")
+    )
+    m["statement"] = m["statement"].fillna(m["id"])
+    for side in ("a", "b"):
+        m[f"verdict_{side}"] = m[f"verdict_{side}"].fillna("absent")
+    untested = ("not tested", "absent")
+    idle = m["verdict_a"].isin(untested) & m["verdict_b"].isin(untested)
+    out = m[~idle].assign(agree=m["verdict_a"] == m["verdict_b"])
+    names = {
+        f"{c}_{s}": f"{c} {s} ({n})"
+        for c in ("measured", "verdict")
+        for s, n in (("a", a), ("b", b))
+    }
+    order = ["statement", "measured_a", "verdict_a", "measured_b", "verdict_b", "unit", "agree"]
+    out = out.set_index("id")[order].rename(columns=names)
+    out.attrs["dropped"] = int(idle.sum())
+    return out

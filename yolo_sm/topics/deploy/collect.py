@@ -1,0 +1,406 @@
+"""Cold and warm torch.compile builds: how much of a compile the disk cache saves.
+
+Per (model width, compile mode), two builds of the same model and shape, each in its own fresh
+Python process, against one new, empty inductor cache folder (``TORCHINDUCTOR_CACHE_DIR``, Triton's
+kernels under it): the first finds the folder empty (``cache`` cold), the second can reuse the
+first's work only through what it wrote there (``cache`` warm). Each process builds the engine
+(:func:`yolo_sm.core.engines.build_engine`, backend compile), records its ``compile_s`` and
+what the build found in the cache (``compile_cache``, from inductor's hit and miss counters:
+:mod:`yolo_sm.core.engines.compile_cache`), then times the engine
+(:func:`yolo_sm.core.timing.measure_engine`). One row per build. A (width, mode) pair is the
+unit of the grid runner (:func:`yolo_sm.core.grid.run_grid`): the table is written after
+each, and a rerun measures only the units it lacks.
+
+Run as ``python -m yolo_sm.topics.deploy.collect ARGS_JSON RESULT_JSON``, the child process of
+:func:`run_cache_builds`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from yolo_sm.contract import values
+from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.scrub import user_command
+from yolo_sm.core.engines import EngineConfig, build_engine
+from yolo_sm.core.grid import (
+    Pace,
+    free_memory,
+    longest_by_width,
+    pending,
+    run_grid,
+    table_rows,
+    width_scaled,
+)
+from yolo_sm.core.models import build_yolo
+from yolo_sm.core.stopwatch import phase
+from yolo_sm.core.sweep import failure
+from yolo_sm.core.timing import measure_engine
+
+#: the build of each planned state, in order: the first fills the empty folder
+RUNS = ("cold", "warm")
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    """What a compile-cache step builds: per width, its compile modes (a (width, mode) pair is
+    one unit, built cold then warm); every other field is shared by all builds.
+
+    ``modes`` are built at every width of ``widths`` that ``width_modes`` (pairs of a width and
+    its own modes) does not name; a plan gives either ``widths`` and a list of ``modes``, or
+    ``modes`` as a mapping from width to its modes (:meth:`from_mapping`), so that the slow
+    modes can be built at one width and only the fastest engine's at the others."""
+
+    family: str = "yolov8"
+    widths: tuple[float, ...] = (0.5,)
+    batch: int = 64
+    modes: tuple[str, ...] = ("default",)
+    width_modes: tuple[tuple[float, tuple[str, ...]], ...] = ()
+    precision: str = "fp16"
+    layout: str = "nhwc"
+    imgsz: int = 640
+    device: str = "cuda"
+    warmup_ms: float = 50.0
+    budget_ms: float = 300.0
+    timeout_s: float = 600.0  # one build process
+    # seconds of a (width, mode) unit of these modes before the table holds one of the mode
+    # (max-autotune's cold build autotunes for minutes, far longer than the other modes' units)
+    mode_est_s: tuple[tuple[str, float], ...] = ()
+
+    def units(self) -> list[tuple[float, str]]:
+        """The (width, compile mode) pairs, in build order: per width in ``widths`` order, its
+        modes in their order."""
+        own = dict(self.width_modes)
+        widths = list(self.widths) + [w for w in own if w not in self.widths]
+        return [(float(w), m) for w in widths for m in own.get(w, self.modes)]
+
+    @classmethod
+    def from_mapping(cls, data: dict) -> CacheSpec:
+        """From a plan step's params (checked by yolo_sm.contract.plans); None: the default."""
+        known = {f.name for f in fields(cls)} - {"width_modes"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise UserError(f"unknown compile-cache key(s) {', '.join(unknown)}")
+        kw = {k: v for k, v in data.items() if v is not None}
+        if isinstance(kw.get("modes"), dict):
+            if "widths" in kw:
+                raise UserError(
+                    "compile-cache modes given per width name their widths: leave widths out"
+                )
+            per = [
+                (float(w), _modes_of(m, f"compile modes at width {float(w):g}"))
+                for w, m in kw.pop("modes").items()
+            ]
+            kw.update(widths=tuple(w for w, _ in per), modes=(), width_modes=tuple(per))
+        elif "modes" in kw:
+            kw["modes"] = _modes_of(kw["modes"])
+        if "widths" in kw:
+            kw["widths"] = tuple(float(w) for w in values.items(kw["widths"], "widths"))
+        for k in ("precision", "layout", "batch", "imgsz"):  # one value (a plan may list it)
+            if isinstance(kw.get(k), (list, tuple)) and len(kw[k]) == 1:
+                kw[k] = kw[k][0]
+        for k in ("warmup_ms", "budget_ms", "timeout_s"):
+            if k in kw:
+                kw[k] = float(kw[k])
+        if isinstance(kw.get("mode_est_s"), dict):
+            kw["mode_est_s"] = tuple(
+                (values.compile_mode(m, "mode_est_s"), float(v))
+                for m, v in kw["mode_est_s"].items()
+            )
+        for k in ("batch", "imgsz"):
+            if k in kw:
+                kw[k] = int(kw[k])
+        spec = cls(**kw)
+        for _, m in spec.units():  # no width is without modes: _modes_of needs one
+            values.compile_mode(m, "compile modes")
+        return spec
+
+
+def _modes_of(modes, what: str = "compile modes") -> tuple[str, ...]:
+    """Compile modes as the plan check reads them: a list, one mode or a comma string."""
+    return tuple(values.items(modes, what))
+
+
+def child_env(cache_dir: str, environ=None) -> dict:
+    """The environment of a build process: this one's, with inductor's and Triton's caches in
+    ``cache_dir`` and this package importable."""
+    env = dict(os.environ if environ is None else environ)
+    env["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
+    env["TRITON_CACHE_DIR"] = str(Path(cache_dir) / "triton")
+    pkg_root = str(Path(__file__).resolve().parents[3])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def run_child(args: dict, env: dict, timeout_s: float) -> dict:
+    """One build in a fresh ``python -m yolo_sm.topics.deploy.collect`` process: its result
+    row, or an error row with the process's last output line."""
+    with tempfile.TemporaryDirectory(prefix="yolo_sm-build-") as tmp:
+        result = Path(tmp) / "row.json"
+        cmd = [sys.executable, "-m", "yolo_sm.topics.deploy.collect", json.dumps(args), str(result)]
+        try:
+            done = subprocess.run(cmd, env=env, timeout=timeout_s, capture_output=True, text=True)
+        except subprocess.TimeoutExpired:
+            return {"status": "error", "message": f"the build process ran past {timeout_s:g} s"}
+        if result.exists():
+            return json.loads(result.read_text())
+        tail = (done.stderr or done.stdout or "").strip().splitlines()
+        why = tail[-1][:500] if tail else f"exit status {done.returncode}"
+        return {"status": "error", "message": f"the build process failed: {why}"}
+
+
+def _complete(spec: CacheSpec):
+    """Whether a unit's rows in the table are both of its builds with ``spec``'s model, shape
+    and precision: rows of another spec (the plan edited) are measured again."""
+
+    def complete(unit, rows) -> bool:
+        head = _head(spec, *unit)
+        same = [r for r in rows if all(r.get(k) == v for k, v in head.items())]
+        return set(RUNS) <= {r.get("cache") for r in same}
+
+    return complete
+
+
+def missing_units(spec: CacheSpec, out: str | os.PathLike) -> list[tuple[float, str]]:
+    """The (width, compile mode) units of ``spec`` whose cold and warm builds the table ``out``
+    does not hold (all when it is absent): what a run of the step measures."""
+    return _held(spec, out)[1]
+
+
+def _held(spec: CacheSpec, out) -> tuple[list[dict], list[tuple[float, str]]]:
+    """The table's rows (with the columns the estimates read) and the units it lacks."""
+    rows = table_rows(Path(out), ("width", "compile_mode", "cache"), "compile_cache")
+    return rows, pending(spec.units(), rows, _key, _row_key, _complete(spec))
+
+
+def missing_seconds(spec: CacheSpec, out: str | os.PathLike) -> tuple[float | None, list[str]]:
+    """Seconds the units the table ``out`` lacks will take by :func:`unit_estimate` from the
+    units it holds (``collect --status``; None where a unit has nothing to go by), and the
+    modes whose units went by the plan's ``mode_est_s`` (the table holds no unit of them)."""
+    rows, todo = _held(spec, out)
+    pace = Pace(rows=rows)
+    estimates = [_estimate(spec, u, pace) for u in todo]
+    if any(est is None for est, _ in estimates):
+        return None, []
+    planned = sorted({m for (_, m), (_, by_plan) in zip(todo, estimates, strict=True) if by_plan})
+    return sum(est for est, _ in estimates), planned
+
+
+def with_unit_seconds(rows: list[dict]) -> list[dict]:
+    """``rows`` with ``unit_s`` where a row lacks it (a table written before the column): the
+    ``process_s`` of its unit's builds summed, the wall time of the unit's processes."""
+    summed: dict[tuple[float, str], float] = {}
+    for r in rows:
+        took = r.get("process_s")
+        if took is not None and math.isfinite(took):
+            summed[_row_key(r)] = summed.get(_row_key(r), 0.0) + float(took)
+    out = []
+    for r in rows:
+        took = r.get("unit_s")
+        if (took is None or not math.isfinite(took)) and _row_key(r) in summed:
+            r = {**r, "unit_s": summed[_row_key(r)]}
+        out.append(r)
+    return out
+
+
+def _same_shape(spec: CacheSpec, mode: str | None = None):
+    """Rows built with ``spec``'s batch, size and precision (and compile mode ``mode``)."""
+    head = {k: v for k, v in _head(spec, 0.0, "").items() if k not in ("width", "compile_mode")}
+
+    def keep(r: dict) -> bool:
+        same = all(r.get(k, v) == v for k, v in head.items())
+        return same and (mode is None or r.get("compile_mode") == mode)
+
+    return keep
+
+
+def unit_estimate(spec: CacheSpec, unit: tuple[float, str], pace: Pace) -> float | None:
+    """Seconds the (width, mode) ``unit`` will take: the longest unit of the same mode per
+    width that the table holds (this run's and earlier runs'), scaled to the unit's width by
+    :func:`yolo_sm.core.grid.width_scaled`; where the mode has none, the plan's
+    ``mode_est_s`` for it, else the longest of any mode; None where the table holds no unit of
+    ``spec``'s shape and the plan gives no estimate for the mode."""
+    return _estimate(spec, unit, pace)[0]
+
+
+def _estimate(spec: CacheSpec, unit: tuple[float, str], pace: Pace) -> tuple[float | None, bool]:
+    """:func:`unit_estimate`, and whether it is the plan's ``mode_est_s``."""
+    width, mode = unit
+    rows = with_unit_seconds(pace.rows)
+    est = width_scaled(longest_by_width(rows, _same_shape(spec, mode)), width)
+    if est is None and mode in dict(spec.mode_est_s):
+        return dict(spec.mode_est_s)[mode], True
+    if est is None:
+        est = width_scaled(longest_by_width(rows, _same_shape(spec)), width)
+    return est, False
+
+
+def _key(unit: tuple[float, str]) -> tuple[float, str]:
+    return float(unit[0]), str(unit[1])
+
+
+def _row_key(row: dict) -> tuple[float, str]:
+    return float(row["width"]), str(row["compile_mode"])
+
+
+def run_cache_builds(
+    spec: CacheSpec,
+    out: str | os.PathLike,
+    runner=None,
+    progress=True,
+    deadline: float | None = None,
+    est_unit_s: float | None = None,
+    clock=None,
+):
+    """Per (width, mode) unit of ``spec`` that ``out`` does not hold yet
+    (:func:`missing_units`), a cold and a warm build in fresh processes against a new cache
+    folder; the table is written (atomically) after each unit, with the seconds the unit took
+    on its rows (``unit_s``), so a run stopped part-way keeps the units it finished and a rerun
+    measures the rest. Returns the whole table. ``runner(args, env, timeout_s)``: how one build
+    process runs (:func:`run_child`); ``deadline`` (a ``clock()`` value, ``time.monotonic`` by
+    default): no unit starts that would end past it by :func:`unit_estimate` (where that has
+    nothing to go by: ``est_unit_s``, else both builds at their ``timeout_s``)."""
+    runner = runner or run_child
+    command = user_command(sys.argv) if sys.argv and sys.argv[0] else None
+
+    def measure(unit, _state) -> list[dict]:
+        width, mode = unit
+        rows = []
+        with tempfile.TemporaryDirectory(prefix="yolo_sm-inductor-") as cache_dir:
+            for run, planned in enumerate(RUNS, 1):
+                if progress:
+                    print(
+                        f"compile cache: width {width:g}, {mode}, {planned} build",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                args = {**_build_args(spec), "width": width, "compile_mode": mode}
+                t0 = time.perf_counter()
+                row = runner(args, child_env(cache_dir), spec.timeout_s)
+                process_s = time.perf_counter() - t0
+                if "prov_command" in row:  # the command that asked for the build, not the child's
+                    row["prov_command"] = command
+                rows.append(
+                    {**_head(spec, width, mode), "run": run, "cache": planned, **row,
+                     "process_s": process_s}
+                )  # fmt: skip
+        return rows
+
+    def estimate(unit, pace: Pace) -> float:
+        est = unit_estimate(spec, unit, pace)
+        return est if est is not None else est_unit_s or len(RUNS) * spec.timeout_s
+
+    return run_grid(
+        spec.units(),
+        measure,
+        key=_key,
+        row_key=_row_key,
+        group=_key,  # each unit its own group: the deadline is checked before each
+        complete=_complete(spec),
+        out=Path(out),
+        columns=("width", "compile_mode", "cache"),
+        kind="compile_cache",
+        metadata={"spec": asdict(spec), "argv": sys.argv},
+        deadline=deadline,
+        estimate=estimate,
+        clock=clock,
+        seconds_column="unit_s",
+        describe=lambda unit: f"width {unit[0]:g}, mode {unit[1]}",
+        progress=progress,
+        device=spec.device,
+    )
+
+
+def _build_args(spec: CacheSpec) -> dict:
+    """What every build process of ``spec`` is given (a unit adds its width and mode)."""
+    args = asdict(spec)
+    for k in ("widths", "modes", "width_modes"):
+        args.pop(k)
+    return args
+
+
+def _head(spec: CacheSpec, width: float, mode: str) -> dict:
+    return {
+        "family": spec.family,
+        "width": float(width),
+        "batch": int(spec.batch),
+        "imgsz": int(spec.imgsz),
+        "precision": spec.precision,
+        "layout": spec.layout,
+        "device": spec.device,
+        "compile_mode": mode,
+    }
+
+
+def build_and_time(args: dict) -> dict:
+    """In the build process: the model, its compiled engine (timed as ``build_s``, with the
+    engine's ``compile_s`` and cache columns) and its timed calls; a failure is an error row."""
+    engine = None
+    try:
+        model = build_yolo(args["family"], float(args["width"]))
+        config = EngineConfig(
+            backend="compile",
+            precision=args["precision"],
+            layout=args["layout"],
+            batch=int(args["batch"]),
+            imgsz=int(args["imgsz"]),
+            device=args["device"],
+            compile_mode=args["compile_mode"],
+        )
+        with phase("build") as build:
+            engine = build_engine(model, config)
+        m = measure_engine(engine, warmup_ms=args["warmup_ms"], budget_ms=args["budget_ms"])
+        info = engine.info
+        row = {
+            "status": "ok",
+            "message": "",
+            "build_s": build.seconds,
+            "compile_s": info.get("compile_s"),
+            "compile_cache": info.get("compile_cache"),
+            "fx_cache_hits": info.get("fx_cache_hits"),
+            "fx_cache_misses": info.get("fx_cache_misses"),
+            "cache_files_before": info.get("cache_files_before"),
+            "cache_files_after": info.get("cache_files_after"),
+            "autotuned_ops": info.get("autotuned_ops"),
+            "autotune_reads": info.get("autotune_reads"),
+            "graphs_compiled": info.get("graphs_compiled"),
+            "rel_err": engine.rel_err,
+            "median_ms": m.median_ms,
+            "iqr_ms": m.iqr_ms,
+            "img_per_s": m.img_per_s,
+            "n_samples": m.n,
+            "warmup_s": m.warmup_s,
+            "timed_s": m.timed_s,
+        }
+        row.update({f"prov_{k}": v for k, v in m.provenance.items() if not isinstance(v, dict)})
+    except Exception as e:  # noqa: BLE001 - every failure is a row
+        row = failure(e)
+    finally:
+        if engine is not None:
+            engine.close()
+        free_memory(collect=False)
+    return row
+
+
+def plain_value(v):
+    """A numpy or torch scalar as its Python number; anything else as text."""
+    return v.item() if hasattr(v, "item") else str(v)
+
+
+def main(argv: list[str]) -> int:
+    args, result = json.loads(argv[0]), Path(argv[1])
+    row = build_and_time(args)
+    result.write_text(json.dumps(row, default=plain_value))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

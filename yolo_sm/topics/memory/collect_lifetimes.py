@@ -1,0 +1,483 @@
+"""Activation lifetimes of one forward, recorded op by op.
+
+A :class:`torch.utils._python_dispatch.TorchDispatchMode` sees every ATen op of the forward:
+its input tensors and the tensors it returns. Each returned tensor whose storage is new (not a
+view of, or an in-place result on, one of the op's inputs) is an *activation*: it is created at
+that op's step, its *last use* is the last op that reads its storage (through any view), and
+its *release* is the step after which its storage was really freed (a weak reference on every
+tensor that shares the storage: the storage is gone when the last one is). Last use is what a
+planner that frees every tensor right after its last reader would do; release is what eager
+PyTorch did, Python references included (ultralytics' ``DetectionModel`` keeps the outputs its
+``save`` list names in a list until the forward returns).
+
+Forward hooks on the layers (the ``model.N`` of a YOLO model, each bottleneck block of the
+ResNet detector) say which layer each op ran in, so the same records give one row per layer:
+the layer's output bytes, the layer after which its last consumer ran (a skip to the neck's
+``Concat`` ends many layers later) and what was live after each layer. On a GPU the hooks also
+read the caching allocator after every layer (``torch.cuda.memory_allocated`` and the peak
+within the layer), the recorder reads it around every op (the bytes an op allocated and freed
+again before returning: cuDNN workspaces, internal temporaries: ``transient_bytes`` of the
+activation it created), and one untraced forward gives ``torch.cuda.max_memory_allocated``.
+
+Weights and the input are not activations: they exist before the forward (``weight_bytes``,
+``input_bytes`` of the model row). Allocations below the op level (cuDNN workspaces, an op's
+internal temporaries) are invisible to the recorder and seen only in the measured peak.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from yolo_sm.contract.errors import UserError
+from yolo_sm.core.engines import EngineConfig, build_engine
+from yolo_sm.core.models import ResNetDetector, build_yolo, layers, resnet_backbone
+
+#: The models of the memory notebook's lifetime section: YOLOv8 (depth 0.33) at four widths and
+#: the ResNet-101 detector.
+DEFAULT_LIFETIME_MODELS: tuple[dict, ...] = (
+    {"model": "yolov8", "widths": [0.25, 0.5, 1.0, 2.0]},
+    {"model": "resnet101"},
+)
+
+#: Column order of the table (the schema's ``memory_lifetimes`` kind describes each).
+COLUMNS = (
+    "model",
+    "family",
+    "width",
+    "batch",
+    "imgsz",
+    "precision",
+    "layout",
+    "device",
+    "level",
+    "index",
+    "layer",
+    "layer_index",
+    "module_type",
+    "stage",
+    "from_layers",
+    "out_bytes",
+    "created_at_step",
+    "freed_after_step",
+    "held_until_step",
+    "lifetime_steps",
+    "last_use_layer",
+    "transient_bytes",
+    "live_bytes_after",
+    "held_bytes_after",
+    "measured_allocated_bytes",
+    "measured_peak_bytes",
+    "weight_bytes",
+    "input_bytes",
+    "resident_bytes",
+    "steps",
+)
+
+
+@dataclass(frozen=True)
+class MemoryLayer:
+    """One layer the recorder attributes ops to: its position in forward order, its name, type,
+    stage, the layers it reads (``from_layers``: YOLO's ``f``, -1 the previous) and module."""
+
+    position: int
+    name: str
+    module_type: str
+    stage: str
+    from_layers: str
+    module: torch.nn.Module
+
+
+def memory_layers(model: torch.nn.Module) -> list[MemoryLayer]:
+    """The layers of ``model`` in forward order (:func:`yolo_sm.core.models.layers`), with
+    the ResNet detector's stages split into their residual blocks (``layer3.7``), so that a
+    row is one block with its skip connection inside."""
+    out: list[MemoryLayer] = []
+    resnet = isinstance(model, ResNetDetector)
+    for ref in layers(model):
+        f = getattr(ref.module, "f", -1)
+        src = ",".join(map(str, f)) if isinstance(f, (list, tuple)) else str(f)
+        if resnet and ref.name.startswith("layer"):
+            for j, block in enumerate(ref.module):
+                out.append(
+                    MemoryLayer(
+                        len(out), f"{ref.name}.{j}", type(block).__name__, ref.stage, "-1", block
+                    )
+                )
+            continue
+        out.append(MemoryLayer(len(out), ref.name, ref.module_type, ref.stage, src, ref.module))
+    return out
+
+
+@dataclass
+class _Activation:
+    index: int
+    nbytes: int
+    op: str
+    layer: int
+    created: int
+    last_use: int
+    last_use_layer: int
+    released: int | None = None
+    refs: int = 0
+    transient: float = math.nan
+
+
+def _key(t: torch.Tensor) -> int:
+    try:
+        return int(t.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):  # a tensor without storage (meta, sparse)
+        return 0
+
+
+class _Recorder(TorchDispatchMode):
+    """Records every activation of the ops dispatched while it is active (module docstring)."""
+
+    def __init__(self, cuda: bool):
+        super().__init__()
+        self.cuda = cuda
+        self.step = -1
+        self.layer = -1
+        self.acts: list[_Activation] = []
+        self.by_key: dict[int, _Activation] = {}
+        self.op_layer: list[int] = []
+        self.refs: list[weakref.ref] = []  # kept so that their callbacks fire
+        self.layer_out: dict[int, list[_Activation]] = {}
+        self.layer_mem: dict[int, tuple[float, float]] = {}
+        self.base = 0
+        self.layer_peak = 0.0
+        self.op_transient: list[float] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        self.step += 1
+        step = self.step
+        self.op_layer.append(self.layer)
+        in_keys = set()
+        for t in tree_leaves((args, kwargs)):
+            if isinstance(t, torch.Tensor):
+                k = _key(t)
+                in_keys.add(k)
+                act = self.by_key.get(k)
+                if act is not None and act.released is None:
+                    act.last_use, act.last_use_layer = step, self.layer
+        if self.cuda:  # the op's own peak: allocated and freed inside it
+            torch.cuda.reset_peak_memory_stats()
+        out = func(*args, **kwargs)
+        transient = math.nan
+        if self.cuda:
+            peak = torch.cuda.max_memory_allocated()
+            self.layer_peak = max(self.layer_peak, float(peak))
+            transient = float(peak - torch.cuda.memory_allocated())
+        self.op_transient.append(transient)
+        for t in tree_leaves(out):
+            if not isinstance(t, torch.Tensor):
+                continue
+            k = _key(t)
+            if not k:
+                continue
+            act = self.by_key.get(k)
+            if k in in_keys:  # a view or an in-place result: extends an activation's life
+                if act is None or act.released is not None:
+                    continue  # a view of a weight or of the input
+            else:
+                nbytes = int(t.untyped_storage().nbytes())
+                name = str(getattr(func, "__name__", func)).split(".")[0]
+                act = _Activation(len(self.acts), nbytes, name, self.layer, step, step, self.layer)
+                act.transient = transient
+                self.acts.append(act)
+                self.by_key[k] = act
+            self._track(t, act)
+        return out
+
+    def _track(self, t: torch.Tensor, act: _Activation) -> None:
+        act.refs += 1
+        owner = weakref.ref(self)
+
+        def gone(_ref, act=act, rec=owner):
+            act.refs -= 1
+            r = rec()
+            if act.refs == 0 and act.released is None and r is not None:
+                act.released = r.step
+
+        self.refs.append(weakref.ref(t, gone))
+
+    def enter(self, position: int) -> None:
+        self.layer = position
+        if self.cuda:
+            self.layer_peak = float(torch.cuda.memory_allocated())
+
+    def leave(self, position: int, output) -> None:
+        found, seen = [], set()
+        for t in tree_leaves(output):
+            if isinstance(t, torch.Tensor):
+                act = self.by_key.get(_key(t))
+                if act is not None and act.released is None and act.index not in seen:
+                    seen.add(act.index)
+                    found.append(act)
+        self.layer_out[position] = found
+        if self.cuda:
+            self.layer_mem[position] = (
+                float(torch.cuda.memory_allocated() - self.base),
+                float(self.layer_peak - self.base),
+            )
+
+
+def _unique_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    seen, total = set(), 0
+    for t in tensors:
+        k = _key(t)
+        if k and k not in seen:
+            seen.add(k)
+            total += int(t.untyped_storage().nbytes())
+    return total
+
+
+def trace_lifetimes(run, x: torch.Tensor, model: torch.nn.Module, *, device: str = "cpu"):
+    """Run ``run(x)`` (one forward of ``model``, already warmed up) under the recorder; returns
+    ``(layer rows, tensor rows, model row)`` as lists of dicts (without the model's labels)."""
+    cuda = str(device).startswith("cuda") and torch.cuda.is_available()
+    layer_list = memory_layers(model)
+    weight_bytes = _unique_bytes([*model.parameters(), *model.buffers()])
+    input_bytes = _unique_bytes([x])
+    measured_peak = resident = math.nan
+    if cuda:  # the untraced forward: what the allocator really needed
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        resident = float(torch.cuda.memory_allocated())
+        out = run(x)
+        torch.cuda.synchronize()
+        measured_peak = float(torch.cuda.max_memory_allocated())
+        del out
+    rec = _Recorder(cuda)
+    handles = []
+    for ml in layer_list:
+        handles.append(
+            ml.module.register_forward_pre_hook(lambda m, a, p=ml.position: rec.enter(p))
+        )
+        handles.append(
+            ml.module.register_forward_hook(lambda m, a, o, p=ml.position: rec.leave(p, o))
+        )
+    try:
+        if cuda:
+            torch.cuda.synchronize()
+            rec.base = torch.cuda.memory_allocated()
+        with rec:
+            out = run(x)
+        returned = {_key(t) for t in tree_leaves(out) if isinstance(t, torch.Tensor)}
+    finally:
+        for h in handles:
+            h.remove()
+    last = rec.step
+    for act in rec.acts:
+        if act.released is None or any(act is rec.by_key.get(k) for k in returned):
+            act.released = last  # alive when the forward returned: the caller holds it
+            if any(act is rec.by_key.get(k) for k in returned):
+                act.last_use, act.last_use_layer = last, layer_list[-1].position
+    tensor_rows = [_tensor_row(a, layer_list) for a in rec.acts]
+    layer_rows = _layer_rows(rec, layer_list)
+    model_row = {
+        "level": "model",
+        "index": 0,
+        "layer": "",
+        "module_type": type(model).__name__,
+        "out_bytes": float(sum(a.nbytes for a in rec.acts)),
+        "weight_bytes": float(weight_bytes),
+        "input_bytes": float(input_bytes),
+        "resident_bytes": resident,
+        "measured_peak_bytes": measured_peak,
+        "steps": float(last + 1),
+    }
+    del out
+    return layer_rows, tensor_rows, model_row
+
+
+def _layer_position(op_step: int, rec: _Recorder) -> int:
+    return rec.op_layer[op_step] if 0 <= op_step < len(rec.op_layer) else -1
+
+
+def _tensor_row(a: _Activation, layer_list: list[MemoryLayer]) -> dict:
+    name = layer_list[a.layer].name if 0 <= a.layer < len(layer_list) else ""
+    return {
+        "level": "tensor",
+        "index": a.index,
+        "layer": name,
+        "layer_index": a.layer,
+        "module_type": a.op,
+        "out_bytes": float(a.nbytes),
+        "created_at_step": a.created,
+        "freed_after_step": a.last_use,
+        "held_until_step": a.released,
+        "lifetime_steps": a.last_use - a.created,
+        "last_use_layer": a.last_use_layer,
+        "transient_bytes": a.transient,
+    }
+
+
+def _layer_rows(rec: _Recorder, layer_list: list[MemoryLayer]) -> list[dict]:
+    rows = []
+    for ml in layer_list:
+        p = ml.position
+        outs = rec.layer_out.get(p, [])
+        freed = max([p, *(a.last_use_layer for a in outs)])
+        held = max([p, *(_layer_position(a.released, rec) for a in outs)])
+        alloc, peak = rec.layer_mem.get(p, (math.nan, math.nan))
+        rows.append(
+            {
+                "level": "layer",
+                "index": p,
+                "layer": ml.name,
+                "layer_index": p,
+                "module_type": ml.module_type,
+                "stage": ml.stage,
+                "from_layers": ml.from_layers,
+                "out_bytes": float(sum(a.nbytes for a in outs)),
+                "created_at_step": p,
+                "freed_after_step": freed,
+                "held_until_step": held,
+                "lifetime_steps": freed - p,
+                "measured_allocated_bytes": alloc,
+                "measured_peak_bytes": peak,
+            }
+        )
+    for r in rows:  # what the layer outputs so far hold once layer p has run
+        p = r["index"]
+        r["live_bytes_after"] = float(
+            sum(q["out_bytes"] for q in rows[: p + 1] if q["freed_after_step"] > p)
+        )
+        r["held_bytes_after"] = float(
+            sum(q["out_bytes"] for q in rows[: p + 1] if q["held_until_step"] > p)
+        )
+    return rows
+
+
+def _build(model: str, width: float) -> torch.nn.Module:
+    name = str(model).lower()
+    if name.startswith("resnet"):
+        try:
+            depth = int(name[6:] or 101)
+        except ValueError:
+            raise UserError(f"unknown model {model!r}: use resnet18/34/50/101/152") from None
+        return resnet_backbone(depth)
+    return build_yolo(name, float(width), calibrate=False)
+
+
+def lifetime_rows(
+    model: str = "yolov8",
+    width: float = 1.0,
+    *,
+    batch: int = 16,
+    imgsz: int = 640,
+    precision: str = "fp16",
+    layout: str = "nhwc",
+    device: str = "cuda",
+    warmup: int = 2,
+):
+    """The ``memory_lifetimes`` rows of one model (YOLO family at ``width``, or ``resnet101``)
+    run eagerly at ``batch`` x ``imgsz`` in ``precision`` / ``layout`` on ``device``: its layer
+    rows, tensor rows and one model row (:data:`COLUMNS`)."""
+
+    cfg = EngineConfig(
+        backend="eager",
+        precision=precision,
+        layout=layout,
+        batch=int(batch),
+        imgsz=int(imgsz),
+        device=device,
+        check=False,
+    )
+    resnet = str(model).lower().startswith("resnet")
+    engine = build_engine(_build(model, width), cfg)
+    try:
+        x = engine.make_input()
+        for _ in range(int(warmup)):  # cuDNN's algorithm search allocates its trial workspaces
+            engine(x)
+        layer_rows, tensor_rows, model_row = trace_lifetimes(
+            engine, x, engine.module, device=device
+        )
+    finally:
+        engine.close()
+    return lifetimes_frame(
+        (layer_rows, tensor_rows, model_row),
+        model=str(model).lower(),
+        family="resnet101" if resnet else str(model).lower(),
+        width=1.0 if resnet else float(width),
+        batch=int(batch),
+        imgsz=int(imgsz),
+        precision=cfg.precision.value,
+        layout=cfg.layout.value,
+        device=str(device),
+    )
+
+
+def lifetimes_frame(traced, **labels):
+    """The rows of :func:`trace_lifetimes` (``traced``) as a ``memory_lifetimes`` table with
+    the model's labels (``model``, ``family``, ``width``, ``batch``, ``imgsz``, ``precision``,
+    ``layout``, ``device``) on every row, columns in :data:`COLUMNS` order."""
+    import pandas as pd
+
+    layer_rows, tensor_rows, model_row = traced
+    df = pd.DataFrame([model_row, *layer_rows, *tensor_rows]).assign(**labels)
+    for c in COLUMNS:
+        if c not in df:
+            df[c] = math.nan
+    for c in ("layer", "module_type", "stage", "from_layers"):
+        df[c] = df[c].fillna("").astype(str)
+    for c in (
+        "index",
+        "layer_index",
+        "created_at_step",
+        "freed_after_step",
+        "held_until_step",
+        "lifetime_steps",
+        "last_use_layer",
+    ):
+        df[c] = pd.to_numeric(df[c]).astype("Int64")
+    return df[list(COLUMNS)]
+
+
+def lifetimes_table(
+    models: Iterable[Mapping] = DEFAULT_LIFETIME_MODELS,
+    *,
+    batch: int = 16,
+    imgsz: int = 640,
+    precision: str = "fp16",
+    layout: str = "nhwc",
+    device: str = "cuda",
+):
+    """The ``memory_lifetimes`` table: :func:`lifetime_rows` for every model and width of
+    ``models`` (mappings with ``model`` and optional ``widths``), in order."""
+    import pandas as pd
+
+    frames = []
+    for spec in models:
+        spec = dict(spec)
+        unknown = set(spec) - {"model", "widths"}
+        if "model" not in spec or unknown:
+            raise UserError(
+                f"a memory_lifetimes entry needs 'model' and may have widths; got {sorted(spec)}"
+            )
+        widths = spec.get("widths", [1.0])
+        for w in widths if isinstance(widths, (list, tuple)) else [widths]:
+            frames.append(
+                lifetime_rows(
+                    spec["model"],
+                    float(w),
+                    batch=batch,
+                    imgsz=imgsz,
+                    precision=precision,
+                    layout=layout,
+                    device=device,
+                )
+            )
+            if str(device).startswith("cuda") and torch.cuda.is_available():
+                torch.cuda.empty_cache()
+    if not frames:
+        raise UserError("memory_lifetimes needs at least one model")
+    return pd.concat(frames, ignore_index=True)

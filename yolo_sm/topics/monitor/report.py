@@ -1,0 +1,136 @@
+"""Figures and tables of notebook 16 (live monitoring): the monitor's series over time, each
+sample coloured by the engine the workload was running, and the per-engine medians. The
+section functions take a root and print one line where it lacks the dataset."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.report.colors import OTHER_COLOR, TEMPLATE, batch_color, category_color
+from yolo_sm.report.style import finish
+from yolo_sm.report.tables import show
+from yolo_sm.topics.monitor import analyse as monitor
+
+#: a field's panel title: what it is, in dcgm-exporter's unit
+FIELD_TITLES = {
+    monitor.OCCUPANCY: "SM occupancy (ratio of warp slots)",
+    monitor.SM_ACTIVE: "SM active (ratio of SMs with a warp)",
+    monitor.TENSOR: "tensor pipe active (ratio)",
+    monitor.DRAM: "DRAM active (ratio)",
+    monitor.GPU_UTIL: "GPU utilisation, nvidia-smi's (%)",
+    monitor.FB_USED: "framebuffer used (MiB)",
+    monitor.SM_CLOCK: "SM clock (MHz)",
+    monitor.POWER: "power (W)",
+}
+
+
+def _engine_color(engine: str) -> str:
+    if engine == monitor.IDLE:
+        return OTHER_COLOR
+    return category_color(engine) or OTHER_COLOR
+
+
+def plot_series(df: pd.DataFrame, title: str | None = None):
+    """One panel per field against time, a marker per sample coloured by its engine (grey:
+    idle, no workload labelled); the hover names the engine and the batch."""
+    from plotly.subplots import make_subplots
+
+    w = monitor.wide(df)
+    w["engine"] = w["engine"].where(w["engine"] != "", monitor.IDLE)
+    fields = [f for f in monitor.FIELD_ORDER if f in w]
+    fig = make_subplots(
+        rows=len(fields),
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.02,
+        subplot_titles=[FIELD_TITLES[f] for f in fields],
+    )
+    engines = list(dict.fromkeys(w.sort_values("t_s")["engine"]))
+    for engine in engines:
+        g = w[w.engine == engine]
+        batch = g["batch"].map(lambda b: "" if pd.isna(b) else f", batch {int(b)}")
+        text = engine + batch
+        for row, f in enumerate(fields, start=1):
+            fig.add_scatter(
+                x=g["t_s"],
+                y=g[f],
+                mode="markers",
+                marker={"size": 5, "color": _engine_color(engine)},
+                name=engine,
+                legendgroup=engine,
+                showlegend=row == 1,
+                text=text,
+                hovertemplate="%{text}<br>%{x:.1f} s: %{y:.3g}<extra></extra>",
+                row=row,
+                col=1,
+            )
+    fig.update_xaxes(title_text="time since the monitor started (s)", row=len(fields), col=1)
+    fig.update_layout(
+        template=TEMPLATE,
+        height=150 * len(fields) + 120,
+        title=title or "What the dashboard shows while the bench runs",
+        legend={"title": {"text": "engine running"}},
+    )
+    return finish(fig)
+
+
+def series(root: DataRoot, name: str = monitor.MONITOR):
+    """:func:`plot_series` of ``root``'s monitor dataset, or one line where it lacks it."""
+    if not root.has(name):
+        print(root.missing(name))
+        return None
+    return plot_series(root.load(name))
+
+
+def engines(root: DataRoot, name: str = monitor.MONITOR):
+    """The median of every field per engine and batch (idle: no workload labelled), in the
+    order they ran, or one line where the root lacks the dataset."""
+    if not root.has(name):
+        print(root.missing(name))
+        return None
+    t = monitor.per_engine(root.load(name))
+    return show(t.rename(columns=lambda c: FIELD_TITLES.get(c, c)))
+
+
+def plot_active_vs_occupancy(rel: pd.DataFrame, title: str | None = None):
+    """SM occupancy against SM active, one marker per GPM window (:func:`gpm_relation`),
+    coloured by batch, with the line where occupancy equals activity."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for batch, g in rel.sort_values("batch").groupby("batch", sort=True):
+        fig.add_scatter(
+            x=g["sm_active"],
+            y=g["sm_occupancy"],
+            mode="markers",
+            marker={"size": 6, "color": batch_color(float(batch))},
+            name=f"b{int(batch)}",
+            hovertemplate="SM active %{x:.2f}, occupancy %{y:.2f}<extra></extra>",
+        )
+    fig.add_scatter(
+        x=[0, 1],
+        y=[0, 1],
+        mode="lines",
+        line={"dash": "dot", "color": OTHER_COLOR},
+        name="occupancy = activity",
+    )
+    fig.update_layout(
+        template=TEMPLATE,
+        title=title or "SM occupancy against SM activity, per GPM window",
+        xaxis_title="SM active (ratio of SMs with a warp)",
+        yaxis_title="SM occupancy (ratio of warp slots)",
+        legend={"title": {"text": "batch"}},
+        xaxis={"range": [0, 1.02]},
+        yaxis={"range": [0, 1.02]},
+    )
+    return finish(fig)
+
+
+def active_vs_occupancy(root: DataRoot, name: str = monitor.GPM_BATCH):
+    """:func:`plot_active_vs_occupancy` of ``root``'s GPM timeline, or one line where it lacks
+    it."""
+    if not root.has(name):
+        print(root.missing(name))
+        return None
+    return plot_active_vs_occupancy(monitor.gpm_relation(root.load(name)))

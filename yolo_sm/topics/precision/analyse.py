@@ -1,0 +1,597 @@
+"""Precision (notebook 02): tables and facts.
+
+Same-run speed-ups over fp32, the points of the plan's precision steps the sweeps still lack
+(:mod:`yolo_sm.analyse.plan_grid`), the kernel class mix, registers, shared memory
+and occupancy per precision and layout from Nsight Compute, bf16 against fp16 per layer, the
+numerical error of the sweeps next to the tolerances, and the ``numerics`` dataset (errors on
+random inputs and on photos, fp8 included) next to the fast-engines bench's fp8 check. Every
+function takes tables and returns a table; :func:`facts` reads a dataset root and returns the
+numbers the rules of :mod:`yolo_sm.topics.precision.rules` judge. Nothing here judges.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from yolo_sm.analyse.bench_table import ok_rows
+from yolo_sm.analyse.facts import fact, facts_table, sm_clock_mhz
+from yolo_sm.analyse.kernels import add_kernel_class, class_shares
+from yolo_sm.analyse.plan_grid import missing_for
+from yolo_sm.analyse.weighting import same_run_ratio, time_weighted
+from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.contract.labels import with_config
+from yolo_sm.contract.vocab import TOLERANCE, Precision
+from yolo_sm.topics.precision.eight_bit import facts_8bit
+from yolo_sm.topics.width.analyse import BENCH, GRAPH_BACKEND
+
+MATMUL_CLASSES = ("tensor_core_conv", "simt_conv", "tensor_core_gemm", "simt_gemm")
+PRECISION_ORDER = ("fp32", "tf32", "fp16", "bf16")
+TENSOR_CORE_PRECISIONS = ("tf32", "fp16", "bf16")
+
+# the datasets notebook 02 reads (short names inside a root)
+SWEEPS = ("sweep_precision_core", "sweep_precision_rest")
+SWEEP_FP16_NHWC = "sweep_fp16_nhwc"
+SWEEP_BF16_NHWC = "sweep_bf16_nhwc"
+NCU = "ncu_precision_w1"
+NUMERICS = "numerics"
+#: the sweeps whose rows carry a numerical check (``rel_err``) against eager fp32
+CHECKED = (*SWEEPS, SWEEP_FP16_NHWC)
+#: kernels at or above this theoretical occupancy count as high-occupancy (%)
+HIGH_OCCUPANCY_PCT = 75.0
+#: the bench variant whose numerical check is the GPU's fp8 error
+FP8_VARIANT = "cudagraph/fp8/nhwc"
+#: batches from here up check on the four calibration images (two photos, mirrored)
+FP8_MIN_BATCH = 4
+
+
+def order_configs(df):
+    """``df`` sorted fp32 -> tf32 -> fp16 -> bf16, NCHW before NHWC within a precision."""
+    order = {p: i for i, p in enumerate(PRECISION_ORDER)}
+    key = df.precision.map(order).fillna(99) * 10 + (df.layout == "nhwc")
+    return df.assign(_k=key).sort_values("_k", kind="stable").drop(columns="_k")
+
+
+def load_present(root: DataRoot, names):
+    """The datasets of ``names`` the root holds, concatenated with a ``dataset`` column (None
+    when it holds none); ``attrs["missing"]`` lists the others."""
+    have = [n for n in names if root.has(n)]
+    if not have:
+        return None
+    out = pd.concat([root.load(n).assign(dataset=n) for n in have], ignore_index=True)
+    out.attrs = {"datasets": have, "missing": [n for n in names if n not in have]}
+    return out
+
+
+# ---- speed-ups ---------------------------------------------------------------------------------
+
+
+def precision_speedup(sweep, *, baseline: str = "fp32"):
+    """Same-run latency ratio ``baseline / precision`` (above 1: faster than the baseline) per
+    width, layout, batch and backend, only where both were measured. ``minutes_apart``: how far
+    apart the two points were measured (``prov_date_utc``); a sweep resumed over several runs
+    can pair points of two runs. ``clock_spread_pct``: how far apart (%) the two points' SM
+    clocks were (:func:`yolo_sm.analyse.facts.clock_spread_pct`)."""
+    index = ["width", "layout", "batch", "backend"]
+    r = same_run_ratio(sweep, baseline=baseline, index=tuple(index))
+    r = r.dropna(subset=["ratio"]).reset_index(drop=True)
+    ok = ok_rows(sweep)
+    if "prov_date_utc" in sweep and len(r):
+        t = pd.to_datetime(ok["prov_date_utc"], utc=True, errors="coerce")
+        minutes = ok.assign(_m=(t - pd.Timestamp(0, tz="UTC")).dt.total_seconds() / 60)
+        wide = minutes.pivot_table(index=index, columns="precision", values="_m", aggfunc="min")
+        apart = wide.drop(columns=[baseline]).sub(wide[baseline], axis=0).abs().reset_index()
+        apart = apart.melt(id_vars=index, var_name="precision", value_name="minutes_apart")
+        r = r.merge(apart, on=[*index, "precision"], how="left")
+    if len(r):  # the SM clocks the two sides ran at (a ratio of clocks far apart says so)
+        clk = ok.assign(_c=sm_clock_mhz(ok)).pivot_table(
+            index=index, columns="precision", values="_c", aggfunc="mean"
+        )
+        if baseline not in clk:  # no clock recorded (a CPU): no spread to state
+            return r.assign(clock_spread_pct=float("nan"))
+        high = clk.drop(columns=[baseline]).clip(lower=clk[baseline], axis=0)
+        spread = 100 * clk.drop(columns=[baseline]).sub(clk[baseline], axis=0).abs() / high
+        spread = spread.reset_index().melt(
+            id_vars=index, var_name="precision", value_name="clock_spread_pct"
+        )
+        r = r.merge(spread, on=[*index, "precision"], how="left")
+    return r
+
+
+def speedup_grid(ratios):
+    """Same-run ratios of :func:`precision_speedup` as a grid: one row per backend and batch,
+    one column per precision and width."""
+    return ratios.pivot_table(
+        index=["backend", "batch"], columns=["precision", "width"], values="ratio"
+    ).round(2)
+
+
+def ratio_by_width(ratios, *, precision: str, backend: str = GRAPH_BACKEND, min_batch: int = 16):
+    """Median same-run ratio of ``precision`` per width over the batches from ``min_batch`` up
+    (one backend): width, ratio, batches."""
+    r = ratios[
+        (ratios.precision == precision) & (ratios.backend == backend) & (ratios.batch >= min_batch)
+    ]
+    return (
+        r.groupby("width")
+        .agg(ratio=("ratio", "median"), batches=("batch", "nunique"))
+        .reset_index()
+    )
+
+
+# ---- kernels per precision (Nsight Compute) ---------------------------------------------------
+
+
+def precision_forward(ncu):
+    """Per config (precision x layout): kernels and GPU kernel time per forward, time-weighted
+    theoretical and achieved occupancy, the time share of kernels at or above
+    :data:`HIGH_OCCUPANCY_PCT` theoretical occupancy, and the time shares of SIMT
+    convolutions, tensor-core kernels and layout transforms."""
+    k = add_kernel_class(ncu) if "kernel_class" not in ncu else ncu
+    out = time_weighted(k, "config").set_index("config")
+    t = k.groupby(["config", "kernel_class"]).duration_us.sum().unstack(fill_value=0.0)
+    tot = t.sum(axis=1)
+    tc = [c for c in t if c.startswith("tensor_core")]
+    simt = [c for c in t if c.startswith("simt")]
+    out["time_ms"] = out.time_us / 1e3
+    hi = k[k.theoretical_occupancy_pct >= HIGH_OCCUPANCY_PCT].groupby("config").duration_us.sum()
+    out["high_occupancy_share"] = hi.reindex(out.index, fill_value=0.0) / tot.reindex(out.index)
+    out["tensor_core_share"] = t[tc].sum(axis=1) / tot
+    out["simt_share"] = t[simt].sum(axis=1) / tot
+    lt = t["layout_transform"] if "layout_transform" in t else 0.0
+    out["layout_transform_share"] = lt / tot
+    out["layout_transform_kernels"] = (
+        k[k.kernel_class == "layout_transform"].groupby("config").size()
+    ).reindex(out.index, fill_value=0)
+    out = with_config(out.reset_index())
+    return order_configs(out).reset_index(drop=True)
+
+
+#: the columns of :func:`precision_forward` a notebook shows
+FORWARD_COLUMNS = (
+    "precision",
+    "layout",
+    "kernels",
+    "time_ms",
+    "theoretical_occupancy_tw_pct",
+    "achieved_occupancy_tw_pct",
+    "simt_share",
+    "tensor_core_share",
+    "layout_transform_share",
+    "layout_transform_kernels",
+    "high_occupancy_share",
+)
+
+
+def precision_class_shares(ncu):
+    """Share of kernel time per kernel class per config (``kernels.class_shares``), configs
+    ordered fp32 -> bf16, NCHW before NHWC; ready for ``plots.plot_class_shares(y="config")``."""
+    s = with_config(class_shares(ncu, by=["config"]))
+    return order_configs(s).reset_index(drop=True)
+
+
+def precision_matmul(ncu):
+    """Convolution and GEMM kernels per config, class and operand type: kernels, time, and
+    time-weighted occupancy, registers per thread and shared memory per block."""
+    k = add_kernel_class(ncu) if "kernel_class" not in ncu else ncu
+    mm = k[k.kernel_class.isin(MATMUL_CLASSES)]
+    out = time_weighted(
+        mm,
+        ["config", "kernel_class", "kernel_precision"],
+        (
+            "theoretical_occupancy_pct",
+            "achieved_occupancy_pct",
+            "registers_per_thread",
+            "shared_mem_per_block_bytes",
+        ),
+    )
+    out["shared_mem_per_block_kib_tw"] = out.pop("shared_mem_per_block_bytes_tw") / 1024
+    out = with_config(out)
+    return order_configs(out).reset_index(drop=True)
+
+
+#: the columns of :func:`precision_matmul` a notebook shows
+MATMUL_COLUMNS = (
+    "precision",
+    "layout",
+    "kernel_class",
+    "kernel_precision",
+    "kernels",
+    "time_us",
+    "registers_per_thread_tw",
+    "shared_mem_per_block_kib_tw",
+    "theoretical_occupancy_tw_pct",
+    "achieved_occupancy_tw_pct",
+)
+
+
+def precision_layer_delta(ncu, a: str = "bf16", b: str = "fp16", layout: str = "nhwc"):
+    """Per layer of one Nsight Compute forward in precision ``a`` against ``b`` (same layout):
+    GPU kernel time in each (us), ``delta_us`` = a - b, and the kernel classes each ran
+    (``classes_a`` / ``classes_b``, '+'-joined), largest delta first. Empty when the table
+    lacks either config."""
+    k = with_config(add_kernel_class(ncu) if "kernel_class" not in ncu else ncu)
+    k = k[k.layout == layout]
+    cols = ["layer", f"{a}_us", f"{b}_us", "delta_us", f"classes_{a}", f"classes_{b}"]
+    if not {a, b} <= set(k.precision):
+        return pd.DataFrame(columns=cols)
+    out = {}
+    for prec in (a, b):
+        g = k[k.precision == prec].groupby("layer")
+        out[f"{prec}_us"] = g.duration_us.sum()
+        out[f"classes_{prec}"] = g.kernel_class.agg(lambda c: "+".join(sorted(set(c))))
+    t = pd.DataFrame(out).reset_index()
+    t["delta_us"] = t[f"{a}_us"].fillna(0.0) - t[f"{b}_us"].fillna(0.0)
+    t = t.sort_values("delta_us", ascending=False, key=abs).reset_index(drop=True)
+    return t[cols]
+
+
+# ---- numerical error ---------------------------------------------------------------------------
+
+
+def tolerance(precision: str) -> float:
+    """The tolerance of ``precision``'s numerical check (``contract.vocab.TOLERANCE``)."""
+    return TOLERANCE[Precision(precision)]
+
+
+def error_table(*sweeps):
+    """Per precision and layout over the ok rows of ``sweeps``: points, median and max
+    ``rel_err`` (relative L2 of the head output against eager fp32), the precision's tolerance
+    and the headroom ``tolerance / max``."""
+    d = pd.concat([ok_rows(s) for s in sweeps if s is not None], ignore_index=True)
+    out = (
+        d.groupby(["precision", "layout"])
+        .rel_err.agg(points="size", median="median", max="max")
+        .reset_index()
+    )
+    out["tolerance"] = out.precision.map(tolerance)
+    out["headroom"] = out.tolerance / out["max"].where(out["max"] > 0)
+    return order_configs(out).reset_index(drop=True)
+
+
+def input_kind(numerics):
+    """The ``numerics`` dataset's input kind column ('random' / 'photo')."""
+    col = next((c for c in ("input", "input_kind") if c in numerics), None)
+    if col is None:
+        raise ValueError("the numerics table has no input column ('input': random / photo)")
+    return numerics[col].astype(str)
+
+
+def numerics_summary(numerics):
+    """Per precision over the ``numerics`` rows on random inputs (as built, no class prior):
+    points, median and max ``rel_err``, tolerance."""
+    d = numerics[input_kind(numerics) == "random"]
+    if "class_prior" in d:
+        d = d[~d.class_prior.astype(bool)]
+    out = d.groupby("precision").rel_err.agg(points="size", median="median", max="max")
+    out = out.reset_index()
+    out["tolerance"] = out.precision.map(tolerance)
+    return out
+
+
+_CHECK_ERROR = r"relative L2 error ([0-9.]+(?:e[-+]?\d+)?)"
+
+
+def bench_check_errors(bench, variant: str = FP8_VARIANT, min_batch: int = FP8_MIN_BATCH):
+    """The numerical check of ``variant`` in the fast-engines bench, per width: the relative L2
+    error of the head output against eager fp32 on the photos (``rel_err`` of ok rows, read from
+    the message of rows that failed the check), its range over the batches of at least
+    ``min_batch`` and how many of them failed. The check's input is the four calibration images
+    repeated to the batch: a smaller batch checks on fewer images."""
+    cols = ["width", "gpu_err_min", "gpu_err_max", "failed", "batches"]
+    b = bench[(bench.variant == variant) & (bench.batch >= min_batch)].copy()
+    if b.empty:
+        return pd.DataFrame(columns=cols)
+    parsed = b.message.fillna("").str.extract(_CHECK_ERROR, expand=False).astype(float)
+    b["err"] = b.rel_err.where(b.status == "ok", parsed)
+    b = b[b.err.notna()]  # rows that failed otherwise (out of memory, ...) carry no error
+    b["over"] = b.status != "ok"
+    return (
+        b.groupby("width")
+        .agg(
+            gpu_err_min=("err", "min"),
+            gpu_err_max=("err", "max"),
+            failed=("over", "sum"),
+            batches=("batch", lambda x: ", ".join(f"{v:g}" for v in sorted(set(x)))),
+        )
+        .reset_index()
+    )
+
+
+def fp8_error_table(numerics, bench=None):
+    """Per width, from the ``numerics`` rows on photos: the head-output error of fp16, bf16 and
+    fp8 on the model as built and with the bench's class prior (``<precision>, class prior``);
+    with ``bench``, the GPU fp8 engine's check on the prior model (:func:`bench_check_errors`:
+    ``fp8 engine, min`` / ``max``, ``engine batches over tolerance``, ``engine batches``)."""
+    d = numerics[input_kind(numerics) == "photo"]
+    wide = d.pivot_table(index="width", columns=["class_prior", "precision"], values="rel_err")
+    wide.columns = [f"{p}{', class prior' if prior else ''}" for prior, p in wide.columns]
+    order = [c for c in ("fp16", "bf16", "fp8") if c in wide]
+    order += [c for c in wide.columns if c not in order]
+    out = wide[order].reset_index()
+    if bench is not None:
+        g = bench_check_errors(bench).set_index("width")
+        out = out.join(g[["gpu_err_min", "gpu_err_max", "failed", "batches"]], on="width")
+        out = out.rename(
+            columns={
+                "gpu_err_min": "fp8 engine, min",
+                "gpu_err_max": "fp8 engine, max",
+                "failed": "engine batches over tolerance",
+                "batches": "engine batches",
+            }
+        )
+    return out
+
+
+# ---- facts --------------------------------------------------------------------------------------
+
+
+def _shares(fwd):
+    return fwd.set_index(fwd.precision + "_" + fwd.layout)
+
+
+def speedup_facts(ratios, *, dataset=SWEEPS) -> list[dict]:
+    """Per tensor-core precision of :func:`precision_speedup` against fp32 (NCHW): its smallest
+    same-run speed-up over the widths at the largest batch with CUDA graphs, and its median
+    speed-up at the smallest batch in eager; the largest time between the two points of a
+    ratio (minutes)."""
+    ds = tuple(dataset) if not isinstance(dataset, str) else (dataset,)
+    out = []
+    for prec in TENSOR_CORE_PRECISIONS:
+        s = ratios[ratios.precision == prec]
+        if s.empty:
+            continue
+        g = s[(s.backend == GRAPH_BACKEND) & (s.batch == s.batch.max())]
+        e = s[(s.backend == "eager") & (s.batch == s.batch.min())]
+        scope = f"precision={prec}"
+        spread = {n: t.get("clock_spread_pct", pd.Series(dtype=float)).max() for n, t in
+                  (("g", g), ("e", e))}  # fmt: skip
+        out.append(fact("speedup_large_batch_min", g.ratio.min(), "x", scope=scope, datasets=ds,
+                        clock_spread_pct=spread["g"]))  # fmt: skip
+        out.append(fact("speedup_eager_small_batch", e.ratio.median(), "x", scope=scope,
+                        datasets=ds, clock_spread_pct=spread["e"]))  # fmt: skip
+    if "minutes_apart" in ratios and ratios.minutes_apart.notna().any():
+        out.append(fact("ratio_minutes_apart_max", ratios.minutes_apart.max(), "min", datasets=ds))
+    return out
+
+
+def missing_facts(missing, *, dataset=SWEEPS) -> list[dict]:
+    """Points the plan's steps name and the sweeps lack, and how many the steps name."""
+    ds = tuple(dataset) if not isinstance(dataset, str) else (dataset,)
+    planned = missing.attrs.get("planned", missing.planned.max() if len(missing) else math.nan)
+    return [
+        fact(
+            "sweep_grid_missing_points",
+            int(missing.points.sum()) if len(missing) else 0,
+            "points",
+            datasets=ds,
+            points=0 if planned == 0 else None,
+        ),
+        fact("sweep_grid_planned_points", planned, "points", datasets=ds),
+    ]
+
+
+def kernel_facts(fwd, matmul, *, dataset=NCU) -> list[dict]:
+    """Facts of :func:`precision_forward` and :func:`precision_matmul`: fp32 NCHW's SIMT share,
+    fp16 NHWC's SIMT share and kernel time against fp32 NCHW, the change of time-weighted
+    achieved occupancy and of the high-occupancy share, the tensor-core convolutions'
+    theoretical occupancy in fp16 NHWC, and layout-transform shares."""
+    ds = (dataset,)
+    f = _shares(fwd)
+    out = []
+    if "fp32_nchw" in f.index:
+        out.append(
+            fact("simt_share_fp32_nchw", 100 * f.loc["fp32_nchw", "simt_share"], "%", datasets=ds)
+        )
+    if "fp16_nhwc" in f.index:
+        out.append(
+            fact("simt_share_fp16_nhwc", 100 * f.loc["fp16_nhwc", "simt_share"], "%", datasets=ds)
+        )
+        tc = matmul[
+            (matmul.precision == "fp16")
+            & (matmul.layout == "nhwc")
+            & (matmul.kernel_class == "tensor_core_conv")
+        ]
+        if len(tc):
+            w = tc.time_us
+            th = float((tc.theoretical_occupancy_tw_pct * w).sum() / w.sum())
+            out.append(fact("tensor_core_conv_theoretical_fp16_nhwc", th, "%", datasets=ds))
+    if {"fp32_nchw", "fp16_nhwc"} <= set(f.index):
+        a, b = f.loc["fp32_nchw"], f.loc["fp16_nhwc"]
+        out += [
+            fact("kernel_time_fp32_nchw_over_fp16_nhwc", a.time_us / b.time_us, "x", datasets=ds),
+            fact(
+                "achieved_occupancy_fp16_nhwc_minus_fp32_nchw",
+                b.achieved_occupancy_tw_pct - a.achieved_occupancy_tw_pct,
+                "pp",
+                datasets=ds,
+            ),
+            fact(
+                "high_occupancy_share_fp16_nhwc_minus_fp32_nchw",
+                100 * (b.high_occupancy_share - a.high_occupancy_share),
+                "pp",
+                datasets=ds,
+            ),
+        ]
+    nhwc = [f"{p}_nhwc" for p in TENSOR_CORE_PRECISIONS if f"{p}_nhwc" in f.index]
+    if nhwc:
+        v = 100 * f.loc[nhwc, "layout_transform_share"].max()
+        out.append(fact("layout_transform_share_tensor_core_nhwc_max", v, "%", datasets=ds))
+    if "fp32_nhwc" in f.index:
+        v = 100 * f.loc["fp32_nhwc", "layout_transform_share"]
+        out.append(fact("layout_transform_share_fp32_nhwc", v, "%", datasets=ds))
+    return out
+
+
+def pair_facts(ratios, delta, *, a="bf16", b="fp16") -> list[dict]:
+    """``a`` against ``b`` in NHWC: how far the median same-run ratio (:func:`precision_speedup`
+    against ``b``) is from 1, and from one Nsight Compute forward (:func:`precision_layer_delta`)
+    the kernel-time difference, the largest layer's share of it and the layers whose kernel
+    classes differ."""
+    out = []
+    r = ratios[ratios.precision == a] if ratios is not None else None
+    if r is not None and len(r):
+        dev = 100 * abs(r.ratio.median() - 1)
+        out.append(fact(f"{a}_vs_{b}_median_ratio_dev", dev, "%", datasets=(SWEEP_BF16_NHWC,)))
+    if delta is not None and len(delta):
+        ta, tb = delta[f"{a}_us"].sum(), delta[f"{b}_us"].sum()
+        top = delta.iloc[0]
+        diff = ta - tb
+        ds = (NCU,)
+        out += [
+            fact(f"{a}_vs_{b}_kernel_time_dev", 100 * abs(ta / tb - 1), "%", datasets=ds),
+            fact(
+                f"{a}_vs_{b}_top_layer_share_of_diff",
+                100 * top.delta_us / diff if diff else math.nan,
+                "%",
+                datasets=ds,
+            ),
+            fact(
+                f"{a}_vs_{b}_layers_changing_class",
+                int((delta[f"classes_{a}"] != delta[f"classes_{b}"]).sum()),
+                "layers",
+                datasets=ds,
+                points=len(delta),
+            ),
+        ]
+    return out
+
+
+def error_facts(errors, *, dataset=CHECKED) -> list[dict]:
+    """Facts of :func:`error_table`: the largest error over its tolerance, and bf16's median
+    error over fp16's (NCHW where both exist)."""
+    ds = tuple(dataset)
+    out = [
+        fact(
+            "gpu_error_over_tolerance_max",
+            (errors["max"] / errors.tolerance).max(),
+            "x",
+            datasets=ds,
+        )
+    ]
+    med = errors[errors.layout == "nchw"].set_index("precision")["median"]
+    if {"bf16", "fp16"} <= set(med.index):
+        out.append(fact("bf16_over_fp16_median_error", med["bf16"] / med["fp16"], "x", datasets=ds))
+    return out
+
+
+def numerics_facts(numerics, bench=None) -> list[dict]:
+    """Facts of the ``numerics`` dataset (and the bench's fp8 check): the random-input errors'
+    largest ratio to tolerance; on photos, fp8's largest ratio to its tolerance as built and
+    with the class prior; the narrowest model's error over the next width's (smallest over
+    fp16, bf16 and fp8 as built); the GPU fp8 engine's largest deviation from the emulation."""
+    ds = (NUMERICS,)
+    out = []
+    s = numerics_summary(numerics)
+    if len(s):
+        out.append(
+            fact(
+                "numerics_error_over_tolerance_max",
+                (s["max"] / s.tolerance).max(),
+                "x",
+                datasets=ds,
+            )
+        )
+    t = fp8_error_table(numerics, bench).sort_values("width").set_index("width")
+    tol = tolerance("fp8")
+    if "fp8" in t:
+        out.append(fact("fp8_error_over_tolerance_max", t["fp8"].max() / tol, "x", datasets=ds))
+    prior = "fp8, class prior"
+    if prior in t:
+        out.append(
+            fact("fp8_prior_error_over_tolerance_max", t[prior].max() / tol, "x", datasets=ds)
+        )
+        if "fp8 engine, max" in t:
+            both = t.dropna(subset=[prior, "fp8 engine, max"])
+            dev = pd.concat(
+                [both["fp8 engine, max"] / both[prior], both["fp8 engine, min"] / both[prior]]
+            )
+            if len(dev):
+                out.append(
+                    fact(
+                        "fp8_engine_vs_emulation_max_dev",
+                        100 * (dev - 1).abs().max(),
+                        "%",
+                        datasets=(*ds, BENCH),
+                    )
+                )
+    cols = [c for c in ("fp16", "bf16", "fp8") if c in t]
+    if cols and len(t) >= 2:
+        amp = min(t.iloc[0][c] / t.iloc[1][c] for c in cols)
+        out.append(fact("narrowest_error_amplification_min", amp, "x", datasets=ds))
+    return out
+
+
+def fp8_bench_facts(bench) -> list[dict]:
+    """The GPU fp8 engine's check in the bench: batches (from :data:`FP8_MIN_BATCH` up) over
+    the fp8 tolerance, and the largest error over the tolerance."""
+    g = bench_check_errors(bench)
+    if g.empty:
+        return []
+    ds = (BENCH,)
+    return [
+        fact("fp8_engine_batches_over_tolerance", int(g.failed.sum()), "batches", datasets=ds),
+        fact(
+            "fp8_engine_error_over_tolerance_max",
+            g.gpu_err_max.max() / tolerance("fp8"),
+            "x",
+            datasets=ds,
+        ),
+    ]
+
+
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    achieved_occupancy_fp16_nhwc_minus_fp32_nchw bench_engines_failed
+    bf16_over_fp16_median_error bf16_vs_fp16_kernel_time_dev bf16_vs_fp16_layers_changing_class
+    bf16_vs_fp16_median_ratio_dev bf16_vs_fp16_top_layer_share_of_diff engine_fallbacks_max
+    fp8_conv_occupancy_gap_max fp8_engine_batches_over_tolerance fp8_engine_vs_emulation_max_dev
+    fp8_error_over_tolerance_max fp8_prior_error_over_tolerance_max gpu_error_over_tolerance_max
+    high_occupancy_share_fp16_nhwc_minus_fp32_nchw int8_box_match_min
+    int8_conv_occupancy_gap_max int8_conv_over_fp16_conv_max int8_error_over_tolerance_max
+    int8_kernels.best_over_cudnn_min int8_kernels.best_over_fp16_min int8_kernels.conv_error_max
+    int8_kernels.cudnn_peak_of_int8_ceiling_pct int8_kernels.fused_over_prequant_min
+    int8_kernels.intmm_over_cudnn_min int8_kernels.model_intmm_over_cudnn_min
+    int8_kernels.model_triton_over_cudnn_min int8_kernels.triton_over_cudnn_min
+    int8_kernels.triton_peak_of_int8_ceiling_pct int8_percentile_over_max_error
+    int8_quantise_over_saving_max int8_unchanged_pct_min kernel_time_fp32_nchw_over_fp16_nhwc
+    layout_transform_share_fp32_nhwc
+    layout_transform_share_tensor_core_nhwc_max narrowest_error_amplification_min
+    numerics_error_over_tolerance_max ratio_minutes_apart_max simt_share_fp16_nhwc
+    simt_share_fp32_nchw speedup_eager_small_batch speedup_large_batch_min
+    sweep_grid_missing_points tensor_core_conv_theoretical_fp16_nhwc
+    """.split()
+)
+
+
+def facts(root: DataRoot) -> pd.DataFrame:
+    """The facts of notebook 02 from ``root`` (:mod:`yolo_sm.analyse.facts`); facts whose
+    datasets the root lacks are left out."""
+    rows = []
+    sweep = load_present(root, SWEEPS)
+    checked = load_present(root, CHECKED)
+    bench = root.load(BENCH) if root.has(BENCH) else None
+    if sweep is not None and (sweep.precision == "fp32").any():
+        rows += speedup_facts(precision_speedup(sweep), dataset=sweep.attrs["datasets"])
+    missing = missing_for(root, sweep, SWEEPS)
+    if missing is not None:
+        rows += missing_facts(missing)
+    if checked is not None:
+        rows += error_facts(error_table(checked), dataset=checked.attrs["datasets"])
+    delta = None
+    if root.has(NCU):
+        ncu = root.load(NCU)
+        rows += kernel_facts(precision_forward(ncu), precision_matmul(ncu))
+        delta = precision_layer_delta(ncu, "bf16", "fp16", layout="nhwc")
+    pair = None
+    if root.has(SWEEP_BF16_NHWC):
+        pair = precision_speedup(root.load(SWEEP_BF16_NHWC), baseline="fp16")
+    rows += pair_facts(pair, delta)
+    if root.has(NUMERICS):
+        rows += numerics_facts(root.load(NUMERICS), bench)
+    if bench is not None:
+        rows += fp8_bench_facts(bench)
+    rows += facts_8bit(root)  # FP16, INT8 and FP8 side by side
+    return facts_table(rows)

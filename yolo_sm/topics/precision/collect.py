@@ -1,0 +1,418 @@
+"""Which int8 convolution runs fastest on this GPU: every int8 convolution of a YOLO model timed
+alone with each kernel yolo_sm has (cuDNN's int8 graph, ``torch._int_mm`` for the 1x1 ones,
+yolo_sm's Triton implicit GEMM with the input quantised inside it or by the separate quantiser)
+against the fp16 convolution it replaces, then the whole model as a CUDA graph with each kernel,
+all in one process (the step's units run one after another).
+
+Per convolution (``scope`` = ``conv``) the input is the one it sees in the int8 model's forward
+on the check photos (the engine's batch: :func:`yolo_sm.core.engines.base.photo_input`);
+each kernel's call is what the engine runs for it, the input's quantisation included:
+
+* ``fp16``: the fp16 convolution with its bias, then SiLU (cuDNN, channels_last);
+* ``cudnn``: the Triton quantiser, then cuDNN's fused int8 graph (de-scale, bias, SiLU);
+* ``intmm``: the quantiser, ``torch._int_mm``, the one-pass epilogue (1x1 stride 1 only);
+* ``triton``: yolo_sm's kernel, quantising while it loads;
+* ``triton_prequant``: the quantiser, then yolo_sm's kernel on the int8 input.
+
+``quantize_ms`` (on every int8 row of a convolution) is the quantiser alone. ``rel_err`` of an
+int8 row is its output's relative L2 distance from the exact emulation (int8 values convolved in
+fp32: :meth:`yolo_sm.core.engines.int8.Int8Conv._emulate`): a kernel that computes the int8
+convolution right differs only by the output's rounding (about 1e-3 in fp16).
+
+The convolutions are timed without hand-off (``EngineConfig.int8_handoff``): each reads the
+fp16 input and writes the fp16 output the kernels all take and give.
+
+Per model (``scope`` = ``model``) the CUDA-graph engines of fp16 and of int8 with each kernel
+(``EngineConfig.int8_kernel``) are built, checked against eager fp32 on the photos and timed;
+the cuDNN engine hands int8 over where it can (the Triton and ``_int_mm`` kernels do not).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import torch
+from torch.nn import functional as F
+
+from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.vocab import INT8_CONV_KERNELS, INT8_MODEL_KERNELS
+from yolo_sm.core.engines import EngineConfig, build_engine
+from yolo_sm.core.engines.base import photo_input, relative_l2
+from yolo_sm.core.engines.int8 import Int8Conv, graph_counts, quantize_int8
+from yolo_sm.core.engines.int8_triton import conv_int8, int_mm_eligible, last_tile, out_size
+from yolo_sm.core.grid import (
+    Pace,
+    free_memory,
+    longest_by_width,
+    pending,
+    run_grid,
+    run_pace,
+    table_rows,
+    width_scaled,
+)
+from yolo_sm.core.models import build_yolo
+from yolo_sm.core.provenance import collect
+from yolo_sm.core.sweep import failure
+from yolo_sm.core.timing import measure, measure_engine
+
+#: the columns that name a row of an int8_kernels table
+KEY = ("width", "batch", "scope", "layer", "kernel")
+CONV_KERNELS = INT8_CONV_KERNELS
+MODEL_KERNELS = INT8_MODEL_KERNELS
+
+
+@dataclass(frozen=True)
+class Int8KernelSpec:
+    """Widths of ``family`` timed at ``batch`` x ``imgsz``; ``conv_kernels`` per convolution,
+    ``model_kernels`` as whole CUDA-graph engines (empty: skip that scope)."""
+
+    widths: tuple[float, ...] = (0.5, 1.0, 2.0)
+    family: str = "yolov8"
+    batch: int = 64
+    imgsz: int = 640
+    device: str = "cuda"
+    conv_kernels: tuple[str, ...] = CONV_KERNELS
+    model_kernels: tuple[str, ...] = MODEL_KERNELS
+    warmup_ms: float = 20.0  # per convolution and kernel (the model engines: 10x)
+    budget_ms: float = 60.0
+
+    @classmethod
+    def from_mapping(cls, data: dict) -> Int8KernelSpec:
+        kw = {k: v for k, v in data.items() if v is not None}
+        for k in ("widths", "conv_kernels", "model_kernels"):
+            if k in kw:
+                v = kw[k]
+                kw[k] = tuple(v) if isinstance(v, (list, tuple)) else (v,)
+        return cls(**kw).validated()
+
+    def validated(self) -> Int8KernelSpec:
+        widths = tuple(float(w) for w in self.widths)
+        if not widths or not all(w > 0 for w in widths):
+            raise UserError(f"int8_kernels widths must be positive numbers, got {self.widths!r}")
+        for what, given, allowed in (
+            ("conv_kernels", self.conv_kernels, CONV_KERNELS),
+            ("model_kernels", self.model_kernels, MODEL_KERNELS),
+        ):
+            bad = [k for k in given if k not in allowed]
+            if bad:
+                raise UserError(f"unknown {what} {bad}: choose from {', '.join(allowed)}")
+        if not (self.conv_kernels or self.model_kernels):
+            raise UserError("int8_kernels needs conv_kernels or model_kernels")
+        if not str(self.device).startswith("cuda"):
+            raise UserError("int8_kernels times GPU kernels: device must be cuda[:N]")
+        if not (self.budget_ms > 0 and self.warmup_ms >= 0):
+            raise UserError("int8_kernels needs budget_ms > 0 and warmup_ms >= 0")
+        EngineConfig(batch=self.batch, imgsz=self.imgsz, device=self.device)  # their checks
+        return replace(
+            self,
+            widths=widths,
+            conv_kernels=tuple(self.conv_kernels),
+            model_kernels=tuple(self.model_kernels),
+        )
+
+    def units(self) -> list[tuple[float, str]]:
+        """(width, scope) in run order: each width's convolutions, then its engines."""
+        out = []
+        for w in self.widths:
+            if self.conv_kernels:
+                out.append((w, "conv"))
+            if self.model_kernels:
+                out.append((w, "model"))
+        return out
+
+
+def conv_ops(mod: Int8Conv, x) -> float:
+    """Multiply-adds x 2 of one call of ``mod`` on ``x`` (N, C, H, W)."""
+    n, c, h, w = x.shape
+    k, _, r, s = mod.weight_int8.shape
+    ho, wo = out_size(h, w, r, s, mod.stride, mod.padding)
+    return 2.0 * n * ho * wo * k * c * r * s
+
+
+def captured_inputs(module, x) -> list[tuple[str, Int8Conv, object]]:
+    """(name, int8 conv, its input) of every :class:`Int8Conv` of ``module`` in one forward on
+    ``x`` (the inputs are kept: the caller frees them)."""
+    seen, hooks = [], []
+    for name, mod in module.named_modules():
+        if isinstance(mod, Int8Conv):
+
+            def hook(m, args, name=name):
+                seen.append((name, m, args[0].detach().clone()))
+
+            hooks.append(mod.register_forward_pre_hook(hook))
+    try:
+        with torch.inference_mode():
+            module(x)
+    finally:
+        for h in hooks:
+            h.remove()
+    return seen
+
+
+def _fp16_call(mod: Int8Conv, conv, x):
+    """The fp16 convolution ``mod`` replaced (``conv``: its original weight and bias) + SiLU."""
+
+    w = conv.weight.detach().to(device=x.device, dtype=x.dtype)
+    w = w.contiguous(memory_format=torch.channels_last)
+    b = None if conv.bias is None else conv.bias.detach().to(device=x.device, dtype=x.dtype)
+
+    def call():
+        y = F.conv2d(x, w, b, mod.stride, mod.padding, mod.dilation, mod.groups)
+        return F.silu(y) if mod.silu else y
+
+    return call
+
+
+def conv_rows(spec: Int8KernelSpec, width: float, model, fp16_convs: dict) -> list[dict]:
+    """The ``conv`` rows of one width (see the module docstring)."""
+    cfg = EngineConfig(
+        backend="eager", precision="int8", layout="nhwc", batch=spec.batch, imgsz=spec.imgsz,
+        device=spec.device, int8_kernel="cudnn", check=False, int8_handoff=False,
+    )  # fmt: skip
+    eng = build_engine(model, cfg)  # no hand-off: every conv reads and writes fp16 alone
+    rows = []
+    try:
+        seen = captured_inputs(eng.module, photo_input(cfg))
+        for i, (name, mod, x) in enumerate(seen):
+            base = {
+                "width": width, "batch": spec.batch, "scope": "conv", "layer": name, "index": i,
+                "in_channels": mod.in_channels, "out_channels": mod.out_channels,
+                "kernel_size": int(mod.weight_int8.shape[2]), "stride": int(mod.stride[0]),
+                "in_h": int(x.shape[2]), "in_w": int(x.shape[3]), "ops": conv_ops(mod, x),
+            }  # fmt: skip
+            ref = mod._emulate(x).float()
+            quant = measure(
+                lambda x=x, mod=mod: quantize_int8(x, float(mod.input_scale)),
+                device=spec.device, warmup_ms=spec.warmup_ms, budget_ms=spec.budget_ms,
+                with_provenance=False,
+            ).median_ms  # fmt: skip
+            conv = fp16_convs[name]
+            for kernel in spec.conv_kernels:
+                timed = _time_conv(spec, kernel, mod, conv, x, ref, quant, base["ops"])
+                rows.append({**base, **timed})
+            mod.kernel = "cudnn"
+            del x, ref
+        del seen
+    finally:
+        eng.close()
+        free_memory()
+    return rows
+
+
+def _time_conv(spec, kernel, mod: Int8Conv, conv, x, ref, quant_ms, ops: float) -> dict:
+    """One kernel's row of one convolution: time, ops rate, error against the emulation."""
+    (r, s) = mod.weight_int8.shape[2:]
+    out = {"kernel": kernel, "status": "ok", "message": "", "tile": ""}
+    if kernel == "intmm" and not int_mm_eligible(
+        mod.in_channels, mod.out_channels, r, s, mod.stride, mod.padding
+    ):
+        return {**out, "status": "skipped", "message": "torch._int_mm: 1x1 stride-1 only"}
+    try:
+        if kernel == "fp16":
+            call = _fp16_call(mod, conv, x)
+        elif kernel == "triton_prequant":
+            w, scale, bias = mod._operands(x, "packed")
+
+            def call():
+                xq = quantize_int8(x, float(mod.input_scale))
+                return conv_int8(
+                    xq, w, scale, bias, r=r, s=s, stride=mod.stride, padding=mod.padding,
+                    silu=mod.silu, quantized_input=True, out_dtype=x.dtype,
+                )  # fmt: skip
+        else:
+            mod.kernel = kernel
+
+            def call():
+                return mod(x)
+
+        y = call()
+        if kernel != "fp16":
+            out["rel_err"] = relative_l2(y.float(), ref)
+        tile = last_tile() if kernel.startswith("triton") else None
+        if tile:
+            out["tile"] = "M{BLOCK_M} N{BLOCK_N} K{BLOCK_K} w{num_warps} s{num_stages}".format(
+                **tile
+            )
+        m = measure(
+            call, device=spec.device, warmup_ms=spec.warmup_ms, budget_ms=spec.budget_ms,
+            with_provenance=False,
+        )  # fmt: skip
+    except Exception as e:  # noqa: BLE001 - recorded as the row's error, the others go on
+        return {**out, **failure(e)}
+    ms = m.median_ms
+    out.update(median_ms=ms, iqr_ms=m.iqr_ms, tops=ops / ms / 1e9)
+    if kernel != "fp16":
+        out["quantize_ms"] = quant_ms
+    if kernel in ("cudnn", "intmm") and mod.fallback:
+        out.update(status="fallback", message=mod.fallback[:300])
+    return out
+
+
+def model_rows(spec: Int8KernelSpec, width: float, model) -> list[dict]:
+    """The ``model`` rows of one width: CUDA-graph engines of fp16 and of int8 per kernel."""
+    rows = []
+    for kernel in spec.model_kernels:
+        prec = "fp16" if kernel == "fp16" else "int8"
+        cfg = EngineConfig(
+            backend="cudagraph", precision=prec, layout="nhwc", batch=spec.batch,
+            imgsz=spec.imgsz, device=spec.device, int8_kernel="auto" if prec == "fp16" else kernel,
+        )  # fmt: skip
+        row = {"width": width, "batch": spec.batch, "scope": "model", "layer": "", "kernel": kernel}
+        t0 = time.perf_counter()
+        eng = None
+        try:
+            eng = build_engine(model, cfg)
+            build_s = time.perf_counter() - t0
+            m = measure_engine(
+                eng, warmup_ms=10 * spec.warmup_ms, budget_ms=10 * spec.budget_ms,
+                with_provenance=False,
+            )  # fmt: skip
+            counts = graph_counts(eng.module) if prec == "int8" else {}
+            row.update(
+                status="ok", message="", median_ms=m.median_ms, iqr_ms=m.iqr_ms,
+                img_per_s=m.img_per_s, rel_err=eng.rel_err, build_s=build_s,
+                quant_convs=counts.get("int8_convs", math.nan),
+                quant_fallbacks=counts.get("fp16", math.nan),
+                kernel_convs=_kernel_convs(kernel, counts),
+            )  # fmt: skip
+        except Exception as e:  # noqa: BLE001 - a declined engine is a row
+            row.update(failure(e))
+        finally:
+            if eng is not None:
+                eng.close()
+            del eng
+            free_memory()
+        rows.append(row)
+    return rows
+
+
+def _kernel_convs(kernel: str, counts: dict) -> float:
+    """Of an int8 engine's convolutions, how many ran the engine's own kernel."""
+    if not counts:
+        return math.nan
+    if kernel == "cudnn":
+        return counts["fused_int8"] + counts["fused"] + counts["unfused"]
+    return counts.get(kernel, math.nan)
+
+
+def _unit_key(unit) -> tuple[float, str]:
+    return (round(float(unit[0]), 6), unit[1])
+
+
+def _row_key(row) -> tuple[float, str]:
+    return (round(float(row["width"]), 6), row["scope"])
+
+
+def _held(spec: Int8KernelSpec, out) -> tuple[list[dict], list[tuple[float, str]]]:
+    """(the rows the table ``out`` holds, the units of ``spec`` it lacks)."""
+    rows = table_rows(Path(out), KEY, "int8_kernels")
+    return rows, pending(spec.validated().units(), rows, _unit_key, _row_key)
+
+
+def missing_units(spec: Int8KernelSpec, out) -> list[tuple[float, str]]:
+    """The (width, scope) units of ``spec`` that the table ``out`` does not hold (all when it
+    is absent): what a run of the step measures."""
+    return _held(spec, out)[1]
+
+
+def _unit_seconds(row: dict) -> float | None:
+    """The seconds a row's unit took (``unit_s``), None where it was not recorded."""
+    took = row.get("unit_s")
+    return float(took) if took is not None and math.isfinite(took) else None
+
+
+def unit_estimate(unit, pace: Pace) -> float:
+    """Seconds the (width, scope) ``unit`` will take, for the deadline: from the longest
+    ``unit_s`` per width of the same scope that the table holds (this run's units and earlier
+    runs'), scaled to the unit's width by :func:`yolo_sm.core.grid.width_scaled`; this
+    run's mean pace before any unit of the scope was measured."""
+    width, scope = unit
+    est = width_scaled(longest_by_width(pace.rows, lambda r: r.get("scope") == scope), width)
+    return run_pace(unit, pace) if est is None else est
+
+
+def missing_seconds(spec: Int8KernelSpec, out: str | os.PathLike) -> float | None:
+    """Seconds the units the table ``out`` lacks will take by :func:`unit_estimate` from the
+    units it holds; None where a missing unit's scope has no measured unit to go by."""
+    rows, todo = _held(spec, out)
+    scopes = {r.get("scope") for r in rows if _unit_seconds(r) is not None}
+    if any(scope not in scopes for _, scope in todo):
+        return None
+    pace = Pace(rows=rows)
+    return sum(unit_estimate(u, pace) for u in todo)
+
+
+def run_int8_kernels(
+    spec: Int8KernelSpec,
+    out: str | os.PathLike,
+    progress: bool = True,
+    deadline: float | None = None,
+    est_unit_s: float | None = None,
+):
+    """Every (width, scope) unit of ``spec`` into the table ``out``, rewritten after each unit;
+    units it already holds are skipped (the grid runner resumes). Every row carries the
+    machine's provenance (``prov_*``, read after its unit) and ``unit_s``. Returns the table.
+    ``deadline`` (``time.monotonic()``): no unit starts that would end past it, each estimated
+    by :func:`unit_estimate`, or at ``est_unit_s`` before any unit of its scope was measured."""
+    spec = spec.validated()
+    if not torch.cuda.is_available():
+        raise UserError("int8_kernels needs a CUDA device; none is visible here")
+
+    def open_width(unit):
+        try:
+            m = build_yolo(spec.family, unit[0])
+            convs = {}
+            if unit[1] == "conv":  # the fp16 convolutions by the names the int8 model gives them
+                for name, mod in m.named_modules():
+                    conv = getattr(mod, "conv", None)
+                    if isinstance(conv, torch.nn.Conv2d):
+                        convs[f"{name}.conv" if name else "conv"] = conv
+            return {"model": m, "convs": convs}
+        except Exception as e:  # noqa: BLE001 - recorded as the unit's error row
+            return {"error": e}
+
+    def measure_unit(unit, state):
+        width, scope = unit
+        if "error" in state:
+            head = {"width": width, "batch": spec.batch, "scope": scope, "layer": "", "kernel": ""}
+            return [{**head, **failure(state["error"])}]
+        try:
+            if scope == "conv":
+                rows = conv_rows(spec, width, state["model"], state["convs"])
+            else:
+                rows = model_rows(spec, width, state["model"])
+        except Exception as e:  # noqa: BLE001 - e.g. the inputs of every conv at once OOM
+            head = {"width": width, "batch": spec.batch, "scope": scope, "layer": "", "kernel": ""}
+            rows = [{**head, **failure(e)}]
+        prov = {f"prov_{k}": v for k, v in collect(spec.device).items() if not isinstance(v, dict)}
+        return [{**r, **prov} for r in rows]
+
+    def estimate(unit, pace: Pace) -> float:
+        est = unit_estimate(unit, pace)
+        return est if est or not est_unit_s else est_unit_s
+
+    df = run_grid(
+        spec.units(),
+        measure_unit,
+        key=_unit_key,
+        row_key=_row_key,
+        group=lambda u: u,
+        open_group=open_width,
+        out=Path(out),
+        columns=KEY,
+        kind="int8_kernels",
+        metadata={"spec": asdict(spec), "argv": sys.argv},
+        deadline=deadline,
+        estimate=estimate,
+        seconds_column="unit_s",
+        describe=lambda u: f"width {u[0]:g} {u[1]}s",
+        progress=progress,
+        device=spec.device,
+    )
+    free_memory()
+    return df

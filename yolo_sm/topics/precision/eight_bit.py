@@ -1,0 +1,406 @@
+"""FP16, INT8 and FP8 side by side (notebook 02): the ``bench_8bit`` dataset (the 8-bit engines
+and the fp16 engines timed in one process per width and batch) and the ``numerics_8bit``
+dataset (the int8 engine's head-output error against eager fp32 and its boxes after NMS against
+fp16, per calibration), with fp8's photo rows of ``numerics``, and the ``trace_int8_b64`` and
+``trace_fp8_w1_b64`` Kineto kernels (where the 8-bit engines' GPU time goes against fp16's, and
+at what occupancy their kernels run). Tables in, tables out;
+:func:`facts_8bit` returns the numbers the rules of
+:data:`yolo_sm.topics.precision.rules.EIGHT_BIT` judge. Nothing here judges."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from yolo_sm.analyse.bench_table import ok_rows
+from yolo_sm.analyse.facts import fact
+from yolo_sm.analyse.weighting import time_weighted, weighted_mean
+from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.contract.labels import config_label, parse_config
+from yolo_sm.contract.vocab import TOLERANCE, Precision
+from yolo_sm.topics.deploy.analyse import (
+    CONV_PARTS,
+    EPILOGUE,
+    QUANTISE_PARTS,
+    kernel_parts,
+    part_ms,
+    part_order,
+    time_breakdown,
+)
+from yolo_sm.topics.precision import int8_kernels
+
+BENCH_8BIT = "bench_8bit"
+TRACE_INT8 = "trace_int8_b64"
+#: the Kineto kernels of the torch.compile fp16 and int8 engines (batch 64)
+TRACE_INT8_COMPILE = "trace_int8_compile_b64"
+#: the same with SPPF's max pools rewritten as two 1-D pools before compiling (+sep-pool)
+TRACE_INT8_COMPILE_SEP_POOL = "trace_int8_compile_sep_pool_b64"
+#: the Kineto kernels of the eager fp16 and fp8 engines (width 1.0, batch 64)
+TRACE_FP8 = "trace_fp8_w1_b64"
+#: the traces that hold an 8-bit engine's kernels beside fp16's, by 8-bit precision
+TRACES_8BIT = {"int8": TRACE_INT8, "fp8": TRACE_FP8}
+#: the fp16 engine the 8-bit engines' kernels are compared with: eager's kernels in one graph
+GRAPH_FP16 = "cudagraph/fp16/nhwc"
+NUMERICS_8BIT = "numerics_8bit"
+NUMERICS = "numerics"
+#: the 8-bit precisions compared with fp16
+EIGHT_BIT = ("int8", "fp8")
+#: the error a failed numerical check states in its message
+_CHECK_ERROR = r"relative L2 error ([0-9.]+(?:e[-+]?\d+)?)"
+
+
+def label(precision: str, calibration=None, percentile=None) -> str:
+    """``fp16``, ``fp8``, ``int8 (max)``, ``int8 (percentile 99.99)``."""
+    cal = "" if calibration is None or calibration != calibration else str(calibration)
+    if precision != "int8" or not cal:
+        return str(precision)
+    if cal == "percentile" and percentile == percentile and percentile is not None:
+        return f"int8 (percentile {float(percentile):g})"
+    return f"int8 ({cal})"
+
+
+def _labels(df) -> pd.Series:
+    cal = df["calibration"] if "calibration" in df else pd.Series("", index=df.index)
+    pct = df["int8_percentile"] if "int8_percentile" in df else pd.Series(math.nan, index=df.index)
+    return pd.Series(
+        [label(p, c, q) for p, c, q in zip(df.precision, cal, pct, strict=True)], index=df.index
+    )
+
+
+def engine_speed(bench, batch: int | None = None):
+    """Per width and batch (only ``batch`` when given) the model-only engine rows of the bench:
+    ``variant`` and ``backend``, img/s, the ratio to the fastest fp16 engine of the same width
+    and batch (``vs_fastest_fp16``; that engine is ``fastest_fp16``) and to the fp16 CUDA graph
+    (``vs_cudagraph_fp16``: the same eager kernels without launch gaps), the numerical check's
+    ``rel_err`` (read from the message where the check failed), ``quant_convs``,
+    ``quant_fallbacks`` and ``quant_handoffs`` (NaN in rows measured before hand-off); error
+    rows keep their message."""
+    d = bench[bench.scope == "model_only"] if "scope" in bench else bench
+    if batch is not None:
+        d = d[d.batch == batch]
+    if d.empty:
+        return pd.DataFrame()
+    d = d.copy()
+    parsed = d.message.fillna("").str.extract(_CHECK_ERROR, expand=False).astype(float)
+    d["rel_err"] = d.rel_err.where(d.status == "ok", parsed) if "rel_err" in d else parsed
+    ok = ok_rows(d)
+    fp16 = ok[ok.precision == "fp16"]
+    unit = ["width", "batch"]
+    best = fp16.loc[fp16.groupby(unit).img_per_s.idxmax()] if len(fp16) else fp16
+    best = best.set_index(unit)
+    graph = fp16[fp16.variant == GRAPH_FP16].set_index(unit)
+    key = pd.MultiIndex.from_frame(d[unit])
+    d["fastest_fp16"] = best.variant.reindex(key).to_numpy()
+    d["vs_fastest_fp16"] = d.img_per_s.to_numpy() / best.img_per_s.reindex(key).to_numpy()
+    d["vs_cudagraph_fp16"] = d.img_per_s.to_numpy() / graph.img_per_s.reindex(key).to_numpy()
+    quant = ["quant_convs", "quant_fallbacks", "quant_handoffs"]
+    for c in quant:
+        if c not in d:
+            d[c] = math.nan
+    cols = ["width", "batch", "variant", "backend", "precision", "status", "img_per_s"]
+    cols += ["vs_fastest_fp16", "fastest_fp16", "vs_cudagraph_fp16", "rel_err", *quant]
+    cols += ["message"] + [c for c in ("prov_device",) if c in d]
+    return (
+        d[cols]
+        .sort_values(["batch", "width", "img_per_s"], ascending=[False, True, False])
+        .reset_index(drop=True)
+    )
+
+
+def speed_grid(speed):
+    """:func:`engine_speed` as a grid: one row per width and batch, one column per engine
+    variant, the ratio to the fastest fp16 engine of that width and batch."""
+    return speed.pivot_table(
+        index=["batch", "width"], columns="variant", values="vs_fastest_fp16"
+    ).round(2)
+
+
+def photo_rows(numerics, *, class_prior: bool = True):
+    """The rel_err rows on photos (with the bench's class prior by default), labelled."""
+    d = numerics[(numerics["input"] == "photo") & (numerics.metric == "rel_err")]
+    if "class_prior" in d:
+        d = d[d.class_prior.astype(bool) == class_prior]
+    return d.assign(engine=_labels(d))
+
+
+def error_table(numerics_8bit, numerics=None):
+    """Per width and engine (fp16, int8 per calibration, fp8 from ``numerics``): the head
+    output's relative L2 error against eager fp32 on the photos (class prior), its ratio to the
+    precision's tolerance, and the boxes after NMS against fp16's (mean share of boxes matched at
+    IoU >= 0.9 in each direction, mean boxes per photo)."""
+    frames = [numerics_8bit]
+    if numerics is not None:
+        frames.append(numerics[numerics.precision == "fp8"])
+    d = pd.concat(frames, ignore_index=True)
+    e = photo_rows(d)
+    err = e.groupby(["width", "engine", "precision"]).rel_err.max().reset_index()
+    err["over_tolerance"] = err.rel_err / err.precision.map(
+        lambda p: TOLERANCE[Precision(p)]
+    ).astype(float)
+    b = d[d.metric == "boxes"].assign(engine=lambda x: _labels(x))
+    if len(b):
+        box = (
+            b.groupby(["width", "engine"])
+            .agg(
+                boxes=("boxes", "mean"),
+                reference_boxes=("reference_boxes", "mean"),
+                matched=("matched", "mean"),
+                reference_matched=("reference_matched", "mean"),
+            )
+            .reset_index()
+        )
+        err = err.merge(box, on=["width", "engine"], how="outer")
+    return err.sort_values(["width", "engine"]).reset_index(drop=True)
+
+
+def speed_facts(speed) -> list[dict]:
+    """Per 8-bit precision in the bench (its speed over fp16 is claim_10's fact): its
+    convolutions that fell back
+    to fp16 (most in one engine, rows measured on a GPU: a CPU emulates), its largest check
+    error over the tolerance (failed checks included) and its engines that failed."""
+    ds = (BENCH_8BIT,)
+    out = []
+    for p in EIGHT_BIT:
+        s = speed[speed.precision == p]
+        if s.empty:
+            continue
+        scope = f"precision={p}"
+        # on a CPU the engines emulate: no cuDNN path to fall back from
+        on_gpu = s.prov_device.astype(str).str.startswith("cuda") if "prov_device" in s else None
+        falls = s.quant_fallbacks[on_gpu] if on_gpu is not None else s.quant_fallbacks
+        out.append(
+            fact(
+                "engine_fallbacks_max",
+                falls.max() if len(falls) else math.nan,
+                "convs",
+                scope=scope,
+                datasets=ds,
+            )
+        )
+        err = s.rel_err.dropna()
+        out.append(
+            fact(
+                "bench_error_over_tolerance_max",
+                err.max() / TOLERANCE[Precision(p)] if len(err) else math.nan,
+                "x",
+                scope=scope,
+                datasets=ds,
+            )
+        )
+        out.append(
+            fact(
+                "bench_engines_failed",
+                int((s.status != "ok").sum()),
+                "engines",
+                scope=scope,
+                datasets=ds,
+            )
+        )
+    return out
+
+
+def error_facts(errors) -> list[dict]:
+    """From :func:`error_table`: int8's largest error over its tolerance (every calibration and
+    width), the percentile calibration's error over max's (median over widths), and the
+    smallest share of int8 boxes matched to fp16's (either direction)."""
+    ds = (NUMERICS_8BIT,)
+    out = []
+    i8 = errors[errors.precision == "int8"]
+    if i8.empty:
+        return out
+    out.append(fact("int8_error_over_tolerance_max", i8.over_tolerance.max(), "x", datasets=ds))
+    w = i8.pivot_table(index="width", columns="engine", values="rel_err")
+    pct = [c for c in w if c.startswith("int8 (percentile")]
+    if "int8 (max)" in w and pct:
+        out.append(
+            fact(
+                "int8_percentile_over_max_error",
+                (w[pct[0]] / w["int8 (max)"]).median(),
+                "x",
+                datasets=ds,
+            )
+        )
+    if "matched" in i8:
+        m = i8[["matched", "reference_matched"]].min(axis=1).min()
+        out.append(fact("int8_box_match_min", 100 * m, "%", datasets=ds))
+    return out
+
+
+def int8_breakdown(kernels):
+    """GPU ms per forward by part (:func:`yolo_sm.topics.deploy.analyse.time_breakdown`) of each
+    fp16
+    and int8 config of a Kineto table such as ``trace_int8_b64``, columns ordered by width."""
+    b = time_breakdown(kernels)
+
+    def order(label):
+        c = parse_config(label, strict=False)
+        return (c["width"], c["precision"] == "int8")
+
+    return b[sorted(b.columns, key=order)]
+
+
+def trace_pairs(configs, precision: str = "int8") -> list[tuple[float, str, str]]:
+    """(width, fp16 config, ``precision`` config) for each width of ``configs`` (config labels)
+    traced in both precisions."""
+    configs = set(configs)
+    out = []
+    for c8 in configs:
+        c = parse_config(c8, strict=False)
+        if c["precision"] != precision:
+            continue
+        c16 = config_label(c["family"], c["width"], "fp16", c["layout"], c["batch"])
+        if c16 in configs:
+            out.append((c["width"], c16, c8))
+    return sorted(out)
+
+
+def trace_table(breakdown):
+    """Per width traced in fp16 and int8, from :func:`int8_breakdown`: each engine's GPU ms
+    per forward, the int8 convolutions' time over fp16's (``conv_ratio``), what int8 saves in
+    the convolutions and their bias / SiLU epilogues against what its quantisation passes cost
+    (``quantise_over_saving``), and the share of the int8 forward in the parts it leaves as they
+    are (copies, concatenations, pooling, upsampling: ``unchanged_pct``)."""
+    b = breakdown
+    rows = []
+    for w, c16, c8 in trace_pairs(b.columns):
+        batch = parse_config(c8, strict=False)["batch"]
+        conv16, conv8 = part_ms(b, c16, CONV_PARTS), part_ms(b, c8, CONV_PARTS)
+        epi16, epi8 = part_ms(b, c16, EPILOGUE), part_ms(b, c8, EPILOGUE)
+        quant = part_ms(b, c8, QUANTISE_PARTS)
+        saving = (conv16 + epi16) - (conv8 + epi8)
+        unchanged = part_ms(b, c8, UNCHANGED)
+        rows.append(
+            {
+                "width": w,
+                "batch": batch,
+                "fp16_ms": float(b.loc["total", c16]),
+                "int8_ms": float(b.loc["total", c8]),
+                "int8_over_fp16": float(b.loc["total", c8] / b.loc["total", c16]),
+                "fp16_conv_ms": conv16,
+                "int8_conv_ms": conv8,
+                "conv_ratio": conv8 / conv16 if conv16 else math.nan,
+                "epilogue_saved_ms": epi16 - epi8,
+                "quantise_ms": quant,
+                "quantise_over_saving": quant / saving if saving > 0 else math.inf,
+                "unchanged_pct": 100 * unchanged / float(b.loc["total", c8]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+#: the parts of a forward the 8-bit engines leave in fp16 as they are
+UNCHANGED = ("copy / concat", "pooling / upsample", "pooling (Triton)", "upsample (Triton)")
+
+
+def trace_facts(table) -> list[dict]:
+    """From :func:`trace_table`: per width its ratios (scoped), and over the widths the largest
+    convolution ratio, the largest quantisation cost over saving and the smallest share left
+    unchanged."""
+    ds = (TRACE_INT8,)
+    out = []
+    if table.empty:
+        return out
+    for r in table.itertuples():
+        scope = f"width={r.width:g}"
+        out.append(fact("int8_trace_over_fp16", r.int8_over_fp16, "x", scope=scope, datasets=ds))
+        out.append(fact("int8_conv_over_fp16_conv", r.conv_ratio, "x", scope=scope, datasets=ds))
+    out.append(fact("int8_conv_over_fp16_conv_max", table.conv_ratio.max(), "x", datasets=ds))
+    out.append(
+        fact("int8_quantise_over_saving_max", table.quantise_over_saving.max(), "x", datasets=ds)
+    )
+    out.append(fact("int8_unchanged_pct_min", table.unchanged_pct.min(), "%", datasets=ds))
+    return out
+
+
+#: the largest gap (percentage points) between an 8-bit engine's convolutions' time-weighted
+#: theoretical occupancy and fp16's that still counts as the same occupancy
+OCCUPANCY_SAME_PTS = 2.0
+
+
+def part_occupancy(kernels):
+    """Per config and part (:data:`yolo_sm.topics.deploy.analyse.PARTS`) of a Kineto kernel table
+    with ``iteration``: kernels and GPU ms per forward, the part's share of the forward's GPU
+    time (%), and, each weighted by kernel time, the theoretical occupancy, Kineto's
+    estimated achieved occupancy (%), registers per thread and shared memory per block (KiB)."""
+    k = kernels.assign(
+        part=kernel_parts(kernels), shared_mem_kib=kernels.shared_mem_per_block_bytes / 1024
+    )
+    cols = ("theoretical_occupancy_pct", "est_occupancy_pct", "registers_per_thread")
+    t = time_weighted(k, ["config", "part"], cols=(*cols, "shared_mem_kib"))
+    forwards = t.config.map(k.groupby("config").iteration.nunique())
+    t["kernels"] = t.kernels / forwards
+    t["ms"] = t.time_us / forwards / 1e3
+    t["share_pct"] = 100 * t.time_us / t.groupby("config").time_us.transform("sum")
+    order = {p: i for i, p in enumerate(part_order(t.part))}
+    t = t.assign(_o=t.part.map(order)).sort_values(["config", "_o"]).drop(columns=["_o"])
+    keep = ["config", "part", "kernels", "ms", "share_pct", "theoretical_occupancy_tw_pct"]
+    keep += ["est_occupancy_tw_pct", "registers_per_thread_tw", "shared_mem_kib_tw"]
+    return t[keep].reset_index(drop=True)
+
+
+def conv_occupancy(table, precision: str) -> pd.DataFrame:
+    """Per width of a :func:`part_occupancy` table traced in fp16 and ``precision``: the
+    time-weighted theoretical and estimated occupancy of the tensor-core convolutions
+    (:data:`yolo_sm.topics.deploy.analyse.CONV_PARTS` together) of each engine, and the 8-bit
+    engine's
+    minus fp16's (``theoretical_gap_pts``)."""
+    rows = []
+    conv = table[table.part.isin(CONV_PARTS)]
+
+    def tw(config, col):
+        g = conv[conv.config == config]
+        return weighted_mean(g[col], g.ms)
+
+    for w, c16, c8 in trace_pairs(table.config.unique(), precision):
+        t16, t8 = tw(c16, "theoretical_occupancy_tw_pct"), tw(c8, "theoretical_occupancy_tw_pct")
+        rows.append(
+            {
+                "width": w,
+                "precision": precision,
+                "fp16_theoretical_pct": t16,
+                "theoretical_pct": t8,
+                "theoretical_gap_pts": t8 - t16,
+                "fp16_est_pct": tw(c16, "est_occupancy_tw_pct"),
+                "est_pct": tw(c8, "est_occupancy_tw_pct"),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def conv_occupancy_facts(occ, precision: str, dataset: str) -> list[dict]:
+    """From :func:`conv_occupancy`: the largest gap (points, either way) between the
+    ``precision`` convolutions' time-weighted theoretical occupancy and fp16's over the widths
+    traced (``<precision>_conv_occupancy_gap_max``); none without a width traced in both."""
+    if occ.empty or not occ.theoretical_gap_pts.notna().any():
+        return []
+    gap = float(occ.theoretical_gap_pts.abs().max())
+    return [fact(f"{precision}_conv_occupancy_gap_max", gap, "points", datasets=(dataset,))]
+
+
+def occupancy_facts(root: DataRoot) -> list[dict]:
+    """:func:`conv_occupancy_facts` of each 8-bit trace (:data:`TRACES_8BIT`) ``root`` holds."""
+    out = []
+    for prec, name in TRACES_8BIT.items():
+        if root.has(name):
+            occ = conv_occupancy(part_occupancy(root.load(name)), prec)
+            out += conv_occupancy_facts(occ, prec, name)
+    return out
+
+
+def facts_8bit(root: DataRoot) -> list[dict]:
+    """The facts of the side-by-side section from ``root`` (those whose datasets it holds)."""
+    out = []
+    if root.has(BENCH_8BIT):
+        speed = engine_speed(root.load(BENCH_8BIT))
+        if len(speed):
+            out += speed_facts(speed)
+    if root.has(NUMERICS_8BIT):
+        numerics = root.load(NUMERICS) if root.has(NUMERICS) else None
+        out += error_facts(error_table(root.load(NUMERICS_8BIT), numerics))
+    if root.has(TRACE_INT8):
+        out += trace_facts(trace_table(int8_breakdown(root.load(TRACE_INT8))))
+    out += occupancy_facts(root)
+    if root.has(int8_kernels.INT8_KERNELS):  # which int8 convolution kernel is fastest
+        out += int8_kernels.facts_of(root.load(int8_kernels.INT8_KERNELS), root)
+    return out

@@ -1,0 +1,235 @@
+"""Which int8 convolution kernel is fastest (notebook 02): the ``int8_kernels`` table -- every
+int8 convolution of a YOLO model timed alone with each kernel beside the fp16 convolution it
+replaces (``scope`` = ``conv``), and each width's whole model as a CUDA graph per kernel
+(``scope`` = ``model``). Tables in, tables out; :func:`facts` returns what the rules of
+:data:`yolo_sm.topics.precision.int8_rules.RULES` judge. Nothing here judges.
+
+Kernels are compared over the same convolutions: a ratio of two kernels sums their times over
+the convolutions where both ran (``status`` ok), so a kernel that applies to a subset
+(``intmm``: the 1x1 stride-1 ones) is compared with the others on that subset only."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from yolo_sm.analyse.facts import fact, facts_table
+from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.contract.hardware import ceiling
+
+INT8_KERNELS = "int8_kernels"
+#: the int8 kernels of a conv row (the fp16 rows are the baseline)
+INT8 = ("cudnn", "intmm", "triton", "triton_prequant")
+#: the kernel every other is compared with: cuDNN's int8 graphs (the int8 engine's default)
+REFERENCE = "cudnn"
+INT8_CEILING = "matmul_int8"
+
+
+def conv_class(df: pd.DataFrame) -> pd.Series:
+    """``1x1``, ``3x3`` or ``3x3 s2`` (the filter and, when not 1, the stride) per conv row."""
+    k = df["kernel_size"].astype(int).astype(str)
+    s = df["stride"].astype(int)
+    return (k + "x" + k).where(s == 1, k + "x" + k + " s" + s.astype(str))
+
+
+def conv_times(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (width, batch, convolution): ``<kernel>_ms`` for each kernel that ran it (ok
+    rows), its class, ops, and ``best_int8`` (the fastest int8 kernel there) with ``best_ms``."""
+    conv = df[(df.scope == "conv") & (df.status == "ok")].copy()
+    if conv.empty:
+        return pd.DataFrame()
+    conv["conv_class"] = conv_class(conv)
+    keys = ["width", "batch", "index", "layer", "conv_class", "in_channels", "out_channels"]
+    keys += ["in_h", "ops"]
+    wide = conv.pivot_table(index=keys, columns="kernel", values="median_ms", aggfunc="first")
+    wide.columns = [f"{k}_ms" for k in wide.columns]
+    wide = wide.reset_index()
+    int8 = [f"{k}_ms" for k in INT8 if f"{k}_ms" in wide]
+    if int8:
+        best = wide[int8].idxmin(axis=1, skipna=True)
+        wide["best_int8"] = best.str.removesuffix("_ms")
+        wide["best_ms"] = wide[int8].min(axis=1)
+    return wide.sort_values(["width", "batch", "index"]).reset_index(drop=True)
+
+
+def _ratio(g: pd.DataFrame, base: str, other: str) -> float:
+    """sum(base ms) / sum(other ms) over the rows of ``g`` where both ran (>1: ``other`` is
+    faster); NaN when none."""
+    a, b = f"{base}_ms", f"{other}_ms"
+    if a not in g or b not in g:
+        return math.nan
+    both = g[g[a].notna() & g[b].notna()]
+    return float(both[a].sum() / both[b].sum()) if len(both) and both[b].sum() > 0 else math.nan
+
+
+def kernel_totals(times: pd.DataFrame) -> pd.DataFrame:
+    """Per (width, batch, kernel): the convolutions it ran, their summed ms, fp16's and cuDNN
+    int8's summed ms over the same convolutions over its own (``fp16_over`` and
+    ``cudnn_over``: > 1, this kernel is faster) and how many convolutions it is the fastest int8
+    kernel of (``fastest_of``); the ``best`` row takes the fastest int8 kernel per
+    convolution."""
+    if times.empty:
+        return pd.DataFrame()
+    rows = []
+    for (w, b), g in times.groupby(["width", "batch"]):
+        for k in ("fp16", *INT8, "best"):
+            col = f"{k}_ms"
+            if col not in g or g[col].notna().sum() == 0:
+                continue
+            ran = g[g[col].notna()]
+            rows.append(
+                {
+                    "width": w,
+                    "batch": b,
+                    "kernel": k,
+                    "convs": len(ran),
+                    "conv_ms": float(ran[col].sum()),
+                    "fp16_over": _ratio(g, "fp16", k) if k != "fp16" else 1.0,
+                    "cudnn_over": _ratio(g, REFERENCE, k),
+                    "fastest_of": int((g.get("best_int8") == k).sum()) if k in INT8 else None,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def class_totals(times: pd.DataFrame) -> pd.DataFrame:
+    """Per (width, conv class): summed ms of fp16 and of each int8 kernel over the class's
+    convolutions, and fp16's over the best int8 choice (``fp16_over_best``)."""
+    if times.empty:
+        return pd.DataFrame()
+    cols = [c for c in times if c.endswith("_ms")]
+    out = times.groupby(["width", "conv_class"])[cols].sum(min_count=1)
+    out.insert(0, "convs", times.groupby(["width", "conv_class"]).size())
+    out["fp16_over_best"] = out["fp16_ms"] / out["best_ms"]
+    return out.reset_index()
+
+
+def kernel_rates(df: pd.DataFrame, root: DataRoot | None = None) -> pd.DataFrame:
+    """Per (width, kernel) over its ok conv rows: the median and the largest ops rate (TOP/s;
+    TFLOP/s for fp16) and, with ``root``'s int8 matmul ceiling (its burst figure), the largest
+    as a percent of it (``peak_of_int8_ceiling_pct``)."""
+    conv = df[(df.scope == "conv") & (df.status == "ok")]
+    if conv.empty:
+        return pd.DataFrame()
+    out = conv.groupby(["width", "kernel"]).tops.agg(median_tops="median", peak_tops="max")
+    out = out.reset_index()
+    top = ceiling(root, INT8_CEILING) if root is not None else None
+    out["int8_ceiling_tops"] = top[0] if top else math.nan
+    out["peak_of_int8_ceiling_pct"] = 100 * out.peak_tops / out.int8_ceiling_tops
+    return out
+
+
+def model_speed(df: pd.DataFrame) -> pd.DataFrame:
+    """Model rows: img/s per (width, batch, kernel) with ``vs_fp16`` (over the fp16 CUDA graph
+    of the same width, same process) and ``vs_cudnn`` (over the int8 engine with cuDNN's
+    graphs)."""
+    m = df[df.scope == "model"].copy()
+    if m.empty:
+        return m
+    cols = ["width", "batch", "kernel", "status", "img_per_s", "median_ms", "rel_err"]
+    cols += [c for c in ("build_s", "quant_convs", "kernel_convs", "quant_fallbacks") if c in m]
+    m = m[cols]
+    ok = m[m.status == "ok"].set_index(["width", "batch", "kernel"]).img_per_s
+
+    def over(r, base):
+        try:
+            return r.img_per_s / ok.loc[(r.width, r.batch, base)]
+        except KeyError:
+            return math.nan
+
+    m["vs_fp16"] = m.apply(over, axis=1, base="fp16")
+    m["vs_cudnn"] = m.apply(over, axis=1, base=REFERENCE)
+    return m.reset_index(drop=True)
+
+
+def max_rel_err(df: pd.DataFrame) -> float:
+    """The largest distance of an int8 conv row's output from the exact emulation."""
+    conv = df[(df.scope == "conv") & df.kernel.isin(INT8) & (df.status == "ok")]
+    return float(conv.rel_err.max()) if len(conv) else math.nan
+
+
+def facts_of(df: pd.DataFrame, root: DataRoot | None = None) -> list[dict]:
+    """Per width (scoped ``width=W``) the ratios of :func:`kernel_totals` and
+    :func:`model_speed`, and over the widths their smallest (``_min``) or largest (``_max``):
+
+    * ``int8_kernels.triton_over_cudnn`` -- cuDNN's summed conv ms over the Triton kernel's;
+    * ``int8_kernels.fused_over_prequant`` -- the Triton kernel after the separate quantiser
+      over the one that quantises while loading (> 1: quantising inside pays);
+    * ``int8_kernels.intmm_over_cudnn`` -- cuDNN's over ``torch._int_mm``'s (1x1 convolutions);
+    * ``int8_kernels.best_over_fp16`` / ``best_over_cudnn`` -- fp16's (cuDNN int8's) summed
+      ms over the fastest int8 kernel's per convolution;
+    * ``int8_kernels.model_<kernel>_over_cudnn`` -- the whole int8 model's img/s with that
+      kernel over with cuDNN's graphs;
+    * ``int8_kernels.conv_error_max`` -- the largest distance from the exact emulation;
+    * ``int8_kernels.<kernel>_peak_of_int8_ceiling_pct`` -- a kernel's fastest convolution as a
+      percent of the root's int8 matmul ceiling (with ``root``)."""
+    ds = (INT8_KERNELS,)
+    out: list[dict] = []
+    totals = kernel_totals(conv_times(df))
+    pairs = {
+        "triton_over_cudnn": ("triton", "cudnn_over"),
+        "intmm_over_cudnn": ("intmm", "cudnn_over"),
+        "best_over_fp16": ("best", "fp16_over"),
+        "best_over_cudnn": ("best", "cudnn_over"),
+    }
+    by_width: dict[str, list[float]] = {}
+    if not totals.empty:
+        t = totals.set_index(["width", "kernel"])
+        for w in sorted(totals.width.unique()):
+            got = {name: _get(t, (w, k), col) for name, (k, col) in pairs.items()}
+            pre = _get(t, (w, "triton_prequant"), "conv_ms")
+            fused = _get(t, (w, "triton"), "conv_ms")
+            got["fused_over_prequant"] = pre / fused if fused and fused > 0 else math.nan
+            for name, v in got.items():
+                by_width.setdefault(name, []).append(v)
+                out.append(fact(f"int8_kernels.{name}", v, "x", scope=f"width={w:g}", datasets=ds))
+    speed = model_speed(df)
+    for k in ("triton", "intmm"):
+        rows = speed[(speed.kernel == k) & (speed.status == "ok")] if len(speed) else speed
+        for r in rows.itertuples():
+            out.append(
+                fact(
+                    f"int8_kernels.model_{k}_over_cudnn",
+                    r.vs_cudnn,
+                    "x",
+                    scope=f"width={r.width:g}",
+                    datasets=ds,
+                )
+            )
+        if len(rows):
+            by_width[f"model_{k}_over_cudnn"] = list(rows.vs_cudnn)
+    for name, vals in by_width.items():
+        vals = [v for v in vals if not math.isnan(v)]
+        if vals:
+            out.append(fact(f"int8_kernels.{name}_min", min(vals), "x", datasets=ds))
+    if not totals.empty:
+        out.append(fact("int8_kernels.conv_error_max", max_rel_err(df), "", datasets=ds))
+    rates = kernel_rates(df, root)
+    if not rates.empty and rates.int8_ceiling_tops.notna().any():
+        for k, g in rates[rates.kernel.isin(INT8)].groupby("kernel"):
+            pct = float(g.peak_of_int8_ceiling_pct.max())
+            out.append(
+                fact(
+                    f"int8_kernels.{k}_peak_of_int8_ceiling_pct",
+                    pct,
+                    "%",
+                    datasets=(*ds, "ceilings"),
+                )
+            )
+    return out
+
+
+def _get(t: pd.DataFrame, key, col) -> float:
+    try:
+        v = t.loc[key, col]
+    except KeyError:
+        return math.nan
+    return float(v) if v is not None and not pd.isna(v) else math.nan
+
+
+def facts(root: DataRoot) -> pd.DataFrame:
+    """:func:`facts_of` of ``root``'s ``int8_kernels`` as a facts table (empty without it)."""
+    if not root.has(INT8_KERNELS):
+        return facts_table([])
+    return facts_table(facts_of(root.load(INT8_KERNELS), root))

@@ -1,0 +1,257 @@
+"""One engine per resolution, or one engine for every resolution: YOLO models timed at several
+letterboxed frame sizes (640x640, 1280x736 from 1280x720, 1920x1088 from 1920x1080) with
+
+* ``fixed`` engines: one per resolution, built for its shape (a CUDA graph by default);
+* ``dynamic`` engines: one per model serving every resolution, the eager module (``eager``) or
+  ``torch.compile(dynamic=True)`` (``compile``), built once and called at each size.
+
+At each resolution the fixed engine and the dynamic one(s) run side by side in one process. A
+row per (width, resolution, engine): img/s, megapixels/s of model input, launches per forward.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.scrub import user_argv
+from yolo_sm.contract.store import write_atomic
+from yolo_sm.core.engines import EngineConfig, build_engine
+from yolo_sm.core.engines.base import Engine, head_tensor, numerics, verify
+from yolo_sm.core.engines.torch_backends import build_eager, prepare_module
+from yolo_sm.core.grid import free_memory
+from yolo_sm.core.models import build_yolo
+from yolo_sm.core.sweep import SweepSpec, check_environment, failure, host_columns
+from yolo_sm.core.timing import measure_engine
+from yolo_sm.topics.shapes.analyse import engine_hw, parse_frame
+
+DYNAMIC = ("eager", "compile")
+
+
+@dataclass(frozen=True)
+class ResolutionSpec:
+    """The models (``family`` at each of ``widths``, ``depth``), the frames (``"WxH"``), one
+    batch, the fixed engines' backend and the dynamic engines to compare with them."""
+
+    widths: tuple[float, ...] = (0.5, 1.0)
+    family: str = "yolov8"
+    depth: float = 0.33
+    batch: int = 8
+    frames: tuple[str, ...] = ("640x640", "1280x720", "1920x1080")
+    fixed_backend: str = "cudagraph"
+    dynamic: tuple[str, ...] = ("eager",)
+    precision: str = "fp16"
+    layout: str = "nhwc"
+    device: str = "cuda"
+    warmup_ms: float = 50.0
+    budget_ms: float = 150.0
+    check: bool = True
+
+    @classmethod
+    def from_mapping(cls, data: dict) -> ResolutionSpec:
+        kw = {k: v for k, v in data.items() if v is not None}
+        for k in ("widths", "frames", "dynamic"):
+            if k in kw:
+                v = kw[k]
+                kw[k] = tuple(v) if isinstance(v, (list, tuple)) else (v,)
+        return cls(**kw).validated()
+
+    def validated(self) -> ResolutionSpec:
+        SweepSpec(
+            family=(self.family,),
+            widths=self.widths,
+            depth=(self.depth,),
+            precisions=(self.precision,),
+            layouts=(self.layout,),
+            backends=(self.fixed_backend,),
+            batches=(self.batch,),
+            device=self.device,
+            warmup_ms=self.warmup_ms,
+            budget_ms=self.budget_ms,
+        ).validated()
+        if self.fixed_backend not in ("eager", "cudagraph", "compile"):
+            raise UserError(
+                f"fixed_backend must be eager, cudagraph or compile, got {self.fixed_backend!r}"
+            )
+        dyn = tuple(str(d).lower() for d in self.dynamic)
+        bad = [d for d in dyn if d not in DYNAMIC]
+        if bad:
+            raise UserError(f"unknown dynamic engine {bad[0]!r}: choose {', '.join(DYNAMIC)}")
+        frames = tuple(f"{w}x{h}" for h, w in (parse_frame(f) for f in self.frames))
+        if not frames:
+            raise UserError("resolutions needs at least one frame size")
+        return replace(
+            self,
+            widths=tuple(float(w) for w in self.widths),
+            frames=tuple(dict.fromkeys(frames)),
+            dynamic=dyn,
+        )
+
+
+def _config(spec: ResolutionSpec, backend: str, hw: tuple[int, int]) -> EngineConfig:
+    return EngineConfig(
+        backend=backend,
+        precision=spec.precision,
+        layout=spec.layout,
+        batch=spec.batch,
+        imgsz_hw=hw,
+        device=spec.device,
+        check=spec.check,
+    )
+
+
+class DynamicEngine:
+    """One engine for every input shape: the eager module (``kind`` eager) or
+    ``torch.compile(module, dynamic=True)`` (``kind`` compile), prepared once;
+    :meth:`at` gives an :class:`Engine` of it for one shape (same module, same compiled code)."""
+
+    def __init__(self, model, spec: ResolutionSpec, kind: str, hw: tuple[int, int]):
+        import torch
+
+        self.kind = kind
+        self.spec = spec
+        cfg = _config(spec, "eager", hw)
+        if kind == "eager":
+            self.module = build_eager(model, replace(cfg, check=False)).module
+            self.fn = self.module
+            self.grad = torch.inference_mode
+        else:
+            self.module = prepare_module(model, cfg)
+            self.fn = torch.compile(self.module, dynamic=True)
+            self.grad = torch.no_grad  # compiled graphs guard on inference-mode tensors
+
+    def at(self, model, hw: tuple[int, int]) -> Engine:
+
+        cfg = _config(self.spec, "eager" if self.kind == "eager" else "compile", hw)
+        fn, grad = self.fn, self.grad
+        before = compiled_graphs()
+        info: dict = {}
+
+        def run(x):
+            with numerics(cfg), grad():
+                out = head_tensor(fn(x))
+            info["recompiles"] = compiled_graphs() - before
+            return out
+
+        desc = f"dynamic {self.kind} {cfg.precision.value}"
+        eng = Engine(cfg, run, desc, info, module=self.module)
+        t0 = time.perf_counter()
+        if cfg.check:
+            verify(eng, model)
+        else:
+            eng(eng.make_input())
+        info["first_call_s"] = time.perf_counter() - t0
+        return eng
+
+
+def _row(spec, width, frame, hw, engine_kind, backend) -> dict:
+    fw, fh = (int(v) for v in frame.split("x"))
+    return {
+        "family": spec.family,
+        "width": float(width),
+        "depth": float(spec.depth),
+        "batch": int(spec.batch),
+        "precision": spec.precision,
+        "layout": spec.layout,
+        "device": spec.device,
+        "frame_size": frame,
+        "frame_w": fw,
+        "frame_h": fh,
+        "imgsz_h": int(hw[0]),
+        "imgsz_w": int(hw[1]),
+        "engine": engine_kind,
+        "backend": backend,
+        "status": "ok",
+        "message": "",
+    }
+
+
+def _timed(row: dict, make_engine, spec: ResolutionSpec) -> dict:
+    """``row`` with the timing of the engine ``make_engine()`` builds (closed after)."""
+    on_gpu = spec.device.startswith("cuda")
+    eng = None
+    try:
+        t0 = time.perf_counter()
+        eng = make_engine()
+        row["build_s"] = time.perf_counter() - t0
+        row["rel_err"] = eng.rel_err
+        m = measure_engine(eng, warmup_ms=spec.warmup_ms, budget_ms=spec.budget_ms)
+        row.update(m.summary())
+        row["mpix_per_s"] = m.img_per_s * row["imgsz_h"] * row["imgsz_w"] / 1e6
+        row.update(host_columns(eng, m.median_ms, on_gpu))
+        for k in ("recompiles", "first_call_s", "capture_s"):
+            if k in eng.info:
+                row[k] = eng.info[k]
+        row.update({f"prov_{k}": v for k, v in m.provenance.items()})
+    except Exception as e:  # noqa: BLE001 - a failed engine is a row; the others still run
+        row.update(failure(e))
+    finally:
+        if eng is not None:
+            eng.close()
+        free_memory(collect=row["status"] != "ok")
+    return row
+
+
+def run_resolutions(spec: ResolutionSpec, out: str | os.PathLike | None, progress: bool = True):
+    """Time every (width, frame, engine) of ``spec``: per width, the model is built once, its
+    dynamic engines once; at each frame the fixed engine is built for the letterboxed size
+    (:func:`yolo_sm.topics.shapes.analyse.engine_hw`) and timed, then each dynamic engine at that
+    size. Writes the table to ``out`` (when given) and returns it."""
+    import pandas as pd
+
+    spec = spec.validated()
+    check_environment(
+        SweepSpec(family=(spec.family,), backends=(spec.fixed_backend,), device=spec.device)
+    )
+    t0 = time.monotonic()
+    rows = []
+    for w in spec.widths:
+        model = build_yolo(spec.family, w, depth=spec.depth)
+        sizes = [(f, engine_hw(parse_frame(f))) for f in spec.frames]
+        dyn = {}
+        for kind in spec.dynamic:
+            try:
+                dyn[kind] = DynamicEngine(model, spec, kind, sizes[0][1])
+            except Exception as e:  # noqa: BLE001 - its rows say why
+                dyn[kind] = e
+        for frame, hw in sizes:
+            if progress:
+                print(f"resolutions: w{w:g} {frame} -> {hw[1]}x{hw[0]}", file=sys.stderr)
+            row = _row(spec, w, frame, hw, "fixed", spec.fixed_backend)
+            rows.append(
+                _timed(
+                    row,
+                    lambda hw=hw, m=model: build_engine(m, _config(spec, spec.fixed_backend, hw)),
+                    spec,
+                )
+            )
+            for kind, d in dyn.items():
+                row = _row(spec, w, frame, hw, "dynamic", kind)
+                if isinstance(d, Exception):
+                    rows.append({**row, **failure(d)})
+                    continue
+                rows.append(_timed(row, lambda d=d, hw=hw, m=model: d.at(m, hw), spec))
+        del dyn, model
+        free_memory()
+    df = pd.DataFrame(rows)
+    for c in ("rel_err", "build_s", "recompiles", "first_call_s"):
+        if c in df:
+            df[c] = pd.to_numeric(df[c], errors="coerce")
+    if out is not None:
+        write_atomic(
+            df,
+            Path(out),
+            {"spec": asdict(spec), "argv": user_argv(sys.argv), "seconds": time.monotonic() - t0},
+        )
+    return df
+
+
+def compiled_graphs() -> int:
+    """Graphs dynamo has compiled in this process so far (its ``unique_graphs`` counter)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"].get("unique_graphs", 0))

@@ -1,0 +1,341 @@
+"""Two models on one GPU: what each engine delivers alone and beside the other, from the
+``sharing`` tables (yolo_sm.topics.sharing.collect).
+
+The timing math is here too, on plain numbers, so that it is the same on every machine:
+:func:`window_rows` turns each engine's per-batch start / end times into img/s and latency
+quantiles over the window in which every engine of a run was busy; :func:`overlap_us` measures
+how much of one engine's kernel time another engine's kernels ran beside it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from yolo_sm.analyse.facts import fact, facts_table
+from yolo_sm.contract.datasets import DataRoot
+
+MODES = ("alone_a", "alone_b", "streams", "processes")
+TOGETHER = ("streams", "processes")
+ENGINES = ("a", "b")
+DATASET = "sharing"
+GPM = "sharing_gpm"
+KERNELS = "sharing_kernels"
+
+
+def pair_label(a: tuple[float, int], b: tuple[float, int]) -> str:
+    """``((1.0, 16), (0.25, 1))`` -> ``"1x16+0.25x1"`` (the form rules' scopes name)."""
+    return "+".join(f"{w:g}x{int(n)}" for w, n in (a, b))
+
+
+# ---- timing: per-batch events -> rates -----------------------------------------------------
+
+
+def window(runs) -> tuple[float, float]:
+    """The window (ms) in which every engine of ``runs`` (``[(starts, ends), ...]``, one per
+    engine, ms on one clock) was running: from the latest first start to the earliest last end."""
+    lo = max(float(s[0]) for s, _ in runs)
+    hi = min(float(e[-1]) for _, e in runs)
+    return lo, hi
+
+
+def window_rows(runs, batches, common: bool = True) -> list[dict]:
+    """One dict per engine: the batches that started and ended inside the window
+    (:func:`window`; with ``common=False`` each engine's own first start to last end), their
+    img/s (``batches * batch / window``) and latency (end - start: the GPU time of a batch on
+    its stream) median, p99 and mean."""
+    out = []
+    shared = window(runs) if common else None
+    for (starts, ends), batch in zip(runs, batches, strict=True):
+        s, e = np.asarray(starts, float), np.asarray(ends, float)
+        lo, hi = shared if shared else (float(s[0]), float(e[-1]))
+        inside = (s >= lo) & (e <= hi)
+        lat = e[inside] - s[inside]
+        n = int(inside.sum())
+        span_s = (hi - lo) / 1e3
+        out.append(
+            {
+                "batches": n,
+                "window_s": span_s,
+                "img_per_s": n * batch / span_s if span_s > 0 and n else math.nan,
+                "p50_ms": float(np.quantile(lat, 0.5)) if n else math.nan,
+                "p99_ms": float(np.quantile(lat, 0.99)) if n else math.nan,
+                "mean_ms": float(lat.mean()) if n else math.nan,
+            }
+        )
+    return out
+
+
+# ---- kernels: overlap and class shares ------------------------------------------------------
+
+
+def _merged(starts, ends) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(starts, kind="stable")
+    s, e = np.asarray(starts, float)[order], np.asarray(ends, float)[order]
+    ms, me = [], []
+    for a, b in zip(s, e, strict=True):
+        if ms and a <= me[-1]:
+            me[-1] = max(me[-1], b)
+        else:
+            ms.append(a)
+            me.append(b)
+    return np.asarray(ms), np.asarray(me)
+
+
+def overlap_us(starts, ends, other_starts, other_ends) -> np.ndarray:
+    """Per interval [start, end) of the first set, how long at least one interval of the other
+    set ran during it (same unit as the inputs)."""
+    starts, ends = np.asarray(starts, float), np.asarray(ends, float)
+    if not len(other_starts) or not len(starts):
+        return np.zeros(len(starts))
+    ms, me = _merged(other_starts, other_ends)
+    cum = np.concatenate([[0.0], np.cumsum(me - ms)])
+
+    def covered(x):  # length of the other set's union before time x
+        i = np.searchsorted(ms, x, side="right")
+        j = np.maximum(i - 1, 0)
+        part = np.clip(np.minimum(x, me[j]) - ms[j], 0.0, None)
+        return np.where(i > 0, cum[j] + part, 0.0)
+
+    return covered(ends) - covered(starts)
+
+
+def kernel_classes(kernels: pd.DataFrame, batches: dict, pair: str, mode: str) -> pd.DataFrame:
+    """Per engine and kernel class of one capture (``kernels``: ``engine``, ``kernel_class``,
+    ``start_us``, ``duration_us``): kernels, summed time, time per graph replay (``batches``:
+    engine -> replays in the capture), share of the engine's kernel time, and how much of it
+    ran beside a kernel of the other engine (``overlap_us``, ``overlap_share``)."""
+    cols = [
+        "pair",
+        "mode",
+        "engine",
+        "kernel_class",
+        "kernels",
+        "time_us",
+        "batches",
+        "time_us_per_batch",
+        "time_share",
+        "overlap_us",
+        "overlap_share",
+    ]
+    if kernels.empty:
+        return pd.DataFrame(columns=cols)
+    k = kernels.assign(end_us=kernels.start_us + kernels.duration_us)
+    parts = []
+    for eng, g in k.groupby("engine"):
+        other = k[k.engine != eng]
+        ov = overlap_us(g.start_us, g.end_us, other.start_us, other.end_us)
+        parts.append(g.assign(overlap_us=ov))
+    k = pd.concat(parts)
+    agg = k.groupby(["engine", "kernel_class"], as_index=False).agg(
+        kernels=("duration_us", "size"),
+        time_us=("duration_us", "sum"),
+        overlap_us=("overlap_us", "sum"),
+    )
+    agg["batches"] = agg.engine.map(batches).astype(int)
+    agg["time_us_per_batch"] = agg.time_us / agg.batches.where(agg.batches > 0)
+    agg["time_share"] = agg.time_us / agg.groupby("engine").time_us.transform("sum")
+    agg["overlap_share"] = agg.overlap_us / agg.time_us.where(agg.time_us > 0)
+    return agg.assign(pair=pair, mode=mode)[cols]
+
+
+# ---- the tables a notebook shows ------------------------------------------------------------
+
+
+def rates(sharing: pd.DataFrame) -> pd.DataFrame:
+    """One row per (pair, mode, engine) with img/s, p50 / p99 latency, and beside each
+    together-row the engine's alone img/s and p99 and the ratios: ``slowdown`` (alone img/s
+    over together img/s: 1 = unaffected) and ``p99_inflation`` (together p99 over alone p99)."""
+    s = sharing[[c for c in sharing.columns if not c.startswith("prov_")]].copy()
+    alone = s[s["mode"].isin(("alone_a", "alone_b"))]
+    alone = alone[alone["mode"] == "alone_" + alone["engine"]]
+    base = alone.set_index(["pair", "engine"])[["img_per_s", "p99_ms"]].add_prefix("alone_")
+    out = s.join(base, on=["pair", "engine"])
+    out["slowdown"] = out.alone_img_per_s / out.img_per_s
+    out["p99_inflation"] = out.p99_ms / out.alone_p99_ms
+    order = {m: i for i, m in enumerate(MODES)}
+    out = out.sort_values(
+        ["pair", "mode", "engine"], key=lambda c: c.map(order) if c.name == "mode" else c
+    )
+    keep = ["pair", "mode", "engine", "config", "batches", "img_per_s", "p50_ms", "p99_ms"]
+    return out[keep + ["slowdown", "p99_inflation"]].reset_index(drop=True)
+
+
+def totals(sharing: pd.DataFrame) -> pd.DataFrame:
+    """Per pair and together-mode: the summed img/s, the faster engine's alone img/s, their
+    ratio (``sum_over_best_alone``), and ``work_done`` (each engine's together img/s over its
+    alone img/s, summed: 1 = as much as running them one after the other, 2 = each as fast as
+    alone)."""
+    r = rates(sharing)
+    rows = []
+    for (pair, mode), g in r[r["mode"].isin(TOGETHER)].groupby(["pair", "mode"], sort=False):
+        if set(g.engine) != set(ENGINES):
+            continue
+        best = r[(r.pair == pair) & r["mode"].isin(("alone_a", "alone_b"))]
+        best = best[best["mode"] == "alone_" + best["engine"]].img_per_s.max()
+        total = g.img_per_s.sum()
+        rows.append(
+            {
+                "pair": pair,
+                "mode": mode,
+                "together_img_per_s": total,
+                "best_alone_img_per_s": best,
+                "sum_over_best_alone": total / best,
+                "work_done": float((1.0 / g.slowdown).sum()),
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "pair",
+            "mode",
+            "together_img_per_s",
+            "best_alone_img_per_s",
+            "sum_over_best_alone",
+            "work_done",
+        ],
+    )
+
+
+def kernel_slowdown(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Per pair, engine and kernel class: kernel time per batch alone and in the streams run,
+    their ratio (``slowdown``: above 1, the class's kernels ran longer beside the other
+    engine's: they contend for the SMs or memory) and the share of the class's time that
+    overlapped the other engine's kernels."""
+    k = kernels[[c for c in kernels.columns if not c.startswith("prov_")]]
+    alone = k[k["mode"] == "alone_" + k["engine"]]
+    together = k[k["mode"] == "streams"]
+    keys = ["pair", "engine", "kernel_class"]
+    out = together.merge(
+        alone[[*keys, "time_us_per_batch"]], on=keys, how="left", suffixes=("", "_alone")
+    )
+    out = out.rename(columns={"time_us_per_batch": "together_us_per_batch"})
+    out["alone_us_per_batch"] = out.pop("time_us_per_batch_alone")
+    out["slowdown"] = out.together_us_per_batch / out.alone_us_per_batch
+    cols = [
+        *keys,
+        "alone_us_per_batch",
+        "together_us_per_batch",
+        "slowdown",
+        "time_share",
+        "overlap_share",
+    ]
+    return out[cols].sort_values(["pair", "engine", "time_share"], ascending=[True, True, False])
+
+
+def settings(sharing: pd.DataFrame) -> pd.DataFrame:
+    """How the GPU could be shared when the step ran: MPS server, MIG mode, compute mode, and
+    whether MPS or MIG were used (one row per distinct setting)."""
+    names = ("mps_server", "mig_mode", "compute_mode", "mps_used", "mig_used")
+    cols = [c for c in names if c in sharing]
+    return sharing[cols].drop_duplicates().reset_index(drop=True)
+
+
+# ---- facts ------------------------------------------------------------------------------------
+
+
+def scope(pair: str, mode: str, engine: str = "") -> str:
+    return f"pair={pair}, mode={mode}" + (f", engine={engine}" if engine else "")
+
+
+def sharing_facts(sharing: pd.DataFrame, kernels: pd.DataFrame | None = None) -> list[dict]:
+    """Facts (keys ``sharing.*``) per pair and together-mode: ``sum_over_best_alone``,
+    ``work_done`` (:func:`totals`), per engine ``slowdown`` and ``p99_inflation``
+    (:func:`rates`), ``streams_over_processes`` (summed img/s of the two streams over that of
+    the two processes); from ``kernels``, per engine the share of its streams-run kernel time
+    that overlapped the other engine's kernels (``overlap_share``)."""
+    d = (DATASET,)
+    rows = []
+    tot = totals(sharing)
+    for t in tot.itertuples():
+        sc = scope(t.pair, t.mode)
+        ratio = t.sum_over_best_alone
+        rows.append(fact("sharing.sum_over_best_alone", ratio, "x", scope=sc, datasets=d))
+        rows.append(fact("sharing.work_done", t.work_done, "x", scope=sc, datasets=d))
+    for pair, g in tot.groupby("pair"):
+        by = g.set_index("mode").together_img_per_s
+        if set(TOGETHER) <= set(by.index):
+            rows.append(
+                fact(
+                    "sharing.streams_over_processes",
+                    by["streams"] / by["processes"],
+                    "x",
+                    scope=f"pair={pair}",
+                    datasets=d,
+                )
+            )
+    r = rates(sharing)
+    for t in r[r["mode"].isin(TOGETHER)].itertuples():
+        sc = scope(t.pair, t.mode, t.engine)
+        rows.append(fact("sharing.slowdown", t.slowdown, "x", scope=sc, datasets=d))
+        rows.append(fact("sharing.p99_inflation", t.p99_inflation, "x", scope=sc, datasets=d))
+    if kernels is not None and len(kernels):
+        k = kernels[kernels["mode"] == "streams"]
+        for (pair, eng), g in k.groupby(["pair", "engine"]):
+            total = g.time_us.sum()
+            share = g.overlap_us.sum() / total if total > 0 else math.nan
+            rows.append(
+                fact(
+                    "sharing.overlap_share",
+                    share,
+                    "",
+                    scope=scope(pair, "streams", eng),
+                    datasets=(KERNELS,),
+                )
+            )
+    return rows
+
+
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    sharing.overlap_share sharing.p99_inflation sharing.streams_over_processes
+    sharing.sum_over_best_alone sharing.work_done
+    """.split()
+)
+
+
+def facts(root: DataRoot):
+    """The sharing facts of ``root`` (empty when it holds no ``sharing`` table)."""
+    if not root.has(DATASET):
+        return facts_table([])
+    kernels = root.load(KERNELS) if root.has(KERNELS) else None
+    rows = sharing_facts(root.load(DATASET), kernels)
+    return facts_table(r for r in rows if not math.isnan(r["value"]))
+
+
+def sweep_alone(
+    sweep: pd.DataFrame,
+    pairs=(
+        ((1.0, 16), (0.25, 1)),
+        ((0.5, 16), (0.5, 16)),
+    ),
+) -> pd.DataFrame:
+    """The pairs' engines as a width x batch sweep measured them, each alone (CUDA graph rows
+    of fp16 NHWC, 640 px): one row per (pair, engine) with img/s and median latency; the
+    sweep's own run, for reference beside the sharing step's alone rows."""
+    s = sweep[(sweep.backend == "cudagraph") & (sweep.status == "ok")]
+    s = s[(s.precision == "fp16") & (s.layout == "nhwc") & (s.imgsz == 640)]
+    if "scale" in s:
+        s = s[s.scale.fillna("") == ""]
+    rows = []
+    for a, b in pairs:
+        for eng, (w, n) in zip(ENGINES, (a, b), strict=True):
+            hit = s[(s.width == w) & (s.batch == n)]
+            if len(hit):
+                r = hit.iloc[0]
+                rows.append(
+                    {
+                        "pair": pair_label(a, b),
+                        "engine": eng,
+                        "width": w,
+                        "batch": n,
+                        "img_per_s": float(r.img_per_s),
+                        "median_ms": float(r.median_ms),
+                    }
+                )
+    return pd.DataFrame(
+        rows, columns=["pair", "engine", "width", "batch", "img_per_s", "median_ms"]
+    )

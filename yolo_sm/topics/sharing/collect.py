@@ -1,0 +1,275 @@
+"""Two models on one GPU at once: each engine alone, both in one process on two CUDA streams,
+and both in two processes started together, with the NVML GPM timeline of the whole run and a
+short PyTorch-profiler capture of each in-process run (which kernel classes run beside which).
+
+Each engine (a CUDA graph of one forward by default, so the host is not the limit) replays on
+its own stream for ``seconds`` of wall time with ``depth`` batches in flight; CUDA events
+around every replay give each batch's start and end on one clock, from which
+:func:`yolo_sm.topics.sharing.analyse.window_rows` takes img/s and latency quantiles over the window
+in which every engine of the run was busy. In the two-process mode each process times its
+own engine on its own clock, after a barrier that starts both together.
+
+MPS and MIG are only detected (:func:`gpu_sharing_settings`): the step never changes the
+GPU's compute mode or MIG mode, so the rows record that neither was used.
+
+On a CPU the same code runs eagerly, engine after engine on one thread (a degenerate mode for
+tests), without GPM or traces.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.labels import config_label
+from yolo_sm.contract.plans import parse_pair
+from yolo_sm.core.devices import nvml_index
+from yolo_sm.core.models import build
+from yolo_sm.core.profiling.gpm import GpmSampler
+from yolo_sm.topics.sharing.analyse import kernel_classes, pair_label, window_rows
+from yolo_sm.topics.sharing.collect_run import Processes, build_side, run_engines
+from yolo_sm.topics.sharing.collect_trace import trace_run
+
+DEFAULT_PAIRS = ("1.0x16+0.25x1", "0.5x16+0.5x16")
+
+
+# ---- the GPU's sharing settings (read, never changed) -----------------------------------------
+
+
+def gpu_sharing_settings(device: str = "cuda") -> dict:
+    """``mps_server`` (running / not running: an MPS control pipe exists), ``mig_mode`` and
+    ``compute_mode`` as NVML reads them ("unknown" where it cannot), and ``mps_used`` /
+    ``mig_used``, always False: this module leaves the GPU's settings as they are."""
+    pipe = Path(os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps")) / "control"
+    out = {
+        "mps_server": "running" if pipe.exists() else "not running",
+        "mig_mode": "unknown",
+        "compute_mode": "unknown",
+        "mps_used": False,
+        "mig_used": False,
+    }
+    if not str(device).startswith("cuda"):
+        return {**out, "mig_mode": "no GPU", "compute_mode": "no GPU"}
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no NVML: the settings stay unknown
+        return out
+    try:
+        h = pynvml.nvmlDeviceGetHandleByIndex(nvml_index(device))
+        modes = {
+            getattr(pynvml, "NVML_COMPUTEMODE_DEFAULT", 0): "default",
+            getattr(pynvml, "NVML_COMPUTEMODE_EXCLUSIVE_THREAD", 1): "exclusive_thread",
+            getattr(pynvml, "NVML_COMPUTEMODE_PROHIBITED", 2): "prohibited",
+            getattr(pynvml, "NVML_COMPUTEMODE_EXCLUSIVE_PROCESS", 3): "exclusive_process",
+        }
+        try:
+            out["compute_mode"] = modes.get(pynvml.nvmlDeviceGetComputeMode(h), "unknown")
+        except pynvml.NVMLError:
+            pass
+        try:
+            current, _pending = pynvml.nvmlDeviceGetMigMode(h)
+            out["mig_mode"] = "enabled" if current else "disabled"
+        except pynvml.NVMLError:
+            out["mig_mode"] = "unsupported"
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass
+    return out
+
+
+def _row(opts, pair, mode, engine, side, stats) -> dict:
+    width, batch = side
+    cfg = config_label(opts["family"], width, opts["precision"], opts["layout"], batch)
+    return {
+        "pair": pair,
+        "mode": mode,
+        "engine": engine,
+        "config": cfg,
+        "family": opts["family"],
+        "width": float(width),
+        "batch": int(batch),
+        "precision": opts["precision"],
+        "layout": opts["layout"],
+        "backend": opts["backend"],
+        "imgsz": opts["imgsz"],
+        "depth": opts["depth"],
+        **stats,
+    }
+
+
+# ---- the whole step -----------------------------------------------------------------------------
+
+
+def options(params: dict, device: str) -> dict:
+    """The step's settings with their defaults (``params`` as checked by the plan)."""
+    p = dict(params)
+    return {
+        "family": str(p.get("family") or "yolov8"),
+        "precision": str(p.get("precision") or "fp16"),
+        "layout": str(p.get("layout") or "nhwc"),
+        "backend": str(p.get("backend") or ("cudagraph" if device.startswith("cuda") else "eager")),
+        "imgsz": int(p.get("imgsz") or 640),
+        "seconds": float(p.get("seconds") or 2.0),
+        "gap_s": float(p.get("gap_s") if p.get("gap_s") is not None else 0.3),
+        "depth": int(p.get("depth") or 2),
+        "hz": float(p.get("hz") or 20.0),
+        "processes": bool(p.get("processes", True)),
+        "trace_s": float(p.get("trace_s") if p.get("trace_s") is not None else 0.25),
+        "device": str(device),
+    }
+
+
+def run_sharing(pairs=DEFAULT_PAIRS, device: str = "cuda", **params) -> dict:
+    """Measure every pair (``"1.0x16+0.25x1"``: width x batch of engine a, then b) alone,
+    on two streams and in two processes. Returns ``{"sharing", "gpm", "kernels"}`` tables and
+    the GPM sampler's ``info`` under ``"sampler"``."""
+    import pandas as pd
+
+    opts = options(params, device)
+    parsed = [parse_pair(p, "sharing pair") if isinstance(p, str) else tuple(p) for p in pairs]
+    if not parsed:
+        raise UserError("sharing needs at least one pair")
+    labels = [pair_label(*p) for p in parsed]
+    on_gpu = device.startswith("cuda")
+    settings = gpu_sharing_settings(device)
+    procs = Processes(parsed, opts) if opts["processes"] else None
+    rows, kernel_frames = [], []
+    sampler = GpmSampler(hz=opts["hz"], index=nvml_index(device), power=True) if on_gpu else None
+    try:
+        with sampler if sampler is not None else _NoSampler() as s:
+            for side_pair, pair in zip(parsed, labels, strict=True):
+                rows += _in_process(side_pair, pair, opts, s, kernel_frames)
+            if procs is not None:
+                try:
+                    rows += _two_processes(procs, parsed, labels, opts, s)
+                except RuntimeError as e:  # the in-process rows are kept; the mode is missing
+                    print(f"sharing: no two-process rows: {e}", file=sys.stderr)
+            s.mark(pair="", mode="", phase="idle", config="")
+            time.sleep(opts["gap_s"])
+    finally:
+        if procs is not None:
+            procs.close()
+    sharing = pd.DataFrame(rows).assign(**settings)
+    gpm = sampler.to_frame() if sampler is not None else _empty_gpm()
+    kernels = (
+        pd.concat(kernel_frames, ignore_index=True)
+        if kernel_frames
+        else kernel_classes(pd.DataFrame(), {}, "", "")
+    )
+    return {
+        "sharing": sharing,
+        "gpm": gpm,
+        "kernels": kernels,
+        "sampler": sampler.info() if sampler is not None else {},
+    }
+
+
+def _two_processes(procs, parsed, labels, opts, s) -> list[dict]:
+    """The two-process mode, pair by pair (the processes were started at the beginning)."""
+    rows = []
+    s.mark(pair="", mode="processes", phase="build", config="")
+    procs.wait(3 * procs.timeout)  # the processes may now use the GPU
+    for i, (side_pair, pair) in enumerate(zip(parsed, labels, strict=True)):
+        s.mark(pair=pair, mode="processes", phase="build", config=f"{pair} processes")
+        procs.wait()  # both built
+        s.mark(phase="run")
+        got = procs.collect(i)
+        procs.wait()  # both done
+        s.mark(phase="idle")
+        for eng, side in zip(("a", "b"), side_pair, strict=True):
+            (stats,) = window_rows([got[eng]], [side[1]], common=False)
+            rows.append(_row(opts, pair, "processes", eng, side, stats))
+    return rows
+
+
+def _in_process(side_pair, pair, opts, s, kernel_frames) -> list[dict]:
+    """Both engines of a pair in this process: alone, then together on two streams, then the
+    short traces of the same three runs."""
+    on_gpu = opts["device"].startswith("cuda")
+    s.mark(pair=pair, mode="", phase="build", config="")
+    models = [build(opts["family"], side[0]) for side in side_pair]
+    built = [build_side(m, side, opts) for m, side in zip(models, side_pair, strict=True)]
+    streams = None
+    if on_gpu:
+        import torch
+
+        streams = [torch.cuda.Stream(device=opts["device"]) for _ in built]
+    plan = (("alone_a", (0,)), ("alone_b", (1,)), ("streams", (0, 1)))
+    rows = []
+    try:
+        for mode, idx in plan:
+            s.mark(mode=mode, phase="idle", config=f"{pair} {mode}")
+            time.sleep(opts["gap_s"])
+            s.mark(phase="run")
+            runs = run_engines(
+                [built[i] for i in idx],
+                opts["seconds"],
+                opts["depth"],
+                [streams[i] for i in idx] if streams else None,
+            )
+            batches = [side_pair[i][1] for i in idx]
+            # on a CPU the engines take turns on one thread: each is timed over its own span
+            stats_rows = window_rows(runs, batches, common=on_gpu)
+            for i, stats in zip(idx, stats_rows, strict=True):
+                rows.append(_row(opts, pair, mode, "ab"[i], side_pair[i], stats))
+        if on_gpu and opts["trace_s"] > 0:
+            learnt = {}  # stream -> engine, from the captures of each engine alone
+            with tempfile.TemporaryDirectory() as tmp:
+                for mode, idx in plan:
+                    s.mark(mode=mode, phase="trace", config=f"{pair} {mode}")
+                    names = ["ab"[i] for i in idx]
+                    k, replays = trace_run(
+                        [built[i] for i in idx],
+                        names,
+                        [streams[i] for i in idx],
+                        opts["trace_s"],
+                        opts["depth"],
+                        tmp,
+                        learnt,
+                    )
+                    if len(idx) == 1:
+                        learnt.update(dict.fromkeys(k.stream.dropna().unique(), names[0]))
+                    kernel_frames.append(kernel_classes(k, replays, pair, mode))
+    finally:
+        for eng, _ in built:
+            eng.close()
+    s.mark(mode="", phase="idle", config="")
+    return rows
+
+
+class _NoSampler:
+    """Stands in for the GPM sampler on a CPU: marks go nowhere."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def mark(self, **labels) -> None:
+        pass
+
+
+def _empty_gpm():
+    import pandas as pd
+
+    return pd.DataFrame(columns=["t_s", "window_s", "metric", "value", "source"])
+
+
+def run_sharing_step(params: dict, device: str) -> dict:
+    """:func:`run_sharing` with a plan step's params (``pairs`` already parsed by the plan
+    check, or texts)."""
+    p = dict(params)
+    pairs = p.pop("pairs", None) or DEFAULT_PAIRS
+    if isinstance(pairs, str):
+        pairs = [pairs]
+    pairs = [parse_pair(x) if isinstance(x, str) else x for x in pairs]
+    return run_sharing(pairs, device, **p)

@@ -1,0 +1,19 @@
+"""What do fusion, autocast and a preallocated buffer buy?"""
+
+from yolo_sm.topics import Topic
+
+TOPIC = Topic(
+    name="techniques",
+    notebooks=("13_techniques",),
+    question="What do fusion, autocast and a preallocated buffer buy?",
+    sources=(("rules:RULES", "analyse:facts"),),
+    pair_sources=(),
+    headlines={
+        "13_techniques": (
+            "techniques_fusion_b16",
+            "techniques_autocast_near_half",
+            "techniques_buffer_gain",
+            "techniques_autocast_keeps_no_fp32",
+        ),
+    },
+)

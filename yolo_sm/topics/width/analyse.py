@@ -1,0 +1,595 @@
+"""Width scaling (notebook 01): tables and facts.
+
+Throughput and TFLOP/s per width and batch from a sweep and their share of the root's measured
+fp16 matmul ceiling, time-weighted occupancy per width and per kernel class from Nsight Compute,
+the wide conv stack's launch configurations and limiters, the standard presets, torch.compile per
+width from the fast-engines bench, and a model's channel table (the ``model_layers`` dataset).
+Every function takes tables and returns a table; :func:`facts` reads a dataset root and returns
+the numbers the rules of :mod:`yolo_sm.topics.width.rules` judge. Nothing here judges.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from yolo_sm.analyse.bench_table import ok_rows
+from yolo_sm.analyse.facts import fact, facts_table
+from yolo_sm.analyse.hostbound import host_bound
+from yolo_sm.analyse.kernels import add_kernel_class
+from yolo_sm.analyse.weighting import layer_view, time_weighted
+from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.contract.labels import with_config
+from yolo_sm.topics.deploy.analyse import BASELINE
+
+LIMITS = ("limit_registers", "limit_shared_mem", "limit_warps", "limit_blocks")
+
+# the datasets notebook 01 reads (short names inside a root)
+SWEEP = "sweep_fp16_nhwc"
+NCU_WIDTH = "ncu_width_b8"
+NCU_WIDE = "ncu_wide_stack"
+PRESETS = "sweep_presets"
+BENCH = "bench_fast_engines"
+CEILINGS = "ceilings"
+MODEL_LAYERS = "model_layers"
+
+#: consecutive rows more than this many minutes apart belong to two measurement runs
+RUN_GAP_MINUTES = 10.0
+#: the backend whose throughput sits beside the Nsight Compute capture (no launch cost)
+GRAPH_BACKEND = "cudagraph"
+
+
+def peak_tflops(root: DataRoot, ceiling: str = "matmul_fp16") -> float:
+    """The root's measured dense matmul ceiling ``ceiling`` in TFLOP/s (its ``ceilings``
+    dataset), NaN when the root holds none."""
+    if not root.has(CEILINGS):
+        return math.nan
+    c = root.load(CEILINGS)
+    hit = c[c.ceiling == ceiling]
+    return float(hit.value.iloc[0]) if len(hit) else math.nan
+
+
+# ---- FLOPs and throughput per width -----------------------------------------------------------
+
+
+def flops_by_width(sweep):
+    """GFLOPs per image per width as the sweep recorded them (the channel table's count, 2 FLOPs
+    per multiply-add), their ratio to width 1.0 and the w^2 law from width 1.0; the input of
+    ``plots.plot_width_flops``."""
+    t = sweep.groupby("width", as_index=False).flops_per_img.first()
+    t["gflops_per_img"] = t.flops_per_img / 1e9
+    base = t.loc[(t.width - 1.0).abs().idxmin()]
+    t["flops_vs_width1"] = t.gflops_per_img / base.gflops_per_img
+    t["width_sq_vs_width1"] = (t.width / base.width) ** 2
+    return t
+
+
+def throughput_table(sweep, peak_tflops: float):
+    """One row per ok sweep point: width, batch, backend, img/s, latency, TFLOP/s and its share
+    of ``peak_tflops`` (``peak_frac``; NaN without a peak)."""
+    cols = ["width", "batch", "backend", "precision", "layout", "img_per_s", "median_ms"]
+    t = ok_rows(sweep)[cols + ["iqr_ms", "tflops"]].copy()
+    t["peak_frac"] = t.tflops / peak_tflops
+    return t.sort_values(["backend", "batch", "width"]).reset_index(drop=True)
+
+
+def img_per_s_grid(table):
+    """img/s of a :func:`throughput_table` as a grid: one row per batch, one column per backend
+    and width (rounded to whole images)."""
+    return table.pivot_table(index="batch", columns=["backend", "width"], values="img_per_s").round(
+        0
+    )
+
+
+# ---- occupancy per width (Nsight Compute) -----------------------------------------------------
+
+
+def width_occupancy(ncu):
+    """Per config of an ncu table: kernels, GPU time per forward, time-weighted theoretical and
+    achieved occupancy, SM coverage and tensor-core time share (``weighting.layer_view``), with
+    the config label parsed (width, precision, layout, batch), sorted by width."""
+    out = with_config(layer_view(ncu, by=("config",)))
+    return out.sort_values(["width", "batch"]).reset_index(drop=True)
+
+
+#: the columns of :func:`width_occupancy` a notebook shows
+OCCUPANCY_COLUMNS = (
+    "width",
+    "kernels",
+    "time_us",
+    "theoretical_occupancy_tw_pct",
+    "achieved_occupancy_tw_pct",
+    "sm_coverage_tw",
+    "tensor_core_time_share",
+)
+
+
+def class_occupancy(ncu):
+    """Per config and kernel class: kernels, time, share of the config's time and time-weighted
+    theoretical / achieved occupancy; config label parsed."""
+    k = ncu if "kernel_class" in ncu else add_kernel_class(ncu)
+    out = time_weighted(k, ["config", "kernel_class"])
+    out["time_share"] = out.time_us / out.groupby("config").time_us.transform("sum")
+    return with_config(out).sort_values(["width", "kernel_class"]).reset_index(drop=True)
+
+
+def speed_vs_occupancy(table, occ, *, batch: int = 8, backend: str = GRAPH_BACKEND):
+    """Per width at one batch and backend: img/s, TFLOP/s, share of peak, next to the ncu
+    capture's time-weighted occupancy, SM coverage and GPU kernel time per forward."""
+    t = table[(table.batch == batch) & (table.backend == backend)]
+    o = occ[occ.batch == batch] if "batch" in occ else occ
+    cols = [
+        "width",
+        "time_us",
+        "theoretical_occupancy_tw_pct",
+        "achieved_occupancy_tw_pct",
+        "sm_coverage_tw",
+        "tensor_core_time_share",
+    ]
+    out = t[["width", "img_per_s", "median_ms", "tflops", "peak_frac"]].merge(
+        o[cols], on="width", how="inner"
+    )
+    out = out.rename(columns={"time_us": "ncu_kernel_time_us"})
+    return out.sort_values("width").reset_index(drop=True)
+
+
+# ---- the wide conv stack -----------------------------------------------------------------------
+
+
+def limiters(row) -> str:
+    """The resources whose ``limit_*`` (blocks per SM) is lowest in ``row``, ties joined by
+    ``=`` (``"registers = shared_mem"``); empty when the row has none."""
+    vals = {c.removeprefix("limit_"): row[c] for c in LIMITS if c in row and row[c] == row[c]}
+    if not vals:
+        return ""
+    low = min(vals.values())
+    return " = ".join(k for k, v in vals.items() if v == low)
+
+
+def wide_stack_table(ncu):
+    """The wide conv stack per width and kernel family (kernel class and launch shape: block
+    size, registers per thread, shared memory per block): kernels, time and share of the
+    config's time, time-weighted theoretical / achieved occupancy and tensor-pipe use, the
+    blocks per SM each resource allows (``limit_*``, Nsight Compute), which of them binds
+    (``limiter``; ties joined by ``=``), grid size and waves."""
+    k = add_kernel_class(ncu) if "kernel_class" not in ncu else ncu
+    k = k.assign(
+        _w=k.duration_us,
+        _th=k.theoretical_occupancy_pct * k.duration_us,
+        _ac=k.achieved_occupancy_pct * k.duration_us,
+        _tp=k.tensor_pipe_pct * k.duration_us,
+    )
+    keys = [
+        "config",
+        "kernel_class",
+        "block_size",
+        "registers_per_thread",
+        "shared_mem_per_block_bytes",
+    ]
+    g = k.groupby(keys, observed=True)
+    out = g.agg(
+        kernels=("_w", "size"),
+        time_us=("_w", "sum"),
+        _th=("_th", "sum"),
+        _ac=("_ac", "sum"),
+        _tp=("_tp", "sum"),
+        grid_min=("grid_size", "min"),
+        grid_max=("grid_size", "max"),
+        waves_max=("waves_per_sm", "max"),
+        **{c: (c, "min") for c in LIMITS},
+    ).reset_index()
+    out["theoretical_occupancy_tw_pct"] = out._th / out.time_us
+    out["achieved_occupancy_tw_pct"] = out._ac / out.time_us
+    out["tensor_pipe_tw_pct"] = out._tp / out.time_us
+    out["time_share"] = out.time_us / out.groupby("config").time_us.transform("sum")
+    out["limiter"] = out.apply(limiters, axis=1)
+    out["shared_mem_kib"] = out.shared_mem_per_block_bytes / 1024
+    out["kernel_family"] = (
+        out.kernel_class
+        + " · "
+        + out.block_size.astype(int).astype(str)
+        + " thr · "
+        + out.registers_per_thread.astype(int).astype(str)
+        + " reg · "
+        + (out.shared_mem_per_block_bytes / 1024).round(1).astype(str)
+        + " KiB"
+    )
+    out = with_config(out.drop(columns=["_th", "_ac", "_tp"]))
+    return out.sort_values(["width", "time_us"], ascending=[True, False]).reset_index(drop=True)
+
+
+#: the columns of :func:`wide_stack_table` a notebook shows
+WIDE_STACK_COLUMNS = (
+    "width",
+    "kernel_class",
+    "block_size",
+    "registers_per_thread",
+    "shared_mem_kib",
+    "kernels",
+    "time_share",
+    "theoretical_occupancy_tw_pct",
+    "achieved_occupancy_tw_pct",
+    "tensor_pipe_tw_pct",
+    *LIMITS,
+    "limiter",
+    "grid_max",
+    "waves_max",
+)
+
+
+def dominant_kernel(wide, kernel_class: str = "tensor_core_conv"):
+    """Per width of :func:`wide_stack_table`: the kernel family of ``kernel_class`` that takes
+    the most time, sorted by width."""
+    main = wide[wide.kernel_class == kernel_class]
+    if main.empty:
+        return main
+    return main.loc[main.groupby("width").time_us.idxmax()].sort_values("width")
+
+
+# ---- a model's channel table (the model_layers dataset) ---------------------------------------
+
+CHANNEL_COLUMNS = (
+    "layer",
+    "module_type",
+    "stage",
+    "requested_channels",
+    "out_channels",
+    "rounded",
+    "capped",
+    "flops",
+)
+
+
+def channel_table(model_layers, *, family: str, width: float, max_channels: int | None = None):
+    """The layers of one model of the ``model_layers`` dataset (family, width and, when given,
+    ``max_channels``): requested and real output channels, whether rounding to a multiple of 8
+    (``rounded``) or ``max_channels`` (``capped``) changed them, FLOPs per image. Empty when the
+    dataset holds no such model."""
+    m = model_layers[(model_layers.family == family) & ((model_layers.width - width).abs() < 1e-9)]
+    if max_channels is not None and "max_channels" in m:
+        m = m[m.max_channels == max_channels]
+    cols = [c for c in CHANNEL_COLUMNS if c in m]
+    return m[cols].reset_index(drop=True)
+
+
+# ---- the standard presets (yolov8 / yolo11 n-x) ----------------------------------------------
+
+PRESET_ORDER = "nsmlx"
+
+
+def presets_table(sweep, peak_tflops: float):
+    """One row per preset point of a presets sweep: family, preset (n/s/m/l/x), its width and
+    depth, precision, backend, batch, GFLOPs per image, img/s, TFLOP/s and share of
+    ``peak_tflops``; ``status`` and ``message`` say why a point has no figures."""
+    cols = ["family", "scale", "width", "depth", "precision", "backend", "batch", "status"]
+    extra = [c for c in ("prov_date_utc",) if c in sweep]
+    t = sweep[cols + ["message", "flops_per_img", "img_per_s", "median_ms", "tflops", *extra]]
+    t = t.copy()
+    t["gflops_per_img"] = t.flops_per_img / 1e9
+    t["peak_frac"] = t.tflops / peak_tflops
+    t["_o"] = t.scale.map({s: i for i, s in enumerate(PRESET_ORDER)})
+    t = t.sort_values(["family", "precision", "backend", "batch", "_o"])
+    return t.drop(columns=["_o", "flops_per_img"]).reset_index(drop=True)
+
+
+def presets_grid(presets):
+    """img/s of a :func:`presets_table` as a grid: one row per family and preset (n -> x), one
+    column per precision, backend and batch."""
+    return presets.pivot_table(
+        index=["family", "scale"],
+        columns=["precision", "backend", "batch"],
+        values="img_per_s",
+        sort=False,
+    ).round(0)
+
+
+def preset_inversions(presets):
+    """The ok points of :func:`presets_table` that ran more img/s than the preset with the next
+    fewer FLOPs per image (same family, precision, backend and batch): family, precision,
+    backend, batch, scale, img_per_s, the cheaper preset (``cheaper_scale``,
+    ``cheaper_img_per_s``) and ``host_bound``: whether the host set the pace of either point
+    (:func:`yolo_sm.analyse.hostbound.host_bound`: measured where the table has it), where the
+    order says more of the host than of the models."""
+    cols = ["family", "precision", "backend", "batch", "scale", "img_per_s"]
+    rows = []
+    ok = presets[presets.status == "ok"]
+    bound = host_bound(ok) if len(ok) else pd.Series(dtype=bool)
+    for _, g in ok.groupby(["family", "precision", "backend", "batch"]):
+        g = g.sort_values("gflops_per_img")
+        prev = g.shift(1)
+        cheaper = pd.Series(g.index, index=g.index).shift(1)
+        hit = g.img_per_s > prev.img_per_s
+        for i in g.index[hit.to_numpy()]:
+            rows.append(
+                {
+                    **{c: g.loc[i, c] for c in cols},
+                    "cheaper_scale": prev.loc[i, "scale"],
+                    "cheaper_img_per_s": prev.loc[i, "img_per_s"],
+                    "host_bound": bool(bound[i] or bound[cheaper[i]]),
+                }
+            )
+    return pd.DataFrame(rows, columns=[*cols, "cheaper_scale", "cheaper_img_per_s", "host_bound"])
+
+
+def measurement_runs(times, gap_minutes: float = RUN_GAP_MINUTES):
+    """How many measurement runs a table's rows come from: its ``prov_date_utc`` values split
+    wherever consecutive rows are more than ``gap_minutes`` apart; (count, first, last) with the
+    first and last time as text."""
+    t = pd.to_datetime(pd.Series(times), utc=True, errors="coerce").dropna().sort_values()
+    if t.empty:
+        return 0, "", ""
+    runs = int((t.diff().dt.total_seconds() > 60 * gap_minutes).sum()) + 1
+    return runs, t.iloc[0].strftime("%Y-%m-%d %H:%M"), t.iloc[-1].strftime("%H:%M UTC")
+
+
+# ---- torch.compile per width (from the fast-engines bench) -----------------------------------
+
+COMPILE_VARIANTS = {
+    "cudagraph/fp16/nhwc": "CUDA graph",
+    "compile/fp16/nhwc": "compile",
+    "compile:reduce-overhead/fp16/nhwc": "compile reduce-overhead",
+}
+
+
+def compile_by_width(bench):
+    """torch.compile (default mode and reduce-overhead) and a plain CUDA graph of the eager
+    model, each over eager fp16 NHWC, per width and batch. From the fast-engines bench: each
+    ratio is inside one (width, batch) unit, whose variants ran one after another in one
+    process. Columns: width, batch, eager img/s, ``eager_host_bound`` (whether the host set the
+    eager baseline's pace: :func:`yolo_sm.analyse.hostbound.host_bound`), one ratio column per
+    variant (img/s over eager; above 1 is faster); a failed variant is an empty cell."""
+    ok = ok_rows(bench)
+    ok = ok[ok["scope"] == "model_only"] if "scope" in ok else ok
+    base_rows = ok[ok.variant == BASELINE]
+    base = base_rows.set_index(["width", "batch"])["img_per_s"]
+    bound = pd.Series(host_bound(base_rows).to_numpy(), index=base.index, dtype="boolean")
+    eng = ok[ok.variant.isin(list(COMPILE_VARIANTS))]
+    wide = eng.pivot_table(index=["width", "batch"], columns="variant", values="vs_baseline")
+    wide = wide.reindex(columns=[v for v in COMPILE_VARIANTS if v in wide.columns])
+    wide = wide.rename(columns=COMPILE_VARIANTS)
+    wide.columns.name = None
+    out = wide.join(base.rename("eager_img_per_s"), how="outer")
+    out = out.join(bound.rename("eager_host_bound"), how="left").reset_index()
+    cols = [
+        "width",
+        "batch",
+        "eager_img_per_s",
+        "eager_host_bound",
+        *[c for c in out.columns if c in COMPILE_VARIANTS.values()],
+    ]
+    return out[cols].sort_values(["batch", "width"]).reset_index(drop=True)
+
+
+def eager_drift(compiled, sweep):
+    """Per width and batch both hold and where neither run's eager point was host-bound (the
+    host's pace is not compared across runs: :func:`yolo_sm.analyse.hostbound.host_bound`, the
+    bench's verdict in ``eager_host_bound``): the bench's eager img/s
+    (:func:`compile_by_width`) over an fp16 NHWC width sweep's eager img/s (another run):
+    width, batch, ``ratio``."""
+    e = ok_rows(sweep)
+    e = e[(e.backend == "eager") & (e.precision == "fp16") & (e.layout == "nhwc")]
+    e = e[~host_bound(e)]
+    if "eager_host_bound" in compiled:
+        compiled = compiled[~compiled.eager_host_bound.fillna(True).astype(bool)]
+    j = compiled.merge(e[["width", "batch", "img_per_s"]], on=["width", "batch"])
+    return j.assign(ratio=j.eager_img_per_s / j.img_per_s)[["width", "batch", "ratio"]]
+
+
+# ---- facts --------------------------------------------------------------------------------------
+
+
+def _range(s) -> float:
+    """max - min, rounded to 1e-9 (time-weighted means of equal values differ in the last bits)."""
+    return round(float(s.max() - s.min()), 9) if len(s) else math.nan
+
+
+def _ends(s):
+    """(first, last) of a Series sorted by its index; NaNs when it holds fewer than 2 rows."""
+    s = s.sort_index()
+    return (float(s.iloc[0]), float(s.iloc[-1])) if len(s) >= 2 else (math.nan, math.nan)
+
+
+def throughput_facts(table, *, batch: int, peak: float, dataset: str = SWEEP) -> list[dict]:
+    """Facts of a :func:`throughput_table`: widest over narrowest img/s and TFLOP/s at ``batch``
+    with CUDA graphs, the best point's share of ``peak``, and batch 1 eager against CUDA graph."""
+    ds = (dataset,)
+    out = []
+    g = table[(table.batch == batch) & (table.backend == GRAPH_BACKEND)].set_index("width")
+    lo, hi = _ends(g.img_per_s)
+    out.append(fact("img_per_s_widest_over_narrowest", hi / lo, "x", datasets=ds))
+    lo, hi = _ends(g.tflops)
+    out.append(fact("tflops_widest_over_narrowest", hi / lo, "x", datasets=ds))
+    best = table.tflops.max() if len(table) else math.nan
+    out.append(fact("best_share_of_fp16_ceiling", 100 * best / peak, "%", datasets=(*ds, CEILINGS)))
+    b1 = table[table.batch == 1].pivot_table(index="width", columns="backend", values="img_per_s")
+    if "eager" in b1:
+        e = b1["eager"].dropna()
+        out.append(fact("batch1_eager_spread", e.max() / e.min(), "x", datasets=ds))
+    return out
+
+
+def occupancy_facts(occ, cls, dataset: str = NCU_WIDTH) -> list[dict]:
+    """Facts of :func:`width_occupancy` and :func:`class_occupancy` (one batch): how much the
+    forward's time-weighted occupancy, SM coverage and the tensor-core convolutions' occupancy
+    and time share move from the narrowest to the widest model."""
+    ds = (dataset,)
+    o = occ.set_index("width")
+    lo, hi = _ends(o.achieved_occupancy_tw_pct)
+    tc = cls[cls.kernel_class == "tensor_core_conv"].set_index("width")
+    s0, s1 = _ends(tc.time_share)
+    c0, c1 = _ends(o.sm_coverage_tw)
+    return [
+        fact(
+            "width_achieved_occupancy_range", _range(o.achieved_occupancy_tw_pct), "pp", datasets=ds
+        ),
+        fact("width_achieved_occupancy_change", hi - lo, "pp", datasets=ds),
+        fact(
+            "tensor_core_conv_theoretical_range",
+            _range(tc.theoretical_occupancy_tw_pct),
+            "pp",
+            datasets=ds,
+        ),
+        fact("tensor_core_conv_share_change", 100 * (s1 - s0), "pp", datasets=ds),
+        fact("width_sm_coverage_change", 100 * (c1 - c0), "pp", datasets=ds),
+    ]
+
+
+def wide_stack_facts(wide, dataset: str = NCU_WIDE) -> list[dict]:
+    """Facts of the wide conv stack's dominant tensor-core convolution (:func:`dominant_kernel`):
+    block sizes and theoretical occupancies it takes over the widths, the change of its
+    tensor-pipe use, its largest grid in waves, and at the widest stack the lower of the
+    register and shared-memory block limits over the warp limit."""
+    ds = (dataset,)
+    m = dominant_kernel(wide)
+    if m.empty:
+        return []
+    m = m.set_index("width")
+    lo, hi = _ends(m.tensor_pipe_tw_pct)
+    last = m.iloc[-1]
+    return [
+        fact("wide_main_block_sizes", m.block_size.nunique(), "", datasets=ds),
+        fact(
+            "wide_main_theoretical_range", _range(m.theoretical_occupancy_tw_pct), "pp", datasets=ds
+        ),
+        fact("wide_main_tensor_pipe_change", hi - lo, "pp", datasets=ds),
+        fact("wide_main_waves_max", m.waves_max.max(), "waves", datasets=ds),
+        fact(
+            "wide_main_resource_over_warp_limit",
+            min(last.limit_registers, last.limit_shared_mem) / last.limit_warps,
+            "x",
+            datasets=ds,
+        ),
+    ]
+
+
+def presets_facts(presets, dataset: str = PRESETS) -> list[dict]:
+    """Facts of :func:`presets_table`: points that ran faster than a cheaper preset (all, and
+    those where neither point was host-bound: :func:`preset_inversions`), points without
+    figures, measurement runs, and per family the TFLOP/s of its costliest preset with figures
+    over its cheapest (fp16, CUDA graph, largest batch)."""
+    ds = (dataset,)
+    inv = preset_inversions(presets)
+    ok = presets[presets.status == "ok"]
+    out = [
+        fact("presets_inversions", len(inv), "points", datasets=ds, points=len(ok)),
+        fact(
+            "presets_inversions_not_host_bound",
+            int((~inv.host_bound.astype(bool)).sum()),
+            "points",
+            datasets=ds,
+            points=len(ok),
+        ),
+        fact(
+            "presets_points_without_figures",
+            int((presets.status != "ok").sum()),
+            "points",
+            datasets=ds,
+            points=len(presets),
+        ),
+    ]
+    if "prov_date_utc" in presets:
+        out.append(fact("presets_runs", measurement_runs(ok.prov_date_utc)[0], "runs", datasets=ds))
+    big = ok[
+        (ok.batch == ok.batch.max()) & (ok.backend == GRAPH_BACKEND) & (ok.precision == "fp16")
+    ]
+    for fam, g in big.groupby("family"):
+        t = g.sort_values("gflops_per_img").tflops
+        if len(t) >= 2:
+            out.append(
+                fact(
+                    "presets_tflops_costliest_over_cheapest",
+                    t.iloc[-1] / t.iloc[0],
+                    "x",
+                    scope=f"family={fam}",
+                    datasets=ds,
+                )
+            )
+    return out
+
+
+def compile_facts(compiled, sweep=None, *, dataset: str = BENCH) -> list[dict]:
+    """Facts of :func:`compile_by_width`: at the largest batch, compile's gain at the widest
+    model over the narrowest, and the largest CUDA-graph-over-compile ratio across widths; at
+    the smallest batch, the median CUDA-graph gain over the median compile gain; with ``sweep``,
+    the largest gap between the bench's eager img/s and the sweep's (:func:`eager_drift`)."""
+    ds = (dataset,)
+    out = []
+    if compiled.empty or not {"compile", "CUDA graph"} <= set(compiled):
+        return out
+    big = compiled[compiled.batch == compiled.batch.max()].dropna(subset=["compile", "CUDA graph"])
+    g = big.set_index("width")
+    lo, hi = _ends(g.compile)
+    out.append(fact("compile_gain_widest_over_narrowest", hi / lo, "x", datasets=ds))
+    if len(g):
+        out.append(
+            fact(
+                "graph_over_compile_max_large_batch",
+                (g["CUDA graph"] / g.compile).max(),
+                "x",
+                datasets=ds,
+            )
+        )
+    small = compiled[compiled.batch == compiled.batch.min()].dropna(
+        subset=["compile", "CUDA graph"]
+    )
+    if len(small):
+        out.append(
+            fact(
+                "graph_over_compile_small_batch",
+                small["CUDA graph"].median() / small.compile.median(),
+                "x",
+                datasets=ds,
+            )
+        )
+    if sweep is not None:
+        d = eager_drift(compiled, sweep)
+        if len(d):
+            out.append(
+                fact(
+                    "bench_vs_sweep_eager_max_dev",
+                    100 * (d.ratio - 1).abs().max(),
+                    "%",
+                    datasets=(*ds, SWEEP),
+                )
+            )
+    return out
+
+
+#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    batch1_eager_spread bench_vs_sweep_eager_max_dev
+    best_share_of_fp16_ceiling compile_gain_widest_over_narrowest
+    graph_over_compile_max_large_batch graph_over_compile_small_batch
+    img_per_s_widest_over_narrowest presets_inversions presets_inversions_not_host_bound
+    presets_points_without_figures presets_runs presets_tflops_costliest_over_cheapest
+    tensor_core_conv_share_change tensor_core_conv_theoretical_range
+    tflops_widest_over_narrowest wide_main_block_sizes wide_main_resource_over_warp_limit
+    wide_main_tensor_pipe_change wide_main_theoretical_range wide_main_waves_max
+    width_achieved_occupancy_change width_achieved_occupancy_range width_sm_coverage_change
+    """.split()
+)
+
+
+def facts(root: DataRoot) -> pd.DataFrame:
+    """The facts of notebook 01 from ``root`` (:mod:`yolo_sm.analyse.facts`); facts whose
+    datasets the root lacks are left out."""
+    rows = []
+    peak = peak_tflops(root)
+    batch = 8
+    sweep = root.load(SWEEP) if root.has(SWEEP) else None
+    if root.has(NCU_WIDTH):
+        ncu = root.load(NCU_WIDTH)
+        occ = width_occupancy(ncu)
+        batch = int(occ.batch.mode().iloc[0])
+        rows += occupancy_facts(occ, class_occupancy(ncu))
+    if sweep is not None:
+        rows += throughput_facts(throughput_table(sweep, peak), batch=batch, peak=peak)
+    if root.has(NCU_WIDE):
+        rows += wide_stack_facts(wide_stack_table(root.load(NCU_WIDE)))
+    if root.has(PRESETS):
+        rows += presets_facts(presets_table(root.load(PRESETS), peak))
+    if root.has(BENCH):
+        rows += compile_facts(compile_by_width(root.load(BENCH)), sweep)
+    return facts_table(rows)

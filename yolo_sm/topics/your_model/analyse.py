@@ -1,0 +1,321 @@
+"""One model's view of a dataset root (notebook 11): whichever model a root holds, its sweep,
+trace, Nsight Compute table and layer table, found by role, narrowed to that model's rows.
+
+A root collected for one model (``results/<machine>/<model>``, a shipped example) holds one
+model; a reference root (``data/h200``) holds many. :func:`view` picks the model (the one
+named, else the one most roles hold) and per role the dataset that holds most of it, and
+returns a :class:`ModelView`: a :class:`~yolo_sm.contract.datasets.DataRoot` whose datasets are
+named by role (``sweep``, ``trace``, ``ncu``, ``model_layers``), so every section function
+and topic ``facts`` that takes a root and dataset names reads it as it reads a shipped root.
+
+Model labels (:func:`model_labels`): the part of a config label before its precision
+(``yolov8_w0.25`` of ``yolov8_w0.25_fp16_nhwc_b8``), else the ``family`` (or ``model``)
+column with the preset letter or ``_w<width>``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from yolo_sm.analyse.facts import fact, facts_table
+from yolo_sm.analyse.weighting import OCCUPANCY_COLUMNS, time_weighted
+from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.contract.errors import UserError
+from yolo_sm.topics.heatmaps.analyse import LOW_PCT, layer_order, layer_table
+
+#: the roles notebook 11 reads, in the order it shows them
+ROLES = ("sweep", "trace", "ncu", "model_layers")
+#: the columns a table needs to play a role (its sections read them): an Nsight Compute pass
+#: that measured throughput only cannot stand for the occupancy one
+ROLE_COLUMNS = {"ncu": OCCUPANCY_COLUMNS}
+#: which (precision, layout) of a sweep stands for the model when it holds several (first
+#: present wins; a precision missing here ranks after those listed)
+PRECISION_ORDER = ("fp16", "bf16", "tf32", "fp32", "fp8", "int8")
+_CONFIG = re.compile(r"^(?P<model>.+?)_(?:fp32|tf32|fp16|bf16|fp8|int8)_(?:nchw|nhwc)_b\d+")
+
+
+def model_labels(df: pd.DataFrame) -> pd.Series:
+    """One model label per row of a sweep, trace, ncu or model table (empty string where the
+    row names no model). ``yolov8_w0.25`` for width 0.25, ``yolov8n`` for a preset."""
+    if "config" in df:
+        lab = df["config"].astype(str).str.extract(_CONFIG)["model"]
+        return lab.fillna("").astype(str)
+    # ``family`` holds a model's label (a checkpoint's file stem); ``model`` may hold its spec
+    name_col = "family" if "family" in df else "model" if "model" in df else None
+    if name_col is None:
+        return pd.Series("", index=df.index)
+    out = []
+    scales = df["scale"] if "scale" in df else pd.Series("", index=df.index)
+    widths = df["width"] if "width" in df else pd.Series(math.nan, index=df.index)
+    for name, scale, width in zip(df[name_col], scales, widths, strict=True):
+        if not isinstance(name, str) or not name:
+            out.append("")
+        elif isinstance(scale, str) and scale:
+            out.append(f"{name}{scale}")
+        elif width is not None and not pd.isna(width):
+            out.append(f"{name}_w{float(width):g}")
+        else:
+            out.append(name)
+    return pd.Series(out, index=df.index, dtype=object)
+
+
+def _rank(df: pd.DataFrame, role: str) -> tuple:
+    """How well a dataset's rows of one model serve ``role`` (larger is better): per-layer
+    attribution first (ncu, trace), then distinct batches, then rows."""
+    layered = "layer" in df and df["layer"].astype(str).str.len().gt(0).any()
+    if role == "sweep":  # the (precision, layout) the view keeps
+        df = _one_variant(df)
+    batches = df["batch"].nunique() if "batch" in df else 0
+    return (bool(layered) if role in ("ncu", "trace") else True, batches, len(df))
+
+
+def _one_variant(sweep: pd.DataFrame) -> pd.DataFrame:
+    """The rows of one (precision, layout): the most measured, ties by :data:`PRECISION_ORDER`."""
+    if "precision" not in sweep or sweep.empty:
+        return sweep
+    layout = sweep["layout"] if "layout" in sweep else pd.Series("", index=sweep.index)
+    counts = sweep.groupby([sweep["precision"], layout]).size()
+    rank = {p: i for i, p in enumerate(PRECISION_ORDER)}
+    best = sorted(counts.items(), key=lambda kv: (-kv[1], rank.get(kv[0][0], 99), kv[0]))[0][0]
+    return sweep[(sweep["precision"] == best[0]) & (layout == best[1])]
+
+
+def inventory(root: DataRoot, roles=ROLES) -> pd.DataFrame:
+    """One row per (role, dataset, model) the root holds: ``role``, ``dataset``, ``model``
+    (empty for rows that name none), ``rows`` (rows of that model), ``batches`` (distinct
+    batches), ``rank`` (how well it serves the role, for :func:`view`)."""
+    rows = []
+    for role in roles:
+        for name in root.find_all(role):
+            df = root.load(name)
+            if not set(ROLE_COLUMNS.get(role, ())) <= set(df):
+                continue
+            labels = model_labels(df)
+            for model, part in df.groupby(labels.values):
+                rows.append(
+                    {
+                        "role": role,
+                        "dataset": name,
+                        "model": model,
+                        "rows": len(part),
+                        "batches": part["batch"].nunique() if "batch" in part else 0,
+                        "rank": _rank(part, role),
+                    }
+                )
+    cols = ["role", "dataset", "model", "rows", "batches", "rank"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def pick_model(inv: pd.DataFrame, model: str | None = None) -> str:
+    """``model`` when the inventory holds it; None: the model most roles hold (ties: the one
+    with the most sweep batches, then the first in sorted order); "" where the inventory names
+    no model and none is asked for. Raises UserError naming the models there are."""
+    models = sorted(m for m in inv["model"].unique() if m)
+    if not models:
+        if model is None:
+            return ""
+        raise UserError("this root holds no table that names a model (sweep, trace, ncu)")
+    if model is not None:
+        if model not in models:
+            raise UserError(f"this root holds no model {model!r}; it holds: {', '.join(models)}")
+        return model
+    roles = inv[inv["model"] != ""].groupby("model")["role"].nunique()
+    swept = inv[inv["role"] == "sweep"].groupby("model")["batches"].max()
+    return sorted(models, key=lambda m: (-roles[m], -swept.get(m, 0), m))[0]
+
+
+@dataclass(frozen=True)
+class ModelView(DataRoot):
+    """The datasets of one model in ``base``, named by role. ``sources`` maps a role to the
+    dataset of ``base`` that plays it; ``load(role)`` gives that dataset's rows of ``model``
+    (a sweep's also narrowed to one precision and layout, :func:`_one_variant`), with
+    ``attrs["dataset"]`` naming the source (``h200/sweep_fp16_nhwc``)."""
+
+    base: DataRoot | None = None
+    model: str = ""
+    sources: dict = field(default_factory=dict)
+    others: tuple = ()
+    narrow: bool = True  # False: a one-model root, its tables read whole
+
+    def entries(self) -> dict:
+        return {role: self.base.info(name) for role, name in self.sources.items()}
+
+    def load(self, name: str):
+        if name not in self.sources:
+            return DataRoot.info(self, name)  # raises, naming the roles it holds
+        df = self.base.load(self.sources[name])
+        keep = df[(model_labels(df) == self.model).values] if self.narrow else df
+        if name == "sweep":
+            keep = _one_variant(keep)
+        keep = keep.reset_index(drop=True)
+        keep.attrs = dict(df.attrs)
+        return keep
+
+    def machine(self) -> dict:
+        return self.base.machine()
+
+    def device_name(self) -> str:
+        return self.base.device_name()
+
+    def missing(self, name: str) -> str:
+        of = f"of {self.model}" if self.model else "of any model"
+        return (
+            f"This root ({self.name}) holds no {name} table {of}: the notebook's "
+            "live collection (LIVE = True on a GPU) makes one."
+        )
+
+
+def view(root: DataRoot, model: str | None = None) -> ModelView:
+    """The :class:`ModelView` of ``model`` (None: :func:`pick_model`) in ``root``. A root
+    whose tables each name at most one model (a one-model collection, where the sweep may
+    label the model otherwise than the profilers' config labels do) is read whole. A root
+    whose tables name no model, asked for none, gives a view of no model and no datasets (each
+    section then says what it lacks); asked for one, it is a UserError."""
+    inv = inventory(root)
+    chosen = pick_model(inv, model)
+    if not chosen:
+        return ModelView(root.path, root.name, base=root)
+    one = model is None and inv.groupby("dataset")["model"].nunique().max() <= 1
+    mine = inv if one else inv[inv["model"] == chosen]
+    if one:  # the sweep's label names the model (the first role that has one)
+        chosen = next(m for r in ROLES for m in mine[mine["role"] == r]["model"] if m)
+    sources = {}
+    for role in ROLES:
+        cand = mine[mine["role"] == role]
+        if len(cand):  # best rank; ties: the first in manifest order (inventory's order)
+            best = max(range(len(cand)), key=lambda i: (cand["rank"].iloc[i], -i))
+            sources[role] = cand["dataset"].iloc[best]
+    others = () if one else tuple(m for m in sorted(set(inv["model"]) - {""}) if m != chosen)
+    return ModelView(
+        root.path,
+        root.name,
+        base=root,
+        model=chosen,
+        sources=sources,
+        others=others,
+        narrow=not one,
+    )
+
+
+def sources_table(v: ModelView) -> pd.DataFrame:
+    """What the view reads, one row per role: ``role``, ``dataset`` (empty: none), ``rows``,
+    ``batches``, ``precision``, ``layout`` (where the table says; rows 0 for a role without a
+    table)."""
+    rows = []
+    for role in ROLES:
+        if role not in v.sources:
+            rows.append({"role": role, "dataset": "", "rows": 0})
+            continue
+        df = v.load(role)
+        rows.append(
+            {
+                "role": role,
+                "dataset": v.sources[role],
+                "rows": len(df),
+                "batches": ", ".join(str(b) for b in sorted(df["batch"].unique()))
+                if "batch" in df
+                else "",
+                "precision": ", ".join(sorted(df["precision"].astype(str).unique()))
+                if "precision" in df
+                else "",
+                "layout": ", ".join(sorted(df["layout"].astype(str).unique()))
+                if "layout" in df
+                else "",
+            }
+        )
+    return pd.DataFrame(rows).fillna("")
+
+
+#: columns of :func:`channel_table`, as the model table names them
+CHANNEL_COLUMNS = (
+    "layer",
+    "module_type",
+    "stage",
+    "in_channels",
+    "out_channels",
+    "stride",
+    "out_h",
+    "out_w",
+    "params",
+    "flops",
+    "out_bytes",
+)
+
+
+def channel_table(layers: pd.DataFrame) -> pd.DataFrame:
+    """Channels and activations per layer of one model (rows of a model table, batch 1):
+    the :data:`CHANNEL_COLUMNS` present, plus ``gflops`` (per image) and ``activation_mb``
+    (the layer's output per image, MB = 1e6 bytes)."""
+    cols = [c for c in CHANNEL_COLUMNS if c in layers]
+    out = layers[cols].reset_index(drop=True)
+    if "flops" in out:
+        out = out.assign(gflops=out["flops"] / 1e9)
+    if "out_bytes" in out:
+        out = out.assign(activation_mb=out["out_bytes"] / 1e6)
+    return out.drop(columns=[c for c in ("flops", "out_bytes") if c in out])
+
+
+def trace_layers(trace: pd.DataFrame) -> pd.DataFrame:
+    """Per (config, layer) of a PyTorch-profiler kernel table, in model order: ``kernels``
+    (per forward, over the traced iterations), ``time_us`` (kernel time per forward, us),
+    ``theoretical_occupancy_tw_pct`` (ours, from the launch configuration) and
+    ``est_occupancy_tw_pct`` (Kineto's estimate, capped by the grid), both weighted by kernel
+    time. Kernels outside any layer are left out."""
+    k = trace[trace["layer"].astype(str).str.len() > 0]
+    if "iteration" in k:
+        k = k[k["iteration"].notna()]
+    cols = ("theoretical_occupancy_pct", "est_occupancy_pct")
+    out = time_weighted(k, ["config", "layer"], cols=cols)
+    n = k.groupby("config")["iteration"].nunique() if "iteration" in k else 1
+    per = out["config"].map(n) if "iteration" in k else 1
+    out = out.assign(kernels=out["kernels"] / per, time_us=out["time_us"] / per)
+    order = {name: i for i, name in enumerate(layer_order(out["layer"]))}
+    out["layer_idx"] = out["layer"].map(order)
+    return out.sort_values(["config", "layer_idx"]).reset_index(drop=True)
+
+
+PREFIX = "your_model."
+
+
+def layer_facts(ncu: pd.DataFrame, dataset: str = "ncu") -> list[dict]:
+    """Per-layer occupancy facts of one model's Nsight Compute table (its largest batch when
+    it holds several): ``your_model.achieved_occupancy_tw_pct`` (the forward's, time-weighted),
+    ``your_model.time_share_below_50_pct`` (% of kernel time in layers under
+    :data:`~yolo_sm.topics.heatmaps.analyse.LOW_PCT` achieved occupancy), ``your_model.grid_limited_
+    time_share_pct`` (% of kernel time in layers whose main limiter is the grid) and
+    ``your_model.slowest_layer_time_share_pct``. Scope empty; ``note`` names the config."""
+    if ncu is None or ncu.empty or "layer" not in ncu:
+        return []
+    table = layer_table(ncu)
+    table = table[table["layer"].astype(str).str.len() > 0]
+    if table.empty:
+        return []
+    config = (
+        table.sort_values("batch").config.iloc[-1] if "batch" in table else table.config.iloc[0]
+    )
+    t = table[table["config"] == config]
+    time = t["time_us"]
+    total = float(time.sum())
+    if total <= 0:
+        return []
+    achieved = float((t["achieved_occupancy_tw_pct"] * time).sum() / total)
+    below = float(time[t["achieved_occupancy_tw_pct"] < LOW_PCT].sum() / total * 100)
+    grid = float(time[t["main_limiter"] == "grid"].sum() / total * 100)
+    slowest = float(time.max() / total * 100)
+    d, note = (dataset,), f"config {config}"
+    return [
+        fact(PREFIX + "achieved_occupancy_tw_pct", achieved, "%", datasets=d, note=note),
+        fact(PREFIX + "time_share_below_50_pct", below, "%", datasets=d, note=note),
+        fact(PREFIX + "grid_limited_time_share_pct", grid, "%", datasets=d, note=note),
+        fact(PREFIX + "slowest_layer_time_share_pct", slowest, "%", datasets=d, note=note),
+    ]
+
+
+def facts(v: ModelView) -> pd.DataFrame:
+    """The facts of :func:`layer_facts` for the view's ``ncu`` table (empty when it has none)."""
+    ncu = v.load("ncu") if v.has("ncu") else None
+    return facts_table(layer_facts(ncu, v.sources.get("ncu", "ncu")))

@@ -1,0 +1,143 @@
+"""The small plan notebook 11 collects for one model on this machine's GPU (``LIVE = True``):
+a batch sweep, one PyTorch-profiler trace, one Nsight Compute occupancy pass and the model's
+channel / activation table, into ``results/<machine>/<model>/``, read back through a
+:class:`~yolo_sm.core.live.LiveRoot` whose datasets are named by role (``sweep``, ``trace``,
+``ncu``, ``model_layers``), as :meth:`yolo_sm.contract.datasets.DataRoot.find` reads them.
+
+``model`` is what the plan steps' ``family`` / ``widths`` accept: a label such as
+``yolov8_w0.25`` or a preset such as ``yolov8n``; anything else (an ultralytics YAML, a
+checkpoint ``.pt``, ``package.module:function``) is passed on as the steps' ``model``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.plans import Plan, Step
+from yolo_sm.contract.store import write_text_atomic
+from yolo_sm.core.live import LiveRoot, live_root
+
+#: the sweep's batches, and the batch of the trace and the Nsight Compute pass
+SWEEP_BATCHES = (1, 2, 4, 8, 16, 32, 64)
+PROFILE_BATCH = 8
+PRECISION, LAYOUT = "fp16", "nhwc"
+_LABEL = re.compile(r"^(?P<family>[a-z0-9]+?)_w(?P<width>[0-9.]+)$")
+_PRESET = re.compile(r"^(?P<family>yolov8|yolo11)(?P<scale>[nsmlx])$")
+
+
+def model_params(model: str) -> dict:
+    """The plan-step parameters that name ``model``: ``{family, widths}`` for a label
+    (``yolov8_w0.25``) or a preset (``yolov8n``), else ``{model}``."""
+    if not model:
+        raise UserError("set MODEL: a label (yolov8_w0.25), a preset (yolov8n) or a model path")
+    m = _LABEL.match(model)
+    if m:
+        return {"family": m["family"], "widths": [float(m["width"])]}
+    m = _PRESET.match(model)
+    if m:
+        return {"family": m["family"], "widths": [m["scale"]]}
+    return {"model": model}
+
+
+def slug(model: str) -> str:
+    """A folder name for ``model``: its file stem for a path, else the label itself, with
+    characters other than letters, digits, ``.``, ``_`` and ``-`` as ``_``."""
+    name = Path(model).stem if ("/" in model or model.endswith((".pt", ".yaml"))) else model
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "model"
+
+
+def plan_for(model: str, device: str = "cuda", imgsz: int = 640) -> Plan:
+    """The notebook's plan for ``model`` (steps named by role)."""
+    who = model_params(model)
+    one = {"precisions": PRECISION, "layouts": LAYOUT, "batches": PROFILE_BATCH}
+    layers = {"imgsz": imgsz, "bytes_per_element": 2}
+    if "model" in who:
+        layers["models"] = [{"model": who["model"]}]
+    else:
+        layers["models"] = [{"model": who["family"], "widths": who["widths"]}]
+    steps = (
+        Step(
+            "sweep",
+            "sweep",
+            "sweep.parquet",
+            {
+                **who,
+                "precisions": [PRECISION],
+                "layouts": [LAYOUT],
+                "backends": ["eager", "cudagraph"],
+                "batches": list(SWEEP_BATCHES),
+                "imgsz": [imgsz],
+                "budget_ms": 200,
+            },
+            f"{model}: {PRECISION} {LAYOUT}, eager and CUDA graph, batch "
+            f"{SWEEP_BATCHES[0]}-{SWEEP_BATCHES[-1]}, {imgsz} px",
+        ),
+        Step(
+            "trace",
+            "trace",
+            "trace.parquet",
+            {**who, **one, "iters": 2},
+            f"{model}: PyTorch-profiler kernels per layer, batch {PROFILE_BATCH}",
+            est_s=60,
+        ),
+        Step(
+            "ncu",
+            "ncu",
+            "ncu.parquet",
+            {**who, **one, "metric_set": "occupancy"},
+            f"{model}: Nsight Compute occupancy per kernel and layer, batch {PROFILE_BATCH}",
+            est_s=150,
+        ),
+        Step(
+            "model_layers",
+            "model_tables",
+            "model_layers.parquet",
+            layers,
+            f"{model}: channels, FLOPs and activation bytes per layer, {imgsz} px",
+            est_s=60,
+        ),
+    )
+    return Plan(f"your_model_{slug(model)}", device, steps, "")
+
+
+def your_model_root(
+    model: str, results: str = "results", device: str = "cuda", max_minutes: float | None = None
+) -> LiveRoot:
+    """A :class:`LiveRoot` that collects :func:`plan_for` ``model`` into
+    ``<results>/<machine>/<model>/`` on this machine's GPU (each dataset when first read)."""
+    import torch
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(
+            "LIVE = True collects on a CUDA GPU and torch sees none here; set LIVE = False"
+        )
+    gpu = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
+    machine = re.sub(r"[^A-Za-z0-9]+", "_", gpu).strip("_").lower()
+    out = Path(results) / machine / slug(model)
+    out.mkdir(parents=True, exist_ok=True)
+    plan = plan_for(model, device)
+    root = live_root(None, plan=_written(plan, out), out=out, max_minutes=max_minutes)
+    return root
+
+
+def _written(plan: Plan, out: Path) -> Path:
+    """The plan as YAML in ``out`` (live_root reads a plan file; the manifest's command
+    names it)."""
+    import yaml
+
+    f = out / "plan.yaml"
+    steps = [
+        {
+            "name": s.name,
+            "kind": s.kind,
+            "out": s.out,
+            "params": s.params,
+            "description": s.description,
+            "est_s": s.est_s,
+        }
+        for s in plan.steps
+    ]
+    write_text_atomic(f, yaml.safe_dump({"name": plan.name, "device": plan.device, "steps": steps}))
+    return f
