@@ -314,3 +314,12 @@ def test_compiled_int8_modules_differ_by_how_they_quantise(tiny_yolo, monkeypatc
     b = torch_backends._compiled_module(tiny_yolo, replace(cfg, int8_handoff=False))
     c = torch_backends._compiled_module(tiny_yolo, replace(cfg, int8_calibration="percentile"))
     assert len({id(a), id(b), id(c)}) == 3
+
+
+def test_copyfree_is_fp16_or_bf16_nhwc_on_a_gpu_only():
+    for precision, layout in (("fp32", "nhwc"), ("fp16", "nchw"), ("int8", "nhwc")):
+        with pytest.raises(UserError, match="copyfree"):
+            EngineConfig(backend="copyfree", precision=precision, layout=layout)
+    cfg = EngineConfig(backend="copyfree", precision="fp16", layout="nhwc", device="cpu")
+    with pytest.raises(NotAvailableError, match="copyfree needs a CUDA device"):
+        build_engine(torch.nn.Conv2d(3, 8, 3), cfg)

@@ -12,6 +12,7 @@ class Backend(str, Enum):
     COMPILE = "compile"
     ONNXRUNTIME = "onnxruntime"
     TENSORRT = "tensorrt"
+    COPYFREE = "copyfree"  # fp16/bf16 NHWC YOLO, convolutions into their concatenation's slice
 
 
 class Precision(str, Enum):

@@ -28,7 +28,12 @@ from yolo_sm.core.engines.config import (
 )
 from yolo_sm.core.engines.onnx import build_onnxruntime
 from yolo_sm.core.engines.tensorrt import build_tensorrt
-from yolo_sm.core.engines.torch_backends import build_compiled, build_cudagraph, build_eager
+from yolo_sm.core.engines.torch_backends import (
+    build_compiled,
+    build_copyfree,
+    build_cudagraph,
+    build_eager,
+)
 
 __all__ = [
     "Backend",
@@ -60,6 +65,7 @@ def build_engine(model: torch.nn.Module, config: EngineConfig) -> Engine:
         Backend.COMPILE: build_compiled,
         Backend.ONNXRUNTIME: build_onnxruntime,
         Backend.TENSORRT: build_tensorrt,  # imports tensorrt itself, on use
+        Backend.COPYFREE: build_copyfree,
     }[config.backend]
     engine = build(model, config)
     if config.check:

@@ -114,6 +114,9 @@ class EngineConfig:
             raise UserError(f"imgsz must be a positive multiple of 32, got {self.imgsz!r}")
         object.__setattr__(self, "compile_mode", check_compile_mode(self.compile_mode))
         check_device_name(self.device)
+        half = self.precision in (Precision.FP16, Precision.BF16)
+        if self.backend is Backend.COPYFREE and not (half and self.layout is Layout.NHWC):
+            raise UserError("backend copyfree runs fp16 or bf16 in the nhwc layout only")
         if self.precision is Precision.INT8 and self.backend not in INT8_BACKENDS:
             raise UserError(f"precision {INT8_BACKENDS_ONLY}")
         if (

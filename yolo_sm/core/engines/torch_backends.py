@@ -72,13 +72,24 @@ def _capturable(m: torch.nn.Module, config: EngineConfig):
     return forward
 
 
-def build_cudagraph(model: torch.nn.Module, config: EngineConfig, warmup: int = 3) -> Engine:
-    """Capture one forward into a CUDA graph; a call copies the input into the static buffer
-    (skipped when it *is* the static buffer) and replays. The output tensor is the graph's static
-    output, overwritten by the next call: clone it to keep it."""
+def build_copyfree(model: torch.nn.Module, config: EngineConfig) -> Engine:
+    """The copy-free YOLO (:mod:`yolo_sm.core.engines.copyfree`) captured in one CUDA graph."""
+    from yolo_sm.core.engines.copyfree import CopyFree
+
+    return build_cudagraph(model, config, wrap=CopyFree)
+
+
+def build_cudagraph(
+    model: torch.nn.Module, config: EngineConfig, warmup: int = 3, wrap=None
+) -> Engine:
+    """Capture one forward (of ``wrap(module)`` where given) into a CUDA graph; a call copies the
+    input into the static buffer (skipped when it *is* the static buffer) and replays. The output
+    tensor is the graph's static output, overwritten by the next call: clone it to keep it."""
+    name = config.backend.value
     if not str(config.device).startswith("cuda"):
-        raise NotAvailableError("backend cudagraph needs a CUDA device; use backend eager on CPU")
+        raise NotAvailableError(f"backend {name} needs a CUDA device; use backend eager on CPU")
     m = prepare_module(model, config)
+    m = wrap(m) if wrap is not None else m
     static_in = make_input(config, seed=0)
     t0 = time.perf_counter()
     with numerics(config), torch.inference_mode():
@@ -112,11 +123,15 @@ def build_cudagraph(model: torch.nn.Module, config: EngineConfig, warmup: int = 
     def close() -> None:
         graph.reset()
 
+    info = {"capture_s": capture_s, "graph_pool_bytes": graph_pool_bytes}
+    if wrap is not None:  # the copy-free engine: its convolutions and concatenation copies
+        info.update(convs_strided=m.counts["strided"], convs_copied=m.counts["copied"])
+        info["concat_copies"] = m.concat_copies
     eng = Engine(
         config,
         run,
-        f"cudagraph {config.precision.value} {config.layout.value}",
-        info={"capture_s": capture_s, "graph_pool_bytes": graph_pool_bytes},
+        f"{name} {config.precision.value} {config.layout.value}",
+        info=info,
         close_fn=close,
         keepalive=(m, static_out),
         module=m,
