@@ -58,6 +58,16 @@ def test_bench_table_on_cpu(tmp_path, capsys):
     assert (df.p99_ms >= df.median_ms).all()
     engines = df[df.scope == "model_only"]
     assert (engines.build_s > 0).all() and (pipe.build_s > 0).all()
+    # the engines were timed in interleaved rounds: the median of the rounds' medians, their
+    # spread, and no SM clock on a CPU
+    assert (engines.rounds == bench.ROUNDS).all()
+    for r in engines.itertuples():
+        assert len(r.round_ms) == bench.ROUNDS and r.median_ms == pytest.approx(
+            pd.Series(r.round_ms).median()
+        )
+        spread = (max(r.round_ms) - min(r.round_ms)) / r.median_ms * 100
+        assert r.round_spread_pct == pytest.approx(spread)
+    assert engines.sm_clock_mhz.isna().all()
 
 
 def test_engine_rows_carry_every_build_column_the_sweep_records_and_the_schema_describes():

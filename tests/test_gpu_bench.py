@@ -115,3 +115,25 @@ def test_the_first_engine_timed_in_a_fresh_process_reads_what_it_reads_later():
     got = json.loads(done.stdout.strip().splitlines()[-1])
     print(got)
     assert abs(got["first_ms"] / got["later_ms"] - 1) <= 0.05, got
+
+
+def test_two_engines_are_timed_in_interleaved_rounds_with_the_clock_of_each():
+    """Eager and CUDA-graph fp16 of one unit: ROUNDS rounds each, every round's SM clock read
+    (NVML), the row's clock their median, and the eager-over-graph ratio sane."""
+    from yolo_sm.core import bench
+
+    spec = bench.BenchSpec.from_mapping(
+        {"family": "yolov8", "widths": [0.25], "batches": [8], "engines": ["cudagraph/fp16/nhwc"],
+         "pipeline_engine": "cudagraph/fp16/nhwc", "pipeline_streams": [1], "seconds": 0.2,
+         "budget_ms": 100, "predict": False, "device": "cuda"}
+    )  # fmt: skip
+    df = bench.run_bench(spec, progress=False).set_index("variant")
+    eng = df[df.scope == "model_only"]
+    assert (eng.status == "ok").all(), eng.message.to_dict()
+    assert (eng.rounds == bench.ROUNDS).all()
+    for r in eng.itertuples():
+        assert len(r.round_sm_clock_mhz) == bench.ROUNDS
+        assert all(c > 0 for c in r.round_sm_clock_mhz), r.round_sm_clock_mhz
+        assert min(r.round_sm_clock_mhz) <= r.sm_clock_mhz <= max(r.round_sm_clock_mhz)
+    assert (eng.peak_mem_bytes > 0).all()
+    assert 0.3 < eng.median_ms["cudagraph/fp16/nhwc"] / eng.median_ms["eager/fp16/nhwc"] < 1.5

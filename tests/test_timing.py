@@ -1,6 +1,7 @@
 """measure() and Measurement with an injected fake timer: no sleeps, no real clock."""
 
 import math
+import statistics
 
 import pytest
 import torch
@@ -424,3 +425,93 @@ def test_host_profile_on_a_cpu_has_no_device():
 
 def test_launch_cost_on_a_cpu_is_unknown():
     assert math.isnan(timing.launch_cost_us("cpu"))
+
+
+# --- interleaved rounds (measure_rounds) with a fake GPU whose clock drifts --------------------
+
+
+class DriftingGpu(Timer):
+    """A fake GPU for several callables: a call of ``work[name]`` (ms at 2,000 MHz) takes
+    ``work * 2000 / clock`` ms, the clock stepping down from 2,000 to 1,500 MHz after
+    ``drop_at`` calls in all (a power-limited part heating up). Records each time_calls' callable
+    name and count; ``fail`` (name, call) makes that callable raise from that call on."""
+
+    def __init__(self, work, drop_at=1000, fail=None):
+        self.work, self.drop_at, self.fail = work, drop_at, fail
+        self.calls, self.total, self.cpu_ns = [], 0, 0
+
+    def clock(self):
+        return 2000.0 if self.total < self.drop_at else 1500.0
+
+    def time_calls(self, fn, n, before=None):
+        name = fn()
+        if self.fail and name == self.fail[0] and self.total >= self.fail[1]:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        self.calls.append((name, n))
+        out = []
+        for _ in range(n):
+            out.append(self.work[name] * 2000.0 / self.clock())
+            self.total += 1
+        self.cpu_ns = 1000 * n
+        return out
+
+
+def rounds_run(gpu, rounds=4, **kw):
+    fns = {name: (lambda name=name: name) for name in gpu.work}
+    return timing.measure_rounds(
+        fns, batch=2, budget_ms=400, warmup_ms=10, rounds=rounds, timer=gpu,
+        clock_mhz=gpu.clock, with_provenance=False, settle=False, **kw,
+    )  # fmt: skip
+
+
+def test_rounds_warm_every_engine_first_then_time_them_in_turn():
+    gpu = DriftingGpu({"a": 1.0, "b": 2.0}, drop_at=10**9)
+    got = rounds_run(gpu, rounds=3)
+    names = [n for n, _ in gpu.calls]
+    # the estimate and warm-up of a, then of b, then a, b, a, b, a, b
+    assert names == ["a", "a", "b", "b"] + ["a", "b"] * 3
+    # each round times budget / rounds worth of calls: 400 / 3 ms at 1 ms and at 2 ms
+    assert [n for _, n in gpu.calls[4:6]] == [134, 67]
+    a, b = got["a"], got["b"]
+    assert a.round_ms == [1.0] * 3 and b.round_ms == [2.0] * 3
+    assert a.round_clock_mhz == [2000.0] * 3
+    assert a.n == 3 * 134 and a.warmup_calls == 3 + 10
+    s = b.summary()
+    assert (s["rounds"], s["median_ms"], s["round_spread_pct"], s["sm_clock_mhz"]) == (
+        3, 2.0, 0.0, 2000.0,
+    )  # fmt: skip
+    assert s["img_per_s"] == pytest.approx(2 * 1000 / 2.0)
+    assert s["host_cpu_ms"] == pytest.approx(1000 / 1e6)  # 1 us of CPU per call
+
+
+def test_a_clock_that_drops_mid_run_moves_both_sides_of_a_ratio_alike():
+    """Timed one after the other, b runs after the clock dropped and reads 1.33x slower than it
+    is; interleaved, each round sees both at the same clock: the ratio stays 2, and the spread
+    over rounds and the per-round clocks say that the clock moved."""
+    # 21 warm-up calls, then rounds of 100 + 50 calls: the clock drops after round 2
+    one_by_one = DriftingGpu({"a": 1.0, "b": 2.0}, drop_at=321)
+    kw = dict(budget_ms=400, warmup_ms=10, with_provenance=False, settle=False)
+    fa = timing.measure(lambda: "a", timer=one_by_one, clock_mhz=one_by_one.clock, **kw)
+    fb = timing.measure(lambda: "b", timer=one_by_one, clock_mhz=one_by_one.clock, **kw)
+    assert fb.median_ms / fa.median_ms == pytest.approx(2 * 2000 / 1500)
+    gpu = DriftingGpu({"a": 1.0, "b": 2.0}, drop_at=321)
+    got = rounds_run(gpu, rounds=4)
+    a, b = got["a"], got["b"]
+    assert [x / y for x, y in zip(b.round_ms, a.round_ms, strict=True)] == pytest.approx([2.0] * 4)
+    assert b.median_ms / a.median_ms == pytest.approx(2.0)
+    assert a.round_clock_mhz[0] == 2000.0 and a.round_clock_mhz[-1] == 1500.0
+    assert a.summary()["round_spread_pct"] > 20
+    assert a.summary()["sm_clock_mhz"] == statistics.median(a.round_clock_mhz)
+
+
+def test_a_callable_that_fails_is_its_exception_and_the_others_go_on():
+    gpu = DriftingGpu({"a": 1.0, "b": 2.0, "c": 1.0}, drop_at=10**9, fail=("b", 200))
+    got = rounds_run(gpu, rounds=3)
+    assert isinstance(got["b"], RuntimeError)
+    assert len(got["a"].round_ms) == len(got["c"].round_ms) == 3
+    # a CPU reads no clock: the rounds keep None, the summary NaN
+    fns = {"a": lambda: "a"}
+    cpu = timing.measure_rounds(fns, budget_ms=10, warmup_ms=1, rounds=2, with_provenance=False,
+                                timer=DriftingGpu({"a": 1.0}), clock_mhz=lambda: None)  # fmt: skip
+    assert cpu["a"].round_clock_mhz == [None, None]
+    assert math.isnan(cpu["a"].summary()["sm_clock_mhz"])

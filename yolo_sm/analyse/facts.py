@@ -76,13 +76,15 @@ def value(facts: pd.DataFrame, key: str, scope: str = "") -> float:
 
 
 def sm_clock_mhz(df: pd.DataFrame) -> pd.Series:
-    """Each row's SM clock (MHz) while it was timed: the mean of the clocks read before and
-    after its timing where both were recorded, else the provenance's one reading (NaN without)."""
-    one = df.get("prov_sm_clock_mhz", pd.Series(math.nan, index=df.index)).astype(float)
+    """Each row's SM clock (MHz) while it was timed: the median over its interleaved rounds
+    (``sm_clock_mhz``) where recorded, else the mean of the clocks read before and after its
+    timing, else the provenance's one reading (NaN without)."""
+    nan = pd.Series(math.nan, index=df.index)
+    one = df.get("prov_sm_clock_mhz", nan).astype(float)
     if "prov_sm_clock_start_mhz" in df and "prov_sm_clock_end_mhz" in df:
         both = (df["prov_sm_clock_start_mhz"] + df["prov_sm_clock_end_mhz"]) / 2
-        return both.astype(float).fillna(one)
-    return one
+        one = both.astype(float).fillna(one)
+    return df.get("sm_clock_mhz", nan).astype(float).fillna(one)
 
 
 def clock_spread_pct(a: float, b: float) -> float:

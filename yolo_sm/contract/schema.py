@@ -284,7 +284,16 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "or absent: uniform noise; fp8 engines always on the photos)",
         "tflops": "flops_per_img * batch / median, TFLOP/s (engine rows)",
         "flops_per_img": "FLOPs per image, 2 per multiply-add (Conv2d/Linear)",
-        "peak_mem_bytes": "peak allocated GPU bytes during the timed calls (engine rows, GPU)",
+        "peak_mem_bytes": "peak allocated GPU bytes of one call of the engine, less what the "
+        "unit's other engines held (engine rows, GPU)",
+        "rounds": "engine rows: interleaved rounds the unit's engines were timed in (each round "
+        "times every engine in turn; median_ms is the median of the rounds' medians); absent "
+        "in rows measured one engine after the other",
+        "round_ms": "engine rows: each round's median latency, milliseconds",
+        "round_sm_clock_mhz": "engine rows: the SM clock read after each round's calls, MHz "
+        "(NaN without NVML, e.g. a CPU)",
+        "round_spread_pct": "engine rows: (max - min) of round_ms over median_ms, %",
+        "sm_clock_mhz": "engine rows: the median of round_sm_clock_mhz, MHz",
         "build_s": "seconds to build the engine: export, compile or graph capture, and the "
         "numerical check (engine and pipeline rows)",
         "compile_s": "torch.compile's share of build_s (compile rows)",
@@ -685,7 +694,7 @@ FLAG = frozenset(
     "noisy bn_calibrated kernels_match rounded capped same_result class_prior pinned sampler "
     "straddles_mark l2_flush mps_used mig_used".split()
 )
-LIST = frozenset({"samples_ms"})
+LIST = frozenset({"samples_ms", "round_ms", "round_sm_clock_mhz"})
 NUMBER = frozenset(
     "width depth max_channels batch imgsz flops_per_img tflops rel_err kernel_id "
     "registers_per_thread block_size grid_size waves_per_sm limit_registers limit_shared_mem "
@@ -703,6 +712,7 @@ NUMBER = frozenset(
 TEXT |= {"technique"}  # techniques
 FLAG |= {"static_buffer", "graph_input_copy"}  # techniques
 FLAG |= {"warmup_settled"}  # collect.timing.Settle
+NUMBER |= {"rounds"}  # collect.timing.measure_rounds
 NUMBER |= {"calls", "fp32_output_calls", "upcast_calls", "bn_modules", "fused_conv_modules"}
 UNIT_SUFFIXES = ("_ms", "_us", "_s", "_pct", "_bytes", "_mhz", "_per_s")
 #: per kind, columns whose type differs from the name's usual one

@@ -71,10 +71,12 @@ from yolo_sm.core.pipeline import (
 )
 from yolo_sm.core.provenance import collect
 from yolo_sm.core.stopwatch import phase
-from yolo_sm.core.sweep import Point, SweepSpec, failure, run_point
-from yolo_sm.core.timing import measure_captured, measure_engine
+from yolo_sm.core.sweep import Point, SweepSpec, failure, finish_point, open_point
+from yolo_sm.core.timing import engine_call, measure_captured, measure_engine, measure_rounds
 
 BASELINE = ("eager", "fp16", "nhwc")
+#: interleaved rounds of a unit's engines (:func:`_engine_rows`)
+ROUNDS = 5
 # the default candidates, the paths a user would deploy: besides eager, one CUDA graph and
 # torch.compile in its default mode and with its CUDA graphs (max-autotune builds for minutes);
 # the pipeline wraps the compiled engine in one CUDA graph per batch in flight, with the
@@ -129,6 +131,11 @@ _POINT_COLUMNS = (
     "quant_fallbacks",
     "quant_handoffs",
     "quant_plans_cached",
+    "rounds",
+    "round_ms",
+    "round_sm_clock_mhz",
+    "round_spread_pct",
+    "sm_clock_mhz",
 )
 
 
@@ -484,7 +491,7 @@ def bench_unit(model, family: str, width: float, batch: int, spec: BenchSpec, fr
         ]
     else:
         flops = model_flops(model, spec.imgsz)
-        rows = [_engine_row(model, head, e, spec, flops) for e in (BASELINE, *spec.engines)]
+        rows = _engine_rows(model, head, spec, flops)
         rows += _pipeline_rows(model, head, spec, frames)
         if spec.predict:
             rows.append(_predict_row(model, head, spec, frames))
@@ -516,31 +523,70 @@ def _engine_columns(engine) -> dict:
     }
 
 
-def _engine_row(model, head: dict, engine, spec: BenchSpec, flops: int) -> dict:
-    """One engine timed model-only through the sweep's ``run_point`` (build, numerical check
-    against eager fp32, CUDA events); failures come back as error / oom rows."""
+def _engine_rows(model, head: dict, spec: BenchSpec, flops: int) -> list[dict]:
+    """The baseline and each engine of a unit, model-only, measured side by side: every engine
+    built and numerically checked first (the sweep's :func:`~yolo_sm.core.sweep.open_point`),
+    then warmed up in turn and timed in :data:`ROUNDS` interleaved rounds
+    (:func:`~yolo_sm.core.timing.measure_rounds`, CUDA events, the SM clock read after each
+    engine's turn), so that a ratio between two of them is not a drift of the clock between
+    their turns. ``peak_mem_bytes``: one call's peak on a GPU, less what the other engines
+    held. Failures come back as error / oom rows."""
+    import torch
 
-    cols = _engine_columns(engine)
-    p = Point(
-        head["family"],
-        "",
-        head["width"],
-        0.33,
-        2048,
-        cols["precision"],
-        cols["layout"],
-        cols["backend"],
-        head["batch"],
-        spec.imgsz,
-        cols["compile_mode"] or "default",
-        spec.device,
-    )
+    engines = {variant_name(e): e for e in (BASELINE, *spec.engines)}
     sweep = SweepSpec(device=spec.device, budget_ms=spec.budget_ms, warmup_ms=spec.warmup_ms)
-    r = run_point(model, p, sweep, flops)
-    row = {**head, "variant": variant_name(engine), "scope": "model_only", **cols}
-    row.update({k: r.get(k) for k in _POINT_COLUMNS})
-    row.update({k: v for k, v in r.items() if k.startswith("prov_") and not isinstance(v, dict)})
-    return row
+    points = {v: _point(head, e, spec) for v, e in engines.items()}
+    on_gpu = spec.on_gpu
+    held = torch.cuda.memory_allocated if on_gpu else (lambda: 0)
+    rows, built, resident = {}, {}, {}
+    try:
+        for v, p in points.items():
+            before = held()
+            eng, rows[v] = open_point(model, p, sweep, flops)
+            if eng is not None:
+                built[v], resident[v] = eng, held() - before
+        publish(engine="interleaved rounds")
+        timed = measure_rounds(
+            {v: engine_call(e) for v, e in built.items()}, batch=head["batch"],
+            device=spec.device, warmup_ms=spec.warmup_ms, budget_ms=spec.budget_ms,
+            rounds=ROUNDS,
+        )  # fmt: skip
+        for v, m in timed.items():
+            try:
+                if isinstance(m, BaseException):
+                    raise m
+                if on_gpu:
+                    torch.cuda.synchronize()
+                    torch.cuda.reset_peak_memory_stats()
+                    engine_call(built[v])()
+                    torch.cuda.synchronize()
+                    others = sum(n for o, n in resident.items() if o != v)
+                    rows[v]["peak_mem_bytes"] = torch.cuda.max_memory_allocated() - others
+                rows[v] = finish_point(built[v], rows[v], m, points[v])
+            except Exception as e:  # noqa: BLE001 - every failure is recorded
+                rows[v] = {**rows[v], **failure(e)}
+    finally:
+        for eng in built.values():
+            eng.close()
+        built.clear()
+        free_memory(collect=True)
+    out = []
+    for v, e in engines.items():
+        row = {**head, "variant": v, "scope": "model_only", **_engine_columns(e)}
+        row.update({k: rows[v].get(k) for k in _POINT_COLUMNS})
+        prov = {k: x for k, x in rows[v].items() if k.startswith("prov_")}
+        row.update({k: x for k, x in prov.items() if not isinstance(x, dict)})
+        out.append(row)
+    return out
+
+
+def _point(head: dict, engine, spec: BenchSpec) -> Point:
+    cols = _engine_columns(engine)
+    return Point(
+        head["family"], "", head["width"], 0.33, 2048, cols["precision"], cols["layout"],
+        cols["backend"], head["batch"], spec.imgsz, cols["compile_mode"] or "default",
+        spec.device,
+    )  # fmt: skip
 
 
 def _pipeline_rows(model, head: dict, spec: BenchSpec, frames) -> list[dict]:

@@ -486,11 +486,32 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int, extra=None) 
     time)."""
     import torch
 
+    engine, row = open_point(model, p, spec, flops_per_img)
+    try:
+        if engine is not None:
+            m = measure_engine(engine, warmup_ms=spec.warmup_ms, budget_ms=spec.budget_ms)
+            if p.device.startswith("cuda"):
+                row["peak_mem_bytes"] = torch.cuda.max_memory_allocated()
+            row = finish_point(engine, row, m, p, extra)
+    except Exception as e:  # noqa: BLE001 - every failure is recorded, the sweep goes on
+        row = {**_error_row(p, spec, e, flops_per_img), "build_s": row.get("build_s")}
+    finally:
+        if engine is not None:
+            engine.close()
+        del engine
+        free_memory(collect=row["status"] != "ok")
+    return row
+
+
+def open_point(model, p: Point, spec: SweepSpec, flops_per_img: int):
+    """Build and check one point's engine: (the engine, its row so far), or (None, an error
+    row) where the build failed; on a GPU the peak-memory counter restarts after the build."""
+    import torch
+
     on_gpu = p.device.startswith("cuda")
-    engine = None
     row = {**_coords(p), "status": "ok", "message": "", **_row_tail(spec, flops_per_img, p)}
-    engine_label = f"{p.backend}/{p.precision}/{p.layout}"
-    publish(model=p.model or f"{p.family}:{p.width:g}", engine=engine_label, batch=p.batch)
+    publish(model=p.model or f"{p.family}:{p.width:g}", engine=f"{p.backend}/{p.precision}/"
+            f"{p.layout}", batch=p.batch)  # fmt: skip
     build = None
     try:
         if on_gpu:
@@ -498,38 +519,35 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int, extra=None) 
             torch.cuda.reset_peak_memory_stats()
         with phase("build") as build:
             engine = build_engine(model, _config(p, spec))
-        row["build_s"] = build.seconds
-        row["rel_err"] = engine.rel_err
+        row.update(build_s=build.seconds, rel_err=engine.rel_err)
         if on_gpu:
             # the build's peak includes the fp32 reference forward of the check: report the
             # build and the timed calls apart (the latter is what an inference service needs)
             row["build_peak_mem_bytes"] = torch.cuda.max_memory_allocated()
             torch.cuda.reset_peak_memory_stats()  # the peak restarts from what is allocated now
-        m = measure_engine(engine, warmup_ms=spec.warmup_ms, budget_ms=spec.budget_ms)
-        row.update(m.summary())
-        row["tflops"] = flops_per_img * p.batch / (m.median_ms * 1e-3) / 1e12
-        if on_gpu:
-            row["peak_mem_bytes"] = torch.cuda.max_memory_allocated()
-        row.update(warmup_s=m.warmup_s, timed_s=m.timed_s)
-        with phase("profile") as prof:
-            row.update(host_columns(engine, m.median_ms, on_gpu))
-            if extra is not None:
-                row.update(extra(engine))
-        row["profile_s"] = prof.seconds
-        for k in ENGINE_INFO_COLUMNS:
-            if k in engine.info:
-                row[k] = engine.info[k]
-        row.update(quant_columns(engine))
-        row.update({f"prov_{k}": v for k, v in m.provenance.items()})
+        return engine, row
     except Exception as e:  # noqa: BLE001 - every failure is recorded, the sweep goes on
         row = _error_row(p, spec, e, flops_per_img)
         if build is not None:  # the build ran, to its end or to the failure: its seconds count
             row["build_s"] = build.seconds
-    finally:
-        if engine is not None:
-            engine.close()
-        del engine
-        free_memory(collect=row["status"] != "ok")
+        free_memory(collect=True)
+        return None, row
+
+
+def finish_point(engine, row: dict, m, p: Point, extra=None) -> dict:
+    """``row`` with a timed :class:`~yolo_sm.core.timing.Measurement` ``m`` of ``engine``: its
+    summary, TFLOP/s, the host columns (a profiler pass), ``extra(engine)``, the engine's
+    build info, 8-bit counts and the provenance."""
+    row = {**row, **m.summary(), "warmup_s": m.warmup_s, "timed_s": m.timed_s}
+    row["tflops"] = (row["flops_per_img"] or 0) * p.batch / (m.median_ms * 1e-3) / 1e12
+    with phase("profile") as prof:
+        row.update(host_columns(engine, m.median_ms, p.device.startswith("cuda")))
+        if extra is not None:
+            row.update(extra(engine))
+    row["profile_s"] = prof.seconds
+    row.update({k: engine.info[k] for k in ENGINE_INFO_COLUMNS if k in engine.info})
+    row.update(quant_columns(engine))
+    row.update({f"prov_{k}": v for k, v in m.provenance.items()})
     return row
 
 

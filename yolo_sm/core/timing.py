@@ -128,6 +128,10 @@ class Measurement:
     timed_s: float = math.nan
     #: whether the warm-up settled (:class:`Settle`); None where a fixed warm-up ran
     warmup_settled: bool | None = None
+    #: interleaved runs (:func:`measure_rounds`): each round's median ms per call and the SM
+    #: clock (MHz, None where none is read) read after it
+    round_ms: list = field(default_factory=list)
+    round_clock_mhz: list = field(default_factory=list)
 
     @property
     def n(self) -> int:
@@ -141,6 +145,9 @@ class Measurement:
 
     @property
     def median_ms(self) -> float:
+        """The median per call; of an interleaved run, the median of its rounds' medians."""
+        if self.round_ms:
+            return statistics.median(self.round_ms)
         return statistics.median(self.samples_ms) if self.samples_ms else math.nan
 
     @property
@@ -175,8 +182,22 @@ class Measurement:
         )
 
     def summary(self) -> dict:
-        """Flat dict for a table row (samples kept as a list)."""
+        """Flat dict for a table row (samples kept as a list); an interleaved run adds
+        ``rounds``, ``round_ms``, ``round_sm_clock_mhz`` (lists), ``round_spread_pct`` (max -
+        min of the rounds' medians over their median, %) and ``sm_clock_mhz`` (their median)."""
+        rounds = {}
+        if self.round_ms:
+            clocks = [c for c in self.round_clock_mhz if c is not None]
+            spread = (max(self.round_ms) - min(self.round_ms)) / self.median_ms * 100
+            rounds = {
+                "rounds": len(self.round_ms),
+                "round_ms": list(self.round_ms),
+                "round_sm_clock_mhz": [math.nan if c is None else c for c in self.round_clock_mhz],
+                "round_spread_pct": spread,
+                "sm_clock_mhz": statistics.median(clocks) if clocks else math.nan,
+            }
         return {
+            **rounds,
             "median_ms": self.median_ms,
             "iqr_ms": self.iqr_ms,
             "min_ms": self.min_ms,
@@ -231,8 +252,34 @@ def measure(
     and ``clock_mhz`` the SM clock read (tests inject fakes). Provenance includes SM clocks
     read before and after the timed loop.
     """
-    if not budget_ms > 0 or not warmup_ms >= 0 or min_reps < 1 or max_reps < min_reps:  # NaN too
-        raise ValueError("measure() needs budget_ms > 0, warmup_ms >= 0, 1 <= min_reps <= max_reps")
+    if min_reps < 1 or max_reps < min_reps:
+        raise ValueError("measure() needs 1 <= min_reps <= max_reps")
+    timer, settle, clock_mhz = _checked(device, warmup_ms, budget_ms, timer, settle, clock_mhz)
+    flush = _l2_flusher(device) if (l2_flush and str(device).startswith("cuda")) else None
+
+    with phase("warmup") as warm:
+        calls, per_call, settled = _warm(timer, fn, warmup_ms, estimate_calls, settle, clock_mhz)
+        reps = min(max_reps, max(min_reps, math.ceil(budget_ms / per_call)))
+
+    with phase("timed") as timed:
+        clock_start = provenance.sm_clock_mhz(device) if with_provenance else None
+        samples = timer.time_calls(fn, reps, before=flush)
+        cpu_ns = timer.cpu_ns
+        cpu_ms = cpu_ns / 1e6 / len(samples) if cpu_ns is not None and samples else math.nan
+        clock_end = provenance.sm_clock_mhz(device) if with_provenance else None
+        prov = provenance.collect(device) if with_provenance else {}
+        prov.update(sm_clock_start_mhz=clock_start, sm_clock_end_mhz=clock_end)
+    return Measurement(
+        samples, batch, calls, label, bool(flush), noise_threshold, prov, cpu_ms,
+        warm.seconds, timed.seconds, settled,
+    )  # fmt: skip
+
+
+def _checked(device, warmup_ms, budget_ms, timer, settle, clock_mhz):
+    """The timer, settle rule and clock read of :func:`measure` (defaults by device), after
+    checking the budgets."""
+    if not budget_ms > 0 or not warmup_ms >= 0:  # NaN too
+        raise ValueError("measure() needs budget_ms > 0, warmup_ms >= 0")
     if budget_ms > MAX_BUDGET_MS or warmup_ms > MAX_WARMUP_MS:  # inf too: never an endless loop
         raise UserError(
             f"budget_ms is at most {MAX_BUDGET_MS:g} and warmup_ms at most {MAX_WARMUP_MS:g}, "
@@ -245,31 +292,87 @@ def measure(
         settle = SETTLE if on_gpu else None
     if clock_mhz is None:
         clock_mhz = lambda: provenance.sm_clock_mhz(device)  # noqa: E731
-    flush = _l2_flusher(device) if (l2_flush and on_gpu) else None
+    return timer, settle, clock_mhz
 
-    with phase("warmup") as warm:
-        timer.sync()
-        estimate = timer.time_calls(fn, max(1, estimate_calls))
-        per_call = max(statistics.median(estimate), 1e-6)
-        if settle:
-            warmup, per_call, settled = warm_up(timer, fn, per_call, warmup_ms, settle, clock_mhz)
-        else:
-            warmup, settled = max(1, math.ceil(warmup_ms / per_call)), None
-            timer.time_calls(fn, warmup)
-        reps = min(max_reps, max(min_reps, math.ceil(budget_ms / per_call)))
 
+def _warm(timer, fn, warmup_ms, estimate_calls, settle, clock_mhz) -> tuple:
+    """The estimate calls, then the warm-up (settling where ``settle`` is a :class:`Settle`):
+    (calls made, ms per call it ended at, whether it settled or None)."""
+    timer.sync()
+    estimate = timer.time_calls(fn, max(1, estimate_calls))
+    per_call = max(statistics.median(estimate), 1e-6)
+    if settle:
+        calls, per_call, settled = warm_up(timer, fn, per_call, warmup_ms, settle, clock_mhz)
+    else:
+        calls, settled = max(1, math.ceil(warmup_ms / per_call)), None
+        timer.time_calls(fn, calls)
+    return calls + len(estimate), per_call, settled
+
+
+def measure_rounds(
+    fns: dict,
+    *,
+    batch: int = 1,
+    device: str = "cpu",
+    warmup_ms: float = 100.0,
+    budget_ms: float = 1000.0,
+    rounds: int = 5,
+    min_reps: int = 5,
+    estimate_calls: int = 3,
+    timer: Timer | None = None,
+    with_provenance: bool = True,
+    settle: Settle | None | bool = True,
+    clock_mhz: Callable[[], float | None] | None = None,
+) -> dict:
+    """Time several callables side by side, in one process: each is warmed up in turn as
+    :func:`measure` does, then ``rounds`` rounds each time every callable in the given order
+    (A, B, C, A, B, C ...) for ``budget_ms / rounds`` worth of calls (at least ``min_reps /
+    rounds``), reading the SM clock after each. Returns ``{name: Measurement}`` (the median
+    over rounds, their medians and clocks kept), or the exception a callable raised."""
+    if rounds < 1 or min_reps < 1:
+        raise ValueError("measure_rounds() needs rounds >= 1 and min_reps >= 1")
+    timer, settle, clock_mhz = _checked(device, warmup_ms, budget_ms, timer, settle, clock_mhz)
+    out: dict = {}
+    reps: dict = {}  # calls per round
+    cpu_ns: dict = {}  # the launching thread's CPU time over the timed calls (None: not kept)
+    for name, fn in fns.items():
+        try:
+            with phase("warmup") as warm:
+                calls, per_call, settled = _warm(
+                    timer, fn, warmup_ms, estimate_calls, settle, clock_mhz
+                )
+        except Exception as e:  # noqa: BLE001 - the caller turns it into an error row
+            out[name] = e
+            continue
+        each = max(math.ceil(min_reps / rounds), math.ceil(budget_ms / rounds / per_call))
+        reps[name], cpu_ns[name] = min(each, MAX_CHUNK), 0
+        out[name] = Measurement([], batch, calls, label=name, warmup_s=warm.seconds)
+        out[name].warmup_settled = settled
     with phase("timed") as timed:
-        clock_start = provenance.sm_clock_mhz(device) if with_provenance else None
-        samples = timer.time_calls(fn, reps, before=flush)
-        cpu_ns = timer.cpu_ns
-        cpu_ms = cpu_ns / 1e6 / len(samples) if cpu_ns is not None and samples else math.nan
-        clock_end = provenance.sm_clock_mhz(device) if with_provenance else None
+        for _ in range(rounds):
+            for name, fn in fns.items():
+                m = out[name]
+                if not isinstance(m, Measurement):
+                    continue
+                try:
+                    samples = timer.time_calls(fn, reps[name])
+                except Exception as e:  # noqa: BLE001
+                    out[name] = e
+                    continue
+                m.samples_ms += samples
+                m.round_ms.append(statistics.median(samples))
+                m.round_clock_mhz.append(clock_mhz())
+                if timer.cpu_ns is None or cpu_ns[name] is None:
+                    cpu_ns[name] = None
+                else:
+                    cpu_ns[name] += timer.cpu_ns
         prov = provenance.collect(device) if with_provenance else {}
-        prov.update(sm_clock_start_mhz=clock_start, sm_clock_end_mhz=clock_end)
-    return Measurement(
-        samples, batch, warmup + len(estimate), label, bool(flush), noise_threshold, prov, cpu_ms,
-        warm.seconds, timed.seconds, settled,
-    )  # fmt: skip
+    for name, m in out.items():
+        if isinstance(m, Measurement):
+            m.timed_s, m.provenance = timed.seconds, dict(prov)
+            if cpu_ns[name] is not None:
+                m.cpu_ms_per_call = cpu_ns[name] / 1e6 / len(m.samples_ms)
+    return out
 
 
 def warm_up(
