@@ -1,6 +1,8 @@
-"""Executed notebooks, once per test session: the notebook tests and the site test read the same
+"""Executed notebooks, once per test run: the notebook tests and the site test read the same
 executions (a notebook takes tens of seconds on 2 cores). Callers must not change what they
-get (the site's renderer copies before it edits).
+get (the site's renderer copies before it edits). Under pytest-xdist the workers of one run
+share the executions through files (the first worker to ask executes; the others wait on its
+lock and read the result).
 
 Each execution is bounded: :data:`CELL_S` a cell and :data:`NOTEBOOK_S` the whole notebook
 (``yolo_sm.report.render.run``). A stall that runs a cell's wait to its timeout (the explorers'
@@ -9,6 +11,10 @@ notebook pass its bound and fail."""
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import os
+import tempfile
 from pathlib import Path
 
 #: seconds a cell may take, and a whole notebook (the slowest take about a minute on 2 cores)
@@ -17,12 +23,36 @@ CELL_S, NOTEBOOK_S = 240, 240
 _EXECUTED: dict = {}
 
 
+def _shared(key) -> Path | None:
+    """The file this run's workers share ``key``'s execution through (None: one process)."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run:
+        return None
+    folder = Path(tempfile.gettempdir()) / f"yolo_sm_notebooks_{run}"
+    folder.mkdir(exist_ok=True)
+    return folder / hashlib.sha1(repr(key).encode()).hexdigest()
+
+
 def executed(path: Path, data):
     """``path`` executed from the dataset root ``data`` (``yolo_sm.report.render.execute``),
     the same test run's earlier execution when there is one."""
+    import nbformat
+
     from yolo_sm.report.render import execute
 
     key = (str(Path(path).resolve()), str(data))
-    if key not in _EXECUTED:
+    if key in _EXECUTED:
+        return _EXECUTED[key]
+    file = _shared(key)
+    if file is None:
         _EXECUTED[key] = execute(path, timeout=CELL_S, data=data, limit=NOTEBOOK_S)
+        return _EXECUTED[key]
+    with open(file.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the lock file closes
+        if not file.exists():
+            nb = execute(path, timeout=CELL_S, data=data, limit=NOTEBOOK_S)
+            tmp = file.with_suffix(".tmp")
+            nbformat.write(nb, tmp)
+            tmp.replace(file)
+        _EXECUTED[key] = nbformat.read(file, as_version=4)
     return _EXECUTED[key]
