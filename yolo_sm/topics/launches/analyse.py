@@ -48,6 +48,7 @@ def fusion_bound(trace, iteration: int = 0, fused_type: str = "C2f"):
         rows.append({
             "config": cfg, "width": parse_config(cfg)["width"], "launches": total,
             f"{fused_type}_layers": f.layer.nunique(), f"{fused_type}_launches": len(f),
+            f"{fused_type}_launch_share": len(f) / total,
             f"{fused_type}_time_share": f.duration_us.sum() / g.duration_us.sum(),
             "removed_share": (len(f) - f.layer.nunique()) / total,
             "layers": layers, "all_layers_removed_share": (total - layers) / total,
