@@ -32,8 +32,8 @@ def _roof():
     m = _read("model_layers")
     m = m[m.max_channels == 2048].set_index("layer")
     b = 8 / m.batch  # the model table counts one image at its own element size (fp16)
-    t = pd.DataFrame({"type": m.module_type, "flops": m.flops * 8,
-                      "bytes": m.weight_bytes + (m.in_bytes + m.out_bytes) * b}).join(k)  # fmt: skip
+    moved = m.weight_bytes + (m.in_bytes + m.out_bytes) * b
+    t = pd.DataFrame({"type": m.module_type, "flops": m.flops * 8, "bytes": moved}).join(k)
     c = _read("ceilings")
     c = c[c.regime == "burst"].set_index("ceiling").value
     return t, c["matmul_fp16"], c["copy_d2d"]
