@@ -1,7 +1,6 @@
 """yolo_sm.topics.roofline.analyse over the model table and the shipped data: counted bytes and
 FLOPs, rooflines, layout and launch views, the facts and the rules that judge them (CPU only)."""
 
-
 import pandas as pd
 import pytest
 
