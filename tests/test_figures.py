@@ -16,7 +16,6 @@ from yolo_sm.topics.claims import report as claims
 from yolo_sm.topics.deploy import report as fast_plots
 from yolo_sm.topics.heatmaps import analyse as heatmaps
 from yolo_sm.topics.heatmaps import report as heatmaps_plots
-from yolo_sm.topics.launches import analyse as launches
 from yolo_sm.topics.precision import analyse as precision
 from yolo_sm.topics.primer import analyse as primer
 from yolo_sm.topics.primer import kernels as pk
@@ -123,11 +122,8 @@ def _roofline(root):
     stages = roofline.resnet_stages(resnet, root.load("model_layers"))
     wide = roofline.with_config(kernels.add_kernel_class(root.load("ncu_wide_stack")))
     roof = roofline.root_roofline(root, [0.25, 0.5, 1.0, 1.5, 2.0])
-    act = roofline.activation_table(root.load("model_layers"), [0.25, 1.0, 2.0])
-    per_type = launches.launches_per_type(root.load("trace_width_b8"), 0)
     return [
         roofline_plots.plot_stage_bars(stages),
-        roofline_plots.plot_stage_roofline(stages),
         roofline_plots.plot_stage_kernels(resnet),
         roofline_plots.plot_width_kernels(wide),
         roofline_plots.plot_roofline(roof),
@@ -136,8 +132,6 @@ def _roofline(root):
         roofline_plots.plot_yolo_occupancy(
             roofline.yolo_kernels(root.load("ncu_throughput_w1"), 60.0)
         ),
-        roofline_plots.plot_activations(act),
-        roofline_plots.plot_launches(per_type),
     ]
 
 

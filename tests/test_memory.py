@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from yolo_sm.analyse.facts import facts_table
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import load_plan
 from yolo_sm.contract.schema import problems
@@ -49,22 +48,6 @@ class Skip(nn.Module):
         y1 = self.c1(y0)
         y2 = self.c2(y1)
         return self.add(y0, y2)
-
-
-class Neck(nn.Module):
-    """c0 (``first`` channels) waits for a Concat four layers later, past a wide c2."""
-
-    def __init__(self, first: int):
-        super().__init__()
-        self.c0 = nn.Conv2d(3, first, 1)
-        self.c1 = nn.Conv2d(first, 2, 1)
-        self.c2 = nn.Conv2d(2, 16, 1)
-        self.c3 = nn.Conv2d(16, 2, 1)
-        self.cat = Concat()
-
-    def forward(self, x):
-        y0 = self.c0(x)
-        return self.cat(y0, self.c3(self.c2(self.c1(y0))))
 
 
 def _trace(model, side=8, **labels):
@@ -114,12 +97,7 @@ def test_peak_table_of_the_skip_model():
     assert p.reuse_arena_bytes == 3 * one
     assert p.reuse_saving_pct == pytest.approx(25.0)
     assert p.eager_excess_pct == pytest.approx(100 / 3)
-    assert math.isnan(p.eager_vs_measured)
-    assert p.eager_transient_peak_bytes == p.eager_peak_bytes  # no transient known on a CPU
-    d = df.copy()  # a 10 kB workspace inside op 1 (c1), where 2 activations are live
-    d.loc[(d.level == "tensor") & (d.created_at_step == 1), "transient_bytes"] = 10_000.0
-    q = am.peak_table(d).iloc[0]
-    assert q.eager_transient_peak_bytes - q.eager_peak_bytes == 2 * one + 10_000 - 4 * one
+    assert math.isnan(p.eager_vs_measured) and math.isnan(p.measured_activation_peak_bytes)
 
 
 def test_reuse_arena_of_known_intervals():
@@ -148,31 +126,51 @@ def test_reuse_arena_is_valid_and_never_below_the_peak(raw):
                 assert offsets[i] + b <= offsets[j] or offsets[j] + b2 <= offsets[i]
 
 
-def test_concat_share_at_the_peak_is_a_table_column():
-    def share(first):
-        return am.peak_table(_trace(Neck(first))).concat_share_at_peak_pct.iloc[0]
+class _Root:
+    """A root holding in-memory tables."""
 
-    assert share(8) == pytest.approx(100 * 8 / 26)  # c0's 8 channels beside c1 (2), c2 (16)
-    assert share(2) == pytest.approx(100 * 2 / 20)
-    # fixed by the graph, not measured: no rule decides it
+    name = "r"
+
+    def __init__(self, **tables):
+        self.tables = tables
+
+    def has(self, name):
+        return name in self.tables
+
+    def names(self):
+        return list(self.tables)
+
+    def info(self, name):
+        return {"kind": name}
+
+    def load(self, name):
+        return self.tables[name]
+
+
+def test_what_the_graph_fixes_is_no_rule():
+    # the reuse saving, eager's excess and the shares at the peak are the same on every machine
     ids = {r.id for r in findings.RULES}
     assert not ids & {"memory_concat_holds_peak", "memory_reuse_saves", "memory_eager_holds_more"}
 
 
 def test_peak_rule_flips_with_the_measured_peak():
-    df = _trace(Skip())
-    eager = am.peak_table(df).eager_peak_bytes.iloc[0]
+    df = _trace(Skip()).assign(batch=16, precision="fp16", imgsz=640)  # the rule's setting
+    eager = am.peak_table(df).eager_activation_peak_bytes.iloc[0]
     model = df.level == "model"
 
     def verdict(measured):
         d = df.copy()
-        d.loc[model, "measured_peak_bytes"] = measured
-        d.loc[model, "resident_bytes"] = 0.0
-        v = evaluate(findings.RULES, facts_table(am.lifetime_facts(d))).set_index("id")
-        return v.loc["memory_peak_predicted"]
+        d.loc[model, "measured_peak_bytes"] = measured + 1000.0
+        d.loc[model, "resident_bytes"] = 1000.0  # held before the forward: not predicted
+        facts = am.facts(_Root(memory_lifetimes=d))
+        return evaluate(findings.RULES, facts).set_index("id").loc["memory_peak_predicted"]
 
     near = verdict(eager / 1.10)
     assert near.measured == pytest.approx(10.0) and near.verdict == "holds"
+    other = am.facts(_Root(memory_lifetimes=df.assign(batch=2)))  # another batch: not this rule
+    assert evaluate(findings.RULES, other).set_index("id").verdict["memory_peak_predicted"] == (
+        "not tested"
+    )
     assert verdict(eager / 1.25).verdict == "partly"
     assert verdict(eager / 2.0).verdict == "does not hold"
 
@@ -216,6 +214,7 @@ def _pool(reserved_default, reserved_expandable, ms_expandable=10.0):
             rows.append(
                 {
                     "alloc_conf": conf,
+                    "width": 1.0,
                     "step": step,
                     "batch": b,
                     "first_of_batch": step < 2,
@@ -238,7 +237,7 @@ def test_pool_summary_and_the_expandable_rules_flip():
     assert s.loc["default", "img_per_s"] == pytest.approx(1e3 * 12 / 20)  # first forwards out
 
     def verdicts(pool):
-        return evaluate(findings.RULES, facts_table(am.pool_facts(pool))).set_index("id").verdict
+        return evaluate(findings.RULES, am.facts(_Root(memory_pool=pool))).set_index("id").verdict
 
     assert verdicts(_pool(1000.0, 800.0))["memory_expandable_lowers_peak"] == "holds"
     assert verdicts(_pool(1000.0, 1030.0))["memory_expandable_lowers_peak"] == "partly"
@@ -329,9 +328,10 @@ def test_the_measured_peak_is_compared_on_what_the_process_held_before_the_forwa
     p = am.peak_table(df).iloc[0]
     fresh = p.weight_bytes + p.input_bytes
     other = 5e8  # half a GB held by something else in the process
-    for held, extra in ((fresh, 0.0), (fresh + other, other)):
+    for held in (fresh, fresh + other):
         d = df.copy()
         d.loc[model, "resident_bytes"] = held
-        d.loc[model, "measured_peak_bytes"] = p.eager_peak_bytes + extra
+        d.loc[model, "measured_peak_bytes"] = held + p.eager_activation_peak_bytes
         got = am.peak_table(d).iloc[0]
-        assert got.eager_vs_measured == pytest.approx(1.0)
+        assert got.eager_vs_measured == pytest.approx(1.0) and got.held_before_bytes == held
+        assert got.measured_activation_peak_bytes == p.eager_activation_peak_bytes

@@ -1,27 +1,13 @@
 """Activation lifetimes of one forward, recorded op by op.
 
-A :class:`torch.utils._python_dispatch.TorchDispatchMode` sees every ATen op of the forward:
-its input tensors and the tensors it returns. Each returned tensor whose storage is new (not a
-view of, or an in-place result on, one of the op's inputs) is an *activation*: it is created at
-that op's step, its *last use* is the last op that reads its storage (through any view), and
-its *release* is the step after which its storage was really freed (a weak reference on every
-tensor that shares the storage: the storage is gone when the last one is). Last use is what a
-planner that frees every tensor right after its last reader would do; release is what eager
-PyTorch did, Python references included (ultralytics' ``DetectionModel`` keeps the outputs its
-``save`` list names in a list until the forward returns).
-
-Forward hooks on the layers (the ``model.N`` of a YOLO model, each bottleneck block of the
-ResNet detector) say which layer each op ran in, so the same records give one row per layer:
-the layer's output bytes, the layer after which its last consumer ran (a skip to the neck's
-``Concat`` ends many layers later) and what was live after each layer. On a GPU the hooks also
-read the caching allocator after every layer (``torch.cuda.memory_allocated`` and the peak
-within the layer), the recorder reads it around every op (the bytes an op allocated and freed
-again before returning: cuDNN workspaces, internal temporaries: ``transient_bytes`` of the
-activation it created), and one untraced forward gives ``torch.cuda.max_memory_allocated``.
-
-Weights and the input are not activations: they exist before the forward (``weight_bytes``,
-``input_bytes`` of the model row). Allocations below the op level (cuDNN workspaces, an op's
-internal temporaries) are invisible to the recorder and seen only in the measured peak.
+A ``TorchDispatchMode`` sees every ATen op: each returned tensor whose storage is new (not a view
+of, or an in-place result on, an input) is an *activation*, created at that op's step; its *last
+use* is the last op that reads its storage, its *release* the step after which its storage was
+freed (weak references on every tensor sharing it): what eager PyTorch did, Python references
+included. Forward hooks on the layers attribute ops to layers (one row per layer) and, on a GPU,
+read the caching allocator after every layer and around every op (``transient_bytes``: what an
+op allocated and freed again, cuDNN workspaces); one untraced forward gives
+``torch.cuda.max_memory_allocated``. Weights and input exist before the forward (model row).
 """
 
 from __future__ import annotations
@@ -48,37 +34,15 @@ DEFAULT_LIFETIME_MODELS: tuple[dict, ...] = (
 
 #: Column order of the table (the schema's ``memory_lifetimes`` kind describes each).
 COLUMNS = (
-    "model",
-    "family",
-    "width",
-    "batch",
-    "imgsz",
-    "precision",
-    "layout",
-    "device",
-    "level",
-    "index",
-    "layer",
-    "layer_index",
-    "module_type",
-    "stage",
-    "from_layers",
-    "out_bytes",
-    "created_at_step",
-    "freed_after_step",
-    "held_until_step",
-    "lifetime_steps",
-    "last_use_layer",
-    "transient_bytes",
-    "live_bytes_after",
-    "held_bytes_after",
-    "measured_allocated_bytes",
-    "measured_peak_bytes",
-    "weight_bytes",
-    "input_bytes",
-    "resident_bytes",
-    "steps",
-)
+    "model", "family", "width", "batch", "imgsz", "precision", "layout", "device", "level",
+    "index", "layer", "layer_index", "module_type", "stage", "from_layers", "out_bytes",
+    "created_at_step", "freed_after_step", "held_until_step", "lifetime_steps", "last_use_layer",
+    "transient_bytes", "live_bytes_after", "held_bytes_after", "measured_allocated_bytes",
+    "measured_peak_bytes", "weight_bytes", "input_bytes", "resident_bytes", "steps",
+)  # fmt: skip
+#: the integer columns of the table
+_INTS = ("index", "layer_index", "created_at_step", "freed_after_step", "held_until_step",
+         "lifetime_steps", "last_use_layer")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -152,7 +116,6 @@ class _Recorder(TorchDispatchMode):
         self.layer_mem: dict[int, tuple[float, float]] = {}
         self.base = 0
         self.layer_peak = 0.0
-        self.op_transient: list[float] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -175,7 +138,6 @@ class _Recorder(TorchDispatchMode):
             peak = torch.cuda.max_memory_allocated()
             self.layer_peak = max(self.layer_peak, float(peak))
             transient = float(peak - torch.cuda.memory_allocated())
-        self.op_transient.append(transient)
         for t in tree_leaves(out):
             if not isinstance(t, torch.Tensor):
                 continue
@@ -368,52 +330,26 @@ def _build(model: str, width: float) -> torch.nn.Module:
     return build_yolo(name, float(width), calibrate=False)
 
 
-def lifetime_rows(
-    model: str = "yolov8",
-    width: float = 1.0,
-    *,
-    batch: int = 16,
-    imgsz: int = 640,
-    precision: str = "fp16",
-    layout: str = "nhwc",
-    device: str = "cuda",
-    warmup: int = 2,
-):
-    """The ``memory_lifetimes`` rows of one model (YOLO family at ``width``, or ``resnet101``)
-    run eagerly at ``batch`` x ``imgsz`` in ``precision`` / ``layout`` on ``device``: its layer
-    rows, tensor rows and one model row (:data:`COLUMNS`)."""
-
-    cfg = EngineConfig(
-        backend="eager",
-        precision=precision,
-        layout=layout,
-        batch=int(batch),
-        imgsz=int(imgsz),
-        device=device,
-        check=False,
-    )
-    resnet = str(model).lower().startswith("resnet")
+def lifetime_rows(model="yolov8", width=1.0, *, batch=16, imgsz=640, precision="fp16",
+                  layout="nhwc", device="cuda", warmup=2):  # fmt: skip
+    """The ``memory_lifetimes`` rows (:data:`COLUMNS`) of one model (YOLO family at ``width``,
+    or ``resnet101``) run eagerly at ``batch`` x ``imgsz`` in ``precision`` / ``layout``."""
+    cfg = EngineConfig(backend="eager", precision=precision, layout=layout, batch=int(batch),
+                       imgsz=int(imgsz), device=device, check=False)  # fmt: skip
+    name = str(model).lower()
     engine = build_engine(_build(model, width), cfg)
     try:
         x = engine.make_input()
         for _ in range(int(warmup)):  # cuDNN's algorithm search allocates its trial workspaces
             engine(x)
-        layer_rows, tensor_rows, model_row = trace_lifetimes(
-            engine, x, engine.module, device=device
-        )
+        traced = trace_lifetimes(engine, x, engine.module, device=device)
     finally:
         engine.close()
-    return lifetimes_frame(
-        (layer_rows, tensor_rows, model_row),
-        model=str(model).lower(),
-        family="resnet101" if resnet else str(model).lower(),
-        width=1.0 if resnet else float(width),
-        batch=int(batch),
-        imgsz=int(imgsz),
-        precision=cfg.precision.value,
-        layout=cfg.layout.value,
-        device=str(device),
-    )
+    resnet = name.startswith("resnet")
+    return lifetimes_frame(traced, model=name, family="resnet101" if resnet else name,
+                           width=1.0 if resnet else float(width), batch=int(batch),
+                           imgsz=int(imgsz), precision=cfg.precision.value,
+                           layout=cfg.layout.value, device=str(device))  # fmt: skip
 
 
 def lifetimes_frame(traced, **labels):
@@ -429,54 +365,26 @@ def lifetimes_frame(traced, **labels):
             df[c] = math.nan
     for c in ("layer", "module_type", "stage", "from_layers"):
         df[c] = df[c].fillna("").astype(str)
-    for c in (
-        "index",
-        "layer_index",
-        "created_at_step",
-        "freed_after_step",
-        "held_until_step",
-        "lifetime_steps",
-        "last_use_layer",
-    ):
+    for c in _INTS:
         df[c] = pd.to_numeric(df[c]).astype("Int64")
     return df[list(COLUMNS)]
 
 
-def lifetimes_table(
-    models: Iterable[Mapping] = DEFAULT_LIFETIME_MODELS,
-    *,
-    batch: int = 16,
-    imgsz: int = 640,
-    precision: str = "fp16",
-    layout: str = "nhwc",
-    device: str = "cuda",
-):
-    """The ``memory_lifetimes`` table: :func:`lifetime_rows` for every model and width of
-    ``models`` (mappings with ``model`` and optional ``widths``), in order."""
+def lifetimes_table(models: Iterable[Mapping] = DEFAULT_LIFETIME_MODELS, **kwargs):
+    """The ``memory_lifetimes`` table: :func:`lifetime_rows` (``kwargs``: its settings) for
+    every model and width of ``models`` (mappings with ``model`` and optional ``widths``)."""
     import pandas as pd
 
     frames = []
-    for spec in models:
-        spec = dict(spec)
-        unknown = set(spec) - {"model", "widths"}
-        if "model" not in spec or unknown:
+    for spec in map(dict, models):
+        if "model" not in spec or set(spec) - {"model", "widths"}:
             raise UserError(
                 f"a memory_lifetimes entry needs 'model' and may have widths; got {sorted(spec)}"
             )
         widths = spec.get("widths", [1.0])
         for w in widths if isinstance(widths, (list, tuple)) else [widths]:
-            frames.append(
-                lifetime_rows(
-                    spec["model"],
-                    float(w),
-                    batch=batch,
-                    imgsz=imgsz,
-                    precision=precision,
-                    layout=layout,
-                    device=device,
-                )
-            )
-            if str(device).startswith("cuda") and torch.cuda.is_available():
+            frames.append(lifetime_rows(spec["model"], float(w), **kwargs))
+            if str(kwargs.get("device", "cuda")).startswith("cuda") and torch.cuda.is_available():
                 torch.cuda.empty_cache()
     if not frames:
         raise UserError("memory_lifetimes needs at least one model")

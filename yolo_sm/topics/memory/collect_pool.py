@@ -1,19 +1,12 @@
 """PyTorch's caching allocator over a run of changing batch sizes.
 
-One eager model runs ``forwards`` batches whose sizes are drawn at random (seeded) between
-``batch_min`` and ``batch_max``, a fresh input each time, as a service with variable batches
-would. After every forward the allocator's counters are read (``torch.cuda.memory_stats``):
-the bytes tensors hold (allocated), the bytes the allocator holds from the driver (reserved),
-the free pieces of split blocks (inactive split bytes: fragmentation), segments, allocation
-retries (a cudaMalloc that failed, the cache freed, then retried), and the peaks of allocated
-and reserved bytes during that forward (the peak counters are reset before each).
-
-The allocator reads its configuration (``PYTORCH_CUDA_ALLOC_CONF``) once, when CUDA starts, so
-each configuration of :data:`ALLOC_CONFS` runs in its own fresh Python process
-(:func:`pool_table` starts them one after the other; :func:`child_main` is the child's entry).
-cuDNN's algorithm search is off by default (``cudnn_benchmark``): with it, each new batch size
-would start a search whose trial workspaces also pass through the allocator, and the first
-forward at each size would be timed with it. ``first_of_batch`` marks those first forwards.
+One eager model runs ``forwards`` batches of sizes drawn at random (seeded) between
+``batch_min`` and ``batch_max``; after every forward ``torch.cuda.memory_stats`` gives allocated,
+reserved and inactive-split bytes (fragmentation), segments, allocation retries, and the peaks
+of that forward. The allocator reads ``PYTORCH_CUDA_ALLOC_CONF`` once, when CUDA starts, so each
+configuration of :data:`ALLOC_CONFS` runs in its own fresh process (:func:`pool_table`).
+cuDNN's algorithm search is off by default (``cudnn_benchmark``); ``first_of_batch`` marks the
+first forward at each size.
 """
 
 from __future__ import annotations
@@ -40,29 +33,11 @@ from yolo_sm.core.models import build_yolo
 ALLOC_CONFS = ("default", "expandable_segments:True")
 
 COLUMNS = (
-    "alloc_conf",
-    "step",
-    "batch",
-    "first_of_batch",
-    "allocated_bytes",
-    "reserved_bytes",
-    "active_bytes",
-    "inactive_split_bytes",
-    "segments",
-    "alloc_retries",
-    "peak_allocated_bytes",
-    "peak_reserved_bytes",
-    "latency_ms",
-    "model",
-    "family",
-    "width",
-    "imgsz",
-    "precision",
-    "layout",
-    "device",
-    "seed",
-    "cudnn_benchmark",
-)
+    "alloc_conf", "step", "batch", "first_of_batch", "allocated_bytes", "reserved_bytes",
+    "active_bytes", "inactive_split_bytes", "segments", "alloc_retries", "peak_allocated_bytes",
+    "peak_reserved_bytes", "latency_ms", "model", "family", "width", "imgsz", "precision",
+    "layout", "device", "seed", "cudnn_benchmark",
+)  # fmt: skip
 
 _STATS = {
     "allocated_bytes": "allocated_bytes.all.current",
@@ -88,21 +63,9 @@ def batch_sequence(forwards: int, batch_min: int, batch_max: int, seed: int = 0)
     return [rng.randint(int(batch_min), int(batch_max)) for _ in range(int(forwards))]
 
 
-def pool_rows(
-    *,
-    model: str = "yolov8",
-    width: float = 1.0,
-    forwards: int = 200,
-    batch_min: int = 1,
-    batch_max: int = 64,
-    imgsz: int = 640,
-    precision: str = "fp16",
-    layout: str = "nhwc",
-    device: str = "cuda",
-    seed: int = 0,
-    cudnn_benchmark: bool = False,
-    alloc_conf: str = "default",
-):
+def pool_rows(*, model="yolov8", width=1.0, forwards=200, batch_min=1, batch_max=64, imgsz=640,
+              precision="fp16", layout="nhwc", device="cuda", seed=0, cudnn_benchmark=False,
+              alloc_conf="default"):  # fmt: skip
     """Run the sequence of :func:`batch_sequence` in this process and return one row per
     forward (:data:`COLUMNS`). ``alloc_conf`` only labels the rows: the configuration in effect
     is the one this process started CUDA with (:func:`pool_table` sees to it). On a CPU the
@@ -110,16 +73,9 @@ def pool_rows(
     import pandas as pd
 
     batches = batch_sequence(forwards, batch_min, batch_max, seed)
-    cfg = EngineConfig(
-        backend="eager",
-        precision=precision,
-        layout=layout,
-        batch=int(batch_max),
-        imgsz=int(imgsz),
-        device=device,
-        cudnn_benchmark=bool(cudnn_benchmark),
-        check=False,
-    )
+    cfg = EngineConfig(backend="eager", precision=precision, layout=layout, batch=int(batch_max),
+                       imgsz=int(imgsz), device=device, cudnn_benchmark=bool(cudnn_benchmark),
+                       check=False)  # fmt: skip
     cuda = str(device).startswith("cuda") and torch.cuda.is_available()
     engine = build_engine(build_yolo(model, float(width), calibrate=False), cfg)
     fmt = torch.channels_last if cfg.layout.value == "nhwc" else torch.contiguous_format
@@ -147,17 +103,11 @@ def pool_rows(
     finally:
         engine.close()
     df = pd.DataFrame(rows).assign(
-        alloc_conf=str(alloc_conf),
-        model=f"{model}:{float(width):g}",
-        family=str(model),
-        width=float(width),
-        imgsz=cfg.imgsz,
-        precision=cfg.precision.value,
-        layout=cfg.layout.value,
-        device=str(device),
-        seed=int(seed),
+        alloc_conf=str(alloc_conf), model=f"{model}:{float(width):g}", family=str(model),
+        width=float(width), imgsz=cfg.imgsz, precision=cfg.precision.value,
+        layout=cfg.layout.value, device=str(device), seed=int(seed),
         cudnn_benchmark=bool(cudnn_benchmark),
-    )
+    )  # fmt: skip
     return df[list(COLUMNS)]
 
 

@@ -1,21 +1,14 @@
 """The GPU's own ceilings, measured: dense matmul TFLOP/s per precision (fp32, tf32, fp16, bf16,
-fp8 through ``torch._scaled_mm``, int8 in TOP/s through ``torch._int_mm`` and through cuDNN's int8
-1x1 convolution as a GEMM, the faster of both), and copy bandwidths
-(device to device, pinned host to device and back, one 640x640x3 fp16 frame to the device).
+fp8 through ``torch._scaled_mm``, int8 in TOP/s through ``torch._int_mm`` and cuDNN's int8 1x1
+convolution, the faster of both) and copy bandwidths (device to device, pinned host to device
+and back, one 640x640x3 fp16 frame to the device).
 
-Each figure is measured in two regimes, the SM clock and the power draw read through NVML
-during each:
-
-* ``burst``: after a rest (``rest_s``), a few calls worth ``burst_ms``: what a kernel that runs
-  for milliseconds between idle gaps meets, before the power limiter pulls the clock down. The
-  roofline and every share of peak divide by it (a ceiling that measured work exceeds means
-  nothing).
-* ``sustained``: the same call back to back for ``sustain_ms``, the median of the second half:
-  what a long, power-limited run settles to.
-
-A matmul on random normal data is the usual way to reach a tensor-core peak from PyTorch
-(cuBLAS picks its best kernel); several shapes are timed and the fastest is the precision's
-figure. A copy reads and writes each byte once (device to device: 2 bytes of traffic per byte).
+Each figure is measured in two regimes, with the SM clock and power draw read through NVML:
+``burst`` (a few calls worth ``burst_ms`` after a rest: what the roofline and every share of
+peak divide by) and ``sustained`` (back to back for ``sustain_ms``, the median of the second
+half: what a long, power-limited run settles to). Several matmul sizes are timed on random
+normal operands and the fastest is the precision's figure; a copy reads and writes each byte
+once (device to device: 2 bytes of traffic per byte).
 """
 
 from __future__ import annotations
@@ -35,21 +28,18 @@ from yolo_sm.core.timing import CpuTimer, CudaTimer
 
 MATMUL_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8")
 REGIMES = ("burst", "sustained")
-
-#: How the matmul operands are filled: ``randn`` (the ceiling: every bit toggles, as in real
-#: data) or ``zeros`` (a diagnostic: tensor cores draw less power on zeros, so where a randn
-#: matmul is power-limited the zeros one runs at higher clocks).
+#: matmul operands: ``randn`` (the ceiling) or ``zeros`` (a power diagnostic: tensor cores draw
+#: less on zeros, so a power-limited randn matmul runs faster on them)
 FILLS = ("randn", "zeros")
-
 _NVML_FI_DEV_POWER_INSTANT = 186  # nvml.h NVML_FI_DEV_POWER_INSTANT (instantaneous draw, mW)
 
 
-def _operand(rows: int, cols: int, device: str, gen, fill: str, dtype=None):
+def _int8(shape, device, gen, fill):
     import torch
 
     if fill == "zeros":
-        return torch.zeros(rows, cols, device=device, dtype=dtype)
-    return torch.randn(rows, cols, device=device, dtype=dtype, generator=gen)
+        return torch.zeros(shape, dtype=torch.int8, device=device)
+    return torch.randint(-128, 128, shape, device=device, dtype=torch.int8, generator=gen)
 
 
 def _matmul_fn(prec: str, n: int, device: str, fill: str = "randn"):
@@ -58,41 +48,34 @@ def _matmul_fn(prec: str, n: int, device: str, fill: str = "randn"):
 
     gen = torch.Generator(device=device).manual_seed(0)
     cuda = str(device).startswith("cuda")
+
+    def operand(dtype=None):
+        if fill == "zeros":
+            return torch.zeros(n, n, device=device, dtype=dtype)
+        return torch.randn(n, n, device=device, dtype=dtype, generator=gen)
+
     if prec == "fp8":
         if not hasattr(torch, "_scaled_mm") or not cuda:
             return None
-        a = _operand(n, n, device, gen, fill).to(torch.float8_e4m3fn)
-        b = _operand(n, n, device, gen, fill).to(torch.float8_e4m3fn).t()  # column-major
-        one = torch.tensor(1.0, device=device)
+        a, b = (operand().to(torch.float8_e4m3fn) for _ in range(2))
+        one, b = torch.tensor(1.0, device=device), b.t()  # column-major
         return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
     if prec == "int8":
         if not hasattr(torch, "_int_mm") or not cuda:
             return None
-        if fill == "zeros":
-            a = torch.zeros(n, n, device=device, dtype=torch.int8)
-            b = torch.zeros(n, n, device=device, dtype=torch.int8).t()
-        else:
-            a = torch.randint(-128, 128, (n, n), device=device, dtype=torch.int8, generator=gen)
-            b = torch.randint(-128, 128, (n, n), device=device, dtype=torch.int8, generator=gen).t()
+        a, b = _int8((n, n), device, gen, fill), _int8((n, n), device, gen, fill).t()
         return lambda: torch._int_mm(a, b)
-    dtype = {
-        "fp32": torch.float32,
-        "tf32": torch.float32,
-        "fp16": torch.float16,
-        "bf16": torch.bfloat16,
-    }[prec]
-    a = _operand(n, n, device, gen, fill, dtype)
-    b = _operand(n, n, device, gen, fill, dtype)
+    dtype = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
+             "bf16": torch.bfloat16}[prec]  # fmt: skip
+    a, b = operand(dtype), operand(dtype)
     return lambda: torch.matmul(a, b)
 
 
 def _cudnn_int8_fn(n: int, device: str, fill: str = "randn"):
-    """A zero-argument n^3 int8 GEMM run as cuDNN's int8 1x1 convolution over NHWC (M = the
-    n pixels of one image, K = C = n channels, int32 accumulation), or None off CUDA or without
-    cuDNN's frontend. cuBLASLt's int8 GEMM (``torch._int_mm``) is not always the fastest int8
-    kernel a GPU runs (cuDNN's int8 convolutions can outrun it), so the int8 ceiling takes the
-    faster of both and the table's ``kernel`` column says which. The graph writes int8
-    (requantised per channel), else, where cuDNN declines that, the raw accumulator in FLOAT."""
+    """A zero-argument n^3 int8 GEMM run as cuDNN's int8 1x1 convolution over NHWC (M = the n
+    pixels of one image, K = C = n channels), or None off CUDA or without cuDNN's frontend. The
+    graph writes int8 (requantised per channel), else, where cuDNN declines, the raw FLOAT
+    accumulator."""
     import torch
 
     if not str(device).startswith("cuda"):
@@ -103,39 +86,20 @@ def _cudnn_int8_fn(n: int, device: str, fill: str = "randn"):
         return None
     gen = torch.Generator(device=device).manual_seed(0)
     h = 1 << (int(math.log2(n)) // 2)
-    shape = (1, n, h, n // h)
-    cl = torch.channels_last
-    if fill == "zeros":
-        xq = torch.zeros(shape, dtype=torch.int8, device=device)
-        wq = torch.zeros((n, n, 1, 1), dtype=torch.int8, device=device)
-    else:
-        xq = torch.randint(-128, 128, shape, device=device, dtype=torch.int8, generator=gen)
-        wq = torch.randint(-128, 128, (n, n, 1, 1), device=device, dtype=torch.int8, generator=gen)
-    xq, wq = xq.contiguous(memory_format=cl), wq.contiguous(memory_format=cl)
-    # requantise the accumulator (|acc| ~ 73^2 sqrt(n)) into int8's range
-    mod = SimpleNamespace(
-        weight_q=wq,
-        weight_scale=torch.ones(n, device=device),
-        input_scale=torch.tensor(1.0 / (5000.0 * math.sqrt(n))),
-        bias=None,
-        silu=False,
-        padding=(0, 0),
-        stride=(1, 1),
+    shape, cl = (1, n, h, n // h), torch.channels_last
+    xq = _int8(shape, device, gen, fill).contiguous(memory_format=cl)
+    wq = _int8((n, n, 1, 1), device, gen, fill).contiguous(memory_format=cl)
+    mod = SimpleNamespace(  # requantise the accumulator (|acc| ~ 73^2 sqrt(n)) into int8
+        weight_q=wq, weight_scale=torch.ones(n, device=device), bias=None, silu=False,
+        input_scale=torch.tensor(1.0 / (5000.0 * math.sqrt(n))), padding=(0, 0), stride=(1, 1),
         dilation=(1, 1),
-    )
+    )  # fmt: skip
     x = torch.empty(shape, dtype=torch.float16, device=device).contiguous(memory_format=cl)
     declined = []
     for output, fused in (("INT8", True), ("FLOAT", False)):
-        fmt = qconv.GraphFormat(
-            operand="INT8",
-            compute="INT32",
-            quantize=quantize_int8,
-            plans=lambda: 6,
-            seconds=1.5,
-            tuned={},
-            output=output,
-            fused=fused,
-        )
+        fmt = qconv.GraphFormat(operand="INT8", compute="INT32", quantize=quantize_int8,
+                                plans=lambda: 6, seconds=1.5, tuned={}, output=output,
+                                fused=fused)  # fmt: skip
         try:
             graph = qconv.CudnnQuantConv(mod, x, fmt, "the int8 ceiling")
         except Exception as e:  # noqa: BLE001 - cuDNN declines some graphs: try the next
@@ -145,46 +109,37 @@ def _cudnn_int8_fn(n: int, device: str, fill: str = "randn"):
     raise RuntimeError("cuDNN built no int8 GEMM graph (" + "; ".join(declined) + ")")
 
 
-#: per precision, (name suffix, what runs the matmul on a GPU, builder): every implementation
-#: is timed and the fastest is the precision's ceiling (on a CPU the label drops the GPU
-#: library in brackets: torch.matmul runs without cuBLAS there)
+#: per precision, (name suffix, what runs the matmul on a GPU, builder): the fastest is the
+#: precision's ceiling (on a CPU the label drops the GPU library in brackets)
 MATMUL_IMPLS = {
-    "fp32": (("", "torch.matmul (cuBLAS)", _matmul_fn),),
-    "tf32": (("", "torch.matmul (cuBLAS, TF32)", _matmul_fn),),
-    "fp16": (("", "torch.matmul (cuBLAS)", _matmul_fn),),
-    "bf16": (("", "torch.matmul (cuBLAS)", _matmul_fn),),
+    **{p: (("", f"torch.matmul (cuBLAS{', TF32' if p == 'tf32' else ''})", _matmul_fn),)
+       for p in ("fp32", "tf32", "fp16", "bf16")},
     "fp8": (("", "torch._scaled_mm (cuBLASLt)", _matmul_fn),),
     "int8": (
         ("", "torch._int_mm (cuBLASLt)", _matmul_fn),
         ("cudnn", "cuDNN int8 1x1 convolution", lambda _p, *a: _cudnn_int8_fn(*a)),
     ),
-}
+}  # fmt: skip
 
 
 class NvmlSampler:
     """Samples the SM clock (MHz) and power draw (W) every ``period_s`` in a thread while in a
-    ``with`` block; :meth:`stats` summarises them. Without NVML (a CPU, no pynvml) every figure
-    is NaN."""
+    ``with`` block; :meth:`stats` summarises them (NaN without NVML)."""
 
     def __init__(self, device: str, period_s: float = 0.005):
-        self.period_s = period_s
-        self.clocks: list[float] = []
-        self.power: list[float] = []
-        self.limit_w = math.nan
-        self._stop = threading.Event()
-        self._thread = None
-        self.nvml = self.handle = None
+        self.period_s, self.clocks, self.power, self.limit_w = period_s, [], [], math.nan
+        self._stop, self._thread, self.nvml, self.handle = threading.Event(), None, None, None
         if str(device).startswith("cuda"):
             try:
                 import pynvml
                 import torch
 
                 pynvml.nvmlInit()
-                index = torch.device(device).index or 0
-                self.nvml, self.handle = pynvml, pynvml.nvmlDeviceGetHandleByIndex(index)
-                self.limit_w = pynvml.nvmlDeviceGetEnforcedPowerLimit(self.handle) / 1e3
+                h = pynvml.nvmlDeviceGetHandleByIndex(torch.device(device).index or 0)
+                self.limit_w = pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1e3
+                self.nvml, self.handle = pynvml, h
             except Exception:  # noqa: BLE001 - no NVML: the figures stay NaN
-                self.nvml = self.handle = None
+                pass
 
     def sample(self) -> None:
         nvml, h = self.nvml, self.handle
@@ -230,74 +185,42 @@ class NvmlSampler:
         def agg(values, f):
             return float(f(values)) if values else math.nan
 
-        return {
-            "sm_clock_mean_mhz": agg(self.clocks, statistics.fmean),
-            "sm_clock_min_mhz": agg(self.clocks, min),
-            "power_mean_w": agg(self.power, statistics.fmean),
-            "power_max_w": agg(self.power, max),
-            "power_limit_w": self.limit_w,
-            "nvml_samples": len(self.clocks),
-        }
+        c, p = self.clocks, self.power
+        return {"sm_clock_mean_mhz": agg(c, statistics.fmean), "sm_clock_min_mhz": agg(c, min),
+                "power_mean_w": agg(p, statistics.fmean), "power_max_w": agg(p, max),
+                "power_limit_w": self.limit_w, "nvml_samples": len(c)}  # fmt: skip
 
 
-def time_regimes(
-    fn,
-    device: str,
-    *,
-    burst_ms: float = 30.0,
-    sustain_ms: float = 800.0,
-    rest_s: float = 0.3,
-    timer=None,
-    sampler=None,
-    sleep=time.sleep,
-) -> dict:
-    """``{"burst": (samples_ms, nvml stats), "sustained": (samples_ms, nvml stats)}`` of
-    ``fn``: one warm call, three more for the estimate of a call's time, a rest of ``rest_s``,
-    calls worth ``burst_ms`` (at least 3), then calls back to back worth ``sustain_ms`` (at
-    least 6) of which the second half is kept."""
-    cuda = str(device).startswith("cuda")
-    timer = timer or (CudaTimer() if cuda else CpuTimer())
+def time_regimes(fn, device: str, *, burst_ms=30.0, sustain_ms=800.0, rest_s=0.3, timer=None,
+                 sampler=None, sleep=time.sleep) -> dict:  # fmt: skip
+    """``{"burst": (samples_ms, nvml stats), "sustained": (...)}`` of ``fn``: one warm call,
+    three for an estimate, a rest of ``rest_s``, calls worth ``burst_ms`` (at least 3), then
+    back to back worth ``sustain_ms`` (at least 6) of which the second half is kept."""
+    timer = timer or (CudaTimer() if str(device).startswith("cuda") else CpuTimer())
     sampler = sampler or NvmlSampler(device)
     timer.sync()
     timer.time_calls(fn, 1)  # the first call pays for library set-up: not an estimate
     est = max(statistics.median(timer.time_calls(fn, 3)), 1e-3)
-    out = {}
     sleep(rest_s)
     with sampler:
         burst = timer.time_calls(fn, max(3, math.ceil(burst_ms / est)))
-    out["burst"] = (burst, sampler.stats())
+    out = {"burst": (burst, sampler.stats())}
     with sampler:
         sustained = timer.time_calls(fn, max(6, math.ceil(sustain_ms / est)))
     out["sustained"] = (sustained[len(sustained) // 2 :], sampler.stats())
     return out
 
 
-def measure_ceilings(
-    device: str = "cuda",
-    n: int | tuple[int, ...] = (4096, 8192, 16384),
-    copy_bytes: int = 1 << 30,
-    budget_ms: float = 800.0,
-    precisions=MATMUL_DTYPES,
-    simt_max_n: int = 8192,
-    fill: str = "randn",
-    burst_ms: float = 30.0,
-    rest_s: float = 0.3,
-):
-    """One row per ceiling and regime (:data:`REGIMES`): ``ceiling`` (``matmul_<prec>``,
-    ``matmul_<prec>_n<size>`` per size when several are given, ``copy_d2d``,
-    ``copy_h2d_pinned``, ``copy_d2h_pinned``, ``copy_h2d_frame_fp16``), ``regime``, ``value``
-    in ``unit`` (TFLOP/s; TOP/s for int8; GB/s; ms for the frame), ``size``, ``median_ms``,
-    ``iqr_ms``, ``n_samples``, ``fill`` and ``kernel`` (matmuls only) and what NVML read during
-    the timed calls: ``sm_clock_mean_mhz``, ``sm_clock_min_mhz``, ``sm_clock_end_mhz``,
-    ``power_mean_w``, ``power_max_w``, ``power_limit_w`` (NaN on a CPU, where only fp32 / fp16 /
-    bf16 matmuls run).
-
-    ``n``: the matrix sides (fp32 on the SIMT units only up to ``simt_max_n`` beyond the
-    smallest); ``matmul_<prec>`` is the fastest size and implementation (:data:`MATMUL_IMPLS`,
-    named in ``kernel``) per regime; ``matmul_int8_cudnn_n<size>`` are cuDNN's int8 rows.
-    ``budget_ms``: the sustained run's length; ``burst_ms``: the burst's, after a rest of
-    ``rest_s``. ``fill`` (:data:`FILLS`): random operands (the ceiling) or zeros (a power
-    diagnostic)."""
+def measure_ceilings(device="cuda", n=(4096, 8192, 16384), copy_bytes=1 << 30, budget_ms=800.0,
+                     precisions=MATMUL_DTYPES, simt_max_n=8192, fill="randn", burst_ms=30.0,
+                     rest_s=0.3):  # fmt: skip
+    """One row per ceiling and regime: ``ceiling`` (``matmul_<prec>``, ``matmul_<prec>_n<size>``
+    per size when several, ``matmul_int8_cudnn_n<size>``, ``copy_d2d``, ``copy_h2d_pinned``,
+    ``copy_d2h_pinned``, ``copy_h2d_frame_fp16``), ``regime``, ``value`` in ``unit`` (TFLOP/s;
+    TOP/s for int8; GB/s; ms for the frame), ``size``, ``median_ms``, ``iqr_ms``,
+    ``n_samples``, ``fill`` and ``kernel`` (matmuls), and what NVML read during the calls
+    (NaN on a CPU, where only fp32 / fp16 / bf16 matmuls run). fp32 runs on the SIMT units only
+    up to ``simt_max_n`` beyond the smallest size; ``budget_ms`` is the sustained run's length."""
     import pandas as pd
     import torch
 
@@ -309,31 +232,17 @@ def measure_ceilings(
 
     def add(name, regime, samples, stats, value, unit, size, row_fill=None, kernel=None):
         q = statistics.quantiles(samples, n=4) if len(samples) > 1 else [math.nan] * 3
-        rows.append(
-            {
-                "ceiling": name,
-                "regime": regime,
-                "value": value,
-                "unit": unit,
-                "size": size,
-                "median_ms": statistics.median(samples),
-                "iqr_ms": q[2] - q[0],
-                "n_samples": len(samples),
-                "fill": row_fill,
-                "kernel": kernel,
-                **stats,
-                "sm_clock_end_mhz": sm_clock_mhz(device),
-            }
-        )
+        rows.append({"ceiling": name, "regime": regime, "value": value, "unit": unit,
+                     "size": size, "median_ms": statistics.median(samples), "iqr_ms": q[2] - q[0],
+                     "n_samples": len(samples), "fill": row_fill, "kernel": kernel, **stats,
+                     "sm_clock_end_mhz": sm_clock_mhz(device)})  # fmt: skip
 
     sizes = (int(n),) if isinstance(n, int) else tuple(int(x) for x in n)
     old_tf32 = torch.backends.cuda.matmul.allow_tf32
     try:
         for prec in precisions:
             torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
-            unit = "TOP/s" if prec == "int8" else "TFLOP/s"
-            best: dict = {}
-            impls = MATMUL_IMPLS[prec]
+            unit, best, impls = "TOP/s" if prec == "int8" else "TFLOP/s", {}, MATMUL_IMPLS[prec]
             for suffix, kernel, build in impls:
                 kernel = kernel if cuda else kernel.split(" (")[0]
                 name = f"matmul_{prec}_{suffix}" if suffix else f"matmul_{prec}"
@@ -362,31 +271,16 @@ def measure_ceilings(
         torch.backends.cuda.matmul.allow_tf32 = old_tf32
     if cuda:
         src = torch.empty(copy_bytes, dtype=torch.uint8, device=device)
-        dst = torch.empty_like(src)
-        host = torch.empty(copy_bytes, dtype=torch.uint8).pin_memory()
+        dst, host = torch.empty_like(src), torch.empty(copy_bytes, dtype=torch.uint8).pin_memory()
         frame = torch.empty(3 * 640 * 640, dtype=torch.float16).pin_memory()
-        fdst = torch.empty_like(frame, device=device)
+        fdst, size = torch.empty_like(frame, device=device), f"{copy_bytes} B"
         copies = (
-            ("copy_d2d", lambda: dst.copy_(src), 2 * copy_bytes, f"{copy_bytes} B"),
-            (
-                "copy_h2d_pinned",
-                lambda: dst.copy_(host, non_blocking=True),
-                copy_bytes,
-                f"{copy_bytes} B",
-            ),
-            (
-                "copy_d2h_pinned",
-                lambda: host.copy_(dst, non_blocking=True),
-                copy_bytes,
-                f"{copy_bytes} B",
-            ),
-            (
-                "copy_h2d_frame_fp16",
-                lambda: fdst.copy_(frame, non_blocking=True),
-                None,
-                f"{frame.numel() * 2} B (3x640x640 fp16)",
-            ),
-        )
+            ("copy_d2d", lambda: dst.copy_(src), 2 * copy_bytes, size),
+            ("copy_h2d_pinned", lambda: dst.copy_(host, non_blocking=True), copy_bytes, size),
+            ("copy_d2h_pinned", lambda: host.copy_(dst, non_blocking=True), copy_bytes, size),
+            ("copy_h2d_frame_fp16", lambda: fdst.copy_(frame, non_blocking=True), None,
+             f"{frame.numel() * 2} B (3x640x640 fp16)"),
+        )  # fmt: skip
         for name, fn, moved, size in copies:
             for regime, (samples, stats) in time_regimes(fn, device, **timing).items():
                 med = statistics.median(samples)
