@@ -15,13 +15,20 @@ from yolo_sm.report.colors import (
     sequential_map,
 )
 from yolo_sm.report.style import finish
+from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.report.sections import needs
 from yolo_sm.topics.heatmaps.analyse import (
     LIMITERS,
+    STALL,
+    STALLS,
     PRECISION_ORDER,
     config_key,
     kernels_of,
     layer_order,
     slowest_layer,
+    spill_kernels,
+    stalls_long,
+    top_kernels,
 )
 
 
@@ -356,3 +363,49 @@ def plot_estimate_vs_measured(est, *, tolerance=10.0, title=None):
         height=560,
     )
     return finish(fig)
+
+
+def plot_stalls(long, title: str | None = None):
+    """Per layer (its top kernel), the cycles a warp waits between two instructions, split by
+    stall reason (stacked horizontal bars, layers in forward order)."""
+    import plotly.express as px
+
+    order = list(dict.fromkeys(long.label))
+    fig = px.bar(
+        long,
+        y="label",
+        x="cycles",
+        color="reason",
+        orientation="h",
+        hover_data=["kernel", "share"],
+        category_orders={"label": order},
+        template=TEMPLATE,
+        title=title or "What the top kernel of each layer waits on",
+    )
+    fig.update_xaxes(title_text="stall cycles per issued instruction (warp average)")
+    fig.update_yaxes(title_text="layer", autorange="reversed")
+    fig.update_layout(height=max(420, 18 * len(order) + 160), legend_title_text="stall reason")
+    return finish(fig)
+
+
+@needs(STALLS)
+def stall_table(root: DataRoot):
+    """The top kernel of each layer: its main stall reason and share, warp execution
+    efficiency, L1 / L2 hit rates and local-memory (spill) sectors."""
+    t = top_kernels(root.load(STALLS))
+    keep = [c for c in t.columns if not STALL.fullmatch(c) and c != "config"]
+    return tables.show(t[keep])
+
+
+@needs(STALLS)
+def stalls_figure(root: DataRoot):
+    long = stalls_long(top_kernels(root.load(STALLS)))
+    return plot_stalls(
+        long, title=f"What the top kernel of each layer waits on ({root.device_name()})"
+    )
+
+
+@needs(STALLS)
+def spills(root: DataRoot):
+    """Kernels with local-memory traffic (register spills), longest first."""
+    return tables.show(spill_kernels(root.load(STALLS)))

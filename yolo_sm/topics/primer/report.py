@@ -3,22 +3,24 @@
 
 from __future__ import annotations
 
+import pandas as pd
+
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report.colors import COLORS, TEMPLATE, color_map
 from yolo_sm.report.sections import Note
 from yolo_sm.report.style import finish
-from yolo_sm.topics.primer.analyse import example_grids, sm_count, wave_table
-from yolo_sm.topics.primer.kernels import LIMIT_COLUMNS, LIMIT_TABLES
-
-
-def waves_or_note(root: DataRoot, active_blocks_per_sm: int = 1):
-    """:func:`yolo_sm.topics.primer.analyse.wave_table` of :func:`example_grids` on ``root``'s GPU
-    (SM count from provenance), or None after printing one line when the root names no GPU."""
-    sms = sm_count(root)
-    if sms is None:
-        print(f"This root ({root.name}) names no GPU SM count: the wave table needs a GPU's.")
-        return None
-    return wave_table(example_grids(sms), active_blocks_per_sm=active_blocks_per_sm, sm_count=sms)
+from yolo_sm.analyse.occupancy import ARCH, LIMIT_COLUMNS, theoretical_occupancy
+from yolo_sm.analyse.weighting import sm_coverage
+from yolo_sm.topics.primer.analyse import (
+    NCU_TABLES,
+    SIMT_TABLE,
+    flagship_kernels,
+    kernels_of,
+    limit_examples,
+    simt_contrast,
+    simt_vs_tensor,
+    tail_example,
+)
 
 
 def plot_pipe_vs_occupancy(df, *, title=None):
@@ -88,10 +90,9 @@ def plot_limits(examples, *, title=None):
 
 
 def plot_waves(curve, flagship=None, tail=None, *, title=None):
-    """SM utilisation against grid size (:func:`yolo_sm.topics.primer.kernels.utilisation_curve`)
+    """SM utilisation against grid size (:func:`yolo_sm.topics.primer.analyse.utilisation_curve`)
     with the SM count's multiples dotted; ``flagship`` (kernels of one launch shape) adds its
-    real grid sizes, marker area ~ time; ``tail`` (:func:`~yolo_sm.topics.primer.kernels.
-    tail_example`) annotates the commonest one."""
+    real grid sizes, marker area ~ time; ``tail`` (:func:`~yolo_sm.topics.primer.analyse.tail_example`) annotates the commonest one."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -108,7 +109,7 @@ def plot_waves(curve, flagship=None, tail=None, *, title=None):
         fig.add_vline(x=w * slots, line_dash="dot", line_color="grey")
     if flagship is not None and len(flagship):
         by = flagship.groupby("grid_size").duration_us.agg(["sum", "size"]).reset_index()
-        util = 100 * by.grid_size / (-(-by.grid_size // slots) * slots)
+        util = 100 * sm_coverage(by.grid_size / slots)
         fig.add_scatter(
             x=by.grid_size,
             y=util,
@@ -145,7 +146,7 @@ def no_kernels(root: DataRoot) -> Note:
     """The line a section on real kernels shows when ``root`` holds no Nsight Compute table."""
     return Note(
         f"This root ({root.name}) holds no Nsight Compute table "
-        f"({', '.join(LIMIT_TABLES)}): Nsight Compute profiles NVIDIA GPUs only."
+        f"({', '.join(NCU_TABLES)}): Nsight Compute profiles NVIDIA GPUs only."
     )
 
 
@@ -156,7 +157,7 @@ def no_sm_count(root: DataRoot) -> str:
 
 def plot_contrast(contrast, *, title=None):
     """Convolution time per forward per precision and layout
-    (:func:`yolo_sm.topics.primer.kernels.simt_contrast`), coloured by the conv class holding
+    (:func:`yolo_sm.topics.primer.analyse.simt_contrast`), coloured by the conv class holding
     most of it (log axis); hover: time-weighted achieved occupancy."""
     import plotly.express as px
 
@@ -182,8 +183,66 @@ def plot_contrast(contrast, *, title=None):
     return finish(fig)
 
 
+def questions(root: DataRoot, launch: dict, sm_count: int | None) -> pd.DataFrame:
+    """Questions for the reader with answers computed from ``root`` (the flagship ``launch``,
+    the GPU's ``sm_count``); those whose data the root lacks are left out. Columns
+    ``question``, ``answer``."""
+    cc = launch["compute_capability"]
+    shape = (launch["threads_per_block"], launch["registers_per_thread"],
+             launch["shared_mem_per_block"])  # fmt: skip
+    r = theoretical_occupancy(cc, *shape)
+    rows = [(
+        f"How many blocks of the {shape[0]}-thread, {shape[1]}-register launch with "
+        f"{shape[2]:,} B of shared memory fit on one SM, and what would a second block need?",
+        f"{r.active_blocks_per_sm}; a second needs {2 * r.registers_per_block_allocated:,} of "
+        f"{ARCH[cc].registers_per_sm:,} registers and {2 * r.shared_mem_per_block_allocated:,} B "
+        f"of the {r.shared_mem_config_bytes:,} B carve-out; short: "
+        + (", ".join(n.replace("_", " ") for n in r.binding_limits) or "nothing") + ".",
+    )]  # fmt: skip
+    k = kernels_of(root)
+    if k is not None and sm_count:
+        flag = flagship_kernels(k, launch)
+        if len(flag):
+            t = tail_example(flag, sm_count)
+            rows.append((
+                f"That launch's commonest grid is {t['grid_size']} blocks. On this GPU's "
+                f"{sm_count} SMs, what share of the SMs idles, and does achieved occupancy drop?",
+                f"{t['idle_sms']} SMs idle (SM coverage {t['sm_coverage_pct']:.1f} %). Achieved "
+                f"occupancy is {t['achieved_occupancy_tw_pct']:.1f} % against "
+                f"{t['theoretical_occupancy_tw_pct']:.2f} % theoretical: idle SMs have no active "
+                "cycles, so they do not lower it.",
+            ))  # fmt: skip
+        ex = limit_examples(k).set_index("limit")
+        if "registers" in ex.index:
+            e = ex.loc["registers"]
+            b, s = int(e.block_size), int(e.shared_mem_per_block_bytes)
+            before = theoretical_occupancy(cc, b, int(e.registers_per_thread), s)
+            after = theoretical_occupancy(cc, b, 128, s)
+            rows.append((
+                f"The register-limited {e.kernel_class} kernel uses {int(e.registers_per_thread)} "
+                "registers per thread. Compiled to 128, what theoretical occupancy would it reach?",
+                f"{after.occupancy_pct:.2f} % (from {before.occupancy_pct:.2f} %): "
+                f"{after.active_blocks_per_sm} blocks per SM, now limited by {after.limiter}.",
+            ))  # fmt: skip
+        g = 2 * sm_count + 1
+        rows.append((
+            f"A grid of {g:,} blocks at one block per SM: how many waves, and how busy are the "
+            "SMs if every block takes as long?",
+            f"3 waves, the last holding 1 block: {100 * sm_coverage(g / sm_count):.1f} % of SM "
+            "time busy.",
+        ))  # fmt: skip
+    if root.has(SIMT_TABLE) and (s := simt_vs_tensor(simt_contrast(root.load(SIMT_TABLE)))):
+        rows.append((
+            "The fp32 SIMT convolutions and the fp16 tensor-core ones run at a similar, low "
+            "achieved occupancy. How much longer do the SIMT ones take?",
+            f"{s['time_ratio']:.1f}x ({s['simt_config']}: {s['simt_achieved_occupancy_pct']:.1f} "
+            f"% achieved; {s['tensor_config']}: {s['tensor_achieved_occupancy_pct']:.1f} %).",
+        ))  # fmt: skip
+    return pd.DataFrame(rows, columns=["question", "answer"])
+
+
 def questions_markdown(q) -> Note:
-    """The questions of :func:`yolo_sm.topics.primer.questions.questions` as a numbered list,
+    """The questions of :func:`questions` as a numbered list,
     each answer folded (HTML ``details``) until the reader opens it."""
     lines = [
         f"{i}. {r.question}\n   <details><summary>answer</summary>{r.answer}</details>\n"

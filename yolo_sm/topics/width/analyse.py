@@ -1,11 +1,6 @@
-"""Width scaling (notebook 01): tables and facts.
-
-Throughput and TFLOP/s per width and batch from a sweep and their share of the root's measured
-fp16 matmul ceiling, time-weighted occupancy per width and per kernel class from Nsight Compute,
-the wide conv stack's launch configurations and limiters, the standard presets, torch.compile per
-width from the fast-engines bench, and a model's channel table (the ``model_layers`` dataset).
-Every function takes tables and returns a table; :func:`facts` reads a dataset root and returns
-the numbers the rules of :mod:`yolo_sm.topics.width.rules` judge. Nothing here judges.
+"""Width scaling (notebook 01): tables and facts. Throughput and TFLOP/s per width against the
+root's measured fp16 matmul ceiling, occupancy per width and kernel class (Nsight Compute), the
+wide conv stack, the standard presets, torch.compile per width and a model's channel table.
 """
 
 from __future__ import annotations
@@ -18,12 +13,13 @@ from yolo_sm.analyse.bench_table import ok_rows
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.hostbound import host_bound
 from yolo_sm.analyse.kernels import add_kernel_class
+from yolo_sm.analyse.occupancy import LIMIT_COLUMNS, binding
 from yolo_sm.analyse.weighting import layer_view, time_weighted
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import with_config
 from yolo_sm.topics.deploy.analyse import BASELINE
 
-LIMITS = ("limit_registers", "limit_shared_mem", "limit_warps", "limit_blocks")
+LIMITS = tuple(LIMIT_COLUMNS.values())
 
 # the datasets notebook 01 reads (short names inside a root)
 SWEEP = "sweep_fp16_nhwc"
@@ -34,10 +30,10 @@ BENCH = "bench_fast_engines"
 CEILINGS = "ceilings"
 MODEL_LAYERS = "model_layers"
 
-#: consecutive rows more than this many minutes apart belong to two measurement runs
-RUN_GAP_MINUTES = 10.0
 #: the backend whose throughput sits beside the Nsight Compute capture (no launch cost)
 GRAPH_BACKEND = "cudagraph"
+#: the batch the width facts compare at (that of the Nsight Compute capture)
+BATCH = 8
 
 
 def peak_tflops(root: DataRoot, ceiling: str = "matmul_fp16") -> float:
@@ -137,16 +133,6 @@ def speed_vs_occupancy(table, occ, *, batch: int = 8, backend: str = GRAPH_BACKE
 # ---- the wide conv stack -----------------------------------------------------------------------
 
 
-def limiters(row) -> str:
-    """The resources whose ``limit_*`` (blocks per SM) is lowest in ``row``, ties joined by
-    ``=`` (``"registers = shared_mem"``); empty when the row has none."""
-    vals = {c.removeprefix("limit_"): row[c] for c in LIMITS if c in row and row[c] == row[c]}
-    if not vals:
-        return ""
-    low = min(vals.values())
-    return " = ".join(k for k, v in vals.items() if v == low)
-
-
 def wide_stack_table(ncu):
     """The wide conv stack per width and kernel family (kernel class and launch shape: block
     size, registers per thread, shared memory per block): kernels, time and share of the
@@ -183,7 +169,8 @@ def wide_stack_table(ncu):
     out["achieved_occupancy_tw_pct"] = out._ac / out.time_us
     out["tensor_pipe_tw_pct"] = out._tp / out.time_us
     out["time_share"] = out.time_us / out.groupby("config").time_us.transform("sum")
-    out["limiter"] = out.apply(limiters, axis=1)
+    bind = binding(out)
+    out["limiter"] = bind.apply(lambda r: " = ".join(r.index[r]), axis=1)
     out["shared_mem_kib"] = out.shared_mem_per_block_bytes / 1024
     out["kernel_family"] = (
         out.kernel_class
@@ -312,17 +299,6 @@ def preset_inversions(presets):
     return pd.DataFrame(rows, columns=[*cols, "cheaper_scale", "cheaper_img_per_s", "host_bound"])
 
 
-def measurement_runs(times, gap_minutes: float = RUN_GAP_MINUTES):
-    """How many measurement runs a table's rows come from: its ``prov_date_utc`` values split
-    wherever consecutive rows are more than ``gap_minutes`` apart; (count, first, last) with the
-    first and last time as text."""
-    t = pd.to_datetime(pd.Series(times), utc=True, errors="coerce").dropna().sort_values()
-    if t.empty:
-        return 0, "", ""
-    runs = int((t.diff().dt.total_seconds() > 60 * gap_minutes).sum()) + 1
-    return runs, t.iloc[0].strftime("%Y-%m-%d %H:%M"), t.iloc[-1].strftime("%H:%M UTC")
-
-
 # ---- torch.compile per width (from the fast-engines bench) -----------------------------------
 
 COMPILE_VARIANTS = {
@@ -390,9 +366,9 @@ def _ends(s):
     return (float(s.iloc[0]), float(s.iloc[-1])) if len(s) >= 2 else (math.nan, math.nan)
 
 
-def throughput_facts(table, *, batch: int, peak: float, dataset: str = SWEEP) -> list[dict]:
+def throughput_facts(table, *, peak: float, batch: int = BATCH, dataset: str = SWEEP) -> list[dict]:
     """Facts of a :func:`throughput_table`: widest over narrowest img/s and TFLOP/s at ``batch``
-    with CUDA graphs, the best point's share of ``peak``, and batch 1 eager against CUDA graph."""
+    with CUDA graphs, the best point's share of ``peak``, batch 1 eager fastest over slowest."""
     ds = (dataset,)
     out = []
     g = table[(table.batch == batch) & (table.backend == GRAPH_BACKEND)].set_index("width")
@@ -410,19 +386,16 @@ def throughput_facts(table, *, batch: int, peak: float, dataset: str = SWEEP) ->
 
 
 def occupancy_facts(occ, cls, dataset: str = NCU_WIDTH) -> list[dict]:
-    """Facts of :func:`width_occupancy` and :func:`class_occupancy` (one batch): how much the
-    forward's time-weighted occupancy, SM coverage and the tensor-core convolutions' occupancy
-    and time share move from the narrowest to the widest model."""
+    """Facts of :func:`width_occupancy` and :func:`class_occupancy` at :data:`BATCH`: how the
+    forward's time-weighted achieved occupancy and SM coverage and the tensor-core convolutions'
+    theoretical occupancy and time share move from the narrowest to the widest model."""
     ds = (dataset,)
-    o = occ.set_index("width")
+    o = occ[occ.batch == BATCH].set_index("width")
     lo, hi = _ends(o.achieved_occupancy_tw_pct)
-    tc = cls[cls.kernel_class == "tensor_core_conv"].set_index("width")
+    tc = cls[(cls.kernel_class == "tensor_core_conv") & (cls.batch == BATCH)].set_index("width")
     s0, s1 = _ends(tc.time_share)
     c0, c1 = _ends(o.sm_coverage_tw)
     return [
-        fact(
-            "width_achieved_occupancy_range", _range(o.achieved_occupancy_tw_pct), "pp", datasets=ds
-        ),
         fact("width_achieved_occupancy_change", hi - lo, "pp", datasets=ds),
         fact(
             "tensor_core_conv_theoretical_range",
@@ -437,59 +410,28 @@ def occupancy_facts(occ, cls, dataset: str = NCU_WIDTH) -> list[dict]:
 
 def wide_stack_facts(wide, dataset: str = NCU_WIDE) -> list[dict]:
     """Facts of the wide conv stack's dominant tensor-core convolution (:func:`dominant_kernel`):
-    block sizes and theoretical occupancies it takes over the widths, the change of its
-    tensor-pipe use, its largest grid in waves, and at the widest stack the lower of the
-    register and shared-memory block limits over the warp limit."""
+    the block sizes it takes over the widths and the change of its tensor-pipe use."""
     ds = (dataset,)
     m = dominant_kernel(wide)
     if m.empty:
         return []
     m = m.set_index("width")
     lo, hi = _ends(m.tensor_pipe_tw_pct)
-    last = m.iloc[-1]
     return [
-        fact("wide_main_block_sizes", m.block_size.nunique(), "", datasets=ds),
-        fact(
-            "wide_main_theoretical_range", _range(m.theoretical_occupancy_tw_pct), "pp", datasets=ds
-        ),
+        fact("wide_main_block_sizes", m.block_size.nunique(), "block sizes", datasets=ds),
         fact("wide_main_tensor_pipe_change", hi - lo, "pp", datasets=ds),
-        fact("wide_main_waves_max", m.waves_max.max(), "waves", datasets=ds),
-        fact(
-            "wide_main_resource_over_warp_limit",
-            min(last.limit_registers, last.limit_shared_mem) / last.limit_warps,
-            "x",
-            datasets=ds,
-        ),
     ]
 
 
 def presets_facts(presets, dataset: str = PRESETS) -> list[dict]:
-    """Facts of :func:`presets_table`: points that ran faster than a cheaper preset (all, and
-    those where neither point was host-bound: :func:`preset_inversions`), points without
-    figures, measurement runs, and per family the TFLOP/s of its costliest preset with figures
-    over its cheapest (fp16, CUDA graph, largest batch)."""
+    """Facts of :func:`presets_table`: points that ran faster than a cheaper preset where
+    neither point was host-bound (:func:`preset_inversions`), and per family the TFLOP/s of its
+    costliest preset with figures over its cheapest (fp16, CUDA graph, largest batch)."""
     ds = (dataset,)
     inv = preset_inversions(presets)
     ok = presets[presets.status == "ok"]
-    out = [
-        fact("presets_inversions", len(inv), "points", datasets=ds, points=len(ok)),
-        fact(
-            "presets_inversions_not_host_bound",
-            int((~inv.host_bound.astype(bool)).sum()),
-            "points",
-            datasets=ds,
-            points=len(ok),
-        ),
-        fact(
-            "presets_points_without_figures",
-            int((presets.status != "ok").sum()),
-            "points",
-            datasets=ds,
-            points=len(presets),
-        ),
-    ]
-    if "prov_date_utc" in presets:
-        out.append(fact("presets_runs", measurement_runs(ok.prov_date_utc)[0], "runs", datasets=ds))
+    unbound = int((~inv.host_bound.astype(bool)).sum())
+    out = [fact("presets_inversions_not_host_bound", unbound, "points", datasets=ds, points=len(ok))]
     big = ok[
         (ok.batch == ok.batch.max()) & (ok.backend == GRAPH_BACKEND) & (ok.precision == "fp16")
     ]
@@ -562,12 +504,11 @@ FACT_KEYS = frozenset(
     batch1_eager_spread bench_vs_sweep_eager_max_dev
     best_share_of_fp16_ceiling compile_gain_widest_over_narrowest
     graph_over_compile_max_large_batch graph_over_compile_small_batch
-    img_per_s_widest_over_narrowest presets_inversions presets_inversions_not_host_bound
-    presets_points_without_figures presets_runs presets_tflops_costliest_over_cheapest
+    img_per_s_widest_over_narrowest presets_inversions_not_host_bound
+    presets_tflops_costliest_over_cheapest
     tensor_core_conv_share_change tensor_core_conv_theoretical_range
-    tflops_widest_over_narrowest wide_main_block_sizes wide_main_resource_over_warp_limit
-    wide_main_tensor_pipe_change wide_main_theoretical_range wide_main_waves_max
-    width_achieved_occupancy_change width_achieved_occupancy_range width_sm_coverage_change
+    tflops_widest_over_narrowest wide_main_block_sizes wide_main_tensor_pipe_change
+    width_achieved_occupancy_change width_sm_coverage_change
     """.split()
 )
 
@@ -577,15 +518,12 @@ def facts(root: DataRoot) -> pd.DataFrame:
     datasets the root lacks are left out."""
     rows = []
     peak = peak_tflops(root)
-    batch = 8
     sweep = root.load(SWEEP) if root.has(SWEEP) else None
     if root.has(NCU_WIDTH):
         ncu = root.load(NCU_WIDTH)
-        occ = width_occupancy(ncu)
-        batch = int(occ.batch.mode().iloc[0])
-        rows += occupancy_facts(occ, class_occupancy(ncu))
+        rows += occupancy_facts(width_occupancy(ncu), class_occupancy(ncu))
     if sweep is not None:
-        rows += throughput_facts(throughput_table(sweep, peak), batch=batch, peak=peak)
+        rows += throughput_facts(throughput_table(sweep, peak), peak=peak)
     if root.has(NCU_WIDE):
         rows += wide_stack_facts(wide_stack_table(root.load(NCU_WIDE)))
     if root.has(PRESETS):
