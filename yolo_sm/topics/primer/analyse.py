@@ -93,9 +93,8 @@ def flagship_launch(root: DataRoot, name: str = NCU) -> dict:
 
 def flagship_kernels(k: pd.DataFrame, launch: dict) -> pd.DataFrame:
     """The kernels of ``k`` launched with ``launch``'s shape."""
-    shape = (launch["threads_per_block"], launch["registers_per_thread"],
-             launch["shared_mem_per_block"])  # fmt: skip
-    return k[(k[LAUNCH] == shape).all(axis=1)]
+    keys = ("threads_per_block", "registers_per_thread", "shared_mem_per_block")
+    return k[(k[LAUNCH] == pd.Series([launch[c] for c in keys], index=LAUNCH)).all(axis=1)]
 
 
 def limit_examples(k: pd.DataFrame) -> pd.DataFrame:
