@@ -1,5 +1,5 @@
-"""Every rule of the primer, width and heatmaps notebooks flips its verdict when its fact crosses the
-threshold (and reads "partly" between threshold and ``partly`` where it has one)."""
+"""Every rule of the primer, width and heatmaps notebooks flips its verdict when its fact crosses
+the threshold (and reads "partly" between threshold and ``partly`` where it has one)."""
 
 import pytest
 

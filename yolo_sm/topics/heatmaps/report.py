@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report import tables
 from yolo_sm.report.colors import (
     OCCUPANCY_COLORS,
@@ -14,14 +15,13 @@ from yolo_sm.report.colors import (
     color_map,
     sequential_map,
 )
-from yolo_sm.report.style import finish
-from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report.sections import needs
+from yolo_sm.report.style import finish
 from yolo_sm.topics.heatmaps.analyse import (
     LIMITERS,
+    PRECISION_ORDER,
     STALL,
     STALLS,
-    PRECISION_ORDER,
     config_key,
     kernels_of,
     layer_order,

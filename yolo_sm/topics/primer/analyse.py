@@ -133,10 +133,12 @@ def block_cap_what_if(example: pd.Series, cc: str, threads: int = 32) -> pd.Data
     theoretical occupancy as the last row."""
     regs, smem = int(example.registers_per_thread), int(example.shared_mem_per_block_bytes)
     out = {}
-    for label, t in (("as launched", int(example.block_size)), (f"with {threads} threads", threads)):
+    for label, t in (("as launched", int(example.block_size)), (f"with {threads} threads",
+                                                                 threads)):  # fmt: skip
         r = theoretical_occupancy(cc, t, regs, smem)
         out[label] = [*limits_table(r).blocks_per_sm, r.occupancy_pct]
-    return pd.DataFrame(out, index=[*LIMIT_COLUMNS, "occupancy %"]).rename_axis("limit").reset_index()
+    out = pd.DataFrame(out, index=[*LIMIT_COLUMNS, "occupancy %"])
+    return out.rename_axis("limit").reset_index()
 
 
 def allocation_steps(launch: dict) -> pd.DataFrame:

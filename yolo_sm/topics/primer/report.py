@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pandas as pd
 
+from yolo_sm.analyse.occupancy import ARCH, LIMIT_COLUMNS, theoretical_occupancy
+from yolo_sm.analyse.weighting import sm_coverage
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report.colors import COLORS, TEMPLATE, color_map
 from yolo_sm.report.sections import Note
 from yolo_sm.report.style import finish
-from yolo_sm.analyse.occupancy import ARCH, LIMIT_COLUMNS, theoretical_occupancy
-from yolo_sm.analyse.weighting import sm_coverage
 from yolo_sm.topics.primer.analyse import (
     NCU_TABLES,
     SIMT_TABLE,
@@ -90,9 +90,9 @@ def plot_limits(examples, *, title=None):
 
 
 def plot_waves(curve, flagship=None, tail=None, *, title=None):
-    """SM utilisation against grid size (:func:`yolo_sm.topics.primer.analyse.utilisation_curve`)
-    with the SM count's multiples dotted; ``flagship`` (kernels of one launch shape) adds its
-    real grid sizes, marker area ~ time; ``tail`` (:func:`~yolo_sm.topics.primer.analyse.tail_example`) annotates the commonest one."""
+    """SM coverage against grid size (a ``utilisation_curve``) with the SM count's multiples
+    dotted; ``flagship`` (kernels of one launch shape) adds its real grids, marker area ~ time;
+    ``tail`` (a ``tail_example``) annotates the commonest one."""
     import plotly.graph_objects as go
 
     fig = go.Figure()

@@ -431,7 +431,8 @@ def presets_facts(presets, dataset: str = PRESETS) -> list[dict]:
     inv = preset_inversions(presets)
     ok = presets[presets.status == "ok"]
     unbound = int((~inv.host_bound.astype(bool)).sum())
-    out = [fact("presets_inversions_not_host_bound", unbound, "points", datasets=ds, points=len(ok))]
+    out = [fact("presets_inversions_not_host_bound", unbound, "points", datasets=ds,
+                points=len(ok))]  # fmt: skip
     big = ok[
         (ok.batch == ok.batch.max()) & (ok.backend == GRAPH_BACKEND) & (ok.precision == "fp16")
     ]
