@@ -14,6 +14,6 @@ TOPIC = Topic(
             "heatmaps_slowest_layer_low",
             "heatmaps_small_batch_grid_limited",
             "heatmaps_fastest_not_highest_occupancy",
-        ),
+        )
     },
 )

@@ -199,10 +199,6 @@ def estimate_vs_measured(profile):
 # ---- facts ----------------------------------------------------------------------------------
 
 
-def _scope(by: str, v) -> str:
-    return f"{by}={v:g}" if isinstance(v, (int, float, np.integer, np.floating)) else f"{by}={v}"
-
-
 def _resource_capped(kernels) -> pd.Series:
     """Per width: % of the tensor-core kernels' time whose block limiter is registers or
     shared memory (:data:`yolo_sm.analyse.occupancy.RESOURCES`), whatever their grid."""
@@ -214,105 +210,75 @@ def _resource_capped(kernels) -> pd.Series:
 
 def _width_facts(kernels) -> list[dict]:
     table = layer_table(kernels)
-    s = config_summary(table, by="width")
-    resource = _resource_capped(kernels)
-    ds = (WIDTH_NCU,)
-    ach = s.set_index("width").achieved_occupancy_tw_pct
-    low = (s[f"layers_below_{LOW_PCT:g}"] / s.layers * 100).set_axis(s.width)
-    # per width: what the width claims (notebook 09) derive from
-    rows = [fact("achieved_occupancy_tw_pct", v, "%", scope=_scope("width", w), datasets=ds)
-            for w, v in ach.items()]  # fmt: skip
+    s = config_summary(table, by="width").set_index("width")
+    ach, ds = s.achieved_occupancy_tw_pct, (WIDTH_NCU,)
+    low = 100 * s[f"layers_below_{LOW_PCT:g}"] / s.layers
+    res = _resource_capped(kernels)
     widest = table[table.width == table.width.max()]
-    slowest = widest.loc[widest.time_us.idxmax()]
+    slow = widest.loc[widest.time_us.idxmax()]
 
-    def pick(series, mask):
-        return series[mask] if mask.any() else series.iloc[:0]
+    def lowest(v):
+        return v.min() if len(v) else math.nan
 
-    small = pick(ach, ach.index <= 1.25)
-    at15 = pick(ach, np.isclose(ach.index, 1.5))
-    big = pick(low, low.index > 1.7)
-    rows += [
-        fact(
-            "tc_resource_capped_time_share_min_over_widths",
-            resource.min() if len(resource) else math.nan,
-            "%",
-            datasets=ds,
-            note=f"lowest at width {resource.idxmin():g}" if len(resource) else "",
-        ),
-        fact(
-            "slowest_layer_achieved_occupancy_tw_pct_widest",
-            slowest.achieved_occupancy_tw_pct,
-            "%",
-            datasets=ds,
-            note=f"{slowest.layer_label} at width {slowest.width:g}",
-        ),
-        # the width claim's three parts (facts only; the claim's rules judge them)
-        fact(
-            "achieved_occupancy_tw_pct_min",
-            small.min() if len(small) else math.nan,
-            "%",
-            scope="width<=1.25",
-            datasets=ds,
-        ),
-        fact(
-            "achieved_occupancy_tw_pct_distance_from_60",
-            abs(at15.iloc[0] - 60.0) if len(at15) else math.nan,
-            "points",
-            scope="width=1.5",
-            datasets=ds,
-        ),
-        fact(
-            f"layers_below_{LOW_PCT:g}_share_min",
-            big.min() if len(big) else math.nan,
-            "%",
-            scope="width>1.7",
-            datasets=ds,
-        ),
-    ]
-    return rows
-
-
-def _batch_facts(kernels) -> list[dict]:
-    k = add_config_columns(add_limiter(kernels))
-    k = k[k.batch == k.batch.min()]
+    at15 = ach[np.isclose(ach.index, 1.5)]
+    # per width and over width ranges: what the width claims of notebook 09 judge
     return [
-        fact(
-            "grid_limited_time_share_smallest_batch",
-            100 * k.duration_us[k.limiter == "grid"].sum() / k.duration_us.sum(),
-            "%",
-            datasets=(BATCH_NCU,),
-            note=f"batch {k.batch.iloc[0]}",
-        ),
-    ]
+        *(fact("achieved_occupancy_tw_pct", v, "%", scope=f"width={w:g}", datasets=ds)
+          for w, v in ach.items()),
+        fact("tc_resource_capped_time_share_min_over_widths", lowest(res), "%", datasets=ds,
+             note=f"lowest at width {res.idxmin():g}" if len(res) else ""),
+        fact("slowest_layer_achieved_occupancy_tw_pct_widest", slow.achieved_occupancy_tw_pct,
+             "%", datasets=ds, note=f"{slow.layer_label} at width {slow.width:g}"),
+        fact("achieved_occupancy_tw_pct_min", lowest(ach[ach.index <= 1.25]), "%",
+             scope="width<=1.25", datasets=ds),
+        fact("achieved_occupancy_tw_pct_distance_from_60",
+             abs(at15.iloc[0] - 60.0) if len(at15) else math.nan, "points", scope="width=1.5",
+             datasets=ds),
+        fact(f"layers_below_{LOW_PCT:g}_share_min", lowest(low[low.index > 1.7]), "%",
+             scope="width>1.7", datasets=ds),
+    ]  # fmt: skip
 
 
-def _precision_facts(kernels) -> list[dict]:
-    s = config_summary(layer_table(kernels), by="variant")
-    best = s.loc[s.achieved_occupancy_tw_pct.idxmax()]
-    fast = s.loc[s.forward_kernel_ms.idxmin()]
-    return [
-        fact(
-            "fastest_variant_occupancy_below_highest_pct_points",
-            best.achieved_occupancy_tw_pct - fast.achieved_occupancy_tw_pct,
-            "points",
-            datasets=(PRECISION_NCU,),
-            note=f"highest occupancy: {best.variant}; fastest forward: {fast.variant}",
+def _other_facts(root: DataRoot) -> list[dict]:
+    rows = []
+    if root.has(BATCH_NCU):
+        k = add_config_columns(add_limiter(root.load(BATCH_NCU)))
+        k = k[k.batch == k.batch.min()]
+        grid = 100 * k.duration_us[k.limiter == "grid"].sum() / k.duration_us.sum()
+        rows.append(
+            fact(
+                "grid_limited_time_share_smallest_batch",
+                grid,
+                "%",
+                datasets=(BATCH_NCU,),
+                note=f"batch {k.batch.iloc[0]}",
+            )
         )
-    ]
-
-
-def _kineto_facts(profile) -> list[dict]:
-    est = estimate_vs_measured(profile)
-    err = est.est_minus_achieved.abs()
-    return [
-        fact(
-            f"kineto_layers_within_{KINETO_TOLERANCE:g}_share",
-            100 * (err <= KINETO_TOLERANCE).mean(),
-            "%",
-            datasets=(PROFILE,),
-            note="layer rows where Kineto's estimate is within the tolerance of ncu's achieved",
-        ),
-    ]
+    if root.has(PRECISION_NCU):
+        s = config_summary(layer_table(root.load(PRECISION_NCU)), by="variant")
+        best = s.loc[s.achieved_occupancy_tw_pct.idxmax()]
+        fast = s.loc[s.forward_kernel_ms.idxmin()]
+        rows.append(
+            fact(
+                "fastest_variant_occupancy_below_highest_pct_points",
+                best.achieved_occupancy_tw_pct - fast.achieved_occupancy_tw_pct,
+                "points",
+                datasets=(PRECISION_NCU,),
+                note=f"highest occupancy: {best.variant}; fastest: {fast.variant}",
+            )
+        )
+    if root.has(PROFILE):
+        err = estimate_vs_measured(root.load(PROFILE)).est_minus_achieved.abs()
+        rows.append(
+            fact(
+                f"kineto_layers_within_{KINETO_TOLERANCE:g}_share",
+                100 * (err <= KINETO_TOLERANCE).mean(),
+                "%",
+                datasets=(PROFILE,),
+                note="profiled layers where Kineto is within the tolerance of ncu",
+            )
+        )
+    return rows  # fmt: skip
 
 
 #: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
@@ -334,16 +300,8 @@ def facts(root: DataRoot) -> pd.DataFrame:
     ``achieved_occupancy_tw_pct`` per width (scope ``width=<w>``) and three facts scoped
     ``width<=1.25``, ``width=1.5`` and ``width>1.7`` (NaN where the root has no such width).
     """
-    rows = []
-    if root.has(WIDTH_NCU):
-        rows += _width_facts(root.load(WIDTH_NCU))
-    if root.has(BATCH_NCU):
-        rows += _batch_facts(root.load(BATCH_NCU))
-    if root.has(PRECISION_NCU):
-        rows += _precision_facts(root.load(PRECISION_NCU))
-    if root.has(PROFILE):
-        rows += _kineto_facts(root.load(PROFILE))
-    return facts_table(rows)
+    rows = _width_facts(root.load(WIDTH_NCU)) if root.has(WIDTH_NCU) else []
+    return facts_table(rows + _other_facts(root))
 
 
 OUTLIER_COLUMNS = [

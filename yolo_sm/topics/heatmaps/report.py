@@ -325,10 +325,7 @@ def plot_estimate_vs_measured(est, *, tolerance=10.0, title=None):
     colour per width, marker area ~ the layer's time share; y = x and a +-``tolerance`` band."""
     import plotly.express as px
 
-    d = est.assign(
-        width=est.width.map(lambda w: f"w{w:g}"),
-        time_pct=100 * est.time_share,
-    )
+    d = est.assign(width=est.width.map(lambda w: f"w{w:g}"), time_pct=100 * est.time_share)
     widths = {f"w{w:g}": c for w, c in sequential_map(est.width, WIDTH_SCALE).items()}
     fig = px.scatter(
         d,

@@ -382,8 +382,15 @@ def facts(root: DataRoot) -> pd.DataFrame:
     if len(flag) and launch["source"] != "example":
         ds = tuple(sorted(set(flag.source)))
         res = binding(flag)[list(RESOURCES)].all(axis=0).sum()
-        rows.append(fact("flagship_resource_limits", res, "limits", datasets=ds,
-                         note="of registers and shared memory, how many set its active blocks"))
+        rows.append(
+            fact(
+                "flagship_resource_limits",
+                res,
+                "limits",
+                datasets=ds,
+                note="of registers and shared memory, how many set its active blocks",
+            )
+        )
         if sms:
             rows.append(fact("flagship_grid_at_most_sm_count_share",
                              100 * (flag.grid_size <= sms).mean(), "%", datasets=ds,

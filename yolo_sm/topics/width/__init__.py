@@ -14,6 +14,6 @@ TOPIC = Topic(
             "width_wider_slower_than_flops",
             "width_wider_slower_per_image",
             "width_sm_coverage_grows",
-        ),
+        )
     },
 )

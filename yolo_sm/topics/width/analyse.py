@@ -134,55 +134,31 @@ def speed_vs_occupancy(table, occ, *, batch: int = 8, backend: str = GRAPH_BACKE
 
 
 def wide_stack_table(ncu):
-    """The wide conv stack per width and kernel family (kernel class and launch shape: block
-    size, registers per thread, shared memory per block): kernels, time and share of the
-    config's time, time-weighted theoretical / achieved occupancy and tensor-pipe use, the
-    blocks per SM each resource allows (``limit_*``, Nsight Compute), which of them binds
-    (``limiter``; ties joined by ``=``), grid size and waves."""
+    """The wide conv stack per width and kernel family (class and launch shape): kernels, time
+    and share of the config's time, time-weighted theoretical / achieved occupancy and
+    tensor-pipe use, Nsight Compute's block limits per SM (``limit_*``), the binding ones
+    (``limiter``, ties joined by ``=``), grid size and waves."""
+    keys = ["config", "kernel_class", "block_size", "registers_per_thread",
+            "shared_mem_per_block_bytes"]  # fmt: skip
     k = add_kernel_class(ncu) if "kernel_class" not in ncu else ncu
-    k = k.assign(
-        _w=k.duration_us,
-        _th=k.theoretical_occupancy_pct * k.duration_us,
-        _ac=k.achieved_occupancy_pct * k.duration_us,
-        _tp=k.tensor_pipe_pct * k.duration_us,
-    )
-    keys = [
-        "config",
-        "kernel_class",
-        "block_size",
-        "registers_per_thread",
-        "shared_mem_per_block_bytes",
-    ]
+    cols = ("theoretical_occupancy_pct", "achieved_occupancy_pct", "tensor_pipe_pct")
     g = k.groupby(keys, observed=True)
-    out = g.agg(
-        kernels=("_w", "size"),
-        time_us=("_w", "sum"),
-        _th=("_th", "sum"),
-        _ac=("_ac", "sum"),
-        _tp=("_tp", "sum"),
+    extra = g.agg(
         grid_min=("grid_size", "min"),
         grid_max=("grid_size", "max"),
         waves_max=("waves_per_sm", "max"),
         **{c: (c, "min") for c in LIMITS},
-    ).reset_index()
-    out["theoretical_occupancy_tw_pct"] = out._th / out.time_us
-    out["achieved_occupancy_tw_pct"] = out._ac / out.time_us
-    out["tensor_pipe_tw_pct"] = out._tp / out.time_us
+    )
+    out = time_weighted(k, keys, cols).merge(extra.reset_index(), on=keys)  # fmt: skip
     out["time_share"] = out.time_us / out.groupby("config").time_us.transform("sum")
-    bind = binding(out)
-    out["limiter"] = bind.apply(lambda r: " = ".join(r.index[r]), axis=1)
+    out["limiter"] = binding(out).apply(lambda r: " = ".join(r.index[r]), axis=1)
     out["shared_mem_kib"] = out.shared_mem_per_block_bytes / 1024
     out["kernel_family"] = (
-        out.kernel_class
-        + " · "
-        + out.block_size.astype(int).astype(str)
-        + " thr · "
-        + out.registers_per_thread.astype(int).astype(str)
-        + " reg · "
-        + (out.shared_mem_per_block_bytes / 1024).round(1).astype(str)
-        + " KiB"
-    )
-    out = with_config(out.drop(columns=["_th", "_ac", "_tp"]))
+        out.kernel_class + " · " + out.block_size.astype(int).astype(str) + " thr · "
+        + out.registers_per_thread.astype(int).astype(str) + " reg · "
+        + out.shared_mem_kib.round(1).astype(str) + " KiB"
+    )  # fmt: skip
+    out = with_config(out)
     return out.sort_values(["width", "time_us"], ascending=[True, False]).reset_index(drop=True)
 
 
@@ -453,29 +429,26 @@ def presets_facts(presets, dataset: str = PRESETS) -> list[dict]:
 
 def compile_facts(compiled, sweep=None, *, dataset: str = BENCH) -> list[dict]:
     """Facts of :func:`compile_by_width`: at the largest batch, compile's gain at the widest
-    model over the narrowest, and the largest CUDA-graph-over-compile ratio across widths; at
-    the smallest batch, the median CUDA-graph gain over the median compile gain; with ``sweep``,
-    the largest gap between the bench's eager img/s and the sweep's (:func:`eager_drift`)."""
+    model over the narrowest and the largest CUDA-graph-over-compile ratio; at the smallest
+    batch, the median CUDA-graph gain over the median compile gain; with ``sweep``, the largest
+    gap between the bench's eager img/s and the sweep's (:func:`eager_drift`, %)."""
     ds = (dataset,)
-    out = []
     if compiled.empty or not {"compile", "CUDA graph"} <= set(compiled):
-        return out
-    big = compiled[compiled.batch == compiled.batch.max()].dropna(subset=["compile", "CUDA graph"])
-    g = big.set_index("width")
-    lo, hi = _ends(g.compile)
-    out.append(fact("compile_gain_widest_over_narrowest", hi / lo, "x", datasets=ds))
-    if len(g):
+        return []
+    both = compiled.dropna(subset=["compile", "CUDA graph"])
+    big = both[both.batch == compiled.batch.max()].set_index("width").sort_index()
+    small = both[both.batch == compiled.batch.min()]
+    lo, hi = _ends(big.compile)
+    out = [fact("compile_gain_widest_over_narrowest", hi / lo, "x", datasets=ds)]
+    if len(big):
         out.append(
             fact(
                 "graph_over_compile_max_large_batch",
-                (g["CUDA graph"] / g.compile).max(),
+                (big["CUDA graph"] / big.compile).max(),
                 "x",
                 datasets=ds,
             )
         )
-    small = compiled[compiled.batch == compiled.batch.min()].dropna(
-        subset=["compile", "CUDA graph"]
-    )
     if len(small):
         out.append(
             fact(
@@ -485,18 +458,17 @@ def compile_facts(compiled, sweep=None, *, dataset: str = BENCH) -> list[dict]:
                 datasets=ds,
             )
         )
-    if sweep is not None:
-        d = eager_drift(compiled, sweep)
-        if len(d):
-            out.append(
-                fact(
-                    "bench_vs_sweep_eager_max_dev",
-                    100 * (d.ratio - 1).abs().max(),
-                    "%",
-                    datasets=(*ds, SWEEP),
-                )
+    d = eager_drift(compiled, sweep) if sweep is not None else []
+    if len(d):
+        out.append(
+            fact(
+                "bench_vs_sweep_eager_max_dev",
+                100 * (d.ratio - 1).abs().max(),
+                "%",
+                datasets=(*ds, SWEEP),
             )
-    return out
+        )
+    return out  # fmt: skip
 
 
 #: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)

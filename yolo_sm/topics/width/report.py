@@ -76,14 +76,9 @@ def plot_width_occupancy(occ, *, title=None):
         ("theoretical_occupancy_tw_pct", 1, "theoretical occupancy", "theoretical", "dot"),
         ("achieved_occupancy_tw_pct", 1, "achieved occupancy", "achieved", "solid"),
         ("sm_coverage_tw", 100, "SM coverage (block slots filled)", "grid", "solid"),
-        (
-            "tensor_core_time_share",
-            100,
-            "tensor-core share of kernel time",
-            "tensor_core_conv",
-            "dash",
-        ),
-    )
+        ("tensor_core_time_share", 100, "tensor-core share of kernel time", "tensor_core_conv",
+         "dash"),
+    )  # fmt: skip
     for col, scale, name, color, dash in series:
         fig.add_scatter(
             x=occ.width,
@@ -103,39 +98,23 @@ def plot_width_occupancy(occ, *, title=None):
     return finish(fig)
 
 
-def plot_class_occupancy(cls, *, title=None):
-    """Per kernel class against width: share of kernel time and time-weighted theoretical and
-    achieved occupancy (three panels)."""
+_METRICS = {
+    "time_share_pct": "share of kernel time (%)",
+    "theoretical_occupancy_tw_pct": "theoretical occupancy (%)",
+    "achieved_occupancy_tw_pct": "achieved occupancy (%)",
+    "tensor_pipe_tw_pct": "tensor pipe busy (%)",
+}
+
+
+def _metric_lines(d, metrics, color, hover, title, **kw):
+    """One panel per metric (a :data:`_METRICS` column, %) against width, one line per
+    ``color``."""
     import plotly.express as px
 
-    d = cls.assign(time_share_pct=cls.time_share * 100).melt(
-        id_vars=["width", "kernel_class", "kernels", "time_us"],
-        value_vars=[
-            "time_share_pct",
-            "theoretical_occupancy_tw_pct",
-            "achieved_occupancy_tw_pct",
-        ],
-        var_name="metric",
-        value_name="pct",
-    )
-    names = {
-        "time_share_pct": "share of kernel time (%)",
-        "theoretical_occupancy_tw_pct": "theoretical occupancy (%)",
-        "achieved_occupancy_tw_pct": "achieved occupancy (%)",
-    }
-    d["metric"] = d.metric.map(names)
-    fig = px.line(
-        d.sort_values("width"),
-        x="width",
-        y="pct",
-        color="kernel_class",
-        facet_col="metric",
-        markers=True,
-        hover_data=["kernels", "time_us"],
-        template=TEMPLATE,
-        color_discrete_map=color_map(d.kernel_class.unique()),
-        title=title or "Per kernel class: time share and occupancy vs width",
-    )
+    long = d.melt(id_vars=["width", color, *hover], value_vars=metrics, var_name="metric",
+                  value_name="pct").assign(metric=lambda x: x.metric.map(_METRICS))  # fmt: skip
+    fig = px.line(long.sort_values("width"), x="width", y="pct", color=color, facet_col="metric",
+                  markers=True, hover_data=hover, template=TEMPLATE, title=title, **kw)  # fmt: skip
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
     fig.update_yaxes(range=[0, 105])
     fig.update_yaxes(title_text="percent (%)", col=1)
@@ -143,46 +122,27 @@ def plot_class_occupancy(cls, *, title=None):
     return finish(fig)
 
 
+def plot_class_occupancy(cls, *, title=None):
+    """Per kernel class against width: share of kernel time and time-weighted theoretical and
+    achieved occupancy (three panels)."""
+    metrics = ["time_share_pct", "theoretical_occupancy_tw_pct", "achieved_occupancy_tw_pct"]
+    return _metric_lines(
+        cls.assign(time_share_pct=cls.time_share * 100), metrics, "kernel_class",
+        ["kernels", "time_us"], title or "Per kernel class: time share and occupancy vs width",
+        color_discrete_map=color_map(cls.kernel_class.unique()),
+    )  # fmt: skip
+
+
 def plot_wide_stack(tab, *, title=None):
     """Per kernel family of the wide conv stack against width: theoretical and achieved
     occupancy and tensor-pipe use (three panels); hover names the limiter."""
-    import plotly.express as px
-
-    d = tab.melt(
-        id_vars=["width", "kernel_family", "limiter", "kernels", "time_us", "time_share"],
-        value_vars=[
-            "theoretical_occupancy_tw_pct",
-            "achieved_occupancy_tw_pct",
-            "tensor_pipe_tw_pct",
-        ],
-        var_name="metric",
-        value_name="pct",
-    )
-    d["metric"] = d.metric.map(
-        {
-            "theoretical_occupancy_tw_pct": "theoretical occupancy (%)",
-            "achieved_occupancy_tw_pct": "achieved occupancy (%)",
-            "tensor_pipe_tw_pct": "tensor pipe busy (%)",
-        }
-    )
-    fig = px.line(
-        d.sort_values("width"),
-        x="width",
-        y="pct",
-        color="kernel_family",
+    metrics = ["theoretical_occupancy_tw_pct", "achieved_occupancy_tw_pct", "tensor_pipe_tw_pct"]
+    fig = _metric_lines(
+        tab, metrics, "kernel_family", ["limiter", "kernels", "time_us", "time_share"],
+        title or "Wide conv stack: occupancy and tensor-pipe use per kernel family",
         line_dash="kernel_family",
-        facet_col="metric",
-        markers=True,
-        hover_data=["limiter", "kernels", "time_us", "time_share"],
-        template=TEMPLATE,
-        title=title or "Wide conv stack: occupancy and tensor-pipe use per kernel family",
-    )
-    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
-    fig.update_yaxes(range=[0, 105])
-    fig.update_yaxes(title_text="percent (%)", col=1)
-    fig.update_xaxes(title_text="width factor")
-    fig.update_layout(legend={"orientation": "h", "y": -0.25}, height=520)
-    return finish(fig)
+    )  # fmt: skip
+    return fig.update_layout(legend={"orientation": "h", "y": -0.25}, height=520)
 
 
 def plot_precision_speedup(ratios, *, baseline: str = "fp32", title=None):
