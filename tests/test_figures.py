@@ -45,7 +45,9 @@ def _primer(root):
     return [
         primer_plots.plot_limits(primer.limit_examples(k)),
         plots.plot_occupancy_curves(widgets.launch_curves(launch)),
-        primer_plots.plot_waves(primer.utilisation_curve(sms), flag, primer.tail_example(flag, sms)),
+        primer_plots.plot_waves(
+            primer.utilisation_curve(sms), flag, primer.tail_example(flag, sms)
+        ),
         primer_plots.plot_pipe_vs_occupancy(primer.pipe_vs_occupancy(root.load("ncu_wide_stack"))),
         primer_plots.plot_contrast(primer.simt_contrast(root.load("ncu_precision_w1"))),
         plots.plot_achieved_vs_theoretical(fwd.assign(nvtx_range=fwd.config)),
