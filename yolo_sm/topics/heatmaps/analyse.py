@@ -42,20 +42,9 @@ LIMITERS = ("warps", "blocks", "registers", "shared_mem", "grid")
 PRECISION_ORDER = ("fp32", "tf32", "fp16", "bf16")
 
 KERNEL_COLUMNS = (
-    "kernel_id",
-    "kernel",
-    "kernel_class",
-    "duration_us",
-    "grid_size",
-    "block_size",
-    "registers_per_thread",
-    "shared_mem_per_block_bytes",
-    "theoretical_occupancy_pct",
-    "achieved_occupancy_pct",
-    "block_limiter",
-    "limiter",
-    "waves_per_sm",
-)
+    "kernel_id", "kernel", "kernel_class", "duration_us", "grid_size", "block_size",
+    "registers_per_thread", "shared_mem_per_block_bytes", "theoretical_occupancy_pct",
+    "achieved_occupancy_pct", "block_limiter", "limiter", "waves_per_sm")  # fmt: skip
 
 
 def add_config_columns(df):
@@ -305,16 +294,9 @@ def facts(root: DataRoot) -> pd.DataFrame:
 
 
 OUTLIER_COLUMNS = [
-    "config",
-    "layer",
-    "module_type",
-    "time_share",
-    "est_occupancy_tw_pct",
-    "ncu_achieved_occupancy_tw_pct",
-    "ncu_theoretical_occupancy_tw_pct",
-    "est_minus_achieved",
-    "kernels_match",
-]
+    "config", "layer", "module_type", "time_share", "est_occupancy_tw_pct",
+    "ncu_achieved_occupancy_tw_pct", "ncu_theoretical_occupancy_tw_pct", "est_minus_achieved",
+    "kernels_match"]  # fmt: skip
 
 
 def kineto_outliers(est, tolerance: float = KINETO_TOLERANCE):
@@ -331,14 +313,8 @@ def kineto_outliers(est, tolerance: float = KINETO_TOLERANCE):
 STALLS = "ncu_stalls_w1"
 STALL = re.compile(r"stall_(?P<reason>\w+?)_cycles")
 DETAIL = (
-    "warp_execution_efficiency_pct",
-    "l1_hit_rate_pct",
-    "l2_hit_rate_pct",
-    "local_load_sectors",
-    "local_store_sectors",
-    "issue_active_pct",
-    "achieved_occupancy_pct",
-)
+    "warp_execution_efficiency_pct", "l1_hit_rate_pct", "l2_hit_rate_pct", "local_load_sectors",
+    "local_store_sectors", "issue_active_pct", "achieved_occupancy_pct")  # fmt: skip
 
 
 def stall_columns(ncu: pd.DataFrame) -> list[str]:

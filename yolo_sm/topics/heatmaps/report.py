@@ -127,72 +127,40 @@ def plot_layer_heatmap(table, values=("achieved_occupancy_tw_pct",), *, x="width
 
 def plot_limiter_heatmap(table, *, x="width", column="main_limiter", title=None):
     """Categorical heatmap: the limiter holding most of each layer's kernel time, named in
-    each cell with the share of the layer's time it holds (when the table has
-    ``<column>_share``); hover adds the time-weighted theoretical and achieved occupancy."""
+    each cell with its share of the layer's time (``<column>_share`` where the table has it);
+    hover adds the time-weighted theoretical and achieved occupancy."""
     import numpy as np
-
-    show_share = f"{column}_share" in table
-    labels, xs, cats = _grid(table, column, x)
-    present = [c for c in LIMITERS if (cats == c).to_numpy().any()] or list(LIMITERS)
-    colors = color_map(present, default=OTHER_COLOR)
-    code = {c: i for i, c in enumerate(present)}
-    z = cats.apply(lambda s: s.map(code)).to_numpy(dtype=float)
-    n = len(present)
-    scale = []
-    for i, c in enumerate(present):  # one flat band per category
-        scale += [[i / n, colors[c]], [(i + 1) / n, colors[c]]]
-    custom = np.dstack(
-        [
-            _grid(table, c, x)[2].to_numpy()
-            for c in (
-                "theoretical_occupancy_tw_pct",
-                "achieved_occupancy_tw_pct",
-                "time_share",
-                f"{column}_share" if show_share else "time_share",
-            )
-        ]
-    )
     import plotly.graph_objects as go
 
-    text = cats.fillna("").astype(str).to_numpy()
-    if show_share:
+    share = f"{column}_share" if f"{column}_share" in table else "time_share"
+    labels, xs, cats = _grid(table, column, x)
+    present = [c for c in LIMITERS if (cats == c).to_numpy().any()] or list(LIMITERS)
+    colors, n = color_map(present, default=OTHER_COLOR), len(present)
+    z = cats.apply(lambda s: s.map({c: i for i, c in enumerate(present)})).to_numpy(dtype=float)
+    scale = [[(i + j) / n, colors[c]] for i, c in enumerate(present) for j in (0, 1)]  # flat bands
+    extra = ("theoretical_occupancy_tw_pct", "achieved_occupancy_tw_pct", "time_share", share)
+    custom = np.dstack([_grid(table, c, x)[2].to_numpy() for c in extra])
+    names = cats.fillna("").to_numpy()
+    text = names.astype(str)
+    if share != "time_share":
         shares = custom[:, :, 3].astype(float)
-        text = np.array(
-            [
-                [f"{t} {s:.0%}" if t and s == s else t for t, s in zip(trow, srow, strict=True)]
-                for trow, srow in zip(cats.fillna("").to_numpy(), shares, strict=True)
-            ]
-        )
-    fig = go.Figure(
-        go.Heatmap(
-            z=z,
-            x=xs,
-            y=labels,
-            text=text,
-            texttemplate="%{text}",
-            textfont={"size": 10},
-            customdata=custom,
-            colorscale=scale,
-            zmin=-0.5,
-            zmax=n - 0.5,
-            colorbar={"tickvals": list(range(n)), "ticktext": present, "title": "limiter"},
-            hovertemplate=(
-                "%{y} · %{x}<br>main limiter: %{text}<br>theoretical %{customdata[0]:.0f} %"
-                "<br>achieved %{customdata[1]:.0f} %<br>layer's share of the forward "
-                "%{customdata[2]:.1%}<br>share of the layer's time under this limiter "
-                "%{customdata[3]:.0%}"
-                "<extra></extra>"
-            ),
-        )
-    )
-    fig.update_yaxes(autorange="reversed", type="category")
-    fig.layout.yaxis.title.text = "layer"
+        text = np.array([[f"{t} {v:.0%}" if t and v == v else t
+                          for t, v in zip(tr, vr, strict=True)]
+                         for tr, vr in zip(names, shares, strict=True)])  # fmt: skip
+    fig = go.Figure(go.Heatmap(
+        z=z, x=xs, y=labels, text=text, texttemplate="%{text}", textfont={"size": 10},
+        customdata=custom, colorscale=scale, zmin=-0.5, zmax=n - 0.5,
+        colorbar={"tickvals": list(range(n)), "ticktext": present, "title": "limiter"},
+        hovertemplate="%{y} · %{x}<br>main limiter: %{text}<br>theoretical %{customdata[0]:.0f} %"
+        "<br>achieved %{customdata[1]:.0f} %<br>layer's share of the forward %{customdata[2]:.1%}"
+        "<br>share of the layer's time under this limiter %{customdata[3]:.0%}<extra></extra>",
+    ))  # fmt: skip
+    fig.update_yaxes(autorange="reversed", type="category", title_text="layer")
     fig.update_xaxes(type="category", title_text=AXIS_TITLES.get(x, x))
     fig.update_layout(
-        template=TEMPLATE,
-        height=max(450, 24 * table.layer.nunique() + 150),
+        template=TEMPLATE, height=max(450, 24 * table.layer.nunique() + 150),
         title=title or "Main limiter per layer (the limiter of most of the layer's kernel time)",
-    )
+    )  # fmt: skip
     return finish(fig)
 
 
@@ -220,73 +188,39 @@ def plot_limiter_shares(shares, *, x="width", title=None):
 
 
 def plot_kernels(ktable, *, title=None):
-    """Drill-down figure: one bar per kernel (launch order) with its duration, coloured by
-    kernel class; theoretical (open) and achieved (filled) occupancy as markers on the right
-    axis."""
+    """Drill-down figure: one bar per kernel (launch order) with its duration in us, coloured by
+    kernel class; theoretical (open) and achieved (filled) occupancy as markers on the right."""
     import plotly.graph_objects as go
 
     k = ktable.reset_index(drop=True)
     xs = [str(i) for i in range(len(k))]  # launch order; the name is in the hover
+    cols = ["grid_size", "block_size", "registers_per_thread", "limiter", "waves_per_sm", "kernel"]
     fig = go.Figure()
     for cls, g in k.groupby("kernel_class", sort=False):
         fig.add_bar(
-            x=[xs[i] for i in g.index],
-            y=g.duration_us,
-            name=cls,
-            marker_color=color_map([cls], default=OTHER_COLOR)[cls],
-            customdata=g[
-                [
-                    "grid_size",
-                    "block_size",
-                    "registers_per_thread",
-                    "limiter",
-                    "waves_per_sm",
-                    "kernel",
-                ]
-            ].to_numpy(),
-            hovertemplate=(
-                "#%{x} %{customdata[5]}<br>%{y:.1f} us<br>grid %{customdata[0]} x block "
-                "%{customdata[1]}"
-                "<br>%{customdata[2]} registers/thread<br>limiter %{customdata[3]}, "
-                "%{customdata[4]} waves<extra></extra>"
-            ),
-        )
-    for col, sym, kind in (
-        ("theoretical_occupancy_pct", "circle-open", "theoretical"),
-        ("achieved_occupancy_pct", "circle", "achieved"),
-    ):
+            x=[xs[i] for i in g.index], y=g.duration_us, name=cls,
+            marker_color=color_map([cls], default=OTHER_COLOR)[cls], customdata=g[cols].to_numpy(),
+            hovertemplate="#%{x} %{customdata[5]}<br>%{y:.1f} us<br>grid %{customdata[0]} x "
+            "block %{customdata[1]}<br>%{customdata[2]} registers/thread<br>limiter "
+            "%{customdata[3]}, %{customdata[4]} waves<extra></extra>",
+        )  # fmt: skip
+    for kind, sym in (("theoretical", "circle-open"), ("achieved", "circle")):
         name = f"{kind} occupancy"
         fig.add_scatter(
-            x=xs,
-            y=k[col],
-            mode="markers",
+            x=xs, y=k[f"{kind}_occupancy_pct"], mode="markers", name=name, yaxis="y2",
             marker={"symbol": sym, "size": 10, "color": OCCUPANCY_COLORS[kind]},
-            name=name,
-            yaxis="y2",
             customdata=k.kernel,
             hovertemplate="#%{x} %{customdata}<br>" + name + " %{y:.1f} %<extra></extra>",
-        )
+        )  # fmt: skip
     fig.update_layout(
-        template=TEMPLATE,
-        title=title,
-        barmode="overlay",
-        xaxis={
-            "categoryorder": "array",
-            "categoryarray": xs,
-            "title": "kernel, in launch order (hover for its name)",
-        },
+        template=TEMPLATE, title=title, barmode="overlay", height=480,
+        xaxis={"categoryorder": "array", "categoryarray": xs,
+               "title": "kernel, in launch order (hover for its name)"},
         yaxis={"title": "duration (us)"},
-        yaxis2={
-            "title": "occupancy (%)",
-            "overlaying": "y",
-            "side": "right",
-            "range": [0, 105],
-            "tickvals": [0, 25, 50, 75, 100],
-            "showgrid": False,
-        },
+        yaxis2={"title": "occupancy (%)", "overlaying": "y", "side": "right", "range": [0, 105],
+                "tickvals": [0, 25, 50, 75, 100], "showgrid": False},
         legend={"orientation": "h", "y": -0.25},
-        height=480,
-    )
+    )  # fmt: skip
     return finish(fig)
 
 
@@ -327,33 +261,17 @@ def plot_estimate_vs_measured(est, *, tolerance=10.0, title=None):
 
     d = est.assign(width=est.width.map(lambda w: f"w{w:g}"), time_pct=100 * est.time_share)
     widths = {f"w{w:g}": c for w, c in sequential_map(est.width, WIDTH_SCALE).items()}
+    hover = {"layer": True, "module_type": True, "ncu_theoretical_occupancy_tw_pct": ":.1f",
+             "est_minus_achieved": ":.1f", "time_pct": ":.1f"}  # fmt: skip
     fig = px.scatter(
-        d,
-        x="ncu_achieved_occupancy_tw_pct",
-        y="est_occupancy_tw_pct",
-        color="width",
-        color_discrete_map=widths,
-        size="time_pct",
-        size_max=28,
-        hover_data={
-            "layer": True,
-            "module_type": True,
-            "ncu_theoretical_occupancy_tw_pct": ":.1f",
-            "est_minus_achieved": ":.1f",
-            "time_pct": ":.1f",
-        },
+        d, x="ncu_achieved_occupancy_tw_pct", y="est_occupancy_tw_pct", color="width",
+        color_discrete_map=widths, size="time_pct", size_max=28, hover_data=hover,
         template=TEMPLATE,
         title=title or "Kineto's estimated occupancy vs Nsight Compute's measurement, per layer",
-    )
+    )  # fmt: skip
     for off, dash in ((0, "dot"), (tolerance, "dash"), (-tolerance, "dash")):
-        fig.add_shape(
-            type="line",
-            x0=0,
-            y0=off,
-            x1=100,
-            y1=100 + off,
-            line={"dash": dash, "color": "grey", "width": 1},
-        )
+        fig.add_shape(type="line", x0=0, y0=off, x1=100, y1=100 + off,
+                      line={"dash": dash, "color": "grey", "width": 1})  # fmt: skip
     fig.update_layout(
         xaxis={"title": "ncu achieved occupancy (%, time-weighted)", "range": [0, 105]},
         yaxis={"title": "Kineto est. achieved occupancy (%, time-weighted)", "range": [0, 105]},

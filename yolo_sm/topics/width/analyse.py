@@ -91,14 +91,8 @@ def width_occupancy(ncu):
 
 #: the columns of :func:`width_occupancy` a notebook shows
 OCCUPANCY_COLUMNS = (
-    "width",
-    "kernels",
-    "time_us",
-    "theoretical_occupancy_tw_pct",
-    "achieved_occupancy_tw_pct",
-    "sm_coverage_tw",
-    "tensor_core_time_share",
-)
+    "width", "kernels", "time_us", "theoretical_occupancy_tw_pct", "achieved_occupancy_tw_pct",
+    "sm_coverage_tw", "tensor_core_time_share")  # fmt: skip
 
 
 def class_occupancy(ncu):
@@ -116,13 +110,8 @@ def speed_vs_occupancy(table, occ, *, batch: int = 8, backend: str = GRAPH_BACKE
     t = table[(table.batch == batch) & (table.backend == backend)]
     o = occ[occ.batch == batch] if "batch" in occ else occ
     cols = [
-        "width",
-        "time_us",
-        "theoretical_occupancy_tw_pct",
-        "achieved_occupancy_tw_pct",
-        "sm_coverage_tw",
-        "tensor_core_time_share",
-    ]
+        "width", "time_us", "theoretical_occupancy_tw_pct", "achieved_occupancy_tw_pct",
+        "sm_coverage_tw", "tensor_core_time_share"]  # fmt: skip
     out = t[["width", "img_per_s", "median_ms", "tflops", "peak_frac"]].merge(
         o[cols], on="width", how="inner"
     )
@@ -193,15 +182,8 @@ def dominant_kernel(wide, kernel_class: str = "tensor_core_conv"):
 # ---- a model's channel table (the model_layers dataset) ---------------------------------------
 
 CHANNEL_COLUMNS = (
-    "layer",
-    "module_type",
-    "stage",
-    "requested_channels",
-    "out_channels",
-    "rounded",
-    "capped",
-    "flops",
-)
+    "layer", "module_type", "stage", "requested_channels", "out_channels", "rounded", "capped",
+    "flops")  # fmt: skip
 
 
 def channel_table(model_layers, *, family: str, width: float, max_channels: int | None = None):
