@@ -23,68 +23,46 @@ from yolo_sm.topics.primer.analyse import (
 )
 
 
+# fmt: off
 def plot_pipe_vs_occupancy(df, *, title=None):
     """Tensor-pipe utilisation against achieved occupancy, one marker per kernel (area = time),
     coloured by kernel class; one panel per config when there are several."""
     import plotly.express as px
 
     d = df.assign(short=df.kernel_name.str.slice(0, 70))
+    labels = {"achieved_occupancy_pct": "achieved occupancy (%)",
+              "tensor_pipe_pct": "tensor pipe active (%)", "kernel_class": "kernel class"}
     fig = px.scatter(
-        d,
-        x="achieved_occupancy_pct",
-        y="tensor_pipe_pct",
-        color="kernel_class",
-        color_discrete_map=color_map(d.kernel_class.unique()),
-        size="duration_us",
-        facet_col="config" if d.config.nunique() > 1 else None,
-        facet_col_wrap=3,
+        d, x="achieved_occupancy_pct", y="tensor_pipe_pct", color="kernel_class",
+        color_discrete_map=color_map(d.kernel_class.unique()), size="duration_us",
+        facet_col="config" if d.config.nunique() > 1 else None, facet_col_wrap=3,
         hover_data=["short", "block_size", "registers_per_thread", "sm_throughput_pct"],
-        template=TEMPLATE,
+        template=TEMPLATE, labels=labels,
         title=title or "Tensor pipes busy vs achieved occupancy, per kernel (area = time)",
-        labels={
-            "achieved_occupancy_pct": "achieved occupancy (%)",
-            "tensor_pipe_pct": "tensor pipe active (%)",
-            "kernel_class": "kernel class",
-        },
     )
     return finish(fig)
 
 
 def plot_limits(examples, *, title=None):
-    """The four limits on real kernels: per example kernel (a row of
-    :func:`yolo_sm.topics.primer.kernels.limit_examples`), the blocks per SM each limit
-    allows, one bar per limit in its colour (log axis); the smallest bar of a group sets the
-    kernel's active blocks."""
+    """Per example kernel (a ``limit_examples`` row), the blocks per SM each of the four limits
+    allows, one bar per limit (log axis); the smallest bar sets the kernel's active blocks."""
     import plotly.graph_objects as go
 
     names = {"registers": "registers", "shared_mem": "shared memory", "warps": "warp slots",
-             "blocks": "block slots"}  # fmt: skip
-    x = [
-        f"{names[r.limit]} example<br>{r.kernel_class}, {int(r.block_size)} thr, "
-        f"{int(r.registers_per_thread)} reg, {r.shared_mem_per_block_bytes / 1024:.0f} KiB"
-        for r in examples.itertuples()
-    ]
+             "blocks": "block slots"}
+    x = [f"{names[r.limit]} example<br>{r.kernel_class}, {int(r.block_size)} thr, "
+         f"{int(r.registers_per_thread)} reg, {r.shared_mem_per_block_bytes / 1024:.0f} KiB"
+         for r in examples.itertuples()]
     fig = go.Figure()
     for limit, col in LIMIT_COLUMNS.items():
-        fig.add_bar(
-            x=x,
-            y=examples[col],
-            name=limit,
-            legendgroup=limit,
-            marker_color=COLORS[limit],
-            text=examples[col],
-            textposition="outside",
-            hovertemplate=f"{names[limit]}: %{{y}} blocks per SM<extra></extra>",
-        )
+        fig.add_bar(x=x, y=examples[col], name=limit, marker_color=COLORS[limit],
+                    text=examples[col], textposition="outside",
+                    hovertemplate=f"{names[limit]}: %{{y}} blocks per SM<extra></extra>")
     fig.update_layout(
-        template=TEMPLATE,
-        barmode="group",
-        title=title or "The four limits on real kernels: blocks per SM each one allows",
+        template=TEMPLATE, barmode="group", yaxis_type="log", legend_title_text="limit",
+        height=480, title=title or "The four limits on real kernels: blocks per SM each allows",
         xaxis_title="example kernel (the limit that alone sets its blocks per SM)",
         yaxis_title="blocks per SM the limit allows",
-        yaxis_type="log",
-        legend_title_text="limit",
-        height=480,
     )
     return finish(fig)
 
@@ -96,50 +74,33 @@ def plot_waves(curve, flagship=None, tail=None, *, title=None):
     import plotly.graph_objects as go
 
     fig = go.Figure()
-    fig.add_scatter(
-        x=curve.grid_size,
-        y=curve.utilisation_pct,
-        mode="lines",
-        name="SM utilisation (every block as long)",
-        line={"color": COLORS["grid"], "shape": "hv"},
-        hovertemplate="grid %{x} blocks: %{y:.1f} % of SM time busy<extra></extra>",
-    )
+    fig.add_scatter(x=curve.grid_size, y=curve.utilisation_pct, mode="lines",
+                    name="SM coverage (every block as long)",
+                    line={"color": COLORS["grid"], "shape": "hv"},
+                    hovertemplate="grid %{x} blocks: %{y:.1f} % of block slots<extra></extra>")
     slots = int(curve.grid_size[curve.waves == 1].max())
     for w in range(1, int(curve.waves.max()) + 1):
         fig.add_vline(x=w * slots, line_dash="dot", line_color="grey")
     if flagship is not None and len(flagship):
         by = flagship.groupby("grid_size").duration_us.agg(["sum", "size"]).reset_index()
-        util = 100 * sm_coverage(by.grid_size / slots)
-        fig.add_scatter(
-            x=by.grid_size,
-            y=util,
-            mode="markers",
-            name="flagship launches (area = time)",
-            marker={
-                "size": 8 + 30 * (by["sum"] / by["sum"].max()) ** 0.5,
-                "color": COLORS["tensor_core_conv"],
-                "opacity": 0.7,
-            },
-            customdata=by[["sum", "size"]],
-            hovertemplate="grid %{x}: %{customdata[1]} launches, %{customdata[0]:,.0f} µs"
-            "<extra></extra>",
-        )
+        size = 8 + 30 * (by["sum"] / by["sum"].max()) ** 0.5
+        fig.add_scatter(x=by.grid_size, y=100 * sm_coverage(by.grid_size / slots),
+                        mode="markers", name="flagship launches (area = time)",
+                        marker={"size": size, "color": COLORS["tensor_core_conv"], "opacity": 0.7},
+                        customdata=by[["sum", "size"]],
+                        hovertemplate="grid %{x}: %{customdata[1]} launches, "
+                        "%{customdata[0]:,.0f} µs<extra></extra>")
     if tail:
-        fig.add_annotation(
-            x=tail["grid_size"],
-            y=tail["sm_coverage_pct"],
-            text=f"grid {tail['grid_size']}: {tail['idle_sms']} of {tail['sm_count']} SMs idle",
-            showarrow=True,
-            ay=60,
-        )
+        fig.add_annotation(x=tail["grid_size"], y=tail["sm_coverage_pct"], showarrow=True, ay=60,
+                           text=f"grid {tail['grid_size']}: {tail['idle_sms']} of "
+                           f"{tail['sm_count']} SMs idle")
     fig.update_layout(
-        template=TEMPLATE,
-        title=title or f"Wave quantisation: SM utilisation vs grid size ({slots} block slots)",
-        xaxis_title="grid size (blocks)",
-        yaxis_title="SM time busy (%)",
+        template=TEMPLATE, xaxis_title="grid size (blocks)", yaxis_title="SM coverage (%)",
         yaxis_range=[0, 105],
+        title=title or f"Wave quantisation: SM coverage vs grid size ({slots} block slots)",
     )
     return finish(fig)
+# fmt: on
 
 
 def no_kernels(root: DataRoot) -> Note:
