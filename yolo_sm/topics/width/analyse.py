@@ -324,89 +324,66 @@ def _ends(s):
     return (float(s.iloc[0]), float(s.iloc[-1])) if len(s) >= 2 else (math.nan, math.nan)
 
 
+# fmt: off
 def throughput_facts(table, *, peak: float, batch: int = BATCH, dataset: str = SWEEP) -> list[dict]:
     """Facts of a :func:`throughput_table`: widest over narrowest img/s and TFLOP/s at ``batch``
     with CUDA graphs, the best point's share of ``peak``, batch 1 eager fastest over slowest."""
     ds = (dataset,)
-    out = []
     g = table[(table.batch == batch) & (table.backend == GRAPH_BACKEND)].set_index("width")
-    lo, hi = _ends(g.img_per_s)
-    out.append(fact("img_per_s_widest_over_narrowest", hi / lo, "x", datasets=ds))
-    lo, hi = _ends(g.tflops)
-    out.append(fact("tflops_widest_over_narrowest", hi / lo, "x", datasets=ds))
+    (i0, i1), (t0, t1) = _ends(g.img_per_s), _ends(g.tflops)
     best = table.tflops.max() if len(table) else math.nan
-    out.append(fact("best_share_of_fp16_ceiling", 100 * best / peak, "%", datasets=(*ds, CEILINGS)))
-    b1 = table[table.batch == 1].pivot_table(index="width", columns="backend", values="img_per_s")
-    if "eager" in b1:
-        e = b1["eager"].dropna()
+    out = [fact("img_per_s_widest_over_narrowest", i1 / i0, "x", datasets=ds),
+           fact("tflops_widest_over_narrowest", t1 / t0, "x", datasets=ds),
+           fact("best_share_of_fp16_ceiling", 100 * best / peak, "%", datasets=(*ds, CEILINGS))]
+    e = table[(table.batch == 1) & (table.backend == "eager")].groupby("width").img_per_s.mean()
+    if len(e):
         out.append(fact("batch1_eager_spread", e.max() / e.min(), "x", datasets=ds))
     return out
 
 
 def occupancy_facts(occ, cls, dataset: str = NCU_WIDTH) -> list[dict]:
     """Facts of :func:`width_occupancy` and :func:`class_occupancy` at :data:`BATCH`: how the
-    forward's time-weighted achieved occupancy and SM coverage and the tensor-core convolutions'
-    theoretical occupancy and time share move from the narrowest to the widest model."""
+    forward's achieved occupancy and SM coverage and the tensor-core convolutions' theoretical
+    occupancy and time share move from the narrowest to the widest model (time-weighted)."""
     ds = (dataset,)
     o = occ[occ.batch == BATCH].set_index("width")
-    lo, hi = _ends(o.achieved_occupancy_tw_pct)
     tc = cls[(cls.kernel_class == "tensor_core_conv") & (cls.batch == BATCH)].set_index("width")
-    s0, s1 = _ends(tc.time_share)
+    (a0, a1), (s0, s1) = _ends(o.achieved_occupancy_tw_pct), _ends(tc.time_share)
     c0, c1 = _ends(o.sm_coverage_tw)
-    return [
-        fact("width_achieved_occupancy_change", hi - lo, "pp", datasets=ds),
-        fact(
-            "tensor_core_conv_theoretical_range",
-            _range(tc.theoretical_occupancy_tw_pct),
-            "pp",
-            datasets=ds,
-        ),
-        fact("tensor_core_conv_share_change", 100 * (s1 - s0), "pp", datasets=ds),
-        fact("width_sm_coverage_change", 100 * (c1 - c0), "pp", datasets=ds),
-    ]
+    return [fact("width_achieved_occupancy_change", a1 - a0, "pp", datasets=ds),
+            fact("tensor_core_conv_theoretical_range", _range(tc.theoretical_occupancy_tw_pct),
+                 "pp", datasets=ds),
+            fact("tensor_core_conv_share_change", 100 * (s1 - s0), "pp", datasets=ds),
+            fact("width_sm_coverage_change", 100 * (c1 - c0), "pp", datasets=ds)]
 
 
 def wide_stack_facts(wide, dataset: str = NCU_WIDE) -> list[dict]:
     """Facts of the wide conv stack's dominant tensor-core convolution (:func:`dominant_kernel`):
     the block sizes it takes over the widths and the change of its tensor-pipe use."""
-    ds = (dataset,)
-    m = dominant_kernel(wide)
-    if m.empty:
-        return []
-    m = m.set_index("width")
+    m = dominant_kernel(wide).set_index("width")
     lo, hi = _ends(m.tensor_pipe_tw_pct)
-    return [
-        fact("wide_main_block_sizes", m.block_size.nunique(), "block sizes", datasets=ds),
-        fact("wide_main_tensor_pipe_change", hi - lo, "pp", datasets=ds),
-    ]
+    return [] if m.empty else [
+        fact("wide_main_block_sizes", m.block_size.nunique(), "block sizes", datasets=(dataset,)),
+        fact("wide_main_tensor_pipe_change", hi - lo, "pp", datasets=(dataset,))]
 
 
 def presets_facts(presets, dataset: str = PRESETS) -> list[dict]:
     """Facts of :func:`presets_table`: points that ran faster than a cheaper preset where
     neither point was host-bound (:func:`preset_inversions`), and per family the TFLOP/s of its
     costliest preset with figures over its cheapest (fp16, CUDA graph, largest batch)."""
-    ds = (dataset,)
-    inv = preset_inversions(presets)
-    ok = presets[presets.status == "ok"]
+    ds, inv, ok = (dataset,), preset_inversions(presets), presets[presets.status == "ok"]
     unbound = int((~inv.host_bound.astype(bool)).sum())
     out = [fact("presets_inversions_not_host_bound", unbound, "points", datasets=ds,
-                points=len(ok))]  # fmt: skip
-    big = ok[
-        (ok.batch == ok.batch.max()) & (ok.backend == GRAPH_BACKEND) & (ok.precision == "fp16")
-    ]
+                points=len(ok))]
+    big = ok[(ok.batch == ok.batch.max()) & (ok.backend == GRAPH_BACKEND)
+             & (ok.precision == "fp16")]
     for fam, g in big.groupby("family"):
         t = g.sort_values("gflops_per_img").tflops
         if len(t) >= 2:
-            out.append(
-                fact(
-                    "presets_tflops_costliest_over_cheapest",
-                    t.iloc[-1] / t.iloc[0],
-                    "x",
-                    scope=f"family={fam}",
-                    datasets=ds,
-                )
-            )
+            out.append(fact("presets_tflops_costliest_over_cheapest", t.iloc[-1] / t.iloc[0], "x",
+                            scope=f"family={fam}", datasets=ds))
     return out
+# fmt: on
 
 
 def compile_facts(compiled, sweep=None, *, dataset: str = BENCH) -> list[dict]:
