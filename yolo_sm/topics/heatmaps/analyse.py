@@ -122,35 +122,28 @@ def limiter_shares(kernels, by="config"):
     return t.reset_index(drop=True)
 
 
+# fmt: off
 def config_summary(table, *, by="width", threshold=LOW_PCT, high=HIGH_PCT):
-    """Per value of ``by``: forward kernel time, time-weighted achieved / theoretical occupancy
-    over the whole forward, layers (and their time share) below ``threshold`` % achieved
+    """Per value of ``by``: forward kernel time (ms), the forward's time-weighted achieved /
+    theoretical occupancy, layers (and their time share) below ``threshold`` % achieved
     occupancy, layers at or above ``high`` %, and the slowest layer with its share and
     occupancy."""
-    import pandas as pd
-
     rows = []
     for key, g in table.groupby(by, sort=True):
-        w = g.time_us / g.time_us.sum()
-        low = g.achieved_occupancy_tw_pct < threshold
-        top = g.loc[g.time_us.idxmax()]
-        rows.append(
-            {
-                by: key,
-                "layers": len(g),
-                "kernels": int(g.kernels.sum()),
-                "forward_kernel_ms": g.time_us.sum() / 1e3,
-                "achieved_occupancy_tw_pct": (g.achieved_occupancy_tw_pct * w).sum(),
-                "theoretical_occupancy_tw_pct": (g.theoretical_occupancy_tw_pct * w).sum(),
-                f"layers_below_{threshold:g}": int(low.sum()),
-                f"time_share_below_{threshold:g}": w[low].sum(),
-                f"layers_at_least_{high:g}": int((g.achieved_occupancy_tw_pct >= high).sum()),
-                "slowest_layer": top.layer_label,
-                "slowest_share": top.time_share,
-                "slowest_achieved_pct": top.achieved_occupancy_tw_pct,
-            }
-        )
+        w, ach = g.time_us / g.time_us.sum(), g.achieved_occupancy_tw_pct
+        low, top = ach < threshold, g.loc[g.time_us.idxmax()]
+        rows.append({
+            by: key, "layers": len(g), "kernels": int(g.kernels.sum()),
+            "forward_kernel_ms": g.time_us.sum() / 1e3,
+            "achieved_occupancy_tw_pct": (ach * w).sum(),
+            "theoretical_occupancy_tw_pct": (g.theoretical_occupancy_tw_pct * w).sum(),
+            f"layers_below_{threshold:g}": int(low.sum()),
+            f"time_share_below_{threshold:g}": w[low].sum(),
+            f"layers_at_least_{high:g}": int((ach >= high).sum()), "slowest_layer": top.layer_label,
+            "slowest_share": top.time_share, "slowest_achieved_pct": top.achieved_occupancy_tw_pct,
+        })
     return pd.DataFrame(rows)
+# fmt: on
 
 
 def kernels_of(kernels, config: str, layer: str):
@@ -183,9 +176,6 @@ def estimate_vs_measured(profile):
     out["time_share"] = out.ncu_time_us / out.groupby("config").ncu_time_us.transform("sum")
     out["layer_idx"] = out.layer.map(layer_key)
     return out.sort_values(["width", "layer_idx"]).drop(columns="layer_idx").reset_index(drop=True)
-
-
-# ---- facts ----------------------------------------------------------------------------------
 
 
 def _resource_capped(kernels) -> pd.Series:

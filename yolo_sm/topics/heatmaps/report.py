@@ -70,59 +70,39 @@ _VALUE_TITLES = {
 }
 
 
+# fmt: off
 def plot_layer_heatmap(table, values=("achieved_occupancy_tw_pct",), *, x="width", title=None):
     """Heatmaps of layer (model order, top to bottom) x ``x`` (width, batch or variant), one
-    panel per column of ``values``; panels share one colour scale. Cells show the value;
-    hover adds the layer's kernels, time and main limiter."""
+    panel per column of ``values`` sharing one colour scale; cells show the value, hover adds
+    the layer's kernels, time and main limiter."""
     import numpy as np
     from plotly.subplots import make_subplots
 
     values = [values] if isinstance(values, str) else list(values)
     share = all(v == "time_share" for v in values)
-    fig = make_subplots(
-        rows=1,
-        cols=len(values),
-        shared_yaxes=True,
-        horizontal_spacing=0.03,
-        subplot_titles=[_VALUE_TITLES.get(v, v) for v in values],
-    )
+    fig = make_subplots(rows=1, cols=len(values), shared_yaxes=True, horizontal_spacing=0.03,
+                        subplot_titles=[_VALUE_TITLES.get(v, v) for v in values])
     zmax = 100.0 if not share else float(np.nanmax(table[values].to_numpy()))
+    custom = np.dstack([_grid(table, c, x)[2].to_numpy()
+                        for c in ("kernels", "time_us", "main_limiter")])
     for i, v in enumerate(values, start=1):
         labels, xs, z = _grid(table, v, x)
-        extra = [_grid(table, c, x)[2].to_numpy() for c in ("kernels", "time_us", "main_limiter")]
-        custom = np.dstack(extra)
         fmt = "%{z:.1%}" if v == "time_share" else "%{z:.0f}"
         fig.add_heatmap(
-            z=z.to_numpy(),
-            x=xs,
-            y=labels,
-            customdata=custom,
-            coloraxis="coloraxis",
-            texttemplate=fmt,
-            textfont={"size": 10},
-            hovertemplate=(
-                f"%{{y}} · %{{x}}<br>{v}: {fmt}<br>kernels: %{{customdata[0]}}"
-                "<br>time: %{customdata[1]:.1f} us<br>main limiter: %{customdata[2]}"
-                "<extra></extra>"
-            ),
-            row=1,
-            col=i,
+            z=z.to_numpy(), x=xs, y=labels, customdata=custom, coloraxis="coloraxis",
+            texttemplate=fmt, textfont={"size": 10}, row=1, col=i,
+            hovertemplate=f"%{{y}} · %{{x}}<br>{v}: {fmt}<br>kernels: %{{customdata[0]}}"
+            "<br>time: %{customdata[1]:.1f} us<br>main limiter: %{customdata[2]}<extra></extra>",
         )
     fig.update_yaxes(autorange="reversed", type="category")
     fig.layout.yaxis.title.text = "layer"
     fig.update_xaxes(type="category", title_text=AXIS_TITLES.get(x, x))
-    fig.update_layout(
-        template=TEMPLATE,
-        height=max(450, 24 * table.layer.nunique() + 150),
-        title=title,
-        coloraxis={
-            "colorscale": SHARE_SCALE if share else OCCUPANCY_SCALE,
-            "cmin": 0,
-            "cmax": zmax,
-            "colorbar": {"tickformat": ".0%" if share else "", "title": "" if share else "%"},
-        },
-    )
+    fig.update_layout(template=TEMPLATE, height=max(450, 24 * table.layer.nunique() + 150),
+                      title=title, coloraxis={
+        "colorscale": SHARE_SCALE if share else OCCUPANCY_SCALE, "cmin": 0, "cmax": zmax,
+        "colorbar": {"tickformat": ".0%" if share else "", "title": "" if share else "%"}})
     return finish(fig)
+# fmt: on
 
 
 def plot_limiter_heatmap(table, *, x="width", column="main_limiter", title=None):
@@ -172,19 +152,12 @@ def plot_limiter_shares(shares, *, x="width", title=None):
     long = shares.assign(**{x: shares[x].map(lambda v: _x_label(x, v))}).melt(
         id_vars=[x], value_vars=cols, var_name="limiter", value_name="time_share"
     )
-    fig = px.bar(
-        long,
-        x=x,
-        y="time_share",
-        color="limiter",
-        color_discrete_map=color_map(cols, default=OTHER_COLOR),
-        category_orders={"limiter": cols},
-        template=TEMPLATE,
-        title=title or "Share of forward kernel time per limiter",
-    )
+    fig = px.bar(long, x=x, y="time_share", color="limiter", template=TEMPLATE,
+                 color_discrete_map=color_map(cols, default=OTHER_COLOR),
+                 category_orders={"limiter": cols},
+                 title=title or "Share of forward kernel time per limiter")  # fmt: skip
     fig.update_layout(yaxis_tickformat=".0%", yaxis_title="share of kernel time")
-    fig.update_xaxes(type="category")
-    return finish(fig)
+    return finish(fig.update_xaxes(type="category"))
 
 
 def plot_kernels(ktable, *, title=None):

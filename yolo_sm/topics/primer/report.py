@@ -112,35 +112,25 @@ def no_kernels(root: DataRoot) -> Note:
 
 
 def no_sm_count(root: DataRoot) -> str:
-    """The line the waves section prints when ``root``'s provenance names no GPU SM count."""
+    """The line the waves section prints when ``root`` names no GPU SM count."""
     return f"This root ({root.name}) names no GPU SM count: the waves need a GPU's."
 
 
 def plot_contrast(contrast, *, title=None):
-    """Convolution time per forward per precision and layout
-    (:func:`yolo_sm.topics.primer.analyse.simt_contrast`), coloured by the conv class holding
-    most of it (log axis); hover: time-weighted achieved occupancy."""
+    """Convolution GPU time per forward (ms, log) per precision and layout (a ``simt_contrast``),
+    coloured by the conv class holding most of it; bar text: achieved occupancy."""
     import plotly.express as px
 
     fig = px.bar(
-        contrast,
-        x="config",
-        y="conv_ms",
-        color="conv_class",
-        log_y=True,
+        contrast, x="config", y="conv_ms", color="conv_class", log_y=True, template=TEMPLATE,
         text=contrast.achieved_occupancy_tw_pct.map("{:.0f} % occ.".format),
         color_discrete_map=color_map(contrast.conv_class.unique()),
         hover_data=["achieved_occupancy_tw_pct", "x_fastest"],
-        template=TEMPLATE,
-        title=title
-        or "Convolution GPU time per forward: SIMT fp32 vs tensor cores, at like occupancy "
-        "(bar text: achieved occupancy)",
-    )
-    fig.update_layout(
-        xaxis_title="forward (precision, layout)",
-        yaxis_title="convolution GPU time per forward (ms)",
-        legend_title_text="kernel class",
-    )
+        title=title or "Convolution GPU time per forward: SIMT fp32 vs tensor cores, at like "
+        "occupancy (bar text: achieved occupancy)",
+    )  # fmt: skip
+    fig.update_layout(xaxis_title="forward (precision, layout)", legend_title_text="kernel class",
+                      yaxis_title="convolution GPU time per forward (ms)")  # fmt: skip
     return finish(fig)
 
 

@@ -267,12 +267,10 @@ COMPILE_VARIANTS = {
 
 
 def compile_by_width(bench):
-    """torch.compile (default mode and reduce-overhead) and a plain CUDA graph of the eager
-    model, each over eager fp16 NHWC, per width and batch. From the fast-engines bench: each
-    ratio is inside one (width, batch) unit, whose variants ran one after another in one
-    process. Columns: width, batch, eager img/s, ``eager_host_bound`` (whether the host set the
-    eager baseline's pace: :func:`yolo_sm.analyse.hostbound.host_bound`), one ratio column per
-    variant (img/s over eager; above 1 is faster); a failed variant is an empty cell."""
+    """Per width and batch of the fast-engines bench (variants of one unit ran one after another
+    in one process): eager fp16 NHWC img/s, ``eager_host_bound`` (the host set its pace:
+    :func:`~yolo_sm.analyse.hostbound.host_bound`), and torch.compile (both modes) and a CUDA
+    graph as img/s over eager (a failed variant: an empty cell)."""
     ok = ok_rows(bench)
     ok = ok[ok["scope"] == "model_only"] if "scope" in ok else ok
     base_rows = ok[ok.variant == BASELINE]
@@ -281,18 +279,12 @@ def compile_by_width(bench):
     eng = ok[ok.variant.isin(list(COMPILE_VARIANTS))]
     wide = eng.pivot_table(index=["width", "batch"], columns="variant", values="vs_baseline")
     wide = wide.reindex(columns=[v for v in COMPILE_VARIANTS if v in wide.columns])
-    wide = wide.rename(columns=COMPILE_VARIANTS)
-    wide.columns.name = None
+    wide = wide.rename(columns=COMPILE_VARIANTS).rename_axis(columns=None)
     out = wide.join(base.rename("eager_img_per_s"), how="outer")
     out = out.join(bound.rename("eager_host_bound"), how="left").reset_index()
-    cols = [
-        "width",
-        "batch",
-        "eager_img_per_s",
-        "eager_host_bound",
-        *[c for c in out.columns if c in COMPILE_VARIANTS.values()],
-    ]
-    return out[cols].sort_values(["batch", "width"]).reset_index(drop=True)
+    out = out.sort_values(["batch", "width"], ignore_index=True)
+    ratios = [c for c in out.columns if c in COMPILE_VARIANTS.values()]
+    return out[["width", "batch", "eager_img_per_s", "eager_host_bound", *ratios]]
 
 
 def eager_drift(compiled, sweep):

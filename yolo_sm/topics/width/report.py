@@ -18,25 +18,16 @@ from yolo_sm.topics.precision.analyse import PRECISION_ORDER, precision_class_sh
 from yolo_sm.topics.width.analyse import COMPILE_VARIANTS
 
 
+# fmt: off
 def plot_width_lines(table, *, y="img_per_s", log_y=True, title=None, y_title=None):
     """``y`` against width, one line per batch, one panel per backend (hover: latency, TFLOP/s)."""
     import plotly.express as px
 
     d = table.sort_values(["batch", "width"]).assign(batch=lambda x: x.batch.astype(str))
     hover = [c for c in ("median_ms", "iqr_ms", "tflops", "peak_frac", "img_per_s") if c in d]
-    fig = px.line(
-        d,
-        x="width",
-        y=y,
-        color="batch",
-        facet_col="backend",
-        markers=True,
-        log_y=log_y,
-        hover_data=hover,
-        template=TEMPLATE,
-        title=title or f"{y} vs width",
-        color_discrete_sequence=px.colors.sequential.Viridis,
-    )
+    fig = px.line(d, x="width", y=y, color="batch", facet_col="backend", markers=True,
+                  log_y=log_y, hover_data=hover, template=TEMPLATE, title=title or f"{y} vs width",
+                  color_discrete_sequence=px.colors.sequential.Viridis)
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
     fig.update_xaxes(title_text="width multiplier")
     fig.update_yaxes(title_text=y_title or y, col=1)
@@ -49,20 +40,15 @@ def plot_img_per_s(table, device: str = ""):
     """img/s against width (log), one line per batch, one panel per backend; ``device`` names the
     machine in the title."""
     where = f" ({device})" if device else ""
-    return plot_width_lines(
-        table, y="img_per_s", title=f"img/s vs width, fp16 NHWC{where}", y_title="images per second"
-    )
+    return plot_width_lines(table, title=f"img/s vs width, fp16 NHWC{where}",
+                            y_title="images per second")
 
 
 def plot_peak_share(table):
     """Delivered TFLOP/s as a share of the fp16 matmul ceiling against width."""
     return plot_width_lines(
-        table,
-        y="peak_frac",
-        log_y=False,
-        y_title="share of the fp16 matmul ceiling",
-        title="Delivered TFLOP/s as a share of the fp16 matmul ceiling (hover: TFLOP/s)",
-    )
+        table, y="peak_frac", log_y=False, y_title="share of the fp16 matmul ceiling",
+        title="Delivered TFLOP/s as a share of the fp16 matmul ceiling (hover: TFLOP/s)")
 
 
 def plot_width_occupancy(occ, *, title=None):
@@ -72,30 +58,22 @@ def plot_width_occupancy(occ, *, title=None):
 
     occ = occ.sort_values("width")
     fig = go.Figure()
-    series = (
+    for col, scale, name, color, dash in (
         ("theoretical_occupancy_tw_pct", 1, "theoretical occupancy", "theoretical", "dot"),
         ("achieved_occupancy_tw_pct", 1, "achieved occupancy", "achieved", "solid"),
         ("sm_coverage_tw", 100, "SM coverage (block slots filled)", "grid", "solid"),
         ("tensor_core_time_share", 100, "tensor-core share of kernel time", "tensor_core_conv",
          "dash"),
-    )  # fmt: skip
-    for col, scale, name, color, dash in series:
-        fig.add_scatter(
-            x=occ.width,
-            y=occ[col] * scale,
-            name=name,
-            mode="lines+markers",
-            line={"color": COLORS[color], "dash": dash},
-            hovertemplate=f"width %{{x}}<br>{name}: %{{y:.1f}} %<extra></extra>",
-        )
+    ):
+        fig.add_scatter(x=occ.width, y=occ[col] * scale, name=name, mode="lines+markers",
+                        line={"color": COLORS[color], "dash": dash},
+                        hovertemplate=f"width %{{x}}<br>{name}: %{{y:.1f}} %<extra></extra>")
     fig.update_layout(
-        template=TEMPLATE,
-        title=title or "Occupancy per width, time-weighted over one forward (Nsight Compute)",
-        xaxis_title="width multiplier",
-        yaxis_title="percent (%)",
+        template=TEMPLATE, xaxis_title="width multiplier", yaxis_title="percent (%)",
         yaxis_range=[0, 105],
-    )
+        title=title or "Occupancy per width, time-weighted over one forward (Nsight Compute)")
     return finish(fig)
+# fmt: on
 
 
 _METRICS = {
@@ -288,25 +266,15 @@ def plot_presets(table, *, batch: int = 64, title=None):
 
     d = table[(table.batch == batch) & (table.status == "ok")]
     fig = px.line(
-        d,
-        x="gflops_per_img",
-        y="img_per_s",
-        color="family",
-        text="scale",
-        facet_col="backend",
-        facet_row="precision",
-        markers=True,
-        log_x=True,
-        log_y=True,
+        d, x="gflops_per_img", y="img_per_s", color="family", text="scale", facet_col="backend",
+        facet_row="precision", markers=True, log_x=True, log_y=True, template=TEMPLATE,
         hover_data=["width", "depth", "median_ms", "tflops", "peak_frac"],
-        template=TEMPLATE,
         title=title or f"Standard presets, batch {batch}: img/s vs GFLOPs per image",
-    )
+    )  # fmt: skip
     fig.update_traces(textposition="top center")
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
     fig.update_xaxes(title_text="GFLOPs per image")
-    fig.update_yaxes(title_text="images per second")
-    return finish(fig)
+    return finish(fig.update_yaxes(title_text="images per second"))
 
 
 def plot_compile_by_width(bench, title=None):
