@@ -280,3 +280,9 @@ def test_a_root_without_kernels_has_no_lessons(tmp_path):
     assert primer.facts(root).empty
     launch = primer.flagship_launch(root)
     assert len(primer_report.questions(root, launch, None)) == 1  # the calculator's
+
+
+def test_kernels_of_several_tables_have_one_row_per_index(h200):
+    k = primer.kernels_of(h200)
+    assert k.index.is_unique and set(k.source) > {"ncu_width_b8"}
+    assert len(primer.limit_examples(k)) == 4

@@ -68,7 +68,8 @@ def kernels_of(root: DataRoot, names=NCU_TABLES) -> pd.DataFrame | None:
     held = [n for n in names if root.has(n)]
     if not held:
         return None
-    return add_kernel_class(pd.concat([root.load(n).assign(source=n) for n in held]))
+    k = pd.concat([root.load(n).assign(source=n) for n in held], ignore_index=True)
+    return add_kernel_class(k)
 
 
 def flagship_launch(root: DataRoot, name: str = NCU) -> dict:
