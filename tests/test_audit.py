@@ -103,14 +103,15 @@ def _grid_limited_smallest_batch():
     return 100 * k.duration_us[k.waves_per_sm < 1].sum() / k.duration_us.sum()
 
 
-def _resources_over_widths():
+def _tc_resources_over_widths():
     k = _read("ncu_width_b8").assign(width=lambda d: _width(d.config))
-    lim = k[["limit_warps", "limit_blocks", "limit_registers", "limit_shared_mem"]]
-    k["res"] = lim.idxmin(axis=1).isin(["limit_registers", "limit_shared_mem"])
+    k = k[k.kernel_name.str.contains("xmma|gemm|cutlass", case=False)]  # tensor-core kernels
+    res = k[["limit_registers", "limit_shared_mem"]].min(axis=1)
+    k["res"] = res < k[["limit_warps", "limit_blocks"]].min(axis=1)
     return (
         k.groupby("width")
         .apply(lambda g: 100 * g.duration_us[g.res].sum() / g.duration_us.sum())
-        .max()
+        .min()
     )
 
 
@@ -181,7 +182,6 @@ RECOMPUTED = {
     "claim_16": _claim_16,
     "width_wider_slower_per_image": lambda: _graph_widest_over_narrowest("img_per_s"),
     "width_wider_slower_than_flops": lambda: _graph_widest_over_narrowest("tflops"),
-    "width_occupancy_flat": lambda: np.ptp(_occupancy_by_width().to_numpy()),
     "width_wider_lower_occupancy": lambda: (
         _occupancy_by_width().iloc[-1] - _occupancy_by_width().iloc[0]
     ),
@@ -192,7 +192,7 @@ RECOMPUTED = {
     "batch_narrow_needs_more": lambda: 100 * _eager(0.25)[8] / _eager(0.25).max(),
     "batch_graph_wins_at_b1": _graph_over_eager_b1,
     "heatmaps_small_batch_grid_limited": _grid_limited_smallest_batch,
-    "heatmaps_resources_minor": _resources_over_widths,
+    "heatmaps_resources_cap_tensor_cores": _tc_resources_over_widths,
     "shapes_wide_faster_b64": lambda: _wide_over_deep("img_per_s", "cudagraph", 64, np.min),
     "shapes_deep_more_kernels": lambda: 1 / _wide_over_deep("kernels_per_forward", "eager"),
     "shapes_wide_higher_occupancy": lambda: _wide_over_deep(

@@ -18,7 +18,6 @@ from yolo_sm.topics.heatmaps import analyse as heatmaps
 from yolo_sm.topics.heatmaps import report as heatmaps_plots
 from yolo_sm.topics.precision import analyse as precision
 from yolo_sm.topics.primer import analyse as primer
-from yolo_sm.topics.primer import kernels as pk
 from yolo_sm.topics.primer import report as primer_plots
 from yolo_sm.topics.roofline import analyse as roofline
 from yolo_sm.topics.roofline import report as roofline_plots
@@ -36,18 +35,20 @@ def _figures(items):
 
 
 def _primer(root):
-    k = pk.kernels_of(root)
+    k = primer.kernels_of(root)
     launch = primer.flagship_launch(root)
-    flag = pk.flagship_kernels(k, launch)
+    flag = primer.flagship_kernels(k, launch)
     sms = primer.sm_count(root)
     ncu = root.load("ncu_width_b8")
     fwd = primer.forward(ncu)
     return [
-        primer_plots.plot_limits(pk.limit_examples(k)),
+        primer_plots.plot_limits(primer.limit_examples(k)),
         plots.plot_occupancy_curves(widgets.launch_curves(launch)),
-        primer_plots.plot_waves(pk.utilisation_curve(sms), flag, pk.tail_example(flag, sms)),
+        primer_plots.plot_waves(
+            primer.utilisation_curve(sms), flag, primer.tail_example(flag, sms)
+        ),
         primer_plots.plot_pipe_vs_occupancy(primer.pipe_vs_occupancy(root.load("ncu_wide_stack"))),
-        primer_plots.plot_contrast(pk.simt_contrast(root.load("ncu_precision_w1"))),
+        primer_plots.plot_contrast(primer.simt_contrast(root.load("ncu_precision_w1"))),
         plots.plot_achieved_vs_theoretical(fwd.assign(nvtx_range=fwd.config)),
         plots.plot_class_shares(kernels.class_shares(ncu, by=["config"]), y="config"),
     ]

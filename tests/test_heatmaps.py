@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from yolo_sm.analyse.facts import value
+from yolo_sm.analyse.kernels import add_kernel_class
 from yolo_sm.contract import datasets
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.report import colors, rules
@@ -204,14 +205,18 @@ def test_limiter_facts_are_the_limiter_shares(facts):
     assert value(facts, "grid_limited_time_share_smallest_batch") == pytest.approx(
         100 * s.loc[1, "grid"]
     )
-    # the resource share counts the smallest block limit, whatever the grid (plain pandas)
-    k = datasets.load("h200/ncu_width_b8")
-    lim = k[["limit_warps", "limit_blocks", "limit_registers", "limit_shared_mem"]]
-    k = k.assign(res=lim.idxmin(axis=1).isin(["limit_registers", "limit_shared_mem"]))
+    # tensor-core time whose register or shared-memory limit is below both slot limits,
+    # whatever the grid (plain pandas)
+    k = add_kernel_class(datasets.load("h200/ncu_width_b8"))
+    k = k[k.kernel_class.str.startswith("tensor_core")]
+    res = k[["limit_registers", "limit_shared_mem"]].min(axis=1)
+    k = k.assign(res=res < k[["limit_warps", "limit_blocks"]].min(axis=1))
     share = k.groupby("config").apply(
         lambda g: 100 * g.duration_us[g.res].sum() / g.duration_us.sum()
     )
-    assert value(facts, "resource_limited_time_share_max_over_widths") == pytest.approx(share.max())
+    assert value(facts, "tc_resource_capped_time_share_min_over_widths") == pytest.approx(
+        share.min()
+    )
 
 
 def test_precision_and_kineto_facts(facts):

@@ -10,7 +10,7 @@ import pytest
 
 from yolo_sm.contract.errors import UserError
 from yolo_sm.core.profiling import ncu
-from yolo_sm.topics.heatmaps import stalls
+from yolo_sm.topics.heatmaps import analyse as stalls
 
 NVTX = "thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"
 FWD = '""<default domain>:profiled_forward:none:none:none:none:none:none""'

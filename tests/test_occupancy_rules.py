@@ -1,5 +1,5 @@
-"""Every rule of the primer and heatmaps notebooks flips its verdict when its fact crosses the
-threshold (and reads "partly" between threshold and ``partly`` where it has one)."""
+"""Every rule of the primer, width and heatmaps notebooks flips its verdict when its fact crosses
+the threshold (and reads "partly" between threshold and ``partly`` where it has one)."""
 
 import pytest
 
@@ -7,8 +7,9 @@ from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.report import rules
 from yolo_sm.topics.heatmaps import rules as heatmaps
 from yolo_sm.topics.primer import rules as primer
+from yolo_sm.topics.width import rules as width
 
-RULES = [*primer.RULES, *heatmaps.RULES]
+RULES = [*primer.RULES, *width.RULES, *heatmaps.RULES]
 EPS = 1e-6
 
 
@@ -40,3 +41,4 @@ def test_rule_ids_unique_and_grouped():
     rules.check_unique(RULES)
     assert {r.group for r in primer.RULES} == {"00_occupancy_primer"}
     assert {r.group for r in heatmaps.RULES} == {"04_occupancy_heatmaps"}
+    assert {r.group for r in width.RULES} == {"01_width_scaling"}

@@ -32,6 +32,10 @@ KIB = 1024
 #: construction). So a 100 % launch is "warps", and a 1-warp kernel capped at 32 blocks is
 #: "blocks" even when its registers would also allow exactly 32 blocks.
 LIMITER_ORDER = ("warps", "blocks", "registers", "shared_mem")
+#: Nsight Compute's block-limit column of each limit
+LIMIT_COLUMNS = {n: f"limit_{n}" for n in LIMITER_ORDER}
+#: the limits a kernel's own resources set (the others are the SM's warp and block slots)
+RESOURCES = ("registers", "shared_mem")
 
 
 @dataclass(frozen=True)
@@ -387,3 +391,19 @@ def tail_fraction(grid_size: int, active_blocks_per_sm: int, sm_count: int) -> f
     tail); 0.1 means the last wave keeps only a tenth of the block slots busy."""
     grid, per_wave = _wave_args(grid_size, active_blocks_per_sm, sm_count)
     return (grid % per_wave) / per_wave
+
+
+def binding(ncu: pd.DataFrame) -> pd.DataFrame:
+    """Per row of an Nsight Compute table: one boolean column per limit (:data:`LIMITER_ORDER`),
+    True where that ``limit_*`` equals the row's smallest block limit (ties: several True)."""
+    lim = ncu[list(LIMIT_COLUMNS.values())].set_axis(list(LIMIT_COLUMNS), axis=1)
+    return lim.eq(lim.min(axis=1), axis=0)
+
+
+def block_limiter(ncu: pd.DataFrame) -> pd.Series:
+    """Per row of an Nsight Compute table: the limit that sets its active blocks per SM, named
+    as the calculator's ``limiter`` (first binding limit in :data:`LIMITER_ORDER`). So a kernel
+    counts as capped by a resource (:data:`RESOURCES`) only where registers or shared memory
+    allow fewer blocks than both the warp and the block slots."""
+    return binding(ncu).idxmax(axis=1)
+

@@ -10,10 +10,10 @@ TOPIC = Topic(
     pair_sources=(),
     headlines={
         "04_occupancy_heatmaps": (
-            "heatmaps_resources_minor",
+            "heatmaps_resources_cap_tensor_cores",
             "heatmaps_slowest_layer_low",
             "heatmaps_small_batch_grid_limited",
             "heatmaps_fastest_not_highest_occupancy",
-        ),
+        )
     },
 )

@@ -1,18 +1,11 @@
 """Layer-by-layer occupancy heatmaps (notebook 04): layer x width / batch / precision tables of
-time-weighted achieved and theoretical occupancy, time share and main limiter from Nsight Compute
-per-kernel tables, a drill-down from one cell to its kernels, and Kineto's estimate against
-ncu's measurement.
+time-weighted occupancy, time share and main limiter from Nsight Compute per-kernel tables, a
+drill-down from a cell to its kernels, Kineto's estimate against ncu, and the stall reasons of
+each layer's top kernel (the ncu ``stalls`` set).
 
-The *limiter* of a kernel here is what caps its occupancy: ``grid`` when the kernel launches
-fewer blocks than one full wave (``waves_per_sm`` < 1: some SMs get fewer blocks than they could
-hold, or none), else the block limit Nsight Compute reports as the smallest of ``limit_warps``,
-``limit_blocks``, ``limit_registers`` and ``limit_shared_mem`` (ties named in
-:data:`yolo_sm.analyse.occupancy.LIMITER_ORDER`; ``warps`` means the SM's warp slots are full, i.e.
-no per-kernel resource is the limit).
-
-:func:`facts` reads a dataset root and returns the numbers the heatmaps' rules
-(:mod:`yolo_sm.topics.heatmaps.rules`) and the width claim judge; a dataset the root lacks
-leaves its facts out.
+A kernel's *limiter* here is ``grid`` when it launches less than one full wave
+(``waves_per_sm`` < 1), else its block limiter
+(:func:`yolo_sm.analyse.occupancy.block_limiter`, the one classification notebook 00 uses too).
 """
 
 from __future__ import annotations
@@ -25,7 +18,7 @@ import pandas as pd
 
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.kernels import add_kernel_class
-from yolo_sm.analyse.occupancy import LIMITER_ORDER
+from yolo_sm.analyse.occupancy import RESOURCES, block_limiter
 from yolo_sm.analyse.weighting import layer_view
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import parse_config, with_config
@@ -45,27 +38,13 @@ KINETO_TOLERANCE = 10.0
 #: The limiter categories, in the order of the categorical heatmap (colours:
 #: yolo_sm.report.colors.LIMITER_COLORS).
 LIMITERS = ("warps", "blocks", "registers", "shared_mem", "grid")
-#: the block limits a kernel's own resources set
-RESOURCES = ("registers", "shared_mem")
 #: Precisions from widest to narrowest, the column order of precision heatmaps.
 PRECISION_ORDER = ("fp32", "tf32", "fp16", "bf16")
-_LIMIT_COLS = {name: f"limit_{name}" for name in LIMITER_ORDER}
 
 KERNEL_COLUMNS = (
-    "kernel_id",
-    "kernel",
-    "kernel_class",
-    "duration_us",
-    "grid_size",
-    "block_size",
-    "registers_per_thread",
-    "shared_mem_per_block_bytes",
-    "theoretical_occupancy_pct",
-    "achieved_occupancy_pct",
-    "block_limiter",
-    "limiter",
-    "waves_per_sm",
-)
+    "kernel_id", "kernel", "kernel_class", "duration_us", "grid_size", "block_size",
+    "registers_per_thread", "shared_mem_per_block_bytes", "theoretical_occupancy_pct",
+    "achieved_occupancy_pct", "block_limiter", "limiter", "waves_per_sm")  # fmt: skip
 
 
 def add_config_columns(df):
@@ -102,16 +81,11 @@ def short_kernel_name(name: str, max_len: int = 60) -> str:
 
 
 def add_limiter(kernels):
-    """A copy of ``kernels`` (Nsight Compute rows) with ``block_limiter`` (the smallest of the
-    four block limits) and ``limiter`` (``grid`` when under one wave, else ``block_limiter``)."""
-    import numpy as np
-
-    out = kernels.copy()
-    names = np.array(LIMITER_ORDER)
-    lim = out[[_LIMIT_COLS[n] for n in LIMITER_ORDER]].to_numpy(dtype=float)
-    out["block_limiter"] = names[np.argmin(lim, axis=1)]  # argmin: first of ties, in order
-    out["limiter"] = np.where(out.waves_per_sm < 1, "grid", out.block_limiter)
-    return out
+    """A copy of ``kernels`` (Nsight Compute rows) with ``block_limiter``
+    (:func:`yolo_sm.analyse.occupancy.block_limiter`) and ``limiter`` (``grid`` under one wave,
+    else ``block_limiter``)."""
+    lim = block_limiter(kernels)
+    return kernels.assign(block_limiter=lim, limiter=lim.where(kernels.waves_per_sm >= 1, "grid"))
 
 
 def layer_table(kernels):
@@ -148,35 +122,28 @@ def limiter_shares(kernels, by="config"):
     return t.reset_index(drop=True)
 
 
+# fmt: off
 def config_summary(table, *, by="width", threshold=LOW_PCT, high=HIGH_PCT):
-    """Per value of ``by``: forward kernel time, time-weighted achieved / theoretical occupancy
-    over the whole forward, layers (and their time share) below ``threshold`` % achieved
+    """Per value of ``by``: forward kernel time (ms), the forward's time-weighted achieved /
+    theoretical occupancy, layers (and their time share) below ``threshold`` % achieved
     occupancy, layers at or above ``high`` %, and the slowest layer with its share and
     occupancy."""
-    import pandas as pd
-
     rows = []
     for key, g in table.groupby(by, sort=True):
-        w = g.time_us / g.time_us.sum()
-        low = g.achieved_occupancy_tw_pct < threshold
-        top = g.loc[g.time_us.idxmax()]
-        rows.append(
-            {
-                by: key,
-                "layers": len(g),
-                "kernels": int(g.kernels.sum()),
-                "forward_kernel_ms": g.time_us.sum() / 1e3,
-                "achieved_occupancy_tw_pct": (g.achieved_occupancy_tw_pct * w).sum(),
-                "theoretical_occupancy_tw_pct": (g.theoretical_occupancy_tw_pct * w).sum(),
-                f"layers_below_{threshold:g}": int(low.sum()),
-                f"time_share_below_{threshold:g}": w[low].sum(),
-                f"layers_at_least_{high:g}": int((g.achieved_occupancy_tw_pct >= high).sum()),
-                "slowest_layer": top.layer_label,
-                "slowest_share": top.time_share,
-                "slowest_achieved_pct": top.achieved_occupancy_tw_pct,
-            }
-        )
+        w, ach = g.time_us / g.time_us.sum(), g.achieved_occupancy_tw_pct
+        low, top = ach < threshold, g.loc[g.time_us.idxmax()]
+        rows.append({
+            by: key, "layers": len(g), "kernels": int(g.kernels.sum()),
+            "forward_kernel_ms": g.time_us.sum() / 1e3,
+            "achieved_occupancy_tw_pct": (ach * w).sum(),
+            "theoretical_occupancy_tw_pct": (g.theoretical_occupancy_tw_pct * w).sum(),
+            f"layers_below_{threshold:g}": int(low.sum()),
+            f"time_share_below_{threshold:g}": w[low].sum(),
+            f"layers_at_least_{high:g}": int((ach >= high).sum()), "slowest_layer": top.layer_label,
+            "slowest_share": top.time_share, "slowest_achieved_pct": top.achieved_occupancy_tw_pct,
+        })
     return pd.DataFrame(rows)
+# fmt: on
 
 
 def kernels_of(kernels, config: str, layer: str):
@@ -211,127 +178,86 @@ def estimate_vs_measured(profile):
     return out.sort_values(["width", "layer_idx"]).drop(columns="layer_idx").reset_index(drop=True)
 
 
-# ---- facts ----------------------------------------------------------------------------------
-
-
-def _scope(by: str, v) -> str:
-    return f"{by}={v:g}" if isinstance(v, (int, float, np.integer, np.floating)) else f"{by}={v}"
-
-
-def _summary(kernels, by: str):
-    """Per value of ``by``: the summary (:func:`config_summary`), the layer table, and the
-    shares (%) of kernel time under one wave (``grid``) and whose smallest block limit is a
-    per-kernel resource (registers or shared memory, whatever the grid: :data:`RESOURCES`)."""
-    table = layer_table(kernels)
-    s = config_summary(table, by=by)
-    lim = limiter_shares(kernels).groupby(by).first()
-    grid = 100 * (lim["grid"] if "grid" in lim else 0.0 * lim.sum(axis=1))
-    # what caps residency per SM, whatever the grid: a persistent convolution sizes its grid
-    # to the blocks its registers and shared memory allow, so its grid is not its limit
-    blk = add_config_columns(add_limiter(kernels))
-    blk = blk.assign(res=blk.duration_us.where(blk.block_limiter.isin(RESOURCES), 0.0))
-    resource = 100 * blk.groupby(by).res.sum() / blk.groupby(by).duration_us.sum()
-    return s, table, grid, resource
+def _resource_capped(kernels) -> pd.Series:
+    """Per width: % of the tensor-core kernels' time whose block limiter is registers or
+    shared memory (:data:`yolo_sm.analyse.occupancy.RESOURCES`), whatever their grid."""
+    k = add_config_columns(add_limiter(add_kernel_class(kernels)))
+    k = k[k.kernel_class.str.startswith("tensor_core")]
+    capped = k.duration_us.where(k.block_limiter.isin(RESOURCES), 0.0)
+    return 100 * capped.groupby(k.width).sum() / k.groupby("width").duration_us.sum()
 
 
 def _width_facts(kernels) -> list[dict]:
-    s, table, _, resource = _summary(kernels, "width")
-    ds = (WIDTH_NCU,)
-    ach = s.set_index("width").achieved_occupancy_tw_pct
-    low = (s[f"layers_below_{LOW_PCT:g}"] / s.layers * 100).set_axis(s.width)
-    # per width: what the width claims (notebook 09) derive from
-    rows = [fact("achieved_occupancy_tw_pct", v, "%", scope=_scope("width", w), datasets=ds)
-            for w, v in ach.items()]  # fmt: skip
+    table = layer_table(kernels)
+    s = config_summary(table, by="width").set_index("width")
+    ach, ds = s.achieved_occupancy_tw_pct, (WIDTH_NCU,)
+    low = 100 * s[f"layers_below_{LOW_PCT:g}"] / s.layers
+    res = _resource_capped(kernels)
     widest = table[table.width == table.width.max()]
-    slowest = widest.loc[widest.time_us.idxmax()]
+    slow = widest.loc[widest.time_us.idxmax()]
 
-    def pick(series, mask):
-        return series[mask] if mask.any() else series.iloc[:0]
+    def lowest(v):
+        return v.min() if len(v) else math.nan
 
-    small = pick(ach, ach.index <= 1.25)
-    at15 = pick(ach, np.isclose(ach.index, 1.5))
-    big = pick(low, low.index > 1.7)
-    rows += [
-        fact(
-            "resource_limited_time_share_max_over_widths",
-            resource.max() if len(resource) else math.nan,
-            "%",
-            datasets=ds,
-        ),
-        fact(
-            "slowest_layer_achieved_occupancy_tw_pct_widest",
-            slowest.achieved_occupancy_tw_pct,
-            "%",
-            datasets=ds,
-            note=f"{slowest.layer_label} at width {slowest.width:g}",
-        ),
-        # the width claim's three parts (facts only; the claim's rules judge them)
-        fact(
-            "achieved_occupancy_tw_pct_min",
-            small.min() if len(small) else math.nan,
-            "%",
-            scope="width<=1.25",
-            datasets=ds,
-        ),
-        fact(
-            "achieved_occupancy_tw_pct_distance_from_60",
-            abs(at15.iloc[0] - 60.0) if len(at15) else math.nan,
-            "points",
-            scope="width=1.5",
-            datasets=ds,
-        ),
-        fact(
-            f"layers_below_{LOW_PCT:g}_share_min",
-            big.min() if len(big) else math.nan,
-            "%",
-            scope="width>1.7",
-            datasets=ds,
-        ),
-    ]
-    return rows
-
-
-def _batch_facts(kernels) -> list[dict]:
-    s, _, grid, _ = _summary(kernels, "batch")
-    first = s.sort_values("batch").iloc[0]
+    at15 = ach[np.isclose(ach.index, 1.5)]
+    # per width and over width ranges: what the width claims of notebook 09 judge
     return [
-        fact(
-            "grid_limited_time_share_smallest_batch",
-            grid.loc[first.batch],
-            "%",
-            datasets=(BATCH_NCU,),
-            note=f"batch {first.batch}",
-        ),
-    ]
+        *(fact("achieved_occupancy_tw_pct", v, "%", scope=f"width={w:g}", datasets=ds)
+          for w, v in ach.items()),
+        fact("tc_resource_capped_time_share_min_over_widths", lowest(res), "%", datasets=ds,
+             note=f"lowest at width {res.idxmin():g}" if len(res) else ""),
+        fact("slowest_layer_achieved_occupancy_tw_pct_widest", slow.achieved_occupancy_tw_pct,
+             "%", datasets=ds, note=f"{slow.layer_label} at width {slow.width:g}"),
+        fact("achieved_occupancy_tw_pct_min", lowest(ach[ach.index <= 1.25]), "%",
+             scope="width<=1.25", datasets=ds),
+        fact("achieved_occupancy_tw_pct_distance_from_60",
+             abs(at15.iloc[0] - 60.0) if len(at15) else math.nan, "points", scope="width=1.5",
+             datasets=ds),
+        fact(f"layers_below_{LOW_PCT:g}_share_min", lowest(low[low.index > 1.7]), "%",
+             scope="width>1.7", datasets=ds),
+    ]  # fmt: skip
 
 
-def _precision_facts(kernels) -> list[dict]:
-    s = config_summary(layer_table(kernels), by="variant")
-    best = s.loc[s.achieved_occupancy_tw_pct.idxmax()]
-    fast = s.loc[s.forward_kernel_ms.idxmin()]
-    return [
-        fact(
-            "fastest_variant_occupancy_below_highest_pct_points",
-            best.achieved_occupancy_tw_pct - fast.achieved_occupancy_tw_pct,
-            "points",
-            datasets=(PRECISION_NCU,),
-            note=f"highest occupancy: {best.variant}; fastest forward: {fast.variant}",
+def _other_facts(root: DataRoot) -> list[dict]:
+    rows = []
+    if root.has(BATCH_NCU):
+        k = add_config_columns(add_limiter(root.load(BATCH_NCU)))
+        k = k[k.batch == k.batch.min()]
+        grid = 100 * k.duration_us[k.limiter == "grid"].sum() / k.duration_us.sum()
+        rows.append(
+            fact(
+                "grid_limited_time_share_smallest_batch",
+                grid,
+                "%",
+                datasets=(BATCH_NCU,),
+                note=f"batch {k.batch.iloc[0]}",
+            )
         )
-    ]
-
-
-def _kineto_facts(profile) -> list[dict]:
-    est = estimate_vs_measured(profile)
-    err = est.est_minus_achieved.abs()
-    return [
-        fact(
-            f"kineto_layers_within_{KINETO_TOLERANCE:g}_share",
-            100 * (err <= KINETO_TOLERANCE).mean(),
-            "%",
-            datasets=(PROFILE,),
-            note="layer rows where Kineto's estimate is within the tolerance of ncu's achieved",
-        ),
-    ]
+    if root.has(PRECISION_NCU):
+        s = config_summary(layer_table(root.load(PRECISION_NCU)), by="variant")
+        best = s.loc[s.achieved_occupancy_tw_pct.idxmax()]
+        fast = s.loc[s.forward_kernel_ms.idxmin()]
+        rows.append(
+            fact(
+                "fastest_variant_occupancy_below_highest_pct_points",
+                best.achieved_occupancy_tw_pct - fast.achieved_occupancy_tw_pct,
+                "points",
+                datasets=(PRECISION_NCU,),
+                note=f"highest occupancy: {best.variant}; fastest: {fast.variant}",
+            )
+        )
+    if root.has(PROFILE):
+        err = estimate_vs_measured(root.load(PROFILE)).est_minus_achieved.abs()
+        rows.append(
+            fact(
+                f"kineto_layers_within_{KINETO_TOLERANCE:g}_share",
+                100 * (err <= KINETO_TOLERANCE).mean(),
+                "%",
+                datasets=(PROFILE,),
+                note="profiled layers where Kineto is within the tolerance of ncu",
+            )
+        )
+    return rows  # fmt: skip
 
 
 #: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
@@ -340,7 +266,8 @@ FACT_KEYS = frozenset(
     achieved_occupancy_tw_pct_distance_from_60 achieved_occupancy_tw_pct_min
     fastest_variant_occupancy_below_highest_pct_points grid_limited_time_share_smallest_batch
     kineto_layers_within_10_share layers_below_50_share_min
-    resource_limited_time_share_max_over_widths slowest_layer_achieved_occupancy_tw_pct_widest
+    tc_resource_capped_time_share_min_over_widths
+    slowest_layer_achieved_occupancy_tw_pct_widest
     """.split()
 )
 
@@ -348,39 +275,18 @@ FACT_KEYS = frozenset(
 def facts(root: DataRoot) -> pd.DataFrame:
     """The heatmaps' facts from ``root`` (:mod:`yolo_sm.analyse.facts`).
 
-    Per width (scope ``width=<w>``): ``achieved_occupancy_tw_pct`` (the forward's,
-    time-weighted; claim 2 derives from it). Whole-notebook facts (scope empty):
-    ``resource_limited_time_share_max_over_widths``,
-    ``slowest_layer_achieved_occupancy_tw_pct_widest``,
-    ``grid_limited_time_share_smallest_batch``,
-    ``fastest_variant_occupancy_below_highest_pct_points``, ``kineto_layers_within_10_share``.
-    For the width claim: ``achieved_occupancy_tw_pct_min`` (scope ``width<=1.25``),
-    ``achieved_occupancy_tw_pct_distance_from_60`` (``width=1.5``) and
-    ``layers_below_50_share_min`` (``width>1.7``), NaN when the root has no such width.
+    Besides the rules' facts, the width claims of notebook 09 read the forward's
+    ``achieved_occupancy_tw_pct`` per width (scope ``width=<w>``) and three facts scoped
+    ``width<=1.25``, ``width=1.5`` and ``width>1.7`` (NaN where the root has no such width).
     """
-    rows = []
-    if root.has(WIDTH_NCU):
-        rows += _width_facts(root.load(WIDTH_NCU))
-    if root.has(BATCH_NCU):
-        rows += _batch_facts(root.load(BATCH_NCU))
-    if root.has(PRECISION_NCU):
-        rows += _precision_facts(root.load(PRECISION_NCU))
-    if root.has(PROFILE):
-        rows += _kineto_facts(root.load(PROFILE))
-    return facts_table(rows)
+    rows = _width_facts(root.load(WIDTH_NCU)) if root.has(WIDTH_NCU) else []
+    return facts_table(rows + _other_facts(root))
 
 
 OUTLIER_COLUMNS = [
-    "config",
-    "layer",
-    "module_type",
-    "time_share",
-    "est_occupancy_tw_pct",
-    "ncu_achieved_occupancy_tw_pct",
-    "ncu_theoretical_occupancy_tw_pct",
-    "est_minus_achieved",
-    "kernels_match",
-]
+    "config", "layer", "module_type", "time_share", "est_occupancy_tw_pct",
+    "ncu_achieved_occupancy_tw_pct", "ncu_theoretical_occupancy_tw_pct", "est_minus_achieved",
+    "kernels_match"]  # fmt: skip
 
 
 def kineto_outliers(est, tolerance: float = KINETO_TOLERANCE):
@@ -389,3 +295,78 @@ def kineto_outliers(est, tolerance: float = KINETO_TOLERANCE):
     out = est.loc[est.est_minus_achieved.abs() > tolerance]
     cols = [c for c in OUTLIER_COLUMNS if c in out]
     return out[cols].sort_values("est_minus_achieved").reset_index(drop=True)
+
+
+# ---- why warps wait: the ncu ``stalls`` set ----------------------------------------------------
+#: ``stall_<reason>_cycles``: warps stalled on the reason per issued instruction; summed over
+#: the reasons, the cycles a warp waits between two of its instructions
+STALLS = "ncu_stalls_w1"
+STALL = re.compile(r"stall_(?P<reason>\w+?)_cycles")
+DETAIL = (
+    "warp_execution_efficiency_pct", "l1_hit_rate_pct", "l2_hit_rate_pct", "local_load_sectors",
+    "local_store_sectors", "issue_active_pct", "achieved_occupancy_pct")  # fmt: skip
+
+
+def stall_columns(ncu: pd.DataFrame) -> list[str]:
+    return [c for c in ncu.columns if STALL.fullmatch(c)]
+
+
+def top_kernels(ncu: pd.DataFrame, per_layer: int = 1) -> pd.DataFrame:
+    """Per (config, layer): its ``per_layer`` longest kernels with their stall reasons, the
+    largest reason (``top_stall``) and its share of all stall cycles (``top_stall_share``), the
+    stall cycles summed (``stall_cycles``) and the memory / efficiency columns of the set,
+    sorted in layer order. Kernels outside any layer are left out."""
+    stalls = stall_columns(ncu)
+    k = ncu[ncu.layer.fillna("") != ""].copy()
+    if k.empty or not stalls:
+        return pd.DataFrame()
+    k["stall_cycles"] = k[stalls].sum(axis=1, min_count=1)
+    reasons = (
+        k[stalls].idxmax(axis=1, skipna=True).str.replace("stall_", "").str.replace("_cycles", "")
+    )
+    k["top_stall"] = reasons
+    k["top_stall_share"] = k[stalls].max(axis=1) / k.stall_cycles
+    k = k.sort_values("duration_us", ascending=False)
+    top = k.groupby(["config", "layer"], sort=False).head(per_layer).copy()
+    top["kernel"] = top.kernel_name.map(short_kernel_name)
+    top["layer_index"] = pd.to_numeric(top.layer.str.extract(r"(\d+)$")[0], errors="coerce")
+    top = top.sort_values(["config", "layer_index", "duration_us"], ascending=[True, True, False])
+    keep = ["config", "layer", "module_type", "kernel", "duration_us", "stall_cycles", "top_stall"]
+    keep += ["top_stall_share", *[c for c in DETAIL if c in top], *stalls]
+    return top[keep].reset_index(drop=True)
+
+
+def stalls_long(top: pd.DataFrame) -> pd.DataFrame:
+    """:func:`top_kernels` as one row per (layer kernel, reason): ``cycles`` and ``share`` of
+    the kernel's stall cycles; reasons under 1 % of every kernel's stall cycles are folded into
+    ``other``."""
+    stalls = stall_columns(top)
+    if top.empty or not stalls:
+        return pd.DataFrame(columns=["config", "layer", "kernel", "reason", "cycles", "share"])
+    t = top.assign(label=top.layer + " " + top.module_type.fillna(""))
+    long = t.melt(
+        id_vars=["config", "layer", "label", "kernel", "stall_cycles"],
+        value_vars=stalls,
+        var_name="reason",
+        value_name="cycles",
+    )
+    long["reason"] = long.reason.str.extract(STALL.pattern)["reason"]
+    long["share"] = long.cycles / long.stall_cycles
+    small = long.groupby("reason").share.max() < 0.01
+    long.loc[long.reason.map(small).fillna(True).astype(bool), "reason"] = "other"
+    long = long.groupby(
+        ["config", "layer", "label", "kernel", "reason"], as_index=False, sort=False
+    )[["cycles", "share"]].sum()
+    return long
+
+
+def spill_kernels(ncu: pd.DataFrame) -> pd.DataFrame:
+    """Kernels that touch local memory (register spills or local arrays): local load / store
+    sectors above zero, longest first."""
+    cols = [c for c in ("local_load_sectors", "local_store_sectors") if c in ncu]
+    if not cols:
+        return pd.DataFrame()
+    hit = ncu[ncu[cols].fillna(0).sum(axis=1) > 0]
+    out = hit.assign(kernel=hit.kernel_name.map(short_kernel_name))
+    keep = ["config", "layer", "kernel", "duration_us", *cols, "registers_per_thread"]
+    return out[[c for c in keep if c in out]].sort_values("duration_us", ascending=False)

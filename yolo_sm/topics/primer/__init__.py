@@ -14,6 +14,6 @@ TOPIC = Topic(
             "primer_flagship_two_limits",
             "primer_memory_kernels_high_occupancy",
             "primer_calculator_matches_ncu",
-        ),
+        )
     },
 )

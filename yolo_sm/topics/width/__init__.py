@@ -13,7 +13,7 @@ TOPIC = Topic(
             "width_wider_lower_occupancy",
             "width_wider_slower_than_flops",
             "width_wider_slower_per_image",
-            "width_occupancy_flat",
-        ),
+            "width_sm_coverage_grows",
+        )
     },
 )

@@ -1,11 +1,6 @@
-"""Width scaling (notebook 01): tables and facts.
-
-Throughput and TFLOP/s per width and batch from a sweep and their share of the root's measured
-fp16 matmul ceiling, time-weighted occupancy per width and per kernel class from Nsight Compute,
-the wide conv stack's launch configurations and limiters, the standard presets, torch.compile per
-width from the fast-engines bench, and a model's channel table (the ``model_layers`` dataset).
-Every function takes tables and returns a table; :func:`facts` reads a dataset root and returns
-the numbers the rules of :mod:`yolo_sm.topics.width.rules` judge. Nothing here judges.
+"""Width scaling (notebook 01): tables and facts. Throughput and TFLOP/s per width against the
+root's measured fp16 matmul ceiling, occupancy per width and kernel class (Nsight Compute), the
+wide conv stack, the standard presets, torch.compile per width and a model's channel table.
 """
 
 from __future__ import annotations
@@ -18,12 +13,13 @@ from yolo_sm.analyse.bench_table import ok_rows
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.hostbound import host_bound
 from yolo_sm.analyse.kernels import add_kernel_class
+from yolo_sm.analyse.occupancy import LIMIT_COLUMNS, binding
 from yolo_sm.analyse.weighting import layer_view, time_weighted
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import with_config
 from yolo_sm.topics.deploy.analyse import BASELINE
 
-LIMITS = ("limit_registers", "limit_shared_mem", "limit_warps", "limit_blocks")
+LIMITS = tuple(LIMIT_COLUMNS.values())
 
 # the datasets notebook 01 reads (short names inside a root)
 SWEEP = "sweep_fp16_nhwc"
@@ -34,10 +30,10 @@ BENCH = "bench_fast_engines"
 CEILINGS = "ceilings"
 MODEL_LAYERS = "model_layers"
 
-#: consecutive rows more than this many minutes apart belong to two measurement runs
-RUN_GAP_MINUTES = 10.0
 #: the backend whose throughput sits beside the Nsight Compute capture (no launch cost)
 GRAPH_BACKEND = "cudagraph"
+#: the batch the width facts compare at (that of the Nsight Compute capture)
+BATCH = 8
 
 
 def peak_tflops(root: DataRoot, ceiling: str = "matmul_fp16") -> float:
@@ -95,14 +91,8 @@ def width_occupancy(ncu):
 
 #: the columns of :func:`width_occupancy` a notebook shows
 OCCUPANCY_COLUMNS = (
-    "width",
-    "kernels",
-    "time_us",
-    "theoretical_occupancy_tw_pct",
-    "achieved_occupancy_tw_pct",
-    "sm_coverage_tw",
-    "tensor_core_time_share",
-)
+    "width", "kernels", "time_us", "theoretical_occupancy_tw_pct", "achieved_occupancy_tw_pct",
+    "sm_coverage_tw", "tensor_core_time_share")  # fmt: skip
 
 
 def class_occupancy(ncu):
@@ -120,13 +110,8 @@ def speed_vs_occupancy(table, occ, *, batch: int = 8, backend: str = GRAPH_BACKE
     t = table[(table.batch == batch) & (table.backend == backend)]
     o = occ[occ.batch == batch] if "batch" in occ else occ
     cols = [
-        "width",
-        "time_us",
-        "theoretical_occupancy_tw_pct",
-        "achieved_occupancy_tw_pct",
-        "sm_coverage_tw",
-        "tensor_core_time_share",
-    ]
+        "width", "time_us", "theoretical_occupancy_tw_pct", "achieved_occupancy_tw_pct",
+        "sm_coverage_tw", "tensor_core_time_share"]  # fmt: skip
     out = t[["width", "img_per_s", "median_ms", "tflops", "peak_frac"]].merge(
         o[cols], on="width", how="inner"
     )
@@ -137,65 +122,32 @@ def speed_vs_occupancy(table, occ, *, batch: int = 8, backend: str = GRAPH_BACKE
 # ---- the wide conv stack -----------------------------------------------------------------------
 
 
-def limiters(row) -> str:
-    """The resources whose ``limit_*`` (blocks per SM) is lowest in ``row``, ties joined by
-    ``=`` (``"registers = shared_mem"``); empty when the row has none."""
-    vals = {c.removeprefix("limit_"): row[c] for c in LIMITS if c in row and row[c] == row[c]}
-    if not vals:
-        return ""
-    low = min(vals.values())
-    return " = ".join(k for k, v in vals.items() if v == low)
-
-
 def wide_stack_table(ncu):
-    """The wide conv stack per width and kernel family (kernel class and launch shape: block
-    size, registers per thread, shared memory per block): kernels, time and share of the
-    config's time, time-weighted theoretical / achieved occupancy and tensor-pipe use, the
-    blocks per SM each resource allows (``limit_*``, Nsight Compute), which of them binds
-    (``limiter``; ties joined by ``=``), grid size and waves."""
+    """The wide conv stack per width and kernel family (class and launch shape): kernels, time
+    and share of the config's time, time-weighted theoretical / achieved occupancy and
+    tensor-pipe use, Nsight Compute's block limits per SM (``limit_*``), the binding ones
+    (``limiter``, ties joined by ``=``), grid size and waves."""
+    keys = ["config", "kernel_class", "block_size", "registers_per_thread",
+            "shared_mem_per_block_bytes"]  # fmt: skip
     k = add_kernel_class(ncu) if "kernel_class" not in ncu else ncu
-    k = k.assign(
-        _w=k.duration_us,
-        _th=k.theoretical_occupancy_pct * k.duration_us,
-        _ac=k.achieved_occupancy_pct * k.duration_us,
-        _tp=k.tensor_pipe_pct * k.duration_us,
-    )
-    keys = [
-        "config",
-        "kernel_class",
-        "block_size",
-        "registers_per_thread",
-        "shared_mem_per_block_bytes",
-    ]
+    cols = ("theoretical_occupancy_pct", "achieved_occupancy_pct", "tensor_pipe_pct")
     g = k.groupby(keys, observed=True)
-    out = g.agg(
-        kernels=("_w", "size"),
-        time_us=("_w", "sum"),
-        _th=("_th", "sum"),
-        _ac=("_ac", "sum"),
-        _tp=("_tp", "sum"),
+    extra = g.agg(
         grid_min=("grid_size", "min"),
         grid_max=("grid_size", "max"),
         waves_max=("waves_per_sm", "max"),
         **{c: (c, "min") for c in LIMITS},
-    ).reset_index()
-    out["theoretical_occupancy_tw_pct"] = out._th / out.time_us
-    out["achieved_occupancy_tw_pct"] = out._ac / out.time_us
-    out["tensor_pipe_tw_pct"] = out._tp / out.time_us
+    )
+    out = time_weighted(k, keys, cols).merge(extra.reset_index(), on=keys)  # fmt: skip
     out["time_share"] = out.time_us / out.groupby("config").time_us.transform("sum")
-    out["limiter"] = out.apply(limiters, axis=1)
+    out["limiter"] = binding(out).apply(lambda r: " = ".join(r.index[r]), axis=1)
     out["shared_mem_kib"] = out.shared_mem_per_block_bytes / 1024
     out["kernel_family"] = (
-        out.kernel_class
-        + " · "
-        + out.block_size.astype(int).astype(str)
-        + " thr · "
-        + out.registers_per_thread.astype(int).astype(str)
-        + " reg · "
-        + (out.shared_mem_per_block_bytes / 1024).round(1).astype(str)
-        + " KiB"
-    )
-    out = with_config(out.drop(columns=["_th", "_ac", "_tp"]))
+        out.kernel_class + " · " + out.block_size.astype(int).astype(str) + " thr · "
+        + out.registers_per_thread.astype(int).astype(str) + " reg · "
+        + out.shared_mem_kib.round(1).astype(str) + " KiB"
+    )  # fmt: skip
+    out = with_config(out)
     return out.sort_values(["width", "time_us"], ascending=[True, False]).reset_index(drop=True)
 
 
@@ -230,15 +182,8 @@ def dominant_kernel(wide, kernel_class: str = "tensor_core_conv"):
 # ---- a model's channel table (the model_layers dataset) ---------------------------------------
 
 CHANNEL_COLUMNS = (
-    "layer",
-    "module_type",
-    "stage",
-    "requested_channels",
-    "out_channels",
-    "rounded",
-    "capped",
-    "flops",
-)
+    "layer", "module_type", "stage", "requested_channels", "out_channels", "rounded", "capped",
+    "flops")  # fmt: skip
 
 
 def channel_table(model_layers, *, family: str, width: float, max_channels: int | None = None):
@@ -312,17 +257,6 @@ def preset_inversions(presets):
     return pd.DataFrame(rows, columns=[*cols, "cheaper_scale", "cheaper_img_per_s", "host_bound"])
 
 
-def measurement_runs(times, gap_minutes: float = RUN_GAP_MINUTES):
-    """How many measurement runs a table's rows come from: its ``prov_date_utc`` values split
-    wherever consecutive rows are more than ``gap_minutes`` apart; (count, first, last) with the
-    first and last time as text."""
-    t = pd.to_datetime(pd.Series(times), utc=True, errors="coerce").dropna().sort_values()
-    if t.empty:
-        return 0, "", ""
-    runs = int((t.diff().dt.total_seconds() > 60 * gap_minutes).sum()) + 1
-    return runs, t.iloc[0].strftime("%Y-%m-%d %H:%M"), t.iloc[-1].strftime("%H:%M UTC")
-
-
 # ---- torch.compile per width (from the fast-engines bench) -----------------------------------
 
 COMPILE_VARIANTS = {
@@ -333,12 +267,10 @@ COMPILE_VARIANTS = {
 
 
 def compile_by_width(bench):
-    """torch.compile (default mode and reduce-overhead) and a plain CUDA graph of the eager
-    model, each over eager fp16 NHWC, per width and batch. From the fast-engines bench: each
-    ratio is inside one (width, batch) unit, whose variants ran one after another in one
-    process. Columns: width, batch, eager img/s, ``eager_host_bound`` (whether the host set the
-    eager baseline's pace: :func:`yolo_sm.analyse.hostbound.host_bound`), one ratio column per
-    variant (img/s over eager; above 1 is faster); a failed variant is an empty cell."""
+    """Per width and batch of the fast-engines bench (variants of one unit ran one after another
+    in one process): eager fp16 NHWC img/s, ``eager_host_bound`` (the host set its pace:
+    :func:`~yolo_sm.analyse.hostbound.host_bound`), and torch.compile (both modes) and a CUDA
+    graph as img/s over eager (a failed variant: an empty cell)."""
     ok = ok_rows(bench)
     ok = ok[ok["scope"] == "model_only"] if "scope" in ok else ok
     base_rows = ok[ok.variant == BASELINE]
@@ -347,18 +279,12 @@ def compile_by_width(bench):
     eng = ok[ok.variant.isin(list(COMPILE_VARIANTS))]
     wide = eng.pivot_table(index=["width", "batch"], columns="variant", values="vs_baseline")
     wide = wide.reindex(columns=[v for v in COMPILE_VARIANTS if v in wide.columns])
-    wide = wide.rename(columns=COMPILE_VARIANTS)
-    wide.columns.name = None
+    wide = wide.rename(columns=COMPILE_VARIANTS).rename_axis(columns=None)
     out = wide.join(base.rename("eager_img_per_s"), how="outer")
     out = out.join(bound.rename("eager_host_bound"), how="left").reset_index()
-    cols = [
-        "width",
-        "batch",
-        "eager_img_per_s",
-        "eager_host_bound",
-        *[c for c in out.columns if c in COMPILE_VARIANTS.values()],
-    ]
-    return out[cols].sort_values(["batch", "width"]).reset_index(drop=True)
+    out = out.sort_values(["batch", "width"], ignore_index=True)
+    ratios = [c for c in out.columns if c in COMPILE_VARIANTS.values()]
+    return out[["width", "batch", "eager_img_per_s", "eager_host_bound", *ratios]]
 
 
 def eager_drift(compiled, sweep):
@@ -390,149 +316,90 @@ def _ends(s):
     return (float(s.iloc[0]), float(s.iloc[-1])) if len(s) >= 2 else (math.nan, math.nan)
 
 
-def throughput_facts(table, *, batch: int, peak: float, dataset: str = SWEEP) -> list[dict]:
+# fmt: off
+def throughput_facts(table, *, peak: float, batch: int = BATCH, dataset: str = SWEEP) -> list[dict]:
     """Facts of a :func:`throughput_table`: widest over narrowest img/s and TFLOP/s at ``batch``
-    with CUDA graphs, the best point's share of ``peak``, and batch 1 eager against CUDA graph."""
+    with CUDA graphs, the best point's share of ``peak``, batch 1 eager fastest over slowest."""
     ds = (dataset,)
-    out = []
     g = table[(table.batch == batch) & (table.backend == GRAPH_BACKEND)].set_index("width")
-    lo, hi = _ends(g.img_per_s)
-    out.append(fact("img_per_s_widest_over_narrowest", hi / lo, "x", datasets=ds))
-    lo, hi = _ends(g.tflops)
-    out.append(fact("tflops_widest_over_narrowest", hi / lo, "x", datasets=ds))
+    (i0, i1), (t0, t1) = _ends(g.img_per_s), _ends(g.tflops)
     best = table.tflops.max() if len(table) else math.nan
-    out.append(fact("best_share_of_fp16_ceiling", 100 * best / peak, "%", datasets=(*ds, CEILINGS)))
-    b1 = table[table.batch == 1].pivot_table(index="width", columns="backend", values="img_per_s")
-    if "eager" in b1:
-        e = b1["eager"].dropna()
+    out = [fact("img_per_s_widest_over_narrowest", i1 / i0, "x", datasets=ds),
+           fact("tflops_widest_over_narrowest", t1 / t0, "x", datasets=ds),
+           fact("best_share_of_fp16_ceiling", 100 * best / peak, "%", datasets=(*ds, CEILINGS))]
+    e = table[(table.batch == 1) & (table.backend == "eager")].groupby("width").img_per_s.mean()
+    if len(e):
         out.append(fact("batch1_eager_spread", e.max() / e.min(), "x", datasets=ds))
     return out
 
 
 def occupancy_facts(occ, cls, dataset: str = NCU_WIDTH) -> list[dict]:
-    """Facts of :func:`width_occupancy` and :func:`class_occupancy` (one batch): how much the
-    forward's time-weighted occupancy, SM coverage and the tensor-core convolutions' occupancy
-    and time share move from the narrowest to the widest model."""
+    """Facts of :func:`width_occupancy` and :func:`class_occupancy` at :data:`BATCH`: how the
+    forward's achieved occupancy and SM coverage and the tensor-core convolutions' theoretical
+    occupancy and time share move from the narrowest to the widest model (time-weighted)."""
     ds = (dataset,)
-    o = occ.set_index("width")
-    lo, hi = _ends(o.achieved_occupancy_tw_pct)
-    tc = cls[cls.kernel_class == "tensor_core_conv"].set_index("width")
-    s0, s1 = _ends(tc.time_share)
+    o = occ[occ.batch == BATCH].set_index("width")
+    tc = cls[(cls.kernel_class == "tensor_core_conv") & (cls.batch == BATCH)].set_index("width")
+    (a0, a1), (s0, s1) = _ends(o.achieved_occupancy_tw_pct), _ends(tc.time_share)
     c0, c1 = _ends(o.sm_coverage_tw)
-    return [
-        fact(
-            "width_achieved_occupancy_range", _range(o.achieved_occupancy_tw_pct), "pp", datasets=ds
-        ),
-        fact("width_achieved_occupancy_change", hi - lo, "pp", datasets=ds),
-        fact(
-            "tensor_core_conv_theoretical_range",
-            _range(tc.theoretical_occupancy_tw_pct),
-            "pp",
-            datasets=ds,
-        ),
-        fact("tensor_core_conv_share_change", 100 * (s1 - s0), "pp", datasets=ds),
-        fact("width_sm_coverage_change", 100 * (c1 - c0), "pp", datasets=ds),
-    ]
+    return [fact("width_achieved_occupancy_change", a1 - a0, "pp", datasets=ds),
+            fact("tensor_core_conv_theoretical_range", _range(tc.theoretical_occupancy_tw_pct),
+                 "pp", datasets=ds),
+            fact("tensor_core_conv_share_change", 100 * (s1 - s0), "pp", datasets=ds),
+            fact("width_sm_coverage_change", 100 * (c1 - c0), "pp", datasets=ds)]
 
 
 def wide_stack_facts(wide, dataset: str = NCU_WIDE) -> list[dict]:
     """Facts of the wide conv stack's dominant tensor-core convolution (:func:`dominant_kernel`):
-    block sizes and theoretical occupancies it takes over the widths, the change of its
-    tensor-pipe use, its largest grid in waves, and at the widest stack the lower of the
-    register and shared-memory block limits over the warp limit."""
-    ds = (dataset,)
-    m = dominant_kernel(wide)
-    if m.empty:
-        return []
-    m = m.set_index("width")
+    the block sizes it takes over the widths and the change of its tensor-pipe use."""
+    m = dominant_kernel(wide).set_index("width")
     lo, hi = _ends(m.tensor_pipe_tw_pct)
-    last = m.iloc[-1]
-    return [
-        fact("wide_main_block_sizes", m.block_size.nunique(), "", datasets=ds),
-        fact(
-            "wide_main_theoretical_range", _range(m.theoretical_occupancy_tw_pct), "pp", datasets=ds
-        ),
-        fact("wide_main_tensor_pipe_change", hi - lo, "pp", datasets=ds),
-        fact("wide_main_waves_max", m.waves_max.max(), "waves", datasets=ds),
-        fact(
-            "wide_main_resource_over_warp_limit",
-            min(last.limit_registers, last.limit_shared_mem) / last.limit_warps,
-            "x",
-            datasets=ds,
-        ),
-    ]
+    return [] if m.empty else [
+        fact("wide_main_block_sizes", m.block_size.nunique(), "block sizes", datasets=(dataset,)),
+        fact("wide_main_tensor_pipe_change", hi - lo, "pp", datasets=(dataset,))]
 
 
 def presets_facts(presets, dataset: str = PRESETS) -> list[dict]:
-    """Facts of :func:`presets_table`: points that ran faster than a cheaper preset (all, and
-    those where neither point was host-bound: :func:`preset_inversions`), points without
-    figures, measurement runs, and per family the TFLOP/s of its costliest preset with figures
-    over its cheapest (fp16, CUDA graph, largest batch)."""
-    ds = (dataset,)
-    inv = preset_inversions(presets)
-    ok = presets[presets.status == "ok"]
-    out = [
-        fact("presets_inversions", len(inv), "points", datasets=ds, points=len(ok)),
-        fact(
-            "presets_inversions_not_host_bound",
-            int((~inv.host_bound.astype(bool)).sum()),
-            "points",
-            datasets=ds,
-            points=len(ok),
-        ),
-        fact(
-            "presets_points_without_figures",
-            int((presets.status != "ok").sum()),
-            "points",
-            datasets=ds,
-            points=len(presets),
-        ),
-    ]
-    if "prov_date_utc" in presets:
-        out.append(fact("presets_runs", measurement_runs(ok.prov_date_utc)[0], "runs", datasets=ds))
-    big = ok[
-        (ok.batch == ok.batch.max()) & (ok.backend == GRAPH_BACKEND) & (ok.precision == "fp16")
-    ]
+    """Facts of :func:`presets_table`: points that ran faster than a cheaper preset where
+    neither point was host-bound (:func:`preset_inversions`), and per family the TFLOP/s of its
+    costliest preset with figures over its cheapest (fp16, CUDA graph, largest batch)."""
+    ds, inv, ok = (dataset,), preset_inversions(presets), presets[presets.status == "ok"]
+    unbound = int((~inv.host_bound.astype(bool)).sum())
+    out = [fact("presets_inversions_not_host_bound", unbound, "points", datasets=ds,
+                points=len(ok))]
+    big = ok[(ok.batch == ok.batch.max()) & (ok.backend == GRAPH_BACKEND)
+             & (ok.precision == "fp16")]
     for fam, g in big.groupby("family"):
         t = g.sort_values("gflops_per_img").tflops
         if len(t) >= 2:
-            out.append(
-                fact(
-                    "presets_tflops_costliest_over_cheapest",
-                    t.iloc[-1] / t.iloc[0],
-                    "x",
-                    scope=f"family={fam}",
-                    datasets=ds,
-                )
-            )
+            out.append(fact("presets_tflops_costliest_over_cheapest", t.iloc[-1] / t.iloc[0], "x",
+                            scope=f"family={fam}", datasets=ds))
     return out
+# fmt: on
 
 
 def compile_facts(compiled, sweep=None, *, dataset: str = BENCH) -> list[dict]:
     """Facts of :func:`compile_by_width`: at the largest batch, compile's gain at the widest
-    model over the narrowest, and the largest CUDA-graph-over-compile ratio across widths; at
-    the smallest batch, the median CUDA-graph gain over the median compile gain; with ``sweep``,
-    the largest gap between the bench's eager img/s and the sweep's (:func:`eager_drift`)."""
+    model over the narrowest and the largest CUDA-graph-over-compile ratio; at the smallest
+    batch, the median CUDA-graph gain over the median compile gain; with ``sweep``, the largest
+    gap between the bench's eager img/s and the sweep's (:func:`eager_drift`, %)."""
     ds = (dataset,)
-    out = []
     if compiled.empty or not {"compile", "CUDA graph"} <= set(compiled):
-        return out
-    big = compiled[compiled.batch == compiled.batch.max()].dropna(subset=["compile", "CUDA graph"])
-    g = big.set_index("width")
-    lo, hi = _ends(g.compile)
-    out.append(fact("compile_gain_widest_over_narrowest", hi / lo, "x", datasets=ds))
-    if len(g):
+        return []
+    both = compiled.dropna(subset=["compile", "CUDA graph"])
+    big = both[both.batch == compiled.batch.max()].set_index("width").sort_index()
+    small = both[both.batch == compiled.batch.min()]
+    lo, hi = _ends(big.compile)
+    out = [fact("compile_gain_widest_over_narrowest", hi / lo, "x", datasets=ds)]
+    if len(big):
         out.append(
             fact(
                 "graph_over_compile_max_large_batch",
-                (g["CUDA graph"] / g.compile).max(),
+                (big["CUDA graph"] / big.compile).max(),
                 "x",
                 datasets=ds,
             )
         )
-    small = compiled[compiled.batch == compiled.batch.min()].dropna(
-        subset=["compile", "CUDA graph"]
-    )
     if len(small):
         out.append(
             fact(
@@ -542,18 +409,17 @@ def compile_facts(compiled, sweep=None, *, dataset: str = BENCH) -> list[dict]:
                 datasets=ds,
             )
         )
-    if sweep is not None:
-        d = eager_drift(compiled, sweep)
-        if len(d):
-            out.append(
-                fact(
-                    "bench_vs_sweep_eager_max_dev",
-                    100 * (d.ratio - 1).abs().max(),
-                    "%",
-                    datasets=(*ds, SWEEP),
-                )
+    d = eager_drift(compiled, sweep) if sweep is not None else []
+    if len(d):
+        out.append(
+            fact(
+                "bench_vs_sweep_eager_max_dev",
+                100 * (d.ratio - 1).abs().max(),
+                "%",
+                datasets=(*ds, SWEEP),
             )
-    return out
+        )
+    return out  # fmt: skip
 
 
 #: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
@@ -562,12 +428,11 @@ FACT_KEYS = frozenset(
     batch1_eager_spread bench_vs_sweep_eager_max_dev
     best_share_of_fp16_ceiling compile_gain_widest_over_narrowest
     graph_over_compile_max_large_batch graph_over_compile_small_batch
-    img_per_s_widest_over_narrowest presets_inversions presets_inversions_not_host_bound
-    presets_points_without_figures presets_runs presets_tflops_costliest_over_cheapest
+    img_per_s_widest_over_narrowest presets_inversions_not_host_bound
+    presets_tflops_costliest_over_cheapest
     tensor_core_conv_share_change tensor_core_conv_theoretical_range
-    tflops_widest_over_narrowest wide_main_block_sizes wide_main_resource_over_warp_limit
-    wide_main_tensor_pipe_change wide_main_theoretical_range wide_main_waves_max
-    width_achieved_occupancy_change width_achieved_occupancy_range width_sm_coverage_change
+    tflops_widest_over_narrowest wide_main_block_sizes wide_main_tensor_pipe_change
+    width_achieved_occupancy_change width_sm_coverage_change
     """.split()
 )
 
@@ -577,15 +442,12 @@ def facts(root: DataRoot) -> pd.DataFrame:
     datasets the root lacks are left out."""
     rows = []
     peak = peak_tflops(root)
-    batch = 8
     sweep = root.load(SWEEP) if root.has(SWEEP) else None
     if root.has(NCU_WIDTH):
         ncu = root.load(NCU_WIDTH)
-        occ = width_occupancy(ncu)
-        batch = int(occ.batch.mode().iloc[0])
-        rows += occupancy_facts(occ, class_occupancy(ncu))
+        rows += occupancy_facts(width_occupancy(ncu), class_occupancy(ncu))
     if sweep is not None:
-        rows += throughput_facts(throughput_table(sweep, peak), batch=batch, peak=peak)
+        rows += throughput_facts(throughput_table(sweep, peak), peak=peak)
     if root.has(NCU_WIDE):
         rows += wide_stack_facts(wide_stack_table(root.load(NCU_WIDE)))
     if root.has(PRESETS):

@@ -18,25 +18,16 @@ from yolo_sm.topics.precision.analyse import PRECISION_ORDER, precision_class_sh
 from yolo_sm.topics.width.analyse import COMPILE_VARIANTS
 
 
+# fmt: off
 def plot_width_lines(table, *, y="img_per_s", log_y=True, title=None, y_title=None):
     """``y`` against width, one line per batch, one panel per backend (hover: latency, TFLOP/s)."""
     import plotly.express as px
 
     d = table.sort_values(["batch", "width"]).assign(batch=lambda x: x.batch.astype(str))
     hover = [c for c in ("median_ms", "iqr_ms", "tflops", "peak_frac", "img_per_s") if c in d]
-    fig = px.line(
-        d,
-        x="width",
-        y=y,
-        color="batch",
-        facet_col="backend",
-        markers=True,
-        log_y=log_y,
-        hover_data=hover,
-        template=TEMPLATE,
-        title=title or f"{y} vs width",
-        color_discrete_sequence=px.colors.sequential.Viridis,
-    )
+    fig = px.line(d, x="width", y=y, color="batch", facet_col="backend", markers=True,
+                  log_y=log_y, hover_data=hover, template=TEMPLATE, title=title or f"{y} vs width",
+                  color_discrete_sequence=px.colors.sequential.Viridis)
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
     fig.update_xaxes(title_text="width multiplier")
     fig.update_yaxes(title_text=y_title or y, col=1)
@@ -49,20 +40,15 @@ def plot_img_per_s(table, device: str = ""):
     """img/s against width (log), one line per batch, one panel per backend; ``device`` names the
     machine in the title."""
     where = f" ({device})" if device else ""
-    return plot_width_lines(
-        table, y="img_per_s", title=f"img/s vs width, fp16 NHWC{where}", y_title="images per second"
-    )
+    return plot_width_lines(table, title=f"img/s vs width, fp16 NHWC{where}",
+                            y_title="images per second")
 
 
 def plot_peak_share(table):
     """Delivered TFLOP/s as a share of the fp16 matmul ceiling against width."""
     return plot_width_lines(
-        table,
-        y="peak_frac",
-        log_y=False,
-        y_title="share of the fp16 matmul ceiling",
-        title="Delivered TFLOP/s as a share of the fp16 matmul ceiling (hover: TFLOP/s)",
-    )
+        table, y="peak_frac", log_y=False, y_title="share of the fp16 matmul ceiling",
+        title="Delivered TFLOP/s as a share of the fp16 matmul ceiling (hover: TFLOP/s)")
 
 
 def plot_width_occupancy(occ, *, title=None):
@@ -72,70 +58,41 @@ def plot_width_occupancy(occ, *, title=None):
 
     occ = occ.sort_values("width")
     fig = go.Figure()
-    series = (
+    for col, scale, name, color, dash in (
         ("theoretical_occupancy_tw_pct", 1, "theoretical occupancy", "theoretical", "dot"),
         ("achieved_occupancy_tw_pct", 1, "achieved occupancy", "achieved", "solid"),
         ("sm_coverage_tw", 100, "SM coverage (block slots filled)", "grid", "solid"),
-        (
-            "tensor_core_time_share",
-            100,
-            "tensor-core share of kernel time",
-            "tensor_core_conv",
-            "dash",
-        ),
-    )
-    for col, scale, name, color, dash in series:
-        fig.add_scatter(
-            x=occ.width,
-            y=occ[col] * scale,
-            name=name,
-            mode="lines+markers",
-            line={"color": COLORS[color], "dash": dash},
-            hovertemplate=f"width %{{x}}<br>{name}: %{{y:.1f}} %<extra></extra>",
-        )
+        ("tensor_core_time_share", 100, "tensor-core share of kernel time", "tensor_core_conv",
+         "dash"),
+    ):
+        fig.add_scatter(x=occ.width, y=occ[col] * scale, name=name, mode="lines+markers",
+                        line={"color": COLORS[color], "dash": dash},
+                        hovertemplate=f"width %{{x}}<br>{name}: %{{y:.1f}} %<extra></extra>")
     fig.update_layout(
-        template=TEMPLATE,
-        title=title or "Occupancy per width, time-weighted over one forward (Nsight Compute)",
-        xaxis_title="width multiplier",
-        yaxis_title="percent (%)",
+        template=TEMPLATE, xaxis_title="width multiplier", yaxis_title="percent (%)",
         yaxis_range=[0, 105],
-    )
+        title=title or "Occupancy per width, time-weighted over one forward (Nsight Compute)")
     return finish(fig)
+# fmt: on
 
 
-def plot_class_occupancy(cls, *, title=None):
-    """Per kernel class against width: share of kernel time and time-weighted theoretical and
-    achieved occupancy (three panels)."""
+_METRICS = {
+    "time_share_pct": "share of kernel time (%)",
+    "theoretical_occupancy_tw_pct": "theoretical occupancy (%)",
+    "achieved_occupancy_tw_pct": "achieved occupancy (%)",
+    "tensor_pipe_tw_pct": "tensor pipe busy (%)",
+}
+
+
+def _metric_lines(d, metrics, color, hover, title, **kw):
+    """One panel per metric (a :data:`_METRICS` column, %) against width, one line per
+    ``color``."""
     import plotly.express as px
 
-    d = cls.assign(time_share_pct=cls.time_share * 100).melt(
-        id_vars=["width", "kernel_class", "kernels", "time_us"],
-        value_vars=[
-            "time_share_pct",
-            "theoretical_occupancy_tw_pct",
-            "achieved_occupancy_tw_pct",
-        ],
-        var_name="metric",
-        value_name="pct",
-    )
-    names = {
-        "time_share_pct": "share of kernel time (%)",
-        "theoretical_occupancy_tw_pct": "theoretical occupancy (%)",
-        "achieved_occupancy_tw_pct": "achieved occupancy (%)",
-    }
-    d["metric"] = d.metric.map(names)
-    fig = px.line(
-        d.sort_values("width"),
-        x="width",
-        y="pct",
-        color="kernel_class",
-        facet_col="metric",
-        markers=True,
-        hover_data=["kernels", "time_us"],
-        template=TEMPLATE,
-        color_discrete_map=color_map(d.kernel_class.unique()),
-        title=title or "Per kernel class: time share and occupancy vs width",
-    )
+    long = d.melt(id_vars=["width", color, *hover], value_vars=metrics, var_name="metric",
+                  value_name="pct").assign(metric=lambda x: x.metric.map(_METRICS))  # fmt: skip
+    fig = px.line(long.sort_values("width"), x="width", y="pct", color=color, facet_col="metric",
+                  markers=True, hover_data=hover, template=TEMPLATE, title=title, **kw)  # fmt: skip
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
     fig.update_yaxes(range=[0, 105])
     fig.update_yaxes(title_text="percent (%)", col=1)
@@ -143,46 +100,27 @@ def plot_class_occupancy(cls, *, title=None):
     return finish(fig)
 
 
+def plot_class_occupancy(cls, *, title=None):
+    """Per kernel class against width: share of kernel time and time-weighted theoretical and
+    achieved occupancy (three panels)."""
+    metrics = ["time_share_pct", "theoretical_occupancy_tw_pct", "achieved_occupancy_tw_pct"]
+    return _metric_lines(
+        cls.assign(time_share_pct=cls.time_share * 100), metrics, "kernel_class",
+        ["kernels", "time_us"], title or "Per kernel class: time share and occupancy vs width",
+        color_discrete_map=color_map(cls.kernel_class.unique()),
+    )  # fmt: skip
+
+
 def plot_wide_stack(tab, *, title=None):
     """Per kernel family of the wide conv stack against width: theoretical and achieved
     occupancy and tensor-pipe use (three panels); hover names the limiter."""
-    import plotly.express as px
-
-    d = tab.melt(
-        id_vars=["width", "kernel_family", "limiter", "kernels", "time_us", "time_share"],
-        value_vars=[
-            "theoretical_occupancy_tw_pct",
-            "achieved_occupancy_tw_pct",
-            "tensor_pipe_tw_pct",
-        ],
-        var_name="metric",
-        value_name="pct",
-    )
-    d["metric"] = d.metric.map(
-        {
-            "theoretical_occupancy_tw_pct": "theoretical occupancy (%)",
-            "achieved_occupancy_tw_pct": "achieved occupancy (%)",
-            "tensor_pipe_tw_pct": "tensor pipe busy (%)",
-        }
-    )
-    fig = px.line(
-        d.sort_values("width"),
-        x="width",
-        y="pct",
-        color="kernel_family",
+    metrics = ["theoretical_occupancy_tw_pct", "achieved_occupancy_tw_pct", "tensor_pipe_tw_pct"]
+    fig = _metric_lines(
+        tab, metrics, "kernel_family", ["limiter", "kernels", "time_us", "time_share"],
+        title or "Wide conv stack: occupancy and tensor-pipe use per kernel family",
         line_dash="kernel_family",
-        facet_col="metric",
-        markers=True,
-        hover_data=["limiter", "kernels", "time_us", "time_share"],
-        template=TEMPLATE,
-        title=title or "Wide conv stack: occupancy and tensor-pipe use per kernel family",
-    )
-    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
-    fig.update_yaxes(range=[0, 105])
-    fig.update_yaxes(title_text="percent (%)", col=1)
-    fig.update_xaxes(title_text="width factor")
-    fig.update_layout(legend={"orientation": "h", "y": -0.25}, height=520)
-    return finish(fig)
+    )  # fmt: skip
+    return fig.update_layout(legend={"orientation": "h", "y": -0.25}, height=520)
 
 
 def plot_precision_speedup(ratios, *, baseline: str = "fp32", title=None):
@@ -328,25 +266,15 @@ def plot_presets(table, *, batch: int = 64, title=None):
 
     d = table[(table.batch == batch) & (table.status == "ok")]
     fig = px.line(
-        d,
-        x="gflops_per_img",
-        y="img_per_s",
-        color="family",
-        text="scale",
-        facet_col="backend",
-        facet_row="precision",
-        markers=True,
-        log_x=True,
-        log_y=True,
+        d, x="gflops_per_img", y="img_per_s", color="family", text="scale", facet_col="backend",
+        facet_row="precision", markers=True, log_x=True, log_y=True, template=TEMPLATE,
         hover_data=["width", "depth", "median_ms", "tflops", "peak_frac"],
-        template=TEMPLATE,
         title=title or f"Standard presets, batch {batch}: img/s vs GFLOPs per image",
-    )
+    )  # fmt: skip
     fig.update_traces(textposition="top center")
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
     fig.update_xaxes(title_text="GFLOPs per image")
-    fig.update_yaxes(title_text="images per second")
-    return finish(fig)
+    return finish(fig.update_yaxes(title_text="images per second"))
 
 
 def plot_compile_by_width(bench, title=None):
