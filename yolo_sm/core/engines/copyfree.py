@@ -17,8 +17,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from yolo_sm.core.engines.qconv import _HANDLES, import_cudnn
+from yolo_sm.core.engines.qconv import import_cudnn
 
+_HANDLES: dict = {}  # one cuDNN handle per device
 #: cuDNN's ranked plans each convolution graph times on its own tensors before it keeps one
 PLANS = 4
 
