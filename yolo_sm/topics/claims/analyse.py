@@ -1,15 +1,8 @@
-"""Facts for the reference articles' claims (notebook 09) that no topic module computes.
-
-Most claims read a topic's fact as it is (the heatmaps' occupancy at widths up to 1.25, the
-roofline's tensor-pipe use below 60 % occupancy, its C2f-fusion bound and its NCHW/NHWC time):
-their rules (:data:`yolo_sm.topics.claims.report.CLAIMS_RULES`) name that fact's key and scope, so
-each number is computed, and each claim decided, in one place. :func:`facts` adds the facts
-(keys ``claims.*``) that no topic emits: a claim's own measurement, made with the topics'
-analysis functions, or a small figure derived from topic facts (how far a measured number is
-off an article's figure, the weaker of two topic facts). A claim whose dataset the root lacks,
-or that nothing here can measure (mAP without labelled data, INT8 without an INT8 engine,
-latency at an arrival rate below capacity without such rows), has no fact and its rule reads
-"not tested". Nothing here judges.
+"""Facts for the articles' claims (notebook 09) that no topic computes (keys ``claims.*``):
+a claim's own measurement, or a figure derived from topic facts (how far a number is off an
+article's figure, the weaker of two facts). A claim whose dataset the root lacks, or that
+nothing here can measure (mAP without labelled data, latency at an arrival rate below capacity
+without such rows), has no fact and reads "not tested". Nothing here judges.
 """
 
 from __future__ import annotations
@@ -35,7 +28,6 @@ CONV_CLASSES = ("tensor_core_conv", "simt_conv", "tensor_core_gemm", "simt_gemm"
 BENCH_8BIT = "bench_8bit"
 
 #: the articles' figures a few facts are measured against
-CLAIMED_FLOPS_RISE_W125_PCT = 56.0
 CLAIMED_IMAGE_MEMORY_BYTES = 1.2e9
 CLAIMED_FRAME_COPY_MS = 0.08
 
@@ -57,16 +49,7 @@ def factor_off(measured: float, claimed: float) -> float:
     return max(measured / claimed, claimed / measured)
 
 
-# ---- claim 1: FLOPs of width x1.25 ---------------------------------------------------------
-
-
-def flops_rise_pct(sweep: pd.DataFrame, a: float = 1.0, b: float = 1.25) -> float:
-    """Rise of FLOPs per image from width ``a`` to ``b`` (%), from a sweep's ``flops_per_img``
-    (:func:`yolo_sm.topics.width.analyse.flops_by_width`)."""
-    f = scaling.flops_by_width(sweep).set_index("width").flops_per_img
-    if a not in f.index or b not in f.index:
-        return NAN
-    return (float(f[b]) / float(f[a]) - 1) * 100
+flops_by_width = scaling.flops_by_width  # claim 1's table (structure, not a rule)
 
 
 # ---- claim 2: occupancy from width 1.0 to 1.5 (the heatmaps' facts) --------------------------
@@ -165,13 +148,15 @@ def eight_bit_vs_fp16(
 
 def eight_bit_fact(bench: pd.DataFrame, precision: str, dataset: str) -> dict:
     """The 8-bit claim's fact for ``precision``: the smallest ratio over the widths of
-    :func:`eight_bit_vs_fp16`, with the largest clock spread and the clock-normalised ratios
-    in its note; NaN without a width where both engines ran."""
+    :func:`eight_bit_vs_fp16`, with the largest clock spread, and per width the ratio, the
+    clock spread and the clock-normalised ratio in its note; NaN without a width where both
+    engines ran."""
     t = eight_bit_vs_fp16(bench, precision)
     by_w = ", ".join(
-        f"width {w:g}: {r:.2f}x ({q:.2f}x per MHz)"
-        for w, r, q in zip(t.width, t.ratio, t.ratio_at_equal_clock, strict=True)
-    )
+        f"width {w:g}: {r:.2f}x at clocks {c:.0f} % apart ({q:.2f}x per MHz)"
+        for w, r, c, q in zip(t.width, t.ratio, t.clock_spread_pct, t.ratio_at_equal_clock,
+                              strict=True)
+    )  # fmt: skip
     return fact(
         f"claims.{precision}_over_fp16_cudagraph_b64_min",
         t["ratio"].min() if len(t) else NAN,
@@ -266,7 +251,7 @@ def derived(topic: pd.DataFrame) -> list[dict]:
 #: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
 FACT_KEYS = frozenset(
     """
-    claims.conv_blocks_per_sm_fp16_nhwc_over_fp32_nchw claims.flops_rise_w1.25_off_claim_pp
+    claims.conv_blocks_per_sm_fp16_nhwc_over_fp32_nchw
     claims.fp16_map_drop_pct claims.fp8_over_fp16_cudagraph_b64_min claims.frame_copy_off_claim
     claims.image_memory_off_claim claims.img_per_s_b32_over_b1_w0.5
     claims.img_per_s_b4_over_best_b1_16 claims.int8_over_fp16_cudagraph_b64_min
@@ -286,16 +271,6 @@ def facts(root: DataRoot, topic: pd.DataFrame | None = None) -> pd.DataFrame:
     if root.has("sweep_fp16_nhwc"):
         s = root.load("sweep_fp16_nhwc")
         d = ("sweep_fp16_nhwc",)
-        rise = flops_rise_pct(s)
-        add(
-            fact(
-                "claims.flops_rise_w1.25_off_claim_pp",
-                abs(rise - CLAIMED_FLOPS_RISE_W125_PCT),
-                "pp",
-                datasets=d,
-                note=f"FLOPs per image rise {rise:.1f} % from width 1.0 to 1.25",
-            )
-        )
         img1 = eager_img_per_s(s, 1.0)
         add(fact("claims.img_per_s_b4_over_best_b1_16", batch_over_best(img1), "x", datasets=d))
         add(

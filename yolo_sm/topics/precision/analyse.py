@@ -1,12 +1,9 @@
 """Precision (notebook 02): tables and facts.
 
-Same-run speed-ups over fp32, the points of the plan's precision steps the sweeps still lack
-(:mod:`yolo_sm.analyse.plan_grid`), the kernel class mix, registers, shared memory
-and occupancy per precision and layout from Nsight Compute, bf16 against fp16 per layer, the
-numerical error of the sweeps next to the tolerances, and the ``numerics`` dataset (errors on
-random inputs and on photos, fp8 included) next to the fast-engines bench's fp8 check. Every
-function takes tables and returns a table; :func:`facts` reads a dataset root and returns the
-numbers the rules of :mod:`yolo_sm.topics.precision.rules` judge. Nothing here judges.
+Same-run speed-ups over fp32, the kernel mix and occupancy per precision and layout (Nsight
+Compute), bf16 against fp16 per layer, the sweeps' numerical error next to the tolerances and
+the ``numerics`` dataset next to the fast-engines bench's fp8 check. :func:`facts` returns the
+numbers :mod:`yolo_sm.topics.precision.rules` judges. Nothing here judges.
 """
 
 from __future__ import annotations
@@ -18,12 +15,11 @@ import pandas as pd
 from yolo_sm.analyse.bench_table import ok_rows
 from yolo_sm.analyse.facts import fact, facts_table, sm_clock_mhz
 from yolo_sm.analyse.kernels import add_kernel_class, class_shares
-from yolo_sm.analyse.plan_grid import missing_for
 from yolo_sm.analyse.weighting import same_run_ratio, time_weighted
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import with_config
 from yolo_sm.contract.vocab import TOLERANCE, Precision
-from yolo_sm.topics.precision.eight_bit import facts_8bit
+from yolo_sm.topics.precision.eight_bit import check_errors, facts_8bit
 from yolo_sm.topics.width.analyse import BENCH, GRAPH_BACKEND
 
 MATMUL_CLASSES = ("tensor_core_conv", "simt_conv", "tensor_core_gemm", "simt_gemm")
@@ -44,6 +40,8 @@ HIGH_OCCUPANCY_PCT = 75.0
 FP8_VARIANT = "cudagraph/fp8/nhwc"
 #: batches from here up check on the four calibration images (two photos, mirrored)
 FP8_MIN_BATCH = 4
+#: the batches the speed rules name: compute-bound with CUDA graphs, launch-bound in eager
+LARGE_BATCH, SMALL_BATCH = 64, 1
 
 
 def order_configs(df):
@@ -55,12 +53,12 @@ def order_configs(df):
 
 def load_present(root: DataRoot, names):
     """The datasets of ``names`` the root holds, concatenated with a ``dataset`` column (None
-    when it holds none); ``attrs["missing"]`` lists the others."""
+    when it holds none); ``attrs["datasets"]`` names them."""
     have = [n for n in names if root.has(n)]
     if not have:
         return None
     out = pd.concat([root.load(n).assign(dataset=n) for n in have], ignore_index=True)
-    out.attrs = {"datasets": have, "missing": [n for n in names if n not in have]}
+    out.attrs = {"datasets": have}
     return out
 
 
@@ -69,21 +67,13 @@ def load_present(root: DataRoot, names):
 
 def precision_speedup(sweep, *, baseline: str = "fp32"):
     """Same-run latency ratio ``baseline / precision`` (above 1: faster than the baseline) per
-    width, layout, batch and backend, only where both were measured. ``minutes_apart``: how far
-    apart the two points were measured (``prov_date_utc``); a sweep resumed over several runs
-    can pair points of two runs. ``clock_spread_pct``: how far apart (%) the two points' SM
-    clocks were (:func:`yolo_sm.analyse.facts.clock_spread_pct`)."""
+    width, layout, batch and backend, only where both were measured, with
+    ``clock_spread_pct``: how far apart (%) the two points' SM clocks were
+    (:func:`yolo_sm.analyse.facts.clock_spread_pct`)."""
     index = ["width", "layout", "batch", "backend"]
     r = same_run_ratio(sweep, baseline=baseline, index=tuple(index))
     r = r.dropna(subset=["ratio"]).reset_index(drop=True)
     ok = ok_rows(sweep)
-    if "prov_date_utc" in sweep and len(r):
-        t = pd.to_datetime(ok["prov_date_utc"], utc=True, errors="coerce")
-        minutes = ok.assign(_m=(t - pd.Timestamp(0, tz="UTC")).dt.total_seconds() / 60)
-        wide = minutes.pivot_table(index=index, columns="precision", values="_m", aggfunc="min")
-        apart = wide.drop(columns=[baseline]).sub(wide[baseline], axis=0).abs().reset_index()
-        apart = apart.melt(id_vars=index, var_name="precision", value_name="minutes_apart")
-        r = r.merge(apart, on=[*index, "precision"], how="left")
     if len(r):  # the SM clocks the two sides ran at (a ratio of clocks far apart says so)
         clk = ok.assign(_c=sm_clock_mhz(ok)).pivot_table(
             index=index, columns="precision", values="_c", aggfunc="mean"
@@ -270,9 +260,6 @@ def numerics_summary(numerics):
     return out
 
 
-_CHECK_ERROR = r"relative L2 error ([0-9.]+(?:e[-+]?\d+)?)"
-
-
 def bench_check_errors(bench, variant: str = FP8_VARIANT, min_batch: int = FP8_MIN_BATCH):
     """The numerical check of ``variant`` in the fast-engines bench, per width: the relative L2
     error of the head output against eager fp32 on the photos (``rel_err`` of ok rows, read from
@@ -283,8 +270,7 @@ def bench_check_errors(bench, variant: str = FP8_VARIANT, min_batch: int = FP8_M
     b = bench[(bench.variant == variant) & (bench.batch >= min_batch)].copy()
     if b.empty:
         return pd.DataFrame(columns=cols)
-    parsed = b.message.fillna("").str.extract(_CHECK_ERROR, expand=False).astype(float)
-    b["err"] = b.rel_err.where(b.status == "ok", parsed)
+    b["err"] = check_errors(b)
     b = b[b.err.notna()]  # rows that failed otherwise (out of memory, ...) carry no error
     b["over"] = b.status != "ok"
     return (
@@ -333,43 +319,21 @@ def _shares(fwd):
 
 def speedup_facts(ratios, *, dataset=SWEEPS) -> list[dict]:
     """Per tensor-core precision of :func:`precision_speedup` against fp32 (NCHW): its smallest
-    same-run speed-up over the widths at the largest batch with CUDA graphs, and its median
-    speed-up at the smallest batch in eager; the largest time between the two points of a
-    ratio (minutes)."""
+    same-run speed-up over the widths at :data:`LARGE_BATCH` with CUDA graphs, and its median
+    over the widths at :data:`SMALL_BATCH` in eager, each with the largest clock spread of its
+    ratios."""
     ds = tuple(dataset) if not isinstance(dataset, str) else (dataset,)
     out = []
     for prec in TENSOR_CORE_PRECISIONS:
         s = ratios[ratios.precision == prec]
-        if s.empty:
-            continue
-        g = s[(s.backend == GRAPH_BACKEND) & (s.batch == s.batch.max())]
-        e = s[(s.backend == "eager") & (s.batch == s.batch.min())]
-        scope = f"precision={prec}"
-        spread = {n: t.get("clock_spread_pct", pd.Series(dtype=float)).max() for n, t in
-                  (("g", g), ("e", e))}  # fmt: skip
-        out.append(fact("speedup_large_batch_min", g.ratio.min(), "x", scope=scope, datasets=ds,
-                        clock_spread_pct=spread["g"]))  # fmt: skip
-        out.append(fact("speedup_eager_small_batch", e.ratio.median(), "x", scope=scope,
-                        datasets=ds, clock_spread_pct=spread["e"]))  # fmt: skip
-    if "minutes_apart" in ratios and ratios.minutes_apart.notna().any():
-        out.append(fact("ratio_minutes_apart_max", ratios.minutes_apart.max(), "min", datasets=ds))
+        g = s[(s.backend == GRAPH_BACKEND) & (s.batch == LARGE_BATCH)]
+        e = s[(s.backend == "eager") & (s.batch == SMALL_BATCH)]
+        for key, t, v in (("speedup_b64_min", g, g.ratio.min()),
+                          ("speedup_eager_b1", e, e.ratio.median())):  # fmt: skip
+            if len(t):
+                out.append(fact(key, v, "x", scope=f"precision={prec}", datasets=ds,
+                                clock_spread_pct=t.clock_spread_pct.max()))  # fmt: skip
     return out
-
-
-def missing_facts(missing, *, dataset=SWEEPS) -> list[dict]:
-    """Points the plan's steps name and the sweeps lack, and how many the steps name."""
-    ds = tuple(dataset) if not isinstance(dataset, str) else (dataset,)
-    planned = missing.attrs.get("planned", missing.planned.max() if len(missing) else math.nan)
-    return [
-        fact(
-            "sweep_grid_missing_points",
-            int(missing.points.sum()) if len(missing) else 0,
-            "points",
-            datasets=ds,
-            points=0 if planned == 0 else None,
-        ),
-        fact("sweep_grid_planned_points", planned, "points", datasets=ds),
-    ]
 
 
 def kernel_facts(fwd, matmul, *, dataset=NCU) -> list[dict]:
@@ -458,19 +422,15 @@ def pair_facts(ratios, delta, *, a="bf16", b="fp16") -> list[dict]:
     return out
 
 
-def error_facts(errors, *, dataset=CHECKED) -> list[dict]:
-    """Facts of :func:`error_table`: the largest error over its tolerance, and bf16's median
-    error over fp16's (NCHW where both exist)."""
+def error_facts(checked, *, dataset=CHECKED) -> list[dict]:
+    """The sweeps' largest error over its precision's tolerance (points rejected by the check
+    included: their message states the error), and bf16's median error over fp16's in NCHW
+    (:func:`error_table`)."""
     ds = tuple(dataset)
-    out = [
-        fact(
-            "gpu_error_over_tolerance_max",
-            (errors["max"] / errors.tolerance).max(),
-            "x",
-            datasets=ds,
-        )
-    ]
-    med = errors[errors.layout == "nchw"].set_index("precision")["median"]
+    over = check_errors(checked) / checked.precision.map(tolerance)
+    out = [fact("gpu_error_over_tolerance_max", over.max(), "x", datasets=ds)]
+    med = error_table(checked)
+    med = med[med.layout == "nchw"].set_index("precision")["median"]
     if {"bf16", "fp16"} <= set(med.index):
         out.append(fact("bf16_over_fp16_median_error", med["bf16"] / med["fp16"], "x", datasets=ds))
     return out
@@ -525,20 +485,12 @@ def numerics_facts(numerics, bench=None) -> list[dict]:
 
 def fp8_bench_facts(bench) -> list[dict]:
     """The GPU fp8 engine's check in the bench: batches (from :data:`FP8_MIN_BATCH` up) over
-    the fp8 tolerance, and the largest error over the tolerance."""
+    the fp8 tolerance."""
     g = bench_check_errors(bench)
     if g.empty:
         return []
-    ds = (BENCH,)
-    return [
-        fact("fp8_engine_batches_over_tolerance", int(g.failed.sum()), "batches", datasets=ds),
-        fact(
-            "fp8_engine_error_over_tolerance_max",
-            g.gpu_err_max.max() / tolerance("fp8"),
-            "x",
-            datasets=ds,
-        ),
-    ]
+    n = int(g.failed.sum())
+    return [fact("fp8_engine_batches_over_tolerance", n, "batches", datasets=(BENCH,))]
 
 
 #: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
@@ -557,11 +509,9 @@ FACT_KEYS = frozenset(
     int8_kernels.model_triton_over_cudnn_min int8_kernels.triton_over_cudnn_min
     int8_kernels.triton_peak_of_int8_ceiling_pct int8_percentile_over_max_error
     int8_quantise_over_saving_max int8_unchanged_pct_min kernel_time_fp32_nchw_over_fp16_nhwc
-    layout_transform_share_fp32_nhwc
-    layout_transform_share_tensor_core_nhwc_max narrowest_error_amplification_min
-    numerics_error_over_tolerance_max ratio_minutes_apart_max simt_share_fp16_nhwc
-    simt_share_fp32_nchw speedup_eager_small_batch speedup_large_batch_min
-    sweep_grid_missing_points tensor_core_conv_theoretical_fp16_nhwc
+    layout_transform_share_fp32_nhwc layout_transform_share_tensor_core_nhwc_max
+    narrowest_error_amplification_min numerics_error_over_tolerance_max simt_share_fp16_nhwc
+    simt_share_fp32_nchw speedup_eager_b1 speedup_b64_min tensor_core_conv_theoretical_fp16_nhwc
     """.split()
 )
 
@@ -575,11 +525,8 @@ def facts(root: DataRoot) -> pd.DataFrame:
     bench = root.load(BENCH) if root.has(BENCH) else None
     if sweep is not None and (sweep.precision == "fp32").any():
         rows += speedup_facts(precision_speedup(sweep), dataset=sweep.attrs["datasets"])
-    missing = missing_for(root, sweep, SWEEPS)
-    if missing is not None:
-        rows += missing_facts(missing)
     if checked is not None:
-        rows += error_facts(error_table(checked), dataset=checked.attrs["datasets"])
+        rows += error_facts(checked, dataset=checked.attrs["datasets"])
     delta = None
     if root.has(NCU):
         ncu = root.load(NCU)

@@ -1,11 +1,8 @@
-"""FP16, INT8 and FP8 side by side (notebook 02): the ``bench_8bit`` dataset (the 8-bit engines
-and the fp16 engines timed in one process per width and batch) and the ``numerics_8bit``
-dataset (the int8 engine's head-output error against eager fp32 and its boxes after NMS against
-fp16, per calibration), with fp8's photo rows of ``numerics``, and the ``trace_int8_b64`` and
-``trace_fp8_w1_b64`` Kineto kernels (where the 8-bit engines' GPU time goes against fp16's, and
-at what occupancy their kernels run). Tables in, tables out;
-:func:`facts_8bit` returns the numbers the rules of
-:data:`yolo_sm.topics.precision.rules.EIGHT_BIT` judge. Nothing here judges."""
+"""FP16, INT8 and FP8 side by side (notebook 02): ``bench_8bit`` (the engines of one width and
+batch timed interleaved in one process), ``numerics_8bit`` (int8's error against eager fp32 and
+its boxes against fp16's, per calibration) and the Kineto traces ``trace_int8_b64`` and
+``trace_fp8_w1_b64`` (where the 8-bit engines' GPU time goes, at what occupancy).
+:func:`facts_8bit` returns what the 8-bit rules judge. Nothing here judges."""
 
 from __future__ import annotations
 
@@ -50,6 +47,13 @@ EIGHT_BIT = ("int8", "fp8")
 _CHECK_ERROR = r"relative L2 error ([0-9.]+(?:e[-+]?\d+)?)"
 
 
+def check_errors(df) -> pd.Series:
+    """Each row's numerical-check error: ``rel_err`` where it ran, else the error the message
+    of a rejected engine states (NaN for other failures)."""
+    parsed = df.message.fillna("").str.extract(_CHECK_ERROR, expand=False).astype(float)
+    return df.rel_err.where(df.status == "ok", parsed) if "rel_err" in df else parsed
+
+
 def label(precision: str, calibration=None, percentile=None) -> str:
     """``fp16``, ``fp8``, ``int8 (max)``, ``int8 (percentile 99.99)``."""
     cal = "" if calibration is None or calibration != calibration else str(calibration)
@@ -81,9 +85,7 @@ def engine_speed(bench, batch: int | None = None):
         d = d[d.batch == batch]
     if d.empty:
         return pd.DataFrame()
-    d = d.copy()
-    parsed = d.message.fillna("").str.extract(_CHECK_ERROR, expand=False).astype(float)
-    d["rel_err"] = d.rel_err.where(d.status == "ok", parsed) if "rel_err" in d else parsed
+    d = d.assign(rel_err=check_errors(d))
     ok = ok_rows(d)
     fp16 = ok[ok.precision == "fp16"]
     unit = ["width", "batch"]
@@ -156,9 +158,8 @@ def error_table(numerics_8bit, numerics=None):
 
 def speed_facts(speed) -> list[dict]:
     """Per 8-bit precision in the bench (its speed over fp16 is claim_10's fact): its
-    convolutions that fell back
-    to fp16 (most in one engine, rows measured on a GPU: a CPU emulates), its largest check
-    error over the tolerance (failed checks included) and its engines that failed."""
+    convolutions that fell back to fp16 (most in one engine, GPU rows: a CPU emulates) and its
+    engines that failed."""
     ds = (BENCH_8BIT,)
     out = []
     for p in EIGHT_BIT:
@@ -174,16 +175,6 @@ def speed_facts(speed) -> list[dict]:
                 "engine_fallbacks_max",
                 falls.max() if len(falls) else math.nan,
                 "convs",
-                scope=scope,
-                datasets=ds,
-            )
-        )
-        err = s.rel_err.dropna()
-        out.append(
-            fact(
-                "bench_error_over_tolerance_max",
-                err.max() / TOLERANCE[Precision(p)] if len(err) else math.nan,
-                "x",
                 scope=scope,
                 datasets=ds,
             )
@@ -294,23 +285,16 @@ UNCHANGED = ("copy / concat", "pooling / upsample", "pooling (Triton)", "upsampl
 
 
 def trace_facts(table) -> list[dict]:
-    """From :func:`trace_table`: per width its ratios (scoped), and over the widths the largest
-    convolution ratio, the largest quantisation cost over saving and the smallest share left
-    unchanged."""
-    ds = (TRACE_INT8,)
-    out = []
+    """From :func:`trace_table`, over the widths: the largest convolution ratio, the largest
+    quantisation cost over saving and the smallest share left unchanged."""
     if table.empty:
-        return out
-    for r in table.itertuples():
-        scope = f"width={r.width:g}"
-        out.append(fact("int8_trace_over_fp16", r.int8_over_fp16, "x", scope=scope, datasets=ds))
-        out.append(fact("int8_conv_over_fp16_conv", r.conv_ratio, "x", scope=scope, datasets=ds))
-    out.append(fact("int8_conv_over_fp16_conv_max", table.conv_ratio.max(), "x", datasets=ds))
-    out.append(
-        fact("int8_quantise_over_saving_max", table.quantise_over_saving.max(), "x", datasets=ds)
-    )
-    out.append(fact("int8_unchanged_pct_min", table.unchanged_pct.min(), "%", datasets=ds))
-    return out
+        return []
+    ds = (TRACE_INT8,)
+    return [
+        fact("int8_conv_over_fp16_conv_max", table.conv_ratio.max(), "x", datasets=ds),
+        fact("int8_quantise_over_saving_max", table.quantise_over_saving.max(), "x", datasets=ds),
+        fact("int8_unchanged_pct_min", table.unchanged_pct.min(), "%", datasets=ds),
+    ]
 
 
 #: the largest gap (percentage points) between an 8-bit engine's convolutions' time-weighted

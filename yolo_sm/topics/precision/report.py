@@ -14,7 +14,6 @@ from yolo_sm.report.text import code
 from yolo_sm.topics.deploy.report import stacked_breakdown
 from yolo_sm.topics.precision import eight_bit as p8
 from yolo_sm.topics.precision import int8_kernels as ik
-from yolo_sm.topics.precision.rules import EIGHT_BIT_SPEEDUP
 from yolo_sm.topics.width.report import lacks
 
 SPEED_COLUMNS = ("batch", "width", "variant", "status", "img_per_s", "vs_fastest_fp16")
@@ -24,8 +23,7 @@ SPEED_COLUMNS += ("quant_handoffs",)
 
 def plot_speed(speed, *, title=None):
     """img/s over the fastest fp16 engine of the same width and batch, one bar per engine,
-    grouped by width, one panel per batch; the dotted lines are 1 (as fast as fp16) and the
-    8-bit rules' threshold."""
+    grouped by width, one panel per batch; the dotted line is 1 (as fast as fp16)."""
     import plotly.express as px
 
     d = speed[speed.status == "ok"].assign(width=lambda x: x.width.map("{:g}".format))
@@ -42,7 +40,6 @@ def plot_speed(speed, *, title=None):
         title=title or "Each engine's images per second over the fastest fp16 engine's",
     )
     fig.add_hline(y=1.0, line_dash="dot")
-    fig.add_hline(y=EIGHT_BIT_SPEEDUP, line_dash="dash")
     fig.update_xaxes(title_text="width multiplier")
     fig.update_yaxes(title_text="speed over the fastest fp16 engine (x)")
     return finish(fig)
