@@ -303,23 +303,14 @@ def test_catalog_json_has_one_object_per_rule(h200):
     assert by_id["claim_16"]["datasets"] == ["h200/ncu_precision_w1"]
 
 
-SECTIONS = (
-    claims.occupancy_figure,
-    claims.occupancy_vs_tensor_figure,
-    claims.batch_figure,
-    claims.memory_figure,
-    claims.layout_figure,
-)
-
-
-@pytest.mark.parametrize("section", SECTIONS, ids=lambda f: f.__name__)
-def test_sections_say_what_they_lack(section, tmp_path, h200):
+def test_claim_1_is_a_table_and_says_what_it_lacks(tmp_path, h200):
     from yolo_sm.report.sections import Note
 
     empty = subset_root(tmp_path, [])
-    note = section(empty)
+    note = claims.flops_table(empty)
     assert isinstance(note, Note) and empty.name in note
-    assert not isinstance(section(h200), Note)
+    t = claims.flops_table(h200).set_index("width")
+    assert t.rise_from_w1_pct[1.0] == 0 and t.rise_from_w1_pct[1.25] > 50
 
 
 def test_a_notebooks_verdict_table_shows_every_statement_whole():

@@ -26,6 +26,7 @@ CONV_CLASSES = ("tensor_core_conv", "simt_conv", "tensor_core_gemm", "simt_gemm"
 
 #: the bench that times fp16, int8 and fp8 engines of one model side by side
 BENCH_8BIT = "bench_8bit"
+NCU_T, FAST = "ncu_throughput_w1", "bench_fast_engines"
 
 #: the articles' figures a few facts are measured against
 CLAIMED_IMAGE_MEMORY_BYTES = 1.2e9
@@ -262,70 +263,37 @@ FACT_KEYS = frozenset(
 
 
 def facts(root: DataRoot, topic: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The claims' own facts from ``root`` (keys ``claims.*``, none of them a topic's key):
-    measured here, or derived from ``topic`` (:func:`topic_facts` of ``root`` when None).
-    Claims whose datasets the root lacks have no fact."""
+    """The claims' own facts from ``root`` (keys ``claims.*``): measured here, or derived from
+    ``topic`` (:func:`topic_facts` of ``root`` when None); none where a dataset is lacking."""
     topic = topic_facts(root) if topic is None else topic
     rows = derived(topic)
-    add = rows.append
     if root.has("sweep_fp16_nhwc"):
-        s = root.load("sweep_fp16_nhwc")
-        d = ("sweep_fp16_nhwc",)
-        img1 = eager_img_per_s(s, 1.0)
-        add(fact("claims.img_per_s_b4_over_best_b1_16", batch_over_best(img1), "x", datasets=d))
-        add(
-            fact(
-                "claims.img_per_s_b32_over_b1_w0.5",
-                batch_gain(eager_img_per_s(s, 0.5)),
-                "x",
-                datasets=d,
-            )
-        )
+        s, d = root.load("sweep_fp16_nhwc"), ("sweep_fp16_nhwc",)
+        rows += [
+            fact("claims.img_per_s_b4_over_best_b1_16", batch_over_best(eager_img_per_s(s, 1.0)),
+                 "x", datasets=d),
+            fact("claims.img_per_s_b32_over_b1_w0.5", batch_gain(eager_img_per_s(s, 0.5)), "x",
+                 datasets=d),
+        ]  # fmt: skip
     if root.has("ncu_precision_w1"):
         n = root.load("ncu_precision_w1")
         b32, s32 = conv_blocks(n, "yolov8_w1_fp32_nchw_b8")
         b16, s16 = conv_blocks(n, "yolov8_w1_fp16_nhwc_b8")
-        add(
-            fact(
-                "claims.conv_blocks_per_sm_fp16_nhwc_over_fp32_nchw",
-                b16 / b32,
-                "x",
-                datasets=("ncu_precision_w1",),
-                note=f"shared memory per conv block {s32 / 1e3:.0f} -> {s16 / 1e3:.0f} kB",
-            )
-        )
+        note = f"shared memory per conv block {s32 / 1e3:.0f} -> {s16 / 1e3:.0f} kB"
+        key, d = "claims.conv_blocks_per_sm_fp16_nhwc_over_fp32_nchw", ("ncu_precision_w1",)
+        rows.append(fact(key, b16 / b32, "x", datasets=d, note=note))
     if root.has("ncu_throughput_w1"):
-        add(
-            fact(
-                "claims.neck_conv_sm_throughput_min_pct",
-                neck_conv_sm_throughput(root.load("ncu_throughput_w1")),
-                "%",
-                datasets=("ncu_throughput_w1",),
-            )
-        )
+        v = neck_conv_sm_throughput(root.load("ncu_throughput_w1"))
+        rows.append(fact("claims.neck_conv_sm_throughput_min_pct", v, "%", datasets=(NCU_T,)))
     if root.has(BENCH_8BIT):
-        b8 = root.load(BENCH_8BIT)
-        rows += [eight_bit_fact(b8, p, BENCH_8BIT) for p in ("int8", "fp8")]
+        rows += [eight_bit_fact(root.load(BENCH_8BIT), p, BENCH_8BIT) for p in ("int8", "fp8")]
     if root.has("bench_fast_engines"):
-        b = root.load("bench_fast_engines")
-        add(
-            fact(
-                "claims.jitter_cut_below_capacity_pct",
-                jitter_cut_below_capacity(b),
-                "%",
-                datasets=("bench_fast_engines",),
-            )
-        )
+        v = jitter_cut_below_capacity(root.load("bench_fast_engines"))
+        rows.append(fact("claims.jitter_cut_below_capacity_pct", v, "%", datasets=(FAST,)))
     copy = ceiling(root, "copy_h2d_frame_fp16")
     if copy is not None:
         ms, where = copy
-        add(
-            fact(
-                "claims.frame_copy_off_claim",
-                factor_off(ms, CLAIMED_FRAME_COPY_MS),
-                "x",
-                datasets=("ceilings",),
-                note=f"{ms:.3f} ms for one 640x640x3 fp16 frame from pinned memory ({where})",
-            )
-        )
+        note = f"{ms:.3f} ms for one 640x640x3 fp16 frame from pinned memory ({where})"
+        v = factor_off(ms, CLAIMED_FRAME_COPY_MS)
+        rows.append(fact("claims.frame_copy_off_claim", v, "x", datasets=("ceilings",), note=note))
     return facts_table(r for r in rows if not math.isnan(r["value"]))

@@ -15,7 +15,7 @@ import pandas as pd
 from yolo_sm.analyse.bench_table import ok_rows
 from yolo_sm.analyse.facts import fact, facts_table, sm_clock_mhz
 from yolo_sm.analyse.kernels import add_kernel_class, class_shares
-from yolo_sm.analyse.weighting import same_run_ratio, time_weighted
+from yolo_sm.analyse.weighting import same_run_ratio, time_weighted, weighted_mean
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import with_config
 from yolo_sm.contract.vocab import TOLERANCE, Precision
@@ -139,18 +139,10 @@ def precision_forward(ncu):
 
 
 #: the columns of :func:`precision_forward` a notebook shows
-FORWARD_COLUMNS = (
-    "precision",
-    "layout",
-    "kernels",
-    "time_ms",
-    "theoretical_occupancy_tw_pct",
-    "achieved_occupancy_tw_pct",
-    "simt_share",
-    "tensor_core_share",
-    "layout_transform_share",
-    "layout_transform_kernels",
-    "high_occupancy_share",
+FORWARD_COLUMNS = tuple(
+    "precision layout kernels time_ms theoretical_occupancy_tw_pct achieved_occupancy_tw_pct "
+    "simt_share tensor_core_share layout_transform_share layout_transform_kernels "
+    "high_occupancy_share".split()
 )
 
 
@@ -182,17 +174,9 @@ def precision_matmul(ncu):
 
 
 #: the columns of :func:`precision_matmul` a notebook shows
-MATMUL_COLUMNS = (
-    "precision",
-    "layout",
-    "kernel_class",
-    "kernel_precision",
-    "kernels",
-    "time_us",
-    "registers_per_thread_tw",
-    "shared_mem_per_block_kib_tw",
-    "theoretical_occupancy_tw_pct",
-    "achieved_occupancy_tw_pct",
+MATMUL_COLUMNS = tuple(
+    "precision layout kernel_class kernel_precision kernels time_us registers_per_thread_tw "
+    "shared_mem_per_block_kib_tw theoretical_occupancy_tw_pct achieved_occupancy_tw_pct".split()
 )
 
 
@@ -313,10 +297,6 @@ def fp8_error_table(numerics, bench=None):
 # ---- facts --------------------------------------------------------------------------------------
 
 
-def _shares(fwd):
-    return fwd.set_index(fwd.precision + "_" + fwd.layout)
-
-
 def speedup_facts(ratios, *, dataset=SWEEPS) -> list[dict]:
     """Per tensor-core precision of :func:`precision_speedup` against fp32 (NCHW): its smallest
     same-run speed-up over the widths at :data:`LARGE_BATCH` with CUDA graphs, and its median
@@ -337,54 +317,36 @@ def speedup_facts(ratios, *, dataset=SWEEPS) -> list[dict]:
 
 
 def kernel_facts(fwd, matmul, *, dataset=NCU) -> list[dict]:
-    """Facts of :func:`precision_forward` and :func:`precision_matmul`: fp32 NCHW's SIMT share,
-    fp16 NHWC's SIMT share and kernel time against fp32 NCHW, the change of time-weighted
-    achieved occupancy and of the high-occupancy share, the tensor-core convolutions'
-    theoretical occupancy in fp16 NHWC, and layout-transform shares."""
-    ds = (dataset,)
-    f = _shares(fwd)
-    out = []
-    if "fp32_nchw" in f.index:
-        out.append(
-            fact("simt_share_fp32_nchw", 100 * f.loc["fp32_nchw", "simt_share"], "%", datasets=ds)
-        )
-    if "fp16_nhwc" in f.index:
-        out.append(
-            fact("simt_share_fp16_nhwc", 100 * f.loc["fp16_nhwc", "simt_share"], "%", datasets=ds)
-        )
-        tc = matmul[
-            (matmul.precision == "fp16")
-            & (matmul.layout == "nhwc")
-            & (matmul.kernel_class == "tensor_core_conv")
-        ]
-        if len(tc):
-            w = tc.time_us
-            th = float((tc.theoretical_occupancy_tw_pct * w).sum() / w.sum())
-            out.append(fact("tensor_core_conv_theoretical_fp16_nhwc", th, "%", datasets=ds))
+    """Facts of :func:`precision_forward` and :func:`precision_matmul`: fp32 NCHW's and fp16
+    NHWC's SIMT share, fp32 NCHW's kernel time over fp16 NHWC's, the change of achieved
+    occupancy and of the high-occupancy share, the tensor-core convolutions' theoretical
+    occupancy in fp16 NHWC, and layout-transform shares."""
+    ds, f, out = (dataset,), fwd.set_index(fwd.precision + "_" + fwd.layout), []
+
+    def add(key, v, unit="%"):
+        out.append(fact(key, v, unit, datasets=ds))
+
+    for c in ("fp32_nchw", "fp16_nhwc"):
+        if c in f.index:
+            add(f"simt_share_{c}", 100 * f.loc[c, "simt_share"])
+    tc = matmul[(matmul.precision == "fp16") & (matmul.layout == "nhwc")
+                & (matmul.kernel_class == "tensor_core_conv")]  # fmt: skip
+    if len(tc):
+        add("tensor_core_conv_theoretical_fp16_nhwc", weighted_mean(
+            tc.theoretical_occupancy_tw_pct, tc.time_us))  # fmt: skip
     if {"fp32_nchw", "fp16_nhwc"} <= set(f.index):
         a, b = f.loc["fp32_nchw"], f.loc["fp16_nhwc"]
-        out += [
-            fact("kernel_time_fp32_nchw_over_fp16_nhwc", a.time_us / b.time_us, "x", datasets=ds),
-            fact(
-                "achieved_occupancy_fp16_nhwc_minus_fp32_nchw",
-                b.achieved_occupancy_tw_pct - a.achieved_occupancy_tw_pct,
-                "pp",
-                datasets=ds,
-            ),
-            fact(
-                "high_occupancy_share_fp16_nhwc_minus_fp32_nchw",
-                100 * (b.high_occupancy_share - a.high_occupancy_share),
-                "pp",
-                datasets=ds,
-            ),
-        ]
+        add("kernel_time_fp32_nchw_over_fp16_nhwc", a.time_us / b.time_us, "x")
+        add("achieved_occupancy_fp16_nhwc_minus_fp32_nchw",
+            b.achieved_occupancy_tw_pct - a.achieved_occupancy_tw_pct, "pp")  # fmt: skip
+        add("high_occupancy_share_fp16_nhwc_minus_fp32_nchw",
+            100 * (b.high_occupancy_share - a.high_occupancy_share), "pp")  # fmt: skip
     nhwc = [f"{p}_nhwc" for p in TENSOR_CORE_PRECISIONS if f"{p}_nhwc" in f.index]
     if nhwc:
-        v = 100 * f.loc[nhwc, "layout_transform_share"].max()
-        out.append(fact("layout_transform_share_tensor_core_nhwc_max", v, "%", datasets=ds))
+        add("layout_transform_share_tensor_core_nhwc_max",
+            100 * f.loc[nhwc, "layout_transform_share"].max())  # fmt: skip
     if "fp32_nhwc" in f.index:
-        v = 100 * f.loc["fp32_nhwc", "layout_transform_share"]
-        out.append(fact("layout_transform_share_fp32_nhwc", v, "%", datasets=ds))
+        add("layout_transform_share_fp32_nhwc", 100 * f.loc["fp32_nhwc", "layout_transform_share"])
     return out
 
 
@@ -393,32 +355,21 @@ def pair_facts(ratios, delta, *, a="bf16", b="fp16") -> list[dict]:
     against ``b``) is from 1, and from one Nsight Compute forward (:func:`precision_layer_delta`)
     the kernel-time difference, the largest layer's share of it and the layers whose kernel
     classes differ."""
-    out = []
+    out, ds = [], (NCU,)
     r = ratios[ratios.precision == a] if ratios is not None else None
     if r is not None and len(r):
         dev = 100 * abs(r.ratio.median() - 1)
         out.append(fact(f"{a}_vs_{b}_median_ratio_dev", dev, "%", datasets=(SWEEP_BF16_NHWC,)))
     if delta is not None and len(delta):
         ta, tb = delta[f"{a}_us"].sum(), delta[f"{b}_us"].sum()
-        top = delta.iloc[0]
-        diff = ta - tb
-        ds = (NCU,)
+        share = 100 * delta.delta_us.iloc[0] / (ta - tb) if ta != tb else math.nan
+        changed = int((delta[f"classes_{a}"] != delta[f"classes_{b}"]).sum())
         out += [
             fact(f"{a}_vs_{b}_kernel_time_dev", 100 * abs(ta / tb - 1), "%", datasets=ds),
-            fact(
-                f"{a}_vs_{b}_top_layer_share_of_diff",
-                100 * top.delta_us / diff if diff else math.nan,
-                "%",
-                datasets=ds,
-            ),
-            fact(
-                f"{a}_vs_{b}_layers_changing_class",
-                int((delta[f"classes_{a}"] != delta[f"classes_{b}"]).sum()),
-                "layers",
-                datasets=ds,
-                points=len(delta),
-            ),
-        ]
+            fact(f"{a}_vs_{b}_top_layer_share_of_diff", share, "%", datasets=ds),
+            fact(f"{a}_vs_{b}_layers_changing_class", changed, "layers", datasets=ds,
+                 points=len(delta)),
+        ]  # fmt: skip
     return out
 
 
@@ -441,41 +392,22 @@ def numerics_facts(numerics, bench=None) -> list[dict]:
     largest ratio to tolerance; on photos, fp8's largest ratio to its tolerance as built and
     with the class prior; the narrowest model's error over the next width's (smallest over
     fp16, bf16 and fp8 as built); the GPU fp8 engine's largest deviation from the emulation."""
-    ds = (NUMERICS,)
-    out = []
+    ds, out = (NUMERICS,), []
     s = numerics_summary(numerics)
     if len(s):
-        out.append(
-            fact(
-                "numerics_error_over_tolerance_max",
-                (s["max"] / s.tolerance).max(),
-                "x",
-                datasets=ds,
-            )
-        )
+        v = (s["max"] / s.tolerance).max()
+        out.append(fact("numerics_error_over_tolerance_max", v, "x", datasets=ds))
     t = fp8_error_table(numerics, bench).sort_values("width").set_index("width")
-    tol = tolerance("fp8")
-    if "fp8" in t:
-        out.append(fact("fp8_error_over_tolerance_max", t["fp8"].max() / tol, "x", datasets=ds))
-    prior = "fp8, class prior"
-    if prior in t:
-        out.append(
-            fact("fp8_prior_error_over_tolerance_max", t[prior].max() / tol, "x", datasets=ds)
-        )
-        if "fp8 engine, max" in t:
-            both = t.dropna(subset=[prior, "fp8 engine, max"])
-            dev = pd.concat(
-                [both["fp8 engine, max"] / both[prior], both["fp8 engine, min"] / both[prior]]
-            )
-            if len(dev):
-                out.append(
-                    fact(
-                        "fp8_engine_vs_emulation_max_dev",
-                        100 * (dev - 1).abs().max(),
-                        "%",
-                        datasets=(*ds, BENCH),
-                    )
-                )
+    tol, prior, engine = tolerance("fp8"), "fp8, class prior", "fp8 engine, max"
+    for col, key in (("fp8", "fp8_error"), (prior, "fp8_prior_error")):
+        if col in t:
+            out.append(fact(f"{key}_over_tolerance_max", t[col].max() / tol, "x", datasets=ds))
+    if prior in t and engine in t:
+        both = t.dropna(subset=[prior, engine])
+        dev = pd.concat([both[engine] / both[prior], both["fp8 engine, min"] / both[prior]])
+        if len(dev):
+            v = 100 * (dev - 1).abs().max()
+            out.append(fact("fp8_engine_vs_emulation_max_dev", v, "%", datasets=(*ds, BENCH)))
     cols = [c for c in ("fp16", "bf16", "fp8") if c in t]
     if cols and len(t) >= 2:
         amp = min(t.iloc[0][c] / t.iloc[1][c] for c in cols)

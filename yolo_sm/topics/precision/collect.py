@@ -1,30 +1,12 @@
-"""Which int8 convolution runs fastest on this GPU: every int8 convolution of a YOLO model timed
-alone with each kernel yolo_sm has (cuDNN's int8 graph, ``torch._int_mm`` for the 1x1 ones,
-yolo_sm's Triton implicit GEMM with the input quantised inside it or by the separate quantiser)
-against the fp16 convolution it replaces, then the whole model as a CUDA graph with each kernel,
-all in one process (the step's units run one after another).
-
-Per convolution (``scope`` = ``conv``) the input is the one it sees in the int8 model's forward
-on the check photos (the engine's batch: :func:`yolo_sm.core.engines.base.photo_input`);
-each kernel's call is what the engine runs for it, the input's quantisation included:
-
-* ``fp16``: the fp16 convolution with its bias, then SiLU (cuDNN, channels_last);
-* ``cudnn``: the Triton quantiser, then cuDNN's fused int8 graph (de-scale, bias, SiLU);
-* ``intmm``: the quantiser, ``torch._int_mm``, the one-pass epilogue (1x1 stride 1 only);
-* ``triton``: yolo_sm's kernel, quantising while it loads;
-* ``triton_prequant``: the quantiser, then yolo_sm's kernel on the int8 input.
-
-``quantize_ms`` (on every int8 row of a convolution) is the quantiser alone. ``rel_err`` of an
-int8 row is its output's relative L2 distance from the exact emulation (int8 values convolved in
-fp32: :meth:`yolo_sm.core.engines.int8.Int8Conv._emulate`): a kernel that computes the int8
-convolution right differs only by the output's rounding (about 1e-3 in fp16).
-
-The convolutions are timed without hand-off (``EngineConfig.int8_handoff``): each reads the
-fp16 input and writes the fp16 output the kernels all take and give.
-
-Per model (``scope`` = ``model``) the CUDA-graph engines of fp16 and of int8 with each kernel
-(``EngineConfig.int8_kernel``) are built, checked against eager fp32 on the photos and timed;
-the cuDNN engine hands int8 over where it can (the Triton and ``_int_mm`` kernels do not).
+"""Which int8 convolution runs fastest on this GPU (the ``int8_kernels`` step): every int8
+convolution of a YOLO model timed alone (``scope`` conv; its input the one it sees in the int8
+model's forward on the check photos) with each kernel -- ``fp16`` (the fp16 convolution + SiLU it
+replaces), ``cudnn`` (quantiser, then cuDNN's fused int8 graph), ``intmm`` (quantiser,
+``torch._int_mm``, epilogue; 1x1 stride 1 only), ``triton`` (yolo_sm's kernel, quantising while
+it loads), ``triton_prequant`` (quantiser, then that kernel) -- without hand-off; then each
+width's whole model as a CUDA-graph engine per kernel (``scope`` model), checked against eager
+fp32. ``quantize_ms``: the quantiser alone; ``rel_err`` of an int8 row: its distance from the
+exact emulation (about 1e-3 in fp16 when right). One process; the units run in turn.
 """
 
 from __future__ import annotations

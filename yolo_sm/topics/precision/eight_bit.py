@@ -11,7 +11,7 @@ import math
 import pandas as pd
 
 from yolo_sm.analyse.bench_table import ok_rows
-from yolo_sm.analyse.facts import fact
+from yolo_sm.analyse.facts import fact, sm_clock_mhz
 from yolo_sm.analyse.weighting import time_weighted, weighted_mean
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import config_label, parse_config
@@ -37,7 +37,7 @@ TRACE_INT8_COMPILE_SEP_POOL = "trace_int8_compile_sep_pool_b64"
 TRACE_FP8 = "trace_fp8_w1_b64"
 #: the traces that hold an 8-bit engine's kernels beside fp16's, by 8-bit precision
 TRACES_8BIT = {"int8": TRACE_INT8, "fp8": TRACE_FP8}
-#: the fp16 engine the 8-bit engines' kernels are compared with: eager's kernels in one graph
+#: the fp16 engine of the same backend as the 8-bit engines: eager's kernels in one graph
 GRAPH_FP16 = "cudagraph/fp16/nhwc"
 NUMERICS_8BIT = "numerics_8bit"
 NUMERICS = "numerics"
@@ -72,20 +72,17 @@ def _labels(df) -> pd.Series:
     )
 
 
-def engine_speed(bench, batch: int | None = None):
-    """Per width and batch (only ``batch`` when given) the model-only engine rows of the bench:
-    ``variant`` and ``backend``, img/s, the ratio to the fastest fp16 engine of the same width
-    and batch (``vs_fastest_fp16``; that engine is ``fastest_fp16``) and to the fp16 CUDA graph
-    (``vs_cudagraph_fp16``: the same eager kernels without launch gaps), the numerical check's
-    ``rel_err`` (read from the message where the check failed), ``quant_convs``,
-    ``quant_fallbacks`` and ``quant_handoffs`` (NaN in rows measured before hand-off); error
-    rows keep their message."""
+def engine_speed(bench):
+    """Per width and batch the model-only engine rows of the bench: ``variant``, ``backend``,
+    img/s, the ratio to the fastest fp16 engine of the same width and batch
+    (``vs_fastest_fp16``; that engine is ``fastest_fp16``) and to the fp16 CUDA graph
+    (``vs_cudagraph_fp16``: the same kernels without launch gaps), the SM clock it ran at
+    (``sm_clock_mhz``), the check's ``rel_err`` (read from the message of a rejected engine),
+    ``quant_convs``, ``quant_fallbacks`` and ``quant_handoffs``; error rows keep their message."""
     d = bench[bench.scope == "model_only"] if "scope" in bench else bench
-    if batch is not None:
-        d = d[d.batch == batch]
     if d.empty:
         return pd.DataFrame()
-    d = d.assign(rel_err=check_errors(d))
+    d = d.assign(rel_err=check_errors(d), sm_clock_mhz=sm_clock_mhz(d))
     ok = ok_rows(d)
     fp16 = ok[ok.precision == "fp16"]
     unit = ["width", "batch"]
@@ -101,7 +98,8 @@ def engine_speed(bench, batch: int | None = None):
         if c not in d:
             d[c] = math.nan
     cols = ["width", "batch", "variant", "backend", "precision", "status", "img_per_s"]
-    cols += ["vs_fastest_fp16", "fastest_fp16", "vs_cudagraph_fp16", "rel_err", *quant]
+    cols += ["vs_fastest_fp16", "fastest_fp16", "vs_cudagraph_fp16", "sm_clock_mhz", "rel_err"]
+    cols += quant
     cols += ["message"] + [c for c in ("prov_device",) if c in d]
     return (
         d[cols]
@@ -160,34 +158,19 @@ def speed_facts(speed) -> list[dict]:
     """Per 8-bit precision in the bench (its speed over fp16 is claim_10's fact): its
     convolutions that fell back to fp16 (most in one engine, GPU rows: a CPU emulates) and its
     engines that failed."""
-    ds = (BENCH_8BIT,)
-    out = []
+    out, ds = [], (BENCH_8BIT,)
     for p in EIGHT_BIT:
         s = speed[speed.precision == p]
         if s.empty:
             continue
-        scope = f"precision={p}"
-        # on a CPU the engines emulate: no cuDNN path to fall back from
-        on_gpu = s.prov_device.astype(str).str.startswith("cuda") if "prov_device" in s else None
-        falls = s.quant_fallbacks[on_gpu] if on_gpu is not None else s.quant_fallbacks
-        out.append(
-            fact(
-                "engine_fallbacks_max",
-                falls.max() if len(falls) else math.nan,
-                "convs",
-                scope=scope,
-                datasets=ds,
-            )
-        )
-        out.append(
-            fact(
-                "bench_engines_failed",
-                int((s.status != "ok").sum()),
-                "engines",
-                scope=scope,
-                datasets=ds,
-            )
-        )
+        gpu = s.prov_device.astype(str).str.startswith("cuda") if "prov_device" in s else None
+        falls = s.quant_fallbacks[gpu] if gpu is not None else s.quant_fallbacks
+        v = falls.max() if len(falls) else math.nan
+        out += [
+            fact("engine_fallbacks_max", v, "convs", scope=f"precision={p}", datasets=ds),
+            fact("bench_engines_failed", int((s.status != "ok").sum()), "engines",
+                 scope=f"precision={p}", datasets=ds),
+        ]  # fmt: skip
     return out
 
 
@@ -195,23 +178,15 @@ def error_facts(errors) -> list[dict]:
     """From :func:`error_table`: int8's largest error over its tolerance (every calibration and
     width), the percentile calibration's error over max's (median over widths), and the
     smallest share of int8 boxes matched to fp16's (either direction)."""
-    ds = (NUMERICS_8BIT,)
-    out = []
-    i8 = errors[errors.precision == "int8"]
+    ds, i8 = (NUMERICS_8BIT,), errors[errors.precision == "int8"]
     if i8.empty:
-        return out
-    out.append(fact("int8_error_over_tolerance_max", i8.over_tolerance.max(), "x", datasets=ds))
+        return []
+    out = [fact("int8_error_over_tolerance_max", i8.over_tolerance.max(), "x", datasets=ds)]
     w = i8.pivot_table(index="width", columns="engine", values="rel_err")
     pct = [c for c in w if c.startswith("int8 (percentile")]
     if "int8 (max)" in w and pct:
-        out.append(
-            fact(
-                "int8_percentile_over_max_error",
-                (w[pct[0]] / w["int8 (max)"]).median(),
-                "x",
-                datasets=ds,
-            )
-        )
+        v = (w[pct[0]] / w["int8 (max)"]).median()
+        out.append(fact("int8_percentile_over_max_error", v, "x", datasets=ds))
     if "matched" in i8:
         m = i8[["matched", "reference_matched"]].min(axis=1).min()
         out.append(fact("int8_box_match_min", 100 * m, "%", datasets=ds))
@@ -261,22 +236,14 @@ def trace_table(breakdown):
         quant = part_ms(b, c8, QUANTISE_PARTS)
         saving = (conv16 + epi16) - (conv8 + epi8)
         unchanged = part_ms(b, c8, UNCHANGED)
-        rows.append(
-            {
-                "width": w,
-                "batch": batch,
-                "fp16_ms": float(b.loc["total", c16]),
-                "int8_ms": float(b.loc["total", c8]),
-                "int8_over_fp16": float(b.loc["total", c8] / b.loc["total", c16]),
-                "fp16_conv_ms": conv16,
-                "int8_conv_ms": conv8,
-                "conv_ratio": conv8 / conv16 if conv16 else math.nan,
-                "epilogue_saved_ms": epi16 - epi8,
-                "quantise_ms": quant,
-                "quantise_over_saving": quant / saving if saving > 0 else math.inf,
-                "unchanged_pct": 100 * unchanged / float(b.loc["total", c8]),
-            }
-        )
+        t16, t8 = float(b.loc["total", c16]), float(b.loc["total", c8])
+        rows.append(dict(
+            width=w, batch=batch, fp16_ms=t16, int8_ms=t8, int8_over_fp16=t8 / t16,
+            fp16_conv_ms=conv16, int8_conv_ms=conv8,
+            conv_ratio=conv8 / conv16 if conv16 else math.nan, epilogue_saved_ms=epi16 - epi8,
+            quantise_ms=quant, quantise_over_saving=quant / saving if saving > 0 else math.inf,
+            unchanged_pct=100 * unchanged / t8,
+        ))  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -326,9 +293,7 @@ def part_occupancy(kernels):
 def conv_occupancy(table, precision: str) -> pd.DataFrame:
     """Per width of a :func:`part_occupancy` table traced in fp16 and ``precision``: the
     time-weighted theoretical and estimated occupancy of the tensor-core convolutions
-    (:data:`yolo_sm.topics.deploy.analyse.CONV_PARTS` together) of each engine, and the 8-bit
-    engine's
-    minus fp16's (``theoretical_gap_pts``)."""
+    (``CONV_PARTS``) of each engine, and the 8-bit one's minus fp16's (``theoretical_gap_pts``)."""
     rows = []
     conv = table[table.part.isin(CONV_PARTS)]
 
@@ -338,17 +303,11 @@ def conv_occupancy(table, precision: str) -> pd.DataFrame:
 
     for w, c16, c8 in trace_pairs(table.config.unique(), precision):
         t16, t8 = tw(c16, "theoretical_occupancy_tw_pct"), tw(c8, "theoretical_occupancy_tw_pct")
-        rows.append(
-            {
-                "width": w,
-                "precision": precision,
-                "fp16_theoretical_pct": t16,
-                "theoretical_pct": t8,
-                "theoretical_gap_pts": t8 - t16,
-                "fp16_est_pct": tw(c16, "est_occupancy_tw_pct"),
-                "est_pct": tw(c8, "est_occupancy_tw_pct"),
-            }
-        )
+        rows.append(dict(
+            width=w, precision=precision, fp16_theoretical_pct=t16, theoretical_pct=t8,
+            theoretical_gap_pts=t8 - t16, fp16_est_pct=tw(c16, "est_occupancy_tw_pct"),
+            est_pct=tw(c8, "est_occupancy_tw_pct"),
+        ))  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -16,9 +16,10 @@ from yolo_sm.topics.precision import eight_bit as p8
 from yolo_sm.topics.precision import int8_kernels as ik
 from yolo_sm.topics.width.report import lacks
 
-SPEED_COLUMNS = ("batch", "width", "variant", "status", "img_per_s", "vs_fastest_fp16")
-SPEED_COLUMNS += ("fastest_fp16", "vs_cudagraph_fp16", "rel_err", "quant_convs", "quant_fallbacks")
-SPEED_COLUMNS += ("quant_handoffs",)
+SPEED_COLUMNS = tuple(
+    "batch width variant status img_per_s vs_fastest_fp16 fastest_fp16 vs_cudagraph_fp16 "
+    "sm_clock_mhz rel_err quant_convs quant_fallbacks quant_handoffs".split()
+)
 
 
 def plot_speed(speed, *, title=None):
