@@ -257,16 +257,10 @@ def bench_check_errors(bench, variant: str = FP8_VARIANT, min_batch: int = FP8_M
     b["err"] = check_errors(b)
     b = b[b.err.notna()]  # rows that failed otherwise (out of memory, ...) carry no error
     b["over"] = b.status != "ok"
-    return (
-        b.groupby("width")
-        .agg(
-            gpu_err_min=("err", "min"),
-            gpu_err_max=("err", "max"),
-            failed=("over", "sum"),
-            batches=("batch", lambda x: ", ".join(f"{v:g}" for v in sorted(set(x)))),
-        )
-        .reset_index()
-    )
+    return b.groupby("width").agg(
+        gpu_err_min=("err", "min"), gpu_err_max=("err", "max"), failed=("over", "sum"),
+        batches=("batch", lambda x: ", ".join(f"{v:g}" for v in sorted(set(x)))),
+    ).reset_index()  # fmt: skip
 
 
 def fp8_error_table(numerics, bench=None):
@@ -282,15 +276,10 @@ def fp8_error_table(numerics, bench=None):
     out = wide[order].reset_index()
     if bench is not None:
         g = bench_check_errors(bench).set_index("width")
-        out = out.join(g[["gpu_err_min", "gpu_err_max", "failed", "batches"]], on="width")
-        out = out.rename(
-            columns={
-                "gpu_err_min": "fp8 engine, min",
-                "gpu_err_max": "fp8 engine, max",
-                "failed": "engine batches over tolerance",
-                "batches": "engine batches",
-            }
-        )
+        names = {"gpu_err_min": "fp8 engine, min", "gpu_err_max": "fp8 engine, max",
+                 "failed": "engine batches over tolerance",
+                 "batches": "engine batches"}  # fmt: skip
+        out = out.join(g[list(names)], on="width").rename(columns=names)
     return out
 
 

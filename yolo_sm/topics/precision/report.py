@@ -29,17 +29,11 @@ def plot_speed(speed, *, title=None):
 
     d = speed[speed.status == "ok"].assign(width=lambda x: x.width.map("{:g}".format))
     fig = px.bar(
-        d,
-        x="width",
-        y="vs_fastest_fp16",
-        color="variant",
-        barmode="group",
-        facet_col="batch",
-        hover_data=["img_per_s", "fastest_fp16", "rel_err"],
+        d, x="width", y="vs_fastest_fp16", color="variant", barmode="group", facet_col="batch",
+        hover_data=["img_per_s", "fastest_fp16", "sm_clock_mhz", "rel_err"], template=TEMPLATE,
         color_discrete_map=color_map(d.variant.unique()),
-        template=TEMPLATE,
         title=title or "Each engine's images per second over the fastest fp16 engine's",
-    )
+    )  # fmt: skip
     fig.add_hline(y=1.0, line_dash="dot")
     fig.update_xaxes(title_text="width multiplier")
     fig.update_yaxes(title_text="speed over the fastest fp16 engine (x)")
@@ -114,16 +108,10 @@ def plot_kernel_classes(classes, *, title=None):
     d["kernel"] = d.kernel.str.removesuffix("_ms")
     d = d.assign(width=d.width.map("width {:g}".format))
     fig = px.bar(
-        d,
-        x="conv_class",
-        y="ms",
-        color="kernel",
-        barmode="group",
-        facet_col="width",
-        color_discrete_map=color_map(d.kernel.unique()),
-        template=TEMPLATE,
+        d, x="conv_class", y="ms", color="kernel", barmode="group", facet_col="width",
+        color_discrete_map=color_map(d.kernel.unique()), template=TEMPLATE,
         title=title or "Summed time of the model's convolutions per class and kernel",
-    )
+    )  # fmt: skip
     fig.update_xaxes(title_text="convolution class")
     fig.update_yaxes(title_text="GPU time, ms per batch", matches=None)
     return finish(fig)
