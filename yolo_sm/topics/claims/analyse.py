@@ -53,16 +53,10 @@ def factor_off(measured: float, claimed: float) -> float:
 flops_by_width = scaling.flops_by_width  # claim 1's table (structure, not a rule)
 
 
-# ---- claim 2: occupancy from width 1.0 to 1.5 (the heatmaps' facts) --------------------------
-
-
 def occupancy_drop_pp(topic: pd.DataFrame, a: float = 1.0, b: float = 1.5) -> float:
     """Percentage points the forward's time-weighted achieved occupancy falls from width ``a``
     to ``b`` (negative: rises), from the heatmaps' per-width facts."""
     return value(topic, OCCUPANCY, f"width={a:g}") - value(topic, OCCUPANCY, f"width={b:g}")
-
-
-# ---- claim 4: blocks per SM of the convolutions, fp32 NCHW against fp16 NHWC ---------------
 
 
 def conv_blocks(ncu: pd.DataFrame, config: str) -> tuple[float, float]:
@@ -76,9 +70,6 @@ def conv_blocks(ncu: pd.DataFrame, config: str) -> tuple[float, float]:
     blocks = k[limits].min(axis=1)
     w = k["duration_us"]
     return weighted_mean(blocks, w), weighted_mean(k["shared_mem_per_block_bytes"], w)
-
-
-# ---- claim 5 and 7: throughput against batch -----------------------------------------------
 
 
 def eager_img_per_s(sweep: pd.DataFrame, width: float) -> pd.Series:
@@ -106,16 +97,10 @@ def batch_gain(img: pd.Series, a: int = 1, b: int = 32) -> float:
     return float(img[b] / img[a])
 
 
-# ---- claim 8: memory per image (the batch notebook's fact) ---------------------------------
-
-
 def image_memory_off(topic: pd.DataFrame) -> float:
     """How many times the batch notebook's memory per image (eager, reference width and image
     size) is off the article's 1.2 GB either way."""
     return factor_off(value(topic, MEMORY_PER_IMAGE) * 1e9, CLAIMED_IMAGE_MEMORY_BYTES)
-
-
-# ---- claim 10: 8-bit over fp16 -------------------------------------------------------------
 
 
 #: the 8-bit claim's engines: the bench's CUDA graph of each precision, same unit and process
@@ -168,9 +153,6 @@ def eight_bit_fact(bench: pd.DataFrame, precision: str, dataset: str) -> dict:
     )
 
 
-# ---- claim 13: jitter at an arrival rate below capacity ------------------------------------
-
-
 def jitter_cut_below_capacity(bench: pd.DataFrame) -> float:
     """Median share (%) by which several streams cut jitter (p99 - p50 latency) against one
     stream, over pipeline rows fed at an ``arrival_img_per_s`` below the pipeline's capacity
@@ -195,18 +177,12 @@ def jitter_cut_below_capacity(bench: pd.DataFrame) -> float:
     return float((1 - multi["jitter"] / multi["jitter_1"]).median() * 100)
 
 
-# ---- claim 14: ResNet-101 stages (the roofline's facts) ------------------------------------
-
-
 def resnet_weaker_bound(topic: pd.DataFrame) -> float:
     """The weaker of the least DRAM-busy early stage's DRAM throughput and the least SM-busy
     deep stage's SM throughput (% of peak; stages :data:`yolo_sm.topics.roofline.analyse.EARLY` and
     ``DEEP``), from the roofline's facts: high only when every early stage is bandwidth-bound
     and every deep one compute-bound."""
     return min(value(topic, RESNET_EARLY_DRAM), value(topic, RESNET_DEEP_SM))
-
-
-# ---- claim 15: SM throughput of the neck's convolutions ------------------------------------
 
 
 def neck_conv_sm_throughput(ncu: pd.DataFrame) -> float:
@@ -217,9 +193,6 @@ def neck_conv_sm_throughput(ncu: pd.DataFrame) -> float:
         return NAN
     tw = time_weighted(neck, ["config", "layer"], ("sm_throughput_pct",))
     return float(tw["sm_throughput_tw_pct"].min())
-
-
-# ---- all of them ---------------------------------------------------------------------------
 
 
 def topic_facts(root: DataRoot) -> pd.DataFrame:

@@ -54,22 +54,13 @@ def check_errors(df) -> pd.Series:
     return df.rel_err.where(df.status == "ok", parsed) if "rel_err" in df else parsed
 
 
-def label(precision: str, calibration=None, percentile=None) -> str:
-    """``fp16``, ``fp8``, ``int8 (max)``, ``int8 (percentile 99.99)``."""
-    cal = "" if calibration is None or calibration != calibration else str(calibration)
-    if precision != "int8" or not cal:
-        return str(precision)
-    if cal == "percentile" and percentile == percentile and percentile is not None:
-        return f"int8 (percentile {float(percentile):g})"
-    return f"int8 ({cal})"
-
-
 def _labels(df) -> pd.Series:
-    cal = df["calibration"] if "calibration" in df else pd.Series("", index=df.index)
-    pct = df["int8_percentile"] if "int8_percentile" in df else pd.Series(math.nan, index=df.index)
-    return pd.Series(
-        [label(p, c, q) for p, c, q in zip(df.precision, cal, pct, strict=True)], index=df.index
-    )
+    """Per row ``fp16``, ``fp8``, ``int8 (max)`` or ``int8 (percentile 99.99)``."""
+    cal = df.get("calibration", pd.Series("", index=df.index)).fillna("").astype(str)
+    pct = df.get("int8_percentile", pd.Series(math.nan, index=df.index)).astype(float)
+    cal = cal.where((cal != "percentile") | pct.isna(), "percentile " + pct.map("{:g}".format))
+    i8 = (df.precision == "int8") & (cal != "")
+    return df.precision.astype(str).where(~i8, "int8 (" + cal + ")")
 
 
 def engine_speed(bench):
