@@ -45,11 +45,6 @@ def _occupancy_by_width() -> pd.Series:
     return k.groupby("width").apply(_tw)
 
 
-def _claim_1():
-    f = _sweep().groupby("width").flops_per_img.first()
-    return abs(100 * (f[1.25] / f[1.0] - 1) - 56.0)
-
-
 def _claim_3_w17():
     k = _read("ncu_width_b8").assign(width=lambda d: _width(d.config))
     k = k[k.width > 1.7]
@@ -169,7 +164,6 @@ def _fusion_b16():
 
 #: rule id -> its fact recomputed from the raw tables with plain pandas
 RECOMPUTED = {
-    "claim_1": _claim_1,
     "claim_2": lambda: _occupancy_by_width()[1.0] - _occupancy_by_width()[1.5],
     "claim_3": lambda: _occupancy_by_width().loc[:1.25].min(),
     "claim_3_w1.5": lambda: abs(_occupancy_by_width()[1.5] - 60.0),

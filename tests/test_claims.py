@@ -17,10 +17,11 @@ from yolo_sm.report import catalog
 from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, Rule, evaluate
 from yolo_sm.topics.claims import analyse as ac
 from yolo_sm.topics.claims import report as claims
+from yolo_sm.topics.claims.rules import RULES as CLAIMS_RULES
 from yolo_sm.topics.deploy import rules as fast_findings
 from yolo_sm.topics.roofline import analyse as roofline
 
-ALL_RULES = claims.CLAIMS_RULES + fast_findings.RULES
+ALL_RULES = CLAIMS_RULES + fast_findings.RULES
 
 
 @pytest.fixture(scope="module")
@@ -70,12 +71,11 @@ def test_every_rule_flips_across_its_threshold(rule):
 
 
 def test_every_claim_is_a_rule_once():
-    ids = [r.id for r in claims.CLAIMS_RULES]
+    ids = [r.id for r in CLAIMS_RULES]
     parts = ["claim_3_w1.5", "claim_3_w1.7"]  # the width claim's second and third parts
     tail = [f"claim_{n}" for n in range(4, 11)] + ["claim_10_fp8"]  # fp8: its own row
-    assert ids == [f"claim_{n}" for n in range(1, 4)] + parts + tail + [
-        f"claim_{n}" for n in range(11, 17)
-    ]
+    # claim 1 (FLOPs of width 1.25) is fixed by the model's structure: a table, not a rule
+    assert ids == ["claim_2", "claim_3"] + parts + tail + [f"claim_{n}" for n in range(11, 17)]
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +91,7 @@ def test_claims_read_topic_facts_and_add_only_their_own(h200, topic, claim_verdi
     topic_keys = set(topic.key)
     assert not set(own.key) & topic_keys  # no key of a topic is computed again here
     # a claim reads a topic's fact (key and scope) wherever a topic computes the number
-    shared = {r.id: (r.fact, r.scope) for r in claims.CLAIMS_RULES if r.fact in topic_keys}
+    shared = {r.id: (r.fact, r.scope) for r in CLAIMS_RULES if r.fact in topic_keys}
     assert shared == {
         "claim_3": ("achieved_occupancy_tw_pct_min", "width<=1.25"),
         "claim_3_w1.5": ("achieved_occupancy_tw_pct_distance_from_60", "width=1.5"),
@@ -103,7 +103,7 @@ def test_claims_read_topic_facts_and_add_only_their_own(h200, topic, claim_verdi
     for rid, (key, scope) in shared.items():
         assert claim_verdicts.measured[rid] == pytest.approx(value(topic, key, scope))
     # every other claim reads a claims.* fact
-    rest = [r for r in claims.CLAIMS_RULES if r.id not in shared]
+    rest = [r for r in CLAIMS_RULES if r.id not in shared]
     assert all(r.fact.startswith("claims.") for r in rest)
 
 
@@ -122,8 +122,9 @@ def test_claim_facts_on_the_shipped_data(h200, topic, claim_verdicts):
     m = claim_verdicts.measured
     s = h200.load("sweep_fp16_nhwc")
     flops = s.groupby("width").flops_per_img.first()
-    rise = (flops[1.25] / flops[1.0] - 1) * 100
-    assert f["claims.flops_rise_w1.25_off_claim_pp"] == pytest.approx(abs(rise - 56.0))
+    rise = claims.flops_table(h200).set_index("width").rise_from_w1_pct  # claim 1: a table
+    assert rise[1.25] == pytest.approx((flops[1.25] / flops[1.0] - 1) * 100)
+    assert "claims.flops_rise_w1.25_off_claim_pp" not in f
     # claim 8: the slope of eager peak memory against batch at width 1.0 (the batch topic's)
     e = s[(s.backend == "eager") & (s.width == 1.0) & (s.status == "ok")]
     slope = np.polyfit(e.batch, e.peak_mem_bytes, 1)[0]
@@ -183,7 +184,7 @@ def test_claims_without_a_fact_are_not_tested(h200, claim_verdicts):
     assert v["claim_9"] == NOT_TESTED  # no mAP evaluation
     assert v["claim_13"] == NOT_TESTED  # no open-loop pipeline rows in the bench
     decided = set(v[v != NOT_TESTED].index)
-    assert decided == {r.id for r in claims.CLAIMS_RULES} - {"claim_9", "claim_13"}
+    assert decided == {r.id for r in CLAIMS_RULES} - {"claim_9", "claim_13"}
 
 
 def test_a_root_without_the_datasets_tests_nothing(tmp_path):
@@ -242,7 +243,8 @@ def test_small_facts_on_tiny_tables():
         }
     )
     assert ac.eager_img_per_s(sweep, 1.0).to_dict() == {1: 100.0, 2: 150.0}
-    assert ac.flops_rise_pct(sweep) == pytest.approx(56.0)
+    f = ac.flops_by_width(sweep).set_index("width").flops_per_img
+    assert f[1.25] / f[1.0] == pytest.approx(1.56)
 
 
 def _pipe(streams, arrival, img, p50, p99):
@@ -301,23 +303,14 @@ def test_catalog_json_has_one_object_per_rule(h200):
     assert by_id["claim_16"]["datasets"] == ["h200/ncu_precision_w1"]
 
 
-SECTIONS = (
-    claims.occupancy_figure,
-    claims.occupancy_vs_tensor_figure,
-    claims.batch_figure,
-    claims.memory_figure,
-    claims.layout_figure,
-)
-
-
-@pytest.mark.parametrize("section", SECTIONS, ids=lambda f: f.__name__)
-def test_sections_say_what_they_lack(section, tmp_path, h200):
+def test_claim_1_is_a_table_and_says_what_it_lacks(tmp_path, h200):
     from yolo_sm.report.sections import Note
 
     empty = subset_root(tmp_path, [])
-    note = section(empty)
+    note = claims.flops_table(empty)
     assert isinstance(note, Note) and empty.name in note
-    assert not isinstance(section(h200), Note)
+    t = claims.flops_table(h200).set_index("width")
+    assert t.rise_from_w1_pct[1.0] == 0 and t.rise_from_w1_pct[1.25] > 50
 
 
 def test_a_notebooks_verdict_table_shows_every_statement_whole():

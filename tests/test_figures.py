@@ -12,7 +12,6 @@ from yolo_sm.contract.datasets import open_root
 from yolo_sm.report import colors, plots, style, widgets
 from yolo_sm.topics.batch import agreement_report as agreement_plots
 from yolo_sm.topics.batch import report as batch_sections
-from yolo_sm.topics.claims import report as claims
 from yolo_sm.topics.deploy import report as fast_plots
 from yolo_sm.topics.heatmaps import analyse as heatmaps
 from yolo_sm.topics.heatmaps import report as heatmaps_plots
@@ -138,11 +137,6 @@ def _roofline(root):
 
 def _claims_and_fast(root):
     return [
-        claims.occupancy_figure(root),
-        claims.occupancy_vs_tensor_figure(root),
-        claims.batch_figure(root),
-        claims.memory_figure(root),
-        claims.layout_figure(root),
         fast_plots.speedup_figure(root),
         fast_plots.pipeline_figure(root),
         fast_plots.compile_figure(root),

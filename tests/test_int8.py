@@ -503,7 +503,7 @@ def _bench(int8_img_s, int8_status="ok", fallbacks=0):
 
 
 def _verdict(rule_id, facts):
-    rule = next(r for r in findings.EIGHT_BIT if r.id == rule_id)
+    rule = next(r for r in findings.RULES if r.id == rule_id)
     value = next(f["value"] for f in facts if f["key"] == rule.fact and f["scope"] == rule.scope)
     return rule.decide(value)
 
@@ -515,7 +515,7 @@ def test_eight_bit_rules_flip_with_the_facts():
     assert speed.loc[(1.0, "cudagraph/int8/nhwc"), "fastest_fp16"] == "cudagraph/fp16/nhwc"
     # whether 8-bit is faster is decided once, by claim_10 (INT8) and claim_10_fp8
     from yolo_sm.topics.claims import analyse as ac
-    from yolo_sm.topics.claims.report import CLAIMS_RULES
+    from yolo_sm.topics.claims.rules import RULES as CLAIMS_RULES
 
     rule = {r.id: r for r in CLAIMS_RULES}
 
@@ -529,11 +529,8 @@ def test_eight_bit_rules_flip_with_the_facts():
     assert _verdict("precision_int8_engine_passes", fast) == HOLDS
     failed = p8.speed_facts(p8.engine_speed(_bench(180.0, int8_status="error")))
     assert _verdict("precision_int8_engine_passes", failed) == FAILS
-    over = next(
-        f["value"]
-        for f in failed
-        if f["key"] == "bench_error_over_tolerance_max" and f["scope"] == "precision=int8"
-    )
+    speed = p8.engine_speed(_bench(180.0, int8_status="error")).set_index(["width", "variant"])
+    over = speed.rel_err[1.0, "cudagraph/int8/nhwc"] / TOLERANCE[Precision.INT8]
     assert over == pytest.approx(0.4 / TOLERANCE[Precision.INT8])  # read from the message
     assert _verdict("precision_int8_all_convs_int8", fast) == HOLDS
     fell = p8.speed_facts(p8.engine_speed(_bench(180.0, fallbacks=3)))
@@ -543,9 +540,9 @@ def test_eight_bit_rules_flip_with_the_facts():
 
 
 def test_error_rules_flip():
-    rule = next(r for r in findings.EIGHT_BIT if r.id == "precision_int8_boxes_agree")
+    rule = next(r for r in findings.RULES if r.id == "precision_int8_boxes_agree")
     assert [rule.decide(v) for v in (95.0, 80.0, 50.0)] == [HOLDS, PARTLY, FAILS]
-    rule = next(r for r in findings.EIGHT_BIT if r.id == "precision_int8_photos_within_tolerance")
+    rule = next(r for r in findings.RULES if r.id == "precision_int8_photos_within_tolerance")
     assert [rule.decide(v) for v in (0.5, 1.5)] == [HOLDS, FAILS]
 
 

@@ -127,7 +127,7 @@ def test_facts_and_verdicts_flip_with_the_times(table):
     from yolo_sm.analyse.facts import facts_table
     from yolo_sm.report import rules
     from yolo_sm.topics.precision import int8_kernels as ik
-    from yolo_sm.topics.precision import int8_rules as f
+    from yolo_sm.topics.precision import rules as f
 
     def verdict(df, rule_id):
         v = rules.evaluate(f.RULES, facts_table(ik.facts_of(df)), "t").set_index("id")

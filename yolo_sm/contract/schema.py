@@ -1064,6 +1064,8 @@ SCHEMAS["int8_kernels"] = {
     "model rows: the engine's head output against eager fp32 on the photos",
     "tile": "triton rows: the tile the autotuner chose (M x N x K block, warps, stages)",
     "img_per_s": "model rows: batch * 1000 / median_ms",
+    "sm_clock_mhz": "model rows: the median SM clock of the interleaved rounds the width's "
+    "engines were timed in, MHz (absent in rows timed one engine after the other)",
     "build_s": "model rows: seconds to build, calibrate, check and capture the engine",
     "quant_convs": "int8 model rows: convolutions quantised to int8",
     "quant_fallbacks": "int8 model rows: of those, how many ran in fp16",

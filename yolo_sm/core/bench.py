@@ -1,25 +1,11 @@
-"""Side-by-side benchmark: for each model and batch size, the eager
-fp16 NHWC baseline, each other engine, our end-to-end pipeline (one row per stream count) and
-ultralytics' own ``YOLO.predict``, measured in one go so the ratios are like for like.
-
-Engine rows (``scope`` ``model_only``) time the forward alone (the sweep's ``run_point``,
-CUDA events); ``pipeline/...`` and ``ultralytics_predict`` rows (``frames_to_boxes``) time
-frames to boxes (uint8 frames in, NMS-ed boxes on the host out, wall clock per batch). On a GPU
-the pipeline's frames sit in pinned host memory, as a camera's ring of pinned buffers would
-deliver them (column ``pinned``), and ``streams`` batches are in flight. Each pipeline row also
-carries the model-only img/s of the very engine instance it wraps (``model_only_img_per_s``,
-timed just before) and their ratio, ``pipeline_vs_model_only``.
-
-A (model, batch) pair is the unit of work of the grid runner
-(:func:`yolo_sm.core.grid.run_grid`): its rows are written (atomically) when it is done, a
-rerun skips complete units and re-measures incomplete ones whole (a variant added to the spec
-later is measured together with a fresh baseline, so its ratio stays like for like), and a
-model's batches run together. With a ``deadline`` the run skips a model whose units would not
-fit and goes on with the next that fit (estimate per unit: :func:`_estimate`, the longest unit
-of the same batch at the nearest width measured so far, scaled to the unit's width, else
-``est_unit_s``). A variant
-that fails (not available, out of memory, numerically rejected) becomes a row with ``status``
-error / oom and a one-line message.
+"""Side-by-side benchmark: per model and batch, the eager fp16 NHWC baseline and each other
+engine timed model-only in interleaved rounds (:func:`_engine_rows`), our frames-to-boxes
+pipeline (one row per mode and stream count, beside the model-only img/s of the very engine
+instance it wraps) and ultralytics' ``YOLO.predict``, in one process, so the ratios are like
+for like. A (model, batch) unit is the grid runner's unit of work
+(:func:`yolo_sm.core.grid.run_grid`): written when done, skipped when complete on a rerun,
+re-measured whole when incomplete; with a ``deadline`` a model whose units would not fit is
+skipped (:func:`_estimate`). A variant that fails becomes an error / oom row with a message.
 """
 
 from __future__ import annotations
@@ -94,48 +80,14 @@ PIPELINE_ENGINE = ("compile", "fp16", "nhwc")
 CPU_PIPELINE_ENGINE = ("eager", "fp32", "nhwc")
 PREDICT = "ultralytics_predict"
 UNIT = ("family", "width", "batch")
-# run_point columns carried into engine rows
-_POINT_COLUMNS = (
-    "status",
-    "message",
-    "median_ms",
-    "iqr_ms",
-    "p99_ms",
-    "img_per_s",
-    "n_samples",
-    "noisy",
-    "rel_err",
-    "check_input",
-    "tflops",
-    "flops_per_img",
-    "peak_mem_bytes",
-    "build_s",
-    "compile_s",
-    "compile_first_s",
-    "capture_s",
-    "warmup_s",
-    "warmup_settled",
-    "timed_s",
-    "profile_s",
-    "compile_cache",
-    "autotuned_ops",
-    "autotune_reads",
-    "host_cpu_ms",
-    "launches_per_forward",
-    "kernels_per_forward",
-    "gpu_busy_ms",
-    "host_launch_us",
-    "gpu_busy_fraction",
-    "host_bound",
-    "quant_convs",
-    "quant_fallbacks",
-    "quant_handoffs",
-    "quant_plans_cached",
-    "rounds",
-    "round_ms",
-    "round_sm_clock_mhz",
-    "round_spread_pct",
-    "sm_clock_mhz",
+# run_point's columns carried into engine rows
+_POINT_COLUMNS = tuple(
+    """status message median_ms iqr_ms p99_ms img_per_s n_samples noisy rel_err check_input tflops
+    flops_per_img peak_mem_bytes build_s compile_s compile_first_s capture_s warmup_s
+    warmup_settled timed_s profile_s compile_cache autotuned_ops autotune_reads host_cpu_ms
+    launches_per_forward kernels_per_forward gpu_busy_ms host_launch_us gpu_busy_fraction
+    host_bound quant_convs quant_fallbacks quant_handoffs quant_plans_cached rounds round_ms
+    round_sm_clock_mhz round_spread_pct sm_clock_mhz""".split()
 )
 
 
@@ -486,24 +438,19 @@ def bench_unit(model, family: str, width: float, batch: int, spec: BenchSpec, fr
 
     head = {"family": family, "width": float(width), "batch": int(batch)}
     if isinstance(model, BaseException):
-        rows = [
-            {**head, "variant": v, "scope": _scope(v), **failure(model)} for v in spec.variants()
-        ]
+        rows = [{**head, "variant": v, "scope": _scope(v), **failure(model)}
+                for v in spec.variants()]  # fmt: skip
     else:
-        flops = model_flops(model, spec.imgsz)
-        rows = _engine_rows(model, head, spec, flops)
+        rows = _engine_rows(model, head, spec, model_flops(model, spec.imgsz))
         rows += _pipeline_rows(model, head, spec, frames)
         if spec.predict:
             rows.append(_predict_row(model, head, spec, frames))
     prov = {f"prov_{k}": v for k, v in collect(spec.device).items() if not isinstance(v, dict)}
-    base = next(
-        (r for r in rows if r["variant"] == variant_name(BASELINE) and r["status"] == "ok"), None
-    )
+    ok = [r for r in rows if r["variant"] == variant_name(BASELINE) and r["status"] == "ok"]
     for r in rows:
         img = r.get("img_per_s")
-        r["vs_baseline"] = img / base["img_per_s"] if base and img == img and img else None
-        for k, v in prov.items():
-            r.setdefault(k, v)
+        r["vs_baseline"] = img / ok[0]["img_per_s"] if ok and img == img and img else None
+        r.update({k: v for k, v in prov.items() if k not in r})
         r["model"] = dict(spec.specs).get(family, f"{family}:{float(width):g}")
     return rows
 
@@ -515,29 +462,21 @@ def _scope(variant: str) -> str:
 
 def _engine_columns(engine) -> dict:
     backend, _, mode = engine[0].partition(":")
-    return {
-        "backend": backend,
-        "compile_mode": (mode or "default") if backend == "compile" else "",
-        "precision": engine[1],
-        "layout": engine[2],
-    }
+    mode = (mode or "default") if backend == "compile" else ""
+    return {"backend": backend, "compile_mode": mode, "precision": engine[1], "layout": engine[2]}
 
 
 def _engine_rows(model, head: dict, spec: BenchSpec, flops: int) -> list[dict]:
-    """The baseline and each engine of a unit, model-only, measured side by side: every engine
-    built and numerically checked first (the sweep's :func:`~yolo_sm.core.sweep.open_point`),
-    then warmed up in turn and timed in :data:`ROUNDS` interleaved rounds
-    (:func:`~yolo_sm.core.timing.measure_rounds`, CUDA events, the SM clock read after each
-    engine's turn), so that a ratio between two of them is not a drift of the clock between
-    their turns. ``peak_mem_bytes``: one call's peak on a GPU, less what the other engines
-    held. Failures come back as error / oom rows."""
+    """The baseline and each engine of a unit, model-only: all built and checked first
+    (:func:`~yolo_sm.core.sweep.open_point`), then timed in :data:`ROUNDS` interleaved rounds
+    (:func:`~yolo_sm.core.timing.measure_rounds`), so no ratio is a drift of the clock between
+    turns. ``peak_mem_bytes``: one call's peak less what the other engines held (GPU)."""
     import torch
 
     engines = {variant_name(e): e for e in (BASELINE, *spec.engines)}
     sweep = SweepSpec(device=spec.device, budget_ms=spec.budget_ms, warmup_ms=spec.warmup_ms)
     points = {v: _point(head, e, spec) for v, e in engines.items()}
-    on_gpu = spec.on_gpu
-    held = torch.cuda.memory_allocated if on_gpu else (lambda: 0)
+    on_gpu, held = spec.on_gpu, torch.cuda.memory_allocated if spec.on_gpu else (lambda: 0)
     rows, built, resident = {}, {}, {}
     try:
         for v, p in points.items():
@@ -570,14 +509,12 @@ def _engine_rows(model, head: dict, spec: BenchSpec, flops: int) -> list[dict]:
             eng.close()
         built.clear()
         free_memory(collect=True)
-    out = []
-    for v, e in engines.items():
-        row = {**head, "variant": v, "scope": "model_only", **_engine_columns(e)}
-        row.update({k: rows[v].get(k) for k in _POINT_COLUMNS})
-        prov = {k: x for k, x in rows[v].items() if k.startswith("prov_")}
-        row.update({k: x for k, x in prov.items() if not isinstance(x, dict)})
-        out.append(row)
-    return out
+    return [
+        {**head, "variant": v, "scope": "model_only", **_engine_columns(e),
+         **{k: rows[v].get(k) for k in _POINT_COLUMNS},
+         **{k: x for k, x in rows[v].items() if k.startswith("prov_") and not isinstance(x, dict)}}
+        for v, e in engines.items()
+    ]  # fmt: skip
 
 
 def _point(head: dict, engine, spec: BenchSpec) -> Point:

@@ -1,14 +1,10 @@
-"""The one timing function of the package, after Triton's ``do_bench``.
-
-Synchronise, estimate the cost of one call, warm up (on a GPU until the per-call time and the
-SM clock settle, :class:`Settle`: whatever runs first in a process otherwise pays the GPU's
-ramp from idle), then time ``budget_ms / per-call time`` calls one by one (CUDA events on a
-GPU, ``perf_counter_ns`` on a CPU), optionally flushing the L2 cache before each. A
-:class:`Measurement` keeps every raw sample and computes its statistics on demand; it flags a
-noisy run instead of hiding it. It also keeps the CPU time the launching thread spent in the
-timed loop (``time.thread_time_ns``), and :func:`host_profile` counts a call's launches and
-sums its GPU busy time from a short ``torch.profiler`` pass: together they say how much of a
-point the host decided.
+"""The one timing function of the package, after Triton's ``do_bench``: synchronise, estimate
+one call, warm up (on a GPU until the per-call time and the SM clock settle, :class:`Settle`:
+whatever runs first in a process otherwise pays the GPU's ramp from idle), then time
+``budget_ms`` worth of calls one by one (CUDA events on a GPU, ``perf_counter_ns`` on a CPU).
+:func:`measure_rounds` times several callables interleaved, with the SM clock of each round.
+A :class:`Measurement` keeps the raw samples and flags a noisy run; :func:`host_profile` counts
+a call's launches and GPU busy time.
 """
 
 from __future__ import annotations
@@ -49,19 +45,14 @@ MAX_CHUNK = 10_000
 
 
 class Timer:
-    """Times ``n`` calls of ``fn`` one by one; returns milliseconds per call. ``cpu_ns`` is the
-    CPU time (``time.thread_time_ns``) the calling thread spent in the last ``time_calls``'
-    loop (on a GPU: issuing the calls, without the final synchronise), None when not kept."""
+    """``time_calls(fn, n, before=None)`` times ``n`` calls of ``fn`` one by one, ms each;
+    ``cpu_ns``: the CPU time (``time.thread_time_ns``) the calling thread spent in its last loop
+    (on a GPU: issuing the calls, not the final synchronise), None when not kept."""
 
     cpu_ns: int | None = None
 
     def sync(self) -> None:  # pragma: no cover - interface
         pass
-
-    def time_calls(
-        self, fn: Callable[[], object], n: int, before: Callable | None = None
-    ) -> list[float]:
-        raise NotImplementedError  # pragma: no cover
 
 
 class CpuTimer(Timer):
@@ -155,144 +146,66 @@ class Measurement:
         return self.quantile(0.75) - self.quantile(0.25)
 
     @property
-    def min_ms(self) -> float:
-        return min(self.samples_ms) if self.samples_ms else math.nan
-
-    @property
-    def mean_ms(self) -> float:
-        return statistics.fmean(self.samples_ms) if self.samples_ms else math.nan
-
-    @property
     def p99_ms(self) -> float:
         return self.quantile(0.99)
 
     @property
+    def min_ms(self) -> float:
+        return min(self.samples_ms) if self.samples_ms else math.nan
+
+    @property
     def noisy(self) -> bool:
         """True when IQR/median exceeds the threshold: rerun, or quote the spread."""
-        if not self.samples_ms or self.median_ms <= 0:
-            return False
-        return self.iqr_ms / self.median_ms > self.noise_threshold
+        med = self.median_ms
+        return bool(self.samples_ms) and med > 0 and self.iqr_ms / med > self.noise_threshold
 
     @property
     def img_per_s(self) -> float:
-        return (
-            self.batch * 1e3 / self.median_ms
-            if self.samples_ms and self.median_ms > 0
-            else math.nan
-        )
+        med = self.median_ms
+        return self.batch * 1e3 / med if self.samples_ms and med > 0 else math.nan
 
     def summary(self) -> dict:
         """Flat dict for a table row (samples kept as a list); an interleaved run adds
         ``rounds``, ``round_ms``, ``round_sm_clock_mhz`` (lists), ``round_spread_pct`` (max -
         min of the rounds' medians over their median, %) and ``sm_clock_mhz`` (their median)."""
-        rounds = {}
+        x, out = self.samples_ms, {}
         if self.round_ms:
-            clocks = [c for c in self.round_clock_mhz if c is not None]
-            spread = (max(self.round_ms) - min(self.round_ms)) / self.median_ms * 100
-            rounds = {
-                "rounds": len(self.round_ms),
-                "round_ms": list(self.round_ms),
-                "round_sm_clock_mhz": [math.nan if c is None else c for c in self.round_clock_mhz],
-                "round_spread_pct": spread,
-                "sm_clock_mhz": statistics.median(clocks) if clocks else math.nan,
-            }
-        return {
-            **rounds,
-            "median_ms": self.median_ms,
-            "iqr_ms": self.iqr_ms,
-            "min_ms": self.min_ms,
-            "mean_ms": self.mean_ms,
-            "p99_ms": self.p99_ms,
-            "img_per_s": self.img_per_s,
-            "n_samples": self.n,
-            "warmup_calls": self.warmup_calls,
-            "noisy": self.noisy,
-            "l2_flush": self.l2_flush,
-            "samples_ms": list(self.samples_ms),
-            "host_cpu_ms": self.cpu_ms_per_call,
-            "warmup_settled": self.warmup_settled,
-        }
+            r, clocks = self.round_ms, [c for c in self.round_clock_mhz if c is not None]
+            out = dict(
+                rounds=len(r), round_ms=list(r),
+                round_spread_pct=(max(r) - min(r)) / self.median_ms * 100,
+                round_sm_clock_mhz=[math.nan if c is None else c for c in self.round_clock_mhz],
+                sm_clock_mhz=statistics.median(clocks) if clocks else math.nan,
+            )  # fmt: skip
+        return out | dict(
+            median_ms=self.median_ms, iqr_ms=self.iqr_ms, min_ms=self.min_ms,
+            mean_ms=statistics.fmean(x) if x else math.nan, p99_ms=self.p99_ms,
+            img_per_s=self.img_per_s, n_samples=self.n, warmup_calls=self.warmup_calls,
+            noisy=self.noisy, l2_flush=self.l2_flush, samples_ms=list(x),
+            host_cpu_ms=self.cpu_ms_per_call, warmup_settled=self.warmup_settled,
+        )  # fmt: skip
 
     def __repr__(self) -> str:
         flag = " NOISY" if self.noisy else ""
-        return (
-            f"Measurement({self.label!r}: median {self.median_ms:.4g} ms, "
-            f"IQR {self.iqr_ms:.3g} ms, "
-            f"min {self.min_ms:.4g} ms, n={self.n}, {self.img_per_s:.4g} img/s{flag})"
-        )
+        return f"Measurement({self.label!r}: median {self.median_ms:.4g} ms, n={self.n}{flag})"
 
 
-def measure(
-    fn: Callable[[], object],
-    *,
-    batch: int = 1,
-    device: str = "cpu",
-    warmup_ms: float = 100.0,
-    budget_ms: float = 1000.0,
-    min_reps: int = 5,
-    max_reps: int = 10_000,
-    estimate_calls: int = 3,
-    l2_flush: bool = False,
-    noise_threshold: float = NOISE_THRESHOLD,
-    label: str = "",
-    timer: Timer | None = None,
-    with_provenance: bool = True,
-    settle: Settle | None | bool = True,
-    clock_mhz: Callable[[], float | None] | None = None,
-) -> Measurement:
-    """Time ``fn()`` and return a :class:`Measurement`.
+def measure(fn: Callable[[], object], *, label: str = "", **kwargs) -> Measurement:
+    """Time ``fn()`` and return a :class:`Measurement`: :func:`measure_rounds` of ``fn`` alone
+    in one round (the same keywords), raising what ``fn`` raised.
 
     The warm-up runs ``warmup_ms`` worth of calls (at least one) from an estimate of
     ``estimate_calls`` calls; on a GPU (``settle`` True: :data:`SETTLE`, or a :class:`Settle`
     on any device) it goes on until the per-call time and the SM clock settle. The repeat count
-    is ``budget_ms`` over the per-call time the warm-up ended at, clamped to
-    ``[min_reps, max_reps]``. Both are capped (:data:`~yolo_sm.contract.plans.MAX_BUDGET_MS`,
-    ``MAX_WARMUP_MS``). ``l2_flush`` zeroes a buffer twice the GPU's L2 before each timed call
-    (outside the events), so every call starts from a cold cache. ``timer`` replaces the clock
-    and ``clock_mhz`` the SM clock read (tests inject fakes). Provenance includes SM clocks
-    read before and after the timed loop.
-    """
-    if min_reps < 1 or max_reps < min_reps:
-        raise ValueError("measure() needs 1 <= min_reps <= max_reps")
-    timer, settle, clock_mhz = _checked(device, warmup_ms, budget_ms, timer, settle, clock_mhz)
-    flush = _l2_flusher(device) if (l2_flush and str(device).startswith("cuda")) else None
-
-    with phase("warmup") as warm:
-        calls, per_call, settled = _warm(timer, fn, warmup_ms, estimate_calls, settle, clock_mhz)
-        reps = min(max_reps, max(min_reps, math.ceil(budget_ms / per_call)))
-
-    with phase("timed") as timed:
-        clock_start = provenance.sm_clock_mhz(device) if with_provenance else None
-        samples = timer.time_calls(fn, reps, before=flush)
-        cpu_ns = timer.cpu_ns
-        cpu_ms = cpu_ns / 1e6 / len(samples) if cpu_ns is not None and samples else math.nan
-        clock_end = provenance.sm_clock_mhz(device) if with_provenance else None
-        prov = provenance.collect(device) if with_provenance else {}
-        prov.update(sm_clock_start_mhz=clock_start, sm_clock_end_mhz=clock_end)
-    return Measurement(
-        samples, batch, calls, label, bool(flush), noise_threshold, prov, cpu_ms,
-        warm.seconds, timed.seconds, settled,
-    )  # fmt: skip
-
-
-def _checked(device, warmup_ms, budget_ms, timer, settle, clock_mhz):
-    """The timer, settle rule and clock read of :func:`measure` (defaults by device), after
-    checking the budgets."""
-    if not budget_ms > 0 or not warmup_ms >= 0:  # NaN too
-        raise ValueError("measure() needs budget_ms > 0, warmup_ms >= 0")
-    if budget_ms > MAX_BUDGET_MS or warmup_ms > MAX_WARMUP_MS:  # inf too: never an endless loop
-        raise UserError(
-            f"budget_ms is at most {MAX_BUDGET_MS:g} and warmup_ms at most {MAX_WARMUP_MS:g}, "
-            f"got {budget_ms:g} and {warmup_ms:g}"
-        )
-    on_gpu = str(device).startswith("cuda")
-    if timer is None:
-        timer = CudaTimer() if on_gpu else CpuTimer()
-    if settle is True:
-        settle = SETTLE if on_gpu else None
-    if clock_mhz is None:
-        clock_mhz = lambda: provenance.sm_clock_mhz(device)  # noqa: E731
-    return timer, settle, clock_mhz
+    is ``budget_ms`` over the per-call time the warm-up ended at, clamped to ``[min_reps,
+    max_reps]``; both budgets are capped (``contract.plans.MAX_BUDGET_MS``, ``MAX_WARMUP_MS``).
+    ``l2_flush`` zeroes a buffer twice the GPU's L2 before each timed call (outside the
+    events). ``timer`` and ``clock_mhz`` (the SM clock read) are injectable for tests. The
+    provenance holds the SM clocks read before and after the timed calls."""
+    m = measure_rounds({label: fn}, rounds=1, **kwargs)[label]
+    if isinstance(m, BaseException):
+        raise m
+    return m
 
 
 def _warm(timer, fn, warmup_ms, estimate_calls, settle, clock_mhz) -> tuple:
@@ -318,23 +231,34 @@ def measure_rounds(
     budget_ms: float = 1000.0,
     rounds: int = 5,
     min_reps: int = 5,
+    max_reps: int = 10_000,
     estimate_calls: int = 3,
+    l2_flush: bool = False,
+    noise_threshold: float = NOISE_THRESHOLD,
     timer: Timer | None = None,
     with_provenance: bool = True,
     settle: Settle | None | bool = True,
     clock_mhz: Callable[[], float | None] | None = None,
 ) -> dict:
-    """Time several callables side by side, in one process: each is warmed up in turn as
-    :func:`measure` does, then ``rounds`` rounds each time every callable in the given order
-    (A, B, C, A, B, C ...) for ``budget_ms / rounds`` worth of calls (at least ``min_reps /
-    rounds``), reading the SM clock after each. Returns ``{name: Measurement}`` (the median
-    over rounds, their medians and clocks kept), or the exception a callable raised."""
-    if rounds < 1 or min_reps < 1:
-        raise ValueError("measure_rounds() needs rounds >= 1 and min_reps >= 1")
-    timer, settle, clock_mhz = _checked(device, warmup_ms, budget_ms, timer, settle, clock_mhz)
-    out: dict = {}
-    reps: dict = {}  # calls per round
-    cpu_ns: dict = {}  # the launching thread's CPU time over the timed calls (None: not kept)
+    """Time several callables side by side in one process: each warmed up in turn as
+    :func:`measure` says, then ``rounds`` rounds each time every callable in the given order
+    (A, B, C, A, B, C ...) for ``budget_ms / rounds`` worth of calls, reading the SM clock after
+    each. Returns ``{name: Measurement}`` (with more than one round: each round's median and
+    clock, the median over rounds) or the exception a callable raised."""
+    if not budget_ms > 0 or not warmup_ms >= 0 or rounds < 1 or not 1 <= min_reps <= max_reps:
+        raise ValueError("measure needs budget_ms > 0, warmup_ms >= 0, 1 <= min_reps <= max_reps")
+    if budget_ms > MAX_BUDGET_MS or warmup_ms > MAX_WARMUP_MS:  # inf too: never an endless loop
+        raise UserError(
+            f"budget_ms is at most {MAX_BUDGET_MS:g} and warmup_ms at most {MAX_WARMUP_MS:g}, "
+            f"got {budget_ms:g} and {warmup_ms:g}"
+        )
+    on_gpu = str(device).startswith("cuda")
+    timer = timer or (CudaTimer() if on_gpu else CpuTimer())
+    settle = (SETTLE if on_gpu else None) if settle is True else settle
+    if clock_mhz is None:
+        clock_mhz = lambda: provenance.sm_clock_mhz(device)  # noqa: E731
+    flush = _l2_flusher(device) if (l2_flush and on_gpu) else None
+    out, reps, cpu_ns = {}, {}, {}
     for name, fn in fns.items():
         try:
             with phase("warmup") as warm:
@@ -344,29 +268,31 @@ def measure_rounds(
         except Exception as e:  # noqa: BLE001 - the caller turns it into an error row
             out[name] = e
             continue
-        each = max(math.ceil(min_reps / rounds), math.ceil(budget_ms / rounds / per_call))
-        reps[name], cpu_ns[name] = min(each, MAX_CHUNK), 0
-        out[name] = Measurement([], batch, calls, label=name, warmup_s=warm.seconds)
-        out[name].warmup_settled = settled
+        n = math.ceil(budget_ms / per_call / rounds)
+        reps[name], cpu_ns[name] = min(max_reps, max(math.ceil(min_reps / rounds), n)), 0
+        out[name] = Measurement([], batch, calls, name, bool(flush), noise_threshold,
+                                warmup_s=warm.seconds, warmup_settled=settled)  # fmt: skip
     with phase("timed") as timed:
+        clock_start = provenance.sm_clock_mhz(device) if with_provenance else None
         for _ in range(rounds):
             for name, fn in fns.items():
                 m = out[name]
                 if not isinstance(m, Measurement):
                     continue
                 try:
-                    samples = timer.time_calls(fn, reps[name])
+                    samples = timer.time_calls(fn, reps[name], before=flush)
                 except Exception as e:  # noqa: BLE001
                     out[name] = e
                     continue
                 m.samples_ms += samples
-                m.round_ms.append(statistics.median(samples))
-                m.round_clock_mhz.append(clock_mhz())
-                if timer.cpu_ns is None or cpu_ns[name] is None:
-                    cpu_ns[name] = None
-                else:
-                    cpu_ns[name] += timer.cpu_ns
+                if rounds > 1:
+                    m.round_ms.append(statistics.median(samples))
+                    m.round_clock_mhz.append(clock_mhz())
+                ns = timer.cpu_ns
+                cpu_ns[name] = None if ns is None or cpu_ns[name] is None else cpu_ns[name] + ns
+        clock_end = provenance.sm_clock_mhz(device) if with_provenance else None
         prov = provenance.collect(device) if with_provenance else {}
+        prov.update(sm_clock_start_mhz=clock_start, sm_clock_end_mhz=clock_end)
     for name, m in out.items():
         if isinstance(m, Measurement):
             m.timed_s, m.provenance = timed.seconds, dict(prov)
@@ -470,29 +396,17 @@ def _l2_flusher(device: str) -> Callable[[], None]:
 
 #: prefixes of the CUDA runtime / driver calls that put work on a stream (kernel and graph
 #: launches, async copies and fills, in every API version): what "launches per forward" counts
-LAUNCH_PREFIXES = (
-    "cudaLaunch",
-    "cuLaunch",
-    "cudaGraphLaunch",
-    "cuGraphLaunch",
-    "cudaMemcpy",
-    "cudaMemset",
-    "cuMemcpy",
-    "cuMemset",
+LAUNCH_PREFIXES = tuple(
+    "cudaLaunch cuLaunch cudaGraphLaunch cuGraphLaunch cudaMemcpy cudaMemset cuMemcpy "
+    "cuMemset".split()
 )
 
 
 def host_profile(fn: Callable[[], object], *, device: str = "cuda", calls: int = 5) -> dict:
-    """Launches and GPU busy time per call of ``fn`` from a short ``torch.profiler`` pass of
-    ``calls`` calls (after one unprofiled call), on a GPU:
-
-    * ``launches_per_forward``: runtime / driver calls that enqueue work (:data:`LAUNCH_PREFIXES`;
-      a CUDA graph's replay is one), per call;
-    * ``kernels_per_forward``: GPU kernels, memcpys and memsets that ran, per call;
-    * ``gpu_busy_ms``: the sum of their durations per call, milliseconds (one stream: the time
-      the GPU was busy).
-
-    On a CPU there is no separate device: 0 launches and kernels, NaN busy time."""
+    """Per call of ``fn``, from a ``torch.profiler`` pass of ``calls`` calls (after one more):
+    ``launches_per_forward`` (runtime / driver calls that enqueue work, :data:`LAUNCH_PREFIXES`;
+    a graph replay is one), ``kernels_per_forward`` (kernels, memcpys, memsets that ran) and
+    ``gpu_busy_ms`` (their summed durations). On a CPU: 0, 0 and NaN."""
     if not str(device).startswith("cuda"):
         return {"launches_per_forward": 0.0, "kernels_per_forward": 0.0, "gpu_busy_ms": math.nan}
     import torch
@@ -536,11 +450,9 @@ def count_events(events, calls: int) -> dict:
 
 
 def launch_cost_us(device: str = "cuda", launches: int = 200, repeats: int = 25) -> float:
-    """The host's cost of one eager launch in this process, microseconds: the median over
-    ``repeats`` of the wall time of ``launches`` in-place adds on a one-element tensor, issued
-    back to back (the GPU runs each faster than the host issues it, so the queue never fills
-    and the time is the host's). A same-process yardstick for host-bound points: their time
-    over this moves with the code, not with the host's speed. NaN on a CPU."""
+    """The host's cost of one eager launch in this process, us: the median over ``repeats`` of
+    the wall time of ``launches`` in-place adds on a one-element tensor issued back to back (the
+    queue never fills: the time is the host's), a yardstick of the host's speed. NaN on a CPU."""
     if not str(device).startswith("cuda"):
         return math.nan
     import torch

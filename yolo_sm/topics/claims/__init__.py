@@ -6,7 +6,7 @@ TOPIC = Topic(
     name="claims",
     notebooks=("claims",),
     question="Do four articles' claims about YOLO on GPUs hold?",
-    sources=(("report:CLAIMS_RULES", "analyse:facts"),),
+    sources=(("rules:RULES", "analyse:facts"),),
     pair_sources=(),
     headlines={
         "claims": (

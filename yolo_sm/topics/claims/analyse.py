@@ -1,15 +1,8 @@
-"""Facts for the reference articles' claims (notebook 09) that no topic module computes.
-
-Most claims read a topic's fact as it is (the heatmaps' occupancy at widths up to 1.25, the
-roofline's tensor-pipe use below 60 % occupancy, its C2f-fusion bound and its NCHW/NHWC time):
-their rules (:data:`yolo_sm.topics.claims.report.CLAIMS_RULES`) name that fact's key and scope, so
-each number is computed, and each claim decided, in one place. :func:`facts` adds the facts
-(keys ``claims.*``) that no topic emits: a claim's own measurement, made with the topics'
-analysis functions, or a small figure derived from topic facts (how far a measured number is
-off an article's figure, the weaker of two topic facts). A claim whose dataset the root lacks,
-or that nothing here can measure (mAP without labelled data, INT8 without an INT8 engine,
-latency at an arrival rate below capacity without such rows), has no fact and its rule reads
-"not tested". Nothing here judges.
+"""Facts for the articles' claims (notebook 09) that no topic computes (keys ``claims.*``):
+a claim's own measurement, or a figure derived from topic facts (how far a number is off an
+article's figure, the weaker of two facts). A claim whose dataset the root lacks, or that
+nothing here can measure (mAP without labelled data, latency at an arrival rate below capacity
+without such rows), has no fact and reads "not tested". Nothing here judges.
 """
 
 from __future__ import annotations
@@ -33,9 +26,9 @@ CONV_CLASSES = ("tensor_core_conv", "simt_conv", "tensor_core_gemm", "simt_gemm"
 
 #: the bench that times fp16, int8 and fp8 engines of one model side by side
 BENCH_8BIT = "bench_8bit"
+NCU_T, FAST = "ncu_throughput_w1", "bench_fast_engines"
 
 #: the articles' figures a few facts are measured against
-CLAIMED_FLOPS_RISE_W125_PCT = 56.0
 CLAIMED_IMAGE_MEMORY_BYTES = 1.2e9
 CLAIMED_FRAME_COPY_MS = 0.08
 
@@ -57,28 +50,13 @@ def factor_off(measured: float, claimed: float) -> float:
     return max(measured / claimed, claimed / measured)
 
 
-# ---- claim 1: FLOPs of width x1.25 ---------------------------------------------------------
-
-
-def flops_rise_pct(sweep: pd.DataFrame, a: float = 1.0, b: float = 1.25) -> float:
-    """Rise of FLOPs per image from width ``a`` to ``b`` (%), from a sweep's ``flops_per_img``
-    (:func:`yolo_sm.topics.width.analyse.flops_by_width`)."""
-    f = scaling.flops_by_width(sweep).set_index("width").flops_per_img
-    if a not in f.index or b not in f.index:
-        return NAN
-    return (float(f[b]) / float(f[a]) - 1) * 100
-
-
-# ---- claim 2: occupancy from width 1.0 to 1.5 (the heatmaps' facts) --------------------------
+flops_by_width = scaling.flops_by_width  # claim 1's table (structure, not a rule)
 
 
 def occupancy_drop_pp(topic: pd.DataFrame, a: float = 1.0, b: float = 1.5) -> float:
     """Percentage points the forward's time-weighted achieved occupancy falls from width ``a``
     to ``b`` (negative: rises), from the heatmaps' per-width facts."""
     return value(topic, OCCUPANCY, f"width={a:g}") - value(topic, OCCUPANCY, f"width={b:g}")
-
-
-# ---- claim 4: blocks per SM of the convolutions, fp32 NCHW against fp16 NHWC ---------------
 
 
 def conv_blocks(ncu: pd.DataFrame, config: str) -> tuple[float, float]:
@@ -92,9 +70,6 @@ def conv_blocks(ncu: pd.DataFrame, config: str) -> tuple[float, float]:
     blocks = k[limits].min(axis=1)
     w = k["duration_us"]
     return weighted_mean(blocks, w), weighted_mean(k["shared_mem_per_block_bytes"], w)
-
-
-# ---- claim 5 and 7: throughput against batch -----------------------------------------------
 
 
 def eager_img_per_s(sweep: pd.DataFrame, width: float) -> pd.Series:
@@ -122,16 +97,10 @@ def batch_gain(img: pd.Series, a: int = 1, b: int = 32) -> float:
     return float(img[b] / img[a])
 
 
-# ---- claim 8: memory per image (the batch notebook's fact) ---------------------------------
-
-
 def image_memory_off(topic: pd.DataFrame) -> float:
     """How many times the batch notebook's memory per image (eager, reference width and image
     size) is off the article's 1.2 GB either way."""
     return factor_off(value(topic, MEMORY_PER_IMAGE) * 1e9, CLAIMED_IMAGE_MEMORY_BYTES)
-
-
-# ---- claim 10: 8-bit over fp16 -------------------------------------------------------------
 
 
 #: the 8-bit claim's engines: the bench's CUDA graph of each precision, same unit and process
@@ -165,13 +134,15 @@ def eight_bit_vs_fp16(
 
 def eight_bit_fact(bench: pd.DataFrame, precision: str, dataset: str) -> dict:
     """The 8-bit claim's fact for ``precision``: the smallest ratio over the widths of
-    :func:`eight_bit_vs_fp16`, with the largest clock spread and the clock-normalised ratios
-    in its note; NaN without a width where both engines ran."""
+    :func:`eight_bit_vs_fp16`, with the largest clock spread, and per width the ratio, the
+    clock spread and the clock-normalised ratio in its note; NaN without a width where both
+    engines ran."""
     t = eight_bit_vs_fp16(bench, precision)
     by_w = ", ".join(
-        f"width {w:g}: {r:.2f}x ({q:.2f}x per MHz)"
-        for w, r, q in zip(t.width, t.ratio, t.ratio_at_equal_clock, strict=True)
-    )
+        f"width {w:g}: {r:.2f}x at clocks {c:.0f} % apart ({q:.2f}x per MHz)"
+        for w, r, c, q in zip(t.width, t.ratio, t.clock_spread_pct, t.ratio_at_equal_clock,
+                              strict=True)
+    )  # fmt: skip
     return fact(
         f"claims.{precision}_over_fp16_cudagraph_b64_min",
         t["ratio"].min() if len(t) else NAN,
@@ -180,9 +151,6 @@ def eight_bit_fact(bench: pd.DataFrame, precision: str, dataset: str) -> dict:
         note=by_w,
         clock_spread_pct=t["clock_spread_pct"].max() if len(t) else NAN,
     )
-
-
-# ---- claim 13: jitter at an arrival rate below capacity ------------------------------------
 
 
 def jitter_cut_below_capacity(bench: pd.DataFrame) -> float:
@@ -209,18 +177,12 @@ def jitter_cut_below_capacity(bench: pd.DataFrame) -> float:
     return float((1 - multi["jitter"] / multi["jitter_1"]).median() * 100)
 
 
-# ---- claim 14: ResNet-101 stages (the roofline's facts) ------------------------------------
-
-
 def resnet_weaker_bound(topic: pd.DataFrame) -> float:
     """The weaker of the least DRAM-busy early stage's DRAM throughput and the least SM-busy
     deep stage's SM throughput (% of peak; stages :data:`yolo_sm.topics.roofline.analyse.EARLY` and
     ``DEEP``), from the roofline's facts: high only when every early stage is bandwidth-bound
     and every deep one compute-bound."""
     return min(value(topic, RESNET_EARLY_DRAM), value(topic, RESNET_DEEP_SM))
-
-
-# ---- claim 15: SM throughput of the neck's convolutions ------------------------------------
 
 
 def neck_conv_sm_throughput(ncu: pd.DataFrame) -> float:
@@ -231,9 +193,6 @@ def neck_conv_sm_throughput(ncu: pd.DataFrame) -> float:
         return NAN
     tw = time_weighted(neck, ["config", "layer"], ("sm_throughput_pct",))
     return float(tw["sm_throughput_tw_pct"].min())
-
-
-# ---- all of them ---------------------------------------------------------------------------
 
 
 def topic_facts(root: DataRoot) -> pd.DataFrame:
@@ -266,7 +225,7 @@ def derived(topic: pd.DataFrame) -> list[dict]:
 #: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
 FACT_KEYS = frozenset(
     """
-    claims.conv_blocks_per_sm_fp16_nhwc_over_fp32_nchw claims.flops_rise_w1.25_off_claim_pp
+    claims.conv_blocks_per_sm_fp16_nhwc_over_fp32_nchw
     claims.fp16_map_drop_pct claims.fp8_over_fp16_cudagraph_b64_min claims.frame_copy_off_claim
     claims.image_memory_off_claim claims.img_per_s_b32_over_b1_w0.5
     claims.img_per_s_b4_over_best_b1_16 claims.int8_over_fp16_cudagraph_b64_min
@@ -277,80 +236,37 @@ FACT_KEYS = frozenset(
 
 
 def facts(root: DataRoot, topic: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The claims' own facts from ``root`` (keys ``claims.*``, none of them a topic's key):
-    measured here, or derived from ``topic`` (:func:`topic_facts` of ``root`` when None).
-    Claims whose datasets the root lacks have no fact."""
+    """The claims' own facts from ``root`` (keys ``claims.*``): measured here, or derived from
+    ``topic`` (:func:`topic_facts` of ``root`` when None); none where a dataset is lacking."""
     topic = topic_facts(root) if topic is None else topic
     rows = derived(topic)
-    add = rows.append
     if root.has("sweep_fp16_nhwc"):
-        s = root.load("sweep_fp16_nhwc")
-        d = ("sweep_fp16_nhwc",)
-        rise = flops_rise_pct(s)
-        add(
-            fact(
-                "claims.flops_rise_w1.25_off_claim_pp",
-                abs(rise - CLAIMED_FLOPS_RISE_W125_PCT),
-                "pp",
-                datasets=d,
-                note=f"FLOPs per image rise {rise:.1f} % from width 1.0 to 1.25",
-            )
-        )
-        img1 = eager_img_per_s(s, 1.0)
-        add(fact("claims.img_per_s_b4_over_best_b1_16", batch_over_best(img1), "x", datasets=d))
-        add(
-            fact(
-                "claims.img_per_s_b32_over_b1_w0.5",
-                batch_gain(eager_img_per_s(s, 0.5)),
-                "x",
-                datasets=d,
-            )
-        )
+        s, d = root.load("sweep_fp16_nhwc"), ("sweep_fp16_nhwc",)
+        rows += [
+            fact("claims.img_per_s_b4_over_best_b1_16", batch_over_best(eager_img_per_s(s, 1.0)),
+                 "x", datasets=d),
+            fact("claims.img_per_s_b32_over_b1_w0.5", batch_gain(eager_img_per_s(s, 0.5)), "x",
+                 datasets=d),
+        ]  # fmt: skip
     if root.has("ncu_precision_w1"):
         n = root.load("ncu_precision_w1")
         b32, s32 = conv_blocks(n, "yolov8_w1_fp32_nchw_b8")
         b16, s16 = conv_blocks(n, "yolov8_w1_fp16_nhwc_b8")
-        add(
-            fact(
-                "claims.conv_blocks_per_sm_fp16_nhwc_over_fp32_nchw",
-                b16 / b32,
-                "x",
-                datasets=("ncu_precision_w1",),
-                note=f"shared memory per conv block {s32 / 1e3:.0f} -> {s16 / 1e3:.0f} kB",
-            )
-        )
+        note = f"shared memory per conv block {s32 / 1e3:.0f} -> {s16 / 1e3:.0f} kB"
+        key, d = "claims.conv_blocks_per_sm_fp16_nhwc_over_fp32_nchw", ("ncu_precision_w1",)
+        rows.append(fact(key, b16 / b32, "x", datasets=d, note=note))
     if root.has("ncu_throughput_w1"):
-        add(
-            fact(
-                "claims.neck_conv_sm_throughput_min_pct",
-                neck_conv_sm_throughput(root.load("ncu_throughput_w1")),
-                "%",
-                datasets=("ncu_throughput_w1",),
-            )
-        )
+        v = neck_conv_sm_throughput(root.load("ncu_throughput_w1"))
+        rows.append(fact("claims.neck_conv_sm_throughput_min_pct", v, "%", datasets=(NCU_T,)))
     if root.has(BENCH_8BIT):
-        b8 = root.load(BENCH_8BIT)
-        rows += [eight_bit_fact(b8, p, BENCH_8BIT) for p in ("int8", "fp8")]
+        rows += [eight_bit_fact(root.load(BENCH_8BIT), p, BENCH_8BIT) for p in ("int8", "fp8")]
     if root.has("bench_fast_engines"):
-        b = root.load("bench_fast_engines")
-        add(
-            fact(
-                "claims.jitter_cut_below_capacity_pct",
-                jitter_cut_below_capacity(b),
-                "%",
-                datasets=("bench_fast_engines",),
-            )
-        )
+        v = jitter_cut_below_capacity(root.load("bench_fast_engines"))
+        rows.append(fact("claims.jitter_cut_below_capacity_pct", v, "%", datasets=(FAST,)))
     copy = ceiling(root, "copy_h2d_frame_fp16")
     if copy is not None:
         ms, where = copy
-        add(
-            fact(
-                "claims.frame_copy_off_claim",
-                factor_off(ms, CLAIMED_FRAME_COPY_MS),
-                "x",
-                datasets=("ceilings",),
-                note=f"{ms:.3f} ms for one 640x640x3 fp16 frame from pinned memory ({where})",
-            )
-        )
+        note = f"{ms:.3f} ms for one 640x640x3 fp16 frame from pinned memory ({where})"
+        v = factor_off(ms, CLAIMED_FRAME_COPY_MS)
+        rows.append(fact("claims.frame_copy_off_claim", v, "x", datasets=("ceilings",), note=note))
     return facts_table(r for r in rows if not math.isnan(r["value"]))

@@ -1,12 +1,9 @@
 """Precision (notebook 02): tables and facts.
 
-Same-run speed-ups over fp32, the points of the plan's precision steps the sweeps still lack
-(:mod:`yolo_sm.analyse.plan_grid`), the kernel class mix, registers, shared memory
-and occupancy per precision and layout from Nsight Compute, bf16 against fp16 per layer, the
-numerical error of the sweeps next to the tolerances, and the ``numerics`` dataset (errors on
-random inputs and on photos, fp8 included) next to the fast-engines bench's fp8 check. Every
-function takes tables and returns a table; :func:`facts` reads a dataset root and returns the
-numbers the rules of :mod:`yolo_sm.topics.precision.rules` judge. Nothing here judges.
+Same-run speed-ups over fp32, the kernel mix and occupancy per precision and layout (Nsight
+Compute), bf16 against fp16 per layer, the sweeps' numerical error next to the tolerances and
+the ``numerics`` dataset next to the fast-engines bench's fp8 check. :func:`facts` returns the
+numbers :mod:`yolo_sm.topics.precision.rules` judges. Nothing here judges.
 """
 
 from __future__ import annotations
@@ -18,12 +15,11 @@ import pandas as pd
 from yolo_sm.analyse.bench_table import ok_rows
 from yolo_sm.analyse.facts import fact, facts_table, sm_clock_mhz
 from yolo_sm.analyse.kernels import add_kernel_class, class_shares
-from yolo_sm.analyse.plan_grid import missing_for
-from yolo_sm.analyse.weighting import same_run_ratio, time_weighted
+from yolo_sm.analyse.weighting import same_run_ratio, time_weighted, weighted_mean
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import with_config
 from yolo_sm.contract.vocab import TOLERANCE, Precision
-from yolo_sm.topics.precision.eight_bit import facts_8bit
+from yolo_sm.topics.precision.eight_bit import check_errors, facts_8bit
 from yolo_sm.topics.width.analyse import BENCH, GRAPH_BACKEND
 
 MATMUL_CLASSES = ("tensor_core_conv", "simt_conv", "tensor_core_gemm", "simt_gemm")
@@ -44,6 +40,8 @@ HIGH_OCCUPANCY_PCT = 75.0
 FP8_VARIANT = "cudagraph/fp8/nhwc"
 #: batches from here up check on the four calibration images (two photos, mirrored)
 FP8_MIN_BATCH = 4
+#: the batches the speed rules name: compute-bound with CUDA graphs, launch-bound in eager
+LARGE_BATCH, SMALL_BATCH = 64, 1
 
 
 def order_configs(df):
@@ -55,12 +53,12 @@ def order_configs(df):
 
 def load_present(root: DataRoot, names):
     """The datasets of ``names`` the root holds, concatenated with a ``dataset`` column (None
-    when it holds none); ``attrs["missing"]`` lists the others."""
+    when it holds none); ``attrs["datasets"]`` names them."""
     have = [n for n in names if root.has(n)]
     if not have:
         return None
     out = pd.concat([root.load(n).assign(dataset=n) for n in have], ignore_index=True)
-    out.attrs = {"datasets": have, "missing": [n for n in names if n not in have]}
+    out.attrs = {"datasets": have}
     return out
 
 
@@ -69,21 +67,13 @@ def load_present(root: DataRoot, names):
 
 def precision_speedup(sweep, *, baseline: str = "fp32"):
     """Same-run latency ratio ``baseline / precision`` (above 1: faster than the baseline) per
-    width, layout, batch and backend, only where both were measured. ``minutes_apart``: how far
-    apart the two points were measured (``prov_date_utc``); a sweep resumed over several runs
-    can pair points of two runs. ``clock_spread_pct``: how far apart (%) the two points' SM
-    clocks were (:func:`yolo_sm.analyse.facts.clock_spread_pct`)."""
+    width, layout, batch and backend, only where both were measured, with
+    ``clock_spread_pct``: how far apart (%) the two points' SM clocks were
+    (:func:`yolo_sm.analyse.facts.clock_spread_pct`)."""
     index = ["width", "layout", "batch", "backend"]
     r = same_run_ratio(sweep, baseline=baseline, index=tuple(index))
     r = r.dropna(subset=["ratio"]).reset_index(drop=True)
     ok = ok_rows(sweep)
-    if "prov_date_utc" in sweep and len(r):
-        t = pd.to_datetime(ok["prov_date_utc"], utc=True, errors="coerce")
-        minutes = ok.assign(_m=(t - pd.Timestamp(0, tz="UTC")).dt.total_seconds() / 60)
-        wide = minutes.pivot_table(index=index, columns="precision", values="_m", aggfunc="min")
-        apart = wide.drop(columns=[baseline]).sub(wide[baseline], axis=0).abs().reset_index()
-        apart = apart.melt(id_vars=index, var_name="precision", value_name="minutes_apart")
-        r = r.merge(apart, on=[*index, "precision"], how="left")
     if len(r):  # the SM clocks the two sides ran at (a ratio of clocks far apart says so)
         clk = ok.assign(_c=sm_clock_mhz(ok)).pivot_table(
             index=index, columns="precision", values="_c", aggfunc="mean"
@@ -149,18 +139,10 @@ def precision_forward(ncu):
 
 
 #: the columns of :func:`precision_forward` a notebook shows
-FORWARD_COLUMNS = (
-    "precision",
-    "layout",
-    "kernels",
-    "time_ms",
-    "theoretical_occupancy_tw_pct",
-    "achieved_occupancy_tw_pct",
-    "simt_share",
-    "tensor_core_share",
-    "layout_transform_share",
-    "layout_transform_kernels",
-    "high_occupancy_share",
+FORWARD_COLUMNS = tuple(
+    "precision layout kernels time_ms theoretical_occupancy_tw_pct achieved_occupancy_tw_pct "
+    "simt_share tensor_core_share layout_transform_share layout_transform_kernels "
+    "high_occupancy_share".split()
 )
 
 
@@ -192,17 +174,9 @@ def precision_matmul(ncu):
 
 
 #: the columns of :func:`precision_matmul` a notebook shows
-MATMUL_COLUMNS = (
-    "precision",
-    "layout",
-    "kernel_class",
-    "kernel_precision",
-    "kernels",
-    "time_us",
-    "registers_per_thread_tw",
-    "shared_mem_per_block_kib_tw",
-    "theoretical_occupancy_tw_pct",
-    "achieved_occupancy_tw_pct",
+MATMUL_COLUMNS = tuple(
+    "precision layout kernel_class kernel_precision kernels time_us registers_per_thread_tw "
+    "shared_mem_per_block_kib_tw theoretical_occupancy_tw_pct achieved_occupancy_tw_pct".split()
 )
 
 
@@ -270,9 +244,6 @@ def numerics_summary(numerics):
     return out
 
 
-_CHECK_ERROR = r"relative L2 error ([0-9.]+(?:e[-+]?\d+)?)"
-
-
 def bench_check_errors(bench, variant: str = FP8_VARIANT, min_batch: int = FP8_MIN_BATCH):
     """The numerical check of ``variant`` in the fast-engines bench, per width: the relative L2
     error of the head output against eager fp32 on the photos (``rel_err`` of ok rows, read from
@@ -283,20 +254,13 @@ def bench_check_errors(bench, variant: str = FP8_VARIANT, min_batch: int = FP8_M
     b = bench[(bench.variant == variant) & (bench.batch >= min_batch)].copy()
     if b.empty:
         return pd.DataFrame(columns=cols)
-    parsed = b.message.fillna("").str.extract(_CHECK_ERROR, expand=False).astype(float)
-    b["err"] = b.rel_err.where(b.status == "ok", parsed)
+    b["err"] = check_errors(b)
     b = b[b.err.notna()]  # rows that failed otherwise (out of memory, ...) carry no error
     b["over"] = b.status != "ok"
-    return (
-        b.groupby("width")
-        .agg(
-            gpu_err_min=("err", "min"),
-            gpu_err_max=("err", "max"),
-            failed=("over", "sum"),
-            batches=("batch", lambda x: ", ".join(f"{v:g}" for v in sorted(set(x)))),
-        )
-        .reset_index()
-    )
+    return b.groupby("width").agg(
+        gpu_err_min=("err", "min"), gpu_err_max=("err", "max"), failed=("over", "sum"),
+        batches=("batch", lambda x: ", ".join(f"{v:g}" for v in sorted(set(x)))),
+    ).reset_index()  # fmt: skip
 
 
 def fp8_error_table(numerics, bench=None):
@@ -312,115 +276,66 @@ def fp8_error_table(numerics, bench=None):
     out = wide[order].reset_index()
     if bench is not None:
         g = bench_check_errors(bench).set_index("width")
-        out = out.join(g[["gpu_err_min", "gpu_err_max", "failed", "batches"]], on="width")
-        out = out.rename(
-            columns={
-                "gpu_err_min": "fp8 engine, min",
-                "gpu_err_max": "fp8 engine, max",
-                "failed": "engine batches over tolerance",
-                "batches": "engine batches",
-            }
-        )
+        names = {"gpu_err_min": "fp8 engine, min", "gpu_err_max": "fp8 engine, max",
+                 "failed": "engine batches over tolerance",
+                 "batches": "engine batches"}  # fmt: skip
+        out = out.join(g[list(names)], on="width").rename(columns=names)
     return out
 
 
 # ---- facts --------------------------------------------------------------------------------------
 
 
-def _shares(fwd):
-    return fwd.set_index(fwd.precision + "_" + fwd.layout)
-
-
 def speedup_facts(ratios, *, dataset=SWEEPS) -> list[dict]:
     """Per tensor-core precision of :func:`precision_speedup` against fp32 (NCHW): its smallest
-    same-run speed-up over the widths at the largest batch with CUDA graphs, and its median
-    speed-up at the smallest batch in eager; the largest time between the two points of a
-    ratio (minutes)."""
+    same-run speed-up over the widths at :data:`LARGE_BATCH` with CUDA graphs, and its median
+    over the widths at :data:`SMALL_BATCH` in eager, each with the largest clock spread of its
+    ratios."""
     ds = tuple(dataset) if not isinstance(dataset, str) else (dataset,)
     out = []
     for prec in TENSOR_CORE_PRECISIONS:
         s = ratios[ratios.precision == prec]
-        if s.empty:
-            continue
-        g = s[(s.backend == GRAPH_BACKEND) & (s.batch == s.batch.max())]
-        e = s[(s.backend == "eager") & (s.batch == s.batch.min())]
-        scope = f"precision={prec}"
-        spread = {n: t.get("clock_spread_pct", pd.Series(dtype=float)).max() for n, t in
-                  (("g", g), ("e", e))}  # fmt: skip
-        out.append(fact("speedup_large_batch_min", g.ratio.min(), "x", scope=scope, datasets=ds,
-                        clock_spread_pct=spread["g"]))  # fmt: skip
-        out.append(fact("speedup_eager_small_batch", e.ratio.median(), "x", scope=scope,
-                        datasets=ds, clock_spread_pct=spread["e"]))  # fmt: skip
-    if "minutes_apart" in ratios and ratios.minutes_apart.notna().any():
-        out.append(fact("ratio_minutes_apart_max", ratios.minutes_apart.max(), "min", datasets=ds))
+        g = s[(s.backend == GRAPH_BACKEND) & (s.batch == LARGE_BATCH)]
+        e = s[(s.backend == "eager") & (s.batch == SMALL_BATCH)]
+        for key, t, v in (("speedup_b64_min", g, g.ratio.min()),
+                          ("speedup_eager_b1", e, e.ratio.median())):  # fmt: skip
+            if len(t):
+                out.append(fact(key, v, "x", scope=f"precision={prec}", datasets=ds,
+                                clock_spread_pct=t.clock_spread_pct.max()))  # fmt: skip
     return out
 
 
-def missing_facts(missing, *, dataset=SWEEPS) -> list[dict]:
-    """Points the plan's steps name and the sweeps lack, and how many the steps name."""
-    ds = tuple(dataset) if not isinstance(dataset, str) else (dataset,)
-    planned = missing.attrs.get("planned", missing.planned.max() if len(missing) else math.nan)
-    return [
-        fact(
-            "sweep_grid_missing_points",
-            int(missing.points.sum()) if len(missing) else 0,
-            "points",
-            datasets=ds,
-            points=0 if planned == 0 else None,
-        ),
-        fact("sweep_grid_planned_points", planned, "points", datasets=ds),
-    ]
-
-
 def kernel_facts(fwd, matmul, *, dataset=NCU) -> list[dict]:
-    """Facts of :func:`precision_forward` and :func:`precision_matmul`: fp32 NCHW's SIMT share,
-    fp16 NHWC's SIMT share and kernel time against fp32 NCHW, the change of time-weighted
-    achieved occupancy and of the high-occupancy share, the tensor-core convolutions'
-    theoretical occupancy in fp16 NHWC, and layout-transform shares."""
-    ds = (dataset,)
-    f = _shares(fwd)
-    out = []
-    if "fp32_nchw" in f.index:
-        out.append(
-            fact("simt_share_fp32_nchw", 100 * f.loc["fp32_nchw", "simt_share"], "%", datasets=ds)
-        )
-    if "fp16_nhwc" in f.index:
-        out.append(
-            fact("simt_share_fp16_nhwc", 100 * f.loc["fp16_nhwc", "simt_share"], "%", datasets=ds)
-        )
-        tc = matmul[
-            (matmul.precision == "fp16")
-            & (matmul.layout == "nhwc")
-            & (matmul.kernel_class == "tensor_core_conv")
-        ]
-        if len(tc):
-            w = tc.time_us
-            th = float((tc.theoretical_occupancy_tw_pct * w).sum() / w.sum())
-            out.append(fact("tensor_core_conv_theoretical_fp16_nhwc", th, "%", datasets=ds))
+    """Facts of :func:`precision_forward` and :func:`precision_matmul`: fp32 NCHW's and fp16
+    NHWC's SIMT share, fp32 NCHW's kernel time over fp16 NHWC's, the change of achieved
+    occupancy and of the high-occupancy share, the tensor-core convolutions' theoretical
+    occupancy in fp16 NHWC, and layout-transform shares."""
+    ds, f, out = (dataset,), fwd.set_index(fwd.precision + "_" + fwd.layout), []
+
+    def add(key, v, unit="%"):
+        out.append(fact(key, v, unit, datasets=ds))
+
+    for c in ("fp32_nchw", "fp16_nhwc"):
+        if c in f.index:
+            add(f"simt_share_{c}", 100 * f.loc[c, "simt_share"])
+    tc = matmul[(matmul.precision == "fp16") & (matmul.layout == "nhwc")
+                & (matmul.kernel_class == "tensor_core_conv")]  # fmt: skip
+    if len(tc):
+        add("tensor_core_conv_theoretical_fp16_nhwc", weighted_mean(
+            tc.theoretical_occupancy_tw_pct, tc.time_us))  # fmt: skip
     if {"fp32_nchw", "fp16_nhwc"} <= set(f.index):
         a, b = f.loc["fp32_nchw"], f.loc["fp16_nhwc"]
-        out += [
-            fact("kernel_time_fp32_nchw_over_fp16_nhwc", a.time_us / b.time_us, "x", datasets=ds),
-            fact(
-                "achieved_occupancy_fp16_nhwc_minus_fp32_nchw",
-                b.achieved_occupancy_tw_pct - a.achieved_occupancy_tw_pct,
-                "pp",
-                datasets=ds,
-            ),
-            fact(
-                "high_occupancy_share_fp16_nhwc_minus_fp32_nchw",
-                100 * (b.high_occupancy_share - a.high_occupancy_share),
-                "pp",
-                datasets=ds,
-            ),
-        ]
+        add("kernel_time_fp32_nchw_over_fp16_nhwc", a.time_us / b.time_us, "x")
+        add("achieved_occupancy_fp16_nhwc_minus_fp32_nchw",
+            b.achieved_occupancy_tw_pct - a.achieved_occupancy_tw_pct, "pp")  # fmt: skip
+        add("high_occupancy_share_fp16_nhwc_minus_fp32_nchw",
+            100 * (b.high_occupancy_share - a.high_occupancy_share), "pp")  # fmt: skip
     nhwc = [f"{p}_nhwc" for p in TENSOR_CORE_PRECISIONS if f"{p}_nhwc" in f.index]
     if nhwc:
-        v = 100 * f.loc[nhwc, "layout_transform_share"].max()
-        out.append(fact("layout_transform_share_tensor_core_nhwc_max", v, "%", datasets=ds))
+        add("layout_transform_share_tensor_core_nhwc_max",
+            100 * f.loc[nhwc, "layout_transform_share"].max())  # fmt: skip
     if "fp32_nhwc" in f.index:
-        v = 100 * f.loc["fp32_nhwc", "layout_transform_share"]
-        out.append(fact("layout_transform_share_fp32_nhwc", v, "%", datasets=ds))
+        add("layout_transform_share_fp32_nhwc", 100 * f.loc["fp32_nhwc", "layout_transform_share"])
     return out
 
 
@@ -429,48 +344,33 @@ def pair_facts(ratios, delta, *, a="bf16", b="fp16") -> list[dict]:
     against ``b``) is from 1, and from one Nsight Compute forward (:func:`precision_layer_delta`)
     the kernel-time difference, the largest layer's share of it and the layers whose kernel
     classes differ."""
-    out = []
+    out, ds = [], (NCU,)
     r = ratios[ratios.precision == a] if ratios is not None else None
     if r is not None and len(r):
         dev = 100 * abs(r.ratio.median() - 1)
         out.append(fact(f"{a}_vs_{b}_median_ratio_dev", dev, "%", datasets=(SWEEP_BF16_NHWC,)))
     if delta is not None and len(delta):
         ta, tb = delta[f"{a}_us"].sum(), delta[f"{b}_us"].sum()
-        top = delta.iloc[0]
-        diff = ta - tb
-        ds = (NCU,)
+        share = 100 * delta.delta_us.iloc[0] / (ta - tb) if ta != tb else math.nan
+        changed = int((delta[f"classes_{a}"] != delta[f"classes_{b}"]).sum())
         out += [
             fact(f"{a}_vs_{b}_kernel_time_dev", 100 * abs(ta / tb - 1), "%", datasets=ds),
-            fact(
-                f"{a}_vs_{b}_top_layer_share_of_diff",
-                100 * top.delta_us / diff if diff else math.nan,
-                "%",
-                datasets=ds,
-            ),
-            fact(
-                f"{a}_vs_{b}_layers_changing_class",
-                int((delta[f"classes_{a}"] != delta[f"classes_{b}"]).sum()),
-                "layers",
-                datasets=ds,
-                points=len(delta),
-            ),
-        ]
+            fact(f"{a}_vs_{b}_top_layer_share_of_diff", share, "%", datasets=ds),
+            fact(f"{a}_vs_{b}_layers_changing_class", changed, "layers", datasets=ds,
+                 points=len(delta)),
+        ]  # fmt: skip
     return out
 
 
-def error_facts(errors, *, dataset=CHECKED) -> list[dict]:
-    """Facts of :func:`error_table`: the largest error over its tolerance, and bf16's median
-    error over fp16's (NCHW where both exist)."""
+def error_facts(checked, *, dataset=CHECKED) -> list[dict]:
+    """The sweeps' largest error over its precision's tolerance (points rejected by the check
+    included: their message states the error), and bf16's median error over fp16's in NCHW
+    (:func:`error_table`)."""
     ds = tuple(dataset)
-    out = [
-        fact(
-            "gpu_error_over_tolerance_max",
-            (errors["max"] / errors.tolerance).max(),
-            "x",
-            datasets=ds,
-        )
-    ]
-    med = errors[errors.layout == "nchw"].set_index("precision")["median"]
+    over = check_errors(checked) / checked.precision.map(tolerance)
+    out = [fact("gpu_error_over_tolerance_max", over.max(), "x", datasets=ds)]
+    med = error_table(checked)
+    med = med[med.layout == "nchw"].set_index("precision")["median"]
     if {"bf16", "fp16"} <= set(med.index):
         out.append(fact("bf16_over_fp16_median_error", med["bf16"] / med["fp16"], "x", datasets=ds))
     return out
@@ -481,41 +381,22 @@ def numerics_facts(numerics, bench=None) -> list[dict]:
     largest ratio to tolerance; on photos, fp8's largest ratio to its tolerance as built and
     with the class prior; the narrowest model's error over the next width's (smallest over
     fp16, bf16 and fp8 as built); the GPU fp8 engine's largest deviation from the emulation."""
-    ds = (NUMERICS,)
-    out = []
+    ds, out = (NUMERICS,), []
     s = numerics_summary(numerics)
     if len(s):
-        out.append(
-            fact(
-                "numerics_error_over_tolerance_max",
-                (s["max"] / s.tolerance).max(),
-                "x",
-                datasets=ds,
-            )
-        )
+        v = (s["max"] / s.tolerance).max()
+        out.append(fact("numerics_error_over_tolerance_max", v, "x", datasets=ds))
     t = fp8_error_table(numerics, bench).sort_values("width").set_index("width")
-    tol = tolerance("fp8")
-    if "fp8" in t:
-        out.append(fact("fp8_error_over_tolerance_max", t["fp8"].max() / tol, "x", datasets=ds))
-    prior = "fp8, class prior"
-    if prior in t:
-        out.append(
-            fact("fp8_prior_error_over_tolerance_max", t[prior].max() / tol, "x", datasets=ds)
-        )
-        if "fp8 engine, max" in t:
-            both = t.dropna(subset=[prior, "fp8 engine, max"])
-            dev = pd.concat(
-                [both["fp8 engine, max"] / both[prior], both["fp8 engine, min"] / both[prior]]
-            )
-            if len(dev):
-                out.append(
-                    fact(
-                        "fp8_engine_vs_emulation_max_dev",
-                        100 * (dev - 1).abs().max(),
-                        "%",
-                        datasets=(*ds, BENCH),
-                    )
-                )
+    tol, prior, engine = tolerance("fp8"), "fp8, class prior", "fp8 engine, max"
+    for col, key in (("fp8", "fp8_error"), (prior, "fp8_prior_error")):
+        if col in t:
+            out.append(fact(f"{key}_over_tolerance_max", t[col].max() / tol, "x", datasets=ds))
+    if prior in t and engine in t:
+        both = t.dropna(subset=[prior, engine])
+        dev = pd.concat([both[engine] / both[prior], both["fp8 engine, min"] / both[prior]])
+        if len(dev):
+            v = 100 * (dev - 1).abs().max()
+            out.append(fact("fp8_engine_vs_emulation_max_dev", v, "%", datasets=(*ds, BENCH)))
     cols = [c for c in ("fp16", "bf16", "fp8") if c in t]
     if cols and len(t) >= 2:
         amp = min(t.iloc[0][c] / t.iloc[1][c] for c in cols)
@@ -525,20 +406,12 @@ def numerics_facts(numerics, bench=None) -> list[dict]:
 
 def fp8_bench_facts(bench) -> list[dict]:
     """The GPU fp8 engine's check in the bench: batches (from :data:`FP8_MIN_BATCH` up) over
-    the fp8 tolerance, and the largest error over the tolerance."""
+    the fp8 tolerance."""
     g = bench_check_errors(bench)
     if g.empty:
         return []
-    ds = (BENCH,)
-    return [
-        fact("fp8_engine_batches_over_tolerance", int(g.failed.sum()), "batches", datasets=ds),
-        fact(
-            "fp8_engine_error_over_tolerance_max",
-            g.gpu_err_max.max() / tolerance("fp8"),
-            "x",
-            datasets=ds,
-        ),
-    ]
+    n = int(g.failed.sum())
+    return [fact("fp8_engine_batches_over_tolerance", n, "batches", datasets=(BENCH,))]
 
 
 #: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
@@ -557,11 +430,9 @@ FACT_KEYS = frozenset(
     int8_kernels.model_triton_over_cudnn_min int8_kernels.triton_over_cudnn_min
     int8_kernels.triton_peak_of_int8_ceiling_pct int8_percentile_over_max_error
     int8_quantise_over_saving_max int8_unchanged_pct_min kernel_time_fp32_nchw_over_fp16_nhwc
-    layout_transform_share_fp32_nhwc
-    layout_transform_share_tensor_core_nhwc_max narrowest_error_amplification_min
-    numerics_error_over_tolerance_max ratio_minutes_apart_max simt_share_fp16_nhwc
-    simt_share_fp32_nchw speedup_eager_small_batch speedup_large_batch_min
-    sweep_grid_missing_points tensor_core_conv_theoretical_fp16_nhwc
+    layout_transform_share_fp32_nhwc layout_transform_share_tensor_core_nhwc_max
+    narrowest_error_amplification_min numerics_error_over_tolerance_max simt_share_fp16_nhwc
+    simt_share_fp32_nchw speedup_eager_b1 speedup_b64_min tensor_core_conv_theoretical_fp16_nhwc
     """.split()
 )
 
@@ -575,11 +446,8 @@ def facts(root: DataRoot) -> pd.DataFrame:
     bench = root.load(BENCH) if root.has(BENCH) else None
     if sweep is not None and (sweep.precision == "fp32").any():
         rows += speedup_facts(precision_speedup(sweep), dataset=sweep.attrs["datasets"])
-    missing = missing_for(root, sweep, SWEEPS)
-    if missing is not None:
-        rows += missing_facts(missing)
     if checked is not None:
-        rows += error_facts(error_table(checked), dataset=checked.attrs["datasets"])
+        rows += error_facts(checked, dataset=checked.attrs["datasets"])
     delta = None
     if root.has(NCU):
         ncu = root.load(NCU)

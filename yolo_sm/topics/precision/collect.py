@@ -1,30 +1,12 @@
-"""Which int8 convolution runs fastest on this GPU: every int8 convolution of a YOLO model timed
-alone with each kernel yolo_sm has (cuDNN's int8 graph, ``torch._int_mm`` for the 1x1 ones,
-yolo_sm's Triton implicit GEMM with the input quantised inside it or by the separate quantiser)
-against the fp16 convolution it replaces, then the whole model as a CUDA graph with each kernel,
-all in one process (the step's units run one after another).
-
-Per convolution (``scope`` = ``conv``) the input is the one it sees in the int8 model's forward
-on the check photos (the engine's batch: :func:`yolo_sm.core.engines.base.photo_input`);
-each kernel's call is what the engine runs for it, the input's quantisation included:
-
-* ``fp16``: the fp16 convolution with its bias, then SiLU (cuDNN, channels_last);
-* ``cudnn``: the Triton quantiser, then cuDNN's fused int8 graph (de-scale, bias, SiLU);
-* ``intmm``: the quantiser, ``torch._int_mm``, the one-pass epilogue (1x1 stride 1 only);
-* ``triton``: yolo_sm's kernel, quantising while it loads;
-* ``triton_prequant``: the quantiser, then yolo_sm's kernel on the int8 input.
-
-``quantize_ms`` (on every int8 row of a convolution) is the quantiser alone. ``rel_err`` of an
-int8 row is its output's relative L2 distance from the exact emulation (int8 values convolved in
-fp32: :meth:`yolo_sm.core.engines.int8.Int8Conv._emulate`): a kernel that computes the int8
-convolution right differs only by the output's rounding (about 1e-3 in fp16).
-
-The convolutions are timed without hand-off (``EngineConfig.int8_handoff``): each reads the
-fp16 input and writes the fp16 output the kernels all take and give.
-
-Per model (``scope`` = ``model``) the CUDA-graph engines of fp16 and of int8 with each kernel
-(``EngineConfig.int8_kernel``) are built, checked against eager fp32 on the photos and timed;
-the cuDNN engine hands int8 over where it can (the Triton and ``_int_mm`` kernels do not).
+"""Which int8 convolution runs fastest on this GPU (the ``int8_kernels`` step): every int8
+convolution of a YOLO model timed alone (``scope`` conv; its input the one it sees in the int8
+model's forward on the check photos) with each kernel -- ``fp16`` (the fp16 convolution + SiLU it
+replaces), ``cudnn`` (quantiser, then cuDNN's fused int8 graph), ``intmm`` (quantiser,
+``torch._int_mm``, epilogue; 1x1 stride 1 only), ``triton`` (yolo_sm's kernel, quantising while
+it loads), ``triton_prequant`` (quantiser, then that kernel) -- without hand-off; then each
+width's whole model as a CUDA-graph engine per kernel (``scope`` model), checked against eager
+fp32. ``quantize_ms``: the quantiser alone; ``rel_err`` of an int8 row: its distance from the
+exact emulation (about 1e-3 in fp16 when right). One process; the units run in turn.
 """
 
 from __future__ import annotations
@@ -58,7 +40,7 @@ from yolo_sm.core.grid import (
 from yolo_sm.core.models import build_yolo
 from yolo_sm.core.provenance import collect
 from yolo_sm.core.sweep import failure
-from yolo_sm.core.timing import measure, measure_engine
+from yolo_sm.core.timing import engine_call, measure, measure_rounds
 
 #: the columns that name a row of an int8_kernels table
 KEY = ("width", "batch", "scope", "layer", "kernel")
@@ -235,13 +217,10 @@ def _time_conv(spec, kernel, mod: Int8Conv, conv, x, ref, quant_ms, ops: float) 
             out["rel_err"] = relative_l2(y.float(), ref)
         tile = last_tile() if kernel.startswith("triton") else None
         if tile:
-            out["tile"] = "M{BLOCK_M} N{BLOCK_N} K{BLOCK_K} w{num_warps} s{num_stages}".format(
-                **tile
-            )
-        m = measure(
-            call, device=spec.device, warmup_ms=spec.warmup_ms, budget_ms=spec.budget_ms,
-            with_provenance=False,
-        )  # fmt: skip
+            out["tile"] = "M{BLOCK_M} N{BLOCK_N} K{BLOCK_K} w{num_warps} s{num_stages}"
+            out["tile"] = out["tile"].format(**tile)
+        m = measure(call, device=spec.device, warmup_ms=spec.warmup_ms, budget_ms=spec.budget_ms,
+                    with_provenance=False)  # fmt: skip
     except Exception as e:  # noqa: BLE001 - recorded as the row's error, the others go on
         return {**out, **failure(e)}
     ms = m.median_ms
@@ -254,41 +233,51 @@ def _time_conv(spec, kernel, mod: Int8Conv, conv, x, ref, quant_ms, ops: float) 
 
 
 def model_rows(spec: Int8KernelSpec, width: float, model) -> list[dict]:
-    """The ``model`` rows of one width: CUDA-graph engines of fp16 and of int8 per kernel."""
-    rows = []
-    for kernel in spec.model_kernels:
-        prec = "fp16" if kernel == "fp16" else "int8"
-        cfg = EngineConfig(
-            backend="cudagraph", precision=prec, layout="nhwc", batch=spec.batch,
-            imgsz=spec.imgsz, device=spec.device, int8_kernel="auto" if prec == "fp16" else kernel,
-        )  # fmt: skip
-        row = {"width": width, "batch": spec.batch, "scope": "model", "layer": "", "kernel": kernel}
-        t0 = time.perf_counter()
-        eng = None
-        try:
-            eng = build_engine(model, cfg)
-            build_s = time.perf_counter() - t0
-            m = measure_engine(
-                eng, warmup_ms=10 * spec.warmup_ms, budget_ms=10 * spec.budget_ms,
-                with_provenance=False,
+    """The ``model`` rows of one width: CUDA-graph engines of fp16 and of int8 per kernel, all
+    built first, then timed in interleaved rounds (:func:`yolo_sm.core.timing.measure_rounds`:
+    their ratios do not ride on a clock drift between turns), each row with its SM clock."""
+    rows, built = {}, {}
+    try:
+        for kernel in spec.model_kernels:
+            prec, own = ("fp16", "auto") if kernel == "fp16" else ("int8", kernel)
+            cfg = EngineConfig(
+                backend="cudagraph", precision=prec, layout="nhwc", batch=spec.batch,
+                imgsz=spec.imgsz, device=spec.device, int8_kernel=own,
             )  # fmt: skip
+            rows[kernel] = {"width": width, "batch": spec.batch, "scope": "model", "layer": "",
+                            "kernel": kernel}  # fmt: skip
+            t0 = time.perf_counter()
+            try:
+                eng = built[kernel] = build_engine(model, cfg)
+            except Exception as e:  # noqa: BLE001 - a declined engine is a row
+                rows[kernel].update(failure(e))
+                free_memory()
+                continue
             counts = graph_counts(eng.module) if prec == "int8" else {}
-            row.update(
-                status="ok", message="", median_ms=m.median_ms, iqr_ms=m.iqr_ms,
-                img_per_s=m.img_per_s, rel_err=eng.rel_err, build_s=build_s,
+            rows[kernel].update(
+                rel_err=eng.rel_err, build_s=time.perf_counter() - t0,
                 quant_convs=counts.get("int8_convs", math.nan),
                 quant_fallbacks=counts.get("fp16", math.nan),
                 kernel_convs=_kernel_convs(kernel, counts),
             )  # fmt: skip
-        except Exception as e:  # noqa: BLE001 - a declined engine is a row
-            row.update(failure(e))
-        finally:
-            if eng is not None:
-                eng.close()
-            del eng
-            free_memory()
-        rows.append(row)
-    return rows
+        timed = measure_rounds(
+            {k: engine_call(e) for k, e in built.items()}, batch=spec.batch, device=spec.device,
+            warmup_ms=10 * spec.warmup_ms, budget_ms=10 * spec.budget_ms, with_provenance=False,
+        )  # fmt: skip
+        for k, m in timed.items():
+            if isinstance(m, BaseException):
+                rows[k].update(failure(m))
+                continue
+            rows[k].update(
+                status="ok", message="", median_ms=m.median_ms, iqr_ms=m.iqr_ms,
+                img_per_s=m.img_per_s, sm_clock_mhz=m.summary()["sm_clock_mhz"],
+            )  # fmt: skip
+    finally:
+        for eng in built.values():
+            eng.close()
+        built.clear()
+        free_memory()
+    return list(rows.values())
 
 
 def _kernel_convs(kernel: str, counts: dict) -> float:
@@ -320,12 +309,6 @@ def missing_units(spec: Int8KernelSpec, out) -> list[tuple[float, str]]:
     return _held(spec, out)[1]
 
 
-def _unit_seconds(row: dict) -> float | None:
-    """The seconds a row's unit took (``unit_s``), None where it was not recorded."""
-    took = row.get("unit_s")
-    return float(took) if took is not None and math.isfinite(took) else None
-
-
 def unit_estimate(unit, pace: Pace) -> float:
     """Seconds the (width, scope) ``unit`` will take, for the deadline: from the longest
     ``unit_s`` per width of the same scope that the table holds (this run's units and earlier
@@ -340,7 +323,8 @@ def missing_seconds(spec: Int8KernelSpec, out: str | os.PathLike) -> float | Non
     """Seconds the units the table ``out`` lacks will take by :func:`unit_estimate` from the
     units it holds; None where a missing unit's scope has no measured unit to go by."""
     rows, todo = _held(spec, out)
-    scopes = {r.get("scope") for r in rows if _unit_seconds(r) is not None}
+    timed = (r for r in rows if r.get("unit_s") is not None and math.isfinite(r["unit_s"]))
+    scopes = {r.get("scope") for r in timed}
     if any(scope not in scopes for _, scope in todo):
         return None
     pace = Pace(rows=rows)
@@ -378,16 +362,15 @@ def run_int8_kernels(
 
     def measure_unit(unit, state):
         width, scope = unit
-        if "error" in state:
-            head = {"width": width, "batch": spec.batch, "scope": scope, "layer": "", "kernel": ""}
-            return [{**head, **failure(state["error"])}]
+        head = {"width": width, "batch": spec.batch, "scope": scope, "layer": "", "kernel": ""}
         try:
+            if "error" in state:
+                raise state["error"]
             if scope == "conv":
                 rows = conv_rows(spec, width, state["model"], state["convs"])
             else:
                 rows = model_rows(spec, width, state["model"])
         except Exception as e:  # noqa: BLE001 - e.g. the inputs of every conv at once OOM
-            head = {"width": width, "batch": spec.batch, "scope": scope, "layer": "", "kernel": ""}
             rows = [{**head, **failure(e)}]
         prov = {f"prov_{k}": v for k, v in collect(spec.device).items() if not isinstance(v, dict)}
         return [{**r, **prov} for r in rows]

@@ -1,11 +1,8 @@
-"""FP16, INT8 and FP8 side by side (notebook 02): the ``bench_8bit`` dataset (the 8-bit engines
-and the fp16 engines timed in one process per width and batch) and the ``numerics_8bit``
-dataset (the int8 engine's head-output error against eager fp32 and its boxes after NMS against
-fp16, per calibration), with fp8's photo rows of ``numerics``, and the ``trace_int8_b64`` and
-``trace_fp8_w1_b64`` Kineto kernels (where the 8-bit engines' GPU time goes against fp16's, and
-at what occupancy their kernels run). Tables in, tables out;
-:func:`facts_8bit` returns the numbers the rules of
-:data:`yolo_sm.topics.precision.rules.EIGHT_BIT` judge. Nothing here judges."""
+"""FP16, INT8 and FP8 side by side (notebook 02): ``bench_8bit`` (the engines of one width and
+batch timed interleaved in one process), ``numerics_8bit`` (int8's error against eager fp32 and
+its boxes against fp16's, per calibration) and the Kineto traces ``trace_int8_b64`` and
+``trace_fp8_w1_b64`` (where the 8-bit engines' GPU time goes, at what occupancy).
+:func:`facts_8bit` returns what the 8-bit rules judge. Nothing here judges."""
 
 from __future__ import annotations
 
@@ -14,7 +11,7 @@ import math
 import pandas as pd
 
 from yolo_sm.analyse.bench_table import ok_rows
-from yolo_sm.analyse.facts import fact
+from yolo_sm.analyse.facts import fact, sm_clock_mhz
 from yolo_sm.analyse.weighting import time_weighted, weighted_mean
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import config_label, parse_config
@@ -40,7 +37,7 @@ TRACE_INT8_COMPILE_SEP_POOL = "trace_int8_compile_sep_pool_b64"
 TRACE_FP8 = "trace_fp8_w1_b64"
 #: the traces that hold an 8-bit engine's kernels beside fp16's, by 8-bit precision
 TRACES_8BIT = {"int8": TRACE_INT8, "fp8": TRACE_FP8}
-#: the fp16 engine the 8-bit engines' kernels are compared with: eager's kernels in one graph
+#: the fp16 engine of the same backend as the 8-bit engines: eager's kernels in one graph
 GRAPH_FP16 = "cudagraph/fp16/nhwc"
 NUMERICS_8BIT = "numerics_8bit"
 NUMERICS = "numerics"
@@ -50,40 +47,33 @@ EIGHT_BIT = ("int8", "fp8")
 _CHECK_ERROR = r"relative L2 error ([0-9.]+(?:e[-+]?\d+)?)"
 
 
-def label(precision: str, calibration=None, percentile=None) -> str:
-    """``fp16``, ``fp8``, ``int8 (max)``, ``int8 (percentile 99.99)``."""
-    cal = "" if calibration is None or calibration != calibration else str(calibration)
-    if precision != "int8" or not cal:
-        return str(precision)
-    if cal == "percentile" and percentile == percentile and percentile is not None:
-        return f"int8 (percentile {float(percentile):g})"
-    return f"int8 ({cal})"
+def check_errors(df) -> pd.Series:
+    """Each row's numerical-check error: ``rel_err`` where it ran, else the error the message
+    of a rejected engine states (NaN for other failures)."""
+    parsed = df.message.fillna("").str.extract(_CHECK_ERROR, expand=False).astype(float)
+    return df.rel_err.where(df.status == "ok", parsed) if "rel_err" in df else parsed
 
 
 def _labels(df) -> pd.Series:
-    cal = df["calibration"] if "calibration" in df else pd.Series("", index=df.index)
-    pct = df["int8_percentile"] if "int8_percentile" in df else pd.Series(math.nan, index=df.index)
-    return pd.Series(
-        [label(p, c, q) for p, c, q in zip(df.precision, cal, pct, strict=True)], index=df.index
-    )
+    """Per row ``fp16``, ``fp8``, ``int8 (max)`` or ``int8 (percentile 99.99)``."""
+    cal = df.get("calibration", pd.Series("", index=df.index)).fillna("").astype(str)
+    pct = df.get("int8_percentile", pd.Series(math.nan, index=df.index)).astype(float)
+    cal = cal.where((cal != "percentile") | pct.isna(), "percentile " + pct.map("{:g}".format))
+    i8 = (df.precision == "int8") & (cal != "")
+    return df.precision.astype(str).where(~i8, "int8 (" + cal + ")")
 
 
-def engine_speed(bench, batch: int | None = None):
-    """Per width and batch (only ``batch`` when given) the model-only engine rows of the bench:
-    ``variant`` and ``backend``, img/s, the ratio to the fastest fp16 engine of the same width
-    and batch (``vs_fastest_fp16``; that engine is ``fastest_fp16``) and to the fp16 CUDA graph
-    (``vs_cudagraph_fp16``: the same eager kernels without launch gaps), the numerical check's
-    ``rel_err`` (read from the message where the check failed), ``quant_convs``,
-    ``quant_fallbacks`` and ``quant_handoffs`` (NaN in rows measured before hand-off); error
-    rows keep their message."""
+def engine_speed(bench):
+    """Per width and batch the model-only engine rows of the bench: ``variant``, ``backend``,
+    img/s, the ratio to the fastest fp16 engine of the same width and batch
+    (``vs_fastest_fp16``; that engine is ``fastest_fp16``) and to the fp16 CUDA graph
+    (``vs_cudagraph_fp16``: the same kernels without launch gaps), the SM clock it ran at
+    (``sm_clock_mhz``), the check's ``rel_err`` (read from the message of a rejected engine),
+    ``quant_convs``, ``quant_fallbacks`` and ``quant_handoffs``; error rows keep their message."""
     d = bench[bench.scope == "model_only"] if "scope" in bench else bench
-    if batch is not None:
-        d = d[d.batch == batch]
     if d.empty:
         return pd.DataFrame()
-    d = d.copy()
-    parsed = d.message.fillna("").str.extract(_CHECK_ERROR, expand=False).astype(float)
-    d["rel_err"] = d.rel_err.where(d.status == "ok", parsed) if "rel_err" in d else parsed
+    d = d.assign(rel_err=check_errors(d), sm_clock_mhz=sm_clock_mhz(d))
     ok = ok_rows(d)
     fp16 = ok[ok.precision == "fp16"]
     unit = ["width", "batch"]
@@ -99,7 +89,8 @@ def engine_speed(bench, batch: int | None = None):
         if c not in d:
             d[c] = math.nan
     cols = ["width", "batch", "variant", "backend", "precision", "status", "img_per_s"]
-    cols += ["vs_fastest_fp16", "fastest_fp16", "vs_cudagraph_fp16", "rel_err", *quant]
+    cols += ["vs_fastest_fp16", "fastest_fp16", "vs_cudagraph_fp16", "sm_clock_mhz", "rel_err"]
+    cols += quant
     cols += ["message"] + [c for c in ("prov_device",) if c in d]
     return (
         d[cols]
@@ -156,47 +147,21 @@ def error_table(numerics_8bit, numerics=None):
 
 def speed_facts(speed) -> list[dict]:
     """Per 8-bit precision in the bench (its speed over fp16 is claim_10's fact): its
-    convolutions that fell back
-    to fp16 (most in one engine, rows measured on a GPU: a CPU emulates), its largest check
-    error over the tolerance (failed checks included) and its engines that failed."""
-    ds = (BENCH_8BIT,)
-    out = []
+    convolutions that fell back to fp16 (most in one engine, GPU rows: a CPU emulates) and its
+    engines that failed."""
+    out, ds = [], (BENCH_8BIT,)
     for p in EIGHT_BIT:
         s = speed[speed.precision == p]
         if s.empty:
             continue
-        scope = f"precision={p}"
-        # on a CPU the engines emulate: no cuDNN path to fall back from
-        on_gpu = s.prov_device.astype(str).str.startswith("cuda") if "prov_device" in s else None
-        falls = s.quant_fallbacks[on_gpu] if on_gpu is not None else s.quant_fallbacks
-        out.append(
-            fact(
-                "engine_fallbacks_max",
-                falls.max() if len(falls) else math.nan,
-                "convs",
-                scope=scope,
-                datasets=ds,
-            )
-        )
-        err = s.rel_err.dropna()
-        out.append(
-            fact(
-                "bench_error_over_tolerance_max",
-                err.max() / TOLERANCE[Precision(p)] if len(err) else math.nan,
-                "x",
-                scope=scope,
-                datasets=ds,
-            )
-        )
-        out.append(
-            fact(
-                "bench_engines_failed",
-                int((s.status != "ok").sum()),
-                "engines",
-                scope=scope,
-                datasets=ds,
-            )
-        )
+        gpu = s.prov_device.astype(str).str.startswith("cuda") if "prov_device" in s else None
+        falls = s.quant_fallbacks[gpu] if gpu is not None else s.quant_fallbacks
+        v = falls.max() if len(falls) else math.nan
+        out += [
+            fact("engine_fallbacks_max", v, "convs", scope=f"precision={p}", datasets=ds),
+            fact("bench_engines_failed", int((s.status != "ok").sum()), "engines",
+                 scope=f"precision={p}", datasets=ds),
+        ]  # fmt: skip
     return out
 
 
@@ -204,23 +169,15 @@ def error_facts(errors) -> list[dict]:
     """From :func:`error_table`: int8's largest error over its tolerance (every calibration and
     width), the percentile calibration's error over max's (median over widths), and the
     smallest share of int8 boxes matched to fp16's (either direction)."""
-    ds = (NUMERICS_8BIT,)
-    out = []
-    i8 = errors[errors.precision == "int8"]
+    ds, i8 = (NUMERICS_8BIT,), errors[errors.precision == "int8"]
     if i8.empty:
-        return out
-    out.append(fact("int8_error_over_tolerance_max", i8.over_tolerance.max(), "x", datasets=ds))
+        return []
+    out = [fact("int8_error_over_tolerance_max", i8.over_tolerance.max(), "x", datasets=ds)]
     w = i8.pivot_table(index="width", columns="engine", values="rel_err")
     pct = [c for c in w if c.startswith("int8 (percentile")]
     if "int8 (max)" in w and pct:
-        out.append(
-            fact(
-                "int8_percentile_over_max_error",
-                (w[pct[0]] / w["int8 (max)"]).median(),
-                "x",
-                datasets=ds,
-            )
-        )
+        v = (w[pct[0]] / w["int8 (max)"]).median()
+        out.append(fact("int8_percentile_over_max_error", v, "x", datasets=ds))
     if "matched" in i8:
         m = i8[["matched", "reference_matched"]].min(axis=1).min()
         out.append(fact("int8_box_match_min", 100 * m, "%", datasets=ds))
@@ -270,22 +227,14 @@ def trace_table(breakdown):
         quant = part_ms(b, c8, QUANTISE_PARTS)
         saving = (conv16 + epi16) - (conv8 + epi8)
         unchanged = part_ms(b, c8, UNCHANGED)
-        rows.append(
-            {
-                "width": w,
-                "batch": batch,
-                "fp16_ms": float(b.loc["total", c16]),
-                "int8_ms": float(b.loc["total", c8]),
-                "int8_over_fp16": float(b.loc["total", c8] / b.loc["total", c16]),
-                "fp16_conv_ms": conv16,
-                "int8_conv_ms": conv8,
-                "conv_ratio": conv8 / conv16 if conv16 else math.nan,
-                "epilogue_saved_ms": epi16 - epi8,
-                "quantise_ms": quant,
-                "quantise_over_saving": quant / saving if saving > 0 else math.inf,
-                "unchanged_pct": 100 * unchanged / float(b.loc["total", c8]),
-            }
-        )
+        t16, t8 = float(b.loc["total", c16]), float(b.loc["total", c8])
+        rows.append(dict(
+            width=w, batch=batch, fp16_ms=t16, int8_ms=t8, int8_over_fp16=t8 / t16,
+            fp16_conv_ms=conv16, int8_conv_ms=conv8,
+            conv_ratio=conv8 / conv16 if conv16 else math.nan, epilogue_saved_ms=epi16 - epi8,
+            quantise_ms=quant, quantise_over_saving=quant / saving if saving > 0 else math.inf,
+            unchanged_pct=100 * unchanged / t8,
+        ))  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -294,23 +243,16 @@ UNCHANGED = ("copy / concat", "pooling / upsample", "pooling (Triton)", "upsampl
 
 
 def trace_facts(table) -> list[dict]:
-    """From :func:`trace_table`: per width its ratios (scoped), and over the widths the largest
-    convolution ratio, the largest quantisation cost over saving and the smallest share left
-    unchanged."""
-    ds = (TRACE_INT8,)
-    out = []
+    """From :func:`trace_table`, over the widths: the largest convolution ratio, the largest
+    quantisation cost over saving and the smallest share left unchanged."""
     if table.empty:
-        return out
-    for r in table.itertuples():
-        scope = f"width={r.width:g}"
-        out.append(fact("int8_trace_over_fp16", r.int8_over_fp16, "x", scope=scope, datasets=ds))
-        out.append(fact("int8_conv_over_fp16_conv", r.conv_ratio, "x", scope=scope, datasets=ds))
-    out.append(fact("int8_conv_over_fp16_conv_max", table.conv_ratio.max(), "x", datasets=ds))
-    out.append(
-        fact("int8_quantise_over_saving_max", table.quantise_over_saving.max(), "x", datasets=ds)
-    )
-    out.append(fact("int8_unchanged_pct_min", table.unchanged_pct.min(), "%", datasets=ds))
-    return out
+        return []
+    ds = (TRACE_INT8,)
+    return [
+        fact("int8_conv_over_fp16_conv_max", table.conv_ratio.max(), "x", datasets=ds),
+        fact("int8_quantise_over_saving_max", table.quantise_over_saving.max(), "x", datasets=ds),
+        fact("int8_unchanged_pct_min", table.unchanged_pct.min(), "%", datasets=ds),
+    ]
 
 
 #: the largest gap (percentage points) between an 8-bit engine's convolutions' time-weighted
@@ -342,9 +284,7 @@ def part_occupancy(kernels):
 def conv_occupancy(table, precision: str) -> pd.DataFrame:
     """Per width of a :func:`part_occupancy` table traced in fp16 and ``precision``: the
     time-weighted theoretical and estimated occupancy of the tensor-core convolutions
-    (:data:`yolo_sm.topics.deploy.analyse.CONV_PARTS` together) of each engine, and the 8-bit
-    engine's
-    minus fp16's (``theoretical_gap_pts``)."""
+    (``CONV_PARTS``) of each engine, and the 8-bit one's minus fp16's (``theoretical_gap_pts``)."""
     rows = []
     conv = table[table.part.isin(CONV_PARTS)]
 
@@ -354,17 +294,11 @@ def conv_occupancy(table, precision: str) -> pd.DataFrame:
 
     for w, c16, c8 in trace_pairs(table.config.unique(), precision):
         t16, t8 = tw(c16, "theoretical_occupancy_tw_pct"), tw(c8, "theoretical_occupancy_tw_pct")
-        rows.append(
-            {
-                "width": w,
-                "precision": precision,
-                "fp16_theoretical_pct": t16,
-                "theoretical_pct": t8,
-                "theoretical_gap_pts": t8 - t16,
-                "fp16_est_pct": tw(c16, "est_occupancy_tw_pct"),
-                "est_pct": tw(c8, "est_occupancy_tw_pct"),
-            }
-        )
+        rows.append(dict(
+            width=w, precision=precision, fp16_theoretical_pct=t16, theoretical_pct=t8,
+            theoretical_gap_pts=t8 - t16, fp16_est_pct=tw(c16, "est_occupancy_tw_pct"),
+            est_pct=tw(c8, "est_occupancy_tw_pct"),
+        ))  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -1,8 +1,8 @@
 """Which int8 convolution kernel is fastest (notebook 02): the ``int8_kernels`` table -- every
 int8 convolution of a YOLO model timed alone with each kernel beside the fp16 convolution it
 replaces (``scope`` = ``conv``), and each width's whole model as a CUDA graph per kernel
-(``scope`` = ``model``). Tables in, tables out; :func:`facts` returns what the rules of
-:data:`yolo_sm.topics.precision.int8_rules.RULES` judge. Nothing here judges.
+(``scope`` = ``model``). :func:`facts_of` returns what the ``int8_kernels_*`` rules judge.
+Nothing here judges.
 
 Kernels are compared over the same convolutions: a ratio of two kernels sums their times over
 the convolutions where both ran (``status`` ok), so a kernel that applies to a subset
@@ -14,7 +14,7 @@ import math
 
 import pandas as pd
 
-from yolo_sm.analyse.facts import fact, facts_table
+from yolo_sm.analyse.facts import fact
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.hardware import ceiling
 
@@ -150,22 +150,14 @@ def max_rel_err(df: pd.DataFrame) -> float:
 
 
 def facts_of(df: pd.DataFrame, root: DataRoot | None = None) -> list[dict]:
-    """Per width (scoped ``width=W``) the ratios of :func:`kernel_totals` and
-    :func:`model_speed`, and over the widths their smallest (``_min``) or largest (``_max``):
-
-    * ``int8_kernels.triton_over_cudnn`` -- cuDNN's summed conv ms over the Triton kernel's;
-    * ``int8_kernels.fused_over_prequant`` -- the Triton kernel after the separate quantiser
-      over the one that quantises while loading (> 1: quantising inside pays);
-    * ``int8_kernels.intmm_over_cudnn`` -- cuDNN's over ``torch._int_mm``'s (1x1 convolutions);
-    * ``int8_kernels.best_over_fp16`` / ``best_over_cudnn`` -- fp16's (cuDNN int8's) summed
-      ms over the fastest int8 kernel's per convolution;
-    * ``int8_kernels.model_<kernel>_over_cudnn`` -- the whole int8 model's img/s with that
-      kernel over with cuDNN's graphs;
-    * ``int8_kernels.conv_error_max`` -- the largest distance from the exact emulation;
-    * ``int8_kernels.<kernel>_peak_of_int8_ceiling_pct`` -- a kernel's fastest convolution as a
-      percent of the root's int8 matmul ceiling (with ``root``)."""
+    """Over the widths, the smallest of each ratio of :func:`kernel_totals` and
+    :func:`model_speed` (``int8_kernels.<name>_min``: ``triton_over_cudnn``, ``intmm_over_cudnn``
+    and ``best_over_cudnn`` -- cuDNN's summed conv ms over that kernel's; ``best_over_fp16``;
+    ``fused_over_prequant`` -- the Triton kernel after the separate quantiser over the fused
+    one; ``model_<kernel>_over_cudnn`` -- whole-model img/s ratios), the largest distance from
+    the exact emulation (``conv_error_max``) and, with ``root``'s int8 matmul ceiling, the
+    fastest cuDNN and Triton convolution as a percent of it."""
     ds = (INT8_KERNELS,)
-    out: list[dict] = []
     totals = kernel_totals(conv_times(df))
     pairs = {
         "triton_over_cudnn": ("triton", "cudnn_over"),
@@ -178,27 +170,18 @@ def facts_of(df: pd.DataFrame, root: DataRoot | None = None) -> list[dict]:
         t = totals.set_index(["width", "kernel"])
         for w in sorted(totals.width.unique()):
             got = {name: _get(t, (w, k), col) for name, (k, col) in pairs.items()}
-            pre = _get(t, (w, "triton_prequant"), "conv_ms")
             fused = _get(t, (w, "triton"), "conv_ms")
+            pre = _get(t, (w, "triton_prequant"), "conv_ms")
             got["fused_over_prequant"] = pre / fused if fused and fused > 0 else math.nan
             for name, v in got.items():
                 by_width.setdefault(name, []).append(v)
-                out.append(fact(f"int8_kernels.{name}", v, "x", scope=f"width={w:g}", datasets=ds))
     speed = model_speed(df)
     for k in ("triton", "intmm"):
-        rows = speed[(speed.kernel == k) & (speed.status == "ok")] if len(speed) else speed
-        for r in rows.itertuples():
-            out.append(
-                fact(
-                    f"int8_kernels.model_{k}_over_cudnn",
-                    r.vs_cudnn,
-                    "x",
-                    scope=f"width={r.width:g}",
-                    datasets=ds,
-                )
+        if len(speed):
+            by_width[f"model_{k}_over_cudnn"] = list(
+                speed[(speed.kernel == k) & (speed.status == "ok")].vs_cudnn
             )
-        if len(rows):
-            by_width[f"model_{k}_over_cudnn"] = list(rows.vs_cudnn)
+    out = []
     for name, vals in by_width.items():
         vals = [v for v in vals if not math.isnan(v)]
         if vals:
@@ -207,16 +190,10 @@ def facts_of(df: pd.DataFrame, root: DataRoot | None = None) -> list[dict]:
         out.append(fact("int8_kernels.conv_error_max", max_rel_err(df), "", datasets=ds))
     rates = kernel_rates(df, root)
     if not rates.empty and rates.int8_ceiling_tops.notna().any():
-        for k, g in rates[rates.kernel.isin(INT8)].groupby("kernel"):
+        for k, g in rates[rates.kernel.isin(("cudnn", "triton"))].groupby("kernel"):
             pct = float(g.peak_of_int8_ceiling_pct.max())
-            out.append(
-                fact(
-                    f"int8_kernels.{k}_peak_of_int8_ceiling_pct",
-                    pct,
-                    "%",
-                    datasets=(*ds, "ceilings"),
-                )
-            )
+            key = f"int8_kernels.{k}_peak_of_int8_ceiling_pct"
+            out.append(fact(key, pct, "%", datasets=(*ds, "ceilings")))
     return out
 
 
@@ -226,10 +203,3 @@ def _get(t: pd.DataFrame, key, col) -> float:
     except KeyError:
         return math.nan
     return float(v) if v is not None and not pd.isna(v) else math.nan
-
-
-def facts(root: DataRoot) -> pd.DataFrame:
-    """:func:`facts_of` of ``root``'s ``int8_kernels`` as a facts table (empty without it)."""
-    if not root.has(INT8_KERNELS):
-        return facts_table([])
-    return facts_table(facts_of(root.load(INT8_KERNELS), root))

@@ -14,35 +14,27 @@ from yolo_sm.report.text import code
 from yolo_sm.topics.deploy.report import stacked_breakdown
 from yolo_sm.topics.precision import eight_bit as p8
 from yolo_sm.topics.precision import int8_kernels as ik
-from yolo_sm.topics.precision.rules import EIGHT_BIT_SPEEDUP
 from yolo_sm.topics.width.report import lacks
 
-SPEED_COLUMNS = ("batch", "width", "variant", "status", "img_per_s", "vs_fastest_fp16")
-SPEED_COLUMNS += ("fastest_fp16", "vs_cudagraph_fp16", "rel_err", "quant_convs", "quant_fallbacks")
-SPEED_COLUMNS += ("quant_handoffs",)
+SPEED_COLUMNS = tuple(
+    "batch width variant status img_per_s vs_fastest_fp16 fastest_fp16 vs_cudagraph_fp16 "
+    "sm_clock_mhz rel_err quant_convs quant_fallbacks quant_handoffs".split()
+)
 
 
 def plot_speed(speed, *, title=None):
     """img/s over the fastest fp16 engine of the same width and batch, one bar per engine,
-    grouped by width, one panel per batch; the dotted lines are 1 (as fast as fp16) and the
-    8-bit rules' threshold."""
+    grouped by width, one panel per batch; the dotted line is 1 (as fast as fp16)."""
     import plotly.express as px
 
     d = speed[speed.status == "ok"].assign(width=lambda x: x.width.map("{:g}".format))
     fig = px.bar(
-        d,
-        x="width",
-        y="vs_fastest_fp16",
-        color="variant",
-        barmode="group",
-        facet_col="batch",
-        hover_data=["img_per_s", "fastest_fp16", "rel_err"],
+        d, x="width", y="vs_fastest_fp16", color="variant", barmode="group", facet_col="batch",
+        hover_data=["img_per_s", "fastest_fp16", "sm_clock_mhz", "rel_err"], template=TEMPLATE,
         color_discrete_map=color_map(d.variant.unique()),
-        template=TEMPLATE,
         title=title or "Each engine's images per second over the fastest fp16 engine's",
-    )
+    )  # fmt: skip
     fig.add_hline(y=1.0, line_dash="dot")
-    fig.add_hline(y=EIGHT_BIT_SPEEDUP, line_dash="dash")
     fig.update_xaxes(title_text="width multiplier")
     fig.update_yaxes(title_text="speed over the fastest fp16 engine (x)")
     return finish(fig)
@@ -116,16 +108,10 @@ def plot_kernel_classes(classes, *, title=None):
     d["kernel"] = d.kernel.str.removesuffix("_ms")
     d = d.assign(width=d.width.map("width {:g}".format))
     fig = px.bar(
-        d,
-        x="conv_class",
-        y="ms",
-        color="kernel",
-        barmode="group",
-        facet_col="width",
-        color_discrete_map=color_map(d.kernel.unique()),
-        template=TEMPLATE,
+        d, x="conv_class", y="ms", color="kernel", barmode="group", facet_col="width",
+        color_discrete_map=color_map(d.kernel.unique()), template=TEMPLATE,
         title=title or "Summed time of the model's convolutions per class and kernel",
-    )
+    )  # fmt: skip
     fig.update_xaxes(title_text="convolution class")
     fig.update_yaxes(title_text="GPU time, ms per batch", matches=None)
     return finish(fig)
