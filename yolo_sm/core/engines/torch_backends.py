@@ -14,6 +14,7 @@ from yolo_sm.contract.values import split_compile_mode
 from yolo_sm.core.engines import compile_cache, fp8, int8
 from yolo_sm.core.engines.base import DTYPES, Engine, head_tensor, make_input, numerics
 from yolo_sm.core.engines.config import EngineConfig, Layout, Precision
+from yolo_sm.core.engines.copyfree import CopyFree
 from yolo_sm.core.models.rewrites import apply_rewrites
 
 
@@ -74,8 +75,6 @@ def _capturable(m: torch.nn.Module, config: EngineConfig):
 
 def build_copyfree(model: torch.nn.Module, config: EngineConfig) -> Engine:
     """The copy-free YOLO (:mod:`yolo_sm.core.engines.copyfree`) captured in one CUDA graph."""
-    from yolo_sm.core.engines.copyfree import CopyFree
-
     return build_cudagraph(model, config, wrap=CopyFree)
 
 
