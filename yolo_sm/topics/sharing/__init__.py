@@ -7,7 +7,6 @@ TOPIC = Topic(
     notebooks=("17_two_models",),
     question="How should two models share one GPU?",
     sources=(("rules:RULES", "analyse:facts"),),
-    pair_sources=(),
     headlines={
         "17_two_models": (
             "sharing_streams_total",

@@ -240,70 +240,49 @@ def scope(pair: str, mode: str, engine: str = "") -> str:
     return f"pair={pair}, mode={mode}" + (f", engine={engine}" if engine else "")
 
 
-def sharing_facts(sharing: pd.DataFrame, kernels: pd.DataFrame | None = None) -> list[dict]:
-    """Facts (keys ``sharing.*``) per pair and together-mode: ``sum_over_best_alone``,
-    ``work_done`` (:func:`totals`), per engine ``slowdown`` and ``p99_inflation``
-    (:func:`rates`), ``streams_over_processes`` (summed img/s of the two streams over that of
-    the two processes); from ``kernels``, per engine the share of its streams-run kernel time
-    that overlapped the other engine's kernels (``overlap_share``)."""
-    d = (DATASET,)
-    rows = []
+def sharing_facts(sharing: pd.DataFrame, kernels: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per pair and together-mode: ``sum_over_best_alone`` and ``work_done`` (:func:`totals`),
+    per engine ``p99_inflation`` (:func:`rates`), per pair ``streams_over_processes`` (summed
+    img/s, x); from ``kernels``, per engine the share of its streams-run kernel time that
+    overlapped the other engine's kernels (``overlap_share``)."""
+    d, rows = (DATASET,), []
     tot = totals(sharing)
     for t in tot.itertuples():
         sc = scope(t.pair, t.mode)
-        ratio = t.sum_over_best_alone
-        rows.append(fact("sharing.sum_over_best_alone", ratio, "x", scope=sc, datasets=d))
+        rows.append(fact("sharing.sum_over_best_alone", t.sum_over_best_alone, "x", scope=sc,
+                         datasets=d))  # fmt: skip
         rows.append(fact("sharing.work_done", t.work_done, "x", scope=sc, datasets=d))
-    for pair, g in tot.groupby("pair"):
-        by = g.set_index("mode").together_img_per_s
-        if set(TOGETHER) <= set(by.index):
-            rows.append(
-                fact(
-                    "sharing.streams_over_processes",
-                    by["streams"] / by["processes"],
-                    "x",
-                    scope=f"pair={pair}",
-                    datasets=d,
-                )
-            )
+    by = tot.pivot_table(index="pair", columns="mode", values="together_img_per_s")
+    if set(TOGETHER) <= set(by):
+        for pair, v in (by.streams / by.processes).dropna().items():
+            rows.append(fact("sharing.streams_over_processes", v, "x", scope=f"pair={pair}",
+                             datasets=d))  # fmt: skip
     r = rates(sharing)
     for t in r[r["mode"].isin(TOGETHER)].itertuples():
-        sc = scope(t.pair, t.mode, t.engine)
-        rows.append(fact("sharing.slowdown", t.slowdown, "x", scope=sc, datasets=d))
-        rows.append(fact("sharing.p99_inflation", t.p99_inflation, "x", scope=sc, datasets=d))
+        rows.append(fact("sharing.p99_inflation", t.p99_inflation, "x",
+                         scope=scope(t.pair, t.mode, t.engine), datasets=d))  # fmt: skip
     if kernels is not None and len(kernels):
         k = kernels[kernels["mode"] == "streams"]
         for (pair, eng), g in k.groupby(["pair", "engine"]):
-            total = g.time_us.sum()
-            share = g.overlap_us.sum() / total if total > 0 else math.nan
-            rows.append(
-                fact(
-                    "sharing.overlap_share",
-                    share,
-                    "",
-                    scope=scope(pair, "streams", eng),
-                    datasets=(KERNELS,),
-                )
-            )
-    return rows
+            share = g.overlap_us.sum() / g.time_us.sum() if g.time_us.sum() > 0 else math.nan
+            rows.append(fact("sharing.overlap_share", share, "", scope=scope(pair, "streams", eng),
+                             datasets=(KERNELS,)))  # fmt: skip
+    return facts_table(r for r in rows if not math.isnan(r["value"]))
 
 
-#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
-FACT_KEYS = frozenset(
-    """
-    sharing.overlap_share sharing.p99_inflation sharing.streams_over_processes
-    sharing.sum_over_best_alone sharing.work_done
-    """.split()
-)
-
-
-def facts(root: DataRoot):
+def facts(root: DataRoot) -> pd.DataFrame:
     """The sharing facts of ``root`` (empty when it holds no ``sharing`` table)."""
     if not root.has(DATASET):
         return facts_table([])
     kernels = root.load(KERNELS) if root.has(KERNELS) else None
-    rows = sharing_facts(root.load(DATASET), kernels)
-    return facts_table(r for r in rows if not math.isnan(r["value"]))
+    return sharing_facts(root.load(DATASET), kernels)
+
+
+#: the facts :func:`facts` computes (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    f"sharing.{k}" for k in ("overlap_share", "p99_inflation", "streams_over_processes",
+                             "sum_over_best_alone", "work_done")
+)  # fmt: skip
 
 
 def sweep_alone(

@@ -27,7 +27,7 @@ from yolo_sm.core.grid import free_memory
 from yolo_sm.core.models import build_yolo
 from yolo_sm.core.sweep import SweepSpec, check_environment, failure, host_columns
 from yolo_sm.core.timing import measure_engine
-from yolo_sm.topics.shapes.analyse import engine_hw, parse_frame
+from yolo_sm.topics.resolutions.analyse import engine_hw, parse_frame
 
 DYNAMIC = ("eager", "compile")
 
@@ -199,7 +199,7 @@ def _timed(row: dict, make_engine, spec: ResolutionSpec) -> dict:
 def run_resolutions(spec: ResolutionSpec, out: str | os.PathLike | None, progress: bool = True):
     """Time every (width, frame, engine) of ``spec``: per width, the model is built once, its
     dynamic engines once; at each frame the fixed engine is built for the letterboxed size
-    (:func:`yolo_sm.topics.shapes.analyse.engine_hw`) and timed, then each dynamic engine at that
+    (:func:`yolo_sm.topics.resolutions.analyse.engine_hw`) and timed, then each dynamic engine at that
     size. Writes the table to ``out`` (when given) and returns it."""
     import pandas as pd
 
