@@ -83,7 +83,8 @@ def resolution_table(df: pd.DataFrame) -> pd.DataFrame:
     cols = ["backend", "img_per_s", "mpix_per_s", "clock_mhz"]
     fixed = ok[ok.engine == "fixed"].set_index(idx)[cols]
     dyn = ok[ok.engine == "dynamic"].set_index(idx)[cols]
-    t = dyn.join(fixed, lsuffix="_dynamic", rsuffix="_fixed", how="inner").reset_index()
+    t = dyn.merge(fixed, left_index=True, right_index=True, suffixes=("_dynamic", "_fixed"))
+    t = t.reset_index()
     t["dynamic_cost_pct"] = 100 * (1 - t.img_per_s_dynamic / t.img_per_s_fixed)
     t["pixels"] = t.imgsz_h * t.imgsz_w
     return t.sort_values(["width", "pixels", "backend_dynamic"], ignore_index=True)

@@ -199,8 +199,8 @@ def _timed(row: dict, make_engine, spec: ResolutionSpec) -> dict:
 def run_resolutions(spec: ResolutionSpec, out: str | os.PathLike | None, progress: bool = True):
     """Time every (width, frame, engine) of ``spec``: per width, the model is built once, its
     dynamic engines once; at each frame the fixed engine is built for the letterboxed size
-    (:func:`yolo_sm.topics.resolutions.analyse.engine_hw`) and timed, then each dynamic engine at that
-    size. Writes the table to ``out`` (when given) and returns it."""
+    (:func:`yolo_sm.topics.resolutions.analyse.engine_hw`) and timed, then each dynamic
+    engine at that size. Writes the table to ``out`` (when given) and returns it."""
     import pandas as pd
 
     spec = spec.validated()

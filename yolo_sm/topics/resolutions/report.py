@@ -49,11 +49,14 @@ def plot_resolutions(df: pd.DataFrame, y: str = "mpix_per_s"):
 
     d = df[df.status == "ok"].copy()
     d["input_mpix"] = d.imgsz_h * d.imgsz_w / 1e6
-    d["engine kind"] = [f"w{w:g} {e} ({b}, batch {n})"
-                        for w, e, b, n in zip(d.width, d.engine, d.backend, d.batch, strict=True)]  # fmt: skip
+    d["engine kind"] = [
+        f"w{w:g} {e} ({b}, batch {n})"
+        for w, e, b, n in zip(d.width, d.engine, d.backend, d.batch, strict=True)
+    ]
     what = {"mpix_per_s": "megapixels of input per second", "img_per_s": "images per second"}[y]
     fig = px.line(d.sort_values("input_mpix"), x="input_mpix", y=y, color="engine kind",
-                  markers=True, hover_data=["frame_size", "median_ms"], template=TEMPLATE,
+                  markers=True, hover_data=[c for c in ("frame_size", "median_ms") if c in d],
+                  template=TEMPLATE,
                   title=f"{what} against input size")  # fmt: skip
     fig.update_xaxes(title_text="engine input (megapixels)")
     fig.update_yaxes(title_text=what)

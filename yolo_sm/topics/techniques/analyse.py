@@ -20,8 +20,9 @@ FUSION_ORDER = (UNFUSED, FOLDED, FUSED)
 STACK_OUT = "prealloc_stack_out"
 #: kernel classes that do the matrix work (everything else is memory traffic around it)
 MATRIX = ("tensor_core_conv", "simt_conv", "tensor_core_gemm", "simt_gemm")
+_VARIANTS = (*FUSION_ORDER, "stack_new", "prealloc_copy", STACK_OUT)
 _ORDER = {"none": 0, "eager": 1, "cudagraph": 2, "assembly": 0, "step": 1,
-          **{v: i for i, v in enumerate((*FUSION_ORDER, "stack_new", "prealloc_copy", STACK_OUT))}}  # fmt: skip
+          **{v: i for i, v in enumerate(_VARIANTS)}}  # fmt: skip
 
 
 def kernel_mix_of(kernels: pd.DataFrame | None, iters: int) -> dict:
@@ -38,9 +39,10 @@ def kernel_mix_of(kernels: pd.DataFrame | None, iters: int) -> dict:
     def share(mask) -> float:
         return 100.0 * float(t[mask].sum()) / total if total > 0 else math.nan
 
-    return dict(zip(keys, (len(kernels) / iters, total / 1e3 / iters,
-                           int((cls == "elementwise").sum()) / iters, share(cls == "elementwise"),
-                           share(cls == "copy_concat"), share(cls.isin(MATRIX))), strict=True))  # fmt: skip
+    ew = cls == "elementwise"
+    values = (len(kernels) / iters, total / 1e3 / iters, int(ew.sum()) / iters, share(ew),
+              share(cls == "copy_concat"), share(cls.isin(MATRIX)))  # fmt: skip
+    return dict(zip(keys, values, strict=True))
 
 
 def class_time(kernels: pd.DataFrame) -> pd.DataFrame:

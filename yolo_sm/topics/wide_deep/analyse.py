@@ -24,7 +24,8 @@ def pair_table(df: pd.DataFrame) -> pd.DataFrame:
     idx = ["pair", "backend", "batch"]
     wide = ok[ok.role == "wide"].set_index(idx)[cols]
     deep = ok[ok.role == "deep"].set_index(idx)[cols]
-    t = wide.join(deep, lsuffix="_wide", rsuffix="_deep", how="inner").reset_index()
+    t = wide.merge(deep, left_index=True, right_index=True, suffixes=("_wide", "_deep"))
+    t = t.reset_index()
     t["wide_over_deep"] = t.img_per_s_wide / t.img_per_s_deep
     t["flops_diff_pct"] = 100 * (t.flops_per_img_deep / t.flops_per_img_wide - 1)
     if "est_occupancy_tw_pct_wide" in t:

@@ -47,8 +47,10 @@ def plot_pair_ratios(t: pd.DataFrame, y: str, y_title: str):
     import plotly.express as px
 
     d = t.sort_values(["pair", "batch"]).copy()
-    d["pair"] = [f"w{a:g}/d{b:g} vs w{c:g}/d{e:g}" for a, b, c, e in
-                 zip(d.width_wide, d.depth_wide, d.width_deep, d.depth_deep, strict=True)]  # fmt: skip
+    d["pair"] = [
+        f"w{a:g}/d{b:g} vs w{c:g}/d{e:g}"
+        for a, b, c, e in zip(d.width_wide, d.depth_wide, d.width_deep, d.depth_deep, strict=True)
+    ]
     fig = px.line(d, x="batch", y=y, color="pair", facet_col="backend", markers=True,
                   log_x=True, template=TEMPLATE, title=y_title)  # fmt: skip
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
