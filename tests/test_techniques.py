@@ -250,7 +250,8 @@ def test_facts_read_the_side_by_side_ratios():
     assert facts["techniques.autocast_over_half_median", eager16] == pytest.approx(0.95)
     # torch.stack(out=buffer): +20 % on the step, +30 % on the assembly alone
     assert facts["techniques.buffer_step_gain_pct", eager16] == pytest.approx(20.0)
-    assert facts["techniques.buffer_assembly_gain_pct", "backend=none,batch=16"] == 30.0
+    none16 = "backend=none,batch=16"
+    assert facts["techniques.buffer_assembly_gain_pct", none16] == pytest.approx(30.0)
     assert set(facts.index.get_level_values("key")) <= analyse.FACT_KEYS
 
 

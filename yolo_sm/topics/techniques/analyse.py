@@ -80,6 +80,7 @@ def autocast_table(df: pd.DataFrame) -> pd.DataFrame:
     kernels per forward and copy share (%) side by side, and ``autocast_over_half`` (img/s)."""
     a = df[(df.technique == "autocast") & (df.status == "ok")]
     cols = ["img_per_s", "rel_err", "kernels_per_forward", "copy_time_pct"]
+    cols = [c for c in cols if c in a]
     w = a.pivot_table(index=["width", "batch", "backend"], columns="variant", values=cols,
                       aggfunc="first")  # fmt: skip
     w.columns = [f"{v}_{c}" for c, v in w.columns]
@@ -112,7 +113,7 @@ def buffer_table(df: pd.DataFrame) -> pd.DataFrame:
 def failures(df: pd.DataFrame) -> pd.DataFrame:
     """Rows that did not run or failed their check, and why."""
     cols = ["technique", "model", "variant", "backend", "scope", "batch", "status", "message"]
-    return df.loc[df.status != "ok", cols].reset_index(drop=True)
+    return df.loc[df.status != "ok", [c for c in cols if c in df]].reset_index(drop=True)
 
 
 def scope(backend: str, batch) -> str:
