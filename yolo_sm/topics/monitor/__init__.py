@@ -12,6 +12,6 @@ TOPIC = Topic(
             "monitor_active_is_not_occupancy",
             "monitor_bench_fills_the_sms",
             "monitor_gpu_util_overstates",
-        ),
+        )
     },
 )

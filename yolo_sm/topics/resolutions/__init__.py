@@ -12,6 +12,6 @@ TOPIC = Topic(
             "resolutions_dynamic_cost_small",
             "resolutions_nearest_engine_pays",
             "resolutions_large_inputs_fill_gpu",
-        ),
+        )
     },
 )

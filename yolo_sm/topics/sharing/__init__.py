@@ -13,6 +13,6 @@ TOPIC = Topic(
             "sharing_small_p99_streams",
             "sharing_streams_beat_processes",
             "sharing_equal_work_streams",
-        ),
+        )
     },
 )

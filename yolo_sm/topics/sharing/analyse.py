@@ -286,11 +286,7 @@ FACT_KEYS = frozenset(
 
 
 def sweep_alone(
-    sweep: pd.DataFrame,
-    pairs=(
-        ((1.0, 16), (0.25, 1)),
-        ((0.5, 16), (0.5, 16)),
-    ),
+    sweep: pd.DataFrame, pairs=(((1.0, 16), (0.25, 1)), ((0.5, 16), (0.5, 16)))
 ) -> pd.DataFrame:
     """The pairs' engines as a width x batch sweep measured them, each alone (CUDA graph rows
     of fp16 NHWC, 640 px): one row per (pair, engine) with img/s and median latency; the

@@ -250,8 +250,7 @@ def latency_figure(root: DataRoot):
 @needs(sharing.GPM)
 def timeline_figure(root: DataRoot):
     return plot_timeline(
-        root.load(sharing.GPM),
-        title=f"GPM timeline and board power ({root.device_name()})",
+        root.load(sharing.GPM), title=f"GPM timeline and board power ({root.device_name()})"
     )
 
 

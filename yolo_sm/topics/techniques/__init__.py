@@ -12,6 +12,6 @@ TOPIC = Topic(
             "techniques_fusion_b16",
             "techniques_autocast_near_half",
             "techniques_buffer_gain",
-        ),
+        )
     },
 )

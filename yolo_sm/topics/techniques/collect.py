@@ -26,13 +26,7 @@ import torch
 from yolo_sm.contract.errors import UserError
 from yolo_sm.core.engines.base import photo_input, reference_output
 from yolo_sm.core.models import resnet_backbone
-from yolo_sm.core.models.fused import (
-    ConvAddReLU,
-    ConvReLU,
-    count_modules,
-    fold_bn,
-    fuse_conv_relu,
-)
+from yolo_sm.core.models.fused import ConvAddReLU, ConvReLU, count_modules, fold_bn, fuse_conv_relu
 from yolo_sm.topics.techniques.collect_autocast import (
     AUTOCAST_VARIANTS,
     autocast_rows,

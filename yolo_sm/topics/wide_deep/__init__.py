@@ -12,6 +12,6 @@ TOPIC = Topic(
             "wide_deep_wide_faster_b64",
             "wide_deep_wide_faster_b1_eager",
             "wide_deep_wide_higher_occupancy",
-        ),
+        )
     },
 )

@@ -157,10 +157,7 @@ def check_pairs(spec: WideDeepSpec, flops=yolo_flops) -> list[dict]:
 
 
 def run_wide_vs_deep(
-    spec: WideDeepSpec,
-    out: str | os.PathLike,
-    progress: bool = True,
-    deadline: float | None = None,
+    spec: WideDeepSpec, out: str | os.PathLike, progress: bool = True, deadline: float | None = None
 ):
     """Time every (pair, role, backend, batch) point of ``spec`` in this process into the
     table ``out`` (sweep columns plus ``pair``, ``role``, ``match_rel_diff`` and, with
