@@ -9,6 +9,7 @@ import pandas as pd
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report.colors import OTHER_COLOR, TEMPLATE, batch_color, category_color
 from yolo_sm.report.rules import evaluate
+from yolo_sm.report.sections import needs
 from yolo_sm.report.style import finish
 from yolo_sm.report.tables import show
 from yolo_sm.topics.monitor import analyse as monitor
@@ -82,21 +83,17 @@ def plot_series(df: pd.DataFrame, title: str | None = None):
     return finish(fig)
 
 
-def series(root: DataRoot, name: str = monitor.MONITOR):
-    """:func:`plot_series` of ``root``'s monitor dataset, or one line where it lacks it."""
-    if not root.has(name):
-        print(root.missing(name))
-        return None
-    return plot_series(root.load(name))
+@needs(monitor.MONITOR)
+def series(root: DataRoot):
+    """:func:`plot_series` of ``root``'s monitor dataset."""
+    return plot_series(root.load(monitor.MONITOR))
 
 
-def engines(root: DataRoot, name: str = monitor.MONITOR):
+@needs(monitor.MONITOR)
+def engines(root: DataRoot):
     """The median of every field per engine and batch (idle: no workload labelled), in the
-    order they ran, or one line where the root lacks the dataset."""
-    if not root.has(name):
-        print(root.missing(name))
-        return None
-    t = monitor.per_engine(root.load(name))
+    order they ran."""
+    t = monitor.per_engine(root.load(monitor.MONITOR))
     return show(t.rename(columns=lambda c: FIELD_TITLES.get(c, c)))
 
 
@@ -134,10 +131,7 @@ def plot_active_vs_occupancy(rel: pd.DataFrame, title: str | None = None):
     return finish(fig)
 
 
-def active_vs_occupancy(root: DataRoot, name: str = monitor.GPM_BATCH):
-    """:func:`plot_active_vs_occupancy` of ``root``'s GPM timeline, or one line where it lacks
-    it."""
-    if not root.has(name):
-        print(root.missing(name))
-        return None
-    return plot_active_vs_occupancy(monitor.gpm_relation(root.load(name)))
+@needs(monitor.GPM_BATCH)
+def active_vs_occupancy(root: DataRoot):
+    """:func:`plot_active_vs_occupancy` of ``root``'s GPM timeline."""
+    return plot_active_vs_occupancy(monitor.gpm_relation(root.load(monitor.GPM_BATCH)))

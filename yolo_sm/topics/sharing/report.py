@@ -69,12 +69,8 @@ def plot_latency(table, title: str | None = None):
     for col, pair in enumerate(pairs, start=1):
         g = table[table.pair == pair]
         for eng in ("a", "b"):
-            e = (
-                g[g.engine == eng]
-                .set_index("mode")
-                .reindex(list(MODE_TEXT))
-                .dropna(subset=["config"])
-            )
+            e = g[g.engine == eng].set_index("mode").reindex(list(MODE_TEXT))
+            e = e.dropna(subset=["config"])
             x = [MODE_TEXT[m] for m in e.index]
             fig.add_trace(
                 go.Bar(
@@ -233,25 +229,17 @@ def settings(root: DataRoot):
 
 @needs(sharing.DATASET)
 def throughput_figure(root: DataRoot):
-    return plot_throughput(
-        root.load(sharing.DATASET),
-        title=f"Images per second, alone and together ({root.device_name()})",
-    )
+    return plot_throughput(root.load(sharing.DATASET))
 
 
 @needs(sharing.DATASET)
 def latency_figure(root: DataRoot):
-    return plot_latency(
-        root.load(sharing.DATASET),
-        title=f"Batch latency, alone and together ({root.device_name()})",
-    )
+    return plot_latency(root.load(sharing.DATASET))
 
 
 @needs(sharing.GPM)
 def timeline_figure(root: DataRoot):
-    return plot_timeline(
-        root.load(sharing.GPM), title=f"GPM timeline and board power ({root.device_name()})"
-    )
+    return plot_timeline(root.load(sharing.GPM))
 
 
 @needs(sharing.KERNELS)
@@ -263,10 +251,7 @@ def kernel_table(root: DataRoot):
 
 @needs(sharing.KERNELS)
 def kernel_figure(root: DataRoot):
-    return plot_kernel_classes(
-        sharing.kernel_slowdown(root.load(sharing.KERNELS)),
-        title=f"Kernel time per batch by class, alone and together ({root.device_name()})",
-    )
+    return plot_kernel_classes(sharing.kernel_slowdown(root.load(sharing.KERNELS)))
 
 
 SWEEP = "sweep_fp16_nhwc"
@@ -300,6 +285,4 @@ def sweep_alone(root: DataRoot):
     alone = sharing.sweep_alone(root.load(SWEEP))
     if alone.empty:
         return tables.show(alone)
-    return plot_sweep_alone(
-        alone, title=f"The engines alone in the width x batch sweep ({root.device_name()})"
-    )
+    return plot_sweep_alone(alone)
