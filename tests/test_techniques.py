@@ -18,13 +18,9 @@ from yolo_sm.contract.schema import problems
 from yolo_sm.core import plans as collect
 from yolo_sm.report import rules
 from yolo_sm.topics.techniques import analyse
-from yolo_sm.topics.techniques.collect import (
-    assemblers,
-    dtype_summary,
-    fusion_models,
-    output_dtypes,
-    techniques_table,
-)
+from yolo_sm.topics.techniques.collect import fusion_models, techniques_table
+from yolo_sm.topics.techniques.collect_autocast import dtype_summary, output_dtypes
+from yolo_sm.topics.techniques.collect_buffer import assemblers
 from yolo_sm.topics.techniques.rules import RULES
 
 TINY = {

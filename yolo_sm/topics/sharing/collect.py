@@ -1,19 +1,8 @@
-"""Two models on one GPU at once: each engine alone, both in one process on two CUDA streams,
-and both in two processes started together, with the NVML GPM timeline of the whole run and a
-short PyTorch-profiler capture of each in-process run (which kernel classes run beside which).
-
-Each engine (a CUDA graph of one forward by default, so the host is not the limit) replays on
-its own stream for ``seconds`` of wall time with ``depth`` batches in flight; CUDA events
-around every replay give each batch's start and end on one clock, from which
-:func:`yolo_sm.topics.sharing.analyse.window_rows` takes img/s and latency quantiles over the window
-in which every engine of the run was busy. In the two-process mode each process times its
-own engine on its own clock, after a barrier that starts both together.
-
-MPS and MIG are only detected (:func:`gpu_sharing_settings`): the step never changes the
-GPU's compute mode or MIG mode, so the rows record that neither was used.
-
-On a CPU the same code runs eagerly, engine after engine on one thread (a degenerate mode for
-tests), without GPM or traces.
+"""Two models on one GPU: each engine alone, both in one process on two CUDA streams, and both
+in two processes started together, with the GPM timeline of the whole run and a short
+profiler capture of each in-process run. CUDA events around every replay give each batch's
+start and end (:func:`yolo_sm.topics.sharing.analyse.window_rows`). MPS and MIG are only
+detected, never changed. On a CPU the engines run eagerly one after the other (for tests).
 """
 
 from __future__ import annotations
