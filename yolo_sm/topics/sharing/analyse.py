@@ -52,19 +52,12 @@ def window_rows(runs, batches, common: bool = True) -> list[dict]:
         s, e = np.asarray(starts, float), np.asarray(ends, float)
         lo, hi = shared if shared else (float(s[0]), float(e[-1]))
         inside = (s >= lo) & (e <= hi)
-        lat = e[inside] - s[inside]
-        n = int(inside.sum())
-        span_s = (hi - lo) / 1e3
-        out.append(
-            {
-                "batches": n,
-                "window_s": span_s,
-                "img_per_s": n * batch / span_s if span_s > 0 and n else math.nan,
-                "p50_ms": float(np.quantile(lat, 0.5)) if n else math.nan,
-                "p99_ms": float(np.quantile(lat, 0.99)) if n else math.nan,
-                "mean_ms": float(lat.mean()) if n else math.nan,
-            }
-        )
+        lat, n, span_s = e[inside] - s[inside], int(inside.sum()), (hi - lo) / 1e3
+        stats = (np.quantile(lat, 0.5), np.quantile(lat, 0.99), lat.mean()) if n else [math.nan] * 3
+        img = n * batch / span_s if span_s > 0 and n else math.nan
+        keys = ("p50_ms", "p99_ms", "mean_ms")
+        out.append({"batches": n, "window_s": span_s, "img_per_s": img,
+                    **{k: float(v) for k, v in zip(keys, stats, strict=True)}})  # fmt: skip
     return out
 
 
@@ -107,19 +100,8 @@ def kernel_classes(kernels: pd.DataFrame, batches: dict, pair: str, mode: str) -
     ``start_us``, ``duration_us``): kernels, summed time, time per graph replay (``batches``:
     engine -> replays in the capture), share of the engine's kernel time, and how much of it
     ran beside a kernel of the other engine (``overlap_us``, ``overlap_share``)."""
-    cols = [
-        "pair",
-        "mode",
-        "engine",
-        "kernel_class",
-        "kernels",
-        "time_us",
-        "batches",
-        "time_us_per_batch",
-        "time_share",
-        "overlap_us",
-        "overlap_share",
-    ]
+    cols = ["pair", "mode", "engine", "kernel_class", "kernels", "time_us", "batches",
+            "time_us_per_batch", "time_share", "overlap_us", "overlap_share"]  # fmt: skip
     if kernels.empty:
         return pd.DataFrame(columns=cols)
     k = kernels.assign(end_us=kernels.start_us + kernels.duration_us)
@@ -176,27 +158,11 @@ def totals(sharing: pd.DataFrame) -> pd.DataFrame:
         best = r[(r.pair == pair) & r["mode"].isin(("alone_a", "alone_b"))]
         best = best[best["mode"] == "alone_" + best["engine"]].img_per_s.max()
         total = g.img_per_s.sum()
-        rows.append(
-            {
-                "pair": pair,
-                "mode": mode,
-                "together_img_per_s": total,
-                "best_alone_img_per_s": best,
-                "sum_over_best_alone": total / best,
-                "work_done": float((1.0 / g.slowdown).sum()),
-            }
-        )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "pair",
-            "mode",
-            "together_img_per_s",
-            "best_alone_img_per_s",
-            "sum_over_best_alone",
-            "work_done",
-        ],
-    )
+        work = float((1.0 / g.slowdown).sum())
+        rows.append((pair, mode, total, best, total / best, work))
+    cols = ["pair", "mode", "together_img_per_s", "best_alone_img_per_s", "sum_over_best_alone",
+            "work_done"]  # fmt: skip
+    return pd.DataFrame(rows, columns=cols)
 
 
 def kernel_slowdown(kernels: pd.DataFrame) -> pd.DataFrame:
@@ -214,14 +180,8 @@ def kernel_slowdown(kernels: pd.DataFrame) -> pd.DataFrame:
     out = out.rename(columns={"time_us_per_batch": "together_us_per_batch"})
     out["alone_us_per_batch"] = out.pop("time_us_per_batch_alone")
     out["slowdown"] = out.together_us_per_batch / out.alone_us_per_batch
-    cols = [
-        *keys,
-        "alone_us_per_batch",
-        "together_us_per_batch",
-        "slowdown",
-        "time_share",
-        "overlap_share",
-    ]
+    cols = [*keys, "alone_us_per_batch", "together_us_per_batch", "slowdown", "time_share",
+            "overlap_share"]  # fmt: skip
     return out[cols].sort_values(["pair", "engine", "time_share"], ascending=[True, True, False])
 
 
@@ -295,22 +255,12 @@ def sweep_alone(
     s = s[(s.precision == "fp16") & (s.layout == "nhwc") & (s.imgsz == 640)]
     if "scale" in s:
         s = s[s.scale.fillna("") == ""]
-    rows = []
-    for a, b in pairs:
-        for eng, (w, n) in zip(ENGINES, (a, b), strict=True):
-            hit = s[(s.width == w) & (s.batch == n)]
-            if len(hit):
-                r = hit.iloc[0]
-                rows.append(
-                    {
-                        "pair": pair_label(a, b),
-                        "engine": eng,
-                        "width": w,
-                        "batch": n,
-                        "img_per_s": float(r.img_per_s),
-                        "median_ms": float(r.median_ms),
-                    }
-                )
-    return pd.DataFrame(
-        rows, columns=["pair", "engine", "width", "batch", "img_per_s", "median_ms"]
-    )
+    s = s.drop_duplicates(["width", "batch"]).set_index(["width", "batch"])
+    rows = [
+        (pair_label(a, b), eng, w, n, *s.loc[(w, n), ["img_per_s", "median_ms"]])
+        for a, b in pairs
+        for eng, (w, n) in zip(ENGINES, (a, b), strict=True)
+        if (w, n) in s.index
+    ]
+    cols = ["pair", "engine", "width", "batch", "img_per_s", "median_ms"]
+    return pd.DataFrame(rows, columns=cols)
