@@ -60,12 +60,9 @@ def fusion_rows(
     type, NHWC; ``rel_err`` against the unfused model's eager fp32 output on the photos."""
     prec = low_precision(device)
     models = fusion_models(depth)
-    counts = {
-        v: (
-            count_modules(m, torch.nn.BatchNorm2d),
-            count_modules(m, ConvReLU) + count_modules(m, ConvAddReLU),
-        )
-        for v, m in models.items()
+    bn = {v: count_modules(m, torch.nn.BatchNorm2d) for v, m in models.items()}
+    fused = {
+        v: count_modules(m, ConvReLU) + count_modules(m, ConvAddReLU) for v, m in models.items()
     }
     rows = []
     for batch in batches:
@@ -74,35 +71,13 @@ def fusion_rows(
         for backend in backends:
             cfg = config(device, batch, imgsz, prec, backend)
             for variant, model in models.items():
-                row = {
-                    "technique": "fusion",
-                    "model": f"resnet{depth}",
-                    "family": f"resnet{depth}",
-                    "width": 1.0,
-                    "variant": variant,
-                    "backend": backend,
-                    "scope": "forward",
-                    "batch": batch,
-                    "imgsz": imgsz,
-                    "precision": prec.value,
-                    "layout": "nhwc",
-                    "device": device,
-                    "bn_modules": counts[variant][0],
-                    "fused_conv_modules": counts[variant][1],
-                }
-                rows.append(
-                    point(
-                        row,
-                        forward_point,
-                        model,
-                        cfg,
-                        ref,
-                        None,
-                        warmup_ms,
-                        budget_ms,
-                        profile_iters,
-                    )
-                )
+                row = {"technique": "fusion", "model": f"resnet{depth}", "family": f"resnet{depth}",
+                       "width": 1.0, "variant": variant, "backend": backend, "scope": "forward",
+                       "batch": batch, "imgsz": imgsz, "precision": prec.value, "layout": "nhwc",
+                       "device": device, "bn_modules": bn[variant],
+                       "fused_conv_modules": fused[variant]}  # fmt: skip
+                args = (model, cfg, ref, None, warmup_ms, budget_ms, profile_iters)
+                rows.append(point(row, forward_point, *args))
     return rows
 
 
@@ -134,31 +109,15 @@ def techniques_table(
     bad = sorted(set(backends) - set(BACKENDS))
     if bad:
         raise UserError(f"techniques run the backends {', '.join(BACKENDS)}, not {', '.join(bad)}")
-    common = {
-        "backends": tuple(backends),
-        "device": device,
-        "warmup_ms": warmup_ms,
-        "budget_ms": budget_ms,
-    }
+    common = dict(backends=tuple(backends), device=device, warmup_ms=warmup_ms, budget_ms=budget_ms)
     models: dict = {}  # YOLOv8 per width, shared by autocast and the batch buffer
     rows = []
     if "fusion" in techniques:
-        rows += fusion_rows(
-            depth=resnet_depth,
-            imgsz=resnet_imgsz,
-            batches=tuple(resnet_batches),
-            profile_iters=profile_iters,
-            **common,
-        )
+        rows += fusion_rows(depth=resnet_depth, imgsz=resnet_imgsz, batches=tuple(resnet_batches),
+                            profile_iters=profile_iters, **common)  # fmt: skip
     if "autocast" in techniques:
-        rows += autocast_rows(
-            widths=tuple(widths),
-            batches=tuple(autocast_batches),
-            imgsz=imgsz,
-            profile_iters=profile_iters,
-            models=models,
-            **common,
-        )
+        rows += autocast_rows(widths=tuple(widths), batches=tuple(autocast_batches), imgsz=imgsz,
+                              profile_iters=profile_iters, models=models, **common)  # fmt: skip
     if "batch_buffer" in techniques:
         rows += buffer_rows(
             width=buffer_width, batches=tuple(buffer_batches), imgsz=imgsz, models=models, **common
