@@ -148,17 +148,10 @@ def run_sharing(pairs=DEFAULT_PAIRS, device: str = "cuda", **params) -> dict:
             procs.close()
     sharing = pd.DataFrame(rows).assign(**settings)
     gpm = sampler.to_frame() if sampler is not None else _empty_gpm()
-    kernels = (
-        pd.concat(kernel_frames, ignore_index=True)
-        if kernel_frames
-        else kernel_classes(pd.DataFrame(), {}, "", "")
-    )
-    return {
-        "sharing": sharing,
-        "gpm": gpm,
-        "kernels": kernels,
-        "sampler": sampler.info() if sampler is not None else {},
-    }
+    kernels = [*kernel_frames, kernel_classes(pd.DataFrame(), {}, "", "")]
+    kernels = pd.concat(kernels[:-1], ignore_index=True) if kernel_frames else kernels[-1]
+    info = sampler.info() if sampler is not None else {}
+    return {"sharing": sharing, "gpm": gpm, "kernels": kernels, "sampler": info}
 
 
 def _two_processes(procs, parsed, labels, opts, s) -> list[dict]:
@@ -198,12 +191,8 @@ def _in_process(side_pair, pair, opts, s, kernel_frames) -> list[dict]:
             s.mark(mode=mode, phase="idle", config=f"{pair} {mode}")
             time.sleep(opts["gap_s"])
             s.mark(phase="run")
-            runs = run_engines(
-                [built[i] for i in idx],
-                opts["seconds"],
-                opts["depth"],
-                [streams[i] for i in idx] if streams else None,
-            )
+            on = [streams[i] for i in idx] if streams else None
+            runs = run_engines([built[i] for i in idx], opts["seconds"], opts["depth"], on)
             batches = [side_pair[i][1] for i in idx]
             # on a CPU the engines take turns on one thread: each is timed over its own span
             stats_rows = window_rows(runs, batches, common=on_gpu)
@@ -215,15 +204,9 @@ def _in_process(side_pair, pair, opts, s, kernel_frames) -> list[dict]:
                 for mode, idx in plan:
                     s.mark(mode=mode, phase="trace", config=f"{pair} {mode}")
                     names = ["ab"[i] for i in idx]
-                    k, replays = trace_run(
-                        [built[i] for i in idx],
-                        names,
-                        [streams[i] for i in idx],
-                        opts["trace_s"],
-                        opts["depth"],
-                        tmp,
-                        learnt,
-                    )
+                    engines, on = [built[i] for i in idx], [streams[i] for i in idx]
+                    args = (opts["trace_s"], opts["depth"], tmp, learnt)
+                    k, replays = trace_run(engines, names, on, *args)
                     if len(idx) == 1:
                         learnt.update(dict.fromkeys(k.stream.dropna().unique(), names[0]))
                     kernel_frames.append(kernel_classes(k, replays, pair, mode))
