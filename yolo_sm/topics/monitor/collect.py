@@ -43,6 +43,11 @@ from yolo_sm.topics.monitor.collect_fields import (  # noqa: F401 (re-exported: 
     read_device,
 )
 
+NCU_RUNS = (
+    "Nsight Compute (ncu) runs on this machine and uses the performance counters GPM "
+    "reads: start the monitor after it has finished"
+)
+
 
 class Monitor:
     """Samples GPU ``index`` (NVML's numbering, dcgm-exporter's ``gpu`` label) every
@@ -116,10 +121,7 @@ class Monitor:
         if self._thread is not None or self._stop.is_set():
             raise UserError("a Monitor runs once: make a new one for the next run")
         if self._ncu_check():
-            raise UserError(
-                "Nsight Compute (ncu) runs on this machine and uses the performance counters "
-                "GPM reads: start the monitor after it has finished"
-            )
+            raise UserError(NCU_RUNS)
         nvml = self._nvml = self._nvml if self._nvml is not None else import_pynvml()
         try:
             nvml.nvmlInit()
@@ -225,19 +227,11 @@ class Monitor:
             self._snapshot = {"t_s": t_s, "values": values, "labels": work, "paused": self.paused}
             labels = {k: work.get(k) for k in LABELS}
             labels["batch"] = _batch(labels["batch"])
-            for name, v in values.items():
-                self._rows.append(
-                    {
-                        "t_s": t_s,
-                        "window_s": window,
-                        "metric": name,
-                        "value": v,
-                        "unit": FIELDS[name][0],
-                        "gpu_index": self.index,
-                        "gpu_uuid": self.labels.get("UUID", ""),
-                        **{k: (v2 if v2 is not None else "") for k, v2 in labels.items()},
-                    }
-                )
+            labels = {k: "" if v is None else v for k, v in labels.items()}
+            gpu = {"gpu_index": self.index, "gpu_uuid": self.labels.get("UUID", "")}
+            self._rows += [{"t_s": t_s, "window_s": window, "metric": name, "value": v,
+                            "unit": FIELDS[name][0], **gpu, **labels}
+                           for name, v in values.items()]  # fmt: skip
             self.ticks += 1
         return self._snapshot
 
