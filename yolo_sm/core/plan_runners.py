@@ -41,11 +41,11 @@ from yolo_sm.topics.memory.collect import (
 from yolo_sm.topics.monitor.collect import Monitor
 from yolo_sm.topics.monitor.collect_exporter import record_frame, serve
 from yolo_sm.topics.precision.collect import Int8KernelSpec, run_int8_kernels
-from yolo_sm.topics.roofline.collect import measure_ceilings
 from yolo_sm.topics.resolutions.collect import ResolutionSpec, run_resolutions
-from yolo_sm.topics.wide_deep.collect import WideDeepSpec, run_wide_vs_deep
+from yolo_sm.topics.roofline.collect import measure_ceilings
 from yolo_sm.topics.sharing.collect import run_sharing_step
 from yolo_sm.topics.techniques.collect import techniques_table
+from yolo_sm.topics.wide_deep.collect import WideDeepSpec, run_wide_vs_deep
 
 
 def sweep_spec(step: Step, plan: Plan):
