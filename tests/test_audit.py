@@ -110,56 +110,9 @@ def _tc_resources_over_widths():
     )
 
 
-def _pairs(backend: str) -> pd.DataFrame:
-    w = _ok(_read("wide_vs_deep"))
-    w = w[w.backend == backend]
-    return w.pivot_table(index=["pair", "batch"], columns="role", values=None, aggfunc="first")
-
-
-def _wide_over_deep(col: str, backend: str, batch=None, how=np.median, diff=False):
-    t = _pairs(backend)
-    a, b = t[col].wide, t[col].deep
-    r = (a - b if diff else a / b).dropna()
-    if batch is not None:
-        r = r.xs(batch, level="batch")
-    return how(r)
-
-
-def _sharing(pair: str) -> pd.DataFrame:
-    return _read("sharing").query("pair == @pair").set_index(["mode", "engine"])
-
-
-def _technique(tech: str, backend: str, batch=None) -> pd.DataFrame:
-    t = _ok(_read("techniques"))
-    t = t[(t.technique == tech) & (t.backend == backend) & (t.scope == "forward")]
-    return t if batch is None else t[t.batch == batch]
-
-
 def _eager_b1() -> pd.DataFrame:
     s = _sweep()
     return s[(s.backend == "eager") & (s.batch == 1)].set_index("width")
-
-
-def _streams_total():
-    s = _sharing("1x16+0.25x1").img_per_s
-    return s["streams"].sum() / max(s["alone_a", "a"], s["alone_b", "b"])
-
-
-def _work_done():
-    s = _sharing("0.5x16+0.5x16").img_per_s
-    return s["streams", "a"] / s["alone_a", "a"] + s["streams", "b"] / s["alone_b", "b"]
-
-
-def _autocast_over_half():
-    t = _technique("autocast", "eager").pivot_table(
-        index=["width", "batch"], columns="variant", values="img_per_s"
-    )
-    return (t.autocast / t.half_model).median()
-
-
-def _fusion_b16():
-    t = _technique("fusion", "eager", 16).set_index("variant").img_per_s
-    return t["conv_bias_relu"] / t["bn_unfused"]
 
 
 #: rule id -> its fact recomputed from the raw tables with plain pandas
@@ -187,23 +140,6 @@ RECOMPUTED = {
     "batch_graph_wins_at_b1": _graph_over_eager_b1,
     "heatmaps_small_batch_grid_limited": _grid_limited_smallest_batch,
     "heatmaps_resources_cap_tensor_cores": _tc_resources_over_widths,
-    "shapes_wide_faster_b64": lambda: _wide_over_deep("img_per_s", "cudagraph", 64, np.min),
-    "shapes_deep_more_kernels": lambda: 1 / _wide_over_deep("kernels_per_forward", "eager"),
-    "shapes_wide_higher_occupancy": lambda: _wide_over_deep(
-        "est_occupancy_tw_pct", "cudagraph", 64, np.median, diff=True
-    ),
-    "sharing_streams_total": _streams_total,
-    "sharing_small_p99_streams": lambda: (
-        _sharing("1x16+0.25x1").p99_ms["streams", "b"]
-        / _sharing("1x16+0.25x1").p99_ms["alone_b", "b"]
-    ),
-    "sharing_streams_beat_processes": lambda: (
-        _sharing("1x16+0.25x1").img_per_s["streams"].sum()
-        / _sharing("1x16+0.25x1").img_per_s["processes"].sum()
-    ),
-    "sharing_equal_work_streams": _work_done,
-    "techniques_fusion_b16": _fusion_b16,
-    "techniques_autocast_near_half": _autocast_over_half,
     "timeline_b1_idles_unprofiled": lambda: (
         100 * (1 - _eager_b1().gpu_busy_ms / _eager_b1().median_ms)[1.0]
     ),

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.gpu
 
 def test_a_pair_point_records_launches_and_occupancy(tmp_path):
     from yolo_sm.contract.schema import problems
-    from yolo_sm.topics.shapes.collect_wide_deep import WideDeepSpec, run_wide_vs_deep
+    from yolo_sm.topics.wide_deep.collect import WideDeepSpec, run_wide_vs_deep
 
     spec = WideDeepSpec(
         pairs=(((0.25, 0.33), (0.19, 0.67)),), backends=("eager", "cudagraph"), batches=(4,),
@@ -35,7 +35,7 @@ def test_a_non_square_cuda_graph_engine_agrees_with_fp32():
     from yolo_sm.core.engines import EngineConfig, build_engine
     from yolo_sm.core.models import build_yolo
     from yolo_sm.core.timing import measure_engine
-    from yolo_sm.topics.shapes.collect_resolutions import ResolutionSpec, run_resolutions
+    from yolo_sm.topics.resolutions.collect import ResolutionSpec, run_resolutions
 
     model = build_yolo("yolov8", 0.25)
     cfg = EngineConfig(backend="cudagraph", precision="fp16", layout="nhwc", batch=2,

@@ -11,7 +11,7 @@ import pytest
 
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.schema import REQUIRED, problems
-from yolo_sm.topics.shapes import analyse as shapes
+from yolo_sm.topics.resolutions import analyse as shapes
 
 # --- the FLOPs-matching search --------------------------------------------------------------
 
@@ -151,7 +151,7 @@ def test_pick_engine_without_a_fit_prefers_less_downscaling_then_fewer_pixels():
 
 
 def test_resolutions_on_the_cpu_give_well_formed_rows():
-    from yolo_sm.topics.shapes.collect_resolutions import ResolutionSpec, run_resolutions
+    from yolo_sm.topics.resolutions.collect import ResolutionSpec, run_resolutions
 
     spec = ResolutionSpec(
         widths=(0.0625,), frames=("64x64", "96x40"), fixed_backend="eager", batch=1,
@@ -167,7 +167,7 @@ def test_resolutions_on_the_cpu_give_well_formed_rows():
 
 
 def test_resolution_spec_refuses_bad_input():
-    from yolo_sm.topics.shapes.collect_resolutions import ResolutionSpec
+    from yolo_sm.topics.resolutions.collect import ResolutionSpec
 
     with pytest.raises(UserError, match="WIDTHxHEIGHT"):
         ResolutionSpec.from_mapping({"frames": ["1280-720"], "device": "cpu"})
@@ -178,7 +178,7 @@ def test_resolution_spec_refuses_bad_input():
 
 
 def test_wide_vs_deep_on_the_cpu_gives_well_formed_rows(tmp_path):
-    from yolo_sm.topics.shapes.collect_wide_deep import WideDeepSpec, run_wide_vs_deep
+    from yolo_sm.topics.wide_deep.collect import WideDeepSpec, run_wide_vs_deep
 
     spec = WideDeepSpec(
         pairs=(((0.125, 0.33), (0.0625, 1.0)),), backends=("eager",), batches=(1,), imgsz=64,
@@ -207,8 +207,8 @@ def test_wide_vs_deep_on_the_cpu_gives_well_formed_rows(tmp_path):
 
 def test_the_plan_steps_load_and_refuse_bad_params(tmp_path):
     from yolo_sm.contract.plans import check_params, load_plan
-    from yolo_sm.topics.shapes.collect_resolutions import ResolutionSpec
-    from yolo_sm.topics.shapes.collect_wide_deep import WideDeepSpec
+    from yolo_sm.topics.resolutions.collect import ResolutionSpec
+    from yolo_sm.topics.wide_deep.collect import WideDeepSpec
 
     plan = load_plan("data/plans/full.yaml")
     steps = {s.name: s for s in plan.steps}
@@ -281,75 +281,76 @@ def resolution_table(dynamic_slower=0.05, gain=1.5):
     return pd.DataFrame(rows)
 
 
-def _verdicts(rules, facts):
+def _verdicts(topic, **tables):
+    from tests.test_audit_topics import Root
     from yolo_sm.report.rules import evaluate
 
-    return evaluate(rules, facts).set_index("id").verdict
+    root = Root(**tables)
+    return evaluate(topic.rules.RULES, topic.analyse.facts(root)).set_index("id").verdict
 
 
 def test_wide_deep_facts_flip_their_rules():
-    from yolo_sm.analyse.facts import facts_table
-    from yolo_sm.topics.shapes.rules import WIDE_DEEP_RULES
+    import yolo_sm.topics.wide_deep.rules  # noqa: F401
+    from yolo_sm.topics import wide_deep
 
     assert problems(wide_deep_table(), "wide_vs_deep") == []
-    good = _verdicts(WIDE_DEEP_RULES, facts_table(shapes.wide_deep_facts(wide_deep_table())))
+    good = _verdicts(wide_deep, wide_vs_deep=wide_deep_table())
     assert (good == "holds").all(), good
     bad = wide_deep_table(speed=0.9, b1=0.95, kernels=1.1, occ=(40.0, 50.0), flops_diff=0.08)
-    bad = _verdicts(WIDE_DEEP_RULES, facts_table(shapes.wide_deep_facts(bad)))
+    bad = _verdicts(wide_deep, wide_vs_deep=bad)
     assert (bad == "does not hold").all(), bad
-    partly = _verdicts(WIDE_DEEP_RULES, facts_table(shapes.wide_deep_facts(wide_deep_table(1.05))))
-    assert partly["shapes_wide_faster_b64"] == "partly"
-    t = shapes.pair_table(wide_deep_table())
+    partly = _verdicts(wide_deep, wide_vs_deep=wide_deep_table(1.05))
+    assert partly["wide_deep_wide_faster_b64"] == "partly"
+    t = wide_deep.analyse.pair_table(wide_deep_table())
     assert len(t) == 8 and t.wide_over_deep.round(6).isin([1.3, 1.5]).all()
-    assert (t.deep_over_wide_kernels.round(6) == 1.6).all() and (t.occupancy_diff_pct == 10).all()
+    assert (t.occupancy_diff_pct == 10).all()
 
 
 def test_resolution_facts_flip_their_rules():
-    from yolo_sm.analyse.facts import facts_table
-    from yolo_sm.topics.shapes.rules import RESOLUTION_RULES
+    import yolo_sm.topics.resolutions.rules  # noqa: F401
+    from yolo_sm.topics import resolutions
 
     df = resolution_table()
     assert problems(df, "resolutions") == []
-    good = _verdicts(RESOLUTION_RULES, facts_table(shapes.resolution_facts(df)))
+    good = _verdicts(resolutions, resolutions=df)
     assert (good == "holds").all(), good
-    bad = resolution_table(dynamic_slower=0.4, gain=0.9)
-    bad = _verdicts(RESOLUTION_RULES, facts_table(shapes.resolution_facts(bad)))
-    assert (
-        bad["shapes_dynamic_cost_small"] == bad["shapes_large_inputs_fill_gpu"] == "does not hold"
-    )
+    bad = _verdicts(resolutions, resolutions=resolution_table(dynamic_slower=0.4, gain=0.9))
+    assert bad["resolutions_dynamic_cost_small"] == "does not hold"
+    assert bad["resolutions_large_inputs_fill_gpu"] == "does not hold"
     # img/s nearly flat in the pixel count: the nearest engine gains little over the largest
-    flat = facts_table(shapes.resolution_facts(resolution_table(gain=5.0)))
-    assert _verdicts(RESOLUTION_RULES, flat)["shapes_nearest_engine_pays"] == "does not hold"
-    t = shapes.resolution_table(resolution_table(dynamic_slower=0.2))
+    flat = _verdicts(resolutions, resolutions=resolution_table(gain=5.0))
+    assert flat["resolutions_nearest_engine_pays"] == "does not hold"
+    # the dynamic engine at 1 / 1.25 of the fixed one's img/s loses 20 % of it
+    t = shapes.resolution_table(resolution_table(dynamic_slower=0.25))
     assert len(t) == 6 and (t.dynamic_cost_pct.round(6) == 20).all()
-    mid = facts_table(shapes.resolution_facts(resolution_table(dynamic_slower=0.2)))
-    assert _verdicts(RESOLUTION_RULES, mid)["shapes_dynamic_cost_small"] == "partly"
+    mid = _verdicts(resolutions, resolutions=resolution_table(dynamic_slower=0.25))
+    assert mid["resolutions_dynamic_cost_small"] == "partly"
 
 
 def test_failed_rows_are_left_out_of_the_comparisons():
+    from yolo_sm.topics.wide_deep import analyse as wide_deep
+
     df = wide_deep_table()
     df.loc[(df.role == "deep") & (df.batch == 64), "status"] = "oom"
-    t = shapes.pair_table(df)
+    t = wide_deep.pair_table(df)
     assert set(t.batch) == {1}
     r = resolution_table()
     r.loc[r.engine == "dynamic", "status"] = "error"
     assert shapes.resolution_table(r).empty
-    assert not any(f["key"].startswith("shapes.dynamic") for f in shapes.resolution_facts(r))
-
-
-# --- the figures ----------------------------------------------------------------------------
 
 
 def test_figures_keep_the_vocabulary():
     pytest.importorskip("plotly")
     from yolo_sm.report.style import problems as style_problems
-    from yolo_sm.topics.shapes import report as shapes_plots
+    from yolo_sm.topics.resolutions import report as resolution_plots
+    from yolo_sm.topics.wide_deep import analyse as wide_deep
+    from yolo_sm.topics.wide_deep import report as wide_deep_plots
 
-    t = shapes.pair_table(wide_deep_table())
+    t = wide_deep.pair_table(wide_deep_table())
     figs = [
-        shapes_plots.plot_pair_ratios(t, "wide_over_deep", "img/s ratio"),
-        shapes_plots.plot_resolutions(resolution_table()),
-        shapes_plots.plot_selection(),
+        wide_deep_plots.plot_pair_ratios(t, "wide_over_deep", "img/s ratio"),
+        resolution_plots.plot_resolutions(resolution_table()),
+        resolution_plots.plot_selection(),
     ]
     for fig in figs:
         assert style_problems(fig) == [] and len(fig.data) >= 2
@@ -377,7 +378,7 @@ def test_resolutions_table_records_the_command_as_a_user_types_it(tmp_path, monk
 
     import pyarrow.parquet as pq
 
-    from yolo_sm.topics.shapes.collect_resolutions import ResolutionSpec, run_resolutions
+    from yolo_sm.topics.resolutions.collect import ResolutionSpec, run_resolutions
 
     spec = ResolutionSpec(
         widths=(0.0625,), frames=("64x64",), fixed_backend="eager", batch=1, device="cpu",

@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 
 from yolo_sm.contract.errors import UserError
-from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY
+from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, evaluate
 from yolo_sm.topics.sharing import analyse as sharing
-from yolo_sm.topics.sharing import rules as findings
+from yolo_sm.topics.sharing.rules import RULES
 
-BIG = findings.BIG_SMALL
-EQUAL = findings.EQUAL
+BIG = "1x16+0.25x1"
+EQUAL = "0.5x16+0.5x16"
 
 
 # ---- timing math ------------------------------------------------------------------------------
@@ -109,7 +109,7 @@ def _table(b_streams=1000.0, b_processes=600.0, p99_b=1.5, a_streams=1700.0, equ
 
 
 def _verdict(table, rule_id, kernels=None):
-    v = findings.verdicts_of(table, kernels).set_index("id")
+    v = evaluate(RULES, sharing.sharing_facts(table, kernels)).set_index("id")
     return v.loc[f"sharing_{rule_id}"]
 
 

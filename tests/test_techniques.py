@@ -10,6 +10,7 @@ import torch
 import yaml
 from torch import nn
 
+from tests.test_audit_topics import Root
 from yolo_sm.analyse.kernels import classify
 from yolo_sm.contract import plans as contract_plans
 from yolo_sm.contract.errors import UserError
@@ -17,14 +18,10 @@ from yolo_sm.contract.schema import problems
 from yolo_sm.core import plans as collect
 from yolo_sm.report import rules
 from yolo_sm.topics.techniques import analyse
-from yolo_sm.topics.techniques import rules as findings
-from yolo_sm.topics.techniques.collect import (
-    assemblers,
-    dtype_summary,
-    fusion_models,
-    output_dtypes,
-    techniques_table,
-)
+from yolo_sm.topics.techniques.collect import fusion_models, techniques_table
+from yolo_sm.topics.techniques.collect_autocast import dtype_summary, output_dtypes
+from yolo_sm.topics.techniques.collect_buffer import assemblers
+from yolo_sm.topics.techniques.rules import RULES
 
 TINY = {
     "device": "cpu",
@@ -232,24 +229,26 @@ def synthetic(fused=2.0, folded=1.02, autocast=0.95, fp32_types=0, prealloc=1.2,
     return pd.DataFrame(rows)
 
 
+def _facts(df):
+    return analyse.facts(Root(techniques=df))
+
+
 def _verdicts(df):
-    facts = analyse.facts_table_of(df)
-    return rules.evaluate(findings.RULES, facts).set_index("id").verdict
+    return rules.evaluate(RULES, _facts(df)).set_index("id").verdict
 
 
 def test_facts_read_the_side_by_side_ratios():
-    facts = analyse.facts_table_of(synthetic()).set_index(["key", "scope"]).value
+    facts = _facts(synthetic()).set_index(["key", "scope"]).value
     assert facts["techniques.fusion_speedup", "backend=eager,batch=16"] == pytest.approx(2.0)
     assert facts["techniques.bn_fold_speedup", "backend=cudagraph,batch=64"] == pytest.approx(1.02)
     assert facts["techniques.fusion_elementwise_drop_pct", "backend=eager,batch=16"] == 43.0
-    assert facts["techniques.fusion_kernels_ratio", "backend=eager,batch=16"] == pytest.approx(
-        110 / 300
-    )
-    assert facts["techniques.autocast_over_half_median", "backend=eager"] == pytest.approx(0.95)
-    assert facts["techniques.autocast_fp32_module_types", ""] == 0
-    # the best prealloc variant per batch: +20 % on the step, +30 % on the assembly alone
-    assert facts["techniques.buffer_step_gain_pct", "backend=eager"] == pytest.approx(20.0)
-    assert facts["techniques.buffer_assembly_gain_pct", "backend=none"] == pytest.approx(30.0)
+    eager16 = "backend=eager,batch=16"
+    assert facts["techniques.autocast_over_half_median", eager16] == pytest.approx(0.95)
+    # torch.stack(out=buffer): +20 % on the step, +30 % on the assembly alone
+    assert facts["techniques.buffer_step_gain_pct", eager16] == pytest.approx(20.0)
+    none16 = "backend=none,batch=16"
+    assert facts["techniques.buffer_assembly_gain_pct", none16] == pytest.approx(30.0)
+    assert set(facts.index.get_level_values("key")) <= analyse.FACT_KEYS
 
 
 @pytest.mark.parametrize(
@@ -260,7 +259,6 @@ def test_facts_read_the_side_by_side_ratios():
         ("techniques_bn_fold_alone_small", {"folded": 1.02}, {"folded": 1.3}),
         ("techniques_fusion_elementwise_drop", {"fused_ew": 10.0}, {"fused_ew": 60.0}),
         ("techniques_autocast_near_half", {"autocast": 0.97}, {"autocast": 0.5}),
-        ("techniques_autocast_keeps_no_fp32", {"fp32_types": 0}, {"fp32_types": 2}),
         ("techniques_buffer_gain", {"prealloc": 1.2}, {"prealloc": 1.01}),
     ],
 )
@@ -270,7 +268,7 @@ def test_rules_flip_with_their_facts(rule, holds, fails):
 
 
 def test_rules_are_not_tested_without_the_table():
-    v = rules.evaluate(findings.RULES, analyse.facts_table_of(synthetic().iloc[0:0]))
+    v = rules.evaluate(RULES, _facts(synthetic().iloc[0:0]))
     assert (v.verdict == rules.NOT_TESTED).all()
 
 
@@ -286,13 +284,9 @@ def test_figures_follow_the_style():
     from yolo_sm.report.style import problems as style_problems
     from yolo_sm.topics.techniques import report as tp
 
-    df = synthetic()
-    figs = [
-        tp.plot_fusion(analyse.fusion_table(df)),
-        tp.plot_elementwise(analyse.fusion_table(df)),
-        tp.plot_autocast(analyse.autocast_table(df)),
-        tp.plot_buffer(analyse.buffer_table(df)),
-    ]
+    root = Root(techniques=synthetic())
+    figs = [tp.fusion_figure(root), tp.elementwise_figure(root), tp.autocast_figure(root),
+            tp.buffer_figure(root)]  # fmt: skip
     for f in figs:
         assert f.data and style_problems(f) == [], f.layout.title.text
 

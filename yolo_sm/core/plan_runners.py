@@ -41,11 +41,11 @@ from yolo_sm.topics.memory.collect import (
 from yolo_sm.topics.monitor.collect import Monitor
 from yolo_sm.topics.monitor.collect_exporter import record_frame, serve
 from yolo_sm.topics.precision.collect import Int8KernelSpec, run_int8_kernels
+from yolo_sm.topics.resolutions.collect import ResolutionSpec, run_resolutions
 from yolo_sm.topics.roofline.collect import measure_ceilings
-from yolo_sm.topics.shapes.collect_resolutions import ResolutionSpec, run_resolutions
-from yolo_sm.topics.shapes.collect_wide_deep import WideDeepSpec, run_wide_vs_deep
 from yolo_sm.topics.sharing.collect import run_sharing_step
 from yolo_sm.topics.techniques.collect import techniques_table
+from yolo_sm.topics.wide_deep.collect import WideDeepSpec, run_wide_vs_deep
 
 
 def sweep_spec(step: Step, plan: Plan):
@@ -392,7 +392,7 @@ RUNNERS["memory_pool"] = _run_memory_pool
 
 def _run_wide_vs_deep(step, plan, out_dir, deadline, progress):
     """FLOPs-matched wide and deep YOLO pairs timed side by side
-    (yolo_sm.topics.shapes.collect_wide_deep)."""
+    (yolo_sm.topics.wide_deep.collect)."""
 
     spec = WideDeepSpec.from_mapping({"device": plan.device, **step.params})
     run_wide_vs_deep(spec, step_path(step, out_dir), progress=progress, deadline=deadline)
@@ -400,7 +400,7 @@ def _run_wide_vs_deep(step, plan, out_dir, deadline, progress):
 
 def _run_resolutions(step, plan, out_dir, deadline, progress):
     """Fixed-shape engines per resolution against one dynamic engine
-    (yolo_sm.topics.shapes.collect_resolutions)."""
+    (yolo_sm.topics.resolutions.collect)."""
 
     spec = ResolutionSpec.from_mapping({"device": plan.device, **step.params})
     run_resolutions(spec, step_path(step, out_dir), progress=progress)

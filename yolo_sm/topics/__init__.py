@@ -44,8 +44,8 @@ class Topic:
 def _all() -> tuple[Topic, ...]:
     names = (
         "primer", "width", "precision", "batch", "heatmaps", "timeline", "roofline", "memory",
-        "launches", "claims", "deploy", "your_model", "compare", "techniques", "shapes",
-        "monitor", "sharing",
+        "launches", "claims", "deploy", "your_model", "compare", "techniques", "wide_deep",
+        "resolutions", "monitor", "sharing",
     )  # fmt: skip
     return tuple(importlib.import_module(f"{__name__}.{n}").TOPIC for n in names)
 

@@ -7,13 +7,11 @@ TOPIC = Topic(
     notebooks=("16_live_monitoring",),
     question="What do live GPU counters say about the SMs?",
     sources=(("rules:RULES", "analyse:facts"),),
-    pair_sources=(),
     headlines={
         "16_live_monitoring": (
-            "monitor_gpm_active_is_not_occupancy",
             "monitor_active_is_not_occupancy",
             "monitor_bench_fills_the_sms",
             "monitor_gpu_util_overstates",
-        ),
+        )
     },
 )

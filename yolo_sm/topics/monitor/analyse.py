@@ -1,19 +1,6 @@
 """What a live dashboard shows of a run: the monitor's samples (kind ``monitor``: dcgm-exporter's
 fields, one row per sample and field) as one row per sample, per-engine medians, and the facts
-of notebook 16.
-
-A sample is *busy* when the workload labels name an engine (a bench or sweep was running it),
-*idle* when no workload was labelled. Facts (:func:`facts`):
-
-- ``monitor_sm_active_busy``: median DCGM_FI_PROF_SM_ACTIVE of the busy samples (ratio);
-- ``monitor_occupancy_over_active_busy``: median of SM occupancy / SM active over the busy
-  samples: the share of a busy SM's warp slots that hold warps (ratio);
-- ``monitor_gpu_util_over_sm_active_pp``: median of DCGM_FI_DEV_GPU_UTIL minus 100 x SM active
-  over the busy samples, in percentage points: how far the utilisation nvidia-smi shows reads
-  above the share of SMs that were busy;
-- ``monitor_power_busy_over_idle``: median power of the busy samples over that of the idle ones;
-- ``monitor_gpm_occupancy_over_active``: the same ratio as the second, over the run windows of
-  the shipped GPM timeline :data:`GPM_BATCH` (the counters behind the PROF fields, at 20 Hz).
+of notebook 16. A sample is *busy* when its labels name an engine, *idle* when none.
 """
 
 from __future__ import annotations
@@ -80,46 +67,6 @@ def per_engine(df: pd.DataFrame) -> pd.DataFrame:
     return g.reset_index()
 
 
-def _median(s: pd.Series) -> float:
-    s = pd.to_numeric(s, errors="coerce").dropna()
-    return float(s.median()) if len(s) else math.nan
-
-
-def facts_of(df: pd.DataFrame, datasets=(MONITOR,)) -> pd.DataFrame:
-    """The facts (module docstring) of one monitor table."""
-    w = wide(df)
-    busy, idle = w[w.state == "busy"], w[w.state == IDLE]
-    rows = []
-    if SM_ACTIVE in w:
-        rows.append(
-            fact("monitor_sm_active_busy", _median(busy[SM_ACTIVE]), "ratio", datasets=datasets)
-        )
-    if SM_ACTIVE in w and OCCUPANCY in w:
-        b = busy[busy[SM_ACTIVE] > 0]
-        rows.append(
-            fact(
-                "monitor_occupancy_over_active_busy",
-                _median(b[OCCUPANCY] / b[SM_ACTIVE]),
-                "ratio",
-                datasets=datasets,
-            )
-        )
-    if SM_ACTIVE in w and GPU_UTIL in w:
-        rows.append(
-            fact(
-                "monitor_gpu_util_over_sm_active_pp",
-                _median(busy[GPU_UTIL] - 100.0 * busy[SM_ACTIVE]),
-                "pp",
-                datasets=datasets,
-            )
-        )
-    if POWER in w:
-        p_busy, p_idle = _median(busy[POWER]), _median(idle[POWER])
-        ratio = p_busy / p_idle if p_idle and p_idle > 0 else math.nan
-        rows.append(fact("monitor_power_busy_over_idle", ratio, "x", datasets=datasets))
-    return facts_table(rows)
-
-
 def gpm_relation(gpm: pd.DataFrame) -> pd.DataFrame:
     """The run windows of a GPM timeline (kind ``gpm``; those straddling a marker change left
     out) in dcgm-exporter's terms: ``config``, ``batch``, ``width``, ``sm_active`` and
@@ -140,29 +87,32 @@ def gpm_relation(gpm: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+def facts(root, name: str = MONITOR) -> pd.DataFrame:
+    """Medians over the busy samples of ``root``'s monitor table: SM active (ratio), SM
+    occupancy over SM active (ratio), GPU utilisation minus 100 x SM active (pp), and busy over
+    idle power (x)."""
+    if not root.has(name):
+        return facts_table([])
+    w, ds = wide(root.load(name)), (name,)
+    busy, idle = w[w.state == "busy"], w[w.state == IDLE]
+    rows = []
+    if SM_ACTIVE in w:
+        rows.append(fact("monitor_sm_active_busy", busy[SM_ACTIVE].median(), "ratio", datasets=ds))
+        if OCCUPANCY in w:
+            b = busy[busy[SM_ACTIVE] > 0]
+            ratio = (b[OCCUPANCY] / b[SM_ACTIVE]).median()
+            rows.append(fact("monitor_occupancy_over_active_busy", ratio, "ratio", datasets=ds))
+        if GPU_UTIL in w:
+            pp = (busy[GPU_UTIL] - 100.0 * busy[SM_ACTIVE]).median()
+            rows.append(fact("monitor_gpu_util_over_sm_active_pp", pp, "pp", datasets=ds))
+    if POWER in w and (idle[POWER] > 0).any():
+        ratio = busy[POWER].median() / idle[POWER].median()
+        rows.append(fact("monitor_power_busy_over_idle", ratio, "x", datasets=ds))
+    return facts_table(r for r in rows if not math.isnan(r["value"]))
+
+
+#: the facts :func:`facts` computes (a rule naming another fails to load)
 FACT_KEYS = frozenset(
-    """
-    monitor_gpm_occupancy_over_active monitor_gpu_util_over_sm_active_pp
-    monitor_occupancy_over_active_busy monitor_power_busy_over_idle monitor_sm_active_busy
-    """.split()
-)
-
-
-def facts(root, name: str = MONITOR, gpm: str = GPM_BATCH) -> pd.DataFrame:
-    """The facts of notebook 16 read off ``root``'s datasets ``name`` and ``gpm`` (a dataset
-    the root lacks leaves its facts out)."""
-    rows = facts_of(root.load(name), (name,)) if root.has(name) else facts_table([])
-    if root.has(gpm):
-        rel = gpm_relation(root.load(gpm))
-        value = _median(rel["occupancy_over_active"])
-        rows = pd.concat(
-            [
-                rows,
-                facts_table(
-                    [fact("monitor_gpm_occupancy_over_active", value, "ratio", datasets=(gpm,))]
-                ),
-            ],
-            ignore_index=True,
-        )
-    return rows
+    {"monitor_sm_active_busy", "monitor_occupancy_over_active_busy",
+     "monitor_gpu_util_over_sm_active_pp", "monitor_power_busy_over_idle"}
+)  # fmt: skip

@@ -1,28 +1,14 @@
 """Live GPU monitoring as a dcgm-exporter deployment shows it: NVML GPM and NVML device fields
 of one GPU, sampled every ``interval`` seconds from a thread, named as dcgm-exporter names them
-and labelled with the yolo_sm workload running beside it.
+(:data:`FIELDS`: GPM profiling fields as ratios 0-1, utilisation %, MiB, MHz, W) and labelled
+with the workload running beside it (:meth:`Monitor.mark`, else this process's bench or sweep,
+else the status file another yolo_sm command writes). GPM shares its counters with Nsight
+Compute: the monitor refuses to start beside ``ncu`` and pauses GPM while one runs.
 
-    with Monitor(index=0, interval=1.0) as mon:     # starts sampling
-        serve(mon, port=9400)                       # /metrics for Prometheus (collect.exporter)
-        mon.mark(workload="bench", engine="eager/fp16/nhwc", batch=16)   # in-process labels
-        ...
-    df = mon.to_frame()                             # the sampled series, one row per field
-
-Fields (:data:`FIELDS`): the four profiling fields come from NVML GPM
-(:class:`yolo_sm.core.profiling.gpm.GpmSampler`, polled at ``gpm_hz``; the value of an
-interval is the mean of the GPM windows that ended in it, weighted by their length) as ratios
-0-1 like dcgm-exporter's ``DCGM_FI_PROF_*``; the device fields are read from NVML at the end of
-the interval: utilisation in %, framebuffer used in MiB, SM clock in MHz, power in W.
-
-Workload labels (:data:`yolo_sm.contract.workload.LABELS`): those :meth:`Monitor.mark` set,
-else those a bench or sweep in this process published, else those of the status file a yolo_sm
-command in another process writes (``YOLO_SM_STATUS_FILE``, :mod:`yolo_sm.contract.workload`);
-empty while nothing runs.
-
-GPM and Nsight Compute read the same performance counters, so the monitor never samples GPM
-while ``ncu`` runs on this machine: it refuses to start beside one, and a run of ``ncu`` that
-starts later stops the GPM sampler (the profiling fields vanish from ``/metrics`` and
-``yolo_sm_monitor_gpm_paused`` reads 1) until it has exited; the device fields go on.
+    with Monitor(index=0, interval=1.0) as mon:
+        serve(mon, port=9400)                       # /metrics for Prometheus
+        mon.mark(workload="bench", engine="eager/fp16/nhwc", batch=16)
+    df = mon.to_frame()                             # one row per sample and field
 """
 
 from __future__ import annotations
@@ -55,6 +41,11 @@ from yolo_sm.topics.monitor.collect_fields import (  # noqa: F401 (re-exported: 
     nvml_errors,
     prof_means,
     read_device,
+)
+
+NCU_RUNS = (
+    "Nsight Compute (ncu) runs on this machine and uses the performance counters GPM "
+    "reads: start the monitor after it has finished"
 )
 
 
@@ -130,10 +121,7 @@ class Monitor:
         if self._thread is not None or self._stop.is_set():
             raise UserError("a Monitor runs once: make a new one for the next run")
         if self._ncu_check():
-            raise UserError(
-                "Nsight Compute (ncu) runs on this machine and uses the performance counters "
-                "GPM reads: start the monitor after it has finished"
-            )
+            raise UserError(NCU_RUNS)
         nvml = self._nvml = self._nvml if self._nvml is not None else import_pynvml()
         try:
             nvml.nvmlInit()
@@ -239,19 +227,11 @@ class Monitor:
             self._snapshot = {"t_s": t_s, "values": values, "labels": work, "paused": self.paused}
             labels = {k: work.get(k) for k in LABELS}
             labels["batch"] = _batch(labels["batch"])
-            for name, v in values.items():
-                self._rows.append(
-                    {
-                        "t_s": t_s,
-                        "window_s": window,
-                        "metric": name,
-                        "value": v,
-                        "unit": FIELDS[name][0],
-                        "gpu_index": self.index,
-                        "gpu_uuid": self.labels.get("UUID", ""),
-                        **{k: (v2 if v2 is not None else "") for k, v2 in labels.items()},
-                    }
-                )
+            labels = {k: "" if v is None else v for k, v in labels.items()}
+            gpu = {"gpu_index": self.index, "gpu_uuid": self.labels.get("UUID", "")}
+            self._rows += [{"t_s": t_s, "window_s": window, "metric": name, "value": v,
+                            "unit": FIELDS[name][0], **gpu, **labels}
+                           for name, v in values.items()]  # fmt: skip
             self.ticks += 1
         return self._snapshot
 

@@ -14,29 +14,20 @@ from yolo_sm.contract.workload import LABELS
 
 #: dcgm-exporter field -> (unit, help); the PROF fields from NVML GPM, the DEV fields from NVML
 FIELDS = {
-    "DCGM_FI_PROF_SM_OCCUPANCY": (
-        "ratio",
-        "Ratio of warps resident on an SM to the maximum, over all SMs (NVML GPM SM occupancy).",
-    ),
-    "DCGM_FI_PROF_SM_ACTIVE": (
-        "ratio",
-        "Ratio of cycles an SM has at least 1 warp assigned, over all SMs (NVML GPM SM "
-        "utilisation).",
-    ),
-    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": (
-        "ratio",
-        "Ratio of cycles any tensor pipe is active (NVML GPM any-tensor utilisation).",
-    ),
-    "DCGM_FI_PROF_DRAM_ACTIVE": (
-        "ratio",
-        "Ratio of cycles the device memory interface is active sending or receiving data "
-        "(NVML GPM DRAM bandwidth utilisation).",
-    ),
+    "DCGM_FI_PROF_SM_OCCUPANCY": ("ratio", "Ratio of warps resident on an SM to the maximum, "
+                                  "over all SMs (NVML GPM SM occupancy)."),
+    "DCGM_FI_PROF_SM_ACTIVE": ("ratio", "Ratio of cycles an SM has at least 1 warp assigned, "
+                               "over all SMs (NVML GPM SM utilisation)."),
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ("ratio", "Ratio of cycles any tensor pipe is active "
+                                        "(NVML GPM any-tensor utilisation)."),
+    "DCGM_FI_PROF_DRAM_ACTIVE": ("ratio", "Ratio of cycles the device memory interface is "
+                                 "active sending or receiving data (NVML GPM DRAM bandwidth "
+                                 "utilisation)."),
     "DCGM_FI_DEV_GPU_UTIL": ("%", "GPU utilization (in %): time a kernel ran (NVML)."),
     "DCGM_FI_DEV_FB_USED": ("MiB", "Framebuffer memory used (in MiB)."),
     "DCGM_FI_DEV_SM_CLOCK": ("MHz", "SM clock frequency (in MHz)."),
     "DCGM_FI_DEV_POWER_USAGE": ("W", "Power draw (in W)."),
-}
+}  # fmt: skip
 #: the PROF fields and the GPM metric (percent, collect.profiling.gpm.GPM_METRICS) behind each
 PROF_FIELDS = {
     "DCGM_FI_PROF_SM_OCCUPANCY": "sm_occupancy_pct",
@@ -70,18 +61,17 @@ def import_pynvml():
 def ncu_running(proc: str | os.PathLike = "/proc") -> bool:
     """Whether an Nsight Compute command line (``ncu``) runs on this machine (its processes
     as /proc lists them)."""
+
+    def comm(pid: str) -> str:
+        try:
+            return (Path(proc) / pid / "comm").read_text().strip()
+        except OSError:
+            return ""
+
     try:
-        pids = [p for p in os.listdir(proc) if p.isdigit()]
+        return any(comm(p) == "ncu" for p in os.listdir(proc) if p.isdigit())
     except OSError:
         return False
-    for pid in pids:
-        try:
-            comm = (Path(proc) / pid / "comm").read_text().strip()
-        except OSError:
-            continue
-        if comm == "ncu":
-            return True
-    return False
 
 
 def as_text(v) -> str:
@@ -119,9 +109,7 @@ def read_device(nvml, handle) -> dict[str, float]:
     reads = {
         "DCGM_FI_DEV_GPU_UTIL": lambda: float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu),
         "DCGM_FI_DEV_FB_USED": lambda: nvml.nvmlDeviceGetMemoryInfo(handle).used / 2**20,
-        "DCGM_FI_DEV_SM_CLOCK": lambda: float(
-            nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)
-        ),
+        "DCGM_FI_DEV_SM_CLOCK": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
         "DCGM_FI_DEV_POWER_USAGE": lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,  # mW
     }
     out = {}

@@ -8,9 +8,12 @@ import pandas as pd
 
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report.colors import OTHER_COLOR, TEMPLATE, batch_color, category_color
+from yolo_sm.report.rules import evaluate
+from yolo_sm.report.sections import needs
 from yolo_sm.report.style import finish
 from yolo_sm.report.tables import show
 from yolo_sm.topics.monitor import analyse as monitor
+from yolo_sm.topics.monitor.rules import RULES
 
 #: a field's panel title: what it is, in dcgm-exporter's unit
 FIELD_TITLES = {
@@ -23,6 +26,15 @@ FIELD_TITLES = {
     monitor.SM_CLOCK: "SM clock (MHz)",
     monitor.POWER: "power (W)",
 }
+
+
+HOVER_SAMPLE = "%{text}<br>%{x:.1f} s: %{y:.3g}<extra></extra>"
+HOVER_WINDOW = "SM active %{x:.2f}, occupancy %{y:.2f}<extra></extra>"
+
+
+def verdicts(root: DataRoot) -> pd.DataFrame:
+    """Notebook 16's verdict table for ``root``."""
+    return evaluate(RULES, monitor.facts(root), root.name)
 
 
 def _engine_color(engine: str) -> str:
@@ -39,57 +51,37 @@ def plot_series(df: pd.DataFrame, title: str | None = None):
     w = monitor.wide(df)
     w["engine"] = w["engine"].where(w["engine"] != "", monitor.IDLE)
     fields = [f for f in monitor.FIELD_ORDER if f in w]
-    fig = make_subplots(
-        rows=len(fields),
-        cols=1,
-        shared_xaxes=True,
-        vertical_spacing=0.02,
-        subplot_titles=[FIELD_TITLES[f] for f in fields],
-    )
+    titles = [FIELD_TITLES[f] for f in fields]
+    fig = make_subplots(rows=len(fields), cols=1, shared_xaxes=True, vertical_spacing=0.02,
+                        subplot_titles=titles)  # fmt: skip
     engines = list(dict.fromkeys(w.sort_values("t_s")["engine"]))
     for engine in engines:
         g = w[w.engine == engine]
         batch = g["batch"].map(lambda b: "" if pd.isna(b) else f", batch {int(b)}")
         text = engine + batch
         for row, f in enumerate(fields, start=1):
-            fig.add_scatter(
-                x=g["t_s"],
-                y=g[f],
-                mode="markers",
-                marker={"size": 5, "color": _engine_color(engine)},
-                name=engine,
-                legendgroup=engine,
-                showlegend=row == 1,
-                text=text,
-                hovertemplate="%{text}<br>%{x:.1f} s: %{y:.3g}<extra></extra>",
-                row=row,
-                col=1,
-            )
+            fig.add_scatter(x=g["t_s"], y=g[f], mode="markers", name=engine, text=text,
+                            marker={"size": 5, "color": _engine_color(engine)},
+                            legendgroup=engine, showlegend=row == 1, row=row, col=1,
+                            hovertemplate=HOVER_SAMPLE)  # fmt: skip
     fig.update_xaxes(title_text="time since the monitor started (s)", row=len(fields), col=1)
-    fig.update_layout(
-        template=TEMPLATE,
-        height=150 * len(fields) + 120,
-        title=title or "What the dashboard shows while the bench runs",
-        legend={"title": {"text": "engine running"}},
-    )
+    fig.update_layout(template=TEMPLATE, height=150 * len(fields) + 120,
+                      title=title or "What the dashboard shows while the bench runs",
+                      legend={"title": {"text": "engine running"}})  # fmt: skip
     return finish(fig)
 
 
-def series(root: DataRoot, name: str = monitor.MONITOR):
-    """:func:`plot_series` of ``root``'s monitor dataset, or one line where it lacks it."""
-    if not root.has(name):
-        print(root.missing(name))
-        return None
-    return plot_series(root.load(name))
+@needs(monitor.MONITOR)
+def series(root: DataRoot):
+    """:func:`plot_series` of ``root``'s monitor dataset."""
+    return plot_series(root.load(monitor.MONITOR))
 
 
-def engines(root: DataRoot, name: str = monitor.MONITOR):
+@needs(monitor.MONITOR)
+def engines(root: DataRoot):
     """The median of every field per engine and batch (idle: no workload labelled), in the
-    order they ran, or one line where the root lacks the dataset."""
-    if not root.has(name):
-        print(root.missing(name))
-        return None
-    t = monitor.per_engine(root.load(name))
+    order they ran."""
+    t = monitor.per_engine(root.load(monitor.MONITOR))
     return show(t.rename(columns=lambda c: FIELD_TITLES.get(c, c)))
 
 
@@ -100,37 +92,22 @@ def plot_active_vs_occupancy(rel: pd.DataFrame, title: str | None = None):
 
     fig = go.Figure()
     for batch, g in rel.sort_values("batch").groupby("batch", sort=True):
-        fig.add_scatter(
-            x=g["sm_active"],
-            y=g["sm_occupancy"],
-            mode="markers",
-            marker={"size": 6, "color": batch_color(float(batch))},
-            name=f"b{int(batch)}",
-            hovertemplate="SM active %{x:.2f}, occupancy %{y:.2f}<extra></extra>",
-        )
-    fig.add_scatter(
-        x=[0, 1],
-        y=[0, 1],
-        mode="lines",
-        line={"dash": "dot", "color": OTHER_COLOR},
-        name="occupancy = activity",
-    )
-    fig.update_layout(
-        template=TEMPLATE,
-        title=title or "SM occupancy against SM activity, per GPM window",
-        xaxis_title="SM active (ratio of SMs with a warp)",
-        yaxis_title="SM occupancy (ratio of warp slots)",
-        legend={"title": {"text": "batch"}},
-        xaxis={"range": [0, 1.02]},
-        yaxis={"range": [0, 1.02]},
-    )
+        fig.add_scatter(x=g["sm_active"], y=g["sm_occupancy"], mode="markers",
+                        marker={"size": 6, "color": batch_color(float(batch))},
+                        name=f"b{int(batch)}",
+                        hovertemplate=HOVER_WINDOW)  # fmt: skip
+    fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", line={"dash": "dot", "color": OTHER_COLOR},
+                    name="occupancy = activity")  # fmt: skip
+    fig.update_layout(template=TEMPLATE,
+                      title=title or "SM occupancy against SM activity, per GPM window",
+                      xaxis_title="SM active (ratio of SMs with a warp)",
+                      yaxis_title="SM occupancy (ratio of warp slots)",
+                      legend={"title": {"text": "batch"}}, xaxis={"range": [0, 1.02]},
+                      yaxis={"range": [0, 1.02]})  # fmt: skip
     return finish(fig)
 
 
-def active_vs_occupancy(root: DataRoot, name: str = monitor.GPM_BATCH):
-    """:func:`plot_active_vs_occupancy` of ``root``'s GPM timeline, or one line where it lacks
-    it."""
-    if not root.has(name):
-        print(root.missing(name))
-        return None
-    return plot_active_vs_occupancy(monitor.gpm_relation(root.load(name)))
+@needs(monitor.GPM_BATCH)
+def active_vs_occupancy(root: DataRoot):
+    """:func:`plot_active_vs_occupancy` of ``root``'s GPM timeline."""
+    return plot_active_vs_occupancy(monitor.gpm_relation(root.load(monitor.GPM_BATCH)))

@@ -7,13 +7,12 @@ TOPIC = Topic(
     notebooks=("17_two_models",),
     question="How should two models share one GPU?",
     sources=(("rules:RULES", "analyse:facts"),),
-    pair_sources=(),
     headlines={
         "17_two_models": (
             "sharing_streams_total",
             "sharing_small_p99_streams",
             "sharing_streams_beat_processes",
             "sharing_equal_work_streams",
-        ),
+        )
     },
 )

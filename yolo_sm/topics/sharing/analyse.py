@@ -52,19 +52,12 @@ def window_rows(runs, batches, common: bool = True) -> list[dict]:
         s, e = np.asarray(starts, float), np.asarray(ends, float)
         lo, hi = shared if shared else (float(s[0]), float(e[-1]))
         inside = (s >= lo) & (e <= hi)
-        lat = e[inside] - s[inside]
-        n = int(inside.sum())
-        span_s = (hi - lo) / 1e3
-        out.append(
-            {
-                "batches": n,
-                "window_s": span_s,
-                "img_per_s": n * batch / span_s if span_s > 0 and n else math.nan,
-                "p50_ms": float(np.quantile(lat, 0.5)) if n else math.nan,
-                "p99_ms": float(np.quantile(lat, 0.99)) if n else math.nan,
-                "mean_ms": float(lat.mean()) if n else math.nan,
-            }
-        )
+        lat, n, span_s = e[inside] - s[inside], int(inside.sum()), (hi - lo) / 1e3
+        stats = (np.quantile(lat, 0.5), np.quantile(lat, 0.99), lat.mean()) if n else [math.nan] * 3
+        img = n * batch / span_s if span_s > 0 and n else math.nan
+        keys = ("p50_ms", "p99_ms", "mean_ms")
+        out.append({"batches": n, "window_s": span_s, "img_per_s": img,
+                    **{k: float(v) for k, v in zip(keys, stats, strict=True)}})  # fmt: skip
     return out
 
 
@@ -107,19 +100,8 @@ def kernel_classes(kernels: pd.DataFrame, batches: dict, pair: str, mode: str) -
     ``start_us``, ``duration_us``): kernels, summed time, time per graph replay (``batches``:
     engine -> replays in the capture), share of the engine's kernel time, and how much of it
     ran beside a kernel of the other engine (``overlap_us``, ``overlap_share``)."""
-    cols = [
-        "pair",
-        "mode",
-        "engine",
-        "kernel_class",
-        "kernels",
-        "time_us",
-        "batches",
-        "time_us_per_batch",
-        "time_share",
-        "overlap_us",
-        "overlap_share",
-    ]
+    cols = ["pair", "mode", "engine", "kernel_class", "kernels", "time_us", "batches",
+            "time_us_per_batch", "time_share", "overlap_us", "overlap_share"]  # fmt: skip
     if kernels.empty:
         return pd.DataFrame(columns=cols)
     k = kernels.assign(end_us=kernels.start_us + kernels.duration_us)
@@ -176,27 +158,11 @@ def totals(sharing: pd.DataFrame) -> pd.DataFrame:
         best = r[(r.pair == pair) & r["mode"].isin(("alone_a", "alone_b"))]
         best = best[best["mode"] == "alone_" + best["engine"]].img_per_s.max()
         total = g.img_per_s.sum()
-        rows.append(
-            {
-                "pair": pair,
-                "mode": mode,
-                "together_img_per_s": total,
-                "best_alone_img_per_s": best,
-                "sum_over_best_alone": total / best,
-                "work_done": float((1.0 / g.slowdown).sum()),
-            }
-        )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "pair",
-            "mode",
-            "together_img_per_s",
-            "best_alone_img_per_s",
-            "sum_over_best_alone",
-            "work_done",
-        ],
-    )
+        work = float((1.0 / g.slowdown).sum())
+        rows.append((pair, mode, total, best, total / best, work))
+    cols = ["pair", "mode", "together_img_per_s", "best_alone_img_per_s", "sum_over_best_alone",
+            "work_done"]  # fmt: skip
+    return pd.DataFrame(rows, columns=cols)
 
 
 def kernel_slowdown(kernels: pd.DataFrame) -> pd.DataFrame:
@@ -214,14 +180,8 @@ def kernel_slowdown(kernels: pd.DataFrame) -> pd.DataFrame:
     out = out.rename(columns={"time_us_per_batch": "together_us_per_batch"})
     out["alone_us_per_batch"] = out.pop("time_us_per_batch_alone")
     out["slowdown"] = out.together_us_per_batch / out.alone_us_per_batch
-    cols = [
-        *keys,
-        "alone_us_per_batch",
-        "together_us_per_batch",
-        "slowdown",
-        "time_share",
-        "overlap_share",
-    ]
+    cols = [*keys, "alone_us_per_batch", "together_us_per_batch", "slowdown", "time_share",
+            "overlap_share"]  # fmt: skip
     return out[cols].sort_values(["pair", "engine", "time_share"], ascending=[True, True, False])
 
 
@@ -240,78 +200,53 @@ def scope(pair: str, mode: str, engine: str = "") -> str:
     return f"pair={pair}, mode={mode}" + (f", engine={engine}" if engine else "")
 
 
-def sharing_facts(sharing: pd.DataFrame, kernels: pd.DataFrame | None = None) -> list[dict]:
-    """Facts (keys ``sharing.*``) per pair and together-mode: ``sum_over_best_alone``,
-    ``work_done`` (:func:`totals`), per engine ``slowdown`` and ``p99_inflation``
-    (:func:`rates`), ``streams_over_processes`` (summed img/s of the two streams over that of
-    the two processes); from ``kernels``, per engine the share of its streams-run kernel time
-    that overlapped the other engine's kernels (``overlap_share``)."""
-    d = (DATASET,)
-    rows = []
+def sharing_facts(sharing: pd.DataFrame, kernels: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per pair and together-mode: ``sum_over_best_alone`` and ``work_done`` (:func:`totals`),
+    per engine ``p99_inflation`` (:func:`rates`), per pair ``streams_over_processes`` (summed
+    img/s, x); from ``kernels``, per engine the share of its streams-run kernel time that
+    overlapped the other engine's kernels (``overlap_share``)."""
+    d, rows = (DATASET,), []
     tot = totals(sharing)
     for t in tot.itertuples():
         sc = scope(t.pair, t.mode)
-        ratio = t.sum_over_best_alone
-        rows.append(fact("sharing.sum_over_best_alone", ratio, "x", scope=sc, datasets=d))
+        rows.append(fact("sharing.sum_over_best_alone", t.sum_over_best_alone, "x", scope=sc,
+                         datasets=d))  # fmt: skip
         rows.append(fact("sharing.work_done", t.work_done, "x", scope=sc, datasets=d))
-    for pair, g in tot.groupby("pair"):
-        by = g.set_index("mode").together_img_per_s
-        if set(TOGETHER) <= set(by.index):
-            rows.append(
-                fact(
-                    "sharing.streams_over_processes",
-                    by["streams"] / by["processes"],
-                    "x",
-                    scope=f"pair={pair}",
-                    datasets=d,
-                )
-            )
+    by = tot.pivot_table(index="pair", columns="mode", values="together_img_per_s")
+    if set(TOGETHER) <= set(by):
+        for pair, v in (by.streams / by.processes).dropna().items():
+            rows.append(fact("sharing.streams_over_processes", v, "x", scope=f"pair={pair}",
+                             datasets=d))  # fmt: skip
     r = rates(sharing)
     for t in r[r["mode"].isin(TOGETHER)].itertuples():
-        sc = scope(t.pair, t.mode, t.engine)
-        rows.append(fact("sharing.slowdown", t.slowdown, "x", scope=sc, datasets=d))
-        rows.append(fact("sharing.p99_inflation", t.p99_inflation, "x", scope=sc, datasets=d))
+        rows.append(fact("sharing.p99_inflation", t.p99_inflation, "x",
+                         scope=scope(t.pair, t.mode, t.engine), datasets=d))  # fmt: skip
     if kernels is not None and len(kernels):
         k = kernels[kernels["mode"] == "streams"]
         for (pair, eng), g in k.groupby(["pair", "engine"]):
-            total = g.time_us.sum()
-            share = g.overlap_us.sum() / total if total > 0 else math.nan
-            rows.append(
-                fact(
-                    "sharing.overlap_share",
-                    share,
-                    "",
-                    scope=scope(pair, "streams", eng),
-                    datasets=(KERNELS,),
-                )
-            )
-    return rows
+            share = g.overlap_us.sum() / g.time_us.sum() if g.time_us.sum() > 0 else math.nan
+            rows.append(fact("sharing.overlap_share", share, "", scope=scope(pair, "streams", eng),
+                             datasets=(KERNELS,)))  # fmt: skip
+    return facts_table(r for r in rows if not math.isnan(r["value"]))
 
 
-#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
-FACT_KEYS = frozenset(
-    """
-    sharing.overlap_share sharing.p99_inflation sharing.streams_over_processes
-    sharing.sum_over_best_alone sharing.work_done
-    """.split()
-)
-
-
-def facts(root: DataRoot):
+def facts(root: DataRoot) -> pd.DataFrame:
     """The sharing facts of ``root`` (empty when it holds no ``sharing`` table)."""
     if not root.has(DATASET):
         return facts_table([])
     kernels = root.load(KERNELS) if root.has(KERNELS) else None
-    rows = sharing_facts(root.load(DATASET), kernels)
-    return facts_table(r for r in rows if not math.isnan(r["value"]))
+    return sharing_facts(root.load(DATASET), kernels)
+
+
+#: the facts :func:`facts` computes (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    f"sharing.{k}" for k in ("overlap_share", "p99_inflation", "streams_over_processes",
+                             "sum_over_best_alone", "work_done")
+)  # fmt: skip
 
 
 def sweep_alone(
-    sweep: pd.DataFrame,
-    pairs=(
-        ((1.0, 16), (0.25, 1)),
-        ((0.5, 16), (0.5, 16)),
-    ),
+    sweep: pd.DataFrame, pairs=(((1.0, 16), (0.25, 1)), ((0.5, 16), (0.5, 16)))
 ) -> pd.DataFrame:
     """The pairs' engines as a width x batch sweep measured them, each alone (CUDA graph rows
     of fp16 NHWC, 640 px): one row per (pair, engine) with img/s and median latency; the
@@ -320,22 +255,12 @@ def sweep_alone(
     s = s[(s.precision == "fp16") & (s.layout == "nhwc") & (s.imgsz == 640)]
     if "scale" in s:
         s = s[s.scale.fillna("") == ""]
-    rows = []
-    for a, b in pairs:
-        for eng, (w, n) in zip(ENGINES, (a, b), strict=True):
-            hit = s[(s.width == w) & (s.batch == n)]
-            if len(hit):
-                r = hit.iloc[0]
-                rows.append(
-                    {
-                        "pair": pair_label(a, b),
-                        "engine": eng,
-                        "width": w,
-                        "batch": n,
-                        "img_per_s": float(r.img_per_s),
-                        "median_ms": float(r.median_ms),
-                    }
-                )
-    return pd.DataFrame(
-        rows, columns=["pair", "engine", "width", "batch", "img_per_s", "median_ms"]
-    )
+    s = s.drop_duplicates(["width", "batch"]).set_index(["width", "batch"])
+    rows = [
+        (pair_label(a, b), eng, w, n, *s.loc[(w, n), ["img_per_s", "median_ms"]])
+        for a, b in pairs
+        for eng, (w, n) in zip(ENGINES, (a, b), strict=True)
+        if (w, n) in s.index
+    ]
+    cols = ["pair", "engine", "width", "batch", "img_per_s", "median_ms"]
+    return pd.DataFrame(rows, columns=cols)

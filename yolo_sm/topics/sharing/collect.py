@@ -1,19 +1,8 @@
-"""Two models on one GPU at once: each engine alone, both in one process on two CUDA streams,
-and both in two processes started together, with the NVML GPM timeline of the whole run and a
-short PyTorch-profiler capture of each in-process run (which kernel classes run beside which).
-
-Each engine (a CUDA graph of one forward by default, so the host is not the limit) replays on
-its own stream for ``seconds`` of wall time with ``depth`` batches in flight; CUDA events
-around every replay give each batch's start and end on one clock, from which
-:func:`yolo_sm.topics.sharing.analyse.window_rows` takes img/s and latency quantiles over the window
-in which every engine of the run was busy. In the two-process mode each process times its
-own engine on its own clock, after a barrier that starts both together.
-
-MPS and MIG are only detected (:func:`gpu_sharing_settings`): the step never changes the
-GPU's compute mode or MIG mode, so the rows record that neither was used.
-
-On a CPU the same code runs eagerly, engine after engine on one thread (a degenerate mode for
-tests), without GPM or traces.
+"""Two models on one GPU: each engine alone, both in one process on two CUDA streams, and both
+in two processes started together, with the GPM timeline of the whole run and a short
+profiler capture of each in-process run. CUDA events around every replay give each batch's
+start and end (:func:`yolo_sm.topics.sharing.analyse.window_rows`). MPS and MIG are only
+detected, never changed. On a CPU the engines run eagerly one after the other (for tests).
 """
 
 from __future__ import annotations
@@ -159,17 +148,10 @@ def run_sharing(pairs=DEFAULT_PAIRS, device: str = "cuda", **params) -> dict:
             procs.close()
     sharing = pd.DataFrame(rows).assign(**settings)
     gpm = sampler.to_frame() if sampler is not None else _empty_gpm()
-    kernels = (
-        pd.concat(kernel_frames, ignore_index=True)
-        if kernel_frames
-        else kernel_classes(pd.DataFrame(), {}, "", "")
-    )
-    return {
-        "sharing": sharing,
-        "gpm": gpm,
-        "kernels": kernels,
-        "sampler": sampler.info() if sampler is not None else {},
-    }
+    kernels = [*kernel_frames, kernel_classes(pd.DataFrame(), {}, "", "")]
+    kernels = pd.concat(kernels[:-1], ignore_index=True) if kernel_frames else kernels[-1]
+    info = sampler.info() if sampler is not None else {}
+    return {"sharing": sharing, "gpm": gpm, "kernels": kernels, "sampler": info}
 
 
 def _two_processes(procs, parsed, labels, opts, s) -> list[dict]:
@@ -209,12 +191,8 @@ def _in_process(side_pair, pair, opts, s, kernel_frames) -> list[dict]:
             s.mark(mode=mode, phase="idle", config=f"{pair} {mode}")
             time.sleep(opts["gap_s"])
             s.mark(phase="run")
-            runs = run_engines(
-                [built[i] for i in idx],
-                opts["seconds"],
-                opts["depth"],
-                [streams[i] for i in idx] if streams else None,
-            )
+            on = [streams[i] for i in idx] if streams else None
+            runs = run_engines([built[i] for i in idx], opts["seconds"], opts["depth"], on)
             batches = [side_pair[i][1] for i in idx]
             # on a CPU the engines take turns on one thread: each is timed over its own span
             stats_rows = window_rows(runs, batches, common=on_gpu)
@@ -226,15 +204,9 @@ def _in_process(side_pair, pair, opts, s, kernel_frames) -> list[dict]:
                 for mode, idx in plan:
                     s.mark(mode=mode, phase="trace", config=f"{pair} {mode}")
                     names = ["ab"[i] for i in idx]
-                    k, replays = trace_run(
-                        [built[i] for i in idx],
-                        names,
-                        [streams[i] for i in idx],
-                        opts["trace_s"],
-                        opts["depth"],
-                        tmp,
-                        learnt,
-                    )
+                    engines, on = [built[i] for i in idx], [streams[i] for i in idx]
+                    args = (opts["trace_s"], opts["depth"], tmp, learnt)
+                    k, replays = trace_run(engines, names, on, *args)
                     if len(idx) == 1:
                         learnt.update(dict.fromkeys(k.stream.dropna().unique(), names[0]))
                     kernel_frames.append(kernel_classes(k, replays, pair, mode))

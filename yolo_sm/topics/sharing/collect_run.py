@@ -1,6 +1,5 @@
-"""Running engines side by side for the sharing step (yolo_sm.topics.sharing.collect): each on its
-own CUDA stream with a few batches in flight, timed by CUDA events per batch; and the
-two-process mode, one engine per process, started together at a barrier."""
+"""Engines side by side: each on its own CUDA stream with a few batches in flight, timed by
+CUDA events per batch; or one engine per process, started together at a barrier."""
 
 from __future__ import annotations
 
@@ -100,15 +99,8 @@ def _run_cpu(engines, seconds, ranges=None):
 
 
 def engine_config(side, opts: dict) -> EngineConfig:
-    width, batch = side
-    return EngineConfig(
-        backend=opts["backend"],
-        precision=opts["precision"],
-        layout=opts["layout"],
-        batch=batch,
-        imgsz=opts["imgsz"],
-        device=opts["device"],
-    )
+    kw = {k: opts[k] for k in ("backend", "precision", "layout", "imgsz", "device")}
+    return EngineConfig(batch=side[1], **kw)
 
 
 def build_side(model, side, opts: dict):
@@ -160,15 +152,12 @@ class Processes:
         self.barrier = ctx.Barrier(3)
         self.results = ctx.Queue()
         self.timeout = PROCESS_TIMEOUT_S
+        common = (opts, self.barrier, self.results, self.timeout)
         self.procs = [
-            ctx.Process(
-                target=process_worker,
-                args=(slot, [p[k] for p in pairs], opts, self.barrier, self.results, self.timeout),
-                name=f"sharing-{slot}",
-                daemon=True,
-            )
+            ctx.Process(target=process_worker, args=(slot, [p[k] for p in pairs], *common),
+                        name=f"sharing-{slot}", daemon=True)
             for k, slot in enumerate(("a", "b"))
-        ]
+        ]  # fmt: skip
         for p in self.procs:
             p.start()
 

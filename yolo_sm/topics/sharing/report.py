@@ -7,43 +7,39 @@ from yolo_sm.analyse.gpm import wide
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report import tables
 from yolo_sm.report.colors import KERNEL_CLASS_COLORS, TEMPLATE
+from yolo_sm.report.rules import evaluate
 from yolo_sm.report.sections import needs
 from yolo_sm.report.style import finish
 from yolo_sm.topics.batch.plots import GPM_LABELS
 from yolo_sm.topics.sharing import analyse as sharing
+from yolo_sm.topics.sharing.rules import RULES
 
-MODE_TEXT = {
-    "alone_a": "a alone",
-    "alone_b": "b alone",
-    "streams": "two streams",
-    "processes": "two processes",
-}
+MODE_TEXT = {"alone_a": "a alone", "alone_b": "b alone", "streams": "two streams",
+             "processes": "two processes"}  # fmt: skip
 ENGINE_COLORS = {"a": "#1F3A5F", "b": "#E69F00"}
 POWER_COLOR = "#CC79A7"
+
+
+def verdicts(root: DataRoot):
+    """Notebook 17's verdict table for ``root``."""
+    return evaluate(RULES, sharing.facts(root), root.name)
 
 
 def _engine_text(df):
     return df.engine + ": width " + df.width.map("{:g}".format) + ", batch " + df.batch.astype(str)
 
 
-def plot_throughput(table, title: str | None = None):
+def plot_throughput(table):
     """img/s of each engine per mode, stacked (one panel per pair): the together bars' height
     is the pair's summed img/s."""
     import plotly.express as px
 
     d = table.assign(mode_text=table["mode"].map(MODE_TEXT), engine_text=_engine_text(table))
-    fig = px.bar(
-        d,
-        x="mode_text",
-        y="img_per_s",
-        color="engine",
-        facet_col="pair",
-        hover_data=["engine_text", "p50_ms", "p99_ms", "batches"],
-        category_orders={"mode_text": list(MODE_TEXT.values()), "engine": ["a", "b"]},
-        color_discrete_map=ENGINE_COLORS,
-        template=TEMPLATE,
-        title=title or "Images per second of each engine, alone and together",
-    )
+    fig = px.bar(d, x="mode_text", y="img_per_s", color="engine", facet_col="pair",
+                 hover_data=["engine_text", "p50_ms", "p99_ms", "batches"],
+                 category_orders={"mode_text": list(MODE_TEXT.values()), "engine": ["a", "b"]},
+                 color_discrete_map=ENGINE_COLORS, template=TEMPLATE,
+                 title="Images per second of each engine, alone and together")  # fmt: skip
     fig.for_each_annotation(lambda a: a.update(text=f"pair {a.text.split('=')[-1]}"))
     fig.update_xaxes(title_text="how the engines ran")
     fig.update_yaxes(title_text="images per second", col=1)
@@ -51,7 +47,7 @@ def plot_throughput(table, title: str | None = None):
     return finish(fig)
 
 
-def plot_latency(table, title: str | None = None):
+def plot_latency(table):
     """p50 (bar) and p99 (marker) batch latency of each engine per mode, one panel per pair
     (log scale: the batch-16 and batch-1 engines differ by an order of magnitude)."""
     import plotly.graph_objects as go
@@ -62,51 +58,26 @@ def plot_latency(table, title: str | None = None):
     for col, pair in enumerate(pairs, start=1):
         g = table[table.pair == pair]
         for eng in ("a", "b"):
-            e = (
-                g[g.engine == eng]
-                .set_index("mode")
-                .reindex(list(MODE_TEXT))
-                .dropna(subset=["config"])
-            )
+            e = g[g.engine == eng].set_index("mode").reindex(list(MODE_TEXT))
+            e = e.dropna(subset=["config"])
             x = [MODE_TEXT[m] for m in e.index]
-            fig.add_trace(
-                go.Bar(
-                    x=x,
-                    y=e.p50_ms,
-                    name=f"engine {eng} p50",
-                    legendgroup=eng,
-                    marker_color=ENGINE_COLORS[eng],
-                    offsetgroup=eng,
-                    showlegend=col == 1,
-                ),
-                row=1,
-                col=col,
-            )
-            fig.add_trace(
-                go.Scatter(
-                    x=x,
-                    y=e.p99_ms,
-                    mode="markers",
-                    name=f"engine {eng} p99",
-                    legendgroup=eng,
-                    marker={"symbol": "line-ew-open", "size": 18, "color": ENGINE_COLORS[eng]},
-                    showlegend=col == 1,
-                ),
-                row=1,
-                col=col,
-            )
+            c, first = ENGINE_COLORS[eng], col == 1
+            fig.add_trace(go.Bar(x=x, y=e.p50_ms, name=f"engine {eng} p50", legendgroup=eng,
+                                 marker_color=c, offsetgroup=eng, showlegend=first),
+                          row=1, col=col)  # fmt: skip
+            tick = {"symbol": "line-ew-open", "size": 18, "color": c}
+            fig.add_trace(go.Scatter(x=x, y=e.p99_ms, mode="markers", name=f"engine {eng} p99",
+                                     legendgroup=eng, marker=tick, showlegend=first),
+                          row=1, col=col)  # fmt: skip
         fig.update_yaxes(type="log", row=1, col=col)
     fig.update_yaxes(title_text="GPU time per batch (ms)", col=1)
     fig.update_xaxes(title_text="how the engines ran")
-    fig.update_layout(
-        template=TEMPLATE,
-        barmode="group",
-        title=title or "Batch latency per engine: p50 (bars) and p99 (ticks)",
-    )
+    fig.update_layout(template=TEMPLATE, barmode="group",
+                      title="Batch latency per engine: p50 (bars) and p99 (ticks)")  # fmt: skip
     return finish(fig)
 
 
-def plot_timeline(gpm, title: str | None = None):
+def plot_timeline(gpm):
     """SM utilisation, SM occupancy and tensor utilisation (GPM, percent) with the board's power
     draw (watts, right axis) over the whole step; each timed run shaded and labelled."""
     from plotly.subplots import make_subplots
@@ -123,15 +94,9 @@ def plot_timeline(gpm, title: str | None = None):
             x0=x0, x1=x1, fillcolor=shades[i % 2], opacity=0.6, line_width=0, layer="below"
         )
         pair, _, mode = str(cfg).rpartition(" ")
-        fig.add_annotation(
-            x=(x0 + x1) / 2,
-            y=1.0,
-            yref="paper",
-            yanchor="bottom",
-            text=f"{pair}<br>{MODE_TEXT.get(mode, mode)}",
-            showarrow=False,
-            font={"size": 9},
-        )
+        fig.add_annotation(x=(x0 + x1) / 2, y=1.0, yref="paper", yanchor="bottom",
+                           text=f"{pair}<br>{MODE_TEXT.get(mode, mode)}", showarrow=False,
+                           font={"size": 9})  # fmt: skip
     colours = {
         "sm_util_pct": "#1F3A5F",
         "sm_occupancy_pct": "#009E73",
@@ -139,62 +104,34 @@ def plot_timeline(gpm, title: str | None = None):
     }
     for m, c in colours.items():
         if m in w:
-            fig.add_scatter(
-                x=w.t_s,
-                y=w[m],
-                mode="lines",
-                line_shape="vh",
-                name=GPM_LABELS[m],
-                line={"color": c, "width": 1.3},
-                secondary_y=False,
-            )
+            fig.add_scatter(x=w.t_s, y=w[m], mode="lines", line_shape="vh", name=GPM_LABELS[m],
+                            line={"color": c, "width": 1.3}, secondary_y=False)  # fmt: skip
     if "power_w" in w:
-        fig.add_scatter(
-            x=w.t_s,
-            y=w.power_w,
-            mode="lines",
-            name="board power (W)",
-            line={"color": POWER_COLOR, "width": 1.3, "dash": "dot"},
-            secondary_y=True,
-        )
+        dot = {"color": POWER_COLOR, "width": 1.3, "dash": "dot"}
+        fig.add_scatter(x=w.t_s, y=w.power_w, mode="lines", name="board power (W)", line=dot,
+                        secondary_y=True)  # fmt: skip
         fig.update_yaxes(title_text="board power (W)", rangemode="tozero", secondary_y=True)
     fig.update_yaxes(title_text="percent", range=[0, 105], secondary_y=False)
     fig.update_xaxes(title_text="time since sampler start (s)")
-    fig.update_layout(
-        template=TEMPLATE,
-        height=480,
-        margin={"t": 120},
-        title=title or "GPM timeline and board power while the engines run",
-        legend={"orientation": "h", "y": -0.2},
-    )
+    fig.update_layout(template=TEMPLATE, height=480, margin={"t": 120},
+                      title="GPM timeline and board power while the engines run",
+                      legend={"orientation": "h", "y": -0.2})  # fmt: skip
     return finish(fig)
 
 
-def plot_kernel_classes(slow, title: str | None = None):
+def plot_kernel_classes(slow):
     """Kernel time per batch by class, alone and beside the other engine on two streams, one
     panel per (pair, engine)."""
     import pandas as pd
     import plotly.express as px
 
-    long = pd.concat(
-        [
-            slow.assign(run="alone", us=slow.alone_us_per_batch),
-            slow.assign(run="two streams", us=slow.together_us_per_batch),
-        ]
-    )
+    long = pd.concat([slow.assign(run="alone", us=slow.alone_us_per_batch),
+                      slow.assign(run="two streams", us=slow.together_us_per_batch)])  # fmt: skip
     long["panel"] = long.pair + " · engine " + long.engine
-    fig = px.bar(
-        long,
-        x="run",
-        y="us",
-        color="kernel_class",
-        facet_col="panel",
-        facet_col_wrap=2,
-        color_discrete_map=KERNEL_CLASS_COLORS,
-        hover_data=["slowdown", "overlap_share"],
-        template=TEMPLATE,
-        title=title or "Kernel time per batch by class, alone and together",
-    )
+    fig = px.bar(long, x="run", y="us", color="kernel_class", facet_col="panel",
+                 facet_col_wrap=2, color_discrete_map=KERNEL_CLASS_COLORS,
+                 hover_data=["slowdown", "overlap_share"], template=TEMPLATE,
+                 title="Kernel time per batch by class, alone and together")  # fmt: skip
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
     fig.update_yaxes(matches=None, showticklabels=True, title_text="")
     fig.update_yaxes(title_text="kernel time per batch (µs)", col=1)
@@ -226,26 +163,17 @@ def settings(root: DataRoot):
 
 @needs(sharing.DATASET)
 def throughput_figure(root: DataRoot):
-    return plot_throughput(
-        root.load(sharing.DATASET),
-        title=f"Images per second, alone and together ({root.device_name()})",
-    )
+    return plot_throughput(root.load(sharing.DATASET))
 
 
 @needs(sharing.DATASET)
 def latency_figure(root: DataRoot):
-    return plot_latency(
-        root.load(sharing.DATASET),
-        title=f"Batch latency, alone and together ({root.device_name()})",
-    )
+    return plot_latency(root.load(sharing.DATASET))
 
 
 @needs(sharing.GPM)
 def timeline_figure(root: DataRoot):
-    return plot_timeline(
-        root.load(sharing.GPM),
-        title=f"GPM timeline and board power ({root.device_name()})",
-    )
+    return plot_timeline(root.load(sharing.GPM))
 
 
 @needs(sharing.KERNELS)
@@ -257,31 +185,20 @@ def kernel_table(root: DataRoot):
 
 @needs(sharing.KERNELS)
 def kernel_figure(root: DataRoot):
-    return plot_kernel_classes(
-        sharing.kernel_slowdown(root.load(sharing.KERNELS)),
-        title=f"Kernel time per batch by class, alone and together ({root.device_name()})",
-    )
+    return plot_kernel_classes(sharing.kernel_slowdown(root.load(sharing.KERNELS)))
 
 
 SWEEP = "sweep_fp16_nhwc"
 
 
-def plot_sweep_alone(alone, title: str | None = None):
+def plot_sweep_alone(alone):
     """img/s of each pair's engines alone, as the width x batch sweep measured them."""
     import plotly.express as px
 
     d = alone.assign(engine_text=_engine_text(alone))
-    fig = px.bar(
-        d,
-        x="engine_text",
-        y="img_per_s",
-        color="engine",
-        facet_col="pair",
-        hover_data=["median_ms"],
-        color_discrete_map=ENGINE_COLORS,
-        template=TEMPLATE,
-        title=title or "The engines alone in the width x batch sweep",
-    )
+    fig = px.bar(d, x="engine_text", y="img_per_s", color="engine", facet_col="pair",
+                 hover_data=["median_ms"], color_discrete_map=ENGINE_COLORS, template=TEMPLATE,
+                 title="The engines alone in the width x batch sweep")  # fmt: skip
     fig.for_each_annotation(lambda a: a.update(text=f"pair {a.text.split('=')[-1]}"))
     fig.update_xaxes(matches=None, title_text="engine")
     fig.update_yaxes(title_text="images per second", col=1)
@@ -294,6 +211,4 @@ def sweep_alone(root: DataRoot):
     alone = sharing.sweep_alone(root.load(SWEEP))
     if alone.empty:
         return tables.show(alone)
-    return plot_sweep_alone(
-        alone, title=f"The engines alone in the width x batch sweep ({root.device_name()})"
-    )
+    return plot_sweep_alone(alone)

@@ -1,139 +1,66 @@
-"""Findings of the two-models notebook (17), as rules over the facts of
-:func:`yolo_sm.topics.sharing.analyse.facts`."""
+"""The rules of notebook 17 (two models on one GPU), as data. The big-and-small pair: YOLOv8
+width 1.0 at batch 16 (engine a) beside width 0.25 at batch 1 (engine b), CUDA graphs."""
 
-from __future__ import annotations
+from yolo_sm.report.rules import Rule, validate
+from yolo_sm.topics.sharing.analyse import DATASET, FACT_KEYS, KERNELS
 
-import pandas as pd
+_G, _D = "17_two_models", (DATASET,)
+_BIG_SMALL, _EQUAL = "pair=1x16+0.25x1", "pair=0.5x16+0.5x16"
 
-from yolo_sm.analyse.facts import facts_table
-from yolo_sm.contract.datasets import DataRoot
-from yolo_sm.report.rules import Rule, check_unique, evaluate, rule_maker
-from yolo_sm.topics.sharing import analyse as sharing
-from yolo_sm.topics.sharing.analyse import scope
-
-BIG_SMALL = "1x16+0.25x1"
-EQUAL = "0.5x16+0.5x16"
-TABLE = (sharing.DATASET,)
-KERNELS = (sharing.KERNELS,)
-#: a pair's summed img/s over its faster engine alone that counts as "sharing pays"
-TOTAL_GAIN = 1.2
-#: how much a small model's p99 latency may grow beside the big one
-P99_GROWTH = 2.0
-#: work done together (each engine's together img/s over its alone img/s, summed) that beats
-#: running the two one after the other
-WORK_GAIN = 1.1
-#: share of the small model's kernel time that runs beside the big model's kernels
-OVERLAP = 0.5
-#: summed img/s of two streams over two processes that counts as "streams share better"
-STREAMS_OVER_PROCESSES = 1.1
-
-
-_make = rule_maker("sharing", "17_two_models")
-
-
-def _finding(fid, statement, key, op, threshold, unit, datasets, sc, partly=None) -> Rule:
-    return _make(fid, statement, f"sharing.{key}", op, threshold, unit, datasets, partly, sc)
-
-
-#: One rule per headline finding of notebook 17.
-RULES: tuple[Rule, ...] = check_unique(
+RULES: tuple[Rule, ...] = validate(
     (
-        _finding(
-            "streams_total",
-            f"On two streams of one process, width 1.0 batch 16 beside width 0.25 batch 1 "
-            f"deliver at least {TOTAL_GAIN:g}x the img/s of the faster engine alone (the small "
+        Rule(
+            id="sharing_streams_total", group=_G, datasets=_D,
+            statement="On two streams of one process, width 1.0 batch 16 beside width 0.25 "
+            "batch 1 deliver at least 1.2x the img/s of the faster engine alone (the small "
             "model fills SMs the big one leaves idle)",
-            "sum_over_best_alone",
-            ">=",
-            TOTAL_GAIN,
-            "x",
-            TABLE,
-            scope(BIG_SMALL, "streams"),
-            partly=1.0,
+            fact="sharing.sum_over_best_alone", scope=f"{_BIG_SMALL}, mode=streams",
+            op=">=", threshold=1.2, partly=1.0, unit="x",
         ),
-        _finding(
-            "processes_total",
-            f"In two processes (no MPS) the same pair still delivers at least {TOTAL_GAIN:g}x "
-            "the img/s of the faster engine alone",
-            "sum_over_best_alone",
-            ">=",
-            TOTAL_GAIN,
-            "x",
-            TABLE,
-            scope(BIG_SMALL, "processes"),
-            partly=1.0,
+        Rule(
+            id="sharing_processes_total", group=_G, datasets=_D,
+            statement="In two processes the same pair still delivers at least 1.2x the img/s "
+            "of the faster engine alone",
+            fact="sharing.sum_over_best_alone", scope=f"{_BIG_SMALL}, mode=processes",
+            op=">=", threshold=1.2, partly=1.0, unit="x",
         ),
-        _finding(
-            "small_p99_streams",
-            f"The small model's p99 batch latency grows at most {P99_GROWTH:g}x when it shares "
-            "the GPU with the big one on two streams",
-            "p99_inflation",
-            "<=",
-            P99_GROWTH,
-            "x",
-            TABLE,
-            scope(BIG_SMALL, "streams", "b"),
-            partly=2 * P99_GROWTH,
+        Rule(
+            id="sharing_small_p99_streams", group=_G, datasets=_D,
+            statement="The small model's p99 batch latency grows at most 2x when it shares the "
+            "GPU with the big one on two streams",
+            fact="sharing.p99_inflation", scope=f"{_BIG_SMALL}, mode=streams, engine=b",
+            op="<=", threshold=2.0, partly=4.0, unit="x",
         ),
-        _finding(
-            "small_p99_processes",
-            f"The small model's p99 batch latency grows at most {P99_GROWTH:g}x when it shares "
-            "the GPU with the big one from another process",
-            "p99_inflation",
-            "<=",
-            P99_GROWTH,
-            "x",
-            TABLE,
-            scope(BIG_SMALL, "processes", "b"),
-            partly=2 * P99_GROWTH,
+        Rule(
+            id="sharing_small_p99_processes", group=_G, datasets=_D,
+            statement="The small model's p99 batch latency grows at most 2x when it shares the "
+            "GPU with the big one from another process",
+            fact="sharing.p99_inflation", scope=f"{_BIG_SMALL}, mode=processes, engine=b",
+            op="<=", threshold=2.0, partly=4.0, unit="x",
         ),
-        _finding(
-            "equal_work_streams",
-            f"Two width-0.5 batch-16 engines on two streams do at least {WORK_GAIN:g}x the work "
+        Rule(
+            id="sharing_equal_work_streams", group=_G, datasets=_D,
+            statement="Two width-0.5 batch-16 engines on two streams do at least 1.1x the work "
             "of running them one after the other (each engine's together img/s over its alone "
             "img/s, summed)",
-            "work_done",
-            ">=",
-            WORK_GAIN,
-            "x",
-            TABLE,
-            scope(EQUAL, "streams"),
-            partly=1.0,
+            fact="sharing.work_done", scope=f"{_EQUAL}, mode=streams",
+            op=">=", threshold=1.1, partly=1.0, unit="x",
         ),
-        _finding(
-            "small_overlaps_big",
-            f"On two streams at least {OVERLAP:.0%} of the small model's kernel time runs while "
+        Rule(
+            id="sharing_small_overlaps_big", group=_G, datasets=(KERNELS,),
+            statement="On two streams at least 50% of the small model's kernel time runs while "
             "a kernel of the big model runs too (kernels of both share the SMs)",
-            "overlap_share",
-            ">=",
-            OVERLAP,
-            "",
-            KERNELS,
-            scope(BIG_SMALL, "streams", "b"),
+            fact="sharing.overlap_share", scope=f"{_BIG_SMALL}, mode=streams, engine=b",
+            op=">=", threshold=0.5, unit="",
         ),
-        _finding(
-            "streams_beat_processes",
-            f"Two streams of one process deliver at least {STREAMS_OVER_PROCESSES:g}x the summed "
-            "img/s of two processes for the big and small pair (without MPS, processes take "
-            "turns on the GPU)",
-            "streams_over_processes",
-            ">=",
-            STREAMS_OVER_PROCESSES,
-            "x",
-            TABLE,
-            f"pair={BIG_SMALL}",
-            partly=1.0,
+        Rule(
+            id="sharing_streams_beat_processes", group=_G, datasets=_D,
+            statement="Two streams of one process deliver at least 1.1x the summed img/s of "
+            "two processes for the big and small pair",
+            fact="sharing.streams_over_processes", scope=_BIG_SMALL,
+            op=">=", threshold=1.1, partly=1.0, unit="x",
         ),
-    )
-)
-
-
-def verdicts(root: DataRoot) -> pd.DataFrame:
-    """The findings' verdict table for ``root``."""
-    return evaluate(RULES, sharing.facts(root), root.name)
-
-
-def verdicts_of(table: pd.DataFrame, kernels: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The verdicts of a ``sharing`` table (and its kernel classes) held in memory."""
-    rows = [r for r in sharing.sharing_facts(table, kernels) if r["value"] == r["value"]]
-    return evaluate(RULES, facts_table(rows))
+    ),
+    FACT_KEYS,
+    (DATASET, KERNELS),
+)  # fmt: skip

@@ -7,13 +7,11 @@ TOPIC = Topic(
     notebooks=("13_techniques",),
     question="What do fusion, autocast and a preallocated buffer buy?",
     sources=(("rules:RULES", "analyse:facts"),),
-    pair_sources=(),
     headlines={
         "13_techniques": (
             "techniques_fusion_b16",
             "techniques_autocast_near_half",
             "techniques_buffer_gain",
-            "techniques_autocast_keeps_no_fp32",
-        ),
+        )
     },
 )

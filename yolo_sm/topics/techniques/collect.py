@@ -1,22 +1,9 @@
-"""Three techniques that raise GPU use, each measured side by side in one process (one tidy
-table, kind ``techniques``; one row per variant, backend and batch):
-
-* ``fusion``: the ResNet detector with BatchNorm kept (``bn_unfused``), BatchNorm folded into
-  the convolutions (``bn_folded``, what :func:`~yolo_sm.core.models.resnet_backbone` builds)
-  and, on top, bias + residual add + ReLU in each convolution's cuDNN call (``conv_bias_relu``,
-  :mod:`yolo_sm.core.models.fused`): img/s, kernels per forward and the share of kernel time
-  in elementwise kernels (a Kineto pass, :mod:`yolo_sm.analyse.kernels` classes).
-* ``autocast``: the fp32 YOLO model run under ``torch.autocast`` (``autocast``) against the
-  model cast to the 16-bit type (``half_model``), both against eager fp32; rows of technique
-  ``autocast_dtypes`` say per module type which calls autocast left with an fp32 output.
-* ``batch_buffer``: assembling a batch of per-frame device tensors with a new ``torch.stack``
-  per step (``stack_new``) against writing into a buffer allocated once (``prealloc_copy``: one
-  ``copy_`` per frame; ``prealloc_stack_out``: ``torch.stack(out=buf)``), timed alone (scope
-  ``assembly``) and followed by the forward (scope ``step``). A CUDA graph reads a static input:
-  its ``stack_new`` step copies the new batch into it (``graph_input_copy``).
-
-Every timing is :func:`yolo_sm.core.timing.measure`; the 16-bit type is fp16 on a GPU and
-bf16 on a CPU (CPU autocast's type). CUDA graphs need a GPU: on a CPU their rows say so.
+"""Three techniques measured side by side in one process (table kind ``techniques``, one row
+per variant, backend and batch): ``fusion`` (ResNet with BatchNorm kept, folded, and conv +
+bias + residual add + ReLU fused), ``autocast`` (the fp32 YOLO model under ``torch.autocast``
+against the model cast to 16 bits, plus the ``autocast_dtypes`` record) and ``batch_buffer``
+(a new ``torch.stack`` per step against a buffer allocated once, the assembly alone and with
+the forward). The 16-bit type is fp16 on a GPU, bf16 on a CPU; CUDA graphs need a GPU.
 """
 
 from __future__ import annotations
@@ -26,49 +13,21 @@ import torch
 from yolo_sm.contract.errors import UserError
 from yolo_sm.core.engines.base import photo_input, reference_output
 from yolo_sm.core.models import resnet_backbone
-from yolo_sm.core.models.fused import (
-    ConvAddReLU,
-    ConvReLU,
-    count_modules,
-    fold_bn,
-    fuse_conv_relu,
-)
+from yolo_sm.core.models.fused import ConvAddReLU, ConvReLU, count_modules, fold_bn, fuse_conv_relu
 from yolo_sm.topics.techniques.collect_autocast import (
-    AUTOCAST_VARIANTS,
     autocast_rows,
-    dtype_summary,
-    output_dtypes,
 )
-from yolo_sm.topics.techniques.collect_buffer import BUFFER_VARIANTS, assemblers, buffer_rows
+from yolo_sm.topics.techniques.collect_buffer import buffer_rows
 from yolo_sm.topics.techniques.collect_run import (
     BACKENDS,
     config,
     forward_point,
-    kernel_mix,
     low_precision,
     point,
 )
 
 TECHNIQUES = ("fusion", "autocast", "batch_buffer")
 FUSION_VARIANTS = ("bn_unfused", "bn_folded", "conv_bias_relu")
-
-__all__ = [
-    "AUTOCAST_VARIANTS",
-    "BACKENDS",
-    "BUFFER_VARIANTS",
-    "FUSION_VARIANTS",
-    "TECHNIQUES",
-    "assemblers",
-    "autocast_rows",
-    "buffer_rows",
-    "dtype_summary",
-    "fusion_models",
-    "fusion_rows",
-    "kernel_mix",
-    "output_dtypes",
-    "techniques_table",
-]
-
 
 #: the residual branches' scale of the fusion technique's ResNet
 #: (:func:`yolo_sm.core.models.resnet.resnet_backbone`): at 1.0 its fp16 forward lies ~0.4
@@ -101,12 +60,9 @@ def fusion_rows(
     type, NHWC; ``rel_err`` against the unfused model's eager fp32 output on the photos."""
     prec = low_precision(device)
     models = fusion_models(depth)
-    counts = {
-        v: (
-            count_modules(m, torch.nn.BatchNorm2d),
-            count_modules(m, ConvReLU) + count_modules(m, ConvAddReLU),
-        )
-        for v, m in models.items()
+    bn = {v: count_modules(m, torch.nn.BatchNorm2d) for v, m in models.items()}
+    fused = {
+        v: count_modules(m, ConvReLU) + count_modules(m, ConvAddReLU) for v, m in models.items()
     }
     rows = []
     for batch in batches:
@@ -115,35 +71,13 @@ def fusion_rows(
         for backend in backends:
             cfg = config(device, batch, imgsz, prec, backend)
             for variant, model in models.items():
-                row = {
-                    "technique": "fusion",
-                    "model": f"resnet{depth}",
-                    "family": f"resnet{depth}",
-                    "width": 1.0,
-                    "variant": variant,
-                    "backend": backend,
-                    "scope": "forward",
-                    "batch": batch,
-                    "imgsz": imgsz,
-                    "precision": prec.value,
-                    "layout": "nhwc",
-                    "device": device,
-                    "bn_modules": counts[variant][0],
-                    "fused_conv_modules": counts[variant][1],
-                }
-                rows.append(
-                    point(
-                        row,
-                        forward_point,
-                        model,
-                        cfg,
-                        ref,
-                        None,
-                        warmup_ms,
-                        budget_ms,
-                        profile_iters,
-                    )
-                )
+                row = {"technique": "fusion", "model": f"resnet{depth}", "family": f"resnet{depth}",
+                       "width": 1.0, "variant": variant, "backend": backend, "scope": "forward",
+                       "batch": batch, "imgsz": imgsz, "precision": prec.value, "layout": "nhwc",
+                       "device": device, "bn_modules": bn[variant],
+                       "fused_conv_modules": fused[variant]}  # fmt: skip
+                args = (model, cfg, ref, None, warmup_ms, budget_ms, profile_iters)
+                rows.append(point(row, forward_point, *args))
     return rows
 
 
@@ -175,31 +109,15 @@ def techniques_table(
     bad = sorted(set(backends) - set(BACKENDS))
     if bad:
         raise UserError(f"techniques run the backends {', '.join(BACKENDS)}, not {', '.join(bad)}")
-    common = {
-        "backends": tuple(backends),
-        "device": device,
-        "warmup_ms": warmup_ms,
-        "budget_ms": budget_ms,
-    }
+    common = dict(backends=tuple(backends), device=device, warmup_ms=warmup_ms, budget_ms=budget_ms)
     models: dict = {}  # YOLOv8 per width, shared by autocast and the batch buffer
     rows = []
     if "fusion" in techniques:
-        rows += fusion_rows(
-            depth=resnet_depth,
-            imgsz=resnet_imgsz,
-            batches=tuple(resnet_batches),
-            profile_iters=profile_iters,
-            **common,
-        )
+        rows += fusion_rows(depth=resnet_depth, imgsz=resnet_imgsz, batches=tuple(resnet_batches),
+                            profile_iters=profile_iters, **common)  # fmt: skip
     if "autocast" in techniques:
-        rows += autocast_rows(
-            widths=tuple(widths),
-            batches=tuple(autocast_batches),
-            imgsz=imgsz,
-            profile_iters=profile_iters,
-            models=models,
-            **common,
-        )
+        rows += autocast_rows(widths=tuple(widths), batches=tuple(autocast_batches), imgsz=imgsz,
+                              profile_iters=profile_iters, models=models, **common)  # fmt: skip
     if "batch_buffer" in techniques:
         rows += buffer_rows(
             width=buffer_width, batches=tuple(buffer_batches), imgsz=imgsz, models=models, **common

@@ -20,22 +20,14 @@ from yolo_sm.topics.techniques.collect_run import (
 
 AUTOCAST_VARIANTS = ("autocast", "half_model")
 LOW_DTYPES = ("float16", "bfloat16")
+RECORD = ("layer", "module_type", "input_dtype", "output_dtype")
 
 
-def _first_tensor(v):
-    if isinstance(v, torch.Tensor):
-        return v
-    if isinstance(v, dict):
-        v = list(v.values())
-    if isinstance(v, (list, tuple)):
-        for e in v:
-            t = _first_tensor(e)
-            if t is not None:
-                return t
-    return None
+def _dtype_name(v) -> str:
+    """The dtype of the first tensor in ``v`` (nested lists, tuples, dicts), "" without one."""
+    from torch.utils._pytree import tree_leaves
 
-
-def _dtype_name(t) -> str:
+    t = next((x for x in tree_leaves(v) if isinstance(x, torch.Tensor)), None)
     return str(t.dtype).replace("torch.", "") if t is not None else ""
 
 
@@ -47,14 +39,8 @@ def output_dtypes(model, x, device_type: str, dtype) -> list[dict]:
 
     def hook(name):
         def fn(mod, args, out):
-            records.append(
-                {
-                    "layer": name,
-                    "module_type": type(mod).__name__,
-                    "input_dtype": _dtype_name(_first_tensor(args)),
-                    "output_dtype": _dtype_name(_first_tensor(out)),
-                }
-            )
+            kind, dtypes = type(mod).__name__, (_dtype_name(args), _dtype_name(out))
+            records.append(dict(zip(RECORD, (name, kind, *dtypes), strict=True)))
 
         return fn
 
@@ -71,28 +57,22 @@ def output_dtypes(model, x, device_type: str, dtype) -> list[dict]:
 def dtype_summary(records: list[dict]) -> list[dict]:
     """Per module type (sorted): ``calls``, ``fp32_output_calls`` (output float32) and
     ``upcast_calls`` (a 16-bit input and a float32 output: autocast ran the op in fp32)."""
-    out: dict[str, dict] = {}
-    for r in records:
-        t = r["module_type"]
-        s = out.setdefault(
-            t, {"module_type": t, "calls": 0, "fp32_output_calls": 0, "upcast_calls": 0}
-        )
-        s["calls"] += 1
-        if r["output_dtype"] == "float32":
-            s["fp32_output_calls"] += 1
-            s["upcast_calls"] += r["input_dtype"] in LOW_DTYPES
-    return [out[k] for k in sorted(out)]
+    import pandas as pd
+
+    d = pd.DataFrame(records, columns=["module_type", "input_dtype", "output_dtype"])
+    fp32 = d.output_dtype == "float32"
+    d = d.assign(calls=1, fp32_output_calls=fp32.astype(int),
+                 upcast_calls=(fp32 & d.input_dtype.isin(LOW_DTYPES)).astype(int))  # fmt: skip
+    g = d.groupby("module_type")[["calls", "fp32_output_calls", "upcast_calls"]].sum()
+    return [{"module_type": t, **{k: int(v) for k, v in r.items()}} for t, r in g.iterrows()]
 
 
 def yolo(width, models: dict | None = None):
     """YOLOv8 at ``width``, built once per ``models`` cache."""
-    key = float(width)
-    if models is not None and key in models:
-        return models[key]
-    m = build_yolo("yolov8", key)
-    if models is not None:
-        models[key] = m
-    return m
+    models = {} if models is None else models
+    if float(width) not in models:
+        models[float(width)] = build_yolo("yolov8", float(width))
+    return models[float(width)]
 
 
 def autocast_rows(
@@ -115,59 +95,25 @@ def autocast_rows(
     rows = []
     for width in widths:
         model = yolo(width, models)
-        head = {
-            "model": f"yolov8:{float(width):g}",
-            "family": "yolov8",
-            "width": float(width),
-            "imgsz": imgsz,
-            "precision": prec.value,
-            "layout": "nhwc",
-            "device": device,
-        }
+        head = {"model": f"yolov8:{float(width):g}", "family": "yolov8", "width": float(width),
+                "imgsz": imgsz, "precision": prec.value, "layout": "nhwc",
+                "device": device}  # fmt: skip
         cfg32 = config(device, 2, imgsz, "fp32")
         m32 = prepare_module(model, cfg32)
         records = output_dtypes(m32, photo_input(cfg32), device_type, TORCH_DTYPES[prec])
         del m32
-        for s in dtype_summary(records):
-            rows.append(
-                {
-                    **head,
-                    "technique": "autocast_dtypes",
-                    "variant": "autocast",
-                    "backend": "eager",
-                    "scope": "dtypes",
-                    "batch": 2,
-                    "status": "ok",
-                    "message": "",
-                    **s,
-                }
-            )
+        rows += [{**head, "technique": "autocast_dtypes", "variant": "autocast", "backend": "eager",
+                  "scope": "dtypes", "batch": 2, "status": "ok", "message": "", **s}
+                 for s in dtype_summary(records)]  # fmt: skip
         for batch in batches:
             cfg32 = config(device, batch, imgsz, "fp32")
             ref = reference_output(model, cfg32, photo_input(cfg32))
             for backend in backends:
                 cfg = config(device, batch, imgsz, prec, backend)
                 for variant in AUTOCAST_VARIANTS:
-                    row = {
-                        **head,
-                        "technique": "autocast",
-                        "variant": variant,
-                        "backend": backend,
-                        "scope": "forward",
-                        "batch": batch,
-                    }
+                    row = {**head, "technique": "autocast", "variant": variant, "backend": backend,
+                           "scope": "forward", "batch": batch}  # fmt: skip
                     auto = prec if variant == "autocast" else None
-                    rows.append(
-                        point(
-                            row,
-                            forward_point,
-                            model,
-                            cfg,
-                            ref,
-                            auto,
-                            warmup_ms,
-                            budget_ms,
-                            profile_iters,
-                        )
-                    )
+                    args = (model, cfg, ref, auto, warmup_ms, budget_ms, profile_iters)
+                    rows.append(point(row, forward_point, *args))
     return rows

@@ -54,11 +54,7 @@ def assemblers(
         torch.stack(frames, out=buf)
         return view
 
-    return {
-        "stack_new": stack_new,
-        "prealloc_copy": prealloc_copy,
-        "prealloc_stack_out": prealloc_stack_out,
-    }
+    return dict(zip(BUFFER_VARIANTS, (stack_new, prealloc_copy, prealloc_stack_out), strict=True))
 
 
 def buffer_engine(model, cfg):
@@ -113,28 +109,14 @@ def buffer_rows(
     model = yolo(width, models)
     rows = []
     for batch in batches:
-        head = {
-            "technique": "batch_buffer",
-            "model": f"yolov8:{float(width):g}",
-            "family": "yolov8",
-            "width": float(width),
-            "batch": batch,
-            "imgsz": imgsz,
-            "precision": prec.value,
-            "layout": "nhwc",
-            "device": device,
-        }
+        head = {"technique": "batch_buffer", "model": f"yolov8:{float(width):g}",
+                "family": "yolov8", "width": float(width), "batch": batch, "imgsz": imgsz,
+                "precision": prec.value, "layout": "nhwc", "device": device}  # fmt: skip
         frames = frames_on(device, batch, imgsz, TORCH_DTYPES[prec])
         buf = torch.empty(batch, imgsz, imgsz, 3, dtype=TORCH_DTYPES[prec], device=device)
         for variant, fn in assemblers(frames, buf).items():
-            row = {
-                **head,
-                "variant": variant,
-                "backend": "none",
-                "scope": "assembly",
-                "static_buffer": variant != "stack_new",
-                "graph_input_copy": False,
-            }
+            row = {**head, "variant": variant, "backend": "none", "scope": "assembly",
+                   "static_buffer": variant != "stack_new", "graph_input_copy": False}  # fmt: skip
             rows.append(point(row, _assembly, fn, batch, device, warmup_ms, budget_ms, variant))
         for backend in backends:
             cfg = config(device, batch, imgsz, prec, backend)
@@ -143,14 +125,9 @@ def buffer_rows(
             except Exception as e:  # noqa: BLE001 - the build's failure is each variant's row
                 built = e
             for variant in BUFFER_VARIANTS:
-                row = {
-                    **head,
-                    "variant": variant,
-                    "backend": backend,
-                    "scope": "step",
-                    "static_buffer": variant != "stack_new",
-                    "graph_input_copy": backend == "cudagraph" and variant == "stack_new",
-                }
+                row = {**head, "variant": variant, "backend": backend, "scope": "step"}
+                row["static_buffer"] = variant != "stack_new"
+                row["graph_input_copy"] = backend == "cudagraph" and variant == "stack_new"
                 rows.append(point(row, _step, built, cfg, frames, variant, warmup_ms, budget_ms))
             if not isinstance(built, BaseException):
                 built[1]()

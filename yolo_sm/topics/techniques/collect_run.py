@@ -38,15 +38,8 @@ def on_gpu(device: str) -> bool:
 def config(device, batch, imgsz, precision, backend="eager") -> EngineConfig:
     """The NHWC engine config of a technique's point (no build-time check: rows check
     themselves against eager fp32)."""
-    return EngineConfig(
-        backend=backend,
-        precision=precision,
-        layout="nhwc",
-        batch=batch,
-        imgsz=imgsz,
-        device=device,
-        check=False,
-    )
+    return EngineConfig(backend=backend, precision=precision, layout="nhwc", batch=batch,
+                        imgsz=imgsz, device=device, check=False)  # fmt: skip
 
 
 def sync(device) -> None:
@@ -113,28 +106,15 @@ def kernel_mix(fn: Callable, device: str, iters: int = 2) -> dict:
     if not on_gpu(device):
         return kernel_mix_of(None, iters)
     with tempfile.TemporaryDirectory() as tmp:
-        path = kineto.capture(
-            fn,
-            Path(tmp) / "mix.json.gz",
-            iters=iters,
-            warmup=1,
-            device=device,
-            provenance={"device": device},
-        )
+        path = kineto.capture(fn, Path(tmp) / "mix.json.gz", iters=iters, warmup=1, device=device,
+                              provenance={"device": device})  # fmt: skip
         return kernel_mix_of(kineto.load_kernels(path), iters)
 
 
 def timed(fn, batch, device, warmup_ms, budget_ms, label="") -> dict:
     """:func:`yolo_sm.core.timing.measure` of ``fn``, as a row's summary columns."""
-    return measure(
-        fn,
-        batch=batch,
-        device=device,
-        warmup_ms=warmup_ms,
-        budget_ms=budget_ms,
-        label=label,
-        with_provenance=False,
-    ).summary()
+    return measure(fn, batch=batch, device=device, warmup_ms=warmup_ms, budget_ms=budget_ms,
+                   label=label, with_provenance=False).summary()  # fmt: skip
 
 
 def point(row: dict, work: Callable, *args) -> dict:

@@ -1,166 +1,84 @@
-"""Findings of the techniques notebook (13), as rules over the facts of
-:func:`yolo_sm.topics.techniques.analyse.facts`."""
+"""The rules of notebook 13 (what fusion, autocast and a preallocated buffer buy), as data."""
 
-from __future__ import annotations
+from yolo_sm.report.rules import Rule, validate
+from yolo_sm.topics.techniques.analyse import DATASET, FACT_KEYS
 
-import pandas as pd
+_G, _D = "13_techniques", (DATASET,)
 
-from yolo_sm.contract.datasets import DataRoot
-from yolo_sm.report.rules import Rule, check_unique, evaluate, rule_maker
-from yolo_sm.topics.techniques import analyse as techniques
-from yolo_sm.topics.techniques.analyse import scope
-
-GROUP = "13_techniques"
-DATASETS = (techniques.DATASET,)
-
-
-_make = rule_maker("techniques", GROUP)
-
-
-def _finding(fid, statement, key, op, threshold, unit, sc="", partly=None) -> Rule:
-    return _make(fid, statement, f"techniques.{key}", op, threshold, unit, DATASETS, partly, sc)
-
-
-#: One rule per finding of notebook 13.
-RULES: tuple[Rule, ...] = check_unique(
+RULES: tuple[Rule, ...] = validate(
     (
-        _finding(
-            "fusion_b16",
-            "Fusing conv + BN + ReLU (BN folded, bias, residual add and ReLU in the "
+        Rule(
+            id="techniques_fusion_b16", group=_G, datasets=_D,
+            statement="Fusing conv + BN + ReLU (BN folded, bias, residual add and ReLU in the "
             "convolution's cuDNN call) speeds ResNet-101 at least 1.2x at batch 16 (eager)",
-            "fusion_speedup",
-            ">=",
-            1.2,
-            "x",
-            scope("eager", 16),
-            partly=1.05,
+            fact="techniques.fusion_speedup", scope="backend=eager,batch=16",
+            op=">=", threshold=1.2, partly=1.05, unit="x",
         ),
-        _finding(
-            "fusion_b16_graph",
-            "Fusing conv + BN + ReLU speeds ResNet-101 at least 1.2x at batch 16 inside one "
-            "CUDA graph",
-            "fusion_speedup",
-            ">=",
-            1.2,
-            "x",
-            scope("cudagraph", 16),
-            partly=1.05,
+        Rule(
+            id="techniques_fusion_b16_graph", group=_G, datasets=_D,
+            statement="Fusing conv + BN + ReLU speeds ResNet-101 at least 1.2x at batch 16 "
+            "inside one CUDA graph",
+            fact="techniques.fusion_speedup", scope="backend=cudagraph,batch=16",
+            op=">=", threshold=1.2, partly=1.05, unit="x",
         ),
-        _finding(
-            "fusion_b64",
-            "Fusing conv + BN + ReLU speeds ResNet-101 at least 1.2x at batch 64 (eager)",
-            "fusion_speedup",
-            ">=",
-            1.2,
-            "x",
-            scope("eager", 64),
-            partly=1.05,
+        Rule(
+            id="techniques_fusion_b64", group=_G, datasets=_D,
+            statement="Fusing conv + BN + ReLU speeds ResNet-101 at least 1.2x at batch 64 "
+            "(eager)",
+            fact="techniques.fusion_speedup", scope="backend=eager,batch=64",
+            op=">=", threshold=1.2, partly=1.05, unit="x",
         ),
-        _finding(
-            "bn_fold_alone_small",
-            "Folding BN into the convolutions alone (no bias, add or ReLU fused) gains under "
-            "1.1x at batch 16 (eager)",
-            "bn_fold_speedup",
-            "<",
-            1.1,
-            "x",
-            scope("eager", 16),
+        Rule(
+            id="techniques_bn_fold_alone_small", group=_G, datasets=_D,
+            statement="Folding BN into the convolutions alone (no bias, add or ReLU fused) "
+            "gains under 1.1x on ResNet-101 at batch 16 (eager)",
+            fact="techniques.bn_fold_speedup", scope="backend=eager,batch=16",
+            op="<", threshold=1.1, unit="x",
         ),
-        _finding(
-            "fusion_elementwise_drop",
-            "Fusion cuts the elementwise share of ResNet-101's kernel time by at least 30 "
-            "percentage points at batch 16",
-            "fusion_elementwise_drop_pct",
-            ">=",
-            30.0,
-            "%",
-            scope("eager", 16),
-            partly=10.0,
+        Rule(
+            id="techniques_fusion_elementwise_drop", group=_G, datasets=_D,
+            statement="Fusion cuts the elementwise share of ResNet-101's kernel time by at "
+            "least 30 percentage points at batch 16 (eager)",
+            fact="techniques.fusion_elementwise_drop_pct", scope="backend=eager,batch=16",
+            op=">=", threshold=30.0, partly=10.0, unit="pp",
         ),
-        _finding(
-            "fusion_kernels_halved",
-            "Fusion at least halves ResNet-101's kernels per forward at batch 16",
-            "fusion_kernels_ratio",
-            "<=",
-            0.5,
-            "x",
-            scope("eager", 16),
+        Rule(
+            id="techniques_autocast_near_half", group=_G, datasets=_D,
+            statement="At batch 16 (eager), autocast on the fp32 YOLOv8 model runs within 10 % "
+            "of the model cast to half (img/s ratio, median over the widths measured)",
+            fact="techniques.autocast_over_half_median", scope="backend=eager,batch=16",
+            op=">=", threshold=0.9, partly=0.75, unit="x",
         ),
-        _finding(
-            "autocast_near_half",
-            "autocast on the fp32 model runs within 10 % of the model cast to half (img/s "
-            "ratio, median over widths and batches, eager)",
-            "autocast_over_half_median",
-            ">=",
-            0.9,
-            "x",
-            scope("eager"),
-            partly=0.75,
+        Rule(
+            id="techniques_autocast_near_half_graph", group=_G, datasets=_D,
+            statement="At batch 16 inside one CUDA graph, autocast runs within 10 % of the half "
+            "model (median over the widths measured)",
+            fact="techniques.autocast_over_half_median", scope="backend=cudagraph,batch=16",
+            op=">=", threshold=0.9, partly=0.75, unit="x",
         ),
-        _finding(
-            "autocast_near_half_graph",
-            "Inside one CUDA graph, autocast runs within 10 % of the half model (median)",
-            "autocast_over_half_median",
-            ">=",
-            0.9,
-            "x",
-            scope("cudagraph"),
-            partly=0.75,
+        Rule(
+            id="techniques_buffer_gain", group=_G, datasets=_D,
+            statement="At batch 16 (eager, YOLOv8 width 0.5), stacking the frames into a "
+            "preallocated buffer (torch.stack with out=) gains at least 15 % over a new "
+            "torch.stack per step, assembly + forward",
+            fact="techniques.buffer_step_gain_pct", scope="backend=eager,batch=16",
+            op=">=", threshold=15.0, partly=5.0, unit="%",
         ),
-        _finding(
-            "autocast_error_no_worse",
-            "autocast's error against fp32 is at most 1.1x the half model's (median ratio)",
-            "autocast_error_over_half_median",
-            "<=",
-            1.1,
-            "x",
+        Rule(
+            id="techniques_buffer_gain_graph", group=_G, datasets=_D,
+            statement="At batch 16 with one CUDA graph, stacking the frames into the graph's "
+            "input gains at least 15 % over stacking them anew and copying them in",
+            fact="techniques.buffer_step_gain_pct", scope="backend=cudagraph,batch=16",
+            op=">=", threshold=15.0, partly=5.0, unit="%",
         ),
-        _finding(
-            "autocast_keeps_no_fp32",
-            "autocast leaves no YOLOv8 module type with an fp32 output (most types of any width)",
-            "autocast_fp32_module_types",
-            "<=",
-            0.0,
-            "types",
+        Rule(
+            id="techniques_buffer_assembly_gain", group=_G, datasets=_D,
+            statement="At batch 16, stacking into a preallocated buffer is at least 15 % faster "
+            "than a new torch.stack, the assembly alone",
+            fact="techniques.buffer_assembly_gain_pct", scope="backend=none,batch=16",
+            op=">=", threshold=15.0, partly=5.0, unit="%",
         ),
-        _finding(
-            "buffer_gain",
-            "A preallocated batch buffer gains at least 15 % over a new torch.stack per step "
-            "(assembly + forward, eager, the faster way to fill it, median over batches; the "
-            "article's claim)",
-            "buffer_step_gain_pct",
-            ">=",
-            15.0,
-            "%",
-            scope("eager"),
-            partly=5.0,
-        ),
-        _finding(
-            "buffer_gain_graph",
-            "With one CUDA graph, writing the batch into the graph's input gains at least 15 % "
-            "over stacking it and copying it in (median over batches)",
-            "buffer_step_gain_pct",
-            ">=",
-            15.0,
-            "%",
-            scope("cudagraph"),
-            partly=5.0,
-        ),
-        _finding(
-            "buffer_assembly_gain",
-            "Assembling into a preallocated buffer is at least 15 % faster than a new "
-            "torch.stack, the assembly alone (median over batches)",
-            "buffer_assembly_gain_pct",
-            ">=",
-            15.0,
-            "%",
-            scope("none"),
-            partly=5.0,
-        ),
-    )
-)
-
-
-def verdicts(root: DataRoot) -> pd.DataFrame:
-    """The findings' verdict table for ``root``."""
-    return evaluate(RULES, techniques.facts(root), root.name)
+    ),
+    FACT_KEYS,
+    _D,
+)  # fmt: skip

@@ -1,13 +1,7 @@
-"""Wide against deep at equal FLOPs: pairs of YOLO models of (nearly) the same FLOPs per image,
-one wider at a small depth, one narrower at a larger depth, each timed as sweep points
-(:func:`yolo_sm.core.sweep.run_point`) in one process, with a short Kineto pass per point
-for the time-weighted occupancy (:func:`yolo_sm.core.profiling.kineto.occupancy_summary`).
-
-The pairs are explicit (width, depth) models, as a plan states them; their FLOPs are counted
-before anything is timed and a pair further apart than ``tolerance`` is refused.
-:func:`yolo_sm.core.models.matching.matched_pairs` finds such pairs (the search builds many
-models: run it once, on any machine, and write its widths into the plan).
-"""
+"""Wide against deep at equal FLOPs: pairs of YOLO models (one wider at a small depth, one
+narrower at a larger depth; :func:`yolo_sm.core.models.matching.matched_pairs` finds them)
+timed as sweep points in one process, each with a short Kineto pass for the time-weighted
+occupancy. A pair whose FLOPs differ by more than ``tolerance`` is refused before timing."""
 
 from __future__ import annotations
 
@@ -157,10 +151,7 @@ def check_pairs(spec: WideDeepSpec, flops=yolo_flops) -> list[dict]:
 
 
 def run_wide_vs_deep(
-    spec: WideDeepSpec,
-    out: str | os.PathLike,
-    progress: bool = True,
-    deadline: float | None = None,
+    spec: WideDeepSpec, out: str | os.PathLike, progress: bool = True, deadline: float | None = None
 ):
     """Time every (pair, role, backend, batch) point of ``spec`` in this process into the
     table ``out`` (sweep columns plus ``pair``, ``role``, ``match_rel_diff`` and, with
@@ -194,23 +185,14 @@ def run_wide_vs_deep(
         row = run_point(state["model"], p, sweep, state["flops"], extra=extra)
         return [{**row, **tag}]
 
-    df = run_grid(
-        spec.units(),
-        measure,
-        key=lambda u: (u[0], u[1], u[2].backend, u[2].batch),
-        row_key=lambda r: tuple(r[c] for c in KEY),
-        group=lambda u: (u[0], u[1]),
-        open_group=open_model,
-        out=Path(out),
-        columns=KEY,
-        kind="wide_vs_deep",
-        metadata={"spec": asdict(spec), "argv": sys.argv},
-        deadline=deadline,
-        describe=lambda u: (
-            f"pair {u[0]} {u[1]} w{u[2].width:g} d{u[2].depth:g} {u[2].backend} b{u[2].batch}"
-        ),
-        progress=progress,
-        device=spec.device,
-    )
+    def describe(u):
+        return f"pair {u[0]} {u[1]} w{u[2].width:g} d{u[2].depth:g} {u[2].backend} b{u[2].batch}"
+
+    meta = {"spec": asdict(spec), "argv": sys.argv}  # the grid runner scrubs its paths
+    df = run_grid(spec.units(), measure, key=lambda u: (u[0], u[1], u[2].backend, u[2].batch),
+                  row_key=lambda r: tuple(r[c] for c in KEY), group=lambda u: (u[0], u[1]),
+                  open_group=open_model, out=Path(out), columns=KEY, kind="wide_vs_deep",
+                  metadata=meta, deadline=deadline, describe=describe, progress=progress,
+                  device=spec.device)  # fmt: skip
     free_memory()
     return df

@@ -1,13 +1,7 @@
-"""One engine per resolution, or one engine for every resolution: YOLO models timed at several
-letterboxed frame sizes (640x640, 1280x736 from 1280x720, 1920x1088 from 1920x1080) with
-
-* ``fixed`` engines: one per resolution, built for its shape (a CUDA graph by default);
-* ``dynamic`` engines: one per model serving every resolution, the eager module (``eager``) or
-  ``torch.compile(dynamic=True)`` (``compile``), built once and called at each size.
-
-At each resolution the fixed engine and the dynamic one(s) run side by side in one process. A
-row per (width, resolution, engine): img/s, megapixels/s of model input, launches per forward.
-"""
+"""One engine per resolution (``fixed``, built for its letterboxed shape; a CUDA graph by
+default) or one for every resolution (``dynamic``: the eager module or
+``torch.compile(dynamic=True)``), timed side by side in one process: a row per (width, frame,
+engine) with img/s, megapixels/s of model input and launches per forward."""
 
 from __future__ import annotations
 
@@ -27,7 +21,7 @@ from yolo_sm.core.grid import free_memory
 from yolo_sm.core.models import build_yolo
 from yolo_sm.core.sweep import SweepSpec, check_environment, failure, host_columns
 from yolo_sm.core.timing import measure_engine
-from yolo_sm.topics.shapes.analyse import engine_hw, parse_frame
+from yolo_sm.topics.resolutions.analyse import engine_hw, parse_frame
 
 DYNAMIC = ("eager", "compile")
 
@@ -93,15 +87,8 @@ class ResolutionSpec:
 
 
 def _config(spec: ResolutionSpec, backend: str, hw: tuple[int, int]) -> EngineConfig:
-    return EngineConfig(
-        backend=backend,
-        precision=spec.precision,
-        layout=spec.layout,
-        batch=spec.batch,
-        imgsz_hw=hw,
-        device=spec.device,
-        check=spec.check,
-    )
+    kw = {k: getattr(spec, k) for k in ("precision", "layout", "batch", "device", "check")}
+    return EngineConfig(backend=backend, imgsz_hw=hw, **kw)
 
 
 class DynamicEngine:
@@ -150,24 +137,11 @@ class DynamicEngine:
 
 def _row(spec, width, frame, hw, engine_kind, backend) -> dict:
     fw, fh = (int(v) for v in frame.split("x"))
-    return {
-        "family": spec.family,
-        "width": float(width),
-        "depth": float(spec.depth),
-        "batch": int(spec.batch),
-        "precision": spec.precision,
-        "layout": spec.layout,
-        "device": spec.device,
-        "frame_size": frame,
-        "frame_w": fw,
-        "frame_h": fh,
-        "imgsz_h": int(hw[0]),
-        "imgsz_w": int(hw[1]),
-        "engine": engine_kind,
-        "backend": backend,
-        "status": "ok",
-        "message": "",
-    }
+    return {"family": spec.family, "width": float(width), "depth": float(spec.depth),
+            "batch": int(spec.batch), "precision": spec.precision, "layout": spec.layout,
+            "device": spec.device, "frame_size": frame, "frame_w": fw, "frame_h": fh,
+            "imgsz_h": int(hw[0]), "imgsz_w": int(hw[1]), "engine": engine_kind,
+            "backend": backend, "status": "ok", "message": ""}  # fmt: skip
 
 
 def _timed(row: dict, make_engine, spec: ResolutionSpec) -> dict:
@@ -199,8 +173,8 @@ def _timed(row: dict, make_engine, spec: ResolutionSpec) -> dict:
 def run_resolutions(spec: ResolutionSpec, out: str | os.PathLike | None, progress: bool = True):
     """Time every (width, frame, engine) of ``spec``: per width, the model is built once, its
     dynamic engines once; at each frame the fixed engine is built for the letterboxed size
-    (:func:`yolo_sm.topics.shapes.analyse.engine_hw`) and timed, then each dynamic engine at that
-    size. Writes the table to ``out`` (when given) and returns it."""
+    (:func:`yolo_sm.topics.resolutions.analyse.engine_hw`) and timed, then each dynamic
+    engine at that size. Writes the table to ``out`` (when given) and returns it."""
     import pandas as pd
 
     spec = spec.validated()
@@ -222,13 +196,8 @@ def run_resolutions(spec: ResolutionSpec, out: str | os.PathLike | None, progres
             if progress:
                 print(f"resolutions: w{w:g} {frame} -> {hw[1]}x{hw[0]}", file=sys.stderr)
             row = _row(spec, w, frame, hw, "fixed", spec.fixed_backend)
-            rows.append(
-                _timed(
-                    row,
-                    lambda hw=hw, m=model: build_engine(m, _config(spec, spec.fixed_backend, hw)),
-                    spec,
-                )
-            )
+            fixed = _config(spec, spec.fixed_backend, hw)
+            rows.append(_timed(row, lambda m=model, c=fixed: build_engine(m, c), spec))
             for kind, d in dyn.items():
                 row = _row(spec, w, frame, hw, "dynamic", kind)
                 if isinstance(d, Exception):
@@ -242,11 +211,8 @@ def run_resolutions(spec: ResolutionSpec, out: str | os.PathLike | None, progres
         if c in df:
             df[c] = pd.to_numeric(df[c], errors="coerce")
     if out is not None:
-        write_atomic(
-            df,
-            Path(out),
-            {"spec": asdict(spec), "argv": user_argv(sys.argv), "seconds": time.monotonic() - t0},
-        )
+        meta = {"spec": asdict(spec), "argv": user_argv(sys.argv), "seconds": time.monotonic() - t0}
+        write_atomic(df, Path(out), meta)
     return df
 
 

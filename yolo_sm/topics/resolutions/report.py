@@ -1,0 +1,80 @@
+"""Figures and tables of notebook 15 (one engine per resolution or one dynamic engine)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from yolo_sm.contract.datasets import DataRoot
+from yolo_sm.report.colors import TEMPLATE
+from yolo_sm.report.rules import evaluate
+from yolo_sm.report.sections import needs
+from yolo_sm.report.style import finish
+from yolo_sm.report.tables import show
+from yolo_sm.topics.resolutions import analyse
+from yolo_sm.topics.resolutions.rules import RULES
+
+#: the engine sizes of notebook 15 and the frames its selector figure serves
+ENGINES = ("640x640", "1280x736", "1920x1088")
+FRAMES = ("640x480", "640x640", "1280x720", "1280x1024", "1920x1080", "2560x1440", "3840x2160")
+
+
+def verdicts(root: DataRoot) -> pd.DataFrame:
+    """Notebook 15's verdict table for ``root``."""
+    return evaluate(RULES, analyse.facts(root), root.name)
+
+
+def selection(frames=FRAMES, engines=ENGINES):
+    """Which engine :func:`~yolo_sm.topics.resolutions.analyse.pick_engine` serves each frame
+    with, as a table."""
+    return show(analyse.selection_table(frames, engines), index=False)
+
+
+def plot_selection(frames=FRAMES, engines=ENGINES):
+    """Per frame size, the share (%) of the chosen engine's input the frame fills."""
+    import plotly.express as px
+
+    d = analyse.selection_table(frames, engines).rename(columns={"engine": "engine input"})
+    fig = px.bar(d, x="frame", y="fill_pct", color="engine input", hover_data=["scale"],
+                 template=TEMPLATE,
+                 title="The engine each frame size is served by, and how much of its input "
+                 "the frame fills")  # fmt: skip
+    fig.update_xaxes(title_text="frame size (width x height)")
+    fig.update_yaxes(title_text="share of the engine input filled (%)", range=[0, 105])
+    return finish(fig)
+
+
+def plot_resolutions(df: pd.DataFrame, y: str = "mpix_per_s"):
+    """``y`` against the engine input's megapixels, one line per (width, engine)."""
+    import plotly.express as px
+
+    d = df[df.status == "ok"].copy()
+    d["input_mpix"] = d.imgsz_h * d.imgsz_w / 1e6
+    d["engine kind"] = [
+        f"w{w:g} {e} ({b}, batch {n})"
+        for w, e, b, n in zip(d.width, d.engine, d.backend, d.batch, strict=True)
+    ]
+    what = {"mpix_per_s": "megapixels of input per second", "img_per_s": "images per second"}[y]
+    fig = px.line(d.sort_values("input_mpix"), x="input_mpix", y=y, color="engine kind",
+                  markers=True, hover_data=[c for c in ("frame_size", "median_ms") if c in d],
+                  template=TEMPLATE,
+                  title=f"{what} against input size")  # fmt: skip
+    fig.update_xaxes(title_text="engine input (megapixels)")
+    fig.update_yaxes(title_text=what)
+    return finish(fig)
+
+
+@needs(analyse.DATASET)
+def resolution_figure(root: DataRoot, y: str = "mpix_per_s"):
+    return plot_resolutions(root.load(analyse.DATASET), y)
+
+
+@needs(analyse.DATASET)
+def cost_table(root: DataRoot):
+    """Fixed against dynamic per width and resolution: img/s, megapixels/s, the dynamic cost."""
+    t = analyse.resolution_table(root.load(analyse.DATASET))
+    cols = [
+        "width", "batch", "frame_size", "imgsz_w", "imgsz_h", "backend_fixed", "img_per_s_fixed",
+        "backend_dynamic", "img_per_s_dynamic", "mpix_per_s_fixed", "mpix_per_s_dynamic",
+        "dynamic_cost_pct",
+    ]  # fmt: skip
+    return show(t[cols], index=False)
