@@ -1,28 +1,9 @@
 """torch.compile's on-disk caches: where they live and whether a build found its graphs there.
 
-TorchInductor keeps compiled FX graphs (the FX graph cache), autotuning results and Triton
-kernels under one folder, ``TORCHINDUCTOR_CACHE_DIR``. :func:`setup` chooses it before the
-first compile of a process: a ``TORCHINDUCTOR_CACHE_DIR`` the user set is kept as it is
-(one naming torch's own default folder is not taken as the user's: importing ``torch._dynamo``
-writes that one there); otherwise ``inductor/`` under the package's cache root
-(``EngineConfig.cache_dir``, else ``$YOLO_SM_CACHE``, else ``~/.cache/yolo_sm``: the root of
-the ONNX exports and TensorRT plans too). The FX graph cache and the local autotune cache
-are switched on unless the user's environment (``TORCHINDUCTOR_FX_GRAPH_CACHE``,
-``TORCHINDUCTOR_AUTOTUNE_LOCAL_CACHE``) says otherwise, so that a second process compiling
-the same graph reads it from disk.
-
-:func:`state` says what a build found: ``warm`` (every graph read from the cache), ``cold``
-(every graph compiled afresh) or ``partial``, from inductor's cache hit and miss counters, or
-where they did not move (the cache bypassed) from the number of files in the folder before
-and after the build. A mode that autotunes (``max-autotune*``) keeps its autotuning results in
-the same folder apart from the graphs: a build that compiled its graphs afresh but read any
-op's autotuning from the local autotune cache (:class:`AutotuneReads`: inductor counts no such
-read), or autotuned no op at all (inductor's ``select_algorithm_autotune`` counter, which moves
-only when an op's choices are benchmarked), found autotuning on disk and is ``partial``, not
-``cold``. A graph read from the FX graph cache replays the counters its
-compile moved (``codecache``: ``counters["inductor"] += graph.counter_deltas``), so the
-counter is the build's own only where no graph was read: a build whose every graph was read
-autotuned nothing, and one that read some graphs and compiled others is not counted.
+:func:`setup` picks inductor's cache folder before the first compile (the user's
+``TORCHINDUCTOR_CACHE_DIR``, else ``inductor/`` under the package cache root) and switches the
+FX graph and local autotune caches on unless the environment says otherwise. :func:`state` says
+``warm``, ``cold`` or ``partial`` from inductor's hit/miss counters, else from the folder's files.
 """
 
 from __future__ import annotations
@@ -50,11 +31,8 @@ def default_dir(cache_dir: str | None = None) -> Path:
 
 
 def setup(cache_dir: str | None = None, environ=None) -> dict:
-    """Choose inductor's cache folder and switch its disk caches on, before compiling:
-    returns ``{"dir", "dir_source" (user / yolo_sm), "fx_graph_cache", "autotune_local_cache"}``.
-    A folder the environment names already (the user's, or one chosen earlier in this
-    process) is kept, unless it is torch's own default (:func:`_torch_default`). ``environ``:
-    the environment to read and set (``os.environ``)."""
+    """Choose inductor's cache folder and switch its disk caches on in ``environ``; returns
+    ``{"dir", "dir_source" (user / yolo_sm), "fx_graph_cache", "autotune_local_cache"}``."""
     env = os.environ if environ is None else environ
     if _CHOSEN and environ is None and env.get(ENV_DIR) == _CHOSEN["dir"]:
         return dict(_CHOSEN)
@@ -74,11 +52,8 @@ def setup(cache_dir: str | None = None, environ=None) -> dict:
 
 
 def _torch_default(folder: str) -> bool:
-    """Whether ``folder`` is torch's own default cache folder (``/tmp/torchinductor_<user>``).
-    Importing ``torch._dynamo`` writes it into ``TORCHINDUCTOR_CACHE_DIR`` (its disk cache of
-    packaged graphs asks inductor's ``cache_dir()``, which sets the variable), so by the first
-    compile the variable is set in every process that imported it, whether or not the user set
-    it: a value naming that folder is taken as torch's, not as the user's choice."""
+    """Whether ``folder`` is torch's own default (``/tmp/torchinductor_<user>``), which importing
+    ``torch._dynamo`` sets: not the user's choice."""
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
     return os.path.abspath(folder) == os.path.abspath(default_cache_dir())
@@ -139,11 +114,8 @@ def autotunes(compile_mode: str | None) -> bool:
 
 
 def tuned_here(delta: int, hits: int, misses: int, tunes: bool = True) -> int | None:
-    """The ops a build autotuned itself, from the autotune counter's ``delta`` over a build
-    that saw ``hits`` and ``misses`` of the FX graph cache: the delta where no graph was read
-    (a read graph replays its compile's counters), 0 where every graph was read (nothing was
-    lowered), None where it read some and compiled others (the replayed and the real counts
-    cannot be told apart) or the mode does not autotune (``tunes`` False)."""
+    """Ops a build autotuned itself from the counter ``delta``: the delta where no graph was read,
+    0 where all were read, None where mixed or the mode does not autotune."""
     if not tunes or (hits and misses):
         return None
     return 0 if hits else int(delta)
@@ -157,15 +129,9 @@ def state(
     autotuned_ops: int | None = None,
     autotune_reads: int | None = None,
 ) -> str:
-    """``warm``, ``cold`` or ``partial`` for a build that saw ``hits`` and ``misses`` of the FX
-    graph cache and found ``files_before`` files in the cache folder (``files_after`` after
-    it); without counted lookups, from the files: none before is cold, none added warm.
-    ``autotuned_ops``: for a mode that autotunes, the ops it benchmarked afresh (None
-    otherwise); ``autotune_reads``: the ops whose timings it read from the local autotune
-    cache instead (:class:`AutotuneReads`; None where not counted). A build whose graphs all
-    missed is ``partial`` where it read any op's autotuning from disk, or autotuned nothing in
-    a folder that held files (an empty folder holds no autotuning: a model with nothing to
-    autotune is cold there)."""
+    """``warm``, ``cold`` or ``partial`` from FX-cache ``hits``/``misses`` (else from files before
+    and after). A cold build that read any autotuning from disk, or autotuned nothing in a
+    non-empty folder, is ``partial``."""
     if hits or misses:
         if not misses:
             return "warm"
@@ -178,14 +144,8 @@ def state(
 
 
 class AutotuneReads:
-    """While active (``with AutotuneReads() as r:``), ``r.n`` counts the lookups of inductor's
-    local autotune cache that would have benchmarked an op's choices on a miss but benchmarked
-    nothing: ops whose timings were read from disk. Inductor counts the ops it benchmarks
-    (``select_algorithm_autotune``) and none that it reads, so this wraps the lookup
-    (``torch._inductor.codecache.PersistentCache.lookup``, which ``AlgorithmSelectorCache``
-    inherits) for the length of one build and restores it after; an op the build benchmarked
-    itself is not counted when it is looked up again. ``r.n`` stays None where torch has no
-    such method. One build at a time: compiles run in the main thread."""
+    """``with AutotuneReads() as r:`` counts in ``r.n`` the ops whose autotuning was read from
+    inductor's local autotune cache (inductor counts none); None where torch lacks the hook."""
 
     def __init__(self):
         self.n: int | None = None
@@ -226,10 +186,8 @@ class AutotuneReads:
 
 
 class Probe:
-    """Around a build: ``with Probe(folder, mode) as p: compile...`` then ``p.info()``: the
-    cache state, hits, misses, files before and after, the ops autotuned afresh
-    (``autotuned_ops``) and those whose autotuning was read from disk (``autotune_reads``);
-    both None for a ``compile_mode`` that does not autotune."""
+    """``with Probe(folder, mode) as p: compile...``; ``p.info()``: cache state, hits, misses,
+    files before/after, ``autotuned_ops`` and ``autotune_reads``."""
 
     def __init__(self, folder: str | os.PathLike, compile_mode: str | None = None):
         self.folder = folder

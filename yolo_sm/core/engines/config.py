@@ -63,14 +63,8 @@ def check_hw(value) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """How to run a model: backend, numerics, memory layout and the fixed input shape.
-
-    An engine is built for one input shape (``batch`` x 3 x ``imgsz`` x ``imgsz``): CUDA graphs,
-    compiled graphs and TensorRT plans are shape-specific, so the config says which. A
-    non-square input (a letterboxed 16:9 frame such as 736 x 1280) is ``imgsz_hw`` = (height,
-    width), both multiples of 32; ``imgsz`` then holds the longer side (the side photos are
-    letterboxed to). ONNX Runtime and TensorRT engines here take square inputs only.
-    """
+    """How to run a model: backend, numerics, layout and the fixed input shape (``batch`` x 3 x
+    ``imgsz``², or ``imgsz_hw`` = (height, width), multiples of 32, ``imgsz`` the longer side)."""
 
     backend: Backend = Backend.EAGER
     precision: Precision = Precision.FP16

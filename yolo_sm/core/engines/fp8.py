@@ -1,31 +1,10 @@
-"""The 8-bit path: FP8 E4M3 convolutions with calibrated scales (precision ``fp8``).
+"""FP8 E4M3 convolutions with calibrated scales (precision ``fp8``).
 
-Which convolutions: every convolution of an ultralytics ``Conv`` block (conv + SiLU, BatchNorm
-fused) except the first (3 input channels: tiny reduction, and the image's scale is known), so
-the hidden convolutions of the backbone, neck and head. The head's final prediction
-convolutions (plain ``nn.Conv2d``) and the fixed DFL convolution stay in fp16, as is usual for
-quantised detectors.
-
-Scales (E4M3 holds magnitudes up to 448):
-* weights: one scale per output channel, ``amax / 448`` over that filter;
-* activations: one scale per convolution input, ``amax / 448`` of that input over calibration
-  forwards on real images (ultralytics' bundled photos, letterboxed, as they are and mirrored:
-  :func:`yolo_sm.core.models.common.calibration_batches`), max calibration.
-
-Kernels:
-* ``emulate`` quantises and de-quantises in the engine's float dtype around an ordinary
-  convolution (E4M3 rounding and saturation exactly, fp16/fp32 arithmetic): it runs anywhere and
-  is what the numerical checks and the CPU tests use; it is not faster.
-* ``cudnn`` (CUDA): the input is quantised to E4M3 by one Triton kernel (scale, saturate, cast),
-  then one cuDNN frontend graph per convolution and input shape
-  (:class:`yolo_sm.core.engines.qconv.CudnnQuantConv`, shared with int8) runs the FP8 tensor-core
-  convolution with fp32 accumulation and a fused epilogue (per-channel de-scale, bias, SiLU) that
-  writes fp16. Chosen after ``tools/fp8_probe.py`` measured on the H200 (cuDNN 9.19, frontend
-  1.32): cuDNN FP8 convs ran 0.6-2.9x the fp16 conv+bias+SiLU on YOLOv8 w1.0 batch-64 shapes and
-  ``torch._scaled_mm`` 2.1-2.2x on 1x1 shapes, while the separate input quantisation costs
-  0.04-0.2 ms a conv. Needs the ``nvidia-cudnn-frontend`` package (imported lazily); without it
-  a CUDA fp8 engine says so. A convolution cuDNN declines runs in fp16 instead and is counted
-  (``Fp8Conv.fallback``).
+Every ultralytics ``Conv`` convolution but the first; head predictions and DFL stay fp16.
+Weights: per-output-channel ``amax / 448``; activations: per-conv ``amax / 448`` over the
+calibration photos. Kernels: ``emulate`` (E4M3 rounding in float, runs anywhere) and ``cudnn``
+(Triton quantiser + one cuDNN frontend graph per conv with fused de-scale, bias, SiLU; a conv
+cuDNN declines runs fp16 and is counted in ``Fp8Conv.fallback``).
 """
 
 from __future__ import annotations

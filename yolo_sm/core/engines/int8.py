@@ -1,47 +1,14 @@
-"""The INT8 path without TensorRT: int8 convolutions with calibrated scales (precision ``int8``
-on the eager and cudagraph backends; backend ``tensorrt`` builds its own int8 engines).
+"""INT8 convolutions without TensorRT (precision ``int8`` on eager and cudagraph).
 
-Which convolutions: those of the fp8 path (:func:`yolo_sm.core.engines.qconv.eligible_convs`):
-every ultralytics ``Conv`` block's convolution except the first; the head's prediction
-convolutions and the DFL stay in fp16.
+Every ultralytics ``Conv`` convolution but the first; symmetric, [-127, 127], round half away.
+Weights: per-output-channel ``amax / 127``; activations: per-conv ``c / 127`` with ``c`` from
+:data:`CALIBRATIONS` (``max`` or ``percentile``). int32 accumulation; de-scale, bias, SiLU after.
 
-Quantisation, symmetric (zero point 0), values in [-127, 127], rounded half away from zero:
-* weights: one scale per output channel, ``amax / 127`` over that filter;
-* activations: one scale per convolution input, ``c / 127`` with ``c`` calibrated on real images
-  (:func:`yolo_sm.core.models.common.calibration_batches`, as the fp8 path) by one of
-  :data:`CALIBRATIONS`: ``max`` (c = max |x|: nothing saturates on the calibration photos) or
-  ``percentile`` (c = the ``percentile``-th percentile of |x|, 99.99 by default: the rare largest
-  values saturate, every other value gets a finer step);
-* products accumulate in int32; the de-scale ``input_scale * weight_scale[k]``, the bias and
-  the SiLU follow in float.
-
-Kernels:
-* ``emulate``: the input is quantised to its int8 values by torch ops, the convolution of the
-  integer-valued input and weight runs in fp32 (exact: integer products and sums below 2^24,
-  beyond that within fp32 rounding of the int32 sum), then de-scale, bias and SiLU in fp32 and a
-  cast to the engine's dtype. Runs anywhere; the CPU tests and numerical checks use it.
-* ``cudnn`` (CUDA): the input is quantised to int8 by one Triton kernel, then one cuDNN frontend
-  graph per convolution and input shape (:class:`yolo_sm.core.engines.qconv.CudnnQuantConv`)
-  runs int8 NHWC image x int8 weight with INT32 accumulation; the convolution's own tensor is
-  FLOAT and the fused epilogue (per-channel de-scale, bias, SiLU) computes in float and writes
-  :data:`GRAPH_OUTPUT`. Where cuDNN declines the fused graph, the convolution alone (FLOAT
-  output) and torch's de-scale, bias and SiLU run instead (``Int8Conv.graph_modes``); where it
-  declines that too, or the channel counts are not multiples of :data:`CHANNEL_MULTIPLE`, the
-  convolution runs in fp16 with the int8-rounded weight and is counted (``Int8Conv.fallback``).
-  A convolution whose output only the next int8 convolution reads (:func:`link_handoffs`)
-  hands it over: its graph divides by that convolution's input scale and writes int8
-  (``fused_int8``), and the next one reads it without a quantisation pass.
-  Needs the ``nvidia-cudnn-frontend`` package (imported lazily).
-* ``triton`` (CUDA): yolo_sm's own implicit-GEMM convolution
-  (:func:`yolo_sm.core.engines.int8_triton.conv_int8`): one Triton kernel per convolution
-  that quantises its input while loading it, accumulates in int32 on the tensor cores and
-  de-scales, adds the bias and applies SiLU before it writes the engine's dtype.
-* ``intmm`` (CUDA): the 1x1 stride-1 convolutions as ``torch._int_mm`` (cuBLASLt's int8 GEMM)
-  after the Triton quantiser, with a one-pass Triton epilogue
-  (:func:`yolo_sm.core.engines.int8_triton.conv1x1_int_mm`); every other convolution as
-  ``cudnn``.
-
-``auto`` (the engines' default) is ``cudnn`` on a GPU and ``emulate`` on a CPU.
+Kernels: ``emulate`` (fp32 convolution of integer values, anywhere); ``cudnn`` (Triton quantiser
++ cuDNN graph with fused epilogue, falling back to the bare conv or fp16, counted in
+``Int8Conv.fallback``; a conv feeding only the next int8 conv hands over int8, see
+:func:`link_handoffs`); ``triton`` (own implicit-GEMM kernel, :mod:`.int8_triton`); ``intmm``
+(1x1 convs via ``torch._int_mm``, others as ``cudnn``). ``auto``: cudnn on GPU, emulate on CPU.
 """
 
 from __future__ import annotations
@@ -206,11 +173,8 @@ def _format(output: str | None, fused: bool) -> GraphFormat:
 
 
 def graph_formats(handoff: bool = False) -> list[tuple[str, GraphFormat]]:
-    """The cuDNN graphs an int8 convolution tries, in order: for a convolution that hands its
-    output to the next one (``handoff``, :func:`link_handoffs`) first the fused epilogue writing
-    int8 at that convolution's input scale (``fused_int8``); then the fused epilogue writing
-    :data:`GRAPH_OUTPUT`, then the convolution alone (FLOAT) with torch's epilogue (for a
-    hand-off, torch then quantises the output)."""
+    """cuDNN graphs an int8 conv tries, in order: ``fused_int8`` (hand-off only), fused epilogue
+    writing :data:`GRAPH_OUTPUT`, the bare conv (FLOAT) with torch's epilogue."""
     first = [("fused_int8", _format("INT8", True))] if handoff else []
     return [*first, ("fused", _format(GRAPH_OUTPUT, True)), ("unfused", _format("FLOAT", False))]
 
@@ -235,13 +199,8 @@ def int8_conv(
     dtype: torch.dtype,
     output: str = "engine",
 ) -> torch.Tensor:
-    """The int8 convolution number ``conv`` (:class:`Int8Conv`) on an input already quantised to
-    its int8 values (``xq``) in an engine of ``dtype``, its output (:data:`OP_OUTPUTS`) in that
-    dtype, in int8 where it hands its output to the next convolution, or in float32 (the graph's
-    FLOAT output, cast by the traced code after it, which inductor fuses into the kernels that
-    read it): one operator torch.compile traces as a whole (its cuDNN graph is opaque to
-    inductor), so that inductor can fuse the quantisation into the kernels that make ``xq``. The
-    geometry arguments give the output's shape without running it (:func:`_int8_conv_shape`)."""
+    """Int8 convolution number ``conv`` on int8-valued ``xq``, as one opaque op for
+    torch.compile; output in ``dtype``, int8 (hand-off) or float32 (see :data:`OP_OUTPUTS`)."""
     y = _CONVS[conv].run_quantized(xq, dtype, output)
     return y.contiguous(memory_format=torch.channels_last)  # the strides its fake promises
 
@@ -441,10 +400,8 @@ class Int8Conv(nn.Module):
         return quantize_int8(y, self.output_scale)
 
     def _compiled(self, x: torch.Tensor) -> torch.Tensor:
-        """The forward torch.compile traces (cuDNN kernel): the quantisation in torch ops (none
-        for a handed-over int8 input), then the custom op :func:`int8_conv`; where cuDNN declined
-        this convolution in the eager forward that precedes a compile (:func:`yolo_sm.core.
-        engines.torch_backends.build_compiled`), the fp16 convolution of the eager fallback."""
+        """Forward for torch.compile: quantise in torch ops, then :func:`int8_conv` (or the
+        fp16 fallback where cuDNN declined this conv)."""
         if self.kernel != "cudnn":
             raise NotAvailableError(
                 f"int8 kernel {self.kernel} does not run under torch.compile (cudnn does)"
@@ -465,10 +422,8 @@ class Int8Conv(nn.Module):
     def run_quantized(
         self, xq: torch.Tensor, dtype: torch.dtype, output: str = "engine"
     ) -> torch.Tensor:
-        """The cuDNN graph on an input already quantised (:func:`int8_conv`'s body) in an engine
-        of ``dtype``: the plan for its shape, built on first use; where cuDNN declines it, the
-        fp16 convolution of the de-quantised input. The output as :func:`int8_conv`'s
-        ``output`` says (int8 where this convolution hands over)."""
+        """The cuDNN graph on a quantised input (plan built on first use; fp16 conv where
+        cuDNN declines); output as :func:`int8_conv` says."""
         as_float = output == "float"
         if not xq.is_cuda:  # no cuDNN graph on a CPU: the emulation, from the same values
             return self._emulate_values(xq.float(), torch.float32 if as_float else dtype)
@@ -532,11 +487,8 @@ def quantize_convs(
     percentile: float = DEFAULT_PERCENTILE,
     handoff: bool = True,
 ) -> dict:
-    """Replace each eligible convolution of ``model`` (in place) by an :class:`Int8Conv` with
-    scales calibrated by ``calibration`` (``max`` / ``percentile``), and where ``handoff`` (cuDNN
-    and emulated kernels) link each convolution whose output only the next int8 convolution
-    reads to hand it over in int8 (:func:`link_handoffs`); returns a summary for the engine's
-    info."""
+    """Replace each eligible conv of ``model`` in place by a calibrated :class:`Int8Conv`; with
+    ``handoff``, link int8 hand-offs (:func:`link_handoffs`). Returns a summary for ``info``."""
     stat = calibration_stat(calibration, percentile)
     convs = eligible_convs(model)
     amax = calibrate_inputs(model, convs, batches, stat)
@@ -592,20 +544,11 @@ def _transparent(device) -> frozenset[str]:
 
 @torch.no_grad()
 def link_handoffs(model: nn.Module, x: torch.Tensor) -> int:
-    """Find, in one forward of ``model`` on ``x``, the :class:`Int8Conv` s whose outputs reach
-    other Int8Convs of one input scale and nothing else (one convolution, or several reading
-    the same tensor, hence calibrated alike), directly or only through max-pooling and
-    concatenation (:data:`_TRANSPARENT`, which commute with quantisation at one scale: YOLO's
-    SPPF pools and concatenates its first conv's output for its second), each called once, with
-    channel counts cuDNN's int8 graphs take; set their ``output_scale`` to that convolution's
-    input scale, so that they write the int8 values it reads instead of a tensor it would
-    quantise again. Returns how many convolutions were linked.
+    """Link each :class:`Int8Conv` whose output reaches only other Int8Convs of one input scale
+    (directly or through max-pool/concat) to write int8 at that scale; returns how many.
 
-    Every tensor function the forward calls outside the int8 convolutions is seen
-    (``torch.overrides.TorchFunctionMode``), so a use the model makes of an output in plain
-    torch ops (an add, a split, an activation) or returns keeps that output in the engine's
-    dtype. The links hold for any input of the same model: the forward's data flow does not
-    depend on the values or the batch."""
+    Traced in one forward on ``x`` under a TorchFunctionMode, so any other use keeps the float
+    output; the links hold for any input of the same model."""
     from collections import Counter, defaultdict
 
     from torch.overrides import TorchFunctionMode
@@ -732,10 +675,8 @@ def graph_counts(model: nn.Module) -> dict[str, int]:
 
 
 def choose_kernel(device: str, requested: str = "auto") -> str:
-    """The kernel for ``device``: ``requested`` (one of :data:`KERNEL_CHOICES`); ``auto`` is
-    emulation on the CPU and cuDNN int8 graphs on a GPU of compute capability 7.5 or newer (int8
-    tensor cores) with the cuDNN frontend installed. A GPU kernel on a CPU device is one
-    NotAvailableError."""
+    """The kernel for ``device``: ``requested`` (:data:`KERNEL_CHOICES`); ``auto`` is emulate on
+    CPU, cudnn on a GPU of compute capability >= 7.5 with the cuDNN frontend."""
     if requested not in KERNEL_CHOICES:
         raise ValueError(f"unknown int8 kernel {requested!r}: choose one of {KERNEL_CHOICES}")
     if not str(device).startswith("cuda"):

@@ -39,13 +39,8 @@ def cache_root(config: EngineConfig) -> Path:
 
 
 def export_onnx(model: torch.nn.Module, config: EngineConfig, opset: int = OPSET) -> Path:
-    """Export ``model`` (fp32, NCHW, the config's batch and image size) to ONNX under the cache
-    directory; the file name carries a hash of the weights, so a re-export is skipped.
-
-    Uses the TorchScript-based exporter (``dynamo=False``): it is what ultralytics' own exporter
-    uses for these models, and it needs no onnxscript at export time. Written to a temporary name
-    and renamed, so an interrupted export never leaves a half file behind.
-    """
+    """Export ``model`` (fp32 NCHW, the config's shape) to ONNX under the cache (TorchScript
+    exporter), named by a weight hash so a re-export is skipped; written atomically."""
     try:
         import onnx  # noqa: F401
     except ImportError:

@@ -1,19 +1,9 @@
 """The 8-bit engines' tuned cuDNN plans on disk, reused across processes.
 
-Each FP8 and INT8 convolution times a few of cuDNN's ranked plans on its first call and keeps
-the fastest (:mod:`yolo_sm.core.engines.qconv`); without this store each new process tunes
-again. Rows record each build's seconds (``build_s``) and how many graphs skipped tuning
-(``quant_plans_cached``). The choice depends on the graph (its signature), the GPU
-and the cuDNN library, so it is stored per graph signature in a file per machine environment
-(GPU name, compute capability, cuDNN backend and frontend versions, torch version) under
-``$YOLO_SM_CACHE/cudnn_plans`` (else ``~/.cache/yolo_sm/cudnn_plans``), with the chosen plan's
-name: a later build whose plan at that index has another name tunes again. Neither cuDNN nor
-its frontend keeps such choices across processes, hence this small store.
-
-``YOLO_SM_PLAN_CACHE=off`` switches it off (every build tunes). Writes merge with what another
-process wrote meanwhile and replace the file atomically; two processes writing at once can
-drop one entry, which costs one tuning later and nothing else. An unreadable file is treated
-as empty and rewritten.
+One JSON file per environment (GPU, compute capability, cuDNN, frontend, torch) under
+``$YOLO_SM_CACHE/cudnn_plans``, keyed by graph signature, with the plan's name.
+``YOLO_SM_PLAN_CACHE=off`` disables it; writes merge and replace atomically; an unreadable
+file counts as empty.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""What the 8-bit convolution paths share (``fp8`` E4M3 and ``int8``): which convolutions they
-quantise, the calibration of their input ranges on real images, and one cuDNN frontend graph
-per convolution and input shape (quantised NHWC image x quantised weight, a fused per-channel
-de-scale, bias and SiLU epilogue), built, tuned over cuDNN's ranked plans, cached and executed
-the same way for both formats (:class:`CudnnQuantConv`)."""
+"""What the fp8 and int8 convolution paths share: eligible convs, calibration on real images,
+and one tuned, cached cuDNN frontend graph per conv and input shape (:class:`CudnnQuantConv`)."""
 
 from __future__ import annotations
 
@@ -97,12 +94,8 @@ def import_cudnn(what: str):
 
 @dataclass
 class GraphFormat:
-    """How one 8-bit format builds its cuDNN graph: the data type names (``cudnn.data_type``
-    members) of the quantised image and weight, of the convolution's accumulation and of the
-    graph's output (None: the engine's dtype), whether the epilogue is fused into the graph (else
-    the graph writes the raw accumulator in FLOAT and torch applies de-scale, bias and SiLU),
-    the quantiser ``quantize(x, scale)``, the tuning limits and the dict that remembers tuned
-    plans per graph signature."""
+    """How one 8-bit format builds its cuDNN graph: data types (image, weight, compute, output),
+    fused epilogue or not, quantiser, tuning limits and the tuned-plan dict."""
 
     operand: str  # "FP8_E4M3" / "INT8"
     compute: str  # "FLOAT" / "INT32"
@@ -116,12 +109,8 @@ class GraphFormat:
 
 
 class CudnnQuantConv:
-    """One cuDNN frontend graph: quantised image x quantised weight (NHWC), accumulation in
-    ``fmt.compute``, then ``y * (input_scale * weight_scale[k]) + bias`` (and SiLU) written in the
-    input's dtype, or, for an INT8 output (``fmt.output``), divided by ``mod.output_scale`` and
-    written as int8: the next convolution's input, quantised by the epilogue. ``mod`` holds
-    ``weight_q`` (K, C, R, S), ``weight_scale`` (K), ``input_scale``, ``bias``, ``silu`` and the
-    conv geometry."""
+    """One cuDNN graph: quantised image x weight (NHWC), ``y * input_scale * weight_scale[k] +
+    bias`` (+ SiLU) in the input's dtype, or int8 divided by ``mod.output_scale`` (hand-off)."""
 
     def __init__(self, mod: nn.Module, x: torch.Tensor, fmt: GraphFormat, what: str):
         cudnn = import_cudnn(what)

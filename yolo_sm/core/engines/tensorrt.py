@@ -1,18 +1,7 @@
-"""TensorRT engines (TensorRT 10 Python API): ONNX export -> plan -> execution context.
+"""TensorRT 10 engines: ONNX export -> plan -> execution context (``tensorrt`` imported lazily).
 
-``import tensorrt`` happens inside the functions, so this module imports without TensorRT.
-
-Files under ``cache_root(config) / "tensorrt"``:
-
-* ``<key>.plan``: the serialized engine; ``key`` is :func:`engine_cache_key` (ONNX bytes, build
-  settings, GPU, TensorRT version), so a second build with the same inputs only deserializes.
-* ``<calib key>.calib``: the int8 calibration cache (per ONNX file, images and TensorRT version).
-* ``timing-<gpu/version>.cache``: the builder's layer timing cache, shared by all builds on one
-  GPU model and TensorRT version; it shortens rebuilds (tactic timing is the slow part).
-
-Plans are built with ``ProfilingVerbosity.DETAILED`` so that :func:`layer_info` sees tactics and
-formats. The live TensorRT objects sit on the engine's ``run`` callable (a :class:`TrtRunner`);
-:func:`layer_times` and :func:`layer_info` reach them through it. ``engine.info`` stays plain data.
+Under ``cache_root(config) / "tensorrt"``: ``<key>.plan`` (:func:`engine_cache_key`),
+``<calib key>.calib`` (int8 calibration) and ``timing-<gpu/version>.cache``.
 """
 
 from __future__ import annotations
@@ -57,13 +46,8 @@ def _logger():
 def engine_cache_key(
     onnx_bytes: bytes, config: EngineConfig, gpu: str, trt_version: str, calib_digest: str = ""
 ) -> str:
-    """Hex sha256 naming the plan built from ``onnx_bytes`` with ``config`` on GPU ``gpu``
-    (name + compute capability) by TensorRT ``trt_version``.
-
-    Covers precision, batch, imgsz and workspace_mb; for int8 also the calibration source
-    (``config.calib_images``) and ``calib_digest`` (a digest of the image files, see
-    :func:`calibration_digest`). Pure: no GPU or TensorRT needed.
-    """
+    """Hex sha256 of the ONNX bytes, precision, shape, workspace, GPU, TensorRT version and (int8)
+    the calibration source and ``calib_digest``. Pure."""
     int8 = config.precision is Precision.INT8
     fields = {
         "format": PLAN_FORMAT,
@@ -165,15 +149,9 @@ class TrtRunner:
 
 
 def build_tensorrt(model: torch.nn.Module, config: EngineConfig) -> Engine:
-    """Build (or load from the plan cache) a TensorRT engine for ``model``.
-
-    fp32: TF32 off; fp16: fp16 kernels allowed; int8: int8 + fp16 kernels allowed, activations
-    calibrated with an entropy calibrator over ``config.calib_images`` (see
-    :func:`yolo_sm.core.images.load_images`). The engine's I/O stays fp32 (the ONNX
-    export's), so any
-    input dtype is converted on the way in. ``info``: build_s, cache_hit, engine_path,
-    trt_version, gpu.
-    """
+    """Build (or load cached) a TensorRT engine: fp32 (TF32 off), fp16, or int8 (+fp16) with an
+    entropy calibrator over ``config.calib_images``; I/O fp32. ``info``: build_s, cache_hit,
+    engine_path, trt_version, gpu."""
     if config.precision in (Precision.TF32, Precision.BF16):
         raise UserError(
             f"backend tensorrt builds fp32, fp16 or int8 engines, not {config.precision.value}"
@@ -265,12 +243,8 @@ def _build_plan(trt, onnx_bytes, config, device, folder: Path, gpu: str, calib_p
 
 
 def _make_calibrator(trt, config: EngineConfig, device: torch.device, cache_path: Path):
-    """An IInt8EntropyCalibrator2 feeding ``config.batch``-sized batches of real images.
-
-    Images are cycled to fill batches: ``ceil(n_images / batch)`` batches in all (2 images at
-    batch 4 give one batch ``[a, b, a, b]``). They are loaded on the first ``get_batch`` call,
-    which TensorRT skips when ``cache_path`` holds a calibration cache.
-    """
+    """IInt8EntropyCalibrator2 over ``config.batch``-sized batches of cycled real images (loaded
+    lazily: skipped when ``cache_path`` holds a calibration cache)."""
 
     class EntropyCalibrator(trt.IInt8EntropyCalibrator2):
         def __init__(self):
@@ -312,13 +286,8 @@ def _runner(engine: Engine) -> TrtRunner:
 
 
 def layer_times(engine: Engine, x: torch.Tensor | None = None, iters: int = 10):
-    """Per-layer GPU times of ``iters`` runs of ``engine`` on ``x`` (default: a random input),
-    from TensorRT's IProfiler. Returns a pandas DataFrame with columns ``layer`` (TensorRT layer
-    name, fused layers joined with ' + '), ``duration_ms`` and ``iteration`` (0-based).
-
-    Uses its own execution context (profiling serialises the layers; the engine's own context
-    stays unprofiled) and collects each run's times after it finishes (report_to_profiler).
-    """
+    """Per-layer GPU times of ``iters`` runs on ``x`` (IProfiler, own context): DataFrame of
+    ``layer``, ``duration_ms``, ``iteration``."""
     import pandas as pd
 
     trt = _import_trt()

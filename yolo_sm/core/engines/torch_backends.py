@@ -163,11 +163,8 @@ def _compiled_module(model: torch.nn.Module, config: EngineConfig):
 
 
 def _int8_plans(m: torch.nn.Module, config: EngineConfig) -> None:
-    """One eager forward of the int8 module per batch size before its compiled engine runs:
-    each int8 convolution builds its cuDNN graph for that shape or records that cuDNN declined
-    it, which decides what dynamo traces (Int8Conv._compiled). Built inside a compiled call,
-    a graph's device tensors would be allocated in the CUDA-graph pool of reduce-overhead's
-    recording, which refuses live allocations it did not return."""
+    """One eager forward of the int8 module per batch before compiling, so cuDNN graphs are built
+    outside reduce-overhead's CUDA-graph pool."""
     done = m.__dict__.setdefault("_int8_batches", set())
     if config.batch not in done:
         with numerics(config), torch.no_grad():
@@ -176,16 +173,9 @@ def _int8_plans(m: torch.nn.Module, config: EngineConfig) -> None:
 
 
 def build_compiled(model: torch.nn.Module, config: EngineConfig, warmup: int = 3) -> Engine:
-    """torch.compile with ``config.compile_mode``, compiled (or re-traced for this batch) at
-    build time, never per call.
-
-    Calls run under ``torch.no_grad()``, not ``inference_mode()``: compiled graphs guard on the
-    dispatch key set, and tensors made under inference_mode flip it, which made
-    ``reduce-overhead`` recompile on every call and hit the recompile limit (seen on the H200).
-    ``info['recompiles']`` counts graphs compiled after the build: it should stay 0.
-    ``info['compile_cache']``: whether the build found its graphs in inductor's disk cache
-    (:mod:`yolo_sm.core.engines.compile_cache`: cold / warm / partial).
-    """
+    """torch.compile with ``config.compile_mode``, compiled at build time under no_grad (not
+    inference_mode: it forces recompiles). ``info``: ``recompiles`` (should be 0),
+    ``compile_cache`` (cold / warm / partial)."""
     cache = compile_cache.setup(config.cache_dir)  # before the first compile of the process
     compiled = _compiled_module(model, config)
     x0 = make_input(config, seed=0)

@@ -41,10 +41,8 @@ def calibration_batches(imgsz: int = 160, seed: int = 0) -> list[torch.Tensor]:
 def calibrate_bn(
     model: nn.Module, batches: list[torch.Tensor] | None = None, seed: int = 0
 ) -> nn.Module:
-    """Give every BatchNorm the running statistics of its input over the calibration forwards
-    (train mode, cumulative average; default :func:`calibration_batches`), so each conv's output
-    has unit scale on photos and on noise, as in a trained network. Weights are untouched;
-    returns ``model`` with its mode restored."""
+    """Set every BatchNorm's running statistics from the calibration forwards (default
+    :func:`calibration_batches`), as in a trained network; weights untouched, mode restored."""
     bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
     if not bns:
         return model

@@ -1,11 +1,6 @@
-"""Conv + bias + ReLU (+ residual add) in one cuDNN call: a ResNet detector whose BatchNorms are
-folded into the convolutions (:func:`~yolo_sm.core.models.resnet.resnet_backbone`) rewritten so
-that each convolution applies its bias, the block's residual add and the ReLU in the kernel's
-epilogue (``torch.cudnn_convolution_relu`` / ``torch.cudnn_convolution_add_relu``), instead of
-eager PyTorch's separate bias-add, add and ReLU kernels.
-
-On a device without cuDNN (the CPU) the same modules compute the same arithmetic with
-``F.conv2d`` and ``relu``, so a fused model is checked there against the unfused one.
+"""A BN-folded ResNet detector whose convs apply bias, residual add and ReLU in cuDNN's epilogue
+(``torch.cudnn_convolution_relu`` / ``_add_relu``); without cuDNN the same arithmetic in
+``F.conv2d`` + ``relu``.
 """
 
 from __future__ import annotations

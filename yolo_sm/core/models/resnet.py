@@ -62,15 +62,8 @@ def resnet_backbone(
     seed: int = 0,
     residual_scale: float = 1.0,
 ) -> ResNetDetector:
-    """torchvision ResNet-``depth`` (18/34/50/101/152), random weights, BN folded into the convs,
-    with a small detection head (defaults: one class and two anchors, as a face detector).
-
-    ``residual_scale`` multiplies the last BatchNorm of every residual block (its weight and
-    bias, after calibration), damping each block's branch against its shortcut, as
-    torchvision's ``zero_init_residual`` does at 0. At 1.0 (the default) the random-weight
-    network is ill-conditioned in 16 bits: its fp16 / bf16 head output lies 0.4-0.9 (relative L2)
-    from fp32's, so no 16-bit engine of it can pass a numerical check; a small scale keeps
-    every convolution's work and makes the 16-bit forward agree with fp32."""
+    """torchvision ResNet-``depth`` (18..152), random weights, BN folded, with a small detection
+    head. ``residual_scale`` damps each residual branch (1.0: 16-bit output 0.4-0.9 off fp32)."""
     import torchvision
 
     builders = {18: "resnet18", 34: "resnet34", 50: "resnet50", 101: "resnet101", 152: "resnet152"}

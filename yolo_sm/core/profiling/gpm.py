@@ -1,19 +1,12 @@
-"""NVML GPU Performance Monitoring (GPM): SM occupancy, SM and tensor utilisation, DRAM bandwidth
-sampled from a background thread, one tidy row per (window, metric), labelled with markers.
+"""NVML GPU Performance Monitoring (GPM) sampled from a thread: one tidy row per (window, metric).
 
     with GpmSampler(hz=20) as s:
         s.mark(stage="backbone", config="w1.0 fp16 b16")
-        ...                                   # run the work
-    df = s.to_frame()                         # t_s, window_s, metric, value, source, stage, config
+        ...
+    df = s.to_frame()   # t_s, window_s, metric, value, source, stage, config
 
-Each value covers the window between two distinct counter snapshots (``window_s``). NVML refreshes
-the GPM snapshot about every 100 ms: on the H200, half of the polls at 20 Hz returned the snapshot
-of the poll before (every metric 0, DRAM bandwidth undefined). Such a poll opens no window: it is
-counted in ``info()["stale_polls"]`` and the next poll closes a window from the last distinct
-snapshot. So polling at ``hz`` >= 10 (default 20) reads each snapshot within ``1/hz`` of its
-refresh, and windows are ~100 ms long whatever ``hz`` is: GPM cannot resolve less.
-GPUs without GPM (before Hopper) fall back to ``nvmlDeviceGetUtilizationRates``, which
-cannot show occupancy. Never sample while Nsight Compute profiles: they share the counters.
+A window spans two distinct snapshots (NVML refreshes ~every 100 ms; repeats count as
+``stale_polls``). Pre-Hopper GPUs fall back to utilisation rates. Never sample under ncu.
 """
 
 from __future__ import annotations
@@ -73,11 +66,8 @@ def _err(nvml, *names: str) -> tuple:
 
 
 class GpmSampler:
-    """Context manager sampling the GPU that NVML numbers ``index`` (its NVML index:
-    collect.devices.nvml_index) at ``hz`` from a thread; with ``power``, each window also
-    records the board's power draw (metric :data:`POWER_METRIC`). ``mode`` is "gpm" or
-    "nvml_util"; ``rows`` the tidy rows so far; ``sample_cost_s`` the cost of each sample (NVML
-    calls); ``achieved_hz`` the sampling rate reached. ``nvml`` replaces pynvml (tests)."""
+    """Sample NVML GPU ``index`` at ``hz`` from a thread (with ``power``, also
+    :data:`POWER_METRIC`); ``mode``: gpm / nvml_util; ``nvml`` replaces pynvml in tests."""
 
     def __init__(self, hz: float = 20.0, index: int = 0, nvml=None, power: bool = False):
         if not (isinstance(hz, int | float) and 0 < hz <= 1000):

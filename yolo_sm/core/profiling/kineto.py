@@ -1,11 +1,6 @@
-"""PyTorch profiler (Kineto): capture a gzipped Chrome trace of a few forwards, and load its GPU
-kernels into one row per kernel, attributed to model layers.
-
-Kineto's kernel events carry the launch configuration (``grid``, ``block``, ``registers per
-thread``, ``shared memory``) and ``est. achieved occupancy %``, an estimate from the occupancy
-calculator capped by the grid size (not a measurement). ``load_kernels`` adds our theoretical
-occupancy and limiter, waves, the kernel class, and the layer / module type / stage from the
-layer ranges (:mod:`yolo_sm.core.profiling.nvtx`) that enclosed the kernel's launch.
+"""PyTorch profiler (Kineto): capture a gzipped Chrome trace, and load its GPU kernels (launch
+config, Kineto's occupancy estimate, our theoretical occupancy, waves, class) attributed to the
+enclosing layer ranges (:mod:`.nvtx`).
 """
 
 from __future__ import annotations
@@ -60,10 +55,8 @@ def capture(
     device: str = "cuda",
     provenance: dict | None = None,
 ) -> Path:
-    """Profile ``iters`` calls of ``fn()`` (after ``warmup`` unprofiled calls) into a gzipped
-    Chrome trace at ``path`` (``.json.gz``) with ``<path>.metadata.json`` beside it. With
-    ``model``, each layer runs inside a named range (eager forwards; see nvtx.py for graphs and
-    compiled models). Each call is wrapped in a ``profiled_forward`` range."""
+    """Profile ``iters`` calls of ``fn()`` after ``warmup`` into ``path`` (``.json.gz``) plus
+    ``<path>.metadata.json``; with ``model``, each layer in a named range."""
     import contextlib
     import tempfile
 
@@ -151,13 +144,9 @@ def _malformed_is_user_error(loader):
 def load_kernels(
     path: str | os.PathLike, compute_capability: str | None = None, sm_count: int | None = None
 ):
-    """One row per GPU kernel (columns :data:`KERNEL_COLUMNS`), in start order.
-
-    ``iteration`` numbers the ``profiled_forward`` range the kernel belongs to; ``layer`` etc.
-    come from the innermost layer range enclosing its launch on the CPU thread that launched it
-    (empty when there is none: CUDA-graph replays and compiled graphs, see nvtx.py).
-    Compute capability and SM count come from the trace's ``deviceProperties`` unless given.
-    """
+    """One row per GPU kernel (:data:`KERNEL_COLUMNS`) in start order: ``iteration`` from the
+    ``profiled_forward`` ranges, ``layer`` from the innermost enclosing layer range (empty
+    under CUDA graphs and compile)."""
     import pandas as pd
 
     trace = read_trace(path)
@@ -214,10 +203,8 @@ OP_COLUMNS = ("op_name", "start_us", "duration_us", "iteration", "layer", "modul
 
 @_malformed_is_user_error
 def load_layer_ops(path: str | os.PathLike):
-    """One row per top-level CPU operator (``aten::conv2d``, ... not the ops they call) run
-    inside a profiled forward, attributed to the innermost layer range around it: columns
-    :data:`OP_COLUMNS` (``start_us`` / ``duration_us`` on the trace clock, microseconds). The
-    per-layer view of a trace taken on the CPU, where there are no GPU kernels."""
+    """One row per top-level CPU operator in a profiled forward, with its innermost layer range
+    (:data:`OP_COLUMNS`, microseconds): the per-layer view of a CPU trace."""
     import pandas as pd
 
     events = read_trace(path)["traceEvents"]
@@ -286,10 +273,7 @@ def _ranges(spans):
 
 
 def _last_enclosing(ranges, ts) -> int:
-    """The index of the latest-starting range that holds ``ts`` (-1 for none). Ranges between
-    a range and its ``back`` end no later than it does, so where it ends before ``ts`` they all
-    do: the walk visits only ranges that end later and later (the nesting depth, for nested
-    ranges)."""
+    """Index of the latest-starting range holding ``ts`` (-1 for none), walking ``back`` links."""
     spans, starts, back = ranges
     i = bisect.bisect_right(starts, ts) - 1
     while i >= 0 and spans[i][1] < ts:
@@ -338,12 +322,9 @@ def _add_occupancy(df, props, cc, sm_count):
 
 
 def occupancy_summary(fn, *, device: str = "cuda", iters: int = 3, warmup: int = 1) -> dict:
-    """A short Kineto pass over ``iters`` calls of ``fn()`` (after ``warmup``), summarised per
-    forward: ``kineto_kernels_per_forward`` (GPU kernels), ``kineto_kernel_us`` (their summed
-    duration per forward, microseconds), and the kernel-time-weighted means of Kineto's
-    estimated achieved occupancy (``est_occupancy_tw_pct``) and of the theoretical occupancy of
-    the launch configuration (``theoretical_occupancy_tw_pct``). The trace is written to a
-    temporary folder and removed. On a CPU there are no kernels: 0 and NaN."""
+    """Short Kineto pass over ``iters`` calls: ``kineto_kernels_per_forward``,
+    ``kineto_kernel_us`` (per forward, µs), time-weighted ``est_occupancy_tw_pct`` and
+    ``theoretical_occupancy_tw_pct``; on a CPU 0 and NaN."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:

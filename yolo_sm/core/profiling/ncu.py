@@ -1,10 +1,5 @@
-"""Nsight Compute: run ``ncu`` on NVTX-scoped forwards, and load its output into one row per kernel.
-
-``load_ncu`` reads ``ncu --csv`` output in either page layout (``--page raw``: one row per kernel,
-a units row under the header; ``--page details``: one row per metric), with the ``==PROF==`` /
-``==WARNING==`` preamble ncu writes into ``--log-file``, or a ``.ncu-rep`` report through ncu's
-own Python module (``ncu_report``) when it is installed. :func:`profile` keeps the report beside
-the CSV (``n.csv`` -> ``n.ncu-rep``), for a look at a kernel in the Nsight Compute GUI.
+"""Nsight Compute: run ``ncu`` on NVTX-scoped forwards; load ``--csv`` output (raw or details
+page, log preamble allowed) or a ``.ncu-rep`` (via ``ncu_report``) into one row per kernel.
 """
 
 from __future__ import annotations
@@ -228,11 +223,8 @@ def profile(
     report: str | os.PathLike | None = None,
     kernel_regex: str | None = None,
 ):
-    """Run ``target`` (argv of a program that wraps its forwards in NVTX ranges) under ncu and
-    return :func:`load_ncu` of the result. The CSV and the ``.ncu-rep`` report (``report``,
-    by default :func:`report_path` of the CSV) are written to temporary names and renamed, so
-    a timeout or failure leaves no half file. Where ncu printed no CSV because it exported a
-    report, the CSV is the report's raw page (``ncu --import``)."""
+    """Run ``target`` argv under ncu (CSV and ``.ncu-rep`` written atomically) and return
+    :func:`load_ncu` of it."""
     out_csv = Path(out_csv)
     report = Path(report) if report is not None else report_path(out_csv)
     # no ncu, an unknown set or a bad regex: one sentence, no file made
@@ -294,11 +286,8 @@ def _has_csv_rows(path: Path) -> bool:
 
 
 def load_ncu(path: str | os.PathLike, long: bool = False):
-    """One row per kernel: ``kernel_id, kernel_name, nvtx_range, nvtx_path, duration_us,
-    achieved_occupancy_pct, theoretical_occupancy_pct, registers_per_thread,
-    shared_mem_per_block_bytes`` (static + dynamic), ``block_size, grid_size, waves_per_sm,``
-    the ``limit_*`` block limits, throughput percentages where collected; ``long=True`` returns
-    every metric instead, one row per (kernel, metric) with ``value`` and ``unit``."""
+    """One row per kernel (ids, NVTX range and path, duration_us, occupancies, launch config,
+    ``limit_*``, throughputs); ``long=True``: one row per (kernel, metric) with value, unit."""
     path = Path(path)
     if not path.exists():
         raise UserError(f"{path} does not exist")

@@ -1,14 +1,6 @@
-"""All three profilers on the same configs, joined per layer (``yolo-sm profile``).
-
-For each width: a PyTorch-profiler trace of eager forwards with layer ranges (launch config,
-Kineto's occupancy estimate), one Nsight Compute process over NVTX-scoped forwards of every config
-(measured occupancy), then an NVML GPM timeline of each config running back to back (never while
-ncu runs: they share the counters) and the sampler's overhead on throughput, measured by
-alternating rounds with and without it. ``join_layers`` puts the three side by side per
-(config, layer); ``summary`` states the headline numbers.
-
-Files in ``out_dir``: ``kineto.parquet``, ``ncu.parquet``, ``gpm.parquet``,
-``gpm_overhead.parquet``, ``layers.parquet``, ``summary.json``, ``traces/*.json.gz``, ``ncu.csv``.
+"""All three profilers on the same configs, joined per layer (``yolo-sm profile``): Kineto
+traces, one ncu pass, a GPM timeline (never under ncu) and the sampler's overhead. Writes
+kineto/ncu/gpm/gpm_overhead/layers ``.parquet``, ``summary.json``, ``traces/``, ``ncu.csv``.
 """
 
 from __future__ import annotations
@@ -37,10 +29,8 @@ GPM_SUMMARY = SUMMARY_METRICS
 
 
 def engines(family, grid, imgsz, device, backend="eager", compile_mode="default"):
-    """(label, engine, input) for each (width, precision, layout, batch) of ``grid``, one model
-    per width (or per :class:`~yolo_sm.core.models.spec.ModelSpec` in the width's place);
-    the input is the engine's own static one where it has one (CUDA graph). ``compile_mode``:
-    the torch.compile mode and rewrites of a ``compile`` backend (``default+sep-pool``)."""
+    """(label, engine, input) per (width, precision, layout, batch) of ``grid``, one model per
+    width or ModelSpec; the input is the engine's static one where it has one."""
 
     models = {}
     for config in grid:
@@ -144,11 +134,9 @@ def gpm_overhead(eng, x, label: str, rounds: int = 6, seconds: float = 1.0, hz: 
 
 
 def join_layers(kineto, ncu, gpm=None):
-    """One row per (config, layer, module_type, stage): per-forward kernel count and time from
-    Kineto and from ncu, time-weighted theoretical occupancy (ours from the Kineto launch config
-    and ncu's), Kineto's estimate, ncu's achieved occupancy, main limiter, and, from ``gpm``, the
-    config's median GPM metrics over its run windows (GPM sees the whole GPU, not a layer).
-    ``kernels_match`` says whether both profilers saw the same number of kernels in the layer."""
+    """One row per (config, layer, module_type, stage): Kineto and ncu kernel counts and times,
+    theoretical / estimated / achieved occupancy, limiter, the config's median GPM metrics and
+    ``kernels_match``."""
     import pandas as pd
 
     by = ["config", "layer", "module_type", "stage"]
