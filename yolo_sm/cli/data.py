@@ -1,7 +1,5 @@
-"""``yolo-sm collect`` (run a collection plan into a dataset root), ``yolo-sm render`` (the
-notebooks as a static site) and ``yolo-sm claims`` (every rule's verdict on a root).
-
-``render`` and ``claims`` import no torch: they run wherever the report layer does."""
+"""``yolo-sm collect`` (a plan into a dataset root), ``render`` (the notebooks as a site) and
+``claims`` (every rule's verdict); render and claims import no torch."""
 
 from __future__ import annotations
 

@@ -1,23 +1,9 @@
 """``yolo-sm`` command line: thin sub-commands over the package's functions.
 
-Each command group is one module with ``add_parser(sub)`` and ``run(args)``: :mod:`env` (env,
-models), :mod:`measure` (sweep, bench, remeasure), :mod:`profile` (trace, ncu, gpm, profile,
-occupancy), :mod:`monitor` (monitor) and :mod:`data` (collect, render, claims). They import
-the collect and report layers inside their commands, so ``--help``, ``render`` and ``claims``
-load no torch.
-
-Every command checks its whole input before any work (values, devices, optional packages, that
-the output can be written). :func:`main` is the one place errors end: a user error (a
-:class:`~yolo_sm.contract.errors.UserError`: bad input, missing device or package), any
-``OSError`` (a full disk, an unwritable output) and an optional package a command imports but
-this environment lacks (``yolo-sm env`` where ``make report``'s environment has no torch) is one
-sentence on stderr and exit code 2, with no traceback; an interrupt (Ctrl-C) is exit code 130
-and a SIGTERM (``kill``, ``timeout``, a batch scheduler's stop) exit code 143, both raised as
-:class:`KeyboardInterrupt` so that what was written so far is kept (every table is written
-atomically) and ``collect`` registers a sweep or bench stopped part-way with the seconds it
-took. A failed check (``remeasure``) exits 1.
-Every sub-command takes ``-q/--quiet`` and ``-v/--verbose``: progress and notices go to stderr
-through ``logging``, tables to stdout.
+Each command group is a module with ``add_parser(sub)`` and ``run(args)``, importing torch only
+inside commands that need it. :func:`main` is where errors end: a UserError, an OSError or a
+missing optional package is one sentence on stderr, exit 2; Ctrl-C exits 130 and SIGTERM 143
+(both as KeyboardInterrupt, so written tables are kept); a failed check exits 1.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""``yolo-sm monitor``: a GPU's NVML GPM and NVML fields on a Prometheus ``/metrics`` endpoint,
-named as dcgm-exporter names them and labelled with the yolo_sm workload beside it
-(:mod:`yolo_sm.topics.monitor.collect`, :mod:`yolo_sm.topics.monitor.collect_exporter`);
-``--record`` also
-writes the
-sampled series as a table (kind ``monitor``)."""
+"""``yolo-sm monitor``: NVML GPM and fields on a Prometheus ``/metrics`` endpoint (dcgm-exporter
+names, labelled with the workload); ``--record`` writes the series (kind ``monitor``)."""
 
 from __future__ import annotations
 

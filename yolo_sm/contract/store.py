@@ -1,20 +1,6 @@
-"""Parquet tables on disk: checked output paths, atomic writes (a unique temporary file in the
-destination folder + fsync + rename, so a killed writer leaves the old file or the new one,
-never half of one), clean-up of temporaries that killed writers left behind, verified reads,
-one writer per output (:func:`output_lock`) and paths kept inside their root
-(:func:`inside`).
-
-Every page is written with a CRC checksum (``write_page_checksum``) and every read here
-verifies them (``page_checksum_verification``): a table whose bytes changed on disk (a bad
-copy, a flipped bit, a truncated download) ends in one sentence naming the file, never in
-silently wrong numbers. The footer, which page checksums do not cover, carries a digest
-(``yolo_sm_digest``: SHA-256 of the column names and types and of the key-value metadata)
-checked on every read, so a flip in a column name or in the metadata is an error too. Tables
-written before checksums or digests were stored read as they are.
-
-Temporary files are created with :func:`tempfile.mkstemp` (``O_CREAT | O_EXCL``: a random
-name, never an existing file or a symlink planted under a predictable one) and renamed over
-the destination (a rename replaces a symlink there, it does not write through it)."""
+"""Parquet tables on disk: checked paths, atomic writes (exclusive temp file + fsync + rename),
+verified reads (page CRCs and a footer digest of schema and metadata), one writer per output
+(:func:`output_lock`) and paths kept inside their root (:func:`inside`)."""
 
 from __future__ import annotations
 
@@ -35,11 +21,8 @@ PARTIAL = ".partial"
 
 
 def inside(root: str | os.PathLike, rel: str | os.PathLike, what: str) -> Path:
-    """``root / rel`` after checking that ``rel`` names a file inside ``root``: a relative
-    path whose ``..`` parts never climb out of it (checked on the path as written: a symlink
-    the folder's owner placed inside it is theirs to follow; writes replace a link rather than
-    write through it). ``what`` names the field in the one-sentence error (``plan step x's
-    out``)."""
+    """``root / rel`` once ``rel`` is checked to stay inside ``root`` (no climbing ``..``);
+    ``what`` names the field in the error."""
     root = Path(root)
     text = os.fspath(rel) if isinstance(rel, (str, os.PathLike)) else None
     if not text or "\0" in text or Path(text).is_absolute():
@@ -180,12 +163,8 @@ def _umask() -> int:
 
 @contextlib.contextmanager
 def atomic_file(path: str | os.PathLike, mode: str = "wb", **kwargs):
-    """Open a new temporary file beside ``path`` for writing (``mode`` ``"wb"`` or ``"w"``) and,
-    when the block ends without an error, fsync it and rename it over ``path``; on any error
-    (a full disk, an interrupt) the temporary file is removed and ``path`` left as it was. The
-    temporary name is ``.<name>.<pid>.<random>.partial``, created exclusively
-    (:func:`tempfile.mkstemp`), so no planted file or symlink is ever written through; the
-    file gets the usual permissions (``0o666`` less the umask)."""
+    """Write to an exclusive temp file beside ``path`` (``mode`` ``"wb"`` or ``"w"``), then fsync
+    and rename over it; on error the temp file is removed and ``path`` left as it was."""
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.{os.getpid()}.", suffix=PARTIAL)
@@ -306,13 +285,8 @@ def lock_holder(out: str | os.PathLike) -> dict | None:
 
 @contextlib.contextmanager
 def output_lock(out: str | os.PathLike):
-    """Hold the one-writer lock of output ``out`` (a table or a dataset folder) for the block.
-
-    The lock is an exclusive ``flock`` on :func:`lock_path`, which holds the holder's pid, host
-    and start time; the kernel releases it when the holder ends, however it ends, so a lock
-    whose process died (``kill -9``) is stale and taken over. A second writer of the same
-    output stops with one UserError naming the holder, before any work and without touching
-    the output. Re-entrant within a process; the file is removed on release."""
+    """Hold output ``out``'s one-writer lock (an ``flock`` on :func:`lock_path`, released when the
+    holder dies); a second writer gets one UserError naming the holder. Re-entrant."""
     path = lock_path(out)
     key = str(path.resolve())
     if key in _HELD:

@@ -17,10 +17,8 @@ def cuda_index(device: str = "cuda") -> int:
 
 
 def identify(device: str = "cuda") -> dict:
-    """``{"nvml_index", "gpu_uuid", "pci_bus_id", "nvml_match"}`` of a CUDA device: the NVML
-    index whose UUID (``nvml_match="uuid"``) or PCI bus id (``"pci_bus_id"``) equals torch's for
-    this device. Without a match (or without NVML) ``nvml_index`` is None and ``nvml_match``
-    says why; on a CPU device every field is None."""
+    """``{"nvml_index", "gpu_uuid", "pci_bus_id", "nvml_match"}`` of a CUDA device (matched by
+    UUID, else PCI bus id; ``nvml_match`` says how or why not); all None on a CPU."""
     import torch
 
     none = {"nvml_index": None, "gpu_uuid": None, "pci_bus_id": None, "nvml_match": None}

@@ -1,16 +1,6 @@
-"""Model tables as artefacts: one row per model and layer with its shapes, FLOPs and bytes.
-
-Shapes, FLOPs and parameter counts depend on the architecture only, not on the GPU or the
-weights, so they are counted once (a shape-only forward on the meta device,
-:func:`yolo_sm.core.models.channel_table`) and saved as the dataset ``model_layers``; the
-analysis layer reads that table instead of building models.
-
-Bytes are per image (``batch`` = 1) at ``bytes_per_element`` (2: fp16/bf16), a lower bound on
-traffic: ``min_bytes`` counts the weights, the layer's 4-D inputs and its output once (what a
-fully fused layer would move); ``conv_bytes`` counts every convolution inside the layer reading
-its input and weights and writing its output (what unfused convolutions move). The weights
-(``weight_bytes``, ``conv_weight_bytes``) are read once per forward whatever the batch;
-:func:`yolo_sm.topics.roofline.analyse.traffic` scales the rest to a batch and an element size.
+"""Model tables: one row per model and layer with shapes, FLOPs and bytes (dataset
+``model_layers``), counted once on the meta device. Bytes per image at ``bytes_per_element``:
+``min_bytes`` (fully fused lower bound), ``conv_bytes`` (unfused convs); weights once per forward.
 """
 
 from __future__ import annotations
@@ -86,12 +76,8 @@ def layer_rows(
     imgsz: int = 640,
     bytes_per_element: int = 2,
 ):
-    """One row per layer of one model (:data:`COLUMNS`): ``model`` is a YOLO family
-    (``yolov8``, ``yolo11``: ``width``, ``depth`` and ``max_channels`` apply), ``resnet101``
-    (the ResNet detector; width, depth and max_channels do not apply and are left empty) or
-    ``wide`` (the wide conv stack at width factor ``width``), or any other model spec
-    (collect.models.spec: a .yaml, a .pt checkpoint, package.module:function), whose own width,
-    depth and channel cap are recorded."""
+    """One row per layer of one model (:data:`COLUMNS`): a YOLO family (``width``, ``depth``,
+    ``max_channels``), ``resnet101``, ``wide`` or any model spec."""
     import pandas as pd
 
     spec = parse_model(model, need_shape=False)

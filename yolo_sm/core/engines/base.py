@@ -109,7 +109,7 @@ def check_device(device: str) -> None:
 
 @contextlib.contextmanager
 def numerics(config: EngineConfig):
-    """Set cuDNN/cuBLAS TF32 flags for the precision while it runs (fp32: TF32 off), then restore."""
+    """Set cuDNN/cuBLAS TF32 flags for the precision while it runs (fp32: TF32 off)."""
     tf32 = config.precision is Precision.TF32
     saved = (
         torch.backends.cudnn.allow_tf32,

@@ -1,14 +1,9 @@
 """INT8 convolutions without TensorRT (precision ``int8`` on eager and cudagraph).
 
-Every ultralytics ``Conv`` convolution but the first; symmetric, [-127, 127], round half away.
-Weights: per-output-channel ``amax / 127``; activations: per-conv ``c / 127`` with ``c`` from
-:data:`CALIBRATIONS` (``max`` or ``percentile``). int32 accumulation; de-scale, bias, SiLU after.
-
-Kernels: ``emulate`` (fp32 convolution of integer values, anywhere); ``cudnn`` (Triton quantiser
-+ cuDNN graph with fused epilogue, falling back to the bare conv or fp16, counted in
-``Int8Conv.fallback``; a conv feeding only the next int8 conv hands over int8, see
-:func:`link_handoffs`); ``triton`` (own implicit-GEMM kernel, :mod:`.int8_triton`); ``intmm``
-(1x1 convs via ``torch._int_mm``, others as ``cudnn``). ``auto``: cudnn on GPU, emulate on CPU.
+Symmetric per-channel weights, per-conv activation scale (:data:`CALIBRATIONS`), int32
+accumulation. Kernels: ``emulate`` (anywhere), ``cudnn`` (fused graph, int8 hand-offs:
+:func:`link_handoffs`), ``triton`` and ``intmm`` (:mod:`.int8_triton`); fallbacks to fp16
+are counted in ``Int8Conv.fallback``. ``auto``: cudnn on GPU, emulate on CPU.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Ultralytics checkpoints: read with torch's restricted unpickler (only torch/ultralytics
 ``nn.Module`` classes and plain values allowed, so loading runs no code), and write one that
-``ultralytics.YOLO`` loads too. The held module (``ema`` else ``model``) comes back fused, fp32, eval.
+``ultralytics.YOLO`` loads too. The held module (``ema`` else ``model``) returns fused, fp32, eval.
 """
 
 from __future__ import annotations
