@@ -32,34 +32,24 @@ DESCRIPTION = (
 GROUPS = (env, measure, check, profile, monitor, data)
 #: exit codes: a user error, an interrupt (Ctrl-C), a SIGTERM
 USER_ERROR, INTERRUPTED, TERMINATED = 2, 130, 143
-#: the optional packages commands import, by top-level module, and the extra of pyproject.toml
-#: that installs each
+#: the optional packages commands import (top-level module -> the pyproject extra installing it)
 OPTIONAL_MODULES = {
-    "torch": "collect",
-    "torchvision": "collect",
-    "ultralytics": "collect",
-    "tqdm": "collect",
-    "onnx": "onnx",
-    "onnxruntime": "onnx",
-    "onnxscript": "onnx",
-    "pynvml": "gpu",
-    "nvtx": "gpu",
-    "ncu_report": "ncu",
-    "dask": "distributed",
-    "distributed": "distributed",
-    "prometheus_client": "monitor",
-    "plotly": "report",
-    "ipywidgets": "report",
-    "ipykernel": "report",
-    "nbclient": "report",
-    "nbconvert": "report",
-    "nbformat": "report",
+    module: extra
+    for extra, modules in {
+        "collect": "torch torchvision ultralytics tqdm",
+        "onnx": "onnx onnxruntime onnxscript",
+        "gpu": "pynvml nvtx",
+        "ncu": "ncu_report",
+        "distributed": "dask distributed",
+        "monitor": "prometheus_client",
+        "report": "plotly ipywidgets ipykernel nbclient nbconvert nbformat",
+    }.items()
+    for module in modules.split()
 }
 
 
 class Terminated(KeyboardInterrupt):
-    """A SIGTERM, raised where the main thread next runs Python (after the CUDA call or the
-    child process it waits on), so that it unwinds like Ctrl-C."""
+    """A SIGTERM, raised where the main thread next runs Python: it unwinds like Ctrl-C."""
 
 
 def _on_sigterm(signum, frame):
@@ -105,9 +95,7 @@ CACHING = ("models", "sweep", "bench", "remeasure", "trace", "ncu", "gpm", "prof
 def main(argv: list[str] | None = None) -> int:
     """Run one ``yolo-sm`` command; returns its exit code (0, 1 for a failed check, 2 for a
     user error, 130 for an interrupt, 143 for a SIGTERM)."""
-    handler = None
-    previous = None
-    args = None
+    handler = previous = args = None
     if threading.current_thread() is threading.main_thread():  # signals reach it only
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
@@ -147,9 +135,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def missing_package(e: ModuleNotFoundError, command: str | None) -> str | None:
-    """The sentence for ``command`` stopped by ``e``: an optional package (:data:`OPTIONAL_MODULES`)
-    that is not installed here. None for any other module, and for an optional package that is
-    installed but failed to import part of itself (a broken install shows its traceback)."""
+    """The sentence for ``command`` stopped by ``e``, an optional package (:data:`OPTIONAL_MODULES`)
+    not installed here; None otherwise (a broken install shows its traceback)."""
     top = (e.name or "").partition(".")[0]
     extra = OPTIONAL_MODULES.get(top)
     if extra is None or importlib.util.find_spec(top) is not None:

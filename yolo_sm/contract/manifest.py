@@ -24,20 +24,10 @@ from yolo_sm.contract.store import (
     write_table_atomic,
 )
 
-PROVENANCE_FIELDS = (
-    "gpu_name",
-    "sm_count",
-    "compute_capability",
-    "driver",
-    "cuda",
-    "torch",
-    "cudnn",
-    "ultralytics",
-    "python",
-    "sm_clock_max_mhz",
-    "yolo_sm_source",  # digest of the package source that measured (absent in older tables)
-    "cpu_model",
-    "gpu_uuid",  # which physical GPU (NVML's UUID; absent in older tables)
+#: the provenance a manifest entry records (yolo_sm_source, gpu_uuid: absent in older tables)
+PROVENANCE_FIELDS = tuple(
+    "gpu_name sm_count compute_capability driver cuda torch cudnn ultralytics python "
+    "sm_clock_max_mhz yolo_sm_source cpu_model gpu_uuid".split()
 )
 MANIFEST = "manifest.json"
 #: what a table's metadata records of each registration of it (enough to rebuild the entry)
@@ -45,9 +35,7 @@ REGISTRATION_KEYS = ("kind", "description", "command", "params", "registered_utc
 
 
 def _text(value) -> str:
-    """``value`` as provenance text: a whole float as an integer, since a column that holds a
-    missing value turns an integer (an SM count) into a float, and 132 and 132.0 are one
-    value."""
+    """``value`` as provenance text, a whole float as an integer (132.0 -> "132")."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return str(value)
@@ -67,10 +55,8 @@ def provenance_from_rows(df) -> dict:
         prov["date_utc_first"] = str(df["prov_date_utc"].min())
         prov["date_utc_last"] = str(df["prov_date_utc"].max())
     if "prov_sm_clock_start_mhz" in df and df["prov_sm_clock_start_mhz"].notna().any():
-        prov["sm_clock_start_mhz_range"] = [
-            float(df.prov_sm_clock_start_mhz.min()),
-            float(df.prov_sm_clock_start_mhz.max()),
-        ]
+        clocks = df.prov_sm_clock_start_mhz
+        prov["sm_clock_start_mhz_range"] = [float(clocks.min()), float(clocks.max())]
     return prov
 
 
@@ -85,12 +71,8 @@ def machine_of(datasets: dict) -> dict:
     provs = [p for p in provs if p.get("gpu_name")] or provs
     out = {}
     for key in MACHINE_KEYS:
-        vals = set()
-        for p in provs:
-            v = p.get(key)
-            for x in v if isinstance(v, list) else [v]:
-                if x not in (None, ""):
-                    vals.add(_text(x))
+        vs = [v if isinstance(v, list) else [v] for v in (p.get(key) for p in provs)]
+        vals = {_text(x) for v in vs for x in v if x not in (None, "")}
         if vals:
             out[key] = sorted(vals)
     return out

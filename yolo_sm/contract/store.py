@@ -5,8 +5,10 @@ verified reads (page CRCs and a footer digest of schema and metadata), one write
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import errno
 import fcntl
+import functools
 import json
 import os
 import re
@@ -49,46 +51,44 @@ def check_output_path(out: str | os.PathLike) -> Path:
     return out
 
 
-def read_frame(path: str | os.PathLike, columns=None):
-    """The table at ``path`` as a DataFrame, its page checksums verified (``columns``: only
-    these). A missing file, or one that is corrupt or truncated, is one UserError naming it."""
-    import pandas as pd
-
-    path = Path(path)
-    if not path.exists():
-        raise UserError(f"{path} does not exist")
+def _verified(path, read, advice: str = "move it away or choose another --out"):
+    """``read()`` of the table at ``path`` after :func:`check_digest`; any failure is one
+    UserError naming the file."""
     try:
         check_digest(path)
-        return pd.read_parquet(path, columns=columns, page_checksum_verification=True)
+        return read()
     except Exception as e:  # noqa: BLE001 - any parse failure means the same to the user
-        raise _unreadable(path, e, "collect it again or restore it from a good copy") from None
+        raise _unreadable(Path(path), e, advice) from None
+
+
+def read_frame(path: str | os.PathLike, columns=None):
+    """The table at ``path`` as a DataFrame, page checksums verified (``columns``: only these);
+    missing, corrupt or truncated is one UserError."""
+    import pandas as pd
+
+    if not Path(path).exists():
+        raise UserError(f"{path} does not exist")
+    read = functools.partial(
+        pd.read_parquet, path, columns=columns, page_checksum_verification=True
+    )
+    return _verified(path, read, "collect it again or restore it from a good copy")
 
 
 def read_table(out: Path):
-    """Rows already in the output table ``out`` (an empty frame when it does not exist), page
-    checksums verified; an unreadable file is a UserError and is left untouched."""
+    """Rows already in the output table ``out`` (empty when absent), checksums verified; an
+    unreadable file is a UserError and is left untouched."""
     import pandas as pd
 
-    out = Path(out)
-    if not out.exists():
+    if not Path(out).exists():
         return pd.DataFrame()
-    try:
-        check_digest(out)
-        return pd.read_parquet(out, page_checksum_verification=True)
-    except Exception as e:  # noqa: BLE001
-        raise _unreadable(out, e) from None
+    return _verified(out, lambda: pd.read_parquet(out, page_checksum_verification=True))
 
 
 def read_arrow(out: Path):
-    """``out`` as a pyarrow table, schema metadata included, page checksums verified; an
-    unreadable file is the same UserError as :func:`read_table`'s and is left untouched."""
+    """``out`` as a pyarrow table (schema metadata included), as :func:`read_table` reads it."""
     import pyarrow.parquet as pq
 
-    try:
-        check_digest(out)
-        return pq.read_table(out, page_checksum_verification=True)
-    except Exception as e:  # noqa: BLE001
-        raise _unreadable(Path(out), e) from None
+    return _verified(out, lambda: pq.read_table(out, page_checksum_verification=True))
 
 
 DIGEST_KEY = b"yolo_sm_digest"
@@ -256,7 +256,7 @@ def process_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except (PermissionError, OverflowError):
-        return True
+        pass
     return True
 
 
@@ -269,9 +269,7 @@ def lock_path(out: str | os.PathLike) -> Path:
     """The lock file of output ``out``: ``.<name>.lock`` beside a file, ``.yolo_sm.lock``
     inside a folder."""
     out = Path(out)
-    if out.is_dir():
-        return out / ".yolo_sm.lock"
-    return out.with_name(f".{out.name}.lock")
+    return out / ".yolo_sm.lock" if out.is_dir() else out.with_name(f".{out.name}.lock")
 
 
 def lock_holder(out: str | os.PathLike) -> dict | None:
@@ -324,7 +322,8 @@ def output_lock(out: str | os.PathLike):
         os.close(fd)
         raise UserError(_busy(out, holder, path, other_host=True))
     os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps({**me, "started": _now()}).encode(), 0)
+    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    os.pwrite(fd, json.dumps({**me, "started": started}).encode(), 0)
     _HELD[key] = [fd, 1]
     try:
         yield path
@@ -345,20 +344,12 @@ def _read_fd(fd: int) -> dict | None:
 
 
 def _busy(out, holder: dict | None, path: Path, other_host: bool = False) -> str:
-    who = (
-        f"process {holder.get('pid')} on {holder.get('host')} (since {holder.get('started')})"
-        if holder
-        else "another process"
-    )
+    who = "another process"
+    if holder:
+        who = f"process {holder.get('pid')} on {holder.get('host')} (since {holder.get('started')})"
     if other_host:
         return (
             f"{out} is locked by {who}, another host; wait for it to finish or, if no run is "
             f"active there, remove {path}"
         )
     return f"{out} is being written by {who}; wait for it to finish or choose another --out"
-
-
-def _now() -> str:
-    import datetime as dt
-
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from yolo_sm.contract.errors import UserError
-from yolo_sm.core.models import build_yolo, channel_table, resnet_backbone, wide_conv_stack
+from yolo_sm.core.models import build, channel_table
 from yolo_sm.core.models.spec import build_spec, parse_model, spec_scale
 
 #: The models the notebooks read: YOLOv8 (depth 0.33) at the swept widths, the width at which
@@ -21,50 +21,12 @@ DEFAULT_MODELS: tuple[dict, ...] = (
 )
 
 #: Column order of the table (the schema's ``model_tables`` kind describes each).
-COLUMNS = (
-    "model",
-    "family",
-    "width",
-    "depth",
-    "max_channels",
-    "imgsz",
-    "batch",
-    "bytes_per_element",
-    "index",
-    "layer",
-    "module_type",
-    "stage",
-    "in_channels",
-    "out_channels",
-    "requested_channels",
-    "rounded",
-    "capped",
-    "stride",
-    "out_h",
-    "out_w",
-    "params",
-    "flops",
-    "weight_bytes",
-    "in_bytes",
-    "out_bytes",
-    "min_bytes",
-    "conv_io_bytes",
-    "conv_weight_bytes",
-    "conv_bytes",
+COLUMNS = tuple(
+    "model family width depth max_channels imgsz batch bytes_per_element index layer module_type "
+    "stage in_channels out_channels requested_channels rounded capped stride out_h out_w params "
+    "flops weight_bytes in_bytes out_bytes min_bytes conv_io_bytes conv_weight_bytes "
+    "conv_bytes".split()
 )
-
-
-def _build(model: str, width: float, depth: float, max_channels: int):
-    if model == "wide":
-        return wide_conv_stack(float(width)), "wide"
-    if model.startswith("resnet"):
-        try:
-            n = int(model[6:] or 101)
-        except ValueError:
-            raise UserError(f"unknown model {model!r}: use resnet18/34/50/101/152") from None
-        return resnet_backbone(n), model
-    yolo = build_yolo(model, float(width), depth=depth, max_channels=max_channels, calibrate=False)
-    return yolo, model
 
 
 def layer_rows(
@@ -82,8 +44,8 @@ def layer_rows(
 
     spec = parse_model(model, need_shape=False)
     if spec.kind == "family":
-        m, family = _build(str(model).lower(), width, depth, max_channels)
-        label = str(model).lower()
+        label = family = str(model).lower()
+        m = build(family, float(width), depth=depth, max_channels=max_channels, calibrate=False)
     else:  # a model file or module:function (collect.models.spec): its own width and depth
         m = build_spec(spec, input_shape=spec.input_shape or (3, imgsz, imgsz))
         family, label = spec.name, spec.text
@@ -131,16 +93,9 @@ def model_layers(
             )
         widths = spec.get("widths", [1.0])
         for w in widths if isinstance(widths, (list, tuple)) else [widths]:
-            frames.append(
-                layer_rows(
-                    spec["model"],
-                    float(w),
-                    depth=float(spec.get("depth", 0.33)),
-                    max_channels=int(spec.get("max_channels", 2048)),
-                    imgsz=imgsz,
-                    bytes_per_element=bytes_per_element,
-                )
-            )
+            depth, cap = float(spec.get("depth", 0.33)), int(spec.get("max_channels", 2048))
+            kw = {"imgsz": imgsz, "bytes_per_element": bytes_per_element}
+            frames.append(layer_rows(spec["model"], float(w), depth=depth, max_channels=cap, **kw))
     if not frames:
         raise UserError("model_tables needs at least one model")
     return pd.concat(frames, ignore_index=True)

@@ -17,8 +17,6 @@ from yolo_sm.contract.values import split_compile_mode
 ENV_DIR = "TORCHINDUCTOR_CACHE_DIR"
 ENV_FX = "TORCHINDUCTOR_FX_GRAPH_CACHE"
 ENV_AUTOTUNE = "TORCHINDUCTOR_AUTOTUNE_LOCAL_CACHE"
-CACHE_STATES = ("cold", "warm", "partial")
-
 #: what :func:`setup` chose in this process (the folder is fixed at the first compile)
 _CHOSEN: dict = {}
 
@@ -83,33 +81,25 @@ def _switch_caches(env) -> dict:
 
 def count_files(folder: str | os.PathLike) -> int:
     """Files under ``folder`` (0 when it does not exist)."""
-    n = 0
-    for _, _, files in os.walk(folder):
-        n += len(files)
-    return n
+    return sum(len(files) for _, _, files in os.walk(folder))
 
 
 def counters() -> tuple[int, int]:
     """Inductor's FX graph cache (hits, misses) so far in this process."""
     from torch._dynamo.utils import counters as c
 
-    return int(c["inductor"].get("fxgraph_cache_hit", 0)), int(
-        c["inductor"].get("fxgraph_cache_miss", 0)
-    )
+    return tuple(int(c["inductor"].get(f"fxgraph_cache_{k}", 0)) for k in ("hit", "miss"))
 
 
 def autotuned() -> int:
-    """Ops inductor benchmarked its choices for so far in this process: its
-    ``select_algorithm_autotune`` counter, which moves only on a miss of the local autotune
-    cache (a hit reads the timings from disk and benchmarks nothing)."""
+    """Ops inductor benchmarked so far in this process (``select_algorithm_autotune``)."""
     from torch._dynamo.utils import counters as c
 
     return int(c["inductor"].get("select_algorithm_autotune", 0))
 
 
 def autotunes(compile_mode: str | None) -> bool:
-    """Whether ``compile_mode`` (with or without a ``+rewrite`` suffix) autotunes its ops:
-    the ``max-autotune`` modes."""
+    """Whether ``compile_mode`` (``+rewrite`` suffix allowed) is a ``max-autotune`` mode."""
     return split_compile_mode(compile_mode or "")[0].startswith("max-autotune")
 
 
@@ -129,9 +119,8 @@ def state(
     autotuned_ops: int | None = None,
     autotune_reads: int | None = None,
 ) -> str:
-    """``warm``, ``cold`` or ``partial`` from FX-cache ``hits``/``misses`` (else from files before
-    and after). A cold build that read any autotuning from disk, or autotuned nothing in a
-    non-empty folder, is ``partial``."""
+    """``warm``, ``cold`` or ``partial`` from FX-cache ``hits``/``misses`` (else from files); a
+    cold build that read autotuning from disk, or tuned nothing in a full folder, is partial."""
     if hits or misses:
         if not misses:
             return "warm"
@@ -161,8 +150,7 @@ class AutotuneReads:
             return self
         self.n, self._cls, self._orig = 0, PersistentCache, orig
 
-        tuned = set()  # the (op, inputs) this build benchmarked: a later lookup of one reads
-        # what the build itself wrote (a prescreening pass looks an op up twice), not the disk
+        tuned = set()  # (op, inputs) this build benchmarked: a later lookup reads its own
 
         def lookup(cache, *args, **kwargs):
             named = dict(zip(("choices", "op", "inputs", "benchmark"), args, strict=False))

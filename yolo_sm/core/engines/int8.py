@@ -9,6 +9,7 @@ are counted in ``Int8Conv.fallback``. ``auto``: cudnn on GPU, emulate on CPU.
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import math
 import os
@@ -23,11 +24,13 @@ from yolo_sm.core.engines import int8_triton
 from yolo_sm.core.engines.qconv import (
     CudnnQuantConv,
     GraphFormat,
-    calibrate_inputs,
+    QuantConv,
     calibration_inputs,
     eligible_convs,
     fallbacks,
     import_cudnn,
+    quantize_launch,
+    quantize_model,
 )
 
 __all__ = [
@@ -55,15 +58,8 @@ CALIBRATIONS = INT8_CALIBRATIONS
 DEFAULT_PERCENTILE = INT8_PERCENTILE
 #: cuDNN's int8 NHWC convolutions need input and output channel counts that are multiples of 4
 CHANNEL_MULTIPLE = 4
-#: what the fused int8 graph writes: the conv tensor itself is FLOAT (int32 accumulation read as
-#: float), the epilogue computes in float, and its last op writes this type. Measured on the
-#: H200 (cuDNN 9.19, frontend 1.32) for one 3x3 conv, N=64, C=K=256, 80x80 NHWC, int8 x int8
-#: with int32 compute: a FLOAT conv output ran at 1,293 TOP/s, INT8 output 1,510, INT32 546 and
-#: HALF output 635 (cuDNN picks a slower engine), against 670 TFLOP/s for the fp16 convolution.
-#: HALF here is the epilogue's output, the conv tensor stays FLOAT; YOLO_SM_INT8_OUTPUT=FLOAT
-#: makes the graph write FLOAT and torch cast it to the engine's dtype (one more pass; under
-#: torch.compile the cast follows the custom op in the traced code, and inductor fuses it into
-#: the kernels that read the output). Read when a graph is built or a forward is traced.
+#: what the fused int8 graph's epilogue writes (its conv tensor stays FLOAT); FLOAT makes torch
+#: cast to the engine's dtype after it
 GRAPH_OUTPUT = os.environ.get("YOLO_SM_INT8_OUTPUT", "HALF").upper()
 # plan tuning as the fp8 path (engines.fp8.AUTOTUNE_PLANS); YOLO_SM_INT8_PLANS overrides
 AUTOTUNE_PLANS = int(os.environ.get("YOLO_SM_INT8_PLANS", "4"))
@@ -112,45 +108,33 @@ def calibration_stat(method: str, percentile: float = DEFAULT_PERCENTILE):
 
 
 def quantize_int8(x: torch.Tensor, scale: float) -> torch.Tensor:
-    """``round(x / scale)`` saturated to +-127 as int8, same memory format as ``x``: one Triton
-    kernel on a GPU (scale, saturate, round, cast in one pass), torch ops elsewhere; both round
-    halves away from zero."""
-    if x.is_cuda:
-        kernel = _triton_quantize()
-        if kernel is not None:
-            if not (x.is_contiguous() or x.is_contiguous(memory_format=torch.channels_last)):
-                x = x.contiguous(memory_format=torch.channels_last)
-            out = torch.empty_like(x, dtype=torch.int8)
-            n = x.numel()
-            inv = int8_triton.inverse_scale(scale)
-            kernel[((n + 4095) // 4096,)](x, out, n, inv, BLOCK=4096)
-            return out
+    """``round(x / scale)`` (halves away from zero) saturated to +-127 as int8, ``x``'s memory
+    format: one Triton kernel on a GPU, torch ops elsewhere."""
+    kernel = _triton_quantize() if x.is_cuda else None
+    if kernel is not None:
+        return quantize_launch(kernel, x, torch.int8, int8_triton.inverse_scale(scale))
     return quantize_values(x, scale).to(torch.int8)
 
 
-_TRITON: list = []
-
-
+@functools.cache
 def _triton_quantize():
     """The Triton int8 quantisation kernel (elementwise over the tensor's storage), or None."""
-    if not _TRITON:
-        try:
-            import triton
-            import triton.language as tl
+    try:
+        import triton
+        import triton.language as tl
+    except Exception:  # noqa: BLE001 - no Triton: torch ops do the same, slower
+        return None
 
-            @triton.jit
-            def _quantize_int8(x_ptr, y_ptr, n, inv_scale, BLOCK: tl.constexpr):
-                offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-                mask = offs < n
-                v = tl.load(x_ptr + offs, mask=mask).to(tl.float32) * inv_scale
-                v = tl.minimum(tl.maximum(v, -127.0), 127.0)
-                v = tl.where(v >= 0, v + 0.5, v - 0.5)  # float -> int truncates: half away
-                tl.store(y_ptr + offs, v.to(tl.int32).to(tl.int8), mask=mask)
+    @triton.jit
+    def _quantize_int8(x_ptr, y_ptr, n, inv_scale, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        v = tl.load(x_ptr + offs, mask=mask).to(tl.float32) * inv_scale
+        v = tl.minimum(tl.maximum(v, -127.0), 127.0)
+        v = tl.where(v >= 0, v + 0.5, v - 0.5)  # float -> int truncates: half away
+        tl.store(y_ptr + offs, v.to(tl.int32).to(tl.int8), mask=mask)
 
-            _TRITON.append(_quantize_int8)
-        except Exception:  # noqa: BLE001 - no Triton: torch ops do the same, slower
-            _TRITON.append(None)
-    return _TRITON[0]
+    return _quantize_int8
 
 
 def _format(output: str | None, fused: bool) -> GraphFormat:
@@ -224,37 +208,23 @@ def quantize_traced(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     return quantize_values(x, scale).to(torch.int8)
 
 
-class Int8Conv(nn.Module):
+class Int8Conv(QuantConv):
     """A Conv2d whose input (per-tensor scale) and weight (per-output-channel scales) are int8,
     accumulated in int32; the output, bias and everything after it in the input's dtype."""
+
+    KERNELS = KERNELS
+    WEIGHT = "weight_int8"
 
     def __init__(
         self, conv: nn.Conv2d, input_scale: float, kernel: str = "emulate", silu: bool = False
     ):
-        super().__init__()
-        if kernel not in KERNELS:
-            raise ValueError(f"unknown int8 kernel {kernel!r}: choose one of {KERNELS}")
-        self.kernel = kernel
-        self.silu = silu  # the block's SiLU runs here (fused into cuDNN's epilogue)
-        self.fallback: str | None = None  # why this conv runs in fp16, if it does
+        ws = weight_scales(conv.weight)
+        wq = quantize_values(conv.weight.detach(), ws[:, None, None, None]).to(torch.int8)
+        super().__init__(conv, input_scale, kernel, silu, wq, ws)
         self.graph_modes: dict = {}  # input shape -> "fused" / "unfused" (cuDNN graphs)
         self.ran: str | None = None  # "triton" / "intmm" once that kernel ran this conv
         self.declined: list[str] = []  # why cuDNN declined a graph that was tried
-        self._plans: dict = {}
         self._packed: dict = {}  # device -> (weight for the Triton / _int_mm kernel, scale, bias)
-        self.stride, self.padding = conv.stride, conv.padding
-        self.dilation, self.groups = conv.dilation, conv.groups
-        self.in_channels, self.out_channels = conv.in_channels, conv.out_channels
-        w = conv.weight.detach()
-        ws = weight_scales(w)
-        wq = quantize_values(w, ws[:, None, None, None]).to(torch.int8)
-        self.register_buffer("weight_int8", wq)
-        self.register_buffer("weight_scale", ws)
-        self.register_buffer("input_scale", torch.tensor(float(input_scale)))
-        self.register_buffer(
-            "weight", (wq.float() * ws[:, None, None, None]).to(w.dtype), persistent=False
-        )
-        self.bias = None if conv.bias is None else nn.Parameter(conv.bias.detach().clone())
         self.number = next(_NUMBERS)  # how the custom op int8_conv names this convolution
         _CONVS[self.number] = self
         # where this convolution's output is the next int8 convolution's input and nothing
@@ -269,11 +239,6 @@ class Int8Conv(nn.Module):
         new.number = next(_NUMBERS)
         _CONVS[new.number] = new
         return new
-
-    @property
-    def weight_q(self) -> torch.Tensor:
-        """The quantised weight the cuDNN graph reads (qconv.CudnnQuantConv)."""
-        return self.weight_int8
 
     def _build(self, x: torch.Tensor):
         """The first cuDNN graph of :func:`graph_formats` that builds for ``x``'s shape, or
@@ -345,9 +310,8 @@ class Int8Conv(nn.Module):
         return self.weight.dtype
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` in the engine's dtype, or int8 values at ``input_scale`` where the previous
-        convolution hands its output over (:func:`link_handoffs`); the output in the engine's
-        dtype, or int8 at ``output_scale`` where this one hands over."""
+        """``x`` in the engine's dtype (or int8 handed over) -> output in the engine's dtype (or
+        int8 at ``output_scale`` where this conv hands over)."""
         if self.kernel == "emulate" or not x.is_cuda:
             return self._emulate(x)
         if torch.compiler.is_compiling():
@@ -429,14 +393,6 @@ class Int8Conv(nn.Module):
             y = self._handoff(self._fp16((xq.float() * self.input_scale.float()).to(dtype)))
         return y.float() if as_float else y
 
-    def _fp16(self, x: torch.Tensor) -> torch.Tensor:
-        """The convolution in ``x``'s dtype with the int8-rounded weight (cuDNN declined it)."""
-        bias = None if self.bias is None else self.bias.to(x.dtype)
-        y = nn.functional.conv2d(
-            x, self.weight.to(x.dtype), bias, self.stride, self.padding, self.dilation, self.groups
-        )
-        return nn.functional.silu(y) if self.silu else y
-
     def _emulate(self, x: torch.Tensor) -> torch.Tensor:
         """int8 values of input and weight, convolved in fp32, de-scaled, bias, SiLU."""
         if x.dtype == torch.int8:  # handed over: already the int8 values
@@ -467,11 +423,7 @@ class Int8Conv(nn.Module):
 
     def extra_repr(self) -> str:
         out = "" if self.output_scale is None else f", output_scale={self.output_scale:.3g}"
-        return (
-            f"{self.in_channels}, {self.out_channels}, stride={self.stride}, "
-            f"input_scale={float(self.input_scale):.3g}, kernel={self.kernel}, silu={self.silu}"
-            f"{out}"
-        )
+        return super().extra_repr() + out
 
 
 def quantize_convs(
@@ -485,13 +437,11 @@ def quantize_convs(
     """Replace each eligible conv of ``model`` in place by a calibrated :class:`Int8Conv`; with
     ``handoff``, link int8 hand-offs (:func:`link_handoffs`). Returns a summary for ``info``."""
     stat = calibration_stat(calibration, percentile)
-    convs = eligible_convs(model)
-    amax = calibrate_inputs(model, convs, batches, stat)
-    for (parent, attr, conv), a in zip(convs, amax, strict=True):
-        fuse = kernel != "emulate" and isinstance(parent.act, nn.SiLU)
-        setattr(parent, attr, Int8Conv(conv, max(a, 1e-12) / INT8_MAX, kernel, silu=fuse))
-        if fuse:
-            parent.act = nn.Identity()
+
+    def make(conv, amax, silu):
+        return Int8Conv(conv, amax / INT8_MAX, kernel, silu=silu)
+
+    n = quantize_model(model, batches, make, fuse=kernel != "emulate", stat=stat)
     linked = 0
     if handoff and kernel in HANDOFF_KERNELS and batches:
         linked = link_handoffs(model, batches[0])
@@ -499,7 +449,7 @@ def quantize_convs(
     what = "max |input|" if calibration == "max" else f"{percentile:g}th percentile of |input|"
     return {
         "int8_kernel": kernel,
-        "int8_convs": len(convs),
+        "int8_convs": n,
         "int8_handoffs": linked,
         "convs": total,
         "int8_calibration": calibration,
@@ -607,9 +557,8 @@ def link_handoffs(model: nn.Module, x: torch.Tensor) -> int:
             m.kernel = k
 
     def sources(key, within: Counter, done: dict) -> set | None:
-        """The int8 convolutions whose outputs alone make tensor ``key``, or None; counts in
-        ``within`` how often each tensor on the way is read on the way (each tensor's inputs
-        once, however many paths reach it: ``done``)."""
+        """The int8 convs whose outputs alone make tensor ``key`` (None if any other source);
+        counts reads on the way in ``within``."""
         if key in made:
             return {made[key]}
         if key in done:
@@ -653,9 +602,8 @@ def link_handoffs(model: nn.Module, x: torch.Tensor) -> int:
 
 
 def graph_counts(model: nn.Module) -> dict[str, int]:
-    """How the int8 convolutions of ``model`` ran so far: ``fused_int8`` (handing over int8) /
-    ``fused`` / ``unfused`` cuDNN graphs (per conv, its first shape's), ``triton`` / ``intmm``
-    (yolo_sm's kernels), ``fp16`` fallbacks, and ``int8_convs`` in all."""
+    """How ``model``'s int8 convs ran so far: counts of ``fused_int8`` / ``fused`` / ``unfused``
+    cuDNN graphs, ``triton``, ``intmm``, ``fp16`` fallbacks and ``int8_convs``."""
     convs = [m for m in model.modules() if isinstance(m, Int8Conv)]
     out = {"int8_convs": len(convs), "fused_int8": 0, "fused": 0, "unfused": 0, "triton": 0}
     out.update(intmm=0, fp16=0)

@@ -35,9 +35,8 @@ def _require(x: torch.Tensor) -> None:
 
 
 def build_kernels():
-    """(autotuned conv kernel, epilogue kernel, the triton module): jitted when first launched;
-    NotAvailableError without Triton. Under ``TRITON_INTERPRET=1`` they run on CPU tensors
-    (Triton's interpreter: how the CPU tests check them); launch the conv with a ``tile``."""
+    """(autotuned conv kernel, epilogue kernel, triton module), jitted on first launch;
+    NotAvailableError without Triton. ``TRITON_INTERPRET=1`` runs them on CPU tensors."""
     try:
         import triton
         import triton.language as tl
@@ -298,9 +297,8 @@ def conv1x1_int_mm(
     silu: bool = False,
     out_dtype: torch.dtype = torch.float16,
 ) -> torch.Tensor:
-    """A 1x1 stride-1 int8 convolution: ``xq`` (N, C, H, W) int8 channels_last, ``weight_ck``
-    (C, K) int8 (the (K, C) weight transposed, as cuBLASLt reads it column-major); returns
-    (N, K, H, W) channels_last in ``out_dtype`` after :func:`dequant_epilogue`."""
+    """A 1x1 stride-1 int8 conv: ``xq`` (N, C, H, W) int8 channels_last x ``weight_ck`` (C, K) int8
+    -> (N, K, H, W) channels_last in ``out_dtype`` via :func:`dequant_epilogue`."""
     _require(xq)
     n, c, h, w = xq.shape
     k = weight_ck.shape[1]

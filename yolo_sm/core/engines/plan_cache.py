@@ -39,9 +39,8 @@ def signature_text(key: tuple) -> str:
 
 
 class PlanCache:
-    """Tuned plans of one machine environment ``env`` (a mapping of plain values) in one JSON
-    file of :func:`folder`: ``get(key)`` -> ``(index, plan name)`` or None; ``put(key, index,
-    name, ms)`` stores and writes at once."""
+    """Tuned plans of one environment ``env`` in one JSON file: ``get(key)`` -> ``(index, name)``
+    or None; ``put(key, index, name, ms)`` stores and writes."""
 
     def __init__(self, env: dict, root: Path | None = None) -> None:
         self.env = {k: str(v) for k, v in sorted(env.items())}

@@ -64,15 +64,12 @@ def engine_cache_key(
 
 
 def _calib_source(config: EngineConfig) -> str:
-    if config.calib_images is None:
-        return "<bundled>"
-    return os.path.abspath(os.path.expanduser(str(config.calib_images)))
+    calib = config.calib_images
+    return "<bundled>" if calib is None else os.path.abspath(os.path.expanduser(str(calib)))
 
 
 def calibration_digest(config: EngineConfig) -> str:
-    """sha256 over the calibration images' names, sizes and modification times, so that a
-    changed image folder gives a new plan and calibration cache."""
-
+    """sha256 over the calibration images' names, sizes and modification times."""
     h = hashlib.sha256()
     for p in image_paths(config.calib_images):
         st = p.stat()
@@ -122,11 +119,9 @@ class TrtRunner:
         self.out_dtype = _torch_dtype(trt, engine.get_tensor_dtype(self.output))
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return self.execute(self.context, x)
-
-    def execute(self, context, x: torch.Tensor) -> torch.Tensor:
-        """Run ``context`` on ``x`` (any float dtype/layout; converted to the engine's input dtype,
-        contiguous NCHW) and return a new output tensor; asynchronous like a CUDA kernel."""
+        """Run on ``x`` (converted to the input dtype, contiguous NCHW) into a new output tensor,
+        asynchronously."""
+        context = self.context
         if tuple(x.shape) != self.in_shape:
             raise UserError(f"this engine takes input shape {self.in_shape}, got {tuple(x.shape)}")
         x = x.to(device=self.device, dtype=self.in_dtype).contiguous()
@@ -149,9 +144,8 @@ class TrtRunner:
 
 
 def build_tensorrt(model: torch.nn.Module, config: EngineConfig) -> Engine:
-    """Build (or load cached) a TensorRT engine: fp32 (TF32 off), fp16, or int8 (+fp16) with an
-    entropy calibrator over ``config.calib_images``; I/O fp32. ``info``: build_s, cache_hit,
-    engine_path, trt_version, gpu."""
+    """Build (or load cached) a TensorRT engine: fp32 (TF32 off), fp16, or int8 (+fp16, entropy
+    calibrated on ``config.calib_images``); I/O fp32. ``info``: build_s, cache_hit, engine_path."""
     if config.precision in (Precision.TF32, Precision.BF16):
         raise UserError(
             f"backend tensorrt builds fp32, fp16 or int8 engines, not {config.precision.value}"
@@ -205,18 +199,13 @@ def _build_plan(trt, onnx_bytes, config, device, folder: Path, gpu: str, calib_p
     """Parse the ONNX bytes and build a serialized plan (IHostMemory), updating the timing cache."""
     logger = _logger()
     builder = trt.Builder(logger)
-    flags = 0
-    explicit = getattr(trt.NetworkDefinitionCreationFlag, "EXPLICIT_BATCH", None)
-    if explicit is not None and int(trt.__version__.split(".")[0]) < 10:
-        flags = 1 << int(explicit)  # TensorRT 8: opt in; 10: explicit batch is the only mode
-    network = builder.create_network(flags)
+    network = builder.create_network(0)  # TensorRT 10: explicit batch is the only mode
     parser = trt.OnnxParser(network, logger)
     if not parser.parse(onnx_bytes):
         errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
         raise RuntimeError(f"TensorRT could not parse the ONNX export: {errors}")
     bc = builder.create_builder_config()
     bc.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(config.workspace_mb) << 20)
-    bc.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
     if hasattr(trt.BuilderFlag, "TF32"):
         bc.clear_flag(trt.BuilderFlag.TF32)  # fp32 means IEEE fp32, as for the torch backends
     if config.precision in (Precision.FP16, Precision.INT8):
@@ -249,9 +238,7 @@ def _make_calibrator(trt, config: EngineConfig, device: torch.device, cache_path
     class EntropyCalibrator(trt.IInt8EntropyCalibrator2):
         def __init__(self):
             trt.IInt8EntropyCalibrator2.__init__(self)
-            self.batches = None
-            self.index = 0
-            self.buffer = None
+            self.batches, self.index, self.buffer = None, 0, None
 
         def get_batch_size(self):
             return config.batch
@@ -277,58 +264,3 @@ def _make_calibrator(trt, config: EngineConfig, device: torch.device, cache_path
             _write_atomic(cache_path, cache)
 
     return EntropyCalibrator()
-
-
-def _runner(engine: Engine) -> TrtRunner:
-    if not isinstance(engine.run, TrtRunner) or engine.run.engine is None:
-        raise UserError(f"{engine.description} is not an open TensorRT engine")
-    return engine.run
-
-
-def layer_times(engine: Engine, x: torch.Tensor | None = None, iters: int = 10):
-    """Per-layer GPU times of ``iters`` runs on ``x`` (IProfiler, own context): DataFrame of
-    ``layer``, ``duration_ms``, ``iteration``."""
-    import pandas as pd
-
-    trt = _import_trt()
-    runner = _runner(engine)
-    x = engine.make_input() if x is None else x
-
-    class Profiler(trt.IProfiler):
-        def __init__(self):
-            trt.IProfiler.__init__(self)
-            self.rows: list[tuple[str, float, int]] = []
-            self.iteration = 0
-
-        def report_layer_time(self, layer_name, ms):
-            self.rows.append((str(layer_name), float(ms), self.iteration))
-
-    profiler = Profiler()
-    with torch.cuda.device(runner.device):
-        context = runner.engine.create_execution_context()
-        if context is None:
-            raise RuntimeError("TensorRT could not create a profiling context (GPU memory?)")
-        try:
-            context.profiler = profiler
-            context.enqueue_emits_profile = False
-            for i in range(iters):
-                profiler.iteration = i
-                runner.execute(context, x)
-                torch.cuda.current_stream(runner.device).synchronize()
-                context.report_to_profiler()
-        finally:
-            torch.cuda.synchronize(runner.device)
-            del context
-    return pd.DataFrame(profiler.rows, columns=["layer", "duration_ms", "iteration"])
-
-
-def layer_info(engine: Engine) -> list[dict]:
-    """The engine inspector's description of every layer (JSON format): with the DETAILED
-    verbosity these plans are built with, each dict has ``Name``, ``LayerType``, ``Inputs``,
-    ``Outputs``, ``TacticName`` ... (names only would give ``{"Name": ...}`` dicts)."""
-    trt = _import_trt()
-    runner = _runner(engine)
-    inspector = runner.engine.create_engine_inspector()
-    text = inspector.get_engine_information(trt.LayerInformationFormat.JSON)
-    layers = json.loads(text).get("Layers", [])
-    return [layer if isinstance(layer, dict) else {"Name": str(layer)} for layer in layers]

@@ -61,9 +61,8 @@ def build_eager(model: torch.nn.Module, config: EngineConfig) -> Engine:
 
 
 def _capturable(m: torch.nn.Module, config: EngineConfig):
-    """``m``'s forward for a caller's CUDA graph capture (:attr:`Engine.capture`): under
-    ``no_grad``, not ``inference_mode``, so that a compiled engine captured in the same graph
-    sees the tensors it was built with (see :func:`build_compiled`)."""
+    """``m``'s forward for a caller's CUDA graph capture (:attr:`Engine.capture`), under
+    ``no_grad`` (not ``inference_mode``, as :func:`build_compiled`)."""
 
     def forward(x: torch.Tensor) -> torch.Tensor:
         with numerics(config), torch.no_grad():
@@ -73,9 +72,8 @@ def _capturable(m: torch.nn.Module, config: EngineConfig):
 
 
 def build_cudagraph(model: torch.nn.Module, config: EngineConfig, warmup: int = 3) -> Engine:
-    """Capture one forward into a CUDA graph; a call copies the input into the static buffer
-    (skipped when it *is* the static buffer) and replays. The output tensor is the graph's static
-    output, overwritten by the next call: clone it to keep it."""
+    """Capture one forward into a CUDA graph; a call copies the input into the static buffer and
+    replays. The output is the graph's static tensor, overwritten by the next call."""
     if not str(config.device).startswith("cuda"):
         raise NotAvailableError("backend cudagraph needs a CUDA device; use backend eager on CPU")
     m = prepare_module(model, config)
@@ -135,9 +133,8 @@ _COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _compiled_module(model: torch.nn.Module, config: EngineConfig):
-    """One compiled module per (model, precision, layout, mode, device, and for int8 how it
-    quantises), shared by the engines of every batch size: a new batch costs a dynamo re-trace
-    with a dynamic batch dimension (automatic dynamic shapes), not a cold compile."""
+    """One compiled module per (model, precision, layout, mode, device, int8 settings), shared by
+    every batch size (a new batch re-traces with a dynamic batch dimension)."""
     per_model = _COMPILED.setdefault(model, {})
     key = (config.precision, config.layout, config.compile_mode, str(config.device))
     if config.precision is Precision.INT8:  # how it quantises makes another module

@@ -137,9 +137,8 @@ def load_checkpoint(path: str | Path, fuse: bool = True):
 
 
 def write_checkpoint(det, out: str | Path, source: dict) -> Path:
-    """Write ``det`` (an ultralytics DetectionModel) as an ultralytics checkpoint at ``out``:
-    unfused, fp16 like ultralytics' own, under ``model`` with ``train_args``; ``source`` (plain
-    values: how the weights were made) goes under ``yolo_sm``. Atomic; returns the path."""
+    """Write ``det`` (an ultralytics DetectionModel) as an ultralytics checkpoint at ``out``
+    (unfused, fp16, ``source`` under ``yolo_sm``), atomically; returns the path."""
     import copy
     import os
 

@@ -28,9 +28,8 @@ class LayerRef:
 
 
 def calibration_batches(imgsz: int = 160, seed: int = 0) -> list[torch.Tensor]:
-    """Inputs for :func:`calibrate_bn`: ultralytics' two bundled photos (bus, zidane),
-    letterboxed, as they are and mirrored, then uniform noise in [0, 1) (what the timing and the
-    numerical checks feed): two batches of four."""
+    """Inputs for :func:`calibrate_bn`: the two bundled photos letterboxed, plain and mirrored,
+    then uniform noise in [0, 1): two batches of four."""
 
     real = torch.from_numpy(load_images(None, imgsz))
     gen = torch.Generator().manual_seed(seed + 1)

@@ -96,9 +96,8 @@ def _count_nodes(d, name: str) -> None:
 
 
 def check(d, name: str) -> None:
-    """A UserError unless ``d`` is a model dict whose strings ultralytics may evaluate safely:
-    the activation (rewritten to its canonical text), module names, repeat counts and whole
-    numbers within :data:`MAX_REPEATS` / :data:`MAX_ARG`."""
+    """A UserError unless ``d`` is a model dict ultralytics may evaluate safely (activation made
+    canonical; repeats and numbers within :data:`MAX_REPEATS` / :data:`MAX_ARG`)."""
     if not isinstance(d, dict) or not isinstance(d.get("backbone"), list) or not d["backbone"]:
         raise UserError(f"model YAML {name} is not an ultralytics model (no backbone list)")
     if not isinstance(d.get("head", []), list):
@@ -159,9 +158,8 @@ def activation(text, name: str) -> str:
 
 
 def layer_class(module):
-    """The ``nn.Module`` class ultralytics' parser builds for module name ``module`` (as its
-    ``parse_model`` looks it up), or None unless it is a layer of ``torch.nn``,
-    ``torchvision.ops`` or ``ultralytics.nn.modules``."""
+    """The ``nn.Module`` class ultralytics' parser builds for ``module``, or None unless it is a
+    layer of torch.nn, torchvision.ops or ultralytics.nn.modules."""
     import torch
     from ultralytics.nn import tasks
 

@@ -10,9 +10,8 @@ from yolo_sm.core.models.common import LayerRef, calibrate_bn
 
 
 class ResNetDetector(nn.Module):
-    """A torchvision ResNet trunk (stem, layer1-4) with a small single-scale detection head on
-    the stride-32 map: 3x3 conv to 256 + ReLU, then ``anchors*(4+nc)`` logits. Returns
-    (B, 4+nc, anchors*H*W) like the YOLO head."""
+    """A torchvision ResNet trunk with a small detection head on the stride-32 map (3x3 conv to
+    256 + ReLU, ``anchors*(4+nc)`` logits); returns (B, 4+nc, anchors*H*W)."""
 
     STAGES = ("stem", "layer1", "layer2", "layer3", "layer4", "head")
 
@@ -84,9 +83,8 @@ def resnet_backbone(
 
 
 def scale_residual_branches(trunk: nn.Module, scale: float) -> int:
-    """Multiply the last BatchNorm's weight and bias of every torchvision residual block of
-    ``trunk`` (``bn3`` of a Bottleneck, ``bn2`` of a BasicBlock) by ``scale``; returns how many
-    blocks it scaled."""
+    """Scale the last BatchNorm (weight, bias) of every residual block of ``trunk`` by
+    ``scale``; returns how many blocks."""
     import torchvision
 
     n = 0

@@ -49,9 +49,8 @@ def separable(pool: nn.Module) -> bool:
 
 
 def separable_pools(model: nn.Module) -> int:
-    """Replace, in place, each max pool of ``model`` that :func:`separable` accepts by a
-    :class:`SeparableMaxPool2d`; the number of modules replaced (a module called several times,
-    as SPPF's one pool is, counts once)."""
+    """Replace in place each max pool :func:`separable` accepts by a :class:`SeparableMaxPool2d`;
+    returns how many modules."""
     n = 0
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):

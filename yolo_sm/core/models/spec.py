@@ -280,9 +280,8 @@ def _first_line(e: BaseException) -> str:
 
 
 def spec_scale(spec: ModelSpec) -> tuple[float, float, int]:
-    """(width, depth, max_channels) of a YAML or checkpoint detector (what the tables' width,
-    depth and max_channels columns hold for it); (1.0, 1.0, 0) for a user's module or a
-    checkpoint holding another module. Read once per file version."""
+    """(width, depth, max_channels) of a YAML or checkpoint detector; (1.0, 1.0, 0) for other
+    modules. Cached per file version."""
     if spec.kind not in ("yaml", "checkpoint"):
         return 1.0, 1.0, 0
     hit = model_yaml.locate(spec.source) if spec.kind == "yaml" else None

@@ -127,8 +127,7 @@ def detection_model(
     cfg: dict, nc: int | None = 80, seed: int = 0, calibrate: bool = True, cls=None
 ):
     """An ultralytics model (``cls``, default DetectionModel) from a checked YAML dict, random
-    weights (``seed``), BN statistics calibrated (:func:`calibrate_bn`) unless ``calibrate`` is
-    False; unfused, eval."""
+    weights (``seed``), BN calibrated unless ``calibrate`` is False; unfused, eval."""
     prepare_ultralytics()
     from ultralytics.nn.tasks import DetectionModel
 
@@ -142,9 +141,8 @@ def detection_model(
 def wrap_detection(
     det, fuse: bool = True, decode: bool = False, family: str = "", scale: str | None = None
 ) -> YoloForward:
-    """``det`` (an ultralytics DetectionModel, e.g. from a checkpoint) fused, in eval mode with
-    gradients off, as a :class:`YoloForward` whose ``meta`` comes from ``det.yaml``: width, depth
-    and max_channels of its scale, and each layer's YAML entry (for :func:`channel_table`)."""
+    """``det`` (an ultralytics DetectionModel) fused, eval, no grad, as a :class:`YoloForward`
+    with ``meta`` (width, depth, max_channels, layer entries) from ``det.yaml``."""
     cfg = det.yaml if isinstance(getattr(det, "yaml", None), dict) else {}
     depth, width, max_channels = scale_of(cfg)
     det = det.float().eval()
@@ -190,9 +188,8 @@ def read_yaml(name: str) -> dict:
 
 
 def build_from_yaml(name: str, seed: int = 0, calibrate: bool = True) -> YoloForward:
-    """The model of an ultralytics model YAML (a path, or a bare name such as ``yolo11s-seg.yaml``
-    as ``YOLO(name)`` resolves it, with its scale), built by the ultralytics class ``YOLO`` would
-    use, random weights, BN calibrated, fused, eval."""
+    """The model of an ultralytics YAML (path or bare name, as ``YOLO(name)`` resolves it):
+    random weights, BN calibrated, fused, eval."""
     cfg = read_yaml(name)
     try:
         det = detection_model(

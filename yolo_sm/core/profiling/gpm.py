@@ -11,17 +11,14 @@ A window spans two distinct snapshots (NVML refreshes ~every 100 ms; repeats cou
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import threading
 import time
 import warnings
-from pathlib import Path
 
 from yolo_sm.analyse.gpm import FALLBACK_METRICS
 from yolo_sm.contract.errors import NotAvailableError, UserError
-from yolo_sm.contract.store import temp_path
 
 # tidy metric name -> pynvml constant (values in percent, 0-100)
 GPM_METRICS = {
@@ -36,7 +33,6 @@ GPM_METRICS = {
 POWER_METRIC = "power_w"
 REQUIRED_COLUMNS = ("t_s", "window_s", "metric", "value", "source")
 RESERVED = frozenset(REQUIRED_COLUMNS) | {"straddles_mark"}
-GPM_REFRESH_S = 0.1  # NVML: two nvmlGpmSampleGet calls should be more than 100 ms apart
 PERM_HELP = (
     "NVML may not read the GPU performance counters (Insufficient Permissions): an administrator "
     "must allow profiling counters, e.g. load the nvidia module with "
@@ -91,9 +87,8 @@ class GpmSampler:
 
     # ---- markers -------------------------------------------------------------------------
     def mark(self, **labels) -> None:
-        """Set markers (merged into the current ones; ``key=None`` clears a value) attached to
-        every row from the next window on. A window during which mark() ran has
-        ``straddles_mark=True``: it mixes the old and new labels."""
+        """Merge markers (``key=None`` clears) into every row from the next window on; a window
+        during which mark() ran has ``straddles_mark=True``."""
         bad = sorted(RESERVED & labels.keys())
         if bad:
             raise ValueError(f"marker names {bad} are reserved column names")
@@ -305,9 +300,8 @@ class GpmSampler:
         }
 
     def take_rows(self) -> list[dict]:
-        """The rows since the last call, removed from :attr:`rows` (a reader that runs for
-        hours, such as the live monitor, keeps memory flat; :attr:`achieved_hz` then counts the
-        rows not taken yet)."""
+        """The rows since the last call, removed from :attr:`rows` (keeps a long-running
+        reader's memory flat)."""
         with self._lock:
             rows, self.rows = self.rows, []
             del self.sample_cost_s[:-1000]  # the latest polls' costs
@@ -323,45 +317,3 @@ class GpmSampler:
         cols = [*REQUIRED_COLUMNS, "straddles_mark"]
         extra = list(dict.fromkeys(k for r in rows for k in r if k not in RESERVED))
         return pd.DataFrame(rows, columns=cols + extra)
-
-
-def save(df, path: str | os.PathLike, provenance: dict | None = None) -> Path:
-    """Write ``df`` to parquet (zstd) atomically, ``provenance`` as JSON under b"yolo_sm"."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    path = Path(path)
-    tmp = temp_path(path)  # a unique, exclusively created name: no planted link is followed
-    table = pa.Table.from_pandas(df, preserve_index=False)
-    meta = dict(table.schema.metadata or {})
-    meta[b"yolo_sm"] = json.dumps(provenance or {}, default=str).encode()
-    try:
-        pq.write_table(table.replace_schema_metadata(meta), tmp, compression="zstd")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
-
-
-def load_gpm(path: str | os.PathLike):
-    """Read a file written by ``save``; provenance is in ``df.attrs["provenance"]``."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    path = Path(path)
-    if not path.exists():
-        raise UserError(f"{path} does not exist")
-    try:
-        table = pq.read_table(path)
-    except (pa.ArrowException, OSError) as e:
-        raise UserError(f"{path} is not a readable parquet file ({e}); capture it again") from None
-    missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
-    if missing:
-        raise ValueError(f"{path} is not a GPM capture: missing columns {missing}")
-    df = table.to_pandas()
-    raw = (table.schema.metadata or {}).get(b"yolo_sm")
-    try:
-        df.attrs["provenance"] = json.loads(raw) if raw else {}
-    except ValueError as e:
-        raise UserError(f"{path} has unreadable provenance metadata ({e})") from None
-    return df

@@ -6,7 +6,6 @@ enclosing layer ranges (:mod:`.nvtx`).
 from __future__ import annotations
 
 import bisect
-import functools
 import gzip
 import json
 import math
@@ -16,7 +15,7 @@ from pathlib import Path
 from yolo_sm.analyse.kernels import classify
 from yolo_sm.analyse.occupancy import theoretical_occupancy, waves
 from yolo_sm.analyse.weighting import weighted_mean
-from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.errors import UserError, refuse_malformed
 from yolo_sm.contract.store import atomic_file
 from yolo_sm.core import provenance as prov
 from yolo_sm.core.profiling.nvtx import FORWARD_RANGE, forward_range, layer_ranges, parse_range
@@ -121,26 +120,10 @@ def read_trace(path: str | os.PathLike) -> dict:
     return trace
 
 
-def _malformed_is_user_error(loader):
-    """``loader`` with a trace whose events miss a field or hold one of the wrong type refused
-    in one sentence instead of a traceback."""
-
-    @functools.wraps(loader)
-    def wrapped(path, *args, **kwargs):
-        try:
-            return loader(path, *args, **kwargs)
-        except UserError:
-            raise
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as e:
-            raise UserError(
-                f"{path} is not a trace this package reads: an event has a missing or malformed "
-                f"field ({type(e).__name__})"
-            ) from None
-
-    return wrapped
+_malformed = refuse_malformed("a trace", "an event has a missing or malformed field")
 
 
-@_malformed_is_user_error
+@_malformed
 def load_kernels(
     path: str | os.PathLike, compute_capability: str | None = None, sm_count: int | None = None
 ):
@@ -201,7 +184,7 @@ def load_kernels(
 OP_COLUMNS = ("op_name", "start_us", "duration_us", "iteration", "layer", "module_type", "stage")
 
 
-@_malformed_is_user_error
+@_malformed
 def load_layer_ops(path: str | os.PathLike):
     """One row per top-level CPU operator in a profiled forward, with its innermost layer range
     (:data:`OP_COLUMNS`, microseconds): the per-layer view of a CPU trace."""
@@ -322,9 +305,8 @@ def _add_occupancy(df, props, cc, sm_count):
 
 
 def occupancy_summary(fn, *, device: str = "cuda", iters: int = 3, warmup: int = 1) -> dict:
-    """Short Kineto pass over ``iters`` calls: ``kineto_kernels_per_forward``,
-    ``kineto_kernel_us`` (per forward, µs), time-weighted ``est_occupancy_tw_pct`` and
-    ``theoretical_occupancy_tw_pct``; on a CPU 0 and NaN."""
+    """Short Kineto pass over ``iters`` calls: kernels and kernel µs per forward, time-weighted
+    estimated and theoretical occupancy (%); on a CPU 0 and NaN."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -16,9 +16,9 @@ import sys
 import warnings
 from pathlib import Path
 
-from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.contract.errors import NotAvailableError, UserError, refuse_malformed
 from yolo_sm.contract.store import atomic_file, temp_path
-from yolo_sm.core.environment import find_ncu as _find
+from yolo_sm.core.environment import find_ncu
 from yolo_sm.core.profiling.nvtx import FORWARD_RANGE, parse_range
 
 # Named metric sets. "occupancy" needs one replay pass (launch statistics are free; duration and
@@ -49,30 +49,12 @@ METRIC_SETS = {
 }
 METRIC_SETS["full"] = tuple(dict.fromkeys(METRIC_SETS["occupancy"] + METRIC_SETS["throughput"]))
 
-# Why warps wait, and what the memory system gives them (Nsight Compute's WarpStateStats,
-# MemoryWorkloadAnalysis and InstructionStats metrics): each stall reason as the average number of
-# warps stalled on it per issue cycle (summed over the reasons: the cycles between two issued
-# instructions of a warp), register spills as local-memory sectors, threads per instruction,
-# L1 and L2 hit rates.
-STALL_REASONS = (
-    "barrier",
-    "branch_resolving",
-    "dispatch_stall",
-    "drain",
-    "imc_miss",
-    "lg_throttle",
-    "long_scoreboard",
-    "math_pipe_throttle",
-    "membar",
-    "mio_throttle",
-    "misc",
-    "no_instruction",
-    "not_selected",
-    "selected",
-    "short_scoreboard",
-    "sleeping",
-    "tex_throttle",
-    "wait",
+# why warps wait (warps stalled per issue cycle, per reason), spills, threads per instruction,
+# L1/L2 hit rates
+STALL_REASONS = tuple(
+    "barrier branch_resolving dispatch_stall drain imc_miss lg_throttle long_scoreboard "
+    "math_pipe_throttle membar mio_throttle misc no_instruction not_selected selected "
+    "short_scoreboard sleeping tex_throttle wait".split()
 )
 STALL_METRIC = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
 METRIC_SETS["stalls"] = (
@@ -147,15 +129,16 @@ PERM_HELP = (
 )
 
 
-def find_ncu() -> str | None:
-
-    return _find()
+def _ncu() -> str:
+    ncu = find_ncu()
+    if ncu is None:
+        raise NotAvailableError("ncu (Nsight Compute) was not found: install it or set YOLO_SM_NCU")
+    return ncu
 
 
 def report_path(out_csv: str | os.PathLike) -> Path:
-    """The ``.ncu-rep`` report of ``out_csv``: beside it, named after it (``n.csv`` and
-    ``n.ncu.csv`` -> ``n.ncu-rep``); :func:`profile` keeps it gzip-compressed, with ``.gz``
-    added (a report is tens of MB, about a tenth of that compressed)."""
+    """The ``.ncu-rep`` beside ``out_csv`` (``n.csv``, ``n.ncu.csv`` -> ``n.ncu-rep``; kept
+    gzipped as ``.gz`` by :func:`profile`)."""
     out_csv = Path(out_csv)
     stem = out_csv.name.removesuffix(".csv").removesuffix(".ncu")
     return out_csv.with_name(f"{stem}.ncu-rep")
@@ -170,18 +153,14 @@ def command(
     report: str | os.PathLike | None = None,
     kernel_regex: str | None = None,
 ) -> list[str]:
-    """The ncu command line that profiles ``target`` into ``out_csv`` (raw CSV page) and,
-    with ``report`` (a path ending in ``.ncu-rep``), into that report file as well; with
-    ``kernel_regex``, only the kernels whose demangled name it matches (``re.search``)."""
+    """The ncu command line profiling ``target`` into ``out_csv`` (raw page), optionally a
+    ``report`` (.ncu-rep) and only kernels matching ``kernel_regex``."""
     if metric_set not in METRIC_SETS:
         raise UserError(
             f"unknown metric set {metric_set!r}: choose one of {', '.join(METRIC_SETS)}"
         )
-    ncu = find_ncu()
-    if ncu is None:
-        raise NotAvailableError("ncu (Nsight Compute) was not found: install it or set YOLO_SM_NCU")
     cmd = [
-        ncu,
+        _ncu(),
         "--clock-control",
         clock_control,
         "--metrics",
@@ -208,10 +187,7 @@ def command(
 
 def import_command(report: str | os.PathLike) -> list[str]:
     """The ncu command line that prints a report's raw page as CSV (no profiling)."""
-    ncu = find_ncu()
-    if ncu is None:
-        raise NotAvailableError("ncu (Nsight Compute) was not found: install it or set YOLO_SM_NCU")
-    return [ncu, "--import", str(report), "--csv", "--page", "raw"]
+    return [_ncu(), "--import", str(report), "--csv", "--page", "raw"]
 
 
 def profile(
@@ -285,31 +261,25 @@ def _has_csv_rows(path: Path) -> bool:
         return any(line.startswith('"') for line in fh)
 
 
+@refuse_malformed(
+    "an Nsight Compute table", "a column is missing or holds a value of the wrong kind"
+)
 def load_ncu(path: str | os.PathLike, long: bool = False):
     """One row per kernel (ids, NVTX range and path, duration_us, occupancies, launch config,
     ``limit_*``, throughputs); ``long=True``: one row per (kernel, metric) with value, unit."""
     path = Path(path)
     if not path.exists():
         raise UserError(f"{path} does not exist")
-    try:
-        if path.suffix == ".ncu-rep":
-            long_df = _import_report(path) if find_ncu() else _load_report(path)
-        else:
-            long_df = _load_csv(path)
-        return long_df if long else _wide(long_df)
-    except (UserError, NotAvailableError):
-        raise
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as e:
-        raise UserError(
-            f"{path} is not an Nsight Compute table this package reads: a column is missing or "
-            f"holds a value of the wrong kind ({type(e).__name__})"
-        ) from None
+    if path.suffix == ".ncu-rep":
+        long_df = _import_report(path) if find_ncu() else _load_report(path)
+    else:
+        long_df = _parse_csv(path.read_text(errors="replace"), path)
+    return long_df if long else _wide(long_df)
 
 
 def _import_report(path: Path):
-    """Long table of a ``.ncu-rep`` from ncu's own CSV print of its raw page (``ncu --import``):
-    the same columns and units as a profiled CSV. Preferred over the ``ncu_report`` module,
-    whose ``IMetric.unit()`` crashed the interpreter on a full report of Nsight Compute 2025.3."""
+    """Long table of a ``.ncu-rep`` from ``ncu --import`` (preferred: ``ncu_report``'s
+    ``IMetric.unit()`` crashed on Nsight Compute 2025.3)."""
     try:
         printed = subprocess.run(import_command(path), capture_output=True, text=True, timeout=600)
     except subprocess.TimeoutExpired:
@@ -318,10 +288,6 @@ def _import_report(path: Path):
         tail = " ".join((printed.stderr or printed.stdout).strip().splitlines()[-1:])
         raise UserError(f"{path} is not a readable Nsight Compute report ({tail})")
     return _parse_csv(printed.stdout, path)
-
-
-def _load_csv(path: Path):
-    return _parse_csv(path.read_text(errors="replace"), path)
 
 
 def _parse_csv(text: str, path: Path):
@@ -443,9 +409,8 @@ def _add_layers(wide) -> None:
 
 
 def _load_report(path: Path):
-    """Long table from a ``.ncu-rep`` through Nsight Compute's ``ncu_report`` module (an
-    ``IMetric``'s ``kind()`` says whether its value is text, ``unit()`` gives its unit; the
-    NVTX path is the default domain's push/pop ranges, as in the CSV)."""
+    """Long table of a ``.ncu-rep`` through Nsight Compute's ``ncu_report`` module (NVTX path:
+    the default domain's push/pop ranges)."""
     import pandas as pd
 
     try:

@@ -5,6 +5,7 @@ kineto/ncu/gpm/gpm_overhead/layers ``.parquet``, ``summary.json``, ``traces/``, 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -25,8 +26,6 @@ from yolo_sm.core.profiling.gpm import GpmSampler
 from yolo_sm.core.profiling.target import label_of, model_of, target_argv
 from yolo_sm.core.provenance import collect
 
-GPM_SUMMARY = SUMMARY_METRICS
-
 
 def engines(family, grid, imgsz, device, backend="eager", compile_mode="default"):
     """(label, engine, input) per (width, precision, layout, batch) of ``grid``, one model per
@@ -45,16 +44,7 @@ def engine_of(family, config, model, imgsz, device, backend="eager", compile_mod
     ``model`` (:func:`engines`)."""
     w, prec, lay, b = config
     size = w.imgsz if isinstance(w, ModelSpec) and w.imgsz else imgsz
-    cfg = EngineConfig(
-        backend=backend,
-        precision=prec,
-        layout=lay,
-        batch=b,
-        imgsz=size,
-        device=device,
-        compile_mode=compile_mode,
-    )
-    eng = build_engine(model, cfg)
+    eng = build_engine(model, EngineConfig(backend, prec, lay, b, size, device, compile_mode))
     return eng, (eng._input if eng._input is not None else eng.make_input(0))
 
 
@@ -63,9 +53,8 @@ def _grid(widths, precision, layout, batch):
 
 
 def run_gpm(built, seconds: float = 3.0, gap_s: float = 0.5, hz: float = 20.0):
-    """Each (label, engine, input) of ``built`` runs back to back for ``seconds`` under one
-    :class:`GpmSampler`, marked ``config=label, phase="run"``, after ``gap_s`` of idle
-    (``phase="idle"``) so the timeline shows where each starts. Returns (frame, sampler info)."""
+    """Run each (label, engine, input) of ``built`` for ``seconds`` under one GpmSampler (marked
+    ``phase="run"`` after ``gap_s`` of ``"idle"``); returns (frame, sampler info)."""
     import torch
 
     for _, eng, x in built:
@@ -110,26 +99,12 @@ def gpm_overhead(eng, x, label: str, rounds: int = 6, seconds: float = 1.0, hz: 
     for r in range(rounds):
         for on in (r % 2 == 0, r % 2 == 1):  # alternate which goes first
             torch.cuda.synchronize()
-            if on:
-                with GpmSampler(hz=hz, index=gpu):
-                    t0 = time.perf_counter()
-                    n = _loop(eng, x, seconds)
-                    dt = time.perf_counter() - t0
-            else:
+            with GpmSampler(hz=hz, index=gpu) if on else contextlib.nullcontext():
                 t0 = time.perf_counter()
                 n = _loop(eng, x, seconds)
                 dt = time.perf_counter() - t0
-            rows.append(
-                {
-                    "config": label,
-                    "round": r,
-                    "sampler": on,
-                    "hz": hz,
-                    "forwards": n,
-                    "seconds": dt,
-                    "img_per_s": n * batch / dt,
-                }
-            )
+            row = {"config": label, "round": r, "sampler": on, "hz": hz, "forwards": n}
+            rows.append({**row, "seconds": dt, "img_per_s": n * batch / dt})
     return pd.DataFrame(rows)
 
 
@@ -146,53 +121,22 @@ def join_layers(kineto, ncu, gpm=None):
     kv = kv.assign(
         kernels=kv.kernels / kv.config.map(iters), time_us=kv.time_us / kv.config.map(iters)
     )
-    kv = kv[
-        [
-            *by,
-            "kernels",
-            "time_us",
-            "theoretical_occupancy_tw_pct",
-            "est_occupancy_tw_pct",
-            "main_limiter",
-            "tensor_core_time_share",
-        ]
-    ]
-    kv = kv.rename(
-        columns={
-            "kernels": "kineto_kernels",
-            "time_us": "kineto_time_us",
-            "theoretical_occupancy_tw_pct": "kineto_theoretical_occupancy_tw_pct",
-            "main_limiter": "kineto_main_limiter",
-        }
-    )
+    cols = "kernels time_us theoretical_occupancy_tw_pct est_occupancy_tw_pct main_limiter"
+    kv = kv[[*by, *cols.split(), "tensor_core_time_share"]]
+    renamed = ("kernels", "time_us", "theoretical_occupancy_tw_pct", "main_limiter")
+    kv = kv.rename(columns={c: f"kineto_{c}" for c in renamed})
     nv = layer_view(ncu, by=by)
+    cols = "kernels time_us theoretical_occupancy_tw_pct achieved_occupancy_tw_pct"
     keep = [
-        c
-        for c in (
-            "kernels",
-            "time_us",
-            "theoretical_occupancy_tw_pct",
-            "achieved_occupancy_tw_pct",
-            "tensor_pipe_tw_pct",
-            "sm_coverage_tw",
-            "time_share",
-        )
-        if c in nv
+        c for c in (*cols.split(), "tensor_pipe_tw_pct", "sm_coverage_tw", "time_share") if c in nv
     ]
-    nv = nv[[*by, *keep]].rename(
-        columns={
-            "kernels": "ncu_kernels",
-            "time_us": "ncu_time_us",
-            "time_share": "ncu_time_share",
-            "theoretical_occupancy_tw_pct": "ncu_theoretical_occupancy_tw_pct",
-            "achieved_occupancy_tw_pct": "ncu_achieved_occupancy_tw_pct",
-        }
-    )
+    renamed = {c: f"ncu_{c}" for c in (*cols.split(), "time_share")}
+    nv = nv[[*by, *keep]].rename(columns=renamed)
     out = kv.merge(nv, on=by, how="outer")
     out["kernels_match"] = out.kineto_kernels == out.ncu_kernels
     if gpm is not None and not gpm.empty:
         med = run_medians(gpm).set_index("config")
-        med = med[[c for c in GPM_SUMMARY if c in med]].add_prefix("gpm_").reset_index()
+        med = med[[c for c in SUMMARY_METRICS if c in med]].add_prefix("gpm_").reset_index()
         out = out.merge(med, on="config", how="left")
     return pd.DataFrame(out)
 
@@ -301,25 +245,14 @@ def profile_all(
     write_atomic(k.assign(**stamp), out / "kineto.parquet", meta)
 
     # 2. Nsight Compute: one process, every config in NVTX ranges
-    target = target_argv(
-        family,
-        "1.0" if specs else ",".join(f"{w:g}" for w in widths),
-        precision,
-        layout,
-        str(batch),
-        imgsz,
-        device,
-        models=specs or None,
-        input_shape=input_shape,
-    )
+    ws = "1.0" if specs else ",".join(f"{w:g}" for w in widths)
+    grid = (family, ws, precision, layout, str(batch), imgsz, device)
+    target = target_argv(*grid, models=specs or None, input_shape=input_shape)
     t0 = time.perf_counter()
     n = ncu.profile(target, out / "ncu.csv", metric_set=metric_set, timeout_s=ncu_timeout_s)
     ncu_wall = time.perf_counter() - t0
-    write_atomic(
-        n.assign(**stamp),
-        out / "ncu.parquet",
-        {**meta, "metric_set": metric_set, "wall_s": ncu_wall},
-    )
+    ncu_meta = {**meta, "metric_set": metric_set, "wall_s": ncu_wall}
+    write_atomic(n.assign(**stamp), out / "ncu.parquet", ncu_meta)
     log(f"ncu: {len(n)} kernels in {ncu_wall:.0f} s ({metric_set} set)")
 
     # 3. GPM timeline, then the sampler's overhead (after ncu has exited)
