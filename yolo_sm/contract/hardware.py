@@ -5,9 +5,7 @@
 
 from __future__ import annotations
 
-from yolo_sm.contract import datasets
 from yolo_sm.contract.datasets import DataRoot
-from yolo_sm.contract.errors import UserError
 
 CEILINGS = "ceilings"
 #: the regime every ceiling of this module is read in
@@ -95,11 +93,3 @@ def no_ceilings_message(root: DataRoot) -> str:
         f"{root.name} holds no measured ceilings ({CEILINGS}: dense fp16 matmul and "
         "device-to-device copy), so the absolute roofline cannot be drawn."
     )
-
-
-def load_or_none(name: str):
-    """Dataset ``name`` (``<root>/<short name>``), or None when it is not shipped."""
-    try:
-        return datasets.load(name)
-    except UserError:
-        return None

@@ -21,13 +21,11 @@ def identify(device: str = "cuda") -> dict:
     UUID, else PCI bus id; ``nvml_match`` says how or why not); all None on a CPU."""
     import torch
 
-    none = {"nvml_index": None, "gpu_uuid": None, "pci_bus_id": None, "nvml_match": None}
+    none = dict.fromkeys(("nvml_index", "gpu_uuid", "pci_bus_id", "nvml_match"))
     if not str(device).startswith("cuda") or not torch.cuda.is_available():
         return none
     props = torch.cuda.get_device_properties(cuda_index(device))
-    uuid = _uuid(getattr(props, "uuid", None))
-    bus = _bus(props)
-    return {**none, **_match(uuid, bus)}
+    return {**none, **_match(_uuid(getattr(props, "uuid", None)), _bus(props))}
 
 
 def _uuid(value) -> str | None:

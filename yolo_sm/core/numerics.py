@@ -197,16 +197,6 @@ def _quant_counts(eng) -> dict:
     }
 
 
-def photo_errors_by_width(widths=(0.5, 1.0), family="yolov8", **kw):
-    """:func:`photo_errors` for several widths of a family, one table."""
-    import pandas as pd
-
-    return pd.concat(
-        [photo_errors(build_yolo(family, w), **kw).assign(width=w) for w in widths],
-        ignore_index=True,
-    )
-
-
 def numerics_table(
     widths=(0.25, 0.5),
     family="yolov8",
@@ -228,67 +218,37 @@ def numerics_table(
     """Tidy ``numerics`` table per width of ``family``, by ``input`` (random / photo) and
     ``metric`` (rel_err / boxes): :func:`numerical_errors`, :func:`photo_errors` (as built and
     with ``class_priors``) and :func:`box_agreement`; int8 once per calibration."""
-    kal = {"int8_calibrations": tuple(int8_calibrations), "int8_percentile": int8_percentile}
     import copy
 
     import pandas as pd
 
+    run = {"layout": layout, "device": device, "int8_percentile": int8_percentile}
+    run["int8_calibrations"] = tuple(int8_calibrations)
     frames = []
     for w in widths:
         model = build_yolo(family, w)
         common = {"family": family, "width": float(w), "layout": layout, "device": device}
+        rel = {"metric": "rel_err", "reference": "fp32", **common}
+        random = numerical_errors(
+            model, ("fp32", *precisions), batch=batch, imgsz=imgsz, seeds=seeds, **run
+        )
         frames.append(
-            numerical_errors(
-                model,
-                ("fp32", *precisions),
-                layout=layout,
-                batch=batch,
-                imgsz=imgsz,
-                device=device,
-                seeds=seeds,
-                **kal,
-            ).assign(
-                input="random",
-                metric="rel_err",
-                reference="fp32",
-                imgsz=imgsz,
-                batch=batch,
-                class_prior=False,
-                **common,
-            )
+            random.assign(input="random", imgsz=imgsz, batch=batch, class_prior=False, **rel)
         )
         for prior in class_priors:
-            frames.append(
-                photo_errors(
-                    model,
-                    photo_precisions,
-                    imgsz=photo_imgsz,
-                    layout=layout,
-                    class_prior=bool(prior),
-                    device=device,
-                    **kal,
-                ).assign(input="photo", metric="rel_err", reference="fp32", batch=4, **common)
+            photo = photo_errors(
+                model, photo_precisions, imgsz=photo_imgsz, class_prior=bool(prior), **run
             )
+            frames.append(photo.assign(input="photo", batch=4, **rel))
         primed = copy.deepcopy(model)
         set_class_prior(primed, *CLASS_PRIOR)
-        frames.append(
-            box_agreement(
-                primed,
-                box_precisions,
-                reference=box_reference,
-                imgsz=photo_imgsz,
-                device=device,
-                layout=layout,
-                **kal,
-            ).assign(
-                input="photo",
-                metric="boxes",
-                imgsz=photo_imgsz,
-                batch=1,
-                class_prior=True,
-                **common,
-            )
+        boxes = box_agreement(
+            primed, box_precisions, reference=box_reference, imgsz=photo_imgsz, **run
         )
+        frames.append(
+            boxes.assign(input="photo", metric="boxes", imgsz=photo_imgsz, batch=1,
+                         class_prior=True, **common)
+        )  # fmt: skip
     out = pd.concat(frames, ignore_index=True)
     for c in ("seed", "frame", "boxes", "reference_boxes"):
         out[c] = out[c].astype("Int64")
@@ -298,16 +258,6 @@ def numerics_table(
         is8 = out.precision.eq("int8")
         kernel = int8.choose_kernel(device) if is8.any() else ""
         out["int8_kernel"] = is8.map({True: kernel, False: ""})
-    lead = [
-        "input",
-        "metric",
-        "family",
-        "width",
-        "precision",
-        "reference",
-        "layout",
-        "imgsz",
-        "batch",
-    ]
-    lead += ["class_prior", "device"]
+    lead = "input metric family width precision reference layout imgsz batch class_prior device"
+    lead = lead.split()
     return out[lead + [c for c in out.columns if c not in lead]]

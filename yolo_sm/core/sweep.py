@@ -300,8 +300,7 @@ def unsupported_reason(p: Point) -> str | None:
 
 
 def check_environment(spec: SweepSpec) -> None:
-    """Fail early, with one sentence, when the device or a requested backend is missing, or a
-    model of the grid cannot be built (:func:`check_models`)."""
+    """One sentence, before any work, when the device, a backend or a model is missing."""
     import importlib.util
 
     import torch
@@ -327,11 +326,7 @@ def check_environment(spec: SweepSpec) -> None:
 
 def missing_points(spec: SweepSpec, out: str | os.PathLike) -> list[Point]:
     """The points of ``spec`` that ``out`` does not hold yet (all of them if it is absent)."""
-    return points_not_in(spec, table_rows(Path(out), KEY_COLUMNS, "sweep"))
-
-
-def points_not_in(spec: SweepSpec, rows: list[dict]) -> list[Point]:
-    """The points of ``spec`` that a sweep table's ``rows`` do not hold."""
+    rows = table_rows(Path(out), KEY_COLUMNS, "sweep")
     return pending(spec.validated().points(), rows, Point.key, _row_key)
 
 
@@ -420,8 +415,8 @@ def run_sweep(
 
 
 def check_models(spec: SweepSpec) -> None:
-    """Build each model of ``spec`` given as a file or module:function once, so that one that
-    cannot load, or rejects its input shape, is one sentence before anything is written."""
+    """Build each file or module:function model of ``spec`` once: one that cannot load is one
+    sentence before anything is written."""
     for text in spec.models:
         m = parse_model(text, spec.input_shape, need_shape=False)
         if m.kind != "family":
@@ -441,17 +436,8 @@ def build_model(p: Point):
 
 
 def _config(p: Point, spec: SweepSpec):
-
-    return EngineConfig(
-        backend=p.backend,
-        precision=p.precision,
-        layout=p.layout,
-        batch=p.batch,
-        imgsz=p.imgsz,
-        device=p.device,
-        compile_mode=p.compile_mode,
-        check=spec.check,
-    )
+    shape = (p.batch, p.imgsz, p.device, p.compile_mode)
+    return EngineConfig(p.backend, p.precision, p.layout, *shape, check=spec.check)
 
 
 # what an engine's ``info`` says about its build that a point's row carries
@@ -541,15 +527,9 @@ def host_columns(engine, median_ms: float, on_gpu: bool) -> dict:
         h = host_profile(engine_call(engine), device=engine.config.device)
         h["host_launch_us"] = launch_cost_us(engine.config.device)
     except Exception:  # noqa: BLE001 - no profiler (e.g. CUPTI busy): the figures are unknown
-        nan = math.nan
-        return {
-            "launches_per_forward": nan,
-            "kernels_per_forward": nan,
-            "gpu_busy_ms": nan,
-            "host_launch_us": nan,
-            "gpu_busy_fraction": nan,
-            "host_bound": None,
-        }
+        unknown = "launches_per_forward kernels_per_forward gpu_busy_ms host_launch_us"
+        return {**dict.fromkeys(unknown.split(), math.nan), "gpu_busy_fraction": math.nan,
+                "host_bound": None}  # fmt: skip
     if not on_gpu:
         return {**h, "gpu_busy_fraction": math.nan, "host_bound": False}
     busy = h["gpu_busy_ms"] / median_ms if median_ms > 0 else math.nan
@@ -568,13 +548,11 @@ def failure(e: BaseException) -> dict:
 
 def _row_tail(spec: SweepSpec, flops_per_img=None, p: Point | None = None) -> dict:
     """What every row of a point carries after its key, status and message."""
-
+    calibrated = not p or not p.model or weights_calibrated(parse_model(p.model, need_shape=False))
     return {
         "model": p.model if p else "",
         "flops_per_img": flops_per_img,
-        "bn_calibrated": not p
-        or not p.model
-        or weights_calibrated(parse_model(p.model, need_shape=False)),
+        "bn_calibrated": calibrated,
         "check_input": CHECK_INPUT if spec.check else "off",
     }
 
@@ -586,8 +564,8 @@ def _error_row(p: Point, spec: SweepSpec, e: BaseException, flops_per_img=None) 
 
 
 def all_failed(df) -> str | None:
-    """The sentence for a sweep table none of whose points was timed: the commonest reason,
-    and the flag that relaxes a failed numerical check; None when a point was timed."""
+    """Why none of a sweep table's points was timed (the commonest reason, and the flag that
+    relaxes a failed numerical check); None when one was."""
     if df is None or not len(df) or (df["status"] == "ok").any():
         return None
     msg = df["message"].fillna("").astype(str)

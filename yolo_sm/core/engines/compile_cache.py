@@ -13,19 +13,13 @@ import sys
 from pathlib import Path
 
 from yolo_sm.contract.values import split_compile_mode
+from yolo_sm.core.engines.config import cache_home
 
 ENV_DIR = "TORCHINDUCTOR_CACHE_DIR"
 ENV_FX = "TORCHINDUCTOR_FX_GRAPH_CACHE"
 ENV_AUTOTUNE = "TORCHINDUCTOR_AUTOTUNE_LOCAL_CACHE"
 #: what :func:`setup` chose in this process (the folder is fixed at the first compile)
 _CHOSEN: dict = {}
-
-
-def default_dir(cache_dir: str | None = None) -> Path:
-    """``inductor/`` under the package's cache root (``cache_dir``, ``$YOLO_SM_CACHE`` or
-    ``~/.cache/yolo_sm``)."""
-    root = cache_dir or os.environ.get("YOLO_SM_CACHE") or Path.home() / ".cache" / "yolo_sm"
-    return Path(root) / "inductor"
 
 
 def setup(cache_dir: str | None = None, environ=None) -> dict:
@@ -37,7 +31,7 @@ def setup(cache_dir: str | None = None, environ=None) -> dict:
     if env.get(ENV_DIR) and not _torch_default(env[ENV_DIR]):
         folder, source = env[ENV_DIR], "user"
     else:
-        folder, source = os.path.abspath(default_dir(cache_dir)), "yolo_sm"
+        folder, source = os.path.abspath(cache_home(cache_dir) / "inductor"), "yolo_sm"
         env[ENV_DIR] = folder
         if environ is None:
             _forget_folder()

@@ -14,7 +14,7 @@ import torch
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.store import temp_path
 from yolo_sm.core.engines.base import Engine, head_tensor
-from yolo_sm.core.engines.config import EngineConfig, Precision
+from yolo_sm.core.engines.config import EngineConfig, Precision, cache_home
 
 OPSET = 17
 
@@ -31,9 +31,7 @@ class _HeadOnly(torch.nn.Module):
 
 
 def cache_root(config: EngineConfig) -> Path:
-    root = Path(
-        config.cache_dir or os.environ.get("YOLO_SM_CACHE", Path.home() / ".cache" / "yolo_sm")
-    )
+    root = cache_home(config.cache_dir)
     root.mkdir(parents=True, exist_ok=True)
     return root
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import warnings
 from pathlib import Path
+
+from yolo_sm.contract.store import write_text_atomic
+from yolo_sm.core.engines.config import cache_home
 
 ENV_SWITCH = "YOLO_SM_PLAN_CACHE"
 #: format version of the file: a change makes earlier files unread (they are left alone)
@@ -26,11 +28,8 @@ def enabled(environ=None) -> bool:
 
 
 def folder(environ=None) -> Path:
-    """``cudnn_plans/`` under the package's cache root (``$YOLO_SM_CACHE`` or
-    ``~/.cache/yolo_sm``)."""
-    env = os.environ if environ is None else environ
-    root = env.get("YOLO_SM_CACHE") or Path.home() / ".cache" / "yolo_sm"
-    return Path(root) / "cudnn_plans"
+    """``cudnn_plans/`` under the package's cache root."""
+    return cache_home(environ=environ) / "cudnn_plans"
 
 
 def signature_text(key: tuple) -> str:
@@ -74,14 +73,7 @@ class PlanCache:
         data = {"version": VERSION, "env": self.env, "plans": plans}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".plans-", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w") as f:
-                    json.dump(data, f, indent=1, sort_keys=True)
-                os.replace(tmp, self.path)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+            write_text_atomic(self.path, json.dumps(data, indent=1, sort_keys=True))
         except OSError as e:  # a full or read-only disk: the tuning stands, unsaved
             warnings.warn(f"tuned-plan cache {self.path} not written ({e})", stacklevel=2)
 

@@ -28,19 +28,13 @@ def prepare_module(model: torch.nn.Module, config: EngineConfig) -> torch.nn.Mod
     if config.precision is Precision.FP8:
         kernel = fp8.choose_kernel(config.device)
         m.fp8_info = fp8.quantize_convs(m, fp8.calibration_inputs(config.imgsz), kernel)
-        if config.layout is Layout.NHWC:
-            m = m.to(memory_format=torch.channels_last)
     if config.precision is Precision.INT8:
-        m.int8_info = int8.quantize_convs(
-            m,
-            int8.calibration_inputs(config.imgsz),
-            int8.choose_kernel(config.device, config.int8_kernel),
-            config.int8_calibration,
-            config.int8_percentile,
-            handoff=config.int8_handoff,
-        )
-        if config.layout is Layout.NHWC:
-            m = m.to(memory_format=torch.channels_last)
+        kernel = int8.choose_kernel(config.device, config.int8_kernel)
+        how = (config.int8_calibration, config.int8_percentile)
+        batches = int8.calibration_inputs(config.imgsz)
+        m.int8_info = int8.quantize_convs(m, batches, kernel, *how, handoff=config.int8_handoff)
+    if config.layout is Layout.NHWC and config.precision in (Precision.FP8, Precision.INT8):
+        m = m.to(memory_format=torch.channels_last)  # the 8-bit modules' buffers too
     return m
 
 
@@ -210,17 +204,15 @@ def build_compiled(model: torch.nn.Module, config: EngineConfig, warmup: int = 3
         info["recompiles"] = _compiled_frames() - frames_after_build
         return out
 
+    graphed = split_compile_mode(config.compile_mode)[0] in GRAPHED_COMPILE_MODES
+
     return Engine(
         config,
         run,
         f"compile[{config.compile_mode}] {config.precision.value} {config.layout.value}",
         info=info,
         module=getattr(compiled, "_orig_mod", None),
-        # modes with CUDA graphs of their own (reduce-overhead, max-autotune) cannot be
-        # captured inside another graph
-        capture=None
-        if split_compile_mode(config.compile_mode)[0] in GRAPHED_COMPILE_MODES
-        else run,
+        capture=None if graphed else run,  # a mode with CUDA graphs of its own: not capturable
     )
 
 

@@ -27,9 +27,7 @@ GPM_METRICS = {
     "tensor_util_pct": "NVML_GPM_METRIC_ANY_TENSOR_UTIL",
     "dram_bw_util_pct": "NVML_GPM_METRIC_DRAM_BW_UTIL",
 }
-#: with ``power=True``, each window also gets a row of this metric: the board's power draw that
-#: NVML reports when the window closes (nvmlDeviceGetPowerUsage, mW -> W; the driver averages it
-#: over a short interval of its own)
+#: with ``power=True``, each window also gets the board's power draw (W) when it closes
 POWER_METRIC = "power_w"
 REQUIRED_COLUMNS = ("t_s", "window_s", "metric", "value", "source")
 RESERVED = frozenset(REQUIRED_COLUMNS) | {"straddles_mark"}
@@ -68,21 +66,17 @@ class GpmSampler:
     def __init__(self, hz: float = 20.0, index: int = 0, nvml=None, power: bool = False):
         if not (isinstance(hz, int | float) and 0 < hz <= 1000):
             raise UserError(f"hz must be a number in (0, 1000], not {hz!r}")
-        self.hz, self.index, self._nvml = float(hz), int(index), nvml
-        self.power = bool(power)
+        self.hz, self.index, self._nvml, self.power = float(hz), int(index), nvml, bool(power)
         self.mode: str | None = None
         self.rows: list[dict] = []
         self.sample_cost_s: list[float] = []
-        self.stale_polls = 0
+        self.stale_polls = self._mark_gen = 0
         self.error: BaseException | None = None
         self._labels: dict = {}
-        self._mark_gen = 0
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
+        self._lock, self._stop = threading.Lock(), threading.Event()
         self._thread: threading.Thread | None = None
         self._samples: list = []
-        self._handle = None
-        self._inited = False
+        self._handle, self._inited = None, False
         self._t0 = self._tick = 0.0
 
     # ---- markers -------------------------------------------------------------------------

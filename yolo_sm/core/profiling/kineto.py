@@ -20,27 +20,10 @@ from yolo_sm.contract.store import atomic_file
 from yolo_sm.core import provenance as prov
 from yolo_sm.core.profiling.nvtx import FORWARD_RANGE, forward_range, layer_ranges, parse_range
 
-KERNEL_COLUMNS = (
-    "kernel_name",
-    "start_us",
-    "duration_us",
-    "grid",
-    "block",
-    "grid_size",
-    "block_size",
-    "registers_per_thread",
-    "shared_mem_per_block_bytes",
-    "est_occupancy_pct",
-    "theoretical_occupancy_pct",
-    "limiter",
-    "waves",
-    "iteration",
-    "layer",
-    "module_type",
-    "stage",
-    "kernel_class",
-    "stream",
-    "correlation",
+KERNEL_COLUMNS = tuple(
+    "kernel_name start_us duration_us grid block grid_size block_size registers_per_thread "
+    "shared_mem_per_block_bytes est_occupancy_pct theoretical_occupancy_pct limiter waves "
+    "iteration layer module_type stage kernel_class stream correlation".split()
 )
 
 
@@ -211,16 +194,9 @@ def load_layer_ops(path: str | os.PathLike):
         where = _enclosing(spans, key[0], key[1], ts)
         if "iteration" not in where:
             continue
+        blank = dict.fromkeys(("layer", "module_type", "stage"), "")
         rows.append(
-            {
-                "op_name": e.get("name", ""),
-                "start_us": ts,
-                "duration_us": dur,
-                "layer": "",
-                "module_type": "",
-                "stage": "",
-                **where,
-            }
+            {"op_name": e.get("name", ""), "start_us": ts, "duration_us": dur, **blank, **where}
         )
     return pd.DataFrame(rows, columns=list(OP_COLUMNS))
 
@@ -280,19 +256,14 @@ def _enclosing(spans, pid, tid, ts):
 
 
 def _add_occupancy(df, props, cc, sm_count):
-
     theo, lim, wav = [], [], []
     for r in df.itertuples():
         p = props.get(int(r.device or 0), {})
         c = cc or (f"{p['computeMajor']}.{p['computeMinor']}" if "computeMajor" in p else None)
         n = sm_count or p.get("numSms")
         try:
-            res = theoretical_occupancy(
-                c,
-                int(r.block_size),
-                int(r.registers_per_thread or 0),
-                int(r.shared_mem_per_block_bytes or 0),
-            )
+            launch = (r.block_size, r.registers_per_thread or 0, r.shared_mem_per_block_bytes or 0)
+            res = theoretical_occupancy(c, *map(int, launch))
             theo.append(res.occupancy_pct)
             lim.append(res.limiter)
             per_sm = res.active_blocks_per_sm
@@ -310,23 +281,13 @@ def occupancy_summary(fn, *, device: str = "cuda", iters: int = 3, warmup: int =
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = capture(
-            fn,
-            Path(tmp) / "occupancy.json.gz",
-            iters=iters,
-            warmup=warmup,
-            device=device,
-            provenance={"pass": "occupancy summary"},
-        )
+        kw = {"iters": iters, "warmup": warmup, "device": device}
+        path = capture(fn, Path(tmp) / "occupancy.json.gz", **kw, provenance={"pass": "summary"})
         df = load_kernels(path)
     if df.empty:
         nan = math.nan
-        return {
-            "kineto_kernels_per_forward": 0.0,
-            "kineto_kernel_us": nan,
-            "est_occupancy_tw_pct": nan,
-            "theoretical_occupancy_tw_pct": nan,
-        }
+        keys = ("kineto_kernel_us", "est_occupancy_tw_pct", "theoretical_occupancy_tw_pct")
+        return {"kineto_kernels_per_forward": 0.0, **dict.fromkeys(keys, nan)}
     import pandas as pd
 
     w = df["duration_us"]

@@ -101,25 +101,12 @@ COLUMNS = {
 }
 #: threads in a warp: threads_per_instruction / WARP_SIZE is the warp execution efficiency
 WARP_SIZE = 32
-UNIT_SCALE = {  # to ns and bytes; the report module spells units out (nsecond, usecond, ...)
-    "ns": 1,
-    "nsecond": 1,
-    "second": 1e9,
-    "us": 1e3,
-    "usecond": 1e3,
-    "ms": 1e6,
-    "msecond": 1e6,
-    "s": 1e9,
-    "byte": 1,
-    "Kbyte": 1e3,
-    "Mbyte": 1e6,
-    "KB": 1e3,
-    "MB": 1e6,
+UNIT_SCALE = {  # to ns, bytes and sectors; the report module spells units out (nsecond...)
+    **dict.fromkeys(("ns", "nsecond", "byte", "sector"), 1),
+    **dict.fromkeys(("us", "usecond", "Kbyte", "KB", "Ksector"), 1e3),
+    **dict.fromkeys(("ms", "msecond", "Mbyte", "MB", "Msector"), 1e6),
+    **dict.fromkeys(("s", "second", "Gsector"), 1e9),
     "KiB": 1024,
-    "sector": 1,  # local-memory traffic (stalls set), should ncu scale its counts
-    "Ksector": 1e3,
-    "Msector": 1e6,
-    "Gsector": 1e9,
 }
 _NVTX_RANGE = re.compile(r"<default domain>:([^:\"]+):")
 PERM_HELP = (
@@ -378,15 +365,8 @@ def _wide(long_df):
         wide["warp_execution_efficiency_pct"] = wide.threads_per_instruction / WARP_SIZE * 100
     wide["nvtx_range"] = wide.nvtx_path.str.split("/").str[-1]
     _add_layers(wide)
-    for c in (
-        "block_size",
-        "grid_size",
-        "registers_per_thread",
-        "limit_registers",
-        "limit_shared_mem",
-        "limit_warps",
-        "limit_blocks",
-    ):
+    counts = "block_size grid_size registers_per_thread limit_registers limit_shared_mem"
+    for c in (*counts.split(), "limit_warps", "limit_blocks"):
         if c in wide:
             wide[c] = wide[c].astype("Int64")
     wide = wide.sort_values("kernel_id", ignore_index=True).pipe(pd.DataFrame)
