@@ -54,10 +54,7 @@ COMPILE_REWRITES = ("sep-pool",)
 PIPELINE_MODES = ("full", "topk", "graph")
 
 
-# Largest relative L2 error of the head output against the eager fp32 model that each precision
-# may show before the engine is rejected. fp32 differs only by summation order / algorithm choice;
-# tf32 keeps a 10-bit mantissa in the conv inputs; fp16/bf16 activations carry 11/8-bit mantissas
-# through ~100 layers; int8 is calibrated quantisation.
+#: largest relative L2 error of the head output against eager fp32 before an engine is rejected
 TOLERANCE = {
     Precision.FP32: 1e-3,
     Precision.TF32: 2e-2,
@@ -72,9 +69,6 @@ TOLERANCE = {
 PIPELINE_STAGES = ("h2d", "letterbox", "engine", "decode", "postprocess")
 
 
-# A timed point whose GPU sat idle for more than this share of the forward (1 - the kernels'
-# busy time / the forward's median), with more launches per forward than a CUDA graph's replay
-# and its input copy (yolo_sm.analyse.hostbound.host_bound_rule), is host-bound: the
-# launching thread, not the GPU, set its pace. 0.10 ties it to the 10 % re-measure tolerance: a
-# point busy for at least 90 % of its forward cannot move by more than that whatever its host.
+#: the idle share of a forward above which a point with more launches than a graph replay is
+#: host-bound (yolo_sm.analyse.hostbound.host_bound_rule); ties to the 10 % re-measure tolerance
 HOST_BOUND_IDLE_SHARE = 0.10

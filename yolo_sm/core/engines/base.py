@@ -41,15 +41,9 @@ class Engine:
     rel_err: float | None = None
     close_fn: Callable[[], None] | None = None
     _input: torch.Tensor | None = None
-    # objects the run function needs alive but does not reference itself (a CUDA graph reads
-    # its module's weights by address: freeing them lets other allocations overwrite them)
-    keepalive: tuple = ()
-    # the prepared torch module the engine runs (eager / cudagraph / compile), for layer hooks
-    module: torch.nn.Module | None = None
-    # the engine's forward as work a caller may capture inside its own CUDA graph (the
-    # pipeline's whole batch in one graph): plain kernel launches, no host sync, no graph of
-    # its own; None where the engine cannot be captured so (it replays its own graph, or runs
-    # outside torch)
+    keepalive: tuple = ()  # what run needs alive but does not reference (a graph's weights)
+    module: torch.nn.Module | None = None  # the prepared torch module, for layer hooks
+    # the forward as plain launches a caller may capture in its own CUDA graph (None: cannot)
     capture: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:

@@ -458,16 +458,13 @@ def quantize_convs(
     }
 
 
-#: the kernels whose convolutions hand int8 outputs over (the cuDNN graph writes them; the
-#: emulation computes the same values); yolo_sm's Triton and _int_mm kernels read fp16 inputs
+#: the kernels whose convolutions hand int8 outputs over (Triton and _int_mm read fp16 inputs)
 HANDOFF_KERNELS = ("cudnn", "emulate")
 #: tensor functions that read a tensor's metadata, not its values: not a use of the values
 _METADATA = frozenset(
     {"__get__", "size", "dim", "stride", "numel", "is_contiguous", "element_size", "__len__"}
 )
-#: tensor functions that commute with quantisation at one scale (q(max(a, b)) = max(q(a), q(b))
-#: for q monotonic; a concatenation moves values): int8 values may flow through them to the
-#: convolution that reads their result, where the device runs them on int8 (_transparent)
+#: tensor functions that commute with quantisation at one scale: int8 may flow through them
 _TRANSPARENT = ("max_pool2d", "cat")
 
 

@@ -89,9 +89,7 @@ def build_cudagraph(model: torch.nn.Module, config: EngineConfig, warmup: int = 
             static_out = head_tensor(m(static_in))
     torch.cuda.synchronize()
     capture_s = time.perf_counter() - t0
-    # the capture allocates from a private pool of new segments, which the graph keeps for its
-    # lifetime (its activations live there); max_memory_allocated over replays sees only the
-    # output tensor of it, which stays allocated: the rest is what this records
+    # the graph's private pool (its activations), which max_memory_allocated does not see
     pool = torch.cuda.memory_reserved(static_in.device) - reserved0
     graph_pool_bytes = max(0, pool - static_out.untyped_storage().nbytes())
 
