@@ -12,7 +12,7 @@ import pytest
 from yolo_sm.analyse.gpm import wide
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.core.profiling import gpm
-from yolo_sm.core.profiling.gpm import GpmSampler, load_gpm, save
+from yolo_sm.core.profiling.gpm import GpmSampler
 
 # the short-window caveat is checked once, in test_short_window_warning
 pytestmark = pytest.mark.filterwarnings("ignore:GPM at .* Hz")
@@ -295,40 +295,6 @@ def test_bad_arguments():
         pass
     with pytest.raises(UserError, match="samples once"), s:
         pass
-
-
-@pytest.fixture
-def frame():
-    with GpmSampler(hz=HZ, nvml=FakeNVML()) as s:
-        s.mark(stage="backbone", batch=16)
-        wait_for(lambda: len(windows(s, stage="backbone")) >= 3)
-    return s.to_frame(), s.info()
-
-
-def test_save_load_round_trip_keeps_values_and_provenance(tmp_path, frame):
-    df, info = frame
-    prov = {"gpu_name": "NVIDIA H200", "sampler": info}
-    path = save(df, tmp_path / "gpm.parquet", prov)
-    back = load_gpm(path)
-    pd.testing.assert_frame_equal(back, df)
-    assert back.attrs["provenance"] == prov
-    assert [p.name for p in tmp_path.iterdir()] == ["gpm.parquet"]  # no .partial left
-
-
-def test_truncated_file_is_a_user_error(tmp_path, frame):
-    path = save(frame[0], tmp_path / "gpm.parquet", {})
-    data = path.read_bytes()
-    path.write_bytes(data[: len(data) // 2])
-    with pytest.raises(UserError, match="not a readable parquet"):
-        load_gpm(path)
-    with pytest.raises(UserError, match="does not exist"):
-        load_gpm(tmp_path / "missing.parquet")
-
-
-def test_missing_columns_raise_value_error_naming_them(tmp_path, frame):
-    path = save(frame[0].drop(columns=["source", "window_s"]), tmp_path / "gpm.parquet", {})
-    with pytest.raises(ValueError, match=r"missing columns \['window_s', 'source'\]"):
-        load_gpm(path)
 
 
 @pytest.mark.gpu

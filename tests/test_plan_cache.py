@@ -33,7 +33,7 @@ def test_writes_merge_with_what_another_process_wrote(tmp_path):
     b.put(KEY[:3], 2, "p2", 2.0)
     fresh = PlanCache(ENV, tmp_path)
     assert fresh.get(KEY) == (1, "p1") and fresh.get(KEY[:3]) == (2, "p2")
-    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
+    assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".")]  # no temp file left
 
 
 @pytest.mark.parametrize(

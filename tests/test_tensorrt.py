@@ -179,9 +179,7 @@ def trt_config(tmp_path):
 
 
 @pytest.mark.gpu
-def test_fp16_engine_builds_caches_and_profiles(trt_config, tmp_path):
-    from yolo_sm.core.engines.tensorrt import layer_info, layer_times
-
+def test_fp16_engine_builds_and_caches(trt_config, tmp_path):
     model = tiny_model()
     engine = build_engine(model, trt_config)
     try:
@@ -193,12 +191,6 @@ def test_fp16_engine_builds_caches_and_profiles(trt_config, tmp_path):
         out = engine(engine.make_input())
         assert out.shape == (2, 8, 64, 64) and out.dtype == torch.float32 and out.is_cuda
 
-        times = layer_times(engine, iters=3)
-        assert list(times.columns) == ["layer", "duration_ms", "iteration"]
-        assert len(times) > 0 and set(times["iteration"]) == {0, 1, 2}
-        assert (times["duration_ms"] >= 0).all()
-        layers = layer_info(engine)
-        assert layers and all("Name" in layer for layer in layers)
     finally:
         engine.close()
 

@@ -141,7 +141,6 @@ def _writers():
     from yolo_sm.contract.store import copy_atomic, write_atomic, write_text_atomic
     from yolo_sm.core.distributed.units import OWNER, write_owner
     from yolo_sm.core.engines.tensorrt import _write_atomic
-    from yolo_sm.core.profiling.gpm import save
 
     def source(d):
         (d / "src.bin").write_bytes(b"new")
@@ -151,7 +150,6 @@ def _writers():
         "store.write_atomic": ("t.parquet", lambda p: write_atomic(pd.DataFrame({"a": [1]}), p)),
         "store.write_text_atomic": ("t.txt", lambda p: write_text_atomic(p, "new")),
         "store.copy_atomic": ("t.bin", lambda p: copy_atomic(source(p.parent), p)),
-        "gpm.save": ("g.parquet", lambda p: save(pd.DataFrame({"a": [1]}), p)),
         "tensorrt plan": ("e.plan", lambda p: _write_atomic(p, b"new")),
         "shard owner": (OWNER, lambda p: write_owner(p.parent, {"gpu": 0})),
     }

@@ -1,7 +1,5 @@
-"""``yolo-sm collect`` (run a collection plan into a dataset root), ``yolo-sm render`` (the
-notebooks as a static site) and ``yolo-sm claims`` (every rule's verdict on a root).
-
-``render`` and ``claims`` import no torch: they run wherever the report layer does."""
+"""``yolo-sm collect`` (a plan into a dataset root), ``render`` (the notebooks as a site) and
+``claims`` (every rule's verdict); render and claims import no torch."""
 
 from __future__ import annotations
 
@@ -24,104 +22,36 @@ HOST_KINDS = ("model_tables",)
 
 def add_parser(sub) -> None:
     c = sub.add_parser("collect", help="run a collection plan (resumable, splittable)")
-    c.add_argument(
-        "--plan",
-        default=None,
-        help="plan YAML (default: data/plans/quick.yaml beside the package, each notebook's "
-        "headline in about ten minutes of GPU time; data/plans/full.yaml adds every width, "
-        "batch, precision and engine the notebooks compare, in hours)",
-    )
-    c.add_argument(
-        "--model",
-        default=None,
-        help="model spec for the plan's steps that name none (overrides the plan's 'model:'): "
-        "family:width, an ultralytics YAML by path or name, a .pt checkpoint, or "
-        "package.module:function (imports and runs your code, by design)",
-    )
-    c.add_argument(
-        "--device",
-        default=None,
-        help="cpu, cuda or cuda:N: run the plan there instead of on its own device (the GPU "
-        "profilers' steps need a GPU)",
-    )
-    c.add_argument(
-        "--input-shape",
-        dest="input_shape",
-        default=None,
-        help="C,H,W of one image (needed by a module:function model): every step measures and "
-        "counts at it",
-    )
-    c.add_argument("--out", required=True, help="dataset folder, e.g. results/my_gpu")
-    c.add_argument("--only", default=None, help="comma list of step names")
-    c.add_argument(
-        "--max-minutes",
-        default=None,
-        help="stop before a step that would end later by its estimate (for time-limited hosts; "
-        "above 0, leave it out for no limit)",
-    )
-    c.add_argument(
-        "--redo-errors",
-        nargs="?",
-        const="",
-        default=None,
-        metavar="TEXT",
-        help="measure again the error rows (not oom) of the sweep and bench steps it runs, or "
-        "only those whose message contains TEXT (e.g. NumericalMismatch); a bench re-measures "
-        "such a row's whole (model, batch) unit",
-    )
-    c.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        metavar="N",
-        help="run the plan's units as tasks on a local Dask cluster of N worker processes, one "
-        "GPU each (needs the distributed extra; docs/distributed.md)",
-    )
-    c.add_argument(
-        "--scheduler",
-        default=None,
-        metavar="ADDRESS",
-        help="run the plan's units on the Dask cluster of this scheduler (tcp://host:8786), "
-        "whose workers offer the resource GPU=1",
-    )
-    c.add_argument(
-        "--status", action="store_true", help="only show which steps are done and what is left"
-    )
+    arg = c.add_argument
+    arg("--plan", help="plan YAML (default: data/plans/quick.yaml; data/plans/full.yaml: all)")
+    arg("--model", help="model spec for steps that name none: family:width, YAML, .pt, mod:fn")
+    arg("--device", help="cpu, cuda or cuda:N instead of the plan's device")
+    arg("--input-shape", dest="input_shape", help="C,H,W of one image (module:function models)")
+    arg("--out", required=True, help="dataset folder, e.g. results/my_gpu")
+    arg("--only", help="comma list of step names")
+    arg("--max-minutes", help="stop before a step that would end later by its estimate")
+    redo = "re-measure the error rows (only those whose message holds TEXT)"
+    arg("--redo-errors", nargs="?", const="", metavar="TEXT", help=redo)
+    arg("--workers", type=int, metavar="N", help="run units on a local Dask cluster of N GPUs")
+    arg("--scheduler", metavar="ADDRESS", help="run units on this Dask scheduler's cluster")
+    arg("--status", action="store_true", help="only show which steps are done and what is left")
     c.set_defaults(run=run)
 
     r = sub.add_parser("render", help="execute the notebooks and render them into a static site")
     r.add_argument("--notebooks", default="notebooks", help="folder of NN_topic.ipynb files")
     r.add_argument("--out", default="site", help="output folder (index.html + one page each)")
-    r.add_argument(
-        "--data",
-        default=None,
-        help="dataset root the notebooks read: a name under data/ or a folder with a "
-        "manifest.json (default: each notebook's own DATA parameter)",
-    )
+    r.add_argument("--data", help="dataset root: a name under data/ or a folder (default: DATA)")
     r.add_argument("--timeout", default="900", help="seconds per cell")
-    r.add_argument("--only", default=None, help="comma list of notebook name prefixes to render")
+    r.add_argument("--only", help="comma list of notebook name prefixes to render")
     r.set_defaults(run=run)
 
     k = sub.add_parser("claims", help="every rule's verdict on a dataset root (the claims table)")
-    k.add_argument(
-        "--data",
-        default="h200",
-        help="dataset root: a name under data/ or a folder with a manifest.json (default h200)",
-    )
-    k.add_argument(
-        "--against",
-        default=None,
-        help="a second dataset root: add the rules over two roots (two machines side by side, "
-        "several GPUs of a host against one)",
-    )
+    k.add_argument("--data", default="h200", help="dataset root: a name under data/ or a folder")
+    k.add_argument("--against", help="a second dataset root: add the rules over two roots")
     k.add_argument("--json", action="store_true", help="print JSON, one object per rule")
     k.set_defaults(run=run)
 
-    s = sub.add_parser(
-        "scrub",
-        help="rewrite a dataset root's provenance without host names or absolute paths "
-        "(measured values unchanged)",
-    )
+    s = sub.add_parser("scrub", help="drop host names and absolute paths from provenance")
     s.add_argument("roots", nargs="+", help="dataset folders, e.g. data/h200 data/cpu")
     s.set_defaults(run=run)
 
@@ -139,9 +69,8 @@ def scrub(args) -> int:
 
 
 def check_steps(plan: Plan, out_dir: Path, names: list[str]) -> None:
-    """Everything the plan's steps ``names`` need, checked before the first one runs: the
-    parameters of each sweep and bench as their specs read them, the backends' optional
-    packages, and the plan's device for every step not done yet that runs on it."""
+    """Check what the plan's steps ``names`` need before the first runs: sweep and bench
+    parameters, backends' packages, and the device of every step not done yet."""
     from yolo_sm.core import plan_runners, plan_status
 
     needs_device = False
@@ -196,29 +125,14 @@ def collect(args) -> int:
     )
     output(out_dir, folder=True)
     check_steps(plan, out_dir, only or names)
+    kw = {"only": only, "max_minutes": minutes, "progress": progress(args), "redo": redo}
     if args.workers is not None or args.scheduler:
         from yolo_sm.core import distributed
 
-        table = distributed.run_plan(
-            plan,
-            out_dir,
-            workers=workers,
-            scheduler=args.scheduler,
-            only=only,
-            max_minutes=minutes,
-            progress=progress(args),
-            redo=redo,
-        )
-        print(table.to_string(index=False))
-        return 0
-    table = plans.run_plan(
-        plan,
-        out_dir,
-        only=only,
-        max_minutes=minutes,
-        progress=progress(args),
-        redo=redo,
-    )
+        kw.update(workers=workers, scheduler=args.scheduler)
+        table = distributed.run_plan(plan, out_dir, **kw)
+    else:
+        table = plans.run_plan(plan, out_dir, **kw)
     print(table.to_string(index=False))
     return 0
 

@@ -13,49 +13,24 @@ from yolo_sm.contract.errors import UserError
 
 
 def add_parser(sub) -> None:
-    e = sub.add_parser(
-        "env", help="what hardware and software this machine has, which profilers work"
-    )
-    e.add_argument(
-        "--device", default=None, help="cpu, cuda or cuda:N (default: cuda if present, else cpu)"
-    )
+    e = sub.add_parser("env", help="this machine's hardware and software, which profilers work")
+    e.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if present, else cpu)")
     e.add_argument("--json", action="store_true", help="print JSON instead of a table")
     e.set_defaults(run=run)
 
-    m = sub.add_parser(
-        "models",
-        help="the channel table of a model (one row per layer); 'models save' writes a checkpoint",
-    )
-    m.add_argument(
-        "action",
-        nargs="?",
-        choices=("table", "save"),
-        default="table",
-        help="table (default) or save: write --model as an ultralytics checkpoint to --out, "
-        "random weights with BatchNorm calibrated on the bundled photos",
-    )
-    m.add_argument(
-        "--model",
-        help="a model spec instead of --family: yolov8:0.25, an ultralytics YAML by path or name "
-        "(yolo11s-seg.yaml, rtdetr-l.yaml), best.pt, or package.module:function (imports and "
-        "runs your code, by design)",
-    )
-    m.add_argument(
-        "--input-shape",
-        dest="input_shape",
-        help="C,H,W of one image (needed by a module:function model); the table counts at it",
-    )
-    m.add_argument("--out", help="models save: the .pt file to write")
-    m.add_argument(
-        "--family",
-        default="yolov8",
-        help="yolov8, yolo11, wide (the wide conv stack) or resnet18/34/50/101/152",
-    )
-    m.add_argument("--width", default="1.0", help="width multiplier or preset letter n/s/m/l/x")
-    m.add_argument("--depth", default=None, help="depth multiplier (default 0.33 / preset)")
-    m.add_argument("--max-channels", default="2048", help="ultralytics max_channels cap")
-    m.add_argument("--imgsz", default="640", help="square input size (a multiple of 32)")
-    m.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    m = sub.add_parser("models", help="a model's channel table; 'models save' writes a checkpoint")
+    arg = m.add_argument
+    save_help = "table (default) or save: write --model as an ultralytics checkpoint to --out"
+    arg("action", nargs="?", choices=("table", "save"), default="table", help=save_help)
+    arg("--model", help="a model spec instead of --family: yolov8:0.25, a YAML, best.pt, mod:fn")
+    arg("--input-shape", dest="input_shape", help="C,H,W of one image (module:function models)")
+    arg("--out", help="models save: the .pt file to write")
+    arg("--family", default="yolov8", help="yolov8, yolo11, wide or resnet18/34/50/101/152")
+    arg("--width", default="1.0", help="width multiplier or preset letter n/s/m/l/x")
+    arg("--depth", help="depth multiplier (default 0.33 / preset)")
+    arg("--max-channels", default="2048", help="ultralytics max_channels cap")
+    arg("--imgsz", default="640", help="square input size (a multiple of 32)")
+    arg("--format", choices=("table", "csv", "json"), default="table")
     m.set_defaults(run=run)
 
 
@@ -87,7 +62,6 @@ def is_number(text: str) -> bool:
 
 
 def models_table(args) -> int:
-
     from yolo_sm.core import models
 
     if args.action == "save":
@@ -120,9 +94,8 @@ def _print_table(model, size: int, args) -> int:
     elif args.format == "json":
         print(df.to_json(orient="records"))
     else:
-        with pd.option_context(
-            "display.width", 200, "display.max_columns", 50, "display.max_rows", 500
-        ):
+        opts = ("display.width", 200, "display.max_columns", 50, "display.max_rows", 500)
+        with pd.option_context(*opts):
             print(df.to_string(index=False))
         print(
             f"\ntotal: {df.params.sum():,} parameters, {df.flops.sum() / 1e9:.2f} GFLOPs per "

@@ -1,23 +1,9 @@
 """``yolo-sm`` command line: thin sub-commands over the package's functions.
 
-Each command group is one module with ``add_parser(sub)`` and ``run(args)``: :mod:`env` (env,
-models), :mod:`measure` (sweep, bench, remeasure), :mod:`profile` (trace, ncu, gpm, profile,
-occupancy), :mod:`monitor` (monitor) and :mod:`data` (collect, render, claims). They import
-the collect and report layers inside their commands, so ``--help``, ``render`` and ``claims``
-load no torch.
-
-Every command checks its whole input before any work (values, devices, optional packages, that
-the output can be written). :func:`main` is the one place errors end: a user error (a
-:class:`~yolo_sm.contract.errors.UserError`: bad input, missing device or package), any
-``OSError`` (a full disk, an unwritable output) and an optional package a command imports but
-this environment lacks (``yolo-sm env`` where ``make report``'s environment has no torch) is one
-sentence on stderr and exit code 2, with no traceback; an interrupt (Ctrl-C) is exit code 130
-and a SIGTERM (``kill``, ``timeout``, a batch scheduler's stop) exit code 143, both raised as
-:class:`KeyboardInterrupt` so that what was written so far is kept (every table is written
-atomically) and ``collect`` registers a sweep or bench stopped part-way with the seconds it
-took. A failed check (``remeasure``) exits 1.
-Every sub-command takes ``-q/--quiet`` and ``-v/--verbose``: progress and notices go to stderr
-through ``logging``, tables to stdout.
+Each command group is a module with ``add_parser(sub)`` and ``run(args)``, importing torch only
+inside commands that need it. :func:`main` is where errors end: a UserError, an OSError or a
+missing optional package is one sentence on stderr, exit 2; Ctrl-C exits 130 and SIGTERM 143
+(both as KeyboardInterrupt, so written tables are kept); a failed check exits 1.
 """
 
 from __future__ import annotations
@@ -46,34 +32,24 @@ DESCRIPTION = (
 GROUPS = (env, measure, check, profile, monitor, data)
 #: exit codes: a user error, an interrupt (Ctrl-C), a SIGTERM
 USER_ERROR, INTERRUPTED, TERMINATED = 2, 130, 143
-#: the optional packages commands import, by top-level module, and the extra of pyproject.toml
-#: that installs each
+#: the optional packages commands import (top-level module -> the pyproject extra installing it)
 OPTIONAL_MODULES = {
-    "torch": "collect",
-    "torchvision": "collect",
-    "ultralytics": "collect",
-    "tqdm": "collect",
-    "onnx": "onnx",
-    "onnxruntime": "onnx",
-    "onnxscript": "onnx",
-    "pynvml": "gpu",
-    "nvtx": "gpu",
-    "ncu_report": "ncu",
-    "dask": "distributed",
-    "distributed": "distributed",
-    "prometheus_client": "monitor",
-    "plotly": "report",
-    "ipywidgets": "report",
-    "ipykernel": "report",
-    "nbclient": "report",
-    "nbconvert": "report",
-    "nbformat": "report",
+    module: extra
+    for extra, modules in {
+        "collect": "torch torchvision ultralytics tqdm",
+        "onnx": "onnx onnxruntime onnxscript",
+        "gpu": "pynvml nvtx",
+        "ncu": "ncu_report",
+        "distributed": "dask distributed",
+        "monitor": "prometheus_client",
+        "report": "plotly ipywidgets ipykernel nbclient nbconvert nbformat",
+    }.items()
+    for module in modules.split()
 }
 
 
 class Terminated(KeyboardInterrupt):
-    """A SIGTERM, raised where the main thread next runs Python (after the CUDA call or the
-    child process it waits on), so that it unwinds like Ctrl-C."""
+    """A SIGTERM, raised where the main thread next runs Python: it unwinds like Ctrl-C."""
 
 
 def _on_sigterm(signum, frame):
@@ -119,9 +95,7 @@ CACHING = ("models", "sweep", "bench", "remeasure", "trace", "ncu", "gpm", "prof
 def main(argv: list[str] | None = None) -> int:
     """Run one ``yolo-sm`` command; returns its exit code (0, 1 for a failed check, 2 for a
     user error, 130 for an interrupt, 143 for a SIGTERM)."""
-    handler = None
-    previous = None
-    args = None
+    handler = previous = args = None
     if threading.current_thread() is threading.main_thread():  # signals reach it only
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
@@ -161,9 +135,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def missing_package(e: ModuleNotFoundError, command: str | None) -> str | None:
-    """The sentence for ``command`` stopped by ``e``: an optional package (:data:`OPTIONAL_MODULES`)
-    that is not installed here. None for any other module, and for an optional package that is
-    installed but failed to import part of itself (a broken install shows its traceback)."""
+    """The sentence for ``command`` stopped by ``e``, an optional package (:data:`OPTIONAL_MODULES`)
+    not installed here; None otherwise (a broken install shows its traceback)."""
     top = (e.name or "").partition(".")[0]
     extra = OPTIONAL_MODULES.get(top)
     if extra is None or importlib.util.find_spec(top) is not None:

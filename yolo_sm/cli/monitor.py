@@ -1,9 +1,5 @@
-"""``yolo-sm monitor``: a GPU's NVML GPM and NVML fields on a Prometheus ``/metrics`` endpoint,
-named as dcgm-exporter names them and labelled with the yolo_sm workload beside it
-(:mod:`yolo_sm.topics.monitor.collect`, :mod:`yolo_sm.topics.monitor.collect_exporter`);
-``--record`` also
-writes the
-sampled series as a table (kind ``monitor``)."""
+"""``yolo-sm monitor``: NVML GPM and fields on a Prometheus ``/metrics`` endpoint (dcgm-exporter
+names, labelled with the workload); ``--record`` writes the series (kind ``monitor``)."""
 
 from __future__ import annotations
 
@@ -20,32 +16,17 @@ MAX_DURATION_S = 7 * 86400.0
 
 
 def add_parser(sub) -> None:
-    m = sub.add_parser(
-        "monitor", help="serve a GPU's GPM and NVML fields on /metrics (dcgm-exporter's names)"
-    )
-    m.add_argument("--port", default="9400", help="TCP port of /metrics (dcgm-exporter's 9400)")
-    m.add_argument(
-        "--host",
-        "--address",
-        dest="address",
-        default="127.0.0.1",
-        help="address to listen on (default 127.0.0.1: this host only; 0.0.0.0: every address, "
-        "unauthenticated: the series name the GPU, its UUID and the host)",
-    )
-    m.add_argument("--interval", default="1.0", help="seconds between samples (0.2 to 3600)")
-    m.add_argument("--device", default="0", help="NVML index of the GPU (nvidia-smi's numbering)")
-    m.add_argument("--duration", default=None, help="stop after this many seconds (default: ^C)")
-    m.add_argument("--record", default=None, help="also write the samples to this .parquet file")
-    m.add_argument(
-        "--dataset",
-        default=None,
-        help="register the --record table under this name in the manifest of its folder",
-    )
-    m.add_argument(
-        "--status-file",
-        default=None,
-        help=f"the workload status file to label samples from (default: ${STATUS_ENV})",
-    )
+    m = sub.add_parser("monitor", help="serve a GPU's GPM and NVML fields on /metrics")
+    arg = m.add_argument
+    arg("--port", default="9400", help="TCP port of /metrics (dcgm-exporter's 9400)")
+    where = "address to listen on (127.0.0.1: this host; 0.0.0.0: all, unauthenticated)"
+    arg("--host", "--address", dest="address", default="127.0.0.1", help=where)
+    arg("--interval", default="1.0", help="seconds between samples (0.2 to 3600)")
+    arg("--device", default="0", help="NVML index of the GPU (nvidia-smi's numbering)")
+    arg("--duration", help="stop after this many seconds (default: ^C)")
+    arg("--record", help="also write the samples to this .parquet file")
+    arg("--dataset", help="register the --record table under this name in its folder's manifest")
+    arg("--status-file", help=f"the workload status file to label samples from (${STATUS_ENV})")
     m.set_defaults(run=run)
 
 

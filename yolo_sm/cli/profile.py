@@ -48,18 +48,12 @@ def add_parser(sub) -> None:
     g.add_argument("--batch", type=int, default=16)
     g.add_argument("--seconds", type=float, default=3.0, help=f"per width (at most {MAX_RUN_S:g})")
     g.add_argument("--hz", type=float, default=20.0, help="polling rate (GPM refreshes ~10 Hz)")
-    g.add_argument(
-        "--overhead-rounds",
-        type=int,
-        default=0,
-        help="then measure the sampler's cost on throughput: N paired rounds per width",
-    )
+    rounds = "then measure the sampler's cost on throughput: N paired rounds per width"
+    g.add_argument("--overhead-rounds", type=int, default=0, help=rounds)
     g.add_argument("--out", required=True, help="parquet file (tidy: one row per window x metric)")
     g.set_defaults(run=run)
 
-    a = sub.add_parser(
-        "profile", help="Kineto + Nsight Compute + GPM on each width, joined per layer"
-    )
+    a = sub.add_parser("profile", help="Kineto + Nsight Compute + GPM per width, joined per layer")
     model_flags(a, many=True)
     a.set_defaults(widths="0.5,1.5")
     a.add_argument("--precision", default="fp16")
@@ -74,18 +68,11 @@ def add_parser(sub) -> None:
     o.add_argument("--cc", default="9.0", help="compute capability, e.g. 9.0 (Hopper), 8.0")
     o.add_argument("--threads", type=int, required=True, help="threads per block")
     o.add_argument("--registers", type=int, default=32, help="registers per thread")
-    o.add_argument(
-        "--smem",
-        default="0",
-        help="shared memory per block (static + dynamic): bytes, or with a K suffix for KiB",
-    )
+    o.add_argument("--smem", default="0", help="shared memory per block: bytes, or K for KiB")
     o.add_argument("--grid", type=int, default=None, help="blocks in the grid (prints waves)")
     o.add_argument("--sm-count", type=int, default=132, help="SMs for the wave count (H200: 132)")
-    o.add_argument(
-        "--vary",
-        choices=("threads_per_block", "registers_per_thread", "shared_mem_per_block"),
-        help="print the what-if curve",
-    )
+    vary = ("threads_per_block", "registers_per_thread", "shared_mem_per_block")
+    o.add_argument("--vary", choices=vary, help="print the what-if curve")
     o.set_defaults(run=run)
 
 
@@ -95,8 +82,7 @@ def run(args) -> int:
 
 
 def _grid(args, precisions: str, layouts: str, batches: str):
-    """A profiling command's model grid checked: widths, precisions, layouts, batches, imgsz
-    (the device is checked after every value, so that a bad value is named on any machine)."""
+    """Check a profiling command's grid values (before its device, so any machine names them)."""
     widths(args.widths)
     values.texts(precisions, "--precisions", tuple(p.value for p in Precision))
     values.texts(layouts, "--layouts", tuple(x.value for x in Layout))
@@ -125,13 +111,8 @@ def occupancy(args) -> int:
         tail = occ.tail_fraction(args.grid, per_sm, sms)
         print(f"{'waves':<32} {w:.3f} (last wave {tail:.0%} full)")
     if args.vary:
-        curve = occ.occupancy_curve(
-            args.cc,
-            vary=args.vary,
-            threads_per_block=args.threads,
-            registers_per_thread=args.registers,
-            shared_mem_per_block=smem,
-        )
+        launch = {"threads_per_block": args.threads, "registers_per_thread": args.registers}
+        curve = occ.occupancy_curve(args.cc, vary=args.vary, shared_mem_per_block=smem, **launch)
         print(curve.to_string(index=False))
     return 0
 
@@ -156,14 +137,7 @@ def trace(args) -> int:
         raise UserError(f"--out must end in .json.gz, got {args.out}")
     out = output(args.out)
     output(f"{out}.metadata.json", "--out's metadata file")
-    cfg = EngineConfig(
-        backend=backend,
-        precision=args.precision,
-        layout=args.layout,
-        batch=args.batch,
-        imgsz=size,
-        device=dev,
-    )
+    cfg = EngineConfig(backend, args.precision, args.layout, args.batch, size, device=dev)
     if args.models:
         specs = parse_models(args.models, args.input_shape, need_shape=False)
         if len(specs) != 1:

@@ -1,5 +1,7 @@
 """Errors a user can cause: the CLI prints their message as one sentence and exits 2."""
 
+import functools
+
 
 class UserError(ValueError):
     """Bad input (config, flag, file, missing tool): the message says what to do."""
@@ -7,3 +9,27 @@ class UserError(ValueError):
 
 class NotAvailableError(UserError, ImportError):
     """An optional backend or tool (TensorRT, ncu, pynvml, a CUDA GPU) is not available here."""
+
+
+#: what a loader raises on input missing a field or holding one of the wrong type
+MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError)
+
+
+def refuse_malformed(what: str, why: str):
+    """Decorate a loader of ``path`` so that input missing a field or holding one of the wrong
+    type ends in one UserError: "``path`` is not ``what`` this package reads: ``why``"."""
+
+    def wrap(loader):
+        @functools.wraps(loader)
+        def wrapped(path, *args, **kwargs):
+            try:
+                return loader(path, *args, **kwargs)
+            except UserError:
+                raise
+            except MALFORMED as e:
+                msg = f"{path} is not {what} this package reads: {why} ({type(e).__name__})"
+                raise UserError(msg) from None
+
+        return wrapped
+
+    return wrap

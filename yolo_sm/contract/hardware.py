@@ -1,22 +1,11 @@
-"""The GPU's ceilings, read from a dataset root's ``ceilings`` table (plan step ``ceilings``:
-dense matmuls per precision, copy bandwidths), never from figures written into the code.
-
-Every ceiling here is the **burst** figure (a few calls after a rest, before the power limiter
-pulls the clock down): the roofline and every share of peak divide by it, and its source says
-so. A table measured before burst and sustained were told apart has one back-to-back figure per
-ceiling; it is used as it is and its source says ``sustained`` (it may sit below what short
-kernels reach). The datasheet's figure, where this module knows the GPU (:data:`DATASHEET`,
-keyed by the GPU name in the table's provenance), is shown beside the measured one.
-
-A root without that table (a CPU root, a GPU that was not measured) has no ceilings: the
-functions return None and the callers say that what needs them cannot be drawn.
+"""The GPU's ceilings from a root's ``ceilings`` table (never from literals): the burst figure
+(older tables: one ``sustained`` figure), with the datasheet's beside it where known
+(:data:`DATASHEET`). A root without that table has none: functions return None.
 """
 
 from __future__ import annotations
 
-from yolo_sm.contract import datasets
 from yolo_sm.contract.datasets import DataRoot
-from yolo_sm.contract.errors import UserError
 
 CEILINGS = "ceilings"
 #: the regime every ceiling of this module is read in
@@ -59,10 +48,8 @@ def datasheet(gpu_name, name: str) -> float | None:
 
 
 def ceiling(root: DataRoot, name: str) -> tuple[float, str] | None:
-    """(value, where it comes from) of ceiling ``name`` (``matmul_fp16``, ``copy_d2d``, ...)
-    in ``root``'s ``ceilings`` table, its burst figure (see the module docstring), or None when
-    the root has no such row. The value is in the row's unit (TFLOP/s for matmuls, GB/s for
-    copies); the source names the regime and, for a GPU the datasheet table knows, its figure."""
+    """(value, source) of ceiling ``name`` (``matmul_fp16``, ``copy_d2d``...) in ``root`` in its
+    unit (TFLOP/s or GB/s), or None."""
     if not root.has(CEILINGS):
         return None
     c = root.load(CEILINGS)
@@ -106,11 +93,3 @@ def no_ceilings_message(root: DataRoot) -> str:
         f"{root.name} holds no measured ceilings ({CEILINGS}: dense fp16 matmul and "
         "device-to-device copy), so the absolute roofline cannot be drawn."
     )
-
-
-def load_or_none(name: str):
-    """Dataset ``name`` (``<root>/<short name>``), or None when it is not shipped."""
-    try:
-        return datasets.load(name)
-    except UserError:
-        return None

@@ -1,12 +1,6 @@
-"""A root's ``manifest.json``: :func:`register` adds a dataset with its kind, description, the
-command that made it and the provenance read from its rows' ``prov_*`` columns.
-
-A registration cannot be lost: :func:`register` first writes what it registers into the
-table's own key-value metadata (``yolo_sm`` -> ``registrations``), then the manifest entry.
-A run killed between the two, a deleted manifest or a corrupt one is repaired from the tables:
-:func:`read_manifest` with ``repair=True`` rebuilds an unreadable manifest from every table's
-embedded registrations (the corrupt file is kept beside it), and ``collect`` registers again a
-step whose entry is missing or does not match its table (:func:`entry_problem`)."""
+"""A root's ``manifest.json``: :func:`register` adds a dataset (kind, description, command,
+provenance from ``prov_*`` columns), first embedding the registration in the table's metadata so
+a lost or corrupt manifest is rebuilt from the tables (:func:`read_manifest` ``repair=True``)."""
 
 from __future__ import annotations
 
@@ -30,20 +24,10 @@ from yolo_sm.contract.store import (
     write_table_atomic,
 )
 
-PROVENANCE_FIELDS = (
-    "gpu_name",
-    "sm_count",
-    "compute_capability",
-    "driver",
-    "cuda",
-    "torch",
-    "cudnn",
-    "ultralytics",
-    "python",
-    "sm_clock_max_mhz",
-    "yolo_sm_source",  # digest of the package source that measured (absent in older tables)
-    "cpu_model",
-    "gpu_uuid",  # which physical GPU (NVML's UUID; absent in older tables)
+#: the provenance a manifest entry records (yolo_sm_source, gpu_uuid: absent in older tables)
+PROVENANCE_FIELDS = tuple(
+    "gpu_name sm_count compute_capability driver cuda torch cudnn ultralytics python "
+    "sm_clock_max_mhz yolo_sm_source cpu_model gpu_uuid".split()
 )
 MANIFEST = "manifest.json"
 #: what a table's metadata records of each registration of it (enough to rebuild the entry)
@@ -51,9 +35,7 @@ REGISTRATION_KEYS = ("kind", "description", "command", "params", "registered_utc
 
 
 def _text(value) -> str:
-    """``value`` as provenance text: a whole float as an integer, since a column that holds a
-    missing value turns an integer (an SM count) into a float, and 132 and 132.0 are one
-    value."""
+    """``value`` as provenance text, a whole float as an integer (132.0 -> "132")."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return str(value)
@@ -73,10 +55,8 @@ def provenance_from_rows(df) -> dict:
         prov["date_utc_first"] = str(df["prov_date_utc"].min())
         prov["date_utc_last"] = str(df["prov_date_utc"].max())
     if "prov_sm_clock_start_mhz" in df and df["prov_sm_clock_start_mhz"].notna().any():
-        prov["sm_clock_start_mhz_range"] = [
-            float(df.prov_sm_clock_start_mhz.min()),
-            float(df.prov_sm_clock_start_mhz.max()),
-        ]
+        clocks = df.prov_sm_clock_start_mhz
+        prov["sm_clock_start_mhz_range"] = [float(clocks.min()), float(clocks.max())]
     return prov
 
 
@@ -85,31 +65,22 @@ MACHINE_KEYS = ("gpu_uuid", "gpu_name", "sm_count", "driver", "cpu_model")
 
 
 def machine_of(datasets: dict) -> dict:
-    """The machine a root's datasets describe: per field of :data:`MACHINE_KEYS`, the sorted
-    distinct values of the datasets measured on a GPU (all datasets where none was), so a root
-    measured on two GPUs says so (two ``gpu_uuid`` values). Tables derived from the others
-    (:data:`yolo_sm.contract.schema.DERIVED`) describe no machine of their own. Written as the
-    manifest's ``machine`` entry by :func:`register`."""
+    """Per :data:`MACHINE_KEYS` field, the sorted distinct values over the GPU-measured datasets
+    (all where none was); derived tables are skipped."""
     provs = [d.get("provenance", {}) for d in datasets.values() if d.get("kind") not in DERIVED]
     provs = [p for p in provs if p.get("gpu_name")] or provs
     out = {}
     for key in MACHINE_KEYS:
-        vals = set()
-        for p in provs:
-            v = p.get(key)
-            for x in v if isinstance(v, list) else [v]:
-                if x not in (None, ""):
-                    vals.add(_text(x))
+        vs = [v if isinstance(v, list) else [v] for v in (p.get(key) for p in provs)]
+        vals = {_text(x) for v in vs for x in v if x not in (None, "")}
         if vals:
             out[key] = sorted(vals)
     return out
 
 
 def root_gpus(folder: str | os.PathLike) -> list[str]:
-    """The GPU models (``gpu_name``) the tables of ``folder`` were measured on, from its
-    manifest's ``machine`` entry (:func:`machine_of` of its datasets where the manifest has
-    none; from the tables' own registrations where the manifest is unreadable, which
-    ``collect`` then repairs); empty for a folder without tables or measured on CPUs only."""
+    """The GPU models the tables of ``folder`` were measured on (manifest ``machine`` entry, else
+    the datasets, else embedded registrations); empty for none or CPU only."""
     try:
         manifest = read_manifest(folder)
     except UserError:
@@ -143,16 +114,9 @@ def register(
     command: str,
     params: dict | None = None,
 ) -> dict:
-    """Add or replace dataset ``name`` in ``folder/manifest.json``; ``params``: the plan step's
-    parameters that made it (``collect`` compares them with the plan's to notice an edited
-    step). ``file`` must lie inside ``folder``.
-
-    The registration is first embedded in the table (its ``yolo_sm`` metadata, rewritten
-    atomically, values unchanged), so that a lost or corrupt manifest can be rebuilt. Safe
-    for concurrent writers: the read-modify-write of the manifest holds an exclusive lock
-    (``fcntl.flock``) on ``.manifest.json.lock`` beside it, and each writer writes its own
-    unique temporary file before the rename, so no entry is lost and no reader sees half a
-    manifest."""
+    """Add or replace dataset ``name`` (``file`` inside ``folder``; ``params``: the step's) in
+    ``folder/manifest.json``, after embedding it in the table; the manifest's update holds an
+    ``flock`` and is written atomically."""
     folder = Path(folder)
     path = inside(folder, file, f"dataset {name}'s file")
     reg = {
@@ -259,12 +223,9 @@ def _write_manifest(folder: Path, manifest: dict) -> None:
 
 
 def read_manifest(folder: str | os.PathLike, repair: bool = False, locked: bool = False):
-    """The manifest of ``folder`` (``{"datasets": {...}}``; empty when there is none).
-
-    An unreadable manifest is a UserError, or with ``repair`` rebuilt from the tables'
-    embedded registrations (:func:`rebuild`) and written, the corrupt file kept as
-    ``manifest.json.corrupt`` (a warning says so). ``locked``: the caller holds the
-    manifest lock already."""
+    """The manifest of ``folder`` (``{"datasets": {...}}``, empty if none). Unreadable: a
+    UserError, or with ``repair`` rebuilt from the tables (the corrupt file kept as
+    ``manifest.json.corrupt``). ``locked``: the caller holds the lock."""
     folder = Path(folder)
     mf = folder / MANIFEST
     if not mf.exists() and not mf.is_symlink():
@@ -332,10 +293,8 @@ def rebuild(folder: str | os.PathLike) -> dict:
 
 
 def embed_registrations(folder: str | os.PathLike) -> list[str]:
-    """Write every manifest entry of ``folder`` into its table's metadata (as
-    :func:`register` does), so that the manifest can be rebuilt from the tables; an entry's
-    provenance and column descriptions are kept too where the table does not yield them.
-    Values are unchanged; returns the names whose table was rewritten."""
+    """Write every manifest entry of ``folder`` into its table's metadata (values unchanged);
+    returns the names rewritten."""
     folder = Path(folder)
     done = []
     with _manifest_lock(folder):

@@ -1,12 +1,6 @@
-"""What provenance may say about the machine and the person who measured: the command as a
-user would type it (``yolo-sm collect --plan data/plans/cpu.yaml --out data/cpu``, paths
-relative to the working folder) and the host name only when asked (``--record-host``, the
-environment variable :data:`RECORD_HOST_ENV`).
-
-:func:`user_argv` and :func:`user_command` rewrite a command line so; :func:`scrub_root`
-rewrites the provenance of a whole dataset root written before (the tables' ``prov_command``
-and ``prov_hostname`` columns and ``yolo_sm`` metadata, the trace sidecars and the manifest),
-keeping every measured value as it is."""
+"""What provenance may say about the machine and person: the command as typed (paths relative
+to the working folder), the host name only with ``--record-host`` (:data:`RECORD_HOST_ENV`).
+:func:`scrub_root` rewrites a root written before, keeping every measured value."""
 
 from __future__ import annotations
 
@@ -41,10 +35,8 @@ def record_host() -> bool:
 
 
 def shown_path(text: str, cwd: str | os.PathLike | None = None) -> str:
-    """An absolute path as the user would type it from ``cwd`` (default: the working folder):
-    relative to it (``data/cpu``, ``../other/x.parquet``). Anything else is returned as it is.
-    With ``cwd=False``-like empty string, an absolute path becomes its last component (for old
-    records, whose working folder is unknown)."""
+    """An absolute path relative to ``cwd`` (default: the working folder); with ``cwd=""`` its
+    last component; anything else unchanged."""
     if not text.startswith("/"):
         return text
     if cwd == "":
@@ -84,10 +76,8 @@ _ABS = re.compile(r"(?<![\w.])/(?:[^\s\"',;]+)")
 
 
 def scrub_command(text, cwd: str | os.PathLike | None = "") -> str:
-    """A recorded command line (a string) rewritten as :func:`user_command` would have
-    written it: its first word the program's name (``yolo-sm`` for the package's own), every
-    absolute path its last component (``cwd=""``, the working folder being unknown) or
-    relative to ``cwd``. Non-strings (None, NaN) are returned as they are."""
+    """A recorded command string as :func:`user_command` writes it (program name first, paths
+    relative or last component); non-strings unchanged."""
     if not isinstance(text, str) or not text.strip():
         return text
     words = text.split(" ")
@@ -116,11 +106,8 @@ def scrub_record(record: dict) -> dict:
 
 
 def scrub_table(path: str | os.PathLike) -> bool:
-    """Rewrite one parquet table's provenance (:func:`scrub_record` of its ``yolo_sm``
-    metadata; ``prov_command`` scrubbed; ``prov_hostname`` dropped), every other column
-    unchanged, with the footer digest of :func:`yolo_sm.contract.store.with_digest`; returns
-    whether anything changed. The table is read checksum-verified and
-    written atomically."""
+    """Scrub one parquet table's provenance (metadata, ``prov_command``; ``prov_hostname``
+    dropped), other columns unchanged, written atomically; returns whether it changed."""
     import pyarrow as pa
 
     table = read_arrow(path)
@@ -179,10 +166,8 @@ def scrub_json(path: str | os.PathLike) -> bool:
 
 
 def scrub_root(folder: str | os.PathLike) -> list[Path]:
-    """Rewrite the provenance of every table (``*.parquet``) and JSON record (``*.json``:
-    trace sidecars, the manifest) under ``folder`` so that no host name and no absolute path
-    remains (:func:`scrub_table`, :func:`scrub_json`); measured values are kept bit for bit.
-    Returns the files changed. Safe to run again (a second run changes nothing)."""
+    """Scrub every ``*.parquet`` and ``*.json`` under ``folder`` of host names and absolute
+    paths, measured values kept; returns the files changed. Idempotent."""
     changed = []
     for f in sorted(Path(folder).rglob("*")):
         if f.is_symlink() or not f.is_file() or f.name.startswith("."):

@@ -1,26 +1,14 @@
-"""Parquet tables on disk: checked output paths, atomic writes (a unique temporary file in the
-destination folder + fsync + rename, so a killed writer leaves the old file or the new one,
-never half of one), clean-up of temporaries that killed writers left behind, verified reads,
-one writer per output (:func:`output_lock`) and paths kept inside their root
-(:func:`inside`).
-
-Every page is written with a CRC checksum (``write_page_checksum``) and every read here
-verifies them (``page_checksum_verification``): a table whose bytes changed on disk (a bad
-copy, a flipped bit, a truncated download) ends in one sentence naming the file, never in
-silently wrong numbers. The footer, which page checksums do not cover, carries a digest
-(``yolo_sm_digest``: SHA-256 of the column names and types and of the key-value metadata)
-checked on every read, so a flip in a column name or in the metadata is an error too. Tables
-written before checksums or digests were stored read as they are.
-
-Temporary files are created with :func:`tempfile.mkstemp` (``O_CREAT | O_EXCL``: a random
-name, never an existing file or a symlink planted under a predictable one) and renamed over
-the destination (a rename replaces a symlink there, it does not write through it)."""
+"""Parquet tables on disk: checked paths, atomic writes (exclusive temp file + fsync + rename),
+verified reads (page CRCs and a footer digest of schema and metadata), one writer per output
+(:func:`output_lock`) and paths kept inside their root (:func:`inside`)."""
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import errno
 import fcntl
+import functools
 import json
 import os
 import re
@@ -35,11 +23,8 @@ PARTIAL = ".partial"
 
 
 def inside(root: str | os.PathLike, rel: str | os.PathLike, what: str) -> Path:
-    """``root / rel`` after checking that ``rel`` names a file inside ``root``: a relative
-    path whose ``..`` parts never climb out of it (checked on the path as written: a symlink
-    the folder's owner placed inside it is theirs to follow; writes replace a link rather than
-    write through it). ``what`` names the field in the one-sentence error (``plan step x's
-    out``)."""
+    """``root / rel`` once ``rel`` is checked to stay inside ``root`` (no climbing ``..``);
+    ``what`` names the field in the error."""
     root = Path(root)
     text = os.fspath(rel) if isinstance(rel, (str, os.PathLike)) else None
     if not text or "\0" in text or Path(text).is_absolute():
@@ -66,46 +51,44 @@ def check_output_path(out: str | os.PathLike) -> Path:
     return out
 
 
-def read_frame(path: str | os.PathLike, columns=None):
-    """The table at ``path`` as a DataFrame, its page checksums verified (``columns``: only
-    these). A missing file, or one that is corrupt or truncated, is one UserError naming it."""
-    import pandas as pd
-
-    path = Path(path)
-    if not path.exists():
-        raise UserError(f"{path} does not exist")
+def _verified(path, read, advice: str = "move it away or choose another --out"):
+    """``read()`` of the table at ``path`` after :func:`check_digest`; any failure is one
+    UserError naming the file."""
     try:
         check_digest(path)
-        return pd.read_parquet(path, columns=columns, page_checksum_verification=True)
+        return read()
     except Exception as e:  # noqa: BLE001 - any parse failure means the same to the user
-        raise _unreadable(path, e, "collect it again or restore it from a good copy") from None
+        raise _unreadable(Path(path), e, advice) from None
+
+
+def read_frame(path: str | os.PathLike, columns=None):
+    """The table at ``path`` as a DataFrame, page checksums verified (``columns``: only these);
+    missing, corrupt or truncated is one UserError."""
+    import pandas as pd
+
+    if not Path(path).exists():
+        raise UserError(f"{path} does not exist")
+    read = functools.partial(
+        pd.read_parquet, path, columns=columns, page_checksum_verification=True
+    )
+    return _verified(path, read, "collect it again or restore it from a good copy")
 
 
 def read_table(out: Path):
-    """Rows already in the output table ``out`` (an empty frame when it does not exist), page
-    checksums verified; an unreadable file is a UserError and is left untouched."""
+    """Rows already in the output table ``out`` (empty when absent), checksums verified; an
+    unreadable file is a UserError and is left untouched."""
     import pandas as pd
 
-    out = Path(out)
-    if not out.exists():
+    if not Path(out).exists():
         return pd.DataFrame()
-    try:
-        check_digest(out)
-        return pd.read_parquet(out, page_checksum_verification=True)
-    except Exception as e:  # noqa: BLE001
-        raise _unreadable(out, e) from None
+    return _verified(out, lambda: pd.read_parquet(out, page_checksum_verification=True))
 
 
 def read_arrow(out: Path):
-    """``out`` as a pyarrow table, schema metadata included, page checksums verified; an
-    unreadable file is the same UserError as :func:`read_table`'s and is left untouched."""
+    """``out`` as a pyarrow table (schema metadata included), as :func:`read_table` reads it."""
     import pyarrow.parquet as pq
 
-    try:
-        check_digest(out)
-        return pq.read_table(out, page_checksum_verification=True)
-    except Exception as e:  # noqa: BLE001
-        raise _unreadable(Path(out), e) from None
+    return _verified(out, lambda: pq.read_table(out, page_checksum_verification=True))
 
 
 DIGEST_KEY = b"yolo_sm_digest"
@@ -180,12 +163,8 @@ def _umask() -> int:
 
 @contextlib.contextmanager
 def atomic_file(path: str | os.PathLike, mode: str = "wb", **kwargs):
-    """Open a new temporary file beside ``path`` for writing (``mode`` ``"wb"`` or ``"w"``) and,
-    when the block ends without an error, fsync it and rename it over ``path``; on any error
-    (a full disk, an interrupt) the temporary file is removed and ``path`` left as it was. The
-    temporary name is ``.<name>.<pid>.<random>.partial``, created exclusively
-    (:func:`tempfile.mkstemp`), so no planted file or symlink is ever written through; the
-    file gets the usual permissions (``0o666`` less the umask)."""
+    """Write to an exclusive temp file beside ``path`` (``mode`` ``"wb"`` or ``"w"``), then fsync
+    and rename over it; on error the temp file is removed and ``path`` left as it was."""
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.{os.getpid()}.", suffix=PARTIAL)
@@ -277,7 +256,7 @@ def process_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except (PermissionError, OverflowError):
-        return True
+        pass
     return True
 
 
@@ -290,9 +269,7 @@ def lock_path(out: str | os.PathLike) -> Path:
     """The lock file of output ``out``: ``.<name>.lock`` beside a file, ``.yolo_sm.lock``
     inside a folder."""
     out = Path(out)
-    if out.is_dir():
-        return out / ".yolo_sm.lock"
-    return out.with_name(f".{out.name}.lock")
+    return out / ".yolo_sm.lock" if out.is_dir() else out.with_name(f".{out.name}.lock")
 
 
 def lock_holder(out: str | os.PathLike) -> dict | None:
@@ -306,13 +283,8 @@ def lock_holder(out: str | os.PathLike) -> dict | None:
 
 @contextlib.contextmanager
 def output_lock(out: str | os.PathLike):
-    """Hold the one-writer lock of output ``out`` (a table or a dataset folder) for the block.
-
-    The lock is an exclusive ``flock`` on :func:`lock_path`, which holds the holder's pid, host
-    and start time; the kernel releases it when the holder ends, however it ends, so a lock
-    whose process died (``kill -9``) is stale and taken over. A second writer of the same
-    output stops with one UserError naming the holder, before any work and without touching
-    the output. Re-entrant within a process; the file is removed on release."""
+    """Hold output ``out``'s one-writer lock (an ``flock`` on :func:`lock_path`, released when the
+    holder dies); a second writer gets one UserError naming the holder. Re-entrant."""
     path = lock_path(out)
     key = str(path.resolve())
     if key in _HELD:
@@ -350,7 +322,8 @@ def output_lock(out: str | os.PathLike):
         os.close(fd)
         raise UserError(_busy(out, holder, path, other_host=True))
     os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps({**me, "started": _now()}).encode(), 0)
+    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    os.pwrite(fd, json.dumps({**me, "started": started}).encode(), 0)
     _HELD[key] = [fd, 1]
     try:
         yield path
@@ -371,20 +344,12 @@ def _read_fd(fd: int) -> dict | None:
 
 
 def _busy(out, holder: dict | None, path: Path, other_host: bool = False) -> str:
-    who = (
-        f"process {holder.get('pid')} on {holder.get('host')} (since {holder.get('started')})"
-        if holder
-        else "another process"
-    )
+    who = "another process"
+    if holder:
+        who = f"process {holder.get('pid')} on {holder.get('host')} (since {holder.get('started')})"
     if other_host:
         return (
             f"{out} is locked by {who}, another host; wait for it to finish or, if no run is "
             f"active there, remove {path}"
         )
     return f"{out} is being written by {who}; wait for it to finish or choose another --out"
-
-
-def _now() -> str:
-    import datetime as dt
-
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")

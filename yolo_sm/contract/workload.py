@@ -1,18 +1,6 @@
-"""What a yolo_sm workload is running now, in a small JSON status file that a monitor beside it
-reads (``yolo-sm monitor`` labels every sample with it).
-
-A workload (``yolo-sm bench``, ``yolo-sm sweep``) started with the environment variable
-:data:`STATUS_ENV` set to a file path writes, each time it moves on, what it runs::
-
-    {"pid": 4242, "t_unix": 1764600000.0,
-     "labels": {"workload": "bench", "model": "yolov8:1", "engine": "eager/fp16/nhwc", "batch": 16}}
-
-:func:`publish` merges its labels into the current ones (``key=None`` clears one) and rewrites
-the file atomically; without the variable it does nothing. :func:`read_status` gives the labels
-while the writing process lives, and no labels once it has exited (a file left behind by a
-finished or killed run labels nothing); a monitor in the same process reads :func:`current`
-instead. Label names are :data:`LABELS`; values are short text
-(a batch is a whole number).
+"""What a workload runs now, in a small JSON status file (:data:`STATUS_ENV`) that ``yolo-sm
+monitor`` reads to label samples: ``{"pid", "t_unix", "labels": {...}}``. :func:`publish`
+merges labels (None clears) atomically; :func:`read_status` returns none once the writer exited.
 """
 
 from __future__ import annotations

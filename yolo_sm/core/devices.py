@@ -17,19 +17,15 @@ def cuda_index(device: str = "cuda") -> int:
 
 
 def identify(device: str = "cuda") -> dict:
-    """``{"nvml_index", "gpu_uuid", "pci_bus_id", "nvml_match"}`` of a CUDA device: the NVML
-    index whose UUID (``nvml_match="uuid"``) or PCI bus id (``"pci_bus_id"``) equals torch's for
-    this device. Without a match (or without NVML) ``nvml_index`` is None and ``nvml_match``
-    says why; on a CPU device every field is None."""
+    """``{"nvml_index", "gpu_uuid", "pci_bus_id", "nvml_match"}`` of a CUDA device (matched by
+    UUID, else PCI bus id; ``nvml_match`` says how or why not); all None on a CPU."""
     import torch
 
-    none = {"nvml_index": None, "gpu_uuid": None, "pci_bus_id": None, "nvml_match": None}
+    none = dict.fromkeys(("nvml_index", "gpu_uuid", "pci_bus_id", "nvml_match"))
     if not str(device).startswith("cuda") or not torch.cuda.is_available():
         return none
     props = torch.cuda.get_device_properties(cuda_index(device))
-    uuid = _uuid(getattr(props, "uuid", None))
-    bus = _bus(props)
-    return {**none, **_match(uuid, bus)}
+    return {**none, **_match(_uuid(getattr(props, "uuid", None)), _bus(props))}
 
 
 def _uuid(value) -> str | None:

@@ -1,7 +1,4 @@
-"""Real images as model inputs (TensorRT int8 calibration, sample inputs): read, letterbox, scale.
-
-ultralytics and cv2 are imported inside the functions, never at ``import yolo_sm.core.images``.
-"""
+"""Real images as model inputs: read, letterbox, scale (ultralytics and cv2 imported lazily)."""
 
 from __future__ import annotations
 
@@ -43,13 +40,8 @@ def image_paths(source: str | Path | None = None) -> list[Path]:
 
 
 def load_images(source: str | Path | None = None, imgsz: int | tuple[int, int] = 640) -> np.ndarray:
-    """Read the images ``source`` names (see :func:`image_paths`) as one model-ready batch.
-
-    Each image is letterboxed the way ultralytics predicts (aspect ratio kept, long side scaled
-    to ``imgsz`` pixels, padded centrally with grey 114), converted BGR->RGB and HWC->CHW and
-    scaled to [0, 1]. Returns float32 of shape (N, 3, imgsz, imgsz), N = number of images;
-    ``imgsz`` = (height, width) letterboxes into that rectangle (shape (N, 3, height, width)).
-    Raises UserError naming a file that cannot be read as an image.
+    """The images ``source`` names as one float32 batch (N, 3, H, W) in [0, 1], RGB, letterboxed
+    as ultralytics predicts (grey 114) to ``imgsz`` or (height, width); UserError on a bad file.
     """
     import cv2
 

@@ -1,16 +1,6 @@
-"""Model tables as artefacts: one row per model and layer with its shapes, FLOPs and bytes.
-
-Shapes, FLOPs and parameter counts depend on the architecture only, not on the GPU or the
-weights, so they are counted once (a shape-only forward on the meta device,
-:func:`yolo_sm.core.models.channel_table`) and saved as the dataset ``model_layers``; the
-analysis layer reads that table instead of building models.
-
-Bytes are per image (``batch`` = 1) at ``bytes_per_element`` (2: fp16/bf16), a lower bound on
-traffic: ``min_bytes`` counts the weights, the layer's 4-D inputs and its output once (what a
-fully fused layer would move); ``conv_bytes`` counts every convolution inside the layer reading
-its input and weights and writing its output (what unfused convolutions move). The weights
-(``weight_bytes``, ``conv_weight_bytes``) are read once per forward whatever the batch;
-:func:`yolo_sm.topics.roofline.analyse.traffic` scales the rest to a batch and an element size.
+"""Model tables: one row per model and layer with shapes, FLOPs and bytes (dataset
+``model_layers``), counted once on the meta device. Bytes per image at ``bytes_per_element``:
+``min_bytes`` (fully fused lower bound), ``conv_bytes`` (unfused convs); weights once per forward.
 """
 
 from __future__ import annotations
@@ -18,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from yolo_sm.contract.errors import UserError
-from yolo_sm.core.models import build_yolo, channel_table, resnet_backbone, wide_conv_stack
+from yolo_sm.core.models import build, channel_table
 from yolo_sm.core.models.spec import build_spec, parse_model, spec_scale
 
 #: The models the notebooks read: YOLOv8 (depth 0.33) at the swept widths, the width at which
@@ -31,50 +21,12 @@ DEFAULT_MODELS: tuple[dict, ...] = (
 )
 
 #: Column order of the table (the schema's ``model_tables`` kind describes each).
-COLUMNS = (
-    "model",
-    "family",
-    "width",
-    "depth",
-    "max_channels",
-    "imgsz",
-    "batch",
-    "bytes_per_element",
-    "index",
-    "layer",
-    "module_type",
-    "stage",
-    "in_channels",
-    "out_channels",
-    "requested_channels",
-    "rounded",
-    "capped",
-    "stride",
-    "out_h",
-    "out_w",
-    "params",
-    "flops",
-    "weight_bytes",
-    "in_bytes",
-    "out_bytes",
-    "min_bytes",
-    "conv_io_bytes",
-    "conv_weight_bytes",
-    "conv_bytes",
+COLUMNS = tuple(
+    "model family width depth max_channels imgsz batch bytes_per_element index layer module_type "
+    "stage in_channels out_channels requested_channels rounded capped stride out_h out_w params "
+    "flops weight_bytes in_bytes out_bytes min_bytes conv_io_bytes conv_weight_bytes "
+    "conv_bytes".split()
 )
-
-
-def _build(model: str, width: float, depth: float, max_channels: int):
-    if model == "wide":
-        return wide_conv_stack(float(width)), "wide"
-    if model.startswith("resnet"):
-        try:
-            n = int(model[6:] or 101)
-        except ValueError:
-            raise UserError(f"unknown model {model!r}: use resnet18/34/50/101/152") from None
-        return resnet_backbone(n), model
-    yolo = build_yolo(model, float(width), depth=depth, max_channels=max_channels, calibrate=False)
-    return yolo, model
 
 
 def layer_rows(
@@ -86,18 +38,14 @@ def layer_rows(
     imgsz: int = 640,
     bytes_per_element: int = 2,
 ):
-    """One row per layer of one model (:data:`COLUMNS`): ``model`` is a YOLO family
-    (``yolov8``, ``yolo11``: ``width``, ``depth`` and ``max_channels`` apply), ``resnet101``
-    (the ResNet detector; width, depth and max_channels do not apply and are left empty) or
-    ``wide`` (the wide conv stack at width factor ``width``), or any other model spec
-    (collect.models.spec: a .yaml, a .pt checkpoint, package.module:function), whose own width,
-    depth and channel cap are recorded."""
+    """One row per layer of one model (:data:`COLUMNS`): a YOLO family (``width``, ``depth``,
+    ``max_channels``), ``resnet101``, ``wide`` or any model spec."""
     import pandas as pd
 
     spec = parse_model(model, need_shape=False)
     if spec.kind == "family":
-        m, family = _build(str(model).lower(), width, depth, max_channels)
-        label = str(model).lower()
+        label = family = str(model).lower()
+        m = build(family, float(width), depth=depth, max_channels=max_channels, calibrate=False)
     else:  # a model file or module:function (collect.models.spec): its own width and depth
         m = build_spec(spec, input_shape=spec.input_shape or (3, imgsz, imgsz))
         family, label = spec.name, spec.text
@@ -145,16 +93,9 @@ def model_layers(
             )
         widths = spec.get("widths", [1.0])
         for w in widths if isinstance(widths, (list, tuple)) else [widths]:
-            frames.append(
-                layer_rows(
-                    spec["model"],
-                    float(w),
-                    depth=float(spec.get("depth", 0.33)),
-                    max_channels=int(spec.get("max_channels", 2048)),
-                    imgsz=imgsz,
-                    bytes_per_element=bytes_per_element,
-                )
-            )
+            depth, cap = float(spec.get("depth", 0.33)), int(spec.get("max_channels", 2048))
+            kw = {"imgsz": imgsz, "bytes_per_element": bytes_per_element}
+            frames.append(layer_rows(spec["model"], float(w), depth=depth, max_channels=cap, **kw))
     if not frames:
         raise UserError("model_tables needs at least one model")
     return pd.concat(frames, ignore_index=True)

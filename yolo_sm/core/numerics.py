@@ -1,8 +1,6 @@
-"""Numerical error of the reduced precisions, measured on this machine: the raw head output of
-each precision's engine against eager fp32 on random inputs (:func:`numerical_errors`) and on
-ultralytics' bundled photos (:func:`photo_errors`), and the boxes after NMS against a reference
-precision (:func:`box_agreement`); :func:`numerics_table` gathers them per width into the tidy
-table of the plan step kind ``numerics`` (``numerics.parquet``)."""
+"""Numerical error of the reduced precisions on this machine: raw head output against eager
+fp32 on random inputs and on the bundled photos, and boxes after NMS against a reference
+precision; :func:`numerics_table` is the step kind ``numerics``."""
 
 from __future__ import annotations
 
@@ -99,12 +97,9 @@ def box_agreement(
     int8_calibrations=INT8_CALIBRATIONS,
     int8_percentile=INT8_PERCENTILE,
 ):
-    """Boxes after NMS of each precision's engine against the ``reference`` precision's, on the
-    same frames (ultralytics' bundled photos by default) through the same pipeline: per frame,
-    box counts and the share of boxes with a same-class partner at IoU >= ``iou_min`` in each
-    direction. ``model`` should carry a class prior (``pipeline.set_class_prior``) so that NMS
-    keeps a realistic number of boxes. int8 is measured once per calibration of
-    ``int8_calibrations`` (:func:`variants`)."""
+    """Boxes after NMS of each precision against ``reference`` on the same frames: per frame,
+    box counts and the share with a same-class partner at IoU >= ``iou_min`` each way (int8
+    once per calibration)."""
     import numpy as np
     import pandas as pd
 
@@ -152,16 +147,9 @@ def photo_errors(
     int8_calibrations=INT8_CALIBRATIONS,
     int8_percentile=INT8_PERCENTILE,
 ):
-    """Relative L2 error of each precision's raw head output against eager fp32 on ``device``, on
-    ultralytics' two photos (letterboxed, as they are and mirrored): the inputs the fp8 scales
-    are calibrated on, so the error is the number format's, not a calibration mismatch.
-
-    ``class_prior``: measure a copy of ``model`` whose class logits were given the fast-engines
-    bench's prior (:data:`yolo_sm.core.bench.CLASS_PRIOR`,
-    :func:`yolo_sm.core.pipeline.set_class_prior`),
-    as the bench's numerical check sees it; as built, a random-weight model's class logits are
-    almost all constant bias, which the formats represent well and which dilutes the error.
-    int8 is measured once per calibration of ``int8_calibrations`` (:func:`variants`)."""
+    """Relative L2 error of each precision's raw head output against eager fp32 on the bundled
+    photos; ``class_prior`` measures a copy with the bench's class prior (int8 once per
+    calibration)."""
     import copy
 
     import pandas as pd
@@ -209,16 +197,6 @@ def _quant_counts(eng) -> dict:
     }
 
 
-def photo_errors_by_width(widths=(0.5, 1.0), family="yolov8", **kw):
-    """:func:`photo_errors` for several widths of a family, one table."""
-    import pandas as pd
-
-    return pd.concat(
-        [photo_errors(build_yolo(family, w), **kw).assign(width=w) for w in widths],
-        ignore_index=True,
-    )
-
-
 def numerics_table(
     widths=(0.25, 0.5),
     family="yolov8",
@@ -237,82 +215,40 @@ def numerics_table(
     int8_percentile=INT8_PERCENTILE,
     class_priors=(False, True),
 ):
-    """The tidy table of the plan step kind ``numerics``, one row per measurement, per width of
-    ``family``; ``input`` (``random`` / ``photo``) and ``metric`` (``rel_err`` / ``boxes``) say
-    which:
-
-    - random, rel_err: :func:`numerical_errors` of fp32 and ``precisions`` on fresh random
-      inputs (``imgsz``, ``batch``, one row per seed), with the precision's ``tolerance``;
-    - photo, rel_err: :func:`photo_errors` of ``photo_precisions`` at ``photo_imgsz`` on the
-      model as built and with the fast-engines bench's class prior (``class_prior``);
-    - photo, boxes: :func:`box_agreement` of ``box_precisions`` against ``box_reference`` on
-      the bundled photos (one row per photo) on the class-prior model.
-
-    fp8 on the CPU is the exact E4M3 emulation (``fp8_kernel`` = ``emulate``), on a GPU cuDNN's
-    FP8 convolutions (``cudnn``); int8 likewise (``int8_kernel``), measured once per calibration
-    of ``int8_calibrations`` (column ``calibration``, ``int8_percentile``). ``class_priors``:
-    which of the photo rel_err measurements to make (as built: False, with the prior: True)."""
-    kal = {"int8_calibrations": tuple(int8_calibrations), "int8_percentile": int8_percentile}
+    """Tidy ``numerics`` table per width of ``family``, by ``input`` (random / photo) and
+    ``metric`` (rel_err / boxes): :func:`numerical_errors`, :func:`photo_errors` (as built and
+    with ``class_priors``) and :func:`box_agreement`; int8 once per calibration."""
     import copy
 
     import pandas as pd
 
+    run = {"layout": layout, "device": device, "int8_percentile": int8_percentile}
+    run["int8_calibrations"] = tuple(int8_calibrations)
     frames = []
     for w in widths:
         model = build_yolo(family, w)
         common = {"family": family, "width": float(w), "layout": layout, "device": device}
+        rel = {"metric": "rel_err", "reference": "fp32", **common}
+        random = numerical_errors(
+            model, ("fp32", *precisions), batch=batch, imgsz=imgsz, seeds=seeds, **run
+        )
         frames.append(
-            numerical_errors(
-                model,
-                ("fp32", *precisions),
-                layout=layout,
-                batch=batch,
-                imgsz=imgsz,
-                device=device,
-                seeds=seeds,
-                **kal,
-            ).assign(
-                input="random",
-                metric="rel_err",
-                reference="fp32",
-                imgsz=imgsz,
-                batch=batch,
-                class_prior=False,
-                **common,
-            )
+            random.assign(input="random", imgsz=imgsz, batch=batch, class_prior=False, **rel)
         )
         for prior in class_priors:
-            frames.append(
-                photo_errors(
-                    model,
-                    photo_precisions,
-                    imgsz=photo_imgsz,
-                    layout=layout,
-                    class_prior=bool(prior),
-                    device=device,
-                    **kal,
-                ).assign(input="photo", metric="rel_err", reference="fp32", batch=4, **common)
+            photo = photo_errors(
+                model, photo_precisions, imgsz=photo_imgsz, class_prior=bool(prior), **run
             )
+            frames.append(photo.assign(input="photo", batch=4, **rel))
         primed = copy.deepcopy(model)
         set_class_prior(primed, *CLASS_PRIOR)
-        frames.append(
-            box_agreement(
-                primed,
-                box_precisions,
-                reference=box_reference,
-                imgsz=photo_imgsz,
-                device=device,
-                layout=layout,
-                **kal,
-            ).assign(
-                input="photo",
-                metric="boxes",
-                imgsz=photo_imgsz,
-                batch=1,
-                class_prior=True,
-                **common,
-            )
+        boxes = box_agreement(
+            primed, box_precisions, reference=box_reference, imgsz=photo_imgsz, **run
         )
+        frames.append(
+            boxes.assign(input="photo", metric="boxes", imgsz=photo_imgsz, batch=1,
+                         class_prior=True, **common)
+        )  # fmt: skip
     out = pd.concat(frames, ignore_index=True)
     for c in ("seed", "frame", "boxes", "reference_boxes"):
         out[c] = out[c].astype("Int64")
@@ -322,16 +258,6 @@ def numerics_table(
         is8 = out.precision.eq("int8")
         kernel = int8.choose_kernel(device) if is8.any() else ""
         out["int8_kernel"] = is8.map({True: kernel, False: ""})
-    lead = [
-        "input",
-        "metric",
-        "family",
-        "width",
-        "precision",
-        "reference",
-        "layout",
-        "imgsz",
-        "batch",
-    ]
-    lead += ["class_prior", "device"]
+    lead = "input metric family width precision reference layout imgsz batch class_prior device"
+    lead = lead.split()
     return out[lead + [c for c in out.columns if c not in lead]]

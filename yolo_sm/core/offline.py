@@ -1,8 +1,5 @@
-"""Settings ultralytics reads at import time: offline, no auto-install, no settings sync, no font
-download, and a thread count of our choosing.
-
-Only ``os.environ.setdefault`` happens on ``import yolo_sm``; :func:`prepare_ultralytics` runs the
-first time a model is built (never at ``import yolo_sm``), before ultralytics is imported.
+"""Settings ultralytics reads at import time: offline, no auto-install, no sync, no font
+download, our thread count (applied when a model is first built, not on ``import yolo_sm``).
 """
 
 from __future__ import annotations
@@ -17,11 +14,8 @@ _prepared = False
 
 
 def prepare_ultralytics() -> None:
-    """Import ultralytics with sync off, a local font in place and our thread count kept.
-
-    ultralytics sets ``torch.set_num_threads`` / ``OMP_NUM_THREADS`` on import; we save the thread
-    count first and restore it, so CPU engines use every core (``YOLO_SM_THREADS`` overrides).
-    """
+    """Import ultralytics with sync off and a local font, keeping our thread count
+    (``YOLO_SM_THREADS`` overrides)."""
     global _prepared
     if _prepared:
         return

@@ -60,11 +60,8 @@ def gpu_name(device: str) -> str | None:
 
 
 def gpu_clash(seen, device: str | None, name: str | None) -> str | None:
-    """How a run on ``device`` (GPU model ``name``, from :func:`gpu_name`) differs from the GPU
-    models ``seen`` in a folder or table ("this GPU is ...", "this run is on cpu"), None where
-    it may add to them: nothing seen, the same model, no ``device``, or a GPU that torch cannot
-    name (a driver-only host, which has no measurement of its own to add). A CPU differs from
-    every GPU: its rows beside a GPU's would read as that GPU's."""
+    """How a run on ``device`` (GPU ``name``) differs from the GPU models ``seen`` (a sentence),
+    or None where it may join them (a CPU differs from every GPU)."""
     seen = [g for g in seen if g]
     if not device or not seen or (name is None and str(device).startswith("cuda")):
         return None
@@ -88,11 +85,8 @@ def sm_clock_mhz(device: str = "cuda") -> float | None:
 
 @functools.cache
 def source_digest() -> str:
-    """A fingerprint of the yolo_sm source that is running: the first 12 hex digits of the
-    SHA-256 over every ``.py`` file of the package (relative path and bytes, sorted). The H200
-    runs the package from a copy of the working tree, without git or an installed version, so
-    this is what ties a table to its code (recompute it at any commit to find the match).
-    Computed once per process: every timed measurement stamps it."""
+    """First 12 hex digits of the SHA-256 over the package's ``.py`` files (path and bytes):
+    ties a table to its code without git. Cached per process."""
     import hashlib
 
     root = Path(__file__).resolve().parent
@@ -118,11 +112,9 @@ def cpu_model() -> str | None:
 
 
 def collect(device: str = "cpu") -> dict:
-    """Hardware and software facts for a result: GPU name, NVML index and UUID, SM count, clocks,
-    driver, CUDA, torch, cuDNN, ultralytics, the yolo_sm version and source digest, Python, host
-    CPU, UTC date and the command line as a user would type it (``yolo-sm sweep ...``, paths
-    relative to the working folder). The host name only with ``--record-host``
-    (:func:`yolo_sm.contract.scrub.record_host`). Missing facts are None."""
+    """Hardware and software facts for a result (GPU, clocks, driver, CUDA, torch, cuDNN,
+    ultralytics, yolo_sm digest, Python, CPU, UTC date, the command as typed; host name only
+    with ``--record-host``). Missing facts are None."""
     import torch
 
     info: dict = {

@@ -1,11 +1,6 @@
-"""Sweeps: a grid as data -> resumable runs -> one tidy parquet row per point.
-
-A point's row leads with its coordinates (family, width, depth, max_channels, scale, precision,
-layout, backend, batch, imgsz, compile_mode, device), then ``status`` (ok / oom / error) and
-``message``, the timing summary with raw ``samples_ms``, the numerical check, FLOPs and
-throughput, peak memory and provenance. A sweep is :func:`run_point` over the grid runner
-(:func:`yolo_sm.core.grid.run_grid`): one model's points run together, the table is
-rewritten atomically after every point, and rerunning the same command skips done points.
+"""Sweeps: a grid as data -> resumable runs -> one tidy parquet row per point (coordinates,
+``status``, timing with raw ``samples_ms``, numerical check, FLOPs, memory, provenance), via
+the grid runner: the table is rewritten after every point and done points are skipped.
 """
 
 from __future__ import annotations
@@ -305,8 +300,7 @@ def unsupported_reason(p: Point) -> str | None:
 
 
 def check_environment(spec: SweepSpec) -> None:
-    """Fail early, with one sentence, when the device or a requested backend is missing, or a
-    model of the grid cannot be built (:func:`check_models`)."""
+    """One sentence, before any work, when the device, a backend or a model is missing."""
     import importlib.util
 
     import torch
@@ -332,11 +326,7 @@ def check_environment(spec: SweepSpec) -> None:
 
 def missing_points(spec: SweepSpec, out: str | os.PathLike) -> list[Point]:
     """The points of ``spec`` that ``out`` does not hold yet (all of them if it is absent)."""
-    return points_not_in(spec, table_rows(Path(out), KEY_COLUMNS, "sweep"))
-
-
-def points_not_in(spec: SweepSpec, rows: list[dict]) -> list[Point]:
-    """The points of ``spec`` that a sweep table's ``rows`` do not hold."""
+    rows = table_rows(Path(out), KEY_COLUMNS, "sweep")
     return pending(spec.validated().points(), rows, Point.key, _row_key)
 
 
@@ -349,15 +339,9 @@ PHASE_COLUMNS = ("build_s", "warmup_s", "timed_s", "profile_s")
 
 
 def point_pace(p: Point, pace: Pace) -> float:
-    """Seconds point ``p`` will take, for the deadline's check that a model's points fit: the
-    phase seconds of a measured ok row (this run's or the table's earlier ones) with the same
-    model, precision, layout, backend, batch and image size at the nearest width, scaled by the
-    squared width ratio where ``p`` is wider (a YOLO's FLOPs grow as its width squared and its
-    engine builds, cuDNN autotuning mostly, grow with them: the H200's fp32-bf16 grid took
-    3.4x longer to build at width 2.0 than at 1.0); at least this run's mean pace
-    (:func:`~yolo_sm.core.grid.run_pace`), which also counts what the phases do not (the
-    model's build). On the mean pace alone, the next width of a grid whose cost grows with
-    width would start on the smaller widths' mean and be cut by the deadline half-measured."""
+    """Estimated seconds of point ``p``: a measured ok row's phase seconds of the same config at
+    the nearest width, scaled by the squared width ratio when wider; at least this run's mean
+    pace."""
     same = (p.family, p.model, p.precision, p.layout, p.backend, p.batch, p.imgsz)
     best = None
     for r in pace.rows:
@@ -386,12 +370,8 @@ def run_sweep(
 ):
     """Run every point of ``spec`` not already in ``out``; returns the full table.
 
-    ``deadline`` (a ``time.monotonic()`` value) stops the sweep before a point that would start
-    after it, so one long plan fits several time-limited commands; rerun to continue. A model's
-    points start only if all of them fit before the deadline at this run's pace so far (a model
-    that does not fit is skipped, the next that fits runs), so that
-    its precisions, layouts, backends and batches are measured side by side in one run; each
-    point's seconds are estimated by :func:`point_pace`."""
+    A model's points start only if all fit before ``deadline`` (``time.monotonic()``) at the
+    pace of :func:`point_pace`; rerun to continue."""
     spec = spec.validated()
     check_environment(spec)
     publish(workload="sweep")  # the status file a monitor beside it reads (contract.workload)
@@ -435,8 +415,8 @@ def run_sweep(
 
 
 def check_models(spec: SweepSpec) -> None:
-    """Build each model of ``spec`` given as a file or module:function once, so that one that
-    cannot load, or rejects its input shape, is one sentence before anything is written."""
+    """Build each file or module:function model of ``spec`` once: one that cannot load is one
+    sentence before anything is written."""
     for text in spec.models:
         m = parse_model(text, spec.input_shape, need_shape=False)
         if m.kind != "family":
@@ -456,17 +436,8 @@ def build_model(p: Point):
 
 
 def _config(p: Point, spec: SweepSpec):
-
-    return EngineConfig(
-        backend=p.backend,
-        precision=p.precision,
-        layout=p.layout,
-        batch=p.batch,
-        imgsz=p.imgsz,
-        device=p.device,
-        compile_mode=p.compile_mode,
-        check=spec.check,
-    )
+    shape = (p.batch, p.imgsz, p.device, p.compile_mode)
+    return EngineConfig(p.backend, p.precision, p.layout, *shape, check=spec.check)
 
 
 # what an engine's ``info`` says about its build that a point's row carries
@@ -477,13 +448,9 @@ ENGINE_INFO_COLUMNS = (
 
 
 def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int, extra=None) -> dict:
-    """Build, check and time one point; OOM and engine failures become rows, memory is freed.
-    The row records the wall seconds of each phase (``build_s``, ``warmup_s``, ``timed_s``,
-    ``profile_s``: :mod:`yolo_sm.core.stopwatch`); an error row keeps ``build_s`` where the
-    build ran (an engine that failed its numerical check was built all the same).
-    ``extra(engine)`` (optional) returns more columns of the row, measured after the timed calls
-    and the host profile, on the same engine (e.g. a profiler pass; its time counts as profile
-    time)."""
+    """Build, check and time one point; OOM and failures become rows, memory is freed. Records
+    phase seconds (``build_s``, ``warmup_s``, ``timed_s``, ``profile_s``); ``extra(engine)``
+    adds columns measured after the timed calls."""
     import torch
 
     engine, row = open_point(model, p, spec, flops_per_img)
@@ -552,11 +519,8 @@ def finish_point(engine, row: dict, m, p: Point, extra=None) -> dict:
 
 
 def quant_columns(engine) -> dict:
-    """8-bit engines (fp8, int8 without TensorRT): ``quant_convs`` (convolutions quantised),
-    ``quant_fallbacks`` (of those, how many cuDNN declined: they ran in fp16) and for int8
-    ``quant_handoffs`` (how many hand their output over in int8), and on a GPU
-    ``quant_plans_cached`` (how many cuDNN graphs took their tuned plan from the disk cache,
-    :mod:`yolo_sm.core.engines.plan_cache`); empty otherwise."""
+    """8-bit engines: ``quant_convs``, ``quant_fallbacks`` (ran fp16), ``quant_handoffs`` (int8)
+    and on a GPU ``quant_plans_cached``; empty otherwise."""
     m = engine.module
     info = getattr(m, "fp8_info", None) or getattr(m, "int8_info", None)
     if m is None or not info:
@@ -572,27 +536,18 @@ def quant_columns(engine) -> dict:
 
 
 def host_columns(engine, median_ms: float, on_gpu: bool) -> dict:
-    """What the host decided of a timed point, from a short profiler pass after its timed calls
-    (:func:`yolo_sm.core.timing.host_profile`): ``launches_per_forward``,
-    ``kernels_per_forward``, ``gpu_busy_ms``, ``gpu_busy_fraction`` (= gpu_busy_ms / median_ms),
-    ``host_launch_us`` (:func:`yolo_sm.core.timing.launch_cost_us`, measured right after)
-    and ``host_bound`` (:func:`yolo_sm.analyse.hostbound.host_bound_rule`; False on a CPU, where
-    the host is the device; None when the profiler pass failed)."""
+    """Host columns of a timed point from a short profiler pass: ``launches_per_forward``,
+    ``kernels_per_forward``, ``gpu_busy_ms``, ``gpu_busy_fraction``, ``host_launch_us``,
+    ``host_bound`` (False on a CPU, None when the pass failed)."""
     import math
 
     try:
         h = host_profile(engine_call(engine), device=engine.config.device)
         h["host_launch_us"] = launch_cost_us(engine.config.device)
     except Exception:  # noqa: BLE001 - no profiler (e.g. CUPTI busy): the figures are unknown
-        nan = math.nan
-        return {
-            "launches_per_forward": nan,
-            "kernels_per_forward": nan,
-            "gpu_busy_ms": nan,
-            "host_launch_us": nan,
-            "gpu_busy_fraction": nan,
-            "host_bound": None,
-        }
+        unknown = "launches_per_forward kernels_per_forward gpu_busy_ms host_launch_us"
+        return {**dict.fromkeys(unknown.split(), math.nan), "gpu_busy_fraction": math.nan,
+                "host_bound": None}  # fmt: skip
     if not on_gpu:
         return {**h, "gpu_busy_fraction": math.nan, "host_bound": False}
     busy = h["gpu_busy_ms"] / median_ms if median_ms > 0 else math.nan
@@ -611,13 +566,11 @@ def failure(e: BaseException) -> dict:
 
 def _row_tail(spec: SweepSpec, flops_per_img=None, p: Point | None = None) -> dict:
     """What every row of a point carries after its key, status and message."""
-
+    calibrated = not p or not p.model or weights_calibrated(parse_model(p.model, need_shape=False))
     return {
         "model": p.model if p else "",
         "flops_per_img": flops_per_img,
-        "bn_calibrated": not p
-        or not p.model
-        or weights_calibrated(parse_model(p.model, need_shape=False)),
+        "bn_calibrated": calibrated,
         "check_input": CHECK_INPUT if spec.check else "off",
     }
 
@@ -629,8 +582,8 @@ def _error_row(p: Point, spec: SweepSpec, e: BaseException, flops_per_img=None) 
 
 
 def all_failed(df) -> str | None:
-    """The sentence for a sweep table none of whose points was timed: the commonest reason,
-    and the flag that relaxes a failed numerical check; None when a point was timed."""
+    """Why none of a sweep table's points was timed (the commonest reason, and the flag that
+    relaxes a failed numerical check); None when one was."""
     if df is None or not len(df) or (df["status"] == "ok").any():
         return None
     msg = df["message"].fillna("").astype(str)

@@ -1,9 +1,8 @@
 """Inference engines: ``build_engine(model, EngineConfig) -> Engine``.
 
-Backends: eager (fp32/tf32/fp16/bf16, NCHW/NHWC), a CUDA graph of the eager model,
-torch.compile, ONNX Runtime, TensorRT (fp32/fp16/int8; imported lazily, only where installed);
-int8 and fp8 convolutions on eager and the CUDA graph (engines.int8, engines.fp8).
-Every engine is checked against the eager fp32 model at build time (``engine.rel_err``).
+Backends: eager (fp32/tf32/fp16/bf16, NCHW/NHWC), CUDA graph, torch.compile, ONNX Runtime,
+TensorRT (lazy); int8/fp8 convolutions on eager and CUDA graph. Each engine is checked against
+eager fp32 at build time (``engine.rel_err``).
 """
 
 from __future__ import annotations
@@ -52,11 +51,10 @@ __all__ = [
 
 
 def build_engine(model: torch.nn.Module, config: EngineConfig) -> Engine:
-    """Build the engine ``config`` describes for ``model`` (not modified: engines work on copies).
+    """Build the engine ``config`` describes for ``model`` (works on a copy).
 
-    Raises ``NotAvailableError`` when the backend or device is missing here, ``UserError`` for a
-    combination that cannot run, and ``NumericalMismatch`` when the output disagrees with the
-    eager fp32 model beyond the precision's tolerance (``config.check=False`` skips the check).
+    Raises NotAvailableError (backend/device missing), UserError (impossible combination) or
+    NumericalMismatch (output off eager fp32 beyond tolerance; ``config.check=False`` skips it).
     """
     check_device(config.device)
     build = {

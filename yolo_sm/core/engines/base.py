@@ -31,12 +31,8 @@ class NumericalMismatch(RuntimeError):
 
 @dataclass
 class Engine:
-    """A model ready to run on one input shape.
-
-    ``engine(x)`` returns the head output (a tensor on the engine's device). ``rel_err`` is the
-    relative L2 error of that output against the eager fp32 model on the same input (``None``
-    when the check was skipped); ``info`` holds backend details (build seconds, cache hits ...).
-    """
+    """A model ready to run on one input shape: ``engine(x)`` -> head output; ``rel_err``:
+    relative L2 error against eager fp32 (None if unchecked); ``info``: backend details."""
 
     config: EngineConfig
     run: Callable[[torch.Tensor], torch.Tensor]
@@ -45,15 +41,9 @@ class Engine:
     rel_err: float | None = None
     close_fn: Callable[[], None] | None = None
     _input: torch.Tensor | None = None
-    # objects the run function needs alive but does not reference itself (a CUDA graph reads
-    # its module's weights by address: freeing them lets other allocations overwrite them)
-    keepalive: tuple = ()
-    # the prepared torch module the engine runs (eager / cudagraph / compile), for layer hooks
-    module: torch.nn.Module | None = None
-    # the engine's forward as work a caller may capture inside its own CUDA graph (the
-    # pipeline's whole batch in one graph): plain kernel launches, no host sync, no graph of
-    # its own; None where the engine cannot be captured so (it replays its own graph, or runs
-    # outside torch)
+    keepalive: tuple = ()  # what run needs alive but does not reference (a graph's weights)
+    module: torch.nn.Module | None = None  # the prepared torch module, for layer hooks
+    # the forward as plain launches a caller may capture in its own CUDA graph (None: cannot)
     capture: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
@@ -88,11 +78,8 @@ def make_input(config: EngineConfig, seed: int = 0) -> torch.Tensor:
 
 
 def photo_input(config: EngineConfig) -> torch.Tensor:
-    """ultralytics' bundled photos (letterboxed, as they are and mirrored) repeated to the
-    engine's batch, in its dtype, device and layout: every engine's check input (:func:`verify`).
-    The fp8 engine's activation scales are calibrated on these photos; uniform noise drives
-    activations past the calibrated ranges (saturation), which measures the calibration set, not
-    the engine (at width 1.0 the exact CPU emulation is 26 % off fp32 on noise, 0.7 % on photos)."""
+    """ultralytics' bundled photos (letterboxed, plain and mirrored) repeated to the engine's
+    batch, dtype, device and layout: every engine's check input (noise saturates calibrations)."""
 
     if config.imgsz_hw is None or config.imgsz_hw[0] == config.imgsz_hw[1]:
         real = calibration_batches(config.imgsz)[0]
@@ -116,11 +103,7 @@ def check_device(device: str) -> None:
 
 @contextlib.contextmanager
 def numerics(config: EngineConfig):
-    """Set cuDNN/cuBLAS flags for the engine's precision while it runs, restoring them after.
-
-    fp32 means true IEEE fp32 (TF32 off in both cuDNN convolutions and cuBLAS matmuls, which
-    PyTorch otherwise allows for cuDNN); tf32 turns both on.
-    """
+    """Set cuDNN/cuBLAS TF32 flags for the precision while it runs (fp32: TF32 off)."""
     tf32 = config.precision is Precision.TF32
     saved = (
         torch.backends.cudnn.allow_tf32,
@@ -169,12 +152,8 @@ CHECK_INPUT = "photos"
 def reference_output(
     model: torch.nn.Module, config: EngineConfig, x: torch.Tensor, source: int | str | None = None
 ) -> torch.Tensor:
-    """Eager fp32 NCHW (TF32 off) output of ``model`` on ``x``, on the engine's device.
-
-    With ``source`` naming where ``x`` came from (the seed of ``make_input(config, seed)``, or
-    :data:`CHECK_INPUT` for :func:`photo_input`), the output is cached per model, so
-    engines that differ only in backend, precision or layout share one reference.
-    """
+    """Eager fp32 NCHW (TF32 off) output of ``model`` on ``x``, on the engine's device; cached
+    per model when ``source`` names where ``x`` came from (a seed or :data:`CHECK_INPUT`)."""
     # the input's dtype is part of the key: an fp16 engine sees fp16-rounded pixels, and its
     # reference must see the same values, or the error would include the input's rounding
     key = (config.batch, config.input_hw, str(config.device), source, x.dtype)
@@ -202,14 +181,8 @@ def reference_output(
 
 
 def verify(engine: Engine, model: torch.nn.Module) -> Engine:
-    """Run the numerical check: sets ``engine.rel_err``; raises NumericalMismatch beyond the
-    precision's tolerance.
-
-    The input is ultralytics' bundled photos (:func:`photo_input`, :data:`CHECK_INPUT`): the
-    random-weight models' BatchNorm statistics are calibrated on them, as a trained model's are
-    on its data. Uniform noise drives deep random networks out of that range, where they amplify
-    any rounding (on the CPU at 320 px, yolo11 l fp16 is 11 % off fp32 on noise and 0.03 % on
-    the photos)."""
+    """Set ``engine.rel_err`` on the bundled photos (:func:`photo_input`); raise
+    NumericalMismatch beyond the precision's tolerance."""
     x = photo_input(engine.config)
     with torch.no_grad():
         out = head_tensor(engine(x)).clone()

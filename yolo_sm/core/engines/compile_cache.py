@@ -1,28 +1,9 @@
 """torch.compile's on-disk caches: where they live and whether a build found its graphs there.
 
-TorchInductor keeps compiled FX graphs (the FX graph cache), autotuning results and Triton
-kernels under one folder, ``TORCHINDUCTOR_CACHE_DIR``. :func:`setup` chooses it before the
-first compile of a process: a ``TORCHINDUCTOR_CACHE_DIR`` the user set is kept as it is
-(one naming torch's own default folder is not taken as the user's: importing ``torch._dynamo``
-writes that one there); otherwise ``inductor/`` under the package's cache root
-(``EngineConfig.cache_dir``, else ``$YOLO_SM_CACHE``, else ``~/.cache/yolo_sm``: the root of
-the ONNX exports and TensorRT plans too). The FX graph cache and the local autotune cache
-are switched on unless the user's environment (``TORCHINDUCTOR_FX_GRAPH_CACHE``,
-``TORCHINDUCTOR_AUTOTUNE_LOCAL_CACHE``) says otherwise, so that a second process compiling
-the same graph reads it from disk.
-
-:func:`state` says what a build found: ``warm`` (every graph read from the cache), ``cold``
-(every graph compiled afresh) or ``partial``, from inductor's cache hit and miss counters, or
-where they did not move (the cache bypassed) from the number of files in the folder before
-and after the build. A mode that autotunes (``max-autotune*``) keeps its autotuning results in
-the same folder apart from the graphs: a build that compiled its graphs afresh but read any
-op's autotuning from the local autotune cache (:class:`AutotuneReads`: inductor counts no such
-read), or autotuned no op at all (inductor's ``select_algorithm_autotune`` counter, which moves
-only when an op's choices are benchmarked), found autotuning on disk and is ``partial``, not
-``cold``. A graph read from the FX graph cache replays the counters its
-compile moved (``codecache``: ``counters["inductor"] += graph.counter_deltas``), so the
-counter is the build's own only where no graph was read: a build whose every graph was read
-autotuned nothing, and one that read some graphs and compiled others is not counted.
+:func:`setup` picks inductor's cache folder before the first compile (the user's
+``TORCHINDUCTOR_CACHE_DIR``, else ``inductor/`` under the package cache root) and switches the
+FX graph and local autotune caches on unless the environment says otherwise. :func:`state` says
+``warm``, ``cold`` or ``partial`` from inductor's hit/miss counters, else from the folder's files.
 """
 
 from __future__ import annotations
@@ -32,36 +13,25 @@ import sys
 from pathlib import Path
 
 from yolo_sm.contract.values import split_compile_mode
+from yolo_sm.core.engines.config import cache_home
 
 ENV_DIR = "TORCHINDUCTOR_CACHE_DIR"
 ENV_FX = "TORCHINDUCTOR_FX_GRAPH_CACHE"
 ENV_AUTOTUNE = "TORCHINDUCTOR_AUTOTUNE_LOCAL_CACHE"
-CACHE_STATES = ("cold", "warm", "partial")
-
 #: what :func:`setup` chose in this process (the folder is fixed at the first compile)
 _CHOSEN: dict = {}
 
 
-def default_dir(cache_dir: str | None = None) -> Path:
-    """``inductor/`` under the package's cache root (``cache_dir``, ``$YOLO_SM_CACHE`` or
-    ``~/.cache/yolo_sm``)."""
-    root = cache_dir or os.environ.get("YOLO_SM_CACHE") or Path.home() / ".cache" / "yolo_sm"
-    return Path(root) / "inductor"
-
-
 def setup(cache_dir: str | None = None, environ=None) -> dict:
-    """Choose inductor's cache folder and switch its disk caches on, before compiling:
-    returns ``{"dir", "dir_source" (user / yolo_sm), "fx_graph_cache", "autotune_local_cache"}``.
-    A folder the environment names already (the user's, or one chosen earlier in this
-    process) is kept, unless it is torch's own default (:func:`_torch_default`). ``environ``:
-    the environment to read and set (``os.environ``)."""
+    """Choose inductor's cache folder and switch its disk caches on in ``environ``; returns
+    ``{"dir", "dir_source" (user / yolo_sm), "fx_graph_cache", "autotune_local_cache"}``."""
     env = os.environ if environ is None else environ
     if _CHOSEN and environ is None and env.get(ENV_DIR) == _CHOSEN["dir"]:
         return dict(_CHOSEN)
     if env.get(ENV_DIR) and not _torch_default(env[ENV_DIR]):
         folder, source = env[ENV_DIR], "user"
     else:
-        folder, source = os.path.abspath(default_dir(cache_dir)), "yolo_sm"
+        folder, source = os.path.abspath(cache_home(cache_dir) / "inductor"), "yolo_sm"
         env[ENV_DIR] = folder
         if environ is None:
             _forget_folder()
@@ -74,11 +44,8 @@ def setup(cache_dir: str | None = None, environ=None) -> dict:
 
 
 def _torch_default(folder: str) -> bool:
-    """Whether ``folder`` is torch's own default cache folder (``/tmp/torchinductor_<user>``).
-    Importing ``torch._dynamo`` writes it into ``TORCHINDUCTOR_CACHE_DIR`` (its disk cache of
-    packaged graphs asks inductor's ``cache_dir()``, which sets the variable), so by the first
-    compile the variable is set in every process that imported it, whether or not the user set
-    it: a value naming that folder is taken as torch's, not as the user's choice."""
+    """Whether ``folder`` is torch's own default (``/tmp/torchinductor_<user>``), which importing
+    ``torch._dynamo`` sets: not the user's choice."""
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
     return os.path.abspath(folder) == os.path.abspath(default_cache_dir())
@@ -108,42 +75,31 @@ def _switch_caches(env) -> dict:
 
 def count_files(folder: str | os.PathLike) -> int:
     """Files under ``folder`` (0 when it does not exist)."""
-    n = 0
-    for _, _, files in os.walk(folder):
-        n += len(files)
-    return n
+    return sum(len(files) for _, _, files in os.walk(folder))
 
 
 def counters() -> tuple[int, int]:
     """Inductor's FX graph cache (hits, misses) so far in this process."""
     from torch._dynamo.utils import counters as c
 
-    return int(c["inductor"].get("fxgraph_cache_hit", 0)), int(
-        c["inductor"].get("fxgraph_cache_miss", 0)
-    )
+    return tuple(int(c["inductor"].get(f"fxgraph_cache_{k}", 0)) for k in ("hit", "miss"))
 
 
 def autotuned() -> int:
-    """Ops inductor benchmarked its choices for so far in this process: its
-    ``select_algorithm_autotune`` counter, which moves only on a miss of the local autotune
-    cache (a hit reads the timings from disk and benchmarks nothing)."""
+    """Ops inductor benchmarked so far in this process (``select_algorithm_autotune``)."""
     from torch._dynamo.utils import counters as c
 
     return int(c["inductor"].get("select_algorithm_autotune", 0))
 
 
 def autotunes(compile_mode: str | None) -> bool:
-    """Whether ``compile_mode`` (with or without a ``+rewrite`` suffix) autotunes its ops:
-    the ``max-autotune`` modes."""
+    """Whether ``compile_mode`` (``+rewrite`` suffix allowed) is a ``max-autotune`` mode."""
     return split_compile_mode(compile_mode or "")[0].startswith("max-autotune")
 
 
 def tuned_here(delta: int, hits: int, misses: int, tunes: bool = True) -> int | None:
-    """The ops a build autotuned itself, from the autotune counter's ``delta`` over a build
-    that saw ``hits`` and ``misses`` of the FX graph cache: the delta where no graph was read
-    (a read graph replays its compile's counters), 0 where every graph was read (nothing was
-    lowered), None where it read some and compiled others (the replayed and the real counts
-    cannot be told apart) or the mode does not autotune (``tunes`` False)."""
+    """Ops a build autotuned itself from the counter ``delta``: the delta where no graph was read,
+    0 where all were read, None where mixed or the mode does not autotune."""
     if not tunes or (hits and misses):
         return None
     return 0 if hits else int(delta)
@@ -157,15 +113,8 @@ def state(
     autotuned_ops: int | None = None,
     autotune_reads: int | None = None,
 ) -> str:
-    """``warm``, ``cold`` or ``partial`` for a build that saw ``hits`` and ``misses`` of the FX
-    graph cache and found ``files_before`` files in the cache folder (``files_after`` after
-    it); without counted lookups, from the files: none before is cold, none added warm.
-    ``autotuned_ops``: for a mode that autotunes, the ops it benchmarked afresh (None
-    otherwise); ``autotune_reads``: the ops whose timings it read from the local autotune
-    cache instead (:class:`AutotuneReads`; None where not counted). A build whose graphs all
-    missed is ``partial`` where it read any op's autotuning from disk, or autotuned nothing in
-    a folder that held files (an empty folder holds no autotuning: a model with nothing to
-    autotune is cold there)."""
+    """``warm``, ``cold`` or ``partial`` from FX-cache ``hits``/``misses`` (else from files); a
+    cold build that read autotuning from disk, or tuned nothing in a full folder, is partial."""
     if hits or misses:
         if not misses:
             return "warm"
@@ -178,14 +127,8 @@ def state(
 
 
 class AutotuneReads:
-    """While active (``with AutotuneReads() as r:``), ``r.n`` counts the lookups of inductor's
-    local autotune cache that would have benchmarked an op's choices on a miss but benchmarked
-    nothing: ops whose timings were read from disk. Inductor counts the ops it benchmarks
-    (``select_algorithm_autotune``) and none that it reads, so this wraps the lookup
-    (``torch._inductor.codecache.PersistentCache.lookup``, which ``AlgorithmSelectorCache``
-    inherits) for the length of one build and restores it after; an op the build benchmarked
-    itself is not counted when it is looked up again. ``r.n`` stays None where torch has no
-    such method. One build at a time: compiles run in the main thread."""
+    """``with AutotuneReads() as r:`` counts in ``r.n`` the ops whose autotuning was read from
+    inductor's local autotune cache (inductor counts none); None where torch lacks the hook."""
 
     def __init__(self):
         self.n: int | None = None
@@ -201,8 +144,7 @@ class AutotuneReads:
             return self
         self.n, self._cls, self._orig = 0, PersistentCache, orig
 
-        tuned = set()  # the (op, inputs) this build benchmarked: a later lookup of one reads
-        # what the build itself wrote (a prescreening pass looks an op up twice), not the disk
+        tuned = set()  # (op, inputs) this build benchmarked: a later lookup reads its own
 
         def lookup(cache, *args, **kwargs):
             named = dict(zip(("choices", "op", "inputs", "benchmark"), args, strict=False))
@@ -226,10 +168,8 @@ class AutotuneReads:
 
 
 class Probe:
-    """Around a build: ``with Probe(folder, mode) as p: compile...`` then ``p.info()``: the
-    cache state, hits, misses, files before and after, the ops autotuned afresh
-    (``autotuned_ops``) and those whose autotuning was read from disk (``autotune_reads``);
-    both None for a ``compile_mode`` that does not autotune."""
+    """``with Probe(folder, mode) as p: compile...``; ``p.info()``: cache state, hits, misses,
+    files before/after, ``autotuned_ops`` and ``autotune_reads``."""
 
     def __init__(self, folder: str | os.PathLike, compile_mode: str | None = None):
         self.folder = folder

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from enum import Enum
+from pathlib import Path
 
 from yolo_sm.contract import values
 from yolo_sm.contract.errors import UserError
@@ -21,6 +23,12 @@ from yolo_sm.contract.vocab import (
 
 #: the int8 kernels torch.compile runs (cuDNN's graphs as one custom op; emulation on a CPU)
 INT8_COMPILE_KERNELS = ("auto", "cudnn", "emulate")
+
+
+def cache_home(cache_dir=None, environ=None) -> Path:
+    """The cache root: ``cache_dir``, else ``$YOLO_SM_CACHE``, else ``~/.cache/yolo_sm``."""
+    env = os.environ if environ is None else environ
+    return Path(cache_dir or env.get("YOLO_SM_CACHE") or Path.home() / ".cache" / "yolo_sm")
 
 
 def _enum(cls, value, what):
@@ -43,8 +51,7 @@ def check_device_name(device: str) -> None:
 
 
 def check_hw(value) -> tuple[int, int]:
-    """``value`` as (height, width): two positive integers, each a multiple of 32 (the stride
-    of a YOLO's coarsest feature map); one sentence otherwise."""
+    """``value`` as (height, width), two positive multiples of 32; one sentence otherwise."""
     try:
         hw = tuple(value)
     except TypeError:
@@ -63,14 +70,8 @@ def check_hw(value) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """How to run a model: backend, numerics, memory layout and the fixed input shape.
-
-    An engine is built for one input shape (``batch`` x 3 x ``imgsz`` x ``imgsz``): CUDA graphs,
-    compiled graphs and TensorRT plans are shape-specific, so the config says which. A
-    non-square input (a letterboxed 16:9 frame such as 736 x 1280) is ``imgsz_hw`` = (height,
-    width), both multiples of 32; ``imgsz`` then holds the longer side (the side photos are
-    letterboxed to). ONNX Runtime and TensorRT engines here take square inputs only.
-    """
+    """How to run a model: backend, numerics, layout and the fixed input shape (``batch`` x 3 x
+    ``imgsz``², or ``imgsz_hw`` = (height, width), multiples of 32, ``imgsz`` the longer side)."""
 
     backend: Backend = Backend.EAGER
     precision: Precision = Precision.FP16
@@ -84,13 +85,10 @@ class EngineConfig:
     calib_images: str | None = None  # TensorRT int8: image folder (None: ultralytics' bus/zidane)
     cache_dir: str | None = None  # ONNX exports, TensorRT engines + timing cache (None: ~/.cache)
     check: bool = True  # compare with the eager fp32 model at build time
-    # int8 on eager / cudagraph (engines.int8): how activation ranges are calibrated
     int8_calibration: str = "max"  # max | percentile
     int8_percentile: float = INT8_PERCENTILE  # the percentile of |x| (calibration percentile)
     int8_kernel: str = "auto"  # the int8 convolutions' kernel (vocab.INT8_KERNELS)
-    # a convolution whose output only the next int8 convolution reads writes it in int8
-    # (engines.int8.link_handoffs); False: every int8 convolution writes the engine's dtype
-    int8_handoff: bool = True
+    int8_handoff: bool = True  # int8 hand-offs between convs (engines.int8.link_handoffs)
     imgsz_hw: tuple[int, int] | None = None  # (height, width) of a non-square input
 
     def __post_init__(self) -> None:
@@ -128,15 +126,13 @@ class EngineConfig:
                 f"int8 kernel {self.int8_kernel} does not run under torch.compile: choose one of "
                 f"{', '.join(INT8_COMPILE_KERNELS)}"
             )
-        if self.int8_calibration not in INT8_CALIBRATIONS:
-            raise UserError(
-                f"unknown int8 calibration {self.int8_calibration!r}: choose one of "
-                f"{', '.join(INT8_CALIBRATIONS)}"
-            )
-        if self.int8_kernel not in INT8_KERNELS:
-            raise UserError(
-                f"unknown int8 kernel {self.int8_kernel!r}: choose one of {', '.join(INT8_KERNELS)}"
-            )
+        for what, value, choices in (
+            ("calibration", self.int8_calibration, INT8_CALIBRATIONS),
+            ("kernel", self.int8_kernel, INT8_KERNELS),
+        ):
+            if value not in choices:
+                msg = f"unknown int8 {what} {value!r}: choose one of {', '.join(choices)}"
+                raise UserError(msg)
         p = self.int8_percentile
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 50 <= p <= 100:
             raise UserError(f"int8_percentile must be a number from 50 to 100, got {p!r}")

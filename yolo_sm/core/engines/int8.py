@@ -1,52 +1,15 @@
-"""The INT8 path without TensorRT: int8 convolutions with calibrated scales (precision ``int8``
-on the eager and cudagraph backends; backend ``tensorrt`` builds its own int8 engines).
+"""INT8 convolutions without TensorRT (precision ``int8`` on eager and cudagraph).
 
-Which convolutions: those of the fp8 path (:func:`yolo_sm.core.engines.qconv.eligible_convs`):
-every ultralytics ``Conv`` block's convolution except the first; the head's prediction
-convolutions and the DFL stay in fp16.
-
-Quantisation, symmetric (zero point 0), values in [-127, 127], rounded half away from zero:
-* weights: one scale per output channel, ``amax / 127`` over that filter;
-* activations: one scale per convolution input, ``c / 127`` with ``c`` calibrated on real images
-  (:func:`yolo_sm.core.models.common.calibration_batches`, as the fp8 path) by one of
-  :data:`CALIBRATIONS`: ``max`` (c = max |x|: nothing saturates on the calibration photos) or
-  ``percentile`` (c = the ``percentile``-th percentile of |x|, 99.99 by default: the rare largest
-  values saturate, every other value gets a finer step);
-* products accumulate in int32; the de-scale ``input_scale * weight_scale[k]``, the bias and
-  the SiLU follow in float.
-
-Kernels:
-* ``emulate``: the input is quantised to its int8 values by torch ops, the convolution of the
-  integer-valued input and weight runs in fp32 (exact: integer products and sums below 2^24,
-  beyond that within fp32 rounding of the int32 sum), then de-scale, bias and SiLU in fp32 and a
-  cast to the engine's dtype. Runs anywhere; the CPU tests and numerical checks use it.
-* ``cudnn`` (CUDA): the input is quantised to int8 by one Triton kernel, then one cuDNN frontend
-  graph per convolution and input shape (:class:`yolo_sm.core.engines.qconv.CudnnQuantConv`)
-  runs int8 NHWC image x int8 weight with INT32 accumulation; the convolution's own tensor is
-  FLOAT and the fused epilogue (per-channel de-scale, bias, SiLU) computes in float and writes
-  :data:`GRAPH_OUTPUT`. Where cuDNN declines the fused graph, the convolution alone (FLOAT
-  output) and torch's de-scale, bias and SiLU run instead (``Int8Conv.graph_modes``); where it
-  declines that too, or the channel counts are not multiples of :data:`CHANNEL_MULTIPLE`, the
-  convolution runs in fp16 with the int8-rounded weight and is counted (``Int8Conv.fallback``).
-  A convolution whose output only the next int8 convolution reads (:func:`link_handoffs`)
-  hands it over: its graph divides by that convolution's input scale and writes int8
-  (``fused_int8``), and the next one reads it without a quantisation pass.
-  Needs the ``nvidia-cudnn-frontend`` package (imported lazily).
-* ``triton`` (CUDA): yolo_sm's own implicit-GEMM convolution
-  (:func:`yolo_sm.core.engines.int8_triton.conv_int8`): one Triton kernel per convolution
-  that quantises its input while loading it, accumulates in int32 on the tensor cores and
-  de-scales, adds the bias and applies SiLU before it writes the engine's dtype.
-* ``intmm`` (CUDA): the 1x1 stride-1 convolutions as ``torch._int_mm`` (cuBLASLt's int8 GEMM)
-  after the Triton quantiser, with a one-pass Triton epilogue
-  (:func:`yolo_sm.core.engines.int8_triton.conv1x1_int_mm`); every other convolution as
-  ``cudnn``.
-
-``auto`` (the engines' default) is ``cudnn`` on a GPU and ``emulate`` on a CPU.
+Symmetric per-channel weights, per-conv activation scale (:data:`CALIBRATIONS`), int32
+accumulation. Kernels: ``emulate`` (anywhere), ``cudnn`` (fused graph, int8 hand-offs:
+:func:`link_handoffs`), ``triton`` and ``intmm`` (:mod:`.int8_triton`); fallbacks to fp16
+are counted in ``Int8Conv.fallback``. ``auto``: cudnn on GPU, emulate on CPU.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import math
 import os
@@ -61,11 +24,13 @@ from yolo_sm.core.engines import int8_triton
 from yolo_sm.core.engines.qconv import (
     CudnnQuantConv,
     GraphFormat,
-    calibrate_inputs,
+    QuantConv,
     calibration_inputs,
     eligible_convs,
     fallbacks,
     import_cudnn,
+    quantize_launch,
+    quantize_model,
 )
 
 __all__ = [
@@ -93,15 +58,8 @@ CALIBRATIONS = INT8_CALIBRATIONS
 DEFAULT_PERCENTILE = INT8_PERCENTILE
 #: cuDNN's int8 NHWC convolutions need input and output channel counts that are multiples of 4
 CHANNEL_MULTIPLE = 4
-#: what the fused int8 graph writes: the conv tensor itself is FLOAT (int32 accumulation read as
-#: float), the epilogue computes in float, and its last op writes this type. Measured on the
-#: H200 (cuDNN 9.19, frontend 1.32) for one 3x3 conv, N=64, C=K=256, 80x80 NHWC, int8 x int8
-#: with int32 compute: a FLOAT conv output ran at 1,293 TOP/s, INT8 output 1,510, INT32 546 and
-#: HALF output 635 (cuDNN picks a slower engine), against 670 TFLOP/s for the fp16 convolution.
-#: HALF here is the epilogue's output, the conv tensor stays FLOAT; YOLO_SM_INT8_OUTPUT=FLOAT
-#: makes the graph write FLOAT and torch cast it to the engine's dtype (one more pass; under
-#: torch.compile the cast follows the custom op in the traced code, and inductor fuses it into
-#: the kernels that read the output). Read when a graph is built or a forward is traced.
+#: what the fused int8 graph's epilogue writes (its conv tensor stays FLOAT); FLOAT makes torch
+#: cast to the engine's dtype after it
 GRAPH_OUTPUT = os.environ.get("YOLO_SM_INT8_OUTPUT", "HALF").upper()
 # plan tuning as the fp8 path (engines.fp8.AUTOTUNE_PLANS); YOLO_SM_INT8_PLANS overrides
 AUTOTUNE_PLANS = int(os.environ.get("YOLO_SM_INT8_PLANS", "4"))
@@ -150,45 +108,33 @@ def calibration_stat(method: str, percentile: float = DEFAULT_PERCENTILE):
 
 
 def quantize_int8(x: torch.Tensor, scale: float) -> torch.Tensor:
-    """``round(x / scale)`` saturated to +-127 as int8, same memory format as ``x``: one Triton
-    kernel on a GPU (scale, saturate, round, cast in one pass), torch ops elsewhere; both round
-    halves away from zero."""
-    if x.is_cuda:
-        kernel = _triton_quantize()
-        if kernel is not None:
-            if not (x.is_contiguous() or x.is_contiguous(memory_format=torch.channels_last)):
-                x = x.contiguous(memory_format=torch.channels_last)
-            out = torch.empty_like(x, dtype=torch.int8)
-            n = x.numel()
-            inv = int8_triton.inverse_scale(scale)
-            kernel[((n + 4095) // 4096,)](x, out, n, inv, BLOCK=4096)
-            return out
+    """``round(x / scale)`` (halves away from zero) saturated to +-127 as int8, ``x``'s memory
+    format: one Triton kernel on a GPU, torch ops elsewhere."""
+    kernel = _triton_quantize() if x.is_cuda else None
+    if kernel is not None:
+        return quantize_launch(kernel, x, torch.int8, int8_triton.inverse_scale(scale))
     return quantize_values(x, scale).to(torch.int8)
 
 
-_TRITON: list = []
-
-
+@functools.cache
 def _triton_quantize():
     """The Triton int8 quantisation kernel (elementwise over the tensor's storage), or None."""
-    if not _TRITON:
-        try:
-            import triton
-            import triton.language as tl
+    try:
+        import triton
+        import triton.language as tl
+    except Exception:  # noqa: BLE001 - no Triton: torch ops do the same, slower
+        return None
 
-            @triton.jit
-            def _quantize_int8(x_ptr, y_ptr, n, inv_scale, BLOCK: tl.constexpr):
-                offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-                mask = offs < n
-                v = tl.load(x_ptr + offs, mask=mask).to(tl.float32) * inv_scale
-                v = tl.minimum(tl.maximum(v, -127.0), 127.0)
-                v = tl.where(v >= 0, v + 0.5, v - 0.5)  # float -> int truncates: half away
-                tl.store(y_ptr + offs, v.to(tl.int32).to(tl.int8), mask=mask)
+    @triton.jit
+    def _quantize_int8(x_ptr, y_ptr, n, inv_scale, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        v = tl.load(x_ptr + offs, mask=mask).to(tl.float32) * inv_scale
+        v = tl.minimum(tl.maximum(v, -127.0), 127.0)
+        v = tl.where(v >= 0, v + 0.5, v - 0.5)  # float -> int truncates: half away
+        tl.store(y_ptr + offs, v.to(tl.int32).to(tl.int8), mask=mask)
 
-            _TRITON.append(_quantize_int8)
-        except Exception:  # noqa: BLE001 - no Triton: torch ops do the same, slower
-            _TRITON.append(None)
-    return _TRITON[0]
+    return _quantize_int8
 
 
 def _format(output: str | None, fused: bool) -> GraphFormat:
@@ -206,11 +152,8 @@ def _format(output: str | None, fused: bool) -> GraphFormat:
 
 
 def graph_formats(handoff: bool = False) -> list[tuple[str, GraphFormat]]:
-    """The cuDNN graphs an int8 convolution tries, in order: for a convolution that hands its
-    output to the next one (``handoff``, :func:`link_handoffs`) first the fused epilogue writing
-    int8 at that convolution's input scale (``fused_int8``); then the fused epilogue writing
-    :data:`GRAPH_OUTPUT`, then the convolution alone (FLOAT) with torch's epilogue (for a
-    hand-off, torch then quantises the output)."""
+    """cuDNN graphs an int8 conv tries, in order: ``fused_int8`` (hand-off only), fused epilogue
+    writing :data:`GRAPH_OUTPUT`, the bare conv (FLOAT) with torch's epilogue."""
     first = [("fused_int8", _format("INT8", True))] if handoff else []
     return [*first, ("fused", _format(GRAPH_OUTPUT, True)), ("unfused", _format("FLOAT", False))]
 
@@ -235,13 +178,8 @@ def int8_conv(
     dtype: torch.dtype,
     output: str = "engine",
 ) -> torch.Tensor:
-    """The int8 convolution number ``conv`` (:class:`Int8Conv`) on an input already quantised to
-    its int8 values (``xq``) in an engine of ``dtype``, its output (:data:`OP_OUTPUTS`) in that
-    dtype, in int8 where it hands its output to the next convolution, or in float32 (the graph's
-    FLOAT output, cast by the traced code after it, which inductor fuses into the kernels that
-    read it): one operator torch.compile traces as a whole (its cuDNN graph is opaque to
-    inductor), so that inductor can fuse the quantisation into the kernels that make ``xq``. The
-    geometry arguments give the output's shape without running it (:func:`_int8_conv_shape`)."""
+    """Int8 convolution number ``conv`` on int8-valued ``xq``, as one opaque op for
+    torch.compile; output in ``dtype``, int8 (hand-off) or float32 (see :data:`OP_OUTPUTS`)."""
     y = _CONVS[conv].run_quantized(xq, dtype, output)
     return y.contiguous(memory_format=torch.channels_last)  # the strides its fake promises
 
@@ -270,37 +208,23 @@ def quantize_traced(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     return quantize_values(x, scale).to(torch.int8)
 
 
-class Int8Conv(nn.Module):
+class Int8Conv(QuantConv):
     """A Conv2d whose input (per-tensor scale) and weight (per-output-channel scales) are int8,
     accumulated in int32; the output, bias and everything after it in the input's dtype."""
+
+    KERNELS = KERNELS
+    WEIGHT = "weight_int8"
 
     def __init__(
         self, conv: nn.Conv2d, input_scale: float, kernel: str = "emulate", silu: bool = False
     ):
-        super().__init__()
-        if kernel not in KERNELS:
-            raise ValueError(f"unknown int8 kernel {kernel!r}: choose one of {KERNELS}")
-        self.kernel = kernel
-        self.silu = silu  # the block's SiLU runs here (fused into cuDNN's epilogue)
-        self.fallback: str | None = None  # why this conv runs in fp16, if it does
+        ws = weight_scales(conv.weight)
+        wq = quantize_values(conv.weight.detach(), ws[:, None, None, None]).to(torch.int8)
+        super().__init__(conv, input_scale, kernel, silu, wq, ws)
         self.graph_modes: dict = {}  # input shape -> "fused" / "unfused" (cuDNN graphs)
         self.ran: str | None = None  # "triton" / "intmm" once that kernel ran this conv
         self.declined: list[str] = []  # why cuDNN declined a graph that was tried
-        self._plans: dict = {}
         self._packed: dict = {}  # device -> (weight for the Triton / _int_mm kernel, scale, bias)
-        self.stride, self.padding = conv.stride, conv.padding
-        self.dilation, self.groups = conv.dilation, conv.groups
-        self.in_channels, self.out_channels = conv.in_channels, conv.out_channels
-        w = conv.weight.detach()
-        ws = weight_scales(w)
-        wq = quantize_values(w, ws[:, None, None, None]).to(torch.int8)
-        self.register_buffer("weight_int8", wq)
-        self.register_buffer("weight_scale", ws)
-        self.register_buffer("input_scale", torch.tensor(float(input_scale)))
-        self.register_buffer(
-            "weight", (wq.float() * ws[:, None, None, None]).to(w.dtype), persistent=False
-        )
-        self.bias = None if conv.bias is None else nn.Parameter(conv.bias.detach().clone())
         self.number = next(_NUMBERS)  # how the custom op int8_conv names this convolution
         _CONVS[self.number] = self
         # where this convolution's output is the next int8 convolution's input and nothing
@@ -315,11 +239,6 @@ class Int8Conv(nn.Module):
         new.number = next(_NUMBERS)
         _CONVS[new.number] = new
         return new
-
-    @property
-    def weight_q(self) -> torch.Tensor:
-        """The quantised weight the cuDNN graph reads (qconv.CudnnQuantConv)."""
-        return self.weight_int8
 
     def _build(self, x: torch.Tensor):
         """The first cuDNN graph of :func:`graph_formats` that builds for ``x``'s shape, or
@@ -391,9 +310,8 @@ class Int8Conv(nn.Module):
         return self.weight.dtype
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` in the engine's dtype, or int8 values at ``input_scale`` where the previous
-        convolution hands its output over (:func:`link_handoffs`); the output in the engine's
-        dtype, or int8 at ``output_scale`` where this one hands over."""
+        """``x`` in the engine's dtype (or int8 handed over) -> output in the engine's dtype (or
+        int8 at ``output_scale`` where this conv hands over)."""
         if self.kernel == "emulate" or not x.is_cuda:
             return self._emulate(x)
         if torch.compiler.is_compiling():
@@ -441,10 +359,8 @@ class Int8Conv(nn.Module):
         return quantize_int8(y, self.output_scale)
 
     def _compiled(self, x: torch.Tensor) -> torch.Tensor:
-        """The forward torch.compile traces (cuDNN kernel): the quantisation in torch ops (none
-        for a handed-over int8 input), then the custom op :func:`int8_conv`; where cuDNN declined
-        this convolution in the eager forward that precedes a compile (:func:`yolo_sm.core.
-        engines.torch_backends.build_compiled`), the fp16 convolution of the eager fallback."""
+        """Forward for torch.compile: quantise in torch ops, then :func:`int8_conv` (or the
+        fp16 fallback where cuDNN declined this conv)."""
         if self.kernel != "cudnn":
             raise NotAvailableError(
                 f"int8 kernel {self.kernel} does not run under torch.compile (cudnn does)"
@@ -465,10 +381,8 @@ class Int8Conv(nn.Module):
     def run_quantized(
         self, xq: torch.Tensor, dtype: torch.dtype, output: str = "engine"
     ) -> torch.Tensor:
-        """The cuDNN graph on an input already quantised (:func:`int8_conv`'s body) in an engine
-        of ``dtype``: the plan for its shape, built on first use; where cuDNN declines it, the
-        fp16 convolution of the de-quantised input. The output as :func:`int8_conv`'s
-        ``output`` says (int8 where this convolution hands over)."""
+        """The cuDNN graph on a quantised input (plan built on first use; fp16 conv where
+        cuDNN declines); output as :func:`int8_conv` says."""
         as_float = output == "float"
         if not xq.is_cuda:  # no cuDNN graph on a CPU: the emulation, from the same values
             return self._emulate_values(xq.float(), torch.float32 if as_float else dtype)
@@ -478,14 +392,6 @@ class Int8Conv(nn.Module):
         else:
             y = self._handoff(self._fp16((xq.float() * self.input_scale.float()).to(dtype)))
         return y.float() if as_float else y
-
-    def _fp16(self, x: torch.Tensor) -> torch.Tensor:
-        """The convolution in ``x``'s dtype with the int8-rounded weight (cuDNN declined it)."""
-        bias = None if self.bias is None else self.bias.to(x.dtype)
-        y = nn.functional.conv2d(
-            x, self.weight.to(x.dtype), bias, self.stride, self.padding, self.dilation, self.groups
-        )
-        return nn.functional.silu(y) if self.silu else y
 
     def _emulate(self, x: torch.Tensor) -> torch.Tensor:
         """int8 values of input and weight, convolved in fp32, de-scaled, bias, SiLU."""
@@ -517,11 +423,7 @@ class Int8Conv(nn.Module):
 
     def extra_repr(self) -> str:
         out = "" if self.output_scale is None else f", output_scale={self.output_scale:.3g}"
-        return (
-            f"{self.in_channels}, {self.out_channels}, stride={self.stride}, "
-            f"input_scale={float(self.input_scale):.3g}, kernel={self.kernel}, silu={self.silu}"
-            f"{out}"
-        )
+        return super().extra_repr() + out
 
 
 def quantize_convs(
@@ -532,19 +434,14 @@ def quantize_convs(
     percentile: float = DEFAULT_PERCENTILE,
     handoff: bool = True,
 ) -> dict:
-    """Replace each eligible convolution of ``model`` (in place) by an :class:`Int8Conv` with
-    scales calibrated by ``calibration`` (``max`` / ``percentile``), and where ``handoff`` (cuDNN
-    and emulated kernels) link each convolution whose output only the next int8 convolution
-    reads to hand it over in int8 (:func:`link_handoffs`); returns a summary for the engine's
-    info."""
+    """Replace each eligible conv of ``model`` in place by a calibrated :class:`Int8Conv`; with
+    ``handoff``, link int8 hand-offs (:func:`link_handoffs`). Returns a summary for ``info``."""
     stat = calibration_stat(calibration, percentile)
-    convs = eligible_convs(model)
-    amax = calibrate_inputs(model, convs, batches, stat)
-    for (parent, attr, conv), a in zip(convs, amax, strict=True):
-        fuse = kernel != "emulate" and isinstance(parent.act, nn.SiLU)
-        setattr(parent, attr, Int8Conv(conv, max(a, 1e-12) / INT8_MAX, kernel, silu=fuse))
-        if fuse:
-            parent.act = nn.Identity()
+
+    def make(conv, amax, silu):
+        return Int8Conv(conv, amax / INT8_MAX, kernel, silu=silu)
+
+    n = quantize_model(model, batches, make, fuse=kernel != "emulate", stat=stat)
     linked = 0
     if handoff and kernel in HANDOFF_KERNELS and batches:
         linked = link_handoffs(model, batches[0])
@@ -552,7 +449,7 @@ def quantize_convs(
     what = "max |input|" if calibration == "max" else f"{percentile:g}th percentile of |input|"
     return {
         "int8_kernel": kernel,
-        "int8_convs": len(convs),
+        "int8_convs": n,
         "int8_handoffs": linked,
         "convs": total,
         "int8_calibration": calibration,
@@ -561,16 +458,13 @@ def quantize_convs(
     }
 
 
-#: the kernels whose convolutions hand int8 outputs over (the cuDNN graph writes them; the
-#: emulation computes the same values); yolo_sm's Triton and _int_mm kernels read fp16 inputs
+#: the kernels whose convolutions hand int8 outputs over (Triton and _int_mm read fp16 inputs)
 HANDOFF_KERNELS = ("cudnn", "emulate")
 #: tensor functions that read a tensor's metadata, not its values: not a use of the values
 _METADATA = frozenset(
     {"__get__", "size", "dim", "stride", "numel", "is_contiguous", "element_size", "__len__"}
 )
-#: tensor functions that commute with quantisation at one scale (q(max(a, b)) = max(q(a), q(b))
-#: for q monotonic; a concatenation moves values): int8 values may flow through them to the
-#: convolution that reads their result, where the device runs them on int8 (_transparent)
+#: tensor functions that commute with quantisation at one scale: int8 may flow through them
 _TRANSPARENT = ("max_pool2d", "cat")
 
 
@@ -592,20 +486,11 @@ def _transparent(device) -> frozenset[str]:
 
 @torch.no_grad()
 def link_handoffs(model: nn.Module, x: torch.Tensor) -> int:
-    """Find, in one forward of ``model`` on ``x``, the :class:`Int8Conv` s whose outputs reach
-    other Int8Convs of one input scale and nothing else (one convolution, or several reading
-    the same tensor, hence calibrated alike), directly or only through max-pooling and
-    concatenation (:data:`_TRANSPARENT`, which commute with quantisation at one scale: YOLO's
-    SPPF pools and concatenates its first conv's output for its second), each called once, with
-    channel counts cuDNN's int8 graphs take; set their ``output_scale`` to that convolution's
-    input scale, so that they write the int8 values it reads instead of a tensor it would
-    quantise again. Returns how many convolutions were linked.
+    """Link each :class:`Int8Conv` whose output reaches only other Int8Convs of one input scale
+    (directly or through max-pool/concat) to write int8 at that scale; returns how many.
 
-    Every tensor function the forward calls outside the int8 convolutions is seen
-    (``torch.overrides.TorchFunctionMode``), so a use the model makes of an output in plain
-    torch ops (an add, a split, an activation) or returns keeps that output in the engine's
-    dtype. The links hold for any input of the same model: the forward's data flow does not
-    depend on the values or the batch."""
+    Traced in one forward on ``x`` under a TorchFunctionMode, so any other use keeps the float
+    output; the links hold for any input of the same model."""
     from collections import Counter, defaultdict
 
     from torch.overrides import TorchFunctionMode
@@ -669,9 +554,8 @@ def link_handoffs(model: nn.Module, x: torch.Tensor) -> int:
             m.kernel = k
 
     def sources(key, within: Counter, done: dict) -> set | None:
-        """The int8 convolutions whose outputs alone make tensor ``key``, or None; counts in
-        ``within`` how often each tensor on the way is read on the way (each tensor's inputs
-        once, however many paths reach it: ``done``)."""
+        """The int8 convs whose outputs alone make tensor ``key`` (None if any other source);
+        counts reads on the way in ``within``."""
         if key in made:
             return {made[key]}
         if key in done:
@@ -715,9 +599,8 @@ def link_handoffs(model: nn.Module, x: torch.Tensor) -> int:
 
 
 def graph_counts(model: nn.Module) -> dict[str, int]:
-    """How the int8 convolutions of ``model`` ran so far: ``fused_int8`` (handing over int8) /
-    ``fused`` / ``unfused`` cuDNN graphs (per conv, its first shape's), ``triton`` / ``intmm``
-    (yolo_sm's kernels), ``fp16`` fallbacks, and ``int8_convs`` in all."""
+    """How ``model``'s int8 convs ran so far: counts of ``fused_int8`` / ``fused`` / ``unfused``
+    cuDNN graphs, ``triton``, ``intmm``, ``fp16`` fallbacks and ``int8_convs``."""
     convs = [m for m in model.modules() if isinstance(m, Int8Conv)]
     out = {"int8_convs": len(convs), "fused_int8": 0, "fused": 0, "unfused": 0, "triton": 0}
     out.update(intmm=0, fp16=0)
@@ -732,10 +615,8 @@ def graph_counts(model: nn.Module) -> dict[str, int]:
 
 
 def choose_kernel(device: str, requested: str = "auto") -> str:
-    """The kernel for ``device``: ``requested`` (one of :data:`KERNEL_CHOICES`); ``auto`` is
-    emulation on the CPU and cuDNN int8 graphs on a GPU of compute capability 7.5 or newer (int8
-    tensor cores) with the cuDNN frontend installed. A GPU kernel on a CPU device is one
-    NotAvailableError."""
+    """The kernel for ``device``: ``requested`` (:data:`KERNEL_CHOICES`); ``auto`` is emulate on
+    CPU, cudnn on a GPU of compute capability >= 7.5 with the cuDNN frontend."""
     if requested not in KERNEL_CHOICES:
         raise ValueError(f"unknown int8 kernel {requested!r}: choose one of {KERNEL_CHOICES}")
     if not str(device).startswith("cuda"):

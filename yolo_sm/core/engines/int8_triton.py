@@ -1,26 +1,11 @@
-"""INT8 convolutions written for this package (precision ``int8``, kernels ``triton`` and
-``intmm`` of :class:`yolo_sm.core.engines.int8.Int8Conv`), beside cuDNN's int8 graphs.
+"""INT8 convolutions written here (kernels ``triton`` and ``intmm`` of :class:`.int8.Int8Conv`).
 
-* :func:`conv_int8` -- a Triton implicit-GEMM convolution over NHWC tensors, any R x S filter,
-  stride and padding, groups 1: the GEMM's M is the output pixels (N x HO x WO), its N the
-  output channels K, its reduction the R x S x C filter taps. Each program loads a tile of
-  output pixels and walks the taps (r, s) and input-channel blocks: the input tile is read in
-  the engine's dtype and quantised to int8 in registers (``round(x / input_scale)``, saturated
-  at +-127, halves away from zero: the same values as :func:`yolo_sm.core.engines.int8.
-  quantize_values`), the weight tile is int8 (K-major, as Hopper's 8-bit tensor-core MMAs read
-  both operands), products accumulate in int32 on the tensor cores (``tl.dot``), and the
-  epilogue de-scales per output channel (``input_scale * weight_scale[k]``), adds the bias,
-  applies SiLU and writes the engine's dtype: one kernel per convolution, no separate
-  quantisation pass and no int32 tensor in memory. ``quantized_input=True`` takes an input
-  already quantised to int8 (the quantiser's pass then runs before it: the two are timed
-  against each other by :mod:`yolo_sm.topics.precision.collect`).
-* :func:`conv1x1_int_mm` -- a 1x1, stride-1 convolution as one ``torch._int_mm`` (cuBLASLt's
-  int8 GEMM, int32 out) of the int8 NHWC input viewed as (N x H x W, C) and the weight, then
-  :func:`dequant_epilogue`: one Triton pass that de-scales, adds the bias, applies SiLU and
-  casts (written by hand because no torch op fuses int32 -> scale -> bias -> SiLU -> half
-  without torch.compile: torch ops would make four passes over the int32 tensor).
+* :func:`conv_int8`: Triton implicit-GEMM NHWC convolution (any filter, stride, padding;
+  groups 1) quantising its input in registers, int32 tensor-core accumulation, fused
+  de-scale, bias, SiLU.
+* :func:`conv1x1_int_mm`: a 1x1 stride-1 conv as ``torch._int_mm`` then :func:`dequant_epilogue`.
 
-Triton and CUDA are imported lazily; on a CPU the engine uses the ``emulate`` kernel.
+Triton and CUDA are imported lazily.
 """
 
 from __future__ import annotations
@@ -50,9 +35,8 @@ def _require(x: torch.Tensor) -> None:
 
 
 def build_kernels():
-    """(autotuned conv kernel, epilogue kernel, the triton module): jitted when first launched;
-    NotAvailableError without Triton. Under ``TRITON_INTERPRET=1`` they run on CPU tensors
-    (Triton's interpreter: how the CPU tests check them); launch the conv with a ``tile``."""
+    """(autotuned conv kernel, epilogue kernel, triton module), jitted on first launch;
+    NotAvailableError without Triton. ``TRITON_INTERPRET=1`` runs them on CPU tensors."""
     try:
         import triton
         import triton.language as tl
@@ -225,13 +209,9 @@ def conv_int8(
     tile: dict | None = None,
     kernels=None,
 ) -> torch.Tensor:
-    """The int8 convolution of ``x`` (N, C, H, W; any memory format, read as NHWC) with
-    ``weight_packed`` (:func:`packed_weight`), ``scale`` (K,) float32 = input scale x weight
-    scale per output channel, ``bias`` (K,) float32 or None; returns (N, K, HO, WO) in
-    channels_last of ``out_dtype`` (default: ``x``'s dtype; float16 for an int8 input).
-    ``quantized_input``: ``x`` already holds int8 values (``input_scale`` unused). ``tile``
-    (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M) skips the autotuner; ``kernels``: those of
-    :func:`build_kernels` (default: this process's, CUDA only)."""
+    """Int8 conv of ``x`` (N, C, H, W, read as NHWC) with ``weight_packed`` (:func:`packed_weight`),
+    ``scale`` (K,) = input x weight scale, ``bias`` (K,) or None -> (N, K, HO, WO) channels_last
+    in ``out_dtype``. ``quantized_input``: ``x`` is int8 already; ``tile`` skips autotuning."""
     if kernels is None:
         _require(x)
         kernels = compiled_kernels()
@@ -317,9 +297,8 @@ def conv1x1_int_mm(
     silu: bool = False,
     out_dtype: torch.dtype = torch.float16,
 ) -> torch.Tensor:
-    """A 1x1 stride-1 int8 convolution: ``xq`` (N, C, H, W) int8 channels_last, ``weight_ck``
-    (C, K) int8 (the (K, C) weight transposed, as cuBLASLt reads it column-major); returns
-    (N, K, H, W) channels_last in ``out_dtype`` after :func:`dequant_epilogue`."""
+    """A 1x1 stride-1 int8 conv: ``xq`` (N, C, H, W) int8 channels_last x ``weight_ck`` (C, K) int8
+    -> (N, K, H, W) channels_last in ``out_dtype`` via :func:`dequant_epilogue`."""
     _require(xq)
     n, c, h, w = xq.shape
     k = weight_ck.shape[1]

@@ -14,7 +14,7 @@ import torch
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.store import temp_path
 from yolo_sm.core.engines.base import Engine, head_tensor
-from yolo_sm.core.engines.config import EngineConfig, Precision
+from yolo_sm.core.engines.config import EngineConfig, Precision, cache_home
 
 OPSET = 17
 
@@ -31,21 +31,14 @@ class _HeadOnly(torch.nn.Module):
 
 
 def cache_root(config: EngineConfig) -> Path:
-    root = Path(
-        config.cache_dir or os.environ.get("YOLO_SM_CACHE", Path.home() / ".cache" / "yolo_sm")
-    )
+    root = cache_home(config.cache_dir)
     root.mkdir(parents=True, exist_ok=True)
     return root
 
 
 def export_onnx(model: torch.nn.Module, config: EngineConfig, opset: int = OPSET) -> Path:
-    """Export ``model`` (fp32, NCHW, the config's batch and image size) to ONNX under the cache
-    directory; the file name carries a hash of the weights, so a re-export is skipped.
-
-    Uses the TorchScript-based exporter (``dynamo=False``): it is what ultralytics' own exporter
-    uses for these models, and it needs no onnxscript at export time. Written to a temporary name
-    and renamed, so an interrupted export never leaves a half file behind.
-    """
+    """Export ``model`` (fp32 NCHW, the config's shape) to ONNX under the cache (TorchScript
+    exporter), named by a weight hash so a re-export is skipped; written atomically."""
     try:
         import onnx  # noqa: F401
     except ImportError:

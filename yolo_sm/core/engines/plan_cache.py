@@ -1,19 +1,9 @@
 """The 8-bit engines' tuned cuDNN plans on disk, reused across processes.
 
-Each FP8 and INT8 convolution times a few of cuDNN's ranked plans on its first call and keeps
-the fastest (:mod:`yolo_sm.core.engines.qconv`); without this store each new process tunes
-again. Rows record each build's seconds (``build_s``) and how many graphs skipped tuning
-(``quant_plans_cached``). The choice depends on the graph (its signature), the GPU
-and the cuDNN library, so it is stored per graph signature in a file per machine environment
-(GPU name, compute capability, cuDNN backend and frontend versions, torch version) under
-``$YOLO_SM_CACHE/cudnn_plans`` (else ``~/.cache/yolo_sm/cudnn_plans``), with the chosen plan's
-name: a later build whose plan at that index has another name tunes again. Neither cuDNN nor
-its frontend keeps such choices across processes, hence this small store.
-
-``YOLO_SM_PLAN_CACHE=off`` switches it off (every build tunes). Writes merge with what another
-process wrote meanwhile and replace the file atomically; two processes writing at once can
-drop one entry, which costs one tuning later and nothing else. An unreadable file is treated
-as empty and rewritten.
+One JSON file per environment (GPU, compute capability, cuDNN, frontend, torch) under
+``$YOLO_SM_CACHE/cudnn_plans``, keyed by graph signature, with the plan's name.
+``YOLO_SM_PLAN_CACHE=off`` disables it; writes merge and replace atomically; an unreadable
+file counts as empty.
 """
 
 from __future__ import annotations
@@ -21,9 +11,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import warnings
 from pathlib import Path
+
+from yolo_sm.contract.store import write_text_atomic
+from yolo_sm.core.engines.config import cache_home
 
 ENV_SWITCH = "YOLO_SM_PLAN_CACHE"
 #: format version of the file: a change makes earlier files unread (they are left alone)
@@ -36,11 +28,8 @@ def enabled(environ=None) -> bool:
 
 
 def folder(environ=None) -> Path:
-    """``cudnn_plans/`` under the package's cache root (``$YOLO_SM_CACHE`` or
-    ``~/.cache/yolo_sm``)."""
-    env = os.environ if environ is None else environ
-    root = env.get("YOLO_SM_CACHE") or Path.home() / ".cache" / "yolo_sm"
-    return Path(root) / "cudnn_plans"
+    """``cudnn_plans/`` under the package's cache root."""
+    return cache_home(environ=environ) / "cudnn_plans"
 
 
 def signature_text(key: tuple) -> str:
@@ -49,9 +38,8 @@ def signature_text(key: tuple) -> str:
 
 
 class PlanCache:
-    """Tuned plans of one machine environment ``env`` (a mapping of plain values) in one JSON
-    file of :func:`folder`: ``get(key)`` -> ``(index, plan name)`` or None; ``put(key, index,
-    name, ms)`` stores and writes at once."""
+    """Tuned plans of one environment ``env`` in one JSON file: ``get(key)`` -> ``(index, name)``
+    or None; ``put(key, index, name, ms)`` stores and writes."""
 
     def __init__(self, env: dict, root: Path | None = None) -> None:
         self.env = {k: str(v) for k, v in sorted(env.items())}
@@ -85,14 +73,7 @@ class PlanCache:
         data = {"version": VERSION, "env": self.env, "plans": plans}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".plans-", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w") as f:
-                    json.dump(data, f, indent=1, sort_keys=True)
-                os.replace(tmp, self.path)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+            write_text_atomic(self.path, json.dumps(data, indent=1, sort_keys=True))
         except OSError as e:  # a full or read-only disk: the tuning stands, unsaved
             warnings.warn(f"tuned-plan cache {self.path} not written ({e})", stacklevel=2)
 

@@ -1,8 +1,5 @@
-"""What the 8-bit convolution paths share (``fp8`` E4M3 and ``int8``): which convolutions they
-quantise, the calibration of their input ranges on real images, and one cuDNN frontend graph
-per convolution and input shape (quantised NHWC image x quantised weight, a fused per-channel
-de-scale, bias and SiLU epilogue), built, tuned over cuDNN's ranked plans, cached and executed
-the same way for both formats (:class:`CudnnQuantConv`)."""
+"""What the fp8 and int8 convolution paths share: eligible convs, calibration on real images,
+and one tuned, cached cuDNN frontend graph per conv and input shape (:class:`CudnnQuantConv`)."""
 
 from __future__ import annotations
 
@@ -21,9 +18,8 @@ _HANDLES: dict = {}
 
 
 def eligible_convs(model: nn.Module) -> list[tuple[nn.Module, str, nn.Conv2d]]:
-    """(parent, attribute, conv) of each convolution the 8-bit paths quantise: the convolution of
-    every ultralytics ``Conv`` block (conv + act) but those with 3 input channels (the first) and
-    grouped ones; the head's plain prediction convs and the DFL conv are not in blocks."""
+    """(parent, attribute, conv) of each conv the 8-bit paths quantise: every ultralytics
+    ``Conv`` block's, but 3-input-channel (the first) and grouped ones."""
     out = []
     for parent in model.modules():
         conv = getattr(parent, "conv", None)
@@ -68,6 +64,73 @@ def calibration_inputs(imgsz: int) -> list[torch.Tensor]:
     return calibration_batches(imgsz)[:1]
 
 
+class QuantConv(nn.Module):
+    """A Conv2d whose input (per-tensor ``input_scale``) and weight (per-channel ``weight_scale``)
+    are 8-bit (``weight_q``); output, bias and what follows in the input's dtype."""
+
+    KERNELS: tuple = ()
+    WEIGHT = "weight_q"  # the quantised weight's buffer name
+
+    def __init__(self, conv, input_scale, kernel, silu, wq, ws):
+        super().__init__()
+        if kernel not in self.KERNELS:
+            raise ValueError(f"unknown 8-bit kernel {kernel!r}: choose one of {self.KERNELS}")
+        self.kernel, self.silu = kernel, silu  # silu: the block's SiLU runs here (fused)
+        self.fallback: str | None = None  # why cuDNN declined this conv, if it did
+        self._plans: dict = {}
+        self.stride, self.padding = conv.stride, conv.padding
+        self.dilation, self.groups = conv.dilation, conv.groups
+        self.in_channels, self.out_channels = conv.in_channels, conv.out_channels
+        self.register_buffer(self.WEIGHT, wq)
+        self.register_buffer("weight_scale", ws)
+        self.register_buffer("input_scale", torch.tensor(float(input_scale)))
+        dequant = (wq.float() * ws[:, None, None, None]).to(conv.weight.dtype)
+        self.register_buffer("weight", dequant, persistent=False)
+        self.bias = None if conv.bias is None else nn.Parameter(conv.bias.detach().clone())
+
+    @property
+    def weight_q(self) -> torch.Tensor:
+        """The quantised weight the cuDNN graph reads."""
+        return getattr(self, self.WEIGHT)
+
+    def _fp16(self, x: torch.Tensor) -> torch.Tensor:
+        """The convolution in ``x``'s dtype with the 8-bit-rounded weight."""
+        bias = None if self.bias is None else self.bias.to(x.dtype)
+        w = self.weight.to(x.dtype)
+        y = nn.functional.conv2d(x, w, bias, self.stride, self.padding, self.dilation, self.groups)
+        return nn.functional.silu(y) if self.silu else y
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.in_channels}, {self.out_channels}, stride={self.stride}, "
+            f"input_scale={float(self.input_scale):.3g}, kernel={self.kernel}, silu={self.silu}"
+        )
+
+
+def quantize_model(model: nn.Module, batches, make, fuse: bool, stat=abs_max) -> int:
+    """Replace each eligible conv of ``model`` in place by ``make(conv, amax, silu)``, calibrated
+    on ``batches`` by ``stat``; with ``fuse`` the block's SiLU moves into it. Returns how many."""
+    convs = eligible_convs(model)
+    amax = calibrate_inputs(model, convs, batches, stat)
+    for (parent, attr, conv), a in zip(convs, amax, strict=True):
+        silu = fuse and isinstance(parent.act, nn.SiLU)
+        setattr(parent, attr, make(conv, max(a, 1e-12), silu))
+        if silu:
+            parent.act = nn.Identity()
+    return len(convs)
+
+
+def quantize_launch(kernel, x: torch.Tensor, dtype: torch.dtype, inv_scale: float):
+    """Run a Triton quantisation ``kernel`` elementwise over ``x``'s storage into ``dtype``,
+    keeping its memory format."""
+    if not (x.is_contiguous() or x.is_contiguous(memory_format=torch.channels_last)):
+        x = x.contiguous(memory_format=torch.channels_last)
+    out = torch.empty_like(x, dtype=dtype)
+    n = x.numel()
+    kernel[((n + 4095) // 4096,)](x, out, n, inv_scale, BLOCK=4096)
+    return out
+
+
 def fallbacks(model: nn.Module) -> dict[str, str]:
     """Module name -> why cuDNN declined it, for the 8-bit convolutions that run in fp16."""
     return {n: m.fallback for n, m in model.named_modules() if getattr(m, "fallback", None)}
@@ -97,12 +160,8 @@ def import_cudnn(what: str):
 
 @dataclass
 class GraphFormat:
-    """How one 8-bit format builds its cuDNN graph: the data type names (``cudnn.data_type``
-    members) of the quantised image and weight, of the convolution's accumulation and of the
-    graph's output (None: the engine's dtype), whether the epilogue is fused into the graph (else
-    the graph writes the raw accumulator in FLOAT and torch applies de-scale, bias and SiLU),
-    the quantiser ``quantize(x, scale)``, the tuning limits and the dict that remembers tuned
-    plans per graph signature."""
+    """How one 8-bit format builds its cuDNN graph: data types (image, weight, compute, output),
+    fused epilogue or not, quantiser, tuning limits and the tuned-plan dict."""
 
     operand: str  # "FP8_E4M3" / "INT8"
     compute: str  # "FLOAT" / "INT32"
@@ -116,12 +175,8 @@ class GraphFormat:
 
 
 class CudnnQuantConv:
-    """One cuDNN frontend graph: quantised image x quantised weight (NHWC), accumulation in
-    ``fmt.compute``, then ``y * (input_scale * weight_scale[k]) + bias`` (and SiLU) written in the
-    input's dtype, or, for an INT8 output (``fmt.output``), divided by ``mod.output_scale`` and
-    written as int8: the next convolution's input, quantised by the epilogue. ``mod`` holds
-    ``weight_q`` (K, C, R, S), ``weight_scale`` (K), ``input_scale``, ``bias``, ``silu`` and the
-    conv geometry."""
+    """One cuDNN graph: quantised image x weight (NHWC), ``y * input_scale * weight_scale[k] +
+    bias`` (+ SiLU) in the input's dtype, or int8 divided by ``mod.output_scale`` (hand-off)."""
 
     def __init__(self, mod: nn.Module, x: torch.Tensor, fmt: GraphFormat, what: str):
         cudnn = import_cudnn(what)
@@ -267,9 +322,8 @@ class CudnnQuantConv:
         return feeds
 
     def _autotune(self, x: torch.Tensor, limit: int, reps: int = 5) -> None:
-        """Build and time up to ``limit`` of the ranked plans on an input of this shape (random
-        quantised values) and select the fastest; records every timing in ``self.tuning``. Plans
-        that do not build or run are skipped; if none does, cuDNN's own walk decides."""
+        """Time up to ``limit`` ranked plans on random quantised input and keep the fastest
+        (timings in ``self.tuning``); if none runs, cuDNN's own walk decides."""
         g, dev = self.graph, x.device
         xr = torch.randn_like(x, memory_format=torch.channels_last)
         xq = self.fmt.quantize(xr, self.fmt.random_scale)
@@ -332,9 +386,8 @@ class CudnnQuantConv:
         return self.run_quantized(self.fmt.quantize(x, self.input_scale))
 
     def run_quantized(self, xq: torch.Tensor, cast: bool = True) -> torch.Tensor:
-        """The graph on an input already quantised at ``input_scale`` (``fmt``'s operand type),
-        with the unfused graph's epilogue after it: the output in the engine's dtype (int8 as
-        the graph wrote it; FLOAT as written where not ``cast``)."""
+        """The graph on an input quantised at ``input_scale``, then the unfused epilogue: output
+        in the engine's dtype (int8 as written; FLOAT where not ``cast``)."""
         y = self.execute(xq.contiguous(memory_format=torch.channels_last))
         if not self.fmt.fused:  # de-scale, bias and SiLU after the graph, in float
             y = y.mul_(self.scale)

@@ -1,18 +1,7 @@
-"""TensorRT engines (TensorRT 10 Python API): ONNX export -> plan -> execution context.
+"""TensorRT 10 engines: ONNX export -> plan -> execution context (``tensorrt`` imported lazily).
 
-``import tensorrt`` happens inside the functions, so this module imports without TensorRT.
-
-Files under ``cache_root(config) / "tensorrt"``:
-
-* ``<key>.plan``: the serialized engine; ``key`` is :func:`engine_cache_key` (ONNX bytes, build
-  settings, GPU, TensorRT version), so a second build with the same inputs only deserializes.
-* ``<calib key>.calib``: the int8 calibration cache (per ONNX file, images and TensorRT version).
-* ``timing-<gpu/version>.cache``: the builder's layer timing cache, shared by all builds on one
-  GPU model and TensorRT version; it shortens rebuilds (tactic timing is the slow part).
-
-Plans are built with ``ProfilingVerbosity.DETAILED`` so that :func:`layer_info` sees tactics and
-formats. The live TensorRT objects sit on the engine's ``run`` callable (a :class:`TrtRunner`);
-:func:`layer_times` and :func:`layer_info` reach them through it. ``engine.info`` stays plain data.
+Under ``cache_root(config) / "tensorrt"``: ``<key>.plan`` (:func:`engine_cache_key`),
+``<calib key>.calib`` (int8 calibration) and ``timing-<gpu/version>.cache``.
 """
 
 from __future__ import annotations
@@ -57,13 +46,8 @@ def _logger():
 def engine_cache_key(
     onnx_bytes: bytes, config: EngineConfig, gpu: str, trt_version: str, calib_digest: str = ""
 ) -> str:
-    """Hex sha256 naming the plan built from ``onnx_bytes`` with ``config`` on GPU ``gpu``
-    (name + compute capability) by TensorRT ``trt_version``.
-
-    Covers precision, batch, imgsz and workspace_mb; for int8 also the calibration source
-    (``config.calib_images``) and ``calib_digest`` (a digest of the image files, see
-    :func:`calibration_digest`). Pure: no GPU or TensorRT needed.
-    """
+    """Hex sha256 of the ONNX bytes, precision, shape, workspace, GPU, TensorRT version and (int8)
+    the calibration source and ``calib_digest``. Pure."""
     int8 = config.precision is Precision.INT8
     fields = {
         "format": PLAN_FORMAT,
@@ -80,15 +64,12 @@ def engine_cache_key(
 
 
 def _calib_source(config: EngineConfig) -> str:
-    if config.calib_images is None:
-        return "<bundled>"
-    return os.path.abspath(os.path.expanduser(str(config.calib_images)))
+    calib = config.calib_images
+    return "<bundled>" if calib is None else os.path.abspath(os.path.expanduser(str(calib)))
 
 
 def calibration_digest(config: EngineConfig) -> str:
-    """sha256 over the calibration images' names, sizes and modification times, so that a
-    changed image folder gives a new plan and calibration cache."""
-
+    """sha256 over the calibration images' names, sizes and modification times."""
     h = hashlib.sha256()
     for p in image_paths(config.calib_images):
         st = p.stat()
@@ -138,11 +119,9 @@ class TrtRunner:
         self.out_dtype = _torch_dtype(trt, engine.get_tensor_dtype(self.output))
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return self.execute(self.context, x)
-
-    def execute(self, context, x: torch.Tensor) -> torch.Tensor:
-        """Run ``context`` on ``x`` (any float dtype/layout; converted to the engine's input dtype,
-        contiguous NCHW) and return a new output tensor; asynchronous like a CUDA kernel."""
+        """Run on ``x`` (converted to the input dtype, contiguous NCHW) into a new output tensor,
+        asynchronously."""
+        context = self.context
         if tuple(x.shape) != self.in_shape:
             raise UserError(f"this engine takes input shape {self.in_shape}, got {tuple(x.shape)}")
         x = x.to(device=self.device, dtype=self.in_dtype).contiguous()
@@ -165,15 +144,8 @@ class TrtRunner:
 
 
 def build_tensorrt(model: torch.nn.Module, config: EngineConfig) -> Engine:
-    """Build (or load from the plan cache) a TensorRT engine for ``model``.
-
-    fp32: TF32 off; fp16: fp16 kernels allowed; int8: int8 + fp16 kernels allowed, activations
-    calibrated with an entropy calibrator over ``config.calib_images`` (see
-    :func:`yolo_sm.core.images.load_images`). The engine's I/O stays fp32 (the ONNX
-    export's), so any
-    input dtype is converted on the way in. ``info``: build_s, cache_hit, engine_path,
-    trt_version, gpu.
-    """
+    """Build (or load cached) a TensorRT engine: fp32 (TF32 off), fp16, or int8 (+fp16, entropy
+    calibrated on ``config.calib_images``); I/O fp32. ``info``: build_s, cache_hit, engine_path."""
     if config.precision in (Precision.TF32, Precision.BF16):
         raise UserError(
             f"backend tensorrt builds fp32, fp16 or int8 engines, not {config.precision.value}"
@@ -227,18 +199,13 @@ def _build_plan(trt, onnx_bytes, config, device, folder: Path, gpu: str, calib_p
     """Parse the ONNX bytes and build a serialized plan (IHostMemory), updating the timing cache."""
     logger = _logger()
     builder = trt.Builder(logger)
-    flags = 0
-    explicit = getattr(trt.NetworkDefinitionCreationFlag, "EXPLICIT_BATCH", None)
-    if explicit is not None and int(trt.__version__.split(".")[0]) < 10:
-        flags = 1 << int(explicit)  # TensorRT 8: opt in; 10: explicit batch is the only mode
-    network = builder.create_network(flags)
+    network = builder.create_network(0)  # TensorRT 10: explicit batch is the only mode
     parser = trt.OnnxParser(network, logger)
     if not parser.parse(onnx_bytes):
         errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
         raise RuntimeError(f"TensorRT could not parse the ONNX export: {errors}")
     bc = builder.create_builder_config()
     bc.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(config.workspace_mb) << 20)
-    bc.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
     if hasattr(trt.BuilderFlag, "TF32"):
         bc.clear_flag(trt.BuilderFlag.TF32)  # fp32 means IEEE fp32, as for the torch backends
     if config.precision in (Precision.FP16, Precision.INT8):
@@ -265,19 +232,13 @@ def _build_plan(trt, onnx_bytes, config, device, folder: Path, gpu: str, calib_p
 
 
 def _make_calibrator(trt, config: EngineConfig, device: torch.device, cache_path: Path):
-    """An IInt8EntropyCalibrator2 feeding ``config.batch``-sized batches of real images.
-
-    Images are cycled to fill batches: ``ceil(n_images / batch)`` batches in all (2 images at
-    batch 4 give one batch ``[a, b, a, b]``). They are loaded on the first ``get_batch`` call,
-    which TensorRT skips when ``cache_path`` holds a calibration cache.
-    """
+    """IInt8EntropyCalibrator2 over ``config.batch``-sized batches of cycled real images (loaded
+    lazily: skipped when ``cache_path`` holds a calibration cache)."""
 
     class EntropyCalibrator(trt.IInt8EntropyCalibrator2):
         def __init__(self):
             trt.IInt8EntropyCalibrator2.__init__(self)
-            self.batches = None
-            self.index = 0
-            self.buffer = None
+            self.batches, self.index, self.buffer = None, 0, None
 
         def get_batch_size(self):
             return config.batch
@@ -303,63 +264,3 @@ def _make_calibrator(trt, config: EngineConfig, device: torch.device, cache_path
             _write_atomic(cache_path, cache)
 
     return EntropyCalibrator()
-
-
-def _runner(engine: Engine) -> TrtRunner:
-    if not isinstance(engine.run, TrtRunner) or engine.run.engine is None:
-        raise UserError(f"{engine.description} is not an open TensorRT engine")
-    return engine.run
-
-
-def layer_times(engine: Engine, x: torch.Tensor | None = None, iters: int = 10):
-    """Per-layer GPU times of ``iters`` runs of ``engine`` on ``x`` (default: a random input),
-    from TensorRT's IProfiler. Returns a pandas DataFrame with columns ``layer`` (TensorRT layer
-    name, fused layers joined with ' + '), ``duration_ms`` and ``iteration`` (0-based).
-
-    Uses its own execution context (profiling serialises the layers; the engine's own context
-    stays unprofiled) and collects each run's times after it finishes (report_to_profiler).
-    """
-    import pandas as pd
-
-    trt = _import_trt()
-    runner = _runner(engine)
-    x = engine.make_input() if x is None else x
-
-    class Profiler(trt.IProfiler):
-        def __init__(self):
-            trt.IProfiler.__init__(self)
-            self.rows: list[tuple[str, float, int]] = []
-            self.iteration = 0
-
-        def report_layer_time(self, layer_name, ms):
-            self.rows.append((str(layer_name), float(ms), self.iteration))
-
-    profiler = Profiler()
-    with torch.cuda.device(runner.device):
-        context = runner.engine.create_execution_context()
-        if context is None:
-            raise RuntimeError("TensorRT could not create a profiling context (GPU memory?)")
-        try:
-            context.profiler = profiler
-            context.enqueue_emits_profile = False
-            for i in range(iters):
-                profiler.iteration = i
-                runner.execute(context, x)
-                torch.cuda.current_stream(runner.device).synchronize()
-                context.report_to_profiler()
-        finally:
-            torch.cuda.synchronize(runner.device)
-            del context
-    return pd.DataFrame(profiler.rows, columns=["layer", "duration_ms", "iteration"])
-
-
-def layer_info(engine: Engine) -> list[dict]:
-    """The engine inspector's description of every layer (JSON format): with the DETAILED
-    verbosity these plans are built with, each dict has ``Name``, ``LayerType``, ``Inputs``,
-    ``Outputs``, ``TacticName`` ... (names only would give ``{"Name": ...}`` dicts)."""
-    trt = _import_trt()
-    runner = _runner(engine)
-    inspector = runner.engine.create_engine_inspector()
-    text = inspector.get_engine_information(trt.LayerInformationFormat.JSON)
-    layers = json.loads(text).get("Layers", [])
-    return [layer if isinstance(layer, dict) else {"Name": str(layer)} for layer in layers]

@@ -29,19 +29,13 @@ def prepare_module(model: torch.nn.Module, config: EngineConfig) -> torch.nn.Mod
     if config.precision is Precision.FP8:
         kernel = fp8.choose_kernel(config.device)
         m.fp8_info = fp8.quantize_convs(m, fp8.calibration_inputs(config.imgsz), kernel)
-        if config.layout is Layout.NHWC:
-            m = m.to(memory_format=torch.channels_last)
     if config.precision is Precision.INT8:
-        m.int8_info = int8.quantize_convs(
-            m,
-            int8.calibration_inputs(config.imgsz),
-            int8.choose_kernel(config.device, config.int8_kernel),
-            config.int8_calibration,
-            config.int8_percentile,
-            handoff=config.int8_handoff,
-        )
-        if config.layout is Layout.NHWC:
-            m = m.to(memory_format=torch.channels_last)
+        kernel = int8.choose_kernel(config.device, config.int8_kernel)
+        how = (config.int8_calibration, config.int8_percentile)
+        batches = int8.calibration_inputs(config.imgsz)
+        m.int8_info = int8.quantize_convs(m, batches, kernel, *how, handoff=config.int8_handoff)
+    if config.layout is Layout.NHWC and config.precision in (Precision.FP8, Precision.INT8):
+        m = m.to(memory_format=torch.channels_last)  # the 8-bit modules' buffers too
     return m
 
 
@@ -62,9 +56,8 @@ def build_eager(model: torch.nn.Module, config: EngineConfig) -> Engine:
 
 
 def _capturable(m: torch.nn.Module, config: EngineConfig):
-    """``m``'s forward for a caller's CUDA graph capture (:attr:`Engine.capture`): under
-    ``no_grad``, not ``inference_mode``, so that a compiled engine captured in the same graph
-    sees the tensors it was built with (see :func:`build_compiled`)."""
+    """``m``'s forward for a caller's CUDA graph capture (:attr:`Engine.capture`), under
+    ``no_grad`` (not ``inference_mode``, as :func:`build_compiled`)."""
 
     def forward(x: torch.Tensor) -> torch.Tensor:
         with numerics(config), torch.no_grad():
@@ -107,9 +100,7 @@ def build_cudagraph(
             static_out = head_tensor(m(static_in))
     torch.cuda.synchronize()
     capture_s = time.perf_counter() - t0
-    # the capture allocates from a private pool of new segments, which the graph keeps for its
-    # lifetime (its activations live there); max_memory_allocated over replays sees only the
-    # output tensor of it, which stays allocated: the rest is what this records
+    # the graph's private pool (its activations), which max_memory_allocated does not see
     pool = torch.cuda.memory_reserved(static_in.device) - reserved0
     graph_pool_bytes = max(0, pool - static_out.untyped_storage().nbytes())
 
@@ -149,9 +140,8 @@ _COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _compiled_module(model: torch.nn.Module, config: EngineConfig):
-    """One compiled module per (model, precision, layout, mode, device, and for int8 how it
-    quantises), shared by the engines of every batch size: a new batch costs a dynamo re-trace
-    with a dynamic batch dimension (automatic dynamic shapes), not a cold compile."""
+    """One compiled module per (model, precision, layout, mode, device, int8 settings), shared by
+    every batch size (a new batch re-traces with a dynamic batch dimension)."""
     per_model = _COMPILED.setdefault(model, {})
     key = (config.precision, config.layout, config.compile_mode, str(config.device))
     if config.precision is Precision.INT8:  # how it quantises makes another module
@@ -177,11 +167,8 @@ def _compiled_module(model: torch.nn.Module, config: EngineConfig):
 
 
 def _int8_plans(m: torch.nn.Module, config: EngineConfig) -> None:
-    """One eager forward of the int8 module per batch size before its compiled engine runs:
-    each int8 convolution builds its cuDNN graph for that shape or records that cuDNN declined
-    it, which decides what dynamo traces (Int8Conv._compiled). Built inside a compiled call,
-    a graph's device tensors would be allocated in the CUDA-graph pool of reduce-overhead's
-    recording, which refuses live allocations it did not return."""
+    """One eager forward of the int8 module per batch before compiling, so cuDNN graphs are built
+    outside reduce-overhead's CUDA-graph pool."""
     done = m.__dict__.setdefault("_int8_batches", set())
     if config.batch not in done:
         with numerics(config), torch.no_grad():
@@ -190,16 +177,9 @@ def _int8_plans(m: torch.nn.Module, config: EngineConfig) -> None:
 
 
 def build_compiled(model: torch.nn.Module, config: EngineConfig, warmup: int = 3) -> Engine:
-    """torch.compile with ``config.compile_mode``, compiled (or re-traced for this batch) at
-    build time, never per call.
-
-    Calls run under ``torch.no_grad()``, not ``inference_mode()``: compiled graphs guard on the
-    dispatch key set, and tensors made under inference_mode flip it, which made
-    ``reduce-overhead`` recompile on every call and hit the recompile limit (seen on the H200).
-    ``info['recompiles']`` counts graphs compiled after the build: it should stay 0.
-    ``info['compile_cache']``: whether the build found its graphs in inductor's disk cache
-    (:mod:`yolo_sm.core.engines.compile_cache`: cold / warm / partial).
-    """
+    """torch.compile with ``config.compile_mode``, compiled at build time under no_grad (not
+    inference_mode: it forces recompiles). ``info``: ``recompiles`` (should be 0),
+    ``compile_cache`` (cold / warm / partial)."""
     cache = compile_cache.setup(config.cache_dir)  # before the first compile of the process
     compiled = _compiled_module(model, config)
     x0 = make_input(config, seed=0)
@@ -237,17 +217,15 @@ def build_compiled(model: torch.nn.Module, config: EngineConfig, warmup: int = 3
         info["recompiles"] = _compiled_frames() - frames_after_build
         return out
 
+    graphed = split_compile_mode(config.compile_mode)[0] in GRAPHED_COMPILE_MODES
+
     return Engine(
         config,
         run,
         f"compile[{config.compile_mode}] {config.precision.value} {config.layout.value}",
         info=info,
         module=getattr(compiled, "_orig_mod", None),
-        # modes with CUDA graphs of their own (reduce-overhead, max-autotune) cannot be
-        # captured inside another graph
-        capture=None
-        if split_compile_mode(config.compile_mode)[0] in GRAPHED_COMPILE_MODES
-        else run,
+        capture=None if graphed else run,  # a mode with CUDA graphs of its own: not capturable
     )
 
 

@@ -1,10 +1,6 @@
-"""Model builders: YOLO families at any width/depth, the wide conv stack, ResNet backbones, and a
-user's model (:mod:`~yolo_sm.core.models.spec`: a YAML, a checkpoint, a module:function).
-
-The built-in models come with random weights (nothing is downloaded), in eval mode, Conv+BN
-fused, and return one tensor: the head output. Each carries ``.layer_table`` data through
-:func:`layers`, so :func:`channel_table` and the profilers can name layers the same way
-(``model.4 C2f``).
+"""Model builders: YOLO families at any width/depth, the wide conv stack, ResNet backbones and a
+user's model (:mod:`.spec`). Built-in models: random weights, eval, Conv+BN fused, one output
+tensor (the head's), layers named (``model.4 C2f``) via :func:`layers`.
 """
 
 from __future__ import annotations
@@ -64,11 +60,9 @@ __all__ = [
 
 
 def build(family, width: float | str | None = None, **kw) -> nn.Module:
-    """Any model by family name: ``yolov8`` / ``yolo11`` (``width`` multiplier or preset letter,
-    default 1.0), ``wide`` (the wide conv stack, ``width`` = width factor) or ``resnet18`` ...
-    ``resnet152`` (``width`` ignored). ``kw`` (depth, max_channels, ...) applies to the YOLO
-    families only. A :class:`ModelSpec`, or a spec's text without ``width`` (``yolov8:0.5``,
-    ``best.pt``, ``model.yaml``, ``package.module:function``), goes to :func:`build_spec`."""
+    """Any model by family: ``yolov8``/``yolo11`` (``width`` multiplier or preset letter),
+    ``wide`` (width factor), ``resnet18``..``resnet152``; ``kw`` for YOLO only. A
+    :class:`ModelSpec` or spec text without ``width`` goes to :func:`build_spec`."""
     if isinstance(family, ModelSpec) or (width is None and not str(family).isalnum()):
         return build_spec(family, **kw)
     width = 1.0 if width is None else width

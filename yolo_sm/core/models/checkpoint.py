@@ -1,13 +1,6 @@
-"""Ultralytics checkpoints: read one with torch's restricted unpickler, write one (of a model the
-project builds, :func:`yolo_sm.core.models.spec.save_checkpoint`) that ``ultralytics.YOLO``
-loads too.
-
-Reading: ``torch.load(weights_only=True)`` with an allow-list of exactly the globals the file
-names, each of which must be an ``nn.Module`` class of torch or ultralytics (or one of a few
-plain value types ultralytics stores); anything else (a function, a class of another package)
-is refused before unpickling, so a checkpoint cannot run code on load. The module the checkpoint
-holds (``ema`` when present, as ultralytics prefers, else ``model``) is returned fused, fp32, in
-eval mode, weights untouched.
+"""Ultralytics checkpoints: read with torch's restricted unpickler (only torch/ultralytics
+``nn.Module`` classes and plain values allowed, so loading runs no code), and write one that
+``ultralytics.YOLO`` loads too. The held module (``ema`` else ``model``) returns fused, fp32, eval.
 """
 
 from __future__ import annotations
@@ -65,11 +58,8 @@ MAX_CHECKPOINT_BYTES = 4 << 30
 
 
 def read_checkpoint(path: str | Path) -> dict:
-    """The checkpoint dict at ``path`` (restricted load, see the module docstring), on the CPU.
-
-    One sentence (UserError) when the file is missing, not a torch zip archive, truncated,
-    unpacks to more than :data:`MAX_CHECKPOINT_BYTES`, or needs globals outside the
-    allow-list."""
+    """The checkpoint dict at ``path`` on the CPU; UserError if missing, not a torch zip,
+    truncated, larger than :data:`MAX_CHECKPOINT_BYTES` unpacked, or needing other globals."""
     import torch
 
     p = Path(path)
@@ -129,10 +119,8 @@ def checkpoint_module(ckpt: dict, path: str | Path = "checkpoint"):
 
 
 def load_checkpoint(path: str | Path, fuse: bool = True):
-    """The model of the ultralytics checkpoint at ``path``, its trained weights kept (no BN
-    calibration), fp32, fused, eval, gradients off: a detector as
-    :class:`~yolo_sm.core.models.yolo.YoloForward`, another module as
-    :class:`~yolo_sm.core.models.user.UserModel`."""
+    """The trained model at ``path``, fp32, fused, eval, no grad: a detector as ``YoloForward``,
+    another module as ``UserModel``."""
     model = checkpoint_module(read_checkpoint(path), path)
     model = model.float().eval()
     if hasattr(model, "model") and hasattr(model, "fuse") and hasattr(model, "yaml"):
@@ -149,9 +137,8 @@ def load_checkpoint(path: str | Path, fuse: bool = True):
 
 
 def write_checkpoint(det, out: str | Path, source: dict) -> Path:
-    """Write ``det`` (an ultralytics DetectionModel) as an ultralytics checkpoint at ``out``:
-    unfused, fp16 like ultralytics' own, under ``model`` with ``train_args``; ``source`` (plain
-    values: how the weights were made) goes under ``yolo_sm``. Atomic; returns the path."""
+    """Write ``det`` (an ultralytics DetectionModel) as an ultralytics checkpoint at ``out``
+    (unfused, fp16, ``source`` under ``yolo_sm``), atomically; returns the path."""
     import copy
     import os
 

@@ -28,9 +28,8 @@ class LayerRef:
 
 
 def calibration_batches(imgsz: int = 160, seed: int = 0) -> list[torch.Tensor]:
-    """Inputs for :func:`calibrate_bn`: ultralytics' two bundled photos (bus, zidane),
-    letterboxed, as they are and mirrored, then uniform noise in [0, 1) (what the timing and the
-    numerical checks feed): two batches of four."""
+    """Inputs for :func:`calibrate_bn`: the two bundled photos letterboxed, plain and mirrored,
+    then uniform noise in [0, 1): two batches of four."""
 
     real = torch.from_numpy(load_images(None, imgsz))
     gen = torch.Generator().manual_seed(seed + 1)
@@ -41,10 +40,8 @@ def calibration_batches(imgsz: int = 160, seed: int = 0) -> list[torch.Tensor]:
 def calibrate_bn(
     model: nn.Module, batches: list[torch.Tensor] | None = None, seed: int = 0
 ) -> nn.Module:
-    """Give every BatchNorm the running statistics of its input over the calibration forwards
-    (train mode, cumulative average; default :func:`calibration_batches`), so each conv's output
-    has unit scale on photos and on noise, as in a trained network. Weights are untouched;
-    returns ``model`` with its mode restored."""
+    """Set every BatchNorm's running statistics from the calibration forwards (default
+    :func:`calibration_batches`), as in a trained network; weights untouched, mode restored."""
     bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
     if not bns:
         return model

@@ -1,11 +1,6 @@
-"""Conv + bias + ReLU (+ residual add) in one cuDNN call: a ResNet detector whose BatchNorms are
-folded into the convolutions (:func:`~yolo_sm.core.models.resnet.resnet_backbone`) rewritten so
-that each convolution applies its bias, the block's residual add and the ReLU in the kernel's
-epilogue (``torch.cudnn_convolution_relu`` / ``torch.cudnn_convolution_add_relu``), instead of
-eager PyTorch's separate bias-add, add and ReLU kernels.
-
-On a device without cuDNN (the CPU) the same modules compute the same arithmetic with
-``F.conv2d`` and ``relu``, so a fused model is checked there against the unfused one.
+"""A BN-folded ResNet detector whose convs apply bias, residual add and ReLU in cuDNN's epilogue
+(``torch.cudnn_convolution_relu`` / ``_add_relu``); without cuDNN the same arithmetic in
+``F.conv2d`` + ``relu``.
 """
 
 from __future__ import annotations
@@ -59,26 +54,15 @@ class ConvAddReLU(_FusedConv):
 
     def forward(self, x, z):
         if _on_cudnn(x):
-            return torch.cudnn_convolution_add_relu(
-                x,
-                self.weight,
-                z.contiguous(memory_format=_format_of(x)),
-                1.0,
-                self.bias,
-                self.stride,
-                self.padding,
-                self.dilation,
-                self.groups,
-            )
+            z = z.contiguous(memory_format=_format_of(x))
+            geometry = (self.stride, self.padding, self.dilation, self.groups)
+            return torch.cudnn_convolution_add_relu(x, self.weight, z, 1.0, self.bias, *geometry)
         return F.relu(self._conv(x) + z)
 
 
 def _format_of(x: torch.Tensor):
-    return (
-        torch.channels_last
-        if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last)
-        else torch.contiguous_format
-    )
+    nhwc = x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last)
+    return torch.channels_last if nhwc else torch.contiguous_format
 
 
 class BiasFreeConv(_FusedConv):
@@ -89,9 +73,8 @@ class BiasFreeConv(_FusedConv):
 
 
 class FusedBlock(nn.Module):
-    """A torchvision Bottleneck or BasicBlock (BN folded) as fused convolutions: every conv but
-    the last with its ReLU; the last with the residual add and the final ReLU. A downsample
-    conv runs without bias: its bias is added to the last conv's, which adds the residual."""
+    """A BN-folded torchvision Bottleneck/BasicBlock as fused convs: ReLU in each, the residual
+    add in the last (which also takes the bias-free downsample's bias)."""
 
     def __init__(self, block: nn.Module):
         super().__init__()
@@ -100,7 +83,7 @@ class FusedBlock(nn.Module):
             if hasattr(block, name) and not isinstance(getattr(block, name), nn.Identity):
                 raise UserError("fuse the BatchNorms into the convolutions first")
         self.convs = nn.ModuleList(ConvReLU(c) for c in convs[:-1])
-        last_bias = convs[-1].bias if convs[-1].bias is not None else None
+        last_bias = convs[-1].bias
         ds = block.downsample
         self.downsample = None
         if ds is not None:
@@ -129,19 +112,14 @@ def fuse_conv_relu(det: nn.Module) -> nn.Module:
     stem = list(out.stem)
     conv, bn, _relu, pool = stem
     if not isinstance(bn, nn.Identity):
-        raise UserError(
-            "fuse the BatchNorms into the convolutions first (resnet_backbone fuse=True)"
-        )
+        raise UserError("fuse the BatchNorms into the convolutions first (fuse=True)")
     out.stem = nn.Sequential(ConvReLU(conv), pool)
     for name in ("layer1", "layer2", "layer3", "layer4"):
-        layer = getattr(out, name)
-        setattr(
-            out,
-            name,
-            nn.Sequential(
-                *(FusedBlock(b) if isinstance(b, (Bottleneck, BasicBlock)) else b for b in layer)
-            ),
-        )
+        blocks = [
+            FusedBlock(b) if isinstance(b, (Bottleneck, BasicBlock)) else b
+            for b in getattr(out, name)
+        ]
+        setattr(out, name, nn.Sequential(*blocks))
     head = list(out.head)
     out.head = nn.Sequential(ConvReLU(head[0]), *head[2:])
     for p in out.parameters():
@@ -155,9 +133,8 @@ def count_modules(model: nn.Module, kind: type) -> int:
 
 
 def fold_bn(det: nn.Module) -> nn.Module:
-    """A copy of an unfused :class:`~yolo_sm.core.models.resnet.ResNetDetector` with every
-    BatchNorm folded into the convolution before it (``fuse_conv_bn_eval``; the BatchNorm
-    becomes an Identity), as ``resnet_backbone(fuse=True)`` builds it."""
+    """A copy of an unfused :class:`~.resnet.ResNetDetector` with every BatchNorm folded into the
+    conv before it (``fuse_conv_bn_eval``)."""
     from torch.nn.utils.fusion import fuse_conv_bn_eval
 
     out = copy.deepcopy(det).eval()

@@ -1,12 +1,6 @@
-"""Models of equal cost: the width (at a given depth) or the depth (at a given width) whose FLOPs
-per image match a target, counted with :func:`~yolo_sm.core.models.tables.model_flops`.
-
-FLOPs of every convolution scale with the pixel count exactly (stride-32 inputs), so the search
-counts at a small input (``imgsz`` 64 by default) and the match holds at any size. FLOPs grow
-with width and depth but in steps (channels round up to multiples of 8, repeats to whole
-blocks), so the search is a bisection on a monotone step function that keeps the best value it
-saw; ``tolerance`` bounds the relative miss it accepts.
-"""
+"""Models of equal cost: the width (or depth) whose FLOPs per image match a target, by bisection
+over :func:`~yolo_sm.core.models.tables.model_flops` counted at a small input (FLOPs scale with
+pixels exactly)."""
 
 from __future__ import annotations
 
@@ -55,13 +49,9 @@ def match_flops(
     bounds: tuple[float, float] | None = None,
     flops=yolo_flops,
 ) -> Match:
-    """The model of ``family`` whose FLOPs per image (at ``imgsz``) come nearest ``target``:
-    give ``depth`` to search the width (in [MIN_WIDTH, MAX_WIDTH], rounded to 1/1000), or
-    ``width`` to search the depth (in (0, 4], rounded to 1/100); ``bounds`` narrows that range
-    (a narrow search builds no huge model). ``steps`` bisections; the best
-    value seen wins. A miss beyond ``tolerance`` (relative) is a :class:`UserError` naming the
-    closest model, since a pair that far apart does not compare equal cost. ``flops(family,
-    width, depth, imgsz)`` counts one model (tests pass a cheaper one)."""
+    """The ``family`` model whose FLOPs per image come nearest ``target``: search width (given
+    ``depth``, 1/1000 steps) or depth (given ``width``, 1/100 steps) within ``bounds``; a miss
+    beyond ``tolerance`` (relative) is a UserError naming the closest model."""
     if (width is None) == (depth is None):
         raise UserError("match_flops searches one of width and depth: give exactly the other")
     if not target > 0:
@@ -122,11 +112,9 @@ def matched_pairs(
     tolerance: float = TOLERANCE,
     flops=yolo_flops,
 ) -> list[dict]:
-    """For each width of ``widths`` at ``wide_depth`` (the wide model), the model at
-    ``deep_depth`` with the same FLOPs (the deep one, narrower when ``deep_depth`` is larger):
-    two dicts per pair with ``pair`` (index), ``role`` (wide / deep), ``width``, ``depth``,
-    ``match_flops`` (per image at ``imgsz``) and ``match_rel_diff`` (deep over wide, minus 1;
-    0 for the wide model)."""
+    """Per width of ``widths`` at ``wide_depth``, the ``deep_depth`` model of equal FLOPs: dicts
+    with ``pair``, ``role`` (wide / deep), ``width``, ``depth``, ``match_flops``,
+    ``match_rel_diff`` (deep / wide - 1)."""
     if not 0 < wide_depth < deep_depth <= 4:
         raise UserError(
             f"deep_depth must exceed wide_depth (both in (0, 4]), got {wide_depth:g} and "

@@ -1,16 +1,6 @@
-"""Ultralytics model YAMLs: found by name as ``YOLO(name)`` finds them, read as data.
-
-A name resolves like ultralytics' ``yaml_model_load``: the file itself, else the file without
-its scale letter (``yolo11s-seg.yaml`` -> ``yolo11-seg.yaml``, scale ``s``), each first as a
-path and then, for a bare name, in ultralytics' package folder (its ``check_yaml``); the scale
-comes from ultralytics' ``guess_model_scale``.
-
-ultralytics' parser evaluates strings of the file: ``activation`` (``eval``) and each layer's
-module name (a lookup whose result it calls). So a file is read with a safe YAML loader, capped
-in bytes and in nodes after alias expansion, and checked before ultralytics sees it: the
-activation must be one of :data:`ACTIVATIONS` with literal arguments, every module a layer
-class of ``torch.nn``, ``torchvision.ops`` or ``ultralytics.nn.modules``. A ``TorchVision``
-layer builds without pretrained weights (random weights, like every YAML here).
+"""Ultralytics model YAMLs, found by name as ``YOLO(name)`` finds them and read as data: safe
+loader, capped in bytes and nodes, activation in :data:`ACTIVATIONS` and every module a layer
+class of torch.nn, torchvision.ops or ultralytics.nn.modules, checked before ultralytics sees it.
 """
 
 from __future__ import annotations
@@ -106,9 +96,8 @@ def _count_nodes(d, name: str) -> None:
 
 
 def check(d, name: str) -> None:
-    """A UserError unless ``d`` is a model dict whose strings ultralytics may evaluate safely:
-    the activation (rewritten to its canonical text), module names, repeat counts and whole
-    numbers within :data:`MAX_REPEATS` / :data:`MAX_ARG`."""
+    """A UserError unless ``d`` is a model dict ultralytics may evaluate safely (activation made
+    canonical; repeats and numbers within :data:`MAX_REPEATS` / :data:`MAX_ARG`)."""
     if not isinstance(d, dict) or not isinstance(d.get("backbone"), list) or not d["backbone"]:
         raise UserError(f"model YAML {name} is not an ultralytics model (no backbone list)")
     if not isinstance(d.get("head", []), list):
@@ -169,9 +158,8 @@ def activation(text, name: str) -> str:
 
 
 def layer_class(module):
-    """The ``nn.Module`` class ultralytics' parser builds for module name ``module`` (as its
-    ``parse_model`` looks it up), or None unless it is a layer of ``torch.nn``,
-    ``torchvision.ops`` or ``ultralytics.nn.modules``."""
+    """The ``nn.Module`` class ultralytics' parser builds for ``module``, or None unless it is a
+    layer of torch.nn, torchvision.ops or ultralytics.nn.modules."""
     import torch
     from ultralytics.nn import tasks
 

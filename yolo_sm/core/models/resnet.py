@@ -10,9 +10,8 @@ from yolo_sm.core.models.common import LayerRef, calibrate_bn
 
 
 class ResNetDetector(nn.Module):
-    """A torchvision ResNet trunk (stem, layer1-4) with a small single-scale detection head on
-    the stride-32 map: 3x3 conv to 256 + ReLU, then ``anchors*(4+nc)`` logits. Returns
-    (B, 4+nc, anchors*H*W) like the YOLO head."""
+    """A torchvision ResNet trunk with a small detection head on the stride-32 map (3x3 conv to
+    256 + ReLU, ``anchors*(4+nc)`` logits); returns (B, 4+nc, anchors*H*W)."""
 
     STAGES = ("stem", "layer1", "layer2", "layer3", "layer4", "head")
 
@@ -62,15 +61,8 @@ def resnet_backbone(
     seed: int = 0,
     residual_scale: float = 1.0,
 ) -> ResNetDetector:
-    """torchvision ResNet-``depth`` (18/34/50/101/152), random weights, BN folded into the convs,
-    with a small detection head (defaults: one class and two anchors, as a face detector).
-
-    ``residual_scale`` multiplies the last BatchNorm of every residual block (its weight and
-    bias, after calibration), damping each block's branch against its shortcut, as
-    torchvision's ``zero_init_residual`` does at 0. At 1.0 (the default) the random-weight
-    network is ill-conditioned in 16 bits: its fp16 / bf16 head output lies 0.4-0.9 (relative L2)
-    from fp32's, so no 16-bit engine of it can pass a numerical check; a small scale keeps
-    every convolution's work and makes the 16-bit forward agree with fp32."""
+    """torchvision ResNet-``depth`` (18..152), random weights, BN folded, with a small detection
+    head. ``residual_scale`` damps each residual branch (1.0: 16-bit output 0.4-0.9 off fp32)."""
     import torchvision
 
     builders = {18: "resnet18", 34: "resnet34", 50: "resnet50", 101: "resnet101", 152: "resnet152"}
@@ -91,9 +83,8 @@ def resnet_backbone(
 
 
 def scale_residual_branches(trunk: nn.Module, scale: float) -> int:
-    """Multiply the last BatchNorm's weight and bias of every torchvision residual block of
-    ``trunk`` (``bn3`` of a Bottleneck, ``bn2`` of a BasicBlock) by ``scale``; returns how many
-    blocks it scaled."""
+    """Scale the last BatchNorm (weight, bias) of every residual block of ``trunk`` by
+    ``scale``; returns how many blocks."""
     import torchvision
 
     n = 0

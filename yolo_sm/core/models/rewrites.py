@@ -1,13 +1,6 @@
-"""Exact rewrites of a model made before torch.compile (``vocab.COMPILE_REWRITES``, named after
-the compile mode: ``reduce-overhead+sep-pool``).
-
-``sep-pool``: a stride-1 k x k max pool with ``k // 2`` padding (SPPF's three 5 x 5 pools in
-every YOLOv8) becomes a 1 x k pool then a k x 1 pool. The maximum over a window is the maximum
-over its rows of the maximum along each row, and the padding of both is -inf, so the result is
-the same bit for bit, borders and NaNs included. Inductor lowers a k x k max pool as one
-reduction over k*k loads per output (``max_pool2d_with_indices``); the two 1-D pools load 2k
-values per output (a bench holds the two modes against each other). No library makes
-this rewrite, so it is written here.
+"""Exact rewrites made before torch.compile (``vocab.COMPILE_REWRITES``, e.g.
+``reduce-overhead+sep-pool``). ``sep-pool``: a stride-1 k x k max pool with ``k // 2`` padding
+becomes a 1 x k then a k x 1 pool (bit-identical; 2k loads per output instead of k²).
 """
 
 from __future__ import annotations
@@ -56,9 +49,8 @@ def separable(pool: nn.Module) -> bool:
 
 
 def separable_pools(model: nn.Module) -> int:
-    """Replace, in place, each max pool of ``model`` that :func:`separable` accepts by a
-    :class:`SeparableMaxPool2d`; the number of modules replaced (a module called several times,
-    as SPPF's one pool is, counts once)."""
+    """Replace in place each max pool :func:`separable` accepts by a :class:`SeparableMaxPool2d`;
+    returns how many modules."""
     n = 0
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):

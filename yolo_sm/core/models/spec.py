@@ -1,23 +1,11 @@
-"""Model specs: which model a measurement runs, parsed in one place, built by :func:`build_spec`.
+"""Model specs, parsed here and built by :func:`build_spec` (``LABEL=`` in front names it)::
 
-A spec is one of (``LABEL=`` in front of any of them names the model in tables)::
+    yolov8:0.5  yolo11:n  wide:1.5  resnet101     a built-in family (random weights)
+    path/to/model.yaml  yolo11s-seg.yaml          an ultralytics YAML (random weights)
+    path/to/best.pt                               an ultralytics checkpoint (trained weights)
+    package.module:function                       a function returning an nn.Module (needs C,H,W)
 
-    yolov8:0.5   yolo11:n   wide:1.5   resnet101     a family the project builds, at a width or
-                                                      preset (random weights, BN calibrated)
-    path/to/model.yaml   yolo11s-seg.yaml             an ultralytics model YAML, a path or a name
-                                                      ultralytics ships (random weights, BN
-                                                      calibrated on the bundled photos)
-    path/to/best.pt                                   an ultralytics checkpoint: its weights as
-                                                      trained (no BN calibration)
-    package.module:function                           a function returning an ``nn.Module``;
-                                                      needs an input shape ``C,H,W``
-
-Checkpoints load with torch's restricted unpickler (``weights_only=True``): the only Python
-objects it may create are torch's and ultralytics' ``nn.Module`` classes and plain containers,
-so a checkpoint cannot run code on load. A YAML is read as data and checked before ultralytics
-builds it (:mod:`~yolo_sm.core.models.model_yaml`). A ``module:function`` spec imports and
-runs the user's own code, by design. A file that is not a checkpoint, is truncated, or needs
-other objects ends in one sentence (:class:`~yolo_sm.contract.errors.UserError`).
+Checkpoints load restricted, YAMLs as checked data; a module spec runs the user's code.
 """
 
 from __future__ import annotations
@@ -62,11 +50,8 @@ _LABEL = re.compile(r"^[A-Za-z0-9][\w.-]*$")
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """One model to measure. ``kind``: family / yaml / checkpoint / module; ``source``: the
-    family name, the file path or ``package.module:function``; ``width``: the family's width
-    multiplier or preset letter (1.0 for the other kinds); ``input_shape``: (C, H, W) of one
-    image, required for a module; ``name``: the label the tables use (``family`` column and
-    config labels: lowercase letters, digits and ``-``)."""
+    """One model to measure: ``kind`` (family / yaml / checkpoint / module), ``source``,
+    ``width`` (1.0 outside families), ``input_shape`` (C, H, W; modules), ``name`` (table label)."""
 
     kind: str
     source: str
@@ -127,11 +112,8 @@ def parse_shape(value) -> tuple[int, int, int] | None:
 
 
 def parse_model(text, input_shape=None, need_shape: bool = True) -> ModelSpec:
-    """One :class:`ModelSpec` from its text (see the module docstring); a spec passes through.
-
-    Files must exist (a checkpoint is read only from the path named here); a module spec needs
-    ``input_shape`` (unless ``need_shape`` is False: reading a spec back from a table row).
-    Nothing is imported or loaded: :func:`build_spec` does that."""
+    """A :class:`ModelSpec` from its text (a spec passes through); files must exist; a module
+    spec needs ``input_shape`` unless ``need_shape`` is False. Loads nothing."""
     shape = parse_shape(input_shape)
     if isinstance(text, ModelSpec):
         return (
@@ -218,10 +200,8 @@ def parse_models(value, input_shape=None, need_shape: bool = True) -> tuple[Mode
 
 
 def build_spec(spec, device: str = "cpu", input_shape=None, **kw):
-    """The model of ``spec`` (a :class:`ModelSpec` or its text) in eval mode with gradients off,
-    on ``device``, returning one tensor; layers named from its module tree
-    (:func:`yolo_sm.core.models.layers`). ``kw`` (depth, max_channels, ...) applies to the
-    YOLO families. Checkpoints keep their weights; families and YAMLs get BN calibration."""
+    """The model of ``spec`` on ``device``, eval, no grad, one output tensor, layers named;
+    ``kw`` for YOLO families; families and YAMLs get BN calibration."""
     spec = parse_model(spec, input_shape)
     if spec.kind == "family":
         model = _build_family(spec, **kw)
@@ -300,9 +280,8 @@ def _first_line(e: BaseException) -> str:
 
 
 def spec_scale(spec: ModelSpec) -> tuple[float, float, int]:
-    """(width, depth, max_channels) of a YAML or checkpoint detector (what the tables' width,
-    depth and max_channels columns hold for it); (1.0, 1.0, 0) for a user's module or a
-    checkpoint holding another module. Read once per file version."""
+    """(width, depth, max_channels) of a YAML or checkpoint detector; (1.0, 1.0, 0) for other
+    modules. Cached per file version."""
     if spec.kind not in ("yaml", "checkpoint"):
         return 1.0, 1.0, 0
     hit = model_yaml.locate(spec.source) if spec.kind == "yaml" else None
@@ -339,11 +318,8 @@ def label_parts(spec: ModelSpec) -> tuple[str, float]:
 
 
 def save_checkpoint(spec, out: str | Path, seed: int = 0) -> Path:
-    """Write the YOLO model of ``spec`` (a family spec such as ``yolov8:0.25`` or ``yolov8:n``,
-    or a model YAML) as an ultralytics checkpoint that ``ultralytics.YOLO(out)`` and the
-    checkpoint path here load: random weights (``seed``), BatchNorm statistics calibrated on the
-    bundled photos and noise (:func:`~yolo_sm.core.models.common.calibrate_bn`), unfused,
-    fp16 (:func:`~yolo_sm.core.models.checkpoint.write_checkpoint`). Returns the path."""
+    """Write the YOLO model of ``spec`` (family or YAML) as an ultralytics checkpoint: random
+    weights (``seed``), BN calibrated, unfused, fp16. Returns the path."""
     spec = parse_model(spec)
     out = Path(out)
     if out.suffix != ".pt":

@@ -45,16 +45,9 @@ def _yolo_layers(model: YoloForward) -> list[LayerRef]:
 
 
 def channel_table(model: nn.Module, imgsz: int = 640, bytes_per_element: int = 2):
-    """One row per layer: index, name, module_type, stage, in/out channels, stride, out H x W,
-    params, FLOPs, activation bytes, and where the real width differs from the requested one.
-
-    FLOPs count 2 per multiply-add of every Conv2d and Linear (the ultralytics/thop "GFLOPs"
-    convention), bias, activations, pooling, upsampling and the box decode excluded; per image.
-    ``activation_bytes`` is the layer's output per image at ``bytes_per_element`` (2: fp16).
-    For traffic estimates (per image, in elements): ``in_elems`` (the layer's 4-D inputs),
-    ``conv_io_elems`` (every Conv2d/Linear inside: its input plus its output) and
-    ``conv_weight_elems`` (their weights, read once per forward whatever the batch).
-    Shapes come from a forward on the meta device, so nothing is computed.
+    """One row per layer: channels, stride, output size, params, FLOPs (2 per MAC of Conv2d and
+    Linear, per image), ``activation_bytes`` (per image), ``in_elems``, ``conv_io_elems``,
+    ``conv_weight_elems`` (elements). Shapes from a meta-device forward.
     """
     import pandas as pd
 

@@ -10,9 +10,8 @@ from yolo_sm.core.models.common import LayerRef
 
 
 class UserModel(nn.Module):
-    """Wraps ``net``: :meth:`forward` returns the first tensor of its output (depth first through
-    tuples, lists and dict values), :meth:`layer_refs` names the layers by their path in ``net``
-    (``backbone.0``, ``head``: the top-level children, or those of a lone top-level container)."""
+    """Wraps ``net``: returns the first tensor of its output (depth first), names layers by
+    their path (top-level children, or those of a lone top-level container)."""
 
     def __init__(self, net: nn.Module):
         super().__init__()

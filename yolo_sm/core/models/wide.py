@@ -11,9 +11,8 @@ from yolo_sm.core.offline import prepare_ultralytics
 
 
 class WideConvStack(nn.Module):
-    """Conv3x3+BN+SiLU blocks whose output channels are ``int(base * width_factor)`` (the
-    width-scaling article's WideConvBlock: 256 -> 320 and 512 -> 640 at x1.25). Each stage opens
-    with a stride-2 block; BN is fused for inference like the YOLO models."""
+    """Conv3x3+BN+SiLU blocks of ``int(base * width_factor)`` channels, each stage opening with a
+    stride-2 block; BN fused."""
 
     def __init__(self, width_factor, base_channels, blocks_per_stage, in_channels):
         super().__init__()

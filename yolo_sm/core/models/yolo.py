@@ -19,15 +19,9 @@ FAMILIES = {"yolov8": "v8/yolov8.yaml", "yolo11": "11/yolo11.yaml"}
 
 
 class YoloForward(nn.Module):
-    """An ultralytics DetectionModel that returns one tensor: the head's raw output.
-
-    Default (``decode=False``): shape (B, 4*reg_max + nc, anchors), the DFL box logits and the
-    class logits of all three levels, before the box decode and sigmoid. That is the tensor the
-    numerical checks compare (decoded boxes are dominated by exact anchor offsets and would hide
-    errors), and the decode belongs with NMS in post-processing. ``decode=True`` returns
-    ultralytics' inference output (B, 4 + nc, anchors): boxes in pixels and class probabilities.
-    The head runs its raw path by keeping ``training`` set on the head module alone (its BN is
-    fused, so only the decode branch changes); :meth:`train` preserves that.
+    """An ultralytics DetectionModel returning the head's raw output (B, 4*reg_max + nc,
+    anchors), or with ``decode`` ultralytics' (B, 4 + nc, anchors). The head keeps
+    ``training`` set to take its raw path; :meth:`train` preserves that.
     """
 
     def __init__(self, det: nn.Module, meta: dict, decode: bool = False):
@@ -98,17 +92,10 @@ def build_yolo(
     decode: bool = False,
     calibrate: bool = True,
 ) -> YoloForward:
-    """A YOLO detector from ultralytics' YAML with random weights, fused Conv+BN, in eval mode.
+    """A YOLO detector from ultralytics' YAML, random weights, Conv+BN fused, eval.
 
-    ``width`` is a multiplier (0.0625 to 4) or a preset letter (n/s/m/l/x, whose YAML depth and
-    max_channels then apply unless ``depth`` is given). ``depth`` defaults to 0.33 (v8/11 n/s).
-    ultralytics rounds each layer's channels up to a multiple of 8 after capping the YAML
-    channels at ``max_channels``: see :func:`channel_table` for where that bites.
-
-    ``calibrate`` (default) sets the BatchNorm statistics from photos and noise before fusing
-    (:func:`calibrate_bn`): with ultralytics' default init and identity BN statistics, activations
-    shrink about tenfold per layer (std ~5e-9 after the backbone of YOLOv8s), so fp16 would run
-    on subnormals and zeros and the output would not depend on the input.
+    ``width``: multiplier (0.0625 to 4) or preset letter (n/s/m/l/x); ``depth`` default 0.33.
+    ``calibrate`` sets BN statistics from photos first (else activations vanish in fp16).
     """
     scale = None
     if isinstance(width, str) and not is_number(width):
@@ -140,8 +127,7 @@ def detection_model(
     cfg: dict, nc: int | None = 80, seed: int = 0, calibrate: bool = True, cls=None
 ):
     """An ultralytics model (``cls``, default DetectionModel) from a checked YAML dict, random
-    weights (``seed``), BN statistics calibrated (:func:`calibrate_bn`) unless ``calibrate`` is
-    False; unfused, eval."""
+    weights (``seed``), BN calibrated unless ``calibrate`` is False; unfused, eval."""
     prepare_ultralytics()
     from ultralytics.nn.tasks import DetectionModel
 
@@ -155,9 +141,8 @@ def detection_model(
 def wrap_detection(
     det, fuse: bool = True, decode: bool = False, family: str = "", scale: str | None = None
 ) -> YoloForward:
-    """``det`` (an ultralytics DetectionModel, e.g. from a checkpoint) fused, in eval mode with
-    gradients off, as a :class:`YoloForward` whose ``meta`` comes from ``det.yaml``: width, depth
-    and max_channels of its scale, and each layer's YAML entry (for :func:`channel_table`)."""
+    """``det`` (an ultralytics DetectionModel) fused, eval, no grad, as a :class:`YoloForward`
+    with ``meta`` (width, depth, max_channels, layer entries) from ``det.yaml``."""
     cfg = det.yaml if isinstance(getattr(det, "yaml", None), dict) else {}
     depth, width, max_channels = scale_of(cfg)
     det = det.float().eval()
@@ -203,9 +188,8 @@ def read_yaml(name: str) -> dict:
 
 
 def build_from_yaml(name: str, seed: int = 0, calibrate: bool = True) -> YoloForward:
-    """The model of an ultralytics model YAML (a path, or a bare name such as ``yolo11s-seg.yaml``
-    as ``YOLO(name)`` resolves it, with its scale), built by the ultralytics class ``YOLO`` would
-    use, random weights, BN calibrated, fused, eval."""
+    """The model of an ultralytics YAML (path or bare name, as ``YOLO(name)`` resolves it):
+    random weights, BN calibrated, fused, eval."""
     cfg = read_yaml(name)
     try:
         det = detection_model(

@@ -1,34 +1,24 @@
-"""NVML GPU Performance Monitoring (GPM): SM occupancy, SM and tensor utilisation, DRAM bandwidth
-sampled from a background thread, one tidy row per (window, metric), labelled with markers.
+"""NVML GPU Performance Monitoring (GPM) sampled from a thread: one tidy row per (window, metric).
 
     with GpmSampler(hz=20) as s:
         s.mark(stage="backbone", config="w1.0 fp16 b16")
-        ...                                   # run the work
-    df = s.to_frame()                         # t_s, window_s, metric, value, source, stage, config
+        ...
+    df = s.to_frame()   # t_s, window_s, metric, value, source, stage, config
 
-Each value covers the window between two distinct counter snapshots (``window_s``). NVML refreshes
-the GPM snapshot about every 100 ms: on the H200, half of the polls at 20 Hz returned the snapshot
-of the poll before (every metric 0, DRAM bandwidth undefined). Such a poll opens no window: it is
-counted in ``info()["stale_polls"]`` and the next poll closes a window from the last distinct
-snapshot. So polling at ``hz`` >= 10 (default 20) reads each snapshot within ``1/hz`` of its
-refresh, and windows are ~100 ms long whatever ``hz`` is: GPM cannot resolve less.
-GPUs without GPM (before Hopper) fall back to ``nvmlDeviceGetUtilizationRates``, which
-cannot show occupancy. Never sample while Nsight Compute profiles: they share the counters.
+A window spans two distinct snapshots (NVML refreshes ~every 100 ms; repeats count as
+``stale_polls``). Pre-Hopper GPUs fall back to utilisation rates. Never sample under ncu.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import threading
 import time
 import warnings
-from pathlib import Path
 
 from yolo_sm.analyse.gpm import FALLBACK_METRICS
 from yolo_sm.contract.errors import NotAvailableError, UserError
-from yolo_sm.contract.store import temp_path
 
 # tidy metric name -> pynvml constant (values in percent, 0-100)
 GPM_METRICS = {
@@ -37,13 +27,10 @@ GPM_METRICS = {
     "tensor_util_pct": "NVML_GPM_METRIC_ANY_TENSOR_UTIL",
     "dram_bw_util_pct": "NVML_GPM_METRIC_DRAM_BW_UTIL",
 }
-#: with ``power=True``, each window also gets a row of this metric: the board's power draw that
-#: NVML reports when the window closes (nvmlDeviceGetPowerUsage, mW -> W; the driver averages it
-#: over a short interval of its own)
+#: with ``power=True``, each window also gets the board's power draw (W) when it closes
 POWER_METRIC = "power_w"
 REQUIRED_COLUMNS = ("t_s", "window_s", "metric", "value", "source")
 RESERVED = frozenset(REQUIRED_COLUMNS) | {"straddles_mark"}
-GPM_REFRESH_S = 0.1  # NVML: two nvmlGpmSampleGet calls should be more than 100 ms apart
 PERM_HELP = (
     "NVML may not read the GPU performance counters (Insufficient Permissions): an administrator "
     "must allow profiling counters, e.g. load the nvidia module with "
@@ -73,37 +60,29 @@ def _err(nvml, *names: str) -> tuple:
 
 
 class GpmSampler:
-    """Context manager sampling the GPU that NVML numbers ``index`` (its NVML index:
-    collect.devices.nvml_index) at ``hz`` from a thread; with ``power``, each window also
-    records the board's power draw (metric :data:`POWER_METRIC`). ``mode`` is "gpm" or
-    "nvml_util"; ``rows`` the tidy rows so far; ``sample_cost_s`` the cost of each sample (NVML
-    calls); ``achieved_hz`` the sampling rate reached. ``nvml`` replaces pynvml (tests)."""
+    """Sample NVML GPU ``index`` at ``hz`` from a thread (with ``power``, also
+    :data:`POWER_METRIC`); ``mode``: gpm / nvml_util; ``nvml`` replaces pynvml in tests."""
 
     def __init__(self, hz: float = 20.0, index: int = 0, nvml=None, power: bool = False):
         if not (isinstance(hz, int | float) and 0 < hz <= 1000):
             raise UserError(f"hz must be a number in (0, 1000], not {hz!r}")
-        self.hz, self.index, self._nvml = float(hz), int(index), nvml
-        self.power = bool(power)
+        self.hz, self.index, self._nvml, self.power = float(hz), int(index), nvml, bool(power)
         self.mode: str | None = None
         self.rows: list[dict] = []
         self.sample_cost_s: list[float] = []
-        self.stale_polls = 0
+        self.stale_polls = self._mark_gen = 0
         self.error: BaseException | None = None
         self._labels: dict = {}
-        self._mark_gen = 0
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
+        self._lock, self._stop = threading.Lock(), threading.Event()
         self._thread: threading.Thread | None = None
         self._samples: list = []
-        self._handle = None
-        self._inited = False
+        self._handle, self._inited = None, False
         self._t0 = self._tick = 0.0
 
     # ---- markers -------------------------------------------------------------------------
     def mark(self, **labels) -> None:
-        """Set markers (merged into the current ones; ``key=None`` clears a value) attached to
-        every row from the next window on. A window during which mark() ran has
-        ``straddles_mark=True``: it mixes the old and new labels."""
+        """Merge markers (``key=None`` clears) into every row from the next window on; a window
+        during which mark() ran has ``straddles_mark=True``."""
         bad = sorted(RESERVED & labels.keys())
         if bad:
             raise ValueError(f"marker names {bad} are reserved column names")
@@ -315,9 +294,8 @@ class GpmSampler:
         }
 
     def take_rows(self) -> list[dict]:
-        """The rows since the last call, removed from :attr:`rows` (a reader that runs for
-        hours, such as the live monitor, keeps memory flat; :attr:`achieved_hz` then counts the
-        rows not taken yet)."""
+        """The rows since the last call, removed from :attr:`rows` (keeps a long-running
+        reader's memory flat)."""
         with self._lock:
             rows, self.rows = self.rows, []
             del self.sample_cost_s[:-1000]  # the latest polls' costs
@@ -333,45 +311,3 @@ class GpmSampler:
         cols = [*REQUIRED_COLUMNS, "straddles_mark"]
         extra = list(dict.fromkeys(k for r in rows for k in r if k not in RESERVED))
         return pd.DataFrame(rows, columns=cols + extra)
-
-
-def save(df, path: str | os.PathLike, provenance: dict | None = None) -> Path:
-    """Write ``df`` to parquet (zstd) atomically, ``provenance`` as JSON under b"yolo_sm"."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    path = Path(path)
-    tmp = temp_path(path)  # a unique, exclusively created name: no planted link is followed
-    table = pa.Table.from_pandas(df, preserve_index=False)
-    meta = dict(table.schema.metadata or {})
-    meta[b"yolo_sm"] = json.dumps(provenance or {}, default=str).encode()
-    try:
-        pq.write_table(table.replace_schema_metadata(meta), tmp, compression="zstd")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
-
-
-def load_gpm(path: str | os.PathLike):
-    """Read a file written by ``save``; provenance is in ``df.attrs["provenance"]``."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    path = Path(path)
-    if not path.exists():
-        raise UserError(f"{path} does not exist")
-    try:
-        table = pq.read_table(path)
-    except (pa.ArrowException, OSError) as e:
-        raise UserError(f"{path} is not a readable parquet file ({e}); capture it again") from None
-    missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
-    if missing:
-        raise ValueError(f"{path} is not a GPM capture: missing columns {missing}")
-    df = table.to_pandas()
-    raw = (table.schema.metadata or {}).get(b"yolo_sm")
-    try:
-        df.attrs["provenance"] = json.loads(raw) if raw else {}
-    except ValueError as e:
-        raise UserError(f"{path} has unreadable provenance metadata ({e})") from None
-    return df

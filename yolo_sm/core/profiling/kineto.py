@@ -1,17 +1,11 @@
-"""PyTorch profiler (Kineto): capture a gzipped Chrome trace of a few forwards, and load its GPU
-kernels into one row per kernel, attributed to model layers.
-
-Kineto's kernel events carry the launch configuration (``grid``, ``block``, ``registers per
-thread``, ``shared memory``) and ``est. achieved occupancy %``, an estimate from the occupancy
-calculator capped by the grid size (not a measurement). ``load_kernels`` adds our theoretical
-occupancy and limiter, waves, the kernel class, and the layer / module type / stage from the
-layer ranges (:mod:`yolo_sm.core.profiling.nvtx`) that enclosed the kernel's launch.
+"""PyTorch profiler (Kineto): capture a gzipped Chrome trace, and load its GPU kernels (launch
+config, Kineto's occupancy estimate, our theoretical occupancy, waves, class) attributed to the
+enclosing layer ranges (:mod:`.nvtx`).
 """
 
 from __future__ import annotations
 
 import bisect
-import functools
 import gzip
 import json
 import math
@@ -21,32 +15,15 @@ from pathlib import Path
 from yolo_sm.analyse.kernels import classify
 from yolo_sm.analyse.occupancy import theoretical_occupancy, waves
 from yolo_sm.analyse.weighting import weighted_mean
-from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.errors import UserError, refuse_malformed
 from yolo_sm.contract.store import atomic_file
 from yolo_sm.core import provenance as prov
 from yolo_sm.core.profiling.nvtx import FORWARD_RANGE, forward_range, layer_ranges, parse_range
 
-KERNEL_COLUMNS = (
-    "kernel_name",
-    "start_us",
-    "duration_us",
-    "grid",
-    "block",
-    "grid_size",
-    "block_size",
-    "registers_per_thread",
-    "shared_mem_per_block_bytes",
-    "est_occupancy_pct",
-    "theoretical_occupancy_pct",
-    "limiter",
-    "waves",
-    "iteration",
-    "layer",
-    "module_type",
-    "stage",
-    "kernel_class",
-    "stream",
-    "correlation",
+KERNEL_COLUMNS = tuple(
+    "kernel_name start_us duration_us grid block grid_size block_size registers_per_thread "
+    "shared_mem_per_block_bytes est_occupancy_pct theoretical_occupancy_pct limiter waves "
+    "iteration layer module_type stage kernel_class stream correlation".split()
 )
 
 
@@ -60,10 +37,8 @@ def capture(
     device: str = "cuda",
     provenance: dict | None = None,
 ) -> Path:
-    """Profile ``iters`` calls of ``fn()`` (after ``warmup`` unprofiled calls) into a gzipped
-    Chrome trace at ``path`` (``.json.gz``) with ``<path>.metadata.json`` beside it. With
-    ``model``, each layer runs inside a named range (eager forwards; see nvtx.py for graphs and
-    compiled models). Each call is wrapped in a ``profiled_forward`` range."""
+    """Profile ``iters`` calls of ``fn()`` after ``warmup`` into ``path`` (``.json.gz``) plus
+    ``<path>.metadata.json``; with ``model``, each layer in a named range."""
     import contextlib
     import tempfile
 
@@ -128,36 +103,16 @@ def read_trace(path: str | os.PathLike) -> dict:
     return trace
 
 
-def _malformed_is_user_error(loader):
-    """``loader`` with a trace whose events miss a field or hold one of the wrong type refused
-    in one sentence instead of a traceback."""
-
-    @functools.wraps(loader)
-    def wrapped(path, *args, **kwargs):
-        try:
-            return loader(path, *args, **kwargs)
-        except UserError:
-            raise
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as e:
-            raise UserError(
-                f"{path} is not a trace this package reads: an event has a missing or malformed "
-                f"field ({type(e).__name__})"
-            ) from None
-
-    return wrapped
+_malformed = refuse_malformed("a trace", "an event has a missing or malformed field")
 
 
-@_malformed_is_user_error
+@_malformed
 def load_kernels(
     path: str | os.PathLike, compute_capability: str | None = None, sm_count: int | None = None
 ):
-    """One row per GPU kernel (columns :data:`KERNEL_COLUMNS`), in start order.
-
-    ``iteration`` numbers the ``profiled_forward`` range the kernel belongs to; ``layer`` etc.
-    come from the innermost layer range enclosing its launch on the CPU thread that launched it
-    (empty when there is none: CUDA-graph replays and compiled graphs, see nvtx.py).
-    Compute capability and SM count come from the trace's ``deviceProperties`` unless given.
-    """
+    """One row per GPU kernel (:data:`KERNEL_COLUMNS`) in start order: ``iteration`` from the
+    ``profiled_forward`` ranges, ``layer`` from the innermost enclosing layer range (empty
+    under CUDA graphs and compile)."""
     import pandas as pd
 
     trace = read_trace(path)
@@ -212,12 +167,10 @@ def load_kernels(
 OP_COLUMNS = ("op_name", "start_us", "duration_us", "iteration", "layer", "module_type", "stage")
 
 
-@_malformed_is_user_error
+@_malformed
 def load_layer_ops(path: str | os.PathLike):
-    """One row per top-level CPU operator (``aten::conv2d``, ... not the ops they call) run
-    inside a profiled forward, attributed to the innermost layer range around it: columns
-    :data:`OP_COLUMNS` (``start_us`` / ``duration_us`` on the trace clock, microseconds). The
-    per-layer view of a trace taken on the CPU, where there are no GPU kernels."""
+    """One row per top-level CPU operator in a profiled forward, with its innermost layer range
+    (:data:`OP_COLUMNS`, microseconds): the per-layer view of a CPU trace."""
     import pandas as pd
 
     events = read_trace(path)["traceEvents"]
@@ -241,16 +194,9 @@ def load_layer_ops(path: str | os.PathLike):
         where = _enclosing(spans, key[0], key[1], ts)
         if "iteration" not in where:
             continue
+        blank = dict.fromkeys(("layer", "module_type", "stage"), "")
         rows.append(
-            {
-                "op_name": e.get("name", ""),
-                "start_us": ts,
-                "duration_us": dur,
-                "layer": "",
-                "module_type": "",
-                "stage": "",
-                **where,
-            }
+            {"op_name": e.get("name", ""), "start_us": ts, "duration_us": dur, **blank, **where}
         )
     return pd.DataFrame(rows, columns=list(OP_COLUMNS))
 
@@ -286,10 +232,7 @@ def _ranges(spans):
 
 
 def _last_enclosing(ranges, ts) -> int:
-    """The index of the latest-starting range that holds ``ts`` (-1 for none). Ranges between
-    a range and its ``back`` end no later than it does, so where it ends before ``ts`` they all
-    do: the walk visits only ranges that end later and later (the nesting depth, for nested
-    ranges)."""
+    """Index of the latest-starting range holding ``ts`` (-1 for none), walking ``back`` links."""
     spans, starts, back = ranges
     i = bisect.bisect_right(starts, ts) - 1
     while i >= 0 and spans[i][1] < ts:
@@ -313,19 +256,14 @@ def _enclosing(spans, pid, tid, ts):
 
 
 def _add_occupancy(df, props, cc, sm_count):
-
     theo, lim, wav = [], [], []
     for r in df.itertuples():
         p = props.get(int(r.device or 0), {})
         c = cc or (f"{p['computeMajor']}.{p['computeMinor']}" if "computeMajor" in p else None)
         n = sm_count or p.get("numSms")
         try:
-            res = theoretical_occupancy(
-                c,
-                int(r.block_size),
-                int(r.registers_per_thread or 0),
-                int(r.shared_mem_per_block_bytes or 0),
-            )
+            launch = (r.block_size, r.registers_per_thread or 0, r.shared_mem_per_block_bytes or 0)
+            res = theoretical_occupancy(c, *map(int, launch))
             theo.append(res.occupancy_pct)
             lim.append(res.limiter)
             per_sm = res.active_blocks_per_sm
@@ -338,32 +276,18 @@ def _add_occupancy(df, props, cc, sm_count):
 
 
 def occupancy_summary(fn, *, device: str = "cuda", iters: int = 3, warmup: int = 1) -> dict:
-    """A short Kineto pass over ``iters`` calls of ``fn()`` (after ``warmup``), summarised per
-    forward: ``kineto_kernels_per_forward`` (GPU kernels), ``kineto_kernel_us`` (their summed
-    duration per forward, microseconds), and the kernel-time-weighted means of Kineto's
-    estimated achieved occupancy (``est_occupancy_tw_pct``) and of the theoretical occupancy of
-    the launch configuration (``theoretical_occupancy_tw_pct``). The trace is written to a
-    temporary folder and removed. On a CPU there are no kernels: 0 and NaN."""
+    """Short Kineto pass over ``iters`` calls: kernels and kernel µs per forward, time-weighted
+    estimated and theoretical occupancy (%); on a CPU 0 and NaN."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = capture(
-            fn,
-            Path(tmp) / "occupancy.json.gz",
-            iters=iters,
-            warmup=warmup,
-            device=device,
-            provenance={"pass": "occupancy summary"},
-        )
+        kw = {"iters": iters, "warmup": warmup, "device": device}
+        path = capture(fn, Path(tmp) / "occupancy.json.gz", **kw, provenance={"pass": "summary"})
         df = load_kernels(path)
     if df.empty:
         nan = math.nan
-        return {
-            "kineto_kernels_per_forward": 0.0,
-            "kineto_kernel_us": nan,
-            "est_occupancy_tw_pct": nan,
-            "theoretical_occupancy_tw_pct": nan,
-        }
+        keys = ("kineto_kernel_us", "est_occupancy_tw_pct", "theoretical_occupancy_tw_pct")
+        return {"kineto_kernels_per_forward": 0.0, **dict.fromkeys(keys, nan)}
     import pandas as pd
 
     w = df["duration_us"]

@@ -1,10 +1,5 @@
-"""Nsight Compute: run ``ncu`` on NVTX-scoped forwards, and load its output into one row per kernel.
-
-``load_ncu`` reads ``ncu --csv`` output in either page layout (``--page raw``: one row per kernel,
-a units row under the header; ``--page details``: one row per metric), with the ``==PROF==`` /
-``==WARNING==`` preamble ncu writes into ``--log-file``, or a ``.ncu-rep`` report through ncu's
-own Python module (``ncu_report``) when it is installed. :func:`profile` keeps the report beside
-the CSV (``n.csv`` -> ``n.ncu-rep``), for a look at a kernel in the Nsight Compute GUI.
+"""Nsight Compute: run ``ncu`` on NVTX-scoped forwards; load ``--csv`` output (raw or details
+page, log preamble allowed) or a ``.ncu-rep`` (via ``ncu_report``) into one row per kernel.
 """
 
 from __future__ import annotations
@@ -21,9 +16,9 @@ import sys
 import warnings
 from pathlib import Path
 
-from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.contract.errors import NotAvailableError, UserError, refuse_malformed
 from yolo_sm.contract.store import atomic_file, temp_path
-from yolo_sm.core.environment import find_ncu as _find
+from yolo_sm.core.environment import find_ncu
 from yolo_sm.core.profiling.nvtx import FORWARD_RANGE, parse_range
 
 # Named metric sets. "occupancy" needs one replay pass (launch statistics are free; duration and
@@ -54,30 +49,12 @@ METRIC_SETS = {
 }
 METRIC_SETS["full"] = tuple(dict.fromkeys(METRIC_SETS["occupancy"] + METRIC_SETS["throughput"]))
 
-# Why warps wait, and what the memory system gives them (Nsight Compute's WarpStateStats,
-# MemoryWorkloadAnalysis and InstructionStats metrics): each stall reason as the average number of
-# warps stalled on it per issue cycle (summed over the reasons: the cycles between two issued
-# instructions of a warp), register spills as local-memory sectors, threads per instruction,
-# L1 and L2 hit rates.
-STALL_REASONS = (
-    "barrier",
-    "branch_resolving",
-    "dispatch_stall",
-    "drain",
-    "imc_miss",
-    "lg_throttle",
-    "long_scoreboard",
-    "math_pipe_throttle",
-    "membar",
-    "mio_throttle",
-    "misc",
-    "no_instruction",
-    "not_selected",
-    "selected",
-    "short_scoreboard",
-    "sleeping",
-    "tex_throttle",
-    "wait",
+# why warps wait (warps stalled per issue cycle, per reason), spills, threads per instruction,
+# L1/L2 hit rates
+STALL_REASONS = tuple(
+    "barrier branch_resolving dispatch_stall drain imc_miss lg_throttle long_scoreboard "
+    "math_pipe_throttle membar mio_throttle misc no_instruction not_selected selected "
+    "short_scoreboard sleeping tex_throttle wait".split()
 )
 STALL_METRIC = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
 METRIC_SETS["stalls"] = (
@@ -124,25 +101,12 @@ COLUMNS = {
 }
 #: threads in a warp: threads_per_instruction / WARP_SIZE is the warp execution efficiency
 WARP_SIZE = 32
-UNIT_SCALE = {  # to ns and bytes; the report module spells units out (nsecond, usecond, ...)
-    "ns": 1,
-    "nsecond": 1,
-    "second": 1e9,
-    "us": 1e3,
-    "usecond": 1e3,
-    "ms": 1e6,
-    "msecond": 1e6,
-    "s": 1e9,
-    "byte": 1,
-    "Kbyte": 1e3,
-    "Mbyte": 1e6,
-    "KB": 1e3,
-    "MB": 1e6,
+UNIT_SCALE = {  # to ns, bytes and sectors; the report module spells units out (nsecond...)
+    **dict.fromkeys(("ns", "nsecond", "byte", "sector"), 1),
+    **dict.fromkeys(("us", "usecond", "Kbyte", "KB", "Ksector"), 1e3),
+    **dict.fromkeys(("ms", "msecond", "Mbyte", "MB", "Msector"), 1e6),
+    **dict.fromkeys(("s", "second", "Gsector"), 1e9),
     "KiB": 1024,
-    "sector": 1,  # local-memory traffic (stalls set), should ncu scale its counts
-    "Ksector": 1e3,
-    "Msector": 1e6,
-    "Gsector": 1e9,
 }
 _NVTX_RANGE = re.compile(r"<default domain>:([^:\"]+):")
 PERM_HELP = (
@@ -152,15 +116,16 @@ PERM_HELP = (
 )
 
 
-def find_ncu() -> str | None:
-
-    return _find()
+def _ncu() -> str:
+    ncu = find_ncu()
+    if ncu is None:
+        raise NotAvailableError("ncu (Nsight Compute) was not found: install it or set YOLO_SM_NCU")
+    return ncu
 
 
 def report_path(out_csv: str | os.PathLike) -> Path:
-    """The ``.ncu-rep`` report of ``out_csv``: beside it, named after it (``n.csv`` and
-    ``n.ncu.csv`` -> ``n.ncu-rep``); :func:`profile` keeps it gzip-compressed, with ``.gz``
-    added (a report is tens of MB, about a tenth of that compressed)."""
+    """The ``.ncu-rep`` beside ``out_csv`` (``n.csv``, ``n.ncu.csv`` -> ``n.ncu-rep``; kept
+    gzipped as ``.gz`` by :func:`profile`)."""
     out_csv = Path(out_csv)
     stem = out_csv.name.removesuffix(".csv").removesuffix(".ncu")
     return out_csv.with_name(f"{stem}.ncu-rep")
@@ -175,18 +140,14 @@ def command(
     report: str | os.PathLike | None = None,
     kernel_regex: str | None = None,
 ) -> list[str]:
-    """The ncu command line that profiles ``target`` into ``out_csv`` (raw CSV page) and,
-    with ``report`` (a path ending in ``.ncu-rep``), into that report file as well; with
-    ``kernel_regex``, only the kernels whose demangled name it matches (``re.search``)."""
+    """The ncu command line profiling ``target`` into ``out_csv`` (raw page), optionally a
+    ``report`` (.ncu-rep) and only kernels matching ``kernel_regex``."""
     if metric_set not in METRIC_SETS:
         raise UserError(
             f"unknown metric set {metric_set!r}: choose one of {', '.join(METRIC_SETS)}"
         )
-    ncu = find_ncu()
-    if ncu is None:
-        raise NotAvailableError("ncu (Nsight Compute) was not found: install it or set YOLO_SM_NCU")
     cmd = [
-        ncu,
+        _ncu(),
         "--clock-control",
         clock_control,
         "--metrics",
@@ -213,10 +174,7 @@ def command(
 
 def import_command(report: str | os.PathLike) -> list[str]:
     """The ncu command line that prints a report's raw page as CSV (no profiling)."""
-    ncu = find_ncu()
-    if ncu is None:
-        raise NotAvailableError("ncu (Nsight Compute) was not found: install it or set YOLO_SM_NCU")
-    return [ncu, "--import", str(report), "--csv", "--page", "raw"]
+    return [_ncu(), "--import", str(report), "--csv", "--page", "raw"]
 
 
 def profile(
@@ -228,11 +186,8 @@ def profile(
     report: str | os.PathLike | None = None,
     kernel_regex: str | None = None,
 ):
-    """Run ``target`` (argv of a program that wraps its forwards in NVTX ranges) under ncu and
-    return :func:`load_ncu` of the result. The CSV and the ``.ncu-rep`` report (``report``,
-    by default :func:`report_path` of the CSV) are written to temporary names and renamed, so
-    a timeout or failure leaves no half file. Where ncu printed no CSV because it exported a
-    report, the CSV is the report's raw page (``ncu --import``)."""
+    """Run ``target`` argv under ncu (CSV and ``.ncu-rep`` written atomically) and return
+    :func:`load_ncu` of it."""
     out_csv = Path(out_csv)
     report = Path(report) if report is not None else report_path(out_csv)
     # no ncu, an unknown set or a bad regex: one sentence, no file made
@@ -293,34 +248,25 @@ def _has_csv_rows(path: Path) -> bool:
         return any(line.startswith('"') for line in fh)
 
 
+@refuse_malformed(
+    "an Nsight Compute table", "a column is missing or holds a value of the wrong kind"
+)
 def load_ncu(path: str | os.PathLike, long: bool = False):
-    """One row per kernel: ``kernel_id, kernel_name, nvtx_range, nvtx_path, duration_us,
-    achieved_occupancy_pct, theoretical_occupancy_pct, registers_per_thread,
-    shared_mem_per_block_bytes`` (static + dynamic), ``block_size, grid_size, waves_per_sm,``
-    the ``limit_*`` block limits, throughput percentages where collected; ``long=True`` returns
-    every metric instead, one row per (kernel, metric) with ``value`` and ``unit``."""
+    """One row per kernel (ids, NVTX range and path, duration_us, occupancies, launch config,
+    ``limit_*``, throughputs); ``long=True``: one row per (kernel, metric) with value, unit."""
     path = Path(path)
     if not path.exists():
         raise UserError(f"{path} does not exist")
-    try:
-        if path.suffix == ".ncu-rep":
-            long_df = _import_report(path) if find_ncu() else _load_report(path)
-        else:
-            long_df = _load_csv(path)
-        return long_df if long else _wide(long_df)
-    except (UserError, NotAvailableError):
-        raise
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as e:
-        raise UserError(
-            f"{path} is not an Nsight Compute table this package reads: a column is missing or "
-            f"holds a value of the wrong kind ({type(e).__name__})"
-        ) from None
+    if path.suffix == ".ncu-rep":
+        long_df = _import_report(path) if find_ncu() else _load_report(path)
+    else:
+        long_df = _parse_csv(path.read_text(errors="replace"), path)
+    return long_df if long else _wide(long_df)
 
 
 def _import_report(path: Path):
-    """Long table of a ``.ncu-rep`` from ncu's own CSV print of its raw page (``ncu --import``):
-    the same columns and units as a profiled CSV. Preferred over the ``ncu_report`` module,
-    whose ``IMetric.unit()`` crashed the interpreter on a full report of Nsight Compute 2025.3."""
+    """Long table of a ``.ncu-rep`` from ``ncu --import`` (preferred: ``ncu_report``'s
+    ``IMetric.unit()`` crashed on Nsight Compute 2025.3)."""
     try:
         printed = subprocess.run(import_command(path), capture_output=True, text=True, timeout=600)
     except subprocess.TimeoutExpired:
@@ -329,10 +275,6 @@ def _import_report(path: Path):
         tail = " ".join((printed.stderr or printed.stdout).strip().splitlines()[-1:])
         raise UserError(f"{path} is not a readable Nsight Compute report ({tail})")
     return _parse_csv(printed.stdout, path)
-
-
-def _load_csv(path: Path):
-    return _parse_csv(path.read_text(errors="replace"), path)
 
 
 def _parse_csv(text: str, path: Path):
@@ -423,15 +365,8 @@ def _wide(long_df):
         wide["warp_execution_efficiency_pct"] = wide.threads_per_instruction / WARP_SIZE * 100
     wide["nvtx_range"] = wide.nvtx_path.str.split("/").str[-1]
     _add_layers(wide)
-    for c in (
-        "block_size",
-        "grid_size",
-        "registers_per_thread",
-        "limit_registers",
-        "limit_shared_mem",
-        "limit_warps",
-        "limit_blocks",
-    ):
+    counts = "block_size grid_size registers_per_thread limit_registers limit_shared_mem"
+    for c in (*counts.split(), "limit_warps", "limit_blocks"):
         if c in wide:
             wide[c] = wide[c].astype("Int64")
     wide = wide.sort_values("kernel_id", ignore_index=True).pipe(pd.DataFrame)
@@ -454,9 +389,8 @@ def _add_layers(wide) -> None:
 
 
 def _load_report(path: Path):
-    """Long table from a ``.ncu-rep`` through Nsight Compute's ``ncu_report`` module (an
-    ``IMetric``'s ``kind()`` says whether its value is text, ``unit()`` gives its unit; the
-    NVTX path is the default domain's push/pop ranges, as in the CSV)."""
+    """Long table of a ``.ncu-rep`` through Nsight Compute's ``ncu_report`` module (NVTX path:
+    the default domain's push/pop ranges)."""
     import pandas as pd
 
     try:

@@ -1,14 +1,6 @@
-"""Layer ranges: forward hooks that open a ``record_function`` range (seen by the PyTorch
-profiler) and an NVTX range (seen by Nsight Compute / Systems) around every model layer.
-
-Range names are ``"<layer> <ModuleType> [<stage>]"``, e.g. ``"model.4 C2f [backbone]"``: no
-``/``, which Nsight Compute's ``--nvtx-include`` uses to separate nested ranges.
-
-What survives where: eager forwards carry every layer range. A CUDA graph replays kernels with no
-CPU-side ranges, so per-layer attribution comes from profiling the eager forward the graph was
-captured from (the kernels are the same). torch.compile traces through the hooks but Inductor
-fuses kernels across layer boundaries, so its kernels carry only the ranges around the whole
-compiled call (e.g. ``profiled_forward``).
+"""Layer ranges: forward hooks opening a ``record_function`` and an NVTX range named
+``"<layer> <ModuleType> [<stage>]"`` around every layer. CUDA-graph replays and compiled
+graphs carry no per-layer ranges.
 """
 
 from __future__ import annotations
@@ -45,10 +37,8 @@ def _nvtx():
 
 @contextlib.contextmanager
 def layer_ranges(model, *, nvtx: bool = True):
-    """Within the block, every layer of ``model`` (:func:`yolo_sm.core.models.layers`) runs
-    inside a
-    record_function range and, when ``nvtx``, an NVTX range of the same name. Hooks are removed
-    on exit, also after an exception."""
+    """Within the block, every layer of ``model`` runs in a record_function (and with ``nvtx``
+    an NVTX) range; hooks are removed on exit."""
     import torch
 
     nv = _nvtx() if nvtx else None

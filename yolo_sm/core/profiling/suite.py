@@ -1,18 +1,11 @@
-"""All three profilers on the same configs, joined per layer (``yolo-sm profile``).
-
-For each width: a PyTorch-profiler trace of eager forwards with layer ranges (launch config,
-Kineto's occupancy estimate), one Nsight Compute process over NVTX-scoped forwards of every config
-(measured occupancy), then an NVML GPM timeline of each config running back to back (never while
-ncu runs: they share the counters) and the sampler's overhead on throughput, measured by
-alternating rounds with and without it. ``join_layers`` puts the three side by side per
-(config, layer); ``summary`` states the headline numbers.
-
-Files in ``out_dir``: ``kineto.parquet``, ``ncu.parquet``, ``gpm.parquet``,
-``gpm_overhead.parquet``, ``layers.parquet``, ``summary.json``, ``traces/*.json.gz``, ``ncu.csv``.
+"""All three profilers on the same configs, joined per layer (``yolo-sm profile``): Kineto
+traces, one ncu pass, a GPM timeline (never under ncu) and the sampler's overhead. Writes
+kineto/ncu/gpm/gpm_overhead/layers ``.parquet``, ``summary.json``, ``traces/``, ``ncu.csv``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -33,14 +26,10 @@ from yolo_sm.core.profiling.gpm import GpmSampler
 from yolo_sm.core.profiling.target import label_of, model_of, target_argv
 from yolo_sm.core.provenance import collect
 
-GPM_SUMMARY = SUMMARY_METRICS
-
 
 def engines(family, grid, imgsz, device, backend="eager", compile_mode="default"):
-    """(label, engine, input) for each (width, precision, layout, batch) of ``grid``, one model
-    per width (or per :class:`~yolo_sm.core.models.spec.ModelSpec` in the width's place);
-    the input is the engine's own static one where it has one (CUDA graph). ``compile_mode``:
-    the torch.compile mode and rewrites of a ``compile`` backend (``default+sep-pool``)."""
+    """(label, engine, input) per (width, precision, layout, batch) of ``grid``, one model per
+    width or ModelSpec; the input is the engine's static one where it has one."""
 
     models = {}
     for config in grid:
@@ -55,16 +44,7 @@ def engine_of(family, config, model, imgsz, device, backend="eager", compile_mod
     ``model`` (:func:`engines`)."""
     w, prec, lay, b = config
     size = w.imgsz if isinstance(w, ModelSpec) and w.imgsz else imgsz
-    cfg = EngineConfig(
-        backend=backend,
-        precision=prec,
-        layout=lay,
-        batch=b,
-        imgsz=size,
-        device=device,
-        compile_mode=compile_mode,
-    )
-    eng = build_engine(model, cfg)
+    eng = build_engine(model, EngineConfig(backend, prec, lay, b, size, device, compile_mode))
     return eng, (eng._input if eng._input is not None else eng.make_input(0))
 
 
@@ -73,9 +53,8 @@ def _grid(widths, precision, layout, batch):
 
 
 def run_gpm(built, seconds: float = 3.0, gap_s: float = 0.5, hz: float = 20.0):
-    """Each (label, engine, input) of ``built`` runs back to back for ``seconds`` under one
-    :class:`GpmSampler`, marked ``config=label, phase="run"``, after ``gap_s`` of idle
-    (``phase="idle"``) so the timeline shows where each starts. Returns (frame, sampler info)."""
+    """Run each (label, engine, input) of ``built`` for ``seconds`` under one GpmSampler (marked
+    ``phase="run"`` after ``gap_s`` of ``"idle"``); returns (frame, sampler info)."""
     import torch
 
     for _, eng, x in built:
@@ -120,35 +99,19 @@ def gpm_overhead(eng, x, label: str, rounds: int = 6, seconds: float = 1.0, hz: 
     for r in range(rounds):
         for on in (r % 2 == 0, r % 2 == 1):  # alternate which goes first
             torch.cuda.synchronize()
-            if on:
-                with GpmSampler(hz=hz, index=gpu):
-                    t0 = time.perf_counter()
-                    n = _loop(eng, x, seconds)
-                    dt = time.perf_counter() - t0
-            else:
+            with GpmSampler(hz=hz, index=gpu) if on else contextlib.nullcontext():
                 t0 = time.perf_counter()
                 n = _loop(eng, x, seconds)
                 dt = time.perf_counter() - t0
-            rows.append(
-                {
-                    "config": label,
-                    "round": r,
-                    "sampler": on,
-                    "hz": hz,
-                    "forwards": n,
-                    "seconds": dt,
-                    "img_per_s": n * batch / dt,
-                }
-            )
+            row = {"config": label, "round": r, "sampler": on, "hz": hz, "forwards": n}
+            rows.append({**row, "seconds": dt, "img_per_s": n * batch / dt})
     return pd.DataFrame(rows)
 
 
 def join_layers(kineto, ncu, gpm=None):
-    """One row per (config, layer, module_type, stage): per-forward kernel count and time from
-    Kineto and from ncu, time-weighted theoretical occupancy (ours from the Kineto launch config
-    and ncu's), Kineto's estimate, ncu's achieved occupancy, main limiter, and, from ``gpm``, the
-    config's median GPM metrics over its run windows (GPM sees the whole GPU, not a layer).
-    ``kernels_match`` says whether both profilers saw the same number of kernels in the layer."""
+    """One row per (config, layer, module_type, stage): Kineto and ncu kernel counts and times,
+    theoretical / estimated / achieved occupancy, limiter, the config's median GPM metrics and
+    ``kernels_match``."""
     import pandas as pd
 
     by = ["config", "layer", "module_type", "stage"]
@@ -158,53 +121,22 @@ def join_layers(kineto, ncu, gpm=None):
     kv = kv.assign(
         kernels=kv.kernels / kv.config.map(iters), time_us=kv.time_us / kv.config.map(iters)
     )
-    kv = kv[
-        [
-            *by,
-            "kernels",
-            "time_us",
-            "theoretical_occupancy_tw_pct",
-            "est_occupancy_tw_pct",
-            "main_limiter",
-            "tensor_core_time_share",
-        ]
-    ]
-    kv = kv.rename(
-        columns={
-            "kernels": "kineto_kernels",
-            "time_us": "kineto_time_us",
-            "theoretical_occupancy_tw_pct": "kineto_theoretical_occupancy_tw_pct",
-            "main_limiter": "kineto_main_limiter",
-        }
-    )
+    cols = "kernels time_us theoretical_occupancy_tw_pct est_occupancy_tw_pct main_limiter"
+    kv = kv[[*by, *cols.split(), "tensor_core_time_share"]]
+    renamed = ("kernels", "time_us", "theoretical_occupancy_tw_pct", "main_limiter")
+    kv = kv.rename(columns={c: f"kineto_{c}" for c in renamed})
     nv = layer_view(ncu, by=by)
+    cols = "kernels time_us theoretical_occupancy_tw_pct achieved_occupancy_tw_pct"
     keep = [
-        c
-        for c in (
-            "kernels",
-            "time_us",
-            "theoretical_occupancy_tw_pct",
-            "achieved_occupancy_tw_pct",
-            "tensor_pipe_tw_pct",
-            "sm_coverage_tw",
-            "time_share",
-        )
-        if c in nv
+        c for c in (*cols.split(), "tensor_pipe_tw_pct", "sm_coverage_tw", "time_share") if c in nv
     ]
-    nv = nv[[*by, *keep]].rename(
-        columns={
-            "kernels": "ncu_kernels",
-            "time_us": "ncu_time_us",
-            "time_share": "ncu_time_share",
-            "theoretical_occupancy_tw_pct": "ncu_theoretical_occupancy_tw_pct",
-            "achieved_occupancy_tw_pct": "ncu_achieved_occupancy_tw_pct",
-        }
-    )
+    renamed = {c: f"ncu_{c}" for c in (*cols.split(), "time_share")}
+    nv = nv[[*by, *keep]].rename(columns=renamed)
     out = kv.merge(nv, on=by, how="outer")
     out["kernels_match"] = out.kineto_kernels == out.ncu_kernels
     if gpm is not None and not gpm.empty:
         med = run_medians(gpm).set_index("config")
-        med = med[[c for c in GPM_SUMMARY if c in med]].add_prefix("gpm_").reset_index()
+        med = med[[c for c in SUMMARY_METRICS if c in med]].add_prefix("gpm_").reset_index()
         out = out.merge(med, on="config", how="left")
     return pd.DataFrame(out)
 
@@ -313,25 +245,14 @@ def profile_all(
     write_atomic(k.assign(**stamp), out / "kineto.parquet", meta)
 
     # 2. Nsight Compute: one process, every config in NVTX ranges
-    target = target_argv(
-        family,
-        "1.0" if specs else ",".join(f"{w:g}" for w in widths),
-        precision,
-        layout,
-        str(batch),
-        imgsz,
-        device,
-        models=specs or None,
-        input_shape=input_shape,
-    )
+    ws = "1.0" if specs else ",".join(f"{w:g}" for w in widths)
+    grid = (family, ws, precision, layout, str(batch), imgsz, device)
+    target = target_argv(*grid, models=specs or None, input_shape=input_shape)
     t0 = time.perf_counter()
     n = ncu.profile(target, out / "ncu.csv", metric_set=metric_set, timeout_s=ncu_timeout_s)
     ncu_wall = time.perf_counter() - t0
-    write_atomic(
-        n.assign(**stamp),
-        out / "ncu.parquet",
-        {**meta, "metric_set": metric_set, "wall_s": ncu_wall},
-    )
+    ncu_meta = {**meta, "metric_set": metric_set, "wall_s": ncu_wall}
+    write_atomic(n.assign(**stamp), out / "ncu.parquet", ncu_meta)
     log(f"ncu: {len(n)} kernels in {ncu_wall:.0f} s ({metric_set} set)")
 
     # 3. GPM timeline, then the sampler's overhead (after ncu has exited)

@@ -1,8 +1,5 @@
-"""A program to profile: eager forwards of one or more configs, each inside NVTX ranges
-``profiled_forward/<config>/<layer>`` (warm-up and cuDNN autotuning stay outside them).
-
-``yolo-sm ncu`` runs it under Nsight Compute; it also runs alone (``python -m
-yolo_sm.core.profiling.target --help``).
+"""A program to profile: eager forwards of configs inside NVTX ranges
+``profiled_forward/<config>/<layer>`` (run by ``yolo-sm ncu``, or alone with ``--help``).
 """
 
 from __future__ import annotations

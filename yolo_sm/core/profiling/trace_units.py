@@ -1,14 +1,5 @@
-"""A plan's trace step, one unit per config: a PyTorch-profiler trace of a few forwards of one
-(model, precision, layout, batch), its GPU kernels loaded into rows attributed to the model's
-layers (:mod:`yolo_sm.core.profiling.kineto`).
-
-The configs go through the grid runner (:func:`yolo_sm.core.grid.run_grid`), each model's
-configs one group: the table is written after every config, a config it holds is not traced
-again, a time-limited run starts only the models whose configs fit before its deadline. Each
-config's trace is kept
-beside the table (``traces/<step>-<config>.json.gz``, for Perfetto or the Chrome trace viewer);
-a run killed between writing a trace and writing the table loads that trace rather than taking
-it again. A trace without GPU kernels (a CPU's) holds its config although it adds no row.
+"""A plan's trace step: one PyTorch-profiler trace per config through the grid runner, kernels
+attributed to layers; traces kept as ``traces/<step>-<config>.json.gz`` and reused after a kill.
 """
 
 from __future__ import annotations
@@ -148,12 +139,8 @@ def run_traces(
     deadline: float | None = None,
     est_unit_s: float | None = None,
 ):
-    """Every config of ``spec`` that the table ``out`` lacks: its trace (kept, or taken),
-    then its kernel rows with ``config``, ``backend``, the machine's provenance (``prov_*``,
-    read after the config) and ``unit_s``; returns the table. ``deadline``
-    (``time.monotonic()``): a model whose configs would end past it is left for the next run,
-    each config estimated by :func:`unit_estimate`, or at ``est_unit_s`` before any was
-    measured."""
+    """Trace every config of ``spec`` the table ``out`` lacks and append its kernel rows (with
+    provenance and ``unit_s``); a model whose configs would end past ``deadline`` waits."""
     out = Path(out)
     columns: list[str] = []
 
