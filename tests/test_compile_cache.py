@@ -21,6 +21,7 @@ from yolo_sm.core import plan_status
 from yolo_sm.core import plans as collect
 from yolo_sm.core.engines import compile_cache as cc
 from yolo_sm.report.rules import FAILS, HOLDS, PARTLY, evaluate
+from yolo_sm.topics.deploy import CacheStep
 from yolo_sm.topics.deploy import collect as cache_builds
 from yolo_sm.topics.deploy import compile_cache as analyse_cache
 from yolo_sm.topics.deploy import rules as findings
@@ -559,8 +560,8 @@ def test_a_time_limited_collect_builds_the_units_that_fit_and_a_slow_mode_goes_b
 
 
 def test_mode_est_s_names_compile_modes_and_seconds():
-    check = contract_plans.PARAMS["compile_cache"]["mode_est_s"]
-    assert check({"max-autotune": 560}, "mode_est_s") == {"max-autotune": 560.0}
+    check = CacheStep.params()["mode_est_s"].metadata["check"]
+    assert check({"max-autotune": 560}, "mode_est_s") == (("max-autotune", 560.0),)
     for bad in ({"fastest": 5}, {"max-autotune": 0}, {}, [560]):
         with pytest.raises(UserError):
             check(bad, "mode_est_s")

@@ -75,10 +75,14 @@ class Point:
 MAX_POINTS = 100_000
 
 
+#: the lists a sweep takes each value of once
+DISTINCT = ("family", "precisions", "layouts", "backends")
+
+
 class SweepSpec(SweepStep):
     """A sweep step's spec (:class:`~yolo_sm.contract.steps.SweepStep`) with the checks that
     need the model families and files: known families, widths in their range, model files
-    that exist, at most :data:`MAX_POINTS` points; lists deduplicated."""
+    that exist, at most :data:`MAX_POINTS` points; :data:`DISTINCT` lists deduplicated."""
 
     def validated(self) -> SweepSpec:
         spec = super().validated()
@@ -90,11 +94,10 @@ class SweepSpec(SweepStep):
                 raise UserError(
                     f"width must be between {MIN_WIDTH} and {MAX_WIDTH} (or n/s/m/l/x), got {w:g}"
                 )
-        lists = ("family", "widths", "depth", "precisions", "layouts", "backends", "batches")
-        kw = {k: tuple(dict.fromkeys(getattr(spec, k))) for k in (*lists, "imgsz")}
-        grid = len(spec.models) or len(kw["family"]) * len(kw["widths"])
-        for k in lists[2:] + ("imgsz",):
-            grid *= len(kw[k])
+        kw = {k: tuple(dict.fromkeys(getattr(spec, k))) for k in DISTINCT}
+        grid = len(spec.models) or len(kw["family"]) * len(spec.widths)
+        for n in (spec.depth, *(kw[k] for k in DISTINCT[1:]), spec.batches, spec.imgsz):
+            grid *= len(n)
         if grid > MAX_POINTS:
             raise UserError(
                 f"the sweep asks for {grid:,} points, more than {MAX_POINTS:,}: split it into "
