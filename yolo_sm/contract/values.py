@@ -469,10 +469,3 @@ class Spec:
                 more = f" (default {shown})" if shown not in (None, "", ()) else ""
                 flag = f.metadata["flag"] or "--" + name.replace("_", "-")
                 parser.add_argument(flag, dest=name, help=f.metadata["help"] + more or None)
-
-    @classmethod
-    def from_args(cls, args, names=None, **given):
-        """The spec of a command's parsed flags (those of :meth:`add_options`) and ``given``."""
-        keys = names if names is not None else cls.params()
-        data = {k: getattr(args, k, None) for k in keys}
-        return cls.from_mapping({**data, **given}, flags=True)

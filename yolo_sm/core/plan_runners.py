@@ -67,7 +67,7 @@ def step_spec(step: Step, plan: Plan, cls=None):
     fields = cls.params()
     p = model_params(step, plan) if "models" in fields else dict(step.params)
     device = {"device": plan.device} if "device" in fields else {}
-    return cls.from_mapping({**device, **p}, f"plan step {step.name}")
+    return cls.from_mapping({**device, **p}, f"step {step.name}")
 
 
 def sweep_spec(step: Step, plan: Plan):

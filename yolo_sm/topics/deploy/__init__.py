@@ -32,7 +32,7 @@ def cache_modes(x, what):
         raise UserError(f"{what} names no width")
     return {
         v.multiplier(w, f"{what} width"): tuple(
-            v.compile_mode(m, f"{what} at width {w}") for m in v.items(ms, what)
+            v.compile_mode(m, f"{what} at width {w}") for m in v.items(ms, f"{what} at width {w}")
         )
         for w, ms in x.items()
     }

@@ -35,6 +35,11 @@ class NumericsStep(Spec):
     class_priors: tuple | None = param(lambda x, w: [v.flag(b, w) for b in v.items(x, w)], None)
 
 
+def kernels(choices):
+    """Kernel names of ``choices``; an empty list skips that scope."""
+    return lambda x, what: [] if x in ([], ()) else v.texts(x, what, choices)
+
+
 @dataclass(frozen=True)
 class Int8KernelStep(Spec):
     """Widths of ``family`` at ``batch`` x ``imgsz``: ``conv_kernels`` per convolution,
@@ -46,14 +51,16 @@ class Int8KernelStep(Spec):
     batch: int = param(v.batch, 64)
     imgsz: int = param(v.imgsz, 640)
     device: str = param(v.device_name, "cuda")
-    conv_kernels: tuple = param(v.check(v.texts, choices=INT8_CONV_KERNELS), INT8_CONV_KERNELS)
-    model_kernels: tuple = param(v.check(v.texts, choices=INT8_MODEL_KERNELS), INT8_MODEL_KERNELS)
+    conv_kernels: tuple = param(kernels(INT8_CONV_KERNELS), INT8_CONV_KERNELS)
+    model_kernels: tuple = param(kernels(INT8_MODEL_KERNELS), INT8_MODEL_KERNELS)
     warmup_ms: float = param(v.warmup_ms, 20.0)  # per convolution and kernel (engines: 10x)
     budget_ms: float = param(v.budget_ms, 60.0)
 
     def validated(self):
         if not self.device.startswith("cuda"):
             raise UserError("int8_kernels times GPU kernels: device must be cuda[:N]")
+        if not (self.conv_kernels or self.model_kernels):
+            raise UserError("int8_kernels needs conv_kernels or model_kernels")
         return self
 
     def units(self) -> list[tuple[float, str]]:
