@@ -466,6 +466,6 @@ class Spec:
             if names is None or name in names:
                 default = f.default if f.default is not MISSING else None
                 shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
-                more = f" (default {shown})" if shown not in (None, "", ()) else ""
+                more = f" (default {shown})" if shown not in (None, "", "None") else ""
                 flag = f.metadata["flag"] or "--" + name.replace("_", "-")
                 parser.add_argument(flag, dest=name, help=f.metadata["help"] + more or None)
