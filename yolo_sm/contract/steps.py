@@ -32,9 +32,11 @@ one_precision, one_layout, one_backend = (
 
 def depths(x, what):
     """Depth multipliers; ``none`` for the family's own."""
+    xs = [None] if x is None else list(x) if isinstance(x, (list, tuple)) else v.items(x, what)
+    if not xs:
+        raise UserError(f"{what} needs at least one value")
     return [
-        None if d in ("", "none", "None") else v.number(d, what, above=0, hi=4)
-        for d in v.items(x, what)
+        None if d in (None, "", "none", "None") else v.number(d, what, above=0, hi=4) for d in xs
     ]
 
 

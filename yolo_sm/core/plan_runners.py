@@ -15,7 +15,7 @@ from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.manifest import register as reg
 from yolo_sm.contract.plans import Plan, Step
 from yolo_sm.contract.scrub import shown_path
-from yolo_sm.contract.steps import BenchStep
+from yolo_sm.contract.steps import BenchStep, Models
 from yolo_sm.contract.store import inside, write_atomic
 from yolo_sm.contract.workload import clear as clear_workload
 from yolo_sm.core import numerics
@@ -65,7 +65,7 @@ def step_spec(step: Step, plan: Plan, cls=None):
     checks) on the plan's device, with the plan's model where the step names none."""
     cls = cls or STEPS[step.kind][0]
     fields = cls.params()
-    p = model_params(step, plan) if "models" in fields else dict(step.params)
+    p = model_params(step, plan) if issubclass(cls, Models) else dict(step.params)
     device = {"device": plan.device} if "device" in fields else {}
     return cls.from_mapping({**device, **p}, f"step {step.name}")
 
