@@ -8,6 +8,7 @@ import pytest
 
 from yolo_sm.cli.main import main
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.steps import BenchStep
 from yolo_sm.core import bench
 
 
@@ -132,14 +133,14 @@ def test_spec_from_plan_params():
         "ultralytics_predict",
     ]
     for bad, match in (
-        ({"colour": 1}, "unknown bench key"),
+        ({"colour": 1}, "unknown bench parameter"),
         ({"engines": ["eager:fast/fp16/nhwc"]}, "only the compile backend"),
         ({"engines": ["compile:fastest/fp16/nhwc"]}, "compile mode"),
         ({"models": "yolov8:1", "widths": [1]}, "either"),
-        ({"batches": [1.5]}, "integer"),
-        ({"engines": [0]}, "backend/precision/layout items, got 0"),  # a YAML number
+        ({"batches": [1.5]}, "whole number"),
+        ({"engines": [0]}, "backend/precision/layout items, got '?0"),  # a YAML number
         ({"pipeline_nms_topk": 0}, "pipeline_nms_topk"),
-        ({"pipeline_modes": ["full", "fast"]}, "pipeline_modes are some of full, topk, graph"),
+        ({"pipeline_modes": ["full", "fast"]}, "pipeline_modes must be one of full, topk, graph"),
         ({"pipeline_modes": []}, "pipeline_modes"),
     ):
         with pytest.raises(UserError, match=match):
@@ -353,14 +354,12 @@ def test_the_default_bench_ranks_every_path_and_says_what_to_deploy_per_batch(
     spec = seen[0][2]
     assert [b for b, _, _ in seen] == [16, 64] and spec.device == "cuda"
     assert list(seen[0][1]) == list(FAKE_RATES)  # the default candidates, in run order
-    # the CLI's stated defaults are the spec's
-    d = measure.BENCH_DEFAULTS
-    assert d["engines"].split(",") == [bench.variant_name(e) for e in spec.engines]
-    assert d["pipeline_engine"] == bench.variant_name(spec.pipeline_engine)
-    assert tuple(int(s) for s in d["streams"].split(",")) == spec.pipeline_streams
-    assert tuple(d["pipeline"].split(",")) == spec.pipeline_modes
-    assert float(d["seconds"]) == spec.seconds
-    assert tuple(int(b) for b in d["batches"].split(",")) == bench.BenchSpec().batches
+    # the CLI's stated defaults (its flags are built from BenchStep) are the bench's
+    d = BenchStep()
+    assert list(d.engines) == [bench.variant_name(e) for e in spec.engines]
+    assert d.pipeline_engine == bench.variant_name(spec.pipeline_engine)
+    assert d.pipeline_streams == spec.pipeline_streams and d.pipeline_modes == spec.pipeline_modes
+    assert d.seconds == spec.seconds and d.batches == bench.BenchSpec().batches
     # the ratio printed per batch, recomputed with plain pandas from the table written
     df = pd.read_parquet(out)
     lines = [ln for ln in printed.splitlines() if ": deploy " in ln]

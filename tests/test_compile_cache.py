@@ -21,6 +21,7 @@ from yolo_sm.core import plan_status
 from yolo_sm.core import plans as collect
 from yolo_sm.core.engines import compile_cache as cc
 from yolo_sm.report.rules import FAILS, HOLDS, PARTLY, evaluate
+from yolo_sm.topics.deploy import CacheStep
 from yolo_sm.topics.deploy import collect as cache_builds
 from yolo_sm.topics.deploy import compile_cache as analyse_cache
 from yolo_sm.topics.deploy import rules as findings
@@ -349,9 +350,9 @@ def test_modes_per_width_are_units_built_in_the_plans_order_and_a_width_added_ke
 def test_a_modes_mapping_with_widths_beside_it_or_a_width_without_modes_stops():
     with pytest.raises(UserError, match="leave widths out"):
         cache_builds.CacheSpec.from_mapping({"widths": [1.0], "modes": {1.0: ["default"]}})
-    with pytest.raises(UserError, match="widths needs at least one"):
+    with pytest.raises(UserError, match="names no width"):
         cache_builds.CacheSpec.from_mapping({"modes": {}})
-    with pytest.raises(UserError, match="at width 1 needs at least one"):
+    with pytest.raises(UserError, match="at width 1.0 needs at least one"):
         cache_builds.CacheSpec.from_mapping({"modes": {1.0: [], 0.5: ["default"]}})
     # a comma string is read as the plan check reads it: two modes, at every width or one
     both = cache_builds.CacheSpec.from_mapping(
@@ -460,7 +461,7 @@ def test_compile_modes_include_max_autotune_without_cudagraphs_and_bad_modes_fai
     check_params("compile_cache", {"modes": ["max-autotune-no-cudagraphs"]}, "step")
     with pytest.raises(UserError, match="modes"):
         check_params("compile_cache", {"modes": ["fastest"]}, "step")
-    with pytest.raises(UserError, match="compile modes"):
+    with pytest.raises(UserError, match="compile mode"):
         cache_builds.CacheSpec.from_mapping({"modes": ["fastest"]})
 
 
@@ -559,8 +560,8 @@ def test_a_time_limited_collect_builds_the_units_that_fit_and_a_slow_mode_goes_b
 
 
 def test_mode_est_s_names_compile_modes_and_seconds():
-    check = contract_plans.PARAMS["compile_cache"]["mode_est_s"]
-    assert check({"max-autotune": 560}, "mode_est_s") == {"max-autotune": 560.0}
+    check = CacheStep.params()["mode_est_s"].metadata["check"]
+    assert check({"max-autotune": 560}, "mode_est_s") == (("max-autotune", 560.0),)
     for bad in ({"fastest": 5}, {"max-autotune": 0}, {}, [560]):
         with pytest.raises(UserError):
             check(bad, "mode_est_s")

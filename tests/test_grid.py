@@ -5,6 +5,7 @@ per group."""
 import pandas as pd
 import pytest
 
+from yolo_sm.contract import values
 from yolo_sm.contract.errors import UserError
 from yolo_sm.core import grid
 
@@ -146,11 +147,11 @@ def test_a_table_of_another_gpu_model_is_not_resumed(setup, monkeypatch):
 @pytest.mark.parametrize(
     "fn, value, expected",
     [
-        (grid.parse_bool, "Yes", True),
-        (grid.parse_bool, "off", False),
-        (grid.parse_int, "8", 8),
-        (grid.parse_int, 2.0, 2),
-        (grid.parse_float, "0.5", 0.5),
+        (values.flag, "Yes", True),
+        (values.flag, "off", False),
+        (values.whole, "8", 8),
+        (values.whole, 2.0, 2),
+        (values.number, "0.5", 0.5),
     ],
 )
 def test_spec_values(fn, value, expected):
@@ -158,7 +159,7 @@ def test_spec_values(fn, value, expected):
 
 
 @pytest.mark.parametrize(
-    "fn, value", [(grid.parse_bool, "maybe"), (grid.parse_int, "1.5"), (grid.parse_float, "x")]
+    "fn, value", [(values.flag, "maybe"), (values.whole, "1.5"), (values.number, "x")]
 )
 def test_bad_spec_values_are_one_sentence(fn, value):
     with pytest.raises(UserError, match="^x must be"):
@@ -166,8 +167,8 @@ def test_bad_spec_values_are_one_sentence(fn, value):
 
 
 def test_split_list():
-    assert grid.split_list("1, 2,,3") == ["1", "2", "3"]
-    assert grid.split_list((1, 2)) == [1, 2] and grid.split_list(4) == [4]
+    assert values.items("1, 2,,3", "x") == ["1", "2", "3"]
+    assert values.items((1, 2), "x") == [1, 2] and values.items(4, "x") == [4]
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,8 @@ from yolo_sm.cli.main import main
 from yolo_sm.contract import values
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.labels import config_label, parse_config
-from yolo_sm.contract.plans import KINDS, MAX_BATCH, PARAMS, check_params, load_plan, load_yaml
+from yolo_sm.contract.plans import KINDS, MAX_BATCH, check_params, load_plan, load_yaml
+from yolo_sm.topics import STEPS
 
 #: small and without a database: the whole file runs in seconds and writes nothing
 HYPO = settings(
@@ -118,7 +119,7 @@ def test_config_and_plan_files_of_any_yaml(doc):
 
 
 def _param_values(kind):
-    keys = st.sampled_from(sorted(PARAMS[kind])) | st.text(max_size=6)
+    keys = st.sampled_from(sorted(STEPS[kind][0].params())) | st.text(max_size=6)
     return st.dictionaries(keys, ANY, max_size=4)
 
 
@@ -132,7 +133,7 @@ def plans(draw):
             "kind": kind,
             "out": draw(st.from_regex(r"[a-z]{1,8}\.parquet", fullmatch=True) | SCALARS),
         }
-        if kind in PARAMS:
+        if kind in STEPS:
             step["params"] = draw(_param_values(kind))
         if draw(st.booleans()):
             step["est_s"] = draw(SCALARS)

@@ -195,7 +195,8 @@ def test_kernel_slowdown_divides_together_by_alone():
 
 
 def test_pairs_parse_and_bad_pairs_are_one_sentence():
-    from yolo_sm.contract.plans import check_params, parse_pair
+    from yolo_sm.contract.plans import check_params
+    from yolo_sm.topics.sharing import parse_pair
 
     assert parse_pair("1.0x16+0.25x1") == ((1.0, 16), (0.25, 1))
     assert sharing.pair_label(*parse_pair("1.0x16 + 0.25x1")) == BIG

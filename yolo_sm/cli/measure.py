@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from yolo_sm.cli import common
 from yolo_sm.cli.common import (
     backends_available,
     device,
@@ -15,36 +14,11 @@ from yolo_sm.cli.common import (
 )
 from yolo_sm.contract import datasets, values
 from yolo_sm.contract.errors import NotAvailableError, UserError
-from yolo_sm.contract.plans import (
-    MAX_BUDGET_MS,
-    MAX_RUN_S,
-    MAX_WARMUP_MS,
-    check_params,
-    load_yaml,
-)
-from yolo_sm.contract.vocab import PIPELINE_MODES
+from yolo_sm.contract.plans import load_yaml
+from yolo_sm.contract.steps import MODEL_HELP, BenchStep, SweepStep
 from yolo_sm.topics.compare.remeasure import TOLERANCE
 from yolo_sm.topics.deploy.recommend import deploy, deploy_line, ranking
 
-#: sweep settings a flag can set (flags override the --config YAML)
-SWEEP_KEYS = (
-    "family",
-    "widths",
-    "depth",
-    "precisions",
-    "layouts",
-    "backends",
-    "batches",
-    "imgsz",
-    "device",
-    "max_channels",
-    "compile_mode",
-    "budget_ms",
-    "warmup_ms",
-    "check",
-    "models",
-    "input_shape",
-)
 #: exit code of `yolo-sm remeasure` when a point lands outside the tolerance (2: a user error)
 OUTSIDE_TOLERANCE = 1
 
@@ -62,70 +36,16 @@ def run(args) -> int:
 def _sweep_parser(sub) -> None:
     s = sub.add_parser("sweep", help="time a grid of model x engine x batch points into parquet")
     s.add_argument("--config", help="YAML file with the same keys as the flags (flags override it)")
-    for flag, helptext in (
-        ("--family", "comma list: yolov8,yolo11"),
-        ("--widths", "comma list of multipliers (0.0625-4) or presets n,s,m,l,x"),
-        ("--depth", "comma list of depth multipliers (default 0.33 / preset depth)"),
-        ("--precisions", "comma list: fp32,tf32,fp16,bf16,fp8,int8"),
-        ("--layouts", "comma list: nchw,nhwc"),
-        ("--backends", "comma list: eager,cudagraph,compile,onnxruntime,tensorrt"),
-        ("--batches", "comma list of batch sizes"),
-        ("--imgsz", "comma list of square input sizes (multiples of 32)"),
-    ):
-        s.add_argument(flag, help=helptext)
+    SweepStep.add_options(s, set(SweepStep.params()) - {"model", "models", "input_shape", "check"})
     model_spec_flags(s)
-    s.add_argument("--device", help="cuda (default) or cpu")
-    s.add_argument(
-        "--max-channels", dest="max_channels", help="ultralytics max_channels cap (default 2048)"
-    )
-    s.add_argument(
-        "--compile-mode",
-        dest="compile_mode",
-        help="torch.compile mode (default 'default'); MODE+sep-pool first rewrites each "
-        "stride-1 max pool as two 1-D pools (exact)",
-    )
-    s.add_argument(
-        "--budget-ms",
-        dest="budget_ms",
-        help=f"timed milliseconds per point (default 300, at most {MAX_BUDGET_MS:g})",
-    )
-    s.add_argument(
-        "--warmup-ms",
-        dest="warmup_ms",
-        help=f"warm-up milliseconds per point (default 50, at most {MAX_WARMUP_MS:g})",
-    )
-    s.add_argument(
-        "--check",
-        choices=("on", "off"),
-        help="on (default): each engine's output must match eager fp32 within its precision's "
-        "tolerance; off: time without the check (a model with random weights whose output "
-        "differs by design, e.g. RT-DETR's query selection); its rows say check_input off",
-    )
-    s.add_argument(
-        "--no-check",
-        dest="check",
-        action="store_const",
-        const="off",
-        help="the same as --check off",
-    )
+    check = SweepStep.params()["check"].metadata["help"]
+    s.add_argument("--check", choices=("on", "off"), help=check)
+    s.add_argument("--no-check", dest="check", action="store_const", const="off", help="off")
     s.add_argument("--out", required=False, help="parquet file; rerunning resumes it")
     s.set_defaults(run=run)
 
 
-#: what ``yolo-sm bench`` runs without engine flags (collect.bench.BenchSpec's defaults; a test
-#: holds the two together: this module does not import torch to build its parser)
-BENCH_DEFAULTS = {
-    "batches": "1,16,64",
-    "engines": "cudagraph/fp16/nhwc,compile/fp16/nhwc,compile:reduce-overhead/fp16/nhwc",
-    "pipeline_engine": "compile/fp16/nhwc",
-    "streams": "1,3",
-    "pipeline": "graph",
-    "seconds": "1.0",
-}
-
-
 def _bench_parser(sub) -> None:
-    d = BENCH_DEFAULTS
     b = sub.add_parser(
         "bench",
         help="rank the paths you would deploy: model-only engines, the frames-to-boxes "
@@ -139,51 +59,10 @@ def _bench_parser(sub) -> None:
         "(model, batch), the first of a model longer while torch.compile builds (about 2 to 3 "
         "minutes for one model at three batches); a rerun skips what --out holds.",
     )
+    b.add_argument("--models", "--model", default="yolov8:0.5", help=MODEL_HELP)
+    BenchStep.add_options(b, BENCH_FLAGS)
     b.add_argument(
-        "--models",
-        "--model",
-        default="yolov8:0.5",
-        help="comma list of family:width, model .yaml or ultralytics .pt (YOLO detectors)",
-    )
-    b.add_argument("--batches", help=f"comma list of batch sizes (default {d['batches']})")
-    b.add_argument(
-        "--engines",
-        help="comma list of backend/precision/layout besides eager/fp16/nhwc "
-        "(compile:MODE/... picks a torch.compile mode; MODE+sep-pool first rewrites the "
-        f"model's stride-1 max pools as two 1-D pools, exactly; default {d['engines']})",
-    )
-    b.add_argument(
-        "--pipeline-engine",
-        help="backend[:mode]/precision/layout of the engine the pipeline rows wrap (a CPU runs "
-        f"eager/fp32/nhwc; default {d['pipeline_engine']})",
-    )
-    b.add_argument(
-        "--streams",
-        help=f"comma list: one pipeline row per batches-in-flight count (default {d['streams']})",
-    )
-    b.add_argument(
-        "--pipeline",
-        help="comma list of pipeline modes, one row per mode and stream count: full (the full "
-        "NMS), topk (NMS first on each frame's --nms-topk best candidates in fixed-size "
-        "buffers, the full NMS where that is not exact), graph (topk with everything after the "
-        f"copy to the device in one CUDA graph; default {d['pipeline']})",
-    )
-    b.add_argument(
-        "--nms-topk",
-        default="1024",
-        help="candidates per frame of the fixed-size NMS of the topk and graph modes",
-    )
-    b.add_argument("--device", default="cuda")
-    b.add_argument(
-        "--seconds",
-        help=f"wall time of each pipeline / predict row (at most {MAX_RUN_S:g} s; default "
-        f"{d['seconds']})",
-    )
-    b.add_argument(
-        "--no-predict",
-        dest="predict",
-        action="store_false",
-        help="skip ultralytics' YOLO.predict rows",
+        "--no-predict", dest="predict", action="store_false", help="skip YOLO.predict rows"
     )
     b.add_argument(
         "--out",
@@ -191,6 +70,13 @@ def _bench_parser(sub) -> None:
         help="parquet file for the table (a rerun skips the (model, batch) pairs it holds)",
     )
     b.set_defaults(run=run)
+
+
+#: the bench settings ``yolo-sm bench`` takes as flags
+BENCH_FLAGS = (
+    "batches", "engines", "pipeline_engine", "pipeline_streams", "pipeline_modes",
+    "pipeline_nms_topk", "device", "seconds",
+)  # fmt: skip
 
 
 def _remeasure_parser(sub) -> None:
@@ -220,14 +106,13 @@ def _remeasure_parser(sub) -> None:
 
 def sweep(args) -> int:
     data = load_yaml(args.config) if args.config else {}
+    out = data.pop("out", None)
     if args.config:
-        out = data.pop("out", None)
-        check_params("sweep", data, f"config file {args.config}")
+        SweepStep.from_mapping(data, f"config file {args.config}")
         out = values.text(out, f"config file {args.config} out") if out is not None else None
-    else:
-        out = None
-    flags = {k: getattr(args, k) for k in SWEEP_KEYS if getattr(args, k, None) is not None}
-    check_params("sweep", flags, "sweep", flags=True)
+    flags = {k: getattr(args, k, None) for k in SweepStep.params()}
+    flags = {k: x for k, x in flags.items() if x is not None}
+    SweepStep.from_mapping(flags, "sweep", flags=True)
     data.update(flags)
     out = args.out or out
     if not out:
@@ -309,32 +194,11 @@ def worth(df, what: str = "points") -> str:
 
 def bench(args) -> int:
     from yolo_sm.core.bench import BenchSpec, run_bench
-    from yolo_sm.core.models.spec import parse_models
 
-    parse_models(values.text(args.models, "--models"), need_shape=False)  # one sentence if bad
-
-    def given(value, parse):  # a flag left out: BenchSpec's default (BENCH_DEFAULTS)
-        return None if value is None else parse(value)
-
-    streams = lambda v: values.wholes(v, "--streams", lo=1, hi=64)  # noqa: E731
-    seconds = lambda v: values.number(v, "--seconds", above=0, hi=MAX_RUN_S, unit="s")  # noqa: E731
-    flags = {
-        "models": args.models,
-        "batches": given(args.batches, common.batches),
-        "engines": given(args.engines, lambda v: values.texts(v, "--engines")),
-        "pipeline_engine": given(
-            args.pipeline_engine, lambda v: values.text(v, "--pipeline-engine")
-        ),
-        "pipeline_streams": given(args.streams, streams),
-        "pipeline_modes": given(
-            args.pipeline, lambda v: values.texts(v, "--pipeline", PIPELINE_MODES)
-        ),
-        "pipeline_nms_topk": values.whole(args.nms_topk, "--nms-topk", lo=1, hi=1 << 20),
-        "device": values.device_name(args.device),
-        "seconds": given(args.seconds, seconds),
-        "predict": args.predict,
-    }
-    spec = BenchSpec.from_mapping(flags)
+    flags = {k: getattr(args, k) for k in BENCH_FLAGS}
+    spec = BenchSpec.from_mapping(
+        {**flags, "models": args.models, "predict": args.predict}, "bench", flags=True
+    )
     device(spec.device)
     backends_available(e[0] for e in (*spec.engines, spec.pipeline_engine_here()))
     out = output(args.out)

@@ -378,61 +378,30 @@ REQUIRED = {
         and c not in ("quant_convs", "quant_fallbacks", "quant_handoffs", "quant_plans_cached")
     ),
     "ncu": ("kernel_id", "kernel_name", "nvtx_path", "nvtx_range", "duration_us"),
-    "kernels": (
-        "kernel_name",
-        "start_us",
-        "duration_us",
-        "grid_size",
-        "block_size",
-        "registers_per_thread",
-        "shared_mem_per_block_bytes",
-        "est_occupancy_pct",
-        "theoretical_occupancy_pct",
-        "limiter",
-        "waves",
-        "layer",
-        "stage",
-        "kernel_class",
+    "kernels": tuple(
+        (
+            "kernel_name start_us duration_us grid_size block_size registers_per_thread "
+            "shared_mem_per_block_bytes est_occupancy_pct theoretical_occupancy_pct limiter "
+            "waves layer stage kernel_class"
+        ).split()
     ),
     "gpm": tuple(SCHEMAS["gpm"]),
     "layers": ("config", "layer", "module_type", "stage", "kineto_time_us", "ncu_time_us"),
     "gpm_overhead": tuple(SCHEMAS["gpm_overhead"]),
     "ceilings": ("ceiling", "value", "unit", "median_ms"),
-    "model_tables": (
-        "model",
-        "family",
-        "width",
-        "imgsz",
-        "batch",
-        "bytes_per_element",
-        "index",
-        "layer",
-        "module_type",
-        "stage",
-        "params",
-        "flops",
-        "weight_bytes",
-        "in_bytes",
-        "out_bytes",
-        "min_bytes",
-        "conv_io_bytes",
-        "conv_weight_bytes",
-        "conv_bytes",
+    "model_tables": tuple(
+        (
+            "model family width imgsz batch bytes_per_element index layer module_type stage "
+            "params flops weight_bytes in_bytes out_bytes min_bytes conv_io_bytes "
+            "conv_weight_bytes conv_bytes"
+        ).split()
     ),
     "probe": ("stage", "wall_ms", "gpu_ms", "width", "batch", "engine", "candidates_per_frame"),
     "numerics": ("input", "metric", "family", "width", "precision", "reference", "imgsz", "device"),
-    "bench": (
-        "family",
-        "width",
-        "batch",
-        "variant",
-        "scope",
-        "status",
-        "message",
-        "median_ms",
-        "p99_ms",
-        "img_per_s",
-        "vs_baseline",
+    "bench": tuple(
+        (
+            "family width batch variant scope status message median_ms p99_ms img_per_s vs_baseline"
+        ).split()
     ),
 }
 
@@ -504,17 +473,8 @@ SCHEMAS["techniques"] = {
     "upcast_calls": "of those, calls with a 16-bit input and a float32 output (autocast ran "
     "the op in fp32)",
 }
-REQUIRED["techniques"] = (
-    "technique",
-    "model",
-    "variant",
-    "backend",
-    "scope",
-    "batch",
-    "precision",
-    "device",
-    "status",
-    "message",
+REQUIRED["techniques"] = tuple(
+    "technique model variant backend scope batch precision device status message".split()
 )
 
 # --- model shapes and input shapes (collect.wide_deep, collect.resolutions) ------------------
@@ -570,10 +530,10 @@ SCHEMAS["resolutions"] = {
     **HOST_COLUMNS,
 }
 REQUIRED["wide_vs_deep"] = (*REQUIRED["sweep"], "pair", "role")
-REQUIRED["resolutions"] = (
-    "family", "width", "batch", "frame_size", "imgsz_h", "imgsz_w", "engine", "backend", "status",
-    "message", "img_per_s", "mpix_per_s",
-)  # fmt: skip
+REQUIRED["resolutions"] = tuple((
+"family width batch frame_size imgsz_h imgsz_w engine backend status message "
+"img_per_s mpix_per_s"
+).split())  # fmt: skip
 
 # --- two models sharing one GPU (collect.sharing) ------------------------------------------
 SCHEMAS["sharing"] = {
@@ -621,28 +581,11 @@ SCHEMAS["sharing_kernels"] = {
     "(streams only; 0 alone), microseconds",
     "overlap_share": "overlap_us / time_us",
 }
-REQUIRED["sharing"] = (
-    "pair",
-    "mode",
-    "engine",
-    "config",
-    "width",
-    "batch",
-    "batches",
-    "img_per_s",
-    "p50_ms",
-    "p99_ms",
+REQUIRED["sharing"] = tuple(
+    "pair mode engine config width batch batches img_per_s p50_ms p99_ms".split()
 )
-REQUIRED["sharing_kernels"] = (
-    "pair",
-    "mode",
-    "engine",
-    "kernel_class",
-    "kernels",
-    "time_us",
-    "batches",
-    "time_share",
-    "overlap_us",
+REQUIRED["sharing_kernels"] = tuple(
+    "pair mode engine kernel_class kernels time_us batches time_share overlap_us".split()
 )
 SCHEMAS["gpm"]["power_w"] = "board power draw over the window (nvmlDeviceGetPowerUsage), watts"
 
@@ -801,19 +744,11 @@ def validate(df, kind: str, name: str | None = None, source=None):
 
 
 # the columns that name a sweep point (a resumed sweep skips points whose key it holds)
-KEY_COLUMNS = (
-    "family",
-    "scale",
-    "width",
-    "depth",
-    "max_channels",
-    "precision",
-    "layout",
-    "backend",
-    "batch",
-    "imgsz",
-    "compile_mode",
-    "device",
+KEY_COLUMNS = tuple(
+    (
+        "family scale width depth max_channels precision layout backend batch imgsz "
+        "compile_mode device"
+    ).split()
 )
 
 
@@ -874,14 +809,14 @@ SCHEMAS["compile_cache"] = {
     "graphs_compiled": "graphs dynamo compiled during the build",
     **{k: v for k, v in PHASE_SECONDS.items() if k != "compile_cache"},
 }
-REQUIRED["compile_cache"] = (
-    "family", "width", "batch", "compile_mode", "run", "cache", "status", "message",
-)  # fmt: skip
+REQUIRED["compile_cache"] = tuple(
+    "family width batch compile_mode run cache status message".split()
+)
 TEXT = TEXT | {"cache", "compile_cache"}
-NUMBER = NUMBER | {
-    "run", "fx_cache_hits", "fx_cache_misses", "cache_files_before", "cache_files_after",
-    "autotuned_ops", "autotune_reads",
-}  # fmt: skip
+NUMBER = NUMBER | {*(
+"run fx_cache_hits fx_cache_misses cache_files_before cache_files_after "
+"autotuned_ops autotune_reads"
+).split()}  # fmt: skip
 
 # --- activation lifetimes and the caching allocator's pool (collect.memory) -----------------
 SCHEMAS["memory_lifetimes"] = {
@@ -963,32 +898,15 @@ SCHEMAS["memory_pool"] = {
     "seed": "seed of the batch sequence and of the inputs",
     "cudnn_benchmark": "cuDNN's per-shape algorithm search was on",
 }
-REQUIRED["memory_lifetimes"] = (
-    "model",
-    "width",
-    "batch",
-    "level",
-    "index",
-    "layer",
-    "module_type",
-    "out_bytes",
-    "created_at_step",
-    "freed_after_step",
-    "held_until_step",
-    "lifetime_steps",
-    "live_bytes_after",
-    "measured_peak_bytes",
-    "weight_bytes",
-    "input_bytes",
+REQUIRED["memory_lifetimes"] = tuple(
+    (
+        "model width batch level index layer module_type out_bytes created_at_step "
+        "freed_after_step held_until_step lifetime_steps live_bytes_after "
+        "measured_peak_bytes weight_bytes input_bytes"
+    ).split()
 )
-REQUIRED["memory_pool"] = (
-    "alloc_conf",
-    "step",
-    "batch",
-    "allocated_bytes",
-    "reserved_bytes",
-    "inactive_split_bytes",
-    "latency_ms",
+REQUIRED["memory_pool"] = tuple(
+    ("alloc_conf step batch allocated_bytes reserved_bytes inactive_split_bytes latency_ms").split()
 )
 for _kind in ("memory_lifetimes", "memory_pool"):
     for _c, _text in PLACE.items():
@@ -997,16 +915,10 @@ TEXT = TEXT | frozenset({"level", "from_layers", "alloc_conf"})
 FLAG = FLAG | frozenset({"first_of_batch", "cudnn_benchmark"})
 NUMBER = NUMBER | frozenset(
     {
-        "layer_index",
-        "created_at_step",
-        "freed_after_step",
-        "held_until_step",
-        "lifetime_steps",
-        "last_use_layer",
-        "steps",
-        "step",
-        "segments",
-        "alloc_retries",
+        *(
+            "layer_index created_at_step freed_after_step held_until_step lifetime_steps "
+            "last_use_layer steps step segments alloc_retries"
+        ).split()
     }
 )
 

@@ -20,6 +20,7 @@ import os
 import re
 import reprlib
 import tempfile
+from dataclasses import MISSING, field, fields
 from pathlib import Path
 
 from yolo_sm.contract.errors import UserError
@@ -347,3 +348,124 @@ def environment(caching: bool) -> None:
         raise UserError(f"environment variable YOLO_CONFIG_DIR must be absolute, got {config!r}")
     if config is not None:
         output_path(config, "environment variable YOLO_CONFIG_DIR", folder=True)
+
+
+# --- the checks step specs and flags share --------------------------------------------------
+
+#: longest warm-up per timed point (ms): 1 minute
+MAX_WARMUP_MS = 60_000.0
+#: longest timed budget per point (ms): 10 minutes
+MAX_BUDGET_MS = 600_000.0
+#: longest wall time of one timed row (a pipeline, a predict loop, a GPM run; s): 10 minutes
+MAX_RUN_S = 600.0
+#: largest batch a flag or plan may ask for
+MAX_BATCH = 65_536
+#: largest square input size (pixels)
+MAX_IMGSZ = 8192
+#: widest width multiplier any model family takes (each family checks its own range)
+MAX_WIDTH_ANY = 16.0
+PRESETS = ("n", "s", "m", "l", "x")
+
+
+def check(fn, **limits):
+    """``fn(v, what, **limits)`` as a check of one field: ``check(numbers, above=0)``."""
+    return lambda v, what: fn(v, what, **limits)
+
+
+def one(fn):
+    """A check of a list, for a key that takes exactly one value."""
+
+    def single(v, what):
+        got = fn(v, what)
+        if len(got) != 1:
+            raise UserError(f"{what} takes one value, got {len(got)}")
+        return got[0]
+
+    return single
+
+
+def widths(v, what):
+    """Width multipliers, or preset letters n/s/m/l/x."""
+    return [
+        x.strip().lower()
+        if isinstance(x, str) and x.strip().lower() in PRESETS
+        else number(x, what, above=0, hi=MAX_WIDTH_ANY)
+        for x in items(v, what)
+    ]
+
+
+def imgszs(v, what):
+    """Square input sizes: multiples of 32 pixels."""
+    out = wholes(v, what, lo=32, hi=MAX_IMGSZ, unit="pixels")
+    if any(s % 32 for s in out):
+        raise UserError(f"{what} must be multiples of 32, got {','.join(map(str, out))}")
+    return out
+
+
+multipliers = check(numbers, above=0, hi=MAX_WIDTH_ANY)
+multiplier = check(number, above=0, hi=MAX_WIDTH_ANY)
+batches = check(wholes, lo=1, hi=MAX_BATCH)
+batch = check(whole, lo=1, hi=MAX_BATCH)
+imgsz = one(imgszs)
+warmup_ms = check(number, lo=0, hi=MAX_WARMUP_MS, unit="ms")
+budget_ms = check(number, above=0, hi=MAX_BUDGET_MS, unit="ms")
+run_s = check(number, above=0, hi=MAX_RUN_S, unit="s")
+gap_s = check(number, lo=0, hi=60, unit="s")
+seconds = check(number, above=0, hi=7 * 86400, unit="s")
+seed = check(whole, lo=0, hi=2**32 - 1)
+
+
+def param(check, default=None, help: str = "", flag: str = ""):
+    """A spec field checked by ``check(value, what)``; ``help`` and ``flag`` (default
+    ``--name-with-dashes``) for the command line that sets it."""
+    return field(default=default, metadata={"check": check, "help": help, "flag": flag})
+
+
+class Spec:
+    """A step kind's frozen spec: each field a :func:`param`, parsed once from a plan step's
+    params or a command's flags (:meth:`from_mapping`), the same checks for both."""
+
+    kind = ""
+
+    @classmethod
+    def params(cls) -> dict:
+        return {f.name: f for f in fields(cls) if "check" in f.metadata}
+
+    @classmethod
+    def from_mapping(cls, data, where: str = "", *, flags: bool = False):
+        """The spec of ``data`` (None: a field's default); an unknown key or a bad value is
+        one UserError naming it (``where``, or with ``flags`` its ``--flag``)."""
+        where = where or cls.kind or cls.__name__
+        known = cls.params()
+        unknown = sorted(set(mapping(data, f"{where} params")) - set(known))
+        if unknown:
+            raise UserError(
+                f"{where} has unknown {cls.kind} parameter(s) {', '.join(unknown)}; known: "
+                f"{', '.join(sorted(known))}"
+            )
+        kw = {}
+        for k, v in data.items():
+            if v is not None:
+                f = known[k]
+                what = (
+                    (f.metadata["flag"] or "--" + k.replace("_", "-")) if flags else f"{where} {k}"
+                )
+                got = f.metadata["check"](v, what)
+                kw[k] = tuple(got) if isinstance(got, list) else got
+        return cls(**kw).validated()
+
+    def validated(self):
+        """Checks across fields (none by default)."""
+        return self
+
+    @classmethod
+    def add_options(cls, parser, names=None) -> None:
+        """One ``--flag`` per field (of ``names``), read as text and checked by
+        :meth:`from_mapping` with ``flags``."""
+        for name, f in cls.params().items():
+            if names is None or name in names:
+                default = f.default if f.default is not MISSING else None
+                shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+                more = f" (default {shown})" if shown not in (None, "", "None") else ""
+                flag = f.metadata["flag"] or "--" + name.replace("_", "-")
+                parser.add_argument(flag, dest=name, help=f.metadata["help"] + more or None)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 
 from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.vocab import PIPELINE_MODES
+from yolo_sm.contract.steps import BenchStep
 from yolo_sm.contract.workload import clear, publish
 from yolo_sm.core.engines import EngineConfig, build_engine, check_device
 from yolo_sm.core.engines.config import (
@@ -23,18 +23,13 @@ from yolo_sm.core.engines.config import (
     Layout,
     Precision,
     check_compile_mode,
-    check_device_name,
 )
 from yolo_sm.core.grid import (
     Pace,
     free_memory,
     longest_by_width,
-    parse_bool,
-    parse_float,
-    parse_int,
     pending,
     run_grid,
-    split_list,
     table_rows,
     width_scaled,
 )
@@ -162,69 +157,37 @@ class BenchSpec:
     specs: tuple = ()
 
     @classmethod
-    def from_mapping(cls, data: dict) -> BenchSpec:
-        """From plan / CLI keys: ``family`` + ``widths`` (or ``models`` as ``family:width``
-        items), ``batches``, ``engines`` (``backend/precision/layout`` strings),
-        ``pipeline_engine``, ``pipeline_streams``, ``pipeline_modes``, ``pipeline_nms_topk``,
-        ``device``, ``imgsz``, ``budget_ms``, ``warmup_ms``, ``seconds``, ``predict``,
-        ``est_unit_s``. A None value means the default (as the plan check reads it)."""
+    def from_mapping(cls, data: dict, where: str = "bench", *, flags: bool = False) -> BenchSpec:
+        """From plan / CLI keys, as :class:`~yolo_sm.contract.steps.BenchStep` parses them."""
+        return cls.from_step(BenchStep.from_mapping(data, where, flags=flags))
 
-        data = {k: v for k, v in data.items() if v is not None}
-        known = {f.name for f in fields(cls)} | {"family", "widths"}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise UserError(
-                f"unknown bench key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
-            )
-        kw = {}
-        if "models" in data and ("family" in data or "widths" in data):
+    @classmethod
+    def from_step(cls, step: BenchStep) -> BenchSpec:
+        """The bench of a parsed step: ``models`` as (family, width) pairs (a model file's
+        width its own), ``engines`` as checked triples."""
+        if step.models and (step.family or step.widths):
             raise UserError("give bench models either as models or as family + widths")
-        if "models" in data:
-            models, specs = [], []
-            for item in split_list(data["models"]):
-                m = parse_model(item, need_shape=False)
-                if m.kind == "family":
-                    models.append((m.source, parse_float(m.width, "width")))
-                else:
-                    models.append((m.name, spec_scale(m)[0]))
-                    specs.append((m.name, m.text))
-            kw["models"], kw["specs"] = tuple(models), tuple(specs)
-        elif "widths" in data or "family" in data:
-            family = str(data.get("family", "yolov8"))
-            widths = split_list(data.get("widths", 1.0))
-            kw["models"] = tuple((family, parse_float(w, "width")) for w in widths)
-        if "batches" in data:
-            kw["batches"] = tuple(parse_int(b, "batch") for b in split_list(data["batches"]))
-        if "engines" in data:
-            kw["engines"] = tuple(parse_engine(e) for e in split_list(data["engines"] or []))
-        if "pipeline_engine" in data:
-            kw["pipeline_engine"] = parse_engine(data["pipeline_engine"])
-        if "pipeline_streams" in data:
-            kw["pipeline_streams"] = tuple(
-                parse_int(s, "pipeline_streams") for s in split_list(data["pipeline_streams"])
-            )
-        for k in ("device",):
-            if k in data:
-                kw[k] = str(data[k])
-        if "pipeline_modes" in data:
-            kw["pipeline_modes"] = tuple(
-                str(m).strip().lower() for m in split_list(data["pipeline_modes"])
-            )
-        if "pipeline_nms_topk" in data:
-            kw["pipeline_nms_topk"] = parse_int(data["pipeline_nms_topk"], "pipeline_nms_topk")
-        if "imgsz" in data:
-            kw["imgsz"] = parse_int(data["imgsz"], "imgsz")
-        for k in ("budget_ms", "warmup_ms", "seconds", "est_unit_s"):
-            if k in data:
-                kw[k] = parse_float(data[k], k)
-        if "predict" in data:
-            kw["predict"] = parse_bool(data["predict"], "predict")
-        return cls(**kw).validated()
+        models, specs = [], []
+        for item in step.models:
+            m = parse_model(item, need_shape=False)
+            if m.kind == "family":
+                models.append((m.source, float(m.width)))
+            else:
+                models.append((m.name, spec_scale(m)[0]))
+                specs.append((m.name, m.text))
+        if not step.models and (step.family or step.widths):
+            models = [(step.family or "yolov8", w) for w in step.widths or (1.0,)]
+        kw = {f: getattr(step, f) for f in (
+            "batches", "engines", "pipeline_streams", "pipeline_modes", "pipeline_nms_topk",
+            "device", "imgsz", "budget_ms", "warmup_ms", "seconds", "predict", "est_unit_s",
+        )}  # fmt: skip
+        if models:
+            kw.update(models=tuple(models), specs=tuple(specs))
+        return cls(pipeline_engine=parse_engine(step.pipeline_engine), **kw).validated()
 
     def validated(self) -> BenchSpec:
-
-        if not self.models or not self.batches:
-            raise UserError("bench needs at least one model and one batch size")
+        """The families and widths the bench runs (the rest was checked by BenchStep's
+        fields); lists deduplicated, the baseline not listed twice."""
         for family, width in self.models:
             if family not in FAMILIES and family not in dict(self.specs):
                 raise UserError(
@@ -232,31 +195,13 @@ class BenchSpec:
                 )
             if not MIN_WIDTH <= float(width) <= MAX_WIDTH:
                 raise UserError(f"width must be between {MIN_WIDTH} and {MAX_WIDTH}, got {width}")
-        if any(int(b) != b or b <= 0 for b in self.batches):
-            raise UserError("batch sizes must be positive integers")
-        if not self.pipeline_streams or any(s < 1 for s in self.pipeline_streams):
-            raise UserError("pipeline_streams must be positive integers")
-        if not self.pipeline_modes or not set(self.pipeline_modes) <= set(PIPELINE_MODES):
-            raise UserError(
-                f"pipeline_modes are some of {', '.join(PIPELINE_MODES)}, got "
-                f"{', '.join(map(str, self.pipeline_modes)) or 'none'}"
-            )
-        if self.pipeline_nms_topk < 1:
-            raise UserError("pipeline_nms_topk must be a positive count of candidates per frame")
-        if self.imgsz <= 0 or self.imgsz % 32:
-            raise UserError("imgsz must be a positive multiple of 32")
-        if not (self.budget_ms > 0 and self.warmup_ms >= 0 and self.seconds > 0):  # NaN fails
-            raise UserError("budget_ms and seconds must be positive, warmup_ms not negative")
-        check_device_name(self.device)
         engines = tuple(parse_engine(e) for e in self.engines)
-        engines = tuple(e for e in dict.fromkeys(engines) if e != BASELINE)
         return replace(
             self,
             models=tuple((str(f), float(w)) for f, w in dict.fromkeys(self.models)),
-            batches=tuple(int(b) for b in dict.fromkeys(self.batches)),
-            engines=engines,
-            pipeline_engine=parse_engine(self.pipeline_engine),
-            pipeline_streams=tuple(int(s) for s in dict.fromkeys(self.pipeline_streams)),
+            batches=tuple(dict.fromkeys(self.batches)),
+            engines=tuple(e for e in dict.fromkeys(engines) if e != BASELINE),
+            pipeline_streams=tuple(dict.fromkeys(self.pipeline_streams)),
             pipeline_modes=tuple(dict.fromkeys(self.pipeline_modes)),
         )
 

@@ -1,5 +1,5 @@
 """One resumable runner for every grid of measurements (sweep points, bench units, re-measured
-points), and the helpers their specs share.
+points).
 
 :func:`run_grid` walks a list of units in order. A unit whose key the output table already
 holds (completely, where ``complete`` says what that means) is skipped; consecutive units of
@@ -35,49 +35,6 @@ from yolo_sm.contract.store import (
     write_atomic,
 )
 from yolo_sm.core.provenance import gpu_clash, gpu_name
-
-# --- values of a spec (plan YAML or command line) -------------------------------------------
-
-
-def split_list(v) -> list:
-    """A comma-separated string, a list or a single value -> a list of values."""
-    if isinstance(v, str):
-        return [x.strip() for x in v.split(",") if x.strip()]
-    if isinstance(v, (list, tuple)):
-        return list(v)
-    return [v]
-
-
-def parse_bool(v, what: str) -> bool:
-    """``true/false, yes/no, on/off, 1/0`` (any case) or a bool; anything else a UserError."""
-    if isinstance(v, bool):
-        return v
-    text = str(v).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise UserError(f"{what} must be true or false, got {v!r}")
-
-
-def parse_float(v, what: str) -> float:
-    """A number (string or not); anything else a UserError naming ``what``."""
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        raise UserError(f"{what} must be a number, got {v!r}") from None
-
-
-def parse_int(v, what: str) -> int:
-    """A whole number (``"8"``, ``8.0``); anything else a UserError naming ``what``."""
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        raise UserError(f"{what} must be an integer, got {v!r}") from None
-    if f != int(f):
-        raise UserError(f"{what} must be an integer, got {v!r}")
-    return int(f)
-
 
 # --- memory ---------------------------------------------------------------------------------
 

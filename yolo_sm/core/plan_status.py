@@ -14,10 +14,9 @@ from yolo_sm.contract.plans import RESUMABLE, SCHEDULING_PARAMS, Plan, Step
 from yolo_sm.core.bench import missing_units
 from yolo_sm.core.plan_runners import (
     bench_spec,
-    cache_spec,
-    int8_kernel_spec,
     model_params,
     step_path,
+    step_spec,
     sweep_spec,
     trace_spec,
 )
@@ -42,10 +41,10 @@ def _progress(step: Step, plan: Plan, path: Path) -> tuple[int, int, str] | None
         spec = bench_spec(step, plan)
         return len(missing_units(spec, path)), len(spec.units()), "(model, batch) units"
     if step.kind == "int8_kernels":
-        spec = int8_kernel_spec(step, plan)
+        spec = step_spec(step, plan)
         return len(int8_missing_units(spec, path)), len(spec.units()), "(width, scope) units"
     if step.kind == "compile_cache":
-        spec = cache_spec(step, plan)
+        spec = step_spec(step, plan)
         return len(cache_missing_units(spec, path)), len(spec.units()), "(width, mode) units"
     if step.kind == "trace":
         spec = trace_spec(step, plan)
@@ -148,9 +147,9 @@ def _partial_need(step: Step, plan: Plan, path: Path) -> float:
     built yet by the plan's ``mode_est_s``), else the missing units' share of its ``est_s``."""
     seconds = None
     if step.kind == "int8_kernels":
-        seconds = int8_missing_seconds(int8_kernel_spec(step, plan), path)
+        seconds = int8_missing_seconds(step_spec(step, plan), path)
     elif step.kind == "compile_cache":
-        seconds = cache_missing_seconds(cache_spec(step, plan), path)[0]
+        seconds = cache_missing_seconds(step_spec(step, plan), path)[0]
     elif step.kind == "trace":
         seconds = trace_units.missing_seconds(trace_spec(step, plan), path)
     if seconds is not None:

@@ -9,35 +9,25 @@ import itertools
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from yolo_sm.analyse import plan_grid
 from yolo_sm.analyse.hostbound import host_bound_rule
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.schema import KEY_COLUMNS, REQUIRED
+from yolo_sm.contract.steps import SweepStep
 from yolo_sm.contract.store import check_output_path, write_atomic  # noqa: F401 (re-exported)
 from yolo_sm.contract.workload import clear, publish
 from yolo_sm.core.engines import EngineConfig, build_engine
 from yolo_sm.core.engines.base import CHECK_INPUT
-from yolo_sm.core.engines.config import (
-    Backend,
-    Layout,
-    Precision,
-    check_compile_mode,
-    check_device_name,
-)
 from yolo_sm.core.engines.qconv import fallbacks, plan_sources
 from yolo_sm.core.grid import (
     Pace,
     free_memory,
-    parse_bool,
-    parse_float,
-    parse_int,
     pending,
     run_grid,
     run_pace,
-    split_list,
     table_rows,
 )
 from yolo_sm.core.models import FAMILIES, MAX_WIDTH, MIN_WIDTH, build_yolo, model_flops, preset
@@ -45,7 +35,6 @@ from yolo_sm.core.models.spec import (
     build_spec,
     parse_model,
     parse_models,
-    parse_shape,
     spec_scale,
     weights_calibrated,
 )
@@ -81,119 +70,35 @@ class Point:
 MAX_POINTS = 100_000
 
 
-@dataclass(frozen=True)
-class SweepSpec:
-    """The grid. Lists are crossed; ``widths`` mixes multipliers and preset letters (n/s/m/l/x).
-    ``depth`` None means 0.33 for multipliers and the preset's own depth for letters."""
+#: the lists a sweep takes each value of once
+DISTINCT = ("family", "precisions", "layouts", "backends")
 
-    family: tuple[str, ...] = ("yolov8",)
-    widths: tuple = (1.0,)
-    depth: tuple = (None,)
-    precisions: tuple[str, ...] = ("fp16",)
-    layouts: tuple[str, ...] = ("nhwc",)
-    backends: tuple[str, ...] = ("eager",)
-    batches: tuple[int, ...] = (1,)
-    imgsz: tuple[int, ...] = (640,)
-    device: str = "cuda"
-    max_channels: int = 2048
-    compile_mode: str = "default"
-    warmup_ms: float = 50.0
-    budget_ms: float = 300.0
-    check: bool = True
-    extra: dict = field(default_factory=dict)
-    # model specs (collect.models.spec: family:width, .yaml, .pt, module:function); when given
-    # they are the grid's models instead of family x widths x depth
-    models: tuple = ()
-    # C,H,W of the models' input (sets their imgsz); a module:function model without one runs
-    # at 3 x imgsz x imgsz
-    input_shape: tuple | None = None
 
-    @classmethod
-    def from_mapping(cls, data: dict) -> SweepSpec:
-        """Build from YAML/CLI keys (comma strings or lists); unknown keys are an error."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise UserError(
-                f"unknown sweep key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
-            )
-        kw = {}
-        for k, v in data.items():
-            if v is None:
-                continue
-            if k in ("device", "compile_mode"):
-                kw[k] = str(v)
-            elif k in ("max_channels",):
-                kw[k] = parse_int(v, k)
-            elif k in ("warmup_ms", "budget_ms"):
-                kw[k] = parse_float(v, k)
-            elif k == "check":
-                kw[k] = parse_bool(v, k)
-            elif k == "extra":
-                kw[k] = dict(v)
-            elif k == "input_shape":
-                kw[k] = parse_shape(v)
-            else:
-                kw[k] = tuple(split_list(v))
-        return cls(**kw).validated()
+class SweepSpec(SweepStep):
+    """A sweep step's spec (:class:`~yolo_sm.contract.steps.SweepStep`) with the checks that
+    need the model families and files: known families, widths in their range, model files
+    that exist, at most :data:`MAX_POINTS` points; :data:`DISTINCT` lists deduplicated."""
 
     def validated(self) -> SweepSpec:
-
-        def each(values, what, choices):
-            out = []
-            for v in values:
-                v = str(v).lower()
-                if v not in choices:
-                    raise UserError(f"unknown {what} {v!r}: choose one of {', '.join(choices)}")
-                out.append(v)
-            if not out:
-                raise UserError(f"the sweep needs at least one {what}")
-            return tuple(dict.fromkeys(out))
-
-        fam = each(self.family, "family", tuple(FAMILIES))
-        prec = each(self.precisions, "precision", tuple(p.value for p in Precision))
-        lay = each(self.layouts, "layout", tuple(x.value for x in Layout))
-        back = each(self.backends, "backend", tuple(b.value for b in Backend))
-        widths = []
-        for w in self.widths:
-            if isinstance(w, str) and w.strip().lower() in ("n", "s", "m", "l", "x"):
-                widths.append(w.strip().lower())
-                continue
-            w = parse_float(w, "width")
-            if not MIN_WIDTH <= w <= MAX_WIDTH:
+        spec = super().validated()
+        bad = [f for f in spec.family if f not in FAMILIES]
+        if bad:
+            raise UserError(f"unknown family {bad[0]!r}: choose one of {', '.join(FAMILIES)}")
+        for w in spec.widths:
+            if not isinstance(w, str) and not MIN_WIDTH <= w <= MAX_WIDTH:
                 raise UserError(
                     f"width must be between {MIN_WIDTH} and {MAX_WIDTH} (or n/s/m/l/x), got {w:g}"
                 )
-            widths.append(w)
-        if not widths:
-            raise UserError("the sweep needs at least one width")
-        depths = tuple(
-            None if d in (None, "", "none", "None") else parse_float(d, "depth") for d in self.depth
-        )
-        if any(d is not None and not 0 < d <= 4 for d in depths):
-            raise UserError("depth must be in (0, 4]")
-        batches = tuple(parse_int(b, "batch") for b in self.batches)
-        if any(b <= 0 for b in batches) or not batches:
-            raise UserError(
-                f"batch sizes must be positive integers, got {','.join(map(str, self.batches))}"
-            )
-        sizes = tuple(parse_int(s, "imgsz") for s in self.imgsz)
-        if any(s <= 0 or s % 32 for s in sizes) or not sizes:
-            raise UserError("imgsz must be positive multiples of 32")
-        grid = (len(self.models or ()) or len(fam) * len(widths)) * len(depths or (None,))
-        grid *= len(prec) * len(lay) * len(back) * len(batches) * len(sizes)
+        kw = {k: tuple(dict.fromkeys(getattr(spec, k))) for k in DISTINCT}
+        grid = len(spec.models) or len(kw["family"]) * len(spec.widths)
+        for n in (spec.depth, *(kw[k] for k in DISTINCT[1:]), spec.batches, spec.imgsz):
+            grid *= len(n)
         if grid > MAX_POINTS:
             raise UserError(
                 f"the sweep asks for {grid:,} points, more than {MAX_POINTS:,}: split it into "
                 "several sweeps"
             )
-        check_compile_mode(self.compile_mode)
-        check_device_name(self.device)
-        if not self.budget_ms > 0 or not self.warmup_ms >= 0:  # (NaN fails both)
-            raise UserError("budget_ms must be positive and warmup_ms not negative")
-        if self.max_channels <= 0:
-            raise UserError("max_channels must be positive")
-        models = parse_models(self.models or None, self.input_shape, need_shape=False)
+        models = parse_models(spec.models or None, spec.input_shape, need_shape=False)
         files = [m for m in models if m.kind != "family"]
         for a, b in itertools.combinations(files, 2):
             if a.name == b.name:
@@ -201,19 +106,7 @@ class SweepSpec:
                     f"models {a.source} and {b.source} share the label {a.name}: name one "
                     "with LABEL=PATH"
                 )
-        models = tuple(m.text for m in models)
-        return replace(
-            self,
-            models=models,
-            family=fam,
-            precisions=prec,
-            layouts=lay,
-            backends=back,
-            widths=tuple(widths),
-            depth=depths or (None,),
-            batches=batches,
-            imgsz=sizes,
-        )
+        return replace(spec, models=tuple(m.text for m in models), **kw)
 
     def points(self) -> list[Point]:
         """Every supported point, ordered so that each model and engine is built once."""

@@ -2,9 +2,10 @@
 
 Each ``yolo_sm/topics/<name>/__init__.py`` declares its :class:`Topic` as pure data (no pandas,
 no torch); :data:`ALL` lists them. Everything else (the rule catalogue, the site's headlines,
-the plan's step kinds) is derived from :data:`ALL`, never appended to from another module.
-Callables are named as ``"module:attribute"`` inside the topic's folder and imported on use
-(:meth:`Topic.load`), so reading the registry stays light.
+the plan's step kinds: :data:`STEPS`) is derived from :data:`ALL`, never appended to from
+another module. Callables are named as ``"module:attribute"`` inside the topic's folder (or
+``"yolo_sm.module:attribute"``) and imported on use (:func:`load`), so reading the registry
+stays light.
 """
 
 from __future__ import annotations
@@ -14,13 +15,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from yolo_sm.contract.steps import GENERIC
+
 
 @dataclass(frozen=True)
 class Topic:
     """One question. ``sources``: ``("rules:RULES", "analyse:facts")`` pairs (a rule set and
     the facts function ``DataRoot -> facts`` it reads); ``pair_sources`` the same over two
     roots (``(a, b) -> facts``); ``headlines``: per notebook, the rule ids that answer its
-    question, in reading order (the first is the site index's line for the page)."""
+    question, in reading order (the first is the site index's line for the page); ``steps``:
+    the plan step kinds it collects, kind -> (its frozen spec class, its runner's ref)."""
 
     name: str
     notebooks: tuple[str, ...]
@@ -28,6 +32,7 @@ class Topic:
     sources: tuple[tuple[str, str], ...] = ()
     pair_sources: tuple[tuple[str, str], ...] = ()
     headlines: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    steps: Mapping[str, tuple[type, str]] = field(default_factory=dict)
 
     def __post_init__(self):
         object.__setattr__(self, "headlines", MappingProxyType(dict(self.headlines)))
@@ -37,8 +42,15 @@ class Topic:
 
     def load(self, ref: str):
         """The attribute ``"module:attribute"`` of this topic's folder."""
-        module, _, attr = ref.partition(":")
-        return getattr(importlib.import_module(f"{__name__}.{self.name}.{module}"), attr)
+        return load(ref, f"{__name__}.{self.name}")
+
+
+def load(ref: str, package: str = "yolo_sm"):
+    """The attribute of ``"module:attribute"``: a module under ``package``, or an absolute
+    ``yolo_sm.`` one."""
+    module, _, attr = ref.partition(":")
+    module = module if module.startswith("yolo_sm.") else f"{package}.{module}"
+    return getattr(importlib.import_module(module), attr)
 
 
 def _all() -> tuple[Topic, ...]:
@@ -54,9 +66,23 @@ def _all() -> tuple[Topic, ...]:
 ALL: tuple[Topic, ...] = _all()
 
 
+def _steps() -> dict[str, tuple[type, str]]:
+    out = dict(GENERIC)
+    for t in ALL:
+        clash = set(out) & set(t.steps)
+        if clash:
+            raise ValueError(f"topic {t.name} declares step kinds declared before: {clash}")
+        out.update(t.steps)
+    return out
+
+
+#: every step kind: kind -> (its spec class, its runner as "yolo_sm.module:function")
+STEPS: dict[str, tuple[type, str]] = _steps()
+
+
 def headlines() -> dict[str, tuple[str, ...]]:
     """Notebook (or group) -> the rule ids its page leads with."""
     return {nb: ids for t in ALL for nb, ids in t.headlines.items()}
 
 
-__all__ = ["ALL", "Topic", "headlines"]
+__all__ = ["ALL", "STEPS", "Topic", "headlines", "load"]

@@ -40,8 +40,7 @@ from yolo_sm.contract.store import (
     write_text_atomic,
 )
 from yolo_sm.core import plan_runners, plan_status
-from yolo_sm.core.bench import UNIT, BenchSpec
-from yolo_sm.core.sweep import SweepSpec
+from yolo_sm.core.bench import UNIT
 
 SHARDS = ".shards"  # folder of the shards inside a dataset root
 OWNER = "owner.json"  # the place of the worker running a shard
@@ -72,11 +71,8 @@ def _label(*parts) -> str:
 
 def full_spec(step: Step, plan: Plan):
     """The SweepSpec or BenchSpec of a sweep or bench step (None for the other kinds)."""
-    if step.kind == "sweep":
-        return SweepSpec.from_mapping({"device": plan.device, **step.params})
-    if step.kind == "bench":
-        return BenchSpec.from_mapping({"device": plan.device, **step.params})
-    return None
+    spec = {"sweep": plan_runners.sweep_spec, "bench": plan_runners.bench_spec}.get(step.kind)
+    return spec and spec(step, plan)
 
 
 def step_units(step: Step, plan: Plan) -> list[Step]:

@@ -24,11 +24,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict
 from pathlib import Path
 
-from yolo_sm.contract import values
-from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.scrub import user_command
 from yolo_sm.core.engines import EngineConfig, build_engine
 from yolo_sm.core.grid import (
@@ -44,89 +42,13 @@ from yolo_sm.core.models import build_yolo
 from yolo_sm.core.stopwatch import phase
 from yolo_sm.core.sweep import failure
 from yolo_sm.core.timing import measure_engine
+from yolo_sm.topics.deploy import CacheStep
 
 #: the build of each planned state, in order: the first fills the empty folder
 RUNS = ("cold", "warm")
 
 
-@dataclass(frozen=True)
-class CacheSpec:
-    """What a compile-cache step builds: per width, its compile modes (a (width, mode) pair is
-    one unit, built cold then warm); every other field is shared by all builds.
-
-    ``modes`` are built at every width of ``widths`` that ``width_modes`` (pairs of a width and
-    its own modes) does not name; a plan gives either ``widths`` and a list of ``modes``, or
-    ``modes`` as a mapping from width to its modes (:meth:`from_mapping`), so that the slow
-    modes can be built at one width and only the fastest engine's at the others."""
-
-    family: str = "yolov8"
-    widths: tuple[float, ...] = (0.5,)
-    batch: int = 64
-    modes: tuple[str, ...] = ("default",)
-    width_modes: tuple[tuple[float, tuple[str, ...]], ...] = ()
-    precision: str = "fp16"
-    layout: str = "nhwc"
-    imgsz: int = 640
-    device: str = "cuda"
-    warmup_ms: float = 50.0
-    budget_ms: float = 300.0
-    timeout_s: float = 600.0  # one build process
-    # seconds of a (width, mode) unit of these modes before the table holds one of the mode
-    # (max-autotune's cold build autotunes for minutes, far longer than the other modes' units)
-    mode_est_s: tuple[tuple[str, float], ...] = ()
-
-    def units(self) -> list[tuple[float, str]]:
-        """The (width, compile mode) pairs, in build order: per width in ``widths`` order, its
-        modes in their order."""
-        own = dict(self.width_modes)
-        widths = list(self.widths) + [w for w in own if w not in self.widths]
-        return [(float(w), m) for w in widths for m in own.get(w, self.modes)]
-
-    @classmethod
-    def from_mapping(cls, data: dict) -> CacheSpec:
-        """From a plan step's params (checked by yolo_sm.contract.plans); None: the default."""
-        known = {f.name for f in fields(cls)} - {"width_modes"}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise UserError(f"unknown compile-cache key(s) {', '.join(unknown)}")
-        kw = {k: v for k, v in data.items() if v is not None}
-        if isinstance(kw.get("modes"), dict):
-            if "widths" in kw:
-                raise UserError(
-                    "compile-cache modes given per width name their widths: leave widths out"
-                )
-            per = [
-                (float(w), _modes_of(m, f"compile modes at width {float(w):g}"))
-                for w, m in kw.pop("modes").items()
-            ]
-            kw.update(widths=tuple(w for w, _ in per), modes=(), width_modes=tuple(per))
-        elif "modes" in kw:
-            kw["modes"] = _modes_of(kw["modes"])
-        if "widths" in kw:
-            kw["widths"] = tuple(float(w) for w in values.items(kw["widths"], "widths"))
-        for k in ("precision", "layout", "batch", "imgsz"):  # one value (a plan may list it)
-            if isinstance(kw.get(k), (list, tuple)) and len(kw[k]) == 1:
-                kw[k] = kw[k][0]
-        for k in ("warmup_ms", "budget_ms", "timeout_s"):
-            if k in kw:
-                kw[k] = float(kw[k])
-        if isinstance(kw.get("mode_est_s"), dict):
-            kw["mode_est_s"] = tuple(
-                (values.compile_mode(m, "mode_est_s"), float(v))
-                for m, v in kw["mode_est_s"].items()
-            )
-        for k in ("batch", "imgsz"):
-            if k in kw:
-                kw[k] = int(kw[k])
-        spec = cls(**kw)
-        for _, m in spec.units():  # no width is without modes: _modes_of needs one
-            values.compile_mode(m, "compile modes")
-        return spec
-
-
-def _modes_of(modes, what: str = "compile modes") -> tuple[str, ...]:
-    """Compile modes as the plan check reads them: a list, one mode or a comma string."""
-    return tuple(values.items(modes, what))
+CacheSpec = CacheStep
 
 
 def child_env(cache_dir: str, environ=None) -> dict:

@@ -15,7 +15,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -41,6 +41,7 @@ from yolo_sm.core.models import build_yolo
 from yolo_sm.core.provenance import collect
 from yolo_sm.core.sweep import failure
 from yolo_sm.core.timing import engine_call, measure, measure_rounds
+from yolo_sm.topics.precision import Int8KernelStep
 
 #: the columns that name a row of an int8_kernels table
 KEY = ("width", "batch", "scope", "layer", "kernel")
@@ -48,64 +49,12 @@ CONV_KERNELS = INT8_CONV_KERNELS
 MODEL_KERNELS = INT8_MODEL_KERNELS
 
 
-@dataclass(frozen=True)
-class Int8KernelSpec:
-    """Widths of ``family`` timed at ``batch`` x ``imgsz``; ``conv_kernels`` per convolution,
-    ``model_kernels`` as whole CUDA-graph engines (empty: skip that scope)."""
-
-    widths: tuple[float, ...] = (0.5, 1.0, 2.0)
-    family: str = "yolov8"
-    batch: int = 64
-    imgsz: int = 640
-    device: str = "cuda"
-    conv_kernels: tuple[str, ...] = CONV_KERNELS
-    model_kernels: tuple[str, ...] = MODEL_KERNELS
-    warmup_ms: float = 20.0  # per convolution and kernel (the model engines: 10x)
-    budget_ms: float = 60.0
-
-    @classmethod
-    def from_mapping(cls, data: dict) -> Int8KernelSpec:
-        kw = {k: v for k, v in data.items() if v is not None}
-        for k in ("widths", "conv_kernels", "model_kernels"):
-            if k in kw:
-                v = kw[k]
-                kw[k] = tuple(v) if isinstance(v, (list, tuple)) else (v,)
-        return cls(**kw).validated()
+class Int8KernelSpec(Int8KernelStep):
+    """An int8_kernels step's spec with the engine's own checks of its batch and size."""
 
     def validated(self) -> Int8KernelSpec:
-        widths = tuple(float(w) for w in self.widths)
-        if not widths or not all(w > 0 for w in widths):
-            raise UserError(f"int8_kernels widths must be positive numbers, got {self.widths!r}")
-        for what, given, allowed in (
-            ("conv_kernels", self.conv_kernels, CONV_KERNELS),
-            ("model_kernels", self.model_kernels, MODEL_KERNELS),
-        ):
-            bad = [k for k in given if k not in allowed]
-            if bad:
-                raise UserError(f"unknown {what} {bad}: choose from {', '.join(allowed)}")
-        if not (self.conv_kernels or self.model_kernels):
-            raise UserError("int8_kernels needs conv_kernels or model_kernels")
-        if not str(self.device).startswith("cuda"):
-            raise UserError("int8_kernels times GPU kernels: device must be cuda[:N]")
-        if not (self.budget_ms > 0 and self.warmup_ms >= 0):
-            raise UserError("int8_kernels needs budget_ms > 0 and warmup_ms >= 0")
-        EngineConfig(batch=self.batch, imgsz=self.imgsz, device=self.device)  # their checks
-        return replace(
-            self,
-            widths=widths,
-            conv_kernels=tuple(self.conv_kernels),
-            model_kernels=tuple(self.model_kernels),
-        )
-
-    def units(self) -> list[tuple[float, str]]:
-        """(width, scope) in run order: each width's convolutions, then its engines."""
-        out = []
-        for w in self.widths:
-            if self.conv_kernels:
-                out.append((w, "conv"))
-            if self.model_kernels:
-                out.append((w, "model"))
-        return out
+        EngineConfig(batch=self.batch, imgsz=self.imgsz, device=self.device)
+        return super().validated()
 
 
 def conv_ops(mod: Int8Conv, x) -> float:

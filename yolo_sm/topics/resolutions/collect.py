@@ -8,10 +8,9 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
-from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.scrub import user_argv
 from yolo_sm.contract.store import write_atomic
 from yolo_sm.core.engines import EngineConfig, build_engine
@@ -21,69 +20,20 @@ from yolo_sm.core.grid import free_memory
 from yolo_sm.core.models import build_yolo
 from yolo_sm.core.sweep import SweepSpec, check_environment, failure, host_columns
 from yolo_sm.core.timing import measure_engine
+from yolo_sm.topics.resolutions import ResolutionStep
 from yolo_sm.topics.resolutions.analyse import engine_hw, parse_frame
 
 DYNAMIC = ("eager", "compile")
 
 
-@dataclass(frozen=True)
-class ResolutionSpec:
-    """The models (``family`` at each of ``widths``, ``depth``), the frames (``"WxH"``), one
-    batch, the fixed engines' backend and the dynamic engines to compare with them."""
-
-    widths: tuple[float, ...] = (0.5, 1.0)
-    family: str = "yolov8"
-    depth: float = 0.33
-    batch: int = 8
-    frames: tuple[str, ...] = ("640x640", "1280x720", "1920x1080")
-    fixed_backend: str = "cudagraph"
-    dynamic: tuple[str, ...] = ("eager",)
-    precision: str = "fp16"
-    layout: str = "nhwc"
-    device: str = "cuda"
-    warmup_ms: float = 50.0
-    budget_ms: float = 150.0
-    check: bool = True
-
-    @classmethod
-    def from_mapping(cls, data: dict) -> ResolutionSpec:
-        kw = {k: v for k, v in data.items() if v is not None}
-        for k in ("widths", "frames", "dynamic"):
-            if k in kw:
-                v = kw[k]
-                kw[k] = tuple(v) if isinstance(v, (list, tuple)) else (v,)
-        return cls(**kw).validated()
+class ResolutionSpec(ResolutionStep):
+    """A resolutions step's spec with the sweep's own checks of its models."""
 
     def validated(self) -> ResolutionSpec:
         SweepSpec(
-            family=(self.family,),
-            widths=self.widths,
-            depth=(self.depth,),
-            precisions=(self.precision,),
-            layouts=(self.layout,),
-            backends=(self.fixed_backend,),
-            batches=(self.batch,),
-            device=self.device,
-            warmup_ms=self.warmup_ms,
-            budget_ms=self.budget_ms,
+            family=(self.family,), widths=self.widths, depth=(self.depth,), device=self.device
         ).validated()
-        if self.fixed_backend not in ("eager", "cudagraph", "compile"):
-            raise UserError(
-                f"fixed_backend must be eager, cudagraph or compile, got {self.fixed_backend!r}"
-            )
-        dyn = tuple(str(d).lower() for d in self.dynamic)
-        bad = [d for d in dyn if d not in DYNAMIC]
-        if bad:
-            raise UserError(f"unknown dynamic engine {bad[0]!r}: choose {', '.join(DYNAMIC)}")
-        frames = tuple(f"{w}x{h}" for h, w in (parse_frame(f) for f in self.frames))
-        if not frames:
-            raise UserError("resolutions needs at least one frame size")
-        return replace(
-            self,
-            widths=tuple(float(w) for w in self.widths),
-            frames=tuple(dict.fromkeys(frames)),
-            dynamic=dyn,
-        )
+        return self
 
 
 def _config(spec: ResolutionSpec, backend: str, hw: tuple[int, int]) -> EngineConfig:

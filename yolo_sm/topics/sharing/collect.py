@@ -15,10 +15,10 @@ from pathlib import Path
 
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.labels import config_label
-from yolo_sm.contract.plans import parse_pair
 from yolo_sm.core.devices import nvml_index
 from yolo_sm.core.models import build
 from yolo_sm.core.profiling.gpm import GpmSampler
+from yolo_sm.topics.sharing import parse_pair
 from yolo_sm.topics.sharing.analyse import kernel_classes, pair_label, window_rows
 from yolo_sm.topics.sharing.collect_run import Processes, build_side, run_engines
 from yolo_sm.topics.sharing.collect_trace import trace_run
@@ -234,14 +234,3 @@ def _empty_gpm():
     import pandas as pd
 
     return pd.DataFrame(columns=["t_s", "window_s", "metric", "value", "source"])
-
-
-def run_sharing_step(params: dict, device: str) -> dict:
-    """:func:`run_sharing` with a plan step's params (``pairs`` already parsed by the plan
-    check, or texts)."""
-    p = dict(params)
-    pairs = p.pop("pairs", None) or DEFAULT_PAIRS
-    if isinstance(pairs, str):
-        pairs = [pairs]
-    pairs = [parse_pair(x) if isinstance(x, str) else x for x in pairs]
-    return run_sharing(pairs, device, **p)

@@ -7,79 +7,35 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict
 from pathlib import Path
 
 from yolo_sm.contract.errors import UserError
 from yolo_sm.core.grid import free_memory, run_grid
 from yolo_sm.core.models import build_yolo, model_flops
-from yolo_sm.core.models.matching import TOLERANCE, yolo_flops
+from yolo_sm.core.models.matching import yolo_flops
 from yolo_sm.core.profiling.kineto import occupancy_summary
 from yolo_sm.core.sweep import Point, SweepSpec, check_environment, run_point
 from yolo_sm.core.timing import engine_call
+from yolo_sm.topics.wide_deep import WideDeepStep
 
 #: the columns that name a point of a wide_vs_deep table
 KEY = ("pair", "role", "backend", "batch")
 ROLES = ("wide", "deep")
 
 
-@dataclass(frozen=True)
-class WideDeepSpec:
-    """``pairs``: ((wide width, wide depth), (deep width, deep depth)) per pair; every pair is
-    timed at each backend and batch, fp16 NHWC (``precision`` / ``layout`` to change)."""
-
-    pairs: tuple = (((0.5, 0.33), (0.371, 1.0)),)
-    family: str = "yolov8"
-    backends: tuple[str, ...] = ("eager", "cudagraph")
-    batches: tuple[int, ...] = (1, 16, 64)
-    precision: str = "fp16"
-    layout: str = "nhwc"
-    imgsz: int = 640
-    device: str = "cuda"
-    warmup_ms: float = 50.0
-    budget_ms: float = 150.0
-    tolerance: float = TOLERANCE
-    occupancy: bool = True  # the Kineto pass per point
-    check: bool = True
-
-    @classmethod
-    def from_mapping(cls, data: dict) -> WideDeepSpec:
-        """From a plan step's params: ``pairs`` as [wide_width, wide_depth, deep_width,
-        deep_depth] lists; the other keys as :class:`WideDeepSpec` names them."""
-        kw = {k: v for k, v in data.items() if v is not None}
-        if "pairs" in kw:
-            kw["pairs"] = tuple(_pair(p) for p in kw["pairs"])
-        for k in ("backends", "batches"):
-            if k in kw:
-                v = kw[k]
-                kw[k] = tuple(v) if isinstance(v, (list, tuple)) else (v,)
-        return cls(**kw).validated()
+class WideDeepSpec(WideDeepStep):
+    """A wide_vs_deep step's spec with the sweep's own checks of its grid."""
 
     def validated(self) -> WideDeepSpec:
-        if not self.pairs:
-            raise UserError("wide_vs_deep needs at least one pair")
-        pairs = tuple(_pair(p) for p in self.pairs)
-        # the sweep's own checks (backends, batches, imgsz, budget, device)
         SweepSpec(
             family=(self.family,),
-            widths=tuple(w for p in pairs for w, _ in p),
-            precisions=(self.precision,),
-            layouts=(self.layout,),
+            widths=tuple(w for p in self.pairs for w, _ in p),
             backends=self.backends,
             batches=self.batches,
-            imgsz=(self.imgsz,),
             device=self.device,
-            warmup_ms=self.warmup_ms,
-            budget_ms=self.budget_ms,
         ).validated()
-        if not 0 < self.tolerance < 1:
-            raise UserError(f"tolerance must be in (0, 1), got {self.tolerance!r}")
-        return replace(
-            self,
-            pairs=pairs,
-            backends=tuple(str(b).lower() for b in self.backends),
-            batches=tuple(int(b) for b in self.batches),
-        )
+        return self
 
     def sweep(self) -> SweepSpec:
         """The sweep spec each point runs under (warm-up, budget, check)."""
@@ -110,20 +66,6 @@ class WideDeepSpec:
                         )  # fmt: skip
                         out.append((i, role, p))
         return out
-
-
-def _pair(p) -> tuple:
-    """((wide width, wide depth), (deep width, deep depth)) from 4 numbers or 2 pairs."""
-    flat = [x for part in p for x in (part if isinstance(part, (list, tuple)) else [part])]
-    try:
-        nums = [float(x) for x in flat]
-    except (TypeError, ValueError):
-        nums = []
-    if len(nums) != 4 or not all(n > 0 for n in nums):
-        raise UserError(
-            f"a wide_vs_deep pair is [wide_width, wide_depth, deep_width, deep_depth], got {p!r}"
-        )
-    return ((nums[0], nums[1]), (nums[2], nums[3]))
 
 
 def check_pairs(spec: WideDeepSpec, flops=yolo_flops) -> list[dict]:
