@@ -24,6 +24,7 @@ from yolo_sm.contract.plans import (
 )
 from yolo_sm.contract.vocab import PIPELINE_MODES
 from yolo_sm.topics.compare.remeasure import TOLERANCE
+from yolo_sm.topics.deploy import BENCH_DEFAULTS
 from yolo_sm.topics.deploy.recommend import deploy, deploy_line, ranking
 
 #: sweep settings a flag can set (flags override the --config YAML)
@@ -112,72 +113,57 @@ def _sweep_parser(sub) -> None:
     s.set_defaults(run=run)
 
 
-#: what ``yolo-sm bench`` runs without engine flags (collect.bench.BenchSpec's defaults; a test
-#: holds the two together: this module does not import torch to build its parser)
-BENCH_DEFAULTS = {
-    "batches": "1,16,64",
-    "engines": "cudagraph/fp16/nhwc,compile/fp16/nhwc,compile:reduce-overhead/fp16/nhwc",
-    "pipeline_engine": "compile/fp16/nhwc",
-    "streams": "1,3",
-    "pipeline": "graph",
-    "seconds": "1.0",
-}
+def _text(v) -> str:
+    return ",".join(map(str, v)) if isinstance(v, tuple) else str(v)
 
 
 def _bench_parser(sub) -> None:
-    d = BENCH_DEFAULTS
+    d = {k: _text(v) for k, v in BENCH_DEFAULTS.items()}
     b = sub.add_parser(
         "bench",
         help="rank the paths you would deploy: model-only engines, the frames-to-boxes "
         "pipeline, ultralytics predict",
         description="Measure, side by side in one process per (model, batch), the eager fp16 "
-        "NHWC baseline, the model-only engines (--engines), the frames-to-boxes pipeline "
-        "(uint8 frames in pinned memory to boxes on the host) around --pipeline-engine and "
-        "ultralytics' YOLO.predict; print them ranked by images per second and one line per "
-        "(model, batch) saying which frames-to-boxes path to deploy and how it compares with "
-        "the fastest model-only engine. With the defaults a GPU takes about a minute per "
-        "(model, batch), the first of a model longer while torch.compile builds (about 2 to 3 "
-        "minutes for one model at three batches); a rerun skips what --out holds.",
+        "NHWC baseline, the model-only engines, the frames-to-boxes pipeline (uint8 frames in "
+        "pinned memory to boxes on the host) and ultralytics' YOLO.predict; print them ranked "
+        "per batch and which path to deploy in each. A rerun skips what --out holds.",
     )
     b.add_argument(
         "--models",
         "--model",
-        default="yolov8:0.5",
-        help="comma list of family:width, model .yaml or ultralytics .pt (YOLO detectors)",
+        default=d["models"],
+        help="comma list of family:width, model .yaml or ultralytics .pt",
     )
     b.add_argument("--batches", help=f"comma list of batch sizes (default {d['batches']})")
     b.add_argument(
         "--engines",
-        help="comma list of backend/precision/layout besides eager/fp16/nhwc "
-        "(compile:MODE/... picks a torch.compile mode; MODE+sep-pool first rewrites the "
-        f"model's stride-1 max pools as two 1-D pools, exactly; default {d['engines']})",
+        help="comma list of backend[:mode]/precision/layout besides "
+        f"eager/fp16/nhwc (default {d['engines']})",
     )
     b.add_argument(
         "--pipeline-engine",
-        help="backend[:mode]/precision/layout of the engine the pipeline rows wrap (a CPU runs "
+        help="the engine the pipeline rows wrap (a CPU runs "
         f"eager/fp32/nhwc; default {d['pipeline_engine']})",
     )
     b.add_argument(
-        "--streams",
-        help=f"comma list: one pipeline row per batches-in-flight count (default {d['streams']})",
+        "--streams", help=f"batches in flight, one row each (default {d['pipeline_streams']})"
     )
     b.add_argument(
         "--pipeline",
-        help="comma list of pipeline modes, one row per mode and stream count: full (the full "
-        "NMS), topk (NMS first on each frame's --nms-topk best candidates in fixed-size "
-        "buffers, the full NMS where that is not exact), graph (topk with everything after the "
-        f"copy to the device in one CUDA graph; default {d['pipeline']})",
+        help="comma list of pipeline modes: full (the full NMS), topk "
+        "(NMS on each frame's --nms-topk best candidates first), graph (topk, all "
+        f"after the copy in one CUDA graph; default {d['pipeline_modes']})",
     )
     b.add_argument(
         "--nms-topk",
-        default="1024",
-        help="candidates per frame of the fixed-size NMS of the topk and graph modes",
+        default=d["pipeline_nms_topk"],
+        help="candidates per frame of the topk and graph modes' NMS",
     )
     b.add_argument("--device", default="cuda")
     b.add_argument(
         "--seconds",
-        help=f"wall time of each pipeline / predict row (at most {MAX_RUN_S:g} s; default "
-        f"{d['seconds']})",
+        help="wall time of each pipeline / predict row (at most "
+        f"{MAX_RUN_S:g} s; default {d['seconds']})",
     )
     b.add_argument(
         "--no-predict",
@@ -188,9 +174,9 @@ def _bench_parser(sub) -> None:
     b.add_argument(
         "--out",
         required=True,
-        help="parquet file for the table (a rerun skips the (model, batch) pairs it holds)",
+        help="parquet file (a rerun skips the (model, batch) pairs it holds)",
     )
-    b.set_defaults(run=run)
+    b.set_defaults(run=run)  # fmt: skip
 
 
 def _remeasure_parser(sub) -> None:
@@ -313,7 +299,7 @@ def bench(args) -> int:
 
     parse_models(values.text(args.models, "--models"), need_shape=False)  # one sentence if bad
 
-    def given(value, parse):  # a flag left out: BenchSpec's default (BENCH_DEFAULTS)
+    def given(value, parse):  # a flag left out: BenchSpec's default
         return None if value is None else parse(value)
 
     streams = lambda v: values.wholes(v, "--streams", lo=1, hi=64)  # noqa: E731
@@ -346,19 +332,18 @@ def bench(args) -> int:
 
 
 def print_ranking(df) -> None:
-    """A bench table as its ranking (:func:`yolo_sm.topics.deploy.recommend.ranking`), the rows
-    that did not run, and one line per (model, batch) saying what to deploy."""
+    """A bench table ranked per batch (:func:`yolo_sm.topics.deploy.recommend.ranking`), the
+    rows that did not run, and one line per batch saying what to deploy."""
     import pandas as pd
 
-    cols = ["model", "batch", "rank", "scope", "variant", "img_per_s", "vs_fastest_engine"]
-    cols += ["median_ms", "p99_ms", "build_s"]
     rank = ranking(df)
+    cols = ["batch", "rank", "scope", "variant", "vs_fastest_engine", "img_per_s", "median_ms"]
+    cols += ["p99_ms", "build_s"]
     with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
-        print(rank[[c for c in cols if c in rank]].to_string(index=False) if len(rank) else "")
-    bad = df[df["status"] != "ok"]
-    for _, r in bad.iterrows():
+        print(rank[cols].to_string(index=False) if len(rank) else "")
+    for _, r in df[df["status"] != "ok"].iterrows():
         print(f"not run: {r['variant']} at batch {r['batch']} ({r['status']}): {r['message']}")
-    for _, r in deploy(df).iterrows():
+    for _, r in deploy(rank).iterrows():
         print(deploy_line(r))
 
 

@@ -73,19 +73,13 @@ from yolo_sm.core.provenance import collect
 from yolo_sm.core.stopwatch import phase
 from yolo_sm.core.sweep import Point, SweepSpec, failure, run_point
 from yolo_sm.core.timing import measure_captured, measure_engine
+from yolo_sm.topics.deploy import BENCH_DEFAULTS
 
 BASELINE = ("eager", "fp16", "nhwc")
-# the default candidates, the paths a user would deploy: besides eager, one CUDA graph and
-# torch.compile in its default mode and with its CUDA graphs (max-autotune builds for minutes);
-# the pipeline wraps the compiled engine in one CUDA graph per batch in flight, with the
-# fixed-size NMS (the fastest frames-to-boxes path of every (width, batch) of the H200's
-# bench_pipeline: 0.86-0.96x its engine model-only)
-DEFAULT_ENGINES = (
-    ("cudagraph", "fp16", "nhwc"),
-    ("compile", "fp16", "nhwc"),
-    ("compile:reduce-overhead", "fp16", "nhwc"),
-)
-PIPELINE_ENGINE = ("compile", "fp16", "nhwc")
+# the default paths (defined once, with the CLI's: yolo_sm.topics.deploy.BENCH_DEFAULTS)
+DEFAULT_ENGINES = tuple(tuple(e.split("/")) for e in BENCH_DEFAULTS["engines"])
+PIPELINE_ENGINE = tuple(BENCH_DEFAULTS["pipeline_engine"].split("/"))
+DEFAULT_MODEL = BENCH_DEFAULTS["models"].split(":")
 # on a CPU there is no CUDA graph and fp16 convolutions are emulated (slow): the CPU pipeline
 # wraps eager fp32, and it runs one batch at a time whatever ``streams`` says
 # (yolo_sm.core.pipeline)
@@ -182,20 +176,20 @@ class BenchSpec:
     :data:`BASELINE`; ``pipeline_streams``: one pipeline row per value; ``seconds``: wall time
     of each pipeline / predict row; ``est_unit_s``: the guess for a unit before one was timed."""
 
-    models: tuple = (("yolov8", 0.5),)
-    batches: tuple = (1, 16, 64)
+    models: tuple = ((DEFAULT_MODEL[0], float(DEFAULT_MODEL[1])),)
+    batches: tuple = BENCH_DEFAULTS["batches"]
     engines: tuple = DEFAULT_ENGINES
     pipeline_engine: tuple = PIPELINE_ENGINE
-    pipeline_streams: tuple = (1, 3)
+    pipeline_streams: tuple = BENCH_DEFAULTS["pipeline_streams"]
     # pipeline rows per stream count, one per mode (PIPELINE_MODES), and the candidates per
     # frame of the fixed-size NMS of the topk and graph modes (PipelineConfig.nms_topk)
-    pipeline_modes: tuple = ("graph",)
-    pipeline_nms_topk: int = 1024
+    pipeline_modes: tuple = BENCH_DEFAULTS["pipeline_modes"]
+    pipeline_nms_topk: int = BENCH_DEFAULTS["pipeline_nms_topk"]
     device: str = "cuda"
     imgsz: int = 640
     budget_ms: float = 300.0
     warmup_ms: float = 50.0
-    seconds: float = 1.0
+    seconds: float = BENCH_DEFAULTS["seconds"]
     predict: bool = True
     est_unit_s: float = 120.0
     # (family label, spec text) of the models given as a file (collect.models.spec: a .yaml or

@@ -16,3 +16,16 @@ TOPIC = Topic(
         ),
     },
 )
+
+#: What ``yolo-sm bench`` runs without flags, and the defaults of every plan step of kind
+#: ``bench`` (``yolo_sm.core.bench.BenchSpec``): the paths a user would deploy.
+BENCH_DEFAULTS = {
+    "models": "yolov8:0.5",
+    "batches": (1, 16, 64),
+    "engines": ("cudagraph/fp16/nhwc", "compile/fp16/nhwc", "compile:reduce-overhead/fp16/nhwc"),
+    "pipeline_engine": "compile/fp16/nhwc",
+    "pipeline_streams": (1, 3),
+    "pipeline_modes": ("graph",),
+    "pipeline_nms_topk": 1024,
+    "seconds": 1.0,
+}
