@@ -2,12 +2,14 @@
 failures as rows, resumption per (model, batch) and the deadline (with a fake unit runner)."""
 
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from yolo_sm.cli.main import main
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.plans import load_plan
 from yolo_sm.core import bench
 
 
@@ -343,14 +345,20 @@ def test_the_default_bench_ranks_every_path_and_says_what_to_deploy_per_batch(
     spec = seen[0][2]
     assert [b for b, _, _ in seen] == [16, 64] and spec.device == "cuda"
     assert list(seen[0][1]) == list(FAKE_RATES)  # the default candidates, in run order
-    # the CLI's stated defaults are the spec's
+    # the defaults are defined once: the spec's are BENCH_DEFAULTS, and the quick plan's
+    # bench_deploy step is this very command
     d = measure.BENCH_DEFAULTS
-    assert d["engines"].split(",") == [bench.variant_name(e) for e in spec.engines]
+    assert list(d["engines"]) == [bench.variant_name(e) for e in spec.engines]
     assert d["pipeline_engine"] == bench.variant_name(spec.pipeline_engine)
-    assert tuple(int(s) for s in d["streams"].split(",")) == spec.pipeline_streams
-    assert tuple(d["pipeline"].split(",")) == spec.pipeline_modes
-    assert float(d["seconds"]) == spec.seconds
-    assert tuple(int(b) for b in d["batches"].split(",")) == bench.BenchSpec().batches
+    assert d["pipeline_streams"] == spec.pipeline_streams
+    assert d["pipeline_modes"] == spec.pipeline_modes and d["seconds"] == spec.seconds
+    assert d["batches"] == bench.BenchSpec().batches
+    (step,) = [
+        s
+        for s in load_plan(Path(__file__).parents[1] / "data/plans/quick.yaml").steps
+        if s.name == "bench_deploy"
+    ]
+    assert bench.BenchSpec.from_mapping(step.params) == spec
     # the ratio printed per batch, recomputed with plain pandas from the table written
     df = pd.read_parquet(out)
     lines = [ln for ln in printed.splitlines() if ": deploy " in ln]
@@ -389,7 +397,7 @@ def test_deploy_picks_the_fastest_frames_to_boxes_path_and_flips_with_it():
     assert r.variant.tolist() == sorted(rates, key=rates.get, reverse=True)
     assert r["rank"].tolist() == [1, 2, 3, 4, 5]
     assert (r.vs_fastest_engine == r.img_per_s / 200.0).all()
-    d = fr.deploy(b).iloc[0]
+    d = fr.deploy(fr.ranking(b)).iloc[0]
     assert (d.deploy, d.fastest_engine) == (
         "pipeline/compile/fp16/nhwc/graph/s3",
         "compile/fp16/nhwc",
@@ -398,21 +406,21 @@ def test_deploy_picks_the_fastest_frames_to_boxes_path_and_flips_with_it():
     # s1 within NEAR of s3 and of lower latency: s1 (fewer batches in flight)
     queued = {"pipeline/compile/fp16/nhwc/graph/s3": 250.0}  # 3 batches in flight: queueing
     b = ranked_unit({**rates, "pipeline/compile/fp16/nhwc/graph/s1": 175.0}, latency=queued)
-    assert fr.deploy(b).deploy.item() == "pipeline/compile/fp16/nhwc/graph/s1"
+    assert fr.deploy(fr.ranking(b)).deploy.item() == "pipeline/compile/fp16/nhwc/graph/s1"
     # the latency regime: the lowest latency, whatever its img/s
     b = ranked_unit(rates, batch=1, latency=queued)
-    assert fr.deploy(b).deploy.item() == "pipeline/compile/fp16/nhwc/graph/s1"
+    assert fr.deploy(fr.ranking(b)).deploy.item() == "pipeline/compile/fp16/nhwc/graph/s1"
     # no frames-to-boxes row ran: the fastest engine, of those within NEAR the faster build
     engines_only = {"eager/fp16/nhwc": 100.0, "compile/fp16/nhwc": 200.0,
                     "cudagraph/fp16/nhwc": 195.0}  # fmt: skip
-    d = fr.deploy(ranked_unit(engines_only)).iloc[0]
+    d = fr.deploy(fr.ranking(ranked_unit(engines_only))).iloc[0]
     assert (d.deploy, d.scope) == ("cudagraph/fp16/nhwc", "model_only")
     assert "no frames-to-boxes path ran" in fr.deploy_line(d)
     # failed rows are not ranked; a unit without a model-only engine has no ratio
     b = ranked_unit(rates)
     b.loc[b.variant == "pipeline/compile/fp16/nhwc/graph/s3", "status"] = "error"
-    assert fr.deploy(b).deploy.item() == "pipeline/compile/fp16/nhwc/graph/s1"
+    assert fr.deploy(fr.ranking(b)).deploy.item() == "pipeline/compile/fp16/nhwc/graph/s1"
     frames_only = ranked_unit({k: v for k, v in rates.items() if "/" not in k or "pipe" in k})
-    d = fr.deploy(frames_only).iloc[0]
+    d = fr.deploy(fr.ranking(frames_only)).iloc[0]
     assert d.fastest_engine == "" and math.isnan(d.vs_fastest_engine)
     assert "the fastest model-only engine" not in fr.deploy_line(d)
