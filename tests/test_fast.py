@@ -326,3 +326,29 @@ def test_the_answer_is_one_line_per_regime_or_one_line_saying_what_is_missing(tm
     assert len(fast_plots.answer(open_root(tmp_path)).splitlines()) == 1
     lines = fast_plots.answer(open_root("h200")).splitlines()
     assert [ln.split(" (")[0] for ln in lines] == ["- batch 1", "- batch 16", "- batch 64"]
+
+
+def test_near_ties_among_engines_go_to_the_faster_build():
+    rows = [
+        ("eager/fp16/nhwc", 1000.0, 2.0),
+        ("cudagraph/fp16/nhwc", 1010.0, 1.0),
+        ("compile/fp16/nhwc", 1500.0, 20.0),
+        ("compile:reduce-overhead/fp16/nhwc", 1480.0, 5.0),
+    ]
+    b = pd.DataFrame(rows, columns=["variant", "img_per_s", "build_s"]).assign(
+        width=1.0, batch=64, status="ok", scope="model_only", median_ms=lambda d: 64e3 / d.img_per_s
+    )
+    pick = recommend.deploy(recommend.ranking(b)).deploy.item()
+    assert pick == "compile:reduce-overhead/fp16/nhwc"  # within 5 %, builds faster
+    assert recommend.deploy(recommend.ranking(b), near=0.0).deploy.item() == "compile/fp16/nhwc"
+
+
+def test_the_workload_sentence_quotes_the_bench():
+    from yolo_sm.contract.datasets import open_root
+
+    bench = open_root("h200").load("bench_fast_engines")
+    text = recommend.workload_sentence(bench)
+    assert f"{bench.candidates_per_frame.max():,.0f} candidates" in text
+    assert "did not count" in recommend.workload_sentence(
+        bench.drop(columns="candidates_per_frame")
+    )
