@@ -11,6 +11,7 @@ from yolo_sm.cli.main import main
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import load_plan
 from yolo_sm.core import bench
+from yolo_sm.core.nms import nms_label
 
 
 def test_bench_table_on_cpu(tmp_path, capsys):
@@ -36,7 +37,7 @@ def test_bench_table_on_cpu(tmp_path, capsys):
     ]
     assert main(argv) == 0
     df = pd.read_parquet(out)
-    assert set(df.nms.dropna()) == {"nms_matrix_fixpoint+top300"}
+    assert set(df.nms.dropna()) == {nms_label(300)}
     assert list(df.variant) == [
         "eager/fp16/nhwc",
         "eager/fp32/nchw",
@@ -156,7 +157,7 @@ def test_pipeline_rows_name_the_mode_and_nms_they_ran(tmp_path):
         "pipeline/eager/fp32/nhwc/topk/s1",
         "pipeline/eager/fp32/nhwc/graph/s1",
     ]
-    assert pipe.nms.tolist() == ["nms_matrix_fixpoint"] + ["nms_matrix_fixpoint+top300"] * 2
+    assert pipe.nms.tolist() == [nms_label()] + [nms_label(300)] * 2
     other = df[~df.variant.str.startswith("pipeline/")]
     assert other["nms"].isna().all() and other["pipeline_mode"].isna().all()
 
