@@ -15,13 +15,7 @@ from yolo_sm.cli.common import (
 )
 from yolo_sm.contract import datasets, values
 from yolo_sm.contract.errors import NotAvailableError, UserError
-from yolo_sm.contract.plans import (
-    MAX_BUDGET_MS,
-    MAX_RUN_S,
-    MAX_WARMUP_MS,
-    check_params,
-    load_yaml,
-)
+from yolo_sm.contract.plans import MAX_BUDGET_MS, MAX_RUN_S, MAX_WARMUP_MS, check_params, load_yaml
 from yolo_sm.contract.vocab import PIPELINE_MODES
 from yolo_sm.topics.compare.remeasure import TOLERANCE
 from yolo_sm.topics.deploy import BENCH_DEFAULTS
@@ -29,23 +23,10 @@ from yolo_sm.topics.deploy.recommend import deploy, deploy_line, ranking
 
 #: sweep settings a flag can set (flags override the --config YAML)
 SWEEP_KEYS = (
-    "family",
-    "widths",
-    "depth",
-    "precisions",
-    "layouts",
-    "backends",
-    "batches",
-    "imgsz",
-    "device",
-    "max_channels",
-    "compile_mode",
-    "budget_ms",
-    "warmup_ms",
-    "check",
-    "models",
+    "family", "widths", "depth", "precisions", "layouts", "backends", "batches", "imgsz",
+    "device", "max_channels", "compile_mode", "budget_ms", "warmup_ms", "check", "models",
     "input_shape",
-)
+)  # fmt: skip
 #: exit code of `yolo-sm remeasure` when a point lands outside the tolerance (2: a user error)
 OUTSIDE_TOLERANCE = 1
 
@@ -75,40 +56,23 @@ def _sweep_parser(sub) -> None:
     ):
         s.add_argument(flag, help=helptext)
     model_spec_flags(s)
-    s.add_argument("--device", help="cuda (default) or cpu")
-    s.add_argument(
-        "--max-channels", dest="max_channels", help="ultralytics max_channels cap (default 2048)"
-    )
-    s.add_argument(
-        "--compile-mode",
-        dest="compile_mode",
-        help="torch.compile mode (default 'default'); MODE+sep-pool first rewrites each "
-        "stride-1 max pool as two 1-D pools (exact)",
-    )
-    s.add_argument(
-        "--budget-ms",
-        dest="budget_ms",
-        help=f"timed milliseconds per point (default 300, at most {MAX_BUDGET_MS:g})",
-    )
-    s.add_argument(
-        "--warmup-ms",
-        dest="warmup_ms",
-        help=f"warm-up milliseconds per point (default 50, at most {MAX_WARMUP_MS:g})",
-    )
+    for flag, helptext in (
+        ("--device", "cuda (default) or cpu"),
+        ("--max-channels", "ultralytics max_channels cap (default 2048)"),
+        ("--compile-mode", "torch.compile mode (default 'default'); MODE+sep-pool first rewrites "
+         "each stride-1 max pool as two 1-D pools (exact)"),
+        ("--budget-ms", f"timed milliseconds per point (default 300, at most {MAX_BUDGET_MS:g})"),
+        ("--warmup-ms", f"warm-up milliseconds per point (default 50, at most {MAX_WARMUP_MS:g})"),
+    ):  # fmt: skip
+        s.add_argument(flag, help=helptext)
     s.add_argument(
         "--check",
         choices=("on", "off"),
-        help="on (default): each engine's output must match eager fp32 within its precision's "
-        "tolerance; off: time without the check (a model with random weights whose output "
-        "differs by design, e.g. RT-DETR's query selection); its rows say check_input off",
+        help="on (default): each engine's output must match eager fp32 within its "
+        "precision's tolerance; off: time without the check (rows say check_input off)",
     )
-    s.add_argument(
-        "--no-check",
-        dest="check",
-        action="store_const",
-        const="off",
-        help="the same as --check off",
-    )
+    s.add_argument("--no-check", dest="check", action="store_const", const="off",
+                   help="the same as --check off")  # fmt: skip
     s.add_argument("--out", required=False, help="parquet file; rerunning resumes it")
     s.set_defaults(run=run)
 
@@ -218,12 +182,7 @@ def sweep(args) -> int:
     out = args.out or out
     if not out:
         raise UserError("sweep needs --out FILE.parquet (or 'out:' in the config)")
-    from yolo_sm.core.sweep import (  # torch: now
-        SweepSpec,
-        all_failed,
-        check_environment,
-        run_sweep,
-    )
+    from yolo_sm.core.sweep import SweepSpec, all_failed, check_environment, run_sweep  # torch
 
     spec = SweepSpec.from_mapping(data)
     # every check that can fail comes before the skip notices: an error is the only stderr line
@@ -249,22 +208,8 @@ def _print_sweep_summary(df) -> None:
     if df.empty:
         print("no points")
         return
-    cols = (
-        "family",
-        "scale",
-        "width",
-        "precision",
-        "layout",
-        "backend",
-        "batch",
-        "imgsz",
-        "status",
-        "median_ms",
-        "iqr_ms",
-        "img_per_s",
-        "tflops",
-        "rel_err",
-    )
+    cols = ("family", "scale", "width", "precision", "layout", "backend", "batch", "imgsz",
+            "status", "median_ms", "iqr_ms", "img_per_s", "tflops", "rel_err")  # fmt: skip
     with pd.option_context(
         "display.width", 200, "display.max_rows", 1000, "display.float_format", "{:.4g}".format
     ):

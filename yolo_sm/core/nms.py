@@ -8,14 +8,10 @@ says, else the caller runs :func:`batch_nms`). GPU kernels are Triton; elsewhere
 
 from __future__ import annotations
 
-import torch
+import os
+import warnings
 
-from yolo_sm.core.triton_kernels import (
-    cached_kernel,
-    kernel_failed,
-    triton_cdiv,
-    triton_interpret,
-)
+import torch
 
 # the NMS DetectionPipeline.postprocess runs (the bench's ``nms`` column)
 NMS_IMPL = "nms_matrix_walk"
@@ -26,6 +22,38 @@ NMS_CHUNK = 2048
 # NMS_IOU_CHUNK bounds the IoU temporaries of one torch pass (elements)
 NMS_MATRIX_LIMIT = 1 << 31
 NMS_IOU_CHUNK = 1 << 25
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def triton_interpret() -> bool:
+    """Triton's interpreter (``TRITON_INTERPRET=1``) runs its kernels on CPU tensors (tests)."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def cached_kernel(cache: dict, define):
+    """``define(triton, tl)``'s kernels, made once per interpreter mode and kept in ``cache``;
+    None where Triton is missing or the definition fails (the caller uses torch ops)."""
+    mode = triton_interpret()
+    if mode not in cache:
+        try:
+            import triton
+            import triton.language as tl
+
+            cache[mode] = define(triton, tl)
+        except Exception:  # noqa: BLE001 - no Triton: torch ops do the same in more passes
+            cache[mode] = None
+    return cache[mode]
+
+
+def kernel_failed(cache: dict, what: str, e: Exception, instead: str) -> None:
+    """A cached kernel failed at launch: warn once, saying what runs ``instead``, and drop it."""
+    warnings.warn(
+        f"the Triton {what} kernel failed ({type(e).__name__}: {e}); {instead}", stacklevel=3
+    )
+    cache[triton_interpret()] = None
 
 
 def nms_label(topk: int = 0) -> str:
@@ -87,7 +115,7 @@ def overlap_matrix(bx, cls, valid, iou: float) -> torch.Tensor:
     return S
 
 
-#: what a failed NMS kernel's warning says runs instead (triton_kernels.kernel_failed)
+#: what a failed NMS kernel's warning says runs instead (kernel_failed)
 TORCH_OPS_INSTEAD = "NMS uses torch ops from now on (same result, more passes)"
 
 

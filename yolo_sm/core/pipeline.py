@@ -27,8 +27,15 @@ import torch.nn.functional as F
 
 from yolo_sm.contract.errors import UserError
 from yolo_sm.core.images import load_images
-from yolo_sm.core.nms import batch_nms, nms_topk, topk_candidates, topk_size
-from yolo_sm.core.triton_kernels import cached_kernel, kernel_failed, triton_cdiv
+from yolo_sm.core.nms import (
+    batch_nms,
+    cached_kernel,
+    kernel_failed,
+    nms_topk,
+    topk_candidates,
+    topk_size,
+    triton_cdiv,
+)
 
 
 @dataclass(frozen=True)

@@ -18,74 +18,53 @@ from yolo_sm.topics.deploy import compile_cache, frames
 from yolo_sm.topics.deploy import recommend as fast_recommend
 
 
+def _per_batch(fig, y_title: str):
+    """A figure with one panel per batch: panel titles, axis titles, legend below."""
+    fig.for_each_annotation(lambda a: a.update(text=f"batch {a.text.split('=')[-1]}"))
+    fig.update_yaxes(title_text=y_title, col=1)
+    fig.update_xaxes(title_text="width multiplier")
+    fig.update_layout(legend={"orientation": "h", "y": -0.25})
+    return finish(fig)
+
+
 def plot_speedup_vs_width(bench, title: str | None = None):
     """Each engine's img/s over the baseline's against width, one panel per batch (model-only,
     the same unit of the run); the dotted line is the baseline."""
     import plotly.express as px
 
     e = engines(bench).sort_values("width")
+    order = {"variant": [v for v in variant_order(bench) if v in set(e.variant)]}
     fig = px.line(
-        e,
-        x="width",
-        y="vs_baseline",
-        color="variant",
-        facet_col="batch",
-        markers=True,
+        e, x="width", y="vs_baseline", color="variant", facet_col="batch", markers=True,
         hover_data=[c for c in ("img_per_s", "median_ms", "build_s") if c in e],
-        category_orders={
-            "variant": [v for v in variant_order(bench) if v in set(e.variant)],
-            "batch": sorted(e.batch.unique()),
-        },
-        template=TEMPLATE,
+        category_orders={**order, "batch": sorted(e.batch.unique())}, template=TEMPLATE,
         title=title or "Speed-up over eager fp16 NHWC (img/s ratio, same run) vs width",
-    )
+    )  # fmt: skip
     fig.add_hline(y=1.0, line_dash="dot")
-    fig.for_each_annotation(lambda a: a.update(text=f"batch {a.text.split('=')[-1]}"))
     # one y range per batch: the batch-1 ratios would flatten the batch-64 gains on a shared axis
     fig.update_yaxes(matches=None, showticklabels=True, rangemode="tozero")
-    fig.update_yaxes(title_text="speed-up over eager fp16 NHWC (img/s ratio)", col=1)
-    fig.update_xaxes(title_text="width multiplier")
-    fig.update_layout(legend={"orientation": "h", "y": -0.25})
-    return finish(fig)
+    return _per_batch(fig, "speed-up over eager fp16 NHWC (img/s ratio)")
 
 
 def plot_pipeline(pipe, title: str | None = None):
     """Frames/s against width per batch: each pipeline row, its engine model-only and
     YOLO.predict (log scale)."""
-    import pandas as pd
     import plotly.express as px
 
     first = pipe.drop_duplicates(["width", "batch"])
     long = pd.concat(
         [
-            pipe.assign(what=pipe["streams"].map(lambda s: f"pipeline, {s:g} stream(s)"))[
-                ["width", "batch", "what", "img_per_s"]
-            ],
-            first.assign(what="engine model-only", img_per_s=first["model_only_img_per_s"])[
-                ["width", "batch", "what", "img_per_s"]
-            ],
-            first.assign(what="YOLO.predict", img_per_s=first["predict_img_per_s"])[
-                ["width", "batch", "what", "img_per_s"]
-            ],
-        ],
-        ignore_index=True,
-    ).sort_values("width")
+            pipe.assign(what=pipe["variant"]),
+            first.assign(what="engine model-only", img_per_s=first["model_only_img_per_s"]),
+            first.assign(what="YOLO.predict", img_per_s=first["predict_img_per_s"]),
+        ]
+    )[["width", "batch", "what", "img_per_s"]].sort_values("width")
     fig = px.line(
-        long,
-        x="width",
-        y="img_per_s",
-        color="what",
-        facet_col="batch",
-        markers=True,
-        log_y=True,
-        template=TEMPLATE,
+        long, x="width", y="img_per_s", color="what", facet_col="batch", markers=True,
+        log_y=True, template=TEMPLATE,
         title=title or "Frames to boxes: our pipeline vs its engine alone vs YOLO.predict",
-    )
-    fig.for_each_annotation(lambda a: a.update(text=f"batch {a.text.split('=')[-1]}"))
-    fig.update_yaxes(title_text="frames per second", col=1)
-    fig.update_xaxes(title_text="width multiplier")
-    fig.update_layout(legend={"orientation": "h", "y": -0.25})
-    return finish(fig)
+    )  # fmt: skip
+    return _per_batch(fig, "frames per second")
 
 
 # ---- notebook 10's sections, each from the root ---------------------------------------------
