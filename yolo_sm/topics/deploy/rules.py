@@ -1,6 +1,7 @@
 """Notebook 10's rules, one literal table over the facts of
 :func:`yolo_sm.topics.deploy.analyse.facts`, checked when loaded. A rule with no datasets reads
-the tables its root holds (the deploy bench, every probe); its verdict names them."""
+the tables its root holds (every probe, every pipeline bench); its verdict names them. The
+deploy bench is, per batch size, the first of ``DEPLOY_BENCHES`` that holds it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pandas as pd
 
 from yolo_sm.contract.datasets import DataRoot, known_names
 from yolo_sm.report.rules import Rule, evaluate, validate
+from yolo_sm.topics.deploy.analyse import DEPLOY_BENCHES as DEPLOY
 from yolo_sm.topics.deploy.analyse import FACT_KEYS, TRACE_COMPILE, TRACE_FP8, facts
 
 G = "10_fast_engines"
@@ -18,15 +20,16 @@ RULES: tuple[Rule, ...] = validate(
         Rule("fast_b1_speedup", "At batch 1 the fastest 16-bit model-only engine delivers at "
              "least 3x the img/s of eager fp16 NHWC measured in the same process (median over "
              "the deploy bench's models)", "fast.best16_img_per_s_over_baseline_median", ">=",
-             3.0, "x", scope="batch=1", group=G),
+             3.0, "x", datasets=DEPLOY, scope="batch=1", group=G),
         Rule("fast_b64_speedup", "At batch 64 the fastest 16-bit model-only engine delivers at "
              "least 1.3x the img/s of eager fp16 NHWC measured in the same process (median over "
              "the deploy bench's models)", "fast.best16_img_per_s_over_baseline_median", ">=",
-             1.3, "x", scope="batch=64", group=G),
+             1.3, "x", datasets=DEPLOY, scope="batch=64", group=G),
         Rule("fast_pipeline_beats_predict", "In every (model, batch) unit of the deploy bench "
              "the fastest frames-to-boxes pipeline delivers at least 3x the frames/s of "
              "ultralytics' YOLO.predict on the same frames (the least ratio over the units)",
-             "fast.pipeline_over_predict_min", ">=", 3.0, "x", partly=1.0, group=G),
+             "fast.pipeline_over_predict_min", ">=", 3.0, "x", partly=1.0, datasets=DEPLOY,
+             group=G),
         Rule("fast_pipeline_graph_never_slower", "In every (width, batch) unit benched in both "
              "modes, the pipeline with the whole batch in one CUDA graph delivers at least the "
              "frames/s of the full-NMS pipeline around the same engine (the best stream count "
