@@ -199,14 +199,16 @@ def predict_facts(bench, datasets) -> list[dict]:
 
 def compile_facts(both) -> list[dict]:
     """The share (%) of the GPU time torch.compile saves per forward that comes from the
-    convolutions, from a :func:`compiled` table."""
+    convolutions, from a :func:`compiled` table, with the SM clock spread of its two traces."""
     b = time_breakdown(both)
     c_e, c_c = part_ms(b, "eager", CONV_PARTS), part_ms(b, "compile", CONV_PARTS)
     t_e, t_c = float(b.loc["total", "eager"]), float(b.loc["total", "compile"])
+    clock = sm_clock_mhz(both).groupby(both["config"]).median()
+    spread = clock_spread_pct(clock.get("eager", math.nan), clock.get("compile", math.nan))
     saved = t_e - t_c
     return [
         fact("fast.compile_saving_from_convolutions_pct",
-             (c_e - c_c) / saved * 100 if saved else math.nan, "%",
+             (c_e - c_c) / saved * 100 if saved else math.nan, "%", clock_spread_pct=spread,
              datasets=(TRACE_FP8, TRACE_COMPILE), note=f"{t_e:.1f} -> {t_c:.1f} ms per forward")
     ]  # fmt: skip
 
