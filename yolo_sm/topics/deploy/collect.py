@@ -76,8 +76,7 @@ class CacheSpec:
     def from_mapping(cls, data: dict) -> CacheSpec:
         """From a plan step's params (``modes`` a list, or a mapping from width to its modes);
         None: the default."""
-        known = {f.name for f in fields(cls)} - {"width_modes"}
-        unknown = sorted(set(data) - known)
+        unknown = sorted(set(data) - {f.name for f in fields(cls)} - {"width_modes"})
         if unknown:
             raise UserError(f"unknown compile-cache key(s) {', '.join(unknown)}")
         kw = {k: v for k, v in data.items() if v is not None}
@@ -98,17 +97,13 @@ class CacheSpec:
         for k in ("precision", "layout", "batch", "imgsz"):  # one value (a plan may list it)
             if isinstance(kw.get(k), (list, tuple)) and len(kw[k]) == 1:
                 kw[k] = kw[k][0]
-        for k in ("warmup_ms", "budget_ms", "timeout_s"):
-            if k in kw:
-                kw[k] = float(kw[k])
+        casts = {"warmup_ms": float, "budget_ms": float, "timeout_s": float, "batch": int}
+        kw.update({k: cast(kw[k]) for k, cast in {**casts, "imgsz": int}.items() if k in kw})
         if isinstance(kw.get("mode_est_s"), dict):
+            est = kw["mode_est_s"].items()
             kw["mode_est_s"] = tuple(
-                (values.compile_mode(m, "mode_est_s"), float(v))
-                for m, v in kw["mode_est_s"].items()
+                (values.compile_mode(m, "mode_est_s"), float(v)) for m, v in est
             )
-        for k in ("batch", "imgsz"):
-            if k in kw:
-                kw[k] = int(kw[k])
         spec = cls(**kw)
         for _, m in spec.units():  # no width is without modes: _modes_of needs one
             values.compile_mode(m, "compile modes")
