@@ -76,7 +76,7 @@ class CacheSpec:
     def from_mapping(cls, data: dict) -> CacheSpec:
         """From a plan step's params (``modes`` a list, or a mapping from width to its modes);
         None: the default."""
-        unknown = sorted(set(data) - {f.name for f in fields(cls)} - {"width_modes"})
+        unknown = sorted(set(data) - ({f.name for f in fields(cls)} - {"width_modes"}))
         if unknown:
             raise UserError(f"unknown compile-cache key(s) {', '.join(unknown)}")
         kw = {k: v for k, v in data.items() if v is not None}
