@@ -10,6 +10,7 @@ from yolo_sm.cli.main import main
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.steps import BenchStep
 from yolo_sm.core import bench
+from yolo_sm.core.nms import nms_label
 
 
 def test_bench_table_on_cpu(tmp_path, capsys):
@@ -35,7 +36,7 @@ def test_bench_table_on_cpu(tmp_path, capsys):
     ]
     assert main(argv) == 0
     df = pd.read_parquet(out)
-    assert set(df.nms.dropna()) == {"nms_matrix_fixpoint+top300"}
+    assert set(df.nms.dropna()) == {nms_label(300)}
     assert list(df.variant) == [
         "eager/fp16/nhwc",
         "eager/fp32/nchw",
@@ -165,7 +166,7 @@ def test_pipeline_rows_name_the_mode_and_nms_they_ran(tmp_path):
         "pipeline/eager/fp32/nhwc/topk/s1",
         "pipeline/eager/fp32/nhwc/graph/s1",
     ]
-    assert pipe.nms.tolist() == ["nms_matrix_fixpoint"] + ["nms_matrix_fixpoint+top300"] * 2
+    assert pipe.nms.tolist() == [nms_label()] + [nms_label(300)] * 2
     other = df[~df.variant.str.startswith("pipeline/")]
     assert other["nms"].isna().all() and other["pipeline_mode"].isna().all()
 
@@ -360,6 +361,12 @@ def test_the_default_bench_ranks_every_path_and_says_what_to_deploy_per_batch(
     assert d.pipeline_engine == bench.variant_name(spec.pipeline_engine)
     assert d.pipeline_streams == spec.pipeline_streams and d.pipeline_modes == spec.pipeline_modes
     assert d.seconds == spec.seconds and d.batches == bench.BenchSpec().batches
+    # the quick plan's bench_deploy step is this very command
+    from yolo_sm.contract.plans import load_plan
+
+    plan = load_plan(Path(__file__).parents[1] / "data/plans/quick.yaml")
+    (step,) = [s for s in plan.steps if s.name == "bench_deploy"]
+    assert bench.BenchSpec.from_mapping({**step.params, "device": "cuda"}) == spec
     # the ratio printed per batch, recomputed with plain pandas from the table written
     df = pd.read_parquet(out)
     lines = [ln for ln in printed.splitlines() if ": deploy " in ln]
@@ -398,7 +405,7 @@ def test_deploy_picks_the_fastest_frames_to_boxes_path_and_flips_with_it():
     assert r.variant.tolist() == sorted(rates, key=rates.get, reverse=True)
     assert r["rank"].tolist() == [1, 2, 3, 4, 5]
     assert (r.vs_fastest_engine == r.img_per_s / 200.0).all()
-    d = fr.deploy(b).iloc[0]
+    d = fr.deploy(fr.ranking(b)).iloc[0]
     assert (d.deploy, d.fastest_engine) == (
         "pipeline/compile/fp16/nhwc/graph/s3",
         "compile/fp16/nhwc",
@@ -407,21 +414,21 @@ def test_deploy_picks_the_fastest_frames_to_boxes_path_and_flips_with_it():
     # s1 within NEAR of s3 and of lower latency: s1 (fewer batches in flight)
     queued = {"pipeline/compile/fp16/nhwc/graph/s3": 250.0}  # 3 batches in flight: queueing
     b = ranked_unit({**rates, "pipeline/compile/fp16/nhwc/graph/s1": 175.0}, latency=queued)
-    assert fr.deploy(b).deploy.item() == "pipeline/compile/fp16/nhwc/graph/s1"
+    assert fr.deploy(fr.ranking(b)).deploy.item() == "pipeline/compile/fp16/nhwc/graph/s1"
     # the latency regime: the lowest latency, whatever its img/s
     b = ranked_unit(rates, batch=1, latency=queued)
-    assert fr.deploy(b).deploy.item() == "pipeline/compile/fp16/nhwc/graph/s1"
+    assert fr.deploy(fr.ranking(b)).deploy.item() == "pipeline/compile/fp16/nhwc/graph/s1"
     # no frames-to-boxes row ran: the fastest engine, of those within NEAR the faster build
     engines_only = {"eager/fp16/nhwc": 100.0, "compile/fp16/nhwc": 200.0,
                     "cudagraph/fp16/nhwc": 195.0}  # fmt: skip
-    d = fr.deploy(ranked_unit(engines_only)).iloc[0]
+    d = fr.deploy(fr.ranking(ranked_unit(engines_only))).iloc[0]
     assert (d.deploy, d.scope) == ("cudagraph/fp16/nhwc", "model_only")
     assert "no frames-to-boxes path ran" in fr.deploy_line(d)
     # failed rows are not ranked; a unit without a model-only engine has no ratio
     b = ranked_unit(rates)
     b.loc[b.variant == "pipeline/compile/fp16/nhwc/graph/s3", "status"] = "error"
-    assert fr.deploy(b).deploy.item() == "pipeline/compile/fp16/nhwc/graph/s1"
+    assert fr.deploy(fr.ranking(b)).deploy.item() == "pipeline/compile/fp16/nhwc/graph/s1"
     frames_only = ranked_unit({k: v for k, v in rates.items() if "/" not in k or "pipe" in k})
-    d = fr.deploy(frames_only).iloc[0]
+    d = fr.deploy(fr.ranking(frames_only)).iloc[0]
     assert d.fastest_engine == "" and math.isnan(d.vs_fastest_engine)
     assert "the fastest model-only engine" not in fr.deploy_line(d)

@@ -421,10 +421,9 @@ def test_ceilings_with_zero_operands_and_a_bad_fill():
 
 
 def test_probe_step_runs_on_cpu_and_registers(tmp_path, monkeypatch):
-    """The pipeline probe through collect on a CPU (small model, 160 px: 27 candidates per
-    frame): every stage is a row with a positive wall time, the alternative NMS paths give the
-    same boxes, the candidates are counted, and the table loads as a ``probe`` dataset with
-    provenance."""
+    """The pipeline probe through collect on a CPU (small model, 160 px): every stage is a
+    row with a positive wall time, the candidates are counted, and the table loads as a
+    ``probe`` dataset with provenance."""
     from yolo_sm.contract import datasets
     from yolo_sm.topics.deploy.collect_probe import GPU_STAGES, STAGES
 
@@ -438,9 +437,6 @@ def test_probe_step_runs_on_cpu_and_registers(tmp_path, monkeypatch):
     assert datasets.info("data/p")["kind"] == "probe"
     assert df.stage.tolist() == [s for s in STAGES if s not in GPU_STAGES]
     assert (df.wall_ms > 0).all() and df.gpu_ms.isna().all()  # CPU: no CUDA events
-    alt = df.stage.str.contains(": ")  # a stage run another way
-    assert df.stage[alt].str.startswith("postprocess:").sum() == 3
-    assert df.same_result[alt].eq(True).all() and df.same_result[~alt].isna().all()
     assert (df.candidates_per_frame > 0).all() and (df.frames == "alternate").all()
     assert df.engine.eq("eager/fp32/nhwc").all() and df.prov_device.eq("cpu").all()
 

@@ -1,6 +1,6 @@
-"""Notebook 10's tables and facts on the synthetic bench fixture (tests/fixtures/synthetic_bench.py)
-and the shipped traces: side-by-side tables, the engine ranking, jitter and 8-bit speed-ups,
-figures, and the facts the findings read."""
+"""Notebook 10's tables, facts and rules on the synthetic bench fixture
+(tests/fixtures/synthetic_bench.py) and the shipped traces: each headline fact recomputed with
+plain pandas and its verdict flipped by moving the fact; the ranking, the deploy pick, figures."""
 
 import json
 
@@ -13,9 +13,9 @@ from yolo_sm.analyse.facts import facts_table
 from yolo_sm.contract.errors import UserError
 from yolo_sm.report.rules import FAILS, HOLDS, evaluate
 from yolo_sm.topics.deploy import analyse as fast
-from yolo_sm.topics.deploy import frames
-from yolo_sm.topics.deploy import recommend as fast_recommend
+from yolo_sm.topics.deploy import frames, recommend
 from yolo_sm.topics.deploy import report as fast_plots
+from yolo_sm.topics.deploy import rules as findings
 
 
 @pytest.fixture
@@ -23,90 +23,129 @@ def df():
     return make_bench()
 
 
+def _verdict(rule_id: str, facts) -> str:
+    (rule,) = [r for r in findings.RULES if r.id == rule_id]
+    return evaluate([rule], facts_table(facts)).verdict.item()
+
+
 def test_side_by_side_tables(df):
     t = fast.side_by_side(df)
     assert len(t) == len(df) == 8 * 3 * 8
     first = t[(t.width == 0.25) & (t.batch == 1)]
     assert first.variant.iloc[0] == "eager/fp16/nhwc" and first.vs_baseline.iloc[0] == 1.0
-    wide = fast.side_by_side_wide(t)
-    assert wide.shape[0] == 24 and wide.columns[0] == ("eager/fp16/nhwc", "img/s")
-    assert (wide[("eager/fp16/nhwc", "x base")] == 1.0).all()
-    # the out-of-memory cell is empty, and listed with its reason
-    assert pd.isna(wide.loc[(2.0, 64), ("compile:max-autotune/fp16/nhwc", "img/s")])
     bad = fast.failures(df)
     assert len(bad) == 1 and bad.status.item() == "oom" and "out of memory" in bad.message.item()
 
 
-def test_bench_facts_are_the_fixture_numbers(df):
-    f = facts_table(fast.bench_facts(df)).set_index(["key", "scope"]).value
-    # recomputed with plain pandas: per batch, the median over widths of the fastest 16-bit
-    # model-only engine's img/s over eager fp16 NHWC's of the same unit
-    ok = df[(df.status == "ok") & (df.scope == "model_only")]
+def _speedups(df):
+    """Per batch, the median over widths of the fastest 16-bit model-only engine's img/s over
+    eager fp16 NHWC's of the same width, in plain pandas."""
+    ok = df[(df.status == "ok") & (df.scope == "model_only") & (df.precision != "fp8")]
     base = ok[ok.variant == "eager/fp16/nhwc"].set_index(["batch", "width"]).img_per_s
-    best = ok[(ok.variant != "eager/fp16/nhwc") & (ok.precision != "fp8")]
-    best = best.groupby(["batch", "width"]).img_per_s.max()
+    best = ok.groupby(["batch", "width"]).img_per_s.max()
+    return (best / base).groupby(level="batch").median()
+
+
+def test_the_speedup_headlines_are_recomputed_and_flip(df):
+    f = facts_table(fast.speedup_facts(df, ("b",))).set_index(["key", "scope"]).value
+    want = _speedups(df)
+    key = "fast.best16_img_per_s_over_baseline_median"
     for b in (1, 16, 64):
-        want = (best / base).loc[b].median()
-        assert f["fast.best16_img_per_s_over_baseline_median", f"batch={b}"] == pytest.approx(want)
-    assert f["fast.rows_not_run", ""] == (df.status != "ok").sum()
+        assert f[key, f"batch={b}"] == pytest.approx(want[b])
+    # the baseline made faster until the fastest engine is under each threshold: the verdict flips
+    for rule_id, batch, threshold in (("fast_b1_speedup", 1, 3.0), ("fast_b64_speedup", 64, 1.3)):
+        assert _verdict(rule_id, fast.speedup_facts(df, ("b",))) == HOLDS
+        slow = df.copy()
+        at = (slow.batch == batch) & (slow.variant == "eager/fp16/nhwc")
+        slow.loc[at, "img_per_s"] *= want[batch] / threshold * 1.05
+        assert _speedups(slow)[batch] < threshold
+        assert _verdict(rule_id, fast.speedup_facts(slow, ("b",))) == FAILS
+
+
+def test_the_speedup_fact_carries_the_clock_spread_of_its_rows(df):
+    clocked = df.assign(prov_sm_clock_mhz=1980.0)
+    clocked.loc[clocked.variant == "eager/fp16/nhwc", "prov_sm_clock_mhz"] = 1485.0
+    (row, *_) = fast.speedup_facts(clocked, ("b",))
+    assert row["clock_spread_pct"] == pytest.approx(25.0)
+
+
+def test_the_predict_headline_is_the_least_best_pipeline_over_predict_and_flips(df):
+    ok = df[df.status == "ok"]
+    pipe = ok[ok.variant.str.startswith("pipeline/")].groupby(["width", "batch"]).img_per_s.max()
+    pred = ok[ok.variant == "ultralytics_predict"].set_index(["width", "batch"]).img_per_s
+    want = (pipe / pred).min()
+    (f,) = fast.predict_facts(df, ("b",))
+    assert f["value"] == pytest.approx(want)
+    rule = "fast_pipeline_beats_predict"
+    slow = df.copy()
+    at = slow.variant == "ultralytics_predict"
+    for scale, verdict in ((want / 3.5, HOLDS), (want / 2, "partly"), (want / 0.5, FAILS)):
+        slow.loc[at, "img_per_s"] = df.loc[at, "img_per_s"] * scale
+        assert _verdict(rule, fast.predict_facts(slow, ("b",))) == verdict
 
 
 PEAKS = {"fp16": 450.0, "fp8": 900.0}  # made-up matmul peaks for the synthetic fixture
 
 
-def test_the_ranking_is_each_regimes_engines_by_their_share_of_the_fastest(df):
-    """fast_recommend.ranking recomputed with plain pandas: per batch, each engine's img/s over
-    the unit's fastest, median over widths, in descending order; its TFLOP/s over the peak of
-    its precision."""
-    r = fast_recommend.engine_ranking(df, PEAKS)
-    ok = df[(df.status == "ok") & (df.scope == "model_only")].copy()
-    ok["share"] = ok.img_per_s / ok.groupby(["batch", "width"]).img_per_s.transform("max")
+def test_the_ranking_is_each_regimes_paths_by_their_share_of_the_fastest_engine(df):
+    """recommend.ranking recomputed with plain pandas: per batch, each path's img/s over the
+    unit's fastest model-only engine, median over widths, in descending order; its TFLOP/s over
+    the peak of its precision."""
+    r = recommend.ranking(df, PEAKS)
+    ok = df[(df.status == "ok") & (df.img_per_s > 0)].copy()
+    fastest = ok[ok.scope == "model_only"].groupby(["batch", "width"]).img_per_s.max()
+    ok["share"] = (
+        ok.img_per_s / fastest.reindex(pd.MultiIndex.from_frame(ok[["batch", "width"]])).to_numpy()
+    )
     for b, g in r.groupby("batch"):
         want = ok[ok.batch == b].groupby("variant").share.median().sort_values(ascending=False)
-        assert g.engine.tolist() == want.index.tolist()
-        assert g.of_fastest.tolist() == pytest.approx(want.tolist())
+        assert g.variant.tolist() == want.index.tolist()
+        assert g.vs_fastest_engine.tolist() == pytest.approx(want.tolist())
         assert g["rank"].tolist() == list(range(1, len(g) + 1))
-    row = r[(r.batch == 64) & (r.engine == "cudagraph/fp8/nhwc")].iloc[0]
+    row = r[(r.batch == 64) & (r.variant == "cudagraph/fp8/nhwc")].iloc[0]
     fp8 = ok[(ok.batch == 64) & (ok.variant == "cudagraph/fp8/nhwc")]
     assert row.roof_pct == pytest.approx((100 * fp8.tflops / PEAKS["fp8"]).median())
-    assert row.widths == f"{fp8.width.nunique()} of {ok[ok.batch == 64].width.nunique()}"
-    assert np.isnan(fast_recommend.engine_ranking(df).roof_pct).all()  # no measured peak: no share
+    assert row.units == len(fp8)
+    assert np.isnan(recommend.ranking(df).roof_pct).all()  # no measured peak: no share
 
 
 def test_the_ranking_flips_when_an_engine_becomes_the_fastest(df):
-    first = fast_recommend.engine_ranking(df).query("batch == 64").engine.iloc[0]
-    second = fast_recommend.engine_ranking(df).query("batch == 64").engine.iloc[1]
+    first = recommend.ranking(df).query("batch == 64").variant.iloc[0]
+    second = recommend.ranking(df).query("batch == 64").variant.iloc[1]
     for w in sorted(set(df.width)):
-        at = (df.width == w) & (df.batch == 64) & (df.status == "ok") & (df.scope == "model_only")
+        at = (df.width == w) & (df.batch == 64) & (df.status == "ok")
         if (at & (df.variant == second)).any():
-            top = df.loc[at, "img_per_s"].max()
-            df.loc[at & (df.variant == second), "img_per_s"] = 2 * top
-    moved = fast_recommend.engine_ranking(df).query("batch == 64")
-    assert moved.engine.iloc[0] == second and moved.engine.iloc[1] == first
+            df.loc[at & (df.variant == second), "img_per_s"] = 2 * df.loc[at, "img_per_s"].max()
+    moved = recommend.ranking(df).query("batch == 64")
+    assert moved.variant.iloc[0] == second and moved.variant.iloc[1] == first
 
 
-def test_eight_bit_speedup_pairs_the_same_backend(df):
-    sp = fast.eight_bit_speedup(df)
-    assert sp.width.tolist() == [1.0, 1.25, 1.5, 1.75, 2.0]
-    assert (sp.fp16_variant == "cudagraph/fp16/nhwc").all()
-    ref = df[(df.variant == "cudagraph/fp16/nhwc") & (df.batch == 64) & (df.width == 1.0)]
-    assert sp.fp16_img_per_s.iloc[0] == ref.img_per_s.item()
-    # an 8-bit engine without an fp16 engine of its backend is not compared with another one
-    # (the eager fp16 NHWC baseline is the fp16 engine of eager/fp8/nhwc)
-    nchw = df[df.variant == "cudagraph/fp8/nhwc"].assign(variant="cudagraph/fp8/nchw")
-    assert len(fast.eight_bit_speedup(pd.concat([df, nchw]))) == len(sp)
+def test_deploy_picks_per_regime_the_fastest_pipeline_and_flips_with_it(df):
+    ranked = recommend.ranking(df)
+    d = recommend.deploy(ranked).set_index("batch")
+    pipes = ranked[ranked.variant.str.startswith("pipeline/")]
+    for b in (16, 64):
+        best = pipes[pipes.batch == b].sort_values("img_per_s").variant.iloc[-1]
+        assert d.loc[b, "deploy"] == best and d.loc[b, "scope"] == "frames_to_boxes"
+    lowest = pipes[pipes.batch == 1].sort_values("median_ms").variant.iloc[0]
+    assert d.loc[1, "deploy"] == lowest  # batch 1: latency
+    assert "deploy" in recommend.deploy_line(d.reset_index().iloc[0])
+    # the other pipeline made the fastest: the pick moves to it
+    other = next(v for v in pipes.variant.unique() if v != d.loc[64, "deploy"])
+    faster = df.copy()
+    faster.loc[(faster.variant == other) & (faster.batch == 64), "img_per_s"] *= 10
+    assert recommend.deploy(recommend.ranking(faster)).set_index("batch").loc[64, "deploy"] == other
+    # no pipeline: the fastest model-only engine
+    engines = recommend.deploy(recommend.ranking(df[~df.variant.str.startswith("pipeline/")]))
+    assert (engines.scope == "model_only").all()
 
 
-def test_jitter_is_p99_minus_p50_against_one_stream(df):
-    j = frames.jitter(df)
-    assert len(j) == 24 and (j.streams == 3).all()
-    s1 = df[(df.variant.str.endswith("/s1")) & (df.width == 0.5) & (df.batch == 16)]
-    s3 = df[(df.variant.str.endswith("/s3")) & (df.width == 0.5) & (df.batch == 16)]
-    r = j[(j.width == 0.5) & (j.batch == 16)].iloc[0]
-    assert r.jitter_1_ms == pytest.approx((s1.p99_ms - s1.median_ms).item())
-    assert r.reduction == pytest.approx(
-        1 - (s3.p99_ms - s3.median_ms).item() / (s1.p99_ms - s1.median_ms).item()
-    )
+def test_caveats_name_what_each_path_asks():
+    assert recommend.caveat("eager/fp16/nhwc").startswith("none")
+    assert "8-bit" in recommend.caveat("cudagraph/fp8/nhwc")
+    assert "rewritten" in recommend.caveat("compile+sep-pool/fp16/nhwc")
+    assert "static batch" in recommend.caveat("pipeline/compile/fp16/nhwc/graph/s3")
+    assert recommend.caveat("ultralytics_predict").startswith("none")
 
 
 def test_pipeline_table_and_figures(df):
@@ -138,8 +177,6 @@ def test_time_breakdown_of_the_shipped_fp16_and_fp8_traces():
     fp16, fp8 = "yolov8_w1_fp16_nhwc_b64", "yolov8_w1_fp8_nhwc_b64"
     assert b.loc["8-bit quantisation", fp16] == 0 < b.loc["8-bit quantisation", fp8]
     assert b.loc["SiLU", fp8] < 0.25 * b.loc["SiLU", fp16]
-    f = facts_table(fast.fp8_trace_facts(k)).set_index("key").value
-    assert "fast.fp8_over_fp16_gpu_time" not in f  # decided once, by claim_10_fp8
 
 
 def test_triton_kernels_split_by_the_ops_inductor_names_them_after():
@@ -206,28 +243,12 @@ def test_compile_breakdown_of_the_shipped_eager_and_compiled_traces():
     assert b.loc["add (bias, residual)", "compile"] < 0.1 * b.loc["add (bias, residual)", "eager"]
     n = fast.kernels_per_forward(k)
     assert n["compile"] < n["eager"]
-    f = facts_table(fast.compile_trace_facts(k)).set_index("key").value
-    assert f["fast.compile_launches_over_eager"] == pytest.approx(n["compile"] / n["eager"])
+    f = facts_table(fast.compile_facts(k)).set_index("key").value
     saved = b.loc["total", "eager"] - b.loc["total", "compile"]
     conv = sum(fast.part_ms(b, e, fast.CONV_PARTS) * s for e, s in (("eager", 1), ("compile", -1)))
     assert f["fast.compile_saving_from_convolutions_pct"] == pytest.approx(conv / saved * 100)
     with pytest.raises(UserError, match="no kernels of config"):
         fast.compare_backends({"eager": k}, "yolov8_w9_fp16_nhwc_b1")
-
-
-def test_units_say_when_each_ran_and_which_pipeline(df):
-    from yolo_sm.contract import datasets
-
-    b = datasets.load("h200/bench_fast_engines")
-    u = fast.units(b).set_index(["width", "batch"])
-    groups = b.groupby(["width", "batch"])
-    assert len(u) == groups.ngroups
-    assert (u.variants == groups.variant.nunique()).all()
-    assert (u.measured_utc == groups.prov_date_utc.min()).all()
-    pipe = b[b.variant.str.startswith("pipeline/")].groupby(["width", "batch"])
-    assert (u.pipeline_nms == pipe.nms.first()).all()
-    s = fast.units(df)  # a table without the pipeline-version columns: empty, not an error
-    assert len(s) == df.groupby(["width", "batch"]).ngroups and s.pipeline_nms.isna().all()
 
 
 def test_pipeline_stages_and_findings_from_a_cpu_probe():
@@ -241,7 +262,7 @@ def test_pipeline_stages_and_findings_from_a_cpu_probe():
     )
     assert state["decoded"].shape[0] == 2 and tuple(state["frames"].shape[1:3]) == (1080, 810)
     state["engine"].close()
-    t = frames.pipeline_stages(probe)
+    t = frames.probe_stages({"p": probe})
     assert t.stage.tolist() == [s for s in STAGES if s not in GPU_STAGES]
     one = t.set_index("stage").loc["batch, 1 stream", "share_of_1_stream_batch"]
     assert one == pytest.approx(1.0)
@@ -276,7 +297,6 @@ def test_probe_stages_puts_each_probe_in_its_own_block_by_width_and_batch():
     "section",
     (
         fast_plots.side_by_side,
-        fast_plots.units,
         fast_plots.speedup_figure,
         fast_plots.failures,
         fast_plots.pipeline,
@@ -284,9 +304,6 @@ def test_probe_stages_puts_each_probe_in_its_own_block_by_width_and_batch():
         fast_plots.probe,
         fast_plots.compile_breakdown,
         fast_plots.compile_figure,
-        fast_plots.fp8_breakdown,
-        fast_plots.fp8_figure,
-        fast_plots.fp8_dates,
         fast_plots.ranking,
     ),
     ids=lambda f: f.__name__,
@@ -302,50 +319,36 @@ def test_sections_need_their_datasets(section, tmp_path):
     assert not isinstance(section(open_root("h200")), Note)
 
 
-def test_config_of_reads_the_label_not_a_substring():
-    from yolo_sm.topics.deploy.analyse import config_of
+def test_the_answer_is_one_line_per_regime_or_one_line_saying_what_is_missing(tmp_path):
+    from yolo_sm.contract.datasets import open_root
 
-    cfgs = ["idle", "yolov8_w1_fp8_nhwc_b64", "yolov8_w1_fp16_nhwc_b64"]
-    assert config_of(cfgs, "fp16") == "yolov8_w1_fp16_nhwc_b64"
-    assert config_of(cfgs, "fp8") == "yolov8_w1_fp8_nhwc_b64"
-    assert config_of(["my_fp16_model"], "fp16") is None  # not a config label
-
-
-def _pool_trace(pool_us: float, other_us: float, config="yolov8_w1_int8_nhwc_b64"):
-    """A compiled engine's Kineto table of two forwards: an inductor max-pool kernel and a
-    convolution, each once per forward."""
-    rows = []
-    for it in (0, 1):
-        rows.append(("triton_per_fused_max_pool2d_with_indices_1", "triton", pool_us, it))
-        rows.append(("sm90_xmma_fprop_implicit_gemm", "tensor_core_conv", other_us, it))
-    k = pd.DataFrame(rows, columns=["kernel_name", "kernel_class", "duration_us", "iteration"])
-    return k.assign(config=config)
+    (tmp_path / "manifest.json").write_text(json.dumps({"datasets": {}}))
+    assert len(fast_plots.answer(open_root(tmp_path)).splitlines()) == 1
+    lines = fast_plots.answer(open_root("h200")).splitlines()
+    assert [ln.split(" (")[0] for ln in lines] == ["- batch 1", "- batch 16", "- batch 64"]
 
 
-@pytest.mark.parametrize("pool_us, verdict", [(2.0, HOLDS), (5.0, "partly"), (17.0, FAILS)])
-def test_the_compiled_pool_rule_flips_with_the_largest_pool_share(pool_us, verdict):
-    from yolo_sm.topics.deploy import rules as findings
-
-    traces = {
-        "trace_compile_w1_b64": _pool_trace(1.0, 99.0, "yolov8_w1_fp16_nhwc_b64"),
-        "trace_int8_compile_b64": _pool_trace(pool_us, 100.0 - pool_us),
-    }
-    f = facts_table(fast.pool_share_facts(traces))
-    row = f.set_index("key").loc["fast.compiled_pool_share_max_pct"]
-    assert row.value == pytest.approx(pool_us)
-    assert "trace_int8_compile_b64: yolov8_w1_int8_nhwc_b64" in row.note.split(";")[0]
-    (rule,) = [r for r in findings.RULES if r.id == "fast_compiled_pools_small"]
-    assert evaluate([rule], f).verdict.item() == verdict
-    assert fast.pool_share_facts({}) == []
+def test_near_ties_among_engines_go_to_the_faster_build():
+    rows = [
+        ("eager/fp16/nhwc", 1000.0, 2.0),
+        ("cudagraph/fp16/nhwc", 1010.0, 1.0),
+        ("compile/fp16/nhwc", 1500.0, 20.0),
+        ("compile:reduce-overhead/fp16/nhwc", 1480.0, 5.0),
+    ]
+    b = pd.DataFrame(rows, columns=["variant", "img_per_s", "build_s"]).assign(
+        width=1.0, batch=64, status="ok", scope="model_only", median_ms=lambda d: 64e3 / d.img_per_s
+    )
+    pick = recommend.deploy(recommend.ranking(b)).deploy.item()
+    assert pick == "compile:reduce-overhead/fp16/nhwc"  # within 5 %, builds faster
+    assert recommend.deploy(recommend.ranking(b), near=0.0).deploy.item() == "compile/fp16/nhwc"
 
 
-def test_the_shipped_compiled_traces_give_the_pool_share_of_their_breakdown():
-    from yolo_sm.contract import datasets
+def test_the_workload_sentence_quotes_the_bench():
+    from yolo_sm.contract.datasets import open_root
 
-    traces = {n: datasets.load(f"h200/{n}") for n in fast.COMPILED_TRACES}
-    (f,) = fast.pool_share_facts(traces)
-    shares = []
-    for k in traces.values():
-        b = fast.time_breakdown(k)
-        shares += [b.loc["pooling (Triton)", c] / b.loc["total", c] * 100 for c in b.columns]
-    assert f["value"] == pytest.approx(max(shares))
+    bench = open_root("h200").load("bench_fast_engines")
+    text = recommend.workload_sentence(bench)
+    assert f"{bench.candidates_per_frame.max():,.0f} candidates" in text
+    assert "did not count" in recommend.workload_sentence(
+        bench.drop(columns="candidates_per_frame")
+    )

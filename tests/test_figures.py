@@ -140,7 +140,6 @@ def _claims_and_fast(root):
         fast_plots.speedup_figure(root),
         fast_plots.pipeline_figure(root),
         fast_plots.compile_figure(root),
-        fast_plots.fp8_figure(root),
     ]
 
 

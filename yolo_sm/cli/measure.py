@@ -51,13 +51,9 @@ def _bench_parser(sub) -> None:
         help="rank the paths you would deploy: model-only engines, the frames-to-boxes "
         "pipeline, ultralytics predict",
         description="Measure, side by side in one process per (model, batch), the eager fp16 "
-        "NHWC baseline, the model-only engines (--engines), the frames-to-boxes pipeline "
-        "(uint8 frames in pinned memory to boxes on the host) around --pipeline-engine and "
-        "ultralytics' YOLO.predict; print them ranked by images per second and one line per "
-        "(model, batch) saying which frames-to-boxes path to deploy and how it compares with "
-        "the fastest model-only engine. With the defaults a GPU takes about a minute per "
-        "(model, batch), the first of a model longer while torch.compile builds (about 2 to 3 "
-        "minutes for one model at three batches); a rerun skips what --out holds.",
+        "NHWC baseline, the model-only engines, the frames-to-boxes pipeline (uint8 frames in "
+        "pinned memory to boxes on the host) and ultralytics' YOLO.predict; print them ranked "
+        "per batch and which path to deploy in each. A rerun skips what --out holds.",
     )
     b.add_argument("--models", "--model", default="yolov8:0.5", help=MODEL_HELP)
     BenchStep.add_options(b, BENCH_FLAGS)
@@ -67,9 +63,9 @@ def _bench_parser(sub) -> None:
     b.add_argument(
         "--out",
         required=True,
-        help="parquet file for the table (a rerun skips the (model, batch) pairs it holds)",
+        help="parquet file (a rerun skips the (model, batch) pairs it holds)",
     )
-    b.set_defaults(run=run)
+    b.set_defaults(run=run)  # fmt: skip
 
 
 #: the bench settings ``yolo-sm bench`` takes as flags
@@ -117,12 +113,7 @@ def sweep(args) -> int:
     out = args.out or out
     if not out:
         raise UserError("sweep needs --out FILE.parquet (or 'out:' in the config)")
-    from yolo_sm.core.sweep import (  # torch: now
-        SweepSpec,
-        all_failed,
-        check_environment,
-        run_sweep,
-    )
+    from yolo_sm.core.sweep import SweepSpec, all_failed, check_environment, run_sweep  # torch
 
     spec = SweepSpec.from_mapping(data)
     # every check that can fail comes before the skip notices: an error is the only stderr line
@@ -148,22 +139,8 @@ def _print_sweep_summary(df) -> None:
     if df.empty:
         print("no points")
         return
-    cols = (
-        "family",
-        "scale",
-        "width",
-        "precision",
-        "layout",
-        "backend",
-        "batch",
-        "imgsz",
-        "status",
-        "median_ms",
-        "iqr_ms",
-        "img_per_s",
-        "tflops",
-        "rel_err",
-    )
+    cols = ("family", "scale", "width", "precision", "layout", "backend", "batch", "imgsz",
+            "status", "median_ms", "iqr_ms", "img_per_s", "tflops", "rel_err")  # fmt: skip
     with pd.option_context(
         "display.width", 200, "display.max_rows", 1000, "display.float_format", "{:.4g}".format
     ):
@@ -210,19 +187,18 @@ def bench(args) -> int:
 
 
 def print_ranking(df) -> None:
-    """A bench table as its ranking (:func:`yolo_sm.topics.deploy.recommend.ranking`), the rows
-    that did not run, and one line per (model, batch) saying what to deploy."""
+    """A bench table ranked per batch (:func:`yolo_sm.topics.deploy.recommend.ranking`), the
+    rows that did not run, and one line per batch saying what to deploy."""
     import pandas as pd
 
-    cols = ["model", "batch", "rank", "scope", "variant", "img_per_s", "vs_fastest_engine"]
-    cols += ["median_ms", "p99_ms", "build_s"]
     rank = ranking(df)
+    cols = ["batch", "rank", "scope", "variant", "vs_fastest_engine", "img_per_s", "median_ms"]
+    cols += ["p99_ms", "build_s"]
     with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
-        print(rank[[c for c in cols if c in rank]].to_string(index=False) if len(rank) else "")
-    bad = df[df["status"] != "ok"]
-    for _, r in bad.iterrows():
+        print(rank[cols].to_string(index=False) if len(rank) else "")
+    for _, r in df[df["status"] != "ok"].iterrows():
         print(f"not run: {r['variant']} at batch {r['batch']} ({r['status']}): {r['message']}")
-    for _, r in deploy(df).iterrows():
+    for _, r in deploy(rank).iterrows():
         print(deploy_line(r))
 
 

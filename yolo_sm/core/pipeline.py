@@ -1,40 +1,18 @@
-"""End-to-end detection: uint8 camera frames -> boxes, with every step after the host copy on the
-device: pinned host buffers, asynchronous host-to-device copies on their own CUDA streams,
-letterbox + normalise on the GPU, the engine, box decode, NMS, and one copy back per batch.
+"""End-to-end detection: uint8 camera frames -> boxes, every step after the host copy on the
+device: pinned host buffers, asynchronous copies on their own streams, letterbox + normalise on
+the GPU, the engine, box decode, NMS and one copy back per batch.
 
-Pre- and post-processing reuse ultralytics' own definitions where they are tensor code (the
-Detect head's anchors and DFL bins, ``dist2bbox``, ``non_max_suppression``, ``scale_boxes``; the
-DFL's 1x1 convolution is written as the weighted sum it is, :func:`decode_head`); the letterbox is
-re-implemented on the GPU (ultralytics' runs in OpenCV on the host) with the same geometry:
-scale ratio, rounding, centred padding of grey 114. Results agree with ``YOLO.predict`` on the
-same weights to resampling noise (bilinear on the GPU vs OpenCV's fixed-point INTER_LINEAR).
+Pre- and post-processing reuse ultralytics' tensor code (Detect's anchors and DFL bins,
+``dist2bbox``, ``scale_boxes``); the letterbox is re-implemented on the GPU with ultralytics'
+geometry (ratio, rounding, centred grey-114 padding), so results agree with ``YOLO.predict`` on
+the same weights to resampling noise.
 
-Overlap (GPU): ``run`` keeps up to ``streams`` batches in flight. Submitting a batch only queues
-work: on its slot's copy stream (slot = batch index mod ``streams``) the host-to-device copy
-(straight from the caller's pinned tensor; a numpy array is first copied into the slot's pinned
-buffer, once that buffer's previous copy has finished) and the letterbox; on the one compute
-stream, after an event of that copy, the engine and the box decode, then an event ``ready``.
-Once ``streams`` batches are in flight the oldest is finished on a high-priority post-processing
-stream that waits on that batch's ``ready`` event only: NMS's host syncs (its output size is
-data-dependent) and the one device-to-host copy of the boxes wait for that batch, while the
-engine runs the later batches already queued on the compute stream. With ``streams`` = 1 each
-batch is finished before the next is submitted (no overlap). On a CPU the stages run in order,
-one batch at a time, whatever ``streams`` says.
-
-Whole-batch graph (``graph=True``, GPU, with ``nms_topk``): the fixed-size NMS makes every
-shape after the copy static, so each slot captures, on its first batch, one CUDA graph of the
-letterbox (one Triton kernel, :func:`letterbox_kernel`), the engine's forward
-(``Engine.capture``), the decode with the choice of each frame's candidates (compiled by
-torch.compile: :func:`decode_chosen`), the fixed-size NMS and the scaled, packed boxes. A
-batch is then four operations on its slot's stream: the copy to the device, the graph's
-replay, the copy of the packed boxes to the slot's pinned buffer and an event; the host waits
-on that event only.
-Slots run on their own streams, so batches in flight overlap whole (one batch's NMS beside the
-next one's engine). The host's launch work per batch no longer grows with the model's kernels
-(the bench's ``host_bound`` column says where that work sets an engine's pace). A batch whose
-fixed-size NMS is not exact is redone by the full NMS from the graph's decoded output (kept
-until the slot's next replay).
-"""
+``run`` keeps up to ``streams`` batches in flight (GPU): each slot copies and letterboxes on its
+own stream, the engine and decode run on one compute stream, and the oldest batch is finished
+(NMS, copy of the boxes) on a high-priority stream that waits on that batch only. With
+``graph=True`` (and the fixed-size NMS, ``nms_topk``) every shape after the copy is static and
+each slot replays one CUDA graph of letterbox, forward, decode, NMS and packed boxes; a batch
+whose fixed-size NMS is not exact is redone by the full NMS. On a CPU the stages run in order."""
 
 from __future__ import annotations
 
@@ -49,8 +27,15 @@ import torch.nn.functional as F
 
 from yolo_sm.contract.errors import UserError
 from yolo_sm.core.images import load_images
-from yolo_sm.core.nms import batch_nms, nms_topk, topk_candidates, topk_size
-from yolo_sm.core.triton_kernels import cached_kernel, kernel_failed, triton_cdiv
+from yolo_sm.core.nms import (
+    batch_nms,
+    cached_kernel,
+    kernel_failed,
+    nms_topk,
+    topk_candidates,
+    topk_size,
+    triton_cdiv,
+)
 
 
 @dataclass(frozen=True)
@@ -60,17 +45,14 @@ class PipelineConfig:
     max_det: int = 300
     agnostic: bool = False
     streams: int = 2  # batches in flight on a GPU, each slot with its own copy stream; 1: none
-    # > 0: NMS on fixed-size buffers of each image's nms_topk best candidates (at least max_det;
-    # yolo_sm.core.nms.nms_topk), the full NMS for a batch where that is not exact; 0: off
+    # > 0: NMS first on each image's nms_topk best candidates (yolo_sm.core.nms.nms_topk)
     nms_topk: int = 0
-    # GPU, with nms_topk > 0: each slot replays one CUDA graph of the whole batch after its copy
-    # to the device (letterbox, the engine's forward, decode, the fixed-size NMS, the boxes
-    # scaled and packed), on the slot's own stream; see DetectionPipeline
+    # GPU, with nms_topk > 0: one CUDA graph of everything after the copy per slot
     graph: bool = False
 
 
 def letterbox_params(h: int, w: int, imgsz: int) -> tuple[float, int, int, int, int]:
-    """(ratio, new_h, new_w, top, left) exactly as ultralytics' LetterBox (centred, square)."""
+    """(ratio, new_h, new_w, top, left) as ultralytics' LetterBox (centred, square)."""
     r = min(imgsz / h, imgsz / w)
     new_w, new_h = max(round(w * r), 1), max(round(h * r), 1)
     dw, dh = (imgsz - new_w) / 2, (imgsz - new_h) / 2
@@ -78,21 +60,15 @@ def letterbox_params(h: int, w: int, imgsz: int) -> tuple[float, int, int, int, 
 
 
 def dfl_bins(dfl) -> torch.Tensor | None:
-    """The bin values of ultralytics' DFL module ``dfl`` (its 1x1 convolution's weights, 0 ..
-    reg_max - 1) as a float vector, or None where the head has none (``reg_max`` 1: Identity)."""
+    """The bin values of ultralytics' DFL module (None where the head has none)."""
     conv = getattr(dfl, "conv", None)
     return None if conv is None else conv.weight.detach().reshape(-1).float().clone()
 
 
 def decode_head(raw, bins, anchors, strides, reg_max: int, nc: int) -> torch.Tensor:
     """Raw head output (B, 4*reg_max + nc, A) -> (B, 4 + nc, A) as ultralytics' Detect head
-    decodes it: the DFL (each side's softmax over its ``reg_max`` bins, weighted by the bin
-    values ``bins`` of :func:`dfl_bins`; None: no DFL), ``dist2bbox``, sigmoid class scores.
-
-    The DFL module computes that weighted sum as a 1x1 convolution; written as the sum it is,
-    torch.compile fuses it with the softmax into one kernel, where the convolution is a cuDNN
-    call (TF32 where cuDNN allows it) between two layout transposes (three kernels, a third of
-    the compiled decode's GPU time on the H200 at batch 16)."""
+    decodes it (DFL as the weighted sum it is, so torch.compile fuses it with the softmax;
+    ``dist2bbox``; sigmoid class scores)."""
     from ultralytics.utils.tal import dist2bbox
 
     raw = raw.float()
@@ -105,9 +81,8 @@ def decode_head(raw, bins, anchors, strides, reg_max: int, nc: int) -> torch.Ten
 
 
 def decode_chosen(raw, bins, anchors, strides, reg_max: int, nc: int, conf: float, k: int):
-    """:func:`decode_head` and each image's ``k`` best candidates of the result
-    (:func:`yolo_sm.core.nms.topk_candidates`), in one function for :func:`fused` to compile
-    together: the best class per anchor is then taken in the kernels that decode it."""
+    """:func:`decode_head` and each image's ``k`` best candidates
+    (:func:`yolo_sm.core.nms.topk_candidates`), compiled together by :func:`fused`."""
     y = decode_head(raw, bins, anchors, strides, reg_max, nc)
     return y, topk_candidates(y, conf, k)
 
@@ -116,11 +91,7 @@ _FUSED: dict = {}
 
 
 def fused(fn):
-    """``fn`` (:func:`letterbox_gpu`, :func:`decode_head`, :func:`decode_chosen`) compiled by
-    torch.compile, made once per process: inductor fuses each into a few kernels. Eager, the
-    letterbox writes float32 temporaries of the whole batch several times over and the decode
-    is a dozen small kernels (the ``probe`` step times both stages alone). A hand-written
-    kernel would do the same; inductor already writes it."""
+    """``fn`` compiled by torch.compile (static shapes), once per process."""
     if fn not in _FUSED:
         _FUSED[fn] = torch.compile(fn, dynamic=False)
     return _FUSED[fn]
@@ -129,7 +100,7 @@ def fused(fn):
 def letterbox_gpu(
     frames: torch.Tensor, imgsz: int, dtype: torch.dtype, channels_last: bool
 ) -> torch.Tensor:
-    """(B, H, W, 3) uint8 BGR on any device -> (B, 3, imgsz, imgsz) RGB in [0, 1], letterboxed."""
+    """(B, H, W, 3) uint8 BGR -> (B, 3, imgsz, imgsz) RGB in [0, 1], letterboxed."""
     b, h, w, _ = frames.shape
     _, new_h, new_w, top, left = letterbox_params(h, w, imgsz)
     x = frames.permute(0, 3, 1, 2).flip(1).float()
@@ -145,18 +116,14 @@ def letterbox_gpu(
 def letterbox_kernel(
     frames: torch.Tensor, imgsz: int, dtype: torch.dtype, channels_last: bool
 ) -> torch.Tensor | None:
-    """:func:`letterbox_gpu` in one Triton kernel (GPU, or Triton's interpreter on a CPU): each
-    output pixel reads its four source pixels and is written once, in ``dtype`` and the layout
-    asked for, where torch.compile's letterbox takes two passes over float temporaries. The
-    same arithmetic as ``F.interpolate``'s bilinear kernel (source index, weights, their order,
-    round half to even); None where Triton is missing or the kernel does not compile."""
+    """:func:`letterbox_gpu` in one Triton kernel, written once in ``dtype`` and the layout asked
+    for, with ``F.interpolate``'s bilinear arithmetic; None where the kernel cannot run."""
     kernel = cached_kernel(_LETTERBOX, _define_letterbox)
     if kernel is None:
         return None
     b, h, w, _ = frames.shape
     _, new_h, new_w, top, left = letterbox_params(h, w, imgsz)
-    # allocated in its layout: .contiguous() of a fresh NCHW tensor would copy it, a second
-    # pass over the output that costs about as much as the kernel
+    # allocated in its layout: .contiguous() would be a second pass over the output
     layout = torch.channels_last if channels_last else torch.contiguous_format
     out = torch.empty((b, 3, imgsz, imgsz), dtype=dtype, device=frames.device, memory_format=layout)
     block = 256
@@ -217,9 +184,9 @@ def _define_letterbox(triton, tl):
 
 
 class DetectionPipeline:
-    """Frames to boxes around one engine built from a :class:`yolo_sm.core.models.YoloForward`
-    (raw head output). ``pipeline(frames)`` returns one (n, 6) float array per frame:
-    x1, y1, x2, y2 in frame pixels, score, class."""
+    """Frames to boxes around one engine of a :class:`yolo_sm.core.models.YoloForward`:
+    ``pipeline(frames)`` returns one (n, 6) array per frame (x1, y1, x2, y2 in frame pixels,
+    score, class)."""
 
     def __init__(self, model, engine, config: PipelineConfig | None = None):
         from ultralytics.utils.tal import make_anchors
@@ -257,15 +224,13 @@ class DetectionPipeline:
         self._compute = self._post = None  # compute and post-processing streams (GPU)
 
     def reset_counts(self) -> None:
-        """Zero ``counts``, the work NMS saw since: frames, candidates above the score threshold
-        (what NMS costs grows with), boxes kept."""
+        """Zero ``counts``: frames, candidates above the score threshold, boxes kept."""
         self.counts = {"frames": 0, "candidates": 0, "boxes": 0}
 
     # -- stages ------------------------------------------------------------------------------
     def preprocess(self, frames_dev: torch.Tensor, compiled: bool = False) -> torch.Tensor:
-        """:func:`letterbox_gpu` to the engine's size, dtype and layout (``compiled`` on a GPU:
-        the same pixels from one Triton kernel, :func:`letterbox_kernel`, or where that does
-        not compile as :func:`fused` compiles :func:`letterbox_gpu`)."""
+        """:func:`letterbox_gpu` to the engine's size, dtype and layout (``compiled``: the Triton
+        kernel, else the compiled letterbox)."""
         args = (frames_dev, self.imgsz, self.engine.input_dtype)
         channels_last = self.engine.config.layout.value == "nhwc"
         if compiled and frames_dev.is_cuda:
@@ -275,45 +240,22 @@ class DetectionPipeline:
         return (fused(letterbox_gpu) if compiled else letterbox_gpu)(*args, channels_last)
 
     def decode(self, raw: torch.Tensor, compiled: bool = False) -> torch.Tensor:
-        """Raw head output (B, 4*reg_max + nc, A) -> ultralytics' (B, 4 + nc, A): xywh in
-        letterboxed pixels and class probabilities (``compiled``: as :func:`fused` compiles
-        :func:`decode_head`)."""
+        """Raw head output -> (B, 4 + nc, A): xywh in letterboxed pixels and class probabilities."""
         decode = fused(decode_head) if compiled else decode_head
         return decode(raw, self.bins, self.anchors, self.strides, self.reg_max, self.nc)
 
     def decode_chosen(self, raw: torch.Tensor):
-        """:meth:`decode` and each image's candidates for the fixed-size NMS, compiled together
-        (:func:`decode_chosen`): ``(y, chosen)`` for :meth:`_packed_topk`."""
+        """:meth:`decode` with each image's fixed-size NMS candidates, compiled together."""
         c = self.config
         k = topk_size(raw.shape[-1], c.nms_topk, c.max_det)
         args = (self.bins, self.anchors, self.strides, self.reg_max, self.nc, c.conf, k)
         return fused(decode_chosen)(raw, *args)
 
     def postprocess(self, y: torch.Tensor, shape: tuple[int, int]) -> list[torch.Tensor]:
-        """Boxes per image on the host, as ultralytics' ``non_max_suppression`` (best class per
-        anchor, score threshold, class-aware NMS, ``max_det`` per image) then ``scale_boxes`` to
-        the frame, batched: one candidate gather, NMS in a few calls that each cover whole
-        images, one ``scale_boxes`` (every frame of a batch has one shape), one device-to-host
-        copy of the kept boxes with their image index, split per image on the host.
-        ultralytics loops over the images in Python (a dozen small kernels and several host
-        syncs per image).
-
-        NMS: :func:`yolo_sm.core.nms.batch_nms`: ``nms_matrix``, every image and class at
-        once with a few passes over an overlap matrix (a byte per pair) and no serial walk,
-        where batch x (largest candidate count)^2 fits ``NMS_MATRIX_LIMIT``; otherwise
-        ``torchvision.ops.nms`` on (image, class) groups kept apart by float64 offsets, one call
-        per chunk of whole images. With ``config.nms_topk`` > 0, first the fixed-size
-        :meth:`_postprocess_topk`, which gives the same boxes or defers the batch to this path.
-        Measured on the H200 (YOLOv8 w0.5, batch 16, 40,656 candidates, tools/pipeline_probe.py):
-        one torchvision call for the batch 39 ms (its kernel walks the n x n mask in one thread
-        block, 35 ms of it), one per image 9.8 ms, against a 4.4 ms engine; the whole postprocess
-        takes 4.9 ms with nms_matrix, 7.5 ms with its fixed point in torch ops and 13.2 ms with
-        torchvision once per image (one process).
-        (``torchvision.ops.batched_nms`` loops over every (image, class) group in Python above
-        20,000 box coordinates: at batch 16 that was ~640 calls, 24.5 ms, measured.)
-
-        Runs on the current stream (``run`` makes that its post-processing stream) and returns
-        after that stream's copy of the boxes to the host has finished."""
+        """Boxes per image on the host as ultralytics' ``non_max_suppression`` then ``scale_boxes``
+        decide them, batched (:func:`yolo_sm.core.nms.batch_nms`; with ``nms_topk`` first the
+        fixed-size path, which gives the same boxes or defers to the full NMS). Runs on the current
+        stream and returns once its copy of the boxes has landed."""
         if self.config.nms_topk > 0:
             out = self._postprocess_topk(y, shape)
             if out is not None:
@@ -321,7 +263,7 @@ class DetectionPipeline:
         return self._postprocess_full(y, shape)
 
     def _postprocess_full(self, y: torch.Tensor, shape: tuple[int, int]) -> list[torch.Tensor]:
-        """:meth:`postprocess` with the full NMS (:func:`yolo_sm.core.nms.batch_nms`)."""
+        """:meth:`postprocess` with the full NMS."""
         from ultralytics.utils import ops
 
         c = self.config
@@ -341,14 +283,12 @@ class DetectionPipeline:
         kb = bi[kept]
         rank = torch.arange(len(kept), device=kept.device) - torch.searchsorted(kb, kb)
         kept = kept[rank < c.max_det]
-        # x1 y1 x2 y2 score class | image: the image index rides along to the host (exact in
-        # fp32 below 2**24), so one copy brings boxes and per-image counts
+        # x1 y1 x2 y2 score class | image: one copy brings boxes and per-image counts
         dets = torch.cat(
             (boxes[kept], sc[kept, None], cl[kept, None].to(y.dtype), bi[kept, None].to(y.dtype)),
             1,
         )
-        # one call for the whole batch: scale_boxes is elementwise per box (in place), so this
-        # equals ultralytics' per-image calls
+        # elementwise per box: one call equals ultralytics' per-image calls
         ops.scale_boxes((self.imgsz, self.imgsz), dets[:, :4], shape)
         host = _to_host(dets)
         self.counts["boxes"] += len(host)
@@ -356,17 +296,12 @@ class DetectionPipeline:
         return list(host[:, :6].contiguous().split(counts))
 
     def _postprocess_topk(self, y: torch.Tensor, shape: tuple[int, int]) -> list | None:
-        """:meth:`postprocess` on fixed-size buffers (:func:`yolo_sm.core.nms.nms_topk`):
-        the boxes, their counts, whether each image's result is exact and its candidate count
-        come to the host in one copy of (B, max_det x 6 + 3) floats; None (nothing counted)
-        where an image's result is not exact, for the full NMS to redo the batch."""
+        """:meth:`postprocess` on fixed-size buffers; None where an image is not exact."""
         return self._unpack(_to_host(self._packed_topk(y, shape)))
 
     def _packed_topk(self, y: torch.Tensor, shape: tuple[int, int], chosen=None) -> torch.Tensor:
-        """The device half of :meth:`_postprocess_topk` (no host sync): (B, max_det x 6 + 3),
-        each image's boxes x1 y1 x2 y2 score class scaled to the frame, then its box count,
-        exactness and candidate count (exact in fp32 below 2**24). ``chosen``: the candidates
-        as :meth:`decode_chosen` made them with ``y``."""
+        """The device half of :meth:`_postprocess_topk` (no host sync): (B, max_det x 6 + 3), each
+        image's scaled boxes, then its box count, exactness and candidate count."""
         from ultralytics.utils import ops
 
         c = self.config
@@ -379,8 +314,7 @@ class DetectionPipeline:
         return torch.cat((dets.reshape(b, -1), tail), 1)
 
     def _unpack(self, host: torch.Tensor) -> list | None:
-        """Boxes per image from :meth:`_packed_topk`'s rows on the host (copies: the caller may
-        reuse ``host``), counted; None, with nothing counted, where an image is not exact."""
+        """Boxes per image from :meth:`_packed_topk`'s host rows, counted; None where not exact."""
         counts, exact, cand = host[:, -3:].long().T.tolist()
         if not all(exact):
             return None
@@ -392,10 +326,7 @@ class DetectionPipeline:
         return [rows[i, :n].clone() for i, n in enumerate(counts)]
 
     def _device_batch(self, frames_dev: torch.Tensor):
-        """Everything a batch does on the device after its copy, with no host sync (what a
-        slot's graph captures): (decoded head output, packed boxes of :meth:`_packed_topk`).
-        The letterbox runs as one kernel, the decode compiled (:meth:`preprocess`,
-        :meth:`decode_chosen`)."""
+        """A batch's device work after its copy, no host sync (what a slot's graph captures)."""
         shape = tuple(frames_dev.shape[1:3])
         with torch.no_grad():
             raw = self.engine.capture(self.preprocess(frames_dev, compiled=True))
@@ -407,13 +338,10 @@ class DetectionPipeline:
         return list(self.run([frames]))[0][1]
 
     def run(self, batches):
-        """Yield ``(latency_s, [boxes per frame])`` for each batch of frames, in order. A batch
-        is a (B, H, W, 3) uint8 BGR numpy array, a list of equally sized frames, or a (B, H, W,
-        3) uint8 torch tensor: in pinned host memory (or on the device) it is copied to the
-        device directly, with no copy on the host, and must not be written until its boxes are
-        yielded. On a GPU up to ``config.streams`` batches are in flight (the module docstring
-        says how they overlap); the latency runs from a batch's submission to its boxes on the
-        host, so it includes queueing behind the batches ahead of it."""
+        """Yield ``(latency_s, [boxes per frame])`` per batch, in order. A batch is a (B, H, W,
+        3) uint8 BGR array, list of frames or tensor (pinned or on the device: copied with no
+        host copy, not written until its boxes are yielded). Latency runs from submission to
+        boxes on the host, queueing included."""
         if not self._on_gpu:
             for frames in batches:
                 frames = self._as_batch(frames)
@@ -457,15 +385,14 @@ class DetectionPipeline:
         return frames
 
     def _submit_cpu(self, frames, t0) -> _Batch:
-        """Everything up to the decode, in order (CPU: no streams)."""
+        """Everything up to the decode, in order (CPU)."""
         if isinstance(frames, np.ndarray):
             frames = torch.from_numpy(frames if frames.flags.writeable else frames.copy())
         y = self.decode(self.engine(self.preprocess(frames.to(self.device))))
         return _Batch(t0, tuple(frames.shape[1:3]), y)
 
     def _submit(self, slot: _Slot, frames, t0) -> _Batch:
-        """Queue a batch's copy, letterbox, engine and decode on the GPU; returns at once (a
-        numpy batch first waits for the slot's pinned buffer to be free, then fills it)."""
+        """Queue a batch's copy, letterbox, engine and decode on the GPU; returns at once."""
         src = self._source(slot, frames)
         if self.config.graph:
             return self._submit_graph(slot, frames, src, t0)
@@ -480,10 +407,8 @@ class DetectionPipeline:
             compute.wait_event(prepped)
             x.record_stream(compute)  # freed after submit returns: not reused before compute
             raw = self.engine(x)
-            # A CUDA-graph engine returns its static output buffer, which its next replay
-            # overwrites. decode is queued right after it on this same stream, so stream order
-            # has it read this batch's output before the next batch's replay (queued later on
-            # this stream) writes it. Keep decode here, on the compute stream.
+            # a CUDA-graph engine's output is overwritten by its next replay: decode reads it
+            # first because it is queued on the same stream. Keep it here.
             y = self.decode(raw)  # a new tensor (the engine's output is not kept)
             ready = torch.cuda.Event()
             ready.record(compute)
@@ -491,10 +416,7 @@ class DetectionPipeline:
         return _Batch(t0, tuple(frames.shape[1:3]), y, ready, src)
 
     def _submit_graph(self, slot: _Slot, frames, src, t0) -> _Batch:
-        """Queue a batch on its slot's stream in whole-batch graph mode (module docstring):
-        the copy into the slot's static device frames, the graph's replay, the copy of the
-        packed boxes to the slot's pinned buffer, then the slot's ``done`` event. The slot's
-        graph is captured on its first batch (or a batch of a new frame shape)."""
+        """Queue a batch in whole-batch graph mode (captured on the slot's first batch)."""
         shape = tuple(frames.shape)
         if slot.shape != shape:
             slot.capture(self, src, shape)
@@ -507,8 +429,7 @@ class DetectionPipeline:
         return _Batch(t0, tuple(shape[1:3]), slot.y, slot.done, src, slot)
 
     def _source(self, slot: _Slot, frames):
-        """What the copy to the device reads: the caller's device or pinned tensor, or the
-        slot's pinned buffer filled from pageable frames (after its previous copy finished)."""
+        """What the copy to the device reads: the caller's tensor or the slot's pinned buffer."""
         if isinstance(frames, torch.Tensor) and frames.is_cuda:
             # already on a device, made on the caller's stream: the copy stream reads it after
             # that stream's work, and the allocator keeps it until the copy stream is done
@@ -527,7 +448,7 @@ class DetectionPipeline:
         return src
 
     def _finish(self, batch: _Batch):
-        """Post-process a submitted batch; returns (latency_s, [boxes per frame])."""
+        """Post-process a submitted batch: (latency_s, [boxes per frame])."""
         if batch.slot is not None:  # whole-batch graph: the boxes are on their way
             batch.ready.synchronize()
             dets = self._unpack(batch.slot.host)
@@ -545,11 +466,10 @@ class DetectionPipeline:
         return time.perf_counter() - batch.t0, [d.numpy() for d in dets]
 
     def _streams(self):
-        """(compute stream, post-processing stream), made on first use (GPU)."""
+        """(compute stream, high-priority post-processing stream), made on first use."""
         if self._compute is None:
             self._compute = torch.cuda.Stream(self.device)
-            # high priority: the host waits on its small NMS kernels (syncs), which should not
-            # queue behind the blocks of the engine replays already on the compute stream
+            # high priority: the host waits on NMS's small kernels, not on queued engine work
             self._post = torch.cuda.Stream(self.device, priority=-1)
         return self._compute, self._post
 
@@ -574,10 +494,8 @@ class _Batch:
 
 
 class _Slot:
-    """One copy slot (GPU): its copy stream, its pinned staging buffers (one per frame shape,
-    for batches that are not pinned already) and the event of its last host-to-device copy;
-    in whole-batch graph mode also its graph, the graph's static frames, decoded output and
-    packed boxes, the pinned buffer the boxes are copied to and the event after that copy."""
+    """One copy slot (GPU): its stream, pinned staging buffers, copy event and, in graph mode,
+    its graph with the static tensors it reads and writes."""
 
     #: eager runs of a slot's batch before its capture (Triton and cuDNN choices, allocations)
     WARMUP = 2
@@ -591,8 +509,7 @@ class _Slot:
         self.done = torch.cuda.Event()
 
     def capture(self, pipe: DetectionPipeline, src: torch.Tensor, shape: tuple) -> None:
-        """Capture ``pipe``'s device work of one batch (:meth:`DetectionPipeline._device_batch`)
-        on static frames of ``shape``, after :data:`WARMUP` runs of it on ``src``'s frames."""
+        """Capture ``pipe``'s device work of one batch on static frames of ``shape``."""
         self.done.synchronize()  # the previous graph's batches, if any, have finished
         self.graph = self.shape = None  # a capture that fails is retried by the next batch
         dev = torch.empty(shape, dtype=torch.uint8, device=pipe.device)
@@ -622,8 +539,7 @@ def _pinned_empty(shape: tuple) -> torch.Tensor:
 
 
 def _to_host(t: torch.Tensor) -> torch.Tensor:
-    """``t`` on the host, after the current stream's copy has landed (pinned destination when
-    ``t`` is on a GPU)."""
+    """``t`` on the host once the current stream's copy has landed."""
     host = t.to("cpu", non_blocking=True)
     if t.is_cuda:
         torch.cuda.current_stream(t.device).synchronize()  # the copy has landed
@@ -631,11 +547,9 @@ def _to_host(t: torch.Tensor) -> torch.Tensor:
 
 
 def set_class_prior(model, p: float, spread: float = 1.0) -> None:
-    """Make a random-weight detector's class scores look like a trained one's: logits centred
-    on ``log(p / (1 - p))`` with standard deviation ``spread`` on the bundled photos. ultralytics'
-    init leaves every score near 1e-5 (nothing passes a threshold) and calibrated features
-    saturate it at 1 (every box ties): either makes NMS and box comparisons vacuous. For
-    pipeline studies only; it rescales the last class conv of each level."""
+    """Make a random-weight detector's class scores look like a trained one's (logits centred on
+    ``log(p / (1 - p))``, standard deviation ``spread`` on the bundled photos), so NMS and box
+    comparisons are not vacuous. For pipeline studies only."""
     head = model.det.model[-1]
     logit = float(np.log(p / (1 - p)))
     captured = []
@@ -663,10 +577,8 @@ def ultralytics_predict(
     iou: float = 0.7,
     imgsz: int = 640,
 ):
-    """Boxes from ultralytics' own ``YOLO.predict`` on the same weights (its pre- and
-    post-processing), for comparison: one (n, 6) array per frame. ``rect=False``: by default
-    predict letterboxes to the smallest stride multiple (640x480 for a portrait photo), while an
-    engine built for one shape, like ours, takes the full square."""
+    """Boxes from ultralytics' own ``YOLO.predict`` on the same weights, one (n, 6) array per
+    frame (``rect=False``: the full square, like our engines)."""
 
     from ultralytics import YOLO
 
@@ -711,15 +623,9 @@ def measure_pipeline(
     warmup_batches: int = 2,
     pinned: bool = True,
 ) -> dict:
-    """Frames per second and per-batch latency (submission of its frames to boxes on the host,
-    so queueing behind the batches in flight is included) over ``seconds`` of back-to-back
-    batches cycling through ``frames`` (all the same size).
-
-    ``pinned`` (GPU): the stacked batch is pinned once before timing, as frames a camera delivers
-    into a ring of pinned buffers would be, so each batch goes straight from there to the device
-    and the timed loop measures the pipeline, not a host memcpy per batch (42 MB at batch 16 of
-    1080x810 frames); ``pinned=False`` passes the numpy batch, staged each time through the
-    pipeline's own pinned buffer. The dict's ``pinned`` says what ran (always False on a CPU)."""
+    """Frames per second and per-batch latency (submission to boxes on the host) over
+    ``seconds`` of back-to-back batches of ``frames``. ``pinned`` (GPU): the batch is pinned once,
+    as a camera's pinned ring would deliver it; the dict's ``pinned`` says what ran."""
     if not frames or batch < 1:
         raise UserError("measure_pipeline needs frames and a positive batch size")
     stack = np.stack([frames[i % len(frames)] for i in range(batch)])

@@ -1,19 +1,10 @@
-"""Cold and warm torch.compile builds: how much of a compile the disk cache saves.
-
-Per (model width, compile mode), two builds of the same model and shape, each in its own fresh
-Python process, against one new, empty inductor cache folder (``TORCHINDUCTOR_CACHE_DIR``, Triton's
-kernels under it): the first finds the folder empty (``cache`` cold), the second can reuse the
-first's work only through what it wrote there (``cache`` warm). Each process builds the engine
-(:func:`yolo_sm.core.engines.build_engine`, backend compile), records its ``compile_s`` and
-what the build found in the cache (``compile_cache``, from inductor's hit and miss counters:
-:mod:`yolo_sm.core.engines.compile_cache`), then times the engine
-(:func:`yolo_sm.core.timing.measure_engine`). One row per build. A (width, mode) pair is the
-unit of the grid runner (:func:`yolo_sm.core.grid.run_grid`): the table is written after
-each, and a rerun measures only the units it lacks.
-
-Run as ``python -m yolo_sm.topics.deploy.collect ARGS_JSON RESULT_JSON``, the child process of
-:func:`run_cache_builds`.
-"""
+"""Cold and warm torch.compile builds: per (width, compile mode), two builds of the same model
+in two fresh processes against one new, empty inductor cache folder (``TORCHINDUCTOR_CACHE_DIR``):
+cold (the folder empty), then warm (what the first wrote there). Each process builds the engine,
+records its ``compile_s`` and what it found in the cache, and times it; one row per build. A
+(width, mode) pair is a unit of :func:`yolo_sm.core.grid.run_grid`: a rerun builds only the
+units the table lacks. ``python -m yolo_sm.topics.deploy.collect ARGS_JSON RESULT_JSON`` is the
+child process."""
 
 from __future__ import annotations
 
@@ -44,6 +35,11 @@ from yolo_sm.core.sweep import failure
 from yolo_sm.core.timing import measure_engine
 from yolo_sm.topics.deploy import CacheStep
 
+#: what a build row keeps of the engine's info
+INFO_COLUMNS = (
+    "compile_s", "compile_cache", "fx_cache_hits", "fx_cache_misses", "cache_files_before",
+    "cache_files_after", "autotuned_ops", "autotune_reads", "graphs_compiled",
+)  # fmt: skip
 #: the build of each planned state, in order: the first fills the empty folder
 RUNS = ("cold", "warm")
 
@@ -52,8 +48,7 @@ CacheSpec = CacheStep
 
 
 def child_env(cache_dir: str, environ=None) -> dict:
-    """The environment of a build process: this one's, with inductor's and Triton's caches in
-    ``cache_dir`` and this package importable."""
+    """This environment, inductor's and Triton's caches in ``cache_dir``, the package importable."""
     env = dict(os.environ if environ is None else environ)
     env["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
     env["TRITON_CACHE_DIR"] = str(Path(cache_dir) / "triton")
@@ -63,8 +58,7 @@ def child_env(cache_dir: str, environ=None) -> dict:
 
 
 def run_child(args: dict, env: dict, timeout_s: float) -> dict:
-    """One build in a fresh ``python -m yolo_sm.topics.deploy.collect`` process: its result
-    row, or an error row with the process's last output line."""
+    """One build in a fresh process: its result row, or an error row with its last output line."""
     with tempfile.TemporaryDirectory(prefix="yolo_sm-build-") as tmp:
         result = Path(tmp) / "row.json"
         cmd = [sys.executable, "-m", "yolo_sm.topics.deploy.collect", json.dumps(args), str(result)]
@@ -80,8 +74,7 @@ def run_child(args: dict, env: dict, timeout_s: float) -> dict:
 
 
 def _complete(spec: CacheSpec):
-    """Whether a unit's rows in the table are both of its builds with ``spec``'s model, shape
-    and precision: rows of another spec (the plan edited) are measured again."""
+    """Whether a unit's rows hold both builds with ``spec``'s model, shape and precision."""
 
     def complete(unit, rows) -> bool:
         head = _head(spec, *unit)
@@ -92,21 +85,19 @@ def _complete(spec: CacheSpec):
 
 
 def missing_units(spec: CacheSpec, out: str | os.PathLike) -> list[tuple[float, str]]:
-    """The (width, compile mode) units of ``spec`` whose cold and warm builds the table ``out``
-    does not hold (all when it is absent): what a run of the step measures."""
+    """The (width, mode) units of ``spec`` the table ``out`` lacks."""
     return _held(spec, out)[1]
 
 
 def _held(spec: CacheSpec, out) -> tuple[list[dict], list[tuple[float, str]]]:
-    """The table's rows (with the columns the estimates read) and the units it lacks."""
+    """The table's rows and the units it lacks."""
     rows = table_rows(Path(out), ("width", "compile_mode", "cache"), "compile_cache")
     return rows, pending(spec.units(), rows, _key, _row_key, _complete(spec))
 
 
 def missing_seconds(spec: CacheSpec, out: str | os.PathLike) -> tuple[float | None, list[str]]:
-    """Seconds the units the table ``out`` lacks will take by :func:`unit_estimate` from the
-    units it holds (``collect --status``; None where a unit has nothing to go by), and the
-    modes whose units went by the plan's ``mode_est_s`` (the table holds no unit of them)."""
+    """Seconds the units ``out`` lacks will take (:func:`unit_estimate`; None where one has
+    nothing to go by), and the modes estimated by the plan's ``mode_est_s``."""
     rows, todo = _held(spec, out)
     pace = Pace(rows=rows)
     estimates = [_estimate(spec, u, pace) for u in todo]
@@ -117,8 +108,7 @@ def missing_seconds(spec: CacheSpec, out: str | os.PathLike) -> tuple[float | No
 
 
 def with_unit_seconds(rows: list[dict]) -> list[dict]:
-    """``rows`` with ``unit_s`` where a row lacks it (a table written before the column): the
-    ``process_s`` of its unit's builds summed, the wall time of the unit's processes."""
+    """``rows`` with ``unit_s`` where missing: its unit's ``process_s`` summed."""
     summed: dict[tuple[float, str], float] = {}
     for r in rows:
         took = r.get("process_s")
@@ -134,7 +124,7 @@ def with_unit_seconds(rows: list[dict]) -> list[dict]:
 
 
 def _same_shape(spec: CacheSpec, mode: str | None = None):
-    """Rows built with ``spec``'s batch, size and precision (and compile mode ``mode``)."""
+    """Rows built with ``spec``'s batch, size and precision (and ``mode``)."""
     head = {k: v for k, v in _head(spec, 0.0, "").items() if k not in ("width", "compile_mode")}
 
     def keep(r: dict) -> bool:
@@ -145,11 +135,8 @@ def _same_shape(spec: CacheSpec, mode: str | None = None):
 
 
 def unit_estimate(spec: CacheSpec, unit: tuple[float, str], pace: Pace) -> float | None:
-    """Seconds the (width, mode) ``unit`` will take: the longest unit of the same mode per
-    width that the table holds (this run's and earlier runs'), scaled to the unit's width by
-    :func:`yolo_sm.core.grid.width_scaled`; where the mode has none, the plan's
-    ``mode_est_s`` for it, else the longest of any mode; None where the table holds no unit of
-    ``spec``'s shape and the plan gives no estimate for the mode."""
+    """Seconds a (width, mode) unit will take: the longest unit of the mode held, scaled to the
+    width; else the plan's ``mode_est_s``, else the longest of any mode; None without any."""
     return _estimate(spec, unit, pace)[0]
 
 
@@ -182,14 +169,9 @@ def run_cache_builds(
     est_unit_s: float | None = None,
     clock=None,
 ):
-    """Per (width, mode) unit of ``spec`` that ``out`` does not hold yet
-    (:func:`missing_units`), a cold and a warm build in fresh processes against a new cache
-    folder; the table is written (atomically) after each unit, with the seconds the unit took
-    on its rows (``unit_s``), so a run stopped part-way keeps the units it finished and a rerun
-    measures the rest. Returns the whole table. ``runner(args, env, timeout_s)``: how one build
-    process runs (:func:`run_child`); ``deadline`` (a ``clock()`` value, ``time.monotonic`` by
-    default): no unit starts that would end past it by :func:`unit_estimate` (where that has
-    nothing to go by: ``est_unit_s``, else both builds at their ``timeout_s``)."""
+    """Build each unit of ``spec`` that ``out`` lacks, cold then warm in fresh processes; the table
+    is written after each unit (``unit_s``: its seconds). ``runner``: how one build runs
+    (:func:`run_child`); ``deadline``: no unit starts that would end past it. Returns the table."""
     runner = runner or run_child
     command = user_command(sys.argv) if sys.argv and sys.argv[0] else None
 
@@ -263,8 +245,7 @@ def _head(spec: CacheSpec, width: float, mode: str) -> dict:
 
 
 def build_and_time(args: dict) -> dict:
-    """In the build process: the model, its compiled engine (timed as ``build_s``, with the
-    engine's ``compile_s`` and cache columns) and its timed calls; a failure is an error row."""
+    """In the build process: the compiled engine, its build seconds, cache columns and timing."""
     engine = None
     try:
         model = build_yolo(args["family"], float(args["width"]))
@@ -285,15 +266,7 @@ def build_and_time(args: dict) -> dict:
             "status": "ok",
             "message": "",
             "build_s": build.seconds,
-            "compile_s": info.get("compile_s"),
-            "compile_cache": info.get("compile_cache"),
-            "fx_cache_hits": info.get("fx_cache_hits"),
-            "fx_cache_misses": info.get("fx_cache_misses"),
-            "cache_files_before": info.get("cache_files_before"),
-            "cache_files_after": info.get("cache_files_after"),
-            "autotuned_ops": info.get("autotuned_ops"),
-            "autotune_reads": info.get("autotune_reads"),
-            "graphs_compiled": info.get("graphs_compiled"),
+            **{k: info.get(k) for k in INFO_COLUMNS},
             "rel_err": engine.rel_err,
             "median_ms": m.median_ms,
             "iqr_ms": m.iqr_ms,

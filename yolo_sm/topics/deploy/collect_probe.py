@@ -1,21 +1,13 @@
-"""Where does a frames-to-boxes batch spend its time?
-
-:func:`probe_pipeline` runs each stage of :class:`yolo_sm.core.pipeline.DetectionPipeline` on its
-own, synchronised, ``reps`` times, on one batch of camera frames (pinned on a GPU): the copy to
-the device, letterbox, the engine, the box decode and the post-processing (NMS and the copy back),
-the post-processing again with its alternative NMS paths (same boxes), then whole batches
-through the pipeline with 1 and with 3 batches in flight. One row per stage: median wall time
-and (on a GPU) median CUDA-event time. The plan step kind ``probe`` writes it as a dataset
-(one per width and batch, e.g. ``h200/probe_pipeline_w025_b64``) that notebook 10 reads, every
-probe of a root, next to the bench's pipeline rows;
-``tools/pipeline_probe.py`` adds a torch.profiler table of the same batches.
-"""
+"""Where does a frames-to-boxes batch spend its time? :func:`probe_pipeline` runs each stage of
+:class:`yolo_sm.core.pipeline.DetectionPipeline` alone and synchronised, ``reps`` times, on one
+batch of pinned camera frames: the copy, letterbox, engine, decode and post-processing, the
+letterbox and decode compiled, then whole batches with 1 and 3
+in flight. One row per stage: median wall and CUDA-event ms (plan step kind ``probe``)."""
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import replace
 
 import yolo_sm.core.nms as N
 import yolo_sm.core.pipeline as P
@@ -27,38 +19,17 @@ from yolo_sm.core.bench import (
     bundled_frames,
 )
 from yolo_sm.core.engines import EngineConfig, build_engine
-from yolo_sm.core.timing import cuda_graph_of
-from yolo_sm.core.triton_kernels import triton_interpret
-
-#: candidates per frame of the probe's fixed-size NMS row (PipelineConfig.nms_topk)
-PROBE_TOPK = 1024
 
 # stage names, in the order of the table
 STAGES = (
-    "h2d",
-    "letterbox",
-    "engine",
-    "decode",
-    "postprocess",
-    "postprocess: fixpoint in torch ops",
-    "postprocess: torchvision nms per chunk",
-    "postprocess: top-k buffers",
-    "letterbox: compiled",
-    "decode: compiled",
-    "postprocess: top-k in one CUDA graph",
-    "batch, 1 stream",
-    "batch, 3 streams",
-    "batch, graph, 1 stream",
+    "h2d", "letterbox", "engine", "decode", "postprocess", "letterbox: compiled",
+    "decode: compiled", "batch, 1 stream", "batch, 3 streams", "batch, graph, 1 stream",
     "batch, graph, 3 streams",
-    "batch, graph: its graph's replay alone",
-)
-#: the stages a CPU does not time (torch.compile and the CUDA graphs of the whole-batch graph)
-GPU_STAGES = (
-    "letterbox: compiled",
-    "decode: compiled",
-    "postprocess: top-k in one CUDA graph",
-    "batch, graph: its graph's replay alone",
-)
+)  # fmt: skip
+#: the stages a CPU does not time (torch.compile's letterbox and decode)
+GPU_STAGES = ("letterbox: compiled", "decode: compiled")
+#: candidates per frame of the graph pipeline's fixed-size NMS (PipelineConfig.nms_topk)
+PROBE_TOPK = 1024
 
 
 def probe_pipeline(
@@ -72,15 +43,10 @@ def probe_pipeline(
     keep_state: bool = False,
 ):
     """One row per stage of :data:`STAGES` (``stage``, ``wall_ms``, ``gpu_ms``: medians over
-    ``reps``; ``gpu_ms`` is NaN on a CPU), with the unit's columns. ``frames``: ``bus`` (every
-    frame the bus photo, 1080x810: ~2,500 candidates per frame at width 0.5, NMS's worst case) or
-    ``alternate`` (bus and zidane resized to the bus's shape, as the bench feeds). The engine is
-    the bench's pipeline engine (a CUDA graph in fp16 NHWC on a GPU, eager fp32 on a CPU); the
-    model has the bench's class prior. "batch, k streams" rows are the wall time of ``reps``
-    batches through ``DetectionPipeline.run`` with k in flight, per batch. ``keep_state``:
-    return ``(table, state)``, state a dict of the model, engine (open: the caller closes it),
-    1-stream pipeline, pinned frames and decoded batch, for more measurements on them
-    (``tools/pipeline_probe.py``)."""
+    ``reps``; ``gpu_ms`` NaN on a CPU), with the unit's columns. ``frames``: ``bus`` (every frame
+    the bus photo, NMS's worst case) or ``alternate`` (bus and zidane, as the bench feeds). The
+    engine is the bench's pipeline engine, the model with the bench's class prior. ``keep_state``:
+    return ``(table, state)`` with the model, engine (open), pipeline, frames and decoded batch."""
     import numpy as np
     import torch
 
@@ -125,10 +91,7 @@ def probe_pipeline(
 
 
 def _probe(model, eng, stack, reps: int, on_gpu: bool):
-    """The stage rows of :func:`probe_pipeline` (with the candidate and box counts) and the
-    state it hands on with ``keep_state``."""
-    from unittest import mock
-
+    """The stage rows of :func:`probe_pipeline` and the state it hands on."""
     import numpy as np
     import pandas as pd
     import torch
@@ -163,46 +126,13 @@ def _probe(model, eng, stack, reps: int, on_gpu: bool):
     raw = timed("engine", lambda: eng(x))
     y = timed("decode", lambda: pipe.decode(raw))
     pipe.reset_counts()
-    dets = timed("postprocess", lambda: pipe.postprocess(y, shape))
+    timed("postprocess", lambda: pipe.postprocess(y, shape))
     candidates = pipe.counts["candidates"] / pipe.counts["frames"]
     boxes = pipe.counts["boxes"] / pipe.counts["frames"]
 
-    def same_boxes(other) -> bool:
-        def rows_sorted(d):  # the same boxes in any order within an image
-            a = d.numpy()
-            return a[np.lexsort(a.T[::-1])] if len(a) else a
-
-        return len(other) == len(dets) and all(
-            a.shape == b.shape and np.array_equal(rows_sorted(a), rows_sorted(b))
-            for a, b in zip(dets, other, strict=True)
-        )
-
-    # the alternative NMS paths on the same decoded batch, side by side in this process: each
-    # switch is set for its row and restored after it
-    alternatives = {
-        # no Triton step kernel cached: suppress_fixpoint uses the torch ops
-        "postprocess: fixpoint in torch ops": mock.patch.dict(
-            N._TRITON_SUPPRESS, {triton_interpret(): None}
-        ),
-        # no batch fits nms_matrix: torchvision's nms per chunk of whole images
-        "postprocess: torchvision nms per chunk": mock.patch.object(N, "NMS_MATRIX_LIMIT", 0),
-        # fixed-size buffers of each frame's PROBE_TOPK best candidates (the full NMS where
-        # that is not exact)
-        "postprocess: top-k buffers": mock.patch.object(
-            pipe, "config", replace(pipe.config, nms_topk=PROBE_TOPK)
-        ),
-    }
-    for name, switch in alternatives.items():
-        with switch:
-            alt = timed(name, lambda: pipe.postprocess(y, shape))
-        rows[name]["same_result"] = same_boxes(alt)
     if on_gpu:  # the two stages as the whole-batch graph runs them (pipeline.fused)
         timed("letterbox: compiled", lambda: pipe.preprocess(dev, compiled=True))
         timed("decode: compiled", lambda: pipe.decode(raw, compiled=True))
-        # the fixed-size NMS, scaling and packing as the graph replays them: no launch gaps
-        with mock.patch.object(pipe, "config", replace(pipe.config, nms_topk=PROBE_TOPK)):
-            nms_graph = cuda_graph_of(lambda: pipe._packed_topk(y, shape))
-        timed("postprocess: top-k in one CUDA graph", nms_graph.replay)
     # whole batches: the full NMS, then the whole batch in one CUDA graph per slot (with the
     # top-k NMS; on a CPU the same steps without a graph)
     for graph, streams in ((False, 1), (False, 3), (True, 1), (True, 3)):
@@ -220,13 +150,9 @@ def _probe(model, eng, stack, reps: int, on_gpu: bool):
         wall = (time.perf_counter() - t0) * 1e3 / reps
         name = f"batch, {'graph, ' if graph else ''}{streams} stream{'s' if streams > 1 else ''}"
         rows[name] = dict(wall_ms=wall, gpu_ms=math.nan)
-        if on_gpu and graph and streams == 1:
-            # the device work of one batch (letterbox to packed boxes), no copy, no host wait
-            timed("batch, graph: its graph's replay alone", p._slot(0).graph.replay)
     out = pd.DataFrame(
         [
-            dict(stage=s, wall_ms=rows[s]["wall_ms"], gpu_ms=rows[s]["gpu_ms"],
-                 same_result=rows[s].get("same_result"))
+            dict(stage=s, wall_ms=rows[s]["wall_ms"], gpu_ms=rows[s]["gpu_ms"])
             for s in STAGES
             if on_gpu or s not in GPU_STAGES
         ]
