@@ -2,6 +2,7 @@
 failures as rows, resumption per (model, batch) and the deadline (with a fake unit runner)."""
 
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
