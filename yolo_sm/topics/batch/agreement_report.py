@@ -3,10 +3,10 @@ numbers, and the computed reason they differ."""
 
 from __future__ import annotations
 
-from yolo_sm.topics.batch import agreement
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report import tables
 from yolo_sm.report.sections import Note, needs
+from yolo_sm.topics.batch import agreement
 from yolo_sm.topics.deploy import analyse as fast
 
 

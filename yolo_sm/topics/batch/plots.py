@@ -218,18 +218,15 @@ def plot_gpm_by(medians, x: str = "batch", title: str | None = None):
     return finish(fig)
 
 
-def plot_memory(table, fit, claim_per_image_bytes: float | None = None, claim_imgsz: int = 640):
+def plot_memory(table, fit):
     """Measured peak memory against batch (dots) and the fitted lines, one panel per (image
-    size, backend), colour by width; the claimed per-image memory x batch on the
-    ``claim_imgsz`` panels. Log axes."""
+    size, backend), colour by width; log axes."""
     import plotly.express as px
 
     d = table.dropna(subset=["peak_mem_bytes"]).assign(
-        gb=lambda x: x["peak_mem_bytes"] / 1e9,
-        w=lambda x: x["width"].map("{:g}".format),
+        gb=lambda x: x.peak_mem_bytes / 1e9, w=lambda x: x.width.map("{:g}".format)
     )
-    sizes = sorted(d["imgsz"].unique())
-    widths = sorted(d["width"].unique())
+    sizes, widths = sorted(d.imgsz.unique()), sorted(d.width.unique())
     palette = px.colors.sample_colorscale(
         "Viridis", [i / max(1, len(widths) - 1) for i in range(len(widths))]
     )
@@ -243,39 +240,27 @@ def plot_memory(table, fit, claim_per_image_bytes: float | None = None, claim_im
         facet_row="imgsz",
         log_x=True,
         log_y=True,
-        category_orders={"backend": ["eager", "cudagraph"], "imgsz": sizes, "w": list(cmap)},
         color_discrete_map=cmap,
         hover_data=["width", "backend", "median_ms"],
+        category_orders={"backend": ["eager", "cudagraph"], "imgsz": sizes, "w": list(cmap)},
         labels={"w": "width"},
         template=TEMPLATE,
-        title="Peak GPU memory during the timed forwards vs batch: measured (dots), fitted lines",
         height=350 * len(sizes) + 100,
+        title="Peak GPU memory during the timed forwards vs batch: measured (dots), fitted lines",
     )
-    # px puts the first facet row on top; subplot row numbers count from the bottom
-    for ri, size in enumerate(sizes):
-        row = len(sizes) - ri
+    for ri, size in enumerate(sizes):  # px puts the first facet row on top
+        bs = sorted(d[d.imgsz == size].batch.unique())
         for ci, be in enumerate(("eager", "cudagraph"), start=1):
-            bs = sorted(d[d["imgsz"] == size]["batch"].unique())
-            for r in fit[(fit["imgsz"] == size) & (fit["backend"] == be)].itertuples():
+            for r in fit[(fit.imgsz == size) & (fit.backend == be)].itertuples():
+                y = [(r.intercept_bytes + r.per_image_bytes * b) / 1e9 for b in bs]
                 fig.add_scatter(
                     x=bs,
-                    y=[(r.intercept_bytes + r.per_image_bytes * b) / 1e9 for b in bs],
+                    y=y,
                     mode="lines",
-                    line={"color": cmap[f"{r.width:g}"], "width": 1},
                     showlegend=False,
                     hoverinfo="skip",
-                    row=row,
-                    col=ci,
-                )
-            if claim_per_image_bytes and size == claim_imgsz:
-                fig.add_scatter(
-                    x=bs,
-                    y=[claim_per_image_bytes * b / 1e9 for b in bs],
-                    mode="lines",
-                    line={"color": "black", "dash": "dash"},
-                    name=f"claim: {claim_per_image_bytes / 1e9:g} GB x batch",
-                    showlegend=ci == 1,
-                    row=row,
+                    line={"color": cmap[f"{r.width:g}"], "width": 1},
+                    row=len(sizes) - ri,
                     col=ci,
                 )
     fig.update_yaxes(title_text="GB (10⁹ bytes)", col=1)

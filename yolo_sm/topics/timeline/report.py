@@ -1,15 +1,20 @@
-"""Figures of notebook 05 (SM timeline): GPM metrics over time with each config's run shaded,
-one eager forward's kernels on the GPU, and the gaps between them. Each function takes tables
-(a GPM frame, a Kineto kernel table) and returns a plotly figure."""
+"""Notebook 05's figures (GPM metrics over time with each config's run shaded, one eager
+forward's kernels, the gaps between them) and sections (a root in, what a cell shows out)."""
 
 from __future__ import annotations
 
+from yolo_sm.analyse import gpm
 from yolo_sm.analyse.gpm import gpm_wide
+from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import with_config
+from yolo_sm.report import tables
 from yolo_sm.report.colors import KERNEL_CLASS_COLORS, TEMPLATE
 from yolo_sm.report.style import finish
+from yolo_sm.topics.batch import analyse as batch
 from yolo_sm.topics.batch.analyse import GPM_METRICS, parse_config
 from yolo_sm.topics.batch.plots import GPM_LABELS, short_label
+from yolo_sm.topics.batch.report import absent
+from yolo_sm.topics.timeline import analyse as timeline
 from yolo_sm.topics.timeline.analyse import kernel_gaps, run_spans
 
 
@@ -150,3 +155,38 @@ def plot_gap_hist(trace):
         yaxis_title="share of gaps",
     )
     return finish(fig)
+
+
+def gpm_overhead(root: DataRoot, name: str) -> list:
+    """The GPM sampler's cost per config (:func:`yolo_sm.analyse.gpm.gpm_overhead_table`)."""
+    return (
+        [tables.show(gpm.gpm_overhead_table(root.load(name)))]
+        if root.has(name)
+        else [absent(root, name)]
+    )
+
+
+def gpm_timeline(root: DataRoot, name: str, vary: str = "batch") -> list:
+    """The GPM timeline of ``name`` (configs varying in ``vary``) and its medians per config."""
+    if not root.has(name):
+        return [absent(root, name)]
+    g = root.load(name)
+    title = f"GPM timeline, {root.device_name()}: configs by {vary}"
+    return [plot_gpm_timeline(g, vary, title=title), tables.show(gpm.gpm_medians(g))]
+
+
+def gaps(root: DataRoot, trace: str) -> list:
+    """Launch gaps per forward of a Kineto trace: table, kernels of one forward, gap ECDF."""
+    if not root.has(trace):
+        return [absent(root, trace)]
+    tr = root.load(trace)
+    return [tables.show(timeline.launch_gaps(tr)), plot_kernel_timeline(tr), plot_gap_hist(tr)]
+
+
+def gaps_vs_sweep(root: DataRoot, trace: str, sweep: str) -> list:
+    """The traced forwards beside the sweep's eager and graph latency at the same width."""
+    if not root.has(trace) or not root.has(sweep):
+        return [absent(root, trace if not root.has(trace) else sweep)]
+    g = timeline.launch_gaps(root.load(trace))
+    t = batch.batch_table(root.load(sweep))
+    return [tables.show(timeline.launch_vs_sweep(g, t, batch.nearest(g.width, batch.REF_WIDTH)))]
