@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from yolo_sm.topics.batch import agreement
 from yolo_sm.analyse.facts import facts_table
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.report import rules, tables
+from yolo_sm.topics.batch import agreement
 from yolo_sm.topics.deploy import recommend as fast_recommend
 from yolo_sm.topics.primer import analyse as primer
 from yolo_sm.topics.primer import kernels as pk

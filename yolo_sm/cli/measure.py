@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from yolo_sm.analyse.hostbound import TOLERANCE
 from yolo_sm.cli import common
 from yolo_sm.cli.common import (
     backends_available,
@@ -23,7 +24,6 @@ from yolo_sm.contract.plans import (
     load_yaml,
 )
 from yolo_sm.contract.vocab import PIPELINE_MODES
-from yolo_sm.topics.compare.remeasure import TOLERANCE
 from yolo_sm.topics.deploy.recommend import deploy, deploy_line, ranking
 
 #: sweep settings a flag can set (flags override the --config YAML)

@@ -10,17 +10,14 @@ that joins the two keeps the rows only one root holds, with ``present`` = ``both
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
 from yolo_sm.analyse.facts import fact, facts_table
-from yolo_sm.analyse.hostbound import host_bound
+from yolo_sm.analyse.hostbound import TOLERANCE, host_bound, launch_bound
 from yolo_sm.analyse.weighting import OCCUPANCY_COLUMNS
 from yolo_sm.contract.datasets import MACHINE_FIELDS, DataRoot
 from yolo_sm.contract.hardware import ceiling
 from yolo_sm.contract.schema import KEY_COLUMNS
-from yolo_sm.topics.compare.remeasure import TOLERANCE, launch_bound
 from yolo_sm.topics.heatmaps.analyse import layer_table
 
 BOTH, ONLY_A, ONLY_B = "both", "only a", "only b"
@@ -279,73 +276,32 @@ def compare_layers(a: DataRoot, b: DataRoot) -> pd.DataFrame:
 
 
 PREFIX = "compare."
-
-
 #: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
 FACT_KEYS = frozenset(
-    """
-    compare.b_faster_share_pct compare.gpu_bound_within_pct
-    compare.host_bound_gpu_busy_within_pct compare.host_bound_within_pct compare.points_only_a
-    compare.same_gpu
-    """.split()
+    PREFIX + k
+    for k in ("b_faster_share_pct", "gpu_bound_within_pct", "host_bound_gpu_busy_within_pct")
 )
 
 
 def facts(a: DataRoot, b: DataRoot, m: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The facts of two roots side by side (``m``: :func:`compare_points`, computed when
-    None). Keys (scope empty): ``compare.same_gpu`` (1 when both name the same GPU model, 0
-    when they differ, left out when one names none), ``compare.points_both`` /
-    ``points_only_a`` (NaN where ``a`` holds no point: no point of it for ``b`` to lack) /
-    ``points_only_b``, and over the points both measured:
-    ``compare.gpu_bound_max_dev_pct`` / ``host_bound_max_dev_pct`` (largest |b/a - 1| of the
-    GPU-bound / launch-bound points, %), ``compare.gpu_bound_within_pct`` /
-    ``host_bound_within_pct`` (% of those points within :data:`AGREE_PCT` of each other),
-    ``compare.b_faster_share_pct`` (% of the GPU-bound
-    points where b delivers more img/s), ``compare.host_bound_gpu_busy_within_pct`` /
-    ``host_bound_gpu_busy_max_dev_pct`` (the GPU's busy time per forward of the host-bound
-    points both measured it for: what the host cannot move)."""
+    """Facts over the points both roots measured (``m``: :func:`compare_points`): the % of
+    the GPU-bound ones within :data:`AGREE_PCT` of each other and the % where b gives more
+    img/s; the % of the host-bound ones whose GPU busy time per forward (what no host moves)
+    agrees within :data:`AGREE_PCT`. NaN over no point."""
     m = compare_points(a, b) if m is None else m
-
-    def named(rows):
-        out = tuple(sorted({f"{a.name}/{d}" for d in rows["dataset_a"].dropna()}))
-        return out + tuple(sorted({f"{b.name}/{d}" for d in rows["dataset_b"].dropna()}))
-
-    ds, both = named(m), m[m["present"] == BOTH]
-    ds_both = named(both)
-    rows = []
-    ga, gb = a.machine().get("gpu_name"), b.machine().get("gpu_name")
-    if ga and gb:
-        rows.append(fact(PREFIX + "same_gpu", float(ga == gb), note=f"{ga} / {gb}"))
-    elif ga or gb:
-        rows.append(fact(PREFIX + "same_gpu", 0.0, note=f"GPU: {ga or 'none'} / {gb or 'none'}"))
-    counts = {key: int((m["present"] == key).sum()) for key in (BOTH, ONLY_A, ONLY_B)}
-    for key, val in ((BOTH, "points_both"), (ONLY_A, "points_only_a"), (ONLY_B, "points_only_b")):
-        n = counts[key]
-        if key == ONLY_A and not counts[BOTH] + n:  # a measured nothing b could lack
-            n = math.nan
-        rows.append(fact(PREFIX + val, n, "points", datasets=ds))
-    dev = (both["ratio"].astype(float) - 1).abs() * 100
-    for lb, kind in ((False, "gpu_bound"), (True, "host_bound")):
-        sel = dev[both["launch_bound"] == lb]
-        n, note = len(sel), f"{len(sel)} points"
-        top = float(sel.max()) if n else math.nan
-        within = float((sel <= AGREE_PCT).mean() * 100) if n else math.nan
-        rows.append(fact(f"{PREFIX}{kind}_max_dev_pct", top, "%", datasets=ds_both, note=note))
-        rows.append(fact(f"{PREFIX}{kind}_within_pct", within, "%", datasets=ds_both, note=note))
-    gpu = both[~both["launch_bound"].astype(bool)]
-    share = float((gpu["ratio"] > 1).mean() * 100) if len(gpu) else math.nan
-    rows.append(fact(PREFIX + "b_faster_share_pct", share, "%", datasets=ds_both))
-    busy = both[both["launch_bound"].astype(bool)]
-    busy = (pd.to_numeric(busy["gpu_busy_ms_b"]) / pd.to_numeric(busy["gpu_busy_ms_a"])).dropna()
-    if len(busy):
-        dev, note = (busy - 1).abs() * 100, f"{len(busy)} points"
-        within = float((dev <= AGREE_PCT).mean() * 100)
-        rows.append(
-            fact(PREFIX + "host_bound_gpu_busy_within_pct", within, "%", datasets=ds_both,
-                 note=note)
-        )  # fmt: skip
-        rows.append(
-            fact(PREFIX + "host_bound_gpu_busy_max_dev_pct", float(dev.max()), "%",
-                 datasets=ds_both, note=note)
-        )  # fmt: skip
-    return facts_table(rows)
+    both = m[m.present == BOTH]
+    ds = tuple(sorted({f"{a.name}/{d}" for d in both.dataset_a.dropna()}))
+    ds += tuple(sorted({f"{b.name}/{d}" for d in both.dataset_b.dropna()}))
+    host = both.launch_bound.astype(bool)
+    gpu = both.ratio[~host].astype(float)
+    busy = pd.to_numeric(both.gpu_busy_ms_b[host]) / pd.to_numeric(both.gpu_busy_ms_a[host])
+    busy = busy.dropna()
+    within = lambda r: 100 * ((r - 1).abs() * 100 <= AGREE_PCT).mean()  # noqa: E731
+    return facts_table([
+        fact(PREFIX + "gpu_bound_within_pct", within(gpu), "%", datasets=ds, points=len(gpu),
+             note=f"{len(gpu)} points"),
+        fact(PREFIX + "b_faster_share_pct", 100 * (gpu > 1).mean(), "%", datasets=ds,
+             points=len(gpu), note=f"{len(gpu)} points"),
+        fact(PREFIX + "host_bound_gpu_busy_within_pct", within(busy), "%", datasets=ds,
+             points=len(busy), note=f"{len(busy)} points"),
+    ])  # fmt: skip

@@ -4,10 +4,10 @@ point both roots measured (the notebook then prints one line saying so)."""
 
 from __future__ import annotations
 
+from yolo_sm.analyse.hostbound import TOLERANCE
 from yolo_sm.report.colors import BACKEND_COLORS, TEMPLATE
 from yolo_sm.topics.compare import analyse as compare
 from yolo_sm.topics.compare.analyse import BOTH
-from yolo_sm.topics.compare.remeasure import TOLERANCE
 
 
 def _kind(d):
@@ -188,12 +188,9 @@ def one_root_only(m, a: str = "a", b: str = "b") -> list:
 
 def throughput(m, a: str = "a", b: str = "b") -> list:
     """Every point of both roots, then the throughput and ceiling-share figures of the points
-    both measured (a sentence for each that has no point)."""
-    out = [plot_all_points(m, a, b)]
-    out.append(plot_throughput(m, a, b) or f"No point measured on both {a} and {b} to plot.")
-    share = plot_ceiling_share(m, a, b)
-    out.append(share or f"No shared point with a matmul ceiling on both {a} and {b}.")
-    return out
+    both measured (none without such points: :func:`shared_points` says so once)."""
+    shared = [f for f in (plot_throughput(m, a, b), plot_ceiling_share(m, a, b)) if f]
+    return [plot_all_points(m, a, b), *shared]
 
 
 def layer_occupancy(layers, a: str = "a", b: str = "b") -> list:
@@ -213,7 +210,5 @@ def layer_occupancy(layers, a: str = "a", b: str = "b") -> list:
 
 def spread(m, a: str = "a", b: str = "b") -> list:
     """The ratio summary per kind of point (:func:`yolo_sm.topics.compare.analyse.spread`) and its
-    figure, or one sentence when no point was measured on both."""
-    if _both(m).empty:
-        return [f"No point was measured on both {a} and {b}: no ratio to show."]
-    return [compare.spread(m).round(3), plot_ratio(m, a, b)]
+    figure (none when no point was measured on both)."""
+    return [] if _both(m).empty else [compare.spread(m).round(3), plot_ratio(m, a, b)]

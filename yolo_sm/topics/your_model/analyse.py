@@ -1,17 +1,8 @@
-"""One model's view of a dataset root (notebook 11): whichever model a root holds, its sweep,
-trace, Nsight Compute table and layer table, found by role, narrowed to that model's rows.
-
-A root collected for one model (``results/<machine>/<model>``, a shipped example) holds one
-model; a reference root (``data/h200``) holds many. :func:`view` picks the model (the one
-named, else the one most roles hold) and per role the dataset that holds most of it, and
-returns a :class:`ModelView`: a :class:`~yolo_sm.contract.datasets.DataRoot` whose datasets are
-named by role (``sweep``, ``trace``, ``ncu``, ``model_layers``), so every section function
-and topic ``facts`` that takes a root and dataset names reads it as it reads a shipped root.
-
-Model labels (:func:`model_labels`): the part of a config label before its precision
-(``yolov8_w0.25`` of ``yolov8_w0.25_fp16_nhwc_b8``), else the ``family`` (or ``model``)
-column with the preset letter or ``_w<width>``.
-"""
+"""One model's view of a dataset root (notebook 11): its sweep, trace, Nsight Compute and
+layer tables, found by role and narrowed to that model's rows (:func:`view`), read by every
+section and facts function as a shipped root is. A model's label is the part of a config
+label before its precision (``yolov8_w0.25``), else the ``family`` column with the preset
+letter or ``_w<width>``."""
 
 from __future__ import annotations
 
@@ -282,12 +273,10 @@ PREFIX = "your_model."
 
 
 def layer_facts(ncu: pd.DataFrame, dataset: str = "ncu") -> list[dict]:
-    """Per-layer occupancy facts of one model's Nsight Compute table (its largest batch when
-    it holds several): ``your_model.achieved_occupancy_tw_pct`` (the forward's, time-weighted),
-    ``your_model.time_share_below_50_pct`` (% of kernel time in layers under
-    :data:`~yolo_sm.topics.heatmaps.analyse.LOW_PCT` achieved occupancy), ``your_model.grid_limited_
-    time_share_pct`` (% of kernel time in layers whose main limiter is the grid) and
-    ``your_model.slowest_layer_time_share_pct``. Scope empty; ``note`` names the config."""
+    """Facts of one model's Nsight Compute table at its largest batch: the forward's
+    time-weighted achieved occupancy, the % of kernel time in layers under
+    :data:`~yolo_sm.topics.heatmaps.analyse.LOW_PCT` achieved occupancy and the slowest
+    layer's % of kernel time; ``note`` names the config."""
     if ncu is None or ncu.empty or "layer" not in ncu:
         return []
     table = layer_table(ncu)
@@ -304,18 +293,28 @@ def layer_facts(ncu: pd.DataFrame, dataset: str = "ncu") -> list[dict]:
         return []
     achieved = float((t["achieved_occupancy_tw_pct"] * time).sum() / total)
     below = float(time[t["achieved_occupancy_tw_pct"] < LOW_PCT].sum() / total * 100)
-    grid = float(time[t["main_limiter"] == "grid"].sum() / total * 100)
     slowest = float(time.max() / total * 100)
     d, note = (dataset,), f"config {config}"
     return [
         fact(PREFIX + "achieved_occupancy_tw_pct", achieved, "%", datasets=d, note=note),
         fact(PREFIX + "time_share_below_50_pct", below, "%", datasets=d, note=note),
-        fact(PREFIX + "grid_limited_time_share_pct", grid, "%", datasets=d, note=note),
         fact(PREFIX + "slowest_layer_time_share_pct", slowest, "%", datasets=d, note=note),
     ]
 
 
-def facts(v: ModelView) -> pd.DataFrame:
-    """The facts of :func:`layer_facts` for the view's ``ncu`` table (empty when it has none)."""
+FACT_KEYS = frozenset(
+    PREFIX + k
+    for k in (
+        "achieved_occupancy_tw_pct",
+        "time_share_below_50_pct",
+        "slowest_layer_time_share_pct",
+    )
+)
+
+
+def facts(root: DataRoot) -> pd.DataFrame:
+    """:func:`layer_facts` of the view's ``ncu`` table (``root``: a :class:`ModelView`, else the
+    view of the model ``root`` holds most of); empty without one."""
+    v = root if isinstance(root, ModelView) else view(root)
     ncu = v.load("ncu") if v.has("ncu") else None
     return facts_table(layer_facts(ncu, v.sources.get("ncu", "ncu")))
