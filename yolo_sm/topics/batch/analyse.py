@@ -16,6 +16,8 @@ from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import parse_config as _parse
 from yolo_sm.contract.labels import with_config
 
+# fmt: off
+
 # the datasets notebook 03 reads (short names in a root)
 SWEEP = "sweep_fp16_nhwc"  # width x batch grid, eager and CUDA graph
 SWEEP_1280 = "sweep_1280"  # the same at 1280 px
@@ -57,12 +59,9 @@ def saturation(table, frac: float = SATURATION):
         b1 = g.img_per_s[g.batch == 1]
         rows.append(
             dict(
-                zip(_CFG, key, strict=True),
-                best_img_per_s=best.img_per_s,
-                best_batch=int(best.batch),
-                knee_batch=int(knee.batch),
-                knee_img_per_s=knee.img_per_s,
-                knee_ms=knee.median_ms,
+                zip(_CFG, key, strict=True), best_img_per_s=best.img_per_s,
+                best_batch=int(best.batch), knee_batch=int(knee.batch),
+                knee_img_per_s=knee.img_per_s, knee_ms=knee.median_ms,
                 b1_img_per_s=b1.iloc[0] if len(b1) else math.nan,
             )
         )
@@ -86,8 +85,7 @@ def ncu_coverage(ncu):
     under = d.waves_per_sm < 1
     d = d.assign(_under=under.astype(float), _under_t=d.duration_us.where(under, 0.0))
     agg = d.groupby("config").agg(
-        median_waves=("waves_per_sm", "median"),
-        kernels_under_1_wave=("_under", "mean"),
+        median_waves=("waves_per_sm", "median"), kernels_under_1_wave=("_under", "mean"),
         _ut=("_under_t", "sum"),
     )
     out = time_weighted(d, ["config", "batch"]).merge(agg.reset_index(), on="config")
@@ -116,14 +114,9 @@ def memory_fit(table, value: str = "peak_mem_bytes"):
         r2 = 1 - ((m - intercept - slope * b) ** 2).sum() / ss if ss > 0 else math.nan
         rows.append(
             dict(
-                zip(_CFG, key, strict=True),
-                per_image_bytes=slope,
-                intercept_bytes=intercept,
-                r2=r2,
-                batches=len(g),
-                max_batch=int(b.max()),
-                peak_at_max_batch_bytes=float(m[b.argmax()]),
-                counts_activations=counts,
+                zip(_CFG, key, strict=True), per_image_bytes=slope, intercept_bytes=intercept,
+                r2=r2, batches=len(g), max_batch=int(b.max()),
+                peak_at_max_batch_bytes=float(m[b.argmax()]), counts_activations=counts,
             )
         )
     return pd.DataFrame(rows)
@@ -142,8 +135,7 @@ def graph_memory(fit):
             "eager_per_image_MB": e.per_image_bytes / 1e6,
             "graph_per_image_MB": g.per_image_bytes / 1e6,
             "eager_intercept_MB": e.intercept_bytes / 1e6,
-            "graph_intercept_MB": g.intercept_bytes / 1e6,
-            "max_batch": e.max_batch,
+            "graph_intercept_MB": g.intercept_bytes / 1e6, "max_batch": e.max_batch,
             "footprint_ratio_at_max": g.peak_at_max_batch_bytes / e.peak_at_max_batch_bytes,
         }
     )
@@ -151,8 +143,8 @@ def graph_memory(fit):
 
 
 def memory_budget(fit, gpu_memory_bytes: float, frac: float = MEMORY_BUDGET):
-    """A :func:`memory_fit` in MB with ``fitted_safe_batch`` (the largest batch whose fitted line
-    stays within ``frac`` of GPU memory: an extrapolation) and ``peak_at_max_batch_pct``."""
+    """A :func:`memory_fit` with MB columns, ``fitted_safe_batch`` (the largest batch whose fitted
+    line stays within ``frac`` of GPU memory: an extrapolation) and ``peak_at_max_batch_pct``."""
     out = fit.assign(per_image_MB=fit.per_image_bytes / 1e6, intercept_MB=fit.intercept_bytes / 1e6)
     if gpu_memory_bytes > 0:
         safe = (frac * gpu_memory_bytes - fit.intercept_bytes) / fit.per_image_bytes
@@ -160,8 +152,7 @@ def memory_budget(fit, gpu_memory_bytes: float, frac: float = MEMORY_BUDGET):
             fitted_safe_batch=safe.map(math.floor),
             peak_at_max_batch_pct=100 * fit.peak_at_max_batch_bytes / gpu_memory_bytes,
         )
-    drop = ["per_image_bytes", "intercept_bytes", "peak_at_max_batch_bytes"]
-    return out.drop(columns=drop)
+    return out
 
 
 def build_vs_timed(table):
@@ -209,11 +200,7 @@ def sweep_facts(table, gpu_memory_bytes: float = math.nan, datasets=()) -> list[
             gain = g.img_per_s.max() / g.img_per_s[g.batch == 1].iloc[0]
             out.append(
                 fact(
-                    "batch_gain_b1_to_best",
-                    gain,
-                    "x",
-                    scope="eager",
-                    datasets=ds,
+                    "batch_gain_b1_to_best", gain, "x", scope="eager", datasets=ds,
                     note=f"{size} px, width {w:g}",
                 )
             )
@@ -223,12 +210,8 @@ def sweep_facts(table, gpu_memory_bytes: float = math.nan, datasets=()) -> list[
             if len(g):
                 out.append(
                     fact(
-                        "batch_frac_of_best_at_b8",
-                        100 * g.frac_of_best.iloc[0],
-                        "%",
-                        scope=scope,
-                        datasets=ds,
-                        note=f"eager, {size} px, width {w:g}",
+                        "batch_frac_of_best_at_b8", 100 * g.frac_of_best.iloc[0], "%", scope=scope,
+                        datasets=ds, note=f"eager, {size} px, width {w:g}",
                     )
                 )
     sp = graph_speedup(t).dropna(subset=["speedup"])
@@ -239,10 +222,7 @@ def sweep_facts(table, gpu_memory_bytes: float = math.nan, datasets=()) -> list[
         if sel.any():
             out.append(
                 fact(
-                    key,
-                    sp.speedup[sel].agg(agg),
-                    "x",
-                    datasets=ds,
+                    key, sp.speedup[sel].agg(agg), "x", datasets=ds,
                     note=f"eager / graph latency, {agg} over widths, {size} px",
                 )
             )
@@ -265,17 +245,11 @@ def memory_facts(table, gpu_memory_bytes: float, datasets=()) -> list[dict]:
     r = e[e.width == w].iloc[0]
     out = [
         fact(
-            "batch_memory_per_image_gb",
-            r.per_image_bytes / 1e9,
-            "GB",
-            datasets=ds,
+            "batch_memory_per_image_gb", r.per_image_bytes / 1e9, "GB", datasets=ds,
             note=f"eager, {size} px, width {w:g}",
         ),
         fact(
-            "batch_memory_fit_r2_min",
-            e.r2.min(),
-            "",
-            datasets=ds,
+            "batch_memory_fit_r2_min", e.r2.min(), "", datasets=ds,
             note=f"eager, {size} px, lowest R² over widths",
         ),
     ]
@@ -285,22 +259,16 @@ def memory_facts(table, gpu_memory_bytes: float, datasets=()) -> list[dict]:
         at = ok[ok.batch == ok.width.map(knee)]
         out.append(
             fact(
-                "batch_peak_mem_at_knee_pct",
-                100 * at.peak_mem_bytes.max() / gpu_memory_bytes,
-                "%",
-                datasets=ds,
-                note=f"eager, {size} px, highest over widths",
+                "batch_peak_mem_at_knee_pct", 100 * at.peak_mem_bytes.max() / gpu_memory_bytes, "%",
+                datasets=ds, note=f"eager, {size} px, highest over widths",
             )
         )
     big = fit[(fit.imgsz == 2 * size) & (fit.backend == "eager") & (fit.width == w)]
     if len(big):
         out.append(
             fact(
-                "batch_memory_1280_over_640",
-                big.per_image_bytes.iloc[0] / r.per_image_bytes,
-                "x",
-                datasets=ds,
-                note=f"eager, width {w:g}, per-image memory",
+                "batch_memory_1280_over_640", big.per_image_bytes.iloc[0] / r.per_image_bytes, "x",
+                datasets=ds, note=f"eager, width {w:g}, per-image memory",
             )
         )
     return out
@@ -318,16 +286,11 @@ def coverage_facts(coverage, datasets=()) -> list[dict]:
     return [
         fact(
             "batch_ncu_achieved_occupancy_rise",
-            c.achieved_occupancy_tw_pct.iloc[-1] - c.achieved_occupancy_tw_pct.iloc[0],
-            "pp",
-            datasets=ds,
-            note=span,
+            c.achieved_occupancy_tw_pct.iloc[-1] - c.achieved_occupancy_tw_pct.iloc[0], "pp",
+            datasets=ds, note=span,
         ),
         fact(
-            "batch_ncu_theoretical_occupancy_range",
-            th.max() - th.min(),
-            "pp",
-            datasets=ds,
+            "batch_ncu_theoretical_occupancy_range", th.max() - th.min(), "pp", datasets=ds,
             note=f"{len(c)} batches, {span}",
         ),
     ]
@@ -362,11 +325,8 @@ def facts(
             if len(gm):
                 rows.append(
                     fact(
-                        "batch_graph_footprint_ratio_min",
-                        gm.footprint_ratio_at_max.min(),
-                        "x",
-                        datasets=(pool_sweep,),
-                        note="lowest over widths",
+                        "batch_graph_footprint_ratio_min", gm.footprint_ratio_at_max.min(), "x",
+                        datasets=(pool_sweep,), note="lowest over widths",
                     )
                 )
     if has(ncu):

@@ -13,11 +13,12 @@ from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.schema import COLLECT_TASKS, KEY_COLUMNS
 
+# fmt: off
+
 PREFIX = "multi_gpu."
 #: per table kind compared: its key columns, and the value compared per point
 KEYS = {
-    "sweep": tuple(KEY_COLUMNS),
-    "bench": ("family", "width", "batch", "variant"),
+    "sweep": tuple(KEY_COLUMNS), "bench": ("family", "width", "batch", "variant"),
     "ncu": ("config",),
 }
 VALUE = {"sweep": "img_per_s", "bench": "img_per_s", "ncu": "duration_us"}
@@ -35,11 +36,8 @@ def runs(tasks: pd.DataFrame) -> pd.DataFrame:
     gpus = g.gpu_uuid.nunique() if "gpu_uuid" in tasks else 0
     out = pd.DataFrame(
         {
-            "run_started_utc": g.run_started_utc.first(),
-            "workers": g.workers.max(),
-            "wall_s": g.run_wall_s.max(),
-            "tasks": g.size(),
-            "task_s": g.seconds.sum(),
+            "run_started_utc": g.run_started_utc.first(), "workers": g.workers.max(),
+            "wall_s": g.run_wall_s.max(), "tasks": g.size(), "task_s": g.seconds.sum(),
             "gpus": gpus,
         }
     )
@@ -57,10 +55,7 @@ def scaling(multi_tasks: pd.DataFrame, single_tasks: pd.DataFrame) -> pd.DataFra
     return pd.DataFrame(
         [
             {
-                "gpus": n,
-                "multi_wall_s": wall_m,
-                "single_wall_s": wall_s,
-                "speedup": speedup,
+                "gpus": n, "multi_wall_s": wall_m, "single_wall_s": wall_s, "speedup": speedup,
                 "efficiency": speedup / n,
                 "busy_share": float(m.task_s.sum()) / (n * wall_m) if wall_m > 0 else None,
                 "multi_units": int((multi_tasks.state == "done").sum()),
@@ -120,12 +115,8 @@ def gpu_spread(ratios: pd.DataFrame) -> pd.DataFrame:
     g = r.groupby("gpu_uuid").ratio
     out = pd.DataFrame(
         {
-            "gpu_index": r.groupby("gpu_uuid").gpu_index.first(),
-            "points": g.size(),
-            "median": g.median(),
-            "p25": g.quantile(0.25),
-            "p75": g.quantile(0.75),
-            "min": g.min(),
+            "gpu_index": r.groupby("gpu_uuid").gpu_index.first(), "points": g.size(),
+            "median": g.median(), "p25": g.quantile(0.25), "p75": g.quantile(0.75), "min": g.min(),
             "max": g.max(),
         }
     )
@@ -147,11 +138,9 @@ def key_match(multi: pd.DataFrame, single: pd.DataFrame, kind: str) -> dict:
     both = j[j._merge == "both"]
     differs = int((both.status_multi != both.status_single).sum()) if "status_multi" in j else 0
     return {
-        "rows_multi": len(a),
-        "rows_single": len(b),
+        "rows_multi": len(a), "rows_single": len(b),
         "only_multi": int((j._merge == "left_only").sum()),
-        "only_single": int((j._merge == "right_only").sum()),
-        "status_differs": differs,
+        "only_single": int((j._merge == "right_only").sum()), "status_differs": differs,
     }
 
 
@@ -181,9 +170,7 @@ def pair_facts(multi: DataRoot, single: DataRoot) -> pd.DataFrame:
         if len(sc):
             rows.append(
                 fact(
-                    PREFIX + "scaling_efficiency",
-                    sc.efficiency.iloc[0],
-                    datasets=(COLLECT_TASKS,),
+                    PREFIX + "scaling_efficiency", sc.efficiency.iloc[0], datasets=(COLLECT_TASKS,),
                     note=f"{sc.gpus.iloc[0]} GPUs",
                 )
             )
@@ -195,10 +182,7 @@ def pair_facts(multi: DataRoot, single: DataRoot) -> pd.DataFrame:
             pct = 100 * (spread["median"].max() / spread["median"].min() - 1)
             rows.append(
                 fact(
-                    PREFIX + "gpu_median_spread_pct",
-                    pct,
-                    "%",
-                    datasets=ds,
+                    PREFIX + "gpu_median_spread_pct", pct, "%", datasets=ds,
                     note=f"{len(spread)} GPUs, {int(spread.points.sum())} points",
                 )
             )

@@ -17,6 +17,8 @@ from yolo_sm.topics.batch import multi_gpu
 from yolo_sm.topics.batch import plots as batch_plots
 from yolo_sm.topics.batch.rules import PAIR_RULES
 
+# fmt: off
+
 #: what a dataset holds and why a root may lack it, by name prefix (longest match wins)
 WHY = {
     "ncu_": (
@@ -127,9 +129,7 @@ def coverage(root: DataRoot, ncu: str) -> list:
     n = root.load(ncu)
     cov = batch.ncu_coverage(n)
     return [
-        tables.show(cov),
-        batch_plots.plot_waves_ecdf(n),
-        batch_plots.plot_occupancy_by_batch(cov),
+        tables.show(cov), batch_plots.plot_waves_ecdf(n), batch_plots.plot_occupancy_by_batch(cov),
     ]
 
 
@@ -151,6 +151,7 @@ def memory(root: DataRoot, sweep: str, sweep_1280: str | None = None) -> list:
         return [f"The sweep {sweep} of this root records no peak GPU memory: no memory lines."]
     fit = batch.memory_fit(t)
     budget = batch.memory_budget(fit, batch.gpu_memory(root.load(sweep)))
+    budget = budget.drop(columns=["per_image_bytes", "intercept_bytes", "peak_at_max_batch_bytes"])
     return [tables.show(budget), batch_plots.plot_memory(t, fit)]
 
 
@@ -201,11 +202,8 @@ def multi_gpu_section(multi: DataRoot | None, single: DataRoot | None) -> list:
     r = multi_gpu.all_ratios(shared).dropna(subset=["ratio"])
     if len(r):
         fig = px.box(
-            r.sort_values("gpu_index").assign(gpu=r.gpu_index.map("GPU {:.0f}".format)),
-            x="gpu",
-            y="ratio",
-            color="dataset",
-            points="all",
+            r.sort_values("gpu_index").assign(gpu=r.gpu_index.map("GPU {:.0f}".format)), x="gpu",
+            y="ratio", color="dataset", points="all",
             title=f"The same points on each GPU of {multi.name} over one GPU",
         )
         fig.add_hline(y=1.0, line_dash="dot")

@@ -1,12 +1,7 @@
-"""Two dataset roots side by side (notebook 12): provenance, the sweep points each measured,
-their throughput and delivered TFLOP/s against each machine's own ceilings, per-layer
-occupancy, and the spread between two collections on the same kind of GPU.
-
-Roots are ``a`` and ``b``; columns of one root carry the suffix ``_a`` / ``_b``. Every table
-that joins the two keeps the rows only one root holds, with ``present`` = ``both``,
-``only a`` or ``only b``: nothing is dropped silently. Nothing here judges: the rules of
-:mod:`yolo_sm.topics.compare.rules` read :func:`facts`.
-"""
+"""Two dataset roots ``a`` and ``b`` side by side (notebook 12): provenance, the sweep points
+each measured, img/s and delivered TFLOP/s against each machine's own ceilings, per-layer
+occupancy. Columns of one root end in ``_a`` / ``_b``; a joined table keeps the rows only one
+root holds (``present``: both, only a, only b). :func:`facts` feeds the rules."""
 
 from __future__ import annotations
 
@@ -20,6 +15,8 @@ from yolo_sm.contract.hardware import ceiling
 from yolo_sm.contract.schema import KEY_COLUMNS
 from yolo_sm.topics.heatmaps.analyse import layer_table
 
+# fmt: off
+
 BOTH, ONLY_A, ONLY_B = "both", "only a", "only b"
 #: two measures of a point agree when they are within this many percent of each other
 AGREE_PCT = 100 * TOLERANCE
@@ -30,12 +27,7 @@ POINT_VALUES = (
     "img_per_s", "median_ms", "tflops", "gpu_busy_ms", "flops_per_img", "host_bound", "dataset",
 )  # fmt: skip
 #: provenance read from the sweep rows: clocks at the start of each point, MHz
-CLOCK_COLUMNS = {
-    "sm_clock_max_mhz": "prov_sm_clock_max_mhz",
-    "sm_clock_mhz": "prov_sm_clock_mhz",
-    "mem_clock_mhz": "prov_mem_clock_mhz",
-    "gpu_memory_bytes": "prov_gpu_memory_bytes",
-}
+CLOCK_COLUMNS = ("sm_clock_max_mhz", "sm_clock_mhz", "mem_clock_mhz", "gpu_memory_bytes")
 
 
 def _present(indicator: pd.Series) -> pd.Series:
@@ -54,8 +46,8 @@ def provenance(root: DataRoot) -> dict:
     its sweeps recorded (distinct values joined by ", ")."""
     out = dict(root.machine())
     sweeps = [root.load(n) for n in root.find_all("sweep")]
-    for key, col in CLOCK_COLUMNS.items():
-        vals = [s[col] for s in sweeps if col in s]
+    for key in CLOCK_COLUMNS:
+        vals = [s[f"prov_{key}"] for s in sweeps if f"prov_{key}" in s]
         if vals:
             text = _values(pd.to_numeric(pd.concat(vals), errors="coerce"))
             if text:
@@ -65,17 +57,10 @@ def provenance(root: DataRoot) -> dict:
 
 #: the rows of :func:`provenance_table`, in order
 PROVENANCE_ROWS = (
-    *MACHINE_FIELDS[:1],
-    "sm_count",
-    "compute_capability",
-    "sm_clock_max_mhz",
-    "sm_clock_mhz",
-    "mem_clock_mhz",
-    "gpu_memory_bytes",
+    *MACHINE_FIELDS[:1], "sm_count", "compute_capability", *CLOCK_COLUMNS,
     *(f for f in MACHINE_FIELDS if f not in ("gpu_name", "sm_count", "compute_capability")),
-    "date_utc_first",
-    "date_utc_last",
-)
+    "date_utc_first", "date_utc_last",
+)  # fmt: skip
 
 
 def provenance_table(a: DataRoot, b: DataRoot) -> pd.DataFrame:
@@ -186,38 +171,16 @@ def presence(m: pd.DataFrame) -> pd.DataFrame:
 
 
 def spread(m: pd.DataFrame) -> pd.DataFrame:
-    """The ratio (b / a img/s) of the points both measured, per kind: ``launch_bound`` True
-    (host-bound eager small batches) or False (GPU-bound): points, median, 10th and 90th
-    percentile, min, max, ``max_dev_pct`` (largest |ratio - 1|, %) and ``within_10pct``."""
-    both = m[m["present"] == BOTH]
-    rows = []
-    for lb, g in both.groupby("launch_bound"):
-        r = g["ratio"].astype(float)
-        rows.append(
-            {
-                "launch_bound": bool(lb),
-                "points": len(r),
-                "ratio_median": r.median(),
-                "ratio_p10": r.quantile(0.1),
-                "ratio_p90": r.quantile(0.9),
-                "ratio_min": r.min(),
-                "ratio_max": r.max(),
-                "max_dev_pct": float((r - 1).abs().max() * 100),
-                "within_10pct": int(((r - 1).abs() * 100 <= AGREE_PCT).sum()),
-            }
-        )
-    cols = [
-        "launch_bound",
-        "points",
-        "ratio_median",
-        "ratio_p10",
-        "ratio_p90",
-        "ratio_min",
-        "ratio_max",
-        "max_dev_pct",
-        "within_10pct",
-    ]
-    return pd.DataFrame(rows, columns=cols)
+    """The ratio (b / a img/s) of the points both measured, per ``launch_bound`` (host-bound
+    or GPU-bound): points, median, 10th / 90th percentile, min, max, ``max_dev_pct`` (largest
+    |ratio - 1|, %) and ``within_10pct`` (points)."""
+    g = m[m.present == BOTH].assign(ratio=lambda d: d.ratio.astype(float))
+    g = g.assign(dev=(g.ratio - 1).abs() * 100).groupby("launch_bound")
+    out = g.ratio.agg(points="size", ratio_median="median", ratio_min="min", ratio_max="max")
+    out["ratio_p10"], out["ratio_p90"] = g.ratio.quantile(0.1), g.ratio.quantile(0.9)
+    out["max_dev_pct"] = g.dev.max()
+    out["within_10pct"] = g.dev.agg(lambda d: int((d <= AGREE_PCT).sum()))
+    return out.reset_index()
 
 
 def layers(root: DataRoot) -> pd.DataFrame:
@@ -225,17 +188,8 @@ def layers(root: DataRoot) -> pd.DataFrame:
     that attributes kernels to layers (the first table holding a config wins): ``config``,
     ``layer``, ``layer_idx``, ``module_type``, ``time_us``, ``achieved_occupancy_tw_pct``,
     ``theoretical_occupancy_tw_pct``, ``main_limiter``, ``dataset``."""
-    cols = [
-        "config",
-        "layer",
-        "layer_idx",
-        "module_type",
-        "time_us",
-        "achieved_occupancy_tw_pct",
-        "theoretical_occupancy_tw_pct",
-        "main_limiter",
-        "dataset",
-    ]
+    cols = ["config", "layer", "layer_idx", "module_type", "time_us", "achieved_occupancy_tw_pct"]
+    cols += ["theoretical_occupancy_tw_pct", "main_limiter", "dataset"]
     frames, seen = [], set()
     for n in root.find_all("ncu"):
         k = root.load(n)
@@ -257,17 +211,10 @@ def join_layers(la: pd.DataFrame, lb: pd.DataFrame) -> pd.DataFrame:
     ``achieved_minus_pct_points`` = b - a achieved occupancy where both measured."""
     vals = ["time_us", "achieved_occupancy_tw_pct", "theoretical_occupancy_tw_pct"]
     vals += ["main_limiter", "dataset"]
-    m = la.merge(
-        lb[["config", "layer", *vals]],
-        on=["config", "layer"],
-        how="outer",
-        suffixes=("_a", "_b"),
-        indicator=True,
-    )
+    on = ["config", "layer"]
+    m = la.merge(lb[[*on, *vals]], on=on, how="outer", suffixes=("_a", "_b"), indicator=True)
     m["present"] = _present(m.pop("_merge"))
-    m["achieved_minus_pct_points"] = (
-        m["achieved_occupancy_tw_pct_b"] - m["achieved_occupancy_tw_pct_a"]
-    )
+    m["achieved_minus_pct_points"] = m.achieved_occupancy_tw_pct_b - m.achieved_occupancy_tw_pct_a
     return m.sort_values(["config", "layer_idx"]).reset_index(drop=True)
 
 

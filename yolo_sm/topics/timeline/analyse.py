@@ -21,6 +21,8 @@ from yolo_sm.topics.batch.analyse import (
     ref_imgsz,
 )
 
+# fmt: off
+
 # the datasets notebook 05 reads (short names in a root)
 GPM_BATCH = "gpm_batch_w1"  # one width, batch 1-128
 GPM_WIDTH = "gpm_width_b16"  # widths 0.25-2.0, batch 16
@@ -50,12 +52,9 @@ def launch_gaps(trace):
     last end), ``idle_frac`` of that span, median and largest gap."""
     d = kernel_gaps(trace).assign(end_us=lambda x: x.start_us + x.duration_us)
     out = d.groupby(["config", "iteration"]).agg(
-        kernels=("duration_us", "size"),
-        kernel_us=("duration_us", "sum"),
-        first_start=("start_us", "min"),
-        last_end=("end_us", "max"),
-        median_gap_us=("gap_us", "median"),
-        max_gap_us=("gap_us", "max"),
+        kernels=("duration_us", "size"), kernel_us=("duration_us", "sum"),
+        first_start=("start_us", "min"), last_end=("end_us", "max"),
+        median_gap_us=("gap_us", "median"), max_gap_us=("gap_us", "max"),
     )
     out["span_us"] = out.pop("last_end") - out.pop("first_start")
     out["idle_frac"] = 1 - out.kernel_us / out.span_us
@@ -76,12 +75,9 @@ def launch_vs_sweep(gaps, table, width: float | None = None):
     out = per.merge(graph_speedup(t).drop(columns="imgsz"), on=["width", "batch"], how="left")
     out = out.rename(
         columns={
-            "kernel_us": "trace_kernel_us",
-            "span_us": "trace_span_us",
-            "idle_frac": "trace_idle_frac",
-            "eager": "sweep_eager_ms",
-            "cudagraph": "sweep_graph_ms",
-            "speedup": "graph_speedup",
+            "kernel_us": "trace_kernel_us", "span_us": "trace_span_us",
+            "idle_frac": "trace_idle_frac", "eager": "sweep_eager_ms",
+            "cudagraph": "sweep_graph_ms", "speedup": "graph_speedup",
         }
     )
     busy = (
@@ -116,10 +112,7 @@ def gpm_ratio(key: str, medians, metric: str, by: str, lo, datasets=()) -> list[
     hi, b = m.iloc[-1], base.iloc[0]
     return [
         fact(
-            key,
-            hi[metric] / b[metric],
-            "x",
-            datasets=tuple(datasets),
+            key, hi[metric] / b[metric], "x", datasets=tuple(datasets),
             note=f"{by} {hi[by]:g} over {by} {b[by]:g}",
         )
     ]
@@ -138,10 +131,7 @@ def gap_facts(trace, table=None, datasets=()) -> list[dict]:
     if len(per) > 1:
         out.append(
             fact(
-                "timeline_trace_idle_largest_pct",
-                100 * per.iloc[-1],
-                "%",
-                datasets=ds[:1],
+                "timeline_trace_idle_largest_pct", 100 * per.iloc[-1], "%", datasets=ds[:1],
                 note=f"batch {per.index[-1]}, width {width:g}",
             )
         )
@@ -151,17 +141,11 @@ def gap_facts(trace, table=None, datasets=()) -> list[dict]:
         r, note = lvs.iloc[0], f"batch 1, width {width:g}"
         out += [
             fact(
-                "timeline_sweep_idle_b1_pct",
-                100 * r.sweep_idle_frac,
-                "%",
-                datasets=ds,
+                "timeline_sweep_idle_b1_pct", 100 * r.sweep_idle_frac, "%", datasets=ds,
                 note=f"{note}: 1 - GPU busy / eager ms ({r.idle_from})",
             ),
             fact(
-                "timeline_graph_over_kernel_time_b1",
-                r.graph_over_kernel_time,
-                "x",
-                datasets=ds,
+                "timeline_graph_over_kernel_time_b1", r.graph_over_kernel_time, "x", datasets=ds,
                 note=note,
             ),
         ]
@@ -179,12 +163,7 @@ FACT_KEYS = frozenset(
 
 
 def facts(
-    root: DataRoot,
-    *,
-    gpm_batch=GPM_BATCH,
-    gpm_width=GPM_WIDTH,
-    trace=TRACE,
-    sweep=SWEEP,
+    root: DataRoot, *, gpm_batch=GPM_BATCH, gpm_width=GPM_WIDTH, trace=TRACE, sweep=SWEEP,
     overhead=GPM_OVERHEAD,
 ) -> pd.DataFrame:
     """The facts of notebook 05 read off ``root`` (datasets by short name); a dataset the root
@@ -195,11 +174,7 @@ def facts(
     if has(gpm_batch):
         g = root.load(gpm_batch)
         rows += gpm_ratio(
-            "timeline_gpm_sm_occupancy_ratio_batch",
-            gpm_medians(g),
-            "sm_occupancy_pct",
-            "batch",
-            1,
+            "timeline_gpm_sm_occupancy_ratio_batch", gpm_medians(g), "sm_occupancy_pct", "batch", 1,
             [gpm_batch],
         )
         t = table[(table.imgsz == ref_imgsz(table)) & (table.batch == 1)] if sw else ()
@@ -218,22 +193,15 @@ def facts(
             )
     if has(gpm_width):
         rows += gpm_ratio(
-            "timeline_gpm_tensor_util_ratio_width",
-            gpm_medians(root.load(gpm_width)),
-            "tensor_util_pct",
-            "width",
-            None,
-            [gpm_width],
+            "timeline_gpm_tensor_util_ratio_width", gpm_medians(root.load(gpm_width)),
+            "tensor_util_pct", "width", None, [gpm_width],
         )
     if has(trace):
         rows += gap_facts(root.load(trace), table, [trace, *sw])
     if has(overhead) and len(t := gpm_overhead_table(root.load(overhead))):
         rows.append(
             fact(
-                "timeline_gpm_overhead_pct",
-                t.throughput_lost_pct.max(),
-                "%",
-                datasets=(overhead,),
+                "timeline_gpm_overhead_pct", t.throughput_lost_pct.max(), "%", datasets=(overhead,),
                 note="largest over configs",
             )
         )

@@ -17,6 +17,8 @@ from yolo_sm.topics.batch.report import absent
 from yolo_sm.topics.timeline import analyse as timeline
 from yolo_sm.topics.timeline.analyse import kernel_gaps, run_spans
 
+# fmt: off
+
 
 def plot_gpm_timeline(gpm, vary: str = "batch", title: str | None = None):
     """The four GPM metrics against time (one row each, a step per ~0.1 s window), each config's
@@ -27,34 +29,18 @@ def plot_gpm_timeline(gpm, vary: str = "batch", title: str | None = None):
     w = gpm_wide(gpm)
     metrics = [m for m in GPM_METRICS if m in w]
     fig = make_subplots(
-        rows=len(metrics),
-        cols=1,
-        shared_xaxes=True,
-        vertical_spacing=0.03,
+        rows=len(metrics), cols=1, shared_xaxes=True, vertical_spacing=0.03,
         subplot_titles=[GPM_LABELS[m] for m in metrics],
     )
     shades = ("#DCE6F7", "#F7E3DC")
     for i, s in run_spans(w).iterrows():
         fig.add_vrect(
-            x0=s.t0_s,
-            x1=s.t1_s,
-            fillcolor=shades[i % 2],
-            opacity=0.6,
-            line_width=0,
-            layer="below",
-            row="all",
-            col=1,
-            exclude_empty_subplots=False,
+            x0=s.t0_s, x1=s.t1_s, fillcolor=shades[i % 2], opacity=0.6, line_width=0, layer="below",
+            row="all", col=1, exclude_empty_subplots=False,
         )
         fig.add_annotation(
-            x=(s.t0_s + s.t1_s) / 2,
-            y=1.0,
-            yshift=28,
-            xref="x",
-            yref="paper",
-            yanchor="bottom",
-            text=f"<b>{short_label(s.config, vary)}</b>",
-            showarrow=False,
+            x=(s.t0_s + s.t1_s) / 2, y=1.0, yshift=28, xref="x", yref="paper", yanchor="bottom",
+            text=f"<b>{short_label(s.config, vary)}</b>", showarrow=False,
         )
     straddle = w["straddles_mark"].astype(bool)
     for row, m in enumerate(metrics, start=1):
@@ -86,11 +72,8 @@ def plot_gpm_timeline(gpm, vary: str = "batch", title: str | None = None):
         fig.update_yaxes(range=[0, 105], title_text="percent", row=row, col=1)
     fig.update_xaxes(title_text="time since sampler start (s)", row=len(metrics), col=1)
     fig.update_layout(
-        template=TEMPLATE,
-        height=200 * len(metrics) + 120,
-        title=title or "GPM timeline",
-        margin={"t": 110},
-        legend={"orientation": "h", "y": -0.08},
+        template=TEMPLATE, height=200 * len(metrics) + 120, title=title or "GPM timeline",
+        margin={"t": 110}, legend={"orientation": "h", "y": -0.08},
     )
     return finish(fig)
 
@@ -123,13 +106,9 @@ def plot_kernel_timeline(trace, iteration: int = 0, max_configs: int = 4):
             )
             seen.add(cls)
     fig.update_layout(
-        template=TEMPLATE,
-        barmode="overlay",
-        bargap=0.3,
+        template=TEMPLATE, barmode="overlay", bargap=0.3,
         title=f"Kernels of one eager forward on the GPU (Kineto, iteration {iteration})",
-        xaxis_title="ms since the forward's first kernel",
-        yaxis_title="config",
-        height=450,
+        xaxis_title="ms since the forward's first kernel", yaxis_title="config", height=450,
     )
     return finish(fig)
 
@@ -143,11 +122,7 @@ def plot_gap_hist(trace):
     d = with_config(d).sort_values("batch")
     d = d.assign(batch=d["batch"].astype(str), gap_us=d["gap_us"].clip(lower=0.5))
     fig = px.ecdf(
-        d,
-        x="gap_us",
-        color="batch",
-        log_x=True,
-        template=TEMPLATE,
+        d, x="gap_us", color="batch", log_x=True, template=TEMPLATE,
         title="Gaps between consecutive kernels: share of gaps at most x µs (Kineto)",
     )
     fig.update_layout(

@@ -18,6 +18,8 @@ from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.errors import UserError
 from yolo_sm.topics.heatmaps.analyse import LOW_PCT, layer_order, layer_table
 
+# fmt: off
+
 #: the roles notebook 11 reads, in the order it shows them
 ROLES = ("sweep", "trace", "ncu", "model_layers")
 #: the columns a table needs to play a role (its sections read them): an Nsight Compute pass
@@ -87,18 +89,9 @@ def inventory(root: DataRoot, roles=ROLES) -> pd.DataFrame:
                 continue
             labels = model_labels(df)
             for model, part in df.groupby(labels.values):
-                rows.append(
-                    {
-                        "role": role,
-                        "dataset": name,
-                        "model": model,
-                        "rows": len(part),
-                        "batches": part["batch"].nunique() if "batch" in part else 0,
-                        "rank": _rank(part, role),
-                    }
-                )
-    cols = ["role", "dataset", "model", "rows", "batches", "rank"]
-    return pd.DataFrame(rows, columns=cols)
+                batches = part["batch"].nunique() if "batch" in part else 0
+                rows.append((role, name, model, len(part), batches, _rank(part, role)))
+    return pd.DataFrame(rows, columns=["role", "dataset", "model", "rows", "batches", "rank"])
 
 
 def pick_model(inv: pd.DataFrame, model: str | None = None) -> str:
@@ -181,15 +174,7 @@ def view(root: DataRoot, model: str | None = None) -> ModelView:
             best = max(range(len(cand)), key=lambda i: (cand["rank"].iloc[i], -i))
             sources[role] = cand["dataset"].iloc[best]
     others = () if one else tuple(m for m in sorted(set(inv["model"]) - {""}) if m != chosen)
-    return ModelView(
-        root.path,
-        root.name,
-        base=root,
-        model=chosen,
-        sources=sources,
-        others=others,
-        narrow=not one,
-    )
+    return ModelView(root.path, root.name, root, chosen, sources, others, narrow=not one)
 
 
 def sources_table(v: ModelView) -> pd.DataFrame:
@@ -198,42 +183,19 @@ def sources_table(v: ModelView) -> pd.DataFrame:
     table)."""
     rows = []
     for role in ROLES:
-        if role not in v.sources:
-            rows.append({"role": role, "dataset": "", "rows": 0})
-            continue
-        df = v.load(role)
-        rows.append(
-            {
-                "role": role,
-                "dataset": v.sources[role],
-                "rows": len(df),
-                "batches": ", ".join(str(b) for b in sorted(df["batch"].unique()))
-                if "batch" in df
-                else "",
-                "precision": ", ".join(sorted(df["precision"].astype(str).unique()))
-                if "precision" in df
-                else "",
-                "layout": ", ".join(sorted(df["layout"].astype(str).unique()))
-                if "layout" in df
-                else "",
-            }
-        )
-    return pd.DataFrame(rows).fillna("")
+        df = v.load(role) if role in v.sources else pd.DataFrame()
+        row = {"role": role, "dataset": v.sources.get(role, ""), "rows": len(df)}
+        for c in ("batch", "precision", "layout"):
+            vals = sorted(df[c].unique()) if c in df else []
+            row["batches" if c == "batch" else c] = ", ".join(str(x) for x in vals)
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 #: columns of :func:`channel_table`, as the model table names them
-CHANNEL_COLUMNS = (
-    "layer",
-    "module_type",
-    "stage",
-    "in_channels",
-    "out_channels",
-    "stride",
-    "out_h",
-    "out_w",
-    "params",
-    "flops",
-    "out_bytes",
+CHANNEL_COLUMNS = tuple(
+    "layer module_type stage in_channels out_channels stride out_h out_w params flops out_bytes"
+    .split()
 )
 
 
@@ -305,9 +267,7 @@ def layer_facts(ncu: pd.DataFrame, dataset: str = "ncu") -> list[dict]:
 FACT_KEYS = frozenset(
     PREFIX + k
     for k in (
-        "achieved_occupancy_tw_pct",
-        "time_share_below_50_pct",
-        "slowest_layer_time_share_pct",
+        "achieved_occupancy_tw_pct", "time_share_below_50_pct", "slowest_layer_time_share_pct",
     )
 )
 

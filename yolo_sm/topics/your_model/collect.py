@@ -19,6 +19,8 @@ from yolo_sm.contract.plans import Plan, Step
 from yolo_sm.contract.store import write_text_atomic
 from yolo_sm.core.live import LiveRoot, live_root
 
+# fmt: off
+
 #: the sweep's batches, and the batch of the trace and the Nsight Compute pass
 SWEEP_BATCHES = (1, 2, 4, 8, 16, 32, 64)
 PROFILE_BATCH = 8
@@ -63,40 +65,25 @@ def plan_for(model: str, device: str = "cuda", imgsz: int = 640) -> Plan:
             "sweep",
             "sweep.parquet",
             {
-                **who,
-                "precisions": [PRECISION],
-                "layouts": [LAYOUT],
-                "backends": ["eager", "cudagraph"],
-                "batches": list(SWEEP_BATCHES),
-                "imgsz": [imgsz],
-                "budget_ms": 200,
+                **who, "precisions": [PRECISION], "layouts": [LAYOUT],
+                "backends": ["eager", "cudagraph"], "batches": list(SWEEP_BATCHES),
+                "imgsz": [imgsz], "budget_ms": 200,
             },
             f"{model}: {PRECISION} {LAYOUT}, eager and CUDA graph, batch "
             f"{SWEEP_BATCHES[0]}-{SWEEP_BATCHES[-1]}, {imgsz} px",
         ),
         Step(
-            "trace",
-            "trace",
-            "trace.parquet",
-            {**who, **one, "iters": 2},
-            f"{model}: PyTorch-profiler kernels per layer, batch {PROFILE_BATCH}",
-            est_s=60,
+            "trace", "trace", "trace.parquet", {**who, **one, "iters": 2},
+            f"{model}: PyTorch-profiler kernels per layer, batch {PROFILE_BATCH}", est_s=60,
         ),
         Step(
-            "ncu",
-            "ncu",
-            "ncu.parquet",
-            {**who, **one, "metric_set": "occupancy"},
+            "ncu", "ncu", "ncu.parquet", {**who, **one, "metric_set": "occupancy"},
             f"{model}: Nsight Compute occupancy per kernel and layer, batch {PROFILE_BATCH}",
             est_s=150,
         ),
         Step(
-            "model_layers",
-            "model_tables",
-            "model_layers.parquet",
-            layers,
-            f"{model}: channels, FLOPs and activation bytes per layer, {imgsz} px",
-            est_s=60,
+            "model_layers", "model_tables", "model_layers.parquet", layers,
+            f"{model}: channels, FLOPs and activation bytes per layer, {imgsz} px", est_s=60,
         ),
     )
     return Plan(f"your_model_{slug(model)}", device, steps, "")
@@ -130,12 +117,8 @@ def _written(plan: Plan, out: Path) -> Path:
     f = out / "plan.yaml"
     steps = [
         {
-            "name": s.name,
-            "kind": s.kind,
-            "out": s.out,
-            "params": s.params,
-            "description": s.description,
-            "est_s": s.est_s,
+            "name": s.name, "kind": s.kind, "out": s.out, "params": s.params,
+            "description": s.description, "est_s": s.est_s,
         }
         for s in plan.steps
     ]
