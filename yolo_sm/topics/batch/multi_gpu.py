@@ -1,9 +1,6 @@
-"""Collecting on N GPUs of one host against one GPU (docs/distributed.md): a root collected by
-``yolo-sm collect --workers N`` (``multi``) against the same plan steps on one of its GPUs
-(``single``). Wall time comes from each root's task log (a resumed root sums its runs);
-per point, multi's value over single's (img/s; an Nsight Compute table's summed kernel time,
-inverted), grouped by the GPU that measured it, host-bound points left out; and the rows of
-each table both roots hold, matched on key columns and status."""
+"""A root collected on N GPUs of one host (``yolo-sm collect --workers N``) against the same
+steps on one of its GPUs (docs/distributed.md): wall time from the task logs, each point's
+value on its GPU over the one-GPU run's (host-bound points left out), and the tables' rows."""
 
 from __future__ import annotations
 

@@ -20,28 +20,17 @@ from yolo_sm.topics.batch.rules import PAIR_RULES
 # fmt: off
 
 #: what a dataset holds and why a root may lack it, by name prefix (longest match wins)
+HERE = "collect it with the plan step of that name on this machine"
+HOPPER = "on NVIDIA GPUs of the Hopper generation or newer"
 WHY = {
-    "ncu_": (
-        "Nsight Compute table",
-        "it is collected on NVIDIA GPUs only (ncu replays each kernel with hardware counters)",
-    ),
-    "gpm_overhead": (
-        "GPM sampler overhead table",
-        "it is measured with NVML GPM, on NVIDIA GPUs of the Hopper generation or newer",
-    ),
-    "gpm_": (
-        "NVML GPM timeline",
-        "GPM counters exist on NVIDIA GPUs of the Hopper generation or newer only",
-    ),
-    "trace_": (
-        "PyTorch-profiler kernel trace",
-        "collect it with the plan step of that name on this machine",
-    ),
-    "sweep_1280": (
-        "1280 px sweep",
-        "it is a long GPU plan step, collected where a GPU has the time and memory for it",
-    ),
-    "sweep_": ("sweep", "collect it with the plan step of that name on this machine"),
+    "ncu_": ("Nsight Compute table", "it is collected on NVIDIA GPUs only (ncu replays each "
+             "kernel with hardware counters)"),
+    "gpm_overhead": ("GPM sampler overhead table", f"it is measured with NVML GPM, {HOPPER}"),
+    "gpm_": ("NVML GPM timeline", f"GPM counters exist {HOPPER} only"),
+    "trace_": ("PyTorch-profiler kernel trace", HERE),
+    "sweep_1280": ("1280 px sweep", "it is a long GPU plan step, collected where a GPU has the "
+                   "time and memory for it"),
+    "sweep_": ("sweep", HERE),
 }
 
 
@@ -54,7 +43,7 @@ def absent(root: DataRoot, name: str) -> str:
         return root.missing(name)
     what, why = next(
         (v for k, v in sorted(WHY.items(), key=lambda kv: -len(kv[0])) if name.startswith(k)),
-        ("dataset", WHY["sweep_"][1]),
+        ("dataset", HERE),
     )
     device = root.device_name()
     who = root.name if device == root.name else f"{root.name}, {device}"

@@ -153,31 +153,21 @@ def comparison(shipped_all, drawn, new, tolerance: float = TOLERANCE):
     out = drawn[keys].merge(pts, on=keys, how="left").merge(status, on=keys, how="left")
     ratio = out["img_per_s_candidate"] / out["img_per_s_baseline"]
     same = out["img_per_s_change"].where(out["img_per_s_basis"] != "absolute")
-    return pd.DataFrame(
-        {
-            **{k: out[k] for k in keys},
-            "shipped_img_per_s": drawn["img_per_s"].to_numpy(),
-            "new_img_per_s": out["img_per_s_candidate"],
-            "ratio": ratio,
-            "host_bound": out["host_bound"].astype("boolean"),
-            "basis": out["img_per_s_basis"],
-            "shipped_ref_img_per_s": out["img_per_s_baseline_ref"],
-            "new_ref_img_per_s": out["img_per_s_candidate_ref"],
-            "same_process_ratio": same,
-            "rule_metrics": out["gated_metrics"].fillna(""),
-            "rule_ratio": out["gate_change"],
-            # a point that failed to run did not land within; undecided: None
-            "within_10pct": out["within"].where(out["status"].eq("ok"), False),
-            "launch_bound": launch_bound(out["backend"], out["batch"]).astype(bool),
-            "status": out["status"].fillna("error"),
-            "message": out["message"].fillna(""),
-            "shipped_date_utc": drawn["prov_date_utc"].to_numpy()
-            if "prov_date_utc" in drawn
-            else None,
-            "new_date_utc": out["prov_date_utc"],
-            "new_gpu_name": out["prov_gpu_name"],
-        }
-    )
+    shipped_date = drawn["prov_date_utc"].to_numpy() if "prov_date_utc" in drawn else None
+    return pd.DataFrame({
+        **{k: out[k] for k in keys}, "shipped_img_per_s": drawn["img_per_s"].to_numpy(),
+        "new_img_per_s": out.img_per_s_candidate, "ratio": ratio,
+        "host_bound": out.host_bound.astype("boolean"), "basis": out.img_per_s_basis,
+        "shipped_ref_img_per_s": out.img_per_s_baseline_ref,
+        "new_ref_img_per_s": out.img_per_s_candidate_ref, "same_process_ratio": same,
+        "rule_metrics": out.gated_metrics.fillna(""), "rule_ratio": out.gate_change,
+        # a point that failed to run did not land within; undecided: None
+        "within_10pct": out.within.where(out.status.eq("ok"), False),
+        "launch_bound": launch_bound(out.backend, out.batch).astype(bool),
+        "status": out.status.fillna("error"), "message": out.message.fillna(""),
+        "shipped_date_utc": shipped_date, "new_date_utc": out.prov_date_utc,
+        "new_gpu_name": out.prov_gpu_name,
+    })
 
 
 def summary(df) -> str:
@@ -190,12 +180,8 @@ def summary(df) -> str:
         for x, m in zip(rule, what, strict=True)
     )
     undecided = len(df) - len(decided)
-    tail = (
-        f"; {undecided} host-bound not decided (the shipped table lacks GPU busy time and "
-        "launches per forward)"
-        if undecided
-        else ""
-    )
+    tail = (f"; {undecided} host-bound not decided (the shipped table lacks GPU busy time and "
+            "launches per forward)") if undecided else ""
     return (
         f"{int(decided.within_10pct.astype(bool).sum())} of {len(df)} points within 10 % "
         f"(new / shipped img/s; * host-bound: GPU busy time and launches per forward, its "

@@ -1,6 +1,5 @@
-"""Figures of two roots side by side (notebook 12), from the tables of
-:mod:`yolo_sm.topics.compare.analyse`; each returns a plotly Figure, or None when the table holds no
-point both roots measured (the notebook then prints one line saying so)."""
+"""Notebook 12's figures and sections over :mod:`yolo_sm.topics.compare.analyse`'s tables; a
+figure of the points both roots measured is None when there is none."""
 
 from __future__ import annotations
 

@@ -44,31 +44,15 @@ def plot_gpm_timeline(gpm, vary: str = "batch", title: str | None = None):
         )
     straddle = w["straddles_mark"].astype(bool)
     for row, m in enumerate(metrics, start=1):
-        fig.add_scatter(
-            x=w["t_s"],
-            y=w[m],
-            mode="lines",
-            line_shape="vh",
-            line={"color": "#444", "width": 1.2},
-            name=GPM_LABELS[m],
-            showlegend=False,
-            customdata=w[["config", "phase"]],
-            hovertemplate="%{customdata[0]} %{customdata[1]}<br>t=%{x:.2f} s: %{y:.1f} %"
-            "<extra></extra>",
-            row=row,
-            col=1,
-        )
-        fig.add_scatter(
-            x=w.loc[straddle, "t_s"],
-            y=w.loc[straddle, m],
-            mode="markers",
-            marker={"symbol": "circle-open", "color": "#D62728", "size": 7},
-            name="window straddles a marker",
-            showlegend=row == 1,
-            hoverinfo="skip",
-            row=row,
-            col=1,
-        )
+        fig.add_scatter(x=w.t_s, y=w[m], mode="lines", line_shape="vh", name=GPM_LABELS[m],
+                        line={"color": "#444", "width": 1.2}, showlegend=False,
+                        customdata=w[["config", "phase"]], row=row, col=1,
+                        hovertemplate="%{customdata[0]} %{customdata[1]}<br>t=%{x:.2f} s: "
+                        "%{y:.1f} %<extra></extra>")
+        fig.add_scatter(x=w.t_s[straddle], y=w.loc[straddle, m], mode="markers",
+                        marker={"symbol": "circle-open", "color": "#D62728", "size": 7},
+                        name="window straddles a marker", showlegend=row == 1,
+                        hoverinfo="skip", row=row, col=1)
         fig.update_yaxes(range=[0, 105], title_text="percent", row=row, col=1)
     fig.update_xaxes(title_text="time since sampler start (s)", row=len(metrics), col=1)
     fig.update_layout(
@@ -91,19 +75,13 @@ def plot_kernel_timeline(trace, iteration: int = 0, max_configs: int = 4):
         g = d[d["config"] == c].sort_values("start_us")
         t0 = g["start_us"].min()
         for cls, k in g.groupby("kernel_class"):
-            fig.add_bar(
-                y=[short_label(c)] * len(k),
-                x=k["duration_us"] / 1000,
-                base=(k["start_us"] - t0) / 1000,
-                orientation="h",
-                marker_color=KERNEL_CLASS_COLORS.get(cls, "#7F7F7F"),
-                marker_line_width=0,
-                name=cls,
-                legendgroup=cls,
-                showlegend=cls not in seen,
-                customdata=k["kernel_name"].str.slice(0, 70),
-                hovertemplate="%{customdata}<br>start %{base:.3f} ms, %{x:.4f} ms<extra></extra>",
-            )
+            fig.add_bar(y=[short_label(c)] * len(k), x=k.duration_us / 1000,
+                        base=(k.start_us - t0) / 1000, orientation="h", name=cls,
+                        marker_color=KERNEL_CLASS_COLORS.get(cls, "#7F7F7F"), marker_line_width=0,
+                        legendgroup=cls, showlegend=cls not in seen,
+                        customdata=k.kernel_name.str.slice(0, 70),
+                        hovertemplate="%{customdata}<br>start %{base:.3f} ms, %{x:.4f} ms"
+                        "<extra></extra>")
             seen.add(cls)
     fig.update_layout(
         template=TEMPLATE, barmode="overlay", bargap=0.3,

@@ -57,8 +57,7 @@ def model_labels(df: pd.DataFrame) -> pd.Series:
 
 
 def _rank(df: pd.DataFrame, role: str) -> tuple:
-    """How well a dataset's rows of one model serve ``role`` (larger is better): per-layer
-    attribution first (ncu, trace), then distinct batches, then rows."""
+    """How well rows serve ``role`` (larger is better): layers named, batches, rows."""
     layered = "layer" in df and df["layer"].astype(str).str.len().gt(0).any()
     if role == "sweep":  # the (precision, layout) the view keeps
         df = _one_variant(df)
@@ -78,9 +77,8 @@ def _one_variant(sweep: pd.DataFrame) -> pd.DataFrame:
 
 
 def inventory(root: DataRoot, roles=ROLES) -> pd.DataFrame:
-    """One row per (role, dataset, model) the root holds: ``role``, ``dataset``, ``model``
-    (empty for rows that name none), ``rows`` (rows of that model), ``batches`` (distinct
-    batches), ``rank`` (how well it serves the role, for :func:`view`)."""
+    """One row per (role, dataset, model) the root holds: rows, distinct batches and ``rank``
+    (how well it serves the role, for :func:`view`)."""
     rows = []
     for role in roles:
         for name in root.find_all(role):
@@ -95,9 +93,8 @@ def inventory(root: DataRoot, roles=ROLES) -> pd.DataFrame:
 
 
 def pick_model(inv: pd.DataFrame, model: str | None = None) -> str:
-    """``model`` when the inventory holds it; None: the model most roles hold (ties: the one
-    with the most sweep batches, then the first in sorted order); "" where the inventory names
-    no model and none is asked for. Raises UserError naming the models there are."""
+    """``model`` when the inventory holds it (else a UserError naming those it holds); None:
+    the model most roles hold (ties: most sweep batches, then name); "" where none is named."""
     models = sorted(m for m in inv["model"].unique() if m)
     if not models:
         if model is None:
@@ -114,10 +111,9 @@ def pick_model(inv: pd.DataFrame, model: str | None = None) -> str:
 
 @dataclass(frozen=True)
 class ModelView(DataRoot):
-    """The datasets of one model in ``base``, named by role. ``sources`` maps a role to the
-    dataset of ``base`` that plays it; ``load(role)`` gives that dataset's rows of ``model``
-    (a sweep's also narrowed to one precision and layout, :func:`_one_variant`), with
-    ``attrs["dataset"]`` naming the source (``h200/sweep_fp16_nhwc``)."""
+    """The datasets of one model in ``base``, named by role (``sources``: role -> dataset);
+    ``load(role)`` gives that dataset's rows of ``model`` (a sweep's of one precision and
+    layout, :func:`_one_variant`)."""
 
     base: DataRoot | None = None
     model: str = ""
@@ -154,11 +150,9 @@ class ModelView(DataRoot):
 
 
 def view(root: DataRoot, model: str | None = None) -> ModelView:
-    """The :class:`ModelView` of ``model`` (None: :func:`pick_model`) in ``root``. A root
-    whose tables each name at most one model (a one-model collection, where the sweep may
-    label the model otherwise than the profilers' config labels do) is read whole. A root
-    whose tables name no model, asked for none, gives a view of no model and no datasets (each
-    section then says what it lacks); asked for one, it is a UserError."""
+    """The :class:`ModelView` of ``model`` (None: :func:`pick_model`) in ``root``; a root whose
+    tables each name one model at most is read whole; one naming none gives an empty view
+    (a UserError when a model was asked for)."""
     inv = inventory(root)
     chosen = pick_model(inv, model)
     if not chosen:
@@ -178,9 +172,7 @@ def view(root: DataRoot, model: str | None = None) -> ModelView:
 
 
 def sources_table(v: ModelView) -> pd.DataFrame:
-    """What the view reads, one row per role: ``role``, ``dataset`` (empty: none), ``rows``,
-    ``batches``, ``precision``, ``layout`` (where the table says; rows 0 for a role without a
-    table)."""
+    """What the view reads per role: dataset, rows, batches, precision, layout."""
     rows = []
     for role in ROLES:
         df = v.load(role) if role in v.sources else pd.DataFrame()
@@ -213,11 +205,9 @@ def channel_table(layers: pd.DataFrame) -> pd.DataFrame:
 
 
 def trace_layers(trace: pd.DataFrame) -> pd.DataFrame:
-    """Per (config, layer) of a PyTorch-profiler kernel table, in model order: ``kernels``
-    (per forward, over the traced iterations), ``time_us`` (kernel time per forward, us),
-    ``theoretical_occupancy_tw_pct`` (ours, from the launch configuration) and
-    ``est_occupancy_tw_pct`` (Kineto's estimate, capped by the grid), both weighted by kernel
-    time. Kernels outside any layer are left out."""
+    """Per (config, layer) of a Kineto kernel table, in model order: kernels and kernel µs per
+    forward, theoretical occupancy (from the launch configuration) and Kineto's estimate, both
+    weighted by kernel time."""
     k = trace[trace["layer"].astype(str).str.len() > 0]
     if "iteration" in k:
         k = k[k["iteration"].notna()]

@@ -1,13 +1,7 @@
-"""The small plan notebook 11 collects for one model on this machine's GPU (``LIVE = True``):
-a batch sweep, one PyTorch-profiler trace, one Nsight Compute occupancy pass and the model's
-channel / activation table, into ``results/<machine>/<model>/``, read back through a
-:class:`~yolo_sm.core.live.LiveRoot` whose datasets are named by role (``sweep``, ``trace``,
-``ncu``, ``model_layers``), as :meth:`yolo_sm.contract.datasets.DataRoot.find` reads them.
-
-``model`` is what the plan steps' ``family`` / ``widths`` accept: a label such as
-``yolov8_w0.25`` or a preset such as ``yolov8n``; anything else (an ultralytics YAML, a
-checkpoint ``.pt``, ``package.module:function``) is passed on as the steps' ``model``.
-"""
+"""Notebook 11's plan for one model on this machine's GPU (``LIVE = True``): a batch sweep,
+a PyTorch-profiler trace, a Nsight Compute occupancy pass and the layer table, collected into
+``results/<machine>/<model>/`` and read back by role. ``model``: a label (``yolov8_w0.25``), a
+preset (``yolov8n``), or anything the steps' ``model`` takes (a YAML, a ``.pt``, a function)."""
 
 from __future__ import annotations
 
