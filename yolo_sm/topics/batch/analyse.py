@@ -90,6 +90,8 @@ def ncu_coverage(ncu):
     )
     out = time_weighted(d, ["config", "batch"]).merge(agg.reset_index(), on="config")
     out["time_under_1_wave"] = out.pop("_ut") / out.time_us
+    out["achieved_over_theoretical"] = (out.achieved_occupancy_tw_pct
+                                        / out.theoretical_occupancy_tw_pct)
     return out.sort_values("batch", ignore_index=True)
 
 
@@ -134,6 +136,7 @@ def graph_memory(fit):
         {
             "eager_per_image_MB": e.per_image_bytes / 1e6,
             "graph_per_image_MB": g.per_image_bytes / 1e6,
+            "per_image_ratio": g.per_image_bytes / e.per_image_bytes,
             "eager_intercept_MB": e.intercept_bytes / 1e6,
             "graph_intercept_MB": g.intercept_bytes / 1e6, "max_batch": e.max_batch,
             "footprint_ratio_at_max": g.peak_at_max_batch_bytes / e.peak_at_max_batch_bytes,

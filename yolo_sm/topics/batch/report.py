@@ -16,6 +16,7 @@ from yolo_sm.topics.batch import analyse as batch
 from yolo_sm.topics.batch import multi_gpu
 from yolo_sm.topics.batch import plots as batch_plots
 from yolo_sm.topics.batch.rules import PAIR_RULES
+from yolo_sm.topics.your_model.analyse import ModelView
 
 # fmt: off
 
@@ -37,8 +38,6 @@ WHY = {
 def absent(root: DataRoot, name: str) -> str:
     """One sentence: ``root`` holds no dataset ``name``, what it would be and why it may be
     missing; a model's view (notebook 11) says it with :meth:`missing`."""
-    from yolo_sm.topics.your_model.analyse import ModelView
-
     if isinstance(root, ModelView):
         return root.missing(name)
     what, why = next(

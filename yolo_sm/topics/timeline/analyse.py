@@ -88,12 +88,12 @@ def launch_vs_sweep(gaps, table, width: float | None = None):
     busy = busy.reindex(columns=["eager", "cudagraph"]).reindex(
         pd.MultiIndex.from_frame(out[["width", "batch"]])
     )
-    own, graph_busy = busy.eager.to_numpy(), busy.cudagraph.to_numpy()
+    out["sweep_eager_busy_ms"] = own = busy.eager.to_numpy()
+    out["sweep_graph_busy_ms"] = graph_busy = busy.cudagraph.to_numpy()
     busy_ms, out["idle_from"] = busy_time(pd.Series(own, out.index), out.trace_kernel_us / 1000)
     out["sweep_idle_frac"] = 1 - busy_ms / out.sweep_eager_ms
-    out["graph_over_kernel_time"] = out.sweep_graph_ms / busy_ms.where(
-        pd.isna(graph_busy), graph_busy
-    )
+    graph_busy = busy_ms.where(pd.isna(graph_busy), graph_busy)
+    out["graph_over_kernel_time"] = out.sweep_graph_ms / graph_busy
     return out
 
 
