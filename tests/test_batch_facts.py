@@ -16,8 +16,8 @@ from yolo_sm.report import catalog, rules
 from yolo_sm.topics.batch import analyse as batch
 from yolo_sm.topics.batch import report as batch_sections
 from yolo_sm.topics.batch import rules as findings_batch
-from yolo_sm.topics.compare import remeasure
 from yolo_sm.topics.timeline import analyse as timeline
+from yolo_sm.topics.timeline import report as timeline_sections
 from yolo_sm.topics.timeline import rules as findings_timeline
 
 ALL_RULES = findings_batch.RULES + findings_timeline.RULES
@@ -69,7 +69,6 @@ def test_sweep_facts_of_a_small_table():
     t = batch.batch_table(small_sweep())
     f = facts_table(batch.sweep_facts(t, 100e9))
     assert value(f, "batch_gain_b1_to_best", "eager") == pytest.approx(5.0)
-    assert value(f, "batch_gain_b1_to_best", "cudagraph") == pytest.approx(505 / 200)
     # both widths reach 450 / 500 of their best at batch 8
     assert value(f, "batch_frac_of_best_at_b8", "widest") == pytest.approx(90.0)
     assert value(f, "batch_frac_of_best_at_b8", "narrowest") == pytest.approx(90.0)
@@ -77,16 +76,9 @@ def test_sweep_facts_of_a_small_table():
     assert value(f, "batch_graph_speedup_from_b32_max") == pytest.approx(505 / 500)
     # memory at the reference width 1.0: 1 GB + 0.05 GB per image, a perfect line
     assert value(f, "batch_memory_per_image_gb") == pytest.approx(0.05)
-    assert value(f, "batch_memory_per_image_gb_max") == pytest.approx(0.10)
-    assert value(f, "batch_memory_intercept_gb") == pytest.approx(1.0)
     assert value(f, "batch_memory_fit_r2_min") == pytest.approx(1.0)
-    assert value(f, "batch_gpu_memory_gb") == pytest.approx(100.0)
-    assert value(f, "batch_fit_largest_images") == math.floor((70e9 - 1e9) / 5e7)
-    assert value(f, "batch_largest_measured") == 32
-    # the widest model's best batch (32) peaks at 2 GB + 3.2 GB of 100 GB
-    assert value(f, "batch_peak_mem_at_best_pct") == pytest.approx(5.2)
-    # build peak above the timed peak at batch 1 only: 2 of 6 eager points
-    assert value(f, "batch_build_above_timed_pct") == pytest.approx(100 * 2 / 6)
+    # the knee (90 % of the best) is batch 8; the widest peaks there at 2 GB + 0.8 GB of 100 GB
+    assert value(f, "batch_peak_mem_at_knee_pct") == pytest.approx(2.8)
     assert math.isnan(value(f, "batch_memory_1280_over_640"))  # no 1280 px rows
 
 
@@ -107,72 +99,37 @@ def test_memory_facts_at_1280_px():
     assert value(f, "batch_memory_1280_over_640") == pytest.approx(4.0)
 
 
-def test_coverage_and_gpm_facts():
+def test_coverage_facts():
     cov = pd.DataFrame(
         {
-            "batch": [16, 1],
-            "kernels_under_1_wave": [0.1, 0.8],
-            "achieved_occupancy_tw_pct": [60.0, 30.0],
-            "theoretical_occupancy_tw_pct": [70.0, 64.0],
+            "batch": [16, 1, 4],
+            "achieved_occupancy_tw_pct": [60.0, 30.0, 40.0],
+            "theoretical_occupancy_tw_pct": [70.0, 64.0, 80.0],
         }
     )
     f = facts_table(batch.coverage_facts(cov))
-    assert "batch_ncu_kernels_under_1_wave_b1" not in set(f.key)  # heatmaps decide it
     assert value(f, "batch_ncu_achieved_occupancy_rise") == pytest.approx(30.0)
-    assert value(f, "batch_ncu_theoretical_occupancy_change") == pytest.approx(6.0)
-    med = pd.DataFrame({"batch": [64, 1], "sm_util_pct": [90.0, 15.0]})
-    f = facts_table(batch.gpm_facts(med))
-    assert value(f, "batch_gpm_sm_util_ratio") == pytest.approx(6.0)
-    assert batch.gpm_facts(med.iloc[:1]) == []  # one batch: nothing to compare
-
-
-def test_pool_facts_of_a_small_remeasure():
-    a = small_sweep()
-    for c in ("family", "precision", "layout"):
-        a[c] = {"family": "yolov8", "precision": "fp16", "layout": "nhwc"}[c]
-    a["prov_date_utc"] = "2026-01-01T00:00:00+00:00"
-    b = a.copy()
-    b["img_per_s"] = b.img_per_s * b.backend.map({"eager": 0.7, "cudagraph": 1.02})
-    f = facts_table(batch.pool_facts(a, b))
-    assert value(f, "batch_remeasure_points") == len(a)
-    assert value(f, "batch_remeasure_graph_max_dev_pct") == pytest.approx(2.0)
-    # host-bound points over their same-process CUDA-graph reference: 0.7 / 1.02
-    assert value(f, "batch_remeasure_launch_bound_max_dev_pct") == pytest.approx(
-        100 * (1 - 0.7 / 1.02)
-    )
-    assert math.isnan(value(f, "batch_graph_footprint_ratio_min"))  # no graph pool recorded
-    assert math.isnan(value(f, "batch_remeasure_host_bound_gpu_busy_max_dev_pct"))  # not measured
-    # both measured the GPU's busy time: the host-bound points' change of it is the fact
-    a = a.assign(gpu_busy_ms=1.0, host_bound=a.backend == "eager")
-    b = b.assign(gpu_busy_ms=a.gpu_busy_ms * a.backend.map({"eager": 1.03, "cudagraph": 1.5}))
-    f = facts_table(batch.pool_facts(a, b))
-    assert value(f, "batch_remeasure_host_bound_gpu_busy_max_dev_pct") == pytest.approx(3.0)
+    # over every batch, not the end points: 80 - 64
+    assert value(f, "batch_ncu_theoretical_occupancy_range") == pytest.approx(16.0)
+    assert batch.coverage_facts(cov.iloc[:1]) == []  # one batch: nothing to compare
 
 
 def test_facts_of_the_shipped_root(h200, facts03):
     sweep = h200.load("sweep_fp16_nhwc")
     t = batch.batch_table(pd.concat([sweep, h200.load("sweep_1280")]))
-    sat = batch.saturation(t, 0.9).set_index(["imgsz", "width", "backend"])
+    sat = batch.saturation(t).set_index(["imgsz", "width", "backend"])
     assert value(facts03, "batch_gain_b1_to_best", "eager") == pytest.approx(
         sat.loc[(640, 1.0, "eager"), "gain_b1_to_best"]
     )
     mem = float(sweep.prov_gpu_memory_bytes.iloc[0])
     budget = batch.memory_budget(batch.memory_fit(t), mem).set_index(["imgsz", "width", "backend"])
     w1 = budget.loc[(640, 1.0, "eager")]
-    assert value(facts03, "batch_fit_largest_images") == w1.fitted_safe_batch
-    assert value(facts03, "batch_memory_per_image_gb") == pytest.approx(w1.per_image_bytes / 1e9)
-    assert value(facts03, "batch_gpu_memory_gb") == pytest.approx(mem / 1e9)
-    cmp = remeasure.compare(sweep, h200.load("sweep_bf16_nhwc"))
-    graph = cmp[cmp.backend == "cudagraph"]
-    assert value(facts03, "batch_remeasure_graph_max_dev_pct") == pytest.approx(
-        100 * (graph.ratio - 1).abs().max()
-    )
+    assert value(facts03, "batch_memory_per_image_gb") == pytest.approx(w1.per_image_MB / 1e3)
 
 
 def test_timeline_facts_of_the_shipped_root(h200, facts05):
     gaps = timeline.launch_gaps(h200.load("trace_batch_w1"))
     per = gaps.groupby("batch").idle_frac.mean()
-    assert value(facts05, "timeline_trace_idle_b1_pct") == pytest.approx(100 * per.loc[1])
     assert value(facts05, "timeline_trace_idle_largest_pct") == pytest.approx(100 * per.iloc[-1])
     lvs = timeline.launch_vs_sweep(gaps, batch.batch_table(h200.load("sweep_fp16_nhwc")), 1.0)
     b1 = lvs.sort_values("batch").iloc[0]
@@ -184,8 +141,6 @@ def test_timeline_facts_of_the_shipped_root(h200, facts05):
     assert value(facts05, "timeline_gpm_overhead_pct") == pytest.approx(
         over.throughput_lost_pct.max()
     )
-    window = value(facts05, "timeline_gpm_window_ms")
-    assert window == pytest.approx(100, abs=10)  # GPM's ~100 ms refresh
     med = gpm.gpm_medians(h200.load("gpm_width_b16")).sort_values("width")
     assert value(facts05, "timeline_gpm_tensor_util_ratio_width") == pytest.approx(
         med.tensor_util_pct.iloc[-1] / med.tensor_util_pct.iloc[0]
@@ -197,8 +152,7 @@ def test_every_rule_reads_a_fact_of_the_shipped_root(facts03, facts05):
         zip(facts05.key, facts05.scope, strict=True)
     )
     missing = [r.id for r in ALL_RULES if (r.fact, r.scope) not in have]
-    # the pool sweep predates the GPU busy time per forward: its rule alone may lack a fact
-    assert missing in ([], ["batch_repeats_launch_bound"])
+    assert missing == []
 
 
 def _verdict(rule, measured):
@@ -223,11 +177,8 @@ def test_rule_flips_across_its_threshold(rule):
 
 def test_verdicts_of_the_shipped_root(h200, facts03, facts05):
     v = rules.evaluate(ALL_RULES, pd.concat([facts03, facts05]), h200.name).set_index("id")
-    # the pool sweep was measured before the GPU's busy time was recorded: that rule alone
-    untested = v.index[v.verdict == rules.NOT_TESTED].tolist()
-    assert untested in ([], ["batch_repeats_launch_bound"])
+    assert not (v.verdict == rules.NOT_TESTED).any()
     assert v.verdict["batch_graph_wins_at_b1"] == rules.HOLDS
-    assert v.verdict["batch_repeats_gpu_bound"] == rules.HOLDS
     assert v.verdict["timeline_graph_removes_gaps"] == rules.HOLDS
     assert v.datasets["batch_achieved_occupancy_rises"] == "h200/ncu_batch_w1"
     ids = {r.id for r in catalog.all_rules()}
@@ -259,12 +210,11 @@ def test_sections_say_in_one_line_what_a_root_lacks(sweep_only):
     for items in (
         batch_sections.coverage(sweep_only, "ncu_batch_w1"),
         batch_sections.gpm_by(sweep_only, "gpm_batch_w1"),
-        batch_sections.gpm_timeline(sweep_only, "gpm_width_b16", "width"),
-        batch_sections.repeat(sweep_only, "sweep_fp16_nhwc", "sweep_bf16_nhwc"),
+        timeline_sections.gpm_timeline(sweep_only, "gpm_width_b16", "width"),
     ):
         assert len(items) == 1 and isinstance(items[0], str) and "\n" not in items[0]
     assert "ncu_batch_w1" in batch_sections.absent(sweep_only, "ncu_batch_w1")
     # what the root holds renders: tables and figures, no sentence
     items = batch_sections.throughput(sweep_only, "sweep_fp16_nhwc", "sweep_1280")
     assert len(items) == 2 and not any(isinstance(i, str) for i in items)
-    assert len(batch_sections.gaps(sweep_only, "trace_batch_w1")) == 3
+    assert len(timeline_sections.gaps(sweep_only, "trace_batch_w1")) == 3

@@ -20,6 +20,7 @@ from yolo_sm.topics.primer import analyse as primer
 from yolo_sm.topics.primer import report as primer_plots
 from yolo_sm.topics.roofline import analyse as roofline
 from yolo_sm.topics.roofline import report as roofline_plots
+from yolo_sm.topics.timeline import report as timeline_sections
 from yolo_sm.topics.width import analyse as scaling
 from yolo_sm.topics.width import report as scaling_plots
 
@@ -86,15 +87,15 @@ def _batch_and_timeline(root):
     out = []
     for items in (
         batch_sections.throughput(root, s, s1280),
-        batch_sections.saturation(root, s, s1280, 0.9),
+        batch_sections.saturation(root, s, s1280),
         batch_sections.graph(root, s),
         batch_sections.coverage(root, "ncu_batch_w1"),
         batch_sections.gpm_by(root, "gpm_batch_w1", "batch"),
         batch_sections.memory(root, s, s1280),
-        batch_sections.repeat(root, s, pool),
-        batch_sections.gpm_timeline(root, "gpm_batch_w1", "batch"),
+        batch_sections.graph_memory(root, s, pool),
+        timeline_sections.gpm_timeline(root, "gpm_batch_w1", "batch"),
         batch_sections.gpm_by(root, "gpm_width_b16", "width", table=False),
-        batch_sections.gaps(root, "trace_batch_w1"),
+        timeline_sections.gaps(root, "trace_batch_w1"),
     ):
         out += _figures(items)
     return out

@@ -18,8 +18,8 @@ from yolo_sm.contract.store import write_atomic
 from yolo_sm.report import catalog
 from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, evaluate
 from yolo_sm.topics.batch import multi_gpu
-from yolo_sm.topics.batch import multi_gpu_report as multi_gpu_plots
-from yolo_sm.topics.batch import multi_gpu_rules as findings
+from yolo_sm.topics.batch import report as sections
+from yolo_sm.topics.batch.rules import PAIR_RULES
 
 SHIPPED = Path(__file__).resolve().parent.parent / "data" / "h200"
 SWEEP = "sweep_fp16_nhwc"
@@ -135,7 +135,7 @@ def test_the_findings_flip_with_the_roots(tmp_path, shipped_sweep, faster, wall,
     multi_sweep.loc[multi_sweep.gpu_index == 3, "img_per_s"] *= faster
     multi = _root(tmp_path / "multi", multi_sweep, _tasks([wall], 4, 0.9 * wall))
     single = _root(tmp_path / "single", shipped_sweep, _tasks([200.0], 1, 25.0))
-    v = findings.verdicts(multi, single).set_index("id")
+    v = verdicts(multi, single).set_index("id")
     assert v.verdict["multi_gpu_alike"] == alike
     assert v.verdict["multi_gpu_scales"] == scales
     assert v.measured["multi_gpu_scales"] == pytest.approx(200.0 / wall / 4)
@@ -146,18 +146,22 @@ def test_the_findings_flip_with_the_roots(tmp_path, shipped_sweep, faster, wall,
     # a row the multi root lacks
     short = _root(tmp_path / "short", multi_sweep.iloc[1:], _tasks([wall], 4, 0.9 * wall))
     assert (
-        findings.verdicts(short, single).set_index("id").verdict["multi_gpu_same_tables"] == FAILS
+        verdicts(short, single).set_index("id").verdict["multi_gpu_same_tables"] == FAILS
     )
+
+
+def verdicts(multi, single):
+    return evaluate(PAIR_RULES, multi_gpu.pair_facts(multi, single))
 
 
 def test_nothing_is_decided_without_a_run_on_two_gpus(tmp_path, shipped_sweep):
     one = _root(tmp_path / "one", shipped_sweep, _tasks([200.0], 1, 25.0))
     plain = _root(tmp_path / "plain", shipped_sweep, None)
     assert multi_gpu.facts(one, plain).empty and multi_gpu.facts(plain, one).empty
-    assert findings.verdicts(one, plain).verdict.eq(NOT_TESTED).all()
-    assert findings.verdicts(None, None).verdict.eq(NOT_TESTED).all()
-    assert "MULTI_GPU" in multi_gpu_plots.scaling(None, one)
-    assert "--workers N" in multi_gpu_plots.spread(one, plain)
+    assert verdicts(one, plain).verdict.eq(NOT_TESTED).all()
+    for roots in ((None, one), (one, plain), (None, None)):  # one line, once
+        (line,) = sections.multi_gpu_section(*roots)
+        assert "MULTI_GPU" in line and len(line.splitlines()) == 1
 
 
 def test_the_section_shows_tables_and_a_figure(tmp_path, shipped_sweep):
@@ -167,24 +171,19 @@ def test_the_section_shows_tables_and_a_figure(tmp_path, shipped_sweep):
         tmp_path / "m", pd.concat([shipped_sweep, place], axis=1), _tasks([120.0], 2, 100.0)
     )
     single = _root(tmp_path / "s", shipped_sweep, _tasks([200.0], 1, 25.0))
-    for fn in (multi_gpu_plots.scaling, multi_gpu_plots.runs, multi_gpu_plots.spread,
-               multi_gpu_plots.tables_match):  # fmt: skip
-        assert fn(multi, single).data is not None  # a Styler
-    plain = _root(tmp_path / "p", shipped_sweep, None)  # a one-GPU root without a task log
-    assert "--workers 1" in multi_gpu_plots.scaling(multi, plain)
-    assert multi_gpu_plots.spread(multi, plain).data is not None  # its points still compare
-    fig = multi_gpu_plots.spread_figure(multi, single)
+    out = sections.multi_gpu_section(multi, single)
+    # scaling, runs, per-GPU spread and its figure, the tables' match, the verdicts
+    assert len(out) == 6
+    fig = out[3]
     assert {t.name for t in fig.data} == {SWEEP} and len(fig.data[0].y) > 0
-    # the notebook shows the five outputs and the verdicts, or the one line alone
-    assert len(multi_gpu_plots.section(multi, single)) == 6
-    (line,) = multi_gpu_plots.section(None, single)
-    assert "MULTI_GPU" in line and len(line.splitlines()) == 1
+    plain = _root(tmp_path / "p", shipped_sweep, None)  # a one-GPU root without a task log
+    assert len(sections.multi_gpu_section(multi, plain)) == 4  # no scaling without its log
 
 
 def test_rules_flip_on_their_facts():
     def verdict(key, value):
         facts = facts_table([fact(multi_gpu.PREFIX + key, value)])
-        return evaluate(findings.RULES, facts).set_index("id").verdict
+        return evaluate(PAIR_RULES, facts).set_index("id").verdict
 
     assert verdict("scaling_efficiency", 0.81)["multi_gpu_scales"] == HOLDS
     assert verdict("scaling_efficiency", 0.59)["multi_gpu_scales"] == FAILS

@@ -102,7 +102,6 @@ def _verdict(key, value):
     [
         ("your_model_half_idle_warps", "achieved_occupancy_tw_pct", (40, 55, 70)),
         ("your_model_low_layers_dominate", "time_share_below_50_pct", (60, 30, 10)),
-        ("your_model_grid_limited", "grid_limited_time_share_pct", (60, 30, 10)),
         ("your_model_one_layer_dominates", "slowest_layer_time_share_pct", (30, 20, 10)),
     ],
 )
@@ -125,17 +124,17 @@ def test_verdicts_name_the_found_datasets_and_skip_what_the_plan_lacks(tmp_path)
     v = your_model.view(open_root(one_model_root(tmp_path / "mine")))
     t = findings.verdicts(v).set_index("id")
     assert t.loc["batch_pays", "datasets"] == "mine/my_sweep"
-    assert t.loc["your_model_grid_limited", "datasets"] == "mine/my_ncu"
+    assert t.loc["your_model_half_idle_warps", "datasets"] == "mine/my_ncu"
     assert not any("gpm" in i for i in t.index)  # no GPM table in a one-model plan
     cpu = findings.verdicts(your_model.view(open_root("cpu"))).set_index("id")
-    assert cpu.loc["your_model_grid_limited", "verdict"] == NOT_TESTED
+    assert cpu.loc["your_model_half_idle_warps", "verdict"] == NOT_TESTED
 
 
 def test_rule_ids_do_not_clash_with_the_catalog():
     from yolo_sm.report import catalog
 
     ids = {r.id for r in catalog.all_rules()}
-    assert not ids & {r.id for r in findings.RULES}
+    assert {r.id for r in findings.RULES} <= ids  # validated and decided like every rule
     from yolo_sm.topics.compare import rules as compare
 
     assert not ids & {r.id for r in compare.RULES}

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from yolo_sm.analyse.hostbound import TOLERANCE
 from yolo_sm.cli.common import (
     backends_available,
     device,
@@ -16,7 +17,6 @@ from yolo_sm.contract import datasets, values
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.plans import load_yaml
 from yolo_sm.contract.steps import MODEL_HELP, BenchStep, SweepStep
-from yolo_sm.topics.compare.remeasure import TOLERANCE
 from yolo_sm.topics.deploy.recommend import deploy, deploy_line, ranking
 
 #: exit code of `yolo-sm remeasure` when a point lands outside the tolerance (2: a user error)

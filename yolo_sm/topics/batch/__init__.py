@@ -7,7 +7,7 @@ TOPIC = Topic(
     notebooks=("03_batch_sweep",),
     question="How does throughput grow with the batch?",
     sources=(("rules:RULES", "analyse:facts"),),
-    pair_sources=(("multi_gpu_rules:RULES", "multi_gpu:facts"),),
+    pair_sources=(("rules:PAIR_RULES", "multi_gpu:facts"),),
     headlines={
         "03_batch_sweep": (
             "batch_pays",

@@ -10,11 +10,11 @@ from yolo_sm.report.colors import COLORS, TEMPLATE
 from yolo_sm.report.style import finish
 from yolo_sm.topics.batch.analyse import GPM_METRICS, batch_table, parse_config, saturation
 
+# fmt: off
+
 GPM_LABELS = {
-    "sm_util_pct": "SM util (%)",
-    "sm_occupancy_pct": "SM occupancy (%)",
-    "tensor_util_pct": "tensor util (%)",
-    "dram_bw_util_pct": "DRAM BW util (%)",
+    "sm_util_pct": "SM util (%)", "sm_occupancy_pct": "SM occupancy (%)",
+    "tensor_util_pct": "tensor util (%)", "dram_bw_util_pct": "DRAM BW util (%)",
 }
 
 
@@ -32,26 +32,15 @@ def plot_batch_curves(table, title: str | None = None):
     import plotly.express as px
 
     long = table.assign(width=table["width"].map("{:g}".format)).melt(
-        id_vars=["width", "backend", "batch"],
-        value_vars=["img_per_s", "median_ms"],
-        var_name="metric",
-        value_name="value",
+        id_vars=["width", "backend", "batch"], value_vars=["img_per_s", "median_ms"],
+        var_name="metric", value_name="value",
     )
     fig = px.line(
-        long,
-        x="batch",
-        y="value",
-        color="width",
-        facet_col="backend",
-        facet_row="metric",
-        markers=True,
-        log_x=True,
-        log_y=True,
+        long, x="batch", y="value", color="width", facet_col="backend", facet_row="metric",
+        markers=True, log_x=True, log_y=True,
         category_orders={"metric": ["img_per_s", "median_ms"], "backend": ["eager", "cudagraph"]},
-        color_discrete_sequence=px.colors.sequential.Viridis,
-        template=TEMPLATE,
-        title=title or "Throughput and latency vs batch",
-        height=650,
+        color_discrete_sequence=px.colors.sequential.Viridis, template=TEMPLATE,
+        title=title or "Throughput and latency vs batch", height=650,
     )
     fig.update_yaxes(matches=None, showticklabels=True)
     fig.update_yaxes(title_text="img/s", row=2, col=1)
@@ -78,13 +67,8 @@ def plot_batch_detail(table, width: float, backend: str, frac: float):
         hovertemplate="batch %{x}<br>%{y:.0f} img/s<extra></extra>",
     )
     fig.add_scatter(
-        x=x,
-        y=g["median_ms"],
-        name="latency (ms)",
-        mode="lines+markers",
-        line_color="black",
-        secondary_y=True,
-        hovertemplate="batch %{x}<br>%{y:.2f} ms<extra></extra>",
+        x=x, y=g["median_ms"], name="latency (ms)", mode="lines+markers", line_color="black",
+        secondary_y=True, hovertemplate="batch %{x}<br>%{y:.2f} ms<extra></extra>",
     )
     fig.update_layout(
         template=TEMPLATE,
@@ -103,16 +87,9 @@ def plot_graph_speedup(speedup):
 
     d = speedup.assign(width=speedup["width"].map("{:g}".format))
     fig = px.line(
-        d,
-        x="batch",
-        y="speedup",
-        color="width",
-        markers=True,
-        log_x=True,
-        color_discrete_sequence=px.colors.sequential.Viridis,
-        hover_data=["eager", "cudagraph"],
-        template=TEMPLATE,
-        title="CUDA graph speed-up over eager (eager ms / graph ms, same sweep)",
+        d, x="batch", y="speedup", color="width", markers=True, log_x=True,
+        color_discrete_sequence=px.colors.sequential.Viridis, hover_data=["eager", "cudagraph"],
+        template=TEMPLATE, title="CUDA graph speed-up over eager (eager ms / graph ms, same sweep)",
     )
     fig.add_hline(y=1.0, line_dash="dot")
     fig.update_yaxes(title_text="eager latency / graph latency")
@@ -151,12 +128,7 @@ def plot_waves_ecdf(ncu):
     d = with_config(ncu).sort_values("batch")
     d = d.assign(batch=d["batch"].astype(str))
     fig = px.ecdf(
-        d,
-        x="waves_per_sm",
-        y="duration_us",
-        color="batch",
-        ecdfnorm="probability",
-        log_x=True,
+        d, x="waves_per_sm", y="duration_us", color="batch", ecdfnorm="probability", log_x=True,
         template=TEMPLATE,
         title="Share of kernel time in kernels with at most x waves per SM (Nsight Compute)",
     )
@@ -171,27 +143,17 @@ def plot_occupancy_by_batch(coverage):
     import plotly.express as px
 
     long = coverage.assign(batch=coverage["batch"].astype(str)).melt(
-        id_vars=["batch"],
-        value_vars=["theoretical_occupancy_tw_pct", "achieved_occupancy_tw_pct"],
-        var_name="occupancy",
-        value_name="pct",
+        id_vars=["batch"], value_vars=["theoretical_occupancy_tw_pct", "achieved_occupancy_tw_pct"],
+        var_name="occupancy", value_name="pct",
     )
     long["occupancy"] = long["occupancy"].str.split("_").str[0]
     fig = px.bar(
-        long,
-        x="batch",
-        y="pct",
-        color="occupancy",
-        barmode="group",
-        template=TEMPLATE,
+        long, x="batch", y="pct", color="occupancy", barmode="group", template=TEMPLATE,
         title="Time-weighted occupancy per batch (Nsight Compute)",
     )
     fig.add_scatter(
-        x=coverage["batch"].astype(str),
-        y=100 * coverage["time_under_1_wave"],
-        mode="lines+markers",
-        name="kernel time under one wave (%)",
-        line_color="black",
+        x=coverage["batch"].astype(str), y=100 * coverage["time_under_1_wave"],
+        mode="lines+markers", name="kernel time under one wave (%)", line_color="black",
     )
     fig.update_layout(yaxis_title="percent", yaxis_range=[0, 100])
     return finish(fig)
@@ -205,78 +167,41 @@ def plot_gpm_by(medians, x: str = "batch", title: str | None = None):
     long = medians.melt(id_vars=[x], value_vars=metrics, var_name="metric", value_name="pct")
     long["metric"] = long["metric"].map(GPM_LABELS)
     fig = px.line(
-        long,
-        x=x,
-        y="pct",
-        color="metric",
-        markers=True,
-        log_x=x == "batch",
-        template=TEMPLATE,
+        long, x=x, y="pct", color="metric", markers=True, log_x=x == "batch", template=TEMPLATE,
         title=title or f"GPM medians over each run vs {x}",
     )
     fig.update_layout(yaxis_title="percent (median of ~0.1 s windows)", yaxis_range=[0, 100])
     return finish(fig)
 
 
-def plot_memory(table, fit, claim_per_image_bytes: float | None = None, claim_imgsz: int = 640):
+def plot_memory(table, fit):
     """Measured peak memory against batch (dots) and the fitted lines, one panel per (image
-    size, backend), colour by width; the claimed per-image memory x batch on the
-    ``claim_imgsz`` panels. Log axes."""
+    size, backend), colour by width; log axes."""
     import plotly.express as px
 
     d = table.dropna(subset=["peak_mem_bytes"]).assign(
-        gb=lambda x: x["peak_mem_bytes"] / 1e9,
-        w=lambda x: x["width"].map("{:g}".format),
+        gb=lambda x: x.peak_mem_bytes / 1e9, w=lambda x: x.width.map("{:g}".format)
     )
-    sizes = sorted(d["imgsz"].unique())
-    widths = sorted(d["width"].unique())
+    sizes, widths = sorted(d.imgsz.unique()), sorted(d.width.unique())
     palette = px.colors.sample_colorscale(
         "Viridis", [i / max(1, len(widths) - 1) for i in range(len(widths))]
     )
     cmap = {f"{w:g}": c for w, c in zip(widths, palette, strict=True)}
     fig = px.scatter(
-        d,
-        x="batch",
-        y="gb",
-        color="w",
-        facet_col="backend",
-        facet_row="imgsz",
-        log_x=True,
-        log_y=True,
+        d, x="batch", y="gb", color="w", facet_col="backend", facet_row="imgsz", log_x=True,
+        log_y=True, color_discrete_map=cmap, hover_data=["width", "backend", "median_ms"],
         category_orders={"backend": ["eager", "cudagraph"], "imgsz": sizes, "w": list(cmap)},
-        color_discrete_map=cmap,
-        hover_data=["width", "backend", "median_ms"],
-        labels={"w": "width"},
-        template=TEMPLATE,
+        labels={"w": "width"}, template=TEMPLATE, height=350 * len(sizes) + 100,
         title="Peak GPU memory during the timed forwards vs batch: measured (dots), fitted lines",
-        height=350 * len(sizes) + 100,
     )
-    # px puts the first facet row on top; subplot row numbers count from the bottom
-    for ri, size in enumerate(sizes):
-        row = len(sizes) - ri
+    for ri, size in enumerate(sizes):  # px puts the first facet row on top
+        bs = sorted(d[d.imgsz == size].batch.unique())
         for ci, be in enumerate(("eager", "cudagraph"), start=1):
-            bs = sorted(d[d["imgsz"] == size]["batch"].unique())
-            for r in fit[(fit["imgsz"] == size) & (fit["backend"] == be)].itertuples():
+            for r in fit[(fit.imgsz == size) & (fit.backend == be)].itertuples():
+                y = [(r.intercept_bytes + r.per_image_bytes * b) / 1e9 for b in bs]
                 fig.add_scatter(
-                    x=bs,
-                    y=[(r.intercept_bytes + r.per_image_bytes * b) / 1e9 for b in bs],
-                    mode="lines",
-                    line={"color": cmap[f"{r.width:g}"], "width": 1},
-                    showlegend=False,
-                    hoverinfo="skip",
-                    row=row,
-                    col=ci,
-                )
-            if claim_per_image_bytes and size == claim_imgsz:
-                fig.add_scatter(
-                    x=bs,
-                    y=[claim_per_image_bytes * b / 1e9 for b in bs],
-                    mode="lines",
-                    line={"color": "black", "dash": "dash"},
-                    name=f"claim: {claim_per_image_bytes / 1e9:g} GB x batch",
-                    showlegend=ci == 1,
-                    row=row,
-                    col=ci,
+                    x=bs, y=y, mode="lines", showlegend=False, hoverinfo="skip",
+                    line={"color": cmap[f"{r.width:g}"], "width": 1}, row=len(sizes) - ri, col=ci,
                 )
     fig.update_yaxes(title_text="GB (10⁹ bytes)", col=1)
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))

@@ -1,27 +1,21 @@
-"""Two dataset roots side by side (notebook 12): provenance, the sweep points each measured,
-their throughput and delivered TFLOP/s against each machine's own ceilings, per-layer
-occupancy, and the spread between two collections on the same kind of GPU.
-
-Roots are ``a`` and ``b``; columns of one root carry the suffix ``_a`` / ``_b``. Every table
-that joins the two keeps the rows only one root holds, with ``present`` = ``both``,
-``only a`` or ``only b``: nothing is dropped silently. Nothing here judges: the rules of
-:mod:`yolo_sm.topics.compare.rules` read :func:`facts`.
-"""
+"""Two dataset roots ``a`` and ``b`` side by side (notebook 12): provenance, the sweep points
+each measured, img/s and delivered TFLOP/s against each machine's own ceilings, per-layer
+occupancy. Columns of one root end in ``_a`` / ``_b``; a joined table keeps the rows only one
+root holds (``present``: both, only a, only b). :func:`facts` feeds the rules."""
 
 from __future__ import annotations
-
-import math
 
 import pandas as pd
 
 from yolo_sm.analyse.facts import fact, facts_table
-from yolo_sm.analyse.hostbound import host_bound
+from yolo_sm.analyse.hostbound import TOLERANCE, host_bound, launch_bound
 from yolo_sm.analyse.weighting import OCCUPANCY_COLUMNS
 from yolo_sm.contract.datasets import MACHINE_FIELDS, DataRoot
 from yolo_sm.contract.hardware import ceiling
 from yolo_sm.contract.schema import KEY_COLUMNS
-from yolo_sm.topics.compare.remeasure import TOLERANCE, launch_bound
 from yolo_sm.topics.heatmaps.analyse import layer_table
+
+# fmt: off
 
 BOTH, ONLY_A, ONLY_B = "both", "only a", "only b"
 #: two measures of a point agree when they are within this many percent of each other
@@ -33,12 +27,7 @@ POINT_VALUES = (
     "img_per_s", "median_ms", "tflops", "gpu_busy_ms", "flops_per_img", "host_bound", "dataset",
 )  # fmt: skip
 #: provenance read from the sweep rows: clocks at the start of each point, MHz
-CLOCK_COLUMNS = {
-    "sm_clock_max_mhz": "prov_sm_clock_max_mhz",
-    "sm_clock_mhz": "prov_sm_clock_mhz",
-    "mem_clock_mhz": "prov_mem_clock_mhz",
-    "gpu_memory_bytes": "prov_gpu_memory_bytes",
-}
+CLOCK_COLUMNS = ("sm_clock_max_mhz", "sm_clock_mhz", "mem_clock_mhz", "gpu_memory_bytes")
 
 
 def _present(indicator: pd.Series) -> pd.Series:
@@ -57,8 +46,8 @@ def provenance(root: DataRoot) -> dict:
     its sweeps recorded (distinct values joined by ", ")."""
     out = dict(root.machine())
     sweeps = [root.load(n) for n in root.find_all("sweep")]
-    for key, col in CLOCK_COLUMNS.items():
-        vals = [s[col] for s in sweeps if col in s]
+    for key in CLOCK_COLUMNS:
+        vals = [s[f"prov_{key}"] for s in sweeps if f"prov_{key}" in s]
         if vals:
             text = _values(pd.to_numeric(pd.concat(vals), errors="coerce"))
             if text:
@@ -68,17 +57,10 @@ def provenance(root: DataRoot) -> dict:
 
 #: the rows of :func:`provenance_table`, in order
 PROVENANCE_ROWS = (
-    *MACHINE_FIELDS[:1],
-    "sm_count",
-    "compute_capability",
-    "sm_clock_max_mhz",
-    "sm_clock_mhz",
-    "mem_clock_mhz",
-    "gpu_memory_bytes",
+    *MACHINE_FIELDS[:1], "sm_count", "compute_capability", *CLOCK_COLUMNS,
     *(f for f in MACHINE_FIELDS if f not in ("gpu_name", "sm_count", "compute_capability")),
-    "date_utc_first",
-    "date_utc_last",
-)
+    "date_utc_first", "date_utc_last",
+)  # fmt: skip
 
 
 def provenance_table(a: DataRoot, b: DataRoot) -> pd.DataFrame:
@@ -189,38 +171,16 @@ def presence(m: pd.DataFrame) -> pd.DataFrame:
 
 
 def spread(m: pd.DataFrame) -> pd.DataFrame:
-    """The ratio (b / a img/s) of the points both measured, per kind: ``launch_bound`` True
-    (host-bound eager small batches) or False (GPU-bound): points, median, 10th and 90th
-    percentile, min, max, ``max_dev_pct`` (largest |ratio - 1|, %) and ``within_10pct``."""
-    both = m[m["present"] == BOTH]
-    rows = []
-    for lb, g in both.groupby("launch_bound"):
-        r = g["ratio"].astype(float)
-        rows.append(
-            {
-                "launch_bound": bool(lb),
-                "points": len(r),
-                "ratio_median": r.median(),
-                "ratio_p10": r.quantile(0.1),
-                "ratio_p90": r.quantile(0.9),
-                "ratio_min": r.min(),
-                "ratio_max": r.max(),
-                "max_dev_pct": float((r - 1).abs().max() * 100),
-                "within_10pct": int(((r - 1).abs() * 100 <= AGREE_PCT).sum()),
-            }
-        )
-    cols = [
-        "launch_bound",
-        "points",
-        "ratio_median",
-        "ratio_p10",
-        "ratio_p90",
-        "ratio_min",
-        "ratio_max",
-        "max_dev_pct",
-        "within_10pct",
-    ]
-    return pd.DataFrame(rows, columns=cols)
+    """The ratio (b / a img/s) of the points both measured, per ``launch_bound`` (host-bound
+    or GPU-bound): points, median, 10th / 90th percentile, min, max, ``max_dev_pct`` (largest
+    |ratio - 1|, %) and ``within_10pct`` (points)."""
+    g = m[m.present == BOTH].assign(ratio=lambda d: d.ratio.astype(float))
+    g = g.assign(dev=(g.ratio - 1).abs() * 100).groupby("launch_bound")
+    out = g.ratio.agg(points="size", ratio_median="median", ratio_min="min", ratio_max="max")
+    out["ratio_p10"], out["ratio_p90"] = g.ratio.quantile(0.1), g.ratio.quantile(0.9)
+    out["max_dev_pct"] = g.dev.max()
+    out["within_10pct"] = g.dev.agg(lambda d: int((d <= AGREE_PCT).sum()))
+    return out.reset_index()
 
 
 def layers(root: DataRoot) -> pd.DataFrame:
@@ -228,17 +188,8 @@ def layers(root: DataRoot) -> pd.DataFrame:
     that attributes kernels to layers (the first table holding a config wins): ``config``,
     ``layer``, ``layer_idx``, ``module_type``, ``time_us``, ``achieved_occupancy_tw_pct``,
     ``theoretical_occupancy_tw_pct``, ``main_limiter``, ``dataset``."""
-    cols = [
-        "config",
-        "layer",
-        "layer_idx",
-        "module_type",
-        "time_us",
-        "achieved_occupancy_tw_pct",
-        "theoretical_occupancy_tw_pct",
-        "main_limiter",
-        "dataset",
-    ]
+    cols = ["config", "layer", "layer_idx", "module_type", "time_us", "achieved_occupancy_tw_pct"]
+    cols += ["theoretical_occupancy_tw_pct", "main_limiter", "dataset"]
     frames, seen = [], set()
     for n in root.find_all("ncu"):
         k = root.load(n)
@@ -260,17 +211,10 @@ def join_layers(la: pd.DataFrame, lb: pd.DataFrame) -> pd.DataFrame:
     ``achieved_minus_pct_points`` = b - a achieved occupancy where both measured."""
     vals = ["time_us", "achieved_occupancy_tw_pct", "theoretical_occupancy_tw_pct"]
     vals += ["main_limiter", "dataset"]
-    m = la.merge(
-        lb[["config", "layer", *vals]],
-        on=["config", "layer"],
-        how="outer",
-        suffixes=("_a", "_b"),
-        indicator=True,
-    )
+    on = ["config", "layer"]
+    m = la.merge(lb[[*on, *vals]], on=on, how="outer", suffixes=("_a", "_b"), indicator=True)
     m["present"] = _present(m.pop("_merge"))
-    m["achieved_minus_pct_points"] = (
-        m["achieved_occupancy_tw_pct_b"] - m["achieved_occupancy_tw_pct_a"]
-    )
+    m["achieved_minus_pct_points"] = m.achieved_occupancy_tw_pct_b - m.achieved_occupancy_tw_pct_a
     return m.sort_values(["config", "layer_idx"]).reset_index(drop=True)
 
 
@@ -279,73 +223,32 @@ def compare_layers(a: DataRoot, b: DataRoot) -> pd.DataFrame:
 
 
 PREFIX = "compare."
-
-
 #: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
 FACT_KEYS = frozenset(
-    """
-    compare.b_faster_share_pct compare.gpu_bound_within_pct
-    compare.host_bound_gpu_busy_within_pct compare.host_bound_within_pct compare.points_only_a
-    compare.same_gpu
-    """.split()
+    PREFIX + k
+    for k in ("b_faster_share_pct", "gpu_bound_within_pct", "host_bound_gpu_busy_within_pct")
 )
 
 
 def facts(a: DataRoot, b: DataRoot, m: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The facts of two roots side by side (``m``: :func:`compare_points`, computed when
-    None). Keys (scope empty): ``compare.same_gpu`` (1 when both name the same GPU model, 0
-    when they differ, left out when one names none), ``compare.points_both`` /
-    ``points_only_a`` (NaN where ``a`` holds no point: no point of it for ``b`` to lack) /
-    ``points_only_b``, and over the points both measured:
-    ``compare.gpu_bound_max_dev_pct`` / ``host_bound_max_dev_pct`` (largest |b/a - 1| of the
-    GPU-bound / launch-bound points, %), ``compare.gpu_bound_within_pct`` /
-    ``host_bound_within_pct`` (% of those points within :data:`AGREE_PCT` of each other),
-    ``compare.b_faster_share_pct`` (% of the GPU-bound
-    points where b delivers more img/s), ``compare.host_bound_gpu_busy_within_pct`` /
-    ``host_bound_gpu_busy_max_dev_pct`` (the GPU's busy time per forward of the host-bound
-    points both measured it for: what the host cannot move)."""
+    """Facts over the points both roots measured (``m``: :func:`compare_points`): the % of
+    the GPU-bound ones within :data:`AGREE_PCT` of each other and the % where b gives more
+    img/s; the % of the host-bound ones whose GPU busy time per forward (what no host moves)
+    agrees within :data:`AGREE_PCT`. NaN over no point."""
     m = compare_points(a, b) if m is None else m
-
-    def named(rows):
-        out = tuple(sorted({f"{a.name}/{d}" for d in rows["dataset_a"].dropna()}))
-        return out + tuple(sorted({f"{b.name}/{d}" for d in rows["dataset_b"].dropna()}))
-
-    ds, both = named(m), m[m["present"] == BOTH]
-    ds_both = named(both)
-    rows = []
-    ga, gb = a.machine().get("gpu_name"), b.machine().get("gpu_name")
-    if ga and gb:
-        rows.append(fact(PREFIX + "same_gpu", float(ga == gb), note=f"{ga} / {gb}"))
-    elif ga or gb:
-        rows.append(fact(PREFIX + "same_gpu", 0.0, note=f"GPU: {ga or 'none'} / {gb or 'none'}"))
-    counts = {key: int((m["present"] == key).sum()) for key in (BOTH, ONLY_A, ONLY_B)}
-    for key, val in ((BOTH, "points_both"), (ONLY_A, "points_only_a"), (ONLY_B, "points_only_b")):
-        n = counts[key]
-        if key == ONLY_A and not counts[BOTH] + n:  # a measured nothing b could lack
-            n = math.nan
-        rows.append(fact(PREFIX + val, n, "points", datasets=ds))
-    dev = (both["ratio"].astype(float) - 1).abs() * 100
-    for lb, kind in ((False, "gpu_bound"), (True, "host_bound")):
-        sel = dev[both["launch_bound"] == lb]
-        n, note = len(sel), f"{len(sel)} points"
-        top = float(sel.max()) if n else math.nan
-        within = float((sel <= AGREE_PCT).mean() * 100) if n else math.nan
-        rows.append(fact(f"{PREFIX}{kind}_max_dev_pct", top, "%", datasets=ds_both, note=note))
-        rows.append(fact(f"{PREFIX}{kind}_within_pct", within, "%", datasets=ds_both, note=note))
-    gpu = both[~both["launch_bound"].astype(bool)]
-    share = float((gpu["ratio"] > 1).mean() * 100) if len(gpu) else math.nan
-    rows.append(fact(PREFIX + "b_faster_share_pct", share, "%", datasets=ds_both))
-    busy = both[both["launch_bound"].astype(bool)]
-    busy = (pd.to_numeric(busy["gpu_busy_ms_b"]) / pd.to_numeric(busy["gpu_busy_ms_a"])).dropna()
-    if len(busy):
-        dev, note = (busy - 1).abs() * 100, f"{len(busy)} points"
-        within = float((dev <= AGREE_PCT).mean() * 100)
-        rows.append(
-            fact(PREFIX + "host_bound_gpu_busy_within_pct", within, "%", datasets=ds_both,
-                 note=note)
-        )  # fmt: skip
-        rows.append(
-            fact(PREFIX + "host_bound_gpu_busy_max_dev_pct", float(dev.max()), "%",
-                 datasets=ds_both, note=note)
-        )  # fmt: skip
-    return facts_table(rows)
+    both = m[m.present == BOTH]
+    ds = tuple(sorted({f"{a.name}/{d}" for d in both.dataset_a.dropna()}))
+    ds += tuple(sorted({f"{b.name}/{d}" for d in both.dataset_b.dropna()}))
+    host = both.launch_bound.astype(bool)
+    gpu = both.ratio[~host].astype(float)
+    busy = pd.to_numeric(both.gpu_busy_ms_b[host]) / pd.to_numeric(both.gpu_busy_ms_a[host])
+    busy = busy.dropna()
+    within = lambda r: 100 * ((r - 1).abs() * 100 <= AGREE_PCT).mean()  # noqa: E731
+    return facts_table([
+        fact(PREFIX + "gpu_bound_within_pct", within(gpu), "%", datasets=ds, points=len(gpu),
+             note=f"{len(gpu)} points"),
+        fact(PREFIX + "b_faster_share_pct", 100 * (gpu > 1).mean(), "%", datasets=ds,
+             points=len(gpu), note=f"{len(gpu)} points"),
+        fact(PREFIX + "host_bound_gpu_busy_within_pct", within(busy), "%", datasets=ds,
+             points=len(busy), note=f"{len(busy)} points"),
+    ])  # fmt: skip

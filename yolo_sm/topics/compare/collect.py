@@ -1,28 +1,9 @@
-"""Re-measure random points of a shipped sweep with its own settings, and compare.
-
-Whether a shipped sweep repeats ("re-measuring five random sweep points with the same command
-lands within 10 % of the shipped figures"), as one command::
-
-    yolo-sm remeasure --dataset h200/sweep_fp16_nhwc --points 5 --seed 20261130 \\
-        --out remeasure.parquet
-
-Points are drawn among the table's ``ok`` rows with ``pandas.DataFrame.sample`` (a seed makes
-the draw reproducible on any machine, so the points can be named before the GPU is). Each is
-built and timed through the sweep's own ``run_point`` with the timing settings stored in the
-table's metadata (``budget_ms``, ``warmup_ms``; the defaults of ``yolo-sm sweep`` where a table
-has none), so only the machine, the moment and the process differ; the points run over the grid
-runner (:func:`yolo_sm.core.grid.run_grid`: one model built once for its points, the output
-written after every point, a killed run continued by the same command).
-
-Host-bound points (measured ``host_bound``, or for tables without it an eager point at batch
-<= 8 on a GPU) are not compared across hosts: the host's CPU sets their pace. Each drawn point
-that is not a CUDA graph brings its reference along, the same model's CUDA-graph replay at the
-same batch, precision, layout and size, measured in the same process; the shipped side's
-reference is the same table's row of that key (every shipped GPU sweep holds both backends).
-A host-bound point passes when its ratio to the reference moved by at most the tolerance
-(:mod:`yolo_sm.analyse.regress`, which this module uses for every verdict). The returned table
-has one row per drawn point (:func:`comparison`).
-"""
+"""``yolo-sm remeasure``: random ``ok`` points of a shipped sweep (a seeded
+``DataFrame.sample``) built and timed again with the table's own timing settings, over the grid
+runner (resumable, written after every point), and compared with the shipped figures through
+:mod:`yolo_sm.analyse.regress`. A point that is not a CUDA graph brings its same-process
+reference (the same model's graph replay at the same batch): a host-bound point is decided on
+its ratio to it and on what no host moves (GPU busy time, launches per forward)."""
 
 from __future__ import annotations
 
@@ -37,6 +18,8 @@ from yolo_sm.contract.schema import KEY_COLUMNS
 from yolo_sm.core.grid import run_grid
 from yolo_sm.core.models import model_flops
 from yolo_sm.core.sweep import Point, SweepSpec, build_model, failure, run_point
+
+# fmt: off
 
 
 def _timing_settings(name: str) -> dict:
@@ -83,20 +66,12 @@ def reference_key(r) -> tuple | None:
 
 
 def remeasure(
-    name: str,
-    n: int = 5,
-    seed: int = 0,
-    device: str | None = None,
-    out: str | Path | None = None,
-    progress: bool = True,
-    tolerance: float = TOLERANCE,
+    name: str, n: int = 5, seed: int = 0, device: str | None = None, out: str | Path | None = None,
+    progress: bool = True, tolerance: float = TOLERANCE,
 ):
-    """Re-measure ``n`` random points of sweep dataset ``name``; returns the comparison table,
-    one row per point (see the module docstring). ``out`` holds the re-measured rows in the
-    sweep's own format (``role``: point or reference), written atomically after every point; a
-    rerun into the same ``out`` measures only the rows it lacks, and ``yolo-sm check`` reads it
-    as a candidate. ``device`` overrides the points' device (e.g. ``cpu`` for a dry run; the
-    ratios then compare different machines)."""
+    """Re-measure ``n`` random points of sweep dataset ``name`` and return
+    :func:`comparison`. ``out``: the re-measured rows in the sweep's format (a rerun measures
+    only what it lacks; ``yolo-sm check`` reads it); ``device`` overrides the points' device."""
     import pandas as pd
 
     entry = datasets.info(name)
@@ -111,8 +86,7 @@ def remeasure(
     graphs = str(device or "cuda").startswith("cuda")  # a CPU dry run has no CUDA graphs
     for _, r in points.iterrows():
         for role, key in (
-            ("point", tuple(r[c] for c in KEY_COLUMNS)),
-            ("reference", reference_key(r)),
+            ("point", tuple(r[c] for c in KEY_COLUMNS)), ("reference", reference_key(r)),
         ):
             if key is None or key not in by_key or (role == "reference" and not graphs):
                 continue
@@ -162,18 +136,11 @@ def remeasure(
 
 
 def comparison(shipped_all, drawn, new, tolerance: float = TOLERANCE):
-    """One row per drawn point: its key, ``shipped_img_per_s``, ``new_img_per_s``, ``ratio``
-    (new / shipped img/s), ``host_bound``, ``basis`` (of the throughput row, see
-    :mod:`yolo_sm.analyse.regress`), ``shipped_ref_img_per_s`` / ``new_ref_img_per_s`` (the
-    references' img/s for a same-process row), ``same_process_ratio`` (a host-bound point's
-    reported change over its reference), ``rule_metrics`` (what decides the point: img/s, the
-    GPU busy time and launches per forward where both tables carry them; a host-bound point's
-    img/s is reported, not gated), ``rule_ratio`` (the deciding change farthest from 1),
-    ``within_10pct`` (every deciding change within the tolerance; False for a point that
-    failed, None where nothing decides: a host-bound point of a table without the host
-    columns), ``launch_bound`` (the old heuristic), ``status``, ``message``, both dates and
-    ``new_gpu_name``. The comparison is :func:`yolo_sm.analyse.regress.compare` over the
-    shipped table (its references) and the re-measured rows."""
+    """One row per drawn point: its key, shipped and new img/s and ``ratio``, ``host_bound``,
+    ``basis`` and the references' img/s, ``same_process_ratio`` (a host-bound point's change
+    over its reference, reported), ``rule_metrics`` / ``rule_ratio`` (what decides the point
+    and its change farthest from 1), ``within_10pct`` (False for a failed point, None where
+    nothing decides), ``launch_bound``, ``status``, ``message``, dates and the new GPU."""
     import pandas as pd
 
     keys = list(KEY_COLUMNS)
@@ -186,31 +153,21 @@ def comparison(shipped_all, drawn, new, tolerance: float = TOLERANCE):
     out = drawn[keys].merge(pts, on=keys, how="left").merge(status, on=keys, how="left")
     ratio = out["img_per_s_candidate"] / out["img_per_s_baseline"]
     same = out["img_per_s_change"].where(out["img_per_s_basis"] != "absolute")
-    return pd.DataFrame(
-        {
-            **{k: out[k] for k in keys},
-            "shipped_img_per_s": drawn["img_per_s"].to_numpy(),
-            "new_img_per_s": out["img_per_s_candidate"],
-            "ratio": ratio,
-            "host_bound": out["host_bound"].astype("boolean"),
-            "basis": out["img_per_s_basis"],
-            "shipped_ref_img_per_s": out["img_per_s_baseline_ref"],
-            "new_ref_img_per_s": out["img_per_s_candidate_ref"],
-            "same_process_ratio": same,
-            "rule_metrics": out["gated_metrics"].fillna(""),
-            "rule_ratio": out["gate_change"],
-            # a point that failed to run did not land within; undecided: None
-            "within_10pct": out["within"].where(out["status"].eq("ok"), False),
-            "launch_bound": launch_bound(out["backend"], out["batch"]).astype(bool),
-            "status": out["status"].fillna("error"),
-            "message": out["message"].fillna(""),
-            "shipped_date_utc": drawn["prov_date_utc"].to_numpy()
-            if "prov_date_utc" in drawn
-            else None,
-            "new_date_utc": out["prov_date_utc"],
-            "new_gpu_name": out["prov_gpu_name"],
-        }
-    )
+    shipped_date = drawn["prov_date_utc"].to_numpy() if "prov_date_utc" in drawn else None
+    return pd.DataFrame({
+        **{k: out[k] for k in keys}, "shipped_img_per_s": drawn["img_per_s"].to_numpy(),
+        "new_img_per_s": out.img_per_s_candidate, "ratio": ratio,
+        "host_bound": out.host_bound.astype("boolean"), "basis": out.img_per_s_basis,
+        "shipped_ref_img_per_s": out.img_per_s_baseline_ref,
+        "new_ref_img_per_s": out.img_per_s_candidate_ref, "same_process_ratio": same,
+        "rule_metrics": out.gated_metrics.fillna(""), "rule_ratio": out.gate_change,
+        # a point that failed to run did not land within; undecided: None
+        "within_10pct": out.within.where(out.status.eq("ok"), False),
+        "launch_bound": launch_bound(out.backend, out.batch).astype(bool),
+        "status": out.status.fillna("error"), "message": out.message.fillna(""),
+        "shipped_date_utc": shipped_date, "new_date_utc": out.prov_date_utc,
+        "new_gpu_name": out.prov_gpu_name,
+    })
 
 
 def summary(df) -> str:
@@ -223,12 +180,8 @@ def summary(df) -> str:
         for x, m in zip(rule, what, strict=True)
     )
     undecided = len(df) - len(decided)
-    tail = (
-        f"; {undecided} host-bound not decided (the shipped table lacks GPU busy time and "
-        "launches per forward)"
-        if undecided
-        else ""
-    )
+    tail = (f"; {undecided} host-bound not decided (the shipped table lacks GPU busy time and "
+            "launches per forward)") if undecided else ""
     return (
         f"{int(decided.within_10pct.astype(bool).sum())} of {len(df)} points within 10 % "
         f"(new / shipped img/s; * host-bound: GPU busy time and launches per forward, its "

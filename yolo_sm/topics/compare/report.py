@@ -1,13 +1,14 @@
-"""Figures of two roots side by side (notebook 12), from the tables of
-:mod:`yolo_sm.topics.compare.analyse`; each returns a plotly Figure, or None when the table holds no
-point both roots measured (the notebook then prints one line saying so)."""
+"""Notebook 12's figures and sections over :mod:`yolo_sm.topics.compare.analyse`'s tables; a
+figure of the points both roots measured is None when there is none."""
 
 from __future__ import annotations
 
+from yolo_sm.analyse.hostbound import TOLERANCE
 from yolo_sm.report.colors import BACKEND_COLORS, TEMPLATE
 from yolo_sm.topics.compare import analyse as compare
 from yolo_sm.topics.compare.analyse import BOTH
-from yolo_sm.topics.compare.remeasure import TOLERANCE
+
+# fmt: off
 
 
 def _kind(d):
@@ -36,103 +37,66 @@ def plot_all_points(m, a: str = "a", b: str = "b", title: str | None = None):
             d["machine"] + pd.Series(["", " (b)"]).repeat([len(sides[0]), len(sides[1])]).values
         )
     fig = px.scatter(
-        d,
-        x="batch",
-        y="img_per_s",
-        color="machine",
-        symbol="present",
-        hover_data=["family", "width", "precision", "layout", "backend", "imgsz"],
-        log_x=True,
-        log_y=True,
-        template=TEMPLATE,
-        title=title or f"Every sweep point of {a} and {b}",
+        d, x="batch", y="img_per_s", color="machine", symbol="present",
+        hover_data=["family", "width", "precision", "layout", "backend", "imgsz"], log_x=True,
+        log_y=True, template=TEMPLATE, title=title or f"Every sweep point of {a} and {b}",
     )
     fig.update_layout(xaxis_title="batch (images per forward)", yaxis_title="images per second")
     return fig
 
 
-def plot_throughput(m, a: str = "a", b: str = "b", title: str | None = None):
-    """img/s on machine a (x) against machine b (y), one marker per point both measured,
-    log axes, colour by backend, symbol host-bound / GPU-bound; the dashed line is y = x."""
+def _scatter(m, x, y, title, xlab, ylab, **kw):
+    """The points both measured, ``x`` against ``y``, colour by backend, symbol host-bound /
+    GPU-bound; None without such a point (or without both columns' values)."""
     import plotly.express as px
 
-    d = _both(m)
+    d = _both(m).dropna(subset=[x, y])
     if d.empty:
         return None
-    d = d.assign(kind=_kind(d))
     fig = px.scatter(
-        d,
-        x="img_per_s_a",
-        y="img_per_s_b",
-        color="backend",
-        symbol="kind",
-        hover_data=["family", "width", "precision", "layout", "batch", "imgsz", "ratio"],
-        color_discrete_map=BACKEND_COLORS,
-        log_x=True,
-        log_y=True,
-        template=TEMPLATE,
-        title=title or f"Throughput per point: {b} against {a}",
+        d.assign(kind=_kind(d)), x=x, y=y, color="backend", symbol="kind",
+        color_discrete_map=BACKEND_COLORS, template=TEMPLATE, title=title,
+        hover_data=["family", "width", "precision", "layout", "batch", "imgsz"], **kw,
     )
-    lo = float(min(d.img_per_s_a.min(), d.img_per_s_b.min()))
-    hi = float(max(d.img_per_s_a.max(), d.img_per_s_b.max()))
-    fig.add_shape(type="line", x0=lo, y0=lo, x1=hi, y1=hi, line={"dash": "dash", "color": "grey"})
-    fig.update_layout(
-        xaxis_title=f"images per second on {a}", yaxis_title=f"images per second on {b}"
+    if x != "batch":  # the same on both: y = x
+        lo, hi = (
+            (0.0 if not kw.get("log_x") else float(d[[x, y]].min().min())),
+            float(d[[x, y]].max().max()),
+        )
+        fig.add_shape(
+            type="line", x0=lo, y0=lo, x1=hi, y1=hi, line={"dash": "dash", "color": "grey"}
+        )
+    else:  # the +- tolerance band
+        fig.add_hrect(
+            y0=1 - TOLERANCE, y1=1 + TOLERANCE, fillcolor="grey", opacity=0.15, line_width=0
+        )
+    return fig.update_layout(xaxis_title=xlab, yaxis_title=ylab)
+
+
+def plot_throughput(m, a: str = "a", b: str = "b"):
+    """img/s on a (x) against b (y) per point both measured, log axes; dashed: y = x."""
+    return _scatter(
+        m, "img_per_s_a", "img_per_s_b", f"Throughput per point: {b} against {a}",
+        f"images per second on {a}", f"images per second on {b}", log_x=True, log_y=True,
     )
-    return fig
 
 
-def plot_ratio(m, a: str = "a", b: str = "b", title: str | None = None):
-    """b / a img/s against batch per point both measured, colour by backend, symbol
-    host-bound / GPU-bound, the +- 10 % band shaded: the run-to-run spread of two
-    collections on the same GPU, or the speed-up of one machine over the other."""
-    import plotly.express as px
-
-    d = _both(m)
-    if d.empty:
-        return None
-    d = d.assign(kind=_kind(d))
-    fig = px.scatter(
-        d,
-        x="batch",
-        y="ratio",
-        color="backend",
-        symbol="kind",
-        hover_data=["family", "width", "precision", "layout", "imgsz", "img_per_s_a"],
-        color_discrete_map=BACKEND_COLORS,
-        log_x=True,
-        template=TEMPLATE,
-        title=title or f"img/s on {b} over img/s on {a}, per point",
+def plot_ratio(m, a: str = "a", b: str = "b"):
+    """b / a img/s against batch per point both measured, the +- 10 % band shaded: two runs'
+    spread on one GPU, or one machine's speed-up over the other."""
+    return _scatter(
+        m, "batch", "ratio", f"img/s on {b} over img/s on {a}, per point",
+        "batch (images per forward)", f"{b} / {a} img/s", log_x=True,
     )
-    fig.add_hrect(y0=1 - TOLERANCE, y1=1 + TOLERANCE, fillcolor="grey", opacity=0.15, line_width=0)
-    fig.update_layout(xaxis_title="batch (images per forward)", yaxis_title=f"{b} / {a} img/s")
-    return fig
 
 
-def plot_ceiling_share(m, a: str = "a", b: str = "b", title: str | None = None):
-    """Delivered TFLOP/s as % of each machine's own dense matmul ceiling (same precision),
-    a (x) against b (y), per point both measured where both machines have a ceiling."""
-    import plotly.express as px
-
-    d = _both(m).dropna(subset=["pct_of_ceiling_a", "pct_of_ceiling_b"])
-    if d.empty:
-        return None
-    d = d.assign(kind=_kind(d))
-    fig = px.scatter(
-        d,
-        x="pct_of_ceiling_a",
-        y="pct_of_ceiling_b",
-        color="backend",
-        symbol="kind",
-        hover_data=["family", "width", "precision", "batch", "tflops_a", "tflops_b"],
-        color_discrete_map=BACKEND_COLORS,
-        template=TEMPLATE,
-        title=title or "Delivered TFLOP/s as % of each machine's own matmul ceiling",
+def plot_ceiling_share(m, a: str = "a", b: str = "b"):
+    """Delivered TFLOP/s as % of each machine's own dense matmul ceiling, a (x) against b (y)."""
+    return _scatter(
+        m, "pct_of_ceiling_a", "pct_of_ceiling_b",
+        "Delivered TFLOP/s as % of each machine's own matmul ceiling", f"% of ceiling on {a}",
+        f"% of ceiling on {b}",
     )
-    hi = float(max(d.pct_of_ceiling_a.max(), d.pct_of_ceiling_b.max()))
-    fig.add_shape(type="line", x0=0, y0=0, x1=hi, y1=hi, line={"dash": "dash", "color": "grey"})
-    fig.update_layout(xaxis_title=f"% of ceiling on {a}", yaxis_title=f"% of ceiling on {b}")
-    return fig
 
 
 def plot_layer_occupancy(layers, config: str, a: str = "a", b: str = "b", title: str | None = None):
@@ -146,16 +110,12 @@ def plot_layer_occupancy(layers, config: str, a: str = "a", b: str = "b", title:
     fig = go.Figure()
     for side, name in (("a", a), ("b", b)):
         fig.add_bar(
-            x=d["layer"],
-            y=d[f"achieved_occupancy_tw_pct_{side}"],
-            name=name,
+            x=d["layer"], y=d[f"achieved_occupancy_tw_pct_{side}"], name=name,
             hovertemplate="%{x}: %{y:.1f} %<extra>" + name + "</extra>",
         )
     fig.update_layout(
-        template=TEMPLATE,
-        barmode="group",
-        title=title or f"Achieved occupancy per layer, {config}",
-        xaxis_title="layer (model order)",
+        template=TEMPLATE, barmode="group",
+        title=title or f"Achieved occupancy per layer, {config}", xaxis_title="layer (model order)",
         yaxis_title="achieved occupancy, time-weighted (%)",
     )
     return fig
@@ -188,12 +148,9 @@ def one_root_only(m, a: str = "a", b: str = "b") -> list:
 
 def throughput(m, a: str = "a", b: str = "b") -> list:
     """Every point of both roots, then the throughput and ceiling-share figures of the points
-    both measured (a sentence for each that has no point)."""
-    out = [plot_all_points(m, a, b)]
-    out.append(plot_throughput(m, a, b) or f"No point measured on both {a} and {b} to plot.")
-    share = plot_ceiling_share(m, a, b)
-    out.append(share or f"No shared point with a matmul ceiling on both {a} and {b}.")
-    return out
+    both measured (none without such points: :func:`shared_points` says so once)."""
+    shared = [f for f in (plot_throughput(m, a, b), plot_ceiling_share(m, a, b)) if f]
+    return [plot_all_points(m, a, b), *shared]
 
 
 def layer_occupancy(layers, a: str = "a", b: str = "b") -> list:
@@ -213,7 +170,5 @@ def layer_occupancy(layers, a: str = "a", b: str = "b") -> list:
 
 def spread(m, a: str = "a", b: str = "b") -> list:
     """The ratio summary per kind of point (:func:`yolo_sm.topics.compare.analyse.spread`) and its
-    figure, or one sentence when no point was measured on both."""
-    if _both(m).empty:
-        return [f"No point was measured on both {a} and {b}: no ratio to show."]
-    return [compare.spread(m).round(3), plot_ratio(m, a, b)]
+    figure (none when no point was measured on both)."""
+    return [] if _both(m).empty else [compare.spread(m).round(3), plot_ratio(m, a, b)]

@@ -10,77 +10,25 @@ from yolo_sm.report.rules import Rule, check_unique, evaluate
 from yolo_sm.topics.compare import analyse as compare
 from yolo_sm.topics.compare.analyse import AGREE_PCT, PREFIX
 
-GROUP = "12_two_machines"
+G = "12_two_machines"
 #: two collections agree when this share of their shared points (%) is within AGREE_PCT
 AGREE_SHARE_PCT = 95.0
 
-RULES: tuple[Rule, ...] = check_unique(
-    [
-        Rule(
-            id="compare_same_gpu",
-            statement="Both roots were measured on the same GPU model",
-            fact=PREFIX + "same_gpu",
-            op=">=",
-            threshold=1.0,
-            group=GROUP,
-        ),
-        Rule(
-            id="compare_gpu_bound_agree",
-            statement=f"The two collections agree within {AGREE_PCT:g} % on the GPU-bound "
-            f"points both measured (at least {AGREE_SHARE_PCT:g} % of them)",
-            fact=PREFIX + "gpu_bound_within_pct",
-            op=">=",
-            threshold=AGREE_SHARE_PCT,
-            partly=75.0,
-            unit="%",
-            group=GROUP,
-        ),
-        Rule(
-            id="compare_host_bound_agree",
-            statement=f"They agree within {AGREE_PCT:g} % on the host-bound points too (eager "
-            f"at small batch, paced by the host's kernel launches; at least "
-            f"{AGREE_SHARE_PCT:g} % of them)",
-            fact=PREFIX + "host_bound_within_pct",
-            op=">=",
-            threshold=AGREE_SHARE_PCT,
-            partly=75.0,
-            unit="%",
-            group=GROUP,
-        ),
-        Rule(
-            id="compare_host_bound_gpu_work_agree",
-            statement=f"On those host-bound points the GPU's busy time per forward, which no "
-            f"host changes, agrees within {AGREE_PCT:g} % (at least {AGREE_SHARE_PCT:g} % of "
-            "the points both measured it for)",
-            fact=PREFIX + "host_bound_gpu_busy_within_pct",
-            op=">=",
-            threshold=AGREE_SHARE_PCT,
-            partly=75.0,
-            unit="%",
-            group=GROUP,
-        ),
-        Rule(
-            id="compare_b_faster",
-            statement="Machine b delivers more img/s than machine a at every GPU-bound point "
-            "both measured",
-            fact=PREFIX + "b_faster_share_pct",
-            op=">=",
-            threshold=100.0,
-            partly=50.0,
-            unit="%",
-            group=GROUP,
-        ),
-        Rule(
-            id="compare_same_points",
-            statement="Machine b measured every point machine a measured",
-            fact=PREFIX + "points_only_a",
-            op="<=",
-            threshold=0.0,
-            unit="points",
-            group=GROUP,
-        ),
-    ]
-)
+# fmt: off
+RULES: tuple[Rule, ...] = check_unique([
+    Rule("compare_gpu_bound_agree", f"The two collections agree within {AGREE_PCT:g} % on the "
+         f"GPU-bound points both measured (img/s, at least {AGREE_SHARE_PCT:g} % of them)",
+         PREFIX + "gpu_bound_within_pct", ">=", AGREE_SHARE_PCT, "%", partly=75.0, group=G),
+    Rule("compare_host_bound_gpu_work_agree", f"On the host-bound points both measured (eager at "
+         f"small batch) the GPU's busy time per forward, which no host changes, agrees within "
+         f"{AGREE_PCT:g} % (at least {AGREE_SHARE_PCT:g} % of them)",
+         PREFIX + "host_bound_gpu_busy_within_pct", ">=", AGREE_SHARE_PCT, "%", partly=75.0,
+         group=G),
+    Rule("compare_b_faster", "Machine b delivers more img/s than machine a at every GPU-bound "
+         "point both measured", PREFIX + "b_faster_share_pct", ">=", 100.0, "%", partly=50.0,
+         group=G),
+])
+# fmt: on
 
 
 def verdicts(a: DataRoot, b: DataRoot, points: pd.DataFrame | None = None) -> pd.DataFrame:

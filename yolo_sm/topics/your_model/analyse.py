@@ -1,17 +1,8 @@
-"""One model's view of a dataset root (notebook 11): whichever model a root holds, its sweep,
-trace, Nsight Compute table and layer table, found by role, narrowed to that model's rows.
-
-A root collected for one model (``results/<machine>/<model>``, a shipped example) holds one
-model; a reference root (``data/h200``) holds many. :func:`view` picks the model (the one
-named, else the one most roles hold) and per role the dataset that holds most of it, and
-returns a :class:`ModelView`: a :class:`~yolo_sm.contract.datasets.DataRoot` whose datasets are
-named by role (``sweep``, ``trace``, ``ncu``, ``model_layers``), so every section function
-and topic ``facts`` that takes a root and dataset names reads it as it reads a shipped root.
-
-Model labels (:func:`model_labels`): the part of a config label before its precision
-(``yolov8_w0.25`` of ``yolov8_w0.25_fp16_nhwc_b8``), else the ``family`` (or ``model``)
-column with the preset letter or ``_w<width>``.
-"""
+"""One model's view of a dataset root (notebook 11): its sweep, trace, Nsight Compute and
+layer tables, found by role and narrowed to that model's rows (:func:`view`), read by every
+section and facts function as a shipped root is. A model's label is the part of a config
+label before its precision (``yolov8_w0.25``), else the ``family`` column with the preset
+letter or ``_w<width>``."""
 
 from __future__ import annotations
 
@@ -26,6 +17,8 @@ from yolo_sm.analyse.weighting import OCCUPANCY_COLUMNS, time_weighted
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.errors import UserError
 from yolo_sm.topics.heatmaps.analyse import LOW_PCT, layer_order, layer_table
+
+# fmt: off
 
 #: the roles notebook 11 reads, in the order it shows them
 ROLES = ("sweep", "trace", "ncu", "model_layers")
@@ -64,8 +57,7 @@ def model_labels(df: pd.DataFrame) -> pd.Series:
 
 
 def _rank(df: pd.DataFrame, role: str) -> tuple:
-    """How well a dataset's rows of one model serve ``role`` (larger is better): per-layer
-    attribution first (ncu, trace), then distinct batches, then rows."""
+    """How well rows serve ``role`` (larger is better): layers named, batches, rows."""
     layered = "layer" in df and df["layer"].astype(str).str.len().gt(0).any()
     if role == "sweep":  # the (precision, layout) the view keeps
         df = _one_variant(df)
@@ -85,9 +77,8 @@ def _one_variant(sweep: pd.DataFrame) -> pd.DataFrame:
 
 
 def inventory(root: DataRoot, roles=ROLES) -> pd.DataFrame:
-    """One row per (role, dataset, model) the root holds: ``role``, ``dataset``, ``model``
-    (empty for rows that name none), ``rows`` (rows of that model), ``batches`` (distinct
-    batches), ``rank`` (how well it serves the role, for :func:`view`)."""
+    """One row per (role, dataset, model) the root holds: rows, distinct batches and ``rank``
+    (how well it serves the role, for :func:`view`)."""
     rows = []
     for role in roles:
         for name in root.find_all(role):
@@ -96,24 +87,14 @@ def inventory(root: DataRoot, roles=ROLES) -> pd.DataFrame:
                 continue
             labels = model_labels(df)
             for model, part in df.groupby(labels.values):
-                rows.append(
-                    {
-                        "role": role,
-                        "dataset": name,
-                        "model": model,
-                        "rows": len(part),
-                        "batches": part["batch"].nunique() if "batch" in part else 0,
-                        "rank": _rank(part, role),
-                    }
-                )
-    cols = ["role", "dataset", "model", "rows", "batches", "rank"]
-    return pd.DataFrame(rows, columns=cols)
+                batches = part["batch"].nunique() if "batch" in part else 0
+                rows.append((role, name, model, len(part), batches, _rank(part, role)))
+    return pd.DataFrame(rows, columns=["role", "dataset", "model", "rows", "batches", "rank"])
 
 
 def pick_model(inv: pd.DataFrame, model: str | None = None) -> str:
-    """``model`` when the inventory holds it; None: the model most roles hold (ties: the one
-    with the most sweep batches, then the first in sorted order); "" where the inventory names
-    no model and none is asked for. Raises UserError naming the models there are."""
+    """``model`` when the inventory holds it (else a UserError naming those it holds); None:
+    the model most roles hold (ties: most sweep batches, then name); "" where none is named."""
     models = sorted(m for m in inv["model"].unique() if m)
     if not models:
         if model is None:
@@ -130,10 +111,9 @@ def pick_model(inv: pd.DataFrame, model: str | None = None) -> str:
 
 @dataclass(frozen=True)
 class ModelView(DataRoot):
-    """The datasets of one model in ``base``, named by role. ``sources`` maps a role to the
-    dataset of ``base`` that plays it; ``load(role)`` gives that dataset's rows of ``model``
-    (a sweep's also narrowed to one precision and layout, :func:`_one_variant`), with
-    ``attrs["dataset"]`` naming the source (``h200/sweep_fp16_nhwc``)."""
+    """The datasets of one model in ``base``, named by role (``sources``: role -> dataset);
+    ``load(role)`` gives that dataset's rows of ``model`` (a sweep's of one precision and
+    layout, :func:`_one_variant`)."""
 
     base: DataRoot | None = None
     model: str = ""
@@ -170,11 +150,9 @@ class ModelView(DataRoot):
 
 
 def view(root: DataRoot, model: str | None = None) -> ModelView:
-    """The :class:`ModelView` of ``model`` (None: :func:`pick_model`) in ``root``. A root
-    whose tables each name at most one model (a one-model collection, where the sweep may
-    label the model otherwise than the profilers' config labels do) is read whole. A root
-    whose tables name no model, asked for none, gives a view of no model and no datasets (each
-    section then says what it lacks); asked for one, it is a UserError."""
+    """The :class:`ModelView` of ``model`` (None: :func:`pick_model`) in ``root``; a root whose
+    tables each name one model at most is read whole; one naming none gives an empty view
+    (a UserError when a model was asked for)."""
     inv = inventory(root)
     chosen = pick_model(inv, model)
     if not chosen:
@@ -190,59 +168,26 @@ def view(root: DataRoot, model: str | None = None) -> ModelView:
             best = max(range(len(cand)), key=lambda i: (cand["rank"].iloc[i], -i))
             sources[role] = cand["dataset"].iloc[best]
     others = () if one else tuple(m for m in sorted(set(inv["model"]) - {""}) if m != chosen)
-    return ModelView(
-        root.path,
-        root.name,
-        base=root,
-        model=chosen,
-        sources=sources,
-        others=others,
-        narrow=not one,
-    )
+    return ModelView(root.path, root.name, root, chosen, sources, others, narrow=not one)
 
 
 def sources_table(v: ModelView) -> pd.DataFrame:
-    """What the view reads, one row per role: ``role``, ``dataset`` (empty: none), ``rows``,
-    ``batches``, ``precision``, ``layout`` (where the table says; rows 0 for a role without a
-    table)."""
+    """What the view reads per role: dataset, rows, batches, precision, layout."""
     rows = []
     for role in ROLES:
-        if role not in v.sources:
-            rows.append({"role": role, "dataset": "", "rows": 0})
-            continue
-        df = v.load(role)
-        rows.append(
-            {
-                "role": role,
-                "dataset": v.sources[role],
-                "rows": len(df),
-                "batches": ", ".join(str(b) for b in sorted(df["batch"].unique()))
-                if "batch" in df
-                else "",
-                "precision": ", ".join(sorted(df["precision"].astype(str).unique()))
-                if "precision" in df
-                else "",
-                "layout": ", ".join(sorted(df["layout"].astype(str).unique()))
-                if "layout" in df
-                else "",
-            }
-        )
-    return pd.DataFrame(rows).fillna("")
+        df = v.load(role) if role in v.sources else pd.DataFrame()
+        row = {"role": role, "dataset": v.sources.get(role, ""), "rows": len(df)}
+        for c in ("batch", "precision", "layout"):
+            vals = sorted(df[c].unique()) if c in df else []
+            row["batches" if c == "batch" else c] = ", ".join(str(x) for x in vals)
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 #: columns of :func:`channel_table`, as the model table names them
-CHANNEL_COLUMNS = (
-    "layer",
-    "module_type",
-    "stage",
-    "in_channels",
-    "out_channels",
-    "stride",
-    "out_h",
-    "out_w",
-    "params",
-    "flops",
-    "out_bytes",
+CHANNEL_COLUMNS = tuple(
+    "layer module_type stage in_channels out_channels stride out_h out_w params flops out_bytes"
+    .split()
 )
 
 
@@ -260,11 +205,9 @@ def channel_table(layers: pd.DataFrame) -> pd.DataFrame:
 
 
 def trace_layers(trace: pd.DataFrame) -> pd.DataFrame:
-    """Per (config, layer) of a PyTorch-profiler kernel table, in model order: ``kernels``
-    (per forward, over the traced iterations), ``time_us`` (kernel time per forward, us),
-    ``theoretical_occupancy_tw_pct`` (ours, from the launch configuration) and
-    ``est_occupancy_tw_pct`` (Kineto's estimate, capped by the grid), both weighted by kernel
-    time. Kernels outside any layer are left out."""
+    """Per (config, layer) of a Kineto kernel table, in model order: kernels and kernel µs per
+    forward, theoretical occupancy (from the launch configuration) and Kineto's estimate, both
+    weighted by kernel time."""
     k = trace[trace["layer"].astype(str).str.len() > 0]
     if "iteration" in k:
         k = k[k["iteration"].notna()]
@@ -282,12 +225,10 @@ PREFIX = "your_model."
 
 
 def layer_facts(ncu: pd.DataFrame, dataset: str = "ncu") -> list[dict]:
-    """Per-layer occupancy facts of one model's Nsight Compute table (its largest batch when
-    it holds several): ``your_model.achieved_occupancy_tw_pct`` (the forward's, time-weighted),
-    ``your_model.time_share_below_50_pct`` (% of kernel time in layers under
-    :data:`~yolo_sm.topics.heatmaps.analyse.LOW_PCT` achieved occupancy), ``your_model.grid_limited_
-    time_share_pct`` (% of kernel time in layers whose main limiter is the grid) and
-    ``your_model.slowest_layer_time_share_pct``. Scope empty; ``note`` names the config."""
+    """Facts of one model's Nsight Compute table at its largest batch: the forward's
+    time-weighted achieved occupancy, the % of kernel time in layers under
+    :data:`~yolo_sm.topics.heatmaps.analyse.LOW_PCT` achieved occupancy and the slowest
+    layer's % of kernel time; ``note`` names the config."""
     if ncu is None or ncu.empty or "layer" not in ncu:
         return []
     table = layer_table(ncu)
@@ -304,18 +245,26 @@ def layer_facts(ncu: pd.DataFrame, dataset: str = "ncu") -> list[dict]:
         return []
     achieved = float((t["achieved_occupancy_tw_pct"] * time).sum() / total)
     below = float(time[t["achieved_occupancy_tw_pct"] < LOW_PCT].sum() / total * 100)
-    grid = float(time[t["main_limiter"] == "grid"].sum() / total * 100)
     slowest = float(time.max() / total * 100)
     d, note = (dataset,), f"config {config}"
     return [
         fact(PREFIX + "achieved_occupancy_tw_pct", achieved, "%", datasets=d, note=note),
         fact(PREFIX + "time_share_below_50_pct", below, "%", datasets=d, note=note),
-        fact(PREFIX + "grid_limited_time_share_pct", grid, "%", datasets=d, note=note),
         fact(PREFIX + "slowest_layer_time_share_pct", slowest, "%", datasets=d, note=note),
     ]
 
 
-def facts(v: ModelView) -> pd.DataFrame:
-    """The facts of :func:`layer_facts` for the view's ``ncu`` table (empty when it has none)."""
+FACT_KEYS = frozenset(
+    PREFIX + k
+    for k in (
+        "achieved_occupancy_tw_pct", "time_share_below_50_pct", "slowest_layer_time_share_pct",
+    )
+)
+
+
+def facts(root: DataRoot) -> pd.DataFrame:
+    """:func:`layer_facts` of the view's ``ncu`` table (``root``: a :class:`ModelView`, else the
+    view of the model ``root`` holds most of); empty without one."""
+    v = root if isinstance(root, ModelView) else view(root)
     ncu = v.load("ncu") if v.has("ncu") else None
     return facts_table(layer_facts(ncu, v.sources.get("ncu", "ncu")))

@@ -1,13 +1,7 @@
-"""The small plan notebook 11 collects for one model on this machine's GPU (``LIVE = True``):
-a batch sweep, one PyTorch-profiler trace, one Nsight Compute occupancy pass and the model's
-channel / activation table, into ``results/<machine>/<model>/``, read back through a
-:class:`~yolo_sm.core.live.LiveRoot` whose datasets are named by role (``sweep``, ``trace``,
-``ncu``, ``model_layers``), as :meth:`yolo_sm.contract.datasets.DataRoot.find` reads them.
-
-``model`` is what the plan steps' ``family`` / ``widths`` accept: a label such as
-``yolov8_w0.25`` or a preset such as ``yolov8n``; anything else (an ultralytics YAML, a
-checkpoint ``.pt``, ``package.module:function``) is passed on as the steps' ``model``.
-"""
+"""Notebook 11's plan for one model on this machine's GPU (``LIVE = True``): a batch sweep,
+a PyTorch-profiler trace, a Nsight Compute occupancy pass and the layer table, collected into
+``results/<machine>/<model>/`` and read back by role. ``model``: a label (``yolov8_w0.25``), a
+preset (``yolov8n``), or anything the steps' ``model`` takes (a YAML, a ``.pt``, a function)."""
 
 from __future__ import annotations
 
@@ -18,6 +12,8 @@ from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import Plan, Step
 from yolo_sm.contract.store import write_text_atomic
 from yolo_sm.core.live import LiveRoot, live_root
+
+# fmt: off
 
 #: the sweep's batches, and the batch of the trace and the Nsight Compute pass
 SWEEP_BATCHES = (1, 2, 4, 8, 16, 32, 64)
@@ -63,40 +59,25 @@ def plan_for(model: str, device: str = "cuda", imgsz: int = 640) -> Plan:
             "sweep",
             "sweep.parquet",
             {
-                **who,
-                "precisions": [PRECISION],
-                "layouts": [LAYOUT],
-                "backends": ["eager", "cudagraph"],
-                "batches": list(SWEEP_BATCHES),
-                "imgsz": [imgsz],
-                "budget_ms": 200,
+                **who, "precisions": [PRECISION], "layouts": [LAYOUT],
+                "backends": ["eager", "cudagraph"], "batches": list(SWEEP_BATCHES),
+                "imgsz": [imgsz], "budget_ms": 200,
             },
             f"{model}: {PRECISION} {LAYOUT}, eager and CUDA graph, batch "
             f"{SWEEP_BATCHES[0]}-{SWEEP_BATCHES[-1]}, {imgsz} px",
         ),
         Step(
-            "trace",
-            "trace",
-            "trace.parquet",
-            {**who, **one, "iters": 2},
-            f"{model}: PyTorch-profiler kernels per layer, batch {PROFILE_BATCH}",
-            est_s=60,
+            "trace", "trace", "trace.parquet", {**who, **one, "iters": 2},
+            f"{model}: PyTorch-profiler kernels per layer, batch {PROFILE_BATCH}", est_s=60,
         ),
         Step(
-            "ncu",
-            "ncu",
-            "ncu.parquet",
-            {**who, **one, "metric_set": "occupancy"},
+            "ncu", "ncu", "ncu.parquet", {**who, **one, "metric_set": "occupancy"},
             f"{model}: Nsight Compute occupancy per kernel and layer, batch {PROFILE_BATCH}",
             est_s=150,
         ),
         Step(
-            "model_layers",
-            "model_tables",
-            "model_layers.parquet",
-            layers,
-            f"{model}: channels, FLOPs and activation bytes per layer, {imgsz} px",
-            est_s=60,
+            "model_layers", "model_tables", "model_layers.parquet", layers,
+            f"{model}: channels, FLOPs and activation bytes per layer, {imgsz} px", est_s=60,
         ),
     )
     return Plan(f"your_model_{slug(model)}", device, steps, "")
@@ -130,12 +111,8 @@ def _written(plan: Plan, out: Path) -> Path:
     f = out / "plan.yaml"
     steps = [
         {
-            "name": s.name,
-            "kind": s.kind,
-            "out": s.out,
-            "params": s.params,
-            "description": s.description,
-            "est_s": s.est_s,
+            "name": s.name, "kind": s.kind, "out": s.out, "params": s.params,
+            "description": s.description, "est_s": s.est_s,
         }
         for s in plan.steps
     ]

@@ -12,6 +12,8 @@ from yolo_sm.topics.heatmaps import report as heatmaps_plots
 from yolo_sm.topics.your_model import analyse as your_model
 from yolo_sm.topics.your_model.analyse import ModelView
 
+# fmt: off
+
 
 def about(v: ModelView) -> str:
     """One Markdown line: the model shown, the root's machine, and the other models it holds;
@@ -60,9 +62,7 @@ def channels(v: ModelView) -> list:
     if "activation_mb" in t:
         out.append(
             plots.plot_bars(
-                t,
-                x="layer",
-                y="activation_mb",
+                t, x="layer", y="activation_mb",
                 color="module_type" if "module_type" in t else None,
                 title=f"Output activation per layer and image, MB ({v.model})",
             )
@@ -82,10 +82,8 @@ def trace_occupancy(v: ModelView) -> list:
     config = t["config"].iloc[-1]
     one = t[t["config"] == config]
     long = one.melt(
-        id_vars=["layer"],
-        value_vars=["theoretical_occupancy_tw_pct", "est_occupancy_tw_pct"],
-        var_name="occupancy",
-        value_name="pct",
+        id_vars=["layer"], value_vars=["theoretical_occupancy_tw_pct", "est_occupancy_tw_pct"],
+        var_name="occupancy", value_name="pct",
     )
     long["occupancy"] = long["occupancy"].map(
         {"theoretical_occupancy_tw_pct": "theoretical", "est_occupancy_tw_pct": "Kineto estimate"}
