@@ -141,16 +141,6 @@ def batch_color(batch: float) -> str:
     return _sample(BATCH_SCALE, (math.log2(max(float(batch), 1.0)) - lo) / (hi - lo))
 
 
-def width_map(values) -> dict:
-    """``{label: colour}`` for width values (keys as given: numbers or their labels)."""
-    return {v: width_color(float(str(v).lstrip("w"))) for v in values}
-
-
-def batch_map(values) -> dict:
-    """``{label: colour}`` for batch values (keys as given: numbers or their labels)."""
-    return {v: batch_color(float(str(v).lstrip("b"))) for v in values}
-
-
 def category_color(name: str) -> str | None:
     """The mapping's colour of a category key, or of an engine variant of the bench
     (``backend/precision/layout``, ``pipeline/...``): an 8-bit precision takes its precision's

@@ -141,57 +141,6 @@ def plot_throughput(
     return finish(fig)
 
 
-def plot_speedup(
-    df,
-    *,
-    over="eager",
-    index=("width", "precision", "layout", "batch"),
-    value="median_ms",
-    color="backend",
-    x="batch",
-    facet_col="width",
-    facet_row="layout",
-    title=None,
-):
-    """Latency ratio of each backend to ``over`` measured in the same run (below 1: faster).
-
-    Every ``index`` column must be on an axis or facet, or filtered to one value beforehand,
-    else bars of different configs would stack."""
-    import plotly.express as px
-
-    ok = df[df["status"] == "ok"]
-    free = [c for c in index if c not in (x, facet_col, facet_row) and ok[c].nunique() > 1]
-    if free:
-        raise ValueError(f"plot_speedup: filter {', '.join(free)} to one value or facet on it")
-    wide = ok.pivot_table(index=list(index), columns=color, values=value).reset_index()
-    long = wide.melt(
-        id_vars=list(index),
-        value_vars=[c for c in wide.columns if c not in index],
-        var_name=color,
-        value_name=value,
-    )
-    long = long.merge(wide[list(index) + [over]], on=list(index))
-    long["ratio"] = long[value] / long[over]
-    long = long[long[color] != over]
-    fig = px.bar(
-        long,
-        x=long[x].astype(str),
-        y="ratio",
-        color=color,
-        barmode="group",
-        facet_col=facet_col,
-        facet_row=facet_row,
-        hover_data=list(index) + [value],
-        color_discrete_map=color_map(long[color].unique()),
-        template=TEMPLATE,
-        title=title or f"{value} relative to {over} (same run)",
-    )
-    fig.add_hline(y=1.0, line_dash="dot")
-    fig.update_xaxes(title_text=label(x))
-    fig.update_yaxes(title_text=f"latency / {over} latency (below 1: faster)", col=1)
-    return finish(fig)
-
-
 def plot_occupancy_curves(curves, *, title="What-if: theoretical occupancy"):
     """One panel per varied parameter (the ``vary`` column of stacked
     :func:`yolo_sm.analyse.occupancy.occupancy_curve` tables); hover names the limiter."""
