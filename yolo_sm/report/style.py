@@ -1,19 +1,6 @@
-"""One visual vocabulary, applied to every figure before a plot function returns it.
-
-:func:`finish` gives a figure
-
-- axis, legend and colour-bar titles in words with units: a bare column name (``img_per_s``,
-  ``pct``, ``peak_mem_gb``) is replaced by its entry of :data:`LABELS`;
-- the colours of :mod:`yolo_sm.report.colors` for every trace named by a category key
-  (backend, precision, layout, kernel class, limiter, bound, theoretical / achieved, an engine
-  variant such as ``cudagraph/fp8/nhwc``), and the width or batch scale for traces of a legend
-  titled ``width`` or ``batch``;
-- readable log axes: ticks at 1, 2 and 5 of each decade (or decades only, over a wide range),
-  labelled in full with SI prefixes, no minor digits.
-
-:func:`problems` lists what breaks that vocabulary in a figure (the tests call it on every
-figure the notebooks draw).
-"""
+"""One visual vocabulary for every figure: :func:`finish` gives axis, legend and colour-bar titles
+in words with units (:data:`LABELS`), the colours of :mod:`yolo_sm.report.colors`, and log axes
+ticked at 1-2-5 per decade in full; :func:`problems` lists what breaks it (the tests' check)."""
 
 from __future__ import annotations
 
@@ -21,6 +8,7 @@ import math
 import re
 
 from yolo_sm.report.colors import COLORS, batch_color, category_color, width_color
+from yolo_sm.report.tables import SI
 
 #: Words with units for the column names the figures plot.
 LABELS = {
@@ -90,8 +78,7 @@ _IDENT = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)+")
 
 
 def label(name: str) -> str:
-    """Words with units for column ``name`` (the name itself when :data:`LABELS` lacks it and it
-    is not an identifier; identifiers lose their underscores)."""
+    """Words with units for column ``name`` (an unknown identifier loses its underscores)."""
     if name in LABELS:
         return LABELS[name]
     return name.replace("_", " ") if _IDENT.fullmatch(name or "") else name
@@ -106,9 +93,7 @@ def is_bare(title) -> bool:
 
 def _axes(fig):
     lay = fig.layout
-    return [
-        (k, getattr(lay, k)) for k in lay.to_plotly_json() if re.fullmatch(r"[xy]axis\d*", k)
-    ] or []
+    return [(k, lay[k]) for k in lay.to_plotly_json() if re.fullmatch(r"[xy]axis\d*", k)]
 
 
 def _trace_color(t):
@@ -160,40 +145,32 @@ def _nice_ticks(lo: float, hi: float) -> list[float]:
 
 def tick_text(v: float) -> str:
     """A tick label: ``0.5``, ``20``, ``5,000``, ``2M`` (SI prefix from a million)."""
-    if v >= 1e6:
-        for div, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M")):
-            if v >= div:
-                return f"{v / div:g}{suffix}"
-    if v >= 1000:
-        return f"{v:,.0f}"
-    return f"{v:g}"
+    for div, prefix in SI[:3]:
+        if v >= div:
+            return f"{v / div:g}{prefix}"
+    return f"{v:,.0f}" if v >= 1000 else f"{v:g}"
 
 
 def _values_on(fig, axis_key: str):
     """Every positive finite value the traces put on axis ``xaxis3`` / ``yaxis``."""
-    letter, num = axis_key[0], axis_key[5:]
-    ref = letter + num
-    out = []
-    for t in fig.data:
-        if (getattr(t, f"{letter}axis", None) or letter) != ref:
-            continue
-        vals = getattr(t, letter, None)
-        if vals is None:
-            continue
-        for v in vals:
-            try:
-                f = float(v)
-            except (TypeError, ValueError):
-                continue
-            if f > 0 and math.isfinite(f):
-                out.append(f)
-    return out
+    import pandas as pd
+
+    letter = axis_key[0]
+    ref = letter + axis_key[5:]
+    on = [
+        getattr(t, letter, None)
+        for t in fig.data
+        if (getattr(t, f"{letter}axis", None) or letter) == ref
+    ]
+    v = pd.to_numeric(
+        pd.Series([x for vals in on if vals is not None for x in vals]), errors="coerce"
+    )
+    return [float(x) for x in v[(v > 0) & (v < math.inf)]]
 
 
 def readable_log_axes(fig):
-    """Ticks at 1-2-5 per decade (decades over wide ranges), labelled in full, on every log
-    axis of ``fig``; the axis range when set, else the data's, decides which. An axis whose
-    values are all powers of two (batch sizes) is ticked at those values."""
+    """Ticks at 1-2-5 per decade (or the data's powers of two: batch sizes), labelled in full,
+    on every log axis of ``fig`` over its range (else the data's)."""
     for key, ax in _axes(fig):
         if ax.type != "log" or ax.tickvals is not None:
             continue
@@ -216,8 +193,8 @@ def readable_log_axes(fig):
 
 
 def recolor(fig):
-    """Each trace named (or grouped) by a category key gets the mapping's colour; traces of a
-    legend titled width or batch get the width or batch scale."""
+    """Traces named (or grouped) by a category key take its colour; those of a width or batch
+    legend, the width or batch scale."""
     legend = (fig.layout.legend.title.text or "") if fig.layout.legend.title else ""
     for t in fig.data:
         colour = None
@@ -256,15 +233,13 @@ def relabel(fig):
 
 
 def finish(fig):
-    """``fig`` in the project's vocabulary (:func:`relabel`, :func:`recolor`,
-    :func:`readable_log_axes`); returns it."""
+    """``fig`` relabelled, recoloured, log axes ticked; returns it."""
     return readable_log_axes(recolor(relabel(fig)))
 
 
 def problems(fig) -> list[str]:
-    """What in ``fig`` breaks the vocabulary: an axis title that is a bare column name, a
-    cartesian figure without any x or y title, a trace of a category key in another colour than
-    the mapping's."""
+    """Bare column names as axis titles, untitled cartesian axes, and category traces in
+    another colour than the mapping's."""
     out = []
     axes = _axes(fig)
     titles = {k: (ax.title.text if ax.title else None) for k, ax in axes}
