@@ -1,10 +1,5 @@
-"""Plot functions: ``plot_x(df, ...) -> plotly Figure``, never shown inside.
-
-Colours for every category come from one mapping (:mod:`yolo_sm.report.colors`), so every
-notebook matches. Call :func:`setup_notebook` once per notebook: figures then embed plotly.js
-in the page itself, so rendered HTML works offline (no CDN). :func:`load_or_note` loads a
-dataset or prints the one line that says the root lacks it.
-"""
+"""Plot functions ``plot_x(df, ...) -> Figure`` (never shown inside), :func:`setup_notebook`,
+and :func:`load_or_note`: a dataset or the line saying the root lacks it."""
 
 from __future__ import annotations
 
@@ -23,7 +18,7 @@ KINDS = (
 
 
 def absent(root: DataRoot, name: str) -> str:
-    """One sentence saying that ``root`` lacks dataset ``name`` and where it comes from."""
+    """One sentence: ``root`` lacks dataset ``name``, and where it comes from."""
     what, where = "dataset", "yolo-sm collect makes it"
     for prefix, w, c in KINDS:
         if name.startswith(prefix):
@@ -35,7 +30,7 @@ SOFTWARE = (("driver", "driver"), ("cuda", "CUDA"), ("torch", "torch"), ("cudnn"
 
 
 def about(root: DataRoot) -> str:
-    """One Markdown line naming what ``root`` was measured on, from its provenance."""
+    """One Markdown line: what ``root`` was measured on."""
     m = {k: md(v) for k, v in root.machine().items()}  # dataset text: escaped (report.text)
     parts = [
         f"{m['sm_count']} SMs" if m.get("sm_count") else "",
@@ -55,8 +50,7 @@ def about(root: DataRoot) -> str:
 
 
 def load_or_note(root: DataRoot, name: str):
-    """Dataset ``name`` of ``root``, or None after printing the one line of :func:`absent`
-    (a notebook section then skips its cells)."""
+    """Dataset ``name`` of ``root``, or None after printing :func:`absent`."""
     if root.has(name):
         return root.load(name)
     print(absent(root, name))
@@ -64,9 +58,7 @@ def load_or_note(root: DataRoot, name: str):
 
 
 def setup_notebook() -> None:
-    """Plotly renders with plotly.js inlined once per notebook (offline HTML), white template;
-    a table's text shows whole (pandas would cut every cell at 50 characters: a finding's
-    statement, a list of GPUs)."""
+    """Plotly.js inlined once (offline HTML), white template, table text never cut."""
     import pandas as pd
     import plotly.io as pio
 
@@ -142,8 +134,7 @@ def plot_throughput(
 
 
 def plot_occupancy_curves(curves, *, title="What-if: theoretical occupancy"):
-    """One panel per varied parameter (the ``vary`` column of stacked
-    :func:`yolo_sm.analyse.occupancy.occupancy_curve` tables); hover names the limiter."""
+    """Theoretical occupancy, one panel per ``vary`` value; hover names the limiter."""
     import plotly.express as px
 
     fig = px.line(
@@ -233,7 +224,7 @@ def plot_class_shares(shares, *, y="nvtx_range", value="time_share", title=None)
 
 
 def plot_bars(df, *, x, y, color=None, barmode="group", text=None, title=None, log_y=False):
-    """Grouped bars of a tidy table (colours from the shared mapping when they apply)."""
+    """Grouped bars of a tidy table."""
     import plotly.express as px
 
     cmap = color_map(df[color].unique()) if color else None

@@ -1,6 +1,5 @@
-"""The site's index page: what the project shows, the machine and software the dataset root was
-measured on (from its manifest's provenance), one key result per notebook (from the rules'
-verdicts), the reading order, the sources of the claims, how to reproduce, and notes."""
+"""The site's index page: what it shows, the root's machine (provenance), one key result per
+notebook, reading order, claim sources, how to reproduce, notes."""
 
 from __future__ import annotations
 
@@ -55,7 +54,7 @@ _ARTICLE = re.compile(r"^\s*\d+\.\s+\*([^*]+)\*\s*(.*?)\s*;?\s*$")
 
 
 def cudnn_text(value: str) -> str:
-    """cuDNN's version number as provenance records it (``91900``) with its dotted form."""
+    """cuDNN's version (``91900``) with its dotted form."""
     try:
         n = int(value)
     except (TypeError, ValueError):
@@ -65,8 +64,7 @@ def cudnn_text(value: str) -> str:
 
 
 def provenance_rows(root: DataRoot) -> list[tuple[str, str]]:
-    """(label, value) per provenance field of the root's machine (``DataRoot.machine``), the
-    measurement dates and the number of datasets."""
+    """(label, value) per provenance field, the measurement dates and the dataset count."""
     m = root.machine()
     rows = []
     for f in MACHINE_FIELDS:
@@ -93,8 +91,7 @@ def provenance_table(root: DataRoot) -> str:
 
 
 def articles(first_markdown: str) -> list[tuple[str, str]]:
-    """(title, what it covers) of each numbered, italic-titled source in a notebook's first
-    Markdown cell (the claims notebook lists the articles it checks that way)."""
+    """(title, what it covers) of each ``1. *Title* ...`` line of a Markdown cell."""
     out = []
     for line in first_markdown.splitlines():
         m = _ARTICLE.match(line)
@@ -104,8 +101,7 @@ def articles(first_markdown: str) -> list[tuple[str, str]]:
 
 
 def key_results(verdicts: pd.DataFrame, pages: list[Page], homes: dict) -> str:
-    """One line per page: the page, its question, its first headline rule (the answer) with
-    its number and verdict, and the tally of all its rules."""
+    """One line per page: its question, first headline verdict and the tally of its rules."""
     picked, lead, tail = [], [], []
     for p in pages:
         rows = page_rows(verdicts, p, homes)
