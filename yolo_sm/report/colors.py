@@ -5,70 +5,45 @@ never clash; limiters and occupancy get neutral colours (no good/bad reading).""
 from __future__ import annotations
 
 BACKEND_COLORS = {
-    "eager": "#636EFA",
-    "cudagraph": "#EF553B",
-    "compile": "#00CC96",
-    "onnxruntime": "#AB63FA",
-    "tensorrt": "#FFA15A",
-    #: torch.compile's mode that replays compiled kernels as CUDA graphs
-    "compile:reduce-overhead": "#19D3F3",
-}
+    "eager": "#636EFA", "cudagraph": "#EF553B", "compile": "#00CC96", "onnxruntime": "#AB63FA",
+    "tensorrt": "#FFA15A", "compile:reduce-overhead": "#19D3F3",
+}  # fmt: skip
 #: Frames-to-boxes rows of the fast-engines bench.
 PIPELINE_COLORS = {"pipeline": "#FF6692", "ultralytics_predict": "#B6E880"}
 PRECISION_COLORS = {
-    "fp32": "#1F77B4",
-    "tf32": "#17BECF",
-    "fp16": "#D62728",
-    "bf16": "#FF7F0E",
-    "int8": "#2CA02C",
+    "fp32": "#1F77B4", "tf32": "#17BECF", "fp16": "#D62728", "bf16": "#FF7F0E", "int8": "#2CA02C",
     "fp8": "#8C564B",
-}
+}  # fmt: skip
 LAYOUT_COLORS = {"nchw": "#7F7F7F", "nhwc": "#BCBD22"}
 KERNEL_CLASS_COLORS = {
-    "tensor_core_conv": "#D62728",
-    "simt_conv": "#FF9896",
-    "tensor_core_gemm": "#9467BD",
-    "simt_gemm": "#C5B0D5",
-    "layout_transform": "#8C564B",
-    "copy_concat": "#E377C2",
-    "elementwise": "#1F77B4",
-    "pooling_upsample": "#17BECF",
-    "reduction": "#BCBD22",
-    "triton": "#2CA02C",
-    "other": "#7F7F7F",
-}
+    "tensor_core_conv": "#D62728", "simt_conv": "#FF9896", "tensor_core_gemm": "#9467BD",
+    "simt_gemm": "#C5B0D5", "layout_transform": "#8C564B", "copy_concat": "#E377C2",
+    "elementwise": "#1F77B4", "pooling_upsample": "#17BECF", "reduction": "#BCBD22",
+    "triton": "#2CA02C", "other": "#7F7F7F",
+}  # fmt: skip
 #: Occupancy limiters: Okabe-Ito colours.
 LIMITER_COLORS = {
-    "warps": "#0072B2",
-    "blocks": "#56B4E9",
-    "registers": "#E69F00",
-    "shared_mem": "#CC79A7",
+    "warps": "#0072B2", "blocks": "#56B4E9", "registers": "#E69F00", "shared_mem": "#CC79A7",
     "grid": "#009E73",
-}
+}  # fmt: skip
 #: Roofline bounds (yolo_sm.topics.roofline.analyse.BOUNDS).
 BOUND_COLORS = {
-    "memory-bound": "#1F77B4",
-    "compute-bound": "#D62728",
+    "memory-bound": "#1F77B4", "compute-bound": "#D62728",
     "neither (latency / under-used)": "#7F7F7F",
-}
+}  # fmt: skip
 #: The calculator's occupancy against the counters' measurement.
 OCCUPANCY_COLORS = {"theoretical": "#9E9E9E", "achieved": "#1F3A5F"}
 
 #: The int8 convolution kernels (yolo_sm.topics.precision.int8_kernels; triton and fp16 as above).
 INT8_KERNEL_COLORS = {
-    "cudnn": "#6A3D9A",
-    "intmm": "#FB9A99",
-    "triton_prequant": "#B2DF8A",
-    "best": "#333333",
-}
+    "cudnn": "#6A3D9A", "intmm": "#FB9A99", "triton_prequant": "#B2DF8A", "best": "#333333",
+}  # fmt: skip
 
 #: A verdict's badge, (background, text) colour.
 VERDICT_COLORS = {
-    "holds": ("#0072B2", "#FFFFFF"),
-    "partly": ("#56B4E9", "#063A57"),
-    "does not hold": ("#D55E00", "#FFFFFF"),
-    "not tested": ("#999999", "#FFFFFF"),
-}
+    "holds": ("#0072B2", "#FFFFFF"), "partly": ("#56B4E9", "#063A57"),
+    "does not hold": ("#D55E00", "#FFFFFF"), "not tested": ("#999999", "#FFFFFF"),
+}  # fmt: skip
 
 COLORS: dict[str, str] = {
     **BACKEND_COLORS, **PIPELINE_COLORS, **PRECISION_COLORS, **LAYOUT_COLORS,

@@ -111,11 +111,7 @@ def plot_throughput(
     import plotly.express as px
 
     ok = (df[df["status"] == "ok"] if "status" in df else df).sort_values(x)
-    hover = [
-        c
-        for c in ("precision", "layout", "backend", "batch", "median_ms", "iqr_ms", "tflops")
-        if c in ok
-    ]
+    hover = [c for c in "precision layout backend batch median_ms iqr_ms tflops".split() if c in ok]
     fig = px.line(
         ok,
         x=x,
@@ -150,13 +146,9 @@ def plot_occupancy_curves(curves, *, title="What-if: theoretical occupancy"):
         color_discrete_sequence=[OCCUPANCY_COLORS["theoretical"]],
     )
     fig.update_xaxes(matches=None, title_text="")
-    names = {
-        "threads_per_block": "threads per block",
-        "registers_per_thread": "registers per thread",
-        "shared_mem_per_block": "shared memory per block (bytes)",
-    }
     for i, v in enumerate(dict.fromkeys(curves["vary"]), start=1):
-        fig.update_xaxes(title_text=names.get(v, label(v)), col=i)
+        bytes_ = " (bytes)" if v == "shared_mem_per_block" else ""
+        fig.update_xaxes(title_text=label(v).replace("shared mem", "shared memory") + bytes_, col=i)
     fig.update_yaxes(range=[0, 105], title_text="theoretical occupancy (%)", col=1)
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
     return finish(fig)
@@ -166,19 +158,10 @@ def plot_achieved_vs_theoretical(df, *, color="kernel_class", size="duration_us"
     """Per-kernel achieved (measured) against theoretical occupancy; marker area ~ duration."""
     import plotly.express as px
 
+    hover = "kernel_name nvtx_range block_size registers_per_thread shared_mem_per_block_bytes"
     hover = [
         c
-        for c in (
-            "kernel_name",
-            "nvtx_range",
-            "block_size",
-            "registers_per_thread",
-            "shared_mem_per_block_bytes",
-            "grid_size",
-            "duration_us",
-            "limit_registers",
-            "limit_shared_mem",
-        )
+        for c in f"{hover} grid_size duration_us limit_registers limit_shared_mem".split()
         if c in df
     ]
     d = df.assign(kernel_name=df.kernel_name.str.slice(0, 80))

@@ -14,18 +14,11 @@ from yolo_sm.report.site_results import page_rows, page_tally, rows_table
 
 #: how the index names each provenance field (yolo_sm.contract.datasets.MACHINE_FIELDS)
 FIELD_LABELS = {
-    "gpu_name": "GPU",
-    "sm_count": "SM count",
-    "compute_capability": "compute capability",
-    "driver": "NVIDIA driver",
-    "cuda": "CUDA",
-    "torch": "PyTorch",
-    "cudnn": "cuDNN",
-    "ultralytics": "ultralytics",
-    "python": "Python",
-    "cpu_model": "host CPU",
+    "gpu_name": "GPU", "sm_count": "SM count", "compute_capability": "compute capability",
+    "driver": "NVIDIA driver", "cuda": "CUDA", "torch": "PyTorch", "cudnn": "cuDNN",
+    "ultralytics": "ultralytics", "python": "Python", "cpu_model": "host CPU",
     "gpu_uuid": "GPU UUID (the datasets that record one)",
-}
+}  # fmt: skip
 
 ABOUT = (
     "yolo_sm measures how YOLO object detectors use a GPU's streaming multiprocessors (SMs): "

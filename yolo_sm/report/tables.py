@@ -26,28 +26,18 @@ UNITS = (
 )
 #: Headers written out for columns whose name is not a word plus a unit.
 HEADERS = {
-    "img_per_s": "img/s",
-    "median_ms": "median (ms)",
-    "iqr_ms": "IQR (ms)",
-    "p99_ms": "p99 (ms)",
-    "tflops": "TFLOP/s",
-    "vs_baseline": "× baseline",
-    "peak_frac": "share of peak",
-    "rel_err": "rel. error",
-    "block_size": "threads / block",
-    "grid_size": "grid (blocks)",
+    "img_per_s": "img/s", "median_ms": "median (ms)", "iqr_ms": "IQR (ms)", "p99_ms": "p99 (ms)",
+    "tflops": "TFLOP/s", "vs_baseline": "× baseline", "peak_frac": "share of peak",
+    "rel_err": "rel. error", "block_size": "threads / block", "grid_size": "grid (blocks)",
     "registers_per_thread": "registers / thread",
     "shared_mem_per_block_bytes": "shared mem / block",
     "theoretical_occupancy_pct": "theoretical occ. (%)",
     "achieved_occupancy_pct": "achieved occ. (%)",
     "theoretical_occupancy_tw_pct": "theoretical occ., time-weighted (%)",
-    "achieved_occupancy_tw_pct": "achieved occ., time-weighted (%)",
-    "kernel_class": "kernel class",
-    "module_type": "layer type",
-    "flops_per_img": "FLOPs / image",
-    "peak_mem_bytes": "peak memory",
+    "achieved_occupancy_tw_pct": "achieved occ., time-weighted (%)", "kernel_class": "kernel class",
+    "module_type": "layer type", "flops_per_img": "FLOPs / image", "peak_mem_bytes": "peak memory",
     "carveout_bytes": "carve-out",
-}
+}  # fmt: skip
 SI = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
 
