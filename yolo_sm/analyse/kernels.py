@@ -11,61 +11,33 @@ CLASSES = tuple(
 )
 
 _TENSOR_TYPES = r"(?:f16|bf16|tf32|i8|s8|e4m3|e5m2|h)"
-RULES: tuple[tuple[str, re.Pattern], ...] = tuple(
-    (cls, re.compile(rx, re.I))
-    for cls, rx in (
-        # layout transforms first: their names mention nchw/nhwc like conv kernels do
-        (
-            "layout_transform",
-            r"nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw|transpose_?kernel|"
-            r"permute|cudnn::.*(?:transform|reorder)|AddPaddingKernel|RemovePaddingKernel",
-        ),
-        # convolutions: cuDNN xmma / CUTLASS fprop, dgrad-free inference kernels
-        (
-            "simt_conv",
-            r"xmma_fprop\w*_f32f32_f32f32|implicit_convolve_sgemm|"
-            r"convolve_common_engine_float|conv2d_c\d+_k\d+|conv2d_grouped_direct|"
-            r"winograd.*(?:float|f32)|fft\w*conv|depthwise",
-        ),
-        (
-            "tensor_core_conv",
-            rf"xmma_fprop|tensorop\w*fprop|fprop\w*tensorop|"
-            rf"_fprop_\w*{_TENSOR_TYPES}|cudnn.*conv.*(?:hmma|imma|gmma)|"
-            # cuDNN runtime-fusion kernels (e.g. the fp8 conv + fused epilogue graphs)
-            r"cudnn_generated\w*conv(?:Fwd|_fprop)",
-        ),
-        # matrix multiplies (cuBLAS nvjet on Hopper, CUTLASS, cuBLAS sm80/sm90 kernels)
-        (
-            "tensor_core_gemm",
-            r"nvjet_|tensorop\w*gemm|gemm\w*tensorop|xmma_gemm|s1688gemm|"
-            r"s16816gemm|h16816gemm|hmma|gmma|wgmma|sm90_\w*gemm",
-        ),
-        ("simt_gemm", r"sgemm|dgemm|gemv|gemmSN|gemm_kernel"),
-        ("triton", r"^triton_|^\w*triton_(?:poi|red|per|tem)"),
-        (
-            "copy_concat",
-            r"CatArrayBatchedCopy|direct_copy_kernel|copy_kernel|cat_|memcpy|"
-            r"Memcpy|fill_kernel|FillFunctor|init_device_workspace",
-        ),
-        (
-            "pooling_upsample",
-            r"max_pool|avg_pool|adaptive_\w*pool|upsample|interpolate|"
-            r"pool\w*forward",
-        ),
-        (
-            "reduction",
-            r"reduce_kernel|softmax|Reduce|norm_kernel|cunn_SoftMax|sum_kernel|"
-            r"argmax|topk|sort",
-        ),
-        (
-            "elementwise",
-            r"elementwise_kernel|vectorized_elementwise|unrolled_elementwise|"
-            r"Functor|silu|sigmoid|relu|add_kernel|mul_kernel|where_kernel|"
-            r"^_quantize$|"  # yolo_sm's Triton E4M3 quantiser (engines.fp8)
-            r"batch_norm_transform|batch_norm_elemt|bn_fw_inf",  # eval-mode BatchNorm
-        ),
-    )
-)
+RULES: tuple[tuple[str, re.Pattern], ...] = tuple((cls, re.compile(rx, re.I)) for cls, rx in (
+    # layout transforms first: their names mention nchw/nhwc like conv kernels do
+    ("layout_transform", r"nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw|transpose_?kernel|"
+     r"permute|cudnn::.*(?:transform|reorder)|AddPaddingKernel|RemovePaddingKernel"),
+    ("simt_conv", r"xmma_fprop\w*_f32f32_f32f32|implicit_convolve_sgemm|"
+     r"convolve_common_engine_float|conv2d_c\d+_k\d+|conv2d_grouped_direct|"
+     r"winograd.*(?:float|f32)|fft\w*conv|depthwise"),
+    # cuDNN xmma / CUTLASS fprop; cuDNN runtime-fusion kernels (fp8 conv + fused epilogue)
+    ("tensor_core_conv", rf"xmma_fprop|tensorop\w*fprop|fprop\w*tensorop|"
+     rf"_fprop_\w*{_TENSOR_TYPES}|cudnn.*conv.*(?:hmma|imma|gmma)|"
+     r"cudnn_generated\w*conv(?:Fwd|_fprop)"),
+    # cuBLAS nvjet on Hopper, CUTLASS, cuBLAS sm80/sm90 kernels
+    ("tensor_core_gemm", r"nvjet_|tensorop\w*gemm|gemm\w*tensorop|xmma_gemm|s1688gemm|"
+     r"s16816gemm|h16816gemm|hmma|gmma|wgmma|sm90_\w*gemm"),
+    ("simt_gemm", r"sgemm|dgemm|gemv|gemmSN|gemm_kernel"),
+    ("triton", r"^triton_|^\w*triton_(?:poi|red|per|tem)"),
+    ("copy_concat", r"CatArrayBatchedCopy|direct_copy_kernel|copy_kernel|cat_|memcpy|"
+     r"Memcpy|fill_kernel|FillFunctor|init_device_workspace"),
+    ("pooling_upsample", r"max_pool|avg_pool|adaptive_\w*pool|upsample|interpolate|"
+     r"pool\w*forward"),
+    ("reduction", r"reduce_kernel|softmax|Reduce|norm_kernel|cunn_SoftMax|sum_kernel|"
+     r"argmax|topk|sort"),
+    # _quantize: yolo_sm's Triton E4M3 quantiser; batch_norm...: eval-mode BatchNorm
+    ("elementwise", r"elementwise_kernel|vectorized_elementwise|unrolled_elementwise|"
+     r"Functor|silu|sigmoid|relu|add_kernel|mul_kernel|where_kernel|^_quantize$|"
+     r"batch_norm_transform|batch_norm_elemt|bn_fw_inf"),
+))  # fmt: skip
 _OPS = re.compile(
     r"CUDAFunctor_(\w+?)\b|(silu|sigmoid|relu|gelu|hardswish|tanh)_kernel|"
     r"(MulFunctor|AddFunctor|DivFunctor)|(CatArrayBatchedCopy)|(direct_copy)_kernel|"

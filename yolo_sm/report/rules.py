@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -31,9 +31,8 @@ CLOCK_SHARE_PCT = 10.0
 
 @dataclass(frozen=True)
 class Rule:
-    """``statement`` holds when ``fact op threshold``. ``phrases``: verdict -> ``str.format``
-    template; ``group``: the notebook or table it files under; ``datasets``: its tables (empty:
-    those the fact records)."""
+    """``statement`` holds when ``fact op threshold``. ``group``: the notebook or table it files
+    under; ``datasets``: its tables (empty: those the fact records)."""
 
     id: str
     statement: str
@@ -45,7 +44,6 @@ class Rule:
     datasets: tuple[str, ...] = ()
     scope: str = ""
     group: str = ""
-    phrases: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
         if self.op not in OPS:
@@ -67,9 +65,6 @@ class Rule:
         if self.partly is not None and OPS[self.op](measured, self.partly):
             return PARTLY
         return FAILS
-
-
-DEFAULT_PHRASE = "{statement}: **{verdict}** ({measured_text}; holds at {op} {threshold_text})"
 
 
 def _num(v: float, unit: str) -> str:
@@ -126,27 +121,15 @@ def _clock_caveat(spread_pct: float) -> str:
     )
 
 
-def phrase(rule: Rule, row: Mapping) -> str:
-    """One sentence for a verdict row of :func:`evaluate`."""
-    template = rule.phrases.get(row["verdict"], DEFAULT_PHRASE)
-    return template.format(
-        statement=rule.statement,
-        verdict=row["verdict"],
-        measured=row["measured"],
-        threshold=row["threshold"],
-        partly=row["partly"],
-        unit=rule.unit,
-        op=rule.op,
-        measured_text=_num(row["measured"], rule.unit),
-        threshold_text=_num(row["threshold"], rule.unit),
-    )
-
-
 def markdown(rules: Iterable[Rule], verdicts: pd.DataFrame) -> str:
-    """The verdicts as a Markdown list, one phrased line per rule."""
-    by_id = {r.id: r for r in rules}
-    lines = [f"- {phrase(by_id[row['id']], row)}" for row in verdicts.to_dict("records")]
-    return "\n".join(lines)
+    """The verdicts as a Markdown list, one sentence per rule of ``rules``."""
+    ids = {r.id for r in rules}
+    return "\n".join(
+        f"- {r.statement}: **{r.verdict}** ({_num(r.measured, r.unit)}; holds at {r.op} "
+        f"{_num(r.threshold, r.unit)})"
+        for r in verdicts.itertuples()
+        if r.id in ids
+    )
 
 
 def frame(verdicts: pd.DataFrame) -> pd.DataFrame:
