@@ -69,7 +69,14 @@ def run(nb, folder: Path, timeout: int = 900, limit: float | None = None):
     saved = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (str(PACKAGE_ROOT), saved)))
     failed = []
-    worker = threading.Thread(target=_catching(client.execute, failed), daemon=True)
+
+    def call():
+        try:
+            client.execute()
+        except BaseException as e:  # handed to the waiting thread
+            failed.append(e)
+
+    worker = threading.Thread(target=call, daemon=True)
     try:
         worker.start()
         while worker.is_alive():
@@ -81,10 +88,7 @@ def run(nb, folder: Path, timeout: int = 900, limit: float | None = None):
         worker.join(30)
         raise
     finally:
-        if saved is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = saved
+        os.environ.pop("PYTHONPATH") if saved is None else os.environ.update(PYTHONPATH=saved)
     if failed:
         raise failed[0]
     took = time.monotonic() - start
@@ -92,16 +96,6 @@ def run(nb, folder: Path, timeout: int = 900, limit: float | None = None):
         title = title_of(nb) or "the notebook"
         raise UserError(f"{title} took {took:.0f} s to execute, more than its {limit:.0f} s")
     return nb
-
-
-def _catching(fn, failed: list):
-    def call():
-        try:
-            fn()
-        except BaseException as e:  # handed to the waiting thread
-            failed.append(e)
-
-    return call
 
 
 def to_html(nb) -> str:
@@ -341,10 +335,9 @@ def strip_outputs(folder: str | os.PathLike) -> list[Path]:
     changed = []
     for path in sorted(Path(folder).glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
-        dirty = False
-        for cell in nb.cells:
-            if cell.cell_type == "code" and (cell.outputs or cell.execution_count is not None):
-                cell.outputs, cell.execution_count, dirty = [], None, True
+        dirty = [c for c in nb.cells if c.get("outputs") or c.get("execution_count") is not None]
+        for cell in dirty:
+            cell.outputs, cell.execution_count = [], None
         if dirty:
             nbformat.write(nb, path)
             changed.append(path)

@@ -106,25 +106,11 @@ class Page:
     stem: str
     title: str
 
-    @property
-    def file(self) -> str:
-        return f"{self.stem}.html"
-
-    @property
-    def number(self) -> str:
-        return self.stem.split("_", 1)[0]
-
-    @property
-    def topic(self) -> str:
-        return self.stem.split("_", 1)[-1]
-
-    @property
-    def heading(self) -> str:
-        return _split_title(self.title)[0]
-
-    @property
-    def question(self) -> str:
-        return _split_title(self.title)[1]
+    file = property(lambda self: f"{self.stem}.html")
+    number = property(lambda self: self.stem.split("_", 1)[0])
+    topic = property(lambda self: self.stem.split("_", 1)[-1])
+    heading = property(lambda self: _split_title(self.title)[0])  # the title's topic
+    question = property(lambda self: _split_title(self.title)[1])  # after "topic: "
 
 
 def _split_title(title: str) -> tuple[str, str]:
