@@ -38,16 +38,19 @@ def overhead_pct(df) -> float:
 
 def gpm_wide(gpm):
     """:func:`wide` without provenance, config parsed, ``t0_s`` the window's start."""
-    g = gpm[[c for c in gpm.columns if not c.startswith("prov_")]]
-    w = wide(g).sort_values("t_s").reset_index(drop=True)
+    w = wide(_measured(gpm)).sort_values("t_s").reset_index(drop=True)
     w["config"] = w["config"].fillna("")
     w = with_config(w)
     return w.assign(t0_s=w["t_s"] - w["window_s"])
 
 
+def _measured(gpm):
+    return gpm.loc[:, ~gpm.columns.str.startswith("prov_")]
+
+
 def gpm_medians(gpm):
     """:func:`run_medians` per config (%), sorted by width then batch."""
-    med = run_medians(gpm[[c for c in gpm.columns if not c.startswith("prov_")]])
+    med = run_medians(_measured(gpm))
     metrics = [m for m in SUMMARY_METRICS if m in med]
     out = with_config(med)[["config", "width", "batch", *metrics, "windows"]]
     out = out.sort_values(["width", "batch"]).reset_index(drop=True)

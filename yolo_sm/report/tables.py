@@ -11,19 +11,10 @@ import pandas as pd
 
 #: Unit suffixes of column names and how the header writes them.
 UNITS = (
-    ("_per_s", "/s"),
-    ("_ms", "ms"),
-    ("_us", "µs"),
-    ("_s", "s"),
-    ("_pct", "%"),
-    ("_pct_points", "points"),
-    ("_bytes", ""),
-    ("_mb", "MB"),
-    ("_gb", "GB"),
-    ("_gbps", "GB/s"),
-    ("_tflops", "TFLOP/s"),
-    ("_mhz", "MHz"),
-)
+    ("_per_s", "/s"), ("_ms", "ms"), ("_us", "µs"), ("_s", "s"), ("_pct", "%"),
+    ("_pct_points", "points"), ("_bytes", ""), ("_mb", "MB"), ("_gb", "GB"), ("_gbps", "GB/s"),
+    ("_tflops", "TFLOP/s"), ("_mhz", "MHz"),
+)  # fmt: skip
 #: Headers written out for columns whose name is not a word plus a unit.
 HEADERS = {
     "img_per_s": "img/s", "median_ms": "median (ms)", "iqr_ms": "IQR (ms)", "p99_ms": "p99 (ms)",
