@@ -61,39 +61,26 @@ def _axes(fig):
 
 
 def _trace_color(t):
-    for attr in ("line", "marker"):
-        part = getattr(t, attr, None)
-        c = getattr(part, "color", None) if part is not None else None
-        if isinstance(c, str):
-            return c
-    return None
+    colours = (getattr(getattr(t, a, None), "color", None) for a in ("line", "marker"))
+    return next((c for c in colours if isinstance(c, str)), None)
 
 
 def _set_color(t, colour: str) -> None:
-    kind = t.type
-    if kind in ("scatter", "scattergl"):
-        mode = t.mode or ""
-        if "lines" in mode or not mode:
-            t.line.color = colour
-        if isinstance(t.marker.color, str) or t.marker.color is None:
-            t.marker.color = colour
-    elif kind in ("bar", "box", "violin", "histogram"):
-        if isinstance(t.marker.color, str) or t.marker.color is None:
-            t.marker.color = colour
-        if kind in ("box", "violin"):
-            t.line.color = colour
+    scatter = t.type in ("scatter", "scattergl")
+    if (scatter and ("lines" in (t.mode or "") or not t.mode)) or t.type in ("box", "violin"):
+        t.line.color = colour
+    marked = scatter or t.type in ("bar", "box", "violin", "histogram")
+    if marked and (isinstance(t.marker.color, str) or t.marker.color is None):
+        t.marker.color = colour
 
 
 def _scale_color(legend: str, name: str):
+    scales = dict.fromkeys(("width", "width multiplier"), width_color)
+    scale = {**scales, **dict.fromkeys(("batch", "batch size"), batch_color)}.get(legend)
     try:
-        v = float(str(name).lstrip("wb"))
+        return scale(float(str(name).lstrip("wb"))) if scale else None
     except ValueError:
         return None
-    if legend in ("width", "width multiplier"):
-        return width_color(v)
-    if legend in ("batch", "batch size"):
-        return batch_color(v)
-    return None
 
 
 def _nice_ticks(lo: float, hi: float) -> list[float]:
