@@ -101,28 +101,17 @@ def key_results(verdicts: pd.DataFrame, pages: list[Page], homes: dict) -> str:
         if rows.empty:
             continue
         tally = page_tally(verdicts, p, homes)
-        counts = ", ".join(f"{n} {v}" for v, n in sorted(tally.items(), key=lambda kv: -kv[1]))
+        counts = ", ".join(f"{n} {v}" for v, n in tally.items())  # most frequent first
         picked.append(rows.iloc[:1])
         question = p.question[:1].upper() + p.question[1:] if p.question else p.heading
-        lead.append(
-            (
-                f'<a class="page" href="{html.escape(p.file)}">{html.escape(p.number)} · '
-                f"{html.escape(p.heading)}</a>",
-                html.escape(question),
-            )
-        )
+        link = f'<a class="page" href="{html.escape(p.file)}">{html.escape(p.number)} · '
+        lead.append((f"{link}{html.escape(p.heading)}</a>", html.escape(question)))
         tail.append((f'<span class="tally">{html.escape(counts)}</span>',))
     if not picked:
         return "<p>No page of this rendering decides a rule.</p>"
     rows = pd.concat(picked, ignore_index=True)
     rows.attrs["lead"], rows.attrs["tail"] = lead, tail
-    return rows_table(
-        rows,
-        first=("page", "question"),
-        last=("all its rules",),
-        answer="answer",
-        table_id="key-results",
-    )
+    return rows_table(rows, ("page", "question"), ("all its rules",), "answer", "key-results")
 
 
 def _role(p: Page, homes: dict) -> str:

@@ -80,7 +80,7 @@ def _groups_of(page: Page, homes: dict) -> list[str]:
 
 
 def page_tally(verdicts: pd.DataFrame, page: Page, homes: dict) -> dict:
-    """verdict -> how many of the page's groups' rules reach it."""
+    """verdict -> how many of the page's groups' rules reach it, most frequent first."""
     groups = _groups_of(page, homes)
     return verdicts[verdicts.group.isin(groups)].verdict.value_counts().to_dict()
 
@@ -128,7 +128,7 @@ def results_box(
     if rows.empty:
         return ""
     tally = page_tally(verdicts, page, homes)
-    counts = ", ".join(f"{n} {v}" for v, n in sorted(tally.items(), key=lambda kv: -kv[1]))
+    counts = ", ".join(f"{n} {v}" for v, n in tally.items())  # most frequent first
     where = f' (<a href="#{html.escape(findings, quote=True)}">Findings</a>)' if findings else ""
     lacks = lacking_line(verdicts, rows)
     return (
