@@ -23,16 +23,6 @@ def test_throughput_plot_has_one_trace_per_backend_and_facet(sweep):
     assert eager.line.color == colors.COLORS["eager"]
 
 
-def test_speedup_plot_ratios_are_same_run_ratios(sweep):
-    fp16 = sweep[sweep.precision == "fp16"]
-    fig = plots.plot_speedup(fp16, facet_col="width", facet_row="layout")
-    ys = [y for t in fig.data if t.name == "cudagraph" for y in t.y]
-    assert len(ys) == len(fp16[["width", "layout", "batch"]].drop_duplicates())
-    assert min(ys) < 0.5  # batch-1 graphs remove launch overhead
-    with pytest.raises(ValueError, match="precision"):
-        plots.plot_speedup(sweep, facet_col="width", facet_row="layout")
-
-
 def test_width_flops_plot_has_counted_and_law():
     import pandas as pd
 

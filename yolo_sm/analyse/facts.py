@@ -1,12 +1,5 @@
-"""Facts: the measured numbers that conclusions are drawn from, as one tidy table.
-
-A fact is one number with its unit, read off the datasets by a topic's ``facts(root)``
-function: ``key`` names it (``"tensor_pipe_pct_below_60_occupancy"``), ``scope`` says which
-part of the data it describes (``"width=1.0"``; empty for the whole), ``datasets`` which
-tables it comes from. A fact whose data is missing is left out (or NaN): the rule that reads
-it then says "not tested" instead of guessing. Rules (:mod:`yolo_sm.report.rules`) compare
-facts with thresholds; nothing here judges.
-"""
+"""Facts: the measured numbers conclusions are drawn from, one tidy table (key, value, unit,
+scope, datasets). A fact lacking data is left out or NaN, so its rule reads "not tested"."""
 
 from __future__ import annotations
 
@@ -29,11 +22,8 @@ def fact(
     clock_spread_pct: float = math.nan,
     points: int | None = None,
 ) -> dict:
-    """One fact row. ``value`` becomes a float (NaN where it is None or not a number).
-    ``clock_spread_pct``: for a ratio between rows, how far apart (%) their SM clocks were
-    (:func:`clock_spread_pct`); NaN where the fact compares no clocked rows. ``points``: how
-    many points a count or share is taken over; with none the value is NaN (a rule over no
-    point reads "not tested", it does not hold vacuously)."""
+    """One fact row; ``value`` NaN when not a number or taken over ``points=0``.
+    ``clock_spread_pct``: how far apart (%) a ratio's SM clocks were."""
     try:
         v = float(value) if points != 0 else math.nan
     except (TypeError, ValueError):
@@ -50,8 +40,7 @@ def fact(
 
 
 def facts_table(rows: Iterable[dict]) -> pd.DataFrame:
-    """The facts as a DataFrame with :data:`FACT_COLUMNS`; raises ``ValueError`` when a
-    (key, scope) pair appears twice, since a rule could not tell which one to read."""
+    """The facts as a DataFrame; ValueError when a (key, scope) pair appears twice."""
     df = pd.DataFrame(list(rows), columns=list(FACT_COLUMNS))
     df["value"] = pd.to_numeric(df["value"], errors="coerce")
     dup = df[df.duplicated(["key", "scope"], keep=False)]
@@ -76,9 +65,8 @@ def value(facts: pd.DataFrame, key: str, scope: str = "") -> float:
 
 
 def sm_clock_mhz(df: pd.DataFrame) -> pd.Series:
-    """Each row's SM clock (MHz) while it was timed: the median over its interleaved rounds
-    (``sm_clock_mhz``) where recorded, else the mean of the clocks read before and after its
-    timing, else the provenance's one reading (NaN without)."""
+    """Each row's SM clock (MHz) while timed: ``sm_clock_mhz``, else the mean of the clocks
+    before and after, else the provenance's reading."""
     nan = pd.Series(math.nan, index=df.index)
     one = df.get("prov_sm_clock_mhz", nan).astype(float)
     if "prov_sm_clock_start_mhz" in df and "prov_sm_clock_end_mhz" in df:

@@ -18,8 +18,8 @@ def wide(df):
 
 
 def run_medians(df, by=("config",)):
-    """Per group of ``by``: the median of each metric over the windows marked ``phase="run"``,
-    windows that straddle a marker change left out, and ``windows``, how many there were."""
+    """Per group of ``by``: each metric's median over the ``run`` windows not straddling a
+    marker change, and their count ``windows``."""
     w = wide(df)
     run = w[(w["phase"] == "run") & ~w["straddles_mark"].astype(bool)]
     metrics = [m for m in (*SUMMARY_METRICS, *FALLBACK_METRICS) if m in run]
@@ -30,28 +30,27 @@ def run_medians(df, by=("config",)):
 
 
 def overhead_pct(df) -> float:
-    """Median over rounds of the throughput lost with the sampler on, in percent of the same
-    round's throughput with it off (paired rounds cancel slow drifts of clock or host load)."""
+    """Median over paired rounds of the throughput (%) lost with the sampler on."""
     on = df[df.sampler].set_index("round").img_per_s
     off = df[~df.sampler].set_index("round").img_per_s
     return float(100.0 * (1.0 - (on / off).median()))
 
 
 def gpm_wide(gpm):
-    """GPM tidy rows -> one row per window, the metrics as columns, config parsed (family,
-    width, precision, layout, batch), ``t0_s`` the window's start (provenance columns
-    dropped)."""
-    g = gpm[[c for c in gpm.columns if not c.startswith("prov_")]]
-    w = wide(g).sort_values("t_s").reset_index(drop=True)
+    """:func:`wide` without provenance, config parsed, ``t0_s`` the window's start."""
+    w = wide(_measured(gpm)).sort_values("t_s").reset_index(drop=True)
     w["config"] = w["config"].fillna("")
     w = with_config(w)
     return w.assign(t0_s=w["t_s"] - w["window_s"])
 
 
+def _measured(gpm):
+    return gpm.loc[:, ~gpm.columns.str.startswith("prov_")]
+
+
 def gpm_medians(gpm):
-    """Median of each GPM metric (percent) over the run windows of each config, windows that
-    straddle a marker change left out; with the window count, sorted by width then batch."""
-    med = run_medians(gpm[[c for c in gpm.columns if not c.startswith("prov_")]])
+    """:func:`run_medians` per config (%), sorted by width then batch."""
+    med = run_medians(_measured(gpm))
     metrics = [m for m in SUMMARY_METRICS if m in med]
     out = with_config(med)[["config", "width", "batch", *metrics, "windows"]]
     out = out.sort_values(["width", "batch"]).reset_index(drop=True)
@@ -59,9 +58,7 @@ def gpm_medians(gpm):
 
 
 def gpm_overhead_table(overhead):
-    """Per config of a ``gpm_overhead`` table: paired rounds, sampling rate (Hz), median img/s
-    without the sampler, and ``throughput_lost_pct`` (:func:`overhead_pct`; negative = within
-    noise)."""
+    """Per config: rounds, sampling rate (Hz), img/s without the sampler, throughput lost (%)."""
     import pandas as pd
 
     rows = {

@@ -1,9 +1,6 @@
-"""The points a plan's sweep steps name, and those a sweep table still lacks, without the
-collect layer: the grid is expanded from the step's parameters as the sweep runner crosses them
-(``collect.sweep.SweepSpec.points``; a test keeps the two equal), so a notebook can say which
-planned points a root lacks on a machine without torch. Points are keyed by family, size (the
-width multiplier as text, or a preset letter: a preset's width is whatever the preset says, so
-the letter is the key), precision, layout, backend, batch and image size."""
+"""The points a plan's sweep steps name and those a sweep table lacks, without torch (the grid
+is crossed as ``core.sweep`` does; a test keeps them equal). Points are keyed by family, size
+(width as text, or a preset letter), precision, layout, backend, batch and image size."""
 
 from __future__ import annotations
 
@@ -22,8 +19,7 @@ POINT_KEYS = ("family", "size", "precision", "layout", "backend", "batch", "imgs
 
 
 def unsupported(precision: str, layout: str, backend: str, device: str = "cuda") -> str | None:
-    """Why the sweep runner leaves a grid combination out, or None (the rules
-    ``collect.sweep.unsupported_reason`` applies to a point)."""
+    """Why the sweep runner leaves a grid combination out, or None."""
     if precision == "int8" and backend not in INT8_BACKENDS:
         return INT8_BACKENDS_ONLY
     if backend == "onnxruntime" and precision != "fp32":
@@ -48,17 +44,14 @@ def _values(v, default):
 
 
 def _size(w) -> str:
-    """A width multiplier as text (``"0.25"``) or a preset letter (``"n"``)."""
     if isinstance(w, str) and w.strip().lower() in PRESET_LETTERS:
         return w.strip().lower()
     return f"{float(w):g}"
 
 
 def plan_points(params: dict, device: str = "cuda"):
-    """Every point a sweep step's ``params`` name, as the sweep runner crosses them (families x
-    widths x precisions x layouts x backends x batches x image sizes, defaults as the runner's),
-    less the combinations it cannot run on ``device`` (:func:`unsupported`). Columns:
-    :data:`POINT_KEYS` (``size`` is the width multiplier as text or the preset letter)."""
+    """Every point a sweep step's ``params`` cross, less those :func:`unsupported` on
+    ``device``; columns :data:`POINT_KEYS`."""
     p = {k: params.get(k) for k in ("family", "widths", "precisions", "layouts", "backends")}
     grid = itertools.product(
         [str(x).lower() for x in _values(p["family"], ["yolov8"])],
@@ -69,16 +62,12 @@ def plan_points(params: dict, device: str = "cuda"):
         [int(x) for x in _values(params.get("batches"), [1])],
         [int(x) for x in _values(params.get("imgsz"), [640])],
     )
-    rows = [dict(zip(POINT_KEYS, g, strict=True)) for g in grid]
-    rows = [
-        r for r in rows if unsupported(r["precision"], r["layout"], r["backend"], device) is None
-    ]
+    rows = [dict(zip(POINT_KEYS, g, strict=True)) for g in grid if not unsupported(*g[2:5], device)]
     return pd.DataFrame(rows, columns=list(POINT_KEYS)).drop_duplicates(ignore_index=True)
 
 
 def sweep_points(sweep):
-    """The points a sweep table holds, keyed as :func:`plan_points` (preset rows by their
-    letter, the others by their width multiplier)."""
+    """The points a sweep table holds, keyed as :func:`plan_points`."""
     scale = (
         sweep["scale"].fillna("").astype(str) if "scale" in sweep else pd.Series("", sweep.index)
     )
@@ -98,8 +87,7 @@ def sweep_points(sweep):
 
 
 def root_plan(root: DataRoot) -> Plan | None:
-    """The plan the root's datasets were collected with (:meth:`DataRoot.plan_file`); None
-    when there is none."""
+    """The plan the root's datasets were collected with, or None."""
     path = root.plan_file()
     return load_plan(path) if path else None
 
@@ -108,12 +96,9 @@ MISSING_COLUMNS = ["step", "precision", "layout", "backend", "widths", "batches"
 
 
 def missing_points(sweep, plan: Plan, steps):
-    """The points of the plan's sweep ``steps`` (a name or a list; all their points) that
-    ``sweep`` lacks, grouped per precision, layout and backend: the widths (or presets) and
-    batches still to measure, with the step that measures them. ``planned`` (every row): how
-    many points the steps name (also ``attrs["planned"]``, which an empty table keeps);
-    ``attrs["not_in_plan"]``: the steps the plan lacks. Raises
-    ``UserError`` when the plan has none of ``steps``."""
+    """The points of the plan's sweep ``steps`` that ``sweep`` lacks, per step, precision,
+    layout and backends: widths and batches to measure; ``planned`` (and ``attrs``): how many
+    points the steps name; ``attrs["not_in_plan"]``. UserError when the plan has no such step."""
     names = [steps] if isinstance(steps, str) else list(steps)
     by_name = {s.name: s for s in plan.steps}
     known = [n for n in names if n in by_name]
@@ -150,8 +135,7 @@ def missing_points(sweep, plan: Plan, steps):
 
 
 def missing_for(root: DataRoot, sweep, steps):
-    """:func:`missing_points` of ``sweep`` against the root's plan (:func:`root_plan`); None
-    when there is no sweep, no plan, or the plan has none of ``steps``."""
+    """:func:`missing_points` against the root's plan; None without sweep, plan or step."""
     plan = root_plan(root)
     if sweep is None or plan is None or not any(s.name in steps for s in plan.steps):
         return None

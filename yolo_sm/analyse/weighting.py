@@ -1,41 +1,30 @@
-"""Derived views over per-kernel tables: time-weighted occupancy per group, ready for heatmaps."""
+"""Time-weighted views over per-kernel tables, ready for heatmaps."""
 
 from __future__ import annotations
 
 from yolo_sm.analyse.kernels import add_kernel_class
 
-#: the occupancy an Nsight Compute table measures per kernel: what its occupancy views read (a
-#: pass that measured throughput metrics only holds no achieved occupancy)
+#: the occupancy an Nsight Compute table measures per kernel
 OCCUPANCY_COLUMNS = ("theoretical_occupancy_pct", "achieved_occupancy_pct")
 
 
 def weighted_mean(values, weights) -> float:
-    """Mean of ``values`` weighted by ``weights`` (pandas Series): rows without a value are left
-    out rather than diluting the mean; NaN when no weight remains."""
+    """Mean of ``values`` weighted by ``weights`` (Series), NaN values left out."""
     ok = values.notna()
     w = weights[ok]
     return float((values[ok] * w).sum() / w.sum()) if w.sum() > 0 else float("nan")
 
 
-def time_weighted(
-    df,
-    by,
-    cols=OCCUPANCY_COLUMNS,
-    time_col: str = "duration_us",
-):
-    """Per group of ``by``: kernel count, total time (us), and each of ``cols`` averaged with
-    kernel time as the weight (a 1 us kernel at 100 % should not count like a 1 ms one)."""
+def time_weighted(df, by, cols=OCCUPANCY_COLUMNS, time_col: str = "duration_us"):
+    """Per group of ``by``: kernels, total time (us), and ``cols`` weighted by kernel time."""
     import pandas as pd
 
     by = [by] if isinstance(by, str) else list(by)
 
     def agg(g):
         w = g[time_col]
-        row = {"kernels": len(g), "time_us": w.sum()}
-        for c in cols:
-            tw = weighted_mean(g[c], w)  # kernels without the value do not dilute the average
-            row[_tw_name(c)] = tw
-        return pd.Series(row)
+        tw = {_tw_name(c): weighted_mean(g[c], w) for c in cols}
+        return pd.Series({"kernels": len(g), "time_us": w.sum(), **tw})
 
     if df.empty:  # no group: apply() would return no aggregate columns at all
         named = [_tw_name(c) for c in cols]
@@ -46,7 +35,6 @@ def time_weighted(
 
 
 def _tw_name(col: str) -> str:
-    """The column :func:`time_weighted` names ``col``'s mean (``x_pct`` -> ``x_tw_pct``)."""
     return f"{col.removesuffix('_pct')}_tw_pct" if col.endswith("_pct") else f"{col}_tw"
 
 
@@ -58,9 +46,7 @@ def same_run_ratio(
     value: str = "median_ms",
     index=("width", "layout", "batch", "backend"),
 ):
-    """For each row of ``index``, ``value`` of the baseline over each other ``column`` value,
-    measured in the same sweep (a speed-up when ``value`` is a latency). Tidy output with
-    ``ratio`` = baseline / other."""
+    """Tidy ``ratio`` = baseline ``value`` / each other ``column`` value, per ``index`` row."""
     ok = df[df["status"] == "ok"] if "status" in df else df
     wide = ok.pivot_table(index=list(index), columns=column, values=value)
     if baseline not in wide:
@@ -70,9 +56,7 @@ def same_run_ratio(
 
 
 def sm_coverage(waves):
-    """Fraction of the block slots a kernel fills over its waves, if every wave takes as long:
-    ``waves / ceil(waves)``. 2.1 waves -> 0.70 (the third wave runs a tenth full); under one
-    wave, the fraction of SM slots ever used. Works on scalars and pandas Series."""
+    """Share of block slots filled over a kernel's waves: ``waves / ceil(waves)`` (2.1 -> 0.70)."""
     import numpy as np
 
     w = np.asarray(waves, dtype=float)
@@ -82,11 +66,8 @@ def sm_coverage(waves):
 
 
 def layer_view(kernels, by=("layer", "module_type", "stage"), time_col: str = "duration_us"):
-    """Per group (default: per layer): kernels, time and its share of the total, time-weighted
-    theoretical / achieved / Kineto-estimated occupancy and tensor-pipe use where present, mean
-    waves, SM coverage (:func:`sm_coverage`, time-weighted), the limiter holding most of the
-    time, and the tensor-core share of the time. ``time_share`` is the group's share of its
-    config's time when ``by`` holds "config", else of the whole table. Tidy, ready for heatmaps."""
+    """Per group: kernels, time and its share (per config when grouped by it), time-weighted
+    occupancy, tensor-pipe use, waves and SM coverage, main limiter, tensor-core time share."""
     import pandas as pd
 
     df = kernels if "kernel_class" in kernels else add_kernel_class(kernels)
@@ -95,21 +76,10 @@ def layer_view(kernels, by=("layer", "module_type", "stage"), time_col: str = "d
         _cov=sm_coverage(df[waves]) if waves else float("nan"),
         _tc=df["kernel_class"].str.startswith("tensor_core").astype(float),
     )
-    cols = [
-        c
-        for c in (
-            "theoretical_occupancy_pct",
-            "achieved_occupancy_pct",
-            "est_occupancy_pct",
-            "tensor_pipe_pct",
-            "waves",
-            "waves_per_sm",
-        )
-        if c in df
-    ]
+    cols = [c for c in (*OCCUPANCY_COLUMNS, "est_occupancy_pct", "tensor_pipe_pct") if c in df]
+    cols += [c for c in ("waves", "waves_per_sm") if c in df]
     out = time_weighted(df, list(by), tuple(cols) + ("_cov", "_tc"), time_col)
     out = out.rename(columns={"_cov_tw": "sm_coverage_tw", "_tc_tw": "tensor_core_time_share"})
-    # share of its config's time when grouped per config, else of the whole table
     within = [c for c in by if c == "config"]
     total = out.groupby(within).time_us.transform("sum") if within else out.time_us.sum()
     out["time_share"] = out.time_us / total

@@ -14,16 +14,14 @@ from yolo_sm.contract import datasets
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report.rules import Rule, evaluate, validate
 
-#: (rules, facts function) pairs of every topic; each facts function takes a DataRoot and
-#: returns a facts table (yolo_sm.analyse.facts)
+#: (rules, facts(root)) pairs of every topic
 SOURCES = [(t.load(r), t.load(f)) for t in topics.ALL for r, f in t.sources]
 #: rules over two roots side by side, with their facts function (a, b) -> facts
 PAIR_SOURCES = [(t.load(r), t.load(f)) for t in topics.ALL for r, f in t.pair_sources]
 
 
 def known_facts() -> frozenset[str]:
-    """The fact keys the facts functions of :data:`SOURCES` and :data:`PAIR_SOURCES` declare
-    (the function's ``FACT_KEYS``, else its module's)."""
+    """The fact keys the facts functions declare (their ``FACT_KEYS``, else their module's)."""
     fns = dict.fromkeys(fn for _, fn in SOURCES + PAIR_SOURCES)
     return frozenset().union(
         *(getattr(fn, "FACT_KEYS", None) or sys.modules[fn.__module__].FACT_KEYS for fn in fns)
@@ -31,22 +29,19 @@ def known_facts() -> frozenset[str]:
 
 
 def all_rules() -> tuple[Rule, ...]:
-    """Every rule, validated (:func:`yolo_sm.report.rules.validate`): ids unique, one rule per
-    fact and comparison, every fact and dataset known."""
+    """Every rule, validated (:func:`yolo_sm.report.rules.validate`)."""
     rules = (r for rules, _ in SOURCES for r in rules)
     return validate(rules, known_facts(), datasets.known_names())
 
 
 def facts(root: DataRoot) -> pd.DataFrame:
-    """The facts every rule reads, computed from ``root``'s datasets (each facts function
-    once, however many rule sets read it)."""
+    """The facts every rule reads, from ``root``'s datasets."""
     return concat(*(fn(root) for fn in dict.fromkeys(fn for _, fn in SOURCES)))
 
 
 def verdict_table(root: DataRoot) -> pd.DataFrame:
-    """One row per rule: id, statement, measured, unit, op, threshold, partly, verdict,
-    datasets, scope, group (:func:`yolo_sm.report.rules.evaluate`); ``attrs``: the root's
-    ``root_name`` and ``root_path``, for the pages that say what it lacks."""
+    """One row per rule (:func:`yolo_sm.report.rules.evaluate`); ``attrs``: ``root_name`` and
+    ``root_path``."""
     verdicts = evaluate(all_rules(), facts(root), root.name)
     verdicts.attrs.update(root_name=root.name, root_path=str(root.path))
     return verdicts
@@ -54,8 +49,7 @@ def verdict_table(root: DataRoot) -> pd.DataFrame:
 
 def to_json(verdicts: pd.DataFrame) -> str:
     """The verdict table as a JSON list, one object per rule (NaN as null)."""
-    cols = ["id", "statement", "measured", "unit", "op", "threshold", "verdict", "datasets"]
-    cols += ["caveat"]
+    cols = "id statement measured unit op threshold verdict datasets caveat".split()
     rows = verdicts[cols].astype(object).where(verdicts[cols].notna(), None).to_dict("records")
     for r in rows:
         r["datasets"] = [d for d in (r["datasets"] or "").split(", ") if d]

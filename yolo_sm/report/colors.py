@@ -1,106 +1,55 @@
-"""One colour mapping for every category a figure colours by, so every notebook matches.
-
-:data:`COLORS` maps each category value to a colour: backends, precisions (int8 and fp8
-included), memory layouts, kernel classes (:data:`yolo_sm.analyse.kernels.CLASSES`), occupancy
-limiters (``warps``, ``blocks``, ``registers``, ``shared_mem``, ``grid``), roofline bounds, and
-the two kinds of occupancy (``theoretical``, ``achieved``). The values of different families
-never share a name, so one dictionary serves them all; :func:`color_map` picks the entries of the
-values a figure shows. Limiters get no red-to-green meaning: a register-limited kernel is not a
-"bad" kernel. Occupancy heatmaps use :data:`OCCUPANCY_SCALE`, a neutral sequential scale (low
-occupancy is not "bad" on Hopper, where the fastest tensor-core kernels run one block per SM).
-"""
+"""One colour per category value, for every figure: :data:`COLORS` merges the families
+(backends, precisions, layouts, kernel classes, limiters, bounds, occupancy kinds), whose names
+never clash; limiters and occupancy get neutral colours (no good/bad reading)."""
 
 from __future__ import annotations
 
 BACKEND_COLORS = {
-    "eager": "#636EFA",
-    "cudagraph": "#EF553B",
-    "compile": "#00CC96",
-    "onnxruntime": "#AB63FA",
-    "tensorrt": "#FFA15A",
-    #: torch.compile's mode that replays compiled kernels as CUDA graphs
-    "compile:reduce-overhead": "#19D3F3",
-}
+    "eager": "#636EFA", "cudagraph": "#EF553B", "compile": "#00CC96", "onnxruntime": "#AB63FA",
+    "tensorrt": "#FFA15A", "compile:reduce-overhead": "#19D3F3",
+}  # fmt: skip
 #: Frames-to-boxes rows of the fast-engines bench.
-PIPELINE_COLORS = {
-    "pipeline": "#FF6692",
-    "ultralytics_predict": "#B6E880",
-}
+PIPELINE_COLORS = {"pipeline": "#FF6692", "ultralytics_predict": "#B6E880"}
 PRECISION_COLORS = {
-    "fp32": "#1F77B4",
-    "tf32": "#17BECF",
-    "fp16": "#D62728",
-    "bf16": "#FF7F0E",
-    "int8": "#2CA02C",
+    "fp32": "#1F77B4", "tf32": "#17BECF", "fp16": "#D62728", "bf16": "#FF7F0E", "int8": "#2CA02C",
     "fp8": "#8C564B",
-}
-LAYOUT_COLORS = {
-    "nchw": "#7F7F7F",
-    "nhwc": "#BCBD22",
-}
+}  # fmt: skip
+LAYOUT_COLORS = {"nchw": "#7F7F7F", "nhwc": "#BCBD22"}
 KERNEL_CLASS_COLORS = {
-    "tensor_core_conv": "#D62728",
-    "simt_conv": "#FF9896",
-    "tensor_core_gemm": "#9467BD",
-    "simt_gemm": "#C5B0D5",
-    "layout_transform": "#8C564B",
-    "copy_concat": "#E377C2",
-    "elementwise": "#1F77B4",
-    "pooling_upsample": "#17BECF",
-    "reduction": "#BCBD22",
-    "triton": "#2CA02C",
-    "other": "#7F7F7F",
-}
-#: What caps a kernel's occupancy (yolo_sm.topics.heatmaps.analyse.LIMITERS); Okabe-Ito colours,
-#: readable with colour-blindness and free of a good/bad reading.
+    "tensor_core_conv": "#D62728", "simt_conv": "#FF9896", "tensor_core_gemm": "#9467BD",
+    "simt_gemm": "#C5B0D5", "layout_transform": "#8C564B", "copy_concat": "#E377C2",
+    "elementwise": "#1F77B4", "pooling_upsample": "#17BECF", "reduction": "#BCBD22",
+    "triton": "#2CA02C", "other": "#7F7F7F",
+}  # fmt: skip
+#: Occupancy limiters: Okabe-Ito colours.
 LIMITER_COLORS = {
-    "warps": "#0072B2",
-    "blocks": "#56B4E9",
-    "registers": "#E69F00",
-    "shared_mem": "#CC79A7",
+    "warps": "#0072B2", "blocks": "#56B4E9", "registers": "#E69F00", "shared_mem": "#CC79A7",
     "grid": "#009E73",
-}
+}  # fmt: skip
 #: Roofline bounds (yolo_sm.topics.roofline.analyse.BOUNDS).
 BOUND_COLORS = {
-    "memory-bound": "#1F77B4",
-    "compute-bound": "#D62728",
+    "memory-bound": "#1F77B4", "compute-bound": "#D62728",
     "neither (latency / under-used)": "#7F7F7F",
-}
+}  # fmt: skip
 #: The calculator's occupancy against the counters' measurement.
-OCCUPANCY_COLORS = {
-    "theoretical": "#9E9E9E",
-    "achieved": "#1F3A5F",
-}
+OCCUPANCY_COLORS = {"theoretical": "#9E9E9E", "achieved": "#1F3A5F"}
 
 #: The int8 convolution kernels (yolo_sm.topics.precision.int8_kernels; triton and fp16 as above).
 INT8_KERNEL_COLORS = {
-    "cudnn": "#6A3D9A",
-    "intmm": "#FB9A99",
-    "triton_prequant": "#B2DF8A",
-    "best": "#333333",
-}
+    "cudnn": "#6A3D9A", "intmm": "#FB9A99", "triton_prequant": "#B2DF8A", "best": "#333333",
+}  # fmt: skip
 
-#: A verdict's badge, (background, text) colour: the site's badges and the notebooks' verdict
-#: tables (the keys are yolo_sm.report.rules.VERDICTS).
+#: A verdict's badge, (background, text) colour.
 VERDICT_COLORS = {
-    "holds": ("#0072B2", "#FFFFFF"),
-    "partly": ("#56B4E9", "#063A57"),
-    "does not hold": ("#D55E00", "#FFFFFF"),
-    "not tested": ("#999999", "#FFFFFF"),
-}
+    "holds": ("#0072B2", "#FFFFFF"), "partly": ("#56B4E9", "#063A57"),
+    "does not hold": ("#D55E00", "#FFFFFF"), "not tested": ("#999999", "#FFFFFF"),
+}  # fmt: skip
 
-FAMILIES = (
-    BACKEND_COLORS,
-    PIPELINE_COLORS,
-    PRECISION_COLORS,
-    LAYOUT_COLORS,
-    KERNEL_CLASS_COLORS,
-    LIMITER_COLORS,
-    BOUND_COLORS,
-    OCCUPANCY_COLORS,
-    INT8_KERNEL_COLORS,
-)
-COLORS: dict[str, str] = {k: v for family in FAMILIES for k, v in family.items()}
+COLORS: dict[str, str] = {
+    **BACKEND_COLORS, **PIPELINE_COLORS, **PRECISION_COLORS, **LAYOUT_COLORS,
+    **KERNEL_CLASS_COLORS, **LIMITER_COLORS, **BOUND_COLORS, **OCCUPANCY_COLORS,
+    **INT8_KERNEL_COLORS,
+}  # fmt: skip
 #: Colour of a value that no family names.
 OTHER_COLOR = "#7F7F7F"
 
@@ -109,11 +58,9 @@ TEMPLATE = "plotly_white"
 OCCUPANCY_SCALE = "Cividis"
 #: Sequential scale of time shares.
 SHARE_SCALE = "Blues"
-#: Sequential scales of the two model knobs, sampled by :func:`sequential_map`.
 WIDTH_SCALE = "Viridis"
 BATCH_SCALE = "Plasma"
-#: The widths and batches the two scales span (a value outside is clipped to the nearest end);
-#: a value keeps one colour in every figure, whichever other values the figure shows.
+#: The widths and batches the scales span (outside: clipped), so a value keeps one colour.
 WIDTH_RANGE = (0.25, 2.0)
 BATCH_RANGE = (1, 4096)
 #: How far along a scale its last colour sits (the scales' last, palest yellows vanish on white).
@@ -127,34 +74,22 @@ def _sample(scale: str, t: float) -> str:
 
 
 def width_color(width: float) -> str:
-    """The colour of a width multiplier on :data:`WIDTH_SCALE` (linear over
-    :data:`WIDTH_RANGE`)."""
+    """A width multiplier's colour (linear over :data:`WIDTH_RANGE`)."""
     lo, hi = WIDTH_RANGE
     return _sample(WIDTH_SCALE, (float(width) - lo) / (hi - lo))
 
 
 def batch_color(batch: float) -> str:
-    """The colour of a batch size on :data:`BATCH_SCALE` (log2 over :data:`BATCH_RANGE`)."""
+    """A batch size's colour (log2 over :data:`BATCH_RANGE`)."""
     import math
 
     lo, hi = (math.log2(v) for v in BATCH_RANGE)
     return _sample(BATCH_SCALE, (math.log2(max(float(batch), 1.0)) - lo) / (hi - lo))
 
 
-def width_map(values) -> dict:
-    """``{label: colour}`` for width values (keys as given: numbers or their labels)."""
-    return {v: width_color(float(str(v).lstrip("w"))) for v in values}
-
-
-def batch_map(values) -> dict:
-    """``{label: colour}`` for batch values (keys as given: numbers or their labels)."""
-    return {v: batch_color(float(str(v).lstrip("b"))) for v in values}
-
-
 def category_color(name: str) -> str | None:
-    """The mapping's colour of a category key, or of an engine variant of the bench
-    (``backend/precision/layout``, ``pipeline/...``): an 8-bit precision takes its precision's
-    colour, any other variant its backend's; None when the name is none of them."""
+    """The colour of a category key, a kernel family or an engine variant (8-bit: its
+    precision's, else its backend's); None for anything else."""
     if name in COLORS:
         return COLORS[name]
     head = str(name).split(" · ")[0]  # a kernel family: "tensor_core_conv · 384 thr · ..."
@@ -171,20 +106,12 @@ def category_color(name: str) -> str | None:
 
 
 def color_map(values, default: str | None = None) -> dict:
-    """``{value: colour}`` for the values of ``values`` that :data:`COLORS` names (the others get
-    ``default``, or are left to plotly's own cycle when ``default`` is None)."""
-    out = {}
-    for v in values:
-        if v in COLORS:
-            out[v] = COLORS[v]
-        elif default is not None:
-            out[v] = default
-    return out
+    """``{value: colour}`` of ``values`` :data:`COLORS` names (others: ``default`` if set)."""
+    return {v: COLORS.get(v, default) for v in values if v in COLORS or default is not None}
 
 
 def sequential_map(values, scale: str = WIDTH_SCALE) -> dict:
-    """``{value: colour}`` along the sequential ``scale``, values in sorted order (a width or a
-    batch: the narrowest or smallest gets the scale's first colour). Keys keep their type."""
+    """``{value: colour}`` along ``scale``, the sorted values spread evenly."""
     from plotly.colors import sample_colorscale
 
     vals = sorted(set(values))
@@ -194,8 +121,5 @@ def sequential_map(values, scale: str = WIDTH_SCALE) -> dict:
     return dict(zip(vals, sample_colorscale(scale, points), strict=True))
 
 
-#: Caching-allocator configurations of the memory-pool run (PYTORCH_CUDA_ALLOC_CONF).
-ALLOC_CONF_COLORS = {
-    "default": "#4C72B0",
-    "expandable_segments:True": "#DD8452",
-}
+#: Caching-allocator configurations (PYTORCH_CUDA_ALLOC_CONF).
+ALLOC_CONF_COLORS = {"default": "#4C72B0", "expandable_segments:True": "#DD8452"}

@@ -1,10 +1,5 @@
-"""Plot functions: ``plot_x(df, ...) -> plotly Figure``, never shown inside.
-
-Colours for every category come from one mapping (:mod:`yolo_sm.report.colors`), so every
-notebook matches. Call :func:`setup_notebook` once per notebook: figures then embed plotly.js
-in the page itself, so rendered HTML works offline (no CDN). :func:`load_or_note` loads a
-dataset or prints the one line that says the root lacks it.
-"""
+"""Plot functions ``plot_x(df, ...) -> Figure`` (never shown inside), :func:`setup_notebook`,
+and :func:`load_or_note`: a dataset or the line saying the root lacks it."""
 
 from __future__ import annotations
 
@@ -23,7 +18,7 @@ KINDS = (
 
 
 def absent(root: DataRoot, name: str) -> str:
-    """One sentence saying that ``root`` lacks dataset ``name`` and where it comes from."""
+    """One sentence: ``root`` lacks dataset ``name``, and where it comes from."""
     what, where = "dataset", "yolo-sm collect makes it"
     for prefix, w, c in KINDS:
         if name.startswith(prefix):
@@ -35,7 +30,7 @@ SOFTWARE = (("driver", "driver"), ("cuda", "CUDA"), ("torch", "torch"), ("cudnn"
 
 
 def about(root: DataRoot) -> str:
-    """One Markdown line naming what ``root`` was measured on, from its provenance."""
+    """One Markdown line: what ``root`` was measured on."""
     m = {k: md(v) for k, v in root.machine().items()}  # dataset text: escaped (report.text)
     parts = [
         f"{m['sm_count']} SMs" if m.get("sm_count") else "",
@@ -55,8 +50,7 @@ def about(root: DataRoot) -> str:
 
 
 def load_or_note(root: DataRoot, name: str):
-    """Dataset ``name`` of ``root``, or None after printing the one line of :func:`absent`
-    (a notebook section then skips its cells)."""
+    """Dataset ``name`` of ``root``, or None after printing :func:`absent`."""
     if root.has(name):
         return root.load(name)
     print(absent(root, name))
@@ -64,9 +58,7 @@ def load_or_note(root: DataRoot, name: str):
 
 
 def setup_notebook() -> None:
-    """Plotly renders with plotly.js inlined once per notebook (offline HTML), white template;
-    a table's text shows whole (pandas would cut every cell at 50 characters: a finding's
-    statement, a list of GPUs)."""
+    """Plotly.js inlined once (offline HTML), white template, table text never cut."""
     import pandas as pd
     import plotly.io as pio
 
@@ -119,11 +111,7 @@ def plot_throughput(
     import plotly.express as px
 
     ok = (df[df["status"] == "ok"] if "status" in df else df).sort_values(x)
-    hover = [
-        c
-        for c in ("precision", "layout", "backend", "batch", "median_ms", "iqr_ms", "tflops")
-        if c in ok
-    ]
+    hover = [c for c in "precision layout backend batch median_ms iqr_ms tflops".split() if c in ok]
     fig = px.line(
         ok,
         x=x,
@@ -141,60 +129,8 @@ def plot_throughput(
     return finish(fig)
 
 
-def plot_speedup(
-    df,
-    *,
-    over="eager",
-    index=("width", "precision", "layout", "batch"),
-    value="median_ms",
-    color="backend",
-    x="batch",
-    facet_col="width",
-    facet_row="layout",
-    title=None,
-):
-    """Latency ratio of each backend to ``over`` measured in the same run (below 1: faster).
-
-    Every ``index`` column must be on an axis or facet, or filtered to one value beforehand,
-    else bars of different configs would stack."""
-    import plotly.express as px
-
-    ok = df[df["status"] == "ok"]
-    free = [c for c in index if c not in (x, facet_col, facet_row) and ok[c].nunique() > 1]
-    if free:
-        raise ValueError(f"plot_speedup: filter {', '.join(free)} to one value or facet on it")
-    wide = ok.pivot_table(index=list(index), columns=color, values=value).reset_index()
-    long = wide.melt(
-        id_vars=list(index),
-        value_vars=[c for c in wide.columns if c not in index],
-        var_name=color,
-        value_name=value,
-    )
-    long = long.merge(wide[list(index) + [over]], on=list(index))
-    long["ratio"] = long[value] / long[over]
-    long = long[long[color] != over]
-    fig = px.bar(
-        long,
-        x=long[x].astype(str),
-        y="ratio",
-        color=color,
-        barmode="group",
-        facet_col=facet_col,
-        facet_row=facet_row,
-        hover_data=list(index) + [value],
-        color_discrete_map=color_map(long[color].unique()),
-        template=TEMPLATE,
-        title=title or f"{value} relative to {over} (same run)",
-    )
-    fig.add_hline(y=1.0, line_dash="dot")
-    fig.update_xaxes(title_text=label(x))
-    fig.update_yaxes(title_text=f"latency / {over} latency (below 1: faster)", col=1)
-    return finish(fig)
-
-
 def plot_occupancy_curves(curves, *, title="What-if: theoretical occupancy"):
-    """One panel per varied parameter (the ``vary`` column of stacked
-    :func:`yolo_sm.analyse.occupancy.occupancy_curve` tables); hover names the limiter."""
+    """Theoretical occupancy, one panel per ``vary`` value; hover names the limiter."""
     import plotly.express as px
 
     fig = px.line(
@@ -210,13 +146,9 @@ def plot_occupancy_curves(curves, *, title="What-if: theoretical occupancy"):
         color_discrete_sequence=[OCCUPANCY_COLORS["theoretical"]],
     )
     fig.update_xaxes(matches=None, title_text="")
-    names = {
-        "threads_per_block": "threads per block",
-        "registers_per_thread": "registers per thread",
-        "shared_mem_per_block": "shared memory per block (bytes)",
-    }
     for i, v in enumerate(dict.fromkeys(curves["vary"]), start=1):
-        fig.update_xaxes(title_text=names.get(v, label(v)), col=i)
+        bytes_ = " (bytes)" if v == "shared_mem_per_block" else ""
+        fig.update_xaxes(title_text=label(v).replace("shared mem", "shared memory") + bytes_, col=i)
     fig.update_yaxes(range=[0, 105], title_text="theoretical occupancy (%)", col=1)
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
     return finish(fig)
@@ -226,19 +158,10 @@ def plot_achieved_vs_theoretical(df, *, color="kernel_class", size="duration_us"
     """Per-kernel achieved (measured) against theoretical occupancy; marker area ~ duration."""
     import plotly.express as px
 
+    hover = "kernel_name nvtx_range block_size registers_per_thread shared_mem_per_block_bytes"
     hover = [
         c
-        for c in (
-            "kernel_name",
-            "nvtx_range",
-            "block_size",
-            "registers_per_thread",
-            "shared_mem_per_block_bytes",
-            "grid_size",
-            "duration_us",
-            "limit_registers",
-            "limit_shared_mem",
-        )
+        for c in f"{hover} grid_size duration_us limit_registers limit_shared_mem".split()
         if c in df
     ]
     d = df.assign(kernel_name=df.kernel_name.str.slice(0, 80))
@@ -284,7 +207,7 @@ def plot_class_shares(shares, *, y="nvtx_range", value="time_share", title=None)
 
 
 def plot_bars(df, *, x, y, color=None, barmode="group", text=None, title=None, log_y=False):
-    """Grouped bars of a tidy table (colours from the shared mapping when they apply)."""
+    """Grouped bars of a tidy table."""
     import plotly.express as px
 
     cmap = color_map(df[color].unique()) if color else None

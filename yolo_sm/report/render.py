@@ -1,25 +1,10 @@
-"""Execute the notebooks from one dataset root and render them into a static, self-contained
-site.
+"""Execute the notebooks from one dataset root and render them into a static, offline site.
 
-nbclient runs each notebook (from its own folder, so relative paths work); the pages, their
-navigation and key results are :mod:`yolo_sm.report.site`, :mod:`~yolo_sm.report.site_results`
-and :mod:`~yolo_sm.report.site_index`. The pages share one copy of plotly.js and load nothing
-from the network, so the site opens from disk offline (a folder or a zip).
-
-The root is a notebook parameter, papermill style: after the cell tagged ``parameters``, render
-inserts a cell tagged ``injected-parameters`` that sets ``DATA`` to the root and whatever the
-root's ``notebook_parameters.yaml`` sets for that notebook, e.g. on a CPU root::
-
-    01_width_scaling:          # a notebook's file name without .ipynb, or its number ("01")
-      SWEEP: sweep_cpu         # which sweep plays the part of the main sweep there
-
-The file is data: each name must be one the notebook's ``parameters`` cell assigns (except
-:data:`NOT_FROM_A_ROOT`) and each value a literal of that default's type, all checked before any
-kernel starts. A notebook whose dataset the root lacks still renders: its section prints one line
-saying so (``DataRoot.missing``).
-
-The site is written through unpredictable temporary files in its folder, renamed over the pages
-only once every page is made: a SIGINT or SIGTERM (exit 130 / 143) leaves the old site as it was.
+After the cell tagged ``parameters`` a cell tagged ``injected-parameters`` sets ``DATA`` and what
+the root's ``notebook_parameters.yaml`` sets for that notebook (by file stem or number), e.g.
+``01_width_scaling: {SWEEP: sweep_cpu}``; each name must be one the ``parameters`` cell assigns
+and each value a literal of its default's type. Pages are written through temporary files,
+renamed only once all are made: SIGINT / SIGTERM leave the old site.
 """
 
 from __future__ import annotations
@@ -53,25 +38,19 @@ def execute(
     data: str | os.PathLike | DataRoot | None = None,
     limit: float | None = None,
 ):
-    """Execute one notebook in memory (from the root ``data`` when given, see :func:`prepare`);
-    returns the executed nbformat node. See :func:`run` for ``timeout`` and ``limit``."""
+    """Execute notebook ``path`` in memory from root ``data`` (:func:`prepare`, :func:`run`)."""
     return run(prepare(Path(path), data), Path(path).parent, timeout, limit)
 
 
 def run(nb, folder: Path, timeout: int = 900, limit: float | None = None):
-    """Execute the notebook node ``nb`` in a kernel started in ``folder``: at most ``timeout``
-    s a cell and ``limit`` s in all (None: no bound; longer is a UserError). nbclient runs in a
-    worker thread, so a SIGINT or SIGTERM reaches this thread, stops the kernel and is raised
-    here. Returns ``nb``."""
+    """Execute ``nb`` in a kernel started in ``folder``: ``timeout`` s a cell, ``limit`` s in
+    all (longer: UserError); a signal stops the kernel and is raised here. Returns ``nb``."""
     from nbclient import NotebookClient
     from nbclient.output_widget import OutputWidget
 
     class OutputArea(OutputWidget):
-        """nbclient's stand-in for an ipywidgets Output that keeps what it captures without
-        sending it back to the kernel: that comm message goes out on the shell socket through
-        a blocking shadow of it, which can swallow the wake-up of an execute_reply already
-        queued there, so the cell's wait ran to its full timeout and then read the reply as
-        if nothing had happened (the silent stalls of the explorers' notebooks)."""
+        """An Output widget that sends no comm message back (it could swallow the wake-up of
+        a queued execute_reply: the cell then stalled until its timeout)."""
 
         def sync_state(self):
             pass
@@ -90,7 +69,14 @@ def run(nb, folder: Path, timeout: int = 900, limit: float | None = None):
     saved = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (str(PACKAGE_ROOT), saved)))
     failed = []
-    worker = threading.Thread(target=_catching(client.execute, failed), daemon=True)
+
+    def call():
+        try:
+            client.execute()
+        except BaseException as e:  # handed to the waiting thread
+            failed.append(e)
+
+    worker = threading.Thread(target=call, daemon=True)
     try:
         worker.start()
         while worker.is_alive():
@@ -102,10 +88,7 @@ def run(nb, folder: Path, timeout: int = 900, limit: float | None = None):
         worker.join(30)
         raise
     finally:
-        if saved is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = saved
+        os.environ.pop("PYTHONPATH") if saved is None else os.environ.update(PYTHONPATH=saved)
     if failed:
         raise failed[0]
     took = time.monotonic() - start
@@ -115,19 +98,8 @@ def run(nb, folder: Path, timeout: int = 900, limit: float | None = None):
     return nb
 
 
-def _catching(fn, failed: list):
-    def call():
-        try:
-            fn()
-        except BaseException as e:  # handed to the waiting thread
-            failed.append(e)
-
-    return call
-
-
 def to_html(nb) -> str:
-    """The executed notebook as one page of the site (:func:`yolo_sm.report.site.page_html`),
-    titled by its first heading, its neighbours the index."""
+    """The executed notebook as one page of the site."""
     return page_html(nb, Page("", title_of(nb)))
 
 
@@ -144,15 +116,13 @@ def notebooks_in(folder: str | os.PathLike, only: list[str] | None = None) -> li
 
 
 PARAMETERS_FILE = "notebook_parameters.yaml"
-#: parameters a root cannot set: which root a page reads (DATA, and machine a of the two-roots
-#: page) and LIVE (collecting on the machine that renders)
+#: parameters a root cannot set
 NOT_FROM_A_ROOT = frozenset({"DATA", "DATA_A", "LIVE"})
 _SCALARS = (str, int, float, bool)
 
 
 def declared_parameters(nb) -> dict:
-    """name -> default of each name the notebook's ``parameters`` cell assigns a literal (or an
-    earlier such name) to; the cell is parsed, never run."""
+    """name -> literal default of the ``parameters`` cell (parsed, never run)."""
     out: dict = {}
     for cell in nb.cells:
         if cell.cell_type != "code" or "parameters" not in cell.metadata.get("tags", []):
@@ -177,8 +147,7 @@ def declared_parameters(nb) -> dict:
 
 
 def _fits(value, default) -> bool:
-    """Whether ``value`` (from YAML) is a literal of ``default``'s type (None: a text or None;
-    a float: any finite number; a list: a list of the kinds its items are)."""
+    """Whether ``value`` (from YAML) is a literal of ``default``'s type."""
     kind = type(value)
     if default is None:
         return value is None or kind is str
@@ -190,11 +159,8 @@ def _fits(value, default) -> bool:
 
 
 def root_parameters(root: DataRoot, notebook: str, declared: dict | None = None) -> dict:
-    """The parameters the root's ``notebook_parameters.yaml`` sets for ``notebook`` (a file name
-    without ``.ipynb``): the entries under its full name and under its number (``"01"``), the
-    full name winning. ``declared``: the notebook's :func:`declared_parameters`; each name must
-    be one of them (not :data:`NOT_FROM_A_ROOT`) and its value of the default's type, else a
-    UserError naming the file, the name and what it takes."""
+    """What the root's parameters file sets for ``notebook`` (by number, then stem), each
+    checked against ``declared`` (:func:`declared_parameters`): UserError when it does not fit."""
     f = root.path / PARAMETERS_FILE
     if not f.exists():
         return {}
@@ -228,16 +194,14 @@ def as_root(data: str | os.PathLike | DataRoot) -> DataRoot:
 
 
 def _data_value(root: DataRoot) -> str:
-    """What ``DATA`` is set to: the root's name when it is the folder of that name under
-    :func:`data_dir` (the page then shows ``DATA = 'cpu'``), else its absolute path."""
+    """``DATA``'s value: the root's name when it is under :func:`data_dir`, else its path."""
     if (data_dir() / root.name).resolve() == Path(root.path).resolve():
         return root.name
     return str(root.path)
 
 
 def inject_parameters(nb, params: dict):
-    """Insert a code cell tagged ``injected-parameters`` setting ``params`` after the cell
-    tagged ``parameters`` (first, when there is none), as papermill does; returns ``nb``."""
+    """Insert a cell tagged ``injected-parameters`` setting ``params`` (papermill style)."""
     import nbformat
 
     lines = [f"{k} = {v!r}" for k, v in params.items()]
@@ -253,8 +217,7 @@ def inject_parameters(nb, params: dict):
 
 
 def prepare(path: Path, data: str | os.PathLike | DataRoot | None = None):
-    """Notebook ``path`` read, with ``DATA`` and the root's parameters injected when ``data``
-    names a root (None: the notebook's own parameters)."""
+    """Notebook ``path``, with ``DATA`` and the root's parameters injected when ``data`` is set."""
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
@@ -272,10 +235,8 @@ def render_site(
     only: list[str] | None = None,
     data: str | os.PathLike | DataRoot | None = None,
 ) -> Path:
-    """Execute every ``NN_topic.ipynb`` of ``notebooks`` (those ``only`` names, when given)
-    from the dataset root ``data`` (a name under ``data/`` or a path; None: each notebook's own
-    ``DATA``) and write the site into ``out`` (:func:`write_site`). The root and its notebook
-    parameters are checked before any notebook runs. Returns the index."""
+    """Execute the ``NN_topic.ipynb`` of ``notebooks`` (prefixes ``only``) from root ``data``
+    (None: each notebook's own) and write the site into ``out``; returns the index path."""
     root = as_root(data) if data is not None else None
     paths = notebooks_in(notebooks, only)
     prepared = {p: prepare(p, data) for p in paths}
@@ -292,14 +253,8 @@ def render_site(
 def write_site(
     executed: dict, out: str | os.PathLike, root: DataRoot, verdicts: pd.DataFrame | None = None
 ) -> Path:
-    """Write the site of the executed notebooks ``executed`` (file stem -> notebook, in
-    reading order) into ``out``: one page per notebook, each linking the previous, the next
-    and the index, with the key results of the rules ``root``'s verdict table files under it
-    (:mod:`yolo_sm.report.site_results`); ``index.html``
-    (:mod:`yolo_sm.report.site_index`); and the files every page shares (plotly.js, the
-    style sheets). ``verdicts``: ``root``'s verdict table when the caller has it already.
-    Every file is made under an unpredictable name in ``out`` first and renamed over its page
-    (never through a link planted there) once all are made. Returns the index."""
+    """Write the pages of ``executed`` (stem -> notebook, in reading order), the index and the
+    shared assets into ``out`` (:func:`replace_all`); returns the index path."""
     out = Path(out)
     pages = [Page(stem, title_of(nb)) for stem, nb in executed.items()]
     verdicts = catalog.verdict_table(root) if verdicts is None else verdicts
@@ -329,8 +284,7 @@ def write_site(
 
 
 def without_local_paths(text: str, root: DataRoot) -> str:
-    """``text`` with the root's folder written as its name and this checkout's folder as
-    ``.`` (a root outside ``data/`` is rendered from its absolute path)."""
+    """``text`` with the root's folder as its name and this checkout's as ``.``."""
     for folder, name in ((root.path, root.name), (PACKAGE_ROOT, ".")):
         for form in {str(Path(folder)), str(Path(folder).resolve())}:
             text = text.replace(form, name)
@@ -338,10 +292,8 @@ def without_local_paths(text: str, root: DataRoot) -> str:
 
 
 def replace_all(folder: Path, files: dict) -> None:
-    """Write ``files`` (name -> text or bytes) into ``folder``: each to a new temporary file
-    there (``mkstemp``: an unpredictable name, created exclusively), then all renamed over
-    their names with SIGINT and SIGTERM held back, so the folder holds the old files or the
-    new ones; a file or link already at a name is replaced, never written through."""
+    """Write ``files`` (name -> text or bytes) into ``folder`` via ``mkstemp`` files renamed
+    over their names with SIGINT / SIGTERM blocked: all old or all new, never through a link."""
     made: dict[str, str] = {}
     umask = os.umask(0)
     os.umask(umask)
@@ -367,8 +319,7 @@ def replace_all(folder: Path, files: dict) -> None:
 
 
 def default_data(path: Path) -> str:
-    """The ``DATA`` a notebook's ``parameters`` cell sets to a literal (the root a rendering
-    without ``--data`` reads its verdicts from)."""
+    """The literal ``DATA`` of a notebook's ``parameters`` cell."""
     import nbformat
 
     data = declared_parameters(nbformat.read(path, as_version=4)).get("DATA")
@@ -378,17 +329,15 @@ def default_data(path: Path) -> str:
 
 
 def strip_outputs(folder: str | os.PathLike) -> list[Path]:
-    """Remove outputs and execution counts from every notebook in ``folder``; returns the
-    notebooks that changed."""
+    """Strip outputs and execution counts of the notebooks in ``folder``; returns those changed."""
     import nbformat
 
     changed = []
     for path in sorted(Path(folder).glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
-        dirty = False
-        for cell in nb.cells:
-            if cell.cell_type == "code" and (cell.outputs or cell.execution_count is not None):
-                cell.outputs, cell.execution_count, dirty = [], None, True
+        dirty = [c for c in nb.cells if c.get("outputs") or c.get("execution_count") is not None]
+        for cell in dirty:
+            cell.outputs, cell.execution_count = [], None
         if dirty:
             nbformat.write(nb, path)
             changed.append(path)
@@ -396,9 +345,7 @@ def strip_outputs(folder: str | os.PathLike) -> list[Path]:
 
 
 def main(argv=None) -> int:
-    """``python -m yolo_sm.report.render [--data ROOT] [--notebooks DIR] [--out DIR]
-    [--only 01,02]``, or ``--strip FOLDER``: what ``make report`` and ``make strip`` run, in a
-    venv without torch."""
+    """``python -m yolo_sm.report.render``: what ``make report`` / ``make strip`` run (no torch)."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m yolo_sm.report.render")

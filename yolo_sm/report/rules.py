@@ -1,28 +1,13 @@
-"""Rules: every conclusion yolo_sm draws, as data, decided in one place.
-
-A :class:`Rule` names the fact it reads (:mod:`yolo_sm.analyse.facts`), a comparison and its
-thresholds. :func:`evaluate` turns rules and facts into the verdict table a notebook shows;
-:func:`phrase` only words a verdict that the comparison already made. A rule whose fact is
-missing (the dataset was not collected on this machine, or the fact holds over no point) reads
-"not tested"; a rule naming a fact, dataset or unit nothing declares fails to load
-(:func:`validate`, :data:`UNITS`). A ratio whose sides ran at SM clocks more than
-:data:`CLOCK_SHARE_PCT` apart carries a ``caveat`` beside its verdict.
-
-    Rule(id="claim_6", statement="kernels under 60 % occupancy waste the GPU",
-         fact="tensor_pipe_pct_below_60_occupancy", op="<", threshold=30.0, partly=50.0,
-         unit="%", datasets=("ncu_throughput_w1",))
-
-``op`` is the comparison that makes the statement hold: ``measured op threshold``. ``partly``
-(optional) is a second, looser threshold on the same side: a measurement that misses
-``threshold`` but meets ``partly`` reads "partly".
-"""
+"""Rules: every conclusion yolo_sm draws, as data. A :class:`Rule` holds when ``fact op
+threshold`` (a looser ``partly`` threshold reads "partly"); a missing fact reads "not tested".
+A ratio whose sides ran at SM clocks over :data:`CLOCK_SHARE_PCT` apart carries a caveat."""
 
 from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -37,35 +22,17 @@ UNITS = frozenset(
     {"", "x", "%", "pp", "points", "s", "min", "ratio", "rows", "limits", "block sizes", "waves",
      "runs", "layers", "batches", "engines", "convs", "types", "builds", "ms"}
 )  # fmt: skip
-VERDICT_COLUMNS = (
-    "id",
-    "statement",
-    "measured",
-    "unit",
-    "op",
-    "threshold",
-    "partly",
-    "verdict",
-    "datasets",
-    "scope",
-    "group",
-    "caveat",
+VERDICT_COLUMNS = tuple(
+    "id statement measured unit op threshold partly verdict datasets scope group caveat".split()
 )
-#: a ratio whose two sides ran at SM clocks more than this share apart (%) says so beside its
-#: verdict: a GPU that boosts freely can move a ratio this much by its clock alone
+#: clock spread (%) past which a ratio's verdict carries a caveat
 CLOCK_SHARE_PCT = 10.0
 
 
 @dataclass(frozen=True)
 class Rule:
-    """One conclusion: ``statement`` holds when ``fact op threshold``.
-
-    ``phrases`` maps a verdict to a template (``str.format`` fields: ``measured``,
-    ``threshold``, ``partly``, ``unit``, ``statement``) that words it; verdicts without one get
-    :data:`DEFAULT_PHRASE`. ``group`` files the rule under a notebook or a table (``claims``,
-    ``01_width_scaling``). ``datasets``: the tables the fact is read from; empty
-    where a root's own tables decide which (every table of a role): the verdict then names
-    the datasets its fact records."""
+    """``statement`` holds when ``fact op threshold``. ``group``: the notebook or table it files
+    under; ``datasets``: its tables (empty: those the fact records)."""
 
     id: str
     statement: str
@@ -77,7 +44,6 @@ class Rule:
     datasets: tuple[str, ...] = ()
     scope: str = ""
     group: str = ""
-    phrases: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
         if self.op not in OPS:
@@ -101,9 +67,6 @@ class Rule:
         return FAILS
 
 
-DEFAULT_PHRASE = "{statement}: **{verdict}** ({measured_text}; holds at {op} {threshold_text})"
-
-
 def _num(v: float, unit: str) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "not measured"
@@ -117,9 +80,7 @@ def _num(v: float, unit: str) -> str:
 
 
 def evaluate(rules: Iterable[Rule], facts: pd.DataFrame, root: str = "") -> pd.DataFrame:
-    """The verdict table: one row per rule with :data:`VERDICT_COLUMNS`. ``root`` (a dataset
-    root's name) prefixes the rule's dataset names (``h200/ncu_width_b8``), those that name no
-    root of their own."""
+    """One row per rule with :data:`VERDICT_COLUMNS`; ``root`` prefixes bare dataset names."""
     rows = []
     index = {(k, s): v for k, s, v in zip(facts.key, facts.scope, facts.value, strict=True)}
     sources = {
@@ -151,12 +112,7 @@ def evaluate(rules: Iterable[Rule], facts: pd.DataFrame, root: str = "") -> pd.D
     return pd.DataFrame(rows, columns=list(VERDICT_COLUMNS))
 
 
-def _caveats(verdicts: pd.DataFrame):
-    return verdicts["caveat"] if "caveat" in verdicts else [""] * len(verdicts)
-
-
 def _clock_caveat(spread_pct: float) -> str:
-    """What a verdict says beside it when its ratio's sides ran at clocks far apart."""
     if not spread_pct > CLOCK_SHARE_PCT:
         return ""
     return (
@@ -165,39 +121,29 @@ def _clock_caveat(spread_pct: float) -> str:
     )
 
 
-def phrase(rule: Rule, row: Mapping) -> str:
-    """One sentence for a verdict row of :func:`evaluate`, from the rule's template."""
-    template = rule.phrases.get(row["verdict"], DEFAULT_PHRASE)
-    return template.format(
-        statement=rule.statement,
-        verdict=row["verdict"],
-        measured=row["measured"],
-        threshold=row["threshold"],
-        partly=row["partly"],
-        unit=rule.unit,
-        op=rule.op,
-        measured_text=_num(row["measured"], rule.unit),
-        threshold_text=_num(row["threshold"], rule.unit),
+def markdown(rules: Iterable[Rule], verdicts: pd.DataFrame) -> str:
+    """The verdicts as a Markdown list, one sentence per rule of ``rules``."""
+    ids = {r.id for r in rules}
+    return "\n".join(
+        f"- {r.statement}: **{r.verdict}** ({_num(r.measured, r.unit)}; holds at {r.op} "
+        f"{_num(r.threshold, r.unit)})"
+        for r in verdicts.itertuples()
+        if r.id in ids
     )
 
 
-def markdown(rules: Iterable[Rule], verdicts: pd.DataFrame) -> str:
-    """The verdicts as a Markdown list, one phrased line per rule (for a findings cell)."""
-    by_id = {r.id: r for r in rules}
-    lines = [f"- {phrase(by_id[row['id']], row)}" for row in verdicts.to_dict("records")]
-    return "\n".join(lines)
-
-
 def frame(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """The verdict table's text, one row per rule (index: its id): statement, measured (with
-    unit, and beside it a caveat where there is one), threshold, verdict, datasets."""
+    """The verdict table's text, indexed by rule id."""
     out = pd.DataFrame(
         {
             "statement": verdicts.statement,
             "measured": [
                 f"{_num(m, u)}; {c}" if isinstance(c, str) and c else _num(m, u)
                 for m, u, c in zip(
-                    verdicts.measured, verdicts.unit, _caveats(verdicts), strict=True
+                    verdicts.measured,
+                    verdicts.unit,
+                    verdicts.get("caveat", pd.Series("", verdicts.index)),
+                    strict=True,
                 )
             ],
             "threshold": [
@@ -212,7 +158,6 @@ def frame(verdicts: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-#: the verdict table's cell styles: statements and dataset lists wrap, whole, left-aligned
 _TABLE_STYLES = [
     {"selector": "td.col0", "props": "text-align: left; white-space: normal; min-width: 24em;"},
     {"selector": "td.col4", "props": "text-align: left; white-space: normal; font-size: 0.75em;"},
@@ -221,22 +166,18 @@ _TABLE_STYLES = [
 
 
 def table(verdicts: pd.DataFrame):
-    """The verdict table as a notebook shows it (:func:`frame` as a Styler): every statement
-    whole (a DataFrame's display would cut it at pandas' column width), wrapping, left-aligned;
-    each verdict in its badge's colours."""
+    """The verdict table as a notebook shows it: statements whole, verdicts in badge colours."""
     styler = tables.show(frame(verdicts), index=True)
     return styler.set_table_styles(_TABLE_STYLES, overwrite=False).map(_badge, subset=["verdict"])
 
 
 def _badge(verdict: str) -> str:
-    """A verdict cell's style: the colours of its badge on the site (colors.VERDICT_COLORS)."""
     bg, fg = VERDICT_COLORS.get(verdict, (None, None))
     return f"background: {bg}; color: {fg}; font-weight: 600; white-space: nowrap;" if bg else ""
 
 
 def check_unique(rules: Iterable[Rule]) -> tuple[Rule, ...]:
-    """``rules`` as a tuple; raises ``ValueError`` when two share an id, or a fact (in one
-    scope) and its comparison: one question, one rule."""
+    """``rules`` as a tuple; ValueError when two share an id, or a fact, scope and op."""
     rules = tuple(rules)
     ids = [r.id for r in rules]
     dup = sorted({i for i in ids if ids.count(i) > 1})
@@ -251,9 +192,7 @@ def check_unique(rules: Iterable[Rule]) -> tuple[Rule, ...]:
 
 
 def validate(rules: Iterable[Rule], facts: Iterable[str], datasets: Iterable[str]):
-    """``rules`` as :func:`check_unique` returns them, each checked against the fact keys
-    ``facts`` that the facts functions declare and the dataset names ``datasets`` a root may
-    hold; raises ``ValueError`` naming every rule that reads an unknown fact or dataset."""
+    """:func:`check_unique` ``rules``; ValueError naming each unknown fact or dataset read."""
     rules, facts, datasets = check_unique(rules), frozenset(facts), frozenset(datasets)
     bad = [f"{r.id}: fact {r.fact!r}" for r in rules if r.fact not in facts]
     bad += [f"{r.id}: dataset {d!r}" for r in rules for d in r.datasets if d not in datasets]
@@ -263,22 +202,20 @@ def validate(rules: Iterable[Rule], facts: Iterable[str], datasets: Iterable[str
 
 
 def rule_maker(prefix: str, group: str):
-    """``rule(id, statement, fact, op, threshold, unit, datasets=(), partly=None, scope="")`` ->
-    a :class:`Rule` with id ``{prefix}_{id}`` in ``group``: the constructor of one notebook's
-    findings module."""
+    """A :class:`Rule` constructor with ids ``{prefix}_{id}`` in ``group``."""
 
     def rule(id, statement, fact, op, threshold, unit, datasets=(), partly=None, scope=""):
         return Rule(
-            id=f"{prefix}_{id}",
-            statement=statement,
-            fact=fact,
-            op=op,
-            threshold=threshold,
-            unit=unit,
-            partly=partly,
-            datasets=tuple(datasets),
-            scope=scope,
-            group=group,
+            f"{prefix}_{id}",
+            statement,
+            fact,
+            op,
+            threshold,
+            unit,
+            partly,
+            tuple(datasets),
+            scope,
+            group,
         )
 
     return rule

@@ -1,6 +1,4 @@
-"""A notebook section that needs datasets its root may lack: :func:`needs` wraps a function of
-the root so that, without them, it returns one line (a :class:`Note`) instead of failing, and
-the rest of the notebook runs."""
+"""Sections that need datasets: without them, :func:`needs` returns one :class:`Note` line."""
 
 from __future__ import annotations
 
@@ -27,8 +25,7 @@ def missing_note(root: DataRoot, names) -> Note:
 
 
 def needs(*names: str):
-    """Decorator: the wrapped ``fn(root, ...)`` runs only when ``root`` holds every dataset of
-    ``names``; otherwise it returns :func:`missing_note`."""
+    """Decorator: ``fn(root, ...)`` runs if ``root`` holds ``names``, else :func:`missing_note`."""
 
     def wrap(fn):
         @functools.wraps(fn)

@@ -1,19 +1,7 @@
-"""The rendered site's pages: one HTML page per executed notebook, with the site's navigation.
-
-Every page is nbconvert's JupyterLab page through :data:`TEMPLATE`, which leaves out whatever
-would load from the network (require.js, MathJax, mermaid, the widget manager) and links two
-files the site holds once: ``plotly.min.js`` (the installed plotly package's bundle, the one the
-figures were made with) and ``notebook.css`` (the lab template's style sheet). Each figure output
-then carries only its data; the copy of plotly.js that the notebook renderer puts into the first
-figure's output is dropped (:func:`for_html`).
-
-On top of nbconvert's page, :func:`page_html` adds the site: the notebook's title in
-``<title>``, a side bar with index / previous / next links and a table of contents built from
-the page's headings, a key-results box under the title, a placeholder where a widget was (it
-lives only in JupyterLab), and code folded away (set-up code under one line: cells tagged
-``hide-input`` or ``parameters``, and the code cells before the notebook's second markdown
-cell; every other cell's code under its own), long tables and verdicts shown above folded.
-"""
+"""The site's pages: nbconvert's JupyterLab page through :data:`TEMPLATE` (nothing loaded from the
+network; ``plotly.min.js`` and ``notebook.css`` held once by the site), plus a side bar with
+navigation and contents, a key-results box, widget placeholders, and folded code, long tables,
+long Markdown and repeated verdicts."""
 
 from __future__ import annotations
 
@@ -25,23 +13,20 @@ from pathlib import Path
 
 from yolo_sm.report.site_style import SITE_STYLE
 
-#: the tag that folds a code cell's input in the rendered page (the JupyterBook convention)
 HIDE_INPUT = "hide-input"
 SETUP_TAGS = (HIDE_INPUT, "parameters", "injected-parameters")
 PLOTLY_JS = "plotly.min.js"
 NOTEBOOK_CSS = "notebook.css"
 SITE_CSS = "site.css"
 INDEX = "index.html"
-#: an output's metadata key whose text, when set, folds the output under that summary line
+#: output metadata key: fold the output under this summary line
 FOLD = "yolo_site_fold"
-#: a table output with more body rows than this is folded (its summary says how many)
+#: tables with more body rows fold; outputs stating this many rules fold; Markdown cells longer
+#: (characters) fold past their first paragraph
 LONG_TABLE_ROWS = 4
-#: an output stating at least this many rules is folded: the page's answer is its key-results box
 MANY_VERDICTS = 3
-#: a Markdown cell longer than this (characters) shows its first paragraph; the rest folds
 LONG_MARKDOWN = 300
-#: the height in px of a figure whose layout sets none (plotly's own default is 450), and the
-#: most a figure takes on a page
+#: figure height (px) where the layout sets none, and the most a figure takes
 FIGURE_PX, FIGURE_MAX_PX = 320, 560
 
 _TOP, _RESULTS, _BOTTOM = (
@@ -101,11 +86,9 @@ BOTTOM
     .replace("BOTTOM", _BOTTOM)
 )
 
-# a script or style sheet fetched from elsewhere (plotly's MathJax CDN tag in every figure)
 _REMOTE_SCRIPT = re.compile(r"<script\b[^>]*\bsrc=[\"'](?:https?:)?//[^>]*>\s*</script>", re.I)
 _REMOTE_LINK = re.compile(r"<link\b[^>]*\bhref=[\"'](?:https?:)?//[^>]*>", re.I)
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-#: what a page shows where the notebook showed a widget
 WIDGET_PLACEHOLDER = (
     '<div class="yolo-widget">An interactive explorer stands here: it is interactive in '
     "JupyterLab only (<code>jupyter lab notebooks/</code>, see the index); the figures and "
@@ -118,34 +101,16 @@ _TAGS = re.compile(r"<[^>]+>")
 
 @dataclass(frozen=True)
 class Page:
-    """One notebook of the site. ``stem``: its file name without ``.ipynb``; ``title``: its
-    first heading; ``file``: the page's file name in the site."""
+    """One notebook of the site: file stem and first heading."""
 
     stem: str
     title: str
 
-    @property
-    def file(self) -> str:
-        return f"{self.stem}.html"
-
-    @property
-    def number(self) -> str:
-        return self.stem.split("_", 1)[0]
-
-    @property
-    def topic(self) -> str:
-        """The file name's topic part (``claims_checked``)."""
-        return self.stem.split("_", 1)[-1]
-
-    @property
-    def heading(self) -> str:
-        """The title's topic (``Occupancy primer``), before its question."""
-        return _split_title(self.title)[0]
-
-    @property
-    def question(self) -> str:
-        """The title's question (``what limits occupancy, ...?``), after its topic."""
-        return _split_title(self.title)[1]
+    file = property(lambda self: f"{self.stem}.html")
+    number = property(lambda self: self.stem.split("_", 1)[0])
+    topic = property(lambda self: self.stem.split("_", 1)[-1])
+    heading = property(lambda self: _split_title(self.title)[0])  # the title's topic
+    question = property(lambda self: _split_title(self.title)[1])  # after "topic: "
 
 
 def _split_title(title: str) -> tuple[str, str]:
@@ -155,7 +120,7 @@ def _split_title(title: str) -> tuple[str, str]:
 
 
 def title_of(nb) -> str:
-    """The notebook's first Markdown heading, without its ``#`` marks ("" when it has none)."""
+    """The notebook's first Markdown heading ("" when none)."""
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             for line in cell.source.splitlines():
@@ -165,8 +130,7 @@ def title_of(nb) -> str:
 
 
 def setup_cells(nb) -> list[int]:
-    """Indices of the code cells whose input the page folds: tagged :data:`SETUP_TAGS`, or
-    before the notebook's second markdown cell (its parameters, imports, loading the root)."""
+    """Indices of set-up code cells: tagged :data:`SETUP_TAGS` or before the second markdown."""
     markdown = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"]
     preamble_end = markdown[1] if len(markdown) > 1 else len(nb.cells)
     return [
@@ -184,16 +148,9 @@ def _is_plotly_bundle(output) -> bool:
 
 
 def for_html(nb, shown: set[str] | None = None, statements: tuple[str, ...] = ()):
-    """A copy of the executed notebook as the site renders it: plotly.js bundles dropped from
-    the outputs (the page links the site's copy), each widget replaced by
-    :data:`WIDGET_PLACEHOLDER` (and the widget state dropped), each run of consecutive
-    set-up cells (:func:`setup_cells`) merged into one code cell tagged :data:`HIDE_INPUT`
-    (its sources one after the other, then its outputs), so the page folds it under one
-    line, and every other code cell's input folded too; figures without a height of their own
-    :data:`FIGURE_PX` tall (:func:`with_height`); and folded under a summary line
-    (:func:`fold_outputs`): each table of more than
-    :data:`LONG_TABLE_ROWS` rows, and each output all of whose rule ``statements`` the page
-    showed above (``shown``: those its key-results box shows)."""
+    """A copy of ``nb`` as the site renders it: plotly.js bundles dropped, widgets replaced,
+    runs of set-up cells merged, every input folded, figure heights set, outputs folded
+    (:func:`fold_outputs`; ``shown``: statements the key-results box shows)."""
     nb = copy.deepcopy(nb)
     fold_outputs(nb, set(shown or ()), statements)
     nb.metadata.pop("widgets", None)
@@ -226,9 +183,8 @@ def for_html(nb, shown: set[str] | None = None, statements: tuple[str, ...] = ()
 
 
 def folded_markdown(text: str) -> str:
-    """``text`` as the page shows it: past :data:`LONG_MARKDOWN` characters, its first
-    paragraph (after any heading) open and the rest folded under "more" (CommonMark reads the
-    Markdown between the HTML lines, the blank lines around them keep it so)."""
+    """Past :data:`LONG_MARKDOWN` characters, ``text`` with all but its first paragraph (after
+    any heading) folded under "more"."""
     if len(text) <= LONG_MARKDOWN:
         return text
     blocks = text.split("\n\n")
@@ -246,10 +202,8 @@ def _output_text(output) -> str:
 
 
 def fold_outputs(nb, shown: set[str], statements: tuple[str, ...]) -> None:
-    """Mark outputs of ``nb`` to fold (:data:`FOLD`): an output whose rule statements (those
-    of ``statements`` its text holds) were all in ``shown`` or an earlier output, and a table
-    of more than :data:`LONG_TABLE_ROWS` body rows, and an output stating
-    :data:`MANY_VERDICTS` or more rules. ``shown`` grows with every statement the page holds."""
+    """Mark outputs to fold (:data:`FOLD`): those whose rule ``statements`` were all shown
+    before, long tables, and outputs stating :data:`MANY_VERDICTS` rules or more."""
     for cell in nb.cells:
         for output in cell.get("outputs", []) if cell.cell_type == "code" else ():
             text = _output_text(output)
@@ -276,8 +230,8 @@ _NEW_PLOT = re.compile(r'Plotly\.newPlot\(\s*"[^"]+",\s*')
 
 
 def with_height(text: str) -> str:
-    """A figure output's HTML with :data:`FIGURE_PX` as the height of each figure whose layout
-    sets none, and none taller than :data:`FIGURE_MAX_PX`."""
+    """A figure output's HTML with heights :data:`FIGURE_PX` by default, at most
+    :data:`FIGURE_MAX_PX`."""
     import json
 
     dec, parts, at = json.JSONDecoder(), [], 0
@@ -299,7 +253,6 @@ def with_height(text: str) -> str:
 
 
 def _placeholder(output):
-    """A widget's output as :data:`WIDGET_PLACEHOLDER`; any other output as it is."""
     if WIDGET_VIEW not in output.get("data", {}):
         return output
     import nbformat
@@ -308,7 +261,6 @@ def _placeholder(output):
 
 
 def _merged(run: list):
-    """One folded code cell holding the set-up cells ``run``."""
     cell = copy.deepcopy(run[-1])
     cell.source = "\n\n".join(c.source for c in run)
     cell.outputs = [o for c in run for o in c.outputs]
@@ -320,7 +272,6 @@ def _merged(run: list):
 
 
 def exporter():
-    """nbconvert's HTML exporter with :data:`TEMPLATE` over the JupyterLab template."""
     from jinja2 import DictLoader
     from nbconvert import HTMLExporter
 
@@ -332,13 +283,11 @@ def exporter():
 
 
 def offline(text: str) -> str:
-    """``text`` without the scripts and style sheets it would fetch from another host."""
     return _REMOTE_LINK.sub("", _REMOTE_SCRIPT.sub("", text))
 
 
 def headings(page_html_text: str) -> list[tuple[int, str, str]]:
-    """(level, id, text) of the page's second- and third-level headings, in order (id and
-    text unescaped: ``Kineto's``, not ``Kineto&#x27;s``)."""
+    """(level, id, text) of the page's h2 and h3 headings, unescaped."""
     out = []
     for level, hid, inner in _HEADING.findall(page_html_text):
         inner = re.sub(r'<a class="anchor-link".*?</a>', "", inner, flags=re.S)
@@ -348,7 +297,6 @@ def headings(page_html_text: str) -> list[tuple[int, str, str]]:
 
 
 def toc_html(items: list[tuple[int, str, str]]) -> str:
-    """The table of contents as a nested-looking list (third-level entries indented)."""
     if not items:
         return ""
     lis = "\n".join(
@@ -369,7 +317,6 @@ def _link(rel: str, target: Page | None, arrow: str) -> str:
 
 
 def nav_html(prev: Page | None, nxt: Page | None, where: str = "top") -> str:
-    """Previous, index and next links (``None``: that neighbour is the index)."""
     return (
         f'<nav class="yolo-nav yolo-nav-{where}" aria-label="site">'
         f"{_link('prev', prev, '←')}"
@@ -387,10 +334,8 @@ def page_html(
     shown: set[str] | None = None,
     statements: tuple[str, ...] = (),
 ) -> str:
-    """The executed notebook ``nb`` as the site's page ``page``: titled ``page.title``, linked
-    to the index and to ``prev`` / ``nxt`` (None: the index), with a key-results box under the
-    title: ``results(headings)`` (HTML; ``headings``: :func:`headings` of the page); ``shown``
-    and ``statements``: see :func:`for_html`."""
+    """``nb`` as the HTML page ``page``, linked to ``prev`` / ``nxt`` (None: the index), with
+    ``results(headings)`` under its title."""
     body, _ = exporter().from_notebook_node(
         for_html(nb, shown, statements), resources={"metadata": {"name": page.title or page.stem}}
     )
@@ -407,8 +352,7 @@ def page_html(
 
 
 def lab_css() -> str:
-    """The JupyterLab template's style sheets (index.css and the light theme) as one text, and
-    the few rules nbconvert's page adds inline."""
+    """The JupyterLab template's index.css and light theme as one text."""
     from nbconvert import HTMLExporter
 
     paths = HTMLExporter(template_name="lab").template_paths
@@ -424,7 +368,6 @@ def lab_css() -> str:
 
 
 def plotly_js_path() -> Path:
-    """The installed plotly package's ``plotly.min.js`` (what its notebook renderer inlines)."""
     import plotly
 
     path = Path(plotly.__file__).parent / "package_data" / PLOTLY_JS
@@ -434,6 +377,5 @@ def plotly_js_path() -> Path:
 
 
 def site_assets() -> dict:
-    """File name -> body of the files every page links: ``plotly.min.js``, ``notebook.css``
-    and ``site.css``."""
+    """File name -> body of the files every page links."""
     return {PLOTLY_JS: plotly_js_path().read_bytes(), NOTEBOOK_CSS: lab_css(), SITE_CSS: SITE_STYLE}

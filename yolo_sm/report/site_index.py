@@ -1,6 +1,5 @@
-"""The site's index page: what the project shows, the machine and software the dataset root was
-measured on (from its manifest's provenance), one key result per notebook (from the rules'
-verdicts), the reading order, the sources of the claims, how to reproduce, and notes."""
+"""The site's index page: what it shows, the root's machine (provenance), one key result per
+notebook, reading order, claim sources, how to reproduce, notes."""
 
 from __future__ import annotations
 
@@ -15,18 +14,11 @@ from yolo_sm.report.site_results import page_rows, page_tally, rows_table
 
 #: how the index names each provenance field (yolo_sm.contract.datasets.MACHINE_FIELDS)
 FIELD_LABELS = {
-    "gpu_name": "GPU",
-    "sm_count": "SM count",
-    "compute_capability": "compute capability",
-    "driver": "NVIDIA driver",
-    "cuda": "CUDA",
-    "torch": "PyTorch",
-    "cudnn": "cuDNN",
-    "ultralytics": "ultralytics",
-    "python": "Python",
-    "cpu_model": "host CPU",
+    "gpu_name": "GPU", "sm_count": "SM count", "compute_capability": "compute capability",
+    "driver": "NVIDIA driver", "cuda": "CUDA", "torch": "PyTorch", "cudnn": "cuDNN",
+    "ultralytics": "ultralytics", "python": "Python", "cpu_model": "host CPU",
     "gpu_uuid": "GPU UUID (the datasets that record one)",
-}
+}  # fmt: skip
 
 ABOUT = (
     "yolo_sm measures how YOLO object detectors use a GPU's streaming multiprocessors (SMs): "
@@ -55,7 +47,7 @@ _ARTICLE = re.compile(r"^\s*\d+\.\s+\*([^*]+)\*\s*(.*?)\s*;?\s*$")
 
 
 def cudnn_text(value: str) -> str:
-    """cuDNN's version number as provenance records it (``91900``) with its dotted form."""
+    """cuDNN's version (``91900``) with its dotted form."""
     try:
         n = int(value)
     except (TypeError, ValueError):
@@ -65,8 +57,7 @@ def cudnn_text(value: str) -> str:
 
 
 def provenance_rows(root: DataRoot) -> list[tuple[str, str]]:
-    """(label, value) per provenance field of the root's machine (``DataRoot.machine``), the
-    measurement dates and the number of datasets."""
+    """(label, value) per provenance field, the measurement dates and the dataset count."""
     m = root.machine()
     rows = []
     for f in MACHINE_FIELDS:
@@ -93,8 +84,7 @@ def provenance_table(root: DataRoot) -> str:
 
 
 def articles(first_markdown: str) -> list[tuple[str, str]]:
-    """(title, what it covers) of each numbered, italic-titled source in a notebook's first
-    Markdown cell (the claims notebook lists the articles it checks that way)."""
+    """(title, what it covers) of each ``1. *Title* ...`` line of a Markdown cell."""
     out = []
     for line in first_markdown.splitlines():
         m = _ARTICLE.match(line)
@@ -104,36 +94,24 @@ def articles(first_markdown: str) -> list[tuple[str, str]]:
 
 
 def key_results(verdicts: pd.DataFrame, pages: list[Page], homes: dict) -> str:
-    """One line per page: the page, its question, its first headline rule (the answer) with
-    its number and verdict, and the tally of all its rules."""
+    """One line per page: its question, first headline verdict and the tally of its rules."""
     picked, lead, tail = [], [], []
     for p in pages:
         rows = page_rows(verdicts, p, homes)
         if rows.empty:
             continue
         tally = page_tally(verdicts, p, homes)
-        counts = ", ".join(f"{n} {v}" for v, n in sorted(tally.items(), key=lambda kv: -kv[1]))
+        counts = ", ".join(f"{n} {v}" for v, n in tally.items())  # most frequent first
         picked.append(rows.iloc[:1])
         question = p.question[:1].upper() + p.question[1:] if p.question else p.heading
-        lead.append(
-            (
-                f'<a class="page" href="{html.escape(p.file)}">{html.escape(p.number)} · '
-                f"{html.escape(p.heading)}</a>",
-                html.escape(question),
-            )
-        )
+        link = f'<a class="page" href="{html.escape(p.file)}">{html.escape(p.number)} · '
+        lead.append((f"{link}{html.escape(p.heading)}</a>", html.escape(question)))
         tail.append((f'<span class="tally">{html.escape(counts)}</span>',))
     if not picked:
         return "<p>No page of this rendering decides a rule.</p>"
     rows = pd.concat(picked, ignore_index=True)
     rows.attrs["lead"], rows.attrs["tail"] = lead, tail
-    return rows_table(
-        rows,
-        first=("page", "question"),
-        last=("all its rules",),
-        answer="answer",
-        table_id="key-results",
-    )
+    return rows_table(rows, ("page", "question"), ("all its rules",), "answer", "key-results")
 
 
 def _role(p: Page, homes: dict) -> str:

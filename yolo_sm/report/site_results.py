@@ -1,16 +1,6 @@
-"""Which rules' verdicts each page of the site leads with, and the key-results box.
-
-Every rule files itself under a ``group`` (:class:`yolo_sm.report.rules.Rule`): a notebook's
-file name (``04_occupancy_heatmaps``) or a table's name (``claims``). A group's
-*home page* is the page of that name; else the page whose topic starts with it
-(``claims`` -> ``09_claims_checked``); else the page whose executed outputs show most of the
-group's rule ids. So a renumbered or split
-notebook keeps its rules as long as its findings name their group.
-
-:data:`HEADLINES` names, per group, the rules that answer the notebook's question, in the
-order a reader should see them; the first is the index's one line for the page. A group
-without headlines leads with its first rules.
-"""
+"""Which rules each page of the site leads with, and its key-results box. A rule's ``group``
+finds its home page: the page of that stem, else whose topic starts with it, else whose outputs
+show most of its ids. :data:`HEADLINES` orders the rules answering each page's question."""
 
 from __future__ import annotations
 
@@ -34,7 +24,7 @@ _WORD = re.compile(r"[\w.]+")
 
 
 def shown_tokens(nb) -> set[str]:
-    """The words (rule ids among them) the executed notebook's tables and text outputs show."""
+    """The words (rule ids among them) the notebook's outputs show."""
     words: set[str] = set()
     for c in nb.cells:
         for o in c.get("outputs", []) if c.cell_type == "code" else ():
@@ -47,9 +37,8 @@ def shown_tokens(nb) -> set[str]:
 
 
 def home_pages(verdicts: pd.DataFrame, pages: list[Page], notebooks: dict | None = None) -> dict:
-    """group -> stem of its home page (see the module's docstring), for every group of
-    ``verdicts`` that has one among ``pages``; ``notebooks`` (stem -> executed notebook) lets
-    a group find its page by the rule ids the page shows."""
+    """group -> stem of its home page among ``pages`` (``notebooks``: stem -> executed
+    notebook, for the last resort)."""
     stems = {p.stem for p in pages}
     out = {}
     tokens = None
@@ -74,8 +63,7 @@ def home_pages(verdicts: pd.DataFrame, pages: list[Page], notebooks: dict | None
 
 
 def page_rows(verdicts: pd.DataFrame, page: Page, homes: dict) -> pd.DataFrame:
-    """The verdict rows ``page`` leads with: its groups' :data:`HEADLINES` (in that order), or
-    the first :data:`FALLBACK` rules of a group without any."""
+    """The rows ``page`` leads with: its groups' :data:`HEADLINES`, else their first rules."""
     parts = []
     for group in _groups_of(page, homes):
         rows = verdicts[verdicts.group == group]
@@ -88,12 +76,11 @@ def page_rows(verdicts: pd.DataFrame, page: Page, homes: dict) -> pd.DataFrame:
 
 
 def _groups_of(page: Page, homes: dict) -> list[str]:
-    """The groups whose home is ``page``, the one named after it first."""
     return sorted((g for g, s in homes.items() if s == page.stem), key=lambda g: g != page.stem)
 
 
 def page_tally(verdicts: pd.DataFrame, page: Page, homes: dict) -> dict:
-    """verdict -> how many of the page's groups' rules reach it."""
+    """verdict -> how many of the page's groups' rules reach it, most frequent first."""
     groups = _groups_of(page, homes)
     return verdicts[verdicts.group.isin(groups)].verdict.value_counts().to_dict()
 
@@ -110,9 +97,8 @@ def rows_table(
     answer: str = "result",
     table_id: str = "",
 ) -> str:
-    """Verdict rows as an HTML table: statement (headed ``answer``), measured, holds at,
-    verdict; ``first`` and ``last`` head extra columns before and after them, their cells
-    given as HTML per row in ``rows.attrs['lead']`` and ``rows.attrs['tail']``."""
+    """Verdict rows as an HTML table; ``first`` / ``last`` head extra columns whose cells (HTML)
+    are ``rows.attrs['lead']`` / ``['tail']``."""
     shown = frame(rows)
     lead, tail = rows.attrs.get("lead", []), rows.attrs.get("tail", [])
     names = (*first, answer, "measured", "holds at", "verdict", *last)
@@ -137,13 +123,12 @@ def rows_table(
 def results_box(
     verdicts: pd.DataFrame, page: Page, homes: dict, machine: str, findings: str | None = None
 ) -> str:
-    """The key-results box of ``page``: its headline rows measured on ``machine`` and the
-    tally of all its rules' verdicts; ``findings``: the id of the page's findings heading."""
+    """The key-results box of ``page``; ``findings``: the id of its findings heading."""
     rows = page_rows(verdicts, page, homes)
     if rows.empty:
         return ""
     tally = page_tally(verdicts, page, homes)
-    counts = ", ".join(f"{n} {v}" for v, n in sorted(tally.items(), key=lambda kv: -kv[1]))
+    counts = ", ".join(f"{n} {v}" for v, n in tally.items())  # most frequent first
     where = f' (<a href="#{html.escape(findings, quote=True)}">Findings</a>)' if findings else ""
     lacks = lacking_line(verdicts, rows)
     return (
@@ -156,10 +141,8 @@ def results_box(
 
 
 def lacking_line(verdicts: pd.DataFrame, rows: pd.DataFrame) -> str:
-    """One line on the ``rows`` (a page's headline rules) that read "not tested" because the
-    root lacks a dataset they read: how many, and what the plan that makes it adds
-    (:meth:`yolo_sm.contract.datasets.DataRoot.adds`); ``""`` when none does or ``verdicts``
-    names no root (its ``attrs``, set by :func:`yolo_sm.report.catalog.verdict_table`)."""
+    """How many ``rows`` read "not tested" for a dataset the root lacks, and what adds it
+    (``""`` when none or ``verdicts.attrs`` names no root)."""
     if not verdicts.attrs.get("root_path"):
         return ""
     root = DataRoot(Path(verdicts.attrs["root_path"]), str(verdicts.attrs.get("root_name", "")))

@@ -1,19 +1,6 @@
-"""One visual vocabulary, applied to every figure before a plot function returns it.
-
-:func:`finish` gives a figure
-
-- axis, legend and colour-bar titles in words with units: a bare column name (``img_per_s``,
-  ``pct``, ``peak_mem_gb``) is replaced by its entry of :data:`LABELS`;
-- the colours of :mod:`yolo_sm.report.colors` for every trace named by a category key
-  (backend, precision, layout, kernel class, limiter, bound, theoretical / achieved, an engine
-  variant such as ``cudagraph/fp8/nhwc``), and the width or batch scale for traces of a legend
-  titled ``width`` or ``batch``;
-- readable log axes: ticks at 1, 2 and 5 of each decade (or decades only, over a wide range),
-  labelled in full with SI prefixes, no minor digits.
-
-:func:`problems` lists what breaks that vocabulary in a figure (the tests call it on every
-figure the notebooks draw).
-"""
+"""One visual vocabulary for every figure: :func:`finish` gives axis, legend and colour-bar titles
+in words with units (:data:`LABELS`), the colours of :mod:`yolo_sm.report.colors`, and log axes
+ticked at 1-2-5 per decade in full; :func:`problems` lists what breaks it (the tests' check)."""
 
 from __future__ import annotations
 
@@ -21,77 +8,41 @@ import math
 import re
 
 from yolo_sm.report.colors import COLORS, batch_color, category_color, width_color
+from yolo_sm.report.tables import SI
 
 #: Words with units for the column names the figures plot.
 LABELS = {
-    "img_per_s": "images per second",
-    "frames_per_s": "frames per second",
-    "median_ms": "latency per batch (ms)",
-    "latency_ms": "latency per batch (ms)",
-    "p99_ms": "p99 latency per batch (ms)",
-    "iqr_ms": "interquartile range (ms)",
-    "ms_per_forward": "GPU time per forward (ms)",
-    "duration_us": "kernel time (µs)",
-    "time_us": "kernel time (µs)",
-    "time_share": "share of kernel time",
-    "tflops": "TFLOP/s",
-    "achieved_tflops": "achieved TFLOP/s",
-    "achieved_gbps": "achieved GB/s",
-    "gflops_per_img": "GFLOPs per image",
-    "peak_mem_gb": "peak GPU memory (GB)",
-    "peak_mem_bytes": "peak GPU memory (bytes)",
-    "gb": "peak GPU memory (GB)",
-    "activation_mb": "activation per image (MB, fp16)",
-    "kernels": "kernels per forward",
-    "pct": "percent",
-    "value": "value",
-    "ratio": "speed-up (latency ratio)",
-    "speedup": "speed-up (latency ratio)",
-    "vs_baseline": "speed-up over the baseline (img/s ratio)",
-    "rel_err": "relative L2 error",
-    "width": "width multiplier",
-    "batch": "batch size",
-    "grid_size": "grid size (blocks)",
-    "waves_per_sm": "waves per SM",
-    "intensity": "arithmetic intensity (FLOP/byte)",
+    "img_per_s": "images per second", "frames_per_s": "frames per second",
+    "median_ms": "latency per batch (ms)", "latency_ms": "latency per batch (ms)",
+    "p99_ms": "p99 latency per batch (ms)", "iqr_ms": "interquartile range (ms)",
+    "ms_per_forward": "GPU time per forward (ms)", "duration_us": "kernel time (µs)",
+    "time_us": "kernel time (µs)", "time_share": "share of kernel time", "tflops": "TFLOP/s",
+    "achieved_tflops": "achieved TFLOP/s", "achieved_gbps": "achieved GB/s",
+    "gflops_per_img": "GFLOPs per image", "peak_mem_gb": "peak GPU memory (GB)",
+    "peak_mem_bytes": "peak GPU memory (bytes)", "gb": "peak GPU memory (GB)",
+    "activation_mb": "activation per image (MB, fp16)", "kernels": "kernels per forward",
+    "pct": "percent", "ratio": "speed-up (latency ratio)", "speedup": "speed-up (latency ratio)",
+    "vs_baseline": "speed-up over the baseline (img/s ratio)", "rel_err": "relative L2 error",
+    "width": "width multiplier", "batch": "batch size", "grid_size": "grid size (blocks)",
+    "waves_per_sm": "waves per SM", "intensity": "arithmetic intensity (FLOP/byte)",
     "achieved_occupancy_pct": "achieved occupancy (%)",
     "theoretical_occupancy_pct": "theoretical occupancy (%)",
-    "occupancy_pct": "theoretical occupancy (%)",
-    "tensor_pipe_pct": "tensor pipe active (%)",
+    "occupancy_pct": "theoretical occupancy (%)", "tensor_pipe_pct": "tensor pipe active (%)",
     "sm_throughput_pct": "SM throughput (% of peak)",
-    "dram_throughput_pct": "DRAM throughput (% of peak)",
-    "sm_util_pct": "SM utilisation (%)",
-    "utilisation_pct": "SM utilisation (%)",
-    "kernel_class": "kernel class",
-    "kernel_family": "kernel family",
-    "module_type": "layer type",
-    "nvtx_range": "forward",
-    "config": "forward",
-    "layer": "layer",
-    "label": "layer",
-    "variant": "engine",
-    "what": "measured",
-    "part": "part",
-    "metric": "metric",
-    "engine": "engine",
-    "precision": "precision",
-    "backend": "backend",
-    "layout": "layout",
-    "occupancy": "occupancy",
-    "limiter": "limiter",
-    "bound": "bound",
-    "vary": "varied parameter",
-    "w": "width multiplier",
-    "family": "model family",
-    "count": "count",
-}
+    "dram_throughput_pct": "DRAM throughput (% of peak)", "sm_util_pct": "SM utilisation (%)",
+    "utilisation_pct": "SM utilisation (%)", "module_type": "layer type", "nvtx_range": "forward",
+    "config": "forward", "label": "layer", "variant": "engine", "what": "measured",
+    "vary": "varied parameter", "w": "width multiplier", "family": "model family",
+    # plain words: a facet title "precision=fp16" reads "precision fp16"
+    **{w: w for w in "value layer part metric engine precision backend layout occupancy".split()},
+    **{w: w for w in ("limiter", "bound", "count")},
+}  # fmt: skip
 #: A title that is a bare identifier: snake_case, or a known column name.
 _IDENT = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)+")
 
 
 def label(name: str) -> str:
-    """Words with units for column ``name`` (the name itself when :data:`LABELS` lacks it and it
-    is not an identifier; identifiers lose their underscores)."""
+    """Words with units for column ``name`` (an unknown identifier loses its underscores)."""
     if name in LABELS:
         return LABELS[name]
     return name.replace("_", " ") if _IDENT.fullmatch(name or "") else name
@@ -106,45 +57,30 @@ def is_bare(title) -> bool:
 
 def _axes(fig):
     lay = fig.layout
-    return [
-        (k, getattr(lay, k)) for k in lay.to_plotly_json() if re.fullmatch(r"[xy]axis\d*", k)
-    ] or []
+    return [(k, lay[k]) for k in lay.to_plotly_json() if re.fullmatch(r"[xy]axis\d*", k)]
 
 
 def _trace_color(t):
-    for attr in ("line", "marker"):
-        part = getattr(t, attr, None)
-        c = getattr(part, "color", None) if part is not None else None
-        if isinstance(c, str):
-            return c
-    return None
+    colours = (getattr(getattr(t, a, None), "color", None) for a in ("line", "marker"))
+    return next((c for c in colours if isinstance(c, str)), None)
 
 
 def _set_color(t, colour: str) -> None:
-    kind = t.type
-    if kind in ("scatter", "scattergl"):
-        mode = t.mode or ""
-        if "lines" in mode or not mode:
-            t.line.color = colour
-        if isinstance(t.marker.color, str) or t.marker.color is None:
-            t.marker.color = colour
-    elif kind in ("bar", "box", "violin", "histogram"):
-        if isinstance(t.marker.color, str) or t.marker.color is None:
-            t.marker.color = colour
-        if kind in ("box", "violin"):
-            t.line.color = colour
+    scatter = t.type in ("scatter", "scattergl")
+    if (scatter and ("lines" in (t.mode or "") or not t.mode)) or t.type in ("box", "violin"):
+        t.line.color = colour
+    marked = scatter or t.type in ("bar", "box", "violin", "histogram")
+    if marked and (isinstance(t.marker.color, str) or t.marker.color is None):
+        t.marker.color = colour
 
 
 def _scale_color(legend: str, name: str):
+    scales = dict.fromkeys(("width", "width multiplier"), width_color)
+    scale = {**scales, **dict.fromkeys(("batch", "batch size"), batch_color)}.get(legend)
     try:
-        v = float(str(name).lstrip("wb"))
+        return scale(float(str(name).lstrip("wb"))) if scale else None
     except ValueError:
         return None
-    if legend in ("width", "width multiplier"):
-        return width_color(v)
-    if legend in ("batch", "batch size"):
-        return batch_color(v)
-    return None
 
 
 def _nice_ticks(lo: float, hi: float) -> list[float]:
@@ -160,40 +96,32 @@ def _nice_ticks(lo: float, hi: float) -> list[float]:
 
 def tick_text(v: float) -> str:
     """A tick label: ``0.5``, ``20``, ``5,000``, ``2M`` (SI prefix from a million)."""
-    if v >= 1e6:
-        for div, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M")):
-            if v >= div:
-                return f"{v / div:g}{suffix}"
-    if v >= 1000:
-        return f"{v:,.0f}"
-    return f"{v:g}"
+    for div, prefix in SI[:3]:
+        if v >= div:
+            return f"{v / div:g}{prefix}"
+    return f"{v:,.0f}" if v >= 1000 else f"{v:g}"
 
 
 def _values_on(fig, axis_key: str):
     """Every positive finite value the traces put on axis ``xaxis3`` / ``yaxis``."""
-    letter, num = axis_key[0], axis_key[5:]
-    ref = letter + num
-    out = []
-    for t in fig.data:
-        if (getattr(t, f"{letter}axis", None) or letter) != ref:
-            continue
-        vals = getattr(t, letter, None)
-        if vals is None:
-            continue
-        for v in vals:
-            try:
-                f = float(v)
-            except (TypeError, ValueError):
-                continue
-            if f > 0 and math.isfinite(f):
-                out.append(f)
-    return out
+    import pandas as pd
+
+    letter = axis_key[0]
+    ref = letter + axis_key[5:]
+    on = [
+        getattr(t, letter, None)
+        for t in fig.data
+        if (getattr(t, f"{letter}axis", None) or letter) == ref
+    ]
+    v = pd.to_numeric(
+        pd.Series([x for vals in on if vals is not None for x in vals]), errors="coerce"
+    )
+    return [float(x) for x in v[(v > 0) & (v < math.inf)]]
 
 
 def readable_log_axes(fig):
-    """Ticks at 1-2-5 per decade (decades over wide ranges), labelled in full, on every log
-    axis of ``fig``; the axis range when set, else the data's, decides which. An axis whose
-    values are all powers of two (batch sizes) is ticked at those values."""
+    """Ticks at 1-2-5 per decade (or the data's powers of two: batch sizes), labelled in full,
+    on every log axis of ``fig`` over its range (else the data's)."""
     for key, ax in _axes(fig):
         if ax.type != "log" or ax.tickvals is not None:
             continue
@@ -216,8 +144,8 @@ def readable_log_axes(fig):
 
 
 def recolor(fig):
-    """Each trace named (or grouped) by a category key gets the mapping's colour; traces of a
-    legend titled width or batch get the width or batch scale."""
+    """Traces named (or grouped) by a category key take its colour; those of a width or batch
+    legend, the width or batch scale."""
     legend = (fig.layout.legend.title.text or "") if fig.layout.legend.title else ""
     for t in fig.data:
         colour = None
@@ -256,15 +184,13 @@ def relabel(fig):
 
 
 def finish(fig):
-    """``fig`` in the project's vocabulary (:func:`relabel`, :func:`recolor`,
-    :func:`readable_log_axes`); returns it."""
+    """``fig`` relabelled, recoloured, log axes ticked; returns it."""
     return readable_log_axes(recolor(relabel(fig)))
 
 
 def problems(fig) -> list[str]:
-    """What in ``fig`` breaks the vocabulary: an axis title that is a bare column name, a
-    cartesian figure without any x or y title, a trace of a category key in another colour than
-    the mapping's."""
+    """Bare column names as axis titles, untitled cartesian axes, and category traces in
+    another colour than the mapping's."""
     out = []
     axes = _axes(fig)
     titles = {k: (ax.title.text if ax.title else None) for k, ax in axes}

@@ -1,12 +1,5 @@
-"""Tables as the notebooks show them: numbers formatted, headers in words, narrow.
-
-:func:`show` turns a DataFrame into a pandas Styler: integers with thousands separators, other
-numbers to three significant digits, byte and FLOP counts with SI prefixes (``231 kB``,
-``5.90 GFLOP``), shares (``*_share``, ``*_frac``) as percentages; headers lose their
-underscores and carry their unit (``median_ms`` -> ``median (ms)``); headers wrap, so a wide
-table stays on the page. :func:`show_dict` shows a mapping as a two-column table. The data is
-not changed: only how it prints; text in it is HTML-escaped.
-"""
+"""Tables as the notebooks show them (:func:`show`): numbers formatted (SI prefixes for bytes and
+FLOPs, shares as %), headers in words with units, wrapped; text HTML-escaped, data unchanged."""
 
 from __future__ import annotations
 
@@ -18,49 +11,30 @@ import pandas as pd
 
 #: Unit suffixes of column names and how the header writes them.
 UNITS = (
-    ("_per_s", "/s"),
-    ("_ms", "ms"),
-    ("_us", "µs"),
-    ("_s", "s"),
-    ("_pct", "%"),
-    ("_pct_points", "points"),
-    ("_bytes", ""),
-    ("_mb", "MB"),
-    ("_gb", "GB"),
-    ("_gbps", "GB/s"),
-    ("_tflops", "TFLOP/s"),
-    ("_mhz", "MHz"),
-)
+    ("_per_s", "/s"), ("_ms", "ms"), ("_us", "µs"), ("_s", "s"), ("_pct", "%"),
+    ("_pct_points", "points"), ("_bytes", ""), ("_mb", "MB"), ("_gb", "GB"), ("_gbps", "GB/s"),
+    ("_tflops", "TFLOP/s"), ("_mhz", "MHz"),
+)  # fmt: skip
 #: Headers written out for columns whose name is not a word plus a unit.
 HEADERS = {
-    "img_per_s": "img/s",
-    "median_ms": "median (ms)",
-    "iqr_ms": "IQR (ms)",
-    "p99_ms": "p99 (ms)",
-    "tflops": "TFLOP/s",
-    "vs_baseline": "× baseline",
-    "peak_frac": "share of peak",
-    "rel_err": "rel. error",
-    "block_size": "threads / block",
-    "grid_size": "grid (blocks)",
+    "img_per_s": "img/s", "median_ms": "median (ms)", "iqr_ms": "IQR (ms)", "p99_ms": "p99 (ms)",
+    "tflops": "TFLOP/s", "vs_baseline": "× baseline", "peak_frac": "share of peak",
+    "rel_err": "rel. error", "block_size": "threads / block", "grid_size": "grid (blocks)",
     "registers_per_thread": "registers / thread",
     "shared_mem_per_block_bytes": "shared mem / block",
     "theoretical_occupancy_pct": "theoretical occ. (%)",
     "achieved_occupancy_pct": "achieved occ. (%)",
     "theoretical_occupancy_tw_pct": "theoretical occ., time-weighted (%)",
-    "achieved_occupancy_tw_pct": "achieved occ., time-weighted (%)",
-    "kernel_class": "kernel class",
-    "module_type": "layer type",
-    "flops_per_img": "FLOPs / image",
-    "peak_mem_bytes": "peak memory",
+    "achieved_occupancy_tw_pct": "achieved occ., time-weighted (%)", "kernel_class": "kernel class",
+    "module_type": "layer type", "flops_per_img": "FLOPs / image", "peak_mem_bytes": "peak memory",
     "carveout_bytes": "carve-out",
-}
+}  # fmt: skip
 SI = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
 
 def si(value: float, unit: str = "") -> str:
     """``value`` with an SI prefix and three significant digits: ``231 kB``, ``5.90 G``."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if _missing(value):
         return ""
     for div, p in SI:
         if abs(value) >= div:
@@ -70,36 +44,34 @@ def si(value: float, unit: str = "") -> str:
 
 def kib(value: float) -> str:
     """Shared memory in KiB (the unit the hardware allocates it in): ``226 KiB``."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if _missing(value):
         return ""
     return f"{value / 1024:,.4g} KiB" if value else "0"
 
 
 def number(value) -> str:
-    """An integer with thousands separators, another number to three significant digits (with
-    separators from 1,000), booleans and text as they are, NaN empty."""
-    if value is None:
+    """Integers with thousands separators, other numbers to four significant digits, booleans
+    and text as they are, NaN empty."""
+    if _missing(value):
         return ""
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return str(value)
     if isinstance(value, numbers.Integral):
         return f"{value:,}"
-    if isinstance(value, numbers.Real):
-        v = float(value)
-        if math.isnan(v):
-            return ""
-        if math.isinf(v):
-            return "∞" if v > 0 else "-∞"
-        if v == int(v) and abs(v) < 1e15:
-            return f"{int(v):,}"
-        if abs(v) >= 1000:
-            return f"{v:,.0f}"
-        return f"{v:.4g}"
-    return str(value)
+    v = float(value)
+    if math.isnan(v) or math.isinf(v):
+        return "" if math.isnan(v) else "∞" if v > 0 else "-∞"
+    if v == int(v) and abs(v) < 1e15:
+        return f"{int(v):,}"
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def header(col: str) -> str:
-    """The header of column ``col``: :data:`HEADERS`, else the name in words with its unit."""
+    """Column ``col``'s header: :data:`HEADERS`, else its name in words with its unit."""
     col = str(col)
     if col in HEADERS:
         return HEADERS[col]
@@ -113,7 +85,7 @@ def header(col: str) -> str:
 
 
 def formatter(col: str):
-    """The cell formatter of column ``col`` (see the module docstring)."""
+    """The cell formatter of column ``col``."""
     c = str(col)
     if c.endswith("_bytes") and ("shared_mem" in c or "carveout" in c):
         return lambda v: kib(v) if isinstance(v, numbers.Real) else str(v)
@@ -129,8 +101,7 @@ def formatter(col: str):
 
 
 def show(df: pd.DataFrame, *, index: bool | None = None, caption: str | None = None):
-    """``df`` as a formatted, narrow Styler (see the module docstring). ``index``: show the
-    index (default: only when it is not a plain 0..n-1 range)."""
+    """``df`` as a formatted, narrow Styler; ``index`` shown by default unless a RangeIndex."""
     if index is None:
         index = not isinstance(df.index, pd.RangeIndex)
     d = df.copy()
@@ -162,6 +133,6 @@ def show(df: pd.DataFrame, *, index: bool | None = None, caption: str | None = N
 
 
 def show_dict(mapping: dict, *, key: str = "what", value: str = "value"):
-    """A mapping (e.g. a table's ``attrs``) as a two-column table, values formatted."""
+    """A mapping as a two-column table, values formatted."""
     rows = [{key: k.replace("_", " "), value: number(v)} for k, v in mapping.items()]
     return show(pd.DataFrame(rows))
