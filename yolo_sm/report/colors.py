@@ -6,7 +6,7 @@ from __future__ import annotations
 
 BACKEND_COLORS = {
     "eager": "#636EFA", "cudagraph": "#EF553B", "compile": "#00CC96", "onnxruntime": "#AB63FA",
-    "tensorrt": "#FFA15A", "compile:reduce-overhead": "#19D3F3",
+    "tensorrt": "#FFA15A", "compile:reduce-overhead": "#19D3F3", "copyfree": "#E377C2",
 }  # fmt: skip
 #: Frames-to-boxes rows of the fast-engines bench.
 PIPELINE_COLORS = {"pipeline": "#FF6692", "ultralytics_predict": "#B6E880"}
