@@ -31,6 +31,17 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _shared_notebooks(tmp_path_factory):
+    """Under pytest-xdist: the folder the workers of this run share their notebook executions
+    through (tests/notebook_cache.py), beside the workers' own temporary folders."""
+    from tests.notebook_cache import SHARED
+
+    os.environ.pop(SHARED, None)  # never an earlier run's
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ[SHARED] = str(tmp_path_factory.getbasetemp().parent / "notebooks")
+
+
 @pytest.fixture(scope="session")
 def tiny_yolo():
     from yolo_sm.core.models import build_yolo
