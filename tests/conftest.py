@@ -11,6 +11,11 @@ collect_ignore = [] if importlib.util.find_spec("plotly") else NEEDS_PLOTLY
 os.environ.setdefault(
     "YOLO_SM_CACHE", os.path.join(os.path.dirname(__file__), "..", ".cache", "tests")
 )
+# under pytest-xdist: the cores split between the workers, so that two workers' torch (and the
+# commands and kernels they start) do not each spin a thread a core on the same cores
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
 
 
 def _cuda() -> bool:
