@@ -44,14 +44,15 @@ $(REPORT_STAMP): pyproject.toml constraints.txt
 report: setup-report
 	$(REPORT_BIN)/python -m yolo_sm.report.render --data $(DATA) --notebooks notebooks --out $(SITE)
 
-## Lint, then the whole test suite on this machine, notebooks included (GPU tests skip without CUDA).
+## Lint, then the whole test suite on this machine, one worker a core (pytest-xdist), notebooks
+## included (GPU tests skip without CUDA).
 test: setup
 	$(BIN)/ruff check yolo_sm tests tools
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto
 
 ## Everything but the notebook executions.
 test-fast: setup
-	$(BIN)/python -m pytest -q -m "not notebooks"
+	$(BIN)/python -m pytest -q -n auto -m "not notebooks"
 
 ## GPU tests only (run on a CUDA machine, e.g. the H200).
 test-gpu: setup

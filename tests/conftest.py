@@ -11,6 +11,11 @@ collect_ignore = [] if importlib.util.find_spec("plotly") else NEEDS_PLOTLY
 os.environ.setdefault(
     "YOLO_SM_CACHE", os.path.join(os.path.dirname(__file__), "..", ".cache", "tests")
 )
+# under pytest-xdist: the cores split between the workers, so that two workers' torch (and the
+# commands and kernels they start) do not each spin a thread a core on the same cores
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
 
 
 def _cuda() -> bool:
@@ -29,6 +34,17 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_notebooks(tmp_path_factory):
+    """Under pytest-xdist: the folder the workers of this run share their notebook executions
+    through (tests/notebook_cache.py), beside the workers' own temporary folders."""
+    from tests.notebook_cache import SHARED
+
+    os.environ.pop(SHARED, None)  # never an earlier run's
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ[SHARED] = str(tmp_path_factory.getbasetemp().parent / "notebooks")
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,9 @@
 """Executed notebooks, once per test run: the notebook tests and the site test read the same
 executions (a notebook takes tens of seconds on 2 cores). Callers must not change what they
 get (the site's renderer copies before it edits). Under pytest-xdist the workers of one run
-share the executions through files (the first worker to ask executes; the others wait on its
-lock and read the result).
+share the executions through files under the run's temporary folder, which pytest removes with
+the run's other old ones (the first worker to ask executes; the others wait on its lock and read
+the result).
 
 Each execution is bounded: :data:`CELL_S` a cell and :data:`NOTEBOOK_S` the whole notebook
 (``yolo_sm.report.render.run``). A stall that runs a cell's wait to its timeout (the explorers'
@@ -14,21 +15,22 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 
 #: seconds a cell may take, and a whole notebook (the slowest take about a minute on 2 cores)
 CELL_S, NOTEBOOK_S = 240, 240
 
 _EXECUTED: dict = {}
+#: the environment variable naming the folder the workers share (set by tests/conftest.py)
+SHARED = "YOLO_SM_TEST_NOTEBOOKS"
 
 
 def _shared(key) -> Path | None:
     """The file this run's workers share ``key``'s execution through (None: one process)."""
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if not run:
+    folder = os.environ.get(SHARED)
+    if not folder:
         return None
-    folder = Path(tempfile.gettempdir()) / f"yolo_sm_notebooks_{run}"
+    folder = Path(folder)
     folder.mkdir(exist_ok=True)
     return folder / hashlib.sha1(repr(key).encode()).hexdigest()
 

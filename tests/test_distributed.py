@@ -303,6 +303,7 @@ def test_a_worker_killed_mid_task_is_replaced_and_nothing_is_lost_or_doubled(tmp
     after = df.set_index("batch").loc[before.index]
     assert after.median_ms.tolist() == before.median_ms.tolist()  # not measured again
     assert after.worker.eq(seen["owner"]["worker"]).all()
+    client.wait_for_workers(2, timeout=60)  # the nanny's new worker registers (slow when busy)
     c = client.scheduler_info()["workers"]
     assert len(c) == 2 and seen["owner"]["pid"] not in {w.get("pid") for w in c.values()}
 

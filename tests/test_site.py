@@ -297,17 +297,28 @@ def test_offline_removes_remote_scripts_and_style_sheets_only():
 # --- the real notebooks ------------------------------------------------------------------------
 
 
-@pytest.mark.notebooks
-def test_site_from_the_h200_root(tmp_path):
+@pytest.fixture(scope="module")
+def h200_site(tmp_path_factory):
+    """The site rendered from every notebook executed on the H200 root, once for the tests that
+    read it: ``(site folder, {notebook path: executed notebook})``."""
     from tests.notebook_cache import executed
     from yolo_sm.contract.datasets import open_root
     from yolo_sm.report.render import notebooks_in, write_site
 
+    done = {p: executed(p, "h200") for p in notebooks_in(NOTEBOOKS)}
+    site = tmp_path_factory.mktemp("h200_site") / "site"
+    write_site({p.stem: nb for p, nb in done.items()}, site, open_root("h200"), verdicts_of("h200"))
+    return site, done
+
+
+@pytest.mark.notebooks
+def test_site_from_the_h200_root(h200_site):
+    from yolo_sm.contract.datasets import open_root
+
     root = open_root("h200")
-    notebooks = notebooks_in(NOTEBOOKS)
-    done = {p: executed(p, "h200") for p in notebooks}
-    write_site({p.stem: nb for p, nb in done.items()}, tmp_path / "site", root, verdicts_of("h200"))
-    texts = check_site(tmp_path / "site", done, root)
+    site, done = h200_site
+    notebooks = list(done)
+    texts = check_site(site, done, root)
     claims = [p for p in notebooks if claims_sources(p)]
     assert claims, "no notebook names the claims' sources"
     for title in claims_sources(claims[0]):
@@ -472,13 +483,12 @@ def test_long_tables_and_verdicts_shown_above_fold_under_one_line():
 
 
 @pytest.mark.notebooks
-def test_the_site_is_short_enough_to_read_with_each_answer_at_the_top(tmp_path):
+def test_the_site_is_short_enough_to_read_with_each_answer_at_the_top(h200_site):
     """At 1,400 px wide: each page at most 12,000 px tall, the site at most 100,000 px, each
     key-results box within the first 1,000 px. Measured in headless Chromium where one is
     installed; else estimated from the HTML (site_checks.estimated_height; against Chromium
     on the 19 pages of two H200 sites, 188,360 and 129,373 px in all: 228,160 and 119,770 px,
     each page 0.83 to 1.43 times its measured height, correlation 0.99)."""
-    from tests.notebook_cache import executed
     from tests.site_checks import (
         PAGE_MAX_PX,
         SITE_MAX_PX,
@@ -486,13 +496,9 @@ def test_the_site_is_short_enough_to_read_with_each_answer_at_the_top(tmp_path):
         browser_heights,
         estimated_height,
     )
-    from yolo_sm.contract.datasets import open_root
-    from yolo_sm.report.render import notebooks_in, write_site
 
-    done = {p.stem: executed(p, "h200") for p in notebooks_in(NOTEBOOKS)}
-    site = tmp_path / "site"
-    write_site(done, site, open_root("h200"), verdicts_of("h200"))
-    files = ["index.html", *(f"{s}.html" for s in done)]
+    site, done = h200_site
+    files = ["index.html", *(f"{p.stem}.html" for p in done)]
     if browser():
         measured = browser_heights(site, files)
         heights = {f: h for f, (h, _) in measured.items()}
