@@ -105,9 +105,10 @@ def test_the_quick_plan_collects_a_dataset_of_every_pages_first_headline():
     steps = {s.name for s in contract_plans.load_plan(PLANS / "quick.yaml").steps}
     rules = {r.id: r for r in all_rules()}
     for group, ids in HEADLINES.items():
-        assert set(rules[ids[0]].datasets) & steps, group
+        named = rules[ids[0]].datasets  # empty: the root's tables of a role (your model's)
+        assert not named or set(named) & steps, group
     # what it leaves to the full plan: the rules of datasets only the full plan makes
-    assert not {"sweep_bf16_nhwc", "bench_8bit", "ncu_batch_w1"} & steps
+    assert not {"sweep_bf16_nhwc", "ncu_batch_w1"} & steps
 
 
 @pytest.mark.parametrize(
