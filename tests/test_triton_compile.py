@@ -119,25 +119,12 @@ def test_the_nms_kernels(same_class):
     from yolo_sm.core import nms
 
     boxes = {"bx": "*fp32", "cls": "*i64", "valid": "*u8", "width": "i32", "iou": "fp32"}
-    overlap = nms._define_overlap(triton, tl)
-    types = {**boxes, "out": "*u8"}
-    assert assembled(compile_for_sm90(overlap, types, {"SAME_CLASS": same_class, "BLOCK": 32}))
     walk = nms._define_walk(triton, tl)
     types = {**boxes, "out": "*i32", "words": "i32"}
     consts = {"SAME_CLASS": same_class, "WB": nms.OVERLAP_BITS_WB}
     assert assembled(compile_for_sm90(walk["overlap_bits"], types, consts))
     types = {"bits": "*i32", "valid": "*u8", "keep": "*u8", "width": "i32", "words": "i32"}
     assert assembled(compile_for_sm90(walk["walk"], types, {"WORDS": 32}, num_warps=1))
-    suppress = nms._define_suppress(triton, tl)
-    types = {
-        "S": "*u8",
-        "keep_in": "*u8",
-        "valid": "*u8",
-        "keep_out": "*u8",
-        "changed": "*i32",
-        "width": "i32",
-    }
-    assert assembled(compile_for_sm90(suppress, types, {"BJ": 64, "BI": 64}))
 
 
 @pytest.mark.parametrize("resize", [True, False])
