@@ -48,7 +48,7 @@ report: setup-report
 ## included (GPU tests skip without CUDA).
 test: setup
 	$(BIN)/ruff check yolo_sm tests tools
-	$(BIN)/python -m pytest -q -n auto
+	$(BIN)/python -m pytest -q -n auto --dist worksteal
 
 ## Everything but the notebook executions.
 test-fast: setup
