@@ -1,7 +1,6 @@
-"""Two dataset roots ``a`` and ``b`` side by side (notebook 12): provenance, the sweep points
-each measured, img/s and delivered TFLOP/s against each machine's own ceilings, per-layer
-occupancy. Columns of one root end in ``_a`` / ``_b``; a joined table keeps the rows only one
-root holds (``present``: both, only a, only b). :func:`facts` feeds the rules."""
+"""Two dataset roots side by side (notebook 12): provenance, sweep points, img/s and share of
+each machine's ceilings, per-layer occupancy. Columns end in ``_a`` / ``_b``; ``present`` says
+which root holds a row (both, only a, only b)."""
 
 from __future__ import annotations
 
@@ -26,7 +25,7 @@ POINT_KEYS = tuple(c for c in KEY_COLUMNS if c != "device")
 POINT_VALUES = (
     "img_per_s", "median_ms", "tflops", "gpu_busy_ms", "flops_per_img", "host_bound", "dataset",
 )  # fmt: skip
-#: provenance read from the sweep rows: clocks at the start of each point, MHz
+#: provenance read from the sweep rows (MHz, bytes)
 CLOCK_COLUMNS = ("sm_clock_max_mhz", "sm_clock_mhz", "mem_clock_mhz", "gpu_memory_bytes")
 
 
@@ -42,8 +41,7 @@ def _values(series: pd.Series) -> str:
 
 
 def provenance(root: DataRoot) -> dict:
-    """What ``root`` was measured on: :meth:`DataRoot.machine` plus the clocks and GPU memory
-    its sweeps recorded (distinct values joined by ", ")."""
+    """:meth:`DataRoot.machine` plus the clocks and GPU memory its sweeps recorded."""
     out = dict(root.machine())
     sweeps = [root.load(n) for n in root.find_all("sweep")]
     for key in CLOCK_COLUMNS:
@@ -64,9 +62,7 @@ PROVENANCE_ROWS = (
 
 
 def provenance_table(a: DataRoot, b: DataRoot) -> pd.DataFrame:
-    """One row per provenance field (GPU, SM count, clocks, driver, CUDA, torch, ...), one
-    column per root (named ``a: <root>`` / ``b: <root>``) and ``same`` (both say the same;
-    a field neither records is left out, one only one records reads empty on the other)."""
+    """One row per provenance field either root records, one column per root, and ``same``."""
     pa, pb = provenance(a), provenance(b)
     rows = []
     for f in PROVENANCE_ROWS:
@@ -76,16 +72,13 @@ def provenance_table(a: DataRoot, b: DataRoot) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("field")
 
 
-#: point values computed rather than read: the dataset's name, and whether the host set the
-#: pace (:func:`yolo_sm.analyse.hostbound.host_bound`: measured where the row has it)
+#: point values computed rather than read
 NOT_READ = ("dataset", "host_bound")
 
 
 def points(root: DataRoot, prefer: tuple[str, ...] = ()) -> pd.DataFrame:
-    """Every ``ok`` sweep point of ``root``, one row per :data:`POINT_KEYS` point: the keys and
-    :data:`POINT_VALUES` (``dataset``: the short name it comes from). A point several of the
-    root's sweeps hold is taken from the first of ``prefer`` that holds it, else from the first
-    in manifest order."""
+    """Every ``ok`` sweep point of ``root`` (keys and :data:`POINT_VALUES`), once: from the
+    first sweep of ``prefer`` holding it, else the first in manifest order."""
     names = root.find_all("sweep")
     order = [n for n in prefer if n in names] + [n for n in names if n not in prefer]
     frames = []
@@ -104,8 +97,7 @@ def points(root: DataRoot, prefer: tuple[str, ...] = ()) -> pd.DataFrame:
 
 
 def key_text(values: pd.Series) -> pd.Series:
-    """A key column as text that reads alike from any table: numbers as ``%g`` (``1`` for
-    1 and 1.0, ``0.25``), missing values (None, NaN, "None") as ""."""
+    """A key column as text: numbers as ``%g``, missing values as ""."""
     num = pd.to_numeric(values, errors="coerce")
     text = values.astype(object).where(values.notna(), "").astype(str)
     text = text.where(~text.isin(["None", "nan", "NaN"]), "")
@@ -113,24 +105,16 @@ def key_text(values: pd.Series) -> pd.Series:
 
 
 def matmul_ceilings(root: DataRoot) -> dict[str, float]:
-    """precision -> the root's dense matmul ceiling in TFLOP/s (its ``ceilings`` table);
-    empty for a root without one."""
-    out = {}
-    for p in ("fp32", "tf32", "fp16", "bf16", "fp8", "int8"):
-        hit = ceiling(root, f"matmul_{p}")
-        if hit is not None:
-            out[p] = hit[0]
-    return out
+    """precision -> the root's dense matmul ceiling (TFLOP/s), where it measured one."""
+    precisions = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8")
+    hits = {p: ceiling(root, f"matmul_{p}") for p in precisions}
+    return {p: hit[0] for p, hit in hits.items() if hit is not None}
 
 
 def join_points(pa: pd.DataFrame, pb: pd.DataFrame, ceil_a=None, ceil_b=None) -> pd.DataFrame:
-    """The points of two :func:`points` tables joined on :data:`POINT_KEYS` (outer: a point
-    one root lacks stays, ``present`` says which holds it): ``img_per_s_a`` / ``_b``,
-    ``median_ms_*``, ``tflops_*``, ``dataset_*``, ``ratio`` (b / a img/s, NaN unless both),
-    ``pct_of_ceiling_a`` / ``_b`` (delivered TFLOP/s over that machine's own dense matmul
-    ceiling of the point's precision, %; NaN where the machine has none), ``launch_bound``
-    (the host set the pace on either machine: measured where a row says,
-    :func:`yolo_sm.analyse.hostbound.host_bound`, else eager at small batch)."""
+    """Two :func:`points` tables outer-joined on :data:`POINT_KEYS`: values per side, ``ratio``
+    (b / a img/s), ``pct_of_ceiling_*`` (% of that machine's matmul ceiling) and
+    ``launch_bound`` (host-bound on either machine: measured, else eager at small batch)."""
     keys = list(POINT_KEYS)
     vals = [c for c in POINT_VALUES if c != "flops_per_img"]
     pa, pb = (p.reindex(columns=[*keys, *POINT_VALUES]) for p in (pa, pb))
@@ -156,9 +140,7 @@ def join_points(pa: pd.DataFrame, pb: pd.DataFrame, ceil_a=None, ceil_b=None) ->
 
 
 def compare_points(a: DataRoot, b: DataRoot) -> pd.DataFrame:
-    """:func:`join_points` of the two roots' sweeps with their own ceilings. Where both hold
-    a sweep of the same name, its points win over the other sweeps' (a repeat collection is
-    matched to the same plan step)."""
+    """:func:`join_points` of both roots' sweeps; a sweep name both hold wins."""
     shared = tuple(n for n in a.find_all("sweep") if n in set(b.find_all("sweep")))
     return join_points(points(a, shared), points(b, shared), matmul_ceilings(a), matmul_ceilings(b))
 
@@ -171,9 +153,8 @@ def presence(m: pd.DataFrame) -> pd.DataFrame:
 
 
 def spread(m: pd.DataFrame) -> pd.DataFrame:
-    """The ratio (b / a img/s) of the points both measured, per ``launch_bound`` (host-bound
-    or GPU-bound): points, median, 10th / 90th percentile, min, max, ``max_dev_pct`` (largest
-    |ratio - 1|, %) and ``within_10pct`` (points)."""
+    """Per ``launch_bound``, the b / a img/s ratio of shared points: quantiles, largest
+    deviation (%) and points within the tolerance."""
     g = m[m.present == BOTH].assign(ratio=lambda d: d.ratio.astype(float))
     g = g.assign(dev=(g.ratio - 1).abs() * 100).groupby("launch_bound")
     out = g.ratio.agg(points="size", ratio_median="median", ratio_min="min", ratio_max="max")
@@ -184,10 +165,8 @@ def spread(m: pd.DataFrame) -> pd.DataFrame:
 
 
 def layers(root: DataRoot) -> pd.DataFrame:
-    """Per (config, layer) time-weighted occupancy from every Nsight Compute table of ``root``
-    that attributes kernels to layers (the first table holding a config wins): ``config``,
-    ``layer``, ``layer_idx``, ``module_type``, ``time_us``, ``achieved_occupancy_tw_pct``,
-    ``theoretical_occupancy_tw_pct``, ``main_limiter``, ``dataset``."""
+    """Per (config, layer) time-weighted occupancy from every layered Nsight Compute table of
+    ``root`` (the first table holding a config wins)."""
     cols = ["config", "layer", "layer_idx", "module_type", "time_us", "achieved_occupancy_tw_pct"]
     cols += ["theoretical_occupancy_tw_pct", "main_limiter", "dataset"]
     frames, seen = [], set()
@@ -207,8 +186,7 @@ def layers(root: DataRoot) -> pd.DataFrame:
 
 
 def join_layers(la: pd.DataFrame, lb: pd.DataFrame) -> pd.DataFrame:
-    """Two :func:`layers` tables joined on (config, layer), outer, with ``present``;
-    ``achieved_minus_pct_points`` = b - a achieved occupancy where both measured."""
+    """Two :func:`layers` tables outer-joined, with ``achieved_minus_pct_points`` (b - a)."""
     vals = ["time_us", "achieved_occupancy_tw_pct", "theoretical_occupancy_tw_pct"]
     vals += ["main_limiter", "dataset"]
     on = ["config", "layer"]
@@ -223,7 +201,7 @@ def compare_layers(a: DataRoot, b: DataRoot) -> pd.DataFrame:
 
 
 PREFIX = "compare."
-#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+#: the facts a rule reads
 FACT_KEYS = frozenset(
     PREFIX + k
     for k in ("b_faster_share_pct", "gpu_bound_within_pct", "host_bound_gpu_busy_within_pct")
@@ -231,10 +209,8 @@ FACT_KEYS = frozenset(
 
 
 def facts(a: DataRoot, b: DataRoot, m: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Facts over the points both roots measured (``m``: :func:`compare_points`): the % of
-    the GPU-bound ones within :data:`AGREE_PCT` of each other and the % where b gives more
-    img/s; the % of the host-bound ones whose GPU busy time per forward (what no host moves)
-    agrees within :data:`AGREE_PCT`. NaN over no point."""
+    """% of shared GPU-bound points within :data:`AGREE_PCT` and where b is faster; % of
+    host-bound ones whose GPU busy time agrees within it. NaN over no point."""
     m = compare_points(a, b) if m is None else m
     both = m[m.present == BOTH]
     ds = tuple(sorted({f"{a.name}/{d}" for d in both.dataset_a.dropna()}))

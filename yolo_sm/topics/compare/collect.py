@@ -1,13 +1,9 @@
-"""``yolo-sm remeasure``: random ``ok`` points of a shipped sweep (a seeded
-``DataFrame.sample``) built and timed again with the table's own timing settings, over the grid
-runner (resumable, written after every point), and compared with the shipped figures through
-:mod:`yolo_sm.analyse.regress`. A point that is not a CUDA graph brings its same-process
-reference (the same model's graph replay at the same batch): a host-bound point is decided on
-its ratio to it and on what no host moves (GPU busy time, launches per forward)."""
+"""``yolo-sm remeasure``: random ``ok`` points of a shipped sweep timed again with its own
+settings (resumable) and compared through :mod:`yolo_sm.analyse.regress`; a non-graph point
+brings its same-process CUDA-graph reference, on which a host-bound point is decided."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from yolo_sm.analyse.hostbound import TOLERANCE, launch_bound
@@ -15,6 +11,7 @@ from yolo_sm.analyse.regress import POINT_COLUMNS, REFERENCE_BACKEND, repeat_poi
 from yolo_sm.contract import datasets
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.schema import KEY_COLUMNS
+from yolo_sm.contract.store import read_metadata
 from yolo_sm.core.grid import run_grid
 from yolo_sm.core.models import model_flops
 from yolo_sm.core.sweep import Point, SweepSpec, build_model, failure, run_point
@@ -24,20 +21,12 @@ from yolo_sm.core.sweep import Point, SweepSpec, build_model, failure, run_point
 
 def _timing_settings(name: str) -> dict:
     """``budget_ms`` / ``warmup_ms`` the shipped table was measured with (parquet metadata)."""
-    import pyarrow.parquet as pq
-
-    path = datasets.path(name)
-    try:
-        meta = pq.read_schema(path).metadata or {}
-        spec = json.loads(meta.get(b"yolo_sm", b"{}")).get("spec", {})
-    except Exception:  # noqa: BLE001 - unreadable metadata: the sweep's defaults
-        spec = {}
+    spec = read_metadata(datasets.path(name)).get("spec") or {}
     return {k: float(spec[k]) for k in ("budget_ms", "warmup_ms") if spec.get(k) is not None}
 
 
 def pick(df, n: int, seed: int):
     """``n`` random ``ok`` rows of a sweep table (reproducible for a seed), in model order."""
-
     ok = df[df.status == "ok"]
     if n < 1:
         raise UserError("--points must be at least 1")
@@ -56,8 +45,7 @@ def _point(r, device: str | None) -> Point:
 
 
 def reference_key(r) -> tuple | None:
-    """The key of a sweep row's same-process reference: the same model's CUDA-graph replay at
-    the same batch, precision, layout and size (None for a CUDA-graph row itself)."""
+    """The key of a row's same-process CUDA-graph reference (None for a graph row)."""
     if r["backend"] == REFERENCE_BACKEND:
         return None
     key = dict(zip(KEY_COLUMNS, (r[c] for c in KEY_COLUMNS), strict=True))
@@ -69,9 +57,8 @@ def remeasure(
     name: str, n: int = 5, seed: int = 0, device: str | None = None, out: str | Path | None = None,
     progress: bool = True, tolerance: float = TOLERANCE,
 ):
-    """Re-measure ``n`` random points of sweep dataset ``name`` and return
-    :func:`comparison`. ``out``: the re-measured rows in the sweep's format (a rerun measures
-    only what it lacks; ``yolo-sm check`` reads it); ``device`` overrides the points' device."""
+    """:func:`comparison` of ``n`` random points of sweep ``name`` measured again; ``out``: the
+    new rows in the sweep's format (resumable); ``device`` overrides the points' device."""
     import pandas as pd
 
     entry = datasets.info(name)
@@ -136,11 +123,8 @@ def remeasure(
 
 
 def comparison(shipped_all, drawn, new, tolerance: float = TOLERANCE):
-    """One row per drawn point: its key, shipped and new img/s and ``ratio``, ``host_bound``,
-    ``basis`` and the references' img/s, ``same_process_ratio`` (a host-bound point's change
-    over its reference, reported), ``rule_metrics`` / ``rule_ratio`` (what decides the point
-    and its change farthest from 1), ``within_10pct`` (False for a failed point, None where
-    nothing decides), ``launch_bound``, ``status``, ``message``, dates and the new GPU."""
+    """Per drawn point: shipped and new img/s, ``ratio``, references, what decides it
+    (``rule_metrics`` / ``rule_ratio``) and ``within_10pct`` (False if failed, None undecided)."""
     import pandas as pd
 
     keys = list(KEY_COLUMNS)

@@ -1,5 +1,4 @@
-"""Notebook 12's figures and sections over :mod:`yolo_sm.topics.compare.analyse`'s tables; a
-figure of the points both roots measured is None when there is none."""
+"""Notebook 12's figures and sections; a figure of shared points is None without any."""
 
 from __future__ import annotations
 
@@ -20,9 +19,7 @@ def _both(m):
 
 
 def plot_all_points(m, a: str = "a", b: str = "b", title: str | None = None):
-    """Every sweep point of both roots: img/s against batch (log axes), one marker per point
-    and machine, colour by machine, symbol by ``present`` (measured on both, or on that
-    machine only), so the points one machine lacks stay in view."""
+    """Every sweep point of both roots: img/s against batch (log axes), colour by machine."""
     import pandas as pd
     import plotly.express as px
 
@@ -46,8 +43,7 @@ def plot_all_points(m, a: str = "a", b: str = "b", title: str | None = None):
 
 
 def _scatter(m, x, y, title, xlab, ylab, **kw):
-    """The points both measured, ``x`` against ``y``, colour by backend, symbol host-bound /
-    GPU-bound; None without such a point (or without both columns' values)."""
+    """Shared points, ``x`` against ``y`` by backend and host- / GPU-bound; None without any."""
     import plotly.express as px
 
     d = _both(m).dropna(subset=[x, y])
@@ -82,8 +78,7 @@ def plot_throughput(m, a: str = "a", b: str = "b"):
 
 
 def plot_ratio(m, a: str = "a", b: str = "b"):
-    """b / a img/s against batch per point both measured, the +- 10 % band shaded: two runs'
-    spread on one GPU, or one machine's speed-up over the other."""
+    """b / a img/s against batch per shared point, the +- tolerance band shaded."""
     return _scatter(
         m, "batch", "ratio", f"img/s on {b} over img/s on {a}, per point",
         "batch (images per forward)", f"{b} / {a} img/s", log_x=True,
@@ -100,8 +95,7 @@ def plot_ceiling_share(m, a: str = "a", b: str = "b"):
 
 
 def plot_layer_occupancy(layers, config: str, a: str = "a", b: str = "b", title: str | None = None):
-    """Time-weighted achieved occupancy per layer of one config, a and b as grouped bars in
-    model order (a layer one machine lacks shows one bar)."""
+    """Time-weighted achieved occupancy per layer of one config, a and b as grouped bars."""
     import plotly.graph_objects as go
 
     d = layers[layers["config"] == config].sort_values("layer_idx")
@@ -121,14 +115,11 @@ def plot_layer_occupancy(layers, config: str, a: str = "a", b: str = "b", title:
     return fig
 
 
-# ---- notebook 12 sections: what a cell shows, in order (tables, figures, or one sentence) -----
-
 POINT_COLUMNS = ("family", "width", "precision", "layout", "backend", "batch", "imgsz")
 
 
 def shared_points(m, a: str = "a", b: str = "b") -> list:
-    """The points both measured (keys, img/s on each, ratio, delivered TFLOP/s and % of each
-    machine's own ceiling, host-bound flag), or one sentence when there are none."""
+    """The shared points' img/s, ratio, TFLOP/s and ceiling shares, or one sentence."""
     d = _both(m)
     if d.empty:
         return [f"No sweep point was measured on both {a} and {b}."]
@@ -147,15 +138,13 @@ def one_root_only(m, a: str = "a", b: str = "b") -> list:
 
 
 def throughput(m, a: str = "a", b: str = "b") -> list:
-    """Every point of both roots, then the throughput and ceiling-share figures of the points
-    both measured (none without such points: :func:`shared_points` says so once)."""
+    """Every point of both roots, then the shared points' throughput and ceiling figures."""
     shared = [f for f in (plot_throughput(m, a, b), plot_ceiling_share(m, a, b)) if f]
     return [plot_all_points(m, a, b), *shared]
 
 
 def layer_occupancy(layers, a: str = "a", b: str = "b") -> list:
-    """Layers per ``present``, then for the config with most shared layers its table and
-    figure (a sentence when no layer was profiled on both)."""
+    """Layers per ``present``; the config with most shared layers as table and figure."""
     counts = layers.groupby("present").size().rename("layers").to_frame()
     shared = layers[layers["present"] == BOTH]
     if shared.empty:
@@ -169,6 +158,5 @@ def layer_occupancy(layers, a: str = "a", b: str = "b") -> list:
 
 
 def spread(m, a: str = "a", b: str = "b") -> list:
-    """The ratio summary per kind of point (:func:`yolo_sm.topics.compare.analyse.spread`) and its
-    figure (none when no point was measured on both)."""
+    """The ratio summary per kind of point and its figure (none without shared points)."""
     return [] if _both(m).empty else [compare.spread(m).round(3), plot_ratio(m, a, b)]

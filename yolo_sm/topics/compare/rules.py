@@ -1,5 +1,4 @@
-"""Findings of notebook 12 (two machines side by side): rules over the pair facts of
-:func:`yolo_sm.topics.compare.analyse.facts`, and every root's own verdicts next to each other."""
+"""Notebook 12's rules over two roots' pair facts, and both roots' verdicts side by side."""
 
 from __future__ import annotations
 
@@ -32,9 +31,7 @@ RULES: tuple[Rule, ...] = check_unique([
 
 
 def verdicts(a: DataRoot, b: DataRoot, points: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The verdict table of :data:`RULES` for ``a`` against ``b`` (``points``:
-    :func:`yolo_sm.topics.compare.analyse.compare_points`, computed when None); each row's
-    ``datasets`` names the sweeps of both roots the points come from."""
+    """The verdict table of :data:`RULES` for ``a`` against ``b``, naming both roots' sweeps."""
     f = compare.facts(a, b, points)
     out = evaluate(RULES, f, "")
     ds = {k: ", ".join(d) for k, d in zip(f.key, f.datasets, strict=True)}
@@ -43,11 +40,8 @@ def verdicts(a: DataRoot, b: DataRoot, points: pd.DataFrame | None = None) -> pd
 
 
 def side_by_side(va: pd.DataFrame, vb: pd.DataFrame, a: str = "a", b: str = "b") -> pd.DataFrame:
-    """Two verdict tables (:func:`yolo_sm.report.catalog.verdict_table` of each root) joined on
-    the rule: ``statement``, ``measured a (<a>)``, ``verdict a (<a>)``, ``measured b (<b>)``,
-    ``verdict b (<b>)``, ``unit``, ``agree`` (same verdict); a rule one table lacks reads
-    "absent" on that side, and rules not tested on either root are left out (``dropped`` in
-    ``attrs`` counts them)."""
+    """Two verdict tables joined on the rule, measured and verdict per side and ``agree``; a
+    rule tested on neither is left out (``attrs["dropped"]`` counts them)."""
     cols = ["id", "statement", "unit", "measured", "verdict"]
     m = va[cols].merge(
         vb[["id", "measured", "verdict"]], on="id", how="outer", suffixes=("_a", "_b")
@@ -58,11 +52,8 @@ def side_by_side(va: pd.DataFrame, vb: pd.DataFrame, a: str = "a", b: str = "b")
     untested = ("not tested", "absent")
     idle = m["verdict_a"].isin(untested) & m["verdict_b"].isin(untested)
     out = m[~idle].assign(agree=m["verdict_a"] == m["verdict_b"])
-    names = {
-        f"{c}_{s}": f"{c} {s} ({n})"
-        for c in ("measured", "verdict")
-        for s, n in (("a", a), ("b", b))
-    }
+    sides = (("a", a), ("b", b))
+    names = {f"{c}_{s}": f"{c} {s} ({n})" for c in ("measured", "verdict") for s, n in sides}
     order = ["statement", "measured_a", "verdict_a", "measured_b", "verdict_b", "unit", "agree"]
     out = out.set_index("id")[order].rename(columns=names)
     out.attrs["dropped"] = int(idle.sum())

@@ -1,12 +1,6 @@
-"""Layer-by-layer occupancy heatmaps (notebook 04): layer x width / batch / precision tables of
-time-weighted occupancy, time share and main limiter from Nsight Compute per-kernel tables, a
-drill-down from a cell to its kernels, Kineto's estimate against ncu, and the stall reasons of
-each layer's top kernel (the ncu ``stalls`` set).
-
-A kernel's *limiter* here is ``grid`` when it launches less than one full wave
-(``waves_per_sm`` < 1), else its block limiter
-(:func:`yolo_sm.analyse.occupancy.block_limiter`, the one classification notebook 00 uses too).
-"""
+"""Occupancy heatmaps (notebook 04): per-layer occupancy, time share and limiter tables from
+Nsight Compute, Kineto's estimate against ncu, and each layer's stall reasons. A kernel's limiter
+is ``grid`` under one full wave, else its block limiter (as in notebook 00)."""
 
 from __future__ import annotations
 
@@ -23,22 +17,17 @@ from yolo_sm.analyse.weighting import layer_view
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import parse_config, with_config
 
-#: The notebook's datasets: Nsight Compute per kernel over widths, batches and precisions, and
-#: the per-layer join of Kineto's estimate with Nsight Compute.
 WIDTH_NCU = "ncu_width_b8"
 BATCH_NCU = "ncu_batch_w1"
 PRECISION_NCU = "ncu_precision_w1"
 PROFILE = "profile_layers"
-#: Achieved occupancy (%) under which a layer counts as low, and at or above which as high.
+#: achieved occupancy (%) under which a layer is low, at or above which high
 LOW_PCT = 50.0
 HIGH_PCT = 85.0
-#: Percentage points within which Kineto's per-layer estimate counts as matching ncu.
+#: points within which Kineto's per-layer estimate matches ncu
 KINETO_TOLERANCE = 10.0
 
-#: The limiter categories, in the order of the categorical heatmap (colours:
-#: yolo_sm.report.colors.LIMITER_COLORS).
 LIMITERS = ("warps", "blocks", "registers", "shared_mem", "grid")
-#: Precisions from widest to narrowest, the column order of precision heatmaps.
 PRECISION_ORDER = ("fp32", "tf32", "fp16", "bf16")
 
 KERNEL_COLUMNS = (
@@ -48,9 +37,7 @@ KERNEL_COLUMNS = (
 
 
 def add_config_columns(df):
-    """A copy of ``df`` with family / width / precision / layout / batch parsed from ``config``
-    and ``variant`` = ``"<precision> <layout>"``."""
-
+    """A copy of ``df`` with the parsed config columns and ``variant`` (precision layout)."""
     out = with_config(df, strict=True)
     out["variant"] = out.precision + " " + out.layout
     return out
@@ -63,7 +50,7 @@ def config_key(label: str) -> tuple:
 
 
 def layer_key(name: str) -> tuple:
-    """Natural sort key: ``model.2`` < ``model.10`` (plain string order puts 10 first)."""
+    """Natural sort key: ``model.2`` < ``model.10``."""
     return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(name)))
 
 
@@ -73,28 +60,21 @@ def layer_order(layers) -> list:
 
 
 def short_kernel_name(name: str, max_len: int = 60) -> str:
-    """A readable kernel name: no ``void``, template arguments or parameter list, at most
-    ``max_len`` characters (``...`` marks a cut)."""
+    """A kernel name without ``void``, templates or parameters, at most ``max_len`` chars."""
     s = re.sub(r"^void\s+|\(anonymous namespace\)::|<unnamed>::", "", str(name))
     s = re.split(r"[<(]", s, maxsplit=1)[0].strip()
     return s if len(s) <= max_len else s[: max_len - 3] + "..."
 
 
 def add_limiter(kernels):
-    """A copy of ``kernels`` (Nsight Compute rows) with ``block_limiter``
-    (:func:`yolo_sm.analyse.occupancy.block_limiter`) and ``limiter`` (``grid`` under one wave,
-    else ``block_limiter``)."""
+    """``kernels`` with ``block_limiter`` and ``limiter`` (``grid`` under one wave)."""
     lim = block_limiter(kernels)
     return kernels.assign(block_limiter=lim, limiter=lim.where(kernels.waves_per_sm >= 1, "grid"))
 
 
 def layer_table(kernels):
-    """One row per (config, layer): :func:`yolo_sm.analyse.weighting.layer_view` (kernels, time,
-    time-weighted theoretical / achieved occupancy, SM coverage, main limiter by time and
-    ``main_limiter_share``, the share of the layer's kernel time under that limiter; its
-    ``time_share`` is within each config), the parsed config columns, ``layer_idx`` (model
-    order) and ``layer_label``."""
-
+    """Per (config, layer): :func:`~yolo_sm.analyse.weighting.layer_view`, ``main_limiter_share``
+    of the layer's time, the config columns, ``layer_idx`` (model order) and ``layer_label``."""
     df = add_limiter(kernels)
     out = layer_view(df, by=("config", "layer", "module_type", "stage"))
     by_lim = df.groupby(["config", "layer", "limiter"], observed=True).duration_us.sum()
@@ -109,9 +89,7 @@ def layer_table(kernels):
 
 
 def limiter_shares(kernels, by="config"):
-    """Share of each ``by`` group's kernel time under each limiter (:func:`add_limiter`), one
-    column per limiter in :data:`LIMITERS` order, with the parsed config columns when ``by`` is
-    ``"config"``."""
+    """Share of each ``by`` group's kernel time under each limiter, one column per limiter."""
     df = add_limiter(kernels)
     t = df.pivot_table(index=by, columns="limiter", values="duration_us", aggfunc="sum")
     t = t.reindex(columns=[c for c in LIMITERS if c in t.columns]).fillna(0.0)
@@ -124,10 +102,8 @@ def limiter_shares(kernels, by="config"):
 
 # fmt: off
 def config_summary(table, *, by="width", threshold=LOW_PCT, high=HIGH_PCT):
-    """Per value of ``by``: forward kernel time (ms), the forward's time-weighted achieved /
-    theoretical occupancy, layers (and their time share) below ``threshold`` % achieved
-    occupancy, layers at or above ``high`` %, and the slowest layer with its share and
-    occupancy."""
+    """Per ``by``: forward kernel ms, time-weighted occupancy (%), layers below ``threshold`` %
+    and at or above ``high`` % achieved, and the slowest layer."""
     rows = []
     for key, g in table.groupby(by, sort=True):
         w, ach = g.time_us / g.time_us.sum(), g.achieved_occupancy_tw_pct
@@ -147,10 +123,7 @@ def config_summary(table, *, by="width", threshold=LOW_PCT, high=HIGH_PCT):
 
 
 def kernels_of(kernels, config: str, layer: str):
-    """The kernels of one heatmap cell in launch order: short name (with the operation in
-    brackets where the name says it, e.g. ``[silu]``), class, duration, grid,
-    block, registers, shared memory, theoretical and achieved occupancy, limiters, waves."""
-
+    """The kernels of one heatmap cell in launch order, :data:`KERNEL_COLUMNS`."""
     sel = kernels[(kernels.config == config) & (kernels.layer == layer)]
     if sel.empty:
         raise ValueError(f"no kernels for config {config!r}, layer {layer!r}")
@@ -167,9 +140,7 @@ def slowest_layer(table, config: str) -> str:
 
 
 def estimate_vs_measured(profile):
-    """Kineto's estimate against ncu per layer (from ``profile_layers``): width parsed,
-    ``est_minus_achieved`` and ``est_minus_theoretical`` in percentage points, and
-    ``time_share`` within each config (ncu time)."""
+    """Kineto's estimate against ncu per layer: differences in points, ``time_share`` (ncu)."""
     out = add_config_columns(profile)
     out["est_minus_achieved"] = out.est_occupancy_tw_pct - out.ncu_achieved_occupancy_tw_pct
     out["est_minus_theoretical"] = out.est_occupancy_tw_pct - out.ncu_theoretical_occupancy_tw_pct
@@ -179,8 +150,7 @@ def estimate_vs_measured(profile):
 
 
 def _resource_capped(kernels) -> pd.Series:
-    """Per width: % of the tensor-core kernels' time whose block limiter is registers or
-    shared memory (:data:`yolo_sm.analyse.occupancy.RESOURCES`), whatever their grid."""
+    """Per width: % of tensor-core kernel time whose block limiter is registers or smem."""
     k = add_config_columns(add_limiter(add_kernel_class(kernels)))
     k = k[k.kernel_class.str.startswith("tensor_core")]
     capped = k.duration_us.where(k.block_limiter.isin(RESOURCES), 0.0)
@@ -200,7 +170,6 @@ def _width_facts(kernels) -> list[dict]:
         return v.min() if len(v) else math.nan
 
     at15 = ach[np.isclose(ach.index, 1.5)]
-    # per width and over width ranges: what the width claims of notebook 09 judge
     return [
         *(fact("achieved_occupancy_tw_pct", v, "%", scope=f"width={w:g}", datasets=ds)
           for w, v in ach.items()),
@@ -224,43 +193,27 @@ def _other_facts(root: DataRoot) -> list[dict]:
         k = add_config_columns(add_limiter(root.load(BATCH_NCU)))
         k = k[k.batch == k.batch.min()]
         grid = 100 * k.duration_us[k.limiter == "grid"].sum() / k.duration_us.sum()
+        note, ds = f"batch {k.batch.iloc[0]}", (BATCH_NCU,)
         rows.append(
-            fact(
-                "grid_limited_time_share_smallest_batch",
-                grid,
-                "%",
-                datasets=(BATCH_NCU,),
-                note=f"batch {k.batch.iloc[0]}",
-            )
+            fact("grid_limited_time_share_smallest_batch", grid, "%", datasets=ds, note=note)
         )
     if root.has(PRECISION_NCU):
         s = config_summary(layer_table(root.load(PRECISION_NCU)), by="variant")
         best = s.loc[s.achieved_occupancy_tw_pct.idxmax()]
         fast = s.loc[s.forward_kernel_ms.idxmin()]
-        rows.append(
-            fact(
-                "fastest_variant_occupancy_below_highest_pct_points",
-                best.achieved_occupancy_tw_pct - fast.achieved_occupancy_tw_pct,
-                "points",
-                datasets=(PRECISION_NCU,),
-                note=f"highest occupancy: {best.variant}; fastest: {fast.variant}",
-            )
-        )
+        gap = best.achieved_occupancy_tw_pct - fast.achieved_occupancy_tw_pct
+        note = f"highest occupancy: {best.variant}; fastest: {fast.variant}"
+        key = "fastest_variant_occupancy_below_highest_pct_points"
+        rows.append(fact(key, gap, "points", datasets=(PRECISION_NCU,), note=note))
     if root.has(PROFILE):
         err = estimate_vs_measured(root.load(PROFILE)).est_minus_achieved.abs()
-        rows.append(
-            fact(
-                f"kineto_layers_within_{KINETO_TOLERANCE:g}_share",
-                100 * (err <= KINETO_TOLERANCE).mean(),
-                "%",
-                datasets=(PROFILE,),
-                note="profiled layers where Kineto is within the tolerance of ncu",
-            )
-        )
-    return rows  # fmt: skip
+        share = 100 * (err <= KINETO_TOLERANCE).mean()
+        key = f"kineto_layers_within_{KINETO_TOLERANCE:g}_share"
+        rows.append(fact(key, share, "%", datasets=(PROFILE,), note="profiled layers"))
+    return rows
 
 
-#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+#: the facts a rule reads (a rule naming another fails to load)
 FACT_KEYS = frozenset(
     """
     achieved_occupancy_tw_pct_distance_from_60 achieved_occupancy_tw_pct_min
@@ -273,12 +226,7 @@ FACT_KEYS = frozenset(
 
 
 def facts(root: DataRoot) -> pd.DataFrame:
-    """The heatmaps' facts from ``root`` (:mod:`yolo_sm.analyse.facts`).
-
-    Besides the rules' facts, the width claims of notebook 09 read the forward's
-    ``achieved_occupancy_tw_pct`` per width (scope ``width=<w>``) and three facts scoped
-    ``width<=1.25``, ``width=1.5`` and ``width>1.7`` (NaN where the root has no such width).
-    """
+    """The heatmaps' facts; notebook 09's width claims read those scoped by width."""
     rows = _width_facts(root.load(WIDTH_NCU)) if root.has(WIDTH_NCU) else []
     return facts_table(rows + _other_facts(root))
 
@@ -290,16 +238,13 @@ OUTLIER_COLUMNS = [
 
 
 def kineto_outliers(est, tolerance: float = KINETO_TOLERANCE):
-    """The layer rows of :func:`estimate_vs_measured` where Kineto's estimate is more than
-    ``tolerance`` points from ncu's achieved occupancy, most underestimated first."""
+    """Layers where Kineto is more than ``tolerance`` points off ncu, most underestimated first."""
     out = est.loc[est.est_minus_achieved.abs() > tolerance]
     cols = [c for c in OUTLIER_COLUMNS if c in out]
     return out[cols].sort_values("est_minus_achieved").reset_index(drop=True)
 
 
-# ---- why warps wait: the ncu ``stalls`` set ----------------------------------------------------
-#: ``stall_<reason>_cycles``: warps stalled on the reason per issued instruction; summed over
-#: the reasons, the cycles a warp waits between two of its instructions
+#: ``stall_<reason>_cycles``: cycles stalled on the reason per issued instruction (ncu stalls set)
 STALLS = "ncu_stalls_w1"
 STALL = re.compile(r"stall_(?P<reason>\w+?)_cycles")
 DETAIL = (
@@ -312,19 +257,14 @@ def stall_columns(ncu: pd.DataFrame) -> list[str]:
 
 
 def top_kernels(ncu: pd.DataFrame, per_layer: int = 1) -> pd.DataFrame:
-    """Per (config, layer): its ``per_layer`` longest kernels with their stall reasons, the
-    largest reason (``top_stall``) and its share of all stall cycles (``top_stall_share``), the
-    stall cycles summed (``stall_cycles``) and the memory / efficiency columns of the set,
-    sorted in layer order. Kernels outside any layer are left out."""
+    """Per (config, layer): its ``per_layer`` longest kernels, stall cycles, ``top_stall`` and
+    its share, and the memory / efficiency columns, in layer order."""
     stalls = stall_columns(ncu)
     k = ncu[ncu.layer.fillna("") != ""].copy()
     if k.empty or not stalls:
         return pd.DataFrame()
     k["stall_cycles"] = k[stalls].sum(axis=1, min_count=1)
-    reasons = (
-        k[stalls].idxmax(axis=1, skipna=True).str.replace("stall_", "").str.replace("_cycles", "")
-    )
-    k["top_stall"] = reasons
+    k["top_stall"] = k[stalls].idxmax(axis=1, skipna=True).str.extract(STALL.pattern)["reason"]
     k["top_stall_share"] = k[stalls].max(axis=1) / k.stall_cycles
     k = k.sort_values("duration_us", ascending=False)
     top = k.groupby(["config", "layer"], sort=False).head(per_layer).copy()
@@ -337,32 +277,24 @@ def top_kernels(ncu: pd.DataFrame, per_layer: int = 1) -> pd.DataFrame:
 
 
 def stalls_long(top: pd.DataFrame) -> pd.DataFrame:
-    """:func:`top_kernels` as one row per (layer kernel, reason): ``cycles`` and ``share`` of
-    the kernel's stall cycles; reasons under 1 % of every kernel's stall cycles are folded into
-    ``other``."""
+    """:func:`top_kernels` per (kernel, reason): ``cycles`` and ``share``; reasons under 1 % of
+    every kernel's stall cycles fold into ``other``."""
     stalls = stall_columns(top)
     if top.empty or not stalls:
         return pd.DataFrame(columns=["config", "layer", "kernel", "reason", "cycles", "share"])
     t = top.assign(label=top.layer + " " + top.module_type.fillna(""))
-    long = t.melt(
-        id_vars=["config", "layer", "label", "kernel", "stall_cycles"],
-        value_vars=stalls,
-        var_name="reason",
-        value_name="cycles",
-    )
+    ids = ["config", "layer", "label", "kernel", "stall_cycles"]
+    long = t.melt(id_vars=ids, value_vars=stalls, var_name="reason", value_name="cycles")
     long["reason"] = long.reason.str.extract(STALL.pattern)["reason"]
     long["share"] = long.cycles / long.stall_cycles
     small = long.groupby("reason").share.max() < 0.01
     long.loc[long.reason.map(small).fillna(True).astype(bool), "reason"] = "other"
-    long = long.groupby(
-        ["config", "layer", "label", "kernel", "reason"], as_index=False, sort=False
-    )[["cycles", "share"]].sum()
-    return long
+    by = [*ids[:-1], "reason"]
+    return long.groupby(by, as_index=False, sort=False)[["cycles", "share"]].sum()
 
 
 def spill_kernels(ncu: pd.DataFrame) -> pd.DataFrame:
-    """Kernels that touch local memory (register spills or local arrays): local load / store
-    sectors above zero, longest first."""
+    """Kernels with local-memory sectors (register spills, local arrays), longest first."""
     cols = [c for c in ("local_load_sectors", "local_store_sectors") if c in ncu]
     if not cols:
         return pd.DataFrame()

@@ -1,5 +1,4 @@
-"""Figures and the kernel explorer of the occupancy heatmaps (notebook 04), from the tables of
-:mod:`yolo_sm.topics.heatmaps.analyse`."""
+"""Figures, sections and the kernel explorer of the occupancy heatmaps (notebook 04)."""
 
 from __future__ import annotations
 
@@ -37,13 +36,6 @@ def _variant_key(v: str) -> tuple:
     return (PRECISION_ORDER.index(prec) if prec in PRECISION_ORDER else 99, prec, layout)
 
 
-def _axis_values(table, x):
-    vals = table[x].drop_duplicates()
-    if x in ("width", "batch"):
-        return sorted(vals)
-    return sorted(vals, key=_variant_key) if x == "variant" else list(vals)
-
-
 def _x_label(x, v):
     return {"width": f"w{v:g}", "batch": f"b{v}"}.get(x, str(v)) if x in ("width", "batch") else v
 
@@ -51,7 +43,7 @@ def _x_label(x, v):
 def _grid(table, value, x):
     """(layer labels in model order, x labels, z matrix rows=layers) for one value column."""
     labels = table.drop_duplicates("layer").sort_values("layer_idx").layer_label.tolist()
-    xs = _axis_values(table, x)
+    xs = sorted(table[x].drop_duplicates(), key=_variant_key if x == "variant" else None)
     z = table.pivot_table(index="layer_label", columns=x, values=value, aggfunc="first")
     z = z.reindex(index=labels, columns=xs)
     return labels, [_x_label(x, v) for v in xs], z
@@ -72,9 +64,8 @@ _VALUE_TITLES = {
 
 # fmt: off
 def plot_layer_heatmap(table, values=("achieved_occupancy_tw_pct",), *, x="width", title=None):
-    """Heatmaps of layer (model order, top to bottom) x ``x`` (width, batch or variant), one
-    panel per column of ``values`` sharing one colour scale; cells show the value, hover adds
-    the layer's kernels, time and main limiter."""
+    """Heatmaps of layer x ``x`` (width, batch or variant), one panel per column of ``values``
+    on one colour scale; hover adds the layer's kernels, time and main limiter."""
     import numpy as np
     from plotly.subplots import make_subplots
 
@@ -106,9 +97,7 @@ def plot_layer_heatmap(table, values=("achieved_occupancy_tw_pct",), *, x="width
 
 
 def plot_limiter_heatmap(table, *, x="width", column="main_limiter", title=None):
-    """Categorical heatmap: the limiter holding most of each layer's kernel time, named in
-    each cell with its share of the layer's time (``<column>_share`` where the table has it);
-    hover adds the time-weighted theoretical and achieved occupancy."""
+    """Categorical heatmap: the limiter of most of each layer's kernel time, with its share."""
     import numpy as np
     import plotly.graph_objects as go
 
@@ -161,8 +150,7 @@ def plot_limiter_shares(shares, *, x="width", title=None):
 
 
 def plot_kernels(ktable, *, title=None):
-    """Drill-down figure: one bar per kernel (launch order) with its duration in us, coloured by
-    kernel class; theoretical (open) and achieved (filled) occupancy as markers on the right."""
+    """One bar per kernel (launch order, duration in us) by class; occupancy markers at right."""
     import plotly.graph_objects as go
 
     k = ktable.reset_index(drop=True)
@@ -198,8 +186,7 @@ def plot_kernels(ktable, *, title=None):
 
 
 def kernel_explorer(kernels, table=None):
-    """ipywidgets explorer (JupyterLab): dropdowns for config and layer -> the cell's kernel
-    table (:func:`kernels_of`) and figure (:func:`plot_kernels`)."""
+    """ipywidgets explorer: config and layer dropdowns -> that cell's kernel table and figure."""
     import ipywidgets as W
     from IPython.display import display
 
@@ -228,8 +215,7 @@ def kernel_explorer(kernels, table=None):
 
 
 def plot_estimate_vs_measured(est, *, tolerance=10.0, title=None):
-    """Scatter: ncu's achieved occupancy (x) against Kineto's estimate (y) per layer, one
-    colour per width, marker area ~ the layer's time share; y = x and a +-``tolerance`` band."""
+    """Per layer: ncu's achieved occupancy (x) against Kineto's estimate (y), +-``tolerance``."""
     import plotly.express as px
 
     d = est.assign(width=est.width.map(lambda w: f"w{w:g}"), time_pct=100 * est.time_share)
@@ -254,8 +240,7 @@ def plot_estimate_vs_measured(est, *, tolerance=10.0, title=None):
 
 
 def plot_stalls(long, title: str | None = None):
-    """Per layer (its top kernel), the cycles a warp waits between two instructions, split by
-    stall reason (stacked horizontal bars, layers in forward order)."""
+    """Per layer's top kernel: stall cycles per issued instruction by reason (stacked bars)."""
     import plotly.express as px
 
     order = list(dict.fromkeys(long.label))
@@ -265,9 +250,9 @@ def plot_stalls(long, title: str | None = None):
         x="cycles",
         color="reason",
         orientation="h",
+        template=TEMPLATE,
         hover_data=["kernel", "share"],
         category_orders={"label": order},
-        template=TEMPLATE,
         title=title or "What the top kernel of each layer waits on",
     )
     fig.update_xaxes(title_text="stall cycles per issued instruction (warp average)")
@@ -278,8 +263,7 @@ def plot_stalls(long, title: str | None = None):
 
 @needs(STALLS)
 def stall_table(root: DataRoot):
-    """The top kernel of each layer: its main stall reason and share, warp execution
-    efficiency, L1 / L2 hit rates and local-memory (spill) sectors."""
+    """Each layer's top kernel: main stall reason, efficiency, cache hit rates, spill sectors."""
     t = top_kernels(root.load(STALLS))
     keep = [c for c in t.columns if not STALL.fullmatch(c) and c != "config"]
     return tables.show(t[keep])
@@ -287,10 +271,8 @@ def stall_table(root: DataRoot):
 
 @needs(STALLS)
 def stalls_figure(root: DataRoot):
-    long = stalls_long(top_kernels(root.load(STALLS)))
-    return plot_stalls(
-        long, title=f"What the top kernel of each layer waits on ({root.device_name()})"
-    )
+    title = f"What the top kernel of each layer waits on ({root.device_name()})"
+    return plot_stalls(stalls_long(top_kernels(root.load(STALLS))), title=title)
 
 
 @needs(STALLS)
