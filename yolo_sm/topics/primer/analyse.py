@@ -1,8 +1,6 @@
-"""Occupancy primer (notebook 00): tables and facts. The calculator on the launch holding most
-tensor-core convolution time (the *flagship*), one real kernel per limit, waves and tails,
-the Hopper one-block-per-SM design and the SIMT fp32 contrast, all read from a root's Nsight
-Compute tables. Times in microseconds, occupancy and shares in percent, shared memory in bytes.
-"""
+"""Occupancy primer (notebook 00): the calculator on the launch holding most tensor-core conv
+time (the flagship), a real kernel per limit, waves, and the SIMT contrast, from Nsight Compute.
+Times in us, occupancy and shares in %, shared memory in bytes."""
 
 from __future__ import annotations
 
@@ -24,10 +22,7 @@ from yolo_sm.analyse.weighting import sm_coverage, weighted_mean
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import parse_config
 
-#: per-kernel Nsight Compute of the width forwards; the full metric set of the wide conv stack;
-#: the precision x layout forwards (the SIMT contrast)
 NCU, WIDE, SIMT_TABLE = "ncu_width_b8", "ncu_wide_stack", "ncu_precision_w1"
-#: every Nsight Compute table the lessons and the calculator check read (those the root holds)
 NCU_TABLES = ("ncu_width_b8", "ncu_batch_w1", "ncu_precision_w1", "ncu_wide_stack", "ncu_resnet101")
 #: kernel classes that move data rather than multiply matrices
 MEMORY_CLASSES = ("elementwise", "copy_concat", "pooling_upsample")
@@ -63,8 +58,7 @@ def compute_capability(root: DataRoot, ncu: pd.DataFrame | None = None) -> str |
 
 
 def kernels_of(root: DataRoot, names=NCU_TABLES) -> pd.DataFrame | None:
-    """Every kernel of the tables ``names`` the root holds, with ``source`` and
-    ``kernel_class``; None when it holds none."""
+    """Every kernel of the tables ``names`` the root holds, with ``source`` and class."""
     held = [n for n in names if root.has(n)]
     if not held:
         return None
@@ -73,9 +67,8 @@ def kernels_of(root: DataRoot, names=NCU_TABLES) -> pd.DataFrame | None:
 
 
 def flagship_launch(root: DataRoot, name: str = NCU) -> dict:
-    """The calculator's arguments for the launch shape holding most tensor-core convolution time
-    of table ``name`` (:data:`EXAMPLE_LAUNCH` where the root has none), plus ``source`` and
-    ``time_share`` of that time."""
+    """The calculator's arguments for the flagship launch shape of ``name`` (else
+    :data:`EXAMPLE_LAUNCH`), with ``source`` and ``time_share``."""
     k = add_kernel_class(root.load(name)) if root.has(name) else None
     tc = k[k.kernel_class == "tensor_core_conv"] if k is not None else None
     if tc is None or tc.empty:
@@ -99,11 +92,8 @@ def flagship_kernels(k: pd.DataFrame, launch: dict) -> pd.DataFrame:
 
 
 def limit_examples(k: pd.DataFrame) -> pd.DataFrame:
-    """One row per limit: the launch shape holding most kernel time among kernels whose blocks
-    per SM that limit alone sets (:func:`yolo_sm.analyse.occupancy.binding`); a limit that sets
-    no kernel's blocks gets the shape where it comes nearest (``how`` = nearest, ``headroom`` =
-    its block limit over the binding one). With the four ``limit_*`` columns, median
-    theoretical and achieved occupancy, ``kernels`` and ``time_us``."""
+    """Per limit, the launch shape with most time among kernels that limit alone
+    binds (else where it comes nearest: ``how``, ``headroom``), with occupancy, kernels, time."""
     cols = list(LIMIT_COLUMNS.values())
     k = k.dropna(subset=cols + LAUNCH)
     bind, low = binding(k), k[cols].min(axis=1)
@@ -129,9 +119,8 @@ def limit_examples(k: pd.DataFrame) -> pd.DataFrame:
 
 
 def block_cap_what_if(example: pd.Series, cc: str, threads: int = 32) -> pd.DataFrame:
-    """The blocks per SM each limit allows for ``example`` (a :func:`limit_examples` row) as
-    launched and with ``threads`` per block (registers and shared memory unchanged); the
-    theoretical occupancy as the last row."""
+    """Blocks per SM each limit allows for ``example`` as launched and with
+    ``threads`` per block; theoretical occupancy last."""
     regs, smem = int(example.registers_per_thread), int(example.shared_mem_per_block_bytes)
     out = {}
     for label, t in (("as launched", int(example.block_size)), (f"with {threads} threads",
@@ -143,10 +132,8 @@ def block_cap_what_if(example: pd.Series, cc: str, threads: int = 32) -> pd.Data
 
 
 def allocation_steps(launch: dict) -> pd.DataFrame:
-    """The calculator's arithmetic for one ``launch`` (:func:`flagship_launch`), step by step:
-    registers per warp / block rounded to the allocation unit, shared memory with the reserved
-    part and the carve-out the driver picks, the blocks each limit allows. Columns ``step``,
-    ``value``, ``unit``."""
+    """The calculator's arithmetic for one ``launch``, step by step (``step``,
+    ``value``, ``unit``)."""
     cc, threads = launch["compute_capability"], launch["threads_per_block"]
     regs, smem = launch["registers_per_thread"], launch["shared_mem_per_block"]
     spec, r = ARCH[cc], theoretical_occupancy(cc, threads, regs, smem)
@@ -174,8 +161,8 @@ def allocation_steps(launch: dict) -> pd.DataFrame:
 
 
 def carveouts(k: pd.DataFrame, cc: str) -> pd.DataFrame:
-    """Per selectable shared-memory carve-out of ``cc`` (bytes per SM): the kernels the driver
-    launched at it, their ``time_share`` and median shared memory per block (bytes)."""
+    """Per shared-memory carve-out of ``cc`` (bytes per SM): kernels, time share, median
+    shared memory per block."""
     g = k.groupby("shared_mem_config_bytes")
     t = pd.DataFrame({
         "kernels": g.size(), "time_share": g.duration_us.sum() / k.duration_us.sum(),
@@ -186,8 +173,7 @@ def carveouts(k: pd.DataFrame, cc: str) -> pd.DataFrame:
 
 
 def utilisation_curve(sm_count: int, active_blocks_per_sm: int = 1, max_waves: int = 3):
-    """SM coverage (:func:`yolo_sm.analyse.weighting.sm_coverage`, in %) against grid size when
-    every block takes as long. Columns ``grid_size``, ``waves``, ``utilisation_pct``."""
+    """SM coverage (%) against grid size when every block takes as long."""
     slots = sm_count * active_blocks_per_sm
     g = pd.Series(range(1, max_waves * slots + 1))
     return pd.DataFrame({"grid_size": g, "waves": -(-g // slots),
@@ -195,10 +181,8 @@ def utilisation_curve(sm_count: int, active_blocks_per_sm: int = 1, max_waves: i
 
 
 def tail_example(flag: pd.DataFrame, sm_count: int) -> dict:
-    """The grid holding most of the flagship kernels' time on ``sm_count`` SMs: ``idle_sms``,
-    ``sm_coverage_pct`` (:func:`~yolo_sm.analyse.weighting.sm_coverage` of Nsight Compute's
-    waves, time-weighted: notebook 01's definition), achieved and theoretical occupancy
-    (time-weighted) and that grid's ``time_share``."""
+    """The grid with most flagship time on ``sm_count`` SMs: idle SMs, SM coverage
+    and occupancy (%, time-weighted), time share."""
     by = flag.groupby("grid_size").duration_us.sum()
     grid = int(by.idxmax())
     sel = flag[flag.grid_size == grid]
@@ -216,9 +200,8 @@ def tail_example(flag: pd.DataFrame, sm_count: int) -> dict:
 
 
 def hopper_mechanism(flag: pd.DataFrame, cc: str, sm_count: int, pipe: pd.DataFrame | None):
-    """The flagship launch's numbers behind the one-block-per-SM design, one row each, with
-    what each is spent on; ``pipe`` (a full-metric table) adds its tensor-pipe use. Columns
-    ``quantity``, ``value``, ``unit``, ``what it means``."""
+    """The flagship launch's numbers behind the one-block-per-SM design and what
+    each is spent on; ``pipe`` adds its tensor-pipe use."""
     spec, f = ARCH[cc], flag.iloc[0]
     threads, regs, smem = (int(f[c]) for c in LAUNCH)
     r = theoretical_occupancy(cc, threads, regs, smem)
@@ -265,9 +248,8 @@ def pipe_vs_occupancy(ncu: pd.DataFrame) -> pd.DataFrame:
 
 
 def simt_contrast(ncu: pd.DataFrame) -> pd.DataFrame:
-    """Per config of a precision table: its convolutions' GPU time per forward (``conv_ms``),
-    the conv class holding most of it, their time-weighted achieved occupancy and ``conv_ms``
-    over the fastest config's (``x_fastest``), fastest first."""
+    """Per config: conv GPU ms per forward, its main conv class, time-weighted
+    achieved occupancy and ``x_fastest``, fastest first."""
     k = add_kernel_class(ncu)
     conv = k[k.kernel_class.isin(["simt_conv", "tensor_core_conv"])]
     rows = [{"config": cfg,
@@ -280,8 +262,7 @@ def simt_contrast(ncu: pd.DataFrame) -> pd.DataFrame:
 
 
 def simt_vs_tensor(contrast: pd.DataFrame) -> dict:
-    """The slowest SIMT-conv config of :func:`simt_contrast` against the fastest tensor-core
-    one: configs, ``time_ratio`` and each one's achieved occupancy (%); empty if one lacks."""
+    """The slowest SIMT-conv config against the fastest tensor-core one ({} if none)."""
     s = contrast[contrast.conv_class == "simt_conv"]
     t = contrast[contrast.conv_class == "tensor_core_conv"]
     if s.empty or t.empty:
@@ -294,8 +275,7 @@ def simt_vs_tensor(contrast: pd.DataFrame) -> dict:
 
 
 def focus_config(ncu: pd.DataFrame) -> str:
-    """The forward to look at closely: width 1.0, else the nearest width; a table without
-    width labels: the config with most kernel time."""
+    """The forward to look at: width 1.0 or the nearest, else most kernel time."""
     widths = {}
     for c in dict.fromkeys(ncu.config):
         try:
@@ -313,8 +293,7 @@ def forward(ncu: pd.DataFrame, config: str | None = None) -> pd.DataFrame:
 
 
 def tensor_core_occupancy_levels(ncu: pd.DataFrame) -> pd.DataFrame:
-    """Share of tensor-core convolution time at each theoretical occupancy level, with the
-    launch shape (threads, registers) holding most of it."""
+    """Share of tensor-core conv time per theoretical occupancy level."""
     k = add_kernel_class(ncu)
     tc = k[k.kernel_class == "tensor_core_conv"].round({"theoretical_occupancy_pct": 2})
     mode = ("block_size", lambda s: s.mode().iloc[0])
@@ -327,8 +306,8 @@ def tensor_core_occupancy_levels(ncu: pd.DataFrame) -> pd.DataFrame:
 
 
 def calculator_mismatches(ncu: pd.DataFrame, cc: str, tolerance: float = 0.01) -> pd.DataFrame:
-    """The distinct launch shapes of ``ncu`` with Nsight Compute's theoretical occupancy, the
-    calculator's (``calculator_pct``) and ``mismatch`` (``tolerance`` points apart or more)."""
+    """Distinct launch shapes with ncu's and the calculator's theoretical
+    occupancy and ``mismatch`` (``tolerance`` points apart or more)."""
     u = ncu[LAUNCH + ["theoretical_occupancy_pct"]].drop_duplicates().reset_index(drop=True)
     u["calculator_pct"] = [theoretical_occupancy(cc, int(b), int(r), int(s)).occupancy_pct
                            for b, r, s in u[LAUNCH].itertuples(index=False)]  # fmt: skip
@@ -355,7 +334,7 @@ def _forward_facts(ncu: pd.DataFrame) -> list[dict]:
     ]  # fmt: skip
 
 
-#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+#: the facts a rule reads
 FACT_KEYS = frozenset(
     """
     calculator_mismatch_share flagship_resource_limits flagship_grid_at_most_sm_count_share
@@ -366,8 +345,7 @@ FACT_KEYS = frozenset(
 
 
 def facts(root: DataRoot) -> pd.DataFrame:
-    """The primer's facts (:mod:`yolo_sm.analyse.facts`), scope empty; a dataset the root
-    lacks leaves its facts out."""
+    """The primer's facts; a dataset the root lacks leaves its facts out."""
     rows = []
     k = kernels_of(root)
     if root.has(NCU):
@@ -383,15 +361,8 @@ def facts(root: DataRoot) -> pd.DataFrame:
     if len(flag) and launch["source"] != "example":
         ds = tuple(sorted(set(flag.source)))
         res = binding(flag)[list(RESOURCES)].all(axis=0).sum()
-        rows.append(
-            fact(
-                "flagship_resource_limits",
-                res,
-                "limits",
-                datasets=ds,
-                note="of registers and shared memory, how many set its active blocks",
-            )
-        )
+        note = "of registers and shared memory, how many set its active blocks"
+        rows.append(fact("flagship_resource_limits", res, "limits", datasets=ds, note=note))
         if sms:
             rows.append(fact("flagship_grid_at_most_sm_count_share",
                              100 * (flag.grid_size <= sms).mean(), "%", datasets=ds,

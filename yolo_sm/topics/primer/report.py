@@ -1,5 +1,4 @@
-"""Figures of the occupancy primer (notebook 00), from the tables of
-:mod:`yolo_sm.topics.primer.analyse`."""
+"""Figures and reader questions of the occupancy primer (notebook 00)."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ from yolo_sm.topics.primer.analyse import (
 
 # fmt: off
 def plot_pipe_vs_occupancy(df, *, title=None):
-    """Tensor-pipe utilisation against achieved occupancy, one marker per kernel (area = time),
-    coloured by kernel class; one panel per config when there are several."""
+    """Tensor-pipe utilisation against achieved occupancy per kernel (area = time)."""
     import plotly.express as px
 
     d = df.assign(short=df.kernel_name.str.slice(0, 70))
@@ -44,8 +42,7 @@ def plot_pipe_vs_occupancy(df, *, title=None):
 
 
 def plot_limits(examples, *, title=None):
-    """Per example kernel (a ``limit_examples`` row), the blocks per SM each of the four limits
-    allows, one bar per limit (log axis); the smallest bar sets the kernel's active blocks."""
+    """Per example kernel, the blocks per SM each limit allows (log bars)."""
     import plotly.graph_objects as go
 
     names = {"registers": "registers", "shared_mem": "shared memory", "warps": "warp slots",
@@ -68,9 +65,7 @@ def plot_limits(examples, *, title=None):
 
 
 def plot_waves(curve, flagship=None, tail=None, *, title=None):
-    """SM coverage against grid size (a ``utilisation_curve``) with the SM count's multiples
-    dotted; ``flagship`` (kernels of one launch shape) adds its real grids, marker area ~ time;
-    ``tail`` (a ``tail_example``) annotates the commonest one."""
+    """SM coverage against grid size, with the flagship's real grids and its tail."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -104,7 +99,7 @@ def plot_waves(curve, flagship=None, tail=None, *, title=None):
 
 
 def no_kernels(root: DataRoot) -> Note:
-    """The line a section on real kernels shows when ``root`` holds no Nsight Compute table."""
+    """The line a section on real kernels shows when ``root`` holds no ncu table."""
     return Note(
         f"This root ({root.name}) holds no Nsight Compute table "
         f"({', '.join(NCU_TABLES)}): Nsight Compute profiles NVIDIA GPUs only."
@@ -112,13 +107,12 @@ def no_kernels(root: DataRoot) -> Note:
 
 
 def no_sm_count(root: DataRoot) -> str:
-    """The line the waves section prints when ``root`` names no GPU SM count."""
+    """The line the waves section prints when ``root`` names no SM count."""
     return f"This root ({root.name}) names no GPU SM count: the waves need a GPU's."
 
 
 def plot_contrast(contrast, *, title=None):
-    """Convolution GPU time per forward (ms, log) per precision and layout (a ``simt_contrast``),
-    coloured by the conv class holding most of it; bar text: achieved occupancy."""
+    """Conv GPU ms per forward (log) per precision and layout, by conv class."""
     import plotly.express as px
 
     fig = px.bar(
@@ -135,9 +129,7 @@ def plot_contrast(contrast, *, title=None):
 
 
 def questions(root: DataRoot, launch: dict, sm_count: int | None) -> pd.DataFrame:
-    """Questions for the reader with answers computed from ``root`` (the flagship ``launch``,
-    the GPU's ``sm_count``); those whose data the root lacks are left out. Columns
-    ``question``, ``answer``."""
+    """Questions for the reader, answers computed from ``root`` (those it can answer)."""
     cc = launch["compute_capability"]
     shape = (launch["threads_per_block"], launch["registers_per_thread"],
              launch["shared_mem_per_block"])  # fmt: skip
@@ -193,8 +185,7 @@ def questions(root: DataRoot, launch: dict, sm_count: int | None) -> pd.DataFram
 
 
 def questions_markdown(q) -> Note:
-    """The questions of :func:`questions` as a numbered list,
-    each answer folded (HTML ``details``) until the reader opens it."""
+    """The questions as a numbered list, each answer folded."""
     lines = [
         f"{i}. {r.question}\n   <details><summary>answer</summary>{r.answer}</details>\n"
         for i, r in enumerate(q.itertuples(), start=1)

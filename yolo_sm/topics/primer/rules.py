@@ -1,4 +1,4 @@
-"""The occupancy primer's rules (notebook 00), over :func:`yolo_sm.topics.primer.analyse.facts`."""
+"""The occupancy primer's rules (notebook 00)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""One model's view of a dataset root (notebook 11): its sweep, trace, Nsight Compute and
-layer tables, found by role and narrowed to that model's rows (:func:`view`), read by every
-section and facts function as a shipped root is. A model's label is the part of a config
-label before its precision (``yolov8_w0.25``), else the ``family`` column with the preset
-letter or ``_w<width>``."""
+"""One model's view of a root (notebook 11): its sweep, trace, ncu and layer tables, found by
+role and narrowed to its rows (:func:`view`). A model's label is a config label's part before
+its precision (``yolov8_w0.25``), else ``family`` with the preset letter or ``_w<width>``."""
 
 from __future__ import annotations
 
@@ -22,18 +20,15 @@ from yolo_sm.topics.heatmaps.analyse import LOW_PCT, layer_order, layer_table
 
 #: the roles notebook 11 reads, in the order it shows them
 ROLES = ("sweep", "trace", "ncu", "model_layers")
-#: the columns a table needs to play a role (its sections read them): an Nsight Compute pass
-#: that measured throughput only cannot stand for the occupancy one
+#: the columns a table needs to play a role (a throughput-only ncu pass cannot)
 ROLE_COLUMNS = {"ncu": OCCUPANCY_COLUMNS}
-#: which (precision, layout) of a sweep stands for the model when it holds several (first
-#: present wins; a precision missing here ranks after those listed)
+#: which precision of a sweep stands for the model when it holds several
 PRECISION_ORDER = ("fp16", "bf16", "tf32", "fp32", "fp8", "int8")
 _CONFIG = re.compile(r"^(?P<model>.+?)_(?:fp32|tf32|fp16|bf16|fp8|int8)_(?:nchw|nhwc)_b\d+")
 
 
 def model_labels(df: pd.DataFrame) -> pd.Series:
-    """One model label per row of a sweep, trace, ncu or model table (empty string where the
-    row names no model). ``yolov8_w0.25`` for width 0.25, ``yolov8n`` for a preset."""
+    """One model label per row (``yolov8_w0.25``, ``yolov8n``; "" where none)."""
     if "config" in df:
         lab = df["config"].astype(str).str.extract(_CONFIG)["model"]
         return lab.fillna("").astype(str)
@@ -66,7 +61,7 @@ def _rank(df: pd.DataFrame, role: str) -> tuple:
 
 
 def _one_variant(sweep: pd.DataFrame) -> pd.DataFrame:
-    """The rows of one (precision, layout): the most measured, ties by :data:`PRECISION_ORDER`."""
+    """The rows of the most measured (precision, layout), ties by :data:`PRECISION_ORDER`."""
     if "precision" not in sweep or sweep.empty:
         return sweep
     layout = sweep["layout"] if "layout" in sweep else pd.Series("", index=sweep.index)
@@ -77,8 +72,7 @@ def _one_variant(sweep: pd.DataFrame) -> pd.DataFrame:
 
 
 def inventory(root: DataRoot, roles=ROLES) -> pd.DataFrame:
-    """One row per (role, dataset, model) the root holds: rows, distinct batches and ``rank``
-    (how well it serves the role, for :func:`view`)."""
+    """One row per (role, dataset, model) of the root: rows, batches and ``rank``."""
     rows = []
     for role in roles:
         for name in root.find_all(role):
@@ -93,8 +87,8 @@ def inventory(root: DataRoot, roles=ROLES) -> pd.DataFrame:
 
 
 def pick_model(inv: pd.DataFrame, model: str | None = None) -> str:
-    """``model`` when the inventory holds it (else a UserError naming those it holds); None:
-    the model most roles hold (ties: most sweep batches, then name); "" where none is named."""
+    """``model`` if the root holds it (else a UserError); None: the model most roles
+    hold; "" where none is named."""
     models = sorted(m for m in inv["model"].unique() if m)
     if not models:
         if model is None:
@@ -111,9 +105,7 @@ def pick_model(inv: pd.DataFrame, model: str | None = None) -> str:
 
 @dataclass(frozen=True)
 class ModelView(DataRoot):
-    """The datasets of one model in ``base``, named by role (``sources``: role -> dataset);
-    ``load(role)`` gives that dataset's rows of ``model`` (a sweep's of one precision and
-    layout, :func:`_one_variant`)."""
+    """The datasets of one model in ``base`` by role; ``load(role)`` gives its rows."""
 
     base: DataRoot | None = None
     model: str = ""
@@ -150,9 +142,8 @@ class ModelView(DataRoot):
 
 
 def view(root: DataRoot, model: str | None = None) -> ModelView:
-    """The :class:`ModelView` of ``model`` (None: :func:`pick_model`) in ``root``; a root whose
-    tables each name one model at most is read whole; one naming none gives an empty view
-    (a UserError when a model was asked for)."""
+    """The :class:`ModelView` of ``model`` (None: :func:`pick_model`) in ``root``; a root
+    whose tables name one model at most is read whole."""
     inv = inventory(root)
     chosen = pick_model(inv, model)
     if not chosen:
@@ -192,9 +183,8 @@ CHANNEL_COLUMNS = tuple(
 
 
 def channel_table(layers: pd.DataFrame) -> pd.DataFrame:
-    """Channels and activations per layer of one model (rows of a model table, batch 1):
-    the :data:`CHANNEL_COLUMNS` present, plus ``gflops`` (per image) and ``activation_mb``
-    (the layer's output per image, MB = 1e6 bytes)."""
+    """Channels and activations per layer (batch 1), with ``gflops`` per image and
+    ``activation_mb`` (MB = 1e6 bytes)."""
     cols = [c for c in CHANNEL_COLUMNS if c in layers]
     out = layers[cols].reset_index(drop=True)
     if "flops" in out:
@@ -205,9 +195,8 @@ def channel_table(layers: pd.DataFrame) -> pd.DataFrame:
 
 
 def trace_layers(trace: pd.DataFrame) -> pd.DataFrame:
-    """Per (config, layer) of a Kineto kernel table, in model order: kernels and kernel µs per
-    forward, theoretical occupancy (from the launch configuration) and Kineto's estimate, both
-    weighted by kernel time."""
+    """Per (config, layer) of a Kineto table in model order: kernels and us per
+    forward, time-weighted theoretical and estimated occupancy."""
     k = trace[trace["layer"].astype(str).str.len() > 0]
     if "iteration" in k:
         k = k[k["iteration"].notna()]
@@ -225,10 +214,8 @@ PREFIX = "your_model."
 
 
 def layer_facts(ncu: pd.DataFrame, dataset: str = "ncu") -> list[dict]:
-    """Facts of one model's Nsight Compute table at its largest batch: the forward's
-    time-weighted achieved occupancy, the % of kernel time in layers under
-    :data:`~yolo_sm.topics.heatmaps.analyse.LOW_PCT` achieved occupancy and the slowest
-    layer's % of kernel time; ``note`` names the config."""
+    """Facts of one model's ncu table at its largest batch: achieved occupancy, % of
+    time in layers under LOW_PCT, the slowest layer's % of time."""
     if ncu is None or ncu.empty or "layer" not in ncu:
         return []
     table = layer_table(ncu)
@@ -263,8 +250,7 @@ FACT_KEYS = frozenset(
 
 
 def facts(root: DataRoot) -> pd.DataFrame:
-    """:func:`layer_facts` of the view's ``ncu`` table (``root``: a :class:`ModelView`, else the
-    view of the model ``root`` holds most of); empty without one."""
+    """:func:`layer_facts` of the view's ``ncu`` table (empty without one)."""
     v = root if isinstance(root, ModelView) else view(root)
     ncu = v.load("ncu") if v.has("ncu") else None
     return facts_table(layer_facts(ncu, v.sources.get("ncu", "ncu")))

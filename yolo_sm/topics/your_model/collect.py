@@ -1,11 +1,11 @@
-"""Notebook 11's plan for one model on this machine's GPU (``LIVE = True``): a batch sweep,
-a PyTorch-profiler trace, a Nsight Compute occupancy pass and the layer table, collected into
-``results/<machine>/<model>/`` and read back by role. ``model``: a label (``yolov8_w0.25``), a
-preset (``yolov8n``), or anything the steps' ``model`` takes (a YAML, a ``.pt``, a function)."""
+"""Notebook 11's plan for one model on this GPU (``LIVE = True``): sweep, trace, ncu occupancy
+and layer table into ``results/<machine>/<model>/``. ``model``: a label (``yolov8_w0.25``), a
+preset (``yolov8n``) or anything a step's ``model`` takes."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import asdict
 from pathlib import Path
 
 from yolo_sm.contract.errors import UserError
@@ -24,8 +24,8 @@ _PRESET = re.compile(r"^(?P<family>yolov8|yolo11)(?P<scale>[nsmlx])$")
 
 
 def model_params(model: str) -> dict:
-    """The plan-step parameters that name ``model``: ``{family, widths}`` for a label
-    (``yolov8_w0.25``) or a preset (``yolov8n``), else ``{model}``."""
+    """The step parameters naming ``model``: ``{family, widths}`` for a label or preset,
+    else ``{model}``."""
     if not model:
         raise UserError("set MODEL: a label (yolov8_w0.25), a preset (yolov8n) or a model path")
     m = _LABEL.match(model)
@@ -38,8 +38,7 @@ def model_params(model: str) -> dict:
 
 
 def slug(model: str) -> str:
-    """A folder name for ``model``: its file stem for a path, else the label itself, with
-    characters other than letters, digits, ``.``, ``_`` and ``-`` as ``_``."""
+    """A folder name for ``model`` (a path's stem), other characters as ``_``."""
     name = Path(model).stem if ("/" in model or model.endswith((".pt", ".yaml"))) else model
     return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "model"
 
@@ -86,8 +85,8 @@ def plan_for(model: str, device: str = "cuda", imgsz: int = 640) -> Plan:
 def your_model_root(
     model: str, results: str = "results", device: str = "cuda", max_minutes: float | None = None
 ) -> LiveRoot:
-    """A :class:`LiveRoot` that collects :func:`plan_for` ``model`` into
-    ``<results>/<machine>/<model>/`` on this machine's GPU (each dataset when first read)."""
+    """A :class:`LiveRoot` collecting :func:`plan_for` ``model`` into
+    ``<results>/<machine>/<model>/``."""
     import torch
 
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -99,22 +98,14 @@ def your_model_root(
     out = Path(results) / machine / slug(model)
     out.mkdir(parents=True, exist_ok=True)
     plan = plan_for(model, device)
-    root = live_root(None, plan=_written(plan, out), out=out, max_minutes=max_minutes)
-    return root
+    return live_root(None, plan=_written(plan, out), out=out, max_minutes=max_minutes)
 
 
 def _written(plan: Plan, out: Path) -> Path:
-    """The plan as YAML in ``out`` (live_root reads a plan file; the manifest's command
-    names it)."""
+    """The plan as ``plan.yaml`` in ``out`` (live_root reads a plan file)."""
     import yaml
 
     f = out / "plan.yaml"
-    steps = [
-        {
-            "name": s.name, "kind": s.kind, "out": s.out, "params": s.params,
-            "description": s.description, "est_s": s.est_s,
-        }
-        for s in plan.steps
-    ]
+    steps = [asdict(s) for s in plan.steps]
     write_text_atomic(f, yaml.safe_dump({"name": plan.name, "device": plan.device, "steps": steps}))
     return f

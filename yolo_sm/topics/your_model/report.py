@@ -1,7 +1,5 @@
-"""The sections of notebook 11 (your model), one call each, over a
-:class:`yolo_sm.topics.your_model.analyse.ModelView`: what a cell shows, in order (tables, figures),
-or one sentence where the view has no table of that role. The sweep and trace sections are
-notebook 03's and 05's (:mod:`yolo_sm.topics.batch.report`), read through the view."""
+"""Notebook 11's sections over a :class:`~yolo_sm.topics.your_model.analyse.ModelView`: tables
+and figures, or one sentence where the view lacks a role."""
 
 from __future__ import annotations
 
@@ -16,8 +14,7 @@ from yolo_sm.topics.your_model.analyse import ModelView
 
 
 def about(v: ModelView) -> str:
-    """One Markdown line: the model shown, the root's machine, and the other models it holds;
-    for a root whose tables name no model, that it holds none."""
+    """One Markdown line: the model shown, the machine, and the other models the root holds."""
     if not v.model:
         roles = ", ".join(your_model.ROLES)
         return (
@@ -31,8 +28,7 @@ def about(v: ModelView) -> str:
 
 
 def occupancy(v: ModelView) -> list:
-    """Per-layer occupancy from the view's Nsight Compute table: the forward's summary per
-    batch, the achieved / theoretical heatmap (layer x batch) and the main limiter per layer."""
+    """Per-layer occupancy from the view's ncu table: summary per batch, heatmap and limiter."""
     if not v.has("ncu"):
         return [v.missing("ncu"), *trace_occupancy(v)]
     k = v.load("ncu")
@@ -53,8 +49,7 @@ def occupancy(v: ModelView) -> list:
 
 
 def channels(v: ModelView) -> list:
-    """The channel / activation table (:func:`yolo_sm.topics.your_model.analyse.channel_table`) and
-    a bar per layer of its output activation per image."""
+    """The channel / activation table and a bar per layer of activation MB per image."""
     if not v.has("model_layers"):
         return [v.missing("model_layers")]
     t = your_model.channel_table(v.load("model_layers"))
@@ -71,9 +66,7 @@ def channels(v: ModelView) -> list:
 
 
 def trace_occupancy(v: ModelView) -> list:
-    """Without an Nsight Compute table: per-layer occupancy from the trace's launch
-    configurations (theoretical, and Kineto's grid-capped estimate; no measured achieved
-    occupancy), a table and grouped bars per layer."""
+    """Without an ncu table: per-layer occupancy from the trace's launch configurations."""
     if not v.has("trace"):
         return []
     t = your_model.trace_layers(v.load("trace"))

@@ -1,5 +1,4 @@
-"""Notebook 11's rules: its own over :func:`yolo_sm.topics.your_model.analyse.facts`, and the
-rules of notebooks 03 and 05 that one model's sweep, trace and Nsight Compute table decide."""
+"""Notebook 11's rules, and the rules of notebooks 03 and 05 one model's tables decide."""
 
 from __future__ import annotations
 
@@ -40,8 +39,7 @@ ROLE_OF = {batch.SWEEP: "sweep", batch.NCU: "ncu", timeline.TRACE: "trace"}
 
 
 def rules_for(v: ModelView) -> tuple[Rule, ...]:
-    """Notebooks 03's and 05's rules over :data:`ROLE_OF`'s datasets, read from the view's
-    sources, and :data:`RULES`."""
+    """Notebooks 03's and 05's rules over the view's sources, and :data:`RULES`."""
     borrowed = [
         replace(r, datasets=tuple(v.sources.get(ROLE_OF[d], ROLE_OF[d]) for d in r.datasets))
         for r in (*batch_rules.RULES, *timeline_rules.RULES)
