@@ -20,6 +20,7 @@ from yolo_sm.topics.claims import report as claims
 from yolo_sm.topics.claims.rules import RULES as CLAIMS_RULES
 from yolo_sm.topics.deploy import rules as fast_findings
 from yolo_sm.topics.roofline import analyse as roofline
+from yolo_sm.topics.width.analyse import flops_by_width
 
 ALL_RULES = CLAIMS_RULES + fast_findings.RULES
 
@@ -243,7 +244,7 @@ def test_small_facts_on_tiny_tables():
         }
     )
     assert ac.eager_img_per_s(sweep, 1.0).to_dict() == {1: 100.0, 2: 150.0}
-    f = ac.flops_by_width(sweep).set_index("width").flops_per_img
+    f = flops_by_width(sweep).set_index("width").flops_per_img
     assert f[1.25] / f[1.0] == pytest.approx(1.56)
 
 

@@ -1,9 +1,6 @@
-"""Facts for the articles' claims (notebook 09) that no topic computes (keys ``claims.*``):
-a claim's own measurement, or a figure derived from topic facts (how far a number is off an
-article's figure, the weaker of two facts). A claim whose dataset the root lacks, or that
-nothing here can measure (mAP without labelled data, latency at an arrival rate below capacity
-without such rows), has no fact and reads "not tested". Nothing here judges.
-"""
+"""Facts for the articles' claims (notebook 09) that no topic computes (keys ``claims.*``): a
+claim's own measurement or a figure derived from topic facts. A claim without data has no fact
+and reads "not tested"."""
 
 from __future__ import annotations
 
@@ -19,7 +16,6 @@ from yolo_sm.contract.hardware import ceiling
 from yolo_sm.topics.batch import analyse as batch
 from yolo_sm.topics.heatmaps import analyse as heatmaps
 from yolo_sm.topics.roofline import analyse as roofline
-from yolo_sm.topics.width import analyse as scaling
 
 NAN = math.nan
 CONV_CLASSES = ("tensor_core_conv", "simt_conv", "tensor_core_gemm", "simt_gemm")
@@ -43,25 +39,20 @@ RESNET_DEEP_SM = roofline.PREFIX + "resnet_deep_min_sm_pct"
 
 
 def factor_off(measured: float, claimed: float) -> float:
-    """How many times ``measured`` is off ``claimed`` either way (1.0: equal; 2.0: twice or
-    half); NaN unless both are positive."""
+    """How many times ``measured`` is off ``claimed`` either way; NaN unless both > 0."""
     if not (measured > 0 and claimed > 0):
         return NAN
     return max(measured / claimed, claimed / measured)
 
 
-flops_by_width = scaling.flops_by_width  # claim 1's table (structure, not a rule)
-
-
 def occupancy_drop_pp(topic: pd.DataFrame, a: float = 1.0, b: float = 1.5) -> float:
-    """Percentage points the forward's time-weighted achieved occupancy falls from width ``a``
-    to ``b`` (negative: rises), from the heatmaps' per-width facts."""
+    """Points the forward's achieved occupancy falls from width ``a`` to ``b``."""
     return value(topic, OCCUPANCY, f"width={a:g}") - value(topic, OCCUPANCY, f"width={b:g}")
 
 
 def conv_blocks(ncu: pd.DataFrame, config: str) -> tuple[float, float]:
-    """(resident blocks per SM, shared memory per block in bytes) of ``config``'s convolution
-    and GEMM kernels, time-weighted; blocks per SM is the smallest of the ``limit_*`` columns."""
+    """Time-weighted (blocks per SM, shared memory bytes per block) of ``config``'s
+    conv and GEMM kernels."""
     k = add_kernel_class(ncu[ncu["config"] == config])
     k = k[k["kernel_class"].isin(CONV_CLASSES)]
     limits = [c for c in k.columns if c.startswith("limit_")]
@@ -73,8 +64,7 @@ def conv_blocks(ncu: pd.DataFrame, config: str) -> tuple[float, float]:
 
 
 def eager_img_per_s(sweep: pd.DataFrame, width: float) -> pd.Series:
-    """Eager img/s per batch at ``width`` and the sweep's reference image size
-    (:func:`yolo_sm.topics.batch.analyse.batch_table`)."""
+    """Eager img/s per batch at ``width`` and the sweep's reference image size."""
     t = batch.batch_table(sweep)
     if "imgsz" in t:
         t = t[t["imgsz"] == batch.ref_imgsz(t)]
@@ -83,7 +73,7 @@ def eager_img_per_s(sweep: pd.DataFrame, width: float) -> pd.Series:
 
 
 def batch_over_best(img: pd.Series, batch: int = 4, among=(1, 2, 4, 8, 16)) -> float:
-    """img/s at ``batch`` over the best img/s of the batches ``among`` that were measured."""
+    """img/s at ``batch`` over the best img/s of the measured batches ``among``."""
     have = img.reindex([b for b in among if b in img.index])
     if batch not in have.index or have.empty:
         return NAN
@@ -98,8 +88,7 @@ def batch_gain(img: pd.Series, a: int = 1, b: int = 32) -> float:
 
 
 def image_memory_off(topic: pd.DataFrame) -> float:
-    """How many times the batch notebook's memory per image (eager, reference width and image
-    size) is off the article's 1.2 GB either way."""
+    """How many times the measured memory per image is off the article's 1.2 GB."""
     return factor_off(value(topic, MEMORY_PER_IMAGE) * 1e9, CLAIMED_IMAGE_MEMORY_BYTES)
 
 
@@ -110,11 +99,9 @@ EIGHT_BIT_BACKEND = "cudagraph"
 def eight_bit_vs_fp16(
     bench: pd.DataFrame, precision: str = "int8", batch: int = 64, min_width: float = 1.0
 ) -> pd.DataFrame:
-    """Per width >= ``min_width`` at ``batch``: the ``precision`` engine's CUDA graph against
-    the fp16 CUDA graph of the same bench (model-only, ok rows): ``img_per_s``,
-    ``fp16_img_per_s``, ``ratio`` (8-bit over fp16), each side's SM clock (MHz,
-    :func:`~yolo_sm.analyse.facts.sm_clock_mhz`), ``clock_spread_pct`` and
-    ``ratio_at_equal_clock`` (img/s per MHz, 8-bit over fp16)."""
+    """Per width >= ``min_width`` at ``batch``: the ``precision`` CUDA graph against
+    the fp16 one of the same bench: img/s, ``ratio``, SM clocks (MHz), ``clock_spread_pct`` and
+    ``ratio_at_equal_clock``."""
     ok = bench[(bench["status"] == "ok") & (bench["backend"] == EIGHT_BIT_BACKEND)]
     if "scope" in ok:
         ok = ok[ok["scope"] == "model_only"]
@@ -133,10 +120,8 @@ def eight_bit_vs_fp16(
 
 
 def eight_bit_fact(bench: pd.DataFrame, precision: str, dataset: str) -> dict:
-    """The 8-bit claim's fact for ``precision``: the smallest ratio over the widths of
-    :func:`eight_bit_vs_fp16`, with the largest clock spread, and per width the ratio, the
-    clock spread and the clock-normalised ratio in its note; NaN without a width where both
-    engines ran."""
+    """The 8-bit claim's fact: the smallest ratio over widths, with the largest clock
+    spread; per-width ratios in its note."""
     t = eight_bit_vs_fp16(bench, precision)
     by_w = ", ".join(
         f"width {w:g}: {r:.2f}x at clocks {c:.0f} % apart ({q:.2f}x per MHz)"
@@ -154,10 +139,8 @@ def eight_bit_fact(bench: pd.DataFrame, precision: str, dataset: str) -> dict:
 
 
 def jitter_cut_below_capacity(bench: pd.DataFrame) -> float:
-    """Median share (%) by which several streams cut jitter (p99 - p50 latency) against one
-    stream, over pipeline rows fed at an ``arrival_img_per_s`` below the pipeline's capacity
-    (its closed-loop img/s, same width, batch, engine and streams). NaN when the bench holds
-    no such open-loop rows: closed-loop latencies include queueing behind batches in flight."""
+    """Median % by which several streams cut jitter (p99 - p50) against
+    one, over pipeline rows fed below capacity; NaN without such open-loop rows."""
     if "arrival_img_per_s" not in bench or "streams" not in bench:
         return NAN
     ok = bench[(bench["status"] == "ok") & bench["variant"].str.startswith("pipeline/")].copy()
@@ -178,16 +161,12 @@ def jitter_cut_below_capacity(bench: pd.DataFrame) -> float:
 
 
 def resnet_weaker_bound(topic: pd.DataFrame) -> float:
-    """The weaker of the least DRAM-busy early stage's DRAM throughput and the least SM-busy
-    deep stage's SM throughput (% of peak; stages :data:`yolo_sm.topics.roofline.analyse.EARLY` and
-    ``DEEP``), from the roofline's facts: high only when every early stage is bandwidth-bound
-    and every deep one compute-bound."""
+    """The weaker of ResNet's early-stage DRAM and deep-stage SM throughput (%)."""
     return min(value(topic, RESNET_EARLY_DRAM), value(topic, RESNET_DEEP_SM))
 
 
 def neck_conv_sm_throughput(ncu: pd.DataFrame) -> float:
-    """The lowest time-weighted SM throughput (% of peak) of a neck Conv layer (all its
-    kernels), over the configs of an Nsight Compute throughput table."""
+    """The lowest time-weighted SM throughput (%) of a neck Conv layer."""
     neck = ncu[(ncu["stage"] == "neck") & (ncu["module_type"] == "Conv")]
     if neck.empty or "sm_throughput_pct" not in neck:
         return NAN
@@ -196,8 +175,7 @@ def neck_conv_sm_throughput(ncu: pd.DataFrame) -> float:
 
 
 def topic_facts(root: DataRoot) -> pd.DataFrame:
-    """The facts of :data:`TOPICS` from ``root``: what the claims' rules read besides
-    :func:`facts`."""
+    """The facts of :data:`TOPICS` from ``root``, which the claims' rules also read."""
     return concat(*(fn(root) for fn in TOPICS))
 
 
@@ -222,7 +200,7 @@ def derived(topic: pd.DataFrame) -> list[dict]:
     ]  # fmt: skip
 
 
-#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+#: the facts a rule reads
 FACT_KEYS = frozenset(
     """
     claims.conv_blocks_per_sm_fp16_nhwc_over_fp32_nchw
@@ -236,8 +214,7 @@ FACT_KEYS = frozenset(
 
 
 def facts(root: DataRoot, topic: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The claims' own facts from ``root`` (keys ``claims.*``): measured here, or derived from
-    ``topic`` (:func:`topic_facts` of ``root`` when None); none where a dataset is lacking."""
+    """The claims' own facts from ``root``; none where a dataset is lacking."""
     topic = topic_facts(root) if topic is None else topic
     rows = derived(topic)
     if root.has("sweep_fp16_nhwc"):

@@ -1,5 +1,4 @@
-"""Notebook 09: the claims' verdicts for one root (:data:`yolo_sm.topics.claims.rules.RULES`)
-and claim 1's table; each claim's evidence is on the page of its question."""
+"""Notebook 09: the claims' verdicts for one root and claim 1's table."""
 
 from __future__ import annotations
 
@@ -12,11 +11,11 @@ from yolo_sm.report.rules import evaluate
 from yolo_sm.report.sections import needs
 from yolo_sm.topics.claims import analyse as analyse_claims
 from yolo_sm.topics.claims.rules import RULES
+from yolo_sm.topics.width.analyse import flops_by_width
 
 
 def facts(root: DataRoot) -> pd.DataFrame:
-    """Every fact the claims' rules read from ``root``: the topics' facts the claims share
-    (:func:`yolo_sm.topics.claims.analyse.topic_facts`) and the claims' own."""
+    """Every fact the claims' rules read: the topics' shared facts and the claims' own."""
     topic = analyse_claims.topic_facts(root)
     return concat(topic, analyse_claims.facts(root, topic))
 
@@ -28,9 +27,8 @@ def verdicts(root: DataRoot) -> pd.DataFrame:
 
 @needs("sweep_fp16_nhwc")
 def flops_table(root: DataRoot):
-    """Claim 1, fixed by the model's structure: FLOPs per image per width and their rise from
-    width 1.0 (%), beside the article's 56 % for width 1.25."""
-    f = analyse_claims.flops_by_width(root.load("sweep_fp16_nhwc"))
+    """Claim 1 (fixed by structure): FLOPs per image per width and their rise from width 1 (%)."""
+    f = flops_by_width(root.load("sweep_fp16_nhwc"))
     base = f.set_index("width").flops_per_img.get(1.0)
     f["rise_from_w1_pct"] = 100 * (f.flops_per_img / base - 1) if base else float("nan")
     return f

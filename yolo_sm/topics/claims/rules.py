@@ -1,9 +1,6 @@
-"""The reference articles' quantitative claims (notebook 09), one literal table: each claim is
-the one rule that decides it. It reads a topic's fact where a topic computes the number (the
-heatmaps', the batch notebook's, the roofline's) and otherwise a ``claims.*`` fact of
-:func:`yolo_sm.topics.claims.analyse.facts`. Where an article's figure is tied to its GPU (an
-A100's, a T4's), the rule tests the mechanism the claim asserts. Claim 1 (FLOPs of width 1.25)
-is fixed by the model's structure: a table of notebook 09, not a rule."""
+"""The articles' quantitative claims (notebook 09), one rule each: a topic's fact where a topic
+computes it, else a ``claims.*`` fact. Where a figure is tied to its GPU the rule tests the
+mechanism. Claim 1 is fixed by structure: a table, not a rule."""
 
 from __future__ import annotations
 
