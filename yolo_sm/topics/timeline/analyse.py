@@ -1,7 +1,5 @@
-"""SM timeline (notebook 05): GPM windows and each config's run span, the gaps between the
-kernels of a Kineto-traced eager forward, and the traced forwards beside the sweep's eager
-and CUDA-graph latency; :func:`facts` reads the numbers the rules of
-:mod:`yolo_sm.topics.timeline.rules` compare. Nothing here judges."""
+"""SM timeline (notebook 05): GPM windows and run spans, the gaps between a traced eager
+forward's kernels, and the traced forwards beside the sweep's latencies; :func:`facts`."""
 
 from __future__ import annotations
 
@@ -23,7 +21,6 @@ from yolo_sm.topics.batch.analyse import (
 
 # fmt: off
 
-# the datasets notebook 05 reads (short names in a root)
 GPM_BATCH = "gpm_batch_w1"  # one width, batch 1-128
 GPM_WIDTH = "gpm_width_b16"  # widths 0.25-2.0, batch 16
 TRACE = "trace_batch_w1"  # Kineto kernels, one width, a few batches, two forwards each
@@ -31,16 +28,15 @@ GPM_OVERHEAD = "gpm_overhead"  # img/s with and without the GPM sampler, paired 
 
 
 def run_spans(w):
-    """Per config's run phase of a :func:`yolo_sm.analyse.gpm.gpm_wide` frame: start and end
-    time (s)."""
+    """Start and end time (s) of each config's run phase in a GPM wide frame."""
     run = w[(w.phase == "run") & (w.config != "")]
     out = run.groupby("config").agg(t0_s=("t0_s", "min"), t1_s=("t_s", "max"))
     return out.reset_index().sort_values("t0_s", ignore_index=True)
 
 
 def kernel_gaps(trace):
-    """The Kineto rows sorted by start within (config, iteration), with ``gap_us`` from the
-    previous kernel's end (NaN for the first; 0 where kernels overlap)."""
+    """Kineto rows in start order per (config, iteration) with ``gap_us`` since the
+    previous kernel's end (0 where they overlap)."""
     d = trace.sort_values(["config", "iteration", "start_us"]).copy()
     prev_end = (d.start_us + d.duration_us).groupby([d.config, d.iteration]).shift()
     d["gap_us"] = (d.start_us - prev_end).clip(lower=0)
@@ -48,8 +44,7 @@ def kernel_gaps(trace):
 
 
 def launch_gaps(trace):
-    """Per (config, iteration): kernels, summed kernel µs, wall span on the GPU (first start to
-    last end), ``idle_frac`` of that span, median and largest gap."""
+    """Per (config, iteration): kernels, kernel us, GPU span, ``idle_frac``, gaps."""
     d = kernel_gaps(trace).assign(end_us=lambda x: x.start_us + x.duration_us)
     out = d.groupby(["config", "iteration"]).agg(
         kernels=("duration_us", "size"), kernel_us=("duration_us", "sum"),
@@ -62,11 +57,9 @@ def launch_gaps(trace):
 
 
 def launch_vs_sweep(gaps, table, width: float | None = None):
-    """Per traced (width, batch): mean kernel time and span per forward in the trace beside the
-    sweep's eager and graph latency. ``sweep_idle_frac`` = 1 - GPU busy / eager latency, the
-    busy time the sweep's own (same process) where it records ``gpu_busy_ms``, else the
-    trace's kernel time (``idle_from`` says which); ``graph_over_kernel_time`` = graph latency
-    over the graph's busy time (else the same busy time)."""
+    """Per traced (width, batch): trace span and kernel time beside the sweep's
+    eager and graph latency; ``sweep_idle_frac`` from the sweep's own GPU busy time where recorded
+    (else the trace's, ``idle_from``) and ``graph_over_kernel_time``."""
     per = gaps.groupby(["width", "batch"])[["kernels", "kernel_us", "span_us", "idle_frac"]]
     per = per.mean().reset_index()
     if width is not None:
@@ -80,14 +73,11 @@ def launch_vs_sweep(gaps, table, width: float | None = None):
             "cudagraph": "sweep_graph_ms", "speedup": "graph_speedup",
         }
     )
-    busy = (
-        t.pivot_table(index=["width", "batch"], columns="backend", values="gpu_busy_ms")
-        if "gpu_busy_ms" in t
-        else pd.DataFrame()
-    )
-    busy = busy.reindex(columns=["eager", "cudagraph"]).reindex(
-        pd.MultiIndex.from_frame(out[["width", "batch"]])
-    )
+    busy = pd.DataFrame()
+    if "gpu_busy_ms" in t:
+        busy = t.pivot_table(index=["width", "batch"], columns="backend", values="gpu_busy_ms")
+    at = pd.MultiIndex.from_frame(out[["width", "batch"]])
+    busy = busy.reindex(columns=["eager", "cudagraph"]).reindex(at)
     out["sweep_eager_busy_ms"] = own = busy.eager.to_numpy()
     out["sweep_graph_busy_ms"] = graph_busy = busy.cudagraph.to_numpy()
     busy_ms, out["idle_from"] = busy_time(pd.Series(own, out.index), out.trace_kernel_us / 1000)
@@ -98,30 +88,21 @@ def launch_vs_sweep(gaps, table, width: float | None = None):
 
 
 def gpm_ratio(key: str, medians, metric: str, by: str, lo, datasets=()) -> list[dict]:
-    """A GPM median ``metric`` at the largest ``by`` over that at ``by`` = ``lo`` (none
-    without a row at ``lo`` and a larger one)."""
+    """A GPM median ``metric`` at the largest ``by`` over that at ``lo`` (none without)."""
     m = medians.sort_values(by)
     base = m[m[by] == lo] if lo is not None else m.iloc[:1]
-    if (
-        metric not in m
-        or base.empty
-        or not base[metric].iloc[0] > 0
-        or m[by].iloc[-1] <= base[by].iloc[0]
-    ):
+    if metric not in m or base.empty or not base[metric].iloc[0] > 0:
         return []
     hi, b = m.iloc[-1], base.iloc[0]
-    return [
-        fact(
-            key, hi[metric] / b[metric], "x", datasets=tuple(datasets),
-            note=f"{by} {hi[by]:g} over {by} {b[by]:g}",
-        )
-    ]
+    if hi[by] <= b[by]:
+        return []
+    note = f"{by} {hi[by]:g} over {by} {b[by]:g}"
+    return [fact(key, hi[metric] / b[metric], "x", datasets=tuple(datasets), note=note)]
 
 
 def gap_facts(trace, table=None, datasets=()) -> list[dict]:
-    """From the trace at the width nearest 1: the idle share (%) of the largest traced batch
-    under the profiler (beside a smaller one); with the sweep, at batch 1, the idle share of an
-    un-profiled eager forward and the graph replay over the kernel time."""
+    """From the trace at the width nearest 1: the largest batch's idle share under the
+    profiler; with the sweep, batch 1's un-profiled idle share and graph over kernel time."""
     ds, gaps = tuple(datasets), launch_gaps(trace)
     if gaps.empty:
         return []
@@ -129,30 +110,22 @@ def gap_facts(trace, table=None, datasets=()) -> list[dict]:
     per = gaps[gaps.width == width].groupby("batch").idle_frac.mean()
     out = []
     if len(per) > 1:
-        out.append(
-            fact(
-                "timeline_trace_idle_largest_pct", 100 * per.iloc[-1], "%", datasets=ds[:1],
-                note=f"batch {per.index[-1]}, width {width:g}",
-            )
-        )
+        note, idle = f"batch {per.index[-1]}, width {width:g}", 100 * per.iloc[-1]
+        out.append(fact("timeline_trace_idle_largest_pct", idle, "%", datasets=ds[:1], note=note))
     lvs = launch_vs_sweep(gaps, table, width) if table is not None else gaps.iloc[:0]
     lvs = lvs[lvs.batch == 1] if len(lvs) else lvs
     if len(lvs):
         r, note = lvs.iloc[0], f"batch 1, width {width:g}"
+        how = f"{note}: 1 - GPU busy / eager ms ({r.idle_from})"
+        idle, graph = 100 * r.sweep_idle_frac, r.graph_over_kernel_time
         out += [
-            fact(
-                "timeline_sweep_idle_b1_pct", 100 * r.sweep_idle_frac, "%", datasets=ds,
-                note=f"{note}: 1 - GPU busy / eager ms ({r.idle_from})",
-            ),
-            fact(
-                "timeline_graph_over_kernel_time_b1", r.graph_over_kernel_time, "x", datasets=ds,
-                note=note,
-            ),
+            fact("timeline_sweep_idle_b1_pct", idle, "%", datasets=ds, note=how),
+            fact("timeline_graph_over_kernel_time_b1", graph, "x", datasets=ds, note=note),
         ]
     return out
 
 
-#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
+#: the facts a rule reads
 FACT_KEYS = frozenset(
     """
     timeline_forwards_per_gpm_window timeline_gpm_overhead_pct
@@ -166,8 +139,7 @@ def facts(
     root: DataRoot, *, gpm_batch=GPM_BATCH, gpm_width=GPM_WIDTH, trace=TRACE, sweep=SWEEP,
     overhead=GPM_OVERHEAD,
 ) -> pd.DataFrame:
-    """The facts of notebook 05 read off ``root`` (datasets by short name); a dataset the root
-    lacks leaves its facts out."""
+    """The facts of notebook 05 (datasets by short name); a missing one leaves its facts out."""
     rows, has = [], (lambda n: bool(n) and root.has(n))
     table = batch_table(root.load(sweep)) if has(sweep) else None
     sw = [sweep] if table is not None else []
@@ -181,16 +153,10 @@ def facts(
         if len(t) and len(w := gpm_wide(g)):
             ms, wr = 1000 * float(w.window_s.median()), nearest(t.width, REF_WIDTH)
             fwd = t[t.width == wr].median_ms.min()
-            rows.append(
-                fact(
-                    "timeline_forwards_per_gpm_window",
-                    ms / fwd,
-                    "x",
-                    datasets=(gpm_batch, sweep),
-                    note=f"{ms:.0f} ms window over the "
-                    f"fastest batch-1 forward at width {wr:g}, {fwd:.3g} ms",
-                )
-            )
+            note = f"{ms:.0f} ms window over the fastest batch-1 forward at width {wr:g}, "
+            note, ds = note + f"{fwd:.3g} ms", (gpm_batch, sweep)
+            key = "timeline_forwards_per_gpm_window"
+            rows.append(fact(key, ms / fwd, "x", datasets=ds, note=note))
     if has(gpm_width):
         rows += gpm_ratio(
             "timeline_gpm_tensor_util_ratio_width", gpm_medians(root.load(gpm_width)),
@@ -199,10 +165,7 @@ def facts(
     if has(trace):
         rows += gap_facts(root.load(trace), table, [trace, *sw])
     if has(overhead) and len(t := gpm_overhead_table(root.load(overhead))):
-        rows.append(
-            fact(
-                "timeline_gpm_overhead_pct", t.throughput_lost_pct.max(), "%", datasets=(overhead,),
-                note="largest over configs",
-            )
-        )
+        lost, ds = t.throughput_lost_pct.max(), (overhead,)
+        note = "largest over configs"
+        rows.append(fact("timeline_gpm_overhead_pct", lost, "%", datasets=ds, note=note))
     return facts_table(rows)

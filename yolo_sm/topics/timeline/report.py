@@ -1,5 +1,4 @@
-"""Notebook 05's figures (GPM metrics over time with each config's run shaded, one eager
-forward's kernels, the gaps between them) and sections (a root in, what a cell shows out)."""
+"""Notebook 05's figures (GPM metrics over time, one forward's kernels, the gaps) and sections."""
 
 from __future__ import annotations
 
@@ -21,9 +20,8 @@ from yolo_sm.topics.timeline.analyse import kernel_gaps, run_spans
 
 
 def plot_gpm_timeline(gpm, vary: str = "batch", title: str | None = None):
-    """The four GPM metrics against time (one row each, a step per ~0.1 s window), each config's
-    run phase shaded and labelled, idle gaps white; windows that straddle a marker change are
-    drawn as open circles."""
+    """The four GPM metrics against time, each config's run phase shaded; windows
+    that straddle a marker change as open circles."""
     from plotly.subplots import make_subplots
 
     w = gpm_wide(gpm)
@@ -63,8 +61,7 @@ def plot_gpm_timeline(gpm, vary: str = "batch", title: str | None = None):
 
 
 def plot_kernel_timeline(trace, iteration: int = 0, max_configs: int = 4):
-    """One row per config: each kernel as a bar from its start to its end (ms from the forward's
-    first kernel), coloured by kernel class; the white space between bars is GPU idle time."""
+    """One row per config: each kernel as a bar from start to end (ms), by class."""
     import plotly.graph_objects as go
 
     d = trace[trace["iteration"] == iteration]
@@ -92,8 +89,7 @@ def plot_kernel_timeline(trace, iteration: int = 0, max_configs: int = 4):
 
 
 def plot_gap_hist(trace):
-    """Cumulative distribution of the gaps between consecutive kernels of a forward, per batch
-    (log x; gaps under 0.5 µs are drawn at 0.5 µs: back to back)."""
+    """ECDF of the gaps between consecutive kernels per batch (log x, floor 0.5 us)."""
     import plotly.express as px
 
     d = kernel_gaps(trace).dropna(subset=["gap_us"])
@@ -111,16 +107,14 @@ def plot_gap_hist(trace):
 
 
 def gpm_overhead(root: DataRoot, name: str) -> list:
-    """The GPM sampler's cost per config (:func:`yolo_sm.analyse.gpm.gpm_overhead_table`)."""
-    return (
-        [tables.show(gpm.gpm_overhead_table(root.load(name)))]
-        if root.has(name)
-        else [absent(root, name)]
-    )
+    """The GPM sampler's cost per config."""
+    if not root.has(name):
+        return [absent(root, name)]
+    return [tables.show(gpm.gpm_overhead_table(root.load(name)))]
 
 
 def gpm_timeline(root: DataRoot, name: str, vary: str = "batch") -> list:
-    """The GPM timeline of ``name`` (configs varying in ``vary``) and its medians per config."""
+    """The GPM timeline of ``name`` (configs varying in ``vary``) and its medians."""
     if not root.has(name):
         return [absent(root, name)]
     g = root.load(name)
@@ -129,7 +123,7 @@ def gpm_timeline(root: DataRoot, name: str, vary: str = "batch") -> list:
 
 
 def gaps(root: DataRoot, trace: str) -> list:
-    """Launch gaps per forward of a Kineto trace: table, kernels of one forward, gap ECDF."""
+    """Launch gaps per forward of a Kineto trace: table, one forward's kernels, gap ECDF."""
     if not root.has(trace):
         return [absent(root, trace)]
     tr = root.load(trace)
@@ -137,7 +131,7 @@ def gaps(root: DataRoot, trace: str) -> list:
 
 
 def gaps_vs_sweep(root: DataRoot, trace: str, sweep: str) -> list:
-    """The traced forwards beside the sweep's eager and graph latency at the same width."""
+    """The traced forwards beside the sweep's eager and graph latency."""
     if not root.has(trace) or not root.has(sweep):
         return [absent(root, trace if not root.has(trace) else sweep)]
     g = timeline.launch_gaps(root.load(trace))

@@ -1,4 +1,4 @@
-"""Notebook 05's rules over :func:`yolo_sm.topics.timeline.analyse.facts`."""
+"""Notebook 05's rules."""
 
 from __future__ import annotations
 
