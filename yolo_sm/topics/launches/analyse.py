@@ -1,7 +1,6 @@
-"""Launch counts (notebook 08): kernels per forward and module type, what fusing each C2f block
-(or every layer) into one kernel would remove (a bound), what torch.compile removed (measured)
-and what a launch costs the host (a CUDA graph against eager in the same sweep). The facts are
-returned without a prefix: :func:`yolo_sm.topics.roofline.analyse.facts` adds ``roofline.``."""
+"""Launch counts (notebook 08): kernels per forward and module type, what fusing C2f blocks
+would remove (a bound), what torch.compile removed, what a launch costs the host. Facts get
+their ``roofline.`` prefix from :func:`yolo_sm.topics.roofline.analyse.facts`."""
 
 from __future__ import annotations
 
@@ -26,8 +25,7 @@ def _width(configs) -> list[float]:
 
 
 def launches_per_type(trace, iteration: int = 0):
-    """Kernels per forward per config and module type (one iteration of a Kineto trace), with
-    each type's share of the forward's launches and kernel time."""
+    """Kernels per forward per config and module type, with launch and time shares."""
     t = trace[trace.iteration == iteration]
     g = t.groupby(["config", "module_type"]).duration_us.agg(kernels="size", time_us="sum")
     g = g.reset_index()
@@ -38,9 +36,8 @@ def launches_per_type(trace, iteration: int = 0):
 
 
 def fusion_bound(trace, iteration: int = 0, fused_type: str = "C2f"):
-    """Per config: launches per forward, those inside ``fused_type`` layers, and the share of
-    all launches removed if each such layer became one kernel (``removed_share``) or every
-    layer did (``all_layers_removed_share``): upper bounds."""
+    """Per config: launches, those in ``fused_type`` layers, and the share removed if
+    each such layer (or every layer) became one kernel: upper bounds."""
     rows = []
     for cfg, g in trace[trace.iteration == iteration].groupby("config"):
         f, total = g[g.module_type == fused_type], len(g)
@@ -57,9 +54,8 @@ def fusion_bound(trace, iteration: int = 0, fused_type: str = "C2f"):
 
 
 def fusion_measured(kernels, eager: str = "eager", fused: str = "compile"):
-    """Launches and kernel ms per forward of an eager and a fusing engine of one model config
-    (one Kineto table whose ``config`` names the engine), and the share of eager's launches and
-    kernel time the fusing engine removed."""
+    """Launches and kernel ms per forward of an eager and a fusing engine, and the
+    shares the fusing one removed."""
     missing = [c for c in (eager, fused) if c not in set(kernels.config)]
     if missing:
         raise UserError(f"no kernels of {', '.join(missing)} in the table")
@@ -78,11 +74,8 @@ def fusion_compared(eager, compiled, config: str = FUSED_CONFIG):
 
 
 def launch_cost(sweep, trace, batch: int = 1, precision="fp16", layout="nhwc", iteration=0):
-    """Per width at ``batch``: eager and CUDA-graph latency (same sweep run), the time the graph
-    saves, kernels per forward (from the trace) and the saving per launch (us): the host's
-    launch cost. ``gpu_idle_share_eager``: 1 - GPU busy time over the eager latency, the busy
-    time the sweep's own where recorded, else the trace's kernel time at the same batch
-    (``idle_from`` says which)."""
+    """Per width at ``batch``: eager and graph latency, the time the graph saves,
+    kernels per forward and us saved per launch; ``gpu_idle_share_eager`` where known."""
     s = sweep[(sweep.status == "ok") & (sweep.batch == batch) & (sweep.precision == precision)
               & (sweep.layout == layout)]  # fmt: skip
     out = s.pivot_table(index="width", columns="backend", values="median_ms")
@@ -106,10 +99,8 @@ def launch_cost(sweep, trace, batch: int = 1, precision="fp16", layout="nhwc", i
 
 
 def launch_facts(root: DataRoot) -> list[dict]:
-    """``c2f_fusion_removed_launch_share`` (the most over the widths of :data:`TRACE`: claim
-    11), ``eager_gpu_idle_share`` at width 0.25 and batch 8 (:data:`SWEEP`, :data:`TRACE`) and
-    ``compile_minus_c2f_bound_launch_share``: what torch.compile removed minus the C2f bound,
-    both over :data:`FUSED_CONFIG`'s eager kernels."""
+    """The C2f fusion bound (most over widths), eager idle share at width 0.25 batch 8,
+    and torch.compile's removed share minus the C2f bound."""
     rows = []
     if root.has(TRACE):
         trace = root.load(TRACE)

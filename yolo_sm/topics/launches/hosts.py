@@ -1,6 +1,5 @@
-"""What the host decides of a forward (notebook 08): per sweep point measured with the host
-columns, the forward's time beside the launching thread's CPU time, the launches, the GPU's busy
-time and what that leaves idle, and the host's CPU from provenance."""
+"""What the host decides of a forward (notebook 08): time, the launching thread's CPU time,
+launches and GPU busy time per sweep point, and the host CPU."""
 
 from __future__ import annotations
 
@@ -22,12 +21,8 @@ VIEW_COLUMNS = ("width", "batch", "median_ms", "mean_ms", "host_cpu_ms", "cpu_ov
 
 
 def host_table(sweep: pd.DataFrame) -> pd.DataFrame:
-    """One row per ``ok`` point with host columns: keys, ``median_ms`` and ``mean_ms`` (GPU
-    events per forward), ``host_cpu_ms`` (the launching thread's CPU time per forward, a mean
-    over the same timed calls), ``cpu_over_forward`` (host_cpu_ms / mean_ms: above 1 where the
-    loop's own work between forwards counts), launches, ``gpu_busy_ms``, ``gpu_busy_pct`` (of
-    the median forward, at most 100), ``us_per_launch``, ``host_bound``, ``cpu_model`` and
-    ``cpu_count``. Empty for a table measured without the host columns."""
+    """One row per ``ok`` point with host columns: CPU time per forward and over the mean
+    forward, launches, GPU busy ms and %, us per launch, host-bound, CPU; empty without them."""
     if not all(c in sweep for c in HOST_COLUMNS) or sweep.gpu_busy_ms.isna().all():
         return pd.DataFrame(columns=[*VIEW_COLUMNS, "backend", "cpu_model", "cpu_count"])
     ok = sweep[(sweep.status == "ok") & sweep.gpu_busy_ms.notna()]
@@ -50,13 +45,13 @@ def host_table(sweep: pd.DataFrame) -> pd.DataFrame:
 
 
 def small_batch_view(table: pd.DataFrame, backend: str = "eager") -> pd.DataFrame:
-    """``backend``'s rows at its smallest batch (the launch-bound end), :data:`VIEW_COLUMNS`."""
+    """``backend``'s rows at its smallest batch, :data:`VIEW_COLUMNS`."""
     rows = table[table.backend == backend]
     return rows[rows.batch == rows.batch.min()].reindex(columns=list(VIEW_COLUMNS))
 
 
 def cpu_of(table: pd.DataFrame) -> str:
-    """The host CPU(s) the table's points were measured on, from provenance ("" if unknown)."""
+    """The host CPU(s) of the table's points ("" if unknown)."""
     models = [m for m in dict.fromkeys(table.cpu_model.astype(str)) if m and m != "nan"]
     counts = sorted({int(c) for c in pd.to_numeric(table.cpu_count, errors="coerce").dropna()})
     text = ", ".join(models)
@@ -64,8 +59,7 @@ def cpu_of(table: pd.DataFrame) -> str:
 
 
 def host_bound_edge(table: pd.DataFrame, backend: str = "eager") -> pd.DataFrame:
-    """Per width: the largest batch at which ``backend`` is still host-bound (NaN where none
-    is) and the smallest at which it is not."""
+    """Per width: the largest host-bound batch and the smallest GPU-bound one."""
     g = table[table.backend == backend].groupby("width")
     return pd.DataFrame({
         "largest_host_bound_batch": g.apply(lambda d: d.batch[d.host_bound].max()),
@@ -73,31 +67,19 @@ def host_bound_edge(table: pd.DataFrame, backend: str = "eager") -> pd.DataFrame
     }).reset_index()  # fmt: skip
 
 
-#: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
-FACT_KEYS = frozenset(
-    PREFIX + k
-    for k in (
-        "eager_b1_host_bound_share_pct",
-        "eager_b1_cpu_over_forward",
-        "graph_max_gpu_idle_pct",
-    )
-)
+#: the facts a rule reads
+KEYS = ("eager_b1_host_bound_share_pct", "eager_b1_cpu_over_forward", "graph_max_gpu_idle_pct")
+FACT_KEYS = frozenset(PREFIX + k for k in KEYS)
 
 
 def facts(root: DataRoot, sweep: str = SWEEP) -> pd.DataFrame:
-    """Facts of the host's share (keys prefixed :data:`PREFIX`), where ``root``'s ``sweep``
-    has the host columns: at eager batch 1, ``eager_b1_host_bound_share_pct`` (% of widths
-    host-bound) and ``eager_b1_cpu_over_forward`` (median over widths of
-    :func:`host_table`'s ``cpu_over_forward``); ``graph_max_gpu_idle_pct``: the most any
-    CUDA-graph point leaves the GPU idle (% of its median forward)."""
+    """Host facts at eager batch 1 (% of widths host-bound, median CPU over forward) and the
+    most any CUDA-graph point leaves the GPU idle (%)."""
     t = host_table(root.load(sweep)) if root.has(sweep) else pd.DataFrame()
     if t.empty:
         return facts_table([])
-    ds, b1, graph = (
-        (sweep,),
-        t[(t.backend == "eager") & (t.batch == 1)],
-        t[t.backend == "cudagraph"],
-    )
+    ds, graph = (sweep,), t[t.backend == "cudagraph"]
+    b1 = t[(t.backend == "eager") & (t.batch == 1)]
     n1, note = len(b1), f"host CPU {cpu_of(t)}"
     return facts_table([
         fact(PREFIX + "eager_b1_host_bound_share_pct", 100 * b1.host_bound.mean(), "%",

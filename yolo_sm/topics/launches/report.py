@@ -1,5 +1,4 @@
-"""Notebook 08's host section: the host table of a root (or the one line saying why not) and
-the GPU's busy share of each eager forward against batch."""
+"""Notebook 08's host section: the host table and the GPU's busy share of eager forwards."""
 
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ from yolo_sm.topics.roofline.report import available
 
 
 def host_table(root: DataRoot, sweep: str):
-    """:func:`yolo_sm.topics.launches.hosts.host_table` of ``root``'s ``sweep``, or None after
-    one printed line where the root lacks the sweep or its host columns."""
+    """The host table of ``root``'s ``sweep``, or None after one line saying why not."""
     if not available(root, sweep):
         return None
     table = hosts.host_table(root.load(sweep))
@@ -32,8 +30,7 @@ def host_line(root: DataRoot, table) -> str:
 
 
 def plot_gpu_busy(table, *, idle_share: float = HOST_BOUND_IDLE_SHARE, title=None):
-    """Lines per width: the share of each eager forward the GPU ran a kernel against batch
-    (:func:`yolo_sm.topics.launches.hosts.host_table`); below the dotted line, host-bound."""
+    """Per width: GPU busy share of each eager forward against batch."""
     eager = table[table.backend == "eager"].sort_values(["width", "batch"])
     fig = go.Figure()
     for w, g in eager.groupby("width"):

@@ -1,6 +1,4 @@
-"""Notebook 08's rules: the GPU's idle share of an eager forward, what torch.compile fuses, and
-the host's share (:func:`yolo_sm.topics.launches.hosts.facts`). Claim 11 (notebook 09) is
-decided there and only linked from 08."""
+"""Notebook 08's rules: the GPU's idle share, what torch.compile fuses, the host's share."""
 
 from yolo_sm.contract.vocab import HOST_BOUND_IDLE_SHARE
 from yolo_sm.report.rules import Rule

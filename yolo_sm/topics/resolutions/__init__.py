@@ -25,7 +25,7 @@ def frame_sizes(x, what):
 
 @dataclass(frozen=True)
 class ResolutionStep(Spec):
-    """Fixed-shape engines per frame size (``"WxH"``) against dynamic ones, at one batch."""
+    """Fixed-shape engines per frame size against dynamic ones, at one batch."""
 
     kind = "resolutions"
     widths: tuple = param(v.multipliers, (0.5, 1.0))

@@ -1,10 +1,6 @@
-"""One engine per resolution or one dynamic engine, and which engine serves a frame.
-
-Table ``resolutions``: one row per width, frame and engine (``fixed``: built for that input;
-``dynamic``: one engine serving every input). Engine selection (:func:`pick_engine`): a frame
-letterboxed into an engine of (H, W) is scaled by ``min(H / h, W / w)``; among the engines that
-hold it unscaled (scale >= 1) the one of fewest pixels wins, else the one that downscales least.
-"""
+"""One engine per resolution or one dynamic engine, and which engine serves a frame. A frame
+letterboxed into an (H, W) engine is scaled by ``min(H / h, W / w)``; :func:`pick_engine` takes
+the fewest-pixel engine holding it unscaled, else the one that downscales least."""
 
 from __future__ import annotations
 
@@ -22,8 +18,7 @@ _FRAME = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*$")
 
 
 def parse_frame(text) -> tuple[int, int]:
-    """``"1280x720"`` (width x height) -> (720, 1280), (height, width); a (height, width) pair
-    of positive integers passes through. Anything else: one sentence."""
+    """``"1280x720"`` (width x height) -> (720, 1280); an (h, w) pair passes through."""
     if isinstance(text, (tuple, list)):
         hw = tuple(text)
         if len(hw) == 2 and all(type(v) is int and v > 0 for v in hw):
@@ -36,8 +31,7 @@ def parse_frame(text) -> tuple[int, int]:
 
 
 def engine_hw(frame_hw, stride: int = STRIDE) -> tuple[int, int]:
-    """(height, width) of the engine a frame runs at unscaled: each side rounded up to a
-    multiple of ``stride`` (1280x720 -> 736 x 1280)."""
+    """(height, width) a frame runs at unscaled: sides rounded up to ``stride``."""
     h, w = parse_frame(frame_hw)
     return -(-h // stride) * stride, -(-w // stride) * stride
 
@@ -49,7 +43,7 @@ def letterbox_scale(frame_hw, engine) -> float:
 
 
 def pick_engine(frame_hw, engines) -> int:
-    """Index in ``engines`` ((height, width) each) of the engine that serves ``frame_hw``."""
+    """Index of the engine in ``engines`` ((h, w) each) that serves ``frame_hw``."""
     sizes = [parse_frame(e) for e in engines]
     if not sizes:
         raise UserError("pick_engine needs at least one engine size")
@@ -61,8 +55,7 @@ def pick_engine(frame_hw, engines) -> int:
 
 
 def selection_table(frames, engines) -> pd.DataFrame:
-    """Per frame: the engine :func:`pick_engine` chooses, its letterbox scale and the share (%)
-    of its pixels the frame fills."""
+    """Per frame: the engine chosen, its letterbox scale and the % of it filled."""
     sizes = [parse_frame(e) for e in engines]
     rows = []
     for f in frames:
@@ -75,9 +68,8 @@ def selection_table(frames, engines) -> pd.DataFrame:
 
 
 def resolution_table(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (width, batch, frame, dynamic engine): the fixed and the dynamic engine's
-    img/s and megapixels/s, and ``dynamic_cost_pct``: the share (%) of the fixed engine's img/s
-    the dynamic one loses (negative: the dynamic one is faster)."""
+    """Per (width, batch, frame, dynamic engine): fixed and dynamic img/s and
+    megapixels/s, and ``dynamic_cost_pct`` (% of the fixed img/s lost; negative: faster)."""
     ok = df[df.status == "ok"].assign(clock_mhz=sm_clock_mhz)
     idx = ["width", "batch", "frame_size", "imgsz_h", "imgsz_w"]
     cols = ["backend", "img_per_s", "mpix_per_s", "clock_mhz"]
@@ -91,8 +83,7 @@ def resolution_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _nearest_gain(g: pd.DataFrame) -> float:
-    """The least, over the frames a smaller engine serves, of that engine's img/s over the
-    largest engine's (one width's fixed rows)."""
+    """The least img/s gain of the nearest smaller engine over the largest one."""
     sizes = list(zip(g.imgsz_h, g.imgsz_w, strict=True))
     speed = dict(zip(sizes, g.img_per_s, strict=True))
     largest = max(sizes, key=math.prod)
@@ -101,9 +92,8 @@ def _nearest_gain(g: pd.DataFrame) -> float:
 
 
 def facts(root) -> pd.DataFrame:
-    """The facts (keys ``resolutions.*``) of ``root``'s ``resolutions`` table, per batch:
-    the dynamic engine's worst cost (%), megapixels/s of the largest input over the smallest
-    (median over widths) and the nearest engine's least gain over the largest (x)."""
+    """Per batch: the dynamic engine's worst cost (%), largest over smallest input's
+    megapixels/s (median over widths), nearest over largest engine (x)."""
     if not root.has(DATASET):
         return facts_table([])
     df, ds, rows = root.load(DATASET), (DATASET,), []
@@ -127,7 +117,7 @@ def facts(root) -> pd.DataFrame:
     return facts_table(r for r in rows if not math.isnan(r["value"]))
 
 
-#: the facts :func:`facts` computes (a rule naming another fails to load)
+#: the facts :func:`facts` computes
 FACT_KEYS = frozenset(
     {"resolutions.dynamic_cost_max_pct", "resolutions.mpix_largest_over_smallest",
      "resolutions.nearest_over_largest_engine"}

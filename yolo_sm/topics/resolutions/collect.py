@@ -1,7 +1,5 @@
-"""One engine per resolution (``fixed``, built for its letterboxed shape; a CUDA graph by
-default) or one for every resolution (``dynamic``: the eager module or
-``torch.compile(dynamic=True)``), timed side by side in one process: a row per (width, frame,
-engine) with img/s, megapixels/s of model input and launches per forward."""
+"""Fixed engines (one per letterboxed frame shape, a CUDA graph by default) against dynamic ones
+(eager or ``torch.compile(dynamic=True)``), timed in one process: img/s, megapixels/s, launches."""
 
 from __future__ import annotations
 
@@ -23,8 +21,6 @@ from yolo_sm.core.timing import measure_engine
 from yolo_sm.topics.resolutions import ResolutionStep
 from yolo_sm.topics.resolutions.analyse import engine_hw, parse_frame
 
-DYNAMIC = ("eager", "compile")
-
 
 class ResolutionSpec(ResolutionStep):
     """A resolutions step's spec with the sweep's own checks of its models."""
@@ -42,9 +38,8 @@ def _config(spec: ResolutionSpec, backend: str, hw: tuple[int, int]) -> EngineCo
 
 
 class DynamicEngine:
-    """One engine for every input shape: the eager module (``kind`` eager) or
-    ``torch.compile(module, dynamic=True)`` (``kind`` compile), prepared once;
-    :meth:`at` gives an :class:`Engine` of it for one shape (same module, same compiled code)."""
+    """One engine for every input shape (eager or dynamic compile), prepared once;
+    :meth:`at` gives an :class:`Engine` of it for one shape."""
 
     def __init__(self, model, spec: ResolutionSpec, kind: str, hw: tuple[int, int]):
         import torch
@@ -62,7 +57,6 @@ class DynamicEngine:
             self.grad = torch.no_grad  # compiled graphs guard on inference-mode tensors
 
     def at(self, model, hw: tuple[int, int]) -> Engine:
-
         cfg = _config(self.spec, "eager" if self.kind == "eager" else "compile", hw)
         fn, grad = self.fn, self.grad
         before = compiled_graphs()
@@ -121,10 +115,8 @@ def _timed(row: dict, make_engine, spec: ResolutionSpec) -> dict:
 
 
 def run_resolutions(spec: ResolutionSpec, out: str | os.PathLike | None, progress: bool = True):
-    """Time every (width, frame, engine) of ``spec``: per width, the model is built once, its
-    dynamic engines once; at each frame the fixed engine is built for the letterboxed size
-    (:func:`yolo_sm.topics.resolutions.analyse.engine_hw`) and timed, then each dynamic
-    engine at that size. Writes the table to ``out`` (when given) and returns it."""
+    """Time every (width, frame, engine) of ``spec``: per width the model and its dynamic
+    engines once, per frame a fixed engine for its letterboxed size, then each dynamic one."""
     import pandas as pd
 
     spec = spec.validated()
@@ -167,7 +159,7 @@ def run_resolutions(spec: ResolutionSpec, out: str | os.PathLike | None, progres
 
 
 def compiled_graphs() -> int:
-    """Graphs dynamo has compiled in this process so far (its ``unique_graphs`` counter)."""
+    """Graphs dynamo has compiled in this process so far."""
     from torch._dynamo.utils import counters
 
     return int(counters["stats"].get("unique_graphs", 0))

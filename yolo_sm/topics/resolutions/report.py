@@ -24,13 +24,12 @@ def verdicts(root: DataRoot) -> pd.DataFrame:
 
 
 def selection(frames=FRAMES, engines=ENGINES):
-    """Which engine :func:`~yolo_sm.topics.resolutions.analyse.pick_engine` serves each frame
-    with, as a table."""
+    """Which engine each frame is served by, as a table."""
     return show(analyse.selection_table(frames, engines), index=False)
 
 
 def plot_selection(frames=FRAMES, engines=ENGINES):
-    """Per frame size, the share (%) of the chosen engine's input the frame fills."""
+    """Per frame size, the share (%) of the chosen engine's input it fills."""
     import plotly.express as px
 
     d = analyse.selection_table(frames, engines).rename(columns={"engine": "engine input"})
@@ -70,7 +69,7 @@ def resolution_figure(root: DataRoot, y: str = "mpix_per_s"):
 
 @needs(analyse.DATASET)
 def cost_table(root: DataRoot):
-    """Fixed against dynamic per width and resolution: img/s, megapixels/s, the dynamic cost."""
+    """Fixed against dynamic per width and resolution: img/s, megapixels/s, cost."""
     t = analyse.resolution_table(root.load(analyse.DATASET))
     cols = [
         "width", "batch", "frame_size", "imgsz_w", "imgsz_h", "backend_fixed", "img_per_s_fixed",

@@ -1,6 +1,5 @@
-"""Wide against deep at equal FLOPs: the ``wide_vs_deep`` table (sweep rows of FLOPs-matched
-pairs, with ``pair`` and ``role``) as pairs side by side, and the facts (keys ``wide_deep.*``)
-comparing the two models of a pair, timed in one process."""
+"""Wide against deep at equal FLOPs: the ``wide_vs_deep`` table's pairs side by side, and the
+facts (keys ``wide_deep.*``) comparing the two models of a pair timed in one process."""
 
 from __future__ import annotations
 
@@ -14,10 +13,8 @@ DATASET = "wide_vs_deep"
 
 
 def pair_table(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (pair, backend, batch), both models side by side (``*_wide``, ``*_deep``):
-    width, depth, FLOPs, img/s, kernels per forward, Kineto's estimated occupancy (%), SM clock
-    (MHz); ``wide_over_deep`` (img/s ratio), ``flops_diff_pct`` and ``occupancy_diff_pct``
-    (wide minus deep, percentage points)."""
+    """One row per (pair, backend, batch), both models side by side (``*_wide`` /
+    ``*_deep``), ``wide_over_deep`` (img/s), ``flops_diff_pct``, ``occupancy_diff_pct`` (points)."""
     ok = df[df.status == "ok"].assign(clock_mhz=sm_clock_mhz)
     cols = ["width", "depth", "flops_per_img", "img_per_s", "kernels_per_forward", "clock_mhz"]
     cols += [c for c in ("est_occupancy_tw_pct",) if c in ok]
@@ -34,9 +31,8 @@ def pair_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def facts(root) -> pd.DataFrame:
-    """Per backend and batch: the least and the median (over pairs) wide-over-deep img/s
-    ratio, and the median occupancy difference (points); each with the widest clock spread
-    between the two sides of a pair."""
+    """Per backend and batch: least and median wide-over-deep ratio, median occupancy
+    difference (points), with the widest clock spread."""
     if not root.has(DATASET):
         return facts_table([])
     t, ds, rows = pair_table(root.load(DATASET)), (DATASET,), []

@@ -1,7 +1,5 @@
-"""Wide against deep at equal FLOPs: pairs of YOLO models (one wider at a small depth, one
-narrower at a larger depth; :func:`yolo_sm.core.models.matching.matched_pairs` finds them)
-timed as sweep points in one process, each with a short Kineto pass for the time-weighted
-occupancy. A pair whose FLOPs differ by more than ``tolerance`` is refused before timing."""
+"""Wide against deep at equal FLOPs: pairs of YOLO models timed as sweep points in one process,
+each with a short Kineto pass; a pair whose FLOPs differ beyond ``tolerance`` is refused first."""
 
 from __future__ import annotations
 
@@ -38,7 +36,7 @@ class WideDeepSpec(WideDeepStep):
         return self
 
     def sweep(self) -> SweepSpec:
-        """The sweep spec each point runs under (warm-up, budget, check)."""
+        """The sweep spec each point runs under."""
         return SweepSpec(
             family=(self.family,),
             precisions=(self.precision,),
@@ -53,8 +51,7 @@ class WideDeepSpec(WideDeepStep):
         ).validated()
 
     def units(self) -> list[tuple[int, str, Point]]:
-        """(pair, role, point) in run order: pair by pair, the wide model's points, then the
-        deep one's, each model's backends and batches together."""
+        """(pair, role, point) in run order: pair by pair, wide then deep."""
         out = []
         for i, pair in enumerate(self.pairs):
             for role, (w, d) in zip(ROLES, pair, strict=True):
@@ -69,9 +66,8 @@ class WideDeepSpec(WideDeepStep):
 
 
 def check_pairs(spec: WideDeepSpec, flops=yolo_flops) -> list[dict]:
-    """FLOPs per image of both models of each pair (counted at a 64-pixel input: convolution
-    FLOPs scale with the pixel count) and the deep one's relative difference; a pair further
-    apart than ``spec.tolerance`` is a :class:`UserError` before anything is timed."""
+    """FLOPs of both models per pair (at 64 px) and their relative difference; a pair
+    beyond ``spec.tolerance`` is a :class:`UserError` before timing."""
     out = []
     for i, ((ww, wd), (dw, dd)) in enumerate(spec.pairs):
         if not (ww > dw and wd < dd):
@@ -95,11 +91,8 @@ def check_pairs(spec: WideDeepSpec, flops=yolo_flops) -> list[dict]:
 def run_wide_vs_deep(
     spec: WideDeepSpec, out: str | os.PathLike, progress: bool = True, deadline: float | None = None
 ):
-    """Time every (pair, role, backend, batch) point of ``spec`` in this process into the
-    table ``out`` (sweep columns plus ``pair``, ``role``, ``match_rel_diff`` and, with
-    ``spec.occupancy``, the Kineto pass's columns), rewritten after every point; points it
-    already holds are skipped (the grid runner resumes). ``deadline`` (``time.monotonic()``)
-    skips a model whose points would end past it. Returns the table."""
+    """Time every (pair, role, backend, batch) point of ``spec`` into ``out``
+    (resumable, rewritten after every point); ``deadline`` skips a model that would end past it."""
     spec = spec.validated()
     sweep = spec.sweep()
     check_environment(sweep)

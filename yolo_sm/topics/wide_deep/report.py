@@ -21,8 +21,7 @@ def verdicts(root: DataRoot) -> pd.DataFrame:
 
 @needs("sweep_presets")
 def presets(root: DataRoot, batch: int = 64):
-    """img/s against GFLOPs per image of the YOLOv8 presets (CUDA graph fp16 at ``batch``),
-    coloured by depth multiplier: where width and depth grow together."""
+    """img/s against GFLOPs of the YOLOv8 presets (CUDA graph fp16, ``batch``), by depth."""
     import plotly.express as px
 
     df = root.load("sweep_presets")
@@ -43,7 +42,7 @@ def presets(root: DataRoot, batch: int = 64):
 
 
 def plot_pair_ratios(t: pd.DataFrame, y: str, y_title: str):
-    """``y`` of each pair (one line per pair) against batch, one panel per backend."""
+    """``y`` of each pair against batch, one panel per backend."""
     import plotly.express as px
 
     d = t.sort_values(["pair", "batch"]).copy()
