@@ -7,15 +7,5 @@ TOPIC = Topic(
     notebooks=("claims",),
     question="Do four articles' claims about YOLO on GPUs hold?",
     sources=(("rules:RULES", "analyse:facts"),),
-    pair_sources=(),
-    headlines={
-        "claims": (
-            "claim_6",
-            "claim_2",
-            "claim_5",
-            "claim_10",
-            "claim_11",
-            "claim_16",
-        ),
-    },
+    headlines={"claims": ("claim_6", "claim_2", "claim_5", "claim_10", "claim_11", "claim_16")},
 )

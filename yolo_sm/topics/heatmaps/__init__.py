@@ -7,7 +7,6 @@ TOPIC = Topic(
     notebooks=("04_occupancy_heatmaps",),
     question="Which layers keep the SMs busy, per width and batch?",
     sources=(("rules:RULES", "analyse:facts"),),
-    pair_sources=(),
     headlines={
         "04_occupancy_heatmaps": (
             "heatmaps_resources_cap_tensor_cores",

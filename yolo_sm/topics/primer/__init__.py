@@ -7,7 +7,6 @@ TOPIC = Topic(
     notebooks=("00_occupancy_primer",),
     question="What limits occupancy, and does low occupancy waste the GPU?",
     sources=(("rules:RULES", "analyse:facts"),),
-    pair_sources=(),
     headlines={
         "00_occupancy_primer": (
             "primer_tc_conv_below_60",

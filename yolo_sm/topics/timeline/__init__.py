@@ -7,12 +7,11 @@ TOPIC = Topic(
     notebooks=("05_sm_timeline",),
     question="When are the SMs idle during a forward?",
     sources=(("rules:RULES", "analyse:facts"),),
-    pair_sources=(),
     headlines={
         "05_sm_timeline": (
             "timeline_b1_idles_unprofiled",
             "timeline_graph_removes_gaps",
             "timeline_sm_occupancy_rises_with_batch",
-        ),
+        )
     },
 )
