@@ -1,12 +1,5 @@
-"""The topics: one folder per notebook question, and the one registry of them.
-
-Each ``yolo_sm/topics/<name>/__init__.py`` declares its :class:`Topic` as pure data (no pandas,
-no torch); :data:`ALL` lists them. Everything else (the rule catalogue, the site's headlines,
-the plan's step kinds: :data:`STEPS`) is derived from :data:`ALL`, never appended to from
-another module. Callables are named as ``"module:attribute"`` inside the topic's folder (or
-``"yolo_sm.module:attribute"``) and imported on use (:func:`load`), so reading the registry
-stays light.
-"""
+"""The topics: one folder per notebook question, and :data:`ALL`, the one registry of them.
+Callables are named ``"module:attribute"`` and imported on use (:func:`load`)."""
 
 from __future__ import annotations
 
@@ -20,11 +13,8 @@ from yolo_sm.contract.steps import GENERIC
 
 @dataclass(frozen=True)
 class Topic:
-    """One question. ``sources``: ``("rules:RULES", "analyse:facts")`` pairs (a rule set and
-    the facts function ``DataRoot -> facts`` it reads); ``pair_sources`` the same over two
-    roots (``(a, b) -> facts``); ``headlines``: per notebook, the rule ids that answer its
-    question, in reading order (the first is the site index's line for the page); ``steps``:
-    the plan step kinds it collects, kind -> (its frozen spec class, its runner's ref)."""
+    """One question: ``sources`` (rules, facts) refs, ``pair_sources`` over two roots,
+    ``headlines`` per notebook (rule ids, in reading order), ``steps`` (kind -> spec, runner)."""
 
     name: str
     notebooks: tuple[str, ...]
@@ -46,8 +36,7 @@ class Topic:
 
 
 def load(ref: str, package: str = "yolo_sm"):
-    """The attribute of ``"module:attribute"``: a module under ``package``, or an absolute
-    ``yolo_sm.`` one."""
+    """The attribute ``"module:attribute"`` of a module under ``package`` (or ``yolo_sm.``)."""
     module, _, attr = ref.partition(":")
     module = module if module.startswith("yolo_sm.") else f"{package}.{module}"
     return getattr(importlib.import_module(module), attr)
