@@ -58,7 +58,6 @@ _VALUE_TITLES = {
     "achieved_occupancy_tw_pct": "achieved occupancy (%, time-weighted)",
     "theoretical_occupancy_tw_pct": "theoretical occupancy (%, time-weighted)",
     "time_share": "share of forward kernel time",
-    "sm_coverage_tw": "SM coverage (time-weighted)",
 }
 
 
