@@ -11,7 +11,7 @@ import pytest
 from yolo_sm.analyse.facts import concat, fact, facts_table
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.report.rules import FAILS, HOLDS, evaluate
-from yolo_sm.topics.launches import hosts
+from yolo_sm.topics.launches import analyse as hosts
 from yolo_sm.topics.launches import rules as launches_rules
 from yolo_sm.topics.memory import analyse as memory
 from yolo_sm.topics.memory import rules as memory_rules

@@ -1,11 +1,11 @@
-"""topics.launches.hosts and its rules: the host's share of a forward from a sweep's host
-columns, on tiny tables, and each rule moved across its threshold."""
+"""The host facts of topics.launches.analyse and their rules: the host's share of a forward from
+a sweep's host columns, on tiny tables, and each rule moved across its threshold."""
 
 import pandas as pd
 import pytest
 
 from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, evaluate
-from yolo_sm.topics.launches import hosts
+from yolo_sm.topics.launches import analyse as hosts
 from yolo_sm.topics.launches import rules as findings
 
 

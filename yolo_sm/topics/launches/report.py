@@ -8,7 +8,7 @@ from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.vocab import HOST_BOUND_IDLE_SHARE
 from yolo_sm.report.colors import TEMPLATE, width_color
 from yolo_sm.report.style import finish
-from yolo_sm.topics.launches import hosts
+from yolo_sm.topics.launches import analyse
 from yolo_sm.topics.roofline.report import available
 
 
@@ -16,7 +16,7 @@ def host_table(root: DataRoot, sweep: str):
     """The host table of ``root``'s ``sweep``, or None after one line saying why not."""
     if not available(root, sweep):
         return None
-    table = hosts.host_table(root.load(sweep))
+    table = analyse.host_table(root.load(sweep))
     if table.empty:
         print(f"{root.name}/{sweep} was measured without the host columns (CPU time, launches "
               "and GPU busy time per forward). This section is skipped.")  # fmt: skip
@@ -26,7 +26,7 @@ def host_table(root: DataRoot, sweep: str):
 
 def host_line(root: DataRoot, table) -> str:
     """One Markdown line naming the host CPU the root's points were measured on."""
-    return f"Host CPU of `{root.name}`: {hosts.cpu_of(table) or 'not recorded'}."
+    return f"Host CPU of `{root.name}`: {analyse.cpu_of(table) or 'not recorded'}."
 
 
 def plot_gpu_busy(table, *, idle_share: float = HOST_BOUND_IDLE_SHARE, title=None):
