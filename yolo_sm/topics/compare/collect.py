@@ -157,12 +157,8 @@ def comparison(shipped_all, drawn, new, tolerance: float = TOLERANCE):
 def summary(df) -> str:
     """One line: how many points landed within the tolerance, on what decided each."""
     decided = df[df.within_10pct.notna()]
-    rule = decided["rule_ratio"] if "rule_ratio" in decided else decided["ratio"]
-    what = decided["rule_metrics"] if "rule_metrics" in decided else ["img_per_s"] * len(decided)
-    ratios = ", ".join(
-        f"{x:.3f}{'' if str(m).startswith('img_per_s') else '*'}"
-        for x, m in zip(rule, what, strict=True)
-    )
+    pairs = zip(decided["rule_ratio"], decided["rule_metrics"], strict=True)
+    ratios = ", ".join(f"{x:.3f}{'' if str(m).startswith('img_per_s') else '*'}" for x, m in pairs)
     undecided = len(df) - len(decided)
     tail = (f"; {undecided} host-bound not decided (the shipped table lacks GPU busy time and "
             "launches per forward)") if undecided else ""
