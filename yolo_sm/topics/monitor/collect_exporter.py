@@ -1,17 +1,6 @@
-"""A :class:`~yolo_sm.topics.monitor.collect.Monitor` on a Prometheus ``/metrics`` endpoint
-(prometheus_client), and its samples written as a dataset.
-
-    with Monitor(index=0) as mon:
-        server = serve(mon, port=9400)      # http://127.0.0.1:9400/metrics, dcgm-exporter's names
-        ...
-        server.close()
-    write_record(mon, "data/mine/monitor_bench.parquet", dataset="monitor_bench")
-
-Every scrape shows the monitor's latest sample (never an older label set: a series whose
-workload labels changed is gone from the next scrape), as gauges named like dcgm-exporter's
-fields, with its labels (gpu, UUID, pci_bus_id, device, modelName, Hostname) and the workload's
-(workload, model, engine, batch).
-"""
+"""A :class:`~yolo_sm.topics.monitor.collect.Monitor` on a Prometheus ``/metrics`` endpoint (gauges
+named as dcgm-exporter's fields, the latest sample's labels only), and its samples written as a
+dataset."""
 
 from __future__ import annotations
 
@@ -81,8 +70,8 @@ class Server:
 
     @property
     def url(self) -> str:
-        """Where it listens: ``http://ADDRESS:PORT/metrics``, or for a wildcard address
-        ``every address of this host, port PORT``."""
+        """``http://ADDRESS:PORT/metrics``, or for a wildcard address ``every address of this host,
+        port PORT``."""
         host = self.httpd.server_address[0] if self.httpd is not None else self.address
         if host in ("", "0.0.0.0", "::"):
             return f"every address of this host, port {self.port} (/metrics)"
@@ -95,9 +84,8 @@ class Server:
 
 
 def serve(monitor: Monitor, port: int = 9400, address: str = "127.0.0.1") -> Server:
-    """Serve ``monitor``'s series at ``http://address:port/metrics`` from a thread (port 0:
-    a free one, :attr:`Server.port`; by default on this host only). A port in use is a
-    UserError."""
+    """Serve ``monitor``'s series at ``http://address:port/metrics`` from a thread (port 0: a free
+    one)."""
     pc = import_prometheus_client()
     registry = registry_for(monitor)
     try:
@@ -129,9 +117,8 @@ def write_record(
     description: str = "",
     command: str = "",
 ) -> Path:
-    """Write the samples to parquet ``path`` (kind ``monitor``) and, with ``dataset``, register
-    it under that name in the manifest of the file's folder. A run that sampled nothing is a
-    UserError (a table with no rows is no dataset)."""
+    """Write the samples to parquet ``path`` (kind ``monitor``), registered as ``dataset`` when
+    given."""
     df = record_frame(monitor)
     if df.empty:
         raise UserError(
