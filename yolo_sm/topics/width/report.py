@@ -173,15 +173,11 @@ def plot_precision_forward(fwd, *, title=None):
         row=1,
         col=1,
     )
-    for col, name, op in (
-        ("theoretical_occupancy_tw_pct", "theoretical", 1.0),
-        ("achieved_occupancy_tw_pct", "achieved", 1.0),
-    ):
+    for name in ("theoretical", "achieved"):
         fig.add_bar(
             x=labels,
-            y=fwd[col],
+            y=fwd[f"{name}_occupancy_tw_pct"],
             name=f"{name} occupancy",
-            opacity=op,
             marker_color=COLORS[name],
             legendgroup=name,
             hovertemplate=f"%{{x}}: {name} %{{y:.1f}} %<extra></extra>",
