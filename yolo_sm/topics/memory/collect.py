@@ -310,13 +310,9 @@ def _layer_rows(rec: _Recorder, layer_list: list[MemoryLayer]) -> list[dict]:
             }
         )
     for r in rows:  # what the layer outputs so far hold once layer p has run
-        p = r["index"]
-        r["live_bytes_after"] = float(
-            sum(q["out_bytes"] for q in rows[: p + 1] if q["freed_after_step"] > p)
-        )
-        r["held_bytes_after"] = float(
-            sum(q["out_bytes"] for q in rows[: p + 1] if q["held_until_step"] > p)
-        )
+        p, ran = r["index"], rows[: r["index"] + 1]
+        r["live_bytes_after"] = float(sum(q["out_bytes"] for q in ran if q["freed_after_step"] > p))
+        r["held_bytes_after"] = float(sum(q["out_bytes"] for q in ran if q["held_until_step"] > p))
     return rows
 
 
@@ -360,14 +356,12 @@ def lifetimes_frame(traced, **labels):
 
     layer_rows, tensor_rows, model_row = traced
     df = pd.DataFrame([model_row, *layer_rows, *tensor_rows]).assign(**labels)
-    for c in COLUMNS:
-        if c not in df:
-            df[c] = math.nan
+    df = df.reindex(columns=list(COLUMNS))  # a column no row holds: NaN
     for c in ("layer", "module_type", "stage", "from_layers"):
         df[c] = df[c].fillna("").astype(str)
     for c in _INTS:
         df[c] = pd.to_numeric(df[c]).astype("Int64")
-    return df[list(COLUMNS)]
+    return df
 
 
 def lifetimes_table(models: Iterable[Mapping] = DEFAULT_LIFETIME_MODELS, **kwargs):

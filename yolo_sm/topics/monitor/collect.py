@@ -5,6 +5,7 @@ and pauses GPM while one runs."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
@@ -303,10 +304,8 @@ class Monitor:
             s.stop()
             s = self._sampler = None
         if s is None:
-            try:
+            with contextlib.suppress(UserError):
                 self._sampler = self._start_gpm()
-            except UserError:
-                return []
             return []
         return s.take_rows()
 

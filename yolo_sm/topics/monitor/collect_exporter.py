@@ -38,25 +38,13 @@ class MonitorCollector:
     def collect(self):
         from prometheus_client.core import GaugeMetricFamily
 
-        families: dict[str, tuple] = {}
+        families = {}  # every series of a name has the same label keys, in the same order
         for name, labels, value in self.monitor.series():
             if name not in families:
                 helptext = FIELDS[name][1] if name in FIELDS else PAUSED_HELP
-                families[name] = (
-                    GaugeMetricFamily(name, helptext, labels=list(labels)),
-                    list(labels),
-                )
-            family, names = families[name]
-            family.add_metric([labels[k] for k in names], value)
-        yield from (family for family, _ in families.values())
-
-
-def registry_for(monitor: Monitor):
-    """A prometheus_client registry holding only ``monitor``'s series."""
-    pc = import_prometheus_client()
-    registry = pc.CollectorRegistry(auto_describe=False)
-    registry.register(MonitorCollector(monitor))
-    return registry
+                families[name] = GaugeMetricFamily(name, helptext, labels=list(labels))
+            families[name].add_metric(list(labels.values()), value)
+        yield from families.values()
 
 
 @dataclass
@@ -87,7 +75,8 @@ def serve(monitor: Monitor, port: int = 9400, address: str = "127.0.0.1") -> Ser
     """Serve ``monitor``'s series at ``http://address:port/metrics`` from a thread (port 0: a free
     one)."""
     pc = import_prometheus_client()
-    registry = registry_for(monitor)
+    registry = pc.CollectorRegistry(auto_describe=False)  # only this monitor's series
+    registry.register(MonitorCollector(monitor))
     try:
         httpd, thread = pc.start_http_server(int(port), addr=address, registry=registry)
     except OSError as e:
