@@ -18,9 +18,14 @@ from yolo_sm.report.style import problems as figure_problems
 from yolo_sm.topics.memory import analyse as am
 from yolo_sm.topics.memory import report as mp
 from yolo_sm.topics.memory import rules as findings
-from yolo_sm.topics.memory.collect import lifetime_rows, pool_table
-from yolo_sm.topics.memory.collect_lifetimes import lifetimes_frame, memory_layers, trace_lifetimes
-from yolo_sm.topics.memory.collect_pool import batch_sequence
+from yolo_sm.topics.memory.collect import (
+    batch_sequence,
+    lifetime_rows,
+    lifetimes_frame,
+    memory_layers,
+    pool_table,
+    trace_lifetimes,
+)
 
 
 class Add(nn.Module):

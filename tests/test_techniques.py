@@ -18,9 +18,12 @@ from yolo_sm.contract.schema import problems
 from yolo_sm.core import plans as collect
 from yolo_sm.report import rules
 from yolo_sm.topics.techniques import analyse
-from yolo_sm.topics.techniques.collect import fusion_models, techniques_table
-from yolo_sm.topics.techniques.collect_autocast import dtype_summary, output_dtypes
-from yolo_sm.topics.techniques.collect_buffer import assemblers
+from yolo_sm.topics.techniques.collect import (
+    assemblers,
+    dtype_summary,
+    fusion_models,
+    output_dtypes,
+)
 from yolo_sm.topics.techniques.rules import RULES
 
 TINY = {
@@ -166,11 +169,19 @@ def test_plan_step_collects_every_technique_on_the_cpu(tmp_path):
     assert df.prov_torch.notna().all()
 
 
-def test_unknown_technique_or_backend_is_one_sentence():
-    with pytest.raises(UserError, match="unknown technique"):
-        techniques_table(techniques=("fusion", "pruning"), **TINY)
-    with pytest.raises(UserError, match="backends"):
-        techniques_table(backends=("compile",), **TINY)
+def test_unknown_technique_or_backend_is_one_sentence(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    for params, word in (
+        ("{techniques: [pruning]}", "pruning"),
+        ("{backends: [compile]}", "compile"),
+    ):
+        bad.write_text(
+            "name: x\nsteps:\n  - {name: t, kind: techniques, out: t.parquet, params: "
+            + params
+            + "}\n"
+        )
+        with pytest.raises(UserError, match=word):
+            contract_plans.load_plan(bad)
 
 
 # --- facts and rules on a hand-made table -----------------------------------------------------

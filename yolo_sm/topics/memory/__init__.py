@@ -69,7 +69,6 @@ TOPIC = Topic(
         "memory_lifetimes": (LifetimesStep, RUN + "run_memory_lifetimes"),
         "memory_pool": (PoolStep, RUN + "run_memory_pool"),
     },
-    pair_sources=(),
     headlines={
         "07_memory_and_layout": (
             "memory_peak_predicted",

@@ -1,12 +1,6 @@
-"""Activation memory (notebook 07): the live set over a forward, the peak it predicts against the
-measured one, a lifetime-reuse arena, and the caching allocator's pool over changing batches.
-
-Input tables: ``memory_lifetimes`` (one model row, one row per layer and per activation tensor)
-and ``memory_pool`` (one row per allocator configuration and forward). Two lifetimes per
-tensor: *last use* (``freed_after_step``, as a planner would free it) and *release*
-(``held_until_step``, when eager PyTorch really freed it): the ``planned`` and ``eager`` live
-sets. All bytes; op steps count ATen ops of the forward.
-"""
+"""Activation memory (notebook 07) from ``memory_lifetimes`` and ``memory_pool`` (bytes; steps: ATen
+ops). Each tensor lives to its *last use* (``freed_after_step``: the ``planned`` live set) or to its
+*release* (``held_until_step``: ``eager``)."""
 
 from __future__ import annotations
 
@@ -39,9 +33,8 @@ def _labels(df: pd.DataFrame) -> list[str]:
 
 
 def live_curve(tensors: pd.DataFrame) -> pd.DataFrame:
-    """Bytes live at every op step of one model's forward: ``planned_bytes`` (tensors from
-    creation to last use, inclusive), ``eager_bytes`` (to release) and ``layer`` (the layer
-    that created the step's latest tensor)."""
+    """Bytes live at every op step of one model's forward: ``planned_bytes``, ``eager_bytes`` and
+    the step's ``layer``."""
     n = (
         int(max(tensors.created_at_step.max(), tensors.held_until_step.max())) + 1
         if len(tensors)
@@ -61,9 +54,8 @@ def live_curve(tensors: pd.DataFrame) -> pd.DataFrame:
 
 
 def reuse_arena(intervals) -> tuple[int, list[int]]:
-    """Bytes an arena needs when each tensor gets an offset no tensor alive at the same time
-    overlaps: greedy by size, each at the lowest offset that fits. ``intervals``: (first_step,
-    last_step, nbytes), steps inclusive. Returns (arena bytes, offset per interval)."""
+    """Greedy-by-size arena over (first_step, last_step, nbytes) intervals (inclusive): (arena
+    bytes, offsets)."""
     items = [(int(s), int(e), int(b)) for s, e, b in intervals]
     offsets, placed, arena = [0] * len(items), [], 0
     for i in sorted(range(len(items)), key=lambda i: (-items[i][2], items[i][0])):
@@ -81,12 +73,8 @@ def reuse_arena(intervals) -> tuple[int, list[int]]:
 
 
 def peak_table(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per model of a lifetimes table: its settings, weight and input bytes,
-    ``held_before_bytes`` (what the process held before the forward: measured where recorded,
-    else weights + input), the planned, eager and measured *activation* peaks (what the forward
-    adds to that; measured: NaN without a GPU), ``eager_vs_measured`` (of the activation
-    peaks), the sum of all activations, the reuse arena and its saving over giving each its own
-    memory, eager's excess over the planned peak and the layer at the planned peak."""
+    """One row per model: settings, bytes held before the forward, planned / eager / measured
+    activation peaks (measured: NaN on a CPU), the reuse arena and the peak layer."""
     rows = []
     for (model, width), g in df.groupby(_MODEL, sort=False):
         m, t = level(g, "model").iloc[0], level(g, "tensor")
@@ -118,8 +106,8 @@ def peak_view(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def longest_lifetimes(df: pd.DataFrame, n: int = 5) -> pd.DataFrame:
-    """Per model, the ``n`` layers whose outputs live longest (in layers, to their last
-    consumer), with the layer after which eager PyTorch released them."""
+    """Per model, the ``n`` layers whose outputs live longest (in op steps to their last
+    consumer)."""
     lay = level(df, "layer")
     lay = lay.assign(label=_labels(lay))
     cols = ["label", "layer", "module_type", "out_bytes", "created_at_step", "freed_after_step",
@@ -129,8 +117,8 @@ def longest_lifetimes(df: pd.DataFrame, n: int = 5) -> pd.DataFrame:
 
 
 def held_past_last_use(df: pd.DataFrame, n: int = 5) -> pd.DataFrame:
-    """Per model, the ``n`` activations eager PyTorch kept longest after their last use
-    (bytes x ops held), with the layer that made it and the layer of its last use."""
+    """Per model, the ``n`` activations eager PyTorch kept longest past their last use (bytes x
+    ops)."""
     t, lay = level(df, "tensor"), level(df, "layer")
     keys = zip(lay.model, lay.width, lay["index"].astype(int), strict=True)
     names = dict(zip(keys, lay.layer, strict=True))
@@ -145,9 +133,7 @@ def held_past_last_use(df: pd.DataFrame, n: int = 5) -> pd.DataFrame:
 
 
 def layer_curves(df: pd.DataFrame) -> pd.DataFrame:
-    """The live set after each layer of every model (bytes): ``planned_bytes``, ``eager_bytes``
-    and ``measured_bytes`` (allocated after the layer minus before the forward; NaN without a
-    GPU)."""
+    """Bytes live after each layer of every model: planned, eager and measured (NaN on a CPU)."""
     lay = level(df, "layer")
     return pd.DataFrame({
         "label": _labels(lay), "index": lay["index"].astype(int), "layer": lay.layer,
@@ -164,10 +150,8 @@ def op_curves(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def pool_summary(pool: pd.DataFrame) -> pd.DataFrame:
-    """One row per allocator configuration of a pool table: forwards, peak reserved and peak
-    allocated bytes, final reserved bytes over the peak allocated, the mean share of reserved
-    bytes in inactive split blocks (%), allocation retries and img/s over the forwards that
-    were not the first at their batch size."""
+    """Per allocator configuration: peak reserved / allocated bytes, kept share, inactive-split
+    share (%), retries, img/s (first forward per batch size left out)."""
     rows = []
     for conf, g in pool.sort_values("step").groupby("alloc_conf", sort=False):
         timed = g[~g.first_of_batch.astype(bool)]
@@ -199,10 +183,8 @@ FACT_KEYS = frozenset(PREFIX + k for k in ("activation_peak_error_pct_max",
 
 
 def facts(root: DataRoot) -> pd.DataFrame:
-    """``activation_peak_error_pct_max``: the largest error (%) of the eager lifetimes'
-    activation peak on the measured one, over the fp16 batch-16 640x640 models with a measured
-    peak; ``expandable_peak_reserved_ratio`` and ``expandable_img_per_s_ratio``: expandable
-    segments over the default allocator (a GPU pool run of YOLOv8 width 1.0)."""
+    """Largest eager-vs-measured activation peak error (%, fp16 batch 16 640x640) and expandable
+    segments over the default allocator (peak reserved and img/s ratios)."""
     rows = []
     if name := dataset_of(root, LIFETIMES):
         p = peak_table(root.load(name)).query(

@@ -1,5 +1,5 @@
-"""Figures of notebook 07's activation-memory sections: the live set over a forward per model
-and the caching allocator's pool over a run of changing batch sizes."""
+"""Figures of notebook 07: the live set over a forward per model and the allocator's pool over a
+run."""
 
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ def _lines(df, x, series, by, colors, scale, unit, title, xaxis, yaxis, shape="h
 
 
 def plot_live_set(curves, *, title=None):
-    """Activation MB live at every op step per model (:func:`~yolo_sm.topics.memory.analyse.
-    op_curves`); solid: freed at last use, dotted: as eager PyTorch released them."""
+    """Activation MB live at every op step per model; solid: freed at last use, dotted: as eager
+    freed them."""
     series = [("planned_bytes", "solid", "lines", "freed at last use"),
               ("eager_bytes", "dot", "lines", "as eager PyTorch freed them")]  # fmt: skip
     title = title or "Activation memory live over one forward"
@@ -43,8 +43,7 @@ def plot_live_set(curves, *, title=None):
 
 
 def plot_layer_live(layer_curves, *, title=None):
-    """Activation MB held after each layer per model: the lifetimes' planned and eager sets and,
-    where a GPU measured it, the allocator's own count (markers)."""
+    """Activation MB held after each layer per model: planned, eager and (markers) measured."""
     series = [("planned_bytes", "solid", "lines", "layer outputs to their last consumer"),
               ("eager_bytes", "dot", "lines", "layer outputs until released"),
               ("measured_bytes", "solid", "markers", "allocated (measured)")]  # fmt: skip
@@ -54,8 +53,8 @@ def plot_layer_live(layer_curves, *, title=None):
 
 
 def plot_pool(pool, *, title=None):
-    """Reserved (solid) and peak allocated in each forward (dotted) GB over a pool run, one
-    colour per allocator configuration."""
+    """Reserved (solid) and per-forward peak allocated (dotted) GB over a pool run, per
+    allocator."""
     series = [("reserved_bytes", "solid", "lines", "reserved"),
               ("peak_allocated_bytes", "dot", "lines", "peak allocated in the forward"),
               ]  # fmt: skip

@@ -1,7 +1,5 @@
-"""Notebook 07's rules: the layout cost, the activation lifetimes against the allocator's
-measured peak, and expandable segments. What the model's graph fixes (the reuse saving, eager's
-excess over freeing at last use, the shares at the peak) is the same on every machine: a table
-(:func:`yolo_sm.topics.memory.analyse.peak_view`), not a rule."""
+"""Notebook 07's rules: the layout cost, the lifetimes against the measured peak, expandable
+segments."""
 
 from yolo_sm.report.rules import Rule
 

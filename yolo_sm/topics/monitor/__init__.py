@@ -27,7 +27,6 @@ TOPIC = Topic(
     question="What do live GPU counters say about the SMs?",
     sources=(("rules:RULES", "analyse:facts"),),
     steps={"monitor": (MonitorStep, RUN + "run_monitor")},
-    pair_sources=(),
     headlines={
         "16_live_monitoring": (
             "monitor_active_is_not_occupancy",

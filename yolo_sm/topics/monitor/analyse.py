@@ -1,7 +1,5 @@
-"""What a live dashboard shows of a run: the monitor's samples (kind ``monitor``: dcgm-exporter's
-fields, one row per sample and field) as one row per sample, per-engine medians, and the facts
-of notebook 16. A sample is *busy* when its labels name an engine, *idle* when none.
-"""
+"""The monitor's samples (kind ``monitor``) per sample and per engine, and notebook 16's facts. A
+sample is *busy* when its labels name an engine, *idle* when none."""
 
 from __future__ import annotations
 
@@ -33,8 +31,8 @@ IDLE = "idle"
 
 
 def wide(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per sample: ``t_s``, ``window_s``, the workload labels, ``state`` (busy or idle),
-    one column per field present."""
+    """One row per sample: ``t_s``, ``window_s``, the workload labels, ``state``, one column per
+    field."""
     keys = ["t_s", "window_s", *[c for c in LABEL_COLUMNS if c in df]]
     d = df.copy()
     for c in ("workload", "model", "engine"):
@@ -54,8 +52,8 @@ def wide(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def per_engine(df: pd.DataFrame) -> pd.DataFrame:
-    """Median of each field per (engine, batch) with the sample count; idle samples as engine
-    ``idle``; in the order the engines first ran."""
+    """Median of each field and the sample count per (engine, batch), idle as ``idle``, in run
+    order."""
     w = wide(df)
     w["engine"] = w["engine"].where(w["engine"] != "", IDLE)
     fields = [c for c in FIELD_ORDER if c in w]
@@ -68,9 +66,8 @@ def per_engine(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def gpm_relation(gpm: pd.DataFrame) -> pd.DataFrame:
-    """The run windows of a GPM timeline (kind ``gpm``; those straddling a marker change left
-    out) in dcgm-exporter's terms: ``config``, ``batch``, ``width``, ``sm_active`` and
-    ``sm_occupancy`` (ratios), ``occupancy_over_active`` (NaN below :data:`MIN_ACTIVE`)."""
+    """The run windows of a GPM timeline as ``sm_active``, ``sm_occupancy`` and their ratio (NaN
+    below :data:`MIN_ACTIVE`)."""
     w = gpm_wide(gpm)
     w = w[(w["phase"] == "run") & ~w["straddles_mark"].astype(bool)]
     out = pd.DataFrame(
@@ -88,9 +85,8 @@ def gpm_relation(gpm: pd.DataFrame) -> pd.DataFrame:
 
 
 def facts(root, name: str = MONITOR) -> pd.DataFrame:
-    """Medians over the busy samples of ``root``'s monitor table: SM active (ratio), SM
-    occupancy over SM active (ratio), GPU utilisation minus 100 x SM active (pp), and busy over
-    idle power (x)."""
+    """Medians over the busy samples: SM active, occupancy over active (ratios), GPU util - 100 x SM
+    active (pp), busy over idle power (x)."""
     if not root.has(name):
         return facts_table([])
     w, ds = wide(root.load(name)), (name,)

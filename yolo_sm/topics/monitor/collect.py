@@ -1,47 +1,148 @@
-"""Live GPU monitoring as a dcgm-exporter deployment shows it: NVML GPM and NVML device fields
-of one GPU, sampled every ``interval`` seconds from a thread, named as dcgm-exporter names them
-(:data:`FIELDS`: GPM profiling fields as ratios 0-1, utilisation %, MiB, MHz, W) and labelled
-with the workload running beside it (:meth:`Monitor.mark`, else this process's bench or sweep,
-else the status file another yolo_sm command writes). GPM shares its counters with Nsight
-Compute: the monitor refuses to start beside ``ncu`` and pauses GPM while one runs.
-
-    with Monitor(index=0, interval=1.0) as mon:
-        serve(mon, port=9400)                       # /metrics for Prometheus
-        mon.mark(workload="bench", engine="eager/fp16/nhwc", batch=16)
-    df = mon.to_frame()                             # one row per sample and field
-"""
+"""Live GPU monitoring as dcgm-exporter shows it: NVML GPM and device fields of one GPU
+(:data:`FIELDS`: ratios 0-1, %, MiB, MHz, W), sampled from a thread and labelled with the workload
+beside it. GPM shares its counters with Nsight Compute: the monitor refuses to start beside ``ncu``
+and pauses GPM while one runs."""
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import socket
 import sys
 import threading
 import time
 import warnings
+from pathlib import Path
 
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.schema import SCHEMAS
 from yolo_sm.contract.scrub import record_host, user_command
 from yolo_sm.contract.workload import LABELS, current, read_status
 from yolo_sm.core.profiling.gpm import GpmSampler
-from yolo_sm.topics.monitor.collect_fields import (  # noqa: F401 (re-exported: the monitor's vocabulary)
-    DEVICE_LABELS,
-    FIELDS,
-    GPM_HZ,
-    MAX_INTERVAL_S,
-    MIN_INTERVAL_S,
-    PAUSED_METRIC,
-    PROF_FIELDS,
-    SERIES_LABELS,
-    as_text,
-    device_labels,
-    import_pynvml,
-    ncu_running,
-    nvml_errors,
-    prof_means,
-    read_device,
-)
+
+#: dcgm-exporter field -> (unit, help); the PROF fields from NVML GPM, the DEV fields from NVML
+FIELDS = {
+    "DCGM_FI_PROF_SM_OCCUPANCY": ("ratio", "Ratio of warps resident on an SM to the maximum, "
+                                  "over all SMs (NVML GPM SM occupancy)."),
+    "DCGM_FI_PROF_SM_ACTIVE": ("ratio", "Ratio of cycles an SM has at least 1 warp assigned, "
+                               "over all SMs (NVML GPM SM utilisation)."),
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ("ratio", "Ratio of cycles any tensor pipe is active "
+                                        "(NVML GPM any-tensor utilisation)."),
+    "DCGM_FI_PROF_DRAM_ACTIVE": ("ratio", "Ratio of cycles the device memory interface is "
+                                 "active sending or receiving data (NVML GPM DRAM bandwidth "
+                                 "utilisation)."),
+    "DCGM_FI_DEV_GPU_UTIL": ("%", "GPU utilization (in %): time a kernel ran (NVML)."),
+    "DCGM_FI_DEV_FB_USED": ("MiB", "Framebuffer memory used (in MiB)."),
+    "DCGM_FI_DEV_SM_CLOCK": ("MHz", "SM clock frequency (in MHz)."),
+    "DCGM_FI_DEV_POWER_USAGE": ("W", "Power draw (in W)."),
+}  # fmt: skip
+#: the PROF fields and the GPM metric (percent, collect.profiling.gpm.GPM_METRICS) behind each
+PROF_FIELDS = {
+    "DCGM_FI_PROF_SM_OCCUPANCY": "sm_occupancy_pct",
+    "DCGM_FI_PROF_SM_ACTIVE": "sm_util_pct",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "tensor_util_pct",
+    "DCGM_FI_PROF_DRAM_ACTIVE": "dram_bw_util_pct",
+}
+#: the labels dcgm-exporter puts on every series, in its order
+DEVICE_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")
+#: the gauge that reads 1 while Nsight Compute runs and GPM is not sampled
+PAUSED_METRIC = "yolo_sm_monitor_gpm_paused"
+#: how often the GPM sampler polls (GPM refreshes about every 100 ms: collect.profiling.gpm)
+GPM_HZ = 20.0
+MIN_INTERVAL_S, MAX_INTERVAL_S = 0.2, 3600.0
+
+
+def import_pynvml():
+    """pynvml, or NotAvailableError saying what to install."""
+    try:
+        import pynvml
+    except ImportError:
+        raise NotAvailableError(
+            "the monitor reads NVML through pynvml, which is not installed: pip install "
+            "nvidia-ml-py (the gpu extra)"
+        ) from None
+    return pynvml
+
+
+def ncu_running(proc: str | os.PathLike = "/proc") -> bool:
+    """Whether an Nsight Compute (``ncu``) process runs on this machine (per /proc)."""
+
+    def comm(pid: str) -> str:
+        try:
+            return (Path(proc) / pid / "comm").read_text().strip()
+        except OSError:
+            return ""
+
+    try:
+        return any(comm(p) == "ncu" for p in os.listdir(proc) if p.isdigit())
+    except OSError:
+        return False
+
+
+def as_text(v) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def nvml_errors(nvml) -> tuple:
+    err = getattr(nvml, "NVMLError", None)
+    return (err,) if isinstance(err, type) else ()
+
+
+def device_labels(nvml, handle, index: int, hostname: str) -> dict:
+    """dcgm-exporter's labels of the GPU (:data:`DEVICE_LABELS`)."""
+
+    def read(fn, default=""):
+        try:
+            return fn()
+        except Exception:  # noqa: BLE001 - a label NVML cannot read stays empty
+            return default
+
+    minor = read(lambda: nvml.nvmlDeviceGetMinorNumber(handle), index)
+    return {
+        "gpu": str(index),
+        "UUID": as_text(read(lambda: nvml.nvmlDeviceGetUUID(handle))),
+        "pci_bus_id": as_text(read(lambda: nvml.nvmlDeviceGetPciInfo(handle).busId)),
+        "device": f"nvidia{minor}",
+        "modelName": as_text(read(lambda: nvml.nvmlDeviceGetName(handle))),
+        "Hostname": hostname,
+    }
+
+
+def read_device(nvml, handle) -> dict[str, float]:
+    """The DEV fields now, in dcgm-exporter's units; a field NVML does not support is left out."""
+    reads = {
+        "DCGM_FI_DEV_GPU_UTIL": lambda: float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu),
+        "DCGM_FI_DEV_FB_USED": lambda: nvml.nvmlDeviceGetMemoryInfo(handle).used / 2**20,
+        "DCGM_FI_DEV_SM_CLOCK": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
+        "DCGM_FI_DEV_POWER_USAGE": lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,  # mW
+    }
+    out = {}
+    for name, fn in reads.items():
+        try:
+            out[name] = float(fn())
+        except nvml_errors(nvml):
+            continue
+    return out
+
+
+def prof_means(rows: list[dict]) -> dict[str, float]:
+    """The PROF fields (ratios): per GPM metric the window-weighted mean of the finite values (%), /
+    100."""
+    acc: dict[str, list[float]] = {}
+    for r in rows:
+        v, w = r.get("value"), r.get("window_s") or 0.0
+        if v is None or not math.isfinite(v) or w <= 0:
+            continue
+        a = acc.setdefault(r["metric"], [0.0, 0.0])
+        a[0] += v * w
+        a[1] += w
+    return {
+        field: acc[metric][0] / acc[metric][1] / 100.0
+        for field, metric in PROF_FIELDS.items()
+        if metric in acc and acc[metric][1] > 0
+    }
+
 
 NCU_RUNS = (
     "Nsight Compute (ncu) runs on this machine and uses the performance counters GPM "
@@ -50,12 +151,8 @@ NCU_RUNS = (
 
 
 class Monitor:
-    """Samples GPU ``index`` (NVML's numbering, dcgm-exporter's ``gpu`` label) every
-    ``interval`` seconds from a thread while entered. ``nvml`` replaces pynvml and
-    ``ncu_check`` the Nsight Compute check (tests); ``status_file`` defaults to
-    ``YOLO_SM_STATUS_FILE``; ``hostname`` to this host's name (the Hostname label, never
-    recorded in the table). :meth:`snapshot` is the latest sample, :meth:`to_frame` every
-    sample."""
+    """Samples GPU ``index`` (NVML's numbering) every ``interval`` s from a thread while entered;
+    ``nvml`` and ``ncu_check`` replace pynvml and the ncu check (tests)."""
 
     def __init__(
         self,
@@ -97,8 +194,8 @@ class Monitor:
 
     # ---- labels --------------------------------------------------------------------------
     def mark(self, **labels) -> None:
-        """Workload labels set in this process (names of ``contract.workload.LABELS``; None
-        clears one); while any is set they replace the status file's."""
+        """Workload labels set in this process (None clears one); while any is set they replace the
+        status file's."""
         unknown = sorted(set(labels) - set(LABELS))
         if unknown:
             raise ValueError(f"unknown workload label(s) {unknown}; known: {', '.join(LABELS)}")
@@ -110,8 +207,8 @@ class Monitor:
                     self._marks[k] = v
 
     def workload(self) -> dict:
-        """The workload labels now: :meth:`mark`'s, else those a workload in this process
-        published (``contract.workload.publish``), else the status file's."""
+        """The workload labels now: :meth:`mark`'s, else this process's published ones, else the
+        status file's."""
         with self._lock:
             marks = dict(self._marks)
         return marks or current() or read_status(self.status_file)
@@ -193,8 +290,8 @@ class Monitor:
             self.error = e
 
     def _gpm_rows(self) -> list[dict]:
-        """The GPM windows since the last tick; stops the sampler while ncu runs and starts a
-        new one (or again after a sampler error) once it may."""
+        """The GPM windows since the last tick; the sampler stops while ncu runs and restarts
+        after."""
         if self._ncu_check():
             if self._sampler is not None:
                 self._sampler.stop()
@@ -207,16 +304,14 @@ class Monitor:
             s.stop()
             s = self._sampler = None
         if s is None:
-            try:
+            with contextlib.suppress(UserError):
                 self._sampler = self._start_gpm()
-            except UserError:
-                return []
             return []
         return s.take_rows()
 
     def tick(self) -> dict:
-        """Take one sample now (the thread calls this every interval): the PROF fields from
-        the GPM windows since the last tick, the DEV fields, the workload labels."""
+        """Take one sample now: PROF fields of the GPM windows since the last tick, DEV fields,
+        workload labels."""
         t = time.perf_counter()
         values = {**prof_means(self._gpm_rows()), **read_device(self._nvml, self._handle)}
         work = self.workload()
@@ -236,14 +331,13 @@ class Monitor:
         return self._snapshot
 
     def snapshot(self) -> dict:
-        """The latest sample: ``t_s``, ``values`` (field -> value), ``labels`` (the workload's),
-        ``paused``."""
+        """The latest sample: ``t_s``, ``values`` (field -> value), ``labels``, ``paused``."""
         with self._lock:
             return dict(self._snapshot)
 
     def series(self) -> list[tuple[str, dict, float]]:
-        """(name, labels, value) of every series ``/metrics`` shows now: each field with the
-        device's and the workload's labels, and :data:`PAUSED_METRIC`."""
+        """(name, labels, value) of every series ``/metrics`` shows now, :data:`PAUSED_METRIC`
+        included."""
         snap = self.snapshot()
         work = snap["labels"]
         labels = {**self.labels, **{k: str(work.get(k, "")) for k in LABELS}}
@@ -252,8 +346,7 @@ class Monitor:
         return out
 
     def to_frame(self):
-        """Every sample so far, one row per (sample, field) (kind ``monitor``,
-        ``contract.schema``)."""
+        """Every sample so far, one row per (sample, field) (kind ``monitor``)."""
         import pandas as pd
 
         with self._lock:
@@ -263,8 +356,7 @@ class Monitor:
         return df
 
     def provenance(self) -> dict:
-        """What the record says about the GPU and the run, read from NVML when the monitor
-        started (no CUDA context is made)."""
+        """The GPU and run as NVML told when the monitor started (no CUDA context is made)."""
         return dict(self._prov)
 
     def _read_provenance(self) -> dict:

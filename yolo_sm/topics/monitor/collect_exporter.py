@@ -1,17 +1,6 @@
-"""A :class:`~yolo_sm.topics.monitor.collect.Monitor` on a Prometheus ``/metrics`` endpoint
-(prometheus_client), and its samples written as a dataset.
-
-    with Monitor(index=0) as mon:
-        server = serve(mon, port=9400)      # http://127.0.0.1:9400/metrics, dcgm-exporter's names
-        ...
-        server.close()
-    write_record(mon, "data/mine/monitor_bench.parquet", dataset="monitor_bench")
-
-Every scrape shows the monitor's latest sample (never an older label set: a series whose
-workload labels changed is gone from the next scrape), as gauges named like dcgm-exporter's
-fields, with its labels (gpu, UUID, pci_bus_id, device, modelName, Hostname) and the workload's
-(workload, model, engine, batch).
-"""
+"""A :class:`~yolo_sm.topics.monitor.collect.Monitor` on a Prometheus ``/metrics`` endpoint (gauges
+named as dcgm-exporter's fields, the latest sample's labels only), and its samples written as a
+dataset."""
 
 from __future__ import annotations
 
@@ -49,25 +38,13 @@ class MonitorCollector:
     def collect(self):
         from prometheus_client.core import GaugeMetricFamily
 
-        families: dict[str, tuple] = {}
+        families = {}  # every series of a name has the same label keys, in the same order
         for name, labels, value in self.monitor.series():
             if name not in families:
                 helptext = FIELDS[name][1] if name in FIELDS else PAUSED_HELP
-                families[name] = (
-                    GaugeMetricFamily(name, helptext, labels=list(labels)),
-                    list(labels),
-                )
-            family, names = families[name]
-            family.add_metric([labels[k] for k in names], value)
-        yield from (family for family, _ in families.values())
-
-
-def registry_for(monitor: Monitor):
-    """A prometheus_client registry holding only ``monitor``'s series."""
-    pc = import_prometheus_client()
-    registry = pc.CollectorRegistry(auto_describe=False)
-    registry.register(MonitorCollector(monitor))
-    return registry
+                families[name] = GaugeMetricFamily(name, helptext, labels=list(labels))
+            families[name].add_metric(list(labels.values()), value)
+        yield from families.values()
 
 
 @dataclass
@@ -81,8 +58,8 @@ class Server:
 
     @property
     def url(self) -> str:
-        """Where it listens: ``http://ADDRESS:PORT/metrics``, or for a wildcard address
-        ``every address of this host, port PORT``."""
+        """``http://ADDRESS:PORT/metrics``, or for a wildcard address ``every address of this host,
+        port PORT``."""
         host = self.httpd.server_address[0] if self.httpd is not None else self.address
         if host in ("", "0.0.0.0", "::"):
             return f"every address of this host, port {self.port} (/metrics)"
@@ -95,11 +72,11 @@ class Server:
 
 
 def serve(monitor: Monitor, port: int = 9400, address: str = "127.0.0.1") -> Server:
-    """Serve ``monitor``'s series at ``http://address:port/metrics`` from a thread (port 0:
-    a free one, :attr:`Server.port`; by default on this host only). A port in use is a
-    UserError."""
+    """Serve ``monitor``'s series at ``http://address:port/metrics`` from a thread (port 0: a free
+    one)."""
     pc = import_prometheus_client()
-    registry = registry_for(monitor)
+    registry = pc.CollectorRegistry(auto_describe=False)  # only this monitor's series
+    registry.register(MonitorCollector(monitor))
     try:
         httpd, thread = pc.start_http_server(int(port), addr=address, registry=registry)
     except OSError as e:
@@ -129,9 +106,8 @@ def write_record(
     description: str = "",
     command: str = "",
 ) -> Path:
-    """Write the samples to parquet ``path`` (kind ``monitor``) and, with ``dataset``, register
-    it under that name in the manifest of the file's folder. A run that sampled nothing is a
-    UserError (a table with no rows is no dataset)."""
+    """Write the samples to parquet ``path`` (kind ``monitor``), registered as ``dataset`` when
+    given."""
     df = record_frame(monitor)
     if df.empty:
         raise UserError(

@@ -1,6 +1,5 @@
-"""Figures and tables of notebook 16 (live monitoring): the monitor's series over time, each
-sample coloured by the engine the workload was running, and the per-engine medians. The
-section functions take a root and print one line where it lacks the dataset."""
+"""Figures and tables of notebook 16: the monitor's series coloured by engine, per-engine
+medians."""
 
 from __future__ import annotations
 
@@ -28,10 +27,6 @@ FIELD_TITLES = {
 }
 
 
-HOVER_SAMPLE = "%{text}<br>%{x:.1f} s: %{y:.3g}<extra></extra>"
-HOVER_WINDOW = "SM active %{x:.2f}, occupancy %{y:.2f}<extra></extra>"
-
-
 def verdicts(root: DataRoot) -> pd.DataFrame:
     """Notebook 16's verdict table for ``root``."""
     return evaluate(RULES, monitor.facts(root), root.name)
@@ -44,8 +39,7 @@ def _engine_color(engine: str) -> str:
 
 
 def plot_series(df: pd.DataFrame, title: str | None = None):
-    """One panel per field against time, a marker per sample coloured by its engine (grey:
-    idle, no workload labelled); the hover names the engine and the batch."""
+    """One panel per field against time, a marker per sample coloured by its engine (grey: idle)."""
     from plotly.subplots import make_subplots
 
     w = monitor.wide(df)
@@ -63,7 +57,8 @@ def plot_series(df: pd.DataFrame, title: str | None = None):
             fig.add_scatter(x=g["t_s"], y=g[f], mode="markers", name=engine, text=text,
                             marker={"size": 5, "color": _engine_color(engine)},
                             legendgroup=engine, showlegend=row == 1, row=row, col=1,
-                            hovertemplate=HOVER_SAMPLE)  # fmt: skip
+                            hovertemplate="%{text}<br>%{x:.1f} s: %{y:.3g}<extra></extra>",
+                            )  # fmt: skip
     fig.update_xaxes(title_text="time since the monitor started (s)", row=len(fields), col=1)
     fig.update_layout(template=TEMPLATE, height=150 * len(fields) + 120,
                       title=title or "What the dashboard shows while the bench runs",
@@ -79,15 +74,14 @@ def series(root: DataRoot):
 
 @needs(monitor.MONITOR)
 def engines(root: DataRoot):
-    """The median of every field per engine and batch (idle: no workload labelled), in the
-    order they ran."""
+    """The median of every field per engine and batch, in the order they ran."""
     t = monitor.per_engine(root.load(monitor.MONITOR))
     return show(t.rename(columns=lambda c: FIELD_TITLES.get(c, c)))
 
 
 def plot_active_vs_occupancy(rel: pd.DataFrame, title: str | None = None):
-    """SM occupancy against SM active, one marker per GPM window (:func:`gpm_relation`),
-    coloured by batch, with the line where occupancy equals activity."""
+    """SM occupancy against SM active per GPM window, coloured by batch, with the line of
+    equality."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -95,7 +89,8 @@ def plot_active_vs_occupancy(rel: pd.DataFrame, title: str | None = None):
         fig.add_scatter(x=g["sm_active"], y=g["sm_occupancy"], mode="markers",
                         marker={"size": 6, "color": batch_color(float(batch))},
                         name=f"b{int(batch)}",
-                        hovertemplate=HOVER_WINDOW)  # fmt: skip
+                        hovertemplate="SM active %{x:.2f}, occupancy %{y:.2f}<extra></extra>",
+                        )  # fmt: skip
     fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", line={"dash": "dot", "color": OTHER_COLOR},
                     name="occupancy = activity")  # fmt: skip
     fig.update_layout(template=TEMPLATE,

@@ -26,7 +26,6 @@ TOPIC = Topic(
     question="Is a layer bound by compute, memory or launches?",
     sources=(("rules:RULES", "analyse:facts"),),
     steps={"ceilings": (CeilingsStep, RUN + "run_ceilings")},
-    pair_sources=(),
     headlines={
         "06_roofline": (
             "roofline_yolo_compute_side",

@@ -1,12 +1,8 @@
-"""Rooflines (notebook 06), the layout cost (07) and the facts of notebooks 06 to 08.
-
-Absolute roofline (YOLOv8): FLOPs and bytes per layer from ``model_layers`` (a shape-only
-count) against the layer's summed Nsight Compute kernel time, under the ceilings measured on the
-same machine (``ceilings``). ``min_bytes`` counts weights, inputs and output once (a fully fused
-layer: a lower bound on traffic); ``conv_bytes`` every convolution reading its input and weights
-and writing its output (unfused convs). Normalised roofline: Nsight Compute's SM and DRAM
-throughput, each % of the hardware's own peak, so no ceiling is assumed.
-"""
+"""Rooflines (notebook 06), the layout cost (07) and the facts of notebooks 06 to 08. Absolute
+roofline: FLOPs and bytes per layer (``model_layers``) against Nsight Compute kernel time under the
+root's own ceilings; ``min_bytes`` counts weights, inputs and output once (a fused layer),
+``conv_bytes`` every convolution's traffic. Normalised roofline: SM and DRAM throughput, % of the
+GPU's own peak."""
 
 from __future__ import annotations
 
@@ -52,8 +48,8 @@ def with_config(df, col: str = "config"):
 
 
 def model_rows(layers, model: str = "yolov8", width: float | None = None, max_channels=None):
-    """One model's rows of ``model_layers`` in forward order (``width``: that width only;
-    ``max_channels``: YOLO rows with that cap, default 2048 where the table has several)."""
+    """One model's rows of ``model_layers`` in forward order (``max_channels``: default 2048 where
+    several)."""
     d = layers[layers.model == model]
     if width is not None:
         d = d[np.isclose(d.width, float(width))]
@@ -68,9 +64,8 @@ def model_rows(layers, model: str = "yolov8", width: float | None = None, max_ch
 
 
 def traffic(layers, model="yolov8", width=1.0, batch=1, bytes_per_element=2, max_channels=None):
-    """:func:`model_rows` scaled to ``batch`` images at ``bytes_per_element``: ``flops_batch``,
-    ``weight_bytes``, ``in_bytes``, ``out_bytes``, ``min_bytes``, ``conv_bytes`` and the
-    intensities ``intensity`` (flops / min_bytes) and ``conv_intensity`` (FLOP/byte)."""
+    """:func:`model_rows` scaled to ``batch`` images at ``bytes_per_element``, with bytes and
+    intensities (FLOP/B)."""
     d = model_rows(layers, model, width, max_channels).copy()
     scale, per_image = bytes_per_element / d.bytes_per_element, batch / d.batch
     d["weight_bytes"] = (d.weight_bytes * scale).astype("int64")
@@ -88,8 +83,8 @@ def traffic(layers, model="yolov8", width=1.0, batch=1, bytes_per_element=2, max
 
 
 def activation_table(layers, widths=None, model: str = "yolov8"):
-    """Per width and layer of ``model``: output activation MB per image and weight MB (fp16),
-    with a ``label`` (``model.4 C2f``)."""
+    """Per width and layer: output activation MB per image and weight MB (fp16), with a
+    ``label``."""
     d = model_rows(layers, model)
     if widths is not None:
         d = d[d.width.isin([float(w) for w in widths])]
@@ -98,11 +93,8 @@ def activation_table(layers, widths=None, model: str = "yolov8"):
 
 
 def roofline_table(ncu, layers, peak_tflops, peak_gbps, widths=None, family="yolov8", source=""):
-    """One row per (config, layer) of a YOLO Nsight Compute table: :func:`traffic` at the
-    config's width, batch and element size, kernel time (us), achieved TFLOP/s and GB/s (of
-    ``min_bytes``), the roof at the layer's intensity, ``pct_of_roof`` (layers with FLOPs),
-    ``pct_of_peak_gbps`` and ``side`` of the ridge point (zero-FLOP layers: ``memory``).
-    ``attrs``: ``peak_tflops``, ``peak_gbps``, ``ridge`` (FLOP/B), ``ceilings_from``."""
+    """Per (config, layer): :func:`traffic`, kernel time, achieved TFLOP/s and GB/s, % of the roof,
+    ``side`` of the ridge; ``attrs`` hold the ceilings."""
     peak_tflops, peak_gbps = float(peak_tflops), float(peak_gbps)
     times = ncu.groupby(["config", "layer"]).duration_us.agg(kernels="size", time_us="sum")
     rows = []
@@ -134,8 +126,8 @@ def roofline_table(ncu, layers, peak_tflops, peak_gbps, widths=None, family="yol
 
 
 def root_roofline(root: DataRoot, widths=None):
-    """:func:`roofline_table` of ``root``'s YOLOv8 Nsight Compute table under the ceilings
-    measured on the same machine; :class:`UserError` naming what the root lacks."""
+    """:func:`roofline_table` of ``root`` under its own ceilings; UserError naming what the root
+    lacks."""
     need = [n for n in (NCU_YOLO, MODEL_LAYERS, CEILINGS) if not root.has(n)]
     peaks = _ceilings(root)
     if need or peaks is None:
@@ -148,8 +140,8 @@ def root_roofline(root: DataRoot, widths=None):
 
 
 def side_summary(table):
-    """Per width: layers, time, layers and time share on the memory side, forward TFLOP/s and
-    the time-weighted % of the roof of the layers with FLOPs."""
+    """Per width: layers, time, the memory side's layers and time share, TFLOP/s, time-weighted % of
+    roof."""
 
     def agg(g):
         f, t = g[g.flops > 0], g.time_us
@@ -165,8 +157,8 @@ def side_summary(table):
 
 
 def bound_of(sm_pct, dram_pct, high: float = HIGH_PCT):
-    """``memory-bound`` where DRAM >= ``high`` % and >= SM, ``compute-bound`` where SM >=
-    ``high`` % and > DRAM, else ``neither`` (scalars or Series)."""
+    """``memory-bound`` (DRAM >= ``high`` % and >= SM), ``compute-bound`` (SM >= ``high`` % and >
+    DRAM), else neither."""
     sm, dram = np.asarray(sm_pct, dtype=float), np.asarray(dram_pct, dtype=float)
     out = np.select(
         [(dram >= high) & (dram >= sm), (sm >= high) & (sm > dram)], BOUNDS[:2], BOUNDS[2]
@@ -175,8 +167,8 @@ def bound_of(sm_pct, dram_pct, high: float = HIGH_PCT):
 
 
 def throughput_view(ncu, by, high: float = HIGH_PCT):
-    """Per group of ``by``: kernels, time, time-weighted occupancy and SM / DRAM / tensor-pipe
-    throughput (% of peak, those the table holds), the group's ``bound`` and ``time_share``."""
+    """Per group of ``by``: kernels, time, time-weighted occupancy and throughputs (%), ``bound``,
+    ``time_share``."""
     cols = ["achieved_occupancy_pct", "theoretical_occupancy_pct", "sm_throughput_pct",
             "dram_throughput_pct", "tensor_pipe_pct"]  # fmt: skip
     out = time_weighted(ncu, by, [c for c in cols if c in ncu])
@@ -186,8 +178,8 @@ def throughput_view(ncu, by, high: float = HIGH_PCT):
 
 
 def resnet_stages(ncu, layers, model: str = "resnet101", high: float = HIGH_PCT):
-    """ResNet stages in forward order: :func:`throughput_view` per stage joined with the
-    stage's FLOPs and bytes at the table's batch, and achieved TFLOP/s."""
+    """ResNet stages in forward order: :func:`throughput_view` with FLOPs, bytes and achieved
+    TFLOP/s."""
     view = throughput_view(ncu[ncu.layer.isin(RESNET_STAGES)], "layer", high)
     lt = traffic(layers, model, 1.0, parse_config(ncu.config.iloc[0])["batch"])
     cols = ["index", "layer", "flops_batch", "min_bytes", "intensity", "params"]
@@ -197,8 +189,8 @@ def resnet_stages(ncu, layers, model: str = "resnet101", high: float = HIGH_PCT)
 
 
 def yolo_kernels(ncu, cut: float = OCC_CUT):
-    """A YOLO Nsight Compute table with its config parsed, ``kernel_class``, ``blocks_per_sm``
-    (the smallest ``limit_*``) and ``occupancy``: the side of ``cut`` % theoretical occupancy."""
+    """A YOLO ncu table with config, ``kernel_class``, ``blocks_per_sm`` and ``occupancy`` (side of
+    ``cut`` %)."""
     if ncu is None or len(ncu) == 0:
         raise UserError("no kernels: the Nsight Compute table is absent or empty")
     df = with_config(ncu if "kernel_class" in ncu else add_kernel_class(ncu))
@@ -210,16 +202,16 @@ def yolo_kernels(ncu, cut: float = OCC_CUT):
 
 
 def yolo_occupancy_vs_throughput(kernels, high: float = HIGH_PCT):
-    """Per width and side of the occupancy cut (:func:`yolo_kernels`): :func:`throughput_view`
-    with ``time_share`` of the width's kernel time."""
+    """Per width and side of the occupancy cut: :func:`throughput_view`, time share of the width's
+    time."""
     out = throughput_view(kernels, ["width", "occupancy"], high)
     out["time_share"] = out.time_us / out.groupby("width").time_us.transform("sum")
     return out.sort_values(["width", "occupancy"], ascending=[True, False]).reset_index(drop=True)
 
 
 def layout_compare(ncu, precision="fp16"):
-    """Per layout at ``precision``: forward kernel time and count, layout-transform kernels,
-    their time and launch shares, and the time ratio to NHWC."""
+    """Per layout at ``precision``: kernel time and count, layout transforms' time and launch
+    shares, time vs NHWC."""
     df = with_config(ncu if "kernel_class" in ncu else add_kernel_class(ncu))
     df = df[df.precision == precision]
     tr = df.kernel_class == "layout_transform"
@@ -306,8 +298,6 @@ FACT_KEYS = frozenset(PREFIX + k for k in """
 
 
 def facts(root: DataRoot) -> pd.DataFrame:
-    """The numbers of notebooks 06 to 08 (keys prefixed :data:`PREFIX`) that ``root``'s
-    datasets give: the absolute roofline at width 1.0, ResNet-101's stages, the wide stack,
-    YOLO's low-occupancy kernels at width 1.0, the fp16 layout cost and the launch facts."""
+    """The facts of notebooks 06 to 08 (keys prefixed :data:`PREFIX`) that ``root`` gives."""
     rows = _roofline_facts(root) + _kernel_facts(root) + launch_facts(root)
     return facts_table({**r, "key": PREFIX + r["key"]} for r in rows)

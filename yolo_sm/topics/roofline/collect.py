@@ -1,15 +1,7 @@
-"""The GPU's own ceilings, measured: dense matmul TFLOP/s per precision (fp32, tf32, fp16, bf16,
-fp8 through ``torch._scaled_mm``, int8 in TOP/s through ``torch._int_mm`` and cuDNN's int8 1x1
-convolution, the faster of both) and copy bandwidths (device to device, pinned host to device
-and back, one 640x640x3 fp16 frame to the device).
-
-Each figure is measured in two regimes, with the SM clock and power draw read through NVML:
-``burst`` (a few calls worth ``burst_ms`` after a rest: what the roofline and every share of
-peak divide by) and ``sustained`` (back to back for ``sustain_ms``, the median of the second
-half: what a long, power-limited run settles to). Several matmul sizes are timed on random
-normal operands and the fastest is the precision's figure; a copy reads and writes each byte
-once (device to device: 2 bytes of traffic per byte).
-"""
+"""The GPU's own ceilings: dense matmul TFLOP/s per precision (int8: TOP/s, the faster of
+``torch._int_mm`` and cuDNN's int8 1x1 conv) and copy bandwidths, each in two regimes with NVML's SM
+clock and power: ``burst`` (a few calls after a rest: what every share of peak divides by) and
+``sustained`` (back to back, the second half: what a power-limited run settles to)."""
 
 from __future__ import annotations
 
@@ -72,10 +64,8 @@ def _matmul_fn(prec: str, n: int, device: str, fill: str = "randn"):
 
 
 def _cudnn_int8_fn(n: int, device: str, fill: str = "randn"):
-    """A zero-argument n^3 int8 GEMM run as cuDNN's int8 1x1 convolution over NHWC (M = the n
-    pixels of one image, K = C = n channels), or None off CUDA or without cuDNN's frontend. The
-    graph writes int8 (requantised per channel), else, where cuDNN declines, the raw FLOAT
-    accumulator."""
+    """A zero-argument n^3 int8 GEMM as cuDNN's int8 1x1 NHWC convolution (int8 out, else FLOAT);
+    None off CUDA or without cuDNN's frontend."""
     import torch
 
     if not str(device).startswith("cuda"):
@@ -123,8 +113,8 @@ MATMUL_IMPLS = {
 
 
 class NvmlSampler:
-    """Samples the SM clock (MHz) and power draw (W) every ``period_s`` in a thread while in a
-    ``with`` block; :meth:`stats` summarises them (NaN without NVML)."""
+    """Samples SM clock (MHz) and power (W) every ``period_s`` from a thread inside ``with`` (NaN
+    without NVML)."""
 
     def __init__(self, device: str, period_s: float = 0.005):
         self.period_s, self.clocks, self.power, self.limit_w = period_s, [], [], math.nan
@@ -179,8 +169,7 @@ class NvmlSampler:
             self.sample()  # at least one reading, however short the block
 
     def stats(self) -> dict:
-        """``sm_clock_mean_mhz``, ``sm_clock_min_mhz``, ``power_mean_w``, ``power_max_w``,
-        ``power_limit_w`` (the enforced limit) and ``nvml_samples``."""
+        """Clock (MHz) and power (W) summaries, the enforced power limit and the sample count."""
 
         def agg(values, f):
             return float(f(values)) if values else math.nan
@@ -193,9 +182,8 @@ class NvmlSampler:
 
 def time_regimes(fn, device: str, *, burst_ms=30.0, sustain_ms=800.0, rest_s=0.3, timer=None,
                  sampler=None, sleep=time.sleep) -> dict:  # fmt: skip
-    """``{"burst": (samples_ms, nvml stats), "sustained": (...)}`` of ``fn``: one warm call,
-    three for an estimate, a rest of ``rest_s``, calls worth ``burst_ms`` (at least 3), then
-    back to back worth ``sustain_ms`` (at least 6) of which the second half is kept."""
+    """``{"burst": (samples_ms, nvml stats), "sustained": (...)}`` of ``fn`` (burst after
+    ``rest_s``; sustained: the second half)."""
     timer = timer or (CudaTimer() if str(device).startswith("cuda") else CpuTimer())
     sampler = sampler or NvmlSampler(device)
     timer.sync()
@@ -214,13 +202,8 @@ def time_regimes(fn, device: str, *, burst_ms=30.0, sustain_ms=800.0, rest_s=0.3
 def measure_ceilings(device="cuda", n=(4096, 8192, 16384), copy_bytes=1 << 30, budget_ms=800.0,
                      precisions=MATMUL_DTYPES, simt_max_n=8192, fill="randn", burst_ms=30.0,
                      rest_s=0.3):  # fmt: skip
-    """One row per ceiling and regime: ``ceiling`` (``matmul_<prec>``, ``matmul_<prec>_n<size>``
-    per size when several, ``matmul_int8_cudnn_n<size>``, ``copy_d2d``, ``copy_h2d_pinned``,
-    ``copy_d2h_pinned``, ``copy_h2d_frame_fp16``), ``regime``, ``value`` in ``unit`` (TFLOP/s;
-    TOP/s for int8; GB/s; ms for the frame), ``size``, ``median_ms``, ``iqr_ms``,
-    ``n_samples``, ``fill`` and ``kernel`` (matmuls), and what NVML read during the calls
-    (NaN on a CPU, where only fp32 / fp16 / bf16 matmuls run). fp32 runs on the SIMT units only
-    up to ``simt_max_n`` beyond the smallest size; ``budget_ms`` is the sustained run's length."""
+    """One row per ceiling and regime: ``value`` in ``unit`` (TFLOP/s, TOP/s, GB/s, ms), timing
+    and NVML's readings; fp32 runs only up to ``simt_max_n`` beyond the smallest size."""
     import pandas as pd
     import torch
 

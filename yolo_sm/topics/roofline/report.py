@@ -1,5 +1,5 @@
-"""Figures of notebook 06 (rooflines), and :func:`available`, the one line a section shows when
-its root lacks a dataset (notebooks 06 to 08)."""
+"""Figures of notebook 06 and :func:`available`, the line a section shows when its root lacks a
+dataset."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ from yolo_sm.topics.roofline.analyse import BOUNDS, HIGH_PCT
 
 
 def available(root: DataRoot, *names: str) -> bool:
-    """Whether ``root`` holds every dataset of ``names``; else prints one line per missing one
-    (the section then shows that instead of its tables and figures)."""
+    """Whether ``root`` holds every dataset of ``names``; else prints one line per missing one."""
     gone = [n for n in names if not root.has(n)]
     for n in gone:
         print(absent(root, n))
@@ -25,8 +24,8 @@ def available(root: DataRoot, *names: str) -> bool:
 
 
 def plot_roofline(table, *, title=None):
-    """Log-log roofline: achieved TFLOP/s against intensity (FLOP per byte of ``min_bytes``)
-    per layer with FLOPs, under the table's ceilings (``attrs``); marker size ~ kernel time."""
+    """Log-log roofline per layer with FLOPs under the table's ceilings; marker size ~ kernel
+    time."""
     pk, bw, ridge = (table.attrs[k] for k in ("peak_tflops", "peak_gbps", "ridge"))
     d = table[table.flops > 0].assign(width=lambda t: t.width.astype(str))
     hover = ["config", "layer", "module_type", "kernels", "time_us", "achieved_gbps", "pct_of_roof"]
@@ -75,8 +74,7 @@ def plot_layer_heatmap(table, value="pct_of_roof", *, title=None, fmt=".0f", col
 def plot_normalised_roofline(df, *, x="dram_throughput_pct", y="sm_throughput_pct",
                              color="kernel_class", size="duration_us", facet_col=None, hover=(),
                              high: float = HIGH_PCT, title=None):  # fmt: skip
-    """SM against DRAM throughput (% of the GPU's own peak) per kernel or group: lower right
-    bandwidth-bound, upper left compute-bound, lower left neither; bands at ``high`` %."""
+    """SM against DRAM throughput (% of the GPU's own peak), bands at ``high`` %."""
     cmap = {**KERNEL_CLASS_COLORS, **BOUND_COLORS, **_color_map(df[color].unique())}
     fig = px.scatter(df, x=x, y=y, color=color, size=size, size_max=30, facet_col=facet_col,
                      hover_data=[c for c in hover if c in df], color_discrete_map=cmap,

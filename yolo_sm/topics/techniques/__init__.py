@@ -48,7 +48,6 @@ TOPIC = Topic(
     question="What do fusion, autocast and a preallocated buffer buy?",
     sources=(("rules:RULES", "analyse:facts"),),
     steps={"techniques": (TechniquesStep, RUN + "run_techniques")},
-    pair_sources=(),
     headlines={
         "13_techniques": (
             "techniques_fusion_b16",

@@ -1,8 +1,5 @@
-"""The ``techniques`` table read side by side: what fusing conv + BN + ReLU, autocast against a
-half model, and a preallocated batch buffer each buy, and the facts (keys ``techniques.*``)
-their rules decide. Every ratio compares rows of one table measured in one process: img/s of a
-variant over its baseline's at the same backend and batch (fusion: ``bn_unfused``; autocast:
-the half model; batch buffer: ``stack_new``)."""
+"""The ``techniques`` table side by side: each ratio is img/s of a variant over its baseline's at
+the same backend and batch, measured in one process."""
 
 from __future__ import annotations
 
@@ -26,9 +23,8 @@ _ORDER = {"none": 0, "eager": 1, "cudagraph": 2, "assembly": 0, "step": 1,
 
 
 def kernel_mix_of(kernels: pd.DataFrame | None, iters: int) -> dict:
-    """Per call of a profiled function: kernels, kernel time (ms), elementwise kernels, and the
-    shares (%) of kernel time in elementwise, copy/concat and matrix kernels, from a Kineto
-    kernel table (``kernel_class``, ``duration_us``) over ``iters`` calls; NaN without kernels."""
+    """Per call of a profiled function, from a Kineto kernel table over ``iters`` calls: kernels,
+    kernel time (ms) and class shares (%); NaN without kernels."""
     keys = ("kernels_per_forward", "kernel_time_ms", "elementwise_kernels_per_forward",
             "elementwise_time_pct", "copy_time_pct", "matrix_time_pct")  # fmt: skip
     if kernels is None or not len(kernels) or iters < 1:
@@ -46,16 +42,15 @@ def kernel_mix_of(kernels: pd.DataFrame | None, iters: int) -> dict:
 
 
 def class_time(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Per kernel class of a kernel table (Nsight Compute or Kineto): kernels, time (us) and
-    its share (%), largest first."""
+    """Per kernel class: kernels, time (us) and its share (%), largest first."""
     g = class_shares(kernels).drop(columns="launch_share")
     g["time_pct"] = 100.0 * g.pop("time_share")
     return g.sort_values("time_pct", ascending=False, ignore_index=True)
 
 
 def _rows(df: pd.DataFrame, technique: str, base: str | None, keys: list[str], cols: list[str]):
-    """The ok rows of ``technique`` sorted for reading, with ``ratio``: img/s over the
-    ``base`` variant's at the same ``keys``."""
+    """The ok rows of ``technique`` sorted for reading, ``ratio``: img/s over the ``base`` variant's
+    at the same ``keys``."""
     t = df[(df.technique == technique) & (df.status == "ok")].copy()
     if base is not None:
         b = t[t.variant == base].set_index(keys).img_per_s.rename("base")
@@ -66,8 +61,8 @@ def _rows(df: pd.DataFrame, technique: str, base: str | None, keys: list[str], c
 
 
 def fusion_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Fusion rows per backend, batch and variant: img/s, ``speedup`` over ``bn_unfused``,
-    kernels per forward, elementwise and matrix shares of kernel time (%), error vs fp32."""
+    """Fusion rows: img/s, ``speedup`` over ``bn_unfused``, kernels, elementwise and matrix shares
+    (%), error."""
     cols = ["backend", "batch", "variant", "img_per_s", "ratio", "median_ms",
             "kernels_per_forward", "elementwise_kernels_per_forward", "elementwise_time_pct",
             "matrix_time_pct", "rel_err", "bn_modules", "fused_conv_modules", "noisy"]  # fmt: skip
@@ -76,8 +71,8 @@ def fusion_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def autocast_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Per width, batch and backend: autocast's and the half model's img/s, error vs fp32,
-    kernels per forward and copy share (%) side by side, and ``autocast_over_half`` (img/s)."""
+    """Per width, batch and backend: autocast and the half model side by side,
+    ``autocast_over_half`` (img/s)."""
     a = df[(df.technique == "autocast") & (df.status == "ok")]
     cols = ["img_per_s", "rel_err", "kernels_per_forward", "copy_time_pct"]
     cols = [c for c in cols if c in a]
@@ -91,8 +86,8 @@ def autocast_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def dtype_table(df: pd.DataFrame) -> pd.DataFrame:
-    """The autocast dtype record: per width and module type its calls and how many returned
-    fp32 (those first). Fixed by autocast's op lists, not by the GPU."""
+    """The autocast dtype record per width and module type (fixed by autocast's op lists, not the
+    GPU)."""
     d = df[(df.technique == "autocast_dtypes") & (df.status == "ok")]
     cols = ["width", "module_type", "calls", "fp32_output_calls", "upcast_calls"]
     return d[cols].sort_values(["width", "fp32_output_calls", "module_type"],
@@ -100,9 +95,7 @@ def dtype_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def buffer_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Batch-buffer rows per scope (assembly alone, whole step), backend, batch and variant:
-    img/s, ms per batch, ``gain_pct`` over ``stack_new``, launches, and whether the batch lands
-    in a static buffer or is copied into a CUDA graph's input."""
+    """Batch-buffer rows: img/s, ms, ``gain_pct`` over ``stack_new``, launches, buffer kind."""
     cols = ["scope", "backend", "batch", "variant", "img_per_s", "median_ms", "ratio",
             "launches_per_forward", "static_buffer", "graph_input_copy", "noisy"]  # fmt: skip
     t = _rows(df, "batch_buffer", "stack_new", ["scope", "backend", "batch"], cols)
@@ -122,9 +115,8 @@ def scope(backend: str, batch) -> str:
 
 
 def facts(root) -> pd.DataFrame:
-    """Per backend and batch: the fusion speed-ups (x) and elementwise drop (pp),
-    autocast over the half model (median over widths, x), and the ``torch.stack(out=buffer)``
-    gain over a new stack (%), assembly alone (backend ``none``) and whole step."""
+    """Per backend and batch: fusion speed-ups (x), elementwise drop (pp), autocast over half (x),
+    buffer gains (%)."""
     if not root.has(DATASET):
         return facts_table([])
     df, ds, rows = root.load(DATASET), (DATASET,), []

@@ -1,5 +1,4 @@
-"""Tables and figures of notebook 13 (fusion, autocast against a half model, a preallocated
-batch buffer), each from the root's ``techniques`` table."""
+"""Tables and figures of notebook 13, each from the root's ``techniques`` table."""
 
 from __future__ import annotations
 
@@ -24,8 +23,8 @@ def verdicts(root: DataRoot) -> pd.DataFrame:
 
 
 def bars(df, x, y, color, title, y_title, x_title, facet="batch", line=None, **kw):
-    """Grouped bars of ``y`` per ``x`` coloured by ``color``, one panel per ``facet`` value
-    (each with its own y axis), a dotted line at ``line``."""
+    """Grouped bars of ``y`` per ``x`` by ``color``, a panel per ``facet``, a dotted line at
+    ``line``."""
     import plotly.express as px
 
     fig = px.bar(df, x=x, y=y, color=color, barmode="group", facet_col=facet,
@@ -103,8 +102,7 @@ def buffer_table(root: DataRoot):
 
 @needs(DATASET)
 def buffer_figure(root: DataRoot):
-    """Gain (%) of each buffer variant over a new torch.stack per step, per batch, for the
-    assembly alone and assembly + forward per backend."""
+    """Gain (%) of each buffer variant over a new torch.stack per step, per batch and scope."""
     b = analyse.buffer_table(root.load(DATASET))
     b = b[b.variant != "stack_new"].assign(
         backend=lambda d: d.backend.where(d.scope == "step", "assembly alone")

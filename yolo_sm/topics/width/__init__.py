@@ -7,7 +7,6 @@ TOPIC = Topic(
     notebooks=("01_width_scaling",),
     question="How does a wider YOLO use the SMs?",
     sources=(("rules:RULES", "analyse:facts"),),
-    pair_sources=(),
     headlines={
         "01_width_scaling": (
             "width_wider_lower_occupancy",

@@ -1,7 +1,5 @@
-"""Width scaling (notebook 01): tables and facts. Throughput and TFLOP/s per width against the
-root's measured fp16 matmul ceiling, occupancy per width and kernel class (Nsight Compute), the
-wide conv stack, the standard presets, torch.compile per width and a model's channel table.
-"""
+"""Width scaling (notebook 01): tables and facts per width, against the root's measured fp16 matmul
+ceiling."""
 
 from __future__ import annotations
 
@@ -37,8 +35,7 @@ BATCH = 8
 
 
 def peak_tflops(root: DataRoot, ceiling: str = "matmul_fp16") -> float:
-    """The root's measured dense matmul ceiling ``ceiling`` in TFLOP/s (its ``ceilings``
-    dataset), NaN when the root holds none."""
+    """The root's measured matmul ceiling ``ceiling`` (TFLOP/s), NaN when the root holds none."""
     if not root.has(CEILINGS):
         return math.nan
     c = root.load(CEILINGS)
@@ -50,9 +47,7 @@ def peak_tflops(root: DataRoot, ceiling: str = "matmul_fp16") -> float:
 
 
 def flops_by_width(sweep):
-    """GFLOPs per image per width as the sweep recorded them (the channel table's count, 2 FLOPs
-    per multiply-add), their ratio to width 1.0 and the w^2 law from width 1.0; the input of
-    ``plots.plot_width_flops``."""
+    """GFLOPs per image per width, their ratio to width 1.0 and the w^2 law from width 1.0."""
     t = sweep.groupby("width", as_index=False).flops_per_img.first()
     t["gflops_per_img"] = t.flops_per_img / 1e9
     base = t.loc[(t.width - 1.0).abs().idxmin()]
@@ -62,8 +57,8 @@ def flops_by_width(sweep):
 
 
 def throughput_table(sweep, peak_tflops: float):
-    """One row per ok sweep point: width, batch, backend, img/s, latency, TFLOP/s and its share
-    of ``peak_tflops`` (``peak_frac``; NaN without a peak)."""
+    """One row per ok sweep point: img/s, latency, TFLOP/s and its share of ``peak_tflops``
+    (``peak_frac``)."""
     cols = ["width", "batch", "backend", "precision", "layout", "img_per_s", "median_ms"]
     t = ok_rows(sweep)[cols + ["iqr_ms", "tflops"]].copy()
     t["peak_frac"] = t.tflops / peak_tflops
@@ -71,8 +66,7 @@ def throughput_table(sweep, peak_tflops: float):
 
 
 def img_per_s_grid(table):
-    """img/s of a :func:`throughput_table` as a grid: one row per batch, one column per backend
-    and width (rounded to whole images)."""
+    """img/s of a :func:`throughput_table`: a row per batch, a column per backend and width."""
     return table.pivot_table(index="batch", columns=["backend", "width"], values="img_per_s").round(
         0
     )
@@ -82,9 +76,8 @@ def img_per_s_grid(table):
 
 
 def width_occupancy(ncu):
-    """Per config of an ncu table: kernels, GPU time per forward, time-weighted theoretical and
-    achieved occupancy, SM coverage and tensor-core time share (``weighting.layer_view``), with
-    the config label parsed (width, precision, layout, batch), sorted by width."""
+    """Per config of an ncu table (label parsed): kernels, time, time-weighted occupancy, SM
+    coverage, tensor-core share."""
     out = with_config(layer_view(ncu, by=("config",)))
     return out.sort_values(["width", "batch"]).reset_index(drop=True)
 
@@ -96,8 +89,7 @@ OCCUPANCY_COLUMNS = (
 
 
 def class_occupancy(ncu):
-    """Per config and kernel class: kernels, time, share of the config's time and time-weighted
-    theoretical / achieved occupancy; config label parsed."""
+    """Per config and kernel class: kernels, time, its share and time-weighted occupancy."""
     k = ncu if "kernel_class" in ncu else add_kernel_class(ncu)
     out = time_weighted(k, ["config", "kernel_class"])
     out["time_share"] = out.time_us / out.groupby("config").time_us.transform("sum")
@@ -105,8 +97,8 @@ def class_occupancy(ncu):
 
 
 def speed_vs_occupancy(table, occ, *, batch: int = 8, backend: str = GRAPH_BACKEND):
-    """Per width at one batch and backend: img/s, TFLOP/s, share of peak, next to the ncu
-    capture's time-weighted occupancy, SM coverage and GPU kernel time per forward."""
+    """Per width at one batch and backend: throughput beside the ncu capture's occupancy and kernel
+    time."""
     t = table[(table.batch == batch) & (table.backend == backend)]
     o = occ[occ.batch == batch] if "batch" in occ else occ
     cols = [
@@ -123,10 +115,8 @@ def speed_vs_occupancy(table, occ, *, batch: int = 8, backend: str = GRAPH_BACKE
 
 
 def wide_stack_table(ncu):
-    """The wide conv stack per width and kernel family (class and launch shape): kernels, time
-    and share of the config's time, time-weighted theoretical / achieved occupancy and
-    tensor-pipe use, Nsight Compute's block limits per SM (``limit_*``), the binding ones
-    (``limiter``, ties joined by ``=``), grid size and waves."""
+    """The wide conv stack per width and kernel family: time, occupancy, tensor pipe, block limits,
+    ``limiter``, grid, waves."""
     keys = ["config", "kernel_class", "block_size", "registers_per_thread",
             "shared_mem_per_block_bytes"]  # fmt: skip
     k = add_kernel_class(ncu) if "kernel_class" not in ncu else ncu
@@ -171,8 +161,7 @@ WIDE_STACK_COLUMNS = (
 
 
 def dominant_kernel(wide, kernel_class: str = "tensor_core_conv"):
-    """Per width of :func:`wide_stack_table`: the kernel family of ``kernel_class`` that takes
-    the most time, sorted by width."""
+    """Per width, the kernel family of ``kernel_class`` that takes the most time."""
     main = wide[wide.kernel_class == kernel_class]
     if main.empty:
         return main
@@ -187,10 +176,8 @@ CHANNEL_COLUMNS = (
 
 
 def channel_table(model_layers, *, family: str, width: float, max_channels: int | None = None):
-    """The layers of one model of the ``model_layers`` dataset (family, width and, when given,
-    ``max_channels``): requested and real output channels, whether rounding to a multiple of 8
-    (``rounded``) or ``max_channels`` (``capped``) changed them, FLOPs per image. Empty when the
-    dataset holds no such model."""
+    """One model's layers of ``model_layers``: requested and real channels, ``rounded``, ``capped``,
+    FLOPs."""
     m = model_layers[(model_layers.family == family) & ((model_layers.width - width).abs() < 1e-9)]
     if max_channels is not None and "max_channels" in m:
         m = m[m.max_channels == max_channels]
@@ -204,9 +191,8 @@ PRESET_ORDER = "nsmlx"
 
 
 def presets_table(sweep, peak_tflops: float):
-    """One row per preset point of a presets sweep: family, preset (n/s/m/l/x), its width and
-    depth, precision, backend, batch, GFLOPs per image, img/s, TFLOP/s and share of
-    ``peak_tflops``; ``status`` and ``message`` say why a point has no figures."""
+    """One row per preset point: its settings, GFLOPs per image, img/s, TFLOP/s, share of peak,
+    status."""
     cols = ["family", "scale", "width", "depth", "precision", "backend", "batch", "status"]
     extra = [c for c in ("prov_date_utc",) if c in sweep]
     t = sweep[cols + ["message", "flops_per_img", "img_per_s", "median_ms", "tflops", *extra]]
@@ -219,8 +205,8 @@ def presets_table(sweep, peak_tflops: float):
 
 
 def presets_grid(presets):
-    """img/s of a :func:`presets_table` as a grid: one row per family and preset (n -> x), one
-    column per precision, backend and batch."""
+    """img/s of a :func:`presets_table`: a row per family and preset, a column per precision,
+    backend, batch."""
     return presets.pivot_table(
         index=["family", "scale"],
         columns=["precision", "backend", "batch"],
@@ -230,12 +216,8 @@ def presets_grid(presets):
 
 
 def preset_inversions(presets):
-    """The ok points of :func:`presets_table` that ran more img/s than the preset with the next
-    fewer FLOPs per image (same family, precision, backend and batch): family, precision,
-    backend, batch, scale, img_per_s, the cheaper preset (``cheaper_scale``,
-    ``cheaper_img_per_s``) and ``host_bound``: whether the host set the pace of either point
-    (:func:`yolo_sm.analyse.hostbound.host_bound`: measured where the table has it), where the
-    order says more of the host than of the models."""
+    """The ok points that ran more img/s than the next cheaper preset, with whether the host set
+    either's pace."""
     cols = ["family", "precision", "backend", "batch", "scale", "img_per_s"]
     rows = []
     ok = presets[presets.status == "ok"]
@@ -246,14 +228,8 @@ def preset_inversions(presets):
         cheaper = pd.Series(g.index, index=g.index).shift(1)
         hit = g.img_per_s > prev.img_per_s
         for i in g.index[hit.to_numpy()]:
-            rows.append(
-                {
-                    **{c: g.loc[i, c] for c in cols},
-                    "cheaper_scale": prev.loc[i, "scale"],
-                    "cheaper_img_per_s": prev.loc[i, "img_per_s"],
-                    "host_bound": bool(bound[i] or bound[cheaper[i]]),
-                }
-            )
+            host = bool(bound[i] or bound[cheaper[i]])
+            rows.append([*g.loc[i, cols], prev.loc[i, "scale"], prev.loc[i, "img_per_s"], host])
     return pd.DataFrame(rows, columns=[*cols, "cheaper_scale", "cheaper_img_per_s", "host_bound"])
 
 
@@ -267,10 +243,8 @@ COMPILE_VARIANTS = {
 
 
 def compile_by_width(bench):
-    """Per width and batch of the fast-engines bench (variants of one unit ran one after another
-    in one process): eager fp16 NHWC img/s, ``eager_host_bound`` (the host set its pace:
-    :func:`~yolo_sm.analyse.hostbound.host_bound`), and torch.compile (both modes) and a CUDA
-    graph as img/s over eager (a failed variant: an empty cell)."""
+    """Per width and batch of the bench: eager img/s, ``eager_host_bound``, and compile / CUDA graph
+    over eager."""
     ok = ok_rows(bench)
     ok = ok[ok["scope"] == "model_only"] if "scope" in ok else ok
     base_rows = ok[ok.variant == BASELINE]
@@ -288,11 +262,8 @@ def compile_by_width(bench):
 
 
 def eager_drift(compiled, sweep):
-    """Per width and batch both hold and where neither run's eager point was host-bound (the
-    host's pace is not compared across runs: :func:`yolo_sm.analyse.hostbound.host_bound`, the
-    bench's verdict in ``eager_host_bound``): the bench's eager img/s
-    (:func:`compile_by_width`) over an fp16 NHWC width sweep's eager img/s (another run):
-    width, batch, ``ratio``."""
+    """The bench's eager img/s over the width sweep's (another run) where neither was host-bound:
+    ``ratio``."""
     e = ok_rows(sweep)
     e = e[(e.backend == "eager") & (e.precision == "fp16") & (e.layout == "nhwc")]
     e = e[~host_bound(e)]
@@ -318,8 +289,8 @@ def _ends(s):
 
 # fmt: off
 def throughput_facts(table, *, peak: float, batch: int = BATCH, dataset: str = SWEEP) -> list[dict]:
-    """Facts of a :func:`throughput_table`: widest over narrowest img/s and TFLOP/s at ``batch``
-    with CUDA graphs, the best point's share of ``peak``, batch 1 eager fastest over slowest."""
+    """Widest over narrowest img/s and TFLOP/s (CUDA graph), best share of ``peak``, batch-1 eager
+    spread."""
     ds = (dataset,)
     g = table[(table.batch == batch) & (table.backend == GRAPH_BACKEND)].set_index("width")
     (i0, i1), (t0, t1) = _ends(g.img_per_s), _ends(g.tflops)
@@ -334,9 +305,8 @@ def throughput_facts(table, *, peak: float, batch: int = BATCH, dataset: str = S
 
 
 def occupancy_facts(occ, cls, dataset: str = NCU_WIDTH) -> list[dict]:
-    """Facts of :func:`width_occupancy` and :func:`class_occupancy` at :data:`BATCH`: how the
-    forward's achieved occupancy and SM coverage and the tensor-core convolutions' theoretical
-    occupancy and time share move from the narrowest to the widest model (time-weighted)."""
+    """Narrowest-to-widest change of achieved occupancy, SM coverage and tensor-core conv occupancy
+    / share."""
     ds = (dataset,)
     o = occ[occ.batch == BATCH].set_index("width")
     tc = cls[(cls.kernel_class == "tensor_core_conv") & (cls.batch == BATCH)].set_index("width")
@@ -350,8 +320,7 @@ def occupancy_facts(occ, cls, dataset: str = NCU_WIDTH) -> list[dict]:
 
 
 def wide_stack_facts(wide, dataset: str = NCU_WIDE) -> list[dict]:
-    """Facts of the wide conv stack's dominant tensor-core convolution (:func:`dominant_kernel`):
-    the block sizes it takes over the widths and the change of its tensor-pipe use."""
+    """The dominant tensor-core conv's block sizes over the widths and its tensor-pipe change."""
     m = dominant_kernel(wide).set_index("width")
     lo, hi = _ends(m.tensor_pipe_tw_pct)
     return [] if m.empty else [
@@ -360,9 +329,7 @@ def wide_stack_facts(wide, dataset: str = NCU_WIDE) -> list[dict]:
 
 
 def presets_facts(presets, dataset: str = PRESETS) -> list[dict]:
-    """Facts of :func:`presets_table`: points that ran faster than a cheaper preset where
-    neither point was host-bound (:func:`preset_inversions`), and per family the TFLOP/s of its
-    costliest preset with figures over its cheapest (fp16, CUDA graph, largest batch)."""
+    """Preset inversions not host-bound; per family costliest over cheapest TFLOP/s."""
     ds, inv, ok = (dataset,), preset_inversions(presets), presets[presets.status == "ok"]
     unbound = int((~inv.host_bound.astype(bool)).sum())
     out = [fact("presets_inversions_not_host_bound", unbound, "points", datasets=ds,
@@ -379,10 +346,8 @@ def presets_facts(presets, dataset: str = PRESETS) -> list[dict]:
 
 
 def compile_facts(compiled, sweep=None, *, dataset: str = BENCH) -> list[dict]:
-    """Facts of :func:`compile_by_width`: at the largest batch, compile's gain at the widest
-    model over the narrowest and the largest CUDA-graph-over-compile ratio; at the smallest
-    batch, the median CUDA-graph gain over the median compile gain; with ``sweep``, the largest
-    gap between the bench's eager img/s and the sweep's (:func:`eager_drift`, %)."""
+    """Compile's gain widest over narrowest, CUDA graph over compile (both batch ends), bench vs
+    sweep drift (%)."""
     ds = (dataset,)
     if compiled.empty or not {"compile", "CUDA graph"} <= set(compiled):
         return []
@@ -392,34 +357,16 @@ def compile_facts(compiled, sweep=None, *, dataset: str = BENCH) -> list[dict]:
     lo, hi = _ends(big.compile)
     out = [fact("compile_gain_widest_over_narrowest", hi / lo, "x", datasets=ds)]
     if len(big):
-        out.append(
-            fact(
-                "graph_over_compile_max_large_batch",
-                (big["CUDA graph"] / big.compile).max(),
-                "x",
-                datasets=ds,
-            )
-        )
+        ratio = (big["CUDA graph"] / big.compile).max()
+        out.append(fact("graph_over_compile_max_large_batch", ratio, "x", datasets=ds))
     if len(small):
-        out.append(
-            fact(
-                "graph_over_compile_small_batch",
-                small["CUDA graph"].median() / small.compile.median(),
-                "x",
-                datasets=ds,
-            )
-        )
+        ratio = small["CUDA graph"].median() / small.compile.median()
+        out.append(fact("graph_over_compile_small_batch", ratio, "x", datasets=ds))
     d = eager_drift(compiled, sweep) if sweep is not None else []
     if len(d):
-        out.append(
-            fact(
-                "bench_vs_sweep_eager_max_dev",
-                100 * (d.ratio - 1).abs().max(),
-                "%",
-                datasets=(*ds, SWEEP),
-            )
-        )
-    return out  # fmt: skip
+        dev = 100 * (d.ratio - 1).abs().max()
+        out.append(fact("bench_vs_sweep_eager_max_dev", dev, "%", datasets=(*ds, SWEEP)))
+    return out
 
 
 #: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
@@ -438,8 +385,7 @@ FACT_KEYS = frozenset(
 
 
 def facts(root: DataRoot) -> pd.DataFrame:
-    """The facts of notebook 01 from ``root`` (:mod:`yolo_sm.analyse.facts`); facts whose
-    datasets the root lacks are left out."""
+    """The facts of notebook 01 that ``root``'s datasets give."""
     rows = []
     peak = peak_tflops(root)
     sweep = root.load(SWEEP) if root.has(SWEEP) else None

@@ -1,6 +1,4 @@
-"""Figures of the width and precision notebooks (01, 02): plotly figures from the tables of
-:mod:`yolo_sm.topics.width.analyse` and :mod:`yolo_sm.topics.precision.analyse`; none is shown
-here."""
+"""Figures of the width and precision notebooks (01, 02)."""
 
 from __future__ import annotations
 
@@ -37,8 +35,7 @@ def plot_width_lines(table, *, y="img_per_s", log_y=True, title=None, y_title=No
 
 
 def plot_img_per_s(table, device: str = ""):
-    """img/s against width (log), one line per batch, one panel per backend; ``device`` names the
-    machine in the title."""
+    """img/s against width (log), a line per batch, a panel per backend."""
     where = f" ({device})" if device else ""
     return plot_width_lines(table, title=f"img/s vs width, fp16 NHWC{where}",
                             y_title="images per second")
@@ -52,8 +49,7 @@ def plot_peak_share(table):
 
 
 def plot_width_occupancy(occ, *, title=None):
-    """Time-weighted achieved and theoretical occupancy, SM coverage and tensor-core time share
-    against width (all in %)."""
+    """Time-weighted occupancy, SM coverage and tensor-core share (%) against width."""
     import plotly.graph_objects as go
 
     occ = occ.sort_values("width")
@@ -85,8 +81,7 @@ _METRICS = {
 
 
 def _metric_lines(d, metrics, color, hover, title, **kw):
-    """One panel per metric (a :data:`_METRICS` column, %) against width, one line per
-    ``color``."""
+    """A panel per :data:`_METRICS` column against width, a line per ``color``."""
     import plotly.express as px
 
     long = d.melt(id_vars=["width", color, *hover], value_vars=metrics, var_name="metric",
@@ -101,8 +96,7 @@ def _metric_lines(d, metrics, color, hover, title, **kw):
 
 
 def plot_class_occupancy(cls, *, title=None):
-    """Per kernel class against width: share of kernel time and time-weighted theoretical and
-    achieved occupancy (three panels)."""
+    """Per kernel class against width: time share and time-weighted occupancy."""
     metrics = ["time_share_pct", "theoretical_occupancy_tw_pct", "achieved_occupancy_tw_pct"]
     return _metric_lines(
         cls.assign(time_share_pct=cls.time_share * 100), metrics, "kernel_class",
@@ -112,8 +106,7 @@ def plot_class_occupancy(cls, *, title=None):
 
 
 def plot_wide_stack(tab, *, title=None):
-    """Per kernel family of the wide conv stack against width: theoretical and achieved
-    occupancy and tensor-pipe use (three panels); hover names the limiter."""
+    """Per kernel family of the wide conv stack against width: occupancy and tensor pipe."""
     metrics = ["theoretical_occupancy_tw_pct", "achieved_occupancy_tw_pct", "tensor_pipe_tw_pct"]
     fig = _metric_lines(
         tab, metrics, "kernel_family", ["limiter", "kernels", "time_us", "time_share"],
@@ -124,8 +117,8 @@ def plot_wide_stack(tab, *, title=None):
 
 
 def plot_precision_speedup(ratios, *, baseline: str = "fp32", title=None):
-    """Same-run speed-up over ``baseline`` against batch, one line per precision, panels width
-    x backend; the dotted line is 1 (as fast as the baseline)."""
+    """Same-run speed-up over ``baseline`` against batch, a line per precision, panels width x
+    backend."""
     import plotly.express as px
 
     d = ratios.sort_values(["precision", "batch"])
@@ -162,8 +155,7 @@ def plot_precision_speedup(ratios, *, baseline: str = "fp32", title=None):
 
 
 def plot_precision_forward(fwd, *, title=None):
-    """Two panels per config: GPU kernel time per forward (ms) and time-weighted theoretical /
-    achieved occupancy (%)."""
+    """Per config: GPU kernel time per forward (ms) and time-weighted occupancy (%)."""
     from plotly.subplots import make_subplots
 
     fig = make_subplots(
@@ -181,15 +173,11 @@ def plot_precision_forward(fwd, *, title=None):
         row=1,
         col=1,
     )
-    for col, name, op in (
-        ("theoretical_occupancy_tw_pct", "theoretical", 1.0),
-        ("achieved_occupancy_tw_pct", "achieved", 1.0),
-    ):
+    for name in ("theoretical", "achieved"):
         fig.add_bar(
             x=labels,
-            y=fwd[col],
+            y=fwd[f"{name}_occupancy_tw_pct"],
             name=f"{name} occupancy",
-            opacity=op,
             marker_color=COLORS[name],
             legendgroup=name,
             hovertemplate=f"%{{x}}: {name} %{{y:.1f}} %<extra></extra>",
@@ -227,8 +215,7 @@ def plot_precision_class_shares(ncu, *, title=None):
 
 
 def plot_rel_err(*sweeps, title=None):
-    """Every sweep point's ``rel_err`` per precision (log scale, points offset by layout),
-    with each precision's tolerance as a dash."""
+    """Every sweep point's ``rel_err`` per precision (log), each precision's tolerance as a dash."""
     import plotly.express as px
 
     d = pd.concat([ok_rows(s) for s in sweeps if s is not None], ignore_index=True)
@@ -260,8 +247,8 @@ def plot_rel_err(*sweeps, title=None):
 
 
 def plot_presets(table, *, batch: int = 64, title=None):
-    """img/s against GFLOPs per image at one batch: one line per family (n -> x), one panel
-    per precision and backend; points without figures (failed checks) are left out."""
+    """img/s against GFLOPs per image at one batch, a line per family, panels precision x
+    backend."""
     import plotly.express as px
 
     d = table[(table.batch == batch) & (table.status == "ok")]
@@ -278,8 +265,7 @@ def plot_presets(table, *, batch: int = 64, title=None):
 
 
 def plot_compile_by_width(bench, title=None):
-    """The bench's CUDA graph and torch.compile rows over eager against width, one panel per
-    batch (:func:`yolo_sm.topics.deploy.report.plot_speedup_vs_width` on those variants)."""
+    """The bench's CUDA graph and torch.compile rows over eager against width."""
     return plot_speedup_vs_width(
         bench[bench.variant.isin(list(COMPILE_VARIANTS))],
         title=title or "torch.compile and CUDA graph over eager fp16 NHWC (same unit) vs width",
@@ -302,8 +288,8 @@ WHY_ABSENT = {
 
 
 def lacks(root: DataRoot, name) -> str:
-    """One sentence for a section whose dataset ``name`` (or none of several names) the root
-    does not hold, with why such a root may lack it when the name says."""
+    """One sentence saying ``root`` lacks ``name`` (or all of several), and why when the name
+    says."""
     names = [name] if isinstance(name, str) else list(name)
     why = next((w for p, w in WHY_ABSENT.items() for n in names if n.startswith(p)), "")
     what = names[0] if len(names) == 1 else "any of " + ", ".join(names)
@@ -311,15 +297,13 @@ def lacks(root: DataRoot, name) -> str:
 
 
 def peak_sentence(peak: float) -> str:
-    """Where the share-of-peak figures come from: the root's measured fp16 matmul ceiling, or
-    that the root has none (shares are then left empty)."""
+    """Where the share-of-peak figures come from (the root's fp16 matmul ceiling, or none)."""
     if peak != peak:  # NaN
         return "This root holds no measured fp16 matmul ceiling (ceilings): no share of peak."
     return f"fp16 peak: {peak:,.0f} TFLOP/s, the root's own dense fp16 matmul (ceilings)."
 
 
 def findings(section_rules, verdicts) -> str:
-    """:func:`yolo_sm.report.rules.markdown` for the rules of one section of a notebook, from
-    the notebook's whole verdict table."""
+    """:func:`yolo_sm.report.rules.markdown` of one section's rules from the notebook's verdicts."""
     ids = [r.id for r in section_rules]
     return rules.markdown(section_rules, verdicts[verdicts.id.isin(ids)])
