@@ -15,6 +15,7 @@ from yolo_sm.core.engines import compile_cache, fp8, int8
 from yolo_sm.core.engines.base import DTYPES, Engine, head_tensor, make_input, numerics
 from yolo_sm.core.engines.config import EngineConfig, Layout, Precision
 from yolo_sm.core.engines.copyfree import CopyFree
+from yolo_sm.core.engines.qconv import calibration_inputs
 from yolo_sm.core.models.rewrites import apply_rewrites
 
 
@@ -28,11 +29,11 @@ def prepare_module(model: torch.nn.Module, config: EngineConfig) -> torch.nn.Mod
         p.requires_grad_(False)
     if config.precision is Precision.FP8:
         kernel = fp8.choose_kernel(config.device)
-        m.fp8_info = fp8.quantize_convs(m, fp8.calibration_inputs(config.imgsz), kernel)
+        m.fp8_info = fp8.quantize_convs(m, calibration_inputs(config.imgsz), kernel)
     if config.precision is Precision.INT8:
         kernel = int8.choose_kernel(config.device, config.int8_kernel)
         how = (config.int8_calibration, config.int8_percentile)
-        batches = int8.calibration_inputs(config.imgsz)
+        batches = calibration_inputs(config.imgsz)
         m.int8_info = int8.quantize_convs(m, batches, kernel, *how, handoff=config.int8_handoff)
     if config.layout is Layout.NHWC and config.precision in (Precision.FP8, Precision.INT8):
         m = m.to(memory_format=torch.channels_last)  # the 8-bit modules' buffers too
