@@ -39,9 +39,6 @@ from yolo_sm.core.engines.qconv import fallbacks as fallbacks
 INT8_MAX = 127.0
 #: cuDNN's int8 NHWC convolutions need input and output channel counts that are multiples of 4
 CHANNEL_MULTIPLE = 4
-#: what the fused int8 graph's epilogue writes (its conv tensor stays FLOAT); FLOAT makes torch
-#: cast to the engine's dtype after it
-GRAPH_OUTPUT = os.environ.get("YOLO_SM_INT8_OUTPUT", "HALF").upper()
 # ranked cuDNN plans each int8 graph times on first build (as fp8's); YOLO_SM_INT8_PLANS
 AUTOTUNE_PLANS = int(os.environ.get("YOLO_SM_INT8_PLANS", "4"))
 _TUNED: dict = {}  # graph signature -> index of the fastest plan
@@ -107,14 +104,11 @@ def _format(output: str, fused: bool) -> GraphFormat:
 
 def graph_formats(handoff: bool = False) -> list[tuple[str, GraphFormat]]:
     """cuDNN graphs an int8 conv tries, in order: ``fused_int8`` (hand-off only), fused epilogue
-    writing :data:`GRAPH_OUTPUT`, the bare conv (FLOAT) with torch's epilogue."""
+    writing fp16, the bare conv (FLOAT) with torch's epilogue."""
     first = [("fused_int8", _format("INT8", True))] if handoff else []
-    return [*first, ("fused", _format(GRAPH_OUTPUT, True)), ("unfused", _format("FLOAT", False))]
+    return [*first, ("fused", _format("HALF", True)), ("unfused", _format("FLOAT", False))]
 
 
-#: what the custom op :func:`int8_conv` returns, by its ``output``: the engine's dtype (None),
-#: int8 (a hand-off), float32 (the graph's FLOAT output, :data:`GRAPH_OUTPUT` = FLOAT)
-OP_OUTPUTS = {"engine": None, "int8": torch.int8, "float": torch.float32}
 #: the live int8 convolutions by the number the custom op :func:`int8_conv` names them with
 _CONVS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _NUMBERS = itertools.count()
@@ -133,8 +127,8 @@ def int8_conv(
     output: str = "engine",
 ) -> torch.Tensor:
     """Int8 convolution number ``conv`` on int8-valued ``xq``, as one opaque op for
-    torch.compile; output in ``dtype``, int8 (hand-off) or float32 (see :data:`OP_OUTPUTS`)."""
-    y = _CONVS[conv].run_quantized(xq, dtype, output)
+    torch.compile; output in ``dtype``, or int8 where ``output`` is ``int8`` (a hand-off)."""
+    y = _CONVS[conv].run_quantized(xq, dtype)
     return y.contiguous(memory_format=CL)  # the strides its fake promises
 
 
@@ -149,7 +143,7 @@ def _int8_conv_fake(
     xq, conv, out_channels, kernel_size, stride, padding, dilation, dtype, output="engine"
 ):
     shape = _int8_conv_shape(xq, out_channels, kernel_size, stride, padding, dilation)
-    out = OP_OUTPUTS[output] or dtype
+    out = torch.int8 if output == "int8" else dtype
     return xq.new_empty(shape, dtype=out).contiguous(memory_format=CL)
 
 
@@ -309,27 +303,20 @@ class Int8Conv(QuantConv):
             return quantize_values(y, self.output_scale).to(torch.int8) if handoff else y
         xq = x if x.dtype == torch.int8 else quantize_values(x, self.input_scale).to(torch.int8)
         k = list(self.weight_int8.shape[2:])
-        output = "int8" if handoff else ("float" if GRAPH_OUTPUT == "FLOAT" else "engine")
-        y = torch.ops.yolo_sm.int8_conv(
+        return torch.ops.yolo_sm.int8_conv(
             xq, self.number, self.out_channels, k, list(self.stride), list(self.padding),
-            list(self.dilation), self.out_dtype, output,
+            list(self.dilation), self.out_dtype, "int8" if handoff else "engine",
         )  # fmt: skip
-        return y.to(self.out_dtype) if output == "float" else y
 
-    def run_quantized(
-        self, xq: torch.Tensor, dtype: torch.dtype, output: str = "engine"
-    ) -> torch.Tensor:
+    def run_quantized(self, xq: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """The cuDNN graph on a quantised input (plan built on first use; fp16 conv where
-        cuDNN declines); output as :func:`int8_conv` says."""
-        as_float = output == "float"
+        cuDNN declines); output in ``dtype``, or int8 where this conv hands over."""
         if not xq.is_cuda:  # no cuDNN graph on a CPU: the emulation, from the same values
-            return self._emulate_values(xq.float(), torch.float32 if as_float else dtype)
+            return self._emulate_values(xq.float(), dtype)
         plan = self._plan(xq.shape, dtype, xq.device)
         if plan is not None:
-            y = self._handoff(plan.run_quantized(xq, cast=not as_float))
-        else:
-            y = self._handoff(self._fp16(self._dequantized(xq, dtype)))
-        return y.float() if as_float else y
+            return self._handoff(plan.run_quantized(xq))
+        return self._handoff(self._fp16(self._dequantized(xq, dtype)))
 
     def _emulate(self, x: torch.Tensor) -> torch.Tensor:
         """int8 values of input and weight, convolved in fp32, de-scaled, bias, SiLU."""

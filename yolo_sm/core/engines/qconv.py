@@ -431,9 +431,9 @@ class CudnnQuantConv:
         x = x.contiguous(memory_format=CL)  # the graph's image layout
         return self.run_quantized(self.fmt.quantize(x, self.input_scale))
 
-    def run_quantized(self, xq: torch.Tensor, cast: bool = True) -> torch.Tensor:
+    def run_quantized(self, xq: torch.Tensor) -> torch.Tensor:
         """The graph on an input quantised at ``input_scale``, then the unfused epilogue: output
-        in the engine's dtype (int8 as written; FLOAT where not ``cast``)."""
+        in the engine's dtype (int8 as written: the next conv's input)."""
         y = self.execute(xq.contiguous(memory_format=CL))
         if not self.fmt.fused:  # de-scale, bias and SiLU after the graph, in float
             y = y.mul_(self.scale)
@@ -441,6 +441,4 @@ class CudnnQuantConv:
                 y = y.add_(self.bias)
             if self.silu:
                 y = nn.functional.silu(y, inplace=True)
-        if y.dtype == self.dtype or y.dtype == torch.int8 or not cast:  # int8: next conv's
-            return y
-        return y.to(self.dtype)
+        return y if y.dtype in (self.dtype, torch.int8) else y.to(self.dtype)
