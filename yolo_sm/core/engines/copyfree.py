@@ -1,11 +1,7 @@
-"""The copy-free engine (backend ``copyfree``, fp16/bf16 NHWC, CUDA only): a YOLO whose
-convolutions write straight into their slice of the concatenation that reads them.
-
-Each ultralytics ``Conv`` block (BatchNorm folded) is one cuDNN frontend graph with bias, SiLU
-and, in a bottleneck, the residual add in its epilogue, writing a channel slice of a preallocated
-NHWC buffer. SPPF's max-pools (one copy each) and the head's concatenations stay PyTorch's. The
-forward is captured in one CUDA graph as in the ``cudagraph`` backend.
-"""
+"""The copy-free engine (backend ``copyfree``, fp16/bf16 NHWC, CUDA only): each ultralytics
+``Conv`` block is one cuDNN graph (BatchNorm folded; bias, SiLU and a bottleneck's residual add in
+its epilogue) writing straight into its channel slice of the concatenation that reads it; the
+forward is captured in one CUDA graph as in the ``cudagraph`` backend."""
 
 from __future__ import annotations
 

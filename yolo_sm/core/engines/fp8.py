@@ -1,10 +1,6 @@
-"""FP8 E4M3 convolutions with calibrated scales (precision ``fp8``).
-
-Every ultralytics ``Conv`` convolution but the first; weights per-output-channel ``amax / 448``,
-activations per-conv ``amax / 448`` over the calibration photos. Kernels: ``emulate`` (E4M3
-rounding in float, anywhere) and ``cudnn`` (one cuDNN graph per conv with fused de-scale, bias,
-SiLU; a conv cuDNN declines runs fp16 and says why in ``Fp8Conv.fallback``).
-"""
+"""FP8 E4M3 convolutions (precision ``fp8``): every ultralytics ``Conv`` conv but the first,
+weights per-output-channel ``amax / 448``, activations per-conv ``amax / 448`` over the photos;
+kernels ``emulate`` (anywhere) and ``cudnn`` (one graph per conv, fused de-scale, bias, SiLU)."""
 
 from __future__ import annotations
 
@@ -82,14 +78,15 @@ class Fp8Conv(QuantConv):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not (self.kernel == "cudnn" and x.is_cuda):
             return self._fp16(fake_quant(x, self.input_scale))  # the exact emulation
-        key = (tuple(x.shape), x.dtype, x.device)
-        plan = self._plans.get(key)
-        if plan is None and self.fallback is None:
-            try:
-                plan = self._plans[key] = CudnnQuantConv(self, x, FORMAT, "precision fp8")
-            except Exception as e:  # noqa: BLE001 - cuDNN declines some shapes: say why
-                self.fallback = f"{type(e).__name__}: {e}"[:300]
+        plan = self._plan(x.shape, x.dtype, x.device)
         return self._fp16(x) if plan is None else plan(x)  # declined: fp16, fp8-rounded weight
+
+    def _build(self, x: torch.Tensor) -> CudnnQuantConv | None:
+        try:
+            return CudnnQuantConv(self, x, FORMAT, "precision fp8")
+        except Exception as e:  # noqa: BLE001 - cuDNN declines some shapes: say why
+            self.fallback = f"{type(e).__name__}: {e}"[:300]
+            return None
 
 
 def quantize_convs(model: nn.Module, batches, kernel: str = "emulate") -> dict:

@@ -1,10 +1,6 @@
-"""INT8 convolutions without TensorRT (precision ``int8`` on eager, cudagraph and compile).
-
-Symmetric per-channel weights, per-conv activation scale (max or percentile calibration), int32
-accumulation. Kernels: ``emulate`` (anywhere), ``cudnn`` (fused graph, int8 hand-offs:
-:func:`link_handoffs`), ``triton`` and ``intmm`` (:mod:`.int8_triton`); a conv that falls back
-to fp16 says why in ``Int8Conv.fallback``. ``auto``: cudnn on GPU, emulate on CPU.
-"""
+"""INT8 convolutions without TensorRT (precision ``int8`` on eager, cudagraph and compile):
+per-channel weights, per-conv activation scale, int32 accumulation; kernels ``emulate``,
+``cudnn`` (with int8 hand-offs, :func:`link_handoffs`), ``triton`` and ``intmm``."""
 
 from __future__ import annotations
 
@@ -265,18 +261,6 @@ class Int8Conv(QuantConv):
                 return self._handoff(plan.run_quantized(xq))
         return self._handoff(self._fp16(self._dequantized(x)))  # declined: conv in fp16
 
-    def _plan(self, shape, dtype: torch.dtype, device):
-        """The cuDNN graph for an input of ``shape`` in an engine of ``dtype``, built on first
-        use; None where cuDNN declined this convolution (``fallback`` says why)."""
-        key = (tuple(shape), dtype, device)
-        plan = self._plans.get(key)
-        if plan is None and self.fallback is None:
-            like = torch.empty(tuple(shape), dtype=dtype, device=device)
-            plan = self._build(like.contiguous(memory_format=CL))
-            if plan is not None:
-                self._plans[key] = plan
-        return plan
-
     def _dequantized(self, x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
         """``x`` in ``dtype`` (the engine's): a handed-over int8 input times ``input_scale``."""
         if x.dtype != torch.int8:
@@ -377,19 +361,19 @@ _METADATA = frozenset(
     {"__get__", "size", "dim", "stride", "numel", "is_contiguous", "element_size", "__len__"}
 )
 #: tensor functions that commute with quantisation at one scale: int8 may flow through them
-_TRANSPARENT = ("max_pool2d", "cat")
+_TRANSPARENT = {
+    "max_pool2d": lambda z: nn.functional.max_pool2d(z, 3, 1, 1),
+    "cat": lambda z: torch.cat([z, z], 1),
+}
 
 
 def _transparent(device) -> frozenset[str]:
     """The :data:`_TRANSPARENT` functions ``device`` runs on int8 tensors."""
     ok = set()
     z = torch.zeros(1, 4, 5, 5, dtype=torch.int8, device=device)
-    for name, f in (
-        ("max_pool2d", lambda: nn.functional.max_pool2d(z, 3, 1, 1)),
-        ("cat", lambda: torch.cat([z, z], 1)),
-    ):
+    for name, f in _TRANSPARENT.items():
         try:
-            if f().dtype == torch.int8:
+            if f(z).dtype == torch.int8:
                 ok.add(name)
         except Exception:  # noqa: BLE001 - not for int8 here: it stays a use of the values
             pass
@@ -399,10 +383,8 @@ def _transparent(device) -> frozenset[str]:
 @torch.no_grad()
 def link_handoffs(model: nn.Module, x: torch.Tensor) -> int:
     """Link each :class:`Int8Conv` whose output reaches only other Int8Convs of one input scale
-    (directly or through max-pool/concat) to write int8 at that scale; returns how many.
-
-    Traced in one forward on ``x`` under a TorchFunctionMode, so any other use keeps the float
-    output; the links hold for any input of the same model."""
+    (directly or through max-pool/concat; traced in one forward on ``x`` under a
+    TorchFunctionMode) to write int8 at that scale; returns how many."""
     convs = [m for m in model.modules() if isinstance(m, Int8Conv)]
     p = next(model.parameters())
     passes = _transparent(p.device)
@@ -479,12 +461,8 @@ def link_handoffs(model: nn.Module, x: torch.Tensor) -> int:
         return found
 
     def eligible(m) -> bool:
-        channels = (m.in_channels, m.out_channels)
-        return (
-            calls[m] == 1
-            and m.kernel in HANDOFF_KERNELS
-            and not any(c % CHANNEL_MULTIPLE for c in channels)
-        )
+        channels_ok = not (m.in_channels % CHANNEL_MULTIPLE or m.out_channels % CHANNEL_MULTIPLE)
+        return calls[m] == 1 and m.kernel in HANDOFF_KERNELS and channels_ok
 
     linked = 0
     for key, takers in fed.items():

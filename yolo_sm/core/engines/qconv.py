@@ -96,6 +96,18 @@ class QuantConv(nn.Module):
     def weight_q(self) -> torch.Tensor:
         return getattr(self, self.WEIGHT)
 
+    def _plan(self, shape, dtype: torch.dtype, device):
+        """The cuDNN graph (``_build``) for an input of ``shape`` and ``dtype``, built on first
+        use; None where cuDNN declined this convolution (``fallback`` says why)."""
+        key = (tuple(shape), dtype, device)
+        plan = self._plans.get(key)
+        if plan is None and self.fallback is None:
+            like = torch.empty(tuple(shape), dtype=dtype, device=device)
+            plan = self._build(like.contiguous(memory_format=CL))
+            if plan is not None:
+                self._plans[key] = plan
+        return plan
+
     def _fp16(self, x: torch.Tensor) -> torch.Tensor:
         """The convolution in ``x``'s dtype with the 8-bit-rounded weight."""
         bias = None if self.bias is None else self.bias.to(x.dtype)
@@ -281,12 +293,7 @@ class GraphFormat:
     random_scale: float = 1 / 64  # scale the tuning's random input is quantised with
 
 
-TORCH_DTYPES = {
-    "HALF": torch.float16,
-    "FLOAT": torch.float32,
-    "BFLOAT16": torch.bfloat16,
-    "INT8": torch.int8,
-}
+TORCH_DTYPES = {"HALF": torch.float16, "FLOAT": torch.float32, "INT8": torch.int8}
 
 
 class CudnnQuantConv:
@@ -304,10 +311,8 @@ class CudnnQuantConv:
         self.wq = mod.weight_q.to(dev).contiguous(memory_format=CL)
         self.scale = (mod.input_scale.float() * mod.weight_scale.float()).to(dev)
         self.scale = self.scale.reshape(1, k, 1, 1).contiguous(memory_format=CL)
-        self.bias = None
-        if mod.bias is not None:
-            self.bias = mod.bias.detach().float().to(dev).reshape(1, k, 1, 1)
-            self.bias = self.bias.contiguous(memory_format=CL)
+        bias = None if mod.bias is None else mod.bias.detach().float().to(dev).reshape(1, k, 1, 1)
+        self.bias = None if bias is None else bias.contiguous(memory_format=CL)
         self.input_scale = float(mod.input_scale)
         self.silu = bool(mod.silu)
         # an INT8 output is the next convolution's input, quantised at its scale in the epilogue
@@ -343,11 +348,7 @@ class CudnnQuantConv:
         self.graph = g
         hw = conv_out_hw(h, w, (r, s), mod.padding, mod.stride, mod.dilation)
         self.out_shape, self.dtype = (n, k, *hw), x.dtype
-        self.graph_dtype = x.dtype
-        if not fmt.fused:
-            self.graph_dtype = torch.float32
-        elif fmt.output:
-            self.graph_dtype = TORCH_DTYPES[fmt.output]
+        self.graph_dtype = TORCH_DTYPES.get(fmt.output, x.dtype) if fmt.fused else torch.float32
         self.tuning: list[tuple[str, float]] = []  # (plan name, ms) of each plan timed
         self.plan_index = None  # the tuned plan execute runs; None: cuDNN's first buildable one
         key = (fmt.operand, fmt.output, fmt.fused, tuple(x.shape), x.dtype, k, r, s)

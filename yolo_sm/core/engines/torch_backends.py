@@ -14,7 +14,6 @@ from yolo_sm.contract.values import split_compile_mode
 from yolo_sm.core.engines import compile_cache, fp8, int8
 from yolo_sm.core.engines.base import DTYPES, Engine, head_tensor, make_input, numerics
 from yolo_sm.core.engines.config import EngineConfig, Layout, Precision
-from yolo_sm.core.engines.copyfree import CopyFree
 from yolo_sm.core.engines.qconv import calibration_inputs
 from yolo_sm.core.models.rewrites import apply_rewrites
 
@@ -67,11 +66,6 @@ def _capturable(m: torch.nn.Module, config: EngineConfig):
     return forward
 
 
-def build_copyfree(model: torch.nn.Module, config: EngineConfig) -> Engine:
-    """The copy-free YOLO (:mod:`yolo_sm.core.engines.copyfree`) captured in one CUDA graph."""
-    return build_cudagraph(model, config, wrap=CopyFree)
-
-
 def build_cudagraph(
     model: torch.nn.Module, config: EngineConfig, warmup: int = 3, wrap=None
 ) -> Engine:
@@ -111,9 +105,6 @@ def build_cudagraph(
         graph.replay()
         return static_out
 
-    def close() -> None:
-        graph.reset()
-
     info = {"capture_s": capture_s, "graph_pool_bytes": graph_pool_bytes}
     if wrap is not None:  # the copy-free engine: its convolutions and concatenation copies
         info.update(convs_strided=m.counts["strided"], convs_copied=m.counts["copied"])
@@ -123,7 +114,7 @@ def build_cudagraph(
         run,
         f"{name} {config.precision.value} {config.layout.value}",
         info=info,
-        close_fn=close,
+        close_fn=graph.reset,
         keepalive=(m, static_out),
         module=m,
         # the forward its graph replays, for a caller's own graph (a graph is not replayed
