@@ -357,31 +357,6 @@ def test_compiled_handoff_passes_int8_between_the_custom_ops():
     assert ops[0].meta["example_value"].dtype == torch.int8
 
 
-def test_compiled_float_output_is_cast_in_the_traced_code(monkeypatch):
-    """With the graphs' FLOAT output (GRAPH_OUTPUT) the custom op returns float32 (its fake
-    says so) and the cast to the engine's dtype follows it in the traced graph, where inductor
-    can fuse it; the values are the eager module's."""
-    monkeypatch.setattr(int8, "GRAPH_OUTPUT", "FLOAT")
-    torch.manual_seed(0)
-    m = int8.Int8Conv(torch.nn.Conv2d(8, 12, 3, padding=1), 0.02, kernel="cudnn", silu=True)
-    m = m.half()
-    x = torch.randn(2, 8, 9, 11).half().to(memory_format=torch.channels_last)
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
-    with torch.no_grad():
-        y = torch.compile(m._compiled, backend=backend, fullgraph=True)(x)
-        want = m._emulate(x)
-    assert y.dtype == torch.float16 and torch.equal(y, want)
-    (gm,) = graphs
-    (op,) = [n for n in gm.graph.nodes if "int8_conv" in str(n.target)]
-    assert op.meta["example_value"].dtype == torch.float32
-    assert any(u.meta["example_value"].dtype == torch.float16 for u in op.users)
-
-
 def test_int8_handoff_config_is_a_flag():
     assert EngineConfig(precision="int8").int8_handoff is True
     with pytest.raises(UserError, match="int8_handoff"):

@@ -56,11 +56,13 @@ def test_the_compile_check_fails_on_a_kernel_that_cannot_compile():
 
 @pytest.mark.parametrize("dtype", ["*fp16", "*bf16", "*fp32"])
 def test_the_int8_and_fp8_quantisers(dtype):
-    from yolo_sm.core.engines import fp8, int8
+    from yolo_sm.core.engines import qconv
 
-    for kernel, out in ((int8._triton_quantize(), "*i8"), (fp8._triton_quantize(), "*fp8e4nv")):
+    kernel = qconv._triton_quantize()
+    for out, limit, rounding in (("*i8", 127.0, True), ("*fp8e4nv", 448.0, False)):
         types = {"x_ptr": dtype, "y_ptr": out, "n": "i32", "inv_scale": "fp32"}
-        assert assembled(compile_for_sm90(kernel, types, {"BLOCK": 4096}))
+        constants = {"LIMIT": limit, "ROUND": rounding, "BLOCK": 4096}
+        assert assembled(compile_for_sm90(kernel, types, constants))
 
 
 @pytest.mark.parametrize("tile", range(3))

@@ -6,7 +6,7 @@ import contextlib
 import copy
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -32,7 +32,8 @@ class NumericalMismatch(RuntimeError):
 @dataclass
 class Engine:
     """A model ready to run on one input shape: ``engine(x)`` -> head output; ``rel_err``:
-    relative L2 error against eager fp32 (None if unchecked); ``info``: backend details."""
+    relative L2 error against eager fp32 (None if unchecked); ``info``: backend details;
+    ``capture``: the forward as plain launches a caller may capture in its own CUDA graph."""
 
     config: EngineConfig
     run: Callable[[torch.Tensor], torch.Tensor]
@@ -43,7 +44,6 @@ class Engine:
     _input: torch.Tensor | None = None
     keepalive: tuple = ()  # what run needs alive but does not reference (a graph's weights)
     module: torch.nn.Module | None = None  # the prepared torch module, for layer hooks
-    # the forward as plain launches a caller may capture in its own CUDA graph (None: cannot)
     capture: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
@@ -54,8 +54,6 @@ class Engine:
         return DTYPES[self.config.precision]
 
     def make_input(self, seed: int = 0) -> torch.Tensor:
-        """A random image-like batch in [0, 1) with this engine's dtype, device and layout
-        (never zeros: they hide unwritten outputs and can run faster than real data)."""
         return make_input(self.config, seed)
 
     def close(self) -> None:
@@ -67,30 +65,30 @@ class Engine:
         self.capture = None
 
 
+def _as_input(x: torch.Tensor, config: EngineConfig) -> torch.Tensor:
+    """``x`` with the engine's device, dtype and layout."""
+    x = x.to(device=config.device, dtype=DTYPES[config.precision])
+    nhwc = config.layout is Layout.NHWC
+    return x.contiguous(memory_format=torch.channels_last) if nhwc else x
+
+
 def make_input(config: EngineConfig, seed: int = 0) -> torch.Tensor:
+    """A random image-like batch in [0, 1) for the engine (never zeros: they hide unwritten
+    outputs and can run faster than real data)."""
     gen = torch.Generator(device=config.device).manual_seed(seed)  # drawn where it is used
-    h, w = config.input_hw
-    x = torch.rand(config.batch, 3, h, w, generator=gen, device=config.device)
-    x = x.to(dtype=DTYPES[config.precision])
-    if config.layout is Layout.NHWC:
-        x = x.contiguous(memory_format=torch.channels_last)
-    return x
+    x = torch.rand(config.batch, 3, *config.input_hw, generator=gen, device=config.device)
+    return _as_input(x, config)
 
 
 def photo_input(config: EngineConfig) -> torch.Tensor:
     """ultralytics' bundled photos (letterboxed, plain and mirrored) repeated to the engine's
     batch, dtype, device and layout: every engine's check input (noise saturates calibrations)."""
-
     if config.imgsz_hw is None or config.imgsz_hw[0] == config.imgsz_hw[1]:
         real = calibration_batches(config.imgsz)[0]
     else:  # a non-square input: the photos letterboxed to its (height, width)
         photos = torch.from_numpy(load_images(None, config.input_hw))
         real = torch.cat([photos, photos.flip(3)])
-    x = real[torch.arange(config.batch) % len(real)]
-    x = x.to(device=config.device, dtype=DTYPES[config.precision])
-    if config.layout is Layout.NHWC:
-        x = x.contiguous(memory_format=torch.channels_last)
-    return x
+    return _as_input(real[torch.arange(config.batch) % len(real)], config)
 
 
 def check_device(device: str) -> None:
@@ -160,18 +158,8 @@ def reference_output(
     cache = _REFERENCES.setdefault(model, {})
     if source is not None and key in cache:
         return cache[key]
-    ref_cfg = EngineConfig(
-        backend="eager",
-        precision="fp32",
-        layout="nchw",
-        batch=config.batch,
-        imgsz=config.imgsz,
-        imgsz_hw=config.imgsz_hw,
-        device=config.device,
-        cudnn_benchmark=False,
-        check=False,
-    )
     ref_model = copy.deepcopy(model).float().to(config.device).eval()
+    ref_cfg = replace(config, backend="eager", precision="fp32", cudnn_benchmark=False)
     with numerics(ref_cfg), torch.no_grad():
         out = head_tensor(ref_model(x.float().contiguous())).cpu()
     del ref_model

@@ -1,10 +1,5 @@
-"""torch.compile's on-disk caches: where they live and whether a build found its graphs there.
-
-:func:`setup` picks inductor's cache folder before the first compile (the user's
-``TORCHINDUCTOR_CACHE_DIR``, else ``inductor/`` under the package cache root) and switches the
-FX graph and local autotune caches on unless the environment says otherwise. :func:`state` says
-``warm``, ``cold`` or ``partial`` from inductor's hit/miss counters, else from the folder's files.
-"""
+"""torch.compile's on-disk caches: where they live (:func:`setup`) and whether a build found its
+graphs there (:class:`Probe`: ``warm``, ``cold`` or ``partial``)."""
 
 from __future__ import annotations
 
@@ -16,15 +11,15 @@ from yolo_sm.contract.values import split_compile_mode
 from yolo_sm.core.engines.config import cache_home
 
 ENV_DIR = "TORCHINDUCTOR_CACHE_DIR"
-ENV_FX = "TORCHINDUCTOR_FX_GRAPH_CACHE"
-ENV_AUTOTUNE = "TORCHINDUCTOR_AUTOTUNE_LOCAL_CACHE"
 #: what :func:`setup` chose in this process (the folder is fixed at the first compile)
 _CHOSEN: dict = {}
 
 
 def setup(cache_dir: str | None = None, environ=None) -> dict:
-    """Choose inductor's cache folder and switch its disk caches on in ``environ``; returns
-    ``{"dir", "dir_source" (user / yolo_sm), "fx_graph_cache", "autotune_local_cache"}``."""
+    """Choose inductor's cache folder (the user's ``TORCHINDUCTOR_CACHE_DIR``, else ``inductor/``
+    under the package cache) and switch the FX graph and local autotune caches on unless the
+    environment says; returns ``{"dir", "dir_source" (user / yolo_sm), "fx_graph_cache",
+    "autotune_local_cache"}``."""
     env = os.environ if environ is None else environ
     if _CHOSEN and environ is None and env.get(ENV_DIR) == _CHOSEN["dir"]:
         return dict(_CHOSEN)
@@ -33,10 +28,18 @@ def setup(cache_dir: str | None = None, environ=None) -> dict:
     else:
         folder, source = os.path.abspath(cache_home(cache_dir) / "inductor"), "yolo_sm"
         env[ENV_DIR] = folder
-        if environ is None:
-            _forget_folder()
+        utils = sys.modules.get("torch._inductor.utils")
+        if environ is None and utils is not None:
+            utils.clear_caches()  # what inductor derived from an earlier folder in this process
     Path(folder).mkdir(parents=True, exist_ok=True)
-    out = {"dir": folder, "dir_source": source, **_switch_caches(env)}
+    import torch._inductor.config as icfg
+
+    if "TORCHINDUCTOR_FX_GRAPH_CACHE" not in env:
+        icfg.fx_graph_cache = True
+    if "TORCHINDUCTOR_AUTOTUNE_LOCAL_CACHE" not in env:
+        icfg.autotune_local_cache = True
+    out = {"dir": folder, "dir_source": source, "fx_graph_cache": bool(icfg.fx_graph_cache)}
+    out["autotune_local_cache"] = bool(icfg.autotune_local_cache)
     if environ is None:
         _CHOSEN.clear()
         _CHOSEN.update(out)
@@ -44,33 +47,10 @@ def setup(cache_dir: str | None = None, environ=None) -> dict:
 
 
 def _torch_default(folder: str) -> bool:
-    """Whether ``folder`` is torch's own default (``/tmp/torchinductor_<user>``), which importing
-    ``torch._dynamo`` sets: not the user's choice."""
+    """Whether ``folder`` is torch's own default, which importing ``torch._dynamo`` sets."""
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
     return os.path.abspath(folder) == os.path.abspath(default_cache_dir())
-
-
-def _forget_folder() -> None:
-    """Drop what inductor derived from an earlier ``TORCHINDUCTOR_CACHE_DIR`` in this process
-    (its registered caches; torch's own ``temporary_cache_dir`` does the same on a switch)."""
-    utils = sys.modules.get("torch._inductor.utils")
-    if utils is not None:
-        utils.clear_caches()
-
-
-def _switch_caches(env) -> dict:
-    """FX graph and autotune caches on, unless the environment sets them (the user's choice)."""
-    import torch._inductor.config as icfg
-
-    if ENV_FX not in env:
-        icfg.fx_graph_cache = True
-    if ENV_AUTOTUNE not in env:
-        icfg.autotune_local_cache = True
-    return {
-        "fx_graph_cache": bool(icfg.fx_graph_cache),
-        "autotune_local_cache": bool(icfg.autotune_local_cache),
-    }
 
 
 def count_files(folder: str | os.PathLike) -> int:
@@ -78,18 +58,17 @@ def count_files(folder: str | os.PathLike) -> int:
     return sum(len(files) for _, _, files in os.walk(folder))
 
 
-def counters() -> tuple[int, int]:
-    """Inductor's FX graph cache (hits, misses) so far in this process."""
+def counters() -> tuple[int, int, int]:
+    """Inductor's FX graph cache hits and misses, and the ops it autotuned, so far."""
     from torch._dynamo.utils import counters as c
 
-    return tuple(int(c["inductor"].get(f"fxgraph_cache_{k}", 0)) for k in ("hit", "miss"))
+    names = ("fxgraph_cache_hit", "fxgraph_cache_miss", "select_algorithm_autotune")
+    return tuple(int(c["inductor"].get(k, 0)) for k in names)
 
 
 def autotuned() -> int:
-    """Ops inductor benchmarked so far in this process (``select_algorithm_autotune``)."""
-    from torch._dynamo.utils import counters as c
-
-    return int(c["inductor"].get("select_algorithm_autotune", 0))
+    """Ops inductor benchmarked so far in this process."""
+    return counters()[2]
 
 
 def autotunes(compile_mode: str | None) -> bool:
@@ -98,21 +77,14 @@ def autotunes(compile_mode: str | None) -> bool:
 
 
 def tuned_here(delta: int, hits: int, misses: int, tunes: bool = True) -> int | None:
-    """Ops a build autotuned itself from the counter ``delta``: the delta where no graph was read,
-    0 where all were read, None where mixed or the mode does not autotune."""
+    """Ops a build autotuned itself: the counter ``delta`` where no graph was read, 0 where all
+    were read, None where mixed or the mode does not autotune."""
     if not tunes or (hits and misses):
         return None
     return 0 if hits else int(delta)
 
 
-def state(
-    hits: int,
-    misses: int,
-    files_before: int,
-    files_after: int,
-    autotuned_ops: int | None = None,
-    autotune_reads: int | None = None,
-) -> str:
+def state(hits, misses, files_before, files_after, autotuned_ops=None, autotune_reads=None):
     """``warm``, ``cold`` or ``partial`` from FX-cache ``hits``/``misses`` (else from files); a
     cold build that read autotuning from disk, or tuned nothing in a full folder, is partial."""
     if hits or misses:
@@ -143,7 +115,6 @@ class AutotuneReads:
         if orig is None:
             return self
         self.n, self._cls, self._orig = 0, PersistentCache, orig
-
         tuned = set()  # (op, inputs) this build benchmarked: a later lookup reads its own
 
         def lookup(cache, *args, **kwargs):
@@ -178,8 +149,7 @@ class Probe:
 
     def __enter__(self):
         self.files_before = count_files(self.folder)
-        self.hits0, self.misses0 = counters()
-        self.tuned0 = autotuned()
+        self.start = counters()
         if self._reads is not None:
             self._reads.__enter__()
         return self
@@ -188,9 +158,9 @@ class Probe:
         if self._reads is not None:
             self._reads.__exit__(*exc)
         self.files_after = count_files(self.folder)
-        hits, misses = counters()
-        self.hits, self.misses = hits - self.hits0, misses - self.misses0
-        self.tuned = tuned_here(autotuned() - self.tuned0, self.hits, self.misses, self.tunes)
+        hits, misses, tuned = (b - a for a, b in zip(self.start, counters(), strict=True))
+        self.hits, self.misses = hits, misses
+        self.tuned = tuned_here(tuned, hits, misses, self.tunes)
         self.reads = self._reads.n if self._reads is not None else None
         return False
 

@@ -22,7 +22,7 @@ from yolo_sm.contract.vocab import (
 )
 
 #: the int8 kernels torch.compile runs (cuDNN's graphs as one custom op; emulation on a CPU)
-INT8_COMPILE_KERNELS = ("auto", "cudnn", "emulate")
+COMPILE_KERNELS = ("auto", "cudnn", "emulate")
 
 
 def cache_home(cache_dir=None, environ=None) -> Path:
@@ -40,14 +40,13 @@ def _enum(cls, value, what):
 
 
 def check_compile_mode(mode: str) -> str:
-    """A torch.compile mode, optionally with model rewrites (``default+sep-pool``,
-    :func:`yolo_sm.contract.values.compile_mode`), lower-cased; one sentence otherwise."""
+    """A torch.compile mode, optionally with model rewrites (``default+sep-pool``), lower-cased;
+    one sentence otherwise."""
     return values.compile_mode(mode, "compile mode")
 
 
-def check_device_name(device: str) -> None:
-    if not str(device).startswith(("cpu", "cuda")):
-        raise UserError(f"device must be 'cpu' or 'cuda[:N]', got {device!r}")
+def _positive_int(v) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and int(v) == v and v > 0
 
 
 def check_hw(value) -> tuple[int, int]:
@@ -56,11 +55,7 @@ def check_hw(value) -> tuple[int, int]:
         hw = tuple(value)
     except TypeError:
         hw = ()
-    ok = len(hw) == 2 and all(
-        not isinstance(v, bool) and isinstance(v, (int, float)) and int(v) == v and v > 0
-        for v in hw
-    )
-    if not ok:
+    if len(hw) != 2 or not all(map(_positive_int, hw)):
         raise UserError(f"imgsz_hw must be (height, width), two positive integers, got {value!r}")
     hw = (int(hw[0]), int(hw[1]))
     if hw[0] % 32 or hw[1] % 32:
@@ -97,7 +92,7 @@ class EngineConfig:
         object.__setattr__(self, "layout", _enum(Layout, self.layout, "layout"))
         for name in ("batch", "imgsz"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or v <= 0:
+            if not _positive_int(v):
                 raise UserError(f"{name} must be a positive integer, got {v!r}")
             object.__setattr__(self, name, int(v))
         if self.imgsz_hw is not None:
@@ -111,20 +106,18 @@ class EngineConfig:
         if self.imgsz % 32:
             raise UserError(f"imgsz must be a positive multiple of 32, got {self.imgsz!r}")
         object.__setattr__(self, "compile_mode", check_compile_mode(self.compile_mode))
-        check_device_name(self.device)
+        if not str(self.device).startswith(("cpu", "cuda")):
+            raise UserError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")
         half = self.precision in (Precision.FP16, Precision.BF16)
         if self.backend is Backend.COPYFREE and not (half and self.layout is Layout.NHWC):
             raise UserError("backend copyfree runs fp16 or bf16 in the nhwc layout only")
-        if self.precision is Precision.INT8 and self.backend not in INT8_BACKENDS:
+        int8 = self.precision is Precision.INT8
+        if int8 and self.backend not in INT8_BACKENDS:
             raise UserError(f"precision {INT8_BACKENDS_ONLY}")
-        if (
-            self.precision is Precision.INT8
-            and self.backend is Backend.COMPILE
-            and self.int8_kernel not in INT8_COMPILE_KERNELS
-        ):
+        if int8 and self.backend is Backend.COMPILE and self.int8_kernel not in COMPILE_KERNELS:
             raise UserError(
                 f"int8 kernel {self.int8_kernel} does not run under torch.compile: choose one of "
-                f"{', '.join(INT8_COMPILE_KERNELS)}"
+                f"{', '.join(COMPILE_KERNELS)}"
             )
         for what, value, choices in (
             ("calibration", self.int8_calibration, INT8_CALIBRATIONS),

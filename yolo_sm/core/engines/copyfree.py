@@ -1,25 +1,22 @@
-"""The copy-free engine (backend ``copyfree``, fp16/bf16 NHWC, CUDA only): a YOLO whose
-convolutions write straight into their slice of the concatenation that reads them.
-
-Each ultralytics ``Conv`` block (convolution + bias + SiLU, BatchNorm folded) is one cuDNN
-frontend graph with bias, SiLU and, in a bottleneck, the residual add in its epilogue; its output
-tensor is a channel slice of a preallocated NHWC buffer (cuDNN takes strided tensors). A C2f
-block's branches, the neck's upsample and the backbone features the neck concatenates all land
-in their slice of one buffer, so no concatenation copy and no separate bias kernel remains in the
-backbone and neck. Left as PyTorch: SPPF's three max-pools (each written into its slice by one
-copy) and the detection head's own concatenations. The planned forward is captured in one CUDA
-graph like the ``cudagraph`` backend. ``info['convs']``: how many convolutions ran as graphs
-with a strided input and output, and how many needed a contiguous copy (cuDNN declined).
-"""
+"""The copy-free engine (backend ``copyfree``, fp16/bf16 NHWC, CUDA only): each ultralytics
+``Conv`` block is one cuDNN graph (BatchNorm folded; bias, SiLU and a bottleneck's residual add in
+its epilogue) writing straight into its channel slice of the concatenation that reads it; the
+forward is captured in one CUDA graph as in the ``cudagraph`` backend."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from yolo_sm.core.engines.qconv import import_cudnn
+from yolo_sm.core.engines.qconv import (
+    CL,
+    conv_graph,
+    conv_out_hw,
+    finish_graph,
+    import_cudnn,
+    time_plans,
+)
 
-_HANDLES: dict = {}  # one cuDNN handle per device
 #: cuDNN's ranked plans each convolution graph times on its own tensors before it keeps one
 PLANS = 4
 
@@ -44,75 +41,29 @@ class _Graph:
         cudnn = import_cudnn("the copyfree engine")
         dt = cudnn.data_type
         io = {torch.float16: dt.HALF, torch.bfloat16: dt.BFLOAT16}[x.dtype]
-        if x.device not in _HANDLES:
-            _HANDLES[x.device] = cudnn.create_handle()
-        self.cudnn, self.handle = cudnn, _HANDLES[x.device]
-        k = w.shape[0]
-        self.w = w.to(x.dtype).contiguous(memory_format=torch.channels_last)
-        self.b = b.float().reshape(1, k, 1, 1).contiguous(memory_format=torch.channels_last)
-        g = cudnn.pygraph(
-            io_data_type=io,
-            intermediate_data_type=dt.FLOAT,
-            compute_data_type=dt.FLOAT,
-            handle=self.handle,
+        self.cudnn = cudnn
+        self.w = w.to(x.dtype).contiguous(memory_format=CL)
+        self.b = b.float().reshape(1, -1, 1, 1).contiguous(memory_format=CL)
+        g, self.handle, tensor, self.X, self.W, out = conv_graph(
+            cudnn, x.device, io, x, self.w, io, conv, dt.FLOAT
         )
-
-        def tensor(name, t, dtype=io):
-            return g.tensor(name=name, dim=list(t.shape), stride=list(t.stride()), data_type=dtype)
-
-        self.X, self.W, self.B = tensor("X", x), tensor("W", self.w), tensor("B", self.b, dt.FLOAT)
-        out = g.conv_fprop(
-            image=self.X,
-            weight=self.W,
-            padding=list(conv.padding),
-            stride=list(conv.stride),
-            dilation=list(conv.dilation),
-            compute_data_type=dt.FLOAT,
-        )
+        self.B = tensor("B", self.b, dt.FLOAT)
         out = g.bias(input=out, bias=self.B)
         if silu:
             out = g.swish(input=out)
         self.R = None
         if res is not None:
-            self.R = tensor("R", res)
+            self.R = tensor("R", res, io)
             out = g.add(a=out, b=self.R)
         out.set_output(True).set_data_type(io).set_dim(list(y.shape)).set_stride(list(y.stride()))
         self.Y = out
-        g.validate()
-        g.build_operation_graph()
-        g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-        g.check_support()
-        self.graph, self.plan = g, self._fastest(x, y, res)
-
-    def _fastest(self, x, y, res, plans: int = PLANS, reps: int = 3) -> int:
-        """The fastest of cuDNN's first ``plans`` ranked plans on these very tensors (CUDA
-        events, ``reps`` calls after one warm-up); a plan that does not build is skipped."""
-        g, best = self.graph, None
-        stream = torch.cuda.current_stream(x.device)
-        self.cudnn.set_stream(self.handle, stream.cuda_stream)
-        for i in range(min(plans, g.get_execution_plan_count())):
-            try:
-                g.build_plan_at_index(i)
-                ws = torch.empty(
-                    max(g.get_workspace_size_plan_at_index(i), 1),
-                    dtype=torch.uint8,
-                    device=x.device,
-                )
-                g.execute_plan_at_index(self._feeds(x, y, res), ws, i, handle=self.handle)
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record(stream)
-                for _ in range(reps):
-                    g.execute_plan_at_index(self._feeds(x, y, res), ws, i, handle=self.handle)
-                b.record(stream)
-                b.synchronize()
-            except Exception:  # noqa: BLE001 - a plan that declines is skipped
-                continue
-            if best is None or a.elapsed_time(b) < best[0]:
-                best = (a.elapsed_time(b), i, ws)
+        finish_graph(g, [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+        self.graph = g
+        # the fastest of the first PLANS ranked plans on these very tensors
+        best, _ = time_plans(cudnn, g, self.handle, self._feeds(x, y, res), x.device, PLANS, 3, 1)
         if best is None:
             raise RuntimeError("cuDNN built no plan for this convolution")
-        self.ws = best[2]
-        return best[1]
+        self.plan, self.ws = best[1], best[3]
 
     def _feeds(self, x, y, res) -> dict:
         feeds = {self.X: x, self.W: self.w, self.B: self.b, self.Y: y}
@@ -160,13 +111,15 @@ class CopyFree(nn.Module):
                 r = block.forward_fuse(x)
             return r if y is None else y.copy_(r if res is None else r + res)
         n, _, h, w = x.shape
-        (pr, pc), (sr, sc), (dr, dc) = conv.padding, conv.stride, conv.dilation
-        r, s = conv.kernel_size
-        ho = (h + 2 * pr - dr * (r - 1) - 1) // sr + 1
-        wo = (w + 2 * pc - dc * (s - 1) - 1) // sc + 1
         if y is None:
-            y = torch.empty((n, conv.out_channels, ho, wo), dtype=x.dtype, device=x.device)
-            y = y.contiguous(memory_format=torch.channels_last)
+            hw = conv_out_hw(h, w, conv.kernel_size, conv.padding, conv.stride, conv.dilation)
+            y = torch.empty((n, conv.out_channels, *hw), dtype=x.dtype, device=x.device)
+            y = y.contiguous(memory_format=CL)
+
+        def packed():  # x, y and res as packed NHWC tensors
+            rc = None if res is None else res.contiguous(memory_format=CL)
+            return x.contiguous(memory_format=CL), torch.empty_like(y, memory_format=CL), rc
+
         key = (id(block), x.shape, x.stride(), y.stride(), res is not None)
         if key not in self.graphs:
             wt, b = (conv.weight, conv.bias) if plain else _folded(block)
@@ -176,19 +129,15 @@ class CopyFree(nn.Module):
                 self.graphs[key] = (_Graph(conv, wt, b, x, y, silu, res), False)
                 self.counts["strided"] += 1
             except Exception:  # noqa: BLE001 - cuDNN declined the strides: packed copies
-                xc = x.contiguous(memory_format=torch.channels_last)
-                yc = torch.empty_like(y, memory_format=torch.channels_last)
-                rc = None if res is None else res.contiguous(memory_format=torch.channels_last)
+                xc, yc, rc = packed()
                 self.graphs[key] = (_Graph(conv, wt, b, xc, yc, silu, rc), True)
                 self.counts["copied"] += 1
-        graph, packed = self.graphs[key]
-        if not packed:
+        graph, copies = self.graphs[key]
+        if not copies:
             graph(x, y, res)
             return y
-        cl = torch.channels_last
-        yc = torch.empty_like(y, memory_format=cl)
-        rc = None if res is None else res.contiguous(memory_format=cl)
-        graph(x.contiguous(memory_format=cl), yc, rc)
+        xc, yc, rc = packed()
+        graph(xc, yc, rc)
         return y.copy_(yc)
 
     def _bind_head(self) -> None:
@@ -206,7 +155,7 @@ class CopyFree(nn.Module):
         full = (key, tuple(shape))
         if full not in self.buffers:
             buf = torch.empty(shape, dtype=like.dtype, device=like.device)
-            self.buffers[full] = buf.contiguous(memory_format=torch.channels_last)
+            self.buffers[full] = buf.contiguous(memory_format=CL)
         return self.buffers[full]
 
     def _destinations(self, x) -> dict[int, torch.Tensor]:

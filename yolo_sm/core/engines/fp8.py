@@ -1,51 +1,32 @@
-"""FP8 E4M3 convolutions with calibrated scales (precision ``fp8``).
-
-Every ultralytics ``Conv`` convolution but the first; head predictions and DFL stay fp16.
-Weights: per-output-channel ``amax / 448``; activations: per-conv ``amax / 448`` over the
-calibration photos. Kernels: ``emulate`` (E4M3 rounding in float, runs anywhere) and ``cudnn``
-(Triton quantiser + one cuDNN frontend graph per conv with fused de-scale, bias, SiLU; a conv
-cuDNN declines runs fp16 and is counted in ``Fp8Conv.fallback``).
-"""
+"""FP8 E4M3 convolutions (precision ``fp8``): every ultralytics ``Conv`` conv but the first,
+weights per-output-channel ``amax / 448``, activations per-conv ``amax / 448`` over the photos;
+kernels ``emulate`` (anywhere) and ``cudnn`` (one graph per conv, fused de-scale, bias, SiLU)."""
 
 from __future__ import annotations
 
-import functools
 import os
 
 import torch
 from torch import nn
 
-from yolo_sm.contract.errors import NotAvailableError
 from yolo_sm.core.engines.qconv import (
     CudnnQuantConv,
     GraphFormat,
     QuantConv,
-    calibrate_inputs,
-    calibration_inputs,
-    eligible_convs,
-    fallbacks,
     import_cudnn,
     quantize_launch,
     quantize_model,
+    require_gpu,
 )
-
-__all__ = [
-    "E4M3_MAX",
-    "KERNELS",
-    "Fp8Conv",
-    "calibrate_inputs",
-    "calibration_inputs",
-    "choose_kernel",
-    "eligible_convs",
-    "fake_quant",
-    "fallbacks",
-    "quantize_convs",
-    "quantize_e4m3",
-    "weight_scales",
-]
+from yolo_sm.core.engines.qconv import calibration_inputs as calibration_inputs
+from yolo_sm.core.engines.qconv import eligible_convs as eligible_convs
+from yolo_sm.core.engines.qconv import fallbacks as fallbacks
 
 E4M3_MAX = 448.0
 KERNELS = ("emulate", "cudnn")
+# ranked cuDNN plans each FP8 conv times on first call (0: heuristic's first); YOLO_SM_FP8_PLANS
+AUTOTUNE_PLANS = int(os.environ.get("YOLO_SM_FP8_PLANS", "4"))
+_TUNED: dict = {}  # graph signature -> index of the fastest plan
 
 
 def fake_quant(x: torch.Tensor, scale) -> torch.Tensor:
@@ -58,6 +39,26 @@ def fake_quant(x: torch.Tensor, scale) -> torch.Tensor:
 def weight_scales(w: torch.Tensor) -> torch.Tensor:
     """Per-output-channel E4M3 scales of a conv weight (K, C, R, S)."""
     return w.detach().float().abs().amax(dim=(1, 2, 3)).clamp(min=1e-12) / E4M3_MAX
+
+
+def quantize_e4m3(x: torch.Tensor, scale: float) -> torch.Tensor:
+    """``x / scale`` saturated to +-448 and cast to E4M3 in ``x``'s memory format (Triton on a
+    GPU, torch ops elsewhere)."""
+    y = quantize_launch(x, torch.float8_e4m3fn, 1.0 / scale, E4M3_MAX, False)
+    if y is None:
+        y = (x.float() / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    return y
+
+
+#: the FP8 graph: E4M3 operands, fp32 accumulation, fused epilogue writing the engine's dtype
+FORMAT = GraphFormat(
+    operand="FP8_E4M3",
+    compute="FLOAT",
+    quantize=quantize_e4m3,
+    plans=lambda: AUTOTUNE_PLANS,
+    seconds=1.0,
+    tuned=_TUNED,
+)
 
 
 class Fp8Conv(QuantConv):
@@ -77,86 +78,32 @@ class Fp8Conv(QuantConv):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not (self.kernel == "cudnn" and x.is_cuda):
             return self._fp16(fake_quant(x, self.input_scale))  # the exact emulation
-        key = (tuple(x.shape), x.dtype, x.device)
-        plan = self._plans.get(key)
-        if plan is None and self.fallback is None:
-            try:
-                plan = self._plans[key] = CudnnQuantConv(self, x, FORMAT, "precision fp8")
-            except Exception as e:  # noqa: BLE001 - cuDNN declines some shapes: say why
-                self.fallback = f"{type(e).__name__}: {e}"[:300]
+        plan = self._plan(x.shape, x.dtype, x.device)
         return self._fp16(x) if plan is None else plan(x)  # declined: fp16, fp8-rounded weight
 
-
-def quantize_e4m3(x: torch.Tensor, scale: float) -> torch.Tensor:
-    """``x / scale`` saturated to +-448 and cast to E4M3, same memory format as ``x``: one Triton
-    kernel on a GPU, torch ops elsewhere."""
-    kernel = _triton_quantize() if x.is_cuda else None
-    if kernel is not None:
-        return quantize_launch(kernel, x, torch.float8_e4m3fn, 1.0 / scale)
-    return (x.float() / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
-
-
-@functools.cache
-def _triton_quantize():
-    """The Triton quantisation kernel (elementwise over the tensor's storage), or None."""
-    try:
-        import triton
-        import triton.language as tl
-    except Exception:  # noqa: BLE001 - no Triton: torch ops do the same, slower
-        return None
-
-    @triton.jit
-    def _quantize(x_ptr, y_ptr, n, inv_scale, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < n
-        v = tl.load(x_ptr + offs, mask=mask).to(tl.float32) * inv_scale
-        v = tl.minimum(tl.maximum(v, -448.0), 448.0)
-        tl.store(y_ptr + offs, v.to(tl.float8e4nv), mask=mask)
-
-    return _quantize
-
-
-# ranked cuDNN plans each FP8 conv times on first call (0: heuristic's first); YOLO_SM_FP8_PLANS
-AUTOTUNE_PLANS = int(os.environ.get("YOLO_SM_FP8_PLANS", "4"))
-AUTOTUNE_SECONDS = 1.0
-_TUNED: dict = {}  # graph signature -> index of the fastest plan
-
-#: the FP8 graph (qconv.CudnnQuantConv): E4M3 operands, fp32 accumulation, fused epilogue
-#: writing the engine's dtype
-FORMAT = GraphFormat(
-    operand="FP8_E4M3",
-    compute="FLOAT",
-    quantize=lambda x, s: quantize_e4m3(x, s),
-    plans=lambda: AUTOTUNE_PLANS,
-    seconds=AUTOTUNE_SECONDS,
-    tuned=_TUNED,
-)
+    def _build(self, x: torch.Tensor) -> CudnnQuantConv | None:
+        try:
+            return CudnnQuantConv(self, x, FORMAT, "precision fp8")
+        except Exception as e:  # noqa: BLE001 - cuDNN declines some shapes: say why
+            self.fallback = f"{type(e).__name__}: {e}"[:300]
+            return None
 
 
 def quantize_convs(model: nn.Module, batches, kernel: str = "emulate") -> dict:
     """Replace each eligible conv of ``model`` in place by a calibrated :class:`Fp8Conv`; returns
-    a summary for the engine's info."""
+    the engine's ``fp8_kernel`` and ``fp8_convs``."""
 
     def make(conv, amax, silu):
         return Fp8Conv(conv, amax / E4M3_MAX, kernel, silu=silu)
 
     n = quantize_model(model, batches, make, fuse=kernel == "cudnn")
-    return {
-        "fp8_kernel": kernel,
-        "fp8_convs": n,
-        "convs": sum(1 for m in model.modules() if isinstance(m, (nn.Conv2d, Fp8Conv))),
-        "fp8_calibration": "max |input| over ultralytics' photos (letterboxed, mirrored)",
-    }
+    return {"fp8_kernel": kernel, "fp8_convs": n}
 
 
 def choose_kernel(device: str) -> str:
-    """The kernel for ``device``: emulate on a CPU, cudnn on a GPU of compute capability >= 8.9
-    with the cuDNN frontend."""
+    """emulate on a CPU, cudnn on a GPU of compute capability >= 8.9 with the cuDNN frontend."""
     if not str(device).startswith("cuda"):
         return "emulate"
-    if not torch.cuda.is_available():
-        raise NotAvailableError(f"precision fp8 on {device}: no CUDA device here")
-    if torch.cuda.get_device_capability(torch.device(device)) < (8, 9):
-        raise NotAvailableError("precision fp8 needs FP8 tensor cores (compute capability 8.9+)")
+    require_gpu(device, "precision fp8", (8, 9), "FP8 tensor cores")
     import_cudnn("precision fp8")
     return "cudnn"

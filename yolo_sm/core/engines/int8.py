@@ -1,81 +1,51 @@
-"""INT8 convolutions without TensorRT (precision ``int8`` on eager and cudagraph).
-
-Symmetric per-channel weights, per-conv activation scale (:data:`CALIBRATIONS`), int32
-accumulation. Kernels: ``emulate`` (anywhere), ``cudnn`` (fused graph, int8 hand-offs:
-:func:`link_handoffs`), ``triton`` and ``intmm`` (:mod:`.int8_triton`); fallbacks to fp16
-are counted in ``Int8Conv.fallback``. ``auto``: cudnn on GPU, emulate on CPU.
-"""
+"""INT8 convolutions without TensorRT (precision ``int8`` on eager, cudagraph and compile):
+per-channel weights, per-conv activation scale, int32 accumulation; kernels ``emulate``,
+``cudnn`` (with int8 hand-offs, :func:`link_handoffs`), ``triton`` and ``intmm``."""
 
 from __future__ import annotations
 
 import copy
-import functools
 import itertools
 import math
 import os
 import weakref
+from collections import Counter, defaultdict
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_leaves
 
 from yolo_sm.contract.errors import NotAvailableError
 from yolo_sm.contract.vocab import INT8_CALIBRATIONS, INT8_KERNELS, INT8_PERCENTILE
 from yolo_sm.core.engines import int8_triton
 from yolo_sm.core.engines.qconv import (
+    CL,
     CudnnQuantConv,
     GraphFormat,
     QuantConv,
-    calibration_inputs,
-    eligible_convs,
-    fallbacks,
+    conv_out_hw,
     import_cudnn,
     quantize_launch,
     quantize_model,
+    require_gpu,
 )
-
-__all__ = [
-    "CALIBRATIONS",
-    "GRAPH_OUTPUT",
-    "INT8_MAX",
-    "Int8Conv",
-    "calibration_inputs",
-    "calibration_stat",
-    "choose_kernel",
-    "eligible_convs",
-    "fake_quant",
-    "fallbacks",
-    "percentile_abs",
-    "quantize_convs",
-    "quantize_int8",
-    "weight_scales",
-]
+from yolo_sm.core.engines.qconv import fallbacks as fallbacks
 
 INT8_MAX = 127.0
-KERNELS = ("emulate", "cudnn", "triton", "intmm")
-#: what an engine's ``int8_kernel`` may name: a kernel of KERNELS, or auto (choose_kernel)
-KERNEL_CHOICES = INT8_KERNELS
-CALIBRATIONS = INT8_CALIBRATIONS
-DEFAULT_PERCENTILE = INT8_PERCENTILE
 #: cuDNN's int8 NHWC convolutions need input and output channel counts that are multiples of 4
 CHANNEL_MULTIPLE = 4
-#: what the fused int8 graph's epilogue writes (its conv tensor stays FLOAT); FLOAT makes torch
-#: cast to the engine's dtype after it
-GRAPH_OUTPUT = os.environ.get("YOLO_SM_INT8_OUTPUT", "HALF").upper()
-# plan tuning as the fp8 path (engines.fp8.AUTOTUNE_PLANS); YOLO_SM_INT8_PLANS overrides
+# ranked cuDNN plans each int8 graph times on first build (as fp8's); YOLO_SM_INT8_PLANS
 AUTOTUNE_PLANS = int(os.environ.get("YOLO_SM_INT8_PLANS", "4"))
-AUTOTUNE_SECONDS = 1.0
 _TUNED: dict = {}  # graph signature -> index of the fastest plan
 
 
-def round_half_away(v: torch.Tensor) -> torch.Tensor:
-    """Round to the nearest integer, halves away from zero (what the Triton quantiser does)."""
-    return torch.where(v >= 0, v + 0.5, v - 0.5).trunc()
-
-
 def quantize_values(x: torch.Tensor, scale) -> torch.Tensor:
-    """The int8 values of ``x`` at ``scale`` as float32: ``round(x / scale)`` in [-127, 127]."""
+    """``round(x / scale)`` in [-127, 127] as float32, halves away from zero (as the Triton
+    quantiser rounds)."""
     inv = 1.0 / torch.as_tensor(scale, dtype=torch.float32, device=x.device)
-    return round_half_away((x.float() * inv).clamp(-INT8_MAX, INT8_MAX))
+    v = (x.float() * inv).clamp(-INT8_MAX, INT8_MAX)
+    return torch.where(v >= 0, v + 0.5, v - 0.5).trunc()
 
 
 def fake_quant(x: torch.Tensor, scale) -> torch.Tensor:
@@ -98,52 +68,29 @@ def percentile_abs(x: torch.Tensor, percentile: float) -> float:
     return float(a.kthvalue(k).values) if k < a.numel() else float(a.max())
 
 
-def calibration_stat(method: str, percentile: float = DEFAULT_PERCENTILE):
+def calibration_stat(method: str, percentile: float = INT8_PERCENTILE):
     """The statistic of a conv input that sets its range (``input_scale = stat / 127``)."""
     if method == "max":
         return lambda x: float(x.detach().abs().max())
     if method == "percentile":
         return lambda x: percentile_abs(x, percentile)
-    raise ValueError(f"unknown int8 calibration {method!r}: choose one of {CALIBRATIONS}")
+    raise ValueError(f"unknown int8 calibration {method!r}: choose one of {INT8_CALIBRATIONS}")
 
 
 def quantize_int8(x: torch.Tensor, scale: float) -> torch.Tensor:
-    """``round(x / scale)`` (halves away from zero) saturated to +-127 as int8, ``x``'s memory
-    format: one Triton kernel on a GPU, torch ops elsewhere."""
-    kernel = _triton_quantize() if x.is_cuda else None
-    if kernel is not None:
-        return quantize_launch(kernel, x, torch.int8, int8_triton.inverse_scale(scale))
-    return quantize_values(x, scale).to(torch.int8)
+    """``round(x / scale)`` (halves away from zero) saturated to +-127 as int8 in ``x``'s memory
+    format (Triton on a GPU, torch ops elsewhere)."""
+    y = quantize_launch(x, torch.int8, int8_triton.inverse_scale(scale), INT8_MAX, True)
+    return quantize_values(x, scale).to(torch.int8) if y is None else y
 
 
-@functools.cache
-def _triton_quantize():
-    """The Triton int8 quantisation kernel (elementwise over the tensor's storage), or None."""
-    try:
-        import triton
-        import triton.language as tl
-    except Exception:  # noqa: BLE001 - no Triton: torch ops do the same, slower
-        return None
-
-    @triton.jit
-    def _quantize_int8(x_ptr, y_ptr, n, inv_scale, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < n
-        v = tl.load(x_ptr + offs, mask=mask).to(tl.float32) * inv_scale
-        v = tl.minimum(tl.maximum(v, -127.0), 127.0)
-        v = tl.where(v >= 0, v + 0.5, v - 0.5)  # float -> int truncates: half away
-        tl.store(y_ptr + offs, v.to(tl.int32).to(tl.int8), mask=mask)
-
-    return _quantize_int8
-
-
-def _format(output: str | None, fused: bool) -> GraphFormat:
+def _format(output: str, fused: bool) -> GraphFormat:
     return GraphFormat(
         operand="INT8",
         compute="INT32",
         quantize=quantize_int8,
         plans=lambda: AUTOTUNE_PLANS,
-        seconds=AUTOTUNE_SECONDS,
+        seconds=1.0,
         tuned=_TUNED,
         output=output,
         fused=fused,
@@ -153,14 +100,11 @@ def _format(output: str | None, fused: bool) -> GraphFormat:
 
 def graph_formats(handoff: bool = False) -> list[tuple[str, GraphFormat]]:
     """cuDNN graphs an int8 conv tries, in order: ``fused_int8`` (hand-off only), fused epilogue
-    writing :data:`GRAPH_OUTPUT`, the bare conv (FLOAT) with torch's epilogue."""
+    writing fp16, the bare conv (FLOAT) with torch's epilogue."""
     first = [("fused_int8", _format("INT8", True))] if handoff else []
-    return [*first, ("fused", _format(GRAPH_OUTPUT, True)), ("unfused", _format("FLOAT", False))]
+    return [*first, ("fused", _format("HALF", True)), ("unfused", _format("FLOAT", False))]
 
 
-#: what the custom op :func:`int8_conv` returns, by its ``output``: the engine's dtype (None),
-#: int8 (a hand-off), float32 (the graph's FLOAT output, :data:`GRAPH_OUTPUT` = FLOAT)
-OP_OUTPUTS = {"engine": None, "int8": torch.int8, "float": torch.float32}
 #: the live int8 convolutions by the number the custom op :func:`int8_conv` names them with
 _CONVS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _NUMBERS = itertools.count()
@@ -179,18 +123,15 @@ def int8_conv(
     output: str = "engine",
 ) -> torch.Tensor:
     """Int8 convolution number ``conv`` on int8-valued ``xq``, as one opaque op for
-    torch.compile; output in ``dtype``, int8 (hand-off) or float32 (see :data:`OP_OUTPUTS`)."""
-    y = _CONVS[conv].run_quantized(xq, dtype, output)
-    return y.contiguous(memory_format=torch.channels_last)  # the strides its fake promises
+    torch.compile; output in ``dtype``, or int8 where ``output`` is ``int8`` (a hand-off)."""
+    y = _CONVS[conv].run_quantized(xq, dtype)
+    return y.contiguous(memory_format=CL)  # the strides its fake promises
 
 
 def _int8_conv_shape(xq, out_channels, kernel_size, stride, padding, dilation) -> list[int]:
     """The output shape of a convolution of ``xq`` (N, C, H, W)."""
     n, _, h, w = xq.shape
-    out = [n, out_channels]
-    for size, k, st, p, d in zip((h, w), kernel_size, stride, padding, dilation, strict=True):
-        out.append((size + 2 * p - d * (k - 1) - 1) // st + 1)
-    return out
+    return [n, out_channels, *conv_out_hw(h, w, kernel_size, padding, stride, dilation)]
 
 
 @int8_conv.register_fake
@@ -198,21 +139,15 @@ def _int8_conv_fake(
     xq, conv, out_channels, kernel_size, stride, padding, dilation, dtype, output="engine"
 ):
     shape = _int8_conv_shape(xq, out_channels, kernel_size, stride, padding, dilation)
-    out = OP_OUTPUTS[output] or dtype
-    return xq.new_empty(shape, dtype=out).contiguous(memory_format=torch.channels_last)
-
-
-def quantize_traced(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """:func:`quantize_int8` in torch ops that torch.compile fuses into the kernel that makes
-    ``x`` (the same values: saturate, round halves away from zero, cast)."""
-    return quantize_values(x, scale).to(torch.int8)
+    out = torch.int8 if output == "int8" else dtype
+    return xq.new_empty(shape, dtype=out).contiguous(memory_format=CL)
 
 
 class Int8Conv(QuantConv):
     """A Conv2d whose input (per-tensor scale) and weight (per-output-channel scales) are int8,
     accumulated in int32; the output, bias and everything after it in the input's dtype."""
 
-    KERNELS = KERNELS
+    KERNELS = ("emulate", "cudnn", "triton", "intmm")
     WEIGHT = "weight_int8"
 
     def __init__(
@@ -283,19 +218,16 @@ class Int8Conv(QuantConv):
     def _own_kernel(self, x: torch.Tensor) -> torch.Tensor | None:
         """The ``triton`` / ``intmm`` kernels' result, or None where they do not apply (then
         ``intmm`` runs cuDNN's graph and ``triton`` the fp16 fallback)."""
-        (r, s), one = self.weight_int8.shape[2:], (1, 1)
+        r, s = self.weight_int8.shape[2:]
+        dilated = tuple(self.dilation) != (1, 1)
         if self.kernel == "intmm":
-            if (
-                not int8_triton.int_mm_eligible(
-                    self.in_channels, self.out_channels, r, s, self.stride, self.padding
-                )
-                or tuple(self.dilation) != one
-            ):
+            shape = (self.in_channels, self.out_channels, r, s, self.stride, self.padding)
+            if dilated or not int8_triton.int_mm_eligible(*shape):
                 return None
             w, scale, bias = self._operands(x, "ck")
-            xq = quantize_int8(x.contiguous(memory_format=torch.channels_last), self.input_scale)
+            xq = quantize_int8(x.contiguous(memory_format=CL), self.input_scale)
             return int8_triton.conv1x1_int_mm(xq, w, scale, bias, silu=self.silu, out_dtype=x.dtype)
-        if tuple(self.dilation) != one:
+        if dilated:
             self.fallback = "dilated convolution (the Triton int8 kernel has dilation 1)"
             return None
         w, scale, bias = self._operands(x, "packed")
@@ -324,32 +256,16 @@ class Int8Conv(QuantConv):
         if self.kernel in ("cudnn", "intmm"):
             plan = self._plan(x.shape, self.out_dtype, x.device)
             if plan is not None:
-                return self._handoff(plan.run_quantized(self._quantized(x)))
+                x = x.contiguous(memory_format=CL)
+                xq = x if x.dtype == torch.int8 else quantize_int8(x, self.input_scale)
+                return self._handoff(plan.run_quantized(xq))
         return self._handoff(self._fp16(self._dequantized(x)))  # declined: conv in fp16
 
-    def _plan(self, shape, dtype: torch.dtype, device):
-        """The cuDNN graph for an input of ``shape`` in an engine of ``dtype``, built on first
-        use; None where cuDNN declined this convolution (``fallback`` says why)."""
-        key = (tuple(shape), dtype, device)
-        plan = self._plans.get(key)
-        if plan is None and self.fallback is None:
-            like = torch.empty(tuple(shape), dtype=dtype, device=device)
-            plan = self._build(like.contiguous(memory_format=torch.channels_last))
-            if plan is not None:
-                self._plans[key] = plan
-        return plan
-
-    def _quantized(self, x: torch.Tensor) -> torch.Tensor:
-        """``x``'s int8 values at ``input_scale`` (NHWC); a handed-over input already is."""
-        if x.dtype == torch.int8:
-            return x.contiguous(memory_format=torch.channels_last)
-        return quantize_int8(x.contiguous(memory_format=torch.channels_last), self.input_scale)
-
-    def _dequantized(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` in the engine's dtype: a handed-over int8 input times ``input_scale``."""
+    def _dequantized(self, x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """``x`` in ``dtype`` (the engine's): a handed-over int8 input times ``input_scale``."""
         if x.dtype != torch.int8:
             return x
-        return (x.float() * self.input_scale.float()).to(self.out_dtype)
+        return (x.float() * self.input_scale.float()).to(dtype or self.out_dtype)
 
     def _handoff(self, y: torch.Tensor) -> torch.Tensor:
         """``y`` as the next convolution's int8 input where this one hands over and the kernel
@@ -359,8 +275,8 @@ class Int8Conv(QuantConv):
         return quantize_int8(y, self.output_scale)
 
     def _compiled(self, x: torch.Tensor) -> torch.Tensor:
-        """Forward for torch.compile: quantise in torch ops, then :func:`int8_conv` (or the
-        fp16 fallback where cuDNN declined this conv)."""
+        """Forward for torch.compile: quantise in torch ops (which inductor fuses into the
+        kernel that makes ``x``), then :func:`int8_conv` (or the fp16 fallback)."""
         if self.kernel != "cudnn":
             raise NotAvailableError(
                 f"int8 kernel {self.kernel} does not run under torch.compile (cudnn does)"
@@ -368,30 +284,23 @@ class Int8Conv(QuantConv):
         handoff = self.output_scale is not None
         if self.fallback is not None:
             y = self._fp16(self._dequantized(x))
-            return quantize_traced(y, self.output_scale) if handoff else y
-        xq = x if x.dtype == torch.int8 else quantize_traced(x, self.input_scale)
+            return quantize_values(y, self.output_scale).to(torch.int8) if handoff else y
+        xq = x if x.dtype == torch.int8 else quantize_values(x, self.input_scale).to(torch.int8)
         k = list(self.weight_int8.shape[2:])
-        output = "int8" if handoff else ("float" if GRAPH_OUTPUT == "FLOAT" else "engine")
-        y = torch.ops.yolo_sm.int8_conv(
+        return torch.ops.yolo_sm.int8_conv(
             xq, self.number, self.out_channels, k, list(self.stride), list(self.padding),
-            list(self.dilation), self.out_dtype, output,
+            list(self.dilation), self.out_dtype, "int8" if handoff else "engine",
         )  # fmt: skip
-        return y.to(self.out_dtype) if output == "float" else y
 
-    def run_quantized(
-        self, xq: torch.Tensor, dtype: torch.dtype, output: str = "engine"
-    ) -> torch.Tensor:
+    def run_quantized(self, xq: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """The cuDNN graph on a quantised input (plan built on first use; fp16 conv where
-        cuDNN declines); output as :func:`int8_conv` says."""
-        as_float = output == "float"
+        cuDNN declines); output in ``dtype``, or int8 where this conv hands over."""
         if not xq.is_cuda:  # no cuDNN graph on a CPU: the emulation, from the same values
-            return self._emulate_values(xq.float(), torch.float32 if as_float else dtype)
+            return self._emulate_values(xq.float(), dtype)
         plan = self._plan(xq.shape, dtype, xq.device)
         if plan is not None:
-            y = self._handoff(plan.run_quantized(xq, cast=not as_float))
-        else:
-            y = self._handoff(self._fp16((xq.float() * self.input_scale.float()).to(dtype)))
-        return y.float() if as_float else y
+            return self._handoff(plan.run_quantized(xq))
+        return self._handoff(self._fp16(self._dequantized(xq, dtype)))
 
     def _emulate(self, x: torch.Tensor) -> torch.Tensor:
         """int8 values of input and weight, convolved in fp32, de-scaled, bias, SiLU."""
@@ -402,17 +311,9 @@ class Int8Conv(QuantConv):
     def _emulate_values(self, xq: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """:meth:`_emulate` from the input's int8 values (as float32), its output in ``dtype``
         (int8 values at ``output_scale`` where this convolution hands over)."""
-        acc = nn.functional.conv2d(
-            xq,
-            self.weight_int8.float(),
-            None,
-            self.stride,
-            self.padding,
-            self.dilation,
-            self.groups,
-        )
-        scale = (self.input_scale.float() * self.weight_scale.float()).view(1, -1, 1, 1)
-        y = acc * scale
+        geometry = (self.stride, self.padding, self.dilation, self.groups)
+        acc = nn.functional.conv2d(xq, self.weight_int8.float(), None, *geometry)
+        y = acc * (self.input_scale.float() * self.weight_scale.float()).view(1, -1, 1, 1)
         if self.bias is not None:
             y = y + self.bias.float().view(1, -1, 1, 1)
         if self.silu:
@@ -431,30 +332,25 @@ def quantize_convs(
     batches,
     kernel: str = "emulate",
     calibration: str = "max",
-    percentile: float = DEFAULT_PERCENTILE,
+    percentile: float = INT8_PERCENTILE,
     handoff: bool = True,
 ) -> dict:
     """Replace each eligible conv of ``model`` in place by a calibrated :class:`Int8Conv`; with
-    ``handoff``, link int8 hand-offs (:func:`link_handoffs`). Returns a summary for ``info``."""
-    stat = calibration_stat(calibration, percentile)
+    ``handoff``, link int8 hand-offs (:func:`link_handoffs`). Returns the engine's int8 info."""
 
     def make(conv, amax, silu):
         return Int8Conv(conv, amax / INT8_MAX, kernel, silu=silu)
 
+    stat = calibration_stat(calibration, percentile)
     n = quantize_model(model, batches, make, fuse=kernel != "emulate", stat=stat)
     linked = 0
     if handoff and kernel in HANDOFF_KERNELS and batches:
         linked = link_handoffs(model, batches[0])
-    total = sum(1 for m in model.modules() if isinstance(m, (nn.Conv2d, Int8Conv)))
-    what = "max |input|" if calibration == "max" else f"{percentile:g}th percentile of |input|"
     return {
         "int8_kernel": kernel,
         "int8_convs": n,
         "int8_handoffs": linked,
-        "convs": total,
         "int8_calibration": calibration,
-        "int8_percentile": float(percentile) if calibration == "percentile" else math.nan,
-        "int8_calibration_text": f"{what} over ultralytics' photos (letterboxed, mirrored)",
     }
 
 
@@ -465,19 +361,19 @@ _METADATA = frozenset(
     {"__get__", "size", "dim", "stride", "numel", "is_contiguous", "element_size", "__len__"}
 )
 #: tensor functions that commute with quantisation at one scale: int8 may flow through them
-_TRANSPARENT = ("max_pool2d", "cat")
+_TRANSPARENT = {
+    "max_pool2d": lambda z: nn.functional.max_pool2d(z, 3, 1, 1),
+    "cat": lambda z: torch.cat([z, z], 1),
+}
 
 
 def _transparent(device) -> frozenset[str]:
     """The :data:`_TRANSPARENT` functions ``device`` runs on int8 tensors."""
     ok = set()
     z = torch.zeros(1, 4, 5, 5, dtype=torch.int8, device=device)
-    for name, f in (
-        ("max_pool2d", lambda: nn.functional.max_pool2d(z, 3, 1, 1)),
-        ("cat", lambda: torch.cat([z, z], 1)),
-    ):
+    for name, f in _TRANSPARENT.items():
         try:
-            if f().dtype == torch.int8:
+            if f(z).dtype == torch.int8:
                 ok.add(name)
         except Exception:  # noqa: BLE001 - not for int8 here: it stays a use of the values
             pass
@@ -487,15 +383,8 @@ def _transparent(device) -> frozenset[str]:
 @torch.no_grad()
 def link_handoffs(model: nn.Module, x: torch.Tensor) -> int:
     """Link each :class:`Int8Conv` whose output reaches only other Int8Convs of one input scale
-    (directly or through max-pool/concat) to write int8 at that scale; returns how many.
-
-    Traced in one forward on ``x`` under a TorchFunctionMode, so any other use keeps the float
-    output; the links hold for any input of the same model."""
-    from collections import Counter, defaultdict
-
-    from torch.overrides import TorchFunctionMode
-    from torch.utils._pytree import tree_leaves
-
+    (directly or through max-pool/concat; traced in one forward on ``x`` under a
+    TorchFunctionMode) to write int8 at that scale; returns how many."""
     convs = [m for m in model.modules() if isinstance(m, Int8Conv)]
     p = next(model.parameters())
     passes = _transparent(p.device)
@@ -572,12 +461,8 @@ def link_handoffs(model: nn.Module, x: torch.Tensor) -> int:
         return found
 
     def eligible(m) -> bool:
-        channels = (m.in_channels, m.out_channels)
-        return (
-            calls[m] == 1
-            and m.kernel in HANDOFF_KERNELS
-            and not any(c % CHANNEL_MULTIPLE for c in channels)
-        )
+        channels_ok = not (m.in_channels % CHANNEL_MULTIPLE or m.out_channels % CHANNEL_MULTIPLE)
+        return calls[m] == 1 and m.kernel in HANDOFF_KERNELS and channels_ok
 
     linked = 0
     for key, takers in fed.items():
@@ -602,8 +487,7 @@ def graph_counts(model: nn.Module) -> dict[str, int]:
     """How ``model``'s int8 convs ran so far: counts of ``fused_int8`` / ``fused`` / ``unfused``
     cuDNN graphs, ``triton``, ``intmm``, ``fp16`` fallbacks and ``int8_convs``."""
     convs = [m for m in model.modules() if isinstance(m, Int8Conv)]
-    out = {"int8_convs": len(convs), "fused_int8": 0, "fused": 0, "unfused": 0, "triton": 0}
-    out.update(intmm=0, fp16=0)
+    out = dict.fromkeys(("fused_int8", "fused", "unfused", "triton", "intmm", "fp16"), 0)
     for m in convs:
         if m.fallback:
             out["fp16"] += 1
@@ -611,24 +495,21 @@ def graph_counts(model: nn.Module) -> dict[str, int]:
             out[m.ran] += 1
         elif m.graph_modes:
             out[next(iter(m.graph_modes.values()))] += 1
-    return out
+    return {"int8_convs": len(convs), **out}
 
 
 def choose_kernel(device: str, requested: str = "auto") -> str:
-    """The kernel for ``device``: ``requested`` (:data:`KERNEL_CHOICES`); ``auto`` is emulate on
-    CPU, cudnn on a GPU of compute capability >= 7.5 with the cuDNN frontend."""
-    if requested not in KERNEL_CHOICES:
-        raise ValueError(f"unknown int8 kernel {requested!r}: choose one of {KERNEL_CHOICES}")
+    """The kernel for ``device``: ``requested`` (vocab.INT8_KERNELS); ``auto`` is emulate on CPU,
+    cudnn on a GPU of compute capability >= 7.5 with the cuDNN frontend."""
+    if requested not in INT8_KERNELS:
+        raise ValueError(f"unknown int8 kernel {requested!r}: choose one of {INT8_KERNELS}")
     if not str(device).startswith("cuda"):
         if requested not in ("auto", "emulate"):
             raise NotAvailableError(f"int8 kernel {requested} needs a CUDA device")
         return "emulate"
     if requested == "emulate":
         return "emulate"
-    if not torch.cuda.is_available():
-        raise NotAvailableError(f"precision int8 on {device}: no CUDA device here")
-    if torch.cuda.get_device_capability(torch.device(device)) < (7, 5):
-        raise NotAvailableError("precision int8 needs int8 tensor cores (compute capability 7.5+)")
+    require_gpu(device, "precision int8", (7, 5), "int8 tensor cores")
     if requested == "triton":
         int8_triton.compiled_kernels()  # NotAvailableError without Triton
         return "triton"

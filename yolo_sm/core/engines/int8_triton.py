@@ -1,11 +1,7 @@
-"""INT8 convolutions written here (kernels ``triton`` and ``intmm`` of :class:`.int8.Int8Conv`).
-
-* :func:`conv_int8`: Triton implicit-GEMM NHWC convolution (any filter, stride, padding;
-  groups 1) quantising its input in registers, int32 tensor-core accumulation, fused
-  de-scale, bias, SiLU.
-* :func:`conv1x1_int_mm`: a 1x1 stride-1 conv as ``torch._int_mm`` then :func:`dequant_epilogue`.
-
-Triton and CUDA are imported lazily.
+"""yolo_sm's own INT8 convolutions (kernels ``triton`` and ``intmm`` of :class:`.int8.Int8Conv`):
+:func:`conv_int8`, a Triton implicit-GEMM NHWC convolution quantising its input in registers
+(int32 tensor-core accumulation, fused de-scale, bias, SiLU), and :func:`conv1x1_int_mm`, a 1x1
+stride-1 conv as ``torch._int_mm`` then :func:`dequant_epilogue`. Triton is imported lazily.
 """
 
 from __future__ import annotations
@@ -16,10 +12,10 @@ import inspect
 import torch
 
 from yolo_sm.contract.errors import NotAvailableError
+from yolo_sm.core.engines.qconv import CL, conv_out_hw
 
-#: the tile shapes the convolution's autotuner times per (C, K, R, S, stride, output size)
-#: class: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages). Large output-pixel tiles first: YOLO's
-#: convolutions have many pixels and few channels.
+#: the tiles the convolution's autotuner times per (C, K, R, S, stride, output size) class:
+#: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages); large pixel tiles first (YOLO: many pixels)
 TILES = (
     (128, 128, 64, 8, 3),
     (128, 64, 64, 4, 4),
@@ -29,9 +25,13 @@ TILES = (
 MIN_BLOCK_K = 32
 
 
-def _require(x: torch.Tensor) -> None:
+def _kernels(x: torch.Tensor, kernels):
+    """``kernels``, else this process's (NotAvailableError off a CUDA device)."""
+    if kernels is not None:
+        return kernels
     if not x.is_cuda:
         raise NotAvailableError("the Triton int8 convolution runs on a CUDA device only")
+    return compiled_kernels()
 
 
 def build_kernels():
@@ -68,15 +68,13 @@ def build_kernels():
     def bench(fn, quantiles=None):  # short: a tile's rank shows within a few calls
         return triton.testing.do_bench(fn, warmup=3, rep=10, quantiles=quantiles)
 
+    short = "do_bench" in inspect.signature(triton.autotune).parameters  # older Triton: none
+
     @triton.autotune(
         configs=configs,
         key=["C", "K", "H", "W", "HO", "WO", "STRIDE_H", "STRIDE_W"],
         prune_configs_by={"early_config_prune": prune},
-        **(
-            {"do_bench": bench}
-            if "do_bench" in inspect.signature(triton.autotune).parameters
-            else {}
-        ),
+        **({"do_bench": bench} if short else {}),
     )
     # one compiled kernel per tile, filter and channel counts: the pixel counts, strides and
     # paddings are not specialised on (each distinct value class would compile anew)
@@ -189,7 +187,7 @@ def packed_weight(weight_int8: torch.Tensor) -> torch.Tensor:
 
 def out_size(h: int, w: int, r: int, s: int, stride, padding) -> tuple[int, int]:
     """(HO, WO) of a convolution with dilation 1."""
-    return (h + 2 * padding[0] - r) // stride[0] + 1, (w + 2 * padding[1] - s) // stride[1] + 1
+    return conv_out_hw(h, w, (r, s), padding, stride)
 
 
 def conv_int8(
@@ -212,10 +210,7 @@ def conv_int8(
     """Int8 conv of ``x`` (N, C, H, W, read as NHWC) with ``weight_packed`` (:func:`packed_weight`),
     ``scale`` (K,) = input x weight scale, ``bias`` (K,) or None -> (N, K, HO, WO) channels_last
     in ``out_dtype``. ``quantized_input``: ``x`` is int8 already; ``tile`` skips autotuning."""
-    if kernels is None:
-        _require(x)
-        kernels = compiled_kernels()
-    conv, _, triton = kernels
+    conv, _, triton = _kernels(x, kernels)
     if tile is not None:
         conv = conv.fn
     n, c, h, w = x.shape
@@ -224,10 +219,10 @@ def conv_int8(
         raise ValueError(f"packed weight {tuple(weight_packed.shape)} is not (K, {r}, {s}, {c})")
     if quantized_input != (x.dtype == torch.int8):
         raise ValueError(f"quantized_input={quantized_input} with an input of {x.dtype}")
-    x = x.contiguous(memory_format=torch.channels_last)
+    x = x.contiguous(memory_format=CL)
     ho, wo = out_size(h, w, r, s, stride, padding)
     dtype = out_dtype or (torch.float16 if quantized_input else x.dtype)
-    y = torch.empty((n, k, ho, wo), dtype=dtype, device=x.device, memory_format=torch.channels_last)
+    y = torch.empty((n, k, ho, wo), dtype=dtype, device=x.device, memory_format=CL)
     m = n * ho * wo
 
     def grid(meta):
@@ -263,10 +258,7 @@ def dequant_epilogue(
     kernels=None,
 ) -> torch.Tensor:
     """``acc`` (M, K) int32 -> ``acc * scale + bias`` (and SiLU) as ``dtype``, one pass."""
-    if kernels is None:
-        _require(acc)
-        kernels = compiled_kernels()
-    _, epilogue, triton = kernels
+    _, epilogue, triton = _kernels(acc, kernels)
     m, k = acc.shape
     y = torch.empty((m, k), dtype=dtype, device=acc.device)
     grid = (triton.cdiv(m, 64), triton.cdiv(k, 64))
@@ -280,12 +272,8 @@ def dequant_epilogue(
 def int_mm_eligible(c: int, k: int, r: int, s: int, stride, padding) -> bool:
     """Whether ``torch._int_mm`` can run this convolution: 1x1, stride 1, no padding, channel
     counts multiples of 8 (cuBLASLt's int8 GEMM)."""
-    return (
-        (r, s) == (1, 1)
-        and tuple(stride) == (1, 1)
-        and tuple(padding) == (0, 0)
-        and not (c % 8 or k % 8)
-    )
+    one_by_one = (r, s, *stride, *padding) == (1, 1, 1, 1, 0, 0)
+    return one_by_one and not (c % 8 or k % 8)
 
 
 def conv1x1_int_mm(
@@ -299,10 +287,9 @@ def conv1x1_int_mm(
 ) -> torch.Tensor:
     """A 1x1 stride-1 int8 conv: ``xq`` (N, C, H, W) int8 channels_last x ``weight_ck`` (C, K) int8
     -> (N, K, H, W) channels_last in ``out_dtype`` via :func:`dequant_epilogue`."""
-    _require(xq)
+    _kernels(xq, None)  # NotAvailableError off a GPU
     n, c, h, w = xq.shape
     k = weight_ck.shape[1]
-    a = xq.contiguous(memory_format=torch.channels_last).permute(0, 2, 3, 1).reshape(-1, c)
-    acc = torch._int_mm(a, weight_ck)
-    y = dequant_epilogue(acc, scale, bias, silu, out_dtype)
+    a = xq.contiguous(memory_format=CL).permute(0, 2, 3, 1).reshape(-1, c)
+    y = dequant_epilogue(torch._int_mm(a, weight_ck), scale, bias, silu, out_dtype)
     return y.view(n, h, w, k).permute(0, 3, 1, 2)

@@ -30,12 +30,6 @@ class _HeadOnly(torch.nn.Module):
         return head_tensor(self.model(x))
 
 
-def cache_root(config: EngineConfig) -> Path:
-    root = cache_home(config.cache_dir)
-    root.mkdir(parents=True, exist_ok=True)
-    return root
-
-
 def export_onnx(model: torch.nn.Module, config: EngineConfig, opset: int = OPSET) -> Path:
     """Export ``model`` (fp32 NCHW, the config's shape) to ONNX under the cache (TorchScript
     exporter), named by a weight hash so a re-export is skipped; written atomically."""
@@ -45,7 +39,7 @@ def export_onnx(model: torch.nn.Module, config: EngineConfig, opset: int = OPSET
         raise NotAvailableError("ONNX export needs the 'onnx' package: pip install onnx") from None
     m = _HeadOnly(copy.deepcopy(model).float().cpu().eval())
     key = _model_key(m, config, opset)
-    path = cache_root(config) / "onnx" / f"{key}.onnx"
+    path = cache_home(config.cache_dir) / "onnx" / f"{key}.onnx"
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -128,5 +122,5 @@ def build_onnxruntime(model: torch.nn.Module, config: EngineConfig) -> Engine:
         config,
         run,
         f"onnxruntime {providers[0]} fp32",
-        info={"build_s": build_s, "onnx_path": str(path), "onnx_bytes": path.stat().st_size},
+        info={"build_s": build_s, "onnx_path": str(path)},
     )

@@ -1,10 +1,6 @@
-"""The 8-bit engines' tuned cuDNN plans on disk, reused across processes.
-
-One JSON file per environment (GPU, compute capability, cuDNN, frontend, torch) under
-``$YOLO_SM_CACHE/cudnn_plans``, keyed by graph signature, with the plan's name.
-``YOLO_SM_PLAN_CACHE=off`` disables it; writes merge and replace atomically; an unreadable
-file counts as empty.
-"""
+"""The 8-bit engines' tuned cuDNN plans on disk, reused across processes: one JSON file per
+environment (GPU, cuDNN, torch) under ``$YOLO_SM_CACHE/cudnn_plans`` keyed by graph signature;
+``YOLO_SM_PLAN_CACHE=off`` disables it; an unreadable file counts as empty."""
 
 from __future__ import annotations
 
@@ -17,18 +13,16 @@ from pathlib import Path
 from yolo_sm.contract.store import write_text_atomic
 from yolo_sm.core.engines.config import cache_home
 
-ENV_SWITCH = "YOLO_SM_PLAN_CACHE"
 #: format version of the file: a change makes earlier files unread (they are left alone)
 VERSION = 1
 
 
 def enabled(environ=None) -> bool:
     env = os.environ if environ is None else environ
-    return env.get(ENV_SWITCH, "on").strip().lower() not in ("0", "off", "false", "no")
+    return env.get("YOLO_SM_PLAN_CACHE", "on").strip().lower() not in ("0", "off", "false", "no")
 
 
 def folder(environ=None) -> Path:
-    """``cudnn_plans/`` under the package's cache root."""
     return cache_home(environ=environ) / "cudnn_plans"
 
 
@@ -82,8 +76,7 @@ _OPEN: dict = {}
 
 
 def for_device(device) -> PlanCache | None:
-    """The cache of ``device``'s environment (one per process and device), None when switched
-    off."""
+    """The cache of ``device``'s environment (one per process and device), None when off."""
     if not enabled():
         return None
     import torch

@@ -1,8 +1,10 @@
-"""What the fp8 and int8 convolution paths share: eligible convs, calibration on real images,
-and one tuned, cached cuDNN frontend graph per conv and input shape (:class:`CudnnQuantConv`)."""
+"""What the fp8 and int8 convolutions share: eligible convs, calibration on real photos, the
+Triton quantiser and one tuned, cached cuDNN frontend graph per conv and input shape."""
 
 from __future__ import annotations
 
+import functools
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,12 +16,13 @@ from yolo_sm.contract.errors import NotAvailableError
 from yolo_sm.core.engines import plan_cache
 from yolo_sm.core.models.common import calibration_batches
 
-_HANDLES: dict = {}
+_HANDLES: dict = {}  # one cuDNN handle per device
+CL = torch.channels_last
 
 
 def eligible_convs(model: nn.Module) -> list[tuple[nn.Module, str, nn.Conv2d]]:
-    """(parent, attribute, conv) of each conv the 8-bit paths quantise: every ultralytics
-    ``Conv`` block's, but 3-input-channel (the first) and grouped ones."""
+    """(parent, attribute, conv) of each ultralytics ``Conv`` block's conv but 3-input-channel
+    (the first) and grouped ones: what the 8-bit paths quantise."""
     out = []
     for parent in model.modules():
         conv = getattr(parent, "conv", None)
@@ -30,16 +33,12 @@ def eligible_convs(model: nn.Module) -> list[tuple[nn.Module, str, nn.Conv2d]]:
 
 
 def abs_max(x: torch.Tensor) -> float:
-    """max |x|: the max calibration statistic."""
     return float(x.detach().abs().max())
 
 
 @torch.no_grad()
-def calibrate_inputs(
-    model: nn.Module, convs, batches, stat: Callable[[torch.Tensor], float] = abs_max
-) -> list[float]:
-    """Per conv (same order as ``convs``): the largest ``stat`` of its input over forwards of
-    ``model`` on ``batches`` (``stat`` = max |x| by default)."""
+def calibrate_inputs(model: nn.Module, convs, batches, stat=abs_max) -> list[float]:
+    """Per conv of ``convs``: the largest ``stat`` of its input over forwards on ``batches``."""
     amax = [0.0] * len(convs)
     index = {id(c): i for i, (_, _, c) in enumerate(convs)}
 
@@ -49,8 +48,8 @@ def calibrate_inputs(
 
     handles = [c.register_forward_pre_hook(hook) for _, _, c in convs]
     try:
+        p = next(model.parameters())
         for x in batches:
-            p = next(model.parameters())
             model(x.to(device=p.device, dtype=p.dtype))
     finally:
         for h in handles:
@@ -60,8 +59,13 @@ def calibrate_inputs(
 
 def calibration_inputs(imgsz: int) -> list[torch.Tensor]:
     """The real-image calibration batch (no noise: activation ranges come from photos)."""
-
     return calibration_batches(imgsz)[:1]
+
+
+def conv_out_hw(h: int, w: int, kernel, padding, stride, dilation=(1, 1)) -> tuple[int, int]:
+    """(height, width) of a convolution's output."""
+    sizes = zip((h, w), kernel, padding, stride, dilation, strict=True)
+    return tuple((n + 2 * p - d * (k - 1) - 1) // st + 1 for n, k, p, st, d in sizes)
 
 
 class QuantConv(nn.Module):
@@ -90,8 +94,19 @@ class QuantConv(nn.Module):
 
     @property
     def weight_q(self) -> torch.Tensor:
-        """The quantised weight the cuDNN graph reads."""
         return getattr(self, self.WEIGHT)
+
+    def _plan(self, shape, dtype: torch.dtype, device):
+        """The cuDNN graph (``_build``) for an input of ``shape`` and ``dtype``, built on first
+        use; None where cuDNN declined this convolution (``fallback`` says why)."""
+        key = (tuple(shape), dtype, device)
+        plan = self._plans.get(key)
+        if plan is None and self.fallback is None:
+            like = torch.empty(tuple(shape), dtype=dtype, device=device)
+            plan = self._build(like.contiguous(memory_format=CL))
+            if plan is not None:
+                self._plans[key] = plan
+        return plan
 
     def _fp16(self, x: torch.Tensor) -> torch.Tensor:
         """The convolution in ``x``'s dtype with the 8-bit-rounded weight."""
@@ -120,14 +135,41 @@ def quantize_model(model: nn.Module, batches, make, fuse: bool, stat=abs_max) ->
     return len(convs)
 
 
-def quantize_launch(kernel, x: torch.Tensor, dtype: torch.dtype, inv_scale: float):
-    """Run a Triton quantisation ``kernel`` elementwise over ``x``'s storage into ``dtype``,
-    keeping its memory format."""
-    if not (x.is_contiguous() or x.is_contiguous(memory_format=torch.channels_last)):
-        x = x.contiguous(memory_format=torch.channels_last)
+@functools.cache
+def _triton_quantize():
+    """The Triton quantiser (elementwise over a tensor's storage), or None without Triton."""
+    try:
+        import triton
+        import triton.language as tl
+    except Exception:  # noqa: BLE001 - no Triton: torch ops do the same, slower
+        return None
+
+    @triton.jit
+    def _quantize(x_ptr, y_ptr, n, inv_scale, LIMIT: tl.constexpr, ROUND: tl.constexpr,
+                  BLOCK: tl.constexpr):  # fmt: skip
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        v = tl.load(x_ptr + offs, mask=mask).to(tl.float32) * inv_scale
+        v = tl.minimum(tl.maximum(v, -LIMIT), LIMIT)
+        if ROUND:  # float -> int truncates: halves away from zero
+            v = tl.where(v >= 0, v + 0.5, v - 0.5).to(tl.int32)
+        tl.store(y_ptr + offs, v.to(y_ptr.dtype.element_ty), mask=mask)
+
+    return _quantize
+
+
+def quantize_launch(x: torch.Tensor, dtype, inv_scale: float, limit: float, rounding: bool):
+    """``x * inv_scale`` saturated at +-``limit`` (``rounding``: to integers, halves away from
+    zero) as ``dtype`` in ``x``'s memory format, by the Triton quantiser; None off a GPU or
+    without Triton."""
+    kernel = _triton_quantize() if x.is_cuda else None
+    if kernel is None:
+        return None
+    if not (x.is_contiguous() or x.is_contiguous(memory_format=CL)):
+        x = x.contiguous(memory_format=CL)
     out = torch.empty_like(x, dtype=dtype)
     n = x.numel()
-    kernel[((n + 4095) // 4096,)](x, out, n, inv_scale, BLOCK=4096)
+    kernel[((n + 4095) // 4096,)](x, out, n, inv_scale, LIMIT=limit, ROUND=rounding, BLOCK=4096)
     return out
 
 
@@ -137,8 +179,8 @@ def fallbacks(model: nn.Module) -> dict[str, str]:
 
 
 def plan_sources(model: nn.Module) -> dict[str, int]:
-    """How many of ``model``'s cuDNN 8-bit graphs took their plan from where
-    (:attr:`CudnnQuantConv.plan_source`: tuned, process, disk, cudnn); empty before any ran."""
+    """How many of ``model``'s cuDNN 8-bit graphs took their plan from where (tuned, process,
+    disk, cudnn); empty before any ran."""
     out: dict[str, int] = {}
     for m in model.modules():
         for plan in getattr(m, "_plans", {}).values():
@@ -158,6 +200,83 @@ def import_cudnn(what: str):
     return cudnn
 
 
+def require_gpu(device: str, what: str, capability: tuple[int, int], cores: str) -> None:
+    """NotAvailableError unless torch sees ``device`` with ``cores`` (``capability``+)."""
+    if not torch.cuda.is_available():
+        raise NotAvailableError(f"{what} on {device}: no CUDA device here")
+    if torch.cuda.get_device_capability(torch.device(device)) < capability:
+        cc = ".".join(map(str, capability))
+        raise NotAvailableError(f"{what} needs {cores} (compute capability {cc}+)")
+
+
+def conv_graph(cudnn, device, io, x, w, operand, conv, compute):
+    """A cuDNN frontend graph (``io`` data type, float intermediates) with the conv_fprop of
+    image ``x`` by weight ``w`` (tensors with their strides) in ``operand`` type: (graph, handle,
+    tensor maker, X, W, conv output)."""
+    dt = cudnn.data_type
+    if device not in _HANDLES:
+        _HANDLES[device] = cudnn.create_handle()
+    handle = _HANDLES[device]
+    g = cudnn.pygraph(
+        io_data_type=io,
+        intermediate_data_type=dt.FLOAT,
+        compute_data_type=dt.FLOAT,
+        handle=handle,
+    )
+
+    def tensor(name, t, dtype):
+        return g.tensor(name=name, dim=list(t.shape), stride=list(t.stride()), data_type=dtype)
+
+    X, W = tensor("X", x, operand), tensor("W", w, operand)
+    y = g.conv_fprop(
+        image=X,
+        weight=W,
+        padding=list(conv.padding),
+        stride=list(conv.stride),
+        dilation=list(conv.dilation),
+        compute_data_type=compute,
+    )
+    return g, handle, tensor, X, W, y
+
+
+def finish_graph(g, modes) -> None:
+    """Validate ``g`` and create its execution plans from the heuristics ``modes``."""
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans(modes)
+    g.check_support()
+
+
+def time_plans(cudnn, g, handle, feeds, device, limit, reps, warmup, seconds=math.inf):
+    """(best, timed): the fastest of ``g``'s first ``limit`` ranked plans on ``feeds`` as (ms,
+    index, name, workspace), None if none ran, and (name, ms) of each plan timed (CUDA events
+    over ``reps`` calls after ``warmup``; stops after ``seconds`` once one ran)."""
+    stream = torch.cuda.current_stream(device)
+    cudnn.set_stream(handle, stream.cuda_stream)
+    best, timed, t0 = None, [], time.perf_counter()
+    for i in range(min(g.get_execution_plan_count(), limit)):
+        if best is not None and time.perf_counter() - t0 > seconds:
+            break
+        try:
+            g.build_plan_at_index(i)
+            size = max(g.get_workspace_size_plan_at_index(i), 1)
+            ws = torch.empty(size, dtype=torch.uint8, device=device)
+            for _ in range(warmup):  # lazy loading, JIT
+                g.execute_plan_at_index(feeds, ws, i, handle=handle)
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record(stream)
+            for _ in range(reps):
+                g.execute_plan_at_index(feeds, ws, i, handle=handle)
+            b.record(stream)
+            b.synchronize()
+        except Exception:  # noqa: BLE001 - a plan that declines is skipped
+            continue
+        timed.append((g.get_plan_name_at_index(i), a.elapsed_time(b) / reps))
+        if best is None or timed[-1][1] < best[0]:
+            best = (timed[-1][1], i, timed[-1][0], ws)
+    return best, timed
+
+
 @dataclass
 class GraphFormat:
     """How one 8-bit format builds its cuDNN graph: data types (image, weight, compute, output),
@@ -169,9 +288,12 @@ class GraphFormat:
     plans: Callable[[], int]  # how many ranked plans to time (read when a graph is built)
     seconds: float
     tuned: dict
-    output: str | None = None  # "HALF" / "FLOAT"; None: the engine's dtype (HALF / BFLOAT16)
+    output: str | None = None  # "HALF" / "FLOAT" / "INT8"; None: the engine's dtype
     fused: bool = True
     random_scale: float = 1 / 64  # scale the tuning's random input is quantised with
+
+
+TORCH_DTYPES = {"HALF": torch.float16, "FLOAT": torch.float32, "INT8": torch.int8}
 
 
 class CudnnQuantConv:
@@ -183,20 +305,14 @@ class CudnnQuantConv:
         dt = cudnn.data_type
         io = {torch.float16: dt.HALF, torch.bfloat16: dt.BFLOAT16}[x.dtype]
         dev = x.device
-        if dev not in _HANDLES:
-            _HANDLES[dev] = cudnn.create_handle()
-        self.cudnn, self.handle, self.fmt = cudnn, _HANDLES[dev], fmt
         n, _, h, w = x.shape
         k, _, r, s = mod.weight_q.shape
-        cl = torch.channels_last
-        self.wq = mod.weight_q.to(dev).contiguous(memory_format=cl)
-        self.scale = (
-            (mod.input_scale.float() * mod.weight_scale.float()).to(dev).reshape(1, k, 1, 1)
-        ).contiguous(memory_format=cl)
-        self.bias = None
-        if mod.bias is not None:
-            self.bias = mod.bias.detach().float().to(dev).reshape(1, k, 1, 1)
-            self.bias = self.bias.contiguous(memory_format=cl)
+        self.cudnn, self.fmt = cudnn, fmt
+        self.wq = mod.weight_q.to(dev).contiguous(memory_format=CL)
+        self.scale = (mod.input_scale.float() * mod.weight_scale.float()).to(dev)
+        self.scale = self.scale.reshape(1, k, 1, 1).contiguous(memory_format=CL)
+        bias = None if mod.bias is None else mod.bias.detach().float().to(dev).reshape(1, k, 1, 1)
+        self.bias = None if bias is None else bias.contiguous(memory_format=CL)
         self.input_scale = float(mod.input_scale)
         self.silu = bool(mod.silu)
         # an INT8 output is the next convolution's input, quantised at its scale in the epilogue
@@ -204,30 +320,12 @@ class CudnnQuantConv:
         if fmt.output == "INT8" and not (fmt.fused and self.output_scale):
             raise ValueError("an INT8 graph output needs the fused epilogue and an output scale")
         out_dt = getattr(dt, fmt.output) if fmt.output else io
-        g = cudnn.pygraph(
-            io_data_type=out_dt,
-            intermediate_data_type=dt.FLOAT,
-            compute_data_type=dt.FLOAT,
-            handle=self.handle,
-        )
         xs = torch.empty((n, x.shape[1], h, w), dtype=torch.int8, device="meta")
-        xs = xs.contiguous(memory_format=cl)
-
-        def tensor(name, t, dtype):
-            return g.tensor(name=name, dim=list(t.shape), stride=list(t.stride()), data_type=dtype)
-
-        operand = getattr(dt, fmt.operand)
-        self.X = tensor("X", xs, operand)
-        self.W = tensor("W", self.wq, operand)
-        y = g.conv_fprop(
-            image=self.X,
-            weight=self.W,
-            padding=list(mod.padding),
-            stride=list(mod.stride),
-            dilation=list(mod.dilation),
-            compute_data_type=getattr(dt, fmt.compute),
-        )
-        self.S = self.B = self.Q = None
+        g, self.handle, tensor, self.X, self.W, y = conv_graph(
+            cudnn, dev, out_dt, xs.contiguous(memory_format=CL), self.wq,
+            getattr(dt, fmt.operand), mod, getattr(dt, fmt.compute),
+        )  # fmt: skip
+        self.S = self.B = self.Q = self.inv_out = None
         if fmt.fused:
             self.S = tensor("S", self.scale, dt.FLOAT)
             y = g.scale(input=y, scale=self.S)
@@ -239,31 +337,18 @@ class CudnnQuantConv:
             if self.output_scale:
                 # y / output_scale, written as int8: cuDNN's conversion rounds and saturates
                 inv = torch.full((1, 1, 1, 1), 1.0 / self.output_scale, device=dev)
-                self.inv_out = inv.contiguous(memory_format=cl)
+                self.inv_out = inv.contiguous(memory_format=CL)
                 self.Q = tensor("Q", self.inv_out, dt.FLOAT)
                 y = g.scale(input=y, scale=self.Q)
             y.set_output(True).set_data_type(out_dt)
         else:  # the raw accumulator, de-scaled by torch after the graph
             y.set_output(True).set_data_type(dt.FLOAT)
         self.Y = y
-        g.validate()
-        g.build_operation_graph()
-        g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.B, cudnn.heur_mode.FALLBACK])
-        g.check_support()
+        finish_graph(g, [cudnn.heur_mode.A, cudnn.heur_mode.B, cudnn.heur_mode.FALLBACK])
         self.graph = g
-        (pr, pc), (sr, sc), (dr, dc) = mod.padding, mod.stride, mod.dilation
-        ho = (h + 2 * pr - dr * (r - 1) - 1) // sr + 1
-        wo = (w + 2 * pc - dc * (s - 1) - 1) // sc + 1
-        self.out_shape, self.dtype = (n, k, ho, wo), x.dtype
-        torch_out = {
-            "HALF": torch.float16,
-            "FLOAT": torch.float32,
-            "BFLOAT16": torch.bfloat16,
-            "INT8": torch.int8,
-        }
-        self.graph_dtype = torch_out[fmt.output] if fmt.output and fmt.fused else x.dtype
-        if not fmt.fused:
-            self.graph_dtype = torch.float32
+        hw = conv_out_hw(h, w, (r, s), mod.padding, mod.stride, mod.dilation)
+        self.out_shape, self.dtype = (n, k, *hw), x.dtype
+        self.graph_dtype = TORCH_DTYPES.get(fmt.output, x.dtype) if fmt.fused else torch.float32
         self.tuning: list[tuple[str, float]] = []  # (plan name, ms) of each plan timed
         self.plan_index = None  # the tuned plan execute runs; None: cuDNN's first buildable one
         key = (fmt.operand, fmt.output, fmt.fused, tuple(x.shape), x.dtype, k, r, s)
@@ -312,65 +397,27 @@ class CudnnQuantConv:
         return True
 
     def _feeds(self, xq: torch.Tensor, y: torch.Tensor) -> dict:
-        feeds = {self.X: xq, self.W: self.wq, self.Y: y}
-        if self.S is not None:
-            feeds[self.S] = self.scale
-        if self.B is not None:
-            feeds[self.B] = self.bias
-        if self.Q is not None:
-            feeds[self.Q] = self.inv_out
-        return feeds
+        pairs = ((self.X, xq), (self.W, self.wq), (self.Y, y), (self.S, self.scale))
+        pairs += ((self.B, self.bias), (self.Q, self.inv_out))
+        return {node: t for node, t in pairs if node is not None}
 
-    def _autotune(self, x: torch.Tensor, limit: int, reps: int = 5) -> None:
-        """Time up to ``limit`` ranked plans on random quantised input and keep the fastest
-        (timings in ``self.tuning``); if none runs, cuDNN's own walk decides."""
-        g, dev = self.graph, x.device
-        xr = torch.randn_like(x, memory_format=torch.channels_last)
-        xq = self.fmt.quantize(xr, self.fmt.random_scale)
-        y = torch.empty(
-            self.out_shape, dtype=self.graph_dtype, device=dev, memory_format=torch.channels_last
-        )
+    def _autotune(self, x: torch.Tensor, limit: int) -> None:
+        """Keep the fastest of up to ``limit`` ranked plans on random quantised input (timings in
+        ``self.tuning``); if none runs, cuDNN's own walk decides."""
+        xq = self.fmt.quantize(torch.randn_like(x, memory_format=CL), self.fmt.random_scale)
+        y = torch.empty(self.out_shape, dtype=self.graph_dtype, device=x.device, memory_format=CL)
         feeds = self._feeds(xq, y)
-        stream = torch.cuda.current_stream(dev)
-        self.cudnn.set_stream(self.handle, stream.cuda_stream)
-        best, t0 = None, time.perf_counter()
-        for i in range(min(g.get_execution_plan_count(), limit)):
-            if best is not None and time.perf_counter() - t0 > self.fmt.seconds:
-                break
-            try:
-                g.build_plan_at_index(i)
-                ws = torch.empty(
-                    max(g.get_workspace_size_plan_at_index(i), 1), dtype=torch.uint8, device=dev
-                )
-                for _ in range(2):  # warm-up (lazy loading, JIT)
-                    g.execute_plan_at_index(feeds, ws, i, handle=self.handle)
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record(stream)
-                for _ in range(reps):
-                    g.execute_plan_at_index(feeds, ws, i, handle=self.handle)
-                b.record(stream)
-                b.synchronize()
-            except Exception:  # noqa: BLE001 - a plan that declines is skipped
-                continue
-            ms = a.elapsed_time(b) / reps
-            self.tuning.append((g.get_plan_name_at_index(i), ms))
-            if best is None or ms < best[0]:
-                best = (ms, i, self.tuning[-1][0])
+        best, self.tuning = time_plans(
+            self.cudnn, self.graph, self.handle, feeds, x.device, limit, 5, 2, self.fmt.seconds
+        )
         if best is None:
-            g.build_plans()
+            self.graph.build_plans()
         else:
-            self.plan_index = best[1]
-            self.best = (best[2], best[0])  # (plan name, ms) of the kept plan
+            self.plan_index, self.best = best[1], (best[2], best[0])  # (plan name, ms)
 
     def execute(self, xq: torch.Tensor) -> torch.Tensor:
-        """The graph alone on an already quantised NHWC image ``xq``: its output tensor in
-        ``graph_dtype`` (the raw accumulator where the epilogue is not fused)."""
-        y = torch.empty(
-            self.out_shape,
-            dtype=self.graph_dtype,
-            device=xq.device,
-            memory_format=torch.channels_last,
-        )
+        """The graph alone on a quantised NHWC image ``xq``: its output in ``graph_dtype``."""
+        y = torch.empty(self.out_shape, dtype=self.graph_dtype, device=xq.device, memory_format=CL)
         ws = torch.empty(max(self.workspace, 1), dtype=torch.uint8, device=xq.device)
         self.cudnn.set_stream(self.handle, torch.cuda.current_stream(xq.device).cuda_stream)
         if self.plan_index is None:
@@ -382,19 +429,17 @@ class CudnnQuantConv:
         return y
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.contiguous(memory_format=torch.channels_last)  # the graph's image layout
+        x = x.contiguous(memory_format=CL)  # the graph's image layout
         return self.run_quantized(self.fmt.quantize(x, self.input_scale))
 
-    def run_quantized(self, xq: torch.Tensor, cast: bool = True) -> torch.Tensor:
+    def run_quantized(self, xq: torch.Tensor) -> torch.Tensor:
         """The graph on an input quantised at ``input_scale``, then the unfused epilogue: output
-        in the engine's dtype (int8 as written; FLOAT where not ``cast``)."""
-        y = self.execute(xq.contiguous(memory_format=torch.channels_last))
+        in the engine's dtype (int8 as written: the next conv's input)."""
+        y = self.execute(xq.contiguous(memory_format=CL))
         if not self.fmt.fused:  # de-scale, bias and SiLU after the graph, in float
             y = y.mul_(self.scale)
             if self.bias is not None:
                 y = y.add_(self.bias)
             if self.silu:
                 y = nn.functional.silu(y, inplace=True)
-        if y.dtype == self.dtype or y.dtype == torch.int8 or not cast:  # int8: next conv's
-            return y
-        return y.to(self.dtype)
+        return y if y.dtype in (self.dtype, torch.int8) else y.to(self.dtype)

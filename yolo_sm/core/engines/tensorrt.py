@@ -1,8 +1,5 @@
-"""TensorRT 10 engines: ONNX export -> plan -> execution context (``tensorrt`` imported lazily).
-
-Under ``cache_root(config) / "tensorrt"``: ``<key>.plan`` (:func:`engine_cache_key`),
-``<calib key>.calib`` (int8 calibration) and ``timing-<gpu/version>.cache``.
-"""
+"""TensorRT 10 engines: ONNX export -> plan -> execution context (``tensorrt`` imported lazily),
+cached under ``<cache>/tensorrt`` as plans, int8 calibrations and timing caches."""
 
 from __future__ import annotations
 
@@ -13,13 +10,14 @@ import os
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.store import atomic_file
 from yolo_sm.core.engines.base import Engine
-from yolo_sm.core.engines.config import EngineConfig, Precision
-from yolo_sm.core.engines.onnx import cache_root, export_onnx
+from yolo_sm.core.engines.config import EngineConfig, Precision, cache_home
+from yolo_sm.core.engines.onnx import export_onnx
 from yolo_sm.core.images import image_paths, load_images
 
 PLAN_FORMAT = 1  # bump when the way plans are built changes, to invalidate cached plans
@@ -70,17 +68,8 @@ def _calib_source(config: EngineConfig) -> str:
 
 def calibration_digest(config: EngineConfig) -> str:
     """sha256 over the calibration images' names, sizes and modification times."""
-    h = hashlib.sha256()
-    for p in image_paths(config.calib_images):
-        st = p.stat()
-        h.update(f"{p.name}:{st.st_size}:{st.st_mtime_ns};".encode())
-    return h.hexdigest()
-
-
-def gpu_identity(device: torch.device) -> str:
-    """e.g. ``'NVIDIA H200 sm_90'``: plans and timing caches are valid for one GPU model."""
-    major, minor = torch.cuda.get_device_capability(device)
-    return f"{torch.cuda.get_device_name(device)} sm_{major}{minor}"
+    stats = [(p.name, p.stat()) for p in image_paths(config.calib_images)]
+    return _sha("".join(f"{name}:{st.st_size}:{st.st_mtime_ns};" for name, st in stats))
 
 
 def _sha(text: str) -> str:
@@ -93,8 +82,6 @@ def _write_atomic(path: Path, data) -> None:
 
 
 def _torch_dtype(trt, dt) -> torch.dtype:
-    import numpy as np
-
     return torch.from_numpy(np.empty(0, dtype=trt.nptype(dt))).dtype
 
 
@@ -121,19 +108,18 @@ class TrtRunner:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """Run on ``x`` (converted to the input dtype, contiguous NCHW) into a new output tensor,
         asynchronously."""
-        context = self.context
         if tuple(x.shape) != self.in_shape:
             raise UserError(f"this engine takes input shape {self.in_shape}, got {tuple(x.shape)}")
         x = x.to(device=self.device, dtype=self.in_dtype).contiguous()
         out = torch.empty(self.out_shape, dtype=self.out_dtype, device=self.device)
-        context.set_tensor_address(self.input, x.data_ptr())
-        context.set_tensor_address(self.output, out.data_ptr())
+        self.context.set_tensor_address(self.input, x.data_ptr())
+        self.context.set_tensor_address(self.output, out.data_ptr())
         stream = torch.cuda.current_stream(self.device).cuda_stream
         if self.device.index == torch.cuda.current_device():
-            ok = context.execute_async_v3(stream)
+            ok = self.context.execute_async_v3(stream)
         else:  # TensorRT enqueues on the current device
             with torch.cuda.device(self.device):
-                ok = context.execute_async_v3(stream)
+                ok = self.context.execute_async_v3(stream)
         if not ok:
             raise RuntimeError("TensorRT execute_async_v3 failed (see the TensorRT log)")
         return out
@@ -161,10 +147,11 @@ def build_tensorrt(model: torch.nn.Module, config: EngineConfig) -> Engine:
     t0 = time.perf_counter()
     onnx_bytes = export_onnx(model, config).read_bytes()
     int8 = config.precision is Precision.INT8
-    folder = cache_root(config) / "tensorrt"
+    folder = cache_home(config.cache_dir) / "tensorrt"
     folder.mkdir(parents=True, exist_ok=True)
     with torch.cuda.device(device):
-        gpu = gpu_identity(device)
+        major, minor = torch.cuda.get_device_capability(device)  # plans hold for one GPU model
+        gpu = f"{torch.cuda.get_device_name(device)} sm_{major}{minor}"
         digest = calibration_digest(config) if int8 else ""
         key = engine_cache_key(onnx_bytes, config, gpu, trt.__version__, digest)
         plan_path = folder / f"{key[:32]}.plan"
@@ -186,9 +173,6 @@ def build_tensorrt(model: torch.nn.Module, config: EngineConfig) -> Engine:
         "build_s": time.perf_counter() - t0,
         "cache_hit": cache_hit,
         "engine_path": str(plan_path),
-        "engine_bytes": plan_path.stat().st_size,
-        "trt_version": trt.__version__,
-        "gpu": gpu,
     }
     return Engine(
         config, runner, f"tensorrt {config.precision.value}", info=info, close_fn=runner.close

@@ -14,7 +14,7 @@ from yolo_sm.contract.values import split_compile_mode
 from yolo_sm.core.engines import compile_cache, fp8, int8
 from yolo_sm.core.engines.base import DTYPES, Engine, head_tensor, make_input, numerics
 from yolo_sm.core.engines.config import EngineConfig, Layout, Precision
-from yolo_sm.core.engines.copyfree import CopyFree
+from yolo_sm.core.engines.qconv import calibration_inputs
 from yolo_sm.core.models.rewrites import apply_rewrites
 
 
@@ -28,11 +28,11 @@ def prepare_module(model: torch.nn.Module, config: EngineConfig) -> torch.nn.Mod
         p.requires_grad_(False)
     if config.precision is Precision.FP8:
         kernel = fp8.choose_kernel(config.device)
-        m.fp8_info = fp8.quantize_convs(m, fp8.calibration_inputs(config.imgsz), kernel)
+        m.fp8_info = fp8.quantize_convs(m, calibration_inputs(config.imgsz), kernel)
     if config.precision is Precision.INT8:
         kernel = int8.choose_kernel(config.device, config.int8_kernel)
         how = (config.int8_calibration, config.int8_percentile)
-        batches = int8.calibration_inputs(config.imgsz)
+        batches = calibration_inputs(config.imgsz)
         m.int8_info = int8.quantize_convs(m, batches, kernel, *how, handoff=config.int8_handoff)
     if config.layout is Layout.NHWC and config.precision in (Precision.FP8, Precision.INT8):
         m = m.to(memory_format=torch.channels_last)  # the 8-bit modules' buffers too
@@ -64,11 +64,6 @@ def _capturable(m: torch.nn.Module, config: EngineConfig):
             return head_tensor(m(x))
 
     return forward
-
-
-def build_copyfree(model: torch.nn.Module, config: EngineConfig) -> Engine:
-    """The copy-free YOLO (:mod:`yolo_sm.core.engines.copyfree`) captured in one CUDA graph."""
-    return build_cudagraph(model, config, wrap=CopyFree)
 
 
 def build_cudagraph(
@@ -110,9 +105,6 @@ def build_cudagraph(
         graph.replay()
         return static_out
 
-    def close() -> None:
-        graph.reset()
-
     info = {"capture_s": capture_s, "graph_pool_bytes": graph_pool_bytes}
     if wrap is not None:  # the copy-free engine: its convolutions and concatenation copies
         info.update(convs_strided=m.counts["strided"], convs_copied=m.counts["copied"])
@@ -122,7 +114,7 @@ def build_cudagraph(
         run,
         f"{name} {config.precision.value} {config.layout.value}",
         info=info,
-        close_fn=close,
+        close_fn=graph.reset,
         keepalive=(m, static_out),
         module=m,
         # the forward its graph replays, for a caller's own graph (a graph is not replayed
