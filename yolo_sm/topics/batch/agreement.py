@@ -3,9 +3,7 @@ values side by side with what differs between them, so a reader sees why they di
 
 - the CUDA graph's batch-1 speed-up over eager in the width sweep and in the fast-engines bench
   (two processes: which latency moved, eager's or the graph's);
-- eager memory per image in the first sweep and in its repeat (two runs of the same points);
-- the fp8 engine against fp16 in its Kineto trace (GPU kernel time) and in the bench (wall
-  latency of the same unit), with the dates each was measured.
+- eager memory per image in the first sweep and in its repeat (two runs of the same points).
 
 Each function returns a DataFrame; ``*_ratio`` columns are second over first, latencies in ms,
 memory in MB (10^6 bytes).
@@ -82,41 +80,6 @@ def eager_memory_between_runs(first, again, imgsz: int = 640) -> pd.DataFrame:
     out["again_measured_utc"] = str(again.prov_date_utc.min())[:16]
     out["first_version"], out["again_version"] = _version(first), _version(again)
     return out.reset_index()
-
-
-def fp8_trace_vs_bench(breakdown, bench, trace, width: float = 1.0, batch: int = 64):
-    """The fp8 engine over fp16 twice: in the trace (``breakdown``, a
-    :func:`yolo_sm.topics.deploy.analyse.time_breakdown` with one column per config: GPU kernel ms
-    per
-    forward, fp16 over fp8) and in the bench's (``width``, ``batch``) unit (wall latency,
-    ``vs_baseline`` of the fp8 row, eager fp16 the baseline), with when each was measured.
-    Columns: ``source``, ``fp8_over_fp16_speedup``, ``measures``, ``measured_utc``."""
-    cols = list(breakdown.columns)
-    fp16 = next((c for c in cols if "_fp16_" in c), None)
-    fp8 = next((c for c in cols if "_fp8_" in c), None)
-    rows = []
-    if fp16 and fp8:
-        t = trace[trace.config == fp8].prov_date_utc if "prov_date_utc" in trace else []
-        rows.append(
-            {
-                "source": "trace (Kineto)",
-                "fp8_over_fp16_speedup": breakdown.loc["total", fp16] / breakdown.loc["total", fp8],
-                "measures": "GPU kernel time per forward",
-                "measured_utc": str(min(t))[:16] if len(t) else "",
-            }
-        )
-    b = bench[(bench.width == width) & (bench.batch == batch) & bench.variant.str.contains("fp8")]
-    b = b[b.status == "ok"]
-    if len(b):
-        rows.append(
-            {
-                "source": f"bench (width {width:g}, batch {batch})",
-                "fp8_over_fp16_speedup": float(b.vs_baseline.iloc[0]),
-                "measures": "wall latency per batch, same process as eager fp16",
-                "measured_utc": str(b.prov_date_utc.iloc[0])[:16] if "prov_date_utc" in b else "",
-            }
-        )
-    return pd.DataFrame(rows)
 
 
 def eager_memory_by_batch(first, again, width: float, imgsz: int = 640) -> pd.DataFrame:
