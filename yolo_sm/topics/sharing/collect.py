@@ -11,7 +11,9 @@ import os
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
+from types import SimpleNamespace
 
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.labels import config_label
@@ -20,8 +22,7 @@ from yolo_sm.core.models import build
 from yolo_sm.core.profiling.gpm import GpmSampler
 from yolo_sm.topics.sharing import parse_pair
 from yolo_sm.topics.sharing.analyse import kernel_classes, pair_label, window_rows
-from yolo_sm.topics.sharing.collect_run import Processes, build_side, run_engines
-from yolo_sm.topics.sharing.collect_trace import trace_run
+from yolo_sm.topics.sharing.collect_run import Processes, build_side, run_engines, trace_run
 
 DEFAULT_PAIRS = ("1.0x16+0.25x1", "0.5x16+0.5x16")
 
@@ -30,9 +31,7 @@ DEFAULT_PAIRS = ("1.0x16+0.25x1", "0.5x16+0.5x16")
 
 
 def gpu_sharing_settings(device: str = "cuda") -> dict:
-    """``mps_server`` (running / not running: an MPS control pipe exists), ``mig_mode`` and
-    ``compute_mode`` as NVML reads them ("unknown" where it cannot), and ``mps_used`` /
-    ``mig_used``, always False: this module leaves the GPU's settings as they are."""
+    """MPS server, MIG and compute mode as NVML reads them; ``*_used`` always False."""
     pipe = Path(os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps")) / "control"
     out = {
         "mps_server": "running" if pipe.exists() else "not running",
@@ -117,9 +116,8 @@ def options(params: dict, device: str) -> dict:
 
 
 def run_sharing(pairs=DEFAULT_PAIRS, device: str = "cuda", **params) -> dict:
-    """Measure every pair (``"1.0x16+0.25x1"``: width x batch of engine a, then b) alone,
-    on two streams and in two processes. Returns ``{"sharing", "gpm", "kernels"}`` tables and
-    the GPM sampler's ``info`` under ``"sampler"``."""
+    """Every pair (``"1.0x16+0.25x1"``) alone, on two streams and in two processes:
+    ``{"sharing", "gpm", "kernels"}`` tables and the sampler's ``info``."""
     import pandas as pd
 
     opts = options(params, device)
@@ -133,7 +131,7 @@ def run_sharing(pairs=DEFAULT_PAIRS, device: str = "cuda", **params) -> dict:
     rows, kernel_frames = [], []
     sampler = GpmSampler(hz=opts["hz"], index=nvml_index(device), power=True) if on_gpu else None
     try:
-        with sampler if sampler is not None else _NoSampler() as s:
+        with sampler if sampler is not None else nullcontext(_NO_SAMPLER) as s:
             for side_pair, pair in zip(parsed, labels, strict=True):
                 rows += _in_process(side_pair, pair, opts, s, kernel_frames)
             if procs is not None:
@@ -173,8 +171,7 @@ def _two_processes(procs, parsed, labels, opts, s) -> list[dict]:
 
 
 def _in_process(side_pair, pair, opts, s, kernel_frames) -> list[dict]:
-    """Both engines of a pair in this process: alone, then together on two streams, then the
-    short traces of the same three runs."""
+    """Both engines of a pair alone, then on two streams, then short traces of the three."""
     on_gpu = opts["device"].startswith("cuda")
     s.mark(pair=pair, mode="", phase="build", config="")
     models = [build(opts["family"], side[0]) for side in side_pair]
@@ -217,17 +214,8 @@ def _in_process(side_pair, pair, opts, s, kernel_frames) -> list[dict]:
     return rows
 
 
-class _NoSampler:
-    """Stands in for the GPM sampler on a CPU: marks go nowhere."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return None
-
-    def mark(self, **labels) -> None:
-        pass
+#: stands in for the GPM sampler on a CPU: marks go nowhere
+_NO_SAMPLER = SimpleNamespace(mark=lambda **labels: None)
 
 
 def _empty_gpm():
