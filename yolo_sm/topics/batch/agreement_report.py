@@ -1,12 +1,11 @@
-"""Sections that show one quantity measured twice (:mod:`yolo_sm.topics.batch.agreement`): both
-numbers, and the computed reason they differ."""
+"""Sections that show one quantity measured twice: both numbers, and why they differ."""
 
 from __future__ import annotations
 
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report import tables
 from yolo_sm.report.sections import Note, needs
-from yolo_sm.topics.batch import agreement
+from yolo_sm.topics.batch import analyse as agreement
 from yolo_sm.topics.batch.report import show
 
 __all__ = ["eager_memory", "graph_speedup", "show"]

@@ -1,6 +1,5 @@
-"""Notebook 03's sections, one call each: a dataset root and the short names of the datasets
-it reads in, what the cell shows out (tables, figures, a widget), or one sentence saying what
-the root lacks (:func:`absent`), so one notebook renders a GPU root and a CPU root."""
+"""Notebook 03's sections: a root and dataset names in, tables and figures out, or one sentence
+saying what the root lacks (:func:`absent`)."""
 
 from __future__ import annotations
 
@@ -36,8 +35,7 @@ WHY = {
 
 
 def absent(root: DataRoot, name: str) -> str:
-    """One sentence: ``root`` holds no dataset ``name``, what it would be and why it may be
-    missing; a model's view (notebook 11) says it with :meth:`missing`."""
+    """One sentence: ``root`` holds no dataset ``name``, what it would be and why."""
     if isinstance(root, ModelView):
         return root.missing(name)
     what, why = next(
@@ -167,8 +165,7 @@ def build(root: DataRoot, sweep: str, sweep_1280: str | None = None, top: int = 
 
 
 def multi_gpu_section(multi: DataRoot | None, single: DataRoot | None) -> list:
-    """A multi-GPU root against a one-GPU root: scaling and runs (task logs), each GPU's
-    ratios (table and figure), the tables' match and the rules' verdicts; else one line."""
+    """A multi-GPU root against a one-GPU root: scaling, per-GPU ratios, tables, verdicts."""
     if multi is None or single is None or multi_gpu.workers(multi) < 2:
         return [
             Note(
