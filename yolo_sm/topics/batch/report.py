@@ -8,7 +8,7 @@ import pandas as pd
 from yolo_sm.analyse import gpm
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.schema import COLLECT_TASKS
-from yolo_sm.report import rules, tables
+from yolo_sm.report import plots, rules, tables
 from yolo_sm.report.sections import Note
 from yolo_sm.report.text import code
 from yolo_sm.topics.batch import analyse as batch
@@ -19,32 +19,10 @@ from yolo_sm.topics.your_model.analyse import ModelView
 
 # fmt: off
 
-#: what a dataset holds and why a root may lack it, by name prefix (longest match wins)
-HERE = "collect it with the plan step of that name on this machine"
-HOPPER = "on NVIDIA GPUs of the Hopper generation or newer"
-WHY = {
-    "ncu_": ("Nsight Compute table", "it is collected on NVIDIA GPUs only (ncu replays each "
-             "kernel with hardware counters)"),
-    "gpm_overhead": ("GPM sampler overhead table", f"it is measured with NVML GPM, {HOPPER}"),
-    "gpm_": ("NVML GPM timeline", f"GPM counters exist {HOPPER} only"),
-    "trace_": ("PyTorch-profiler kernel trace", HERE),
-    "sweep_1280": ("1280 px sweep", "it is a long GPU plan step, collected where a GPU has the "
-                   "time and memory for it"),
-    "sweep_": ("sweep", HERE),
-}
-
 
 def absent(root: DataRoot, name: str) -> str:
-    """One sentence: ``root`` holds no dataset ``name``, what it would be and why."""
-    if isinstance(root, ModelView):
-        return root.missing(name)
-    what, why = next(
-        (v for k, v in sorted(WHY.items(), key=lambda kv: -len(kv[0])) if name.startswith(k)),
-        ("dataset", HERE),
-    )
-    device = root.device_name()
-    who = root.name if device == root.name else f"{root.name}, {device}"
-    return f"This root ({who}) holds no {what} ({name}): {why}."
+    """One sentence: ``root`` holds no dataset ``name`` (a model's view: :meth:`missing`)."""
+    return root.missing(name) if isinstance(root, ModelView) else plots.absent(root, name)
 
 
 def show(items) -> None:

@@ -1,13 +1,8 @@
 """Which int8 convolution runs fastest on this GPU (the ``int8_kernels`` step): every int8
-convolution of a YOLO model timed alone (``scope`` conv; its input the one it sees in the int8
-model's forward on the check photos) with each kernel -- ``fp16`` (the fp16 convolution + SiLU it
-replaces), ``cudnn`` (quantiser, then cuDNN's fused int8 graph), ``intmm`` (quantiser,
-``torch._int_mm``, epilogue; 1x1 stride 1 only), ``triton`` (yolo_sm's kernel, quantising while
-it loads), ``triton_prequant`` (quantiser, then that kernel) -- without hand-off; then each
-width's whole model as a CUDA-graph engine per kernel (``scope`` model), checked against eager
-fp32. ``quantize_ms``: the quantiser alone; ``rel_err`` of an int8 row: its distance from the
-exact emulation (about 1e-3 in fp16 when right). One process; the units run in turn.
-"""
+convolution timed alone on its input from the photos (``scope`` conv) with each kernel: ``fp16``
+(the convolution + SiLU it replaces), ``cudnn``, ``intmm`` (1x1 stride 1 only), ``triton`` (its
+quantiser fused) and ``triton_prequant``; then each width's model as a CUDA graph per kernel
+(``scope`` model). ``rel_err`` of an int8 row: its distance from the exact emulation."""
 
 from __future__ import annotations
 

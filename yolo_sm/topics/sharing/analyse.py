@@ -56,16 +56,11 @@ def window_rows(runs, batches, common: bool = True) -> list[dict]:
 
 
 def _merged(starts, ends) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals as sorted, disjoint (starts, ends)."""
     order = np.argsort(starts, kind="stable")
     s, e = np.asarray(starts, float)[order], np.asarray(ends, float)[order]
-    ms, me = [], []
-    for a, b in zip(s, e, strict=True):
-        if ms and a <= me[-1]:
-            me[-1] = max(me[-1], b)
-        else:
-            ms.append(a)
-            me.append(b)
-    return np.asarray(ms), np.asarray(me)
+    new = np.r_[True, s[1:] > np.maximum.accumulate(e)[:-1]]  # starts past every earlier end
+    return s[new], np.maximum.reduceat(e, np.flatnonzero(new))
 
 
 def overlap_us(starts, ends, other_starts, other_ends) -> np.ndarray:

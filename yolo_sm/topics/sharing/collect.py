@@ -1,9 +1,6 @@
-"""Two models on one GPU: each engine alone, both in one process on two CUDA streams, and both
-in two processes started together, with the GPM timeline of the whole run and a short
-profiler capture of each in-process run. CUDA events around every replay give each batch's
-start and end (:func:`yolo_sm.topics.sharing.analyse.window_rows`). MPS and MIG are only
-detected, never changed. On a CPU the engines run eagerly one after the other (for tests).
-"""
+"""Two models on one GPU: each engine alone, both on two CUDA streams, and both in two
+processes, with the GPM timeline and short profiler captures. MPS and MIG are only detected,
+never changed. On a CPU the engines run eagerly one after the other (for tests)."""
 
 from __future__ import annotations
 

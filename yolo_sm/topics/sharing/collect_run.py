@@ -203,11 +203,8 @@ def build_side(model, side, opts: dict):
 
 
 def process_worker(slot, sides, opts, barrier, results, timeout_s):
-    """One process of the two-process mode: builds its side of every pair on the CPU, waits
-    for the parent, then per pair builds its engine on the GPU, waits until the other process
-    has built its own, runs for ``opts["seconds"]`` and reports ``("ok", slot, pair_index,
-    (starts, ends))``; an error is reported as ``("error", slot, -1, message)`` and breaks the
-    barrier, so that no one waits for it."""
+    """One process of the two-process mode: per pair, build, meet the other at the barrier,
+    run and report ``("ok", slot, pair_index, (starts, ends))``; an error breaks the barrier."""
     try:
         import torch
 
