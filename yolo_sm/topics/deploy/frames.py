@@ -98,9 +98,8 @@ PROBE_FACTS = {
 
 
 def probe_values(probe) -> dict[str, float]:
-    """One probe's values of :data:`PROBE_FACTS`: the engine's share (%) of the five stages'
-    summed wall time, the letterbox and decode compiled over eager (GPU time), and one stream's
-    time per batch over three streams'; a value the probe cannot give is left out."""
+    """One probe's values of :data:`PROBE_FACTS` (engine share of the stages' wall time, %;
+    compiled over eager GPU time; one stream over three), those it can give."""
     by_stage = probe.set_index("stage")
     ms, gpu = by_stage["wall_ms"], by_stage["gpu_ms"]
     out = {}
@@ -116,8 +115,7 @@ def probe_values(probe) -> dict[str, float]:
 
 
 def probe_facts(probes: dict) -> list[dict]:
-    """Each of :data:`PROBE_FACTS` over the probes that give it, the least favourable one, with
-    those probes as its datasets."""
+    """Each of :data:`PROBE_FACTS`, the least favourable over the probes that give it."""
     values = {name: probe_values(probe) for name, probe in probes.items()}
     rows = []
     for key, (unit, worst) in PROBE_FACTS.items():

@@ -47,12 +47,8 @@ def gpu_sharing_settings(device: str = "cuda") -> dict:
         return out
     try:
         h = pynvml.nvmlDeviceGetHandleByIndex(nvml_index(device))
-        modes = {
-            getattr(pynvml, "NVML_COMPUTEMODE_DEFAULT", 0): "default",
-            getattr(pynvml, "NVML_COMPUTEMODE_EXCLUSIVE_THREAD", 1): "exclusive_thread",
-            getattr(pynvml, "NVML_COMPUTEMODE_PROHIBITED", 2): "prohibited",
-            getattr(pynvml, "NVML_COMPUTEMODE_EXCLUSIVE_PROCESS", 3): "exclusive_process",
-        }
+        # NVML_COMPUTEMODE_* values, fixed by NVML's C API
+        modes = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
         try:
             out["compute_mode"] = modes.get(pynvml.nvmlDeviceGetComputeMode(h), "unknown")
         except pynvml.NVMLError:

@@ -181,14 +181,10 @@ def trace_run(engines, names, streams, seconds, depth, folder, stream_engines=No
 # ---- engines of a pair --------------------------------------------------------------------------
 
 
-def engine_config(side, opts: dict) -> EngineConfig:
-    kw = {k: opts[k] for k in ("backend", "precision", "layout", "imgsz", "device")}
-    return EngineConfig(batch=side[1], **kw)
-
-
 def build_side(model, side, opts: dict):
     """(engine, its input) of one side of a pair, warmed up (cuDNN tuned, graph captured)."""
-    eng = build_engine(model, engine_config(side, opts))
+    kw = {k: opts[k] for k in ("backend", "precision", "layout", "imgsz", "device")}
+    eng = build_engine(model, EngineConfig(batch=side[1], **kw))
     x = eng._input if eng._input is not None else eng.make_input(0)
     for _ in range(3):
         eng(x)
