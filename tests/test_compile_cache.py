@@ -22,8 +22,8 @@ from yolo_sm.core import plans as collect
 from yolo_sm.core.engines import compile_cache as cc
 from yolo_sm.report.rules import FAILS, HOLDS, PARTLY, evaluate
 from yolo_sm.topics.deploy import CacheStep
+from yolo_sm.topics.deploy import analyse as analyse_cache
 from yolo_sm.topics.deploy import collect as cache_builds
-from yolo_sm.topics.deploy import compile_cache as analyse_cache
 from yolo_sm.topics.deploy import rules as findings
 
 
@@ -270,7 +270,7 @@ def _fake_runner(cold_s=40.0, warm_s=8.0, calls=None):
 
 def test_collector_runs_a_cold_then_a_warm_build_per_mode_in_one_new_folder(tmp_path):
     calls = []
-    spec = cache_builds.CacheSpec(
+    spec = cache_builds.CacheStep(
         modes=("default", "max-autotune-no-cudagraphs"), device="cpu", widths=(0.25,), batch=1
     )
     df = cache_builds.run_cache_builds(spec, tmp_path / "c.parquet", _fake_runner(calls=calls))
@@ -300,7 +300,7 @@ def test_a_mode_added_to_the_step_is_measured_alone_and_the_done_ones_are_kept(t
     """A rerun measures the units the table lacks (both builds of each) and keeps the rows of
     the units it holds; a unit built with another batch counts as missing."""
     out, calls = tmp_path / "c.parquet", []
-    one = cache_builds.CacheSpec(modes=("default",), device="cpu", widths=(0.25,), batch=1)
+    one = cache_builds.CacheStep(modes=("default",), device="cpu", widths=(0.25,), batch=1)
     cache_builds.run_cache_builds(one, out, _fake_runner(calls=calls), progress=False)
     two = replace(one, modes=("default", "max-autotune"))
     assert cache_builds.missing_units(two, out) == [(0.25, "max-autotune")]
@@ -321,7 +321,7 @@ def test_modes_per_width_are_units_built_in_the_plans_order_and_a_width_added_ke
 ):
     """A plan's modes mapping: each (width, mode) pair is a unit, built in the mapping's order
     at its own width; a width added later is measured alone."""
-    spec = cache_builds.CacheSpec.from_mapping(
+    spec = cache_builds.CacheStep.from_mapping(
         {"modes": {1.0: ["reduce-overhead"], 0.5: ["default", "max-autotune"]},
          "device": "cpu", "batch": 1}
     )  # fmt: skip
@@ -333,8 +333,8 @@ def test_modes_per_width_are_units_built_in_the_plans_order_and_a_width_added_ke
         (0.5, "max-autotune"), (0.5, "max-autotune"),
     ]  # fmt: skip
     assert df.width.tolist() == [1.0, 1.0, 0.5, 0.5, 0.5, 0.5]
-    assert analyse_cache.builds(df).width.tolist()[:4] == [0.5] * 4  # sorted by width
-    wider = cache_builds.CacheSpec.from_mapping(
+    assert analyse_cache.cache_builds(df).width.tolist()[:4] == [0.5] * 4  # sorted by width
+    wider = cache_builds.CacheStep.from_mapping(
         {"modes": {1.0: ["reduce-overhead"], 2.0: ["reduce-overhead"],
                    0.5: ["default", "max-autotune"]}, "device": "cpu", "batch": 1}
     )  # fmt: skip
@@ -343,27 +343,27 @@ def test_modes_per_width_are_units_built_in_the_plans_order_and_a_width_added_ke
     df = cache_builds.run_cache_builds(wider, out, _fake_runner(calls=calls), progress=False)
     assert [(c[3], c[0]) for c in calls] == [(2.0, "reduce-overhead")] * 2 and len(df) == 8
     # the same modes at every width: widths times modes
-    both = cache_builds.CacheSpec.from_mapping({"widths": [0.5, 1], "modes": "default"})
+    both = cache_builds.CacheStep.from_mapping({"widths": [0.5, 1], "modes": "default"})
     assert both.units() == [(0.5, "default"), (1.0, "default")]
 
 
 def test_a_modes_mapping_with_widths_beside_it_or_a_width_without_modes_stops():
     with pytest.raises(UserError, match="leave widths out"):
-        cache_builds.CacheSpec.from_mapping({"widths": [1.0], "modes": {1.0: ["default"]}})
+        cache_builds.CacheStep.from_mapping({"widths": [1.0], "modes": {1.0: ["default"]}})
     with pytest.raises(UserError, match="names no width"):
-        cache_builds.CacheSpec.from_mapping({"modes": {}})
+        cache_builds.CacheStep.from_mapping({"modes": {}})
     with pytest.raises(UserError, match="at width 1.0 needs at least one"):
-        cache_builds.CacheSpec.from_mapping({"modes": {1.0: [], 0.5: ["default"]}})
+        cache_builds.CacheStep.from_mapping({"modes": {1.0: [], 0.5: ["default"]}})
     # a comma string is read as the plan check reads it: two modes, at every width or one
-    both = cache_builds.CacheSpec.from_mapping(
+    both = cache_builds.CacheStep.from_mapping(
         {"widths": "0.5, 1", "modes": "default,max-autotune"}
     )
     assert both.units() == [(w, m) for w in (0.5, 1.0) for m in ("default", "max-autotune")]
-    per = cache_builds.CacheSpec.from_mapping({"modes": {2: "reduce-overhead, default"}})
+    per = cache_builds.CacheStep.from_mapping({"modes": {2: "reduce-overhead, default"}})
     assert per.units() == [(2.0, "reduce-overhead"), (2.0, "default")]
     check_params("compile_cache", {"modes": "default,max-autotune"}, "step")
     with pytest.raises(UserError, match="unknown"):
-        cache_builds.CacheSpec.from_mapping({"width_modes": [[1.0, ["default"]]]})
+        cache_builds.CacheStep.from_mapping({"width_modes": [[1.0, ["default"]]]})
     check_params("compile_cache", {"modes": {1.0: ["default"], 2: "reduce-overhead"}}, "step")
     with pytest.raises(UserError, match="at width 1.0"):
         check_params("compile_cache", {"modes": {1.0: ["fastest"]}}, "step")
@@ -382,7 +382,7 @@ def test_a_unit_starts_only_where_its_width_scaled_pace_fits_the_deadline(tmp_pa
         clock["t"] += 50.0
         return _fake_runner()(args, env, timeout_s)
 
-    spec = cache_builds.CacheSpec.from_mapping(
+    spec = cache_builds.CacheStep.from_mapping(
         {"modes": {1.0: ["default"], 2.0: ["default"]}, "device": "cpu", "batch": 1}
     )
     out = tmp_path / "c.parquet"
@@ -403,7 +403,7 @@ def test_a_unit_starts_only_where_its_width_scaled_pace_fits_the_deadline(tmp_pa
 
 
 def test_unit_seconds_come_from_the_unit_or_its_processes_and_go_by_the_same_mode_first():
-    spec = cache_builds.CacheSpec(widths=(0.5, 1.0), modes=("default", "max-autotune"))
+    spec = cache_builds.CacheStep(widths=(0.5, 1.0), modes=("default", "max-autotune"))
     head = {"batch": 64, "imgsz": 640, "precision": "fp16", "layout": "nhwc", "family": "yolov8"}
     rows = [  # a table written before unit_s: the unit's two processes summed
         {**head, "width": 0.5, "compile_mode": "default", "process_s": 20.0},
@@ -419,12 +419,12 @@ def test_unit_seconds_come_from_the_unit_or_its_processes_and_go_by_the_same_mod
     assert est(spec, (0.5, "default"), pace) == 30.0  # its own mode, not max-autotune's
     assert est(spec, (1.0, "default"), pace) >= 60.0  # wider: scaled up; batch 1 not counted
     assert est(spec, (0.5, "reduce-overhead"), pace) == 300.0  # no rows of its mode: any mode
-    assert est(cache_builds.CacheSpec(batch=8), (0.5, "default"), pace) is None
+    assert est(cache_builds.CacheStep(batch=8), (0.5, "default"), pace) is None
 
 
 def test_a_mode_with_one_build_only_is_measured_again_whole(tmp_path):
     out, calls = tmp_path / "c.parquet", []
-    spec = cache_builds.CacheSpec(modes=("default",), device="cpu", widths=(0.25,), batch=1)
+    spec = cache_builds.CacheStep(modes=("default",), device="cpu", widths=(0.25,), batch=1)
     cache_builds.run_cache_builds(spec, out, _fake_runner(), progress=False)
     pd.read_parquet(out).iloc[:1].to_parquet(out)  # the warm build's row lost
     assert cache_builds.missing_units(spec, out) == [(0.25, "default")]
@@ -462,7 +462,7 @@ def test_compile_modes_include_max_autotune_without_cudagraphs_and_bad_modes_fai
     with pytest.raises(UserError, match="modes"):
         check_params("compile_cache", {"modes": ["fastest"]}, "step")
     with pytest.raises(UserError, match="compile mode"):
-        cache_builds.CacheSpec.from_mapping({"modes": ["fastest"]})
+        cache_builds.CacheStep.from_mapping({"modes": ["fastest"]})
 
 
 def _builds(cold_s, warm_s):
@@ -556,7 +556,7 @@ def test_mode_est_s_names_compile_modes_and_seconds():
     for bad in ({"fastest": 5}, {"max-autotune": 0}, {}, [560]):
         with pytest.raises(UserError):
             check(bad, "mode_est_s")
-    spec = cache_builds.CacheSpec.from_mapping({"mode_est_s": {"max-autotune": 560}})
+    spec = cache_builds.CacheStep.from_mapping({"mode_est_s": {"max-autotune": 560}})
     assert spec.mode_est_s == (("max-autotune", 560.0),)
     assert cache_builds.unit_estimate(spec, (0.5, "max-autotune"), cache_builds.Pace()) == 560.0
     assert cache_builds.unit_estimate(spec, (0.5, "default"), cache_builds.Pace()) is None

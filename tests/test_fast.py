@@ -209,7 +209,7 @@ def test_compiled_int8_trace_splits_into_named_parts():
     from yolo_sm.contract import datasets
     from yolo_sm.topics.precision import eight_bit as p8
 
-    k = datasets.load("h200/" + p8.TRACE_INT8_COMPILE)
+    k = datasets.load("h200/trace_int8_compile_b64")
     b = p8.int8_breakdown(k)
     assert np.allclose(b.drop("total").sum(), b.loc["total"])
     int8 = [c for c in b.columns if "_int8_" in c]

@@ -207,7 +207,6 @@ def test_agreement_sections_build(root):
     for section in (
         agreement_plots.graph_speedup,
         agreement_plots.eager_memory,
-        agreement_plots.fp8_twice,
     ):
         items = section(root)
         assert isinstance(items, list) and len(items) >= 2

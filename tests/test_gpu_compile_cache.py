@@ -11,7 +11,7 @@ def test_second_build_process_reads_the_disk_cache(tmp_path):
     from yolo_sm.contract.schema import validate
     from yolo_sm.topics.deploy import collect as cache_builds
 
-    spec = cache_builds.CacheSpec(widths=(0.25,), batch=1, device="cuda", budget_ms=50)
+    spec = cache_builds.CacheStep(widths=(0.25,), batch=1, device="cuda", budget_ms=50)
     df = cache_builds.run_cache_builds(spec, tmp_path / "c.parquet", progress=False)
     validate(df, "compile_cache")
     assert (df.status == "ok").all(), df.message.tolist()

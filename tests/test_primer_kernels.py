@@ -8,14 +8,12 @@ import pytest
 
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.report import tables
-from yolo_sm.topics.batch import agreement
+from yolo_sm.topics.batch import analyse as agreement
 
 
 @pytest.fixture(scope="module")
 def h200():
     return open_root("h200")
-
-
 
 
 def test_graph_speedup_names_the_latency_that_moved():

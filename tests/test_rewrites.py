@@ -18,7 +18,7 @@ from yolo_sm.core.models.rewrites import (
     separable,
     separable_pools,
 )
-from yolo_sm.topics.deploy.collect import CacheSpec
+from yolo_sm.topics.deploy import CacheStep
 
 
 @pytest.mark.parametrize("k", [3, 5, 7])
@@ -115,9 +115,9 @@ def test_bench_plans_and_cache_builds_take_a_mode_with_a_rewrite():
     check_params("compile_cache", {"modes": ["default", "default+sep-pool"]}, "step")
     with pytest.raises(UserError, match="rewrite"):
         check_params("compile_cache", {"modes": ["default+fold"]}, "step")
-    assert CacheSpec.from_mapping({"modes": ["default+sep-pool"]}).modes == ("default+sep-pool",)
+    assert CacheStep.from_mapping({"modes": ["default+sep-pool"]}).modes == ("default+sep-pool",)
     with pytest.raises(UserError, match="rewrite"):
-        CacheSpec.from_mapping({"modes": ["default+fold"]})
+        CacheStep.from_mapping({"modes": ["default+fold"]})
 
 
 def test_the_compiled_module_of_a_rewriting_mode_is_rewritten_and_compiled_in_torchs_mode(

@@ -685,8 +685,6 @@ def test_numerics_tables_and_facts():
     flat = n.assign(rel_err=0.01)
     amp = value(facts_table(precision.numerics_facts(flat)), "narrowest_error_amplification_min")
     assert amp == 1.0
-    with pytest.raises(ValueError, match="input"):
-        precision.numerics_summary(n.drop(columns="input"))
 
 
 # ---- precision: facts ----------------------------------------------------------------------------

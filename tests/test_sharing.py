@@ -224,8 +224,7 @@ def test_the_h200_plan_has_the_sharing_and_stall_steps():
 
 
 def test_kernels_map_to_the_engine_whose_range_launched_them(tmp_path):
-    from yolo_sm.topics.sharing.collect_run import RANGE
-    from yolo_sm.topics.sharing.collect_trace import engine_kernels
+    from yolo_sm.topics.sharing.collect_run import RANGE, engine_kernels
 
     ev = []
     for i, (name, t) in enumerate((("a", 0), ("b", 20), ("a", 40))):

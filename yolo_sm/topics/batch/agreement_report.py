@@ -1,21 +1,14 @@
-"""Sections that show one quantity measured twice (:mod:`yolo_sm.topics.batch.agreement`): both
-numbers, and the computed reason they differ."""
+"""Sections that show one quantity measured twice: both numbers, and why they differ."""
 
 from __future__ import annotations
 
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report import tables
 from yolo_sm.report.sections import Note, needs
-from yolo_sm.topics.batch import agreement
-from yolo_sm.topics.deploy import analyse as fast
+from yolo_sm.topics.batch import analyse as agreement
+from yolo_sm.topics.batch.report import show
 
-
-def show(items) -> None:
-    """Show a section's items (a list, or the one-line Note of a root that lacks the data)."""
-    from IPython.display import display
-
-    for item in [items] if isinstance(items, str) else items:
-        display(item)
+__all__ = ["eager_memory", "graph_speedup", "show"]
 
 
 #: Two latencies (or slopes) within this fraction of each other count as the same.
@@ -76,27 +69,3 @@ def eager_memory(root: DataRoot, first: str = "sweep_fp16_nhwc", again: str = "s
         tables.show(detail),
     ]
     return out
-
-
-@needs("trace_fp8_w1_b64", "bench_fast_engines")
-def fp8_twice(root: DataRoot, width: float = 1.0, batch: int = 64):
-    """The fp8 engine over fp16 in its trace and in the bench, what each measures and when."""
-    trace = root.load("trace_fp8_w1_b64")
-    t = agreement.fp8_trace_vs_bench(
-        fast.time_breakdown(trace), root.load("bench_fast_engines"), trace, width, batch
-    )
-    if len(t) < 2:
-        return [tables.show(t)]
-    a, b = t.fp8_over_fp16_speedup
-    line = (
-        f"The trace gives {a:.2f}x, the bench {b:.2f}x. The trace sums GPU kernel time of a "
-        f"forward profiled on {t.measured_utc.iloc[0]} UTC; the bench times wall latency in "
-        f"one process on {t.measured_utc.iloc[1]} UTC"
-        + (
-            ", after the trace: the fp8 engine may have changed in between, so the bench is "
-            "its current speed and the trace its breakdown of that moment."
-            if t.measured_utc.iloc[1] > t.measured_utc.iloc[0]
-            else "."
-        )
-    )
-    return [tables.show(t), Note(line)]

@@ -1,6 +1,5 @@
-"""Batch size (notebook 03): img/s and latency per batch, the knee, the CUDA-graph speed-up,
-SM coverage per batch (Nsight Compute) and memory lines, as tables; :func:`facts` reads the
-numbers the rules of :mod:`yolo_sm.topics.batch.rules` compare. Nothing here judges."""
+"""Batch size (notebook 03): img/s and latency per batch, the knee, the CUDA-graph speed-up, SM
+coverage (Nsight Compute) and memory lines, one quantity measured twice, and the facts."""
 
 from __future__ import annotations
 
@@ -40,8 +39,7 @@ def parse_config(label: str) -> dict:
 
 
 def batch_table(sweep):
-    """The ok rows of a sweep sorted by (imgsz, width, backend, batch), with ``frac_of_best``:
-    img/s over the best img/s of the same (imgsz, width, backend)."""
+    """The ok rows of a sweep, sorted, with ``frac_of_best`` (img/s over its config's best)."""
     cols = ["imgsz", "width", "backend", "batch", "img_per_s", "median_ms", "iqr_ms", "tflops"]
     cols += ["peak_mem_bytes", "graph_pool_bytes", "build_peak_mem_bytes", "gpu_busy_ms", "noisy"]
     ok = sweep[sweep["status"] == "ok"]
@@ -50,8 +48,8 @@ def batch_table(sweep):
 
 
 def saturation(table, frac: float = SATURATION):
-    """Per (imgsz, width, backend): best img/s and its batch, the knee (the smallest batch
-    reaching ``frac`` of the best: img/s and latency there), and the gain from batch 1."""
+    """Per config: best img/s and batch, the knee (first batch at ``frac`` of the best), and the
+    gain from batch 1."""
     rows = []
     for key, g in table.sort_values("batch").groupby(_CFG):
         best = g.loc[g.img_per_s.idxmax()]
@@ -70,8 +68,7 @@ def saturation(table, frac: float = SATURATION):
 
 
 def graph_speedup(table):
-    """Per (imgsz, width, batch): ``eager`` and ``cudagraph`` latency (ms) and ``speedup`` =
-    eager / graph (NaN where one is missing)."""
+    """Per (imgsz, width, batch): eager and cudagraph latency (ms) and their ratio."""
     p = table.pivot_table(index=["imgsz", "width", "batch"], columns="backend", values="median_ms")
     p = p.reindex(columns=sorted({*p.columns, "eager", "cudagraph"})).reset_index()
     p.columns.name = None
@@ -79,8 +76,7 @@ def graph_speedup(table):
 
 
 def ncu_coverage(ncu):
-    """Per config of a Nsight Compute table: time-weighted theoretical / achieved occupancy,
-    median waves per SM and the share of kernels and of kernel time under one wave."""
+    """Per config: time-weighted occupancy, median waves per SM, shares under one wave."""
     d = with_config(ncu)
     under = d.waves_per_sm < 1
     d = d.assign(_under=under.astype(float), _under_t=d.duration_us.where(under, 0.0))
@@ -96,10 +92,8 @@ def ncu_coverage(ncu):
 
 
 def memory_fit(table, value: str = "peak_mem_bytes"):
-    """Per (imgsz, width, backend): the least-squares line ``value = intercept + slope x batch``
-    (bytes; ``per_image_bytes`` is the slope), its R², the batches used, the largest batch and
-    the peak there. A CUDA graph's peak counts its private pool where ``graph_pool_bytes`` was
-    recorded (``counts_activations``); without it the replays' peak holds no activations."""
+    """Per config: the line ``value = intercept + slope x batch`` (bytes), its R² and the peak
+    at the largest batch; a graph's pool counted where recorded (``counts_activations``)."""
     t = table.copy()
     pooled = t.graph_pool_bytes.notna() if "graph_pool_bytes" in t else t.batch.isna()
     t.loc[pooled, value] = t[value] + t.get("graph_pool_bytes", 0)
@@ -125,8 +119,7 @@ def memory_fit(table, value: str = "peak_mem_bytes"):
 
 
 def graph_memory(fit):
-    """Eager against CUDA graph (pool counted) per (imgsz, width) of a :func:`memory_fit`: MB
-    per image and intercept of each, and ``footprint_ratio_at_max``, the graph's peak over
+    """Eager against CUDA graph memory (MB) per (imgsz, width), and the graph's peak over
     eager's at the largest batch."""
     e = fit[fit.backend == "eager"].set_index(["imgsz", "width"])
     g = fit[(fit.backend == "cudagraph") & fit.counts_activations].set_index(["imgsz", "width"])
@@ -146,8 +139,7 @@ def graph_memory(fit):
 
 
 def memory_budget(fit, gpu_memory_bytes: float, frac: float = MEMORY_BUDGET):
-    """A :func:`memory_fit` with MB columns, ``fitted_safe_batch`` (the largest batch whose fitted
-    line stays within ``frac`` of GPU memory: an extrapolation) and ``peak_at_max_batch_pct``."""
+    """A :func:`memory_fit` in MB with ``fitted_safe_batch`` (within ``frac`` of GPU memory)."""
     out = fit.assign(per_image_MB=fit.per_image_bytes / 1e6, intercept_MB=fit.intercept_bytes / 1e6)
     if gpu_memory_bytes > 0:
         safe = (frac * gpu_memory_bytes - fit.intercept_bytes) / fit.per_image_bytes
@@ -159,8 +151,7 @@ def memory_budget(fit, gpu_memory_bytes: float, frac: float = MEMORY_BUDGET):
 
 
 def build_vs_timed(table):
-    """Per point: peak memory while the engine was built (with the fp32 reference forward of
-    its check) and of the timed forwards, and ``build_over_timed``."""
+    """Per point: build and timed peak memory, and their ratio."""
     cols = ["imgsz", "width", "backend", "batch", "peak_mem_bytes", "build_peak_mem_bytes"]
     d = table.dropna(subset=cols[-2:])[cols]
     return d.assign(build_over_timed=d.build_peak_mem_bytes / d.peak_mem_bytes)
@@ -186,10 +177,8 @@ def gpu_memory(sweep) -> float:
 
 
 def sweep_facts(table, gpu_memory_bytes: float = math.nan, datasets=()) -> list[dict]:
-    """Facts of a :func:`batch_table` at its reference image size: eager gain from batch 1 to
-    the best batch (reference width), share of the best img/s at batch 8 of the narrowest and
-    widest width, the lowest graph speed-up at batch 1 and the highest from batch 32, and the
-    memory facts of :func:`memory_facts`."""
+    """Batch gain, share of best at batch 8, graph speed-ups and :func:`memory_facts` of a
+    :func:`batch_table` at its reference size."""
     ds, size = tuple(datasets), ref_imgsz(table)
     t = table[table.imgsz == size]
     if t.empty:
@@ -233,10 +222,8 @@ def sweep_facts(table, gpu_memory_bytes: float = math.nan, datasets=()) -> list[
 
 
 def memory_facts(table, gpu_memory_bytes: float, datasets=()) -> list[dict]:
-    """Eager memory facts (:func:`memory_fit`) at the reference size: GB per image at the
-    reference width (the article's claim reads it), the fit's worst R² over widths, the peak
-    at each width's knee batch as a share of GPU memory (highest), and at twice the side the
-    per-image memory over the reference size's."""
+    """Eager memory facts: GB per image, worst R², peak at the knee (% of GPU memory) and the
+    per-image memory at twice the side over the reference size's."""
     ds = tuple(datasets)
     if "peak_mem_bytes" not in table or table.peak_mem_bytes.notna().sum() < 2:
         return []
@@ -278,9 +265,7 @@ def memory_facts(table, gpu_memory_bytes: float, datasets=()) -> list[dict]:
 
 
 def coverage_facts(coverage, datasets=()) -> list[dict]:
-    """From an :func:`ncu_coverage` table of two batches or more: the rise of time-weighted
-    achieved occupancy from the smallest to the largest batch, and the range (max - min) of
-    time-weighted theoretical occupancy over the batches (percentage points)."""
+    """Achieved occupancy's rise and theoretical occupancy's range over the batches (points)."""
     c = coverage.sort_values("batch")
     if len(c) < 2:
         return []
@@ -299,6 +284,83 @@ def coverage_facts(coverage, datasets=()) -> list[dict]:
     ]
 
 
+# ---- one quantity, two numbers: two datasets of a root measuring the same thing ------------
+
+GRAPH, EAGER = "cudagraph/fp16/nhwc", "eager/fp16/nhwc"
+
+
+def _version(df) -> str:
+    v = df["prov_yolo_sm"].dropna() if "prov_yolo_sm" in df else []
+    return str(v.iloc[0]) if len(v) else ""
+
+
+def graph_speedup_sweep_vs_bench(sweep, bench, batch: int = 1) -> pd.DataFrame:
+    """Per width at ``batch``: eager and graph latency (ms) and speed-up in the sweep and in the
+    bench, each backend's bench over sweep latency, and which backend ``moved`` more."""
+    s = sweep[(sweep.status == "ok") & (sweep.batch == batch)]
+    if "precision" in s:
+        s = s[(s.precision == "fp16") & (s.layout == "nhwc")]
+    sw = s.pivot_table(index="width", columns="backend", values="median_ms")
+    b = bench[(bench.status == "ok") & (bench.batch == batch)]
+    bw = b.pivot_table(index="width", columns="variant", values="median_ms")
+    if not {"eager", "cudagraph"} <= set(sw) or not {EAGER, GRAPH} <= set(bw):
+        return pd.DataFrame()
+    widths = sw.index.intersection(bw.index)
+    out = pd.DataFrame(
+        {
+            "sweep_eager_ms": sw.loc[widths, "eager"],
+            "sweep_graph_ms": sw.loc[widths, "cudagraph"],
+            "bench_eager_ms": bw.loc[widths, EAGER],
+            "bench_graph_ms": bw.loc[widths, GRAPH],
+        }
+    )
+    out["sweep_speedup"] = out.sweep_eager_ms / out.sweep_graph_ms
+    out["bench_speedup"] = out.bench_eager_ms / out.bench_graph_ms
+    out["eager_ratio"] = out.bench_eager_ms / out.sweep_eager_ms
+    out["graph_ratio"] = out.bench_graph_ms / out.sweep_graph_ms
+    dev = lambda r: (r - 1).abs()  # noqa: E731
+    out["moved"] = ["eager" if e >= g else "graph" for e, g in
+                    zip(dev(out.eager_ratio), dev(out.graph_ratio), strict=True)]  # fmt: skip
+    return out.reset_index()
+
+
+def eager_memory_between_runs(first, again, imgsz: int = 640) -> pd.DataFrame:
+    """Per width: eager memory per image (MB) in ``first`` and in its repeat ``again``, the
+    batches fitted, the ratio, and each run's date and package version."""
+    again = again[again.precision.isin(first.precision.unique())]
+    fits = []
+    for df in (first, again):
+        f = memory_fit(batch_table(df))
+        fits.append(f[(f.backend == "eager") & (f.imgsz == imgsz)].set_index("width"))
+    a, b = fits
+    widths = a.index.intersection(b.index)
+    out = pd.DataFrame(
+        {
+            "first_per_image_MB": a.loc[widths, "per_image_bytes"] / 1e6,
+            "again_per_image_MB": b.loc[widths, "per_image_bytes"] / 1e6,
+            "first_batches": a.loc[widths, "batches"],
+            "again_batches": b.loc[widths, "batches"],
+        }
+    )
+    out["ratio"] = out.again_per_image_MB / out.first_per_image_MB
+    out["first_measured_utc"] = str(first.prov_date_utc.min())[:16]
+    out["again_measured_utc"] = str(again.prov_date_utc.min())[:16]
+    out["first_version"], out["again_version"] = _version(first), _version(again)
+    return out.reset_index()
+
+
+def eager_memory_by_batch(first, again, width: float, imgsz: int = 640) -> pd.DataFrame:
+    """Eager peak memory (MB) per batch at one ``width`` in both runs, and the difference."""
+    rows = []
+    for name, df in (("first", first), ("again", again)):
+        t = batch_table(df[df.precision.isin(first.precision.unique())])
+        t = t[(t.backend == "eager") & (t.width == width) & (t.imgsz == imgsz)]
+        rows.append(t.set_index("batch").peak_mem_bytes.rename(f"{name}_peak_MB") / 1e6)
+    out = pd.concat(rows, axis=1).dropna()
+    out["difference_MB"] = out.again_peak_MB - out.first_peak_MB
+    return out.reset_index()
+
+
 #: the facts :func:`facts` computes that a rule reads (a rule naming another fails to load)
 FACT_KEYS = frozenset(
     """
@@ -313,8 +375,7 @@ FACT_KEYS = frozenset(
 def facts(
     root: DataRoot, *, sweep=SWEEP, sweep_1280=SWEEP_1280, pool_sweep=POOL_SWEEP, ncu=NCU
 ) -> pd.DataFrame:
-    """The facts of notebook 03 read off ``root`` (datasets by short name); a dataset the root
-    lacks leaves its facts out."""
+    """The facts of notebook 03 from the datasets ``root`` holds."""
     rows, has = [], (lambda n: bool(n) and root.has(n))
     if has(sweep):
         s = root.load(sweep)

@@ -156,9 +156,7 @@ def workers(root: DataRoot) -> int:
 
 
 def pair_facts(multi: DataRoot, single: DataRoot) -> pd.DataFrame:
-    """``multi_gpu.scaling_efficiency`` (task logs), ``gpu_median_spread_pct`` (highest per-GPU
-    median ratio over the lowest, minus 1, %; two GPUs or more) and ``table_mismatches``;
-    none unless ``multi`` ran on two GPUs or more."""
+    """Scaling efficiency, per-GPU median spread (%) and table mismatches of a multi-GPU root."""
     rows = []
     if workers(multi) < 2:
         return facts_table(rows)

@@ -27,8 +27,7 @@ def short_label(label: str, vary: str = "batch") -> str:
 
 
 def plot_batch_curves(table, title: str | None = None):
-    """img/s (top) and latency (bottom) against batch, one line per width, eager and CUDA graph
-    side by side; log axes."""
+    """img/s and latency against batch per width, eager and CUDA graph; log axes."""
     import plotly.express as px
 
     long = table.assign(width=table["width"].map("{:g}".format)).melt(
@@ -97,8 +96,7 @@ def plot_graph_speedup(speedup):
 
 
 def batch_explorer(sweep, width: float, backend: str, frac: float):
-    """JupyterLab explorer: width and backend dropdowns -> :func:`plot_batch_detail` and the
-    rows behind it."""
+    """JupyterLab explorer of :func:`plot_batch_detail` by width and backend."""
     import ipywidgets as W
     from IPython.display import display
 
@@ -121,8 +119,7 @@ def batch_explorer(sweep, width: float, backend: str, frac: float):
 
 
 def plot_waves_ecdf(ncu):
-    """Share of kernel time in kernels of at most x waves per SM, one curve per batch; the line at
-    one wave separates launches that cannot cover every SM."""
+    """Share of kernel time in kernels of at most x waves per SM, one curve per batch."""
     import plotly.express as px
 
     d = with_config(ncu).sort_values("batch")
@@ -138,8 +135,7 @@ def plot_waves_ecdf(ncu):
 
 
 def plot_occupancy_by_batch(coverage):
-    """Time-weighted theoretical and achieved occupancy per batch, and the kernel time under one
-    wave."""
+    """Time-weighted occupancy per batch, and the kernel time under one wave."""
     import plotly.express as px
 
     long = coverage.assign(batch=coverage["batch"].astype(str)).melt(
@@ -175,8 +171,7 @@ def plot_gpm_by(medians, x: str = "batch", title: str | None = None):
 
 
 def plot_memory(table, fit):
-    """Measured peak memory against batch (dots) and the fitted lines, one panel per (image
-    size, backend), colour by width; log axes."""
+    """Peak memory against batch and the fitted lines, a panel per (size, backend); log axes."""
     import plotly.express as px
 
     d = table.dropna(subset=["peak_mem_bytes"]).assign(

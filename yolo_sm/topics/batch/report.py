@@ -1,6 +1,5 @@
-"""Notebook 03's sections, one call each: a dataset root and the short names of the datasets
-it reads in, what the cell shows out (tables, figures, a widget), or one sentence saying what
-the root lacks (:func:`absent`), so one notebook renders a GPU root and a CPU root."""
+"""Notebook 03's sections: a root and dataset names in, tables and figures out, or one sentence
+saying what the root lacks (:func:`absent`)."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ import pandas as pd
 from yolo_sm.analyse import gpm
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.schema import COLLECT_TASKS
-from yolo_sm.report import rules, tables
+from yolo_sm.report import plots, rules, tables
 from yolo_sm.report.sections import Note
 from yolo_sm.report.text import code
 from yolo_sm.topics.batch import analyse as batch
@@ -20,33 +19,10 @@ from yolo_sm.topics.your_model.analyse import ModelView
 
 # fmt: off
 
-#: what a dataset holds and why a root may lack it, by name prefix (longest match wins)
-HERE = "collect it with the plan step of that name on this machine"
-HOPPER = "on NVIDIA GPUs of the Hopper generation or newer"
-WHY = {
-    "ncu_": ("Nsight Compute table", "it is collected on NVIDIA GPUs only (ncu replays each "
-             "kernel with hardware counters)"),
-    "gpm_overhead": ("GPM sampler overhead table", f"it is measured with NVML GPM, {HOPPER}"),
-    "gpm_": ("NVML GPM timeline", f"GPM counters exist {HOPPER} only"),
-    "trace_": ("PyTorch-profiler kernel trace", HERE),
-    "sweep_1280": ("1280 px sweep", "it is a long GPU plan step, collected where a GPU has the "
-                   "time and memory for it"),
-    "sweep_": ("sweep", HERE),
-}
-
 
 def absent(root: DataRoot, name: str) -> str:
-    """One sentence: ``root`` holds no dataset ``name``, what it would be and why it may be
-    missing; a model's view (notebook 11) says it with :meth:`missing`."""
-    if isinstance(root, ModelView):
-        return root.missing(name)
-    what, why = next(
-        (v for k, v in sorted(WHY.items(), key=lambda kv: -len(kv[0])) if name.startswith(k)),
-        ("dataset", HERE),
-    )
-    device = root.device_name()
-    who = root.name if device == root.name else f"{root.name}, {device}"
-    return f"This root ({who}) holds no {what} ({name}): {why}."
+    """One sentence: ``root`` holds no dataset ``name`` (a model's view: :meth:`missing`)."""
+    return root.missing(name) if isinstance(root, ModelView) else plots.absent(root, name)
 
 
 def show(items) -> None:
@@ -167,8 +143,7 @@ def build(root: DataRoot, sweep: str, sweep_1280: str | None = None, top: int = 
 
 
 def multi_gpu_section(multi: DataRoot | None, single: DataRoot | None) -> list:
-    """A multi-GPU root against a one-GPU root: scaling and runs (task logs), each GPU's
-    ratios (table and figure), the tables' match and the rules' verdicts; else one line."""
+    """A multi-GPU root against a one-GPU root: scaling, per-GPU ratios, tables, verdicts."""
     if multi is None or single is None or multi_gpu.workers(multi) < 2:
         return [
             Note(

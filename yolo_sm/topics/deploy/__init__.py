@@ -93,7 +93,6 @@ TOPIC = Topic(
         "probe": (ProbeStep, RUN + "run_probe"),
         "compile_cache": (CacheStep, RUN + "run_compile_cache"),
     },
-    pair_sources=(),
     headlines={
         "10_fast_engines": (
             "fast_b1_speedup",
@@ -102,4 +101,3 @@ TOPIC = Topic(
         ),
     },
 )
-

@@ -1,6 +1,5 @@
-"""Notebook 10's tables and :func:`facts` (keys ``fast.*``): the deploy bench, where a compiled
-engine's GPU time goes (Kineto kernel tables), and the compile-cache builds. Every function
-takes tables and returns a table or facts; none judges. A ratio between engines is taken
+"""Notebook 10's tables and facts (``fast.*``): the deploy bench, where a compiled engine's GPU
+time goes (Kineto), and cold and warm torch.compile builds. Ratios between engines are taken
 inside one (model, batch) unit of a bench, whose rows ran in one process."""
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from yolo_sm.analyse.bench_table import (
 from yolo_sm.analyse.facts import clock_spread_pct, fact, facts_table, sm_clock_mhz
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.errors import UserError
-from yolo_sm.topics.deploy import compile_cache, frames
+from yolo_sm.topics.deploy import frames
 
 __all__ = ["BASELINE", "deploy_bench", "facts", "side_by_side", "time_breakdown"]
 
@@ -35,9 +34,8 @@ TRACE_COMPILE = "trace_compile_w1_b64"
 
 
 def deploy_bench(root: DataRoot) -> pd.DataFrame:
-    """The rows of :data:`DEPLOY_BENCHES` the ranking reads: per batch size those of the first
-    bench that holds it, units lacking an engine of their plan step left out; column
-    ``dataset`` names the bench. Empty where the root holds none."""
+    """Per batch size the complete units of the first of :data:`DEPLOY_BENCHES` that holds it,
+    with a ``dataset`` column."""
     parts, seen = [], set()
     for name in DEPLOY_BENCHES:
         if root.has(name):
@@ -49,8 +47,8 @@ def deploy_bench(root: DataRoot) -> pd.DataFrame:
 
 
 def side_by_side(bench, extra: tuple[str, ...] = ()):
-    """One row per (width, batch, variant) in run order: status, img/s, ratio to the baseline,
-    p50 / p99 latency (ms), build seconds, then the ``extra`` columns the table has."""
+    """Per (width, batch, variant) in run order: status, img/s, ratio to the baseline, latency
+    (ms), build s and the ``extra`` columns."""
     cols = ["width", "batch", "variant", "status", "img_per_s", "vs_baseline", "median_ms"]
     cols = [c for c in (*cols, "p99_ms", "build_s", *extra) if c in bench]
     order = {v: i for i, v in enumerate(variant_order(bench))}
@@ -112,8 +110,7 @@ def part_order(parts) -> list[str]:
 
 
 def time_breakdown(kernels):
-    """GPU ms per forward by part (rows, :data:`PARTS`) and config (columns) of a Kineto kernel
-    table with ``iteration`` (forwards) per config; a ``total`` row last."""
+    """GPU ms per forward by part (rows) and config (columns) of a Kineto table, ``total`` last."""
     k = kernels.assign(part=kernel_parts(kernels))
     forwards = k.groupby("config").iteration.nunique()
     t = k.pivot_table(index="part", columns="config", values="duration_us", aggfunc="sum")
@@ -129,8 +126,7 @@ def part_ms(breakdown, config: str, parts) -> float:
 
 
 def compare_backends(tables: dict, config: str):
-    """Kineto kernel tables of several engines (label -> table) of one model ``config`` as one
-    table, each table's ``config`` renamed to its label, for :func:`time_breakdown`."""
+    """Kernel tables (label -> table) of one ``config`` as one, ``config`` set to the label."""
     parts = []
     for label, k in tables.items():
         k = k[k.config == config]
@@ -145,22 +141,48 @@ def kernels_per_forward(kernels):
 
 
 def compiled(root: DataRoot):
-    """Eager fp16 (from the fp8 trace) and torch.compile's kernels of one config as one
-    :func:`compare_backends` table, and that config."""
+    """Eager fp16's and torch.compile's kernels of one config as one table, and the config."""
     fp8 = root.load(TRACE_FP8)
     fp16 = next(c for c in fp8["config"].unique() if "_fp16_" in c)
     both = compare_backends({"eager": fp8, "compile": root.load(TRACE_COMPILE)}, fp16)
     return both, fp16
 
 
+# ---- cold and warm torch.compile builds (made by yolo_sm.topics.deploy.collect) -------------
+
+CACHE_DATASET = "bench_compile_cache"
+CACHE_COLUMNS = (
+    "width", "batch", "compile_mode", "cache", "compile_cache", "autotuned_ops", "autotune_reads",
+    "compile_s", "build_s", "process_s", "img_per_s", "median_ms", "status", "message",
+)  # fmt: skip
+
+
+def cache_builds(table):
+    """One row per build, cold before warm: what it found in the cache, seconds, img/s."""
+    order = [c for c in ("width", "batch", "compile_mode", "run") if c in table]
+    return table.sort_values(order)[[c for c in CACHE_COLUMNS if c in table]].reset_index(drop=True)
+
+
+def cache_facts(table) -> list[dict]:
+    """Cold over warm ``compile_s`` per (compile mode, width, batch)."""
+    ok = table[table["status"] == "ok"]
+    rows = []
+    for (mode, w, b), g in ok.groupby(["compile_mode", "width", "batch"]):
+        cold, warm = g[g["cache"] == "cold"], g[g["cache"] == "warm"]
+        if len(cold) and len(warm) and float(warm.compile_s.iloc[0]) > 0:
+            ratio = float(cold.compile_s.iloc[0]) / float(warm.compile_s.iloc[0])
+            sc = f"mode={mode}, width={float(w):g}, batch={int(b)}"
+            rows.append(fact("fast.cold_over_warm_compile", ratio, "x", scope=sc,
+                             datasets=(CACHE_DATASET,)))  # fmt: skip
+    return rows
+
+
 # ---- facts --------------------------------------------------------------------------------
 
 
 def speedup_facts(bench, datasets) -> list[dict]:
-    """Per batch: the median over the bench's units of the fastest 16-bit model-only engine's
-    img/s over eager fp16 NHWC's in the same unit
-    (``fast.best16_img_per_s_over_baseline_median``), with the largest SM clock spread (%)
-    between the two rows of a unit."""
+    """Per batch: median over units of the fastest 16-bit engine's img/s over the baseline's,
+    with the largest clock spread (%)."""
     e = engines(bench, baseline=True)
     e = e[~e["precision"].isin(EIGHT_BIT)] if "precision" in e else e
     e = e.assign(clock=sm_clock_mhz(e))
@@ -184,9 +206,7 @@ def speedup_facts(bench, datasets) -> list[dict]:
 
 
 def predict_facts(bench, datasets) -> list[dict]:
-    """The least, over the bench's units that ran both, of the fastest frames-to-boxes
-    pipeline's frames/s over YOLO.predict's on the same frames
-    (``fast.pipeline_over_predict_min``)."""
+    """The least over units of the fastest pipeline's frames/s over YOLO.predict's."""
     t = frames.pipeline_table(bench)
     ratio = t.groupby(["width", "batch"])["vs_predict"].max().dropna()
     if ratio.empty:
@@ -198,8 +218,7 @@ def predict_facts(bench, datasets) -> list[dict]:
 
 
 def compile_facts(both) -> list[dict]:
-    """The share (%) of the GPU time torch.compile saves per forward that comes from the
-    convolutions, from a :func:`compiled` table, with the SM clock spread of its two traces."""
+    """The share (%) of torch.compile's GPU-time saving that comes from the convolutions."""
     b = time_breakdown(both)
     c_e, c_c = part_ms(b, "eager", CONV_PARTS), part_ms(b, "compile", CONV_PARTS)
     t_e, t_c = float(b.loc["total", "eager"]), float(b.loc["total", "compile"])
@@ -225,10 +244,7 @@ FACT_KEYS = frozenset(
 
 
 def facts(root: DataRoot):
-    """The fast-engines facts of ``root``, each where the root holds its tables: the deploy
-    bench's speed-ups and pipeline over YOLO.predict (:func:`deploy_bench`), the compile traces,
-    the pipeline modes and probes (:mod:`~yolo_sm.topics.deploy.frames`) and the compile-cache
-    builds (:mod:`~yolo_sm.topics.deploy.compile_cache`)."""
+    """The ``fast.*`` facts of the tables ``root`` holds."""
     rows = []
     bench = deploy_bench(root)
     if len(bench):
@@ -239,6 +255,6 @@ def facts(root: DataRoot):
     benches = {d: complete_bench(root, d) for d in frames.PIPELINE_DATASETS if root.has(d)}
     rows += frames.mode_facts(benches)
     rows += frames.probe_facts({n: root.load(n) for n in root.find_all("probe")})
-    if root.has(compile_cache.DATASET):
-        rows += compile_cache.cache_facts(root.load(compile_cache.DATASET))
+    if root.has(CACHE_DATASET):
+        rows += cache_facts(root.load(CACHE_DATASET))
     return facts_table(r for r in rows if not math.isnan(r["value"]))

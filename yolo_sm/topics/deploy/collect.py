@@ -1,10 +1,6 @@
-"""Cold and warm torch.compile builds: per (width, compile mode), two builds of the same model
-in two fresh processes against one new, empty inductor cache folder (``TORCHINDUCTOR_CACHE_DIR``):
-cold (the folder empty), then warm (what the first wrote there). Each process builds the engine,
-records its ``compile_s`` and what it found in the cache, and times it; one row per build. A
-(width, mode) pair is a unit of :func:`yolo_sm.core.grid.run_grid`: a rerun builds only the
-units the table lacks. ``python -m yolo_sm.topics.deploy.collect ARGS_JSON RESULT_JSON`` is the
-child process."""
+"""Cold and warm torch.compile builds: per (width, compile mode) two fresh processes build the
+model against one new inductor cache folder, cold then warm, one row per build (resumable).
+``python -m yolo_sm.topics.deploy.collect ARGS_JSON RESULT_JSON`` is the child process."""
 
 from __future__ import annotations
 
@@ -44,9 +40,6 @@ INFO_COLUMNS = (
 RUNS = ("cold", "warm")
 
 
-CacheSpec = CacheStep
-
-
 def child_env(cache_dir: str, environ=None) -> dict:
     """This environment, inductor's and Triton's caches in ``cache_dir``, the package importable."""
     env = dict(os.environ if environ is None else environ)
@@ -73,7 +66,7 @@ def run_child(args: dict, env: dict, timeout_s: float) -> dict:
         return {"status": "error", "message": f"the build process failed: {why}"}
 
 
-def _complete(spec: CacheSpec):
+def _complete(spec: CacheStep):
     """Whether a unit's rows hold both builds with ``spec``'s model, shape and precision."""
 
     def complete(unit, rows) -> bool:
@@ -84,20 +77,20 @@ def _complete(spec: CacheSpec):
     return complete
 
 
-def missing_units(spec: CacheSpec, out: str | os.PathLike) -> list[tuple[float, str]]:
+def missing_units(spec: CacheStep, out: str | os.PathLike) -> list[tuple[float, str]]:
     """The (width, mode) units of ``spec`` the table ``out`` lacks."""
     return _held(spec, out)[1]
 
 
-def _held(spec: CacheSpec, out) -> tuple[list[dict], list[tuple[float, str]]]:
+def _held(spec: CacheStep, out) -> tuple[list[dict], list[tuple[float, str]]]:
     """The table's rows and the units it lacks."""
     rows = table_rows(Path(out), ("width", "compile_mode", "cache"), "compile_cache")
     return rows, pending(spec.units(), rows, _key, _row_key, _complete(spec))
 
 
-def missing_seconds(spec: CacheSpec, out: str | os.PathLike) -> tuple[float | None, list[str]]:
-    """Seconds the units ``out`` lacks will take (:func:`unit_estimate`; None where one has
-    nothing to go by), and the modes estimated by the plan's ``mode_est_s``."""
+def missing_seconds(spec: CacheStep, out: str | os.PathLike) -> tuple[float | None, list[str]]:
+    """Seconds the units ``out`` lacks will take (None: nothing to go by), and the modes
+    estimated by the plan's ``mode_est_s``."""
     rows, todo = _held(spec, out)
     pace = Pace(rows=rows)
     estimates = [_estimate(spec, u, pace) for u in todo]
@@ -123,7 +116,7 @@ def with_unit_seconds(rows: list[dict]) -> list[dict]:
     return out
 
 
-def _same_shape(spec: CacheSpec, mode: str | None = None):
+def _same_shape(spec: CacheStep, mode: str | None = None):
     """Rows built with ``spec``'s batch, size and precision (and ``mode``)."""
     head = {k: v for k, v in _head(spec, 0.0, "").items() if k not in ("width", "compile_mode")}
 
@@ -134,13 +127,13 @@ def _same_shape(spec: CacheSpec, mode: str | None = None):
     return keep
 
 
-def unit_estimate(spec: CacheSpec, unit: tuple[float, str], pace: Pace) -> float | None:
+def unit_estimate(spec: CacheStep, unit: tuple[float, str], pace: Pace) -> float | None:
     """Seconds a (width, mode) unit will take: the longest unit of the mode held, scaled to the
     width; else the plan's ``mode_est_s``, else the longest of any mode; None without any."""
     return _estimate(spec, unit, pace)[0]
 
 
-def _estimate(spec: CacheSpec, unit: tuple[float, str], pace: Pace) -> tuple[float | None, bool]:
+def _estimate(spec: CacheStep, unit: tuple[float, str], pace: Pace) -> tuple[float | None, bool]:
     """:func:`unit_estimate`, and whether it is the plan's ``mode_est_s``."""
     width, mode = unit
     rows = with_unit_seconds(pace.rows)
@@ -161,7 +154,7 @@ def _row_key(row: dict) -> tuple[float, str]:
 
 
 def run_cache_builds(
-    spec: CacheSpec,
+    spec: CacheStep,
     out: str | os.PathLike,
     runner=None,
     progress=True,
@@ -169,9 +162,8 @@ def run_cache_builds(
     est_unit_s: float | None = None,
     clock=None,
 ):
-    """Build each unit of ``spec`` that ``out`` lacks, cold then warm in fresh processes; the table
-    is written after each unit (``unit_s``: its seconds). ``runner``: how one build runs
-    (:func:`run_child`); ``deadline``: no unit starts that would end past it. Returns the table."""
+    """Build each unit of ``spec`` that ``out`` lacks, cold then warm, by ``runner``
+    (:func:`run_child`); no unit starts that would end past ``deadline``."""
     runner = runner or run_child
     command = user_command(sys.argv) if sys.argv and sys.argv[0] else None
 
@@ -223,7 +215,7 @@ def run_cache_builds(
     )
 
 
-def _build_args(spec: CacheSpec) -> dict:
+def _build_args(spec: CacheStep) -> dict:
     """What every build process of ``spec`` is given (a unit adds its width and mode)."""
     args = asdict(spec)
     for k in ("widths", "modes", "width_modes"):
@@ -231,7 +223,7 @@ def _build_args(spec: CacheSpec) -> dict:
     return args
 
 
-def _head(spec: CacheSpec, width: float, mode: str) -> dict:
+def _head(spec: CacheStep, width: float, mode: str) -> dict:
     return {
         "family": spec.family,
         "width": float(width),

@@ -1,8 +1,5 @@
-"""Where does a frames-to-boxes batch spend its time? :func:`probe_pipeline` runs each stage of
-:class:`yolo_sm.core.pipeline.DetectionPipeline` alone and synchronised, ``reps`` times, on one
-batch of pinned camera frames: the copy, letterbox, engine, decode and post-processing, the
-letterbox and decode compiled, then whole batches with 1 and 3
-in flight. One row per stage: median wall and CUDA-event ms (plan step kind ``probe``)."""
+"""Where does a frames-to-boxes batch spend its time? Each stage of the detection pipeline alone
+and synchronised, then whole batches with 1 and 3 in flight: median wall and GPU ms per stage."""
 
 from __future__ import annotations
 
@@ -42,11 +39,9 @@ def probe_pipeline(
     frames: str = "bus",
     keep_state: bool = False,
 ):
-    """One row per stage of :data:`STAGES` (``stage``, ``wall_ms``, ``gpu_ms``: medians over
-    ``reps``; ``gpu_ms`` NaN on a CPU), with the unit's columns. ``frames``: ``bus`` (every frame
-    the bus photo, NMS's worst case) or ``alternate`` (bus and zidane, as the bench feeds). The
-    engine is the bench's pipeline engine, the model with the bench's class prior. ``keep_state``:
-    return ``(table, state)`` with the model, engine (open), pipeline, frames and decoded batch."""
+    """Per stage of :data:`STAGES`: median ``wall_ms`` and ``gpu_ms`` over ``reps``. ``frames``:
+    ``bus`` (NMS's worst case) or ``alternate`` (as the bench feeds); ``keep_state``: return
+    ``(table, state)`` with the open engine."""
     import numpy as np
     import torch
 

@@ -1,6 +1,5 @@
-"""Frames to boxes (notebook 10): the pipeline rows of the benches and the pipeline probes, as
-tables and facts (keys ``fast.*``). Each ratio is inside one (width, batch) unit of one table,
-whose rows ran in one process."""
+"""Frames to boxes (notebook 10): the benches' pipeline rows and the probes, as tables and
+``fast.*`` facts; each ratio inside one (width, batch) unit of one table."""
 
 from __future__ import annotations
 
@@ -24,9 +23,8 @@ PIPELINE_COLUMNS = [
 
 
 def pipeline_table(bench):
-    """Per (width, batch) and pipeline row: frames/s, p50 / p99 latency and jitter (p99 - p50,
-    ms), its engine's model-only img/s and the ratio, YOLO.predict's frames/s and the pipeline
-    over it, and where the table has them the mode and NMS's candidates and boxes per frame."""
+    """Per pipeline row: frames/s, latency and jitter (ms), its engine's img/s, YOLO.predict's
+    frames/s and the ratios."""
     ok = ok_rows(bench)
     pipe = ok[ok["variant"].str.startswith(PIPELINE)]
     pred = ok[ok["variant"] == PREDICT].set_index(["width", "batch"])["img_per_s"]
@@ -42,9 +40,7 @@ def pipeline_table(bench):
 
 
 def mode_table(bench):
-    """Per (width, batch): the most frames/s of each pipeline mode over its stream counts
-    (rows measured before the modes are ``full``) and each other mode over ``full``
-    (``<mode>_over_full``; above 1: faster)."""
+    """Per (width, batch): the most frames/s of each pipeline mode and ``<mode>_over_full``."""
     pipe = pipeline_table(bench)
     if pipe.empty:
         return pd.DataFrame(columns=["width", "batch"])
@@ -61,9 +57,7 @@ def mode_table(bench):
 
 
 def mode_facts(tables: dict) -> list[dict]:
-    """The least, over every unit of ``tables`` (name -> bench) that ran the full and the graph
-    pipeline, of the graph pipeline's frames/s over the full one's
-    (``fast.pipeline_graph_over_full_min``)."""
+    """The least graph-over-full pipeline ratio over the units of ``tables`` (name -> bench)."""
     ratios = {}
     for name, t in tables.items():
         m = mode_table(t)
@@ -76,9 +70,7 @@ def mode_facts(tables: dict) -> list[dict]:
 
 
 def probe_stages(probes: dict):
-    """Every probe (name -> probe table) stage by stage: median GPU and wall ms and the wall
-    time's share of one batch through the 1-stream pipeline, led by the probe's width and
-    batch."""
+    """Every probe stage by stage: GPU and wall ms and the share of a 1-stream batch."""
     blocks = []
     for probe in probes.values():
         out = probe[[c for c in ("stage", "gpu_ms", "wall_ms", "same_result") if c in probe]]
@@ -106,9 +98,8 @@ PROBE_FACTS = {
 
 
 def probe_values(probe) -> dict[str, float]:
-    """One probe's values of :data:`PROBE_FACTS`: the engine's share (%) of the five stages'
-    summed wall time, the letterbox and decode compiled over eager (GPU time), and one stream's
-    time per batch over three streams'; a value the probe cannot give is left out."""
+    """One probe's values of :data:`PROBE_FACTS` (engine share of the stages' wall time, %;
+    compiled over eager GPU time; one stream over three), those it can give."""
     by_stage = probe.set_index("stage")
     ms, gpu = by_stage["wall_ms"], by_stage["gpu_ms"]
     out = {}
@@ -124,8 +115,7 @@ def probe_values(probe) -> dict[str, float]:
 
 
 def probe_facts(probes: dict) -> list[dict]:
-    """Each of :data:`PROBE_FACTS` over the probes that give it, the least favourable one, with
-    those probes as its datasets."""
+    """Each of :data:`PROBE_FACTS`, the least favourable over the probes that give it."""
     values = {name: probe_values(probe) for name, probe in probes.items()}
     rows = []
     for key, (unit, worst) in PROBE_FACTS.items():

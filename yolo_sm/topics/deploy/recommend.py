@@ -1,6 +1,5 @@
 """What to deploy, from a bench (notebook 10 and ``yolo-sm bench``): every path ranked per batch
-regime (:func:`ranking`) and the path to deploy in each (:func:`deploy`). Every ratio is taken
-inside one (model, batch) unit of the bench, whose rows ran in one process."""
+regime and the path to deploy in each; ratios inside one (model, batch) unit."""
 
 from __future__ import annotations
 
@@ -51,12 +50,9 @@ COLUMNS = (
 
 
 def ranking(bench: pd.DataFrame, peaks: dict | None = None) -> pd.DataFrame:
-    """Per batch, every ok path of a bench (model-only engines and frames-to-boxes paths) ranked
-    by ``vs_fastest_engine``: its img/s over the fastest model-only engine of the same (model,
-    batch) unit, median over the ``units`` it ran. ``img_per_s``, ``median_ms`` and ``p99_ms``
-    (latency of one batch; frames to boxes: submission to boxes on the host) and ``roof_pct``
-    (TFLOP/s over ``peaks[precision]``, the measured dense matmul peak in TFLOP/s, %) are
-    medians over those units; ``build_s`` (s) and ``peak_mem_gib`` (GiB) the largest."""
+    """Per batch, every ok path ranked by its img/s over the fastest model-only engine of its
+    unit (median over units), with latency (ms), build s, peak GiB and ``roof_pct`` (TFLOP/s
+    over ``peaks[precision]``, %)."""
     ok = ok_rows(bench)
     ok = ok[ok["img_per_s"] > 0]
     for col in ("p99_ms", "build_s", "peak_mem_bytes", "tflops", "precision"):
@@ -94,11 +90,9 @@ def ranking(bench: pd.DataFrame, peaks: dict | None = None) -> pd.DataFrame:
 
 
 def deploy(ranked: pd.DataFrame, near: float = NEAR) -> pd.DataFrame:
-    """One row per batch of a :func:`ranking`: the path to deploy. The frames-to-boxes path
-    with the most img/s (of those within ``near`` of it, the lowest latency; at batch 1 the
-    lowest latency outright), or where none ran the fastest model-only engine (of those within
-    ``near``, the shortest build); with the fastest model-only engine and YOLO.predict's img/s
-    beside it."""
+    """Per batch of a :func:`ranking`, the path to deploy: of the frames-to-boxes paths within
+    ``near`` of the most img/s the lowest latency (batch 1: of all), else of the engines within
+    ``near`` the shortest build."""
     rows = []
     for batch, g in ranked.groupby("batch"):
         paths = g[(g["scope"] == "frames_to_boxes") & (g["variant"] != PREDICT)]

@@ -14,7 +14,7 @@ from yolo_sm.report.colors import TEMPLATE
 from yolo_sm.report.sections import Note, missing_note, needs
 from yolo_sm.report.style import finish
 from yolo_sm.topics.deploy import analyse as fast
-from yolo_sm.topics.deploy import compile_cache, frames
+from yolo_sm.topics.deploy import frames
 from yolo_sm.topics.deploy import recommend as fast_recommend
 
 
@@ -225,10 +225,10 @@ def compile_figure(root: DataRoot):
     )
 
 
-@needs(compile_cache.DATASET)
+@needs(fast.CACHE_DATASET)
 def compile_builds(root: DataRoot):
     """The cold and the warm torch.compile build of each mode, side by side."""
-    return tables.show(compile_cache.builds(root.load(compile_cache.DATASET)))
+    return tables.show(fast.cache_builds(root.load(fast.CACHE_DATASET)))
 
 
 @needs(fast.AUTOTUNE_DATASET)

@@ -1,7 +1,4 @@
-"""Notebook 10's rules, one literal table over the facts of
-:func:`yolo_sm.topics.deploy.analyse.facts`, checked when loaded. A rule with no datasets reads
-the tables its root holds (every probe, every pipeline bench); its verdict names them. The
-deploy bench is, per batch size, the first of ``DEPLOY_BENCHES`` that holds it."""
+"""Notebook 10's rules; one with no datasets reads every probe or pipeline bench its root holds."""
 
 from __future__ import annotations
 

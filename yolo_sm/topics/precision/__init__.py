@@ -78,7 +78,6 @@ TOPIC = Topic(
         "numerics": (NumericsStep, RUN + "run_numerics"),
         "int8_kernels": (Int8KernelStep, RUN + "run_int8_kernels"),
     },
-    pair_sources=(),
     headlines={
         "02_precision": (
             "precision_fp16_faster_large_batch",

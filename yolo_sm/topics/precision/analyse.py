@@ -1,10 +1,4 @@
-"""Precision (notebook 02): tables and facts.
-
-Same-run speed-ups over fp32, the kernel mix and occupancy per precision and layout (Nsight
-Compute), bf16 against fp16 per layer, the sweeps' numerical error next to the tolerances and
-the ``numerics`` dataset next to the fast-engines bench's fp8 check. :func:`facts` returns the
-numbers :mod:`yolo_sm.topics.precision.rules` judges. Nothing here judges.
-"""
+"""Precision (notebook 02): speed-ups, kernels and numerical error per precision, and facts."""
 
 from __future__ import annotations
 
@@ -66,10 +60,8 @@ def load_present(root: DataRoot, names):
 
 
 def precision_speedup(sweep, *, baseline: str = "fp32"):
-    """Same-run latency ratio ``baseline / precision`` (above 1: faster than the baseline) per
-    width, layout, batch and backend, only where both were measured, with
-    ``clock_spread_pct``: how far apart (%) the two points' SM clocks were
-    (:func:`yolo_sm.analyse.facts.clock_spread_pct`)."""
+    """Same-run latency ratio ``baseline / precision`` per width, layout, batch and backend,
+    with the two points' SM clock spread (%)."""
     index = ["width", "layout", "batch", "backend"]
     r = same_run_ratio(sweep, baseline=baseline, index=tuple(index))
     r = r.dropna(subset=["ratio"]).reset_index(drop=True)
@@ -90,16 +82,14 @@ def precision_speedup(sweep, *, baseline: str = "fp32"):
 
 
 def speedup_grid(ratios):
-    """Same-run ratios of :func:`precision_speedup` as a grid: one row per backend and batch,
-    one column per precision and width."""
+    """:func:`precision_speedup` per (backend, batch) and (precision, width)."""
     return ratios.pivot_table(
         index=["backend", "batch"], columns=["precision", "width"], values="ratio"
     ).round(2)
 
 
 def ratio_by_width(ratios, *, precision: str, backend: str = GRAPH_BACKEND, min_batch: int = 16):
-    """Median same-run ratio of ``precision`` per width over the batches from ``min_batch`` up
-    (one backend): width, ratio, batches."""
+    """Median same-run ratio of ``precision`` per width over the batches from ``min_batch``."""
     r = ratios[
         (ratios.precision == precision) & (ratios.backend == backend) & (ratios.batch >= min_batch)
     ]
@@ -114,10 +104,8 @@ def ratio_by_width(ratios, *, precision: str, backend: str = GRAPH_BACKEND, min_
 
 
 def precision_forward(ncu):
-    """Per config (precision x layout): kernels and GPU kernel time per forward, time-weighted
-    theoretical and achieved occupancy, the time share of kernels at or above
-    :data:`HIGH_OCCUPANCY_PCT` theoretical occupancy, and the time shares of SIMT
-    convolutions, tensor-core kernels and layout transforms."""
+    """Per config: kernels and time per forward, time-weighted occupancy (%), and the time
+    shares of high-occupancy, SIMT, tensor-core and layout-transform kernels."""
     k = add_kernel_class(ncu) if "kernel_class" not in ncu else ncu
     out = time_weighted(k, "config").set_index("config")
     t = k.groupby(["config", "kernel_class"]).duration_us.sum().unstack(fill_value=0.0)
@@ -147,15 +135,14 @@ FORWARD_COLUMNS = tuple(
 
 
 def precision_class_shares(ncu):
-    """Share of kernel time per kernel class per config (``kernels.class_shares``), configs
-    ordered fp32 -> bf16, NCHW before NHWC; ready for ``plots.plot_class_shares(y="config")``."""
+    """Share of kernel time per kernel class per config, configs in precision order."""
     s = with_config(class_shares(ncu, by=["config"]))
     return order_configs(s).reset_index(drop=True)
 
 
 def precision_matmul(ncu):
-    """Convolution and GEMM kernels per config, class and operand type: kernels, time, and
-    time-weighted occupancy, registers per thread and shared memory per block."""
+    """Conv and GEMM kernels per config, class and operand type: time, time-weighted occupancy,
+    registers and shared memory (KiB)."""
     k = add_kernel_class(ncu) if "kernel_class" not in ncu else ncu
     mm = k[k.kernel_class.isin(MATMUL_CLASSES)]
     out = time_weighted(
@@ -181,10 +168,8 @@ MATMUL_COLUMNS = tuple(
 
 
 def precision_layer_delta(ncu, a: str = "bf16", b: str = "fp16", layout: str = "nhwc"):
-    """Per layer of one Nsight Compute forward in precision ``a`` against ``b`` (same layout):
-    GPU kernel time in each (us), ``delta_us`` = a - b, and the kernel classes each ran
-    (``classes_a`` / ``classes_b``, '+'-joined), largest delta first. Empty when the table
-    lacks either config."""
+    """Per layer: kernel time (us) in ``a`` and ``b``, ``delta_us`` = a - b and the kernel
+    classes each ran, largest delta first."""
     k = with_config(add_kernel_class(ncu) if "kernel_class" not in ncu else ncu)
     k = k[k.layout == layout]
     cols = ["layer", f"{a}_us", f"{b}_us", "delta_us", f"classes_{a}", f"classes_{b}"]
@@ -210,9 +195,7 @@ def tolerance(precision: str) -> float:
 
 
 def error_table(*sweeps):
-    """Per precision and layout over the ok rows of ``sweeps``: points, median and max
-    ``rel_err`` (relative L2 of the head output against eager fp32), the precision's tolerance
-    and the headroom ``tolerance / max``."""
+    """Per precision and layout: points, median and max ``rel_err``, tolerance and headroom."""
     d = pd.concat([ok_rows(s) for s in sweeps if s is not None], ignore_index=True)
     out = (
         d.groupby(["precision", "layout"])
@@ -224,18 +207,9 @@ def error_table(*sweeps):
     return order_configs(out).reset_index(drop=True)
 
 
-def input_kind(numerics):
-    """The ``numerics`` dataset's input kind column ('random' / 'photo')."""
-    col = next((c for c in ("input", "input_kind") if c in numerics), None)
-    if col is None:
-        raise ValueError("the numerics table has no input column ('input': random / photo)")
-    return numerics[col].astype(str)
-
-
 def numerics_summary(numerics):
-    """Per precision over the ``numerics`` rows on random inputs (as built, no class prior):
-    points, median and max ``rel_err``, tolerance."""
-    d = numerics[input_kind(numerics) == "random"]
+    """Per precision on random inputs, as built: points, median and max ``rel_err``, tolerance."""
+    d = numerics[numerics["input"] == "random"]
     if "class_prior" in d:
         d = d[~d.class_prior.astype(bool)]
     out = d.groupby("precision").rel_err.agg(points="size", median="median", max="max")
@@ -245,11 +219,8 @@ def numerics_summary(numerics):
 
 
 def bench_check_errors(bench, variant: str = FP8_VARIANT, min_batch: int = FP8_MIN_BATCH):
-    """The numerical check of ``variant`` in the fast-engines bench, per width: the relative L2
-    error of the head output against eager fp32 on the photos (``rel_err`` of ok rows, read from
-    the message of rows that failed the check), its range over the batches of at least
-    ``min_batch`` and how many of them failed. The check's input is the four calibration images
-    repeated to the batch: a smaller batch checks on fewer images."""
+    """Per width: the range of ``variant``'s check error over the batches from ``min_batch``
+    (smaller ones check fewer photos) and how many failed."""
     cols = ["width", "gpu_err_min", "gpu_err_max", "failed", "batches"]
     b = bench[(bench.variant == variant) & (bench.batch >= min_batch)].copy()
     if b.empty:
@@ -264,11 +235,9 @@ def bench_check_errors(bench, variant: str = FP8_VARIANT, min_batch: int = FP8_M
 
 
 def fp8_error_table(numerics, bench=None):
-    """Per width, from the ``numerics`` rows on photos: the head-output error of fp16, bf16 and
-    fp8 on the model as built and with the bench's class prior (``<precision>, class prior``);
-    with ``bench``, the GPU fp8 engine's check on the prior model (:func:`bench_check_errors`:
-    ``fp8 engine, min`` / ``max``, ``engine batches over tolerance``, ``engine batches``)."""
-    d = numerics[input_kind(numerics) == "photo"]
+    """Per width on photos: each precision's error as built and with the class prior, and with
+    ``bench`` the GPU fp8 engine's check (:func:`bench_check_errors`)."""
+    d = numerics[numerics["input"] == "photo"]
     wide = d.pivot_table(index="width", columns=["class_prior", "precision"], values="rel_err")
     wide.columns = [f"{p}{', class prior' if prior else ''}" for prior, p in wide.columns]
     order = [c for c in ("fp16", "bf16", "fp8") if c in wide]
@@ -287,10 +256,8 @@ def fp8_error_table(numerics, bench=None):
 
 
 def speedup_facts(ratios, *, dataset=SWEEPS) -> list[dict]:
-    """Per tensor-core precision of :func:`precision_speedup` against fp32 (NCHW): its smallest
-    same-run speed-up over the widths at :data:`LARGE_BATCH` with CUDA graphs, and its median
-    over the widths at :data:`SMALL_BATCH` in eager, each with the largest clock spread of its
-    ratios."""
+    """Per tensor-core precision: smallest CUDA-graph speed-up at :data:`LARGE_BATCH` and
+    median eager one at :data:`SMALL_BATCH`, with their clock spread."""
     ds = tuple(dataset) if not isinstance(dataset, str) else (dataset,)
     out = []
     for prec in TENSOR_CORE_PRECISIONS:
@@ -306,10 +273,8 @@ def speedup_facts(ratios, *, dataset=SWEEPS) -> list[dict]:
 
 
 def kernel_facts(fwd, matmul, *, dataset=NCU) -> list[dict]:
-    """Facts of :func:`precision_forward` and :func:`precision_matmul`: fp32 NCHW's and fp16
-    NHWC's SIMT share, fp32 NCHW's kernel time over fp16 NHWC's, the change of achieved
-    occupancy and of the high-occupancy share, the tensor-core convolutions' theoretical
-    occupancy in fp16 NHWC, and layout-transform shares."""
+    """fp32 NCHW against fp16 NHWC from Nsight Compute: SIMT shares, kernel time, occupancy
+    changes and layout-transform shares."""
     ds, f, out = (dataset,), fwd.set_index(fwd.precision + "_" + fwd.layout), []
 
     def add(key, v, unit="%"):
@@ -340,10 +305,8 @@ def kernel_facts(fwd, matmul, *, dataset=NCU) -> list[dict]:
 
 
 def pair_facts(ratios, delta, *, a="bf16", b="fp16") -> list[dict]:
-    """``a`` against ``b`` in NHWC: how far the median same-run ratio (:func:`precision_speedup`
-    against ``b``) is from 1, and from one Nsight Compute forward (:func:`precision_layer_delta`)
-    the kernel-time difference, the largest layer's share of it and the layers whose kernel
-    classes differ."""
+    """``a`` against ``b`` in NHWC: median ratio's distance from 1 (%), kernel-time difference,
+    the top layer's share of it and the layers changing kernel class."""
     out, ds = [], (NCU,)
     r = ratios[ratios.precision == a] if ratios is not None else None
     if r is not None and len(r):
@@ -363,9 +326,8 @@ def pair_facts(ratios, delta, *, a="bf16", b="fp16") -> list[dict]:
 
 
 def error_facts(checked, *, dataset=CHECKED) -> list[dict]:
-    """The sweeps' largest error over its precision's tolerance (points rejected by the check
-    included: their message states the error), and bf16's median error over fp16's in NCHW
-    (:func:`error_table`)."""
+    """The sweeps' largest error over tolerance (rejected points too) and bf16's median error
+    over fp16's in NCHW."""
     ds = tuple(dataset)
     over = check_errors(checked) / checked.precision.map(tolerance)
     out = [fact("gpu_error_over_tolerance_max", over.max(), "x", datasets=ds)]
@@ -377,10 +339,8 @@ def error_facts(checked, *, dataset=CHECKED) -> list[dict]:
 
 
 def numerics_facts(numerics, bench=None) -> list[dict]:
-    """Facts of the ``numerics`` dataset (and the bench's fp8 check): the random-input errors'
-    largest ratio to tolerance; on photos, fp8's largest ratio to its tolerance as built and
-    with the class prior; the narrowest model's error over the next width's (smallest over
-    fp16, bf16 and fp8 as built); the GPU fp8 engine's largest deviation from the emulation."""
+    """Errors over tolerance (random inputs; fp8 on photos), the narrowest width's error over
+    the next one's, and the GPU fp8 engine's deviation from the emulation (%)."""
     ds, out = (NUMERICS,), []
     s = numerics_summary(numerics)
     if len(s):
@@ -405,8 +365,7 @@ def numerics_facts(numerics, bench=None) -> list[dict]:
 
 
 def fp8_bench_facts(bench) -> list[dict]:
-    """The GPU fp8 engine's check in the bench: batches (from :data:`FP8_MIN_BATCH` up) over
-    the fp8 tolerance."""
+    """The GPU fp8 engine's batches over the fp8 tolerance in the bench."""
     g = bench_check_errors(bench)
     if g.empty:
         return []
@@ -438,8 +397,7 @@ FACT_KEYS = frozenset(
 
 
 def facts(root: DataRoot) -> pd.DataFrame:
-    """The facts of notebook 02 from ``root`` (:mod:`yolo_sm.analyse.facts`); facts whose
-    datasets the root lacks are left out."""
+    """The facts of notebook 02 from the datasets ``root`` holds."""
     rows = []
     sweep = load_present(root, SWEEPS)
     checked = load_present(root, CHECKED)

@@ -1,13 +1,8 @@
 """Which int8 convolution runs fastest on this GPU (the ``int8_kernels`` step): every int8
-convolution of a YOLO model timed alone (``scope`` conv; its input the one it sees in the int8
-model's forward on the check photos) with each kernel -- ``fp16`` (the fp16 convolution + SiLU it
-replaces), ``cudnn`` (quantiser, then cuDNN's fused int8 graph), ``intmm`` (quantiser,
-``torch._int_mm``, epilogue; 1x1 stride 1 only), ``triton`` (yolo_sm's kernel, quantising while
-it loads), ``triton_prequant`` (quantiser, then that kernel) -- without hand-off; then each
-width's whole model as a CUDA-graph engine per kernel (``scope`` model), checked against eager
-fp32. ``quantize_ms``: the quantiser alone; ``rel_err`` of an int8 row: its distance from the
-exact emulation (about 1e-3 in fp16 when right). One process; the units run in turn.
-"""
+convolution timed alone on its input from the photos (``scope`` conv) with each kernel: ``fp16``
+(the convolution + SiLU it replaces), ``cudnn``, ``intmm`` (1x1 stride 1 only), ``triton`` (its
+quantiser fused) and ``triton_prequant``; then each width's model as a CUDA graph per kernel
+(``scope`` model). ``rel_err`` of an int8 row: its distance from the exact emulation."""
 
 from __future__ import annotations
 
@@ -22,7 +17,6 @@ import torch
 from torch.nn import functional as F
 
 from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.vocab import INT8_CONV_KERNELS, INT8_MODEL_KERNELS
 from yolo_sm.core.engines import EngineConfig, build_engine
 from yolo_sm.core.engines.base import photo_input, relative_l2
 from yolo_sm.core.engines.int8 import Int8Conv, graph_counts, quantize_int8
@@ -45,8 +39,6 @@ from yolo_sm.topics.precision import Int8KernelStep
 
 #: the columns that name a row of an int8_kernels table
 KEY = ("width", "batch", "scope", "layer", "kernel")
-CONV_KERNELS = INT8_CONV_KERNELS
-MODEL_KERNELS = INT8_MODEL_KERNELS
 
 
 class Int8KernelSpec(Int8KernelStep):
@@ -182,9 +174,7 @@ def _time_conv(spec, kernel, mod: Int8Conv, conv, x, ref, quant_ms, ops: float) 
 
 
 def model_rows(spec: Int8KernelSpec, width: float, model) -> list[dict]:
-    """The ``model`` rows of one width: CUDA-graph engines of fp16 and of int8 per kernel, all
-    built first, then timed in interleaved rounds (:func:`yolo_sm.core.timing.measure_rounds`:
-    their ratios do not ride on a clock drift between turns), each row with its SM clock."""
+    """The ``model`` rows of one width: CUDA-graph engines per kernel, timed interleaved."""
     rows, built = {}, {}
     try:
         for kernel in spec.model_kernels:
@@ -253,24 +243,19 @@ def _held(spec: Int8KernelSpec, out) -> tuple[list[dict], list[tuple[float, str]
 
 
 def missing_units(spec: Int8KernelSpec, out) -> list[tuple[float, str]]:
-    """The (width, scope) units of ``spec`` that the table ``out`` does not hold (all when it
-    is absent): what a run of the step measures."""
+    """The (width, scope) units of ``spec`` the table ``out`` lacks."""
     return _held(spec, out)[1]
 
 
 def unit_estimate(unit, pace: Pace) -> float:
-    """Seconds the (width, scope) ``unit`` will take, for the deadline: from the longest
-    ``unit_s`` per width of the same scope that the table holds (this run's units and earlier
-    runs'), scaled to the unit's width by :func:`yolo_sm.core.grid.width_scaled`; this
-    run's mean pace before any unit of the scope was measured."""
+    """Seconds the (width, scope) ``unit`` will take, scaled from the scope's longest unit."""
     width, scope = unit
     est = width_scaled(longest_by_width(pace.rows, lambda r: r.get("scope") == scope), width)
     return run_pace(unit, pace) if est is None else est
 
 
 def missing_seconds(spec: Int8KernelSpec, out: str | os.PathLike) -> float | None:
-    """Seconds the units the table ``out`` lacks will take by :func:`unit_estimate` from the
-    units it holds; None where a missing unit's scope has no measured unit to go by."""
+    """Seconds the units ``out`` lacks will take (None: a scope with nothing measured)."""
     rows, todo = _held(spec, out)
     timed = (r for r in rows if r.get("unit_s") is not None and math.isfinite(r["unit_s"]))
     scopes = {r.get("scope") for r in timed}
@@ -287,11 +272,8 @@ def run_int8_kernels(
     deadline: float | None = None,
     est_unit_s: float | None = None,
 ):
-    """Every (width, scope) unit of ``spec`` into the table ``out``, rewritten after each unit;
-    units it already holds are skipped (the grid runner resumes). Every row carries the
-    machine's provenance (``prov_*``, read after its unit) and ``unit_s``. Returns the table.
-    ``deadline`` (``time.monotonic()``): no unit starts that would end past it, each estimated
-    by :func:`unit_estimate`, or at ``est_unit_s`` before any unit of its scope was measured."""
+    """Every (width, scope) unit of ``spec`` into the table ``out`` (resumable, with
+    provenance); no unit starts that would end past ``deadline`` (``time.monotonic()``)."""
     spec = spec.validated()
     if not torch.cuda.is_available():
         raise UserError("int8_kernels needs a CUDA device; none is visible here")

@@ -1,8 +1,5 @@
-"""FP16, INT8 and FP8 side by side (notebook 02): ``bench_8bit`` (the engines of one width and
-batch timed interleaved in one process), ``numerics_8bit`` (int8's error against eager fp32 and
-its boxes against fp16's, per calibration) and the Kineto traces ``trace_int8_b64`` and
-``trace_fp8_w1_b64`` (where the 8-bit engines' GPU time goes, at what occupancy).
-:func:`facts_8bit` returns what the 8-bit rules judge. Nothing here judges."""
+"""FP16, INT8 and FP8 side by side (notebook 02): tables and facts of ``bench_8bit``,
+``numerics_8bit`` and the 8-bit Kineto traces."""
 
 from __future__ import annotations
 
@@ -29,10 +26,6 @@ from yolo_sm.topics.precision import int8_kernels
 
 BENCH_8BIT = "bench_8bit"
 TRACE_INT8 = "trace_int8_b64"
-#: the Kineto kernels of the torch.compile fp16 and int8 engines (batch 64)
-TRACE_INT8_COMPILE = "trace_int8_compile_b64"
-#: the same with SPPF's max pools rewritten as two 1-D pools before compiling (+sep-pool)
-TRACE_INT8_COMPILE_SEP_POOL = "trace_int8_compile_sep_pool_b64"
 #: the Kineto kernels of the eager fp16 and fp8 engines (width 1.0, batch 64)
 TRACE_FP8 = "trace_fp8_w1_b64"
 #: the traces that hold an 8-bit engine's kernels beside fp16's, by 8-bit precision
@@ -48,8 +41,7 @@ _CHECK_ERROR = r"relative L2 error ([0-9.]+(?:e[-+]?\d+)?)"
 
 
 def check_errors(df) -> pd.Series:
-    """Each row's numerical-check error: ``rel_err`` where it ran, else the error the message
-    of a rejected engine states (NaN for other failures)."""
+    """Each row's numerical-check error: ``rel_err``, else the one a rejection message states."""
     parsed = df.message.fillna("").str.extract(_CHECK_ERROR, expand=False).astype(float)
     return df.rel_err.where(df.status == "ok", parsed) if "rel_err" in df else parsed
 
@@ -64,12 +56,8 @@ def _labels(df) -> pd.Series:
 
 
 def engine_speed(bench):
-    """Per width and batch the model-only engine rows of the bench: ``variant``, ``backend``,
-    img/s, the ratio to the fastest fp16 engine of the same width and batch
-    (``vs_fastest_fp16``; that engine is ``fastest_fp16``) and to the fp16 CUDA graph
-    (``vs_cudagraph_fp16``: the same kernels without launch gaps), the SM clock it ran at
-    (``sm_clock_mhz``), the check's ``rel_err`` (read from the message of a rejected engine),
-    ``quant_convs``, ``quant_fallbacks`` and ``quant_handoffs``; error rows keep their message."""
+    """The bench's model-only rows with img/s over the fastest fp16 engine and over the fp16
+    CUDA graph of the same width and batch, SM clock (MHz) and check error."""
     d = bench[bench.scope == "model_only"] if "scope" in bench else bench
     if d.empty:
         return pd.DataFrame()
@@ -100,8 +88,7 @@ def engine_speed(bench):
 
 
 def speed_grid(speed):
-    """:func:`engine_speed` as a grid: one row per width and batch, one column per engine
-    variant, the ratio to the fastest fp16 engine of that width and batch."""
+    """:func:`engine_speed`'s ``vs_fastest_fp16`` per (batch, width) and variant."""
     return speed.pivot_table(
         index=["batch", "width"], columns="variant", values="vs_fastest_fp16"
     ).round(2)
@@ -116,10 +103,8 @@ def photo_rows(numerics, *, class_prior: bool = True):
 
 
 def error_table(numerics_8bit, numerics=None):
-    """Per width and engine (fp16, int8 per calibration, fp8 from ``numerics``): the head
-    output's relative L2 error against eager fp32 on the photos (class prior), its ratio to the
-    precision's tolerance, and the boxes after NMS against fp16's (mean share of boxes matched at
-    IoU >= 0.9 in each direction, mean boxes per photo)."""
+    """Per width and engine: head-output error on the photos, its ratio to tolerance, and the
+    boxes after NMS matched to fp16's (share at IoU >= 0.9 each way)."""
     frames = [numerics_8bit]
     if numerics is not None:
         frames.append(numerics[numerics.precision == "fp8"])
@@ -146,9 +131,7 @@ def error_table(numerics_8bit, numerics=None):
 
 
 def speed_facts(speed) -> list[dict]:
-    """Per 8-bit precision in the bench (its speed over fp16 is claim_10's fact): its
-    convolutions that fell back to fp16 (most in one engine, GPU rows: a CPU emulates) and its
-    engines that failed."""
+    """Per 8-bit precision: most fp16-fallback convolutions in one GPU engine, engines failed."""
     out, ds = [], (BENCH_8BIT,)
     for p in EIGHT_BIT:
         s = speed[speed.precision == p]
@@ -166,9 +149,8 @@ def speed_facts(speed) -> list[dict]:
 
 
 def error_facts(errors) -> list[dict]:
-    """From :func:`error_table`: int8's largest error over its tolerance (every calibration and
-    width), the percentile calibration's error over max's (median over widths), and the
-    smallest share of int8 boxes matched to fp16's (either direction)."""
+    """int8's largest error over tolerance, percentile over max calibration's error (median
+    over widths) and smallest box match (%), from :func:`error_table`."""
     ds, i8 = (NUMERICS_8BIT,), errors[errors.precision == "int8"]
     if i8.empty:
         return []
@@ -185,9 +167,7 @@ def error_facts(errors) -> list[dict]:
 
 
 def int8_breakdown(kernels):
-    """GPU ms per forward by part (:func:`yolo_sm.topics.deploy.analyse.time_breakdown`) of each
-    fp16
-    and int8 config of a Kineto table such as ``trace_int8_b64``, columns ordered by width."""
+    """GPU ms per forward by part of each config of an int8 trace, columns by width."""
     b = time_breakdown(kernels)
 
     def order(label):
@@ -198,8 +178,7 @@ def int8_breakdown(kernels):
 
 
 def trace_pairs(configs, precision: str = "int8") -> list[tuple[float, str, str]]:
-    """(width, fp16 config, ``precision`` config) for each width of ``configs`` (config labels)
-    traced in both precisions."""
+    """(width, fp16 config, ``precision`` config) per width traced in both."""
     configs = set(configs)
     out = []
     for c8 in configs:
@@ -213,11 +192,8 @@ def trace_pairs(configs, precision: str = "int8") -> list[tuple[float, str, str]
 
 
 def trace_table(breakdown):
-    """Per width traced in fp16 and int8, from :func:`int8_breakdown`: each engine's GPU ms
-    per forward, the int8 convolutions' time over fp16's (``conv_ratio``), what int8 saves in
-    the convolutions and their bias / SiLU epilogues against what its quantisation passes cost
-    (``quantise_over_saving``), and the share of the int8 forward in the parts it leaves as they
-    are (copies, concatenations, pooling, upsampling: ``unchanged_pct``)."""
+    """Per width of :func:`int8_breakdown`: GPU ms per forward, int8 conv time over fp16's,
+    quantisation cost over what int8 saves, and the share left in fp16 (%)."""
     b = breakdown
     rows = []
     for w, c16, c8 in trace_pairs(b.columns):
@@ -243,8 +219,7 @@ UNCHANGED = ("copy / concat", "pooling / upsample", "pooling (Triton)", "upsampl
 
 
 def trace_facts(table) -> list[dict]:
-    """From :func:`trace_table`, over the widths: the largest convolution ratio, the largest
-    quantisation cost over saving and the smallest share left unchanged."""
+    """Worst over the widths of :func:`trace_table`'s three columns."""
     if table.empty:
         return []
     ds = (TRACE_INT8,)
@@ -255,16 +230,9 @@ def trace_facts(table) -> list[dict]:
     ]
 
 
-#: the largest gap (percentage points) between an 8-bit engine's convolutions' time-weighted
-#: theoretical occupancy and fp16's that still counts as the same occupancy
-OCCUPANCY_SAME_PTS = 2.0
-
-
 def part_occupancy(kernels):
-    """Per config and part (:data:`yolo_sm.topics.deploy.analyse.PARTS`) of a Kineto kernel table
-    with ``iteration``: kernels and GPU ms per forward, the part's share of the forward's GPU
-    time (%), and, each weighted by kernel time, the theoretical occupancy, Kineto's
-    estimated achieved occupancy (%), registers per thread and shared memory per block (KiB)."""
+    """Per config and part of a Kineto table: kernels and ms per forward, share (%), and
+    time-weighted occupancy (%), registers per thread and shared memory per block (KiB)."""
     k = kernels.assign(
         part=kernel_parts(kernels), shared_mem_kib=kernels.shared_mem_per_block_bytes / 1024
     )
@@ -282,9 +250,8 @@ def part_occupancy(kernels):
 
 
 def conv_occupancy(table, precision: str) -> pd.DataFrame:
-    """Per width of a :func:`part_occupancy` table traced in fp16 and ``precision``: the
-    time-weighted theoretical and estimated occupancy of the tensor-core convolutions
-    (``CONV_PARTS``) of each engine, and the 8-bit one's minus fp16's (``theoretical_gap_pts``)."""
+    """Per width: the convolutions' time-weighted occupancy (%) in fp16 and ``precision``, and
+    the gap (points)."""
     rows = []
     conv = table[table.part.isin(CONV_PARTS)]
 
@@ -303,9 +270,7 @@ def conv_occupancy(table, precision: str) -> pd.DataFrame:
 
 
 def conv_occupancy_facts(occ, precision: str, dataset: str) -> list[dict]:
-    """From :func:`conv_occupancy`: the largest gap (points, either way) between the
-    ``precision`` convolutions' time-weighted theoretical occupancy and fp16's over the widths
-    traced (``<precision>_conv_occupancy_gap_max``); none without a width traced in both."""
+    """The largest theoretical-occupancy gap (points) of :func:`conv_occupancy`."""
     if occ.empty or not occ.theoretical_gap_pts.notna().any():
         return []
     gap = float(occ.theoretical_gap_pts.abs().max())
@@ -323,7 +288,7 @@ def occupancy_facts(root: DataRoot) -> list[dict]:
 
 
 def facts_8bit(root: DataRoot) -> list[dict]:
-    """The facts of the side-by-side section from ``root`` (those whose datasets it holds)."""
+    """The 8-bit facts of ``root``."""
     out = []
     if root.has(BENCH_8BIT):
         speed = engine_speed(root.load(BENCH_8BIT))

@@ -1,12 +1,6 @@
-"""Which int8 convolution kernel is fastest (notebook 02): the ``int8_kernels`` table -- every
-int8 convolution of a YOLO model timed alone with each kernel beside the fp16 convolution it
-replaces (``scope`` = ``conv``), and each width's whole model as a CUDA graph per kernel
-(``scope`` = ``model``). :func:`facts_of` returns what the ``int8_kernels_*`` rules judge.
-Nothing here judges.
-
-Kernels are compared over the same convolutions: a ratio of two kernels sums their times over
-the convolutions where both ran (``status`` ok), so a kernel that applies to a subset
-(``intmm``: the 1x1 stride-1 ones) is compared with the others on that subset only."""
+"""Which int8 convolution kernel is fastest (notebook 02), from ``int8_kernels``: each
+convolution timed alone per kernel (``scope`` conv) and whole models (``scope`` model). Two
+kernels are compared over the convolutions both ran (``intmm`` runs the 1x1 ones only)."""
 
 from __future__ import annotations
 
@@ -27,15 +21,14 @@ INT8_CEILING = "matmul_int8"
 
 
 def conv_class(df: pd.DataFrame) -> pd.Series:
-    """``1x1``, ``3x3`` or ``3x3 s2`` (the filter and, when not 1, the stride) per conv row."""
+    """``1x1``, ``3x3`` or ``3x3 s2`` per conv row."""
     k = df["kernel_size"].astype(int).astype(str)
     s = df["stride"].astype(int)
     return (k + "x" + k).where(s == 1, k + "x" + k + " s" + s.astype(str))
 
 
 def conv_times(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (width, batch, convolution): ``<kernel>_ms`` for each kernel that ran it (ok
-    rows), its class, ops, and ``best_int8`` (the fastest int8 kernel there) with ``best_ms``."""
+    """Per (width, batch, convolution): ``<kernel>_ms`` of each kernel, and the fastest int8 one."""
     conv = df[(df.scope == "conv") & (df.status == "ok")].copy()
     if conv.empty:
         return pd.DataFrame()
@@ -54,8 +47,7 @@ def conv_times(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _ratio(g: pd.DataFrame, base: str, other: str) -> float:
-    """sum(base ms) / sum(other ms) over the rows of ``g`` where both ran (>1: ``other`` is
-    faster); NaN when none."""
+    """sum(base ms) / sum(other ms) over the rows both ran (>1: ``other`` is faster)."""
     a, b = f"{base}_ms", f"{other}_ms"
     if a not in g or b not in g:
         return math.nan
@@ -64,11 +56,8 @@ def _ratio(g: pd.DataFrame, base: str, other: str) -> float:
 
 
 def kernel_totals(times: pd.DataFrame) -> pd.DataFrame:
-    """Per (width, batch, kernel): the convolutions it ran, their summed ms, fp16's and cuDNN
-    int8's summed ms over the same convolutions over its own (``fp16_over`` and
-    ``cudnn_over``: > 1, this kernel is faster) and how many convolutions it is the fastest int8
-    kernel of (``fastest_of``); the ``best`` row takes the fastest int8 kernel per
-    convolution."""
+    """Per (width, batch, kernel; ``best``: the fastest per convolution): convolutions, summed
+    ms, fp16's and cuDNN's over it on the same convolutions, and how often it is fastest."""
     if times.empty:
         return pd.DataFrame()
     rows = []
@@ -94,8 +83,7 @@ def kernel_totals(times: pd.DataFrame) -> pd.DataFrame:
 
 
 def class_totals(times: pd.DataFrame) -> pd.DataFrame:
-    """Per (width, conv class): summed ms of fp16 and of each int8 kernel over the class's
-    convolutions, and fp16's over the best int8 choice (``fp16_over_best``)."""
+    """Per (width, conv class): summed ms per kernel and fp16's over the best int8 choice."""
     if times.empty:
         return pd.DataFrame()
     cols = [c for c in times if c.endswith("_ms")]
@@ -106,9 +94,7 @@ def class_totals(times: pd.DataFrame) -> pd.DataFrame:
 
 
 def kernel_rates(df: pd.DataFrame, root: DataRoot | None = None) -> pd.DataFrame:
-    """Per (width, kernel) over its ok conv rows: the median and the largest ops rate (TOP/s;
-    TFLOP/s for fp16) and, with ``root``'s int8 matmul ceiling (its burst figure), the largest
-    as a percent of it (``peak_of_int8_ceiling_pct``)."""
+    """Per (width, kernel): median and peak TOP/s, and the peak's % of ``root``'s int8 ceiling."""
     conv = df[(df.scope == "conv") & (df.status == "ok")]
     if conv.empty:
         return pd.DataFrame()
@@ -121,9 +107,7 @@ def kernel_rates(df: pd.DataFrame, root: DataRoot | None = None) -> pd.DataFrame
 
 
 def model_speed(df: pd.DataFrame) -> pd.DataFrame:
-    """Model rows: img/s per (width, batch, kernel) with ``vs_fp16`` (over the fp16 CUDA graph
-    of the same width, same process) and ``vs_cudnn`` (over the int8 engine with cuDNN's
-    graphs)."""
+    """Model rows: img/s per (width, batch, kernel) over the fp16 graph's and cuDNN int8's."""
     m = df[df.scope == "model"].copy()
     if m.empty:
         return m
@@ -143,20 +127,9 @@ def model_speed(df: pd.DataFrame) -> pd.DataFrame:
     return m.reset_index(drop=True)
 
 
-def max_rel_err(df: pd.DataFrame) -> float:
-    """The largest distance of an int8 conv row's output from the exact emulation."""
-    conv = df[(df.scope == "conv") & df.kernel.isin(INT8) & (df.status == "ok")]
-    return float(conv.rel_err.max()) if len(conv) else math.nan
-
-
 def facts_of(df: pd.DataFrame, root: DataRoot | None = None) -> list[dict]:
-    """Over the widths, the smallest of each ratio of :func:`kernel_totals` and
-    :func:`model_speed` (``int8_kernels.<name>_min``: ``triton_over_cudnn``, ``intmm_over_cudnn``
-    and ``best_over_cudnn`` -- cuDNN's summed conv ms over that kernel's; ``best_over_fp16``;
-    ``fused_over_prequant`` -- the Triton kernel after the separate quantiser over the fused
-    one; ``model_<kernel>_over_cudnn`` -- whole-model img/s ratios), the largest distance from
-    the exact emulation (``conv_error_max``) and, with ``root``'s int8 matmul ceiling, the
-    fastest cuDNN and Triton convolution as a percent of it."""
+    """The smallest ratio over the widths of :func:`kernel_totals` and :func:`model_speed`
+    (``int8_kernels.<name>_min``), the largest error, and the peaks' % of the int8 ceiling."""
     ds = (INT8_KERNELS,)
     totals = kernel_totals(conv_times(df))
     pairs = {
@@ -187,7 +160,8 @@ def facts_of(df: pd.DataFrame, root: DataRoot | None = None) -> list[dict]:
         if vals:
             out.append(fact(f"int8_kernels.{name}_min", min(vals), "x", datasets=ds))
     if not totals.empty:
-        out.append(fact("int8_kernels.conv_error_max", max_rel_err(df), "", datasets=ds))
+        conv = df[(df.scope == "conv") & df.kernel.isin(INT8) & (df.status == "ok")]
+        out.append(fact("int8_kernels.conv_error_max", conv.rel_err.max(), "", datasets=ds))
     rates = kernel_rates(df, root)
     if not rates.empty and rates.int8_ceiling_tops.notna().any():
         for k, g in rates[rates.kernel.isin(("cudnn", "triton"))].groupby("kernel"):

@@ -1,5 +1,4 @@
-"""FP16, INT8 and FP8 side by side (notebook 02): the section's tables and figure, each the one
-sentence :func:`yolo_sm.topics.width.report.lacks` when the root holds no such dataset."""
+"""FP16, INT8 and FP8 side by side (notebook 02): tables and figures, or what the root lacks."""
 
 from __future__ import annotations
 
@@ -23,8 +22,7 @@ SPEED_COLUMNS = tuple(
 
 
 def plot_speed(speed, *, title=None):
-    """img/s over the fastest fp16 engine of the same width and batch, one bar per engine,
-    grouped by width, one panel per batch; the dotted line is 1 (as fast as fp16)."""
+    """img/s over the fastest fp16 engine's, bars per engine by width, a panel per batch."""
     import plotly.express as px
 
     d = speed[speed.status == "ok"].assign(width=lambda x: x.width.map("{:g}".format))
@@ -51,20 +49,14 @@ def speed_section(root: DataRoot):
     return tables.show(p8.speed_grid(speed)), rows, plot_speed(speed)
 
 
-#: how a breakdown's title names the engines of an int8 trace, by the trace's backend
-_TRACED_AS = {"eager": "eager", "compile": "torch.compile"}
-
-
 def breakdown_section(root: DataRoot, trace: str = p8.TRACE_INT8):
-    """Where the int8 engine's GPU time goes against fp16's, from an int8 trace
-    (the eager engines' or the compiled ones'): the per-width table of
-    :func:`yolo_sm.topics.precision.eight_bit.trace_table`, GPU ms per forward by part, and the
-    stacked figure, or one sentence."""
+    """Where int8's GPU time goes against fp16's: per-width table, ms by part, stacked figure."""
     if not root.has(trace):
         return lacks(root, trace)
     kernels = root.load(trace)
     b = p8.int8_breakdown(kernels)
-    backend = ", ".join(_TRACED_AS.get(x, x) for x in sorted(set(kernels["backend"].dropna())))
+    traced = {"compile": "torch.compile"}
+    backend = ", ".join(traced.get(x, x) for x in sorted(set(kernels["backend"].dropna())))
     fig = stacked_breakdown(
         b,
         "config",
@@ -75,9 +67,7 @@ def breakdown_section(root: DataRoot, trace: str = p8.TRACE_INT8):
 
 
 def occupancy_section(root: DataRoot):
-    """At what occupancy each engine's kernels run (trace_int8_b64, trace_fp8_w1_b64): the
-    tensor-core convolutions' time-weighted occupancy per width against fp16's, then per trace
-    every part's kernels, time and occupancy; or one sentence."""
+    """The 8-bit convolutions' occupancy against fp16's, then each trace per part."""
     held = {p: n for p, n in p8.TRACES_8BIT.items() if root.has(n)}
     if not held:
         return lacks(root, tuple(p8.TRACES_8BIT.values()))
@@ -90,8 +80,7 @@ def occupancy_section(root: DataRoot):
 
 
 def error_section(root: DataRoot):
-    """Head-output error and box agreement per width and engine (numerics_8bit, with fp8 from
-    numerics), or one sentence."""
+    """Head-output error and box agreement per width and engine."""
     if not root.has(p8.NUMERICS_8BIT):
         return lacks(root, p8.NUMERICS_8BIT)
     numerics = root.load(p8.NUMERICS) if root.has(p8.NUMERICS) else None
@@ -99,8 +88,7 @@ def error_section(root: DataRoot):
 
 
 def plot_kernel_classes(classes, *, title=None):
-    """Summed ms of each kernel per convolution class (1x1, 3x3, 3x3 s2), one panel per width:
-    where each int8 kernel wins or loses against fp16 and cuDNN."""
+    """Summed ms of each kernel per convolution class, one panel per width."""
     import plotly.express as px
 
     cols = [c for c in classes if c.endswith("_ms")]
@@ -118,9 +106,7 @@ def plot_kernel_classes(classes, *, title=None):
 
 
 def kernels_section(root: DataRoot):
-    """Which int8 kernel is fastest (int8_kernels): per-kernel totals, per-class totals, the
-    ops rates against the int8 matmul ceiling, the whole models, and the per-class figure; or
-    one sentence."""
+    """Which int8 kernel is fastest: totals per kernel and class, rates, models, figure."""
     if not root.has(ik.INT8_KERNELS):
         return lacks(root, ik.INT8_KERNELS)
     df = root.load(ik.INT8_KERNELS)

@@ -1,7 +1,4 @@
-"""Notebook 02's findings, one literal table: each rule reads one fact of
-:func:`yolo_sm.topics.precision.analyse.facts`; its threshold is where the sentence stops being
-true of the data. Whether 8-bit is faster than fp16 is decided once, by ``claim_10`` (INT8)
-and ``claim_10_fp8`` of notebook 09 (:mod:`yolo_sm.topics.claims.rules`)."""
+"""Notebook 02's rules (8-bit over fp16 speed: ``claim_10`` and ``claim_10_fp8`` of notebook 09)."""
 
 from __future__ import annotations
 

@@ -56,7 +56,6 @@ TOPIC = Topic(
     question="How should two models share one GPU?",
     sources=(("rules:RULES", "analyse:facts"),),
     steps={"sharing": (SharingStep, RUN + "run_sharing")},
-    pair_sources=(),
     headlines={
         "17_two_models": (
             "sharing_streams_total",

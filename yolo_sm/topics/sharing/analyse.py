@@ -1,11 +1,5 @@
-"""Two models on one GPU: what each engine delivers alone and beside the other, from the
-``sharing`` tables (yolo_sm.topics.sharing.collect).
-
-The timing math is here too, on plain numbers, so that it is the same on every machine:
-:func:`window_rows` turns each engine's per-batch start / end times into img/s and latency
-quantiles over the window in which every engine of a run was busy; :func:`overlap_us` measures
-how much of one engine's kernel time another engine's kernels ran beside it.
-"""
+"""Two models on one GPU: what each engine delivers alone and beside the other, and the timing
+math on plain numbers (rates over the common busy window, kernel overlap)."""
 
 from __future__ import annotations
 
@@ -34,18 +28,15 @@ def pair_label(a: tuple[float, int], b: tuple[float, int]) -> str:
 
 
 def window(runs) -> tuple[float, float]:
-    """The window (ms) in which every engine of ``runs`` (``[(starts, ends), ...]``, one per
-    engine, ms on one clock) was running: from the latest first start to the earliest last end."""
+    """The window (ms) in which every engine of ``runs`` (``[(starts, ends), ...]``) ran."""
     lo = max(float(s[0]) for s, _ in runs)
     hi = min(float(e[-1]) for _, e in runs)
     return lo, hi
 
 
 def window_rows(runs, batches, common: bool = True) -> list[dict]:
-    """One dict per engine: the batches that started and ended inside the window
-    (:func:`window`; with ``common=False`` each engine's own first start to last end), their
-    img/s (``batches * batch / window``) and latency (end - start: the GPU time of a batch on
-    its stream) median, p99 and mean."""
+    """Per engine over the batches inside the common window (``common=False``: its own):
+    batches, img/s and latency (ms) p50, p99 and mean."""
     out = []
     shared = window(runs) if common else None
     for (starts, ends), batch in zip(runs, batches, strict=True):
@@ -65,21 +56,15 @@ def window_rows(runs, batches, common: bool = True) -> list[dict]:
 
 
 def _merged(starts, ends) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals as sorted, disjoint (starts, ends)."""
     order = np.argsort(starts, kind="stable")
     s, e = np.asarray(starts, float)[order], np.asarray(ends, float)[order]
-    ms, me = [], []
-    for a, b in zip(s, e, strict=True):
-        if ms and a <= me[-1]:
-            me[-1] = max(me[-1], b)
-        else:
-            ms.append(a)
-            me.append(b)
-    return np.asarray(ms), np.asarray(me)
+    new = np.r_[True, s[1:] > np.maximum.accumulate(e)[:-1]]  # starts past every earlier end
+    return s[new], np.maximum.reduceat(e, np.flatnonzero(new))
 
 
 def overlap_us(starts, ends, other_starts, other_ends) -> np.ndarray:
-    """Per interval [start, end) of the first set, how long at least one interval of the other
-    set ran during it (same unit as the inputs)."""
+    """Per interval of the first set, how long the other set ran during it (same unit)."""
     starts, ends = np.asarray(starts, float), np.asarray(ends, float)
     if not len(other_starts) or not len(starts):
         return np.zeros(len(starts))
@@ -96,10 +81,8 @@ def overlap_us(starts, ends, other_starts, other_ends) -> np.ndarray:
 
 
 def kernel_classes(kernels: pd.DataFrame, batches: dict, pair: str, mode: str) -> pd.DataFrame:
-    """Per engine and kernel class of one capture (``kernels``: ``engine``, ``kernel_class``,
-    ``start_us``, ``duration_us``): kernels, summed time, time per graph replay (``batches``:
-    engine -> replays in the capture), share of the engine's kernel time, and how much of it
-    ran beside a kernel of the other engine (``overlap_us``, ``overlap_share``)."""
+    """Per engine and kernel class of one capture: kernels, time (us), time per replay, share,
+    and the time that ran beside the other engine's kernels."""
     cols = ["pair", "mode", "engine", "kernel_class", "kernels", "time_us", "batches",
             "time_us_per_batch", "time_share", "overlap_us", "overlap_share"]  # fmt: skip
     if kernels.empty:
@@ -127,9 +110,8 @@ def kernel_classes(kernels: pd.DataFrame, batches: dict, pair: str, mode: str) -
 
 
 def rates(sharing: pd.DataFrame) -> pd.DataFrame:
-    """One row per (pair, mode, engine) with img/s, p50 / p99 latency, and beside each
-    together-row the engine's alone img/s and p99 and the ratios: ``slowdown`` (alone img/s
-    over together img/s: 1 = unaffected) and ``p99_inflation`` (together p99 over alone p99)."""
+    """Per (pair, mode, engine): img/s, p50 / p99 (ms), ``slowdown`` (alone img/s over this)
+    and ``p99_inflation`` (this p99 over alone)."""
     s = sharing[[c for c in sharing.columns if not c.startswith("prov_")]].copy()
     alone = s[s["mode"].isin(("alone_a", "alone_b"))]
     alone = alone[alone["mode"] == "alone_" + alone["engine"]]
@@ -146,10 +128,8 @@ def rates(sharing: pd.DataFrame) -> pd.DataFrame:
 
 
 def totals(sharing: pd.DataFrame) -> pd.DataFrame:
-    """Per pair and together-mode: the summed img/s, the faster engine's alone img/s, their
-    ratio (``sum_over_best_alone``), and ``work_done`` (each engine's together img/s over its
-    alone img/s, summed: 1 = as much as running them one after the other, 2 = each as fast as
-    alone)."""
+    """Per pair and together-mode: summed img/s over the faster engine alone, and
+    ``work_done`` (each engine's share of its alone img/s, summed: 2 = each as fast as alone)."""
     r = rates(sharing)
     rows = []
     for (pair, mode), g in r[r["mode"].isin(TOGETHER)].groupby(["pair", "mode"], sort=False):
@@ -166,10 +146,8 @@ def totals(sharing: pd.DataFrame) -> pd.DataFrame:
 
 
 def kernel_slowdown(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Per pair, engine and kernel class: kernel time per batch alone and in the streams run,
-    their ratio (``slowdown``: above 1, the class's kernels ran longer beside the other
-    engine's: they contend for the SMs or memory) and the share of the class's time that
-    overlapped the other engine's kernels."""
+    """Per pair, engine and kernel class: time per batch (us) alone and on two streams, the
+    ratio and the overlapped share."""
     k = kernels[[c for c in kernels.columns if not c.startswith("prov_")]]
     alone = k[k["mode"] == "alone_" + k["engine"]]
     together = k[k["mode"] == "streams"]
@@ -186,8 +164,7 @@ def kernel_slowdown(kernels: pd.DataFrame) -> pd.DataFrame:
 
 
 def settings(sharing: pd.DataFrame) -> pd.DataFrame:
-    """How the GPU could be shared when the step ran: MPS server, MIG mode, compute mode, and
-    whether MPS or MIG were used (one row per distinct setting)."""
+    """The GPU's MPS, MIG and compute-mode settings when the step ran."""
     names = ("mps_server", "mig_mode", "compute_mode", "mps_used", "mig_used")
     cols = [c for c in names if c in sharing]
     return sharing[cols].drop_duplicates().reset_index(drop=True)
@@ -201,10 +178,8 @@ def scope(pair: str, mode: str, engine: str = "") -> str:
 
 
 def sharing_facts(sharing: pd.DataFrame, kernels: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per pair and together-mode: ``sum_over_best_alone`` and ``work_done`` (:func:`totals`),
-    per engine ``p99_inflation`` (:func:`rates`), per pair ``streams_over_processes`` (summed
-    img/s, x); from ``kernels``, per engine the share of its streams-run kernel time that
-    overlapped the other engine's kernels (``overlap_share``)."""
+    """``sharing.*`` facts of :func:`totals`, :func:`rates`, streams over processes and the
+    kernels' overlap share."""
     d, rows = (DATASET,), []
     tot = totals(sharing)
     for t in tot.itertuples():
@@ -248,9 +223,7 @@ FACT_KEYS = frozenset(
 def sweep_alone(
     sweep: pd.DataFrame, pairs=(((1.0, 16), (0.25, 1)), ((0.5, 16), (0.5, 16)))
 ) -> pd.DataFrame:
-    """The pairs' engines as a width x batch sweep measured them, each alone (CUDA graph rows
-    of fp16 NHWC, 640 px): one row per (pair, engine) with img/s and median latency; the
-    sweep's own run, for reference beside the sharing step's alone rows."""
+    """The pairs' engines alone as the sweep measured them (CUDA graph, fp16 NHWC, 640 px)."""
     s = sweep[(sweep.backend == "cudagraph") & (sweep.status == "ok")]
     s = s[(s.precision == "fp16") & (s.layout == "nhwc") & (s.imgsz == 640)]
     if "scale" in s:

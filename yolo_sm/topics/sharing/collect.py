@@ -1,9 +1,6 @@
-"""Two models on one GPU: each engine alone, both in one process on two CUDA streams, and both
-in two processes started together, with the GPM timeline of the whole run and a short
-profiler capture of each in-process run. CUDA events around every replay give each batch's
-start and end (:func:`yolo_sm.topics.sharing.analyse.window_rows`). MPS and MIG are only
-detected, never changed. On a CPU the engines run eagerly one after the other (for tests).
-"""
+"""Two models on one GPU: each engine alone, both on two CUDA streams, and both in two
+processes, with the GPM timeline and short profiler captures. MPS and MIG are only detected,
+never changed. On a CPU the engines run eagerly one after the other (for tests)."""
 
 from __future__ import annotations
 
@@ -11,7 +8,9 @@ import os
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
+from types import SimpleNamespace
 
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.labels import config_label
@@ -20,8 +19,7 @@ from yolo_sm.core.models import build
 from yolo_sm.core.profiling.gpm import GpmSampler
 from yolo_sm.topics.sharing import parse_pair
 from yolo_sm.topics.sharing.analyse import kernel_classes, pair_label, window_rows
-from yolo_sm.topics.sharing.collect_run import Processes, build_side, run_engines
-from yolo_sm.topics.sharing.collect_trace import trace_run
+from yolo_sm.topics.sharing.collect_run import Processes, build_side, run_engines, trace_run
 
 DEFAULT_PAIRS = ("1.0x16+0.25x1", "0.5x16+0.5x16")
 
@@ -30,9 +28,7 @@ DEFAULT_PAIRS = ("1.0x16+0.25x1", "0.5x16+0.5x16")
 
 
 def gpu_sharing_settings(device: str = "cuda") -> dict:
-    """``mps_server`` (running / not running: an MPS control pipe exists), ``mig_mode`` and
-    ``compute_mode`` as NVML reads them ("unknown" where it cannot), and ``mps_used`` /
-    ``mig_used``, always False: this module leaves the GPU's settings as they are."""
+    """MPS server, MIG and compute mode as NVML reads them; ``*_used`` always False."""
     pipe = Path(os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps")) / "control"
     out = {
         "mps_server": "running" if pipe.exists() else "not running",
@@ -51,12 +47,8 @@ def gpu_sharing_settings(device: str = "cuda") -> dict:
         return out
     try:
         h = pynvml.nvmlDeviceGetHandleByIndex(nvml_index(device))
-        modes = {
-            getattr(pynvml, "NVML_COMPUTEMODE_DEFAULT", 0): "default",
-            getattr(pynvml, "NVML_COMPUTEMODE_EXCLUSIVE_THREAD", 1): "exclusive_thread",
-            getattr(pynvml, "NVML_COMPUTEMODE_PROHIBITED", 2): "prohibited",
-            getattr(pynvml, "NVML_COMPUTEMODE_EXCLUSIVE_PROCESS", 3): "exclusive_process",
-        }
+        # NVML_COMPUTEMODE_* values, fixed by NVML's C API
+        modes = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
         try:
             out["compute_mode"] = modes.get(pynvml.nvmlDeviceGetComputeMode(h), "unknown")
         except pynvml.NVMLError:
@@ -117,9 +109,8 @@ def options(params: dict, device: str) -> dict:
 
 
 def run_sharing(pairs=DEFAULT_PAIRS, device: str = "cuda", **params) -> dict:
-    """Measure every pair (``"1.0x16+0.25x1"``: width x batch of engine a, then b) alone,
-    on two streams and in two processes. Returns ``{"sharing", "gpm", "kernels"}`` tables and
-    the GPM sampler's ``info`` under ``"sampler"``."""
+    """Every pair (``"1.0x16+0.25x1"``) alone, on two streams and in two processes:
+    ``{"sharing", "gpm", "kernels"}`` tables and the sampler's ``info``."""
     import pandas as pd
 
     opts = options(params, device)
@@ -133,7 +124,7 @@ def run_sharing(pairs=DEFAULT_PAIRS, device: str = "cuda", **params) -> dict:
     rows, kernel_frames = [], []
     sampler = GpmSampler(hz=opts["hz"], index=nvml_index(device), power=True) if on_gpu else None
     try:
-        with sampler if sampler is not None else _NoSampler() as s:
+        with sampler if sampler is not None else nullcontext(_NO_SAMPLER) as s:
             for side_pair, pair in zip(parsed, labels, strict=True):
                 rows += _in_process(side_pair, pair, opts, s, kernel_frames)
             if procs is not None:
@@ -173,8 +164,7 @@ def _two_processes(procs, parsed, labels, opts, s) -> list[dict]:
 
 
 def _in_process(side_pair, pair, opts, s, kernel_frames) -> list[dict]:
-    """Both engines of a pair in this process: alone, then together on two streams, then the
-    short traces of the same three runs."""
+    """Both engines of a pair alone, then on two streams, then short traces of the three."""
     on_gpu = opts["device"].startswith("cuda")
     s.mark(pair=pair, mode="", phase="build", config="")
     models = [build(opts["family"], side[0]) for side in side_pair]
@@ -217,17 +207,8 @@ def _in_process(side_pair, pair, opts, s, kernel_frames) -> list[dict]:
     return rows
 
 
-class _NoSampler:
-    """Stands in for the GPM sampler on a CPU: marks go nowhere."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return None
-
-    def mark(self, **labels) -> None:
-        pass
+#: stands in for the GPM sampler on a CPU: marks go nowhere
+_NO_SAMPLER = SimpleNamespace(mark=lambda **labels: None)
 
 
 def _empty_gpm():

@@ -1,15 +1,20 @@
 """Engines side by side: each on its own CUDA stream with a few batches in flight, timed by
-CUDA events per batch; or one engine per process, started together at a barrier."""
+CUDA events per batch (and short profiler captures of that, each kernel attributed to its
+engine); or one engine per process, started together at a barrier."""
 
 from __future__ import annotations
 
+import bisect
 import multiprocessing
 import threading
 import time
 from collections import deque
+from pathlib import Path
 
+from yolo_sm.analyse.kernels import classify
 from yolo_sm.core.engines import EngineConfig, build_engine
 from yolo_sm.core.models import build
+from yolo_sm.core.profiling.kineto import read_trace
 
 #: record_function range around each replay of a traced run: RANGE + engine name
 RANGE = "sharing_engine_"
@@ -24,11 +29,9 @@ POLL_S = 50e-6
 
 
 def run_engines(engines, seconds: float, depth: int = 2, streams=None, ranges=None):
-    """Replay each ``(engine, input)`` of ``engines`` for ``seconds`` of wall time, each on its
-    own CUDA stream (``streams``, made here when None) with up to ``depth`` batches in flight;
-    returns per engine ``(starts_ms, ends_ms)``, every batch's CUDA events on one clock.
-    ``ranges`` (names, one per engine) wraps each replay in a ``record_function`` range
-    :data:`RANGE` + name, for a trace. On a CPU the engines run one call after the other."""
+    """Replay each ``(engine, input)`` for ``seconds``, each on its own stream with up to
+    ``depth`` batches in flight: per engine ``(starts_ms, ends_ms)`` on one clock. ``ranges``
+    names a ``record_function`` range per engine; on a CPU the engines take turns."""
     device = str(engines[0][0].config.device)
     if not device.startswith("cuda"):
         return _run_cpu(engines, seconds, ranges)
@@ -95,17 +98,93 @@ def _run_cpu(engines, seconds, ranges=None):
     return out
 
 
+# ---- which engine launched each kernel of a capture ---------------------------------------------
+
+
+def engine_kernels(path, names, stream_engines=None):
+    """Kernel rows of a :func:`run_engines` trace, each with the engine whose range launched it
+    (else the capture's one engine, else ``stream_engines[stream]``), and replays per engine."""
+    import pandas as pd
+
+    events = read_trace(path)["traceEvents"]
+    wanted = {RANGE + str(n): str(n) for n in names}
+    spans: dict = {}
+    replays = {str(n): 0 for n in names}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") in ("user_annotation", "cpu_op"):
+            name = wanted.get(e.get("name", ""))
+            if name is None:
+                continue
+            replays[name] += 1
+            ts = float(e["ts"])
+            spans.setdefault((e.get("pid"), e.get("tid")), []).append(
+                (ts, ts + float(e.get("dur", 0)), name)
+            )
+    for v in spans.values():
+        v.sort()
+    starts = {k: [s[0] for s in v] for k, v in spans.items()}
+    launches = {
+        e["args"].get("correlation"): e
+        for e in events
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "args" in e
+    }
+    rows = []
+    for k in events:
+        if k.get("cat") != "kernel" or k.get("ph") != "X":
+            continue
+        args = k.get("args", {})
+        engine = _launching_engine(launches.get(args.get("correlation")), spans, starts)
+        if engine is None:
+            engine = names[0] if len(names) == 1 else (stream_engines or {}).get(args.get("stream"))
+        if engine is None:
+            continue
+        rows.append(
+            {
+                "engine": str(engine),
+                "kernel_name": k.get("name", ""),
+                "start_us": float(k["ts"]),
+                "duration_us": float(k.get("dur", 0.0)),
+                "stream": k.get("args", {}).get("stream"),
+            }
+        )
+    df = pd.DataFrame(rows, columns=["engine", "kernel_name", "start_us", "duration_us", "stream"])
+    df["kernel_class"] = df.kernel_name.map(classify)
+    return df, replays
+
+
+def _launching_engine(launch, spans, starts):
+    """The engine whose range encloses ``launch`` on its thread (None: no launch or range)."""
+    if launch is None:
+        return None
+    key = (launch.get("pid"), launch.get("tid"))
+    ts = float(launch["ts"])
+    i = bisect.bisect_right(starts.get(key, []), ts) - 1
+    if i < 0 or ts > spans[key][i][1]:
+        return None
+    return spans[key][i][2]
+
+
+def trace_run(engines, names, streams, seconds, depth, folder, stream_engines=None):
+    """:func:`engine_kernels` of a short PyTorch-profiler capture of :func:`run_engines`."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        run_engines(engines, seconds, depth, streams, ranges=names)
+    path = Path(folder) / f"trace-{'-'.join(names)}.json"
+    prof.export_chrome_trace(str(path))
+    try:
+        return engine_kernels(path, names, stream_engines)
+    finally:
+        path.unlink(missing_ok=True)
+
+
 # ---- engines of a pair --------------------------------------------------------------------------
-
-
-def engine_config(side, opts: dict) -> EngineConfig:
-    kw = {k: opts[k] for k in ("backend", "precision", "layout", "imgsz", "device")}
-    return EngineConfig(batch=side[1], **kw)
 
 
 def build_side(model, side, opts: dict):
     """(engine, its input) of one side of a pair, warmed up (cuDNN tuned, graph captured)."""
-    eng = build_engine(model, engine_config(side, opts))
+    kw = {k: opts[k] for k in ("backend", "precision", "layout", "imgsz", "device")}
+    eng = build_engine(model, EngineConfig(batch=side[1], **kw))
     x = eng._input if eng._input is not None else eng.make_input(0)
     for _ in range(3):
         eng(x)
@@ -120,11 +199,8 @@ def build_side(model, side, opts: dict):
 
 
 def process_worker(slot, sides, opts, barrier, results, timeout_s):
-    """One process of the two-process mode: builds its side of every pair on the CPU, waits
-    for the parent, then per pair builds its engine on the GPU, waits until the other process
-    has built its own, runs for ``opts["seconds"]`` and reports ``("ok", slot, pair_index,
-    (starts, ends))``; an error is reported as ``("error", slot, -1, message)`` and breaks the
-    barrier, so that no one waits for it."""
+    """One process of the two-process mode: per pair, build, meet the other at the barrier,
+    run and report ``("ok", slot, pair_index, (starts, ends))``; an error breaks the barrier."""
     try:
         import torch
 

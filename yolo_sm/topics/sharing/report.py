@@ -1,5 +1,4 @@
-"""Figures and tables of the two-models notebook (17): what each engine delivers alone and
-beside the other, the GPM timeline with board power, and which kernel classes ran side by side."""
+"""Figures and tables of the two-models notebook (17)."""
 
 from __future__ import annotations
 
@@ -30,8 +29,7 @@ def _engine_text(df):
 
 
 def plot_throughput(table):
-    """img/s of each engine per mode, stacked (one panel per pair): the together bars' height
-    is the pair's summed img/s."""
+    """img/s of each engine per mode, stacked, one panel per pair."""
     import plotly.express as px
 
     d = table.assign(mode_text=table["mode"].map(MODE_TEXT), engine_text=_engine_text(table))
@@ -48,8 +46,7 @@ def plot_throughput(table):
 
 
 def plot_latency(table):
-    """p50 (bar) and p99 (marker) batch latency of each engine per mode, one panel per pair
-    (log scale: the batch-16 and batch-1 engines differ by an order of magnitude)."""
+    """p50 (bar) and p99 (tick) batch latency (ms, log) per engine and mode, a panel per pair."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -78,8 +75,7 @@ def plot_latency(table):
 
 
 def plot_timeline(gpm):
-    """SM utilisation, SM occupancy and tensor utilisation (GPM, percent) with the board's power
-    draw (watts, right axis) over the whole step; each timed run shaded and labelled."""
+    """GPM SM and tensor utilisation and occupancy (%) with board power (W), runs shaded."""
     from plotly.subplots import make_subplots
 
     g = gpm[[c for c in gpm.columns if not c.startswith("prov_")]]
@@ -120,8 +116,7 @@ def plot_timeline(gpm):
 
 
 def plot_kernel_classes(slow):
-    """Kernel time per batch by class, alone and beside the other engine on two streams, one
-    panel per (pair, engine)."""
+    """Kernel time per batch by class, alone and on two streams, a panel per (pair, engine)."""
     import pandas as pd
     import plotly.express as px
 
@@ -178,8 +173,7 @@ def timeline_figure(root: DataRoot):
 
 @needs(sharing.KERNELS)
 def kernel_table(root: DataRoot):
-    """Per pair, engine and kernel class: time per batch alone and together, the ratio, and the
-    share of the class's time that ran beside the other engine's kernels."""
+    """:func:`~yolo_sm.topics.sharing.analyse.kernel_slowdown` of the root."""
     return tables.show(sharing.kernel_slowdown(root.load(sharing.KERNELS)))
 
 
