@@ -635,12 +635,12 @@ def test_render_passes_the_data_root(monkeypatch, tmp_path, capsys):
     "ratios, rc", [((1.0, 1.05), 0), ((1.0, 1.3), 1), ((1.0, float("nan")), 1)]
 )
 def test_remeasure_is_a_gate(monkeypatch, capsys, ratios, rc):
-    from yolo_sm.analyse.hostbound import within_tolerance
+    from yolo_sm.analyse.hostbound import TOLERANCE
     from yolo_sm.topics.compare import collect as remeasure
 
     def fake(name, n, seed, device, out, progress):
         df = pd.DataFrame({"batch": [1, 8], "ratio": list(ratios), "status": ["ok", "ok"]})
-        df["within_10pct"] = within_tolerance(df.ratio)
+        df["within_10pct"] = (df.ratio - 1).abs() <= TOLERANCE
         return df
 
     monkeypatch.setattr(remeasure, "remeasure", fake)

@@ -265,9 +265,11 @@ def test_your_model_notebook_on_the_shipped_example():
 
 
 def _render_main(probe_notebook, root, out):
-    from yolo_sm.report.render import main
+    from yolo_sm.cli.main import main
 
-    return main(["--notebooks", str(probe_notebook), "--data", str(root), "--out", str(out)])
+    return main(
+        ["render", "--notebooks", str(probe_notebook), "--data", str(root), "--out", str(out)]
+    )
 
 
 BAD_PARAMETERS = {

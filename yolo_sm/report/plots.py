@@ -96,39 +96,6 @@ def plot_width_flops(table, *, x="width", y="gflops_per_img"):
     return finish(fig)
 
 
-def plot_throughput(
-    df,
-    *,
-    x="width",
-    y="img_per_s",
-    color="backend",
-    facet_col=None,
-    facet_row=None,
-    log_y=True,
-    title=None,
-):
-    """Throughput (or any metric) lines from a sweep table; hover shows the point's config."""
-    import plotly.express as px
-
-    ok = (df[df["status"] == "ok"] if "status" in df else df).sort_values(x)
-    hover = [c for c in "precision layout backend batch median_ms iqr_ms tflops".split() if c in ok]
-    fig = px.line(
-        ok,
-        x=x,
-        y=y,
-        color=color,
-        facet_col=facet_col,
-        facet_row=facet_row,
-        markers=True,
-        log_y=log_y,
-        hover_data=hover,
-        color_discrete_map=color_map(ok[color].unique()),
-        template=TEMPLATE,
-        title=title or f"{label(y)} vs {label(x)}",
-    )
-    return finish(fig)
-
-
 def plot_occupancy_curves(curves, *, title="What-if: theoretical occupancy"):
     """Theoretical occupancy, one panel per ``vary`` value; hover names the limiter."""
     import plotly.express as px

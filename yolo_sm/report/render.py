@@ -13,7 +13,6 @@ import ast
 import math
 import os
 import signal
-import sys
 import tempfile
 import threading
 import time
@@ -258,7 +257,7 @@ def write_site(
     out = Path(out)
     pages = [Page(stem, title_of(nb)) for stem, nb in executed.items()]
     verdicts = catalog.verdict_table(root) if verdicts is None else verdicts
-    homes = home_pages(verdicts, pages, executed)
+    homes = home_pages(verdicts, pages)
     machine = root.device_name()
     files = site_assets()
     statements = tuple(verdicts.statement)
@@ -326,59 +325,3 @@ def default_data(path: Path) -> str:
     if not isinstance(data, str):
         raise UserError(f"{path} sets no DATA in a cell tagged parameters; pass --data")
     return data
-
-
-def strip_outputs(folder: str | os.PathLike) -> list[Path]:
-    """Strip outputs and execution counts of the notebooks in ``folder``; returns those changed."""
-    import nbformat
-
-    changed = []
-    for path in sorted(Path(folder).glob("*.ipynb")):
-        nb = nbformat.read(path, as_version=4)
-        dirty = [c for c in nb.cells if c.get("outputs") or c.get("execution_count") is not None]
-        for cell in dirty:
-            cell.outputs, cell.execution_count = [], None
-        if dirty:
-            nbformat.write(nb, path)
-            changed.append(path)
-    return changed
-
-
-def main(argv=None) -> int:
-    """``python -m yolo_sm.report.render``: what ``make report`` / ``make strip`` run (no torch)."""
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m yolo_sm.report.render")
-    ap.add_argument("--strip", metavar="FOLDER", help="remove outputs from the notebooks")
-    ap.add_argument("--data", default=None, help="dataset root: h200, cpu or a folder")
-    ap.add_argument("--notebooks", default="notebooks")
-    ap.add_argument("--out", default="site")
-    ap.add_argument("--only", default="", help="comma list of notebook name prefixes")
-    ap.add_argument("--timeout", type=int, default=900, help="seconds per cell")
-    args = ap.parse_args(argv)
-    if args.strip:
-        for p in strip_outputs(args.strip):
-            print(f"stripped {p}")
-        return 0
-    only = [x for x in args.only.split(",") if x]
-    previous = signal.signal(signal.SIGTERM, _terminated)
-    try:
-        index = render_site(args.notebooks, args.out, args.timeout, only, data=args.data)
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as e:  # SIGINT, or SIGTERM (its number in args)
-        print("stopped: the site's folder is as it was", file=sys.stderr)
-        return 128 + (e.args[0] if e.args else signal.SIGINT)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    print(f"rendered {index}")
-    return 0
-
-
-def _terminated(signum, frame):
-    raise KeyboardInterrupt(signum)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
