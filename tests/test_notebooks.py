@@ -68,7 +68,7 @@ def _executes_and_renders(path, data, figures=True):
     # the page is titled by the notebook's heading ("00 · Occupancy primer ..."), not "Notebook"
     assert re.search(r"<title>\d\d ", html), re.search(r"<title>[^<]*", html)
     # every figure: axis titles in words, categories in the one mapping's colours
-    from yolo_sm.report.style import problems
+    from tests.figure_checks import problems
 
     bad = {f.layout.title.text: problems(f) for f in _figures_in(html) if problems(f)}
     assert not bad, bad

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from yolo_sm.analyse import regress
 from yolo_sm.analyse.hostbound import TOLERANCE
-from yolo_sm.cli.common import comma_list
+from yolo_sm.cli.common import comma_list, print_table
 from yolo_sm.contract import datasets, values
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.store import read_frame, write_text_atomic
@@ -76,8 +76,6 @@ def machine(df) -> str:
 
 
 def run(args) -> int:
-    import pandas as pd
-
     args.tolerance = values.number(args.tolerance, "--tolerance", lo=0, hi=MAX_TOLERANCE)
     if args.json is not None:
         values.output_path(args.json, "--json")
@@ -98,8 +96,7 @@ def run(args) -> int:
     v = regress.verdict(cmp, args.tolerance)
     shown = [c for c in ("width", "precision", "layout", "backend", "batch", "variant") if c in cmp]
     shown += ["metric", "baseline", "candidate", "basis", "change", "gated", "regressed"]
-    with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
-        print(cmp[shown].to_string(index=False))
+    print_table(cmp[shown])
     print(
         f"{v['regressed']} of {v['rows']} comparisons over {v['points']} points regressed past "
         f"{args.tolerance * 100:g} % (a host-bound point's time is reported, not gated; "

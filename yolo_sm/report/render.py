@@ -1,11 +1,9 @@
 """Execute the notebooks from one dataset root and render them into a static, offline site.
 
-After the cell tagged ``parameters`` a cell tagged ``injected-parameters`` sets ``DATA`` and what
-the root's ``notebook_parameters.yaml`` sets for that notebook (by file stem or number), e.g.
-``01_width_scaling: {SWEEP: sweep_cpu}``; each name must be one the ``parameters`` cell assigns
-and each value a literal of its default's type. Pages are written through temporary files,
-renamed only once all are made: SIGINT / SIGTERM leave the old site.
-"""
+A cell tagged ``injected-parameters`` sets ``DATA`` and what the root's
+``notebook_parameters.yaml`` sets for the notebook (by stem or number): names its ``parameters``
+cell assigns, literals of their defaults' types. Pages are renamed into place only once all are
+written: SIGINT / SIGTERM leave the old site."""
 
 from __future__ import annotations
 
@@ -31,12 +29,7 @@ from yolo_sm.report.site_results import home_pages, page_rows, results_box
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding yolo_sm/
 
 
-def execute(
-    path: Path,
-    timeout: int = 900,
-    data: str | os.PathLike | DataRoot | None = None,
-    limit: float | None = None,
-):
+def execute(path: Path, timeout: int = 900, data=None, limit: float | None = None):
     """Execute notebook ``path`` in memory from root ``data`` (:func:`prepare`, :func:`run`)."""
     return run(prepare(Path(path), data), Path(path).parent, timeout, limit)
 
@@ -48,8 +41,8 @@ def run(nb, folder: Path, timeout: int = 900, limit: float | None = None):
     from nbclient.output_widget import OutputWidget
 
     class OutputArea(OutputWidget):
-        """An Output widget that sends no comm message back (it could swallow the wake-up of
-        a queued execute_reply: the cell then stalled until its timeout)."""
+        """An Output widget sending no comm message back (one could swallow a queued
+        execute_reply's wake-up: the cell then stalled until its timeout)."""
 
         def sync_state(self):
             pass
