@@ -16,6 +16,7 @@ from yolo_sm.contract.store import read_frame, write_text_atomic
 
 #: largest --tolerance (a fraction: 10 is a tenfold change)
 MAX_TOLERANCE = 10.0
+CPU = "prov_cpu_model"
 #: exit code when a point regressed past the tolerance (2: a user error)
 REGRESSED = 1
 
@@ -63,16 +64,12 @@ def _first(df, col: str) -> str:
     return str(v.iloc[0]) if len(v) else "unknown"
 
 
-def _cpu(df) -> str:
-    return _first(df, "prov_cpu_model")
-
-
 def machine(df) -> str:
     """The machine a table was measured on, from its provenance: the GPU (or cpu) and the
     host's CPU model."""
     gpu = _first(df, "prov_gpu_name")
     dev = gpu if gpu not in ("unknown", "", "None") else _first(df, "prov_device")
-    return f"{dev} (host CPU {_cpu(df)})"
+    return f"{dev} (host CPU {_first(df, CPU)})"
 
 
 def run(args) -> int:
@@ -87,11 +84,11 @@ def run(args) -> int:
     host = cmp["host_bound"].astype(bool)
     if "device" in cmp:
         host |= cmp["device"].astype(str).eq("cpu")
-    if host.any() and _cpu(baseline) != _cpu(candidate):
+    if host.any() and _first(baseline, CPU) != _first(candidate, CPU):
         raise UserError(
             f"{int(host.sum())} comparison(s) are of host-bound or CPU points, whose time is the "
-            f"host's, and the baseline's host ({_cpu(baseline)}) is not the candidate's "
-            f"({_cpu(candidate)}): measure both on one host to gate them"
+            f"host's, and the baseline's host ({_first(baseline, CPU)}) is not the candidate's "
+            f"({_first(candidate, CPU)}): measure both on one host to gate them"
         )
     v = regress.verdict(cmp, args.tolerance)
     shown = [c for c in ("width", "precision", "layout", "backend", "batch", "variant") if c in cmp]

@@ -342,27 +342,15 @@ def lab_css() -> str:
     """The JupyterLab template's index.css and light theme as one text."""
     from nbconvert import HTMLExporter
 
-    paths = HTMLExporter(template_name="lab").template_paths
-    parts = []
-    for name in ("index.css", "theme-light.css"):
-        found = next(
-            (Path(p) / "static" / name for p in paths if (Path(p) / "static" / name).exists()), None
-        )
-        if found is None:
-            raise FileNotFoundError(f"nbconvert's lab template has no static/{name}")
-        parts.append(found.read_text(encoding="utf-8"))
-    return "\n".join(parts)
-
-
-def plotly_js_path() -> Path:
-    import plotly
-
-    path = Path(plotly.__file__).parent / "package_data" / PLOTLY_JS
-    if not path.exists():
-        raise FileNotFoundError(f"the plotly package has no {path}")
-    return path
+    static = [Path(p) / "static" for p in HTMLExporter(template_name="lab").template_paths]
+    names = ("index.css", "theme-light.css")
+    files = [next((d / n for d in static if (d / n).exists()), static[0] / n) for n in names]
+    return "\n".join(f.read_text(encoding="utf-8") for f in files)
 
 
 def site_assets() -> dict:
     """File name -> body of the files every page links."""
-    return {PLOTLY_JS: plotly_js_path().read_bytes(), NOTEBOOK_CSS: lab_css(), SITE_CSS: SITE_STYLE}
+    import plotly
+
+    plotly_js = Path(plotly.__file__).parent / "package_data" / PLOTLY_JS
+    return {PLOTLY_JS: plotly_js.read_bytes(), NOTEBOOK_CSS: lab_css(), SITE_CSS: SITE_STYLE}
