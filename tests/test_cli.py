@@ -538,13 +538,13 @@ def test_the_optional_modules_map_to_the_extras_that_install_them():
 
 def test_help_lists_every_command_and_version(capsys):
     import yolo_sm
-    from yolo_sm.cli.main import GROUPS, build_parser
+    from yolo_sm.cli.main import build_parser
 
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
     sub = next(a for a in build_parser()._actions if a.dest == "cmd")
     assert len(sub.choices) >= 14 and all(name in out for name in sub.choices)
-    assert {g.run for g in GROUPS} <= {p.get_default("run") for p in sub.choices.values()}
+    assert all(callable(p.get_default("run")) for p in sub.choices.values())
     for name in sub.choices:  # every command's help formats (a literal % would raise)
         assert main([name, "--help"]) == 0
         text = capsys.readouterr().out

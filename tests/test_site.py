@@ -51,9 +51,8 @@ def _notebook(title: str, cells: list, intro: str = INTRO):
 
 @pytest.fixture(scope="module")
 def small_site(tmp_path_factory):
-    """Three notebooks: one named after a rule group (the primer's), one whose topic names
-    one (claims, with two sources), one that shows the fast-engine findings' ids; rendered from
-    h200."""
+    """Three notebooks: two named after a rule group (the primer's, the fast engines'), one
+    whose topic names one (claims, with two sources); rendered from h200."""
     from tests.notebook_cache import executed
     from yolo_sm.contract.datasets import open_root
     from yolo_sm.report.render import notebooks_in, write_site
@@ -78,8 +77,8 @@ def small_site(tmp_path_factory):
             intro="Two articles:\n\n1. *An article on width* (width);\n"
             "2. *Another on batching* (batch).\n\n" + INTRO,
         ),
-        "02_engines_probe": _notebook(
-            "02 · Probe engines: which findings?",
+        "10_fast_engines": _notebook(
+            "10 · Probe engines: which findings?",
             [
                 v4.new_markdown_cell("## Findings"),
                 v4.new_code_cell(
@@ -120,8 +119,8 @@ def test_small_site_pages_index_and_offline(small_site):
     ]
     for title in claims_sources(folder / "01_claims_checked.ipynb"):
         assert f"<cite>{title}</cite>" in sources
-    # the fast-engine findings found their page by the ids it shows
-    assert "yolo-results" in texts["02_engines_probe.html"]
+    # the fast-engine findings found their page by its name
+    assert "yolo-results" in texts["10_fast_engines.html"]
 
 
 def test_the_index_links_each_page_from_its_key_result_and_the_reading_order(small_site):
