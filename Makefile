@@ -42,7 +42,7 @@ $(REPORT_STAMP): pyproject.toml constraints.txt
 
 ## Execute every notebook from the dataset root $(DATA) and render them into $(SITE)/ (index.html).
 report: setup-report
-	$(REPORT_BIN)/python -m yolo_sm.report.render --data $(DATA) --notebooks notebooks --out $(SITE)
+	$(REPORT_BIN)/python -m yolo_sm render --data $(DATA) --notebooks notebooks --out $(SITE)
 
 ## Lint, then the whole test suite on this machine, one worker a core (pytest-xdist), notebooks
 ## included (GPU tests skip without CUDA).
@@ -66,7 +66,7 @@ format: setup
 
 ## Remove outputs from notebooks before committing.
 strip: setup-report
-	$(REPORT_BIN)/python -m yolo_sm.report.render --strip notebooks
+	$(REPORT_BIN)/jupyter nbconvert --clear-output --inplace notebooks/*.ipynb
 
 clean:
 	rm -rf site .pytest_cache .ruff_cache

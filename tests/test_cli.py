@@ -538,13 +538,13 @@ def test_the_optional_modules_map_to_the_extras_that_install_them():
 
 def test_help_lists_every_command_and_version(capsys):
     import yolo_sm
-    from yolo_sm.cli.main import GROUPS, build_parser
+    from yolo_sm.cli.main import build_parser
 
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
     sub = next(a for a in build_parser()._actions if a.dest == "cmd")
     assert len(sub.choices) >= 14 and all(name in out for name in sub.choices)
-    assert {g.run for g in GROUPS} <= {p.get_default("run") for p in sub.choices.values()}
+    assert all(callable(p.get_default("run")) for p in sub.choices.values())
     for name in sub.choices:  # every command's help formats (a literal % would raise)
         assert main([name, "--help"]) == 0
         text = capsys.readouterr().out
@@ -635,12 +635,12 @@ def test_render_passes_the_data_root(monkeypatch, tmp_path, capsys):
     "ratios, rc", [((1.0, 1.05), 0), ((1.0, 1.3), 1), ((1.0, float("nan")), 1)]
 )
 def test_remeasure_is_a_gate(monkeypatch, capsys, ratios, rc):
-    from yolo_sm.analyse.hostbound import within_tolerance
+    from yolo_sm.analyse.hostbound import TOLERANCE
     from yolo_sm.topics.compare import collect as remeasure
 
     def fake(name, n, seed, device, out, progress):
         df = pd.DataFrame({"batch": [1, 8], "ratio": list(ratios), "status": ["ok", "ok"]})
-        df["within_10pct"] = within_tolerance(df.ratio)
+        df["within_10pct"] = (df.ratio - 1).abs() <= TOLERANCE
         return df
 
     monkeypatch.setattr(remeasure, "remeasure", fake)

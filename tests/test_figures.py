@@ -7,6 +7,7 @@ executed notebook.)"""
 import plotly.graph_objects as go
 import pytest
 
+from tests import figure_checks
 from yolo_sm.analyse import kernels
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.report import colors, plots, style, widgets
@@ -158,26 +159,26 @@ GROUPS = (
 def test_every_figure_speaks_the_vocabulary(root, group):
     figs = group(root)
     assert figs and all(isinstance(f, go.Figure) for f in figs)
-    bad = {f.layout.title.text: style.problems(f) for f in figs if style.problems(f)}
+    bad = [(f.layout.title.text, p) for f in figs if (p := figure_checks.problems(f))]
     assert not bad, bad
 
 
 def test_the_check_catches_a_bare_column_name_and_a_missing_title():
     fig = go.Figure(go.Scatter(x=[1, 2], y=[3, 4], name="a"))
     fig.update_layout(xaxis_title="img_per_s")
-    problems = style.problems(fig)
+    problems = figure_checks.problems(fig)
     assert any("column name" in p for p in problems)
     assert any("no y axis" in p for p in problems)
     fig.update_layout(xaxis_title="images per second", yaxis_title="latency (ms)")
-    assert style.problems(fig) == []
+    assert figure_checks.problems(fig) == []
 
 
 def test_the_check_catches_a_category_in_another_colour():
     fig = go.Figure(go.Bar(x=["a"], y=[1], name="fp16", marker_color="#000000"))
     fig.update_layout(xaxis_title="forward", yaxis_title="GPU time (ms)")
-    assert any("fp16" in p for p in style.problems(fig))
+    assert any("fp16" in p for p in figure_checks.problems(fig))
     style.recolor(fig)
-    assert fig.data[0].marker.color == colors.COLORS["fp16"] and style.problems(fig) == []
+    assert fig.data[0].marker.color == colors.COLORS["fp16"] and figure_checks.problems(fig) == []
 
 
 def test_finish_words_titles_and_colours_engines_and_widths():

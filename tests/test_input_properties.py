@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from yolo_sm.analyse import occupancy as occ
-from yolo_sm.cli.common import batches, byte_count
+from yolo_sm.cli.common import byte_count
 from yolo_sm.cli.main import main
 from yolo_sm.contract import values
 from yolo_sm.contract.errors import UserError
@@ -192,7 +192,7 @@ def test_batch_lists(v):
         return
     assert got and all(isinstance(b, int) and 1 <= b <= MAX_BATCH for b in got)
     with contextlib.suppress(UserError):
-        assert batches(",".join(map(str, got))) == got
+        assert values.batches(",".join(map(str, got)), "--batches") == got
 
 
 @HYPO

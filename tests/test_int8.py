@@ -540,12 +540,12 @@ def test_plan_steps_bench_int8_beside_fp16_and_fp8():
 
 
 def test_section_figure_follows_the_style_and_absent_data_is_one_line():
+    from tests import figure_checks
     from yolo_sm.contract.datasets import open_root
-    from yolo_sm.report import style
     from yolo_sm.topics.precision import report as eight_bit_plots
 
     fig = eight_bit_plots.plot_speed(p8.engine_speed(_bench(180.0)))
-    assert style.problems(fig) == []
+    assert figure_checks.problems(fig) == []
     assert {t.name for t in fig.data} == {
         "eager/fp16/nhwc",
         "cudagraph/fp16/nhwc",

@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
+from tests.figure_checks import problems as figure_problems
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import load_plan
 from yolo_sm.contract.schema import problems
 from yolo_sm.report.rules import evaluate
-from yolo_sm.report.style import problems as figure_problems
 from yolo_sm.topics.memory import analyse as am
 from yolo_sm.topics.memory import report as mp
 from yolo_sm.topics.memory import rules as findings

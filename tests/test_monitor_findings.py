@@ -130,7 +130,7 @@ def test_missing_dataset_leaves_the_facts_out(tmp_path, make_root):
 
 def test_figures_follow_the_vocabulary():
     pytest.importorskip("plotly")
-    from yolo_sm.report.style import problems
+    from tests.figure_checks import problems
     from yolo_sm.topics.monitor import report as monitor_plots
 
     fig = monitor_plots.plot_series(table())

@@ -68,7 +68,7 @@ def _executes_and_renders(path, data, figures=True):
     # the page is titled by the notebook's heading ("00 · Occupancy primer ..."), not "Notebook"
     assert re.search(r"<title>\d\d ", html), re.search(r"<title>[^<]*", html)
     # every figure: axis titles in words, categories in the one mapping's colours
-    from yolo_sm.report.style import problems
+    from tests.figure_checks import problems
 
     bad = {f.layout.title.text: problems(f) for f in _figures_in(html) if problems(f)}
     assert not bad, bad
@@ -265,9 +265,11 @@ def test_your_model_notebook_on_the_shipped_example():
 
 
 def _render_main(probe_notebook, root, out):
-    from yolo_sm.report.render import main
+    from yolo_sm.cli.main import main
 
-    return main(["--notebooks", str(probe_notebook), "--data", str(root), "--out", str(out)])
+    return main(
+        ["render", "--notebooks", str(probe_notebook), "--data", str(root), "--out", str(out)]
+    )
 
 
 BAD_PARAMETERS = {

@@ -6,23 +6,6 @@ from yolo_sm.contract import datasets
 from yolo_sm.report import colors, plots
 
 
-@pytest.fixture(scope="module")
-def sweep():
-    return datasets.load("h200/sweep_precision_core")  # four precisions, two backends
-
-
-def test_throughput_plot_has_one_trace_per_backend_and_facet(sweep):
-    b64 = sweep[sweep.batch == 64]
-    fig = plots.plot_throughput(
-        b64, x="width", color="backend", facet_col="precision", facet_row="layout"
-    )
-    names = {t.name for t in fig.data}
-    assert names == {"eager", "cudagraph"}
-    assert len(fig.data) == 2 * b64.precision.nunique() * b64.layout.nunique()
-    eager = [t for t in fig.data if t.name == "eager"][0]
-    assert eager.line.color == colors.COLORS["eager"]
-
-
 def test_width_flops_plot_has_counted_and_law():
     import pandas as pd
 

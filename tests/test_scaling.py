@@ -8,13 +8,9 @@ import shutil
 import pandas as pd
 import pytest
 
-from yolo_sm.analyse import plan_grid
 from yolo_sm.analyse.facts import fact, facts_table, value
-from yolo_sm.contract import datasets
 from yolo_sm.contract.datasets import open_root
-from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.labels import with_config
-from yolo_sm.contract.plans import load_plan
 from yolo_sm.report import plots, rules
 from yolo_sm.topics.precision import analyse as precision
 from yolo_sm.topics.precision import rules as findings_precision
@@ -53,11 +49,6 @@ def ncu_precision(root):
 @pytest.fixture(scope="module")
 def wide(root):
     return scaling.wide_stack_table(root.load("ncu_wide_stack"))
-
-
-@pytest.fixture(scope="module")
-def plan():
-    return load_plan(datasets.data_dir() / "plans" / "full.yaml")
 
 
 @pytest.fixture(scope="module")
@@ -488,81 +479,6 @@ def test_ratio_by_width_takes_the_median_from_a_batch_up():
     )
     t = precision.ratio_by_width(r, precision="bf16").set_index("width")
     assert t.ratio[0.25] == pytest.approx(0.92) and t.ratio[2.0] == 1.02  # batch 8 left out
-
-
-def test_plan_points_match_the_sweep_runner(plan):
-    from yolo_sm.core.sweep import SweepSpec
-
-    for step in plan.steps:
-        if step.kind != "sweep":
-            continue
-        ours = plan_grid.plan_points(step.params, plan.device)
-        spec = SweepSpec.from_mapping({"device": plan.device, **step.params})
-        theirs = {
-            (
-                p.family,
-                p.scale or f"{p.width:g}",
-                p.precision,
-                p.layout,
-                p.backend,
-                p.batch,
-                p.imgsz,
-            )
-            for p in spec.points()
-        }
-        assert set(map(tuple, ours.values.tolist())) == theirs, step.name
-    # the runner's unsupported combinations, on a CPU
-    cpu = plan_grid.plan_points(
-        {"precisions": "fp32,tf32", "backends": ["eager", "cudagraph"]}, "cpu"
-    )
-    assert cpu[["precision", "backend"]].values.tolist() == [["fp32", "eager"]]
-
-
-def test_missing_points_complete_the_plan(precision_sweep, plan):
-    partial = precision_sweep[precision_sweep.width != 2.0].iloc[1:]
-    m = plan_grid.missing_points(partial, plan, "sweep_precision_core")
-    planned = int(m.planned.iloc[0])
-    assert planned == 192  # 8 widths x 4 precisions x 2 backends x 3 batches
-    assert m.points.sum() + len(partial) == planned
-    assert set(m.step) == {"sweep_precision_core"}
-    assert any("2" in w.split(", ") for w in m.widths)
-    fewer = partial.iloc[1:]
-    assert plan_grid.missing_points(fewer, plan, "sweep_precision_core").points.sum() == (
-        m.points.sum() + 1
-    )
-    both = plan_grid.missing_points(partial, plan, ["sweep_precision_core", "sweep_precision_rest"])
-    assert int(both.planned.iloc[0]) == 192 + 128
-    rest = both[both.step == "sweep_precision_rest"]
-    assert rest.points.sum() == 128 and set(rest.batches) == {"16, 128"}
-    assert list(dict.fromkeys(both.step))[-1] == "sweep_precision_rest"
-    with pytest.raises(UserError, match="no step sweep_nope"):
-        plan_grid.missing_points(precision_sweep, plan, ["sweep_nope"])
-    some = plan_grid.missing_points(precision_sweep, plan, ["sweep_precision_core", "sweep_nope"])
-    alone = plan_grid.missing_points(precision_sweep, plan, "sweep_precision_core")
-    assert some.attrs["not_in_plan"] == ["sweep_nope"]
-    assert some.points.sum() == alone.points.sum() == planned - len(precision_sweep)
-    none = plan_grid.missing_points(precision_sweep.iloc[:0], plan, "sweep_precision_core")
-    assert none.points.sum() == 192
-
-
-def test_missing_points_of_presets_match_by_letter(root, plan):
-    presets = root.load("sweep_presets")
-    m = plan_grid.missing_points(presets, plan, "sweep_presets")
-    assert m.attrs["planned"] == len(presets) + m.points.sum() == 120  # 2 x 5 presets x 12
-    assert set(m.widths) <= {"x"}  # what the shipped table lacks, if anything: x presets
-    less = presets[presets.scale != "x"]
-    fewer = plan_grid.missing_points(less, plan, "sweep_presets")
-    assert set(fewer.widths) == {"x"}
-    assert fewer.points.sum() == m.points.sum() + len(presets) - len(less)
-
-
-def test_root_plan_is_the_one_the_manifest_names(root, tmp_path):
-    assert (
-        plan_grid.root_plan(root).name
-        == load_plan(datasets.data_dir() / "plans" / "full.yaml").name
-    )
-    (tmp_path / "manifest.json").write_text(json.dumps({"datasets": {}}))
-    assert plan_grid.root_plan(open_root(tmp_path)) is None
 
 
 def test_precision_forward_kernel_mix(ncu_precision):

@@ -341,7 +341,7 @@ def test_failed_rows_are_left_out_of_the_comparisons():
 
 def test_figures_keep_the_vocabulary():
     pytest.importorskip("plotly")
-    from yolo_sm.report.style import problems as style_problems
+    from tests.figure_checks import problems as style_problems
     from yolo_sm.topics.resolutions import report as resolution_plots
     from yolo_sm.topics.wide_deep import analyse as wide_deep
     from yolo_sm.topics.wide_deep import report as wide_deep_plots

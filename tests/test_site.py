@@ -51,9 +51,8 @@ def _notebook(title: str, cells: list, intro: str = INTRO):
 
 @pytest.fixture(scope="module")
 def small_site(tmp_path_factory):
-    """Three notebooks: one named after a rule group (the primer's), one whose topic names
-    one (claims, with two sources), one that shows the fast-engine findings' ids; rendered from
-    h200."""
+    """Three notebooks: two named after a rule group (the primer's, the fast engines'), one
+    whose topic names one (claims, with two sources); rendered from h200."""
     from tests.notebook_cache import executed
     from yolo_sm.contract.datasets import open_root
     from yolo_sm.report.render import notebooks_in, write_site
@@ -78,8 +77,8 @@ def small_site(tmp_path_factory):
             intro="Two articles:\n\n1. *An article on width* (width);\n"
             "2. *Another on batching* (batch).\n\n" + INTRO,
         ),
-        "02_engines_probe": _notebook(
-            "02 · Probe engines: which findings?",
+        "10_fast_engines": _notebook(
+            "10 · Probe engines: which findings?",
             [
                 v4.new_markdown_cell("## Findings"),
                 v4.new_code_cell(
@@ -120,8 +119,8 @@ def test_small_site_pages_index_and_offline(small_site):
     ]
     for title in claims_sources(folder / "01_claims_checked.ipynb"):
         assert f"<cite>{title}</cite>" in sources
-    # the fast-engine findings found their page by the ids it shows
-    assert "yolo-results" in texts["02_engines_probe.html"]
+    # the fast-engine findings found their page by its name
+    assert "yolo-results" in texts["10_fast_engines.html"]
 
 
 def test_the_index_links_each_page_from_its_key_result_and_the_reading_order(small_site):
@@ -159,34 +158,18 @@ def _verdicts(rows):
     )
 
 
-def test_groups_find_their_pages_by_name_topic_or_shown_ids():
+def test_groups_find_their_pages_by_name_or_topic():
     from yolo_sm.report.site import Page
     from yolo_sm.report.site_results import home_pages
 
     v = _verdicts(
-        [
-            ("a1", "03_alpha", "holds"),
-            ("c1", "claims", "holds"),
-            ("g1", "engines", "does not hold"),
-            ("g2", "engines", "holds"),
-            ("x1", "07_gone", "holds"),
-        ]
+        [("a1", "03_alpha", "holds"), ("c1", "claims", "holds"), ("x1", "07_gone", "holds")]
     )
     pages = [
         Page("03_alpha", "03 · A"),
         Page("04_claims_checked", "04 · C"),
         Page("05_b", "05 · B"),
     ]
-    shown = nbformat.v4.new_notebook(
-        cells=[nbformat.v4.new_code_cell("", outputs=[])],
-    )
-    shown.cells[0].outputs = [
-        nbformat.v4.new_output(
-            "execute_result", data={"text/html": "<th>g1</th><th>g2</th>"}, execution_count=1
-        )
-    ]
-    homes = home_pages(v, pages, {"05_b": shown, "03_alpha": nbformat.v4.new_notebook()})
-    assert homes == {"03_alpha": "03_alpha", "claims": "04_claims_checked", "engines": "05_b"}
     assert home_pages(v, pages) == {"03_alpha": "03_alpha", "claims": "04_claims_checked"}
 
 
@@ -412,13 +395,8 @@ def test_an_interrupted_site_leaves_the_old_one_as_it_was(tmp_path, monkeypatch)
 SLOW = "import pathlib, time\npathlib.Path('STARTED').touch()\ntime.sleep(120)"
 
 
-@pytest.mark.parametrize(
-    ("how", "signum", "code"),
-    [("render", "SIGINT", 130), ("render", "SIGTERM", 143), ("cli", "SIGTERM", 143)],
-)
-def test_a_signal_during_render_exits_130_or_143_and_keeps_the_old_site(
-    tmp_path, how, signum, code
-):
+@pytest.mark.parametrize(("signum", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_during_render_exits_130_or_143_and_keeps_the_old_site(tmp_path, signum, code):
     import os
     import signal
     import subprocess
@@ -432,7 +410,7 @@ def test_a_signal_during_render_exits_130_or_143_and_keeps_the_old_site(
     site = tmp_path / "site"
     site.mkdir()
     (site / "index.html").write_text("the old site")
-    cmd = ["-m", "yolo_sm.report.render"] if how == "render" else ["-m", "yolo_sm", "render"]
+    cmd = ["-m", "yolo_sm", "render"]
     args = ["--notebooks", str(folder), "--data", "h200", "--out", str(site)]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     proc = subprocess.Popen(

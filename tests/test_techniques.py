@@ -292,7 +292,7 @@ def test_failed_rows_are_listed_and_left_out_of_the_ratios():
 
 
 def test_figures_follow_the_style():
-    from yolo_sm.report.style import problems as style_problems
+    from tests.figure_checks import problems as style_problems
     from yolo_sm.topics.techniques import report as tp
 
     root = Root(techniques=synthetic())

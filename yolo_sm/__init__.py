@@ -1,8 +1,5 @@
-"""yolo_sm: how object detectors use a GPU's streaming multiprocessors.
-
-``import yolo_sm`` is light: it imports nothing but the standard library; the layers
-(``contract``, ``analyse``, ``collect``, ``report``, ``cli``) are imported on use.
-"""
+"""yolo_sm: how object detectors use a GPU's streaming multiprocessors (standard library only:
+the layers are imported on use)."""
 
 import os
 from pathlib import Path

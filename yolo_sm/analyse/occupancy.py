@@ -1,17 +1,10 @@
 """Theoretical SM occupancy of a CUDA kernel launch, in pure Python.
 
-Reproduces ``cudaOccMaxActiveBlocksPerMultiprocessor`` from the CUDA toolkit's
-``cuda_occupancy.h`` (CUDA 12.6), which is what Nsight Compute's theoretical occupancy
-(``sm__maximum_warps_per_active_cycle_pct``) and its ``launch__occupancy_limit_*`` block
-limits report. Hardware numbers come from the CUDA Programming Guide, "Compute Capabilities"
-(Tables 30-32), and from ``cuda_occupancy.h`` for the allocation granularities.
-
-Units: threads, warps and blocks are counts; registers are 32-bit registers; shared memory
-is in bytes (1 KiB = 1024 bytes); occupancy is a percentage (0-100) of the SM's warp slots.
-
-"Block limit" values are blocks per SM. A resource that does not constrain the launch at
-all (0 registers per thread; 0 bytes of shared memory on CC < 8.0, where no shared memory
-is reserved per block) reports ``max_blocks_per_sm`` instead of cudaOcc's INT_MAX.
+Reproduces ``cudaOccMaxActiveBlocksPerMultiprocessor`` of CUDA 12.6's ``cuda_occupancy.h``, what
+Nsight Compute reports as theoretical occupancy and ``launch__occupancy_limit_*``; hardware
+numbers from the CUDA Programming Guide's "Compute Capabilities" tables. Registers are 32-bit
+registers, shared memory bytes, occupancy % of the SM's warp slots; block limits are blocks per
+SM (a resource that does not constrain reports ``max_blocks_per_sm``, not cudaOcc's INT_MAX).
 """
 
 from __future__ import annotations
@@ -26,11 +19,8 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 KIB = 1024
-#: Order used to name the limiter when several block limits tie for the minimum: the
-#: hardware caps first (changing the kernel's registers or shared memory cannot lift them),
-#: then registers, then shared memory (whose limit at the driver-chosen carveout is tight by
-#: construction). So a 100 % launch is "warps", and a 1-warp kernel capped at 32 blocks is
-#: "blocks" even when its registers would also allow exactly 32 blocks.
+#: Which limiter a tie names: the hardware caps first (the kernel cannot lift them), then
+#: registers, then shared memory (tight by construction at the driver-chosen carveout).
 LIMITER_ORDER = ("warps", "blocks", "registers", "shared_mem")
 #: Nsight Compute's block-limit column of each limit
 LIMIT_COLUMNS = {n: f"limit_{n}" for n in LIMITER_ORDER}
@@ -40,8 +30,7 @@ RESOURCES = ("registers", "shared_mem")
 
 @dataclass(frozen=True)
 class ArchSpec:
-    """Per-SM limits of one compute capability. Memory sizes in bytes, registers in 32-bit
-    registers."""
+    """Per-SM limits of one compute capability (bytes, 32-bit registers)."""
 
     compute_capability: str
     max_warps_per_sm: int
@@ -97,7 +86,7 @@ ARCH: dict[str, ArchSpec] = {
 
 @dataclass(frozen=True)
 class OccupancyResult:
-    """Theoretical occupancy of one launch configuration on one SM (see module docstring)."""
+    """Theoretical occupancy of one launch on one SM."""
 
     compute_capability: str
     threads_per_block: int
@@ -132,15 +121,12 @@ class OccupancyResult:
 
     @property
     def binding_limits(self) -> tuple[str, ...]:
-        """Every limit that allows no more than the active blocks (``limiter`` names only the
-        first of them in :data:`LIMITER_ORDER`): ``("registers", "shared_mem")`` when both
-        cap the launch at the same number of blocks."""
+        """Every limit that allows no more than the active blocks (``limiter``: the first)."""
         return tuple(n for n, v in self.block_limits.items() if v == self.active_blocks_per_sm)
 
 
 def limits_table(result: OccupancyResult) -> pd.DataFrame:
-    """One row per limit of ``result``: ``limit`` (warps, blocks, registers, shared_mem),
-    ``blocks_per_sm`` it allows, ``binding`` (whether it sets the active blocks)."""
+    """One row per limit: ``limit``, ``blocks_per_sm`` it allows, ``binding``."""
     import pandas as pd
 
     return pd.DataFrame(
@@ -178,9 +164,7 @@ def _round_up(x: int, unit: int) -> int:
 
 
 def _register_limit(spec: ArchSpec, regs: int, warps: int) -> tuple[int, int]:
-    """(blocks per SM allowed by registers, registers allocated per block), as
-    cudaOccMaxBlocksPerSMRegsLimit: per-warp allocation rounded to the allocation unit, each
-    of the sub-partitions holds a whole number of warps."""
+    """(blocks per SM registers allow, registers per block) as cudaOccMaxBlocksPerSMRegsLimit."""
     per_warp = _round_up(regs * spec.warp_size, spec.register_allocation_unit)
     per_block = per_warp * warps
     if per_warp == 0:
@@ -216,19 +200,11 @@ def theoretical_occupancy(
     *,
     shared_mem_carveout: int | None = None,
 ) -> OccupancyResult:
-    """Theoretical occupancy of a launch on one SM.
-
-    ``registers_per_thread`` is the kernel's register count (0: no register limit);
-    ``shared_mem_per_block`` is static + dynamic shared memory in bytes, without the 1 KiB
-    the driver reserves per block on CC >= 8.0 (added here). ``shared_mem_carveout`` is the
-    shared-memory size per SM in bytes; it is rounded up to the next selectable carveout,
-    and, as in cudaOcc, a carveout too small for one block is replaced by the smallest one
-    that fits it. ``None`` picks what the driver picks: the smallest carveout that reaches
-    the highest number of active blocks (that of the largest carveout). A launch that cannot
-    run at all (too many registers per block) gives 0 active blocks, limited by registers.
-    Raises UserError (a ValueError) for an unknown compute capability or an argument that is
-    not an integer in range.
-    """
+    """Theoretical occupancy of a launch on one SM. ``shared_mem_per_block``: static + dynamic
+    bytes, without the 1 KiB reserved per block on CC >= 8.0 (added here). ``shared_mem_carveout``
+    (bytes per SM) is rounded up to a selectable carveout (one too small for a block: the smallest
+    that fits); None: the driver's pick, the smallest reaching the most active blocks. Too many
+    registers per block: 0 active blocks. UserError for an argument out of range."""
     spec = _arch(compute_capability)
     threads = _int("threads_per_block", threads_per_block, 1, spec.max_threads_per_block, "threads")
     regs = _int(
@@ -288,6 +264,11 @@ def theoretical_occupancy(
 
 
 VARY = ("threads_per_block", "registers_per_thread", "shared_mem_per_block")
+#: the columns of :func:`occupancy_curve` after ``value`` and the varied parameter
+CURVE_COLUMNS = (
+    "occupancy_pct", "active_blocks_per_sm", "active_warps_per_sm", "limiter",
+    "block_limit_registers", "block_limit_shared_mem", "block_limit_warps", "block_limit_blocks",
+)  # fmt: skip
 
 
 def _default_values(spec: ArchSpec, vary: str, base: dict) -> list[int]:
@@ -314,17 +295,9 @@ def occupancy_curve(
     values=None,
     shared_mem_carveout: int | None = None,
 ) -> pd.DataFrame:
-    """What-if curve, like Nsight Compute's occupancy graphs: occupancy while one of
-    ``threads_per_block`` (threads), ``registers_per_thread`` (registers) or
-    ``shared_mem_per_block`` (bytes) takes each of ``values`` and the others stay fixed.
-
-    Default values: block sizes 32..1024 step 32; registers 0..255 every 8 plus both sides
-    of every step in the register limit, and the current value; shared memory 0..max per
-    block every 1 KiB plus the maximum and the current value. One row per value, columns
-    ``value``, the varied parameter's name (same number), ``occupancy_pct``,
-    ``active_blocks_per_sm``, ``active_warps_per_sm``, ``limiter`` and the four
-    ``block_limit_*`` columns.
-    """
+    """What-if curve, as Nsight Compute's occupancy graphs: one row per value of ``vary``
+    (default: every block size, register count and KiB of shared memory that can move it)
+    the others fixed; columns :data:`CURVE_COLUMNS` after ``value`` and ``vary``."""
     import pandas as pd
 
     if vary not in VARY:
@@ -342,33 +315,8 @@ def occupancy_curve(
         r = theoretical_occupancy(
             spec.compute_capability, **{**base, vary: v}, shared_mem_carveout=shared_mem_carveout
         )
-        rows.append(
-            {
-                "value": int(v),
-                vary: int(v),
-                "occupancy_pct": r.occupancy_pct,
-                "active_blocks_per_sm": r.active_blocks_per_sm,
-                "active_warps_per_sm": r.active_warps_per_sm,
-                "limiter": r.limiter,
-                "block_limit_registers": r.block_limit_registers,
-                "block_limit_shared_mem": r.block_limit_shared_mem,
-                "block_limit_warps": r.block_limit_warps,
-                "block_limit_blocks": r.block_limit_blocks,
-            }
-        )
-    columns = [
-        "value",
-        vary,
-        "occupancy_pct",
-        "active_blocks_per_sm",
-        "active_warps_per_sm",
-        "limiter",
-        "block_limit_registers",
-        "block_limit_shared_mem",
-        "block_limit_warps",
-        "block_limit_blocks",
-    ]
-    return pd.DataFrame(rows, columns=columns)
+        rows.append({"value": int(v), vary: int(v), **{c: getattr(r, c) for c in CURVE_COLUMNS}})
+    return pd.DataFrame(rows, columns=["value", vary, *CURVE_COLUMNS])
 
 
 def _wave_args(grid_size: int, active_blocks_per_sm: int, sm_count: int) -> tuple[int, int]:
@@ -379,31 +327,24 @@ def _wave_args(grid_size: int, active_blocks_per_sm: int, sm_count: int) -> tupl
 
 
 def waves(grid_size: int, active_blocks_per_sm: int, sm_count: int) -> float:
-    """Number of waves: grid blocks / (active blocks per SM * SMs); 2.5 means two full
-    waves and a half-full third one."""
+    """Grid blocks / (active blocks per SM * SMs): 2.5 is two full waves and a half one."""
     grid, per_wave = _wave_args(grid_size, active_blocks_per_sm, sm_count)
     return grid / per_wave
 
 
 def tail_fraction(grid_size: int, active_blocks_per_sm: int, sm_count: int) -> float:
-    """How full the last, partial wave is, as a fraction of a whole wave in [0, 1): the
-    fractional part of :func:`waves`. 0.0 means the grid fills a whole number of waves (no
-    tail); 0.1 means the last wave keeps only a tenth of the block slots busy."""
+    """How full the last, partial wave is, in [0, 1): 0.0 is no tail."""
     grid, per_wave = _wave_args(grid_size, active_blocks_per_sm, sm_count)
     return (grid % per_wave) / per_wave
 
 
 def binding(ncu: pd.DataFrame) -> pd.DataFrame:
-    """Per row of an Nsight Compute table: one boolean column per limit (:data:`LIMITER_ORDER`),
-    True where that ``limit_*`` equals the row's smallest block limit (ties: several True)."""
+    """Per Nsight Compute row: one boolean column per limit, True where it is the smallest."""
     lim = ncu[list(LIMIT_COLUMNS.values())].set_axis(list(LIMIT_COLUMNS), axis=1)
     return lim.eq(lim.min(axis=1), axis=0)
 
 
 def block_limiter(ncu: pd.DataFrame) -> pd.Series:
-    """Per row of an Nsight Compute table: the limit that sets its active blocks per SM, named
-    as the calculator's ``limiter`` (first binding limit in :data:`LIMITER_ORDER`). So a kernel
-    counts as capped by a resource (:data:`RESOURCES`) only where registers or shared memory
-    allow fewer blocks than both the warp and the block slots."""
+    """Per Nsight Compute row: its first binding limit in :data:`LIMITER_ORDER` (the
+    calculator's ``limiter``)."""
     return binding(ncu).idxmax(axis=1)
-

@@ -1,30 +1,10 @@
 """A hardware-metric regression gate: the points two tables share, compared metric by metric.
 
-:func:`compare` matches a candidate table (e.g. points measured again on a CI runner) to a
-baseline (a shipped sweep or bench) on the key columns and compares each metric of
-:data:`METRICS` that both carry: throughput, latency p50 / p99, time-weighted achieved
-occupancy, peak memory, delivered TFLOP/s. A point regresses when its metric moved the wrong way
-by more than the tolerance (a peak memory also by more than :data:`MEMORY_FLOOR_BYTES`).
-
-Host-bound points (:func:`yolo_sm.analyse.hostbound.host_bound` in either table) are never
-gated on time across runs: their pace is the host's (its CPU model, clock and load), which a
-regression gate on another runner cannot tell from a change of the code. Their time-derived
-metrics (:data:`TIME_METRICS`) are reported relative to a reference measured in the same process
-as the point, and not gated (``gated`` False):
-
-* ``same_process``: the same model's CUDA-graph replay at the same batch, precision, layout and
-  size, from the same table; the change is ``(candidate / candidate reference) / (baseline /
-  baseline reference)``. It cancels what the GPU and the moment changed, not the host's speed.
-* ``host_normalised`` where a table lacks that reference but both carry ``host_launch_us`` (the
-  host's cost of one eager launch, measured right after the point): a time over it, a rate times
-  it.
-* ``no_reference`` otherwise.
-
-What the host cannot move is gated for every point, host-bound ones included, wherever both
-tables carry it: the launches per forward and the GPU's busy time per forward (the kernels'
-own time). A host-bound point whose tables lack both (tables measured before they were
-recorded) has no gated metric: it is reported and counted as undecided.
-"""
+A point regresses when a metric of :data:`METRICS` moved the wrong way past the tolerance.
+Host-bound points are never gated on time across runs (their pace is the host's): their
+:data:`TIME_METRICS` are reported over a reference from the same table (``same_process``: the
+CUDA-graph replay of the same point; ``host_normalised``: over ``host_launch_us``; else
+``no_reference``). What the host cannot move (:data:`INVARIANT`) is gated for every point."""
 
 from __future__ import annotations
 
@@ -42,8 +22,6 @@ METRICS = {
     "achieved_occupancy_tw_pct": "higher",
     "peak_mem_bytes": "lower",
     "tflops": "higher",
-    # what the host cannot change: the work a forward launches and the GPU's time on it,
-    # compared as they are for every point (tables measured before they were recorded lack them)
     "launches_per_forward": "lower",
     "gpu_busy_ms": "lower",
 }
@@ -53,17 +31,13 @@ TIME_METRICS = ("img_per_s", "median_ms", "p99_ms", "tflops")
 INVARIANT = ("gpu_busy_ms", "launches_per_forward")
 BENCH_KEYS = ("family", "width", "batch", "variant")
 REFERENCE_BACKEND = "cudagraph"
-#: what a row's comparison rests on
-BASES = ("absolute", "host_normalised", "same_process", "no_reference")
-#: bytes a peak may move and stay within, whatever its share: cuDNN's benchmark mode picks each
-#: run's algorithms by timing, and their workspaces (tens of MiB) set a small forward's peak (the
-#: shipped re-measure moved a 31 MB eager batch-1 peak by 33 MiB, identical code and GPU)
+#: bytes a peak may move and stay within: cuDNN's benchmark mode picks each run's algorithms,
+#: whose workspaces (tens of MiB) set a small forward's peak
 MEMORY_FLOOR_BYTES = 64 * 2**20
 
 
 def key_columns(df) -> tuple[str, ...]:
-    """The columns naming a point of ``df``: a sweep's :data:`KEY_COLUMNS` or a bench's
-    :data:`BENCH_KEYS`; :class:`UserError` for a table with neither."""
+    """A sweep's :data:`KEY_COLUMNS` or a bench's :data:`BENCH_KEYS` (else UserError)."""
     if all(c in df for c in KEY_COLUMNS):
         return KEY_COLUMNS
     if all(c in df for c in BENCH_KEYS):
@@ -83,17 +57,15 @@ def _ok(df):
 
 
 def _reference_columns(df, keys) -> list[str]:
-    """The columns a point shares with its reference: its keys but the backend (and compile
-    mode, variant), plus precision and layout where the keys lack them (a bench)."""
+    """The keys a point shares with its reference: all but the engine, plus precision/layout."""
     skip = ("backend", "compile_mode", "variant")
     cols = [c for c in keys if c not in skip]
     return cols + [c for c in ("precision", "layout") if c in df and c not in cols]
 
 
 def with_reference(df, keys, metrics):
-    """``df``'s ok rows with ``ref_<metric>``: each metric of the same table's reference point
-    (:data:`REFERENCE_BACKEND` at the same model, batch, precision, layout and size; NaN where
-    the table has none) and ``host_bound``."""
+    """``df``'s ok rows with ``host_bound`` and ``ref_<metric>`` of the same table's
+    :data:`REFERENCE_BACKEND` point (NaN where none)."""
     ok = _ok(df).copy()
     ok["host_bound"] = host_bound(ok).to_numpy()
     if "host_launch_us" not in ok:
@@ -105,17 +77,10 @@ def with_reference(df, keys, metrics):
 
 
 def compare(baseline, candidate, metrics=None, tolerance: float = TOLERANCE, keys=None):
-    """One row per shared point and metric: the key columns, ``metric``, ``better``
-    (higher / lower), ``baseline`` and ``candidate`` values, ``host_bound`` (either table),
-    ``basis`` (:data:`BASES`), ``baseline_ref`` / ``candidate_ref`` (the references' values for
-    a same-process row), ``change`` (candidate over baseline, each over its reference for a
-    same-process row), ``within`` (``|change - 1| <= tolerance``) and ``regressed`` (moved the
-    wrong way past the tolerance; False where undecided).
-
-    ``metrics``: columns of :data:`METRICS` (default: every one both tables carry; a named one
-    that either lacks is a :class:`UserError`). Matching is on the baseline's key columns,
-    which the candidate must carry too (``keys``: these instead); ``ok`` rows only (model-only
-    rows of a bench)."""
+    """One row per shared point and metric: keys, ``metric``, ``better``, ``baseline``,
+    ``candidate``, ``host_bound``, ``basis``, ``baseline_ref`` / ``candidate_ref``, ``change``
+    (candidate over baseline, each over its reference unless ``absolute``), ``within``,
+    ``gated`` and ``regressed``. ``metrics``: of :data:`METRICS` (default: those both carry)."""
     import pandas as pd
 
     if not tolerance >= 0:
@@ -191,11 +156,7 @@ def compare(baseline, candidate, metrics=None, tolerance: float = TOLERANCE, key
 
 
 def _reference(r, metric: str) -> tuple[float, float, str]:
-    """(baseline reference, candidate reference, basis) of a host-bound row of the merged
-    table: the CUDA-graph references' ``metric`` where both tables have one
-    (``same_process``), else both launch costs where both tables measured them
-    (``host_normalised``), else ``no_reference``; a CUDA-graph row is its own reference
-    (``absolute``)."""
+    """(baseline reference, candidate reference, basis) of a host-bound merged row."""
     if r["backend"] == REFERENCE_BACKEND:
         return math.nan, math.nan, "absolute"
     refs = [float(r[f"ref_{metric}_{s}"]) for s in ("base", "cand")]
@@ -207,11 +168,6 @@ def _reference(r, metric: str) -> tuple[float, float, str]:
     return math.nan, math.nan, "no_reference"
 
 
-def point_keys(cmp) -> list[str]:
-    """The key columns of a :func:`compare` table."""
-    return [c for c in cmp.columns if c in KEY_COLUMNS or c in BENCH_KEYS]
-
-
 #: the columns of :func:`points` after the key columns
 POINT_COLUMNS = (
     "host_bound", "img_per_s_change", "img_per_s_basis", "img_per_s_baseline",
@@ -221,19 +177,14 @@ POINT_COLUMNS = (
 
 
 def points(cmp):
-    """:func:`compare` rows folded to one row per point: its keys and :data:`POINT_COLUMNS`:
-    ``host_bound``; the throughput row as reported (``img_per_s_change``, ``_basis``, the two
-    tables' values ``img_per_s_baseline`` / ``_candidate`` and their references' ``_ref``);
-    ``gpu_busy_change`` (NaN where a table lacks it); ``gated_metrics`` (the metrics that
-    decide this point, comma-separated), ``gate_change`` (the change of the gated row farthest
-    from 1), ``within`` (every gated row within the tolerance; None without a gated row:
-    undecided) and ``regressed`` (a gated row regressed)."""
+    """:func:`compare` rows folded to one row per point: keys and :data:`POINT_COLUMNS`
+    (``gate_change``: the gated change farthest from 1; ``within`` None: undecided)."""
     import pandas as pd
 
     def first(rows, column, empty=math.nan):
         return rows[column].iloc[0] if len(rows) else empty
 
-    keys = point_keys(cmp)
+    keys = [c for c in cmp.columns if c in KEY_COLUMNS or c in BENCH_KEYS]
     rows = []
     for key, g in cmp.groupby(keys, sort=False, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
@@ -260,27 +211,15 @@ def points(cmp):
     return pd.DataFrame(rows, columns=[*keys, *POINT_COLUMNS])
 
 
-def repeat_metrics(baseline, candidate) -> list[str]:
-    """What a re-measure is judged on: img/s and, where both tables carry them, the metrics no
-    host moves (:data:`INVARIANT`)."""
-    return ["img_per_s"] + [m for m in INVARIANT if m in baseline and m in candidate]
-
-
 def repeat_points(baseline, candidate, keys=None, tolerance: float = TOLERANCE):
-    """:func:`points` of :func:`compare` over :func:`repeat_metrics`: one row per point both
-    tables measured, decided as a re-measure."""
-    cmp = compare(
-        baseline, candidate, metrics=repeat_metrics(baseline, candidate), tolerance=tolerance,
-        keys=keys,
-    )  # fmt: skip
-    return points(cmp)
+    """:func:`points` of a re-measure: img/s and the :data:`INVARIANT` metrics both carry."""
+    metrics = ["img_per_s"] + [m for m in INVARIANT if m in baseline and m in candidate]
+    return points(compare(baseline, candidate, metrics, tolerance, keys))
 
 
 def verdict(cmp, tolerance: float = TOLERANCE) -> dict:
-    """What :func:`compare` decided: ``points``, ``rows``, ``regressed`` (gated rows past the
-    tolerance the wrong way), ``outside`` (gated rows past it either way), ``undecided``
-    (points without a gated row: host-bound points of tables that lack launches and GPU busy
-    time), ``tolerance`` and ``passed`` (no gated row regressed)."""
+    """Counts of :func:`compare`'s points, rows, ``regressed``, ``outside`` and ``undecided``,
+    and ``passed``."""
     gated = cmp["gated"].astype(bool) if len(cmp) else cmp.get("gated")
     pts = points(cmp) if len(cmp) else None
     return {

@@ -9,13 +9,14 @@ from pathlib import Path
 
 from yolo_sm.analyse import regress
 from yolo_sm.analyse.hostbound import TOLERANCE
-from yolo_sm.cli.common import comma_list
+from yolo_sm.cli.common import comma_list, print_table
 from yolo_sm.contract import datasets, values
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.store import read_frame, write_text_atomic
 
 #: largest --tolerance (a fraction: 10 is a tenfold change)
 MAX_TOLERANCE = 10.0
+CPU = "prov_cpu_model"
 #: exit code when a point regressed past the tolerance (2: a user error)
 REGRESSED = 1
 
@@ -63,21 +64,15 @@ def _first(df, col: str) -> str:
     return str(v.iloc[0]) if len(v) else "unknown"
 
 
-def _cpu(df) -> str:
-    return _first(df, "prov_cpu_model")
-
-
 def machine(df) -> str:
     """The machine a table was measured on, from its provenance: the GPU (or cpu) and the
     host's CPU model."""
     gpu = _first(df, "prov_gpu_name")
     dev = gpu if gpu not in ("unknown", "", "None") else _first(df, "prov_device")
-    return f"{dev} (host CPU {_cpu(df)})"
+    return f"{dev} (host CPU {_first(df, CPU)})"
 
 
 def run(args) -> int:
-    import pandas as pd
-
     args.tolerance = values.number(args.tolerance, "--tolerance", lo=0, hi=MAX_TOLERANCE)
     if args.json is not None:
         values.output_path(args.json, "--json")
@@ -89,17 +84,16 @@ def run(args) -> int:
     host = cmp["host_bound"].astype(bool)
     if "device" in cmp:
         host |= cmp["device"].astype(str).eq("cpu")
-    if host.any() and _cpu(baseline) != _cpu(candidate):
+    if host.any() and _first(baseline, CPU) != _first(candidate, CPU):
         raise UserError(
             f"{int(host.sum())} comparison(s) are of host-bound or CPU points, whose time is the "
-            f"host's, and the baseline's host ({_cpu(baseline)}) is not the candidate's "
-            f"({_cpu(candidate)}): measure both on one host to gate them"
+            f"host's, and the baseline's host ({_first(baseline, CPU)}) is not the candidate's "
+            f"({_first(candidate, CPU)}): measure both on one host to gate them"
         )
     v = regress.verdict(cmp, args.tolerance)
     shown = [c for c in ("width", "precision", "layout", "backend", "batch", "variant") if c in cmp]
     shown += ["metric", "baseline", "candidate", "basis", "change", "gated", "regressed"]
-    with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
-        print(cmp[shown].to_string(index=False))
+    print_table(cmp[shown])
     print(
         f"{v['regressed']} of {v['rows']} comparisons over {v['points']} points regressed past "
         f"{args.tolerance * 100:g} % (a host-bound point's time is reported, not gated; "

@@ -1,7 +1,5 @@
-"""What the ``yolo-sm`` command groups share: the parser class whose errors are one sentence,
-the verbosity and model flags, the parsers of flag values, and the checks every command makes
-before any work: the device exists, the optional packages a backend needs are installed, the
-output can be written."""
+"""What the ``yolo-sm`` command groups share: a parser whose errors are one sentence, common
+flags, and the checks before any work (the device exists, a backend's package is installed)."""
 
 from __future__ import annotations
 
@@ -11,7 +9,6 @@ import logging
 
 from yolo_sm.contract import values
 from yolo_sm.contract.errors import NotAvailableError, UserError
-from yolo_sm.contract.plans import MAX_BATCH, MAX_IMGSZ, MAX_WIDTH_ANY
 
 #: the package's logger: progress and notices go through it to stderr (tables go to stdout)
 log = logging.getLogger("yolo_sm")
@@ -25,8 +22,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def verbosity_flags(p: argparse.ArgumentParser) -> None:
-    """``-q/--quiet`` (no progress bars, warnings and errors only) and ``-v/--verbose`` (debug
-    logs too), unless ``p`` has them already."""
+    """``-q/--quiet`` and ``-v/--verbose``, unless ``p`` has them already."""
     if any("--quiet" in a.option_strings for a in p._actions):
         return
     g = p.add_argument_group("output")
@@ -37,8 +33,7 @@ def verbosity_flags(p: argparse.ArgumentParser) -> None:
 
 
 def model_flags(p: argparse.ArgumentParser, many: bool = False) -> None:
-    """--family, --width (or --widths with ``many``), --imgsz, --device, and --model /
-    --input-shape (:func:`model_spec_flags`) in place of the family and width."""
+    """--family, --width (--widths with ``many``), --imgsz, --device, --model, --input-shape."""
     p.add_argument("--family", default="yolov8", help="yolov8 or yolo11")
     if many:
         p.add_argument("--widths", default="1.0", help="comma list of width multipliers")
@@ -50,8 +45,7 @@ def model_flags(p: argparse.ArgumentParser, many: bool = False) -> None:
 
 
 def model_spec_flags(p: argparse.ArgumentParser) -> None:
-    """--model SPEC (repeatable, or a comma list) and --input-shape C,H,W: any model
-    (yolo_sm.core.models.spec), in place of the family and width flags."""
+    """--model SPEC (repeatable or a comma list) and --input-shape C,H,W."""
     p.add_argument(
         "--model",
         dest="models",
@@ -73,29 +67,8 @@ def comma_list(text: str | None) -> list[str]:
     return [x.strip() for x in (text or "").split(",") if x.strip()]
 
 
-def widths(text, what: str = "--widths") -> list[float]:
-    """A comma list of positive width multipliers."""
-    return values.numbers(text, what, above=0, hi=MAX_WIDTH_ANY)
-
-
-def batch(text, what: str = "--batch") -> int:
-    return values.whole(text, what, lo=1, hi=MAX_BATCH)
-
-
-def batches(text, what: str = "--batches") -> list[int]:
-    return values.wholes(text, what, lo=1, hi=MAX_BATCH)
-
-
-def imgsz(text, what: str = "--imgsz") -> int:
-    size = values.whole(text, what, lo=32, hi=MAX_IMGSZ, unit="pixels")
-    if size % 32:
-        raise UserError(f"{what} must be a multiple of 32, got {size}")
-    return size
-
-
 def byte_count(text, what: str = "--smem") -> int:
-    """``49152``, ``48K`` or ``1.5K`` (KiB) -> a whole number of bytes (``1.5`` bytes, ``nan``,
-    a negative count: a UserError)."""
+    """``49152``, ``48K`` or ``1.5K`` (KiB) -> a whole number of bytes."""
     t = str(text).strip().lower()
     kib = t.endswith(("k", "kib", "kb"))
     head = t.rstrip("bi").rstrip("k") if kib else t.removesuffix("b")
@@ -109,9 +82,7 @@ def byte_count(text, what: str = "--smem") -> int:
 
 
 def device(text, what: str = "--device", gpu_only: str = "") -> str:
-    """A device name that exists here: ``cpu``, or ``cuda`` / ``cuda:N`` when torch sees that
-    GPU (a missing one is a NotAvailableError). ``gpu_only`` names a command that runs on a GPU
-    alone: then ``cpu`` is refused too, and no advice points to it."""
+    """A device that exists here (else NotAvailableError); ``gpu_only``: a command refusing cpu."""
     name = values.device_name(text, what)
     if gpu_only and not name.startswith("cuda"):
         raise UserError(f"{gpu_only} runs on a GPU only: use --device cuda on a machine with one")
@@ -152,16 +123,11 @@ def backends_available(backends) -> None:
             )
 
 
-def output(path, what: str = "--out", folder: bool = False):
-    """:func:`yolo_sm.contract.values.output_path`: ``path`` can be written (nothing created)."""
-    return values.output_path(path, what, folder=folder)
+def print_table(df, floats: str | None = "{:.4g}") -> None:
+    """``df`` on stdout whole (every row and column), floats as ``floats`` (None: pandas')."""
+    import pandas as pd
 
-
-def progress(args) -> bool:
-    """Whether a command shows progress bars: not with ``--quiet``."""
-    return not getattr(args, "quiet", False)
-
-
-def dispatch(commands: dict, args) -> int:
-    """Run the function of ``commands`` named by the parsed sub-command."""
-    return commands[args.cmd](args)
+    opts = ["display.width", 250, "display.max_rows", None, "display.max_columns", None]
+    opts += ["display.max_colwidth", 90, "display.float_format", floats and floats.format]
+    with pd.option_context(*opts):
+        print(df.to_string(index=False))

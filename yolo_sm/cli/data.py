@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from yolo_sm.cli.common import backends_available, comma_list, device, dispatch, output, progress
+from yolo_sm.cli.common import backends_available, comma_list, device, print_table
 from yolo_sm.contract import values
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.contract.errors import UserError
@@ -35,7 +35,7 @@ def add_parser(sub) -> None:
     arg("--workers", type=int, metavar="N", help="run units on a local Dask cluster of N GPUs")
     arg("--scheduler", metavar="ADDRESS", help="run units on this Dask scheduler's cluster")
     arg("--status", action="store_true", help="only show which steps are done and what is left")
-    c.set_defaults(run=run)
+    c.set_defaults(run=collect)
 
     r = sub.add_parser("render", help="execute the notebooks and render them into a static site")
     r.add_argument("--notebooks", default="notebooks", help="folder of NN_topic.ipynb files")
@@ -43,21 +43,17 @@ def add_parser(sub) -> None:
     r.add_argument("--data", help="dataset root: a name under data/ or a folder (default: DATA)")
     r.add_argument("--timeout", default="900", help="seconds per cell")
     r.add_argument("--only", help="comma list of notebook name prefixes to render")
-    r.set_defaults(run=run)
+    r.set_defaults(run=render)
 
     k = sub.add_parser("claims", help="every rule's verdict on a dataset root (the claims table)")
     k.add_argument("--data", default="h200", help="dataset root: a name under data/ or a folder")
     k.add_argument("--against", help="a second dataset root: add the rules over two roots")
     k.add_argument("--json", action="store_true", help="print JSON, one object per rule")
-    k.set_defaults(run=run)
+    k.set_defaults(run=claims)
 
     s = sub.add_parser("scrub", help="drop host names and absolute paths from provenance")
     s.add_argument("roots", nargs="+", help="dataset folders, e.g. data/h200 data/cpu")
-    s.set_defaults(run=run)
-
-
-def run(args) -> int:
-    return dispatch({"collect": collect, "render": render, "claims": claims, "scrub": scrub}, args)
+    s.set_defaults(run=scrub)
 
 
 def scrub(args) -> int:
@@ -123,9 +119,9 @@ def collect(args) -> int:
     workers = (
         None if args.workers is None else values.whole(args.workers, "--workers", lo=1, hi=1024)
     )
-    output(out_dir, folder=True)
+    values.output_path(out_dir, folder=True)
     check_steps(plan, out_dir, only or names)
-    kw = {"only": only, "max_minutes": minutes, "progress": progress(args), "redo": redo}
+    kw = {"only": only, "max_minutes": minutes, "progress": not args.quiet, "redo": redo}
     if args.workers is not None or args.scheduler:
         from yolo_sm.core import distributed
 
@@ -147,7 +143,7 @@ def render(args) -> int:
         open_root(args.data)  # an unknown root is one sentence before any notebook runs
         extra["data"] = args.data
     notebooks_in(args.notebooks, only)  # no notebook to render: one sentence, nothing made
-    output(args.out, folder=True)
+    values.output_path(args.out, folder=True)
     index = render_site(args.notebooks, args.out, timeout=timeout, only=only, **extra)
     print(f"rendered {index}")
     return 0
@@ -173,11 +169,7 @@ def claims(args) -> int:
     if verdicts.empty:
         print(f"no rules decide anything on {args.data} yet")
         return 0
-    cols = [c for c in CLAIM_COLUMNS if c in verdicts]
-    with pd.option_context(
-        "display.width", 250, "display.max_rows", 1000, "display.max_colwidth", 90
-    ):
-        print(verdicts[cols].to_string(index=False))
+    print_table(verdicts[[c for c in CLAIM_COLUMNS if c in verdicts]], floats=None)
     counts = verdicts.verdict.value_counts().to_dict()
     print("verdicts: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
     return 0

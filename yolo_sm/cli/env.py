@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from yolo_sm.cli import common
-from yolo_sm.cli.common import device, dispatch
+from yolo_sm.cli.common import device, print_table
 from yolo_sm.contract import values
 from yolo_sm.contract.errors import UserError
 
@@ -16,7 +15,7 @@ def add_parser(sub) -> None:
     e = sub.add_parser("env", help="this machine's hardware and software, which profilers work")
     e.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if present, else cpu)")
     e.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    e.set_defaults(run=run)
+    e.set_defaults(run=env)
 
     m = sub.add_parser("models", help="a model's channel table; 'models save' writes a checkpoint")
     arg = m.add_argument
@@ -31,11 +30,7 @@ def add_parser(sub) -> None:
     arg("--max-channels", default="2048", help="ultralytics max_channels cap")
     arg("--imgsz", default="640", help="square input size (a multiple of 32)")
     arg("--format", choices=("table", "csv", "json"), default="table")
-    m.set_defaults(run=run)
-
-
-def run(args) -> int:
-    return dispatch({"env": env, "models": models_table}, args)
+    m.set_defaults(run=models_table)
 
 
 def env(args) -> int:
@@ -66,7 +61,7 @@ def models_table(args) -> int:
 
     if args.action == "save":
         return save(args)
-    size = common.imgsz(args.imgsz)
+    size = values.imgsz(args.imgsz, "--imgsz")
     if args.model:
         spec = models.parse_model(args.model, args.input_shape)
         model = models.build_spec(spec)
@@ -76,7 +71,7 @@ def models_table(args) -> int:
         raise UserError(f"the wide conv stack takes a numeric --width, got {args.width!r}")
     width = values.text(args.width, "--width")
     if is_number(width):
-        width = common.widths(width, "--width")[0]
+        width = values.multiplier(width, "--width")
     depth = values.number(args.depth, "--depth", above=0, hi=4) if args.depth is not None else None
     max_channels = values.whole(args.max_channels, "--max-channels", lo=1, hi=1 << 20)
     model = models.build(fam, width, depth=depth, max_channels=max_channels)
@@ -84,8 +79,6 @@ def models_table(args) -> int:
 
 
 def _print_table(model, size: int, args) -> int:
-    import pandas as pd
-
     from yolo_sm.core import models
 
     df = models.channel_table(model, size)
@@ -94,9 +87,7 @@ def _print_table(model, size: int, args) -> int:
     elif args.format == "json":
         print(df.to_json(orient="records"))
     else:
-        opts = ("display.width", 200, "display.max_columns", 50, "display.max_rows", 500)
-        with pd.option_context(*opts):
-            print(df.to_string(index=False))
+        print_table(df, floats=None)
         print(
             f"\ntotal: {df.params.sum():,} parameters, {df.flops.sum() / 1e9:.2f} GFLOPs per "
             f"{size}x{size} image (2 FLOPs per multiply-add)"

@@ -1,10 +1,6 @@
-"""``yolo-sm`` command line: thin sub-commands over the package's functions.
-
-Each command group is a module with ``add_parser(sub)`` and ``run(args)``, importing torch only
-inside commands that need it. :func:`main` is where errors end: a UserError, an OSError or a
-missing optional package is one sentence on stderr, exit 2; Ctrl-C exits 130 and SIGTERM 143
-(both as KeyboardInterrupt, so written tables are kept); a failed check exits 1.
-"""
+"""``yolo-sm``: one module per command group (``add_parser(sub)``, torch imported on use).
+:func:`main` is where errors end: a user's is one sentence on stderr, exit 2; Ctrl-C exits 130,
+SIGTERM 143 (both as KeyboardInterrupt, so written tables are kept); a failed check exits 1."""
 
 from __future__ import annotations
 
@@ -57,8 +53,7 @@ def _on_sigterm(signum, frame):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``yolo-sm`` parser: every group's sub-commands, each setting ``run`` and taking
-    ``-q`` / ``-v``."""
+    """The ``yolo-sm`` parser: every group's sub-commands, each setting ``run``."""
     p = Parser(prog="yolo-sm", description=DESCRIPTION)
     p.add_argument("--version", action="version", version=f"yolo-sm {yolo_sm.__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=Parser)
@@ -93,8 +88,7 @@ CACHING = ("models", "sweep", "bench", "remeasure", "trace", "ncu", "gpm", "prof
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one ``yolo-sm`` command; returns its exit code (0, 1 for a failed check, 2 for a
-    user error, 130 for an interrupt, 143 for a SIGTERM)."""
+    """Run one ``yolo-sm`` command; returns its exit code."""
     handler = previous = args = None
     if threading.current_thread() is threading.main_thread():  # signals reach it only
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
@@ -135,8 +129,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def missing_package(e: ModuleNotFoundError, command: str | None) -> str | None:
-    """The sentence for ``command`` stopped by ``e``, an optional package (:data:`OPTIONAL_MODULES`)
-    not installed here; None otherwise (a broken install shows its traceback)."""
+    """The sentence for ``command`` lacking an optional package; None for any other error."""
     top = (e.name or "").partition(".")[0]
     extra = OPTIONAL_MODULES.get(top)
     if extra is None or importlib.util.find_spec(top) is not None:

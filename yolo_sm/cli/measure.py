@@ -4,15 +4,7 @@
 from __future__ import annotations
 
 from yolo_sm.analyse.hostbound import TOLERANCE
-from yolo_sm.cli.common import (
-    backends_available,
-    device,
-    dispatch,
-    log,
-    model_spec_flags,
-    output,
-    progress,
-)
+from yolo_sm.cli.common import backends_available, device, log, model_spec_flags, print_table
 from yolo_sm.contract import datasets, values
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.plans import load_yaml
@@ -29,10 +21,6 @@ def add_parser(sub) -> None:
     _remeasure_parser(sub)
 
 
-def run(args) -> int:
-    return dispatch({"sweep": sweep, "bench": bench, "remeasure": remeasure}, args)
-
-
 def _sweep_parser(sub) -> None:
     s = sub.add_parser("sweep", help="time a grid of model x engine x batch points into parquet")
     s.add_argument("--config", help="YAML file with the same keys as the flags (flags override it)")
@@ -42,7 +30,7 @@ def _sweep_parser(sub) -> None:
     s.add_argument("--check", choices=("on", "off"), help=check)
     s.add_argument("--no-check", dest="check", action="store_const", const="off", help="off")
     s.add_argument("--out", required=False, help="parquet file; rerunning resumes it")
-    s.set_defaults(run=run)
+    s.set_defaults(run=sweep)
 
 
 def _bench_parser(sub) -> None:
@@ -65,7 +53,7 @@ def _bench_parser(sub) -> None:
         required=True,
         help="parquet file (a rerun skips the (model, batch) pairs it holds)",
     )
-    b.set_defaults(run=run)  # fmt: skip
+    b.set_defaults(run=bench)  # fmt: skip
 
 
 #: the bench settings ``yolo-sm bench`` takes as flags
@@ -97,7 +85,7 @@ def _remeasure_parser(sub) -> None:
         help="parquet file for the re-measured rows (a rerun measures only what it lacks; "
         "yolo-sm check reads it as a candidate)",
     )
-    m.set_defaults(run=run)
+    m.set_defaults(run=remeasure)
 
 
 def sweep(args) -> int:
@@ -119,13 +107,13 @@ def sweep(args) -> int:
     # every check that can fail comes before the skip notices: an error is the only stderr line
     device(spec.device)
     check_environment(spec)
-    out = output(out)
+    out = values.output_path(out)
     if not spec.points():
         raise UserError("no point of the grid can run: " + "; ".join(spec.unsupported()))
     for line in spec.unsupported():
         log.warning(f"skipping {line}")
     log.info(f"sweep: {len(spec.points())} points into {out} (a rerun resumes it)")
-    df = run_sweep(spec, out, progress=progress(args))
+    df = run_sweep(spec, out, progress=not args.quiet)
     _print_sweep_summary(df)
     failed = all_failed(df)
     if failed:
@@ -134,24 +122,17 @@ def sweep(args) -> int:
 
 
 def _print_sweep_summary(df) -> None:
-    import pandas as pd
-
     if df.empty:
         print("no points")
         return
     cols = ("family", "scale", "width", "precision", "layout", "backend", "batch", "imgsz",
             "status", "median_ms", "iqr_ms", "img_per_s", "tflops", "rel_err")  # fmt: skip
-    with pd.option_context(
-        "display.width", 200, "display.max_rows", 1000, "display.float_format", "{:.4g}".format
-    ):
-        print(df[[c for c in cols if c in df]].to_string(index=False))
+    print_table(df[[c for c in cols if c in df]])
     print(worth(df))
 
 
 def worth(df, what: str = "points") -> str:
-    """What the rows of a sweep or bench are worth: how many were timed, how many of those are
-    noisy (IQR above :data:`~yolo_sm.core.timing.NOISE_THRESHOLD` of the median) or
-    host-bound (``host_bound``: the GPU idles between kernels), and the other statuses."""
+    """How many rows were timed, of them how many noisy or host-bound, and the other statuses."""
     from yolo_sm.core.timing import NOISE_THRESHOLD
 
     ok = df[df["status"] == "ok"]
@@ -178,24 +159,22 @@ def bench(args) -> int:
     )
     device(spec.device)
     backends_available(e[0] for e in (*spec.engines, spec.pipeline_engine_here()))
-    out = output(args.out)
+    out = values.output_path(args.out)
     log.info(f"bench: {len(spec.units())} (model, batch) units into {out} (a rerun resumes it)")
-    df = run_bench(spec, out, progress=progress(args))
+    df = run_bench(spec, out, progress=not args.quiet)
     print_ranking(df)
     print(worth(df, "rows"))
     return 0
 
 
 def print_ranking(df) -> None:
-    """A bench table ranked per batch (:func:`yolo_sm.topics.deploy.recommend.ranking`), the
-    rows that did not run, and one line per batch saying what to deploy."""
-    import pandas as pd
-
+    """A bench table ranked per batch, the rows that did not run, what to deploy per batch."""
     rank = ranking(df)
     cols = ["batch", "rank", "scope", "variant", "vs_fastest_engine", "img_per_s", "median_ms"]
-    cols += ["p99_ms", "build_s"]
-    with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
-        print(rank[cols].to_string(index=False) if len(rank) else "")
+    if len(rank):
+        print_table(rank[[*cols, "p99_ms", "build_s"]])
+    else:
+        print("")
     for _, r in df[df["status"] != "ok"].iterrows():
         print(f"not run: {r['variant']} at batch {r['batch']} ({r['status']}): {r['message']}")
     for _, r in deploy(rank).iterrows():
@@ -207,7 +186,7 @@ def remeasure(args) -> int:
 
     points = values.whole(args.points, "--points", lo=1, hi=100_000)
     seed = values.whole(args.seed, "--seed", lo=0, hi=2**32 - 1)
-    out = output(args.out) if args.out is not None else None
+    out = values.output_path(args.out) if args.out is not None else None
     if args.device is not None:
         device(args.device)
     else:  # the points run on the devices they were measured on: those must exist here
@@ -222,7 +201,7 @@ def remeasure(args) -> int:
                     "lacks; add --device cpu for a dry run"
                 ) from None
     df = again.remeasure(
-        args.dataset, n=points, seed=seed, device=args.device, out=out, progress=progress(args)
+        args.dataset, n=points, seed=seed, device=args.device, out=out, progress=not args.quiet
     )
     within = next(c for c in df.columns if c.startswith("within"))
     cols = ["width", "precision", "layout", "backend", "batch", "shipped_img_per_s"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import signal
 import threading
 
-from yolo_sm.cli.common import log, output
+from yolo_sm.cli.common import log
 from yolo_sm.contract import values
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import STEP_NAME
@@ -51,7 +51,7 @@ def run(args) -> int:
     if args.record is not None:
         if not str(args.record).endswith(".parquet"):
             raise UserError(f"--record must end in .parquet, got {args.record}")
-        record = output(args.record, "--record")
+        record = values.output_path(args.record, "--record")
     if args.dataset is not None:
         if record is None:
             raise UserError("--dataset names the --record table: give --record too")

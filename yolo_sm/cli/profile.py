@@ -6,8 +6,7 @@ from __future__ import annotations
 from yolo_sm.analyse import occupancy as occ
 from yolo_sm.analyse.gpm import overhead_pct, run_medians
 from yolo_sm.analyse.weighting import time_weighted
-from yolo_sm.cli import common
-from yolo_sm.cli.common import byte_count, device, dispatch, model_flags, output, widths
+from yolo_sm.cli.common import byte_count, device, model_flags
 from yolo_sm.contract import values
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import MAX_ITERS, MAX_RUN_S
@@ -29,7 +28,7 @@ def add_parser(sub) -> None:
     t.add_argument("--batch", type=int, default=8)
     t.add_argument("--iters", type=int, default=3, help=f"profiled forwards (1-{MAX_ITERS})")
     t.add_argument("--out", required=True, help="trace file (.json.gz); provenance goes beside it")
-    t.set_defaults(run=run)
+    t.set_defaults(run=trace)
 
     n = sub.add_parser("ncu", help="Nsight Compute per-kernel table of NVTX-scoped forwards")
     model_flags(n, many=True)
@@ -39,7 +38,7 @@ def add_parser(sub) -> None:
     n.add_argument("--metric-set", default="occupancy", help="occupancy, throughput or full")
     n.add_argument("--timeout", type=float, default=600, help="seconds before ncu is stopped")
     n.add_argument("--out", required=True, help="CSV file (ncu --csv --page raw)")
-    n.set_defaults(run=run)
+    n.set_defaults(run=ncu)
 
     g = sub.add_parser("gpm", help="NVML GPM timeline of one config running for some seconds")
     model_flags(g, many=True)
@@ -51,7 +50,7 @@ def add_parser(sub) -> None:
     rounds = "then measure the sampler's cost on throughput: N paired rounds per width"
     g.add_argument("--overhead-rounds", type=int, default=0, help=rounds)
     g.add_argument("--out", required=True, help="parquet file (tidy: one row per window x metric)")
-    g.set_defaults(run=run)
+    g.set_defaults(run=gpm)
 
     a = sub.add_parser("profile", help="Kineto + Nsight Compute + GPM per width, joined per layer")
     model_flags(a, many=True)
@@ -62,7 +61,7 @@ def add_parser(sub) -> None:
     a.add_argument("--metric-set", default="occupancy", help="ncu set: occupancy/throughput/full")
     a.add_argument("--gpm-seconds", type=float, default=3.0)
     a.add_argument("--out", required=True, help="folder for the tables, traces and summary.json")
-    a.set_defaults(run=run)
+    a.set_defaults(run=profile)
 
     o = sub.add_parser("occupancy", help="theoretical occupancy of a launch (what-if calculator)")
     o.add_argument("--cc", default="9.0", help="compute capability, e.g. 9.0 (Hopper), 8.0")
@@ -73,21 +72,16 @@ def add_parser(sub) -> None:
     o.add_argument("--sm-count", type=int, default=132, help="SMs for the wave count (H200: 132)")
     vary = ("threads_per_block", "registers_per_thread", "shared_mem_per_block")
     o.add_argument("--vary", choices=vary, help="print the what-if curve")
-    o.set_defaults(run=run)
-
-
-def run(args) -> int:
-    commands = {"trace": trace, "ncu": ncu, "gpm": gpm, "profile": profile, "occupancy": occupancy}
-    return dispatch(commands, args)
+    o.set_defaults(run=occupancy)
 
 
 def _grid(args, precisions: str, layouts: str, batches: str):
     """Check a profiling command's grid values (before its device, so any machine names them)."""
-    widths(args.widths)
+    values.multipliers(args.widths, "--widths")
     values.texts(precisions, "--precisions", tuple(p.value for p in Precision))
     values.texts(layouts, "--layouts", tuple(x.value for x in Layout))
-    common.batches(batches)
-    common.imgsz(args.imgsz)
+    values.batches(batches, "--batches")
+    values.imgsz(args.imgsz, "--imgsz")
     values.text(args.family, "--family")
 
 
@@ -127,16 +121,16 @@ def trace(args) -> int:
 
     backend = values.text(args.backend, "--backend", TRACE_BACKENDS)
     iters = values.whole(args.iters, "--iters", lo=1, hi=MAX_ITERS, unit="forwards")
-    width = widths(args.width, "--width")[0]
+    width = values.multiplier(args.width, "--width")
     values.text(args.precision, "--precision", tuple(p.value for p in Precision))
     values.text(args.layout, "--layout", tuple(x.value for x in Layout))
-    common.batch(args.batch)
-    size = common.imgsz(args.imgsz)
+    values.batch(args.batch, "--batch")
+    size = values.imgsz(args.imgsz, "--imgsz")
     dev = device(args.device)
     if not str(args.out).endswith(".json.gz"):
         raise UserError(f"--out must end in .json.gz, got {args.out}")
-    out = output(args.out)
-    output(f"{out}.metadata.json", "--out's metadata file")
+    out = values.output_path(args.out)
+    values.output_path(f"{out}.metadata.json", "--out's metadata file")
     cfg = EngineConfig(backend, args.precision, args.layout, args.batch, size, device=dev)
     if args.models:
         specs = parse_models(args.models, args.input_shape, need_shape=False)
@@ -167,14 +161,14 @@ def ncu(args) -> int:
     metric_set = values.text(args.metric_set, "--metric-set", METRIC_SETS)
     timeout = values.number(args.timeout, "--timeout", above=0, hi=7 * 86400, unit="s")
     device(args.device, gpu_only="yolo-sm ncu (Nsight Compute)")
-    out = output(args.out)
+    out = values.output_path(args.out)
     target = target_argv(
         args.family,
-        ",".join(f"{w:g}" for w in widths(args.widths)),
+        ",".join(f"{w:g}" for w in values.multipliers(args.widths, "--widths")),
         ",".join(values.texts(args.precisions, "--precisions")),
         ",".join(values.texts(args.layouts, "--layouts")),
-        ",".join(map(str, common.batches(args.batches))),
-        common.imgsz(args.imgsz),
+        ",".join(map(str, values.batches(args.batches, "--batches"))),
+        values.imgsz(args.imgsz, "--imgsz"),
         args.device,
         models=args.models,
         input_shape=args.input_shape,
@@ -197,13 +191,14 @@ def gpm(args) -> int:
     hz = values.number(args.hz, "--hz", above=0, hi=1000, unit="Hz")
     rounds = values.whole(args.overhead_rounds, "--overhead-rounds", lo=0, hi=1000)
     device(args.device, gpu_only="yolo-sm gpm (it samples the GPU's counters)")
-    out = output(args.out)
+    out = values.output_path(args.out)
     ov_path = out.with_name(out.stem + "_overhead.parquet")
     if rounds:
-        output(ov_path, "the overhead table")
-    size = common.imgsz(args.imgsz)
+        values.output_path(ov_path, "the overhead table")
+    size = values.imgsz(args.imgsz, "--imgsz")
     keys = parse_models(args.models, args.input_shape, False) if args.models else None
-    grid = [(w, args.precision, args.layout, args.batch) for w in keys or widths(args.widths)]
+    widths = keys or values.multipliers(args.widths, "--widths")
+    grid = [(w, args.precision, args.layout, args.batch) for w in widths]
     built = list(engines(args.family, grid, size, args.device))
     df, info = run_gpm(built, seconds=seconds, hz=hz)
     write_atomic(df, out, {"provenance": collect(args.device), "sampler": info})
@@ -234,15 +229,15 @@ def profile(args) -> int:
     metric_set = values.text(args.metric_set, "--metric-set", METRIC_SETS)
     gpm_seconds = values.number(args.gpm_seconds, "--gpm-seconds", above=0, hi=MAX_RUN_S)
     device(args.device, gpu_only="yolo-sm profile (Nsight Compute and GPM)")
-    out = output(args.out, folder=True)
+    out = values.output_path(args.out, folder=True)
     s = profile_all(
         out,
         family=args.family,
-        widths=widths(args.widths),
+        widths=values.multipliers(args.widths, "--widths"),
         precision=args.precision,
         layout=args.layout,
         batch=args.batch,
-        imgsz=common.imgsz(args.imgsz),
+        imgsz=values.imgsz(args.imgsz, "--imgsz"),
         device=args.device,
         metric_set=metric_set,
         gpm_seconds=gpm_seconds,

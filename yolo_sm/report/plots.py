@@ -1,5 +1,4 @@
-"""Plot functions ``plot_x(df, ...) -> Figure`` (never shown inside), :func:`setup_notebook`,
-and :func:`load_or_note`: a dataset or the line saying the root lacks it."""
+"""Plot functions ``plot_x(df, ...) -> Figure`` (never shown inside) and notebook helpers."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ from yolo_sm.report.colors import OCCUPANCY_COLORS, TEMPLATE, color_map
 from yolo_sm.report.style import finish, label
 from yolo_sm.report.text import code, md
 
-#: What each dataset family is and where it can be collected, for :func:`absent`.
+#: (name prefix, what it is, where it comes from) of the datasets :func:`absent` names
 KINDS = (
     ("ncu_", "Nsight Compute table", "it is collected on NVIDIA GPUs only"),
     ("profile_", "per-layer profile join (Kineto + Nsight Compute)", "it needs an NVIDIA GPU"),
@@ -19,10 +18,9 @@ KINDS = (
 
 def absent(root: DataRoot, name: str) -> str:
     """One sentence: ``root`` lacks dataset ``name``, and where it comes from."""
-    what, where = "dataset", "yolo-sm collect makes it"
-    for prefix, w, c in KINDS:
-        if name.startswith(prefix):
-            what, where = w, c
+    what, where = next(
+        ((w, c) for p, w, c in KINDS if name.startswith(p)), ("dataset", "yolo-sm collect makes it")
+    )
     return f"This root ({root.name}) holds no {what} ({name}): {where}."
 
 
@@ -92,39 +90,6 @@ def plot_width_flops(table, *, x="width", y="gflops_per_img"):
         xaxis_title="width multiplier",
         yaxis_title="GFLOPs per image (2 per multiply-add)",
         template=TEMPLATE,
-    )
-    return finish(fig)
-
-
-def plot_throughput(
-    df,
-    *,
-    x="width",
-    y="img_per_s",
-    color="backend",
-    facet_col=None,
-    facet_row=None,
-    log_y=True,
-    title=None,
-):
-    """Throughput (or any metric) lines from a sweep table; hover shows the point's config."""
-    import plotly.express as px
-
-    ok = (df[df["status"] == "ok"] if "status" in df else df).sort_values(x)
-    hover = [c for c in "precision layout backend batch median_ms iqr_ms tflops".split() if c in ok]
-    fig = px.line(
-        ok,
-        x=x,
-        y=y,
-        color=color,
-        facet_col=facet_col,
-        facet_row=facet_row,
-        markers=True,
-        log_y=log_y,
-        hover_data=hover,
-        color_discrete_map=color_map(ok[color].unique()),
-        template=TEMPLATE,
-        title=title or f"{label(y)} vs {label(x)}",
     )
     return finish(fig)
 

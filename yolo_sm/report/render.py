@@ -1,11 +1,9 @@
 """Execute the notebooks from one dataset root and render them into a static, offline site.
 
-After the cell tagged ``parameters`` a cell tagged ``injected-parameters`` sets ``DATA`` and what
-the root's ``notebook_parameters.yaml`` sets for that notebook (by file stem or number), e.g.
-``01_width_scaling: {SWEEP: sweep_cpu}``; each name must be one the ``parameters`` cell assigns
-and each value a literal of its default's type. Pages are written through temporary files,
-renamed only once all are made: SIGINT / SIGTERM leave the old site.
-"""
+A cell tagged ``injected-parameters`` sets ``DATA`` and what the root's
+``notebook_parameters.yaml`` sets for the notebook (by stem or number): names its ``parameters``
+cell assigns, literals of their defaults' types. Pages are renamed into place only once all are
+written: SIGINT / SIGTERM leave the old site."""
 
 from __future__ import annotations
 
@@ -13,7 +11,6 @@ import ast
 import math
 import os
 import signal
-import sys
 import tempfile
 import threading
 import time
@@ -32,12 +29,7 @@ from yolo_sm.report.site_results import home_pages, page_rows, results_box
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding yolo_sm/
 
 
-def execute(
-    path: Path,
-    timeout: int = 900,
-    data: str | os.PathLike | DataRoot | None = None,
-    limit: float | None = None,
-):
+def execute(path: Path, timeout: int = 900, data=None, limit: float | None = None):
     """Execute notebook ``path`` in memory from root ``data`` (:func:`prepare`, :func:`run`)."""
     return run(prepare(Path(path), data), Path(path).parent, timeout, limit)
 
@@ -49,8 +41,8 @@ def run(nb, folder: Path, timeout: int = 900, limit: float | None = None):
     from nbclient.output_widget import OutputWidget
 
     class OutputArea(OutputWidget):
-        """An Output widget that sends no comm message back (it could swallow the wake-up of
-        a queued execute_reply: the cell then stalled until its timeout)."""
+        """An Output widget sending no comm message back (one could swallow a queued
+        execute_reply's wake-up: the cell then stalled until its timeout)."""
 
         def sync_state(self):
             pass
@@ -258,7 +250,7 @@ def write_site(
     out = Path(out)
     pages = [Page(stem, title_of(nb)) for stem, nb in executed.items()]
     verdicts = catalog.verdict_table(root) if verdicts is None else verdicts
-    homes = home_pages(verdicts, pages, executed)
+    homes = home_pages(verdicts, pages)
     machine = root.device_name()
     files = site_assets()
     statements = tuple(verdicts.statement)
@@ -326,59 +318,3 @@ def default_data(path: Path) -> str:
     if not isinstance(data, str):
         raise UserError(f"{path} sets no DATA in a cell tagged parameters; pass --data")
     return data
-
-
-def strip_outputs(folder: str | os.PathLike) -> list[Path]:
-    """Strip outputs and execution counts of the notebooks in ``folder``; returns those changed."""
-    import nbformat
-
-    changed = []
-    for path in sorted(Path(folder).glob("*.ipynb")):
-        nb = nbformat.read(path, as_version=4)
-        dirty = [c for c in nb.cells if c.get("outputs") or c.get("execution_count") is not None]
-        for cell in dirty:
-            cell.outputs, cell.execution_count = [], None
-        if dirty:
-            nbformat.write(nb, path)
-            changed.append(path)
-    return changed
-
-
-def main(argv=None) -> int:
-    """``python -m yolo_sm.report.render``: what ``make report`` / ``make strip`` run (no torch)."""
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m yolo_sm.report.render")
-    ap.add_argument("--strip", metavar="FOLDER", help="remove outputs from the notebooks")
-    ap.add_argument("--data", default=None, help="dataset root: h200, cpu or a folder")
-    ap.add_argument("--notebooks", default="notebooks")
-    ap.add_argument("--out", default="site")
-    ap.add_argument("--only", default="", help="comma list of notebook name prefixes")
-    ap.add_argument("--timeout", type=int, default=900, help="seconds per cell")
-    args = ap.parse_args(argv)
-    if args.strip:
-        for p in strip_outputs(args.strip):
-            print(f"stripped {p}")
-        return 0
-    only = [x for x in args.only.split(",") if x]
-    previous = signal.signal(signal.SIGTERM, _terminated)
-    try:
-        index = render_site(args.notebooks, args.out, args.timeout, only, data=args.data)
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as e:  # SIGINT, or SIGTERM (its number in args)
-        print("stopped: the site's folder is as it was", file=sys.stderr)
-        return 128 + (e.args[0] if e.args else signal.SIGINT)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    print(f"rendered {index}")
-    return 0
-
-
-def _terminated(signum, frame):
-    raise KeyboardInterrupt(signum)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -81,17 +81,12 @@ def _num(v: float, unit: str) -> str:
 
 def evaluate(rules: Iterable[Rule], facts: pd.DataFrame, root: str = "") -> pd.DataFrame:
     """One row per rule with :data:`VERDICT_COLUMNS`; ``root`` prefixes bare dataset names."""
+    index = {(f["key"], f["scope"]): f for f in facts.to_dict("records")}
     rows = []
-    index = {(k, s): v for k, s, v in zip(facts.key, facts.scope, facts.value, strict=True)}
-    sources = {
-        (k, s): tuple(d) for k, s, d in zip(facts.key, facts.scope, facts.datasets, strict=True)
-    }
-    spreads = facts["clock_spread_pct"] if "clock_spread_pct" in facts else math.nan
-    keys = zip(facts.key, facts.scope, strict=True)
-    spread = dict(zip(keys, pd.Series(spreads, facts.index), strict=True))
     for r in rules:
-        measured = index.get((r.fact, r.scope), math.nan)
-        names = r.datasets or sources.get((r.fact, r.scope), ())
+        f = index.get((r.fact, r.scope), {})
+        measured = f.get("value", math.nan)
+        names = r.datasets or tuple(f.get("datasets", ()))
         rows.append(
             {
                 "id": r.id,
@@ -106,7 +101,7 @@ def evaluate(rules: Iterable[Rule], facts: pd.DataFrame, root: str = "") -> pd.D
                 "datasets": ", ".join(f"{root}/{d}" if root and "/" not in d else d for d in names),
                 "scope": r.scope,
                 "group": r.group,
-                "caveat": _clock_caveat(spread.get((r.fact, r.scope), math.nan)),
+                "caveat": _clock_caveat(f.get("clock_spread_pct", math.nan)),
             }
         )
     return pd.DataFrame(rows, columns=list(VERDICT_COLUMNS))
@@ -199,23 +194,3 @@ def validate(rules: Iterable[Rule], facts: Iterable[str], datasets: Iterable[str
     if bad:
         raise ValueError("rules naming what no facts function or plan knows: " + "; ".join(bad))
     return rules
-
-
-def rule_maker(prefix: str, group: str):
-    """A :class:`Rule` constructor with ids ``{prefix}_{id}`` in ``group``."""
-
-    def rule(id, statement, fact, op, threshold, unit, datasets=(), partly=None, scope=""):
-        return Rule(
-            f"{prefix}_{id}",
-            statement,
-            fact,
-            op,
-            threshold,
-            unit,
-            partly,
-            tuple(datasets),
-            scope,
-            group,
-        )
-
-    return rule

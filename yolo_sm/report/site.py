@@ -1,13 +1,13 @@
-"""The site's pages: nbconvert's JupyterLab page through :data:`TEMPLATE` (nothing loaded from the
-network; ``plotly.min.js`` and ``notebook.css`` held once by the site), plus a side bar with
-navigation and contents, a key-results box, widget placeholders, and folded code, long tables,
-long Markdown and repeated verdicts."""
+"""The site's pages: nbconvert's JupyterLab page through :data:`TEMPLATE` (offline: the site holds
+plotly.js and the style sheets once), a side bar, a key-results box, widget placeholders, and
+folded code, long tables, long Markdown and repeated verdicts."""
 
 from __future__ import annotations
 
 import copy
 import html
 import re
+import string
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,46 +21,42 @@ SITE_CSS = "site.css"
 INDEX = "index.html"
 #: output metadata key: fold the output under this summary line
 FOLD = "yolo_site_fold"
-#: tables with more body rows fold; outputs stating this many rules fold; Markdown cells longer
-#: (characters) fold past their first paragraph
+#: fold tables of more rows, outputs stating this many rules, Markdown past this many characters
 LONG_TABLE_ROWS = 4
 MANY_VERDICTS = 3
 LONG_MARKDOWN = 300
 #: figure height (px) where the layout sets none, and the most a figure takes
 FIGURE_PX, FIGURE_MAX_PX = 320, 560
 
-_TOP, _RESULTS, _BOTTOM = (
-    "<!--yolo-site:top-->",
-    "<!--yolo-site:results-->",
-    "<!--yolo-site:bottom-->",
-)
+_TOP, _BOTTOM = "<!--yolo-site:top-->", "<!--yolo-site:bottom-->"
 
-TEMPLATE = (
+TEMPLATE = string.Template(
     """{%- extends 'index.html.j2' -%}
 {%- block html_head_js -%}
-<script src="PLOTLY_JS"></script>
+<script src="$PLOTLY_JS"></script>
 {%- endblock html_head_js -%}
 {% block jupyter_widgets %}{% endblock jupyter_widgets %}
 {% block notebook_css %}
-<link rel="stylesheet" href="NOTEBOOK_CSS">
-<link rel="stylesheet" href="SITE_CSS">
+<link rel="stylesheet" href="$NOTEBOOK_CSS">
+<link rel="stylesheet" href="$SITE_CSS">
 {% endblock notebook_css %}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
 {%- block body_header -%}
 <body class="jp-Notebook yolo-page" data-jp-theme-light="true"
  data-jp-theme-name="JupyterLab Light">
-TOP
+$TOP
 <main>
 {%- endblock body_header -%}
 {% block body_footer %}
-BOTTOM
+$BOTTOM
 </main>
 </body>
 {% endblock body_footer %}
 {% block input_group -%}
-{%- if 'HIDE_INPUT' in cell.metadata.get('tags', []) -%}
-<details class="yolo-setup"><summary>{{ cell.metadata.get('SUMMARY', 'set-up code') }}</summary>
+{%- if '$HIDE_INPUT' in cell.metadata.get('tags', []) -%}
+<details class="yolo-setup">
+<summary>{{ cell.metadata.get('yolo_site_summary', 'set-up code') }}</summary>
 {{ super() }}
 </details>
 {%- else -%}
@@ -68,23 +64,19 @@ BOTTOM
 {%- endif -%}
 {% endblock input_group %}
 {% block output %}
-{%- if output.get('metadata', {}).get('FOLD') -%}
-<details class="yolo-fold"><summary>{{ output.metadata['FOLD'] }}</summary>
+{%- if output.get('metadata', {}).get('$FOLD') -%}
+<details class="yolo-fold"><summary>{{ output.metadata['$FOLD'] }}</summary>
 {{ super() }}
 </details>
 {%- else -%}
 {{ super() }}
 {%- endif -%}
 {% endblock output %}
-""".replace("PLOTLY_JS", PLOTLY_JS)
-    .replace("NOTEBOOK_CSS", NOTEBOOK_CSS)
-    .replace("SITE_CSS", SITE_CSS)
-    .replace("HIDE_INPUT", HIDE_INPUT)
-    .replace("SUMMARY", "yolo_site_summary")
-    .replace("FOLD", FOLD)
-    .replace("TOP", _TOP)
-    .replace("BOTTOM", _BOTTOM)
-)
+"""
+).substitute(
+    PLOTLY_JS=PLOTLY_JS, NOTEBOOK_CSS=NOTEBOOK_CSS, SITE_CSS=SITE_CSS, HIDE_INPUT=HIDE_INPUT,
+    FOLD=FOLD, TOP=_TOP, BOTTOM=_BOTTOM,
+)  # fmt: skip
 
 _REMOTE_SCRIPT = re.compile(r"<script\b[^>]*\bsrc=[\"'](?:https?:)?//[^>]*>\s*</script>", re.I)
 _REMOTE_LINK = re.compile(r"<link\b[^>]*\bhref=[\"'](?:https?:)?//[^>]*>", re.I)
@@ -149,8 +141,7 @@ def _is_plotly_bundle(output) -> bool:
 
 def for_html(nb, shown: set[str] | None = None, statements: tuple[str, ...] = ()):
     """A copy of ``nb`` as the site renders it: plotly.js bundles dropped, widgets replaced,
-    runs of set-up cells merged, every input folded, figure heights set, outputs folded
-    (:func:`fold_outputs`; ``shown``: statements the key-results box shows)."""
+    set-up cells merged, inputs and outputs folded, figure heights set."""
     nb = copy.deepcopy(nb)
     fold_outputs(nb, set(shown or ()), statements)
     nb.metadata.pop("widgets", None)
@@ -183,8 +174,7 @@ def for_html(nb, shown: set[str] | None = None, statements: tuple[str, ...] = ()
 
 
 def folded_markdown(text: str) -> str:
-    """Past :data:`LONG_MARKDOWN` characters, ``text`` with all but its first paragraph (after
-    any heading) folded under "more"."""
+    """Past :data:`LONG_MARKDOWN` characters, all but the first paragraph folded under "more"."""
     if len(text) <= LONG_MARKDOWN:
         return text
     blocks = text.split("\n\n")
@@ -202,8 +192,7 @@ def _output_text(output) -> str:
 
 
 def fold_outputs(nb, shown: set[str], statements: tuple[str, ...]) -> None:
-    """Mark outputs to fold (:data:`FOLD`): those whose rule ``statements`` were all shown
-    before, long tables, and outputs stating :data:`MANY_VERDICTS` rules or more."""
+    """Mark outputs to fold (:data:`FOLD`): verdicts shown before, long tables, many verdicts."""
     for cell in nb.cells:
         for output in cell.get("outputs", []) if cell.cell_type == "code" else ():
             text = _output_text(output)
@@ -230,8 +219,7 @@ _NEW_PLOT = re.compile(r'Plotly\.newPlot\(\s*"[^"]+",\s*')
 
 
 def with_height(text: str) -> str:
-    """A figure output's HTML with heights :data:`FIGURE_PX` by default, at most
-    :data:`FIGURE_MAX_PX`."""
+    """A figure's HTML at :data:`FIGURE_PX` high by default, :data:`FIGURE_MAX_PX` at most."""
     import json
 
     dec, parts, at = json.JSONDecoder(), [], 0
@@ -334,8 +322,7 @@ def page_html(
     shown: set[str] | None = None,
     statements: tuple[str, ...] = (),
 ) -> str:
-    """``nb`` as the HTML page ``page``, linked to ``prev`` / ``nxt`` (None: the index), with
-    ``results(headings)`` under its title."""
+    """``nb`` as ``page`` linked to ``prev`` / ``nxt``, ``results(headings)`` under its title."""
     body, _ = exporter().from_notebook_node(
         for_html(nb, shown, statements), resources={"metadata": {"name": page.title or page.stem}}
     )
@@ -355,27 +342,15 @@ def lab_css() -> str:
     """The JupyterLab template's index.css and light theme as one text."""
     from nbconvert import HTMLExporter
 
-    paths = HTMLExporter(template_name="lab").template_paths
-    parts = []
-    for name in ("index.css", "theme-light.css"):
-        found = next(
-            (Path(p) / "static" / name for p in paths if (Path(p) / "static" / name).exists()), None
-        )
-        if found is None:
-            raise FileNotFoundError(f"nbconvert's lab template has no static/{name}")
-        parts.append(found.read_text(encoding="utf-8"))
-    return "\n".join(parts)
-
-
-def plotly_js_path() -> Path:
-    import plotly
-
-    path = Path(plotly.__file__).parent / "package_data" / PLOTLY_JS
-    if not path.exists():
-        raise FileNotFoundError(f"the plotly package has no {path}")
-    return path
+    static = [Path(p) / "static" for p in HTMLExporter(template_name="lab").template_paths]
+    names = ("index.css", "theme-light.css")
+    files = [next((d / n for d in static if (d / n).exists()), static[0] / n) for n in names]
+    return "\n".join(f.read_text(encoding="utf-8") for f in files)
 
 
 def site_assets() -> dict:
     """File name -> body of the files every page links."""
-    return {PLOTLY_JS: plotly_js_path().read_bytes(), NOTEBOOK_CSS: lab_css(), SITE_CSS: SITE_STYLE}
+    import plotly
+
+    plotly_js = Path(plotly.__file__).parent / "package_data" / PLOTLY_JS
+    return {PLOTLY_JS: plotly_js.read_bytes(), NOTEBOOK_CSS: lab_css(), SITE_CSS: SITE_STYLE}

@@ -1,5 +1,5 @@
-"""The site's index page: what it shows, the root's machine (provenance), one key result per
-notebook, reading order, claim sources, how to reproduce, notes."""
+"""The site's index page: the root's machine, one key result per notebook, reading order, claim
+sources, how to reproduce, notes."""
 
 from __future__ import annotations
 
@@ -63,14 +63,11 @@ def provenance_rows(root: DataRoot) -> list[tuple[str, str]]:
     for f in MACHINE_FIELDS:
         v = m.get(f, "")
         rows.append((FIELD_LABELS.get(f, f), cudnn_text(v) if f == "cudnn" and v else v or "—"))
-    rows.append(("first measurement (UTC)", _when(m.get("date_utc_first", ""))))
-    rows.append(("last measurement (UTC)", _when(m.get("date_utc_last", ""))))
+    for which in ("first", "last"):
+        stamp = m.get(f"date_utc_{which}", "")
+        rows.append((f"{which} measurement (UTC)", stamp[:16].replace("T", " ") or "—"))
     rows.append(("datasets in the root", str(len(root.names()))))
     return rows
-
-
-def _when(stamp: str) -> str:
-    return stamp[:16].replace("T", " ") if stamp else "—"
 
 
 def provenance_table(root: DataRoot) -> str:
@@ -85,12 +82,8 @@ def provenance_table(root: DataRoot) -> str:
 
 def articles(first_markdown: str) -> list[tuple[str, str]]:
     """(title, what it covers) of each ``1. *Title* ...`` line of a Markdown cell."""
-    out = []
-    for line in first_markdown.splitlines():
-        m = _ARTICLE.match(line)
-        if m:
-            out.append((m.group(1).strip(), m.group(2).strip()))
-    return out
+    found = (_ARTICLE.match(line) for line in first_markdown.splitlines())
+    return [(m.group(1).strip(), m.group(2).strip()) for m in found if m]
 
 
 def key_results(verdicts: pd.DataFrame, pages: list[Page], homes: dict) -> str:

@@ -1,11 +1,9 @@
 """Which rules each page of the site leads with, and its key-results box. A rule's ``group``
-finds its home page: the page of that stem, else whose topic starts with it, else whose outputs
-show most of its ids. :data:`HEADLINES` orders the rules answering each page's question."""
+is its home page's stem or the start of its topic; :data:`HEADLINES` orders each page's rules."""
 
 from __future__ import annotations
 
 import html
-import re
 from pathlib import Path
 
 import pandas as pd
@@ -20,45 +18,18 @@ from yolo_sm.report.site_style import verdict_class
 HEADLINES: dict[str, tuple[str, ...]] = topics.headlines()
 #: rules a group without headlines leads with
 FALLBACK = 3
-_WORD = re.compile(r"[\w.]+")
 
 
-def shown_tokens(nb) -> set[str]:
-    """The words (rule ids among them) the notebook's outputs show."""
-    words: set[str] = set()
-    for c in nb.cells:
-        for o in c.get("outputs", []) if c.cell_type == "code" else ():
-            for k in ("text/html", "text/plain"):
-                text = o.get("data", {}).get(k, "")
-                text = "".join(text) if isinstance(text, list) else text
-                if len(text) < 1_000_000:  # a plotly.js bundle holds no table
-                    words.update(_WORD.findall(text))
-    return words
-
-
-def home_pages(verdicts: pd.DataFrame, pages: list[Page], notebooks: dict | None = None) -> dict:
-    """group -> stem of its home page among ``pages`` (``notebooks``: stem -> executed
-    notebook, for the last resort)."""
-    stems = {p.stem for p in pages}
+def home_pages(verdicts: pd.DataFrame, pages: list[Page]) -> dict:
+    """group -> stem of its home page among ``pages``: its stem, else the first whose topic
+    starts with it."""
     out = {}
-    tokens = None
     for group in dict.fromkeys(verdicts.group):
-        if group in stems:
-            out[group] = group
-            continue
-        by_topic = [p.stem for p in pages if p.topic == group or p.topic.startswith(f"{group}_")]
-        if by_topic:
-            out[group] = by_topic[0]
-            continue
-        if not notebooks:
-            continue
-        if tokens is None:
-            tokens = {s: shown_tokens(nb) for s, nb in notebooks.items() if s in stems}
-        ids = set(verdicts.id[verdicts.group == group])
-        counts = {s: len(ids & t) for s, t in tokens.items()}
-        best = max(counts, key=counts.get, default=None)
-        if best is not None and counts[best]:
-            out[group] = best
+        by_topic = (p.topic == group or p.topic.startswith(f"{group}_") for p in pages)
+        stems = [p.stem for p in pages if p.stem == group]
+        stems += [p.stem for p, hit in zip(pages, by_topic, strict=True) if hit]
+        if stems:
+            out[group] = stems[0]
     return out
 
 

@@ -1,13 +1,13 @@
 """One visual vocabulary for every figure: :func:`finish` gives axis, legend and colour-bar titles
 in words with units (:data:`LABELS`), the colours of :mod:`yolo_sm.report.colors`, and log axes
-ticked at 1-2-5 per decade in full; :func:`problems` lists what breaks it (the tests' check)."""
+ticked at 1-2-5 per decade in full."""
 
 from __future__ import annotations
 
 import math
 import re
 
-from yolo_sm.report.colors import COLORS, batch_color, category_color, width_color
+from yolo_sm.report.colors import batch_color, category_color, width_color
 from yolo_sm.report.tables import SI
 
 #: Words with units for the column names the figures plot.
@@ -55,14 +55,9 @@ def is_bare(title) -> bool:
     return bool(_IDENT.fullmatch(title)) or (title in LABELS and LABELS[title] != title)
 
 
-def _axes(fig):
+def axes(fig):
     lay = fig.layout
     return [(k, lay[k]) for k in lay.to_plotly_json() if re.fullmatch(r"[xy]axis\d*", k)]
-
-
-def _trace_color(t):
-    colours = (getattr(getattr(t, a, None), "color", None) for a in ("line", "marker"))
-    return next((c for c in colours if isinstance(c, str)), None)
 
 
 def _set_color(t, colour: str) -> None:
@@ -122,7 +117,7 @@ def _values_on(fig, axis_key: str):
 def readable_log_axes(fig):
     """Ticks at 1-2-5 per decade (or the data's powers of two: batch sizes), labelled in full,
     on every log axis of ``fig`` over its range (else the data's)."""
-    for key, ax in _axes(fig):
+    for key, ax in axes(fig):
         if ax.type != "log" or ax.tickvals is not None:
             continue
         vals = _values_on(fig, key)
@@ -163,7 +158,7 @@ def recolor(fig):
 
 def relabel(fig):
     """Axis, legend and colour-bar titles that are bare column names become words."""
-    for _, ax in _axes(fig):
+    for _, ax in axes(fig):
         text = ax.title.text if ax.title else None
         if text and is_bare(text):
             ax.title.text = label(text)
@@ -186,30 +181,3 @@ def relabel(fig):
 def finish(fig):
     """``fig`` relabelled, recoloured, log axes ticked; returns it."""
     return readable_log_axes(recolor(relabel(fig)))
-
-
-def problems(fig) -> list[str]:
-    """Bare column names as axis titles, untitled cartesian axes, and category traces in
-    another colour than the mapping's."""
-    out = []
-    axes = _axes(fig)
-    titles = {k: (ax.title.text if ax.title else None) for k, ax in axes}
-    for k, text in titles.items():
-        if text and is_bare(text):
-            out.append(f"{k} title {text!r} is a column name")
-    cartesian = any(t.type not in ("pie", "sunburst", "table", "indicator") for t in fig.data)
-    subplot_titles = [a.text for a in fig.layout.annotations or () if a.text]
-    for letter in ("x", "y"):
-        named = [t for k, t in titles.items() if k.startswith(letter) and t]
-        if cartesian and axes and not named and not (letter == "y" and subplot_titles):
-            out.append(f"no {letter} axis has a title")
-    for t in fig.data:
-        want = None
-        for key in (t.legendgroup, t.name):
-            if key and str(key) in COLORS:
-                want = COLORS[str(key)]
-                break
-        have = _trace_color(t)
-        if want and have and have.lower() != want.lower():
-            out.append(f"trace {t.name!r} is {have}, the mapping says {want}")
-    return out

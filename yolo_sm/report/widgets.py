@@ -1,13 +1,9 @@
-"""ipywidgets explorers for JupyterLab, built on :mod:`yolo_sm.report.plots`.
-
-Widgets need a live kernel; rendered HTML keeps only their static state, so every notebook shows
-a static figure beside each explorer.
-"""
+"""ipywidgets explorers for JupyterLab (live kernels only: notebooks show a static figure too)."""
 
 from __future__ import annotations
 
 from yolo_sm.analyse import occupancy
-from yolo_sm.analyse.occupancy import occupancy_curve
+from yolo_sm.analyse.occupancy import VARY, occupancy_curve
 from yolo_sm.report import plots
 
 
@@ -44,37 +40,31 @@ def occupancy_explorer(
     return W.VBox([W.HBox([cc, t]), W.HBox([r, s]), out])
 
 
-def curves_for(cc: str, threads: int, registers: int, smem: int):
+def curves_for(
+    compute_capability: str,
+    threads_per_block: int,
+    registers_per_thread: int,
+    shared_mem_per_block: int,
+):
     """The three what-if curves of one launch stacked into one table (column ``vary``)."""
     import pandas as pd
 
-    parts = []
-    for vary in ("threads_per_block", "registers_per_thread", "shared_mem_per_block"):
-        c = occupancy_curve(
-            cc,
-            vary=vary,
-            threads_per_block=threads,
-            registers_per_thread=registers,
-            shared_mem_per_block=smem,
-        )
-        parts.append(c.assign(vary=vary))
+    launch = {
+        "threads_per_block": threads_per_block,
+        "registers_per_thread": registers_per_thread,
+        "shared_mem_per_block": shared_mem_per_block,
+    }
+    parts = [occupancy_curve(compute_capability, vary=v, **launch).assign(vary=v) for v in VARY]
     return pd.concat(parts, ignore_index=True)
 
 
 def launch_curves(launch: dict):
-    """:func:`curves_for` of a launch given as the calculator's arguments
-    (:func:`yolo_sm.topics.primer.analyse.flagship_launch`)."""
-    return curves_for(
-        launch["compute_capability"],
-        launch["threads_per_block"],
-        launch["registers_per_thread"],
-        launch["shared_mem_per_block"],
-    )
+    """:func:`curves_for` of a launch given as the calculator's arguments."""
+    return curves_for(*(launch[k] for k in ("compute_capability", *VARY)))
 
 
 def launch_explorer(launch: dict):
-    """:func:`occupancy_explorer` starting at a launch given as the calculator's arguments
-    (shared memory rounded to whole KiB for the slider)."""
+    """:func:`occupancy_explorer` starting at a launch given as the calculator's arguments."""
     return occupancy_explorer(
         launch["compute_capability"],
         threads=launch["threads_per_block"],
