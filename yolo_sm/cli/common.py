@@ -11,7 +11,7 @@ import logging
 
 from yolo_sm.contract import values
 from yolo_sm.contract.errors import NotAvailableError, UserError
-from yolo_sm.contract.plans import MAX_BATCH, MAX_IMGSZ, MAX_WIDTH_ANY
+from yolo_sm.contract.values import MAX_BATCH, MAX_IMGSZ, MAX_WIDTH_ANY
 
 #: the package's logger: progress and notices go through it to stderr (tables go to stdout)
 log = logging.getLogger("yolo_sm")
