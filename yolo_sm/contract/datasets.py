@@ -108,18 +108,9 @@ def load_entry(name: str, folder, entry):
 
 #: how collect's registration of a step that stopped part-way begins its description
 PARTIAL_PREFIX = "PARTIAL ("
-MACHINE_FIELDS = (
-    "gpu_name",
-    "sm_count",
-    "compute_capability",
-    "driver",
-    "cuda",
-    "torch",
-    "cudnn",
-    "ultralytics",
-    "python",
-    "cpu_model",
-    "gpu_uuid",
+MACHINE_FIELDS = tuple(
+    "gpu_name sm_count compute_capability driver cuda torch cudnn ultralytics python cpu_model "
+    "gpu_uuid".split()
 )
 
 
