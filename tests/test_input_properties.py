@@ -25,7 +25,8 @@ from yolo_sm.cli.main import main
 from yolo_sm.contract import values
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.labels import config_label, parse_config
-from yolo_sm.contract.plans import KINDS, MAX_BATCH, check_params, load_plan, load_yaml
+from yolo_sm.contract.plans import KINDS, check_params, load_plan, load_yaml
+from yolo_sm.contract.values import MAX_BATCH
 from yolo_sm.topics import STEPS
 
 #: small and without a database: the whole file runs in seconds and writes nothing

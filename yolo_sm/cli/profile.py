@@ -9,8 +9,9 @@ from yolo_sm.analyse.weighting import time_weighted
 from yolo_sm.cli.common import byte_count, device, model_flags
 from yolo_sm.contract import values
 from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.plans import MAX_ITERS, MAX_RUN_S
+from yolo_sm.contract.steps import MAX_ITERS
 from yolo_sm.contract.store import write_atomic
+from yolo_sm.contract.values import MAX_RUN_S
 from yolo_sm.contract.vocab import Layout, Precision
 
 #: the ncu metric sets (yolo_sm.core.profiling.ncu)

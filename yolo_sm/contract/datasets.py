@@ -1,11 +1,6 @@
-"""Dataset roots: list, load, provenance.
-
-``data/<machine>/manifest.json`` names each dataset of a root (file, kind, description, the
-command that made it, and provenance read from its rows). :func:`open_root` gives a
-:class:`DataRoot`, through which notebooks read every table; the module-level functions name a
-dataset as ``<root>/<name>`` across every root under :func:`data_dir`. Loaders validate columns
-and never mutate input.
-"""
+"""Dataset roots: ``data/<machine>/manifest.json`` names each dataset (file, kind, description,
+command, provenance). :func:`open_root` gives a :class:`DataRoot`, through which notebooks read
+every table; the module-level functions name a dataset ``<root>/<name>`` across every root."""
 
 from __future__ import annotations
 
@@ -16,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.manifest import shape_problem
+from yolo_sm.contract.manifest import machine_of, measured_provenance, shape_problem
 from yolo_sm.contract.plans import Plan, load_plan
-from yolo_sm.contract.schema import DERIVED, SCHEMAS, validate
+from yolo_sm.contract.schema import SCHEMAS, validate
 from yolo_sm.contract.store import inside, read_frame
 
 
@@ -32,8 +27,7 @@ _READ: dict[Path, tuple[tuple, dict]] = {}
 
 
 def read_entries(mf: Path) -> dict:
-    """The ``datasets`` of manifest file ``mf``, its shape checked (a UserError naming the
-    file otherwise); parsed once while the file stays as it is."""
+    """The ``datasets`` of manifest file ``mf``, its shape checked; parsed once per version."""
     try:
         st = mf.stat()
         stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
@@ -63,20 +57,16 @@ def list_datasets():
     """One row per shipped dataset: name, kind, rows, description, GPU, date, command."""
     import pandas as pd
 
-    rows = []
-    for name, (_, e) in manifests().items():
-        prov = e.get("provenance", {})
-        rows.append(
-            {
-                "name": name,
-                "kind": e.get("kind"),
-                "rows": e.get("rows"),
-                "description": e.get("description"),
-                "gpu_name": prov.get("gpu_name"),
-                "date_utc": prov.get("date_utc_last"),
-                "command": e.get("command"),
-            }
-        )
+    rows = [
+        {
+            "name": name,
+            **{k: e.get(k) for k in ("kind", "rows", "description")},
+            "gpu_name": e.get("provenance", {}).get("gpu_name"),
+            "date_utc": e.get("provenance", {}).get("date_utc_last"),
+            "command": e.get("command"),
+        }
+        for name, (_, e) in manifests().items()
+    ]
     return pd.DataFrame(rows)
 
 
@@ -104,8 +94,6 @@ def load(name: str):
 def load_entry(name: str, folder, entry):
     if entry is None:
         info(name)  # raises with the list of known names
-    if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
-        raise UserError(f"dataset {name} has no file in its manifest entry")
     path = inside(folder, entry["file"], f"dataset {name}'s manifest file")
     try:
         df = read_frame(path)  # page checksums verified where the table carries them
@@ -120,26 +108,15 @@ def load_entry(name: str, folder, entry):
 
 #: how collect's registration of a step that stopped part-way begins its description
 PARTIAL_PREFIX = "PARTIAL ("
-MACHINE_FIELDS = (
-    "gpu_name",
-    "sm_count",
-    "compute_capability",
-    "driver",
-    "cuda",
-    "torch",
-    "cudnn",
-    "ultralytics",
-    "python",
-    "cpu_model",
-    "gpu_uuid",
+MACHINE_FIELDS = tuple(
+    "gpu_name sm_count compute_capability driver cuda torch cudnn ultralytics python cpu_model "
+    "gpu_uuid".split()
 )
 
 
 @dataclass(frozen=True)
 class DataRoot:
-    """A folder of datasets with its ``manifest.json`` (``data/h200``, ``data/cpu``, a user's
-    ``results/<machine>``). Notebooks read every table through one root, so the same notebook
-    renders any machine's data."""
+    """A folder of datasets with its ``manifest.json``: the same notebook renders any root."""
 
     path: Path
     name: str
@@ -166,38 +143,23 @@ class DataRoot:
         return entries[name]
 
     def partial(self, name: str) -> str:
-        """What a partial dataset holds (``4 of 6 (width, scope) units``: ``collect``
-        registers a step that stopped part-way with its description prefixed ``PARTIAL (...):``),
-        or ``""`` for a complete one."""
+        """What a partial dataset holds (``4 of 6 (width, scope) units``), ``""`` if complete."""
         desc = str(self.info(name).get("description", ""))
         if not desc.startswith(PARTIAL_PREFIX) or "): " not in desc:
             return ""
         return desc[len(PARTIAL_PREFIX) : desc.index("): ")].split(";")[0]
 
     def load(self, name: str):
-        """Dataset ``name`` as a DataFrame, its columns validated against its kind's schema;
-        ``attrs``: ``dataset`` (``<root>/<name>``) and ``provenance``."""
+        """Dataset ``name`` as a validated DataFrame (``attrs``: dataset, provenance)."""
         return load_entry(f"{self.name}/{name}", self.path, self.info(name))
 
     def machine(self) -> dict:
-        """What the root was measured on: per field of :data:`MACHINE_FIELDS`, the value its
-        datasets agree on (several values joined by ", "), plus ``date_utc_first`` / ``_last``.
-        Where some datasets were measured on a GPU, only those count: a table counted on
-        another host (the shape-only model table) does not describe the root's machine; nor
-        does a table derived from the others (:data:`yolo_sm.contract.schema.DERIVED`)."""
-        values: dict[str, set] = {f: set() for f in MACHINE_FIELDS}
-        dates = []
-        entries = self.entries().values()
-        provs = [e.get("provenance", {}) for e in entries if e.get("kind") not in DERIVED]
-        on_gpu = [p for p in provs if p.get("gpu_name")]
-        for prov in on_gpu or provs:
-            for f in MACHINE_FIELDS:
-                v = prov.get(f)
-                for x in v if isinstance(v, list) else [v]:
-                    if x not in (None, ""):
-                        values[f].add(_plain(f, x))
-            dates += [prov[k] for k in ("date_utc_first", "date_utc_last") if prov.get(k)]
-        out = {f: ", ".join(sorted(v)) for f, v in values.items() if v}
+        """What the root was measured on (:func:`~yolo_sm.contract.manifest.machine_of` of
+        :data:`MACHINE_FIELDS`, values joined by ", "), plus ``date_utc_first`` / ``_last``."""
+        entries = self.entries()
+        out = {f: ", ".join(v) for f, v in machine_of(entries, MACHINE_FIELDS).items()}
+        keys = ("date_utc_first", "date_utc_last")
+        dates = [p[k] for p in measured_provenance(entries) for k in keys if p.get(k)]
         if dates:
             out["date_utc_first"], out["date_utc_last"] = min(dates), max(dates)
         return out
@@ -208,10 +170,8 @@ class DataRoot:
         return m.get("gpu_name") or m.get("cpu_model") or self.name
 
     def find_all(self, role: str) -> list[str]:
-        """The names of the datasets that play ``role`` (a key of :data:`ROLES`: ``sweep``,
-        ``trace``, ``ncu``, ``model_layers``, ...), in manifest order: those whose manifest
-        entry says ``"role": role`` first, then those of the role's kind. A user's root names
-        its tables as it likes; notebooks about one model find them by what they hold."""
+        """The datasets that play ``role`` (a key of :data:`ROLES`) in manifest order: those
+        whose entry says ``"role": role`` first, then those of the role's kind."""
         if role not in ROLES:
             raise UserError(f"unknown dataset role {role!r}; roles: {', '.join(ROLES)}")
         infos = [(n, self.info(n)) for n in self.names()]
@@ -227,9 +187,7 @@ class DataRoot:
         return found[0] if found else None
 
     def plan_file(self) -> Path | None:
-        """The plan the root's datasets were collected with: the ``--plan`` of a manifest
-        command (relative to the repository), else ``data/plans/<root name>.yaml``; None when
-        neither exists."""
+        """The ``--plan`` of a manifest command, else ``data/plans/<root name>.yaml``, or None."""
         repo = data_dir().parent
         for e in self.entries().values():
             cmd = shlex.split(str(e.get("command") or ""))
@@ -242,10 +200,8 @@ class DataRoot:
         return p if p.is_file() else None
 
     def missing(self, name: str) -> str:
-        """One sentence for a notebook section whose dataset ``name`` this root lacks: what
-        collects it (the plan step of that name, in this root's own plan when it has one, else
-        in the fullest plan under ``data/plans`` that has it) and, for the kinds that need an
-        NVIDIA GPU, why this root may never hold it."""
+        """One sentence for a section whose dataset ``name`` this root lacks: the plan step
+        that collects it (this root's own plan first) and why a GPU kind may never be here."""
         plans = _plans_with_step(name)
         mine = self.plan_file()
         own = [(f, p) for f, p in plans if mine and Path(p.path).resolve() == mine.resolve()]
@@ -266,9 +222,8 @@ class DataRoot:
         )
 
     def adds(self, names) -> str:
-        """What collecting those of ``names`` this root lacks takes, as a clause: per plan
-        under ``data/plans`` (the fullest that has each), ``the full plan adds a, b (the
-        command that collects them into this root)``; ``""`` when the root holds them all."""
+        """A clause naming, per plan, the command that collects the ``names`` this root lacks
+        (``the full plan adds a, b (...)``), ``""`` when it holds them all."""
         lacking = [n for n in dict.fromkeys(names) if not self.has(n)]
         if not lacking:
             return ""
@@ -329,16 +284,14 @@ OTHER_TABLES = ("profile_layers", "sharing_gpm", "ncu_occupancy")
 
 
 def known_names() -> frozenset[str]:
-    """Every dataset name a root may hold: the steps of the plans under ``data_dir()/plans``,
-    the tables of each kind (:data:`yolo_sm.contract.schema.SCHEMAS`) and :data:`OTHER_TABLES`."""
-
+    """Every dataset name a root may hold: plan steps, table kinds and :data:`OTHER_TABLES`."""
     steps = {s.name for f in (data_dir() / "plans").glob("*.yaml") for s in load_plan(f).steps}
     return frozenset(steps | set(SCHEMAS) | set(OTHER_TABLES))
 
 
 def _plans_with_step(name: str) -> list[tuple[str, Plan]]:
     """(shown path, plan) of every plan under ``data_dir()/plans`` with a step ``name``, the
-    plan of most steps first (the full plan before the quick one)."""
+    plan of most steps first."""
     out = []
     for f in sorted((data_dir() / "plans").glob("*.yaml")):
         try:
@@ -350,20 +303,8 @@ def _plans_with_step(name: str) -> list[tuple[str, Plan]]:
     return sorted(out, key=lambda fp: -len(fp[1].steps))
 
 
-def _plain(field: str, x) -> str:
-    """Provenance mixes ints, floats and strings: the integer fields (SM count, cuDNN's version
-    number) as integers, so ``132.0`` and ``"132"`` read alike."""
-    if field in ("sm_count", "cudnn"):
-        try:
-            return str(int(float(x)))
-        except (TypeError, ValueError):
-            pass
-    return str(x)
-
-
 def open_root(data: str | os.PathLike = "h200") -> DataRoot:
-    """The dataset root ``data``: a folder name under :func:`data_dir` (``"h200"``, ``"cpu"``)
-    or a path to a folder holding a ``manifest.json``."""
+    """The dataset root ``data``: a folder name under :func:`data_dir` or a path."""
     p = Path(data)
     if not p.is_absolute() and not (p / "manifest.json").exists():
         p = data_dir() / str(data)

@@ -16,8 +16,7 @@ MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError, Overfl
 
 
 def refuse_malformed(what: str, why: str):
-    """Decorate a loader of ``path`` so that input missing a field or holding one of the wrong
-    type ends in one UserError: "``path`` is not ``what`` this package reads: ``why``"."""
+    """Decorate a loader of ``path``: malformed input ends in one UserError naming it."""
 
     def wrap(loader):
         @functools.wraps(loader)

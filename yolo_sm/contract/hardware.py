@@ -28,22 +28,12 @@ DATASHEET: dict[str, dict[str, float]] = {
 
 
 def peak_rows(c):
-    """The rows of a ceilings table that hold peaks: the :data:`PEAK_REGIME` rows, or every row
-    of a table without a ``regime`` column (one back-to-back figure each)."""
+    """The peak rows of a ceilings table: :data:`PEAK_REGIME`'s, or all without a ``regime``."""
     return c[c["regime"] == PEAK_REGIME] if "regime" in c else c
 
 
-def peak_regime(root: DataRoot) -> str | None:
-    """The regime of ``root``'s peaks: :data:`PEAK_REGIME`, ``sustained`` for a ceilings table
-    without regimes, None without a ceilings table."""
-    if not root.has(CEILINGS):
-        return None
-    return PEAK_REGIME if "regime" in root.load(CEILINGS) else "sustained"
-
-
 def datasheet(gpu_name, name: str) -> float | None:
-    """The datasheet figure of ceiling ``name`` for ``gpu_name``, or None for a GPU (or a
-    ceiling) :data:`DATASHEET` does not list."""
+    """The :data:`DATASHEET` figure of ceiling ``name`` for ``gpu_name``, or None."""
     return DATASHEET.get(str(gpu_name), {}).get(name)
 
 
@@ -61,7 +51,7 @@ def ceiling(root: DataRoot, name: str) -> tuple[float, str] | None:
     size = row["size"] if "size" in c and isinstance(row["size"], str) else ""
     if "kernel" in c and isinstance(row["kernel"], str):
         size = f"{size}, {row['kernel']}" if size else row["kernel"]
-    regime = peak_regime(root)
+    regime = PEAK_REGIME if "regime" in c else "sustained"
     sheet = datasheet(row.get("prov_gpu_name"), name)
     unit = row["unit"] if "unit" in c else ""
     beside = f"; datasheet {sheet:,.4g} {unit}" if sheet is not None else ""
@@ -85,11 +75,3 @@ def roofline_ceilings(root: DataRoot) -> tuple[float, float] | None:
     if pk is None or bw is None:
         return None
     return pk[0], bw[0]
-
-
-def no_ceilings_message(root: DataRoot) -> str:
-    """One line for a section that needs the ceilings ``root`` lacks."""
-    return (
-        f"{root.name} holds no measured ceilings ({CEILINGS}: dense fp16 matmul and "
-        "device-to-device copy), so the absolute roofline cannot be drawn."
-    )

@@ -20,9 +20,8 @@ CONFIG_LABEL = re.compile(
 
 
 def parse_config(label: str, strict: bool = True) -> dict:
-    """The inverse of :func:`config_label`: ``"yolov8_w1.5_fp16_nhwc_b8"`` -> family, width
-    (float), precision, layout, batch (int). Another form raises UserError (a ValueError), or
-    with ``strict=False`` gives None / NaN fields (e.g. the empty label of an idle GPM phase)."""
+    """The inverse of :func:`config_label`; another form raises UserError, or with
+    ``strict=False`` gives None / NaN fields (the empty label of an idle GPM phase)."""
     m = CONFIG_LABEL.fullmatch(label) if isinstance(label, str) else None
     if m:
         d = m.groupdict()
@@ -34,8 +33,7 @@ def parse_config(label: str, strict: bool = True) -> dict:
 
 
 def with_config(df, col: str = "config", strict: bool = False):
-    """A copy of ``df`` with family, width, precision, layout and batch parsed from ``col``
-    (replacing columns of those names)."""
+    """A copy of ``df`` with the fields :func:`parse_config` reads from ``col`` (replaced)."""
     import pandas as pd
 
     parsed = pd.DataFrame([parse_config(c, strict) for c in df[col]], index=df.index)

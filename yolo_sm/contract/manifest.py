@@ -1,11 +1,9 @@
-"""A root's ``manifest.json``: :func:`register` adds a dataset (kind, description, command,
-provenance from ``prov_*`` columns), first embedding the registration in the table's metadata so
-a lost or corrupt manifest is rebuilt from the tables (:func:`read_manifest` ``repair=True``)."""
+"""A root's ``manifest.json``: :func:`register` adds a dataset, first embedding the registration
+in the table's metadata so that a lost or corrupt manifest is rebuilt from the tables."""
 
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import json
 import os
 import warnings
@@ -14,7 +12,6 @@ from pathlib import Path, PurePosixPath
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.schema import DERIVED, SCHEMAS, validate
 from yolo_sm.contract.store import (
-    atomic_file,
     inside,
     output_lock,
     read_arrow,
@@ -22,6 +19,7 @@ from yolo_sm.contract.store import (
     remove_stale_partials,
     with_metadata,
     write_table_atomic,
+    write_text_atomic,
 )
 
 #: the provenance a manifest entry records (yolo_sm_source, gpu_uuid: absent in older tables)
@@ -42,8 +40,7 @@ def _text(value) -> str:
 
 
 def provenance_from_rows(df) -> dict:
-    """Provenance of a sweep-like table from its ``prov_*`` columns (unique values), plus the
-    first and last UTC timestamps."""
+    """Provenance from a table's ``prov_*`` columns (unique values), with its first/last dates."""
     prov = {}
     for f in PROVENANCE_FIELDS:
         col = f"prov_{f}"
@@ -64,13 +61,18 @@ def provenance_from_rows(df) -> dict:
 MACHINE_KEYS = ("gpu_uuid", "gpu_name", "sm_count", "driver", "cpu_model")
 
 
-def machine_of(datasets: dict) -> dict:
-    """Per :data:`MACHINE_KEYS` field, the sorted distinct values over the GPU-measured datasets
-    (all where none was); derived tables are skipped."""
+def measured_provenance(datasets: dict) -> list[dict]:
+    """The provenance of the GPU-measured datasets (all where none was), derived tables left out:
+    a table counted on another host (the shape-only model table) does not describe a root."""
     provs = [d.get("provenance", {}) for d in datasets.values() if d.get("kind") not in DERIVED]
-    provs = [p for p in provs if p.get("gpu_name")] or provs
+    return [p for p in provs if p.get("gpu_name")] or provs
+
+
+def machine_of(datasets: dict, keys=MACHINE_KEYS) -> dict:
+    """Per field of ``keys``, the sorted distinct values of :func:`measured_provenance`."""
+    provs = measured_provenance(datasets)
     out = {}
-    for key in MACHINE_KEYS:
+    for key in keys:
         vs = [v if isinstance(v, list) else [v] for v in (p.get(key) for p in provs)]
         vals = {_text(x) for v in vs for x in v if x not in (None, "")}
         if vals:
@@ -79,8 +81,7 @@ def machine_of(datasets: dict) -> dict:
 
 
 def root_gpus(folder: str | os.PathLike) -> list[str]:
-    """The GPU models the tables of ``folder`` were measured on (manifest ``machine`` entry, else
-    the datasets, else embedded registrations); empty for none or CPU only."""
+    """The GPU models the tables of ``folder`` were measured on (empty: none or CPU only)."""
     try:
         manifest = read_manifest(folder)
     except UserError:
@@ -114,9 +115,8 @@ def register(
     command: str,
     params: dict | None = None,
 ) -> dict:
-    """Add or replace dataset ``name`` (``file`` inside ``folder``; ``params``: the step's) in
-    ``folder/manifest.json``, after embedding it in the table; the manifest's update holds an
-    ``flock`` and is written atomically."""
+    """Add or replace dataset ``name`` (``file`` inside ``folder``) in its manifest, after
+    embedding it in the table; under the manifest's ``flock``, written atomically."""
     folder = Path(folder)
     path = inside(folder, file, f"dataset {name}'s file")
     reg = {
@@ -155,35 +155,9 @@ def _same(old, new) -> bool:
     return all(old.get(k) == new.get(k) for k in REGISTRATION_KEYS if k != "registered_utc")
 
 
-class _manifest_lock:
-    """The exclusive lock on ``.manifest.json.lock`` of a folder (re-entrant in a process)."""
-
-    _held: dict[str, int] = {}
-
-    def __init__(self, folder: Path):
-        self.path = Path(folder) / f".{MANIFEST}.lock"
-        self.key = str(self.path.resolve())
-        self.fh = None
-
-    def __enter__(self):
-        if self.key in self._held:
-            self._held[self.key] += 1
-            return self
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        except OSError as e:
-            raise UserError(f"cannot lock {self.path}: {e.strerror or e}") from None
-        self.fh = os.fdopen(fd, "r+b")
-        fcntl.flock(self.fh, fcntl.LOCK_EX)
-        self._held[self.key] = 1
-        return self
-
-    def __exit__(self, *exc):
-        self._held[self.key] -= 1
-        if not self._held[self.key]:
-            del self._held[self.key]
-            if self.fh is not None:
-                self.fh.close()  # releases the lock
+def _manifest_lock(folder: Path):
+    """The exclusive lock of ``folder``'s manifest (waits for its holder; re-entrant)."""
+    return output_lock(Path(folder) / MANIFEST, wait=True)
 
 
 #: the type each manifest entry field must have where present (``file`` must be)
@@ -202,8 +176,7 @@ ENTRY_TYPES = {
 
 
 def shape_problem(manifest) -> str | None:
-    """What makes parsed JSON not a manifest (a mapping whose ``datasets`` maps names to
-    entries of :data:`ENTRY_TYPES`, and whose ``machine``, if any, is a mapping), or None."""
+    """What makes parsed JSON not a manifest (``datasets`` of :data:`ENTRY_TYPES`), or None."""
     if not isinstance(manifest, dict) or not isinstance(manifest.get("datasets"), dict):
         return "no 'datasets' mapping"
     if not isinstance(manifest.get("machine", {}), dict):
@@ -218,14 +191,12 @@ def shape_problem(manifest) -> str | None:
 
 
 def _write_manifest(folder: Path, manifest: dict) -> None:
-    with atomic_file(Path(folder) / MANIFEST, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(manifest, indent=2, default=str) + "\n")
+    write_text_atomic(Path(folder) / MANIFEST, json.dumps(manifest, indent=2, default=str) + "\n")
 
 
 def read_manifest(folder: str | os.PathLike, repair: bool = False, locked: bool = False):
-    """The manifest of ``folder`` (``{"datasets": {...}}``, empty if none). Unreadable: a
-    UserError, or with ``repair`` rebuilt from the tables (the corrupt file kept as
-    ``manifest.json.corrupt``). ``locked``: the caller holds the lock."""
+    """The manifest of ``folder`` (empty if none); unreadable: a UserError, or with ``repair``
+    rebuilt from the tables (the old file kept). ``locked``: the caller holds the lock."""
     folder = Path(folder)
     mf = folder / MANIFEST
     if not mf.exists() and not mf.is_symlink():
@@ -264,9 +235,8 @@ def _from_tables(folder: Path) -> dict:
 
 
 def rebuild(folder: str | os.PathLike) -> dict:
-    """Manifest entries (name -> entry) rebuilt from the registrations embedded in the tables
-    under ``folder`` (the latest registration of a name wins); tables that cannot be read or
-    carry no registration are left out."""
+    """Manifest entries rebuilt from the registrations embedded in the tables under ``folder``
+    (the latest of a name wins; unreadable tables left out)."""
     folder = Path(folder)
     found: dict[str, tuple[str, str, dict]] = {}
     for path in sorted(folder.rglob("*.parquet")):
@@ -293,8 +263,7 @@ def rebuild(folder: str | os.PathLike) -> dict:
 
 
 def embed_registrations(folder: str | os.PathLike) -> list[str]:
-    """Write every manifest entry of ``folder`` into its table's metadata (values unchanged);
-    returns the names rewritten."""
+    """Embed every manifest entry of ``folder`` in its table; returns the names rewritten."""
     folder = Path(folder)
     done = []
     with _manifest_lock(folder):
@@ -327,9 +296,7 @@ def _given(reg: dict) -> dict:
 
 
 def entry_problem(folder: str | os.PathLike, name: str, file: str, kind: str) -> str | None:
-    """What is wrong with dataset ``name``'s manifest entry against its table ``file``
-    (None: nothing): no manifest, an unreadable one, no entry, an entry of another file or
-    kind, or a row count that is not the table's."""
+    """What is wrong with dataset ``name``'s manifest entry against its table ``file``, or None."""
     import pyarrow.parquet as pq
 
     try:

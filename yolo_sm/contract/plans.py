@@ -1,10 +1,5 @@
-"""Plans: the YAML that names the steps of a collection (sweeps, profiler captures, benches),
-read and checked without torch, so that analysis can compare a table with the plan behind it.
-
-A plan is checked whole when it is read: its fields, every step's fields and every step's
-parameters (parsed by the kind's frozen spec, :data:`yolo_sm.topics.STEPS`), so that a typo in
-the last step is one sentence before the first step runs.
-"""
+"""Plans: the YAML that names the steps of a collection, read and checked whole without torch
+(every step's parameters parsed by its kind's spec) before the first step runs."""
 
 from __future__ import annotations
 
@@ -17,15 +12,6 @@ import yaml
 
 from yolo_sm.contract import values
 from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.steps import MAX_ITERS  # noqa: F401 (re-exported)
-from yolo_sm.contract.values import (  # noqa: F401 (re-exported)
-    MAX_BATCH,
-    MAX_BUDGET_MS,
-    MAX_IMGSZ,
-    MAX_RUN_S,
-    MAX_WARMUP_MS,
-    MAX_WIDTH_ANY,
-)
 from yolo_sm.topics import STEPS
 
 #: most values a config or plan may hold once its aliases are expanded: a few nested aliases
@@ -38,8 +24,7 @@ KINDS: tuple[str, ...] = tuple(STEPS)
 
 
 def _expanded_values(node) -> int:
-    """How many values a YAML node stands for with every alias expanded (each node counted
-    once per place it appears), computed once per node."""
+    """How many values a YAML node stands for with every alias expanded."""
     sizes: dict[int, int] = {}
     stack = [(node, False)]
     while stack:
@@ -75,9 +60,7 @@ def _safe_yaml(body: str, path: str):
 
 
 def load_yaml(path: str) -> dict:
-    """The mapping in a YAML file (empty for an empty file). A missing, unreadable, binary,
-    UTF-16 or oversized file, YAML that does not parse, or a top level that is not a mapping of
-    names is one UserError naming the file."""
+    """The mapping in a YAML file (empty for an empty file); anything else is one UserError."""
     body = values.read_text(path, "config file")
     try:
         data = _safe_yaml(body, path)
@@ -99,23 +82,17 @@ def load_yaml(path: str) -> dict:
     return data
 
 
-# kinds whose params are their points, resumed part-way point by point or unit by unit (their
-# error rows can be measured again, and the distributed collection splits them in shards)
+# kinds whose params are their points, resumed point by point (and split in shards)
 RESUMABLE = ("sweep", "bench")
-# the kinds whose runner starts a unit (a sweep's model, a bench's (model, batch), a
-# compile-cache or int8-kernels unit, a trace step's model) only where its estimate ends before
-# the deadline and writes its table after each unit, resuming the units it holds: a
-# time-limited run measures the units that fit and the next run goes on. The other kinds start
-# only where their whole est_s fits, and run whole.
+# kinds run unit by unit up to a deadline, their table written after each unit (the others run
+# whole where their est_s fits)
 TO_DEADLINE = (*RESUMABLE, "compile_cache", "int8_kernels", "trace")
-# params that say how long a unit takes, not what is measured: editing them leaves a step's
-# table as it is
+# params that say how long a unit takes, not what is measured
 SCHEDULING_PARAMS = ("est_unit_s", "mode_est_s")
 
 
 def spec(kind: str, params, where: str = "", *, flags: bool = False):
-    """The frozen spec of a ``kind`` step's (or a command's) ``params``: every key known, every
-    value of its type and in its range (``where`` names them; with ``flags``, as ``--flag``)."""
+    """The frozen spec of a ``kind`` step's (or a command's) ``params``, every value checked."""
     return STEPS[kind][0].from_mapping(params, where or kind, flags=flags)
 
 
@@ -198,9 +175,7 @@ def _step(s, i: int, path) -> Step:
 
 
 def load_plan(path: str | os.PathLike) -> Plan:
-    """Read and check a plan YAML (``name``, ``device``, ``steps`` with name/kind/out/params):
-    the whole plan, every step's parameters included, before anything runs."""
-
+    """Read and check a whole plan YAML, every step's parameters included."""
     data = load_yaml(str(path))
     unknown = sorted(set(data) - set(PLAN_KEYS))
     if unknown:
@@ -235,7 +210,7 @@ DEFAULT_PLAN = "quick.yaml"
 
 
 def default_plan() -> Path:
-    """The quick plan (:data:`DEFAULT_PLAN` under :data:`PLANS_DIR`), wherever the command runs."""
+    """The quick plan (:data:`DEFAULT_PLAN` under :data:`PLANS_DIR`)."""
     path = PLANS_DIR / DEFAULT_PLAN
     if not path.is_file():
         raise UserError(
@@ -254,9 +229,8 @@ def _csv(v) -> str:
 
 
 def with_input(plan: Plan, device: str | None = None, shape=None) -> Plan:
-    """``plan`` on ``device`` (``collect --device``) with every step's input at ``shape``
-    ((C, H, W), ``collect --input-shape``): its ``imgsz`` becomes H and, where its kind takes
-    one, its ``input_shape`` the shape, so that every table and FLOP count uses it."""
+    """``plan`` on ``device`` with every step's input at ``shape`` (C, H, W): its ``imgsz``
+    becomes H and, where its kind takes one, its ``input_shape`` the shape."""
     steps = []
     for s in plan.steps:
         p = dict(s.params)

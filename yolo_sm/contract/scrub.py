@@ -12,10 +12,10 @@ from pathlib import Path
 
 from yolo_sm.contract.store import (
     DIGEST_KEY,
-    atomic_file,
     read_arrow,
     with_metadata,
     write_table_atomic,
+    write_text_atomic,
 )
 
 #: set to 1 by ``--record-host``: provenance then records the host name
@@ -35,8 +35,7 @@ def record_host() -> bool:
 
 
 def shown_path(text: str, cwd: str | os.PathLike | None = None) -> str:
-    """An absolute path relative to ``cwd`` (default: the working folder); with ``cwd=""`` its
-    last component; anything else unchanged."""
+    """An absolute path relative to ``cwd`` (``""``: its last component); others unchanged."""
     if not text.startswith("/"):
         return text
     if cwd == "":
@@ -49,9 +48,8 @@ def shown_path(text: str, cwd: str | os.PathLike | None = None) -> str:
 
 
 def user_argv(argv, cwd: str | os.PathLike | None = None) -> list[str]:
-    """``argv`` as a user would type it: the package's own program as ``yolo-sm``, another
-    program by its file name, and every absolute path (alone or as ``--opt=/path``) through
-    :func:`shown_path`."""
+    """``argv`` as a user would type it: ``yolo-sm`` or the program's file name first, every
+    absolute path (alone or as ``--opt=/path``) through :func:`shown_path`."""
     argv = [str(a) for a in argv or []]
     if not argv:
         return []
@@ -76,8 +74,7 @@ _ABS = re.compile(r"(?<![\w.])/(?:[^\s\"',;]+)")
 
 
 def scrub_command(text, cwd: str | os.PathLike | None = "") -> str:
-    """A recorded command string as :func:`user_command` writes it (program name first, paths
-    relative or last component); non-strings unchanged."""
+    """A recorded command string as :func:`user_command` writes it; non-strings unchanged."""
     if not isinstance(text, str) or not text.strip():
         return text
     words = text.split(" ")
@@ -89,8 +86,8 @@ def scrub_command(text, cwd: str | os.PathLike | None = "") -> str:
 
 
 def scrub_record(record: dict) -> dict:
-    """A provenance mapping without host fields, its ``command`` scrubbed, its ``argv`` the
-    user's; nested mappings (``provenance``) likewise. Other values are kept."""
+    """A provenance mapping (nested ones likewise) without host fields, its ``command`` and
+    ``argv`` the user's."""
     out = {}
     for k, v in record.items():
         if k in HOST_FIELDS:
@@ -106,8 +103,8 @@ def scrub_record(record: dict) -> dict:
 
 
 def scrub_table(path: str | os.PathLike) -> bool:
-    """Scrub one parquet table's provenance (metadata, ``prov_command``; ``prov_hostname``
-    dropped), other columns unchanged, written atomically; returns whether it changed."""
+    """Scrub one table's provenance (metadata, ``prov_command``; ``prov_hostname`` dropped),
+    written atomically; returns whether it changed."""
     import pyarrow as pa
 
     table = read_arrow(path)
@@ -140,8 +137,7 @@ def scrub_table(path: str | os.PathLike) -> bool:
 
 
 def _drop_pandas_column(table, name: str):
-    """The pandas metadata of ``table`` without column ``name`` (so that pandas does not look
-    for a column that is gone)."""
+    """``table`` without column ``name`` in its pandas metadata."""
     meta = dict(table.schema.metadata)
     pandas = json.loads(meta[b"pandas"])
     cols = [c for c in pandas.get("columns", []) if c.get("name") != name]
@@ -153,21 +149,18 @@ def _drop_pandas_column(table, name: str):
 
 
 def scrub_json(path: str | os.PathLike) -> bool:
-    """Rewrite a JSON provenance file (a trace's ``.metadata.json`` sidecar, a manifest) by
-    :func:`scrub_record` (recursively); returns whether it changed."""
+    """Rewrite a JSON provenance file by :func:`scrub_record`; returns whether it changed."""
     path = Path(path)
     data = json.loads(path.read_text())
     clean = scrub_record(data) if isinstance(data, dict) else data
     if clean == data:
         return False
-    with atomic_file(path, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(clean, indent=2, default=str) + "\n")
+    write_text_atomic(path, json.dumps(clean, indent=2, default=str) + "\n")
     return True
 
 
 def scrub_root(folder: str | os.PathLike) -> list[Path]:
-    """Scrub every ``*.parquet`` and ``*.json`` under ``folder`` of host names and absolute
-    paths, measured values kept; returns the files changed. Idempotent."""
+    """Scrub every ``*.parquet`` and ``*.json`` under ``folder``; returns the files changed."""
     changed = []
     for f in sorted(Path(folder).rglob("*")):
         if f.is_symlink() or not f.is_file() or f.name.startswith("."):

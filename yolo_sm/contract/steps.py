@@ -1,7 +1,5 @@
-"""The generic step kinds (a sweep, a bench, the profilers, the model tables): their frozen
-specs, each field checked by :mod:`yolo_sm.contract.values`, and :data:`GENERIC`, the kind
-table the topics' own kinds join (:data:`yolo_sm.topics.STEPS`). Torch-free: a plan is checked
-whole before anything is measured."""
+"""The generic step kinds (sweep, bench, the profilers, the model tables): their frozen specs
+and :data:`GENERIC`, the kind table the topics' own kinds join (torch-free)."""
 
 from __future__ import annotations
 
@@ -46,8 +44,7 @@ def shape(x, what):
 
 
 def model_entries(x, what):
-    """model_tables' ``models``: mappings with ``model`` and optional widths, depth,
-    max_channels."""
+    """model_tables' ``models``: mappings of ``model`` and optional widths, depth, max_channels."""
     entries = x if isinstance(x, (list, tuple)) else [x]
     if not entries:
         raise UserError(f"{what} needs at least one model")
@@ -117,10 +114,6 @@ class SweepStep(Models):
     )  # fmt: skip
 
 
-def engines(x, what):
-    return v.texts(x, what)
-
-
 @dataclass(frozen=True)
 class BenchStep(Models):
     """Engines side by side per (model, batch): ``models`` (or ``family`` + ``widths``),
@@ -131,7 +124,7 @@ class BenchStep(Models):
     widths: tuple = param(v.multipliers, (), "width multipliers of family")
     batches: tuple = param(v.batches, (1, 16, 64), "comma list of batch sizes")
     engines: tuple = param(
-        engines, ("cudagraph/fp16/nhwc", "compile/fp16/nhwc", "compile:reduce-overhead/fp16/nhwc"),
+        v.texts, ("cudagraph/fp16/nhwc", "compile/fp16/nhwc", "compile:reduce-overhead/fp16/nhwc"),
         "comma list of backend[:mode]/precision/layout besides eager/fp16/nhwc",
     )  # fmt: skip
     pipeline_engine: str = param(

@@ -18,13 +18,13 @@ import tempfile
 from pathlib import Path
 
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.values import output_path
 
 PARTIAL = ".partial"
 
 
 def inside(root: str | os.PathLike, rel: str | os.PathLike, what: str) -> Path:
-    """``root / rel`` once ``rel`` is checked to stay inside ``root`` (no climbing ``..``);
-    ``what`` names the field in the error."""
+    """``root / rel`` once ``rel`` is checked to stay inside ``root``; ``what`` names it."""
     root = Path(root)
     text = os.fspath(rel) if isinstance(rel, (str, os.PathLike)) else None
     if not text or "\0" in text or Path(text).is_absolute():
@@ -36,24 +36,18 @@ def inside(root: str | os.PathLike, rel: str | os.PathLike, what: str) -> Path:
 
 
 def check_output_path(out: str | os.PathLike) -> Path:
-    """The parquet path, after checking that its folder can be written (without leaving files)."""
-    out = Path(out)
-    if out.is_dir():
-        raise UserError(f"--out {out} is a directory; give a .parquet file path")
-    parent = out.parent if str(out.parent) else Path(".")
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=parent, prefix=".yolo_sm.", suffix=".probe")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as e:
-        raise UserError(f"cannot write to {parent}: {e.strerror or e}") from None
+    """The parquet path once :func:`~yolo_sm.contract.values.output_path` found it writable,
+    its folder made."""
+    out = output_path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     return out
 
 
-def _verified(path, read, advice: str = "move it away or choose another --out"):
-    """``read()`` of the table at ``path`` after :func:`check_digest`; any failure is one
-    UserError naming the file."""
+_ADVICE = "move it away or choose another --out"
+
+
+def _verified(path, read, advice: str = _ADVICE):
+    """``read()`` of the table at ``path`` after :func:`check_digest`, or one UserError."""
     try:
         check_digest(path)
         return read()
@@ -61,7 +55,11 @@ def _verified(path, read, advice: str = "move it away or choose another --out"):
         raise _unreadable(Path(path), e, advice) from None
 
 
-def read_frame(path: str | os.PathLike, columns=None):
+def read_frame(
+    path: str | os.PathLike,
+    columns=None,
+    advice: str = "collect it again or restore it from a good copy",
+):
     """The table at ``path`` as a DataFrame, page checksums verified (``columns``: only these);
     missing, corrupt or truncated is one UserError."""
     import pandas as pd
@@ -71,21 +69,18 @@ def read_frame(path: str | os.PathLike, columns=None):
     read = functools.partial(
         pd.read_parquet, path, columns=columns, page_checksum_verification=True
     )
-    return _verified(path, read, "collect it again or restore it from a good copy")
+    return _verified(path, read, advice)
 
 
 def read_table(out: Path):
-    """Rows already in the output table ``out`` (empty when absent), checksums verified; an
-    unreadable file is a UserError and is left untouched."""
+    """Rows already in the output table ``out`` (empty when absent), as :func:`read_frame`."""
     import pandas as pd
 
-    if not Path(out).exists():
-        return pd.DataFrame()
-    return _verified(out, lambda: pd.read_parquet(out, page_checksum_verification=True))
+    return read_frame(out, advice=_ADVICE) if Path(out).exists() else pd.DataFrame()
 
 
 def read_arrow(out: Path):
-    """``out`` as a pyarrow table (schema metadata included), as :func:`read_table` reads it."""
+    """``out`` as a pyarrow table (schema metadata included), checksums verified."""
     import pyarrow.parquet as pq
 
     return _verified(out, lambda: pq.read_table(out, page_checksum_verification=True))
@@ -95,8 +90,8 @@ DIGEST_KEY = b"yolo_sm_digest"
 
 
 def schema_digest(schema) -> str:
-    """SHA-256 (hex) of a table schema's column names and types and of its key-value metadata
-    (but the digest itself and Arrow's own serialised schema)."""
+    """SHA-256 (hex) of a schema's column names, types and key-value metadata (but the digest
+    itself and Arrow's own serialised schema)."""
     import hashlib
 
     h = hashlib.sha256()
@@ -114,8 +109,7 @@ class DigestMismatch(ValueError):
 
 
 def check_digest(path) -> None:
-    """Raise :class:`DigestMismatch` when the table at ``path`` carries a digest its footer
-    does not match (tables without one pass)."""
+    """Raise :class:`DigestMismatch` when the footer at ``path`` fails its digest (if any)."""
     import pyarrow.parquet as pq
 
     schema = pq.read_schema(path)
@@ -132,8 +126,7 @@ def with_digest(table):
 
 
 def read_metadata(path: str | os.PathLike) -> dict:
-    """The ``yolo_sm`` key of a parquet file's key-value metadata (a dict; empty when the
-    table has none or the footer cannot be read)."""
+    """The ``yolo_sm`` key of a parquet file's metadata (empty: none, or an unreadable footer)."""
     import pyarrow.parquet as pq
 
     try:
@@ -145,9 +138,7 @@ def read_metadata(path: str | os.PathLike) -> dict:
     return meta if isinstance(meta, dict) else {}
 
 
-def _unreadable(
-    out: Path, e: BaseException, advice: str = "move it away or choose another --out"
-) -> UserError:
+def _unreadable(out: Path, e: BaseException, advice: str) -> UserError:
     detail = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
     return UserError(
         f"{out} exists but is not a readable parquet file: it is corrupt or truncated "
@@ -163,8 +154,8 @@ def _umask() -> int:
 
 @contextlib.contextmanager
 def atomic_file(path: str | os.PathLike, mode: str = "wb", **kwargs):
-    """Write to an exclusive temp file beside ``path`` (``mode`` ``"wb"`` or ``"w"``), then fsync
-    and rename over it; on error the temp file is removed and ``path`` left as it was."""
+    """Write to an exclusive temp file beside ``path``, then fsync and rename over it; on error
+    the temp file is removed and ``path`` left as it was."""
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.{os.getpid()}.", suffix=PARTIAL)
@@ -181,9 +172,8 @@ def atomic_file(path: str | os.PathLike, mode: str = "wb", **kwargs):
 
 
 def temp_path(path: str | os.PathLike, suffix: str = PARTIAL) -> Path:
-    """A new, empty, exclusively created temporary file beside ``path`` (the naming of
-    :func:`atomic_file`) for a program that writes the file itself (``ncu --log-file``); the
-    caller renames it over ``path`` or removes it."""
+    """A new, exclusively created temporary file beside ``path`` for a program that writes it
+    itself (``ncu --log-file``); the caller renames it over ``path`` or removes it."""
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.{os.getpid()}.", suffix=suffix)
@@ -192,8 +182,7 @@ def temp_path(path: str | os.PathLike, suffix: str = PARTIAL) -> Path:
 
 
 def copy_atomic(source: str | os.PathLike, path: str | os.PathLike) -> None:
-    """Copy ``source`` to ``path`` through a :func:`temp_path` renamed over it (a symlink
-    planted at ``path`` is replaced, never written through)."""
+    """Copy ``source`` to ``path`` through a renamed :func:`temp_path` (never through a link)."""
     tmp = temp_path(path)
     try:
         shutil.copyfile(source, tmp)
@@ -235,8 +224,7 @@ def write_table_atomic(table, out: Path) -> None:
 
 
 def remove_stale_partials(out: Path) -> list[Path]:
-    """Delete the temporary files of :func:`write_atomic` that a killed run left beside ``out``
-    (those whose writing process is gone); returns the paths removed."""
+    """Delete the temporary files a killed writer left beside ``out``; returns those removed."""
     import glob
 
     removed = []
@@ -266,15 +254,13 @@ _HELD: dict[str, list] = {}  # lock path -> [fd, depth] of the locks this proces
 
 
 def lock_path(out: str | os.PathLike) -> Path:
-    """The lock file of output ``out``: ``.<name>.lock`` beside a file, ``.yolo_sm.lock``
-    inside a folder."""
+    """``.<name>.lock`` beside output file ``out``, ``.yolo_sm.lock`` inside a folder."""
     out = Path(out)
     return out / ".yolo_sm.lock" if out.is_dir() else out.with_name(f".{out.name}.lock")
 
 
 def lock_holder(out: str | os.PathLike) -> dict | None:
-    """What the lock file of ``out`` says about its holder (``pid``, ``host``, ``started``),
-    or None when there is none."""
+    """The holder (``pid``, ``host``, ``started``) in ``out``'s lock file, or None."""
     try:
         return json.loads(lock_path(out).read_text()) or None
     except (OSError, ValueError):
@@ -282,9 +268,9 @@ def lock_holder(out: str | os.PathLike) -> dict | None:
 
 
 @contextlib.contextmanager
-def output_lock(out: str | os.PathLike):
-    """Hold output ``out``'s one-writer lock (an ``flock`` on :func:`lock_path`, released when the
-    holder dies); a second writer gets one UserError naming the holder. Re-entrant."""
+def output_lock(out: str | os.PathLike, wait: bool = False):
+    """Hold output ``out``'s one-writer ``flock`` (released when the holder dies); a second
+    writer gets one UserError naming the holder, or with ``wait`` waits for it. Re-entrant."""
     path = lock_path(out)
     key = str(path.resolve())
     if key in _HELD:
@@ -304,7 +290,7 @@ def output_lock(out: str | os.PathLike):
                 raise UserError(f"{path} is a symlink; remove it before writing {out}") from None
             raise UserError(f"cannot write to {path.parent}: {e.strerror or e}") from None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
             holder = _read_fd(fd)
             os.close(fd)

@@ -1,15 +1,7 @@
-"""Values a user gives (a flag, a config or plan key), checked before any work starts.
-
-Each checker takes the raw value (a command-line string or what YAML made of it: int, float,
-str, bool, list, dict, None, date) and the name to quote, and returns the value in its type or
-raises :class:`~yolo_sm.contract.errors.UserError` with one sentence naming it. Numbers are
-finite (``nan``, ``inf`` and ``1e400`` are refused) and in a stated range; booleans are not
-numbers; a list is a comma string, a YAML list or one scalar.
-
-Besides values: :func:`device_name` (``cpu``, ``cuda``, ``cuda:N``), :func:`read_text` (a
-config or plan file: a readable UTF-8 text file of bounded size) and :func:`output_path` (an
-``--out`` that can be written, checked without creating anything).
-"""
+"""Values a user gives (a flag, a config or plan key, a file), checked before any work starts:
+each checker takes the raw value and the name to quote, and returns it in its type or raises a
+UserError naming it. Numbers are finite and in range; booleans are not numbers; a list is a
+comma string, a YAML list or one scalar."""
 
 from __future__ import annotations
 
@@ -28,9 +20,7 @@ from yolo_sm.contract.vocab import COMPILE_MODES, COMPILE_REWRITES
 
 #: largest config or plan file read (bytes): a bigger one is not a config
 MAX_TEXT_BYTES = 1 << 20
-#: longest file or folder name an ``--out`` may have (characters): the temporary and lock
-#: files written beside an output add their own prefix and suffix to it, within the 255 of
-#: common file systems
+#: longest file or folder name an ``--out`` may have: temporary and lock files add to it
 MAX_NAME_CHARS = 200
 #: most values one list flag or key may hold
 MAX_ITEMS = 4096
@@ -82,8 +72,7 @@ _REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother = 
 
 
 def _show(v) -> str:
-    """A value as quoted in a message: its repr, cut to 60 characters (a large list or
-    mapping is abridged before it is written out)."""
+    """A value as quoted in a message: its abridged repr, at most 60 characters."""
     text = _REPR.repr(v)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -109,8 +98,7 @@ def whole(v, what: str, *, lo=None, hi=None, unit: str = "") -> int:
 
 
 def items(v, what: str) -> list:
-    """A comma string, a list or one scalar -> a non-empty list of scalars (no nested lists or
-    mappings)."""
+    """A comma string, a list or one scalar -> a non-empty list of scalars."""
     if isinstance(v, str):
         out = [x.strip() for x in v.split(",") if x.strip()]
     elif isinstance(v, (list, tuple)):
@@ -138,8 +126,7 @@ def wholes(v, what: str, **limits) -> list[int]:
 
 
 def text(v, what: str, choices=None) -> str:
-    """A non-empty word or phrase (a number is taken as its text); ``choices``: one of them
-    (compared lower-case)."""
+    """A non-empty line of text; ``choices``: one of them (compared lower-case)."""
     if isinstance(v, bool) or v is None or isinstance(v, (list, tuple, dict, set)):
         raise UserError(f"{what} must be text, got {_show(v)}")
     if isinstance(v, (datetime.date, datetime.time)):
@@ -153,15 +140,13 @@ def text(v, what: str, choices=None) -> str:
 
 
 def split_compile_mode(mode: str) -> tuple[str, tuple[str, ...]]:
-    """``reduce-overhead+sep-pool`` -> (``reduce-overhead``, (``sep-pool``,)): the
-    torch.compile mode and the model rewrites made before it (unchecked)."""
+    """``reduce-overhead+sep-pool`` -> (``reduce-overhead``, (``sep-pool``,)), unchecked."""
     torch_mode, *rewrites = str(mode).split("+")
     return torch_mode, tuple(rewrites)
 
 
 def compile_mode(v, what: str) -> str:
-    """A torch.compile mode (``vocab.COMPILE_MODES``), optionally followed by ``+rewrite``
-    items (``vocab.COMPILE_REWRITES``), each once: ``default``, ``default+sep-pool``."""
+    """A torch.compile mode, then each ``+rewrite`` of ``vocab.COMPILE_REWRITES`` at most once."""
     s = text(v, what).lower()
     torch_mode, rewrites = split_compile_mode(s)
     if torch_mode not in COMPILE_MODES:
@@ -221,9 +206,8 @@ def _os_reason(e: OSError) -> str:
 
 
 def read_text(path, what: str = "config file") -> str:
-    """The text of a config or plan file: it exists, is a regular file, can be read, holds at
-    most :data:`MAX_TEXT_BYTES` and is UTF-8 (a UTF-8 byte-order mark is allowed) without NUL
-    bytes. Anything else is a UserError naming the file."""
+    """The text of a config or plan file: a regular UTF-8 file of at most
+    :data:`MAX_TEXT_BYTES` without NUL bytes, else a UserError naming it."""
     p = Path(path)
     try:
         if not p.exists():
@@ -261,12 +245,8 @@ def _name_max(folder: Path) -> int:
 
 
 def output_path(path, what: str = "--out", *, folder: bool = False) -> Path:
-    """``path`` as an output (a file; with ``folder`` a folder), once it is known that it can
-    be written there. Nothing is created: the nearest existing folder above it must be a
-    folder this process may create files in (tested with a temporary file removed at once),
-    no part of the path may be a file where a folder is needed, and every name is at most
-    :data:`MAX_NAME_CHARS` characters. An existing output must be of the right kind (a file
-    for a file, a folder for a folder) and writable."""
+    """``path`` as an output file (with ``folder``: folder) once it is known that it can be
+    written: nothing is created (a probe file is removed at once), names are short enough."""
     raw = str(path)
     if not raw.strip() or "\x00" in raw:
         raise UserError(f"{what} must be a path, got {raw!r}")
@@ -302,8 +282,7 @@ def output_path(path, what: str = "--out", *, folder: bool = False) -> Path:
 
 
 def os_error_sentence(e: OSError) -> str:
-    """One sentence for an ``OSError`` met while reading or writing: what happened to which
-    file and what to do (a full disk, a read-only or missing place, a name too long)."""
+    """One sentence for an ``OSError``: what happened to which file and what to do."""
     where = f" {e.filename}" if e.filename else ""
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
         writing = f" writing {e.filename}" if e.filename else ""
@@ -316,12 +295,8 @@ def os_error_sentence(e: OSError) -> str:
 
 
 def environment(caching: bool) -> None:
-    """Check the environment variables the package reads, before any work: one UserError
-    naming the variable. ``YOLO_SM_THREADS`` a whole number from 0 (every core) to 4096,
-    ``YOLO_SM_DATA`` an existing folder, ``YOLO_SM_NCU`` an executable file; with ``caching``
-    (a command that builds models or engines) the cache folder (``YOLO_SM_CACHE``, else
-    ``~/.cache/yolo_sm`` under an absolute ``HOME``) and ``YOLO_CONFIG_DIR`` folders that can
-    be written."""
+    """Check the environment variables the package reads (with ``caching``: the cache and
+    config folders too), one UserError naming a bad one."""
     env = os.environ
     if "YOLO_SM_THREADS" in env:
         whole(env["YOLO_SM_THREADS"], "environment variable YOLO_SM_THREADS", lo=0, hi=4096)
@@ -416,14 +391,13 @@ seed = check(whole, lo=0, hi=2**32 - 1)
 
 
 def param(check, default=None, help: str = "", flag: str = ""):
-    """A spec field checked by ``check(value, what)``; ``help`` and ``flag`` (default
-    ``--name-with-dashes``) for the command line that sets it."""
+    """A spec field checked by ``check(value, what)``; ``help`` and ``flag`` for the CLI."""
     return field(default=default, metadata={"check": check, "help": help, "flag": flag})
 
 
 class Spec:
     """A step kind's frozen spec: each field a :func:`param`, parsed once from a plan step's
-    params or a command's flags (:meth:`from_mapping`), the same checks for both."""
+    params or a command's flags."""
 
     kind = ""
 
@@ -433,8 +407,7 @@ class Spec:
 
     @classmethod
     def from_mapping(cls, data, where: str = "", *, flags: bool = False):
-        """The spec of ``data`` (None: a field's default); an unknown key or a bad value is
-        one UserError naming it (``where``, or with ``flags`` its ``--flag``)."""
+        """The spec of ``data`` (None: the default); a bad key or value is one UserError."""
         where = where or cls.kind or cls.__name__
         known = cls.params()
         unknown = sorted(set(mapping(data, f"{where} params")) - set(known))
@@ -460,8 +433,7 @@ class Spec:
 
     @classmethod
     def add_options(cls, parser, names=None) -> None:
-        """One ``--flag`` per field (of ``names``), read as text and checked by
-        :meth:`from_mapping` with ``flags``."""
+        """One ``--flag`` per field (of ``names``), checked by :meth:`from_mapping`."""
         for name, f in cls.params().items():
             if names is None or name in names:
                 default = f.default if f.default is not MISSING else None

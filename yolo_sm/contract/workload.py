@@ -1,7 +1,5 @@
-"""What a workload runs now, in a small JSON status file (:data:`STATUS_ENV`) that ``yolo-sm
-monitor`` reads to label samples: ``{"pid", "t_unix", "labels": {...}}``. :func:`publish`
-merges labels (None clears) atomically; :func:`read_status` returns none once the writer exited.
-"""
+"""What a workload runs now, in a JSON status file (:data:`STATUS_ENV`) that ``yolo-sm monitor``
+reads to label samples: ``{"pid", "t_unix", "labels": {...}}``."""
 
 from __future__ import annotations
 
@@ -28,9 +26,8 @@ def status_path() -> Path | None:
 
 
 def publish(**labels) -> dict:
-    """Merge ``labels`` (names of :data:`LABELS`; None clears one) into what this process
-    runs and write the status file, when :data:`STATUS_ENV` names one; returns the labels. A
-    status file that cannot be written never stops the workload."""
+    """Merge ``labels`` (of :data:`LABELS`; None clears one) and write the status file, if any
+    (a failed write never stops the workload); returns the labels."""
     unknown = sorted(set(labels) - set(LABELS))
     if unknown:
         raise ValueError(f"unknown workload label(s) {unknown}; known: {', '.join(LABELS)}")
@@ -60,8 +57,7 @@ def clear() -> None:
 
 
 def read_status(path: str | os.PathLike | None) -> dict:
-    """The labels in status file ``path`` while its writer lives; ``{}`` when there is no path,
-    no file, an unreadable one, or its process has exited."""
+    """The labels in status file ``path`` while its writer lives, else ``{}``."""
     if path is None:
         return {}
     try:

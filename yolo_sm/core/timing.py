@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.plans import MAX_BUDGET_MS, MAX_WARMUP_MS
+from yolo_sm.contract.values import MAX_BUDGET_MS, MAX_WARMUP_MS
 from yolo_sm.core import provenance
 from yolo_sm.core.stopwatch import phase
 
@@ -198,7 +198,7 @@ def measure(fn: Callable[[], object], *, label: str = "", **kwargs) -> Measureme
     ``estimate_calls`` calls; on a GPU (``settle`` True: :data:`SETTLE`, or a :class:`Settle`
     on any device) it goes on until the per-call time and the SM clock settle. The repeat count
     is ``budget_ms`` over the per-call time the warm-up ended at, clamped to ``[min_reps,
-    max_reps]``; both budgets are capped (``contract.plans.MAX_BUDGET_MS``, ``MAX_WARMUP_MS``).
+    max_reps]``; both budgets are capped (``contract.values.MAX_BUDGET_MS``, ``MAX_WARMUP_MS``).
     ``l2_flush`` zeroes a buffer twice the GPU's L2 before each timed call (outside the
     events). ``timer`` and ``clock_mhz`` (the SM clock read) are injectable for tests. The
     provenance holds the SM clocks read before and after the timed calls."""
