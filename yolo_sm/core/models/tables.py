@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from yolo_sm.core.models.common import LayerRef
-from yolo_sm.core.models.yolo import YoloForward, build_yolo
+from yolo_sm.core.models.yolo import YoloForward
 
 
 def layers(model: nn.Module) -> list[LayerRef]:
@@ -149,36 +149,3 @@ def _flat(x):
 def model_flops(model: nn.Module, imgsz: int = 640) -> int:
     """Total FLOPs per image (2 per multiply-add), from :func:`channel_table`."""
     return int(channel_table(model, imgsz)["flops"].sum())
-
-
-def width_summary(
-    family: str = "yolov8",
-    widths=(0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0),
-    depth: float = 0.33,
-    max_channels: int = 2048,
-    imgsz: int = 640,
-):
-    """One row per width: GFLOPs and parameters per image, ratios to width 1.0, and how many
-    layers ultralytics rounded or capped (from :func:`channel_table`)."""
-    import pandas as pd
-
-    rows = []
-    for w in widths:
-        m = build_yolo(family, w, depth=depth, max_channels=max_channels, calibrate=False)
-        t = channel_table(m, imgsz)
-        rows.append(
-            {
-                "family": family,
-                "width": float(w),
-                "gflops_per_img": t.flops.sum() / 1e9,
-                "params": int(t.params.sum()),
-                "layers_rounded": int(t.rounded.sum()),
-                "layers_capped": int(t.capped.sum()),
-                "max_out_channels": int(t.out_channels.max()),
-            }
-        )
-    df = pd.DataFrame(rows)
-    base = df.loc[(df.width - 1.0).abs().idxmin()]
-    df["flops_vs_width1"] = df.gflops_per_img / base.gflops_per_img
-    df["params_vs_width1"] = df.params / base.params
-    return df

@@ -23,8 +23,7 @@ from yolo_sm.core.grid import (
     width_scaled,
 )
 from yolo_sm.core.profiling import kineto
-from yolo_sm.core.profiling.suite import engine_of
-from yolo_sm.core.profiling.target import label_of, model_of
+from yolo_sm.core.profiling.target import engine_of, label_of, model_of
 from yolo_sm.core.provenance import collect
 
 #: the column that names a trace table's unit
