@@ -14,7 +14,7 @@ from pathlib import Path
 
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.store import atomic_file
-from yolo_sm.core.models.common import UserModel, frozen
+from yolo_sm.core.models.common import UserModel, first_line, frozen
 from yolo_sm.core.models.yolo import wrap_detection
 from yolo_sm.core.offline import prepare_ultralytics
 
@@ -85,18 +85,15 @@ def read_checkpoint(path: str | Path) -> dict:
         needed = torch.serialization.get_unsafe_globals_in_checkpoint(str(p))
     except Exception as e:  # noqa: BLE001 - a damaged archive
         raise UserError(f"checkpoint {path} is corrupt or truncated ({type(e).__name__})") from None
-    allowed, refused = [], []
-    for name in needed:
-        obj = _allowed(name)
-        (allowed if obj is not None else refused).append((name, obj))
+    allowed = {name: _allowed(name) for name in needed}
+    refused = sorted(name for name, obj in allowed.items() if obj is None)
     if refused:
-        names = ", ".join(sorted(n for n, _ in refused)[:4])
         raise UserError(
             f"checkpoint {path} needs Python objects beyond torch and ultralytics modules "
-            f"({names}); it is not loaded"
+            f"({', '.join(refused[:4])}); it is not loaded"
         )
     try:
-        with torch.serialization.safe_globals([(obj, name) for name, obj in allowed]):
+        with torch.serialization.safe_globals([(obj, name) for name, obj in allowed.items()]):
             ckpt = torch.load(str(p), map_location="cpu", weights_only=True)
     except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, KeyError) as e:
         first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
@@ -127,10 +124,8 @@ def load_checkpoint(path: str | Path, fuse: bool = True):
         try:
             return wrap_detection(model, fuse=fuse)
         except Exception as e:  # noqa: BLE001 - a model ultralytics cannot run
-            first = f"{type(e).__name__}: {e}".splitlines()[0][:200]
-            raise UserError(
-                f"checkpoint {path} holds a model that does not run ({first})"
-            ) from None
+            msg = f"checkpoint {path} holds a model that does not run ({first_line(e, 200)})"
+            raise UserError(msg) from None
     return UserModel(frozen(model)).eval()
 
 

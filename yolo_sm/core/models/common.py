@@ -72,6 +72,12 @@ def first_tensor(out):
     return out
 
 
+def first_line(e: BaseException, limit: int = 300) -> str:
+    """``Type: message`` of an exception, its first line, at most ``limit`` characters."""
+    text = f"{type(e).__name__}: {e}".strip().splitlines()
+    return (text[0] if text else type(e).__name__)[:limit].rstrip(".")
+
+
 def frozen(model: nn.Module) -> nn.Module:
     """``model`` in eval mode with every parameter's ``requires_grad`` off."""
     for p in model.parameters():

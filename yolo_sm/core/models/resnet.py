@@ -37,15 +37,10 @@ class ResNetDetector(nn.Module):
         )
 
     def layer_refs(self) -> list[LayerRef]:
+        mods = [(n, getattr(self, n)) for n in self.STAGES]
         return [
-            LayerRef(
-                i,
-                n,
-                type(getattr(self, n)).__name__,
-                "head" if n == "head" else "backbone",
-                getattr(self, n),
-            )
-            for i, n in enumerate(self.STAGES)
+            LayerRef(i, n, type(m).__name__, "head" if n == "head" else "backbone", m)
+            for i, (n, m) in enumerate(mods)
         ]
 
 

@@ -29,7 +29,7 @@ from yolo_sm.core.models.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
-from yolo_sm.core.models.common import MAX_WIDTH, MIN_WIDTH, UserModel, frozen
+from yolo_sm.core.models.common import MAX_WIDTH, MIN_WIDTH, UserModel, first_line, frozen
 from yolo_sm.core.models.resnet import resnet_backbone
 from yolo_sm.core.models.wide import wide_conv_stack
 from yolo_sm.core.models.yolo import (
@@ -240,7 +240,7 @@ def _build_callable(spec: ModelSpec):
     try:
         model = fn()
     except Exception as e:  # noqa: BLE001 - the user's function failing is one sentence
-        raise UserError(f"model {spec.source}: {attr}() failed ({_first_line(e)})") from None
+        raise UserError(f"model {spec.source}: {attr}() failed ({first_line(e)})") from None
     if not isinstance(model, nn.Module):
         raise UserError(
             f"model {spec.source}: {attr}() returned a {type(model).__name__}, "
@@ -259,15 +259,10 @@ def check_input_shape(model, spec: ModelSpec) -> None:
     except Exception as e:  # noqa: BLE001 - any failure of the user's forward is one sentence
         shape = ",".join(map(str, spec.input_shape))
         raise UserError(
-            f"model {spec.text} rejects input shape {shape} ({_first_line(e)})"
+            f"model {spec.text} rejects input shape {shape} ({first_line(e)})"
         ) from None
     if not isinstance(out, torch.Tensor):
         raise UserError(f"model {spec.text} returns a {type(out).__name__}, not a tensor")
-
-
-def _first_line(e: BaseException) -> str:
-    text = f"{type(e).__name__}: {e}".strip().splitlines()
-    return (text[0] if text else type(e).__name__)[:300].rstrip(".")
 
 
 def spec_scale(spec: ModelSpec) -> tuple[float, float, int]:
@@ -301,11 +296,10 @@ def weights_calibrated(spec: ModelSpec) -> bool:
 def label_parts(spec: ModelSpec) -> tuple[str, float]:
     """(family, width) for a config label (:func:`yolo_sm.contract.labels.config_label`): the
     spec's name and its width multiplier (a preset's own width; a file's scale)."""
-    if spec.kind == "family":
-        if isinstance(spec.width, str):
-            return spec.name, preset(spec.source, spec.width)[1]
-        return spec.name, float(spec.width)
-    return spec.name, spec_scale(spec)[0]
+    if spec.kind != "family":
+        return spec.name, spec_scale(spec)[0]
+    width = spec.width
+    return spec.name, preset(spec.source, width)[1] if isinstance(width, str) else float(width)
 
 
 def save_checkpoint(spec, out: str | Path, seed: int = 0) -> Path:

@@ -10,7 +10,14 @@ from torch import nn
 
 from yolo_sm.contract.errors import UserError
 from yolo_sm.core.models import model_yaml
-from yolo_sm.core.models.common import MAX_WIDTH, MIN_WIDTH, calibrate_bn, first_tensor, frozen
+from yolo_sm.core.models.common import (
+    MAX_WIDTH,
+    MIN_WIDTH,
+    calibrate_bn,
+    first_line,
+    first_tensor,
+    frozen,
+)
 from yolo_sm.core.offline import prepare_ultralytics
 
 FAMILIES = {"yolov8": "v8/yolov8.yaml", "yolo11": "11/yolo11.yaml"}
@@ -176,8 +183,7 @@ def build_from_yaml(name: str, seed: int = 0, calibrate: bool = True) -> YoloFor
     except UserError:
         raise
     except Exception as e:  # noqa: BLE001 - a YAML ultralytics cannot build is one sentence
-        first = f"{type(e).__name__}: {e}".strip().splitlines()[0][:300]
         raise UserError(
-            f"model YAML {name} does not build an ultralytics model ({first})"
+            f"model YAML {name} does not build an ultralytics model ({first_line(e)})"
         ) from None
     return wrap_detection(det, decode="RTDETR" in type(det.model[-1]).__name__)  # (B, nq, 4+nc)

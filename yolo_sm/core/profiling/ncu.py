@@ -142,18 +142,8 @@ def command(
         raise UserError(
             f"unknown metric set {metric_set!r}: choose one of {', '.join(METRIC_SETS)}"
         )
-    cmd = [
-        _ncu(),
-        "--clock-control",
-        clock_control,
-        "--metrics",
-        ",".join(METRIC_SETS[metric_set]),
-        "--csv",
-        "--page",
-        "raw",
-        "--log-file",
-        str(out_csv),
-    ]
+    cmd = [_ncu(), "--clock-control", clock_control, "--metrics", ",".join(METRIC_SETS[metric_set])]
+    cmd += ["--csv", "--page", "raw", "--log-file", str(out_csv)]
     if report is not None:
         cmd += ["--export", str(report), "--force-overwrite"]
     if nvtx_include:
