@@ -10,6 +10,7 @@ import json
 import math
 import os
 import time
+from functools import partial
 from pathlib import Path
 
 from yolo_sm.analyse.gpm import SUMMARY_METRICS, overhead_pct, run_medians
@@ -191,27 +192,16 @@ def profile_all(
     widths = specs or [float(w) for w in widths]
     prov = collect(device)
     stamp = {f"prov_{k}": v for k, v in prov.items() if not isinstance(v, dict)}
-    meta = {
-        "provenance": prov,
-        "family": family,
-        "widths": [w.text if isinstance(w, ModelSpec) else w for w in widths],
-        "precision": precision,
-        "layout": layout,
-        "batch": batch,
-        "imgsz": imgsz,
-    }
+    names = [w.text if isinstance(w, ModelSpec) else w for w in widths]
+    meta = {"provenance": prov, "family": family, "widths": names, "precision": precision}
+    meta.update(layout=layout, batch=batch, imgsz=imgsz)
 
     # 1. Kineto: eager forwards with layer ranges
     grid = [(w, precision, layout, batch) for w in widths]
     frames = []
     for label, eng, x in engines(family, grid, imgsz, device):
-        path = kin.capture(
-            lambda eng=eng, x=x: eng(x),
-            out / "traces" / f"kineto-{label}.json.gz",
-            model=eng.module,
-            iters=iters,
-            device=device,
-        )
+        trace = out / "traces" / f"kineto-{label}.json.gz"
+        path = kin.capture(partial(eng, x), trace, model=eng.module, iters=iters, device=device)
         frames.append(kin.load_kernels(path).assign(config=label))
         eng.close()
         log(f"kineto: {label}: {len(frames[-1])} kernels")
