@@ -7,6 +7,7 @@ from torch import nn
 
 from yolo_sm.contract.errors import UserError
 from yolo_sm.core.models.common import LayerRef, calibrate_bn, frozen
+from yolo_sm.core.models.fused import fold_bn
 
 
 class ResNetDetector(nn.Module):
@@ -57,8 +58,6 @@ def resnet_backbone(
     branch; 1.0: 16-bit output 0.4-0.9 off fp32)."""
     import torchvision
     from torchvision.models.resnet import BasicBlock, Bottleneck
-
-    from yolo_sm.core.models.fused import fold_bn
 
     if depth not in (18, 34, 50, 101, 152):
         raise UserError(f"ResNet depth must be one of 18, 34, 50, 101, 152, got {depth}")

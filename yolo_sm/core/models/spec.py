@@ -187,9 +187,6 @@ def parse_models(value, input_shape=None, need_shape: bool = True) -> tuple[Mode
     return tuple(dict.fromkeys(out))
 
 
-# --- building -------------------------------------------------------------------------------
-
-
 def build(family, width: float | str | None = None, **kw) -> nn.Module:
     """Any model by family: ``yolov8``/``yolo11`` (``width`` multiplier or preset letter),
     ``wide`` (width factor), ``resnet18``..``resnet152``; ``kw`` for YOLO only. A

@@ -93,9 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def configs(args):
-    """(model, precision, layout, batch) per config: the model is a width of ``--family``, or a
-    :class:`ModelSpec` of ``--model`` (a module:function without ``--input-shape`` runs at
-    3 x imgsz x imgsz)."""
+    """(width of ``--family`` or :class:`ModelSpec` of ``--model``, precision, layout, batch)
+    per config."""
     keys = list(parse_models(args.model, args.input_shape, False)) if args.model else None
     return itertools.product(
         keys or [float(x) for x in args.widths.split(",")],
