@@ -267,7 +267,7 @@ def test_trace_step_on_cpu_writes_kernel_table_and_traces(tmp_path):
 def test_a_trace_step_builds_its_engines_in_its_compile_mode(tmp_path, monkeypatch):
     """A trace step's compile_mode (with its rewrites) reaches the engines it profiles; a mode
     that does not exist stops the plan at load."""
-    from yolo_sm.core.profiling import suite, trace_units
+    from yolo_sm.core.profiling import target, trace_units
 
     compiled = {"backend": "compile", "compile_mode": "default+sep-pool"}
     step = {**TRACE_STEP, "params": {**TRACE_STEP["params"], **compiled}}
@@ -275,7 +275,7 @@ def test_a_trace_step_builds_its_engines_in_its_compile_mode(tmp_path, monkeypat
 
     def engine_of(family, config, model, imgsz, device, backend="eager", compile_mode="default"):
         asked.append((backend, compile_mode))  # built eagerly here: compiling takes minutes
-        return suite.engine_of(family, config, model, imgsz, device)
+        return target.engine_of(family, config, model, imgsz, device)
 
     monkeypatch.setattr(trace_units, "engine_of", engine_of)
     table = collect.run_plan(_plan(tmp_path, [step]), tmp_path / "d", progress=False)

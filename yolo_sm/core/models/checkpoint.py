@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime
 import importlib
 import pickle
@@ -12,8 +13,8 @@ import zipfile
 from pathlib import Path
 
 from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.store import temp_path
-from yolo_sm.core.models.user import UserModel
+from yolo_sm.contract.store import atomic_file
+from yolo_sm.core.models.common import UserModel, first_line, frozen
 from yolo_sm.core.models.yolo import wrap_detection
 from yolo_sm.core.offline import prepare_ultralytics
 
@@ -84,18 +85,15 @@ def read_checkpoint(path: str | Path) -> dict:
         needed = torch.serialization.get_unsafe_globals_in_checkpoint(str(p))
     except Exception as e:  # noqa: BLE001 - a damaged archive
         raise UserError(f"checkpoint {path} is corrupt or truncated ({type(e).__name__})") from None
-    allowed, refused = [], []
-    for name in needed:
-        obj = _allowed(name)
-        (allowed if obj is not None else refused).append((name, obj))
+    allowed = {name: _allowed(name) for name in needed}
+    refused = sorted(name for name, obj in allowed.items() if obj is None)
     if refused:
-        names = ", ".join(sorted(n for n, _ in refused)[:4])
         raise UserError(
             f"checkpoint {path} needs Python objects beyond torch and ultralytics modules "
-            f"({names}); it is not loaded"
+            f"({', '.join(refused[:4])}); it is not loaded"
         )
     try:
-        with torch.serialization.safe_globals([(obj, name) for name, obj in allowed]):
+        with torch.serialization.safe_globals([(obj, name) for name, obj in allowed.items()]):
             ckpt = torch.load(str(p), map_location="cpu", weights_only=True)
     except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, KeyError) as e:
         first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
@@ -121,27 +119,19 @@ def checkpoint_module(ckpt: dict, path: str | Path = "checkpoint"):
 def load_checkpoint(path: str | Path, fuse: bool = True):
     """The trained model at ``path``, fp32, fused, eval, no grad: a detector as ``YoloForward``,
     another module as ``UserModel``."""
-    model = checkpoint_module(read_checkpoint(path), path)
-    model = model.float().eval()
+    model = checkpoint_module(read_checkpoint(path), path).float().eval()
     if hasattr(model, "model") and hasattr(model, "fuse") and hasattr(model, "yaml"):
         try:
-            return wrap_detection(model, fuse=fuse, family=Path(path).stem)
+            return wrap_detection(model, fuse=fuse)
         except Exception as e:  # noqa: BLE001 - a model ultralytics cannot run
-            first = f"{type(e).__name__}: {e}".splitlines()[0][:200]
-            raise UserError(
-                f"checkpoint {path} holds a model that does not run ({first})"
-            ) from None
-    for p in model.parameters():
-        p.requires_grad_(False)
-    return UserModel(model).eval()
+            msg = f"checkpoint {path} holds a model that does not run ({first_line(e, 200)})"
+            raise UserError(msg) from None
+    return UserModel(frozen(model)).eval()
 
 
 def write_checkpoint(det, out: str | Path, source: dict) -> Path:
     """Write ``det`` (an ultralytics DetectionModel) as an ultralytics checkpoint at ``out``
     (unfused, fp16, ``source`` under ``yolo_sm``), atomically; returns the path."""
-    import copy
-    import os
-
     import torch
     import ultralytics
 
@@ -161,10 +151,6 @@ def write_checkpoint(det, out: str | Path, source: dict) -> Path:
         "yolo_sm": dict(source),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_path(out)  # a unique, exclusively created name: no planted link is followed
-    try:
-        torch.save(ckpt, tmp)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_file(out, "wb") as fh:  # a unique, exclusively created temp: no link followed
+        torch.save(ckpt, fh)
     return out

@@ -1,4 +1,5 @@
-"""Shared pieces of the model builders: layer references and BatchNorm calibration."""
+"""Shared pieces of the model builders: layer references, a user's module wrapped, BatchNorm
+calibration."""
 
 from __future__ import annotations
 
@@ -27,10 +28,66 @@ class LayerRef:
     capped_channels: float | None = None
 
 
+class UserModel(nn.Module):
+    """Wraps ``net``: returns the first tensor of its output (depth first), names layers by
+    their path (top-level children, or those of a lone top-level container)."""
+
+    def __init__(self, net: nn.Module):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return first_tensor(self.net(x))
+
+    def layer_refs(self) -> list[LayerRef]:
+        prefix, parent = "", self.net
+        while len(list(parent.children())) == 1:  # a lone container: its children are the layers
+            name, child = next(iter(parent.named_children()))
+            if not list(child.children()):
+                break
+            prefix, parent = f"{prefix}{name}.", child
+        children = list(parent.named_children()) or [("net", self.net)]
+        return [
+            LayerRef(i, prefix + name if name != "net" else name, type(m).__name__, _stage(name), m)
+            for i, (name, m) in enumerate(children)
+        ]
+
+
+def _stage(name: str) -> str:
+    n = name.lower()
+    if "head" in n or n in ("fc", "classifier"):
+        return "head"
+    return "neck" if "neck" in n else "backbone"
+
+
+def first_tensor(out):
+    """The first tensor of a (nested) output, or ``out`` itself when it holds none."""
+    if isinstance(out, torch.Tensor):
+        return out
+    items = out.values() if isinstance(out, dict) else out if isinstance(out, (list, tuple)) else ()
+    for item in items:
+        t = first_tensor(item)
+        if isinstance(t, torch.Tensor):
+            return t
+    return out
+
+
+def first_line(e: BaseException, limit: int = 300) -> str:
+    """``Type: message`` of an exception, its first line, at most ``limit`` characters."""
+    text = f"{type(e).__name__}: {e}".strip().splitlines()
+    return (text[0] if text else type(e).__name__)[:limit].rstrip(".")
+
+
+def frozen(model: nn.Module) -> nn.Module:
+    """``model`` in eval mode with every parameter's ``requires_grad`` off."""
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model.eval()
+
+
 def calibration_batches(imgsz: int = 160, seed: int = 0) -> list[torch.Tensor]:
     """Inputs for :func:`calibrate_bn`: the two bundled photos letterboxed, plain and mirrored,
     then uniform noise in [0, 1): two batches of four."""
-
     real = torch.from_numpy(load_images(None, imgsz))
     gen = torch.Generator().manual_seed(seed + 1)
     noise = torch.rand(4, 3, imgsz, imgsz, generator=gen)
@@ -55,11 +112,3 @@ def calibrate_bn(
             model(x)
     model.train(was_training)
     return model
-
-
-def is_number(s: str) -> bool:
-    try:
-        float(s)
-    except ValueError:
-        return False
-    return True

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from yolo_sm.contract.errors import UserError
+from yolo_sm.core.models.common import frozen
 
 
 def _on_cudnn(x: torch.Tensor) -> bool:
@@ -54,15 +55,11 @@ class ConvAddReLU(_FusedConv):
 
     def forward(self, x, z):
         if _on_cudnn(x):
-            z = z.contiguous(memory_format=_format_of(x))
+            nhwc = x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last)
+            z = z.contiguous(memory_format=torch.channels_last if nhwc else torch.contiguous_format)
             geometry = (self.stride, self.padding, self.dilation, self.groups)
             return torch.cudnn_convolution_add_relu(x, self.weight, z, 1.0, self.bias, *geometry)
         return F.relu(self._conv(x) + z)
-
-
-def _format_of(x: torch.Tensor):
-    nhwc = x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last)
-    return torch.channels_last if nhwc else torch.contiguous_format
 
 
 class BiasFreeConv(_FusedConv):
@@ -122,9 +119,7 @@ def fuse_conv_relu(det: nn.Module) -> nn.Module:
         setattr(out, name, nn.Sequential(*blocks))
     head = list(out.head)
     out.head = nn.Sequential(ConvReLU(head[0]), *head[2:])
-    for p in out.parameters():
-        p.requires_grad_(False)
-    return out
+    return frozen(out)
 
 
 def count_modules(model: nn.Module, kind: type) -> int:
@@ -153,6 +148,4 @@ def fold_bn(det: nn.Module) -> nn.Module:
                     fold(block, f"conv{i}", f"bn{i}")
             if block.downsample is not None:
                 fold(block.downsample, "0", "1")
-    for p in out.parameters():
-        p.requires_grad_(False)
-    return out
+    return frozen(out)

@@ -56,17 +56,10 @@ def match_flops(
         raise UserError("match_flops searches one of width and depth: give exactly the other")
     if not target > 0:
         raise UserError(f"the FLOPs target must be positive, got {target!r}")
-    if width is None:
-        lo, hi, digits = MIN_WIDTH, MAX_WIDTH, 3
+    lo, hi, digits = (MIN_WIDTH, MAX_WIDTH, 3) if width is None else (0.01, 4.0, 2)
 
-        def count(v):
-            return flops(family, v, depth, imgsz)
-
-    else:
-        lo, hi, digits = 0.01, 4.0, 2
-
-        def count(v):
-            return flops(family, width, v, imgsz)
+    def count(v):
+        return flops(family, v, depth, imgsz) if width is None else flops(family, width, v, imgsz)
 
     if bounds is not None:
         blo, bhi = (float(b) for b in bounds)
@@ -133,24 +126,8 @@ def matched_pairs(
             flops=flops,
         )
         base = {"family": family, "pair": i, "match_imgsz": int(imgsz)}
-        out.append(
-            {
-                **base,
-                "role": "wide",
-                "width": float(w),
-                "depth": float(wide_depth),
-                "match_flops": target,
-                "match_rel_diff": 0.0,
-            }
-        )
-        out.append(
-            {
-                **base,
-                "role": "deep",
-                "width": m.width,
-                "depth": m.depth,
-                "match_flops": m.flops,
-                "match_rel_diff": m.rel_diff,
-            }
-        )
+        keys = ("role", "width", "depth", "match_flops", "match_rel_diff")
+        rows = [("wide", float(w), float(wide_depth), target, 0.0)]
+        rows.append(("deep", m.width, m.depth, m.flops, m.rel_diff))
+        out += [{**base, **dict(zip(keys, r, strict=True))} for r in rows]
     return out

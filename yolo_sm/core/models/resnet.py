@@ -6,7 +6,8 @@ import torch
 from torch import nn
 
 from yolo_sm.contract.errors import UserError
-from yolo_sm.core.models.common import LayerRef, calibrate_bn
+from yolo_sm.core.models.common import LayerRef, calibrate_bn, frozen
+from yolo_sm.core.models.fused import fold_bn
 
 
 class ResNetDetector(nn.Module):
@@ -18,12 +19,8 @@ class ResNetDetector(nn.Module):
     def __init__(self, trunk: nn.Module, nc: int, anchors: int):
         super().__init__()
         self.stem = nn.Sequential(trunk.conv1, trunk.bn1, trunk.relu, trunk.maxpool)
-        self.layer1, self.layer2, self.layer3, self.layer4 = (
-            trunk.layer1,
-            trunk.layer2,
-            trunk.layer3,
-            trunk.layer4,
-        )
+        for name in self.STAGES[1:5]:
+            setattr(self, name, getattr(trunk, name))
         c5 = trunk.fc.in_features
         self.nc, self.anchors = nc, anchors
         self.head = nn.Sequential(
@@ -41,15 +38,10 @@ class ResNetDetector(nn.Module):
         )
 
     def layer_refs(self) -> list[LayerRef]:
+        mods = [(n, getattr(self, n)) for n in self.STAGES]
         return [
-            LayerRef(
-                i,
-                n,
-                type(getattr(self, n)).__name__,
-                "head" if n == "head" else "backbone",
-                getattr(self, n),
-            )
-            for i, n in enumerate(self.STAGES)
+            LayerRef(i, n, type(m).__name__, "head" if n == "head" else "backbone", m)
+            for i, (n, m) in enumerate(mods)
         ]
 
 
@@ -62,65 +54,21 @@ def resnet_backbone(
     residual_scale: float = 1.0,
 ) -> ResNetDetector:
     """torchvision ResNet-``depth`` (18..152), random weights, BN folded, with a small detection
-    head. ``residual_scale`` damps each residual branch (1.0: 16-bit output 0.4-0.9 off fp32)."""
+    head. ``residual_scale`` scales the last BatchNorm of every residual block (damps the
+    branch; 1.0: 16-bit output 0.4-0.9 off fp32)."""
     import torchvision
+    from torchvision.models.resnet import BasicBlock, Bottleneck
 
-    builders = {18: "resnet18", 34: "resnet34", 50: "resnet50", 101: "resnet101", 152: "resnet152"}
-    if depth not in builders:
-        raise UserError(f"ResNet depth must be one of {', '.join(map(str, builders))}, got {depth}")
+    if depth not in (18, 34, 50, 101, 152):
+        raise UserError(f"ResNet depth must be one of 18, 34, 50, 101, 152, got {depth}")
     torch.manual_seed(seed)
-    trunk = getattr(torchvision.models, builders[depth])(weights=None)
+    trunk = getattr(torchvision.models, f"resnet{depth}")(weights=None)
     calibrate_bn(trunk, seed=seed)
-    if residual_scale != 1.0:
-        scale_residual_branches(trunk, residual_scale)
-    trunk.eval()
-    if fuse:
-        _fuse_resnet(trunk)
-    det = ResNetDetector(trunk, nc, anchors).eval()
-    for p in det.parameters():
-        p.requires_grad_(False)
-    return det
-
-
-def scale_residual_branches(trunk: nn.Module, scale: float) -> int:
-    """Scale the last BatchNorm (weight, bias) of every residual block of ``trunk`` by
-    ``scale``; returns how many blocks."""
-    import torchvision
-
-    n = 0
     with torch.no_grad():
         for m in trunk.modules():
-            if isinstance(m, torchvision.models.resnet.Bottleneck):
-                bn = m.bn3
-            elif isinstance(m, torchvision.models.resnet.BasicBlock):
-                bn = m.bn2
-            else:
-                continue
-            bn.weight.mul_(scale)
-            bn.bias.mul_(scale)
-            n += 1
-    return n
-
-
-def _fuse_resnet(trunk: nn.Module) -> None:
-    """Fold every BatchNorm into the conv before it (eval-mode arithmetic is unchanged)."""
-    from torch.nn.utils.fusion import fuse_conv_bn_eval
-
-    def fold(parent, conv_name, bn_name):
-        setattr(
-            parent,
-            conv_name,
-            fuse_conv_bn_eval(getattr(parent, conv_name), getattr(parent, bn_name)),
-        )
-        setattr(parent, bn_name, nn.Identity())
-
-    fold(trunk, "conv1", "bn1")
-    for layer in (trunk.layer1, trunk.layer2, trunk.layer3, trunk.layer4):
-        for block in layer:
-            for i in (1, 2, 3):
-                if hasattr(block, f"conv{i}"):
-                    fold(block, f"conv{i}", f"bn{i}")
-            if block.downsample is not None:
-                ds = block.downsample
-                ds[0] = fuse_conv_bn_eval(ds[0], ds[1])
-                ds[1] = nn.Identity()
+            if isinstance(m, (Bottleneck, BasicBlock)) and residual_scale != 1.0:
+                bn = m.bn3 if isinstance(m, Bottleneck) else m.bn2
+                bn.weight.mul_(residual_scale)
+                bn.bias.mul_(residual_scale)
+    det = ResNetDetector(trunk, nc, anchors)
+    return frozen(fold_bn(det) if fuse else det)

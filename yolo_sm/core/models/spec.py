@@ -10,14 +10,16 @@ Checkpoints load restricted, YAMLs as checked data; a module spec runs the user'
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import functools
 import importlib
 import math
 import re
 import sys
-from dataclasses import dataclass
 from pathlib import Path
+
+import torch
+from torch import nn
 
 from yolo_sm.contract.errors import UserError
 from yolo_sm.core.models import model_yaml
@@ -27,28 +29,26 @@ from yolo_sm.core.models.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
-from yolo_sm.core.models.common import MAX_WIDTH, MIN_WIDTH
+from yolo_sm.core.models.common import MAX_WIDTH, MIN_WIDTH, UserModel, first_line, frozen
 from yolo_sm.core.models.resnet import resnet_backbone
-from yolo_sm.core.models.user import UserModel
 from yolo_sm.core.models.wide import wide_conv_stack
 from yolo_sm.core.models.yolo import (
+    FAMILIES,
     build_from_yaml,
     build_yolo,
     detection_model,
-    family_cfg,
     preset,
-    read_yaml,
     scale_of,
+    scaled_cfg,
 )
 
 #: families the project builds itself (width: multiplier, preset letter, or ignored)
 BUILT_IN = ("yolov8", "yolo11", "wide", "resnet")
-KINDS = ("family", "yaml", "checkpoint", "module")
 _CALLABLE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 _LABEL = re.compile(r"^[A-Za-z0-9][\w.-]*$")
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class ModelSpec:
     """One model to measure: ``kind`` (family / yaml / checkpoint / module), ``source``,
     ``width`` (1.0 outside families), ``input_shape`` (C, H, W; modules), ``name`` (table label)."""
@@ -62,14 +62,9 @@ class ModelSpec:
     @property
     def text(self) -> str:
         """The spec as :func:`parse_model` reads it back (without the input shape)."""
-        if self.kind == "family":
-            if self.source.startswith("resnet"):
-                body = self.source
-            else:
-                w = self.width if isinstance(self.width, str) else f"{self.width:g}"
-                body = f"{self.source}:{w}"
-        else:
-            body = self.source
+        body = self.source
+        if self.kind == "family" and not self.source.startswith("resnet"):
+            body += ":" + (self.width if isinstance(self.width, str) else f"{self.width:g}")
         return body if self.name == default_name(self.kind, self.source) else f"{self.name}={body}"
 
     @property
@@ -116,11 +111,7 @@ def parse_model(text, input_shape=None, need_shape: bool = True) -> ModelSpec:
     spec needs ``input_shape`` unless ``need_shape`` is False. Loads nothing."""
     shape = parse_shape(input_shape)
     if isinstance(text, ModelSpec):
-        return (
-            text
-            if shape is None
-            else ModelSpec(text.kind, text.source, text.width, shape, text.name)
-        )
+        return text if shape is None else dataclasses.replace(text, input_shape=shape)
     s = str(text).strip()
     if not s:
         raise UserError(
@@ -196,7 +187,20 @@ def parse_models(value, input_shape=None, need_shape: bool = True) -> tuple[Mode
     return tuple(dict.fromkeys(out))
 
 
-# --- building -------------------------------------------------------------------------------
+def build(family, width: float | str | None = None, **kw) -> nn.Module:
+    """Any model by family: ``yolov8``/``yolo11`` (``width`` multiplier or preset letter),
+    ``wide`` (width factor), ``resnet18``..``resnet152``; ``kw`` for YOLO only. A
+    :class:`ModelSpec` or spec text without ``width`` goes to :func:`build_spec`."""
+    if isinstance(family, ModelSpec) or (width is None and not str(family).isalnum()):
+        return build_spec(family, **kw)
+    fam, width = str(family).lower(), 1.0 if width is None else width
+    if fam == "wide":
+        return wide_conv_stack(float(width))
+    if fam.startswith("resnet"):
+        if not (fam[6:] or "101").isdigit():
+            raise UserError(f"unknown family {family!r}: use resnet18/34/50/101/152")
+        return resnet_backbone(int(fam[6:] or 101))
+    return build_yolo(fam, width, **kw)
 
 
 def build_spec(spec, device: str = "cpu", input_shape=None, **kw):
@@ -204,7 +208,7 @@ def build_spec(spec, device: str = "cpu", input_shape=None, **kw):
     ``kw`` for YOLO families; families and YAMLs get BN calibration."""
     spec = parse_model(spec, input_shape)
     if spec.kind == "family":
-        model = _build_family(spec, **kw)
+        model = build(spec.source, spec.width, **kw)
     elif spec.kind == "yaml":
         model = build_from_yaml(spec.source)
     elif spec.kind == "checkpoint":
@@ -216,18 +220,7 @@ def build_spec(spec, device: str = "cpu", input_shape=None, **kw):
     return model.to(device)
 
 
-def _build_family(spec: ModelSpec, **kw):
-    if spec.source == "wide":
-        return wide_conv_stack(float(spec.width))
-    if spec.source.startswith("resnet"):
-        return resnet_backbone(int(spec.source[6:]))
-    return build_yolo(spec.source, spec.width, **kw)
-
-
 def _build_callable(spec: ModelSpec):
-    import torch
-    from torch import nn
-
     mod_name, _, attr = spec.source.partition(":")
     if "" not in sys.path and "." not in sys.path:
         sys.path.insert(0, "")  # modules of the folder the command runs in, like `python -m`
@@ -244,23 +237,18 @@ def _build_callable(spec: ModelSpec):
     try:
         model = fn()
     except Exception as e:  # noqa: BLE001 - the user's function failing is one sentence
-        raise UserError(f"model {spec.source}: {attr}() failed ({_first_line(e)})") from None
+        raise UserError(f"model {spec.source}: {attr}() failed ({first_line(e)})") from None
     if not isinstance(model, nn.Module):
         raise UserError(
             f"model {spec.source}: {attr}() returned a {type(model).__name__}, "
             "not a torch nn.Module"
         )
-    wrapped = UserModel(model).eval()
-    for p in wrapped.parameters():
-        p.requires_grad_(False)
-    return wrapped
+    return UserModel(frozen(model)).eval()
 
 
 def check_input_shape(model, spec: ModelSpec) -> None:
     """One batch-1 forward of zeros at ``spec.input_shape`` on the CPU: a model that rejects the
     shape, or returns no tensor, is a :class:`UserError`."""
-    import torch
-
     x = torch.zeros(1, *spec.input_shape)
     try:
         with torch.no_grad():
@@ -268,15 +256,10 @@ def check_input_shape(model, spec: ModelSpec) -> None:
     except Exception as e:  # noqa: BLE001 - any failure of the user's forward is one sentence
         shape = ",".join(map(str, spec.input_shape))
         raise UserError(
-            f"model {spec.text} rejects input shape {shape} ({_first_line(e)})"
+            f"model {spec.text} rejects input shape {shape} ({first_line(e)})"
         ) from None
     if not isinstance(out, torch.Tensor):
         raise UserError(f"model {spec.text} returns a {type(out).__name__}, not a tensor")
-
-
-def _first_line(e: BaseException) -> str:
-    text = f"{type(e).__name__}: {e}".strip().splitlines()
-    return (text[0] if text else type(e).__name__)[:300].rstrip(".")
 
 
 def spec_scale(spec: ModelSpec) -> tuple[float, float, int]:
@@ -292,7 +275,7 @@ def spec_scale(spec: ModelSpec) -> tuple[float, float, int]:
 @functools.lru_cache(maxsize=64)
 def _file_scale(kind: str, name: str, path: str, mtime_ns: int) -> tuple[float, float, int]:
     if kind == "yaml":
-        cfg = read_yaml(name)
+        cfg = model_yaml.read(name)
     else:
         cfg = getattr(checkpoint_module(read_checkpoint(path), path), "yaml", None)
         if not isinstance(cfg, dict):
@@ -310,11 +293,10 @@ def weights_calibrated(spec: ModelSpec) -> bool:
 def label_parts(spec: ModelSpec) -> tuple[str, float]:
     """(family, width) for a config label (:func:`yolo_sm.contract.labels.config_label`): the
     spec's name and its width multiplier (a preset's own width; a file's scale)."""
-    if spec.kind == "family":
-        if isinstance(spec.width, str):
-            return spec.name, preset(spec.source, spec.width)[1]
-        return spec.name, float(spec.width)
-    return spec.name, spec_scale(spec)[0]
+    if spec.kind != "family":
+        return spec.name, spec_scale(spec)[0]
+    width = spec.width
+    return spec.name, preset(spec.source, width)[1] if isinstance(width, str) else float(width)
 
 
 def save_checkpoint(spec, out: str | Path, seed: int = 0) -> Path:
@@ -324,21 +306,15 @@ def save_checkpoint(spec, out: str | Path, seed: int = 0) -> Path:
     out = Path(out)
     if out.suffix != ".pt":
         raise UserError(f"checkpoint {out} must end in .pt")
-    if spec.kind == "family" and spec.source in ("yolov8", "yolo11"):
-        cfg = copy.deepcopy(family_cfg(spec.source))
-        if isinstance(spec.width, str):
-            depth, width, max_ch = preset(spec.source, spec.width)
-        else:
-            depth, width, max_ch = 0.33, float(spec.width), 2048
-        cfg["scales"] = {"custom": [depth, width, max_ch]}
-        cfg["scale"] = "custom"
+    if spec.kind == "family" and spec.source in FAMILIES:
+        cfg, cls = scaled_cfg(spec.source, spec.width)[0], None
     elif spec.kind == "yaml":
-        cfg = read_yaml(spec.source)
+        cfg = model_yaml.read(spec.source)
+        cls = model_yaml.model_class(cfg)
     else:
         raise UserError(
             f"models save writes YOLO detectors (yolov8:W, yolo11:W or a .yaml), not {spec.text}"
         )
-    cls = model_yaml.model_class(cfg) if spec.kind == "yaml" else None
     det = detection_model(cfg, nc=cfg.get("nc", 80), seed=seed, calibrate=True, cls=cls)
     source = {
         "spec": spec.text,

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_leaves
 
 from yolo_sm.core.models.common import LayerRef
-from yolo_sm.core.models.yolo import YoloForward, build_yolo
+from yolo_sm.core.models.yolo import YoloForward
 
 
 def layers(model: nn.Module) -> list[LayerRef]:
@@ -25,22 +27,19 @@ def layers(model: nn.Module) -> list[LayerRef]:
 
 
 def _yolo_layers(model: YoloForward) -> list[LayerRef]:
-    meta = model.meta
-    out = []
-    for i, m in enumerate(model.det.model):
-        spec = meta["yaml"][i]
-        kind = type(m).__name__
-        stage = "backbone" if i < meta["n_backbone"] else "neck"
-        if i == len(model.det.model) - 1:
-            stage = "head"
-        requested, capped, after_cap = None, False, None
-        args = spec[3]
-        if args and isinstance(args[0], (int, float)) and kind not in ("Concat", "Upsample"):
-            if stage != "head":
-                requested = args[0] * meta["width"]
-                capped = args[0] > meta["max_channels"]
-                after_cap = min(args[0], meta["max_channels"]) * meta["width"]
-        out.append(LayerRef(i, f"model.{i}", kind, stage, m, requested, capped, after_cap))
+    meta, modules, out = model.meta, model.det.model, []
+    for i, m in enumerate(modules):
+        kind, args = type(m).__name__, meta["yaml"][i][3]
+        stage = "head" if i == len(modules) - 1 else "neck"
+        stage = "backbone" if i < meta["n_backbone"] and stage != "head" else stage
+        ref = LayerRef(i, f"model.{i}", kind, stage, m)
+        sized = args and isinstance(args[0], (int, float)) and kind not in ("Concat", "Upsample")
+        if sized and stage != "head":
+            c, cap, w = args[0], meta["max_channels"], meta["width"]
+            ref = dataclasses.replace(
+                ref, requested_channels=c * w, capped=c > cap, capped_channels=min(c, cap) * w
+            )
+        out.append(ref)
     return out
 
 
@@ -53,27 +52,26 @@ def channel_table(model: nn.Module, imgsz: int = 640, bytes_per_element: int = 2
 
     refs = layers(model)
     shapes: dict[int, dict] = {}
-    flops = {r.index: 0 for r in refs}
-    conv_io = {r.index: 0 for r in refs}
-    conv_w = {r.index: 0 for r in refs}
+    conv = {r.index: [0, 0, 0] for r in refs}  # FLOPs, conv in+out elements, weight elements
 
     def conv_hook(idx):
         def hook(mod, inp, out):
             k = math.prod(mod.kernel_size) if isinstance(mod, nn.Conv2d) else 1
             cin = mod.in_channels // mod.groups if isinstance(mod, nn.Conv2d) else mod.in_features
-            flops[idx] += 2 * cin * k * out[0].numel()  # per image: out[0] drops batch
-            conv_io[idx] += inp[0][0].numel() + out[0].numel()
-            conv_w[idx] += mod.weight.numel()
+            c = conv[idx]
+            c[0] += 2 * cin * k * out[0].numel()  # per image: out[0] drops batch
+            c[1] += inp[0][0].numel() + out[0].numel()
+            c[2] += mod.weight.numel()
 
         return hook
 
     def layer_hook(idx):
         def hook(mod, inp, out):
-            ins = [t for t in _flat(inp) if isinstance(t, torch.Tensor) and t.dim() == 4]
+            ins = [t for t in tree_leaves(inp) if isinstance(t, torch.Tensor) and t.dim() == 4]
             if isinstance(out, dict) and "boxes" in out:  # detection head (raw, undecoded)
                 outs = [out["boxes"], out["scores"]]
             else:
-                outs = [t for t in _flat(out) if isinstance(t, torch.Tensor)]
+                outs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
             main = outs[0]
             shapes[idx] = {
                 "in_channels": sum(t.shape[1] for t in ins),
@@ -123,11 +121,11 @@ def channel_table(model: nn.Module, imgsz: int = 640, bytes_per_element: int = 2
                 "out_h": s.get("out_h"),
                 "out_w": s.get("out_w"),
                 "params": sum(p.numel() for p in r.module.parameters()),
-                "flops": flops[r.index],
+                "flops": conv[r.index][0],
                 "activation_bytes": s.get("out_elems", 0) * bytes_per_element,
                 "in_elems": s.get("in_elems", 0),
-                "conv_io_elems": conv_io[r.index],
-                "conv_weight_elems": conv_w[r.index],
+                "conv_io_elems": conv[r.index][1],
+                "conv_weight_elems": conv[r.index][2],
             }
         )
     df = pd.DataFrame(rows)
@@ -135,50 +133,6 @@ def channel_table(model: nn.Module, imgsz: int = 640, bytes_per_element: int = 2
     return df
 
 
-def _flat(x):
-    if isinstance(x, (list, tuple)):
-        for y in x:
-            yield from _flat(y)
-    elif isinstance(x, dict):
-        for y in x.values():
-            yield from _flat(y)
-    else:
-        yield x
-
-
 def model_flops(model: nn.Module, imgsz: int = 640) -> int:
     """Total FLOPs per image (2 per multiply-add), from :func:`channel_table`."""
     return int(channel_table(model, imgsz)["flops"].sum())
-
-
-def width_summary(
-    family: str = "yolov8",
-    widths=(0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0),
-    depth: float = 0.33,
-    max_channels: int = 2048,
-    imgsz: int = 640,
-):
-    """One row per width: GFLOPs and parameters per image, ratios to width 1.0, and how many
-    layers ultralytics rounded or capped (from :func:`channel_table`)."""
-    import pandas as pd
-
-    rows = []
-    for w in widths:
-        m = build_yolo(family, w, depth=depth, max_channels=max_channels, calibrate=False)
-        t = channel_table(m, imgsz)
-        rows.append(
-            {
-                "family": family,
-                "width": float(w),
-                "gflops_per_img": t.flops.sum() / 1e9,
-                "params": int(t.params.sum()),
-                "layers_rounded": int(t.rounded.sum()),
-                "layers_capped": int(t.capped.sum()),
-                "max_out_channels": int(t.out_channels.max()),
-            }
-        )
-    df = pd.DataFrame(rows)
-    base = df.loc[(df.width - 1.0).abs().idxmin()]
-    df["flops_vs_width1"] = df.gflops_per_img / base.gflops_per_img
-    df["params_vs_width1"] = df.params / base.params
-    return df

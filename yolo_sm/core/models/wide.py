@@ -6,22 +6,19 @@ import torch
 from torch import nn
 
 from yolo_sm.contract.errors import UserError
-from yolo_sm.core.models.common import MAX_WIDTH, LayerRef, calibrate_bn
+from yolo_sm.core.models.common import MAX_WIDTH, LayerRef, calibrate_bn, frozen
 from yolo_sm.core.offline import prepare_ultralytics
 
 
 class WideConvStack(nn.Module):
-    """Conv3x3+BN+SiLU blocks of ``int(base * width_factor)`` channels, each stage opening with a
-    stride-2 block; BN fused."""
+    """Conv3x3+BN+SiLU blocks (ultralytics ``Conv``) of ``int(base * width_factor)`` channels,
+    each stage opening with a stride-2 block."""
 
     def __init__(self, width_factor, base_channels, blocks_per_stage, in_channels):
         super().__init__()
-
         prepare_ultralytics()
         from ultralytics.nn.modules import Conv
-        from ultralytics.utils.torch_utils import fuse_conv_and_bn
 
-        self.width_factor = width_factor
         blocks, self._stages = [], []
         c_in = in_channels
         for s, base in enumerate(base_channels):
@@ -31,16 +28,6 @@ class WideConvStack(nn.Module):
                 self._stages.append(f"stage{s}")
                 c_in = c_out
         self.blocks = nn.Sequential(*blocks)
-        self._fuse_fn = fuse_conv_and_bn
-
-    def fuse(self) -> WideConvStack:
-        """Fold each block's BatchNorm into its conv (eval-mode arithmetic unchanged)."""
-        for conv in self.blocks:
-            if hasattr(conv, "bn"):
-                conv.conv = self._fuse_fn(conv.conv, conv.bn)
-                delattr(conv, "bn")
-                conv.forward = conv.forward_fuse
-        return self
 
     def forward(self, x):
         return self.blocks(x)
@@ -60,7 +47,8 @@ def wide_conv_stack(
     fuse: bool = True,
     seed: int = 0,
 ) -> WideConvStack:
-    """The wide conv stack, random weights, eval mode: isolates width from the rest of YOLO."""
+    """The wide conv stack, random weights, BN calibrated then folded into each conv, eval:
+    isolates width from the rest of YOLO."""
     if not (0 < width_factor <= MAX_WIDTH):
         raise UserError(f"width_factor must be in (0, {MAX_WIDTH}], got {width_factor}")
     if blocks_per_stage < 1 or not base_channels:
@@ -68,8 +56,10 @@ def wide_conv_stack(
     torch.manual_seed(seed)
     stack = WideConvStack(width_factor, tuple(base_channels), blocks_per_stage, in_channels)
     calibrate_bn(stack, seed=seed)
-    if fuse:
-        stack.fuse()
-    for p in stack.parameters():
-        p.requires_grad_(False)
-    return stack.eval()
+    from ultralytics.utils.torch_utils import fuse_conv_and_bn  # after prepare_ultralytics
+
+    for conv in stack.blocks if fuse else ():
+        conv.conv = fuse_conv_and_bn(conv.conv, conv.bn)  # as DetectionModel.fuse does
+        delattr(conv, "bn")
+        conv.forward = conv.forward_fuse
+    return frozen(stack)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 from pathlib import Path
 
@@ -11,8 +10,14 @@ from torch import nn
 
 from yolo_sm.contract.errors import UserError
 from yolo_sm.core.models import model_yaml
-from yolo_sm.core.models.common import MAX_WIDTH, MIN_WIDTH, calibrate_bn, is_number
-from yolo_sm.core.models.user import first_tensor
+from yolo_sm.core.models.common import (
+    MAX_WIDTH,
+    MIN_WIDTH,
+    calibrate_bn,
+    first_line,
+    first_tensor,
+    frozen,
+)
 from yolo_sm.core.offline import prepare_ultralytics
 
 FAMILIES = {"yolov8": "v8/yolov8.yaml", "yolo11": "11/yolo11.yaml"}
@@ -55,30 +60,50 @@ def _raw_head_output(module, args, out):
     return None
 
 
-def _yaml_path(family: str) -> Path:
+def family_cfg(family: str) -> dict:
+    """The model dict of a built-in family's YAML as this ultralytics ships it."""
     if family not in FAMILIES:
         raise UserError(f"unknown family {family!r}: choose one of {', '.join(FAMILIES)}")
-
     prepare_ultralytics()
     import ultralytics
+    from ultralytics.nn.tasks import yaml_model_load
 
     path = Path(ultralytics.__file__).parent / "cfg" / "models" / FAMILIES[family]
     if not path.exists():
         raise UserError(f"this ultralytics ({ultralytics.__version__}) ships no {family} YAML")
-    return path
+    return yaml_model_load(path)
 
 
 def preset(family: str, scale: str) -> tuple[float, float, int]:
     """(depth, width, max_channels) of a preset such as ('yolov8', 's'), from ultralytics' YAML."""
-    from ultralytics.nn.tasks import yaml_model_load
-
-    d = yaml_model_load(_yaml_path(family))
-    if scale not in d.get("scales", {}):
-        raise UserError(
-            f"unknown {family} preset {scale!r}: choose one of {', '.join(d['scales'])}"
-        )
-    depth, width, max_ch = d["scales"][scale]
+    scales = family_cfg(family).get("scales", {})
+    if scale not in scales:
+        raise UserError(f"unknown {family} preset {scale!r}: choose one of {', '.join(scales)}")
+    depth, width, max_ch = scales[scale]
     return float(depth), float(width), int(max_ch)
+
+
+def scaled_cfg(family: str, width: float | str = 1.0, depth=None, max_channels: int = 2048):
+    """(the family's model dict, the preset letter or None) at ``width`` (0.0625 to 4, or a
+    preset letter n/s/m/l/x) and ``depth`` (default a preset's own, else 0.33)."""
+    scale = None
+    if isinstance(width, str):
+        try:
+            width = float(width)
+        except ValueError:
+            scale = width
+            p_depth, width, max_channels = preset(family, scale)
+            depth = p_depth if depth is None else depth
+    depth = 0.33 if depth is None else float(depth)
+    if not (MIN_WIDTH <= width <= MAX_WIDTH) or math.isnan(width):
+        raise UserError(f"width must be between {MIN_WIDTH} and {MAX_WIDTH}, got {width}")
+    if not 0 < depth <= 4:
+        raise UserError(f"depth must be in (0, 4], got {depth}")
+    if int(max_channels) <= 0:
+        raise UserError("max_channels and nc must be positive integers")
+    cfg = family_cfg(family)
+    cfg.update(scales={"custom": [depth, float(width), int(max_channels)]}, scale="custom")
+    return cfg, scale
 
 
 def build_yolo(
@@ -92,35 +117,13 @@ def build_yolo(
     decode: bool = False,
     calibrate: bool = True,
 ) -> YoloForward:
-    """A YOLO detector from ultralytics' YAML, random weights, Conv+BN fused, eval.
-
-    ``width``: multiplier (0.0625 to 4) or preset letter (n/s/m/l/x); ``depth`` default 0.33.
-    ``calibrate`` sets BN statistics from photos first (else activations vanish in fp16).
-    """
-    scale = None
-    if isinstance(width, str) and not is_number(width):
-        scale = width
-        p_depth, width, max_channels = preset(family, scale)
-        depth = p_depth if depth is None else depth
-    width = float(width)
-    depth = 0.33 if depth is None else float(depth)
-    if not (MIN_WIDTH <= width <= MAX_WIDTH) or math.isnan(width):
-        raise UserError(f"width must be between {MIN_WIDTH} and {MAX_WIDTH}, got {width}")
-    if not 0 < depth <= 4:
-        raise UserError(f"depth must be in (0, 4], got {depth}")
-    if int(max_channels) <= 0 or int(nc) <= 0:
+    """A YOLO detector at :func:`scaled_cfg`, random weights, Conv+BN fused, eval;
+    ``calibrate`` sets BN statistics from photos first (else activations vanish in fp16)."""
+    cfg, scale = scaled_cfg(family, width, depth, max_channels)
+    if int(nc) <= 0:
         raise UserError("max_channels and nc must be positive integers")
-    cfg = copy.deepcopy(family_cfg(family))
-    cfg["scales"] = {"custom": [depth, width, int(max_channels)]}
-    cfg["scale"] = "custom"
     det = detection_model(cfg, nc=nc, seed=seed, calibrate=calibrate)
-    return wrap_detection(det, fuse=fuse, decode=decode, family=family, scale=scale)
-
-
-def family_cfg(family: str) -> dict:
-    from ultralytics.nn.tasks import yaml_model_load
-
-    return yaml_model_load(_yaml_path(family))
+    return wrap_detection(det, fuse=fuse, decode=decode, scale=scale)
 
 
 def detection_model(
@@ -138,31 +141,22 @@ def detection_model(
     return det.eval()
 
 
-def wrap_detection(
-    det, fuse: bool = True, decode: bool = False, family: str = "", scale: str | None = None
-) -> YoloForward:
+def wrap_detection(det, fuse: bool = True, decode: bool = False, scale=None) -> YoloForward:
     """``det`` (an ultralytics DetectionModel) fused, eval, no grad, as a :class:`YoloForward`
-    with ``meta`` (width, depth, max_channels, layer entries) from ``det.yaml``."""
+    with ``meta`` (width, max_channels, preset ``scale``, layer entries) from ``det.yaml``."""
     cfg = det.yaml if isinstance(getattr(det, "yaml", None), dict) else {}
-    depth, width, max_channels = scale_of(cfg)
+    _, width, max_channels = scale_of(cfg)
     det = det.float().eval()
-    if fuse:
-        det = det.fuse(verbose=False)
-    for p in det.parameters():
-        p.requires_grad_(False)
+    det = frozen(det.fuse(verbose=False) if fuse else det)
     entries = [list(x) for x in cfg.get("backbone", []) + cfg.get("head", [])]
     if len(entries) != len(det.model):  # no usable YAML: layers named from the module list
         entries = [[-1, 1, type(m).__name__, []] for m in det.model]
     meta = {
-        "family": family,
         "width": width,
-        "depth": depth,
-        "max_channels": int(max_channels),
-        "nc": int(cfg.get("nc", getattr(det, "nc", 0)) or 0),
+        "max_channels": max_channels,
         "scale": scale,
         "yaml": entries,
         "n_backbone": len(cfg.get("backbone", [])) or len(det.model) - 1,
-        "fused": fuse,
     }
     return YoloForward(det, meta, decode=decode)
 
@@ -171,8 +165,7 @@ def scale_of(cfg: dict) -> tuple[float, float, int]:
     """(depth, width, max_channels) a YAML dict builds with (its scale, else its multiples)."""
     scales = cfg.get("scales") or {}
     if scales:
-        key = cfg.get("scale") if cfg.get("scale") in scales else next(iter(scales))
-        d, w, mc = scales[key]
+        d, w, mc = scales[cfg.get("scale") if cfg.get("scale") in scales else next(iter(scales))]
         return float(d), float(w), int(mc)
     return (
         float(cfg.get("depth_multiple", 1.0)),
@@ -181,27 +174,16 @@ def scale_of(cfg: dict) -> tuple[float, float, int]:
     )
 
 
-def read_yaml(name: str) -> dict:
-    """An ultralytics model YAML by path or bare name as ultralytics reads it (its scale from the
-    name), read safely and checked (:mod:`~yolo_sm.core.models.model_yaml`)."""
-    return model_yaml.read(name)
-
-
 def build_from_yaml(name: str, seed: int = 0, calibrate: bool = True) -> YoloForward:
     """The model of an ultralytics YAML (path or bare name, as ``YOLO(name)`` resolves it):
     random weights, BN calibrated, fused, eval."""
-    cfg = read_yaml(name)
+    cfg = model_yaml.read(name)
     try:
-        det = detection_model(
-            cfg, nc=cfg.get("nc", 80), seed=seed, calibrate=calibrate,
-            cls=model_yaml.model_class(cfg),
-        )  # fmt: skip
+        det = detection_model(cfg, cfg.get("nc", 80), seed, calibrate, model_yaml.model_class(cfg))
     except UserError:
         raise
     except Exception as e:  # noqa: BLE001 - a YAML ultralytics cannot build is one sentence
-        first = f"{type(e).__name__}: {e}".strip().splitlines()[0][:300]
         raise UserError(
-            f"model YAML {name} does not build an ultralytics model ({first})"
+            f"model YAML {name} does not build an ultralytics model ({first_line(e)})"
         ) from None
-    head = type(det.model[-1]).__name__
-    return wrap_detection(det, family=Path(name).stem, decode="RTDETR" in head)  # (B, nq, 4+nc)
+    return wrap_detection(det, decode="RTDETR" in type(det.model[-1]).__name__)  # (B, nq, 4+nc)

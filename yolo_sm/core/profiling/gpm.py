@@ -1,12 +1,7 @@
-"""NVML GPU Performance Monitoring (GPM) sampled from a thread: one tidy row per (window, metric).
-
-    with GpmSampler(hz=20) as s:
-        s.mark(stage="backbone", config="w1.0 fp16 b16")
-        ...
-    df = s.to_frame()   # t_s, window_s, metric, value, source, stage, config
-
-A window spans two distinct snapshots (NVML refreshes ~every 100 ms; repeats count as
-``stale_polls``). Pre-Hopper GPUs fall back to utilisation rates. Never sample under ncu.
+"""NVML GPU Performance Monitoring (GPM) sampled from a thread: one tidy row per (window, metric),
+markers (:meth:`GpmSampler.mark`) as columns. A window spans two distinct snapshots (NVML
+refreshes ~every 100 ms; repeats count as ``stale_polls``). Pre-Hopper GPUs fall back to
+utilisation rates. Never sample under ncu.
 """
 
 from __future__ import annotations
@@ -44,16 +39,6 @@ def _stale(vals: list[float]) -> bool:
     return len(finite) < len(vals) and all(v == 0 for v in finite)
 
 
-def _import_pynvml():
-    try:
-        import pynvml
-    except ImportError:
-        raise NotAvailableError(
-            "GPM sampling needs pynvml, which is not installed: pip install nvidia-ml-py"
-        ) from None
-    return pynvml
-
-
 def _err(nvml, *names: str) -> tuple:
     """The NVMLError subclasses ``names`` this NVML module has (``except ()`` matches nothing)."""
     return tuple(c for n in names if isinstance(c := getattr(nvml, n, None), type))
@@ -79,7 +64,6 @@ class GpmSampler:
         self._handle, self._inited = None, False
         self._t0 = self._tick = 0.0
 
-    # ---- markers -------------------------------------------------------------------------
     def mark(self, **labels) -> None:
         """Merge markers (``key=None`` clears) into every row from the next window on; a window
         during which mark() ran has ``straddles_mark=True``."""
@@ -93,7 +77,6 @@ class GpmSampler:
             self._labels = {**self._labels, **labels}
             self._mark_gen += 1
 
-    # ---- lifecycle -----------------------------------------------------------------------
     def __enter__(self) -> GpmSampler:
         if self.mode is not None or self._stop.is_set():
             raise UserError("a GpmSampler samples once: make a new one for the next run")
@@ -103,7 +86,15 @@ class GpmSampler:
                 "this process runs under Nsight Compute, which uses the same performance "
                 "counters as GPM: sample GPM in a separate run"
             )
-        nvml = self._nvml = self._nvml if self._nvml is not None else _import_pynvml()
+        if self._nvml is None:
+            try:
+                import pynvml as nvml
+            except ImportError:
+                raise NotAvailableError(
+                    "GPM sampling needs pynvml, which is not installed: pip install nvidia-ml-py"
+                ) from None
+            self._nvml = nvml
+        nvml = self._nvml
         try:
             nvml.nvmlInit()
         except _err(nvml, "NVMLError") as e:
@@ -170,7 +161,6 @@ class GpmSampler:
             except Exception:  # noqa: BLE001
                 pass
 
-    # ---- NVML ----------------------------------------------------------------------------
     def _gpm_supported(self) -> bool:
         nvml = self._nvml
         if not hasattr(nvml, "nvmlGpmQueryDeviceSupport"):  # pynvml older than GPM
@@ -271,7 +261,6 @@ class GpmSampler:
         except BaseException as e:  # noqa: BLE001 - reported by __exit__
             self.error = e
 
-    # ---- results -------------------------------------------------------------------------
     @property
     def achieved_hz(self) -> float:
         """Windows per second actually sampled (nan before two samples)."""

@@ -163,44 +163,6 @@ def load_kernels(
     return df
 
 
-#: columns of :func:`load_layer_ops`
-OP_COLUMNS = ("op_name", "start_us", "duration_us", "iteration", "layer", "module_type", "stage")
-
-
-@_malformed
-def load_layer_ops(path: str | os.PathLike):
-    """One row per top-level CPU operator in a profiled forward, with its innermost layer range
-    (:data:`OP_COLUMNS`, microseconds): the per-layer view of a CPU trace."""
-    import pandas as pd
-
-    events = read_trace(path)["traceEvents"]
-    spans = _annotation_spans(events)
-    ops = sorted(
-        (e for e in events if e.get("cat") == "cpu_op" and e.get("ph") == "X"),
-        key=lambda e: (
-            str(e.get("pid")),
-            str(e.get("tid")),
-            float(e["ts"]),
-            -float(e.get("dur", 0)),
-        ),
-    )
-    rows, open_until = [], {}
-    for e in ops:
-        ts, dur = float(e["ts"]), float(e.get("dur", 0))
-        key = (e.get("pid"), e.get("tid"))
-        if ts < open_until.get(key, -math.inf):
-            continue  # called by an operator already counted
-        open_until[key] = ts + dur
-        where = _enclosing(spans, key[0], key[1], ts)
-        if "iteration" not in where:
-            continue
-        blank = dict.fromkeys(("layer", "module_type", "stage"), "")
-        rows.append(
-            {"op_name": e.get("name", ""), "start_us": ts, "duration_us": dur, **blank, **where}
-        )
-    return pd.DataFrame(rows, columns=list(OP_COLUMNS))
-
-
 def _annotation_spans(events):
     """CPU-side ranges (record_function / user annotations) per (pid, tid): the forward
     ranges and the layer ranges, each as :func:`_ranges`."""

@@ -5,14 +5,12 @@ page, log preamble allowed) or a ``.ncu-rep`` (via ``ncu_report``) into one row 
 from __future__ import annotations
 
 import csv
-import glob
 import gzip
 import io
 import os
 import re
 import shutil
 import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -99,8 +97,6 @@ COLUMNS = {
     "lts__t_sector_hit_rate.pct": "l2_hit_rate_pct",
     **{STALL_METRIC.format(r): f"stall_{r}_cycles" for r in STALL_REASONS},
 }
-#: threads in a warp: threads_per_instruction / WARP_SIZE is the warp execution efficiency
-WARP_SIZE = 32
 UNIT_SCALE = {  # to ns, bytes and sectors; the report module spells units out (nsecond...)
     **dict.fromkeys(("ns", "nsecond", "byte", "sector"), 1),
     **dict.fromkeys(("us", "usecond", "Kbyte", "KB", "Ksector"), 1e3),
@@ -146,18 +142,8 @@ def command(
         raise UserError(
             f"unknown metric set {metric_set!r}: choose one of {', '.join(METRIC_SETS)}"
         )
-    cmd = [
-        _ncu(),
-        "--clock-control",
-        clock_control,
-        "--metrics",
-        ",".join(METRIC_SETS[metric_set]),
-        "--csv",
-        "--page",
-        "raw",
-        "--log-file",
-        str(out_csv),
-    ]
+    cmd = [_ncu(), "--clock-control", clock_control, "--metrics", ",".join(METRIC_SETS[metric_set])]
+    cmd += ["--csv", "--page", "raw", "--log-file", str(out_csv)]
     if report is not None:
         cmd += ["--export", str(report), "--force-overwrite"]
     if nvtx_include:
@@ -172,9 +158,17 @@ def command(
     return cmd + list(target)
 
 
-def import_command(report: str | os.PathLike) -> list[str]:
-    """The ncu command line that prints a report's raw page as CSV (no profiling)."""
-    return [_ncu(), "--import", str(report), "--csv", "--page", "raw"]
+def _print_report(report: str | os.PathLike, timeout_s: float = 600) -> str:
+    """A report's raw page as CSV text (``ncu --import``; no profiling)."""
+    cmd = [_ncu(), "--import", str(report), "--csv", "--page", "raw"]
+    try:
+        printed = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise UserError(f"ncu --import {report} did not finish within {timeout_s:g} s") from None
+    if printed.returncode != 0:
+        tail = " ".join((printed.stderr or printed.stdout).strip().splitlines()[-1:])
+        raise UserError(f"{report} is not a readable Nsight Compute report ({tail})")
+    return printed.stdout
 
 
 def profile(
@@ -186,8 +180,8 @@ def profile(
     report: str | os.PathLike | None = None,
     kernel_regex: str | None = None,
 ):
-    """Run ``target`` argv under ncu (CSV and ``.ncu-rep`` written atomically) and return
-    :func:`load_ncu` of it."""
+    """Run ``target`` argv under ncu (CSV and gzipped ``.ncu-rep`` written atomically) and
+    return :func:`load_ncu` of it."""
     out_csv = Path(out_csv)
     report = Path(report) if report is not None else report_path(out_csv)
     # no ncu, an unknown set or a bad regex: one sentence, no file made
@@ -195,57 +189,36 @@ def profile(
     tmp = temp_path(out_csv)  # unique names, created exclusively: no planted link is followed
     tmp_rep = temp_path(report.with_name(report.name.removesuffix(".ncu-rep")), ".ncu-rep")
     cmd = command(target, tmp, metric_set, nvtx_include, report=tmp_rep, kernel_regex=kernel_regex)
-
-    def clean():
-        tmp.unlink(missing_ok=True)
-        tmp_rep.unlink(missing_ok=True)
-
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        text = tmp.read_text(errors="replace") if tmp.exists() else ""
+        if "ERR_NVGPUCTRPERM" in proc.stdout + proc.stderr + text:
+            raise NotAvailableError(PERM_HELP)
+        if proc.returncode != 0 or not (_written(tmp) or _written(tmp_rep)):
+            tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-1:])
+            raise UserError(f"ncu failed with exit code {proc.returncode}: {tail}")
+        if _written(tmp_rep):
+            if not any(line.startswith('"') for line in text.splitlines()):  # no CSV rows
+                tmp.write_text(_print_report(tmp_rep, timeout_s))
+            # kept gzip-compressed (gunzip it for the Nsight Compute GUI)
+            with open(tmp_rep, "rb") as src, atomic_file(f"{report}.gz", "wb") as raw:
+                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+        os.replace(tmp, out_csv)
     except subprocess.TimeoutExpired:
-        clean()
         raise UserError(
             f"ncu did not finish within {timeout_s:g} s; profile fewer forwards or "
             "raise the timeout"
         ) from None
-    log = proc.stdout + proc.stderr + (tmp.read_text(errors="replace") if tmp.exists() else "")
-    if "ERR_NVGPUCTRPERM" in log:
-        clean()
-        raise NotAvailableError(PERM_HELP)
-    if proc.returncode != 0 or not (_written(tmp) or _written(tmp_rep)):
-        clean()
-        tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-1:])
-        raise UserError(f"ncu failed with exit code {proc.returncode}: {tail}")
-    if not _has_csv_rows(tmp) and _written(tmp_rep):
-        try:
-            printed = subprocess.run(
-                import_command(tmp_rep), capture_output=True, text=True, timeout=timeout_s
-            )
-        except subprocess.TimeoutExpired:
-            printed = None
-        if printed is None or printed.returncode != 0:
-            clean()
-            raise UserError(f"ncu could not print the report it wrote ({tmp_rep.name})")
-        tmp.write_text(printed.stdout)
-    if _written(tmp_rep):  # kept gzip-compressed (gunzip it for the Nsight Compute GUI)
-        with open(tmp_rep, "rb") as src, atomic_file(f"{report}.gz", "wb") as raw:
-            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-    tmp_rep.unlink(missing_ok=True)
-    os.replace(tmp, out_csv)
+    finally:
+        tmp.unlink(missing_ok=True)
+        tmp_rep.unlink(missing_ok=True)
     return load_ncu(out_csv)
 
 
 def _written(path: Path) -> bool:
     """Whether ncu wrote into ``path`` (created empty beforehand)."""
     return path.exists() and path.stat().st_size > 0
-
-
-def _has_csv_rows(path: Path) -> bool:
-    if not path.exists():
-        return False
-    with open(path, errors="replace") as fh:
-        return any(line.startswith('"') for line in fh)
 
 
 @refuse_malformed(
@@ -257,24 +230,11 @@ def load_ncu(path: str | os.PathLike, long: bool = False):
     path = Path(path)
     if not path.exists():
         raise UserError(f"{path} does not exist")
-    if path.suffix == ".ncu-rep":
-        long_df = _import_report(path) if find_ncu() else _load_report(path)
+    if path.suffix == ".ncu-rep":  # ncu_report's IMetric.unit() crashed on Nsight 2025.3
+        long_df = _parse_csv(_print_report(path), path) if find_ncu() else _load_report(path)
     else:
         long_df = _parse_csv(path.read_text(errors="replace"), path)
     return long_df if long else _wide(long_df)
-
-
-def _import_report(path: Path):
-    """Long table of a ``.ncu-rep`` from ``ncu --import`` (preferred: ``ncu_report``'s
-    ``IMetric.unit()`` crashed on Nsight Compute 2025.3)."""
-    try:
-        printed = subprocess.run(import_command(path), capture_output=True, text=True, timeout=600)
-    except subprocess.TimeoutExpired:
-        raise UserError(f"ncu --import {path} did not finish within 600 s") from None
-    if printed.returncode != 0:
-        tail = " ".join((printed.stderr or printed.stdout).strip().splitlines()[-1:])
-        raise UserError(f"{path} is not a readable Nsight Compute report ({tail})")
-    return _parse_csv(printed.stdout, path)
 
 
 def _parse_csv(text: str, path: Path):
@@ -362,23 +322,10 @@ def _wide(long_df):
             wide.shared_mem_static_bytes + wide.shared_mem_dynamic_bytes
         )
     if "threads_per_instruction" in wide:
-        wide["warp_execution_efficiency_pct"] = wide.threads_per_instruction / WARP_SIZE * 100
-    wide["nvtx_range"] = wide.nvtx_path.str.split("/").str[-1]
-    _add_layers(wide)
-    counts = "block_size grid_size registers_per_thread limit_registers limit_shared_mem"
-    for c in (*counts.split(), "limit_warps", "limit_blocks"):
-        if c in wide:
-            wide[c] = wide[c].astype("Int64")
-    wide = wide.sort_values("kernel_id", ignore_index=True).pipe(pd.DataFrame)
-    wide.attrs["kernels_without_metrics"] = blank
-    return wide
-
-
-def _add_layers(wide) -> None:
-    """``config`` (the range under ``profiled_forward``) and the layer range's ``layer``,
-    ``module_type`` and ``stage`` (empty where the kernel ran outside any layer range)."""
-
+        wide["warp_execution_efficiency_pct"] = wide.threads_per_instruction / 32 * 100  # 32 a warp
     parts = wide.nvtx_path.str.split("/")
+    wide["nvtx_range"] = parts.str[-1]
+    # config: the range under profiled_forward; layer, module_type, stage: the layer range's
     wide["config"] = [
         p[1] if len(p) > 1 and p[0] == FORWARD_RANGE and parse_range(p[1]) is None else ""
         for p in parts
@@ -386,6 +333,13 @@ def _add_layers(wide) -> None:
     parsed = [parse_range(p[-1]) or {} for p in parts]
     for key in ("layer", "module_type", "stage"):
         wide[key] = [d.get(key, "") for d in parsed]
+    counts = "block_size grid_size registers_per_thread limit_registers limit_shared_mem"
+    for c in (*counts.split(), "limit_warps", "limit_blocks"):
+        if c in wide:
+            wide[c] = wide[c].astype("Int64")
+    wide = wide.sort_values("kernel_id", ignore_index=True).pipe(pd.DataFrame)
+    wide.attrs["kernels_without_metrics"] = blank
+    return wide
 
 
 def _load_report(path: Path):
@@ -396,14 +350,10 @@ def _load_report(path: Path):
     try:
         import ncu_report  # type: ignore
     except ImportError:
-        found = sorted(glob.glob("/opt/nvidia/nsight-compute/*/extras/python/ncu_report.py"))
-        if not found:
-            raise NotAvailableError(
-                "reading .ncu-rep needs Nsight Compute's ncu_report module (extras/python); "
-                "export CSV instead: ncu --import FILE --csv --page raw"
-            ) from None
-        sys.path.insert(0, str(Path(found[-1]).parent))
-        import ncu_report  # type: ignore
+        raise NotAvailableError(
+            "reading .ncu-rep needs ncu on PATH (or YOLO_SM_NCU) or Nsight Compute's ncu_report "
+            "module (the ncu extra); or export CSV: ncu --import FILE --csv --page raw"
+        ) from None
     try:
         ctx = ncu_report.load_report(str(path))
     except Exception as e:  # noqa: BLE001
@@ -446,15 +396,3 @@ def _report_nvtx_path(state) -> str:
     domains = [state.domain_by_id(d) for d in state.domains()]
     default = [d for d in domains if (d.name() or "") in ("", "<default domain>")]
     return "/".join(r for d in default or domains for r in d.push_pop_ranges())
-
-
-__all__ = [
-    "METRIC_SETS",
-    "STALL_REASONS",
-    "command",
-    "find_ncu",
-    "import_command",
-    "load_ncu",
-    "profile",
-    "report_path",
-]

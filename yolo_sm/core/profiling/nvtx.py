@@ -46,15 +46,13 @@ def layer_ranges(model, *, nvtx: bool = True):
 
     def pre(name):
         def hook(mod, args):
-            rf = torch.profiler.record_function(name)
-            rf.__enter__()
-            stack.append(rf)
+            stack.append(torch.profiler.record_function(name).__enter__())
             if nv is not None:
                 nv.range_push(name)
 
         return hook
 
-    def post(mod, args, out):
+    def pop(*_):
         if nv is not None:
             nv.range_pop()
         stack.pop().__exit__(None, None, None)
@@ -63,15 +61,13 @@ def layer_ranges(model, *, nvtx: bool = True):
         for ref in layers(model):
             name = range_name(ref.name, ref.module_type, ref.stage)
             handles.append(ref.module.register_forward_pre_hook(pre(name)))
-            handles.append(ref.module.register_forward_hook(post))
+            handles.append(ref.module.register_forward_hook(pop))
         yield
     finally:
         for h in handles:
             h.remove()
         while stack:  # an exception inside a layer left its range open
-            if nv is not None:
-                nv.range_pop()
-            stack.pop().__exit__(None, None, None)
+            pop()
 
 
 @contextlib.contextmanager

@@ -10,46 +10,20 @@ import json
 import math
 import os
 import time
+from functools import partial
 from pathlib import Path
 
 from yolo_sm.analyse.gpm import SUMMARY_METRICS, overhead_pct, run_medians
 from yolo_sm.analyse.weighting import layer_view, weighted_mean
 from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.labels import config_label
 from yolo_sm.contract.store import write_atomic, write_text_atomic
 from yolo_sm.core.devices import nvml_index
-from yolo_sm.core.engines import EngineConfig, build_engine
 from yolo_sm.core.models.spec import ModelSpec, parse_models
 from yolo_sm.core.profiling import kineto as kin
 from yolo_sm.core.profiling import ncu
 from yolo_sm.core.profiling.gpm import GpmSampler
-from yolo_sm.core.profiling.target import label_of, model_of, target_argv
+from yolo_sm.core.profiling.target import engines, target_argv
 from yolo_sm.core.provenance import collect
-
-
-def engines(family, grid, imgsz, device, backend="eager", compile_mode="default"):
-    """(label, engine, input) per (width, precision, layout, batch) of ``grid``, one model per
-    width or ModelSpec; the input is the engine's static one where it has one."""
-
-    models = {}
-    for config in grid:
-        w, prec, lay, b = config
-        model = models.setdefault(w, model_of(family, w, imgsz))
-        eng, x = engine_of(family, config, model, imgsz, device, backend, compile_mode)
-        yield config_label(*label_of(family, w), prec, lay, b), eng, x
-
-
-def engine_of(family, config, model, imgsz, device, backend="eager", compile_mode="default"):
-    """(engine, input) of one (width or model spec, precision, layout, batch) ``config`` of
-    ``model`` (:func:`engines`)."""
-    w, prec, lay, b = config
-    size = w.imgsz if isinstance(w, ModelSpec) and w.imgsz else imgsz
-    eng = build_engine(model, EngineConfig(backend, prec, lay, b, size, device, compile_mode))
-    return eng, (eng._input if eng._input is not None else eng.make_input(0))
-
-
-def _grid(widths, precision, layout, batch):
-    return [(w, precision, layout, batch) for w in widths]
 
 
 def run_gpm(built, seconds: float = 3.0, gap_s: float = 0.5, hz: float = 20.0):
@@ -218,26 +192,16 @@ def profile_all(
     widths = specs or [float(w) for w in widths]
     prov = collect(device)
     stamp = {f"prov_{k}": v for k, v in prov.items() if not isinstance(v, dict)}
-    meta = {
-        "provenance": prov,
-        "family": family,
-        "widths": [w.text if isinstance(w, ModelSpec) else w for w in widths],
-        "precision": precision,
-        "layout": layout,
-        "batch": batch,
-        "imgsz": imgsz,
-    }
+    names = [w.text if isinstance(w, ModelSpec) else w for w in widths]
+    meta = {"provenance": prov, "family": family, "widths": names, "precision": precision}
+    meta.update(layout=layout, batch=batch, imgsz=imgsz)
 
     # 1. Kineto: eager forwards with layer ranges
+    grid = [(w, precision, layout, batch) for w in widths]
     frames = []
-    for label, eng, x in engines(family, _grid(widths, precision, layout, batch), imgsz, device):
-        path = kin.capture(
-            lambda eng=eng, x=x: eng(x),
-            out / "traces" / f"kineto-{label}.json.gz",
-            model=eng.module,
-            iters=iters,
-            device=device,
-        )
+    for label, eng, x in engines(family, grid, imgsz, device):
+        trace = out / "traces" / f"kineto-{label}.json.gz"
+        path = kin.capture(partial(eng, x), trace, model=eng.module, iters=iters, device=device)
         frames.append(kin.load_kernels(path).assign(config=label))
         eng.close()
         log(f"kineto: {label}: {len(frames[-1])} kernels")
@@ -246,8 +210,8 @@ def profile_all(
 
     # 2. Nsight Compute: one process, every config in NVTX ranges
     ws = "1.0" if specs else ",".join(f"{w:g}" for w in widths)
-    grid = (family, ws, precision, layout, str(batch), imgsz, device)
-    target = target_argv(*grid, models=specs or None, input_shape=input_shape)
+    argv = (family, ws, precision, layout, str(batch), imgsz, device)
+    target = target_argv(*argv, models=specs or None, input_shape=input_shape)
     t0 = time.perf_counter()
     n = ncu.profile(target, out / "ncu.csv", metric_set=metric_set, timeout_s=ncu_timeout_s)
     ncu_wall = time.perf_counter() - t0
@@ -256,7 +220,7 @@ def profile_all(
     log(f"ncu: {len(n)} kernels in {ncu_wall:.0f} s ({metric_set} set)")
 
     # 3. GPM timeline, then the sampler's overhead (after ncu has exited)
-    built = list(engines(family, _grid(widths, precision, layout, batch), imgsz, device))
+    built = list(engines(family, grid, imgsz, device))
     g, info = run_gpm(built, seconds=gpm_seconds, hz=gpm_hz)
     write_atomic(g.assign(**stamp), out / "gpm.parquet", {**meta, "sampler": info})
     label, eng, x = built[-1]  # the widest: least launch-bound, so the least noisy

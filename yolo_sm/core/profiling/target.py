@@ -1,52 +1,75 @@
-"""A program to profile: eager forwards of configs inside NVTX ranges
-``profiled_forward/<config>/<layer>`` (run by ``yolo-sm ncu``, or alone with ``--help``).
+"""The engines of a grid of (model, precision, layout, batch) configs, and a program to profile:
+their eager forwards inside NVTX ranges ``profiled_forward/<config>/<layer>`` (run by
+``yolo-sm ncu``, or alone with ``--help``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import sys
 
 from yolo_sm.contract.labels import config_label
 from yolo_sm.core.engines import EngineConfig, build_engine
-from yolo_sm.core.models import build
-from yolo_sm.core.models.spec import ModelSpec, build_spec, label_parts, parse_models
+from yolo_sm.core.models.spec import ModelSpec, build, build_spec, label_parts, parse_models
 from yolo_sm.core.profiling.nvtx import forward_range, layer_ranges
+
+
+def model_of(family: str, key, imgsz: int):
+    """The model of a config key: a width of ``family`` or a :class:`ModelSpec` (a module spec
+    without an input shape gets ``3,imgsz,imgsz``)."""
+    if isinstance(key, ModelSpec):
+        return build_spec(key, input_shape=key.input_shape or (3, imgsz, imgsz))
+    return build(family, key)
+
+
+def label_of(family: str, key) -> tuple[str, float]:
+    """(family, width) of a config key for :func:`config_label`."""
+    return label_parts(key) if isinstance(key, ModelSpec) else (family, float(key))
+
+
+def engine_of(
+    family, config, model, imgsz, device, backend="eager", compile_mode="default", check=True
+):
+    """(engine, input) of one (width or model spec, precision, layout, batch) ``config`` of
+    ``model``; the input is the engine's static one where it has one."""
+    w, prec, lay, b = config
+    size = w.imgsz if isinstance(w, ModelSpec) and w.imgsz else imgsz
+    cfg = EngineConfig(backend, prec, lay, b, size, device, compile_mode, check=check)
+    eng = build_engine(model, cfg)
+    return eng, (eng._input if eng._input is not None else eng.make_input(0))
+
+
+def engines(family, grid, imgsz, device, backend="eager", compile_mode="default", check=True):
+    """(label, engine, input) per config of ``grid`` (:func:`engine_of`), one model per key."""
+    models = {}
+    for config in grid:
+        if config[0] not in models:
+            models[config[0]] = model_of(family, config[0], imgsz)
+        eng, x = engine_of(family, config, models[config[0]], imgsz, device, backend,
+                           compile_mode, check)  # fmt: skip
+        yield config_label(*label_of(family, config[0]), *config[1:]), eng, x
 
 
 def target_argv(
     family, widths, precisions, layouts, batches, imgsz, device, models=None, input_shape=None
 ) -> list[str]:
     """The command line that runs this module (what ``yolo-sm ncu`` hands to ncu); ``models``
-    (specs, collect.models.spec) replace family and widths."""
-    extra = []
+    (model specs) replace family and widths."""
+    argv = [sys.executable, "-m", "yolo_sm.core.profiling.target", "--family", str(family)]
+    for flag, value in zip(
+        ("--widths", "--precisions", "--layouts", "--batches", "--imgsz", "--device"),
+        (widths, precisions, layouts, batches, imgsz, device),
+        strict=True,
+    ):
+        argv += [flag, str(value)]
     if models:
-        specs = parse_models(models, input_shape, need_shape=False)
-        texts = [m.text for m in specs]
-        extra = ["--model", ",".join(texts)]
+        argv += ["--model", ",".join(m.text for m in parse_models(models, input_shape, False))]
     if input_shape:
         shape = input_shape if isinstance(input_shape, str) else ",".join(map(str, input_shape))
-        extra += ["--input-shape", shape]
-    return [
-        sys.executable,
-        "-m",
-        "yolo_sm.core.profiling.target",
-        "--family",
-        str(family),
-        "--widths",
-        str(widths),
-        "--precisions",
-        str(precisions),
-        "--layouts",
-        str(layouts),
-        "--batches",
-        str(batches),
-        "--imgsz",
-        str(imgsz),
-        "--device",
-        str(device),
-        *extra,
-    ]
+        argv += ["--input-shape", shape]
+    return argv
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,57 +93,32 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def configs(args):
-    """(model, precision, layout, batch) per config: the model is a width of ``--family``, or a
-    :class:`ModelSpec` of ``--model`` (a module:function without ``--input-shape`` runs at
-    3 x imgsz x imgsz)."""
+    """(width of ``--family`` or :class:`ModelSpec` of ``--model``, precision, layout, batch)
+    per config."""
     keys = list(parse_models(args.model, args.input_shape, False)) if args.model else None
-    for w in keys or [float(x) for x in args.widths.split(",")]:
-        for prec in args.precisions.split(","):
-            for lay in args.layouts.split(","):
-                for b in [int(x) for x in args.batches.split(",")]:
-                    yield w, prec, lay, b
-
-
-def model_of(family: str, key, imgsz: int):
-    """The model of a config key: a width of ``family`` or a :class:`ModelSpec` (a module spec
-    without an input shape gets ``3,imgsz,imgsz``)."""
-    if isinstance(key, ModelSpec):
-        return build_spec(key, input_shape=key.input_shape or (3, imgsz, imgsz))
-    return build(family, key)
-
-
-def label_of(family: str, key) -> tuple[str, float]:
-    """(family, width) of a config key for :func:`config_label`."""
-    return label_parts(key) if isinstance(key, ModelSpec) else (family, float(key))
+    return itertools.product(
+        keys or [float(x) for x in args.widths.split(",")],
+        args.precisions.split(","),
+        args.layouts.split(","),
+        [int(x) for x in args.batches.split(",")],
+    )
 
 
 def main(argv=None) -> int:
-    import contextlib
-
     import torch
 
     args = build_parser().parse_args(argv)
-    models = {}
-    for w, prec, lay, b in configs(args):
-        model = models.setdefault(w, model_of(args.family, w, args.imgsz))
-        imgsz = w.imgsz if isinstance(w, ModelSpec) and w.imgsz else args.imgsz
-        cfg = EngineConfig(
-            precision=prec, layout=lay, batch=b, imgsz=imgsz, device=args.device, check=False
-        )
-        eng = build_engine(model, cfg)
-        x = eng.make_input(0)
+    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
+    for label, eng, x in engines(args.family, configs(args), args.imgsz, args.device, check=False):
         for _ in range(2):
             eng(x)
-        if args.device.startswith("cuda"):
-            torch.cuda.synchronize()
-        label = config_label(*label_of(args.family, w), prec, lay, b)
+        sync()
         # the engine runs a prepared copy of the model: hook that copy's layers
         use = args.layers and eng.module is not None
-        ranges = layer_ranges(eng.module) if use else contextlib.nullcontext()
-        with forward_range(), forward_range(label), ranges:
-            eng(x)
-            if args.device.startswith("cuda"):
-                torch.cuda.synchronize()
+        with forward_range(), forward_range(label):
+            with layer_ranges(eng.module) if use else contextlib.nullcontext():
+                eng(x)
+                sync()
         print(f"profiled {label}", flush=True)
         eng.close()
     return 0

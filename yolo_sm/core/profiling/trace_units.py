@@ -23,8 +23,7 @@ from yolo_sm.core.grid import (
     width_scaled,
 )
 from yolo_sm.core.profiling import kineto
-from yolo_sm.core.profiling.suite import engine_of
-from yolo_sm.core.profiling.target import label_of, model_of
+from yolo_sm.core.profiling.target import engine_of, label_of, model_of
 from yolo_sm.core.provenance import collect
 
 #: the column that names a trace table's unit
@@ -35,9 +34,8 @@ TRACES = "traces"
 
 @dataclass(frozen=True)
 class TraceSpec:
-    """The configs of a trace step: ``grid`` holds (model, precision, layout, batch) per
-    config in run order, the model a width of ``family`` or a model spec; ``name`` (the step's)
-    prefixes each trace's file name."""
+    """A trace step's configs: ``grid`` holds (width of ``family`` or model spec, precision,
+    layout, batch) in run order; ``name`` prefixes each trace's file name."""
 
     name: str
     family: str
@@ -111,9 +109,8 @@ def _by_width(rows) -> list[dict]:
 
 
 def unit_estimate(spec: TraceSpec, unit, pace: Pace) -> float:
-    """Seconds a config will take, for the deadline: from the longest ``unit_s`` per width
-    that the table's rows hold, scaled to the config's width
-    (:func:`yolo_sm.core.grid.width_scaled`); this run's mean pace where no row tells."""
+    """Seconds a config will take: the rows' longest ``unit_s`` per width scaled to its width
+    (:func:`yolo_sm.core.grid.width_scaled`), else this run's mean pace."""
     width = parse_config(spec.label(unit), strict=False)["width"]
     seen = longest_by_width(_by_width(pace.rows), lambda r: True)
     est = None if math.isnan(width) else width_scaled(seen, width)
@@ -121,9 +118,8 @@ def unit_estimate(spec: TraceSpec, unit, pace: Pace) -> float:
 
 
 def missing_seconds(spec: TraceSpec, out) -> float | None:
-    """Seconds the configs the table ``out`` lacks will take by :func:`unit_estimate` from the
-    configs it holds; None where no row recorded its seconds (a table made before they were)
-    or a missing config's width cannot be scaled to."""
+    """Seconds the configs the table ``out`` lacks will take (:func:`unit_estimate`); None
+    where no row recorded its seconds or a missing config's width cannot be scaled to."""
     rows, todo = _held(spec, out)
     if not longest_by_width(_by_width(rows), lambda r: True):
         return None
