@@ -1,16 +1,7 @@
-"""Collection plans: a named list of steps (sweeps, Nsight Compute, PyTorch traces, GPM
-timelines, the GPU's ceilings, the side-by-side bench) that write the datasets of
-``data/<machine>/`` with their manifest entries.
-
-A plan runs across several time-limited commands (a host may limit one command to minutes): each
-run skips finished steps, resumes a partial sweep point by point and a partial bench (model,
-batch) by (model, batch), and with ``max_minutes`` starts no work that would end past the limit
-(a unit that does not fit is left for a later run; shorter ones behind it still run). Steps
-write their outputs atomically, so a killed run leaves complete files or none.
-
-This module runs a plan and registers each step's table; :mod:`yolo_sm.core.plan_runners`
-holds each step kind's runner, :mod:`yolo_sm.core.plan_status` what a plan has left.
-"""
+"""Collection plans: a named list of steps run into ``data/<machine>/``, each table registered.
+A rerun skips done steps and resumes partial ones unit by unit; with ``max_minutes`` no work
+starts that would end past the limit. Runners: :mod:`.plan_runners`; what is left:
+:mod:`.plan_status`."""
 
 from __future__ import annotations
 
@@ -36,13 +27,8 @@ from yolo_sm.core.sweep import all_failed
 
 
 def check_gpu_model(out_dir: str | os.PathLike, device: str, name: str | None = None) -> None:
-    """Stop before measuring on a GPU model other than the one ``out_dir``'s tables were
-    measured on. A folder describes one GPU: its notebooks set rows of one table beside
-    another's (a bench unit beside a sweep point, a trace beside a roofline), so an H100's
-    rows among an H200's would pass for the same machine's, and so would a CPU's. More cards
-    of the same model, on this host or another, may add to it; a fresh folder, or one
-    measured on CPUs only, takes any device (:func:`provenance.gpu_clash`). ``name``: the GPU
-    model where another process has read it (a cluster's workers), else this process's."""
+    """Stop before measuring on another GPU model than ``out_dir``'s tables (a folder holds one
+    GPU model's rows: :func:`provenance.gpu_clash`); ``name``: the GPU as a worker read it."""
     name = name or provenance.gpu_name(device)
     known = root_gpus(out_dir) if Path(out_dir).is_dir() else []
     here = provenance.gpu_clash(known, device, name)
@@ -54,11 +40,8 @@ def check_gpu_model(out_dir: str | os.PathLike, device: str, name: str | None = 
 
 
 def redo_errors(step: Step, out_dir: Path, match: str = "") -> int:
-    """Drop the ``error`` rows (not ``oom``) of a sweep or bench step's table whose ``message``
-    contains ``match``, so that the step measures them again when it resumes: the points of a
-    sweep, the whole (model, batch) unit of a bench. For errors whose cause has been fixed (e.g.
-    a numerical check that ran on noise); an error row holds no measurement, only its message.
-    The table is rewritten atomically with its metadata; returns how many rows were dropped."""
+    """Drop a sweep or bench table's ``error`` rows (not ``oom``) whose message contains
+    ``match``, so the step measures them again; returns how many were dropped."""
     import pyarrow.compute as pc
 
     path = step_path(step, out_dir)
@@ -78,6 +61,16 @@ def redo_errors(step: Step, out_dir: Path, match: str = "") -> int:
     return n
 
 
+def check_only(plan: Plan, only) -> None:
+    """One sentence where ``only`` names a step the plan lacks."""
+    names = {s.name for s in plan.steps}
+    for o in only or []:
+        if o not in names:
+            raise UserError(
+                f"plan {plan.name} has no step {o!r}; steps: {', '.join(sorted(names))}"
+            )
+
+
 def run_plan(
     plan: Plan,
     out_dir: str | os.PathLike,
@@ -87,16 +80,10 @@ def run_plan(
     register: bool = True,
     redo: str | None = None,
 ):
-    """Run the plan's unfinished steps (or those named in ``only``) into ``out_dir``; returns
-    the status table afterwards. ``redo`` (a message substring, "" for every error): first
-    drop the matching error rows of the sweep and bench steps it runs (:func:`redo_errors`)."""
+    """Run the plan's unfinished steps (those in ``only``) into ``out_dir``; the status after.
+    ``redo``: a message substring whose error rows are measured again (:func:`redo_errors`)."""
     out_dir = Path(out_dir)
-    names = {s.name for s in plan.steps}
-    for o in only or []:
-        if o not in names:
-            raise UserError(
-                f"plan {plan.name} has no step {o!r}; steps: {', '.join(sorted(names))}"
-            )
+    check_only(plan, only)
     for step in plan.steps:
         step_path(step, out_dir)  # every out inside the folder, before any work
     try:
@@ -120,7 +107,6 @@ GPU_ONLY = ("ncu", "gpm", "monitor")
 
 
 def register_step(step: Step, plan: Plan, out_dir: Path) -> dict:
-    """Register ``step``'s table in ``out_dir``'s manifest (and in the table's own metadata)."""
     return reg(
         out_dir,
         step.name,
@@ -174,8 +160,6 @@ def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
             _register_interrupted(step, plan, out_dir)
         raise
     if register and step_path(step, out_dir).exists():
-        # a finished step, or a partial sweep / bench (said so in its description): what
-        # was measured is usable and the manifest says how much is missing
         register_step(step, plan, out_dir)
     if step.kind == "sweep" and step_path(step, out_dir).exists():
         failed = all_failed(read_table(step_path(step, out_dir)))
@@ -184,9 +168,7 @@ def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
 
 
 def _register_interrupted(step: Step, plan: Plan, out_dir: Path) -> None:
-    """Register a step of a kind in ``contract.plans.TO_DEADLINE`` stopped part-way (its
-    table is written after every unit, so it holds every finished one), so that a rerun
-    resumes it. Any error here is a warning: the interrupt goes on."""
+    """Register a TO_DEADLINE step stopped part-way so a rerun resumes it (errors: a warning)."""
     try:
         register_step(step, plan, out_dir)
         print(

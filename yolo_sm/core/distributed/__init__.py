@@ -1,18 +1,7 @@
-"""A collection plan run as tasks on a Dask cluster: ``yolo-sm collect --workers N`` (a local
-cluster, one worker process per GPU) or ``--scheduler ADDRESS`` (an existing cluster, e.g.
-under Slurm: docs/distributed.md).
-
-The driver (:func:`run_plan`) cuts the plan into units (:mod:`.units`: a sweep's or bench's
-model, a whole step of the other kinds), submits each unfinished one as a task that asks for
-one GPU (``resources={"GPU": 1}``), and merges each unit's shard into the plan's tables and
-the manifest as soon as its task ends. Rows carry where they were measured (``gpu_uuid``,
-``gpu_index``, ``host``, ``worker``). What is resumed:
-
-- a worker killed mid-task: Dask runs the task again on a worker (the killed one's nanny
-  starts a new process); the new run resumes the shard after the points already in it;
-- a driver killed: its local workers exit with it; the next run merges the shards left
-  behind, then runs only what the tables still lack (a unit already merged is not run again).
-"""
+"""A collection plan run as tasks on a Dask cluster (``collect --workers N`` or ``--scheduler
+ADDRESS``, docs/distributed.md): one task per unit (:mod:`.units`), each asking for one GPU,
+its shard merged into the plan's tables as soon as it ends. A killed worker's task reruns and
+resumes its shard; a killed driver's shards are merged by the next run."""
 
 from __future__ import annotations
 
@@ -46,10 +35,8 @@ __all__ = ["run_plan", "run_task", "plan_units", "require_distributed"]
 
 
 def run_task(unit: Unit, plan: Plan, out_dir: str, stop_at: float | None = None) -> dict:
-    """What a worker runs: pin the threads, run ``unit`` into its shard; returns ``unit``,
-    ``state`` (done / partial / skipped), ``seconds`` (wall time of the task), ``cores`` (how
-    many the threads were pinned to) and the place (gpu_uuid, gpu_index, host, worker).
-    ``stop_at``: a ``time.time()`` value after which no new point starts."""
+    """A worker's task: ``unit`` run into its shard; its state, seconds, cores and place.
+    ``stop_at``: a ``time.time()`` after which no new point starts."""
     plans.check_gpu_model(out_dir, plan.device)
     cores = pin_threads()
     where = place(plan.device)
@@ -66,11 +53,8 @@ def run_task(unit: Unit, plan: Plan, out_dir: str, stop_at: float | None = None)
 
 
 def check_cluster_gpus(client, out_dir: Path, device: str) -> None:
-    """Stop before any task where the cluster's workers hold GPUs of more than one model, or of
-    another model than the tables of ``out_dir`` (:func:`yolo_sm.core.plans.check_gpu_model`):
-    a root holds one GPU model's rows, and an empty root would otherwise take every model's
-    first tasks at once. Each worker names its own GPU (``Client.run``, outside the task
-    queue); a worker without a GPU that torch can name says nothing."""
+    """Stop where the workers hold GPUs of several models, or of another model than
+    ``out_dir``'s tables (a root holds one GPU model's rows)."""
     names = client.run(provenance.gpu_name, device)
     models = sorted({n for n in names.values() if n})
     if len(models) > 1:
@@ -83,14 +67,8 @@ def check_cluster_gpus(client, out_dir: Path, device: str) -> None:
         plans.check_gpu_model(out_dir, device, models[0])
 
 
-def _command(plan: Plan, out_dir: Path, step) -> str:
-    return f"yolo-sm collect --plan {plan.path or plan.name} --out {out_dir} --only {step.name}"
-
-
-def _run_command(plan: Plan, out_dir: Path, workers, scheduler) -> str:
-    """The collect command of a run on a cluster, as the task log records it."""
-    on = f"--workers {workers}" if workers else f"--scheduler {scheduler}" if scheduler else ""
-    return f"yolo-sm collect --plan {plan.path or plan.name} --out {out_dir} {on}".rstrip()
+def _command(plan: Plan, out_dir: Path, tail: str) -> str:
+    return f"yolo-sm collect --plan {plan.path or plan.name} --out {out_dir} {tail}".rstrip()
 
 
 def run_plan(
@@ -105,27 +83,20 @@ def run_plan(
     redo: str | None = None,
     client=None,
 ):
-    """Run the plan's unfinished units (of the steps in ``only``) on a Dask cluster into
-    ``out_dir``: a local one of ``workers`` processes, the scheduler at ``scheduler``, or the
-    given ``client``'s. Returns :func:`yolo_sm.core.plan_status.status` afterwards.
-    ``max_minutes`` and ``redo`` as in :func:`yolo_sm.core.plans.run_plan`. A task that
-    raised does not stop the others; the first such error is raised once every task has ended
-    and been merged."""
+    """:func:`yolo_sm.core.plans.run_plan` on a local cluster of ``workers``, the scheduler at
+    ``scheduler`` or ``client``'s; a task's error is raised once every task has been merged."""
     distributed = require_distributed()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    names = {s.name for s in plan.steps}
-    for o in only or []:
-        if o not in names:
-            raise UserError(
-                f"plan {plan.name} has no step {o!r}; steps: {', '.join(sorted(names))}"
-            )
+    plans.check_only(plan, only)
     steps = {s.name: s for s in plan.steps}
     units = plan_units(plan, only)
 
     def merge(u: Unit) -> bool:
         step = steps[u.step.name]
-        return merge_unit(u, plan, out_dir, step, command=_command(plan, out_dir, step))
+        return merge_unit(
+            u, plan, out_dir, step, command=_command(plan, out_dir, f"--only {step.name}")
+        )
 
     left_behind = [u for u in units if merge(u)]
     if left_behind and progress:
@@ -149,6 +120,13 @@ def run_plan(
             token = uuid.uuid4().hex[:8]
             started, t0 = tasks.now_utc(), time.perf_counter()
             n_workers = len(c.scheduler_info().get("workers", {}))
+            on = (
+                f"--workers {workers}"
+                if workers
+                else f"--scheduler {scheduler}"
+                if scheduler
+                else ""
+            )
             futures = {
                 c.submit(
                     run_task,
@@ -189,7 +167,7 @@ def run_plan(
                 started_utc=started,
                 wall_s=time.perf_counter() - t0,
                 workers=n_workers,
-                command=_run_command(plan, out_dir, workers, scheduler),
+                command=_command(plan, out_dir, on),
             )
     if errors:
         raise errors[0]
