@@ -216,7 +216,6 @@ class DetectionPipeline:
         """Zero ``counts``: frames, candidates above the score threshold, boxes kept."""
         self.counts = {"frames": 0, "candidates": 0, "boxes": 0}
 
-    # -- stages ------------------------------------------------------------------------------
     def preprocess(self, frames_dev: torch.Tensor, compiled: bool = False) -> torch.Tensor:
         """:func:`letterbox_gpu` to the engine's size, dtype and layout (``compiled``: Triton's
         kernel or torch.compile's)."""
@@ -243,8 +242,8 @@ class DetectionPipeline:
     def postprocess(self, y: torch.Tensor, shape: tuple[int, int]) -> list[torch.Tensor]:
         """Boxes per image on the host as ultralytics' ``non_max_suppression`` and ``scale_boxes``
         give them (with ``nms_topk`` the fixed-size path first); returns once they have landed."""
-        if self.config.nms_topk > 0:
-            out = self._postprocess_topk(y, shape)
+        if self.config.nms_topk > 0:  # None where an image is not exact
+            out = self._unpack(_to_host(self._packed_topk(y, shape)))
             if out is not None:
                 return out
         return self._postprocess_full(y, shape)
@@ -281,12 +280,8 @@ class DetectionPipeline:
         counts = torch.bincount(host[:, 6].long(), minlength=b).tolist()
         return list(host[:, :6].contiguous().split(counts))
 
-    def _postprocess_topk(self, y: torch.Tensor, shape: tuple[int, int]) -> list | None:
-        """:meth:`postprocess` on fixed-size buffers; None where an image is not exact."""
-        return self._unpack(_to_host(self._packed_topk(y, shape)))
-
     def _packed_topk(self, y: torch.Tensor, shape: tuple[int, int], chosen=None) -> torch.Tensor:
-        """The device half of :meth:`_postprocess_topk`: (B, max_det x 6 + 3), each image's scaled
+        """The fixed-size NMS's device half: (B, max_det x 6 + 3), each image's scaled
         boxes, box count, exactness and candidate count."""
         from ultralytics.utils import ops
 
@@ -319,7 +314,6 @@ class DetectionPipeline:
             y, chosen = self.decode_chosen(raw)
             return y, self._packed_topk(y, shape, chosen)
 
-    # -- running -----------------------------------------------------------------------------
     def __call__(self, frames) -> list[np.ndarray]:
         return list(self.run([frames]))[0][1]
 

@@ -1,6 +1,5 @@
-"""What a collection plan has left: each step's state (done, partial, changed, unregistered,
-missing), what a partial one lacks, and the seconds a step needs before it starts (for
-``collect --max-minutes``)."""
+"""What a collection plan has left: each step's state, what a partial one lacks and the seconds
+a step needs before it starts (``collect --max-minutes``)."""
 
 from __future__ import annotations
 
@@ -29,42 +28,31 @@ from yolo_sm.topics.precision.collect import missing_units as int8_missing_units
 
 
 def _progress(step: Step, plan: Plan, path: Path) -> tuple[int, int, str] | None:
-    """(missing, total, what) of a step that measures in
-    units: points of a sweep, (model, batch) units of a bench, (width, scope) units of an
-    int8_kernels step, the (width, mode) units of a compile_cache step and the configs of a
-    trace step (these three start only when their missing units fit: :func:`_partial_need`);
-    None for the kinds that run whole."""
-    if step.kind == "sweep":
-        spec = sweep_spec(step, plan)
-        return len(missing_points(spec, path)), len(spec.points()), "points"
-    if step.kind == "bench":
-        spec = bench_spec(step, plan)
-        return len(missing_units(spec, path)), len(spec.units()), "(model, batch) units"
-    if step.kind == "int8_kernels":
-        spec = step_spec(step, plan)
-        return len(int8_missing_units(spec, path)), len(spec.units()), "(width, scope) units"
-    if step.kind == "compile_cache":
-        spec = step_spec(step, plan)
-        return len(cache_missing_units(spec, path)), len(spec.units()), "(width, mode) units"
-    if step.kind == "trace":
-        spec = trace_spec(step, plan)
-        return len(trace_units.missing_units(spec, path)), len(spec.units()), "configs"
-    return None
+    """(missing, total, what) of a step that measures in units; None for the kinds run whole."""
+    kinds = {
+        "sweep": (sweep_spec, missing_points, "points"),
+        "bench": (bench_spec, missing_units, "(model, batch) units"),
+        "int8_kernels": (step_spec, int8_missing_units, "(width, scope) units"),
+        "compile_cache": (step_spec, cache_missing_units, "(width, mode) units"),
+        "trace": (trace_spec, trace_units.missing_units, "configs"),
+    }
+    if step.kind not in kinds:
+        return None
+    make, missing, what = kinds[step.kind]
+    spec = make(step, plan)
+    total = spec.points() if step.kind == "sweep" else spec.units()
+    return len(missing(spec, path)), len(total), what
 
 
 def step_state(step: Step, plan: Plan, out_dir: Path) -> str:
-    """``done``, ``partial`` (a sweep with points missing, a bench with (model, batch) pairs
-    missing), ``changed`` (a step that runs whole, whose table the manifest says was made with
-    other params than the plan's now: the plan was edited), ``unregistered`` (its table is
-    complete but the manifest lacks its entry, or holds a wrong one: ``collect`` registers it
-    again from the table, measuring nothing) or ``missing``. A step is done only when its
-    manifest entry exists."""
+    """``done``, ``partial`` (units missing), ``changed`` (a whole step made with other params
+    than the plan's now), ``unregistered`` (complete, its manifest entry missing or wrong) or
+    ``missing``."""
     return _state_and_progress(step, plan, out_dir)[0]
 
 
 def _state_and_progress(step: Step, plan: Plan, out_dir: Path):
-    """:func:`step_state` and, for a sweep or bench whose table exists, ``_progress``'s
-    (missing, total, what) from the same reading of the table (else None)."""
+    """:func:`step_state` and ``_progress`` of an existing table, from one reading of it."""
     path = step_path(step, out_dir)
     if not path.exists():
         return "missing", None
@@ -81,14 +69,13 @@ def _state_and_progress(step: Step, plan: Plan, out_dir: Path):
 
 
 def _canonical(params) -> str:
-    """The params that make a table, as text to compare: without :data:`SCHEDULING_PARAMS`."""
+    """The params that make a table (not :data:`SCHEDULING_PARAMS`), as text to compare."""
     kept = {k: v for k, v in params.items() if k not in SCHEDULING_PARAMS}
     return json.dumps(kept, sort_keys=True, default=str)
 
 
 def _manifest_params(out_dir: Path, name: str):
-    """The params the manifest in ``out_dir`` records for dataset ``name`` (None: not
-    recorded, as in tables registered before collect recorded them)."""
+    """The params ``out_dir``'s manifest records for dataset ``name`` (None: not recorded)."""
     mf = out_dir / "manifest.json"
     try:
         return json.loads(mf.read_text())["datasets"][name].get("params")
@@ -97,8 +84,7 @@ def _manifest_params(out_dir: Path, name: str):
 
 
 def progress_note(step: Step, plan: Plan, out_dir: Path) -> str:
-    """For a partial sweep or bench: ``"PARTIAL (n of N points): "`` (units for a bench), the
-    prefix of its manifest description; ``""`` otherwise."""
+    """``"PARTIAL (n of N points ...): "`` of a partial step's description; ``""`` otherwise."""
     path = step_path(step, out_dir)
     progress = _progress(step, plan, path) if path.exists() else None
     if not progress or not progress[0]:
@@ -108,9 +94,7 @@ def progress_note(step: Step, plan: Plan, out_dir: Path) -> str:
 
 
 def status(plan: Plan, out_dir: str | os.PathLike):
-    """One row per plan step: its ``state`` (:func:`step_state`), what is left of a step that
-    measures in units (``todo``, e.g. ``70 of 192 points``; empty when nothing is) and the
-    ``rows`` its table holds (empty without a table)."""
+    """One row per plan step: ``state``, ``todo`` (e.g. ``70 of 192 points``) and ``rows``."""
     import pandas as pd
     import pyarrow.parquet as pq
 
@@ -132,20 +116,11 @@ def status(plan: Plan, out_dir: str | os.PathLike):
 
 
 def need_s(step: Step, plan: Plan, out_dir: Path, state: str) -> float:
-    """The seconds a step needs before it starts: its ``est_s``, or for a partial one (a
-    table holding some of its units) what its missing units need (:func:`_partial_need`).
-    collect waits for it to fit in the time left only for the kinds that do not stop at a
-    deadline themselves (``contract.plans.TO_DEADLINE``)."""
-    if state == "partial":
-        return _partial_need(step, plan, step_path(step, out_dir))
-    return step.est_s
-
-
-def _partial_need(step: Step, plan: Plan, path: Path) -> float:
-    """Seconds the missing units of a partial whole-unit step need: an int8_kernels,
-    compile_cache or trace step's estimate from the units its table holds (a compile mode not
-    built yet by the plan's ``mode_est_s``), else the missing units' share of its ``est_s``."""
-    seconds = None
+    """The seconds a step needs before it starts: its ``est_s``; for a partial one, its missing
+    units' estimate (int8_kernels, compile_cache, trace) or share of ``est_s``."""
+    if state != "partial":
+        return step.est_s
+    path, seconds = step_path(step, out_dir), None
     if step.kind == "int8_kernels":
         seconds = int8_missing_seconds(step_spec(step, plan), path)
     elif step.kind == "compile_cache":

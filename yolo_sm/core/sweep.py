@@ -112,31 +112,29 @@ class SweepSpec(SweepStep):
         grid = [(m.source, m.width, d, m) for m in models if m.kind == "family" for d in self.depth]
         if not models:
             grid = [(*fwd, None) for fwd in itertools.product(self.family, self.widths, self.depth)]
-        heads = []  # (family, scale, width, depth, max_channels, model text, image sizes)
+        heads = []  # ((family, scale, width, depth, max_channels), model text, image sizes)
         for fam, w, d, m in grid:
             text = "" if m is None else m.text
             if m is not None and (fam == "wide" or fam.startswith("resnet")):
-                heads.append((fam, "", float(w), 1.0, 0, text, self.imgsz))
+                key = (fam, "", float(w), 1.0, 0)
             elif isinstance(w, str):
                 p_depth, p_width, p_max = preset(fam, w)
-                heads.append(
-                    (fam, w, p_width, p_depth if d is None else d, p_max, text, self.imgsz)
-                )
+                key = (fam, w, p_width, float(p_depth if d is None else d), int(p_max))
             else:
                 depth = 0.33 if d is None else d
-                heads.append((fam, "", float(w), depth, self.max_channels, text, self.imgsz))
+                key = (fam, "", float(w), float(depth), int(self.max_channels))
+            heads.append((key, text, self.imgsz))
         for m in models:
             if m.kind != "family":
                 sizes = (m.imgsz,) if m.imgsz else self.imgsz
-                heads.append((m.name, "", *spec_scale(m), m.text, sizes))
+                heads.append(((m.name, "", *spec_scale(m)), m.text, sizes))
         out = [
-            Point(fam, scale, width, float(depth), int(max_ch), prec, lay, back, int(b), int(size),
-                  self.compile_mode, self.device, text)
-            for fam, scale, width, depth, max_ch, text, sizes in heads
+            Point(*key, prec, lay, back, int(b), int(size), self.compile_mode, self.device, text)
+            for key, text, sizes in heads
             for prec, lay, back, size, b in itertools.product(
                 self.precisions, self.layouts, self.backends, sizes, self.batches
             )
-        ]  # fmt: skip
+        ]
         return [p for p in dict.fromkeys(out) if unsupported_reason(p) is None]
 
     def unsupported(self) -> list[str]:
@@ -410,10 +408,14 @@ def _row_head(p: Point, spec: SweepSpec, flops_per_img=None) -> dict:
     """A point's key (its model spec as a column after it), status, message and fixed columns."""
     calibrated = not p.model or weights_calibrated(parse_model(p.model, need_shape=False))
     return {
-        **{k: v for k, v in asdict(p).items() if k != "model"}, "status": "ok", "message": "",
-        "model": p.model, "flops_per_img": flops_per_img, "bn_calibrated": calibrated,
+        **{k: v for k, v in asdict(p).items() if k != "model"},
+        "status": "ok",
+        "message": "",
+        "model": p.model,
+        "flops_per_img": flops_per_img,
+        "bn_calibrated": calibrated,
         "check_input": CHECK_INPUT if spec.check else "off",
-    }  # fmt: skip
+    }
 
 
 def _error_row(p: Point, spec: SweepSpec, e: BaseException, flops_per_img=None) -> dict:

@@ -107,68 +107,59 @@ def run_plan(
             if n and progress:
                 print(f"collect: {name}: {n} error row(s) to measure again", file=sys.stderr)
     todo = [u for u in units if unit_pending(u, plan, out_dir)]
-    if todo:  # on the driver too where it sees the GPUs, so that no task starts in vain
-        plans.check_gpu_model(out_dir, plan.device)
+    if not todo:
+        return plan_status.status(plan, out_dir)
+    plans.check_gpu_model(out_dir, plan.device)  # on the driver too, where it sees the GPUs
     stop_at = time.time() + 60 * max_minutes if max_minutes else None
     errors, rows = [], []
-    if todo:
-        run = contextlib.nullcontext(client) if client is not None else None
-        with run or client_for(workers, scheduler, plan.device) as c:
-            check_cluster_gpus(c, out_dir, plan.device)  # before a shard is written
-            for u in todo:
-                seed_shard(u, plan, out_dir)
-            token = uuid.uuid4().hex[:8]
-            started, t0 = tasks.now_utc(), time.perf_counter()
-            n_workers = len(c.scheduler_info().get("workers", {}))
-            on = (
-                f"--workers {workers}"
-                if workers
-                else f"--scheduler {scheduler}"
-                if scheduler
-                else ""
-            )
-            futures = {
-                c.submit(
-                    run_task,
-                    u,
-                    plan,
-                    str(out_dir),
-                    stop_at,
-                    key=f"yolo-sm-{token}-{u.order}-{u.name}",
-                    resources={RESOURCE: 1},
-                    priority=-u.order,
-                    pure=False,
-                ): u
-                for u in todo
-            }
-            for fut in distributed.as_completed(list(futures)):
-                u = futures[fut]
-                if fut.status == "error":
-                    errors.append(fut.exception())
-                    rows.append(tasks.task_row(u, None))
-                    if progress:
-                        print(f"collect: {u.name} failed: {errors[-1]}", file=sys.stderr)
-                else:
-                    r = fut.result()
-                    rows.append(tasks.task_row(u, r))
-                    if progress:
-                        gpu = f", {r['gpu_uuid']}" if r.get("gpu_uuid") else ""
-                        print(
-                            f"collect: {u.name} {r['state']} on {r['worker']} ({r['host']}{gpu}) "
-                            f"in {r['seconds']:.0f} s",
-                            file=sys.stderr,
-                            flush=True,
-                        )
-                merge(u)
-            tasks.save_run(
-                out_dir,
-                rows,
-                run=token,
-                started_utc=started,
-                wall_s=time.perf_counter() - t0,
-                workers=n_workers,
-                command=_command(plan, out_dir, on),
-            )
+    own = client is None
+    with (
+        client_for(workers, scheduler, plan.device) if own else contextlib.nullcontext(client) as c
+    ):
+        check_cluster_gpus(c, out_dir, plan.device)  # before a shard is written
+        for u in todo:
+            seed_shard(u, plan, out_dir)
+        token = uuid.uuid4().hex[:8]
+        started, t0 = tasks.now_utc(), time.perf_counter()
+        n_workers = len(c.scheduler_info().get("workers", {}))
+        futures = {
+            c.submit(
+                run_task,
+                u,
+                plan,
+                str(out_dir),
+                stop_at,
+                key=f"yolo-sm-{token}-{u.order}-{u.name}",
+                resources={RESOURCE: 1},
+                priority=-u.order,
+                pure=False,
+            ): u
+            for u in todo
+        }
+        for fut in distributed.as_completed(list(futures)):
+            u = futures[fut]
+            r = None if fut.status == "error" else fut.result()
+            rows.append(tasks.task_row(u, r))
+            if r is None:
+                errors.append(fut.exception())
+                msg = f"{u.name} failed: {errors[-1]}"
+            else:
+                where = r["host"] + (f", {r['gpu_uuid']}" if r.get("gpu_uuid") else "")
+                msg = f"{u.name} {r['state']} on {r['worker']} ({where}) in {r['seconds']:.0f} s"
+            if progress:
+                print(f"collect: {msg}", file=sys.stderr, flush=True)
+            merge(u)
+        on = f"--workers {workers}" if workers else f"--scheduler {scheduler}" if scheduler else ""
+        wall_s = time.perf_counter() - t0
+        tasks.save_run(
+            out_dir,
+            rows,
+            run=token,
+            started_utc=started,
+            wall_s=wall_s,
+            workers=n_workers,
+            command=_command(plan, out_dir, on),
+        )
     if errors:
         raise errors[0]
     return plan_status.status(plan, out_dir)

@@ -61,9 +61,9 @@ def full_spec(step: Step, plan: Plan):
     return spec and spec(step, plan)
 
 
-def step_units(step: Step, plan: Plan) -> list[Step]:
-    """The step cut by model: per (family, width, depth) with points of a sweep, per (family,
-    width) of a bench; the other kinds whole."""
+def step_units(step: Step, plan: Plan) -> list[tuple[Step, str]]:
+    """(part, shard label) of the step cut by model: per (family, width, depth) with points of a
+    sweep, per (family, width) of a bench; the other kinds whole."""
     if step.kind == "sweep":
         spec = full_spec(step, plan)
         out, seen = [], set()
@@ -72,30 +72,25 @@ def step_units(step: Step, plan: Plan) -> list[Step]:
             keys = tuple(p.key() for p in full_spec(replace(step, params=params), plan).points())
             if keys and keys not in seen:
                 seen.add(keys)
-                out.append(replace(step, params=params))
+                out.append((replace(step, params=params), _label(fam, f"w{w}", f"d{d}")))
         return out
     if step.kind == "bench":
         spec = full_spec(step, plan)
         rest = {k: v for k, v in step.params.items() if k not in ("models", "family", "widths")}
-        return [replace(step, params={**rest, "models": [f"{f}:{w}"]}) for f, w in spec.models]
-    return [step]
-
-
-def unit_label(unit_step: Step) -> str:
-    p = unit_step.params
-    if unit_step.kind == "sweep":
-        return _label(p["family"][0], f"w{p['widths'][0]}", f"d{p['depth'][0]}")
-    if unit_step.kind == "bench":
-        return _label(p["models"][0].replace(":", "-w"))
-    return "whole"
+        models = [f"{f}:{w}" for f, w in spec.models]
+        return [
+            (replace(step, params={**rest, "models": [m]}), _label(m.replace(":", "-w")))
+            for m in models
+        ]
+    return [(step, "whole")]
 
 
 def plan_units(plan: Plan, only: list[str] | None = None) -> list[Unit]:
     """Every unit of the plan's steps (those named in ``only``), in plan order."""
-    steps = [
-        s for step in plan.steps if not only or step.name in only for s in step_units(step, plan)
+    parts = [
+        p for step in plan.steps if not only or step.name in only for p in step_units(step, plan)
     ]
-    return [Unit(s, unit_label(s), i) for i, s in enumerate(steps)]
+    return [Unit(s, label, i) for i, (s, label) in enumerate(parts)]
 
 
 def shard_dir(out_dir: Path, unit: Unit) -> Path:
