@@ -86,14 +86,6 @@ def run_pace(unit, pace: Pace) -> float:
     return sum(pace.seconds) / len(pace.seconds) if pace.seconds else 0.0
 
 
-def held(rows: Iterable[dict], row_key: Callable[[dict], Hashable]) -> dict:
-    """The table's rows by unit key."""
-    out: dict = {}
-    for r in rows:
-        out.setdefault(row_key(r), []).append(r)
-    return out
-
-
 def pending(
     units: Sequence,
     rows: Iterable[dict],
@@ -102,7 +94,9 @@ def pending(
     complete: Callable[[Any, list[dict]], bool] | None = None,
 ) -> list:
     """The units the rows do not hold (completely, by ``complete(unit, its rows)``), in order."""
-    have = held(rows, row_key)
+    have: dict = {}
+    for r in rows:
+        have.setdefault(row_key(r), []).append(r)
     done = complete or (lambda unit, unit_rows: bool(unit_rows))
     return [u for u in units if not done(u, have.get(key(u), []))]
 

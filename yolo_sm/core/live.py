@@ -12,8 +12,7 @@ from pathlib import Path
 from yolo_sm.contract.datasets import MACHINE_FIELDS, DataRoot, load_entry, open_root
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.plans import Plan, Step, load_plan
-from yolo_sm.core.plan_status import step_state
-from yolo_sm.core.plans import run_plan
+from yolo_sm.core.plans import run_plan, step_state
 from yolo_sm.core.provenance import collect, gpu_name
 
 

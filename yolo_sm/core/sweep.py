@@ -164,21 +164,17 @@ def check_environment(spec: SweepSpec) -> None:
             f"--device {spec.device} was requested but torch sees no CUDA GPU here; "
             "use --device cpu"
         )
-    if "tensorrt" in spec.backends and importlib.util.find_spec("tensorrt") is None:
-        raise NotAvailableError("backend tensorrt was requested but TensorRT is not installed here")
-    if "onnxruntime" in spec.backends and importlib.util.find_spec("onnxruntime") is None:
-        raise NotAvailableError(
-            "backend onnxruntime was requested but onnxruntime is not installed here"
-        )
+    for backend, name in (("tensorrt", "TensorRT"), ("onnxruntime", "onnxruntime")):
+        if backend in spec.backends and importlib.util.find_spec(backend) is None:
+            raise NotAvailableError(
+                f"backend {backend} was requested but {name} is not installed here"
+            )
     if "cudagraph" in spec.backends and not spec.device.startswith("cuda"):
         raise UserError("backend cudagraph needs --device cuda")
     for text in spec.models:  # each model file built once: one that cannot load is one sentence
         m = parse_model(text, spec.input_shape, need_shape=False)
         if m.kind != "family":
             build_spec(m, input_shape=m.input_shape or (3, spec.imgsz[0], spec.imgsz[0]))
-
-
-# --- running --------------------------------------------------------------------------------
 
 
 def missing_points(spec: SweepSpec, out: str | os.PathLike) -> list[Point]:

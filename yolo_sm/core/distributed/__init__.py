@@ -6,14 +6,13 @@ resumes its shard; a killed driver's shards are merged by the next run."""
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 import uuid
 from pathlib import Path
 
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import Plan
-from yolo_sm.core import plan_status, plans, provenance
+from yolo_sm.core import plans, provenance
 from yolo_sm.core.distributed import tasks
 from yolo_sm.core.distributed.cluster import (
     RESOURCE,
@@ -100,15 +99,15 @@ def run_plan(
 
     left_behind = [u for u in units if merge(u)]
     if left_behind and progress:
-        print(f"collect: merged {len(left_behind)} shard(s) of an earlier run", file=sys.stderr)
+        plans.say(f"merged {len(left_behind)} shard(s) of an earlier run")
     if redo is not None:
         for name in dict.fromkeys(u.step.name for u in units):
             n = plans.redo_errors(steps[name], out_dir, redo)
             if n and progress:
-                print(f"collect: {name}: {n} error row(s) to measure again", file=sys.stderr)
+                plans.say(f"{name}: {n} error row(s) to measure again")
     todo = [u for u in units if unit_pending(u, plan, out_dir)]
     if not todo:
-        return plan_status.status(plan, out_dir)
+        return plans.status(plan, out_dir)
     plans.check_gpu_model(out_dir, plan.device)  # on the driver too, where it sees the GPUs
     stop_at = time.time() + 60 * max_minutes if max_minutes else None
     errors, rows = [], []
@@ -147,7 +146,7 @@ def run_plan(
                 where = r["host"] + (f", {r['gpu_uuid']}" if r.get("gpu_uuid") else "")
                 msg = f"{u.name} {r['state']} on {r['worker']} ({where}) in {r['seconds']:.0f} s"
             if progress:
-                print(f"collect: {msg}", file=sys.stderr, flush=True)
+                plans.say(msg)
             merge(u)
         on = f"--workers {workers}" if workers else f"--scheduler {scheduler}" if scheduler else ""
         wall_s = time.perf_counter() - t0
@@ -162,4 +161,4 @@ def run_plan(
         )
     if errors:
         raise errors[0]
-    return plan_status.status(plan, out_dir)
+    return plans.status(plan, out_dir)

@@ -155,20 +155,15 @@ def client_for(workers: int | None, scheduler: str | None, device: str):
             client = distributed.Client(scheduler, timeout="30s")
         except OSError as e:
             raise UserError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from None
-        try:
-            offers = [
-                w.get("resources", {}).get(RESOURCE, 0)
-                for w in client.scheduler_info()["workers"].values()
-            ]
-            if not any(offers):
+        with client:
+            members = client.scheduler_info()["workers"].values()
+            if not any(w.get("resources", {}).get(RESOURCE, 0) for w in members):
                 raise UserError(
                     f"no worker of the scheduler at {scheduler} offers the {RESOURCE} "
                     f"resource: start them with dask worker --nthreads 1 --resources "
                     f"{RESOURCE}=1"
                 )
             yield client
-        finally:
-            client.close()
         return
     n = 1 if workers is None else int(workers)
     with local_cluster(n, device) as cluster, distributed.Client(cluster) as c:

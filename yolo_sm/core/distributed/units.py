@@ -27,7 +27,7 @@ from yolo_sm.contract.store import (
     write_atomic,
     write_text_atomic,
 )
-from yolo_sm.core import plan_runners, plan_status
+from yolo_sm.core import plan_runners, plans
 from yolo_sm.core.bench import UNIT
 
 SHARDS = ".shards"  # folder of the shards inside a dataset root
@@ -99,7 +99,7 @@ def shard_dir(out_dir: Path, unit: Unit) -> Path:
 
 def unit_pending(unit: Unit, plan: Plan, out_dir: Path) -> bool:
     """Whether the unit's points (a sweep or bench) or whole step are not all done."""
-    return plan_status.step_state(unit.step, plan, Path(out_dir)) != "done"
+    return plans.step_state(unit.step, plan, Path(out_dir)) != "done"
 
 
 # --- places -------------------------------------------------------------------------------
@@ -220,7 +220,7 @@ def run_unit_into_shard(
         (shard / step.out).unlink(missing_ok=True)  # a whole step runs whole
     plan_runners.RUNNERS[step.kind](step, plan, shard, deadline, False)
     tag_rows(shard / step.out, place)
-    state = plan_status.step_state(step, plan, shard)
+    state = plans.step_state(step, plan, shard)
     # a shard's table is registered when the driver merges it: complete, it is done
     return "done" if state == "unregistered" else state
 
@@ -258,7 +258,7 @@ def merge_unit(unit: Unit, plan: Plan, out_dir: Path, step: Step, *, command: st
             step.name,
             step.out,
             step.dataset_kind,
-            plan_status.progress_note(step, plan, out_dir) + step.description,
+            plans.progress_note(step, plan, out_dir) + step.description,
             command,
             params=step.params,
         )
