@@ -30,6 +30,7 @@ from yolo_sm.core.nms import (
     topk_size,
     triton_cdiv,
 )
+from yolo_sm.core.timing import cuda_graph
 
 
 @dataclass(frozen=True)
@@ -489,18 +490,11 @@ class _Slot:
         self.done.synchronize()  # the previous graph's batches, if any, have finished
         self.graph = self.shape = None  # a capture that fails is retried by the next batch
         dev = torch.empty(shape, dtype=torch.uint8, device=pipe.device)
-        side = self.stream
-        side.wait_stream(torch.cuda.current_stream(pipe.device))
-        with torch.cuda.stream(side):
+        self.stream.wait_stream(torch.cuda.current_stream(pipe.device))
+        with torch.cuda.stream(self.stream):
             dev.copy_(src, non_blocking=True)
-            for _ in range(self.WARMUP):
-                pipe._device_batch(dev)
-        side.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        # thread_local: a monitor thread's CUDA calls elsewhere in the process do not abort it
-        with torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
-            y, packed = pipe._device_batch(dev)
-        side.synchronize()
+        batch = lambda: pipe._device_batch(dev)  # noqa: E731
+        graph, (y, packed) = cuda_graph(batch, self.stream, pipe.device, self.WARMUP)
         self.graph, self.dev, self.y, self.packed, self.shape = graph, dev, y, packed, shape
         self.host = torch.empty(packed.shape, dtype=packed.dtype, pin_memory=True)
 
@@ -557,18 +551,9 @@ def ultralytics_predict(model, frames, batch: int, device: str, half: bool, conf
     """Boxes from ultralytics' ``YOLO.predict`` on the same weights, one (n, 6) array per frame
     (``rect=False``: the full square, like our engines)."""
     yolo, out = ultralytics_yolo(model), []
+    kw = dict(imgsz=640, device=device, half=half, conf=conf, iou=iou, rect=False, verbose=False)
     for i in range(0, len(frames), batch):
-        res = yolo.predict(
-            frames[i : i + batch],
-            imgsz=640,
-            device=device,
-            half=half,
-            conf=conf,
-            iou=iou,
-            rect=False,
-            verbose=False,
-        )
-        out += [r.boxes.data.cpu().numpy() for r in res]
+        out += [r.boxes.data.cpu().numpy() for r in yolo.predict(frames[i : i + batch], **kw)]
     return out
 
 

@@ -123,15 +123,9 @@ GPU_ONLY = ("ncu", "gpm", "monitor")
 
 
 def register_step(step: Step, plan: Plan, out_dir: Path) -> dict:
-    return reg(
-        out_dir,
-        step.name,
-        step.out,
-        step.dataset_kind,
-        progress_note(step, plan, out_dir) + step.description,
-        registration_command(plan, out_dir, step),
-        params=model_params(step, plan),
-    )
+    text = progress_note(step, plan, out_dir) + step.description
+    command, params = registration_command(plan, out_dir, step), model_params(step, plan)
+    return reg(out_dir, step.name, step.out, step.dataset_kind, text, command, params=params)
 
 
 def say(text: str) -> None:

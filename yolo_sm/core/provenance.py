@@ -113,16 +113,9 @@ def collect(device: str = "cpu") -> dict:
 
     info: dict = {
         "device": str(device),
-        "gpu_name": None,
-        "sm_count": None,
-        "compute_capability": None,
-        "gpu_memory_bytes": None,
-        # which physical GPU: nvml_index, gpu_uuid, pci_bus_id, nvml_match (collect.devices)
-        **identify(device),
-        "sm_clock_mhz": None,
-        "sm_clock_max_mhz": None,
-        "mem_clock_mhz": None,
-        "driver": None,
+        **dict.fromkeys(("gpu_name", "sm_count", "compute_capability", "gpu_memory_bytes")),
+        **identify(device),  # which physical GPU (core.devices)
+        **dict.fromkeys(("sm_clock_mhz", "sm_clock_max_mhz", "mem_clock_mhz", "driver")),
         "cuda": torch.version.cuda,
         "torch": torch.__version__,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,

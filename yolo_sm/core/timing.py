@@ -312,6 +312,25 @@ def measure_engine(engine, **kwargs) -> Measurement:
     )
 
 
+def cuda_graph(fn, stream=None, device=None, warmup: int = 1):
+    """(a CUDA graph of ``fn``'s GPU work, what the captured call returned); ``fn`` runs
+    ``warmup`` times before on the capture stream (``stream``, else a new one on ``device``)."""
+    import torch
+
+    side = stream or torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            fn()
+    side.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    # thread_local: a monitor thread's CUDA calls elsewhere in the process do not abort it
+    with torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
+        out = fn()
+    side.synchronize()
+    return graph, out
+
+
 def measure_captured(engine, **kwargs) -> Measurement | None:
     """Time an engine's ``capture`` forward replayed in a CUDA graph of its own (as the
     pipeline's whole-batch graph runs it); None where it cannot be captured or on a CPU."""
@@ -321,17 +340,8 @@ def measure_captured(engine, **kwargs) -> Measurement | None:
     import torch
 
     x = engine._input if engine._input is not None else engine.make_input(seed=0)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
     with torch.no_grad():
-        with torch.cuda.stream(side):
-            engine.capture(x)  # warm-up on the capture stream
-        side.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        # thread_local: a monitor thread's CUDA calls elsewhere in the process do not abort it
-        with torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
-            engine.capture(x)
-    torch.cuda.synchronize()
+        graph, _ = cuda_graph(lambda: engine.capture(x))
     return measure(
         graph.replay, batch=cfg.batch, device=cfg.device, label=f"{engine.description} in a graph",
         **kwargs,

@@ -253,15 +253,8 @@ def merge_unit(unit: Unit, plan: Plan, out_dir: Path, step: Step, *, command: st
     else:
         return False
     if (out_dir / step.out).exists():
-        register(
-            out_dir,
-            step.name,
-            step.out,
-            step.dataset_kind,
-            plans.progress_note(step, plan, out_dir) + step.description,
-            command,
-            params=step.params,
-        )
+        note = plans.progress_note(step, plan, out_dir) + step.description
+        register(out_dir, step.name, step.out, step.dataset_kind, note, command, params=step.params)
     shutil.rmtree(shard)
     _remove_empty(shard.parent, out_dir)
     return True
