@@ -432,8 +432,7 @@ def _pipeline_rows(model, head: dict, spec: BenchSpec, frames) -> list[dict]:
     eng = None
     try:
         with phase("build") as build:
-            mode = cols["compile_mode"] or "default"
-            shape = (head["batch"], spec.imgsz, spec.device, mode)
+            shape = (head["batch"], spec.imgsz, spec.device, cols["compile_mode"] or "default")
             eng = build_engine(
                 model, EngineConfig(cols["backend"], cols["precision"], cols["layout"], *shape)
             )
@@ -453,10 +452,9 @@ def _pipeline_rows(model, head: dict, spec: BenchSpec, frames) -> list[dict]:
         for r in rows:
             publish(engine=r["variant"])
             try:
-                topk = 0 if r["pipeline_mode"] == "full" else spec.pipeline_nms_topk
-                cfg = PipelineConfig(
-                    streams=r["streams"], nms_topk=topk, graph=r["pipeline_mode"] == "graph"
-                )
+                topk = 0 if r["pipeline_mode"] == "full" else int(spec.pipeline_nms_topk)
+                graph = r["pipeline_mode"] == "graph"
+                cfg = PipelineConfig(streams=int(r["streams"]), nms_topk=topk, graph=graph)
                 pipe = DetectionPipeline(model, eng, cfg)
                 with phase("timed") as timed:
                     st = measure_pipeline(pipe, frames, head["batch"], spec.seconds)

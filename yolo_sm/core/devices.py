@@ -44,18 +44,18 @@ def _bus(props) -> str | None:
 
 @functools.lru_cache(maxsize=16)
 def _match(uuid: str | None, bus: str | None) -> dict:
+    unmatched = {"gpu_uuid": uuid and "GPU-" + uuid, "pci_bus_id": bus}
     try:
         import pynvml
 
         pynvml.nvmlInit()
         n = pynvml.nvmlDeviceGetCount()
     except Exception:  # noqa: BLE001 - no NVML: the GPU is not identified
-        return {"gpu_uuid": uuid and "GPU-" + uuid, "pci_bus_id": bus, "nvml_match": "no NVML"}
+        return {**unmatched, "nvml_match": "no NVML"}
     for i in range(n):
         h = pynvml.nvmlDeviceGetHandleByIndex(i)
         nv_uuid = _uuid(_text(pynvml.nvmlDeviceGetUUID(h)))
-        info = pynvml.nvmlDeviceGetPciInfo(h)
-        nv_bus = _nvml_bus(_text(info.busId))
+        nv_bus = _nvml_bus(_text(pynvml.nvmlDeviceGetPciInfo(h).busId))
         how = "uuid" if uuid and nv_uuid == uuid else "pci_bus_id" if bus and nv_bus == bus else ""
         if how:
             return {
@@ -64,7 +64,7 @@ def _match(uuid: str | None, bus: str | None) -> dict:
                 "pci_bus_id": nv_bus,
                 "nvml_match": how,
             }
-    return {"gpu_uuid": uuid and "GPU-" + uuid, "pci_bus_id": bus, "nvml_match": "no match"}
+    return {**unmatched, "nvml_match": "no match"}
 
 
 def _text(v) -> str:

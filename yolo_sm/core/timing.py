@@ -317,7 +317,7 @@ def cuda_graph(fn, stream=None, device=None, warmup: int = 1):
     ``warmup`` times before on the capture stream (``stream``, else a new one on ``device``)."""
     import torch
 
-    side = stream or torch.cuda.Stream(device)
+    side = stream if stream is not None else torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):
         for _ in range(warmup):
