@@ -111,10 +111,11 @@ def run_plan(
     plans.check_gpu_model(out_dir, plan.device)  # on the driver too, where it sees the GPUs
     stop_at = time.time() + 60 * max_minutes if max_minutes else None
     errors, rows = [], []
-    own = client is None
-    with (
-        client_for(workers, scheduler, plan.device) if own else contextlib.nullcontext(client) as c
-    ):
+    if client is None:
+        cluster = client_for(workers, scheduler, plan.device)
+    else:
+        cluster = contextlib.nullcontext(client)
+    with cluster as c:
         check_cluster_gpus(c, out_dir, plan.device)  # before a shard is written
         for u in todo:
             seed_shard(u, plan, out_dir)
