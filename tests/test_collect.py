@@ -16,7 +16,7 @@ from yolo_sm.contract import plans as contract_plans
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import KINDS
 from yolo_sm.contract.store import read_metadata, with_metadata, write_table_atomic
-from yolo_sm.core import plan_runners, plan_status
+from yolo_sm.core import plan_runners
 from yolo_sm.core import plans as collect
 
 SWEEP = {
@@ -292,7 +292,7 @@ def test_a_trace_step_runs_config_by_config(tmp_path):
     plan = _plan(tmp_path, [step])
     out = tmp_path / "d"
     out.mkdir()
-    assert plan_status.status(plan, out).todo.tolist() == ["2 of 2 configs"]
+    assert collect.status(plan, out).todo.tolist() == ["2 of 2 configs"]
     table = collect.run_plan(plan, out, progress=False)
     assert table.state.tolist() == ["done"] and table.todo.tolist() == [""]
     assert len(list((out / "traces").glob("tr-*.json.gz"))) == 2
@@ -493,7 +493,7 @@ def test_bench_step_runs_on_cpu_resumes_and_registers(tmp_path, monkeypatch):
     assert collect.run_plan(plan, out, max_minutes=0.1, progress=False).state.tolist() == [
         "missing"  # a unit is guessed at 30 s: none fits in 6 s
     ]
-    st = plan_status.status(plan, out).set_index("step")
+    st = collect.status(plan, out).set_index("step")
     assert st.loc["b", "todo"] == "2 of 2 (model, batch) units"
     assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
     df = pd.read_parquet(out / "b.parquet")
@@ -541,18 +541,18 @@ def test_status_says_what_is_done_and_what_is_left(tmp_path):
     )
     out = tmp_path / "out"
     out.mkdir()
-    st = plan_status.status(plan, out).set_index("step")
+    st = collect.status(plan, out).set_index("step")
     assert st.loc["s", "todo"] == "2 of 2 points" and st.loc["c", "todo"] == ""
     assert st.state.tolist() == ["missing", "missing"] and st.rows.isna().all()
     assert list(st.reset_index().columns) == ["step", "kind", "state", "todo", "rows"]
     p = plan_runners.sweep_spec(plan.steps[0], plan).points()[0]
     pd.DataFrame([{**asdict(p), "status": "ok", "median_ms": 1.0}]).to_parquet(out / "s.parquet")
-    st = plan_status.status(plan, out).set_index("step")
+    st = collect.status(plan, out).set_index("step")
     assert st.loc["s", "state"] == "partial" and st.loc["s", "todo"] == "1 of 2 points"
     assert st.loc["s", "rows"] == 1
     (out / "s.parquet").write_bytes(b"PAR1 truncated")
     with pytest.raises(UserError, match="not a readable parquet file"):
-        plan_status.status(plan, out)
+        collect.status(plan, out)
 
 
 def test_an_edited_step_that_runs_whole_is_changed_and_runs_again(tmp_path):
@@ -578,7 +578,7 @@ def test_an_edited_step_that_runs_whole_is_changed_and_runs_again(tmp_path):
             {**sweep_step, "params": {**SWEEP, "budget_ms": 5}},  # not a point of the grid
         ],
     )
-    assert plan_status.status(edited, out).state.tolist() == ["changed", "done"]
+    assert collect.status(edited, out).state.tolist() == ["changed", "done"]
     assert collect.run_plan(edited, out, progress=False).state.tolist() == ["done", "done"]
     df = pd.read_parquet(out / "c.parquet")
     assert {"matmul_fp32_n32", "matmul_fp32_n64"} <= set(df.ceiling)  # made again, new params
@@ -586,10 +586,10 @@ def test_an_edited_step_that_runs_whole_is_changed_and_runs_again(tmp_path):
     import json
 
     manifest = json.loads((out / "manifest.json").read_text())
-    assert plan_status.status(plan, out).state.tolist()[0] == "changed"  # plan: n 32, table: 32+64
+    assert collect.status(plan, out).state.tolist()[0] == "changed"  # plan: n 32, table: 32+64
     del manifest["datasets"]["c"]["params"]
     (out / "manifest.json").write_text(json.dumps(manifest))
-    assert plan_status.status(plan, out).state.tolist()[0] == "done"
+    assert collect.status(plan, out).state.tolist()[0] == "done"
 
 
 def test_burst_and_sustained_regimes_from_a_fake_timer():

@@ -17,7 +17,6 @@ from yolo_sm.contract.manifest import read_manifest
 from yolo_sm.contract.plans import check_params
 from yolo_sm.contract.schema import validate
 from yolo_sm.contract.vocab import COMPILE_MODES
-from yolo_sm.core import plan_status
 from yolo_sm.core import plans as collect
 from yolo_sm.core.engines import compile_cache as cc
 from yolo_sm.report.rules import FAILS, HOLDS, PARTLY, evaluate
@@ -443,12 +442,12 @@ def test_collect_status_counts_the_compile_modes_left_and_a_rerun_adds_them(tmp_
     params["modes"] = ["default", "max-autotune"]
     p.write_text(yaml.safe_dump({"name": "t", "device": "cpu", "steps": [step]}))
     plan = contract_plans.load_plan(p)
-    status = plan_status.status(plan, tmp_path / "out").set_index("step")
+    status = collect.status(plan, tmp_path / "out").set_index("step")
     assert status.loc["cache", "state"] == "partial"
     assert status.loc["cache", "todo"] == "1 of 2 (width, mode) units"
     # the missing unit goes by the measured one (no max-autotune unit yet: the default's)
     took = pd.read_parquet(tmp_path / "out" / "cache.parquet").unit_s.max()
-    need = plan_status.need_s(plan.steps[0], plan, tmp_path / "out", "partial")
+    need = collect.need_s(plan.steps[0], plan, tmp_path / "out", "partial")
     assert need == pytest.approx(took)
     table = collect.run_plan(plan, tmp_path / "out", progress=False)
     assert table.state.tolist() == ["done"]
@@ -531,23 +530,23 @@ def test_a_time_limited_collect_builds_the_units_that_fit_and_a_slow_mode_goes_b
     out = tmp_path / "out"
     collect.run_plan(plan, out, max_minutes=1.5, progress=False)  # 90 s of the step's 180
     assert [c[0] for c in calls] == ["default"] * 2  # the second unit by the first's 60 s
-    status = plan_status.status(plan, out).set_index("step").loc["cache"]
+    status = collect.status(plan, out).set_index("step").loc["cache"]
     assert status.state == "partial"
-    assert plan_status.need_s(plan.steps[0], plan, out, "partial") == pytest.approx(60 + 500)
+    assert collect.need_s(plan.steps[0], plan, out, "partial") == pytest.approx(60 + 500)
     calls.clear()
     collect.run_plan(plan, out, max_minutes=5, progress=False)  # max-autotune's 500 s: later
     assert [c[0] for c in calls] == ["reduce-overhead"] * 2
     calls.clear()
     collect.run_plan(plan, out, max_minutes=9, progress=False)
     assert [c[0] for c in calls] == ["max-autotune"] * 2
-    assert plan_status.status(plan, out).state.tolist() == ["done"]
+    assert collect.status(plan, out).state.tolist() == ["done"]
     # mode_est_s schedules, it does not change what is measured: editing it keeps the table
     params["mode_est_s"] = {"max-autotune": 900}
     p.write_text(yaml.safe_dump({"name": "t", "device": "cpu", "steps": [step]}))
-    assert plan_status.status(contract_plans.load_plan(p), out).state.tolist() == ["done"]
+    assert collect.status(contract_plans.load_plan(p), out).state.tolist() == ["done"]
     params["budget_ms"] = 100  # a measurement's param does
     p.write_text(yaml.safe_dump({"name": "t", "device": "cpu", "steps": [step]}))
-    assert plan_status.status(contract_plans.load_plan(p), out).state.tolist() == ["changed"]
+    assert collect.status(contract_plans.load_plan(p), out).state.tolist() == ["changed"]
 
 
 def test_mode_est_s_names_compile_modes_and_seconds():

@@ -23,7 +23,7 @@ from yolo_sm.contract import manifest, store
 from yolo_sm.contract import plans as contract_plans
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.schema import validate
-from yolo_sm.core import plan_runners, plan_status, plans
+from yolo_sm.core import plan_runners, plans
 from yolo_sm.core.sweep import KEY_COLUMNS, SweepSpec, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -170,9 +170,7 @@ def test_sigkill_at_random_moments_of_a_collect(tmp_path):
     argv = [sys.executable, "-c", COLLECT_CHILD, plan.path, str(out)]
 
     def done():
-        return out.exists() and all(
-            plan_status.step_state(s, plan, out) == "done" for s in plan.steps
-        )
+        return out.exists() and all(plans.step_state(s, plan, out) == "done" for s in plan.steps)
 
     def progress():
         mf = out / "manifest.json"
@@ -243,7 +241,7 @@ def test_sigterm_stops_a_collect_that_registers_what_it_measured_and_its_seconds
     entry = manifest.read_manifest(out)["datasets"]["sweep_t"]
     assert 2 <= len(df) < 16 and entry["rows"] == len(df)
     assert entry["description"].startswith("PARTIAL")
-    assert plan_status.step_state(plan.steps[0], plan, out) == "partial"
+    assert plans.step_state(plan.steps[0], plan, out) == "partial"
     assert subprocess.run(argv, env=ENV, capture_output=True, timeout=180).returncode == 0
     entry = manifest.read_manifest(out)["datasets"]["sweep_t"]
     assert entry["rows"] == 16 and _leftovers(out) == []
@@ -271,7 +269,7 @@ def test_collect_repairs_lost_registrations_without_measuring(tmp_path, monkeypa
             m = json.loads(mf.read_text())
             m["datasets"]["sweep_a"]["rows"] = 1
             mf.write_text(json.dumps(m))
-        assert {plan_status.step_state(s, plan, out) for s in plan.steps} != {"done"}, damage
+        assert {plans.step_state(s, plan, out) for s in plan.steps} != {"done"}, damage
         with pytest.warns(UserWarning) if damage == "corrupt" else _no_warning():
             plans.run_plan(plan, out, progress=False)
         now = manifest.read_manifest(out)["datasets"]

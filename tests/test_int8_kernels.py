@@ -184,7 +184,7 @@ def test_the_notebook_section_renders_from_a_root_and_says_when_it_lacks_the_tab
     assert out[-1].layout.title.text.startswith("Convolution time per class and kernel, batch 64")
     assert root.partial("int8_kernels") == "" and "partial" not in out[0]
     assert out[0].startswith("`k/int8_kernels` holds widths 0.5, 1.")
-    # a step registered part-way says so (collect.plan_status.progress_note's prefix)
+    # a step registered part-way says so (core.plans.progress_note's prefix)
     desc = "PARTIAL (4 of 6 (width, scope) units; the same command resumes it): t"
     info = root.info("int8_kernels")
     manifest.register(root.path, "int8_kernels", info["file"], "int8_kernels", desc, "c")
@@ -260,7 +260,7 @@ def test_status_and_a_rerun_see_the_units_a_cut_run_left(tmp_path):
     import yaml
 
     from yolo_sm.contract import plans as contract_plans
-    from yolo_sm.core import plan_status
+    from yolo_sm.core import plans
     from yolo_sm.topics.precision.collect import Int8KernelSpec, missing_units
 
     out = tmp_path / "data"
@@ -275,10 +275,10 @@ def test_status_and_a_rerun_see_the_units_a_cut_run_left(tmp_path):
     spec = Int8KernelSpec(widths=(1.0, 0.5, 2.0))
     assert missing_units(spec, out / "k.parquet") == [(2.0, "conv"), (2.0, "model")]
     assert missing_units(spec, tmp_path / "none.parquet") == spec.units()
-    row = plan_status.status(plan, out).set_index("step").loc["k"]
+    row = plans.status(plan, out).set_index("step").loc["k"]
     assert row.state == "partial" and row.todo == "2 of 6 (width, scope) units"
-    assert plan_status.need_s(plan.steps[0], plan, out, row.state) == 100
-    note = plan_status.progress_note(plan.steps[0], plan, out)
+    assert plans.need_s(plan.steps[0], plan, out, row.state) == 100
+    note = plans.progress_note(plan.steps[0], plan, out)
     assert note.startswith("PARTIAL (4 of 6 (width, scope) units")
     full = Int8KernelSpec(widths=(1.0, 0.5))
     assert missing_units(full, out / "k.parquet") == []
@@ -294,7 +294,6 @@ def test_a_time_limited_run_measures_the_units_that_fit_and_the_next_resumes(tmp
     import yaml
 
     from yolo_sm.contract import plans as contract_plans
-    from yolo_sm.core import plan_status
     from yolo_sm.core import plans as collect
 
     clock = {"t": 0.0}
@@ -325,7 +324,7 @@ def test_a_time_limited_run_measures_the_units_that_fit_and_the_next_resumes(tmp
     # width 0.5's units at 50 s each estimated (40 s and 10 s taken); width 1.0's convolutions,
     # 40 s x 4, end late and are skipped; its model unit, 10 s x 4, fits in the 70 s left
     assert calls == [(0.5, "conv"), (0.5, "model"), (1.0, "model")]
-    row = plan_status.status(plan, out).set_index("step").loc["k"]
+    row = collect.status(plan, out).set_index("step").loc["k"]
     assert row.state == "partial" and row.todo == "3 of 6 (width, scope) units"
     calls.clear()
     # width 1.0's convolutions by width 0.5's 40 s scaled up (x4): 160 s do not fit in 150 s;

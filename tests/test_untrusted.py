@@ -215,7 +215,7 @@ def _plan(tmp_path, n: int):
 def test_collect_status_is_linear_in_plan_steps(tmp_path):
     """10x the steps: ~10x the time (the quadratic status read every sweep table per step:
     ~100x)."""
-    from yolo_sm.core.plan_status import status
+    from yolo_sm.core.plans import status
 
     small, large = _plan(tmp_path, 40), _plan(tmp_path, 400)
     out = tmp_path / "root"

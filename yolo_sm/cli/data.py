@@ -67,7 +67,7 @@ def scrub(args) -> int:
 def check_steps(plan: Plan, out_dir: Path, names: list[str]) -> None:
     """Check what the plan's steps ``names`` need before the first runs: sweep and bench
     parameters, backends' packages, and the device of every step not done yet."""
-    from yolo_sm.core import plan_runners, plan_status
+    from yolo_sm.core import plan_runners, plans
 
     needs_device = False
     for step in plan.steps:
@@ -82,7 +82,7 @@ def check_steps(plan: Plan, out_dir: Path, names: list[str]) -> None:
                 backends_available(e[0] for e in (*spec.engines, spec.pipeline_engine_here()))
         except UserError as e:
             raise type(e)(f"{where}: {e}") from None
-        if step.kind not in HOST_KINDS and plan_status.step_state(step, plan, out_dir) != "done":
+        if step.kind not in HOST_KINDS and plans.step_state(step, plan, out_dir) != "done":
             needs_device = True
     if needs_device:
         device(plan.device, f"plan {plan.path or plan.name} device")
@@ -90,7 +90,7 @@ def check_steps(plan: Plan, out_dir: Path, names: list[str]) -> None:
 
 def collect(args) -> int:
     plan = load_plan(args.plan or default_plan())  # the whole plan checked before torch loads
-    from yolo_sm.core import plan_status, plans
+    from yolo_sm.core import plans
 
     if args.model:
         plan = dataclasses.replace(plan, model=values.text(args.model, "--model"))
@@ -104,7 +104,7 @@ def collect(args) -> int:
     if minutes is not None:
         minutes = values.number(minutes, "--max-minutes", above=0, hi=MAX_MINUTES, unit="minutes")
     if args.status:
-        table = plan_status.status(plan, out_dir)
+        table = plans.status(plan, out_dir)
         print(table.to_string(index=False))
         left = int((table.state != "done").sum())
         print(f"{len(table) - left} of {len(table)} step(s) done, {left} left")

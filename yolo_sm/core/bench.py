@@ -1,12 +1,8 @@
-"""Side-by-side benchmark: per model and batch, the eager fp16 NHWC baseline and each other
-engine timed model-only in interleaved rounds (:func:`_engine_rows`), our frames-to-boxes
-pipeline (one row per mode and stream count, beside the model-only img/s of the very engine
-instance it wraps) and ultralytics' ``YOLO.predict``, in one process, so the ratios are like
-for like. A (model, batch) unit is the grid runner's unit of work
-(:func:`yolo_sm.core.grid.run_grid`): written when done, skipped when complete on a rerun,
-re-measured whole when incomplete; with a ``deadline`` a model whose units would not fit is
-skipped (:func:`_estimate`). A variant that fails becomes an error / oom row with a message.
-"""
+"""Side-by-side benchmark per (model, batch) unit, in one process: the eager fp16 NHWC baseline
+and each engine model-only in interleaved rounds, our frames-to-boxes pipeline beside the
+model-only img/s of the engine it wraps, and ultralytics' ``YOLO.predict``. Units run through
+the grid runner (resumable, a model skipped where it would end past a ``deadline``); a variant
+that fails becomes an error / oom row."""
 
 from __future__ import annotations
 
@@ -49,6 +45,7 @@ from yolo_sm.core.pipeline import (
     PipelineConfig,
     measure_pipeline,
     set_class_prior,
+    ultralytics_yolo,
 )
 from yolo_sm.core.provenance import collect
 from yolo_sm.core.stopwatch import phase
@@ -56,22 +53,16 @@ from yolo_sm.core.sweep import Point, SweepSpec, failure, finish_point, open_poi
 from yolo_sm.core.timing import engine_call, measure_captured, measure_engine, measure_rounds
 
 BASELINE = ("eager", "fp16", "nhwc")
-#: interleaved rounds of a unit's engines (:func:`_engine_rows`)
-ROUNDS = 5
-# the default candidates, the paths a user would deploy: besides eager, one CUDA graph and
-# torch.compile in its default mode and with its CUDA graphs (max-autotune builds for minutes);
-# the pipeline wraps the compiled engine in one CUDA graph per batch in flight, with the
-# fixed-size NMS (the fastest frames-to-boxes path of every (width, batch) of the H200's
-# bench_pipeline: 0.86-0.96x its engine model-only)
+ROUNDS = 5  # interleaved rounds of a unit's engines
+# the paths a user would deploy besides eager (max-autotune builds for minutes); the pipeline
+# wraps the compiled engine in one CUDA graph per batch in flight, with the fixed-size NMS
 DEFAULT_ENGINES = (
     ("cudagraph", "fp16", "nhwc"),
     ("compile", "fp16", "nhwc"),
     ("compile:reduce-overhead", "fp16", "nhwc"),
 )
 PIPELINE_ENGINE = ("compile", "fp16", "nhwc")
-# on a CPU there is no CUDA graph and fp16 convolutions are emulated (slow): the CPU pipeline
-# wraps eager fp32, and it runs one batch at a time whatever ``streams`` says
-# (yolo_sm.core.pipeline)
+# a CPU has no CUDA graph and emulates fp16 convolutions: its pipeline wraps eager fp32
 CPU_PIPELINE_ENGINE = ("eager", "fp32", "nhwc")
 PREDICT = "ultralytics_predict"
 UNIT = ("family", "width", "batch")
@@ -92,24 +83,13 @@ def variant_name(engine) -> str:
 
 
 def pipeline_variant(engine, streams: int, mode: str = "full") -> str:
-    """``pipeline/<engine variant>/s<streams>``, with ``/<mode>`` before the streams for a mode
-    other than ``full`` (the streams stay last: rows differing only in them share the rest)."""
+    """``pipeline/<engine variant>[/<mode> unless full]/s<streams>``."""
     mid = "" if mode == "full" else f"/{mode}"
     return f"pipeline/{variant_name(engine)}{mid}/s{int(streams)}"
 
 
-def pipeline_config(streams: int, mode: str, topk: int) -> PipelineConfig:
-    """The PipelineConfig of a pipeline row of ``mode`` (:data:`PIPELINE_MODES`)."""
-    return PipelineConfig(
-        streams=int(streams), nms_topk=0 if mode == "full" else int(topk), graph=mode == "graph"
-    )
-
-
 def parse_engine(item) -> tuple[str, str, str]:
-    """``backend[:mode]/precision/layout`` (a string or a 3-sequence) -> a checked triple; a
-    typo is one sentence, while an engine that cannot run here becomes an error row later."""
-
-    # a plan's scalar (a YAML number) is text as the plan check reads it: one sentence below
+    """``backend[:mode]/precision/layout`` (text or a 3-sequence) -> a checked triple."""
     items = item if isinstance(item, (list, tuple)) else str(item).split("/")
     parts = [str(x).strip().lower() for x in items]
     if len(parts) != 3:
@@ -132,17 +112,14 @@ def parse_engine(item) -> tuple[str, str, str]:
 
 @dataclass(frozen=True)
 class BenchSpec:
-    """What to bench. ``models``: (family, width) pairs; ``engines``: variants besides the
-    :data:`BASELINE`; ``pipeline_streams``: one pipeline row per value; ``seconds``: wall time
-    of each pipeline / predict row; ``est_unit_s``: the guess for a unit before one was timed."""
+    """What to bench: (family, width) ``models``, ``engines`` besides the :data:`BASELINE`, a
+    pipeline row per (mode, streams), ``seconds`` of each pipeline / predict row."""
 
     models: tuple = (("yolov8", 0.5),)
     batches: tuple = (1, 16, 64)
     engines: tuple = DEFAULT_ENGINES
     pipeline_engine: tuple = PIPELINE_ENGINE
     pipeline_streams: tuple = (1, 3)
-    # pipeline rows per stream count, one per mode (PIPELINE_MODES), and the candidates per
-    # frame of the fixed-size NMS of the topk and graph modes (PipelineConfig.nms_topk)
     pipeline_modes: tuple = ("graph",)
     pipeline_nms_topk: int = 1024
     device: str = "cuda"
@@ -151,20 +128,16 @@ class BenchSpec:
     warmup_ms: float = 50.0
     seconds: float = 1.0
     predict: bool = True
-    est_unit_s: float = 120.0
-    # (family label, spec text) of the models given as a file (collect.models.spec: a .yaml or
-    # an ultralytics .pt); their ``models`` entry is (label, the file's width)
-    specs: tuple = ()
+    est_unit_s: float = 120.0  # a unit's guessed seconds before one was timed
+    specs: tuple = ()  # (label, spec text) of the models given as a file
 
     @classmethod
     def from_mapping(cls, data: dict, where: str = "bench", *, flags: bool = False) -> BenchSpec:
-        """From plan / CLI keys, as :class:`~yolo_sm.contract.steps.BenchStep` parses them."""
         return cls.from_step(BenchStep.from_mapping(data, where, flags=flags))
 
     @classmethod
     def from_step(cls, step: BenchStep) -> BenchSpec:
-        """The bench of a parsed step: ``models`` as (family, width) pairs (a model file's
-        width its own), ``engines`` as checked triples."""
+        """The bench of a parsed step (a model file's width its own)."""
         if step.models and (step.family or step.widths):
             raise UserError("give bench models either as models or as family + widths")
         models, specs = [], []
@@ -186,8 +159,7 @@ class BenchSpec:
         return cls(pipeline_engine=parse_engine(step.pipeline_engine), **kw).validated()
 
     def validated(self) -> BenchSpec:
-        """The families and widths the bench runs (the rest was checked by BenchStep's
-        fields); lists deduplicated, the baseline not listed twice."""
+        """Known families and widths checked; lists deduplicated, the baseline not twice."""
         for family, width in self.models:
             if family not in FAMILIES and family not in dict(self.specs):
                 raise UserError(
@@ -210,30 +182,20 @@ class BenchSpec:
         return self.device.startswith("cuda")
 
     def pipeline_engine_here(self) -> tuple[str, str, str]:
-        """The pipeline's engine on this spec's device (:data:`CPU_PIPELINE_ENGINE` on a CPU)."""
         return self.pipeline_engine if self.on_gpu else CPU_PIPELINE_ENGINE
 
     def pipeline_rows(self) -> list[tuple[str, int]]:
-        """(mode, streams) of the pipeline rows of a unit, in run order."""
         return [(m, s) for m in self.pipeline_modes for s in self.pipeline_streams]
 
     def units(self) -> list[tuple[str, float, int]]:
-        """(family, width, batch) in run order: all batches of one model before the next."""
+        """(family, width, batch), every batch of a model before the next."""
         return [(f, w, b) for f, w in self.models for b in self.batches]
 
     def variants(self) -> list[str]:
-        """The variant names one complete unit holds."""
         out = [variant_name(e) for e in (BASELINE, *self.engines)]
         eng = self.pipeline_engine_here()
         out += [pipeline_variant(eng, s, m) for m, s in self.pipeline_rows()]
         return out + ([PREDICT] if self.predict else [])
-
-
-def unit_group(unit) -> tuple[str, float]:
-    """The group a (family, width, batch) unit runs in: its model, every batch of it in one
-    process (what ``run_bench`` builds once)."""
-    family, width, _ = unit
-    return (family, width)
 
 
 def _unit_key(family, width, batch) -> tuple:
@@ -251,7 +213,7 @@ def _complete(spec: BenchSpec):
 
 
 def missing_units(spec: BenchSpec, out) -> list[tuple[str, float, int]]:
-    """The units of ``spec`` that ``out`` does not hold completely (all when it is absent)."""
+    """The units of ``spec`` that ``out`` does not hold completely."""
     from pathlib import Path
 
     spec = spec.validated()
@@ -260,14 +222,9 @@ def missing_units(spec: BenchSpec, out) -> list[tuple[str, float, int]]:
 
 
 def _estimate(default: float, variants: int | None = None):
-    """Seconds the next unit will take, for the deadline: from the longest unit timed so far
-    per width (in this run or in the rows read back) of the same family and batch, else of the
-    same batch, scaled to the unit's width by :func:`yolo_sm.core.grid.width_scaled` (a
-    wider unit builds, autotunes and times more work); ``default`` before any unit of that
-    batch was timed. With ``variants`` (the spec's engines, pipeline and predict rows
-    included), a unit read back with another number of variants (measured before the spec
-    gained or lost engines) counts at its seconds per variant times ``variants``: each variant
-    builds and times its own engine."""
+    """Seconds the next unit will take: the longest timed unit per width of its family and
+    batch (else batch), scaled by :func:`~yolo_sm.core.grid.width_scaled`; ``default`` before
+    any. With ``variants``, a unit read back with another number of variants counts per variant."""
 
     def estimate(unit, pace: Pace) -> float:
         family, width, batch = unit
@@ -285,24 +242,17 @@ def _estimate(default: float, variants: int | None = None):
 
 
 def per_spec_variants(rows: list[dict], variants: int) -> list[dict]:
-    """``rows`` with each ``unit_s`` scaled to ``variants`` variants from the number of
-    variants its unit's rows hold (rows without a ``variant`` are left as they are): how a
-    unit measured with other engines than the spec's counts, in the deadline
-    (:func:`_estimate`) and in ``collect --status``."""
+    """``rows`` with each ``unit_s`` scaled from its unit's number of variants to ``variants``."""
+    unit = lambda r: (r.get("family"), r.get("width"), r.get("batch"))  # noqa: E731
     held: dict[tuple, set] = {}
     for r in rows:
         if r.get("variant") is not None:
-            held.setdefault(_row_unit(r), set()).add(r["variant"])
+            held.setdefault(unit(r), set()).add(r["variant"])
     out = []
     for r in rows:
-        n = len(held.get(_row_unit(r), ()))
-        took = r.get("unit_s")
+        n, took = len(held.get(unit(r), ())), r.get("unit_s")
         out.append({**r, "unit_s": took * variants / n} if n and took is not None else r)
     return out
-
-
-def _row_unit(r: dict) -> tuple:
-    return r.get("family"), r.get("width"), r.get("batch")
 
 
 def run_bench(
@@ -313,12 +263,8 @@ def run_bench(
     deadline: float | None = None,
     frames=None,
 ):
-    """Bench every unit of ``spec`` that ``out`` does not hold completely (all without ``out``);
-    returns the whole table: one row per (family, width, batch, variant) with ``scope``,
-    ``status``, ``message``, ``median_ms`` (p50), ``p99_ms``, ``img_per_s``, ``vs_baseline``
-    (img/s over the baseline's of the same unit), ``build_s``, the pipeline columns
-    (``streams``, ``model_only_img_per_s``, ``pipeline_vs_model_only``), ``unit_s`` and
-    ``prov_*``. ``deadline``: a ``time.monotonic()`` value (see the module docstring)."""
+    """Bench every unit of ``spec`` that ``out`` does not hold completely; returns the whole
+    table, one row per (family, width, batch, variant). ``deadline``: a ``time.monotonic()``."""
     spec = spec.validated()
     check_device(spec.device)
     frames = frames if frames is not None else bundled_frames()
@@ -333,7 +279,7 @@ def run_bench(
         measure,
         key=lambda u: _unit_key(*u),
         row_key=_row_key,
-        group=unit_group,
+        group=lambda u: u[:2],  # a model, built once
         # the model, or an exception object when it fails
         open_group=lambda u: bench_model(u[0], u[1], *([spec.specs] if spec.specs else [])),
         complete=_complete(spec),
@@ -353,15 +299,13 @@ def run_bench(
     return table
 
 
-#: (p, spread) of :func:`yolo_sm.core.pipeline.set_class_prior` for the bench's models: class
-#: logits centred on log(p / (1 - p)) with this spread, so that NMS has detections to work on
+#: (p, spread) of :func:`~yolo_sm.core.pipeline.set_class_prior`: detections for NMS to work on
 CLASS_PRIOR = (0.001, 1.5)
 
 
 def bench_model(family: str, width: float, specs=()):
-    """The bench's model: a YOLO detector with :data:`CLASS_PRIOR` (so that NMS has
-    detections to work on), or the exception its build raised. A model of ``specs`` (a file:
-    collect.models.spec) is built from it as it is, its head untouched."""
+    """A YOLO detector with :data:`CLASS_PRIOR` (a model file of ``specs`` as it is), or the
+    exception its build raised."""
     try:
         text = dict(specs).get(family)
         if text:
@@ -370,17 +314,15 @@ def bench_model(family: str, width: float, specs=()):
                 raise UserError(f"bench runs YOLO detectors; {text} holds another model")
             return model
         model = build_yolo(family, width)
-        set_class_prior(model, *CLASS_PRIOR)  # detections for NMS to do real work
+        set_class_prior(model, *CLASS_PRIOR)
         return model
     except Exception as e:  # noqa: BLE001 - a model that cannot be built becomes error rows
         return e
 
 
 def bench_unit(model, family: str, width: float, batch: int, spec: BenchSpec, frames) -> list:
-    """Rows of one (model, batch): baseline and engines, the pipeline per stream count, predict;
-    ``vs_baseline`` against this unit's baseline. ``model`` may be the exception its build
-    raised: then every variant is an error row."""
-
+    """Rows of one (model, batch), ``vs_baseline`` against its baseline; ``model`` may be the
+    exception its build raised (every variant an error row)."""
     head = {"family": family, "width": float(width), "batch": int(batch)}
     if isinstance(model, BaseException):
         rows = [{**head, "variant": v, "scope": _scope(v), **failure(model)}
@@ -412,10 +354,9 @@ def _engine_columns(engine) -> dict:
 
 
 def _engine_rows(model, head: dict, spec: BenchSpec, flops: int) -> list[dict]:
-    """The baseline and each engine of a unit, model-only: all built and checked first
-    (:func:`~yolo_sm.core.sweep.open_point`), then timed in :data:`ROUNDS` interleaved rounds
-    (:func:`~yolo_sm.core.timing.measure_rounds`), so no ratio is a drift of the clock between
-    turns. ``peak_mem_bytes``: one call's peak less what the other engines held (GPU)."""
+    """The baseline and each engine of a unit, model-only: all built and checked, then timed in
+    :data:`ROUNDS` interleaved rounds (no ratio is a clock drift between turns);
+    ``peak_mem_bytes``: one call's peak less what the other engines held (GPU)."""
     import torch
 
     engines = {variant_name(e): e for e in (BASELINE, *spec.engines)}
@@ -472,9 +413,8 @@ def _point(head: dict, engine, spec: BenchSpec) -> Point:
 
 
 def _pipeline_rows(model, head: dict, spec: BenchSpec, frames) -> list[dict]:
-    """One engine instance, timed model-only first, then wrapped in a pipeline per stream count
-    (frames to boxes); ``pipeline_vs_model_only`` = pipeline frames/s over that img/s."""
-
+    """One engine, timed model-only, then wrapped in a pipeline per (mode, streams);
+    ``pipeline_vs_model_only`` = pipeline frames/s over that img/s."""
     engine = spec.pipeline_engine_here()
     cols = _engine_columns(engine)
     rows = [
@@ -492,17 +432,9 @@ def _pipeline_rows(model, head: dict, spec: BenchSpec, frames) -> list[dict]:
     eng = None
     try:
         with phase("build") as build:
+            shape = (head["batch"], spec.imgsz, spec.device, cols["compile_mode"] or "default")
             eng = build_engine(
-                model,
-                EngineConfig(
-                    backend=cols["backend"],
-                    precision=cols["precision"],
-                    layout=cols["layout"],
-                    batch=head["batch"],
-                    imgsz=spec.imgsz,
-                    device=spec.device,
-                    compile_mode=cols["compile_mode"] or "default",
-                ),
+                model, EngineConfig(cols["backend"], cols["precision"], cols["layout"], *shape)
             )
         build_s = build.seconds
         timing = dict(warmup_ms=spec.warmup_ms, budget_ms=spec.budget_ms)
@@ -520,7 +452,9 @@ def _pipeline_rows(model, head: dict, spec: BenchSpec, frames) -> list[dict]:
         for r in rows:
             publish(engine=r["variant"])
             try:
-                cfg = pipeline_config(r["streams"], r["pipeline_mode"], spec.pipeline_nms_topk)
+                topk = 0 if r["pipeline_mode"] == "full" else int(spec.pipeline_nms_topk)
+                graph = r["pipeline_mode"] == "graph"
+                cfg = PipelineConfig(streams=int(r["streams"]), nms_topk=topk, graph=graph)
                 pipe = DetectionPipeline(model, eng, cfg)
                 with phase("timed") as timed:
                     st = measure_pipeline(pipe, frames, head["batch"], spec.seconds)
@@ -551,10 +485,8 @@ def _pipeline_rows(model, head: dict, spec: BenchSpec, frames) -> list[dict]:
 
 
 def _predict_row(model, head: dict, spec: BenchSpec, frames) -> dict:
-    """ultralytics ``YOLO.predict`` on the same frames and weights (its own pre-processing,
-    fp16 on a GPU, NMS and Results objects): wall clock per call of ``batch`` frames."""
-    import copy
-
+    """ultralytics ``YOLO.predict`` on the same frames and weights (fp16 on a GPU): wall clock
+    per call of ``batch`` frames."""
     import numpy as np
 
     row = {
@@ -567,12 +499,7 @@ def _predict_row(model, head: dict, spec: BenchSpec, frames) -> dict:
         "layout": "nchw",
     }
     try:
-        from ultralytics import YOLO
-
-        det = copy.deepcopy(model.det)
-        det.model[-1].training = False
-        yolo = YOLO("yolov8n.yaml", task="detect", verbose=False)
-        yolo.model = det
+        yolo = ultralytics_yolo(model)
         batch = head["batch"]
         batch_frames = [frames[i % len(frames)] for i in range(batch)]
         publish(engine=PREDICT, batch=batch)
@@ -603,8 +530,7 @@ def _predict_row(model, head: dict, spec: BenchSpec, frames) -> dict:
 
 
 def bundled_frames():
-    """The photos shipped with ultralytics as BGR frames of one shape (the first photo's; the
-    others resized to it), as a camera would deliver them."""
+    """ultralytics' bundled photos as BGR frames of the first one's shape."""
     import cv2
 
     frames = [cv2.imread(str(p)) for p in bundled_images()]

@@ -1,6 +1,5 @@
 """Which physical GPU a torch device is: its NVML index and UUID, matched by UUID (else PCI bus
-id), never assumed from the torch index (``CUDA_VISIBLE_DEVICES`` renumbers torch's devices,
-NVML's numbering does not change)."""
+id), never the torch index (``CUDA_VISIBLE_DEVICES`` renumbers torch's devices, not NVML's)."""
 
 from __future__ import annotations
 
@@ -17,8 +16,8 @@ def cuda_index(device: str = "cuda") -> int:
 
 
 def identify(device: str = "cuda") -> dict:
-    """``{"nvml_index", "gpu_uuid", "pci_bus_id", "nvml_match"}`` of a CUDA device (matched by
-    UUID, else PCI bus id; ``nvml_match`` says how or why not); all None on a CPU."""
+    """``nvml_index``, ``gpu_uuid``, ``pci_bus_id`` and ``nvml_match`` (how, or why not) of a CUDA
+    device; all None on a CPU."""
     import torch
 
     none = dict.fromkeys(("nvml_index", "gpu_uuid", "pci_bus_id", "nvml_match"))
@@ -36,7 +35,7 @@ def _uuid(value) -> str | None:
 
 
 def _bus(props) -> str | None:
-    """``domain:bus:device`` (lowercase hex) of torch's device properties, when torch has them."""
+    """``domain:bus:device`` (lowercase hex) of torch's device properties, if any."""
     try:
         return f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}"
     except (AttributeError, TypeError, ValueError):
@@ -45,18 +44,18 @@ def _bus(props) -> str | None:
 
 @functools.lru_cache(maxsize=16)
 def _match(uuid: str | None, bus: str | None) -> dict:
+    unmatched = {"gpu_uuid": uuid and "GPU-" + uuid, "pci_bus_id": bus}
     try:
         import pynvml
 
         pynvml.nvmlInit()
         n = pynvml.nvmlDeviceGetCount()
     except Exception:  # noqa: BLE001 - no NVML: the GPU is not identified
-        return {"gpu_uuid": uuid and "GPU-" + uuid, "pci_bus_id": bus, "nvml_match": "no NVML"}
+        return {**unmatched, "nvml_match": "no NVML"}
     for i in range(n):
         h = pynvml.nvmlDeviceGetHandleByIndex(i)
         nv_uuid = _uuid(_text(pynvml.nvmlDeviceGetUUID(h)))
-        info = pynvml.nvmlDeviceGetPciInfo(h)
-        nv_bus = _nvml_bus(_text(info.busId))
+        nv_bus = _nvml_bus(_text(pynvml.nvmlDeviceGetPciInfo(h).busId))
         how = "uuid" if uuid and nv_uuid == uuid else "pci_bus_id" if bus and nv_bus == bus else ""
         if how:
             return {
@@ -65,7 +64,7 @@ def _match(uuid: str | None, bus: str | None) -> dict:
                 "pci_bus_id": nv_bus,
                 "nvml_match": how,
             }
-    return {"gpu_uuid": uuid and "GPU-" + uuid, "pci_bus_id": bus, "nvml_match": "no match"}
+    return {**unmatched, "nvml_match": "no match"}
 
 
 def _text(v) -> str:
@@ -81,16 +80,14 @@ def _nvml_bus(text: str) -> str:
 
 
 def nvml_index(device: str = "cuda") -> int:
-    """The NVML index of ``device`` (see :func:`identify`); the torch index where NVML cannot
-    tell (then every GPU this process sees is numbered alike, or there is none to sample)."""
+    """The NVML index of ``device`` (:func:`identify`), else its torch index."""
     found = identify(device)["nvml_index"]
     return cuda_index(device) if found is None else int(found)
 
 
 def visible_index(local: int = 0, nvml=None) -> int:
-    """NVML's index of the GPU that CUDA numbers ``local`` in this process. NVML ignores
-    ``CUDA_VISIBLE_DEVICES``: where it is set, its ``local``-th entry (a number, or a UUID
-    looked up through ``nvml``, pynvml by default), else ``local``."""
+    """NVML's index of CUDA's GPU ``local``: ``CUDA_VISIBLE_DEVICES``'s ``local``-th entry (a
+    number, or a UUID looked up through ``nvml``), else ``local``."""
     visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
     visible = [v for v in visible if v]
     if local >= len(visible):

@@ -17,10 +17,7 @@ def find_ncu() -> str | None:
     env = os.environ.get("YOLO_SM_NCU")
     if env:
         return env if Path(env).exists() else None
-    found = shutil.which("ncu")
-    if found:
-        return found
-    return next((c for c in NCU_CANDIDATES if Path(c).exists()), None)
+    return shutil.which("ncu") or next((c for c in NCU_CANDIDATES if Path(c).exists()), None)
 
 
 def gpm_supported(index: int = 0) -> bool | None:

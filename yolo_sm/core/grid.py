@@ -1,15 +1,7 @@
-"""One resumable runner for every grid of measurements (sweep points, bench units, re-measured
-points).
-
-:func:`run_grid` walks a list of units in order. A unit whose key the output table already
-holds (completely, where ``complete`` says what that means) is skipped; consecutive units of
-one ``group`` (a model: its precisions, layouts, backends and batches) run in one process, the
-group's shared state (the built model) opened once; a group starts only if all its units fit
-before the ``deadline`` at the estimated pace, so that what is compared is measured side by
-side; after every unit the whole table is written atomically (temporary file + rename), so a
-run killed at any moment leaves a readable table lacking at most the unit in progress; GPU
-memory is freed between groups. Rerunning the same call continues where the last one stopped.
-"""
+"""One resumable runner for every grid of measurements (sweep points, bench units, ...):
+:func:`run_grid` skips units the output table holds, opens each group's shared state (a model)
+once, starts a group only if it fits before the deadline, and rewrites the table atomically
+after every unit, so a killed run loses at most the unit in progress."""
 
 from __future__ import annotations
 
@@ -36,12 +28,10 @@ from yolo_sm.contract.store import (
 )
 from yolo_sm.core.provenance import gpu_clash, gpu_name
 
-# --- memory ---------------------------------------------------------------------------------
-
 
 def free_memory(collect: bool = True) -> None:
-    """Release cached GPU memory; a full ``gc.collect`` (slow on big heaps) only when asked:
-    after a failure (an OOM leaves reference cycles through the traceback) or a model change."""
+    """Release cached GPU memory; ``collect``: a full ``gc.collect`` first (an OOM leaves
+    reference cycles through the traceback)."""
     import torch
 
     if collect:
@@ -50,29 +40,20 @@ def free_memory(collect: bool = True) -> None:
         torch.cuda.empty_cache()
 
 
-# --- the runner -----------------------------------------------------------------------------
-
-
 @dataclass
 class Pace:
-    """What a run knows when it estimates the next unit: every row of the table so far (those
-    read from ``out`` included) and the seconds each unit measured in this run took."""
+    """What a run knows to estimate the next unit: the table's rows and this run's unit seconds."""
 
     rows: list[dict] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
 
 
-#: the range of the power of the width a unit's seconds grow with (:func:`width_scaled`): the
-#: upper bound where only one width was measured (a convolution's work grows with the square of
-#: the width), else the power fitted through the nearest measured width and the next narrower
-#: one, bounded to this range (compile and tuning times grow less than the work, which a fit
-#: sees)
+#: bounds of the power of the width a unit's seconds grow with (:func:`width_scaled`)
 WIDTH_POWER = (1.0, 2.0)
 
 
 def longest_by_width(rows, keep: Callable[[dict], bool]) -> dict[float, float]:
-    """Width -> the longest ``unit_s`` (the seconds a row's unit took) among the ``rows`` that
-    ``keep`` accepts and that recorded one: what :func:`width_scaled` scales from."""
+    """Width -> the longest ``unit_s`` among the ``rows`` that ``keep`` accepts."""
     seen: dict[float, float] = {}
     for r in rows:
         took = r.get("unit_s")
@@ -82,11 +63,9 @@ def longest_by_width(rows, keep: Callable[[dict], bool]) -> dict[float, float]:
 
 
 def width_scaled(seen: dict[float, float], width: float) -> float | None:
-    """Seconds a unit of ``width`` will take, from ``seen`` (width -> the longest seconds a
-    unit like it took at that width): those of the nearest measured width (on a log scale; the
-    wider of two as near), times (width / that width)^p where the unit is wider, ``p`` from
-    :data:`WIDTH_POWER`. A narrower unit is not scaled down (a unit's fixed costs do not
-    shrink with the work). None where ``seen`` is empty."""
+    """Seconds of a unit of ``width`` from ``seen`` (width -> seconds): the nearest width's (log
+    scale), times (width / it)^p where wider, ``p`` fitted to the next narrower width within
+    :data:`WIDTH_POWER` (the upper bound alone); never scaled down. None where ``seen`` is empty."""
     seen = {w: s for w, s in seen.items() if w > 0 and s is not None and math.isfinite(s)}
     if not seen:
         return None
@@ -103,17 +82,8 @@ def width_scaled(seen: dict[float, float], width: float) -> float | None:
 
 
 def run_pace(unit, pace: Pace) -> float:
-    """Seconds a unit takes at this run's pace so far: the mean of its timed units (0 before
-    the first, so that a run always starts)."""
+    """The mean seconds of this run's units so far (0 before the first: a run always starts)."""
     return sum(pace.seconds) / len(pace.seconds) if pace.seconds else 0.0
-
-
-def held(rows: Iterable[dict], row_key: Callable[[dict], Hashable]) -> dict:
-    """The table's rows by unit key."""
-    out: dict = {}
-    for r in rows:
-        out.setdefault(row_key(r), []).append(r)
-    return out
 
 
 def pending(
@@ -123,18 +93,17 @@ def pending(
     row_key: Callable[[dict], Hashable],
     complete: Callable[[Any, list[dict]], bool] | None = None,
 ) -> list:
-    """The units the rows do not hold (completely, by ``complete(unit, its rows)``; by
-    default any row of the unit's key is enough), in order."""
-    have = held(rows, row_key)
+    """The units the rows do not hold (completely, by ``complete(unit, its rows)``), in order."""
+    have: dict = {}
+    for r in rows:
+        have.setdefault(row_key(r), []).append(r)
     done = complete or (lambda unit, unit_rows: bool(unit_rows))
     return [u for u in units if not done(u, have.get(key(u), []))]
 
 
 def table_rows(out, columns: Sequence[str] = (), kind: str = "grid") -> list[dict]:
-    """The rows ``out`` holds (none when it does not exist); a table without the key
-    ``columns``, with a row whose key is empty (NaN) or with a column of the wrong type for a
-    ``kind`` the schema knows is not what the runner writes: one sentence, the file left
-    untouched."""
+    """The rows ``out`` holds; one sentence where it lacks the key ``columns``, has an empty key
+    or a column of the wrong type for ``kind``."""
     done = read_table(out)
     if not len(done):
         return []
@@ -174,119 +143,74 @@ def run_grid(
     progress: bool = True,
     device: str | None = None,
 ):
-    """Measure every unit of ``units`` that ``out`` does not hold; returns the whole table
-    (a DataFrame: the rows read from ``out``, then the new ones).
-
-    ``measure(unit, state)`` returns the unit's rows, ``state`` being what ``open_group`` made
-    for the unit's group (called once per group of consecutive units with the same
-    ``group(unit)``); ``key(unit)`` and ``row_key(row)`` name a unit, and a unit's old rows are
-    replaced by its new ones. ``complete(unit, rows)``: whether the table's rows of a unit make
-    it done (default: any row). ``out``: the parquet file (none: nothing is read or written),
-    checked to hold the key ``columns``; ``metadata`` goes into its schema (its ``argv``, the
-    command line, as a user would type it: :func:`yolo_sm.contract.scrub.user_argv`). While
-    the run lasts it holds ``out``'s one-writer lock: a second run on the same output stops
-    with one sentence before measuring anything.
-
-    ``deadline`` (a ``clock()`` value, ``time.monotonic`` by default) skips a group whose
-    units, at ``estimate(unit, pace)`` seconds each, would end past it, goes on with the next
-    groups that fit (a long unit does not hold back shorter ones behind it), and stops before
-    any unit that would start
-    past it. ``seconds_column``: a column that records on every row
-    the seconds its unit took (the first unit of a group includes the group's opening).
-    ``device``: where the units are measured; a table whose rows another GPU model measured
-    is not added to (:func:`check_rows_gpu`)."""
+    """Measure every unit that ``out`` (a parquet file, or None) does not hold; returns the whole
+    table. ``measure(unit, state)`` gives a unit's rows, ``state`` made by ``open_group`` once per
+    run of consecutive units of one ``group``; ``key(unit)`` and ``row_key(row)`` name a unit,
+    whose old rows the new ones replace; ``complete(unit, rows)``: whether it is done. ``out``
+    is locked for one writer and checked to hold the key ``columns``; a table another GPU
+    model measured is not added to. ``deadline`` (a ``clock()`` value) skips a group that would
+    end past it at ``estimate(unit, pace)`` each and stops before a unit that would start past
+    it. ``seconds_column``: a column of every row with the seconds its unit took."""
     import contextlib
 
-    if metadata and "argv" in metadata:
-        metadata = {**metadata, "argv": user_argv(metadata["argv"])}
-    if out is None:
-        lock = contextlib.nullcontext()
-    else:
-        out = check_output_path(out)
-        lock = output_lock(out)
-    with lock:
-        return _run_grid(
-            units, measure, key, row_key, group, open_group, complete, out, columns, kind,
-            metadata, deadline, estimate, clock, seconds_column, describe, progress, device,
-        )  # fmt: skip
-
-
-def check_rows_gpu(rows: list[dict], device: str | None, out) -> None:
-    """Stop before measuring on ``device`` into the table ``out`` whose ``rows`` were measured
-    on another GPU model, or on a GPU where ``device`` is a CPU (the rows' ``prov_gpu_name``):
-    a table compares its rows with each other, so one machine's rows resumed on another would
-    pass for one machine's. Rows without a GPU name (a CPU's, or an error row without
-    provenance) say nothing; ``device`` None, or a GPU that torch cannot name, checks
-    nothing."""
-    name = gpu_name(device) if device else None
-    seen = sorted({g for r in rows if isinstance(g := r.get("prov_gpu_name"), str) and g})
-    here = gpu_clash(seen, device, name)
-    if here:
-        raise UserError(
-            f"{out} holds rows measured on {', '.join(seen)} and {here}: write to another "
-            "file, one per GPU model"
-        )
-
-
-def _run_grid(
-    units, measure, key, row_key, group, open_group, complete, out, columns, kind, metadata,
-    deadline, estimate, clock, seconds_column, describe, progress, device,
-):  # fmt: skip
     import pandas as pd
     from tqdm.auto import tqdm
 
+    if metadata and "argv" in metadata:
+        metadata = {**metadata, "argv": user_argv(metadata["argv"])}
+    out = None if out is None else check_output_path(out)
     clock = clock or time.monotonic
     rows: list[dict] = []
-    if out is not None:
-        rows = table_rows(out, columns, kind)
-        check_rows_gpu(rows, device, out)
-        remove_stale_partials(out)
-        regs = read_metadata(out).get("registrations") if out.exists() else None
-        if regs:  # the table's own manifest registrations stay with it (contract.manifest)
-            metadata = {**(metadata or {}), "registrations": regs}
-    todo = pending(units, rows, key, row_key, complete)
-    pace = Pace(rows=rows)
-    bar = tqdm(total=len(todo), desc=kind, unit="unit", disable=not progress, file=sys.stderr)
-    try:
-        for _, members in itertools.groupby(todo, key=group):
-            members = list(members)
-            need = _need(members, pace, estimate) if deadline is not None else 0.0
-            if deadline is not None and clock() + need > deadline:
-                left = max(deadline - clock(), 0)
-                print(
-                    f"{kind}: skipping {describe(members[0])}: its {len(members)} unit(s) "
-                    f"need about {need:.0f} s and would end past the deadline ({left:.0f} s "
-                    "left); a run with that much time measures them together",
-                    file=sys.stderr,
+    with contextlib.nullcontext() if out is None else output_lock(out):
+        if out is not None:
+            rows = table_rows(out, columns, kind)
+            seen = sorted({g for r in rows if isinstance(g := r.get("prov_gpu_name"), str) and g})
+            here = gpu_clash(seen, device, gpu_name(device) if device else None)
+            if here:
+                raise UserError(
+                    f"{out} holds rows measured on {', '.join(seen)} and {here}: write to "
+                    "another file, one per GPU model"
                 )
-                bar.update(len(members))
-                continue
-            start = clock()
-            state = open_group(members[0])
-            try:
-                for unit in members:
-                    if deadline is not None and clock() > deadline:
-                        break
-                    bar.set_postfix_str(describe(unit))
-                    new = measure(unit, state)
-                    took = clock() - start
-                    pace.seconds.append(took)
-                    if seconds_column:
-                        new = [{**r, seconds_column: took} for r in new]
-                    k = key(unit)
-                    rows[:] = [r for r in rows if row_key(r) != k] + list(new)
-                    if out is not None:
-                        write_atomic(pd.DataFrame(rows), out, metadata)
-                    bar.update(1)
-                    start = clock()
-            finally:
-                state = None
-                free_memory(collect=True)
-    finally:
-        bar.close()
+            remove_stale_partials(out)
+            regs = read_metadata(out).get("registrations") if out.exists() else None
+            if regs:  # the table's own manifest registrations stay with it
+                metadata = {**(metadata or {}), "registrations": regs}
+        todo = pending(units, rows, key, row_key, complete)
+        pace = Pace(rows=rows)
+        bar = tqdm(total=len(todo), desc=kind, unit="unit", disable=not progress, file=sys.stderr)
+        with bar:
+            for _, members in itertools.groupby(todo, key=group):
+                members = list(members)
+                need = sum(estimate(u, pace) for u in members) if deadline is not None else 0.0
+                if deadline is not None and clock() + need > deadline:
+                    print(
+                        f"{kind}: skipping {describe(members[0])}: its {len(members)} unit(s) "
+                        f"need about {need:.0f} s and would end past the deadline "
+                        f"({max(deadline - clock(), 0):.0f} s left); a run with that much time "
+                        "measures them together",
+                        file=sys.stderr,
+                    )
+                    bar.update(len(members))
+                    continue
+                start = clock()
+                state = open_group(members[0])
+                try:
+                    for unit in members:
+                        if deadline is not None and clock() > deadline:
+                            break
+                        bar.set_postfix_str(describe(unit))
+                        new = measure(unit, state)
+                        took = clock() - start
+                        pace.seconds.append(took)
+                        if seconds_column:
+                            new = [{**r, seconds_column: took} for r in new]
+                        k = key(unit)
+                        rows[:] = [r for r in rows if row_key(r) != k] + list(new)
+                        if out is not None:
+                            write_atomic(pd.DataFrame(rows), out, metadata)
+                        bar.update(1)
+                        start = clock()
+                finally:
+                    state = None
+                    free_memory(collect=True)
     return pd.DataFrame(rows)
-
-
-def _need(members, pace: Pace, estimate) -> float:
-    """A group's seconds: all its units at their estimated seconds."""
-    return float(sum(estimate(u, pace) for u in members))

@@ -13,9 +13,7 @@ IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
 
 
 def bundled_images() -> list[Path]:
-    """ultralytics' two bundled sample images, ``bus.jpg`` (810x1080) and ``zidane.jpg``
-    (1280x720), in that order."""
-
+    """ultralytics' bundled ``bus.jpg`` (810x1080) and ``zidane.jpg`` (1280x720)."""
     prepare_ultralytics()
     from ultralytics.utils import ASSETS
 
@@ -23,8 +21,7 @@ def bundled_images() -> list[Path]:
 
 
 def image_paths(source: str | Path | None = None) -> list[Path]:
-    """The image files ``source`` names: ``None`` gives :func:`bundled_images`, a folder gives
-    every .jpg/.jpeg/.png/.bmp directly in it (sorted by name), a file gives itself."""
+    """The image files ``source`` names: a file, a folder's images by name, None: the bundled."""
     if source is None:
         return bundled_images()
     path = Path(source).expanduser()
@@ -40,9 +37,8 @@ def image_paths(source: str | Path | None = None) -> list[Path]:
 
 
 def load_images(source: str | Path | None = None, imgsz: int | tuple[int, int] = 640) -> np.ndarray:
-    """The images ``source`` names as one float32 batch (N, 3, H, W) in [0, 1], RGB, letterboxed
-    as ultralytics predicts (grey 114) to ``imgsz`` or (height, width); UserError on a bad file.
-    """
+    """``source``'s images as one float32 RGB batch (N, 3, H, W) in [0, 1], letterboxed as
+    ultralytics predicts to ``imgsz`` or (height, width)."""
     import cv2
 
     prepare_ultralytics()

@@ -1,10 +1,6 @@
-"""Live collection as a dataset root: a notebook's ``LIVE = True`` reads through a
-:class:`LiveRoot`, which collects each dataset its plan has a step for on this machine (once,
-into its own folder, resumable, with provenance) before loading it, and gives the other
-datasets from the root it stands in for.
-
-    data = live_root(DATA, plan="data/plans/cpu.yaml") if LIVE else open_root(DATA)
-"""
+"""Live collection as a dataset root: ``live_root(DATA, plan=...)`` collects each dataset its plan
+has a step for on this machine (once, resumable) before loading it, and gives the others from
+the root it stands in for."""
 
 from __future__ import annotations
 
@@ -16,23 +12,19 @@ from pathlib import Path
 from yolo_sm.contract.datasets import MACHINE_FIELDS, DataRoot, load_entry, open_root
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.plans import Plan, Step, load_plan
-from yolo_sm.core.plan_status import step_state
-from yolo_sm.core.plans import run_plan
+from yolo_sm.core.plans import run_plan, step_state
 from yolo_sm.core.provenance import collect, gpu_name
 
 
 @dataclass(frozen=True)
 class LiveRoot(DataRoot):
-    """The dataset folder ``path`` that ``plan`` collects into on this machine, in front of
-    ``base`` (the shipped root it stands in for, or None). ``has``/``info``/``load`` see a
-    dataset of the plan as present: ``load`` collects it first when its step is not done."""
+    """The folder ``plan`` collects into on this machine, in front of root ``base`` (or None)."""
 
     plan: Plan | None = None
     base: DataRoot | None = None
     max_minutes: float | None = None
 
     def step(self, name: str) -> Step | None:
-        """The plan step that makes dataset ``name``, or None."""
         return next((s for s in self.plan.steps if s.name == name), None) if self.plan else None
 
     def names(self) -> list[str]:
@@ -40,8 +32,7 @@ class LiveRoot(DataRoot):
         return sorted(own | set(self.entries()) | set(self.base.names() if self.base else ()))
 
     def has(self, name: str) -> bool:
-        """Whether :meth:`load` can give ``name``: the plan collects it, this folder holds it,
-        or the base root does."""
+        """Whether the plan collects ``name``, this folder or the base root holds it."""
         return (
             self.step(name) is not None
             or name in self.entries()
@@ -49,8 +40,7 @@ class LiveRoot(DataRoot):
         )
 
     def info(self, name: str) -> dict:
-        """The manifest entry of ``name`` here once collected; before that, the plan step's
-        (kind, description, the command that collects it); else the base root's."""
+        """``name``'s manifest entry here, else its plan step's, else the base root's."""
         entries = self.entries()
         if name in entries:
             return entries[name]
@@ -69,9 +59,7 @@ class LiveRoot(DataRoot):
         return DataRoot.info(self, name)  # raises, naming what this folder holds
 
     def load(self, name: str):
-        """Dataset ``name``: a plan step is collected here first (resumed when partial, skipped
-        when done), then read from this folder; a dataset the plan cannot make comes from the
-        base root."""
+        """Dataset ``name``, its plan step collected here first; else from the base root."""
         step = self.step(name)
         if step is None:
             if name not in self.entries() and self.base is not None and self.base.has(name):
@@ -88,8 +76,7 @@ class LiveRoot(DataRoot):
         return load_entry(f"{self.name}/{name}", self.path, entries[name])
 
     def machine(self) -> dict:
-        """This machine as its collected datasets record it; before any is collected, as
-        provenance reads it now on the plan's device."""
+        """This machine as its datasets record it, else as provenance reads it now."""
         if self.entries():
             return DataRoot.machine(self)
         prov = collect(self.plan.device if self.plan else "cpu")
@@ -101,9 +88,7 @@ LIVE_DIR = Path("results") / "live"
 
 
 def machine_folder(device: str) -> str:
-    """The folder name of this machine's live data for ``device``: its GPU model in lower case
-    with dashes (``nvidia-h200``), ``cpu`` without one. A folder holds one GPU model's rows
-    (:func:`yolo_sm.core.plans.check_gpu_model`), so a checkout run on two GPUs keeps two."""
+    """This machine's live folder name: its GPU model in lower case with dashes, else ``cpu``."""
     name = gpu_name(device)
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") if name else "cpu"
 
@@ -114,11 +99,8 @@ def live_root(
     out: str | os.PathLike | None = None,
     max_minutes: float | None = None,
 ) -> LiveRoot:
-    """A :class:`LiveRoot` collecting ``plan``'s steps into ``out`` on this machine, in front of
-    the root ``data`` (a name, a path, a DataRoot, or None for none). ``plan`` defaults to
-    the plan the root was collected with (:meth:`DataRoot.plan_file`); ``out`` to this
-    machine's folder under ``results/live`` (:func:`machine_folder`). A plan for a CUDA device
-    needs a GPU that torch sees."""
+    """A :class:`LiveRoot` collecting ``plan`` (default: the one ``data`` was collected with) into
+    ``out`` (default: :data:`LIVE_DIR`/:func:`machine_folder`), in front of root ``data``."""
     import torch
 
     base = data if isinstance(data, DataRoot) or data is None else open_root(data)

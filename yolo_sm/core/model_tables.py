@@ -1,7 +1,5 @@
-"""Model tables: one row per model and layer with shapes, FLOPs and bytes (dataset
-``model_layers``), counted once on the meta device. Bytes per image at ``bytes_per_element``:
-``min_bytes`` (fully fused lower bound), ``conv_bytes`` (unfused convs); weights once per forward.
-"""
+"""Dataset ``model_layers``: one row per model and layer with shapes, FLOPs and bytes per image
+(``min_bytes``: fully fused, ``conv_bytes``: unfused convs; weights once per forward)."""
 
 from __future__ import annotations
 
@@ -38,8 +36,7 @@ def layer_rows(
     imgsz: int = 640,
     bytes_per_element: int = 2,
 ):
-    """One row per layer of one model (:data:`COLUMNS`): a YOLO family (``width``, ``depth``,
-    ``max_channels``), ``resnet101``, ``wide`` or any model spec."""
+    """One row per layer of a YOLO family, ``resnet101``, ``wide`` or any model spec."""
     import pandas as pd
 
     spec = parse_model(model, need_shape=False)
@@ -78,8 +75,8 @@ def layer_rows(
 def model_layers(
     models: Iterable[Mapping] = DEFAULT_MODELS, imgsz: int = 640, bytes_per_element: int = 2
 ):
-    """The ``model_layers`` table: :func:`layer_rows` for every model and width of ``models``
-    (mappings with ``model`` and optional ``widths``, ``depth``, ``max_channels``), in order."""
+    """:func:`layer_rows` of every model and width of ``models`` (``model`` and optional
+    ``widths``, ``depth``, ``max_channels``)."""
     import pandas as pd
 
     frames = []

@@ -1,10 +1,8 @@
-"""Greedy non-maximum suppression of a whole batch on the device, deciding as ultralytics'
-``non_max_suppression`` does (best class per anchor, score threshold, class-aware NMS,
-``max_det`` per image), for :class:`yolo_sm.core.pipeline.DetectionPipeline`. Two ways to one
-answer: :func:`batch_nms` (candidates gathered at their data-dependent count, host syncs) and
-:func:`nms_topk` (each image's ``k`` best candidates in fixed-size buffers, no host sync; exact
-where the image had at most ``k`` candidates or ``max_det`` of them are kept, which ``exact``
-says, else the caller runs :func:`batch_nms`). GPU kernels are Triton; elsewhere torch ops."""
+"""Greedy NMS of a whole batch on the device, deciding as ultralytics' ``non_max_suppression``
+(best class per anchor, score threshold, class-aware, ``max_det`` per image): :func:`batch_nms`
+(candidates at their data-dependent count, host syncs) and :func:`nms_topk` (each image's ``k``
+best in fixed-size buffers, no host sync; ``exact`` says where it matches, else the caller runs
+:func:`batch_nms`). GPU kernels are Triton; elsewhere torch ops."""
 
 from __future__ import annotations
 
@@ -16,8 +14,7 @@ import torch
 # the NMS DetectionPipeline.postprocess runs (the bench's ``nms`` column)
 NMS_IMPL = "nms_matrix_walk"
 
-# most candidates of one torchvision NMS call (whole images)
-NMS_CHUNK = 2048
+NMS_CHUNK = 2048  # most candidates of one torchvision NMS call (whole images)
 # nms_matrix while groups x width^2 overlap bytes fit this, else torchvision's nms in chunks;
 # NMS_IOU_CHUNK bounds the IoU temporaries of one torch pass (elements)
 NMS_MATRIX_LIMIT = 1 << 31
@@ -34,8 +31,7 @@ def triton_interpret() -> bool:
 
 
 def cached_kernel(cache: dict, define):
-    """``define(triton, tl)``'s kernels, made once per interpreter mode and kept in ``cache``;
-    None where Triton is missing or the definition fails (the caller uses torch ops)."""
+    """``define(triton, tl)``'s kernels, made once per interpreter mode; None without Triton."""
     mode = triton_interpret()
     if mode not in cache:
         try:
@@ -49,7 +45,7 @@ def cached_kernel(cache: dict, define):
 
 
 def kernel_failed(cache: dict, what: str, e: Exception, instead: str) -> None:
-    """A cached kernel failed at launch: warn once, saying what runs ``instead``, and drop it."""
+    """A cached kernel failed at launch: warn once, naming what runs ``instead``, and drop it."""
     warnings.warn(
         f"the Triton {what} kernel failed ({type(e).__name__}: {e}); {instead}", stacklevel=3
     )
@@ -62,8 +58,8 @@ def nms_label(topk: int = 0) -> str:
 
 
 def nms_chunks(counts: list[int], limit: int) -> list[tuple[int, int]]:
-    """[lo, hi) candidate ranges of consecutive whole images of at most ``limit`` candidates
-    (unless one image alone has more); images with none are skipped."""
+    """[lo, hi) ranges of consecutive whole images of at most ``limit`` candidates (unless one
+    image has more); images with none skipped."""
     out, lo, hi = [], 0, 0
     for n in counts:
         if n and hi > lo and hi - lo + n > limit:
@@ -76,8 +72,8 @@ def nms_chunks(counts: list[int], limit: int) -> list[tuple[int, int]]:
 
 
 def nms_layout(bi, cls, b: int, nc: int, agnostic: bool) -> tuple:
-    """``(key, groups, width, same_class)`` of :func:`nms_matrix`'s layout, from one host sync:
-    groups per (image, class), or per image with a same-class test where one class dominates."""
+    """``(key, groups, width, same_class)`` of :func:`nms_matrix`'s layout (one host sync): per
+    (image, class), or per image with a same-class test where that is smaller."""
     per_image = torch.bincount(bi, minlength=b)
     if agnostic:
         return bi, b, int(per_image.max()), False
@@ -90,9 +86,8 @@ def nms_layout(bi, cls, b: int, nc: int, agnostic: bool) -> tuple:
 
 
 def overlap_matrix(bx, cls, valid, iou: float) -> torch.Tensor:
-    """``S[g, j, i]``: box j outscores box i in its group, both are real, they share a class
-    (``cls`` given) and their IoU (fp32, torchvision's formula) exceeds ``iou``; torch ops in
-    passes of at most :data:`NMS_IOU_CHUNK` pairs (a GPU packs it as bits: :func:`overlap_bits`)."""
+    """``S[g, j, i]``: box j outscores box i in its group, both real, same class (``cls`` given)
+    and IoU (fp32, torchvision's formula) above ``iou``; torch ops, :data:`NMS_IOU_CHUNK` a pass."""
     groups, width = valid.shape
     bx = bx.float()
     x1, y1, x2, y2 = bx.unbind(-1)
@@ -120,11 +115,9 @@ TORCH_OPS_INSTEAD = "NMS uses torch ops from now on (same result, more passes)"
 
 
 def nms_matrix(boxes, scores, cls, key, groups, width, iou, same_class=False):
-    """Greedy NMS of every (image, class) group at once: candidates laid out per group in
-    decreasing score order, kept by :func:`greedy_keep` (a GPU walks every group in parallel;
-    elsewhere the fixed point of :func:`suppress_fixpoint`). Returns the kept candidate indices in
-    decreasing score order, as ``torchvision.ops.nms`` per group (whose CUDA kernel walks its mask
-    in one thread block: ~n^2 serial work per call)."""
+    """Greedy NMS of every group at once (laid out per group by decreasing score, kept by
+    :func:`greedy_keep`): the kept indices by decreasing score, as ``torchvision.ops.nms`` per
+    group (whose CUDA kernel walks its mask in one thread block)."""
     dev, n = boxes.device, len(scores)
     # by group, then decreasing score (two stable sorts)
     order = torch.sort(scores, descending=True, stable=True).indices
@@ -146,8 +139,7 @@ def nms_matrix(boxes, scores, cls, key, groups, width, iou, same_class=False):
 
 
 def suppress_fixpoint(S: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """The fixed point of ``keep = valid and not any_j(keep_j and S[:, j, i])`` from all-kept: a
-    (groups, width) bool mask, in torch ops with a host check per step."""
+    """The fixed point of ``keep = valid and not any_j(keep_j and S[:, j, i])`` from all-kept."""
     keep = valid
     while True:
         new = _torch_step(S, valid, keep)
@@ -161,8 +153,7 @@ TOPK_STEPS = 16
 
 
 def suppress_steps(S: torch.Tensor, valid: torch.Tensor, steps: int):
-    """``steps`` steps of :func:`suppress_fixpoint`'s iteration with no host sync: ``(keep,
-    settled)``, ``settled`` per group whether the last step changed nothing."""
+    """``steps`` steps of :func:`suppress_fixpoint` without host sync: (keep, settled per group)."""
     keep = before = valid
     for _ in range(steps):
         keep, before = _torch_step(S, valid, keep), keep
@@ -170,16 +161,14 @@ def suppress_steps(S: torch.Tensor, valid: torch.Tensor, steps: int):
 
 
 def _torch_step(S: torch.Tensor, valid: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-    """One fixed-point step in torch ops."""
     return valid & ~(S & keep[:, :, None]).any(1)
 
 
 def nms_torchvision(boxes, sc, cl, bi, counts: list[int], iou: float, nc: int, agnostic: bool):
-    """Kept candidate indices by ``torchvision.ops.nms`` on (image, class) groups kept apart by
-    float64 offsets, one call per chunk of whole images."""
+    """Kept indices by ``torchvision.ops.nms`` on groups kept apart by float64 offsets, one call
+    per chunk of whole images."""
     from torchvision.ops import nms
 
-    # NMS groups: one per (image, class), or per image when class-agnostic
     group = bi if agnostic else bi * nc + cl
     shifted = boxes.double() - boxes.min().double()
     shifted = shifted + (group.double() * (shifted.max() + 1))[:, None]
@@ -192,8 +181,8 @@ def nms_torchvision(boxes, sc, cl, bi, counts: list[int], iou: float, nc: int, a
 
 
 def batch_nms(boxes, sc, cl, bi, b: int, nc: int, iou: float, agnostic: bool):
-    """Kept indices of a batch's candidates, within an image in decreasing score order:
-    :func:`nms_matrix` where it fits :data:`NMS_MATRIX_LIMIT`, else :func:`nms_torchvision`."""
+    """Kept indices of a batch's candidates by decreasing score within an image: :func:`nms_matrix`
+    within :data:`NMS_MATRIX_LIMIT`, else :func:`nms_torchvision`."""
     key, groups, width, same = nms_layout(bi, cl, b, nc, agnostic)
     if groups * width * width <= NMS_MATRIX_LIMIT:
         return nms_matrix(boxes, sc, cl, key, groups, width, iou, same)
@@ -202,8 +191,8 @@ def batch_nms(boxes, sc, cl, bi, b: int, nc: int, iou: float, agnostic: bool):
 
 
 def topk_candidates(y: torch.Tensor, conf: float, k: int):
-    """Each image's first ``k`` anchors in the full NMS's order (stable sort by score) as
-    fixed-size buffers: ``(boxes (B, k, 4) xyxy, score, class, valid, candidates (B,))``."""
+    """Each image's first ``k`` anchors in the full NMS's order: ``(boxes (B, k, 4) xyxy, score,
+    class, valid, candidates (B,))``."""
     from ultralytics.utils import ops
 
     b = y.shape[0]
@@ -217,10 +206,9 @@ def topk_candidates(y: torch.Tensor, conf: float, k: int):
 
 
 def greedy_keep(bx: torch.Tensor, cls, valid: torch.Tensor, iou: float):
-    """Greedy NMS of each group's row of ``bx`` (groups, width, 4), rows in decreasing score
-    order, no host sync: ``(keep, settled)``. On a GPU two Triton kernels (overlaps packed as bits,
-    then one serial walk per group: always settled); elsewhere :data:`TOPK_STEPS` fixed-point
-    steps, a deeper group not settled."""
+    """Greedy NMS of each row of ``bx`` (groups, width, 4) by decreasing score, no host sync:
+    ``(keep, settled)``. A GPU: overlaps packed as bits, one serial walk per group (settled);
+    elsewhere :data:`TOPK_STEPS` fixed-point steps."""
     groups, width = valid.shape
     walk = _triton_walk() if bx.is_cuda or triton_interpret() else None
     if walk is not None and groups and width:
@@ -247,8 +235,8 @@ OVERLAP_BITS_WB = 4
 
 
 def overlap_bits(bx: torch.Tensor, cls, valid: torch.Tensor, iou: float) -> torch.Tensor:
-    """:func:`overlap_matrix`'s ``S`` packed 32 pairs to an int32 word: (groups, width, words);
-    only the words from a row's own on are written. GPU or Triton's interpreter only."""
+    """:func:`overlap_matrix`'s ``S`` packed 32 pairs to an int32 word (groups, width, words),
+    from each row's own word on; GPU or Triton's interpreter."""
     groups, width = valid.shape
     words = triton_cdiv(width, 32)
     bx = bx.float().contiguous()
@@ -267,7 +255,6 @@ _TRITON_WALK: dict = {}
 
 
 def _triton_walk():
-    """The walk kernel of :func:`greedy_keep`, or None."""
     parts = _triton_walk_parts()
     return parts["walk"] if parts is not None else None
 
@@ -277,7 +264,6 @@ def _triton_walk_parts():
 
 
 def _define_walk(triton, tl):
-    """Both kernels of :func:`greedy_keep`: ``overlap_bits`` and ``walk``."""
 
     @triton.jit
     def _overlap_bits(bx, cls, valid, out, width, words, iou, SAME_CLASS: tl.constexpr,
@@ -352,9 +338,8 @@ def topk_size(anchors: int, k: int, max_det: int) -> int:
 def nms_topk(
     y: torch.Tensor, conf: float, iou: float, max_det: int, k: int, agnostic: bool, chosen=None
 ):
-    """Fixed-size NMS of a decoded batch on each image's ``k`` best candidates: ``(dets (B,
-    max_det, 6), counts, exact, candidates)``, no host sync; ``chosen`` is
-    :func:`topk_candidates`' result where the caller made it."""
+    """Fixed-size NMS on each image's ``k`` best candidates, no host sync: ``(dets (B, max_det,
+    6), counts, exact, candidates)``; ``chosen``: :func:`topk_candidates` made by the caller."""
     b, _, a = y.shape
     k = topk_size(a, k, max_det)
     chosen = topk_candidates(y, conf, k) if chosen is None else chosen

@@ -1,6 +1,5 @@
-"""Numerical error of the reduced precisions on this machine: raw head output against eager
-fp32 on random inputs and on the bundled photos, and boxes after NMS against a reference
-precision; :func:`numerics_table` is the step kind ``numerics``."""
+"""Numerical error of the reduced precisions: raw head output against eager fp32 on random inputs
+and the bundled photos, and boxes after NMS against a reference precision (step ``numerics``)."""
 
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ from yolo_sm.core.pipeline import DetectionPipeline, match_boxes, set_class_prio
 
 
 def variants(precisions, int8_calibrations=INT8_CALIBRATIONS) -> list[tuple[str, str]]:
-    """(precision, calibration) pairs measured for ``precisions``: ``int8`` once per
-    calibration method of ``int8_calibrations``, every other precision once (calibration "")."""
+    """(precision, calibration) pairs: ``int8`` once per calibration, the others with ""."""
     out = []
     for p in precisions:
         if str(p) == "int8":
@@ -27,21 +25,23 @@ def variants(precisions, int8_calibrations=INT8_CALIBRATIONS) -> list[tuple[str,
     return list(dict.fromkeys(out))
 
 
-def _config(prec: str, calibration: str, percentile: float, **kw) -> EngineConfig:
-    return EngineConfig(
-        precision=prec,
-        int8_calibration=calibration or "max",
-        int8_percentile=percentile,
-        check=False,
-        **kw,
-    )
-
-
-def _calibration_columns(calibration: str, percentile: float) -> dict:
-    return {
-        "calibration": calibration,
-        "int8_percentile": float(percentile) if calibration == "percentile" else float("nan"),
-    }
+def _engines(model, pairs, percentile: float, **kw):
+    """(precision, calibration columns, config, engine) per (precision, calibration) of
+    ``pairs``, unchecked; each engine closed once the caller moves on."""
+    for prec, cal in pairs:
+        cfg = EngineConfig(
+            precision=prec,
+            int8_calibration=cal or "max",
+            int8_percentile=percentile,
+            check=False,
+            **kw,
+        )
+        pct = float(percentile) if cal == "percentile" else float("nan")
+        eng = build_engine(model, cfg)
+        try:
+            yield prec, {"calibration": cal, "int8_percentile": pct}, cfg, eng
+        finally:
+            eng.close()
 
 
 def numerical_errors(
@@ -56,31 +56,19 @@ def numerical_errors(
     int8_calibrations=INT8_CALIBRATIONS,
     int8_percentile=INT8_PERCENTILE,
 ):
-    """Relative L2 error of each precision's raw head output against eager fp32, per seed
-    (fresh random inputs each), measured here on ``device``; int8 once per calibration of
-    ``int8_calibrations`` (:func:`variants`)."""
+    """Relative L2 error of each precision's raw head output against eager fp32, per seed (fresh
+    random inputs each)."""
     import pandas as pd
 
     rows = []
-    for prec, cal in variants(precisions, int8_calibrations):
-        cfg = _config(
-            prec, cal, int8_percentile, layout=layout, batch=batch, imgsz=imgsz, device=device
-        )
-        eng = build_engine(model, cfg)
+    pairs = variants(precisions, int8_calibrations)
+    kw = dict(layout=layout, batch=batch, imgsz=imgsz, device=device)
+    for prec, cols, cfg, eng in _engines(model, pairs, int8_percentile, **kw):
         for seed in seeds:
             x = eng.make_input(seed)
-            out = eng(x)
-            rows.append(
-                {
-                    "precision": prec,
-                    "seed": seed,
-                    "device": device,
-                    "rel_err": relative_l2(out, reference_output(model, cfg, x, seed)),
-                    "tolerance": cfg.tolerance,
-                    **_calibration_columns(cal, int8_percentile),
-                }
-            )
-        eng.close()
+            err = relative_l2(eng(x), reference_output(model, cfg, x, seed))
+            row = {"precision": prec, "seed": seed, "device": device, "rel_err": err}
+            rows.append({**row, "tolerance": cfg.tolerance, **cols})
     return pd.DataFrame(rows)
 
 
@@ -97,9 +85,8 @@ def box_agreement(
     int8_calibrations=INT8_CALIBRATIONS,
     int8_percentile=INT8_PERCENTILE,
 ):
-    """Boxes after NMS of each precision against ``reference`` on the same frames: per frame,
-    box counts and the share with a same-class partner at IoU >= ``iou_min`` each way (int8
-    once per calibration)."""
+    """Boxes after NMS of each precision against ``reference`` on the same frames: per frame, box
+    counts and the share with a same-class partner at IoU >= ``iou_min`` each way."""
     import numpy as np
     import pandas as pd
 
@@ -107,32 +94,20 @@ def box_agreement(
         import cv2
 
         frames = [cv2.imread(str(p)) for p in bundled_images()]
-    boxes = {}
     ref = (str(reference), "max" if str(reference) == "int8" else "")
-    measured = [v for v in variants(precisions, int8_calibrations) if v != ref]
-    for prec, cal in (ref, *measured):
-        cfg = _config(
-            prec, cal, int8_percentile, layout=layout, batch=1, imgsz=imgsz, device=device
-        )
-        eng = build_engine(model, cfg)
+    pairs = [ref, *(v for v in variants(precisions, int8_calibrations) if v != ref)]
+    kw = dict(layout=layout, batch=1, imgsz=imgsz, device=device)
+    boxes = {}
+    for prec, cols, _, eng in _engines(model, pairs, int8_percentile, **kw):
         pipe = DetectionPipeline(model, eng)
-        boxes[(prec, cal)] = [pipe(np.ascontiguousarray(f)[None])[0] for f in frames]
-        eng.close()
+        found = [pipe(np.ascontiguousarray(f)[None])[0] for f in frames]
+        boxes[(prec, cols["calibration"])] = found, cols
     rows = []
-    for prec, cal in measured:
-        for i, (a, r) in enumerate(zip(boxes[(prec, cal)], boxes[ref], strict=True)):
-            rows.append(
-                {
-                    "precision": prec,
-                    **_calibration_columns(cal, int8_percentile),
-                    "reference": reference,
-                    "frame": i,
-                    "boxes": len(a),
-                    "reference_boxes": len(r),
-                    "matched": match_boxes(a, r, iou_min),
-                    "reference_matched": match_boxes(r, a, iou_min),
-                }
-            )
+    for (prec, _), (found, cols) in list(boxes.items())[1:]:
+        for i, (a, r) in enumerate(zip(found, boxes[ref][0], strict=True)):
+            row = {"precision": prec, **cols, "reference": reference, "frame": i}
+            row.update(boxes=len(a), reference_boxes=len(r), matched=match_boxes(a, r, iou_min))
+            rows.append({**row, "reference_matched": match_boxes(r, a, iou_min)})
     return pd.DataFrame(rows)
 
 
@@ -148,8 +123,7 @@ def photo_errors(
     int8_percentile=INT8_PERCENTILE,
 ):
     """Relative L2 error of each precision's raw head output against eager fp32 on the bundled
-    photos; ``class_prior`` measures a copy with the bench's class prior (int8 once per
-    calibration)."""
+    photos; ``class_prior``: of a copy with the bench's class prior."""
     import copy
 
     import pandas as pd
@@ -160,27 +134,16 @@ def photo_errors(
         set_class_prior(model, *CLASS_PRIOR)
     x = calibration_batches(imgsz)[0]
     rows = []
-    for prec, cal in variants(precisions, int8_calibrations):
-        cfg = _config(
-            prec, cal, int8_percentile, layout=layout, batch=len(x), imgsz=imgsz, device=device
-        )
+    pairs = variants(precisions, int8_calibrations)
+    kw = dict(layout=layout, batch=len(x), imgsz=imgsz, device=device)
+    for prec, cols, cfg, eng in _engines(model, pairs, int8_percentile, **kw):
         ref = reference_output(model, cfg, x.to(device))
-        eng = build_engine(model, cfg)
         xin = x.to(device, eng.module.parameters().__next__().dtype)
         if layout == "nhwc":
             xin = xin.contiguous(memory_format=torch.channels_last)
-        rows.append(
-            {
-                "precision": prec,
-                "imgsz": imgsz,
-                "device": device,
-                "class_prior": bool(class_prior),
-                "rel_err": relative_l2(eng(xin), ref),
-                **_calibration_columns(cal, int8_percentile),
-                **_quant_counts(eng),
-            }
-        )
-        eng.close()
+        row = {"precision": prec, "imgsz": imgsz, "device": device}
+        row.update(class_prior=bool(class_prior), rel_err=relative_l2(eng(xin), ref))
+        rows.append({**row, **cols, **_quant_counts(eng)})
     return pd.DataFrame(rows)
 
 
@@ -216,8 +179,7 @@ def numerics_table(
     class_priors=(False, True),
 ):
     """Tidy ``numerics`` table per width of ``family``, by ``input`` (random / photo) and
-    ``metric`` (rel_err / boxes): :func:`numerical_errors`, :func:`photo_errors` (as built and
-    with ``class_priors``) and :func:`box_agreement`; int8 once per calibration."""
+    ``metric`` (rel_err / boxes); int8 once per calibration."""
     import copy
 
     import pandas as pd

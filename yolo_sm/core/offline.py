@@ -1,6 +1,4 @@
-"""Settings ultralytics reads at import time: offline, no auto-install, no sync, no font
-download, our thread count (applied when a model is first built, not on ``import yolo_sm``).
-"""
+"""ultralytics imported offline: no auto-install, sync or font download, our thread count."""
 
 from __future__ import annotations
 
@@ -14,8 +12,7 @@ _prepared = False
 
 
 def prepare_ultralytics() -> None:
-    """Import ultralytics with sync off and a local font, keeping our thread count
-    (``YOLO_SM_THREADS`` overrides)."""
+    """Import ultralytics with sync off and a local font, keeping our thread count."""
     global _prepared
     if _prepared:
         return
@@ -37,8 +34,7 @@ def prepare_ultralytics() -> None:
 
 
 def _install_local_font(cfg_dir: Path) -> None:
-    """ultralytics' ``check_font('Arial.ttf')`` downloads the font unless it finds it in its config
-    dir; give it matplotlib's DejaVu Sans (or any system TTF) under that name."""
+    """A local TTF as ``Arial.ttf`` in ultralytics' config dir, which it would download."""
     for name in ("Arial.ttf", "Arial.Unicode.ttf"):
         target = cfg_dir / name
         if target.exists():

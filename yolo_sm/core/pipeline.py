@@ -1,18 +1,12 @@
 """End-to-end detection: uint8 camera frames -> boxes, every step after the host copy on the
-device: pinned host buffers, asynchronous copies on their own streams, letterbox + normalise on
-the GPU, the engine, box decode, NMS and one copy back per batch.
+device, reusing ultralytics' tensor code (anchors, DFL, ``dist2bbox``, ``scale_boxes``) and its
+letterbox geometry, so boxes agree with ``YOLO.predict`` to resampling noise.
 
-Pre- and post-processing reuse ultralytics' tensor code (Detect's anchors and DFL bins,
-``dist2bbox``, ``scale_boxes``); the letterbox is re-implemented on the GPU with ultralytics'
-geometry (ratio, rounding, centred grey-114 padding), so results agree with ``YOLO.predict`` on
-the same weights to resampling noise.
-
-``run`` keeps up to ``streams`` batches in flight (GPU): each slot copies and letterboxes on its
-own stream, the engine and decode run on one compute stream, and the oldest batch is finished
-(NMS, copy of the boxes) on a high-priority stream that waits on that batch only. With
-``graph=True`` (and the fixed-size NMS, ``nms_topk``) every shape after the copy is static and
-each slot replays one CUDA graph of letterbox, forward, decode, NMS and packed boxes; a batch
-whose fixed-size NMS is not exact is redone by the full NMS. On a CPU the stages run in order."""
+On a GPU ``run`` keeps up to ``streams`` batches in flight: each slot copies and letterboxes on
+its own stream, engine and decode run on one compute stream, and the oldest batch's NMS and box
+copy run on a high-priority stream. With ``graph=True`` (and ``nms_topk``) each slot replays one
+CUDA graph of everything after the copy; a batch whose fixed-size NMS is not exact is redone by
+the full NMS. On a CPU the stages run in order."""
 
 from __future__ import annotations
 
@@ -36,6 +30,7 @@ from yolo_sm.core.nms import (
     topk_size,
     triton_cdiv,
 )
+from yolo_sm.core.timing import cuda_graph
 
 
 @dataclass(frozen=True)
@@ -44,11 +39,9 @@ class PipelineConfig:
     iou: float = 0.7  # NMS IoU threshold (ultralytics' predict default)
     max_det: int = 300
     agnostic: bool = False
-    streams: int = 2  # batches in flight on a GPU, each slot with its own copy stream; 1: none
-    # > 0: NMS first on each image's nms_topk best candidates (yolo_sm.core.nms.nms_topk)
-    nms_topk: int = 0
-    # GPU, with nms_topk > 0: one CUDA graph of everything after the copy per slot
-    graph: bool = False
+    streams: int = 2  # batches in flight on a GPU, each slot with its own copy stream
+    nms_topk: int = 0  # > 0: NMS first on each image's nms_topk best candidates
+    graph: bool = False  # GPU, nms_topk > 0: one CUDA graph of everything after the copy per slot
 
 
 def letterbox_params(h: int, w: int, imgsz: int) -> tuple[float, int, int, int, int]:
@@ -66,9 +59,8 @@ def dfl_bins(dfl) -> torch.Tensor | None:
 
 
 def decode_head(raw, bins, anchors, strides, reg_max: int, nc: int) -> torch.Tensor:
-    """Raw head output (B, 4*reg_max + nc, A) -> (B, 4 + nc, A) as ultralytics' Detect head
-    decodes it (DFL as the weighted sum it is, so torch.compile fuses it with the softmax;
-    ``dist2bbox``; sigmoid class scores)."""
+    """Raw head output (B, 4*reg_max + nc, A) -> (B, 4 + nc, A) as ultralytics' Detect decodes
+    it (DFL as a weighted sum, so torch.compile fuses it with the softmax)."""
     from ultralytics.utils.tal import dist2bbox
 
     raw = raw.float()
@@ -81,8 +73,7 @@ def decode_head(raw, bins, anchors, strides, reg_max: int, nc: int) -> torch.Ten
 
 
 def decode_chosen(raw, bins, anchors, strides, reg_max: int, nc: int, conf: float, k: int):
-    """:func:`decode_head` and each image's ``k`` best candidates
-    (:func:`yolo_sm.core.nms.topk_candidates`), compiled together by :func:`fused`."""
+    """:func:`decode_head` and each image's ``k`` best candidates, compiled together."""
     y = decode_head(raw, bins, anchors, strides, reg_max, nc)
     return y, topk_candidates(y, conf, k)
 
@@ -116,8 +107,8 @@ def letterbox_gpu(
 def letterbox_kernel(
     frames: torch.Tensor, imgsz: int, dtype: torch.dtype, channels_last: bool
 ) -> torch.Tensor | None:
-    """:func:`letterbox_gpu` in one Triton kernel, written once in ``dtype`` and the layout asked
-    for, with ``F.interpolate``'s bilinear arithmetic; None where the kernel cannot run."""
+    """:func:`letterbox_gpu` in one Triton kernel writing ``dtype`` in the layout asked for once;
+    None where the kernel cannot run."""
     kernel = cached_kernel(_LETTERBOX, _define_letterbox)
     if kernel is None:
         return None
@@ -184,9 +175,8 @@ def _define_letterbox(triton, tl):
 
 
 class DetectionPipeline:
-    """Frames to boxes around one engine of a :class:`yolo_sm.core.models.YoloForward`:
-    ``pipeline(frames)`` returns one (n, 6) array per frame (x1, y1, x2, y2 in frame pixels,
-    score, class)."""
+    """Frames to boxes around one engine of a YOLO model: ``pipeline(frames)`` returns one (n, 6)
+    array per frame (x1, y1, x2, y2 in frame pixels, score, class)."""
 
     def __init__(self, model, engine, config: PipelineConfig | None = None):
         from ultralytics.utils.tal import make_anchors
@@ -227,10 +217,9 @@ class DetectionPipeline:
         """Zero ``counts``: frames, candidates above the score threshold, boxes kept."""
         self.counts = {"frames": 0, "candidates": 0, "boxes": 0}
 
-    # -- stages ------------------------------------------------------------------------------
     def preprocess(self, frames_dev: torch.Tensor, compiled: bool = False) -> torch.Tensor:
-        """:func:`letterbox_gpu` to the engine's size, dtype and layout (``compiled``: the Triton
-        kernel, else the compiled letterbox)."""
+        """:func:`letterbox_gpu` to the engine's size, dtype and layout (``compiled``: Triton's
+        kernel or torch.compile's)."""
         args = (frames_dev, self.imgsz, self.engine.input_dtype)
         channels_last = self.engine.config.layout.value == "nhwc"
         if compiled and frames_dev.is_cuda:
@@ -252,18 +241,15 @@ class DetectionPipeline:
         return fused(decode_chosen)(raw, *args)
 
     def postprocess(self, y: torch.Tensor, shape: tuple[int, int]) -> list[torch.Tensor]:
-        """Boxes per image on the host as ultralytics' ``non_max_suppression`` then ``scale_boxes``
-        decide them, batched (:func:`yolo_sm.core.nms.batch_nms`; with ``nms_topk`` first the
-        fixed-size path, which gives the same boxes or defers to the full NMS). Runs on the current
-        stream and returns once its copy of the boxes has landed."""
-        if self.config.nms_topk > 0:
-            out = self._postprocess_topk(y, shape)
+        """Boxes per image on the host as ultralytics' ``non_max_suppression`` and ``scale_boxes``
+        give them (with ``nms_topk`` the fixed-size path first); returns once they have landed."""
+        if self.config.nms_topk > 0:  # None where an image is not exact
+            out = self._unpack(_to_host(self._packed_topk(y, shape)))
             if out is not None:
                 return out
         return self._postprocess_full(y, shape)
 
     def _postprocess_full(self, y: torch.Tensor, shape: tuple[int, int]) -> list[torch.Tensor]:
-        """:meth:`postprocess` with the full NMS."""
         from ultralytics.utils import ops
 
         c = self.config
@@ -295,13 +281,9 @@ class DetectionPipeline:
         counts = torch.bincount(host[:, 6].long(), minlength=b).tolist()
         return list(host[:, :6].contiguous().split(counts))
 
-    def _postprocess_topk(self, y: torch.Tensor, shape: tuple[int, int]) -> list | None:
-        """:meth:`postprocess` on fixed-size buffers; None where an image is not exact."""
-        return self._unpack(_to_host(self._packed_topk(y, shape)))
-
     def _packed_topk(self, y: torch.Tensor, shape: tuple[int, int], chosen=None) -> torch.Tensor:
-        """The device half of :meth:`_postprocess_topk` (no host sync): (B, max_det x 6 + 3), each
-        image's scaled boxes, then its box count, exactness and candidate count."""
+        """The fixed-size NMS's device half: (B, max_det x 6 + 3), each image's scaled
+        boxes, box count, exactness and candidate count."""
         from ultralytics.utils import ops
 
         c = self.config
@@ -333,15 +315,13 @@ class DetectionPipeline:
             y, chosen = self.decode_chosen(raw)
             return y, self._packed_topk(y, shape, chosen)
 
-    # -- running -----------------------------------------------------------------------------
     def __call__(self, frames) -> list[np.ndarray]:
         return list(self.run([frames]))[0][1]
 
     def run(self, batches):
-        """Yield ``(latency_s, [boxes per frame])`` per batch, in order. A batch is a (B, H, W,
-        3) uint8 BGR array, list of frames or tensor (pinned or on the device: copied with no
-        host copy, not written until its boxes are yielded). Latency runs from submission to
-        boxes on the host, queueing included."""
+        """Yield ``(latency_s, [boxes per frame])`` per batch of (B, H, W, 3) uint8 BGR frames (an
+        array, list or tensor, pinned or on the device: not written until its boxes are yielded);
+        latency from submission to boxes on the host."""
         if not self._on_gpu:
             for frames in batches:
                 frames = self._as_batch(frames)
@@ -385,14 +365,13 @@ class DetectionPipeline:
         return frames
 
     def _submit_cpu(self, frames, t0) -> _Batch:
-        """Everything up to the decode, in order (CPU)."""
         if isinstance(frames, np.ndarray):
             frames = torch.from_numpy(frames if frames.flags.writeable else frames.copy())
         y = self.decode(self.engine(self.preprocess(frames.to(self.device))))
         return _Batch(t0, tuple(frames.shape[1:3]), y)
 
     def _submit(self, slot: _Slot, frames, t0) -> _Batch:
-        """Queue a batch's copy, letterbox, engine and decode on the GPU; returns at once."""
+        """Queue a batch's copy, letterbox, engine and decode on the GPU."""
         src = self._source(slot, frames)
         if self.config.graph:
             return self._submit_graph(slot, frames, src, t0)
@@ -416,7 +395,7 @@ class DetectionPipeline:
         return _Batch(t0, tuple(frames.shape[1:3]), y, ready, src)
 
     def _submit_graph(self, slot: _Slot, frames, src, t0) -> _Batch:
-        """Queue a batch in whole-batch graph mode (captured on the slot's first batch)."""
+        """Queue a batch in graph mode (captured on the slot's first batch)."""
         shape = tuple(frames.shape)
         if slot.shape != shape:
             slot.capture(self, src, shape)
@@ -448,7 +427,6 @@ class DetectionPipeline:
         return src
 
     def _finish(self, batch: _Batch):
-        """Post-process a submitted batch: (latency_s, [boxes per frame])."""
         if batch.slot is not None:  # whole-batch graph: the boxes are on their way
             batch.ready.synchronize()
             dets = self._unpack(batch.slot.host)
@@ -494,8 +472,7 @@ class _Batch:
 
 
 class _Slot:
-    """One copy slot (GPU): its stream, pinned staging buffers, copy event and, in graph mode,
-    its graph with the static tensors it reads and writes."""
+    """One copy slot (GPU): stream, pinned buffers, copy event and, in graph mode, its graph."""
 
     #: eager runs of a slot's batch before its capture (Triton and cuDNN choices, allocations)
     WARMUP = 2
@@ -513,18 +490,11 @@ class _Slot:
         self.done.synchronize()  # the previous graph's batches, if any, have finished
         self.graph = self.shape = None  # a capture that fails is retried by the next batch
         dev = torch.empty(shape, dtype=torch.uint8, device=pipe.device)
-        side = self.stream
-        side.wait_stream(torch.cuda.current_stream(pipe.device))
-        with torch.cuda.stream(side):
+        self.stream.wait_stream(torch.cuda.current_stream(pipe.device))
+        with torch.cuda.stream(self.stream):
             dev.copy_(src, non_blocking=True)
-            for _ in range(self.WARMUP):
-                pipe._device_batch(dev)
-        side.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        # thread_local: a monitor thread's CUDA calls elsewhere in the process do not abort it
-        with torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
-            y, packed = pipe._device_batch(dev)
-        side.synchronize()
+        batch = lambda: pipe._device_batch(dev)  # noqa: E731
+        graph, (y, packed) = cuda_graph(batch, self.stream, pipe.device, self.WARMUP)
         self.graph, self.dev, self.y, self.packed, self.shape = graph, dev, y, packed, shape
         self.host = torch.empty(packed.shape, dtype=packed.dtype, pin_memory=True)
 
@@ -547,9 +517,8 @@ def _to_host(t: torch.Tensor) -> torch.Tensor:
 
 
 def set_class_prior(model, p: float, spread: float = 1.0) -> None:
-    """Make a random-weight detector's class scores look like a trained one's (logits centred on
-    ``log(p / (1 - p))``, standard deviation ``spread`` on the bundled photos), so NMS and box
-    comparisons are not vacuous. For pipeline studies only."""
+    """Centre a random-weight detector's class logits on ``log(p / (1 - p))`` with std ``spread``
+    on the bundled photos, so NMS and box comparisons are not vacuous."""
     head = model.det.model[-1]
     logit = float(np.log(p / (1 - p)))
     captured = []
@@ -567,38 +536,24 @@ def set_class_prior(model, p: float, spread: float = 1.0) -> None:
             last.bias.fill_(logit)
 
 
-def ultralytics_predict(
-    model,
-    frames: list[np.ndarray],
-    batch: int,
-    device: str,
-    half: bool,
-    conf: float = 0.25,
-    iou: float = 0.7,
-    imgsz: int = 640,
-):
-    """Boxes from ultralytics' own ``YOLO.predict`` on the same weights, one (n, 6) array per
-    frame (``rect=False``: the full square, like our engines)."""
-
+def ultralytics_yolo(model):
+    """ultralytics' ``YOLO`` around a copy of ``model``'s detector."""
     from ultralytics import YOLO
 
     det = copy.deepcopy(model.det)
     det.model[-1].training = False  # ultralytics decodes in its head
     yolo = YOLO("yolov8n.yaml", task="detect", verbose=False)
     yolo.model = det
-    out = []
+    return yolo
+
+
+def ultralytics_predict(model, frames, batch: int, device: str, half: bool, conf=0.25, iou=0.7):
+    """Boxes from ultralytics' ``YOLO.predict`` on the same weights, one (n, 6) array per frame
+    (``rect=False``: the full square, like our engines)."""
+    yolo, out = ultralytics_yolo(model), []
+    kw = dict(imgsz=640, device=device, half=half, conf=conf, iou=iou, rect=False, verbose=False)
     for i in range(0, len(frames), batch):
-        res = yolo.predict(
-            frames[i : i + batch],
-            imgsz=imgsz,
-            device=device,
-            half=half,
-            conf=conf,
-            iou=iou,
-            rect=False,
-            verbose=False,
-        )
-        out += [r.boxes.data.cpu().numpy() for r in res]
+        out += [r.boxes.data.cpu().numpy() for r in yolo.predict(frames[i : i + batch], **kw)]
     return out
 
 
@@ -623,9 +578,8 @@ def measure_pipeline(
     warmup_batches: int = 2,
     pinned: bool = True,
 ) -> dict:
-    """Frames per second and per-batch latency (submission to boxes on the host) over
-    ``seconds`` of back-to-back batches of ``frames``. ``pinned`` (GPU): the batch is pinned once,
-    as a camera's pinned ring would deliver it; the dict's ``pinned`` says what ran."""
+    """Frames per second and per-batch latency over ``seconds`` of back-to-back batches;
+    ``pinned`` (GPU): the batch pinned once, as a camera's pinned ring delivers it."""
     if not frames or batch < 1:
         raise UserError("measure_pipeline needs frames and a positive batch size")
     stack = np.stack([frames[i % len(frames)] for i in range(batch)])

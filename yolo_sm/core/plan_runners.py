@@ -1,7 +1,5 @@
-"""The runners of a collection plan's steps (:data:`RUNNERS`, one per step kind) and what
-they share with the plan's status: each kind's spec built from a step's params, where a step's
-table goes, and the command its dataset records. A runner measures into ``out_dir`` and writes
-its table atomically; :mod:`yolo_sm.core.plans` registers it."""
+"""The runners of a collection plan's steps (:data:`RUNNERS`, one per step kind): each builds its
+kind's spec from the step's params and writes its table atomically into ``out_dir``."""
 
 from __future__ import annotations
 
@@ -61,8 +59,7 @@ def model_params(step: Step, plan: Plan) -> dict:
 
 
 def step_spec(step: Step, plan: Plan, cls=None):
-    """The frozen spec of ``step`` (its kind's, or ``cls``: a subclass with the core's own
-    checks) on the plan's device, with the plan's model where the step names none."""
+    """The spec of ``step`` (its kind's, or ``cls``) on the plan's device and model."""
     cls = cls or STEPS[step.kind][0]
     fields = cls.params()
     p = model_params(step, plan) if issubclass(cls, Models) else dict(step.params)
@@ -84,14 +81,12 @@ def given(spec) -> dict:
 
 
 def step_path(step: Step, out_dir: Path) -> Path:
-    """The output file of ``step`` in ``out_dir``, checked to stay inside it (one sentence
-    otherwise: a plan's ``out`` cannot write elsewhere)."""
+    """The output file of ``step``, checked to stay inside ``out_dir``."""
     return inside(out_dir, step.out, f"plan step {step.name}'s out")
 
 
 def registration_command(plan: Plan, out_dir: Path, step: Step) -> str:
-    """The command recorded for a step's dataset, as a user would type it (paths relative to
-    the working folder)."""
+    """The command recorded for a step's dataset, as a user would type it."""
     return (
         f"yolo-sm collect --plan {shown_path(str(Path(plan.path or plan.name).absolute()))} "
         f"--out {shown_path(str(out_dir.absolute()))} --only {step.name}"
@@ -110,19 +105,24 @@ def _with_provenance(df, device: str):
 
 
 def _write(df, step, plan, out_dir, metadata=None, device=None) -> None:
-    """``df`` with this host's provenance (of ``device``, else the plan's), as the step's table."""
-    df = _with_provenance(df, device or plan.device)
-    write_atomic(df, step_path(step, out_dir), metadata)
+    """``df`` with provenance (of ``device``, else the plan's) as the step's table."""
+    write_atomic(_with_provenance(df, device or plan.device), step_path(step, out_dir), metadata)
 
 
 def _units_to_deadline(run, spec, step, out_dir, deadline, progress) -> None:
-    """``run(spec, out, ...)`` of a step that runs (width, ...) units to ``deadline``: a unit
-    it has nothing to estimate by counts as its share of the step's ``est_s``."""
+    """``run`` a step of units to ``deadline``, a unit guessed at its share of ``est_s``."""
     est_unit_s = step.est_s / len(spec.units())
     run(spec, step_path(step, out_dir), progress=progress, deadline=deadline, est_unit_s=est_unit_s)
 
 
-# --- the generic kinds ----------------------------------------------------------------------
+def _table_runner(fn):
+    """The runner of a step whose table is ``fn(device=..., **the step's set params)``."""
+
+    def run(step, plan, out_dir, deadline, progress):
+        kw = {"device": plan.device, **given(step_spec(step, plan))}
+        _write(fn(**kw), step, plan, out_dir, device=kw["device"])
+
+    return run
 
 
 def run_sweep_step(step, plan, out_dir, deadline, progress):
@@ -132,7 +132,6 @@ def run_sweep_step(step, plan, out_dir, deadline, progress):
 
 
 def run_bench_step(step, plan, out_dir, deadline, progress):
-    """Baseline, engines, pipeline and YOLO.predict per (model, batch), resumed unit by unit."""
     run_bench(
         bench_spec(step, plan), step_path(step, out_dir), progress=progress, deadline=deadline
     )
@@ -146,7 +145,7 @@ def grid(spec) -> list[tuple]:
 
 
 def run_ncu(step, plan, out_dir, deadline, progress):
-    """Nsight Compute's metrics per kernel of the step's grid, the full report beside the table."""
+    """Nsight Compute's metrics per kernel of the step's grid, the report beside the table."""
     spec = step_spec(step, plan)
     target = target_argv(
         spec.family, _csv(spec.widths), _csv(spec.precisions), _csv(spec.layouts),
@@ -166,7 +165,6 @@ def run_ncu(step, plan, out_dir, deadline, progress):
 
 
 def trace_spec(step: Step, plan: Plan) -> TraceSpec:
-    """A trace step's configs (:class:`yolo_sm.core.profiling.trace_units.TraceSpec`)."""
     spec = step_spec(step, plan)
     return TraceSpec(
         step.name, spec.family, tuple(grid(spec)), spec.imgsz, plan.device, spec.backend,
@@ -175,13 +173,11 @@ def trace_spec(step: Step, plan: Plan) -> TraceSpec:
 
 
 def run_trace(step, plan, out_dir, deadline, progress):
-    """Each config's PyTorch-profiler trace and kernel rows, config by config."""
     _units_to_deadline(run_traces, trace_spec(step, plan), step, out_dir, deadline, progress)
 
 
 def run_gpm(step, plan, out_dir, deadline, progress):
-    """Each config back to back for ``seconds`` under the GPM sampler, ``gap_s`` of idle
-    between configs so the timeline shows where each starts."""
+    """Each config for ``seconds`` under the GPM sampler, ``gap_s`` of idle between them."""
     spec = step_spec(step, plan)
     built = list(engines(spec.family, grid(spec), spec.imgsz, plan.device, spec.backend))
     frame, info = run_gpm_timeline(built, seconds=spec.seconds, gap_s=spec.gap_s, hz=spec.hz)
@@ -191,8 +187,7 @@ def run_gpm(step, plan, out_dir, deadline, progress):
 
 
 def run_model_tables(step, plan, out_dir, deadline, progress):
-    """Shapes, FLOPs and bytes per model and layer, counted on this host's CPU whatever the
-    plan's device (they do not depend on the GPU): the provenance says so."""
+    """Shapes, FLOPs and bytes per model and layer, counted on this host's CPU (provenance too)."""
     spec = step_spec(step, plan)
     model = model_params(step, plan).get("models")
     default = [{"model": m} for m in _csv(model).split(",")] if model else DEFAULT_MODELS
@@ -204,58 +199,35 @@ def run_model_tables(step, plan, out_dir, deadline, progress):
     write_atomic(df.drop(columns=empty), step_path(step, out_dir))
 
 
-# --- the topics' kinds ----------------------------------------------------------------------
-
-
 def run_ceilings(step, plan, out_dir, deadline, progress):
-    """Matmul peaks per precision, copy bandwidths, one frame's host-to-device copy."""
     kw = given(step_spec(step, plan))
     if "n" in kw:
         kw["n"] = kw["n"][0] if len(kw["n"]) == 1 else kw["n"]
     _write(measure_ceilings(plan.device, **kw), step, plan, out_dir)
 
 
-def run_numerics(step, plan, out_dir, deadline, progress):
-    """Numerical error per width and precision, and box agreement after NMS."""
-    kw = {"device": plan.device, **given(step_spec(step, plan))}
-    _write(numerics.numerics_table(**kw), step, plan, out_dir, device=kw["device"])
-
-
-def run_probe(step, plan, out_dir, deadline, progress):
-    """A frames-to-boxes batch stage by stage."""
-    df = probe_pipeline(device=plan.device, **given(step_spec(step, plan)))
-    _write(df, step, plan, out_dir)
-
-
-def run_techniques(step, plan, out_dir, deadline, progress):
-    """Fusion, autocast and the batch buffer side by side in one process."""
-    _write(
-        techniques_table(device=plan.device, **given(step_spec(step, plan))), step, plan, out_dir
-    )
+run_numerics = _table_runner(numerics.numerics_table)
+run_probe = _table_runner(probe_pipeline)
+run_techniques = _table_runner(techniques_table)
 
 
 def run_compile_cache(step, plan, out_dir, deadline, progress):
-    """A cold and a warm torch.compile build per (width, mode), each in a fresh process."""
     spec = step_spec(step, plan)
     _units_to_deadline(run_cache_builds, spec, step, out_dir, deadline, progress)
 
 
 def run_int8_kernels(step, plan, out_dir, deadline, progress):
-    """Each int8 convolution kernel per convolution and per model, beside fp16."""
     spec = step_spec(step, plan, Int8KernelSpec)
     _units_to_deadline(run_int8_kernels_units, spec, step, out_dir, deadline, progress)
 
 
 def run_memory_lifetimes(step, plan, out_dir, deadline, progress):
-    """Activation lifetimes per layer and tensor of each model's forward, with the measured
-    peak on a GPU."""
     kw = given(step_spec(step, plan))
     df = lifetimes_table(list(kw.pop("models", DEFAULT_LIFETIME_MODELS)), device=plan.device, **kw)
     _write(df, step, plan, out_dir)
 
 
 def run_memory_pool(step, plan, out_dir, deadline, progress):
-    """One run of random batch sizes per allocator configuration, each in its own process."""
     kw = given(step_spec(step, plan))
     if "family" in kw:
         kw["model"] = kw.pop("family")
@@ -264,21 +236,18 @@ def run_memory_pool(step, plan, out_dir, deadline, progress):
 
 
 def run_wide_vs_deep(step, plan, out_dir, deadline, progress):
-    """FLOPs-matched wide and deep YOLO pairs timed side by side."""
     spec = step_spec(step, plan, WideDeepSpec)
     run_wide_vs_deep_pairs(spec, step_path(step, out_dir), progress=progress, deadline=deadline)
 
 
 def run_resolutions(step, plan, out_dir, deadline, progress):
-    """Fixed-shape engines per resolution against one dynamic engine."""
     spec = step_spec(step, plan, ResolutionSpec)
     run_resolution_engines(spec, step_path(step, out_dir), progress=progress)
 
 
 def run_sharing(step, plan, out_dir, deadline, progress):
-    """Two engines at once, alone and together: the step's table, and beside it
-    ``<step>_gpm`` (the GPM timeline) and ``<step>_kernels`` (kernel classes of the short
-    traces), registered here, before the runner registers the step's own."""
+    """Two engines alone and together; beside the step's table ``<step>_gpm`` and
+    ``<step>_kernels``, registered here."""
     kw = given(step_spec(step, plan))
     tables = run_sharing_pairs(kw.pop("pairs", DEFAULT_PAIRS), plan.device, **kw)
     stem = Path(step.out).stem
@@ -296,9 +265,8 @@ def run_sharing(step, plan, out_dir, deadline, progress):
 
 
 def run_monitor(step, plan, out_dir, deadline, progress):
-    """The live monitor (dcgm-exporter's fields every ``interval`` s on ``/metrics`` at
-    127.0.0.1:``port``) while the step's bench runs in this process and labels the samples;
-    ``idle_s`` of idle before and after. The step's dataset is the monitor's samples."""
+    """The live monitor's samples (``/metrics`` at 127.0.0.1:``port``) while the step's bench
+    runs in this process, ``idle_s`` of idle before and after."""
     mon_spec = step_spec(step, plan)
     spec = BenchSpec.from_step(mon_spec)
     if not spec.on_gpu:

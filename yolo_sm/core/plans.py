@@ -1,28 +1,21 @@
-"""Collection plans: a named list of steps (sweeps, Nsight Compute, PyTorch traces, GPM
-timelines, the GPU's ceilings, the side-by-side bench) that write the datasets of
-``data/<machine>/`` with their manifest entries.
-
-A plan runs across several time-limited commands (a host may limit one command to minutes): each
-run skips finished steps, resumes a partial sweep point by point and a partial bench (model,
-batch) by (model, batch), and with ``max_minutes`` starts no work that would end past the limit
-(a unit that does not fit is left for a later run; shorter ones behind it still run). Steps
-write their outputs atomically, so a killed run leaves complete files or none.
-
-This module runs a plan and registers each step's table; :mod:`yolo_sm.core.plan_runners`
-holds each step kind's runner, :mod:`yolo_sm.core.plan_status` what a plan has left.
-"""
+"""Collection plans: a named list of steps run into ``data/<machine>/``, each table registered.
+A rerun skips done steps and resumes partial ones unit by unit; with ``max_minutes`` no work
+starts that would end past the limit. Runners: :mod:`.plan_runners`; what a plan has left:
+:func:`status`."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
 from pathlib import Path
 
+from yolo_sm.contract.datasets import PARTIAL_PREFIX
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.manifest import entry_problem, root_gpus
 from yolo_sm.contract.manifest import register as reg
-from yolo_sm.contract.manifest import root_gpus
-from yolo_sm.contract.plans import RESUMABLE, TO_DEADLINE, Plan, Step
+from yolo_sm.contract.plans import RESUMABLE, SCHEDULING_PARAMS, TO_DEADLINE, Plan, Step
 from yolo_sm.contract.store import (
     output_lock,
     read_arrow,
@@ -30,19 +23,28 @@ from yolo_sm.contract.store import (
     write_table_atomic,
 )
 from yolo_sm.core import provenance
-from yolo_sm.core.plan_runners import RUNNERS, model_params, registration_command, step_path
-from yolo_sm.core.plan_status import need_s, progress_note, status, step_state
-from yolo_sm.core.sweep import all_failed
+from yolo_sm.core.bench import missing_units
+from yolo_sm.core.plan_runners import (
+    RUNNERS,
+    bench_spec,
+    model_params,
+    registration_command,
+    step_path,
+    step_spec,
+    sweep_spec,
+    trace_spec,
+)
+from yolo_sm.core.profiling import trace_units
+from yolo_sm.core.sweep import all_failed, missing_points
+from yolo_sm.topics.deploy.collect import missing_seconds as cache_missing_seconds
+from yolo_sm.topics.deploy.collect import missing_units as cache_missing_units
+from yolo_sm.topics.precision.collect import missing_seconds as int8_missing_seconds
+from yolo_sm.topics.precision.collect import missing_units as int8_missing_units
 
 
 def check_gpu_model(out_dir: str | os.PathLike, device: str, name: str | None = None) -> None:
-    """Stop before measuring on a GPU model other than the one ``out_dir``'s tables were
-    measured on. A folder describes one GPU: its notebooks set rows of one table beside
-    another's (a bench unit beside a sweep point, a trace beside a roofline), so an H100's
-    rows among an H200's would pass for the same machine's, and so would a CPU's. More cards
-    of the same model, on this host or another, may add to it; a fresh folder, or one
-    measured on CPUs only, takes any device (:func:`provenance.gpu_clash`). ``name``: the GPU
-    model where another process has read it (a cluster's workers), else this process's."""
+    """Stop before measuring on another GPU model than ``out_dir``'s tables (a folder holds one
+    GPU model's rows: :func:`provenance.gpu_clash`); ``name``: the GPU as a worker read it."""
     name = name or provenance.gpu_name(device)
     known = root_gpus(out_dir) if Path(out_dir).is_dir() else []
     here = provenance.gpu_clash(known, device, name)
@@ -54,11 +56,8 @@ def check_gpu_model(out_dir: str | os.PathLike, device: str, name: str | None = 
 
 
 def redo_errors(step: Step, out_dir: Path, match: str = "") -> int:
-    """Drop the ``error`` rows (not ``oom``) of a sweep or bench step's table whose ``message``
-    contains ``match``, so that the step measures them again when it resumes: the points of a
-    sweep, the whole (model, batch) unit of a bench. For errors whose cause has been fixed (e.g.
-    a numerical check that ran on noise); an error row holds no measurement, only its message.
-    The table is rewritten atomically with its metadata; returns how many rows were dropped."""
+    """Drop a sweep or bench table's ``error`` rows (not ``oom``) whose message contains
+    ``match``, so the step measures them again; returns how many were dropped."""
     import pyarrow.compute as pc
 
     path = step_path(step, out_dir)
@@ -78,6 +77,16 @@ def redo_errors(step: Step, out_dir: Path, match: str = "") -> int:
     return n
 
 
+def check_only(plan: Plan, only) -> None:
+    """One sentence where ``only`` names a step the plan lacks."""
+    names = {s.name for s in plan.steps}
+    for o in only or []:
+        if o not in names:
+            raise UserError(
+                f"plan {plan.name} has no step {o!r}; steps: {', '.join(sorted(names))}"
+            )
+
+
 def run_plan(
     plan: Plan,
     out_dir: str | os.PathLike,
@@ -87,16 +96,10 @@ def run_plan(
     register: bool = True,
     redo: str | None = None,
 ):
-    """Run the plan's unfinished steps (or those named in ``only``) into ``out_dir``; returns
-    the status table afterwards. ``redo`` (a message substring, "" for every error): first
-    drop the matching error rows of the sweep and bench steps it runs (:func:`redo_errors`)."""
+    """Run the plan's unfinished steps (those in ``only``) into ``out_dir``; the status after.
+    ``redo``: a message substring whose error rows are measured again (:func:`redo_errors`)."""
     out_dir = Path(out_dir)
-    names = {s.name for s in plan.steps}
-    for o in only or []:
-        if o not in names:
-            raise UserError(
-                f"plan {plan.name} has no step {o!r}; steps: {', '.join(sorted(names))}"
-            )
+    check_only(plan, only)
     for step in plan.steps:
         step_path(step, out_dir)  # every out inside the folder, before any work
     try:
@@ -120,79 +123,178 @@ GPU_ONLY = ("ncu", "gpm", "monitor")
 
 
 def register_step(step: Step, plan: Plan, out_dir: Path) -> dict:
-    """Register ``step``'s table in ``out_dir``'s manifest (and in the table's own metadata)."""
-    return reg(
-        out_dir,
-        step.name,
-        step.out,
-        step.dataset_kind,
-        progress_note(step, plan, out_dir) + step.description,
-        registration_command(plan, out_dir, step),
-        params=model_params(step, plan),
-    )
+    text = progress_note(step, plan, out_dir) + step.description
+    command, params = registration_command(plan, out_dir, step), model_params(step, plan)
+    return reg(out_dir, step.name, step.out, step.dataset_kind, text, command, params=params)
+
+
+def say(text: str) -> None:
+    """One line of ``collect``'s progress on stderr."""
+    print(f"collect: {text}", file=sys.stderr, flush=True)
 
 
 def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
-    if redo is not None:
-        n = redo_errors(step, out_dir, redo)
-        if n:
-            print(f"collect: {step.name}: {n} error row(s) to measure again", file=sys.stderr)
-    state = step_state(step, plan, out_dir)
+    n = redo_errors(step, out_dir, redo) if redo is not None else 0
+    if n:
+        say(f"{step.name}: {n} error row(s) to measure again")
+    state, path = step_state(step, plan, out_dir), step_path(step, out_dir)
     if state == "done":
         return
     if state == "unregistered":
         if register:  # the table is complete: its entry is rebuilt, nothing is measured
-            print(f"collect: {step.name}: registered again from its table", file=sys.stderr)
+            say(f"{step.name}: registered again from its table")
             register_step(step, plan, out_dir)
         return
     if step.kind in GPU_ONLY and not plan.device.startswith("cuda"):
-        print(
-            f"collect: {step.name} skipped: a {step.kind} step reads a GPU's counters and this "
-            f"plan runs on {plan.device}",
-            file=sys.stderr,
+        say(
+            f"{step.name} skipped: a {step.kind} step reads a GPU's counters and this plan runs "
+            f"on {plan.device}"
         )
         return
     left = deadline - time.monotonic() if deadline else None
-    need = (
-        need_s(step, plan, out_dir, state)
-        if left is not None and left > 0 and step.kind not in TO_DEADLINE
-        else None
-    )
+    need = None
+    if left is not None and left > 0 and step.kind not in TO_DEADLINE:
+        need = need_s(step, plan, out_dir, state)
     if left is not None and (left <= 0 or (need is not None and need > left)):
         wants = f"needs about {need:.0f} s and " if need is not None else ""
-        print(
-            f"collect: {step.name} {wants}does not fit in the time left ({left:.0f} s); "
-            "run the command again with that much time",
-            file=sys.stderr,
+        say(
+            f"{step.name} {wants}does not fit in the time left ({left:.0f} s); run the command "
+            "again with that much time"
         )
         return
-    print(f"collect: {step.name} ({step.kind}, {state})", file=sys.stderr, flush=True)
+    say(f"{step.name} ({step.kind}, {state})")
     try:
         RUNNERS[step.kind](step, plan, out_dir, deadline, progress)
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (cli.main): keep what was measured
-        if register and step.kind in TO_DEADLINE and step_path(step, out_dir).exists():
+        if register and step.kind in TO_DEADLINE and path.exists():
             _register_interrupted(step, plan, out_dir)
         raise
-    if register and step_path(step, out_dir).exists():
-        # a finished step, or a partial sweep / bench (said so in its description): what
-        # was measured is usable and the manifest says how much is missing
+    if register and path.exists():
         register_step(step, plan, out_dir)
-    if step.kind == "sweep" and step_path(step, out_dir).exists():
-        failed = all_failed(read_table(step_path(step, out_dir)))
+    if step.kind == "sweep" and path.exists():
+        failed = all_failed(read_table(path))
         if failed:  # registered, then one sentence: the rows are kept
             raise UserError(f"plan step {step.name}: {failed}")
 
 
 def _register_interrupted(step: Step, plan: Plan, out_dir: Path) -> None:
-    """Register a step of a kind in ``contract.plans.TO_DEADLINE`` stopped part-way (its
-    table is written after every unit, so it holds every finished one), so that a rerun
-    resumes it. Any error here is a warning: the interrupt goes on."""
+    """Register a TO_DEADLINE step stopped part-way so a rerun resumes it (errors: a warning)."""
     try:
         register_step(step, plan, out_dir)
-        print(
-            f"collect: {step.name}: interrupted; its table is registered as measured so far "
-            "(the same command resumes it)",
-            file=sys.stderr,
+        say(
+            f"{step.name}: interrupted; its table is registered as measured so far (the same "
+            "command resumes it)"
         )
     except (UserError, OSError) as e:
-        print(f"collect: {step.name}: interrupted and not registered: {e}", file=sys.stderr)
+        say(f"{step.name}: interrupted and not registered: {e}")
+
+
+# --- what a plan has left ----------------------------------------------------------------
+
+
+def _progress(step: Step, plan: Plan, path: Path) -> tuple[int, int, str] | None:
+    """(missing, total, what) of a step that measures in units; None for the kinds run whole."""
+    kinds = {
+        "sweep": (sweep_spec, missing_points, "points"),
+        "bench": (bench_spec, missing_units, "(model, batch) units"),
+        "int8_kernels": (step_spec, int8_missing_units, "(width, scope) units"),
+        "compile_cache": (step_spec, cache_missing_units, "(width, mode) units"),
+        "trace": (trace_spec, trace_units.missing_units, "configs"),
+    }
+    if step.kind not in kinds:
+        return None
+    make, missing, what = kinds[step.kind]
+    spec = make(step, plan)
+    total = spec.points() if step.kind == "sweep" else spec.units()
+    return len(missing(spec, path)), len(total), what
+
+
+def step_state(step: Step, plan: Plan, out_dir: Path) -> str:
+    """``done``, ``partial`` (units missing), ``changed`` (a whole step made with other params
+    than the plan's now), ``unregistered`` (complete, its manifest entry missing or wrong) or
+    ``missing``."""
+    return _state_and_progress(step, plan, out_dir)[0]
+
+
+def _state_and_progress(step: Step, plan: Plan, out_dir: Path):
+    """:func:`step_state` and ``_progress`` of an existing table, from one reading of it."""
+    path = step_path(step, out_dir)
+    if not path.exists():
+        return "missing", None
+    progress = _progress(step, plan, path)
+    if progress and progress[0]:
+        return "partial", progress
+    if step.kind not in RESUMABLE:  # a sweep's or bench's params are its points: not compared
+        made_with = _manifest_params(out_dir, step.name)
+        if made_with is not None and _canonical(made_with) != _canonical(model_params(step, plan)):
+            return "changed", progress
+    if entry_problem(out_dir, step.name, step.out, step.dataset_kind):
+        return "unregistered", progress
+    return "done", progress
+
+
+def _canonical(params) -> str:
+    """The params that make a table (not :data:`SCHEDULING_PARAMS`), as text to compare."""
+    kept = {k: v for k, v in params.items() if k not in SCHEDULING_PARAMS}
+    return json.dumps(kept, sort_keys=True, default=str)
+
+
+def _manifest_params(out_dir: Path, name: str):
+    """The params ``out_dir``'s manifest records for dataset ``name`` (None: not recorded)."""
+    mf = out_dir / "manifest.json"
+    try:
+        return json.loads(mf.read_text())["datasets"][name].get("params")
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def progress_note(step: Step, plan: Plan, out_dir: Path) -> str:
+    """``"PARTIAL (n of N points ...): "`` of a partial step's description; ``""`` otherwise."""
+    path = step_path(step, out_dir)
+    progress = _progress(step, plan, path) if path.exists() else None
+    if not progress or not progress[0]:
+        return ""
+    left, total, what = progress
+    return f"{PARTIAL_PREFIX}{total - left} of {total} {what}; the same command resumes it): "
+
+
+def status(plan: Plan, out_dir: str | os.PathLike):
+    """One row per plan step: ``state``, ``todo`` (e.g. ``70 of 192 points``) and ``rows``."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    out_dir = Path(out_dir)
+    rows = []
+    for s in plan.steps:
+        state, progress = _state_and_progress(s, plan, out_dir)
+        path = step_path(s, out_dir)
+        if progress is None and not path.exists():  # every unit is left
+            progress = _progress(s, plan, path)
+        todo = f"{progress[0]} of {progress[1]} {progress[2]}" if progress and progress[0] else ""
+        try:
+            n = pq.read_metadata(path).num_rows if path.exists() else None
+        except Exception:  # noqa: BLE001 - an unreadable table: collect says why when it reads it
+            n = None
+        rows.append({"step": s.name, "kind": s.kind, "state": state, "todo": todo, "rows": n})
+    out = pd.DataFrame(rows)
+    return out.astype({"rows": "Int64"}) if len(out) else out
+
+
+def need_s(step: Step, plan: Plan, out_dir: Path, state: str) -> float:
+    """The seconds a step needs before it starts: its ``est_s``; for a partial one, its missing
+    units' estimate (int8_kernels, compile_cache, trace) or share of ``est_s``."""
+    if state != "partial":
+        return step.est_s
+    path, seconds = step_path(step, out_dir), None
+    if step.kind == "int8_kernels":
+        seconds = int8_missing_seconds(step_spec(step, plan), path)
+    elif step.kind == "compile_cache":
+        seconds = cache_missing_seconds(step_spec(step, plan), path)[0]
+    elif step.kind == "trace":
+        seconds = trace_units.missing_seconds(trace_spec(step, plan), path)
+    if seconds is not None:
+        return seconds
+    progress = _progress(step, plan, path)
+    if progress and progress[1]:
+        return step.est_s * progress[0] / progress[1]
+    return step.est_s

@@ -25,8 +25,7 @@ def _version(dist: str) -> str | None:
 
 
 def _nvml_handle(index: int):
-    """A pynvml device handle of the GPU NVML numbers ``index`` (:func:`nvml_index`), or None
-    where pynvml or the driver is missing."""
+    """(pynvml, the handle of NVML's GPU ``index``), or Nones without pynvml or a driver."""
     try:
         import pynvml
 
@@ -43,8 +42,7 @@ def _device_index(device: str) -> int:
 
 
 def gpu_name(device: str) -> str | None:
-    """The model name of CUDA device ``device`` (``NVIDIA H200``), None for a CPU or where
-    CUDA (or torch, as on a driver that only schedules work) is not available."""
+    """The model name of CUDA device ``device`` (``NVIDIA H200``), None without one."""
     if not str(device).startswith("cuda"):
         return None
     try:
@@ -60,8 +58,7 @@ def gpu_name(device: str) -> str | None:
 
 
 def gpu_clash(seen, device: str | None, name: str | None) -> str | None:
-    """How a run on ``device`` (GPU ``name``) differs from the GPU models ``seen`` (a sentence),
-    or None where it may join them (a CPU differs from every GPU)."""
+    """How a run on ``device`` (GPU ``name``) differs from the GPU models ``seen``, or None."""
     seen = [g for g in seen if g]
     if not device or not seen or (name is None and str(device).startswith("cuda")):
         return None
@@ -85,8 +82,7 @@ def sm_clock_mhz(device: str = "cuda") -> float | None:
 
 @functools.cache
 def source_digest() -> str:
-    """First 12 hex digits of the SHA-256 over the package's ``.py`` files (path and bytes):
-    ties a table to its code without git. Cached per process."""
+    """12 hex digits of the SHA-256 of the package's ``.py`` files: a table's code without git."""
     import hashlib
 
     root = Path(__file__).resolve().parent
@@ -100,8 +96,7 @@ def source_digest() -> str:
 
 @functools.cache
 def cpu_model() -> str | None:
-    """The host CPU's model name (Linux ``/proc/cpuinfo``; else ``platform.processor()``):
-    eager small-batch timings are bound by the host's kernel launches, so they move with it."""
+    """The host CPU's model name (eager small-batch timings move with it)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.lower().startswith("model name"):
@@ -112,23 +107,15 @@ def cpu_model() -> str | None:
 
 
 def collect(device: str = "cpu") -> dict:
-    """Hardware and software facts for a result (GPU, clocks, driver, CUDA, torch, cuDNN,
-    ultralytics, yolo_sm digest, Python, CPU, UTC date, the command as typed; host name only
-    with ``--record-host``). Missing facts are None."""
+    """Hardware and software facts of a result (host name only with ``--record-host``); None
+    where missing."""
     import torch
 
     info: dict = {
         "device": str(device),
-        "gpu_name": None,
-        "sm_count": None,
-        "compute_capability": None,
-        "gpu_memory_bytes": None,
-        # which physical GPU: nvml_index, gpu_uuid, pci_bus_id, nvml_match (collect.devices)
-        **identify(device),
-        "sm_clock_mhz": None,
-        "sm_clock_max_mhz": None,
-        "mem_clock_mhz": None,
-        "driver": None,
+        **dict.fromkeys(("gpu_name", "sm_count", "compute_capability", "gpu_memory_bytes")),
+        **identify(device),  # which physical GPU (core.devices)
+        **dict.fromkeys(("sm_clock_mhz", "sm_clock_max_mhz", "mem_clock_mhz", "driver")),
         "cuda": torch.version.cuda,
         "torch": torch.__version__,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
@@ -173,8 +160,7 @@ def collect(device: str = "cpu") -> dict:
 
 
 def write_sidecar(artefact: str | os.PathLike, prov: dict, extra: dict | None = None) -> Path:
-    """Write ``<artefact>.metadata.json`` beside an artefact (atomically, through a unique
-    temporary file)."""
+    """Write ``<artefact>.metadata.json`` beside an artefact, atomically."""
     path = Path(f"{artefact}.metadata.json")
     write_text_atomic(path, json.dumps({**prov, **(extra or {})}, indent=2, default=str))
     return path

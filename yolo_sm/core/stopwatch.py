@@ -1,6 +1,5 @@
-"""Wall seconds of one phase of a measurement (building an engine, warming up, timed calls, a
-profiler pass), measured with ``time.perf_counter`` where the work happens, for a row's
-``build_s``, ``warmup_s``, ``timed_s`` or ``profile_s``."""
+"""Wall seconds of one phase of a measurement, for a row's ``build_s``, ``warmup_s``,
+``timed_s`` or ``profile_s``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Sweeps: a grid as data -> resumable runs -> one tidy parquet row per point (coordinates,
-``status``, timing with raw ``samples_ms``, numerical check, FLOPs, memory, provenance), via
-the grid runner: the table is rewritten after every point and done points are skipped.
+"""Sweeps: a grid as data -> one tidy parquet row per point (coordinates, ``status``, timing
+with raw ``samples_ms``, numerical check, FLOPs, memory, provenance), resumable (the grid runner).
 """
 
 from __future__ import annotations
@@ -75,9 +74,8 @@ DISTINCT = ("family", "precisions", "layouts", "backends")
 
 
 class SweepSpec(SweepStep):
-    """A sweep step's spec (:class:`~yolo_sm.contract.steps.SweepStep`) with the checks that
-    need the model families and files: known families, widths in their range, model files
-    that exist, at most :data:`MAX_POINTS` points; :data:`DISTINCT` lists deduplicated."""
+    """A sweep step's spec with the checks that need the models: known families, widths in
+    range, at most :data:`MAX_POINTS` points; :data:`DISTINCT` lists deduplicated."""
 
     def validated(self) -> SweepSpec:
         spec = super().validated()
@@ -110,69 +108,33 @@ class SweepSpec(SweepStep):
 
     def points(self) -> list[Point]:
         """Every supported point, ordered so that each model and engine is built once."""
-
-        out = []
         models = [parse_model(m, self.input_shape, need_shape=False) for m in self.models]
         grid = [(m.source, m.width, d, m) for m in models if m.kind == "family" for d in self.depth]
         if not models:
             grid = [(*fwd, None) for fwd in itertools.product(self.family, self.widths, self.depth)]
+        heads = []  # ((family, scale, width, depth, max_channels), model text, image sizes)
         for fam, w, d, m in grid:
+            text = "" if m is None else m.text
             if m is not None and (fam == "wide" or fam.startswith("resnet")):
-                scale, width, depth, max_ch = "", float(w), 1.0, 0
+                key = (fam, "", float(w), 1.0, 0)
             elif isinstance(w, str):
                 p_depth, p_width, p_max = preset(fam, w)
-                scale, width, depth, max_ch = w, p_width, p_depth if d is None else d, p_max
+                key = (fam, w, p_width, float(p_depth if d is None else d), int(p_max))
             else:
-                scale, width, depth, max_ch = (
-                    "",
-                    float(w),
-                    0.33 if d is None else d,
-                    self.max_channels,
-                )
-            for prec, lay, back, size, b in itertools.product(
-                self.precisions, self.layouts, self.backends, self.imgsz, self.batches
-            ):
-                out.append(
-                    Point(
-                        fam,
-                        scale,
-                        width,
-                        float(depth),
-                        int(max_ch),
-                        prec,
-                        lay,
-                        back,
-                        int(b),
-                        int(size),
-                        self.compile_mode,
-                        self.device,
-                        "" if m is None else m.text,
-                    )
-                )
+                depth = 0.33 if d is None else d
+                key = (fam, "", float(w), float(depth), int(self.max_channels))
+            heads.append((key, text, self.imgsz))
         for m in models:
             if m.kind != "family":
-                width, depth, max_ch = spec_scale(m)
                 sizes = (m.imgsz,) if m.imgsz else self.imgsz
-                for prec, lay, back, size, b in itertools.product(
-                    self.precisions, self.layouts, self.backends, sizes, self.batches
-                ):
-                    out.append(
-                        Point(
-                            m.name,
-                            "",
-                            width,
-                            depth,
-                            max_ch,
-                            prec,
-                            lay,
-                            back,
-                            int(b),
-                            int(size),
-                            self.compile_mode,
-                            self.device,
-                            m.text,
-                        )
-                    )
+                heads.append(((m.name, "", *spec_scale(m)), m.text, sizes))
+        out = [
+            Point(*key, prec, lay, back, int(b), int(size), self.compile_mode, self.device, text)
+            for key, text, sizes in heads
+            for prec, lay, back, size, b in itertools.product(
+                self.precisions, self.layouts, self.backends, sizes, self.batches
+            )
+        ]
         return [p for p in dict.fromkeys(out) if unsupported_reason(p) is None]
 
     def unsupported(self) -> list[str]:
@@ -187,13 +149,12 @@ class SweepSpec(SweepStep):
 
 
 def unsupported_reason(p: Point) -> str | None:
-    """Why a grid combination cannot run (it is left out of the sweep), or None: the rules of
-    :func:`yolo_sm.analyse.plan_grid.unsupported`, which reads a plan's grid without torch."""
+    """Why a grid combination cannot run (left out of the sweep), or None."""
     return plan_grid.unsupported(p.precision, p.layout, p.backend, p.device)
 
 
 def check_environment(spec: SweepSpec) -> None:
-    """One sentence, before any work, when the device, a backend or a model is missing."""
+    """One sentence, before any work, where the device, a backend or a model is missing."""
     import importlib.util
 
     import torch
@@ -203,18 +164,17 @@ def check_environment(spec: SweepSpec) -> None:
             f"--device {spec.device} was requested but torch sees no CUDA GPU here; "
             "use --device cpu"
         )
-    if "tensorrt" in spec.backends and importlib.util.find_spec("tensorrt") is None:
-        raise NotAvailableError("backend tensorrt was requested but TensorRT is not installed here")
-    if "onnxruntime" in spec.backends and importlib.util.find_spec("onnxruntime") is None:
-        raise NotAvailableError(
-            "backend onnxruntime was requested but onnxruntime is not installed here"
-        )
+    for backend, name in (("tensorrt", "TensorRT"), ("onnxruntime", "onnxruntime")):
+        if backend in spec.backends and importlib.util.find_spec(backend) is None:
+            raise NotAvailableError(
+                f"backend {backend} was requested but {name} is not installed here"
+            )
     if "cudagraph" in spec.backends and not spec.device.startswith("cuda"):
         raise UserError("backend cudagraph needs --device cuda")
-    check_models(spec)
-
-
-# --- running --------------------------------------------------------------------------------
+    for text in spec.models:  # each model file built once: one that cannot load is one sentence
+        m = parse_model(text, spec.input_shape, need_shape=False)
+        if m.kind != "family":
+            build_spec(m, input_shape=m.input_shape or (3, spec.imgsz[0], spec.imgsz[0]))
 
 
 def missing_points(spec: SweepSpec, out: str | os.PathLike) -> list[Point]:
@@ -232,9 +192,8 @@ PHASE_COLUMNS = ("build_s", "warmup_s", "timed_s", "profile_s")
 
 
 def point_pace(p: Point, pace: Pace) -> float:
-    """Estimated seconds of point ``p``: a measured ok row's phase seconds of the same config at
-    the nearest width, scaled by the squared width ratio when wider; at least this run's mean
-    pace."""
+    """Estimated seconds of ``p``: an ok row's phase seconds of the same config at the nearest
+    width (times the squared width ratio when wider); at least this run's mean pace."""
     same = (p.family, p.model, p.precision, p.layout, p.backend, p.batch, p.imgsz)
     best = None
     for r in pace.rows:
@@ -261,10 +220,8 @@ def point_pace(p: Point, pace: Pace) -> float:
 def run_sweep(
     spec: SweepSpec, out: str | os.PathLike, progress: bool = True, deadline: float | None = None
 ):
-    """Run every point of ``spec`` not already in ``out``; returns the full table.
-
-    A model's points start only if all fit before ``deadline`` (``time.monotonic()``) at the
-    pace of :func:`point_pace`; rerun to continue."""
+    """Run every point of ``spec`` not already in ``out``; returns the full table. A model's
+    points start only if all fit before ``deadline`` (``time.monotonic()``, :func:`point_pace`)."""
     spec = spec.validated()
     check_environment(spec)
     publish(workload="sweep")  # the status file a monitor beside it reads (contract.workload)
@@ -307,18 +264,8 @@ def run_sweep(
     return table
 
 
-def check_models(spec: SweepSpec) -> None:
-    """Build each file or module:function model of ``spec`` once: one that cannot load is one
-    sentence before anything is written."""
-    for text in spec.models:
-        m = parse_model(text, spec.input_shape, need_shape=False)
-        if m.kind != "family":
-            build_spec(m, input_shape=m.input_shape or (3, spec.imgsz[0], spec.imgsz[0]))
-
-
 def build_model(p: Point):
-    """The model of a point: its spec (collect.models.spec), or its YOLO family, width or preset,
-    depth and channel cap."""
+    """The model of a point: its spec, or its YOLO family, width or preset, depth and cap."""
     if p.model:
         spec = parse_model(p.model, need_shape=False)
         if spec.kind == "module":
@@ -341,9 +288,8 @@ ENGINE_INFO_COLUMNS = (
 
 
 def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int, extra=None) -> dict:
-    """Build, check and time one point; OOM and failures become rows, memory is freed. Records
-    phase seconds (``build_s``, ``warmup_s``, ``timed_s``, ``profile_s``); ``extra(engine)``
-    adds columns measured after the timed calls."""
+    """Build, check and time one point (failures become rows, memory is freed);
+    ``extra(engine)`` adds columns measured after the timed calls."""
     import torch
 
     engine, row = open_point(model, p, spec, flops_per_img)
@@ -364,12 +310,12 @@ def run_point(model, p: Point, spec: SweepSpec, flops_per_img: int, extra=None) 
 
 
 def open_point(model, p: Point, spec: SweepSpec, flops_per_img: int):
-    """Build and check one point's engine: (the engine, its row so far), or (None, an error
-    row) where the build failed; on a GPU the peak-memory counter restarts after the build."""
+    """Build and check one point's engine: (engine, its row so far) or (None, an error row); on
+    a GPU the peak-memory counter restarts after the build."""
     import torch
 
     on_gpu = p.device.startswith("cuda")
-    row = {**_coords(p), "status": "ok", "message": "", **_row_tail(spec, flops_per_img, p)}
+    row = _row_head(p, spec, flops_per_img)
     publish(model=p.model or f"{p.family}:{p.width:g}", engine=f"{p.backend}/{p.precision}/"
             f"{p.layout}", batch=p.batch)  # fmt: skip
     build = None
@@ -381,8 +327,7 @@ def open_point(model, p: Point, spec: SweepSpec, flops_per_img: int):
             engine = build_engine(model, _config(p, spec))
         row.update(build_s=build.seconds, rel_err=engine.rel_err)
         if on_gpu:
-            # the build's peak includes the fp32 reference forward of the check: report the
-            # build and the timed calls apart (the latter is what an inference service needs)
+            # the build's peak includes the check's fp32 reference forward: reported apart
             row["build_peak_mem_bytes"] = torch.cuda.max_memory_allocated()
             torch.cuda.reset_peak_memory_stats()  # the peak restarts from what is allocated now
         return engine, row
@@ -395,9 +340,8 @@ def open_point(model, p: Point, spec: SweepSpec, flops_per_img: int):
 
 
 def finish_point(engine, row: dict, m, p: Point, extra=None) -> dict:
-    """``row`` with a timed :class:`~yolo_sm.core.timing.Measurement` ``m`` of ``engine``: its
-    summary, TFLOP/s, the host columns (a profiler pass), ``extra(engine)``, the engine's
-    build info, 8-bit counts and the provenance."""
+    """``row`` with measurement ``m`` of ``engine``: summary, TFLOP/s, host columns,
+    ``extra(engine)``, build info, 8-bit counts and provenance."""
     row = {**row, **m.summary(), "warmup_s": m.warmup_s, "timed_s": m.timed_s}
     row["tflops"] = (row["flops_per_img"] or 0) * p.batch / (m.median_ms * 1e-3) / 1e12
     with phase("profile") as prof:
@@ -412,8 +356,8 @@ def finish_point(engine, row: dict, m, p: Point, extra=None) -> dict:
 
 
 def quant_columns(engine) -> dict:
-    """8-bit engines: ``quant_convs``, ``quant_fallbacks`` (ran fp16), ``quant_handoffs`` (int8)
-    and on a GPU ``quant_plans_cached``; empty otherwise."""
+    """8-bit engines' ``quant_convs``, ``quant_fallbacks``, ``quant_handoffs`` (int8),
+    ``quant_plans_cached`` (GPU); empty otherwise."""
     m = engine.module
     info = getattr(m, "fp8_info", None) or getattr(m, "int8_info", None)
     if m is None or not info:
@@ -429,9 +373,8 @@ def quant_columns(engine) -> dict:
 
 
 def host_columns(engine, median_ms: float, on_gpu: bool) -> dict:
-    """Host columns of a timed point from a short profiler pass: ``launches_per_forward``,
-    ``kernels_per_forward``, ``gpu_busy_ms``, ``gpu_busy_fraction``, ``host_launch_us``,
-    ``host_bound`` (False on a CPU, None when the pass failed)."""
+    """Host columns of a timed point from a short profiler pass (``host_bound`` False on a CPU,
+    None where the pass failed)."""
     import math
 
     try:
@@ -457,11 +400,14 @@ def failure(e: BaseException) -> dict:
     return {"status": "oom" if is_oom(e) else "error", "message": msg}
 
 
-def _row_tail(spec: SweepSpec, flops_per_img=None, p: Point | None = None) -> dict:
-    """What every row of a point carries after its key, status and message."""
-    calibrated = not p or not p.model or weights_calibrated(parse_model(p.model, need_shape=False))
+def _row_head(p: Point, spec: SweepSpec, flops_per_img=None) -> dict:
+    """A point's key (its model spec as a column after it), status, message and fixed columns."""
+    calibrated = not p.model or weights_calibrated(parse_model(p.model, need_shape=False))
     return {
-        "model": p.model if p else "",
+        **{k: v for k, v in asdict(p).items() if k != "model"},
+        "status": "ok",
+        "message": "",
+        "model": p.model,
         "flops_per_img": flops_per_img,
         "bn_calibrated": calibrated,
         "check_input": CHECK_INPUT if spec.check else "off",
@@ -469,14 +415,12 @@ def _row_tail(spec: SweepSpec, flops_per_img=None, p: Point | None = None) -> di
 
 
 def _error_row(p: Point, spec: SweepSpec, e: BaseException, flops_per_img=None) -> dict:
-    row = {**_coords(p), **failure(e), **_row_tail(spec, flops_per_img, p)}
     # every column of the schema, empty: a table of error rows alone is still a sweep table
-    return {**dict.fromkeys(REQUIRED["sweep"]), **row}
+    return {**dict.fromkeys(REQUIRED["sweep"]), **_row_head(p, spec, flops_per_img), **failure(e)}
 
 
 def all_failed(df) -> str | None:
-    """Why none of a sweep table's points was timed (the commonest reason, and the flag that
-    relaxes a failed numerical check); None when one was."""
+    """Why none of a sweep table's points was timed (the commonest reason); None if one was."""
     if df is None or not len(df) or (df["status"] == "ok").any():
         return None
     msg = df["message"].fillna("").astype(str)
@@ -493,11 +437,6 @@ def all_failed(df) -> str | None:
         f"none of the {len(df)} sweep points was timed; {(kind == top).sum()} failed with "
         f"{reason}{flag}"
     )
-
-
-def _coords(p: Point) -> dict:
-    """A row's leading columns: the point's key (its model spec goes with the tail)."""
-    return {k: v for k, v in asdict(p).items() if k != "model"}
 
 
 def is_oom(e: BaseException) -> bool:

@@ -1,11 +1,7 @@
-"""The one timing function of the package, after Triton's ``do_bench``: synchronise, estimate
-one call, warm up (on a GPU until the per-call time and the SM clock settle, :class:`Settle`:
-whatever runs first in a process otherwise pays the GPU's ramp from idle), then time
-``budget_ms`` worth of calls one by one (CUDA events on a GPU, ``perf_counter_ns`` on a CPU).
-:func:`measure_rounds` times several callables interleaved, with the SM clock of each round.
-A :class:`Measurement` keeps the raw samples and flags a noisy run; :func:`host_profile` counts
-a call's launches and GPU busy time.
-"""
+"""The one timing function of the package, after Triton's ``do_bench``: estimate one call, warm
+up (on a GPU until the per-call time and the SM clock settle: the GPU ramps from idle), then
+time ``budget_ms`` of calls one by one (CUDA events on a GPU, ``perf_counter_ns`` on a CPU);
+:func:`measure_rounds` interleaves several callables, reading the SM clock each round."""
 
 from __future__ import annotations
 
@@ -25,11 +21,9 @@ NOISE_THRESHOLD = 0.10  # IQR / median above this marks a run as noisy
 
 @dataclass(frozen=True)
 class Settle:
-    """When a warm-up has settled: it runs chunks of ``chunk_ms`` worth of calls until, after
-    at least ``warmup_ms`` of calls, the per-call medians of the last ``chunks`` chunks lie
-    within ``tol`` of each other (max / min - 1) and so do the SM clocks read after each
-    (within ``clock_tol``; ignored where no clock is read), or ``max_ms`` of calls have run
-    (then the measurement says it did not settle)."""
+    """A warm-up runs chunks of ``chunk_ms`` of calls until, past ``warmup_ms``, the last
+    ``chunks`` per-call medians lie within ``tol`` (max / min - 1) and their SM clocks within
+    ``clock_tol``, or ``max_ms`` of calls have run (then it did not settle)."""
 
     tol: float = 0.02
     clock_tol: float = 0.05
@@ -45,9 +39,8 @@ MAX_CHUNK = 10_000
 
 
 class Timer:
-    """``time_calls(fn, n, before=None)`` times ``n`` calls of ``fn`` one by one, ms each;
-    ``cpu_ns``: the CPU time (``time.thread_time_ns``) the calling thread spent in its last loop
-    (on a GPU: issuing the calls, not the final synchronise), None when not kept."""
+    """``time_calls(fn, n, before=None)``: ms of each of ``n`` calls; ``cpu_ns``: the thread's
+    CPU time in its last loop (issuing only, on a GPU), None when not kept."""
 
     cpu_ns: int | None = None
 
@@ -110,17 +103,12 @@ class Measurement:
     l2_flush: bool = False
     noise_threshold: float = NOISE_THRESHOLD
     provenance: dict = field(default_factory=dict)
-    #: CPU time of the launching thread per timed call, ms (NaN when the timer kept none). On a
-    #: GPU a call that waits for a full launch queue counts its wait; the flush hook counts too.
+    #: CPU time of the launching thread per timed call, ms (NaN when the timer kept none)
     cpu_ms_per_call: float = math.nan
-    #: wall seconds of the estimate and warm-up calls, and of the timed calls (with the clock
-    #: and provenance reads around them)
-    warmup_s: float = math.nan
-    timed_s: float = math.nan
-    #: whether the warm-up settled (:class:`Settle`); None where a fixed warm-up ran
-    warmup_settled: bool | None = None
-    #: interleaved runs (:func:`measure_rounds`): each round's median ms per call and the SM
-    #: clock (MHz, None where none is read) read after it
+    warmup_s: float = math.nan  # wall seconds of the estimate and warm-up calls
+    timed_s: float = math.nan  # wall seconds of the timed calls
+    warmup_settled: bool | None = None  # None where a fixed warm-up ran
+    #: interleaved runs: each round's median ms per call and SM clock (MHz or None) after it
     round_ms: list = field(default_factory=list)
     round_clock_mhz: list = field(default_factory=list)
 
@@ -165,9 +153,8 @@ class Measurement:
         return self.batch * 1e3 / med if self.samples_ms and med > 0 else math.nan
 
     def summary(self) -> dict:
-        """Flat dict for a table row (samples kept as a list); an interleaved run adds
-        ``rounds``, ``round_ms``, ``round_sm_clock_mhz`` (lists), ``round_spread_pct`` (max -
-        min of the rounds' medians over their median, %) and ``sm_clock_mhz`` (their median)."""
+        """Flat dict for a table row; an interleaved run adds its rounds, their spread (%) and
+        median SM clock."""
         x, out = self.samples_ms, {}
         if self.round_ms:
             r, clocks = self.round_ms, [c for c in self.round_clock_mhz if c is not None]
@@ -191,17 +178,10 @@ class Measurement:
 
 
 def measure(fn: Callable[[], object], *, label: str = "", **kwargs) -> Measurement:
-    """Time ``fn()`` and return a :class:`Measurement`: :func:`measure_rounds` of ``fn`` alone
-    in one round (the same keywords), raising what ``fn`` raised.
-
-    The warm-up runs ``warmup_ms`` worth of calls (at least one) from an estimate of
-    ``estimate_calls`` calls; on a GPU (``settle`` True: :data:`SETTLE`, or a :class:`Settle`
-    on any device) it goes on until the per-call time and the SM clock settle. The repeat count
-    is ``budget_ms`` over the per-call time the warm-up ended at, clamped to ``[min_reps,
-    max_reps]``; both budgets are capped (``contract.values.MAX_BUDGET_MS``, ``MAX_WARMUP_MS``).
-    ``l2_flush`` zeroes a buffer twice the GPU's L2 before each timed call (outside the
-    events). ``timer`` and ``clock_mhz`` (the SM clock read) are injectable for tests. The
-    provenance holds the SM clocks read before and after the timed calls."""
+    """Time ``fn()``: :func:`measure_rounds` of ``fn`` alone in one round, raising what it
+    raised. Warm-up: ``warmup_ms`` of calls (on a GPU until settled, :data:`SETTLE`); then
+    ``budget_ms`` of calls, clamped to ``[min_reps, max_reps]``; ``l2_flush`` zeroes twice the
+    GPU's L2 before each timed call (outside the events)."""
     m = measure_rounds({label: fn}, rounds=1, **kwargs)[label]
     if isinstance(m, BaseException):
         raise m
@@ -209,17 +189,30 @@ def measure(fn: Callable[[], object], *, label: str = "", **kwargs) -> Measureme
 
 
 def _warm(timer, fn, warmup_ms, estimate_calls, settle, clock_mhz) -> tuple:
-    """The estimate calls, then the warm-up (settling where ``settle`` is a :class:`Settle`):
+    """The estimate calls, then the warm-up (in chunks until ``settle`` holds, if given):
     (calls made, ms per call it ended at, whether it settled or None)."""
     timer.sync()
     estimate = timer.time_calls(fn, max(1, estimate_calls))
     per_call = max(statistics.median(estimate), 1e-6)
-    if settle:
-        calls, per_call, settled = warm_up(timer, fn, per_call, warmup_ms, settle, clock_mhz)
-    else:
-        calls, settled = max(1, math.ceil(warmup_ms / per_call)), None
+    if not settle:
+        calls = max(1, math.ceil(warmup_ms / per_call))
         timer.time_calls(fn, calls)
-    return calls + len(estimate), per_call, settled
+        return calls + len(estimate), per_call, None
+    medians, clocks, calls, spent, k = [], [], len(estimate), 0.0, max(1, settle.chunks)
+    while True:
+        n = min(MAX_CHUNK, max(1, math.ceil(settle.chunk_ms / per_call)))
+        samples = timer.time_calls(fn, n)
+        # a call counts at least 1 us: a timer that reads 0 cannot keep the warm-up going
+        calls, spent = calls + n, spent + max(sum(samples), n * 1e-3)
+        per_call = max(statistics.median(samples), 1e-6)
+        medians.append(per_call)
+        clocks.append(clock_mhz())
+        if spent >= warmup_ms and len(medians) >= k:
+            steady_clock = None in clocks[-k:] or _spread(clocks[-k:]) <= settle.clock_tol
+            if _spread(medians[-k:]) <= settle.tol and steady_clock:
+                return calls, per_call, True
+        if spent >= max(settle.max_ms, warmup_ms):
+            return calls, per_call, False
 
 
 def measure_rounds(
@@ -240,11 +233,9 @@ def measure_rounds(
     settle: Settle | None | bool = True,
     clock_mhz: Callable[[], float | None] | None = None,
 ) -> dict:
-    """Time several callables side by side in one process: each warmed up in turn as
-    :func:`measure` says, then ``rounds`` rounds each time every callable in the given order
-    (A, B, C, A, B, C ...) for ``budget_ms / rounds`` worth of calls, reading the SM clock after
-    each. Returns ``{name: Measurement}`` (with more than one round: each round's median and
-    clock, the median over rounds) or the exception a callable raised."""
+    """Time callables side by side: each warmed up in turn, then ``rounds`` rounds of each in
+    order (A, B, A, B ...) for ``budget_ms / rounds`` of calls, the SM clock read after each.
+    Returns ``{name: Measurement or the exception it raised}``."""
     if not budget_ms > 0 or not warmup_ms >= 0 or rounds < 1 or not 1 <= min_reps <= max_reps:
         raise ValueError("measure needs budget_ms > 0, warmup_ms >= 0, 1 <= min_reps <= max_reps")
     if budget_ms > MAX_BUDGET_MS or warmup_ms > MAX_WARMUP_MS:  # inf too: never an endless loop
@@ -301,33 +292,6 @@ def measure_rounds(
     return out
 
 
-def warm_up(
-    timer: Timer, fn, per_call: float, warmup_ms: float, settle: Settle, clock_mhz
-) -> tuple[int, float, bool]:
-    """Warm-up calls in chunks until ``settle`` holds (see :class:`Settle`; ``per_call``: the
-    estimate in ms, ``clock_mhz()``: the SM clock or None). Returns (calls made, the last
-    chunk's median ms per call, whether it settled)."""
-    medians: list[float] = []
-    clocks: list[float | None] = []
-    calls, spent = 0, 0.0
-    k = max(1, settle.chunks)
-    while True:
-        n = min(MAX_CHUNK, max(1, math.ceil(settle.chunk_ms / per_call)))
-        samples = timer.time_calls(fn, n)
-        # a call counts at least 1 us: a timer that reads 0 cannot keep the warm-up going
-        calls, spent = calls + n, spent + max(sum(samples), n * 1e-3)
-        per_call = max(statistics.median(samples), 1e-6)
-        medians.append(per_call)
-        clocks.append(clock_mhz())
-        if spent >= warmup_ms and len(medians) >= k:
-            last = clocks[-k:]
-            steady_clock = None in last or _spread(last) <= settle.clock_tol
-            if _spread(medians[-k:]) <= settle.tol and steady_clock:
-                return calls, per_call, True
-        if spent >= max(settle.max_ms, warmup_ms):
-            return calls, per_call, False
-
-
 def _spread(values) -> float:
     """max / min - 1 of positive values (inf where one is not positive)."""
     lo = min(values)
@@ -348,29 +312,28 @@ def measure_engine(engine, **kwargs) -> Measurement:
     )
 
 
-def cuda_graph_of(fn: Callable[[], object]):
-    """A CUDA graph of ``fn``'s GPU work (``fn`` runs once before, on the capture stream, to
-    warm up): its ``replay`` reruns that work with no launch cost per kernel."""
+def cuda_graph(fn, stream=None, device=None, warmup: int = 1):
+    """(a CUDA graph of ``fn``'s GPU work, what the captured call returned); ``fn`` runs
+    ``warmup`` times before on the capture stream (``stream``, else a new one on ``device``)."""
     import torch
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
+    side = stream if stream is not None else torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):
-        fn()
+        for _ in range(warmup):
+            fn()
     side.synchronize()
     graph = torch.cuda.CUDAGraph()
     # thread_local: a monitor thread's CUDA calls elsewhere in the process do not abort it
     with torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
-        fn()
-    torch.cuda.synchronize()
-    return graph
+        out = fn()
+    side.synchronize()
+    return graph, out
 
 
 def measure_captured(engine, **kwargs) -> Measurement | None:
-    """Time one forward of an :class:`~yolo_sm.core.engines.Engine` as a caller's CUDA graph
-    runs it (the pipeline's whole-batch graph): its ``capture`` forward on the prepared batch,
-    captured in a graph of its own and replayed. None where the engine cannot be captured so
-    or runs on a CPU."""
+    """Time an engine's ``capture`` forward replayed in a CUDA graph of its own (as the
+    pipeline's whole-batch graph runs it); None where it cannot be captured or on a CPU."""
     cfg = engine.config
     if engine.capture is None or not str(cfg.device).startswith("cuda"):
         return None
@@ -378,7 +341,7 @@ def measure_captured(engine, **kwargs) -> Measurement | None:
 
     x = engine._input if engine._input is not None else engine.make_input(seed=0)
     with torch.no_grad():
-        graph = cuda_graph_of(lambda: engine.capture(x))
+        graph, _ = cuda_graph(lambda: engine.capture(x))
     return measure(
         graph.replay, batch=cfg.batch, device=cfg.device, label=f"{engine.description} in a graph",
         **kwargs,
@@ -394,8 +357,7 @@ def _l2_flusher(device: str) -> Callable[[], None]:
     return buf.zero_
 
 
-#: prefixes of the CUDA runtime / driver calls that put work on a stream (kernel and graph
-#: launches, async copies and fills, in every API version): what "launches per forward" counts
+#: prefixes of the CUDA runtime / driver calls that put work on a stream: "launches per forward"
 LAUNCH_PREFIXES = tuple(
     "cudaLaunch cuLaunch cudaGraphLaunch cuGraphLaunch cudaMemcpy cudaMemset cuMemcpy "
     "cuMemset".split()
@@ -403,10 +365,8 @@ LAUNCH_PREFIXES = tuple(
 
 
 def host_profile(fn: Callable[[], object], *, device: str = "cuda", calls: int = 5) -> dict:
-    """Per call of ``fn``, from a ``torch.profiler`` pass of ``calls`` calls (after one more):
-    ``launches_per_forward`` (runtime / driver calls that enqueue work, :data:`LAUNCH_PREFIXES`;
-    a graph replay is one), ``kernels_per_forward`` (kernels, memcpys, memsets that ran) and
-    ``gpu_busy_ms`` (their summed durations). On a CPU: 0, 0 and NaN."""
+    """Per call of ``fn``, from a ``torch.profiler`` pass of ``calls`` calls: launches (a graph
+    replay is one), kernels (memcpys and memsets too) and ``gpu_busy_ms``; on a CPU 0, 0, NaN."""
     if not str(device).startswith("cuda"):
         return {"launches_per_forward": 0.0, "kernels_per_forward": 0.0, "gpu_busy_ms": math.nan}
     import torch
@@ -419,19 +379,15 @@ def host_profile(fn: Callable[[], object], *, device: str = "cuda", calls: int =
             fn()
         torch.cuda.synchronize()
     events = prof.profiler.kineto_results.events()
-
-    def annotation(e) -> bool:
-        return bool(e.is_user_annotation()) if hasattr(e, "is_user_annotation") else False
-
+    note = lambda e: hasattr(e, "is_user_annotation") and bool(e.is_user_annotation())  # noqa: E731
     return count_events(
-        ((e.name(), str(e.device_type()), e.duration_ns(), annotation(e)) for e in events), calls
+        ((e.name(), str(e.device_type()), e.duration_ns(), note(e)) for e in events), calls
     )
 
 
 def count_events(events, calls: int) -> dict:
     """:func:`host_profile`'s figures from ``(name, device type, duration ns, is annotation)``
-    tuples of a profiler pass over ``calls`` calls (device type ``DeviceType.CUDA`` for GPU
-    activity; annotations, the ranges projected onto the GPU's timeline, are not work)."""
+    tuples (annotations, ranges projected onto the GPU's timeline, are not work)."""
     launches = kernels = 0
     busy_ns = 0
     for name, dev, dur, annotation in events:
@@ -450,9 +406,8 @@ def count_events(events, calls: int) -> dict:
 
 
 def launch_cost_us(device: str = "cuda", launches: int = 200, repeats: int = 25) -> float:
-    """The host's cost of one eager launch in this process, us: the median over ``repeats`` of
-    the wall time of ``launches`` in-place adds on a one-element tensor issued back to back (the
-    queue never fills: the time is the host's), a yardstick of the host's speed. NaN on a CPU."""
+    """The host's cost of one eager launch, us: the median over ``repeats`` of ``launches``
+    one-element in-place adds issued back to back (the queue never fills). NaN on a CPU."""
     if not str(device).startswith("cuda"):
         return math.nan
     import torch

@@ -1,30 +1,18 @@
-"""A collection plan run as tasks on a Dask cluster: ``yolo-sm collect --workers N`` (a local
-cluster, one worker process per GPU) or ``--scheduler ADDRESS`` (an existing cluster, e.g.
-under Slurm: docs/distributed.md).
-
-The driver (:func:`run_plan`) cuts the plan into units (:mod:`.units`: a sweep's or bench's
-model, a whole step of the other kinds), submits each unfinished one as a task that asks for
-one GPU (``resources={"GPU": 1}``), and merges each unit's shard into the plan's tables and
-the manifest as soon as its task ends. Rows carry where they were measured (``gpu_uuid``,
-``gpu_index``, ``host``, ``worker``). What is resumed:
-
-- a worker killed mid-task: Dask runs the task again on a worker (the killed one's nanny
-  starts a new process); the new run resumes the shard after the points already in it;
-- a driver killed: its local workers exit with it; the next run merges the shards left
-  behind, then runs only what the tables still lack (a unit already merged is not run again).
-"""
+"""A collection plan run as tasks on a Dask cluster (``collect --workers N`` or ``--scheduler
+ADDRESS``, docs/distributed.md): one task per unit (:mod:`.units`), each asking for one GPU,
+its shard merged into the plan's tables as soon as it ends. A killed worker's task reruns and
+resumes its shard; a killed driver's shards are merged by the next run."""
 
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 import uuid
 from pathlib import Path
 
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import Plan
-from yolo_sm.core import plan_status, plans, provenance
+from yolo_sm.core import plans, provenance
 from yolo_sm.core.distributed import tasks
 from yolo_sm.core.distributed.cluster import (
     RESOURCE,
@@ -46,10 +34,8 @@ __all__ = ["run_plan", "run_task", "plan_units", "require_distributed"]
 
 
 def run_task(unit: Unit, plan: Plan, out_dir: str, stop_at: float | None = None) -> dict:
-    """What a worker runs: pin the threads, run ``unit`` into its shard; returns ``unit``,
-    ``state`` (done / partial / skipped), ``seconds`` (wall time of the task), ``cores`` (how
-    many the threads were pinned to) and the place (gpu_uuid, gpu_index, host, worker).
-    ``stop_at``: a ``time.time()`` value after which no new point starts."""
+    """A worker's task: ``unit`` run into its shard; its state, seconds, cores and place.
+    ``stop_at``: a ``time.time()`` after which no new point starts."""
     plans.check_gpu_model(out_dir, plan.device)
     cores = pin_threads()
     where = place(plan.device)
@@ -66,11 +52,8 @@ def run_task(unit: Unit, plan: Plan, out_dir: str, stop_at: float | None = None)
 
 
 def check_cluster_gpus(client, out_dir: Path, device: str) -> None:
-    """Stop before any task where the cluster's workers hold GPUs of more than one model, or of
-    another model than the tables of ``out_dir`` (:func:`yolo_sm.core.plans.check_gpu_model`):
-    a root holds one GPU model's rows, and an empty root would otherwise take every model's
-    first tasks at once. Each worker names its own GPU (``Client.run``, outside the task
-    queue); a worker without a GPU that torch can name says nothing."""
+    """Stop where the workers hold GPUs of several models, or of another model than
+    ``out_dir``'s tables (a root holds one GPU model's rows)."""
     names = client.run(provenance.gpu_name, device)
     models = sorted({n for n in names.values() if n})
     if len(models) > 1:
@@ -83,14 +66,8 @@ def check_cluster_gpus(client, out_dir: Path, device: str) -> None:
         plans.check_gpu_model(out_dir, device, models[0])
 
 
-def _command(plan: Plan, out_dir: Path, step) -> str:
-    return f"yolo-sm collect --plan {plan.path or plan.name} --out {out_dir} --only {step.name}"
-
-
-def _run_command(plan: Plan, out_dir: Path, workers, scheduler) -> str:
-    """The collect command of a run on a cluster, as the task log records it."""
-    on = f"--workers {workers}" if workers else f"--scheduler {scheduler}" if scheduler else ""
-    return f"yolo-sm collect --plan {plan.path or plan.name} --out {out_dir} {on}".rstrip()
+def _command(plan: Plan, out_dir: Path, tail: str) -> str:
+    return f"yolo-sm collect --plan {plan.path or plan.name} --out {out_dir} {tail}".rstrip()
 
 
 def run_plan(
@@ -105,92 +82,84 @@ def run_plan(
     redo: str | None = None,
     client=None,
 ):
-    """Run the plan's unfinished units (of the steps in ``only``) on a Dask cluster into
-    ``out_dir``: a local one of ``workers`` processes, the scheduler at ``scheduler``, or the
-    given ``client``'s. Returns :func:`yolo_sm.core.plan_status.status` afterwards.
-    ``max_minutes`` and ``redo`` as in :func:`yolo_sm.core.plans.run_plan`. A task that
-    raised does not stop the others; the first such error is raised once every task has ended
-    and been merged."""
+    """:func:`yolo_sm.core.plans.run_plan` on a local cluster of ``workers``, the scheduler at
+    ``scheduler`` or ``client``'s; a task's error is raised once every task has been merged."""
     distributed = require_distributed()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    names = {s.name for s in plan.steps}
-    for o in only or []:
-        if o not in names:
-            raise UserError(
-                f"plan {plan.name} has no step {o!r}; steps: {', '.join(sorted(names))}"
-            )
+    plans.check_only(plan, only)
     steps = {s.name: s for s in plan.steps}
     units = plan_units(plan, only)
 
     def merge(u: Unit) -> bool:
         step = steps[u.step.name]
-        return merge_unit(u, plan, out_dir, step, command=_command(plan, out_dir, step))
+        return merge_unit(
+            u, plan, out_dir, step, command=_command(plan, out_dir, f"--only {step.name}")
+        )
 
     left_behind = [u for u in units if merge(u)]
     if left_behind and progress:
-        print(f"collect: merged {len(left_behind)} shard(s) of an earlier run", file=sys.stderr)
+        plans.say(f"merged {len(left_behind)} shard(s) of an earlier run")
     if redo is not None:
         for name in dict.fromkeys(u.step.name for u in units):
             n = plans.redo_errors(steps[name], out_dir, redo)
             if n and progress:
-                print(f"collect: {name}: {n} error row(s) to measure again", file=sys.stderr)
+                plans.say(f"{name}: {n} error row(s) to measure again")
     todo = [u for u in units if unit_pending(u, plan, out_dir)]
-    if todo:  # on the driver too where it sees the GPUs, so that no task starts in vain
-        plans.check_gpu_model(out_dir, plan.device)
+    if not todo:
+        return plans.status(plan, out_dir)
+    plans.check_gpu_model(out_dir, plan.device)  # on the driver too, where it sees the GPUs
     stop_at = time.time() + 60 * max_minutes if max_minutes else None
     errors, rows = [], []
-    if todo:
-        run = contextlib.nullcontext(client) if client is not None else None
-        with run or client_for(workers, scheduler, plan.device) as c:
-            check_cluster_gpus(c, out_dir, plan.device)  # before a shard is written
-            for u in todo:
-                seed_shard(u, plan, out_dir)
-            token = uuid.uuid4().hex[:8]
-            started, t0 = tasks.now_utc(), time.perf_counter()
-            n_workers = len(c.scheduler_info().get("workers", {}))
-            futures = {
-                c.submit(
-                    run_task,
-                    u,
-                    plan,
-                    str(out_dir),
-                    stop_at,
-                    key=f"yolo-sm-{token}-{u.order}-{u.name}",
-                    resources={RESOURCE: 1},
-                    priority=-u.order,
-                    pure=False,
-                ): u
-                for u in todo
-            }
-            for fut in distributed.as_completed(list(futures)):
-                u = futures[fut]
-                if fut.status == "error":
-                    errors.append(fut.exception())
-                    rows.append(tasks.task_row(u, None))
-                    if progress:
-                        print(f"collect: {u.name} failed: {errors[-1]}", file=sys.stderr)
-                else:
-                    r = fut.result()
-                    rows.append(tasks.task_row(u, r))
-                    if progress:
-                        gpu = f", {r['gpu_uuid']}" if r.get("gpu_uuid") else ""
-                        print(
-                            f"collect: {u.name} {r['state']} on {r['worker']} ({r['host']}{gpu}) "
-                            f"in {r['seconds']:.0f} s",
-                            file=sys.stderr,
-                            flush=True,
-                        )
-                merge(u)
-            tasks.save_run(
-                out_dir,
-                rows,
-                run=token,
-                started_utc=started,
-                wall_s=time.perf_counter() - t0,
-                workers=n_workers,
-                command=_run_command(plan, out_dir, workers, scheduler),
-            )
+    if client is None:
+        cluster = client_for(workers, scheduler, plan.device)
+    else:
+        cluster = contextlib.nullcontext(client)
+    with cluster as c:
+        check_cluster_gpus(c, out_dir, plan.device)  # before a shard is written
+        for u in todo:
+            seed_shard(u, plan, out_dir)
+        token = uuid.uuid4().hex[:8]
+        started, t0 = tasks.now_utc(), time.perf_counter()
+        n_workers = len(c.scheduler_info().get("workers", {}))
+        futures = {
+            c.submit(
+                run_task,
+                u,
+                plan,
+                str(out_dir),
+                stop_at,
+                key=f"yolo-sm-{token}-{u.order}-{u.name}",
+                resources={RESOURCE: 1},
+                priority=-u.order,
+                pure=False,
+            ): u
+            for u in todo
+        }
+        for fut in distributed.as_completed(list(futures)):
+            u = futures[fut]
+            r = None if fut.status == "error" else fut.result()
+            rows.append(tasks.task_row(u, r))
+            if r is None:
+                errors.append(fut.exception())
+                msg = f"{u.name} failed: {errors[-1]}"
+            else:
+                where = r["host"] + (f", {r['gpu_uuid']}" if r.get("gpu_uuid") else "")
+                msg = f"{u.name} {r['state']} on {r['worker']} ({where}) in {r['seconds']:.0f} s"
+            if progress:
+                plans.say(msg)
+            merge(u)
+        on = f"--workers {workers}" if workers else f"--scheduler {scheduler}" if scheduler else ""
+        wall_s = time.perf_counter() - t0
+        tasks.save_run(
+            out_dir,
+            rows,
+            run=token,
+            started_utc=started,
+            wall_s=wall_s,
+            workers=n_workers,
+            command=_command(plan, out_dir, on),
+        )
     if errors:
         raise errors[0]
-    return plan_status.status(plan, out_dir)
+    return plans.status(plan, out_dir)

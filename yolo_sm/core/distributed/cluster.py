@@ -1,12 +1,6 @@
-"""Where a task runs: the Dask cluster (a local one, one worker process per GPU, or an
-existing scheduler), the worker's place (GPU UUID and index, host, worker name) and its CPU
-threads pinned to the cores the worker was given.
-
-``dask`` and ``distributed`` (the ``distributed`` extra) are imported inside the functions that
-need them; ``dask_cuda``'s ``LocalCUDACluster`` is used for a local GPU cluster where it is
-installed. Every worker offers the resource ``GPU=1`` and every task asks for it, so a worker
-runs one task at a time on its one GPU (on a CPU plan the resource is the worker's slot).
-"""
+"""Where a task runs: the Dask cluster (local, one worker process per GPU, or an existing
+scheduler), the worker's place and its threads pinned to its cores. Every worker offers the
+resource ``GPU=1`` and every task asks for it: one task at a time per GPU."""
 
 from __future__ import annotations
 
@@ -48,8 +42,7 @@ def parse_cpus(text: str) -> list[int]:
 
 
 def split_cores(n: int, cores: list[int]) -> list[list[int]]:
-    """``cores`` cut into ``n`` contiguous, equal shares (each at least one core; shares
-    repeat cores only when there are fewer cores than workers)."""
+    """``cores`` cut into ``n`` contiguous, equal shares (cores repeat only where too few)."""
     if n <= 0:
         raise UserError("--workers must be a positive number")
     if len(cores) < n:
@@ -59,9 +52,8 @@ def split_cores(n: int, cores: list[int]) -> list[list[int]]:
 
 
 def pin_threads() -> list[int]:
-    """Pin every thread of this process to the cores of :data:`CPUS_ENV` (set by the local
-    cluster; where it is unset, the cores the process may already use, e.g. under ``srun``)
-    and set torch's intra-op threads to their number; returns the cores."""
+    """Pin this process's threads to :data:`CPUS_ENV`'s cores (else those it may use) and set
+    torch's threads to their number; returns the cores."""
     import torch
 
     spec = os.environ.get(CPUS_ENV)
@@ -79,51 +71,30 @@ def pin_threads() -> list[int]:
     return cores
 
 
-def worker_name() -> str:
-    """The Dask worker's name ('' outside a worker)."""
+def place(device: str) -> dict:
+    """Where this process measures: ``gpu_uuid``, ``gpu_index`` (nvidia-smi's numbering; empty
+    on a CPU), ``host`` and ``worker`` (the Dask worker's name, '' outside one)."""
     try:
         from distributed import get_worker
 
         w = get_worker()
+        worker = str(w.name if w.name is not None else w.address)
     except (ImportError, ValueError):
-        return ""
-    return str(w.name if w.name is not None else w.address)
-
-
-def place(device: str) -> dict:
-    """Where this process measures: ``gpu_uuid`` (``GPU-...`` as nvidia-smi prints it) and
-    ``gpu_index`` (the GPU's index on its host, as nvidia-smi numbers it, whatever
-    ``CUDA_VISIBLE_DEVICES`` says), empty on a CPU; ``host`` and ``worker``."""
-    out = {"gpu_uuid": None, "gpu_index": None, "host": socket.gethostname()}
-    out["worker"] = worker_name()
+        worker = ""
+    out = {"gpu_uuid": None, "gpu_index": None, "host": socket.gethostname(), "worker": worker}
     if str(device).startswith("cuda"):
-        ident = identify(device)  # torch's device matched to NVML by UUID, else PCI bus id
+        ident = identify(device)
         if ident["nvml_match"] is not None:  # None: no CUDA device here
             out["gpu_uuid"] = ident["gpu_uuid"]
-            found = ident["nvml_index"]  # no NVML: what CUDA_VISIBLE_DEVICES maps it to
+            found = ident["nvml_index"]
             out["gpu_index"] = visible_index(cuda_index(device)) if found is None else found
     return out
 
 
-def _visible_gpus() -> list[str]:
-    """The GPUs this process may give to workers: ``CUDA_VISIBLE_DEVICES``'s entries, else
-    0..N-1 for the N GPUs torch sees."""
-    import torch
-
-    n = torch.cuda.device_count()
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env is not None and env.strip():
-        return [v.strip() for v in env.split(",") if v.strip()][:n]
-    return [str(i) for i in range(n)]
-
-
 def local_cluster(n: int, device: str):
-    """A local cluster of ``n`` worker processes, one thread and ``GPU=1`` each, no memory
-    limit (a model's build may take a worker's share of RAM; Dask would kill it), no
-    dashboard (the scheduler's HTTP server on a free port). On a GPU: ``LocalCUDACluster``
-    where dask-cuda is installed, else one worker per visible GPU with its own
-    ``CUDA_VISIBLE_DEVICES``; each worker gets an equal share of the cores
-    (:data:`CPUS_ENV`)."""
+    """A local cluster of ``n`` workers, one thread, ``GPU=1``, an equal share of the cores and
+    (on a GPU) one visible GPU each (``LocalCUDACluster`` where dask-cuda is installed); no
+    memory limit (a model's build may take a worker's share of RAM) and no dashboard."""
     distributed = require_distributed()
     import dask
 
@@ -135,7 +106,11 @@ def local_cluster(n: int, device: str):
     common = {"nthreads": 1, "memory_limit": 0, "resources": {RESOURCE: 1}}
     gpus: list[str] = []
     if str(device).startswith("cuda"):
-        gpus = _visible_gpus()
+        import torch
+
+        env = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
+        gpus = [v for v in env if v] or [str(i) for i in range(torch.cuda.device_count())]
+        gpus = gpus[: torch.cuda.device_count()]
         if n > len(gpus):
             raise UserError(
                 f"--workers {n} asks for more workers than the {len(gpus)} GPU(s) visible here "
@@ -173,28 +148,22 @@ def local_cluster(n: int, device: str):
 
 @contextlib.contextmanager
 def client_for(workers: int | None, scheduler: str | None, device: str):
-    """A Dask client on a new local cluster of ``workers`` processes, or on the existing
-    scheduler at ``scheduler`` (whose workers must offer the ``GPU`` resource)."""
+    """A Dask client on a new local cluster of ``workers``, or on ``scheduler``'s."""
     distributed = require_distributed()
     if scheduler:
         try:
             client = distributed.Client(scheduler, timeout="30s")
         except OSError as e:
             raise UserError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from None
-        try:
-            offers = [
-                w.get("resources", {}).get(RESOURCE, 0)
-                for w in client.scheduler_info()["workers"].values()
-            ]
-            if not any(offers):
+        with client:
+            members = client.scheduler_info()["workers"].values()
+            if not any(w.get("resources", {}).get(RESOURCE, 0) for w in members):
                 raise UserError(
                     f"no worker of the scheduler at {scheduler} offers the {RESOURCE} "
                     f"resource: start them with dask worker --nthreads 1 --resources "
                     f"{RESOURCE}=1"
                 )
             yield client
-        finally:
-            client.close()
         return
     n = 1 if workers is None else int(workers)
     with local_cluster(n, device) as cluster, distributed.Client(cluster) as c:

@@ -1,8 +1,5 @@
-"""The task log of a collection run on a Dask cluster: one row per task (its unit, state, wall
-seconds and where it ran) with the run's own wall time and worker count, appended to the root's
-``collect_tasks`` table after every run, so that a plan resumed over several runs keeps them
-all. What it answers: how long a plan took on N GPUs against one (the wall time of each run,
-not the GPU seconds the steps record), and which GPU measured which unit."""
+"""The task log of collection runs on a Dask cluster (the root's ``collect_tasks`` table): per
+task its unit, state, wall seconds and place; per run its wall time and worker count."""
 
 from __future__ import annotations
 
@@ -30,8 +27,7 @@ def now_utc() -> str:
 
 
 def task_row(unit, result: dict | None) -> dict:
-    """One task's row: ``result`` is what the task returned
-    (:func:`yolo_sm.core.distributed.run_task`), None for a task that raised."""
+    """One task's row from what ``run_task`` returned (None: it raised)."""
     row = {"step": unit.step.name, "unit": unit.name}
     if result is None:
         return {**row, "state": ERROR, "seconds": float("nan")}
@@ -50,9 +46,7 @@ def save_run(
     workers: int,
     command: str,
 ) -> pd.DataFrame:
-    """Append one run's task rows (:func:`task_row`) to ``out_dir``'s task log, written
-    atomically and registered in the manifest (``command``: how the run was started); returns
-    the whole log. Nothing is written for a run without tasks."""
+    """Append one run's task rows to ``out_dir``'s task log (registered); returns the whole log."""
     path = Path(out_dir) / FILE
     before = read_table(path)
     if not rows:

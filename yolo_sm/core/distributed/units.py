@@ -1,20 +1,8 @@
-"""A plan cut into units, each run into its own shard folder and merged back.
-
-A unit is what one task on one GPU runs: the points of one model of a sweep step (all its
-precisions, layouts, backends and batches, so they are measured side by side in one process),
-the (model, batch) units of one model of a bench step, or a whole step of the other kinds
-(ncu, trace, gpm, ceilings, numerics, probe, model_tables). :func:`plan_units` lists them.
-
-A unit runs into ``<out>/.shards/<step>/<label>/`` through the plan's own step runners
-(:data:`yolo_sm.core.plan_runners.RUNNERS`), so a shard holds the same files a plain run writes,
-atomically. ``owner.json`` in the shard names the worker that runs it; before a worker resumes a
-shard (its predecessor was killed) it tags the rows that predecessor measured with the
-predecessor's place, then its own rows with its own (:data:`PLACE_COLUMNS`).
-
-:func:`merge_unit` moves a shard's rows into the plan's table (a shard's rows replace the
-table's rows of the same keys; rows come out in the order a single process writes them),
-registers the dataset in the manifest and deletes the shard: shards exist only for units in
-flight, and a run that finds one left behind by a killed run merges what it holds first.
+"""A plan cut into units, each run into its own shard folder and merged back. A unit is one
+model of a sweep or bench step (measured side by side in one process) or a whole step of the
+other kinds; it runs into ``<out>/.shards/<step>/<label>/`` through the plan's own runners, its
+rows tagged with the place that measured them (``owner.json`` names the running worker), and
+:func:`merge_unit` moves its rows into the plan's table, registers it and deletes the shard.
 """
 
 from __future__ import annotations
@@ -39,21 +27,19 @@ from yolo_sm.contract.store import (
     write_atomic,
     write_text_atomic,
 )
-from yolo_sm.core import plan_runners, plan_status
+from yolo_sm.core import plan_runners, plans
 from yolo_sm.core.bench import UNIT
 
 SHARDS = ".shards"  # folder of the shards inside a dataset root
 OWNER = "owner.json"  # the place of the worker running a shard
-#: the columns that name a unit's rows, by step kind (a shard's rows replace the table's rows
-#: with the same values of these)
+#: the columns that name a unit's rows, by step kind
 ROW_KEYS = {"sweep": KEY_COLUMNS, "bench": UNIT}
 
 
 @dataclass(frozen=True)
 class Unit:
-    """One task: ``step`` (the plan step restricted to the unit's model for a sweep or bench,
-    the whole step otherwise), ``label`` (its shard folder's name) and ``order`` (its place in
-    the plan, for the scheduler's priority)."""
+    """One task: its ``step`` (restricted to one model for a sweep or bench), shard ``label``
+    and ``order`` in the plan (the scheduler's priority)."""
 
     step: Step
     label: str
@@ -75,9 +61,9 @@ def full_spec(step: Step, plan: Plan):
     return spec and spec(step, plan)
 
 
-def step_units(step: Step, plan: Plan) -> list[Step]:
-    """The step cut by model: a sweep step into one step per (family, width, depth) of its
-    grid that has points, a bench step into one per (family, width); the other kinds whole."""
+def step_units(step: Step, plan: Plan) -> list[tuple[Step, str]]:
+    """(part, shard label) of the step cut by model: per (family, width, depth) with points of a
+    sweep, per (family, width) of a bench; the other kinds whole."""
     if step.kind == "sweep":
         spec = full_spec(step, plan)
         out, seen = [], set()
@@ -86,33 +72,25 @@ def step_units(step: Step, plan: Plan) -> list[Step]:
             keys = tuple(p.key() for p in full_spec(replace(step, params=params), plan).points())
             if keys and keys not in seen:
                 seen.add(keys)
-                out.append(replace(step, params=params))
+                out.append((replace(step, params=params), _label(fam, f"w{w}", f"d{d}")))
         return out
     if step.kind == "bench":
         spec = full_spec(step, plan)
         rest = {k: v for k, v in step.params.items() if k not in ("models", "family", "widths")}
-        return [replace(step, params={**rest, "models": [f"{f}:{w}"]}) for f, w in spec.models]
-    return [step]
-
-
-def unit_label(unit_step: Step) -> str:
-    p = unit_step.params
-    if unit_step.kind == "sweep":
-        return _label(p["family"][0], f"w{p['widths'][0]}", f"d{p['depth'][0]}")
-    if unit_step.kind == "bench":
-        return _label(p["models"][0].replace(":", "-w"))
-    return "whole"
+        models = [f"{f}:{w}" for f, w in spec.models]
+        return [
+            (replace(step, params={**rest, "models": [m]}), _label(m.replace(":", "-w")))
+            for m in models
+        ]
+    return [(step, "whole")]
 
 
 def plan_units(plan: Plan, only: list[str] | None = None) -> list[Unit]:
     """Every unit of the plan's steps (those named in ``only``), in plan order."""
-    units = []
-    for step in plan.steps:
-        if only and step.name not in only:
-            continue
-        for s in step_units(step, plan):
-            units.append(Unit(s, unit_label(s), len(units)))
-    return units
+    parts = [
+        p for step in plan.steps if not only or step.name in only for p in step_units(step, plan)
+    ]
+    return [Unit(s, label, i) for i, (s, label) in enumerate(parts)]
 
 
 def shard_dir(out_dir: Path, unit: Unit) -> Path:
@@ -120,10 +98,8 @@ def shard_dir(out_dir: Path, unit: Unit) -> Path:
 
 
 def unit_pending(unit: Unit, plan: Plan, out_dir: Path) -> bool:
-    """Whether the unit has work left: a sweep's or bench's unit whose points (units) the
-    plan's table in ``out_dir`` does not all hold, a whole step that is not done."""
-    state = plan_status.step_state(unit.step, plan, Path(out_dir))
-    return state != "done"
+    """Whether the unit's points (a sweep or bench) or whole step are not all done."""
+    return plans.step_state(unit.step, plan, Path(out_dir)) != "done"
 
 
 # --- places -------------------------------------------------------------------------------
@@ -137,7 +113,6 @@ def read_owner(shard: Path) -> dict | None:
 
 
 def write_owner(shard: Path, place: dict) -> None:
-    """``owner.json`` with the worker's place and process id, written atomically."""
     write_text_atomic(shard / OWNER, json.dumps({**place, "pid": os.getpid()}))
 
 
@@ -147,25 +122,20 @@ def _yolo_sm_meta(table) -> dict | None:
 
 
 def tag_rows(path: Path, place: dict, *, sentinel: bool = False) -> int:
-    """Fill the :data:`PLACE_COLUMNS` of the rows of ``path`` that have no ``worker`` yet with
-    ``place``; the table is rewritten atomically, its metadata kept. ``sentinel``: mark them
-    with an empty ``worker`` instead (rows measured outside any worker, seeded into a shard:
-    the merge turns it back into empty). Returns how many rows were tagged."""
+    """Fill the :data:`PLACE_COLUMNS` of ``path``'s rows without a ``worker`` with ``place``
+    (``sentinel``: an empty ``worker``, rows seeded from outside any worker); returns how many."""
     if not path.exists():
         return 0
     table = read_arrow(path)
     df = table.to_pandas()
     if not len(df):
         return 0
-    if "worker" not in df:
-        for c in PLACE_COLUMNS:
-            df[c] = None
+    df = df.reindex(columns=[*df.columns, *(c for c in PLACE_COLUMNS if c not in df)])
     todo = df["worker"].isna()
     n = int(todo.sum())
     if n:
-        values = {c: "" for c in PLACE_COLUMNS if c == "worker"} if sentinel else place
         df = df.astype({c: object for c in PLACE_COLUMNS})
-        for c, v in values.items():
+        for c, v in ({"worker": ""} if sentinel else place).items():
             if c in PLACE_COLUMNS:
                 df.loc[todo, c] = v
         write_atomic(df, path, _yolo_sm_meta(table))
@@ -173,16 +143,15 @@ def tag_rows(path: Path, place: dict, *, sentinel: bool = False) -> int:
 
 
 def seed_shard(unit: Unit, plan: Plan, out_dir: Path) -> int:
-    """Copy into a new shard the rows that the plan's table already holds of the unit (a
-    sweep's or bench's model measured in part before), so that the unit resumes after them
-    instead of measuring them again; returns how many rows were copied."""
+    """Copy into a new shard the plan table's rows of the unit, so that it resumes after them;
+    returns how many."""
     step = unit.step
     main, shard = Path(out_dir) / step.out, shard_dir(out_dir, unit)
     if step.kind not in RESUMABLE or not main.exists() or (shard / step.out).exists():
         return 0
     df = read_table(main)
     keys = list(ROW_KEYS[step.kind])
-    mine = _keys(df, keys).isin(set(_unit_keys(unit, plan)))
+    mine = _keys(df, keys).isin(set(_spec_keys(full_spec(step, plan), step.kind)))
     if not mine.any():
         return 0
     shard.mkdir(parents=True, exist_ok=True)
@@ -193,8 +162,7 @@ def seed_shard(unit: Unit, plan: Plan, out_dir: Path) -> int:
 
 def _seed_whole(step: Step, out_dir: Path, shard: Path) -> None:
     """The plan's table of a whole step that resumes unit by unit, copied into a shard that
-    has none of its own (a killed worker's stays), its rows marked as measured outside any
-    worker."""
+    has none, its rows marked as measured outside any worker."""
     main, mine = out_dir / step.out, shard / step.out
     if main.exists() and not mine.exists():
         copy_atomic(main, mine)
@@ -218,13 +186,8 @@ def _keys(df, columns):
     return pd.Series(list(zip(*parts, strict=True)), index=df.index)
 
 
-def _unit_keys(unit: Unit, plan: Plan) -> list[tuple]:
-    """The row keys of the unit's points (sweep) or (family, width, batch) units (bench), in
-    run order."""
-    return _spec_keys(full_spec(unit.step, plan), unit.step.kind)
-
-
 def _spec_keys(spec, kind: str) -> list[tuple]:
+    """The row keys of a sweep's points or a bench's units, in run order."""
     if kind == "sweep":
         return [p.key() for p in spec.points()]
     return [(str(f), round(float(w), 6), int(b)) for f, w, b in spec.units()]
@@ -236,12 +199,9 @@ def _spec_keys(spec, kind: str) -> list[tuple]:
 def run_unit_into_shard(
     unit: Unit, plan: Plan, out_dir: Path, place: dict, deadline: float | None = None
 ) -> str:
-    """Run ``unit`` into its shard folder with the plan's step runner; returns the shard's
-    state afterwards (``done``, ``partial`` for a step stopped by ``deadline``, a
-    ``time.monotonic()`` value, or ``skipped``: a whole step whose ``est_s`` does not fit).
-    A whole step of a kind that runs to a deadline unit by unit (``TO_DEADLINE``: compile-cache,
-    int8 kernels) resumes the plan's table, copied into the shard, so that the merge, which
-    replaces that table with the shard's, keeps the units measured before."""
+    """Run ``unit`` into its shard with the plan's runner: ``done``, ``partial`` (stopped by
+    ``deadline``, a ``time.monotonic()``) or ``skipped`` (a whole step whose ``est_s`` does not
+    fit). A whole TO_DEADLINE step resumes the plan's table, copied into the shard."""
     import time
 
     step = unit.step
@@ -260,7 +220,7 @@ def run_unit_into_shard(
         (shard / step.out).unlink(missing_ok=True)  # a whole step runs whole
     plan_runners.RUNNERS[step.kind](step, plan, shard, deadline, False)
     tag_rows(shard / step.out, place)
-    state = plan_status.step_state(step, plan, shard)
+    state = plans.step_state(step, plan, shard)
     # a shard's table is registered when the driver merges it: complete, it is done
     return "done" if state == "unregistered" else state
 
@@ -269,10 +229,8 @@ def run_unit_into_shard(
 
 
 def merge_unit(unit: Unit, plan: Plan, out_dir: Path, step: Step, *, command: str) -> bool:
-    """Merge the unit's shard (if any) into the plan's table of ``step`` (the plan's own,
-    whole step) in ``out_dir``, register the dataset and delete the shard. A whole step's
-    shard is merged only when its table was written (a killed one waits for its rerun).
-    Returns whether anything was merged."""
+    """Merge the unit's shard into the plan's table of ``step`` (the whole step), register it and
+    delete the shard (a whole step's only once written); returns whether anything was merged."""
     out_dir = Path(out_dir)
     shard = shard_dir(out_dir, unit)
     if not shard.exists():
@@ -295,15 +253,8 @@ def merge_unit(unit: Unit, plan: Plan, out_dir: Path, step: Step, *, command: st
     else:
         return False
     if (out_dir / step.out).exists():
-        register(
-            out_dir,
-            step.name,
-            step.out,
-            step.dataset_kind,
-            plan_status.progress_note(step, plan, out_dir) + step.description,
-            command,
-            params=step.params,
-        )
+        note = plans.progress_note(step, plan, out_dir) + step.description
+        register(out_dir, step.name, step.out, step.dataset_kind, note, command, params=step.params)
     shutil.rmtree(shard)
     _remove_empty(shard.parent, out_dir)
     return True
@@ -317,8 +268,7 @@ def _remove_empty(folder: Path, root: Path) -> None:
 
 
 def _merge_rows(shard_table: Path, step: Step, plan: Plan, out_dir: Path) -> None:
-    """The plan's table = its rows whose keys the shard lacks + the shard's rows, in the
-    order of the step's grid (the order one process writes them)."""
+    """The plan's table = its rows the shard lacks + the shard's, in the step's grid order."""
     import pandas as pd
 
     main = out_dir / step.out
@@ -328,9 +278,8 @@ def _merge_rows(shard_table: Path, step: Step, plan: Plan, out_dir: Path) -> Non
     if len(old):
         old = old[~_keys(old, keys).isin(set(_keys(new, keys)))]
     df = pd.concat([old, new], ignore_index=True) if len(old) else new
-    order = {k: i for i, k in enumerate(_spec_keys(full_spec(step, plan), step.kind))}
-    pos = _keys(df, keys).map(lambda k: order.get(k, len(order)))
-    df = df.iloc[pos.argsort(kind="stable")].reset_index(drop=True)
-    df = _unmark_seeded(df)
     spec = full_spec(step, plan)
+    order = {k: i for i, k in enumerate(_spec_keys(spec, step.kind))}
+    pos = _keys(df, keys).map(lambda k: order.get(k, len(order)))
+    df = _unmark_seeded(df.iloc[pos.argsort(kind="stable")].reset_index(drop=True))
     write_atomic(df, main, {"spec": asdict(spec), "argv": user_argv(sys.argv)})
