@@ -225,7 +225,9 @@ def load(path: str | Path) -> tuple[Rule, ...]:
         try:
             out.append(_rule({**{k: doc[k] for k in _DEFAULTS if k in doc}, **raw}))
         except (TypeError, ValueError) as e:
-            raise ValueError(f"rules file {path}, rule {i} ({raw.get('id', 'no id')}): {e}") from None
+            raise ValueError(
+                f"rules file {path}, rule {i} ({raw.get('id', 'no id')}): {e}"
+            ) from None
     try:
         return check_unique(out)
     except ValueError as e:
@@ -245,9 +247,9 @@ def _rule(d: dict) -> Rule:
         if not ok:
             want = "a list of strings" if k == "datasets" else "a number" if num else "a string"
             raise TypeError(f"{k} = {v!r} is not {want}")
-    partly = d.get("partly")
-    return Rule(**{**d, "threshold": float(d["threshold"]), "datasets": tuple(d.get("datasets", ())),
-                   "partly": None if partly is None else float(partly)})  # fmt: skip
+    d["datasets"] = tuple(d.get("datasets", ()))
+    d["partly"] = None if d.get("partly") is None else float(d["partly"])
+    return Rule(**{**d, "threshold": float(d["threshold"])})
 
 
 def topic_rules(topic: str, file: str = "rules.toml") -> tuple[Rule, ...]:
