@@ -212,7 +212,7 @@ def load(path: str | Path) -> tuple[Rule, ...]:
     ``[[rule]]`` table per rule; ValueError naming the file (and rule) when it is malformed."""
     path = Path(path)
     try:
-        doc = tomllib.loads(path.read_text())
+        doc = tomllib.loads(path.read_bytes().decode())  # TOML is UTF-8, whatever the locale
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise ValueError(f"rules file {path}: {e}") from None
     unknown = sorted(set(doc) - {*_DEFAULTS, "rule"})
