@@ -12,7 +12,16 @@ import pytest
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.contract.datasets import data_dir, open_root
 from yolo_sm.report import catalog
-from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, Rule, evaluate, validate
+from yolo_sm.report.rules import (
+    FAILS,
+    HOLDS,
+    NOT_TESTED,
+    Rule,
+    evaluate,
+    load,
+    topic_rules,
+    validate,
+)
 
 
 def _read(name: str) -> pd.DataFrame:
@@ -145,8 +154,8 @@ RECOMPUTED = {
     ),
     "hosts_eager_small_batch_host_bound": lambda: 100 * _eager_b1().host_bound.astype(bool).mean(),
     "hosts_eager_small_batch_cpu_time": lambda: (
-        (_eager_b1().host_cpu_ms / _eager_b1().mean_ms).median()
-    ),
+        _eager_b1().host_cpu_ms / _eager_b1().mean_ms
+    ).median(),
 }
 
 
@@ -180,7 +189,7 @@ def test_one_rule_per_fact_and_comparison():
     assert len(keys) == len(set(keys))
 
 
-def test_a_rule_naming_an_unknown_fact_dataset_or_unit_fails_to_load(monkeypatch):
+def test_a_rule_naming_an_unknown_fact_dataset_or_unit_fails_to_load(monkeypatch, tmp_path):
     good = next(r for r in RULES if r.id == "claim_10")
     known = catalog.known_facts()
     names = {d for r in RULES for d in r.datasets}
@@ -194,14 +203,82 @@ def test_a_rule_naming_an_unknown_fact_dataset_or_unit_fails_to_load(monkeypatch
     twin = replace(good, id="claim_10_again")
     with pytest.raises(ValueError, match="both decide"):
         validate([good, twin], known, names)
-    # a misspelt fact in a registered rule set fails when the catalog loads its rules
-    monkeypatch.setattr(
-        catalog,
-        "SOURCES",
-        [*catalog.SOURCES, ((replace(good, id="x", fact="typo"),), catalog.SOURCES[0][1])],
-    )
-    with pytest.raises(ValueError, match="typo"):
+    # a misspelt fact in a rules file fails when the catalog loads its rules
+    typo = tmp_path / "rules.toml"
+    typo.write_text(_GOOD.replace('fact = "f"', 'fact = "claims.int8_over_fp16_typo"'))
+    monkeypatch.setattr(catalog, "SOURCES", [*catalog.SOURCES, (load(typo), catalog.SOURCES[0][1])])
+    with pytest.raises(ValueError, match="claims.int8_over_fp16_typo"):
         catalog.all_rules()
+
+
+_GOOD = """group = "g"
+datasets = ["d"]
+
+[[rule]]
+id = "r"
+statement = "s"
+fact = "f"
+op = ">="
+threshold = 1
+"""
+
+
+def test_a_rules_file_applies_its_defaults(tmp_path):
+    second = _GOOD.split("\n\n", 1)[1].replace('"r"', '"r2"').replace('"f"', '"f2"')
+    (tmp_path / "rules.toml").write_text(_GOOD + second + 'datasets = []\nunit = "x"\n')
+    one, two = load(tmp_path / "rules.toml")
+    assert one == Rule("r", "s", "f", ">=", 1.0, datasets=("d",), group="g")
+    assert two == Rule("r2", "s", "f2", ">=", 1.0, "x", group="g")
+
+
+@pytest.mark.parametrize(
+    "edit, error",
+    [
+        (
+            ('op = ">="', 'op = ">="\nthreshhold = 2'),
+            r"rule 1 \(r\): unknown keys \['threshhold'\]",
+        ),
+        (('group = "g"', 'grup = "g"'), r"unknown keys \['grup'\]"),
+        (('fact = "f"\n', ""), r"rule 1 \(r\): missing keys \['fact'\]"),
+        (("threshold = 1", 'threshold = "1"'), r"rule 1 \(r\): threshold = '1' is not a number"),
+        (('datasets = ["d"]', 'datasets = ["d", 1]'), "rule 1 .*datasets = .* not a list of str"),
+        (('group = "g"', "group = 3"), "group = 3 is not a string"),
+        (('op = ">="', 'op = "=>"'), "op '=>' is not one of"),
+        (('"s"', '"s"\n[[rule]]\nid = "r"'), "missing keys"),
+        (("[[rule]]", "[[rule]"), "rules file .*rules.toml: "),
+        (("threshold = 1", "threshold = 1\n" + _GOOD.split("\n\n")[1]), "rule ids used twice"),
+    ],
+)
+def test_a_malformed_rules_file_is_one_error_naming_the_file(tmp_path, edit, error):
+    path = tmp_path / "rules.toml"
+    path.write_text(_GOOD.replace(*edit))
+    with pytest.raises(ValueError, match=error) as e:
+        load(path)
+    assert f"rules file {path}" in str(e.value)
+
+
+def test_statement_numbers_are_the_analysis_constants():
+    from yolo_sm.contract.vocab import HOST_BOUND_IDLE_SHARE
+    from yolo_sm.topics.batch.analyse import SATURATION
+    from yolo_sm.topics.compare.analyse import AGREE_PCT
+    from yolo_sm.topics.heatmaps.analyse import LOW_PCT
+
+    rules = {
+        r.id: r for t in ("batch", "compare", "launches", "your_model") for r in topic_rules(t)
+    }
+    shared = {  # rule id -> (the constant its statement states, is it the threshold too?)
+        "batch_wide_saturates_by_b8": (100 * SATURATION, True),
+        "batch_narrow_needs_more": (100 * SATURATION, True),
+        "batch_memory_not_limiting": (100 * SATURATION, False),
+        "compare_gpu_bound_agree": (AGREE_PCT, False),
+        "compare_host_bound_gpu_work_agree": (AGREE_PCT, False),
+        "hosts_eager_small_batch_host_bound": (100 * HOST_BOUND_IDLE_SHARE, False),
+        "hosts_graph_keeps_gpu_busy": (100 * HOST_BOUND_IDLE_SHARE, True),
+        "your_model_low_layers_dominate": (LOW_PCT, False),
+    }
+    for rule_id, (value, is_threshold) in shared.items():
+        assert f"{value:g} %" in rules[rule_id].statement, rule_id
+        assert not is_threshold or rules[rule_id].threshold == pytest.approx(value), rule_id
 
 
 def test_a_count_over_no_point_reads_not_tested():

@@ -10,16 +10,13 @@ import pytest
 
 from yolo_sm.analyse.facts import concat, fact, facts_table
 from yolo_sm.contract.datasets import open_root
-from yolo_sm.report.rules import FAILS, HOLDS, evaluate
+from yolo_sm.report.rules import FAILS, HOLDS, evaluate, topic_rules
 from yolo_sm.topics.launches import analyse as hosts
-from yolo_sm.topics.launches import rules as launches_rules
 from yolo_sm.topics.memory import analyse as memory
-from yolo_sm.topics.memory import rules as memory_rules
 from yolo_sm.topics.roofline import analyse as roofline
-from yolo_sm.topics.roofline import rules as roofline_rules
 
 FIXTURE = Path(__file__).parent / "fixtures" / "root_06_08"
-RULES = roofline_rules.RULES + memory_rules.RULES + launches_rules.RULES
+RULES = topic_rules("roofline") + topic_rules("memory") + topic_rules("launches")
 
 
 def _read(name):

@@ -7,16 +7,13 @@ import pytest
 
 from yolo_sm.analyse.facts import facts_table, value
 from yolo_sm.contract.datasets import open_root
-from yolo_sm.report.rules import FAILS, HOLDS, evaluate
+from yolo_sm.report.rules import FAILS, HOLDS, evaluate, topic_rules
 from yolo_sm.topics.batch import TOPIC as BATCH
 from yolo_sm.topics.batch import analyse as batch
-from yolo_sm.topics.batch import rules as batch_rules
 from yolo_sm.topics.timeline import TOPIC as TIMELINE
 from yolo_sm.topics.timeline import analyse as timeline
-from yolo_sm.topics.timeline import rules as timeline_rules
 from yolo_sm.topics.your_model import TOPIC as YOUR_MODEL
 from yolo_sm.topics.your_model import analyse as your_model
-from yolo_sm.topics.your_model import rules as your_model_rules
 
 
 def verdict(rules, facts, rule_id):
@@ -65,8 +62,8 @@ def test_batch_pays_recomputed_and_flipped():
     e = s[(s.backend == "eager") & (s.width == 1.0)]
     gain = e.img_per_s.max() / e.img_per_s[e.batch == 1].iloc[0]
     assert value(batch_facts(), "batch_gain_b1_to_best", "eager") == pytest.approx(gain)
-    assert verdict(batch_rules.RULES, batch_facts(), "batch_pays") == HOLDS
-    assert verdict(batch_rules.RULES, batch_facts(b1=400.0), "batch_pays") == FAILS
+    assert verdict(topic_rules("batch"), batch_facts(), "batch_pays") == HOLDS
+    assert verdict(topic_rules("batch"), batch_facts(b1=400.0), "batch_pays") == FAILS
 
 
 def test_batch_wide_saturates_recomputed_and_flipped():
@@ -74,9 +71,9 @@ def test_batch_wide_saturates_recomputed_and_flipped():
     e = s[(s.backend == "eager") & (s.width == s.width.max())]
     share = 100 * e.img_per_s[e.batch == 8].iloc[0] / e.img_per_s.max()
     assert value(batch_facts(), "batch_frac_of_best_at_b8", "widest") == pytest.approx(share)
-    assert verdict(batch_rules.RULES, batch_facts(), "batch_wide_saturates_by_b8") == HOLDS
+    assert verdict(topic_rules("batch"), batch_facts(), "batch_wide_saturates_by_b8") == HOLDS
     moved = batch_facts(b8_wide=300.0)
-    assert verdict(batch_rules.RULES, moved, "batch_wide_saturates_by_b8") == FAILS
+    assert verdict(topic_rules("batch"), moved, "batch_wide_saturates_by_b8") == FAILS
 
 
 def test_batch_graph_wins_at_b1_recomputed_and_flipped():
@@ -84,9 +81,9 @@ def test_batch_graph_wins_at_b1_recomputed_and_flipped():
     b1 = s[s.batch == 1].pivot_table(index="width", columns="backend", values="median_ms")
     lowest = (b1.eager / b1.cudagraph).min()
     assert value(batch_facts(), "batch_graph_speedup_b1_min") == pytest.approx(lowest)
-    assert verdict(batch_rules.RULES, batch_facts(), "batch_graph_wins_at_b1") == HOLDS
+    assert verdict(topic_rules("batch"), batch_facts(), "batch_graph_wins_at_b1") == HOLDS
     moved = batch_facts(graph_b1=101.0)
-    assert verdict(batch_rules.RULES, moved, "batch_graph_wins_at_b1") == FAILS
+    assert verdict(topic_rules("batch"), moved, "batch_graph_wins_at_b1") == FAILS
 
 
 def test_batch_memory_not_limiting_recomputed_and_flipped():
@@ -97,9 +94,9 @@ def test_batch_memory_not_limiting_recomputed_and_flipped():
     at = e[e.batch == e.width.map(knee)]
     pct = 100 * at.peak_mem_bytes.max() / 100e9
     assert value(batch_facts(), "batch_peak_mem_at_knee_pct") == pytest.approx(pct)
-    assert verdict(batch_rules.RULES, batch_facts(), "batch_memory_not_limiting") == HOLDS
+    assert verdict(topic_rules("batch"), batch_facts(), "batch_memory_not_limiting") == HOLDS
     moved = batch_facts(knee_peak=95e9)
-    assert verdict(batch_rules.RULES, moved, "batch_memory_not_limiting") == FAILS
+    assert verdict(topic_rules("batch"), moved, "batch_memory_not_limiting") == FAILS
 
 
 def trace(kernel_us=10.0, gap_us=40.0):
@@ -156,7 +153,7 @@ def test_timeline_b1_idles_unprofiled_recomputed_and_flipped():
     e = t[(t.backend == "eager") & (t.batch == 1)].iloc[0]
     idle = 100 * (1 - e.gpu_busy_ms / e.median_ms)
     assert value(gap_facts(), "timeline_sweep_idle_b1_pct") == pytest.approx(idle)
-    rules = timeline_rules.RULES
+    rules = topic_rules("timeline")
     assert verdict(rules, gap_facts(), "timeline_b1_idles_unprofiled") == HOLDS
     assert verdict(rules, gap_facts(eager_busy=0.49), "timeline_b1_idles_unprofiled") == FAILS
 
@@ -167,7 +164,7 @@ def test_timeline_graph_removes_gaps_recomputed_and_flipped():
     assert value(gap_facts(), "timeline_graph_over_kernel_time_b1") == pytest.approx(
         g.median_ms / g.gpu_busy_ms
     )
-    rules = timeline_rules.RULES
+    rules = topic_rules("timeline")
     assert verdict(rules, gap_facts(), "timeline_graph_removes_gaps") == HOLDS
     assert verdict(rules, gap_facts(graph_ms=0.2), "timeline_graph_removes_gaps") == FAILS
 
@@ -182,14 +179,14 @@ def test_timeline_sm_occupancy_ratio_reads_batch_1_recomputed_and_flipped():
     ratio = med.set_index("batch").sm_occupancy_pct
     assert value(f, "timeline_gpm_sm_occupancy_ratio_batch") == ratio[128] / ratio[1]
     rule = "timeline_sm_occupancy_rises_with_batch"
-    assert verdict(timeline_rules.RULES, f, rule) == HOLDS
+    assert verdict(topic_rules("timeline"), f, rule) == HOLDS
     flat = med.assign(sm_occupancy_pct=[9.0, 30.0, 40.0])
     f = facts_table(
         timeline.gpm_ratio(
             "timeline_gpm_sm_occupancy_ratio_batch", flat, "sm_occupancy_pct", "batch", 1
         )
     )
-    assert verdict(timeline_rules.RULES, f, rule) == FAILS
+    assert verdict(topic_rules("timeline"), f, rule) == FAILS
     # no batch 1 measured: nothing to state about batch 1
     assert timeline.gpm_ratio("k", med[med.batch > 1], "sm_occupancy_pct", "batch", 1) == []
 
@@ -218,7 +215,7 @@ def test_your_model_headlines_recomputed_and_flipped(example_ncu):
     p = your_model.PREFIX
     assert value(f, p + "achieved_occupancy_tw_pct") == pytest.approx(forward)
     assert value(f, p + "time_share_below_50_pct") == pytest.approx(below)
-    rules = your_model_rules.RULES
+    rules = topic_rules("your_model")
     busy = _model_facts(example_ncu.assign(achieved_occupancy_pct=30.0))
     idle = _model_facts(example_ncu.assign(achieved_occupancy_pct=90.0))
     assert verdict(rules, busy, "your_model_half_idle_warps") == HOLDS
@@ -231,11 +228,11 @@ def test_your_model_rules_load_checked():
     from yolo_sm.report import catalog
 
     ids = {r.id for r in catalog.all_rules()}
-    assert {r.id for r in your_model_rules.RULES} <= ids
+    assert {r.id for r in topic_rules("your_model")} <= ids
     with pytest.raises(ValueError, match="no facts function"):
         from dataclasses import replace
 
         from yolo_sm.report.rules import validate
 
-        bad = replace(your_model_rules.RULES[0], fact="your_model.nope")
+        bad = replace(topic_rules("your_model")[0], fact="your_model.nope")
         validate([bad], your_model.FACT_KEYS, ())

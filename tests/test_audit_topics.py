@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from yolo_sm import topics
-from yolo_sm.report.rules import FAILS, HOLDS, evaluate
+from yolo_sm.report.rules import FAILS, HOLDS, evaluate, topic_rules
 
 FIXTURES = Path(__file__).parent / "fixtures" / "topics_h200"
 
@@ -217,7 +217,9 @@ MY_TOPICS = [t for t in topics.ALL if t.name in MINE]
 def _verdicts(tables: dict) -> pd.DataFrame:
     root = Root(**tables)
     rows = [
-        evaluate(t.load(r), t.load(f)(root), root.name) for t in MY_TOPICS for r, f in t.sources
+        evaluate(topic_rules(t.name, r), t.load(f)(root), root.name)
+        for t in MY_TOPICS
+        for r, f in t.sources
     ]
     return pd.concat(rows).set_index("id")
 
@@ -260,7 +262,7 @@ def test_each_headline_verdict_flips_when_its_table_moves_the_fact(
 def test_no_rule_of_13_to_17_reads_a_fact_fixed_by_the_model():
     """The kernel counts a model launches are its structure: the same on every GPU, so no
     rule decides on them (they stay in the tables)."""
-    facts = {r.fact for t in MY_TOPICS for rs, _ in t.sources for r in t.load(rs)}
+    facts = {r.fact for t in MY_TOPICS for rs, _ in t.sources for r in topic_rules(t.name, rs)}
     assert not any("kernels" in f or "fp32_module" in f or "error_over" in f for f in facts)
 
 

@@ -13,14 +13,13 @@ from yolo_sm.analyse import gpm
 from yolo_sm.analyse.facts import fact, facts_table, value
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.report import catalog, rules
+from yolo_sm.report.rules import topic_rules
 from yolo_sm.topics.batch import analyse as batch
 from yolo_sm.topics.batch import report as batch_sections
-from yolo_sm.topics.batch import rules as findings_batch
 from yolo_sm.topics.timeline import analyse as timeline
 from yolo_sm.topics.timeline import report as timeline_sections
-from yolo_sm.topics.timeline import rules as findings_timeline
 
-ALL_RULES = findings_batch.RULES + findings_timeline.RULES
+ALL_RULES = topic_rules("batch") + topic_rules("timeline")
 
 
 @pytest.fixture(scope="module")

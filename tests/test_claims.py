@@ -14,15 +14,15 @@ from yolo_sm.analyse.weighting import time_weighted
 from yolo_sm.contract import hardware
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.report import catalog
-from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, Rule, evaluate
+from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, Rule, evaluate, topic_rules
 from yolo_sm.topics.claims import analyse as ac
 from yolo_sm.topics.claims import report as claims
-from yolo_sm.topics.claims.rules import RULES as CLAIMS_RULES
-from yolo_sm.topics.deploy import rules as fast_findings
 from yolo_sm.topics.roofline import analyse as roofline
 from yolo_sm.topics.width.analyse import flops_by_width
 
-ALL_RULES = CLAIMS_RULES + fast_findings.RULES
+CLAIMS_RULES = topic_rules("claims")
+
+ALL_RULES = CLAIMS_RULES + topic_rules("deploy")
 
 
 @pytest.fixture(scope="module")

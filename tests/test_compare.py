@@ -1,4 +1,4 @@
-"""analyse.compare and findings.compare on tiny frames: one-root-only rows kept, the spread
+"""analyse.compare and report.verdicts on tiny frames: one-root-only rows kept, the spread
 split by host-bound points, and each pair rule moved across its threshold."""
 
 import json
@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from yolo_sm.contract.datasets import open_root
-from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, evaluate
+from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, evaluate, topic_rules
 from yolo_sm.topics.compare import analyse as compare
-from yolo_sm.topics.compare import rules as findings
+from yolo_sm.topics.compare import report as findings
 
 
 def _pt(backend="cudagraph", batch=16, img=100.0, width=0.25, precision="fp16", tflops=1.0):
@@ -84,7 +84,7 @@ def _verdicts(ratios_gpu, ratios_host=(), gpu_a="G", gpu_b="G", only_a=0):
     rows_a += [_pt("compile", 2**i) for i in range(only_a)]
     m = compare.join_points(pd.DataFrame(rows_a), pd.DataFrame(rows_b))
     f = compare.facts(_Root("a", gpu_a), _Root("b", gpu_b), m)
-    return evaluate(findings.RULES, f).set_index("id").verdict
+    return evaluate(topic_rules("compare"), f).set_index("id").verdict
 
 
 def test_agree_rule_flips_at_ten_percent():
@@ -104,7 +104,7 @@ def test_host_bound_gpu_work_rule_flips_at_ten_percent():
              _pt("eager", 2, 40.0) | {"gpu_busy_ms": 2.0 * busy_ratio}]  # fmt: skip
         m = compare.join_points(pd.DataFrame(a), pd.DataFrame(b))
         f = compare.facts(_Root("a", "G"), _Root("b", "G"), m)
-        return evaluate(findings.RULES, f).set_index("id").verdict
+        return evaluate(topic_rules("compare"), f).set_index("id").verdict
 
     # the host's pace moved 3x and 0.4x; the GPU's work did not
     assert v(1.03)["compare_host_bound_gpu_work_agree"] == HOLDS
@@ -200,9 +200,7 @@ def test_pair_rules_are_registered_apart_from_the_root_rules():
     from yolo_sm.report import catalog
 
     t = catalog.pair_verdict_table(open_root("h200"), open_root("h200")).set_index("id")
-    from yolo_sm.topics.batch.rules import PAIR_RULES
-
-    pair_rules = findings.RULES + PAIR_RULES
+    pair_rules = topic_rules("compare") + topic_rules("batch", "pair_rules.toml")
     assert set(t.index) == {r.id for r in pair_rules}
     assert t.verdict["multi_gpu_scales"] == NOT_TESTED  # no run on several GPUs
     assert t.verdict["compare_gpu_bound_agree"] == HOLDS

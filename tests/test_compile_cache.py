@@ -19,11 +19,10 @@ from yolo_sm.contract.schema import validate
 from yolo_sm.contract.vocab import COMPILE_MODES
 from yolo_sm.core import plans as collect
 from yolo_sm.core.engines import compile_cache as cc
-from yolo_sm.report.rules import FAILS, HOLDS, PARTLY, evaluate
+from yolo_sm.report.rules import FAILS, HOLDS, PARTLY, evaluate, topic_rules
 from yolo_sm.topics.deploy import CacheStep
 from yolo_sm.topics.deploy import analyse as analyse_cache
 from yolo_sm.topics.deploy import collect as cache_builds
-from yolo_sm.topics.deploy import rules as findings
 
 
 def test_a_users_cache_folder_is_kept_and_ours_is_under_the_package_cache(tmp_path, monkeypatch):
@@ -479,7 +478,7 @@ def _builds(cold_s, warm_s):
 )
 def test_the_cache_rule_flips_with_the_cold_warm_ratio(cold_s, warm_s, speeds):
     facts = facts_table(analyse_cache.cache_facts(_builds(cold_s, warm_s)))
-    (rule,) = [r for r in findings.RULES if r.id == "fast_cache_speeds_compile"]
+    (rule,) = [r for r in topic_rules("deploy") if r.id == "fast_cache_speeds_compile"]
     v = evaluate([rule], facts).iloc[0]
     assert v.measured == pytest.approx(cold_s / warm_s) and v.verdict == speeds
 

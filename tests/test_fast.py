@@ -11,11 +11,10 @@ import pytest
 from tests.fixtures.synthetic_bench import make_bench
 from yolo_sm.analyse.facts import facts_table
 from yolo_sm.contract.errors import UserError
-from yolo_sm.report.rules import FAILS, HOLDS, evaluate
+from yolo_sm.report.rules import FAILS, HOLDS, evaluate, topic_rules
 from yolo_sm.topics.deploy import analyse as fast
 from yolo_sm.topics.deploy import frames, recommend
 from yolo_sm.topics.deploy import report as fast_plots
-from yolo_sm.topics.deploy import rules as findings
 
 
 @pytest.fixture
@@ -24,7 +23,7 @@ def df():
 
 
 def _verdict(rule_id: str, facts) -> str:
-    (rule,) = [r for r in findings.RULES if r.id == rule_id]
+    (rule,) = [r for r in topic_rules("deploy") if r.id == rule_id]
     return evaluate([rule], facts_table(facts)).verdict.item()
 
 

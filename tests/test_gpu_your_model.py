@@ -10,7 +10,7 @@ def test_live_plan_collects_every_role_and_decides_the_rules(tmp_path):
     from yolo_sm.report.rules import NOT_TESTED
     from yolo_sm.topics.your_model import analyse as your_model
     from yolo_sm.topics.your_model import collect as collect_model
-    from yolo_sm.topics.your_model import rules as findings
+    from yolo_sm.topics.your_model import report as findings
 
     root = collect_model.your_model_root("yolov8_w0.25", results=tmp_path)
     assert root.path.parent.parent == tmp_path.resolve() and root.path.name == "yolov8_w0.25"

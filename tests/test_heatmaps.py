@@ -10,9 +10,9 @@ from yolo_sm.analyse.kernels import add_kernel_class
 from yolo_sm.contract import datasets
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.report import colors, rules
+from yolo_sm.report.rules import topic_rules
 from yolo_sm.topics.heatmaps import analyse as heatmaps
 from yolo_sm.topics.heatmaps import report as heatmaps_plots
-from yolo_sm.topics.heatmaps import rules as findings
 
 
 @pytest.fixture(scope="module")
@@ -235,9 +235,9 @@ def test_precision_and_kineto_facts(facts):
 
 def test_every_rule_reads_a_fact_the_h200_root_has(facts):
     keys = set(zip(facts.key, facts.scope, strict=True))
-    for r in findings.RULES:
+    for r in topic_rules("heatmaps"):
         assert (r.fact, r.scope) in keys, r.id
-    v = rules.evaluate(findings.RULES, facts, "h200").set_index("id").verdict
+    v = rules.evaluate(topic_rules("heatmaps"), facts, "h200").set_index("id").verdict
     assert v["heatmaps_small_batch_grid_limited"] == rules.HOLDS
 
 
@@ -245,7 +245,7 @@ def test_an_empty_root_has_no_facts(tmp_path):
     (tmp_path / "manifest.json").write_text('{"datasets": {}}')
     f = heatmaps.facts(open_root(tmp_path))
     assert f.empty
-    v = rules.evaluate(findings.RULES, f)
+    v = rules.evaluate(topic_rules("heatmaps"), f)
     assert (v.verdict == rules.NOT_TESTED).all()
 
 

@@ -4,9 +4,8 @@ a sweep's host columns, on tiny tables, and each rule moved across its threshold
 import pandas as pd
 import pytest
 
-from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, evaluate
+from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, evaluate, topic_rules
 from yolo_sm.topics.launches import analyse as hosts
-from yolo_sm.topics.launches import rules as findings
 
 
 def _row(backend, width, batch, median, busy, cpu, launches, host_bound):
@@ -45,7 +44,7 @@ class _Root:
 
 
 def _verdicts(sweep):
-    return evaluate(findings.RULES, hosts.facts(_Root(sweep))).set_index("id").verdict
+    return evaluate(topic_rules("launches"), hosts.facts(_Root(sweep))).set_index("id").verdict
 
 
 def test_host_table_derives_shares_ratios_and_launch_cost():
@@ -67,7 +66,7 @@ def test_host_table_derives_shares_ratios_and_launch_cost():
 
 def test_rules_flip():
     v = _verdicts(_sweep())
-    assert (v[[r.id for r in findings.RULES if r.id.startswith("hosts_")]] == HOLDS).all()
+    assert (v[[r.id for r in topic_rules("launches") if r.id.startswith("hosts_")]] == HOLDS).all()
     assert _verdicts(_sweep(hb_w2=False))["hosts_eager_small_batch_host_bound"] == PARTLY
     assert _verdicts(_sweep(cpu_b1=3.2))["hosts_eager_small_batch_cpu_time"] == PARTLY  # 0.8x
     assert _verdicts(_sweep(cpu_b1=2.0))["hosts_eager_small_batch_cpu_time"] == FAILS

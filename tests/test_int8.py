@@ -14,9 +14,8 @@ from yolo_sm.contract.vocab import TOLERANCE, Precision
 from yolo_sm.core.engines import EngineConfig, build_engine, int8, qconv
 from yolo_sm.core.models import build_yolo
 from yolo_sm.core.models.common import calibration_batches
-from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY
+from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, topic_rules
 from yolo_sm.topics.precision import eight_bit as p8
-from yolo_sm.topics.precision import rules as findings
 
 
 def test_values_round_half_away_and_saturate_at_127():
@@ -478,7 +477,7 @@ def _bench(int8_img_s, int8_status="ok", fallbacks=0):
 
 
 def _verdict(rule_id, facts):
-    rule = next(r for r in findings.RULES if r.id == rule_id)
+    rule = next(r for r in topic_rules("precision") if r.id == rule_id)
     value = next(f["value"] for f in facts if f["key"] == rule.fact and f["scope"] == rule.scope)
     return rule.decide(value)
 
@@ -489,8 +488,10 @@ def test_eight_bit_rules_flip_with_the_facts():
     assert speed.loc[(1.0, "cudagraph/int8/nhwc"), "vs_fastest_fp16"] == pytest.approx(1.5)
     assert speed.loc[(1.0, "cudagraph/int8/nhwc"), "fastest_fp16"] == "cudagraph/fp16/nhwc"
     # whether 8-bit is faster is decided once, by claim_10 (INT8) and claim_10_fp8
+    from yolo_sm.report.rules import topic_rules
     from yolo_sm.topics.claims import analyse as ac
-    from yolo_sm.topics.claims.rules import RULES as CLAIMS_RULES
+
+    CLAIMS_RULES = topic_rules("claims")
 
     rule = {r.id: r for r in CLAIMS_RULES}
 
@@ -515,9 +516,11 @@ def test_eight_bit_rules_flip_with_the_facts():
 
 
 def test_error_rules_flip():
-    rule = next(r for r in findings.RULES if r.id == "precision_int8_boxes_agree")
+    rule = next(r for r in topic_rules("precision") if r.id == "precision_int8_boxes_agree")
     assert [rule.decide(v) for v in (95.0, 80.0, 50.0)] == [HOLDS, PARTLY, FAILS]
-    rule = next(r for r in findings.RULES if r.id == "precision_int8_photos_within_tolerance")
+    rule = next(
+        r for r in topic_rules("precision") if r.id == "precision_int8_photos_within_tolerance"
+    )
     assert [rule.decide(v) for v in (0.5, 1.5)] == [HOLDS, FAILS]
 
 

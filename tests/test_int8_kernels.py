@@ -126,11 +126,13 @@ def test_conv_times_pair_kernels_on_the_same_convolutions(table):
 def test_facts_and_verdicts_flip_with_the_times(table):
     from yolo_sm.analyse.facts import facts_table
     from yolo_sm.report import rules
+    from yolo_sm.report.rules import topic_rules
     from yolo_sm.topics.precision import int8_kernels as ik
-    from yolo_sm.topics.precision import rules as f
 
     def verdict(df, rule_id):
-        v = rules.evaluate(f.RULES, facts_table(ik.facts_of(df)), "t").set_index("id")
+        v = rules.evaluate(topic_rules("precision"), facts_table(ik.facts_of(df)), "t").set_index(
+            "id"
+        )
         return v.loc[f"int8_kernels_{rule_id}", "verdict"], v.loc[f"int8_kernels_{rule_id}"]
 
     base = {k: verdict(table, k)[0] for k in ("triton_beats_cudnn", "correct")}

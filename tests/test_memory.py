@@ -14,10 +14,9 @@ from tests.figure_checks import problems as figure_problems
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.plans import load_plan
 from yolo_sm.contract.schema import problems
-from yolo_sm.report.rules import evaluate
+from yolo_sm.report.rules import evaluate, topic_rules
 from yolo_sm.topics.memory import analyse as am
 from yolo_sm.topics.memory import report as mp
-from yolo_sm.topics.memory import rules as findings
 from yolo_sm.topics.memory.collect import (
     batch_sequence,
     lifetime_rows,
@@ -154,7 +153,7 @@ class _Root:
 
 def test_what_the_graph_fixes_is_no_rule():
     # the reuse saving, eager's excess and the shares at the peak are the same on every machine
-    ids = {r.id for r in findings.RULES}
+    ids = {r.id for r in topic_rules("memory")}
     assert not ids & {"memory_concat_holds_peak", "memory_reuse_saves", "memory_eager_holds_more"}
 
 
@@ -168,14 +167,14 @@ def test_peak_rule_flips_with_the_measured_peak():
         d.loc[model, "measured_peak_bytes"] = measured + 1000.0
         d.loc[model, "resident_bytes"] = 1000.0  # held before the forward: not predicted
         facts = am.facts(_Root(memory_lifetimes=d))
-        return evaluate(findings.RULES, facts).set_index("id").loc["memory_peak_predicted"]
+        return evaluate(topic_rules("memory"), facts).set_index("id").loc["memory_peak_predicted"]
 
     near = verdict(eager / 1.10)
     assert near.measured == pytest.approx(10.0) and near.verdict == "holds"
     other = am.facts(_Root(memory_lifetimes=df.assign(batch=2)))  # another batch: not this rule
-    assert evaluate(findings.RULES, other).set_index("id").verdict["memory_peak_predicted"] == (
-        "not tested"
-    )
+    assert evaluate(topic_rules("memory"), other).set_index("id").verdict[
+        "memory_peak_predicted"
+    ] == ("not tested")
     assert verdict(eager / 1.25).verdict == "partly"
     assert verdict(eager / 2.0).verdict == "does not hold"
 
@@ -242,7 +241,11 @@ def test_pool_summary_and_the_expandable_rules_flip():
     assert s.loc["default", "img_per_s"] == pytest.approx(1e3 * 12 / 20)  # first forwards out
 
     def verdicts(pool):
-        return evaluate(findings.RULES, am.facts(_Root(memory_pool=pool))).set_index("id").verdict
+        return (
+            evaluate(topic_rules("memory"), am.facts(_Root(memory_pool=pool)))
+            .set_index("id")
+            .verdict
+        )
 
     assert verdicts(_pool(1000.0, 800.0))["memory_expandable_lowers_peak"] == "holds"
     assert verdicts(_pool(1000.0, 1030.0))["memory_expandable_lowers_peak"] == "partly"

@@ -8,9 +8,10 @@ import time
 import pandas as pd
 import pytest
 
-from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, evaluate
+from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, evaluate, topic_rules
 from yolo_sm.topics.monitor import analyse as am
-from yolo_sm.topics.monitor.rules import RULES
+
+RULES = topic_rules("monitor")
 
 UNITS = {
     am.OCCUPANCY: "ratio",

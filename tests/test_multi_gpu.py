@@ -16,10 +16,11 @@ from yolo_sm.contract.manifest import register
 from yolo_sm.contract.schema import COLLECT_TASKS
 from yolo_sm.contract.store import write_atomic
 from yolo_sm.report import catalog
-from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, evaluate
+from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, evaluate, topic_rules
 from yolo_sm.topics.batch import multi_gpu
 from yolo_sm.topics.batch import report as sections
-from yolo_sm.topics.batch.rules import PAIR_RULES
+
+PAIR_RULES = topic_rules("batch", "pair_rules.toml")
 
 SHIPPED = Path(__file__).resolve().parent.parent / "data" / "h200"
 SWEEP = "sweep_fp16_nhwc"
@@ -145,9 +146,7 @@ def test_the_findings_flip_with_the_roots(tmp_path, shipped_sweep, faster, wall,
     assert both.verdict["multi_gpu_alike"] == alike
     # a row the multi root lacks
     short = _root(tmp_path / "short", multi_sweep.iloc[1:], _tasks([wall], 4, 0.9 * wall))
-    assert (
-        verdicts(short, single).set_index("id").verdict["multi_gpu_same_tables"] == FAILS
-    )
+    assert verdicts(short, single).set_index("id").verdict["multi_gpu_same_tables"] == FAILS
 
 
 def verdicts(multi, single):

@@ -15,20 +15,18 @@ from yolo_sm.analyse.kernels import add_kernel_class
 from yolo_sm.analyse.occupancy import theoretical_occupancy
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.report import rules
+from yolo_sm.report.rules import topic_rules
 from yolo_sm.topics import heatmaps, primer, width
 from yolo_sm.topics.heatmaps import analyse as heatmaps_facts
-from yolo_sm.topics.heatmaps import rules as heatmaps_rules
 from yolo_sm.topics.primer import analyse as primer_facts
-from yolo_sm.topics.primer import rules as primer_rules
 from yolo_sm.topics.width import analyse as width_facts
-from yolo_sm.topics.width import rules as width_rules
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "occupancy_h200"
 LIMITS = ["limit_warps", "limit_blocks", "limit_registers", "limit_shared_mem"]
 TOPICS = {
-    "primer": (primer.TOPIC, primer_rules.RULES, primer_facts.facts),
-    "width": (width.TOPIC, width_rules.RULES, width_facts.facts),
-    "heatmaps": (heatmaps.TOPIC, heatmaps_rules.RULES, heatmaps_facts.facts),
+    "primer": (primer.TOPIC, topic_rules("primer"), primer_facts.facts),
+    "width": (width.TOPIC, topic_rules("width"), width_facts.facts),
+    "heatmaps": (heatmaps.TOPIC, topic_rules("heatmaps"), heatmaps_facts.facts),
 }
 RULES = {r.id: (name, r) for name, (_, rs, _) in TOPICS.items() for r in rs}
 

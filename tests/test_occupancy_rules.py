@@ -5,11 +5,9 @@ import pytest
 
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.report import rules
-from yolo_sm.topics.heatmaps import rules as heatmaps
-from yolo_sm.topics.primer import rules as primer
-from yolo_sm.topics.width import rules as width
+from yolo_sm.report.rules import topic_rules
 
-RULES = [*primer.RULES, *width.RULES, *heatmaps.RULES]
+RULES = [*topic_rules("primer"), *topic_rules("width"), *topic_rules("heatmaps")]
 EPS = 1e-6
 
 
@@ -39,6 +37,6 @@ def test_rule_flips_across_its_threshold(rule):
 
 def test_rule_ids_unique_and_grouped():
     rules.check_unique(RULES)
-    assert {r.group for r in primer.RULES} == {"00_occupancy_primer"}
-    assert {r.group for r in heatmaps.RULES} == {"04_occupancy_heatmaps"}
-    assert {r.group for r in width.RULES} == {"01_width_scaling"}
+    assert {r.group for r in topic_rules("primer")} == {"00_occupancy_primer"}
+    assert {r.group for r in topic_rules("heatmaps")} == {"04_occupancy_heatmaps"}
+    assert {r.group for r in topic_rules("width")} == {"01_width_scaling"}

@@ -11,12 +11,13 @@ import pytest
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.contract.vocab import TOLERANCE, Precision
-from yolo_sm.report.rules import FAILS, HOLDS, check_unique, evaluate
+from yolo_sm.report.rules import FAILS, HOLDS, check_unique, evaluate, topic_rules
 from yolo_sm.topics.claims import analyse as claims_analyse
-from yolo_sm.topics.claims.rules import RULES as CLAIMS
 from yolo_sm.topics.precision import TOPIC
 from yolo_sm.topics.precision import analyse as precision_analyse
-from yolo_sm.topics.precision.rules import RULES as PRECISION
+
+CLAIMS = topic_rules("claims")
+PRECISION = topic_rules("precision")
 
 FIX = Path(__file__).parent / "fixtures" / "precision_h200"
 

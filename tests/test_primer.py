@@ -15,9 +15,9 @@ from yolo_sm.analyse.occupancy import theoretical_occupancy
 from yolo_sm.analyse.weighting import weighted_mean
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.report import rules
+from yolo_sm.report.rules import topic_rules
 from yolo_sm.topics.primer import analyse as primer
 from yolo_sm.topics.primer import report as primer_report
-from yolo_sm.topics.primer import rules as findings
 
 
 def subset_root(tmp_path, names, provenance=None):
@@ -137,17 +137,17 @@ def test_calculator_mismatches_flags_a_wrong_row():
 
 def test_no_rule_is_true_by_definition():
     # Kineto's estimate is the calculator's value capped by the grid: a table in 04, no rule
-    assert "primer_kineto_capped_calculator" not in {r.id for r in findings.RULES}
+    assert "primer_kineto_capped_calculator" not in {r.id for r in topic_rules("primer")}
 
 
 def test_every_rule_reads_a_fact_the_h200_root_has(facts):
     keys = set(zip(facts.key, facts.scope, strict=True))
-    for r in findings.RULES:
+    for r in topic_rules("primer"):
         assert (r.fact, r.scope) in keys, r.id
 
 
 def test_h200_verdicts(h200, facts):
-    v = rules.evaluate(findings.RULES, facts, h200.name).set_index("id").verdict
+    v = rules.evaluate(topic_rules("primer"), facts, h200.name).set_index("id").verdict
     assert v["primer_flagship_two_limits"] == rules.HOLDS
     assert v["primer_calculator_matches_ncu"] == rules.HOLDS
 
@@ -156,7 +156,7 @@ def test_a_root_without_gpu_tables_leaves_rules_not_tested(tmp_path):
     root = subset_root(tmp_path, ["trace_width_b8"])
     f = primer.facts(root)
     assert f.empty
-    v = rules.evaluate(findings.RULES, f, root.name).set_index("id").verdict
+    v = rules.evaluate(topic_rules("primer"), f, root.name).set_index("id").verdict
     assert (v == rules.NOT_TESTED).all()
 
 
@@ -262,7 +262,7 @@ def test_h200_lessons_and_their_rules(h200):
     simt = c[c.conv_class == "simt_conv"].conv_ms.max()
     tensor = c[c.conv_class == "tensor_core_conv"].conv_ms.min()
     assert f["simt_over_tensor_conv_time_ratio"] == pytest.approx(simt / tensor)
-    v = rules.evaluate(findings.RULES, primer.facts(h200), h200.name).set_index("id").verdict
+    v = rules.evaluate(topic_rules("primer"), primer.facts(h200), h200.name).set_index("id").verdict
     assert v["primer_simt_conv_slow"] == rules.HOLDS
     assert v["primer_flagship_one_wave"] == rules.HOLDS
     q = primer_report.questions(h200, launch, sms)

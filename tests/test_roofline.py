@@ -9,10 +9,10 @@ from yolo_sm.contract import hardware
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.contract.errors import UserError
 from yolo_sm.report import plots, rules
+from yolo_sm.report.rules import topic_rules
 from yolo_sm.topics.launches import analyse as launches
 from yolo_sm.topics.roofline import analyse as roofline
 from yolo_sm.topics.roofline import report as roofline_plots
-from yolo_sm.topics.roofline import rules as findings
 
 
 @pytest.fixture(scope="module")
@@ -372,7 +372,7 @@ def test_facts_of_an_empty_root(root, tmp_path):
 # ---------------------------------------------------------------- rules
 
 
-@pytest.mark.parametrize("rule", findings.RULES, ids=lambda r: r.id)
+@pytest.mark.parametrize("rule", topic_rules("roofline"), ids=lambda r: r.id)
 def test_each_rule_flips_with_its_fact(rule):
     """Moving the rule's fact across its threshold flips the verdict (holds / does not hold)."""
     step = max(abs(rule.threshold) * 0.5, 0.1)
@@ -395,9 +395,9 @@ def test_each_rule_flips_with_its_fact(rule):
 
 
 def test_rules_on_the_shipped_root_are_decided(root, facts):
-    v = rules.evaluate(findings.RULES, facts, root.name)
+    v = rules.evaluate(topic_rules("roofline"), facts, root.name)
     assert (v.verdict != rules.NOT_TESTED).all()
-    assert {r.group for r in findings.RULES} == {findings.GROUP}
+    assert {r.group for r in topic_rules("roofline")} == {"06_roofline"}
 
 
 # ---------------------------------------------------------------- figures and notes

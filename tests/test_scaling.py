@@ -12,13 +12,12 @@ from yolo_sm.analyse.facts import fact, facts_table, value
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.contract.labels import with_config
 from yolo_sm.report import plots, rules
+from yolo_sm.report.rules import topic_rules
 from yolo_sm.topics.precision import analyse as precision
-from yolo_sm.topics.precision import rules as findings_precision
 from yolo_sm.topics.width import analyse as scaling
 from yolo_sm.topics.width import report as scaling_plots
-from yolo_sm.topics.width import rules as findings_width
 
-ALL_RULES = findings_width.RULES + findings_precision.RULES
+ALL_RULES = topic_rules("width") + topic_rules("precision")
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +131,7 @@ def test_a_partial_root_decides_only_what_it_holds(tmp_path):
     assert set(f.key) >= {"img_per_s_widest_over_narrowest"}
     assert not any(k.startswith(("wide_main", "presets", "compile")) for k in f.key)
     assert math.isnan(value(f, "best_share_of_fp16_ceiling"))  # no ceilings: no share of peak
-    v = rules.evaluate(findings_width.RULES, f, part.name).set_index("id")
+    v = rules.evaluate(topic_rules("width"), f, part.name).set_index("id")
     assert v.loc["width_wider_slower_per_image", "verdict"] == rules.HOLDS
     assert v.loc["width_wider_lower_occupancy", "verdict"] == rules.NOT_TESTED
     assert v.loc["width_best_point_half_ceiling", "verdict"] == rules.NOT_TESTED
@@ -442,7 +441,7 @@ def test_occupancy_and_wide_stack_facts_on_the_shipped_root(width_facts, ncu_wid
 
 
 def test_width_verdicts_on_the_shipped_root(root, width_facts):
-    v = rules.evaluate(findings_width.RULES, width_facts, root.name).set_index("id")
+    v = rules.evaluate(topic_rules("width"), width_facts, root.name).set_index("id")
     # the story "wider -> lower occupancy -> slower than its FLOPs" is decided by the data
     assert v.loc["width_wider_slower_per_image", "verdict"] == rules.HOLDS
     assert v.loc["width_wider_slower_than_flops", "verdict"] == rules.FAILS
@@ -642,7 +641,7 @@ def test_kernel_pair_and_error_facts_on_the_shipped_root(root, precision_facts, 
 
 
 def test_precision_verdicts_on_the_shipped_root(root, precision_facts):
-    v = rules.evaluate(findings_precision.RULES, precision_facts, root.name).set_index("id")
+    v = rules.evaluate(topic_rules("precision"), precision_facts, root.name).set_index("id")
     assert v.loc["precision_fp16_faster_large_batch", "verdict"] == rules.HOLDS
     # the shipped numerics (random inputs, as built): the worst error over its tolerance
     summary = precision.numerics_summary(root.load("numerics"))
@@ -664,8 +663,8 @@ def test_lines_about_a_root(root, tmp_path):
     assert "Test CPU" in plots.about(cpu) and "H200" not in plots.about(cpu)
     assert "662" in scaling_plots.peak_sentence(662.1)
     assert "nan" not in scaling_plots.peak_sentence(float("nan")).lower()
-    v = rules.evaluate(findings_width.RULES, scaling.facts(root), root.name)
-    some = [r for r in findings_width.RULES if r.id.startswith("width_compile")]
+    v = rules.evaluate(topic_rules("width"), scaling.facts(root), root.name)
+    some = [r for r in topic_rules("width") if r.id.startswith("width_compile")]
     md = scaling_plots.findings(some, v)
     assert md.count("\n") == len(some) - 1
 

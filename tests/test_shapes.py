@@ -283,14 +283,16 @@ def resolution_table(dynamic_slower=0.05, gain=1.5):
 
 def _verdicts(topic, **tables):
     from tests.test_audit_topics import Root
-    from yolo_sm.report.rules import evaluate
+    from yolo_sm.report.rules import evaluate, topic_rules
 
     root = Root(**tables)
-    return evaluate(topic.rules.RULES, topic.analyse.facts(root)).set_index("id").verdict
+    return (
+        evaluate(topic_rules(topic.TOPIC.name), topic.analyse.facts(root)).set_index("id").verdict
+    )
 
 
 def test_wide_deep_facts_flip_their_rules():
-    import yolo_sm.topics.wide_deep.rules  # noqa: F401
+    import yolo_sm.topics.wide_deep.analyse  # noqa: F401
     from yolo_sm.topics import wide_deep
 
     assert problems(wide_deep_table(), "wide_vs_deep") == []
@@ -307,7 +309,7 @@ def test_wide_deep_facts_flip_their_rules():
 
 
 def test_resolution_facts_flip_their_rules():
-    import yolo_sm.topics.resolutions.rules  # noqa: F401
+    import yolo_sm.topics.resolutions.analyse  # noqa: F401
     from yolo_sm.topics import resolutions
 
     df = resolution_table()

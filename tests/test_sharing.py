@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 
 from yolo_sm.contract.errors import UserError
-from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, evaluate
+from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, evaluate, topic_rules
 from yolo_sm.topics.sharing import analyse as sharing
-from yolo_sm.topics.sharing.rules import RULES
+
+RULES = topic_rules("sharing")
 
 BIG = "1x16+0.25x1"
 EQUAL = "0.5x16+0.5x16"

@@ -56,7 +56,7 @@ def small_site(tmp_path_factory):
     from tests.notebook_cache import executed
     from yolo_sm.contract.datasets import open_root
     from yolo_sm.report.render import notebooks_in, write_site
-    from yolo_sm.topics.deploy import rules as fast
+    from yolo_sm.report.rules import topic_rules
 
     v4 = nbformat.v4
     folder = tmp_path_factory.mktemp("nb")
@@ -83,8 +83,8 @@ def small_site(tmp_path_factory):
                 v4.new_markdown_cell("## Findings"),
                 v4.new_code_cell(
                     "import pandas as pd\n"
-                    f"pd.DataFrame({{'n': range({len(fast.RULES)})}}, "
-                    f"index={[r.id for r in fast.RULES]!r})"
+                    f"pd.DataFrame({{'n': range({len(topic_rules('deploy'))})}}, "
+                    f"index={[r.id for r in topic_rules('deploy')]!r})"
                 ),
             ],
         ),

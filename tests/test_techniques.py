@@ -17,6 +17,7 @@ from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.schema import problems
 from yolo_sm.core import plans as collect
 from yolo_sm.report import rules
+from yolo_sm.report.rules import topic_rules
 from yolo_sm.topics.techniques import analyse
 from yolo_sm.topics.techniques.collect import (
     assemblers,
@@ -24,7 +25,8 @@ from yolo_sm.topics.techniques.collect import (
     fusion_models,
     output_dtypes,
 )
-from yolo_sm.topics.techniques.rules import RULES
+
+RULES = topic_rules("techniques")
 
 TINY = {
     "device": "cpu",

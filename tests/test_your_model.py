@@ -1,4 +1,4 @@
-"""analyse.your_model and findings.your_model: model labels, the view of one model in a root
+"""analyse.your_model and report.verdicts: model labels, the view of one model in a root
 of any naming, and the per-layer occupancy rules moved across their thresholds."""
 
 import pandas as pd
@@ -8,9 +8,9 @@ from tests.fixtures.one_model import one_model_root
 from yolo_sm.analyse.facts import facts_table
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.contract.errors import UserError
-from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, evaluate
+from yolo_sm.report.rules import FAILS, HOLDS, NOT_TESTED, PARTLY, evaluate, topic_rules
 from yolo_sm.topics.your_model import analyse as your_model
-from yolo_sm.topics.your_model import rules as findings
+from yolo_sm.topics.your_model import report as findings
 
 
 def test_model_labels():
@@ -94,7 +94,7 @@ def _verdict(key, value):
             }
         ]
     )
-    return evaluate(findings.RULES, f).set_index("id").verdict
+    return evaluate(topic_rules("your_model"), f).set_index("id").verdict
 
 
 @pytest.mark.parametrize(
@@ -134,10 +134,8 @@ def test_rule_ids_do_not_clash_with_the_catalog():
     from yolo_sm.report import catalog
 
     ids = {r.id for r in catalog.all_rules()}
-    assert {r.id for r in findings.RULES} <= ids  # validated and decided like every rule
-    from yolo_sm.topics.compare import rules as compare
-
-    assert not ids & {r.id for r in compare.RULES}
+    assert {r.id for r in topic_rules("your_model")} <= ids  # validated and decided like every rule
+    assert not ids & {r.id for r in topic_rules("compare")}
 
 
 def test_live_plan_names_its_steps_by_role(tmp_path):

@@ -12,12 +12,12 @@ from yolo_sm import topics
 from yolo_sm.analyse.facts import concat
 from yolo_sm.contract import datasets
 from yolo_sm.contract.datasets import DataRoot
-from yolo_sm.report.rules import Rule, evaluate, validate
+from yolo_sm.report.rules import Rule, evaluate, topic_rules, validate
 
 #: (rules, facts(root)) pairs of every topic
-SOURCES = [(t.load(r), t.load(f)) for t in topics.ALL for r, f in t.sources]
+SOURCES = [(topic_rules(t.name, r), t.load(f)) for t in topics.ALL for r, f in t.sources]
 #: rules over two roots side by side, with their facts function (a, b) -> facts
-PAIR_SOURCES = [(t.load(r), t.load(f)) for t in topics.ALL for r, f in t.pair_sources]
+PAIR_SOURCES = [(topic_rules(t.name, r), t.load(f)) for t in topics.ALL for r, f in t.pair_sources]
 
 
 def known_facts() -> frozenset[str]:

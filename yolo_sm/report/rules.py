@@ -1,13 +1,17 @@
-"""Rules: every conclusion yolo_sm draws, as data. A :class:`Rule` holds when ``fact op
-threshold`` (a looser ``partly`` threshold reads "partly"); a missing fact reads "not tested".
-A ratio whose sides ran at SM clocks over :data:`CLOCK_SHARE_PCT` apart carries a caveat."""
+"""Rules: every conclusion yolo_sm draws, as data (each topic's ``rules.toml``, :func:`load`).
+A :class:`Rule` holds when ``fact op threshold`` (a looser ``partly`` threshold reads "partly");
+a missing fact reads "not tested". A ratio whose sides ran at SM clocks over
+:data:`CLOCK_SHARE_PCT` apart carries a caveat."""
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
+import tomllib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from pathlib import Path
 
 import pandas as pd
 
@@ -194,3 +198,60 @@ def validate(rules: Iterable[Rule], facts: Iterable[str], datasets: Iterable[str
     if bad:
         raise ValueError("rules naming what no facts function or plan knows: " + "; ".join(bad))
     return rules
+
+
+#: the topics' folders, each holding its ``rules.toml``
+TOPICS = Path(__file__).resolve().parents[1] / "topics"
+_DEFAULTS = ("group", "datasets", "scope")
+_REQUIRED = ("id", "statement", "fact", "op", "threshold")
+
+
+@functools.cache
+def load(path: str | Path) -> tuple[Rule, ...]:
+    """The rules of a TOML file: top-level ``group``, ``datasets``, ``scope`` defaults and one
+    ``[[rule]]`` table per rule; ValueError naming the file (and rule) when it is malformed."""
+    path = Path(path)
+    try:
+        doc = tomllib.loads(path.read_bytes().decode())  # TOML is UTF-8, whatever the locale
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise ValueError(f"rules file {path}: {e}") from None
+    unknown = sorted(set(doc) - {*_DEFAULTS, "rule"})
+    tables = doc.get("rule", [])
+    if unknown or not isinstance(tables, list) or not all(isinstance(r, dict) for r in tables):
+        what = f"unknown keys {unknown}" if unknown else "rule is not a list of [[rule]] tables"
+        raise ValueError(f"rules file {path}: {what}")
+    out = []
+    for i, raw in enumerate(tables, 1):
+        try:
+            out.append(_rule({**{k: doc[k] for k in _DEFAULTS if k in doc}, **raw}))
+        except (TypeError, ValueError) as e:
+            raise ValueError(
+                f"rules file {path}, rule {i} ({raw.get('id', 'no id')}): {e}"
+            ) from None
+    try:
+        return check_unique(out)
+    except ValueError as e:
+        raise ValueError(f"rules file {path}: {e}") from None
+
+
+def _rule(d: dict) -> Rule:
+    unknown = sorted(set(d) - {f.name for f in fields(Rule)})
+    missing = [k for k in _REQUIRED if k not in d]
+    if unknown or missing:
+        raise ValueError(f"unknown keys {unknown}" if unknown else f"missing keys {missing}")
+    for k, v in d.items():
+        num = k in ("threshold", "partly")
+        ok = isinstance(v, list) and all(isinstance(x, str) for x in v) if k == "datasets" else (
+            isinstance(v, int | float) and not isinstance(v, bool) if num else isinstance(v, str)
+        )  # fmt: skip
+        if not ok:
+            want = "a list of strings" if k == "datasets" else "a number" if num else "a string"
+            raise TypeError(f"{k} = {v!r} is not {want}")
+    d["datasets"] = tuple(d.get("datasets", ()))
+    d["partly"] = None if d.get("partly") is None else float(d["partly"])
+    return Rule(**{**d, "threshold": float(d["threshold"])})
+
+
+def topic_rules(topic: str, file: str = "rules.toml") -> tuple[Rule, ...]:
+    """The rules of ``yolo_sm/topics/<topic>/<file>`` (:func:`load`)."""
+    return load(TOPICS / topic / file)

@@ -13,8 +13,9 @@ from yolo_sm.contract.steps import GENERIC
 
 @dataclass(frozen=True)
 class Topic:
-    """One question: ``sources`` (rules, facts) refs, ``pair_sources`` over two roots,
-    ``headlines`` per notebook (rule ids, in reading order), ``steps`` (kind -> spec, runner)."""
+    """One question: ``sources`` (rules file in its folder, facts function) refs,
+    ``pair_sources`` over two roots, ``headlines`` per notebook (rule ids, in reading order),
+    ``steps`` (kind -> spec, runner)."""
 
     name: str
     notebooks: tuple[str, ...]

@@ -6,8 +6,8 @@ TOPIC = Topic(
     name="batch",
     notebooks=("03_batch_sweep",),
     question="How does throughput grow with the batch?",
-    sources=(("rules:RULES", "analyse:facts"),),
-    pair_sources=(("rules:PAIR_RULES", "multi_gpu:facts"),),
+    sources=(("rules.toml", "analyse:facts"),),
+    pair_sources=(("pair_rules.toml", "multi_gpu:facts"),),
     headlines={
         "03_batch_sweep": (
             "batch_pays",

@@ -14,7 +14,6 @@ from yolo_sm.report.text import code
 from yolo_sm.topics.batch import analyse as batch
 from yolo_sm.topics.batch import multi_gpu
 from yolo_sm.topics.batch import plots as batch_plots
-from yolo_sm.topics.batch.rules import PAIR_RULES
 from yolo_sm.topics.your_model.analyse import ModelView
 
 # fmt: off
@@ -175,4 +174,5 @@ def multi_gpu_section(multi: DataRoot | None, single: DataRoot | None) -> list:
         out.append(tables.show(multi_gpu.tables_match(shared)))
     else:
         out.append(Note(f"{code(multi.name)} and {code(single.name)} hold no table in common."))
-    return [*out, rules.table(rules.evaluate(PAIR_RULES, multi_gpu.pair_facts(multi, single)))]
+    pair_rules = rules.topic_rules("batch", "pair_rules.toml")
+    return [*out, rules.table(rules.evaluate(pair_rules, multi_gpu.pair_facts(multi, single)))]

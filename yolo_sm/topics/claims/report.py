@@ -7,10 +7,9 @@ import pandas as pd
 from yolo_sm.analyse.facts import concat
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report import plots
-from yolo_sm.report.rules import evaluate
+from yolo_sm.report.rules import evaluate, topic_rules
 from yolo_sm.report.sections import needs
 from yolo_sm.topics.claims import analyse as analyse_claims
-from yolo_sm.topics.claims.rules import RULES
 from yolo_sm.topics.width.analyse import flops_by_width
 
 
@@ -22,7 +21,7 @@ def facts(root: DataRoot) -> pd.DataFrame:
 
 def verdicts(root: DataRoot) -> pd.DataFrame:
     """The claims' verdict table for ``root`` (:func:`yolo_sm.report.rules.evaluate`)."""
-    return evaluate(RULES, facts(root), root.name)
+    return evaluate(topic_rules("claims"), facts(root), root.name)
 
 
 @needs("sweep_fp16_nhwc")

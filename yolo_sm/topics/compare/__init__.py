@@ -7,6 +7,6 @@ TOPIC = Topic(
     notebooks=("12_two_machines",),
     question="Do two machines reach the same conclusions?",
     sources=(),
-    pair_sources=(("rules:RULES", "analyse:facts"),),
+    pair_sources=(("rules.toml", "analyse:facts"),),
     headlines={"12_two_machines": ("compare_gpu_bound_agree", "compare_b_faster")},
 )

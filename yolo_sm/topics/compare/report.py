@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pandas as pd
+
 from yolo_sm.analyse.hostbound import TOLERANCE
+from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report.colors import BACKEND_COLORS, TEMPLATE
+from yolo_sm.report.rules import evaluate, topic_rules
 from yolo_sm.topics.compare import analyse as compare
 from yolo_sm.topics.compare.analyse import BOTH
 
@@ -160,3 +164,34 @@ def layer_occupancy(layers, a: str = "a", b: str = "b") -> list:
 def spread(m, a: str = "a", b: str = "b") -> list:
     """The ratio summary per kind of point and its figure (none without shared points)."""
     return [] if _both(m).empty else [compare.spread(m).round(3), plot_ratio(m, a, b)]
+
+
+def verdicts(a: DataRoot, b: DataRoot, points: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The verdict table of the topic's rules for ``a`` against ``b``, naming both roots' sweeps."""
+    f = compare.facts(a, b, points)
+    rules = topic_rules("compare")
+    out = evaluate(rules, f, "")
+    ds = {k: ", ".join(d) for k, d in zip(f.key, f.datasets, strict=True)}
+    out["datasets"] = [ds.get(r.fact, "") for r in rules]
+    return out
+
+
+def side_by_side(va: pd.DataFrame, vb: pd.DataFrame, a: str = "a", b: str = "b") -> pd.DataFrame:
+    """Two verdict tables joined on the rule, measured and verdict per side and ``agree``; a
+    rule tested on neither is left out (``attrs["dropped"]`` counts them)."""
+    cols = ["id", "statement", "unit", "measured", "verdict"]
+    m = va[cols].merge(
+        vb[["id", "measured", "verdict"]], on="id", how="outer", suffixes=("_a", "_b")
+    )
+    m["statement"] = m["statement"].fillna(m["id"])
+    for side in ("a", "b"):
+        m[f"verdict_{side}"] = m[f"verdict_{side}"].fillna("absent")
+    untested = ("not tested", "absent")
+    idle = m["verdict_a"].isin(untested) & m["verdict_b"].isin(untested)
+    out = m[~idle].assign(agree=m["verdict_a"] == m["verdict_b"])
+    sides = (("a", a), ("b", b))
+    names = {f"{c}_{s}": f"{c} {s} ({n})" for c in ("measured", "verdict") for s, n in sides}
+    order = ["statement", "measured_a", "verdict_a", "measured_b", "verdict_b", "unit", "agree"]
+    out = out.set_index("id")[order].rename(columns=names)
+    out.attrs["dropped"] = int(idle.sum())
+    return out

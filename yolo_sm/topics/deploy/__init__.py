@@ -88,7 +88,7 @@ TOPIC = Topic(
     name="deploy",
     notebooks=("10_fast_engines",),
     question="What should I deploy on this GPU, and how far from the hardware is it?",
-    sources=(("rules:RULES", "analyse:facts"),),
+    sources=(("rules.toml", "analyse:facts"),),
     steps={
         "probe": (ProbeStep, RUN + "run_probe"),
         "compile_cache": (CacheStep, RUN + "run_compile_cache"),

@@ -11,6 +11,7 @@ from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.hardware import ceiling
 from yolo_sm.report import plots, tables
 from yolo_sm.report.colors import TEMPLATE
+from yolo_sm.report.rules import evaluate, topic_rules
 from yolo_sm.report.sections import Note, missing_note, needs
 from yolo_sm.report.style import finish
 from yolo_sm.topics.deploy import analyse as fast
@@ -237,3 +238,8 @@ def autotune_runs(root: DataRoot):
     latency, build seconds and what the build found in inductor's cache."""
     extra = ("compile_cache", "autotuned_ops", "autotune_reads", "message")
     return tables.show(fast.side_by_side(root.load(fast.AUTOTUNE_DATASET), extra))
+
+
+def verdicts(root: DataRoot) -> pd.DataFrame:
+    """The verdict table of the topic's rules for ``root``."""
+    return evaluate(topic_rules("deploy"), fast.facts(root), root.name)

@@ -6,7 +6,7 @@ TOPIC = Topic(
     name="heatmaps",
     notebooks=("04_occupancy_heatmaps",),
     question="Which layers keep the SMs busy, per width and batch?",
-    sources=(("rules:RULES", "analyse:facts"),),
+    sources=(("rules.toml", "analyse:facts"),),
     headlines={
         "04_occupancy_heatmaps": (
             "heatmaps_resources_cap_tensor_cores",

@@ -6,7 +6,7 @@ TOPIC = Topic(
     name="launches",
     notebooks=("08_launches",),
     question="Is the forward bound by the host?",
-    sources=(("rules:RULES", "analyse:facts"),),
+    sources=(("rules.toml", "analyse:facts"),),
     headlines={
         "08_launches": (
             "roofline_narrow_eager_idles",

@@ -64,7 +64,7 @@ TOPIC = Topic(
     name="memory",
     notebooks=("07_memory_and_layout",),
     question="How much activation memory does a forward need?",
-    sources=(("rules:RULES", "analyse:facts"),),
+    sources=(("rules.toml", "analyse:facts"),),
     steps={
         "memory_lifetimes": (LifetimesStep, RUN + "run_memory_lifetimes"),
         "memory_pool": (PoolStep, RUN + "run_memory_pool"),

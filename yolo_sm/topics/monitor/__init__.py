@@ -25,7 +25,7 @@ TOPIC = Topic(
     name="monitor",
     notebooks=("16_live_monitoring",),
     question="What do live GPU counters say about the SMs?",
-    sources=(("rules:RULES", "analyse:facts"),),
+    sources=(("rules.toml", "analyse:facts"),),
     steps={"monitor": (MonitorStep, RUN + "run_monitor")},
     headlines={
         "16_live_monitoring": (

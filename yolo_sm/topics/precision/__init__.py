@@ -73,7 +73,7 @@ TOPIC = Topic(
     name="precision",
     notebooks=("02_precision",),
     question="What do fp16, bf16 and 8-bit buy over fp32?",
-    sources=(("rules:RULES", "analyse:facts"),),
+    sources=(("rules.toml", "analyse:facts"),),
     steps={
         "numerics": (NumericsStep, RUN + "run_numerics"),
         "int8_kernels": (Int8KernelStep, RUN + "run_int8_kernels"),

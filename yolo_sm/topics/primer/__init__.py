@@ -6,7 +6,7 @@ TOPIC = Topic(
     name="primer",
     notebooks=("00_occupancy_primer",),
     question="What limits occupancy, and does low occupancy waste the GPU?",
-    sources=(("rules:RULES", "analyse:facts"),),
+    sources=(("rules.toml", "analyse:facts"),),
     headlines={
         "00_occupancy_primer": (
             "primer_tc_conv_below_60",

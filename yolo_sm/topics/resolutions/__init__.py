@@ -49,7 +49,7 @@ TOPIC = Topic(
     name="resolutions",
     notebooks=("15_resolutions",),
     question="One engine per resolution or one dynamic engine?",
-    sources=(("rules:RULES", "analyse:facts"),),
+    sources=(("rules.toml", "analyse:facts"),),
     steps={"resolutions": (ResolutionStep, RUN + "run_resolutions")},
     headlines={
         "15_resolutions": (

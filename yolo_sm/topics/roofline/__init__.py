@@ -24,7 +24,7 @@ TOPIC = Topic(
     name="roofline",
     notebooks=("06_roofline",),
     question="Is a layer bound by compute, memory or launches?",
-    sources=(("rules:RULES", "analyse:facts"),),
+    sources=(("rules.toml", "analyse:facts"),),
     steps={"ceilings": (CeilingsStep, RUN + "run_ceilings")},
     headlines={
         "06_roofline": (

@@ -54,7 +54,7 @@ TOPIC = Topic(
     name="sharing",
     notebooks=("17_two_models",),
     question="How should two models share one GPU?",
-    sources=(("rules:RULES", "analyse:facts"),),
+    sources=(("rules.toml", "analyse:facts"),),
     steps={"sharing": (SharingStep, RUN + "run_sharing")},
     headlines={
         "17_two_models": (

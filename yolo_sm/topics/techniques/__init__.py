@@ -46,7 +46,7 @@ TOPIC = Topic(
     name="techniques",
     notebooks=("13_techniques",),
     question="What do fusion, autocast and a preallocated buffer buy?",
-    sources=(("rules:RULES", "analyse:facts"),),
+    sources=(("rules.toml", "analyse:facts"),),
     steps={"techniques": (TechniquesStep, RUN + "run_techniques")},
     headlines={
         "13_techniques": (

@@ -6,7 +6,7 @@ TOPIC = Topic(
     name="timeline",
     notebooks=("05_sm_timeline",),
     question="When are the SMs idle during a forward?",
-    sources=(("rules:RULES", "analyse:facts"),),
+    sources=(("rules.toml", "analyse:facts"),),
     headlines={
         "05_sm_timeline": (
             "timeline_b1_idles_unprofiled",

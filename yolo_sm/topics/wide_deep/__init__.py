@@ -56,7 +56,7 @@ TOPIC = Topic(
     name="wide_deep",
     notebooks=("14_wide_or_deep",),
     question="Wider or deeper at the same FLOPs: which uses the SMs better?",
-    sources=(("rules:RULES", "analyse:facts"),),
+    sources=(("rules.toml", "analyse:facts"),),
     steps={"wide_vs_deep": (WideDeepStep, RUN + "run_wide_vs_deep")},
     headlines={
         "14_wide_or_deep": (

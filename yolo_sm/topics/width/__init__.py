@@ -6,7 +6,7 @@ TOPIC = Topic(
     name="width",
     notebooks=("01_width_scaling",),
     question="How does a wider YOLO use the SMs?",
-    sources=(("rules:RULES", "analyse:facts"),),
+    sources=(("rules.toml", "analyse:facts"),),
     headlines={
         "01_width_scaling": (
             "width_wider_lower_occupancy",

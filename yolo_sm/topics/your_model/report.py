@@ -3,10 +3,18 @@ and figures, or one sentence where the view lacks a role."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pandas as pd
+
+from yolo_sm.analyse.facts import concat
 from yolo_sm.report import plots
+from yolo_sm.report.rules import Rule, check_unique, evaluate, topic_rules
 from yolo_sm.report.text import code, md
+from yolo_sm.topics.batch import analyse as batch
 from yolo_sm.topics.heatmaps import analyse as heatmaps
 from yolo_sm.topics.heatmaps import report as heatmaps_plots
+from yolo_sm.topics.timeline import analyse as timeline
 from yolo_sm.topics.your_model import analyse as your_model
 from yolo_sm.topics.your_model.analyse import ModelView
 
@@ -88,3 +96,31 @@ def trace_occupancy(v: ModelView) -> list:
         one.round(2),
         plots.plot_bars(long, x="layer", y="pct", color="occupancy", title=title),
     ]
+
+
+#: the roles the borrowed rules' datasets stand for (a rule reading another dataset is left out)
+ROLE_OF = {batch.SWEEP: "sweep", batch.NCU: "ncu", timeline.TRACE: "trace"}
+
+
+def rules_for(v: ModelView) -> tuple[Rule, ...]:
+    """Notebooks 03's and 05's rules over the view's sources, and the topic's own rules."""
+    borrowed = [
+        replace(r, datasets=tuple(v.sources.get(ROLE_OF[d], ROLE_OF[d]) for d in r.datasets))
+        for r in (*topic_rules("batch"), *topic_rules("timeline"))
+        if r.datasets and all(d in ROLE_OF for d in r.datasets)
+    ]
+    return check_unique((*borrowed, *topic_rules("your_model")))
+
+
+def _facts(v: ModelView) -> pd.DataFrame:
+    """Every fact :func:`rules_for` reads, off the view's role-named datasets."""
+    return concat(
+        batch.facts(v, sweep="sweep", sweep_1280="", pool_sweep="", ncu="ncu"),
+        timeline.facts(v, gpm_batch="", gpm_width="", trace="trace", sweep="sweep", overhead=""),
+        your_model.facts(v),
+    )
+
+
+def verdicts(v: ModelView) -> pd.DataFrame:
+    """The verdict table of the view."""
+    return evaluate(rules_for(v), _facts(v), v.name)
