@@ -5,7 +5,8 @@ from __future__ import annotations
 import functools
 
 from yolo_sm.contract.datasets import DataRoot
-from yolo_sm.report.text import code
+from yolo_sm.report.plots import lacks
+from yolo_sm.report.text import md
 
 
 class Note(str):
@@ -16,12 +17,8 @@ class Note(str):
 
 
 def missing_note(root: DataRoot, names) -> Note:
-    """The sentence a section shows when ``root`` lacks ``names``."""
-    what = ", ".join(code(n) for n in names)
-    return Note(
-        f"The root {code(root.name)} holds no {what}: this section needs it (the plan step of "
-        "the same name collects it on a machine that can measure it)."
-    )
+    """:func:`~yolo_sm.report.plots.lacks` as a Markdown line (dataset text escaped)."""
+    return Note(md(lacks(root, names)))
 
 
 def needs(*names: str):

@@ -1,5 +1,5 @@
 """Notebook 03's sections: a root and dataset names in, tables and figures out, or one sentence
-saying what the root lacks (:func:`absent`)."""
+saying what the root lacks (:func:`~yolo_sm.report.plots.lacks`)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,8 @@ from yolo_sm.topics.batch import analyse as batch
 from yolo_sm.topics.batch import multi_gpu
 from yolo_sm.topics.batch import plots as batch_plots
 from yolo_sm.topics.batch.rules import PAIR_RULES
-from yolo_sm.topics.your_model.analyse import ModelView
 
 # fmt: off
-
-
-def absent(root: DataRoot, name: str) -> str:
-    """One sentence: ``root`` holds no dataset ``name`` (a model's view: :meth:`missing`)."""
-    return root.missing(name) if isinstance(root, ModelView) else plots.absent(root, name)
 
 
 def show(items) -> None:
@@ -45,7 +39,7 @@ def _at_ref(table):
 def throughput(root: DataRoot, sweep: str, sweep_1280: str | None = None) -> list:
     """img/s per batch (rows) and (backend, width) (columns) at 640 px, and the curves."""
     if not root.has(sweep):
-        return [absent(root, sweep)]
+        return [plots.lacks(root, sweep)]
     t = _at_ref(_sweep_table(root, sweep, sweep_1280))
     pivot = t.pivot_table(index="batch", columns=["backend", "width"], values="img_per_s")
     title = f"{batch.ref_imgsz(t)} px, {root.device_name()}: img/s and latency vs batch"
@@ -55,14 +49,14 @@ def throughput(root: DataRoot, sweep: str, sweep_1280: str | None = None) -> lis
 def saturation(root: DataRoot, sweep: str, sweep_1280: str | None = None) -> list:
     """The knee table (:func:`yolo_sm.topics.batch.analyse.saturation`)."""
     if not root.has(sweep):
-        return [absent(root, sweep)]
+        return [plots.lacks(root, sweep)]
     return [tables.show(batch.saturation(_sweep_table(root, sweep, sweep_1280)))]
 
 
 def explorer(root: DataRoot, sweep: str, width: float, backend: str) -> list:
     """The JupyterLab explorer and, for readers of the rendered page, its default figure."""
     if not root.has(sweep):
-        return [absent(root, sweep)]
+        return [plots.lacks(root, sweep)]
     s = root.load(sweep)
     t = _at_ref(batch.batch_table(s))
     width = batch.nearest(t.width, width)
@@ -77,7 +71,7 @@ def explorer(root: DataRoot, sweep: str, width: float, backend: str) -> list:
 def graph(root: DataRoot, sweep: str) -> list:
     """CUDA-graph speed-up per batch (rows) and width (columns) at 640 px, and its figure."""
     if not root.has(sweep):
-        return [absent(root, sweep)]
+        return [plots.lacks(root, sweep)]
     t = _at_ref(_sweep_table(root, sweep))
     if "cudagraph" not in set(t.backend):
         return [f"The sweep {sweep} of this root holds no CUDA-graph rows: no speed-up to show."]
@@ -89,7 +83,7 @@ def graph(root: DataRoot, sweep: str) -> list:
 def coverage(root: DataRoot, ncu: str) -> list:
     """SM coverage per batch from Nsight Compute: the table and two figures."""
     if not root.has(ncu):
-        return [absent(root, ncu)]
+        return [plots.lacks(root, ncu)]
     n = root.load(ncu)
     cov = batch.ncu_coverage(n)
     return [
@@ -100,7 +94,7 @@ def coverage(root: DataRoot, ncu: str) -> list:
 def gpm_by(root: DataRoot, name: str, x: str = "batch", table: bool = True) -> list:
     """GPM medians per config of ``name`` against ``x`` (batch or width), table and figure."""
     if not root.has(name):
-        return [absent(root, name)]
+        return [plots.lacks(root, name)]
     med = gpm.gpm_medians(root.load(name))
     fig = batch_plots.plot_gpm_by(med, x, title=f"GPM medians vs {x}, {root.device_name()}")
     return [tables.show(med), fig] if table else [fig]
@@ -109,7 +103,7 @@ def gpm_by(root: DataRoot, name: str, x: str = "batch", table: bool = True) -> l
 def memory(root: DataRoot, sweep: str, sweep_1280: str | None = None) -> list:
     """The memory lines with the article's 70 % budget, and peak memory against batch."""
     if not root.has(sweep):
-        return [absent(root, sweep)]
+        return [plots.lacks(root, sweep)]
     t = _sweep_table(root, sweep, sweep_1280)
     if "peak_mem_bytes" not in t or t.peak_mem_bytes.notna().sum() < 2:
         return [f"The sweep {sweep} of this root records no peak GPU memory: no memory lines."]
@@ -123,7 +117,7 @@ def graph_memory(root: DataRoot, sweep: str, pool_sweep: str) -> list:
     """Eager against CUDA graph memory, the graph's pool counted (``pool_sweep``'s rows in
     ``sweep``'s precisions)."""
     if not root.has(pool_sweep) or not root.has(sweep):
-        return [absent(root, pool_sweep if not root.has(pool_sweep) else sweep)]
+        return [plots.lacks(root, pool_sweep if not root.has(pool_sweep) else sweep)]
     p = root.load(pool_sweep)
     p = p[p.precision.isin(root.load(sweep).precision.unique())]
     if "peak_mem_bytes" not in p:
@@ -134,7 +128,7 @@ def graph_memory(root: DataRoot, sweep: str, pool_sweep: str) -> list:
 def build(root: DataRoot, sweep: str, sweep_1280: str | None = None, top: int = 10) -> list:
     """Build peak against timed peak per point, largest build peak first."""
     if not root.has(sweep):
-        return [absent(root, sweep)]
+        return [plots.lacks(root, sweep)]
     t = _sweep_table(root, sweep, sweep_1280)
     if not {"build_peak_mem_bytes", "peak_mem_bytes"} <= set(t):
         return [f"The sweep {sweep} of this root records no build peak memory."]

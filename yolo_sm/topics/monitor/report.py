@@ -7,12 +7,10 @@ import pandas as pd
 
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report.colors import OTHER_COLOR, TEMPLATE, batch_color, category_color
-from yolo_sm.report.rules import evaluate
 from yolo_sm.report.sections import needs
 from yolo_sm.report.style import finish
 from yolo_sm.report.tables import show
 from yolo_sm.topics.monitor import analyse as monitor
-from yolo_sm.topics.monitor.rules import RULES
 
 #: a field's panel title: what it is, in dcgm-exporter's unit
 FIELD_TITLES = {
@@ -25,11 +23,6 @@ FIELD_TITLES = {
     monitor.SM_CLOCK: "SM clock (MHz)",
     monitor.POWER: "power (W)",
 }
-
-
-def verdicts(root: DataRoot) -> pd.DataFrame:
-    """Notebook 16's verdict table for ``root``."""
-    return evaluate(RULES, monitor.facts(root), root.name)
 
 
 def _engine_color(engine: str) -> str:

@@ -6,22 +6,15 @@ from yolo_sm.analyse.gpm import wide
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report import tables
 from yolo_sm.report.colors import KERNEL_CLASS_COLORS, TEMPLATE
-from yolo_sm.report.rules import evaluate
 from yolo_sm.report.sections import needs
 from yolo_sm.report.style import finish
 from yolo_sm.topics.batch.plots import GPM_LABELS
 from yolo_sm.topics.sharing import analyse as sharing
-from yolo_sm.topics.sharing.rules import RULES
 
 MODE_TEXT = {"alone_a": "a alone", "alone_b": "b alone", "streams": "two streams",
              "processes": "two processes"}  # fmt: skip
 ENGINE_COLORS = {"a": "#1F3A5F", "b": "#E69F00"}
 POWER_COLOR = "#CC79A7"
-
-
-def verdicts(root: DataRoot):
-    """Notebook 17's verdict table for ``root``."""
-    return evaluate(RULES, sharing.facts(root), root.name)
 
 
 def _engine_text(df):

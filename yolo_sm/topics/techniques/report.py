@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import pandas as pd
-
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report import tables
 from yolo_sm.report.colors import TEMPLATE
-from yolo_sm.report.rules import evaluate
 from yolo_sm.report.sections import needs
 from yolo_sm.report.style import finish
 from yolo_sm.topics.techniques import analyse
-from yolo_sm.topics.techniques.rules import RULES
 
 DATASET = analyse.DATASET
 NCU_RESNET = "ncu_resnet101"
-
-
-def verdicts(root: DataRoot) -> pd.DataFrame:
-    """Notebook 13's verdict table for ``root``."""
-    return evaluate(RULES, analyse.facts(root), root.name)
 
 
 def bars(df, x, y, color, title, y_title, x_title, facet="batch", line=None, **kw):
