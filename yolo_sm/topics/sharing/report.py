@@ -8,7 +8,7 @@ from yolo_sm.report import tables
 from yolo_sm.report.colors import KERNEL_CLASS_COLORS, TEMPLATE
 from yolo_sm.report.sections import needs
 from yolo_sm.report.style import finish
-from yolo_sm.topics.batch.plots import GPM_LABELS
+from yolo_sm.topics.batch.report import GPM_LABELS
 from yolo_sm.topics.sharing import analyse as sharing
 
 MODE_TEXT = {"alone_a": "a alone", "alone_b": "b alone", "streams": "two streams",

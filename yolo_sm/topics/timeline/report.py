@@ -11,7 +11,7 @@ from yolo_sm.report.colors import KERNEL_CLASS_COLORS, TEMPLATE
 from yolo_sm.report.style import finish
 from yolo_sm.topics.batch import analyse as batch
 from yolo_sm.topics.batch.analyse import GPM_METRICS, parse_config
-from yolo_sm.topics.batch.plots import GPM_LABELS, short_label
+from yolo_sm.topics.batch.report import GPM_LABELS, short_label
 from yolo_sm.topics.timeline import analyse as timeline
 from yolo_sm.topics.timeline.analyse import kernel_gaps, run_spans
 
