@@ -33,3 +33,14 @@ def needs(*names: str):
         return inner
 
     return wrap
+
+
+def section(name: str, *steps):
+    """A section of the dataset ``name``: ``root.load(name)`` through ``steps`` in turn (the
+    last makes the table or figure), or :func:`missing_note`."""
+
+    @needs(name)
+    def shown(root: DataRoot):
+        return functools.reduce(lambda x, step: step(x), steps, root.load(name))
+
+    return shown

@@ -11,7 +11,7 @@ from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.hardware import ceiling
 from yolo_sm.report import plots, tables
 from yolo_sm.report.colors import TEMPLATE
-from yolo_sm.report.sections import Note, missing_note, needs
+from yolo_sm.report.sections import Note, missing_note, needs, section
 from yolo_sm.report.style import finish
 from yolo_sm.topics.deploy import analyse as fast
 from yolo_sm.topics.deploy import frames
@@ -225,10 +225,7 @@ def compile_figure(root: DataRoot):
     )
 
 
-@needs(fast.CACHE_DATASET)
-def compile_builds(root: DataRoot):
-    """The cold and the warm torch.compile build of each mode, side by side."""
-    return tables.show(fast.cache_builds(root.load(fast.CACHE_DATASET)))
+compile_builds = section(fast.CACHE_DATASET, fast.cache_builds, tables.show)
 
 
 @needs(fast.AUTOTUNE_DATASET)

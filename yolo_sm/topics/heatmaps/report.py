@@ -14,7 +14,7 @@ from yolo_sm.report.colors import (
     color_map,
     sequential_map,
 )
-from yolo_sm.report.sections import needs
+from yolo_sm.report.sections import needs, section
 from yolo_sm.report.style import finish
 from yolo_sm.report.widgets import explorer
 from yolo_sm.topics.heatmaps.analyse import (
@@ -263,7 +263,4 @@ def stalls_figure(root: DataRoot):
     return plot_stalls(stalls_long(top_kernels(root.load(STALLS))), title=title)
 
 
-@needs(STALLS)
-def spills(root: DataRoot):
-    """Kernels with local-memory traffic (register spills), longest first."""
-    return tables.show(spill_kernels(root.load(STALLS)))
+spills = section(STALLS, spill_kernels, tables.show)
