@@ -21,14 +21,17 @@ def missing_note(root: DataRoot, names) -> Note:
     return Note(md(lacks(root, names)))
 
 
-def needs(*names: str):
-    """Decorator: ``fn(root, ...)`` runs if ``root`` holds ``names``, else :func:`missing_note`."""
+def needs(*names: str, any_of: bool = False):
+    """Decorator: ``fn(root, ...)`` runs if ``root`` holds ``names`` (with ``any_of``: one of
+    them), else :func:`missing_note`."""
 
     def wrap(fn):
         @functools.wraps(fn)
         def inner(root: DataRoot, *args, **kwargs):
             missing = [n for n in names if not root.has(n)]
-            return missing_note(root, missing) if missing else fn(root, *args, **kwargs)
+            if missing and (not any_of or len(missing) == len(names)):
+                return missing_note(root, missing)
+            return fn(root, *args, **kwargs)
 
         return inner
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-
 import pandas as pd
 
 from yolo_sm.analyse.bench_table import engines, variant_order
@@ -88,26 +86,14 @@ def _ranked(root: DataRoot):
     )
 
 
-def _needs_bench(fn):
-    """``fn(root)`` where ``root`` holds a deploy bench, else :func:`missing_note`."""
-
-    @functools.wraps(fn)
-    def inner(root: DataRoot, *args):
-        if not any(root.has(d) for d in fast.DEPLOY_BENCHES):
-            return missing_note(root, fast.DEPLOY_BENCHES[:1])
-        return fn(root, *args)
-
-    return inner
-
-
-@_needs_bench
+@needs(*fast.DEPLOY_BENCHES, any_of=True)
 def answer(root: DataRoot):
     """What to deploy per batch regime, one line each (``recommend.deploy``)."""
     rows = fast_recommend.deploy(_ranked(root)).iterrows()
     return Note("\n".join(f"- {fast_recommend.deploy_line(r)}" for _, r in rows))
 
 
-@_needs_bench
+@needs(*fast.DEPLOY_BENCHES, any_of=True)
 def ranking(root: DataRoot):
     """Every path ranked per batch regime, with its share of the measured matmul roof."""
     return tables.show(_ranked(root))
@@ -133,7 +119,7 @@ def workload_note(root: DataRoot) -> Note:
     return Note(fast_recommend.workload_sentence(fast.deploy_bench(root)))
 
 
-@_needs_bench
+@needs(*fast.DEPLOY_BENCHES, any_of=True)
 def side_by_side(root: DataRoot):
     """The deploy benches as one row per (batch, variant) and one column per width: img/s and,
     in brackets, the same-unit ratio to the eager baseline."""
@@ -158,7 +144,7 @@ def speedup_figure(root: DataRoot):
     )
 
 
-@_needs_bench
+@needs(*fast.DEPLOY_BENCHES, any_of=True)
 def failures(root: DataRoot):
     """The variants that did not run, and why."""
     return tables.show(fast.failures(fast.deploy_bench(root)))
