@@ -9,7 +9,7 @@ import pytest
 from yolo_sm.analyse import gpm
 from yolo_sm.contract import datasets
 from yolo_sm.topics.batch import analyse as batch
-from yolo_sm.topics.batch import plots as batch_plots
+from yolo_sm.topics.batch import report as batch_plots
 from yolo_sm.topics.timeline import analyse as timeline
 from yolo_sm.topics.timeline import report as timeline_plots
 

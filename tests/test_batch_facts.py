@@ -12,7 +12,7 @@ import pytest
 from yolo_sm.analyse import gpm
 from yolo_sm.analyse.facts import fact, facts_table, value
 from yolo_sm.contract.datasets import open_root
-from yolo_sm.report import catalog, rules
+from yolo_sm.report import catalog, plots, rules
 from yolo_sm.report.rules import topic_rules
 from yolo_sm.topics.batch import analyse as batch
 from yolo_sm.topics.batch import report as batch_sections
@@ -212,7 +212,7 @@ def test_sections_say_in_one_line_what_a_root_lacks(sweep_only):
         timeline_sections.gpm_timeline(sweep_only, "gpm_width_b16", "width"),
     ):
         assert len(items) == 1 and isinstance(items[0], str) and "\n" not in items[0]
-    assert "ncu_batch_w1" in batch_sections.absent(sweep_only, "ncu_batch_w1")
+    assert "ncu_batch_w1" in plots.lacks(sweep_only, "ncu_batch_w1")
     # what the root holds renders: tables and figures, no sentence
     items = batch_sections.throughput(sweep_only, "sweep_fp16_nhwc", "sweep_1280")
     assert len(items) == 2 and not any(isinstance(i, str) for i in items)

@@ -123,9 +123,9 @@ def test_missing_dataset_leaves_the_facts_out(tmp_path, make_root):
 
     root = open_root(make_root("empty", []))
     assert am.facts(root).empty
-    from yolo_sm.topics.monitor.report import verdicts
+    from yolo_sm.report.catalog import topic_verdicts
 
-    v = verdicts(root)
+    v = topic_verdicts("monitor", root)
     assert set(v.verdict) == {NOT_TESTED}
 
 

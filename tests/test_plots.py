@@ -74,7 +74,7 @@ def test_absent_and_load_or_note(tmp_path, capsys):
     root = open_root(tmp_path)
     assert plots.load_or_note(root, "ncu_width_b8") is None
     line = capsys.readouterr().out.strip()
-    assert line == plots.absent(root, "ncu_width_b8") and "\n" not in line
+    assert line == plots.lacks(root, "ncu_width_b8") and "\n" not in line
     assert "Nsight Compute" in line and root.name in line
     assert f"({root.name}, {root.name})" not in line  # no machine: the root is named once
     assert "H200" not in plots.about(root)

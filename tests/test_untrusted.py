@@ -82,13 +82,12 @@ def test_the_hostile_strings_are_live_when_not_escaped():
 
 def test_markdown_lines_from_a_root_hold_no_live_element(hostile_root):
     from yolo_sm.report import plots, sections
-    from yolo_sm.topics.batch import report as batch_sections
 
     lines = [plots.about(hostile_root), sections.missing_note(hostile_root, list(HOSTILE))]
     for line in lines:
         assert live_elements(markdown_html(line)) == [], line
     # a section's missing-dataset sentence is printed: plain text, never Markdown or HTML
-    line = batch_sections.absent(hostile_root, HOSTILE[1])
+    line = plots.lacks(hostile_root, HOSTILE[1])
     assert isinstance(line, str) and not hasattr(line, "_repr_markdown_")
 
 

@@ -47,7 +47,7 @@ def test_view_of_a_many_model_root_narrows_to_the_model():
 
 
 def test_a_root_that_names_no_model_is_a_view_of_none_whose_sections_say_so(make_root):
-    from yolo_sm.topics.batch import report as batch_sections
+    from yolo_sm.report import plots
     from yolo_sm.topics.your_model import report as sections
 
     bench = open_root(make_root("bench_only", ["bench_autotune"]))  # a table, but no model role
@@ -56,7 +56,7 @@ def test_a_root_that_names_no_model_is_a_view_of_none_whose_sections_say_so(make
         assert v.model == "" and v.sources == {} and v.others == ()
         assert "holds no table that names a model" in sections.about(v)
         for role in your_model.ROLES:  # every section: one sentence naming what it lacks
-            line = batch_sections.absent(v, role)
+            line = plots.lacks(v, role)
             assert line == v.missing(role) and f"no {role} table of any model" in line
         assert set(findings.verdicts(v)["verdict"]) == {NOT_TESTED}
         with pytest.raises(UserError, match="names a model"):  # a model asked for by name

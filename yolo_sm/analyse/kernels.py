@@ -86,9 +86,14 @@ def add_kernel_class(df, name_col: str = "kernel_name"):
     return out
 
 
+def with_kernel_class(df):
+    """``df`` where it has a ``kernel_class`` column (a trace's), else :func:`add_kernel_class`."""
+    return df if "kernel_class" in df else add_kernel_class(df)
+
+
 def class_shares(df, by=(), time_col: str = "duration_us"):
     """Share of kernel time and of launches per kernel class (tidy, one row per group x class)."""
-    df = df if "kernel_class" in df else add_kernel_class(df)
+    df = with_kernel_class(df)
     keys = list(by) + ["kernel_class"]
     g = df.groupby(keys, observed=True).agg(kernels=(time_col, "size"), time_us=(time_col, "sum"))
     g = g.reset_index()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from yolo_sm.analyse.kernels import add_kernel_class
+from yolo_sm.analyse.kernels import with_kernel_class
 
 #: the occupancy an Nsight Compute table measures per kernel
 OCCUPANCY_COLUMNS = ("theoretical_occupancy_pct", "achieved_occupancy_pct")
@@ -70,7 +70,7 @@ def layer_view(kernels, by=("layer", "module_type", "stage"), time_col: str = "d
     occupancy, tensor-pipe use, waves and SM coverage, main limiter, tensor-core time share."""
     import pandas as pd
 
-    df = kernels if "kernel_class" in kernels else add_kernel_class(kernels)
+    df = with_kernel_class(kernels)
     waves = next((c for c in ("waves", "waves_per_sm") if c in df), None)  # Kineto / ncu name
     df = df.assign(
         _cov=sm_coverage(df[waves]) if waves else float("nan"),

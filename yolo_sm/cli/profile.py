@@ -9,13 +9,10 @@ from yolo_sm.analyse.weighting import time_weighted
 from yolo_sm.cli.common import byte_count, device, model_flags
 from yolo_sm.contract import values
 from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.steps import MAX_ITERS
+from yolo_sm.contract.steps import MAX_ITERS, GpmStep, NcuStep, TraceStep
 from yolo_sm.contract.store import write_atomic
 from yolo_sm.contract.values import MAX_RUN_S
-from yolo_sm.contract.vocab import Layout, Precision
 
-#: the ncu metric sets (yolo_sm.core.profiling.ncu)
-METRIC_SETS = ("occupancy", "throughput", "full")
 #: the backends a trace can profile
 TRACE_BACKENDS = ("eager", "cudagraph", "compile")
 
@@ -36,7 +33,7 @@ def add_parser(sub) -> None:
     n.add_argument("--precisions", default="fp16")
     n.add_argument("--layouts", default="nhwc")
     n.add_argument("--batches", default="8")
-    n.add_argument("--metric-set", default="occupancy", help="occupancy, throughput or full")
+    n.add_argument("--metric-set", default="occupancy", help="occupancy, throughput, full, stalls")
     n.add_argument("--timeout", type=float, default=600, help="seconds before ncu is stopped")
     n.add_argument("--out", required=True, help="CSV file (ncu --csv --page raw)")
     n.set_defaults(run=ncu)
@@ -76,14 +73,11 @@ def add_parser(sub) -> None:
     o.set_defaults(run=occupancy)
 
 
-def _grid(args, precisions: str, layouts: str, batches: str):
-    """Check a profiling command's grid values (before its device, so any machine names them)."""
-    values.multipliers(args.widths, "--widths")
-    values.texts(precisions, "--precisions", tuple(p.value for p in Precision))
-    values.texts(layouts, "--layouts", tuple(x.value for x in Layout))
-    values.batches(batches, "--batches")
-    values.imgsz(args.imgsz, "--imgsz")
-    values.text(args.family, "--family")
+def _spec(cls, args, **named):
+    """``cls`` (a plan step's spec) of the command's flags named as its fields and ``named``,
+    checked as a plan's step is (before the device, so any machine names a bad value)."""
+    flags = {k: getattr(args, k) for k in cls.params() if getattr(args, k, None) is not None}
+    return cls.from_mapping({**flags, **named}, flags=True)
 
 
 def occupancy(args) -> int:
@@ -121,12 +115,15 @@ def trace(args) -> int:
     from yolo_sm.core.profiling.target import model_of
 
     backend = values.text(args.backend, "--backend", TRACE_BACKENDS)
-    iters = values.whole(args.iters, "--iters", lo=1, hi=MAX_ITERS, unit="forwards")
-    width = values.multiplier(args.width, "--width")
-    values.text(args.precision, "--precision", tuple(p.value for p in Precision))
-    values.text(args.layout, "--layout", tuple(x.value for x in Layout))
-    values.batch(args.batch, "--batch")
-    size = values.imgsz(args.imgsz, "--imgsz")
+    spec = _spec(
+        TraceStep,
+        args,
+        widths=args.width,
+        precisions=args.precision,
+        layouts=args.layout,
+        batches=args.batch,
+    )
+    iters, size, width = spec.iters, spec.imgsz, values.multiplier(args.width, "--width")
     dev = device(args.device)
     if not str(args.out).endswith(".json.gz"):
         raise UserError(f"--out must end in .json.gz, got {args.out}")
@@ -158,23 +155,21 @@ def ncu(args) -> int:
     from yolo_sm.core.profiling import ncu as nsight
     from yolo_sm.core.profiling.target import target_argv
 
-    _grid(args, args.precisions, args.layouts, args.batches)
-    metric_set = values.text(args.metric_set, "--metric-set", METRIC_SETS)
-    timeout = values.number(args.timeout, "--timeout", above=0, hi=7 * 86400, unit="s")
+    spec = _spec(NcuStep, args, timeout_s=args.timeout)
     device(args.device, gpu_only="yolo-sm ncu (Nsight Compute)")
     out = values.output_path(args.out)
     target = target_argv(
-        args.family,
-        ",".join(f"{w:g}" for w in values.multipliers(args.widths, "--widths")),
-        ",".join(values.texts(args.precisions, "--precisions")),
-        ",".join(values.texts(args.layouts, "--layouts")),
-        ",".join(map(str, values.batches(args.batches, "--batches"))),
-        values.imgsz(args.imgsz, "--imgsz"),
+        spec.family,
+        ",".join(f"{w:g}" for w in spec.widths),
+        ",".join(spec.precisions),
+        ",".join(spec.layouts),
+        ",".join(map(str, spec.batches)),
+        spec.imgsz,
         args.device,
         models=args.models,
         input_shape=args.input_shape,
     )
-    df = nsight.profile(target, out, metric_set=metric_set, timeout_s=timeout)
+    df = nsight.profile(target, out, metric_set=spec.metric_set, timeout_s=spec.timeout_s)
     print(f"wrote {out} ({len(df)} kernels)")
     cols = [c for c in ("theoretical_occupancy_pct", "achieved_occupancy_pct") if c in df]
     if cols and "duration_us" in df:
@@ -187,20 +182,17 @@ def gpm(args) -> int:
     from yolo_sm.core.profiling.suite import engines, gpm_overhead, run_gpm
     from yolo_sm.core.provenance import collect
 
-    _grid(args, args.precision, args.layout, str(args.batch))
-    seconds = values.number(args.seconds, "--seconds", above=0, hi=MAX_RUN_S, unit="s")
-    hz = values.number(args.hz, "--hz", above=0, hi=1000, unit="Hz")
+    spec = _spec(GpmStep, args, precisions=args.precision, layouts=args.layout, batches=args.batch)
+    seconds, hz = spec.seconds, spec.hz
     rounds = values.whole(args.overhead_rounds, "--overhead-rounds", lo=0, hi=1000)
     device(args.device, gpu_only="yolo-sm gpm (it samples the GPU's counters)")
     out = values.output_path(args.out)
     ov_path = out.with_name(out.stem + "_overhead.parquet")
     if rounds:
         values.output_path(ov_path, "the overhead table")
-    size = values.imgsz(args.imgsz, "--imgsz")
     keys = parse_models(args.models, args.input_shape, False) if args.models else None
-    widths = keys or values.multipliers(args.widths, "--widths")
-    grid = [(w, args.precision, args.layout, args.batch) for w in widths]
-    built = list(engines(args.family, grid, size, args.device))
+    grid = [(w, args.precision, args.layout, args.batch) for w in keys or spec.widths]
+    built = list(engines(spec.family, grid, spec.imgsz, args.device))
     df, info = run_gpm(built, seconds=seconds, hz=hz)
     write_atomic(df, out, {"provenance": collect(args.device), "sampler": info})
     print(f"wrote {out} ({info['mode']}, {info['polls']} polls, {info['stale_polls']} stale)")
@@ -226,21 +218,21 @@ def gpm(args) -> int:
 def profile(args) -> int:
     from yolo_sm.core.profiling.suite import profile_all
 
-    _grid(args, args.precision, args.layout, str(args.batch))
-    metric_set = values.text(args.metric_set, "--metric-set", METRIC_SETS)
-    gpm_seconds = values.number(args.gpm_seconds, "--gpm-seconds", above=0, hi=MAX_RUN_S)
+    grid = dict(precisions=args.precision, layouts=args.layout, batches=args.batch)
+    spec = _spec(NcuStep, args, **grid)
+    gpm_seconds = _spec(GpmStep, args, **grid, seconds=args.gpm_seconds).seconds
     device(args.device, gpu_only="yolo-sm profile (Nsight Compute and GPM)")
     out = values.output_path(args.out, folder=True)
     s = profile_all(
         out,
-        family=args.family,
-        widths=values.multipliers(args.widths, "--widths"),
+        family=spec.family,
+        widths=spec.widths,
         precision=args.precision,
         layout=args.layout,
         batch=args.batch,
-        imgsz=values.imgsz(args.imgsz, "--imgsz"),
+        imgsz=spec.imgsz,
         device=args.device,
-        metric_set=metric_set,
+        metric_set=spec.metric_set,
         gpm_seconds=gpm_seconds,
         models=args.models,
         input_shape=args.input_shape,

@@ -47,6 +47,16 @@ def verdict_table(root: DataRoot) -> pd.DataFrame:
     return verdicts
 
 
+def topic_verdicts(name: str, root: DataRoot) -> pd.DataFrame:
+    """One row per rule of the topic ``name`` (its own sources), decided on ``root``."""
+    topic = next(t for t in topics.ALL if t.name == name)
+    pairs = [(topic_rules(name, r), topic.load(f)) for r, f in topic.sources]
+    fns = dict.fromkeys(fn for _, fn in pairs)
+    return evaluate(
+        [r for rs, _ in pairs for r in rs], concat(*(fn(root) for fn in fns)), root.name
+    )
+
+
 def to_json(verdicts: pd.DataFrame) -> str:
     """The verdict table as a JSON list, one object per rule (NaN as null)."""
     cols = "id statement measured unit op threshold verdict datasets caveat".split()

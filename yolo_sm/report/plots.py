@@ -7,21 +7,28 @@ from yolo_sm.report.colors import OCCUPANCY_COLORS, TEMPLATE, color_map
 from yolo_sm.report.style import finish, label
 from yolo_sm.report.text import code, md
 
-#: (name prefix, what it is, where it comes from) of the datasets :func:`absent` names
-KINDS = (
-    ("ncu_", "Nsight Compute table", "it is collected on NVIDIA GPUs only"),
-    ("profile_", "per-layer profile join (Kineto + Nsight Compute)", "it needs an NVIDIA GPU"),
-    ("trace_", "PyTorch profiler trace", "yolo-sm collect makes it"),
-    ("gpm_", "GPM sample table", "it is collected on NVIDIA GPUs only"),
-)
+#: why a root may lack a dataset, by the start of its name
+WHY_ABSENT = {
+    "ncu_": "Nsight Compute runs on NVIDIA GPUs only",
+    "profile_": "the per-layer profile joins Kineto and Nsight Compute on an NVIDIA GPU",
+    "gpm_": "GPM counters exist on NVIDIA GPUs only",
+    "bench_": "the fast-engines bench times CUDA engines",
+    "ceilings": "the plan's ceilings step measures it",
+    "model_layers": "the plan's model-table step writes it",
+    "numerics": "the plan's numerics step writes it",
+    "int8_kernels": "the plan's int8_kernels step times the int8 convolution kernels on an "
+    "NVIDIA GPU",
+}
 
 
-def absent(root: DataRoot, name: str) -> str:
-    """One sentence: ``root`` lacks dataset ``name``, and where it comes from."""
-    what, where = next(
-        ((w, c) for p, w, c in KINDS if name.startswith(p)), ("dataset", "yolo-sm collect makes it")
-    )
-    return f"This root ({root.name}) holds no {what} ({name}): {where}."
+def lacks(root: DataRoot, names) -> str:
+    """One plain sentence: ``root`` holds no dataset ``names`` (a name or several), and
+    why when the name says; a model's view (``root.base`` set) says what makes its tables."""
+    names = [names] if isinstance(names, str) else list(names)
+    if getattr(root, "base", None) is not None:
+        return root.missing(names[0])
+    why = next((w for p, w in WHY_ABSENT.items() for n in names if n.startswith(p)), "")
+    return f"This root ({root.name}) holds no {', '.join(names)}" + (f": {why}." if why else ".")
 
 
 SOFTWARE = (("driver", "driver"), ("cuda", "CUDA"), ("torch", "torch"), ("cudnn", "cuDNN"))
@@ -48,10 +55,10 @@ def about(root: DataRoot) -> str:
 
 
 def load_or_note(root: DataRoot, name: str):
-    """Dataset ``name`` of ``root``, or None after printing :func:`absent`."""
+    """Dataset ``name`` of ``root``, or None after printing :func:`lacks`."""
     if root.has(name):
         return root.load(name)
-    print(absent(root, name))
+    print(lacks(root, name))
     return None
 
 

@@ -120,17 +120,6 @@ def _clock_caveat(spread_pct: float) -> str:
     )
 
 
-def markdown(rules: Iterable[Rule], verdicts: pd.DataFrame) -> str:
-    """The verdicts as a Markdown list, one sentence per rule of ``rules``."""
-    ids = {r.id for r in rules}
-    return "\n".join(
-        f"- {r.statement}: **{r.verdict}** ({_num(r.measured, r.unit)}; holds at {r.op} "
-        f"{_num(r.threshold, r.unit)})"
-        for r in verdicts.itertuples()
-        if r.id in ids
-    )
-
-
 def frame(verdicts: pd.DataFrame) -> pd.DataFrame:
     """The verdict table's text, indexed by rule id."""
     out = pd.DataFrame(

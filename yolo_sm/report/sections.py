@@ -5,7 +5,8 @@ from __future__ import annotations
 import functools
 
 from yolo_sm.contract.datasets import DataRoot
-from yolo_sm.report.text import code
+from yolo_sm.report.plots import lacks
+from yolo_sm.report.text import md
 
 
 class Note(str):
@@ -16,23 +17,33 @@ class Note(str):
 
 
 def missing_note(root: DataRoot, names) -> Note:
-    """The sentence a section shows when ``root`` lacks ``names``."""
-    what = ", ".join(code(n) for n in names)
-    return Note(
-        f"The root {code(root.name)} holds no {what}: this section needs it (the plan step of "
-        "the same name collects it on a machine that can measure it)."
-    )
+    """:func:`~yolo_sm.report.plots.lacks` as a Markdown line (dataset text escaped)."""
+    return Note(md(lacks(root, names)))
 
 
-def needs(*names: str):
-    """Decorator: ``fn(root, ...)`` runs if ``root`` holds ``names``, else :func:`missing_note`."""
+def needs(*names: str, any_of: bool = False):
+    """Decorator: ``fn(root, ...)`` runs if ``root`` holds ``names`` (with ``any_of``: one of
+    them), else :func:`missing_note`."""
 
     def wrap(fn):
         @functools.wraps(fn)
         def inner(root: DataRoot, *args, **kwargs):
             missing = [n for n in names if not root.has(n)]
-            return missing_note(root, missing) if missing else fn(root, *args, **kwargs)
+            if missing and (not any_of or len(missing) == len(names)):
+                return missing_note(root, missing)
+            return fn(root, *args, **kwargs)
 
         return inner
 
     return wrap
+
+
+def section(name: str, *steps):
+    """A section of the dataset ``name``: ``root.load(name)`` through ``steps`` in turn (the
+    last makes the table or figure), or :func:`missing_note`."""
+
+    @needs(name)
+    def shown(root: DataRoot):
+        return functools.reduce(lambda x, step: step(x), steps, root.load(name))
+
+    return shown

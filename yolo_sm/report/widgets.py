@@ -7,37 +7,50 @@ from yolo_sm.analyse.occupancy import VARY, occupancy_curve
 from yolo_sm.report import plots
 
 
-def occupancy_explorer(
-    compute_capability: str = "9.0", threads: int = 256, registers: int = 32, smem_kib: int = 0
-):
-    """Sliders for block size, registers and shared memory -> occupancy, limiter and curves."""
+def explorer(controls, draw):
+    """ipywidgets: ``controls`` (two a row) over an output showing ``draw(*their values)``'s
+    items (a ValueError printed)."""
     import ipywidgets as W
-    import pandas as pd
     from IPython.display import display
 
-    cc = W.Dropdown(options=sorted(occupancy.ARCH), value=compute_capability, description="CC")
-    t = W.IntSlider(value=threads, min=32, max=1024, step=32, description="threads")
-    r = W.IntSlider(value=registers, min=0, max=255, step=1, description="registers")
-    s = W.IntSlider(value=smem_kib, min=0, max=227, step=1, description="smem KiB")
     out = W.Output()
 
     def update(*_):
         with out:
             out.clear_output(wait=True)
             try:
-                res = occupancy.theoretical_occupancy(cc.value, t.value, r.value, s.value * 1024)
+                items = draw(*(c.value for c in controls))
             except ValueError as e:
                 print(e)
                 return
-            display(pd.DataFrame([res.as_dict()]).T.rename(columns={0: "value"}))
-            display(
-                plots.plot_occupancy_curves(curves_for(cc.value, t.value, r.value, s.value * 1024))
-            )
+            for item in items:
+                display(item)
 
-    for w in (cc, t, r, s):
-        w.observe(update, names="value")
+    for c in controls:
+        c.observe(update, names="value")
     update()
-    return W.VBox([W.HBox([cc, t]), W.HBox([r, s]), out])
+    return W.VBox([*(W.HBox(controls[i : i + 2]) for i in range(0, len(controls), 2)), out])
+
+
+def occupancy_explorer(
+    compute_capability: str = "9.0", threads: int = 256, registers: int = 32, smem_kib: int = 0
+):
+    """Sliders for block size, registers and shared memory -> occupancy, limiter and curves."""
+    import ipywidgets as W
+    import pandas as pd
+
+    cc = W.Dropdown(options=sorted(occupancy.ARCH), value=compute_capability, description="CC")
+    t = W.IntSlider(value=threads, min=32, max=1024, step=32, description="threads")
+    r = W.IntSlider(value=registers, min=0, max=255, step=1, description="registers")
+    s = W.IntSlider(value=smem_kib, min=0, max=227, step=1, description="smem KiB")
+
+    def draw(cc, threads, registers, smem_kib):
+        res = occupancy.theoretical_occupancy(cc, threads, registers, smem_kib * 1024)
+        curves = curves_for(cc, threads, registers, smem_kib * 1024)
+        table = pd.DataFrame([res.as_dict()]).T.rename(columns={0: "value"})
+        return [table, plots.plot_occupancy_curves(curves)]
+
+    return explorer([cc, t, r, s], draw)
 
 
 def curves_for(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-
 import pandas as pd
 
 from yolo_sm.analyse.bench_table import engines, variant_order
@@ -12,7 +10,7 @@ from yolo_sm.contract.hardware import ceiling
 from yolo_sm.report import plots, tables
 from yolo_sm.report.colors import TEMPLATE
 from yolo_sm.report.rules import evaluate, topic_rules
-from yolo_sm.report.sections import Note, missing_note, needs
+from yolo_sm.report.sections import Note, missing_note, needs, section
 from yolo_sm.report.style import finish
 from yolo_sm.topics.deploy import analyse as fast
 from yolo_sm.topics.deploy import frames
@@ -89,26 +87,14 @@ def _ranked(root: DataRoot):
     )
 
 
-def _needs_bench(fn):
-    """``fn(root)`` where ``root`` holds a deploy bench, else :func:`missing_note`."""
-
-    @functools.wraps(fn)
-    def inner(root: DataRoot, *args):
-        if not any(root.has(d) for d in fast.DEPLOY_BENCHES):
-            return missing_note(root, fast.DEPLOY_BENCHES[:1])
-        return fn(root, *args)
-
-    return inner
-
-
-@_needs_bench
+@needs(*fast.DEPLOY_BENCHES, any_of=True)
 def answer(root: DataRoot):
     """What to deploy per batch regime, one line each (``recommend.deploy``)."""
     rows = fast_recommend.deploy(_ranked(root)).iterrows()
     return Note("\n".join(f"- {fast_recommend.deploy_line(r)}" for _, r in rows))
 
 
-@_needs_bench
+@needs(*fast.DEPLOY_BENCHES, any_of=True)
 def ranking(root: DataRoot):
     """Every path ranked per batch regime, with its share of the measured matmul roof."""
     return tables.show(_ranked(root))
@@ -134,7 +120,7 @@ def workload_note(root: DataRoot) -> Note:
     return Note(fast_recommend.workload_sentence(fast.deploy_bench(root)))
 
 
-@_needs_bench
+@needs(*fast.DEPLOY_BENCHES, any_of=True)
 def side_by_side(root: DataRoot):
     """The deploy benches as one row per (batch, variant) and one column per width: img/s and,
     in brackets, the same-unit ratio to the eager baseline."""
@@ -159,7 +145,7 @@ def speedup_figure(root: DataRoot):
     )
 
 
-@_needs_bench
+@needs(*fast.DEPLOY_BENCHES, any_of=True)
 def failures(root: DataRoot):
     """The variants that did not run, and why."""
     return tables.show(fast.failures(fast.deploy_bench(root)))
@@ -226,10 +212,7 @@ def compile_figure(root: DataRoot):
     )
 
 
-@needs(fast.CACHE_DATASET)
-def compile_builds(root: DataRoot):
-    """The cold and the warm torch.compile build of each mode, side by side."""
-    return tables.show(fast.cache_builds(root.load(fast.CACHE_DATASET)))
+compile_builds = section(fast.CACHE_DATASET, fast.cache_builds, tables.show)
 
 
 @needs(fast.AUTOTUNE_DATASET)

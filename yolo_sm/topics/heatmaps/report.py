@@ -14,8 +14,9 @@ from yolo_sm.report.colors import (
     color_map,
     sequential_map,
 )
-from yolo_sm.report.sections import needs
+from yolo_sm.report.sections import needs, section
 from yolo_sm.report.style import finish
+from yolo_sm.report.widgets import explorer
 from yolo_sm.topics.heatmaps.analyse import (
     LIMITERS,
     PRECISION_ORDER,
@@ -187,30 +188,18 @@ def plot_kernels(ktable, *, title=None):
 def kernel_explorer(kernels, table=None):
     """ipywidgets explorer: config and layer dropdowns -> that cell's kernel table and figure."""
     import ipywidgets as W
-    from IPython.display import display
 
     configs = sorted(kernels.config.unique(), key=config_key)
     cfg = W.Dropdown(options=configs, value=configs[-1], description="config")
     lay = W.Dropdown(options=layer_order(kernels.layer.dropna()), description="layer")
     if table is not None:
         lay.value = slowest_layer(table, cfg.value)
-    out = W.Output()
 
-    def update(*_):
-        with out:
-            out.clear_output(wait=True)
-            try:
-                kt = kernels_of(kernels, cfg.value, lay.value)
-            except ValueError as e:
-                print(e)
-                return
-            display(tables.show(kt))
-            display(plot_kernels(kt, title=f"{cfg.value} · {lay.value}"))
+    def draw(config, layer):
+        kt = kernels_of(kernels, config, layer)
+        return [tables.show(kt), plot_kernels(kt, title=f"{config} · {layer}")]
 
-    cfg.observe(update, names="value")
-    lay.observe(update, names="value")
-    update()
-    return W.VBox([W.HBox([cfg, lay]), out])
+    return explorer([cfg, lay], draw)
 
 
 def plot_estimate_vs_measured(est, *, tolerance=10.0, title=None):
@@ -274,7 +263,4 @@ def stalls_figure(root: DataRoot):
     return plot_stalls(stalls_long(top_kernels(root.load(STALLS))), title=title)
 
 
-@needs(STALLS)
-def spills(root: DataRoot):
-    """Kernels with local-memory traffic (register spills), longest first."""
-    return tables.show(spill_kernels(root.load(STALLS)))
+spills = section(STALLS, spill_kernels, tables.show)

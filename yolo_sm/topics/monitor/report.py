@@ -7,8 +7,7 @@ import pandas as pd
 
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report.colors import OTHER_COLOR, TEMPLATE, batch_color, category_color
-from yolo_sm.report.rules import evaluate, topic_rules
-from yolo_sm.report.sections import needs
+from yolo_sm.report.sections import needs, section
 from yolo_sm.report.style import finish
 from yolo_sm.report.tables import show
 from yolo_sm.topics.monitor import analyse as monitor
@@ -24,11 +23,6 @@ FIELD_TITLES = {
     monitor.SM_CLOCK: "SM clock (MHz)",
     monitor.POWER: "power (W)",
 }
-
-
-def verdicts(root: DataRoot) -> pd.DataFrame:
-    """Notebook 16's verdict table for ``root``."""
-    return evaluate(topic_rules("monitor"), monitor.facts(root), root.name)
 
 
 def _engine_color(engine: str) -> str:
@@ -65,10 +59,7 @@ def plot_series(df: pd.DataFrame, title: str | None = None):
     return finish(fig)
 
 
-@needs(monitor.MONITOR)
-def series(root: DataRoot):
-    """:func:`plot_series` of ``root``'s monitor dataset."""
-    return plot_series(root.load(monitor.MONITOR))
+series = section(monitor.MONITOR, plot_series)
 
 
 @needs(monitor.MONITOR)
@@ -101,7 +92,4 @@ def plot_active_vs_occupancy(rel: pd.DataFrame, title: str | None = None):
     return finish(fig)
 
 
-@needs(monitor.GPM_BATCH)
-def active_vs_occupancy(root: DataRoot):
-    """:func:`plot_active_vs_occupancy` of ``root``'s GPM timeline."""
-    return plot_active_vs_occupancy(monitor.gpm_relation(root.load(monitor.GPM_BATCH)))
+active_vs_occupancy = section(monitor.GPM_BATCH, monitor.gpm_relation, plot_active_vs_occupancy)

@@ -7,13 +7,13 @@ import pandas as pd
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report import tables
 from yolo_sm.report.colors import TEMPLATE, color_map
+from yolo_sm.report.plots import lacks
 from yolo_sm.report.sections import Note
 from yolo_sm.report.style import finish
 from yolo_sm.report.text import code
 from yolo_sm.topics.deploy.report import stacked_breakdown
 from yolo_sm.topics.precision import eight_bit as p8
 from yolo_sm.topics.precision import int8_kernels as ik
-from yolo_sm.topics.width.report import lacks
 
 SPEED_COLUMNS = tuple(
     "batch width variant status img_per_s vs_fastest_fp16 fastest_fp16 vs_cudagraph_fp16 "

@@ -6,7 +6,6 @@ import pandas as pd
 
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report.colors import TEMPLATE
-from yolo_sm.report.rules import evaluate, topic_rules
 from yolo_sm.report.sections import needs
 from yolo_sm.report.style import finish
 from yolo_sm.report.tables import show
@@ -15,11 +14,6 @@ from yolo_sm.topics.resolutions import analyse
 #: the engine sizes of notebook 15 and the frames its selector figure serves
 ENGINES = ("640x640", "1280x736", "1920x1088")
 FRAMES = ("640x480", "640x640", "1280x720", "1280x1024", "1920x1080", "2560x1440", "3840x2160")
-
-
-def verdicts(root: DataRoot) -> pd.DataFrame:
-    """Notebook 15's verdict table for ``root``."""
-    return evaluate(topic_rules("resolutions"), analyse.facts(root), root.name)
 
 
 def selection(frames=FRAMES, engines=ENGINES):

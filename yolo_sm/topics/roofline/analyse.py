@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from yolo_sm.analyse.facts import fact, facts_table
-from yolo_sm.analyse.kernels import add_kernel_class
+from yolo_sm.analyse.kernels import add_kernel_class, with_kernel_class
 from yolo_sm.analyse.weighting import time_weighted
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.errors import UserError
@@ -193,7 +193,7 @@ def yolo_kernels(ncu, cut: float = OCC_CUT):
     ``cut`` %)."""
     if ncu is None or len(ncu) == 0:
         raise UserError("no kernels: the Nsight Compute table is absent or empty")
-    df = with_config(ncu if "kernel_class" in ncu else add_kernel_class(ncu))
+    df = with_config(with_kernel_class(ncu))
     limits = [c for c in df.columns if c.startswith("limit_")]
     if limits:
         df["blocks_per_sm"] = df[limits].min(axis=1)
@@ -212,7 +212,7 @@ def yolo_occupancy_vs_throughput(kernels, high: float = HIGH_PCT):
 def layout_compare(ncu, precision="fp16"):
     """Per layout at ``precision``: kernel time and count, layout transforms' time and launch
     shares, time vs NHWC."""
-    df = with_config(ncu if "kernel_class" in ncu else add_kernel_class(ncu))
+    df = with_config(with_kernel_class(ncu))
     df = df[df.precision == precision]
     tr = df.kernel_class == "layout_transform"
     out = df.assign(tr=tr, tr_us=df.duration_us.where(tr, 0.0)).groupby(["config", "layout"]).agg(

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report.colors import BOUND_COLORS, KERNEL_CLASS_COLORS, OCCUPANCY_COLORS, TEMPLATE
 from yolo_sm.report.colors import color_map as _color_map
-from yolo_sm.report.plots import absent
+from yolo_sm.report.plots import lacks
 from yolo_sm.report.style import finish, label
 from yolo_sm.topics.roofline.analyse import BOUNDS, HIGH_PCT
 
@@ -19,7 +19,7 @@ def available(root: DataRoot, *names: str) -> bool:
     """Whether ``root`` holds every dataset of ``names``; else prints one line per missing one."""
     gone = [n for n in names if not root.has(n)]
     for n in gone:
-        print(absent(root, n))
+        print(lacks(root, n))
     return not gone
 
 

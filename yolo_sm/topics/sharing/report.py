@@ -6,21 +6,15 @@ from yolo_sm.analyse.gpm import wide
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report import tables
 from yolo_sm.report.colors import KERNEL_CLASS_COLORS, TEMPLATE
-from yolo_sm.report.rules import evaluate, topic_rules
-from yolo_sm.report.sections import needs
+from yolo_sm.report.sections import needs, section
 from yolo_sm.report.style import finish
-from yolo_sm.topics.batch.plots import GPM_LABELS
+from yolo_sm.topics.batch.report import GPM_LABELS
 from yolo_sm.topics.sharing import analyse as sharing
 
 MODE_TEXT = {"alone_a": "a alone", "alone_b": "b alone", "streams": "two streams",
              "processes": "two processes"}  # fmt: skip
 ENGINE_COLORS = {"a": "#1F3A5F", "b": "#E69F00"}
 POWER_COLOR = "#CC79A7"
-
-
-def verdicts(root: DataRoot):
-    """Notebook 17's verdict table for ``root``."""
-    return evaluate(topic_rules("sharing"), sharing.facts(root), root.name)
 
 
 def _engine_text(df):
@@ -137,48 +131,14 @@ def plot_kernel_classes(slow):
 # ---- notebook 17's sections, each from the root ---------------------------------------------
 
 
-@needs(sharing.DATASET)
-def rates(root: DataRoot):
-    """Per pair, mode and engine: img/s, p50 / p99 and the ratios to the engine alone."""
-    return tables.show(sharing.rates(root.load(sharing.DATASET)))
-
-
-@needs(sharing.DATASET)
-def totals(root: DataRoot):
-    """Per pair and together-mode: summed img/s against the faster engine alone, work done."""
-    return tables.show(sharing.totals(root.load(sharing.DATASET)))
-
-
-@needs(sharing.DATASET)
-def settings(root: DataRoot):
-    """The GPU's sharing settings when the step ran (MPS, MIG, compute mode)."""
-    return tables.show(sharing.settings(root.load(sharing.DATASET)))
-
-
-@needs(sharing.DATASET)
-def throughput_figure(root: DataRoot):
-    return plot_throughput(root.load(sharing.DATASET))
-
-
-@needs(sharing.DATASET)
-def latency_figure(root: DataRoot):
-    return plot_latency(root.load(sharing.DATASET))
-
-
-@needs(sharing.GPM)
-def timeline_figure(root: DataRoot):
-    return plot_timeline(root.load(sharing.GPM))
-
-
-@needs(sharing.KERNELS)
-def kernel_table(root: DataRoot):
-    """:func:`~yolo_sm.topics.sharing.analyse.kernel_slowdown` of the root."""
-    return tables.show(sharing.kernel_slowdown(root.load(sharing.KERNELS)))
-
-
-@needs(sharing.KERNELS)
-def kernel_figure(root: DataRoot):
-    return plot_kernel_classes(sharing.kernel_slowdown(root.load(sharing.KERNELS)))
+rates = section(sharing.DATASET, sharing.rates, tables.show)
+totals = section(sharing.DATASET, sharing.totals, tables.show)
+settings = section(sharing.DATASET, sharing.settings, tables.show)
+throughput_figure = section(sharing.DATASET, plot_throughput)
+latency_figure = section(sharing.DATASET, plot_latency)
+timeline_figure = section(sharing.GPM, plot_timeline)
+kernel_table = section(sharing.KERNELS, sharing.kernel_slowdown, tables.show)
+kernel_figure = section(sharing.KERNELS, sharing.kernel_slowdown, plot_kernel_classes)
 
 
 SWEEP = "sweep_fp16_nhwc"

@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import pandas as pd
-
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report import tables
 from yolo_sm.report.colors import TEMPLATE
-from yolo_sm.report.rules import evaluate, topic_rules
-from yolo_sm.report.sections import needs
+from yolo_sm.report.sections import needs, section
 from yolo_sm.report.style import finish
 from yolo_sm.topics.techniques import analyse
 
 DATASET = analyse.DATASET
 NCU_RESNET = "ncu_resnet101"
-
-
-def verdicts(root: DataRoot) -> pd.DataFrame:
-    """Notebook 13's verdict table for ``root``."""
-    return evaluate(topic_rules("techniques"), analyse.facts(root), root.name)
 
 
 def bars(df, x, y, color, title, y_title, x_title, facet="batch", line=None, **kw):
@@ -50,9 +42,7 @@ def resnet_classes_figure(root: DataRoot):
     return fig.update_layout(showlegend=False)
 
 
-@needs(DATASET)
-def fusion_table(root: DataRoot):
-    return tables.show(analyse.fusion_table(root.load(DATASET)))
+fusion_table = section(DATASET, analyse.fusion_table, tables.show)
 
 
 @needs(DATASET)
@@ -75,9 +65,7 @@ def elementwise_figure(root: DataRoot):
                 category_orders={"variant": list(analyse.FUSION_ORDER)})  # fmt: skip
 
 
-@needs(DATASET)
-def autocast_table(root: DataRoot):
-    return tables.show(analyse.autocast_table(root.load(DATASET)))
+autocast_table = section(DATASET, analyse.autocast_table, tables.show)
 
 
 @needs(DATASET)
@@ -89,14 +77,8 @@ def autocast_figure(root: DataRoot):
                 "img/s ratio, autocast / half model", "width multiplier", line=1.0)  # fmt: skip
 
 
-@needs(DATASET)
-def dtype_table(root: DataRoot):
-    return tables.show(analyse.dtype_table(root.load(DATASET)))
-
-
-@needs(DATASET)
-def buffer_table(root: DataRoot):
-    return tables.show(analyse.buffer_table(root.load(DATASET)))
+dtype_table = section(DATASET, analyse.dtype_table, tables.show)
+buffer_table = section(DATASET, analyse.buffer_table, tables.show)
 
 
 @needs(DATASET)
@@ -111,7 +93,4 @@ def buffer_figure(root: DataRoot):
                 "gain in img/s over torch.stack (%)", "buffer variant", line=0.0)  # fmt: skip
 
 
-@needs(DATASET)
-def failures(root: DataRoot):
-    """Rows that did not run, and why."""
-    return tables.show(analyse.failures(root.load(DATASET)))
+failures = section(DATASET, analyse.failures, tables.show)

@@ -6,13 +6,12 @@ from yolo_sm.analyse import gpm
 from yolo_sm.analyse.gpm import gpm_wide
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import with_config
-from yolo_sm.report import tables
+from yolo_sm.report import plots, tables
 from yolo_sm.report.colors import KERNEL_CLASS_COLORS, TEMPLATE
 from yolo_sm.report.style import finish
 from yolo_sm.topics.batch import analyse as batch
 from yolo_sm.topics.batch.analyse import GPM_METRICS, parse_config
-from yolo_sm.topics.batch.plots import GPM_LABELS, short_label
-from yolo_sm.topics.batch.report import absent
+from yolo_sm.topics.batch.report import GPM_LABELS, short_label
 from yolo_sm.topics.timeline import analyse as timeline
 from yolo_sm.topics.timeline.analyse import kernel_gaps, run_spans
 
@@ -109,14 +108,14 @@ def plot_gap_hist(trace):
 def gpm_overhead(root: DataRoot, name: str) -> list:
     """The GPM sampler's cost per config."""
     if not root.has(name):
-        return [absent(root, name)]
+        return [plots.lacks(root, name)]
     return [tables.show(gpm.gpm_overhead_table(root.load(name)))]
 
 
 def gpm_timeline(root: DataRoot, name: str, vary: str = "batch") -> list:
     """The GPM timeline of ``name`` (configs varying in ``vary``) and its medians."""
     if not root.has(name):
-        return [absent(root, name)]
+        return [plots.lacks(root, name)]
     g = root.load(name)
     title = f"GPM timeline, {root.device_name()}: configs by {vary}"
     return [plot_gpm_timeline(g, vary, title=title), tables.show(gpm.gpm_medians(g))]
@@ -125,7 +124,7 @@ def gpm_timeline(root: DataRoot, name: str, vary: str = "batch") -> list:
 def gaps(root: DataRoot, trace: str) -> list:
     """Launch gaps per forward of a Kineto trace: table, one forward's kernels, gap ECDF."""
     if not root.has(trace):
-        return [absent(root, trace)]
+        return [plots.lacks(root, trace)]
     tr = root.load(trace)
     return [tables.show(timeline.launch_gaps(tr)), plot_kernel_timeline(tr), plot_gap_hist(tr)]
 
@@ -133,7 +132,7 @@ def gaps(root: DataRoot, trace: str) -> list:
 def gaps_vs_sweep(root: DataRoot, trace: str, sweep: str) -> list:
     """The traced forwards beside the sweep's eager and graph latency."""
     if not root.has(trace) or not root.has(sweep):
-        return [absent(root, trace if not root.has(trace) else sweep)]
+        return [plots.lacks(root, trace if not root.has(trace) else sweep)]
     g = timeline.launch_gaps(root.load(trace))
     t = batch.batch_table(root.load(sweep))
     return [tables.show(timeline.launch_vs_sweep(g, t, batch.nearest(g.width, batch.REF_WIDTH)))]

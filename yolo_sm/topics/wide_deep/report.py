@@ -6,16 +6,10 @@ import pandas as pd
 
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report.colors import TEMPLATE
-from yolo_sm.report.rules import evaluate, topic_rules
 from yolo_sm.report.sections import needs
 from yolo_sm.report.style import finish
 from yolo_sm.report.tables import show
 from yolo_sm.topics.wide_deep import analyse
-
-
-def verdicts(root: DataRoot) -> pd.DataFrame:
-    """Notebook 14's verdict table for ``root``."""
-    return evaluate(topic_rules("wide_deep"), analyse.facts(root), root.name)
 
 
 @needs("sweep_presets")

@@ -10,7 +10,7 @@ import pandas as pd
 from yolo_sm.analyse.bench_table import ok_rows
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.hostbound import host_bound
-from yolo_sm.analyse.kernels import add_kernel_class
+from yolo_sm.analyse.kernels import with_kernel_class
 from yolo_sm.analyse.occupancy import LIMIT_COLUMNS, binding
 from yolo_sm.analyse.weighting import layer_view, time_weighted
 from yolo_sm.contract.datasets import DataRoot
@@ -90,7 +90,7 @@ OCCUPANCY_COLUMNS = (
 
 def class_occupancy(ncu):
     """Per config and kernel class: kernels, time, its share and time-weighted occupancy."""
-    k = ncu if "kernel_class" in ncu else add_kernel_class(ncu)
+    k = with_kernel_class(ncu)
     out = time_weighted(k, ["config", "kernel_class"])
     out["time_share"] = out.time_us / out.groupby("config").time_us.transform("sum")
     return with_config(out).sort_values(["width", "kernel_class"]).reset_index(drop=True)
@@ -119,7 +119,7 @@ def wide_stack_table(ncu):
     ``limiter``, grid, waves."""
     keys = ["config", "kernel_class", "block_size", "registers_per_thread",
             "shared_mem_per_block_bytes"]  # fmt: skip
-    k = add_kernel_class(ncu) if "kernel_class" not in ncu else ncu
+    k = with_kernel_class(ncu)
     cols = ("theoretical_occupancy_pct", "achieved_occupancy_pct", "tensor_pipe_pct")
     g = k.groupby(keys, observed=True)
     extra = g.agg(

@@ -5,9 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from yolo_sm.analyse.bench_table import ok_rows
-from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import with_config
-from yolo_sm.report import rules
 from yolo_sm.report.colors import COLORS, TEMPLATE, color_map
 from yolo_sm.report.plots import plot_class_shares
 from yolo_sm.report.style import finish
@@ -272,38 +270,8 @@ def plot_compile_by_width(bench, title=None):
     )
 
 
-# ---- lines a notebook prints about its root ----------------------------------------------------
-
-#: why a root may lack a dataset, by the start of its name
-WHY_ABSENT = {
-    "ncu_": "Nsight Compute runs on NVIDIA GPUs only",
-    "gpm_": "GPM counters exist on NVIDIA GPUs only",
-    "bench_": "the fast-engines bench times CUDA engines",
-    "ceilings": "the plan's ceilings step measures it",
-    "model_layers": "the plan's model-table step writes it",
-    "numerics": "the plan's numerics step writes it",
-    "int8_kernels": "the plan's int8_kernels step times the int8 convolution kernels on an "
-    "NVIDIA GPU",
-}
-
-
-def lacks(root: DataRoot, name) -> str:
-    """One sentence saying ``root`` lacks ``name`` (or all of several), and why when the name
-    says."""
-    names = [name] if isinstance(name, str) else list(name)
-    why = next((w for p, w in WHY_ABSENT.items() for n in names if n.startswith(p)), "")
-    what = names[0] if len(names) == 1 else "any of " + ", ".join(names)
-    return f"This root ({root.name}) holds no {what}" + (f": {why}." if why else ".")
-
-
 def peak_sentence(peak: float) -> str:
     """Where the share-of-peak figures come from (the root's fp16 matmul ceiling, or none)."""
     if peak != peak:  # NaN
         return "This root holds no measured fp16 matmul ceiling (ceilings): no share of peak."
     return f"fp16 peak: {peak:,.0f} TFLOP/s, the root's own dense fp16 matmul (ceilings)."
-
-
-def findings(section_rules, verdicts) -> str:
-    """:func:`yolo_sm.report.rules.markdown` of one section's rules from the notebook's verdicts."""
-    ids = [r.id for r in section_rules]
-    return rules.markdown(section_rules, verdicts[verdicts.id.isin(ids)])
