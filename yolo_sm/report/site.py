@@ -9,6 +9,7 @@ import html
 import re
 import string
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 
 from yolo_sm.report.site_style import SITE_STYLE
@@ -30,53 +31,10 @@ FIGURE_PX, FIGURE_MAX_PX = 320, 560
 
 _TOP, _BOTTOM = "<!--yolo-site:top-->", "<!--yolo-site:bottom-->"
 
-TEMPLATE = string.Template(
-    """{%- extends 'index.html.j2' -%}
-{%- block html_head_js -%}
-<script src="$PLOTLY_JS"></script>
-{%- endblock html_head_js -%}
-{% block jupyter_widgets %}{% endblock jupyter_widgets %}
-{% block notebook_css %}
-<link rel="stylesheet" href="$NOTEBOOK_CSS">
-<link rel="stylesheet" href="$SITE_CSS">
-{% endblock notebook_css %}
-{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
-{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
-{%- block body_header -%}
-<body class="jp-Notebook yolo-page" data-jp-theme-light="true"
- data-jp-theme-name="JupyterLab Light">
-$TOP
-<main>
-{%- endblock body_header -%}
-{% block body_footer %}
-$BOTTOM
-</main>
-</body>
-{% endblock body_footer %}
-{% block input_group -%}
-{%- if '$HIDE_INPUT' in cell.metadata.get('tags', []) -%}
-<details class="yolo-setup">
-<summary>{{ cell.metadata.get('yolo_site_summary', 'set-up code') }}</summary>
-{{ super() }}
-</details>
-{%- else -%}
-{{ super() }}
-{%- endif -%}
-{% endblock input_group %}
-{% block output %}
-{%- if output.get('metadata', {}).get('$FOLD') -%}
-<details class="yolo-fold"><summary>{{ output.metadata['$FOLD'] }}</summary>
-{{ super() }}
-</details>
-{%- else -%}
-{{ super() }}
-{%- endif -%}
-{% endblock output %}
-"""
-).substitute(
-    PLOTLY_JS=PLOTLY_JS, NOTEBOOK_CSS=NOTEBOOK_CSS, SITE_CSS=SITE_CSS, HIDE_INPUT=HIDE_INPUT,
-    FOLD=FOLD, TOP=_TOP, BOTTOM=_BOTTOM,
-)  # fmt: skip
+#: nbconvert's lab page template: ``page.html.j2`` beside this module, its ``$NAMES`` (this
+#: module's constants above) filled in
+TEMPLATE = string.Template((files("yolo_sm.report") / "page.html.j2").read_text("utf-8"))
+TEMPLATE = TEMPLATE.substitute(globals())
 
 _REMOTE_SCRIPT = re.compile(r"<script\b[^>]*\bsrc=[\"'](?:https?:)?//[^>]*>\s*</script>", re.I)
 _REMOTE_LINK = re.compile(r"<link\b[^>]*\bhref=[\"'](?:https?:)?//[^>]*>", re.I)
