@@ -269,7 +269,10 @@ def test_failed_onnx_export_leaves_no_file(tiny_yolo, tmp_path, monkeypatch):
     pytest.importorskip("onnx")
 
     def half_export(model, args, f, **kw):
-        Path(f).write_bytes(b"half an onnx file")
+        if hasattr(f, "write"):  # an open file
+            f.write(b"half an onnx file")
+        else:
+            Path(f).write_bytes(b"half an onnx file")
         raise RuntimeError("exporter failed")
 
     monkeypatch.setattr(torch.onnx, "export", half_export)

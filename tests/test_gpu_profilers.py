@@ -133,6 +133,7 @@ def test_pipeline_on_gpu_agrees_with_ultralytics_and_overlaps(model):
 
     import cv2
 
+    from tests.fixtures.ultralytics_oracle import ultralytics_predict
     from yolo_sm.core.engines import EngineConfig, build_engine
     from yolo_sm.core.images import bundled_images
     from yolo_sm.core.pipeline import (
@@ -141,7 +142,6 @@ def test_pipeline_on_gpu_agrees_with_ultralytics_and_overlaps(model):
         match_boxes,
         measure_pipeline,
         set_class_prior,
-        ultralytics_predict,
     )
 
     model = copy.deepcopy(model)

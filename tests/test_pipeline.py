@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.fixtures.ultralytics_oracle import ultralytics_predict
 from yolo_sm.contract.errors import UserError
 from yolo_sm.core.engines import EngineConfig, build_engine
 from yolo_sm.core.pipeline import (
@@ -16,7 +17,6 @@ from yolo_sm.core.pipeline import (
     match_boxes,
     measure_pipeline,
     set_class_prior,
-    ultralytics_predict,
 )
 
 

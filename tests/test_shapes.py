@@ -39,18 +39,6 @@ def test_match_flops_finds_the_width_of_equal_flops():
         match_flops(target, flops=_fake_flops)
 
 
-def test_matched_pairs_are_narrower_and_deeper():
-    from yolo_sm.core.models.matching import matched_pairs
-
-    rows = matched_pairs(widths=(0.5, 1.0), deep_depth=1.0, flops=_fake_flops)
-    assert [r["role"] for r in rows] == ["wide", "deep", "wide", "deep"]
-    for wide, deep in zip(rows[::2], rows[1::2], strict=True):
-        assert deep["width"] < wide["width"] and deep["depth"] > wide["depth"]
-        assert abs(deep["match_flops"] / wide["match_flops"] - 1) <= 0.05
-    with pytest.raises(UserError, match="deep_depth"):
-        matched_pairs(wide_depth=1.0, deep_depth=0.5, flops=_fake_flops)
-
-
 def test_match_flops_on_real_yolo_counts():
     """Real FLOP counts of tiny YOLOv8 models: the match is within 5 % and recounts the same."""
     from yolo_sm.core.models.matching import match_flops, yolo_flops

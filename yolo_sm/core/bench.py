@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, replace
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.steps import BenchStep
 from yolo_sm.contract.workload import clear, publish
-from yolo_sm.core.engines import EngineConfig, build_engine, check_device
+from yolo_sm.core.engines import build_engine, check_device
 from yolo_sm.core.engines.config import (
     Backend,
     Layout,
@@ -49,7 +49,7 @@ from yolo_sm.core.pipeline import (
 )
 from yolo_sm.core.provenance import collect
 from yolo_sm.core.stopwatch import phase
-from yolo_sm.core.sweep import Point, SweepSpec, failure, finish_point, open_point
+from yolo_sm.core.sweep import Point, SweepSpec, engine_config, failure, finish_point, open_point
 from yolo_sm.core.timing import engine_call, measure_captured, measure_engine, measure_rounds
 
 BASELINE = ("eager", "fp16", "nhwc")
@@ -432,10 +432,7 @@ def _pipeline_rows(model, head: dict, spec: BenchSpec, frames) -> list[dict]:
     eng = None
     try:
         with phase("build") as build:
-            shape = (head["batch"], spec.imgsz, spec.device, cols["compile_mode"] or "default")
-            eng = build_engine(
-                model, EngineConfig(cols["backend"], cols["precision"], cols["layout"], *shape)
-            )
+            eng = build_engine(model, engine_config(_point(head, engine, spec)))
         build_s = build.seconds
         timing = dict(warmup_ms=spec.warmup_ms, budget_ms=spec.budget_ms)
         # graph rows replay the engine's forward inside their own graph: its rate there (alone,

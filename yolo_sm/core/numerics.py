@@ -6,7 +6,7 @@ from __future__ import annotations
 from yolo_sm.contract.vocab import INT8_CALIBRATIONS, INT8_PERCENTILE
 from yolo_sm.core.bench import CLASS_PRIOR
 from yolo_sm.core.engines import EngineConfig, build_engine, int8
-from yolo_sm.core.engines.base import reference_output, relative_l2
+from yolo_sm.core.engines.base import as_input, reference_output, relative_l2
 from yolo_sm.core.engines.fp8 import choose_kernel
 from yolo_sm.core.images import bundled_images
 from yolo_sm.core.models import build_yolo
@@ -127,7 +127,6 @@ def photo_errors(
     import copy
 
     import pandas as pd
-    import torch
 
     if class_prior:
         model = copy.deepcopy(model)
@@ -138,11 +137,8 @@ def photo_errors(
     kw = dict(layout=layout, batch=len(x), imgsz=imgsz, device=device)
     for prec, cols, cfg, eng in _engines(model, pairs, int8_percentile, **kw):
         ref = reference_output(model, cfg, x.to(device))
-        xin = x.to(device, eng.module.parameters().__next__().dtype)
-        if layout == "nhwc":
-            xin = xin.contiguous(memory_format=torch.channels_last)
         row = {"precision": prec, "imgsz": imgsz, "device": device}
-        row.update(class_prior=bool(class_prior), rel_err=relative_l2(eng(xin), ref))
+        row.update(class_prior=bool(class_prior), rel_err=relative_l2(eng(as_input(x, cfg)), ref))
         rows.append({**row, **cols, **_quant_counts(eng)})
     return pd.DataFrame(rows)
 

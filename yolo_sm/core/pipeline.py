@@ -11,6 +11,7 @@ the full NMS. On a CPU the stages run in order."""
 from __future__ import annotations
 
 import copy
+import functools
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -78,14 +79,10 @@ def decode_chosen(raw, bins, anchors, strides, reg_max: int, nc: int, conf: floa
     return y, topk_candidates(y, conf, k)
 
 
-_FUSED: dict = {}
-
-
+@functools.cache
 def fused(fn):
     """``fn`` compiled by torch.compile (static shapes), once per process."""
-    if fn not in _FUSED:
-        _FUSED[fn] = torch.compile(fn, dynamic=False)
-    return _FUSED[fn]
+    return torch.compile(fn, dynamic=False)
 
 
 def letterbox_gpu(
@@ -545,16 +542,6 @@ def ultralytics_yolo(model):
     yolo = YOLO("yolov8n.yaml", task="detect", verbose=False)
     yolo.model = det
     return yolo
-
-
-def ultralytics_predict(model, frames, batch: int, device: str, half: bool, conf=0.25, iou=0.7):
-    """Boxes from ultralytics' ``YOLO.predict`` on the same weights, one (n, 6) array per frame
-    (``rect=False``: the full square, like our engines)."""
-    yolo, out = ultralytics_yolo(model), []
-    kw = dict(imgsz=640, device=device, half=half, conf=conf, iou=iou, rect=False, verbose=False)
-    for i in range(0, len(frames), batch):
-        out += [r.boxes.data.cpu().numpy() for r in yolo.predict(frames[i : i + batch], **kw)]
-    return out
 
 
 def match_boxes(a: np.ndarray, b: np.ndarray, iou_min: float = 0.9) -> float:

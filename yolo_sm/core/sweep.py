@@ -18,7 +18,7 @@ from yolo_sm.contract.schema import KEY_COLUMNS, REQUIRED
 from yolo_sm.contract.steps import SweepStep
 from yolo_sm.contract.store import check_output_path, write_atomic  # noqa: F401 (re-exported)
 from yolo_sm.contract.workload import clear, publish
-from yolo_sm.core.engines import EngineConfig, build_engine
+from yolo_sm.core.engines import EngineConfig, build_engine, check_device
 from yolo_sm.core.engines.base import CHECK_INPUT
 from yolo_sm.core.engines.qconv import fallbacks, plan_sources
 from yolo_sm.core.grid import (
@@ -157,13 +157,7 @@ def check_environment(spec: SweepSpec) -> None:
     """One sentence, before any work, where the device, a backend or a model is missing."""
     import importlib.util
 
-    import torch
-
-    if spec.device.startswith("cuda") and not torch.cuda.is_available():
-        raise NotAvailableError(
-            f"--device {spec.device} was requested but torch sees no CUDA GPU here; "
-            "use --device cpu"
-        )
+    check_device(spec.device)
     for backend, name in (("tensorrt", "TensorRT"), ("onnxruntime", "onnxruntime")):
         if backend in spec.backends and importlib.util.find_spec(backend) is None:
             raise NotAvailableError(
@@ -275,9 +269,9 @@ def build_model(p: Point):
     return build_yolo(p.family, p.scale or p.width, depth=p.depth, max_channels=p.max_channels)
 
 
-def _config(p: Point, spec: SweepSpec):
+def engine_config(p: Point, check: bool = True) -> EngineConfig:
     shape = (p.batch, p.imgsz, p.device, p.compile_mode)
-    return EngineConfig(p.backend, p.precision, p.layout, *shape, check=spec.check)
+    return EngineConfig(p.backend, p.precision, p.layout, *shape, check=check)
 
 
 # what an engine's ``info`` says about its build that a point's row carries
@@ -324,7 +318,7 @@ def open_point(model, p: Point, spec: SweepSpec, flops_per_img: int):
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
         with phase("build") as build:
-            engine = build_engine(model, _config(p, spec))
+            engine = build_engine(model, engine_config(p, spec.check))
         row.update(build_s=build.seconds, rel_err=engine.rel_err)
         if on_gpu:
             # the build's peak includes the check's fp32 reference forward: reported apart

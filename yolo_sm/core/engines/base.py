@@ -65,7 +65,7 @@ class Engine:
         self.capture = None
 
 
-def _as_input(x: torch.Tensor, config: EngineConfig) -> torch.Tensor:
+def as_input(x: torch.Tensor, config: EngineConfig) -> torch.Tensor:
     """``x`` with the engine's device, dtype and layout."""
     x = x.to(device=config.device, dtype=DTYPES[config.precision])
     nhwc = config.layout is Layout.NHWC
@@ -77,7 +77,7 @@ def make_input(config: EngineConfig, seed: int = 0) -> torch.Tensor:
     outputs and can run faster than real data)."""
     gen = torch.Generator(device=config.device).manual_seed(seed)  # drawn where it is used
     x = torch.rand(config.batch, 3, *config.input_hw, generator=gen, device=config.device)
-    return _as_input(x, config)
+    return as_input(x, config)
 
 
 def photo_input(config: EngineConfig) -> torch.Tensor:
@@ -88,7 +88,7 @@ def photo_input(config: EngineConfig) -> torch.Tensor:
     else:  # a non-square input: the photos letterboxed to its (height, width)
         photos = torch.from_numpy(load_images(None, config.input_hw))
         real = torch.cat([photos, photos.flip(3)])
-    return _as_input(real[torch.arange(config.batch) % len(real)], config)
+    return as_input(real[torch.arange(config.batch) % len(real)], config)
 
 
 def check_device(device: str) -> None:

@@ -45,19 +45,15 @@ def check_compile_mode(mode: str) -> str:
     return values.compile_mode(mode, "compile mode")
 
 
-def _positive_int(v) -> bool:
-    return not isinstance(v, bool) and isinstance(v, (int, float)) and int(v) == v and v > 0
-
-
 def check_hw(value) -> tuple[int, int]:
     """``value`` as (height, width), two positive multiples of 32; one sentence otherwise."""
     try:
         hw = tuple(value)
     except TypeError:
         hw = ()
-    if len(hw) != 2 or not all(map(_positive_int, hw)):
+    if len(hw) != 2:
         raise UserError(f"imgsz_hw must be (height, width), two positive integers, got {value!r}")
-    hw = (int(hw[0]), int(hw[1]))
+    hw = tuple(values.whole(v, "imgsz_hw", lo=1) for v in hw)
     if hw[0] % 32 or hw[1] % 32:
         raise UserError(f"imgsz_hw must be multiples of 32, got {hw[0]}x{hw[1]}")
     return hw
@@ -91,10 +87,7 @@ class EngineConfig:
         object.__setattr__(self, "precision", _enum(Precision, self.precision, "precision"))
         object.__setattr__(self, "layout", _enum(Layout, self.layout, "layout"))
         for name in ("batch", "imgsz"):
-            v = getattr(self, name)
-            if not _positive_int(v):
-                raise UserError(f"{name} must be a positive integer, got {v!r}")
-            object.__setattr__(self, name, int(v))
+            object.__setattr__(self, name, values.whole(getattr(self, name), name, lo=1))
         if self.imgsz_hw is not None:
             hw = check_hw(self.imgsz_hw)
             object.__setattr__(self, "imgsz_hw", hw)
@@ -126,10 +119,8 @@ class EngineConfig:
             if value not in choices:
                 msg = f"unknown int8 {what} {value!r}: choose one of {', '.join(choices)}"
                 raise UserError(msg)
-        p = self.int8_percentile
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 50 <= p <= 100:
-            raise UserError(f"int8_percentile must be a number from 50 to 100, got {p!r}")
-        object.__setattr__(self, "int8_percentile", float(p))
+        p = values.number(self.int8_percentile, "int8_percentile", lo=50, hi=100)
+        object.__setattr__(self, "int8_percentile", p)
         if not isinstance(self.int8_handoff, bool):
             raise UserError(f"int8_handoff must be true or false, got {self.int8_handoff!r}")
         fp8_backends = (Backend.EAGER, Backend.CUDAGRAPH)

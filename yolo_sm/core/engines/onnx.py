@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import os
 import time
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import numpy as np
 import torch
 
 from yolo_sm.contract.errors import NotAvailableError, UserError
-from yolo_sm.contract.store import temp_path
+from yolo_sm.contract.store import atomic_file
 from yolo_sm.core.engines.base import Engine, head_tensor
 from yolo_sm.core.engines.config import EngineConfig, Precision, cache_home
 
@@ -44,22 +43,19 @@ def export_onnx(model: torch.nn.Module, config: EngineConfig, opset: int = OPSET
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     x = torch.rand(config.batch, 3, config.imgsz, config.imgsz)
-    tmp = temp_path(path)  # a unique, exclusively created name: no planted link is followed
-    try:
-        with torch.no_grad():
-            torch.onnx.export(
-                m,
-                (x,),
-                str(tmp),
-                opset_version=opset,
-                input_names=["images"],
-                output_names=["output0"],
-                dynamo=False,
-                do_constant_folding=True,
-            )
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)  # a failed export leaves no half file in the cache
+    # a unique, exclusively created temp renamed over ``path``: a failed export leaves no half
+    # file in the cache, and no planted link is followed
+    with atomic_file(path, "wb") as fh, torch.no_grad():
+        torch.onnx.export(
+            m,
+            (x,),
+            fh,
+            opset_version=opset,
+            input_names=["images"],
+            output_names=["output0"],
+            dynamo=False,
+            do_constant_folding=True,
+        )
     return path
 
 

@@ -15,17 +15,15 @@ from yolo_sm.core.engines import compile_cache, fp8, int8
 from yolo_sm.core.engines.base import DTYPES, Engine, head_tensor, make_input, numerics
 from yolo_sm.core.engines.config import EngineConfig, Layout, Precision
 from yolo_sm.core.engines.qconv import calibration_inputs
+from yolo_sm.core.models.common import frozen
 from yolo_sm.core.models.rewrites import apply_rewrites
 
 
 def prepare_module(model: torch.nn.Module, config: EngineConfig) -> torch.nn.Module:
     """A copy of ``model`` in eval mode with the engine's dtype, device and memory format."""
-    m = copy.deepcopy(model).eval()
-    m = m.to(device=config.device, dtype=DTYPES[config.precision])
+    m = frozen(copy.deepcopy(model)).to(device=config.device, dtype=DTYPES[config.precision])
     if config.layout is Layout.NHWC:
         m = m.to(memory_format=torch.channels_last)
-    for p in m.parameters():
-        p.requires_grad_(False)
     if config.precision is Precision.FP8:
         kernel = fp8.choose_kernel(config.device)
         m.fp8_info = fp8.quantize_convs(m, calibration_inputs(config.imgsz), kernel)

@@ -6,6 +6,7 @@ graphs carry no per-layer ranges.
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 
 from yolo_sm.core.models import layers
@@ -24,6 +25,7 @@ def parse_range(name: str) -> dict | None:
     return m.groupdict() if m else None
 
 
+@functools.cache
 def _nvtx():
     try:
         import torch.cuda.nvtx as nvtx
@@ -39,22 +41,16 @@ def _nvtx():
 def layer_ranges(model, *, nvtx: bool = True):
     """Within the block, every layer of ``model`` runs in a record_function (and with ``nvtx``
     an NVTX) range; hooks are removed on exit."""
-    import torch
-
-    nv = _nvtx() if nvtx else None
     handles, stack = [], []
 
     def pre(name):
         def hook(mod, args):
-            stack.append(torch.profiler.record_function(name).__enter__())
-            if nv is not None:
-                nv.range_push(name)
+            stack.append(forward_range(name, nvtx))
+            stack[-1].__enter__()
 
         return hook
 
     def pop(*_):
-        if nv is not None:
-            nv.range_pop()
         stack.pop().__exit__(None, None, None)
 
     try:
