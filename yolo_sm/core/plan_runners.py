@@ -26,7 +26,7 @@ from yolo_sm.core.profiling.suite import engines
 from yolo_sm.core.profiling.suite import run_gpm as run_gpm_timeline
 from yolo_sm.core.profiling.target import target_argv
 from yolo_sm.core.profiling.trace_units import TraceSpec, run_traces
-from yolo_sm.core.provenance import collect
+from yolo_sm.core.provenance import stamp
 from yolo_sm.core.sweep import SweepSpec, run_sweep
 from yolo_sm.topics import STEPS, load
 from yolo_sm.topics.deploy.collect import run_cache_builds
@@ -99,14 +99,9 @@ def _csv(x) -> str:
     return ",".join(map(str, x)) if isinstance(x, (list, tuple)) else str(x)
 
 
-def _with_provenance(df, device: str):
-    prov = collect(device)
-    return df.assign(**{f"prov_{k}": v for k, v in prov.items() if not isinstance(v, dict)})
-
-
 def _write(df, step, plan, out_dir, metadata=None, device=None) -> None:
     """``df`` with provenance (of ``device``, else the plan's) as the step's table."""
-    write_atomic(_with_provenance(df, device or plan.device), step_path(step, out_dir), metadata)
+    write_atomic(df.assign(**stamp(device or plan.device)), step_path(step, out_dir), metadata)
 
 
 def _units_to_deadline(run, spec, step, out_dir, deadline, progress) -> None:
@@ -194,7 +189,7 @@ def run_model_tables(step, plan, out_dir, deadline, progress):
     df = model_layers(
         list(spec.models or default), imgsz=spec.imgsz, bytes_per_element=spec.bytes_per_element
     )
-    df = _with_provenance(df, "cpu")
+    df = df.assign(**stamp("cpu"))
     empty = [c for c in df if c.startswith("prov_") and df[c].isna().all()]  # no GPU here
     write_atomic(df.drop(columns=empty), step_path(step, out_dir))
 
@@ -257,7 +252,7 @@ def run_sharing(step, plan, out_dir, deadline, progress):
         if tables[suffix].empty:  # a CPU: no GPM, no GPU kernels
             continue
         name, file = f"{step.name}_{suffix}", f"{stem}_{suffix}.parquet"
-        df = _with_provenance(tables[suffix], plan.device)
+        df = tables[suffix].assign(**stamp(plan.device))
         write_atomic(df, inside(out_dir, file, name))
         text = f"{what[suffix]} of {step.name}: {step.description}"
         reg(out_dir, name, file, kind, text, command, params=model_params(step, plan))

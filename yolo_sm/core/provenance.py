@@ -159,6 +159,12 @@ def collect(device: str = "cpu") -> dict:
     return info
 
 
+def stamp(prov: dict | str) -> dict:
+    """``prov`` (or :func:`collect` of a device name) as ``prov_*`` columns, dicts left out."""
+    prov = collect(prov) if isinstance(prov, str) else prov
+    return {f"prov_{k}": v for k, v in prov.items() if not isinstance(v, dict)}
+
+
 def write_sidecar(artefact: str | os.PathLike, prov: dict, extra: dict | None = None) -> Path:
     """Write ``<artefact>.metadata.json`` beside an artefact, atomically."""
     path = Path(f"{artefact}.metadata.json")
