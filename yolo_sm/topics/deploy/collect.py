@@ -81,16 +81,11 @@ def _held(spec: CacheStep, out) -> tuple[list[dict], list[tuple[float, str]]]:
     return held(spec.units(), out, KEY, "compile_cache", _key, _row_key, _complete(spec))
 
 
-def missing_seconds(spec: CacheStep, out: str | os.PathLike) -> tuple[float | None, list[str]]:
-    """Seconds the units ``out`` lacks will take (None: nothing to go by), and the modes
-    estimated by the plan's ``mode_est_s``."""
+def missing_seconds(spec: CacheStep, out: str | os.PathLike) -> float | None:
+    """Seconds the units ``out`` lacks will take (None: nothing to go by)."""
     rows, todo = _held(spec, out)
-    pace = Pace(rows=rows)
-    estimates = [_estimate(spec, u, pace) for u in todo]
-    if any(est is None for est, _ in estimates):
-        return None, []
-    planned = sorted({m for (_, m), (_, by_plan) in zip(todo, estimates, strict=True) if by_plan})
-    return sum(est for est, _ in estimates), planned
+    estimates = [unit_estimate(spec, u, Pace(rows=rows)) for u in todo]
+    return None if None in estimates else sum(estimates)
 
 
 def with_unit_seconds(rows: list[dict]) -> list[dict]:
@@ -123,19 +118,14 @@ def _same_shape(spec: CacheStep, mode: str | None = None):
 def unit_estimate(spec: CacheStep, unit: tuple[float, str], pace: Pace) -> float | None:
     """Seconds a (width, mode) unit will take: the longest unit of the mode held, scaled to the
     width; else the plan's ``mode_est_s``, else the longest of any mode; None without any."""
-    return _estimate(spec, unit, pace)[0]
-
-
-def _estimate(spec: CacheStep, unit: tuple[float, str], pace: Pace) -> tuple[float | None, bool]:
-    """:func:`unit_estimate`, and whether it is the plan's ``mode_est_s``."""
     width, mode = unit
     rows = with_unit_seconds(pace.rows)
     est = width_scaled(longest_by_width(rows, _same_shape(spec, mode)), width)
     if est is None and mode in dict(spec.mode_est_s):
-        return dict(spec.mode_est_s)[mode], True
+        return dict(spec.mode_est_s)[mode]
     if est is None:
         est = width_scaled(longest_by_width(rows, _same_shape(spec)), width)
-    return est, False
+    return est
 
 
 def _key(unit: tuple[float, str]) -> tuple[float, str]:
