@@ -200,13 +200,14 @@ def test_the_notebook_section_renders_from_a_root_and_says_when_it_lacks_the_tab
 def _fake_measurements(monkeypatch, conv_rows, model_rows):
     """The step's measurements replaced by ``conv_rows`` / ``model_rows``, on a pretend GPU
     whose provenance is ``gpu_name`` "a GPU"."""
+    from yolo_sm.core import provenance
     from yolo_sm.topics.precision import collect as step
 
     monkeypatch.setattr(step, "conv_rows", conv_rows)
     monkeypatch.setattr(step, "model_rows", model_rows)
     monkeypatch.setattr(step, "build_yolo", lambda family, width: torch.nn.Identity())
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(step, "collect", lambda device: {"gpu_name": "a GPU", "sm_count": 2})
+    monkeypatch.setattr(provenance, "collect", lambda device: {"gpu_name": "a GPU", "sm_count": 2})
 
 
 def test_the_step_runs_units_with_provenance_and_resumes(tmp_path, monkeypatch):

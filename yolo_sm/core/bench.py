@@ -47,7 +47,7 @@ from yolo_sm.core.pipeline import (
     set_class_prior,
     ultralytics_yolo,
 )
-from yolo_sm.core.provenance import collect
+from yolo_sm.core.provenance import stamp
 from yolo_sm.core.stopwatch import phase
 from yolo_sm.core.sweep import Point, SweepSpec, engine_config, failure, finish_point, open_point
 from yolo_sm.core.timing import engine_call, measure_captured, measure_engine, measure_rounds
@@ -332,7 +332,7 @@ def bench_unit(model, family: str, width: float, batch: int, spec: BenchSpec, fr
         rows += _pipeline_rows(model, head, spec, frames)
         if spec.predict:
             rows.append(_predict_row(model, head, spec, frames))
-    prov = {f"prov_{k}": v for k, v in collect(spec.device).items() if not isinstance(v, dict)}
+    prov = stamp(spec.device)
     ok = [r for r in rows if r["variant"] == variant_name(BASELINE) and r["status"] == "ok"]
     for r in rows:
         img = r.get("img_per_s")

@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from yolo_sm.contract.errors import UserError
@@ -120,6 +121,12 @@ def table_rows(out, columns: Sequence[str] = (), kind: str = "grid") -> list[dic
         )
         raise UserError(f"{out} is not a yolo_sm {kind} table ({what}); choose another output file")
     return done.to_dict("records")
+
+
+def held(units, out, columns, kind, key, row_key, complete=None) -> tuple[list[dict], list]:
+    """(the rows the table ``out`` holds, the ``units`` it lacks: :func:`pending`)."""
+    rows = table_rows(Path(out), columns, kind)
+    return rows, pending(units, rows, key, row_key, complete)
 
 
 def run_grid(

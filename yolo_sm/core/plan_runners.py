@@ -7,6 +7,7 @@ import itertools
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 from yolo_sm.contract.errors import NotAvailableError, UserError
@@ -26,14 +27,13 @@ from yolo_sm.core.profiling.suite import engines
 from yolo_sm.core.profiling.suite import run_gpm as run_gpm_timeline
 from yolo_sm.core.profiling.target import target_argv
 from yolo_sm.core.profiling.trace_units import TraceSpec, run_traces
-from yolo_sm.core.provenance import collect
+from yolo_sm.core.provenance import stamp
 from yolo_sm.core.sweep import SweepSpec, run_sweep
 from yolo_sm.topics import STEPS, load
 from yolo_sm.topics.deploy.collect import run_cache_builds
 from yolo_sm.topics.deploy.collect_probe import probe_pipeline
 from yolo_sm.topics.memory.collect import (
     ALLOC_CONFS,
-    DEFAULT_LIFETIME_MODELS,
     lifetimes_table,
     pool_table,
 )
@@ -99,20 +99,21 @@ def _csv(x) -> str:
     return ",".join(map(str, x)) if isinstance(x, (list, tuple)) else str(x)
 
 
-def _with_provenance(df, device: str):
-    prov = collect(device)
-    return df.assign(**{f"prov_{k}": v for k, v in prov.items() if not isinstance(v, dict)})
-
-
 def _write(df, step, plan, out_dir, metadata=None, device=None) -> None:
     """``df`` with provenance (of ``device``, else the plan's) as the step's table."""
-    write_atomic(_with_provenance(df, device or plan.device), step_path(step, out_dir), metadata)
+    write_atomic(df.assign(**stamp(device or plan.device)), step_path(step, out_dir), metadata)
 
 
-def _units_to_deadline(run, spec, step, out_dir, deadline, progress) -> None:
-    """``run`` a step of units to ``deadline``, a unit guessed at its share of ``est_s``."""
-    est_unit_s = step.est_s / len(spec.units())
-    run(spec, step_path(step, out_dir), progress=progress, deadline=deadline, est_unit_s=est_unit_s)
+def _spec_runner(fn, make=step_spec, est_unit_s: bool = False):
+    """The runner of a resumable step: ``fn(its spec by make, its table, progress, deadline)``;
+    ``est_unit_s``: a unit is guessed at its share of the step's ``est_s``."""
+
+    def run(step, plan, out_dir, deadline, progress):
+        spec = make(step, plan)
+        kw = {"est_unit_s": step.est_s / len(spec.units())} if est_unit_s else {}
+        fn(spec, step_path(step, out_dir), progress=progress, deadline=deadline, **kw)
+
+    return run
 
 
 def _table_runner(fn):
@@ -125,16 +126,8 @@ def _table_runner(fn):
     return run
 
 
-def run_sweep_step(step, plan, out_dir, deadline, progress):
-    run_sweep(
-        sweep_spec(step, plan), step_path(step, out_dir), progress=progress, deadline=deadline
-    )
-
-
-def run_bench_step(step, plan, out_dir, deadline, progress):
-    run_bench(
-        bench_spec(step, plan), step_path(step, out_dir), progress=progress, deadline=deadline
-    )
+run_sweep_step = _spec_runner(run_sweep, sweep_spec)
+run_bench_step = _spec_runner(run_bench, bench_spec)
 
 
 def grid(spec) -> list[tuple]:
@@ -172,8 +165,7 @@ def trace_spec(step: Step, plan: Plan) -> TraceSpec:
     )  # fmt: skip
 
 
-def run_trace(step, plan, out_dir, deadline, progress):
-    _units_to_deadline(run_traces, trace_spec(step, plan), step, out_dir, deadline, progress)
+run_trace = _spec_runner(run_traces, trace_spec, est_unit_s=True)
 
 
 def run_gpm(step, plan, out_dir, deadline, progress):
@@ -194,7 +186,7 @@ def run_model_tables(step, plan, out_dir, deadline, progress):
     df = model_layers(
         list(spec.models or default), imgsz=spec.imgsz, bytes_per_element=spec.bytes_per_element
     )
-    df = _with_provenance(df, "cpu")
+    df = df.assign(**stamp("cpu"))
     empty = [c for c in df if c.startswith("prov_") and df[c].isna().all()]  # no GPU here
     write_atomic(df.drop(columns=empty), step_path(step, out_dir))
 
@@ -211,20 +203,11 @@ run_probe = _table_runner(probe_pipeline)
 run_techniques = _table_runner(techniques_table)
 
 
-def run_compile_cache(step, plan, out_dir, deadline, progress):
-    spec = step_spec(step, plan)
-    _units_to_deadline(run_cache_builds, spec, step, out_dir, deadline, progress)
-
-
-def run_int8_kernels(step, plan, out_dir, deadline, progress):
-    spec = step_spec(step, plan, Int8KernelSpec)
-    _units_to_deadline(run_int8_kernels_units, spec, step, out_dir, deadline, progress)
-
-
-def run_memory_lifetimes(step, plan, out_dir, deadline, progress):
-    kw = given(step_spec(step, plan))
-    df = lifetimes_table(list(kw.pop("models", DEFAULT_LIFETIME_MODELS)), device=plan.device, **kw)
-    _write(df, step, plan, out_dir)
+run_compile_cache = _spec_runner(run_cache_builds, est_unit_s=True)
+run_int8_kernels = _spec_runner(
+    run_int8_kernels_units, partial(step_spec, cls=Int8KernelSpec), est_unit_s=True
+)
+run_memory_lifetimes = _table_runner(lifetimes_table)
 
 
 def run_memory_pool(step, plan, out_dir, deadline, progress):
@@ -235,9 +218,7 @@ def run_memory_pool(step, plan, out_dir, deadline, progress):
     _write(df, step, plan, out_dir)
 
 
-def run_wide_vs_deep(step, plan, out_dir, deadline, progress):
-    spec = step_spec(step, plan, WideDeepSpec)
-    run_wide_vs_deep_pairs(spec, step_path(step, out_dir), progress=progress, deadline=deadline)
+run_wide_vs_deep = _spec_runner(run_wide_vs_deep_pairs, partial(step_spec, cls=WideDeepSpec))
 
 
 def run_resolutions(step, plan, out_dir, deadline, progress):
@@ -257,7 +238,7 @@ def run_sharing(step, plan, out_dir, deadline, progress):
         if tables[suffix].empty:  # a CPU: no GPM, no GPU kernels
             continue
         name, file = f"{step.name}_{suffix}", f"{stem}_{suffix}.parquet"
-        df = _with_provenance(tables[suffix], plan.device)
+        df = tables[suffix].assign(**stamp(plan.device))
         write_atomic(df, inside(out_dir, file, name))
         text = f"{what[suffix]} of {step.name}: {step.description}"
         reg(out_dir, name, file, kind, text, command, params=model_params(step, plan))

@@ -192,18 +192,21 @@ def _register_interrupted(step: Step, plan: Plan, out_dir: Path) -> None:
 # --- what a plan has left ----------------------------------------------------------------
 
 
+#: kind -> (its spec of a step, the units a table lacks, their seconds or None, what they are)
+UNITS = {
+    "sweep": (sweep_spec, missing_points, None, "points"),
+    "bench": (bench_spec, missing_units, None, "(model, batch) units"),
+    "int8_kernels": (step_spec, int8_missing_units, int8_missing_seconds, "(width, scope) units"),
+    "compile_cache": (step_spec, cache_missing_units, cache_missing_seconds, "(width, mode) units"),
+    "trace": (trace_spec, trace_units.missing_units, trace_units.missing_seconds, "configs"),
+}
+
+
 def _progress(step: Step, plan: Plan, path: Path) -> tuple[int, int, str] | None:
     """(missing, total, what) of a step that measures in units; None for the kinds run whole."""
-    kinds = {
-        "sweep": (sweep_spec, missing_points, "points"),
-        "bench": (bench_spec, missing_units, "(model, batch) units"),
-        "int8_kernels": (step_spec, int8_missing_units, "(width, scope) units"),
-        "compile_cache": (step_spec, cache_missing_units, "(width, mode) units"),
-        "trace": (trace_spec, trace_units.missing_units, "configs"),
-    }
-    if step.kind not in kinds:
+    if step.kind not in UNITS:
         return None
-    make, missing, what = kinds[step.kind]
+    make, missing, _, what = UNITS[step.kind]
     spec = make(step, plan)
     total = spec.points() if step.kind == "sweep" else spec.units()
     return len(missing(spec, path)), len(total), what
@@ -285,13 +288,9 @@ def need_s(step: Step, plan: Plan, out_dir: Path, state: str) -> float:
     units' estimate (int8_kernels, compile_cache, trace) or share of ``est_s``."""
     if state != "partial":
         return step.est_s
-    path, seconds = step_path(step, out_dir), None
-    if step.kind == "int8_kernels":
-        seconds = int8_missing_seconds(step_spec(step, plan), path)
-    elif step.kind == "compile_cache":
-        seconds = cache_missing_seconds(step_spec(step, plan), path)[0]
-    elif step.kind == "trace":
-        seconds = trace_units.missing_seconds(trace_spec(step, plan), path)
+    path = step_path(step, out_dir)
+    make, _, missing_s, _ = UNITS.get(step.kind, (None,) * 4)
+    seconds = missing_s(make(step, plan), path) if missing_s else None
     if seconds is not None:
         return seconds
     progress = _progress(step, plan, path)

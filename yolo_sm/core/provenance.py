@@ -17,7 +17,8 @@ from yolo_sm.contract.store import write_text_atomic
 from yolo_sm.core.devices import identify, nvml_index
 
 
-def _version(dist: str) -> str | None:
+def dist_version(dist: str) -> str | None:
+    """The installed version of the distribution ``dist``, None where it is not installed."""
     try:
         return _md.version(dist)
     except _md.PackageNotFoundError:
@@ -119,10 +120,10 @@ def collect(device: str = "cpu") -> dict:
         "cuda": torch.version.cuda,
         "torch": torch.__version__,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-        "ultralytics": _version("ultralytics-opencv-headless") or _version("ultralytics"),
-        "onnxruntime": _version("onnxruntime") or _version("onnxruntime-gpu"),
-        "tensorrt": _version("tensorrt"),
-        "yolo_sm": _version("yolo_sm"),
+        "ultralytics": dist_version("ultralytics-opencv-headless") or dist_version("ultralytics"),
+        "onnxruntime": dist_version("onnxruntime") or dist_version("onnxruntime-gpu"),
+        "tensorrt": dist_version("tensorrt"),
+        "yolo_sm": dist_version("yolo_sm"),
         "yolo_sm_source": source_digest(),
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -157,6 +158,12 @@ def collect(device: str = "cpu") -> dict:
                 except Exception:  # noqa: BLE001
                     pass
     return info
+
+
+def stamp(prov: dict | str) -> dict:
+    """``prov`` (or :func:`collect` of a device name) as ``prov_*`` columns, dicts left out."""
+    prov = collect(prov) if isinstance(prov, str) else prov
+    return {f"prov_{k}": v for k, v in prov.items() if not isinstance(v, dict)}
 
 
 def write_sidecar(artefact: str | os.PathLike, prov: dict, extra: dict | None = None) -> Path:

@@ -23,7 +23,7 @@ from yolo_sm.core.profiling import kineto as kin
 from yolo_sm.core.profiling import ncu
 from yolo_sm.core.profiling.gpm import GpmSampler
 from yolo_sm.core.profiling.target import engines, target_argv
-from yolo_sm.core.provenance import collect
+from yolo_sm.core.provenance import collect, stamp
 
 
 def run_gpm(built, seconds: float = 3.0, gap_s: float = 0.5, hz: float = 20.0):
@@ -191,7 +191,6 @@ def profile_all(
     specs = list(parse_models(models, input_shape, need_shape=False)) if models else []
     widths = specs or [float(w) for w in widths]
     prov = collect(device)
-    stamp = {f"prov_{k}": v for k, v in prov.items() if not isinstance(v, dict)}
     names = [w.text if isinstance(w, ModelSpec) else w for w in widths]
     meta = {"provenance": prov, "family": family, "widths": names, "precision": precision}
     meta.update(layout=layout, batch=batch, imgsz=imgsz)
@@ -206,7 +205,7 @@ def profile_all(
         eng.close()
         log(f"kineto: {label}: {len(frames[-1])} kernels")
     k = pd.concat(frames, ignore_index=True)
-    write_atomic(k.assign(**stamp), out / "kineto.parquet", meta)
+    write_atomic(k.assign(**stamp(prov)), out / "kineto.parquet", meta)
 
     # 2. Nsight Compute: one process, every config in NVTX ranges
     ws = "1.0" if specs else ",".join(f"{w:g}" for w in widths)
@@ -216,16 +215,16 @@ def profile_all(
     n = ncu.profile(target, out / "ncu.csv", metric_set=metric_set, timeout_s=ncu_timeout_s)
     ncu_wall = time.perf_counter() - t0
     ncu_meta = {**meta, "metric_set": metric_set, "wall_s": ncu_wall}
-    write_atomic(n.assign(**stamp), out / "ncu.parquet", ncu_meta)
+    write_atomic(n.assign(**stamp(prov)), out / "ncu.parquet", ncu_meta)
     log(f"ncu: {len(n)} kernels in {ncu_wall:.0f} s ({metric_set} set)")
 
     # 3. GPM timeline, then the sampler's overhead (after ncu has exited)
     built = list(engines(family, grid, imgsz, device))
     g, info = run_gpm(built, seconds=gpm_seconds, hz=gpm_hz)
-    write_atomic(g.assign(**stamp), out / "gpm.parquet", {**meta, "sampler": info})
+    write_atomic(g.assign(**stamp(prov)), out / "gpm.parquet", {**meta, "sampler": info})
     label, eng, x = built[-1]  # the widest: least launch-bound, so the least noisy
     ov = gpm_overhead(eng, x, label, rounds=overhead_rounds, hz=gpm_hz)
-    write_atomic(ov.assign(**stamp), out / "gpm_overhead.parquet", meta)
+    write_atomic(ov.assign(**stamp(prov)), out / "gpm_overhead.parquet", meta)
     for _, e, _ in built:
         e.close()
     log(
@@ -235,7 +234,7 @@ def profile_all(
 
     # 4. per-layer join
     layers = join_layers(k, n, g)
-    write_atomic(layers.assign(**stamp), out / "layers.parquet", meta)
+    write_atomic(layers.assign(**stamp(prov)), out / "layers.parquet", meta)
     s = summary(layers, unattributed(k, n), ncu_wall, len(widths), overhead_pct(ov), info)
     s.update(meta)
     write_text_atomic(out / "summary.json", json.dumps(s, indent=1, default=str))

@@ -13,18 +13,10 @@ from pathlib import Path
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.labels import config_label, parse_config
 from yolo_sm.contract.store import read_metadata, write_atomic
-from yolo_sm.core.grid import (
-    Pace,
-    longest_by_width,
-    pending,
-    run_grid,
-    run_pace,
-    table_rows,
-    width_scaled,
-)
+from yolo_sm.core.grid import Pace, held, longest_by_width, run_grid, run_pace, width_scaled
 from yolo_sm.core.profiling import kineto
 from yolo_sm.core.profiling.target import engine_of, label_of, model_of
-from yolo_sm.core.provenance import collect
+from yolo_sm.core.provenance import stamp
 
 #: the column that names a trace table's unit
 KEY = ("config",)
@@ -82,10 +74,7 @@ def _complete(spec: TraceSpec, out: Path):
 
 
 def _held(spec: TraceSpec, out) -> tuple[list[dict], list[tuple]]:
-    """(the rows the table ``out`` holds, the configs of ``spec`` it lacks)."""
-    out = Path(out)
-    rows = table_rows(out, KEY, "trace")
-    return rows, pending(spec.units(), rows, spec.label, _row_key, _complete(spec, out))
+    return held(spec.units(), out, KEY, "trace", spec.label, _row_key, _complete(spec, Path(out)))
 
 
 def missing_units(spec: TraceSpec, out) -> list[tuple]:
@@ -154,8 +143,7 @@ def run_traces(
             finally:
                 eng.close()
             frame = kineto.load_kernels(path)
-        prov = {f"prov_{k}": v for k, v in collect(spec.device).items() if not isinstance(v, dict)}
-        frame = frame.assign(config=label, backend=spec.backend, **prov)
+        frame = frame.assign(config=label, backend=spec.backend, **stamp(spec.device))
         columns[:] = list(frame.columns)
         return frame.to_dict("records")
 

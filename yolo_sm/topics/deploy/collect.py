@@ -16,16 +16,9 @@ from pathlib import Path
 
 from yolo_sm.contract.scrub import user_command
 from yolo_sm.core.engines import EngineConfig, build_engine
-from yolo_sm.core.grid import (
-    Pace,
-    free_memory,
-    longest_by_width,
-    pending,
-    run_grid,
-    table_rows,
-    width_scaled,
-)
+from yolo_sm.core.grid import Pace, free_memory, held, longest_by_width, run_grid, width_scaled
 from yolo_sm.core.models import build_yolo
+from yolo_sm.core.provenance import stamp
 from yolo_sm.core.stopwatch import phase
 from yolo_sm.core.sweep import failure
 from yolo_sm.core.timing import measure_engine
@@ -36,6 +29,8 @@ INFO_COLUMNS = (
     "compile_s", "compile_cache", "fx_cache_hits", "fx_cache_misses", "cache_files_before",
     "cache_files_after", "autotuned_ops", "autotune_reads", "graphs_compiled",
 )  # fmt: skip
+#: the columns that name a row of a compile_cache table
+KEY = ("width", "compile_mode", "cache")
 #: the build of each planned state, in order: the first fills the empty folder
 RUNS = ("cold", "warm")
 
@@ -83,21 +78,14 @@ def missing_units(spec: CacheStep, out: str | os.PathLike) -> list[tuple[float, 
 
 
 def _held(spec: CacheStep, out) -> tuple[list[dict], list[tuple[float, str]]]:
-    """The table's rows and the units it lacks."""
-    rows = table_rows(Path(out), ("width", "compile_mode", "cache"), "compile_cache")
-    return rows, pending(spec.units(), rows, _key, _row_key, _complete(spec))
+    return held(spec.units(), out, KEY, "compile_cache", _key, _row_key, _complete(spec))
 
 
-def missing_seconds(spec: CacheStep, out: str | os.PathLike) -> tuple[float | None, list[str]]:
-    """Seconds the units ``out`` lacks will take (None: nothing to go by), and the modes
-    estimated by the plan's ``mode_est_s``."""
+def missing_seconds(spec: CacheStep, out: str | os.PathLike) -> float | None:
+    """Seconds the units ``out`` lacks will take (None: nothing to go by)."""
     rows, todo = _held(spec, out)
-    pace = Pace(rows=rows)
-    estimates = [_estimate(spec, u, pace) for u in todo]
-    if any(est is None for est, _ in estimates):
-        return None, []
-    planned = sorted({m for (_, m), (_, by_plan) in zip(todo, estimates, strict=True) if by_plan})
-    return sum(est for est, _ in estimates), planned
+    estimates = [unit_estimate(spec, u, Pace(rows=rows)) for u in todo]
+    return None if None in estimates else sum(estimates)
 
 
 def with_unit_seconds(rows: list[dict]) -> list[dict]:
@@ -130,19 +118,14 @@ def _same_shape(spec: CacheStep, mode: str | None = None):
 def unit_estimate(spec: CacheStep, unit: tuple[float, str], pace: Pace) -> float | None:
     """Seconds a (width, mode) unit will take: the longest unit of the mode held, scaled to the
     width; else the plan's ``mode_est_s``, else the longest of any mode; None without any."""
-    return _estimate(spec, unit, pace)[0]
-
-
-def _estimate(spec: CacheStep, unit: tuple[float, str], pace: Pace) -> tuple[float | None, bool]:
-    """:func:`unit_estimate`, and whether it is the plan's ``mode_est_s``."""
     width, mode = unit
     rows = with_unit_seconds(pace.rows)
     est = width_scaled(longest_by_width(rows, _same_shape(spec, mode)), width)
     if est is None and mode in dict(spec.mode_est_s):
-        return dict(spec.mode_est_s)[mode], True
+        return dict(spec.mode_est_s)[mode]
     if est is None:
         est = width_scaled(longest_by_width(rows, _same_shape(spec)), width)
-    return est, False
+    return est
 
 
 def _key(unit: tuple[float, str]) -> tuple[float, str]:
@@ -202,7 +185,7 @@ def run_cache_builds(
         group=_key,  # each unit its own group: the deadline is checked before each
         complete=_complete(spec),
         out=Path(out),
-        columns=("width", "compile_mode", "cache"),
+        columns=KEY,
         kind="compile_cache",
         metadata={"spec": asdict(spec), "argv": sys.argv},
         deadline=deadline,
@@ -267,7 +250,7 @@ def build_and_time(args: dict) -> dict:
             "warmup_s": m.warmup_s,
             "timed_s": m.timed_s,
         }
-        row.update({f"prov_{k}": v for k, v in m.provenance.items() if not isinstance(v, dict)})
+        row.update(stamp(m.provenance))
     except Exception as e:  # noqa: BLE001 - every failure is a row
         row = failure(e)
     finally:

@@ -20,6 +20,7 @@ from yolo_sm.contract.schema import SCHEMAS
 from yolo_sm.contract.scrub import record_host, user_command
 from yolo_sm.contract.workload import LABELS, current, read_status
 from yolo_sm.core.profiling.gpm import GpmSampler
+from yolo_sm.core.provenance import dist_version
 
 #: dcgm-exporter field -> (unit, help); the PROF fields from NVML GPM, the DEV fields from NVML
 FIELDS = {
@@ -380,7 +381,7 @@ class Monitor:
             "driver": read(lambda: nvml.nvmlSystemGetDriverVersion()),
             "sm_clock_max_mhz": read(lambda: nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM)),
             "python": sys.version.split()[0],
-            "yolo_sm": _version(),
+            "yolo_sm": dist_version("yolo_sm"),
             "date_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "command": user_command(sys.argv) if sys.argv and sys.argv[0] else None,
         }
@@ -393,13 +394,4 @@ def _batch(v):
     try:
         return int(v) if v not in (None, "") else None
     except (TypeError, ValueError):
-        return None
-
-
-def _version() -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("yolo_sm")
-    except PackageNotFoundError:
         return None

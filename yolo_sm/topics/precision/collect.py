@@ -24,15 +24,14 @@ from yolo_sm.core.engines.int8_triton import conv_int8, int_mm_eligible, last_ti
 from yolo_sm.core.grid import (
     Pace,
     free_memory,
+    held,
     longest_by_width,
-    pending,
     run_grid,
     run_pace,
-    table_rows,
     width_scaled,
 )
 from yolo_sm.core.models import build_yolo
-from yolo_sm.core.provenance import collect
+from yolo_sm.core.provenance import stamp
 from yolo_sm.core.sweep import failure
 from yolo_sm.core.timing import engine_call, measure, measure_rounds
 from yolo_sm.topics.precision import Int8KernelStep
@@ -237,9 +236,7 @@ def _row_key(row) -> tuple[float, str]:
 
 
 def _held(spec: Int8KernelSpec, out) -> tuple[list[dict], list[tuple[float, str]]]:
-    """(the rows the table ``out`` holds, the units of ``spec`` it lacks)."""
-    rows = table_rows(Path(out), KEY, "int8_kernels")
-    return rows, pending(spec.validated().units(), rows, _unit_key, _row_key)
+    return held(spec.validated().units(), out, KEY, "int8_kernels", _unit_key, _row_key)
 
 
 def missing_units(spec: Int8KernelSpec, out) -> list[tuple[float, str]]:
@@ -303,7 +300,7 @@ def run_int8_kernels(
                 rows = model_rows(spec, width, state["model"])
         except Exception as e:  # noqa: BLE001 - e.g. the inputs of every conv at once OOM
             rows = [{**head, **failure(e)}]
-        prov = {f"prov_{k}": v for k, v in collect(spec.device).items() if not isinstance(v, dict)}
+        prov = stamp(spec.device)
         return [{**r, **prov} for r in rows]
 
     def estimate(unit, pace: Pace) -> float:

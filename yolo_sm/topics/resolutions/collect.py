@@ -16,6 +16,7 @@ from yolo_sm.core.engines.base import Engine, head_tensor, numerics, verify
 from yolo_sm.core.engines.torch_backends import build_eager, prepare_module
 from yolo_sm.core.grid import free_memory
 from yolo_sm.core.models import build_yolo
+from yolo_sm.core.provenance import stamp
 from yolo_sm.core.sweep import SweepSpec, check_environment, failure, host_columns
 from yolo_sm.core.timing import measure_engine
 from yolo_sm.topics.resolutions import ResolutionStep
@@ -104,7 +105,7 @@ def _timed(row: dict, make_engine, spec: ResolutionSpec) -> dict:
         for k in ("recompiles", "first_call_s", "capture_s"):
             if k in eng.info:
                 row[k] = eng.info[k]
-        row.update({f"prov_{k}": v for k, v in m.provenance.items()})
+        row.update(stamp(m.provenance))
     except Exception as e:  # noqa: BLE001 - a failed engine is a row; the others still run
         row.update(failure(e))
     finally:
