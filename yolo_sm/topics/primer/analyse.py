@@ -8,6 +8,7 @@ import math
 
 import pandas as pd
 
+from yolo_sm.analyse.bench_table import load_present
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.kernels import add_kernel_class
 from yolo_sm.analyse.occupancy import (
@@ -59,11 +60,8 @@ def compute_capability(root: DataRoot, ncu: pd.DataFrame | None = None) -> str |
 
 def kernels_of(root: DataRoot, names=NCU_TABLES) -> pd.DataFrame | None:
     """Every kernel of the tables ``names`` the root holds, with ``source`` and class."""
-    held = [n for n in names if root.has(n)]
-    if not held:
-        return None
-    k = pd.concat([root.load(n).assign(source=n) for n in held], ignore_index=True)
-    return add_kernel_class(k)
+    k = load_present(root, names, tag="source")
+    return None if k is None else add_kernel_class(k)
 
 
 def flagship_launch(root: DataRoot, name: str = NCU) -> dict:
