@@ -101,12 +101,9 @@ def deploy(ranked: pd.DataFrame, near: float = NEAR) -> pd.DataFrame:
             close = engines[engines["img_per_s"] >= (1 - near) * engines["img_per_s"].max()]
             pick = close.sort_values(["build_s", "rank"], na_position="last").iloc[0]
         else:
-            close = (
-                paths
-                if batch == 1
-                else paths[paths["img_per_s"] >= (1 - near) * paths["img_per_s"].max()]
-            )
-            pick = close.sort_values(["median_ms", "rank"]).iloc[0]
+            if batch != 1:
+                paths = paths[paths["img_per_s"] >= (1 - near) * paths["img_per_s"].max()]
+            pick = paths.sort_values(["median_ms", "rank"]).iloc[0]
         predict = g.loc[g["variant"] == PREDICT, "img_per_s"]
         top = engines.iloc[0] if len(engines) else None
         rows.append(

@@ -12,8 +12,7 @@ from yolo_sm.analyse.kernels import add_kernel_class, class_shares
 from yolo_sm.analyse.weighting import same_run_ratio, time_weighted, weighted_mean
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import with_config
-from yolo_sm.contract.vocab import TOLERANCE, Precision
-from yolo_sm.topics.precision.eight_bit import check_errors, facts_8bit
+from yolo_sm.topics.precision.eight_bit import check_errors, facts_8bit, tolerance
 from yolo_sm.topics.width.analyse import BENCH, GRAPH_BACKEND
 
 MATMUL_CLASSES = ("tensor_core_conv", "simt_conv", "tensor_core_gemm", "simt_gemm")
@@ -176,11 +175,6 @@ def precision_layer_delta(ncu, a: str = "bf16", b: str = "fp16", layout: str = "
 
 
 # ---- numerical error ---------------------------------------------------------------------------
-
-
-def tolerance(precision: str) -> float:
-    """The tolerance of ``precision``'s numerical check (``contract.vocab.TOLERANCE``)."""
-    return TOLERANCE[Precision(precision)]
 
 
 def error_table(*sweeps):
