@@ -119,16 +119,8 @@ def error_table(numerics_8bit, numerics=None):
     err["over_tolerance"] = err.rel_err / err.precision.map(tolerance).astype(float)
     b = d[d.metric == "boxes"].assign(engine=lambda x: _labels(x))
     if len(b):
-        box = (
-            b.groupby(["width", "engine"])
-            .agg(
-                boxes=("boxes", "mean"),
-                reference_boxes=("reference_boxes", "mean"),
-                matched=("matched", "mean"),
-                reference_matched=("reference_matched", "mean"),
-            )
-            .reset_index()
-        )
+        cols = ["boxes", "reference_boxes", "matched", "reference_matched"]
+        box = b.groupby(["width", "engine"])[cols].mean().reset_index()
         err = err.merge(box, on=["width", "engine"], how="outer")
     return err.sort_values(["width", "engine"]).reset_index(drop=True)
 
