@@ -58,3 +58,16 @@ def complete_bench(root: DataRoot, dataset: str) -> pd.DataFrame:
     held = rows.groupby(["width", "batch"]).variant.agg(set)
     lacking = [unit for unit, v in held.items() if not {str(e) for e in need} <= v]
     return rows[~pd.MultiIndex.from_frame(rows[["width", "batch"]]).isin(lacking)]
+
+
+def load_present(root: DataRoot, names, tag: str = "dataset"):
+    """The datasets of ``names`` the root holds, concatenated with their name in column ``tag``
+    (None when it holds none); ``attrs["datasets"]`` names them."""
+    import pandas as pd
+
+    have = [n for n in names if root.has(n)]
+    if not have:
+        return None
+    out = pd.concat([root.load(n).assign(**{tag: n}) for n in have], ignore_index=True)
+    out.attrs = {"datasets": have}
+    return out

@@ -50,20 +50,16 @@ def batch_table(sweep):
 def saturation(table, frac: float = SATURATION):
     """Per config: best img/s and batch, the knee (first batch at ``frac`` of the best), and the
     gain from batch 1."""
-    rows = []
-    for key, g in table.sort_values("batch").groupby(_CFG):
-        best = g.loc[g.img_per_s.idxmax()]
-        knee = g[g.img_per_s >= frac * best.img_per_s].iloc[0]
-        b1 = g.img_per_s[g.batch == 1]
-        rows.append(
-            dict(
-                zip(_CFG, key, strict=True), best_img_per_s=best.img_per_s,
-                best_batch=int(best.batch), knee_batch=int(knee.batch),
-                knee_img_per_s=knee.img_per_s, knee_ms=knee.median_ms,
-                b1_img_per_s=b1.iloc[0] if len(b1) else math.nan,
-            )
-        )
-    out = pd.DataFrame(rows)
+    t = table.sort_values("batch")
+    g = t.groupby(_CFG)
+    best = t.loc[g.img_per_s.idxmax()].set_index(_CFG)
+    knee = t[t.img_per_s >= frac * g.img_per_s.transform("max")].groupby(_CFG).head(1)
+    knee = knee.set_index(_CFG)
+    out = best[["img_per_s", "batch"]].add_prefix("best_").assign(
+        knee_batch=knee.batch, knee_img_per_s=knee.img_per_s, knee_ms=knee.median_ms,
+        b1_img_per_s=t[t.batch == 1].groupby(_CFG).img_per_s.first(),
+    )  # fmt: skip
+    out = out.astype({"best_batch": int, "knee_batch": int}).reset_index()
     return out.assign(gain_b1_to_best=out.best_img_per_s / out.b1_img_per_s)
 
 

@@ -70,12 +70,8 @@ def ranking(bench: pd.DataFrame, peaks: dict | None = None) -> pd.DataFrame:
         ok.groupby(["batch", "scope", "variant"], sort=False)
         .agg(
             units=("img_per_s", "size"),
-            vs_fastest_engine=("vs_fastest_engine", "median"),
-            img_per_s=("img_per_s", "median"),
-            median_ms=("median_ms", "median"),
-            p99_ms=("p99_ms", "median"),
-            build_s=("build_s", "max"),
-            peak_mem_gib=("peak_mem_gib", "max"),
+            **{c: (c, "median") for c in ("vs_fastest_engine", "img_per_s", "median_ms", "p99_ms")},
+            **{c: (c, "max") for c in ("build_s", "peak_mem_gib")},
             roof_pct=("roof_pct", "median"),
         )
         .reset_index()
@@ -101,12 +97,9 @@ def deploy(ranked: pd.DataFrame, near: float = NEAR) -> pd.DataFrame:
             close = engines[engines["img_per_s"] >= (1 - near) * engines["img_per_s"].max()]
             pick = close.sort_values(["build_s", "rank"], na_position="last").iloc[0]
         else:
-            close = (
-                paths
-                if batch == 1
-                else paths[paths["img_per_s"] >= (1 - near) * paths["img_per_s"].max()]
-            )
-            pick = close.sort_values(["median_ms", "rank"]).iloc[0]
+            if batch != 1:
+                paths = paths[paths["img_per_s"] >= (1 - near) * paths["img_per_s"].max()]
+            pick = paths.sort_values(["median_ms", "rank"]).iloc[0]
         predict = g.loc[g["variant"] == PREDICT, "img_per_s"]
         top = engines.iloc[0] if len(engines) else None
         rows.append(
@@ -114,10 +107,7 @@ def deploy(ranked: pd.DataFrame, near: float = NEAR) -> pd.DataFrame:
                 "batch": int(batch),
                 "regime": regime(batch),
                 "deploy": pick["variant"],
-                "scope": pick["scope"],
-                "img_per_s": pick["img_per_s"],
-                "median_ms": pick["median_ms"],
-                "vs_fastest_engine": pick["vs_fastest_engine"],
+                **pick[["scope", "img_per_s", "median_ms", "vs_fastest_engine"]],
                 "fastest_engine": "" if top is None else top["variant"],
                 "engine_img_per_s": float("nan") if top is None else top["img_per_s"],
                 "predict_img_per_s": predict.iloc[0] if len(predict) else float("nan"),

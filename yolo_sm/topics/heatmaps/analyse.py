@@ -149,20 +149,15 @@ def estimate_vs_measured(profile):
     return out.sort_values(["width", "layer_idx"]).drop(columns="layer_idx").reset_index(drop=True)
 
 
-def _resource_capped(kernels) -> pd.Series:
-    """Per width: % of tensor-core kernel time whose block limiter is registers or smem."""
-    k = add_config_columns(add_limiter(add_kernel_class(kernels)))
-    k = k[k.kernel_class.str.startswith("tensor_core")]
-    capped = k.duration_us.where(k.block_limiter.isin(RESOURCES), 0.0)
-    return 100 * capped.groupby(k.width).sum() / k.groupby("width").duration_us.sum()
-
-
 def _width_facts(kernels) -> list[dict]:
     table = layer_table(kernels)
     s = config_summary(table, by="width").set_index("width")
     ach, ds = s.achieved_occupancy_tw_pct, (WIDTH_NCU,)
     low = 100 * s[f"layers_below_{LOW_PCT:g}"] / s.layers
-    res = _resource_capped(kernels)
+    k = add_config_columns(add_limiter(add_kernel_class(kernels)))
+    k = k[k.kernel_class.str.startswith("tensor_core")]  # % of its time capped by regs or smem
+    capped = k.duration_us.where(k.block_limiter.isin(RESOURCES), 0.0)
+    res = 100 * capped.groupby(k.width).sum() / k.groupby("width").duration_us.sum()
     widest = table[table.width == table.width.max()]
     slow = widest.loc[widest.time_us.idxmax()]
 
@@ -187,8 +182,21 @@ def _width_facts(kernels) -> list[dict]:
     ]  # fmt: skip
 
 
-def _other_facts(root: DataRoot) -> list[dict]:
-    rows = []
+#: the facts a rule reads (a rule naming another fails to load)
+FACT_KEYS = frozenset(
+    """
+    achieved_occupancy_tw_pct_distance_from_60 achieved_occupancy_tw_pct_min
+    fastest_variant_occupancy_below_highest_pct_points grid_limited_time_share_smallest_batch
+    kineto_layers_within_10_share layers_below_50_share_min
+    tc_resource_capped_time_share_min_over_widths
+    slowest_layer_achieved_occupancy_tw_pct_widest
+    """.split()
+)
+
+
+def facts(root: DataRoot) -> pd.DataFrame:
+    """The heatmaps' facts; notebook 09's width claims read those scoped by width."""
+    rows = _width_facts(root.load(WIDTH_NCU)) if root.has(WIDTH_NCU) else []
     if root.has(BATCH_NCU):
         k = add_config_columns(add_limiter(root.load(BATCH_NCU)))
         k = k[k.batch == k.batch.min()]
@@ -210,25 +218,7 @@ def _other_facts(root: DataRoot) -> list[dict]:
         share = 100 * (err <= KINETO_TOLERANCE).mean()
         key = f"kineto_layers_within_{KINETO_TOLERANCE:g}_share"
         rows.append(fact(key, share, "%", datasets=(PROFILE,), note="profiled layers"))
-    return rows
-
-
-#: the facts a rule reads (a rule naming another fails to load)
-FACT_KEYS = frozenset(
-    """
-    achieved_occupancy_tw_pct_distance_from_60 achieved_occupancy_tw_pct_min
-    fastest_variant_occupancy_below_highest_pct_points grid_limited_time_share_smallest_batch
-    kineto_layers_within_10_share layers_below_50_share_min
-    tc_resource_capped_time_share_min_over_widths
-    slowest_layer_achieved_occupancy_tw_pct_widest
-    """.split()
-)
-
-
-def facts(root: DataRoot) -> pd.DataFrame:
-    """The heatmaps' facts; notebook 09's width claims read those scoped by width."""
-    rows = _width_facts(root.load(WIDTH_NCU)) if root.has(WIDTH_NCU) else []
-    return facts_table(rows + _other_facts(root))
+    return facts_table(rows)
 
 
 OUTLIER_COLUMNS = [

@@ -35,11 +35,8 @@ def _labels(df: pd.DataFrame) -> list[str]:
 def live_curve(tensors: pd.DataFrame) -> pd.DataFrame:
     """Bytes live at every op step of one model's forward: ``planned_bytes``, ``eager_bytes`` and
     the step's ``layer``."""
-    n = (
-        int(max(tensors.created_at_step.max(), tensors.held_until_step.max())) + 1
-        if len(tensors)
-        else 0
-    )
+    last = max(tensors.created_at_step.max(), tensors.held_until_step.max())
+    n = int(last) + 1 if len(tensors) else 0
     out = pd.DataFrame({"step": range(n)})
     start = tensors.created_at_step.astype(int).to_numpy()
     size = tensors.out_bytes.astype(float).to_numpy()
@@ -196,9 +193,8 @@ def facts(root: DataRoot) -> pd.DataFrame:
     if root.has(POOL):
         pool = root.load(POOL)
         s = pool_summary(pool[np.isclose(pool.width, 1.0)]).set_index("alloc_conf")
-        if {"default", "expandable_segments:True"} <= set(
-            s.index
-        ) and s.peak_reserved_bytes.notna().all():
+        both = {"default", "expandable_segments:True"} <= set(s.index)
+        if both and s.peak_reserved_bytes.notna().all():
             d, e = s.loc["default"], s.loc["expandable_segments:True"]
             for key, col in (("expandable_peak_reserved_ratio", "peak_reserved_bytes"),
                              ("expandable_img_per_s_ratio", "img_per_s")):  # fmt: skip

@@ -70,15 +70,10 @@ def gpm_relation(gpm: pd.DataFrame) -> pd.DataFrame:
     below :data:`MIN_ACTIVE`)."""
     w = gpm_wide(gpm)
     w = w[(w["phase"] == "run") & ~w["straddles_mark"].astype(bool)]
-    out = pd.DataFrame(
-        {
-            "config": w["config"],
-            "batch": w["batch"],
-            "width": w["width"],
-            "sm_active": w["sm_util_pct"] / 100.0,
-            "sm_occupancy": w["sm_occupancy_pct"] / 100.0,
-        }
-    ).dropna(subset=["sm_active", "sm_occupancy"])
+    out = w[["config", "batch", "width"]].assign(
+        sm_active=w["sm_util_pct"] / 100.0, sm_occupancy=w["sm_occupancy_pct"] / 100.0
+    )
+    out = out.dropna(subset=["sm_active", "sm_occupancy"])
     ratio = out["sm_occupancy"] / out["sm_active"]
     out["occupancy_over_active"] = ratio.where(out["sm_active"] >= MIN_ACTIVE)
     return out.reset_index(drop=True)

@@ -6,14 +6,13 @@ import math
 
 import pandas as pd
 
-from yolo_sm.analyse.bench_table import ok_rows
+from yolo_sm.analyse.bench_table import load_present, ok_rows
 from yolo_sm.analyse.facts import fact, facts_table, sm_clock_mhz
 from yolo_sm.analyse.kernels import add_kernel_class, class_shares
 from yolo_sm.analyse.weighting import same_run_ratio, time_weighted, weighted_mean
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import with_config
-from yolo_sm.contract.vocab import TOLERANCE, Precision
-from yolo_sm.topics.precision.eight_bit import check_errors, facts_8bit
+from yolo_sm.topics.precision.eight_bit import check_errors, facts_8bit, tolerance
 from yolo_sm.topics.width.analyse import BENCH, GRAPH_BACKEND
 
 MATMUL_CLASSES = ("tensor_core_conv", "simt_conv", "tensor_core_gemm", "simt_gemm")
@@ -43,17 +42,6 @@ def order_configs(df):
     order = {p: i for i, p in enumerate(PRECISION_ORDER)}
     key = df.precision.map(order).fillna(99) * 10 + (df.layout == "nhwc")
     return df.assign(_k=key).sort_values("_k", kind="stable").drop(columns="_k")
-
-
-def load_present(root: DataRoot, names):
-    """The datasets of ``names`` the root holds, concatenated with a ``dataset`` column (None
-    when it holds none); ``attrs["datasets"]`` names them."""
-    have = [n for n in names if root.has(n)]
-    if not have:
-        return None
-    out = pd.concat([root.load(n).assign(dataset=n) for n in have], ignore_index=True)
-    out.attrs = {"datasets": have}
-    return out
 
 
 # ---- speed-ups ---------------------------------------------------------------------------------
@@ -187,11 +175,6 @@ def precision_layer_delta(ncu, a: str = "bf16", b: str = "fp16", layout: str = "
 
 
 # ---- numerical error ---------------------------------------------------------------------------
-
-
-def tolerance(precision: str) -> float:
-    """The tolerance of ``precision``'s numerical check (``contract.vocab.TOLERANCE``)."""
-    return TOLERANCE[Precision(precision)]
 
 
 def error_table(*sweeps):

@@ -40,6 +40,11 @@ EIGHT_BIT = ("int8", "fp8")
 _CHECK_ERROR = r"relative L2 error ([0-9.]+(?:e[-+]?\d+)?)"
 
 
+def tolerance(precision: str) -> float:
+    """The tolerance of ``precision``'s numerical check (``contract.vocab.TOLERANCE``)."""
+    return TOLERANCE[Precision(precision)]
+
+
 def check_errors(df) -> pd.Series:
     """Each row's numerical-check error: ``rel_err``, else the one a rejection message states."""
     parsed = df.message.fillna("").str.extract(_CHECK_ERROR, expand=False).astype(float)
@@ -111,21 +116,11 @@ def error_table(numerics_8bit, numerics=None):
     d = pd.concat(frames, ignore_index=True)
     e = photo_rows(d)
     err = e.groupby(["width", "engine", "precision"]).rel_err.max().reset_index()
-    err["over_tolerance"] = err.rel_err / err.precision.map(
-        lambda p: TOLERANCE[Precision(p)]
-    ).astype(float)
+    err["over_tolerance"] = err.rel_err / err.precision.map(tolerance).astype(float)
     b = d[d.metric == "boxes"].assign(engine=lambda x: _labels(x))
     if len(b):
-        box = (
-            b.groupby(["width", "engine"])
-            .agg(
-                boxes=("boxes", "mean"),
-                reference_boxes=("reference_boxes", "mean"),
-                matched=("matched", "mean"),
-                reference_matched=("reference_matched", "mean"),
-            )
-            .reset_index()
-        )
+        cols = ["boxes", "reference_boxes", "matched", "reference_matched"]
+        box = b.groupby(["width", "engine"])[cols].mean().reset_index()
         err = err.merge(box, on=["width", "engine"], how="outer")
     return err.sort_values(["width", "engine"]).reset_index(drop=True)
 

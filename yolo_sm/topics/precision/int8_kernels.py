@@ -115,15 +115,9 @@ def model_speed(df: pd.DataFrame) -> pd.DataFrame:
     cols += [c for c in ("build_s", "quant_convs", "kernel_convs", "quant_fallbacks") if c in m]
     m = m[cols]
     ok = m[m.status == "ok"].set_index(["width", "batch", "kernel"]).img_per_s
-
-    def over(r, base):
-        try:
-            return r.img_per_s / ok.loc[(r.width, r.batch, base)]
-        except KeyError:
-            return math.nan
-
-    m["vs_fp16"] = m.apply(over, axis=1, base="fp16")
-    m["vs_cudnn"] = m.apply(over, axis=1, base=REFERENCE)
+    for col, base in (("vs_fp16", "fp16"), ("vs_cudnn", REFERENCE)):
+        at = pd.MultiIndex.from_arrays([m.width, m.batch, [base] * len(m)])
+        m[col] = m.img_per_s.to_numpy() / ok.reindex(at).to_numpy()
     return m.reset_index(drop=True)
 
 

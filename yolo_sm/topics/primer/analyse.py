@@ -8,6 +8,7 @@ import math
 
 import pandas as pd
 
+from yolo_sm.analyse.bench_table import load_present
 from yolo_sm.analyse.facts import fact, facts_table
 from yolo_sm.analyse.kernels import add_kernel_class
 from yolo_sm.analyse.occupancy import (
@@ -59,11 +60,8 @@ def compute_capability(root: DataRoot, ncu: pd.DataFrame | None = None) -> str |
 
 def kernels_of(root: DataRoot, names=NCU_TABLES) -> pd.DataFrame | None:
     """Every kernel of the tables ``names`` the root holds, with ``source`` and class."""
-    held = [n for n in names if root.has(n)]
-    if not held:
-        return None
-    k = pd.concat([root.load(n).assign(source=n) for n in held], ignore_index=True)
-    return add_kernel_class(k)
+    k = load_present(root, names, tag="source")
+    return None if k is None else add_kernel_class(k)
 
 
 def flagship_launch(root: DataRoot, name: str = NCU) -> dict:
@@ -315,25 +313,6 @@ def calculator_mismatches(ncu: pd.DataFrame, cc: str, tolerance: float = 0.01) -
     return u
 
 
-def _forward_facts(ncu: pd.DataFrame) -> list[dict]:
-    cfg = focus_config(ncu)
-    k = forward(ncu, cfg)
-    tc, mem = k[k.kernel_class == "tensor_core_conv"], k[k.kernel_class.isin(MEMORY_CLASSES)]
-    low = tc.duration_us[tc.achieved_occupancy_pct < LOW_OCCUPANCY_PCT].sum()
-
-    def ach(d):
-        return weighted_mean(d.achieved_occupancy_pct, d.duration_us)
-
-    note, ds = f"forward {cfg}", (NCU,)
-    return [
-        fact("tc_conv_time_share_below_60_achieved",
-             100 * low / tc.duration_us.sum() if len(tc) else math.nan, "%", datasets=ds,
-             note=note),
-        fact("memory_minus_tc_conv_achieved_occupancy_pct_points", ach(mem) - ach(tc), "points",
-             datasets=ds, note=note),
-    ]  # fmt: skip
-
-
 #: the facts a rule reads
 FACT_KEYS = frozenset(
     """
@@ -349,7 +328,23 @@ def facts(root: DataRoot) -> pd.DataFrame:
     rows = []
     k = kernels_of(root)
     if root.has(NCU):
-        rows += _forward_facts(root.load(NCU))
+        ncu = root.load(NCU)
+        cfg = focus_config(ncu)
+        f = forward(ncu, cfg)
+        tc, mem = f[f.kernel_class == "tensor_core_conv"], f[f.kernel_class.isin(MEMORY_CLASSES)]
+        low = tc.duration_us[tc.achieved_occupancy_pct < LOW_OCCUPANCY_PCT].sum()
+
+        def ach(d):
+            return weighted_mean(d.achieved_occupancy_pct, d.duration_us)
+
+        note, ds = f"forward {cfg}", (NCU,)
+        rows += [
+            fact("tc_conv_time_share_below_60_achieved",
+                 100 * low / tc.duration_us.sum() if len(tc) else math.nan, "%", datasets=ds,
+                 note=note),
+            fact("memory_minus_tc_conv_achieved_occupancy_pct_points", ach(mem) - ach(tc), "points",
+                 datasets=ds, note=note),
+        ]  # fmt: skip
     cc = compute_capability(root, k)
     if k is not None and cc:
         m = calculator_mismatches(k, cc)

@@ -102,9 +102,8 @@ def roofline_table(ncu, layers, peak_tflops, peak_gbps, widths=None, family="yol
         c = parse_config(cfg)
         if c["family"] != family or (widths is not None and c["width"] not in widths):
             continue
-        lt = traffic(
-            layers, family, c["width"], c["batch"], 4 if c["precision"] in ("fp32", "tf32") else 2
-        )
+        bytes_per_element = 4 if c["precision"] in ("fp32", "tf32") else 2
+        lt = traffic(layers, family, c["width"], c["batch"], bytes_per_element)
         lt = lt.drop(columns=[k for k in c if k in lt])
         rows.append(t.merge(lt, on="layer").assign(**c))
     if not rows:

@@ -218,19 +218,16 @@ def presets_grid(presets):
 def preset_inversions(presets):
     """The ok points that ran more img/s than the next cheaper preset, with whether the host set
     either's pace."""
-    cols = ["family", "precision", "backend", "batch", "scale", "img_per_s"]
-    rows = []
+    keys = ["family", "precision", "backend", "batch"]
     ok = presets[presets.status == "ok"]
-    bound = host_bound(ok) if len(ok) else pd.Series(dtype=bool)
-    for _, g in ok.groupby(["family", "precision", "backend", "batch"]):
-        g = g.sort_values("gflops_per_img")
-        prev = g.shift(1)
-        cheaper = pd.Series(g.index, index=g.index).shift(1)
-        hit = g.img_per_s > prev.img_per_s
-        for i in g.index[hit.to_numpy()]:
-            host = bool(bound[i] or bound[cheaper[i]])
-            rows.append([*g.loc[i, cols], prev.loc[i, "scale"], prev.loc[i, "img_per_s"], host])
-    return pd.DataFrame(rows, columns=[*cols, "cheaper_scale", "cheaper_img_per_s", "host_bound"])
+    ok = ok.assign(host=host_bound(ok) if len(ok) else False)
+    ok = ok.sort_values([*keys, "gflops_per_img"])
+    prev = ok.groupby(keys)[["scale", "img_per_s", "host"]].shift(1)
+    hit = ok.img_per_s > prev.img_per_s
+    out = ok.loc[hit, [*keys, "scale", "img_per_s"]].copy()
+    out["cheaper_scale"], out["cheaper_img_per_s"] = prev.scale[hit], prev.img_per_s[hit]
+    out["host_bound"] = (ok.host.astype(bool) | prev.host.astype(bool))[hit]
+    return out.reset_index(drop=True)
 
 
 # ---- torch.compile per width (from the fast-engines bench) -----------------------------------
