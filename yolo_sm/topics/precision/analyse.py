@@ -8,7 +8,7 @@ import pandas as pd
 
 from yolo_sm.analyse.bench_table import load_present, ok_rows
 from yolo_sm.analyse.facts import fact, facts_table, sm_clock_mhz
-from yolo_sm.analyse.kernels import add_kernel_class, class_shares
+from yolo_sm.analyse.kernels import class_shares, with_kernel_class
 from yolo_sm.analyse.weighting import same_run_ratio, time_weighted, weighted_mean
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.labels import with_config
@@ -94,7 +94,7 @@ def ratio_by_width(ratios, *, precision: str, backend: str = GRAPH_BACKEND, min_
 def precision_forward(ncu):
     """Per config: kernels and time per forward, time-weighted occupancy (%), and the time
     shares of high-occupancy, SIMT, tensor-core and layout-transform kernels."""
-    k = add_kernel_class(ncu) if "kernel_class" not in ncu else ncu
+    k = with_kernel_class(ncu)
     out = time_weighted(k, "config").set_index("config")
     t = k.groupby(["config", "kernel_class"]).duration_us.sum().unstack(fill_value=0.0)
     tot = t.sum(axis=1)
@@ -131,7 +131,7 @@ def precision_class_shares(ncu):
 def precision_matmul(ncu):
     """Conv and GEMM kernels per config, class and operand type: time, time-weighted occupancy,
     registers and shared memory (KiB)."""
-    k = add_kernel_class(ncu) if "kernel_class" not in ncu else ncu
+    k = with_kernel_class(ncu)
     mm = k[k.kernel_class.isin(MATMUL_CLASSES)]
     out = time_weighted(
         mm,
@@ -158,7 +158,7 @@ MATMUL_COLUMNS = tuple(
 def precision_layer_delta(ncu, a: str = "bf16", b: str = "fp16", layout: str = "nhwc"):
     """Per layer: kernel time (us) in ``a`` and ``b``, ``delta_us`` = a - b and the kernel
     classes each ran, largest delta first."""
-    k = with_config(add_kernel_class(ncu) if "kernel_class" not in ncu else ncu)
+    k = with_config(with_kernel_class(ncu))
     k = k[k.layout == layout]
     cols = ["layer", f"{a}_us", f"{b}_us", "delta_us", f"classes_{a}", f"classes_{b}"]
     if not {a, b} <= set(k.precision):
