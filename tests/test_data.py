@@ -71,6 +71,21 @@ def test_validate_names_missing_columns():
         validate(df, "sweep", "mine")
 
 
+@pytest.mark.parametrize(
+    "text", ["key_columns = [", '[common]\n[groups]\n[kind.x]\ncolumns = ["nope"]\nrequired = []']
+)
+def test_a_malformed_column_contract_is_one_sentence_naming_it(tmp_path, monkeypatch, text):
+    from yolo_sm.contract import schema
+
+    bad = tmp_path / "columns.toml"
+    bad.write_text(text)
+    monkeypatch.setattr(schema, "_FILE", bad)
+    with pytest.raises(UserError, match=r"columns\.toml is not a valid column contract"):
+        schema._load()
+    monkeypatch.undo()
+    assert schema._load()["kind"]["sweep"]["columns"] == SCHEMAS["sweep"]
+
+
 def test_register_and_corrupt_file(tmp_path, monkeypatch):
     src = datasets.load("h200/sweep_fp16_nhwc")
     folder = tmp_path / "m"
