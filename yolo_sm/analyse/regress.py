@@ -1,10 +1,5 @@
-"""A hardware-metric regression gate: the points two tables share, compared metric by metric.
-
-A point regresses when a metric of :data:`METRICS` moved the wrong way past the tolerance.
-Host-bound points are never gated on time across runs (their pace is the host's): their
-:data:`TIME_METRICS` are reported over a reference from the same table (``same_process``: the
-CUDA-graph replay of the same point; ``host_normalised``: over ``host_launch_us``; else
-``no_reference``). What the host cannot move (:data:`INVARIANT`) is gated for every point."""
+"""Regression gate: a shared point regresses when a :data:`METRICS` metric moved the wrong way past
+the tolerance; host-bound points' :data:`TIME_METRICS` are compared over a same-table reference."""
 
 from __future__ import annotations
 

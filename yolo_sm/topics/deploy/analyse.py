@@ -62,8 +62,6 @@ def failures(bench):
     return bad[["width", "batch", "variant", "status", "message"]].reset_index(drop=True)
 
 
-# --- where an engine's GPU time goes (Kineto kernel tables) ------------------------------------
-
 #: kernel names of the 8-bit engines' activation quantisers (core.engines fp8 / int8)
 QUANTISERS = ("_quantize", "_quantize_int8")
 
@@ -148,8 +146,6 @@ def compiled(root: DataRoot):
     return both, fp16
 
 
-# ---- cold and warm torch.compile builds (made by yolo_sm.topics.deploy.collect) -------------
-
 CACHE_DATASET = "bench_compile_cache"
 CACHE_COLUMNS = (
     "width", "batch", "compile_mode", "cache", "compile_cache", "autotuned_ops", "autotune_reads",
@@ -175,9 +171,6 @@ def cache_facts(table) -> list[dict]:
             rows.append(fact("fast.cold_over_warm_compile", ratio, "x", scope=sc,
                              datasets=(CACHE_DATASET,)))  # fmt: skip
     return rows
-
-
-# ---- facts --------------------------------------------------------------------------------
 
 
 def speedup_facts(bench, datasets) -> list[dict]:

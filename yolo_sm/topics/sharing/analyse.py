@@ -24,9 +24,6 @@ def pair_label(a: tuple[float, int], b: tuple[float, int]) -> str:
     return "+".join(f"{w:g}x{int(n)}" for w, n in (a, b))
 
 
-# ---- timing: per-batch events -> rates -----------------------------------------------------
-
-
 def window(runs) -> tuple[float, float]:
     """The window (ms) in which every engine of ``runs`` (``[(starts, ends), ...]``) ran."""
     lo = max(float(s[0]) for s, _ in runs)
@@ -50,9 +47,6 @@ def window_rows(runs, batches, common: bool = True) -> list[dict]:
         out.append({"batches": n, "window_s": span_s, "img_per_s": img,
                     **{k: float(v) for k, v in zip(keys, stats, strict=True)}})  # fmt: skip
     return out
-
-
-# ---- kernels: overlap and class shares ------------------------------------------------------
 
 
 def _merged(starts, ends) -> tuple[np.ndarray, np.ndarray]:
@@ -104,9 +98,6 @@ def kernel_classes(kernels: pd.DataFrame, batches: dict, pair: str, mode: str) -
     agg["time_share"] = agg.time_us / agg.groupby("engine").time_us.transform("sum")
     agg["overlap_share"] = agg.overlap_us / agg.time_us.where(agg.time_us > 0)
     return agg.assign(pair=pair, mode=mode)[cols]
-
-
-# ---- the tables a notebook shows ------------------------------------------------------------
 
 
 def rates(sharing: pd.DataFrame) -> pd.DataFrame:
@@ -168,9 +159,6 @@ def settings(sharing: pd.DataFrame) -> pd.DataFrame:
     names = ("mps_server", "mig_mode", "compute_mode", "mps_used", "mig_used")
     cols = [c for c in names if c in sharing]
     return sharing[cols].drop_duplicates().reset_index(drop=True)
-
-
-# ---- facts ------------------------------------------------------------------------------------
 
 
 def scope(pair: str, mode: str, engine: str = "") -> str:

@@ -24,9 +24,6 @@ from yolo_sm.topics.sharing.collect_run import Processes, build_side, run_engine
 DEFAULT_PAIRS = ("1.0x16+0.25x1", "0.5x16+0.5x16")
 
 
-# ---- the GPU's sharing settings (read, never changed) -----------------------------------------
-
-
 def gpu_sharing_settings(device: str = "cuda") -> dict:
     """MPS server, MIG and compute mode as NVML reads them; ``*_used`` always False."""
     pipe = Path(os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps")) / "control"
@@ -84,9 +81,6 @@ def _row(opts, pair, mode, engine, side, stats) -> dict:
         "depth": opts["depth"],
         **stats,
     }
-
-
-# ---- the whole step -----------------------------------------------------------------------------
 
 
 def options(params: dict, device: str) -> dict:

@@ -25,9 +25,6 @@ PROCESS_TIMEOUT_S = 180.0
 POLL_S = 50e-6
 
 
-# ---- running engines side by side ---------------------------------------------------------------
-
-
 def run_engines(engines, seconds: float, depth: int = 2, streams=None, ranges=None):
     """Replay each ``(engine, input)`` for ``seconds``, each on its own stream with up to
     ``depth`` batches in flight: per engine ``(starts_ms, ends_ms)`` on one clock. ``ranges``
@@ -96,9 +93,6 @@ def _run_cpu(engines, seconds, ranges=None):
             out[i][0].append((s - t0) * 1e3)
             out[i][1].append((e - t0) * 1e3)
     return out
-
-
-# ---- which engine launched each kernel of a capture ---------------------------------------------
 
 
 def engine_kernels(path, names, stream_engines=None):
@@ -178,9 +172,6 @@ def trace_run(engines, names, streams, seconds, depth, folder, stream_engines=No
         path.unlink(missing_ok=True)
 
 
-# ---- engines of a pair --------------------------------------------------------------------------
-
-
 def build_side(model, side, opts: dict):
     """(engine, its input) of one side of a pair, warmed up (cuDNN tuned, graph captured)."""
     kw = {k: opts[k] for k in ("backend", "precision", "layout", "imgsz", "device")}
@@ -193,9 +184,6 @@ def build_side(model, side, opts: dict):
 
         torch.cuda.synchronize(opts["device"])
     return eng, x
-
-
-# ---- two processes ------------------------------------------------------------------------------
 
 
 def process_worker(slot, sides, opts, barrier, results, timeout_s):
