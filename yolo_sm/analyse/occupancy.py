@@ -281,9 +281,8 @@ def occupancy_curve(
     values=None,
     shared_mem_carveout: int | None = None,
 ) -> pd.DataFrame:
-    """What-if curve, as Nsight Compute's occupancy graphs: one row per value of ``vary``
-    (default: every block size, register count and KiB of shared memory that can move it)
-    the others fixed; columns :data:`CURVE_COLUMNS` after ``value`` and ``vary``."""
+    """Nsight Compute's what-if curve: one row per value of ``vary`` (default: each that can move
+    it), the others fixed; columns ``value``, ``vary``, then :data:`CURVE_COLUMNS`."""
     import pandas as pd
 
     if vary not in VARY:

@@ -72,10 +72,8 @@ def with_reference(df, keys, metrics):
 
 
 def compare(baseline, candidate, metrics=None, tolerance: float = TOLERANCE, keys=None):
-    """One row per shared point and metric: keys, ``metric``, ``better``, ``baseline``,
-    ``candidate``, ``host_bound``, ``basis``, ``baseline_ref`` / ``candidate_ref``, ``change``
-    (candidate over baseline, each over its reference unless ``absolute``), ``within``,
-    ``gated`` and ``regressed``. ``metrics``: of :data:`METRICS` (default: those both carry)."""
+    """One row per shared point and :data:`METRICS` metric (default: those both carry): values,
+    ``change`` (candidate over baseline, each over its ``basis`` reference), ``regressed``."""
     import pandas as pd
 
     if not tolerance >= 0:

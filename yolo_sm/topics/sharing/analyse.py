@@ -26,9 +26,7 @@ def pair_label(a: tuple[float, int], b: tuple[float, int]) -> str:
 
 def window(runs) -> tuple[float, float]:
     """The window (ms) in which every engine of ``runs`` (``[(starts, ends), ...]``) ran."""
-    lo = max(float(s[0]) for s, _ in runs)
-    hi = min(float(e[-1]) for _, e in runs)
-    return lo, hi
+    return max(float(s[0]) for s, _ in runs), min(float(e[-1]) for _, e in runs)
 
 
 def window_rows(runs, batches, common: bool = True) -> list[dict]:

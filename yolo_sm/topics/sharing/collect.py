@@ -1,6 +1,5 @@
-"""Two models on one GPU: each engine alone, both on two CUDA streams, and both in two
-processes, with the GPM timeline and short profiler captures. MPS and MIG are only detected,
-never changed. On a CPU the engines run eagerly one after the other (for tests)."""
+"""Two models on one GPU: each alone, on two CUDA streams, in two processes, with GPM and short
+profiler captures (MPS and MIG only detected; on a CPU the engines take turns, for tests)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Engines side by side: each on its own CUDA stream with a few batches in flight, timed by
-CUDA events per batch (and short profiler captures of that, each kernel attributed to its
-engine); or one engine per process, started together at a barrier."""
+"""Engines side by side: each on its own CUDA stream timed by CUDA events per batch (profiler
+captures attribute each kernel to its engine), or one per process, started at a barrier."""
 
 from __future__ import annotations
 
