@@ -102,8 +102,7 @@ def rates(sharing: pd.DataFrame) -> pd.DataFrame:
     """Per (pair, mode, engine): img/s, p50 / p99 (ms), ``slowdown`` (alone img/s over this)
     and ``p99_inflation`` (this p99 over alone)."""
     s = sharing[[c for c in sharing.columns if not c.startswith("prov_")]].copy()
-    alone = s[s["mode"].isin(("alone_a", "alone_b"))]
-    alone = alone[alone["mode"] == "alone_" + alone["engine"]]
+    alone = s[s["mode"] == "alone_" + s["engine"]]
     base = alone.set_index(["pair", "engine"])[["img_per_s", "p99_ms"]].add_prefix("alone_")
     out = s.join(base, on=["pair", "engine"])
     out["slowdown"] = out.alone_img_per_s / out.img_per_s
