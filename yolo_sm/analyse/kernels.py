@@ -75,10 +75,10 @@ def precision_of(name: str, cls: str) -> str:
     return _PRECISION_NAMES.get(tok, tok)
 
 
-def add_kernel_class(df, name_col: str = "kernel_name"):
+def add_kernel_class(df):
     """A copy of ``df`` with ``kernel_class``, ``op`` and ``kernel_precision`` columns."""
     out = df.copy()
-    names = out[name_col].astype(str)
+    names = out["kernel_name"].astype(str)
     cache = {n: classify(n) for n in names.unique()}
     out["kernel_class"] = names.map(cache)
     out["op"] = names.map({n: op_of(n) for n in cache})
@@ -91,11 +91,11 @@ def with_kernel_class(df):
     return df if "kernel_class" in df else add_kernel_class(df)
 
 
-def class_shares(df, by=(), time_col: str = "duration_us"):
+def class_shares(df, by=()):
     """Share of kernel time and of launches per kernel class (tidy, one row per group x class)."""
     df = with_kernel_class(df)
     keys = list(by) + ["kernel_class"]
-    g = df.groupby(keys, observed=True).agg(kernels=(time_col, "size"), time_us=(time_col, "sum"))
+    g = df.groupby(keys, observed=True).duration_us.agg(kernels="size", time_us="sum")
     g = g.reset_index()
     totals = (
         g.groupby(list(by))[["kernels", "time_us"]].transform("sum")

@@ -1,11 +1,5 @@
-"""Theoretical SM occupancy of a CUDA kernel launch, in pure Python.
-
-Reproduces ``cudaOccMaxActiveBlocksPerMultiprocessor`` of CUDA 12.6's ``cuda_occupancy.h``, what
-Nsight Compute reports as theoretical occupancy and ``launch__occupancy_limit_*``; hardware
-numbers from the CUDA Programming Guide's "Compute Capabilities" tables. Registers are 32-bit
-registers, shared memory bytes, occupancy % of the SM's warp slots; block limits are blocks per
-SM (a resource that does not constrain reports ``max_blocks_per_sm``, not cudaOcc's INT_MAX).
-"""
+"""Theoretical occupancy (% of an SM's warp slots) as CUDA 12.6's occupancy calculator; limits
+in blocks per SM (a resource that does not constrain reports ``max_blocks_per_sm``)."""
 
 from __future__ import annotations
 
@@ -46,12 +40,7 @@ class ArchSpec:
     max_registers_per_block: int = 65536
     max_registers_per_thread: int = 255
     register_allocation_unit: int = 256  #: registers; per-warp allocation is rounded to this
-    register_allocation_granularity: str = "warp"
     register_sub_partitions: int = 4  #: register file split; warps per SM are a multiple
-
-    @property
-    def max_threads_per_sm(self) -> int:
-        return self.max_warps_per_sm * self.warp_size
 
 
 def _kib(*sizes: int) -> tuple[int, ...]:
@@ -200,11 +189,8 @@ def theoretical_occupancy(
     *,
     shared_mem_carveout: int | None = None,
 ) -> OccupancyResult:
-    """Theoretical occupancy of a launch on one SM. ``shared_mem_per_block``: static + dynamic
-    bytes, without the 1 KiB reserved per block on CC >= 8.0 (added here). ``shared_mem_carveout``
-    (bytes per SM) is rounded up to a selectable carveout (one too small for a block: the smallest
-    that fits); None: the driver's pick, the smallest reaching the most active blocks. Too many
-    registers per block: 0 active blocks. UserError for an argument out of range."""
+    """Occupancy of a launch on one SM; ``shared_mem_per_block``: static + dynamic bytes (the
+    reserved KiB is added here); ``shared_mem_carveout`` (bytes/SM) None: the driver's pick."""
     spec = _arch(compute_capability)
     threads = _int("threads_per_block", threads_per_block, 1, spec.max_threads_per_block, "threads")
     regs = _int(
@@ -295,9 +281,8 @@ def occupancy_curve(
     values=None,
     shared_mem_carveout: int | None = None,
 ) -> pd.DataFrame:
-    """What-if curve, as Nsight Compute's occupancy graphs: one row per value of ``vary``
-    (default: every block size, register count and KiB of shared memory that can move it)
-    the others fixed; columns :data:`CURVE_COLUMNS` after ``value`` and ``vary``."""
+    """Nsight Compute's what-if curve: one row per value of ``vary`` (default: each that can move
+    it), the others fixed; columns ``value``, ``vary``, then :data:`CURVE_COLUMNS`."""
     import pandas as pd
 
     if vary not in VARY:

@@ -1,10 +1,5 @@
-"""A hardware-metric regression gate: the points two tables share, compared metric by metric.
-
-A point regresses when a metric of :data:`METRICS` moved the wrong way past the tolerance.
-Host-bound points are never gated on time across runs (their pace is the host's): their
-:data:`TIME_METRICS` are reported over a reference from the same table (``same_process``: the
-CUDA-graph replay of the same point; ``host_normalised``: over ``host_launch_us``; else
-``no_reference``). What the host cannot move (:data:`INVARIANT`) is gated for every point."""
+"""Regression gate: a shared point regresses when a :data:`METRICS` metric moved the wrong way past
+the tolerance; host-bound points' :data:`TIME_METRICS` are compared over a same-table reference."""
 
 from __future__ import annotations
 
@@ -77,10 +72,8 @@ def with_reference(df, keys, metrics):
 
 
 def compare(baseline, candidate, metrics=None, tolerance: float = TOLERANCE, keys=None):
-    """One row per shared point and metric: keys, ``metric``, ``better``, ``baseline``,
-    ``candidate``, ``host_bound``, ``basis``, ``baseline_ref`` / ``candidate_ref``, ``change``
-    (candidate over baseline, each over its reference unless ``absolute``), ``within``,
-    ``gated`` and ``regressed``. ``metrics``: of :data:`METRICS` (default: those both carry)."""
+    """One row per shared point and :data:`METRICS` metric (default: those both carry): values,
+    ``change`` (candidate over baseline, each over its ``basis`` reference), ``regressed``."""
     import pandas as pd
 
     if not tolerance >= 0:

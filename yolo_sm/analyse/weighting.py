@@ -15,21 +15,21 @@ def weighted_mean(values, weights) -> float:
     return float((values[ok] * w).sum() / w.sum()) if w.sum() > 0 else float("nan")
 
 
-def time_weighted(df, by, cols=OCCUPANCY_COLUMNS, time_col: str = "duration_us"):
+def time_weighted(df, by, cols=OCCUPANCY_COLUMNS):
     """Per group of ``by``: kernels, total time (us), and ``cols`` weighted by kernel time."""
     import pandas as pd
 
     by = [by] if isinstance(by, str) else list(by)
 
     def agg(g):
-        w = g[time_col]
+        w = g["duration_us"]
         tw = {_tw_name(c): weighted_mean(g[c], w) for c in cols}
         return pd.Series({"kernels": len(g), "time_us": w.sum(), **tw})
 
     if df.empty:  # no group: apply() would return no aggregate columns at all
         named = [_tw_name(c) for c in cols]
         return pd.DataFrame(columns=[*by, "kernels", "time_us", *named]).astype({"kernels": int})
-    out = df.groupby(by, observed=True)[[time_col, *cols]].apply(agg).reset_index()
+    out = df.groupby(by, observed=True)[["duration_us", *cols]].apply(agg).reset_index()
     out["kernels"] = out["kernels"].astype(int)
     return out
 
@@ -38,21 +38,14 @@ def _tw_name(col: str) -> str:
     return f"{col.removesuffix('_pct')}_tw_pct" if col.endswith("_pct") else f"{col}_tw"
 
 
-def same_run_ratio(
-    df,
-    *,
-    column: str = "precision",
-    baseline: str = "fp32",
-    value: str = "median_ms",
-    index=("width", "layout", "batch", "backend"),
-):
-    """Tidy ``ratio`` = baseline ``value`` / each other ``column`` value, per ``index`` row."""
+def same_run_ratio(df, *, baseline: str = "fp32", index=("width", "layout", "batch", "backend")):
+    """Tidy ``ratio`` = ``baseline``'s median_ms / each other precision's, per ``index`` row."""
     ok = df[df["status"] == "ok"] if "status" in df else df
-    wide = ok.pivot_table(index=list(index), columns=column, values=value)
+    wide = ok.pivot_table(index=list(index), columns="precision", values="median_ms")
     if baseline not in wide:
-        raise ValueError(f"no {column} == {baseline!r} rows to compare against")
+        raise ValueError(f"no precision == {baseline!r} rows to compare against")
     out = wide.drop(columns=[baseline]).rdiv(wide[baseline], axis=0)
-    return out.reset_index().melt(id_vars=list(index), var_name=column, value_name="ratio")
+    return out.reset_index().melt(id_vars=list(index), var_name="precision", value_name="ratio")
 
 
 def sm_coverage(waves):
@@ -65,7 +58,7 @@ def sm_coverage(waves):
     return out if out.ndim else float(out)
 
 
-def layer_view(kernels, by=("layer", "module_type", "stage"), time_col: str = "duration_us"):
+def layer_view(kernels, by=("layer", "module_type", "stage")):
     """Per group: kernels, time and its share (per config when grouped by it), time-weighted
     occupancy, tensor-pipe use, waves and SM coverage, main limiter, tensor-core time share."""
     import pandas as pd
@@ -78,20 +71,20 @@ def layer_view(kernels, by=("layer", "module_type", "stage"), time_col: str = "d
     )
     cols = [c for c in (*OCCUPANCY_COLUMNS, "est_occupancy_pct", "tensor_pipe_pct") if c in df]
     cols += [c for c in ("waves", "waves_per_sm") if c in df]
-    out = time_weighted(df, list(by), tuple(cols) + ("_cov", "_tc"), time_col)
+    out = time_weighted(df, list(by), tuple(cols) + ("_cov", "_tc"))
     out = out.rename(columns={"_cov_tw": "sm_coverage_tw", "_tc_tw": "tensor_core_time_share"})
     within = [c for c in by if c == "config"]
     total = out.groupby(within).time_us.transform("sum") if within else out.time_us.sum()
     out["time_share"] = out.time_us / total
     if "limiter" in df:
         lim = (
-            df.groupby([*by, "limiter"], observed=True)[time_col]
+            df.groupby([*by, "limiter"], observed=True)["duration_us"]
             .sum()
             .reset_index()
-            .sort_values(time_col)
+            .sort_values("duration_us")
             .drop_duplicates(list(by), keep="last")
             .rename(columns={"limiter": "main_limiter"})
-            .drop(columns=time_col)
+            .drop(columns="duration_us")
         )
         out = out.merge(lim, on=list(by), how="left")
     return pd.DataFrame(out)

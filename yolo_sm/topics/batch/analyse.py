@@ -280,7 +280,6 @@ def coverage_facts(coverage, datasets=()) -> list[dict]:
     ]
 
 
-# ---- one quantity, two numbers: two datasets of a root measuring the same thing ------------
 
 GRAPH, EAGER = "cudagraph/fp16/nhwc", "eager/fp16/nhwc"
 

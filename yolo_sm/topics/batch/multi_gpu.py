@@ -1,6 +1,5 @@
-"""A root collected on N GPUs of one host (``yolo-sm collect --workers N``) against the same
-steps on one of its GPUs (docs/distributed.md): wall time from the task logs, each point's
-value on its GPU over the one-GPU run's (host-bound points left out), and the tables' rows."""
+"""A root collected on N GPUs (``yolo-sm collect --workers N``) against the same steps on one:
+wall time, each point's value over the one-GPU run's (host-bound points left out), rows."""
 
 from __future__ import annotations
 

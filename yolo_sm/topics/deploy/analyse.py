@@ -1,6 +1,5 @@
-"""Notebook 10's tables and facts (``fast.*``): the deploy bench, where a compiled engine's GPU
-time goes (Kineto), and cold and warm torch.compile builds. Ratios between engines are taken
-inside one (model, batch) unit of a bench, whose rows ran in one process."""
+"""Notebook 10's tables and facts (``fast.*``): the deploy bench (ratios within one process's
+(model, batch) unit), where a compiled engine's GPU time goes, cold and warm compile builds."""
 
 from __future__ import annotations
 
@@ -21,8 +20,6 @@ from yolo_sm.analyse.facts import clock_spread_pct, fact, facts_table, sm_clock_
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.errors import UserError
 from yolo_sm.topics.deploy import frames
-
-__all__ = ["BASELINE", "deploy_bench", "facts", "side_by_side", "time_breakdown"]
 
 #: the benches notebook 10's ranking reads, first choice first: per batch size, the first of
 #: them that holds it (``bench_deploy`` is what ``yolo-sm bench`` runs by default)
@@ -61,8 +58,6 @@ def failures(bench):
     bad = bench[bench["status"] != "ok"]
     return bad[["width", "batch", "variant", "status", "message"]].reset_index(drop=True)
 
-
-# --- where an engine's GPU time goes (Kineto kernel tables) ------------------------------------
 
 #: kernel names of the 8-bit engines' activation quantisers (core.engines fp8 / int8)
 QUANTISERS = ("_quantize", "_quantize_int8")
@@ -144,11 +139,8 @@ def compiled(root: DataRoot):
     """Eager fp16's and torch.compile's kernels of one config as one table, and the config."""
     fp8 = root.load(TRACE_FP8)
     fp16 = next(c for c in fp8["config"].unique() if "_fp16_" in c)
-    both = compare_backends({"eager": fp8, "compile": root.load(TRACE_COMPILE)}, fp16)
-    return both, fp16
+    return compare_backends({"eager": fp8, "compile": root.load(TRACE_COMPILE)}, fp16), fp16
 
-
-# ---- cold and warm torch.compile builds (made by yolo_sm.topics.deploy.collect) -------------
 
 CACHE_DATASET = "bench_compile_cache"
 CACHE_COLUMNS = (
@@ -175,9 +167,6 @@ def cache_facts(table) -> list[dict]:
             rows.append(fact("fast.cold_over_warm_compile", ratio, "x", scope=sc,
                              datasets=(CACHE_DATASET,)))  # fmt: skip
     return rows
-
-
-# ---- facts --------------------------------------------------------------------------------
 
 
 def speedup_facts(bench, datasets) -> list[dict]:

@@ -1,6 +1,5 @@
-"""Cold and warm torch.compile builds: per (width, compile mode) two fresh processes build the
-model against one new inductor cache folder, cold then warm, one row per build (resumable).
-``python -m yolo_sm.topics.deploy.collect ARGS_JSON RESULT_JSON`` is the child process."""
+"""Cold then warm torch.compile builds per (width, compile mode): two fresh processes, one new
+inductor cache (``python -m yolo_sm.topics.deploy.collect ARGS_JSON RESULT_JSON``: the child)."""
 
 from __future__ import annotations
 

@@ -50,9 +50,8 @@ COLUMNS = (
 
 
 def ranking(bench: pd.DataFrame, peaks: dict | None = None) -> pd.DataFrame:
-    """Per batch, every ok path ranked by its img/s over the fastest model-only engine of its
-    unit (median over units), with latency (ms), build s, peak GiB and ``roof_pct`` (TFLOP/s
-    over ``peaks[precision]``, %)."""
+    """Per batch, ok paths ranked by img/s over their unit's fastest model-only engine (median),
+    with latency ms, build s, peak GiB and ``roof_pct`` (TFLOP/s over ``peaks[precision]``, %)."""
     ok = ok_rows(bench)
     ok = ok[ok["img_per_s"] > 0]
     for col in ("p99_ms", "build_s", "peak_mem_bytes", "tflops", "precision"):
@@ -86,9 +85,8 @@ def ranking(bench: pd.DataFrame, peaks: dict | None = None) -> pd.DataFrame:
 
 
 def deploy(ranked: pd.DataFrame, near: float = NEAR) -> pd.DataFrame:
-    """Per batch of a :func:`ranking`, the path to deploy: of the frames-to-boxes paths within
-    ``near`` of the most img/s the lowest latency (batch 1: of all), else of the engines within
-    ``near`` the shortest build."""
+    """Per batch of a :func:`ranking`: the lowest-latency frames-to-boxes path within ``near`` of
+    the most img/s (batch 1: of all); without one, the engine so near with the shortest build."""
     rows = []
     for batch, g in ranked.groupby("batch"):
         paths = g[(g["scope"] == "frames_to_boxes") & (g["variant"] != PREDICT)]

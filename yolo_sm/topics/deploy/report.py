@@ -66,8 +66,6 @@ def plot_pipeline(pipe, title: str | None = None):
     return _per_batch(fig, "frames per second")
 
 
-# ---- notebook 10's sections, each from the root ---------------------------------------------
-
 BENCH = fast.BENCH
 
 

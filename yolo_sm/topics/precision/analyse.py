@@ -44,9 +44,6 @@ def order_configs(df):
     return df.assign(_k=key).sort_values("_k", kind="stable").drop(columns="_k")
 
 
-# ---- speed-ups ---------------------------------------------------------------------------------
-
-
 def precision_speedup(sweep, *, baseline: str = "fp32"):
     """Same-run latency ratio ``baseline / precision`` per width, layout, batch and backend,
     with the two points' SM clock spread (%)."""
@@ -86,9 +83,6 @@ def ratio_by_width(ratios, *, precision: str, backend: str = GRAPH_BACKEND, min_
         .agg(ratio=("ratio", "median"), batches=("batch", "nunique"))
         .reset_index()
     )
-
-
-# ---- kernels per precision (Nsight Compute) ---------------------------------------------------
 
 
 def precision_forward(ncu):
@@ -174,9 +168,6 @@ def precision_layer_delta(ncu, a: str = "bf16", b: str = "fp16", layout: str = "
     return t[cols]
 
 
-# ---- numerical error ---------------------------------------------------------------------------
-
-
 def error_table(*sweeps):
     """Per precision and layout: points, median and max ``rel_err``, tolerance and headroom."""
     d = pd.concat([ok_rows(s) for s in sweeps if s is not None], ignore_index=True)
@@ -233,9 +224,6 @@ def fp8_error_table(numerics, bench=None):
                  "batches": "engine batches"}  # fmt: skip
         out = out.join(g[list(names)], on="width").rename(columns=names)
     return out
-
-
-# ---- facts --------------------------------------------------------------------------------------
 
 
 def speedup_facts(ratios, *, dataset=SWEEPS) -> list[dict]:

@@ -1,8 +1,5 @@
-"""Which int8 convolution runs fastest on this GPU (the ``int8_kernels`` step): every int8
-convolution timed alone on its input from the photos (``scope`` conv) with each kernel: ``fp16``
-(the convolution + SiLU it replaces), ``cudnn``, ``intmm`` (1x1 stride 1 only), ``triton`` (its
-quantiser fused) and ``triton_prequant``; then each width's model as a CUDA graph per kernel
-(``scope`` model). ``rel_err`` of an int8 row: its distance from the exact emulation."""
+"""The ``int8_kernels`` step: each int8 conv timed alone per kernel (``scope`` conv: fp16, cudnn,
+intmm, triton, triton_prequant), then each width's model per kernel (``scope`` model)."""
 
 from __future__ import annotations
 

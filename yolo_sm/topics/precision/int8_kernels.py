@@ -1,6 +1,5 @@
-"""Which int8 convolution kernel is fastest (notebook 02), from ``int8_kernels``: each
-convolution timed alone per kernel (``scope`` conv) and whole models (``scope`` model). Two
-kernels are compared over the convolutions both ran (``intmm`` runs the 1x1 ones only)."""
+"""Which int8 convolution kernel is fastest (notebook 02), from ``int8_kernels``; two kernels are
+compared over the convolutions both ran (``intmm`` runs the 1x1 ones only)."""
 
 from __future__ import annotations
 

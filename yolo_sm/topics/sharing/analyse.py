@@ -24,14 +24,9 @@ def pair_label(a: tuple[float, int], b: tuple[float, int]) -> str:
     return "+".join(f"{w:g}x{int(n)}" for w, n in (a, b))
 
 
-# ---- timing: per-batch events -> rates -----------------------------------------------------
-
-
 def window(runs) -> tuple[float, float]:
     """The window (ms) in which every engine of ``runs`` (``[(starts, ends), ...]``) ran."""
-    lo = max(float(s[0]) for s, _ in runs)
-    hi = min(float(e[-1]) for _, e in runs)
-    return lo, hi
+    return max(float(s[0]) for s, _ in runs), min(float(e[-1]) for _, e in runs)
 
 
 def window_rows(runs, batches, common: bool = True) -> list[dict]:
@@ -50,9 +45,6 @@ def window_rows(runs, batches, common: bool = True) -> list[dict]:
         out.append({"batches": n, "window_s": span_s, "img_per_s": img,
                     **{k: float(v) for k, v in zip(keys, stats, strict=True)}})  # fmt: skip
     return out
-
-
-# ---- kernels: overlap and class shares ------------------------------------------------------
 
 
 def _merged(starts, ends) -> tuple[np.ndarray, np.ndarray]:
@@ -106,15 +98,11 @@ def kernel_classes(kernels: pd.DataFrame, batches: dict, pair: str, mode: str) -
     return agg.assign(pair=pair, mode=mode)[cols]
 
 
-# ---- the tables a notebook shows ------------------------------------------------------------
-
-
 def rates(sharing: pd.DataFrame) -> pd.DataFrame:
     """Per (pair, mode, engine): img/s, p50 / p99 (ms), ``slowdown`` (alone img/s over this)
     and ``p99_inflation`` (this p99 over alone)."""
     s = sharing[[c for c in sharing.columns if not c.startswith("prov_")]].copy()
-    alone = s[s["mode"].isin(("alone_a", "alone_b"))]
-    alone = alone[alone["mode"] == "alone_" + alone["engine"]]
+    alone = s[s["mode"] == "alone_" + s["engine"]]
     base = alone.set_index(["pair", "engine"])[["img_per_s", "p99_ms"]].add_prefix("alone_")
     out = s.join(base, on=["pair", "engine"])
     out["slowdown"] = out.alone_img_per_s / out.img_per_s
@@ -168,9 +156,6 @@ def settings(sharing: pd.DataFrame) -> pd.DataFrame:
     names = ("mps_server", "mig_mode", "compute_mode", "mps_used", "mig_used")
     cols = [c for c in names if c in sharing]
     return sharing[cols].drop_duplicates().reset_index(drop=True)
-
-
-# ---- facts ------------------------------------------------------------------------------------
 
 
 def scope(pair: str, mode: str, engine: str = "") -> str:

@@ -1,6 +1,5 @@
-"""Two models on one GPU: each engine alone, both on two CUDA streams, and both in two
-processes, with the GPM timeline and short profiler captures. MPS and MIG are only detected,
-never changed. On a CPU the engines run eagerly one after the other (for tests)."""
+"""Two models on one GPU: each alone, on two CUDA streams, in two processes, with GPM and short
+profiler captures (MPS and MIG only detected; on a CPU the engines take turns, for tests)."""
 
 from __future__ import annotations
 
@@ -22,9 +21,6 @@ from yolo_sm.topics.sharing.analyse import kernel_classes, pair_label, window_ro
 from yolo_sm.topics.sharing.collect_run import Processes, build_side, run_engines, trace_run
 
 DEFAULT_PAIRS = ("1.0x16+0.25x1", "0.5x16+0.5x16")
-
-
-# ---- the GPU's sharing settings (read, never changed) -----------------------------------------
 
 
 def gpu_sharing_settings(device: str = "cuda") -> dict:
@@ -84,9 +80,6 @@ def _row(opts, pair, mode, engine, side, stats) -> dict:
         "depth": opts["depth"],
         **stats,
     }
-
-
-# ---- the whole step -----------------------------------------------------------------------------
 
 
 def options(params: dict, device: str) -> dict:

@@ -1,6 +1,5 @@
-"""Engines side by side: each on its own CUDA stream with a few batches in flight, timed by
-CUDA events per batch (and short profiler captures of that, each kernel attributed to its
-engine); or one engine per process, started together at a barrier."""
+"""Engines side by side: each on its own CUDA stream timed by CUDA events per batch (profiler
+captures attribute each kernel to its engine), or one per process, started at a barrier."""
 
 from __future__ import annotations
 
@@ -23,9 +22,6 @@ PROCESS_TIMEOUT_S = 180.0
 #: pause of the launch loop while every engine has ``depth`` batches in flight (s): far below a
 #: batch's GPU time, so the next batch is always queued before the current one ends
 POLL_S = 50e-6
-
-
-# ---- running engines side by side ---------------------------------------------------------------
 
 
 def run_engines(engines, seconds: float, depth: int = 2, streams=None, ranges=None):
@@ -96,9 +92,6 @@ def _run_cpu(engines, seconds, ranges=None):
             out[i][0].append((s - t0) * 1e3)
             out[i][1].append((e - t0) * 1e3)
     return out
-
-
-# ---- which engine launched each kernel of a capture ---------------------------------------------
 
 
 def engine_kernels(path, names, stream_engines=None):
@@ -178,9 +171,6 @@ def trace_run(engines, names, streams, seconds, depth, folder, stream_engines=No
         path.unlink(missing_ok=True)
 
 
-# ---- engines of a pair --------------------------------------------------------------------------
-
-
 def build_side(model, side, opts: dict):
     """(engine, its input) of one side of a pair, warmed up (cuDNN tuned, graph captured)."""
     kw = {k: opts[k] for k in ("backend", "precision", "layout", "imgsz", "device")}
@@ -193,9 +183,6 @@ def build_side(model, side, opts: dict):
 
         torch.cuda.synchronize(opts["device"])
     return eng, x
-
-
-# ---- two processes ------------------------------------------------------------------------------
 
 
 def process_worker(slot, sides, opts, barrier, results, timeout_s):

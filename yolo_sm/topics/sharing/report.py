@@ -128,9 +128,6 @@ def plot_kernel_classes(slow):
     return finish(fig)
 
 
-# ---- notebook 17's sections, each from the root ---------------------------------------------
-
-
 rates = section(sharing.DATASET, sharing.rates, tables.show)
 totals = section(sharing.DATASET, sharing.totals, tables.show)
 settings = section(sharing.DATASET, sharing.settings, tables.show)
