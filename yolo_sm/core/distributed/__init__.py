@@ -28,8 +28,6 @@ from yolo_sm.core.distributed.units import (
     seed_shard,
 )
 
-__all__ = ["run_plan", "run_task", "plan_units", "require_distributed"]
-
 
 def run_task(unit: Unit, plan: Plan, out_dir: str, stop_at: float | None = None) -> dict:
     """A worker's task: ``unit`` run into its shard; its state, seconds, cores and place.
