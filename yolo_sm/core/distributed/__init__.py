@@ -110,9 +110,9 @@ def run_plan(
         for u in todo:
             seed_shard(u, plan, out_dir)
         token = uuid.uuid4().hex[:8]
-        started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        run = {"run": token, "run_started_utc": dt.datetime.now(dt.UTC).isoformat("T", "seconds")}
+        workers_now = len(c.scheduler_info().get("workers", {}))
         t0 = time.perf_counter()
-        n_workers = len(c.scheduler_info().get("workers", {}))
         futures = {
             c.submit(
                 run_task,
@@ -141,16 +141,8 @@ def run_plan(
                 plans.say(msg)
             merge(u)
         on = f"--workers {workers}" if workers else f"--scheduler {scheduler}" if scheduler else ""
-        wall_s = time.perf_counter() - t0
-        tasks.save_run(
-            out_dir,
-            rows,
-            run=token,
-            started_utc=started,
-            wall_s=wall_s,
-            workers=n_workers,
-            command=_command(plan, out_dir, on),
-        )
+        run.update(run_wall_s=time.perf_counter() - t0, workers=workers_now)
+        tasks.save_run(out_dir, rows, run, _command(plan, out_dir, on))
     if errors:
         raise errors[0]
     return plans.status(plan, out_dir)
