@@ -1,6 +1,5 @@
 """``yolo-sm check``: a hardware-metric regression gate between a baseline and a candidate table
-(:mod:`yolo_sm.analyse.regress`). Exit code 0 when no shared point regressed past the
-tolerance, 1 when one did, 2 on bad input (a missing table, no key columns, no shared point)."""
+(:mod:`yolo_sm.analyse.regress`); exit 0 when no shared point regressed, 1 when one did."""
 
 from __future__ import annotations
 
@@ -65,8 +64,7 @@ def _first(df, col: str) -> str:
 
 
 def machine(df) -> str:
-    """The machine a table was measured on, from its provenance: the GPU (or cpu) and the
-    host's CPU model."""
+    """The machine a table was measured on (provenance): the GPU (or cpu) and the host's CPU."""
     gpu = _first(df, "prov_gpu_name")
     dev = gpu if gpu not in ("unknown", "", "None") else _first(df, "prov_device")
     return f"{dev} (host CPU {_first(df, CPU)})"

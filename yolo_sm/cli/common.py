@@ -21,17 +21,6 @@ class Parser(argparse.ArgumentParser):
         raise UserError(f"{message} (see '{self.prog} --help')")
 
 
-def verbosity_flags(p: argparse.ArgumentParser) -> None:
-    """``-q/--quiet`` and ``-v/--verbose``, unless ``p`` has them already."""
-    if any("--quiet" in a.option_strings for a in p._actions):
-        return
-    g = p.add_argument_group("output")
-    g.add_argument(
-        "-q", "--quiet", action="store_true", help="no progress bars or notes: warnings and errors"
-    )
-    g.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr too")
-
-
 def model_flags(p: argparse.ArgumentParser, many: bool = False) -> None:
     """--family, --width (--widths with ``many``), --imgsz, --device, --model, --input-shape."""
     p.add_argument("--family", default="yolov8", help="yolov8 or yolo11")
@@ -108,17 +97,12 @@ def device(text, what: str = "--device", gpu_only: str = "") -> str:
     return name
 
 
-#: the optional package each backend needs
-BACKEND_PACKAGES = {"tensorrt": "tensorrt", "onnxruntime": "onnxruntime"}
-
-
 def backends_available(backends) -> None:
-    """A NotAvailableError when a backend's optional package is not installed here."""
+    """A NotAvailableError when a backend's optional package (named as it) is not installed."""
     for b in dict.fromkeys(str(x).split(":")[0].lower() for x in backends):
-        pkg = BACKEND_PACKAGES.get(b)
-        if pkg and importlib.util.find_spec(pkg) is None:
+        if b in ("tensorrt", "onnxruntime") and importlib.util.find_spec(b) is None:
             raise NotAvailableError(
-                f"backend {b} was requested but {pkg} is not installed here; leave it out or "
+                f"backend {b} was requested but {b} is not installed here; leave it out or "
                 f"install it"
             )
 

@@ -60,7 +60,11 @@ def models_table(args) -> int:
     from yolo_sm.core import models
 
     if args.action == "save":
-        return save(args)
+        if not args.model or not args.out:
+            raise UserError("models save needs --model (e.g. yolov8:0.25) and --out FILE.pt")
+        path = models.save_checkpoint(args.model, values.output_path(args.out, "--out"))
+        print(f"wrote {path}")
+        return 0
     size = values.imgsz(args.imgsz, "--imgsz")
     if args.model:
         spec = models.parse_model(args.model, args.input_shape)
@@ -92,15 +96,4 @@ def _print_table(model, size: int, args) -> int:
             f"\ntotal: {df.params.sum():,} parameters, {df.flops.sum() / 1e9:.2f} GFLOPs per "
             f"{size}x{size} image (2 FLOPs per multiply-add)"
         )
-    return 0
-
-
-def save(args) -> int:
-    from yolo_sm.core.models import save_checkpoint
-
-    if not args.model or not args.out:
-        raise UserError("models save needs --model (e.g. yolov8:0.25) and --out FILE.pt")
-    out = values.output_path(args.out, "--out")
-    path = save_checkpoint(args.model, out)
-    print(f"wrote {path}")
     return 0

@@ -1,6 +1,5 @@
-"""``yolo-sm``: one module per command group (``add_parser(sub)``, torch imported on use).
-:func:`main` is where errors end: a user's is one sentence on stderr, exit 2; Ctrl-C exits 130,
-SIGTERM 143 (both as KeyboardInterrupt, so written tables are kept); a failed check exits 1."""
+"""``yolo-sm``: one module per command group (``add_parser(sub)``). :func:`main` is where errors
+end: a user's is one sentence on stderr, exit 2; Ctrl-C 130, SIGTERM 143 (tables written kept)."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ import threading
 
 import yolo_sm
 from yolo_sm.cli import check, data, env, measure, monitor, profile
-from yolo_sm.cli.common import Parser, log, verbosity_flags
+from yolo_sm.cli.common import Parser, log
 from yolo_sm.contract import values
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.scrub import RECORD_HOST_ENV
@@ -64,19 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
             "--record-host", action="store_true", help="record this host's name in provenance"
         )
     for command in sub.choices.values():
-        verbosity_flags(command)
+        g = command.add_argument_group("output")
+        quiet = "no progress bars or notes: warnings and errors"
+        g.add_argument("-q", "--quiet", action="store_true", help=quiet)
+        g.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr too")
     return p
-
-
-def _log_handler(args) -> logging.Handler:
-    """A stderr handler on the package's logger at the level ``-q`` / ``-v`` ask for."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("yolo-sm: %(message)s"))
-    quiet, verbose = getattr(args, "quiet", False), getattr(args, "verbose", False)
-    log.setLevel(logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO)
-    log.addHandler(handler)
-    log.propagate = False
-    return handler
 
 
 #: commands whose tables carry provenance (``--record-host`` adds the host name to it)
@@ -97,9 +88,15 @@ def main(argv: list[str] | None = None) -> int:
             args = build_parser().parse_args(argv)
         except SystemExit as e:  # --help, --version
             return e.code if isinstance(e.code, int) else 0
-        handler = _log_handler(args)
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("yolo-sm: %(message)s"))
+        log.setLevel(
+            logging.WARNING if args.quiet else logging.DEBUG if args.verbose else logging.INFO
+        )
+        log.addHandler(handler)
+        log.propagate = False
         log.debug("%s", " ".join(f"{k}={v}" for k, v in vars(args).items() if k != "run"))
-        values.environment(caching=getattr(args, "cmd", None) in CACHING)
+        values.environment(caching=args.cmd in CACHING)
         if getattr(args, "record_host", False):
             os.environ[RECORD_HOST_ENV] = "1"  # child processes (ncu's target) see it too
         return args.run(args)

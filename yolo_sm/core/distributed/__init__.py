@@ -1,11 +1,10 @@
-"""A collection plan run as tasks on a Dask cluster (``collect --workers N`` or ``--scheduler
-ADDRESS``, docs/distributed.md): one task per unit (:mod:`.units`), each asking for one GPU,
-its shard merged into the plan's tables as soon as it ends. A killed worker's task reruns and
-resumes its shard; a killed driver's shards are merged by the next run."""
+"""A collection plan run on a Dask cluster (docs/distributed.md): one task per unit (:mod:`.units`)
+asking for one GPU, its shard merged as soon as it ends (or by the next run, if the driver died)."""
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import time
 import uuid
 from pathlib import Path
@@ -27,10 +26,7 @@ from yolo_sm.core.distributed.units import (
     plan_units,
     run_unit_into_shard,
     seed_shard,
-    unit_pending,
 )
-
-__all__ = ["run_plan", "run_task", "plan_units", "require_distributed"]
 
 
 def run_task(unit: Unit, plan: Plan, out_dir: str, stop_at: float | None = None) -> dict:
@@ -42,13 +38,7 @@ def run_task(unit: Unit, plan: Plan, out_dir: str, stop_at: float | None = None)
     deadline = time.monotonic() + (stop_at - time.time()) if stop_at is not None else None
     t0 = time.perf_counter()
     state = run_unit_into_shard(unit, plan, Path(out_dir), where, deadline)
-    return {
-        "unit": unit.name,
-        "state": state,
-        "seconds": time.perf_counter() - t0,
-        "cores": len(cores),
-        **where,
-    }
+    return {"state": state, "seconds": time.perf_counter() - t0, "cores": len(cores), **where}
 
 
 def check_cluster_gpus(client, out_dir: Path, device: str) -> None:
@@ -105,23 +95,24 @@ def run_plan(
             n = plans.redo_errors(steps[name], out_dir, redo)
             if n and progress:
                 plans.say(f"{name}: {n} error row(s) to measure again")
-    todo = [u for u in units if unit_pending(u, plan, out_dir)]
+    todo = [u for u in units if plans.step_state(u.step, plan, out_dir) != "done"]
     if not todo:
         return plans.status(plan, out_dir)
     plans.check_gpu_model(out_dir, plan.device)  # on the driver too, where it sees the GPUs
     stop_at = time.time() + 60 * max_minutes if max_minutes else None
     errors, rows = [], []
     if client is None:
-        cluster = client_for(workers, scheduler, plan.device)
+        client = client_for(workers, scheduler, plan.device)
     else:
-        cluster = contextlib.nullcontext(client)
-    with cluster as c:
+        client = contextlib.nullcontext(client)
+    with client as c:
         check_cluster_gpus(c, out_dir, plan.device)  # before a shard is written
         for u in todo:
             seed_shard(u, plan, out_dir)
         token = uuid.uuid4().hex[:8]
-        started, t0 = tasks.now_utc(), time.perf_counter()
-        n_workers = len(c.scheduler_info().get("workers", {}))
+        run = {"run": token, "run_started_utc": dt.datetime.now(dt.UTC).isoformat("T", "seconds")}
+        workers_now = len(c.scheduler_info().get("workers", {}))
+        t0 = time.perf_counter()
         futures = {
             c.submit(
                 run_task,
@@ -150,16 +141,8 @@ def run_plan(
                 plans.say(msg)
             merge(u)
         on = f"--workers {workers}" if workers else f"--scheduler {scheduler}" if scheduler else ""
-        wall_s = time.perf_counter() - t0
-        tasks.save_run(
-            out_dir,
-            rows,
-            run=token,
-            started_utc=started,
-            wall_s=wall_s,
-            workers=n_workers,
-            command=_command(plan, out_dir, on),
-        )
+        run.update(run_wall_s=time.perf_counter() - t0, workers=workers_now)
+        tasks.save_run(out_dir, rows, run, _command(plan, out_dir, on))
     if errors:
         raise errors[0]
     return plans.status(plan, out_dir)

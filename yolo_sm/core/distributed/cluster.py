@@ -1,6 +1,5 @@
-"""Where a task runs: the Dask cluster (local, one worker process per GPU, or an existing
-scheduler), the worker's place and its threads pinned to its cores. Every worker offers the
-resource ``GPU=1`` and every task asks for it: one task at a time per GPU."""
+"""Where a task runs: the Dask cluster (local or a scheduler's; each worker offers ``GPU=1`` and
+each task asks for it), the worker's place and its threads pinned to its cores."""
 
 from __future__ import annotations
 
@@ -29,26 +28,19 @@ def require_distributed():
     return distributed
 
 
-def parse_cpus(text: str) -> list[int]:
-    """``"0,1,4-7"`` -> ``[0, 1, 4, 5, 6, 7]``."""
-    out = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return sorted(set(out))
-
-
 def split_cores(n: int, cores: list[int]) -> list[list[int]]:
     """``cores`` cut into ``n`` contiguous, equal shares (cores repeat only where too few)."""
-    if n <= 0:
-        raise UserError("--workers must be a positive number")
     if len(cores) < n:
         return [[cores[i % len(cores)]] for i in range(n)]
     k = len(cores) // n
     return [cores[i * k : (i + 1) * k] for i in range(n)]
+
+
+def usable_cores() -> list[int]:
+    """The cores this process may use."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))  # pragma: no cover - not Linux
 
 
 def pin_threads() -> list[int]:
@@ -58,16 +50,13 @@ def pin_threads() -> list[int]:
 
     spec = os.environ.get(CPUS_ENV)
     if spec and hasattr(os, "sched_setaffinity"):
-        cores = parse_cpus(spec)
-        for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else [0]:
+        cores = [int(c) for c in spec.split(",")]
+        for tid in os.listdir("/proc/self/task"):
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(int(tid), cores)
-    elif hasattr(os, "sched_getaffinity"):
-        cores = sorted(os.sched_getaffinity(0))
-    else:  # pragma: no cover - not Linux
-        cores = list(range(os.cpu_count() or 1))
-    if torch.get_num_threads() != len(cores):
-        torch.set_num_threads(len(cores))
+    else:
+        cores = usable_cores()
+    torch.set_num_threads(len(cores))
     return cores
 
 
@@ -100,9 +89,7 @@ def local_cluster(n: int, device: str):
 
     # workers that may start processes of their own (torch.compile's compile workers)
     dask.config.set({"distributed.worker.daemon": False})
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    cores = cores or list(range(os.cpu_count() or 1))
-    shares = split_cores(n, cores)
+    shares = split_cores(n, usable_cores())
     common = {"nthreads": 1, "memory_limit": 0, "resources": {RESOURCE: 1}}
     gpus: list[str] = []
     if str(device).startswith("cuda"):

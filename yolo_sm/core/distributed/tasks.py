@@ -3,7 +3,6 @@ task its unit, state, wall seconds and place; per run its wall time and worker c
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 
 import pandas as pd
@@ -22,10 +21,6 @@ DESCRIPTION = (
 ERROR = "error"
 
 
-def now_utc() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
 def task_row(unit, result: dict | None) -> dict:
     """One task's row from what ``run_task`` returned (None: it raised)."""
     row = {"step": unit.step.name, "unit": unit.name}
@@ -36,24 +31,12 @@ def task_row(unit, result: dict | None) -> dict:
     return row
 
 
-def save_run(
-    out_dir: str | Path,
-    rows: list[dict],
-    *,
-    run: str,
-    started_utc: str,
-    wall_s: float,
-    workers: int,
-    command: str,
-) -> pd.DataFrame:
-    """Append one run's task rows to ``out_dir``'s task log (registered); returns the whole log."""
+def save_run(out_dir: Path, rows: list[dict], run: dict, command: str) -> None:
+    """Append one run's task rows, each led by ``run``'s columns (run, run_started_utc,
+    run_wall_s in s, workers), to ``out_dir``'s task log and register it."""
     path = Path(out_dir) / FILE
     before = read_table(path)
-    if not rows:
-        return before
-    head = {"run": run, "run_started_utc": started_utc, "run_wall_s": float(wall_s)}
-    new = pd.DataFrame([{**head, "workers": int(workers), **r} for r in rows])
+    new = pd.DataFrame([{**run, **r} for r in rows])
     log = pd.concat([before, new], ignore_index=True) if len(before) else new
     write_atomic(log, path)
     register(out_dir, COLLECT_TASKS, FILE, COLLECT_TASKS, DESCRIPTION, command)
-    return log

@@ -1,9 +1,5 @@
-"""A plan cut into units, each run into its own shard folder and merged back. A unit is one
-model of a sweep or bench step (measured side by side in one process) or a whole step of the
-other kinds; it runs into ``<out>/.shards/<step>/<label>/`` through the plan's own runners, its
-rows tagged with the place that measured them (``owner.json`` names the running worker), and
-:func:`merge_unit` moves its rows into the plan's table, registers it and deletes the shard.
-"""
+"""A plan cut into units (one model of a sweep or bench step, else a whole step), each run into
+``<out>/.shards/<step>/<label>/``, its rows tagged with their place, and merged back."""
 
 from __future__ import annotations
 
@@ -32,6 +28,7 @@ from yolo_sm.core.bench import UNIT
 
 SHARDS = ".shards"  # folder of the shards inside a dataset root
 OWNER = "owner.json"  # the place of the worker running a shard
+SEEDED = {"worker": ""}  # the place of rows seeded from outside any worker
 #: the columns that name a unit's rows, by step kind
 ROW_KEYS = {"sweep": KEY_COLUMNS, "bench": UNIT}
 
@@ -97,11 +94,6 @@ def shard_dir(out_dir: Path, unit: Unit) -> Path:
     return Path(out_dir) / SHARDS / unit.step.name / unit.label
 
 
-def unit_pending(unit: Unit, plan: Plan, out_dir: Path) -> bool:
-    """Whether the unit's points (a sweep or bench) or whole step are not all done."""
-    return plans.step_state(unit.step, plan, Path(out_dir)) != "done"
-
-
 # --- places -------------------------------------------------------------------------------
 
 
@@ -121,52 +113,36 @@ def _yolo_sm_meta(table) -> dict | None:
     return json.loads(raw) if raw else None
 
 
-def tag_rows(path: Path, place: dict, *, sentinel: bool = False) -> int:
-    """Fill the :data:`PLACE_COLUMNS` of ``path``'s rows without a ``worker`` with ``place``
-    (``sentinel``: an empty ``worker``, rows seeded from outside any worker); returns how many."""
+def tag_rows(path: Path, place: dict) -> None:
+    """Fill the :data:`PLACE_COLUMNS` of ``path``'s rows without a ``worker`` from ``place``
+    (``SEEDED``: rows copied from outside any worker)."""
     if not path.exists():
-        return 0
+        return
     table = read_arrow(path)
     df = table.to_pandas()
-    if not len(df):
-        return 0
     df = df.reindex(columns=[*df.columns, *(c for c in PLACE_COLUMNS if c not in df)])
     todo = df["worker"].isna()
-    n = int(todo.sum())
-    if n:
+    if todo.any():
         df = df.astype({c: object for c in PLACE_COLUMNS})
-        for c, v in ({"worker": ""} if sentinel else place).items():
+        for c, v in place.items():
             if c in PLACE_COLUMNS:
                 df.loc[todo, c] = v
         write_atomic(df, path, _yolo_sm_meta(table))
-    return n
 
 
-def seed_shard(unit: Unit, plan: Plan, out_dir: Path) -> int:
-    """Copy into a new shard the plan table's rows of the unit, so that it resumes after them;
-    returns how many."""
+def seed_shard(unit: Unit, plan: Plan, out_dir: Path) -> None:
+    """Copy into a new shard the plan table's rows of the unit, so that it resumes after them."""
     step = unit.step
-    main, shard = Path(out_dir) / step.out, shard_dir(out_dir, unit)
-    if step.kind not in RESUMABLE or not main.exists() or (shard / step.out).exists():
-        return 0
+    main, mine = Path(out_dir) / step.out, shard_dir(out_dir, unit) / step.out
+    if step.kind not in RESUMABLE or not main.exists() or mine.exists():
+        return
     df = read_table(main)
-    keys = list(ROW_KEYS[step.kind])
-    mine = _keys(df, keys).isin(set(_spec_keys(full_spec(step, plan), step.kind)))
-    if not mine.any():
-        return 0
-    shard.mkdir(parents=True, exist_ok=True)
-    write_atomic(df[mine].reset_index(drop=True), shard / step.out, _yolo_sm_meta(read_arrow(main)))
-    tag_rows(shard / step.out, {}, sentinel=True)
-    return int(mine.sum())
-
-
-def _seed_whole(step: Step, out_dir: Path, shard: Path) -> None:
-    """The plan's table of a whole step that resumes unit by unit, copied into a shard that
-    has none, its rows marked as measured outside any worker."""
-    main, mine = out_dir / step.out, shard / step.out
-    if main.exists() and not mine.exists():
-        copy_atomic(main, mine)
-        tag_rows(mine, {}, sentinel=True)
+    ours = _keys(df, ROW_KEYS[step.kind]).isin(set(_spec_keys(full_spec(step, plan), step.kind)))
+    if not ours.any():
+        return
+    mine.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(df[ours].reset_index(drop=True), mine, _yolo_sm_meta(read_arrow(main)))
+    tag_rows(mine, SEEDED)
 
 
 def _unmark_seeded(df):
@@ -180,8 +156,6 @@ def _keys(df, columns):
     """The rows' keys as one Series of tuples (bench widths rounded as the bench does)."""
     import pandas as pd
 
-    if not len(df):
-        return pd.Series([], dtype=object)
     parts = [df[c].round(6) if c == "width" else df[c] for c in columns]
     return pd.Series(list(zip(*parts, strict=True)), index=df.index)
 
@@ -207,19 +181,22 @@ def run_unit_into_shard(
     step = unit.step
     shard = shard_dir(out_dir, unit)
     shard.mkdir(parents=True, exist_ok=True)
+    main, mine = Path(out_dir) / step.out, shard / step.out
     before = read_owner(shard)
     if before is not None:  # a killed worker's rows are its own
-        tag_rows(shard / step.out, before)
+        tag_rows(mine, before)
     write_owner(shard, place)
     if step.kind in TO_DEADLINE and step.kind not in RESUMABLE:
-        _seed_whole(step, Path(out_dir), shard)
+        if main.exists() and not mine.exists():  # resumes the plan's table, rows of no worker
+            copy_atomic(main, mine)
+            tag_rows(mine, SEEDED)
     elif step.kind not in RESUMABLE:
         left = deadline - time.monotonic() if deadline is not None else None
         if left is not None and step.est_s > left:
             return "skipped"
-        (shard / step.out).unlink(missing_ok=True)  # a whole step runs whole
+        mine.unlink(missing_ok=True)  # a whole step runs whole
     plan_runners.RUNNERS[step.kind](step, plan, shard, deadline, False)
-    tag_rows(shard / step.out, place)
+    tag_rows(mine, place)
     state = plans.step_state(step, plan, shard)
     # a shard's table is registered when the driver merges it: complete, it is done
     return "done" if state == "unregistered" else state
@@ -243,7 +220,7 @@ def merge_unit(unit: Unit, plan: Plan, out_dir: Path, step: Step, *, command: st
         if table.exists():
             _merge_rows(table, step, plan, out_dir)
     elif table.exists():
-        if step.kind in TO_DEADLINE:  # a whole step that resumed the plan's table (_seed_whole)
+        if step.kind in TO_DEADLINE:  # a whole step that resumed the plan's table
             seeded = read_arrow(table)
             write_atomic(_unmark_seeded(seeded.to_pandas()), table, _yolo_sm_meta(seeded))
         for f in sorted(p for p in shard.rglob("*") if p.is_file() and p.name != OWNER):
@@ -256,15 +233,11 @@ def merge_unit(unit: Unit, plan: Plan, out_dir: Path, step: Step, *, command: st
         note = plans.progress_note(step, plan, out_dir) + step.description
         register(out_dir, step.name, step.out, step.dataset_kind, note, command, params=step.params)
     shutil.rmtree(shard)
-    _remove_empty(shard.parent, out_dir)
-    return True
-
-
-def _remove_empty(folder: Path, root: Path) -> None:
-    """Remove empty shard folders up to (not including) ``root``."""
-    while folder != root and folder.is_dir() and not any(folder.iterdir()):
-        folder.rmdir()
+    folder = shard.parent
+    while folder != out_dir and folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()  # the empty shard folders above it
         folder = folder.parent
+    return True
 
 
 def _merge_rows(shard_table: Path, step: Step, plan: Plan, out_dir: Path) -> None:
