@@ -1,8 +1,5 @@
-"""Greedy NMS of a whole batch on the device, deciding as ultralytics' ``non_max_suppression``
-(best class per anchor, score threshold, class-aware, ``max_det`` per image): :func:`batch_nms`
-(candidates at their data-dependent count, host syncs) and :func:`nms_topk` (each image's ``k``
-best in fixed-size buffers, no host sync; ``exact`` says where it matches, else the caller runs
-:func:`batch_nms`). GPU kernels are Triton; elsewhere torch ops."""
+"""Greedy batch NMS on the device as ultralytics' ``non_max_suppression``: :func:`batch_nms`
+(host syncs) and :func:`nms_topk` (fixed-size, no sync, ``exact`` where it matches); Triton."""
 
 from __future__ import annotations
 
@@ -206,9 +203,8 @@ def topk_candidates(y: torch.Tensor, conf: float, k: int):
 
 
 def greedy_keep(bx: torch.Tensor, cls, valid: torch.Tensor, iou: float):
-    """Greedy NMS of each row of ``bx`` (groups, width, 4) by decreasing score, no host sync:
-    ``(keep, settled)``. A GPU: overlaps packed as bits, one serial walk per group (settled);
-    elsewhere :data:`TOPK_STEPS` fixed-point steps."""
+    """Greedy NMS of each row of ``bx`` (groups, width, 4) by score, no host sync: ``(keep,
+    settled)``; a GPU walks overlap bits, elsewhere :data:`TOPK_STEPS` fixed-point steps."""
     groups, width = valid.shape
     walk = _triton_walk() if bx.is_cuda or triton_interpret() else None
     if walk is not None and groups and width:

@@ -1,7 +1,5 @@
-"""Collection plans: a named list of steps run into ``data/<machine>/``, each table registered.
-A rerun skips done steps and resumes partial ones unit by unit; with ``max_minutes`` no work
-starts that would end past the limit. Runners: :mod:`.plan_runners`; what a plan has left:
-:func:`status`."""
+"""Collection plans: named steps run into ``data/<machine>/``, each table registered; a rerun
+resumes partial steps, and no work starts that would end past ``max_minutes``."""
 
 from __future__ import annotations
 
@@ -213,9 +211,8 @@ def _progress(step: Step, plan: Plan, path: Path) -> tuple[int, int, str] | None
 
 
 def step_state(step: Step, plan: Plan, out_dir: Path) -> str:
-    """``done``, ``partial`` (units missing), ``changed`` (a whole step made with other params
-    than the plan's now), ``unregistered`` (complete, its manifest entry missing or wrong) or
-    ``missing``."""
+    """``done``, ``partial`` (units missing), ``changed`` (made with other params),
+    ``unregistered`` (manifest entry missing or wrong) or ``missing``."""
     return _state_and_progress(step, plan, out_dir)[0]
 
 

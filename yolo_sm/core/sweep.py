@@ -1,6 +1,5 @@
-"""Sweeps: a grid as data -> one tidy parquet row per point (coordinates, ``status``, timing
-with raw ``samples_ms``, numerical check, FLOPs, memory, provenance), resumable (the grid runner).
-"""
+"""Sweeps: a grid as data -> one tidy, resumable parquet row per point (coordinates, status,
+timing with raw ``samples_ms``, numerical check, FLOPs, memory, provenance)."""
 
 from __future__ import annotations
 
