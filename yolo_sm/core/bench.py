@@ -11,12 +11,7 @@ from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.steps import BenchStep
 from yolo_sm.contract.workload import clear, publish
 from yolo_sm.core.engines import build_engine, check_device
-from yolo_sm.core.engines.config import (
-    Backend,
-    Layout,
-    Precision,
-    check_compile_mode,
-)
+from yolo_sm.core.engines.config import Backend, Layout, Precision, check_compile_mode
 from yolo_sm.core.grid import (
     Pace,
     free_memory,
@@ -27,14 +22,7 @@ from yolo_sm.core.grid import (
     width_scaled,
 )
 from yolo_sm.core.images import bundled_images
-from yolo_sm.core.models import (
-    FAMILIES,
-    MAX_WIDTH,
-    MIN_WIDTH,
-    YoloForward,
-    build_yolo,
-    model_flops,
-)
+from yolo_sm.core.models import FAMILIES, MAX_WIDTH, MIN_WIDTH, YoloForward, build_yolo, model_flops
 from yolo_sm.core.models.spec import build_spec, parse_model, spec_scale
 from yolo_sm.core.nms import nms_label
 from yolo_sm.core.pipeline import (

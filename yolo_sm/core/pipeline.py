@@ -544,7 +544,6 @@ def measure_pipeline(
     frames: list[np.ndarray],
     batch: int,
     seconds: float = 2.0,
-    warmup_batches: int = 2,
     pinned: bool = True,
 ) -> dict:
     """Frames per second and per-batch latency over ``seconds`` of back-to-back batches;
@@ -556,7 +555,7 @@ def measure_pipeline(
     if pinned:
         stack = torch.from_numpy(stack).pin_memory()
     # every slot's buffers and streams exist before timing starts
-    for _ in pipe.run([stack] * max(warmup_batches, pipe.config.streams)):
+    for _ in pipe.run([stack] * max(2, pipe.config.streams)):  # two warm-up batches at least
         pass
     pipe.reset_counts()
     lat, n, t0 = [], 0, time.perf_counter()

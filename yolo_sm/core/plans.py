@@ -14,12 +14,7 @@ from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.manifest import entry_problem, root_gpus
 from yolo_sm.contract.manifest import register as reg
 from yolo_sm.contract.plans import RESUMABLE, SCHEDULING_PARAMS, TO_DEADLINE, Plan, Step
-from yolo_sm.contract.store import (
-    output_lock,
-    read_arrow,
-    read_table,
-    write_table_atomic,
-)
+from yolo_sm.contract.store import output_lock, read_arrow, read_table, write_table_atomic
 from yolo_sm.core import provenance
 from yolo_sm.core.bench import missing_units
 from yolo_sm.core.plan_runners import (
@@ -165,7 +160,14 @@ def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
         RUNNERS[step.kind](step, plan, out_dir, deadline, progress)
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (cli.main): keep what was measured
         if register and step.kind in TO_DEADLINE and path.exists():
-            _register_interrupted(step, plan, out_dir)
+            try:  # registered so that a rerun resumes it
+                register_step(step, plan, out_dir)
+                say(
+                    f"{step.name}: interrupted; its table is registered as measured so far (the "
+                    "same command resumes it)"
+                )
+            except (UserError, OSError) as e:
+                say(f"{step.name}: interrupted and not registered: {e}")
         raise
     if register and path.exists():
         register_step(step, plan, out_dir)
@@ -173,18 +175,6 @@ def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
         failed = all_failed(read_table(path))
         if failed:  # registered, then one sentence: the rows are kept
             raise UserError(f"plan step {step.name}: {failed}")
-
-
-def _register_interrupted(step: Step, plan: Plan, out_dir: Path) -> None:
-    """Register a TO_DEADLINE step stopped part-way so a rerun resumes it (errors: a warning)."""
-    try:
-        register_step(step, plan, out_dir)
-        say(
-            f"{step.name}: interrupted; its table is registered as measured so far (the same "
-            "command resumes it)"
-        )
-    except (UserError, OSError) as e:
-        say(f"{step.name}: interrupted and not registered: {e}")
 
 
 # --- what a plan has left ----------------------------------------------------------------
