@@ -214,16 +214,12 @@ def greedy_keep(bx: torch.Tensor, cls, valid: torch.Tensor, iou: float):
             keep = torch.empty((groups, width), dtype=torch.uint8, device=bx.device)
             walk[(groups,)](
                 bits, valid.to(torch.uint8).contiguous(), keep, width, words,
-                WORDS=_next_power_of_2(words), num_warps=1,
+                WORDS=1 << max(words - 1, 0).bit_length(), num_warps=1,
             )  # fmt: skip
             return keep.view(torch.bool), torch.ones(groups, dtype=torch.bool, device=bx.device)
         except Exception as e:  # noqa: BLE001 - a kernel that does not compile here
             kernel_failed(_TRITON_WALK, "walk", e, TORCH_OPS_INSTEAD)
     return suppress_steps(overlap_matrix(bx, cls, valid, iou), valid, TOPK_STEPS)
-
-
-def _next_power_of_2(n: int) -> int:
-    return 1 << max(n - 1, 0).bit_length()
 
 
 #: words of 32 overlap bits per program of the overlap_bits kernel (its tile: 32 rows x 32 * WB)

@@ -177,9 +177,6 @@ def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
             raise UserError(f"plan step {step.name}: {failed}")
 
 
-# --- what a plan has left ----------------------------------------------------------------
-
-
 #: kind -> (its spec of a step, the units a table lacks, their seconds or None, what they are)
 UNITS = {
     "sweep": (sweep_spec, missing_points, None, "points"),
