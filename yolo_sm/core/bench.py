@@ -1,8 +1,5 @@
-"""Side-by-side benchmark per (model, batch) unit, in one process: the eager fp16 NHWC baseline
-and each engine model-only in interleaved rounds, our frames-to-boxes pipeline beside the
-model-only img/s of the engine it wraps, and ultralytics' ``YOLO.predict``. Units run through
-the grid runner (resumable, a model skipped where it would end past a ``deadline``); a variant
-that fails becomes an error / oom row."""
+"""Benchmark per (model, batch): the eager fp16 NHWC baseline and each engine in interleaved
+rounds, the frames-to-boxes pipeline and ``YOLO.predict``; a failed variant is an error row."""
 
 from __future__ import annotations
 
@@ -14,12 +11,7 @@ from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.steps import BenchStep
 from yolo_sm.contract.workload import clear, publish
 from yolo_sm.core.engines import build_engine, check_device
-from yolo_sm.core.engines.config import (
-    Backend,
-    Layout,
-    Precision,
-    check_compile_mode,
-)
+from yolo_sm.core.engines.config import Backend, Layout, Precision, check_compile_mode
 from yolo_sm.core.grid import (
     Pace,
     free_memory,
@@ -30,14 +22,7 @@ from yolo_sm.core.grid import (
     width_scaled,
 )
 from yolo_sm.core.images import bundled_images
-from yolo_sm.core.models import (
-    FAMILIES,
-    MAX_WIDTH,
-    MIN_WIDTH,
-    YoloForward,
-    build_yolo,
-    model_flops,
-)
+from yolo_sm.core.models import FAMILIES, MAX_WIDTH, MIN_WIDTH, YoloForward, build_yolo, model_flops
 from yolo_sm.core.models.spec import build_spec, parse_model, spec_scale
 from yolo_sm.core.nms import nms_label
 from yolo_sm.core.pipeline import (
@@ -222,9 +207,8 @@ def missing_units(spec: BenchSpec, out) -> list[tuple[str, float, int]]:
 
 
 def _estimate(default: float, variants: int | None = None):
-    """Seconds the next unit will take: the longest timed unit per width of its family and
-    batch (else batch), scaled by :func:`~yolo_sm.core.grid.width_scaled`; ``default`` before
-    any. With ``variants``, a unit read back with another number of variants counts per variant."""
+    """Seconds of the next unit: the longest timed unit of its family and batch (else batch),
+    :func:`~yolo_sm.core.grid.width_scaled`, counted per variant; ``default`` before any."""
 
     def estimate(unit, pace: Pace) -> float:
         family, width, batch = unit
@@ -263,8 +247,8 @@ def run_bench(
     deadline: float | None = None,
     frames=None,
 ):
-    """Bench every unit of ``spec`` that ``out`` does not hold completely; returns the whole
-    table, one row per (family, width, batch, variant). ``deadline``: a ``time.monotonic()``."""
+    """Bench every unit of ``spec`` that ``out`` lacks; the table, a row per (family, width,
+    batch, variant). ``deadline``: a ``time.monotonic()``."""
     spec = spec.validated()
     check_device(spec.device)
     frames = frames if frames is not None else bundled_frames()
@@ -354,9 +338,8 @@ def _engine_columns(engine) -> dict:
 
 
 def _engine_rows(model, head: dict, spec: BenchSpec, flops: int) -> list[dict]:
-    """The baseline and each engine of a unit, model-only: all built and checked, then timed in
-    :data:`ROUNDS` interleaved rounds (no ratio is a clock drift between turns);
-    ``peak_mem_bytes``: one call's peak less what the other engines held (GPU)."""
+    """The baseline and each engine of a unit, built then timed in :data:`ROUNDS` interleaved
+    rounds; ``peak_mem_bytes``: one call's peak less what the other engines held (GPU)."""
     import torch
 
     engines = {variant_name(e): e for e in (BASELINE, *spec.engines)}

@@ -1,7 +1,5 @@
-"""One resumable runner for every grid of measurements (sweep points, bench units, ...):
-:func:`run_grid` skips units the output table holds, opens each group's shared state (a model)
-once, starts a group only if it fits before the deadline, and rewrites the table atomically
-after every unit, so a killed run loses at most the unit in progress."""
+"""The resumable runner of every grid of measurements: :func:`run_grid` skips held units and
+rewrites the table atomically after each unit."""
 
 from __future__ import annotations
 
@@ -64,9 +62,8 @@ def longest_by_width(rows, keep: Callable[[dict], bool]) -> dict[float, float]:
 
 
 def width_scaled(seen: dict[float, float], width: float) -> float | None:
-    """Seconds of a unit of ``width`` from ``seen`` (width -> seconds): the nearest width's (log
-    scale), times (width / it)^p where wider, ``p`` fitted to the next narrower width within
-    :data:`WIDTH_POWER` (the upper bound alone); never scaled down. None where ``seen`` is empty."""
+    """Seconds of a unit of ``width`` from ``seen`` (width -> s): the nearest width's, times
+    (width / it)^p where wider, ``p`` fitted within :data:`WIDTH_POWER`; None where empty."""
     seen = {w: s for w, s in seen.items() if w > 0 and s is not None and math.isfinite(s)}
     if not seen:
         return None
@@ -150,14 +147,8 @@ def run_grid(
     progress: bool = True,
     device: str | None = None,
 ):
-    """Measure every unit that ``out`` (a parquet file, or None) does not hold; returns the whole
-    table. ``measure(unit, state)`` gives a unit's rows, ``state`` made by ``open_group`` once per
-    run of consecutive units of one ``group``; ``key(unit)`` and ``row_key(row)`` name a unit,
-    whose old rows the new ones replace; ``complete(unit, rows)``: whether it is done. ``out``
-    is locked for one writer and checked to hold the key ``columns``; a table another GPU
-    model measured is not added to. ``deadline`` (a ``clock()`` value) skips a group that would
-    end past it at ``estimate(unit, pace)`` each and stops before a unit that would start past
-    it. ``seconds_column``: a column of every row with the seconds its unit took."""
+    """Measure every unit ``out`` (parquet or None) lacks, ``measure(unit, open_group(unit))``
+    once per run of a ``group``; skip a group ending past ``deadline``; the whole table."""
     import contextlib
 
     import pandas as pd

@@ -1,8 +1,5 @@
-"""Greedy NMS of a whole batch on the device, deciding as ultralytics' ``non_max_suppression``
-(best class per anchor, score threshold, class-aware, ``max_det`` per image): :func:`batch_nms`
-(candidates at their data-dependent count, host syncs) and :func:`nms_topk` (each image's ``k``
-best in fixed-size buffers, no host sync; ``exact`` says where it matches, else the caller runs
-:func:`batch_nms`). GPU kernels are Triton; elsewhere torch ops."""
+"""Greedy batch NMS on the device as ultralytics' ``non_max_suppression``: :func:`batch_nms`
+(host syncs) and :func:`nms_topk` (fixed-size, no sync, ``exact`` where it matches); Triton."""
 
 from __future__ import annotations
 
@@ -206,9 +203,8 @@ def topk_candidates(y: torch.Tensor, conf: float, k: int):
 
 
 def greedy_keep(bx: torch.Tensor, cls, valid: torch.Tensor, iou: float):
-    """Greedy NMS of each row of ``bx`` (groups, width, 4) by decreasing score, no host sync:
-    ``(keep, settled)``. A GPU: overlaps packed as bits, one serial walk per group (settled);
-    elsewhere :data:`TOPK_STEPS` fixed-point steps."""
+    """Greedy NMS of each row of ``bx`` (groups, width, 4) by score, no host sync: ``(keep,
+    settled)``; a GPU walks overlap bits, elsewhere :data:`TOPK_STEPS` fixed-point steps."""
     groups, width = valid.shape
     walk = _triton_walk() if bx.is_cuda or triton_interpret() else None
     if walk is not None and groups and width:
@@ -218,16 +214,12 @@ def greedy_keep(bx: torch.Tensor, cls, valid: torch.Tensor, iou: float):
             keep = torch.empty((groups, width), dtype=torch.uint8, device=bx.device)
             walk[(groups,)](
                 bits, valid.to(torch.uint8).contiguous(), keep, width, words,
-                WORDS=_next_power_of_2(words), num_warps=1,
+                WORDS=1 << max(words - 1, 0).bit_length(), num_warps=1,
             )  # fmt: skip
             return keep.view(torch.bool), torch.ones(groups, dtype=torch.bool, device=bx.device)
         except Exception as e:  # noqa: BLE001 - a kernel that does not compile here
             kernel_failed(_TRITON_WALK, "walk", e, TORCH_OPS_INSTEAD)
     return suppress_steps(overlap_matrix(bx, cls, valid, iou), valid, TOPK_STEPS)
-
-
-def _next_power_of_2(n: int) -> int:
-    return 1 << max(n - 1, 0).bit_length()
 
 
 #: words of 32 overlap bits per program of the overlap_bits kernel (its tile: 32 rows x 32 * WB)

@@ -25,18 +25,12 @@ def variants(precisions, int8_calibrations=INT8_CALIBRATIONS) -> list[tuple[str,
     return list(dict.fromkeys(out))
 
 
-def _engines(model, pairs, percentile: float, **kw):
+def _engines(model, pairs, **kw):
     """(precision, calibration columns, config, engine) per (precision, calibration) of
     ``pairs``, unchecked; each engine closed once the caller moves on."""
     for prec, cal in pairs:
-        cfg = EngineConfig(
-            precision=prec,
-            int8_calibration=cal or "max",
-            int8_percentile=percentile,
-            check=False,
-            **kw,
-        )
-        pct = float(percentile) if cal == "percentile" else float("nan")
+        cfg = EngineConfig(precision=prec, int8_calibration=cal or "max", check=False, **kw)
+        pct = float(cfg.int8_percentile) if cal == "percentile" else float("nan")
         eng = build_engine(model, cfg)
         try:
             yield prec, {"calibration": cal, "int8_percentile": pct}, cfg, eng
@@ -63,7 +57,7 @@ def numerical_errors(
     rows = []
     pairs = variants(precisions, int8_calibrations)
     kw = dict(layout=layout, batch=batch, imgsz=imgsz, device=device)
-    for prec, cols, cfg, eng in _engines(model, pairs, int8_percentile, **kw):
+    for prec, cols, cfg, eng in _engines(model, pairs, int8_percentile=int8_percentile, **kw):
         for seed in seeds:
             x = eng.make_input(seed)
             err = relative_l2(eng(x), reference_output(model, cfg, x, seed))
@@ -80,25 +74,22 @@ def box_agreement(
     imgsz=320,
     device="cpu",
     layout="nhwc",
-    frames=None,
     iou_min=0.9,
     int8_calibrations=INT8_CALIBRATIONS,
     int8_percentile=INT8_PERCENTILE,
 ):
     """Boxes after NMS of each precision against ``reference`` on the same frames: per frame, box
     counts and the share with a same-class partner at IoU >= ``iou_min`` each way."""
+    import cv2
     import numpy as np
     import pandas as pd
 
-    if frames is None:
-        import cv2
-
-        frames = [cv2.imread(str(p)) for p in bundled_images()]
+    frames = [cv2.imread(str(p)) for p in bundled_images()]
     ref = (str(reference), "max" if str(reference) == "int8" else "")
     pairs = [ref, *(v for v in variants(precisions, int8_calibrations) if v != ref)]
-    kw = dict(layout=layout, batch=1, imgsz=imgsz, device=device)
+    kw = dict(layout=layout, batch=1, imgsz=imgsz, device=device, int8_percentile=int8_percentile)
     boxes = {}
-    for prec, cols, _, eng in _engines(model, pairs, int8_percentile, **kw):
+    for prec, cols, _, eng in _engines(model, pairs, **kw):
         pipe = DetectionPipeline(model, eng)
         found = [pipe(np.ascontiguousarray(f)[None])[0] for f in frames]
         boxes[(prec, cols["calibration"])] = found, cols
@@ -135,7 +126,7 @@ def photo_errors(
     rows = []
     pairs = variants(precisions, int8_calibrations)
     kw = dict(layout=layout, batch=len(x), imgsz=imgsz, device=device)
-    for prec, cols, cfg, eng in _engines(model, pairs, int8_percentile, **kw):
+    for prec, cols, cfg, eng in _engines(model, pairs, int8_percentile=int8_percentile, **kw):
         ref = reference_output(model, cfg, x.to(device))
         row = {"precision": prec, "imgsz": imgsz, "device": device}
         row.update(class_prior=bool(class_prior), rel_err=relative_l2(eng(as_input(x, cfg)), ref))
@@ -208,8 +199,7 @@ def numerics_table(
                          class_prior=True, **common)
         )  # fmt: skip
     out = pd.concat(frames, ignore_index=True)
-    for c in ("seed", "frame", "boxes", "reference_boxes"):
-        out[c] = out[c].astype("Int64")
+    out = out.astype(dict.fromkeys(("seed", "frame", "boxes", "reference_boxes"), "Int64"))
     fp8 = out.precision.eq("fp8")
     out["fp8_kernel"] = fp8.map({True: choose_kernel(device), False: ""}) if fp8.any() else ""
     if "calibration" in out:

@@ -1,12 +1,6 @@
-"""End-to-end detection: uint8 camera frames -> boxes, every step after the host copy on the
-device, reusing ultralytics' tensor code (anchors, DFL, ``dist2bbox``, ``scale_boxes``) and its
-letterbox geometry, so boxes agree with ``YOLO.predict`` to resampling noise.
-
-On a GPU ``run`` keeps up to ``streams`` batches in flight: each slot copies and letterboxes on
-its own stream, engine and decode run on one compute stream, and the oldest batch's NMS and box
-copy run on a high-priority stream. With ``graph=True`` (and ``nms_topk``) each slot replays one
-CUDA graph of everything after the copy; a batch whose fixed-size NMS is not exact is redone by
-the full NMS. On a CPU the stages run in order."""
+"""uint8 camera frames -> boxes on the device with ultralytics' tensor code and letterbox
+geometry (boxes agree with ``YOLO.predict``); on a GPU ``streams`` batches in flight, optionally
+one CUDA graph per slot after the copy."""
 
 from __future__ import annotations
 
@@ -51,12 +45,6 @@ def letterbox_params(h: int, w: int, imgsz: int) -> tuple[float, int, int, int, 
     new_w, new_h = max(round(w * r), 1), max(round(h * r), 1)
     dw, dh = (imgsz - new_w) / 2, (imgsz - new_h) / 2
     return r, new_h, new_w, round(dh - 0.1), round(dw - 0.1)
-
-
-def dfl_bins(dfl) -> torch.Tensor | None:
-    """The bin values of ultralytics' DFL module (None where the head has none)."""
-    conv = getattr(dfl, "conv", None)
-    return None if conv is None else conv.weight.detach().reshape(-1).float().clone()
 
 
 def decode_head(raw, bins, anchors, strides, reg_max: int, nc: int) -> torch.Tensor:
@@ -203,8 +191,9 @@ class DetectionPipeline:
         anchors, strides = make_anchors(feats, self.head.stride, 0.5)
         self.anchors = anchors.transpose(0, 1).unsqueeze(0).to(self.device)
         self.strides = strides.transpose(0, 1).to(self.device)
-        bins = dfl_bins(self.head.dfl)
-        self.bins = None if bins is None else bins.to(self.device)
+        conv = getattr(self.head.dfl, "conv", None)  # the DFL bins, where the head has them
+        w = None if conv is None else conv.weight.detach().reshape(-1)
+        self.bins = None if w is None else w.to(self.device, torch.float32, copy=True)
         self._on_gpu = self.device.type == "cuda"
         self.reset_counts()
         self._slots: dict[int, _Slot] = {}  # copy slots by index (GPU)
@@ -230,16 +219,8 @@ class DetectionPipeline:
         decode = fused(decode_head) if compiled else decode_head
         return decode(raw, self.bins, self.anchors, self.strides, self.reg_max, self.nc)
 
-    def decode_chosen(self, raw: torch.Tensor):
-        """:meth:`decode` with each image's fixed-size NMS candidates, compiled together."""
-        c = self.config
-        k = topk_size(raw.shape[-1], c.nms_topk, c.max_det)
-        args = (self.bins, self.anchors, self.strides, self.reg_max, self.nc, c.conf, k)
-        return fused(decode_chosen)(raw, *args)
-
     def postprocess(self, y: torch.Tensor, shape: tuple[int, int]) -> list[torch.Tensor]:
-        """Boxes per image on the host as ultralytics' ``non_max_suppression`` and ``scale_boxes``
-        give them (with ``nms_topk`` the fixed-size path first); returns once they have landed."""
+        """Boxes per image on the host as ultralytics' NMS and ``scale_boxes`` give them."""
         if self.config.nms_topk > 0:  # None where an image is not exact
             out = self._unpack(_to_host(self._packed_topk(y, shape)))
             if out is not None:
@@ -309,16 +290,18 @@ class DetectionPipeline:
         shape = tuple(frames_dev.shape[1:3])
         with torch.no_grad():
             raw = self.engine.capture(self.preprocess(frames_dev, compiled=True))
-            y, chosen = self.decode_chosen(raw)
+            c = self.config
+            k = topk_size(raw.shape[-1], c.nms_topk, c.max_det)
+            args = (self.bins, self.anchors, self.strides, self.reg_max, self.nc, c.conf, k)
+            y, chosen = fused(decode_chosen)(raw, *args)  # decode and candidates, compiled together
             return y, self._packed_topk(y, shape, chosen)
 
     def __call__(self, frames) -> list[np.ndarray]:
         return list(self.run([frames]))[0][1]
 
     def run(self, batches):
-        """Yield ``(latency_s, [boxes per frame])`` per batch of (B, H, W, 3) uint8 BGR frames (an
-        array, list or tensor, pinned or on the device: not written until its boxes are yielded);
-        latency from submission to boxes on the host."""
+        """Yield ``(latency_s, [boxes per frame])`` per batch of (B, H, W, 3) uint8 BGR frames
+        (kept unwritten until yielded); latency from submission to boxes on the host."""
         if not self._on_gpu:
             for frames in batches:
                 frames = self._as_batch(frames)
@@ -514,8 +497,7 @@ def _to_host(t: torch.Tensor) -> torch.Tensor:
 
 
 def set_class_prior(model, p: float, spread: float = 1.0) -> None:
-    """Centre a random-weight detector's class logits on ``log(p / (1 - p))`` with std ``spread``
-    on the bundled photos, so NMS and box comparisons are not vacuous."""
+    """Centre a random-weight detector's class logits on ``log(p / (1 - p))``, std ``spread``."""
     head = model.det.model[-1]
     logit = float(np.log(p / (1 - p)))
     captured = []
@@ -550,9 +532,9 @@ def match_boxes(a: np.ndarray, b: np.ndarray, iou_min: float = 0.9) -> float:
         return 1.0 if len(b) == 0 else 0.0
     from torchvision.ops import box_iou
 
-    iou = box_iou(torch.as_tensor(a[:, :4]), torch.as_tensor(b[:, :4])) if len(b) else None
-    if iou is None:
+    if len(b) == 0:
         return 0.0
+    iou = box_iou(torch.as_tensor(a[:, :4]), torch.as_tensor(b[:, :4]))
     same = torch.as_tensor(a[:, 5])[:, None] == torch.as_tensor(b[:, 5])[None, :]
     return float(((iou >= iou_min) & same).any(1).float().mean())
 
@@ -562,7 +544,6 @@ def measure_pipeline(
     frames: list[np.ndarray],
     batch: int,
     seconds: float = 2.0,
-    warmup_batches: int = 2,
     pinned: bool = True,
 ) -> dict:
     """Frames per second and per-batch latency over ``seconds`` of back-to-back batches;
@@ -574,7 +555,7 @@ def measure_pipeline(
     if pinned:
         stack = torch.from_numpy(stack).pin_memory()
     # every slot's buffers and streams exist before timing starts
-    for _ in pipe.run([stack] * max(warmup_batches, pipe.config.streams)):
+    for _ in pipe.run([stack] * max(2, pipe.config.streams)):  # two warm-up batches at least
         pass
     pipe.reset_counts()
     lat, n, t0 = [], 0, time.perf_counter()

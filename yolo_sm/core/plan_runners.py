@@ -32,11 +32,7 @@ from yolo_sm.core.sweep import SweepSpec, run_sweep
 from yolo_sm.topics import STEPS, load
 from yolo_sm.topics.deploy.collect import run_cache_builds
 from yolo_sm.topics.deploy.collect_probe import probe_pipeline
-from yolo_sm.topics.memory.collect import (
-    ALLOC_CONFS,
-    lifetimes_table,
-    pool_table,
-)
+from yolo_sm.topics.memory.collect import ALLOC_CONFS, lifetimes_table, pool_table
 from yolo_sm.topics.monitor.collect import Monitor
 from yolo_sm.topics.monitor.collect_exporter import record_frame, serve
 from yolo_sm.topics.precision.collect import Int8KernelSpec

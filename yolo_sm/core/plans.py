@@ -1,7 +1,5 @@
-"""Collection plans: a named list of steps run into ``data/<machine>/``, each table registered.
-A rerun skips done steps and resumes partial ones unit by unit; with ``max_minutes`` no work
-starts that would end past the limit. Runners: :mod:`.plan_runners`; what a plan has left:
-:func:`status`."""
+"""Collection plans: named steps run into ``data/<machine>/``, each table registered; a rerun
+resumes partial steps, and no work starts that would end past ``max_minutes``."""
 
 from __future__ import annotations
 
@@ -16,12 +14,7 @@ from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.manifest import entry_problem, root_gpus
 from yolo_sm.contract.manifest import register as reg
 from yolo_sm.contract.plans import RESUMABLE, SCHEDULING_PARAMS, TO_DEADLINE, Plan, Step
-from yolo_sm.contract.store import (
-    output_lock,
-    read_arrow,
-    read_table,
-    write_table_atomic,
-)
+from yolo_sm.contract.store import output_lock, read_arrow, read_table, write_table_atomic
 from yolo_sm.core import provenance
 from yolo_sm.core.bench import missing_units
 from yolo_sm.core.plan_runners import (
@@ -167,7 +160,14 @@ def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
         RUNNERS[step.kind](step, plan, out_dir, deadline, progress)
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (cli.main): keep what was measured
         if register and step.kind in TO_DEADLINE and path.exists():
-            _register_interrupted(step, plan, out_dir)
+            try:  # registered so that a rerun resumes it
+                register_step(step, plan, out_dir)
+                say(
+                    f"{step.name}: interrupted; its table is registered as measured so far (the "
+                    "same command resumes it)"
+                )
+            except (UserError, OSError) as e:
+                say(f"{step.name}: interrupted and not registered: {e}")
         raise
     if register and path.exists():
         register_step(step, plan, out_dir)
@@ -175,21 +175,6 @@ def _run_step(step, plan, out_dir, deadline, progress, register, redo) -> None:
         failed = all_failed(read_table(path))
         if failed:  # registered, then one sentence: the rows are kept
             raise UserError(f"plan step {step.name}: {failed}")
-
-
-def _register_interrupted(step: Step, plan: Plan, out_dir: Path) -> None:
-    """Register a TO_DEADLINE step stopped part-way so a rerun resumes it (errors: a warning)."""
-    try:
-        register_step(step, plan, out_dir)
-        say(
-            f"{step.name}: interrupted; its table is registered as measured so far (the same "
-            "command resumes it)"
-        )
-    except (UserError, OSError) as e:
-        say(f"{step.name}: interrupted and not registered: {e}")
-
-
-# --- what a plan has left ----------------------------------------------------------------
 
 
 #: kind -> (its spec of a step, the units a table lacks, their seconds or None, what they are)
@@ -213,9 +198,8 @@ def _progress(step: Step, plan: Plan, path: Path) -> tuple[int, int, str] | None
 
 
 def step_state(step: Step, plan: Plan, out_dir: Path) -> str:
-    """``done``, ``partial`` (units missing), ``changed`` (a whole step made with other params
-    than the plan's now), ``unregistered`` (complete, its manifest entry missing or wrong) or
-    ``missing``."""
+    """``done``, ``partial`` (units missing), ``changed`` (made with other params),
+    ``unregistered`` (manifest entry missing or wrong) or ``missing``."""
     return _state_and_progress(step, plan, out_dir)[0]
 
 

@@ -1,6 +1,5 @@
-"""Sweeps: a grid as data -> one tidy parquet row per point (coordinates, ``status``, timing
-with raw ``samples_ms``, numerical check, FLOPs, memory, provenance), resumable (the grid runner).
-"""
+"""Sweeps: a grid as data -> one tidy, resumable parquet row per point (coordinates, status,
+timing with raw ``samples_ms``, numerical check, FLOPs, memory, provenance)."""
 
 from __future__ import annotations
 
@@ -21,14 +20,7 @@ from yolo_sm.contract.workload import clear, publish
 from yolo_sm.core.engines import EngineConfig, build_engine, check_device
 from yolo_sm.core.engines.base import CHECK_INPUT
 from yolo_sm.core.engines.qconv import fallbacks, plan_sources
-from yolo_sm.core.grid import (
-    Pace,
-    free_memory,
-    pending,
-    run_grid,
-    run_pace,
-    table_rows,
-)
+from yolo_sm.core.grid import Pace, free_memory, pending, run_grid, run_pace, table_rows
 from yolo_sm.core.models import FAMILIES, MAX_WIDTH, MIN_WIDTH, build_yolo, model_flops, preset
 from yolo_sm.core.models.spec import (
     build_spec,

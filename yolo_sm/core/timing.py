@@ -1,7 +1,5 @@
-"""The one timing function of the package, after Triton's ``do_bench``: estimate one call, warm
-up (on a GPU until the per-call time and the SM clock settle: the GPU ramps from idle), then
-time ``budget_ms`` of calls one by one (CUDA events on a GPU, ``perf_counter_ns`` on a CPU);
-:func:`measure_rounds` interleaves several callables, reading the SM clock each round."""
+"""Timing after Triton's ``do_bench``: warm up (on a GPU until per-call time and SM clock
+settle), then ``budget_ms`` of calls timed one by one; :func:`measure_rounds` interleaves."""
 
 from __future__ import annotations
 
@@ -21,9 +19,8 @@ NOISE_THRESHOLD = 0.10  # IQR / median above this marks a run as noisy
 
 @dataclass(frozen=True)
 class Settle:
-    """A warm-up runs chunks of ``chunk_ms`` of calls until, past ``warmup_ms``, the last
-    ``chunks`` per-call medians lie within ``tol`` (max / min - 1) and their SM clocks within
-    ``clock_tol``, or ``max_ms`` of calls have run (then it did not settle)."""
+    """Warm up in ``chunk_ms`` chunks until the last ``chunks`` medians lie within ``tol`` and
+    their SM clocks within ``clock_tol`` (max / min - 1), or ``max_ms`` ran (not settled)."""
 
     tol: float = 0.02
     clock_tol: float = 0.05
@@ -179,9 +176,7 @@ class Measurement:
 
 def measure(fn: Callable[[], object], *, label: str = "", **kwargs) -> Measurement:
     """Time ``fn()``: :func:`measure_rounds` of ``fn`` alone in one round, raising what it
-    raised. Warm-up: ``warmup_ms`` of calls (on a GPU until settled, :data:`SETTLE`); then
-    ``budget_ms`` of calls, clamped to ``[min_reps, max_reps]``; ``l2_flush`` zeroes twice the
-    GPU's L2 before each timed call (outside the events)."""
+    raised; ``l2_flush`` zeroes twice the GPU's L2 before each timed call."""
     m = measure_rounds({label: fn}, rounds=1, **kwargs)[label]
     if isinstance(m, BaseException):
         raise m
@@ -233,9 +228,8 @@ def measure_rounds(
     settle: Settle | None | bool = True,
     clock_mhz: Callable[[], float | None] | None = None,
 ) -> dict:
-    """Time callables side by side: each warmed up in turn, then ``rounds`` rounds of each in
-    order (A, B, A, B ...) for ``budget_ms / rounds`` of calls, the SM clock read after each.
-    Returns ``{name: Measurement or the exception it raised}``."""
+    """Time callables side by side: each warmed up, then ``rounds`` rounds (A, B, A, B ...) of
+    ``budget_ms / rounds`` each; ``{name: Measurement or the exception it raised}``."""
     if not budget_ms > 0 or not warmup_ms >= 0 or rounds < 1 or not 1 <= min_reps <= max_reps:
         raise ValueError("measure needs budget_ms > 0, warmup_ms >= 0, 1 <= min_reps <= max_reps")
     if budget_ms > MAX_BUDGET_MS or warmup_ms > MAX_WARMUP_MS:  # inf too: never an endless loop
