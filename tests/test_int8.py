@@ -24,8 +24,6 @@ def test_values_round_half_away_and_saturate_at_127():
     assert q.tolist() == [0, 0, 1, 2, 3, -1, -3, 127, 127, -127]
     assert int8.quantize_values(x, 2.0).tolist()[-2:] == [127, -127]  # 300/2 saturates too
     assert int8.quantize_values(torch.tensor([3.0]), 2.0).item() == 2  # 1.5 -> 2
-    f = int8.fake_quant(torch.tensor([0.26, 1000.0]).half(), 0.5)
-    assert f.dtype == torch.float16 and f.tolist() == [0.5, 63.5]
     q8 = int8.quantize_int8(x, 1.0)  # the torch path off the GPU: same values, int8
     assert q8.dtype == torch.int8 and torch.equal(q8.float(), q)
 

@@ -48,13 +48,6 @@ def quantize_values(x: torch.Tensor, scale) -> torch.Tensor:
     return torch.where(v >= 0, v + 0.5, v - 0.5).trunc()
 
 
-def fake_quant(x: torch.Tensor, scale) -> torch.Tensor:
-    """``x`` rounded to the int8 grid of ``scale`` (saturating at +-127 x scale), in ``x``'s
-    dtype."""
-    s = torch.as_tensor(scale, dtype=torch.float32, device=x.device)
-    return (quantize_values(x, s) * s).to(x.dtype)
-
-
 def weight_scales(w: torch.Tensor) -> torch.Tensor:
     """Per-output-channel int8 scales of a conv weight (K, C, R, S): ``amax / 127``."""
     return w.detach().float().abs().amax(dim=(1, 2, 3)).clamp(min=1e-12) / INT8_MAX
@@ -144,9 +137,7 @@ class Int8Conv(QuantConv):
         self._packed: dict = {}  # device -> (weight for the Triton / _int_mm kernel, scale, bias)
         self.number = next(_NUMBERS)  # how the custom op int8_conv names this convolution
         _CONVS[self.number] = self
-        # where this convolution's output is the next int8 convolution's input and nothing
-        # else's (link_handoffs): that convolution's input scale; the output is then int8
-        self.output_scale: float | None = None
+        self.output_scale: float | None = None  # set by link_handoffs: the output is int8
 
     def __deepcopy__(self, memo):
         """A copy (an engine's prepared model) is a convolution of its own for the custom op."""

@@ -114,9 +114,5 @@ def build_onnxruntime(model: torch.nn.Module, config: EngineConfig) -> Engine:
             arr = x.float().contiguous().numpy()
             return torch.from_numpy(session.run([out_name], {"images": arr})[0])
 
-    return Engine(
-        config,
-        run,
-        f"onnxruntime {providers[0]} fp32",
-        info={"build_s": build_s, "onnx_path": str(path)},
-    )
+    info = {"build_s": build_s, "onnx_path": str(path)}
+    return Engine(config, run, f"onnxruntime {providers[0]} fp32", info=info)

@@ -409,12 +409,11 @@ class CudnnQuantConv:
         y = torch.empty(self.out_shape, dtype=self.graph_dtype, device=xq.device, memory_format=CL)
         ws = torch.empty(max(self.workspace, 1), dtype=torch.uint8, device=xq.device)
         self.cudnn.set_stream(self.handle, torch.cuda.current_stream(xq.device).cuda_stream)
+        feeds = self._feeds(xq, y)
         if self.plan_index is None:
-            self.graph.execute(self._feeds(xq, y), ws, handle=self.handle)
+            self.graph.execute(feeds, ws, handle=self.handle)
         else:
-            self.graph.execute_plan_at_index(
-                self._feeds(xq, y), ws, self.plan_index, handle=self.handle
-            )
+            self.graph.execute_plan_at_index(feeds, ws, self.plan_index, handle=self.handle)
         return y
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:

@@ -43,13 +43,8 @@ def build_eager(model: torch.nn.Module, config: EngineConfig) -> Engine:
         with numerics(config), torch.inference_mode():
             return head_tensor(m(x))
 
-    return Engine(
-        config,
-        run,
-        f"eager {config.precision.value} {config.layout.value}",
-        module=m,
-        capture=_capturable(m, config),
-    )
+    desc = f"eager {config.precision.value} {config.layout.value}"
+    return Engine(config, run, desc, module=m, capture=_capturable(m, config))
 
 
 def _capturable(m: torch.nn.Module, config: EngineConfig):
