@@ -56,17 +56,10 @@ def test_config_validation(kwargs):
         EngineConfig(**kwargs)
 
 
-def test_config_normalises_enums_and_rows():
+def test_config_normalises_enums():
     cfg = EngineConfig(backend="EAGER", precision="BF16", layout="NCHW", device="cpu", batch=4)
     assert cfg.precision is Precision.BF16
     assert cfg.tolerance == TOLERANCE[Precision.BF16]
-    row = cfg.row()
-    assert (row["backend"], row["precision"], row["layout"], row["batch"]) == (
-        "eager",
-        "bf16",
-        "nchw",
-        4,
-    )
     assert cfg.label() == "eager/bf16/nchw/b4"
     assert EngineConfig(precision="int8", backend="tensorrt").precision is Precision.INT8
 

@@ -31,8 +31,7 @@ class NumericalMismatch(RuntimeError):
 
 @dataclass
 class Engine:
-    """A model ready to run on one input shape: ``engine(x)`` -> head output; ``rel_err``:
-    relative L2 error against eager fp32 (None if unchecked); ``info``: backend details;
+    """A model ready for one input shape: ``engine(x)`` -> head output; ``rel_err`` vs eager fp32;
     ``capture``: the forward as plain launches a caller may capture in its own CUDA graph."""
 
     config: EngineConfig
@@ -103,22 +102,17 @@ def check_device(device: str) -> None:
 def numerics(config: EngineConfig):
     """Set cuDNN/cuBLAS TF32 flags for the precision while it runs (fp32: TF32 off)."""
     tf32 = config.precision is Precision.TF32
-    saved = (
-        torch.backends.cudnn.allow_tf32,
-        torch.backends.cuda.matmul.allow_tf32,
-        torch.backends.cudnn.benchmark,
-    )
-    torch.backends.cudnn.allow_tf32 = tf32
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.benchmark = bool(config.cudnn_benchmark)
+    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+    flags = [(cudnn, "allow_tf32", tf32), (matmul, "allow_tf32", tf32)]
+    flags.append((cudnn, "benchmark", bool(config.cudnn_benchmark)))
+    saved = [(obj, name, getattr(obj, name)) for obj, name, _ in flags]
+    for obj, name, value in flags:
+        setattr(obj, name, value)
     try:
         yield
     finally:
-        (
-            torch.backends.cudnn.allow_tf32,
-            torch.backends.cuda.matmul.allow_tf32,
-            torch.backends.cudnn.benchmark,
-        ) = saved
+        for obj, name, value in saved:
+            setattr(obj, name, value)
 
 
 def head_tensor(out) -> torch.Tensor:

@@ -16,10 +16,8 @@ _CHOSEN: dict = {}
 
 
 def setup(cache_dir: str | None = None, environ=None) -> dict:
-    """Choose inductor's cache folder (the user's ``TORCHINDUCTOR_CACHE_DIR``, else ``inductor/``
-    under the package cache) and switch the FX graph and local autotune caches on unless the
-    environment says; returns ``{"dir", "dir_source" (user / yolo_sm), "fx_graph_cache",
-    "autotune_local_cache"}``."""
+    """Choose inductor's cache folder (``TORCHINDUCTOR_CACHE_DIR``, else ``inductor/`` in the
+    cache), switch its FX graph and autotune caches on; ``{"dir", "dir_source", ...}``."""
     env = os.environ if environ is None else environ
     if _CHOSEN and environ is None and env.get(ENV_DIR) == _CHOSEN["dir"]:
         return dict(_CHOSEN)
@@ -64,11 +62,6 @@ def counters() -> tuple[int, int, int]:
 
     names = ("fxgraph_cache_hit", "fxgraph_cache_miss", "select_algorithm_autotune")
     return tuple(int(c["inductor"].get(k, 0)) for k in names)
-
-
-def autotuned() -> int:
-    """Ops inductor benchmarked so far in this process."""
-    return counters()[2]
 
 
 def autotunes(compile_mode: str | None) -> bool:
@@ -121,9 +114,9 @@ class AutotuneReads:
             named = dict(zip(("choices", "op", "inputs", "benchmark"), args, strict=False))
             named.update(kwargs)
             key = (named.get("op"), named.get("inputs"), named.get("hint_override"))
-            before = autotuned()
+            before = counters()[2]  # ops inductor benchmarked so far
             out = orig(cache, *args, **kwargs)
-            if autotuned() != before:
+            if counters()[2] != before:
                 tuned.add(key)
             elif named.get("benchmark") is not None and key not in tuned:
                 self.n += 1

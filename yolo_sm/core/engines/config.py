@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
-from enum import Enum
+from dataclasses import dataclass
 from pathlib import Path
 
 from yolo_sm.contract import values
@@ -45,20 +44,6 @@ def check_compile_mode(mode: str) -> str:
     return values.compile_mode(mode, "compile mode")
 
 
-def check_hw(value) -> tuple[int, int]:
-    """``value`` as (height, width), two positive multiples of 32; one sentence otherwise."""
-    try:
-        hw = tuple(value)
-    except TypeError:
-        hw = ()
-    if len(hw) != 2:
-        raise UserError(f"imgsz_hw must be (height, width), two positive integers, got {value!r}")
-    hw = tuple(values.whole(v, "imgsz_hw", lo=1) for v in hw)
-    if hw[0] % 32 or hw[1] % 32:
-        raise UserError(f"imgsz_hw must be multiples of 32, got {hw[0]}x{hw[1]}")
-    return hw
-
-
 @dataclass(frozen=True)
 class EngineConfig:
     """How to run a model: backend, numerics, layout and the fixed input shape (``batch`` x 3 x
@@ -89,7 +74,16 @@ class EngineConfig:
         for name in ("batch", "imgsz"):
             object.__setattr__(self, name, values.whole(getattr(self, name), name, lo=1))
         if self.imgsz_hw is not None:
-            hw = check_hw(self.imgsz_hw)
+            try:
+                hw = tuple(self.imgsz_hw)
+            except TypeError:
+                hw = ()
+            if len(hw) != 2:
+                msg = "imgsz_hw must be (height, width), two positive integers, got"
+                raise UserError(f"{msg} {self.imgsz_hw!r}")
+            hw = tuple(values.whole(v, "imgsz_hw", lo=1) for v in hw)
+            if hw[0] % 32 or hw[1] % 32:
+                raise UserError(f"imgsz_hw must be multiples of 32, got {hw[0]}x{hw[1]}")
             object.__setattr__(self, "imgsz_hw", hw)
             object.__setattr__(self, "imgsz", max(hw))
             if hw[0] != hw[1] and self.backend in (Backend.ONNXRUNTIME, Backend.TENSORRT):
@@ -135,10 +129,6 @@ class EngineConfig:
     @property
     def tolerance(self) -> float:
         return TOLERANCE[self.precision]
-
-    def row(self) -> dict:
-        """Plain-value dict (enums as strings) for table rows."""
-        return {k: (v.value if isinstance(v, Enum) else v) for k, v in asdict(self).items()}
 
     def label(self) -> str:
         return f"{self.backend.value}/{self.precision.value}/{self.layout.value}/b{self.batch}"

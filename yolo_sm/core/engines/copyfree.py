@@ -1,7 +1,5 @@
-"""The copy-free engine (backend ``copyfree``, fp16/bf16 NHWC, CUDA only): each ultralytics
-``Conv`` block is one cuDNN graph (BatchNorm folded; bias, SiLU and a bottleneck's residual add in
-its epilogue) writing straight into its channel slice of the concatenation that reads it; the
-forward is captured in one CUDA graph as in the ``cudagraph`` backend."""
+"""Backend ``copyfree`` (fp16/bf16 NHWC, CUDA): each ``Conv`` block one cuDNN graph (BN folded,
+bias/SiLU/residual fused) writing into its slice of the concat that reads it; one CUDA graph."""
 
 from __future__ import annotations
 
@@ -66,10 +64,8 @@ class _Graph:
         self.plan, self.ws = best[1], best[3]
 
     def _feeds(self, x, y, res) -> dict:
-        feeds = {self.X: x, self.W: self.w, self.B: self.b, self.Y: y}
-        if self.R is not None:
-            feeds[self.R] = res
-        return feeds
+        feeds = {self.X: x, self.W: self.w, self.B: self.b, self.Y: y, self.R: res}
+        return {node: t for node, t in feeds.items() if node is not None}
 
     def __call__(self, x, y, res=None) -> None:
         self.cudnn.set_stream(self.handle, torch.cuda.current_stream(x.device).cuda_stream)
@@ -96,7 +92,6 @@ class CopyFree(nn.Module):
         self.concat_copies = 0  # a concatenation input that landed outside its slice
         self._bind_head()
 
-    # -- convolutions ---------------------------------------------------------------------
     def conv(self, block, x, y=None, res=None) -> torch.Tensor:
         """``block`` (an ultralytics Conv, or a plain Conv2d: no SiLU) on ``x`` into ``y`` (a
         new NHWC tensor where None), plus ``res``; returns ``y``."""
@@ -105,10 +100,8 @@ class CopyFree(nn.Module):
         silu = not plain and isinstance(block.act, nn.SiLU)
         if conv.groups != 1 or not (plain or silu or isinstance(block.act, nn.Identity)):
             # not fused here: PyTorch's own kernels (an ultralytics-fused block has no bn)
-            if plain or hasattr(block, "bn"):
-                r = type(block).forward(block, x)
-            else:
-                r = block.forward_fuse(x)
+            fused = not plain and not hasattr(block, "bn")
+            r = block.forward_fuse(x) if fused else type(block).forward(block, x)
             return r if y is None else y.copy_(r if res is None else r + res)
         n, _, h, w = x.shape
         if y is None:
@@ -150,7 +143,6 @@ class CopyFree(nn.Module):
         for mod in mods:
             mod.forward = lambda x, _m=mod: self.conv(_m, x)
 
-    # -- buffers ----------------------------------------------------------------------------
     def _buffer(self, key, shape, like) -> torch.Tensor:
         full = (key, tuple(shape))
         if full not in self.buffers:
@@ -188,7 +180,6 @@ class CopyFree(nn.Module):
             dest[i] = buf
         return dest
 
-    # -- the forward ------------------------------------------------------------------------
     def forward(self, x: torch.Tensor):
         key = ("dest", tuple(x.shape))
         if key not in self.buffers:

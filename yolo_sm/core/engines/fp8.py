@@ -1,6 +1,5 @@
-"""FP8 E4M3 convolutions (precision ``fp8``): every ultralytics ``Conv`` conv but the first,
-weights per-output-channel ``amax / 448``, activations per-conv ``amax / 448`` over the photos;
-kernels ``emulate`` (anywhere) and ``cudnn`` (one graph per conv, fused de-scale, bias, SiLU)."""
+"""FP8 E4M3 convolutions: weights per-output-channel ``amax / 448``, activations per-conv
+``amax / 448`` over the photos; kernels ``emulate`` (anywhere) and ``cudnn`` (fused epilogue)."""
 
 from __future__ import annotations
 
@@ -23,7 +22,6 @@ from yolo_sm.core.engines.qconv import eligible_convs as eligible_convs
 from yolo_sm.core.engines.qconv import fallbacks as fallbacks
 
 E4M3_MAX = 448.0
-KERNELS = ("emulate", "cudnn")
 # ranked cuDNN plans each FP8 conv times on first call (0: heuristic's first); YOLO_SM_FP8_PLANS
 AUTOTUNE_PLANS = int(os.environ.get("YOLO_SM_FP8_PLANS", "4"))
 _TUNED: dict = {}  # graph signature -> index of the fastest plan
@@ -56,7 +54,6 @@ FORMAT = GraphFormat(
     compute="FLOAT",
     quantize=quantize_e4m3,
     plans=lambda: AUTOTUNE_PLANS,
-    seconds=1.0,
     tuned=_TUNED,
 )
 
@@ -65,7 +62,6 @@ class Fp8Conv(QuantConv):
     """A Conv2d whose input and weight are E4M3 (per-tensor input scale, per-channel weight
     scales); the output, bias and everything after it stay in the input's dtype."""
 
-    KERNELS = KERNELS
     WEIGHT = "weight_fp8"
 
     def __init__(

@@ -1,6 +1,5 @@
-"""INT8 convolutions without TensorRT (precision ``int8`` on eager, cudagraph and compile):
-per-channel weights, per-conv activation scale, int32 accumulation; kernels ``emulate``,
-``cudnn`` (with int8 hand-offs, :func:`link_handoffs`), ``triton`` and ``intmm``."""
+"""INT8 convolutions without TensorRT: per-channel weights, per-conv activation scale, int32
+accumulation; kernels ``emulate``, ``cudnn`` (int8 hand-offs), ``triton`` and ``intmm``."""
 
 from __future__ import annotations
 
@@ -17,13 +16,14 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
 from yolo_sm.contract.errors import NotAvailableError
-from yolo_sm.contract.vocab import INT8_CALIBRATIONS, INT8_KERNELS, INT8_PERCENTILE
+from yolo_sm.contract.vocab import INT8_PERCENTILE
 from yolo_sm.core.engines import int8_triton
 from yolo_sm.core.engines.qconv import (
     CL,
     CudnnQuantConv,
     GraphFormat,
     QuantConv,
+    abs_max,
     conv_out_hw,
     import_cudnn,
     quantize_launch,
@@ -48,13 +48,6 @@ def quantize_values(x: torch.Tensor, scale) -> torch.Tensor:
     return torch.where(v >= 0, v + 0.5, v - 0.5).trunc()
 
 
-def fake_quant(x: torch.Tensor, scale) -> torch.Tensor:
-    """``x`` rounded to the int8 grid of ``scale`` (saturating at +-127 x scale), in ``x``'s
-    dtype."""
-    s = torch.as_tensor(scale, dtype=torch.float32, device=x.device)
-    return (quantize_values(x, s) * s).to(x.dtype)
-
-
 def weight_scales(w: torch.Tensor) -> torch.Tensor:
     """Per-output-channel int8 scales of a conv weight (K, C, R, S): ``amax / 127``."""
     return w.detach().float().abs().amax(dim=(1, 2, 3)).clamp(min=1e-12) / INT8_MAX
@@ -69,12 +62,8 @@ def percentile_abs(x: torch.Tensor, percentile: float) -> float:
 
 
 def calibration_stat(method: str, percentile: float = INT8_PERCENTILE):
-    """The statistic of a conv input that sets its range (``input_scale = stat / 127``)."""
-    if method == "max":
-        return lambda x: float(x.detach().abs().max())
-    if method == "percentile":
-        return lambda x: percentile_abs(x, percentile)
-    raise ValueError(f"unknown int8 calibration {method!r}: choose one of {INT8_CALIBRATIONS}")
+    """The statistic (``max`` or ``percentile``) of a conv input that sets ``input_scale``."""
+    return abs_max if method == "max" else lambda x: percentile_abs(x, percentile)
 
 
 def quantize_int8(x: torch.Tensor, scale: float) -> torch.Tensor:
@@ -86,15 +75,7 @@ def quantize_int8(x: torch.Tensor, scale: float) -> torch.Tensor:
 
 def _format(output: str, fused: bool) -> GraphFormat:
     return GraphFormat(
-        operand="INT8",
-        compute="INT32",
-        quantize=quantize_int8,
-        plans=lambda: AUTOTUNE_PLANS,
-        seconds=1.0,
-        tuned=_TUNED,
-        output=output,
-        fused=fused,
-        random_scale=1 / 16,
+        "INT8", "INT32", quantize_int8, lambda: AUTOTUNE_PLANS, _TUNED, output, fused, 1 / 16
     )
 
 
@@ -128,26 +109,20 @@ def int8_conv(
     return y.contiguous(memory_format=CL)  # the strides its fake promises
 
 
-def _int8_conv_shape(xq, out_channels, kernel_size, stride, padding, dilation) -> list[int]:
-    """The output shape of a convolution of ``xq`` (N, C, H, W)."""
-    n, _, h, w = xq.shape
-    return [n, out_channels, *conv_out_hw(h, w, kernel_size, padding, stride, dilation)]
-
-
 @int8_conv.register_fake
 def _int8_conv_fake(
     xq, conv, out_channels, kernel_size, stride, padding, dilation, dtype, output="engine"
 ):
-    shape = _int8_conv_shape(xq, out_channels, kernel_size, stride, padding, dilation)
+    n, _, h, w = xq.shape
+    hw = conv_out_hw(h, w, kernel_size, padding, stride, dilation)
     out = torch.int8 if output == "int8" else dtype
-    return xq.new_empty(shape, dtype=out).contiguous(memory_format=CL)
+    return xq.new_empty((n, out_channels, *hw), dtype=out).contiguous(memory_format=CL)
 
 
 class Int8Conv(QuantConv):
     """A Conv2d whose input (per-tensor scale) and weight (per-output-channel scales) are int8,
     accumulated in int32; the output, bias and everything after it in the input's dtype."""
 
-    KERNELS = ("emulate", "cudnn", "triton", "intmm")
     WEIGHT = "weight_int8"
 
     def __init__(
@@ -162,9 +137,7 @@ class Int8Conv(QuantConv):
         self._packed: dict = {}  # device -> (weight for the Triton / _int_mm kernel, scale, bias)
         self.number = next(_NUMBERS)  # how the custom op int8_conv names this convolution
         _CONVS[self.number] = self
-        # where this convolution's output is the next int8 convolution's input and nothing
-        # else's (link_handoffs): that convolution's input scale; the output is then int8
-        self.output_scale: float | None = None
+        self.output_scale: float | None = None  # set by link_handoffs: the output is int8
 
     def __deepcopy__(self, memo):
         """A copy (an engine's prepared model) is a convolution of its own for the custom op."""
@@ -382,9 +355,8 @@ def _transparent(device) -> frozenset[str]:
 
 @torch.no_grad()
 def link_handoffs(model: nn.Module, x: torch.Tensor) -> int:
-    """Link each :class:`Int8Conv` whose output reaches only other Int8Convs of one input scale
-    (directly or through max-pool/concat; traced in one forward on ``x`` under a
-    TorchFunctionMode) to write int8 at that scale; returns how many."""
+    """Link each :class:`Int8Conv` whose output reaches only Int8Convs of one input scale (maybe
+    through max-pool/concat; traced in one forward on ``x``) to write int8 there; how many."""
     convs = [m for m in model.modules() if isinstance(m, Int8Conv)]
     p = next(model.parameters())
     passes = _transparent(p.device)
@@ -499,10 +471,8 @@ def graph_counts(model: nn.Module) -> dict[str, int]:
 
 
 def choose_kernel(device: str, requested: str = "auto") -> str:
-    """The kernel for ``device``: ``requested`` (vocab.INT8_KERNELS); ``auto`` is emulate on CPU,
-    cudnn on a GPU of compute capability >= 7.5 with the cuDNN frontend."""
-    if requested not in INT8_KERNELS:
-        raise ValueError(f"unknown int8 kernel {requested!r}: choose one of {INT8_KERNELS}")
+    """The kernel for ``device``: ``requested`` (vocab.INT8_KERNELS, checked by EngineConfig);
+    ``auto`` is emulate on CPU, cudnn on a GPU of compute capability >= 7.5 with cuDNN."""
     if not str(device).startswith("cuda"):
         if requested not in ("auto", "emulate"):
             raise NotAvailableError(f"int8 kernel {requested} needs a CUDA device")

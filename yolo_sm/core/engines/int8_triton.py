@@ -1,8 +1,5 @@
-"""yolo_sm's own INT8 convolutions (kernels ``triton`` and ``intmm`` of :class:`.int8.Int8Conv`):
-:func:`conv_int8`, a Triton implicit-GEMM NHWC convolution quantising its input in registers
-(int32 tensor-core accumulation, fused de-scale, bias, SiLU), and :func:`conv1x1_int_mm`, a 1x1
-stride-1 conv as ``torch._int_mm`` then :func:`dequant_epilogue`. Triton is imported lazily.
-"""
+"""Int8Conv's kernels ``triton`` (:func:`conv_int8`, implicit-GEMM NHWC, fused quantiser and
+epilogue) and ``intmm`` (:func:`conv1x1_int_mm`, a 1x1 conv as ``torch._int_mm``)."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ class _HeadOnly(torch.nn.Module):
         return head_tensor(self.model(x))
 
 
-def export_onnx(model: torch.nn.Module, config: EngineConfig, opset: int = OPSET) -> Path:
+def export_onnx(model: torch.nn.Module, config: EngineConfig) -> Path:
     """Export ``model`` (fp32 NCHW, the config's shape) to ONNX under the cache (TorchScript
     exporter), named by a weight hash so a re-export is skipped; written atomically."""
     try:
@@ -37,7 +37,7 @@ def export_onnx(model: torch.nn.Module, config: EngineConfig, opset: int = OPSET
     except ImportError:
         raise NotAvailableError("ONNX export needs the 'onnx' package: pip install onnx") from None
     m = _HeadOnly(copy.deepcopy(model).float().cpu().eval())
-    key = _model_key(m, config, opset)
+    key = _model_key(m, config)
     path = cache_home(config.cache_dir) / "onnx" / f"{key}.onnx"
     if path.exists():
         return path
@@ -50,7 +50,7 @@ def export_onnx(model: torch.nn.Module, config: EngineConfig, opset: int = OPSET
             m,
             (x,),
             fh,
-            opset_version=opset,
+            opset_version=OPSET,
             input_names=["images"],
             output_names=["output0"],
             dynamo=False,
@@ -59,12 +59,12 @@ def export_onnx(model: torch.nn.Module, config: EngineConfig, opset: int = OPSET
     return path
 
 
-def _model_key(m: torch.nn.Module, config: EngineConfig, opset: int) -> str:
+def _model_key(m: torch.nn.Module, config: EngineConfig) -> str:
     h = hashlib.sha256()
     for name, t in m.state_dict().items():
         h.update(name.encode())
         h.update(t.detach().cpu().contiguous().numpy().tobytes())
-    h.update(f"b{config.batch}-{config.imgsz}-op{opset}-torch{torch.__version__}".encode())
+    h.update(f"b{config.batch}-{config.imgsz}-op{OPSET}-torch{torch.__version__}".encode())
     return h.hexdigest()[:20]
 
 
@@ -114,9 +114,5 @@ def build_onnxruntime(model: torch.nn.Module, config: EngineConfig) -> Engine:
             arr = x.float().contiguous().numpy()
             return torch.from_numpy(session.run([out_name], {"images": arr})[0])
 
-    return Engine(
-        config,
-        run,
-        f"onnxruntime {providers[0]} fp32",
-        info={"build_s": build_s, "onnx_path": str(path)},
-    )
+    info = {"build_s": build_s, "onnx_path": str(path)}
+    return Engine(config, run, f"onnxruntime {providers[0]} fp32", info=info)

@@ -1,6 +1,5 @@
-"""The 8-bit engines' tuned cuDNN plans on disk, reused across processes: one JSON file per
-environment (GPU, cuDNN, torch) under ``$YOLO_SM_CACHE/cudnn_plans`` keyed by graph signature;
-``YOLO_SM_PLAN_CACHE=off`` disables it; an unreadable file counts as empty."""
+"""The 8-bit engines' tuned cuDNN plans on disk: one JSON file per environment (GPU, cuDNN, torch)
+under ``$YOLO_SM_CACHE/cudnn_plans``; ``YOLO_SM_PLAN_CACHE=off`` disables it."""
 
 from __future__ import annotations
 

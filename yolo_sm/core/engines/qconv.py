@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -33,6 +34,7 @@ def eligible_convs(model: nn.Module) -> list[tuple[nn.Module, str, nn.Conv2d]]:
 
 
 def abs_max(x: torch.Tensor) -> float:
+    """max |x|: the default calibration statistic."""
     return float(x.detach().abs().max())
 
 
@@ -72,13 +74,10 @@ class QuantConv(nn.Module):
     """A Conv2d whose input (per-tensor ``input_scale``) and weight (per-channel ``weight_scale``)
     are 8-bit (``weight_q``); output, bias and what follows in the input's dtype."""
 
-    KERNELS: tuple = ()
     WEIGHT = "weight_q"  # the quantised weight's buffer name
 
     def __init__(self, conv, input_scale, kernel, silu, wq, ws):
         super().__init__()
-        if kernel not in self.KERNELS:
-            raise ValueError(f"unknown 8-bit kernel {kernel!r}: choose one of {self.KERNELS}")
         self.kernel, self.silu = kernel, silu  # silu: the block's SiLU runs here (fused)
         self.fallback: str | None = None  # why cuDNN declined this conv, if it did
         self._plans: dict = {}
@@ -159,9 +158,8 @@ def _triton_quantize():
 
 
 def quantize_launch(x: torch.Tensor, dtype, inv_scale: float, limit: float, rounding: bool):
-    """``x * inv_scale`` saturated at +-``limit`` (``rounding``: to integers, halves away from
-    zero) as ``dtype`` in ``x``'s memory format, by the Triton quantiser; None off a GPU or
-    without Triton."""
+    """``x * inv_scale`` saturated at +-``limit`` (``rounding``: halves away from zero) as ``dtype``
+    in ``x``'s memory format, by the Triton quantiser; None off a GPU or without Triton."""
     kernel = _triton_quantize() if x.is_cuda else None
     if kernel is None:
         return None
@@ -181,12 +179,8 @@ def fallbacks(model: nn.Module) -> dict[str, str]:
 def plan_sources(model: nn.Module) -> dict[str, int]:
     """How many of ``model``'s cuDNN 8-bit graphs took their plan from where (tuned, process,
     disk, cudnn); empty before any ran."""
-    out: dict[str, int] = {}
-    for m in model.modules():
-        for plan in getattr(m, "_plans", {}).values():
-            if isinstance(plan, CudnnQuantConv):
-                out[plan.plan_source] = out.get(plan.plan_source, 0) + 1
-    return out
+    plans = (p for m in model.modules() for p in getattr(m, "_plans", {}).values())
+    return dict(Counter(p.plan_source for p in plans if isinstance(p, CudnnQuantConv)))
 
 
 def import_cudnn(what: str):
@@ -210,9 +204,8 @@ def require_gpu(device: str, what: str, capability: tuple[int, int], cores: str)
 
 
 def conv_graph(cudnn, device, io, x, w, operand, conv, compute):
-    """A cuDNN frontend graph (``io`` data type, float intermediates) with the conv_fprop of
-    image ``x`` by weight ``w`` (tensors with their strides) in ``operand`` type: (graph, handle,
-    tensor maker, X, W, conv output)."""
+    """A cuDNN graph (``io`` type) with conv_fprop of image ``x`` by weight ``w`` in ``operand``
+    type: (graph, handle, tensor maker, X, W, conv output)."""
     dt = cudnn.data_type
     if device not in _HANDLES:
         _HANDLES[device] = cudnn.create_handle()
@@ -248,9 +241,8 @@ def finish_graph(g, modes) -> None:
 
 
 def time_plans(cudnn, g, handle, feeds, device, limit, reps, warmup, seconds=math.inf):
-    """(best, timed): the fastest of ``g``'s first ``limit`` ranked plans on ``feeds`` as (ms,
-    index, name, workspace), None if none ran, and (name, ms) of each plan timed (CUDA events
-    over ``reps`` calls after ``warmup``; stops after ``seconds`` once one ran)."""
+    """(best (ms, index, name, workspace) or None, [(name, ms)]) of ``g``'s first ``limit`` plans
+    on ``feeds``, ``reps`` calls after ``warmup`` each; stops after ``seconds`` once one ran."""
     stream = torch.cuda.current_stream(device)
     cudnn.set_stream(handle, stream.cuda_stream)
     best, timed, t0 = None, [], time.perf_counter()
@@ -286,7 +278,6 @@ class GraphFormat:
     compute: str  # "FLOAT" / "INT32"
     quantize: Callable[[torch.Tensor, float], torch.Tensor]
     plans: Callable[[], int]  # how many ranked plans to time (read when a graph is built)
-    seconds: float
     tuned: dict
     output: str | None = None  # "HALF" / "FLOAT" / "INT8"; None: the engine's dtype
     fused: bool = True
@@ -317,8 +308,6 @@ class CudnnQuantConv:
         self.silu = bool(mod.silu)
         # an INT8 output is the next convolution's input, quantised at its scale in the epilogue
         self.output_scale = getattr(mod, "output_scale", None) if fmt.output == "INT8" else None
-        if fmt.output == "INT8" and not (fmt.fused and self.output_scale):
-            raise ValueError("an INT8 graph output needs the fused epilogue and an output scale")
         out_dt = getattr(dt, fmt.output) if fmt.output else io
         xs = torch.empty((n, x.shape[1], h, w), dtype=torch.int8, device="meta")
         g, self.handle, tensor, self.X, self.W, y = conv_graph(
@@ -408,7 +397,7 @@ class CudnnQuantConv:
         y = torch.empty(self.out_shape, dtype=self.graph_dtype, device=x.device, memory_format=CL)
         feeds = self._feeds(xq, y)
         best, self.tuning = time_plans(
-            self.cudnn, self.graph, self.handle, feeds, x.device, limit, 5, 2, self.fmt.seconds
+            self.cudnn, self.graph, self.handle, feeds, x.device, limit, 5, 2, 1.0
         )
         if best is None:
             self.graph.build_plans()
@@ -420,12 +409,11 @@ class CudnnQuantConv:
         y = torch.empty(self.out_shape, dtype=self.graph_dtype, device=xq.device, memory_format=CL)
         ws = torch.empty(max(self.workspace, 1), dtype=torch.uint8, device=xq.device)
         self.cudnn.set_stream(self.handle, torch.cuda.current_stream(xq.device).cuda_stream)
+        feeds = self._feeds(xq, y)
         if self.plan_index is None:
-            self.graph.execute(self._feeds(xq, y), ws, handle=self.handle)
+            self.graph.execute(feeds, ws, handle=self.handle)
         else:
-            self.graph.execute_plan_at_index(
-                self._feeds(xq, y), ws, self.plan_index, handle=self.handle
-            )
+            self.graph.execute_plan_at_index(feeds, ws, self.plan_index, handle=self.handle)
         return y
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import math
 import time
 import weakref
 
@@ -44,13 +43,8 @@ def build_eager(model: torch.nn.Module, config: EngineConfig) -> Engine:
         with numerics(config), torch.inference_mode():
             return head_tensor(m(x))
 
-    return Engine(
-        config,
-        run,
-        f"eager {config.precision.value} {config.layout.value}",
-        module=m,
-        capture=_capturable(m, config),
-    )
+    desc = f"eager {config.precision.value} {config.layout.value}"
+    return Engine(config, run, desc, module=m, capture=_capturable(m, config))
 
 
 def _capturable(m: torch.nn.Module, config: EngineConfig):
@@ -64,12 +58,9 @@ def _capturable(m: torch.nn.Module, config: EngineConfig):
     return forward
 
 
-def build_cudagraph(
-    model: torch.nn.Module, config: EngineConfig, warmup: int = 3, wrap=None
-) -> Engine:
-    """Capture one forward (of ``wrap(module)`` where given) into a CUDA graph; a call copies the
-    input into the static buffer (skipped when it *is* the static buffer) and replays. The output
-    tensor is the graph's static output, overwritten by the next call: clone it to keep it."""
+def build_cudagraph(model: torch.nn.Module, config: EngineConfig, wrap=None) -> Engine:
+    """One forward (of ``wrap(module)`` where given) in a CUDA graph; a call copies the input in
+    and replays. The output is the graph's static tensor, overwritten by the next call."""
     name = config.backend.value
     if not str(config.device).startswith("cuda"):
         raise NotAvailableError(f"backend {name} needs a CUDA device; use backend eager on CPU")
@@ -81,7 +72,7 @@ def build_cudagraph(
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):  # warm up on a side stream (cuDNN autotuning, allocations)
-            for _ in range(warmup):
+            for _ in range(3):
                 head_tensor(m(static_in))
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
@@ -152,24 +143,18 @@ def _compiled_module(model: torch.nn.Module, config: EngineConfig):
         per_model[key] = torch.compile(m, mode=torch_mode, fullgraph=False)
     compiled = per_model[key]
     if config.precision is Precision.INT8 and str(config.device).startswith("cuda"):
-        _int8_plans(compiled._orig_mod, config)
+        # one eager forward per batch, so cuDNN graphs are built outside reduce-overhead's pool
+        done = compiled._orig_mod.__dict__.setdefault("_int8_batches", set())
+        if config.batch not in done:
+            with numerics(config), torch.no_grad():
+                compiled._orig_mod(make_input(config, seed=0))
+            done.add(config.batch)
     return compiled
 
 
-def _int8_plans(m: torch.nn.Module, config: EngineConfig) -> None:
-    """One eager forward of the int8 module per batch before compiling, so cuDNN graphs are built
-    outside reduce-overhead's CUDA-graph pool."""
-    done = m.__dict__.setdefault("_int8_batches", set())
-    if config.batch not in done:
-        with numerics(config), torch.no_grad():
-            m(make_input(config, seed=0))
-        done.add(config.batch)
-
-
-def build_compiled(model: torch.nn.Module, config: EngineConfig, warmup: int = 3) -> Engine:
+def build_compiled(model: torch.nn.Module, config: EngineConfig) -> Engine:
     """torch.compile with ``config.compile_mode``, compiled at build time under no_grad (not
-    inference_mode: it forces recompiles). ``info``: ``recompiles`` (should be 0),
-    ``compile_cache`` (cold / warm / partial)."""
+    inference_mode: it forces recompiles); ``info``: ``recompiles``, ``compile_cache``."""
     cache = compile_cache.setup(config.cache_dir)  # before the first compile of the process
     compiled = _compiled_module(model, config)
     x0 = make_input(config, seed=0)
@@ -181,7 +166,7 @@ def build_compiled(model: torch.nn.Module, config: EngineConfig, warmup: int = 3
         numerics(config),
         torch.no_grad(),
     ):
-        for _ in range(warmup):
+        for _ in range(3):
             t = time.perf_counter()
             head_tensor(compiled(x0))
             if str(config.device).startswith("cuda"):
@@ -192,7 +177,7 @@ def build_compiled(model: torch.nn.Module, config: EngineConfig, warmup: int = 3
     info = {
         "compile_s": compile_s,
         # the first call traces and compiles; reduce-overhead records its CUDA graphs in later ones
-        "compile_first_s": calls[0] if calls else math.nan,
+        "compile_first_s": calls[0],
         "compile_mode": config.compile_mode,
         "graphs_compiled": frames_after_build - frames_before,
         # per rewrite of the mode (``default+sep-pool``), the modules it changed
