@@ -221,7 +221,6 @@ def profile(args) -> int:
     grid = dict(precisions=args.precision, layouts=args.layout, batches=args.batch)
     spec = _spec(NcuStep, args, **grid)
     gpm_seconds = values.run_s(args.gpm_seconds, "--gpm-seconds")  # the GPM step's own bound
-    _spec(GpmStep, args, **grid, seconds=gpm_seconds)
     device(args.device, gpu_only="yolo-sm profile (Nsight Compute and GPM)")
     out = values.output_path(args.out, folder=True)
     s = profile_all(
