@@ -319,3 +319,72 @@ def test_copyfree_is_fp16_or_bf16_nhwc_on_a_gpu_only():
     cfg = EngineConfig(backend="copyfree", precision="fp16", layout="nhwc", device="cpu")
     with pytest.raises(NotAvailableError, match="copyfree needs a CUDA device"):
         build_engine(torch.nn.Conv2d(3, 8, 3), cfg)
+
+
+def test_copyfree_buffer_plan_reproduces_the_model_without_a_copy(tiny_yolo, monkeypatch):
+    """The copy-free engine's plan on the CPU, each convolution run by PyTorch into the tensor
+    the cuDNN graph would write: the raw head output equals the model's, every concatenation
+    input and head branch landed in its slice (no concat copy), and SPPF's pools ran in place."""
+    from torch import nn
+
+    from yolo_sm.core.engines import copyfree
+
+    def conv(self, block, x, y=None, res=None):
+        if isinstance(block, nn.Conv2d):
+            r = nn.Conv2d.forward(block, x)
+        else:  # a fused block (no BatchNorm) as ultralytics runs it
+            r = block.forward_fuse(x) if not hasattr(block, "bn") else type(block).forward(block, x)
+        r = r if res is None else r + res
+        return r if y is None else y.copy_(r)
+
+    pools = []
+    monkeypatch.setattr(copyfree.CopyFree, "conv", conv)
+    monkeypatch.setattr(copyfree, "pool_into", lambda p, x, y: pools.append(1) or y.copy_(p(x)))
+    monkeypatch.setattr(copyfree, "_WINDOW", {False: None})  # no Triton on the CPU: torch's ops
+    x = torch.rand(2, 3, 64, 96).contiguous(memory_format=torch.channels_last)
+    with torch.no_grad():
+        ref = tiny_yolo(x)
+        engine = copyfree.CopyFree(tiny_yolo)
+        out = engine(x)
+        assert engine(x) is not out and engine(x).data_ptr() == out.data_ptr()  # one buffer
+    assert out.shape == ref.shape and torch.allclose(out, ref, atol=1e-5, rtol=1e-4)
+    assert engine.concat_copies == 0 and len(pools) == 9  # 3 pools per forward, 3 forwards
+    assert any(k[0][0] == "head" for k in engine.buffers if isinstance(k[0], tuple))
+
+
+_WINDOW_CHECK = """
+import json, torch
+from torch import nn
+from yolo_sm.core.engines import copyfree as cf
+torch.manual_seed(0)
+buf = torch.randn(2, 24, 7, 9).half().contiguous(memory_format=torch.channels_last)
+for k in (1, 2, 3):  # SPPF's chain: each pool reads the slice before it
+    cf.pool_into(nn.MaxPool2d(5, 1, 2), buf[:, 6 * k - 6 : 6 * k], buf[:, 6 * k : 6 * k + 6])
+ref, pools = buf[:, :6].float(), []
+for k in (1, 2, 3):
+    ref = nn.functional.max_pool2d(ref, 5, 1, 2)
+    pools.append(torch.equal(ref.half(), buf[:, 6 * k : 6 * k + 6]))
+up = torch.zeros(2, 10, 14, 18).half().contiguous(memory_format=torch.channels_last)
+cf.window_into(buf[:, 6:12], up[:, 2:8], up=2)
+near = nn.functional.interpolate(buf[:, 6:12], scale_factor=2.0, mode="nearest")
+print(json.dumps({"pools": pools, "up": torch.equal(up[:, 2:8], near),
+                  "others": int(up[:, :2].abs().sum() + up[:, 8:].abs().sum()),
+                  "kernel": cf._WINDOW[True] is not None}))
+"""
+
+
+def test_copyfree_pools_and_upsample_write_into_their_slices():
+    """The copy-free engine's Triton kernel (Triton's interpreter): SPPF's chained 5x5 pools read
+    and write channel slices of one NHWC buffer as PyTorch's max_pool2d computes them, and the
+    nearest 2x upsample fills its slice as F.interpolate does and nothing beside it."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    r = subprocess.run([sys.executable, "-c", _WINDOW_CHECK], capture_output=True, text=True,
+                       env=env, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got == {"pools": [True] * 3, "up": True, "others": 0, "kernel": True}, got

@@ -221,6 +221,16 @@ def test_copyfree_matches_fp32_writes_every_concat_in_place_and_replays_as_eager
     eng = build_engine(m, cfg)
     assert eng.rel_err <= cfg.tolerance
     assert eng.info["convs_strided"] > 50 and eng.info["concat_copies"] == 0, eng.info
+    assert eng.info["convs_copied"] == 0, eng.info
+    from torch.profiler import ProfilerActivity, profile
+
+    from yolo_sm.analyse.kernels import classify
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:  # one replay on its own input
+        eng(eng._input)
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if e.device_type.name == "CUDA"]
+    assert len(names) > 50 and not [n for n in names if classify(n) == "copy_concat"], names
     from yolo_sm.core.engines import relative_l2
     from yolo_sm.core.engines.base import photo_input
 

@@ -1,9 +1,11 @@
 """Backend ``copyfree`` (fp16/bf16 NHWC, CUDA): each ``Conv`` block one cuDNN graph (BN folded,
-bias/SiLU/residual fused) writing into its slice of the concat that reads it; one CUDA graph."""
+bias/SiLU/residual fused) writing into its slice of the concat that reads it, SPPF's pools and the
+upsamples too, the head's branches into their slice of the raw output; one CUDA graph."""
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from yolo_sm.core.engines.qconv import (
@@ -14,6 +16,7 @@ from yolo_sm.core.engines.qconv import (
     import_cudnn,
     time_plans,
 )
+from yolo_sm.core.nms import cached_kernel, kernel_failed, triton_cdiv
 
 #: cuDNN's ranked plans each convolution graph times on its own tensors before it keeps one
 PLANS = 4
@@ -106,8 +109,8 @@ class CopyFree(nn.Module):
         n, _, h, w = x.shape
         if y is None:
             hw = conv_out_hw(h, w, conv.kernel_size, conv.padding, conv.stride, conv.dilation)
-            y = torch.empty((n, conv.out_channels, *hw), dtype=x.dtype, device=x.device)
-            y = y.contiguous(memory_format=CL)
+            # allocated NHWC: .contiguous() of a new tensor would be a copy in every forward
+            y = _empty((n, conv.out_channels, *hw), x)
 
         def packed():  # x, y and res as packed NHWC tensors
             rc = None if res is None else res.contiguous(memory_format=CL)
@@ -146,8 +149,7 @@ class CopyFree(nn.Module):
     def _buffer(self, key, shape, like) -> torch.Tensor:
         full = (key, tuple(shape))
         if full not in self.buffers:
-            buf = torch.empty(shape, dtype=like.dtype, device=like.device)
-            self.buffers[full] = buf.contiguous(memory_format=CL)
+            self.buffers[full] = _empty(shape, like)
         return self.buffers[full]
 
     def _destinations(self, x) -> dict[int, torch.Tensor]:
@@ -202,11 +204,11 @@ class CopyFree(nn.Module):
             return self._c2f(i, m, x, out)
         if name == "SPPF":
             return self._sppf(i, m, x, out)
+        if name == "Detect" and m.training and getattr(m, "one2one_cv2", None) is None:
+            return self._detect(i, m, x)
         nearest2 = isinstance(m, nn.Upsample) and m.mode == "nearest" and m.scale_factor == 2.0
         if nearest2 and out is not None:
-            n, c, h, w = x.shape
-            out.unflatten(2, (h, 2)).unflatten(4, (w, 2)).copy_(x[:, :, :, None, :, None])
-            return out
+            return window_into(x, out, up=2)
         if name == "Concat" and out is not None:
             c0 = 0
             for t in x:  # each input was written into its slice; one that was not is copied
@@ -239,5 +241,79 @@ class CopyFree(nn.Module):
         buf = self._buffer(("sppf", i), (n, 4 * c, h, w), x)
         self.conv(m.cv1, x, buf[:, :c])
         for k in range(1, 4):
-            buf[:, k * c : (k + 1) * c].copy_(m.m(buf[:, (k - 1) * c : k * c]))
+            pool_into(m.m, buf[:, (k - 1) * c : k * c], buf[:, k * c : (k + 1) * c])
         return self.conv(m.cv2, buf, out)
+
+    def _detect(self, i, m, xs):
+        """The raw head output (B, 4 * reg_max + nc, anchors) with each level's box and class
+        branch writing into its slice of one (B, anchors, channels) buffer: no concatenation."""
+        n, nb = xs[0].shape[0], 4 * m.reg_max
+        sizes = [t.shape[2] * t.shape[3] for t in xs]
+        raw = self._buffer(("head", i), (n, sum(sizes), m.no), xs[0])
+        a0 = 0
+        for x, a, box, cls in zip(xs, sizes, m.cv2, m.cv3, strict=True):
+            lvl = raw[:, a0 : a0 + a].unflatten(1, x.shape[2:]).permute(0, 3, 1, 2)  # NHWC view
+            for branch, dst in ((box, lvl[:, :nb]), (cls, lvl[:, nb:])):
+                self.conv(branch[-1], branch[:-1](x), dst)
+            a0 += a
+        return raw.transpose(1, 2)
+
+
+def _empty(shape, like) -> torch.Tensor:
+    """A new tensor of ``like``'s dtype and device, NHWC where it has four dimensions."""
+    fmt = CL if len(shape) == 4 else torch.contiguous_format
+    return torch.empty(shape, dtype=like.dtype, device=like.device, memory_format=fmt)
+
+
+def pool_into(pool: nn.MaxPool2d, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``pool(x)`` written into ``y`` (:func:`window_into` for a same-size max pool)."""
+    k, p = pool.kernel_size, pool.padding
+    same = pool.stride in (1, (1, 1)) and pool.dilation in (1, (1, 1)) and isinstance(k, int)
+    return window_into(x, y, k) if same and p == k // 2 else y.copy_(pool(x))
+
+
+def window_into(x: torch.Tensor, y: torch.Tensor, k: int = 1, up: int = 1) -> torch.Tensor:
+    """``y`` = the max over each ``k`` x ``k`` window (stride 1, same padding) of ``x``
+    upsampled ``up`` times (nearest): a max pool (``up`` 1) or an upsample (``k`` 1), ``x`` and
+    ``y`` either a channel slice of an NHWC buffer. One Triton kernel reads and writes the slices
+    (PyTorch's NHWC pool copies its input to a packed tensor and its output into ``y``); PyTorch's
+    ops and a copy where it cannot run."""
+    kernel = cached_kernel(_WINDOW, _define_window)
+    n, c, h, w = x.shape
+    if kernel is not None:
+        try:
+            grid = (triton_cdiv(h * w * up * up * c, 512), n)
+            kernel[grid](x, y, c, h, w, *x.stride(), *y.stride(), K=k, UP=up, BLOCK=512)
+            return y
+        except Exception as e:  # noqa: BLE001 - a kernel that does not compile here
+            kernel_failed(_WINDOW, "max-pool", e, "PyTorch's ops and a copy run instead")
+    if k > 1:
+        x = F.max_pool2d(x, k, 1, k // 2)
+    if up > 1:
+        return y.unflatten(2, (h, up)).unflatten(4, (w, up)).copy_(x[:, :, :, None, :, None])
+    return y.copy_(x)
+
+
+_WINDOW: dict = {}
+
+
+def _define_window(triton, tl):
+    @triton.jit
+    def max_pool_upsample_into(x, y, C, H, W, sxn, sxc, sxh, sxw, syn, syc, syh, syw,
+                               K: tl.constexpr, UP: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
+        n = tl.program_id(1).to(tl.int64)
+        q = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)  # (oy, ox, c), channels fastest
+        live = q < H * UP * W * UP * C
+        ch, oy, ox = q % C, q // (W * UP * C), (q // C) % (W * UP)
+        acc = tl.full((BLOCK,), float("-inf"), tl.float32)
+        for dy in tl.static_range(K):
+            for dx in tl.static_range(K):
+                iy, ix = oy // UP + dy - K // 2, ox // UP + dx - K // 2
+                ok = live & (iy >= 0) & (iy < H) & (ix >= 0) & (ix < W)
+                at = n * sxn + ch * sxc + iy * sxh + ix * sxw
+                v = tl.load(x + at, mask=ok, other=float("-inf"))
+                acc = tl.maximum(acc, v.to(tl.float32))
+        at = n * syn + ch * syc + oy * syh + ox * syw
+        tl.store(y + at, acc.to(y.dtype.element_ty), mask=live)
+
+    return max_pool_upsample_into
