@@ -42,7 +42,7 @@ def test_bench_table_on_cpu(tmp_path, capsys):
         "eager/fp16/nhwc",
         "eager/fp32/nchw",
         "pipeline/eager/fp32/nhwc/topk/s1",
-        "pipeline/eager/fp32/nhwc/topk/s3",
+        "pipeline/eager/fp32/nhwc/topk/s4",
         "ultralytics_predict",
     ]
     assert (df.status == "ok").all() and (df.img_per_s > 0).all()
@@ -51,7 +51,7 @@ def test_bench_table_on_cpu(tmp_path, capsys):
     assert (abs(df.vs_baseline - ratio) < 1e-9).all()
     assert df.prov_torch.notna().all()
     pipe = df[df.variant.str.startswith("pipeline/")]
-    assert pipe.streams.tolist() == [1, 3] and (pipe.model_only_img_per_s > 0).all()
+    assert pipe.streams.tolist() == [1, 4] and (pipe.model_only_img_per_s > 0).all()
     assert pipe.pinned.tolist() == [False, False]  # nothing is pinned on a CPU
     assert (pipe.candidates_per_frame >= pipe.boxes_per_frame).all()  # NMS's work is recorded
     assert (pipe.boxes_per_frame >= 0).all()
@@ -316,7 +316,7 @@ FAKE_RATES = {
     "compile/fp16/nhwc": (4600.0, 7300.0),
     "compile:reduce-overhead/fp16/nhwc": (6500.0, 7350.0),
     "pipeline/compile/fp16/nhwc/graph/s1": (3900.0, 4650.0),
-    "pipeline/compile/fp16/nhwc/graph/s3": (5900.0, 6500.0),
+    "pipeline/compile/fp16/nhwc/graph/s4": (5900.0, 6500.0),
     "ultralytics_predict": (270.0, 250.0),
 }
 

@@ -131,7 +131,7 @@ class BenchStep(Models):
         v.text, "compile/fp16/nhwc", "backend[:mode]/precision/layout the pipeline rows wrap"
     )
     pipeline_streams: tuple = param(
-        v.check(v.wholes, lo=1, hi=64), (1, 3), "one pipeline row per batches-in-flight count",
+        v.check(v.wholes, lo=1, hi=64), (1, 4), "one pipeline row per batches-in-flight count",
         "--streams",
     )  # fmt: skip
     pipeline_modes: tuple = param(

@@ -104,7 +104,7 @@ class BenchSpec:
     batches: tuple = (1, 16, 64)
     engines: tuple = DEFAULT_ENGINES
     pipeline_engine: tuple = PIPELINE_ENGINE
-    pipeline_streams: tuple = (1, 3)
+    pipeline_streams: tuple = (1, 4)
     pipeline_modes: tuple = ("graph",)
     pipeline_nms_topk: int = 1024
     device: str = "cuda"
