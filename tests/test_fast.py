@@ -351,3 +351,50 @@ def test_the_workload_sentence_quotes_the_bench():
     assert "did not count" in recommend.workload_sentence(
         bench.drop(columns="candidates_per_frame")
     )
+
+
+def _copyfree_bench(rates: dict) -> pd.DataFrame:
+    """A bench of (width -> {variant: img/s}) at batch 64, clocks equal but one."""
+    slow = (2.0, "copyfree/fp16/nhwc")  # the one unit timed at a lower clock
+    rows = [
+        {"width": w, "batch": 64, "variant": v, "scope": "model_only", "status": "ok",
+         "img_per_s": r, "sm_clock_mhz": 1700.0 if (w, v) == slow else 1980.0,
+         "precision": "fp16", "tflops": r / 10, "vs_baseline": 1.0}
+        for w, per in rates.items() for v, r in per.items()
+    ]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_copyfree_facts_recomputed_and_flipped():
+    """The copy-free rules' facts recomputed by hand: the least copy-free / CUDA-graph img/s
+    ratio over widths (with the clock spread of its units) and the copy kernels' share of the
+    copy-free forward; moving either across its threshold flips the verdict."""
+    rates = {
+        0.5: {"eager/fp16/nhwc": 90.0, "cudagraph/fp16/nhwc": 100.0, "copyfree/fp16/nhwc": 130.0},
+        2.0: {"eager/fp16/nhwc": 50.0, "cudagraph/fp16/nhwc": 60.0, "copyfree/fp16/nhwc": 63.0},
+    }
+    bench = _copyfree_bench(rates)
+    kernels = pd.DataFrame({
+        "config": ["copy-free"] * 4 + ["CUDA graph"] * 3,
+        "iteration": [0, 0, 1, 1, 0, 0, 0],
+        "kernel_class": ["tensor_core_conv", "copy_concat"] * 3 + ["copy_concat"],
+        "kernel_name": ["cudnn_conv", "direct_copy_kernel"] * 3 + ["CatArrayBatchedCopy"],
+        "duration_us": [990.0, 10.0, 1000.0, 4.0, 1000.0, 300.0, 100.0],
+    })  # fmt: skip
+    f = facts_table(fast.copyfree_facts(bench, kernels)).set_index("key")
+    ratio = min(p["copyfree/fp16/nhwc"] / p["cudagraph/fp16/nhwc"] for p in rates.values())
+    assert f.value["fast.copyfree_over_cudagraph_min"] == pytest.approx(ratio) == 1.05
+    assert f.clock_spread_pct["fast.copyfree_over_cudagraph_min"] == pytest.approx(280 / 1980 * 100)
+    mine = kernels[kernels.config == "copy-free"]
+    share = (
+        100 * mine[mine.kernel_class == "copy_concat"].duration_us.sum() / mine.duration_us.sum()
+    )
+    assert f.value["fast.copyfree_copy_share_pct"] == pytest.approx(share) == pytest.approx(14 / 20.04)
+    assert _verdict("fast_copyfree_beats_graph", fast.copyfree_facts(bench)) == HOLDS
+    assert _verdict("fast_copyfree_no_copies", fast.copyfree_facts(None, kernels)) == HOLDS
+    rates[2.0]["copyfree/fp16/nhwc"] = 57.0  # slower than the graph at one width
+    assert (
+        _verdict("fast_copyfree_beats_graph", fast.copyfree_facts(_copyfree_bench(rates))) == FAILS
+    )
+    kernels.loc[1, "duration_us"] = 30.0  # 34 of 2,024 us: 1.7 %
+    assert _verdict("fast_copyfree_no_copies", fast.copyfree_facts(None, kernels)) == FAILS

@@ -28,6 +28,8 @@ def lacks(root: DataRoot, names) -> str:
     if getattr(root, "base", None) is not None:
         return root.missing(names[0])
     why = next((w for p, w in WHY_ABSENT.items() for n in names if n.startswith(p)), "")
+    if why and root.machine().get("sm_count"):  # a GPU root: not collected, not impossible
+        why = "its collection has not run the plan step that writes it"
     return f"This root ({root.name}) holds no {', '.join(names)}" + (f": {why}." if why else ".")
 
 

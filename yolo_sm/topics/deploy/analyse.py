@@ -28,6 +28,9 @@ BENCH = "bench_fast_engines"
 AUTOTUNE_DATASET = "bench_autotune"
 TRACE_FP8 = "trace_fp8_w1_b64"
 TRACE_COMPILE = "trace_compile_w1_b64"
+COPYFREE = "bench_copyfree"
+#: label -> Kineto table: the copy-free engine and one CUDA graph of the eager model, same config
+COPYFREE_TRACES = {"copy-free": "trace_copyfree_w1_b64", "CUDA graph": "trace_graph_w1_b64"}
 
 
 def deploy_bench(root: DataRoot) -> pd.DataFrame:
@@ -142,6 +145,49 @@ def compiled(root: DataRoot):
     return compare_backends({"eager": fp8, "compile": root.load(TRACE_COMPILE)}, fp16), fp16
 
 
+def roof_shares(bench, peaks: dict):
+    """Per (width, batch) each model-only engine, fastest first: img/s, its ratio to the
+    baseline, TFLOP/s and ``roof_pct``, its share (%) of ``peaks[precision]`` (TFLOP/s)."""
+    e = engines(bench, baseline=True)
+    e = e.assign(roof_pct=100 * e["tflops"] / e["precision"].map(peaks).astype(float))
+    cols = ["width", "batch", "variant", "img_per_s", "vs_baseline", "tflops", "roof_pct"]
+    e = e.sort_values(["width", "batch", "img_per_s"], ascending=[True, True, False])
+    return e[cols + ["sm_clock_mhz"]].reset_index(drop=True)
+
+
+def copyfree_traces(root: DataRoot):
+    """The :data:`COPYFREE_TRACES` present in ``root`` as one table of the copy-free trace's
+    config, and the config."""
+    t = {k: root.load(d) for k, d in COPYFREE_TRACES.items() if root.has(d)}
+    cfg = t["copy-free"]["config"].iloc[0]
+    return compare_backends(t, cfg), cfg
+
+
+def copyfree_facts(bench=None, kernels=None) -> list[dict]:
+    """The least copy-free over CUDA-graph img/s ratio over ``bench``'s (width, batch) units;
+    the share (%) of the copy-free forward's GPU time in copy / concat kernels (``kernels``:
+    :func:`copyfree_traces`)."""
+    rows = []
+    if bench is not None:
+        e = engines(bench).assign(clock=lambda d: sm_clock_mhz(d))
+        per = e.set_index(["width", "batch", "variant"])[["img_per_s", "clock"]].unstack()
+        pair = ["copyfree/fp16/nhwc", "cudagraph/fp16/nhwc"]
+        ratio = (per["img_per_s"][pair[0]] / per["img_per_s"][pair[1]]).dropna()
+        if len(ratio):
+            spread = max(clock_spread_pct(*c) for c in per["clock"].loc[ratio.index, pair].values)
+            rows.append(fact("fast.copyfree_over_cudagraph_min", ratio.min(), "x",
+                             datasets=(COPYFREE,), points=len(ratio), clock_spread_pct=spread,
+                             note=f"least at {scope(*ratio.idxmin())}"))  # fmt: skip
+    if kernels is not None:
+        b = time_breakdown(kernels)
+        total = b.loc["total", "copy-free"]
+        rows.append(fact("fast.copyfree_copy_share_pct",
+                         100 * part_ms(b, "copy-free", ("copy / concat",)) / total, "%",
+                         datasets=(COPYFREE_TRACES["copy-free"],),
+                         note=f"of {total:.1f} ms per forward"))  # fmt: skip
+    return rows
+
+
 CACHE_DATASET = "bench_compile_cache"
 CACHE_COLUMNS = (
     "width", "batch", "compile_mode", "cache", "compile_cache", "autotuned_ops", "autotune_reads",
@@ -227,7 +273,7 @@ FACT_KEYS = frozenset(
     fast.best16_img_per_s_over_baseline_median fast.pipeline_over_predict_min
     fast.compile_saving_from_convolutions_pct fast.pipeline_graph_over_full_min
     fast.probe_engine_share_pct fast.probe_compiled_stages_over_eager fast.probe_1_over_3_streams
-    fast.cold_over_warm_compile
+    fast.cold_over_warm_compile fast.copyfree_over_cudagraph_min fast.copyfree_copy_share_pct
     """.split()
 )
 
@@ -246,4 +292,7 @@ def facts(root: DataRoot):
     rows += frames.probe_facts({n: root.load(n) for n in root.find_all("probe")})
     if root.has(CACHE_DATASET):
         rows += cache_facts(root.load(CACHE_DATASET))
+    has = root.has(COPYFREE_TRACES["copy-free"])
+    bench = complete_bench(root, COPYFREE) if root.has(COPYFREE) else None
+    rows += copyfree_facts(bench, copyfree_traces(root)[0] if has else None)
     return facts_table(r for r in rows if not math.isnan(r["value"]))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from yolo_sm.analyse.bench_table import engines, variant_order
+from yolo_sm.analyse.bench_table import complete_bench, engines, variant_order
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.contract.hardware import ceiling
 from yolo_sm.report import plots, tables
@@ -69,10 +69,10 @@ def plot_pipeline(pipe, title: str | None = None):
 BENCH = fast.BENCH
 
 
-def roofs(root: DataRoot) -> dict:
-    """precision -> (TFLOP/s, source): the measured dense matmul peak of each precision the
-    deploy bench ran, where ``root``'s ceilings hold it (``matmul_<precision>``)."""
-    bench = fast.deploy_bench(root)
+def roofs(root: DataRoot, bench=None) -> dict:
+    """precision -> (TFLOP/s, source): the measured dense matmul peak of each precision
+    ``bench`` (default: the deploy bench) ran, where ``root``'s ceilings hold it."""
+    bench = fast.deploy_bench(root) if bench is None else bench
     found = {
         p: ceiling(root, f"matmul_{p}") for p in set(bench.get("precision", pd.Series()).dropna())
     }
@@ -112,6 +112,25 @@ def roof_note(root: DataRoot) -> Note:
         else f"{root.name} holds no measured matmul peak (`ceilings`): `roof_pct` is empty."
     )
     return Note(f"The ranking reads {read or 'no bench'}. {roof}")
+
+
+@needs(fast.COPYFREE)
+def hardware(root: DataRoot):
+    """Each engine of the copy-free bench per (width, batch), fastest first, with its share of
+    the measured matmul roof of its precision."""
+    bench = complete_bench(root, fast.COPYFREE)
+    peaks = {p: v[0] for p, v in roofs(root, bench).items()}
+    return tables.show(fast.roof_shares(bench, peaks))
+
+
+@needs(fast.COPYFREE_TRACES["copy-free"])
+def copyfree_figure(root: DataRoot):
+    both, cfg = fast.copyfree_traces(root)
+    return stacked_breakdown(
+        fast.time_breakdown(both),
+        "engine",
+        f"GPU ms per forward by part, copy-free vs one CUDA graph, {cfg} ({root.device_name()})",
+    )
 
 
 def workload_note(root: DataRoot) -> Note:
