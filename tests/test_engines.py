@@ -346,10 +346,11 @@ def test_copyfree_buffer_plan_reproduces_the_model_without_a_copy(tiny_yolo, mon
         ref = tiny_yolo(x)
         engine = copyfree.CopyFree(tiny_yolo)
         out = engine(x)
-        assert engine(x) is not out and engine(x).data_ptr() == out.data_ptr()  # one buffer
+        assert torch.equal(engine(x), out)  # a second forward on the planned buffers
     assert out.shape == ref.shape and torch.allclose(out, ref, atol=1e-5, rtol=1e-4)
-    assert engine.concat_copies == 0 and len(pools) == 9  # 3 pools per forward, 3 forwards
-    assert any(k[0][0] == "head" for k in engine.buffers if isinstance(k[0], tuple))
+    assert engine.concat_copies == 0 and len(pools) == 6  # 3 pools per forward, 2 forwards
+    heads = [k for k in engine.buffers if isinstance(k[0], tuple) and k[0][0] == "head"]
+    assert len(heads) == 3  # one buffer per level the branches write into
 
 
 _WINDOW_CHECK = """

@@ -1,6 +1,6 @@
 """Backend ``copyfree`` (fp16/bf16 NHWC, CUDA): each ``Conv`` block one cuDNN graph (BN folded,
 bias/SiLU/residual fused) writing into its slice of the concat that reads it, SPPF's pools and the
-upsamples too, the head's branches into their slice of the raw output; one CUDA graph."""
+upsamples too, the head's branches into their slice of one buffer per level; one CUDA graph."""
 
 from __future__ import annotations
 
@@ -245,18 +245,16 @@ class CopyFree(nn.Module):
         return self.conv(m.cv2, buf, out)
 
     def _detect(self, i, m, xs):
-        """The raw head output (B, 4 * reg_max + nc, anchors) with each level's box and class
-        branch writing into its slice of one (B, anchors, channels) buffer: no concatenation."""
-        n, nb = xs[0].shape[0], 4 * m.reg_max
-        sizes = [t.shape[2] * t.shape[3] for t in xs]
-        raw = self._buffer(("head", i), (n, sum(sizes), m.no), xs[0])
-        a0 = 0
-        for x, a, box, cls in zip(xs, sizes, m.cv2, m.cv3, strict=True):
-            lvl = raw[:, a0 : a0 + a].unflatten(1, x.shape[2:]).permute(0, 3, 1, 2)  # NHWC view
+        """The raw head output (B, 4 * reg_max + nc, anchors): each level's box and class branch
+        write into their channel slice of one NHWC buffer per level, which one concatenation
+        joins (ultralytics' head concatenates three times)."""
+        nb, levels = 4 * m.reg_max, []
+        for x, box, cls in zip(xs, m.cv2, m.cv3, strict=True):
+            lvl = self._buffer(("head", i), (x.shape[0], m.no, *x.shape[2:]), x)
             for branch, dst in ((box, lvl[:, :nb]), (cls, lvl[:, nb:])):
                 self.conv(branch[-1], branch[:-1](x), dst)
-            a0 += a
-        return raw.transpose(1, 2)
+            levels.append(lvl.flatten(2))
+        return torch.cat(levels, 2)
 
 
 def _empty(shape, like) -> torch.Tensor:
