@@ -100,11 +100,12 @@ def formatter(col: str):
     return number
 
 
-def show(df: pd.DataFrame, *, index: bool | None = None, caption: str | None = None):
-    """``df`` as a formatted, narrow Styler; ``index`` shown by default unless a RangeIndex."""
+def show(df: pd.DataFrame, *, index: bool | None = None, caption: str | None = None, columns=()):
+    """``df`` (its ``columns`` it holds, in order) as a formatted, narrow Styler; ``index``
+    shown by default unless a RangeIndex."""
     if index is None:
         index = not isinstance(df.index, pd.RangeIndex)
-    d = df.copy()
+    d = df[[c for c in columns if c in df]] if columns else df.copy()
     d.columns = [" · ".join(map(str, c)) if isinstance(c, tuple) else c for c in d.columns]
     d.index.names = [None if n is None else html.escape(str(n)) for n in d.index.names]
     fmt = {c: formatter(c) for c in d.columns}

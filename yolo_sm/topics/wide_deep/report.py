@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pandas as pd
 
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report.colors import TEMPLATE
-from yolo_sm.report.sections import needs
+from yolo_sm.report.sections import needs, section
 from yolo_sm.report.style import finish
 from yolo_sm.report.tables import show
 from yolo_sm.topics.wide_deep import analyse
@@ -51,16 +53,13 @@ def plot_pair_ratios(t: pd.DataFrame, y: str, y_title: str):
     return finish(fig)
 
 
-@needs(analyse.DATASET)
-def pair_table(root: DataRoot):
-    """Both models of each pair side by side per backend and batch."""
-    t = analyse.pair_table(root.load(analyse.DATASET))
-    cols = [
-        "pair", "backend", "batch", "width_wide", "depth_wide", "width_deep", "depth_deep",
-        "flops_diff_pct", "img_per_s_wide", "img_per_s_deep", "wide_over_deep",
-        "kernels_per_forward_wide", "kernels_per_forward_deep", "occupancy_diff_pct",
-    ]  # fmt: skip
-    return show(t[[c for c in cols if c in t]], index=False)
+#: both models of each pair side by side per backend and batch
+PAIR_COLUMNS = (
+    "pair", "backend", "batch", "width_wide", "depth_wide", "width_deep", "depth_deep",
+    "flops_diff_pct", "img_per_s_wide", "img_per_s_deep", "wide_over_deep",
+    "kernels_per_forward_wide", "kernels_per_forward_deep", "occupancy_diff_pct",
+)  # fmt: skip
+pair_table = section(analyse.DATASET, analyse.pair_table, partial(show, columns=PAIR_COLUMNS))
 
 
 @needs(analyse.DATASET)
