@@ -13,20 +13,26 @@ from yolo_sm.contract.steps import GENERIC
 
 @dataclass(frozen=True)
 class Topic:
-    """One question: ``sources`` (rules file in its folder, facts function) refs,
-    ``pair_sources`` over two roots, ``headlines`` per notebook (rule ids, in reading order),
-    ``steps`` (kind -> spec, runner)."""
+    """One question: ``sources`` (rules file in its folder, facts function) refs (by default
+    its rules.toml and analyse.facts), ``pair_sources`` over two roots, ``headlines`` per
+    notebook (rule ids, in reading order),
+    ``steps`` (kind -> spec, runner; or spec classes)."""
 
     name: str
     notebooks: tuple[str, ...]
     question: str
-    sources: tuple[tuple[str, str], ...] = ()
+    sources: tuple[tuple[str, str], ...] = (("rules.toml", "analyse:facts"),)
     pair_sources: tuple[tuple[str, str], ...] = ()
-    headlines: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    steps: Mapping[str, tuple[type, str]] = field(default_factory=dict)
+    headlines: Mapping[str, tuple[str, ...]] | tuple[str, ...] = field(default_factory=dict)
+    steps: Mapping[str, tuple[type, str]] | tuple[type, ...] = field(default_factory=dict)
 
     def __post_init__(self):
-        object.__setattr__(self, "headlines", MappingProxyType(dict(self.headlines)))
+        heads = self.headlines  # a tuple: its first notebook's
+        heads = heads if isinstance(heads, Mapping) else {self.notebooks[0]: tuple(heads)}
+        object.__setattr__(self, "headlines", MappingProxyType(dict(heads)))
+        if not isinstance(self.steps, Mapping):  # spec classes, each run by run_<its kind>
+            steps = {c.kind: (c, f"yolo_sm.core.plan_runners:run_{c.kind}") for c in self.steps}
+            object.__setattr__(self, "steps", steps)
         unknown = set(self.headlines) - set(self.notebooks)
         if unknown:
             raise ValueError(f"topic {self.name}: headlines for notebooks it lacks: {unknown}")

@@ -8,5 +8,5 @@ TOPIC = Topic(
     question="Do two machines reach the same conclusions?",
     sources=(),
     pair_sources=(("rules.toml", "analyse:facts"),),
-    headlines={"12_two_machines": ("compare_gpu_bound_agree", "compare_b_faster")},
+    headlines=("compare_gpu_bound_agree", "compare_b_faster"),
 )

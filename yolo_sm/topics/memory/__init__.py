@@ -8,8 +8,6 @@ from yolo_sm.contract.steps import one_layout, one_precision
 from yolo_sm.contract.values import Spec, param
 from yolo_sm.topics import Topic
 
-RUN = "yolo_sm.core.plan_runners:"
-
 
 def lifetime_entries(x, what):
     """memory_lifetimes' ``models``: mappings with ``model`` and optional ``widths``."""
@@ -64,16 +62,10 @@ TOPIC = Topic(
     name="memory",
     notebooks=("07_memory_and_layout",),
     question="How much activation memory does a forward need?",
-    sources=(("rules.toml", "analyse:facts"),),
-    steps={
-        "memory_lifetimes": (LifetimesStep, RUN + "run_memory_lifetimes"),
-        "memory_pool": (PoolStep, RUN + "run_memory_pool"),
-    },
-    headlines={
-        "07_memory_and_layout": (
-            "memory_peak_predicted",
-            "memory_expandable_lowers_peak",
-            "roofline_nchw_transforms",
-        ),
-    },
+    steps=(LifetimesStep, PoolStep),
+    headlines=(
+        "memory_peak_predicted",
+        "memory_expandable_lowers_peak",
+        "roofline_nchw_transforms",
+    ),
 )
