@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import subprocess
 import sys
@@ -31,6 +30,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from yolo_sm import child_env
 from yolo_sm.contract.errors import UserError
 from yolo_sm.core.engines import EngineConfig, build_engine
 from yolo_sm.core.engines.base import DTYPES
@@ -464,17 +464,6 @@ def child_main(argv: list[str] | None = None) -> None:
     pool_rows(**args).to_parquet(out, index=False)
 
 
-def _child_env(alloc_conf: str) -> dict:
-    env = dict(os.environ)
-    if alloc_conf == "default":
-        env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
-    else:
-        env["PYTORCH_CUDA_ALLOC_CONF"] = alloc_conf
-    root = str(Path(__file__).resolve().parents[3])  # the folder holding the yolo_sm package
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-    return env
-
-
 def pool_table(confs=ALLOC_CONFS, *, timeout_s: float = 300.0, **kwargs):
     """The ``memory_pool`` table: :func:`pool_rows` per allocator configuration, each in a fresh
     process."""
@@ -492,7 +481,7 @@ def pool_table(confs=ALLOC_CONFS, *, timeout_s: float = 300.0, **kwargs):
             try:
                 done = subprocess.run(
                     [sys.executable, "-c", code, arg],
-                    env=_child_env(conf),
+                    env=child_env(PYTORCH_CUDA_ALLOC_CONF=None if conf == "default" else conf),
                     capture_output=True,
                     text=True,
                     timeout=timeout_s,
