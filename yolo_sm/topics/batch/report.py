@@ -98,8 +98,7 @@ def plot_graph_speedup(speedup):
         template=TEMPLATE, title="CUDA graph speed-up over eager (eager ms / graph ms, same sweep)",
     )
     fig.add_hline(y=1.0, line_dash="dot")
-    fig.update_yaxes(title_text="eager latency / graph latency")
-    return finish(fig)
+    return finish(fig, y="eager latency / graph latency")
 
 
 def batch_explorer(sweep, width: float, backend: str, frac: float):

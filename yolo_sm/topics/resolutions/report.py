@@ -32,9 +32,8 @@ def plot_selection(frames=FRAMES, engines=ENGINES):
                  template=TEMPLATE,
                  title="The engine each frame size is served by, and how much of its input "
                  "the frame fills")  # fmt: skip
-    fig.update_xaxes(title_text="frame size (width x height)")
     fig.update_yaxes(title_text="share of the engine input filled (%)", range=[0, 105])
-    return finish(fig)
+    return finish(fig, "frame size (width x height)")
 
 
 def plot_resolutions(df: pd.DataFrame, y: str = "mpix_per_s"):
@@ -52,9 +51,7 @@ def plot_resolutions(df: pd.DataFrame, y: str = "mpix_per_s"):
                   markers=True, hover_data=[c for c in ("frame_size", "median_ms") if c in d],
                   template=TEMPLATE,
                   title=f"{what} against input size")  # fmt: skip
-    fig.update_xaxes(title_text="engine input (megapixels)")
-    fig.update_yaxes(title_text=what)
-    return finish(fig)
+    return finish(fig, "engine input (megapixels)", what)
 
 
 @needs(analyse.DATASET)

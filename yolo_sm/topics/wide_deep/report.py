@@ -31,9 +31,7 @@ def presets(root: DataRoot, batch: int = 64):
                      title="YOLOv8 presets: images per second against GFLOPs, CUDA graph fp16, "
                      f"batch {batch}")  # fmt: skip
     fig.update_traces(textposition="top center", marker={"size": 10})
-    fig.update_xaxes(title_text="GFLOPs per image")
-    fig.update_yaxes(title_text="images per second")
-    return finish(fig)
+    return finish(fig, "GFLOPs per image", "images per second")
 
 
 def plot_pair_ratios(t: pd.DataFrame, y: str, y_title: str):
@@ -48,9 +46,8 @@ def plot_pair_ratios(t: pd.DataFrame, y: str, y_title: str):
     fig = px.line(d, x="batch", y=y, color="pair", facet_col="backend", markers=True,
                   log_x=True, template=TEMPLATE, title=y_title)  # fmt: skip
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
-    fig.update_xaxes(title_text="batch size")
     fig.update_yaxes(title_text=y_title, col=1)
-    return finish(fig)
+    return finish(fig, "batch size")
 
 
 #: both models of each pair side by side per backend and batch
