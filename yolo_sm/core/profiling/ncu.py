@@ -282,7 +282,7 @@ def _tidy_long(df):
         {
             "kernel_id": pd.to_numeric(df["ID"]).astype(int),
             "kernel_name": df["Kernel Name"],
-            "nvtx_path": df[nv].map(_nvtx_path) if nv else "",
+            "nvtx_path": df[nv].map(lambda c: "/".join(_NVTX_RANGE.findall(str(c)))) if nv else "",
             "metric": df["metric"],
             "unit": df["unit"].fillna(""),
             "value_text": df["value"],
@@ -290,10 +290,6 @@ def _tidy_long(df):
     )
     out["value"] = pd.to_numeric(out["value_text"].str.replace(",", ""), errors="coerce")
     return out
-
-
-def _nvtx_path(cell: str) -> str:
-    return "/".join(_NVTX_RANGE.findall(str(cell)))
 
 
 def _wide(long_df):
