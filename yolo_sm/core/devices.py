@@ -79,6 +79,17 @@ def _nvml_bus(text: str) -> str:
     return f"{int(parts[0], 16):04x}:{parts[1]}:{parts[2].split('.')[0]}"
 
 
+def nvml_handle(index: int):
+    """(pynvml, the handle of NVML's GPU ``index``), or Nones without pynvml or a driver."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml, pynvml.nvmlDeviceGetHandleByIndex(index)
+    except Exception:  # noqa: BLE001 - no NVML is a normal state on CPU machines
+        return None, None
+
+
 def nvml_index(device: str = "cuda") -> int:
     """The NVML index of ``device`` (:func:`identify`), else its torch index."""
     found = identify(device)["nvml_index"]

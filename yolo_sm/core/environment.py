@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.core.devices import nvml_handle
 from yolo_sm.core.provenance import collect
 
 NCU_CANDIDATES = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/ncu")
@@ -23,12 +24,9 @@ def find_ncu() -> str | None:
 
 def gpm_supported(index: int = 0) -> bool | None:
     """NVML GPM support on GPU ``index`` (True/False), or None without pynvml/NVML."""
+    nvml, h = nvml_handle(index)
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(index)
-        return bool(pynvml.nvmlGpmQueryDeviceSupport(h).isSupportedDevice)
+        return None if h is None else bool(nvml.nvmlGpmQueryDeviceSupport(h).isSupportedDevice)
     except Exception:  # noqa: BLE001
         return None
 
