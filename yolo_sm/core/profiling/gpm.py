@@ -39,9 +39,23 @@ def _stale(vals: list[float]) -> bool:
     return len(finite) < len(vals) and all(v == 0 for v in finite)
 
 
-def _err(nvml, *names: str) -> tuple:
-    """The NVMLError subclasses ``names`` this NVML module has (``except ()`` matches nothing)."""
+def nvml_errors(nvml, *names: str) -> tuple:
+    """The NVMLError subclasses ``names`` (none: NVMLError) this NVML module has (``except ()``
+    matches nothing)."""
+    names = names or ("NVMLError",)
     return tuple(c for n in names if isinstance(c := getattr(nvml, n, None), type))
+
+
+def import_pynvml():
+    """pynvml, or NotAvailableError saying what to install."""
+    try:
+        import pynvml
+    except ImportError:
+        raise NotAvailableError(
+            "reading NVML needs pynvml, which is not installed: pip install nvidia-ml-py (the gpu "
+            "extra)"
+        ) from None
+    return pynvml
 
 
 class GpmSampler:
@@ -86,18 +100,10 @@ class GpmSampler:
                 "this process runs under Nsight Compute, which uses the same performance "
                 "counters as GPM: sample GPM in a separate run"
             )
-        if self._nvml is None:
-            try:
-                import pynvml as nvml
-            except ImportError:
-                raise NotAvailableError(
-                    "GPM sampling needs pynvml, which is not installed: pip install nvidia-ml-py"
-                ) from None
-            self._nvml = nvml
-        nvml = self._nvml
+        nvml = self._nvml = self._nvml if self._nvml is not None else import_pynvml()
         try:
             nvml.nvmlInit()
-        except _err(nvml, "NVMLError") as e:
+        except nvml_errors(nvml, "NVMLError") as e:
             raise NotAvailableError(
                 f"NVML could not start ({e}): is an NVIDIA driver installed and a GPU visible?"
             ) from None
@@ -119,9 +125,9 @@ class GpmSampler:
                 self.power = self._power_supported()
         except BaseException as e:
             self._close()
-            if isinstance(e, _err(nvml, "NVMLError_NoPermission")):
+            if isinstance(e, nvml_errors(nvml, "NVMLError_NoPermission")):
                 raise NotAvailableError(PERM_HELP) from None
-            if isinstance(e, _err(nvml, "NVMLError")):
+            if isinstance(e, nvml_errors(nvml, "NVMLError")):
                 raise NotAvailableError(f"NVML cannot sample GPU {self.index}: {e}") from None
             raise
         self._thread = threading.Thread(
@@ -134,7 +140,7 @@ class GpmSampler:
         self.stop()
         if exc_type is None and self.error is not None:
             e = self.error
-            if isinstance(e, _err(self._nvml, "NVMLError_NoPermission")):
+            if isinstance(e, nvml_errors(self._nvml, "NVMLError_NoPermission")):
                 raise NotAvailableError(PERM_HELP) from e
             raise RuntimeError(f"GPM sampling stopped early: {e!r}") from e
 
@@ -167,7 +173,7 @@ class GpmSampler:
             return False
         try:
             return bool(nvml.nvmlGpmQueryDeviceSupport(self._handle).isSupportedDevice)
-        except _err(nvml, "NVMLError_NotSupported", "NVMLError_FunctionNotFound"):
+        except nvml_errors(nvml, "NVMLError_NotSupported", "NVMLError_FunctionNotFound"):
             return False
 
     def _start_gpm(self) -> str:
@@ -180,7 +186,7 @@ class GpmSampler:
             q.metrics[i].metricId = getattr(nvml, const)
         try:
             self._t0 = self._tick = self._take(self._samples[0])
-        except _err(nvml, "NVMLError_NotSupported"):  # e.g. MIG or vGPU without GPM
+        except nvml_errors(nvml, "NVMLError_NotSupported"):  # e.g. MIG or vGPU without GPM
             for s in self._samples:
                 nvml.nvmlGpmSampleFree(s)
             self._samples = []
@@ -211,7 +217,7 @@ class GpmSampler:
     def _power_supported(self) -> bool:
         try:
             self._nvml.nvmlDeviceGetPowerUsage(self._handle)
-        except _err(self._nvml, "NVMLError_NotSupported", "NVMLError_FunctionNotFound"):
+        except nvml_errors(self._nvml, "NVMLError_NotSupported", "NVMLError_FunctionNotFound"):
             warnings.warn(
                 f"GPU {self.index} reports no power draw (nvmlDeviceGetPowerUsage): the "
                 "timeline has no power_w rows",
@@ -224,7 +230,7 @@ class GpmSampler:
         """Board power draw in watts (NVML reports milliwatts; NaN when a read fails)."""
         try:
             return self._nvml.nvmlDeviceGetPowerUsage(self._handle) / 1000.0
-        except _err(self._nvml, "NVMLError"):
+        except nvml_errors(self._nvml, "NVMLError"):
             return math.nan
 
     def _read_util(self) -> tuple[float, list[float]]:
