@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from yolo_sm.contract.errors import NotAvailableError
+from yolo_sm.contract.errors import NotAvailableError, need
 from yolo_sm.core.engines import plan_cache
 from yolo_sm.core.models.common import calibration_batches
 
@@ -185,13 +185,8 @@ def plan_sources(model: nn.Module) -> dict[str, int]:
 
 def import_cudnn(what: str):
     """The cuDNN frontend module, or NotAvailableError naming ``what`` needs it."""
-    try:
-        import cudnn
-    except ImportError as e:
-        raise NotAvailableError(
-            f"{what} on a GPU needs NVIDIA's cuDNN frontend: pip install nvidia-cudnn-frontend"
-        ) from e
-    return cudnn
+    advice = f"{what} on a GPU needs NVIDIA's cuDNN frontend: pip install nvidia-cudnn-frontend"
+    return need("cudnn", advice)
 
 
 def require_gpu(device: str, what: str, capability: tuple[int, int], cores: str) -> None:

@@ -13,7 +13,7 @@ import time
 import warnings
 
 from yolo_sm.analyse.gpm import FALLBACK_METRICS
-from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.contract.errors import NotAvailableError, UserError, need
 
 # tidy metric name -> pynvml constant (values in percent, 0-100)
 GPM_METRICS = {
@@ -48,14 +48,8 @@ def nvml_errors(nvml, *names: str) -> tuple:
 
 def import_pynvml():
     """pynvml, or NotAvailableError saying what to install."""
-    try:
-        import pynvml
-    except ImportError:
-        raise NotAvailableError(
-            "reading NVML needs pynvml, which is not installed: pip install nvidia-ml-py (the gpu "
-            "extra)"
-        ) from None
-    return pynvml
+    advice = "reading NVML needs pynvml, which is not installed: pip install nvidia-ml-py"
+    return need("pynvml", advice + " (the gpu extra)")
 
 
 class GpmSampler:
