@@ -10,12 +10,12 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from yolo_sm.analyse import plan_grid
 from yolo_sm.analyse.hostbound import host_bound_rule
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.schema import KEY_COLUMNS, REQUIRED
 from yolo_sm.contract.steps import SweepStep
 from yolo_sm.contract.store import check_output_path, write_atomic  # noqa: F401 (re-exported)
+from yolo_sm.contract.vocab import unsupported
 from yolo_sm.contract.workload import clear, publish
 from yolo_sm.core.engines import EngineConfig, build_engine
 from yolo_sm.core.engines.base import CHECK_INPUT
@@ -143,7 +143,7 @@ class SweepSpec(SweepStep):
 
 def unsupported_reason(p: Point) -> str | None:
     """Why a grid combination cannot run (left out of the sweep), or None."""
-    return plan_grid.unsupported(p.precision, p.layout, p.backend, p.device)
+    return unsupported(p.precision, p.layout, p.backend, p.device)
 
 
 def check_environment(spec: SweepSpec) -> None:

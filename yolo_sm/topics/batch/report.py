@@ -13,7 +13,7 @@ from yolo_sm.report import plots, rules, tables, widgets
 from yolo_sm.report.colors import COLORS, TEMPLATE
 from yolo_sm.report.sections import Note
 from yolo_sm.report.style import finish
-from yolo_sm.report.text import code
+from yolo_sm.report.tables import code
 from yolo_sm.topics.batch import analyse as batch
 from yolo_sm.topics.batch import multi_gpu
 

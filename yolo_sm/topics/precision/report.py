@@ -10,7 +10,7 @@ from yolo_sm.report.colors import TEMPLATE, color_map
 from yolo_sm.report.plots import lacks
 from yolo_sm.report.sections import Note
 from yolo_sm.report.style import finish
-from yolo_sm.report.text import code
+from yolo_sm.report.tables import code
 from yolo_sm.topics.deploy.report import stacked_breakdown
 from yolo_sm.topics.precision import eight_bit as p8
 from yolo_sm.topics.precision import int8_kernels as ik
