@@ -8,6 +8,7 @@ import logging
 
 from yolo_sm.contract import values
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.steps import MODEL_HELP
 
 #: the package's logger: progress and notices go through it to stderr (tables go to stdout)
 log = logging.getLogger("yolo_sm")
@@ -34,15 +35,8 @@ def model_flags(p: argparse.ArgumentParser, many: bool = False) -> None:
 
 def model_spec_flags(p: argparse.ArgumentParser) -> None:
     """--model SPEC (repeatable or a comma list) and --input-shape C,H,W."""
-    p.add_argument(
-        "--model",
-        dest="models",
-        action="append",
-        help="family:width (yolov8:0.5, yolo11:n), an ultralytics model YAML by path or name "
-        "(yolo11s-seg.yaml, rtdetr-l.yaml), an ultralytics .pt checkpoint or "
-        "package.module:function (imports and runs your code, by design); repeatable or a "
-        "comma list; replaces --family/--widths",
-    )
+    more = "; repeatable; replaces --family/--widths"
+    p.add_argument("--model", dest="models", action="append", help=MODEL_HELP + more)
     p.add_argument(
         "--input-shape",
         dest="input_shape",
