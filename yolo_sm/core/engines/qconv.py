@@ -15,7 +15,7 @@ from torch import nn
 
 from yolo_sm.contract.errors import NotAvailableError, need
 from yolo_sm.core.engines import plan_cache
-from yolo_sm.core.models.common import calibration_batches
+from yolo_sm.core.models.common import calibration_batches, hooked
 
 _HANDLES: dict = {}  # one cuDNN handle per device
 CL = torch.channels_last
@@ -49,13 +49,10 @@ def calibrate_inputs(model: nn.Module, convs, batches, stat=abs_max) -> list[flo
         amax[i] = max(amax[i], float(stat(args[0].detach())))
 
     handles = [c.register_forward_pre_hook(hook) for _, _, c in convs]
-    try:
+    with hooked(handles):
         p = next(model.parameters())
         for x in batches:
             model(x.to(device=p.device, dtype=p.dtype))
-    finally:
-        for h in handles:
-            h.remove()
     return amax
 
 

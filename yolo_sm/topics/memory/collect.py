@@ -34,7 +34,7 @@ from yolo_sm import child_env
 from yolo_sm.contract.errors import UserError
 from yolo_sm.core.engines import EngineConfig, build_engine
 from yolo_sm.core.engines.base import DTYPES
-from yolo_sm.core.models import ResNetDetector, build_yolo, layers, resnet_backbone
+from yolo_sm.core.models import ResNetDetector, build_yolo, hooked, layers, resnet_backbone
 
 #: the models of the lifetime section: YOLOv8 at four widths and the ResNet-101 detector
 DEFAULT_LIFETIME_MODELS: tuple[dict, ...] = (
@@ -227,16 +227,13 @@ def trace_lifetimes(run, x: torch.Tensor, model: torch.nn.Module, *, device: str
         p = ml.position
         handles.append(ml.module.register_forward_pre_hook(lambda m, a, p=p: rec.enter(p)))
         handles.append(ml.module.register_forward_hook(lambda m, a, o, p=p: rec.leave(p, o)))
-    try:
+    with hooked(handles):
         if cuda:
             torch.cuda.synchronize()
             rec.base = torch.cuda.memory_allocated()
         with rec:
             out = run(x)
         returned = {_key(t) for t in tree_leaves(out) if isinstance(t, torch.Tensor)}
-    finally:
-        for h in handles:
-            h.remove()
     last = rec.step
     for act in rec.acts:
         if act.released is None or any(act is rec.by_key.get(k) for k in returned):
