@@ -111,17 +111,13 @@ def collect(args) -> int:
         print(f"{len(table) - left} of {len(table)} step(s) done, {left} left")
         return 0
     only = comma_list(args.only)
-    names = [s.name for s in plan.steps]
-    for o in only:
-        if o not in names:
-            steps = ", ".join(sorted(names))
-            raise UserError(f"plan {plan.name} has no step {o!r}; steps: {steps}")
+    plans.check_only(plan, only)
     redo = None if args.redo_errors is None else str(args.redo_errors)
     workers = (
         None if args.workers is None else values.whole(args.workers, "--workers", lo=1, hi=1024)
     )
     values.output_path(out_dir, folder=True)
-    check_steps(plan, out_dir, only or names)
+    check_steps(plan, out_dir, only or [s.name for s in plan.steps])
     kw = {"only": only, "max_minutes": minutes, "progress": not args.quiet, "redo": redo}
     if args.workers is not None or args.scheduler:
         from yolo_sm.core import distributed
