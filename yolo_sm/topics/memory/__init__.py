@@ -44,9 +44,4 @@ TOPIC = Topic(
     notebooks=("07_memory_and_layout",),
     question="How much activation memory does a forward need?",
     steps=(LifetimesStep, PoolStep),
-    headlines=(
-        "memory_peak_predicted",
-        "memory_expandable_lowers_peak",
-        "roofline_nchw_transforms",
-    ),
 )

@@ -24,9 +24,4 @@ TOPIC = Topic(
     notebooks=("16_live_monitoring",),
     question="What do live GPU counters say about the SMs?",
     steps=(MonitorStep,),
-    headlines=(
-        "monitor_active_is_not_occupancy",
-        "monitor_bench_fills_the_sms",
-        "monitor_gpu_util_overstates",
-    ),
 )

@@ -72,11 +72,4 @@ TOPIC = Topic(
     notebooks=("02_precision",),
     question="What do fp16, bf16 and 8-bit buy over fp32?",
     steps=(NumericsStep, Int8KernelStep),
-    headlines=(
-        "precision_fp16_faster_large_batch",
-        "precision_fp16_hidden_by_launches",
-        "precision_bf16_as_fast_as_fp16",
-        "precision_fp32_on_simt",
-        "precision_numerics_within_tolerance",
-    ),
 )

@@ -48,9 +48,4 @@ TOPIC = Topic(
     notebooks=("15_resolutions",),
     question="One engine per resolution or one dynamic engine?",
     steps=(ResolutionStep,),
-    headlines=(
-        "resolutions_dynamic_cost_small",
-        "resolutions_nearest_engine_pays",
-        "resolutions_large_inputs_fill_gpu",
-    ),
 )

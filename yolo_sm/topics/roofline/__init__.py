@@ -23,10 +23,4 @@ TOPIC = Topic(
     notebooks=("06_roofline",),
     question="Is a layer bound by compute, memory or launches?",
     steps=(CeilingsStep,),
-    headlines=(
-        "roofline_yolo_compute_side",
-        "roofline_yolo_under_roof",
-        "roofline_zero_flop_below_copy",
-        "roofline_wide_tensor_pipe_rises",
-    ),
 )

@@ -52,10 +52,4 @@ TOPIC = Topic(
     notebooks=("17_two_models",),
     question="How should two models share one GPU?",
     steps=(SharingStep,),
-    headlines=(
-        "sharing_streams_total",
-        "sharing_small_p99_streams",
-        "sharing_streams_beat_processes",
-        "sharing_equal_work_streams",
-    ),
 )

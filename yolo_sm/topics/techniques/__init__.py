@@ -44,5 +44,4 @@ TOPIC = Topic(
     notebooks=("13_techniques",),
     question="What do fusion, autocast and a preallocated buffer buy?",
     steps=(TechniquesStep,),
-    headlines=("techniques_fusion_b16", "techniques_autocast_near_half", "techniques_buffer_gain"),
 )

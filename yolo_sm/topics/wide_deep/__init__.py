@@ -55,9 +55,4 @@ TOPIC = Topic(
     notebooks=("14_wide_or_deep",),
     question="Wider or deeper at the same FLOPs: which uses the SMs better?",
     steps=(WideDeepStep,),
-    headlines=(
-        "wide_deep_wide_faster_b64",
-        "wide_deep_wide_faster_b1_eager",
-        "wide_deep_wide_higher_occupancy",
-    ),
 )

@@ -6,5 +6,4 @@ TOPIC = Topic(
     name="your_model",
     notebooks=("11_your_model",),
     question="How does my model use the SMs?",
-    headlines=("your_model_half_idle_warps", "your_model_low_layers_dominate"),
 )
