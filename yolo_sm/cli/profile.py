@@ -120,7 +120,7 @@ def trace(args) -> int:
 
     backend = values.text(args.backend, "--backend", TRACE_BACKENDS)
     spec = _spec(TraceStep, args)
-    iters, size, width = spec.iters, spec.imgsz, spec.widths[0]
+    iters, size, width = spec.iters, spec.imgsz, values.multiplier(args.width, "--width")
     dev = device(args.device)
     if not str(args.out).endswith(".json.gz"):
         raise UserError(f"--out must end in .json.gz, got {args.out}")
