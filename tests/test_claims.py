@@ -327,7 +327,7 @@ def test_a_notebooks_verdict_table_shows_every_statement_whole():
     assert long in html and "r_long" in html and "1.13x" in html and FAILS in html
     # the verdict in its badge's colours, the site's (one mapping for both)
     from yolo_sm.report.colors import VERDICT_COLORS
-    from yolo_sm.report.site_style import SITE_STYLE
+    from yolo_sm.report.site import SITE_STYLE
 
     bg, fg = VERDICT_COLORS[FAILS]
     assert f"background: {bg};" in html and f"color: {fg};" in html

@@ -261,7 +261,7 @@ def test_trace_step_on_cpu_writes_kernel_table_and_traces(tmp_path):
     table = collect.run_plan(plan, tmp_path / "d", progress=False)
     assert table.state.tolist() == ["done"]
     assert list((tmp_path / "d" / "traces").glob("tr-*.json.gz"))
-    assert "data/tr" not in set(datasets.list_datasets().name)  # registered in its own folder only
+    assert "data/tr" not in set(datasets.manifests())  # registered in its own folder only
 
 
 def test_a_trace_step_builds_its_engines_in_its_compile_mode(tmp_path, monkeypatch):

@@ -15,9 +15,9 @@ from yolo_sm.core import live
 
 
 def test_every_shipped_dataset_loads_with_columns_and_provenance():
-    listing = datasets.list_datasets()
-    assert {"h200/sweep_fp16_nhwc", "cpu/numerics"} <= set(listing.name)
-    for name in listing.name:
+    listing = datasets.manifests()
+    assert {"h200/sweep_fp16_nhwc", "cpu/numerics"} <= set(listing)
+    for name in listing:
         df = datasets.load(name)
         entry = datasets.info(name)
         assert len(df) == entry["rows"], name
@@ -102,7 +102,7 @@ def test_register_and_corrupt_file(tmp_path, monkeypatch):
         datasets.load("m/s")
     (folder / "manifest.json").write_text("{not json")
     with pytest.raises(UserError, match="manifest"):
-        datasets.list_datasets()
+        datasets.manifests()
 
 
 # --- roots: the machine from provenance, one sentence for what a root lacks -------------------

@@ -394,14 +394,14 @@ def test_choose_kernel_says_what_is_missing(monkeypatch):
 
 
 def test_sweep_keeps_int8_on_eager_graph_and_compile_and_drops_it_on_onnxruntime():
-    from yolo_sm.analyse import plan_grid
+    from yolo_sm.contract.vocab import unsupported
     from yolo_sm.core.sweep import Point, unsupported_reason
 
     for backend, ok in (("eager", True), ("cudagraph", True), ("compile", True),
                         ("onnxruntime", False)):  # fmt: skip
         p = Point("yolov8", "", 1.0, 0.33, 2048, "int8", "nhwc", backend, 1, 64, "default", "cuda")
         assert (unsupported_reason(p) is None) is ok
-        assert (plan_grid.unsupported("int8", "nhwc", backend) is None) is ok
+        assert (unsupported("int8", "nhwc", backend) is None) is ok
 
 
 def test_numerics_table_measures_int8_per_calibration(tiny):

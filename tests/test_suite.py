@@ -105,11 +105,3 @@ def test_shipped_gpm_overhead_is_small_on_the_gpu_bound_config():
     w15 = ov[ov.config == CONFIGS[1]]
     assert len(w15) == 16 and w15.sampler.sum() == 8
     assert abs(gpm.overhead_pct(w15)) < 1.0
-
-
-def test_profile_all_refuses_a_cpu_device(tmp_path):
-    from yolo_sm.contract.errors import UserError
-
-    with pytest.raises(UserError, match="CUDA"):
-        suite.profile_all(tmp_path / "p", device="cpu")
-    assert not (tmp_path / "p").exists()

@@ -22,7 +22,16 @@ def set_env_defaults() -> None:
     )
 
 
+def child_env(**values) -> dict:
+    """This environment for a child process: ``values`` set (None: removed), this yolo_sm first
+    on ``PYTHONPATH``."""
+    env = {k: v for k, v in {**os.environ, **values}.items() if v is not None}
+    root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
+
+
 set_env_defaults()
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "set_env_defaults"]
+__all__ = ["__version__", "child_env", "set_env_defaults"]

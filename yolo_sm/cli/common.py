@@ -1,14 +1,14 @@
 """What the ``yolo-sm`` command groups share: a parser whose errors are one sentence, common
-flags, and the checks before any work (the device exists, a backend's package is installed)."""
+flags, and the device check before any work."""
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import logging
 
 from yolo_sm.contract import values
-from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.steps import MODEL_HELP
 
 #: the package's logger: progress and notices go through it to stderr (tables go to stdout)
 log = logging.getLogger("yolo_sm")
@@ -35,15 +35,8 @@ def model_flags(p: argparse.ArgumentParser, many: bool = False) -> None:
 
 def model_spec_flags(p: argparse.ArgumentParser) -> None:
     """--model SPEC (repeatable or a comma list) and --input-shape C,H,W."""
-    p.add_argument(
-        "--model",
-        dest="models",
-        action="append",
-        help="family:width (yolov8:0.5, yolo11:n), an ultralytics model YAML by path or name "
-        "(yolo11s-seg.yaml, rtdetr-l.yaml), an ultralytics .pt checkpoint or "
-        "package.module:function (imports and runs your code, by design); repeatable or a "
-        "comma list; replaces --family/--widths",
-    )
+    more = "; repeatable; replaces --family/--widths"
+    p.add_argument("--model", dest="models", action="append", help=MODEL_HELP + more)
     p.add_argument(
         "--input-shape",
         dest="input_shape",
@@ -72,39 +65,11 @@ def byte_count(text, what: str = "--smem") -> int:
 
 def device(text, what: str = "--device", gpu_only: str = "") -> str:
     """A device that exists here (else NotAvailableError); ``gpu_only``: a command refusing cpu."""
+    from yolo_sm.core.environment import check_device
+
     name = values.device_name(text, what)
-    if gpu_only and not name.startswith("cuda"):
-        raise UserError(f"{gpu_only} runs on a GPU only: use --device cuda on a machine with one")
-    if name.startswith("cuda"):
-        import torch
-
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if not count:
-            advice = (
-                f"{gpu_only} runs on a GPU only: run it on a machine with one"
-                if gpu_only
-                else "use --device cpu"
-            )
-            raise NotAvailableError(
-                f"{what} {name} was requested but torch sees no CUDA GPU here; {advice}"
-            )
-        index = int(name.partition(":")[2] or 0)
-        if index >= count:
-            raise NotAvailableError(
-                f"{what} {name} does not exist: torch sees {count} GPU(s) (cuda:0 to "
-                f"cuda:{count - 1})"
-            )
+    check_device(name, what, gpu_only)
     return name
-
-
-def backends_available(backends) -> None:
-    """A NotAvailableError when a backend's optional package (named as it) is not installed."""
-    for b in dict.fromkeys(str(x).split(":")[0].lower() for x in backends):
-        if b in ("tensorrt", "onnxruntime") and importlib.util.find_spec(b) is None:
-            raise NotAvailableError(
-                f"backend {b} was requested but {b} is not installed here; leave it out or "
-                f"install it"
-            )
 
 
 def print_table(df, floats: str | None = "{:.4g}") -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from yolo_sm.cli.common import backends_available, comma_list, device, print_table
+from yolo_sm.cli.common import comma_list, device, print_table
 from yolo_sm.contract import values
 from yolo_sm.contract.datasets import open_root
 from yolo_sm.contract.errors import UserError
@@ -68,6 +68,7 @@ def check_steps(plan: Plan, out_dir: Path, names: list[str]) -> None:
     """Check what the plan's steps ``names`` need before the first runs: sweep and bench
     parameters, backends' packages, and the device of every step not done yet."""
     from yolo_sm.core import plan_runners, plans
+    from yolo_sm.core.environment import check_backends
 
     needs_device = False
     for step in plan.steps:
@@ -76,10 +77,10 @@ def check_steps(plan: Plan, out_dir: Path, names: list[str]) -> None:
         where = f"plan {plan.path or plan.name}: step {step.name}"
         try:
             if step.kind == "sweep":
-                backends_available(plan_runners.sweep_spec(step, plan).backends)
+                check_backends(plan_runners.sweep_spec(step, plan).backends)
             elif step.kind == "bench":
                 spec = plan_runners.bench_spec(step, plan)
-                backends_available(e[0] for e in (*spec.engines, spec.pipeline_engine_here()))
+                check_backends(e[0] for e in (*spec.engines, spec.pipeline_engine_here()))
         except UserError as e:
             raise type(e)(f"{where}: {e}") from None
         if step.kind not in HOST_KINDS and plans.step_state(step, plan, out_dir) != "done":
@@ -110,17 +111,13 @@ def collect(args) -> int:
         print(f"{len(table) - left} of {len(table)} step(s) done, {left} left")
         return 0
     only = comma_list(args.only)
-    names = [s.name for s in plan.steps]
-    for o in only:
-        if o not in names:
-            steps = ", ".join(sorted(names))
-            raise UserError(f"plan {plan.name} has no step {o!r}; steps: {steps}")
+    plans.check_only(plan, only)
     redo = None if args.redo_errors is None else str(args.redo_errors)
     workers = (
         None if args.workers is None else values.whole(args.workers, "--workers", lo=1, hi=1024)
     )
     values.output_path(out_dir, folder=True)
-    check_steps(plan, out_dir, only or names)
+    check_steps(plan, out_dir, only or [s.name for s in plan.steps])
     kw = {"only": only, "max_minutes": minutes, "progress": not args.quiet, "redo": redo}
     if args.workers is not None or args.scheduler:
         from yolo_sm.core import distributed

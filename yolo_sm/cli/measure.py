@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from yolo_sm.analyse.hostbound import TOLERANCE
-from yolo_sm.cli.common import backends_available, device, log, model_spec_flags, print_table
+from yolo_sm.cli.common import device, log, model_spec_flags, print_table
 from yolo_sm.contract import datasets, values
 from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.plans import load_yaml
@@ -104,9 +104,7 @@ def sweep(args) -> int:
     from yolo_sm.core.sweep import SweepSpec, all_failed, check_environment, run_sweep  # torch
 
     spec = SweepSpec.from_mapping(data)
-    # every check that can fail comes before the skip notices: an error is the only stderr line
-    device(spec.device)
-    check_environment(spec)
+    check_environment(spec)  # before the skip notices: an error is the only stderr line
     out = values.output_path(out)
     if not spec.points():
         raise UserError("no point of the grid can run: " + "; ".join(spec.unsupported()))
@@ -152,13 +150,14 @@ def worth(df, what: str = "points") -> str:
 
 def bench(args) -> int:
     from yolo_sm.core.bench import BenchSpec, run_bench
+    from yolo_sm.core.environment import check_backends
 
     flags = {k: getattr(args, k) for k in BENCH_FLAGS}
     spec = BenchSpec.from_mapping(
         {**flags, "models": args.models, "predict": args.predict}, "bench", flags=True
     )
     device(spec.device)
-    backends_available(e[0] for e in (*spec.engines, spec.pipeline_engine_here()))
+    check_backends(e[0] for e in (*spec.engines, spec.pipeline_engine_here()))
     out = values.output_path(args.out)
     log.info(f"bench: {len(spec.units())} (model, batch) units into {out} (a rerun resumes it)")
     df = run_bench(spec, out, progress=not args.quiet)

@@ -34,7 +34,7 @@ def add_parser(sub) -> None:
     n.add_argument("--layouts", default="nhwc")
     n.add_argument("--batches", default="8")
     n.add_argument("--metric-set", default="occupancy", help="occupancy, throughput, full, stalls")
-    n.add_argument("--timeout", type=float, default=600, help="seconds before ncu is stopped")
+    n.add_argument("--timeout", dest="timeout_s", type=float, default=600, help="ncu's limit (s)")
     n.add_argument("--out", required=True, help="CSV file (ncu --csv --page raw)")
     n.set_defaults(run=ncu)
 
@@ -73,11 +73,15 @@ def add_parser(sub) -> None:
     o.set_defaults(run=occupancy)
 
 
-def _spec(cls, args, **named):
-    """``cls`` (a plan step's spec) of the command's flags named as its fields and ``named``,
-    checked as a plan's step is (before the device, so any machine names a bad value)."""
-    flags = {k: getattr(args, k) for k in cls.params() if getattr(args, k, None) is not None}
-    return cls.from_mapping({**flags, **named}, flags=True)
+#: grid fields some commands take as one value
+SINGULAR = {"widths": "width", "precisions": "precision", "layouts": "layout", "batches": "batch"}
+
+
+def _spec(cls, args):
+    """``cls`` of the flags named as its fields (or their :data:`SINGULAR`), checked as a plan
+    step's params are (before the device: any machine names a bad value)."""
+    got = {k: getattr(args, k, getattr(args, SINGULAR.get(k, "-"), None)) for k in cls.params()}
+    return cls.from_mapping({k: x for k, x in got.items() if x is not None}, flags=True)
 
 
 def occupancy(args) -> int:
@@ -115,14 +119,7 @@ def trace(args) -> int:
     from yolo_sm.core.profiling.target import model_of
 
     backend = values.text(args.backend, "--backend", TRACE_BACKENDS)
-    spec = _spec(
-        TraceStep,
-        args,
-        widths=args.width,
-        precisions=args.precision,
-        layouts=args.layout,
-        batches=args.batch,
-    )
+    spec = _spec(TraceStep, args)
     iters, size, width = spec.iters, spec.imgsz, values.multiplier(args.width, "--width")
     dev = device(args.device)
     if not str(args.out).endswith(".json.gz"):
@@ -155,7 +152,7 @@ def ncu(args) -> int:
     from yolo_sm.core.profiling import ncu as nsight
     from yolo_sm.core.profiling.target import target_argv
 
-    spec = _spec(NcuStep, args, timeout_s=args.timeout)
+    spec = _spec(NcuStep, args)
     device(args.device, gpu_only="yolo-sm ncu (Nsight Compute)")
     out = values.output_path(args.out)
     target = target_argv(
@@ -182,7 +179,7 @@ def gpm(args) -> int:
     from yolo_sm.core.profiling.suite import engines, gpm_overhead, run_gpm
     from yolo_sm.core.provenance import collect
 
-    spec = _spec(GpmStep, args, precisions=args.precision, layouts=args.layout, batches=args.batch)
+    spec = _spec(GpmStep, args)
     seconds, hz = spec.seconds, spec.hz
     rounds = values.whole(args.overhead_rounds, "--overhead-rounds", lo=0, hi=1000)
     device(args.device, gpu_only="yolo-sm gpm (it samples the GPU's counters)")
@@ -218,8 +215,7 @@ def gpm(args) -> int:
 def profile(args) -> int:
     from yolo_sm.core.profiling.suite import profile_all
 
-    grid = dict(precisions=args.precision, layouts=args.layout, batches=args.batch)
-    spec = _spec(NcuStep, args, **grid)
+    spec = _spec(NcuStep, args)
     gpm_seconds = values.run_s(args.gpm_seconds, "--gpm-seconds")  # the GPM step's own bound
     device(args.device, gpu_only="yolo-sm profile (Nsight Compute and GPM)")
     out = values.output_path(args.out, folder=True)

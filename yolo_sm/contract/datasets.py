@@ -53,23 +53,6 @@ def manifests() -> dict[str, tuple[Path, dict]]:
     return out
 
 
-def list_datasets():
-    """One row per shipped dataset: name, kind, rows, description, GPU, date, command."""
-    import pandas as pd
-
-    rows = [
-        {
-            "name": name,
-            **{k: e.get(k) for k in ("kind", "rows", "description")},
-            "gpu_name": e.get("provenance", {}).get("gpu_name"),
-            "date_utc": e.get("provenance", {}).get("date_utc_last"),
-            "command": e.get("command"),
-        }
-        for name, (_, e) in manifests().items()
-    ]
-    return pd.DataFrame(rows)
-
-
 def info(name: str) -> dict:
     """The manifest entry of dataset ``name`` (e.g. ``"h200/sweep_fp16_nhwc"``)."""
     known_sets = manifests()

@@ -1,6 +1,7 @@
 """Errors a user can cause: the CLI prints their message as one sentence and exits 2."""
 
 import functools
+import importlib
 
 
 class UserError(ValueError):
@@ -9,6 +10,14 @@ class UserError(ValueError):
 
 class NotAvailableError(UserError, ImportError):
     """An optional backend or tool (TensorRT, ncu, pynvml, a CUDA GPU) is not available here."""
+
+
+def need(module: str, advice: str):
+    """The module ``module``, or NotAvailableError ``advice`` (what needs it, how to install it)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise NotAvailableError(advice) from None
 
 
 #: what a loader raises on input missing a field or holding one of the wrong type

@@ -91,14 +91,9 @@ TO_DEADLINE = (*RESUMABLE, "compile_cache", "int8_kernels", "trace")
 SCHEDULING_PARAMS = ("est_unit_s", "mode_est_s")
 
 
-def spec(kind: str, params, where: str = "", *, flags: bool = False):
-    """The frozen spec of a ``kind`` step's (or a command's) ``params``, every value checked."""
-    return STEPS[kind][0].from_mapping(params, where or kind, flags=flags)
-
-
-def check_params(kind: str, params, where: str, *, flags: bool = False) -> dict:
-    """``params`` once :func:`spec` has parsed them (the runners parse them again)."""
-    spec(kind, params, where, flags=flags)
+def check_params(kind: str, params, where: str) -> dict:
+    """``params`` once the ``kind`` step's spec has parsed them (the runners parse them again)."""
+    STEPS[kind][0].from_mapping(params, where)
     return params
 
 

@@ -43,25 +43,30 @@ def shape(x, what):
     return v.wholes(x, what, lo=1, hi=1 << 16)
 
 
-def model_entries(x, what):
-    """model_tables' ``models``: mappings of ``model`` and optional widths, depth, max_channels."""
-    entries = x if isinstance(x, (list, tuple)) else [x]
-    if not entries:
-        raise UserError(f"{what} needs at least one model")
-    for e in entries:
-        unknown = sorted(set(v.mapping(e, what)) - {"model", "widths", "depth", "max_channels"})
-        if "model" not in e or unknown:
-            raise UserError(
-                f"each entry of {what} needs 'model' and may have widths, depth, max_channels"
-                + (f"; unknown {', '.join(unknown)}" if unknown else "")
-            )
-        v.text(e["model"], f"{what} model")
-        if "widths" in e:
-            v.multipliers(e["widths"], f"{what} widths")
-        if "depth" in e:
-            v.number(e["depth"], f"{what} depth", above=0, hi=4)
-        if "max_channels" in e:
-            v.whole(e["max_channels"], f"{what} max_channels", lo=1, hi=1 << 20)
+def model_entries(*optional: str):
+    """A check of mappings of ``model`` and the ``optional`` keys (widths, depth, max_channels)."""
+    checks = {
+        "widths": v.multipliers,
+        "depth": v.check(v.number, above=0, hi=4),
+        "max_channels": v.check(v.whole, lo=1, hi=1 << 20),
+    }
+
+    def entries(x, what):
+        entries = x if isinstance(x, (list, tuple)) else [x]
+        if not entries:
+            raise UserError(f"{what} needs at least one model")
+        for e in entries:
+            unknown = sorted(set(v.mapping(e, what)) - {"model", *optional})
+            if "model" not in e or unknown:
+                raise UserError(
+                    f"each entry of {what} needs 'model' and may have {', '.join(optional)}"
+                    + (f"; unknown {', '.join(unknown)}" if unknown else "")
+                )
+            v.text(e["model"], f"{what} model")
+            for k in set(optional) & set(e):
+                checks[k](e[k], f"{what} {k}")
+        return entries
+
     return entries
 
 
@@ -204,7 +209,7 @@ class ModelTablesStep(Spec):
     """Shapes, FLOPs and bytes per layer of ``models`` (None: the default models)."""
 
     kind = "model_tables"
-    models: tuple | None = param(model_entries, None)
+    models: tuple | None = param(model_entries("widths", "depth", "max_channels"), None)
     imgsz: int = param(v.imgsz, 640)
     bytes_per_element: int = param(v.check(v.whole, lo=1, hi=8), 2)
 

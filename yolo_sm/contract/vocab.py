@@ -73,3 +73,20 @@ PIPELINE_STAGES = ("h2d", "letterbox", "engine", "decode", "postprocess")
 #: the idle share of a forward above which a point with more launches than a graph replay is
 #: host-bound (yolo_sm.analyse.hostbound.host_bound_rule); ties to the 10 % re-measure tolerance
 HOST_BOUND_IDLE_SHARE = 0.10
+
+
+def unsupported(precision: str, layout: str, backend: str, device: str = "cuda") -> str | None:
+    """Why the sweep runner leaves a grid combination out, or None."""
+    if precision == "int8" and backend not in INT8_BACKENDS:
+        return INT8_BACKENDS_ONLY
+    if backend == "onnxruntime" and precision != "fp32":
+        return "onnxruntime runs fp32 only"
+    if backend == "tensorrt" and precision in ("tf32", "bf16"):
+        return "tensorrt engines here are fp32/fp16/int8"
+    if backend in ("onnxruntime", "tensorrt") and layout == "nhwc":
+        return f"{backend} picks its own layouts (run it with nchw input)"
+    if backend == "cudagraph" and not device.startswith("cuda"):
+        return "cudagraph needs a CUDA device"
+    if precision == "tf32" and not device.startswith("cuda"):
+        return "tf32 exists only on a GPU"
+    return None

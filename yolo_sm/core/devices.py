@@ -54,8 +54,8 @@ def _match(uuid: str | None, bus: str | None) -> dict:
         return {**unmatched, "nvml_match": "no NVML"}
     for i in range(n):
         h = pynvml.nvmlDeviceGetHandleByIndex(i)
-        nv_uuid = _uuid(_text(pynvml.nvmlDeviceGetUUID(h)))
-        nv_bus = _nvml_bus(_text(pynvml.nvmlDeviceGetPciInfo(h).busId))
+        nv_uuid = _uuid(as_text(pynvml.nvmlDeviceGetUUID(h)))
+        nv_bus = _nvml_bus(as_text(pynvml.nvmlDeviceGetPciInfo(h).busId))
         how = "uuid" if uuid and nv_uuid == uuid else "pci_bus_id" if bus and nv_bus == bus else ""
         if how:
             return {
@@ -67,7 +67,7 @@ def _match(uuid: str | None, bus: str | None) -> dict:
     return {**unmatched, "nvml_match": "no match"}
 
 
-def _text(v) -> str:
+def as_text(v) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
@@ -77,6 +77,17 @@ def _nvml_bus(text: str) -> str:
     if len(parts) != 3:
         return text.lower()
     return f"{int(parts[0], 16):04x}:{parts[1]}:{parts[2].split('.')[0]}"
+
+
+def nvml_handle(index: int):
+    """(pynvml, the handle of NVML's GPU ``index``), or Nones without pynvml or a driver."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml, pynvml.nvmlDeviceGetHandleByIndex(index)
+    except Exception:  # noqa: BLE001 - no NVML is a normal state on CPU machines
+        return None, None
 
 
 def nvml_index(device: str = "cuda") -> int:

@@ -7,6 +7,8 @@ import os
 import shutil
 from pathlib import Path
 
+from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.core.devices import nvml_handle
 from yolo_sm.core.provenance import collect
 
 NCU_CANDIDATES = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/ncu")
@@ -22,14 +24,44 @@ def find_ncu() -> str | None:
 
 def gpm_supported(index: int = 0) -> bool | None:
     """NVML GPM support on GPU ``index`` (True/False), or None without pynvml/NVML."""
+    nvml, h = nvml_handle(index)
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(index)
-        return bool(pynvml.nvmlGpmQueryDeviceSupport(h).isSupportedDevice)
+        return None if h is None else bool(nvml.nvmlGpmQueryDeviceSupport(h).isSupportedDevice)
     except Exception:  # noqa: BLE001
         return None
+
+
+def check_device(name: str, what: str = "--device", gpu_only: str = "") -> None:
+    """NotAvailableError where torch lacks device ``name``; ``gpu_only``: a command refusing cpu."""
+    name = str(name)
+    if gpu_only and not name.startswith("cuda"):
+        raise UserError(f"{gpu_only} runs on a GPU only: use --device cuda on a machine with one")
+    if not name.startswith("cuda"):
+        return
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if not count:
+        advice = f"{gpu_only} runs on a GPU only: run it on a machine with one" if gpu_only else ""
+        raise NotAvailableError(
+            f"{what} {name} was requested but torch sees no CUDA GPU here; "
+            + (advice or "use --device cpu")
+        )
+    index = int(name.partition(":")[2] or 0)
+    if index >= count:
+        raise NotAvailableError(
+            f"{what} {name} does not exist: torch sees {count} GPU(s) (cuda:0 to cuda:{count - 1})"
+        )
+
+
+def check_backends(backends) -> None:
+    """NotAvailableError where a backend's optional package (named as it) is not installed."""
+    for b in dict.fromkeys(str(x).split(":")[0].lower() for x in backends):
+        if b in ("tensorrt", "onnxruntime") and importlib.util.find_spec(b) is None:
+            raise NotAvailableError(
+                f"backend {b} was requested but {b} is not installed here; leave it out or "
+                "install it"
+            )
 
 
 def describe(device: str = "cuda") -> dict:

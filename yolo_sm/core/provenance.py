@@ -14,7 +14,7 @@ from pathlib import Path
 
 from yolo_sm.contract.scrub import record_host, user_command
 from yolo_sm.contract.store import write_text_atomic
-from yolo_sm.core.devices import identify, nvml_index
+from yolo_sm.core.devices import identify, nvml_handle, nvml_index
 
 
 def dist_version(dist: str) -> str | None:
@@ -23,17 +23,6 @@ def dist_version(dist: str) -> str | None:
         return _md.version(dist)
     except _md.PackageNotFoundError:
         return None
-
-
-def _nvml_handle(index: int):
-    """(pynvml, the handle of NVML's GPU ``index``), or Nones without pynvml or a driver."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        return pynvml, pynvml.nvmlDeviceGetHandleByIndex(index)
-    except Exception:  # noqa: BLE001 - no NVML is a normal state on CPU machines
-        return None, None
 
 
 def _device_index(device: str) -> int:
@@ -72,7 +61,7 @@ def sm_clock_mhz(device: str = "cuda") -> float | None:
     """Current SM clock in MHz (NVML), or None on CPU / without NVML."""
     if not str(device).startswith("cuda"):
         return None
-    nvml, h = _nvml_handle(nvml_index(device))
+    nvml, h = nvml_handle(nvml_index(device))
     if h is None:
         return None
     try:
@@ -144,7 +133,7 @@ def collect(device: str = "cpu") -> dict:
             compute_capability=f"{props.major}.{props.minor}",
             gpu_memory_bytes=props.total_memory,
         )
-        nvml, h = _nvml_handle(nvml_index(device))
+        nvml, h = nvml_handle(nvml_index(device))
         if h is not None:
             for key, fn in (
                 ("driver", lambda: nvml.nvmlSystemGetDriverVersion()),

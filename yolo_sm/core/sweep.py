@@ -10,16 +10,17 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from yolo_sm.analyse import plan_grid
 from yolo_sm.analyse.hostbound import host_bound_rule
-from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.schema import KEY_COLUMNS, REQUIRED
 from yolo_sm.contract.steps import SweepStep
 from yolo_sm.contract.store import check_output_path, write_atomic  # noqa: F401 (re-exported)
+from yolo_sm.contract.vocab import unsupported
 from yolo_sm.contract.workload import clear, publish
-from yolo_sm.core.engines import EngineConfig, build_engine, check_device
+from yolo_sm.core.engines import EngineConfig, build_engine
 from yolo_sm.core.engines.base import CHECK_INPUT
 from yolo_sm.core.engines.qconv import fallbacks, plan_sources
+from yolo_sm.core.environment import check_backends, check_device
 from yolo_sm.core.grid import Pace, free_memory, pending, run_grid, run_pace, table_rows
 from yolo_sm.core.models import FAMILIES, MAX_WIDTH, MIN_WIDTH, build_yolo, model_flops, preset
 from yolo_sm.core.models.spec import (
@@ -142,19 +143,13 @@ class SweepSpec(SweepStep):
 
 def unsupported_reason(p: Point) -> str | None:
     """Why a grid combination cannot run (left out of the sweep), or None."""
-    return plan_grid.unsupported(p.precision, p.layout, p.backend, p.device)
+    return unsupported(p.precision, p.layout, p.backend, p.device)
 
 
 def check_environment(spec: SweepSpec) -> None:
     """One sentence, before any work, where the device, a backend or a model is missing."""
-    import importlib.util
-
     check_device(spec.device)
-    for backend, name in (("tensorrt", "TensorRT"), ("onnxruntime", "onnxruntime")):
-        if backend in spec.backends and importlib.util.find_spec(backend) is None:
-            raise NotAvailableError(
-                f"backend {backend} was requested but {name} is not installed here"
-            )
+    check_backends(spec.backends)
     if "cudagraph" in spec.backends and not spec.device.startswith("cuda"):
         raise UserError("backend cudagraph needs --device cuda")
     for text in spec.models:  # each model file built once: one that cannot load is one sentence

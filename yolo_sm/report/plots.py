@@ -5,7 +5,7 @@ from __future__ import annotations
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report.colors import OCCUPANCY_COLORS, TEMPLATE, color_map
 from yolo_sm.report.style import finish, label
-from yolo_sm.report.text import code, md
+from yolo_sm.report.tables import code, md
 
 #: why a root may lack a dataset, by the start of its name
 WHY_ABSENT = {
@@ -38,7 +38,7 @@ SOFTWARE = (("driver", "driver"), ("cuda", "CUDA"), ("torch", "torch"), ("cudnn"
 
 def about(root: DataRoot) -> str:
     """One Markdown line: what ``root`` was measured on."""
-    m = {k: md(v) for k, v in root.machine().items()}  # dataset text: escaped (report.text)
+    m = {k: md(v) for k, v in root.machine().items()}  # dataset text: escaped (tables.md)
     parts = [
         f"{m['sm_count']} SMs" if m.get("sm_count") else "",
         f"compute capability {m['compute_capability']}" if m.get("compute_capability") else "",

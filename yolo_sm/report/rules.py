@@ -197,14 +197,15 @@ _REQUIRED = ("id", "statement", "fact", "op", "threshold")
 
 @functools.cache
 def load(path: str | Path) -> tuple[Rule, ...]:
-    """The rules of a TOML file: top-level ``group``, ``datasets``, ``scope`` defaults and one
-    ``[[rule]]`` table per rule; ValueError naming the file (and rule) when it is malformed."""
+    """The rules of a TOML file: top-level ``group``, ``datasets``, ``scope`` defaults (and the
+    page's ``headlines``, read by its Topic) and one ``[[rule]]`` table per rule; ValueError
+    naming the file (and rule) when it is malformed."""
     path = Path(path)
     try:
         doc = tomllib.loads(path.read_bytes().decode())  # TOML is UTF-8, whatever the locale
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise ValueError(f"rules file {path}: {e}") from None
-    unknown = sorted(set(doc) - {*_DEFAULTS, "rule"})
+    unknown = sorted(set(doc) - {*_DEFAULTS, "rule", "headlines"})  # headlines: topics' own
     tables = doc.get("rule", [])
     if unknown or not isinstance(tables, list) or not all(isinstance(r, dict) for r in tables):
         what = f"unknown keys {unknown}" if unknown else "rule is not a list of [[rule]] tables"

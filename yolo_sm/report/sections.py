@@ -6,7 +6,7 @@ import functools
 
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report.plots import lacks
-from yolo_sm.report.text import md
+from yolo_sm.report.tables import md
 
 
 class Note(str):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
-from yolo_sm.report.site_style import SITE_STYLE
+from yolo_sm.report.colors import VERDICT_COLORS
 
 HIDE_INPUT = "hide-input"
 SETUP_TAGS = (HIDE_INPUT, "parameters", "injected-parameters")
@@ -47,6 +47,21 @@ WIDGET_PLACEHOLDER = (
 _PLOTLY_BUNDLE = re.compile(r"plotly\.js v\d")
 _HEADING = re.compile(r'<h([23])\s+id="([^"]+)"[^>]*>(.*?)</h\1>', re.S)
 _TAGS = re.compile(r"<[^>]+>")
+
+
+def verdict_class(verdict: str) -> str:
+    """A verdict's badge class: ``does not hold`` -> ``verdict-does-not-hold``."""
+    return "verdict-" + re.sub(r"[^a-z]+", "-", verdict.lower()).strip("-")
+
+
+#: one badge class per verdict (:func:`verdict_class`), coloured by colors.VERDICT_COLORS
+VERDICT_CSS = "".join(
+    f".{verdict_class(v)} {{ background: {bg}; color: {fg}; }}\n"
+    for v, (bg, fg) in VERDICT_COLORS.items()
+)
+
+#: ``site.css`` (a file of the package) and the verdict badges
+SITE_STYLE = (files("yolo_sm.report") / "site.css").read_text(encoding="utf-8") + VERDICT_CSS
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,7 @@ import pandas as pd
 from yolo_sm import topics
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report.rules import NOT_TESTED, frame
-from yolo_sm.report.site import Page
-from yolo_sm.report.site_style import verdict_class
+from yolo_sm.report.site import Page, verdict_class
 
 #: group -> the rule ids that answer its notebook's question (first: the index's line)
 HEADLINES: dict[str, tuple[str, ...]] = topics.headlines()

@@ -178,6 +178,10 @@ def relabel(fig):
     return fig
 
 
-def finish(fig):
-    """``fig`` relabelled, recoloured, log axes ticked; returns it."""
+def finish(fig, x: str | None = None, y: str | None = None):
+    """``fig`` with axis titles ``x`` and ``y`` (None: its own), relabelled, recoloured, log axes
+    ticked; returns it."""
+    for update, title in ((fig.update_xaxes, x), (fig.update_yaxes, y)):
+        if title is not None:
+            update(title_text=title)
     return readable_log_axes(recolor(relabel(fig)))

@@ -1,11 +1,13 @@
 """Tables as the notebooks show them (:func:`show`): numbers formatted (SI prefixes for bytes and
-FLOPs, shares as %), headers in words with units, wrapped; text HTML-escaped, data unchanged."""
+FLOPs, shares as %), headers in words with units, wrapped; text HTML-escaped, data unchanged;
+dataset text made safe for Markdown cells (:func:`md`, :func:`code`)."""
 
 from __future__ import annotations
 
 import html
 import math
 import numbers
+import re
 
 import pandas as pd
 
@@ -100,11 +102,12 @@ def formatter(col: str):
     return number
 
 
-def show(df: pd.DataFrame, *, index: bool | None = None, caption: str | None = None):
-    """``df`` as a formatted, narrow Styler; ``index`` shown by default unless a RangeIndex."""
+def show(df: pd.DataFrame, *, index: bool | None = None, caption: str | None = None, columns=()):
+    """``df`` (its ``columns`` it holds, in order) as a formatted, narrow Styler; ``index``
+    shown by default unless a RangeIndex."""
     if index is None:
         index = not isinstance(df.index, pd.RangeIndex)
-    d = df.copy()
+    d = df[[c for c in columns if c in df]] if columns else df.copy()
     d.columns = [" · ".join(map(str, c)) if isinstance(c, tuple) else c for c in d.columns]
     d.index.names = [None if n is None else html.escape(str(n)) for n in d.index.names]
     fmt = {c: formatter(c) for c in d.columns}
@@ -136,3 +139,20 @@ def show_dict(mapping: dict, *, key: str = "what", value: str = "value"):
     """A mapping as a two-column table, values formatted."""
     rows = [{key: k.replace("_", " "), value: number(v)} for k, v in mapping.items()]
     return show(pd.DataFrame(rows))
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")  # inline syntax (HTML is escaped apart)
+_MD_LEADING = re.compile(r"^(\d*)([#+\->.)])(?=\s|$)")  # a heading, list or quote opening
+
+
+def md(value) -> str:
+    """``value`` as literal Markdown text: HTML escaped, syntax characters backslashed, one line."""
+    text = " ".join(str(value).split())
+    text = _MD_SPECIAL.sub(r"\\\1", html.escape(text, quote=True))
+    return _MD_LEADING.sub(r"\1\\\2", text)
+
+
+def code(value) -> str:
+    """``value`` as a Markdown code span (backticks and line breaks replaced)."""
+    text = " ".join(str(value).split()).replace("`", "'")
+    return f"`{text}`"

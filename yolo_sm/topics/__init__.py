@@ -4,8 +4,10 @@ Callables are named ``"module:attribute"`` and imported on use (:func:`load`).""
 from __future__ import annotations
 
 import importlib
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 
 from yolo_sm.contract.steps import GENERIC
@@ -13,23 +15,37 @@ from yolo_sm.contract.steps import GENERIC
 
 @dataclass(frozen=True)
 class Topic:
-    """One question: ``sources`` (rules file in its folder, facts function) refs,
-    ``pair_sources`` over two roots, ``headlines`` per notebook (rule ids, in reading order),
-    ``steps`` (kind -> spec, runner)."""
+    """One question: ``sources`` (rules file in its folder, facts function) refs (by default
+    its rules.toml and analyse.facts), ``pair_sources`` over two roots, ``headlines`` per
+    notebook (rule ids, in reading order; by default its rules file's ``headlines``),
+    ``steps`` (kind -> spec, runner; or spec classes)."""
 
     name: str
     notebooks: tuple[str, ...]
     question: str
-    sources: tuple[tuple[str, str], ...] = ()
+    sources: tuple[tuple[str, str], ...] = (("rules.toml", "analyse:facts"),)
     pair_sources: tuple[tuple[str, str], ...] = ()
     headlines: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    steps: Mapping[str, tuple[type, str]] = field(default_factory=dict)
+    steps: Mapping[str, tuple[type, str]] | tuple[type, ...] = field(default_factory=dict)
 
     def __post_init__(self):
-        object.__setattr__(self, "headlines", MappingProxyType(dict(self.headlines)))
+        heads = self.headlines or self._rules_headlines()
+        object.__setattr__(self, "headlines", MappingProxyType(dict(heads)))
+        if not isinstance(self.steps, Mapping):  # spec classes, each run by run_<its kind>
+            steps = {c.kind: (c, f"yolo_sm.core.plan_runners:run_{c.kind}") for c in self.steps}
+            object.__setattr__(self, "steps", steps)
         unknown = set(self.headlines) - set(self.notebooks)
         if unknown:
             raise ValueError(f"topic {self.name}: headlines for notebooks it lacks: {unknown}")
+
+    def _rules_headlines(self) -> dict[str, tuple[str, ...]]:
+        """Its first rules file's ``headlines``, under the file's ``group`` (else its notebook)."""
+        files = [f for f, _ in (*self.sources, *self.pair_sources)]
+        if not files:
+            return {}
+        doc = tomllib.loads((Path(__file__).parent / self.name / files[0]).read_text("utf-8"))
+        heads = tuple(doc.get("headlines", ()))
+        return {doc.get("group", self.notebooks[0]): heads} if heads else {}
 
     def load(self, ref: str):
         """The attribute ``"module:attribute"`` of this topic's folder."""

@@ -1,5 +1,6 @@
 """A collection plan run on a Dask cluster (docs/distributed.md): one task per unit (:mod:`.units`)
-asking for one GPU, its shard merged as soon as it ends (or by the next run, if the driver died)."""
+asking for one GPU, its shard merged as soon as it ends (or by the next run, if the driver died);
+the root's ``collect_tasks`` table logs each task's unit, state, seconds and place."""
 
 from __future__ import annotations
 
@@ -9,10 +10,14 @@ import time
 import uuid
 from pathlib import Path
 
+import pandas as pd
+
 from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.manifest import register
 from yolo_sm.contract.plans import Plan
+from yolo_sm.contract.schema import COLLECT_TASKS, PLACE_COLUMNS
+from yolo_sm.contract.store import read_table, write_atomic
 from yolo_sm.core import plans, provenance
-from yolo_sm.core.distributed import tasks
 from yolo_sm.core.distributed.cluster import (
     RESOURCE,
     client_for,
@@ -27,6 +32,36 @@ from yolo_sm.core.distributed.units import (
     run_unit_into_shard,
     seed_shard,
 )
+
+FILE = f"{COLLECT_TASKS}.parquet"
+DESCRIPTION = (
+    "The tasks of the collect runs on a Dask cluster that wrote this root: per task, its plan "
+    "step and unit, its state and wall seconds, and the GPU, host and worker it ran on; per "
+    "run, its wall seconds and its number of workers (one GPU each)."
+)
+#: the state of a task that raised (the others: what the unit's run returned)
+ERROR = "error"
+
+
+def task_row(unit, result: dict | None) -> dict:
+    """One task's row from what ``run_task`` returned (None: it raised)."""
+    row = {"step": unit.step.name, "unit": unit.name}
+    if result is None:
+        return {**row, "state": ERROR, "seconds": float("nan")}
+    row.update(state=result["state"], seconds=float(result["seconds"]), cores=result.get("cores"))
+    row.update({c: result.get(c) for c in PLACE_COLUMNS})
+    return row
+
+
+def save_run(out_dir: Path, rows: list[dict], run: dict, command: str) -> None:
+    """Append one run's task rows, each led by ``run``'s columns (run, run_started_utc,
+    run_wall_s in s, workers), to ``out_dir``'s task log and register it."""
+    path = Path(out_dir) / FILE
+    before = read_table(path)
+    new = pd.DataFrame([{**run, **r} for r in rows])
+    log = pd.concat([before, new], ignore_index=True) if len(before) else new
+    write_atomic(log, path)
+    register(out_dir, COLLECT_TASKS, FILE, COLLECT_TASKS, DESCRIPTION, command)
 
 
 def run_task(unit: Unit, plan: Plan, out_dir: str, stop_at: float | None = None) -> dict:
@@ -130,7 +165,7 @@ def run_plan(
         for fut in distributed.as_completed(list(futures)):
             u = futures[fut]
             r = None if fut.status == "error" else fut.result()
-            rows.append(tasks.task_row(u, r))
+            rows.append(task_row(u, r))
             if r is None:
                 errors.append(fut.exception())
                 msg = f"{u.name} failed: {errors[-1]}"
@@ -142,7 +177,7 @@ def run_plan(
             merge(u)
         on = f"--workers {workers}" if workers else f"--scheduler {scheduler}" if scheduler else ""
         run.update(run_wall_s=time.perf_counter() - t0, workers=workers_now)
-        tasks.save_run(out_dir, rows, run, _command(plan, out_dir, on))
+        save_run(out_dir, rows, run, _command(plan, out_dir, on))
     if errors:
         raise errors[0]
     return plans.status(plan, out_dir)

@@ -8,7 +8,7 @@ import logging
 import os
 import socket
 
-from yolo_sm.contract.errors import UserError
+from yolo_sm.contract.errors import UserError, need
 from yolo_sm.core.devices import cuda_index, identify, visible_index
 
 CPUS_ENV = "YOLO_SM_CPUS"  # comma list of the cores a local worker's threads are pinned to
@@ -17,15 +17,12 @@ RESOURCE = "GPU"
 
 def require_distributed():
     """The ``distributed`` module, or one sentence saying how to install it."""
-    try:
-        import dask  # noqa: F401
-        import distributed
-    except ImportError:
-        raise UserError(
-            "collect --workers and --scheduler need Dask: install the distributed extra "
-            "(pip install 'yolo_sm[distributed]') or run collect without them"
-        ) from None
-    return distributed
+    advice = (
+        "collect --workers and --scheduler need Dask: install the distributed extra "
+        "(pip install 'yolo_sm[distributed]') or run collect without them"
+    )
+    need("dask", advice)
+    return need("distributed", advice)
 
 
 def split_cores(n: int, cores: list[int]) -> list[list[int]]:

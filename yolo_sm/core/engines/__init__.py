@@ -9,9 +9,9 @@ import torch
 
 from yolo_sm.core.engines.base import Engine as Engine
 from yolo_sm.core.engines.base import NumericalMismatch as NumericalMismatch
-from yolo_sm.core.engines.base import check_device, verify
 from yolo_sm.core.engines.base import make_input as make_input
 from yolo_sm.core.engines.base import relative_l2 as relative_l2
+from yolo_sm.core.engines.base import verify
 from yolo_sm.core.engines.config import TOLERANCE as TOLERANCE
 from yolo_sm.core.engines.config import Backend, EngineConfig
 from yolo_sm.core.engines.config import Precision as Precision
@@ -19,6 +19,7 @@ from yolo_sm.core.engines.copyfree import CopyFree
 from yolo_sm.core.engines.onnx import build_onnxruntime
 from yolo_sm.core.engines.tensorrt import build_tensorrt
 from yolo_sm.core.engines.torch_backends import build_compiled, build_cudagraph, build_eager
+from yolo_sm.core.environment import check_device
 
 BUILDERS = {
     Backend.EAGER: build_eager,

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from yolo_sm.contract.errors import NotAvailableError
 from yolo_sm.core.engines.config import EngineConfig, Layout, Precision
 from yolo_sm.core.images import load_images
 from yolo_sm.core.models.common import calibration_batches
@@ -88,14 +87,6 @@ def photo_input(config: EngineConfig) -> torch.Tensor:
         photos = torch.from_numpy(load_images(None, config.input_hw))
         real = torch.cat([photos, photos.flip(3)])
     return as_input(real[torch.arange(config.batch) % len(real)], config)
-
-
-def check_device(device: str) -> None:
-    """Raise a clear error when a CUDA device is asked for and torch sees none."""
-    if str(device).startswith("cuda") and not torch.cuda.is_available():
-        raise NotAvailableError(
-            f"device {device!r} was requested but torch sees no CUDA GPU here; use --device cpu"
-        )
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.contract.errors import NotAvailableError, UserError, need
 from yolo_sm.contract.store import atomic_file
 from yolo_sm.core.engines.base import Engine, head_tensor
 from yolo_sm.core.engines.config import EngineConfig, Precision, cache_home
@@ -32,10 +32,7 @@ class _HeadOnly(torch.nn.Module):
 def export_onnx(model: torch.nn.Module, config: EngineConfig) -> Path:
     """Export ``model`` (fp32 NCHW, the config's shape) to ONNX under the cache (TorchScript
     exporter), named by a weight hash so a re-export is skipped; written atomically."""
-    try:
-        import onnx  # noqa: F401
-    except ImportError:
-        raise NotAvailableError("ONNX export needs the 'onnx' package: pip install onnx") from None
+    need("onnx", "ONNX export needs the 'onnx' package: pip install onnx")
     m = _HeadOnly(copy.deepcopy(model).float().cpu().eval())
     key = _model_key(m, config)
     path = cache_home(config.cache_dir) / "onnx" / f"{key}.onnx"
@@ -71,12 +68,7 @@ def _model_key(m: torch.nn.Module, config: EngineConfig) -> str:
 def build_onnxruntime(model: torch.nn.Module, config: EngineConfig) -> Engine:
     """ONNX Runtime session on the exported model: CPU provider on CPU, CUDA provider on a GPU
     (needs onnxruntime-gpu). fp32 only: ORT's fp16 path needs a converted model."""
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        raise NotAvailableError(
-            "backend onnxruntime needs the 'onnxruntime' package: pip install onnxruntime"
-        ) from None
+    ort = need("onnxruntime", "backend onnxruntime needs 'onnxruntime': pip install onnxruntime")
     if config.precision not in (Precision.FP32,):
         raise UserError("backend onnxruntime runs fp32 here; choose --precisions fp32 for it")
     on_gpu = str(config.device).startswith("cuda")

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from yolo_sm.contract.errors import NotAvailableError
+from yolo_sm.contract.errors import NotAvailableError, need
 from yolo_sm.core.engines import plan_cache
-from yolo_sm.core.models.common import calibration_batches
+from yolo_sm.core.models.common import calibration_batches, hooked
 
 _HANDLES: dict = {}  # one cuDNN handle per device
 CL = torch.channels_last
@@ -49,13 +49,10 @@ def calibrate_inputs(model: nn.Module, convs, batches, stat=abs_max) -> list[flo
         amax[i] = max(amax[i], float(stat(args[0].detach())))
 
     handles = [c.register_forward_pre_hook(hook) for _, _, c in convs]
-    try:
+    with hooked(handles):
         p = next(model.parameters())
         for x in batches:
             model(x.to(device=p.device, dtype=p.dtype))
-    finally:
-        for h in handles:
-            h.remove()
     return amax
 
 
@@ -185,13 +182,8 @@ def plan_sources(model: nn.Module) -> dict[str, int]:
 
 def import_cudnn(what: str):
     """The cuDNN frontend module, or NotAvailableError naming ``what`` needs it."""
-    try:
-        import cudnn
-    except ImportError as e:
-        raise NotAvailableError(
-            f"{what} on a GPU needs NVIDIA's cuDNN frontend: pip install nvidia-cudnn-frontend"
-        ) from e
-    return cudnn
+    advice = f"{what} on a GPU needs NVIDIA's cuDNN frontend: pip install nvidia-cudnn-frontend"
+    return need("cudnn", advice)
 
 
 def require_gpu(device: str, what: str, capability: tuple[int, int], cores: str) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.contract.errors import NotAvailableError, UserError, need
 from yolo_sm.contract.store import atomic_file
 from yolo_sm.core.engines.base import Engine
 from yolo_sm.core.engines.config import EngineConfig, Precision, cache_home
@@ -24,14 +24,11 @@ PLAN_FORMAT = 1  # bump when the way plans are built changes, to invalidate cach
 
 
 def _import_trt():
-    try:
-        import tensorrt as trt
-    except ImportError:
-        raise NotAvailableError(
-            "TensorRT is not installed here (pip install tensorrt on a machine with an NVIDIA "
-            "GPU); choose another backend"
-        ) from None
-    return trt
+    return need(
+        "tensorrt",
+        "TensorRT is not installed here (pip install tensorrt on a machine with an NVIDIA GPU); "
+        "choose another backend",
+    )
 
 
 @functools.cache

@@ -6,7 +6,7 @@ tensor (the head's), layers named (``model.4 C2f``) via :func:`layers`.
 from __future__ import annotations
 
 from yolo_sm.core.models.checkpoint import load_checkpoint, read_checkpoint
-from yolo_sm.core.models.common import MAX_WIDTH, MIN_WIDTH
+from yolo_sm.core.models.common import MAX_WIDTH, MIN_WIDTH, hooked
 from yolo_sm.core.models.resnet import ResNetDetector, resnet_backbone
 from yolo_sm.core.models.spec import (
     ModelSpec,
@@ -31,6 +31,7 @@ __all__ = [
     "build_spec",
     "build_yolo",
     "channel_table",
+    "hooked",
     "layers",
     "load_checkpoint",
     "model_flops",

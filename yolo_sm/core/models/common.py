@@ -3,6 +3,7 @@ calibration."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -112,3 +113,13 @@ def calibrate_bn(
             model(x)
     model.train(was_training)
     return model
+
+
+@contextlib.contextmanager
+def hooked(handles: list):
+    """The block, then the module hooks ``handles`` removed (also after an error)."""
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_leaves
 
-from yolo_sm.core.models.common import LayerRef
+from yolo_sm.core.models.common import LayerRef, hooked
 from yolo_sm.core.models.yolo import YoloForward
 
 
@@ -95,12 +95,8 @@ def channel_table(model: nn.Module, imgsz: int = 640, bytes_per_element: int = 2
         for sub in r.module.modules():
             if isinstance(sub, (nn.Conv2d, nn.Linear)):
                 hooks.append(sub.register_forward_hook(conv_hook(r.index)))
-    try:
-        with torch.no_grad():
-            meta_model(torch.empty(1, 3, imgsz, imgsz, device="meta"))
-    finally:
-        for h in hooks:
-            h.remove()
+    with hooked(hooks), torch.no_grad():
+        meta_model(torch.empty(1, 3, imgsz, imgsz, device="meta"))
     rows = []
     for r in refs:
         s = shapes.get(r.index, {})

@@ -13,7 +13,7 @@ import time
 import warnings
 
 from yolo_sm.analyse.gpm import FALLBACK_METRICS
-from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.contract.errors import NotAvailableError, UserError, need
 
 # tidy metric name -> pynvml constant (values in percent, 0-100)
 GPM_METRICS = {
@@ -39,9 +39,17 @@ def _stale(vals: list[float]) -> bool:
     return len(finite) < len(vals) and all(v == 0 for v in finite)
 
 
-def _err(nvml, *names: str) -> tuple:
-    """The NVMLError subclasses ``names`` this NVML module has (``except ()`` matches nothing)."""
+def nvml_errors(nvml, *names: str) -> tuple:
+    """The NVMLError subclasses ``names`` (none: NVMLError) this NVML module has (``except ()``
+    matches nothing)."""
+    names = names or ("NVMLError",)
     return tuple(c for n in names if isinstance(c := getattr(nvml, n, None), type))
+
+
+def import_pynvml():
+    """pynvml, or NotAvailableError saying what to install."""
+    advice = "reading NVML needs pynvml, which is not installed: pip install nvidia-ml-py"
+    return need("pynvml", advice + " (the gpu extra)")
 
 
 class GpmSampler:
@@ -86,18 +94,10 @@ class GpmSampler:
                 "this process runs under Nsight Compute, which uses the same performance "
                 "counters as GPM: sample GPM in a separate run"
             )
-        if self._nvml is None:
-            try:
-                import pynvml as nvml
-            except ImportError:
-                raise NotAvailableError(
-                    "GPM sampling needs pynvml, which is not installed: pip install nvidia-ml-py"
-                ) from None
-            self._nvml = nvml
-        nvml = self._nvml
+        nvml = self._nvml = self._nvml if self._nvml is not None else import_pynvml()
         try:
             nvml.nvmlInit()
-        except _err(nvml, "NVMLError") as e:
+        except nvml_errors(nvml, "NVMLError") as e:
             raise NotAvailableError(
                 f"NVML could not start ({e}): is an NVIDIA driver installed and a GPU visible?"
             ) from None
@@ -119,9 +119,9 @@ class GpmSampler:
                 self.power = self._power_supported()
         except BaseException as e:
             self._close()
-            if isinstance(e, _err(nvml, "NVMLError_NoPermission")):
+            if isinstance(e, nvml_errors(nvml, "NVMLError_NoPermission")):
                 raise NotAvailableError(PERM_HELP) from None
-            if isinstance(e, _err(nvml, "NVMLError")):
+            if isinstance(e, nvml_errors(nvml, "NVMLError")):
                 raise NotAvailableError(f"NVML cannot sample GPU {self.index}: {e}") from None
             raise
         self._thread = threading.Thread(
@@ -134,7 +134,7 @@ class GpmSampler:
         self.stop()
         if exc_type is None and self.error is not None:
             e = self.error
-            if isinstance(e, _err(self._nvml, "NVMLError_NoPermission")):
+            if isinstance(e, nvml_errors(self._nvml, "NVMLError_NoPermission")):
                 raise NotAvailableError(PERM_HELP) from e
             raise RuntimeError(f"GPM sampling stopped early: {e!r}") from e
 
@@ -167,7 +167,7 @@ class GpmSampler:
             return False
         try:
             return bool(nvml.nvmlGpmQueryDeviceSupport(self._handle).isSupportedDevice)
-        except _err(nvml, "NVMLError_NotSupported", "NVMLError_FunctionNotFound"):
+        except nvml_errors(nvml, "NVMLError_NotSupported", "NVMLError_FunctionNotFound"):
             return False
 
     def _start_gpm(self) -> str:
@@ -180,7 +180,7 @@ class GpmSampler:
             q.metrics[i].metricId = getattr(nvml, const)
         try:
             self._t0 = self._tick = self._take(self._samples[0])
-        except _err(nvml, "NVMLError_NotSupported"):  # e.g. MIG or vGPU without GPM
+        except nvml_errors(nvml, "NVMLError_NotSupported"):  # e.g. MIG or vGPU without GPM
             for s in self._samples:
                 nvml.nvmlGpmSampleFree(s)
             self._samples = []
@@ -211,7 +211,7 @@ class GpmSampler:
     def _power_supported(self) -> bool:
         try:
             self._nvml.nvmlDeviceGetPowerUsage(self._handle)
-        except _err(self._nvml, "NVMLError_NotSupported", "NVMLError_FunctionNotFound"):
+        except nvml_errors(self._nvml, "NVMLError_NotSupported", "NVMLError_FunctionNotFound"):
             warnings.warn(
                 f"GPU {self.index} reports no power draw (nvmlDeviceGetPowerUsage): the "
                 "timeline has no power_w rows",
@@ -224,7 +224,7 @@ class GpmSampler:
         """Board power draw in watts (NVML reports milliwatts; NaN when a read fails)."""
         try:
             return self._nvml.nvmlDeviceGetPowerUsage(self._handle) / 1000.0
-        except _err(self._nvml, "NVMLError"):
+        except nvml_errors(self._nvml, "NVMLError"):
             return math.nan
 
     def _read_util(self) -> tuple[float, list[float]]:

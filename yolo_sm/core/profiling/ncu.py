@@ -14,7 +14,7 @@ import subprocess
 import warnings
 from pathlib import Path
 
-from yolo_sm.contract.errors import NotAvailableError, UserError, refuse_malformed
+from yolo_sm.contract.errors import NotAvailableError, UserError, need, refuse_malformed
 from yolo_sm.contract.store import atomic_file, temp_path
 from yolo_sm.core.environment import find_ncu
 from yolo_sm.core.profiling.nvtx import FORWARD_RANGE, parse_range
@@ -282,7 +282,7 @@ def _tidy_long(df):
         {
             "kernel_id": pd.to_numeric(df["ID"]).astype(int),
             "kernel_name": df["Kernel Name"],
-            "nvtx_path": df[nv].map(_nvtx_path) if nv else "",
+            "nvtx_path": df[nv].map(lambda c: "/".join(_NVTX_RANGE.findall(str(c)))) if nv else "",
             "metric": df["metric"],
             "unit": df["unit"].fillna(""),
             "value_text": df["value"],
@@ -290,10 +290,6 @@ def _tidy_long(df):
     )
     out["value"] = pd.to_numeric(out["value_text"].str.replace(",", ""), errors="coerce")
     return out
-
-
-def _nvtx_path(cell: str) -> str:
-    return "/".join(_NVTX_RANGE.findall(str(cell)))
 
 
 def _wide(long_df):
@@ -347,13 +343,11 @@ def _load_report(path: Path):
     the default domain's push/pop ranges)."""
     import pandas as pd
 
-    try:
-        import ncu_report  # type: ignore
-    except ImportError:
-        raise NotAvailableError(
-            "reading .ncu-rep needs ncu on PATH (or YOLO_SM_NCU) or Nsight Compute's ncu_report "
-            "module (the ncu extra); or export CSV: ncu --import FILE --csv --page raw"
-        ) from None
+    ncu_report = need(
+        "ncu_report",
+        "reading .ncu-rep needs ncu on PATH (or YOLO_SM_NCU) or Nsight Compute's ncu_report "
+        "module (the ncu extra); or export CSV: ncu --import FILE --csv --page raw",
+    )
     try:
         ctx = ncu_report.load_report(str(path))
     except Exception as e:  # noqa: BLE001

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from yolo_sm.analyse.gpm import SUMMARY_METRICS, overhead_pct, run_medians
 from yolo_sm.analyse.weighting import layer_view, weighted_mean
-from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.store import write_atomic, write_text_atomic
 from yolo_sm.core.devices import nvml_index
 from yolo_sm.core.models.spec import ModelSpec, parse_models
@@ -182,11 +181,7 @@ def profile_all(
     ``models`` (specs, :mod:`yolo_sm.core.models.spec`) replace ``family`` and ``widths``."""
     import pandas as pd
 
-    if not str(device).startswith("cuda"):
-        raise UserError("yolo-sm profile needs a CUDA device (ncu and GPM profile a GPU)")
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} exists and is not a folder")
+    out = Path(out_dir)  # a folder on a CUDA device: the command checked both
     out.mkdir(parents=True, exist_ok=True)
     specs = list(parse_models(models, input_shape, need_shape=False)) if models else []
     widths = specs or [float(w) for w in widths]

@@ -6,14 +6,5 @@ TOPIC = Topic(
     name="batch",
     notebooks=("03_batch_sweep",),
     question="How does throughput grow with the batch?",
-    sources=(("rules.toml", "analyse:facts"),),
     pair_sources=(("pair_rules.toml", "multi_gpu:facts"),),
-    headlines={
-        "03_batch_sweep": (
-            "batch_pays",
-            "batch_wide_saturates_by_b8",
-            "batch_graph_wins_at_b1",
-            "batch_memory_not_limiting",
-        ),
-    },
 )

@@ -13,7 +13,7 @@ from yolo_sm.report import plots, rules, tables, widgets
 from yolo_sm.report.colors import COLORS, TEMPLATE
 from yolo_sm.report.sections import Note
 from yolo_sm.report.style import finish
-from yolo_sm.report.text import code
+from yolo_sm.report.tables import code
 from yolo_sm.topics.batch import analyse as batch
 from yolo_sm.topics.batch import multi_gpu
 
@@ -98,8 +98,7 @@ def plot_graph_speedup(speedup):
         template=TEMPLATE, title="CUDA graph speed-up over eager (eager ms / graph ms, same sweep)",
     )
     fig.add_hline(y=1.0, line_dash="dot")
-    fig.update_yaxes(title_text="eager latency / graph latency")
-    return finish(fig)
+    return finish(fig, y="eager latency / graph latency")
 
 
 def batch_explorer(sweep, width: float, backend: str, frac: float):

@@ -6,6 +6,4 @@ TOPIC = Topic(
     name="claims",
     notebooks=("claims",),
     question="Do four articles' claims about YOLO on GPUs hold?",
-    sources=(("rules.toml", "analyse:facts"),),
-    headlines={"claims": ("claim_6", "claim_2", "claim_5", "claim_10", "claim_11", "claim_16")},
 )

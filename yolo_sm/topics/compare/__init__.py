@@ -8,5 +8,4 @@ TOPIC = Topic(
     question="Do two machines reach the same conclusions?",
     sources=(),
     pair_sources=(("rules.toml", "analyse:facts"),),
-    headlines={"12_two_machines": ("compare_gpu_bound_agree", "compare_b_faster")},
 )

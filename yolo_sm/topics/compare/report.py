@@ -14,10 +14,6 @@ from yolo_sm.topics.compare.analyse import BOTH
 # fmt: off
 
 
-def _kind(d):
-    return d["launch_bound"].astype(bool).map({True: "host-bound", False: "GPU-bound"})
-
-
 def _both(m):
     return m[m["present"] == BOTH]
 
@@ -53,8 +49,9 @@ def _scatter(m, x, y, title, xlab, ylab, **kw):
     d = _both(m).dropna(subset=[x, y])
     if d.empty:
         return None
+    d = d.assign(kind=d.launch_bound.astype(bool).map({True: "host-bound", False: "GPU-bound"}))
     fig = px.scatter(
-        d.assign(kind=_kind(d)), x=x, y=y, color="backend", symbol="kind",
+        d, x=x, y=y, color="backend", symbol="kind",
         color_discrete_map=BACKEND_COLORS, template=TEMPLATE, title=title,
         hover_data=["family", "width", "precision", "layout", "batch", "imgsz"], **kw,
     )

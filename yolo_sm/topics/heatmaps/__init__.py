@@ -6,13 +6,4 @@ TOPIC = Topic(
     name="heatmaps",
     notebooks=("04_occupancy_heatmaps",),
     question="Which layers keep the SMs busy, per width and batch?",
-    sources=(("rules.toml", "analyse:facts"),),
-    headlines={
-        "04_occupancy_heatmaps": (
-            "heatmaps_resources_cap_tensor_cores",
-            "heatmaps_slowest_layer_low",
-            "heatmaps_small_batch_grid_limited",
-            "heatmaps_fastest_not_highest_occupancy",
-        )
-    },
 )

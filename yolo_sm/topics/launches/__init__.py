@@ -6,13 +6,4 @@ TOPIC = Topic(
     name="launches",
     notebooks=("08_launches",),
     question="Is the forward bound by the host?",
-    sources=(("rules.toml", "analyse:facts"),),
-    headlines={
-        "08_launches": (
-            "roofline_narrow_eager_idles",
-            "roofline_compile_below_c2f_bound",
-            "hosts_eager_small_batch_host_bound",
-            "hosts_eager_small_batch_cpu_time",
-        )
-    },
 )

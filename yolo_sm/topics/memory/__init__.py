@@ -3,30 +3,9 @@
 from dataclasses import dataclass
 
 from yolo_sm.contract import values as v
-from yolo_sm.contract.errors import UserError
-from yolo_sm.contract.steps import one_layout, one_precision
+from yolo_sm.contract.steps import model_entries, one_layout, one_precision
 from yolo_sm.contract.values import Spec, param
 from yolo_sm.topics import Topic
-
-RUN = "yolo_sm.core.plan_runners:"
-
-
-def lifetime_entries(x, what):
-    """memory_lifetimes' ``models``: mappings with ``model`` and optional ``widths``."""
-    entries = x if isinstance(x, (list, tuple)) else [x]
-    if not entries:
-        raise UserError(f"{what} needs at least one model")
-    for e in entries:
-        unknown = sorted(set(v.mapping(e, what)) - {"model", "widths"})
-        if "model" not in e or unknown:
-            raise UserError(
-                f"each entry of {what} needs 'model' and may have widths"
-                + (f"; unknown {', '.join(unknown)}" if unknown else "")
-            )
-        v.text(e["model"], f"{what} model")
-        if "widths" in e:
-            v.multipliers(e["widths"], f"{what} widths")
-    return entries
 
 
 @dataclass(frozen=True)
@@ -34,7 +13,7 @@ class LifetimesStep(Spec):
     """Activation lifetimes per layer of each model's forward (None: the collector's default)."""
 
     kind = "memory_lifetimes"
-    models: tuple | None = param(lifetime_entries, None)
+    models: tuple | None = param(model_entries("widths"), None)
     batch: int | None = param(v.batch, None)
     imgsz: int | None = param(v.imgsz, None)
     precision: str | None = param(one_precision, None)
@@ -64,16 +43,5 @@ TOPIC = Topic(
     name="memory",
     notebooks=("07_memory_and_layout",),
     question="How much activation memory does a forward need?",
-    sources=(("rules.toml", "analyse:facts"),),
-    steps={
-        "memory_lifetimes": (LifetimesStep, RUN + "run_memory_lifetimes"),
-        "memory_pool": (PoolStep, RUN + "run_memory_pool"),
-    },
-    headlines={
-        "07_memory_and_layout": (
-            "memory_peak_predicted",
-            "memory_expandable_lowers_peak",
-            "roofline_nchw_transforms",
-        ),
-    },
+    steps=(LifetimesStep, PoolStep),
 )

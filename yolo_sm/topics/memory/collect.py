@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import subprocess
 import sys
@@ -31,10 +30,11 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from yolo_sm import child_env
 from yolo_sm.contract.errors import UserError
 from yolo_sm.core.engines import EngineConfig, build_engine
 from yolo_sm.core.engines.base import DTYPES
-from yolo_sm.core.models import ResNetDetector, build_yolo, layers, resnet_backbone
+from yolo_sm.core.models import ResNetDetector, build_yolo, hooked, layers, resnet_backbone
 
 #: the models of the lifetime section: YOLOv8 at four widths and the ResNet-101 detector
 DEFAULT_LIFETIME_MODELS: tuple[dict, ...] = (
@@ -227,16 +227,13 @@ def trace_lifetimes(run, x: torch.Tensor, model: torch.nn.Module, *, device: str
         p = ml.position
         handles.append(ml.module.register_forward_pre_hook(lambda m, a, p=p: rec.enter(p)))
         handles.append(ml.module.register_forward_hook(lambda m, a, o, p=p: rec.leave(p, o)))
-    try:
+    with hooked(handles):
         if cuda:
             torch.cuda.synchronize()
             rec.base = torch.cuda.memory_allocated()
         with rec:
             out = run(x)
         returned = {_key(t) for t in tree_leaves(out) if isinstance(t, torch.Tensor)}
-    finally:
-        for h in handles:
-            h.remove()
     last = rec.step
     for act in rec.acts:
         if act.released is None or any(act is rec.by_key.get(k) for k in returned):
@@ -464,17 +461,6 @@ def child_main(argv: list[str] | None = None) -> None:
     pool_rows(**args).to_parquet(out, index=False)
 
 
-def _child_env(alloc_conf: str) -> dict:
-    env = dict(os.environ)
-    if alloc_conf == "default":
-        env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
-    else:
-        env["PYTORCH_CUDA_ALLOC_CONF"] = alloc_conf
-    root = str(Path(__file__).resolve().parents[3])  # the folder holding the yolo_sm package
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-    return env
-
-
 def pool_table(confs=ALLOC_CONFS, *, timeout_s: float = 300.0, **kwargs):
     """The ``memory_pool`` table: :func:`pool_rows` per allocator configuration, each in a fresh
     process."""
@@ -492,7 +478,7 @@ def pool_table(confs=ALLOC_CONFS, *, timeout_s: float = 300.0, **kwargs):
             try:
                 done = subprocess.run(
                     [sys.executable, "-c", code, arg],
-                    env=_child_env(conf),
+                    env=child_env(PYTORCH_CUDA_ALLOC_CONF=None if conf == "default" else conf),
                     capture_output=True,
                     text=True,
                     timeout=timeout_s,

@@ -7,8 +7,6 @@ from yolo_sm.contract.steps import BenchStep
 from yolo_sm.contract.values import param
 from yolo_sm.topics import Topic
 
-RUN = "yolo_sm.core.plan_runners:"
-
 
 @dataclass(frozen=True)
 class MonitorStep(BenchStep):
@@ -25,13 +23,5 @@ TOPIC = Topic(
     name="monitor",
     notebooks=("16_live_monitoring",),
     question="What do live GPU counters say about the SMs?",
-    sources=(("rules.toml", "analyse:facts"),),
-    steps={"monitor": (MonitorStep, RUN + "run_monitor")},
-    headlines={
-        "16_live_monitoring": (
-            "monitor_active_is_not_occupancy",
-            "monitor_bench_fills_the_sms",
-            "monitor_gpu_util_overstates",
-        )
-    },
+    steps=(MonitorStep,),
 )

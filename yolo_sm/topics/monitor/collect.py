@@ -19,7 +19,8 @@ from yolo_sm.contract.errors import NotAvailableError, UserError
 from yolo_sm.contract.schema import SCHEMAS
 from yolo_sm.contract.scrub import record_host, user_command
 from yolo_sm.contract.workload import LABELS, current, read_status
-from yolo_sm.core.profiling.gpm import GpmSampler
+from yolo_sm.core.devices import as_text
+from yolo_sm.core.profiling.gpm import GpmSampler, import_pynvml, nvml_errors
 from yolo_sm.core.provenance import dist_version
 
 #: dcgm-exporter field -> (unit, help); the PROF fields from NVML GPM, the DEV fields from NVML
@@ -54,18 +55,6 @@ GPM_HZ = 20.0
 MIN_INTERVAL_S, MAX_INTERVAL_S = 0.2, 3600.0
 
 
-def import_pynvml():
-    """pynvml, or NotAvailableError saying what to install."""
-    try:
-        import pynvml
-    except ImportError:
-        raise NotAvailableError(
-            "the monitor reads NVML through pynvml, which is not installed: pip install "
-            "nvidia-ml-py (the gpu extra)"
-        ) from None
-    return pynvml
-
-
 def ncu_running(proc: str | os.PathLike = "/proc") -> bool:
     """Whether an Nsight Compute (``ncu``) process runs on this machine (per /proc)."""
 
@@ -79,15 +68,6 @@ def ncu_running(proc: str | os.PathLike = "/proc") -> bool:
         return any(comm(p) == "ncu" for p in os.listdir(proc) if p.isdigit())
     except OSError:
         return False
-
-
-def as_text(v) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
-
-
-def nvml_errors(nvml) -> tuple:
-    err = getattr(nvml, "NVMLError", None)
-    return (err,) if isinstance(err, type) else ()
 
 
 def device_labels(nvml, handle, index: int, hostname: str) -> dict:

@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.contract.errors import UserError, need
 from yolo_sm.contract.manifest import register
 from yolo_sm.contract.store import write_atomic
 from yolo_sm.topics.monitor.collect import FIELDS, Monitor
@@ -19,14 +19,11 @@ PAUSED_HELP = "1 while Nsight Compute runs on this machine and GPM is not sample
 
 def import_prometheus_client():
     """prometheus_client, or NotAvailableError saying what to install."""
-    try:
-        import prometheus_client
-    except ImportError:
-        raise NotAvailableError(
-            "the /metrics endpoint needs prometheus_client, which is not installed: pip install "
-            "prometheus_client (the monitor extra: pip install -e '.[monitor]')"
-        ) from None
-    return prometheus_client
+    return need(
+        "prometheus_client",
+        "the /metrics endpoint needs prometheus_client, which is not installed: pip install "
+        "prometheus_client (the monitor extra: pip install -e '.[monitor]')",
+    )
 
 
 class MonitorCollector:

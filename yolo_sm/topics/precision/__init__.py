@@ -9,8 +9,6 @@ from yolo_sm.contract.values import Spec, param
 from yolo_sm.contract.vocab import INT8_CALIBRATIONS, INT8_CONV_KERNELS, INT8_MODEL_KERNELS
 from yolo_sm.topics import Topic
 
-RUN = "yolo_sm.core.plan_runners:"
-
 
 @dataclass(frozen=True)
 class NumericsStep(Spec):
@@ -73,18 +71,5 @@ TOPIC = Topic(
     name="precision",
     notebooks=("02_precision",),
     question="What do fp16, bf16 and 8-bit buy over fp32?",
-    sources=(("rules.toml", "analyse:facts"),),
-    steps={
-        "numerics": (NumericsStep, RUN + "run_numerics"),
-        "int8_kernels": (Int8KernelStep, RUN + "run_int8_kernels"),
-    },
-    headlines={
-        "02_precision": (
-            "precision_fp16_faster_large_batch",
-            "precision_fp16_hidden_by_launches",
-            "precision_bf16_as_fast_as_fp16",
-            "precision_fp32_on_simt",
-            "precision_numerics_within_tolerance",
-        ),
-    },
+    steps=(NumericsStep, Int8KernelStep),
 )

@@ -27,7 +27,7 @@ from yolo_sm.core.grid import (
     run_pace,
     width_scaled,
 )
-from yolo_sm.core.models import build_yolo
+from yolo_sm.core.models import build_yolo, hooked
 from yolo_sm.core.provenance import stamp
 from yolo_sm.core.sweep import failure
 from yolo_sm.core.timing import engine_call, measure, measure_rounds
@@ -64,12 +64,8 @@ def captured_inputs(module, x) -> list[tuple[str, Int8Conv, object]]:
                 seen.append((name, m, args[0].detach().clone()))
 
             hooks.append(mod.register_forward_pre_hook(hook))
-    try:
-        with torch.inference_mode():
-            module(x)
-    finally:
-        for h in hooks:
-            h.remove()
+    with hooked(hooks), torch.inference_mode():
+        module(x)
     return seen
 
 

@@ -10,7 +10,7 @@ from yolo_sm.report.colors import TEMPLATE, color_map
 from yolo_sm.report.plots import lacks
 from yolo_sm.report.sections import Note
 from yolo_sm.report.style import finish
-from yolo_sm.report.text import code
+from yolo_sm.report.tables import code
 from yolo_sm.topics.deploy.report import stacked_breakdown
 from yolo_sm.topics.precision import eight_bit as p8
 from yolo_sm.topics.precision import int8_kernels as ik
@@ -33,9 +33,7 @@ def plot_speed(speed, *, title=None):
         title=title or "Each engine's images per second over the fastest fp16 engine's",
     )  # fmt: skip
     fig.add_hline(y=1.0, line_dash="dot")
-    fig.update_xaxes(title_text="width multiplier")
-    fig.update_yaxes(title_text="speed over the fastest fp16 engine (x)")
-    return finish(fig)
+    return finish(fig, "width multiplier", "speed over the fastest fp16 engine (x)")
 
 
 def speed_section(root: DataRoot):
@@ -100,9 +98,8 @@ def plot_kernel_classes(classes, *, title=None):
         color_discrete_map=color_map(d.kernel.unique()), template=TEMPLATE,
         title=title or "Summed time of the model's convolutions per class and kernel",
     )  # fmt: skip
-    fig.update_xaxes(title_text="convolution class")
     fig.update_yaxes(title_text="GPU time, ms per batch", matches=None)
-    return finish(fig)
+    return finish(fig, "convolution class")
 
 
 def kernels_section(root: DataRoot):

@@ -9,8 +9,6 @@ from yolo_sm.contract.steps import one_layout, one_precision
 from yolo_sm.contract.values import Spec, param
 from yolo_sm.topics import Topic
 
-RUN = "yolo_sm.core.plan_runners:"
-
 
 def frame_sizes(x, what):
     """Frame sizes WIDTHxHEIGHT (1280x720), each side 1 to MAX_IMGSZ pixels."""
@@ -49,13 +47,5 @@ TOPIC = Topic(
     name="resolutions",
     notebooks=("15_resolutions",),
     question="One engine per resolution or one dynamic engine?",
-    sources=(("rules.toml", "analyse:facts"),),
-    steps={"resolutions": (ResolutionStep, RUN + "run_resolutions")},
-    headlines={
-        "15_resolutions": (
-            "resolutions_dynamic_cost_small",
-            "resolutions_nearest_engine_pays",
-            "resolutions_large_inputs_fill_gpu",
-        )
-    },
+    steps=(ResolutionStep,),
 )

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pandas as pd
 
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report.colors import TEMPLATE
-from yolo_sm.report.sections import needs
+from yolo_sm.report.sections import needs, section
 from yolo_sm.report.style import finish
 from yolo_sm.report.tables import show
 from yolo_sm.topics.resolutions import analyse
@@ -30,9 +32,8 @@ def plot_selection(frames=FRAMES, engines=ENGINES):
                  template=TEMPLATE,
                  title="The engine each frame size is served by, and how much of its input "
                  "the frame fills")  # fmt: skip
-    fig.update_xaxes(title_text="frame size (width x height)")
     fig.update_yaxes(title_text="share of the engine input filled (%)", range=[0, 105])
-    return finish(fig)
+    return finish(fig, "frame size (width x height)")
 
 
 def plot_resolutions(df: pd.DataFrame, y: str = "mpix_per_s"):
@@ -50,9 +51,7 @@ def plot_resolutions(df: pd.DataFrame, y: str = "mpix_per_s"):
                   markers=True, hover_data=[c for c in ("frame_size", "median_ms") if c in d],
                   template=TEMPLATE,
                   title=f"{what} against input size")  # fmt: skip
-    fig.update_xaxes(title_text="engine input (megapixels)")
-    fig.update_yaxes(title_text=what)
-    return finish(fig)
+    return finish(fig, "engine input (megapixels)", what)
 
 
 @needs(analyse.DATASET)
@@ -60,13 +59,10 @@ def resolution_figure(root: DataRoot, y: str = "mpix_per_s"):
     return plot_resolutions(root.load(analyse.DATASET), y)
 
 
-@needs(analyse.DATASET)
-def cost_table(root: DataRoot):
-    """Fixed against dynamic per width and resolution: img/s, megapixels/s, cost."""
-    t = analyse.resolution_table(root.load(analyse.DATASET))
-    cols = [
-        "width", "batch", "frame_size", "imgsz_w", "imgsz_h", "backend_fixed", "img_per_s_fixed",
-        "backend_dynamic", "img_per_s_dynamic", "mpix_per_s_fixed", "mpix_per_s_dynamic",
-        "dynamic_cost_pct",
-    ]  # fmt: skip
-    return show(t[cols], index=False)
+#: fixed against dynamic per width and resolution: img/s, megapixels/s, cost
+COST_COLUMNS = (
+    "width", "batch", "frame_size", "imgsz_w", "imgsz_h", "backend_fixed", "img_per_s_fixed",
+    "backend_dynamic", "img_per_s_dynamic", "mpix_per_s_fixed", "mpix_per_s_dynamic",
+    "dynamic_cost_pct",
+)  # fmt: skip
+cost_table = section(analyse.DATASET, analyse.resolution_table, partial(show, columns=COST_COLUMNS))

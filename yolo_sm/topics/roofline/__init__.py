@@ -6,8 +6,6 @@ from yolo_sm.contract import values as v
 from yolo_sm.contract.values import Spec, param
 from yolo_sm.topics import Topic
 
-RUN = "yolo_sm.core.plan_runners:"
-
 
 @dataclass(frozen=True)
 class CeilingsStep(Spec):
@@ -24,14 +22,5 @@ TOPIC = Topic(
     name="roofline",
     notebooks=("06_roofline",),
     question="Is a layer bound by compute, memory or launches?",
-    sources=(("rules.toml", "analyse:facts"),),
-    steps={"ceilings": (CeilingsStep, RUN + "run_ceilings")},
-    headlines={
-        "06_roofline": (
-            "roofline_yolo_compute_side",
-            "roofline_yolo_under_roof",
-            "roofline_zero_flop_below_copy",
-            "roofline_wide_tensor_pipe_rises",
-        ),
-    },
+    steps=(CeilingsStep,),
 )

@@ -13,6 +13,7 @@ import warnings
 from types import SimpleNamespace
 
 from yolo_sm.contract.errors import NotAvailableError, UserError
+from yolo_sm.core.devices import nvml_handle, nvml_index
 from yolo_sm.core.engines import qconv
 from yolo_sm.core.engines.int8 import quantize_int8
 from yolo_sm.core.provenance import sm_clock_mhz
@@ -121,13 +122,8 @@ class NvmlSampler:
         self._stop, self._thread, self.nvml, self.handle = threading.Event(), None, None, None
         if str(device).startswith("cuda"):
             try:
-                import pynvml
-                import torch
-
-                pynvml.nvmlInit()
-                h = pynvml.nvmlDeviceGetHandleByIndex(torch.device(device).index or 0)
-                self.limit_w = pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1e3
-                self.nvml, self.handle = pynvml, h
+                self.nvml, self.handle = nvml_handle(nvml_index(device))
+                self.limit_w = self.nvml.nvmlDeviceGetEnforcedPowerLimit(self.handle) / 1e3
             except Exception:  # noqa: BLE001 - no NVML: the figures stay NaN
                 pass
 

@@ -9,9 +9,6 @@ from yolo_sm.contract.steps import one_backend, one_layout, one_precision
 from yolo_sm.contract.values import Spec, param
 from yolo_sm.topics import Topic
 
-RUN = "yolo_sm.core.plan_runners:"
-
-
 #: one side of a sharing pair: ``WIDTHxBATCH`` (``1.0x16``)
 _SIDE = re.compile(r"(?P<width>[0-9]*\.?[0-9]+)x(?P<batch>[0-9]{1,6})")
 
@@ -54,14 +51,5 @@ TOPIC = Topic(
     name="sharing",
     notebooks=("17_two_models",),
     question="How should two models share one GPU?",
-    sources=(("rules.toml", "analyse:facts"),),
-    steps={"sharing": (SharingStep, RUN + "run_sharing")},
-    headlines={
-        "17_two_models": (
-            "sharing_streams_total",
-            "sharing_small_p99_streams",
-            "sharing_streams_beat_processes",
-            "sharing_equal_work_streams",
-        )
-    },
+    steps=(SharingStep,),
 )

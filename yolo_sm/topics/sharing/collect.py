@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.labels import config_label
-from yolo_sm.core.devices import nvml_index
+from yolo_sm.core.devices import nvml_handle, nvml_index
 from yolo_sm.core.models import build
 from yolo_sm.core.profiling.gpm import GpmSampler
 from yolo_sm.topics.sharing import parse_pair
@@ -35,15 +35,10 @@ def gpu_sharing_settings(device: str = "cuda") -> dict:
     }
     if not str(device).startswith("cuda"):
         return {**out, "mig_mode": "no GPU", "compute_mode": "no GPU"}
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-    except Exception:  # noqa: BLE001 - no NVML: the settings stay unknown
+    pynvml, h = nvml_handle(nvml_index(device))
+    if h is None:  # no NVML: the settings stay unknown
         return out
-    try:
-        h = pynvml.nvmlDeviceGetHandleByIndex(nvml_index(device))
-        # NVML_COMPUTEMODE_* values, fixed by NVML's C API
+    try:  # NVML_COMPUTEMODE_* values, fixed by NVML's C API
         modes = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
         try:
             out["compute_mode"] = modes.get(pynvml.nvmlDeviceGetComputeMode(h), "unknown")

@@ -7,9 +7,6 @@ from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.values import Spec, param
 from yolo_sm.topics import Topic
 
-RUN = "yolo_sm.core.plan_runners:"
-
-
 RESNET_DEPTHS = (18, 34, 50, 101, 152)
 
 
@@ -46,13 +43,5 @@ TOPIC = Topic(
     name="techniques",
     notebooks=("13_techniques",),
     question="What do fusion, autocast and a preallocated buffer buy?",
-    sources=(("rules.toml", "analyse:facts"),),
-    steps={"techniques": (TechniquesStep, RUN + "run_techniques")},
-    headlines={
-        "13_techniques": (
-            "techniques_fusion_b16",
-            "techniques_autocast_near_half",
-            "techniques_buffer_gain",
-        )
-    },
+    steps=(TechniquesStep,),
 )

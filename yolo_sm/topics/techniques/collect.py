@@ -28,7 +28,7 @@ from yolo_sm.core.engines.base import (
 from yolo_sm.core.engines.config import EngineConfig, Precision
 from yolo_sm.core.engines.torch_backends import prepare_module
 from yolo_sm.core.grid import free_memory
-from yolo_sm.core.models import build_yolo, resnet_backbone
+from yolo_sm.core.models import build_yolo, hooked, resnet_backbone
 from yolo_sm.core.models.fused import ConvAddReLU, ConvReLU, count_modules, fold_bn, fuse_conv_relu
 from yolo_sm.core.profiling import kineto
 from yolo_sm.core.sweep import failure
@@ -282,12 +282,9 @@ def output_dtypes(model, x, device_type: str, dtype) -> list[dict]:
         return fn
 
     hooks = [m.register_forward_hook(hook(n)) for n, m in model.named_modules() if n]
-    try:
-        with torch.no_grad(), torch.autocast(device_type, dtype=dtype, cache_enabled=False):
-            model(x)
-    finally:
-        for h in hooks:
-            h.remove()
+    autocast = torch.autocast(device_type, dtype=dtype, cache_enabled=False)
+    with hooked(hooks), torch.no_grad(), autocast:
+        model(x)
     return records
 
 

@@ -26,8 +26,7 @@ def bars(df, x, y, color, title, y_title, x_title, facet="batch", line=None, **k
     if line is not None:
         fig.add_hline(y=line, line_dash="dot")
     fig.update_yaxes(title_text=y_title, col=1)
-    fig.update_xaxes(title_text=x_title)
-    return finish(fig)
+    return finish(fig, x_title)
 
 
 @needs(NCU_RESNET)

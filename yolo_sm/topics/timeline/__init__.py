@@ -6,12 +6,4 @@ TOPIC = Topic(
     name="timeline",
     notebooks=("05_sm_timeline",),
     question="When are the SMs idle during a forward?",
-    sources=(("rules.toml", "analyse:facts"),),
-    headlines={
-        "05_sm_timeline": (
-            "timeline_b1_idles_unprofiled",
-            "timeline_graph_removes_gaps",
-            "timeline_sm_occupancy_rises_with_batch",
-        )
-    },
 )

@@ -8,8 +8,6 @@ from yolo_sm.contract.steps import backend_names, one_layout, one_precision
 from yolo_sm.contract.values import Spec, param
 from yolo_sm.topics import Topic
 
-RUN = "yolo_sm.core.plan_runners:"
-
 
 def wide_deep_pairs(x, what):
     """((wide width, wide depth), (deep width, deep depth)) per pair, from four numbers."""
@@ -56,13 +54,5 @@ TOPIC = Topic(
     name="wide_deep",
     notebooks=("14_wide_or_deep",),
     question="Wider or deeper at the same FLOPs: which uses the SMs better?",
-    sources=(("rules.toml", "analyse:facts"),),
-    steps={"wide_vs_deep": (WideDeepStep, RUN + "run_wide_vs_deep")},
-    headlines={
-        "14_wide_or_deep": (
-            "wide_deep_wide_faster_b64",
-            "wide_deep_wide_faster_b1_eager",
-            "wide_deep_wide_higher_occupancy",
-        )
-    },
+    steps=(WideDeepStep,),
 )

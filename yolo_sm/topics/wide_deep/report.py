@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pandas as pd
 
 from yolo_sm.contract.datasets import DataRoot
 from yolo_sm.report.colors import TEMPLATE
-from yolo_sm.report.sections import needs
+from yolo_sm.report.sections import needs, section
 from yolo_sm.report.style import finish
 from yolo_sm.report.tables import show
 from yolo_sm.topics.wide_deep import analyse
@@ -29,9 +31,7 @@ def presets(root: DataRoot, batch: int = 64):
                      title="YOLOv8 presets: images per second against GFLOPs, CUDA graph fp16, "
                      f"batch {batch}")  # fmt: skip
     fig.update_traces(textposition="top center", marker={"size": 10})
-    fig.update_xaxes(title_text="GFLOPs per image")
-    fig.update_yaxes(title_text="images per second")
-    return finish(fig)
+    return finish(fig, "GFLOPs per image", "images per second")
 
 
 def plot_pair_ratios(t: pd.DataFrame, y: str, y_title: str):
@@ -46,21 +46,17 @@ def plot_pair_ratios(t: pd.DataFrame, y: str, y_title: str):
     fig = px.line(d, x="batch", y=y, color="pair", facet_col="backend", markers=True,
                   log_x=True, template=TEMPLATE, title=y_title)  # fmt: skip
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
-    fig.update_xaxes(title_text="batch size")
     fig.update_yaxes(title_text=y_title, col=1)
-    return finish(fig)
+    return finish(fig, "batch size")
 
 
-@needs(analyse.DATASET)
-def pair_table(root: DataRoot):
-    """Both models of each pair side by side per backend and batch."""
-    t = analyse.pair_table(root.load(analyse.DATASET))
-    cols = [
-        "pair", "backend", "batch", "width_wide", "depth_wide", "width_deep", "depth_deep",
-        "flops_diff_pct", "img_per_s_wide", "img_per_s_deep", "wide_over_deep",
-        "kernels_per_forward_wide", "kernels_per_forward_deep", "occupancy_diff_pct",
-    ]  # fmt: skip
-    return show(t[[c for c in cols if c in t]], index=False)
+#: both models of each pair side by side per backend and batch
+PAIR_COLUMNS = (
+    "pair", "backend", "batch", "width_wide", "depth_wide", "width_deep", "depth_deep",
+    "flops_diff_pct", "img_per_s_wide", "img_per_s_deep", "wide_over_deep",
+    "kernels_per_forward_wide", "kernels_per_forward_deep", "occupancy_diff_pct",
+)  # fmt: skip
+pair_table = section(analyse.DATASET, analyse.pair_table, partial(show, columns=PAIR_COLUMNS))
 
 
 @needs(analyse.DATASET)

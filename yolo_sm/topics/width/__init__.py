@@ -6,13 +6,4 @@ TOPIC = Topic(
     name="width",
     notebooks=("01_width_scaling",),
     question="How does a wider YOLO use the SMs?",
-    sources=(("rules.toml", "analyse:facts"),),
-    headlines={
-        "01_width_scaling": (
-            "width_wider_lower_occupancy",
-            "width_wider_slower_than_flops",
-            "width_wider_slower_per_image",
-            "width_sm_coverage_grows",
-        )
-    },
 )

@@ -89,8 +89,7 @@ def _metric_lines(d, metrics, color, hover, title, **kw):
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
     fig.update_yaxes(range=[0, 105])
     fig.update_yaxes(title_text="percent (%)", col=1)
-    fig.update_xaxes(title_text="width multiplier")
-    return finish(fig)
+    return finish(fig, "width multiplier")
 
 
 def plot_class_occupancy(cls, *, title=None):
@@ -240,8 +239,7 @@ def plot_rel_err(*sweeps, title=None):
             showlegend=bool(p == d.precision.unique()[0]),
             hovertemplate=f"{p} tolerance %{{y:g}}<extra></extra>",
         )
-    fig.update_yaxes(title_text="relative L2 error (log)")
-    return finish(fig)
+    return finish(fig, y="relative L2 error (log)")
 
 
 def plot_presets(table, *, batch: int = 64, title=None):
@@ -258,8 +256,7 @@ def plot_presets(table, *, batch: int = 64, title=None):
     )  # fmt: skip
     fig.update_traces(textposition="top center")
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
-    fig.update_xaxes(title_text="GFLOPs per image")
-    return finish(fig.update_yaxes(title_text="images per second"))
+    return finish(fig, "GFLOPs per image", "images per second")
 
 
 def plot_compile_by_width(bench, title=None):

@@ -6,6 +6,4 @@ TOPIC = Topic(
     name="your_model",
     notebooks=("11_your_model",),
     question="How does my model use the SMs?",
-    sources=(("rules.toml", "analyse:facts"),),
-    headlines={"11_your_model": ("your_model_half_idle_warps", "your_model_low_layers_dominate")},
 )

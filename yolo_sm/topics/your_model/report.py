@@ -10,7 +10,7 @@ import pandas as pd
 from yolo_sm.analyse.facts import concat
 from yolo_sm.report import plots
 from yolo_sm.report.rules import Rule, check_unique, evaluate, topic_rules
-from yolo_sm.report.text import code, md
+from yolo_sm.report.tables import code, md
 from yolo_sm.topics.batch import analyse as batch
 from yolo_sm.topics.heatmaps import analyse as heatmaps
 from yolo_sm.topics.heatmaps import report as heatmaps_plots
