@@ -125,6 +125,17 @@ def load_entry(name: str, folder, entry):
 
 # ---- one dataset root: data/<machine>/ with its manifest -------------------------------------
 
+#: facts tables by (function, root, its files' versions): a page's rules read the same facts
+_FACTS: dict[tuple, object] = {}
+
+
+def _version(path: Path) -> tuple | None:
+    try:
+        return path.stat().st_mtime_ns, path.stat().st_size
+    except OSError:
+        return None
+
+
 #: how collect's registration of a step that stopped part-way begins its description
 PARTIAL_PREFIX = "PARTIAL ("
 MACHINE_FIELDS = tuple(
@@ -149,6 +160,16 @@ class DataRoot:
 
     def names(self) -> list[str]:
         return sorted(self.entries())
+
+    def facts(self, fn):
+        """``fn(self)`` (a facts table), computed once per version of the manifest and tables."""
+        files = ["manifest.json", *(str(e.get("file")) for e in self.entries().values())]
+        key = (fn, self, *map(_version, (self.path / f for f in files)))
+        if key not in _FACTS:
+            if len(_FACTS) >= 64:
+                _FACTS.clear()
+            _FACTS[key] = fn(self)
+        return _FACTS[key].copy()  # callers may change what they get
 
     def has(self, name: str) -> bool:
         """Whether the root holds dataset ``name`` (a short name: ``sweep_fp16_nhwc``)."""

@@ -20,12 +20,14 @@ SOURCES = [(topic_rules(t.name, r), t.load(f)) for t in topics.ALL for r, f in t
 PAIR_SOURCES = [(topic_rules(t.name, r), t.load(f)) for t in topics.ALL for r, f in t.pair_sources]
 
 
+def _keys(fn) -> frozenset[str]:
+    """The fact keys ``fn`` declares (its ``FACT_KEYS``, else its module's)."""
+    return getattr(fn, "FACT_KEYS", None) or sys.modules[fn.__module__].FACT_KEYS
+
+
 def known_facts() -> frozenset[str]:
-    """The fact keys the facts functions declare (their ``FACT_KEYS``, else their module's)."""
-    fns = dict.fromkeys(fn for _, fn in SOURCES + PAIR_SOURCES)
-    return frozenset().union(
-        *(getattr(fn, "FACT_KEYS", None) or sys.modules[fn.__module__].FACT_KEYS for fn in fns)
-    )
+    """The fact keys the facts functions declare."""
+    return frozenset().union(*map(_keys, dict.fromkeys(fn for _, fn in SOURCES + PAIR_SOURCES)))
 
 
 def all_rules() -> tuple[Rule, ...]:
@@ -36,7 +38,7 @@ def all_rules() -> tuple[Rule, ...]:
 
 def facts(root: DataRoot) -> pd.DataFrame:
     """The facts every rule reads, from ``root``'s datasets."""
-    return concat(*(fn(root) for fn in dict.fromkeys(fn for _, fn in SOURCES)))
+    return concat(*map(root.facts, dict.fromkeys(fn for _, fn in SOURCES)))
 
 
 def verdict_table(root: DataRoot) -> pd.DataFrame:
@@ -48,13 +50,13 @@ def verdict_table(root: DataRoot) -> pd.DataFrame:
 
 
 def topic_verdicts(name: str, root: DataRoot) -> pd.DataFrame:
-    """One row per rule of the topic ``name`` (its own sources), decided on ``root``."""
+    """One row per rule of the topic ``name``, decided on ``root`` by the facts functions that
+    declare the facts its rules read (the rows of :func:`verdict_table` for these rules)."""
     topic = next(t for t in topics.ALL if t.name == name)
-    pairs = [(topic_rules(name, r), topic.load(f)) for r, f in topic.sources]
-    fns = dict.fromkeys(fn for _, fn in pairs)
-    return evaluate(
-        [r for rs, _ in pairs for r in rs], concat(*(fn(root) for fn in fns)), root.name
-    )
+    rules = [r for file, _ in topic.sources for r in topic_rules(name, file)]
+    read = {r.fact for r in rules}
+    fns = [fn for fn in dict.fromkeys(fn for _, fn in SOURCES) if _keys(fn) & read]
+    return evaluate(rules, concat(*map(root.facts, fns)), root.name)
 
 
 def to_json(verdicts: pd.DataFrame) -> str:
