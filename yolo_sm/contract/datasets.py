@@ -4,6 +4,7 @@ every table; the module-level functions name a dataset ``<root>/<name>`` across 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -125,15 +126,11 @@ def load_entry(name: str, folder, entry):
 
 # ---- one dataset root: data/<machine>/ with its manifest -------------------------------------
 
-#: facts tables by (function, root, its files' versions): a page's rules read the same facts
-_FACTS: dict[tuple, object] = {}
 
-
-def _version(path: Path) -> tuple | None:
-    try:
-        return path.stat().st_mtime_ns, path.stat().st_size
-    except OSError:
-        return None
+@functools.lru_cache(maxsize=64)
+def _facts(fn, root, *versions):
+    """Facts table ``fn(root)`` per version of the root's files: a page's rules read it again."""
+    return fn(root)
 
 
 #: how collect's registration of a step that stopped part-way begins its description
@@ -164,12 +161,9 @@ class DataRoot:
     def facts(self, fn):
         """``fn(self)`` (a facts table), computed once per version of the manifest and tables."""
         files = ["manifest.json", *(str(e.get("file")) for e in self.entries().values())]
-        key = (fn, self, *map(_version, (self.path / f for f in files)))
-        if key not in _FACTS:
-            if len(_FACTS) >= 64:
-                _FACTS.clear()
-            _FACTS[key] = fn(self)
-        return _FACTS[key].copy()  # callers may change what they get
+        paths = [p for p in map(self.path.joinpath, files) if p.is_file()]
+        at = [(p.stat().st_mtime_ns, p.stat().st_size) for p in paths]
+        return _facts(fn, self, *at).copy()  # callers may change what they get
 
     def has(self, name: str) -> bool:
         """Whether the root holds dataset ``name`` (a short name: ``sweep_fp16_nhwc``)."""

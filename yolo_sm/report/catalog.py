@@ -36,9 +36,10 @@ def all_rules() -> tuple[Rule, ...]:
     return validate(rules, known_facts(), datasets.known_names())
 
 
-def facts(root: DataRoot) -> pd.DataFrame:
-    """The facts every rule reads, from ``root``'s datasets."""
-    return concat(*map(root.facts, dict.fromkeys(fn for _, fn in SOURCES)))
+def facts(root: DataRoot, read=None) -> pd.DataFrame:
+    """The facts every rule reads (or the facts functions declaring a key in ``read``)."""
+    fns = [fn for fn in dict.fromkeys(fn for _, fn in SOURCES) if read is None or _keys(fn) & read]
+    return concat(*map(root.facts, fns))
 
 
 def verdict_table(root: DataRoot) -> pd.DataFrame:
@@ -54,9 +55,7 @@ def topic_verdicts(name: str, root: DataRoot) -> pd.DataFrame:
     declare the facts its rules read (the rows of :func:`verdict_table` for these rules)."""
     topic = next(t for t in topics.ALL if t.name == name)
     rules = [r for file, _ in topic.sources for r in topic_rules(name, file)]
-    read = {r.fact for r in rules}
-    fns = [fn for fn in dict.fromkeys(fn for _, fn in SOURCES) if _keys(fn) & read]
-    return evaluate(rules, concat(*map(root.facts, fns)), root.name)
+    return evaluate(rules, facts(root, {r.fact for r in rules}), root.name)
 
 
 def to_json(verdicts: pd.DataFrame) -> str:
