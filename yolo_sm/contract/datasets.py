@@ -92,35 +92,31 @@ def load(name: str):
     return load_entry(name, *manifests().get(name, (None, None)))
 
 
-#: validated tables by (file, its mtime and size, kind): a notebook's facts load the same table
-#: many times, and a rewritten file (a live collection) is read again
-_READ: dict[tuple, object] = {}
+@functools.lru_cache(maxsize=64)
+def _table(path: Path, version, kind: str, name: str):
+    """The validated table at ``path`` once per ``version`` (mtime, size): a notebook's facts
+    load the same table many times, and a rewritten file (a live collection) is read again."""
+    try:
+        df = read_frame(path)  # page checksums verified where the table carries them
+    except UserError as e:
+        raise UserError(f"dataset {name} cannot be read: {e}") from None
+    return validate(df, kind, name, path)
+
+
+class _Shared(dict):
+    """Provenance in a table's ``attrs``, read only: pandas passes it on without a deep copy."""
+
+    def __deepcopy__(self, memo):
+        return self
 
 
 def load_entry(name: str, folder, entry):
     if entry is None:
         info(name)  # raises with the list of known names
     path = inside(folder, entry["file"], f"dataset {name}'s manifest file")
-    kind = entry.get("kind", "")
-    try:
-        st = path.stat()
-        key = (str(path), st.st_mtime_ns, st.st_size, kind)
-    except OSError:
-        key = None  # read_frame says what is wrong with the file
-    if key is not None and key in _READ:
-        df = _READ[key].copy()  # callers may change what they get
-    else:
-        try:
-            df = read_frame(path)  # page checksums verified where the table carries them
-        except UserError as e:
-            raise UserError(f"dataset {name} cannot be read: {e}") from None
-        df = validate(df, kind, name, path)
-        if key is not None:
-            if len(_READ) >= 64:
-                _READ.clear()
-            _READ[key] = df
-            df = df.copy()
-    df.attrs = {"provenance": entry.get("provenance", {}), "dataset": name}
+    version = (path.stat().st_mtime_ns, path.stat().st_size) if path.is_file() else None
+    df = _table(path, version, entry.get("kind", ""), name).copy()  # callers may change it
+    df.attrs = {"provenance": _Shared(entry.get("provenance", {})), "dataset": name}
     return df
 
 
