@@ -17,12 +17,8 @@ def weighted_mean(values, weights) -> float:
 
 def time_weighted(df, by, cols=OCCUPANCY_COLUMNS):
     """Per group of ``by``: kernels, total time (us), and ``cols`` weighted by kernel time."""
-    import pandas as pd
-
     by = [by] if isinstance(by, str) else list(by)
-    if df.empty:  # no group (nor, maybe, its columns)
-        named = [*by, "kernels", "time_us", *map(_tw_name, cols)]
-        return pd.DataFrame(columns=named).astype({"kernels": int})
+    df = df.reindex(columns=[*by, "duration_us", *cols]) if df.empty else df  # no group
     w = df["duration_us"].astype(float)
     parts = {"kernels": w, "time_us": w}
     for c in cols:  # each mean over the kernels whose value is known
@@ -30,8 +26,7 @@ def time_weighted(df, by, cols=OCCUPANCY_COLUMNS):
     g = df[by].assign(**parts).groupby(by, observed=True)
     out = g.sum().assign(kernels=g.size())
     for c in cols:
-        den = out.pop(f"{c} den")
-        out[_tw_name(c)] = (out.pop(f"{c} num") / den).where(den > 0)
+        out[_tw_name(c)] = (out.pop(f"{c} num") / (d := out.pop(f"{c} den"))).where(d > 0)
     return out.reset_index()
 
 

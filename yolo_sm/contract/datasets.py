@@ -94,8 +94,7 @@ def load(name: str):
 
 @functools.lru_cache(maxsize=64)
 def _table(path: Path, version, kind: str, name: str):
-    """The validated table at ``path`` once per ``version`` (mtime, size): a notebook's facts
-    load the same table many times, and a rewritten file (a live collection) is read again."""
+    """The validated table at ``path``, read once per ``version`` (its mtime and size)."""
     try:
         df = read_frame(path)  # page checksums verified where the table carries them
     except UserError as e:
@@ -103,11 +102,8 @@ def _table(path: Path, version, kind: str, name: str):
     return validate(df, kind, name, path)
 
 
-class _Shared(dict):
-    """Provenance in a table's ``attrs``, read only: pandas passes it on without a deep copy."""
-
-    def __deepcopy__(self, memo):
-        return self
+#: provenance in a table's ``attrs``, read only: pandas passes it on, never deep-copied
+_Shared = type("_Shared", (dict,), {"__deepcopy__": lambda self, memo: self})
 
 
 def load_entry(name: str, folder, entry):
@@ -123,10 +119,8 @@ def load_entry(name: str, folder, entry):
 # ---- one dataset root: data/<machine>/ with its manifest -------------------------------------
 
 
-@functools.lru_cache(maxsize=64)
-def _facts(fn, root, *versions):
-    """Facts table ``fn(root)`` per version of the root's files: a page's rules read it again."""
-    return fn(root)
+#: facts table ``fn(root)`` per version of the root's files: a page's rules read it again
+_facts = functools.lru_cache(maxsize=64)(lambda fn, root, *versions: fn(root))
 
 
 #: how collect's registration of a step that stopped part-way begins its description

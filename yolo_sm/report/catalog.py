@@ -20,8 +20,7 @@ SOURCES = [(topic_rules(t.name, r), t.load(f)) for t in topics.ALL for r, f in t
 PAIR_SOURCES = [(topic_rules(t.name, r), t.load(f)) for t in topics.ALL for r, f in t.pair_sources]
 
 
-def _keys(fn) -> frozenset[str]:
-    """The fact keys ``fn`` declares (its ``FACT_KEYS``, else its module's)."""
+def _keys(fn) -> frozenset[str]:  # its FACT_KEYS, else its module's
     return getattr(fn, "FACT_KEYS", None) or sys.modules[fn.__module__].FACT_KEYS
 
 
@@ -51,8 +50,7 @@ def verdict_table(root: DataRoot) -> pd.DataFrame:
 
 
 def topic_verdicts(name: str, root: DataRoot) -> pd.DataFrame:
-    """One row per rule of the topic ``name``, decided on ``root`` by the facts functions that
-    declare the facts its rules read (the rows of :func:`verdict_table` for these rules)."""
+    """:func:`verdict_table`'s rows for the rules of topic ``name``, from the facts they read."""
     topic = next(t for t in topics.ALL if t.name == name)
     rules = [r for file, _ in topic.sources for r in topic_rules(name, file)]
     return evaluate(rules, facts(root, {r.fact for r in rules}), root.name)
