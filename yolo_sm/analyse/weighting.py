@@ -18,7 +18,7 @@ def weighted_mean(values, weights) -> float:
 def time_weighted(df, by, cols=OCCUPANCY_COLUMNS):
     """Per group of ``by``: kernels, total time (us), and ``cols`` weighted by kernel time."""
     by = [by] if isinstance(by, str) else list(by)
-    df = df.reindex(columns=[*by, "duration_us", *cols]) if df.empty else df  # no group
+    df = df.reindex(columns=[*by, "duration_us", *cols]).astype(object) if df.empty else df
     w = df["duration_us"].astype(float)
     parts = {"kernels": w, "time_us": w}
     for c in cols:  # each mean over the kernels whose value is known
