@@ -203,37 +203,51 @@ def browser() -> str | None:
 def browser_heights(site: Path, files: list[str], width: int = WIDTH_PX) -> dict[str, tuple]:
     """file -> (the page's height, the top of its key-results box or -1) in px, once loaded
     and its figures drawn, in headless Chromium ``width`` px wide; each page measured through
-    a copy beside it."""
+    a copy beside it, all in one browser: each copy in a frame ``width`` x 1,000 px (the
+    window of one page) of a page that collects their titles."""
+    import json
     import subprocess
 
-    out = {}
-    for f in files:
-        probe = site / f".measure-{f}"
-        probe.write_text((site / f).read_text(encoding="utf-8") + _MEASURE, encoding="utf-8")
-        try:
-            dom = subprocess.run(
-                [
-                    browser(),
-                    "--headless",
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--hide-scrollbars",
-                    f"--window-size={width},1000",
-                    "--virtual-time-budget=8000",
-                    "--dump-dom",
-                    probe.resolve().as_uri(),
-                ],
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=False,
-            ).stdout
-        finally:
-            probe.unlink()
-        m = re.search(r"<title>HEIGHT (\d+) TOP (-?\d+)</title>", dom)
-        assert m, f"no height measured for {f}"
-        out[f] = (int(m.group(1)), int(m.group(2)))
-    return out
+    frame = f'<iframe style="display:block;border:0;width:{width}px;height:1000px" src="{{}}">'
+    collect = (
+        "<script>const poll = () => { const t = [...document.querySelectorAll('iframe')]"
+        ".map(f => (f.contentDocument && f.contentDocument.title) || '');"
+        "if (t.every(x => x.startsWith('HEIGHT'))) document.title = 'ALL ' + JSON.stringify(t);"
+        "else setTimeout(poll, 100) }; window.addEventListener('load', poll)</script>"
+    )
+    probes = [site / f".measure-{f}" for f in files]
+    everything = site / ".measure-all.html"
+    try:
+        for f, probe in zip(files, probes, strict=True):
+            probe.write_text((site / f).read_text(encoding="utf-8") + _MEASURE, encoding="utf-8")
+        frames = "".join(frame.format(p.name) + "</iframe>" for p in probes)
+        everything.write_text(f'<html><body style="margin:0">{frames}{collect}</body></html>')
+        dom = subprocess.run(
+            [
+                browser(),
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                "--allow-file-access-from-files",  # the frames' titles, read by their parent
+                f"--window-size={width},1000",
+                f"--virtual-time-budget={8000 * len(files)}",
+                "--dump-dom",
+                everything.resolve().as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120 + 10 * len(files),
+            check=False,
+        ).stdout
+    finally:
+        for p in (*probes, everything):
+            p.unlink(missing_ok=True)
+    m = re.search(r"<title>ALL (.*?)</title>", dom)
+    assert m, f"no height measured for some of {files}"
+    titles = json.loads(html.unescape(m.group(1)))
+    found = [re.fullmatch(r"HEIGHT (\d+) TOP (-?\d+)", t) for t in titles]
+    return {f: (int(t.group(1)), int(t.group(2))) for f, t in zip(files, found, strict=True)}
 
 
 class _Height(HTMLParser):

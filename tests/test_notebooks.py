@@ -40,7 +40,8 @@ def _outputs_text(nb) -> str:
 
 
 def _figures_in(html):
-    """Every plotly figure of a rendered page, rebuilt from its ``Plotly.newPlot`` call."""
+    """Every plotly figure of a rendered page, rebuilt from its ``Plotly.newPlot`` call (not
+    validated again: plotly wrote it, and validating takes most of a second a page)."""
     import plotly.graph_objects as go
 
     dec = json.JSONDecoder()
@@ -48,7 +49,7 @@ def _figures_in(html):
     for m in re.finditer(r'Plotly\.newPlot\(\s*"[^"]+",\s*', html):
         data, end = dec.raw_decode(html, m.end())
         layout, _ = dec.raw_decode(html, html.index("{", end))
-        figs.append(go.Figure({"data": data, "layout": layout}))
+        figs.append(go.Figure({"data": data, "layout": layout}, _validate=False))
     return figs
 
 
@@ -70,7 +71,7 @@ def _executes_and_renders(path, data, figures=True):
     # every figure: axis titles in words, categories in the one mapping's colours
     from tests.figure_checks import problems
 
-    bad = {f.layout.title.text: problems(f) for f in _figures_in(html) if problems(f)}
+    bad = {f.layout.title.text: p for f in _figures_in(html) if (p := problems(f))}
     assert not bad, bad
     return nb, html
 

@@ -669,7 +669,7 @@ def test_gpu_path_queues_each_stage_on_its_stream(monkeypatch, detector, small, 
 def _run_interpreted(script: str, *argv) -> dict:
     """Run ``script`` in a Python process of its own with Triton's interpreter on (it must be
     on before Triton is imported: in this process, jitted helpers such as ``tl.max`` fail under
-    it); the script prints one JSON line last, returned as a dict."""
+    it); the script prints one JSON line last, returned parsed."""
     import json
     import os
     import subprocess
@@ -720,59 +720,72 @@ warnings.simplefilter("error")  # a kernel that fails and falls back to the torc
 np.seterr(invalid="ignore")  # 0 / 0 in the padding lanes, as in torch
 from yolo_sm.core import nms
 
-width, same = int(sys.argv[1]), sys.argv[2] == "1"
-gen = torch.Generator().manual_seed(width)
-g = 3
-xy = torch.rand(g, width, 2, generator=gen) * 60
-bx = torch.cat((xy, xy + torch.rand(g, width, 2, generator=gen) * 30 + 5), -1)
-# group 0: boxes 1 px apart, each suppressed only by one that is itself suppressed
-x = torch.arange(width, dtype=torch.float32) + 20
-bx[0] = torch.stack((x - 5, 15 + 0 * x, x + 5, 25 + 0 * x), -1)
-valid = torch.rand(g, width, generator=gen) > 0.1
-valid[0] = True
-cls = torch.randint(0, 2, (g, width), generator=gen) if same else None
-if same:
-    cls[0] = 0
-S = nms.overlap_matrix(bx, cls, valid, 0.7)
-bits = nms.overlap_bits(bx, cls, valid, 0.7)
-unpacked = torch.zeros_like(S)
-for i in range(width):
-    unpacked[:, :, i] = ((bits[:, :, i // 32] >> (i % 32)) & 1) != 0
-own = torch.arange(width)[:, None] // 32 <= torch.arange(width)[None, :] // 32
-keep, settled = nms.greedy_keep(bx, cls, valid, 0.7)
-greedy = []  # greedy NMS by hand, group by group
-for gi in range(g):
-    kp = []
+
+def check(width, same):
+    gen = torch.Generator().manual_seed(width)
+    g = 3
+    xy = torch.rand(g, width, 2, generator=gen) * 60
+    bx = torch.cat((xy, xy + torch.rand(g, width, 2, generator=gen) * 30 + 5), -1)
+    # group 0: boxes 1 px apart, each suppressed only by one that is itself suppressed
+    x = torch.arange(width, dtype=torch.float32) + 20
+    bx[0] = torch.stack((x - 5, 15 + 0 * x, x + 5, 25 + 0 * x), -1)
+    valid = torch.rand(g, width, generator=gen) > 0.1
+    valid[0] = True
+    cls = torch.randint(0, 2, (g, width), generator=gen) if same else None
+    if same:
+        cls[0] = 0
+    S = nms.overlap_matrix(bx, cls, valid, 0.7)
+    bits = nms.overlap_bits(bx, cls, valid, 0.7)
+    unpacked = torch.zeros_like(S)
     for i in range(width):
-        kp.append(bool(valid[gi, i]) and not any(kp[j] and S[gi, j, i] for j in range(i)))
-    greedy.append(kp)
-nms._TRITON_WALK[True] = None  # the fallback: fixed-point steps on the byte matrix
-steps, steps_settled = nms.greedy_keep(bx, cls, valid, 0.7)
-print(json.dumps({
-    "bits": bool(torch.equal(unpacked & own, S)), "pairs": int(S.sum()), "keep": keep.tolist(),
-    "settled": settled.tolist(), "greedy": greedy, "steps": steps.tolist(),
-    "steps_settled": steps_settled.tolist(),
-}))
+        unpacked[:, :, i] = ((bits[:, :, i // 32] >> (i % 32)) & 1) != 0
+    own = torch.arange(width)[:, None] // 32 <= torch.arange(width)[None, :] // 32
+    keep, settled = nms.greedy_keep(bx, cls, valid, 0.7)
+    greedy = []  # greedy NMS by hand, group by group
+    for gi in range(g):
+        kp = []
+        for i in range(width):
+            kp.append(bool(valid[gi, i]) and not any(kp[j] and S[gi, j, i] for j in range(i)))
+        greedy.append(kp)
+    walk, nms._TRITON_WALK[True] = nms._TRITON_WALK[True], None  # the fallback: fixed-point
+    steps, steps_settled = nms.greedy_keep(bx, cls, valid, 0.7)  # steps on the byte matrix
+    nms._TRITON_WALK[True] = walk  # the kernels again, for the next case
+    return {
+        "bits": bool(torch.equal(unpacked & own, S)), "pairs": int(S.sum()), "keep": keep.tolist(),
+        "settled": settled.tolist(), "greedy": greedy, "steps": steps.tolist(),
+        "steps_settled": steps_settled.tolist(),
+    }
+
+
+print(json.dumps([check(w, s) for w, s in json.loads(sys.argv[1])]))
 """
 
 
-@pytest.mark.parametrize(("width", "same_class"), [(1, True), (70, True), (70, False), (97, True)])
-def test_the_triton_walk_is_greedy_nms(width, same_class):
+#: (width, same_class) of the walk's cases, run in one interpreter process
+WALK_CASES = [(1, True), (70, True), (70, False), (97, True)]
+
+
+def test_the_triton_walk_is_greedy_nms():
     """greedy_keep's GPU kernels, run by Triton's interpreter on the CPU: the packed overlap
     bits are overlap_matrix's S from each row's own word on, and the walk keeps what greedy
     NMS by hand keeps, settled, on a suppression chain across several 32-box blocks (the
     fixed-point fallback needs ~width steps for it and says it has not settled), padding, and
     widths that are not a multiple of 32."""
+    import json
+
     from yolo_sm.core import nms
 
     pytest.importorskip("triton")
-    out = _run_interpreted(_WALK_CHECK, width, int(same_class))
-    assert out["bits"] and (width == 1 or out["pairs"] > width // 2)
-    assert out["keep"] == out["greedy"] and all(out["settled"])
-    assert out["greedy"][0] == [i % 2 == 0 for i in range(width)]  # the chain alternates
-    deep = width > nms.TOPK_STEPS + 1
-    assert out["steps_settled"][0] == (not deep)
-    assert (out["steps"][0] == out["greedy"][0]) == (not deep)
+    outs = _run_interpreted(_WALK_CHECK, json.dumps(WALK_CASES))
+    assert len(outs) == len(WALK_CASES)
+    for (width, same_class), out in zip(WALK_CASES, outs, strict=True):
+        case = (width, same_class)
+        assert out["bits"] and (width == 1 or out["pairs"] > width // 2), case
+        assert out["keep"] == out["greedy"] and all(out["settled"]), case
+        assert out["greedy"][0] == [i % 2 == 0 for i in range(width)], case  # alternates
+        deep = width > nms.TOPK_STEPS + 1
+        assert out["steps_settled"][0] == (not deep), case
+        assert (out["steps"][0] == out["greedy"][0]) == (not deep), case
 
 
 _LETTERBOX_CHECK = r"""

@@ -17,21 +17,17 @@ def weighted_mean(values, weights) -> float:
 
 def time_weighted(df, by, cols=OCCUPANCY_COLUMNS):
     """Per group of ``by``: kernels, total time (us), and ``cols`` weighted by kernel time."""
-    import pandas as pd
-
     by = [by] if isinstance(by, str) else list(by)
-
-    def agg(g):
-        w = g["duration_us"]
-        tw = {_tw_name(c): weighted_mean(g[c], w) for c in cols}
-        return pd.Series({"kernels": len(g), "time_us": w.sum(), **tw})
-
-    if df.empty:  # no group: apply() would return no aggregate columns at all
-        named = [_tw_name(c) for c in cols]
-        return pd.DataFrame(columns=[*by, "kernels", "time_us", *named]).astype({"kernels": int})
-    out = df.groupby(by, observed=True)[["duration_us", *cols]].apply(agg).reset_index()
-    out["kernels"] = out["kernels"].astype(int)
-    return out
+    df = df.reindex(columns=[*by, "duration_us", *cols]).astype(object) if df.empty else df
+    w = df["duration_us"].astype(float)
+    parts = {"kernels": w, "time_us": w}
+    for c in cols:  # each mean over the kernels whose value is known
+        parts[f"{c} num"], parts[f"{c} den"] = df[c] * w, w.where(df[c].notna())
+    g = df[by].assign(**parts).groupby(by, observed=True)
+    out = g.sum().assign(kernels=g.size())
+    for c in cols:
+        out[_tw_name(c)] = (out.pop(f"{c} num") / (d := out.pop(f"{c} den"))).where(d > 0)
+    return out.reset_index()
 
 
 def _tw_name(col: str) -> str:

@@ -4,6 +4,7 @@ every table; the module-level functions name a dataset ``<root>/<name>`` across 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -74,39 +75,36 @@ def load(name: str):
     return load_entry(name, *manifests().get(name, (None, None)))
 
 
-#: validated tables by (file, its mtime and size, kind): a notebook's facts load the same table
-#: many times, and a rewritten file (a live collection) is read again
-_READ: dict[tuple, object] = {}
+@functools.lru_cache(maxsize=64)
+def _table(path: Path, version, kind: str, name: str):
+    """The validated table at ``path``, read once per ``version`` (its mtime and size)."""
+    try:
+        df = read_frame(path)  # page checksums verified where the table carries them
+    except UserError as e:
+        raise UserError(f"dataset {name} cannot be read: {e}") from None
+    return validate(df, kind, name, path)
+
+
+#: provenance in a table's ``attrs``, read only: pandas passes it on, never deep-copied
+_Shared = type("_Shared", (dict,), {"__deepcopy__": lambda self, memo: self})
 
 
 def load_entry(name: str, folder, entry):
     if entry is None:
         info(name)  # raises with the list of known names
     path = inside(folder, entry["file"], f"dataset {name}'s manifest file")
-    kind = entry.get("kind", "")
-    try:
-        st = path.stat()
-        key = (str(path), st.st_mtime_ns, st.st_size, kind)
-    except OSError:
-        key = None  # read_frame says what is wrong with the file
-    if key is not None and key in _READ:
-        df = _READ[key].copy()  # callers may change what they get
-    else:
-        try:
-            df = read_frame(path)  # page checksums verified where the table carries them
-        except UserError as e:
-            raise UserError(f"dataset {name} cannot be read: {e}") from None
-        df = validate(df, kind, name, path)
-        if key is not None:
-            if len(_READ) >= 64:
-                _READ.clear()
-            _READ[key] = df
-            df = df.copy()
-    df.attrs = {"provenance": entry.get("provenance", {}), "dataset": name}
+    version = (path.stat().st_mtime_ns, path.stat().st_size) if path.is_file() else None
+    df = _table(path, version, entry.get("kind", ""), name).copy()  # callers may change it
+    df.attrs = {"provenance": _Shared(entry.get("provenance", {})), "dataset": name}
     return df
 
 
 # ---- one dataset root: data/<machine>/ with its manifest -------------------------------------
+
+
+#: facts table ``fn(root)`` per version of the root's files: a page's rules read it again
+_facts = functools.lru_cache(maxsize=64)(lambda fn, root, *versions: fn(root))
+
 
 #: how collect's registration of a step that stopped part-way begins its description
 PARTIAL_PREFIX = "PARTIAL ("
@@ -132,6 +130,13 @@ class DataRoot:
 
     def names(self) -> list[str]:
         return sorted(self.entries())
+
+    def facts(self, fn):
+        """``fn(self)`` (a facts table), computed once per version of the manifest and tables."""
+        files = ["manifest.json", *(str(e.get("file")) for e in self.entries().values())]
+        paths = [p for p in map(self.path.joinpath, files) if p.is_file()]
+        at = [(p.stat().st_mtime_ns, p.stat().st_size) for p in paths]
+        return _facts(fn, self, *at).copy()  # callers may change what they get
 
     def has(self, name: str) -> bool:
         """Whether the root holds dataset ``name`` (a short name: ``sweep_fp16_nhwc``)."""

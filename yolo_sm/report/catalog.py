@@ -20,12 +20,13 @@ SOURCES = [(topic_rules(t.name, r), t.load(f)) for t in topics.ALL for r, f in t
 PAIR_SOURCES = [(topic_rules(t.name, r), t.load(f)) for t in topics.ALL for r, f in t.pair_sources]
 
 
+def _keys(fn) -> frozenset[str]:  # its FACT_KEYS, else its module's
+    return getattr(fn, "FACT_KEYS", None) or sys.modules[fn.__module__].FACT_KEYS
+
+
 def known_facts() -> frozenset[str]:
-    """The fact keys the facts functions declare (their ``FACT_KEYS``, else their module's)."""
-    fns = dict.fromkeys(fn for _, fn in SOURCES + PAIR_SOURCES)
-    return frozenset().union(
-        *(getattr(fn, "FACT_KEYS", None) or sys.modules[fn.__module__].FACT_KEYS for fn in fns)
-    )
+    """The fact keys the facts functions declare."""
+    return frozenset().union(*map(_keys, dict.fromkeys(fn for _, fn in SOURCES + PAIR_SOURCES)))
 
 
 def all_rules() -> tuple[Rule, ...]:
@@ -34,9 +35,10 @@ def all_rules() -> tuple[Rule, ...]:
     return validate(rules, known_facts(), datasets.known_names())
 
 
-def facts(root: DataRoot) -> pd.DataFrame:
-    """The facts every rule reads, from ``root``'s datasets."""
-    return concat(*(fn(root) for fn in dict.fromkeys(fn for _, fn in SOURCES)))
+def facts(root: DataRoot, read=None) -> pd.DataFrame:
+    """The facts every rule reads (or the facts functions declaring a key in ``read``)."""
+    fns = [fn for fn in dict.fromkeys(fn for _, fn in SOURCES) if read is None or _keys(fn) & read]
+    return concat(*map(root.facts, fns))
 
 
 def verdict_table(root: DataRoot) -> pd.DataFrame:
@@ -48,13 +50,10 @@ def verdict_table(root: DataRoot) -> pd.DataFrame:
 
 
 def topic_verdicts(name: str, root: DataRoot) -> pd.DataFrame:
-    """One row per rule of the topic ``name`` (its own sources), decided on ``root``."""
+    """:func:`verdict_table`'s rows for the rules of topic ``name``, from the facts they read."""
     topic = next(t for t in topics.ALL if t.name == name)
-    pairs = [(topic_rules(name, r), topic.load(f)) for r, f in topic.sources]
-    fns = dict.fromkeys(fn for _, fn in pairs)
-    return evaluate(
-        [r for rs, _ in pairs for r in rs], concat(*(fn(root) for fn in fns)), root.name
-    )
+    rules = [r for file, _ in topic.sources for r in topic_rules(name, file)]
+    return evaluate(rules, facts(root, {r.fact for r in rules}), root.name)
 
 
 def to_json(verdicts: pd.DataFrame) -> str:
