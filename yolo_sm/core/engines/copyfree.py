@@ -253,8 +253,8 @@ class CopyFree(nn.Module):
             lvl = self._buffer(("head", i), (x.shape[0], m.no, *x.shape[2:]), x)
             for branch, dst in ((box, lvl[:, :nb]), (cls, lvl[:, nb:])):
                 self.conv(branch[-1], branch[:-1](x), dst)
-            levels.append(lvl.flatten(2))
-        return torch.cat(levels, 2)
+            levels.append(lvl.permute(0, 2, 3, 1).flatten(1, 2))  # (B, h * w, channels), packed
+        return torch.cat(levels, 1).transpose(1, 2)  # one contiguous copy, no transposition
 
 
 def _empty(shape, like) -> torch.Tensor:
