@@ -284,7 +284,7 @@ def window_into(x: torch.Tensor, y: torch.Tensor, k: int = 1, up: int = 1) -> to
             kernel[grid](x, y, c, h, w, *x.stride(), *y.stride(), K=k, UP=up, BLOCK=512)
             return y
         except Exception as e:  # noqa: BLE001 - a kernel that does not compile here
-            kernel_failed(_WINDOW, "max-pool", e, "PyTorch's ops and a copy run instead")
+            kernel_failed(_WINDOW, "max-pool / upsample", e, "PyTorch's ops and a copy run instead")
     if k > 1:
         x = F.max_pool2d(x, k, 1, k // 2)
     if up > 1:

@@ -169,7 +169,7 @@ def copyfree_facts(bench=None, kernels=None) -> list[dict]:
     :func:`copyfree_traces`)."""
     rows = []
     if bench is not None:
-        e = engines(bench).assign(clock=lambda d: sm_clock_mhz(d))
+        e = engines(bench).assign(clock=sm_clock_mhz)
         per = e.set_index(["width", "batch", "variant"])[["img_per_s", "clock"]].unstack()
         pair = ["copyfree/fp16/nhwc", "cudagraph/fp16/nhwc"]
         ratio = (per["img_per_s"][pair[0]] / per["img_per_s"][pair[1]]).dropna()

@@ -125,12 +125,7 @@ def hardware(root: DataRoot):
 
 @needs(fast.COPYFREE_TRACES["copy-free"])
 def copyfree_figure(root: DataRoot):
-    both, cfg = fast.copyfree_traces(root)
-    return stacked_breakdown(
-        fast.time_breakdown(both),
-        "engine",
-        f"GPU ms per forward by part, copy-free vs one CUDA graph, {cfg} ({root.device_name()})",
-    )
+    return _engines_figure(root, fast.copyfree_traces, "copy-free vs one CUDA graph")
 
 
 def workload_note(root: DataRoot) -> Note:
@@ -221,12 +216,14 @@ def compile_breakdown(root: DataRoot):
 
 @needs(fast.TRACE_FP8, fast.TRACE_COMPILE)
 def compile_figure(root: DataRoot):
-    both, cfg = fast.compiled(root)
-    return stacked_breakdown(
-        fast.time_breakdown(both),
-        "engine",
-        f"GPU ms per forward by part, eager vs torch.compile, {cfg} ({root.device_name()}, Kineto)",
-    )
+    return _engines_figure(root, fast.compiled, "eager vs torch.compile")
+
+
+def _engines_figure(root: DataRoot, traces, what: str):
+    """Stacked GPU ms per forward by part of the engines ``traces(root)`` holds side by side."""
+    both, cfg = traces(root)
+    title = f"GPU ms per forward by part, {what}, {cfg} ({root.device_name()}, Kineto)"
+    return stacked_breakdown(fast.time_breakdown(both), "engine", title)
 
 
 compile_builds = section(fast.CACHE_DATASET, fast.cache_builds, tables.show)
