@@ -669,8 +669,11 @@ def test_lines_about_a_root(root, tmp_path):
 @pytest.mark.parametrize("nb", ["01_width_scaling.ipynb", "02_precision.ipynb"])
 def test_notebook_renders_from_a_partial_cpu_root(nb, names, tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("nbclient")
     from pathlib import Path
+
+    from tests.notebook_cache import CELL_S, NOTEBOOK_S
+    from yolo_sm.report.render import run
 
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))  # this checkout
     part = _subset_root(tmp_path, names)
@@ -678,7 +681,7 @@ def test_notebook_renders_from_a_partial_cpu_root(nb, names, tmp_path, monkeypat
     book = nbformat.read(notebooks / nb, 4)
     params = next(c for c in book.cells if "parameters" in c.metadata.get("tags", []))
     params.source += f"\nDATA = {str(part.path)!r}"
-    nbclient.NotebookClient(book, timeout=300, kernel_name="python3").execute(cwd=str(notebooks))
+    book = run(book, notebooks, timeout=CELL_S, limit=NOTEBOOK_S)  # bounded like every execution
     text = json.dumps([c.get("outputs", []) for c in book.cells])
     assert "H200" not in text
     for name in ("ncu_width_b8", "ncu_precision_w1", "bench_fast_engines"):  # sections it lacks
