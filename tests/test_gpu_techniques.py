@@ -5,6 +5,8 @@ buffer as a CUDA graph's static input, and the Kineto kernel mix."""
 
 import pytest
 
+from tests.test_audit_topics import Root
+
 pytestmark = pytest.mark.gpu
 
 
@@ -39,4 +41,4 @@ def test_one_point_of_each_technique_on_the_gpu():
     assert (df[df.technique.isin(["fusion", "autocast"])].rel_err < 1e-2).all()
     graph = df[(df.technique == "batch_buffer") & (df.backend == "cudagraph")]
     assert len(graph) == 3 and graph.graph_input_copy.tolist() == [True, False, False]
-    assert len(analyse.facts_table_of(df)) >= 8
+    assert len(analyse.facts(Root(techniques=df))) >= 8

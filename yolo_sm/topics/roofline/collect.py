@@ -89,7 +89,7 @@ def _cudnn_int8_fn(n: int, device: str, fill: str = "randn"):
     declined = []
     for output, fused in (("INT8", True), ("FLOAT", False)):
         fmt = qconv.GraphFormat(operand="INT8", compute="INT32", quantize=quantize_int8,
-                                plans=lambda: 6, seconds=1.5, tuned={}, output=output,
+                                plans=lambda: 6, tuned={}, output=output,
                                 fused=fused)  # fmt: skip
         try:
             graph = qconv.CudnnQuantConv(mod, x, fmt, "the int8 ceiling")
