@@ -5,8 +5,8 @@ it, and so do the GPU tests: a keyword a refactor removed from a callee
 (``GraphFormat(seconds=...)`` once) or a renamed function then breaks only on the GPU. Every
 module is imported and each call whose callee resolves to a yolo_sm function or class (a
 module-level name, or ``module.name`` of a yolo_sm module) is checked: its keywords must be
-parameters of the callee (one taking ``**kwargs`` accepts any), and ``module.name`` must
-exist."""
+parameters of the callee (one taking ``**kwargs`` accepts any), its arguments, where none is
+unpacked, must bind to the signature, and ``module.name`` must exist."""
 
 import ast
 import importlib
@@ -63,11 +63,16 @@ def _problems(path: Path, pkg: Path = PKG) -> list[str]:
             params = inspect.signature(obj).parameters
         except (TypeError, ValueError):  # a builtin-backed callable: nothing to read
             continue
-        if any(p.kind == p.VAR_KEYWORD for p in params.values()):
-            continue
         unknown = [k.arg for k in node.keywords if k.arg and k.arg not in params]
-        if unknown:
+        if unknown and not any(p.kind == p.VAR_KEYWORD for p in params.values()):
             problems.append(f"{where}: {obj.__qualname__} has no parameter {unknown}")
+        elif not any(isinstance(a, ast.Starred) for a in node.args) and all(
+            k.arg for k in node.keywords
+        ):  # every argument spelt out: they must bind (count, required ones)
+            try:
+                inspect.signature(obj).bind(*node.args, **{k.arg: k for k in node.keywords})
+            except TypeError as e:
+                problems.append(f"{where}: {obj.__qualname__}: {e}")
     return problems
 
 
@@ -87,10 +92,11 @@ def test_a_stale_keyword_and_a_missing_name_are_found(tmp_path, monkeypatch):
     (pkg / "lib.py").write_text("def f(a, b=1):\n    return a + b\n")
     (pkg / "use.py").write_text(
         "from yolo_sm_probe_calls import lib\n\n\ndef g():\n"
-        "    return lib.f(1, b=2) + lib.f(1, c=2) + lib.h()\n"
+        "    return lib.f(1, b=2) + lib.f(1, c=2) + lib.h() + lib.f()\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert _problems(pkg / "use.py", pkg) == [
-        "yolo_sm_probe_calls/use.py:5: yolo_sm_probe_calls.lib has no h",
+    assert sorted(_problems(pkg / "use.py", pkg)) == [
         "yolo_sm_probe_calls/use.py:5: f has no parameter ['c']",
+        "yolo_sm_probe_calls/use.py:5: f: missing a required argument: 'a'",
+        "yolo_sm_probe_calls/use.py:5: yolo_sm_probe_calls.lib has no h",
     ]
