@@ -8,6 +8,7 @@ import functools
 import json
 import os
 import shlex
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,6 +76,15 @@ def load(name: str):
     return load_entry(name, *manifests().get(name, (None, None)))
 
 
+def _version(path: Path) -> tuple[int, int] | None:
+    """(mtime, size) of the file ``path`` (one stat), or None where it is not a file."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size) if stat.S_ISREG(st.st_mode) else None
+
+
 @functools.lru_cache(maxsize=64)
 def _table(path: Path, version, kind: str, name: str):
     """The validated table at ``path``, read once per ``version`` (its mtime and size)."""
@@ -93,8 +103,7 @@ def load_entry(name: str, folder, entry):
     if entry is None:
         info(name)  # raises with the list of known names
     path = inside(folder, entry["file"], f"dataset {name}'s manifest file")
-    version = (path.stat().st_mtime_ns, path.stat().st_size) if path.is_file() else None
-    df = _table(path, version, entry.get("kind", ""), name).copy()  # callers may change it
+    df = _table(path, _version(path), entry.get("kind", ""), name).copy()  # callers may change it
     df.attrs = {"provenance": _Shared(entry.get("provenance", {})), "dataset": name}
     return df
 
@@ -134,8 +143,7 @@ class DataRoot:
     def facts(self, fn):
         """``fn(self)`` (a facts table), computed once per version of the manifest and tables."""
         files = ["manifest.json", *(str(e.get("file")) for e in self.entries().values())]
-        paths = [p for p in map(self.path.joinpath, files) if p.is_file()]
-        at = [(p.stat().st_mtime_ns, p.stat().st_size) for p in paths]
+        at = [v for v in map(_version, map(self.path.joinpath, files)) if v is not None]
         return _facts(fn, self, *at).copy()  # callers may change what they get
 
     def has(self, name: str) -> bool:
