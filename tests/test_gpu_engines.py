@@ -241,3 +241,38 @@ def test_copyfree_matches_fp32_writes_every_concat_in_place_and_replays_as_eager
     for x in (photos.flip(-1), photos.flip(-2)):  # other photos than the check's, replayed
         assert relative_l2(eng(x).clone(), eager(x)) <= cfg.tolerance
     eng.close()
+
+
+def test_copyfree_graphs_of_one_engine_share_no_buffer_and_replay_side_by_side(model):
+    """A pipeline's slots capture the engine's forward in a graph each and replay them on their
+    own streams at once: the graphs share no buffer (concatenations, head levels) and each
+    replay gives its own input's result, as the engine's own graph does one at a time."""
+    from yolo_sm.core.engines import relative_l2
+    from yolo_sm.core.engines.base import photo_input
+    from yolo_sm.core.timing import cuda_graph
+
+    cfg = EngineConfig(backend="copyfree", precision="fp16", layout="nhwc", batch=8, device="cuda")
+    eng = build_engine(model, cfg)
+    photos = photo_input(cfg)
+    xs = [photos, photos.flip(-1), photos.flip(-2)]
+    slots = []
+    for x in xs:
+        stream = torch.cuda.Stream()
+        with torch.no_grad():
+            graph, out = cuda_graph(lambda x=x: eng.capture(x), stream)
+        held = {t.data_ptr() for t in eng.module.buffers.values()}  # that capture's buffers
+        slots.append((graph, stream, out, held))
+    assert all(held for *_, held in slots)
+    for i, (*_, a) in enumerate(slots):
+        for *_, b in slots[i + 1 :]:
+            assert not a & b, "two captures of the engine write the same buffer"
+    refs = [eng(x).clone() for x in xs]  # the engine's own graph, one input at a time
+    for _ in range(10):  # the slots' graphs side by side on their streams
+        for graph, stream, *_ in slots:
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                graph.replay()
+    torch.cuda.synchronize()
+    for (_, _, out, _), ref in zip(slots, refs, strict=True):
+        assert relative_l2(out, ref) < 1e-3
+    eng.close()

@@ -64,7 +64,7 @@ class _Graph:
         best, _ = time_plans(cudnn, g, self.handle, self._feeds(x, y, res), x.device, PLANS, 3, 1)
         if best is None:
             raise RuntimeError("cuDNN built no plan for this convolution")
-        self.plan, self.ws = best[1], best[3]
+        self.plan, self.ws_bytes = best[1], best[3].numel()
 
     def _feeds(self, x, y, res) -> dict:
         feeds = {self.X: x, self.W: self.w, self.B: self.b, self.Y: y, self.R: res}
@@ -72,14 +72,17 @@ class _Graph:
 
     def __call__(self, x, y, res=None) -> None:
         self.cudnn.set_stream(self.handle, torch.cuda.current_stream(x.device).cuda_stream)
-        self.graph.execute_plan_at_index(
-            self._feeds(x, y, res), self.ws, self.plan, handle=self.handle
-        )
+        # a workspace per call, as every buffer (CopyFree.forward): none is shared between
+        # CUDA graphs of this module replayed side by side
+        ws = torch.empty(self.ws_bytes, dtype=torch.uint8, device=x.device)
+        self.graph.execute_plan_at_index(self._feeds(x, y, res), ws, self.plan, handle=self.handle)
 
 
 class CopyFree(nn.Module):
     """``model`` (yolo_sm's YOLO: an ultralytics DetectionModel as ``.det``, in fp16/bf16 NHWC
-    on a GPU) run layer by layer with every buffer planned per input shape (on its first call)."""
+    on a GPU) run layer by layer, its buffers planned per input shape (on its first call) and
+    allocated anew by every forward: CUDA graphs captured from it (a pipeline's slots) share
+    none, each holds its own in its pool."""
 
     def __init__(self, model: nn.Module):
         super().__init__()
@@ -90,7 +93,8 @@ class CopyFree(nn.Module):
         self.layers = list(det.model)
         self.save = set(getattr(det, "save", ()))
         self.graphs: dict = {}
-        self.buffers: dict = {}
+        self.shapes: dict = {}  # input shape -> each layer's output shape
+        self.buffers: dict = {}  # this forward's
         self.counts = {"strided": 0, "copied": 0}
         self.concat_copies = 0  # a concatenation input that landed outside its slice
         self._bind_head()
@@ -152,19 +156,27 @@ class CopyFree(nn.Module):
             self.buffers[full] = _empty(shape, like)
         return self.buffers[full]
 
+    def _shapes(self, x) -> dict[int, tuple]:
+        """Each layer's output shape on ``x``'s shape, from one pass of the plain model (hooks
+        read them) on the first input of that shape."""
+        key = tuple(x.shape)
+        if key not in self.shapes:
+            shapes: dict[int, tuple] = {}
+            hooks = [
+                m.register_forward_hook(lambda m, a, o, i=i: shapes.__setitem__(i, tuple(o.shape)))
+                for i, m in enumerate(self.layers[:-1])
+            ]
+            try:
+                self.model(x)
+            finally:
+                for h in hooks:
+                    h.remove()
+            self.shapes[key] = shapes
+        return self.shapes[key]
+
     def _destinations(self, x) -> dict[int, torch.Tensor]:
-        """Layer index -> the slice of the concatenation buffer its output is written into,
-        from one shape pass of the plain model (hooks read each layer's output shape)."""
-        shapes: dict[int, tuple] = {}
-        hooks = [
-            m.register_forward_hook(lambda m, a, o, i=i: shapes.__setitem__(i, tuple(o.shape)))
-            for i, m in enumerate(self.layers[:-1])
-        ]
-        try:
-            self.model(x)
-        finally:
-            for h in hooks:
-                h.remove()
+        """Layer index -> the slice of the concatenation buffer its output is written into."""
+        shapes = self._shapes(x)
         dest = {}
         for i, m in enumerate(self.layers):
             if type(m).__name__ != "Concat" or m.d != 1:
@@ -183,10 +195,9 @@ class CopyFree(nn.Module):
         return dest
 
     def forward(self, x: torch.Tensor):
-        key = ("dest", tuple(x.shape))
-        if key not in self.buffers:
-            self.buffers[key] = self._destinations(x)
-        dest = self.buffers[key]
+        # new buffers (the caching allocator's; under a capture, the graph's pool)
+        self.buffers = {}
+        dest = self._destinations(x)
         self.concat_copies = 0  # of this forward
         y: list = []
         for i, m in enumerate(self.layers):
