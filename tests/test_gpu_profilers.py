@@ -162,12 +162,14 @@ def test_pipeline_on_gpu_agrees_with_ultralytics_and_overlaps(model):
     assert stats["frames_per_s"] > 50
 
 
-def test_pipeline_three_streams_pinned_overlap_and_match_one_stream(bench_setting):
-    """The bench's pipeline setting (YOLOv8 w0.5, CUDA graph fp16 NHWC, batch 16, 1080x810 frames):
-    with 3 batches in flight and pinned frames the pipeline delivers at least the 1-stream
-    frames/s, and its boxes equal the 1-stream run's batch for batch. Two different batches
-    alternate, as pinned tensors and as numpy arrays (staged through the slots' pinned
-    buffers): a race on the CUDA graph's static output, on a slot's buffer or on a freed input
+@pytest.mark.parametrize("backend,graph", [("cudagraph", False), ("copyfree", True)])
+def test_pipeline_three_streams_pinned_overlap_and_match_one_stream(bench_setting, backend, graph):
+    """The bench's pipeline setting (YOLOv8 w0.5, fp16 NHWC, batch 16, 1080x810 frames): with 3
+    batches in flight and pinned frames the pipeline delivers at least the 1-stream frames/s,
+    and its boxes equal the 1-stream run's batch for batch. Two different batches alternate, as
+    pinned tensors and as numpy arrays (staged through the slots' pinned buffers): a race on
+    the CUDA graph's static output, on a slot's buffer, on a freed input or (``graph``: one
+    CUDA graph per slot, the copy-free engine captured in each) on the engine's own buffers
     would hand one batch's boxes to another."""
     from yolo_sm.core.engines import EngineConfig, build_engine
     from yolo_sm.core.pipeline import DetectionPipeline, PipelineConfig, measure_pipeline
@@ -175,15 +177,15 @@ def test_pipeline_three_streams_pinned_overlap_and_match_one_stream(bench_settin
     model, a, b = bench_setting
     batch = len(a)
     eng = build_engine(
-        model,
-        EngineConfig(backend="cudagraph", precision="fp16", layout="nhwc", batch=batch),
+        model, EngineConfig(backend=backend, precision="fp16", layout="nhwc", batch=batch)
     )
     try:
         pa, pb = torch.from_numpy(a).pin_memory(), torch.from_numpy(b).pin_memory()
         seq = [pa, b, a, pb, pa, b, pb, a]
         same_as = [0, 1, 0, 1, 0, 1, 1, 0]  # which of the two batches each one is
-        one_pipe = DetectionPipeline(model, eng, PipelineConfig(streams=1))
-        three_pipe = DetectionPipeline(model, eng, PipelineConfig(streams=3))
+        mode = {"nms_topk": 1024, "graph": True} if graph else {}
+        one_pipe = DetectionPipeline(model, eng, PipelineConfig(streams=1, **mode))
+        three_pipe = DetectionPipeline(model, eng, PipelineConfig(streams=3, **mode))
         one = [r for _, r in one_pipe.run(seq)]
         three = [r for _, r in three_pipe.run(seq)]
         assert len(one) == len(three) == len(seq)
