@@ -41,6 +41,12 @@ class FakeTimer(Timer):
         return out
 
 
+@pytest.fixture(autouse=True)
+def cold_gpus(monkeypatch):
+    """No warm device carried from one test (or an earlier measurement) into another."""
+    monkeypatch.setattr(timing, "_WARM", {})
+
+
 class Counter:
     def __init__(self):
         self.n = 0
@@ -171,6 +177,34 @@ def test_the_warm_up_waits_for_the_sm_clock_too():
                 warmup_ms=0, with_provenance=False, settle=SETTLE_50,
                 clock_mhz=lambda: None)  # fmt: skip
     assert m.warmup_calls - 3 == 200
+
+
+def test_a_gpu_still_warm_settles_in_short_chunks_and_a_cold_one_pays_the_full_warm_up(
+    monkeypatch,
+):
+    """A measurement right after a settled one, at the clock it settled at, warms up in chunks
+    of warmup_ms / 4 (here 2.5 ms: 4 x 3 calls); one that starts past hold_s, or at a clock
+    more than clock_tol lower, warms up in the rule's chunks (4 x 50 calls)."""
+    clock = {"mhz": 1980.0}
+    now = {"s": 100.0}
+    monkeypatch.setattr(timing.time, "monotonic", lambda: now["s"])
+
+    def warm_calls(device="cuda"):
+        fn, timer = Counter(), FakeTimer([1.0], rest=lambda i: 1.0)
+        m = measure(fn, timer=timer, budget_ms=10, warmup_ms=10, with_provenance=False,
+                    settle=SETTLE_50, clock_mhz=lambda: clock["mhz"], device=device)  # fmt: skip
+        assert m.warmup_settled is True
+        return m.warmup_calls - 3
+
+    assert warm_calls() == 4 * 50  # cold: the first measurement of the process
+    now["s"] += 1.0
+    assert warm_calls() == 4 * 3  # warm: ceil(2.5 ms / 1 ms) calls a chunk
+    now["s"] += SETTLE_50.hold_s + 0.1  # idle past hold_s
+    assert warm_calls() == 4 * 50
+    now["s"] += 0.5
+    clock["mhz"] = 1980.0 * 0.9  # the clock fell
+    assert warm_calls() == 4 * 50
+    assert warm_calls(device="cuda:1") == 4 * 50  # another GPU is cold
 
 
 def test_a_warm_up_that_never_settles_stops_at_its_cap_and_says_so():

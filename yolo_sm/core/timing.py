@@ -7,7 +7,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from yolo_sm.contract.errors import UserError
 from yolo_sm.contract.values import MAX_BUDGET_MS, MAX_WARMUP_MS
@@ -20,19 +20,40 @@ NOISE_THRESHOLD = 0.10  # IQR / median above this marks a run as noisy
 @dataclass(frozen=True)
 class Settle:
     """Warm up in ``chunk_ms`` chunks until the last ``chunks`` medians lie within ``tol`` and
-    their SM clocks within ``clock_tol`` (max / min - 1), or ``max_ms`` ran (not settled)."""
+    their SM clocks within ``clock_tol`` (max / min - 1), or ``max_ms`` ran (not settled). A
+    GPU still warm (a warm-up there settled, or a timed run ended, at most ``hold_s`` ago, and
+    its SM clock now within ``clock_tol`` of that warm-up's) has paid its ramp: chunks of
+    ``warmup_ms / chunks`` (at least ``min_chunk_ms``), so a loop of short measurements does
+    not pay ``chunks x chunk_ms`` each."""
 
     tol: float = 0.02
     clock_tol: float = 0.05
     chunks: int = 4
     chunk_ms: float = 100.0
     max_ms: float = 3000.0
+    hold_s: float = 2.0
+    min_chunk_ms: float = 1.0
 
 
 #: the settle rule of measure() on a GPU
 SETTLE = Settle()
 #: the most calls of one warm-up chunk
 MAX_CHUNK = 10_000
+#: device -> (time.monotonic(), SM clock MHz) of its last settled warm-up (the time: of its
+#: last timed run since)
+_WARM: dict = {}
+
+
+def _for_warm_gpu(settle: Settle, warmup_ms: float, device: str, clock_mhz) -> Settle:
+    """``settle`` with short chunks where ``device`` is still warm (see :class:`Settle`)."""
+    last = _WARM.get(str(device))
+    if last is None or time.monotonic() - last[0] > settle.hold_s:
+        return settle
+    now = clock_mhz()
+    if now is None or now < last[1] * (1 - settle.clock_tol):
+        return settle
+    chunk = max(settle.min_chunk_ms, min(settle.chunk_ms, warmup_ms / settle.chunks))
+    return replace(settle, chunk_ms=chunk)
 
 
 class Timer:
@@ -183,7 +204,7 @@ def measure(fn: Callable[[], object], *, label: str = "", **kwargs) -> Measureme
     return m
 
 
-def _warm(timer, fn, warmup_ms, estimate_calls, settle, clock_mhz) -> tuple:
+def _warm(timer, fn, warmup_ms, estimate_calls, settle, clock_mhz, device="cpu") -> tuple:
     """The estimate calls, then the warm-up (in chunks until ``settle`` holds, if given):
     (calls made, ms per call it ended at, whether it settled or None)."""
     timer.sync()
@@ -193,6 +214,7 @@ def _warm(timer, fn, warmup_ms, estimate_calls, settle, clock_mhz) -> tuple:
         calls = max(1, math.ceil(warmup_ms / per_call))
         timer.time_calls(fn, calls)
         return calls + len(estimate), per_call, None
+    settle = _for_warm_gpu(settle, warmup_ms, device, clock_mhz)
     medians, clocks, calls, spent, k = [], [], len(estimate), 0.0, max(1, settle.chunks)
     while True:
         n = min(MAX_CHUNK, max(1, math.ceil(settle.chunk_ms / per_call)))
@@ -205,6 +227,8 @@ def _warm(timer, fn, warmup_ms, estimate_calls, settle, clock_mhz) -> tuple:
         if spent >= warmup_ms and len(medians) >= k:
             steady_clock = None in clocks[-k:] or _spread(clocks[-k:]) <= settle.clock_tol
             if _spread(medians[-k:]) <= settle.tol and steady_clock:
+                if clocks[-1] is not None:
+                    _WARM[str(device)] = (time.monotonic(), clocks[-1])
                 return calls, per_call, True
         if spent >= max(settle.max_ms, warmup_ms):
             return calls, per_call, False
@@ -248,7 +272,7 @@ def measure_rounds(
         try:
             with phase("warmup") as warm:
                 calls, per_call, settled = _warm(
-                    timer, fn, warmup_ms, estimate_calls, settle, clock_mhz
+                    timer, fn, warmup_ms, estimate_calls, settle, clock_mhz, device
                 )
         except Exception as e:  # noqa: BLE001 - the caller turns it into an error row
             out[name] = e
@@ -275,6 +299,8 @@ def measure_rounds(
                     m.round_clock_mhz.append(clock_mhz())
                 ns = timer.cpu_ns
                 cpu_ns[name] = None if ns is None or cpu_ns[name] is None else cpu_ns[name] + ns
+        if str(device) in _WARM:  # the GPU was kept busy until now
+            _WARM[str(device)] = (time.monotonic(), _WARM[str(device)][1])
         clock_end = provenance.sm_clock_mhz(device) if with_provenance else None
         prov = provenance.collect(device) if with_provenance else {}
         prov.update(sm_clock_start_mhz=clock_start, sm_clock_end_mhz=clock_end)
