@@ -93,7 +93,10 @@ later = measure_engine(eng, warmup_ms=50, budget_ms=300)
 print(json.dumps({"first_ms": first.median_ms, "later_ms": later.median_ms,
                   "first_settled": first.warmup_settled, "first_warmup_s": first.warmup_s,
                   "clocks": [first.provenance["sm_clock_start_mhz"],
-                             later.provenance["sm_clock_start_mhz"]]}))
+                             later.provenance["sm_clock_start_mhz"]],
+                  # the launching thread's CPU ms per call: near the call's ms, the host set it
+                  "host_cpu_ms": [first.cpu_ms_per_call, later.cpu_ms_per_call],
+                  "first_samples_ms": [first.samples_ms[0], first.samples_ms[-1]]}))
 """
 
 
@@ -136,4 +139,7 @@ def test_two_engines_are_timed_in_interleaved_rounds_with_the_clock_of_each():
         assert all(c > 0 for c in r.round_sm_clock_mhz), r.round_sm_clock_mhz
         assert min(r.round_sm_clock_mhz) <= r.sm_clock_mhz <= max(r.round_sm_clock_mhz)
     assert (eng.peak_mem_bytes > 0).all()
-    assert 0.3 < eng.median_ms["cudagraph/fp16/nhwc"] / eng.median_ms["eager/fp16/nhwc"] < 1.5
+    # each engine's time covers its forward's GPU work (a profiler pass's kernel time), a bound
+    # the host's speed does not move (eager at batch 8 is paced by the host's launches)
+    assert (eng.gpu_busy_ms <= 1.1 * eng.median_ms).all(), eng[["median_ms", "gpu_busy_ms"]]
+    assert eng.median_ms["cudagraph/fp16/nhwc"] < 1.5 * eng.median_ms["eager/fp16/nhwc"]

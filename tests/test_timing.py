@@ -205,6 +205,19 @@ def test_a_gpu_still_warm_settles_in_short_chunks_and_a_cold_one_pays_the_full_w
     clock["mhz"] = 1980.0 * 0.9  # the clock fell
     assert warm_calls() == 4 * 50
     assert warm_calls(device="cuda:1") == 4 * 50  # another GPU is cold
+    assert warm_calls() == 4 * 3  # warm at the clock it settled at
+    timing.cool("cuda")  # a profiler pass ran
+    assert warm_calls() == 4 * 50
+
+
+def test_a_profiler_pass_ends_the_devices_warm_state(monkeypatch, tmp_path):
+    from yolo_sm.core.profiling import kineto
+
+    cooled = []
+    monkeypatch.setattr(timing, "cool", cooled.append)
+    timing.host_profile(lambda: None, device="cpu")
+    kineto.capture(lambda: None, tmp_path / "t.json.gz", iters=1, warmup=0, device="cpu")
+    assert cooled == ["cpu", "cpu"]
 
 
 def test_a_warm_up_that_never_settles_stops_at_its_cap_and_says_so():

@@ -44,6 +44,12 @@ MAX_CHUNK = 10_000
 _WARM: dict = {}
 
 
+def cool(device) -> None:
+    """Forget that ``device`` is warm: after a profiler pass the next warm-up settles in full
+    chunks, as the first of a process does."""
+    _WARM.pop(str(device), None)
+
+
 def _for_warm_gpu(settle: Settle, warmup_ms: float, device: str, clock_mhz) -> Settle:
     """``settle`` with short chunks where ``device`` is still warm (see :class:`Settle`)."""
     last = _WARM.get(str(device))
@@ -386,7 +392,9 @@ LAUNCH_PREFIXES = tuple(
 
 def host_profile(fn: Callable[[], object], *, device: str = "cuda", calls: int = 5) -> dict:
     """Per call of ``fn``, from a ``torch.profiler`` pass of ``calls`` calls: launches (a graph
-    replay is one), kernels (memcpys and memsets too) and ``gpu_busy_ms``; on a CPU 0, 0, NaN."""
+    replay is one), kernels (memcpys and memsets too) and ``gpu_busy_ms``; on a CPU 0, 0, NaN.
+    The pass ends the device's warm state (:func:`cool`)."""
+    cool(device)
     if not str(device).startswith("cuda"):
         return {"launches_per_forward": 0.0, "kernels_per_forward": 0.0, "gpu_busy_ms": math.nan}
     import torch

@@ -18,6 +18,7 @@ from yolo_sm.analyse.weighting import weighted_mean
 from yolo_sm.contract.errors import UserError, refuse_malformed
 from yolo_sm.contract.store import atomic_file
 from yolo_sm.core import provenance as prov
+from yolo_sm.core import timing
 from yolo_sm.core.profiling.nvtx import FORWARD_RANGE, forward_range, layer_ranges, parse_range
 
 KERNEL_COLUMNS = tuple(
@@ -38,7 +39,8 @@ def capture(
     provenance: dict | None = None,
 ) -> Path:
     """Profile ``iters`` calls of ``fn()`` after ``warmup`` into ``path`` (``.json.gz``) plus
-    ``<path>.metadata.json``; with ``model``, each layer in a named range."""
+    ``<path>.metadata.json``; with ``model``, each layer in a named range. The pass ends the
+    device's warm state (:func:`timing.cool`)."""
     import contextlib
     import tempfile
 
@@ -50,6 +52,7 @@ def capture(
         raise UserError(f"trace path must end in .json.gz, got {path.name}")
     path.parent.mkdir(parents=True, exist_ok=True)
     on_gpu = str(device).startswith("cuda")
+    timing.cool(device)
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
     for _ in range(warmup):
         fn()
