@@ -259,7 +259,8 @@ class CopyFree(nn.Module):
         """The raw head output (B, 4 * reg_max + nc, anchors): each level's box and class branch
         write into their channel slice of one NHWC buffer per level, which one concatenation
         joins (ultralytics' head concatenates three times). Not one buffer of all anchors: its
-        level slices' batch stride exceeds the level, which cuDNN computed wrongly (methods.md)."""
+        level slices' batch stride exceeds the level, which cuDNN computed wrongly with the
+        anchors before or after the channels (methods.md)."""
         nb, levels = 4 * m.reg_max, []
         for x, box, cls in zip(xs, m.cv2, m.cv3, strict=True):
             lvl = self._buffer(("head", i), (x.shape[0], m.no, *x.shape[2:]), x)
