@@ -338,20 +338,26 @@ def test_copyfree_buffer_plan_reproduces_the_model_without_a_copy(tiny_yolo, mon
         r = r if res is None else r + res
         return r if y is None else y.copy_(r)
 
-    pools = []
+    pools, heads = [], []
     monkeypatch.setattr(copyfree.CopyFree, "conv", conv)
     monkeypatch.setattr(copyfree, "pool_into", lambda p, x, y: pools.append(1) or y.copy_(p(x)))
+    monkeypatch.setattr(copyfree, "pointwise_into",
+                        lambda c, x, y, _: heads.append(y) or conv(0, c, x, y) is y)  # fmt: skip
     monkeypatch.setattr(copyfree, "_WINDOW", {False: None})  # no Triton on the CPU: torch's ops
     x = torch.rand(2, 3, 64, 96).contiguous(memory_format=torch.channels_last)
     with torch.no_grad():
         ref = tiny_yolo(x)
         engine = copyfree.CopyFree(copy.deepcopy(tiny_yolo))  # it binds the head's forwards
         out = engine(x)
-        assert torch.equal(engine(x), out)  # a second forward on the planned buffers
+        again = engine(x)  # a second forward, on buffers of its own
+        assert torch.equal(again, out)
     assert out.shape == ref.shape and torch.allclose(out, ref, atol=1e-5, rtol=1e-4)
     assert engine.concat_copies == 0 and len(pools) == 6  # 3 pools per forward, 2 forwards
-    heads = [k for k in engine.buffers if isinstance(k[0], tuple) and k[0][0] == "head"]
-    assert len(heads) == 3  # one buffer per level the branches write into
+    raw = [t for k, t in engine.buffers.items() if k[0][0] == "head"]
+    assert len(raw) == 1 and again.data_ptr() == raw[0].data_ptr()  # the output is its buffer
+    # each forward's 6 branch ends wrote slices of it: 3 levels x (box, class)
+    store = raw[0].untyped_storage().data_ptr()
+    assert len(heads) == 12 and {h.untyped_storage().data_ptr() for h in heads[6:]} == {store}
 
 
 _WINDOW_CHECK = """
@@ -369,16 +375,26 @@ for k in (1, 2, 3):
 up = torch.zeros(2, 10, 14, 18).half().contiguous(memory_format=torch.channels_last)
 cf.window_into(buf[:, 6:12], up[:, 2:8], up=2)
 near = nn.functional.interpolate(buf[:, 6:12], scale_factor=2.0, mode="nearest")
+x = torch.randn(2, 70, 3, 4).half().contiguous(memory_format=torch.channels_last)
+conv = nn.Conv2d(70, 20, 1).half()  # 70 channels: two blocks of 64, the second masked
+raw = torch.zeros(2, 12 + 6, 24).half()  # (batch, anchors, channels): a level of 12 anchors
+lvl = raw[:, :12].unflatten(1, (3, 4)).permute(0, 3, 1, 2)[:, 2:22]
+wrote = cf.pointwise_into(conv, x, lvl, {})
+ref = nn.functional.conv2d(x.float(), conv.weight.float(), conv.bias.float())
+rest = raw[:, 12:].abs().sum() + raw[:, :, :2].abs().sum() + raw[:, :, 22:].abs().sum()
 print(json.dumps({"pools": pools, "up": torch.equal(up[:, 2:8], near),
                   "others": int(up[:, :2].abs().sum() + up[:, 8:].abs().sum()),
-                  "kernel": cf._WINDOW[True] is not None}))
+                  "kernel": cf._WINDOW[True] is not None,
+                  "conv1x1": [wrote, float((lvl.float() - ref).abs().max()) < 2e-2, int(rest)]}))
 """
 
 
 def test_copyfree_pools_and_upsample_write_into_their_slices():
-    """The copy-free engine's Triton kernel (Triton's interpreter): SPPF's chained 5x5 pools read
-    and write channel slices of one NHWC buffer as PyTorch's max_pool2d computes them, and the
-    nearest 2x upsample fills its slice as F.interpolate does and nothing beside it."""
+    """The copy-free engine's Triton kernels (Triton's interpreter): SPPF's chained 5x5 pools read
+    and write channel slices of one NHWC buffer as PyTorch's max_pool2d computes them, the
+    nearest 2x upsample fills its slice as F.interpolate does and nothing beside it, and the
+    head's 1x1 convolution writes conv2d's result into a level's channel slice of a (batch,
+    anchors, channels) buffer and nothing beside it."""
     import json
     import os
     import subprocess
@@ -389,4 +405,5 @@ def test_copyfree_pools_and_upsample_write_into_their_slices():
                        env=env, timeout=300)  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     got = json.loads(r.stdout.strip().splitlines()[-1])
-    assert got == {"pools": [True] * 3, "up": True, "others": 0, "kernel": True}, got
+    assert got == {"pools": [True] * 3, "up": True, "others": 0, "kernel": True,
+                   "conv1x1": [True, True, 0]}, got  # fmt: skip

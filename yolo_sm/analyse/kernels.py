@@ -18,10 +18,11 @@ RULES: tuple[tuple[str, re.Pattern], ...] = tuple((cls, re.compile(rx, re.I)) fo
     ("simt_conv", r"xmma_fprop\w*_f32f32_f32f32|implicit_convolve_sgemm|"
      r"convolve_common_engine_float|conv2d_c\d+_k\d+|conv2d_grouped_direct|"
      r"winograd.*(?:float|f32)|fft\w*conv|depthwise"),
-    # cuDNN xmma / CUTLASS fprop; cuDNN runtime-fusion kernels (fp8 conv + fused epilogue)
+    # cuDNN xmma / CUTLASS fprop; cuDNN runtime-fusion kernels (fp8 conv + fused epilogue);
+    # the copy-free engine's Triton 1x1 convolution (tl.dot)
     ("tensor_core_conv", rf"xmma_fprop|tensorop\w*fprop|fprop\w*tensorop|"
      rf"_fprop_\w*{_TENSOR_TYPES}|cudnn.*conv.*(?:hmma|imma|gmma)|"
-     r"cudnn_generated\w*conv(?:Fwd|_fprop)"),
+     r"cudnn_generated\w*conv(?:Fwd|_fprop)|^pointwise_conv_into$"),
     # cuBLAS nvjet on Hopper, CUTLASS, cuBLAS sm80/sm90 kernels
     ("tensor_core_gemm", r"nvjet_|tensorop\w*gemm|gemm\w*tensorop|xmma_gemm|s1688gemm|"
      r"s16816gemm|h16816gemm|hmma|gmma|wgmma|sm90_\w*gemm"),

@@ -1,6 +1,6 @@
 """Backend ``copyfree`` (fp16/bf16 NHWC, CUDA): each ``Conv`` block one cuDNN graph (BN folded,
 bias/SiLU/residual fused) writing into its slice of the concat that reads it, SPPF's pools and the
-upsamples too, the head's branches into their slice of one buffer per level; one CUDA graph."""
+upsamples too, the head's branches into their slice of its one raw output; one CUDA graph."""
 
 from __future__ import annotations
 
@@ -97,6 +97,7 @@ class CopyFree(nn.Module):
         self.buffers: dict = {}  # this forward's
         self.counts = {"strided": 0, "copied": 0}
         self.concat_copies = 0  # a concatenation input that landed outside its slice
+        self.pointwise: dict = {}  # the head's 1x1 convolutions' (weight, bias) for the kernel
         self._bind_head()
 
     def conv(self, block, x, y=None, res=None) -> torch.Tensor:
@@ -256,18 +257,22 @@ class CopyFree(nn.Module):
         return self.conv(m.cv2, buf, out)
 
     def _detect(self, i, m, xs):
-        """The raw head output (B, 4 * reg_max + nc, anchors): each level's box and class branch
-        write into their channel slice of one NHWC buffer per level, which one concatenation
-        joins (ultralytics' head concatenates three times). Not one buffer of all anchors: its
-        level slices' batch stride exceeds the level, which cuDNN computed wrongly with the
-        anchors before or after the channels (methods.md)."""
-        nb, levels = 4 * m.reg_max, []
-        for x, box, cls in zip(xs, m.cv2, m.cv3, strict=True):
-            lvl = self._buffer(("head", i), (x.shape[0], m.no, *x.shape[2:]), x)
+        """The raw head output (B, 4 * reg_max + nc, anchors), the transposed view of one
+        (B, anchors, channels) buffer each level's box and class branch write their channel
+        slice of (ultralytics' head concatenates three times). The branches' last (1x1)
+        convolutions run as :func:`pointwise_into`: cuDNN computed a level's slice of that
+        buffer wrongly, its batch stride exceeding the level (methods.md)."""
+        n, nb = xs[0].shape[0], 4 * m.reg_max
+        sizes = [t.shape[2] * t.shape[3] for t in xs]
+        raw = self._buffer(("head", i), (n, sum(sizes), m.no), xs[0])
+        a0 = 0
+        for x, a, box, cls in zip(xs, sizes, m.cv2, m.cv3, strict=True):
+            lvl = raw[:, a0 : a0 + a].unflatten(1, x.shape[2:]).permute(0, 3, 1, 2)
             for branch, dst in ((box, lvl[:, :nb]), (cls, lvl[:, nb:])):
-                self.conv(branch[-1], branch[:-1](x), dst)
-            levels.append(lvl.permute(0, 2, 3, 1).flatten(1, 2))  # (B, h * w, channels), packed
-        return torch.cat(levels, 1).transpose(1, 2)  # one contiguous copy, no transposition
+                if not pointwise_into(branch[-1], branch[:-1](x), dst, self.pointwise):
+                    self.concat_copies += 1
+            a0 += a
+        return raw.transpose(1, 2)
 
 
 def _empty(shape, like) -> torch.Tensor:
@@ -303,6 +308,68 @@ def window_into(x: torch.Tensor, y: torch.Tensor, k: int = 1, up: int = 1) -> to
     if up > 1:
         return y.unflatten(2, (h, up)).unflatten(4, (w, up)).copy_(x[:, :, :, None, :, None])
     return y.copy_(x)
+
+
+def pointwise_into(conv: nn.Conv2d, x: torch.Tensor, y: torch.Tensor, cache: dict) -> bool:
+    """``conv(x)`` (a 1x1, stride-1 convolution with a bias) written into ``y``, a view of any
+    strides whose channels are adjacent, by one Triton kernel (a GEMM over pixels, bias in its
+    epilogue) reading NHWC ``x``; ``cache`` keeps the kernel's (weight, bias) per convolution.
+    True where the kernel wrote ``y``; False where PyTorch's convolution and a copy did."""
+    kernel = cached_kernel(_POINTWISE, _define_pointwise)
+    one = conv.kernel_size == (1, 1) and conv.stride == (1, 1) and conv.padding in ((0, 0), 0)
+    if kernel is not None and one and conv.groups == 1 and x.stride(1) == 1 == y.stride(1):
+        if id(conv) not in cache:  # (in, out) rows for tl.dot; the bias in float32
+            w = conv.weight.detach().reshape(conv.out_channels, -1).t().to(x.dtype).contiguous()
+            b = conv.bias if conv.bias is not None else w.new_zeros(conv.out_channels)
+            cache[id(conv)] = (w, b.detach().float().contiguous())
+        w, b = cache[id(conv)]
+        n, k, h, wd = x.shape
+        bn, bk = max(16, _pow2(y.shape[1])), min(64, max(16, _pow2(k)))  # tl.dot's least 16
+        try:
+            kernel[(triton_cdiv(h * wd, 64), n)](
+                x, w, b, y, h * wd, k, y.shape[1], wd, x.stride(0), x.stride(2), x.stride(3),
+                y.stride(0), y.stride(2), y.stride(3), BM=64, BN=bn, BK=bk,
+            )  # fmt: skip
+            return True
+        except Exception as e:  # noqa: BLE001 - a kernel that does not compile here
+            kernel_failed(_POINTWISE, "1x1 convolution", e, "PyTorch's convolution and a copy run")
+    y.copy_(nn.Conv2d.forward(conv, x))
+    return False
+
+
+_POINTWISE: dict = {}
+
+
+def _pow2(v: int) -> int:
+    """The least power of two at least ``v`` (a Triton block's size)."""
+    return 1 << (v - 1).bit_length()
+
+
+def _define_pointwise(triton, tl):
+    @triton.jit
+    def pointwise_conv_into(x, w, b, y, M, K, N, W, sxn, sxh, sxw, syn, syh, syw,
+                            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):  # fmt: skip
+        n = tl.program_id(1).to(tl.int64)
+        p = tl.program_id(0) * BM + tl.arange(0, BM)  # pixels of image n, row-major
+        co, ks = tl.arange(0, BN), tl.arange(0, BK)
+        iy, ix = p // W, p % W
+        src = n * sxn + iy * sxh + ix * sxw  # x's channels are adjacent
+        acc = tl.zeros((BM, BN), tl.float32)
+        live, co_ok = p < M, co < N
+        for k0 in range(0, K, BK):
+            kk = k0 + ks
+            k_ok = kk < K
+            a = tl.load(
+                x + src[:, None] + kk[None, :], mask=live[:, None] & k_ok[None, :], other=0.0
+            )
+            wt = tl.load(w + kk[:, None] * N + co[None, :], mask=k_ok[:, None] & co_ok[None, :],
+                         other=0.0)  # fmt: skip
+            acc = tl.dot(a, wt, acc)
+        acc += tl.load(b + co, mask=co_ok, other=0.0)[None, :]
+        dst = n * syn + iy[:, None] * syh + ix[:, None] * syw + co[None, :]
+        tl.store(y + dst, acc.to(y.dtype.element_ty), mask=live[:, None] & co_ok[None, :])
+
+    return pointwise_conv_into
 
 
 _WINDOW: dict = {}
