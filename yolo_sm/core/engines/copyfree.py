@@ -257,11 +257,11 @@ class CopyFree(nn.Module):
         return self.conv(m.cv2, buf, out)
 
     def _detect(self, i, m, xs):
-        """The raw head output (B, 4 * reg_max + nc, anchors), the transposed view of one
-        (B, anchors, channels) buffer each level's box and class branch write their channel
-        slice of (ultralytics' head concatenates three times). The branches' last (1x1)
-        convolutions run as :func:`pointwise_into`: cuDNN computed a level's slice of that
-        buffer wrongly, its batch stride exceeding the level (methods.md)."""
+        """The raw head output (B, 4 * reg_max + nc, anchors): the transposed view of one
+        (B, anchors, channels) buffer, each level's box and class branches writing their
+        channel slices of its rows (ultralytics' head concatenates three times). The branches'
+        last (1x1) convolutions run as :func:`pointwise_into`: cuDNN computed a level's slice
+        of that buffer wrongly, its batch stride exceeding the level (methods.md)."""
         n, nb = xs[0].shape[0], 4 * m.reg_max
         sizes = [t.shape[2] * t.shape[3] for t in xs]
         raw = self._buffer(("head", i), (n, sum(sizes), m.no), xs[0])
