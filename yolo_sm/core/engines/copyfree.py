@@ -323,8 +323,10 @@ def pointwise_into(conv: nn.Conv2d, x: torch.Tensor, y: torch.Tensor, cache: dic
             b = conv.bias if conv.bias is not None else w.new_zeros(conv.out_channels)
             cache[id(conv)] = (w, b.detach().float().contiguous())
         w, b = cache[id(conv)]
+        from triton import next_power_of_2 as pow2  # importable: the kernel was made
+
         n, k, h, wd = x.shape
-        bn, bk = max(16, _pow2(y.shape[1])), min(64, max(16, _pow2(k)))  # tl.dot's least 16
+        bn, bk = max(16, pow2(y.shape[1])), min(64, max(16, pow2(k)))  # tl.dot's least is 16
         try:
             kernel[(triton_cdiv(h * wd, 64), n)](
                 x, w, b, y, h * wd, k, y.shape[1], wd, x.stride(0), x.stride(2), x.stride(3),
@@ -338,11 +340,6 @@ def pointwise_into(conv: nn.Conv2d, x: torch.Tensor, y: torch.Tensor, cache: dic
 
 
 _POINTWISE: dict = {}
-
-
-def _pow2(v: int) -> int:
-    """The least power of two at least ``v`` (a Triton block's size)."""
-    return 1 << (v - 1).bit_length()
 
 
 def _define_pointwise(triton, tl):
