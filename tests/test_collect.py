@@ -304,12 +304,14 @@ def test_a_trace_step_runs_config_by_config(tmp_path):
 def _fake_kernels(monkeypatch, captured):
     """kineto's capture writes a placeholder trace (noted in ``captured``) and load_kernels
     gives two kernel rows for any readable one: a GPU's trace, without a GPU."""
+    from yolo_sm.core import provenance
     from yolo_sm.core.profiling import kineto, trace_units
 
     def capture(fn, path, **kw):
         captured.append(path.name)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("trace")
+        provenance.write_sidecar(path, provenance.collect("cpu"), {"iters": 2, "warmup": 2})
 
     def load_kernels(path):
         if path.read_text() != "trace":
@@ -343,6 +345,22 @@ def test_a_trace_step_resumes_from_its_traces_and_times_its_configs(tmp_path, mo
     second.write_text("trunc")  # cut short
     assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
     assert captured[2:] == [second.name] and len(pd.read_parquet(out / "tr.parquet")) == 4
+    # a kept trace's rows carry the provenance it was taken under, not this run's; one taken
+    # by other code, or without its provenance, is taken again
+    (out / "tr.parquet").unlink()
+    meta = first.with_name(first.name + ".metadata.json")
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "gpu_uuid": "GPU-then"}))
+    assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
+    uuids = lambda: set(pd.read_parquet(out / "tr.parquet").prov_gpu_uuid)  # noqa: E731
+    assert len(captured) == 3 and "GPU-then" in uuids()
+    for code in ({"yolo_sm_source": "0123456789ab"}, None):
+        (out / "tr.parquet").unlink()
+        if code is None:
+            meta.unlink()
+        else:
+            meta.write_text(json.dumps({**json.loads(meta.read_text()), **code}))
+        assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
+        assert captured[-1] == first.name and "GPU-then" not in uuids()
     wider = {**step, "params": {**step["params"], "widths": [0.0625, 0.125, 0.25]}}
     spec = plan_runners.trace_spec(_plan(tmp_path, [wider]).steps[0], _plan(tmp_path, [wider]))
     assert [trace_units.TraceSpec.label(spec, u) for u in trace_units.missing_units(

@@ -160,3 +160,13 @@ def write_sidecar(artefact: str | os.PathLike, prov: dict, extra: dict | None = 
     path = Path(f"{artefact}.metadata.json")
     write_text_atomic(path, json.dumps({**prov, **(extra or {})}, indent=2, default=str))
     return path
+
+
+def read_sidecar(artefact: str | os.PathLike) -> dict | None:
+    """The provenance :func:`write_sidecar` wrote beside ``artefact``; None where it is absent
+    or unreadable."""
+    try:
+        meta = json.loads(Path(f"{artefact}.metadata.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None

@@ -1,5 +1,6 @@
 """A plan's trace step: one PyTorch-profiler trace per config through the grid runner, kernels
-attributed to layers; traces kept as ``traces/<step>-<config>.json.gz`` and reused after a kill.
+attributed to layers; traces kept as ``traces/<step>-<config>.json.gz`` and reused after a kill
+(by the same code: their provenance beside them).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from yolo_sm.contract.store import read_metadata, write_atomic
 from yolo_sm.core.grid import Pace, held, longest_by_width, run_grid, run_pace, width_scaled
 from yolo_sm.core.profiling import kineto
 from yolo_sm.core.profiling.target import engine_of, label_of, model_of
-from yolo_sm.core.provenance import stamp
+from yolo_sm.core.provenance import read_sidecar, source_digest, stamp
 
 #: the column that names a trace table's unit
 KEY = ("config",)
@@ -50,12 +51,14 @@ class TraceSpec:
 
 
 def _kernels(path: Path):
-    """The kernel rows of the trace at ``path``; None where it is absent or unreadable (a
-    trace cut short by a kill is taken again)."""
-    if not path.exists():
+    """The kernel rows of the trace kept at ``path`` and the provenance it was taken under;
+    None where it is absent, unreadable (a trace cut short by a kill), without its provenance
+    or taken by other code (its ``yolo_sm_source``): such a config is traced again."""
+    prov = read_sidecar(path)
+    if not path.exists() or prov is None or prov.get("yolo_sm_source") != source_digest():
         return None
     try:
-        return kineto.load_kernels(path)
+        return kineto.load_kernels(path), prov
     except UserError:
         return None
 
@@ -68,7 +71,7 @@ def _complete(spec: TraceSpec, out: Path):
         if rows:
             return True
         found = _kernels(spec.trace_path(out, unit))
-        return found is not None and found.empty
+        return found is not None and found[0].empty
 
     return complete
 
@@ -132,8 +135,8 @@ def run_traces(
     def measure(unit, model):
         label = spec.label(unit)
         path = spec.trace_path(out, unit)
-        frame = _kernels(path)
-        if frame is None:
+        kept = _kernels(path)
+        if kept is None:
             eng, x = engine_of(spec.family, unit, model, spec.imgsz, spec.device,
                                spec.backend, spec.compile_mode)  # fmt: skip
             try:
@@ -142,8 +145,12 @@ def run_traces(
                                device=spec.device)  # fmt: skip
             finally:
                 eng.close()
-            frame = kineto.load_kernels(path)
-        frame = frame.assign(config=label, backend=spec.backend, **stamp(spec.device))
+            kept = _kernels(path)
+            if kept is None:
+                raise UserError(f"{path}: the trace just taken cannot be read back")
+        frame, prov = kept  # the rows carry the provenance of the trace they come from
+        prov = {k: v for k, v in prov.items() if k not in ("iters", "warmup")}
+        frame = frame.assign(config=label, backend=spec.backend, **stamp(prov))
         columns[:] = list(frame.columns)
         return frame.to_dict("records")
 
