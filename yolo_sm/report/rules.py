@@ -24,7 +24,7 @@ OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
 #: the units a rule may state its fact in
 UNITS = frozenset(
     {"", "x", "%", "pp", "points", "s", "min", "ratio", "rows", "limits", "block sizes", "waves",
-     "runs", "layers", "batches", "engines", "convs", "types", "builds", "ms"}
+     "runs", "layers", "batches", "engines", "convs", "types", "builds", "ms", "kernels"}
 )  # fmt: skip
 VERDICT_COLUMNS = tuple(
     "id statement measured unit op threshold partly verdict datasets scope group caveat".split()
