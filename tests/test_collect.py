@@ -351,16 +351,20 @@ def test_a_trace_step_resumes_from_its_traces_and_times_its_configs(tmp_path, mo
     meta = first.with_name(first.name + ".metadata.json")
     meta.write_text(json.dumps({**json.loads(meta.read_text()), "gpu_uuid": "GPU-then"}))
     assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
-    uuids = lambda: set(pd.read_parquet(out / "tr.parquet").prov_gpu_uuid)  # noqa: E731
+
+    def uuids():
+        return set(pd.read_parquet(out / "tr.parquet").prov_gpu_uuid)
+
     assert len(captured) == 3 and "GPU-then" in uuids()
-    for code in ({"yolo_sm_source": "0123456789ab"}, None):
+    for taken, code in enumerate(({"yolo_sm_source": "0123456789ab", "gpu_uuid": "x"}, None), 4):
         (out / "tr.parquet").unlink()
         if code is None:
             meta.unlink()
         else:
             meta.write_text(json.dumps({**json.loads(meta.read_text()), **code}))
         assert collect.run_plan(plan, out, progress=False).state.tolist() == ["done"]
-        assert captured[-1] == first.name and "GPU-then" not in uuids()
+        assert len(captured) == taken and captured[-1] == first.name
+        assert not {"GPU-then", "x"} & uuids()
     wider = {**step, "params": {**step["params"], "widths": [0.0625, 0.125, 0.25]}}
     spec = plan_runners.trace_spec(_plan(tmp_path, [wider]).steps[0], _plan(tmp_path, [wider]))
     assert [trace_units.TraceSpec.label(spec, u) for u in trace_units.missing_units(
